@@ -199,7 +199,7 @@ enum Item {
     WindowMask {
         group: usize,
     },
-    /// End of a chunk: advance rP (if the chunk has regular windows) and rQ (irregular windows),
+    /// End of a chunk: advance rP (if the chunk has any window) and rQ (irregular windows),
     /// count the block counter rbx, count down r13 and loop or leave.
     LoopEnd {
         adv_p: bool,
@@ -1225,8 +1225,11 @@ impl Composer<'_> {
             self.cond_acc += added as f64 * ratio;
             dispatch = Some(d);
         }
-        let adv_p = c.groups.iter().any(|g| !g.irregular);
         let adv_q = c.groups.iter().any(|g| g.irregular);
+        // rQ's step is rP, so a chunk that steps rQ steps rP too: in a body without regular
+        // windows rP would otherwise stay at its initial 0 and every irregular window at the
+        // start of its region (memcached's request workers hit the L2 with their 4 MiB region).
+        let adv_p = adv_q || c.groups.iter().any(|g| !g.irregular);
         // The block counter identifies the chunk execution for ring blocks and drives patterns.
         let inc_b = ring > 1 || !patterns.is_empty();
         for used in [adv_p, adv_q, inc_b] {

@@ -407,10 +407,16 @@ fn indirect_change_scale_multiplies_the_dispatches_change_rate_and_zero_leaves_o
         "realised at 0: {:.3} with {entries} ring entries and {dispatched:.1} dispatches per call",
         got(&none)
     );
-    // The count is the profile's whatever the scale; at 0 every dispatch has a single target (its
-    // stub label `_j`, no table of stubs `_s`).
+    // The count is the profile's whatever the scale (within 8 %: dispatches are owed per
+    // instruction, and at ×1 each also steps the random word, so a chunk owes a little more); at 0
+    // every dispatch has a single target (its stub label `_j`, no table of stubs `_s`).
     let jumps = |a: &ClusterAsm| a.stats.indirect_jumps_per_call.1;
-    assert!((jumps(&none) - jumps(&full)).abs() / jumps(&full) < 0.05);
+    assert!(
+        (jumps(&none) - jumps(&full)).abs() / jumps(&full) < 0.08,
+        "{:.1} jumps per call at ×0 against {:.1} at ×1",
+        jumps(&none),
+        jumps(&full)
+    );
     let lines: Vec<&str> = none.text.lines().map(str::trim).collect();
     assert!(lines
         .iter()

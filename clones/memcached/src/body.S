@@ -64,7 +64,7 @@ ditto_body_c0:
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 2391896], rax
     xor eax, eax
-    test dword ptr [r15 + 2391899], 168821376
+    test dword ptr [r15 + 2391900], 67375368
     setz al
     lea rcx, [rip + .Lc0_d50_s]
     lea rcx, [rcx + rax*8]
@@ -76,21 +76,26 @@ ditto_body_c0:
     .p2align 3
     jmp .Lc0_d50_j
 .Lc0_d50_j:
-    mov dword ptr [r15 + 12864], 144
-    mov ecx, edi
+    mov eax, eax
+    mov ecx, 163
     test ebx, 1073741824
+    jz 1f
+1:
+    movzx ebp, dil
+    mov ecx, eax
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rbp, r11
+    movzx eax, byte ptr [r15 + 768]
+    mov r8, rcx
+    test ebx, 4096
     jnz 1f
 1:
-    mov eax, 126
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov qword ptr [r15 + 768], rdi
-    movsxd rcx, dword ptr [r15 + 2110400]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov edi, dword ptr [r15 + 512]
+    and rbp, 960
+    mov qword ptr [r15 + rbp + 11840], rcx
+    movdqu xmmword ptr [r15 + 832], xmm15
+    add r11, 64
     inc rbx
     dec r13
     jnz .Lc0_b0_c0
@@ -103,22 +108,22 @@ ditto_body_c0:
     jmp .Lc0_b1_c0
     .p2align 6
 .Lc0_b1_c0:
-    shr ecx, 12
+    shr ebp, 26
     movsxd rbp, dword ptr [r15 + 64]
-    cmovne rcx, rax
+    cmovne rax, rdx
     jmp 1f
 1:
-    cmp rdi, rbp
-    mov ecx, dword ptr [r15 + 0]
+    cmp rbp, rax
+    mov edi, dword ptr [r15 + 0]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov qword ptr [r15 + 0], rbp
-    add rdi, qword ptr [r14 + 0]
-    pxor xmm2, xmm14
-    movsxd rcx, dword ptr [r15 + 192]
-    movzx ebp, cl
-    mov qword ptr [r15 + 320], rbp
+    mov qword ptr [r15 + 0], rdi
+    add rbp, qword ptr [r14 + 0]
+    pxor xmm15, xmm3
+    movsxd rdi, dword ptr [r15 + 192]
+    movzx edx, dil
+    mov qword ptr [r15 + 320], rdx
     inc rbx
     dec r13
     jnz .Lc0_b1_c0
@@ -132,19 +137,19 @@ ditto_body_c0:
     .p2align 6
 .Lc0_b2_c0:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, ecx
-    mov byte ptr [r15 + 0], bpl
+    mov edx, ecx
+    mov byte ptr [r15 + 0], dl
     test ebx, 1073741824
     jz 1f
 1:
-    add qword ptr [r15 + 128], rbp
-    movsxd rbp, dword ptr [r15 + 832]
-    movsxd rax, dword ptr [r15 + 256]
+    add qword ptr [r15 + 128], rdx
+    movsxd rcx, dword ptr [r15 + 832]
+    movsxd rdi, dword ptr [r15 + 256]
     test ebx, 1073741824
     jnz 1f
 1:
     mov qword ptr [r15 + 704], rcx
-    movzx ecx, al
+    movzx ecx, dil
     inc rbx
     dec r13
     jnz .Lc0_b2_c0
@@ -158,40 +163,41 @@ ditto_body_c0:
     .p2align 6
 .Lc0_b3_c0:
     mov rbp, r11
+    mov r8, r11
     and rbp, 1984
-    mov byte ptr [r15 + rbp + 7744], bpl
-    mov rbp, r11
-    mov edi, ebp
+    movsxd rcx, dword ptr [r15 + rbp + 9792]
+    and r8, 1984
+    movzx ebp, byte ptr [r15 + r8 + 7744]
     test ebx, 1073741824
     jnz 1f
 1:
-    and rbp, 1984
-    mov dword ptr [r15 + rbp + 9792], 150
     jmp 1f
 1:
+    mov dword ptr [r15 + 512], ebp
     add r11, 64
     inc rbx
     dec r13
     jnz .Lc0_b3_c0
 .Lc0_b3_done:
-// block 4: 64 bytes, 1 chunk(s), 1156 chunk executions per call
+// block 4: 64 bytes, 1 chunk(s), 1073 chunk executions per call
     mov rbx, qword ptr [r15 + 2391944]
-    lea rcx, [rbx + 1156]
+    lea rcx, [rbx + 1073]
     mov qword ptr [r15 + 2391944], rcx
-    mov r13d, 1156
+    mov r13d, 1073
     jmp .Lc0_b4_c0
     .p2align 6
 .Lc0_b4_c0:
     mov rbp, r10
-    mov r8, r10
+    mov r9, r10
     and rbp, 1984
     mov rcx, qword ptr [r15 + rbp + 1600]
-    and r8, 448
-    mov dword ptr [r15 + r8 + 1088], r8d
+    and r9, 448
+    mov dword ptr [r15 + r9 + 1088], r9d
     test ebx, 1073741824
     jnz 1f
 1:
-    movsxd rcx, dword ptr [r14 + 512]
+    movsxd r9, dword ptr [r14 + 512]
+    add r11, 64
     add r10, r11
     inc rbx
     dec r13
@@ -209,40 +215,35 @@ ditto_body_c0:
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 2391896], rax
     xor eax, eax
-    test dword ptr [r15 + 2391900], 3408130
+    test dword ptr [r15 + 2391900], 1179661
     setz al
-    lea rcx, [rip + .Lc0_d161_s]
+    lea rcx, [rip + .Lc0_d167_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc0_d161_s_t
+    jmp .Lc0_d167_s_t
     .p2align 3
-.Lc0_d161_s:
+.Lc0_d167_s:
     .p2align 3
-    jmp .Lc0_d161_j
+    jmp .Lc0_d167_j
     .p2align 3
-    jmp .Lc0_d161_j
-.Lc0_d161_j:
-    jmp 1f
-1:
-    lock add qword ptr [r15 + 960], rax
+    jmp .Lc0_d167_j
+.Lc0_d167_j:
+    mov rcx, qword ptr [r15 + 256]
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
-    mov rax, qword ptr [r15 + 832]
+    mov ecx, dword ptr [r15 + 1024]
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
-    jmp 1f
-1:
-    add rax, qword ptr [r15 + 1024]
+    add rcx, qword ptr [r15 + 192]
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
-    jmp 1f
-1:
+    movzx r9d, al
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
-    and eax, dword ptr [r15 + 256]
+    movzx ecx, byte ptr [r15 + 640]
     inc rbx
     dec r13
     jnz .Lc0_b5_c0
@@ -255,61 +256,63 @@ ditto_body_c0:
     jmp .Lc0_b6_c0
     .p2align 6
 .Lc0_b6_c0:
-    lea rcx, [rip + .Lc0_d193_j]
+    lea rcx, [rip + .Lc0_d197_j]
     add rcx, qword ptr [r15 + 2391904]
-    jmp .Lc0_d193_j_t
-.Lc0_d193_j:
-    mov eax, 53
+    jmp .Lc0_d197_j_t
+.Lc0_d197_j:
+    mov ecx, 55
     jmp 1f
 1:
     jmp 1f
 1:
     jmp 1f
 1:
-    mov dword ptr [r15 + 448], eax
+    mov dword ptr [r15 + 448], r9d
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
     nop
-    mov eax, 110
+    mov ecx, 20
     mov r12, qword ptr [r15 + r12 + 56]
     mov ecx, dword ptr [r15 + 576]
-    mov eax, 19
+    mov edx, 104
     inc rbx
     dec r13
     jnz .Lc0_b6_c0
 .Lc0_b6_done:
-// block 7: 64 bytes, 1 chunk(s), 824 chunk executions per call
+// block 7: 64 bytes, 1 chunk(s), 727 chunk executions per call
     mov rbx, qword ptr [r15 + 2391968]
-    lea rcx, [rbx + 824]
+    lea rcx, [rbx + 727]
     mov qword ptr [r15 + 2391968], rcx
-    mov r13d, 824
+    mov r13d, 727
     jmp .Lc0_b7_c0
     .p2align 6
 .Lc0_b7_c0:
-    movzx ecx, cl
-    mov qword ptr [r14 + 0], rcx
-    mov qword ptr [r15 + 192], rax
-    mov rbp, r11
-    movzx ecx, bpl
-    test ebx, 4096
+    mov r9, r11
+    and r9, 448
+    mov eax, dword ptr [r15 + r9 + 1088]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, rsi
+    mov r12, qword ptr [r15 + r12 + 56]
+    imul r9d, edx, 66
+    test ebx, 1073741824
     jnz 1f
 1:
-    mov qword ptr [r15 + 64], rdi
-    and rbp, 448
-    movzx ecx, byte ptr [r15 + rbp + 1088]
-    movsxd rdi, dword ptr [r15 + 384]
+    movzx r9d, al
+    mov byte ptr [r15 + 192], r9b
+    mov qword ptr [r14 + 384], rax
+    lock or dword ptr [r15 + 64], 19
     add r11, 64
     inc rbx
     dec r13
     jnz .Lc0_b7_c0
 .Lc0_b7_done:
-// block 8: 64 bytes, 1 chunk(s), 1022 chunk executions per call
+// block 8: 64 bytes, 1 chunk(s), 954 chunk executions per call
     mov rbx, qword ptr [r15 + 2391976]
-    lea rcx, [rbx + 1022]
+    lea rcx, [rbx + 954]
     mov qword ptr [r15 + 2391976], rcx
-    mov r13d, 1022
+    mov r13d, 954
     jmp .Lc0_b8_c0
     .p2align 6
 .Lc0_b8_c0:
@@ -320,10 +323,11 @@ ditto_body_c0:
     test ebx, 1073741824
     jz 1f
 1:
-    mov edi, ecx
+    mov ecx, ecx
     and rbp, 4032
-    mov eax, dword ptr [r15 + rbp + 3648]
-    mov edi, 149
+    mov ecx, dword ptr [r15 + rbp + 3648]
+    mov ebp, 221
+    add r11, 64
     add r10, r11
     inc rbx
     dec r13
@@ -337,22 +341,23 @@ ditto_body_c0:
     jmp .Lc0_b9_c0
     .p2align 6
 .Lc0_b9_c0:
-    lea rcx, [rip + .Lc0_d257_j]
+    lea rcx, [rip + .Lc0_d264_j]
     add rcx, qword ptr [r15 + 2391904]
-    jmp .Lc0_d257_j_t
-.Lc0_d257_j:
-    movdqu xmmword ptr [r15 + 448], xmm3
+    jmp .Lc0_d264_j_t
+.Lc0_d264_j:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, byte ptr [r15 + 192]
     jmp 1f
 1:
-    mov qword ptr [r14 + 320], rdi
-    movzx ecx, byte ptr [r15 + 64]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 640], cl
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 640], cl
-    movzx ecx, byte ptr [r15 + 192]
+    mov qword ptr [r14 + 320], rcx
+    jmp 1f
+1:
+    movzx eax, byte ptr [r15 + 64]
     jmp 1f
 1:
     inc rbx
@@ -371,40 +376,40 @@ ditto_body_c0:
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 2391896], rax
     xor eax, eax
-    test dword ptr [r15 + 2391900], 13107584
+    test dword ptr [r15 + 2391899], 6291732
     setz al
-    lea rcx, [rip + .Lc0_d283_s]
+    lea rcx, [rip + .Lc0_d290_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc0_d283_s_t
+    jmp .Lc0_d290_s_t
     .p2align 3
-.Lc0_d283_s:
+.Lc0_d290_s:
     .p2align 3
-    jmp .Lc0_d283_j
+    jmp .Lc0_d290_j
     .p2align 3
-    jmp .Lc0_d283_j
-.Lc0_d283_j:
-    mov rbp, r11
-    mov r8, r11
-    and rbp, 1984
-    mov rcx, qword ptr [r15 + rbp + 2110656]
-    and r8, 262080
-    mov rbp, qword ptr [r15 + r8 + 2120896]
+    jmp .Lc0_d290_j
+.Lc0_d290_j:
+    mov r12, qword ptr [r15 + r12 + 56]
     movzx edi, bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rcx, dword ptr [r15 + 960]
+    mov rbp, r11
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
-    mov r8, rsi
-    mov dword ptr [r15 + 896], r8d
+    paddq xmm15, xmmword ptr [r15 + 576]
+    and rbp, 8128
+    mov edi, dword ptr [r15 + rbp + 2112704]
+    pcmpeqb xmm15, xmmword ptr [r15 + 896]
     add r11, 64
     inc rbx
     dec r13
     jnz .Lc0_b10_c0
 .Lc0_b10_done:
-// block 11: 64 bytes, 1 chunk(s), 979 chunk executions per call
+// block 11: 64 bytes, 1 chunk(s), 1060 chunk executions per call
     mov rbx, qword ptr [r15 + 2392000]
-    lea rcx, [rbx + 979]
+    lea rcx, [rbx + 1060]
     mov qword ptr [r15 + 2392000], rcx
-    mov r13d, 979
+    mov r13d, 1060
     jmp .Lc0_b11_c0
     .p2align 6
 .Lc0_b11_c0:
@@ -415,10 +420,9 @@ ditto_body_c0:
     test ebx, 1073741824
     jz 1f
 1:
-    mov rdi, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, byte ptr [r15 + 128]
-    mov rdi, qword ptr [r15 + 256]
+    movzx edi, byte ptr [r15 + 128]
+    mov byte ptr [r15 + 256], dil
+    mov rdi, qword ptr [r15 + 448]
     inc rbx
     dec r13
     jnz .Lc0_b11_c0
@@ -551,67 +555,73 @@ ditto_body_c1:
     add rcx, qword ptr [r15 + 7675232]
     jmp .Lc1_d37_j_t
 .Lc1_d37_j:
-    mov ecx, 33
-    mov r12, qword ptr [r15 + r12 + 56]
-    add rcx, 64
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 53
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
     and ecx, dword ptr [r15 + 384]
-    mov rbp, r10
-    and ecx, dword ptr [r14 + 128]
-    mov rax, qword ptr [r15 + 256]
-    and rbp, 960
-    movzx edi, byte ptr [r15 + rbp + 1728]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    shl rcx, 4
+    mov eax, 139
     jmp 1f
 1:
-    mov dword ptr [r15 + 448], edi
-    add rcx, qword ptr [r15 + 320]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    vmovdqu ymmword ptr [r14 + 192], ymm8
-    mov rbp, r10
-    mov rdi, rcx
-    mov ecx, 75
-    and rbp, 4032
-    and eax, dword ptr [r15 + rbp + 2752]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    sub rbp, rcx
-    mov eax, 120
-    mov eax, 120
-    jmp 1f
-1:
+    mov edi, 46
     test ebx, 1073741824
     jz 1f
 1:
-    and ebp, dword ptr [r15 + 896]
-    cmp rsi, rdi
-    movzx eax, cl
+    movzx ecx, byte ptr [r15 + 128]
+    movzx r9d, byte ptr [r15 + 192]
+    mov rdi, rdx
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    movzx r9d, r9b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, r10
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r9, 4032
+    movsxd rcx, dword ptr [r15 + r9 + 2752]
+    movzx r9d, dil
+    test ebx, 1073741824
+    jz 1f
+1:
+    xor r9d, edx
+    add rdi, qword ptr [r15 + 64]
+    neg r9
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx r9d, r9b
+    mov r9d, 95
+    mov r9d, 170
+    jmp 1f
+1:
+    mov r9, r10
+    test ebx, 1073741824
+    jnz 1f
+1:
+    add rdi, qword ptr [r15 + 256]
+    and r9, 262080
+    mov dword ptr [r14 + r9 + 2161344], 178
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    movzx r9d, dl
+    add rdi, qword ptr [r14 + 448]
+    mov r9d, 248
+    test bl, 96
+    jnz 1f
+1:
+    mov qword ptr [r15 + 320], rdx
+    mov ecx, 213
+    mov rdi, qword ptr [r15 + 896]
+    add r11, 64
     add r10, r11
     inc rbx
     dec r13
@@ -621,76 +631,81 @@ ditto_body_c1:
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 7675224], rax
     xor eax, eax
-    test dword ptr [r15 + 7675228], 1051688
+    test dword ptr [r15 + 7675227], 4202658
     setz al
-    lea rcx, [rip + .Lc1_d97_s]
+    lea rcx, [rip + .Lc1_d101_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d97_s_t
+    jmp .Lc1_d101_s_t
     .p2align 3
-.Lc1_d97_s:
+.Lc1_d101_s:
     .p2align 3
-    jmp .Lc1_d97_j
+    jmp .Lc1_d101_j
     .p2align 3
-    jmp .Lc1_d97_j
-.Lc1_d97_j:
-    movzx edx, byte ptr [r14 + 384]
-    movzx eax, r8b
-    jmp 1f
-1:
-    shr edx, 20
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx ecx, byte ptr [r15 + 1024]
-    mov ebp, dword ptr [r15 + 768]
-    mov qword ptr [r15 + 64], rdi
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov edi, 34
+    jmp .Lc1_d101_j
+.Lc1_d101_j:
+    mov r9, r10
+    and r9, 960
+    mov ecx, dword ptr [r15 + r9 + 1728]
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx edi, dil
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 9984
-    jnz 1f
-1:
-    add rdi, rcx
-    and rcx, rdx
-    mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 7675227], 17104904
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    shr ecx, 23
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    add rdx, qword ptr [r14 + 256]
-    movzx ecx, byte ptr [r15 + 640]
-    jmp 1f
-1:
+    shl rdx, 9
+    mov r12, qword ptr [r15 + r12 + 56]
+    neg rdx
     test ebx, 1073741824
     jnz 1f
 1:
-    and ebp, dword ptr [r15 + 128]
+    movzx esi, byte ptr [r15 + 320]
+    or edx, ebp
+    mov r9, r9
+    mov dword ptr [r14 + 256], ecx
+    test ebx, 1073741824
+    jnz 1f
+1:
+    sub r9, rsi
+    mov esi, esi
     mov dword ptr [r15 + 512], esi
-    add rdx, qword ptr [r15 + 192]
-    imul ecx, edi, 124
-    test ebx, 1073741824
+    test bl, 160
     jnz 1f
 1:
-    movsxd rdx, dword ptr [r14 + 448]
+    movsxd rsi, dword ptr [r15 + 768]
+    add r9, qword ptr [r14 + 64]
     jmp 1f
 1:
-    movzx ebp, cl
+    jmp 1f
+1:
+    test dword ptr [r15 + 7675227], 981650432
+    jz 1f
+1:
+    mov r9d, dword ptr [r15 + 192]
+    mov rsi, rcx
+    jmp 1f
+1:
     test ebx, 1073741824
     jz 1f
 1:
-    vmovdqu ymmword ptr [r15 + 64], ymm7
-    sub rbp, rsi
-    mov qword ptr [r15 + 320], rdi
+    mov esi, 106
+    add rsi, qword ptr [r15 + 128]
+    neg rcx
+    mov ecx, ecx
+    test ebx, 1073741824
+    jnz 1f
+1:
+    or qword ptr [r14 + 384], 127
+    mov rsi, qword ptr [r15 + 640]
+    mov rcx, r9
+    test ebx, 1073741824
+    jz 1f
+1:
+    movsxd rcx, dword ptr [r15 + 1024]
+    jmp 1f
+1:
+    mov qword ptr [r15 + 832], rcx
+    add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
@@ -698,302 +713,294 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 7675224]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 7675224], rax
-    lea rcx, [rip + .Lc1_d159_j]
+    lea rcx, [rip + .Lc1_d167_j]
     add rcx, qword ptr [r15 + 7675232]
-    jmp .Lc1_d159_j_t
-.Lc1_d159_j:
-    movzx ecx, byte ptr [r15 + 1088]
-    test ecx, ecx
+    jmp .Lc1_d167_j_t
+.Lc1_d167_j:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    movzx edx, byte ptr [r15 + 256]
+    mov ecx, ecx
     test ebx, 1073741824
     jnz 1f
 1:
-    mov ecx, 72
-    jmp 1f
-1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     mov rcx, rcx
-    mov rcx, rdi
-    test bl, 160
-    jnz 1f
-1:
-    add rcx, 29
-    xor edx, ecx
-    cmp rbp, rcx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, eax
     test ebx, 1073741824
     jz 1f
 1:
-    add rcx, qword ptr [r15 + 0]
-    and rcx, rsi
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov ecx, 101
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rcx
+    mov ecx, 58
+    shr eax, 8
+    movsxd rax, dword ptr [r15 + 128]
+    movzx ecx, byte ptr [r14 + 192]
+    test dword ptr [r15 + 7675228], 4202880
+    jnz 1f
+1:
     jmp 1f
 1:
+    add qword ptr [r15 + 576], rcx
+    mov ecx, 110
     test ebx, 1073741824
     jnz 1f
 1:
-    mov ecx, ecx
-    xor ecx, edx
-    mov ecx, dword ptr [r14 + 384]
-    mov eax, edx
-    test bl, 96
-    jnz 1f
-1:
-    jmp 1f
-1:
+    mov rbp, rcx
     movzx ecx, al
-    mov dword ptr [r15 + 832], 168
+    neg rcx
+    movsxd rcx, dword ptr [r15 + 64]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rax, rcx
-    mov dword ptr [r15 + 128], 255
-    movzx esi, al
-    jmp 1f
-1:
-    test dword ptr [r15 + 7675228], 6162
+    mov byte ptr [r15 + 448], cl
+    movsxd rbp, dword ptr [r15 + 1088]
+    xor dword ptr [r14 + 640], r8d
+    test ebx, 1073741824
     jnz 1f
 1:
-    mov dword ptr [r15 + 512], eax
-    add rsi, qword ptr [r15 + 576]
-    movzx eax, byte ptr [r15 + 192]
+    jmp 1f
+1:
+    add rsi, qword ptr [r15 + 256]
+    mov qword ptr [r15 + 64], rsi
+    mov dword ptr [r14 + 512], 96
+    test ebx, 1073741824
+    jz 1f
+1:
+    add rsi, qword ptr [r15 + 384]
+    inc esi
+    xor esi, ebp
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c3:
-    mov rax, qword ptr [r15 + 7675224]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 7675224], rax
-    lea rcx, [rip + .Lc1_d223_j]
+    lea rcx, [rip + .Lc1_d222_j]
     add rcx, qword ptr [r15 + 7675232]
-    jmp .Lc1_d223_j_t
-.Lc1_d223_j:
-    add rax, r9
-    shl rax, 10
-    jmp 1f
-1:
-    movzx eax, al
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov eax, 68
-    sub r9, rax
-    mov byte ptr [r15 + 384], r9b
-    test ebx, 1073741824
-    jnz 1f
-1:
-    shr eax, 2
-    mov rax, qword ptr [r15 + 448]
-    mov r9, r10
-    inc eax
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + 256], eax
-    and r9, 8128
-    mov rax, qword ptr [r15 + r9 + 15040]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx r9d, byte ptr [r15 + 64]
-    add rax, qword ptr [r15 + 128]
+    jmp .Lc1_d222_j_t
+.Lc1_d222_j:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r9d, r8d
-    mov qword ptr [r15 + 192], r8
-    add r9, qword ptr [r15 + 64]
+    mov ecx, ebp
+    mov rbp, r8
+    cmp rbp, rbp
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
-    jz 1f
-1:
-    xor dword ptr [r15 + 320], r9d
-    add qword ptr [r14 + 896], r9
-    test r8d, r9d
-    test dword ptr [r15 + 7675228], 1157627968
     jnz 1f
 1:
-    movzx r9d, r9b
-    add qword ptr [r15 + 640], rax
     jmp 1f
 1:
-    mov r9, r10
+    mov r12, qword ptr [r15 + r12 + 56]
+    shr ebp, 17
     test ebx, 1073741824
     jz 1f
 1:
-    test r9d, eax
+    jmp 1f
+1:
+    shl rbp, 10
+    movzx ebp, bpl
+    inc ebp
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov qword ptr [r15 + 256], rbp
+    jmp 1f
+1:
+    movzx ebp, bpl
+    mov rbp, rbp
+    mov rbp, r10
+    test ebx, 1073741824
+    jnz 1f
+1:
+    cmp rbp, rbp
+    jmp 1f
+1:
+    and rbp, 8128
+    mov r9, r10
+    mov dword ptr [r15 + rbp + 15040], edx
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movsxd rbp, dword ptr [r14 + 448]
     and r9, 448
-    add rax, qword ptr [r14 + r9 + 1216]
-    mov r9d, dword ptr [r14 + 704]
+    mov qword ptr [r15 + r9 + 1216], r9
+    movzx r9d, cl
+    mov r9d, dword ptr [r15 + 896]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov dword ptr [r15 + 128], r9d
+    add rcx, 42
+    jmp 1f
+1:
+    mov byte ptr [r15 + 320], r9b
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx r9d, byte ptr [r15 + 384]
+    mov byte ptr [r15 + 704], r9b
+    add rcx, qword ptr [r14 + 192]
+    add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c4:
-    mov rax, qword ptr [r15 + 7675224]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 7675224], rax
-    lea rcx, [rip + .Lc1_d282_j]
+    lea rcx, [rip + .Lc1_d284_j]
     add rcx, qword ptr [r15 + 7675232]
-    jmp .Lc1_d282_j_t
-.Lc1_d282_j:
-    mov qword ptr [r15 + 320], rcx
-    neg rcx
-    mov dword ptr [r15 + 512], 138
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 22272
+    jmp .Lc1_d284_j_t
+.Lc1_d284_j:
+    cmp rcx, r8
+    movzx r9d, byte ptr [r15 + 128]
+    jmp 1f
+1:
+    shl r9, 23
+    and ecx, dword ptr [r15 + 64]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and rcx, r8
+    and r9d, dword ptr [r15 + 448]
+    imul ebp, r8d, 120
+    mov ecx, 134
+    test ebx, 1073741824
+    jnz 1f
+1:
+    add r9, qword ptr [r15 + 192]
+    vmovdqu ymmword ptr [r14 + 768], ymm13
+    mov ecx, ebp
+    mov dword ptr [r15 + 960], ecx
+    test ebx, 6016
     jz 1f
 1:
-    shl rcx, 28
-    mov edx, eax
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rcx, rdx
-    test ebx, 1073741824
+    mov ecx, dword ptr [r15 + 256]
+    mov dword ptr [r15 + 320], 194
+    movzx r9d, cl
+    and r9d, dword ptr [r15 + 0]
+    test ebx, 720
     jnz 1f
 1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    inc edx
-    and rdx, rdx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    inc edx
     mov r12, qword ptr [r15 + r12 + 56]
-    shl rdx, 3
-    mov edx, edx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r9d, dword ptr [r15 + 576]
+    mov rcx, r9
+    test ebx, 7040
+    jz 1f
+1:
+    movzx r9d, r9b
     jmp 1f
 1:
-    mov rdx, rdx
-    movzx edx, dl
-    mov rdx, qword ptr [r15 + 256]
+    sub r9, rcx
+    mov ecx, r9d
     test ebx, 1073741824
     jnz 1f
 1:
     jmp 1f
 1:
-    mov ecx, 75
-    add rdx, qword ptr [r14 + 128]
     mov ecx, 106
-    test ebx, 11136
-    jz 1f
-1:
-    neg rdx
-    shl rcx, 8
-    movzx edx, byte ptr [r15 + 960]
-    movzx ecx, byte ptr [r15 + 576]
-    test dword ptr [r15 + 7675228], 201328704
+    xor ecx, ebp
+    and ecx, dword ptr [r14 + 192]
+    test ebx, 1073741824
     jnz 1f
 1:
-    mov ecx, dword ptr [r15 + 192]
-    lea r8, [rcx + r8*2 + 11]
-    add r8, 90
-    mov r8d, edx
-    test ebx, 1073741824
-    jz 1f
-1:
+    or qword ptr [r15 + 64], 50
+    mov ecx, 92
+    mov byte ptr [r15 + 512], cl
     jmp 1f
 1:
-    movzx edx, dil
-    mov edx, edi
-    mov dword ptr [r14 + 0], 249
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c5:
-    lea rcx, [rip + .Lc1_d342_j]
+    mov rax, qword ptr [r15 + 7675224]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 7675224], rax
+    lea rcx, [rip + .Lc1_d347_j]
     add rcx, qword ptr [r15 + 7675232]
-    jmp .Lc1_d342_j_t
-.Lc1_d342_j:
-    mov edx, 82
-    and rcx, r8
-    test ecx, ecx
-    movzx r8d, cl
-    test ebx, 23808
-    jz 1f
-1:
-    movzx ecx, r8b
-    vmovdqu ymmword ptr [r15 + 64], ymm1
-    mov rdx, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    jmp .Lc1_d347_j_t
+.Lc1_d347_j:
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    add rcx, qword ptr [r14 + 256]
-    test bl, 96
-    jnz 1f
-1:
-    or ecx, ecx
-    add rcx, 70
-    movzx ecx, byte ptr [r14 + 192]
-    xor ecx, r8d
-    test ebx, 1073741824
-    jnz 1f
-1:
-    add rcx, r8
-    mov edx, ecx
-    mov byte ptr [r15 + 832], dl
-    mov r8d, edx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + 320], 138
-    inc dword ptr [r15 + 640]
-    mov rdx, qword ptr [r15 + 128]
+    mov rcx, r9
+    mov rax, qword ptr [r15 + 128]
+    mov r9d, 23
     test ebx, 1073741824
     jz 1f
 1:
-    mov ecx, edx
-    mov edx, edi
-    movzx edx, byte ptr [r15 + 512]
-    movsxd rcx, dword ptr [r15 + 384]
+    mov ecx, dword ptr [r14 + 832]
+    lea r9, [rcx + rax*2 + 114]
+    mov r9d, 108
+    test dword ptr [r15 + 7675228], 655874
+    jnz 1f
+1:
+    mov dword ptr [r14 + 64], esi
+    mov r9, qword ptr [r15 + 1152]
+    mov rcx, qword ptr [r15 + 512]
+    or qword ptr [r15 + 0], 17
     test ebx, 1073741824
     jnz 1f
 1:
-    mov edx, dword ptr [r15 + 448]
-    add rdx, qword ptr [r15 + 768]
-    mov ecx, 148
+    add rcx, qword ptr [r15 + 0]
+    mov eax, eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    test dword ptr [r15 + 7675227], 533520
+    jnz 1f
+1:
+    movzx eax, al
+    mov r9, r9
     jmp 1f
 1:
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx edx, cl
+    test r9d, r9d
+    and r9, rax
+    mov dword ptr [r15 + 320], 99
+    movzx esi, byte ptr [r15 + 256]
+    test ebx, 576
+    jnz 1f
+1:
+    or qword ptr [r15 + 192], 74
+    cmp rcx, rcx
+    shr eax, 14
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rax, rax
+    mov dword ptr [r14 + 640], eax
+    movzx eax, byte ptr [r15 + 384]
+    mov r9d, 215
+    test ebx, 1073741824
+    jz 1f
+1:
+    shr eax, 17
+    add rax, 64
+    mov eax, 95
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rax, rax
     jmp 1f
 1:
-    or edx, edi
+    mov eax, r8d
     inc rbx
     dec r13
     jz .Lc1_b0_done
@@ -1001,205 +1008,210 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 7675224]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 7675224], rax
-    lea rcx, [rip + .Lc1_d407_j]
+    lea rcx, [rip + .Lc1_d409_j]
     add rcx, qword ptr [r15 + 7675232]
-    jmp .Lc1_d407_j_t
-.Lc1_d407_j:
-    movzx eax, cl
-    test eax, edx
+    jmp .Lc1_d409_j_t
+.Lc1_d409_j:
     jmp 1f
-1:
-    shr edx, 2
-    mov edx, dword ptr [r15 + 256]
-    test ebx, 1073741824
-    jz 1f
-1:
-    neg rdx
-    jmp 1f
-1:
-    movzx edx, dl
-    movzx ecx, dil
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + 384], 81
-    neg rcx
-    mov qword ptr [r15 + 192], rcx
-    jmp 1f
-1:
-    test dword ptr [r15 + 7675228], 1116161
-    jnz 1f
-1:
-    add rcx, rcx
-    mov rcx, qword ptr [r15 + 128]
-    sub rcx, rdx
-    movzx edx, byte ptr [r14 + 704]
-    test ebx, 1073741824
-    jnz 1f
 1:
     mov ecx, ecx
-    add rcx, rdx
-    movzx ecx, cl
+    jmp 1f
+1:
     test ecx, ecx
     test ebx, 1073741824
+    jnz 1f
+1:
+    mov rcx, qword ptr [r15 + 704]
+    movzx r9d, cl
+    add qword ptr [r15 + 192], r9
+    mov dword ptr [r15 + 128], edx
+    test dword ptr [r15 + 7675228], 1342177546
     jz 1f
 1:
-    mov rdx, qword ptr [r15 + 1024]
-    add rdx, rdx
-    mov esi, 106
-    jmp 1f
-1:
-    mov esi, 2
+    mov r9d, 87
+    mov qword ptr [r15 + 1024], rcx
+    vmovdqu ymmword ptr [r14 + 384], ymm7
+    xor ecx, r9d
     test ebx, 1073741824
     jnz 1f
 1:
-    mov dword ptr [r15 + 576], edx
-    jmp 1f
-1:
-    shr edx, 5
-    jmp 1f
-1:
-    test dword ptr [r15 + 7675227], 8454216
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r14 + 1152], edx
-    neg rdx
-    shr edx, 23
+    lea rcx, [rcx + rax*2 + 42]
+    and ecx, dword ptr [r15 + 256]
+    mov eax, 103
+    and rax, rax
     test ebx, 1073741824
     jz 1f
 1:
+    mov esi, 149
     jmp 1f
 1:
-    sub rdx, rax
-    mov dword ptr [r15 + 64], edx
-    movzx edx, dl
-    test dword ptr [r15 + 7675227], 35717632
+    jmp 1f
+1:
+    test ebx, 1073741824
     jnz 1f
 1:
-    mov rdx, rdx
-    jmp 1f
+    shr eax, 21
+    vmovdqu ymmword ptr [r15 + 448], ymm4
+    mov eax, eax
+    mov rdx, rax
+    test ebx, 1073741824
+    jnz 1f
 1:
     jmp 1f
 1:
-    sub rdx, rcx
+    and rax, rdx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], eax
+    test dword ptr [r15 + 7675227], 33556744
+    jz 1f
+1:
+    mov eax, 79
+    mov eax, 211
+    cmp rax, rax
+    sub rax, rdx
+    test ebx, 1073741824
+    jz 1f
+1:
+    inc eax
+    xor edx, eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx edx, bpl
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov edx, dword ptr [r15 + 576]
+    mov eax, edx
+    add rax, rax
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c7:
-    mov rax, qword ptr [r15 + 7675224]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 7675224], rax
-    lea rcx, [rip + .Lc1_d477_j]
+    lea rcx, [rip + .Lc1_d472_j]
     add rcx, qword ptr [r15 + 7675232]
-    jmp .Lc1_d477_j_t
-.Lc1_d477_j:
-    mov r12, qword ptr [r15 + r12 + 56]
-    inc ecx
+    jmp .Lc1_d472_j_t
+.Lc1_d472_j:
+    movsxd rsi, dword ptr [r15 + 192]
+    cmp rsi, rdx
     jmp 1f
 1:
+    add rsi, qword ptr [r15 + 512]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    or esi, esi
+    add rsi, qword ptr [r15 + 0]
     and ecx, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
+    and esi, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 179
-    or ecx, ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov ecx, ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, eax
-    test dword ptr [r15 + 7675228], 541261888
-    jz 1f
-1:
-    mov ecx, 106
-    mov qword ptr [r15 + 0], rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 640], ymm11
-    test ebx, 29952
-    jz 1f
-1:
-    mov byte ptr [r14 + 128], cl
-    mov eax, dword ptr [r15 + 64]
-    and rax, rax
-    add rax, 2
-    test ebx, 1073741824
-    jnz 1f
-1:
-    add rax, qword ptr [r15 + 896]
-    mov ecx, 240
-    movsxd rcx, dword ptr [r14 + 192]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    add rax, qword ptr [r15 + 320]
-    add qword ptr [r15 + 192], rax
+    mov qword ptr [r15 + 0], rsi
     jmp 1f
 1:
-    movsxd rax, dword ptr [r15 + 512]
-    test ebx, 130752
+    test bl, 160
     jnz 1f
 1:
-    mov rax, qword ptr [r15 + 384]
-    inc dword ptr [r14 + 448]
     jmp 1f
 1:
-    inc eax
+    mov esi, edx
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx edx, sil
+    test ebx, 20224
+    jz 1f
+1:
+    mov edx, 25
+    mov esi, dword ptr [r15 + 320]
+    mov edx, dword ptr [r14 + 896]
+    xor dword ptr [r15 + 384], edx
     test ebx, 1073741824
     jnz 1f
 1:
-    mov qword ptr [r15 + 256], rax
-    mov ecx, eax
-    mov dword ptr [r15 + 64], ecx
+    mov rdx, rdx
+    add rdx, rsi
+    mov rsi, qword ptr [r15 + 64]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov rdx, qword ptr [r15 + 256]
+    sub rdx, rsi
+    mov rsi, rbp
+    test ebx, 1073741824
+    jnz 1f
+1:
+    shl rdx, 1
+    mov esi, dword ptr [r15 + 128]
+    mov edx, 245
+    cmp rdx, rdx
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov esi, dword ptr [r15 + 640]
+    or esi, esi
+    mov edx, 190
+    mov dword ptr [r14 + 0], 151
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r14 + 64], 21
+    neg rsi
     inc rbx
     dec r13
     jnz .Lc1_b0_c0
 .Lc1_b0_done:
-// block 1: 128 bytes, 1 chunk(s), 13 chunk executions per call
+// block 1: 128 bytes, 1 chunk(s), 14 chunk executions per call
     mov rbx, qword ptr [r15 + 7675248]
-    lea rcx, [rbx + 13]
+    lea rcx, [rbx + 14]
     mov qword ptr [r15 + 7675248], rcx
-    mov r13d, 13
+    mov r13d, 14
     jmp .Lc1_b1_c0
     .p2align 6
 .Lc1_b1_c0:
-    movzx eax, cl
+    movzx ecx, cl
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov byte ptr [r15 + 0], al
+    mov byte ptr [r15 + 0], cl
     movzx ecx, byte ptr [r15 + 0]
-    imul rax, qword ptr [r15 + 0]
+    imul rsi, qword ptr [r15 + 0]
     test ebx, 30976
     jz 1f
 1:
-    lock xadd qword ptr [r15 + 0], rcx
-    add rax, qword ptr [r14 + 0]
-    vpaddd ymm11, ymm1, ymmword ptr [r15 + 64]
-    mov esi, ecx
-    add rdx, 14
+    lock xadd qword ptr [r15 + 0], rsi
+    add rsi, qword ptr [r14 + 0]
+    vpaddd ymm7, ymm15, ymmword ptr [r15 + 64]
+    mov ecx, esi
+    add rcx, 6
     test ebx, 1073741824
     jnz 1f
 1:
-    xor ecx, eax
-    movsxd rdx, dword ptr [r15 + 192]
+    xor ecx, edx
+    movsxd rcx, dword ptr [r15 + 192]
     jmp 1f
 1:
     .byte 0x0f, 0x1f, 0x40, 0x00
-    lea rax, [rdx + rdx*2 + 16]
+    lea rax, [rcx + r9*2 + 20]
     test bl, 102
     jnz 1f
 1:
-    movsxd rdx, dword ptr [r15 + 320]
-    and eax, dword ptr [r15 + 576]
-    mov dword ptr [r15 + 448], 68
+    movsxd rcx, dword ptr [r15 + 320]
+    and ecx, dword ptr [r15 + 576]
+    mov dword ptr [r15 + 448], 145
     jmp 1f
 1:
-    neg rcx
+    neg rsi
     inc rbx
     dec r13
     jnz .Lc1_b1_c0
@@ -1212,443 +1224,414 @@ ditto_body_c1:
     jmp .Lc1_b2_c0
     .p2align 6
 .Lc1_b2_c0:
-    lea rcx, [rip + .Lc1_d573_j]
+    lea rcx, [rip + .Lc1_d579_j]
     add rcx, qword ptr [r15 + 7675232]
-    jmp .Lc1_d573_j_t
-.Lc1_d573_j:
-    vmovdqu ymmword ptr [r15 + 384], ymm11
-    mov byte ptr [r15 + 0], cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    test bl, 144
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    jmp .Lc1_d579_j_t
+.Lc1_d579_j:
     and rcx, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
+    mov eax, ecx
+    mov r9, rax
+    jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r14 + 64], 36
-    mov dword ptr [r15 + 448], ecx
     test ebx, 1073741824
     jnz 1f
 1:
-    mov dword ptr [r15 + 128], r8d
-    xor ecx, edx
-    shl rcx, 20
-    test ecx, ecx
-    test ebx, 1073741824
-    jz 1f
-1:
-    sub rcx, rdx
-    add rcx, rcx
-    jmp 1f
-1:
-    mov dword ptr [r15 + 960], ecx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rax, qword ptr [r14 + 704]
-    jmp 1f
-1:
-    imul esi, eax, 120
+    or qword ptr [r15 + 1088], 54
+    mov r12, qword ptr [r15 + r12 + 56]
+    or eax, r9d
     jmp 1f
 1:
     test ebx, 1073741824
     jz 1f
 1:
-    imul rax, rsi
-    mov ecx, 168
-    movzx eax, cl
-    and eax, dword ptr [r15 + 192]
-    test bl, 144
-    jnz 1f
-1:
-    mov rax, rax
-    mov eax, eax
-    mov r8, qword ptr [r15 + 256]
-    inc eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov esi, ecx
+    mov ecx, 108
     test ebx, 1073741824
     jnz 1f
 1:
-    or eax, r8d
-    shr eax, 10
-    and eax, dword ptr [r15 + 320]
+    mov r12, qword ptr [r15 + r12 + 56]
+    shr ecx, 12
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edx, ecx
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, dl
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    movzx edx, cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx edx, byte ptr [r15 + 64]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    lea rcx, [r9 + rdx*2 + 39]
+    mov byte ptr [r15 + 384], cl
+    imul ecx, ecx, 123
+    mov r9, r10
+    test ebx, 1073741824
+    jz 1f
+1:
+    and r9, 448
+    add qword ptr [r15 + r9 + 1216], r9
+    jmp 1f
+1:
+    mov qword ptr [r14 + 832], rcx
+    test ebx, 1073741824
+    jnz 1f
+1:
+    shl rcx, 6
+    vmovdqu ymmword ptr [r14 + 320], ymm7
+    mov dword ptr [r15 + 128], ecx
     jmp 1f
 1:
     test ebx, 1073741824
     jnz 1f
 1:
-    movsxd rax, dword ptr [r15 + 512]
-    add r8, qword ptr [r15 + 1088]
-    mov ecx, 146
+    lea r9, [rcx + rax*2 + 55]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 192], ecx
+    add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b2_done
 .Lc1_b2_c1:
-    lea rcx, [rip + .Lc1_d637_j]
+    lea rcx, [rip + .Lc1_d644_j]
     add rcx, qword ptr [r15 + 7675232]
-    jmp .Lc1_d637_j_t
-.Lc1_d637_j:
-    add qword ptr [r14 + 128], rcx
-    mov rcx, rcx
-    and ecx, dword ptr [r14 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    add rcx, rsi
+    jmp .Lc1_d644_j_t
+.Lc1_d644_j:
+    jmp 1f
+1:
+    mov ecx, 77
+    add rcx, qword ptr [r15 + 64]
+    test ecx, esi
+    movzx esi, r9b
     test ebx, 1073741824
     jnz 1f
 1:
+    and ecx, dword ptr [r14 + 896]
+    movzx esi, sil
+    add r9, qword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    or ecx, ecx
-    cmp rcx, r8
     test ebx, 1073741824
     jnz 1f
 1:
-    add rcx, 108
-    vmovdqu ymmword ptr [r15 + 0], ymm11
+    lea r9, [rsi + r9*2 + 127]
+    mov r9d, 216
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, cl
+    mov r9d, 137
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    mov byte ptr [r15 + 256], cl
-    mov ecx, esi
-    jmp 1f
-1:
-    mov ecx, 198
+    mov r9d, r9d
+    xor r9d, ecx
+    add rsi, r9
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rcx, qword ptr [r15 + 64]
-    add qword ptr [r15 + 64], rcx
-    xor ecx, r8d
-    mov r8d, dword ptr [r15 + 256]
+    movzx edx, sil
+    shr r9d, 4
+    jmp 1f
+1:
+    add r9, qword ptr [r15 + 704]
+    imul rcx, rax
     test ebx, 1073741824
     jnz 1f
 1:
-    mov dword ptr [r15 + 448], 195
-    xor r8d, r9d
-    mov r8, qword ptr [r15 + 192]
-    test r9d, r8d
-    jmp 1f
+    sub rsi, rdx
+    mov dword ptr [r14 + 128], eax
+    mov esi, dword ptr [r15 + 512]
+    movzx edx, sil
+    test ebx, 1073741824
+    jnz 1f
 1:
+    add rdx, 50
+    and edx, dword ptr [r15 + 256]
+    mov esi, 215
+    mov esi, 92
+    add r9, rsi
     test ebx, 1073741824
     jz 1f
 1:
-    mov dword ptr [r15 + 384], r8d
-    mov rcx, qword ptr [r15 + 896]
-    vmovdqu ymmword ptr [r15 + 1024], ymm11
-    add rcx, qword ptr [r15 + 320]
+    mov qword ptr [r15 + 1024], rsi
+    mov r9d, r9d
+    mov dword ptr [r15 + 448], 216
+    movzx r9d, byte ptr [r15 + 384]
     test ebx, 1073741824
     jnz 1f
 1:
-    and ecx, dword ptr [r15 + 512]
-    xor r8d, r9d
-    movzx r8d, r8b
-    inc r8d
+    mov dword ptr [r15 + 192], 39
+    lea rsi, [rdx + rdx*2 + 18]
+    movzx edx, sil
+    neg rdx
     inc rbx
     dec r13
     jz .Lc1_b2_done
 .Lc1_b2_c2:
-    lea rcx, [rip + .Lc1_d699_j]
+    lea rcx, [rip + .Lc1_d707_j]
     add rcx, qword ptr [r15 + 7675232]
-    jmp .Lc1_d699_j_t
-.Lc1_d699_j:
-    and r8d, dword ptr [r14 + 192]
-    mov rcx, r8
+    jmp .Lc1_d707_j_t
+.Lc1_d707_j:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    xor dword ptr [r15 + 0], ecx
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 49120
+    test ebx, 98208
     jnz 1f
 1:
-    mov rcx, rcx
-    mov ecx, ecx
-    jmp 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], r9d
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r9d, cl
     test ebx, 1073741824
     jz 1f
 1:
-    mov rcx, rcx
-    movzx ecx, r8b
-    or ecx, ecx
-    mov ecx, r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    inc r9d
+    jmp 1f
+1:
     test ebx, 1073741824
     jnz 1f
 1:
-    mov ecx, ecx
-    imul ecx, ecx, 24
-    add rcx, qword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 320], r9
+    vmovdqu ymmword ptr [r15 + 128], ymm7
+    movsxd r9, dword ptr [r15 + 192]
+    test ebx, 40960
+    jnz 1f
+1:
+    mov ecx, r9d
+    and r9d, dword ptr [r15 + 832]
+    mov ecx, 147
+    jmp 1f
+1:
     test ebx, 1073741824
     jnz 1f
 1:
-    mov ecx, ecx
-    neg rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, 186
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx r8d, r8b
-    mov r8, r8
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, al
-    test bl, 80
-    jnz 1f
-1:
-    mov r8d, dword ptr [r14 + 384]
-    mov eax, r8d
-    inc r8d
-    mov r8, r10
-    mov r9d, dword ptr [r15 + 832]
+    mov r9, r10
+    mov qword ptr [r14 + 512], r9
+    and r9, 448
+    or qword ptr [r15 + r9 + 1216], 106
+    mov r9d, dword ptr [r15 + 384]
     test ebx, 1073741824
     jz 1f
 1:
-    and r8, 448
-    mov dword ptr [r15 + r8 + 1216], 234
-    mov dword ptr [r15 + 256], r8d
-    mov byte ptr [r15 + 128], r8b
-    mov r8d, edx
+    mov eax, 186
+    mov eax, dword ptr [r15 + 768]
+    mov r9, r10
+    mov rcx, r9
+    and r9, 4194240
+    mov dword ptr [r15 + r9 + 3472064], 22
     test ebx, 1073741824
     jnz 1f
 1:
-    or qword ptr [r15 + 768], 93
-    mov r8, rcx
-    movzx r8d, r8b
-    movzx edx, r8b
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov rax, r9
-    movzx eax, al
+    mov ecx, eax
+    mov dword ptr [r14 + 64], 185
+    mov rax, qword ptr [r15 + 256]
+    add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b2_done
 .Lc1_b2_c3:
-    lea rcx, [rip + .Lc1_d767_j]
+    mov rax, qword ptr [r15 + 7675224]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 7675224], rax
+    lea rcx, [rip + .Lc1_d766_j]
     add rcx, qword ptr [r15 + 7675232]
-    jmp .Lc1_d767_j_t
-.Lc1_d767_j:
-    mov edx, ecx
-    jmp 1f
+    jmp .Lc1_d766_j_t
+.Lc1_d766_j:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edx, eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 97728
+    jz 1f
 1:
-    lea rcx, [rdx + rdx*2 + 14]
-    shr ecx, 31
+    and rcx, rdx
+    mov dword ptr [r15 + 0], 23
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, rdx
     test ebx, 1073741824
-    jnz 1f
-1:
-    mov ecx, 90
-    mov dword ptr [r14 + 0], ecx
-    mov byte ptr [r15 + 0], cl
-    mov rcx, rbp
-    test bl, 80
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    sub rcx, r8
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    imul ecx, ecx, 103
-    mov dword ptr [r15 + 0], ecx
-    mov eax, ecx
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, ebp
+    sub rdx, r9
+    test ebx, 1073741824
+    jz 1f
+1:
+    add r9, qword ptr [r15 + 0]
+    mov byte ptr [r15 + 448], r9b
+    mov r9d, dword ptr [r14 + 256]
+    imul edx, esi, 83
+    test ebx, 1073741824
+    jnz 1f
+1:
+    shr ecx, 24
+    shr esi, 1
     jmp 1f
 1:
-    mov r8, r10
+    mov rax, rdx
     test ebx, 1073741824
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test r8d, r8d
-    and r8, 262080
-    or qword ptr [r14 + r8 + 2161344], 60
-    mov dword ptr [r15 + 64], 71
+    mov byte ptr [r15 + 64], al
+    or qword ptr [r15 + 512], 124
+    movzx eax, al
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r8, rbp
-    and r8, r8
-    add r8, 124
-    movzx r8d, byte ptr [r15 + 1152]
+    mov edx, dword ptr [r15 + 1152]
+    vmovdqu ymmword ptr [r15 + 704], ymm7
+    movsxd rax, dword ptr [r14 + 256]
+    mov qword ptr [r15 + 192], rax
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rbp, qword ptr [r15 + 192]
-    mov dword ptr [r15 + 64], 154
-    mov r8, rbp
-    test ebx, 1073741824
+    add rax, 62
+    jmp 1f
+1:
+    mov byte ptr [r15 + 960], al
+    mov eax, 193
+    test dword ptr [r15 + 7675228], 17629184
     jnz 1f
 1:
-    add r8, qword ptr [r15 + 128]
-    movsxd rcx, dword ptr [r14 + 448]
-    mov qword ptr [r15 + 320], rcx
-    mov byte ptr [r15 + 704], cl
-    test ebx, 65376
-    jz 1f
+    add qword ptr [r15 + 320], rax
+    mov dword ptr [r14 + 128], 156
+    jmp 1f
 1:
-    add qword ptr [r15 + 960], rcx
-    mov rcx, qword ptr [r15 + 256]
-    mov esi, dword ptr [r15 + 512]
-    add r10, r11
     inc rbx
     dec r13
     jnz .Lc1_b2_c0
 .Lc1_b2_done:
-// block 3: 512 bytes, 2 chunk(s), 2 chunk executions per call
+// block 3: 512 bytes, 2 chunk(s), 1 chunk executions per call
     mov rbx, qword ptr [r15 + 7675264]
-    lea rcx, [rbx + 2]
+    lea rcx, [rbx + 1]
     mov qword ptr [r15 + 7675264], rcx
-    mov r13d, 2
+    mov r13d, 1
+    mov eax, ebx
+    and eax, 1
+    lea rcx, [rip + .Lc1_b3_stubs]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_b3_stubs_t
+    .p2align 3
+.Lc1_b3_stubs:
+    .p2align 3
     jmp .Lc1_b3_c0
+    .p2align 3
+    jmp .Lc1_b3_c1
     .p2align 6
 .Lc1_b3_c0:
-    lea rcx, [rip + .Lc1_d836_j]
+    lea rcx, [rip + .Lc1_d832_j]
     add rcx, qword ptr [r15 + 7675232]
-    jmp .Lc1_d836_j_t
-.Lc1_d836_j:
-    movzx r8d, cl
-    movzx ecx, r8b
-    mov r8, rcx
-    mov ebp, esi
+    jmp .Lc1_d832_j_t
+.Lc1_d832_j:
+    movzx ecx, al
+    movzx ecx, al
+    mov rcx, r8
+    mov r8d, eax
     test bl, 40
     jnz 1f
 1:
-    imul rbp, rcx
-    movzx ebp, bpl
-    add qword ptr [r15 + 832], rbp
-    movzx ebp, byte ptr [r15 + 256]
+    imul rax, rcx
+    movzx eax, al
+    add qword ptr [r15 + 832], rax
+    movzx ecx, byte ptr [r15 + 256]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov ebp, 22
+    mov ecx, 174
     jmp 1f
 1:
-    and ebp, dword ptr [r15 + 1152]
-    mov dword ptr [r15 + 256], 167
+    and eax, dword ptr [r15 + 1152]
+    mov dword ptr [r15 + 256], 165
     test ebx, 1073741824
     jnz 1f
 1:
     jmp 1f
 1:
-    mov ebp, dword ptr [r14 + 768]
-    mov rsi, r8
-    xor ebp, esi
+    mov r8d, dword ptr [r14 + 768]
+    mov rax, r8
+    xor ecx, r8d
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r9, r10
-    mov esi, 71
-    and r9, 1048512
-    and esi, dword ptr [r15 + r9 + 2423488]
-    imul r9, rdi
-    movsxd r9, dword ptr [r15 + 64]
+    mov r8, r10
+    mov ecx, 122
+    and r8, 1048512
+    and ecx, dword ptr [r15 + r8 + 2423488]
+    imul rax, rax
+    movsxd rax, dword ptr [r15 + 64]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov qword ptr [r15 + 704], rdi
-    mov r9d, 209
-    movzx r9d, r9b
-    add r9, 35
+    mov qword ptr [r15 + 704], rax
+    mov eax, 195
+    movzx r8d, al
+    add rax, 15
     test ebx, 1073741824
     jnz 1f
 1:
-    shr r9d, 12
-    mov ebp, 224
-    mov r9, qword ptr [r15 + 896]
-    xor dword ptr [r14 + 1088], esi
+    shr eax, 4
+    mov eax, 8
+    mov rax, qword ptr [r15 + 896]
+    xor dword ptr [r14 + 1088], r8d
     test ebx, 1073741824
     jnz 1f
 1:
-    imul r9d, r9d, 127
-    mov dword ptr [r15 + 192], 146
-    mov dword ptr [r14 + 192], 4
-    mov r9, r9
+    imul eax, eax, 97
+    mov dword ptr [r15 + 192], 51
+    mov dword ptr [r14 + 192], 46
+    mov rcx, rax
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rdi, rsi
-    mov r9d, 124
-    movzx r9d, r9b
+    mov rax, rax
+    mov r8d, 41
+    movzx eax, r8b
+    add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b3_done
 .Lc1_b3_c1:
-    lea rcx, [rip + .Lc1_d897_j]
+    lea rcx, [rip + .Lc1_d894_j]
     add rcx, qword ptr [r15 + 7675232]
-    jmp .Lc1_d897_j_t
-.Lc1_d897_j:
-    lea r9, [r10 + r10*1]
-    or qword ptr [r15 + 320], 75
-    and r9, 960
-    mov ecx, dword ptr [r15 + r9 + 1728]
-    mov esi, ecx
+    jmp .Lc1_d894_j_t
+.Lc1_d894_j:
     inc dword ptr [r14 + 704]
+    mov ecx, esi
+    mov ecx, edi
+    jmp 1f
+1:
     test ebx, 1073741824
     jnz 1f
 1:
-    mov ecx, edx
-    jmp 1f
-1:
+    mov byte ptr [r15 + 768], dil
+    lea r8, [r10 + r10*1]
+    popcnt rcx, r8
+    and r8, 960
+    movsxd rcx, dword ptr [r15 + r8 + 1792]
     jmp 1f
 1:
     test ebx, 1073741824
     jz 1f
 1:
-    or qword ptr [r14 + 896], 22
-    mov qword ptr [r15 + 384], rcx
-    add rsi, rcx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movsxd rsi, dword ptr [r15 + r9 + 1792]
-    lea r9, [r10 + r10*1]
-    movzx edx, r9b
-    and r9, 448
-    movsxd rdx, dword ptr [r15 + r9 + 1280]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + 704], r9d
-    mov dword ptr [r15 + 832], edx
-    mov ecx, dword ptr [r15 + 256]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    add rdx, 11
+    or qword ptr [r14 + 896], 81
     jmp 1f
 1:
     movzx ecx, byte ptr [r15 + 1024]
@@ -1657,20 +1640,46 @@ ditto_body_c1:
 1:
     jmp 1f
 1:
+    movzx ecx, cl
     mov byte ptr [r15 + 768], cl
-    mov byte ptr [r15 + 768], cl
+    jmp 1f
+1:
     test ebx, 1073741824
     jz 1f
 1:
-    xor edx, ecx
-    mov rcx, qword ptr [r15 + 768]
-    movzx edx, byte ptr [r15 + 832]
+    imul ecx, ecx, 26
+    mov eax, ecx
+    and ecx, dword ptr [r15 + 64]
     test ebx, 1073741824
     jnz 1f
 1:
-    movsxd rcx, dword ptr [r15 + 128]
-    inc dword ptr [r15 + 192]
-    mov edx, dword ptr [r15 + r9 + 1216]
+    mov ecx, dword ptr [r15 + 704]
+    add rcx, 88
+    imul eax, ecx, 57
+    mov eax, dword ptr [r15 + r8 + 1728]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov eax, dword ptr [r15 + 192]
+    mov qword ptr [r15 + 384], rax
+    movzx r8d, byte ptr [r15 + 832]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov eax, dword ptr [r15 + 256]
+    add rax, rax
+    mov r8, r10
+    mov dword ptr [r15 + 1152], r8d
+    and r8, 448
+    mov esi, dword ptr [r15 + r8 + 1216]
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    movsxd r8, dword ptr [r15 + 128]
+    mov rcx, qword ptr [r15 + 768]
+    add r11, 64
     add r10, r11
     inc rbx
     dec r13
@@ -1694,157 +1703,158 @@ ditto_body_c1:
     jmp .Lc1_b4_c1
     .p2align 6
 .Lc1_b4_c0:
-    lea rcx, [rip + .Lc1_d963_j]
+    lea rcx, [rip + .Lc1_d965_j]
     add rcx, qword ptr [r15 + 7675232]
-    jmp .Lc1_d963_j_t
-.Lc1_d963_j:
-    movzx ecx, cl
+    jmp .Lc1_d965_j_t
+.Lc1_d965_j:
     jmp 1f
 1:
-    mov dword ptr [r15 + 128], 219
-    mov rcx, rax
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + 64], ecx
-    movzx edx, cl
-    and ecx, dword ptr [r15 + 192]
-    mov eax, 64
-    test bl, 72
-    jnz 1f
-1:
-    jmp 1f
-1:
-    add rcx, qword ptr [r15 + 1152]
-    mov rax, qword ptr [r14 + 384]
-    inc dword ptr [r15 + 704]
-    test ebx, 24544
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov rcx, rdx
-    bt rcx, rcx
-    mov rcx, qword ptr [r15 + 64]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    add rcx, rcx
-    movzx ecx, cl
-    mov dword ptr [r15 + 256], ecx
-    imul rcx, rcx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + 896], r8d
-    movzx ecx, byte ptr [r15 + 256]
-    jmp 1f
-1:
-    lea rdx, [r8 + rcx*2 + 98]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov ecx, 16
-    jmp 1f
-1:
-    mov dword ptr [r14 + 512], 202
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    test edx, ecx
     mov rcx, rcx
-    jmp 1f
-1:
-    mov ecx, dword ptr [r15 + 320]
-    mov r9, r10
+    add qword ptr [r15 + 128], rsi
+    mov rsi, rcx
+    movzx esi, byte ptr [r14 + 320]
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx ecx, byte ptr [r15 + 192]
-    and r9, 4194240
-    and ecx, dword ptr [r15 + r9 + 3472064]
-    mov r9d, 216
-    add r10, r11
+    movzx ecx, byte ptr [r15 + 384]
+    mov esi, ecx
+    xor dword ptr [r15 + 128], esi
+    vmovdqu ymmword ptr [r14 + 192], ymm7
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov byte ptr [r15 + 896], r8b
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rsi, rsi
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    and ecx, dword ptr [r15 + 256]
+    movzx esi, r8b
+    movsxd rsi, dword ptr [r15 + 384]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx ecx, sil
+    mov dword ptr [r15 + 832], ecx
+    mov ecx, 250
+    mov byte ptr [r15 + 512], r8b
+    mov esi, ecx
+    test ebx, 1073741824
+    jnz 1f
+1:
+    neg rsi
+    and ecx, dword ptr [r15 + 320]
+    movsxd rsi, dword ptr [r15 + 256]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    neg rsi
+    movzx esi, al
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    add rsi, 105
+    and esi, dword ptr [r15 + 704]
+    movzx ecx, cl
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + 192], ebp
+    movsxd rcx, dword ptr [r15 + 64]
+    mov esi, 177
+    mov eax, 61
     inc rbx
     dec r13
     jz .Lc1_b4_done
 .Lc1_b4_c1:
-    lea rcx, [rip + .Lc1_d1024_j]
+    lea rcx, [rip + .Lc1_d1026_j]
     add rcx, qword ptr [r15 + 7675232]
-    jmp .Lc1_d1024_j_t
-.Lc1_d1024_j:
-    movzx r9d, byte ptr [r15 + 320]
-    mov rcx, r9
-    sub rdx, rcx
+    jmp .Lc1_d1026_j_t
+.Lc1_d1026_j:
+    movzx ecx, byte ptr [r15 + 320]
+    shl rax, 4
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    add rax, 13
+    mov r12, qword ptr [r15 + r12 + 56]
+    xor eax, ecx
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
+    shl rax, 24
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and ecx, dword ptr [r15 + 0]
-    mov r9, rcx
-    movzx ecx, dl
+    mov r9d, 73
+    inc r9d
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    shl r9, 8
     jmp 1f
 1:
-    mov ecx, 40
+    mov r12, qword ptr [r15 + r12 + 56]
+    add r9, 61
     test ebx, 1073741824
     jz 1f
 1:
-    mov ecx, edx
-    movzx ecx, byte ptr [r15 + 128]
-    imul rcx, rcx
-    movzx edx, cl
-    vmovdqu ymmword ptr [r15 + 256], ymm11
+    mov r9d, 92
+    mov r9d, eax
+    vmovdqu ymmword ptr [r15 + 768], ymm7
+    add r9, qword ptr [r15 + 192]
     test ebx, 1073741824
     jnz 1f
 1:
-    neg rcx
-    add rcx, qword ptr [r15 + 768]
-    movsxd rdx, dword ptr [r14 + 832]
-    or qword ptr [r15 + 64], 118
-    test ebx, 1073741824
+    xor r9d, eax
+    movzx r9d, cl
+    imul r9, r9
+    mov eax, r9d
+    test bl, 72
     jnz 1f
 1:
-    mov rdx, rdx
-    jmp 1f
-1:
-    shl rdx, 17
-    jmp 1f
-1:
-    jmp 1f
-1:
+    movzx eax, byte ptr [r14 + 448]
+    mov dword ptr [r15 + 128], 207
+    inc dword ptr [r14 + 64]
+    movzx r9d, dl
     test ebx, 1073741824
     jz 1f
 1:
-    mov rcx, rdi
-    movzx ecx, cl
-    xor dword ptr [r14 + 384], ecx
+    or qword ptr [r15 + 256], 93
     jmp 1f
 1:
+    mov qword ptr [r15 + 960], rax
+    jmp 1f
+1:
+    test ebx, 2560
+    jnz 1f
+1:
+    mov rax, r9
+    and eax, dword ptr [r15 + 256]
+    mov r9d, 250
+    movzx r9d, r9b
     test ebx, 1073741824
     jnz 1f
 1:
-    mov edi, 90
-    movzx edi, dil
-    mov dword ptr [r15 + 128], r9d
-    or qword ptr [r14 + 192], 13
+    mov r9d, edx
+    mov r9d, r9d
     jmp 1f
 1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    xor edi, ecx
-    mov r8d, edi
-    movzx edi, r8b
-    movzx r8d, dil
+    mov edx, r9d
     inc rbx
     dec r13
     jnz .Lc1_b4_c0
@@ -1857,26 +1867,26 @@ ditto_body_c1:
     jmp .Lc1_b5_c0
     .p2align 6
 .Lc1_b5_c0:
-    lea rcx, [rip + .Lc1_d1093_j]
+    lea rcx, [rip + .Lc1_d1096_j]
     add rcx, qword ptr [r15 + 7675232]
-    jmp .Lc1_d1093_j_t
-.Lc1_d1093_j:
-    mov r8, r10
+    jmp .Lc1_d1096_j_t
+.Lc1_d1096_j:
     mov r9, r10
-    and r8, 8128
-    mov rcx, qword ptr [r15 + r8 + 6848]
+    mov rbp, r10
+    and r9, 8128
+    mov rcx, qword ptr [r15 + r9 + 6848]
     jmp 1f
 1:
-    mov rax, rdi
-    and r9, 448
-    add qword ptr [r15 + r9 + 1216], rbp
+    mov r9, rbp
+    and rbp, 448
+    add qword ptr [r15 + rbp + 1216], rbp
     test ebx, 1073741824
     jz 1f
 1:
-    mov edi, r9d
-    movsxd rdi, dword ptr [r15 + 128]
-    mov r9d, 44
-    mov esi, 142
+    mov ebp, ebp
+    movsxd r9, dword ptr [r15 + 128]
+    mov ebp, 70
+    mov edx, 130
     test ebx, 1073741824
     jz 1f
 1:
@@ -1890,48 +1900,49 @@ ditto_body_c1:
     test ebx, 1073741824
     jz 1f
 1:
-    or qword ptr [r15 + 704], 91
-    add rdi, 99
-    mov esi, edi
+    or qword ptr [r15 + 704], 67
+    add rbp, 91
+    mov ebp, ebp
     jmp 1f
 1:
     test ebx, 1073741824
     jz 1f
 1:
-    movsxd rdi, dword ptr [r15 + 64]
-    mov r8d, edi
+    movsxd rbp, dword ptr [r15 + 64]
+    mov ecx, esi
     jmp 1f
 1:
     test ebx, 1073741824
     jz 1f
 1:
-    movzx r8d, r8b
-    mov r8, r8
+    movzx edi, r8b
+    mov rbp, rdi
     jmp 1f
 1:
-    mov r8, r10
-    mov dword ptr [r14 + 960], r8d
+    mov rbp, r10
+    mov dword ptr [r14 + 960], ebp
     test ebx, 1073741824
     jz 1f
 1:
-    and r8, 4032
-    or qword ptr [r15 + r8 + 2752], 94
-    mov r8, rbp
-    imul r8, rax
-    imul r8d, r8d, 104
+    and rbp, 4032
+    or qword ptr [r15 + rbp + 2752], 102
+    mov rbp, r8
+    imul rbp, rbp
+    imul r8d, edi, 125
     test ebx, 18432
     jnz 1f
 1:
     mov rbp, qword ptr [r14 + 1088]
-    mov r8d, dword ptr [r14 + 1024]
-    mov eax, 78
-    vmovdqu ymmword ptr [r15 + 896], ymm8
+    mov edi, dword ptr [r14 + 1024]
+    mov r8d, 128
+    vmovdqu ymmword ptr [r15 + 896], ymm4
     test ebx, 1073741824
     jz 1f
 1:
-    or eax, eax
-    movsxd rax, dword ptr [r15 + 192]
-    imul rax, rax
+    or edi, r8d
+    movsxd r8, dword ptr [r15 + 192]
+    imul rdi, rbp
+    add r11, 64
     add r10, r11
     inc rbx
     dec r13
@@ -1945,23 +1956,23 @@ ditto_body_c1:
     jmp .Lc1_b6_c0
     .p2align 6
 .Lc1_b6_c0:
-    lea rcx, [rip + .Lc1_d1162_j]
+    lea rcx, [rip + .Lc1_d1166_j]
     add rcx, qword ptr [r15 + 7675232]
-    jmp .Lc1_d1162_j_t
-.Lc1_d1162_j:
+    jmp .Lc1_d1166_j_t
+.Lc1_d1166_j:
     mov rcx, rcx
-    vmovdqu ymmword ptr [r14 + 960], ymm10
+    vmovdqu ymmword ptr [r14 + 960], ymm15
     lea rdi, [r15 + 7667008]
     mov ecx, 91
     rep stosb
-    mov ecx, ecx
+    mov edx, ecx
     test ebx, 1073741824
     jz 1f
 1:
-    mov eax, ecx
+    mov edi, edx
     mov edi, dword ptr [r14 + 128]
-    add rdi, 65
-    vpaddq xmm10, xmm10, xmmword ptr [r14 + 256]
+    add rdi, 2
+    vpaddq xmm7, xmm7, xmmword ptr [r14 + 256]
     inc rbx
     dec r13
     jnz .Lc1_b6_c0
@@ -2015,132 +2026,148 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 7675224]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 7675224], rax
-    lea rcx, [rip + .Lc1_d1194_j]
+    lea rcx, [rip + .Lc1_d1198_j]
     add rcx, qword ptr [r15 + 7675232]
-    jmp .Lc1_d1194_j_t
-.Lc1_d1194_j:
-    mov rcx, qword ptr [r15 + 768]
-    add qword ptr [r15 + 832], rcx
-    mov byte ptr [r14 + 512], cl
-    mov qword ptr [r15 + 128], rcx
-    test ebx, 1073741824
-    jz 1f
-1:
-    and ecx, dword ptr [r14 + 448]
-    mov qword ptr [r15 + 192], rax
-    movsxd rax, dword ptr [r15 + 384]
-    test dword ptr [r15 + 7675228], 12584004
-    jnz 1f
-1:
-    vpshufb ymm10, ymm10, ymm5
-    and rcx, rax
-    movzx eax, byte ptr [r15 + 576]
+    jmp .Lc1_d1198_j_t
+.Lc1_d1198_j:
+    add rcx, rcx
+    add rcx, qword ptr [r14 + 512]
+    mov dword ptr [r15 + 0], ecx
+    lea rax, [rcx + rcx*2 + 86]
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx ecx, al
-    mov rcx, rcx
-    mov eax, 141
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], cl
+    mov rbp, r10
+    movsxd rcx, dword ptr [r15 + 64]
+    and rbp, 448
+    movsxd rsi, dword ptr [r15 + rbp + 1216]
     test ebx, 1073741824
     jz 1f
 1:
-    mov eax, 252
-    mov ecx, eax
-    shl rcx, 15
-    movzx eax, dil
-    test ebx, 1073741824
+    mov ebp, dword ptr [r15 + 832]
+    jmp 1f
+1:
+    mov rsi, qword ptr [r15 + 384]
+    jmp 1f
+1:
+    test dword ptr [r15 + 7675228], 268435844
     jnz 1f
 1:
     jmp 1f
 1:
-    or eax, eax
-    mov byte ptr [r15 + 256], al
+    add qword ptr [r15 + 256], rbp
+    jmp 1f
+1:
+    test bl, 192
+    jnz 1f
+1:
+    mov ebp, esi
+    movsxd rbp, dword ptr [r15 + 768]
+    movzx esi, bpl
+    mov dword ptr [r15 + 960], esi
     test ebx, 1073741824
     jnz 1f
 1:
-    cmp rax, rcx
-    movzx ecx, byte ptr [r14 + 320]
-    mov rax, rdi
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov byte ptr [r15 + 0], cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    sub rax, rdx
-    test ebx, 1073741824
-    jz 1f
-1:
+    mov esi, 211
     mov rbp, r10
-    mov byte ptr [r15 + 0], bpl
-    and rbp, 448
-    movsxd rax, dword ptr [r15 + rbp + 1216]
-    inc dword ptr [r15 + 960]
+    shl rsi, 17
+    mov ecx, dword ptr [r15 + 576]
+    and rbp, 4032
+    mov dword ptr [r15 + rbp + 2752], 223
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx ecx, byte ptr [r14 + 320]
+    add rsi, rcx
+    cmp r9, rbp
+    mov edx, dword ptr [r15 + 448]
+    test dword ptr [r15 + 7675227], 285278464
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov qword ptr [r14 + 128], rdx
+    mov ebp, dword ptr [r15 + 192]
+    add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b7_done
 .Lc1_b7_c1:
-    mov rax, qword ptr [r15 + 7675224]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 7675224], rax
-    lea rcx, [rip + .Lc1_d1252_j]
+    lea rcx, [rip + .Lc1_d1255_j]
     add rcx, qword ptr [r15 + 7675232]
-    jmp .Lc1_d1252_j_t
-.Lc1_d1252_j:
-    mov rbp, r10
-    mov qword ptr [r15 + 448], rbp
-    and rbp, 960
-    mov rax, qword ptr [r15 + rbp + 1728]
-    mov rbp, rax
-    mov ebp, dword ptr [r15 + 704]
-    test dword ptr [r15 + 7675228], 554729472
-    jnz 1f
+    jmp .Lc1_d1255_j_t
+.Lc1_d1255_j:
+    mov edx, 141
+    movsxd rdx, dword ptr [r15 + 320]
+    jmp 1f
 1:
-    and rdx, rcx
-    and edx, dword ptr [r15 + 320]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
+    mov rbp, rax
+    test ebx, 1632
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    shr ebp, 7
+    and rdx, rdx
     test ebx, 576
     jnz 1f
 1:
-    movzx ebp, cl
-    mov rbp, rbp
-    movsxd rbp, dword ptr [r15 + 128]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx ebp, byte ptr [r15 + 640]
-    movzx eax, bpl
-    movzx ebp, al
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    movzx ebp, byte ptr [r15 + 64]
+    cmp rbp, rbp
+    mov qword ptr [r15 + 256], r9
+    mov rbp, r10
+    imul edx, ebp, 88
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov edx, ebp
+    and rbp, 960
+    mov rdx, qword ptr [r14 + rbp + 1728]
+    mov qword ptr [r14 + 64], rdx
+    movsxd rcx, dword ptr [r15 + 640]
+    test ebx, 1504
+    jz 1f
+1:
+    mov byte ptr [r15 + 1088], sil
+    mov dword ptr [r15 + 448], 247
+    mov r8d, 71
+    test ebx, 1073741824
+    jnz 1f
+1:
+    sub rdx, r8
+    movzx edx, r8b
+    sub rdx, r8
+    xor r8d, esi
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r8, rdx
+    mov r8d, 228
+    mov dword ptr [r15 + 704], 152
+    test ebx, 1073741824
+    jnz 1f
+1:
     jmp 1f
 1:
-    lea r9, [rcx + r8*2 + 7]
-    movsxd rax, dword ptr [r14 + 192]
+    sub rdx, r8
+    mov edx, r8d
+    sub rdx, r8
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rax, r9
-    neg r9
-    movsxd r9, dword ptr [r14 + 256]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r9, r10
-    mov dword ptr [r15 + 1088], 53
-    and r9, 4032
-    mov qword ptr [r15 + r9 + 2752], r9
-    sub r9, rbp
+    or qword ptr [r15 + 128], 121
+    add rdx, rdi
+    shl rdx, 20
+    add r11, 64
     add r10, r11
     inc rbx
     dec r13
@@ -2149,73 +2176,68 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 7675224]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 7675224], rax
-    lea rcx, [rip + .Lc1_d1308_j]
+    lea rcx, [rip + .Lc1_d1322_j]
     add rcx, qword ptr [r15 + 7675232]
-    jmp .Lc1_d1308_j_t
-.Lc1_d1308_j:
-    mov rcx, qword ptr [r14 + 320]
-    add rcx, r9
-    jmp 1f
-1:
-    mov r9, rdx
+    jmp .Lc1_d1322_j_t
+.Lc1_d1322_j:
+    mov dword ptr [r15 + 320], eax
+    mov r9d, 232
+    mov edi, 15
+    movzx ecx, cl
+    cmp rax, rsi
     test ebx, 1073741824
     jz 1f
 1:
-    mov r9, r9
-    jmp 1f
-1:
-    mov edx, dword ptr [r15 + 128]
-    movsxd rcx, dword ptr [r14 + 192]
-    test ebx, 1073741824
+    mov eax, dword ptr [r14 + 256]
+    or qword ptr [r15 + 128], 87
+    mov dword ptr [r15 + 384], edi
+    mov edi, dword ptr [r15 + 192]
+    test dword ptr [r15 + 7675227], 18880512
     jnz 1f
 1:
-    movzx ecx, dl
-    mov edx, 148
-    lea rdx, [rdx + rdx*2 + 105]
-    test edx, r8d
-    test dword ptr [r15 + 7675227], 33587206
-    jnz 1f
-1:
-    bt rdx, rdx
-    jmp 1f
-1:
-    sub rdx, rcx
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    and rdx, rax
-    cmp rdx, rdx
-    or qword ptr [r15 + 0], 12
-    mov edx, eax
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], edx
+    mov edi, ebp
     mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], dl
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov edi, 86
+    jmp 1f
+1:
     test ebx, 1073741824
     jnz 1f
 1:
-    mov byte ptr [r15 + 576], dl
-    mov r8d, dword ptr [r14 + 384]
-    movzx edx, byte ptr [r15 + 512]
-    vmovdqu ymmword ptr [r15 + 64], ymm10
+    mov rdi, rdi
+    mov rdi, rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, rdi
+    test dword ptr [r15 + 7675227], 268435848
+    jnz 1f
+1:
+    mov edi, ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rdi
+    and edi, dword ptr [r14 + 896]
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
-    mov edx, edx
-    movzx r9d, byte ptr [r15 + 896]
-    mov dword ptr [r15 + 64], r9d
-    shl r8, 29
-    test dword ptr [r15 + 7675228], 269746944
-    jz 1f
+    sub r9, rdi
+    jmp 1f
 1:
-    movsxd r8, dword ptr [r15 + 256]
-    add rdx, qword ptr [r15 + 1024]
-    and rdx, rax
+    mov r9, qword ptr [r15 + 1024]
+    mov ebp, esi
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 512], ebp
+    vmovdqu ymmword ptr [r15 + 64], ymm15
+    jmp 1f
+1:
+    test dword ptr [r15 + 7675228], 65676
+    jnz 1f
+1:
+    mov ebp, 151
+    movzx ebp, bpl
+    movzx eax, byte ptr [r15 + 192]
+    movsxd r9, dword ptr [r15 + 576]
     inc rbx
     dec r13
     jz .Lc1_b7_done
@@ -2223,81 +2245,75 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 7675224]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 7675224], rax
-    lea rcx, [rip + .Lc1_d1369_j]
+    lea rcx, [rip + .Lc1_d1379_j]
     add rcx, qword ptr [r15 + 7675232]
-    jmp .Lc1_d1369_j_t
-.Lc1_d1369_j:
-    and ecx, dword ptr [r15 + 832]
-    shr ecx, 5
-    sub rcx, rax
-    mov dword ptr [r15 + 768], 15
+    jmp .Lc1_d1379_j_t
+.Lc1_d1379_j:
+    movsxd rcx, dword ptr [r15 + 448]
+    movzx esi, byte ptr [r14 + 256]
+    movzx eax, byte ptr [r15 + 640]
+    lea r9, [rax + rcx*2 + 101]
+    test dword ptr [r15 + 7675228], 33571849
+    jz 1f
+1:
+    jmp 1f
+1:
+    mov edx, dword ptr [r14 + 832]
+    or ecx, edx
+    test ebx, 1073741824
+    jz 1f
+1:
+    neg rsi
+    mov r9, rsi
+    lea rdi, [r15 + 7667008]
+    lea rsi, [r15 + 7671104]
+    mov ecx, 89
+    rep movsb
     test dword ptr [r15 + 7675228], 73770
     jz 1f
 1:
-    movzx r8d, byte ptr [r15 + 192]
+    xor r9d, r8d
     jmp 1f
 1:
-    sub r8, rax
-    movzx r9d, r8b
+    test r9d, r8d
+    test bl, 192
+    jnz 1f
+1:
+    mov byte ptr [r14 + 128], sil
+    movzx r9d, byte ptr [r15 + 384]
+    jmp 1f
+1:
     test ebx, 1073741824
     jz 1f
 1:
-    movzx r8d, r8b
-    jmp 1f
-1:
-    lea r8, [rax + r8*2 + 6]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r8d, r8d
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, r9d
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    lea r8, [rax + r8*2 + 2]
-    test ebx, 576
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, r8b
-    mov eax, 194
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
+    test r9d, r9d
+    movsxd rsi, dword ptr [r15 + 64]
+    or qword ptr [r15 + 768], 37
+    test ebx, 46592
     jz 1f
 1:
-    mov rax, r9
-    movzx eax, al
+    mov qword ptr [r15 + 192], rsi
     jmp 1f
 1:
-    mov r9, rax
+    add rsi, 31
+    test dword ptr [r15 + 7675227], 17174536
+    jz 1f
+1:
+    shl rsi, 30
+    mov r9d, esi
+    shr r9d, 28
     test ebx, 1073741824
     jnz 1f
 1:
-    jmp 1f
-1:
-    mov r9, qword ptr [r15 + 448]
-    movzx eax, byte ptr [r15 + 384]
+    mov r9, r9
+    inc r9d
+    movzx esi, r9b
     test ebx, 1073741824
     jnz 1f
 1:
-    xor eax, r8d
-    xor dword ptr [r14 + 128], eax
-    mov eax, 4
-    mov dword ptr [r15 + 640], eax
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    movsxd r9, dword ptr [r15 + 256]
-    add r9, qword ptr [r14 + 64]
+    and r9, rsi
+    mov edi, 121
+    mov r12, qword ptr [r15 + r12 + 56]
     inc rbx
     dec r13
     jz .Lc1_b7_done
@@ -2305,72 +2321,76 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 7675224]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 7675224], rax
-    lea rcx, [rip + .Lc1_d1433_j]
+    lea rcx, [rip + .Lc1_d1441_j]
     add rcx, qword ptr [r15 + 7675232]
-    jmp .Lc1_d1433_j_t
-.Lc1_d1433_j:
-    jmp 1f
-1:
-    mov rcx, rcx
-    inc ecx
-    sub rcx, rdi
-    test ebx, 736
-    jnz 1f
-1:
-    mov dword ptr [r15 + 256], 195
-    movzx ecx, cl
-    add rcx, 45
-    jmp 1f
-1:
+    jmp .Lc1_d1441_j_t
+.Lc1_d1441_j:
+    mov eax, 21
+    test eax, eax
+    mov r9, r10
+    mov eax, 36
+    movzx eax, al
     test ebx, 1073741824
     jz 1f
 1:
-    movzx ecx, cl
-    movzx ecx, cl
-    mov ecx, eax
-    test dword ptr [r15 + 7675228], 114696
-    jnz 1f
-1:
-    mov ecx, 37
-    movzx ecx, byte ptr [r15 + 320]
-    movzx eax, byte ptr [r15 + 576]
-    mov r9d, dword ptr [r14 + 128]
-    test dword ptr [r15 + 7675227], 1343750144
-    jnz 1f
-1:
-    sub rax, rcx
-    mov rax, rax
-    movzx eax, byte ptr [r15 + 1152]
+    and r9, 8128
+    vmovdqu ymmword ptr [r15 + r9 + 6848], ymm7
+    mov dword ptr [r14 + 448], 169
+    mov r12, qword ptr [r15 + r12 + 56]
+    neg rcx
     test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
+    jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    and rax, rcx
-    vmovdqu ymmword ptr [r15 + 192], ymm10
+    add rcx, rcx
+    mov byte ptr [r15 + 0], r9b
+    mov rax, r8
     test ebx, 1073741824
     jnz 1f
 1:
-    mov eax, dword ptr [r15 + 512]
-    mov rcx, r9
-    movzx ecx, r9b
+    shl rax, 26
+    xor eax, ecx
+    add rax, 103
+    mov qword ptr [r15 + 512], r8
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and rax, rdi
+    movsxd rbp, dword ptr [r15 + 320]
+    jmp 1f
+1:
+    test dword ptr [r15 + 7675228], 671432704
+    jz 1f
+1:
+    mov dword ptr [r14 + 128], ebp
+    inc ebp
+    neg rbp
+    mov eax, ebp
+    test bl, 192
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov ebp, dword ptr [r15 + 192]
+    jmp 1f
+1:
+    mov rax, qword ptr [r15 + 1152]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    movzx ebp, al
+    shr eax, 20
+    movzx eax, byte ptr [r15 + 256]
     test ebx, 1073741824
     jz 1f
 1:
-    mov rcx, rcx
-    lea rcx, [rcx + rcx*2 + 97]
-    shr ecx, 22
-    mov r9, r10
+    add rbp, rax
     jmp 1f
 1:
-    test dword ptr [r15 + 7675228], 1345323520
-    jz 1f
-1:
-    add rcx, 74
-    and r9, 8128
-    mov ecx, dword ptr [r15 + r9 + 6848]
-    inc eax
+    mov eax, dword ptr [r15 + 576]
+    add r11, 64
     add r10, r11
     inc rbx
     dec r13
@@ -2379,70 +2399,74 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 7675224]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 7675224], rax
-    lea rcx, [rip + .Lc1_d1494_j]
+    lea rcx, [rip + .Lc1_d1505_j]
     add rcx, qword ptr [r15 + 7675232]
-    jmp .Lc1_d1494_j_t
-.Lc1_d1494_j:
-    sub rcx, r9
-    mov ecx, dword ptr [r14 + 320]
-    mov r9d, 53
-    and eax, dword ptr [r15 + 128]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov byte ptr [r15 + 896], al
-    shr eax, 27
-    movzx edi, r9b
-    shr edx, 9
-    test dword ptr [r15 + 7675228], 50464
-    jz 1f
-1:
-    cmp rsi, rdi
-    mov r9d, edx
-    mov edi, r9d
-    test ebx, 1073741824
-    jz 1f
-1:
-    sub r9, rdi
-    add qword ptr [r15 + 704], rcx
+    jmp .Lc1_d1505_j_t
+.Lc1_d1505_j:
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 180
+    mov rcx, qword ptr [r14 + 896]
+    mov eax, dword ptr [r14 + 64]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov ecx, 10
+    mov ebp, dword ptr [r15 + 256]
+    jmp 1f
+1:
+    sub rcx, rbp
     test ebx, 1073741824
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    movsxd r9, dword ptr [r15 + 384]
-    movzx edi, dl
-    test ebx, 1073741824
-    jnz 1f
-1:
-    xor r9d, edi
-    add r9, 116
-    mov r9, r10
-    mov qword ptr [r14 + 256], r9
-    and r9, 448
-    mov dword ptr [r15 + r9 + 1216], r9d
+    add rbp, rbp
+    movzx ebp, bpl
     test ebx, 1073741824
     jnz 1f
 1:
     jmp 1f
 1:
-    inc dword ptr [r14 + 448]
-    mov qword ptr [r15 + 640], r9
-    test ebx, 1073741824
-    jnz 1f
-1:
-    or qword ptr [r15 + 64], 70
-    mov esi, 215
-    movsxd r9, dword ptr [r15 + 192]
-    neg r9
+    mov eax, 130
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    neg rdi
-    sub rdi, r9
-    mov byte ptr [r15 + 960], sil
+    jmp 1f
+1:
+    mov ebp, eax
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    xor ebp, eax
+    mov ebp, 67
+    movzx eax, byte ptr [r15 + 960]
+    mov qword ptr [r15 + 640], rbp
+    test dword ptr [r15 + 7675228], 1141112864
+    jnz 1f
+1:
+    and ebp, dword ptr [r15 + 384]
+    movzx eax, byte ptr [r15 + 512]
+    movzx ecx, al
+    test ebx, 1073741824
+    jnz 1f
+1:
+    shr eax, 15
+    mov rbp, r10
+    neg rcx
+    mov rcx, rcx
+    and rbp, 448
+    inc dword ptr [r15 + rbp + 1216]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + 704], ebp
+    sub rsi, rbp
+    mov rsi, qword ptr [r15 + 128]
+    add r11, 64
     add r10, r11
     inc rbx
     dec r13
@@ -2451,67 +2475,73 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 7675224]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 7675224], rax
-    lea rcx, [rip + .Lc1_d1555_j]
+    lea rcx, [rip + .Lc1_d1567_j]
     add rcx, qword ptr [r15 + 7675232]
-    jmp .Lc1_d1555_j_t
-.Lc1_d1555_j:
-    mov r12, qword ptr [r15 + r12 + 56]
-    xor ecx, eax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rdx
-    lea rcx, [rcx + rcx*2 + 62]
-    test ebx, 1073741824
-    jnz 1f
+    jmp .Lc1_d1567_j_t
+.Lc1_d1567_j:
+    jmp 1f
 1:
-    add rdx, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    or ecx, edx
-    and rcx, rax
+    and rbp, rax
+    neg r8
+    and esi, dword ptr [r14 + 320]
     test ebx, 1073741824
     jz 1f
 1:
-    mov eax, r9d
+    and ecx, dword ptr [r15 + 576]
+    add rcx, qword ptr [r15 + 256]
+    jmp 1f
+1:
+    mov rsi, qword ptr [r15 + 192]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    vmovdqu ymmword ptr [r14 + 384], ymm7
+    movzx ecx, r9b
+    movzx ebp, byte ptr [r15 + 768]
+    cmp rbp, rbp
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov ebp, 107
+    mov qword ptr [r15 + 320], rbp
+    mov rbp, rbp
+    mov dword ptr [r15 + 192], 23
+    test dword ptr [r15 + 7675228], 157696448
+    jnz 1f
+1:
+    mov qword ptr [r15 + 0], rdx
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, rax
-    sub rax, rcx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rax, rax
-    mov rax, rsi
-    movzx edx, byte ptr [r15 + 128]
-    mov dword ptr [r15 + 320], 31
-    test dword ptr [r15 + 7675228], 16855040
-    jnz 1f
-1:
-    lea rax, [rdx + rdi*2 + 7]
-    movzx edi, byte ptr [r14 + 768]
-    jmp 1f
-1:
-    mov rdx, qword ptr [r15 + 512]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    add rdx, qword ptr [r14 + 384]
-    mov rdi, rdx
-    mov dword ptr [r15 + 64], edi
-    jmp 1f
-1:
-    test dword ptr [r15 + 7675228], 272777216
-    jnz 1f
-1:
-    jmp 1f
-1:
-    movzx edi, cl
-    mov dword ptr [r15 + 256], 86
-    add rdx, qword ptr [r15 + 576]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    movzx edx, byte ptr [r15 + 192]
-    mov dword ptr [r15 + 448], 22
-    mov rdi, rdx
-    mov edi, edi
+    mov dword ptr [r15 + 0], ecx
+    shl rcx, 17
+    jmp 1f
+1:
+    mov edx, 215
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r9d, edx
+    movzx ebp, byte ptr [r15 + 64]
+    mov edx, 163
+    add r9, 75
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r9d, edx
+    inc edx
+    movsxd rdx, dword ptr [r15 + 448]
+    jmp 1f
+1:
+    test dword ptr [r15 + 7675228], 343933184
+    jnz 1f
+1:
+    jmp 1f
+1:
+    inc dword ptr [r15 + 128]
+    mov rdx, rdx
     inc rbx
     dec r13
     jz .Lc1_b7_done
@@ -2519,66 +2549,79 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 7675224]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 7675224], rax
-    lea rcx, [rip + .Lc1_d1612_j]
+    lea rcx, [rip + .Lc1_d1627_j]
     add rcx, qword ptr [r15 + 7675232]
-    jmp .Lc1_d1612_j_t
-.Lc1_d1612_j:
-    mov qword ptr [r15 + 0], rcx
+    jmp .Lc1_d1627_j_t
+.Lc1_d1627_j:
+    shr ecx, 29
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 12288
-    jnz 1f
-1:
-    add rcx, 15
-    mov r12, qword ptr [r15 + r12 + 56]
-    shr eax, 27
+    mov ecx, 178
+    movzx eax, dl
     test ebx, 1073741824
     jnz 1f
 1:
-    cmp rax, rax
-    mov r8, qword ptr [r15 + 128]
-    mov eax, dword ptr [r15 + 512]
+    jmp 1f
+1:
+    add qword ptr [r15 + 0], rax
+    mov eax, ecx
     test ebx, 1073741824
     jnz 1f
 1:
-    mov eax, dword ptr [r14 + 640]
-    vmovdqu ymmword ptr [r14 + 64], ymm10
-    mov rcx, qword ptr [r15 + 384]
-    test dword ptr [r15 + 7675228], 67240002
-    jnz 1f
-1:
-    inc dword ptr [r15 + 832]
-    mov edi, dword ptr [r15 + 192]
-    mov dword ptr [r15 + 1024], edx
-    test dword ptr [r15 + 7675228], 38627400
-    jz 1f
-1:
-    mov r8, qword ptr [r15 + 256]
-    lea rdi, [r15 + 7667008]
-    mov ecx, 89
-    rep stosb
     mov r9, r10
-    shl rdi, 6
+    movzx ecx, cl
+    mov ecx, dword ptr [r15 + 256]
+    and r9, 1048512
+    mov rax, qword ptr [r15 + r9 + 2423488]
+    jmp 1f
+1:
     test ebx, 1073741824
     jnz 1f
 1:
-    and r9, 1048512
-    inc dword ptr [r15 + r9 + 2423488]
-    jmp 1f
-1:
-    xor ecx, r9d
-    test dword ptr [r15 + 7675228], 537397512
+    movsxd r9, dword ptr [r14 + 640]
+    mov ecx, r9d
+    shr r9d, 7
+    test dword ptr [r15 + 7675228], 528409
     jz 1f
 1:
-    jmp 1f
+    mov qword ptr [r15 + 128], rdx
+    and ebp, dword ptr [r14 + 0]
+    mov byte ptr [r15 + 1024], bpl
+    test dword ptr [r15 + 7675228], 67174536
+    jnz 1f
 1:
-    xor ecx, r9d
-    neg r9
+    mov r9, qword ptr [r14 + 832]
+    mov rax, qword ptr [r15 + 192]
+    add rax, rax
+    movzx ebp, r8b
     test ebx, 1073741824
     jnz 1f
 1:
-    test ecx, ecx
-    shl r9, 24
+    jmp 1f
+1:
+    jmp 1f
+1:
+    shr eax, 21
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov dword ptr [r15 + 64], eax
+    add rsi, rax
+    shr esi, 1
+    or esi, eax
+    test ebx, 1073741824
+    jnz 1f
+1:
+    inc esi
+    shr esi, 25
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    movsxd rcx, dword ptr [r15 + 512]
+    movsxd r8, dword ptr [r15 + 384]
+    movzx r9d, r8b
+    add r11, 64
     add r10, r11
     inc rbx
     dec r13
@@ -2587,77 +2630,76 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 7675224]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 7675224], rax
-    lea rcx, [rip + .Lc1_d1669_j]
+    lea rcx, [rip + .Lc1_d1693_j]
     add rcx, qword ptr [r15 + 7675232]
-    jmp .Lc1_d1669_j_t
-.Lc1_d1669_j:
+    jmp .Lc1_d1693_j_t
+.Lc1_d1693_j:
+    xor edi, eax
+    sub rcx, rbp
+    mov rdi, qword ptr [r15 + 256]
+    mov rax, qword ptr [r15 + 192]
     mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, dword ptr [r15 + 704]
     jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
 1:
     jmp 1f
 1:
-    mov eax, 27
-    test dword ptr [r15 + 7675227], 12600320
+    xor edx, ecx
+    mov rcx, qword ptr [r15 + 320]
+    mov dword ptr [r14 + 384], 77
+    test dword ptr [r15 + 7675227], 66305
+    jnz 1f
+1:
+    cmp rbp, rcx
+    mov rdx, rcx
+    jmp 1f
+1:
+    or ecx, edx
+    test ebx, 1073741824
     jnz 1f
 1:
     and rcx, rcx
-    mov ecx, dword ptr [r15 + 192]
-    mov rax, rcx
-    mov rdx, rax
+    movzx ecx, cl
+    shl rcx, 22
+    inc ecx
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov ecx, ecx
+    lea rdx, [rbp + rcx*2 + 54]
+    mov ecx, dword ptr [r15 + 448]
+    mov edx, ecx
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rcx, rbp
+    add rdx, rcx
+    movzx ecx, dl
+    mov byte ptr [r14 + 0], cl
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and edx, dword ptr [r15 + 576]
+    mov dword ptr [r15 + 64], 159
+    mov rbp, rdx
+    jmp 1f
+1:
     test ebx, 1073741824
     jz 1f
 1:
-    and rax, rax
-    mov rax, rax
-    movsxd rsi, dword ptr [r15 + 128]
+    mov dword ptr [r15 + 1088], esi
     jmp 1f
 1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov qword ptr [r15 + 448], r9
-    cmp rsi, rax
-    mov eax, 23
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx eax, cl
-    cmp rax, rax
-    jmp 1f
-1:
-    mov ebp, dword ptr [r14 + 704]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rax, r8
-    movsxd r8, dword ptr [r15 + 64]
-    jmp 1f
-1:
-    neg r8
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    sub r8, rax
-    mov rsi, qword ptr [r15 + 320]
-    mov ebp, esi
-    test dword ptr [r15 + 7675227], 853000
-    jz 1f
-1:
-    cmp rax, rsi
-    mov dword ptr [r15 + 384], 141
-    movzx esi, bpl
-    mov esi, esi
-    test dword ptr [r15 + 7675228], 4718880
-    jnz 1f
-1:
-    mov dword ptr [r15 + 1088], 38
-    movzx esi, byte ptr [r14 + 512]
-    mov qword ptr [r14 + 256], rsi
-    movzx ebp, byte ptr [r15 + 576]
+    mov r9d, dword ptr [r15 + 512]
+    add qword ptr [r15 + 128], rbp
     inc rbx
     dec r13
     jz .Lc1_b7_done
@@ -2665,80 +2707,73 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 7675224]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 7675224], rax
-    lea rcx, [rip + .Lc1_d1731_j]
+    lea rcx, [rip + .Lc1_d1756_j]
     add rcx, qword ptr [r15 + 7675232]
-    jmp .Lc1_d1731_j_t
-.Lc1_d1731_j:
-    mov ecx, r8d
-    mov dword ptr [r15 + 0], ecx
-    mov ecx, r8d
-    add rcx, 87
-    test ebx, 1073741824
-    jz 1f
-1:
-    xor eax, ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rax, dword ptr [r14 + 448]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    or qword ptr [r15 + 896], 49
-    sub rax, rcx
-    mov eax, r9d
-    mov rax, rax
-    mov rbp, r10
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov eax, eax
-    mov eax, eax
-    and rbp, 448
-    mov eax, dword ptr [r15 + rbp + 1216]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx ebp, byte ptr [r15 + 320]
+    jmp .Lc1_d1756_j_t
+.Lc1_d1756_j:
+    mov r9, r10
+    and r9, 448
+    movzx ecx, byte ptr [r15 + r9 + 1216]
     jmp 1f
 1:
-    mov qword ptr [r15 + 256], rbp
-    movsxd rbp, dword ptr [r15 + 960]
-    test ebx, 1073741824
+    sub r9, rcx
+    and r9d, dword ptr [r15 + 64]
+    test dword ptr [r15 + 7675227], 268829184
     jnz 1f
 1:
-    mov dword ptr [r15 + 64], ebp
-    mov rax, qword ptr [r15 + 640]
-    mov rbp, rax
-    movzx eax, cl
-    test dword ptr [r15 + 7675227], 50348320
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov rax, rax
-    mov eax, eax
-    test dword ptr [r15 + 7675228], 8585220
-    jnz 1f
-1:
-    or eax, ecx
-    movzx eax, byte ptr [r15 + 256]
-    movzx ecx, byte ptr [r14 + 128]
-    jmp 1f
-1:
+    mov r9, r9
+    mov r9, qword ptr [r14 + 640]
+    mov ecx, r9d
     test ebx, 1073741824
     jz 1f
 1:
+    mov r9d, ecx
+    add rcx, rdx
+    cmp rcx, rdi
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov ecx, dword ptr [r15 + 128]
+    cmp r9, rcx
+    mov r9d, dword ptr [r15 + 256]
+    xor ecx, r9d
+    test dword ptr [r15 + 7675227], 406848128
+    jz 1f
+1:
+    movzx ecx, cl
+    mov dword ptr [r15 + 192], ecx
+    add rcx, 82
+    test dword ptr [r15 + 7675228], 1601
+    jnz 1f
+1:
+    movsxd rax, dword ptr [r15 + 960]
+    jmp 1f
+1:
+    mov rcx, rcx
+    mov r9, r10
+    test dword ptr [r15 + 7675227], 71352320
+    jnz 1f
+1:
+    jmp 1f
+1:
+    and r9, 4032
+    mov byte ptr [r15 + r9 + 2752], cl
+    mov ecx, 152
     add rcx, rcx
-    mov rcx, rsi
-    neg rcx
-    add rcx, 17
-    test ebx, 1073741824
+    test dword ptr [r15 + 7675228], 1073946688
+    jz 1f
+1:
+    inc ecx
+    vmovdqu ymmword ptr [r15 + 320], ymm11
+    movsxd rcx, dword ptr [r14 + 256]
+    test dword ptr [r15 + 7675227], 537003520
     jnz 1f
 1:
-    lea rcx, [r8 + rcx*2 + 121]
+    mov rax, qword ptr [r14 + 896]
     jmp 1f
 1:
-    movsxd rcx, dword ptr [r15 + 192]
+    movzx ecx, al
+    add r11, 64
     add r10, r11
     inc rbx
     dec r13
@@ -2747,74 +2782,71 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 7675224]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 7675224], rax
-    lea rcx, [rip + .Lc1_d1799_j]
+    lea rcx, [rip + .Lc1_d1818_j]
     add rcx, qword ptr [r15 + 7675232]
-    jmp .Lc1_d1799_j_t
-.Lc1_d1799_j:
-    test ecx, ecx
-    jmp 1f
-1:
-    jmp 1f
-1:
-    xor ecx, eax
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rdx, qword ptr [r15 + 832]
-    test edx, edx
-    mov ecx, edx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    or qword ptr [r15 + 512], 4
-    and edx, dword ptr [r14 + 192]
-    shr edx, 27
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rbp, r10
-    movsxd r8, dword ptr [r15 + 64]
-    and rbp, 960
-    movzx edx, byte ptr [r15 + rbp + 1728]
+    jmp .Lc1_d1818_j_t
+.Lc1_d1818_j:
     mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, ecx
+    mov r8d, 86
+    mov eax, 198
     test ebx, 1073741824
     jz 1f
-1:
-    inc r8d
-    inc dword ptr [r15 + 0]
-    mov r8d, r8d
-    mov r8d, dword ptr [r15 + 256]
-    test ebx, 1073741824
-    jz 1f
-1:
-    sub r8, rdx
-    mov r8, rdi
-    mov rbp, r10
-    mov dword ptr [r14 + 768], r9d
-    test dword ptr [r15 + 7675227], 2105354
-    jnz 1f
-1:
-    movzx r8d, bpl
-    and rbp, 4032
-    mov r8, qword ptr [r15 + rbp + 2752]
-    add rbp, 49
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
 1:
     jmp 1f
 1:
-    test r8d, ebp
-    movsxd r8, dword ptr [r15 + 384]
-    test dword ptr [r15 + 7675228], 1083179088
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rcx, dword ptr [r15 + 320]
+    test dword ptr [r15 + 7675227], 16785666
+    jnz 1f
+1:
+    and rax, rcx
+    sub rax, rcx
+    movzx eax, al
+    movzx eax, byte ptr [r15 + 576]
+    test ebx, 1152
+    jnz 1f
+1:
+    mov dword ptr [r15 + 64], 90
+    jmp 1f
+1:
+    movzx eax, al
+    mov r8, r10
+    test ebx, 446464
     jz 1f
 1:
-    mov r8d, 215
-    mov r8, rdx
-    vmovdqu ymmword ptr [r15 + 128], ymm2
+    mov ecx, dword ptr [r15 + 448]
+    and r8, 960
+    mov dword ptr [r15 + r8 + 1728], 131
+    add qword ptr [r15 + 832], r8
+    mov rdi, qword ptr [r15 + 384]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    or r8d, edi
+    mov rbp, r8
+    movsxd rbp, dword ptr [r15 + 512]
+    test ebx, 1073741824
+    jz 1f
+1:
+    movsxd r8, dword ptr [r15 + 64]
+    or ebp, r8d
+    mov rbp, rdi
+    movsxd rdi, dword ptr [r14 + 192]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov edi, r8d
+    mov rdi, qword ptr [r15 + 768]
+    xor dword ptr [r14 + 128], edi
+    test ebx, 479232
+    jz 1f
+1:
+    xor edi, r8d
+    jmp 1f
+1:
+    mov r8d, edi
+    add r11, 64
     add r10, r11
     inc rbx
     dec r13
@@ -2823,155 +2855,152 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 7675224]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 7675224], rax
-    lea rcx, [rip + .Lc1_d1861_j]
+    lea rcx, [rip + .Lc1_d1879_j]
     add rcx, qword ptr [r15 + 7675232]
-    jmp .Lc1_d1861_j_t
-.Lc1_d1861_j:
+    jmp .Lc1_d1879_j_t
+.Lc1_d1879_j:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, dl
     jmp 1f
 1:
-    sub rcx, r9
-    mov rax, rcx
-    or r8d, eax
+    mov dword ptr [r15 + 0], 206
+    test ebx, 380928
+    jz 1f
+1:
+    bt rax, rcx
+    mov ecx, esi
+    movzx ecx, al
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov dword ptr [r15 + 0], 207
+    movzx ecx, byte ptr [r15 + 512]
+    sub r8, rcx
+    xor r8d, ecx
+    test dword ptr [r15 + 7675227], 57348
+    jnz 1f
+1:
+    mov r8d, dword ptr [r15 + 256]
+    mov rbp, qword ptr [r15 + 640]
+    add rcx, rbp
+    mov byte ptr [r15 + 256], cl
     test ebx, 1073741824
     jnz 1f
 1:
-    shl rax, 8
-    mov byte ptr [r14 + 448], al
-    sub rax, rcx
+    sub rcx, r8
+    xor r8d, ecx
     jmp 1f
 1:
-    test dword ptr [r15 + 7675228], 134283284
+    jmp 1f
+1:
+    test ebx, 1073741824
     jnz 1f
 1:
-    lea rax, [rax + rax*2 + 109]
+    mov r8d, r8d
+    cmp r8, rcx
+    vpshufb ymm11, ymm1, ymm2
+    movzx r8d, byte ptr [r15 + 1152]
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx r8d, r8b
+    cmp r8, r8
+    inc dword ptr [r14 + 192]
     movsxd rcx, dword ptr [r15 + 384]
-    movzx eax, cl
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + 64], ecx
-    mov rax, qword ptr [r15 + 512]
-    mov rcx, qword ptr [r15 + 320]
-    mov qword ptr [r14 + 256], rcx
-    test dword ptr [r15 + 7675227], 10502688
-    jz 1f
-1:
-    mov ecx, ecx
-    sub rcx, rax
-    mov byte ptr [r15 + 0], cl
-    test ebx, 1073741824
+    test ebx, 576
     jnz 1f
 1:
-    movzx r8d, cl
-    jmp 1f
-1:
-    and rcx, r8
+    vmovdqu ymmword ptr [r14 + 128], ymm11
+    inc dword ptr [r15 + 448]
+    mov rax, qword ptr [r15 + 704]
     jmp 1f
 1:
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx ecx, r8b
-    movzx ecx, cl
+    mov r8d, 120
     jmp 1f
 1:
-    add r8, 58
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rcx, r8
-    mov r8d, ecx
-    mov byte ptr [r15 + 704], r8b
-    test ebx, 1440
-    jnz 1f
-1:
-    movzx r8d, byte ptr [r14 + 576]
-    movzx eax, dil
-    movsxd rax, dword ptr [r15 + 1152]
-    mov ecx, dword ptr [r15 + 192]
-    test dword ptr [r15 + 7675227], 537139200
-    jnz 1f
-1:
-    movzx r8d, byte ptr [r15 + 128]
-    mov ecx, edi
-    neg rcx
+    inc ebp
     inc rbx
     dec r13
     jz .Lc1_b7_done
 .Lc1_b7_c12:
-    lea rcx, [rip + .Lc1_d1922_j]
+    mov rax, qword ptr [r15 + 7675224]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 7675224], rax
+    lea rcx, [rip + .Lc1_d1940_j]
     add rcx, qword ptr [r15 + 7675232]
-    jmp .Lc1_d1922_j_t
-.Lc1_d1922_j:
-    inc dword ptr [r15 + 0]
-    test eax, ecx
+    jmp .Lc1_d1940_j_t
+.Lc1_d1940_j:
+    mov r8d, 1
+    jmp 1f
+1:
+    mov ecx, r8d
+    mov eax, ecx
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r8d, 140
+    mov rcx, r8
+    movsxd rax, dword ptr [r14 + 256]
+    test ebx, 384
+    jnz 1f
+1:
+    mov r8d, dword ptr [r15 + 448]
+    mov dword ptr [r15 + 128], r8d
+    movzx ecx, r8b
+    and r8d, dword ptr [r14 + 1024]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov dword ptr [r15 + 0], ecx
+    xor r8d, ecx
     mov r12, qword ptr [r15 + r12 + 56]
+    test dword ptr [r15 + 7675227], 83902530
+    jz 1f
+1:
+    mov ecx, r8d
     mov ecx, ecx
     jmp 1f
 1:
+    shr eax, 3
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    shl r8, 31
+    test dword ptr [r15 + 7675228], 268698630
+    jz 1f
+1:
+    mov qword ptr [r15 + 192], rcx
+    shr r8d, 12
+    shl rcx, 26
+    jmp 1f
+1:
+    test dword ptr [r15 + 7675227], 262166
+    jnz 1f
+1:
+    sub rax, rcx
+    xor ecx, ebp
+    jmp 1f
+1:
     test ebx, 1073741824
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    sub rcx, rax
-    jmp 1f
-1:
-    add rcx, 96
-    test ebx, 1073741824
-    jz 1f
-1:
-    add rcx, qword ptr [r15 + 0]
-    or eax, ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    xor ecx, eax
+    mov eax, dword ptr [r15 + 896]
+    movzx edi, byte ptr [r14 + 384]
+    mov r9d, dword ptr [r15 + 64]
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx ecx, al
-    mov dword ptr [r15 + 320], 226
-    jmp 1f
-1:
-    mov eax, 49
-    movzx eax, r8b
-    test bl, 192
-    jnz 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov eax, eax
-    mov rax, qword ptr [r15 + 64]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    vmovdqu ymmword ptr [r15 + 896], ymm3
-    movzx eax, byte ptr [r14 + 640]
-    movzx ecx, al
-    sub rax, r8
-    test ebx, 640
-    jnz 1f
-1:
-    mov r8d, 99
-    mov qword ptr [r15 + 128], r8
-    xor dword ptr [r15 + 384], edx
-    movzx r8d, r8b
-    mov dword ptr [r15 + 192], 34
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 448], 249
-    movzx eax, r8b
-    vmovdqu ymmword ptr [r14 + 576], ymm13
-    test ebx, 1073741824
-    jnz 1f
-1:
-    neg r8
-    mov byte ptr [r15 + 1024], r8b
-    sub r8, rax
-    movzx eax, r8b
+    mov dword ptr [r15 + 576], 54
+    add qword ptr [r15 + 64], r9
+    mov r8d, dword ptr [r15 + 320]
     inc rbx
     dec r13
     jz .Lc1_b7_done
@@ -2979,78 +3008,75 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 7675224]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 7675224], rax
-    lea rcx, [rip + .Lc1_d1987_j]
+    lea rcx, [rip + .Lc1_d2003_j]
     add rcx, qword ptr [r15 + 7675232]
-    jmp .Lc1_d1987_j_t
-.Lc1_d1987_j:
-    and rcx, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 45
-    add rcx, qword ptr [r15 + 0]
+    jmp .Lc1_d2003_j_t
+.Lc1_d2003_j:
+    jmp 1f
+1:
+    mov ecx, 114
+    mov eax, ecx
+    movzx r9d, al
+    test ebx, 1073741824
+    jnz 1f
+1:
+    add rcx, r9
+    movzx ecx, cl
+    jmp 1f
+1:
+    sub rcx, r9
     test ebx, 1073741824
     jz 1f
 1:
-    neg rcx
-    jmp 1f
-1:
-    mov rcx, r8
-    and rcx, rcx
+    mov qword ptr [r15 + 0], rcx
+    sub r9, rcx
+    movzx edi, r8b
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    add rcx, qword ptr [r15 + 0]
-    sub rcx, r8
-    mov r8d, 252
-    test ebx, 1073741824
-    jnz 1f
-1:
+    movzx r9d, r9b
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov ecx, dword ptr [r15 + 64]
-    test ebx, 576
-    jnz 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    cmp rcx, rcx
+    test r9d, r9d
+    vmovdqu ymmword ptr [r15 + 0], ymm11
     test ebx, 1073741824
     jz 1f
 1:
-    lea rcx, [rdi + r8*2 + 49]
-    cmp rcx, rcx
-    movsxd rcx, dword ptr [r15 + 768]
-    mov r8d, dword ptr [r15 + 192]
+    xor edi, r9d
+    jmp 1f
+1:
+    add rax, 14
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov dword ptr [r15 + 512], r9d
-    jmp 1f
-1:
-    mov ecx, r8d
-    movzx r8d, byte ptr [r14 + 320]
+    mov rcx, qword ptr [r15 + 192]
+    xor ecx, edx
+    mov rdi, qword ptr [r15 + 512]
+    mov dword ptr [r15 + 768], 199
     test dword ptr [r15 + 7675228], 68225026
     jz 1f
 1:
-    test eax, ecx
-    mov r8d, eax
-    mov ecx, 114
-    test dword ptr [r15 + 7675227], 536889440
-    jz 1f
+    jmp 1f
 1:
-    test edx, ecx
-    mov r8d, 219
-    mov byte ptr [r15 + 128], r8b
-    and rsi, r8
+    movsxd rcx, dword ptr [r15 + 128]
+    movzx edi, byte ptr [r15 + 256]
+    jmp 1f
+1:
     test ebx, 1073741824
     jz 1f
 1:
-    mov rsi, qword ptr [r15 + 256]
-    movsxd r8, dword ptr [r14 + 640]
-    shl rsi, 15
+    and rdi, rdi
+    shl rdi, 16
+    mov rdi, qword ptr [r15 + 320]
+    and edi, dword ptr [r14 + 640]
+    test dword ptr [r15 + 7675228], 4229136
+    jnz 1f
+1:
+    or edi, edi
+    sub rdi, rcx
+    inc dword ptr [r14 + 384]
+    add qword ptr [r15 + 832], rdi
     inc rbx
     dec r13
     jz .Lc1_b7_done
@@ -3058,72 +3084,72 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 7675224]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 7675224], rax
-    lea rcx, [rip + .Lc1_d2051_j]
+    lea rcx, [rip + .Lc1_d2065_j]
     add rcx, qword ptr [r15 + 7675232]
-    jmp .Lc1_d2051_j_t
-.Lc1_d2051_j:
-    mov r8, r10
-    movzx ecx, r8b
-    and r8, 448
-    mov rcx, qword ptr [r14 + r8 + 1216]
-    movzx esi, byte ptr [r14 + 256]
+    jmp .Lc1_d2065_j_t
+.Lc1_d2065_j:
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    test ebx, 323584
+    cmp rdi, rcx
+    mov r9d, dword ptr [r15 + 448]
+    test ebx, 360320
+    jnz 1f
+1:
+    mov edx, 222
+    movzx ecx, byte ptr [r15 + 256]
+    mov rbp, r10
+    movzx eax, byte ptr [r14 + 192]
+    and rbp, 448
+    mov r9d, dword ptr [r15 + rbp + 1216]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rbp, r9
+    mov byte ptr [r15 + 64], bpl
+    mov r9d, eax
+    test dword ptr [r15 + 7675228], 2131010
     jz 1f
 1:
-    movsxd rsi, dword ptr [r15 + 1088]
+    mov r9d, ebp
+    mov rdx, rbp
+    mov dword ptr [r15 + 512], esi
     jmp 1f
 1:
-    movzx r8d, sil
     test ebx, 1073741824
     jnz 1f
 1:
-    mov esi, 246
-    mov rcx, qword ptr [r15 + 960]
-    movsxd rsi, dword ptr [r15 + 832]
-    mov r8d, dword ptr [r15 + 128]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r8d, esi
-    add r8, 17
-    shr r8d, 26
-    test ebx, 1152
-    jnz 1f
-1:
-    mov byte ptr [r15 + 448], r8b
-    mov r8, qword ptr [r15 + 384]
-    movzx ecx, byte ptr [r15 + 320]
-    mov esi, dword ptr [r14 + 64]
-    test dword ptr [r15 + 7675228], 673193984
-    jz 1f
-1:
     jmp 1f
 1:
-    jmp 1f
-1:
-    movzx r8d, r8b
-    test ebx, 1073741824
-    jnz 1f
-1:
-    lea r8, [rcx + r8*2 + 79]
-    mov r8, r8
-    neg rbp
-    jmp 1f
-1:
-    test dword ptr [r15 + 7675228], 35717184
-    jnz 1f
-1:
-    mov ecx, 56
-    add qword ptr [r15 + 256], rcx
-    add rcx, 29
+    mov ebp, dword ptr [r15 + 128]
+    and rbp, rsi
     test ebx, 1073741824
     jz 1f
 1:
-    lea rcx, [rcx + rcx*2 + 110]
-    inc ecx
-    movzx ecx, byte ptr [r15 + 192]
+    mov dword ptr [r14 + 1088], 10
+    xor edx, r9d
+    mov dword ptr [r15 + 320], edx
+    add qword ptr [r15 + 64], rsi
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx ecx, byte ptr [r15 + 576]
+    movzx ebp, cl
+    sub rcx, rbp
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rdi, rcx
+    movzx ecx, bpl
+    mov byte ptr [r15 + 960], sil
+    shr ebp, 15
+    test ebx, 1073741824
+    jz 1f
+1:
+    movsxd rbp, dword ptr [r15 + 704]
+    mov esi, esi
+    mov esi, 165
+    add r11, 64
     add r10, r11
     inc rbx
     dec r13
@@ -3132,72 +3158,80 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 7675224]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 7675224], rax
-    lea rcx, [rip + .Lc1_d2111_j]
+    lea rcx, [rip + .Lc1_d2127_j]
     add rcx, qword ptr [r15 + 7675232]
-    jmp .Lc1_d2111_j_t
-.Lc1_d2111_j:
-    movzx ecx, byte ptr [r15 + 704]
+    jmp .Lc1_d2127_j_t
+.Lc1_d2127_j:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov qword ptr [r14 + 192], rcx
-    test ebx, 1073741824
-    jz 1f
-1:
-    add rax, 124
-    mov eax, dword ptr [r15 + 128]
-    mov dword ptr [r15 + 512], 82
-    mov qword ptr [r15 + 896], rdi
-    test ebx, 1824
+    test bl, 192
     jnz 1f
 1:
-    movzx ecx, byte ptr [r14 + 256]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    inc dword ptr [r15 + 576]
-    test dword ptr [r15 + 7675228], 34471938
-    jz 1f
-1:
-    xor ecx, eax
-    jmp 1f
-1:
-    movzx eax, cl
-    test ebx, 1073741824
-    jz 1f
-1:
-    add rcx, rax
-    mov eax, 171
-    mov rcx, rsi
+    mov byte ptr [r15 + 0], cl
+    mov ecx, dword ptr [r15 + 128]
     inc ecx
+    shl rcx, 5
     test ebx, 1073741824
-    jnz 1f
-1:
-    mov rcx, rcx
-    movzx ecx, cl
-    shl rcx, 18
-    and rsi, r8
-    test ebx, 479232
     jz 1f
 1:
-    and ecx, dword ptr [r15 + 448]
     neg rcx
-    mov rsi, qword ptr [r15 + 384]
-    mov dword ptr [r15 + 64], esi
+    mov ecx, 167
+    neg rcx
     test ebx, 1073741824
     jnz 1f
 1:
-    inc eax
-    mov eax, eax
-    xor eax, ecx
+    inc dword ptr [r15 + 448]
+    movzx edi, cl
+    mov ecx, esi
+    or esi, ecx
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov rsi, r8
+    sub rdi, rcx
+    test dword ptr [r15 + 7675227], 1091571712
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 256], esi
+    mov esi, 33
+    mov esi, 58
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    movzx esi, sil
+    mov rsi, rsi
+    mov edi, dword ptr [r14 + 896]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rsi, qword ptr [r15 + 64]
+    jmp 1f
+1:
+    mov rdi, qword ptr [r15 + 192]
+    test ebx, 1073741824
+    jz 1f
+1:
+    vmovdqu ymmword ptr [r14 + 0], ymm11
+    mov qword ptr [r15 + 384], r8
+    movzx r8d, dil
+    and r8d, dword ptr [r15 + 320]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    vpaddd ymm11, ymm11, ymmword ptr [r15 + 640]
+    jmp 1f
+1:
     inc rbx
     dec r13
     jnz .Lc1_b7_c0
@@ -4545,77 +4579,79 @@ ditto_body_init_c2:
     jmp rcx
 .Lc1_b0_stubs_t:
     jmp rcx
-.Lc1_d573_j_t:
+.Lc1_d579_j_t:
     jmp rcx
-.Lc1_d637_j_t:
+.Lc1_d644_j_t:
     jmp rcx
-.Lc1_d699_j_t:
+.Lc1_d707_j_t:
     jmp rcx
-.Lc1_d767_j_t:
+.Lc1_d766_j_t:
     jmp rcx
-.Lc1_d836_j_t:
-    jmp rcx
-.Lc1_d897_j_t:
+.Lc1_b3_stubs_t:
     jmp rcx
 .Lc1_b4_stubs_t:
     jmp rcx
-.Lc1_d1093_j_t:
+.Lc1_d1096_j_t:
     jmp rcx
-.Lc1_d1162_j_t:
+.Lc1_d1166_j_t:
     jmp rcx
 .Lc1_b7_stubs_t:
     jmp rcx
 .Lc1_d37_j_t:
     jmp rcx
-.Lc1_d97_s_t:
+.Lc1_d101_s_t:
     jmp rcx
-.Lc1_d159_j_t:
+.Lc1_d167_j_t:
     jmp rcx
-.Lc1_d223_j_t:
+.Lc1_d222_j_t:
     jmp rcx
-.Lc1_d282_j_t:
+.Lc1_d284_j_t:
     jmp rcx
-.Lc1_d342_j_t:
+.Lc1_d347_j_t:
     jmp rcx
-.Lc1_d407_j_t:
+.Lc1_d409_j_t:
     jmp rcx
-.Lc1_d477_j_t:
+.Lc1_d472_j_t:
     jmp rcx
-.Lc1_d963_j_t:
+.Lc1_d832_j_t:
     jmp rcx
-.Lc1_d1024_j_t:
+.Lc1_d894_j_t:
     jmp rcx
-.Lc1_d1194_j_t:
+.Lc1_d965_j_t:
     jmp rcx
-.Lc1_d1252_j_t:
+.Lc1_d1026_j_t:
     jmp rcx
-.Lc1_d1308_j_t:
+.Lc1_d1198_j_t:
     jmp rcx
-.Lc1_d1369_j_t:
+.Lc1_d1255_j_t:
     jmp rcx
-.Lc1_d1433_j_t:
+.Lc1_d1322_j_t:
     jmp rcx
-.Lc1_d1494_j_t:
+.Lc1_d1379_j_t:
     jmp rcx
-.Lc1_d1555_j_t:
+.Lc1_d1441_j_t:
     jmp rcx
-.Lc1_d1612_j_t:
+.Lc1_d1505_j_t:
     jmp rcx
-.Lc1_d1669_j_t:
+.Lc1_d1567_j_t:
     jmp rcx
-.Lc1_d1731_j_t:
+.Lc1_d1627_j_t:
     jmp rcx
-.Lc1_d1799_j_t:
+.Lc1_d1693_j_t:
     jmp rcx
-.Lc1_d1861_j_t:
+.Lc1_d1756_j_t:
     jmp rcx
-.Lc1_d1922_j_t:
+.Lc1_d1818_j_t:
     jmp rcx
-.Lc1_d1987_j_t:
+.Lc1_d1879_j_t:
     jmp rcx
-.Lc1_d2051_j_t:
+.Lc1_d1940_j_t:
     jmp rcx
-.Lc1_d2111_j_t:
+.Lc1_d2003_j_t:
+    jmp rcx
+.Lc1_d2065_j_t:
+    jmp rcx
+.Lc1_d2127_j_t:
     jmp rcx
 .Lc2_d66_j_t:
     jmp rcx
@@ -4623,11 +4659,11 @@ ditto_body_init_c2:
     jmp rcx
 .Lc2_d226_j_t:
     jmp rcx
-.Lc0_d193_j_t:
+.Lc0_d197_j_t:
     jmp rcx
 .Lc2_b3_stubs_t:
     jmp rcx
-.Lc0_d257_j_t:
+.Lc0_d264_j_t:
     jmp rcx
 .Lc2_d455_j_t:
     jmp rcx
@@ -4639,11 +4675,11 @@ ditto_body_init_c2:
     jmp rcx
 .Lc2_d739_j_t:
     jmp rcx
-.Lc0_d283_s_t:
+.Lc0_d290_s_t:
     jmp rcx
 .Lc0_d50_s_t:
     jmp rcx
-.Lc0_d161_s_t:
+.Lc0_d167_s_t:
     jmp rcx
     .text
 

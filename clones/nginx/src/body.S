@@ -37,11 +37,11 @@ ditto_body_c1:
     xor r8d, r8d
     xor r9d, r9d
     vzeroall
-// block 0: 128 bytes, 1 chunk(s), 30 chunk executions per call
+// block 0: 128 bytes, 1 chunk(s), 35 chunk executions per call
     mov rbx, qword ptr [r15 + 67117736]
-    lea rcx, [rbx + 30]
+    lea rcx, [rbx + 35]
     mov qword ptr [r15 + 67117736], rcx
-    mov r13d, 30
+    mov r13d, 35
     jmp .Lc1_b0_c0
     .p2align 6
 .Lc1_b0_c0:
@@ -99,127 +99,102 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 7
-    lea rcx, [rip + .Lc1_d72_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d72_s_t
-    .p2align 3
-.Lc1_d72_s:
-    .p2align 3
-    jmp .Lc1_d72_j
-    .p2align 3
-    jmp .Lc1_d72_j
-    .p2align 3
-    jmp .Lc1_d72_j
-    .p2align 3
-    jmp .Lc1_d72_j
-    .p2align 3
-    jmp .Lc1_d72_j
-    .p2align 3
-    jmp .Lc1_d72_j
-    .p2align 3
-    jmp .Lc1_d72_j
-    .p2align 3
-    jmp .Lc1_d72_j
+    lea rcx, [rip + .Lc1_d72_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d72_j_t
 .Lc1_d72_j:
-    mov dword ptr [r15 + 128], ecx
-    mov edi, dword ptr [r15 + 448]
-    mov ebp, 219
-    mov eax, 127
-    mov ecx, r9d
-    movsxd rax, dword ptr [r15 + 256]
-    test dword ptr [r15 + 67117724], 128
-    jz 1f
-1:
-    vpcmpeqb xmm1, xmm1, xmm2
-    movsxd r9, dword ptr [r15 + 384]
-    mov ebp, edi
-    mov dword ptr [r15 + 576], 128
+    lea rbp, [r11 + r11*1]
+    and rbp, 4032
+    movsxd rcx, dword ptr [r15 + rbp + 3456]
+    mov qword ptr [r15 + 256], r9
+    mov r8, r10
+    mov r9, qword ptr [r15 + rbp + 3392]
+    and r8, 1984
     mov rbp, r11
-    mov edi, esi
+    mov dword ptr [r15 + r8 + 1344], r8d
+    and rbp, 8128
+    mov dword ptr [r15 + rbp + 7488], r8d
+    test dword ptr [r15 + 67117723], 1107296256
+    jnz 1f
+1:
+    mov r8, rbp
+    mov rbp, qword ptr [r15 + 64]
+    mov r8d, r8d
+    mov r8, rbp
+    mov ebp, dword ptr [r15 + 128]
     test ebx, 1073741824
     jz 1f
 1:
-    and rbp, 8128
-    mov qword ptr [r15 + rbp + 7488], rdx
-    mov edx, 46
-    or qword ptr [r15 + 64], 29
-    movsxd rsi, dword ptr [r15 + 320]
-    mov edx, r9d
-    mov rbp, r11
+    mov ebp, r9d
+    movzx r9d, byte ptr [r15 + 512]
+    mov rcx, qword ptr [r15 + 320]
+    mov qword ptr [r15 + 192], rbp
+    mov eax, 161
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov ebp, 178
+    mov r9, qword ptr [r15 + 128]
+    mov byte ptr [r15 + 448], dil
+    movsxd rbp, dword ptr [r15 + 448]
+    mov edi, dword ptr [r15 + 704]
     test ebx, 1073741824
     jnz 1f
 1:
-    and rbp, 4032
-    movsxd r9, dword ptr [r15 + rbp + 3392]
-    mov eax, edi
-    movzx ebp, r8b
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r11
-    test dword ptr [r15 + 67117724], 2
-    jz 1f
-1:
-    mov byte ptr [r15 + 0], r8b
-    and rbp, 1984
-    vmovdqu ymmword ptr [r15 + rbp + 1344], ymm1
-    mov r8, rax
-    mov ebp, dword ptr [r15 + 512]
-    mov byte ptr [r15 + 128], r8b
+    mov dword ptr [r15 + 320], ecx
+    mov eax, 181
+    mov ecx, 190
+    mov byte ptr [r15 + 384], sil
     add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c1:
-    mov dword ptr [r15 + 704], ecx
-    mov r8, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 256
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, ebp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, r11
-    mov dword ptr [r15 + 0], eax
-    test ebx, 256
-    jz 1f
-1:
-    movzx eax, r8b
-    and r9, 448
-    mov byte ptr [r15 + r9 + 832], r8b
-    mov byte ptr [r15 + 384], r8b
-    lea rdi, [r15 + 67109504]
-    lea rsi, [r15 + 67113600]
-    mov ecx, 12
-    rep movsb
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + 192], eax
-    mov rax, qword ptr [r15 + 128]
     mov rbp, r11
-    mov r9, qword ptr [r15 + 256]
-    mov byte ptr [r15 + 448], al
+    and rbp, 1984
+    mov byte ptr [r15 + rbp + 1344], r8b
+    mov dword ptr [r15 + 0], 191
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rbp
+    mov eax, 43
     test ebx, 1073741824
     jnz 1f
 1:
-    and rbp, 1984
-    mov rax, qword ptr [r15 + rbp + 1344]
-    mov r8, r11
-    mov byte ptr [r15 + 512], dil
-    movzx r9d, byte ptr [r15 + 64]
-    and r8, 4032
-    movsxd rdi, dword ptr [r15 + r8 + 3392]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r8d, al
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r8, r10
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r8, 448
+    movzx eax, byte ptr [r15 + r8 + 832]
+    mov r9, r11
+    movzx r8d, byte ptr [r15 + 384]
+    and r9, 4032
+    mov byte ptr [r15 + r9 + 3392], cl
+    mov r9d, dword ptr [r15 + 768]
     test ebx, 1073741824
     jz 1f
 1:
-    mov r8d, 185
-    mov qword ptr [r15 + 640], r8
-    movzx r8d, byte ptr [r15 + 320]
+    movzx r9d, r9b
+    movsxd r9, dword ptr [r15 + 128]
+    mov r8d, dword ptr [r15 + 576]
+    mov qword ptr [r15 + 448], rax
+    mov dword ptr [r15 + 192], 135
+    test ebx, 256
+    jz 1f
+1:
+    mov rax, qword ptr [r15 + 256]
+    vmovdqu xmmword ptr [r15 + 64], xmm10
+    mov dword ptr [r15 + 512], ecx
+    mov byte ptr [r15 + 320], al
     add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b1_done
@@ -228,64 +203,60 @@ ditto_body_c1:
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
     xor eax, eax
-    test dword ptr [r15 + 67117724], 512
+    test dword ptr [r15 + 67117723], 262144
     setz al
-    lea rcx, [rip + .Lc1_d179_s]
+    lea rcx, [rip + .Lc1_d165_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d179_s_t
+    jmp .Lc1_d165_s_t
     .p2align 3
-.Lc1_d179_s:
+.Lc1_d165_s:
     .p2align 3
-    jmp .Lc1_d179_j
+    jmp .Lc1_d165_j
     .p2align 3
-    jmp .Lc1_d179_j
-.Lc1_d179_j:
-    movzx ecx, bpl
-    mov byte ptr [r15 + 320], dil
-    mov ecx, r9d
-    mov byte ptr [r15 + 0], cl
-    mov dword ptr [r15 + 0], 241
-    test dword ptr [r15 + 67117724], 268443648
-    jnz 1f
-1:
-    mov ecx, eax
-    movzx ecx, cl
-    mov dword ptr [r15 + 0], 33
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov ebp, 206
-    mov dword ptr [r15 + 192], 69
-    movzx ebp, cl
-    movsxd rax, dword ptr [r15 + 448]
-    mov ecx, ecx
-    test ebx, 1073741824
-    jz 1f
-1:
-    vmovdqu ymmword ptr [r15 + 128], ymm1
-    mov qword ptr [r15 + 384], rsi
-    mov rsi, qword ptr [r15 + 64]
-    mov ebp, 9
+    jmp .Lc1_d165_j
+.Lc1_d165_j:
     mov rbp, r11
+    mov r8, r11
+    and r8, 8128
+    movsxd rcx, dword ptr [r15 + r8 + 7488]
+    and rbp, 1984
+    mov byte ptr [r15 + rbp + 1344], r9b
+    vmovdqu ymmword ptr [r15 + 320], ymm6
+    mov dword ptr [r15 + 128], eax
+    movsxd rbp, dword ptr [r15 + 192]
     test ebx, 1073741824
     jz 1f
 1:
-    movsxd rsi, dword ptr [r15 + 768]
-    movzx ecx, byte ptr [r15 + 512]
-    and rbp, 8128
-    mov r8, r11
-    mov dword ptr [r15 + rbp + 7488], ebp
-    mov qword ptr [r15 + 320], r8
-    and r8, 448
-    mov r9, qword ptr [r15 + r8 + 832]
-    test dword ptr [r15 + 67117723], 524416
+    movsxd rbp, dword ptr [r15 + 512]
+    .byte 0x66, 0x90
+    mov r8d, dword ptr [r15 + 256]
+    mov qword ptr [r15 + 0], rbp
+    mov dword ptr [r15 + 0], 254
+    test dword ptr [r15 + 67117723], 1073741824
     jz 1f
 1:
-    movzx r8d, r9b
-    mov r8d, r8d
-    mov byte ptr [r15 + 256], dl
-    movzx edx, r9b
+    mov ebp, 113
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r9d, byte ptr [r15 + 448]
+    mov rbp, rdx
+    vpaddd xmm6, xmm6, xmm12
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov dword ptr [r15 + 64], r8d
+    mov rbp, r11
+    movzx r8d, cl
+    and rbp, 448
+    mov r8, qword ptr [r15 + rbp + 832]
+    mov rbp, r9
+    movsxd rbp, dword ptr [r15 + 384]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + 640], 110
+    mov byte ptr [r15 + 384], cl
+    mov ebp, ebp
+    mov rcx, qword ptr [r15 + 64]
     add r11, 64
     inc rbx
     dec r13
@@ -294,51 +265,49 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d236_j]
+    lea rcx, [rip + .Lc1_d219_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d236_j_t
-.Lc1_d236_j:
-    mov dword ptr [r15 + 128], 244
-    vmovdqu ymmword ptr [r15 + 512], ymm6
-    mov rcx, qword ptr [r15 + 192]
+    jmp .Lc1_d219_j_t
+.Lc1_d219_j:
+    movsxd rcx, dword ptr [r15 + 448]
+    vpshufd xmm6, xmm6, 225
+    mov eax, 9
+    mov rbp, r11
+    movzx eax, byte ptr [r15 + 128]
+    test dword ptr [r15 + 67117724], 65536
+    jnz 1f
+1:
+    movsxd rax, dword ptr [r15 + 256]
+    and rbp, 4032
+    mov r9, r10
+    movsxd rcx, dword ptr [r15 + rbp + 3392]
+    and r9, 448
+    mov rbp, qword ptr [r15 + r9 + 832]
+    vpaddd xmm6, xmm6, xmm6
+    test dword ptr [r15 + 67117723], 17408
+    jnz 1f
+1:
+    mov ebp, 19
+    mov r9, qword ptr [r15 + 512]
+    mov qword ptr [r15 + 768], rax
     mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, ecx
-    test dword ptr [r15 + 67117723], 128
+    test dword ptr [r15 + 67117724], 132
+    jnz 1f
+1:
+    mov rbp, r11
+    movsxd r9, dword ptr [r15 + 64]
+    vmovq qword ptr [r15 + 704], xmm6
+    mov r8, qword ptr [r15 + 320]
+    and rbp, 8128
+    mov dword ptr [r15 + rbp + 7488], 110
+    test dword ptr [r15 + 67117724], 65536
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, al
-    mov qword ptr [r15 + 0], rdi
-    mov rcx, qword ptr [r15 + 320]
-    mov r8, r11
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r9, r11
-    and r8, 4032
-    movzx ecx, byte ptr [r15 + r8 + 3392]
-    and r9, 8128
-    movzx r8d, byte ptr [r15 + r9 + 7488]
-    mov byte ptr [r15 + 576], r9b
-    movzx edi, r9b
-    mov rsi, qword ptr [r15 + 64]
-    mov r9, r11
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rdi, rsi
-    mov rsi, qword ptr [r15 + 384]
-    and r9, 1984
-    movsxd rdi, dword ptr [r15 + r9 + 1344]
-    movzx ecx, byte ptr [r15 + 448]
-    test dword ptr [r15 + 67117724], 2097152
-    jnz 1f
-1:
-    mov byte ptr [r15 + 384], r8b
-    mov dword ptr [r15 + 64], 58
-    mov r8d, edi
-    mov r8d, 30
+    mov dword ptr [r15 + 192], 227
+    mov rbp, rbp
+    mov edx, dword ptr [r15 + 384]
     add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b1_done
@@ -346,365 +315,368 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov r8, r11
-    and r8, 4032
-    mov byte ptr [r15 + r8 + 3392], al
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], r8b
-    test ebx, 256
-    jnz 1f
-1:
-    inc dword ptr [r15 + 0]
-    movsxd r8, dword ptr [r15 + 128]
-    mov rax, qword ptr [r15 + 320]
-    movzx edi, byte ptr [r15 + 704]
+    mov byte ptr [r15 + 448], r8b
+    mov dword ptr [r15 + 320], edi
+    mov dword ptr [r15 + 384], 186
+    mov byte ptr [r15 + 512], bpl
+    vmovdqu ymmword ptr [r15 + 320], ymm6
     test ebx, 1073741824
     jz 1f
 1:
-    mov eax, dword ptr [r15 + 192]
-    mov r8, r11
-    movzx edi, byte ptr [r15 + 448]
-    mov dword ptr [r15 + 640], 225
-    and r8, 1984
-    mov dword ptr [r15 + r8 + 1344], r9d
+    mov rax, qword ptr [r15 + 64]
     mov rbp, r11
-    test dword ptr [r15 + 67117724], 536870914
+    mov r8d, 68
+    mov r8, qword ptr [r15 + 256]
+    and rbp, 8128
+    mov byte ptr [r15 + rbp + 7488], r9b
+    mov rbp, r10
+    test ebx, 1073741824
     jnz 1f
 1:
-    and rbp, 448
-    mov r8, qword ptr [r15 + rbp + 832]
-    movzx ebp, dil
-    mov dword ptr [r15 + 256], 223
-    movzx edi, byte ptr [r15 + 320]
-    test dword ptr [r15 + 67117724], 4096
-    jz 1f
+    mov r8, qword ptr [r15 + 192]
+    and rbp, 1984
+    mov r9, qword ptr [r15 + rbp + 1344]
+    mov dword ptr [r15 + 0], ebp
+    mov byte ptr [r15 + 0], bpl
+    test ebx, 384
+    jnz 1f
 1:
-    mov dword ptr [r15 + 384], eax
-    mov r8d, 208
-    mov rax, qword ptr [r15 + 512]
-    mov r9, qword ptr [r15 + 64]
+    mov ebp, 255
+    vpmovmskb ebp, xmm6
+    mov ebp, 152
+    movzx ebp, r9b
+    mov byte ptr [r15 + 0], r9b
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov eax, esi
+    mov r12, qword ptr [r15 + r12 + 56]
+    add qword ptr [r15 + 0], r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    test dword ptr [r15 + 67117723], 2048
+    jnz 1f
+1:
+    mov rbp, r10
+    mov dword ptr [r15 + 0], 46
+    movzx r9d, byte ptr [r15 + 576]
+    mov r8, qword ptr [r15 + 128]
+    and rbp, 4032
+    movzx eax, byte ptr [r15 + rbp + 3392]
     add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c5:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d324_j]
+    lea rcx, [rip + .Lc1_d311_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d324_j_t
-.Lc1_d324_j:
-    mov r8, r11
-    and r8, 16320
-    vmovdqu ymmword ptr [r15 + r8 + 15680], ymm1
-    mov r8, rbp
-    mov r9, r9
-    mov dword ptr [r15 + 64], eax
-    movsxd r9, dword ptr [r15 + 192]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov esi, 80
-    mov qword ptr [r15 + 128], rdi
-    mov rsi, qword ptr [r15 + 320]
-    movsxd r9, dword ptr [r15 + 384]
-    mov r8, r10
-    test dword ptr [r15 + 67117724], 18432
-    jnz 1f
-1:
-    and r8, 8128
-    mov dword ptr [r15 + r8 + 7488], 185
-    mov dword ptr [r15 + 768], 67
-    mov rbp, r10
-    movzx r8d, sil
-    and rbp, 448
-    mov dword ptr [r15 + rbp + 832], r9d
+    jmp .Lc1_d311_j_t
+.Lc1_d311_j:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu ymmword ptr [r15 + 0], ymm6
+    mov dword ptr [r15 + 0], 171
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, ecx
     test ebx, 1073741824
     jz 1f
 1:
-    mov dword ptr [r15 + 512], 75
-    mov r12, qword ptr [r15 + r12 + 56]
-    inc dword ptr [r15 + 0]
-    mov esi, 115
-    test dword ptr [r15 + 67117724], 278528
+    mov ebp, eax
+    mov rcx, qword ptr [r15 + 384]
+    mov ebp, dword ptr [r15 + 128]
+    mov r8, r10
+    mov dword ptr [r15 + 320], r9d
+    and r8, 448
+    movzx r9d, byte ptr [r15 + r8 + 832]
+    test ebx, 1073741824
     jnz 1f
 1:
-    movzx esi, byte ptr [r15 + 128]
-    mov ebp, dword ptr [r15 + 448]
-    mov rax, r8
-    movsxd r8, dword ptr [r15 + 256]
+    mov dword ptr [r15 + 640], 221
+    movzx r8d, dl
+    mov r8, r11
+    nop
+    and r8, 1984
+    vmovdqu ymmword ptr [r15 + r8 + 1344], ymm6
+    mov rbp, r9
+    mov r8, r9
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r8d, 102
+    mov r9, r9
+    movsxd rbp, dword ptr [r15 + 384]
+    movzx r9d, byte ptr [r15 + 128]
+    mov r8, r10
+    mov dword ptr [r15 + 512], 137
+    test ebx, 640
+    jnz 1f
+1:
+    mov r9, rbp
+    and r8, 16320
+    mov ebp, dword ptr [r15 + r8 + 15680]
+    movsxd r8, dword ptr [r15 + 64]
+    mov dword ptr [r15 + 192], 171
+    vmovq qword ptr [r15 + 448], xmm6
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c6:
-    mov dword ptr [r15 + 0], r9d
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov rax, rcx
+    mov ecx, ebp
+    lock or dword ptr [r15 + 320], 80
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], r9b
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 81
     test ebx, 1073741824
     jz 1f
 1:
-    vmovdqu ymmword ptr [r15 + 320], ymm12
-    movsxd r9, dword ptr [r15 + 128]
-    mov r8d, 19
-    mov r8, rbp
-    lea r8, [r10 + r10*1]
-    mov rbp, rsi
-    test ebx, 1073741824
-    jnz 1f
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, al
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, qword ptr [r15 + 512]
+    test dword ptr [r15 + 67117723], 1048576
+    jz 1f
 1:
+    movzx ebp, al
     mov rbp, r11
-    mov esi, dword ptr [r15 + 384]
-    and r8, 1984
-    mov dword ptr [r15 + r8 + 1408], 51
+    mov eax, dword ptr [r15 + 448]
+    .byte 0x0f, 0x1f, 0x40, 0x00
+    mov dword ptr [r15 + 256], ebp
     and rbp, 8128
-    movsxd r9, dword ptr [r15 + rbp + 7488]
-    mov dword ptr [r15 + 256], 140
-    mov ebp, ebp
+    mov rcx, qword ptr [r15 + rbp + 7488]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov qword ptr [r15 + 192], rdx
-    mov ebp, eax
-    mov r9, r10
-    vmovdqu ymmword ptr [r15 + 448], ymm1
-    and r9, 4032
-    add qword ptr [r15 + r9 + 3392], r8
-    mov dword ptr [r15 + 512], 65
-    test ebx, 1073741824
-    jnz 1f
+    mov r8, r11
+    mov byte ptr [r15 + 384], bpl
+    mov byte ptr [r15 + 128], r9b
+    mov dword ptr [r15 + 704], 21
+    and r8, 4032
+    movzx ebp, byte ptr [r15 + r8 + 3392]
+    test ebx, 58880
+    jz 1f
 1:
-    mov r9, qword ptr [r15 + 384]
-    mov ebp, dword ptr [r15 + r8 + 1344]
-    mov esi, esi
-    mov r8, qword ptr [r15 + 576]
-    mov edi, dword ptr [r15 + 64]
+    mov r9, r11
+    mov ebp, dword ptr [r15 + 768]
+    movsxd rax, dword ptr [r15 + 192]
+    mov qword ptr [r15 + 64], rbp
+    and r9, 1984
+    mov dword ptr [r15 + r9 + 1344], r8d
     add r11, 64
-    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c7:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 8
-    setz al
-    lea rcx, [rip + .Lc1_d416_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d416_s_t
-    .p2align 3
-.Lc1_d416_s:
-    .p2align 3
-    jmp .Lc1_d416_j
-    .p2align 3
-    jmp .Lc1_d416_j
-.Lc1_d416_j:
-    vmovq qword ptr [r15 + 704], xmm5
-    mov qword ptr [r15 + 640], rbp
-    movzx ebp, byte ptr [r15 + 256]
+    lea rcx, [rip + .Lc1_d404_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d404_j_t
+.Lc1_d404_j:
+    mov dword ptr [r15 + 0], r8d
+    mov dword ptr [r15 + 0], ecx
     mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 67117723], 524288
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx edi, cl
+    test ebx, 256
     jz 1f
 1:
+    mov rbp, r11
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu xmmword ptr [r15 + 0], xmm0
-    mov rbp, qword ptr [r15 + 448]
-    mov r8, r11
+    mov rcx, qword ptr [r15 + 576]
+    and rbp, 4032
+    movzx r8d, byte ptr [r15 + rbp + 3392]
+    vmovdqu ymmword ptr [r15 + 256], ymm6
+    movzx ebp, r9b
     test ebx, 1073741824
     jz 1f
 1:
-    and r8, 4032
-    mov dword ptr [r15 + r8 + 3392], eax
-    mov r8, r9
-    mov r8, r11
-    movsxd rax, dword ptr [r15 + 512]
-    mov ebp, dword ptr [r15 + 320]
+    .byte 0x0f, 0x1f, 0x40, 0x00
+    movzx ebp, r9b
+    vmovq qword ptr [r15 + 448], xmm6
+    mov dword ptr [r15 + 128], r9d
+    mov r9d, r9d
+    mov eax, dword ptr [r15 + 64]
+    lea r9, [r11 + r11*1]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rbp, r11
+    and r9, 448
+    mov qword ptr [r15 + r9 + 896], r8
+    mov edx, ecx
+    and rbp, 8128
+    movzx ecx, byte ptr [r15 + rbp + 7488]
+    movzx ebp, al
+    mov dword ptr [r15 + 320], eax
     test ebx, 1073741824
     jnz 1f
 1:
-    and r8, 448
-    mov dword ptr [r15 + r8 + 832], 173
-    mov r9d, r8d
-    mov dword ptr [r15 + 64], eax
-    mov dword ptr [r15 + 192], 241
-    test dword ptr [r15 + 67117724], 134217728
-    jz 1f
-1:
-    mov r9d, dword ptr [r15 + 128]
-    mov r8, r11
-    movzx eax, byte ptr [r15 + 384]
-    and r8, 8128
-    mov dword ptr [r15 + r8 + 7488], 140
+    mov dword ptr [r15 + r9 + 832], 72
+    movzx r9d, byte ptr [r15 + 320]
+    movzx ebp, byte ptr [r15 + 192]
+    mov rcx, qword ptr [r15 + 512]
+    mov dword ptr [r15 + 384], 215
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c8:
-    mov r8d, dword ptr [r15 + 320]
-    mov dword ptr [r15 + 128], 102
-    mov qword ptr [r15 + 0], r9
-    mov dword ptr [r15 + 0], 72
+    mov r9, rdx
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r9, r8
     mov r12, qword ptr [r15 + r12 + 56]
-    vmovq qword ptr [r15 + 0], xmm13
+    mov edx, 149
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
+    test ebx, 640
     jnz 1f
 1:
-    movsxd r8, dword ptr [r15 + 64]
-    movzx r9d, r9b
-    movzx eax, byte ptr [r15 + 768]
-    mov qword ptr [r15 + 384], rbp
-    test ebx, 256
-    jz 1f
-1:
-    mov r9d, 95
-    mov r8, r11
-    vmovdqu ymmword ptr [r15 + 192], ymm5
-    and r8, 4032
-    mov r9d, dword ptr [r15 + r8 + 3392]
-    mov r8d, 219
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r8, r11
-    mov qword ptr [r15 + 256], rax
-    and r8, 1984
-    mov qword ptr [r15 + r8 + 1344], rax
-    mov r8d, eax
-    vmovdqu ymmword ptr [r15 + 512], ymm1
-    test ebx, 327552
-    jnz 1f
-1:
+    mov rdx, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
     mov rbp, r11
-    movsxd r8, dword ptr [r15 + 320]
-    movsxd rax, dword ptr [r15 + 448]
-    movsxd rdi, dword ptr [r15 + 64]
-    and rbp, 448
-    mov byte ptr [r15 + rbp + 832], r9b
+    mov dword ptr [r15 + 0], 214
+    mov qword ptr [r15 + 0], r9
+    test ebx, 1073741824
+    jz 1f
+1:
+    and rbp, 1984
+    mov byte ptr [r15 + rbp + 1344], r9b
+    movzx ebp, r8b
+    vmovdqu ymmword ptr [r15 + 320], ymm6
+    mov ebp, ebp
+    mov ebp, dword ptr [r15 + 448]
+    test ebx, 256
+    jnz 1f
+1:
+    mov r8, qword ptr [r15 + 192]
+    mov ebp, ebp
+    mov r9, r11
+    mov qword ptr [r15 + 384], rbp
+    and r9, 4032
+    mov ebp, dword ptr [r15 + r9 + 3392]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx ecx, r8b
+    mov rbp, r11
+    mov byte ptr [r15 + 64], cl
+    and rbp, 8128
+    mov dword ptr [r15 + rbp + 7488], 113
+    mov dword ptr [r15 + 256], 68
+    vmovdqu ymmword ptr [r15 + 128], ymm6
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + 640], eax
+    mov dword ptr [r15 + 512], ebp
+    mov ebp, dword ptr [r15 + 64]
+    mov ecx, 47
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c9:
-    lea rcx, [rip + .Lc1_d507_j]
+    lea rcx, [rip + .Lc1_d500_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d507_j_t
-.Lc1_d507_j:
-    mov rbp, r11
-    mov byte ptr [r15 + 640], r9b
-    and rbp, 448
-    mov dword ptr [r15 + rbp + 832], edx
-    mov eax, 85
-    movzx ebp, byte ptr [r15 + 384]
-    mov byte ptr [r15 + 256], cl
-    movzx ecx, bpl
-    test ebx, 23808
-    jz 1f
-1:
+    jmp .Lc1_d500_j_t
+.Lc1_d500_j:
+    mov rcx, rcx
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx eax, cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, bpl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, eax
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], ecx
+    mov ecx, r9d
+    vmovdqu ymmword ptr [r15 + 0], ymm3
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rbp, r11
-    mov rcx, qword ptr [r15 + 576]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, rdx
+    mov byte ptr [r15 + 0], cl
+    test ebx, 491136
+    jnz 1f
+1:
     mov r8, r11
-    mov eax, ebp
-    and rbp, 1984
-    movsxd rdx, dword ptr [r15 + rbp + 1344]
-    and r8, 8128
-    mov rbp, qword ptr [r15 + r8 + 7488]
-    mov dword ptr [r15 + 320], 77
-    test ebx, 384
+    movsxd rcx, dword ptr [r15 + 128]
+    mov byte ptr [r15 + 768], bpl
+    mov ebp, dword ptr [r15 + 384]
+    and r8, 448
+    mov r9, qword ptr [r15 + r8 + 832]
+    movzx r8d, byte ptr [r15 + 192]
+    mov dword ptr [r15 + 256], 79
+    mov r8, r11
+    test ebx, 1073741824
     jz 1f
 1:
-    movsxd rbp, dword ptr [r15 + 448]
-    movzx edx, bpl
-    mov dword ptr [r15 + 512], 59
-    mov ebp, ebp
-    mov dword ptr [r15 + 128], 48
+    movzx ebp, r8b
+    and r8, 1984
+    mov qword ptr [r15 + r8 + 1344], r8
+    mov r8d, 61
+    mov qword ptr [r15 + 512], r8
+    movsxd rdx, dword ptr [r15 + 384]
+    mov dword ptr [r15 + 448], 26
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov qword ptr [r15 + 320], rcx
+    mov r8d, 249
+    movzx r8d, byte ptr [r15 + 64]
+    mov dword ptr [r15 + 704], 249
+    movzx ecx, r9b
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c10:
-    vmovdqu xmmword ptr [r15 + 320], xmm1
+    mov r12, qword ptr [r15 + r12 + 56]
     mov dword ptr [r15 + 0], ecx
-    mov byte ptr [r15 + 0], bpl
-    mov rbp, rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rbp, rdx
-    mov edx, edx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 196
-    mov rdx, rcx
-    test ebx, 1073741824
-    jz 1f
-1:
+    mov rcx, rdx
+    mov rcx, rdi
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    vpmovmskb ecx, xmm1
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 128], rbp
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movsxd rsi, dword ptr [r15 + 256]
-    mov rbp, r11
-    xor dword ptr [r15 + 512], edx
-    movsxd rdx, dword ptr [r15 + 64]
-    and rbp, 4032
-    mov rcx, qword ptr [r15 + rbp + 3392]
-    mov byte ptr [r15 + 384], sil
-    mov rbp, r11
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and rbp, 8128
-    movsxd rdx, dword ptr [r15 + rbp + 7488]
-    mov dword ptr [r15 + 192], edx
-    mov qword ptr [r15 + 384], rdx
-    mov byte ptr [r15 + 64], cl
-    mov ebp, edx
     test ebx, 1152
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r11
+    mov qword ptr [r15 + 0], rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 4032
+    movsxd rcx, dword ptr [r15 + rbp + 3392]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov byte ptr [r15 + 320], cl
+    mov r8, qword ptr [r15 + 256]
+    lock add qword ptr [r15 + 448], r8
+    vpmovmskb r8d, xmm6
+    xor dword ptr [r15 + 576], ebp
+    movsxd rbp, dword ptr [r15 + 128]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r9, r11
+    mov rcx, qword ptr [r15 + 128]
+    and r9, 1984
+    movsxd rbp, dword ptr [r15 + r9 + 1344]
+    mov r9d, 166
+    mov rdi, qword ptr [r15 + 64]
+    mov r9, r11
+    mov qword ptr [r15 + 512], r8
+    test ebx, 1073741824
     jnz 1f
 1:
-    mov ebp, ebp
-    movsxd rdx, dword ptr [r15 + 704]
-    mov rbp, r11
-    movzx r8d, cl
-    and rbp, 448
-    movsxd rcx, dword ptr [r15 + rbp + 832]
-    mov esi, 2
+    and r9, 8128
+    movzx r8d, byte ptr [r15 + r9 + 7488]
+    mov rbp, qword ptr [r15 + 384]
+    mov r9d, dword ptr [r15 + 192]
+    mov ecx, 23
+    mov qword ptr [r15 + 640], rdx
     add r11, 64
     inc rbx
     dec r13
@@ -713,51 +685,61 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d609_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d609_j_t
-.Lc1_d609_j:
-    mov rcx, rdx
-    movsxd rcx, dword ptr [r15 + 128]
-    mov eax, 96
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 65536
+    setz al
+    lea rcx, [rip + .Lc1_d597_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d597_s_t
+    .p2align 3
+.Lc1_d597_s:
+    .p2align 3
+    jmp .Lc1_d597_j
+    .p2align 3
+    jmp .Lc1_d597_j
+.Lc1_d597_j:
+    mov rcx, qword ptr [r15 + 128]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 95
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx r8d, byte ptr [r15 + 320]
+    vpcmpeqb xmm6, xmm6, xmm1
     mov rbp, r11
-    movzx eax, byte ptr [r15 + 192]
-    mov rdx, rcx
-    mov dword ptr [r15 + 448], ecx
-    and rbp, 8128
-    vmovdqu ymmword ptr [r15 + rbp + 7488], ymm0
+    mov eax, 24
+    mov byte ptr [r15 + 704], r9b
+    and rbp, 4032
+    mov dword ptr [r15 + rbp + 3392], ebp
     test ebx, 1073741824
     jz 1f
 1:
-    movzx ebp, bpl
-    mov dword ptr [r15 + 64], r9d
-    .byte 0x66, 0x90
-    movsxd rbp, dword ptr [r15 + 512]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    lea r9, [r11 + r11*1]
+    mov rbp, rcx
+    mov qword ptr [r15 + 448], rbp
+    movzx ecx, byte ptr [r15 + 256]
+    and r9, 448
+    mov rbp, qword ptr [r15 + r9 + 832]
+    mov dword ptr [r15 + 64], eax
     test ebx, 1073741824
     jnz 1f
 1:
-    mov dword ptr [r15 + 0], ebp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, r11
-    mov ebp, 39
-    mov qword ptr [r15 + 0], rdx
-    and r9, 1984
-    mov ebp, dword ptr [r15 + r9 + 1344]
-    mov r9, r11
-    mov dword ptr [r15 + 320], edi
+    movzx ebp, al
+    movsxd rbp, dword ptr [r15 + 384]
+    mov r8, r11
+    movsxd rax, dword ptr [r15 + r9 + 896]
+    and r8, 8128
+    movsxd r9, dword ptr [r15 + r8 + 7488]
+    movzx r8d, byte ptr [r15 + 512]
     test dword ptr [r15 + 67117723], 1073741824
-    jnz 1f
+    jz 1f
 1:
-    mov qword ptr [r15 + 768], rcx
-    and r9, 4032
-    mov dword ptr [r15 + r9 + 3392], r9d
-    movzx r8d, byte ptr [r15 + 128]
-    mov r9d, dword ptr [r15 + 384]
-    mov ecx, 99
-    mov byte ptr [r15 + 256], cl
+    mov r8d, ecx
+    mov ecx, 52
+    movzx ecx, cl
+    mov byte ptr [r15 + 320], dil
     add r11, 64
     inc rbx
     dec r13
@@ -766,50 +748,50 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov r8, r11
-    mov rax, rbp
-    and r8, 448
-    mov qword ptr [r15 + r8 + 832], rax
-    mov r8, qword ptr [r15 + 448]
+    lea rcx, [rip + .Lc1_d651_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d651_j_t
+.Lc1_d651_j:
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    vmovdqu ymmword ptr [r15 + 640], ymm14
-    mov r8d, 37
-    movsxd r8, dword ptr [r15 + 384]
-    mov rax, qword ptr [r15 + 320]
+    mov r12, qword ptr [r15 + r12 + 56]
     mov rbp, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov byte ptr [r15 + 576], r9b
-    mov r9d, 126
     and rbp, 1984
-    movzx r9d, byte ptr [r15 + rbp + 1344]
-    mov rbp, qword ptr [r15 + 64]
-    test dword ptr [r15 + 67117724], 2304
-    jz 1f
-1:
-    movzx ebp, byte ptr [r15 + 192]
-    mov r9d, ecx
-    vpxor xmm14, xmm14, xmm2
-    vpcmpeqb xmm2, xmm2, xmm14
-    test dword ptr [r15 + 67117724], 524288
-    jz 1f
-1:
-    mov byte ptr [r15 + 256], r8b
-    mov r8d, dword ptr [r15 + 320]
-    movsxd r9, dword ptr [r15 + 512]
+    vmovdqu ymmword ptr [r15 + rbp + 1344], ymm6
+    movzx ebp, al
     mov rbp, r11
-    .byte 0x0f, 0x1f, 0x40, 0x00
+    movzx eax, byte ptr [r15 + 384]
     test ebx, 1073741824
     jz 1f
 1:
-    movsxd r8, dword ptr [r15 + 128]
     and rbp, 4032
-    movzx r9d, byte ptr [r15 + rbp + 3392]
-    mov rbp, rax
+    mov dword ptr [r15 + rbp + 3392], 30
+    mov r9, r11
+    mov dword ptr [r15 + 320], 5
+    vmovdqu ymmword ptr [r15 + 256], ymm6
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and r9, 8128
+    mov byte ptr [r15 + r9 + 7488], r9b
+    movsxd r9, dword ptr [r15 + 768]
+    mov qword ptr [r15 + 512], r9
+    test dword ptr [r15 + 67117724], 268435472
+    jnz 1f
+1:
+    mov ecx, dword ptr [r15 + 192]
+    mov ebp, dword ptr [r15 + 64]
+    mov r9, qword ptr [r15 + 128]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov dword ptr [r15 + 448], r8d
+    mov r8, r8
+    xor dword ptr [r15 + 384], r8d
     add r11, 64
     inc rbx
     dec r13
@@ -818,153 +800,153 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d704_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d704_j_t
-.Lc1_d704_j:
     mov rbp, r11
-    mov rcx, qword ptr [r15 + 128]
-    and rbp, 1984
-    movsxd rax, dword ptr [r15 + rbp + 1344]
+    mov r8, r11
+    and rbp, 448
+    movzx eax, byte ptr [r15 + rbp + 832]
+    and r8, 1984
+    mov rbp, qword ptr [r15 + r8 + 1344]
+    vpcmpeqb xmm6, xmm6, xmm2
+    mov qword ptr [r15 + 0], rcx
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 67117724], 536870916
+    test dword ptr [r15 + 67117723], 16386
     jnz 1f
 1:
-    and rbp, 8128
-    movsxd rax, dword ptr [r15 + rbp + 7488]
-    mov dword ptr [r15 + 384], 74
-    mov ebp, dword ptr [r15 + 192]
-    vpmovmskb ecx, xmm2
+    mov dword ptr [r15 + 0], 90
+    vmovdqu ymmword ptr [r15 + 0], ymm10
+    movzx ebp, byte ptr [r15 + 320]
+    mov ecx, dword ptr [r15 + 640]
+    mov qword ptr [r15 + 64], r8
+    mov r8, r11
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rcx, rax
+    and r8, 4032
+    mov rcx, qword ptr [r15 + r8 + 3392]
+    mov rax, rbp
+    mov dword ptr [r15 + 128], ebp
     test ebx, 1073741824
     jz 1f
 1:
-    mov ebp, ecx
-    mov rcx, qword ptr [r15 + 64]
-    movzx edx, r9b
-    mov rbp, r11
-    mov r9, qword ptr [r15 + 448]
-    test dword ptr [r15 + 67117723], 8224
+    movzx eax, byte ptr [r15 + 512]
+    movzx r8d, byte ptr [r15 + 256]
+    mov rcx, qword ptr [r15 + 448]
+    mov ebp, 216
+    mov r9, qword ptr [r15 + 64]
+    test ebx, 1073741824
     jnz 1f
 1:
-    mov edx, 6
-    and rbp, 448
-    mov qword ptr [r15 + rbp + 832], rbp
-    mov rbp, qword ptr [r15 + 320]
-    mov dword ptr [r15 + 448], 92
-    test dword ptr [r15 + 67117723], 8388672
-    jnz 1f
-1:
-    mov ebp, 91
-    movsxd rbp, dword ptr [r15 + 704]
-    movzx ecx, cl
-    mov ecx, dword ptr [r15 + 512]
+    movzx ebp, byte ptr [r15 + 576]
+    mov r9, qword ptr [r15 + 384]
+    movzx ecx, al
+    mov rax, qword ptr [r15 + 192]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c14:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov rbp, r11
-    and rbp, 4032
-    movzx edi, byte ptr [r15 + rbp + 3392]
-    movsxd rbp, dword ptr [r15 + 512]
-    movsxd rax, dword ptr [r15 + 64]
-    movzx ecx, byte ptr [r15 + 384]
-    mov byte ptr [r15 + 128], r9b
+    lea rcx, [rip + .Lc1_d738_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d738_j_t
+.Lc1_d738_j:
+    movzx ecx, cl
+    mov rcx, qword ptr [r15 + 512]
+    mov r9, rdi
+    movzx eax, byte ptr [r15 + 128]
+    movzx ebp, bpl
+    movzx ebp, r8b
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], ecx
     test ebx, 1073741824
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], edi
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
+    movsxd rcx, dword ptr [r15 + 320]
     mov rbp, r11
-    mov rdi, rcx
-    mov rcx, r8
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 8128
-    movsxd rcx, dword ptr [r15 + rbp + 7488]
-    mov ebp, dword ptr [r15 + 256]
+    mov eax, dword ptr [r15 + 256]
     mov r8, r11
+    movzx r9d, r9b
+    and r8, 1984
+    movsxd r9, dword ptr [r15 + r8 + 1344]
+    and rbp, 8128
+    movsxd rdx, dword ptr [r15 + rbp + 7488]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rbp, qword ptr [r15 + 64]
+    mov r8, r11
+    mov r9, qword ptr [r15 + 320]
+    vpor xmm6, xmm6, xmm6
+    vmovdqu ymmword ptr [r15 + 128], ymm6
+    and r8, 448
+    mov qword ptr [r15 + r8 + 832], rcx
     test ebx, 1073741824
     jz 1f
 1:
-    movsxd rdx, dword ptr [r15 + 576]
-    movzx ebp, byte ptr [r15 + 768]
-    and r8, 1984
-    mov dword ptr [r15 + r8 + 1344], 91
-    mov byte ptr [r15 + 192], dil
-    test dword ptr [r15 + 67117724], 288
-    jz 1f
-1:
-    mov r8d, ebp
-    movsxd rbp, dword ptr [r15 + 384]
-    movsxd rdi, dword ptr [r15 + 64]
-    mov r8, qword ptr [r15 + 320]
+    mov dword ptr [r15 + 448], edx
+    movzx ecx, byte ptr [r15 + 704]
+    mov edx, edx
+    movsxd rdx, dword ptr [r15 + 384]
+    movzx r8d, byte ptr [r15 + 192]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c15:
-    lea rcx, [rip + .Lc1_d790_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d790_j_t
-.Lc1_d790_j:
-    mov ecx, esi
-    mov r12, qword ptr [r15 + r12 + 56]
-    imul rbp, qword ptr [r15 + 0]
-    vpcmpeqb xmm2, xmm2, xmm14
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov r8, r11
+    and r8, 16320
+    mov dword ptr [r15 + r8 + 15680], 67
+    mov r8, r11
+    vmovq qword ptr [r15 + 320], xmm6
+    mov rdx, qword ptr [r15 + 512]
+    and r8, 8128
+    movzx eax, byte ptr [r15 + r8 + 7488]
     test ebx, 1073741824
     jnz 1f
 1:
+    mov byte ptr [r15 + 0], bpl
+    mov dword ptr [r15 + 0], edx
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    test dword ptr [r15 + 67117724], 1064960
+    jnz 1f
+1:
+    mov ebp, edx
+    mov byte ptr [r15 + 384], cl
+    .byte 0x66, 0x90
+    mov edx, dword ptr [r15 + 576]
     mov rbp, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 16320
-    mov ecx, dword ptr [r15 + rbp + 15680]
-    mov rbp, qword ptr [r15 + 192]
-    mov r8, rdi
     test ebx, 1073741824
     jnz 1f
 1:
-    mov dword ptr [r15 + 384], edi
-    mov ebp, ecx
-    mov dword ptr [r15 + 512], edi
-    mov byte ptr [r15 + 64], bpl
-    mov r8d, ebp
-    movzx ebp, byte ptr [r15 + 448]
+    mov edx, eax
+    and rbp, 4032
+    mov rax, qword ptr [r15 + rbp + 3392]
+    movzx edx, al
+    movsxd rbp, dword ptr [r15 + 128]
     test ebx, 1073741824
     jz 1f
 1:
-    mov ebp, dword ptr [r15 + 256]
-    mov edx, r8d
-    mov qword ptr [r15 + 448], rsi
-    movzx r8d, dil
-    movsxd r8, dword ptr [r15 + 128]
-    movzx edi, r8b
+    movsxd rdx, dword ptr [r15 + 768]
+    movsxd rcx, dword ptr [r15 + 64]
+    mov rax, qword ptr [r15 + 192]
+    mov r8, rax
     test ebx, 1073741824
     jnz 1f
 1:
-    mov dword ptr [r15 + 320], edi
-    mov r9, r11
-    mov rbp, r11
-    and r9, 4032
-    mov qword ptr [r15 + r9 + 3392], rax
-    mov r9d, dword ptr [r15 + 640]
-    movzx edi, byte ptr [r15 + 320]
-    and rbp, 448
-    xor dword ptr [r15 + rbp + 832], ebp
+    movzx eax, byte ptr [r15 + 256]
+    mov ebp, 71
+    mov r9, qword ptr [r15 + 448]
     add r11, 64
     inc rbx
     dec r13
@@ -974,168 +956,181 @@ ditto_body_c1:
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
     xor eax, eax
-    test dword ptr [r15 + 67117723], 512
+    test dword ptr [r15 + 67117723], 67108864
     setz al
-    lea rcx, [rip + .Lc1_d844_s]
+    lea rcx, [rip + .Lc1_d836_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d844_s_t
+    jmp .Lc1_d836_s_t
     .p2align 3
-.Lc1_d844_s:
+.Lc1_d836_s:
     .p2align 3
-    jmp .Lc1_d844_j
+    jmp .Lc1_d836_j
     .p2align 3
-    jmp .Lc1_d844_j
-.Lc1_d844_j:
-    mov byte ptr [r15 + 704], bpl
-    mov dword ptr [r15 + 512], 52
-    bswap rcx
-    mov dword ptr [r15 + 256], edx
-    test dword ptr [r15 + 67117724], 512
-    jnz 1f
-1:
-    movzx ecx, byte ptr [r15 + 448]
-    mov dword ptr [r15 + 128], ecx
-    mov dword ptr [r15 + 0], 147
+    jmp .Lc1_d836_j
+.Lc1_d836_j:
+    movzx ecx, dl
+    mov eax, ebp
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 384
-    jnz 1f
-1:
-    mov byte ptr [r15 + 0], cl
-    mov dword ptr [r15 + 384], edx
-    mov rbp, r11
-    mov edx, ecx
-    test ebx, 256
-    jz 1f
-1:
-    movsxd rdx, dword ptr [r15 + 320]
-    and rbp, 1984
-    xor dword ptr [r15 + rbp + 1344], eax
-    movsxd rax, dword ptr [r15 + 128]
-    mov rbp, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], edx
+    mov edx, 198
     test ebx, 1073741824
     jz 1f
 1:
-    mov rbp, r11
-    mov r8, r11
-    movzx eax, byte ptr [r15 + 64]
-    and r8, 448
-    mov rcx, qword ptr [r15 + r8 + 832]
-    vmovdqu ymmword ptr [r15 + 768], ymm2
-    and rbp, 8128
-    mov r8d, dword ptr [r15 + rbp + 7488]
-    test dword ptr [r15 + 67117724], 536875008
+    mov edx, eax
+    mov eax, ebp
+    mov edx, eax
+    mov qword ptr [r15 + 0], rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 146
+    test ebx, 1073741824
+    jz 1f
+1:
+    movsxd rax, dword ptr [r15 + 640]
+    mov dword ptr [r15 + 384], r8d
+    movzx r8d, cl
+    mov r9d, r8d
+    mov r8, rbp
+    test ebx, 1073741824
     jnz 1f
 1:
-    movzx ebp, byte ptr [r15 + 192]
-    mov ecx, eax
-    movzx ecx, al
+    mov r8, r11
+    mov eax, r8d
+    movsxd rcx, dword ptr [r15 + 512]
+    mov rbp, r11
+    and r8, 4032
+    mov rax, qword ptr [r15 + r8 + 3392]
+    and rbp, 448
+    mov r8d, dword ptr [r15 + rbp + 832]
+    mov ebp, r9d
+    mov dword ptr [r15 + 384], ebp
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rbp, r9
+    mov rbp, qword ptr [r15 + 320]
+    mov r8, r11
+    movzx r9d, r8b
+    mov ecx, dword ptr [r15 + 192]
+    and r8, 1984
+    mov dword ptr [r15 + r8 + 1344], eax
+    mov r8d, edx
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r8d, dword ptr [r15 + 448]
+    movzx edx, byte ptr [r15 + 64]
+    mov rax, qword ptr [r15 + 128]
+    mov ebp, ecx
+    .byte 0x66, 0x90
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c17:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], r8b
-    mov r8d, 87
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, edx
+    movzx edx, byte ptr [r15 + 256]
+    mov ecx, edi
+    movzx ecx, r8b
+    mov qword ptr [r15 + 512], rcx
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov ebp, dword ptr [r15 + 448]
-    mov rax, rbp
-    mov byte ptr [r15 + 384], r8b
-    mov rbp, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, cl
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rsi, dword ptr [r15 + 64]
+    movzx r8d, sil
     mov r8, r11
-    and rbp, 1984
-    mov qword ptr [r15 + rbp + 1344], rbp
+    movsxd rbp, dword ptr [r15 + 384]
+    test ebx, 64640
+    jz 1f
+1:
+    movsxd rsi, dword ptr [r15 + 128]
+    and r8, 1984
+    mov rcx, qword ptr [r15 + r8 + 1344]
+    movsxd r8, dword ptr [r15 + 448]
+    vpshufd xmm6, xmm6, 27
+    mov ebp, esi
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rsi, rbp
+    movzx esi, byte ptr [r15 + 704]
+    mov rbp, r11
+    mov r8, qword ptr [r15 + 192]
+    movsxd rcx, dword ptr [r15 + 320]
+    mov r9, r11
+    and rbp, 448
+    movzx edx, byte ptr [r15 + rbp + 832]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov edx, ecx
-    and r8, 4032
-    movzx ebp, byte ptr [r15 + r8 + 3392]
-    mov byte ptr [r15 + 192], al
-    movzx edi, byte ptr [r15 + 256]
-    mov r9, r11
-    test ebx, 48768
-    jz 1f
-1:
-    mov dword ptr [r15 + 384], r9d
     and r9, 8128
-    mov qword ptr [r15 + r9 + 7488], rdi
-    mov byte ptr [r15 + 320], r8b
-    mov dword ptr [r15 + 576], ebp
-    test dword ptr [r15 + 67117723], 4096
-    jz 1f
-1:
-    mov qword ptr [r15 + 128], rcx
-    mov dword ptr [r15 + 512], r9d
-    mov byte ptr [r15 + 64], r9b
-    movzx ecx, dil
+    mov rbp, qword ptr [r15 + r9 + 7488]
+    movzx r9d, byte ptr [r15 + 64]
+    .byte 0x0f, 0x1f, 0x40, 0x00
+    mov r8d, 111
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c18:
-    lea rcx, [rip + .Lc1_d943_j]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d950_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d943_j_t
-.Lc1_d943_j:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11 + r11*1]
-    mov dword ptr [r15 + 0], 13
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 448
-    movzx ecx, byte ptr [r15 + rbp + 832]
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx ecx, r9b
-    mov qword ptr [r15 + 320], rcx
-    mov r9, rbp
+    jmp .Lc1_d950_j_t
+.Lc1_d950_j:
+    mov rbp, r11
+    and rbp, 1984
+    movsxd rcx, dword ptr [r15 + rbp + 1344]
     mov r9, r11
-    movsxd rcx, dword ptr [r15 + 512]
-    mov r8, r11
-    and r9, 8128
-    movzx edi, byte ptr [r15 + r9 + 7488]
-    test ebx, 1073741824
-    jnz 1f
+    vmovdqu ymmword ptr [r15 + 576], ymm6
+    and r9, 4032
+    mov ebp, dword ptr [r15 + r9 + 3392]
+    mov r9, qword ptr [r15 + 64]
+    mov rax, rax
+    test dword ptr [r15 + 67117723], 524290
+    jz 1f
 1:
-    and r8, 4032
-    mov rdi, qword ptr [r15 + r8 + 3392]
-    mov byte ptr [r15 + 64], dil
-    mov edi, dword ptr [r15 + 704]
-    mov qword ptr [r15 + 640], rcx
-    mov dword ptr [r15 + 256], 249
+    mov edx, eax
+    mov rax, rcx
+    vpaddd xmm6, xmm6, xmm6
+    mov dword ptr [r15 + 512], 165
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    movzx ecx, byte ptr [r15 + 384]
-    mov edi, ecx
-    mov rcx, qword ptr [r15 + 448]
-    mov edx, 73
-    mov edx, 156
+    mov byte ptr [r15 + 0], sil
+    vmovdqu ymmword ptr [r15 + 0], ymm6
+    mov rbp, r11
+    mov qword ptr [r15 + 448], rcx
+    movzx r9d, byte ptr [r15 + 768]
+    and rbp, 8128
+    mov ecx, dword ptr [r15 + rbp + 7488]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov dword ptr [r15 + 192], edx
-    movsxd rdi, dword ptr [r15 + 64]
-    movsxd rdx, dword ptr [r15 + rbp + 896]
-    mov ecx, r8d
-    mov dword ptr [r15 + 128], eax
+    movsxd rbp, dword ptr [r15 + 192]
+    mov ecx, 31
+    movsxd rcx, dword ptr [r15 + 320]
+    mov esi, dword ptr [r15 + 256]
+    mov edx, dword ptr [r15 + 384]
+    test ebx, 256
+    jz 1f
+1:
+    mov esi, esi
+    mov esi, 195
+    movzx ebp, byte ptr [r15 + 320]
+    movsxd rax, dword ptr [r15 + 128]
     add r11, 64
     inc rbx
     dec r13
@@ -1144,112 +1139,102 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov r8, r11
-    mov rbp, r11
-    and r8, 8128
-    mov eax, dword ptr [r15 + r8 + 7488]
-    and rbp, 4032
-    mov byte ptr [r15 + rbp + 3392], bpl
-    mov rbp, rbp
-    mov byte ptr [r15 + 128], cl
-    mov rcx, qword ptr [r15 + 320]
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx ecx, byte ptr [r15 + 512]
-    mov rbp, qword ptr [r15 + 256]
-    mov edi, ebp
-    movzx ebp, r9b
-    lea rbp, [r11 + r11*1]
-    test dword ptr [r15 + 67117724], 8388609
-    jz 1f
-1:
-    mov qword ptr [r15 + 320], r8
-    and rbp, 1984
-    mov r8d, dword ptr [r15 + rbp + 1344]
-    mov dword ptr [r15 + rbp + 1408], 202
-    mov rbp, r8
-    test ebx, 1073741824
+    lea rcx, [rip + .Lc1_d999_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d999_j_t
+.Lc1_d999_j:
+    movzx ecx, cl
+    mov ecx, dword ptr [r15 + 448]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rcx
+    test dword ptr [r15 + 67117723], 16
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], dil
-    vmovdqu xmmword ptr [r15 + 384], xmm2
-    movzx edi, dil
-    mov ebp, r8d
-    test ebx, 1073741824
-    jnz 1f
-1:
-    or qword ptr [r15 + 448], 73
-    mov r8d, eax
-    mov r8d, 146
-    mov r8, rax
+    mov ecx, ecx
+    mov rcx, rcx
+    mov dword ptr [r15 + 0], eax
     test ebx, 256
+    jz 1f
+1:
+    mov rcx, rcx
+    mov rcx, qword ptr [r15 + 512]
+    mov r8, r11
+    movzx eax, sil
+    and r8, 448
+    add qword ptr [r15 + r8 + 832], r8
+    test ebx, 1280
+    jz 1f
+1:
+    vmovq qword ptr [r15 + 384], xmm6
+    mov r8d, 107
+    movzx r8d, byte ptr [r15 + 64]
+    mov esi, ecx
+    test ebx, 256
+    jz 1f
+1:
+    mov r8, r11
+    mov qword ptr [r15 + 256], r9
+    vmovdqu xmmword ptr [r15 + 640], xmm6
+    and r8, 4032
+    mov qword ptr [r15 + r8 + 3392], r8
+    movzx r9d, byte ptr [r15 + 320]
+    test dword ptr [r15 + 67117723], 65600
     jnz 1f
 1:
-    movsxd r8, dword ptr [r15 + 768]
-    mov eax, 75
-    mov eax, dword ptr [r15 + 64]
-    mov edi, eax
+    mov r8, qword ptr [r15 + 192]
+    mov rbp, r11
+    movzx r9d, byte ptr [r15 + 128]
+    and rbp, 1984
+    mov ecx, dword ptr [r15 + rbp + 1344]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c20:
-    lea rcx, [rip + .Lc1_d1040_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d1040_j_t
-.Lc1_d1040_j:
-    movzx ecx, byte ptr [r15 + 384]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, eax
-    mov r12, qword ptr [r15 + r12 + 56]
-    .byte 0x0f, 0x1f, 0x40, 0x00
-    mov rax, rdi
-    test ebx, 384
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, eax
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovq qword ptr [r15 + 0], xmm14
-    mov eax, eax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], eax
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r8d, 160
-    mov r12, qword ptr [r15 + r12 + 56]
     mov r8, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 512], eax
     and r8, 448
-    movsxd rax, dword ptr [r15 + r8 + 832]
-    mov r9d, r9d
-    movzx r9d, dl
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov byte ptr [r15 + 64], r9b
-    movsxd r9, dword ptr [r15 + 320]
-    mov qword ptr [r15 + 128], r9
-    mov dword ptr [r15 + 448], r8d
-    mov r9, r11
-    mov qword ptr [r15 + 128], rax
-    mov dword ptr [r15 + 192], 170
-    and r9, 1984
-    mov byte ptr [r15 + r9 + 1344], r9b
+    mov byte ptr [r15 + r8 + 832], r8b
+    mov byte ptr [r15 + 512], r8b
+    mov qword ptr [r15 + 0], rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], r8
     test ebx, 1073741824
     jnz 1f
 1:
-    vpxor xmm14, xmm14, xmm2
-    movzx eax, r9b
-    movzx r9d, r8b
-    movsxd r9, dword ptr [r15 + 576]
-    mov rax, qword ptr [r15 + 384]
-    movzx r8d, byte ptr [r15 + 256]
+    mov dword ptr [r15 + 0], esi
+    mov qword ptr [r15 + 0], r8
+    movzx esi, sil
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 256
+    jnz 1f
+1:
+    mov dword ptr [r15 + 128], r8d
+    mov r8d, dword ptr [r15 + 768]
+    mov rdx, qword ptr [r15 + 192]
+    mov rsi, r8
+    movsxd r8, dword ptr [r15 + 384]
+    test ebx, 256
+    jz 1f
+1:
+    mov dword ptr [r15 + 384], 215
+    lea r8, [r11 + r11*1]
+    mov byte ptr [r15 + 256], r8b
+    mov esi, dword ptr [r15 + 128]
+    and r8, 8128
+    mov dword ptr [r15 + r8 + 7488], edx
+    mov dword ptr [r15 + 320], 174
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rbp, r11
+    mov dword ptr [r15 + 704], edx
+    vmovdqu ymmword ptr [r15 + 64], ymm6
+    and rbp, 1984
+    mov edx, dword ptr [r15 + rbp + 1344]
+    movzx ebp, byte ptr [r15 + r8 + 7552]
+    mov byte ptr [r15 + 448], sil
     add r11, 64
     inc rbx
     dec r13
@@ -1259,63 +1244,63 @@ ditto_body_c1:
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
     xor eax, eax
-    test dword ptr [r15 + 67117723], 2
+    test dword ptr [r15 + 67117723], 131072
     setz al
-    lea rcx, [rip + .Lc1_d1097_s]
+    lea rcx, [rip + .Lc1_d1092_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d1097_s_t
+    jmp .Lc1_d1092_s_t
     .p2align 3
-.Lc1_d1097_s:
+.Lc1_d1092_s:
     .p2align 3
-    jmp .Lc1_d1097_j
+    jmp .Lc1_d1092_j
     .p2align 3
-    jmp .Lc1_d1097_j
-.Lc1_d1097_j:
-    mov r8, r11
+    jmp .Lc1_d1092_j
+.Lc1_d1092_j:
+    mov byte ptr [r15 + 448], r8b
+    mov ecx, ecx
+    mov eax, dword ptr [r15 + 64]
+    movzx ecx, al
+    mov eax, edx
+    mov qword ptr [r15 + 64], rax
+    test dword ptr [r15 + 67117723], 65600
+    jnz 1f
+1:
+    mov rax, qword ptr [r15 + 256]
+    mov rbp, r11
+    vmovdqu xmm6, xmmword ptr [r15 + 576]
+    and rbp, 448
+    mov rdx, qword ptr [r15 + rbp + 832]
+    mov ebp, edx
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 448
-    mov qword ptr [r15 + r8 + 832], r8
-    mov rcx, r8
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rbp, rdx
+    mov edx, eax
+    movzx eax, cl
+    mov edx, 94
+    mov eax, 204
+    mov rax, rcx
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx r8d, byte ptr [r15 + 320]
-    mov ecx, 197
-    mov dword ptr [r15 + 256], 164
-    movsxd rcx, dword ptr [r15 + 384]
-    test dword ptr [r15 + 67117724], 2048
-    jz 1f
-1:
-    movsxd rcx, dword ptr [r15 + 128]
-    mov r8, rax
-    mov rax, qword ptr [r15 + 640]
-    mov byte ptr [r15 + 192], al
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r8, r11
-    mov eax, r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r9, r11
-    and r8, 4032
-    mov eax, dword ptr [r15 + r8 + 3392]
-    and r9, 8128
-    mov r8, qword ptr [r15 + r9 + 7488]
-    mov r9, r8
+    mov eax, dword ptr [r15 + 128]
+    mov ecx, 58
+    and r9, 4032
+    mov qword ptr [r15 + r9 + 3392], r9
     test ebx, 1073741824
     jnz 1f
 1:
-    add qword ptr [r15 + 64], r8
-    movsxd r8, dword ptr [r15 + 448]
-    movzx edx, cl
-    mov r9d, 218
-    test ebx, 1073741824
-    jnz 1f
-1:
-    vpmovmskb r9d, xmm14
-    vmovdqu ymmword ptr [r15 + 704], ymm14
-    movsxd rdx, dword ptr [r15 + 512]
-    mov rcx, rcx
+    vpmovmskb r9d, xmm6
+    mov dword ptr [r15 + 512], edx
+    mov qword ptr [r15 + 320], rcx
+    movsxd r9, dword ptr [r15 + 384]
+    mov eax, dword ptr [r15 + 320]
     add r11, 64
     inc rbx
     dec r13
@@ -1324,43 +1309,50 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 384]
-    mov ecx, 59
-    movsxd rcx, dword ptr [r15 + 128]
-    mov r9d, 250
-    mov r8, r11
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov eax, 191
-    and r8, 4032
-    movsxd rax, dword ptr [r15 + r8 + 3392]
-    mov dword ptr [r15 + 448], 244
-    mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 67117723], 2097152
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, qword ptr [r15 + 768]
-    mov dword ptr [r15 + 192], 163
-    mov dword ptr [r15 + 256], 211
+    mov qword ptr [r15 + 320], rax
+    vmovdqu ymmword ptr [r15 + 0], ymm6
+    add rax, qword ptr [r15 + 0]
+    mov r9d, eax
     test ebx, 1073741824
     jz 1f
 1:
-    mov r8, r11
-    mov eax, dword ptr [r15 + 320]
+    mov eax, ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, rax
     mov r9, r11
-    mov dword ptr [r15 + 512], 147
-    and r8, 8128
-    mov byte ptr [r15 + r8 + 7488], r8b
-    and r9, 1984
-    mov dword ptr [r15 + r9 + 1344], 60
     test ebx, 1073741824
     jnz 1f
 1:
-    mov qword ptr [r15 + 64], rax
-    mov r9d, dword ptr [r15 + 320]
-    mov eax, 210
+    mov eax, 169
+    and r9, 4032
+    movzx eax, byte ptr [r15 + r9 + 3392]
+    mov r9, qword ptr [r15 + 704]
+    mov byte ptr [r15 + 256], bpl
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov qword ptr [r15 + 640], r9
+    and eax, dword ptr [r15 + 448]
+    movzx ebp, byte ptr [r15 + 128]
+    add qword ptr [r15 + 384], rbp
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movsxd rbp, dword ptr [r15 + 512]
+    mov r9, r11
+    mov eax, dword ptr [r15 + 384]
+    and r9, 8128
+    add rcx, qword ptr [r15 + r9 + 7488]
+    mov r9, qword ptr [r15 + 192]
+    mov r8, r11
+    test dword ptr [r15 + 67117724], 134217728
+    jz 1f
+1:
+    vmovdqu ymmword ptr [r15 + 64], ymm6
+    and r8, 1984
+    mov qword ptr [r15 + r8 + 1344], r8
+    mov r8d, 57
     add r11, 64
     inc rbx
     dec r13
@@ -1369,51 +1361,55 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d1193_j]
+    lea rcx, [rip + .Lc1_d1195_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d1193_j_t
-.Lc1_d1193_j:
-    movzx ecx, cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, r9b
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 67117723], 1024
-    jz 1f
-1:
-    mov qword ptr [r15 + 0], rax
-    mov r8, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 1984
-    mov dword ptr [r15 + r8 + 1344], 4
-    movzx r8d, cl
-    mov dword ptr [r15 + 448], 169
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r8, qword ptr [r15 + 192]
-    movzx ecx, cl
-    mov rcx, qword ptr [r15 + 128]
-    mov edx, dword ptr [r15 + 512]
-    mov r9, r11
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and r9, 8128
-    mov byte ptr [r15 + r9 + 7488], bpl
-    mov dword ptr [r15 + 64], 34
-    nop
-    movsxd r9, dword ptr [r15 + 576]
-    mov r8, r11
+    jmp .Lc1_d1195_j_t
+.Lc1_d1195_j:
+    movzx ecx, r8b
+    movzx r8d, r8b
+    mov r8d, dword ptr [r15 + 448]
     mov ecx, edx
+    test ebx, 1152
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], al
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r8, r11
+    mov dword ptr [r15 + 0], 127
+    mov rax, qword ptr [r15 + 256]
+    mov rcx, qword ptr [r15 + 768]
+    and r8, 448
+    movsxd rdx, dword ptr [r15 + r8 + 832]
     test ebx, 1073741824
     jnz 1f
 1:
-    and r8, 448
-    movzx ebp, byte ptr [r15 + r8 + 832]
-    movzx r8d, byte ptr [r15 + 320]
-    mov edx, dword ptr [r15 + 64]
-    mov dword ptr [r15 + 384], edx
+    vpcmpeqb xmm6, xmm6, xmm7
+    mov r8, qword ptr [r15 + 320]
+    mov rbp, r11
+    mov eax, eax
+    mov rax, rax
+    test dword ptr [r15 + 67117724], 8388864
+    jnz 1f
+1:
+    and rbp, 1984
+    mov dword ptr [r15 + rbp + 1344], ecx
+    mov qword ptr [r15 + 512], rbp
+    mov ebp, dword ptr [r15 + 128]
+    mov rcx, qword ptr [r15 + 64]
+    mov r8, r11
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx esi, byte ptr [r15 + 384]
+    and r8, 8128
+    movzx ebp, byte ptr [r15 + r8 + 7488]
+    mov r8d, r9d
+    mov dword ptr [r15 + 192], eax
     add r11, 64
     inc rbx
     dec r13
@@ -1422,48 +1418,44 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
+    mov byte ptr [r15 + 320], r8b
     mov rbp, r11
-    mov rax, qword ptr [r15 + 512]
+    mov rax, rsi
     and rbp, 448
-    vmovdqu ymmword ptr [r15 + rbp + 832], ymm14
-    movzx ebp, r8b
-    mov r8d, dword ptr [r15 + 448]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov byte ptr [r15 + 640], al
-    movzx r8d, r9b
-    mov rax, rax
-    mov eax, 222
-    test dword ptr [r15 + 67117724], 1073741856
-    jz 1f
-1:
-    movzx eax, byte ptr [r15 + 704]
-    mov qword ptr [r15 + 64], rbp
+    mov dword ptr [r15 + rbp + 832], 225
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r11
     test ebx, 1073741824
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 0], ymm14
     mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 256], rax
-    mov r8, r11
-    test ebx, 1408
-    jz 1f
+    and rbp, 1984
+    movsxd rax, dword ptr [r15 + rbp + 1344]
+    mov ebp, dword ptr [r15 + 448]
+    test dword ptr [r15 + 67117724], 262144
+    jnz 1f
 1:
-    and r8, 4032
-    mov byte ptr [r15 + r8 + 3392], al
-    mov dword ptr [r15 + 320], 39
-    mov r8, qword ptr [r15 + 384]
-    mov dword ptr [r15 + 128], 207
+    mov dword ptr [r15 + 384], 199
+    mov dword ptr [r15 + 320], 180
+    mov byte ptr [r15 + 512], al
+    movsxd rdx, dword ptr [r15 + 576]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r8, rdx
-    mov r8d, dword ptr [r15 + 384]
-    movsxd rdx, dword ptr [r15 + 192]
+    lea r8, [r11 + r11*1]
+    add rdx, qword ptr [r15 + 128]
+    mov rax, qword ptr [r15 + 64]
+    and r8, 4032
+    mov rbp, qword ptr [r15 + r8 + 3456]
+    movzx esi, sil
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rsi, qword ptr [r15 + 192]
+    movsxd rdx, dword ptr [r15 + 128]
+    mov eax, dword ptr [r15 + r8 + 3392]
+    movsxd r8, dword ptr [r15 + 256]
     add r11, 64
     inc rbx
     dec r13
@@ -1472,96 +1464,104 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d1285_j]
+    lea rcx, [rip + .Lc1_d1287_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d1285_j_t
-.Lc1_d1285_j:
-    mov r8, r11
+    jmp .Lc1_d1287_j_t
+.Lc1_d1287_j:
+    movzx ecx, byte ptr [r15 + 512]
+    movzx eax, r9b
+    mov r12, qword ptr [r15 + r12 + 56]
+    vpxor xmm6, xmm6, xmm12
+    mov r12, qword ptr [r15 + r12 + 56]
+    test dword ptr [r15 + 67117723], 2320
+    jz 1f
+1:
+    movzx ecx, cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, rax
+    mov qword ptr [r15 + 704], r9
     mov rbp, r11
-    and r8, 4032
-    mov dword ptr [r15 + r8 + 3392], r8d
-    mov r8, r11
-    and rbp, 8128
-    movzx ecx, byte ptr [r15 + rbp + 7488]
-    and r8, 1984
-    mov r9d, dword ptr [r15 + r8 + 1344]
-    movzx r8d, byte ptr [r15 + 768]
-    mov ebp, 236
-    mov dword ptr [r15 + 512], 249
     test ebx, 1073741824
     jz 1f
 1:
-    mov rbp, rax
-    movsxd rax, dword ptr [r15 + 192]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 67117723], 2
+    mov r9d, eax
+    mov r9, r11
+    and rbp, 16320
+    vmovdqu ymmword ptr [r15 + rbp + 15680], ymm6
+    and r9, 8128
+    mov qword ptr [r15 + r9 + 7488], r9
+    movzx eax, byte ptr [r15 + 64]
+    mov dword ptr [r15 + 320], ecx
+    mov r9, r11
+    test ebx, 1073741824
     jz 1f
 1:
-    mov rax, rcx
-    movzx eax, byte ptr [r15 + 128]
-    mov ecx, 96
-    mov qword ptr [r15 + 64], rdx
-    mov rcx, qword ptr [r15 + 384]
-    mov rbp, rdx
+    and r9, 448
+    mov dword ptr [r15 + r9 + 832], ebp
+    mov byte ptr [r15 + 640], bpl
+    mov r9, qword ptr [r15 + 192]
+    mov ebp, r9d
+    mov ebp, 180
     test ebx, 1073741824
     jnz 1f
 1:
-    mov ecx, r8d
-    mov r8d, dword ptr [r15 + 448]
-    movsxd rcx, dword ptr [r15 + 256]
-    vmovdqu ymmword ptr [r15 + 128], ymm14
-    mov rbp, rcx
-    mov ecx, dword ptr [r15 + 320]
+    movzx ebp, byte ptr [r15 + 448]
+    mov dword ptr [r15 + 128], eax
+    mov rax, rbp
+    mov ebp, 240
+    mov ecx, dword ptr [r15 + 384]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c26:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov rax, rbp
-    mov rbp, qword ptr [r15 + 192]
-    mov eax, dword ptr [r15 + 256]
-    mov dword ptr [r15 + 128], edx
-    mov r8, r11
-    mov edx, ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov eax, ebp
     test ebx, 1073741824
     jz 1f
 1:
-    and r8, 16320
-    mov qword ptr [r15 + r8 + 15680], rbp
+    mov ebp, eax
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, qword ptr [r15 + 640]
-    test ebx, 18432
-    jnz 1f
-1:
-    mov r8, r11
-    mov edi, dword ptr [r15 + 64]
-    vpxor xmm14, xmm14, xmm6
-    mov rdx, qword ptr [r15 + 320]
-    and r8, 448
-    mov qword ptr [r15 + r8 + 832], rbp
-    mov r8, r11
-    test dword ptr [r15 + 67117723], 1073741952
-    jnz 1f
-1:
-    mov rbp, rcx
-    mov dword ptr [r15 + 512], 107
-    and r8, 1984
-    mov byte ptr [r15 + r8 + 1344], dil
-    mov r8d, dword ptr [r15 + 576]
-    test dword ptr [r15 + 67117724], 512
+    mov rbp, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 1984
+    mov dword ptr [r15 + rbp + 1344], 150
+    test ebx, 1073741824
     jz 1f
 1:
-    mov r8d, edi
-    movsxd r8, dword ptr [r15 + 320]
-    mov dword ptr [r15 + 384], 177
-    mov dword ptr [r15 + 448], 123
+    vmovdqu ymmword ptr [r15 + 768], ymm6
+    mov qword ptr [r15 + 64], rbp
+    mov qword ptr [r15 + 256], rcx
+    mov r8d, dword ptr [r15 + 320]
+    mov ebp, eax
+    movzx ebp, bpl
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov ebp, dword ptr [r15 + 192]
+    mov r8, r11
+    mov qword ptr [r15 + 64], rax
+    and r8, 4032
+    movsxd rax, dword ptr [r15 + r8 + 3392]
+    mov dword ptr [r15 + 128], 149
+    mov r8d, 31
+    test ebx, 512
+    jz 1f
+1:
+    mov rcx, qword ptr [r15 + 448]
+    mov r8d, dword ptr [r15 + 384]
+    mov rbp, r11
+    mov byte ptr [r15 + 512], al
+    mov eax, dword ptr [r15 + 384]
+    and rbp, 8128
+    mov byte ptr [r15 + rbp + 7488], cl
     add r11, 64
     inc rbx
     dec r13
@@ -1572,73 +1572,67 @@ ditto_body_c1:
     mov qword ptr [r15 + 67117720], rax
     mov eax, dword ptr [r15 + 67117724]
     and eax, 7
-    lea rcx, [rip + .Lc1_d1374_s]
+    lea rcx, [rip + .Lc1_d1382_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d1374_s_t
+    jmp .Lc1_d1382_s_t
     .p2align 3
-.Lc1_d1374_s:
+.Lc1_d1382_s:
     .p2align 3
-    jmp .Lc1_d1374_j
+    jmp .Lc1_d1382_j
     .p2align 3
-    jmp .Lc1_d1374_j
+    jmp .Lc1_d1382_j
     .p2align 3
-    jmp .Lc1_d1374_j
+    jmp .Lc1_d1382_j
     .p2align 3
-    jmp .Lc1_d1374_j
+    jmp .Lc1_d1382_j
     .p2align 3
-    jmp .Lc1_d1374_j
+    jmp .Lc1_d1382_j
     .p2align 3
-    jmp .Lc1_d1374_j
+    jmp .Lc1_d1382_j
     .p2align 3
-    jmp .Lc1_d1374_j
+    jmp .Lc1_d1382_j
     .p2align 3
-    jmp .Lc1_d1374_j
-.Lc1_d1374_j:
+    jmp .Lc1_d1382_j
+.Lc1_d1382_j:
     mov rbp, r11
-    and rbp, 448
-    or qword ptr [r15 + rbp + 832], 82
-    mov dword ptr [r15 + 0], ebp
+    mov qword ptr [r15 + 128], r8
+    mov ecx, 139
+    and rbp, 8128
+    movzx ecx, byte ptr [r15 + rbp + 7488]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r9
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
+    test dword ptr [r15 + 67117724], 512
     jz 1f
 1:
+    mov dword ptr [r15 + 0], ebp
+    mov ebp, r8d
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, rdi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, cl
+    mov rbp, r11
+    mov ecx, dword ptr [r15 + 64]
     test ebx, 1073741824
     jnz 1f
 1:
-    vmovq qword ptr [r15 + 0], xmm14
-    movzx edi, al
-    movzx edi, byte ptr [r15 + 512]
-    mov qword ptr [r15 + 320], rdi
-    mov byte ptr [r15 + 128], cl
-    mov ebp, 47
-    test ebx, 256
-    jnz 1f
+    movsxd r8, dword ptr [r15 + 576]
+    and rbp, 1984
+    mov rax, qword ptr [r15 + rbp + 1344]
+    mov ebp, ecx
+    vmovdqu xmm6, xmmword ptr [r15 + 384]
+    test dword ptr [r15 + 67117723], 1052672
+    jz 1f
 1:
-    mov qword ptr [r15 + 256], rbp
-    vpcmpeqb xmm14, xmm14, xmmword ptr [r15 + 64]
-    movsxd rbp, dword ptr [r15 + 704]
-    mov r8, r11
-    mov dword ptr [r15 + 192], 158
-    and r8, 8128
-    movzx edi, byte ptr [r15 + r8 + 7488]
+    movzx edi, bpl
+    mov dword ptr [r15 + 256], 71
+    movzx ebp, byte ptr [r15 + 320]
+    movsxd rcx, dword ptr [r15 + 192]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r8d, 167
-    mov r8, r8
-    mov r8, r11
-    mov dword ptr [r15 + 384], eax
-    mov eax, dword ptr [r15 + 448]
-    and r8, 4032
-    mov dword ptr [r15 + r8 + 3392], 227
+    movzx r8d, byte ptr [r15 + 640]
+    mov rbp, r11
+    mov dword ptr [r15 + 512], 240
+    movsxd rcx, dword ptr [r15 + 448]
+    and rbp, 448
+    movsxd rax, dword ptr [r15 + rbp + 832]
     add r11, 64
     inc rbx
     dec r13
@@ -1647,54 +1641,62 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    movzx eax, r8b
-    mov eax, 173
-    movzx eax, byte ptr [r15 + 512]
-    mov dword ptr [r15 + 768], r8d
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 32
+    setz al
+    lea rcx, [rip + .Lc1_d1438_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d1438_s_t
+    .p2align 3
+.Lc1_d1438_s:
+    .p2align 3
+    jmp .Lc1_d1438_j
+    .p2align 3
+    jmp .Lc1_d1438_j
+.Lc1_d1438_j:
+    mov ecx, eax
+    vpshufd xmm6, xmm6, 217
+    movsxd rcx, dword ptr [r15 + 320]
+    mov rax, rax
+    test dword ptr [r15 + 67117724], 144
+    jnz 1f
+1:
+    mov dword ptr [r15 + 384], ebp
+    mov qword ptr [r15 + 448], rax
+    mov rax, rcx
+    mov qword ptr [r15 + 128], r8
     test ebx, 1073741824
     jz 1f
 1:
+    mov dword ptr [r15 + 192], 218
+    mov rbp, r11
+    movzx ecx, r9b
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
+    test dword ptr [r15 + 67117723], 1226080866
+    jnz 1f
+1:
+    and rbp, 1984
+    mov r9, qword ptr [r15 + rbp + 1344]
+    mov rbp, r11
+    and r9d, dword ptr [r15 + 128]
+    mov qword ptr [r15 + 512], r9
+    and rbp, 4032
+    movsxd r9, dword ptr [r15 + rbp + 3392]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + 320], edi
+    movzx r9d, r9b
+    mov r9, r11
+    movzx ebp, byte ptr [r15 + 704]
+    and r9, 448
+    mov byte ptr [r15 + r9 + 832], al
+    test ebx, 1073741824
+    jz 1f
 1:
     mov eax, eax
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov eax, r8d
-    mov r8, r11
-    mov dword ptr [r15 + 128], 10
-    and r8, 8128
-    mov eax, dword ptr [r15 + r8 + 7488]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r8d, dword ptr [r15 + 384]
-    vmovdqu xmmword ptr [r15 + 320], xmm14
-    mov eax, 207
-    mov dword ptr [r15 + 256], 175
-    mov rbp, r11
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx r8d, byte ptr [r15 + 448]
-    mov eax, 213
-    and rbp, 4032
-    mov byte ptr [r15 + rbp + 3392], bpl
-    test dword ptr [r15 + 67117723], 256
-    jz 1f
-1:
-    mov rbp, qword ptr [r15 + 384]
-    movzx r8d, byte ptr [r15 + 64]
-    mov eax, dword ptr [r15 + 64]
-    mov r9, r11
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and r9, 1984
-    mov rbp, qword ptr [r15 + r9 + 1344]
-    mov r9, r8
-    mov r9, r9
+    mov dword ptr [r15 + 256], ebp
+    mov dword ptr [r15 + 64], 212
     add r11, 64
     inc rbx
     dec r13
@@ -1703,120 +1705,110 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 32
-    setz al
-    lea rcx, [rip + .Lc1_d1484_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d1484_s_t
-    .p2align 3
-.Lc1_d1484_s:
-    .p2align 3
-    jmp .Lc1_d1484_j
-    .p2align 3
-    jmp .Lc1_d1484_j
-.Lc1_d1484_j:
-    mov rcx, r8
-    mov qword ptr [r15 + 128], rcx
-    movsxd rcx, dword ptr [r15 + 640]
-    mov r8d, dword ptr [r15 + 576]
-    lea rbp, [r11 + r11*1]
-    movzx eax, al
-    test ebx, 1073741824
-    jz 1f
+    mov rbp, r11
+    and rbp, 8128
+    mov eax, dword ptr [r15 + rbp + 7488]
+    mov qword ptr [r15 + 768], r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], r9b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r11
+    test dword ptr [r15 + 67117724], 33554432
+    jnz 1f
 1:
+    mov eax, 75
+    mov byte ptr [r15 + 384], al
     and rbp, 448
-    and eax, dword ptr [r15 + rbp + 896]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, r9b
-    test dword ptr [r15 + 67117724], 8519680
-    jnz 1f
+    movsxd rax, dword ptr [r15 + rbp + 832]
+    mov rdi, rax
+    test dword ptr [r15 + 67117723], 524288
+    jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, r11
-    mov eax, dword ptr [r15 + 320]
-    and r9, 1984
-    movzx ecx, byte ptr [r15 + r9 + 1344]
-    mov r9, qword ptr [r15 + rbp + 832]
-    movzx ebp, bpl
+    movzx ebp, al
+    movzx ebp, byte ptr [r15 + 320]
+    mov eax, 241
+    movsxd r9, dword ptr [r15 + 64]
+    mov r8, r11
+    mov dword ptr [r15 + 256], edi
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r8, r11
-    movzx ebp, al
-    mov rbp, qword ptr [r15 + 64]
-    movzx eax, byte ptr [r15 + 512]
-    and r8, 8128
-    mov qword ptr [r15 + r8 + 7488], rcx
-    test dword ptr [r15 + 67117724], 2113536
+    movzx edi, byte ptr [r15 + 512]
+    and r8, 4032
+    mov rax, qword ptr [r15 + r8 + 3392]
+    mov r8d, dword ptr [r15 + 384]
+    mov ebp, 175
+    test ebx, 1073741824
     jz 1f
 1:
-    mov dword ptr [r15 + 256], 215
-    mov r8, qword ptr [r15 + 384]
-    movsxd rbp, dword ptr [r15 + 192]
-    mov ecx, ebp
+    jmp 1f
+1:
+    mov dword ptr [r15 + 128], 174
+    mov dword ptr [r15 + 448], 128
+    mov dword ptr [r15 + 192], edi
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c30:
-    lea rcx, [rip + .Lc1_d1533_j]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d1535_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d1533_j_t
-.Lc1_d1533_j:
+    jmp .Lc1_d1535_j_t
+.Lc1_d1535_j:
     mov rbp, r11
-    mov ecx, ebp
-    and rbp, 1984
-    mov r8, r11
-    mov qword ptr [r15 + rbp + 1344], r8
-    mov rbp, r9
-    and r8, 8128
-    mov dword ptr [r15 + r8 + 7488], edi
-    mov r8d, dword ptr [r15 + 192]
-    test ebx, 256
-    jz 1f
-1:
-    jmp 1f
-1:
-    vmovdqu ymmword ptr [r15 + 448], ymm14
+    mov ecx, 222
+    and rbp, 4032
+    vmovdqu ymmword ptr [r15 + rbp + 3392], ymm6
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, r8d
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx r9d, r9b
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], al
-    mov qword ptr [r15 + 384], rax
-    test ebx, 1073741824
-    jnz 1f
-1:
-    vmovdqu ymmword ptr [r15 + 512], ymm14
-    mov r9d, 134
-    mov qword ptr [r15 + 320], r8
-    mov r9d, 152
     jmp 1f
 1:
     test ebx, 1073741824
+    jz 1f
+1:
+    movzx ebp, al
+    jmp 1f
+1:
+    mov ebp, ecx
+    mov ecx, edi
+    mov ecx, ecx
+    test dword ptr [r15 + 67117724], 16793600
     jnz 1f
 1:
-    movsxd r9, dword ptr [r15 + 64]
-    mov dword ptr [r15 + 704], 128
-    mov r8, qword ptr [r15 + 256]
+    mov rbp, r11
+    mov ecx, 226
+    and rbp, 8128
+    movsxd rcx, dword ptr [r15 + rbp + 7488]
+    movzx ebp, al
+    xor dword ptr [r15 + 576], ebp
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov ebp, ebp
+    mov rdi, rcx
+    mov rax, qword ptr [r15 + 448]
+    mov qword ptr [r15 + 256], rax
+    mov dword ptr [r15 + 128], 151
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rbp, r11
+    mov rax, rbp
     movzx eax, byte ptr [r15 + 320]
-    mov dword ptr [r15 + 128], ebp
+    and rbp, 1984
+    mov qword ptr [r15 + rbp + 1344], rdi
+    mov ebp, 133
+    movzx ebp, dil
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
-    mov rax, rax
-    mov r8, r11
-    movzx eax, r9b
-    and r8, 4032
-    movsxd rax, dword ptr [r15 + r8 + 3392]
-    vpshufd xmm14, xmm14, 45
+    mov qword ptr [r15 + 64], r8
+    movzx ebp, dil
+    mov r8d, dword ptr [r15 + 512]
+    movzx ebp, r8b
     add r11, 64
     inc rbx
     dec r13
@@ -1825,115 +1817,112 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov dword ptr [r15 + 768], 100
-    jmp 1f
-1:
-    mov r9, qword ptr [r15 + 320]
-    mov dword ptr [r15 + 0], 86
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, rdi
+    mov edi, 178
+    mov edi, 252
+    mov edi, dword ptr [r15 + 320]
+    mov dword ptr [r15 + 64], 91
     test ebx, 1073741824
     jz 1f
 1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 128], 67
+    mov byte ptr [r15 + 512], al
+    mov dword ptr [r15 + 704], 40
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rax, rdi
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov edi, 93
+    test dword ptr [r15 + 67117723], 32
+    jz 1f
+1:
+    vmovdqu ymmword ptr [r15 + 192], ymm6
     mov r12, qword ptr [r15 + r12 + 56]
-    vpaddq xmm14, xmm14, xmmword ptr [r15 + 512]
-    mov r9, rax
-    mov rax, r9
-    mov r9, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], edi
     mov rbp, r11
-    test ebx, 256
+    test ebx, 1073741824
     jnz 1f
 1:
-    vpor xmm14, xmm14, xmm15
     and rbp, 448
-    movzx edx, byte ptr [r15 + rbp + 832]
-    and r9, 4032
-    mov dword ptr [r15 + r9 + 3392], eax
-    mov r9, r11
-    movsxd rax, dword ptr [r15 + 128]
-    test dword ptr [r15 + 67117723], 2576
+    mov dword ptr [r15 + rbp + 832], ebp
+    mov dword ptr [r15 + 640], 33
+    mov ebp, 40
+    mov ebp, r9d
+    test dword ptr [r15 + 67117724], 6307840
     jz 1f
 1:
-    mov byte ptr [r15 + 384], al
-    and r9, 1984
-    mov rbp, qword ptr [r15 + r9 + 1344]
-    mov dword ptr [r15 + 448], edx
-    vpmovmskb r9d, xmm14
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov r9d, 191
-    mov r9d, eax
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movsxd r9, dword ptr [r15 + 192]
-    mov rax, qword ptr [r15 + 64]
-    mov edx, 102
-    mov rdx, r8
+    mov r8, r10
+    mov byte ptr [r15 + 384], r8b
+    mov rbp, qword ptr [r15 + 256]
+    mov rdi, rax
+    and r8, 1984
+    mov dword ptr [r15 + r8 + 1344], eax
     add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c32:
-    lea rcx, [rip + .Lc1_d1634_j]
+    lea rcx, [rip + .Lc1_d1635_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d1634_j_t
-.Lc1_d1634_j:
-    mov dword ptr [r15 + 0], 23
+    jmp .Lc1_d1635_j_t
+.Lc1_d1635_j:
+    mov ecx, dword ptr [r15 + 512]
     mov r12, qword ptr [r15 + r12 + 56]
-    .byte 0x66, 0x90
-    jmp 1f
-1:
+    mov dword ptr [r15 + 0], 102
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx ebp, cl
-    movzx r8d, cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, byte ptr [r15 + 320]
+    vmovdqu ymmword ptr [r15 + 0], ymm6
+    mov qword ptr [r15 + 0], r8
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx ecx, byte ptr [r15 + 256]
-    mov r8d, eax
-    mov r9, r11
-    movzx eax, al
-    mov eax, eax
-    and r9, 4032
-    movsxd rax, dword ptr [r15 + r9 + 3392]
-    movzx r9d, byte ptr [r15 + 512]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovq qword ptr [r15 + 320], xmm6
+    jmp 1f
+1:
     test ebx, 1073741824
     jnz 1f
 1:
-    mov dword ptr [r15 + 384], 15
-    movzx r9d, byte ptr [r15 + 576]
-    mov eax, r8d
+    vmovdqu ymmword ptr [r15 + 448], ymm6
     jmp 1f
 1:
-    mov dword ptr [r15 + 128], 186
+    mov rcx, qword ptr [r15 + 64]
+    mov r8, r11
+    mov dword ptr [r15 + 384], 220
+    and r8, 8128
+    mov dword ptr [r15 + r8 + 7488], 12
     movzx r8d, byte ptr [r15 + 192]
     test ebx, 1073741824
     jz 1f
 1:
     mov r8, r11
-    mov r9, r11
+    mov ecx, r8d
+    mov rbp, r11
     and r8, 448
-    mov dword ptr [r15 + r8 + 832], 122
-    and r9, 8128
-    mov dword ptr [r15 + r9 + 7488], r9d
-    mov r9, rax
-    movsxd r9, dword ptr [r15 + 448]
-    mov eax, 164
-    vmovdqu ymmword ptr [r15 + 64], ymm14
+    mov qword ptr [r15 + r8 + 832], r8
+    and rbp, 4032
+    mov dword ptr [r15 + rbp + 3392], ecx
+    vpor xmm6, xmm6, xmm6
+    movzx ecx, byte ptr [r15 + 128]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov ecx, r8d
+    mov dword ptr [r15 + 768], 165
+    mov r8d, dword ptr [r15 + 384]
+    movzx r9d, bpl
+    mov ebp, 92
     add r11, 64
     inc rbx
     dec r13
@@ -1942,51 +1931,53 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov qword ptr [r15 + 128], r9
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], dl
-    movzx edx, al
-    test ebx, 1073741824
-    jnz 1f
+    mov rax, qword ptr [r15 + 448]
+    mov dword ptr [r15 + 128], 69
+    jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 64], edx
+    jmp 1f
+1:
+    movzx ebp, byte ptr [r15 + 448]
     test dword ptr [r15 + 67117723], 1064960
     jnz 1f
 1:
-    mov rdx, qword ptr [r15 + 512]
-    movzx eax, byte ptr [r15 + 640]
-    mov r8, r11
-    vpxor xmm14, xmm14, xmm9
-    and r8, 1984
-    mov r9d, dword ptr [r15 + r8 + 1344]
-    test ebx, 499584
-    jz 1f
-1:
-    mov r8d, ecx
-    mov qword ptr [r15 + 704], rdx
-    movsxd r8, dword ptr [r15 + 128]
-    movsxd rdx, dword ptr [r15 + 448]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + 256], 254
-    jmp 1f
-1:
-    vpcmpeqb xmm14, xmm14, xmm12
-    vmovdqu ymmword ptr [r15 + 320], ymm14
-    test ebx, 1073741824
+    mov ebp, 241
+    mov ecx, 15
+    mov rbp, r10
+    mov ecx, dword ptr [r15 + 192]
+    and rbp, 8128
+    mov r9, qword ptr [r15 + rbp + 7488]
+    mov rbp, qword ptr [r15 + 64]
+    test dword ptr [r15 + 67117723], 1024
     jnz 1f
 1:
-    mov edx, 73
-    mov r8, r11
-    mov edx, dword ptr [r15 + 384]
-    movzx eax, byte ptr [r15 + 384]
-    and r8, 8128
-    movzx r9d, byte ptr [r15 + r8 + 7488]
+    mov dword ptr [r15 + 0], eax
+    mov byte ptr [r15 + 0], r9b
+    mov dword ptr [r15 + 0], 122
+    mov ecx, dword ptr [r15 + 384]
+    jmp 1f
+1:
+    test ebx, 3200
+    jz 1f
+1:
+    movsxd r9, dword ptr [r15 + 576]
+    mov byte ptr [r15 + 320], r9b
+    mov r9, r11
+    mov qword ptr [r15 + 512], r9
+    mov rbp, r11
+    and r9, 4032
+    mov dword ptr [r15 + r9 + 3392], r9d
+    movzx r9d, byte ptr [r15 + 256]
+    test ebx, 1073741824
+    jz 1f
+1:
+    and rbp, 1984
+    mov byte ptr [r15 + rbp + 1344], dil
+    movzx ebp, byte ptr [r15 + 64]
+    vpxor xmm6, xmm6, xmm0
+    movzx r9d, byte ptr [r15 + 320]
     add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b1_done
@@ -1994,105 +1985,125 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d1734_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d1734_j_t
-.Lc1_d1734_j:
-    mov r8, r11
-    mov rcx, qword ptr [r15 + 64]
-    and r8, 4032
-    mov r9d, dword ptr [r15 + r8 + 3392]
-    mov r8d, dword ptr [r15 + 256]
-    mov dword ptr [r15 + 0], 135
-    mov rax, r8
-    mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 67117724], 1179648
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 32768
+    setz al
+    lea rcx, [rip + .Lc1_d1733_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d1733_s_t
+    .p2align 3
+.Lc1_d1733_s:
+    .p2align 3
+    jmp .Lc1_d1733_j
+    .p2align 3
+    jmp .Lc1_d1733_j
+.Lc1_d1733_j:
+    movzx ecx, byte ptr [r15 + 256]
+    mov eax, 180
+    jmp 1f
+1:
+    mov eax, 172
+    mov byte ptr [r15 + 640], bpl
+    mov rax, rax
+    test ebx, 1073741824
     jz 1f
 1:
+    movzx eax, byte ptr [r15 + 384]
     mov r12, qword ptr [r15 + r12 + 56]
-    add r8, qword ptr [r15 + 0]
-    mov r9, r11
+    mov rbp, rax
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, qword ptr [r15 + 320]
-    and r9, 448
-    mov qword ptr [r15 + r9 + 832], r9
-    movsxd r9, dword ptr [r15 + 192]
+    movzx eax, bpl
+    mov eax, 222
     test ebx, 1073741824
     jnz 1f
 1:
-    mov dword ptr [r15 + 512], eax
-    mov dword ptr [r15 + 384], 107
-    mov ecx, r9d
-    mov r9, r11
-    mov qword ptr [r15 + 768], r9
-    mov ecx, 197
-    and r9, 1984
-    movzx ecx, byte ptr [r15 + r9 + 1344]
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx r9d, byte ptr [r15 + 128]
+    mov r12, qword ptr [r15 + r12 + 56]
+    vpshufd xmm6, xmm6, 129
+    mov rbp, r10
+    mov byte ptr [r15 + 0], bpl
+    mov rax, qword ptr [r15 + 64]
+    and rbp, 448
+    mov rcx, qword ptr [r15 + rbp + 832]
     jmp 1f
 1:
-    mov ecx, 189
-    movzx ecx, byte ptr [r15 + 320]
-    movzx eax, byte ptr [r15 + 448]
-    movzx r8d, r9b
+    test dword ptr [r15 + 67117723], 512
+    jnz 1f
+1:
+    mov ebp, 2
+    jmp 1f
+1:
+    movsxd rbp, dword ptr [r15 + 704]
+    vmovdqu ymmword ptr [r15 + 192], ymm6
+    mov ecx, 175
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movsxd r8, dword ptr [r15 + 128]
+    mov rbp, r11
+    mov rcx, qword ptr [r15 + 512]
+    movzx eax, r9b
+    mov r9d, dword ptr [r15 + 320]
+    and rbp, 1984
+    mov dword ptr [r15 + rbp + 1344], 180
     add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c35:
-    mov r8, r11
-    and r8, 4032
-    mov r9, qword ptr [r15 + r8 + 3392]
-    mov r8d, 184
-    mov r8, qword ptr [r15 + 256]
-    and r8d, dword ptr [r15 + 192]
-    mov eax, dword ptr [r15 + 64]
+    lea rcx, [rip + .Lc1_d1788_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d1788_j_t
+.Lc1_d1788_j:
+    mov rbp, r11
+    mov rcx, qword ptr [r15 + 384]
+    .byte 0x66, 0x90
+    and rbp, 8128
+    mov dword ptr [r15 + rbp + 7488], ebp
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    jmp 1f
-1:
-    vpshufd xmm14, xmm14, 6
-    movsxd r8, dword ptr [r15 + 448]
-    mov dword ptr [r15 + 0], 94
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, ebp
+    mov dword ptr [r15 + 0], r9d
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
+    mov dword ptr [r15 + 0], 235
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], r8b
+    movzx ebp, byte ptr [r15 + 512]
     test ebx, 1073741824
+    jz 1f
+1:
+    vmovdqu xmm6, xmmword ptr [r15 + 192]
+    mov rbp, rcx
+    mov ecx, dword ptr [r15 + 320]
+    mov qword ptr [r15 + 64], rax
+    mov rbp, r10
+    test ebx, 1152
     jnz 1f
 1:
+    and rbp, 4032
+    mov r8, qword ptr [r15 + rbp + 3392]
+    movsxd rbp, dword ptr [r15 + 384]
+    mov ecx, dword ptr [r15 + 128]
+    mov dword ptr [r15 + 448], ecx
     mov r9, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 576], ymm14
-    jmp 1f
+    test ebx, 1073741824
+    jnz 1f
 1:
+    mov dword ptr [r15 + 768], 45
     and r9, 448
-    mov dword ptr [r15 + r9 + 832], 186
-    mov r9, qword ptr [r15 + 320]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r9d, r8d
-    mov r9, r11
-    vmovq qword ptr [r15 + 384], xmm14
-    mov dword ptr [r15 + 64], ecx
-    and r9, 8128
-    mov ecx, dword ptr [r15 + r9 + 7488]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + 512], 159
-    mov rcx, r8
-    mov dword ptr [r15 + 128], ecx
-    movsxd rcx, dword ptr [r15 + 640]
+    movsxd rcx, dword ptr [r15 + r9 + 832]
+    mov r9d, dword ptr [r15 + 256]
+    mov dword ptr [r15 + 448], 253
     add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b1_done
@@ -2100,64 +2111,54 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 8192
-    setz al
-    lea rcx, [rip + .Lc1_d1827_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d1827_s_t
-    .p2align 3
-.Lc1_d1827_s:
-    .p2align 3
-    jmp .Lc1_d1827_j
-    .p2align 3
-    jmp .Lc1_d1827_j
-.Lc1_d1827_j:
-    mov r9, r11
-    mov ecx, dword ptr [r15 + 192]
-    mov rax, qword ptr [r15 + 448]
-    and r9, 8128
-    mov r8, qword ptr [r15 + r9 + 7488]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
+    movsxd rax, dword ptr [r15 + 128]
+    movzx r9d, cl
+    mov r9, rcx
+    lea rbp, [r11 + r11*1]
+    movzx ecx, bpl
+    test dword ptr [r15 + 67117724], 2176
     jz 1f
 1:
-    mov dword ptr [r15 + 0], r9d
-    mov eax, 224
-    mov eax, ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
+    jmp 1f
 1:
-    add r9, qword ptr [r15 + 704]
-    and rbp, 16320
-    mov ecx, dword ptr [r15 + rbp + 15680]
-    mov rbp, r11
-    nop
-    mov qword ptr [r15 + 384], r8
     and rbp, 1984
-    movsxd r8, dword ptr [r15 + rbp + 1344]
-    test dword ptr [r15 + 67117723], 12352
+    movzx eax, byte ptr [r15 + rbp + 1344]
+    mov rcx, qword ptr [r15 + 64]
+    mov qword ptr [r15 + 256], rcx
+    test dword ptr [r15 + 67117723], 4096
     jz 1f
 1:
-    mov dword ptr [r15 + 320], r9d
-    mov byte ptr [r15 + 384], r8b
+    mov ecx, edi
     jmp 1f
 1:
-    mov qword ptr [r15 + 128], r8
-    jmp 1f
-1:
-    test ebx, 1280
+    mov ecx, dword ptr [r15 + 512]
+    movzx eax, r9b
+    test dword ptr [r15 + 67117724], 270336
     jnz 1f
 1:
-    mov r8d, 115
-    movzx r8d, byte ptr [r15 + 512]
-    movzx r9d, byte ptr [r15 + 64]
-    mov rbp, qword ptr [r15 + 256]
-    mov ecx, ebp
+    mov r9, r11
+    movzx edi, bpl
+    movzx edi, byte ptr [r15 + 576]
+    and r9, 8128
+    mov ecx, dword ptr [r15 + r9 + 7488]
+    movsxd r9, dword ptr [r15 + 320]
+    mov r8, r11
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and r8, 16320
+    mov byte ptr [r15 + r8 + 15680], r8b
+    movzx r8d, byte ptr [r15 + 384]
+    jmp 1f
+1:
+    mov r9, qword ptr [r15 + 640]
+    test dword ptr [r15 + 67117723], 1081344
+    jnz 1f
+1:
+    mov r8, rdi
+    movzx r8d, cl
+    movzx r8d, byte ptr [r15 + rbp + 1408]
+    mov ecx, dword ptr [r15 + 128]
     add r11, 64
     inc rbx
     dec r13
@@ -2166,108 +2167,109 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov rbp, r11
-    and rbp, 448
-    mov dword ptr [r15 + rbp + 832], ebp
-    mov dword ptr [r15 + 256], ebp
-    mov qword ptr [r15 + 320], r8
-    mov byte ptr [r15 + 448], bpl
-    mov rbp, r11
-    test dword ptr [r15 + 67117723], 4202496
-    jnz 1f
-1:
-    and rbp, 4032
-    mov dword ptr [r15 + rbp + 3392], ebp
-    mov dword ptr [r15 + 128], ebp
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
+    lea rcx, [rip + .Lc1_d1887_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d1887_j_t
+.Lc1_d1887_j:
+    mov r8, r11
+    and ecx, dword ptr [r15 + 192]
+    movzx eax, byte ptr [r15 + 128]
+    movsxd r9, dword ptr [r15 + 384]
+    and r8, 8128
+    mov dword ptr [r15 + r8 + 7488], r8d
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    mov rbp, rbp
-    mov dword ptr [r15 + 576], 139
-    mov r8d, dword ptr [r15 + 384]
-    vmovdqu ymmword ptr [r15 + 768], ymm14
-    test dword ptr [r15 + 67117724], 1073741824
+    mov dword ptr [r15 + 0], 230
+    mov r8d, 124
+    mov rcx, r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 256], 45
+    test dword ptr [r15 + 67117723], 8
     jz 1f
 1:
-    movzx ebp, byte ptr [r15 + 64]
-    movzx r8d, al
-    mov dword ptr [r15 + 128], r9d
+    mov r8, r10
+    mov r9d, r8d
+    and r8, 448
+    mov dword ptr [r15 + r8 + 832], ecx
+    mov r8, r11
+    movzx r9d, byte ptr [r15 + 448]
+    mov dword ptr [r15 + 704], 223
+    and r8, 4032
+    mov ecx, dword ptr [r15 + r8 + 3392]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov qword ptr [r15 + 512], rbp
-    mov r9, r11
-    mov qword ptr [r15 + 192], r9
-    and r9, 1984
-    mov qword ptr [r15 + r9 + 1344], rbp
+    mov r8d, dword ptr [r15 + 320]
+    mov dword ptr [r15 + 320], 182
+    mov dword ptr [r15 + 64], 212
+    mov ecx, esi
+    movzx ecx, byte ptr [r15 + 512]
     add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c38:
-    lea rcx, [rip + .Lc1_d1922_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d1922_j_t
-.Lc1_d1922_j:
-    mov r9, r11
-    and r9, 4032
-    movsxd rcx, dword ptr [r15 + r9 + 3392]
-    mov byte ptr [r15 + 192], bpl
-    mov r9d, ecx
-    mov byte ptr [r15 + 320], r8b
-    movzx ecx, r8b
-    mov rcx, rbp
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + 256], r9d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    movzx r9d, byte ptr [r15 + 384]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, r9b
-    mov byte ptr [r15 + 0], cl
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd r9, dword ptr [r15 + 128]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r9d, ecx
-    movzx r9d, cl
-    movzx ecx, byte ptr [r15 + 320]
-    mov r9d, r8d
-    mov dword ptr [r15 + 448], 56
-    mov rbp, r11
-    mov r8, qword ptr [r15 + 512]
     test ebx, 1073741824
     jz 1f
 1:
-    mov r8d, dword ptr [r15 + 640]
+    mov ecx, 236
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov byte ptr [r15 + 0], r9b
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r9d, ecx
+    jmp 1f
+1:
+    movzx ecx, byte ptr [r15 + 256]
+    mov dword ptr [r15 + 128], 209
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov byte ptr [r15 + 448], bpl
+    vpor xmm6, xmm6, xmm6
+    mov qword ptr [r15 + 512], rcx
+    mov qword ptr [r15 + 64], rcx
+    mov dword ptr [r15 + 320], r8d
+    test ebx, 1073741824
+    jnz 1f
+1:
     mov r9, r11
-    and rbp, 8128
-    mov rcx, qword ptr [r15 + rbp + 7488]
-    mov rbp, rcx
+    jmp 1f
+1:
+    mov byte ptr [r15 + 384], cl
+    mov r8, r10
+    and r9, 448
+    mov dword ptr [r15 + r9 + 832], 141
+    mov r9, r11
+    and r8, 4032
+    mov rcx, qword ptr [r15 + r8 + 3392]
     and r9, 1984
-    and ecx, dword ptr [r15 + r9 + 1344]
-    mov dword ptr [r15 + 64], ecx
+    mov dword ptr [r15 + r9 + 1344], 215
+    test ebx, 112384
+    jz 1f
+1:
     jmp 1f
 1:
+    movsxd r9, dword ptr [r15 + 192]
+    mov rcx, r8
+    mov ecx, dword ptr [r15 + 768]
     add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b1_done
@@ -2276,192 +2278,188 @@ ditto_body_c1:
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
     xor eax, eax
-    test dword ptr [r15 + 67117724], 512
+    test dword ptr [r15 + 67117724], 2097152
     setz al
-    lea rcx, [rip + .Lc1_d1977_s]
+    lea rcx, [rip + .Lc1_d1981_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d1977_s_t
+    jmp .Lc1_d1981_s_t
     .p2align 3
-.Lc1_d1977_s:
+.Lc1_d1981_s:
     .p2align 3
-    jmp .Lc1_d1977_j
+    jmp .Lc1_d1981_j
     .p2align 3
-    jmp .Lc1_d1977_j
-.Lc1_d1977_j:
-    movzx ecx, byte ptr [r15 + 384]
-    mov eax, ecx
+    jmp .Lc1_d1981_j
+.Lc1_d1981_j:
+    mov rax, qword ptr [r15 + 256]
+    vmovdqu xmmword ptr [r15 + 0], xmm6
     mov r12, qword ptr [r15 + r12 + 56]
     mov qword ptr [r15 + 0], rax
-    mov r9d, ebp
+    mov rax, r8
+    vpcmpeqb xmm6, xmm6, xmmword ptr [r15 + 0]
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx eax, cl
+    mov eax, eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, rax
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
+    mov rax, qword ptr [r15 + 192]
+    mov byte ptr [r15 + 384], cl
+    mov rcx, qword ptr [r15 + 320]
+    jmp 1f
+1:
+    mov r8, qword ptr [r15 + 448]
+    mov dword ptr [r15 + 576], 192
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov ecx, 87
+    mov r8, r11
+    mov ecx, 109
+    mov ecx, eax
     mov r9, r11
-    jmp 1f
-1:
-    vmovdqu ymmword ptr [r15 + 0], ymm14
-    and r9, 1984
-    mov byte ptr [r15 + r9 + 1344], al
-    movzx r9d, r9b
+    and r8, 4032
+    mov ecx, dword ptr [r15 + r8 + 3392]
+    and r9, 8128
+    mov r8, r11
+    movsxd rax, dword ptr [r15 + r9 + 7488]
+    vmovdqu ymmword ptr [r15 + 512], ymm6
     test ebx, 1073741824
     jz 1f
 1:
-    lea r9, [r11 + r11*1]
-    mov qword ptr [r15 + 320], rax
-    movsxd rax, dword ptr [r15 + 704]
-    and r9, 448
-    mov ecx, dword ptr [r15 + r9 + 832]
-    movzx ebp, byte ptr [r15 + 448]
-    test dword ptr [r15 + 67117723], 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    movzx eax, byte ptr [r15 + 192]
-    jmp 1f
-1:
-    mov ebp, 190
-    test dword ptr [r15 + 67117723], 536870912
-    jz 1f
-1:
-    mov dword ptr [r15 + 128], 215
-    mov rax, r9
-    mov rax, qword ptr [r15 + r9 + 896]
-    mov qword ptr [r15 + 512], rax
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movsxd rax, dword ptr [r15 + 64]
-    mov rbp, r11
-    jmp 1f
-1:
-    mov r9d, 195
-    and rbp, 8128
-    mov dword ptr [r15 + rbp + 7488], ecx
+    and r8, 1984
+    movsxd r9, dword ptr [r15 + r8 + 1344]
+    mov r8d, 242
+    mov r8d, ecx
+    movzx ecx, r8b
+    or qword ptr [r15 + 64], 5
+    movzx ecx, byte ptr [r15 + 128]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c40:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    movzx eax, byte ptr [r15 + 256]
-    mov r8, r11
-    mov ebp, dword ptr [r15 + 320]
-    and r8, 4032
-    mov qword ptr [r15 + r8 + 3392], r8
-    mov qword ptr [r15 + 384], r9
-    mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 67117724], 276824064
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], 46
-    mov r9, rbp
-    mov r8, rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 53248
-    jz 1f
+    lea rcx, [rip + .Lc1_d2038_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d2038_j_t
+.Lc1_d2038_j:
+    jmp 1f
 1:
     jmp 1f
 1:
+    mov ecx, eax
     mov r12, qword ptr [r15 + r12 + 56]
-    movsxd r9, dword ptr [r15 + 64]
-    mov r8, r11
-    mov rax, qword ptr [r15 + 64]
-    test ebx, 1073741824
-    jz 1f
-1:
-    and r8, 1984
-    mov dword ptr [r15 + r8 + 1344], r8d
-    mov qword ptr [r15 + 384], r8
-    mov r8d, 194
-    mov byte ptr [r15 + 448], r8b
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    and r8d, dword ptr [r15 + 576]
-    mov r9d, dword ptr [r15 + 768]
-    mov rbp, r11
-    movsxd rax, dword ptr [r15 + 192]
+    mov eax, ecx
     test ebx, 1073741824
     jnz 1f
 1:
-    and rbp, 8128
-    mov dword ptr [r15 + rbp + 7488], 87
-    vmovdqu ymmword ptr [r15 + 512], ymm14
-    movzx ebp, byte ptr [r15 + 128]
-    mov eax, ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r8, r11
+    mov dword ptr [r15 + 0], 50
+    add rax, qword ptr [r15 + 0]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and r8, 8128
+    mov eax, dword ptr [r15 + r8 + 7488]
+    jmp 1f
+1:
+    mov rbp, r11
+    jmp 1f
+1:
+    mov r8d, dword ptr [r15 + 384]
+    test ebx, 1073741824
+    jz 1f
+1:
+    and rbp, 4032
+    mov r8, qword ptr [r15 + rbp + 3392]
+    movsxd rbp, dword ptr [r15 + 320]
+    jmp 1f
+1:
+    mov qword ptr [r15 + 448], rax
+    test ebx, 256
+    jnz 1f
+1:
+    movzx eax, byte ptr [r15 + 64]
+    mov ebp, 65
+    mov dword ptr [r15 + 640], 88
+    movzx ecx, r9b
+    test ebx, 1073741824
+    jz 1f
+1:
+    movsxd rbp, dword ptr [r15 + 64]
+    mov rax, qword ptr [r15 + 128]
+    mov r8, r11
+    mov dword ptr [r15 + 192], 184
+    mov byte ptr [r15 + 512], cl
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and r8, 448
+    mov ecx, dword ptr [r15 + r8 + 832]
+    movzx r8d, byte ptr [r15 + 384]
+    jmp 1f
+1:
+    mov byte ptr [r15 + 704], r8b
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c41:
-    lea rcx, [rip + .Lc1_d2079_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d2079_j_t
-.Lc1_d2079_j:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    movsxd rax, dword ptr [r15 + 512]
+    mov rcx, r8
+    movsxd r8, dword ptr [r15 + 128]
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
     test ebx, 1073741824
     jz 1f
 1:
+    mov byte ptr [r15 + 0], r9b
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rcx
-    mov qword ptr [r15 + 0], r9
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
     jmp 1f
 1:
-    mov rbp, r11
-    mov qword ptr [r15 + 384], rax
-    and rbp, 4032
-    movzx eax, byte ptr [r15 + rbp + 3392]
-    mov rbp, rax
-    add rax, qword ptr [r15 + 192]
+    mov dword ptr [r15 + 320], r8d
+    test dword ptr [r15 + 67117723], 268437504
+    jz 1f
+1:
+    mov r8d, dword ptr [r15 + 192]
+    mov r9d, 114
+    mov r9, r11
+    mov eax, dword ptr [r15 + 448]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov dword ptr [r15 + 448], ecx
+    and r9, 1984
+    mov r8d, dword ptr [r15 + r9 + 1344]
+    mov r9d, 191
+    movzx r9d, byte ptr [r15 + 256]
+    or qword ptr [r15 + 384], 110
+    test dword ptr [r15 + 67117723], 768
+    jnz 1f
+1:
+    mov byte ptr [r15 + 64], al
+    mov rax, qword ptr [r15 + 320]
+    movzx r9d, al
+    mov r9, r11
     mov r8, r11
-    mov dword ptr [r15 + 512], ecx
-    and r8, 8128
-    mov byte ptr [r15 + r8 + 7488], r9b
-    mov r8d, r8d
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r8d, dword ptr [r15 + 64]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov rbp, r11
-    vmovq qword ptr [r15 + 128], xmm14
-    mov qword ptr [r15 + 320], rbp
+    and r9, 8128
+    mov byte ptr [r15 + r9 + 7488], bpl
     test ebx, 1073741824
     jnz 1f
 1:
-    and rbp, 448
-    mov r8, qword ptr [r15 + rbp + 832]
-    mov rbp, qword ptr [r15 + 640]
-    mov byte ptr [r15 + 256], cl
-    jmp 1f
-1:
-    mov rcx, rbp
+    and r8, 448
+    mov r9d, dword ptr [r15 + r8 + 832]
+    movzx r8d, r9b
+    mov dword ptr [r15 + 768], r8d
     add r11, 64
     inc rbx
     dec r13
@@ -2470,109 +2468,118 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov dword ptr [r15 + 0], 36
-    mov r12, qword ptr [r15 + r12 + 56]
+    lea rcx, [rip + .Lc1_d2141_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d2141_j_t
+.Lc1_d2141_j:
+    movsxd rcx, dword ptr [r15 + 192]
+    mov r9d, r8d
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, dword ptr [r15 + 512]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + 64], ecx
-    jmp 1f
-1:
-    mov rcx, rcx
-    mov ecx, 50
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rbp, r11
-    mov dword ptr [r15 + 704], 38
-    mov ecx, 44
-    and rbp, 1984
-    mov ecx, dword ptr [r15 + rbp + 1344]
-    vmovdqu ymmword ptr [r15 + 320], ymm14
-    mov rbp, rax
-    mov r9, r11
-    test dword ptr [r15 + 67117723], 536870916
-    jnz 1f
-1:
-    movsxd rbp, dword ptr [r15 + 384]
-    and r9, 448
-    mov rcx, qword ptr [r15 + r9 + 832]
-    mov dword ptr [r15 + 128], 44
-    mov byte ptr [r15 + 448], cl
+    mov byte ptr [r15 + 640], al
+    mov r8, qword ptr [r15 + 64]
+    movsxd rax, dword ptr [r15 + 320]
     test dword ptr [r15 + 67117723], 64
     jz 1f
 1:
-    mov rbp, r11
-    mov ecx, 102
-    and rbp, 4032
-    mov dword ptr [r15 + rbp + 3392], ebp
-    mov rcx, qword ptr [r15 + 320]
-    mov byte ptr [r15 + 256], cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, r9
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, r11
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r9d, dword ptr [r15 + 256]
+    movzx eax, al
+    and r8, 1984
+    mov rax, qword ptr [r15 + r8 + 1344]
+    jmp 1f
+1:
+    mov byte ptr [r15 + 576], al
+    test dword ptr [r15 + 67117724], 65542
+    jz 1f
+1:
+    mov eax, dword ptr [r15 + 128]
+    jmp 1f
+1:
+    movzx ecx, byte ptr [r15 + 128]
+    mov r8, rcx
+    mov r9, r11
+    mov dword ptr [r15 + 384], r9d
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and r9, 448
+    mov byte ptr [r15 + r9 + 832], r9b
+    mov r9, r11
+    movsxd rcx, dword ptr [r15 + 448]
+    movsxd rax, dword ptr [r15 + 512]
+    and r9, 4032
+    mov byte ptr [r15 + r9 + 3392], r9b
+    mov r9d, r8d
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c43:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d2180_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d2180_j_t
-.Lc1_d2180_j:
-    mov r9, r11
-    and r9, 4032
-    movzx ecx, byte ptr [r15 + r9 + 3392]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 50
-    vmovq xmm14, r8
+    mov r9, rbp
+    mov r9, qword ptr [r15 + 704]
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 512
-    jnz 1f
-1:
-    mov r9d, 130
+    mov r8d, r8d
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, qword ptr [r15 + 320]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov rbp, r11
-    test dword ptr [r15 + 67117724], 20971520
-    jnz 1f
-1:
-    mov r9d, dword ptr [r15 + 64]
-    mov rcx, r9
-    and rbp, 8128
-    movzx r9d, byte ptr [r15 + rbp + 7488]
-    mov qword ptr [r15 + 576], r9
-    mov r8, r11
-    mov r9d, 6
     test ebx, 1073741824
     jz 1f
 1:
-    mov r9d, dword ptr [r15 + 256]
-    and r8, 1984
-    mov rbp, qword ptr [r15 + r8 + 1344]
-    mov r8d, dword ptr [r15 + 768]
-    mov ecx, dword ptr [r15 + 128]
-    mov eax, 199
+    add r8, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 512], cl
+    and r9, 4032
+    lock xadd qword ptr [r15 + r9 + 3392], r9
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r9, r11
+    movzx ecx, r9b
+    and r9, 8128
+    mov byte ptr [r15 + r9 + 7488], bpl
+    mov byte ptr [r15 + 64], r8b
+    mov byte ptr [r15 + 256], r8b
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx r8d, byte ptr [r15 + 192]
-    movsxd rbp, dword ptr [r15 + 448]
-    mov dword ptr [r15 + 128], 50
     jmp 1f
 1:
-    mov byte ptr [r15 + 384], r9b
+    mov r9, r11
+    movzx r8d, byte ptr [r15 + 320]
+    and r9, 1984
+    mov dword ptr [r15 + r9 + 1344], r9d
+    movzx r9d, byte ptr [r15 + 448]
+    mov ecx, ecx
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx ecx, al
+    movzx eax, al
+    vpaddd xmm6, xmm6, xmm6
+    jmp 1f
+1:
+    jmp 1f
+1:
+    test ebx, 490368
+    jnz 1f
+1:
+    mov eax, 12
+    mov dword ptr [r15 + 384], ebp
+    lea rdi, [r15 + 67109504]
+    lea rsi, [r15 + 67113600]
+    mov ecx, 12
+    rep movsb
+    mov edi, 160
     add r11, 64
     inc rbx
     dec r13
@@ -2582,71 +2589,61 @@ ditto_body_c1:
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
     xor eax, eax
-    test dword ptr [r15 + 67117723], 16384
-    setz al
-    lea rcx, [rip + .Lc1_d2231_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d2231_s_t
-    .p2align 3
-.Lc1_d2231_s:
-    .p2align 3
-    jmp .Lc1_d2231_j
-    .p2align 3
-    jmp .Lc1_d2231_j
-.Lc1_d2231_j:
-    mov ecx, ecx
-    mov ecx, dword ptr [r15 + 384]
-    mov dword ptr [r15 + 448], ecx
-    mov ecx, eax
-    mov rcx, qword ptr [r15 + 64]
-    test dword ptr [r15 + 67117723], 128
-    jz 1f
-1:
-    mov ecx, r8d
-    mov dword ptr [r15 + 192], eax
-    mov rbp, r11
-    mov r8d, dword ptr [r15 + 512]
-    mov ecx, 33
-    test dword ptr [r15 + 67117724], 17039360
-    jz 1f
-1:
-    and rbp, 8128
-    mov r8d, dword ptr [r15 + rbp + 7488]
-    vmovdqu xmm14, xmmword ptr [r15 + 640]
-    mov eax, ecx
-    mov ecx, dword ptr [r15 + 128]
-    and ebp, dword ptr [r15 + 0]
     test dword ptr [r15 + 67117723], 65536
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], 92
-    mov ebp, 184
-    jmp 1f
-1:
-    mov ebp, dword ptr [r15 + 320]
+    setz al
+    lea rcx, [rip + .Lc1_d2243_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d2243_s_t
+    .p2align 3
+.Lc1_d2243_s:
+    .p2align 3
+    jmp .Lc1_d2243_j
+    .p2align 3
+    jmp .Lc1_d2243_j
+.Lc1_d2243_j:
+    mov r8, r11
+    and r8, 448
+    movzx ecx, byte ptr [r15 + r8 + 832]
+    mov r8, r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r8d, dword ptr [r15 + 0]
+    movzx r9d, dil
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rbp, r11
-    movzx ecx, byte ptr [r15 + 384]
-    and rbp, 1984
-    mov eax, dword ptr [r15 + rbp + 1344]
-    mov qword ptr [r15 + 512], rax
-    movzx eax, byte ptr [r15 + 256]
-    jmp 1f
-1:
-    test dword ptr [r15 + 67117723], 1074528426
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], ecx
+    mov ecx, dword ptr [r15 + 128]
+    test ebx, 256
     jz 1f
 1:
-    jmp 1f
-1:
+    movsxd rcx, dword ptr [r15 + 768]
+    mov rdi, qword ptr [r15 + 448]
+    mov r9d, dword ptr [r15 + 384]
+    mov eax, dword ptr [r15 + 512]
+    movsxd r8, dword ptr [r15 + 320]
     mov rbp, r11
+    test dword ptr [r15 + 67117723], 268436480
+    jnz 1f
+1:
+    and rbp, 8128
+    mov dword ptr [r15 + rbp + 7488], 233
+    mov rbp, qword ptr [r15 + 256]
+    mov dword ptr [r15 + 128], 23
+    mov ecx, ebp
     jmp 1f
 1:
-    and rbp, 448
-    movsxd rax, dword ptr [r15 + rbp + 832]
-    jmp 1f
+    test dword ptr [r15 + 67117723], 4
+    jz 1f
 1:
+    mov ebp, dword ptr [r15 + 192]
+    mov ecx, ebp
+    movzx ebp, cl
+    mov dword ptr [r15 + 384], r8d
+    mov ebp, dword ptr [r15 + 64]
     add r11, 64
     inc rbx
     dec r13
@@ -2656,61 +2653,54 @@ ditto_body_c1:
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
     mov rbp, r11
-    and rbp, 4032
-    mov eax, dword ptr [r15 + rbp + 3392]
-    vpmovmskb ebp, xmm14
-    movzx ebp, byte ptr [r15 + 512]
-    movzx ecx, cl
-    mov rcx, qword ptr [r15 + 128]
-    test dword ptr [r15 + 67117723], 335544448
-    jz 1f
-1:
-    mov qword ptr [r15 + 448], r9
-    mov r9, rcx
-    mov r9, r11
-    jmp 1f
-1:
-    and r9, 448
-    mov dword ptr [r15 + r9 + 832], ebp
-    test dword ptr [r15 + 67117724], 1048576
-    jz 1f
-1:
-    mov ebp, 180
-    movsxd rbp, dword ptr [r15 + 320]
-    mov r9d, dword ptr [r15 + 704]
-    jmp 1f
-1:
+    and rbp, 448
+    add rax, qword ptr [r15 + rbp + 832]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], r8b
     test ebx, 1073741824
     jz 1f
 1:
-    mov dword ptr [r15 + 768], ebp
-    mov ebp, 233
-    movzx ebp, bpl
-    movzx ebp, byte ptr [r15 + 256]
-    test ebx, 1073741824
-    jnz 1f
+    and r8, 4032
+    mov byte ptr [r15 + r8 + 3392], r8b
+    mov qword ptr [r15 + 256], rbp
+    jmp 1f
 1:
-    mov ebp, eax
-    movzx ebp, r8b
-    mov dword ptr [r15 + 192], ebp
-    mov ebp, r8d
+    movzx ebp, byte ptr [r15 + 64]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rbp, qword ptr [r15 + 512]
+    mov r8d, dword ptr [r15 + 320]
+    jmp 1f
+1:
+    mov byte ptr [r15 + 64], dl
+    test dword ptr [r15 + 67117724], 83894272
+    jz 1f
+1:
+    vpmovmskb r8d, xmm6
+    mov r8, qword ptr [r15 + 448]
+    mov rbp, rax
+    movsxd rax, dword ptr [r15 + 128]
     test ebx, 1073741824
     jnz 1f
 1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov byte ptr [r15 + 64], r9b
-    mov qword ptr [r15 + 0], rbp
-    test dword ptr [r15 + 67117723], 16777346
+    mov eax, dword ptr [r15 + 640]
+    mov ebp, dword ptr [r15 + 384]
+    mov r8, qword ptr [r15 + 576]
+    mov r9, r10
+    movzx ecx, r9b
+    test ebx, 1073741824
     jz 1f
 1:
-    movzx ebp, al
-    movsxd rbp, dword ptr [r15 + 384]
-    mov rax, qword ptr [r15 + 64]
-    movzx r9d, al
+    mov qword ptr [r15 + 320], rbp
+    and r9, 1984
+    mov byte ptr [r15 + r9 + 1344], al
+    mov r9d, 40
+    movsxd r9, dword ptr [r15 + 192]
     add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b1_done
@@ -2718,183 +2708,166 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d2342_j]
+    lea rcx, [rip + .Lc1_d2345_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d2342_j_t
-.Lc1_d2342_j:
-    movsxd rcx, dword ptr [r15 + 320]
-    jmp 1f
-1:
-    mov eax, ebp
-    movzx eax, bpl
-    jmp 1f
-1:
+    jmp .Lc1_d2345_j_t
+.Lc1_d2345_j:
+    mov rcx, qword ptr [r15 + 320]
+    mov qword ptr [r15 + 0], rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 111
     test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, qword ptr [r15 + 448]
+    movzx ebp, byte ptr [r15 + 384]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movsxd rdx, dword ptr [r15 + 64]
+    mov r9, r11
+    mov rbp, r11
+    and r9, 1984
+    mov dword ptr [r15 + r9 + 1344], r9d
+    and rbp, 8128
+    mov qword ptr [r15 + rbp + 7488], r8
+    mov byte ptr [r15 + 192], r8b
+    test dword ptr [r15 + 67117723], 3145728
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ebp, cl
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
+    mov dword ptr [r15 + 704], 42
     jmp 1f
 1:
-    jmp 1f
+    test dword ptr [r15 + 67117724], 536875008
+    jnz 1f
 1:
     mov rbp, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 4032
-    mov byte ptr [r15 + rbp + 3392], bpl
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rbp, qword ptr [r15 + 128]
-    movzx r9d, bpl
-    movzx ebp, r8b
-    jmp 1f
-1:
-    movsxd rbp, dword ptr [r15 + 320]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rbp, qword ptr [r15 + 576]
-    mov dword ptr [r15 + 512], 133
-    jmp 1f
-1:
-    mov r9, qword ptr [r15 + 192]
-    mov r8, r11
-    mov rax, qword ptr [r15 + 448]
-    test dword ptr [r15 + 67117724], 262144
-    jz 1f
-1:
-    mov ebp, 108
-    and r8, 8128
-    mov dword ptr [r15 + r8 + 7488], r9d
-    mov r8, r11
-    mov byte ptr [r15 + 64], r8b
-    and r8, 1984
-    mov r9d, dword ptr [r15 + r8 + 1344]
-    movzx r8d, byte ptr [r15 + 384]
+    movzx ecx, byte ptr [r15 + 256]
+    mov dword ptr [r15 + 128], 211
+    movsxd r9, dword ptr [r15 + 512]
+    and rbp, 448
+    mov r8, qword ptr [r15 + rbp + 832]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c47:
-    lea rcx, [rip + .Lc1_d2396_j]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d2391_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d2396_j_t
-.Lc1_d2396_j:
+    jmp .Lc1_d2391_j_t
+.Lc1_d2391_j:
     lea rbp, [r11 + r11*1]
     mov r8, r11
-    movsxd rcx, dword ptr [r15 + 448]
-    mov byte ptr [r15 + 256], r9b
-    and rbp, 448
-    movzx r9d, byte ptr [r15 + rbp + 832]
+    and rbp, 4032
+    movzx ecx, byte ptr [r15 + rbp + 3456]
     and r8, 16320
-    mov qword ptr [r15 + r8 + 15680], rax
-    .byte 0x0f, 0x1f, 0x40, 0x00
-    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, byte ptr [r15 + r8 + 15680]
+    vmovdqu ymmword ptr [r15 + 448], ymm6
+    mov r8, qword ptr [r15 + 256]
+    mov dword ptr [r15 + 512], 249
     test ebx, 1073741824
     jz 1f
 1:
-    and eax, dword ptr [r15 + 0]
+    movzx r8d, byte ptr [r15 + 768]
+    mov ecx, 173
+    mov r9, r11
+    mov qword ptr [r15 + 0], rax
     mov r12, qword ptr [r15 + r12 + 56]
+    test dword ptr [r15 + 67117724], 4194304
+    jnz 1f
+1:
+    and r9, 8128
+    movzx eax, byte ptr [r15 + r9 + 7488]
+    movzx r9d, byte ptr [r15 + 384]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 384], edi
+    mov edi, dword ptr [r15 + 128]
     test ebx, 1073741824
     jnz 1f
 1:
+    movsxd r9, dword ptr [r15 + 320]
+    mov byte ptr [r15 + 128], r9b
     jmp 1f
 1:
-    mov eax, dword ptr [r15 + 256]
-    mov r8, rdi
-    mov byte ptr [r15 + 192], r8b
-    mov qword ptr [r15 + 128], rbp
-    test ebx, 1152
-    jnz 1f
-1:
-    movzx edi, cl
-    movzx edi, byte ptr [r15 + 640]
-    mov r8d, edi
-    mov rdi, qword ptr [r15 + rbp + 896]
-    mov ebp, dword ptr [r15 + 384]
+    mov r9, r9
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
-    inc dword ptr [r15 + 64]
-    mov rbp, r11
-    mov dword ptr [r15 + 512], 12
-    mov edi, dword ptr [r15 + 320]
-    mov dword ptr [r15 + 384], 163
-    and rbp, 8128
-    mov dword ptr [r15 + rbp + 7488], 219
+    imul r9, qword ptr [r15 + 64]
+    mov edx, edi
+    mov rdi, qword ptr [r15 + rbp + 3392]
+    mov dword ptr [r15 + 192], 6
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c48:
-    movzx ebp, r8b
-    mov qword ptr [r15 + 128], rbp
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov r9, r11
+    and r9, 8128
+    or qword ptr [r15 + r9 + 7488], 123
+    movzx r9d, byte ptr [r15 + 64]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov qword ptr [r15 + 768], rbp
-    mov rbp, r11
-    test ebx, 384
-    jnz 1f
-1:
-    and rbp, 4032
-    mov dword ptr [r15 + rbp + 3392], eax
-    mov eax, 249
-    jmp 1f
-1:
-    mov eax, edi
-    movzx eax, dil
-    test ebx, 1073741824
+    test ebx, 1152
     jz 1f
 1:
-    vmovdqu xmm14, xmmword ptr [r15 + 0]
-    mov edi, 230
+    vmovdqu ymmword ptr [r15 + 0], ymm6
+    movzx r9d, cl
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r11
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 320], bpl
-    and rbp, 1984
-    movsxd rdi, dword ptr [r15 + rbp + 1344]
-    vpor xmm14, xmm14, xmm14
-    mov ebp, 212
     test ebx, 256
-    jnz 1f
+    jz 1f
 1:
-    mov rbp, qword ptr [r15 + 128]
-    mov edi, edi
-    mov rdi, rax
-    mov r8, r11
-    mov byte ptr [r15 + 704], al
-    mov dword ptr [r15 + 448], 195
+    mov dword ptr [r15 + 320], eax
+    movzx r9d, r9b
+    mov r9, r10
+    jmp 1f
+1:
+    and r9, 1984
+    mov rax, qword ptr [r15 + r9 + 1344]
     test ebx, 1073741824
     jnz 1f
 1:
-    and r8, 8128
-    movzx edi, byte ptr [r15 + r8 + 7488]
-    mov rax, qword ptr [r15 + 384]
-    mov qword ptr [r15 + 64], rbp
-    movzx r8d, al
-    mov rax, qword ptr [r15 + 192]
+    mov ecx, 19
+    mov byte ptr [r15 + 192], cl
+    mov dword ptr [r15 + 448], ecx
+    movzx ecx, cl
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    or qword ptr [r15 + 384], 28
+    mov rcx, qword ptr [r15 + 640]
+    mov r9d, eax
+    mov r9d, eax
+    test dword ptr [r15 + 67117723], 2048
+    jz 1f
+1:
+    mov r9, r11
+    mov byte ptr [r15 + 512], al
+    and r9, 448
+    mov eax, dword ptr [r15 + r9 + 832]
+    jmp 1f
+1:
+    movzx r9d, byte ptr [r15 + 576]
     add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b1_done
@@ -2904,150 +2877,154 @@ ditto_body_c1:
     mov qword ptr [r15 + 67117720], rax
     mov eax, dword ptr [r15 + 67117724]
     and eax, 15
-    lea rcx, [rip + .Lc1_d2497_s]
+    lea rcx, [rip + .Lc1_d2488_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d2497_s_t
+    jmp .Lc1_d2488_s_t
     .p2align 3
-.Lc1_d2497_s:
+.Lc1_d2488_s:
     .p2align 3
-    jmp .Lc1_d2497_j
+    jmp .Lc1_d2488_j
     .p2align 3
-    jmp .Lc1_d2497_j
+    jmp .Lc1_d2488_j
     .p2align 3
-    jmp .Lc1_d2497_j
+    jmp .Lc1_d2488_j
     .p2align 3
-    jmp .Lc1_d2497_j
+    jmp .Lc1_d2488_j
     .p2align 3
-    jmp .Lc1_d2497_j
+    jmp .Lc1_d2488_j
     .p2align 3
-    jmp .Lc1_d2497_j
+    jmp .Lc1_d2488_j
     .p2align 3
-    jmp .Lc1_d2497_j
+    jmp .Lc1_d2488_j
     .p2align 3
-    jmp .Lc1_d2497_j
+    jmp .Lc1_d2488_j
     .p2align 3
-    jmp .Lc1_d2497_j
+    jmp .Lc1_d2488_j
     .p2align 3
-    jmp .Lc1_d2497_j
+    jmp .Lc1_d2488_j
     .p2align 3
-    jmp .Lc1_d2497_j
+    jmp .Lc1_d2488_j
     .p2align 3
-    jmp .Lc1_d2497_j
+    jmp .Lc1_d2488_j
     .p2align 3
-    jmp .Lc1_d2497_j
+    jmp .Lc1_d2488_j
     .p2align 3
-    jmp .Lc1_d2497_j
+    jmp .Lc1_d2488_j
     .p2align 3
-    jmp .Lc1_d2497_j
+    jmp .Lc1_d2488_j
     .p2align 3
-    jmp .Lc1_d2497_j
-.Lc1_d2497_j:
-    mov r8, r11
-    mov ecx, r8d
-    and r8, 448
-    mov ecx, dword ptr [r15 + r8 + 832]
-    vmovdqu ymmword ptr [r15 + 576], ymm14
-    mov r8, r11
-    mov rbp, rax
-    and r8, 1984
-    mov ebp, dword ptr [r15 + r8 + 1344]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r8d, dword ptr [r15 + 512]
-    mov ebp, ecx
-    mov ecx, 34
-    mov ecx, eax
-    test dword ptr [r15 + 67117724], 384
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov ecx, dword ptr [r15 + 448]
-    movsxd r8, dword ptr [r15 + 192]
-    movzx eax, byte ptr [r15 + 256]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov eax, 188
-    mov eax, eax
-    mov rax, qword ptr [r15 + 64]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 67117723], 33024
-    jnz 1f
-1:
-    mov r9d, edi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    test ebx, 256
-    jz 1f
-1:
+    jmp .Lc1_d2488_j
+.Lc1_d2488_j:
     mov r9, r11
-    and ebp, dword ptr [r15 + 384]
+    and r9, 1984
+    vmovdqu ymmword ptr [r15 + r9 + 1344], ymm6
+    mov r9, r11
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov ecx, dword ptr [r15 + 128]
+    and r9, 448
+    mov eax, dword ptr [r15 + r9 + 832]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx r9d, cl
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + 256], ymm6
+    mov r9d, 216
+    mov r9d, dword ptr [r15 + 320]
+    test dword ptr [r15 + 67117723], 524288
+    jnz 1f
+1:
+    mov r9d, ecx
+    mov r9, r10
+    jmp 1f
+1:
+    movzx ecx, byte ptr [r15 + 448]
     and r9, 4032
-    movzx eax, byte ptr [r15 + r9 + 3392]
-    movzx r8d, al
-    mov dword ptr [r15 + 320], 36
+    add rcx, qword ptr [r15 + r9 + 3392]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx ecx, byte ptr [r15 + 128]
+    vmovq qword ptr [r15 + 64], xmm6
+    jmp 1f
+1:
+    mov byte ptr [r15 + 192], dil
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx ecx, byte ptr [r15 + 704]
+    mov r9d, dword ptr [r15 + 320]
+    mov edi, eax
+    mov byte ptr [r15 + 0], r8b
+    movsxd r8, dword ptr [r15 + 384]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rax, rdx
+    .byte 0x66, 0x90
+    mov edx, 162
+    mov edx, ecx
     add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c50:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov rbp, r11
-    movzx eax, bpl
-    movzx eax, dil
+    movzx edx, dil
+    movsxd rdx, dword ptr [r15 + 128]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, rdi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edi, 153
+    test ebx, 1408
+    jz 1f
+1:
+    mov dword ptr [r15 + 0], r9d
+    movzx edi, dil
+    mov r9d, 202
+    mov rdi, r9
+    movzx edi, bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rbp, dword ptr [r15 + 768]
+    mov dword ptr [r15 + 384], 121
+    movzx r9d, byte ptr [r15 + 256]
+    movzx ecx, cl
+    test ebx, 1152
+    jnz 1f
+1:
+    movzx ecx, byte ptr [r15 + 192]
+    vmovdqu ymmword ptr [r15 + 448], ymm6
+    mov dword ptr [r15 + 320], 172
+    mov rbp, rdi
+    mov rbp, rdi
+    mov rbp, r10
+    vmovdqu ymmword ptr [r15 + 64], ymm6
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov r9, r11
     and rbp, 8128
-    mov dword ptr [r15 + rbp + 7488], 184
-    mov rbp, qword ptr [r15 + 448]
-    mov dword ptr [r15 + 64], 242
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 640], 168
-    mov r9, qword ptr [r15 + 320]
-    movzx ebp, byte ptr [r15 + 256]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r9d, 210
-    mov ebp, dword ptr [r15 + 512]
-    jmp 1f
-1:
-    mov r9, rbp
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 0], ymm14
-    movzx ebp, bpl
-    mov r8, r11
-    movzx r9d, al
-    test dword ptr [r15 + 67117723], 9445392
-    jz 1f
-1:
-    and r8, 1984
-    mov dword ptr [r15 + r8 + 1344], ecx
-    movzx r8d, r9b
-    mov r8d, dword ptr [r15 + 128]
-    vmovdqu ymmword ptr [r15 + 320], ymm14
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov qword ptr [r15 + 384], r9
-    mov qword ptr [r15 + 128], rbp
+    movzx edi, byte ptr [r15 + rbp + 7488]
+    mov rbp, r11
+    and r9, 448
+    mov dword ptr [r15 + r9 + 832], 170
+    mov byte ptr [r15 + 512], cl
+    and rbp, 1984
+    movsxd rcx, dword ptr [r15 + rbp + 1344]
     add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b1_done
@@ -3055,119 +3032,140 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d2614_j]
+    lea rcx, [rip + .Lc1_d2609_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d2614_j_t
-.Lc1_d2614_j:
-    mov rbp, r11
-    mov dword ptr [r15 + 64], ebp
-    and rbp, 448
-    mov dword ptr [r15 + rbp + 832], eax
+    jmp .Lc1_d2609_j_t
+.Lc1_d2609_j:
+    mov r9, r11
+    and r9, 4032
+    mov qword ptr [r15 + r9 + 3392], r9
     mov r12, qword ptr [r15 + r12 + 56]
+    add r9, qword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
+    mov qword ptr [r15 + 64], rcx
+    test dword ptr [r15 + 67117723], 150994944
     jz 1f
 1:
+    mov ecx, dword ptr [r15 + 256]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r9, 8128
-    mov dword ptr [r15 + r9 + 7488], ebp
-    jmp 1f
-1:
-    jmp 1f
-1:
-    test ebx, 256
+    movzx eax, dil
+    mov edi, 15
+    movsxd r9, dword ptr [r15 + 576]
+    test ebx, 1073741824
     jnz 1f
 1:
-    movsxd rbp, dword ptr [r15 + 384]
     jmp 1f
 1:
-    movzx r9d, byte ptr [r15 + 704]
-    vmovdqu ymmword ptr [r15 + 512], ymm14
     jmp 1f
 1:
+    mov edi, dword ptr [r15 + 128]
+    mov r9d, dword ptr [r15 + 640]
     test ebx, 1073741824
     jz 1f
 1:
+    mov edi, 30
+    mov r9, r11
+    mov rdi, qword ptr [r15 + 512]
     jmp 1f
 1:
-    mov r9d, 62
-    mov r9, rbp
-    mov byte ptr [r15 + 256], bpl
-    movsxd r9, dword ptr [r15 + 448]
-    mov byte ptr [r15 + 128], bpl
-    test dword ptr [r15 + 67117723], 262912
+    jmp 1f
+1:
+    and r9, 8128
+    movzx ecx, byte ptr [r15 + r9 + 7488]
+    mov r9, r11
+    test dword ptr [r15 + 67117724], 4194656
     jz 1f
 1:
     jmp 1f
 1:
-    mov r9, r11
-    movzx ebp, byte ptr [r15 + 320]
+    and r9, 1984
+    mov byte ptr [r15 + r9 + 1344], r9b
+    mov r9d, dword ptr [r15 + 448]
     jmp 1f
 1:
-    and r9, 4032
-    mov eax, dword ptr [r15 + r9 + 3392]
-    mov r9d, dword ptr [r15 + 192]
+    mov ecx, ecx
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov byte ptr [r15 + 320], cl
+    mov ecx, edi
+    mov edi, ecx
+    mov dword ptr [r15 + 384], 225
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c52:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], al
-    add rax, qword ptr [r15 + 384]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r8, r11
-    mov byte ptr [r15 + 256], r9b
-    mov qword ptr [r15 + 320], r8
-    vmovdqu xmmword ptr [r15 + 768], xmm14
-    and r8, 1984
-    movzx eax, byte ptr [r15 + r8 + 1344]
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx r9d, r9b
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 131072
+    setz al
+    lea rcx, [rip + .Lc1_d2664_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d2664_s_t
+    .p2align 3
+.Lc1_d2664_s:
+    .p2align 3
+    jmp .Lc1_d2664_j
+    .p2align 3
+    jmp .Lc1_d2664_j
+.Lc1_d2664_j:
     jmp 1f
 1:
-    vpxor xmm14, xmm14, xmm7
-    mov dword ptr [r15 + 448], ecx
-    movzx ecx, bpl
+    mov r9, r11
+    mov eax, dword ptr [r15 + 128]
+    mov ecx, edi
+    mov ecx, edi
+    and r9, 4032
+    mov rcx, qword ptr [r15 + r9 + 3392]
     test ebx, 1073741824
     jnz 1f
 1:
-    vmovq qword ptr [r15 + 192], xmm14
-    movzx ecx, cl
-    movsxd rcx, dword ptr [r15 + 512]
-    movzx r9d, byte ptr [r15 + 64]
+    mov r9, r11
+    mov ecx, 87
+    and r9, 448
+    mov rcx, qword ptr [r15 + r9 + 832]
+    movzx r9d, al
+    mov dword ptr [r15 + 192], ebp
+    mov r9d, 68
     test ebx, 1073741824
     jnz 1f
 1:
-    movsxd rcx, dword ptr [r15 + 128]
-    mov r9d, dword ptr [r15 + 64]
-    movzx eax, al
-    mov eax, 109
-    mov byte ptr [r15 + 576], r8b
-    mov r8, r11
-    test ebx, 1073741824
+    movsxd r9, dword ptr [r15 + 448]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, 104
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test dword ptr [r15 + 67117724], 256
     jz 1f
 1:
-    and r8, 448
-    vpcmpeqb xmm14, xmm14, xmmword ptr [r15 + r8 + 832]
-    mov rbp, r11
-    movzx r8d, bpl
     jmp 1f
 1:
-    and rbp, 4032
-    movzx r8d, byte ptr [r15 + rbp + 3392]
+    vmovdqu ymmword ptr [r15 + 0], ymm6
+    mov eax, 255
+    mov qword ptr [r15 + 64], r9
+    jmp 1f
+1:
+    test ebx, 2432
+    jz 1f
+1:
+    mov r9d, 122
+    mov dword ptr [r15 + 320], ecx
+    jmp 1f
+1:
+    mov qword ptr [r15 + 704], r9
+    movzx r9d, byte ptr [r15 + 256]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r9, rax
+    mov byte ptr [r15 + 64], r9b
+    movzx r8d, r9b
+    mov qword ptr [r15 + 512], r8
+    mov qword ptr [r15 + 384], rax
     add r11, 64
     inc rbx
     dec r13
@@ -3176,70 +3174,59 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 65536
-    setz al
-    lea rcx, [rip + .Lc1_d2714_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d2714_s_t
-    .p2align 3
-.Lc1_d2714_s:
-    .p2align 3
-    jmp .Lc1_d2714_j
-    .p2align 3
-    jmp .Lc1_d2714_j
-.Lc1_d2714_j:
     jmp 1f
 1:
-    mov ecx, 176
-    and ecx, dword ptr [r15 + 384]
-    mov dword ptr [r15 + 0], 230
     mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 190
-    test dword ptr [r15 + 67117724], 2101248
+    mov dword ptr [r15 + 0], eax
+    mov eax, ecx
+    test ebx, 1073741824
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 87
-    mov rcx, qword ptr [r15 + 512]
-    mov rax, qword ptr [r15 + 448]
     jmp 1f
 1:
-    test dword ptr [r15 + 67117724], 2
-    jz 1f
-1:
-    mov r8, r11
-    mov rbp, r11
-    and r8, 8128
-    mov dword ptr [r15 + r8 + 7488], r9d
-    movzx r8d, byte ptr [r15 + 320]
-    and rbp, 1984
-    movzx r9d, byte ptr [r15 + rbp + 1344]
-    jmp 1f
-1:
-    mov rbp, r9
-    movzx ebp, bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], r8
+    mov byte ptr [r15 + 0], r8b
     test ebx, 1073741824
     jnz 1f
+1:
+    movzx r8d, al
+    mov r8d, eax
+    mov r8, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, dword ptr [r15 + 256]
+    test ebx, 1073741824
+    jz 1f
+1:
+    and r8, 8128
+    mov ebp, dword ptr [r15 + r8 + 7488]
+    or qword ptr [r15 + 384], 7
+    mov dword ptr [r15 + 320], 70
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + 512], 216
+    mov dword ptr [r15 + 64], eax
+    mov rbp, r11
+    mov dword ptr [r15 + 128], 81
+    and rbp, 1984
+    mov rcx, qword ptr [r15 + rbp + 1344]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx eax, byte ptr [r15 + 384]
+    mov ebp, dword ptr [r15 + 448]
+    jmp 1f
 1:
     movsxd r8, dword ptr [r15 + 192]
-    movzx r9d, byte ptr [r15 + 128]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov ebp, dword ptr [r15 + 384]
-    jmp 1f
-1:
-    test ebx, 1073741824
+    test dword ptr [r15 + 67117723], 16842752
     jnz 1f
 1:
-    mov ebp, dword ptr [r15 + 256]
-    mov r9d, r8d
-    movzx r9d, byte ptr [r15 + 640]
-    mov r8d, eax
-    mov r8, qword ptr [r15 + 64]
+    mov r8, r11
+    mov dword ptr [r15 + 768], 83
+    mov rax, rcx
+    and r8, 448
+    mov rax, qword ptr [r15 + r8 + 832]
     add r11, 64
     inc rbx
     dec r13
@@ -3248,63 +3235,60 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d2771_j]
+    lea rcx, [rip + .Lc1_d2775_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d2771_j_t
-.Lc1_d2771_j:
-    mov rcx, qword ptr [r15 + 768]
-    mov dword ptr [r15 + 704], 51
-    jmp 1f
-1:
-    movzx eax, al
-    test dword ptr [r15 + 67117723], 524288
-    jz 1f
-1:
-    vmovdqu xmm14, xmmword ptr [r15 + 0]
-    mov eax, eax
+    jmp .Lc1_d2775_j_t
+.Lc1_d2775_j:
+    mov byte ptr [r15 + 128], cl
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
+    mov r9, qword ptr [r15 + 256]
+    movsxd rax, dword ptr [r15 + 384]
+    movzx ecx, al
+    mov rbp, r10
     test ebx, 1073741824
     jz 1f
 1:
-    mov eax, 244
-    mov dword ptr [r15 + 0], ecx
-    mov rbp, r11
-    inc dword ptr [r15 + 0]
-    mov r8, r11
-    test ebx, 640
+    movzx eax, byte ptr [r15 + 128]
+    and rbp, 8128
+    movsxd r8, dword ptr [r15 + rbp + 7488]
+    jmp 1f
+1:
+    mov rdx, rdx
+    mov qword ptr [r15 + 320], rcx
+    test dword ptr [r15 + 67117723], 524288
     jnz 1f
 1:
+    jmp 1f
+1:
+    mov rbp, r10
+    mov rdx, r9
     and rbp, 4032
-    mov rax, qword ptr [r15 + rbp + 3392]
-    and r8, 448
-    xor dword ptr [r15 + r8 + 832], r9d
-    mov r8, r11
-    mov byte ptr [r15 + 448], r8b
-    and r8, 1984
-    movzx ebp, byte ptr [r15 + r8 + 1344]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov byte ptr [r15 + 128], bpl
-    mov qword ptr [r15 + 64], r9
-    mov dword ptr [r15 + 320], eax
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r9, qword ptr [r15 + 192]
-    mov rax, rax
-    mov rax, rax
-    mov ecx, 107
-    test ebx, 1073741824
+    vmovq qword ptr [r15 + rbp + 3392], xmm3
+    mov rbp, r8
+    mov dword ptr [r15 + 576], edi
+    test dword ptr [r15 + 67117723], 4194304
     jz 1f
 1:
-    mov qword ptr [r15 + 384], rcx
-    movsxd r8, dword ptr [r15 + 512]
     jmp 1f
 1:
+    jmp 1f
+1:
+    movzx ebp, byte ptr [r15 + 320]
+    mov qword ptr [r15 + 448], rdx
+    mov qword ptr [r15 + 640], rdx
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov rbp, r11
+    vmovdqu ymmword ptr [r15 + 512], ymm15
+    add rdx, qword ptr [r15 + 64]
+    and rbp, 1984
+    mov rdi, qword ptr [r15 + rbp + 1344]
+    movsxd rbp, dword ptr [r15 + 192]
     add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b1_done
@@ -3312,118 +3296,121 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    vmovdqu ymmword ptr [r15 + 64], ymm14
-    jmp 1f
-1:
-    mov r8, r11
-    mov rax, qword ptr [r15 + 128]
-    mov ecx, dword ptr [r15 + 512]
-    and r8, 4032
-    movzx ebp, byte ptr [r15 + r8 + 3392]
-    mov dword ptr [r15 + 384], r9d
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r9, r9
-    mov r9, qword ptr [r15 + 448]
-    vpor xmm14, xmm14, xmm14
-    jmp 1f
-1:
-    mov rbp, r11
-    movsxd r8, dword ptr [r15 + 320]
-    test dword ptr [r15 + 67117723], 4194848
-    jz 1f
-1:
-    movzx r9d, dil
-    and rbp, 448
-    vmovdqu ymmword ptr [r15 + rbp + 832], ymm14
-    jmp 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, dword ptr [r15 + 320]
-    test ebx, 388992
-    jnz 1f
-1:
-    mov ebp, 67
-    mov ebp, ebp
-    mov edi, dword ptr [r15 + 256]
-    mov rbp, r11
-    jmp 1f
-1:
-    and rbp, 8128
-    and edi, dword ptr [r15 + rbp + 7488]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, 102
+    mov qword ptr [r15 + 0], rcx
     test ebx, 1073741824
     jz 1f
 1:
-    mov dword ptr [r15 + 192], 125
-    mov rdi, rdi
-    mov dword ptr [r15 + 576], 137
-    vpcmpeqb xmm14, xmm14, xmm13
-    mov rdi, r9
+    mov rax, qword ptr [r15 + 384]
+    vmovdqu ymmword ptr [r15 + 192], ymm12
+    mov qword ptr [r15 + 384], rbp
+    mov rbp, rax
+    mov r8, r10
+    test ebx, 1073741824
+    jz 1f
+1:
+    and r8, 448
+    mov dword ptr [r15 + r8 + 832], 221
+    mov r8d, dword ptr [r15 + 448]
+    mov ebp, dword ptr [r15 + 512]
+    jmp 1f
+1:
+    test ebx, 256
+    jz 1f
+1:
+    mov rbp, r11
+    jmp 1f
+1:
+    jmp 1f
+1:
+    and rbp, 1984
+    movzx r8d, byte ptr [r15 + rbp + 1344]
+    movzx ebp, byte ptr [r15 + 320]
+    test dword ptr [r15 + 67117724], 4194312
+    jnz 1f
+1:
+    mov ebp, eax
+    mov eax, dword ptr [r15 + 704]
+    mov byte ptr [r15 + 64], al
+    movzx eax, al
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rbp, r10
+    mov rax, rbp
+    jmp 1f
+1:
+    movzx eax, byte ptr [r15 + 128]
+    and rbp, 4032
+    movzx r8d, byte ptr [r15 + rbp + 3392]
     add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c56:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
     lea rcx, [rip + .Lc1_d2872_j]
     add rcx, qword ptr [r15 + 67117728]
     jmp .Lc1_d2872_j_t
 .Lc1_d2872_j:
     mov rbp, r11
-    and rbp, 8128
-    movzx ecx, byte ptr [r15 + rbp + 7488]
-    mov rbp, r9
-    mov dword ptr [r15 + 0], 208
+    and rbp, 448
+    movzx ecx, byte ptr [r15 + rbp + 832]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov byte ptr [r15 + 0], bpl
+    mov qword ptr [r15 + 0], r8
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov byte ptr [r15 + 0], cl
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rbp, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 1984
-    movzx ecx, byte ptr [r15 + rbp + 1344]
+    movzx r8d, bpl
     jmp 1f
 1:
-    movzx ebp, byte ptr [r15 + 384]
-    mov eax, dword ptr [r15 + 256]
-    test dword ptr [r15 + 67117724], 540672
+    movzx r8d, bpl
+    mov qword ptr [r15 + 256], rdx
+    mov r8d, 92
+    test ebx, 384
     jnz 1f
 1:
-    mov ebp, ecx
-    mov rcx, qword ptr [r15 + 512]
-    mov dword ptr [r15 + 64], ecx
-    mov ecx, 32
+    mov r8, r11
+    jmp 1f
+1:
+    and r8, 4032
+    mov dword ptr [r15 + r8 + 3392], r8d
+    movsxd rdx, dword ptr [r15 + 192]
+    jmp 1f
+1:
+    mov r8d, 97
+    mov dword ptr [r15 + 128], edi
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r9, rcx
-    mov ecx, eax
-    movzx ecx, cl
-    mov dword ptr [r15 + 192], 73
-    mov r9, r11
-    mov eax, r9d
-    test ebx, 1073741824
-    jz 1f
+    mov qword ptr [r15 + 448], r8
+    mov r8d, dword ptr [r15 + 512]
+    jmp 1f
 1:
-    and r9, 448
-    mov rax, qword ptr [r15 + r9 + 832]
-    movzx r9d, byte ptr [r15 + 128]
-    mov rbp, qword ptr [r15 + 640]
-    movzx ecx, byte ptr [r15 + 320]
+    movzx edx, byte ptr [r15 + 768]
+    mov rdi, rdx
+    mov edx, dword ptr [r15 + 320]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    vpshufd xmm12, xmm10, 113
+    mov dword ptr [r15 + 384], 215
+    mov r8, r11
+    movzx edx, byte ptr [r15 + 64]
+    jmp 1f
+1:
+    and r8, 8128
+    mov edi, dword ptr [r15 + r8 + 7488]
+    movzx r8d, bpl
     add r11, 64
     inc rbx
     dec r13
@@ -3433,69 +3420,72 @@ ditto_body_c1:
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
     xor eax, eax
-    test dword ptr [r15 + 67117723], 1048576
+    test dword ptr [r15 + 67117723], 8388608
     setz al
-    lea rcx, [rip + .Lc1_d2926_s]
+    lea rcx, [rip + .Lc1_d2928_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d2926_s_t
+    jmp .Lc1_d2928_s_t
     .p2align 3
-.Lc1_d2926_s:
+.Lc1_d2928_s:
     .p2align 3
-    jmp .Lc1_d2926_j
+    jmp .Lc1_d2928_j
     .p2align 3
-    jmp .Lc1_d2926_j
-.Lc1_d2926_j:
+    jmp .Lc1_d2928_j
+.Lc1_d2928_j:
+    mov dword ptr [r15 + 320], ecx
+    movzx ecx, cl
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], edi
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, ecx
-    test ebx, 1152
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movsxd rcx, dword ptr [r15 + 384]
-    movsxd rax, dword ptr [r15 + 128]
-    mov rbp, qword ptr [r15 + 768]
-    mov edi, dword ptr [r15 + 704]
-    mov r8, r11
-    mov r9d, dword ptr [r15 + 384]
-    test ebx, 512
-    jnz 1f
-1:
-    and r8, 1984
-    mov qword ptr [r15 + r8 + 1344], r8
-    mov qword ptr [r15 + 512], r8
-    mov qword ptr [r15 + 128], r8
-    mov r8d, dword ptr [r15 + 64]
+    mov qword ptr [r15 + 0], rax
+    vmovq xmm12, rcx
     test ebx, 1073741824
     jz 1f
 1:
-    mov dword ptr [r15 + 256], r9d
-    movzx r8d, byte ptr [r15 + 192]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx edx, cl
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r9d, dword ptr [r15 + 448]
-    mov edi, r9d
-    mov r9, r11
-    test dword ptr [r15 + 67117723], 2
-    jz 1f
+    mov rcx, rbp
+    test ebx, 1073741824
+    jnz 1f
 1:
-    and r9, 4032
+    movzx ecx, r8b
     mov r8, r11
-    mov byte ptr [r15 + r9 + 3392], r8b
-    mov rdi, r8
+    jmp 1f
+1:
+    mov dword ptr [r15 + 512], 225
     and r8, 8128
-    mov byte ptr [r15 + r8 + 7488], al
-    mov byte ptr [r15 + 320], r9b
+    mov ecx, dword ptr [r15 + r8 + 7488]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    vpshufd xmm12, xmm12, 57
+    mov r8, rcx
+    jmp 1f
+1:
+    mov r8, r11
+    movzx ebp, byte ptr [r15 + 256]
+    and r8, 1984
+    mov qword ptr [r15 + r8 + 1344], rcx
+    test dword ptr [r15 + 67117723], 50331680
+    jz 1f
+1:
+    mov qword ptr [r15 + 64], rcx
+    jmp 1f
+1:
+    mov dword ptr [r15 + 576], 154
+    and ecx, dword ptr [r15 + 192]
+    mov r8d, 214
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movsxd rcx, dword ptr [r15 + 128]
+    movsxd r8, dword ptr [r15 + 448]
+    jmp 1f
+1:
+    mov byte ptr [r15 + 384], dil
     add r11, 64
     inc rbx
     dec r13
@@ -3504,55 +3494,62 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov dword ptr [r15 + 128], 195
-    mov rax, qword ptr [r15 + 64]
-    movzx r8d, byte ptr [r15 + 448]
-    mov byte ptr [r15 + 192], dil
-    test dword ptr [r15 + 67117724], 4194312
-    jnz 1f
+    vpmovmskb eax, xmm12
+    mov rax, r8
+    mov rax, qword ptr [r15 + 384]
+    mov edi, r8d
+    test dword ptr [r15 + 67117723], 65536
+    jz 1f
 1:
-    mov r8, r10
-    mov edi, dword ptr [r15 + 256]
-    mov eax, edi
-    mov rdi, qword ptr [r15 + 320]
-    and r8, 4032
-    movsxd r9, dword ptr [r15 + r8 + 3392]
+    mov qword ptr [r15 + 320], rax
+    mov eax, dword ptr [r15 + 704]
+    jmp 1f
+1:
+    mov edi, r9d
     test ebx, 1073741824
     jnz 1f
 1:
-    and r8d, dword ptr [r15 + 512]
-    mov rdi, qword ptr [r15 + 320]
-    mov r9, r11
-    mov eax, dword ptr [r15 + 576]
-    test dword ptr [r15 + 67117723], 4096
-    jz 1f
-1:
-    and r9, 16320
-    mov qword ptr [r15 + r9 + 15680], rdi
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r9, qword ptr [r15 + 64]
-    test dword ptr [r15 + 67117724], 1056774
-    jz 1f
-1:
-    movzx r9d, r9b
-    jmp 1f
-1:
-    mov dword ptr [r15 + 384], 205
-    mov r9, r11
-    mov rdi, qword ptr [r15 + 448]
+    movzx eax, dil
+    mov edi, ecx
+    vpaddd xmm12, xmm12, xmm12
+    mov qword ptr [r15 + 512], rdi
+    mov r8, r11
     test ebx, 1073741824
     jz 1f
 1:
-    mov rcx, rdi
+    and r8, 16320
+    movzx edi, byte ptr [r15 + r8 + 15680]
+    movzx r8d, byte ptr [r15 + 256]
+    mov eax, 162
+    movzx eax, bpl
+    test ebx, 384
+    jz 1f
+1:
+    jmp 1f
+1:
+    mov r8d, 22
+    mov r9, r11
+    mov r8d, 93
+    movzx r8d, byte ptr [r15 + 64]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and r9, 4032
+    mov r8, qword ptr [r15 + r9 + 3392]
+    mov r9, r11
+    mov rax, qword ptr [r15 + 640]
+    jmp 1f
+1:
     and r9, 448
-    mov dword ptr [r15 + r9 + 832], edi
-    jmp 1f
+    movzx edi, byte ptr [r15 + r9 + 832]
+    test ebx, 1073741824
+    jz 1f
 1:
+    mov r9d, 23
+    movsxd rbp, dword ptr [r15 + 128]
+    mov r9, r8
+    mov r9d, ecx
     add r11, 64
-    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b1_done
@@ -3560,88 +3557,60 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 7
-    lea rcx, [rip + .Lc1_d3031_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d3031_s_t
-    .p2align 3
-.Lc1_d3031_s:
-    .p2align 3
-    jmp .Lc1_d3031_j
-    .p2align 3
-    jmp .Lc1_d3031_j
-    .p2align 3
-    jmp .Lc1_d3031_j
-    .p2align 3
-    jmp .Lc1_d3031_j
-    .p2align 3
-    jmp .Lc1_d3031_j
-    .p2align 3
-    jmp .Lc1_d3031_j
-    .p2align 3
-    jmp .Lc1_d3031_j
-    .p2align 3
-    jmp .Lc1_d3031_j
-.Lc1_d3031_j:
-    xor dword ptr [r15 + 0], eax
-    jmp 1f
-1:
-    mov rax, rcx
-    jmp 1f
-1:
-    mov rax, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, rcx
-    test ebx, 1073741824
+    lea rcx, [rip + .Lc1_d3040_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d3040_j_t
+.Lc1_d3040_j:
+    mov r8, r11
+    mov rbp, r11
+    and rbp, 1984
+    mov dword ptr [r15 + rbp + 1344], 32
+    and r8, 8128
+    mov dword ptr [r15 + r8 + 7488], eax
+    mov dword ptr [r15 + 512], 157
+    movzx r8d, dil
+    movsxd r8, dword ptr [r15 + 384]
+    test dword ptr [r15 + 67117723], 2
     jnz 1f
 1:
     jmp 1f
 1:
-    mov edi, 42
-    mov qword ptr [r15 + 0], rdi
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], 105
+    movzx r8d, byte ptr [r15 + 448]
     jmp 1f
 1:
-    test ebx, 1073741824
+    mov ebp, ebp
+    test dword ptr [r15 + 67117724], 4194496
     jz 1f
 1:
+    and ebp, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov ecx, edi
-    mov dword ptr [r15 + 320], 52
-    mov edi, 69
+    movsxd r8, dword ptr [r15 + 192]
+    vmovq qword ptr [r15 + 64], xmm12
     jmp 1f
 1:
     test ebx, 1073741824
     jnz 1f
 1:
-    mov edi, dword ptr [r15 + 256]
-    movzx ecx, byte ptr [r15 + 64]
-    mov byte ptr [r15 + 128], al
-    lea r9, [r10 + r10*1]
-    mov dword ptr [r15 + 384], 114
-    movzx eax, byte ptr [r15 + 640]
-    and r9, 1984
-    movsxd r8, dword ptr [r15 + r9 + 1344]
-    test ebx, 1073741824
-    jnz 1f
-1:
+    mov dword ptr [r15 + 320], 220
+    vmovdqu ymmword ptr [r15 + 128], ymm12
     jmp 1f
 1:
-    movzx eax, byte ptr [r15 + r9 + 1408]
     mov r8, r10
-    mov r9, r11
+    mov ebp, dword ptr [r15 + 256]
+    mov ecx, ebp
+    test dword ptr [r15 + 67117724], 134218240
+    jnz 1f
+1:
     and r8, 448
-    mov dword ptr [r15 + r8 + 832], 21
-    movsxd rcx, dword ptr [r15 + 448]
-    and r9, 8128
-    mov dword ptr [r15 + r9 + 7488], ebp
-    mov dword ptr [r15 + 512], 222
+    mov byte ptr [r15 + r8 + 832], bpl
+    mov r8, rbp
+    mov r8d, dword ptr [r15 + 768]
+    jmp 1f
+1:
+    jmp 1f
+1:
     add r11, 64
     add r10, r11
     inc rbx
@@ -3652,115 +3621,132 @@ ditto_body_c1:
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
     mov r8, r11
-    mov qword ptr [r15 + 768], rcx
-    mov byte ptr [r15 + 320], r8b
-    and r8, 4032
-    movsxd rax, dword ptr [r15 + r8 + 3392]
-    mov r8, qword ptr [r15 + 192]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r8d, dword ptr [r15 + 512]
-    mov eax, dword ptr [r15 + 128]
-    mov ecx, eax
-    mov rax, rcx
-    test ebx, 1152
-    jz 1f
-1:
-    mov ecx, dword ptr [r15 + 384]
-    mov eax, dword ptr [r15 + 448]
-    movsxd r8, dword ptr [r15 + 64]
-    test dword ptr [r15 + 67117723], 2099200
-    jnz 1f
-1:
-    mov r9d, eax
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 128], 51
-    test dword ptr [r15 + 67117723], 32768
-    jz 1f
-1:
-    movzx eax, r8b
-    mov eax, 64
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r8, r11
-    mov rax, qword ptr [r15 + 704]
-    mov rcx, r9
-    vpaddq xmm14, xmm14, xmmword ptr [r15 + 0]
     and r8, 8128
-    movzx r9d, byte ptr [r15 + r8 + 7488]
+    mov eax, dword ptr [r15 + r8 + 7488]
+    mov r8, rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
+    mov qword ptr [r15 + 0], rax
+    mov eax, ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, 255
+    mov qword ptr [r15 + 512], r8
+    and eax, dword ptr [r15 + 192]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rax, qword ptr [r15 + 128]
     mov r8, r10
-    mov r9d, 253
-    and r8, 448
-    mov r9, qword ptr [r15 + r8 + 832]
-    mov r8, qword ptr [r15 + 256]
+    mov rbp, r9
+    and r8, 4032
+    movsxd r9, dword ptr [r15 + r8 + 3392]
+    mov dword ptr [r15 + 448], 239
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r8, rcx
+    movsxd r8, dword ptr [r15 + 576]
+    mov r9, r8
+    mov r8, qword ptr [r15 + 384]
+    mov rbp, r11
+    test dword ptr [r15 + 67117724], 16778240
+    jnz 1f
+1:
+    mov dword ptr [r15 + 320], 61
+    and rbp, 1984
+    mov byte ptr [r15 + rbp + 1344], bpl
+    mov qword ptr [r15 + 64], rax
+    mov byte ptr [r15 + 320], bpl
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c61:
-    lea rcx, [rip + .Lc1_d3147_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d3147_j_t
-.Lc1_d3147_j:
-    mov rcx, qword ptr [r15 + 576]
-    mov byte ptr [r15 + 384], r9b
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, 75
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 7
+    lea rcx, [rip + .Lc1_d3139_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d3139_s_t
+    .p2align 3
+.Lc1_d3139_s:
+    .p2align 3
+    jmp .Lc1_d3139_j
+    .p2align 3
+    jmp .Lc1_d3139_j
+    .p2align 3
+    jmp .Lc1_d3139_j
+    .p2align 3
+    jmp .Lc1_d3139_j
+    .p2align 3
+    jmp .Lc1_d3139_j
+    .p2align 3
+    jmp .Lc1_d3139_j
+    .p2align 3
+    jmp .Lc1_d3139_j
+    .p2align 3
+    jmp .Lc1_d3139_j
+.Lc1_d3139_j:
+    mov rbp, r11
+    jmp 1f
 1:
-    mov r8d, eax
-    mov r8, r8
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, 98
-    test ebx, 1073741824
-    jnz 1f
+    and rbp, 4032
+    mov dword ptr [r15 + rbp + 3392], eax
+    jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, dword ptr [r15 + 384]
-    mov r8, r11
-    mov r9, qword ptr [r15 + 64]
-    mov dword ptr [r15 + 320], ecx
-    and r8, 4032
-    mov byte ptr [r15 + r8 + 3392], cl
+    jmp 1f
+1:
+    mov dword ptr [r15 + 704], ebp
     test ebx, 1073741824
     jz 1f
 1:
-    mov r8, r11
     jmp 1f
 1:
-    and r8, 1984
-    mov r9, r11
-    mov rcx, qword ptr [r15 + r8 + 1344]
-    mov r8d, eax
-    and r9, 8128
-    mov r8d, dword ptr [r15 + r9 + 7488]
-    movzx r9d, byte ptr [r15 + 512]
-    mov dword ptr [r15 + 128], 70
+    mov rbp, qword ptr [r15 + 64]
+    nop
+    vmovdqu ymmword ptr [r15 + 640], ymm12
+    movsxd rax, dword ptr [r15 + 384]
+    mov r8, r11
     test ebx, 1073741824
     jnz 1f
 1:
-    mov dword ptr [r15 + 256], 145
-    mov byte ptr [r15 + 192], cl
+    and r8, 448
+    mov qword ptr [r15 + r8 + 832], r8
+    mov byte ptr [r15 + 128], r8b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, dword ptr [r15 + 256]
+    test dword ptr [r15 + 67117723], 285736976
+    jz 1f
+1:
     jmp 1f
 1:
-    movzx ecx, r8b
-    mov ecx, r8d
+    mov dword ptr [r15 + 192], 208
+    jmp 1f
+1:
+    mov r8, r11
+    vmovdqu xmm12, xmmword ptr [r15 + 448]
+    mov eax, dword ptr [r15 + 512]
+    test dword ptr [r15 + 67117723], 8388608
+    jnz 1f
+1:
+    and r8, 1984
+    and eax, dword ptr [r15 + r8 + 1344]
+    mov dword ptr [r15 + 320], ebp
+    movzx r8d, bpl
+    movzx r8d, bpl
+    mov r8d, dword ptr [r15 + 64]
     add r11, 64
     inc rbx
     dec r13
@@ -3769,63 +3755,58 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d3200_j]
+    lea rcx, [rip + .Lc1_d3199_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d3200_j_t
-.Lc1_d3200_j:
-    mov r8, r11
-    movsxd rcx, dword ptr [r15 + 192]
-    and r8, 4032
-    mov byte ptr [r15 + r8 + 3392], al
-    mov eax, eax
+    jmp .Lc1_d3199_j_t
+.Lc1_d3199_j:
     jmp 1f
 1:
-    mov rax, rcx
-    test ebx, 1073741824
+    movsxd rcx, dword ptr [r15 + 448]
+    mov qword ptr [r15 + 512], r8
+    mov r8, r10
+    mov rax, qword ptr [r15 + 320]
+    test dword ptr [r15 + 67117723], 131072
     jz 1f
 1:
-    vmovdqu ymmword ptr [r15 + 0], ymm14
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, eax
-    mov qword ptr [r15 + 0], r8
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r8, r11
-    movzx eax, byte ptr [r15 + 128]
-    and r8, 1984
-    mov dword ptr [r15 + r8 + 1344], 67
-    mov r8, r11
-    test dword ptr [r15 + 67117724], 294912
-    jnz 1f
-1:
+    mov dword ptr [r15 + 384], 224
     and r8, 448
-    mov qword ptr [r15 + r8 + 832], r8
-    mov r8d, 130
-    vmovdqu ymmword ptr [r15 + 384], ymm14
-    mov qword ptr [r15 + 512], rax
+    mov dword ptr [r15 + r8 + 832], 57
     jmp 1f
 1:
-    test dword ptr [r15 + 67117724], 536936450
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r8, r11
+    movsxd rcx, dword ptr [r15 + 768]
+    and r8, 4032
+    movsxd rax, dword ptr [r15 + r8 + 3392]
+    mov qword ptr [r15 + 64], rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 384
     jz 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r8d, byte ptr [r15 + 128]
     jmp 1f
 1:
-    mov eax, 46
-    mov eax, dword ptr [r15 + 64]
-    mov r8d, r8d
     test ebx, 1073741824
     jz 1f
 1:
-    mov qword ptr [r15 + 320], rcx
-    mov edi, dword ptr [r15 + 448]
-    movzx ecx, byte ptr [r15 + 640]
-    mov r8d, 62
+    mov r8d, r8d
+    mov qword ptr [r15 + 128], r9
+    mov dword ptr [r15 + 384], 100
+    mov byte ptr [r15 + 192], al
+    mov r8, r10
+    test dword ptr [r15 + 67117723], 1073742978
+    jz 1f
+1:
+    and r8, 8128
+    mov dword ptr [r15 + r8 + 7488], r8d
+    mov byte ptr [r15 + 256], cl
+    jmp 1f
+1:
     add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b1_done
@@ -3835,57 +3816,64 @@ ditto_body_c1:
     mov qword ptr [r15 + 67117720], rax
     jmp 1f
 1:
+    mov eax, ecx
+    vmovdqu ymmword ptr [r15 + 512], ymm12
+    mov dword ptr [r15 + 320], eax
+    jmp 1f
+1:
+    and eax, dword ptr [r15 + 384]
+    test ebx, 256
+    jz 1f
+1:
+    movzx eax, r8b
+    mov eax, r8d
+    jmp 1f
+1:
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 320], rax
-    mov qword ptr [r15 + 256], rax
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r8, r11
-    mov eax, dword ptr [r15 + 384]
-    mov rcx, rax
-    and r8, 8128
-    vmovdqu ymmword ptr [r15 + r8 + 7488], ymm14
-    mov eax, dword ptr [r15 + 704]
-    mov r8d, 49
-    test dword ptr [r15 + 67117724], 536903744
+    mov rax, rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, 194
+    jmp 1f
+1:
+    jmp 1f
+1:
+    test dword ptr [r15 + 67117723], 34865152
     jz 1f
 1:
-    movzx eax, cl
-    mov eax, 203
-    mov ecx, 60
-    mov ecx, dword ptr [r15 + 768]
-    mov dword ptr [r15 + 64], 20
+    mov eax, 202
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r8d, dword ptr [r15 + 256]
+    mov eax, 187
+    jmp 1f
+1:
     test ebx, 1073741824
     jz 1f
 1:
     mov r8, r11
-    jmp 1f
-1:
-    and r8, 448
-    movzx ecx, byte ptr [r15 + r8 + 832]
+    mov eax, 55
+    and r8, 1984
+    mov dword ptr [r15 + r8 + 1344], 79
     movsxd r8, dword ptr [r15 + 448]
-    vpaddd xmm13, xmm13, xmm14
-    mov byte ptr [r15 + 320], r8b
+    mov r9, qword ptr [r15 + 64]
+    mov rax, rcx
     test ebx, 1073741824
     jnz 1f
 1:
-    jmp 1f
-1:
-    mov qword ptr [r15 + 128], rax
-    mov r8d, eax
-    mov r8d, dword ptr [r15 + 192]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r8d, 39
-    mov byte ptr [r15 + 512], r8b
     movzx r8d, r8b
     jmp 1f
 1:
+    mov rbp, r11
+    movzx r8d, r9b
+    vmovq qword ptr [r15 + 576], xmm12
+    and rbp, 8128
+    mov dword ptr [r15 + rbp + 7488], 178
     add r11, 64
     inc rbx
     dec r13
@@ -3903,83 +3891,85 @@ ditto_body_c1:
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
     xor eax, eax
-    test dword ptr [r15 + 67117723], 256
+    test dword ptr [r15 + 67117724], 67108864
     setz al
-    lea rcx, [rip + .Lc1_d3308_s]
+    lea rcx, [rip + .Lc1_d3306_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d3308_s_t
+    jmp .Lc1_d3306_s_t
     .p2align 3
-.Lc1_d3308_s:
+.Lc1_d3306_s:
     .p2align 3
-    jmp .Lc1_d3308_j
+    jmp .Lc1_d3306_j
     .p2align 3
-    jmp .Lc1_d3308_j
-.Lc1_d3308_j:
-    lea r8, [r10 + r10*1]
-    mov ebp, dword ptr [r15 + 384]
-    movsxd rcx, dword ptr [r15 + 448]
+    jmp .Lc1_d3306_j
+.Lc1_d3306_j:
+    mov rax, qword ptr [r15 + 448]
+    mov ecx, dword ptr [r15 + 320]
     test ebx, 1073741824
     jnz 1f
 1:
-    and r8, 8128
-    movzx ecx, byte ptr [r15 + r8 + 7488]
-    mov rax, rcx
+    movzx ecx, al
+    mov rcx, rcx
     test ebx, 1073741824
     jz 1f
 1:
-    movzx eax, bpl
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rbp, qword ptr [r15 + 512]
-    movzx ecx, r8b
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rbp, r8
-    test ebx, 1073741824
-    jnz 1f
-1:
-    vmovdqu ymmword ptr [r15 + 64], ymm13
-    mov r9d, edi
-    test ebx, 1073741824
-    jz 1f
-1:
-    vmovdqu ymmword ptr [r15 + 640], ymm13
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movsxd rcx, dword ptr [r15 + 128]
-    mov ebp, ecx
+    movzx ecx, byte ptr [r15 + 128]
     mov rbp, r10
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov dword ptr [r15 + 192], 110
+    and rbp, 448
+    movzx ecx, byte ptr [r15 + rbp + 832]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov ebp, 28
+    movsxd rax, dword ptr [r15 + 512]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov ebp, ecx
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov ebp, dword ptr [r15 + 256]
+    vmovdqu ymmword ptr [r15 + 640], ymm12
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx ebp, bpl
+    mov rbp, rbp
     test bl, 12
     jnz 1f
 1:
-    mov rdi, r9
-    and rbp, 448
-    movzx edi, byte ptr [r15 + rbp + 832]
+    mov ebp, ebp
+    lea rbp, [r10 + r10*1]
     test bl, 36
     jnz 1f
 1:
-    movsxd rbp, dword ptr [r15 + 448]
+    movsxd rcx, dword ptr [r15 + 384]
+    and rbp, 8128
+    movzx eax, byte ptr [r15 + rbp + 7488]
     test ebx, 3824
     jnz 1f
 1:
-    movsxd rbp, dword ptr [r15 + 512]
-    mov dword ptr [r15 + 320], 203
+    mov rax, r8
+    mov byte ptr [r15 + 256], al
     test ebx, 1073741824
     jnz 1f
 1:
-    mov ebp, dword ptr [r15 + 256]
+    mov dword ptr [r15 + rbp + 7552], 190
     test ebx, 1073741824
     jz 1f
 1:
-    mov ebp, 52
-    mov rbp, rdi
+    mov rbp, rbp
+    mov dword ptr [r15 + 512], ebp
     test ebx, 1073741824
     jnz 1f
 1:
-    mov dword ptr [r15 + r8 + 7552], 166
+    movsxd rbp, dword ptr [r15 + 64]
+    add r11, 64
     add r10, r11
     inc rbx
     dec r13
@@ -3992,159 +3982,143 @@ ditto_body_c1:
     add rcx, qword ptr [r15 + 67117728]
     jmp .Lc1_d3376_j_t
 .Lc1_d3376_j:
-    mov ecx, dword ptr [r15 + 512]
-    mov rax, qword ptr [r15 + 768]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov ecx, ecx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    vpaddd xmm13, xmm13, xmm13
-    test ebx, 1073741824
+    mov ecx, dword ptr [r15 + 128]
+    vpcmpeqb xmm12, xmm12, xmm9
+    test dword ptr [r15 + 67117723], 1229197356
     jz 1f
 1:
-    movzx ecx, byte ptr [r15 + 128]
-    test dword ptr [r15 + 67117723], 16777216
-    jz 1f
-1:
-    movsxd rcx, dword ptr [r15 + 704]
+    mov ecx, dword ptr [r15 + 384]
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx ecx, cl
-    test dword ptr [r15 + 67117724], 268438879
-    jnz 1f
-1:
-    .byte 0x0f, 0x1f, 0x00
-    movsxd rcx, dword ptr [r15 + 320]
+    movzx ecx, r9b
     test ebx, 1073741824
     jnz 1f
 1:
-    lock or dword ptr [r15 + 64], 51
+    mov ecx, eax
     test ebx, 1073741824
-    jz 1f
-1:
-    vmovq qword ptr [r15 + 576], xmm13
-    test dword ptr [r15 + 67117724], 696295466
-    jz 1f
+    jnz 1f
 1:
     mov byte ptr [r15 + 192], al
-    mov rbp, r10
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and rbp, 4032
-    vmovdqu ymmword ptr [r15 + rbp + 3392], ymm13
-    mov rbp, r10
-    mov r8, r10
-    test dword ptr [r15 + 67117723], 1024
+    test ebx, 65328
     jz 1f
 1:
-    and r8, 448
-    movzx eax, byte ptr [r15 + r8 + 832]
+    mov dword ptr [r15 + 320], eax
+    test ebx, 1073741824
+    jz 1f
+1:
+    movsxd r9, dword ptr [r15 + 448]
     test ebx, 1073741824
     jnz 1f
 1:
-    and rbp, 8128
-    movzx eax, byte ptr [r15 + rbp + 7488]
+    mov r9, qword ptr [r15 + 704]
+    movzx eax, byte ptr [r15 + 256]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov eax, 34
+    mov r9, r10
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rax, rax
+    test ebx, 1073741824
+    jz 1f
+1:
+    and r9, 4032
+    movzx eax, byte ptr [r15 + r9 + 3392]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r9, r10
+    mov rax, rcx
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and r9, 8128
+    mov byte ptr [r15 + r9 + 7488], cl
+    test dword ptr [r15 + 67117723], 4194304
+    jz 1f
+1:
+    mov dword ptr [r15 + 64], eax
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movsxd r9, dword ptr [r15 + 512]
+    add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jnz .Lc1_b2_c0
 .Lc1_b2_done:
-// block 3: 2048 bytes, 8 chunk(s), 4 chunk executions per call
+// block 3: 2048 bytes, 8 chunk(s), 8 chunk executions per call
     mov rbx, qword ptr [r15 + 67117760]
-    lea rcx, [rbx + 4]
+    lea rcx, [rbx + 8]
     mov qword ptr [r15 + 67117760], rcx
-    mov r13d, 4
-    mov eax, ebx
-    and eax, 7
-    lea rcx, [rip + .Lc1_b3_stubs]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_b3_stubs_t
-    .p2align 3
-.Lc1_b3_stubs:
-    .p2align 3
+    mov r13d, 8
     jmp .Lc1_b3_c0
-    .p2align 3
-    jmp .Lc1_b3_c1
-    .p2align 3
-    jmp .Lc1_b3_c2
-    .p2align 3
-    jmp .Lc1_b3_c3
-    .p2align 3
-    jmp .Lc1_b3_c4
-    .p2align 3
-    jmp .Lc1_b3_c5
-    .p2align 3
-    jmp .Lc1_b3_c6
-    .p2align 3
-    jmp .Lc1_b3_c7
     .p2align 6
 .Lc1_b3_c0:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 33554432
-    setz al
-    lea rcx, [rip + .Lc1_d3442_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d3442_s_t
-    .p2align 3
-.Lc1_d3442_s:
-    .p2align 3
-    jmp .Lc1_d3442_j
-    .p2align 3
-    jmp .Lc1_d3442_j
-.Lc1_d3442_j:
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov rax, qword ptr [r15 + 320]
-    mov ecx, dword ptr [r15 + 256]
-    mov rbp, r10
-    movsxd r8, dword ptr [r15 + 384]
-    and rbp, 4032
-    mov byte ptr [r15 + rbp + 3392], bpl
-    mov rdi, rax
-    test dword ptr [r15 + 67117723], 2105349
-    jz 1f
-1:
-    mov byte ptr [r15 + 384], dil
-    mov edi, dword ptr [r15 + 128]
-    jmp 1f
-1:
-    mov ebp, dword ptr [r15 + 640]
-    mov qword ptr [r15 + 512], rbp
-    movzx eax, byte ptr [r15 + 448]
-    mov byte ptr [r15 + 576], r8b
-    test dword ptr [r15 + 67117723], 1024
-    jnz 1f
-1:
-    movsxd rbp, dword ptr [r15 + 128]
-    xor dword ptr [r15 + 0], edi
-    movzx edi, cl
-    vmovq xmm13, r8
-    movzx r8d, r8b
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov byte ptr [r15 + 0], r9b
+    mov qword ptr [r15 + 0], rcx
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r8, r11
-    movzx edi, byte ptr [r15 + 64]
     jmp 1f
 1:
-    mov rcx, rax
-    and r8, 1984
+    jmp 1f
+1:
+    mov r9d, 203
+    mov dword ptr [r15 + 0], r9d
+    movsxd r9, dword ptr [r15 + 128]
+    mov byte ptr [r15 + 704], al
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx eax, byte ptr [r15 + 448]
+    vmovdqu ymmword ptr [r15 + 256], ymm12
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movsxd r9, dword ptr [r15 + 320]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r9, r11
+    mov rax, qword ptr [r15 + 128]
+    mov rcx, rcx
+    and r9, 448
+    movsxd rcx, dword ptr [r15 + r9 + 832]
+    movzx r9d, byte ptr [r15 + 192]
+    mov ebp, dword ptr [r15 + 512]
+    jmp 1f
+1:
+    test dword ptr [r15 + 67117724], 33554496
+    jnz 1f
+1:
     mov rbp, r10
-    movsxd rcx, dword ptr [r15 + r8 + 1344]
-    and rbp, 8128
-    mov r8, qword ptr [r15 + rbp + 7488]
+    jmp 1f
+1:
+    mov byte ptr [r15 + 64], al
+    mov r9d, dword ptr [r15 + 384]
+    mov r8, r10
+    and rbp, 4032
+    movzx eax, byte ptr [r15 + rbp + 3392]
+    and r8, 1984
+    movzx ebp, byte ptr [r15 + r8 + 1344]
     jmp 1f
 1:
     add r11, 64
@@ -4153,61 +4127,60 @@ ditto_body_c1:
     dec r13
     jz .Lc1_b3_done
 .Lc1_b3_c1:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d3498_j]
+    lea rcx, [rip + .Lc1_d3491_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d3498_j_t
-.Lc1_d3498_j:
-    mov rbp, r11
-    and rbp, 4032
-    mov byte ptr [r15 + rbp + 3392], r8b
-    jmp 1f
-1:
-    mov rbp, r11
-    movzx ecx, al
-    movsxd rcx, dword ptr [r15 + 704]
-    and rbp, 1984
-    movsxd rax, dword ptr [r15 + rbp + 1344]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov eax, ebp
-    movzx r8d, byte ptr [r15 + 448]
+    jmp .Lc1_d3491_j_t
+.Lc1_d3491_j:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, r11
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    movzx eax, r8b
+    and r9, 1984
+    mov rcx, qword ptr [r15 + r9 + 1344]
+    mov r9d, eax
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    movzx r9d, r9b
+    mov dword ptr [r15 + 384], r9d
+    movzx r9d, byte ptr [r15 + 128]
+    mov eax, 116
+    jmp 1f
+1:
+    mov eax, dword ptr [r15 + 64]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov qword ptr [r15 + 0], rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    xor dword ptr [r15 + 64], eax
-    mov ecx, eax
-    test dword ptr [r15 + 67117724], 1048640
-    jz 1f
-1:
-    movzx ecx, byte ptr [r15 + 512]
-    mov r8, qword ptr [r15 + 320]
-    mov r9, qword ptr [r15 + 128]
-    mov byte ptr [r15 + 256], r9b
-    movzx ebp, byte ptr [r15 + 384]
-    test ebx, 1073741824
-    jz 1f
-1:
     jmp 1f
 1:
-    mov qword ptr [r15 + 192], r8
-    mov rbp, r10
-    mov r9d, 9
-    mov r9d, 156
-    and rbp, 448
-    vmovdqu ymmword ptr [r15 + rbp + 832], ymm13
+    mov dword ptr [r15 + 192], 190
+    mov qword ptr [r15 + 384], rcx
+    jmp 1f
+1:
+    movzx ecx, al
+    lea r9, [r10 + r10*1]
+    mov ecx, r9d
+    mov dword ptr [r15 + 320], 84
+    and r9, 8128
+    mov dword ptr [r15 + r9 + 7488], eax
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rbp, r11
+    mov byte ptr [r15 + 256], r8b
+    movzx ecx, byte ptr [r15 + 448]
+    add rcx, qword ptr [r15 + 768]
+    and rbp, 4032
+    mov qword ptr [r15 + rbp + 3392], r9
+    movzx ebp, bpl
+    mov rbp, qword ptr [r15 + 512]
+    mov qword ptr [r15 + r9 + 7552], r8
     add r11, 64
     add r10, r11
     inc rbx
@@ -4217,51 +4190,45 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov dword ptr [r15 + 192], ebp
-    movzx eax, r9b
-    movsxd rax, dword ptr [r15 + 512]
-    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, cl
+    mov eax, dword ptr [r15 + 384]
+    vpaddq xmm12, xmm12, xmmword ptr [r15 + 192]
+    mov rcx, qword ptr [r15 + 64]
+    movzx ebp, bpl
+    mov ebp, 149
+    test dword ptr [r15 + 67117723], 2050
+    jnz 1f
+1:
     jmp 1f
 1:
-    add r9, qword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], r9b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    add rcx, qword ptr [r15 + 0]
+    mov r9d, dword ptr [r15 + 640]
+    and rbp, 1984
+    mov dword ptr [r15 + rbp + 1344], 217
     test ebx, 1073741824
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, r9d
-    jmp 1f
-1:
-    mov r9d, eax
-    mov r9d, 108
-    test bl, 32
+    mov rbp, qword ptr [r15 + 320]
+    vmovdqu ymmword ptr [r15 + 576], ymm12
+    mov rcx, qword ptr [r15 + 448]
+    mov r9, r11
+    mov byte ptr [r15 + 320], al
+    and r9, 4032
+    mov dword ptr [r15 + r9 + 3392], eax
+    mov r9, r9
+    test dword ptr [r15 + 67117723], 256
     jz 1f
 1:
-    vpaddd xmm13, xmm13, xmm13
-    and r9d, dword ptr [r15 + 256]
-    mov rax, qword ptr [r15 + 320]
-    movsxd rbp, dword ptr [r15 + 448]
-    mov r8, r11
-    vmovq qword ptr [r15 + 64], xmm13
-    movzx ecx, byte ptr [r15 + 320]
-    mov rbp, r11
-    and r8, 16320
-    mov dword ptr [r15 + r8 + 15680], 20
-    test dword ptr [r15 + 67117724], 8388608
-    jz 1f
-1:
-    and rbp, 448
-    mov r8d, dword ptr [r15 + rbp + 832]
-    mov byte ptr [r15 + 384], r9b
-    mov rbp, r11
-    movsxd r9, dword ptr [r15 + 128]
-    and rbp, 8128
-    and eax, dword ptr [r15 + rbp + 7488]
-    movzx ebp, cl
-    mov dword ptr [r15 + 768], ebp
+    mov r9, r11
+    mov eax, dword ptr [r15 + 256]
+    mov rbp, rbp
+    mov byte ptr [r15 + 128], bpl
+    and r9, 448
+    mov rbp, qword ptr [r15 + r9 + 832]
+    movzx r9d, byte ptr [r15 + 512]
     add r11, 64
     inc rbx
     dec r13
@@ -4272,150 +4239,169 @@ ditto_body_c1:
     mov qword ptr [r15 + 67117720], rax
     mov eax, dword ptr [r15 + 67117724]
     and eax, 15
-    lea rcx, [rip + .Lc1_d3596_s]
+    lea rcx, [rip + .Lc1_d3587_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d3596_s_t
+    jmp .Lc1_d3587_s_t
     .p2align 3
-.Lc1_d3596_s:
+.Lc1_d3587_s:
     .p2align 3
-    jmp .Lc1_d3596_j
+    jmp .Lc1_d3587_j
     .p2align 3
-    jmp .Lc1_d3596_j
+    jmp .Lc1_d3587_j
     .p2align 3
-    jmp .Lc1_d3596_j
+    jmp .Lc1_d3587_j
     .p2align 3
-    jmp .Lc1_d3596_j
+    jmp .Lc1_d3587_j
     .p2align 3
-    jmp .Lc1_d3596_j
+    jmp .Lc1_d3587_j
     .p2align 3
-    jmp .Lc1_d3596_j
+    jmp .Lc1_d3587_j
     .p2align 3
-    jmp .Lc1_d3596_j
+    jmp .Lc1_d3587_j
     .p2align 3
-    jmp .Lc1_d3596_j
+    jmp .Lc1_d3587_j
     .p2align 3
-    jmp .Lc1_d3596_j
+    jmp .Lc1_d3587_j
     .p2align 3
-    jmp .Lc1_d3596_j
+    jmp .Lc1_d3587_j
     .p2align 3
-    jmp .Lc1_d3596_j
+    jmp .Lc1_d3587_j
     .p2align 3
-    jmp .Lc1_d3596_j
+    jmp .Lc1_d3587_j
     .p2align 3
-    jmp .Lc1_d3596_j
+    jmp .Lc1_d3587_j
     .p2align 3
-    jmp .Lc1_d3596_j
+    jmp .Lc1_d3587_j
     .p2align 3
-    jmp .Lc1_d3596_j
+    jmp .Lc1_d3587_j
     .p2align 3
-    jmp .Lc1_d3596_j
-.Lc1_d3596_j:
-    mov byte ptr [r15 + 384], cl
-    movzx ecx, byte ptr [r15 + 576]
-    movzx eax, byte ptr [r15 + 256]
-    mov r8d, 151
+    jmp .Lc1_d3587_j
+.Lc1_d3587_j:
+    movzx eax, bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     jmp 1f
 1:
-    mov r8, qword ptr [r15 + 448]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 67117723], 264
-    jnz 1f
+    mov dword ptr [r15 + 0], eax
+    mov rax, rax
+    movzx eax, cl
+    test bl, 32
+    jz 1f
 1:
-    vmovdqu xmmword ptr [r15 + 0], xmm13
-    mov edi, ecx
-    mov dword ptr [r15 + 128], r8d
-    mov r8, r10
-    movzx ecx, cl
-    mov rbp, r10
-    and r8, 4032
-    mov qword ptr [r15 + r8 + 3392], rdx
-    and rbp, 8128
-    mov r8d, dword ptr [r15 + rbp + 7488]
-    mov dword ptr [r15 + 640], esi
-    mov ebp, 243
-    mov dword ptr [r15 + 64], ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, 190
+    mov eax, r9d
+    movzx eax, bpl
+    mov eax, ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], r9d
+    mov eax, ecx
     test ebx, 1073741824
     jnz 1f
 1:
-    mov ecx, 180
-    .byte 0x0f, 0x1f, 0x40, 0x00
-    mov ecx, 88
-    mov dword ptr [r15 + 512], ecx
+    mov eax, 28
+    movsxd rax, dword ptr [r15 + 448]
+    mov byte ptr [r15 + 384], al
     mov rbp, r11
-    mov ecx, dword ptr [r15 + 320]
-    and rbp, 1984
-    mov rdi, qword ptr [r15 + rbp + 1344]
-    movzx ebp, byte ptr [r15 + 192]
-    mov dword ptr [r15 + 64], 31
+    movzx eax, byte ptr [r15 + 64]
+    mov ecx, ecx
+    and eax, dword ptr [r15 + 128]
+    and rbp, 448
+    mov qword ptr [r15 + rbp + 832], rcx
+    inc dword ptr [r15 + 512]
+    add rcx, qword ptr [r15 + 704]
+    mov rbp, r11
+    test bl, 32
+    jz 1f
+1:
+    movzx ecx, byte ptr [r15 + 320]
+    movzx eax, byte ptr [r15 + 64]
+    and rbp, 8128
+    mov r9, r11
+    movzx r8d, byte ptr [r15 + rbp + 7488]
+    and r9, 16320
+    mov rbp, qword ptr [r15 + r9 + 15680]
+    mov r9d, eax
+    mov eax, dword ptr [r15 + 192]
+    mov rsi, qword ptr [r15 + 256]
+    jmp 1f
+1:
     add r11, 64
-    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b3_done
 .Lc1_b3_c4:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 4
+    setz al
+    lea rcx, [rip + .Lc1_d3662_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d3662_s_t
+    .p2align 3
+.Lc1_d3662_s:
+    .p2align 3
+    jmp .Lc1_d3662_j
+    .p2align 3
+    jmp .Lc1_d3662_j
+.Lc1_d3662_j:
+    mov rbp, r11
+    mov rcx, r8
     jmp 1f
 1:
+    and rbp, 8128
+    mov dword ptr [r15 + rbp + 7488], ebp
+    mov rbp, qword ptr [r15 + 384]
+    mov dword ptr [r15 + 576], 191
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovq qword ptr [r15 + 0], xmm13
-    mov rbp, rcx
-    mov ebp, 175
     test ebx, 1073741824
     jnz 1f
 1:
-    mov qword ptr [r15 + 0], rdi
-    jmp 1f
-1:
-    mov rdi, rdi
-    and edi, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    vpxor xmm13, xmm13, xmm9
-    movsxd rbp, dword ptr [r15 + 64]
-    lea r8, [r11 + r11*1]
-    test ebx, 304
-    jz 1f
-1:
-    and r8, 448
-    mov byte ptr [r15 + r8 + 896], r8b
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov rdi, qword ptr [r15 + 256]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    add rdi, qword ptr [r15 + 192]
-    mov rbp, qword ptr [r15 + 448]
+    mov r8d, 228
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovq qword ptr [r15 + 64], xmm12
     test ebx, 1073741824
     jnz 1f
 1:
-    mov qword ptr [r15 + 384], rbp
-    mov qword ptr [r15 + 512], r8
-    mov dword ptr [r15 + 384], r8d
-    mov dword ptr [r15 + 320], ebp
-    mov edi, edi
-    movsxd rdi, dword ptr [r15 + 704]
-    movzx ebp, byte ptr [r15 + r8 + 832]
+    jmp 1f
+1:
+    mov rbp, rbp
+    vpxor xmm12, xmm12, xmm14
+    mov rbp, rax
+    mov ebp, 177
+    mov ebp, 30
+    mov r9, r11
     test ebx, 1073741824
     jz 1f
 1:
-    mov r8, r8
+    and r9, 1984
+    add rbp, qword ptr [r15 + r9 + 1344]
+    mov dword ptr [r15 + 512], r8d
+    mov r9d, dword ptr [r15 + 320]
+    mov byte ptr [r15 + 768], r8b
+    movzx r8d, byte ptr [r15 + 256]
+    jmp 1f
+1:
+    test dword ptr [r15 + 67117724], 4194304
+    jz 1f
+1:
     jmp 1f
 1:
     mov r8, r11
-    mov rdi, qword ptr [r15 + 128]
-    jmp 1f
-1:
+    mov qword ptr [r15 + 128], rbp
+    mov ebp, dword ptr [r15 + 384]
+    mov byte ptr [r15 + 448], r9b
     and r8, 4032
-    mov rbp, r11
-    inc dword ptr [r15 + r8 + 3392]
-    and rbp, 1984
-    vmovdqu ymmword ptr [r15 + rbp + 1344], ymm13
+    mov byte ptr [r15 + r8 + 3392], r8b
     add r11, 64
     inc rbx
     dec r13
@@ -4424,184 +4410,180 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d3714_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d3714_j_t
-.Lc1_d3714_j:
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, ebp
     jmp 1f
 1:
-    mov rcx, rbp
+    lea r9, [r11 + r11*1]
+    mov qword ptr [r15 + 192], rbp
+    mov ebp, 222
+    and r9, 448
+    mov ebp, dword ptr [r15 + r9 + 832]
     jmp 1f
 1:
-    movzx ecx, al
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 67117724], 136314880
+    test dword ptr [r15 + 67117723], 16810048
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, qword ptr [r15 + r9 + 896]
+    movzx r9d, cl
+    mov ecx, r9d
+    mov r9d, ecx
+    mov dword ptr [r15 + 128], 242
+    or qword ptr [r15 + 320], 107
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov ecx, 132
     jmp 1f
 1:
-    mov rcx, rdi
-    mov ecx, edi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r11
-    movsxd rcx, dword ptr [r15 + 512]
-    mov dword ptr [r15 + 320], r8d
+    mov ecx, 79
+    mov byte ptr [r15 + 384], cl
+    jmp 1f
+1:
+    mov qword ptr [r15 + 448], rcx
     test ebx, 1073741824
     jnz 1f
 1:
+    mov rbp, r11
+    jmp 1f
+1:
+    movzx ecx, byte ptr [r15 + 128]
+    mov r9, r11
     and rbp, 4032
-    movzx ecx, byte ptr [r15 + rbp + 3392]
-    mov ebp, dword ptr [r15 + 448]
-    mov r8, r11
-    mov dword ptr [r15 + 576], 10
-    mov qword ptr [r15 + 192], rax
-    and r8, 8128
-    vpaddq xmm13, xmm13, xmmword ptr [r15 + r8 + 7488]
-    mov r8d, dword ptr [r15 + 384]
-    mov qword ptr [r15 + 128], r8
+    mov rax, qword ptr [r15 + rbp + 3392]
+    mov rbp, qword ptr [r15 + 512]
+    and r9, 1984
+    mov r8, qword ptr [r15 + r9 + 1344]
+    mov r9, qword ptr [r15 + 256]
     test ebx, 1073741824
     jz 1f
 1:
-    mov r8, r11
-    jmp 1f
-1:
-    mov ebp, ecx
-    and r8, 1984
-    movzx ecx, byte ptr [r15 + r8 + 1344]
-    mov r8, rcx
-    mov qword ptr [r15 + 768], r8
-    mov eax, dword ptr [r15 + 64]
-    jmp 1f
-1:
+    mov qword ptr [r15 + 640], rsi
+    mov ecx, dword ptr [r15 + 64]
+    mov r8d, 50
+    mov r8, r8
+    mov qword ptr [r15 + 0], r8
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b3_done
 .Lc1_b3_c6:
-    lea rcx, [rip + .Lc1_d3762_j]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d3771_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d3762_j_t
-.Lc1_d3762_j:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    jmp .Lc1_d3771_j_t
+.Lc1_d3771_j:
+    mov r8, r11
+    and r8, 4032
+    mov ecx, dword ptr [r15 + r8 + 3392]
+    mov qword ptr [r15 + 384], rax
+    mov r8, r11
+    mov rax, rax
+    and r8, 8128
+    vmovdqu ymmword ptr [r15 + r8 + 7488], ymm12
+    mov r8d, 176
+    mov qword ptr [r15 + 192], r9
+    jmp 1f
+1:
+    movzx r8d, byte ptr [r15 + 256]
+    movzx eax, cl
+    test ebx, 1073741824
+    jnz 1f
+1:
     jmp 1f
 1:
     mov byte ptr [r15 + 0], al
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    test ebx, 1073741824
-    jz 1f
+    mov dword ptr [r15 + 0], 114
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
 1:
-    mov rax, rcx
-    mov byte ptr [r15 + 320], cl
-    mov dword ptr [r15 + 256], 58
-    and ecx, dword ptr [r15 + 448]
-    movzx edi, byte ptr [r15 + 320]
-    mov dword ptr [r15 + 64], eax
-    mov eax, edi
-    movzx eax, bpl
+    add rax, qword ptr [r15 + 0]
     test ebx, 1073741824
     jnz 1f
 1:
-    add rdi, qword ptr [r15 + 128]
-    mov rbp, r11
-    mov eax, ebp
-    movzx eax, cl
-    and rbp, 448
-    mov dword ptr [r15 + rbp + 832], ecx
+    mov rax, rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 212
+    movzx eax, byte ptr [r15 + 448]
     jmp 1f
 1:
-    mov rax, rcx
-    nop
-    test bl, 160
+    jmp 1f
+1:
+    movsxd rsi, dword ptr [r15 + 320]
+    movzx r8d, cl
+    movzx r8d, byte ptr [r15 + 704]
+    test dword ptr [r15 + 67117724], 16777216
     jnz 1f
 1:
-    movzx eax, al
-    mov rax, rbp
-    mov rbp, r11
-    mov eax, dword ptr [r15 + 512]
-    mov edi, eax
-    movsxd rax, dword ptr [r15 + 384]
-    and rbp, 8128
-    movzx ecx, byte ptr [r15 + rbp + 7488]
-    mov rbp, qword ptr [r15 + 128]
+    mov rcx, r9
+    mov ecx, 96
     jmp 1f
 1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov byte ptr [r15 + 192], dil
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx edi, bpl
-    mov edi, dword ptr [r15 + 640]
-    jmp 1f
-1:
+    movzx ecx, cl
+    mov qword ptr [r15 + 64], r9
+    movsxd rcx, dword ptr [r15 + 128]
+    mov r9, r9
+    mov dword ptr [r15 + 320], 151
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b3_done
 .Lc1_b3_c7:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov rax, rdi
-    movzx eax, byte ptr [r15 + 704]
-    jmp 1f
-1:
-    movsxd rdi, dword ptr [r15 + 448]
-    mov dword ptr [r15 + 0], edi
-    jmp 1f
-1:
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
+    mov r9d, r9d
+    movzx r9d, byte ptr [r15 + 128]
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
+    movzx ecx, r9b
+    movzx r9d, cl
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rdi, rdi
-    mov edi, 85
-    test dword ptr [r15 + 67117724], 16842752
-    jnz 1f
-1:
-    add rax, qword ptr [r15 + 64]
-    mov edi, dword ptr [r15 + 384]
-    vmovdqu ymmword ptr [r15 + 192], ymm13
-    mov rbp, r11
-    mov ecx, ebp
-    movzx r9d, byte ptr [r15 + 384]
-    and rbp, 4032
-    vmovq qword ptr [r15 + rbp + 3392], xmm13
-    mov dword ptr [r15 + 128], 210
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    mov rbp, r11
-    mov rdi, qword ptr [r15 + 512]
-    mov r8, r11
-    and rbp, 1984
-    mov dword ptr [r15 + rbp + 1344], ecx
-    mov ebp, dword ptr [r15 + 768]
-    and r8, 8128
-    mov byte ptr [r15 + r8 + 7488], r8b
-    mov r8d, dword ptr [r15 + 320]
-    movsxd rcx, dword ptr [r15 + 256]
+    mov r9d, dword ptr [r15 + 384]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 512], 51
+    mov qword ptr [r15 + 64], rcx
+    movzx ecx, byte ptr [r15 + 448]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov r9, r10
+    mov r8, r10
+    mov ecx, dword ptr [r15 + 512]
+    movzx eax, byte ptr [r15 + 384]
+    and r8, 448
+    mov dword ptr [r15 + r8 + 832], r9d
+    and r9, 1984
+    mov qword ptr [r15 + r9 + 1344], r9
+    jmp 1f
+1:
+    mov r9, qword ptr [r15 + 256]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r9, r11
+    vpcmpeqb xmm12, xmm12, xmmword ptr [r15 + 320]
+    movzx r8d, r9b
+    mov r8d, dword ptr [r15 + 576]
+    and r9, 8128
+    mov ecx, dword ptr [r15 + r9 + 7488]
+    vmovq xmm14, rax
+    mov qword ptr [r15 + 768], rax
+    movzx r9d, byte ptr [r15 + 192]
     add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jnz .Lc1_b3_c0
@@ -4614,266 +4596,320 @@ ditto_body_c1:
     jmp .Lc1_b4_c0
     .p2align 6
 .Lc1_b4_c0:
-    lea rcx, [rip + .Lc1_d3870_j]
+    lea rcx, [rip + .Lc1_d3874_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d3870_j_t
-.Lc1_d3870_j:
-    movzx ecx, byte ptr [r15 + 256]
-    mov qword ptr [r15 + 256], rax
-    lea rbp, [r10 + r10*1]
-    movsxd rax, dword ptr [r15 + 128]
-    mov r8, qword ptr [r15 + 128]
-    and rbp, 8128
-    mov dword ptr [r15 + rbp + 7488], ecx
-    mov r9, r10
-    mov rcx, rdi
-    test ebx, 48624
-    jz 1f
-1:
-    movsxd rcx, dword ptr [r15 + 448]
-    and r9, 1984
-    lea r8, [r11 + r11*1]
-    mov dword ptr [r15 + r9 + 1344], 99
-    mov r9, qword ptr [r15 + 448]
-    and r8, 8128
-    mov qword ptr [r15 + r8 + 7488], rcx
-    movzx ecx, r8b
-    mov ecx, eax
-    test ebx, 1073741824
-    jz 1f
-1:
-    movsxd rax, dword ptr [r15 + 64]
-    mov rcx, rax
+    jmp .Lc1_d3874_j_t
+.Lc1_d3874_j:
     mov ecx, r9d
-    mov rcx, r9
-    mov qword ptr [r15 + 64], r9
-    movsxd rcx, dword ptr [r15 + rbp + 7552]
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx r9d, byte ptr [r15 + 192]
-    movsxd rcx, dword ptr [r15 + r8 + 7552]
-    mov dword ptr [r15 + 192], 175
-    mov r8, rax
-    mov r8d, ebp
-    movsxd r8, dword ptr [r15 + 128]
+    mov dword ptr [r15 + 192], r9d
+    mov r9, rcx
+    mov r9d, dword ptr [r15 + 512]
+    movzx ecx, cl
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r8d, dword ptr [r15 + 704]
-    mov eax, 10
-    mov dword ptr [r15 + 512], eax
+    mov eax, dword ptr [r15 + 704]
+    mov rcx, r8
+    mov ecx, ecx
+    mov rcx, r9
+    mov ecx, 37
+    mov r9, r11
+    test ebx, 1073741824
+    jz 1f
+1:
+    and r9, 8128
+    lea rbp, [r11 + r11*2]
+    or qword ptr [r15 + r9 + 7488], 45
+    and rbp, 4032
+    mov r9d, dword ptr [r15 + rbp + 3520]
+    mov ecx, ecx
+    mov dword ptr [r15 + 512], 131
+    mov rcx, qword ptr [r15 + 128]
+    mov r8, r11
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rcx, qword ptr [r15 + 448]
+    and r8, 1984
+    mov r9, qword ptr [r15 + r8 + 1344]
+    movsxd r8, dword ptr [r15 + 64]
+    mov dword ptr [r15 + 640], 239
+    mov rax, qword ptr [r15 + 448]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rax, qword ptr [r15 + 768]
+    movzx r8d, al
+    .byte 0x0f, 0x1f, 0x40, 0x00
+    movsxd rax, dword ptr [r15 + rbp + 3456]
+    vmovq qword ptr [r15 + rbp + 3392], xmm12
+    test ebx, 1073741824
+    jnz 1f
+1:
+    vpxor xmm12, xmm12, xmm14
     mov rax, rax
-    vpor xmm13, xmm13, xmm13
+    mov qword ptr [r15 + 64], r9
+    movzx r9d, al
+    mov r9d, r9d
     add r11, 64
-    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b4_done
 .Lc1_b4_c1:
-    lea rcx, [rip + .Lc1_d3922_j]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d3931_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d3922_j_t
-.Lc1_d3922_j:
-    movsxd rcx, dword ptr [r15 + 128]
-    mov byte ptr [r15 + 512], al
-    mov rax, qword ptr [r15 + 768]
-    mov qword ptr [r15 + 384], r9
-    mov qword ptr [r15 + 64], r8
-    mov r8, r10
+    jmp .Lc1_d3931_j_t
+.Lc1_d3931_j:
+    mov byte ptr [r15 + 576], cl
+    mov qword ptr [r15 + 640], rcx
+    mov ebp, dword ptr [r15 + 448]
+    mov dword ptr [r15 + 384], r9d
     test ebx, 1073741824
     jz 1f
 1:
-    mov r9d, dword ptr [r15 + 256]
-    movzx eax, r9b
-    and r8, 4032
-    lea rbp, [r11 + r11*2]
-    movzx r9d, byte ptr [r15 + r8 + 3392]
-    and rbp, 1984
-    movsxd rcx, dword ptr [r15 + rbp + 1472]
+    mov r9, qword ptr [r15 + 768]
+    movzx ecx, r9b
+    mov qword ptr [r15 + 512], rdi
+    movzx r9d, al
     test ebx, 1073741824
     jnz 1f
 1:
-    or qword ptr [r15 + rbp + 1408], 54
-    movzx ecx, cl
-    movzx r8d, byte ptr [r15 + 256]
-    mov ecx, dword ptr [r15 + 576]
+    mov r9, rcx
     mov r9, r10
-    test bl, 144
+    mov ecx, ebp
+    mov r8, r11
+    and r9, 448
+    movsxd rcx, dword ptr [r15 + r9 + 832]
+    mov r9, rdi
+    test dword ptr [r15 + 67117723], 6529816
     jnz 1f
 1:
+    and r8, 1984
+    mov r9, r10
+    movzx ecx, byte ptr [r15 + r8 + 1344]
+    or qword ptr [r15 + 512], 126
     and r9, 1984
-    movsxd rcx, dword ptr [r15 + r9 + 1344]
-    mov r9d, dword ptr [r15 + 64]
-    mov qword ptr [r15 + 192], r9
-    mov byte ptr [r15 + 320], r9b
+    mov dword ptr [r15 + r9 + 1344], ebp
+    mov ebp, r9d
+    test dword ptr [r15 + 67117723], 134217728
+    jz 1f
+1:
+    movzx ebp, byte ptr [r15 + 320]
+    mov rcx, qword ptr [r15 + 704]
+    movzx r9d, r8b
+    mov qword ptr [r15 + 128], r9
     test ebx, 1073741824
     jz 1f
 1:
-    movsxd r9, dword ptr [r15 + 448]
-    mov dword ptr [r15 + 640], 50
-    mov byte ptr [r15 + 512], r8b
-    movzx r8d, byte ptr [r15 + rbp + 1344]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov byte ptr [r15 + 320], cl
-    mov r8, rcx
-    mov r8, rcx
-    mov r8, rcx
+    mov r9d, 97
+    mov dword ptr [r15 + 576], r8d
+    movzx r9d, cl
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b4_done
 .Lc1_b4_c2:
-    lea r8, [r11 + r11*1]
-    mov rdx, qword ptr [r15 + 192]
-    and r8, 4032
-    movsxd rcx, dword ptr [r15 + r8 + 3392]
-    lea rbp, [r11 + r11*1]
-    mov qword ptr [r15 + 448], rbp
-    and rbp, 8128
-    movsxd r9, dword ptr [r15 + rbp + 7488]
-    mov qword ptr [r15 + 128], r8
-    movzx eax, byte ptr [r15 + r8 + 3456]
-    test bl, 32
-    jz 1f
-1:
-    mov r8d, ebp
-    movsxd r8, dword ptr [r15 + 192]
-    mov edx, dword ptr [r15 + 320]
-    movzx eax, dil
-    mov dword ptr [r15 + 704], ecx
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 7
+    lea rcx, [rip + .Lc1_d3982_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d3982_s_t
+    .p2align 3
+.Lc1_d3982_s:
+    .p2align 3
+    jmp .Lc1_d3982_j
+    .p2align 3
+    jmp .Lc1_d3982_j
+    .p2align 3
+    jmp .Lc1_d3982_j
+    .p2align 3
+    jmp .Lc1_d3982_j
+    .p2align 3
+    jmp .Lc1_d3982_j
+    .p2align 3
+    jmp .Lc1_d3982_j
+    .p2align 3
+    jmp .Lc1_d3982_j
+    .p2align 3
+    jmp .Lc1_d3982_j
+.Lc1_d3982_j:
+    vmovq qword ptr [r15 + 384], xmm14
+    mov ecx, dword ptr [r15 + 320]
+    vpmovmskb r8d, xmm12
+    mov rax, qword ptr [r15 + 576]
+    mov r8d, dword ptr [r15 + 256]
+    mov r9d, 59
     test ebx, 1073741824
     jnz 1f
 1:
-    mov dword ptr [r15 + 448], ebp
-    mov rcx, qword ptr [r15 + 128]
-    mov r8, qword ptr [r15 + 256]
-    lea r9, [r10*4]
-    mov eax, 239
-    and r9, 448
-    mov rax, qword ptr [r15 + r9 + 1024]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rcx, qword ptr [r15 + r9 + 896]
-    mov qword ptr [r15 + 512], rcx
-    movzx ecx, cl
-    mov ecx, dword ptr [r15 + r9 + 960]
-    mov dword ptr [r15 + 64], r8d
+    mov rcx, rcx
+    vpaddd xmm12, xmm12, xmm12
+    movsxd rcx, dword ptr [r15 + 64]
+    mov rax, qword ptr [r15 + 320]
+    movzx r8d, byte ptr [r15 + 512]
     test ebx, 1073741824
     jz 1f
 1:
-    movsxd rcx, dword ptr [r15 + r9 + 832]
-    movzx r8d, byte ptr [r15 + rbp + 7552]
-    mov r9d, dword ptr [r15 + 384]
-    movzx ebp, r9b
-    mov qword ptr [r15 + 64], rax
+    mov qword ptr [r15 + 640], r9
+    mov dword ptr [r15 + 64], 113
+    mov r9d, 168
+    mov r9d, dword ptr [r15 + 448]
+    mov dword ptr [r15 + 256], 144
+    mov r8, r10
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r9d, dword ptr [r15 + 768]
+    movzx edi, cl
+    and r8, 1984
+    movzx ecx, byte ptr [r15 + r8 + 1344]
+    movzx ebp, cl
+    mov rcx, qword ptr [r15 + 704]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx ecx, byte ptr [r15 + 128]
+    mov rbp, r10
+    movsxd rdi, dword ptr [r15 + 192]
+    mov qword ptr [r15 + 448], r8
+    mov r8, r11
+    and rbp, 448
+    mov dword ptr [r15 + rbp + 832], r9d
+    and r8, 448
+    mov qword ptr [r15 + r8 + 832], r9
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b4_done
 .Lc1_b4_c3:
-    lea rcx, [rip + .Lc1_d4017_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d4017_j_t
-.Lc1_d4017_j:
-    mov rcx, qword ptr [r15 + 768]
-    movsxd rbp, dword ptr [r15 + 128]
-    lea r8, [r11 + r11*1]
-    mov eax, dword ptr [r15 + 576]
-    and r8, 1984
-    mov r9, qword ptr [r15 + r8 + 1408]
-    mov rdi, qword ptr [r15 + 448]
+    mov r9, qword ptr [r15 + 704]
+    mov r8, qword ptr [r15 + 128]
+    mov byte ptr [r15 + 448], r8b
+    mov r8, qword ptr [r15 + 512]
+    mov ebp, dword ptr [r15 + 768]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    vmovdqu ymmword ptr [r15 + 384], ymm12
+    mov r8d, r9d
+    lea r9, [r10 + r10*1]
+    movzx eax, dil
+    mov edi, dword ptr [r15 + 192]
+    test bl, 32
+    jnz 1f
+1:
+    and r9, 4032
+    movzx edi, byte ptr [r15 + r9 + 3392]
+    movsxd rcx, dword ptr [r15 + 320]
+    mov dword ptr [r15 + 128], ecx
+    mov qword ptr [r15 + 384], rcx
     test ebx, 1073741824
     jz 1f
 1:
-    mov qword ptr [r15 + 384], rdi
-    movzx edi, dil
-    movzx edi, byte ptr [r15 + 192]
-    movzx ecx, dil
-    mov edi, 18
+    vmovq qword ptr [r15 + 128], xmm12
+    lea r8, [r11 + r11*1]
+    mov rcx, r9
+    mov ecx, 163
+    and r8, 1984
+    mov edi, dword ptr [r15 + r8 + 1344]
+    movzx ecx, byte ptr [r15 + 512]
     test ebx, 1073741824
     jnz 1f
 1:
-    movsxd rdx, dword ptr [r15 + 640]
+    mov ecx, dword ptr [r15 + 64]
+    movzx edi, r8b
+    mov byte ptr [r15 + r9 + 3456], r9b
+    movsxd r9, dword ptr [r15 + 640]
     mov rbp, r11
-    mov rdi, rax
-    and rbp, 448
-    mov dword ptr [r15 + rbp + 832], 138
-    movsxd rdi, dword ptr [r15 + 128]
-    mov ebp, dword ptr [r15 + 256]
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
-    mov ebp, dword ptr [r15 + 64]
-    mov rdi, qword ptr [r15 + 512]
-    mov r9, r11
-    mov rax, qword ptr [r15 + 320]
-    and r9, 16320
-    mov byte ptr [r15 + r9 + 15680], r9b
-    mov dword ptr [r15 + 384], 4
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r9d, dword ptr [r15 + 704]
-    imul rbp, qword ptr [r15 + 64]
-    movsxd rax, dword ptr [r15 + r8 + 1344]
-    mov r8d, 229
-    mov r8d, 60
+    mov dword ptr [r15 + 64], r8d
+    and rbp, 4032
+    movsxd r9, dword ptr [r15 + rbp + 3392]
+    mov rbp, qword ptr [r15 + r8 + 1408]
+    mov r8, rbp
     add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b4_done
 .Lc1_b4_c4:
-    mov r8d, dword ptr [r15 + 384]
-    movzx r9d, r9b
-    mov r9, qword ptr [r15 + 128]
-    mov qword ptr [r15 + 320], r9
-    mov dword ptr [r15 + 768], 239
-    vpaddd xmm13, xmm13, xmm13
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + 128], r9d
-    movzx r9d, byte ptr [r15 + 384]
-    mov r8d, 35
-    mov r8d, 201
-    movsxd r8, dword ptr [r15 + 64]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov byte ptr [r15 + 0], r8b
-    mov r8, r10
-    mov qword ptr [r15 + 0], r8
-    and r8, 4032
-    movsxd r9, dword ptr [r15 + r8 + 3392]
-    mov r8, rdi
-    movsxd r8, dword ptr [r15 + 448]
-    mov edi, dword ptr [r15 + 512]
-    test ebx, 1073741824
-    jz 1f
-1:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 7
+    lea rcx, [rip + .Lc1_d4091_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d4091_s_t
+    .p2align 3
+.Lc1_d4091_s:
+    .p2align 3
+    jmp .Lc1_d4091_j
+    .p2align 3
+    jmp .Lc1_d4091_j
+    .p2align 3
+    jmp .Lc1_d4091_j
+    .p2align 3
+    jmp .Lc1_d4091_j
+    .p2align 3
+    jmp .Lc1_d4091_j
+    .p2align 3
+    jmp .Lc1_d4091_j
+    .p2align 3
+    jmp .Lc1_d4091_j
+    .p2align 3
+    jmp .Lc1_d4091_j
+.Lc1_d4091_j:
     lea r8, [r11 + r11*1]
-    mov dword ptr [r15 + 192], r9d
+    movsxd rcx, dword ptr [r15 + 256]
     and r8, 8128
-    mov r9d, dword ptr [r15 + r8 + 7488]
-    movzx edi, r9b
-    movzx r9d, dil
-    movsxd r9, dword ptr [r15 + 256]
-    mov rbp, r11
+    mov eax, dword ptr [r15 + r8 + 7488]
+    mov dword ptr [r15 + 64], 73
+    mov ebp, dword ptr [r15 + 256]
+    mov r9d, 187
+    test bl, 144
+    jnz 1f
+1:
+    mov qword ptr [r15 + 384], rax
+    mov rax, qword ptr [r15 + 384]
+    mov ebp, dword ptr [r15 + r8 + 7552]
+    mov rcx, rcx
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov dword ptr [r15 + 448], 251
+    mov r8, r10
+    vmovdqu ymmword ptr [r15 + 192], ymm12
+    mov dword ptr [r15 + 256], 43
+    movsxd rcx, dword ptr [r15 + 192]
+    and r8, 8128
+    mov rax, qword ptr [r15 + r8 + 7488]
+    test dword ptr [r15 + 67117724], 807881792
+    jnz 1f
+1:
+    mov dword ptr [r15 + 512], r8d
+    mov r8, r11
+    mov rcx, rcx
+    and r8, 4032
+    mov qword ptr [r15 + r8 + 3392], rax
+    movzx r8d, r8b
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r9d, dword ptr [r15 + r8 + 7552]
-    and rbp, 1984
-    mov rdi, qword ptr [r15 + rbp + 1344]
-    mov dword ptr [r15 + 320], 124
-    mov rbp, rdi
-    mov dword ptr [r15 + 320], ebp
+    mov dword ptr [r15 + 320], eax
+    nop
+    movzx eax, sil
+    xor dword ptr [r15 + 320], eax
     add r11, 64
     add r10, r11
     inc rbx
@@ -4883,439 +4919,405 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 7
-    lea rcx, [rip + .Lc1_d4113_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d4113_s_t
-    .p2align 3
-.Lc1_d4113_s:
-    .p2align 3
-    jmp .Lc1_d4113_j
-    .p2align 3
-    jmp .Lc1_d4113_j
-    .p2align 3
-    jmp .Lc1_d4113_j
-    .p2align 3
-    jmp .Lc1_d4113_j
-    .p2align 3
-    jmp .Lc1_d4113_j
-    .p2align 3
-    jmp .Lc1_d4113_j
-    .p2align 3
-    jmp .Lc1_d4113_j
-    .p2align 3
-    jmp .Lc1_d4113_j
-.Lc1_d4113_j:
-    mov qword ptr [r15 + 384], rcx
-    mov r8d, 133
-    mov qword ptr [r15 + 0], rbp
-    mov qword ptr [r15 + 0], r9
-    vmovdqu ymmword ptr [r15 + 0], ymm13
+    mov r8, r10
+    lea rbp, [r10 + r10*2]
+    and r8, 16320
+    mov byte ptr [r15 + r8 + 15680], r9b
+    and rbp, 1984
+    mov r8, qword ptr [r15 + rbp + 1472]
+    movzx eax, cl
+    mov rax, rax
+    movzx ecx, byte ptr [r15 + 192]
+    test dword ptr [r15 + 67117724], 8
+    jz 1f
+1:
+    mov qword ptr [r15 + 448], r8
+    vmovdqu ymmword ptr [r15 + 128], ymm12
+    mov r9d, dword ptr [r15 + rbp + 1408]
+    movzx r8d, byte ptr [r15 + 128]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + 64], eax
+    mov r9, r10
+    movzx r8d, byte ptr [r15 + 64]
+    and r9, 448
+    movsxd rax, dword ptr [r15 + r9 + 832]
+    mov esi, dword ptr [r15 + 640]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rax, qword ptr [r15 + 384]
+    movzx ecx, byte ptr [r15 + rbp + 1344]
+    mov dword ptr [r15 + 576], ecx
+    mov dword ptr [r15 + 128], 202
     test ebx, 1073741824
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, r8d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 64], ecx
-    movzx ecx, r8b
-    movsxd rcx, dword ptr [r15 + 64]
-    mov r8, r10
-    test ebx, 2560
-    jnz 1f
-1:
-    and r8, 4032
-    mov dword ptr [r15 + r8 + 3392], r8d
-    mov qword ptr [r15 + 512], r8
-    mov qword ptr [r15 + 256], r8
-    mov dword ptr [r15 + 192], r8d
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov byte ptr [r15 + 448], r8b
-    mov rbp, r10
-    mov r9, r11
-    movzx r8d, byte ptr [r15 + 576]
-    and rbp, 448
-    mov qword ptr [r15 + rbp + 832], rbp
-    and r9, 1984
-    mov dword ptr [r15 + r9 + 1344], ecx
-    mov r9d, r9d
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r9d, 167
-    vmovdqu xmmword ptr [r15 + 320], xmm13
-    mov r9d, 254
-    mov qword ptr [r15 + 128], r9
+    mov ecx, dword ptr [r15 + 512]
+    movsxd rbp, dword ptr [r15 + 320]
+    movzx r9d, sil
+    mov byte ptr [r15 + 256], r9b
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b4_done
 .Lc1_b4_c6:
-    lea rcx, [rip + .Lc1_d4175_j]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d4192_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d4175_j_t
-.Lc1_d4175_j:
-    mov rbp, r11
-    movzx ecx, r9b
-    movzx ecx, r9b
-    and rbp, 4032
-    mov rcx, qword ptr [r15 + rbp + 3392]
-    mov ebp, 123
-    mov r9d, 217
+    jmp .Lc1_d4192_j_t
+.Lc1_d4192_j:
+    mov rcx, qword ptr [r15 + 384]
+    movzx esi, byte ptr [r15 + 384]
+    mov rax, rsi
+    mov dword ptr [r15 + 320], 155
+    mov dword ptr [r15 + 256], eax
     test ebx, 1073741824
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
+    movzx eax, byte ptr [r15 + 320]
+    mov esi, 134
     mov rbp, r11
-    mov qword ptr [r15 + 512], rbp
-    mov dword ptr [r15 + 640], 227
-    and rbp, 8128
-    mov r9d, dword ptr [r15 + rbp + 7488]
-    movsxd rbp, dword ptr [r15 + 256]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + 448], ecx
-    movzx ebp, byte ptr [r15 + 192]
-    mov byte ptr [r15 + 64], r9b
-    mov rcx, qword ptr [r15 + 704]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov qword ptr [r15 + 320], rcx
-    mov dword ptr [r15 + 384], ecx
-    mov rbp, r11
-    movzx eax, bpl
-    movzx r9d, byte ptr [r15 + 128]
+    mov byte ptr [r15 + 448], bpl
+    movzx esi, byte ptr [r15 + 384]
     test ebx, 1073741824
     jnz 1f
 1:
     and rbp, 448
-    mov r9d, dword ptr [r15 + rbp + 832]
-    movzx ebp, r9b
-    mov rbp, rcx
-    mov dword ptr [r15 + 384], 73
+    movzx esi, byte ptr [r15 + rbp + 832]
+    lea rbp, [r11 + r11*1]
+    movzx eax, byte ptr [r15 + 320]
+    and rbp, 8128
+    mov r8, r10
+    mov rcx, qword ptr [r15 + rbp + 7552]
+    and r8, 4032
+    mov rdi, qword ptr [r15 + r8 + 3392]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov qword ptr [r15 + 64], rsi
+    bt rsi, r9
+    mov dword ptr [r15 + 128], eax
+    mov dword ptr [r15 + rbp + 7488], 123
+    test dword ptr [r15 + 67117723], 8404992
+    jnz 1f
+1:
+    vmovdqu ymmword ptr [r15 + 704], ymm12
+    mov qword ptr [r15 + 192], rax
+    mov r9d, dword ptr [r15 + 320]
+    mov byte ptr [r15 + 192], r9b
     add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b4_done
 .Lc1_b4_c7:
-    mov ebp, 150
-    movzx ebp, bpl
-    mov dword ptr [r15 + 128], 238
-    mov rbp, qword ptr [r15 + 320]
-    movzx r9d, bpl
-    mov rcx, qword ptr [r15 + 768]
-    mov r9, r11
-    test ebx, 53232
-    jz 1f
-1:
-    and r9, 1984
-    mov dword ptr [r15 + r9 + 1344], r9d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, r9d
-    mov r12, qword ptr [r15 + r12 + 56]
+    lea r9, [r10 + r10*1]
+    and r9, 448
+    mov byte ptr [r15 + r9 + 832], sil
+    mov ebp, 115
+    movsxd rbp, dword ptr [r15 + 576]
+    mov r8, r11
+    mov esi, dword ptr [r15 + 320]
+    mov rax, rsi
     test ebx, 1073741824
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, r9d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 210
-    mov r9d, 90
-    mov dword ptr [r15 + 448], 114
+    and r8, 1984
+    xchg qword ptr [r15 + r8 + 1344], rsi
+    mov byte ptr [r15 + 64], bpl
+    mov dword ptr [r15 + 384], 152
+    mov r8d, dword ptr [r15 + 512]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov dword ptr [r15 + 448], r8d
+    add qword ptr [r15 + 768], r8
+    mov r8, qword ptr [r15 + 384]
+    mov dword ptr [r15 + 64], 187
+    mov rbp, r10
+    movzx esi, sil
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r9d, 78
-    mov r9, r9
-    mov r9d, dword ptr [r15 + 256]
-    mov ebp, dword ptr [r15 + 384]
-    mov byte ptr [r15 + 192], cl
-    mov r8, r11
-    test bl, 80
-    jz 1f
+    and rbp, 8128
+    imul rsi, qword ptr [r15 + rbp + 7488]
+    movzx ebp, r8b
+    mov ebp, r8d
+    mov ebp, 135
+    test ebx, 1073741824
+    jnz 1f
 1:
-    and r8, 8128
-    mov r9, qword ptr [r15 + r8 + 7488]
-    mov r8d, 37
-    mov r8, r11
-    mov rcx, qword ptr [r15 + 512]
-    mov byte ptr [r15 + 64], bpl
-    and r8, 448
-    movzx ebp, byte ptr [r15 + r8 + 832]
+    mov r8, r8
+    mov r8d, r8d
+    movzx r8d, byte ptr [r15 + 256]
+    movzx esi, r8b
+    movzx r8d, sil
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + r9 + 896], ebp
+    mov dword ptr [r15 + 512], ecx
+    mov dword ptr [r15 + 640], ebp
+    mov byte ptr [r15 + 128], r8b
     add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jnz .Lc1_b4_c0
 .Lc1_b4_done:
-// block 5: 2048 bytes, 8 chunk(s), 8 chunk executions per call
+// block 5: 2048 bytes, 8 chunk(s), 4 chunk executions per call
     mov rbx, qword ptr [r15 + 67117776]
-    lea rcx, [rbx + 8]
+    lea rcx, [rbx + 4]
     mov qword ptr [r15 + 67117776], rcx
-    mov r13d, 8
+    mov r13d, 4
+    mov eax, ebx
+    and eax, 7
+    lea rcx, [rip + .Lc1_b5_stubs]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_b5_stubs_t
+    .p2align 3
+.Lc1_b5_stubs:
+    .p2align 3
     jmp .Lc1_b5_c0
+    .p2align 3
+    jmp .Lc1_b5_c1
+    .p2align 3
+    jmp .Lc1_b5_c2
+    .p2align 3
+    jmp .Lc1_b5_c3
+    .p2align 3
+    jmp .Lc1_b5_c4
+    .p2align 3
+    jmp .Lc1_b5_c5
+    .p2align 3
+    jmp .Lc1_b5_c6
+    .p2align 3
+    jmp .Lc1_b5_c7
     .p2align 6
 .Lc1_b5_c0:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
     xor eax, eax
-    test dword ptr [r15 + 67117723], 32
+    test dword ptr [r15 + 67117724], 4194304
     setz al
-    lea rcx, [rip + .Lc1_d4277_s]
+    lea rcx, [rip + .Lc1_d4297_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d4277_s_t
+    jmp .Lc1_d4297_s_t
     .p2align 3
-.Lc1_d4277_s:
+.Lc1_d4297_s:
     .p2align 3
-    jmp .Lc1_d4277_j
+    jmp .Lc1_d4297_j
     .p2align 3
-    jmp .Lc1_d4277_j
-.Lc1_d4277_j:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, qword ptr [r15 + 320]
-    mov dword ptr [r15 + 576], 101
-    lea rbp, [r11 + r11*1]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and rbp, 4032
-    movzx ecx, byte ptr [r15 + rbp + 3392]
+    jmp .Lc1_d4297_j
+.Lc1_d4297_j:
     jmp 1f
 1:
+    mov rbp, r11
+    mov byte ptr [r15 + 704], bpl
+    mov qword ptr [r15 + 192], rbp
+    and rbp, 448
+    movzx ecx, byte ptr [r15 + rbp + 832]
+    and ebp, dword ptr [r15 + 64]
+    mov rax, qword ptr [r15 + 384]
+    mov r8, r11
+    vpcmpeqb xmm12, xmm12, xmmword ptr [r15 + 128]
+    test ebx, 14048
+    jz 1f
+1:
+    and r8, 1984
+    mov qword ptr [r15 + r8 + 1344], rbp
+    jmp 1f
+1:
+    movzx r8d, bpl
+    add rbp, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r8, r11
-    mov rax, r8
-    mov byte ptr [r15 + 512], cl
-    and r8, 8128
-    mov rcx, qword ptr [r15 + r8 + 7488]
-    mov byte ptr [r15 + 448], bpl
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
-    movsxd rcx, dword ptr [r15 + 256]
-    movzx r8d, cl
+    and r8, 4032
+    movzx ebp, byte ptr [r15 + r8 + 3392]
+    movzx r8d, al
+    mov r8d, dword ptr [r15 + 320]
     jmp 1f
 1:
-    movzx r8d, byte ptr [r15 + rbp + 3456]
-    movsxd rbp, dword ptr [r15 + 128]
-    jmp 1f
-1:
-    mov r9, r11
-    movzx eax, dil
-    test dword ptr [r15 + 67117723], 128
+    movzx eax, r8b
+    movsxd rax, dword ptr [r15 + 640]
+    movzx ecx, bpl
+    test dword ptr [r15 + 67117724], 4096
     jnz 1f
 1:
-    movzx ebp, r9b
-    and r9, 1984
-    mov ebp, dword ptr [r15 + r9 + 1344]
-    mov r9d, 197
-    mov r9d, r9d
-    movzx r9d, byte ptr [r15 + 64]
-    mov qword ptr [r15 + 384], rcx
+    jmp 1f
+1:
+    movzx ebp, bpl
+    mov dword ptr [r15 + 448], r8d
+    mov ebp, 250
+    mov ebp, 44
+    mov dword ptr [r15 + 256], 234
+    mov rcx, rax
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b5_done
 .Lc1_b5_c1:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d4332_j]
+    lea rcx, [rip + .Lc1_d4350_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d4332_j_t
-.Lc1_d4332_j:
-    jmp 1f
-1:
-    mov rcx, rax
-    mov qword ptr [r15 + 0], r9
-    vmovdqu ymmword ptr [r15 + 0], ymm13
-    mov dword ptr [r15 + 0], eax
-    mov dword ptr [r15 + 0], 61
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    jmp .Lc1_d4350_j_t
+.Lc1_d4350_j:
     mov rbp, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rax, dword ptr [r15 + 192]
-    jmp 1f
-1:
-    and rbp, 1984
-    mov byte ptr [r15 + rbp + 1344], bpl
-    movsxd rbp, dword ptr [r15 + 448]
-    mov r9, r11
-    test ebx, 1073741824
-    jnz 1f
-1:
-    xor dword ptr [r15 + 128], r9d
-    and r9, 448
-    mov rdi, qword ptr [r15 + r9 + 832]
-    movzx r9d, r8b
-    movsxd r9, dword ptr [r15 + 64]
-    jmp 1f
-1:
-    vpcmpeqb xmm13, xmm13, xmmword ptr [r15 + 320]
-    test ebx, 12192
-    jz 1f
-1:
-    movzx r9d, dil
-    mov r9d, r9d
-    jmp 1f
-1:
-    mov dword ptr [r15 + 384], r8d
-    movsxd r9, dword ptr [r15 + 64]
-    mov rbp, r11
-    jmp 1f
-1:
-    test dword ptr [r15 + 67117723], 134234112
-    jz 1f
-1:
-    vmovdqu ymmword ptr [r15 + 512], ymm13
     and rbp, 8128
-    mov r9d, dword ptr [r15 + rbp + 7488]
-    movsxd rbp, dword ptr [r15 + 256]
-    movzx edi, bpl
-    mov ebp, dword ptr [r15 + 640]
+    mov byte ptr [r15 + rbp + 7488], bpl
+    mov ebp, 76
+    jmp 1f
+1:
+    mov rbp, r11
+    mov byte ptr [r15 + 128], bpl
+    mov ecx, 207
+    and rbp, 1984
+    mov dword ptr [r15 + rbp + 1344], ebp
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov ebp, dword ptr [r15 + 384]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    imul rbp, qword ptr [r15 + 0]
+    movzx ecx, bpl
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r8, r11
+    movzx ecx, bpl
+    mov rbp, rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r8, 448
+    mov dword ptr [r15 + r8 + 832], ecx
+    mov r8d, dword ptr [r15 + 448]
+    mov ecx, 170
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx eax, bpl
+    movzx eax, al
+    mov rax, qword ptr [r15 + 64]
+    mov dword ptr [r15 + 512], ebp
+    mov ebp, dword ptr [r15 + 320]
+    mov ecx, dword ptr [r15 + 192]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov ebp, 204
+    mov rbp, qword ptr [r15 + 768]
+    xor dword ptr [r15 + 256], r8d
+    movzx r8d, sil
+    mov dword ptr [r15 + 128], 228
+    mov esi, 214
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b5_done
 .Lc1_b5_c2:
-    mov dword ptr [r15 + 512], r9d
-    mov qword ptr [r15 + 0], r9
+    jmp 1f
+1:
+    mov esi, 112
+    vmovdqu ymmword ptr [r15 + 0], ymm12
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    xchg rbp, r9
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, 32
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx r9d, dil
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    movzx r9d, byte ptr [r15 + 64]
-    mov dword ptr [r15 + 320], r9d
-    mov byte ptr [r15 + 128], cl
-    mov r9, rbp
-    mov r9, r10
+    mov rbp, r11
+    mov dword ptr [r15 + 0], 28
     test ebx, 1073741824
     jnz 1f
 1:
-    mov ebp, r9d
-    mov rbp, qword ptr [r15 + 128]
-    and r9, 1984
-    mov dword ptr [r15 + r9 + 1344], eax
-    mov r8, r10
-    movsxd r9, dword ptr [r15 + 256]
-    and r8, 4032
-    mov dword ptr [r15 + r8 + 3392], 128
-    mov dword ptr [r15 + 384], edi
-    mov dword ptr [r15 + 384], 202
-    movzx r8d, r8b
+    mov dword ptr [r15 + 0], 104
+    mov r8, r11
+    and rbp, 4032
+    movzx esi, byte ptr [r15 + rbp + 3392]
+    and r8, 8128
+    mov qword ptr [r15 + r8 + 7488], rcx
+    jmp 1f
+1:
+    mov dword ptr [r15 + 640], eax
+    jmp 1f
+1:
+    mov r8d, dword ptr [r15 + 512]
     test ebx, 1073741824
     jz 1f
 1:
-    movzx r8d, byte ptr [r15 + 704]
-    mov qword ptr [r15 + 192], r9
-    mov r9, qword ptr [r15 + 768]
-    mov byte ptr [r15 + 448], bpl
+    mov byte ptr [r15 + 128], r8b
+    mov r8, qword ptr [r15 + 192]
+    mov dword ptr [r15 + 384], r8d
+    mov byte ptr [r15 + 256], sil
+    mov r9, r11
+    mov dword ptr [r15 + 64], 222
     jmp 1f
 1:
-    vpshufd xmm13, xmm13, 228
-    movzx ebp, bpl
-    movzx ebp, bpl
-    add r10, r11
+    mov qword ptr [r15 + 448], r9
+    and r9, 448
+    mov dword ptr [r15 + r9 + 832], 77
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r9d, dword ptr [r15 + 576]
+    jmp 1f
+1:
+    movsxd r8, dword ptr [r15 + 320]
+    movzx esi, al
+    mov byte ptr [r15 + 320], r9b
+    jmp 1f
+1:
+    jmp 1f
+1:
+    add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b5_done
 .Lc1_b5_c3:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d4432_j]
+    lea rcx, [rip + .Lc1_d4448_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d4432_j_t
-.Lc1_d4432_j:
-    jmp 1f
-1:
-    mov ecx, ecx
-    vmovq qword ptr [r15 + 192], xmm13
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov ecx, dword ptr [r15 + 576]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + 384], 238
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov rbp, r11
-    mov rcx, qword ptr [r15 + 448]
-    jmp 1f
-1:
-    mov rax, rax
-    and rbp, 448
-    mov eax, dword ptr [r15 + rbp + 832]
-    mov r8, r11
-    test dword ptr [r15 + 67117724], 8421376
-    jz 1f
-1:
-    and r8, 8128
-    mov qword ptr [r15 + r8 + 7488], rcx
-    mov r8, qword ptr [r15 + 256]
-    mov byte ptr [r15 + 512], r8b
-    mov r8, rbp
-    jmp 1f
-1:
-    mov rbp, qword ptr [r15 + 320]
-    vpor xmm13, xmm13, xmm13
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], 156
+    jmp .Lc1_d4448_j_t
+.Lc1_d4448_j:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 241
+    mov rcx, rcx
     jmp 1f
 1:
-    mov r8, r8
-    .byte 0x0f, 0x1f, 0x00
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 242
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + 0], r9d
+    mov edi, ecx
     jmp 1f
 1:
+    jmp 1f
+1:
+    mov byte ptr [r15 + 0], dil
+    mov qword ptr [r15 + 128], rdi
+    mov rdi, rcx
+    mov r8, r11
+    jmp 1f
+1:
+    and r8, 1984
+    mov dword ptr [r15 + r8 + 1344], 24
     test ebx, 1073741824
     jnz 1f
 1:
@@ -5323,75 +5325,116 @@ ditto_body_c1:
 1:
     jmp 1f
 1:
-    mov r9, r11
-    mov qword ptr [r15 + 64], rax
+    mov r8, qword ptr [r15 + 512]
+    mov r9, qword ptr [r15 + 704]
+    movzx edi, byte ptr [r15 + 192]
     jmp 1f
 1:
-    and r9, 1984
-    mov rax, qword ptr [r15 + r9 + 1344]
-    mov r9, rax
+    mov rcx, rsi
+    movzx esi, r8b
+    jmp 1f
+1:
+    mov rsi, qword ptr [r15 + 384]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov esi, ebp
+    mov dword ptr [r15 + 64], 22
+    mov qword ptr [r15 + 256], rax
+    vmovq xmm12, rbp
+    vmovq xmm12, rsi
+    mov esi, 7
+    mov esi, dword ptr [r15 + 320]
+    mov r9, r11
+    mov qword ptr [r15 + 64], r9
+    and r9, 4032
+    movzx ecx, byte ptr [r15 + r9 + 3392]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b5_done
 .Lc1_b5_c4:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 16777216
+    setz al
+    lea rcx, [rip + .Lc1_d4507_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d4507_s_t
+    .p2align 3
+.Lc1_d4507_s:
+    .p2align 3
+    jmp .Lc1_d4507_j
+    .p2align 3
+    jmp .Lc1_d4507_j
+.Lc1_d4507_j:
+    jmp 1f
+1:
+    movzx ecx, dil
     jmp 1f
 1:
     jmp 1f
 1:
-    mov r9, qword ptr [r15 + 384]
-    mov rax, qword ptr [r15 + 192]
-    movzx r8d, byte ptr [r15 + 448]
-    jmp 1f
-1:
-    movzx ecx, al
-    movsxd rax, dword ptr [r15 + 128]
-    mov rbp, qword ptr [r15 + 512]
+    mov qword ptr [r15 + 384], rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    mov r9, qword ptr [r15 + 320]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, ebp
-    mov dword ptr [r15 + 0], eax
-    mov qword ptr [r15 + 0], rbp
-    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 512], ecx
+    test ebx, 1073741824
+    jz 1f
+1:
+    lock xadd qword ptr [r15 + 448], rcx
+    mov r8, r11
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    and r8, 1984
+    mov dword ptr [r15 + r8 + 1344], r8d
+    mov r8d, dword ptr [r15 + 64]
+    jmp 1f
+1:
+    test ebx, 30704
+    jnz 1f
+1:
+    movzx r8d, cl
+    mov ecx, ecx
+    jmp 1f
+1:
+    .byte 0x0f, 0x1f, 0x00
+    mov dword ptr [r15 + 192], r8d
+    movsxd rcx, dword ptr [r15 + 320]
+    mov r8d, ecx
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rbp, rax
-    movzx r8d, byte ptr [r15 + 64]
-    movsxd rbp, dword ptr [r15 + 128]
-    mov eax, 203
-    mov qword ptr [r15 + 320], rax
-    jmp 1f
-1:
-    vpshufd xmm13, xmm13, 143
-    mov eax, 36
-    mov eax, eax
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rax, rbp
-    mov eax, eax
-    mov rbp, r11
-    jmp 1f
-1:
-    and rbp, 8128
-    and eax, dword ptr [r15 + rbp + 7488]
-    movzx ebp, byte ptr [r15 + 640]
     mov r8, r11
-    mov r9, r11
-    and r8, 16320
-    movsxd rcx, dword ptr [r15 + r8 + 15680]
     jmp 1f
 1:
-    and r9, 4032
-    mov dword ptr [r15 + r9 + 3392], 166
+    jmp 1f
+1:
+    and r8, 8128
+    movzx ecx, byte ptr [r15 + r8 + 7488]
+    mov rbp, r11
+    add rcx, qword ptr [r15 + 128]
+    mov qword ptr [r15 + 384], r9
+    and rbp, 448
+    mov dword ptr [r15 + rbp + 832], 65
+    mov dword ptr [r15 + 768], ebp
     add r11, 64
     inc rbx
     dec r13
@@ -5400,62 +5443,52 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 131072
-    setz al
-    lea rcx, [rip + .Lc1_d4542_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d4542_s_t
-    .p2align 3
-.Lc1_d4542_s:
-    .p2align 3
-    jmp .Lc1_d4542_j
-    .p2align 3
-    jmp .Lc1_d4542_j
-.Lc1_d4542_j:
-    mov ecx, ecx
-    mov dword ptr [r15 + 704], 3
-    mov r12, qword ptr [r15 + r12 + 56]
+    lea r9, [r11 + r11*1]
+    mov rbp, r11
+    and r9, 4032
+    vmovdqu ymmword ptr [r15 + r9 + 3392], ymm12
+    and rbp, 16320
+    mov rax, qword ptr [r15 + rbp + 15680]
     jmp 1f
 1:
-    mov qword ptr [r15 + 0], r8
-    mov dword ptr [r15 + 0], ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r11
-    mov r8, r11
-    test dword ptr [r15 + 67117724], 537925632
-    jz 1f
+    jmp 1f
 1:
-    mov qword ptr [r15 + 512], r8
-    and rbp, 4032
-    mov qword ptr [r15 + rbp + 3392], rbp
-    and r8, 448
-    mov rbp, qword ptr [r15 + r8 + 832]
-    mov r8, r11
-    mov ecx, 234
-    and r8, 1984
-    and ebp, dword ptr [r15 + r8 + 1344]
-    mov r8d, dword ptr [r15 + 320]
+    movsxd rbp, dword ptr [r15 + 128]
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx ebp, byte ptr [r15 + 256]
-    add rbp, qword ptr [r15 + 128]
+    mov byte ptr [r15 + 64], bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ebp, byte ptr [r15 + r9 + 3456]
+    vmovdqu ymmword ptr [r15 + 384], ymm12
+    movzx r9d, byte ptr [r15 + 256]
+    mov r8, r11
+    test dword ptr [r15 + 67117723], 6144
+    jnz 1f
+1:
+    mov r9d, r8d
+    and r8, 448
+    mov r9d, dword ptr [r15 + r8 + 832]
+    movzx r8d, byte ptr [r15 + 576]
+    and r8d, dword ptr [r15 + 320]
+    mov ebp, 3
+    test dword ptr [r15 + 67117724], 8389632
+    jnz 1f
+1:
+    movzx r8d, bpl
     jmp 1f
 1:
-    add rbp, qword ptr [r15 + 448]
-    movzx r8d, byte ptr [r15 + 192]
-    mov ecx, r8d
-    test dword ptr [r15 + 67117723], 2
-    jz 1f
+    mov r8d, 109
+    mov byte ptr [r15 + 512], cl
+    mov r8, qword ptr [r15 + 448]
+    test dword ptr [r15 + 67117723], 67108928
+    jnz 1f
 1:
-    movzx r8d, r8b
-    mov dword ptr [r15 + 768], 43
+    movzx ecx, byte ptr [r15 + 192]
     jmp 1f
 1:
-    mov r8d, dword ptr [r15 + 64]
-    mov rcx, r8
-    mov dword ptr [r15 + 384], ecx
+    mov r8d, 97
+    movsxd r8, dword ptr [r15 + 640]
     add r11, 64
     inc rbx
     dec r13
@@ -5464,52 +5497,54 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d4595_j]
+    lea rcx, [rip + .Lc1_d4617_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d4595_j_t
-.Lc1_d4595_j:
-    mov ecx, dword ptr [r15 + 320]
-    mov eax, ebp
-    movsxd rax, dword ptr [r15 + 64]
+    jmp .Lc1_d4617_j_t
+.Lc1_d4617_j:
+    mov r9d, 117
+    movzx ecx, byte ptr [r15 + 704]
+    movsxd rax, dword ptr [r15 + 128]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 67117724], 167772160
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], r8d
+    mov r9d, 74
+    mov r9, r11
+    mov ebp, r8d
+    and r9, 448
+    movsxd r8, dword ptr [r15 + r9 + 832]
+    vpaddq xmm12, xmm12, xmmword ptr [r15 + 384]
     mov rbp, r11
-    imul rax, qword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rcx
-    movsxd r8, dword ptr [r15 + 576]
-    and rbp, 448
-    movsxd rcx, dword ptr [r15 + rbp + 832]
-    mov byte ptr [r15 + 384], cl
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov ecx, 162
-    movsxd rcx, dword ptr [r15 + 64]
-    mov qword ptr [r15 + 192], rcx
-    mov ecx, dword ptr [r15 + 256]
-    mov byte ptr [r15 + 512], bpl
-    mov dword ptr [r15 + 384], ecx
-    mov rbp, r11
-    test dword ptr [r15 + 67117724], 2048
-    jnz 1f
-1:
-    mov rcx, qword ptr [r15 + 128]
-    mov r8d, dword ptr [r15 + 448]
+    mov r9d, ecx
     and rbp, 8128
-    mov r9, r10
-    mov dword ptr [r15 + rbp + 7488], eax
+    mov r9d, dword ptr [r15 + rbp + 7488]
+    test ebx, 1073741824
+    jz 1f
+1:
+    vpor xmm12, xmm12, xmm12
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r8
+    mov rbp, rbp
+    mov ebp, ebp
+    mov ebp, 102
+    mov dword ptr [r15 + 0], ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, qword ptr [r15 + 64]
+    test dword ptr [r15 + 67117724], 71303168
+    jz 1f
+1:
+    movsxd rbp, dword ptr [r15 + 448]
+    mov r9d, 206
+    mov r8d, 166
+    mov r9, r11
+    mov r8, rbp
+    mov r8d, dword ptr [r15 + 256]
     and r9, 1984
-    mov dword ptr [r15 + r9 + 1344], r9d
-    mov r9, qword ptr [r15 + 256]
-    mov ebp, 63
+    mov dword ptr [r15 + r9 + 1344], 223
+    mov qword ptr [r15 + 320], r9
+    jmp 1f
+1:
+    mov ecx, dword ptr [r15 + 512]
     add r11, 64
-    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b5_done
@@ -5517,124 +5552,119 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov rbp, r10
-    jmp 1f
-1:
-    and rbp, 1984
-    mov dword ptr [r15 + rbp + 1344], 14
-    mov ebp, dword ptr [r15 + 320]
-    movzx eax, bpl
-    movsxd rax, dword ptr [r15 + 640]
-    jmp 1f
-1:
-    mov rcx, qword ptr [r15 + 320]
-    mov r9, qword ptr [r15 + 704]
-    test dword ptr [r15 + 67117723], 155345632
-    jnz 1f
-1:
-    movsxd rbp, dword ptr [r15 + 128]
-    lea r9, [r10 + r10*1]
-    jmp 1f
-1:
-    mov rax, rcx
-    mov byte ptr [r15 + 384], al
-    and r9, 4032
-    vmovdqu ymmword ptr [r15 + r9 + 3456], ymm13
-    mov rax, qword ptr [r15 + 64]
-    jmp 1f
-1:
-    mov r8, r10
-    test dword ptr [r15 + 67117724], 524288
-    jz 1f
-1:
-    and r8, 448
-    mov eax, dword ptr [r15 + r8 + 832]
-    mov dword ptr [r15 + 512], r9d
-    jmp 1f
-1:
-    mov dword ptr [r15 + 192], ecx
-    mov ecx, eax
-    jmp 1f
-1:
-    jmp 1f
-1:
+    movzx eax, r9b
+    mov r8, r11
+    movzx eax, cl
+    movsxd rax, dword ptr [r15 + 320]
+    mov ecx, 133
+    and r8, 4032
+    movsxd rcx, dword ptr [r15 + r8 + 3392]
+    mov r8, r9
+    mov r8d, r8d
     test ebx, 1073741824
     jz 1f
 1:
     jmp 1f
 1:
+    mov dword ptr [r15 + 128], 230
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rcx, dword ptr [r15 + r9 + 3392]
-    mov r9, rax
-    mov r9d, 117
-    movzx r9d, byte ptr [r15 + 448]
-    add r10, r11
+    movzx r8d, al
+    xor dword ptr [r15 + 128], r8d
+    mov r8, r11
+    vpaddd xmm12, xmm12, xmm12
+    test dword ptr [r15 + 67117724], 1
+    jz 1f
+1:
+    and r8, 1984
+    movsxd rax, dword ptr [r15 + r8 + 1344]
+    mov byte ptr [r15 + 320], cl
+    jmp 1f
+1:
+    mov r8d, dword ptr [r15 + 384]
+    movsxd rcx, dword ptr [r15 + 768]
+    movzx r9d, byte ptr [r15 + 192]
+    vmovdqu ymmword ptr [r15 + 64], ymm12
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r9, r11
+    mov dword ptr [r15 + 256], 218
+    movzx r8d, byte ptr [r15 + 448]
+    mov ecx, 39
+    and r9, 8128
+    mov rcx, qword ptr [r15 + r9 + 7488]
+    mov r9d, dword ptr [r15 + 512]
+    mov eax, 147
+    add r11, 64
     inc rbx
     dec r13
     jnz .Lc1_b5_c0
 .Lc1_b5_done:
-// block 6: 1024 bytes, 4 chunk(s), 8 chunk executions per call
+// block 6: 1024 bytes, 4 chunk(s), 4 chunk executions per call
     mov rbx, qword ptr [r15 + 67117784]
-    lea rcx, [rbx + 8]
+    lea rcx, [rbx + 4]
     mov qword ptr [r15 + 67117784], rcx
-    mov r13d, 8
+    mov r13d, 4
     jmp .Lc1_b6_c0
     .p2align 6
 .Lc1_b6_c0:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d4696_j]
+    lea rcx, [rip + .Lc1_d4717_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d4696_j_t
-.Lc1_d4696_j:
-    mov r9, r11
-    and r9, 448
-    mov dword ptr [r15 + r9 + 832], r9d
+    jmp .Lc1_d4717_j_t
+.Lc1_d4717_j:
     jmp 1f
 1:
+    mov r8, r11
+    movzx ecx, byte ptr [r15 + 128]
+    movzx eax, al
+    and r8, 8128
+    mov dword ptr [r15 + r8 + 7488], r8d
+    mov qword ptr [r15 + 0], r8
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], r9d
-    mov qword ptr [r15 + 0], r9
-    mov dword ptr [r15 + 0], ecx
-    test dword ptr [r15 + 67117723], 8913922
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 512], r9d
-    mov ecx, dword ptr [r15 + 192]
-    movzx r9d, byte ptr [r15 + 128]
-    mov rax, qword ptr [r15 + 768]
-    lea rbp, [r11 + r11*1]
-    mov dword ptr [r15 + 320], 218
-    and rbp, 8128
-    mov qword ptr [r15 + rbp + 7488], r9
+    mov r8, r9
     test ebx, 1073741824
     jz 1f
 1:
-    movzx r9d, byte ptr [r15 + rbp + 7552]
-    mov r8, r11
-    movzx ebp, byte ptr [r15 + 384]
-    and r8, 1984
-    mov rax, qword ptr [r15 + r8 + 1344]
+    xor dword ptr [r15 + 0], ecx
+    mov r8, rcx
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 64], 229
+    test dword ptr [r15 + 67117723], 69824
+    jz 1f
+1:
     movsxd r8, dword ptr [r15 + 384]
-    mov rcx, rcx
-    movsxd rcx, dword ptr [r15 + 256]
-    movsxd rdi, dword ptr [r15 + 128]
+    mov ecx, dword ptr [r15 + 512]
+    mov r9, rcx
+    jmp 1f
+1:
+    mov qword ptr [r15 + 320], rcx
+    jmp 1f
+1:
+    mov rcx, qword ptr [r15 + 192]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rcx, qword ptr [r15 + 64]
-    mov r8d, ebp
-    mov r8d, r8d
-    mov dword ptr [r15 + 448], eax
-    mov r8, r8
-    jmp 1f
-1:
+    mov qword ptr [r15 + 448], rcx
+    mov dword ptr [r15 + 576], 105
+    mov rbp, r11
+    mov r8, r11
+    and rbp, 1984
+    movzx ecx, byte ptr [r15 + rbp + 1344]
+    mov rbp, rcx
+    and r8, 448
+    movsxd rcx, dword ptr [r15 + r8 + 832]
+    movzx r8d, r9b
+    mov qword ptr [r15 + 256], r9
     add r11, 64
     inc rbx
     dec r13
@@ -5643,49 +5673,57 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov r8, r11
-    and r8, 8128
-    mov byte ptr [r15 + r8 + 7488], r8b
-    vmovdqu ymmword ptr [r15 + 0], ymm13
-    mov r8d, r8d
+    mov rbp, r10
+    and rbp, 448
+    movzx eax, byte ptr [r15 + rbp + 832]
     jmp 1f
 1:
-    mov byte ptr [r15 + 0], al
-    vmovq qword ptr [r15 + 0], xmm13
     jmp 1f
 1:
-    test ebx, 1073741824
+    jmp 1f
+1:
+    movsxd rbp, dword ptr [r15 + 384]
+    mov r8d, 100
+    test dword ptr [r15 + 67117723], 536870912
     jnz 1f
 1:
-    mov dword ptr [r15 + 0], 148
-    vmovdqu xmmword ptr [r15 + 0], xmm13
+    jmp 1f
+1:
+    mov r8d, 53
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, byte ptr [r15 + 512]
-    mov r8d, dword ptr [r15 + 448]
-    mov dword ptr [r15 + 64], 204
+    vpxor xmm12, xmm12, xmm10
+    mov byte ptr [r15 + 0], r8b
     test ebx, 1073741824
     jnz 1f
 1:
+    movzx r8d, byte ptr [r15 + 448]
+    mov dword ptr [r15 + 64], r8d
+    vpaddq xmm12, xmm12, xmmword ptr [r15 + 704]
+    mov r9, r8
     jmp 1f
 1:
-    mov rax, qword ptr [r15 + 192]
-    vmovdqu ymmword ptr [r15 + 64], ymm13
-    mov qword ptr [r15 + 320], rax
-    mov eax, dword ptr [r15 + 384]
-    mov r8, r10
-    mov r9, rax
-    test dword ptr [r15 + 67117724], 1073741824
+    mov r8, qword ptr [r15 + 640]
+    mov r9, r11
+    test dword ptr [r15 + 67117724], 576
     jnz 1f
 1:
-    mov dword ptr [r15 + 576], r8d
-    and r8, 1984
-    movzx eax, byte ptr [r15 + r8 + 1344]
-    mov r8, r10
-    movzx r9d, byte ptr [r15 + 128]
-    and r8, 4032
-    mov ebp, dword ptr [r15 + r8 + 3392]
-    or qword ptr [r15 + 256], 120
-    mov dword ptr [r15 + 640], eax
+    popcnt r8, r9
+    and r9, 4032
+    movzx r8d, byte ptr [r15 + r9 + 3392]
+    mov r9d, dword ptr [r15 + 320]
+    and r9d, dword ptr [r15 + 256]
+    movzx eax, byte ptr [r15 + 192]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r9, r10
+    mov rdi, qword ptr [r15 + 384]
+    and r9, 1984
+    mov r8, qword ptr [r15 + r9 + 1344]
+    jmp 1f
+1:
+    mov r9d, eax
+    movzx eax, byte ptr [r15 + 128]
     add r11, 64
     add r10, r11
     inc rbx
@@ -5695,62 +5733,70 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d4791_j]
+    lea rcx, [rip + .Lc1_d4818_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d4791_j_t
-.Lc1_d4791_j:
-    mov rbp, r10
-    vpxor xmm13, xmm13, xmm8
-    and rbp, 448
-    mov ecx, dword ptr [r15 + rbp + 832]
-    mov ebp, 229
-    mov dword ptr [r15 + 448], r9d
-    mov rbp, qword ptr [r15 + 448]
+    jmp .Lc1_d4818_j_t
+.Lc1_d4818_j:
+    imul rcx, qword ptr [r15 + 320]
     jmp 1f
 1:
     jmp 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rcx
+    mov dword ptr [r15 + 0], eax
     jmp 1f
 1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    add rbp, qword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 70
-    vpmovmskb ecx, xmm13
-    vmovq xmm13, rdi
-    vpmovmskb ecx, xmm13
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    movzx ecx, byte ptr [r15 + 256]
-    test dword ptr [r15 + 67117723], 4096
-    jz 1f
+    test ebx, 1073741824
+    jnz 1f
 1:
-    mov ecx, dword ptr [r15 + 320]
-    mov rbp, rax
-    movzx ebp, byte ptr [r15 + 512]
-    movsxd rax, dword ptr [r15 + 704]
-    movsxd r8, dword ptr [r15 + 320]
-    vpmovmskb r9d, xmm13
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, r11
+    mov dword ptr [r15 + 0], r8d
     jmp 1f
 1:
-    mov r9, qword ptr [r15 + 128]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r8, 8128
+    mov rax, qword ptr [r15 + r8 + 7488]
+    mov dword ptr [r15 + 384], eax
+    movsxd rax, dword ptr [r15 + 448]
+    jmp 1f
+1:
+    jmp 1f
+1:
     test ebx, 1073741824
     jz 1f
 1:
-    mov r9, qword ptr [r15 + 384]
-    mov r8, r9
-    add r8, qword ptr [r15 + 64]
-    mov r9, r10
-    movzx eax, r9b
-    and r9, 4032
-    movsxd rax, dword ptr [r15 + r9 + 3392]
+    mov rax, qword ptr [r15 + 256]
+    mov r8d, r8d
     jmp 1f
 1:
-    mov dword ptr [r15 + 192], 189
+    mov byte ptr [r15 + 192], r8b
+    mov dword ptr [r15 + 768], r8d
+    mov r8d, dword ptr [r15 + 512]
+    vpcmpeqb xmm12, xmm12, xmmword ptr [r15 + 64]
+    jmp 1f
+1:
+    movzx ecx, byte ptr [r15 + 64]
+    test dword ptr [r15 + 67117723], 268468224
+    jz 1f
+1:
+    vmovdqu ymmword ptr [r15 + 128], ymm12
+    jmp 1f
+1:
+    mov r8d, dword ptr [r15 + 512]
+    mov eax, r9d
+    mov r9, r11
+    jmp 1f
+1:
+    and r9, 4032
+    movsxd rcx, dword ptr [r15 + r9 + 3392]
     mov r9, rcx
-    add r10, r11
+    movzx ecx, r8b
+    add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b6_done
@@ -5758,55 +5804,68 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    movsxd rax, dword ptr [r15 + 768]
-    mov r8d, 135
-    movzx r8d, r8b
-    mov dword ptr [r15 + 0], 132
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 1024
+    setz al
+    lea rcx, [rip + .Lc1_d4874_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d4874_s_t
+    .p2align 3
+.Lc1_d4874_s:
+    .p2align 3
+    jmp .Lc1_d4874_j
+    .p2align 3
+    jmp .Lc1_d4874_j
+.Lc1_d4874_j:
     mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 167
+    mov dword ptr [r15 + 0], 60
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, rcx
+    mov rcx, rax
+    mov dword ptr [r15 + 64], 5
+    test bl, 24
+    jnz 1f
+1:
     jmp 1f
 1:
-    mov byte ptr [r15 + 256], r9b
-    test dword ptr [r15 + 67117723], 16384
+    mov rcx, qword ptr [r15 + 128]
+    movzx eax, r9b
+    jmp 1f
+1:
+    movsxd rax, dword ptr [r15 + 448]
+    jmp 1f
+1:
+    movsxd r9, dword ptr [r15 + 320]
+    test ebx, 1073741824
     jz 1f
 1:
     jmp 1f
 1:
+    mov dword ptr [r15 + 576], 49
+    mov r9, r11
+    movzx esi, byte ptr [r15 + 512]
+    movzx r8d, byte ptr [r15 + 640]
+    mov rbp, r11
+    and r9, 1984
+    mov qword ptr [r15 + r9 + 1344], r9
+    mov r9, r11
+    and rbp, 448
+    movsxd rax, dword ptr [r15 + rbp + 832]
+    and r9, 8128
+    mov byte ptr [r15 + r9 + 7488], sil
+    test dword ptr [r15 + 67117724], 2260992
+    jz 1f
+1:
+    movzx r9d, dil
+    mov dword ptr [r15 + 320], 240
+    mov byte ptr [r15 + 192], cl
+    movsxd r9, dword ptr [r15 + 384]
     jmp 1f
 1:
     jmp 1f
 1:
-    movzx eax, al
-    jmp 1f
-1:
-    mov dword ptr [r15 + 320], 181
-    mov dword ptr [r15 + 192], 199
-    test dword ptr [r15 + 67117723], 67109376
-    jnz 1f
-1:
-    movzx eax, byte ptr [r15 + 512]
-    mov r8, r10
-    movzx r9d, r9b
-    movzx ecx, byte ptr [r15 + 384]
-    mov r9d, 112
-    and r8, 8128
-    mov r9d, dword ptr [r15 + r8 + 7488]
-    mov r8d, dword ptr [r15 + 128]
-    mov ebp, 166
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rbp, r10
-    mov r8, r10
-    vmovdqu ymmword ptr [r15 + 64], ymm13
-    mov r9, r8
-    and r8, 448
-    mov dword ptr [r15 + r8 + 832], 17
-    and rbp, 1984
-    movsxd rdi, dword ptr [r15 + rbp + 1344]
-    mov ebp, 61
-    jmp 1f
-1:
-    add r10, r11
+    add r11, 64
     inc rbx
     dec r13
     jnz .Lc1_b6_c0
@@ -5819,64 +5878,64 @@ ditto_body_c1:
     jmp .Lc1_b7_c0
     .p2align 6
 .Lc1_b7_c0:
-    mov dword ptr [r15 + 384], 6
-    movsxd rcx, dword ptr [r15 + 640]
-    movzx ebp, byte ptr [r15 + 256]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov rax, rax
+    movzx eax, r9b
+    mov r9, rax
     test ebx, 1073741824
     jz 1f
 1:
-    mov dword ptr [r15 + 448], ebp
-    mov rbp, r10
-    mov ecx, dword ptr [r15 + 192]
-    test ebx, 1073741824
-    jnz 1f
+    mov r9, r10
+    mov eax, ebp
+    movzx ebp, byte ptr [r15 + 320]
+    test dword ptr [r15 + 67117724], 128
+    jz 1f
 1:
-    mov ecx, ecx
+    mov rbp, r10
+    and r9, 16320
+    mov rax, qword ptr [r15 + r9 + 15680]
     and rbp, 1984
-    mov rcx, qword ptr [r15 + rbp + 1344]
+    xor dword ptr [r15 + rbp + 1344], ecx
     test ebx, 1073741824
     jz 1f
 1:
-    movzx ebp, byte ptr [r15 + 512]
-    movsxd rcx, dword ptr [r15 + 64]
+    movzx ebp, byte ptr [r15 + 192]
+    mov qword ptr [r15 + 384], rax
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx eax, dil
-    mov eax, 193
+    mov rbp, rbp
+    mov ebp, ebp
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rcx, rax
-    mov dword ptr [r15 + 128], 36
-    mov rax, qword ptr [r15 + 704]
+    movsxd rbp, dword ptr [r15 + 448]
+    movsxd rax, dword ptr [r15 + 320]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + 768], eax
+    mov rax, rax
+    test bl, 16
+    jz 1f
+1:
+    movsxd rax, dword ptr [r15 + 640]
+    movsxd rbp, dword ptr [r15 + 256]
+    mov r9, r10
     test ebx, 1073741824
     jz 1f
 1:
-    mov rax, rdi
-    movzx eax, al
-    test ebx, 1073741824
-    jz 1f
-1:
-    vmovq xmm13, rcx
-    mov dword ptr [r15 + 320], 190
+    movzx eax, byte ptr [r15 + 64]
+    and r9, 448
+    mov byte ptr [r15 + r9 + 832], r9b
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rcx, r8
-    mov dword ptr [r15 + 256], 62
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + 512], ecx
-    mov rcx, rbp
-    mov rbp, r10
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and rbp, 4032
-    mov r9, qword ptr [r15 + rbp + 3392]
-    movzx ebp, byte ptr [r15 + 448]
+    movzx r9d, bpl
+    mov byte ptr [r15 + 576], bpl
+    add r11, 64
     add r10, r11
     inc rbx
     dec r13
@@ -5887,92 +5946,90 @@ ditto_body_c1:
     mov qword ptr [r15 + 67117720], rax
     mov eax, dword ptr [r15 + 67117724]
     and eax, 15
-    lea rcx, [rip + .Lc1_d4947_s]
+    lea rcx, [rip + .Lc1_d4987_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d4947_s_t
+    jmp .Lc1_d4987_s_t
     .p2align 3
-.Lc1_d4947_s:
+.Lc1_d4987_s:
     .p2align 3
-    jmp .Lc1_d4947_j
+    jmp .Lc1_d4987_j
     .p2align 3
-    jmp .Lc1_d4947_j
+    jmp .Lc1_d4987_j
     .p2align 3
-    jmp .Lc1_d4947_j
+    jmp .Lc1_d4987_j
     .p2align 3
-    jmp .Lc1_d4947_j
+    jmp .Lc1_d4987_j
     .p2align 3
-    jmp .Lc1_d4947_j
+    jmp .Lc1_d4987_j
     .p2align 3
-    jmp .Lc1_d4947_j
+    jmp .Lc1_d4987_j
     .p2align 3
-    jmp .Lc1_d4947_j
+    jmp .Lc1_d4987_j
     .p2align 3
-    jmp .Lc1_d4947_j
+    jmp .Lc1_d4987_j
     .p2align 3
-    jmp .Lc1_d4947_j
+    jmp .Lc1_d4987_j
     .p2align 3
-    jmp .Lc1_d4947_j
+    jmp .Lc1_d4987_j
     .p2align 3
-    jmp .Lc1_d4947_j
+    jmp .Lc1_d4987_j
     .p2align 3
-    jmp .Lc1_d4947_j
+    jmp .Lc1_d4987_j
     .p2align 3
-    jmp .Lc1_d4947_j
+    jmp .Lc1_d4987_j
     .p2align 3
-    jmp .Lc1_d4947_j
+    jmp .Lc1_d4987_j
     .p2align 3
-    jmp .Lc1_d4947_j
+    jmp .Lc1_d4987_j
     .p2align 3
-    jmp .Lc1_d4947_j
-.Lc1_d4947_j:
+    jmp .Lc1_d4987_j
+.Lc1_d4987_j:
+    movsxd rcx, dword ptr [r15 + 512]
+    mov byte ptr [r15 + 128], bpl
+    mov dword ptr [r15 + 384], 131
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov dword ptr [r15 + 192], ecx
+    mov ecx, eax
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r9, r10
     mov rbp, r10
-    mov r9, r10
-    and r9, 16320
-    mov dword ptr [r15 + r9 + 15680], 130
-    and rbp, 1984
-    add qword ptr [r15 + rbp + 1344], rbp
-    mov qword ptr [r15 + 512], rax
-    test dword ptr [r15 + 67117723], 4
+    movzx ecx, al
+    and r9, 448
+    vmovdqu ymmword ptr [r15 + r9 + 832], ymm12
+    test ebx, 1073741824
     jz 1f
 1:
-    movzx ebp, byte ptr [r15 + 768]
+    and rbp, 4032
     mov r9, r10
-    mov qword ptr [r15 + 384], rcx
+    mov ecx, dword ptr [r15 + rbp + 3392]
     and r9, 8128
-    mov qword ptr [r15 + r9 + 7488], rbp
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov qword ptr [r15 + 192], r9
-    mov byte ptr [r15 + 256], bpl
-    test ebx, 1073741824
+    mov dword ptr [r15 + r9 + 7488], 167
+    test dword ptr [r15 + 67117724], 16384
     jz 1f
 1:
-    mov byte ptr [r15 + 384], r9b
-    movzx ebp, byte ptr [r15 + 128]
-    mov r9d, ebp
-    test ebx, 1073741824
-    jz 1f
-1:
-    movsxd rbp, dword ptr [r15 + 448]
-    vmovdqu ymmword ptr [r15 + 320], ymm13
-    movzx r9d, bpl
+    vmovq qword ptr [r15 + 448], xmm12
+    movzx eax, byte ptr [r15 + 256]
+    mov dword ptr [r15 + 448], ebp
     test ebx, 1073741824
     jnz 1f
 1:
-    mov byte ptr [r15 + 320], r9b
-    mov ebp, dword ptr [r15 + 192]
+    movzx ebp, byte ptr [r15 + 64]
+    movzx eax, cl
     test ebx, 1073741824
     jnz 1f
 1:
-    mov dword ptr [r15 + 192], ebp
-    mov ebp, dword ptr [r15 + 256]
-    mov r9d, r9d
-    test ebx, 1073741824
+    mov rbp, qword ptr [r15 + 512]
+    movsxd rcx, dword ptr [r15 + 192]
+    test dword ptr [r15 + 67117723], 536936448
     jnz 1f
 1:
-    movsxd r9, dword ptr [r15 + 64]
-    mov ebp, ebp
+    mov rax, rcx
+    movsxd rcx, dword ptr [r15 + 704]
+    add r11, 64
     add r10, r11
     inc rbx
     dec r13
@@ -5982,132 +6039,129 @@ ditto_body_c1:
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
     xor eax, eax
-    test dword ptr [r15 + 67117723], 8388608
+    test dword ptr [r15 + 67117724], 1
     setz al
-    lea rcx, [rip + .Lc1_d5017_s]
+    lea rcx, [rip + .Lc1_d5055_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d5017_s_t
+    jmp .Lc1_d5055_s_t
     .p2align 3
-.Lc1_d5017_s:
+.Lc1_d5055_s:
     .p2align 3
-    jmp .Lc1_d5017_j
+    jmp .Lc1_d5055_j
     .p2align 3
-    jmp .Lc1_d5017_j
-.Lc1_d5017_j:
-    mov rbp, r11
-    and rbp, 1984
-    mov byte ptr [r15 + rbp + 1344], r9b
-    mov rbp, qword ptr [r15 + 512]
+    jmp .Lc1_d5055_j
+.Lc1_d5055_j:
+    movzx r8d, byte ptr [r15 + 384]
+    mov dword ptr [r15 + 320], 240
     test ebx, 1073741824
     jz 1f
 1:
-    mov rbp, rbp
-    mov r9, qword ptr [r15 + 256]
+    mov byte ptr [r15 + 128], r8b
+    movzx ebp, byte ptr [r15 + 256]
+    test bl, 72
+    jnz 1f
+1:
+    movzx r8d, r8b
+    mov r8d, dword ptr [r15 + 512]
+    mov r9, r11
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and r9, 1984
+    mov dword ptr [r15 + r9 + 1344], 204
+    mov dword ptr [r15 + 768], r9d
+    lea r9, [r10 + r10*1]
     test ebx, 1073741824
     jz 1f
 1:
-    mov r9d, edi
-    movzx r9d, byte ptr [r15 + 64]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movsxd rbp, dword ptr [r15 + 320]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx ebp, byte ptr [r15 + 384]
-    mov dword ptr [r15 + 384], r9d
+    movsxd r8, dword ptr [r15 + 320]
+    and r9, 8128
+    movsxd rcx, dword ptr [r15 + r9 + 7552]
     test dword ptr [r15 + 67117724], 262148
     jnz 1f
 1:
-    mov rbp, rbp
-    mov dword ptr [r15 + 640], r8d
+    mov r8, qword ptr [r15 + 576]
+    mov qword ptr [r15 + 64], r9
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx ebp, byte ptr [r15 + 192]
-    mov r9, r10
+    vmovdqu ymmword ptr [r15 + 512], ymm12
+    movsxd r8, dword ptr [r15 + 128]
     test ebx, 1073741824
-    jz 1f
-1:
-    movsxd rbp, dword ptr [r15 + 576]
-    and r9, 8128
-    movzx r8d, byte ptr [r15 + r9 + 7488]
-    test bl, 16
-    jz 1f
-1:
-    mov r8, r11
-    mov dword ptr [r15 + 448], 1
-    and r8, 4032
-    mov dword ptr [r15 + r8 + 3392], 255
-    test dword ptr [r15 + 67117724], 557056
     jnz 1f
 1:
-    mov r8, rcx
+    movzx r8d, r8b
+    mov r8, r9
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov qword ptr [r15 + r9 + 7488], r8
+    movzx r8d, r8b
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx r8d, byte ptr [r15 + 448]
+    mov r9d, r8d
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b7_done
 .Lc1_b7_c3:
-    mov r8, r11
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    movzx eax, byte ptr [r15 + 256]
+    mov qword ptr [r15 + 64], r9
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r9, qword ptr [r15 + 384]
+    mov eax, 143
+    lea r8, [r10 + r10*1]
+    test dword ptr [r15 + 67117723], 266240
+    jnz 1f
+1:
     and r8, 1984
-    mov ecx, dword ptr [r15 + r8 + 1344]
-    movzx r9d, cl
+    movsxd r9, dword ptr [r15 + r8 + 1408]
+    mov dword ptr [r15 + 192], r9d
     test ebx, 1073741824
     jz 1f
 1:
-    mov ecx, r8d
-    mov rcx, qword ptr [r15 + 128]
+    mov dword ptr [r15 + 320], 120
+    movzx r9d, byte ptr [r15 + 448]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov dword ptr [r15 + 192], 139
-    mov ecx, 206
-    test bl, 40
-    jnz 1f
+    movzx r9d, byte ptr [r15 + r8 + 1344]
+    test dword ptr [r15 + 67117724], 1048584
+    jz 1f
 1:
-    movzx r8d, bpl
-    movzx ebp, byte ptr [r15 + 320]
+    movsxd r8, dword ptr [r15 + 384]
+    mov r9, r10
+    mov rax, rax
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx ebp, byte ptr [r15 + 384]
-    mov qword ptr [r15 + 384], r9
+    and r9, 448
+    movzx eax, byte ptr [r15 + r9 + 832]
+    mov r8, r10
+    movzx r9d, r8b
+    test ebx, 256
+    jz 1f
+1:
+    vpmovmskb r9d, xmm12
+    and r8, 4032
+    mov rbp, qword ptr [r15 + r8 + 3392]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx r8d, cl
+    mov r8, qword ptr [r15 + 128]
     test ebx, 1073741824
     jz 1f
 1:
-    mov rbp, rbp
-    mov dword ptr [r15 + 256], ebp
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rbp, r10
-    mov r9d, r9d
-    and rbp, 448
-    mov r9d, dword ptr [r15 + rbp + 832]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    vmovq xmm13, r8
-    mov dword ptr [r15 + 64], 175
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx ebp, byte ptr [r15 + 320]
-    mov r9d, r8d
-    test bl, 24
-    jnz 1f
-1:
-    mov rbp, r10
-    mov r9d, r9d
-    and rbp, 4032
-    movzx ecx, byte ptr [r15 + rbp + 3392]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rbp, qword ptr [r15 + 448]
-    mov dword ptr [r15 + 512], 30
+    movzx ecx, r8b
     add r11, 64
     add r10, r11
     inc rbx
@@ -6125,22 +6179,22 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d5133_j]
+    lea rcx, [rip + .Lc1_d5169_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d5133_j_t
-.Lc1_d5133_j:
-    mov dword ptr [r15 + 448], ecx
+    jmp .Lc1_d5169_j_t
+.Lc1_d5169_j:
+    mov dword ptr [r15 + 448], r9d
     test ebx, 1073741824
     jz 1f
 1:
-    mov ecx, 130
+    mov eax, 134
     test ebx, 1073741824
     jz 1f
 1:
     test dword ptr [r15 + 67117724], 1025
     jnz 1f
 1:
-    mov ecx, ecx
+    mov eax, ecx
     test dword ptr [r15 + 67117723], 524288
     jz 1f
 1:
@@ -6155,7 +6209,7 @@ ditto_body_c1:
     test ebx, 1073741824
     jnz 1f
 1:
-    mov ecx, dword ptr [r15 + 384]
+    mov eax, dword ptr [r15 + 384]
     test ebx, 1073741824
     jnz 1f
 1:
@@ -6168,20 +6222,20 @@ ditto_body_c1:
     jz 1f
 1:
     and rbp, 4032
-    vpcmpeqb xmm13, xmm13, xmmword ptr [r15 + rbp + 3392]
+    vpcmpeqb xmm12, xmm12, xmmword ptr [r15 + rbp + 3392]
     test ebx, 1073741824
     jz 1f
 1:
     test ebx, 1073741824
     jnz 1f
 1:
-    mov dword ptr [r15 + 576], ecx
+    mov dword ptr [r15 + 576], ebp
     mov rbp, r10
     test ebx, 5624
     jz 1f
 1:
     and rbp, 448
-    movsxd rcx, dword ptr [r15 + rbp + 832]
+    movsxd rax, dword ptr [r15 + rbp + 832]
     mov rbp, r10
     test dword ptr [r15 + 67117724], 67109888
     jnz 1f
@@ -6190,7 +6244,7 @@ ditto_body_c1:
     jz 1f
 1:
     and rbp, 1984
-    mov byte ptr [r15 + rbp + 1344], r9b
+    mov byte ptr [r15 + rbp + 1344], bpl
     test ebx, 1073741824
     jnz 1f
 1:
@@ -6726,425 +6780,357 @@ ditto_body_c1:
     jmp .Lc1_b9_c255
     .p2align 6
 .Lc1_b9_c0:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 16777216
-    setz al
-    lea rcx, [rip + .Lc1_d5204_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d5204_s_t
-    .p2align 3
-.Lc1_d5204_s:
-    .p2align 3
-    jmp .Lc1_d5204_j
-    .p2align 3
-    jmp .Lc1_d5204_j
-.Lc1_d5204_j:
-    lea rbp, [r11*4]
-    lea r8, [r11*8]
-    mov byte ptr [r15 + 512], r8b
-    and r8, 448
-    vmovdqu ymmword ptr [r15 + r8 + 896], ymm13
+    lea rcx, [rip + .Lc1_d5237_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d5237_j_t
+.Lc1_d5237_j:
+    lea rbp, [r11*8]
+    lea r8, [r11 + r11*2]
     and rbp, 4032
-    mov dword ptr [r15 + rbp + 3584], 134
-    mov r9, r11
-    mov eax, dword ptr [r15 + r8 + 1216]
-    mov edi, dword ptr [r15 + 128]
-    and r9, 33554368
-    mov ecx, dword ptr [r15 + r9 + 33554432]
-    movsxd r9, dword ptr [r15 + 64]
-    vmovdqu ymmword ptr [r15 + 64], ymm13
-    mov rsi, qword ptr [r15 + 64]
-    mov rdx, qword ptr [r15 + 128]
-    mov r9, rdx
-    movsxd rdx, dword ptr [r15 + rbp + 3520]
+    mov ecx, dword ptr [r15 + rbp + 3456]
+    and r8, 1984
+    mov dword ptr [r15 + r8 + 1472], 58
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, qword ptr [r15 + rbp + 3392]
+    vmovdqu xmmword ptr [r15 + rbp + 3776], xmm12
+    vpcmpeqb xmm12, xmm12, xmmword ptr [r15 + 64]
+    movzx esi, r8b
+    mov esi, dword ptr [r15 + 128]
+    movsxd rdi, dword ptr [r15 + 128]
     jmp 1f
 1:
     jmp 1f
 1:
-    nop
-    mov rdx, qword ptr [r15 + 448]
-    mov qword ptr [r15 + rbp + 3456], rcx
+    mov byte ptr [r15 + r8 + 1344], sil
+    movzx esi, byte ptr [r15 + rbp + 3584]
+    add rsi, qword ptr [r15 + 128]
+    mov eax, r9d
+    mov qword ptr [r15 + rbp + 3648], r8
+    mov r9d, 193
     jmp 1f
 1:
-    movsxd rcx, dword ptr [r15 + r8 + 1088]
-    movzx ecx, byte ptr [r15 + rbp + 3392]
-    movzx ebp, byte ptr [r15 + r8 + 960]
-    mov ebp, 148
+    add r9, qword ptr [r15 + rbp + 3520]
     jmp 1f
 1:
-    movzx ebp, byte ptr [r15 + r8 + 1024]
-    mov byte ptr [r15 + 128], al
-    mov dword ptr [r15 + r8 + 1152], 120
+    mov qword ptr [r15 + 64], rcx
+    mov byte ptr [r15 + 128], dil
+    mov rcx, qword ptr [r15 + 64]
+    mov edi, 249
     jmp 1f
 1:
-    mov dword ptr [r15 + r8 + 1280], 120
-    mov dword ptr [r15 + 448], 243
-    mov rax, qword ptr [r15 + r8 + 832]
+    and r9d, dword ptr [r15 + rbp + 3712]
     jmp 1f
 1:
+    mov edi, dword ptr [r15 + 64]
+    mov dword ptr [r15 + 64], 46
+    vmovdqu ymmword ptr [r15 + r8 + 1408], ymm12
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c1:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 1048576
-    setz al
-    lea rcx, [rip + .Lc1_d5257_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d5257_s_t
-    .p2align 3
-.Lc1_d5257_s:
-    .p2align 3
-    jmp .Lc1_d5257_j
-    .p2align 3
-    jmp .Lc1_d5257_j
-.Lc1_d5257_j:
-    lea r8, [r11 + r11*4]
-    and r8, 448
-    mov ecx, dword ptr [r15 + r8 + 1088]
+    lea rcx, [rip + .Lc1_d5285_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d5285_j_t
+.Lc1_d5285_j:
+    mov rcx, rcx
+    mov byte ptr [r15 + 128], bpl
+    lea r9, [r11 + r11*4]
+    lea rbp, [r11 + r11*1]
+    and r9, 1984
+    mov dword ptr [r15 + r9 + 1344], 154
+    lea r8, [r11 + r11*1]
+    and rbp, 4032
+    mov rcx, qword ptr [r15 + rbp + 3456]
+    mov dword ptr [r15 + r9 + 1472], eax
+    and r8, 8128
+    lock xadd qword ptr [r15 + r8 + 7552], rax
+    mov edi, dword ptr [r15 + r8 + 7488]
+    jmp 1f
+1:
+    mov qword ptr [r15 + rbp + 3392], rdi
+    mov byte ptr [r15 + 64], r9b
+    add rbp, qword ptr [r15 + r9 + 1408]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx edi, sil
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov edi, 134
     mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11 + r11*2]
-    movsxd rax, dword ptr [r15 + r8 + 832]
-    movzx edx, byte ptr [r15 + 128]
-    lea r9, [r11 + r11*1]
-    and rbp, 1984
-    movzx edi, byte ptr [r15 + rbp + 1472]
-    mov rsi, qword ptr [r15 + r8 + 896]
+    vpcmpeqb xmm12, xmm12, xmmword ptr [r15 + 448]
     jmp 1f
 1:
-    and r9, 4032
-    mov rax, qword ptr [r15 + r9 + 3392]
-    movsxd rax, dword ptr [r15 + rbp + 1344]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rax, rdx
-    movzx edx, bpl
-    mov dword ptr [r15 + 64], 120
-    movzx edx, byte ptr [r15 + r8 + 960]
-    mov rcx, qword ptr [r15 + r8 + 1024]
-    movzx eax, byte ptr [r15 + 448]
-    mov r8d, 15
-    jmp 1f
-1:
-    mov qword ptr [r15 + 512], r8
-    vmovdqu ymmword ptr [r15 + 64], ymm13
-    mov r8d, eax
-    mov byte ptr [r15 + rbp + 1408], r9b
-    mov eax, dword ptr [r15 + r9 + 3456]
-    mov dword ptr [r15 + 512], 254
-    jmp 1f
-1:
+    add rsi, qword ptr [r15 + r9 + 1600]
+    movsxd rdi, dword ptr [r15 + r9 + 1536]
+    mov dword ptr [r15 + 640], 151
+    mov byte ptr [r15 + 128], sil
+    movzx esi, dil
+    mov rsi, rsi
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c2:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 134217728
-    setz al
-    lea rcx, [rip + .Lc1_d5312_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d5312_s_t
-    .p2align 3
-.Lc1_d5312_s:
-    .p2align 3
-    jmp .Lc1_d5312_j
-    .p2align 3
-    jmp .Lc1_d5312_j
-.Lc1_d5312_j:
-    jmp 1f
-1:
-    lea r8, [r11*4]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 512], eax
-    mov rcx, qword ptr [r15 + 448]
-    and r8, 1984
-    vmovdqu ymmword ptr [r15 + r8 + 1344], ymm13
-    jmp 1f
-1:
-    vmovdqu ymmword ptr [r15 + 128], ymm13
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, r8b
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov eax, r8d
-    mov byte ptr [r15 + r8 + 1536], r8b
-    vpaddq xmm13, xmm13, xmmword ptr [r15 + 64]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov rax, qword ptr [r15 + 448]
-    lea r9, [r11 + r11*1]
-    jmp 1f
-1:
-    add rax, qword ptr [r15 + 128]
-    and eax, dword ptr [r15 + 256]
+    lea rcx, [rip + .Lc1_d5330_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d5330_j_t
+.Lc1_d5330_j:
     mov rbp, r11
-    and r9, 448
-    mov rdx, qword ptr [r15 + r9 + 896]
-    and rbp, 16320
-    mov rdi, qword ptr [r15 + rbp + 15680]
     jmp 1f
 1:
     jmp 1f
 1:
-    mov byte ptr [r15 + 192], al
-    mov dword ptr [r15 + r8 + 1408], edi
-    vmovdqu ymmword ptr [r15 + r8 + 1472], ymm13
-    mov eax, dword ptr [r15 + r9 + 832]
+    mov r8, qword ptr [r15 + 320]
+    and rbp, 33554368
+    mov ecx, dword ptr [r15 + rbp + 33554432]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, 210
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], bpl
+    mov rbp, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, rbp
+    mov dword ptr [r15 + 768], 171
+    and rbp, 8128
+    mov byte ptr [r15 + rbp + 7488], bpl
+    test ebx, 1073741824
+    jnz 1f
+1:
+    add rbp, qword ptr [r15 + 512]
+    mov dword ptr [r15 + 704], r8d
+    vpcmpeqb xmm12, xmm12, xmm9
+    jmp 1f
+1:
+    movzx r8d, byte ptr [r15 + 128]
+    mov r9d, r9d
+    jmp 1f
+1:
+    mov r9, rbp
+    mov ebp, 199
+    lea rbp, [r11 + r11*1]
+    movzx ecx, byte ptr [r15 + 448]
+    and rbp, 448
+    mov byte ptr [r15 + rbp + 832], bpl
+    movzx esi, byte ptr [r15 + rbp + 896]
+    jmp 1f
+1:
+    mov rbp, qword ptr [r15 + 64]
+    mov edi, ebp
+    mov qword ptr [r15 + 64], rdi
+    mov edi, edi
+    mov dword ptr [r15 + 192], r8d
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c3:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 8
-    setz al
-    lea rcx, [rip + .Lc1_d5371_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d5371_s_t
-    .p2align 3
-.Lc1_d5371_s:
-    .p2align 3
-    jmp .Lc1_d5371_j
-    .p2align 3
-    jmp .Lc1_d5371_j
-.Lc1_d5371_j:
-    mov byte ptr [r15 + 192], al
-    mov eax, dword ptr [r15 + 384]
-    mov dword ptr [r15 + 0], 209
-    mov ecx, 206
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, dil
-    movzx ecx, al
-    mov ecx, 174
-    mov rcx, rcx
+    lea rcx, [rip + .Lc1_d5383_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d5383_j_t
+.Lc1_d5383_j:
+    movzx ecx, byte ptr [r15 + 576]
     jmp 1f
 1:
+    movzx edi, cl
     jmp 1f
 1:
+    mov ecx, ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx esi, byte ptr [r15 + 128]
+    jmp 1f
+1:
+    mov byte ptr [r15 + 448], bpl
     mov rbp, r11
     jmp 1f
 1:
-    mov ecx, eax
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 8128
-    mov byte ptr [r15 + rbp + 7488], al
-    mov ebp, 173
-    test dword ptr [r15 + 67117723], 264200
-    jz 1f
+    and rbp, 4032
+    vmovdqu xmm12, xmmword ptr [r15 + rbp + 3392]
+    mov qword ptr [r15 + 64], rbp
+    mov r8, r11
+    jmp 1f
 1:
-    mov dword ptr [r15 + 256], ecx
+    and r8, 1984
     mov r9, r11
-    mov ebp, dword ptr [r15 + 320]
+    vmovdqu ymmword ptr [r15 + r8 + 1344], ymm12
+    jmp 1f
+1:
     and r9, 448
-    mov ecx, dword ptr [r15 + r9 + 832]
+    vmovdqu ymmword ptr [r15 + r9 + 832], ymm12
+    mov r9d, r9d
+    movsxd r9, dword ptr [r15 + 192]
+    movzx r8d, r9b
     jmp 1f
 1:
     jmp 1f
 1:
-    mov byte ptr [r15 + 64], cl
-    mov ecx, ecx
-    movzx ecx, byte ptr [r15 + 320]
-    movzx r9d, cl
-    mov dword ptr [r15 + 512], eax
     jmp 1f
 1:
+    vmovdqu ymmword ptr [r15 + 320], ymm12
+    mov r9, r9
+    mov r9, qword ptr [r15 + 256]
+    mov rbp, qword ptr [r15 + 512]
     jmp 1f
 1:
-    mov r9, r11
-    mov dword ptr [r15 + 448], 51
-    and r9, 4032
-    mov rax, qword ptr [r15 + r9 + 3392]
-    jmp 1f
-1:
-    jmp 1f
-1:
+    mov qword ptr [r15 + 384], rbp
+    and ebp, dword ptr [r15 + 384]
+    vpshufd xmm12, xmm12, 87
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c4:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 33554432
-    setz al
-    lea rcx, [rip + .Lc1_d5428_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d5428_s_t
-    .p2align 3
-.Lc1_d5428_s:
-    .p2align 3
-    jmp .Lc1_d5428_j
-    .p2align 3
-    jmp .Lc1_d5428_j
-.Lc1_d5428_j:
-    mov ecx, eax
-    movsxd rcx, dword ptr [r15 + 64]
+    lea rcx, [rip + .Lc1_d5434_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d5434_j_t
+.Lc1_d5434_j:
     jmp 1f
 1:
-    mov eax, r9d
-    mov eax, 204
-    mov eax, 235
-    movzx eax, byte ptr [r15 + 320]
-    mov edx, dword ptr [r15 + 128]
+    movzx ecx, byte ptr [r15 + 128]
+    movzx ebp, sil
+    mov rbp, qword ptr [r15 + 256]
     jmp 1f
 1:
-    mov r9d, ecx
-    .byte 0x66, 0x90
-    mov r9d, 12
-    mov r9d, ebp
+    jmp 1f
+1:
+    mov dword ptr [r15 + 320], ebp
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, ecx
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, al
+    vmovdqu ymmword ptr [r15 + 0], ymm12
+    mov dword ptr [r15 + 0], 122
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, dword ptr [r15 + 384]
-    movsxd rbp, dword ptr [r15 + 64]
-    movzx edi, byte ptr [r15 + 384]
-    mov r8d, 131
-    mov r8, r8
-    mov r8d, dword ptr [r15 + 128]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov byte ptr [r15 + 704], bpl
+    jmp 1f
+1:
+    mov rbp, qword ptr [r15 + 448]
     mov r8, r11
-    mov esi, 39
-    and r8, 448
-    mov byte ptr [r15 + r8 + 832], cl
-    mov rcx, rbp
-    mov r8, r11
-    add rbp, qword ptr [r15 + 192]
+    vmovdqu ymmword ptr [r15 + 192], ymm12
+    mov byte ptr [r15 + 128], cl
+    jmp 1f
+1:
     and r8, 1984
-    mov ecx, dword ptr [r15 + r8 + 1344]
-    mov r8d, ecx
-    mov dword ptr [r15 + 256], 245
-    movzx r8d, sil
+    mov qword ptr [r15 + r8 + 1344], rcx
+    mov ecx, 145
     mov r8, r11
-    mov esi, 168
-    and r8, 4032
-    mov esi, dword ptr [r15 + r8 + 3392]
+    add rcx, qword ptr [r15 + 384]
+    mov r9d, ebp
+    movsxd rbp, dword ptr [r15 + 640]
+    and r8, 8128
+    mov rbp, r11
+    mov byte ptr [r15 + r8 + 7488], bpl
+    and rbp, 4032
+    mov dword ptr [r15 + rbp + 3392], 16
     jmp 1f
 1:
     jmp 1f
 1:
-    vmovdqu ymmword ptr [r15 + 512], ymm13
-    jmp 1f
-1:
-    mov r8, r8
+    add rbp, qword ptr [r15 + 320]
+    mov r8d, dword ptr [r15 + 512]
+    movsxd rsi, dword ptr [r15 + 64]
+    mov dword ptr [r15 + 512], r9d
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c5:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 1
-    setz al
-    lea rcx, [rip + .Lc1_d5490_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d5490_s_t
-    .p2align 3
-.Lc1_d5490_s:
-    .p2align 3
-    jmp .Lc1_d5490_j
-    .p2align 3
-    jmp .Lc1_d5490_j
-.Lc1_d5490_j:
+    lea rcx, [rip + .Lc1_d5485_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d5485_j_t
+.Lc1_d5485_j:
     jmp 1f
 1:
-    mov ecx, 14
+    jmp 1f
+1:
+    mov rcx, qword ptr [r15 + 64]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, r9
+    mov r9, r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rcx, dword ptr [r15 + 448]
+    mov dword ptr [r15 + 384], r8d
+    mov r8d, 206
+    jmp 1f
+1:
     jmp 1f
 1:
     mov r8, r11
-    mov dword ptr [r15 + 320], r8d
-    and r8, 1984
-    movsxd rcx, dword ptr [r15 + r8 + 1344]
-    mov r8, rax
-    movzx eax, al
     jmp 1f
 1:
-    mov dword ptr [r15 + 128], esi
-    jmp 1f
-1:
-    movzx eax, cl
-    mov r8, r11
-    mov rax, r8
     and r8, 8128
-    mov byte ptr [r15 + r8 + 7488], r8b
-    movzx r8d, byte ptr [r15 + 576]
-    mov rax, qword ptr [r15 + 448]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 143
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rsi, qword ptr [r15 + 320]
-    mov r8, qword ptr [r15 + 128]
-    movzx ecx, byte ptr [r15 + 448]
-    movzx eax, byte ptr [r15 + 192]
-    mov rbp, r8
-    mov r8, qword ptr [r15 + 64]
+    vmovq qword ptr [r15 + r8 + 7488], xmm12
+    mov dword ptr [r15 + 128], edi
+    mov r8d, 76
+    mov edi, r9d
+    mov dword ptr [r15 + 320], 86
+    mov r8, r11
     jmp 1f
 1:
-    mov r9, qword ptr [r15 + 256]
-    jmp 1f
-1:
+    mov qword ptr [r15 + 256], rcx
+    vmovdqu xmmword ptr [r15 + 768], xmm12
     mov r9, r11
-    add r8, qword ptr [r15 + 512]
-    and r9, 4032
-    movzx edx, byte ptr [r15 + r9 + 3392]
+    and r8, 448
+    mov byte ptr [r15 + r8 + 832], r8b
+    and r9, 1984
+    mov qword ptr [r15 + r9 + 1344], rdi
     jmp 1f
 1:
-    mov dword ptr [r15 + 384], 149
-    movzx r9d, cl
+    movsxd r9, dword ptr [r15 + 64]
+    jmp 1f
+1:
+    movzx edi, byte ptr [r15 + 512]
+    mov r8, qword ptr [r15 + 192]
     jmp 1f
 1:
     add r11, 64
@@ -7152,1984 +7138,1829 @@ ditto_body_c1:
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c6:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 256
-    setz al
-    lea rcx, [rip + .Lc1_d5549_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d5549_s_t
-    .p2align 3
-.Lc1_d5549_s:
-    .p2align 3
-    jmp .Lc1_d5549_j
-    .p2align 3
-    jmp .Lc1_d5549_j
-.Lc1_d5549_j:
+    lea rcx, [rip + .Lc1_d5535_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d5535_j_t
+.Lc1_d5535_j:
+    and ecx, dword ptr [r15 + 64]
     jmp 1f
 1:
-    movzx ecx, byte ptr [r15 + 192]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov rax, rax
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov rdx, rdx
-    mov r9d, eax
-    mov dword ptr [r15 + 0], 147
-    mov dword ptr [r15 + 0], r9d
+    vpxor xmm12, xmm12, xmm4
+    mov dword ptr [r15 + 128], 26
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx r9d, al
+    mov r8, r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], r8
+    jmp 1f
+1:
+    mov rax, rcx
+    .byte 0x0f, 0x1f, 0x40, 0x00
+    jmp 1f
+1:
+    movsxd rcx, dword ptr [r15 + 576]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    add rcx, qword ptr [r15 + 448]
+    vpmovmskb r8d, xmm12
+    mov r8, r11
+    or qword ptr [r15 + 320], 98
+    nop
+    vmovdqu xmmword ptr [r15 + 640], xmm12
+    and r8, 448
     mov r9, r11
-    movzx eax, al
+    mov edi, dword ptr [r15 + r8 + 832]
+    mov r8, rax
+    and r9, 1984
+    vmovdqu xmmword ptr [r15 + r9 + 1344], xmm12
+    mov byte ptr [r15 + 512], r9b
+    mov dword ptr [r15 + 128], 121
     mov rax, rax
-    mov byte ptr [r15 + 0], dl
-    and r9, 448
-    mov byte ptr [r15 + r9 + 832], dl
-    mov r9, r11
-    mov rdx, rdx
-    and r9, 8128
-    mov dword ptr [r15 + r9 + 7488], 36
-    mov dword ptr [r15 + 64], 243
-    jmp 1f
-1:
-    vpxor xmm13, xmm13, xmm6
-    mov dword ptr [r15 + 448], edx
-    jmp 1f
-1:
-    mov rdx, rax
-    mov byte ptr [r15 + 256], dl
-    mov dword ptr [r15 + 512], 1
-    mov rax, qword ptr [r15 + 320]
-    mov byte ptr [r15 + 704], r9b
-    movzx r9d, byte ptr [r15 + 384]
-    mov rbp, r11
-    jmp 1f
-1:
-    movzx edx, al
-    and rbp, 1984
-    movzx eax, byte ptr [r15 + rbp + 1344]
-    mov qword ptr [r15 + 128], r9
+    mov eax, dword ptr [r15 + 256]
+    mov r8, r11
     movsxd r9, dword ptr [r15 + 384]
-    movsxd rbp, dword ptr [r15 + 640]
+    jmp 1f
+1:
+    and r8, 4032
+    mov ebp, dword ptr [r15 + r8 + 3392]
+    mov r8d, dword ptr [r15 + 384]
+    movzx esi, dil
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c7:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 65536
-    setz al
-    lea rcx, [rip + .Lc1_d5609_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d5609_s_t
-    .p2align 3
-.Lc1_d5609_s:
-    .p2align 3
-    jmp .Lc1_d5609_j
-    .p2align 3
-    jmp .Lc1_d5609_j
-.Lc1_d5609_j:
-    movzx ecx, al
-    jmp 1f
-1:
-    jmp 1f
-1:
-    vmovdqu ymmword ptr [r15 + 128], ymm13
-    mov dword ptr [r15 + 0], eax
+    lea rcx, [rip + .Lc1_d5585_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d5585_j_t
+.Lc1_d5585_j:
+    mov dword ptr [r15 + 320], edi
+    mov byte ptr [r15 + 0], cl
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 248
-    jmp 1f
-1:
+    mov rcx, rcx
+    mov dword ptr [r15 + 0], r8d
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], eax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rax, dword ptr [r15 + 256]
+    mov ecx, 229
     jmp 1f
 1:
-    mov rcx, qword ptr [r15 + 448]
-    movsxd rbp, dword ptr [r15 + 64]
-    movsxd r9, dword ptr [r15 + 384]
-    test ebx, 6656
-    jz 1f
-1:
-    lea rbp, [r11 + r11*1]
-    movsxd rax, dword ptr [r15 + 192]
     jmp 1f
 1:
-    vmovdqu ymmword ptr [r15 + 64], ymm13
+    mov qword ptr [r15 + 0], rdi
+    movzx ecx, r8b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu ymmword ptr [r15 + 192], ymm12
+    movzx ecx, cl
+    mov rcx, rcx
+    mov ecx, 75
+    mov rcx, rcx
+    movzx ecx, byte ptr [r15 + 512]
+    movzx r8d, byte ptr [r15 + 448]
+    jmp 1f
+1:
+    movzx edi, sil
+    mov edi, ebp
+    mov rbp, r11
+    jmp 1f
+1:
+    mov r9, r11
+    movsxd rdi, dword ptr [r15 + 128]
     and rbp, 4032
-    mov qword ptr [r15 + rbp + 3392], rcx
-    movsxd rcx, dword ptr [r15 + 576]
-    mov r9, r11
-    jmp 1f
-1:
-    jmp 1f
-1:
+    mov dword ptr [r15 + rbp + 3392], 230
     and r9, 448
-    mov rdx, qword ptr [r15 + r9 + 832]
-    mov r9, r11
-    mov r8d, dword ptr [r15 + 320]
-    and r9, 8128
-    mov qword ptr [r15 + r9 + 7488], rcx
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov qword ptr [r15 + 320], rcx
-    vpxor xmm13, xmm13, xmm2
-    mov r9, qword ptr [r15 + 768]
-    mov dword ptr [r15 + 512], ebp
-    add rcx, qword ptr [r15 + rbp + 3456]
+    mov byte ptr [r15 + r9 + 832], r9b
+    mov r9, qword ptr [r15 + 64]
+    mov rbp, qword ptr [r15 + 704]
+    mov r8, r11
+    movzx esi, byte ptr [r15 + 320]
+    and r8, 8128
+    mov rax, qword ptr [r15 + r8 + 7488]
+    movzx r8d, byte ptr [r15 + 256]
+    mov dword ptr [r15 + 384], ecx
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c8:
-    jmp 1f
-1:
+    lea rcx, [rip + .Lc1_d5634_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d5634_j_t
+.Lc1_d5634_j:
+    mov ecx, 150
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 115
-    jmp 1f
-1:
-    mov r9d, 209
+    mov byte ptr [r15 + 0], r8b
+    mov r8d, 176
+    vpxor xmm12, xmm12, xmm6
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rcx
-    lea r9, [r11 + r11*1]
-    mov ecx, dword ptr [r15 + 384]
-    and r9, 1984
-    mov ebp, dword ptr [r15 + r9 + 1408]
-    mov eax, r8d
-    movsxd rax, dword ptr [r15 + 128]
-    mov r8d, dword ptr [r15 + 64]
-    mov edx, ecx
-    movsxd rcx, dword ptr [r15 + 640]
-    movzx esi, byte ptr [r15 + 256]
-    mov edi, 40
-    mov dword ptr [r15 + 512], r8d
-    mov r8, qword ptr [r15 + 128]
-    mov edi, 102
-    mov rdi, rax
-    mov rax, qword ptr [r15 + 192]
-    mov rax, rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], r9
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov rax, qword ptr [r15 + 448]
-    vpmovmskb eax, xmm13
-    movzx eax, byte ptr [r15 + 320]
-    jmp 1f
-1:
-    movsxd rax, dword ptr [r15 + r9 + 1344]
-    vpcmpeqb xmm13, xmm13, xmm15
-    jmp 1f
-1:
-    vpcmpeqb xmm13, xmm13, xmmword ptr [r15 + 512]
-    movzx r9d, byte ptr [r15 + 384]
+    movzx r8d, byte ptr [r15 + 448]
+    mov r9, rax
+    mov r9d, esi
+    mov rsi, rcx
+    mov esi, dword ptr [r15 + 320]
     mov r9, r11
+    movzx ecx, al
+    movzx ecx, byte ptr [r15 + 192]
+    mov byte ptr [r15 + 256], al
+    and r9, 4032
+    movsxd rax, dword ptr [r15 + r9 + 3392]
+    movsxd r9, dword ptr [r15 + 576]
+    mov edi, dword ptr [r15 + 64]
+    mov dword ptr [r15 + 128], 0
+    mov byte ptr [r15 + 384], r8b
+    mov dword ptr [r15 + 512], edi
+    mov edi, 198
     mov r8, r11
-    vpmovmskb eax, xmm9
+    jmp 1f
+1:
     and r8, 8128
-    mov rax, qword ptr [r15 + r8 + 7488]
-    and r9, 448
-    mov dword ptr [r15 + r9 + 832], r8d
+    mov rbp, r11
+    mov dword ptr [r15 + r8 + 7488], 214
+    jmp 1f
+1:
+    and rbp, 1984
+    mov qword ptr [r15 + rbp + 1344], rbp
+    movzx ebp, dil
+    mov ebp, dword ptr [r15 + 768]
+    jmp 1f
+1:
+    mov byte ptr [r15 + 64], dil
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c9:
+    lea rcx, [rip + .Lc1_d5683_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d5683_j_t
+.Lc1_d5683_j:
+    mov ecx, ebp
+    mov byte ptr [r15 + 192], sil
+    movzx ecx, byte ptr [r15 + 320]
+    mov rbp, r11
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r8, r11
+    and rbp, 8128
+    mov byte ptr [r15 + rbp + 7488], bpl
+    and r8, 448
+    movsxd rbp, dword ptr [r15 + r8 + 832]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], bpl
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    movsxd rbp, dword ptr [r15 + 128]
+    vmovdqu ymmword ptr [r15 + 128], ymm12
+    mov r8, qword ptr [r15 + 448]
+    mov esi, dword ptr [r15 + 640]
+    mov r9, r11
+    mov qword ptr [r15 + 448], r9
+    movsxd rax, dword ptr [r15 + 512]
+    jmp 1f
+1:
+    and r9, 1984
+    movsxd rdi, dword ptr [r15 + r9 + 1344]
+    mov byte ptr [r15 + 256], bpl
+    mov r9, qword ptr [r15 + 384]
+    movsxd rbp, dword ptr [r15 + 384]
+    mov dword ptr [r15 + 320], 68
+    jmp 1f
+1:
+    mov dword ptr [r15 + 64], r9d
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c10:
+    lea rcx, [rip + .Lc1_d5729_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d5729_j_t
+.Lc1_d5729_j:
+    mov byte ptr [r15 + 256], r8b
+    jmp 1f
+1:
+    mov rbp, r11
+    .byte 0x66, 0x90
+    and rbp, 1984
+    mov dword ptr [r15 + rbp + 1344], 230
+    mov dword ptr [r15 + 0], ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, esi
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 69
+    mov ecx, ecx
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu ymmword ptr [r15 + 512], ymm12
+    mov rbp, r11
+    lea r8, [r11 + r11*1]
+    and rbp, 448
+    movzx ecx, byte ptr [r15 + rbp + 832]
+    and r8, 4032
+    mov ebp, dword ptr [r15 + r8 + 3456]
+    mov rsi, qword ptr [r15 + 384]
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + 448], ymm12
+    mov eax, 208
+    mov eax, dword ptr [r15 + 192]
+    movzx r9d, byte ptr [r15 + r8 + 3392]
+    mov r8, qword ptr [r15 + 704]
+    mov edi, dword ptr [r15 + 320]
+    movzx edx, byte ptr [r15 + 768]
+    mov r8, qword ptr [r15 + 64]
+    add r8, qword ptr [r15 + 128]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c11:
+    lea rcx, [rip + .Lc1_d5776_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d5776_j_t
+.Lc1_d5776_j:
+    vmovdqu ymmword ptr [r15 + 576], ymm12
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovq xmm12, r9
+    vpmovmskb ecx, xmm12
+    mov ecx, 139
+    mov ecx, 117
+    mov ecx, ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, sil
+    and ebp, dword ptr [r15 + 0]
+    mov ecx, dword ptr [r15 + 128]
+    lea r8, [r11 + r11*1]
+    mov esi, ebp
+    mov dword ptr [r15 + 448], 84
+    and r8, 8128
+    mov esi, dword ptr [r15 + r8 + 7552]
+    mov dword ptr [r15 + 320], 227
+    mov r9, qword ptr [r15 + 512]
+    mov edi, dword ptr [r15 + 64]
+    mov rax, rcx
+    jmp 1f
+1:
+    jmp 1f
+1:
+    vmovdqu xmmword ptr [r15 + 192], xmm12
+    movsxd rcx, dword ptr [r15 + r8 + 7488]
+    mov r8, r11
+    mov edx, dword ptr [r15 + 384]
+    and r8, 1984
+    movzx ecx, byte ptr [r15 + r8 + 1344]
+    jmp 1f
+1:
+    and r8d, dword ptr [r15 + 384]
+    jmp 1f
+1:
+    mov r8, r11
+    mov qword ptr [r15 + 256], rbp
+    mov rbp, rdi
+    movzx ebp, r9b
+    and r8, 448
+    mov byte ptr [r15 + r8 + 832], al
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c12:
+    lea rcx, [rip + .Lc1_d5824_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d5824_j_t
+.Lc1_d5824_j:
+    mov qword ptr [r15 + 0], rsi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, ecx
+    mov dword ptr [r15 + 0], 150
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], bpl
+    jmp 1f
+1:
+    mov ebp, r9d
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], edx
+    mov dword ptr [r15 + 0], esi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 640], ebp
+    mov rbp, r11
+    mov rsi, qword ptr [r15 + 384]
+    mov r9, r11
+    and rbp, 1984
+    mov dword ptr [r15 + rbp + 1344], 96
+    mov ebp, 51
+    mov byte ptr [r15 + 704], sil
+    and r9, 448
+    mov byte ptr [r15 + r9 + 832], al
+    movzx ebp, byte ptr [r15 + 64]
+    mov r9d, 59
+    jmp 1f
+1:
+    mov dword ptr [r15 + 448], ebp
+    mov ebp, dword ptr [r15 + 320]
+    mov r9d, dword ptr [r15 + 256]
+    mov r8, r11
+    movzx esi, r8b
+    mov dword ptr [r15 + 64], esi
+    mov esi, edx
+    and r8, 4032
+    mov rsi, qword ptr [r15 + r8 + 3392]
+    mov dword ptr [r15 + 512], 13
+    movzx r8d, bpl
+    jmp 1f
+1:
+    mov r8d, dword ptr [r15 + 192]
+    jmp 1f
+1:
+    mov rdx, rcx
+    mov dword ptr [r15 + 320], 224
+    mov byte ptr [r15 + 128], dl
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c13:
+    lea rcx, [rip + .Lc1_d5874_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d5874_j_t
+.Lc1_d5874_j:
+    mov ecx, ecx
+    jmp 1f
+1:
+    mov ecx, dword ptr [r15 + 320]
+    movzx eax, r8b
+    mov qword ptr [r15 + 192], rdi
+    mov byte ptr [r15 + 0], cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, r9b
+    mov dword ptr [r15 + 0], ecx
+    mov qword ptr [r15 + 0], rax
+    mov rax, r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rcx
+    mov rcx, rsi
+    movzx ecx, byte ptr [r15 + 64]
+    mov eax, edx
+    mov qword ptr [r15 + 256], rax
+    jmp 1f
+1:
+    mov dword ptr [r15 + 128], 43
+    movsxd rax, dword ptr [r15 + 512]
+    mov rbp, r11
+    mov dword ptr [r15 + 384], esi
+    and rbp, 8128
+    movsxd rsi, dword ptr [r15 + rbp + 7488]
+    jmp 1f
+1:
+    mov rbp, r11
+    mov rdx, qword ptr [r15 + 128]
+    and rbp, 1984
+    mov dword ptr [r15 + rbp + 1344], 143
+    mov rbp, r11
+    mov r8d, ebp
+    movsxd r8, dword ptr [r15 + 448]
+    and rbp, 4032
+    mov byte ptr [r15 + rbp + 3392], r9b
+    mov ebp, dword ptr [r15 + 384]
+    add rbp, qword ptr [r15 + 768]
+    jmp 1f
+1:
+    mov r9d, dword ptr [r15 + 192]
+    jmp 1f
+1:
+    movzx edi, byte ptr [r15 + 576]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c14:
+    lea rcx, [rip + .Lc1_d5924_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d5924_j_t
+.Lc1_d5924_j:
+    mov ecx, edi
+    mov byte ptr [r15 + 512], dl
+    mov ecx, dword ptr [r15 + 448]
+    jmp 1f
+1:
+    mov r9, r11
+    jmp 1f
+1:
+    and r9, 8128
+    mov dword ptr [r15 + r9 + 7488], 109
+    mov r9, rcx
+    mov rcx, rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov ecx, 204
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 11
+    mov dword ptr [r15 + 256], 67
+    movzx ecx, byte ptr [r15 + 320]
+    mov r9d, edx
+    jmp 1f
+1:
+    mov r9d, dword ptr [r15 + 640]
+    mov edx, dword ptr [r15 + 64]
+    mov qword ptr [r15 + 320], rdx
+    mov r8, qword ptr [r15 + 64]
+    jmp 1f
+1:
+    mov rbp, r11
+    jmp 1f
+1:
+    mov edx, dword ptr [r15 + 384]
+    and rbp, 448
+    mov r9, r11
+    mov qword ptr [r15 + rbp + 832], rcx
+    movzx ebp, byte ptr [r15 + 128]
+    and r9, 4032
+    mov dword ptr [r15 + r9 + 3392], 108
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c15:
+    lea rcx, [rip + .Lc1_d5973_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d5973_j_t
+.Lc1_d5973_j:
+    movzx ecx, dil
+    movsxd rcx, dword ptr [r15 + 64]
+    and edi, dword ptr [r15 + 128]
+    mov r9d, 86
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    and edi, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], r9d
+    mov qword ptr [r15 + 0], rcx
+    mov ecx, 250
+    mov rcx, r9
+    mov r9, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, r9b
+    mov byte ptr [r15 + 0], dil
+    and r9, 448
+    mov qword ptr [r15 + r9 + 832], r9
+    mov dword ptr [r15 + 192], 79
+    mov r9, r11
+    jmp 1f
+1:
+    mov ecx, dword ptr [r15 + 256]
+    mov rdi, rcx
+    and r9, 8128
+    mov rcx, qword ptr [r15 + r9 + 7488]
+    movsxd r9, dword ptr [r15 + 448]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 512], 121
+    mov qword ptr [r15 + 704], rdi
+    mov qword ptr [r15 + 320], rdi
+    mov edi, r9d
+    mov r9, r11
+    mov rbp, qword ptr [r15 + 512]
+    and r9, 1984
+    mov dword ptr [r15 + r9 + 1344], 206
+    mov dword ptr [r15 + 768], ecx
+    vmovdqu ymmword ptr [r15 + 384], ymm12
+    jmp 1f
+1:
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c16:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
     xor eax, eax
     test dword ptr [r15 + 67117724], 2
     setz al
-    lea rcx, [rip + .Lc1_d5714_s]
+    lea rcx, [rip + .Lc1_d6024_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d5714_s_t
+    jmp .Lc1_d6024_s_t
     .p2align 3
-.Lc1_d5714_s:
+.Lc1_d6024_s:
     .p2align 3
-    jmp .Lc1_d5714_j
+    jmp .Lc1_d6024_j
     .p2align 3
-    jmp .Lc1_d5714_j
-.Lc1_d5714_j:
-    mov qword ptr [r15 + 192], rcx
-    jmp 1f
-1:
-    mov dword ptr [r15 + 704], 121
+    jmp .Lc1_d6024_j
+.Lc1_d6024_j:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, ecx
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu ymmword ptr [r15 + 0], ymm12
     movzx ecx, al
     mov r12, qword ptr [r15 + r12 + 56]
-    and eax, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
     mov dword ptr [r15 + 0], r8d
-    mov ecx, 239
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    jmp 1f
+1:
+    mov byte ptr [r15 + 0], cl
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, r9
-    mov ecx, eax
-    vpcmpeqb xmm13, xmm13, xmmword ptr [r15 + 256]
-    movzx eax, cl
-    mov eax, dword ptr [r15 + 128]
-    mov r9, r9
-    mov r9, rcx
+    mov rcx, rcx
     mov r9, r11
-    jmp 1f
-1:
-    and r9, 16320
-    movsxd r8, dword ptr [r15 + r9 + 15680]
-    mov r9d, 228
-    mov qword ptr [r15 + 384], rcx
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r9, r11
-    mov rcx, qword ptr [r15 + 448]
-    movzx ebp, byte ptr [r15 + 320]
-    jmp 1f
-1:
-    and r9, 448
-    mov byte ptr [r15 + r9 + 832], al
-    mov r9, r11
-    mov edi, 208
-    or qword ptr [r15 + 64], 26
-    and r9, 4032
-    movzx eax, byte ptr [r15 + r9 + 3392]
-    movzx r9d, byte ptr [r15 + 512]
-    movzx edi, r9b
-    jmp 1f
-1:
-    jmp 1f
-1:
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c10:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 16384
-    setz al
-    lea rcx, [rip + .Lc1_d5775_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d5775_s_t
-    .p2align 3
-.Lc1_d5775_s:
-    .p2align 3
-    jmp .Lc1_d5775_j
-    .p2align 3
-    jmp .Lc1_d5775_j
-.Lc1_d5775_j:
-    mov rbp, r11
-    jmp 1f
-1:
-    and rbp, 1984
-    or qword ptr [r15 + rbp + 1344], 56
-    mov rbp, r11
-    mov ecx, dword ptr [r15 + 384]
-    jmp 1f
-1:
-    mov eax, ecx
-    and rbp, 4032
-    add rcx, qword ptr [r15 + rbp + 3392]
-    mov rbp, qword ptr [r15 + 576]
-    movsxd rax, dword ptr [r15 + 512]
-    mov r9, qword ptr [r15 + 448]
-    mov r8d, dword ptr [r15 + 320]
-    mov edi, ecx
-    movsxd rcx, dword ptr [r15 + 64]
-    mov edx, dword ptr [r15 + 256]
-    movzx esi, r9b
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r9, [r11 + r11*1]
-    mov byte ptr [r15 + 0], al
-    test dword ptr [r15 + 67117724], 16512
-    jz 1f
-1:
-    movzx eax, byte ptr [r15 + 320]
-    and r9, 8128
-    mov qword ptr [r15 + r9 + 7552], rdi
-    mov byte ptr [r15 + 64], bpl
-    movzx ebp, r8b
-    mov rbp, r8
-    jmp 1f
-1:
-    mov qword ptr [r15 + r9 + 7488], rdx
-    jmp 1f
-1:
-    mov dword ptr [r15 + 768], esi
-    movzx esi, bpl
-    mov dword ptr [r15 + 128], 99
-    jmp 1f
-1:
-    mov qword ptr [r15 + 192], rsi
-    jmp 1f
-1:
-    mov esi, 234
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c11:
-    mov rbp, r11
-    movzx esi, sil
-    and rbp, 448
-    mov esi, dword ptr [r15 + rbp + 832]
-    jmp 1f
-1:
-    mov ebp, 222
-    mov ebp, ebp
-    mov ebp, r9d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, r9
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, r9
-    mov byte ptr [r15 + 0], sil
-    mov r12, qword ptr [r15 + r12 + 56]
-    vpxor xmm13, xmm13, xmm12
-    mov r9, qword ptr [r15 + 384]
-    mov dword ptr [r15 + 128], ebp
-    mov qword ptr [r15 + 384], rbp
-    mov rbp, r11
-    jmp 1f
-1:
-    and rbp, 4032
-    mov esi, dword ptr [r15 + rbp + 3392]
-    movsxd rbp, dword ptr [r15 + 256]
-    mov edi, dword ptr [r15 + 64]
-    mov qword ptr [r15 + 640], r9
-    movzx r9d, r9b
-    mov r9d, esi
-    mov r9d, 112
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r9, qword ptr [r15 + 320]
-    mov dword ptr [r15 + 512], r9d
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r9, r11
-    movzx eax, byte ptr [r15 + 448]
-    jmp 1f
-1:
+    mov dword ptr [r15 + 128], r9d
+    mov byte ptr [r15 + 320], al
+    mov eax, eax
     and r9, 1984
-    mov qword ptr [r15 + r9 + 1344], r9
-    movzx r9d, byte ptr [r15 + 192]
-    mov r8, rax
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c12:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 1
-    setz al
-    lea rcx, [rip + .Lc1_d5879_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d5879_s_t
-    .p2align 3
-.Lc1_d5879_s:
-    .p2align 3
-    jmp .Lc1_d5879_j
-    .p2align 3
-    jmp .Lc1_d5879_j
-.Lc1_d5879_j:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, cl
+    mov dword ptr [r15 + r9 + 1344], ecx
+    mov byte ptr [r15 + 576], cl
     jmp 1f
 1:
-    mov ecx, 50
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, ecx
-    jmp 1f
-1:
-    movzx ecx, r8b
-    mov rcx, rax
-    mov r8d, ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, rax
-    mov r8d, 236
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx ecx, al
-    test ebx, 1536
-    jz 1f
-1:
-    mov byte ptr [r15 + 64], cl
-    jmp 1f
-1:
-    inc dword ptr [r15 + 320]
-    movzx eax, byte ptr [r15 + 704]
-    mov r8, r11
-    jmp 1f
-1:
-    and r8, 1984
-    mov dword ptr [r15 + r8 + 1344], ecx
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov ecx, dword ptr [r15 + 256]
-    or qword ptr [r15 + 512], 85
-    mov r8, r11
-    mov r9, qword ptr [r15 + 768]
-    mov esi, r9d
-    jmp 1f
-1:
-    and r8, 8128
-    mov dword ptr [r15 + r8 + 7488], r8d
-    movsxd r8, dword ptr [r15 + 384]
-    mov r9, qword ptr [r15 + 128]
-    mov edi, dword ptr [r15 + 448]
-    mov rbp, r11
-    jmp 1f
-1:
-    and rbp, 448
-    mov dword ptr [r15 + rbp + 832], 212
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c13:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 256
-    setz al
-    lea rcx, [rip + .Lc1_d5942_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d5942_s_t
-    .p2align 3
-.Lc1_d5942_s:
-    .p2align 3
-    jmp .Lc1_d5942_j
-    .p2align 3
-    jmp .Lc1_d5942_j
-.Lc1_d5942_j:
-    mov qword ptr [r15 + 0], rdi
-    mov dword ptr [r15 + 0], 208
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, rax
-    vmovdqu ymmword ptr [r15 + 0], ymm13
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    movsxd rax, dword ptr [r15 + 192]
-    mov dword ptr [r15 + 576], ecx
-    mov rbp, r11
-    mov r8, r11
-    and rbp, 8128
-    mov byte ptr [r15 + rbp + 7488], al
-    movzx ebp, al
-    and r8, 448
-    movsxd rbp, dword ptr [r15 + r8 + 832]
-    mov rcx, qword ptr [r15 + 384]
-    mov byte ptr [r15 + 512], r8b
-    mov r8, r11
-    movzx eax, r8b
-    and r8, 4032
-    mov dword ptr [r15 + r8 + 3392], 90
-    mov dword ptr [r15 + 128], 196
-    mov r8d, dword ptr [r15 + 64]
-    vmovdqu ymmword ptr [r15 + 64], ymm13
-    movsxd rax, dword ptr [r15 + 256]
-    mov edi, ebp
-    add rdi, qword ptr [r15 + 448]
-    movzx ebp, byte ptr [r15 + 320]
-    and edi, dword ptr [r15 + 640]
-    mov dword ptr [r15 + 320], edi
-    .byte 0x0f, 0x1f, 0x40, 0x00
-    mov edi, dword ptr [r15 + 128]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c14:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rdi, r8
-    mov byte ptr [r15 + 0], dil
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rdi, rdi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov rdi, rdi
-    lea rbp, [r11 + r11*1]
-    mov byte ptr [r15 + 704], bpl
-    movsxd rdi, dword ptr [r15 + 448]
-    mov r8, r11
-    mov rax, rax
-    and rbp, 1984
-    movzx eax, byte ptr [r15 + rbp + 1344]
-    and r8, 448
-    vpcmpeqb xmm13, xmm13, xmmword ptr [r15 + r8 + 832]
-    or qword ptr [r15 + 128], 43
-    mov dword ptr [r15 + 384], 77
-    vmovdqu ymmword ptr [r15 + 64], ymm13
-    mov byte ptr [r15 + 320], bpl
-    mov qword ptr [r15 + 192], rdi
-    mov dword ptr [r15 + 448], edi
-    jmp 1f
-1:
-    jmp 1f
-1:
-    vmovdqu ymmword ptr [r15 + 128], ymm13
-    movzx edi, byte ptr [r15 + 192]
-    movzx r8d, byte ptr [r15 + 384]
-    mov r9, r11
-    vmovdqu ymmword ptr [r15 + rbp + 1408], ymm13
-    mov dword ptr [r15 + 256], r9d
-    mov dword ptr [r15 + 512], r9d
-    and r9, 4032
-    mov dword ptr [r15 + r9 + 3392], 36
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c15:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 32768
-    setz al
-    lea rcx, [rip + .Lc1_d6036_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d6036_s_t
-    .p2align 3
-.Lc1_d6036_s:
-    .p2align 3
-    jmp .Lc1_d6036_j
-    .p2align 3
-    jmp .Lc1_d6036_j
-.Lc1_d6036_j:
-    mov rcx, qword ptr [r15 + 64]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    nop
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 158
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], eax
-    mov eax, 115
-    mov r9, r11
-    mov eax, 226
-    mov qword ptr [r15 + 0], rcx
-    and r9, 4032
-    movzx eax, byte ptr [r15 + r9 + 3392]
-    mov r9d, 123
     mov r9d, ecx
-    movzx r9d, al
+    vmovdqu ymmword ptr [r15 + 256], ymm12
+    movsxd r9, dword ptr [r15 + 384]
     mov rbp, r11
-    test ebx, 1073741824
-    jz 1f
-1:
-    and rbp, 448
-    mov qword ptr [r15 + rbp + 832], rax
-    mov dword ptr [r15 + 768], 232
-    movzx ebp, byte ptr [r15 + 576]
-    jmp 1f
-1:
-    mov eax, ebp
-    movzx eax, cl
-    jmp 1f
-1:
-    mov eax, 2
-    mov eax, dword ptr [r15 + 256]
-    vmovdqu ymmword ptr [r15 + 320], ymm13
-    mov qword ptr [r15 + 128], r9
-    jmp 1f
-1:
-    mov r9d, dword ptr [r15 + 512]
-    jmp 1f
-1:
+    mov dword ptr [r15 + 512], ecx
+    movzx ecx, dil
+    and rbp, 16320
+    mov qword ptr [r15 + rbp + 15680], rax
     mov r8, r11
-    movsxd rcx, dword ptr [r15 + 320]
-    movsxd rdi, dword ptr [r15 + 384]
-    and r8, 8128
-    mov dword ptr [r15 + r8 + 7488], ebp
-    mov r8, rbp
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c16:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
+    mov rcx, qword ptr [r15 + 128]
+    and r8, 4032
+    movsxd rbp, dword ptr [r15 + r8 + 3392]
     jmp 1f
 1:
     mov r8, r9
-    mov r8d, 166
-    mov r8d, edi
-    mov r8d, dword ptr [r15 + 192]
-    jmp 1f
-1:
-    mov rbp, r11
-    movzx edi, byte ptr [r15 + 256]
-    and rbp, 1984
-    mov r9, qword ptr [r15 + rbp + 1344]
-    mov byte ptr [r15 + 448], r8b
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 0], ymm13
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r11
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 4032
-    movsxd rax, dword ptr [r15 + rbp + 3392]
-    mov qword ptr [r15 + 512], rdi
-    mov ebp, dword ptr [r15 + 192]
-    mov rdi, qword ptr [r15 + 128]
-    mov r8, r11
-    movzx ecx, byte ptr [r15 + 640]
-    jmp 1f
-1:
-    and r8, 8128
-    mov dword ptr [r15 + r8 + 7488], 76
-    mov edx, 163
-    movzx esi, byte ptr [r15 + 320]
-    vmovdqu xmm13, xmmword ptr [r15 + 64]
-    mov r8, rax
-    mov eax, dword ptr [r15 + 384]
-    mov rdx, rax
-    mov byte ptr [r15 + 384], dl
-    mov edx, dword ptr [r15 + 448]
-    movzx eax, byte ptr [r15 + 64]
+    movzx r8d, r9b
+    and r8d, dword ptr [r15 + 320]
+    mov dword ptr [r15 + 384], r9d
+    .byte 0x0f, 0x1f, 0x00
+    mov r9, qword ptr [r15 + 192]
+    mov rax, qword ptr [r15 + 448]
+    mov byte ptr [r15 + 64], dl
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c17:
-    lea rcx, [rip + .Lc1_d6139_j]
+    lea rcx, [rip + .Lc1_d6078_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d6139_j_t
-.Lc1_d6139_j:
-    mov rcx, rcx
+    jmp .Lc1_d6078_j_t
+.Lc1_d6078_j:
     jmp 1f
 1:
-    mov ecx, dword ptr [r15 + 512]
+    mov byte ptr [r15 + 64], dil
+    movzx ecx, cl
+    mov rcx, rdx
+    lea rbp, [r11 + r11*1]
+    movzx ecx, byte ptr [r15 + 384]
+    add rax, qword ptr [r15 + 192]
+    vmovdqu ymmword ptr [r15 + 256], ymm12
+    and rbp, 8128
+    mov edi, dword ptr [r15 + rbp + 7552]
+    movzx r8d, byte ptr [r15 + 192]
+    mov dword ptr [r15 + 448], ecx
+    mov ecx, dword ptr [r15 + 640]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rax
+    mov byte ptr [r15 + 0], al
+    jmp 1f
+1:
+    mov eax, 81
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    lea r9, [r11 + r11*1]
+    mov rax, rbp
+    mov rax, qword ptr [r15 + 704]
+    jmp 1f
+1:
+    and r9, 448
     mov r8, r11
-    mov dword ptr [r15 + 768], 77
+    mov dword ptr [r15 + r9 + 896], ebp
+    mov byte ptr [r15 + 512], r8b
+    and r8, 4032
+    movzx edx, byte ptr [r15 + r8 + 3392]
+    mov r8d, dword ptr [r15 + r9 + 832]
+    xor dword ptr [r15 + 64], r8d
     jmp 1f
 1:
-    and r8, 8128
-    mov rax, qword ptr [r15 + r8 + 7488]
-    mov dword ptr [r15 + 128], 62
-    movzx r8d, byte ptr [r15 + 256]
-    jmp 1f
-1:
-    mov rbp, r11
-    mov rdx, qword ptr [r15 + 192]
-    and rbp, 448
-    mov rdi, qword ptr [r15 + rbp + 832]
-    jmp 1f
-1:
-    movsxd rbp, dword ptr [r15 + 704]
-    mov r9, r11
-    jmp 1f
-1:
-    and r9, 1984
-    mov dword ptr [r15 + r9 + 1344], 74
-    and ebp, dword ptr [r15 + 320]
-    mov dword ptr [r15 + 448], eax
-    movzx r9d, byte ptr [r15 + 64]
-    mov dword ptr [r15 + 320], 137
-    movsxd rax, dword ptr [r15 + 384]
+    movzx r8d, dil
+    mov r8, r8
+    and edi, dword ptr [r15 + 128]
+    add rdi, qword ptr [r15 + 320]
+    mov r8, qword ptr [r15 + rbp + 7488]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c18:
-    mov eax, ebp
-    mov ebp, dword ptr [r15 + 128]
-    movzx r9d, byte ptr [r15 + 576]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 16777216
+    setz al
+    lea rcx, [rip + .Lc1_d6129_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d6129_s_t
+    .p2align 3
+.Lc1_d6129_s:
+    .p2align 3
+    jmp .Lc1_d6129_j
+    .p2align 3
+    jmp .Lc1_d6129_j
+.Lc1_d6129_j:
+    jmp 1f
+1:
+    mov rcx, r8
+    mov dword ptr [r15 + 768], 137
+    lea rbp, [r11 + r11*1]
+    mov ecx, 209
+    jmp 1f
+1:
+    and rbp, 1984
+    movzx ecx, byte ptr [r15 + rbp + 1408]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r8d, 46
+    .byte 0x0f, 0x1f, 0x00
+    mov r8d, 69
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 0], ymm13
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    movzx edi, bpl
     mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r8, r11
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, rax
-    mov eax, 166
-    mov eax, r9d
+    mov rdi, rdx
+    vmovdqu ymmword ptr [r15 + 448], ymm12
+    and r8, 4032
+    mov dword ptr [r15 + r8 + 3392], eax
+    mov r8d, dword ptr [r15 + 256]
+    mov r9, r11
+    mov qword ptr [r15 + 384], r9
+    movzx eax, byte ptr [r15 + 128]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, ebp
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    and r9, 448
+    mov dword ptr [r15 + r9 + 832], edi
+    vmovdqu xmmword ptr [r15 + 384], xmm12
+    mov r9d, eax
+    add r9, qword ptr [r15 + rbp + 1344]
     mov rax, qword ptr [r15 + 64]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov qword ptr [r15 + 128], r8
-    mov r8, r11
-    jmp 1f
-1:
-    and r8, 16320
-    add rax, qword ptr [r15 + r8 + 15680]
-    mov r8d, dword ptr [r15 + 512]
-    mov edx, dword ptr [r15 + 256]
-    mov r8, r11
-    mov rbp, r11
-    jmp 1f
-1:
-    mov dword ptr [r15 + 320], eax
-    and r8, 448
-    movzx eax, byte ptr [r15 + r8 + 832]
-    and rbp, 4032
-    mov r8, qword ptr [r15 + rbp + 3392]
-    mov dword ptr [r15 + 192], r8d
-    vmovdqu ymmword ptr [r15 + 384], ymm13
-    mov r8d, dword ptr [r15 + 448]
-    mov rbp, rdx
-    jmp 1f
-1:
-    mov dword ptr [r15 + 384], edx
+    movzx ebp, byte ptr [r15 + 320]
+    mov edi, ebp
+    mov ebp, 22
+    mov rbp, qword ptr [r15 + 512]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c19:
-    lea rcx, [rip + .Lc1_d6229_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d6229_j_t
-.Lc1_d6229_j:
-    mov dword ptr [r15 + 0], 126
-    mov ecx, 213
-    mov rcx, r8
-    mov rcx, r9
+    mov dword ptr [r15 + 64], 137
+    movzx ebp, r9b
     mov r12, qword ptr [r15 + r12 + 56]
+    add r9, qword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], r9b
+    mov qword ptr [r15 + 0], rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    vpxor xmm12, xmm12, xmm3
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, qword ptr [r15 + 448]
     jmp 1f
 1:
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 0], ymm13
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 1984
-    or qword ptr [r15 + rbp + 1408], 104
-    mov qword ptr [r15 + 512], rdi
-    mov edi, dword ptr [r15 + 320]
-    vmovdqu ymmword ptr [r15 + 384], ymm13
+    movzx ebp, byte ptr [r15 + 320]
+    movzx ecx, byte ptr [r15 + 192]
+    mov edi, 122
     mov r8, r11
-    mov dword ptr [r15 + 640], ecx
-    mov dword ptr [r15 + 64], ebp
-    movzx ecx, byte ptr [r15 + 448]
+    mov dword ptr [r15 + 512], 177
+    mov rdi, qword ptr [r15 + 448]
     and r8, 4032
-    mov edx, dword ptr [r15 + r8 + 3392]
-    mov r8d, edx
-    mov r8d, 213
+    movzx eax, byte ptr [r15 + r8 + 3392]
+    mov r8, r11
+    mov byte ptr [r15 + 384], bpl
+    movzx ebp, byte ptr [r15 + 640]
+    mov rdx, qword ptr [r15 + 256]
+    and r8, 1984
+    mov esi, dword ptr [r15 + r8 + 1344]
+    mov r8d, dword ptr [r15 + 576]
     jmp 1f
 1:
-    mov r8, qword ptr [r15 + 128]
-    mov esi, 184
+    vmovdqu xmmword ptr [r15 + 320], xmm12
+    movsxd rbp, dword ptr [r15 + 128]
+    mov r8d, dword ptr [r15 + 192]
+    mov rbp, r11
     jmp 1f
 1:
-    mov qword ptr [r15 + 704], rsi
-    mov qword ptr [r15 + 256], rcx
-    lea r9, [r11 + r11*1]
-    vpxor xmm13, xmm13, xmm10
-    mov rsi, r9
-    and r9, 8128
-    mov dword ptr [r15 + r9 + 7488], r9d
-    mov dword ptr [r15 + r9 + 7552], 83
-    jmp 1f
-1:
-    movzx r9d, byte ptr [r15 + rbp + 1344]
+    mov r8d, eax
+    mov qword ptr [r15 + 128], rcx
+    and rbp, 8128
+    mov ecx, dword ptr [r15 + rbp + 7488]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c20:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 1048576
-    setz al
-    lea rcx, [rip + .Lc1_d6280_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d6280_s_t
-    .p2align 3
-.Lc1_d6280_s:
-    .p2align 3
-    jmp .Lc1_d6280_j
-    .p2align 3
-    jmp .Lc1_d6280_j
-.Lc1_d6280_j:
-    mov r9, r11
-    and r9, 4032
-    movsxd rcx, dword ptr [r15 + r9 + 3392]
-    movzx r9d, al
-    nop
-    movzx r9d, byte ptr [r15 + 320]
-    mov dword ptr [r15 + 0], 226
-    mov eax, r9d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r9, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, cl
-    movsxd rcx, dword ptr [r15 + 256]
-    and r9, 448
-    mov rdi, qword ptr [r15 + r9 + 832]
+    lea rcx, [rip + .Lc1_d6225_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d6225_j_t
+.Lc1_d6225_j:
+    mov rbp, r11
     jmp 1f
 1:
-    mov rsi, rdx
-    jmp 1f
-1:
-    mov rdx, rsi
-    mov dword ptr [r15 + 192], 92
-    mov qword ptr [r15 + 384], rax
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rsi, rax
-    mov rdi, qword ptr [r15 + 64]
-    mov esi, ebp
-    mov ebp, esi
-    mov rbp, rcx
-    mov esi, dword ptr [r15 + 768]
-    movsxd rbp, dword ptr [r15 + 64]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movsxd rcx, dword ptr [r15 + 128]
-    mov rax, qword ptr [r15 + 512]
     mov r8, r11
-    mov dword ptr [r15 + 448], r8d
-    and r8, 8128
-    movzx edx, byte ptr [r15 + r8 + 7488]
+    and rbp, 8128
+    mov dword ptr [r15 + rbp + 7488], 103
+    and r8, 448
+    mov dword ptr [r15 + r8 + 832], 11
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, 140
+    mov r12, qword ptr [r15 + r12 + 56]
+    add r8, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, ecx
+    vmovdqu xmmword ptr [r15 + 64], xmm12
+    jmp 1f
+1:
+    mov qword ptr [r15 + 512], rcx
     jmp 1f
 1:
     jmp 1f
 1:
-    mov r8d, 170
-    movzx r8d, byte ptr [r15 + 320]
-    mov qword ptr [r15 + r9 + 896], rax
-    mov eax, 82
-    movzx eax, r9b
+    mov rcx, qword ptr [r15 + 256]
+    movsxd rbp, dword ptr [r15 + 384]
+    mov qword ptr [r15 + 448], rax
+    jmp 1f
+1:
+    movzx eax, byte ptr [r15 + 704]
+    movsxd rdi, dword ptr [r15 + 64]
+    mov r9, r11
+    mov dword ptr [r15 + 128], ebp
+    mov dword ptr [r15 + 384], r9d
+    jmp 1f
+1:
+    and r9, 1984
+    mov ebp, dword ptr [r15 + r9 + 1344]
+    mov r9, qword ptr [r15 + 768]
+    movzx edx, byte ptr [r15 + 320]
+    jmp 1f
+1:
+    mov esi, esi
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c21:
-    mov r8, r11
-    movzx eax, byte ptr [r15 + 512]
-    and r8, 4032
-    vmovdqu ymmword ptr [r15 + r8 + 3392], ymm13
-    mov r8d, edx
+    mov dword ptr [r15 + 384], edi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rdi, rbp
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     jmp 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov edi, edi
     mov dword ptr [r15 + 0], eax
-    inc dword ptr [r15 + 0]
-    mov rax, rsi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rsi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 384], 95
     jmp 1f
 1:
-    movzx eax, r8b
-    mov qword ptr [r15 + 128], rax
-    mov byte ptr [r15 + 64], al
-    mov rax, qword ptr [r15 + 576]
-    mov byte ptr [r15 + 448], al
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov rax, rax
-    movsxd rax, dword ptr [r15 + 512]
-    mov r8d, r8d
-    mov dword ptr [r15 + 640], 130
-    mov r8, qword ptr [r15 + 128]
-    mov esi, edi
-    mov esi, 239
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     mov rbp, r11
-    movzx edi, byte ptr [r15 + 192]
-    mov esi, dword ptr [r15 + 384]
-    and rbp, 1984
-    mov qword ptr [r15 + rbp + 1344], rbp
-    mov ebp, eax
-    mov ebp, 38
-    mov ecx, esi
-    movzx ebp, sil
-    mov dword ptr [r15 + 256], ebp
-    mov dword ptr [r15 + 320], r8d
-    mov ebp, esi
-    vpmovmskb esi, xmm13
-    movzx esi, dil
-    mov rdi, rdi
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 4032
+    mov dword ptr [r15 + rbp + 3392], ebp
+    mov eax, edi
+    mov ebp, edi
+    movsxd rbp, dword ptr [r15 + 64]
+    mov dword ptr [r15 + 320], edi
+    mov rax, qword ptr [r15 + 128]
+    mov r8, r11
+    mov r9, r11
+    movsxd rdi, dword ptr [r15 + 512]
+    and r8, 8128
+    mov ecx, dword ptr [r15 + r8 + 7488]
+    add r8, qword ptr [r15 + 448]
+    and r9, 448
+    mov esi, dword ptr [r15 + r9 + 832]
+    vmovdqu xmmword ptr [r15 + 256], xmm12
+    movzx r9d, byte ptr [r15 + 576]
+    mov dword ptr [r15 + 192], r9d
+    mov r9d, dword ptr [r15 + 192]
+    mov qword ptr [r15 + 320], rdx
+    jmp 1f
+1:
+    movzx edx, byte ptr [r15 + 128]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c22:
-    lea rcx, [rip + .Lc1_d6390_j]
+    lea rcx, [rip + .Lc1_d6318_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d6390_j_t
-.Lc1_d6390_j:
+    jmp .Lc1_d6318_j_t
+.Lc1_d6318_j:
+    mov ecx, 171
+    mov qword ptr [r15 + 448], r8
+    movsxd rcx, dword ptr [r15 + 512]
+    mov r8, rcx
+    movzx r8d, r8b
     jmp 1f
 1:
-    jmp 1f
-1:
+    movzx r8d, dl
+    and r8d, dword ptr [r15 + 128]
     mov qword ptr [r15 + 0], rsi
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    vpxor xmm12, xmm12, xmm7
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu ymmword ptr [r15 + 0], ymm12
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r11
-    mov ecx, ebp
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 8128
-    mov qword ptr [r15 + rbp + 7488], rdi
-    vpmovmskb ebp, xmm13
-    mov ebp, ebp
-    mov ebp, 70
-    vmovdqu ymmword ptr [r15 + 256], ymm13
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
-    mov rbp, rcx
     jmp 1f
 1:
-    movzx ecx, byte ptr [r15 + 704]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 64], r9d
+    movzx r9d, bpl
+    jmp 1f
+1:
+    mov r9d, dword ptr [r15 + 384]
+    mov r8, r11
+    movzx ebp, byte ptr [r15 + 256]
+    and r8, 4032
+    movsxd rcx, dword ptr [r15 + r8 + 3392]
+    movsxd r8, dword ptr [r15 + 640]
+    jmp 1f
+1:
+    mov esi, eax
+    movzx eax, byte ptr [r15 + 320]
+    jmp 1f
+1:
     mov rbp, r11
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    and rbp, 448
-    movzx r8d, byte ptr [r15 + rbp + 832]
-    mov qword ptr [r15 + 448], rcx
-    movsxd rbp, dword ptr [r15 + 192]
-    movzx ecx, byte ptr [r15 + 384]
-    jmp 1f
-1:
-    mov qword ptr [r15 + 512], rcx
     mov r9, r11
-    mov ecx, 34
-    mov dword ptr [r15 + 128], 237
+    and rbp, 448
+    mov esi, dword ptr [r15 + rbp + 832]
+    mov ebp, 101
     and r9, 1984
-    mov rcx, qword ptr [r15 + r9 + 1344]
-    movsxd r9, dword ptr [r15 + 64]
+    mov ebp, dword ptr [r15 + r9 + 1344]
     jmp 1f
 1:
-    mov rdi, rbp
-    mov qword ptr [r15 + 320], r8
+    movzx r9d, byte ptr [r15 + 704]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c23:
+    movsxd r8, dword ptr [r15 + 64]
+    vmovdqu ymmword ptr [r15 + 0], ymm12
     mov r12, qword ptr [r15 + r12 + 56]
-    vmovq qword ptr [r15 + 0], xmm13
-    movzx r9d, cl
-    vmovdqu ymmword ptr [r15 + 0], ymm13
-    mov r9d, edi
+    jmp 1f
+1:
+    mov ebp, edx
+    mov ebp, ebp
+    mov dword ptr [r15 + 0], 168
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rdi, rdi
-    mov dword ptr [r15 + 0], 156
-    vmovdqu xmmword ptr [r15 + 0], xmm13
-    mov rdi, rdx
-    mov edi, 165
+    mov qword ptr [r15 + 0], rsi
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rdx, qword ptr [r15 + 320]
+    mov ebp, 154
+    movzx ebp, bpl
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 127
+    mov ebp, r8d
+    movsxd r8, dword ptr [r15 + 512]
+    movzx esi, cl
+    movzx esi, byte ptr [r15 + 512]
+    mov rcx, qword ptr [r15 + 448]
+    movsxd r9, dword ptr [r15 + 256]
+    movsxd rdx, dword ptr [r15 + 64]
+    nop
+    mov eax, dword ptr [r15 + 320]
     mov r9, r11
-    mov rbp, r11
-    jmp 1f
-1:
-    mov rdi, qword ptr [r15 + 64]
-    and rbp, 4032
-    movzx ecx, byte ptr [r15 + rbp + 3392]
+    mov edi, dword ptr [r15 + 192]
+    lea rbp, [r11 + r11*1]
+    mov dword ptr [r15 + 384], r8d
+    and r9, 4032
+    mov qword ptr [r15 + r9 + 3392], rcx
+    and rbp, 8128
+    mov dword ptr [r15 + rbp + 7552], r8d
+    mov r9, r11
+    mov ecx, dword ptr [r15 + 128]
     and r9, 1984
-    mov rbp, qword ptr [r15 + r9 + 1344]
-    mov r9d, 182
-    movsxd r9, dword ptr [r15 + 576]
-    mov r8d, 42
-    movsxd r8, dword ptr [r15 + 256]
-    movzx eax, byte ptr [r15 + 192]
+    movsxd r8, dword ptr [r15 + r9 + 1344]
+    movsxd r9, dword ptr [r15 + 768]
     jmp 1f
 1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov byte ptr [r15 + 448], dil
-    movzx edi, byte ptr [r15 + 768]
-    inc dword ptr [r15 + 512]
-    mov esi, r9d
-    mov r9d, dword ptr [r15 + 128]
     add r9, qword ptr [r15 + 384]
-    jmp 1f
-1:
-    mov rbp, r11
-    movzx r9d, sil
-    mov r9, r8
-    and rbp, 448
-    mov qword ptr [r15 + rbp + 832], rbp
-    mov r8d, 20
-    mov r8d, edi
+    mov rdi, qword ptr [r15 + rbp + 7488]
+    movzx ebp, bpl
+    mov ebp, 212
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c24:
-    lea rcx, [rip + .Lc1_d6491_j]
+    lea rcx, [rip + .Lc1_d6415_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d6491_j_t
-.Lc1_d6491_j:
-    movzx ecx, byte ptr [r15 + 128]
-    movzx r8d, byte ptr [r15 + 64]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], ebp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], sil
-    jmp 1f
-1:
+    jmp .Lc1_d6415_j_t
+.Lc1_d6415_j:
+    mov rcx, qword ptr [r15 + 128]
+    movsxd r9, dword ptr [r15 + 384]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, edi
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ebp, cl
+    mov dword ptr [r15 + 0], 132
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    vmovdqu ymmword ptr [r15 + 0], ymm13
-    mov dword ptr [r15 + 0], 199
-    mov esi, 103
-    lea rbp, [r11 + r11*1]
-    movzx esi, byte ptr [r15 + 448]
-    movzx edi, byte ptr [r15 + 256]
-    movsxd r9, dword ptr [r15 + 192]
-    and rbp, 8128
-    movsxd rdx, dword ptr [r15 + rbp + 7552]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, sil
+    mov dword ptr [r15 + 0], 252
+    movzx ecx, cl
     jmp 1f
 1:
-    mov rax, qword ptr [r15 + 64]
-    movzx edi, byte ptr [r15 + rbp + 7488]
-    movzx ebp, r8b
-    mov ebp, dword ptr [r15 + 640]
-    mov ebp, 153
-    mov ebp, 233
-    mov ebp, ebp
-    mov dword ptr [r15 + 384], edx
-    mov rbp, r11
-    imul rdx, qword ptr [r15 + 512]
     mov r8, r11
-    and rbp, 4032
-    mov rdx, qword ptr [r15 + rbp + 3392]
+    jmp 1f
+1:
+    and r8, 448
+    movsxd rcx, dword ptr [r15 + r8 + 832]
+    movsxd r8, dword ptr [r15 + 64]
+    mov dword ptr [r15 + 320], r8d
+    mov r8, qword ptr [r15 + 512]
+    mov rsi, qword ptr [r15 + 320]
+    mov qword ptr [r15 + 576], r9
+    movzx r9d, byte ptr [r15 + 192]
+    mov r8, r11
+    mov rdi, r8
+    movsxd rdi, dword ptr [r15 + 640]
+    and r8, 4032
+    mov dword ptr [r15 + r8 + 3392], r8d
+    or qword ptr [r15 + 448], 18
+    jmp 1f
+1:
+    mov dword ptr [r15 + 256], 177
+    mov r8, r11
+    mov eax, 218
     and r8, 1984
-    movsxd rbp, dword ptr [r15 + r8 + 1344]
-    jmp 1f
-1:
-    movzx r8d, byte ptr [r15 + 320]
-    jmp 1f
-1:
-    mov qword ptr [r15 + 320], rdx
-    movzx edx, r8b
+    mov eax, dword ptr [r15 + r8 + 1344]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c25:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 16
-    setz al
-    lea rcx, [rip + .Lc1_d6543_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d6543_s_t
-    .p2align 3
-.Lc1_d6543_s:
-    .p2align 3
-    jmp .Lc1_d6543_j
-    .p2align 3
-    jmp .Lc1_d6543_j
-.Lc1_d6543_j:
-    mov rax, rdx
-    movsxd rax, dword ptr [r15 + 320]
-    movzx ecx, bpl
-    jmp 1f
-1:
-    mov byte ptr [r15 + 0], r8b
-    jmp 1f
-1:
-    movzx ecx, cl
-    jmp 1f
-1:
-    mov ecx, edx
-    mov rdx, rcx
-    jmp 1f
-1:
+    lea rcx, [rip + .Lc1_d6463_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d6463_j_t
+.Lc1_d6463_j:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, r8b
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 128
+    mov ecx, ebp
+    mov ebp, 61
+    mov dword ptr [r15 + 0], 181
+    mov ebp, dword ptr [r15 + 256]
+    mov rcx, qword ptr [r15 + 384]
+    mov qword ptr [r15 + 192], r9
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 67117723], 536871168
-    jz 1f
+    jmp 1f
+1:
+    movzx r9d, cl
+    jmp 1f
+1:
+    mov dword ptr [r15 + 704], r8d
+    mov dword ptr [r15 + 64], ecx
+    jmp 1f
 1:
     jmp 1f
 1:
-    mov rbp, r11
-    movsxd rdx, dword ptr [r15 + 448]
-    mov rcx, qword ptr [r15 + 704]
-    mov eax, 114
-    and rbp, 448
-    movsxd rax, dword ptr [r15 + rbp + 832]
-    movzx ebp, byte ptr [r15 + 128]
-    mov dword ptr [r15 + 384], 121
-    mov r8, qword ptr [r15 + 768]
-    mov dword ptr [r15 + 384], r8d
     mov r8, r11
-    mov edi, dword ptr [r15 + 256]
-    and r8, 1984
-    mov r9, qword ptr [r15 + r8 + 1344]
-    mov r8, rbp
-    movzx r8d, byte ptr [r15 + 64]
-    movsxd rsi, dword ptr [r15 + 128]
-    mov dword ptr [r15 + 192], 242
+    vpmovmskb ecx, xmm12
+    mov ecx, dword ptr [r15 + 320]
+    and r8, 8128
+    movsxd r9, dword ptr [r15 + r8 + 7488]
+    mov r8, qword ptr [r15 + 512]
+    mov r9, r11
+    movzx esi, r9b
+    and r9, 448
+    mov dword ptr [r15 + r9 + 832], 92
     jmp 1f
 1:
-    mov r8d, dword ptr [r15 + 512]
+    vpor xmm12, xmm12, xmm12
+    mov qword ptr [r15 + 128], rax
     jmp 1f
 1:
-    jmp 1f
-1:
+    mov r9d, dword ptr [r15 + 128]
+    mov rbp, r11
+    movzx eax, r8b
+    and rbp, 16320
+    vmovdqu ymmword ptr [r15 + rbp + 15680], ymm12
+    mov ebp, 124
+    movsxd rbp, dword ptr [r15 + 448]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c26:
-    mov r8d, dword ptr [r15 + 64]
-    mov qword ptr [r15 + 192], rsi
-    mov rsi, r8
-    mov rsi, qword ptr [r15 + 320]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov eax, dword ptr [r15 + 128]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], r8b
+    mov dword ptr [r15 + 0], eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, byte ptr [r15 + 512]
+    mov qword ptr [r15 + 768], r8
+    mov byte ptr [r15 + 448], r9b
+    movzx esi, sil
     mov rbp, r11
+    mov rsi, qword ptr [r15 + 64]
     jmp 1f
 1:
+    mov r9d, 164
+    and rbp, 1984
+    movzx r9d, byte ptr [r15 + rbp + 1344]
+    mov ebp, 114
+    test dword ptr [r15 + 67117723], 541065220
+    jz 1f
+1:
+    mov rbp, rsi
+    jmp 1f
+1:
+    mov rbp, r11
+    mov esi, 173
+    and rbp, 448
+    mov dword ptr [r15 + rbp + 832], 179
+    jmp 1f
+1:
+    mov ebp, ebp
+    mov r8d, dword ptr [r15 + 384]
+    movzx ebp, byte ptr [r15 + 192]
+    mov qword ptr [r15 + 384], rsi
+    mov esi, dword ptr [r15 + 256]
     mov r9, r11
-    and rbp, 4032
-    mov eax, dword ptr [r15 + rbp + 3392]
-    and r9, 448
-    movzx ebp, byte ptr [r15 + r9 + 832]
-    movsxd r9, dword ptr [r15 + 448]
     jmp 1f
 1:
-    mov byte ptr [r15 + 128], sil
-    mov byte ptr [r15 + 320], cl
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov esi, esi
-    mov qword ptr [r15 + 0], rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx esi, bpl
-    mov esi, esi
-    mov rsi, rdi
-    mov rsi, rbp
-    mov esi, 55
-    mov byte ptr [r15 + 0], r9b
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx esi, byte ptr [r15 + 256]
-    jmp 1f
-1:
-    mov r9d, 12
-    mov r9, r11
-    mov ebp, dword ptr [r15 + 384]
-    and r9, 8128
-    mov dword ptr [r15 + r9 + 7488], 67
-    mov byte ptr [r15 + 64], dil
-    jmp 1f
-1:
-    mov rdi, rsi
-    mov edi, edi
-    mov byte ptr [r15 + 384], r9b
-    movsxd rdi, dword ptr [r15 + 512]
-    vmovdqu ymmword ptr [r15 + 576], ymm13
+    movzx eax, byte ptr [r15 + 320]
+    and r9, 4032
+    mov ecx, dword ptr [r15 + r9 + 3392]
+    mov r9d, r8d
+    mov r9, r9
+    mov r9, rdi
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c27:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 67108864
-    setz al
-    lea rcx, [rip + .Lc1_d6653_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d6653_s_t
-    .p2align 3
-.Lc1_d6653_s:
-    .p2align 3
-    jmp .Lc1_d6653_j
-    .p2align 3
-    jmp .Lc1_d6653_j
-.Lc1_d6653_j:
-    mov byte ptr [r15 + 256], dil
-    mov dword ptr [r15 + 64], ecx
-    mov dword ptr [r15 + 0], 124
+    lea rcx, [rip + .Lc1_d6561_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d6561_j_t
+.Lc1_d6561_j:
+    jmp 1f
+1:
+    mov ecx, 46
+    mov qword ptr [r15 + 512], rsi
+    movzx ecx, byte ptr [r15 + 576]
     mov qword ptr [r15 + 0], rcx
-    mov rax, rcx
+    mov qword ptr [r15 + 0], r9
+    mov byte ptr [r15 + 0], cl
+    mov dword ptr [r15 + 0], 42
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 90
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    add qword ptr [r15 + 0], rax
-    mov eax, 144
+    mov ecx, r8d
+    mov r8, qword ptr [r15 + 384]
+    movsxd rcx, dword ptr [r15 + 64]
+    movzx r9d, byte ptr [r15 + 192]
+    mov rsi, qword ptr [r15 + 448]
+    mov eax, dword ptr [r15 + 64]
+    nop
     jmp 1f
 1:
-    .byte 0x66, 0x90
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, eax
-    mov eax, 56
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 236
     mov rbp, r11
-    mov byte ptr [r15 + 448], cl
-    mov dword ptr [r15 + 384], ebp
-    mov eax, 111
-    and rbp, 1984
-    mov qword ptr [r15 + rbp + 1344], rcx
-    mov ebp, dword ptr [r15 + 640]
-    mov eax, ecx
-    movsxd rax, dword ptr [r15 + 448]
     jmp 1f
 1:
-    mov r9, r11
     jmp 1f
 1:
-    mov byte ptr [r15 + 320], bpl
-    and r9, 448
-    mov ebp, dword ptr [r15 + r9 + 832]
-    mov byte ptr [r15 + 512], bpl
+    lea r9, [r11 + r11*1]
+    and rbp, 4032
+    mov edi, dword ptr [r15 + rbp + 3392]
+    vmovdqu ymmword ptr [r15 + 640], ymm12
     jmp 1f
 1:
-    mov dword ptr [r15 + 128], eax
-    movsxd rbp, dword ptr [r15 + 704]
-    movzx eax, byte ptr [r15 + 192]
-    jmp 1f
-1:
-    mov r9, r11
-    mov ecx, edi
     and r9, 8128
-    add qword ptr [r15 + r9 + 7488], r9
+    mov dword ptr [r15 + r9 + 7488], eax
+    mov dword ptr [r15 + 320], r9d
+    and eax, dword ptr [r15 + 320]
+    mov rbp, r11
+    jmp 1f
+1:
+    mov rdx, rdi
+    movzx edi, byte ptr [r15 + 256]
+    and rbp, 1984
+    mov edi, dword ptr [r15 + rbp + 1344]
+    jmp 1f
+1:
+    mov ebp, dword ptr [r15 + 128]
+    mov ebp, edx
+    jmp 1f
+1:
+    mov rbp, qword ptr [r15 + r9 + 7552]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c28:
+    lea rbp, [r11 + r11*1]
+    jmp 1f
+1:
+    and rbp, 448
+    movzx edi, byte ptr [r15 + rbp + 896]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], eax
-    mov eax, 199
+    mov ecx, 55
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 202
     jmp 1f
 1:
+    mov ecx, edi
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 49
-    mov dword ptr [r15 + 448], eax
-    mov r9, r11
-    mov eax, dword ptr [r15 + 192]
-    movsxd rbp, dword ptr [r15 + 256]
-    mov ecx, 219
-    and r9, 16320
-    mov rcx, qword ptr [r15 + r9 + 15680]
-    mov dword ptr [r15 + 320], esi
-    vpshufd xmm13, xmm13, 141
-    test ebx, 1073741824
-    jz 1f
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 64], ecx
+    mov ecx, edi
+    movsxd rdi, dword ptr [r15 + rbp + 832]
+    jmp 1f
 1:
-    mov rbp, r11
-    and r9d, dword ptr [r15 + 128]
-    lea r8, [r11 + r11*1]
-    vpcmpeqb xmm13, xmm13, xmm2
+    movzx ecx, bpl
+    movzx ecx, byte ptr [r15 + 128]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov ebp, r9d
+    mov ebp, dword ptr [r15 + 320]
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + 256], ymm12
+    jmp 1f
+1:
+    mov r9d, ecx
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 512], 29
+    mov r8, r11
+    mov rcx, qword ptr [r15 + 384]
+    and r8, 1984
+    movzx edx, byte ptr [r15 + r8 + 1344]
+    mov r8d, 144
+    movzx r8d, byte ptr [r15 + 192]
+    add qword ptr [r15 + 448], r8
+    mov qword ptr [r15 + 704], rax
+    mov r8, r11
+    movsxd rax, dword ptr [r15 + 384]
     and r8, 4032
-    movsxd rax, dword ptr [r15 + r8 + 3456]
-    and rbp, 1984
-    movsxd rcx, dword ptr [r15 + rbp + 1344]
-    mov ebp, 27
-    mov qword ptr [r15 + 128], rbp
-    mov qword ptr [r15 + 320], rdi
-    or qword ptr [r15 + 64], 28
-    movzx ebp, byte ptr [r15 + 384]
-    mov edi, r9d
-    movzx edi, cl
-    movsxd rdi, dword ptr [r15 + r8 + 3392]
-    movzx r8d, byte ptr [r15 + 768]
-    mov esi, r8d
-    jmp 1f
-1:
-    mov dword ptr [r15 + 512], ebp
+    movsxd rsi, dword ptr [r15 + r8 + 3392]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c29:
-    lea rcx, [rip + .Lc1_d6752_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d6752_j_t
-.Lc1_d6752_j:
-    movsxd rcx, dword ptr [r15 + 384]
-    movzx r8d, al
-    mov byte ptr [r15 + 0], r8b
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 8192
+    setz al
+    lea rcx, [rip + .Lc1_d6664_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d6664_s_t
+    .p2align 3
+.Lc1_d6664_s:
+    .p2align 3
+    jmp .Lc1_d6664_j
+    .p2align 3
+    jmp .Lc1_d6664_j
+.Lc1_d6664_j:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movzx ecx, byte ptr [r15 + 192]
+    mov dword ptr [r15 + 576], 51
+    vmovdqu ymmword ptr [r15 + 512], ymm12
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    movzx eax, sil
-    jmp 1f
-1:
-    movzx esi, dil
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, 115
-    mov qword ptr [r15 + 0], rcx
-    movzx edi, byte ptr [r15 + 192]
-    mov byte ptr [r15 + 640], r9b
-    movsxd rcx, dword ptr [r15 + 320]
-    jmp 1f
-1:
-    mov rsi, rcx
-    mov dword ptr [r15 + 128], edi
-    mov ecx, edi
-    imul rcx, qword ptr [r15 + 512]
-    jmp 1f
-1:
-    movzx r9d, byte ptr [r15 + 576]
-    mov edi, edi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, ecx
+    mov ecx, 99
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, bpl
+    and rbp, 1984
+    add rcx, qword ptr [r15 + rbp + 1344]
+    movsxd rbp, dword ptr [r15 + 320]
+    add rbp, qword ptr [r15 + 64]
+    mov qword ptr [r15 + 128], r8
+    mov r8, r8
     mov r8, r11
-    lea rbp, [r11 + r11*1]
-    movzx edi, sil
-    mov rdi, rdi
-    and r8, 1984
-    movzx edi, byte ptr [r15 + r8 + 1344]
-    and rbp, 8128
-    movzx r8d, byte ptr [r15 + rbp + 7552]
+    mov r9, r11
+    and r8, 4032
+    mov eax, dword ptr [r15 + r8 + 3392]
+    mov esi, dword ptr [r15 + 256]
+    mov dword ptr [r15 + 320], ebp
+    and r9, 8128
+    mov qword ptr [r15 + r9 + 7488], rdx
+    mov r9, qword ptr [r15 + 768]
+    mov dword ptr [r15 + 128], 208
     jmp 1f
 1:
-    lea r8, [r11 + r11*1]
-    jmp 1f
-1:
-    movsxd rax, dword ptr [r15 + 64]
-    and r8, 448
-    movzx edx, byte ptr [r15 + r8 + 832]
-    mov edx, dword ptr [r15 + r8 + 896]
-    jmp 1f
-1:
-    movzx r8d, dil
-    mov dword ptr [r15 + rbp + 7488], 176
-    mov qword ptr [r15 + 256], rdi
+    mov byte ptr [r15 + 448], r8b
+    mov dword ptr [r15 + 384], 142
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c30:
-    lea rcx, [rip + .Lc1_d6803_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d6803_j_t
-.Lc1_d6803_j:
-    mov rcx, qword ptr [r15 + 512]
-    mov r8d, esi
     jmp 1f
 1:
-    mov esi, 26
-    mov rsi, rsi
-    movsxd rsi, dword ptr [r15 + 64]
-    mov dword ptr [r15 + 320], ecx
-    mov rcx, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, r8b
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov rcx, r8
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    vpcmpeqb xmm12, xmm12, xmmword ptr [r15 + 256]
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], r9
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
+    mov qword ptr [r15 + 0], rbp
+    vmovdqu ymmword ptr [r15 + 0], ymm12
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, ecx
+    mov rsi, r8
+    mov rbp, r11
     jmp 1f
 1:
+    mov qword ptr [r15 + 0], r8
+    and rbp, 8128
+    mov dword ptr [r15 + rbp + 7488], r9d
+    jmp 1f
+1:
+    movsxd rbp, dword ptr [r15 + 64]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov qword ptr [r15 + 320], r8
+    mov qword ptr [r15 + 704], r9
+    mov qword ptr [r15 + 384], rbp
+    mov ebp, dword ptr [r15 + 384]
+    mov r9, rsi
+    mov r9, qword ptr [r15 + 448]
+    mov dword ptr [r15 + 64], r9d
     mov r8, r11
-    mov qword ptr [r15 + 64], r9
-    mov qword ptr [r15 + 384], r8
-    and r8, 1984
-    mov dword ptr [r15 + r8 + 1344], 44
+    movsxd r9, dword ptr [r15 + 128]
+    xchg qword ptr [r15 + 640], r9
+    and r8, 448
+    mov r9, r11
+    movsxd rsi, dword ptr [r15 + r8 + 832]
     jmp 1f
 1:
-    mov r8, r11
-    jmp 1f
-1:
-    mov ecx, 171
-    movsxd rcx, dword ptr [r15 + 704]
-    and r8, 4032
-    mov r9d, dword ptr [r15 + r8 + 3392]
-    mov r8d, 182
-    movsxd r8, dword ptr [r15 + 448]
-    movzx ebp, byte ptr [r15 + 448]
-    movzx edi, cl
-    mov qword ptr [r15 + 192], rcx
-    mov rcx, rcx
-    mov byte ptr [r15 + 128], r9b
-    mov ecx, 164
-    mov rcx, qword ptr [r15 + 384]
-    jmp 1f
-1:
+    mov edx, 241
+    and r9, 1984
+    mov qword ptr [r15 + r9 + 1344], rax
+    mov r9d, dword ptr [r15 + 448]
+    mov rax, qword ptr [r15 + 192]
+    mov r8d, 93
+    mov r8, rdx
+    mov dword ptr [r15 + 512], r8d
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c31:
+    lea rcx, [rip + .Lc1_d6763_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d6763_j_t
+.Lc1_d6763_j:
+    vmovdqu ymmword ptr [r15 + 320], ymm12
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 240
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], ecx
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rcx, dword ptr [r15 + 128]
-    mov r9d, r9d
-    movzx r9d, r9b
-    mov r9d, 63
-    movzx r9d, bpl
-    mov r9d, dword ptr [r15 + 64]
-    add r9, qword ptr [r15 + 448]
-    mov dword ptr [r15 + 256], 50
-    mov ebp, edi
-    mov byte ptr [r15 + 512], bpl
-    test ebx, 9728
-    jz 1f
-1:
-    mov rbp, r11
-    mov r9, rbp
+    mov rcx, r9
     jmp 1f
 1:
-    and rbp, 8128
-    mov r9d, dword ptr [r15 + rbp + 7488]
-    movzx ebp, byte ptr [r15 + 768]
-    mov rcx, qword ptr [r15 + 384]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, rbp
     jmp 1f
 1:
-    movzx edi, byte ptr [r15 + 576]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov ecx, 82
+    add rbp, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r8, r11
-    vmovdqu ymmword ptr [r15 + 320], ymm13
-    mov byte ptr [r15 + 320], sil
-    mov rsi, rdi
-    and r8, 4032
-    movzx esi, byte ptr [r15 + r8 + 3392]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r8, r11
-    movzx eax, byte ptr [r15 + 192]
+    mov r9, r11
     and r8, 448
-    movsxd rdx, dword ptr [r15 + r8 + 832]
-    movzx r8d, dil
+    mov rcx, qword ptr [r15 + r8 + 832]
+    movzx r8d, cl
+    and r9, 4032
+    mov r8, qword ptr [r15 + r9 + 3392]
+    and r9d, dword ptr [r15 + 128]
+    mov rax, r9
+    mov dword ptr [r15 + 192], ebp
+    add rbp, qword ptr [r15 + 64]
+    mov r9d, ebp
+    jmp 1f
+1:
+    mov ebp, 113
+    mov ebp, dword ptr [r15 + 320]
+    mov dword ptr [r15 + 512], 230
+    mov dword ptr [r15 + 256], 120
+    mov dword ptr [r15 + 448], ecx
+    mov rbp, r11
+    mov rcx, qword ptr [r15 + 768]
+    and rbp, 8128
+    mov dword ptr [r15 + rbp + 7488], r8d
+    mov ebp, dword ptr [r15 + 384]
+    mov r8, qword ptr [r15 + 128]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c32:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 67108864
-    setz al
-    lea rcx, [rip + .Lc1_d6905_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d6905_s_t
-    .p2align 3
-.Lc1_d6905_s:
-    .p2align 3
-    jmp .Lc1_d6905_j
-    .p2align 3
-    jmp .Lc1_d6905_j
-.Lc1_d6905_j:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    lea rcx, [rip + .Lc1_d6813_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d6813_j_t
+.Lc1_d6813_j:
+    lea rbp, [r11 + r11*1]
+    and rbp, 1984
+    mov dword ptr [r15 + rbp + 1408], 46
+    mov ecx, dword ptr [r15 + 64]
     jmp 1f
 1:
-    mov qword ptr [r15 + 0], rcx
+    mov r8, qword ptr [r15 + 512]
+    movsxd r9, dword ptr [r15 + 384]
+    vmovdqu ymmword ptr [r15 + 0], ymm12
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], r9b
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovq qword ptr [r15 + 0], xmm12
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 217
+    mov byte ptr [r15 + 0], cl
     mov dword ptr [r15 + 0], ecx
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], rcx
-    movzx ecx, cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rcx
-    mov rcx, rcx
-    mov ecx, dword ptr [r15 + 320]
-    mov eax, 26
-    mov rax, qword ptr [r15 + 640]
-    mov edi, dword ptr [r15 + 256]
-    jmp 1f
-1:
-    movzx esi, cl
-    jmp 1f
-1:
-    jmp 1f
-1:
-    vpmovmskb ecx, xmm13
-    movsxd rcx, dword ptr [r15 + 192]
-    movsxd r8, dword ptr [r15 + 384]
-    mov rbp, r11
-    jmp 1f
-1:
-    and rbp, 448
+    movsxd rax, dword ptr [r15 + 192]
+    mov r9, rcx
     mov r9, r11
-    mov byte ptr [r15 + rbp + 832], dil
-    mov qword ptr [r15 + 512], rdi
-    and r9, 8128
-    mov rbp, qword ptr [r15 + r9 + 7488]
+    mov dword ptr [r15 + rbp + 1344], 225
+    mov ebp, dword ptr [r15 + 576]
+    and r9, 448
+    mov qword ptr [r15 + r9 + 832], r9
     jmp 1f
 1:
-    mov r9d, 248
-    mov byte ptr [r15 + 128], sil
-    movsxd rsi, dword ptr [r15 + 448]
-    and esi, dword ptr [r15 + 128]
+    mov r9, qword ptr [r15 + 256]
+    mov qword ptr [r15 + 64], r9
+    mov byte ptr [r15 + 128], bpl
     mov r9, r11
-    mov qword ptr [r15 + 64], r8
-    vmovdqu ymmword ptr [r15 + 384], ymm13
-    mov r8, r9
-    and r9, 1984
-    add rbp, qword ptr [r15 + r9 + 1344]
+    mov ebp, dword ptr [r15 + 384]
+    and r9, 4032
+    movsxd rcx, dword ptr [r15 + r9 + 3392]
+    mov rdx, rax
+    jmp 1f
+1:
+    mov r9d, dword ptr [r15 + 640]
+    mov qword ptr [r15 + 448], rbp
+    jmp 1f
+1:
+    movzx ebp, byte ptr [r15 + 320]
+    mov rax, r8
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c33:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movsxd rax, dword ptr [r15 + 128]
+    vmovdqu ymmword ptr [r15 + 704], ymm12
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    and ebp, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov r9, r9
+    mov dword ptr [r15 + 0], 48
+    jmp 1f
+1:
+    movzx r9d, r8b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, r9
+    mov r9, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], r9b
+    and r9, 4032
+    mov qword ptr [r15 + r9 + 3392], rax
+    mov r9, qword ptr [r15 + 768]
+    mov byte ptr [r15 + 448], bpl
+    movzx ebp, cl
+    movzx ebp, bpl
+    movzx ebp, dl
+    mov rbp, qword ptr [r15 + 192]
+    jmp 1f
+1:
+    mov rsi, r9
+    lea r9, [r11 + r11*1]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movsxd rax, dword ptr [r15 + 64]
+    and r9, 8128
+    mov rdx, qword ptr [r15 + r9 + 7488]
+    mov qword ptr [r15 + 256], rbp
     mov rbp, r11
-    and rbp, 8128
-    mov r9d, dword ptr [r15 + rbp + 7488]
-    movzx ebp, byte ptr [r15 + 64]
-    mov r8d, 6
-    movzx r8d, byte ptr [r15 + 704]
-    mov rsi, rcx
-    mov dword ptr [r15 + 128], 151
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11 + r11*1]
-    mov esi, 110
-    and rbp, 4032
-    mov esi, dword ptr [r15 + rbp + 3456]
-    .byte 0x66, 0x90
-    movzx ecx, byte ptr [r15 + 320]
-    jmp 1f
-1:
-    mov r8, r11
-    mov rdi, rbp
-    jmp 1f
-1:
-    and r8, 1984
-    mov qword ptr [r15 + r8 + 1344], rsi
-    mov rsi, qword ptr [r15 + 512]
-    and r8d, dword ptr [r15 + 256]
-    mov byte ptr [r15 + 448], cl
-    jmp 1f
-1:
-    movzx ecx, bpl
-    mov qword ptr [r15 + 192], rcx
-    vmovq qword ptr [r15 + rbp + 3392], xmm13
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx ecx, dil
-    mov dword ptr [r15 + 768], r8d
-    movzx r8d, bpl
-    mov dword ptr [r15 + 384], 24
-    mov ebp, esi
+    mov ecx, dword ptr [r15 + 320]
+    vmovdqu ymmword ptr [r15 + 384], ymm12
+    and rbp, 448
+    mov qword ptr [r15 + rbp + 832], rdx
+    mov ebp, 92
+    mov dword ptr [r15 + r9 + 7552], 55
+    .byte 0x0f, 0x1f, 0x00
+    movzx ebp, byte ptr [r15 + 512]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c34:
-    lea rcx, [rip + .Lc1_d7006_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d7006_j_t
-.Lc1_d7006_j:
-    mov rbp, r11
-    movzx esi, byte ptr [r15 + 320]
-    and rbp, 1984
-    mov dword ptr [r15 + rbp + 1344], ebp
-    mov dword ptr [r15 + 512], 212
-    movsxd rbp, dword ptr [r15 + 320]
-    add rbp, qword ptr [r15 + 0]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 32
+    setz al
+    lea rcx, [rip + .Lc1_d6910_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d6910_s_t
+    .p2align 3
+.Lc1_d6910_s:
+    .p2align 3
+    jmp .Lc1_d6910_j
+    .p2align 3
+    jmp .Lc1_d6910_j
+.Lc1_d6910_j:
+    mov qword ptr [r15 + 0], rcx
     jmp 1f
 1:
-    vmovdqu ymmword ptr [r15 + 0], ymm13
-    movzx ecx, r9b
-    jmp 1f
-1:
+    mov qword ptr [r15 + 0], rax
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], ecx
+    mov byte ptr [r15 + 0], r9b
+    mov ecx, eax
+    vpmovmskb ecx, xmm12
     jmp 1f
 1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 157
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, byte ptr [r15 + 128]
+    mov dword ptr [r15 + 512], 87
+    mov rax, r9
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], 25
-    mov byte ptr [r15 + 448], bpl
-    mov ebp, 83
-    movzx ebp, byte ptr [r15 + 64]
-    mov ecx, ecx
-    movsxd rcx, dword ptr [r15 + 576]
-    mov edx, 85
-    lea r8, [r11 + r11*1]
-    vpxor xmm13, xmm13, xmm1
-    mov qword ptr [r15 + 384], rsi
+    mov rax, rdx
+    test ebx, 2048
+    jz 1f
+1:
+    mov rax, qword ptr [r15 + 384]
+    movzx edx, al
+    movsxd rsi, dword ptr [r15 + 192]
+    mov eax, dword ptr [r15 + 448]
+    movzx ecx, byte ptr [r15 + 128]
     jmp 1f
 1:
-    and r8, 448
-    mov rsi, qword ptr [r15 + r8 + 832]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r9, qword ptr [r15 + 64]
-    mov rdi, rdx
-    jmp 1f
-1:
-    mov edx, edi
-    mov qword ptr [r15 + 256], r8
-    mov qword ptr [r15 + 128], r8
+    mov qword ptr [r15 + 320], rbp
+    movzx ebp, byte ptr [r15 + 256]
     mov r9, r11
-    mov qword ptr [r15 + r8 + 896], r9
-    mov qword ptr [r15 + 192], r9
+    movzx r8d, sil
+    and r9, 1984
+    mov dword ptr [r15 + r9 + 1344], eax
+    movzx r9d, byte ptr [r15 + 320]
+    mov r8, r11
+    mov eax, dword ptr [r15 + 64]
+    and r8, 4032
+    movsxd rdi, dword ptr [r15 + r8 + 3392]
+    movsxd r8, dword ptr [r15 + 512]
+    mov r8, r11
+    mov ebp, 179
     jmp 1f
 1:
-    and r9, 8128
-    mov byte ptr [r15 + r9 + 7488], sil
+    movzx ebp, byte ptr [r15 + 576]
+    and r8, 448
+    mov rbp, qword ptr [r15 + r8 + 832]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c35:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 2048
-    setz al
-    lea rcx, [rip + .Lc1_d7062_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d7062_s_t
-    .p2align 3
-.Lc1_d7062_s:
-    .p2align 3
-    jmp .Lc1_d7062_j
-    .p2align 3
-    jmp .Lc1_d7062_j
-.Lc1_d7062_j:
-    mov rcx, qword ptr [r15 + 448]
-    mov dword ptr [r15 + 640], eax
-    mov rax, qword ptr [r15 + 256]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov rdx, rcx
-    jmp 1f
-1:
+    mov edi, 71
+    mov dword ptr [r15 + 0], ecx
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], eax
-    jmp 1f
-1:
-    vmovdqu xmmword ptr [r15 + 0], xmm13
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov ecx, edx
-    mov edx, eax
-    mov edx, 82
+    mov qword ptr [r15 + 0], r8
     mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, eax
-    test ebx, 1073741824
-    jz 1f
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rdi
+    mov rbp, r11
+    movsxd rdi, dword ptr [r15 + 320]
+    and rbp, 16320
+    movzx r8d, byte ptr [r15 + rbp + 15680]
+    jmp 1f
 1:
+    movzx ebp, cl
+    mov rbp, r11
+    movsxd rcx, dword ptr [r15 + 640]
+    mov eax, dword ptr [r15 + 448]
+    movzx edx, byte ptr [r15 + 384]
+    and rbp, 8128
+    movzx esi, byte ptr [r15 + rbp + 7488]
+    vmovdqu ymmword ptr [r15 + 128], ymm12
+    mov byte ptr [r15 + 192], sil
     jmp 1f
 1:
     mov rbp, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, qword ptr [r15 + 384]
+    movzx esi, byte ptr [r15 + 512]
     and rbp, 1984
-    movsxd rdx, dword ptr [r15 + rbp + 1344]
-    and ebp, dword ptr [r15 + 192]
-    mov rcx, qword ptr [r15 + 320]
-    mov r8, r11
-    mov edi, dword ptr [r15 + 128]
-    mov dword ptr [r15 + 64], 225
-    and r8, 4032
-    mov r9d, dword ptr [r15 + r8 + 3392]
-    mov r8d, dword ptr [r15 + 704]
-    mov qword ptr [r15 + 512], rax
-    mov eax, r8d
+    or qword ptr [r15 + rbp + 1344], 76
+    mov qword ptr [r15 + 320], rbp
+    vmovdqu ymmword ptr [r15 + 192], ymm12
+    mov qword ptr [r15 + 64], rax
+    mov byte ptr [r15 + 256], bpl
+    and eax, dword ptr [r15 + 704]
+    vpmovmskb ebp, xmm12
     jmp 1f
 1:
-    mov byte ptr [r15 + 384], cl
-    mov dword ptr [r15 + 128], 185
-    mov qword ptr [r15 + 512], r9
-    movzx r9d, r8b
+    mov ebp, dword ptr [r15 + 384]
+    mov r9, qword ptr [r15 + 64]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c36:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 524288
+    setz al
+    lea rcx, [rip + .Lc1_d7012_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d7012_s_t
+    .p2align 3
+.Lc1_d7012_s:
+    .p2align 3
+    jmp .Lc1_d7012_j
+    .p2align 3
+    jmp .Lc1_d7012_j
+.Lc1_d7012_j:
     jmp 1f
 1:
-    mov r8d, 4
+    mov rcx, qword ptr [r15 + 320]
+    or qword ptr [r15 + 448], 99
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    movsxd r8, dword ptr [r15 + 64]
-    mov qword ptr [r15 + 0], r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, ecx
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], r8
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    vpshufd xmm13, xmm13, 52
-    add qword ptr [r15 + 512], r8
+    mov dword ptr [r15 + 0], 237
+    movzx eax, r8b
+    mov dword ptr [r15 + 0], ecx
     mov r8, r11
-    movzx eax, byte ptr [r15 + 768]
+    mov ecx, r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r8, 4032
+    mov byte ptr [r15 + r8 + 3392], al
+    mov r8d, 239
     jmp 1f
 1:
-    movzx r9d, byte ptr [r15 + 64]
-    and r8, 8128
-    mov ecx, dword ptr [r15 + r8 + 7488]
-    movsxd rdi, dword ptr [r15 + 448]
-    movzx r8d, dil
-    mov r8d, dword ptr [r15 + 192]
+    movzx r8d, byte ptr [r15 + 128]
+    movzx eax, byte ptr [r15 + 256]
     mov rbp, r11
+    movzx ecx, cl
+    vpshufd xmm12, xmm12, 99
+    and rbp, 1984
+    movsxd rcx, dword ptr [r15 + rbp + 1344]
+    mov edi, ecx
+    movsxd rbp, dword ptr [r15 + 384]
+    mov rcx, rbp
+    mov qword ptr [r15 + 64], r8
     mov r8, r11
-    and rbp, 4032
-    mov qword ptr [r15 + rbp + 3392], rdx
-    mov rdx, rcx
-    mov edx, dword ptr [r15 + 128]
+    mov dword ptr [r15 + 768], 174
+    mov ecx, dword ptr [r15 + 128]
+    movsxd rsi, dword ptr [r15 + 384]
     and r8, 448
-    movzx ebp, byte ptr [r15 + r8 + 832]
-    mov byte ptr [r15 + 320], bpl
-    mov ebp, r9d
-    mov r9, qword ptr [r15 + 384]
-    vmovdqu ymmword ptr [r15 + 256], ymm13
-    and r9d, dword ptr [r15 + 320]
+    movzx r9d, byte ptr [r15 + r8 + 832]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 512], ebp
     jmp 1f
 1:
     jmp 1f
 1:
-    mov r8d, r9d
-    jmp 1f
-1:
+    mov r8d, 32
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c37:
-    lea rcx, [rip + .Lc1_d7167_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d7167_j_t
-.Lc1_d7167_j:
-    mov ecx, ebp
+    mov qword ptr [r15 + 448], rsi
+    vmovdqu ymmword ptr [r15 + 320], ymm12
+    add qword ptr [r15 + 384], r9
+    nop
+    mov dword ptr [r15 + 576], 101
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, r8d
+    mov r9, r8
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov byte ptr [r15 + 0], al
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, edx
-    mov rbp, r11
-    mov ecx, r8d
-    and rbp, 8128
-    mov ecx, dword ptr [r15 + rbp + 7488]
-    mov dword ptr [r15 + 192], 70
-    lea rbp, [r11 + r11*1]
-    jmp 1f
-1:
-    mov rdx, qword ptr [r15 + 256]
-    lock or dword ptr [r15 + 384], 87
-    and rbp, 1984
-    mov r8, qword ptr [r15 + rbp + 1344]
-    mov eax, dword ptr [r15 + 128]
-    mov r9d, 199
-    mov dword ptr [r15 + 320], 28
     mov r9, r11
-    jmp 1f
+    mov qword ptr [r15 + 0], r8
+    movzx r8d, byte ptr [r15 + 640]
+    test ebx, 1073741824
+    jz 1f
 1:
-    mov edi, 81
     and r9, 448
-    mov dword ptr [r15 + r9 + 832], 89
-    vmovdqu ymmword ptr [r15 + 640], ymm13
-    movsxd r9, dword ptr [r15 + 576]
-    mov qword ptr [r15 + 64], r9
-    mov r9d, edi
-    movzx r9d, r8b
-    mov r8d, edx
-    mov r8d, edi
-    add r9, qword ptr [r15 + rbp + 1408]
-    mov r8, qword ptr [r15 + 448]
+    mov r8d, dword ptr [r15 + r9 + 832]
+    mov dword ptr [r15 + 448], 156
+    mov r9d, dword ptr [r15 + 256]
+    mov rbp, rcx
+    movzx ebp, byte ptr [r15 + 192]
     jmp 1f
 1:
-    movzx edi, byte ptr [r15 + 512]
+    mov rbp, r11
+    lea r8, [r11 + r11*1]
+    and rbp, 1984
+    mov ecx, dword ptr [r15 + rbp + 1344]
+    jmp 1f
+1:
+    and r8, 8128
+    mov dword ptr [r15 + r8 + 7488], 204
+    jmp 1f
+1:
+    jmp 1f
+1:
+    xor dword ptr [r15 + r8 + 7552], r9d
+    mov dword ptr [r15 + 512], 215
+    mov r8, qword ptr [r15 + 128]
+    mov r9d, dword ptr [r15 + 64]
     jmp 1f
 1:
     add r11, 64
@@ -9137,973 +8968,953 @@ ditto_body_c1:
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c38:
+    lea rcx, [rip + .Lc1_d7111_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d7111_j_t
+.Lc1_d7111_j:
+    mov dword ptr [r15 + 512], edx
     jmp 1f
-1:
-    mov ebp, dword ptr [r15 + 384]
-    movzx edx, bpl
-    mov ebp, 57
-    mov r12, qword ptr [r15 + r12 + 56]
-    add rbp, qword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 163
-    mov r9, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, r9b
-    lea r9, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r9, 4032
-    mov dword ptr [r15 + r9 + 3456], 43
-    mov edi, dword ptr [r15 + 128]
-    mov ecx, dword ptr [r15 + 64]
-    mov r8, qword ptr [r15 + 448]
-    test ebx, 1073741824
-    jz 1f
 1:
     jmp 1f
 1:
-    mov eax, ebp
-    mov ebp, dword ptr [r15 + r9 + 3392]
+    mov ecx, 219
+    movzx ecx, cl
+    mov dword ptr [r15 + 384], 77
+    movzx ecx, byte ptr [r15 + 320]
+    mov dword ptr [r15 + 0], ecx
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov edi, 1
+    mov byte ptr [r15 + 0], r9b
+    mov ecx, ebp
+    vmovdqu ymmword ptr [r15 + 0], ymm12
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov rcx, rcx
+    lea r8, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, dword ptr [r15 + 256]
+    and r8, 4032
+    add qword ptr [r15 + r8 + 3456], rbp
+    mov ebp, 23
+    mov rbp, qword ptr [r15 + 64]
+    mov r9, r11
+    mov rdx, qword ptr [r15 + 128]
+    and r9, 1984
+    mov qword ptr [r15 + r9 + 1344], r9
+    mov qword ptr [r15 + 64], rcx
+    movzx ecx, byte ptr [r15 + 704]
+    vmovdqu ymmword ptr [r15 + r8 + 3392], ymm12
+    jmp 1f
+1:
+    mov qword ptr [r15 + 448], rax
     mov r8, r11
-    nop
-    mov eax, r9d
-    mov dword ptr [r15 + 512], 162
-    and r8, 16320
-    movsxd r9, dword ptr [r15 + r8 + 15680]
-    mov dword ptr [r15 + 320], 156
-    movzx r8d, byte ptr [r15 + 192]
-    mov edx, 208
-    mov rdx, rbp
-    movzx edx, byte ptr [r15 + 256]
     jmp 1f
 1:
-    mov r8, r11
-    mov dword ptr [r15 + 704], 178
-    mov rcx, qword ptr [r15 + 384]
+    vmovdqu ymmword ptr [r15 + 768], ymm12
+    mov qword ptr [r15 + 320], r8
     and r8, 448
-    mov qword ptr [r15 + r8 + 832], r8
+    movzx r9d, byte ptr [r15 + r8 + 832]
+    movzx r8d, byte ptr [r15 + 192]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c39:
-    lea rcx, [rip + .Lc1_d7259_j]
+    lea rcx, [rip + .Lc1_d7162_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d7259_j_t
-.Lc1_d7259_j:
-    mov ecx, dword ptr [r15 + 384]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    vpcmpeqb xmm13, xmm13, xmm10
-    and ecx, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    vpshufd xmm13, xmm13, 236
-    mov r8, rcx
-    mov ecx, 247
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, dword ptr [r15 + 192]
-    mov dword ptr [r15 + 320], edx
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx edx, r8b
-    mov qword ptr [r15 + 128], rdx
-    jmp 1f
-1:
-    movzx edx, byte ptr [r15 + 576]
-    mov dword ptr [r15 + 448], 163
+    jmp .Lc1_d7162_j_t
+.Lc1_d7162_j:
     mov r8, r11
-    movsxd r9, dword ptr [r15 + 256]
-    movsxd rbp, dword ptr [r15 + 64]
+    mov dword ptr [r15 + 256], r9d
+    movzx r9d, byte ptr [r15 + 384]
+    and r8, 4032
+    movsxd rcx, dword ptr [r15 + r8 + 3392]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r8, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     and r8, 8128
-    mov edi, dword ptr [r15 + r8 + 7488]
-    mov r8, r11
-    movzx eax, byte ptr [r15 + 320]
-    mov dword ptr [r15 + 768], 213
-    and r8, 1984
-    add rax, qword ptr [r15 + r8 + 1344]
-    movzx r8d, byte ptr [r15 + 512]
-    movzx esi, byte ptr [r15 + 128]
-    mov r8, r11
+    mov byte ptr [r15 + r8 + 7552], r9b
+    vmovq qword ptr [r15 + r8 + 7488], xmm12
+    mov dword ptr [r15 + 320], r8d
+    and ecx, dword ptr [r15 + 128]
     jmp 1f
 1:
-    and r8, 448
-    mov rax, qword ptr [r15 + r8 + 832]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov qword ptr [r15 + 576], rbp
+    mov dword ptr [r15 + 192], 108
+    mov ebp, 84
+    movzx eax, cl
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov rbp, r11
+    jmp 1f
+1:
+    jmp 1f
+1:
+    and rbp, 1984
+    mov ecx, dword ptr [r15 + rbp + 1344]
+    movzx r8d, byte ptr [r15 + 384]
+    mov ebp, dword ptr [r15 + 64]
+    mov r9, rax
+    movsxd rax, dword ptr [r15 + 512]
+    mov qword ptr [r15 + 448], rdx
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c40:
-    movzx r8d, byte ptr [r15 + 64]
-    movsxd rax, dword ptr [r15 + 384]
-    mov edx, esi
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], edx
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], edx
-    vpshufd xmm13, xmm13, 208
-    jmp 1f
-1:
-    mov rdx, r8
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 640], 0
-    mov r8, r11
-    mov dword ptr [r15 + 448], 127
-    movzx esi, sil
-    mov rsi, qword ptr [r15 + 512]
-    and r8, 8128
     mov rbp, r11
-    mov dword ptr [r15 + r8 + 7488], 167
-    and rbp, 4032
-    mov qword ptr [r15 + rbp + 3392], rbp
-    mov ebp, 203
-    mov ebp, dword ptr [r15 + 320]
-    movzx r8d, byte ptr [r15 + 256]
-    mov ecx, dword ptr [r15 + 128]
-    mov r9, qword ptr [r15 + 192]
-    mov edi, r8d
-    mov byte ptr [r15 + 384], dil
-    mov edi, edi
-    mov r8, r11
+    and rbp, 448
+    mov eax, dword ptr [r15 + rbp + 832]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    mov r9, rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, 211
     jmp 1f
 1:
-    mov rdi, qword ptr [r15 + 64]
-    and r8, 1984
-    mov dword ptr [r15 + r8 + 1344], 140
+    mov byte ptr [r15 + 448], al
+    mov dword ptr [r15 + 512], 210
+    add rax, qword ptr [r15 + 320]
+    mov rbp, r11
+    movsxd r8, dword ptr [r15 + 256]
+    mov qword ptr [r15 + 640], r9
+    movzx r9d, r8b
+    and rbp, 1984
+    mov r9, r11
+    mov qword ptr [r15 + rbp + 1344], rcx
+    and r9, 4032
+    movzx ebp, byte ptr [r15 + r9 + 3392]
+    mov r9d, 127
+    mov r9d, dword ptr [r15 + 384]
+    mov dword ptr [r15 + 320], ebp
+    movzx ebp, byte ptr [r15 + 704]
+    movzx ecx, byte ptr [r15 + 128]
+    mov byte ptr [r15 + 64], al
+    jmp 1f
+1:
+    mov dword ptr [r15 + 128], 188
+    mov eax, dword ptr [r15 + 192]
+    jmp 1f
+1:
+    mov edx, r8d
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c41:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 1073741824
-    setz al
-    lea rcx, [rip + .Lc1_d7356_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d7356_s_t
-    .p2align 3
-.Lc1_d7356_s:
-    .p2align 3
-    jmp .Lc1_d7356_j
-    .p2align 3
-    jmp .Lc1_d7356_j
-.Lc1_d7356_j:
-    mov ecx, 53
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, ecx
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    lea rcx, [rip + .Lc1_d7250_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d7250_j_t
+.Lc1_d7250_j:
+    mov rdi, qword ptr [r15 + 192]
+    mov ecx, dword ptr [r15 + 768]
+    mov rax, qword ptr [r15 + 512]
+    movzx r8d, dl
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov rcx, rax
     mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, ecx
+    mov edx, r8d
+    mov rdx, rdx
+    mov edx, ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rdx, r9
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    add r9, qword ptr [r15 + 0]
+    vmovdqu ymmword ptr [r15 + 0], ymm12
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov ecx, 199
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 384], ecx
-    mov rcx, qword ptr [r15 + 64]
-    mov dword ptr [r15 + 128], 182
-    mov rbp, r11
-    mov eax, ebp
-    and rbp, 448
+    add r9, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 256], 143
     mov r8, r11
-    mov dword ptr [r15 + rbp + 832], 46
-    mov eax, 39
+    mov ebp, 176
     and r8, 8128
-    mov ebp, dword ptr [r15 + r8 + 7488]
+    mov dword ptr [r15 + r8 + 7488], 139
+    mov r8, qword ptr [r15 + 128]
     jmp 1f
 1:
-    mov dword ptr [r15 + 512], 3
-    mov r8d, 83
-    mov r8, r11
-    movsxd rax, dword ptr [r15 + 256]
-    jmp 1f
-1:
-    and r8, 4032
-    mov qword ptr [r15 + r8 + 3392], r8
-    mov dword ptr [r15 + 704], 36
-    mov r8d, r8d
-    jmp 1f
-1:
-    mov qword ptr [r15 + 320], r8
-    mov byte ptr [r15 + 448], al
-    jmp 1f
-1:
+    mov ebp, dword ptr [r15 + 64]
+    mov rbp, r11
+    mov edx, dword ptr [r15 + 64]
+    movsxd rsi, dword ptr [r15 + 384]
+    mov byte ptr [r15 + 320], cl
+    and rbp, 448
+    mov ecx, dword ptr [r15 + rbp + 832]
+    mov rbp, r11
+    mov byte ptr [r15 + 448], r9b
+    mov r9, rbp
+    and rbp, 1984
+    mov dword ptr [r15 + rbp + 1344], r8d
+    movzx ebp, byte ptr [r15 + 512]
+    movsxd r9, dword ptr [r15 + 384]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c42:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d7418_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d7418_j_t
-.Lc1_d7418_j:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], r9
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, al
-    jmp 1f
-1:
-    mov eax, 70
-    jmp 1f
-1:
-    mov qword ptr [r15 + 512], rcx
-    movsxd r9, dword ptr [r15 + 192]
     mov rbp, r11
+    and rbp, 448
+    add qword ptr [r15 + rbp + 832], rax
     jmp 1f
 1:
-    mov byte ptr [r15 + 576], cl
-    and rbp, 448
-    movzx eax, byte ptr [r15 + rbp + 832]
-    mov ebp, 117
-    add rbp, qword ptr [r15 + 768]
-    test dword ptr [r15 + 67117723], 8
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ebp, dl
+    movzx ebp, cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ebp, byte ptr [r15 + 576]
+    movsxd rcx, dword ptr [r15 + 320]
+    mov r9, qword ptr [r15 + 256]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r8, r11
+    test ebx, 2048
     jnz 1f
 1:
-    mov rbp, r11
-    mov qword ptr [r15 + 448], rbp
-    mov eax, r9d
-    mov r9d, dword ptr [r15 + 128]
-    and rbp, 8128
-    and ecx, dword ptr [r15 + rbp + 7488]
-    mov ebp, r9d
-    mov r9, qword ptr [r15 + 320]
-    mov rax, qword ptr [r15 + 384]
-    movsxd r8, dword ptr [r15 + 320]
-    mov qword ptr [r15 + 64], r8
-    lea r8, [r11 + r11*1]
+    movsxd rcx, dword ptr [r15 + 64]
+    mov qword ptr [r15 + 448], rdx
+    and r8, 4032
+    mov dword ptr [r15 + r8 + 3392], 209
+    movzx r8d, r8b
+    mov edx, 4
+    movzx esi, dl
+    movzx edx, byte ptr [r15 + 128]
+    movzx r8d, dl
+    movzx edx, byte ptr [r15 + 640]
     jmp 1f
 1:
-    and r8, 1984
-    movzx edi, byte ptr [r15 + r8 + 1344]
-    movsxd rsi, dword ptr [r15 + 256]
-    mov qword ptr [r15 + r8 + 1408], rax
-    mov r8d, 181
+    mov rbp, r11
+    movzx r9d, cl
+    movsxd rcx, dword ptr [r15 + 192]
+    and rbp, 8128
+    mov qword ptr [r15 + rbp + 7488], rsi
+    mov rbp, qword ptr [r15 + 128]
+    jmp 1f
+1:
+    movzx esi, byte ptr [r15 + 384]
+    jmp 1f
+1:
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c43:
-    movzx eax, r8b
-    movsxd r8, dword ptr [r15 + 128]
-    add r8, qword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], bpl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 227
+    lea rcx, [rip + .Lc1_d7348_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d7348_j_t
+.Lc1_d7348_j:
+    mov ecx, dword ptr [r15 + 320]
+    vmovdqu ymmword ptr [r15 + 0], ymm12
     jmp 1f
 1:
-    mov rbp, r11
-    .byte 0x66, 0x90
+    mov rbp, rcx
     mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 448
-    mov eax, dword ptr [r15 + rbp + 832]
-    and eax, dword ptr [r15 + 320]
-    mov dword ptr [r15 + 64], r8d
-    mov r8d, dword ptr [r15 + 448]
+    movzx ecx, sil
+    xor dword ptr [r15 + 0], edx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rdi
+    and ecx, dword ptr [r15 + 0]
+    movzx edx, r9b
+    mov r12, qword ptr [r15 + r12 + 56]
+    add qword ptr [r15 + 0], rbp
     jmp 1f
 1:
-    movzx ebp, r8b
-    mov dword ptr [r15 + 192], ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, dword ptr [r15 + 384]
+    mov qword ptr [r15 + 512], rcx
+    mov r8, r11
+    mov ecx, ecx
+    vpor xmm12, xmm12, xmm12
+    and r8, 448
+    movsxd rcx, dword ptr [r15 + r8 + 832]
+    mov r8, qword ptr [r15 + 128]
+    mov rdx, qword ptr [r15 + 448]
     jmp 1f
 1:
-    vpshufd xmm13, xmm13, 79
-    movsxd rbp, dword ptr [r15 + 192]
-    mov byte ptr [r15 + 256], al
-    movzx eax, byte ptr [r15 + 704]
-    mov r8, r8
-    mov r8d, 125
+    jmp 1f
+1:
+    movzx r9d, r8b
+    mov dword ptr [r15 + 512], r9d
+    jmp 1f
+1:
+    mov dword ptr [r15 + 256], r9d
     mov r9, r11
     jmp 1f
 1:
-    and r9, 8128
-    movsxd r8, dword ptr [r15 + r9 + 7488]
-    mov r9, qword ptr [r15 + 384]
-    mov byte ptr [r15 + 384], bpl
-    mov rbp, qword ptr [r15 + 448]
-    mov ecx, 250
-    mov rbp, r11
-    mov rcx, qword ptr [r15 + 512]
-    vpcmpeqb xmm13, xmm13, xmmword ptr [r15 + 640]
-    mov esi, dword ptr [r15 + 128]
-    and rbp, 4032
-    mov edi, dword ptr [r15 + rbp + 3392]
+    and r9, 4032
+    mov qword ptr [r15 + r9 + 3392], rsi
+    jmp 1f
+1:
+    mov r9, r11
+    movzx r8d, byte ptr [r15 + 64]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 704], 0
+    and r9, 1984
+    movsxd rsi, dword ptr [r15 + r9 + 1344]
+    mov r9, r8
+    vmovdqu ymmword ptr [r15 + 192], ymm12
+    jmp 1f
+1:
+    movzx r9d, byte ptr [r15 + 320]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c44:
-    lea rcx, [rip + .Lc1_d7507_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d7507_j_t
-.Lc1_d7507_j:
-    mov rbp, r11
-    movzx ecx, sil
-    movsxd rcx, dword ptr [r15 + 128]
+    lea r9, [r11 + r11*1]
+    mov r8, qword ptr [r15 + 512]
+    and r9, 8128
+    movzx esi, byte ptr [r15 + r9 + 7488]
+    vmovdqu xmmword ptr [r15 + 192], xmm12
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edx, esi
+    mov dword ptr [r15 + 0], 29
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov esi, dword ptr [r15 + 320]
+    mov byte ptr [r15 + r9 + 7552], r9b
+    movsxd r9, dword ptr [r15 + 64]
+    mov dword ptr [r15 + 768], 46
     jmp 1f
 1:
-    and rbp, 4032
-    mov dword ptr [r15 + rbp + 3392], ebp
-    jmp 1f
-1:
-    mov byte ptr [r15 + 0], al
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, cl
-    mov ebp, ebp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx ebp, dil
-    mov qword ptr [r15 + 64], rdi
-    mov edi, ecx
-    jmp 1f
-1:
-    mov rdi, qword ptr [r15 + 256]
     mov ebp, dword ptr [r15 + 448]
-    mov dword ptr [r15 + 512], edi
-    movsxd rdi, dword ptr [r15 + 384]
-    mov esi, dword ptr [r15 + 768]
+    movzx ecx, dl
     jmp 1f
 1:
-    mov dword ptr [r15 + 192], ecx
-    mov ecx, 117
-    mov r8, r11
-    add rcx, qword ptr [r15 + 64]
-    and r8, 1984
+    mov rbp, r11
+    mov edx, dword ptr [r15 + 128]
+    jmp 1f
+1:
+    mov qword ptr [r15 + 64], rdx
     mov r9, r11
-    mov rax, qword ptr [r15 + r8 + 1344]
-    jmp 1f
-1:
-    and r9, 448
-    movsxd r8, dword ptr [r15 + r9 + 832]
-    mov r9, qword ptr [r15 + 320]
-    mov dword ptr [r15 + 320], edi
-    jmp 1f
-1:
-    movzx edi, r8b
+    and rbp, 16320
+    mov dword ptr [r15 + rbp + 15680], 130
+    and r9, 1984
+    mov rbp, qword ptr [r15 + r9 + 1344]
+    mov r9, qword ptr [r15 + 256]
+    movzx edx, byte ptr [r15 + 384]
+    mov dword ptr [r15 + 384], ebp
+    mov ebp, 96
+    mov byte ptr [r15 + 576], r8b
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c45:
-    mov r8d, dword ptr [r15 + 576]
-    mov dword ptr [r15 + 64], 156
-    movsxd rdx, dword ptr [r15 + 128]
-    mov edi, 49
-    mov dword ptr [r15 + 0], 198
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, r11
-    movzx edi, r9b
+    lea rcx, [rip + .Lc1_d7440_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d7440_j_t
+.Lc1_d7440_j:
     mov rbp, r11
-    and r9, 4032
-    vmovdqu ymmword ptr [r15 + r9 + 3392], ymm13
     and rbp, 1984
-    movzx edi, byte ptr [r15 + rbp + 1344]
+    mov dword ptr [r15 + rbp + 1344], 227
     jmp 1f
 1:
-    mov rbp, qword ptr [r15 + 384]
-    mov dword ptr [r15 + 448], edx
-    mov edx, dword ptr [r15 + 640]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov ebp, 202
+    movzx eax, byte ptr [r15 + 128]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov rbp, rbp
+    mov qword ptr [r15 + 0], rbp
+    mov rbp, r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, ebp
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov rbp, r11
+    and ecx, dword ptr [r15 + 0]
+    and rbp, 4032
+    mov qword ptr [r15 + rbp + 3392], rax
+    mov ebp, eax
+    jmp 1f
+1:
+    vpcmpeqb xmm12, xmm12, xmm5
+    movsxd rbp, dword ptr [r15 + 640]
+    mov eax, ecx
     mov r9, r11
-    mov dword ptr [r15 + 320], edi
-    and r9, 8128
-    mov edi, dword ptr [r15 + r9 + 7488]
-    vmovdqu ymmword ptr [r15 + 192], ymm13
+    mov eax, r9d
+    mov dword ptr [r15 + 448], 89
+    mov eax, ecx
+    and r9, 448
+    movsxd rax, dword ptr [r15 + r9 + 832]
     jmp 1f
 1:
-    mov r9, qword ptr [r15 + 384]
+    mov dword ptr [r15 + 256], eax
+    inc dword ptr [r15 + 512]
+    mov eax, 168
+    vmovdqu ymmword ptr [r15 + 64], ymm12
     jmp 1f
 1:
-    mov ecx, r9d
-    jmp 1f
-1:
-    mov dword ptr [r15 + 256], 239
-    mov r9d, edx
-    mov dword ptr [r15 + 512], edi
-    movsxd r9, dword ptr [r15 + 128]
-    jmp 1f
-1:
-    movzx edi, r9b
+    mov rax, qword ptr [r15 + 384]
+    mov dword ptr [r15 + 320], 237
+    mov r9d, dword ptr [r15 + 192]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c46:
-    lea rcx, [rip + .Lc1_d7603_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d7603_j_t
-.Lc1_d7603_j:
-    movzx eax, cl
+    mov r9d, dword ptr [r15 + 256]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, 62
+    mov eax, edx
+    mov dword ptr [r15 + 0], ecx
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov byte ptr [r15 + 0], dil
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 236
-    movzx edi, dil
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, 49
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 107
-    mov rdi, qword ptr [r15 + 320]
-    movsxd rcx, dword ptr [r15 + 448]
-    mov dword ptr [r15 + 384], 71
-    mov r9, r11
     mov rbp, r11
-    test ebx, 1073741824
-    jz 1f
-1:
-    and r9, 448
-    mov rdi, qword ptr [r15 + r9 + 832]
-    mov r9d, 18
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 4032
+    movzx ecx, byte ptr [r15 + rbp + 3392]
+    mov byte ptr [r15 + 768], r8b
+    mov rbp, r11
+    movsxd r8, dword ptr [r15 + 320]
     and rbp, 8128
-    movsxd r9, dword ptr [r15 + rbp + 7488]
-    mov ebp, ecx
-    movsxd rbp, dword ptr [r15 + 512]
-    mov r8, r11
-    movzx ecx, byte ptr [r15 + 64]
-    mov rax, rdi
-    and r8, 1984
-    mov rdi, qword ptr [r15 + r8 + 1344]
-    mov r8, qword ptr [r15 + 128]
-    movzx edx, r9b
+    mov qword ptr [r15 + rbp + 7488], r9
+    mov ebp, 53
+    mov rbp, qword ptr [r15 + 128]
+    movzx r9d, byte ptr [r15 + 512]
     jmp 1f
 1:
-    mov r9, rdx
-    mov r9d, 245
-    movsxd r9, dword ptr [r15 + 320]
-    mov qword ptr [r15 + 256], rdx
-    mov edx, r9d
-    mov dword ptr [r15 + 704], esi
+    mov r9, r11
+    mov eax, dword ptr [r15 + 384]
+    and r9, 448
+    movzx edx, byte ptr [r15 + r9 + 832]
+    jmp 1f
+1:
+    movzx r9d, bpl
+    and ebp, dword ptr [r15 + 128]
+    movsxd r9, dword ptr [r15 + 704]
+    movsxd rsi, dword ptr [r15 + 384]
+    mov edi, edx
+    mov rdx, rax
+    movsxd rdx, dword ptr [r15 + 448]
+    movsxd rdi, dword ptr [r15 + 64]
+    mov byte ptr [r15 + 320], dil
+    mov rdi, qword ptr [r15 + 192]
+    mov edi, edi
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c47:
-    and edx, dword ptr [r15 + 0]
-    mov r9, r8
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], dl
-    mov dword ptr [r15 + 0], eax
-    mov edx, 32
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 32
+    setz al
+    lea rcx, [rip + .Lc1_d7538_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d7538_s_t
+    .p2align 3
+.Lc1_d7538_s:
+    .p2align 3
+    jmp .Lc1_d7538_j
+    .p2align 3
+    jmp .Lc1_d7538_j
+.Lc1_d7538_j:
+    vmovq xmm12, rax
+    jmp 1f
+1:
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, rcx
+    movzx eax, r8b
+    mov eax, 111
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, ecx
+    mov eax, r9d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, al
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 219
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov byte ptr [r15 + 576], sil
+    mov eax, dword ptr [r15 + 512]
+    mov rcx, qword ptr [r15 + 192]
+    mov rbp, r11
+    movzx r9d, byte ptr [r15 + 256]
+    and rbp, 448
+    movsxd r8, dword ptr [r15 + rbp + 832]
+    mov rbp, r11
+    mov edi, dword ptr [r15 + 320]
+    mov byte ptr [r15 + 128], dil
+    movzx edi, byte ptr [r15 + 384]
+    and rbp, 4032
+    mov rdx, qword ptr [r15 + rbp + 3392]
+    add rbp, qword ptr [r15 + 576]
+    mov rsi, qword ptr [r15 + 64]
+    mov rbp, r11
     jmp 1f
 1:
+    mov rdi, rbp
+    and rbp, 1984
+    mov dword ptr [r15 + rbp + 1344], ecx
+    mov ebp, 127
+    mov ebp, edx
+    movzx edi, bpl
     jmp 1f
 1:
-    vpaddq xmm13, xmm13, xmmword ptr [r15 + 320]
-    jmp 1f
-1:
-    mov r9, r11
-    mov rdx, r9
-    and r9, 8128
-    mov rdx, qword ptr [r15 + r9 + 7488]
-    lea r9, [r11 + r11*1]
-    movzx eax, byte ptr [r15 + 384]
-    and r9, 4032
-    mov qword ptr [r15 + r9 + 3392], r9
-    mov rbp, qword ptr [r15 + 256]
-    add rax, qword ptr [r15 + 512]
-    jmp 1f
-1:
-    mov r8d, 67
-    jmp 1f
-1:
-    movsxd r8, dword ptr [r15 + 448]
-    mov edi, edx
-    mov rdx, rcx
-    mov rdx, qword ptr [r15 + 64]
-    mov rcx, qword ptr [r15 + 128]
-    mov dword ptr [r15 + 64], r8d
-    mov r8, r11
-    mov esi, ebp
-    mov ebp, dword ptr [r15 + 512]
-    movsxd rbp, dword ptr [r15 + r9 + 3456]
-    and r8, 1984
-    mov r9, qword ptr [r15 + r8 + 1344]
-    mov byte ptr [r15 + 192], dil
-    movzx r8d, byte ptr [r15 + 768]
-    jmp 1f
-1:
+    mov dword ptr [r15 + 448], edi
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c48:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 1048576
-    setz al
-    lea rcx, [rip + .Lc1_d7706_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d7706_s_t
-    .p2align 3
-.Lc1_d7706_s:
-    .p2align 3
-    jmp .Lc1_d7706_j
-    .p2align 3
-    jmp .Lc1_d7706_j
-.Lc1_d7706_j:
+    lea rcx, [rip + .Lc1_d7593_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d7593_j_t
+.Lc1_d7593_j:
+    vmovdqu ymmword ptr [r15 + 128], ymm12
+    mov rcx, qword ptr [r15 + 192]
+    jmp 1f
+1:
+    movzx ebp, dil
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movsxd rbp, dword ptr [r15 + 640]
+    mov edi, dword ptr [r15 + 384]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edx, 212
+    mov dword ptr [r15 + 0], ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, esi
+    movzx ecx, byte ptr [r15 + 320]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    mov rcx, qword ptr [r15 + 320]
+    mov qword ptr [r15 + 704], rcx
     lea rbp, [r11 + r11*1]
-    and ecx, dword ptr [r15 + 192]
-    and rbp, 448
-    mov byte ptr [r15 + rbp + 832], bpl
-    mov eax, ebp
-    mov eax, 224
-    movzx eax, al
-    mov edi, 101
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov byte ptr [r15 + 0], al
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, eax
-    mov r12, qword ptr [r15 + r12 + 56]
-    inc dword ptr [r15 + 0]
-    mov eax, ebp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], eax
-    mov rax, qword ptr [r15 + 128]
-    jmp 1f
-1:
-    mov edi, 90
+    movsxd rsi, dword ptr [r15 + 256]
+    movsxd rcx, dword ptr [r15 + 64]
     mov r8, r11
-    mov byte ptr [r15 + 640], bpl
-    mov dword ptr [r15 + 512], 136
-    jmp 1f
-1:
+    and rbp, 8128
+    mov edi, dword ptr [r15 + rbp + 7552]
+    mov edx, edx
+    mov r9, r11
+    and edx, dword ptr [r15 + 512]
     and r8, 1984
-    mov byte ptr [r15 + r8 + 1344], r8b
-    mov r8, qword ptr [r15 + rbp + 896]
+    add rdx, qword ptr [r15 + r8 + 1344]
+    and r9, 448
+    movsxd r8, dword ptr [r15 + r9 + 832]
+    movzx r9d, r8b
+    mov r8d, dword ptr [r15 + 64]
+    movzx eax, cl
+    movsxd rcx, dword ptr [r15 + 448]
     jmp 1f
 1:
-    mov ebp, 96
-    mov rbp, r11
-    mov dword ptr [r15 + 384], 120
-    and rbp, 16320
-    movsxd rdi, dword ptr [r15 + rbp + 15680]
-    mov rbp, qword ptr [r15 + 256]
-    mov edx, dword ptr [r15 + 64]
-    movsxd r9, dword ptr [r15 + 384]
-    mov dword ptr [r15 + 320], 131
-    mov esi, dword ptr [r15 + 448]
     jmp 1f
 1:
-    and ebp, dword ptr [r15 + 128]
+    mov dword ptr [r15 + rbp + 7488], esi
+    movzx ebp, cl
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c49:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 2048
-    setz al
-    lea rcx, [rip + .Lc1_d7763_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d7763_s_t
-    .p2align 3
-.Lc1_d7763_s:
-    .p2align 3
-    jmp .Lc1_d7763_j
-    .p2align 3
-    jmp .Lc1_d7763_j
-.Lc1_d7763_j:
-    jmp 1f
-1:
-    mov rcx, rax
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx ecx, byte ptr [r15 + 256]
-    mov rax, rax
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, rsi
-    vmovq xmm13, rcx
+    add rbp, qword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 122
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], r8d
+    mov dword ptr [r15 + 0], 143
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, byte ptr [r15 + 320]
-    mov ecx, ecx
-    movzx ecx, byte ptr [r15 + 448]
-    test ebx, 1073741824
-    jz 1f
-1:
-    vmovdqu ymmword ptr [r15 + 64], ymm13
-    mov ecx, ecx
-    mov rcx, qword ptr [r15 + 320]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, dword ptr [r15 + 256]
     jmp 1f
 1:
-    add rcx, qword ptr [r15 + 768]
-    mov rbp, r11
-    mov rsi, r9
-    mov qword ptr [r15 + 384], rax
-    jmp 1f
-1:
-    and rbp, 8128
-    mov rax, qword ptr [r15 + rbp + 7488]
+    mov ecx, r8d
+    mov dword ptr [r15 + 448], r9d
     mov r8, r11
     jmp 1f
 1:
-    mov ebp, dword ptr [r15 + 128]
-    and r8, 4032
-    mov rsi, qword ptr [r15 + r8 + 3392]
-    movzx r8d, sil
-    mov r8, r11
-    mov r9d, dword ptr [r15 + 192]
+    and ebp, dword ptr [r15 + 384]
+    mov r9, qword ptr [r15 + 320]
     and r8, 1984
-    mov dword ptr [r15 + r8 + 1344], 126
-    mov dword ptr [r15 + 704], 11
+    and r9d, dword ptr [r15 + r8 + 1344]
     jmp 1f
 1:
+    lea r8, [r11 + r11*1]
+    movzx esi, r8b
+    and r8, 4032
+    movsxd rsi, dword ptr [r15 + r8 + 3456]
+    jmp 1f
+1:
+    mov eax, dword ptr [r15 + 64]
+    jmp 1f
+1:
+    mov rdx, qword ptr [r15 + 512]
+    jmp 1f
+1:
+    mov rdi, qword ptr [r15 + r8 + 3392]
+    jmp 1f
+1:
+    mov r8d, ecx
+    vmovdqu ymmword ptr [r15 + 768], ymm12
+    mov r8, r11
+    mov ecx, dword ptr [r15 + 128]
+    vmovdqu ymmword ptr [r15 + 384], ymm12
+    jmp 1f
+1:
+    and r8, 448
+    mov r9d, dword ptr [r15 + r8 + 832]
+    mov r8d, dword ptr [r15 + 448]
+    mov dword ptr [r15 + 192], r8d
+    mov byte ptr [r15 + 128], dl
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c50:
-    movsxd r8, dword ptr [r15 + 384]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rdi, r9
+    lea rcx, [rip + .Lc1_d7691_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d7691_j_t
+.Lc1_d7691_j:
+    .byte 0x66, 0x90
+    mov edx, r9d
+    mov r8, r11
+    mov r9, r11
+    vmovq qword ptr [r15 + 320], xmm12
+    mov rcx, qword ptr [r15 + 384]
+    and r8, 448
+    mov qword ptr [r15 + r8 + 832], rax
+    and r9, 8128
+    movsxd r8, dword ptr [r15 + r9 + 7488]
     jmp 1f
 1:
-    mov qword ptr [r15 + 0], rdi
-    mov edi, ebp
+    mov r9d, dword ptr [r15 + 64]
+    movsxd rdx, dword ptr [r15 + 640]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, cl
+    mov qword ptr [r15 + 0], rax
+    .byte 0x0f, 0x1f, 0x40, 0x00
+    mov eax, r9d
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov rdi, r8
-    mov r8, qword ptr [r15 + 384]
-    mov ebp, dword ptr [r15 + 128]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], dil
+    mov rdi, qword ptr [r15 + 448]
+    mov dword ptr [r15 + 576], 45
     movzx r9d, byte ptr [r15 + 192]
-    mov rsi, qword ptr [r15 + 576]
-    mov byte ptr [r15 + 512], dil
+    mov ecx, dword ptr [r15 + 320]
+    mov rbp, rdx
     mov rbp, r11
-    mov edi, edi
-    vmovdqu ymmword ptr [r15 + 64], ymm13
-    mov rdi, rdi
-    and rbp, 448
-    mov dword ptr [r15 + rbp + 832], 30
-    mov byte ptr [r15 + 320], r8b
-    mov qword ptr [r15 + 256], rsi
-    movzx r8d, r8b
-    mov r8, r11
-    movzx edi, r9b
-    mov edi, ebp
+    mov esi, 252
+    mov dword ptr [r15 + 128], esi
+    and rbp, 1984
+    mov dword ptr [r15 + rbp + 1344], eax
+    vmovdqu ymmword ptr [r15 + 64], ymm12
     jmp 1f
 1:
-    and r8, 4032
-    mov ebp, dword ptr [r15 + r8 + 3392]
-    movzx r8d, bpl
-    vmovdqu xmm13, xmmword ptr [r15 + 64]
-    mov r8, r11
-    mov dword ptr [r15 + 448], r8d
-    mov rdi, r8
-    and r8, 8128
-    and ebp, dword ptr [r15 + r8 + 7488]
-    and ebp, dword ptr [r15 + 512]
-    mov r8, r8
+    mov byte ptr [r15 + 256], r9b
+    mov dword ptr [r15 + 512], 81
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c51:
-    lea rcx, [rip + .Lc1_d7864_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d7864_j_t
-.Lc1_d7864_j:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov rax, r8
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, rax
+    jmp 1f
+1:
+    mov rax, rax
+    mov rax, rdx
+    mov rdx, rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu ymmword ptr [r15 + 0], ymm12
+    test dword ptr [r15 + 67117724], 8392864
+    jz 1f
+1:
     mov rbp, r11
+    mov dword ptr [r15 + 256], ebp
+    mov r9d, 17
+    and rbp, 8128
+    mov qword ptr [r15 + rbp + 7488], rbp
+    mov dword ptr [r15 + 320], 79
+    mov ebp, 3
+    mov ebp, dword ptr [r15 + 128]
+    mov r8d, edx
+    movzx edx, byte ptr [r15 + 64]
+    add rbp, qword ptr [r15 + 512]
     mov r8, r11
-    mov rcx, qword ptr [r15 + 64]
-    and rbp, 1984
-    mov dword ptr [r15 + rbp + 1344], edi
-    and r8, 8128
-    mov dword ptr [r15 + r8 + 7488], 232
-    mov dword ptr [r15 + 0], edi
-    vmovdqu ymmword ptr [r15 + 0], ymm13
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, 31
-    mov r12, qword ptr [r15 + r12 + 56]
-    vpaddq xmm13, xmm13, xmmword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], r8
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    movzx r8d, cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, dword ptr [r15 + 256]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 704], ebp
-    jmp 1f
-1:
-    mov byte ptr [r15 + 640], cl
-    mov rbp, r11
-    mov dword ptr [r15 + 448], ebp
-    and r8d, dword ptr [r15 + 320]
-    and rbp, 448
-    mov rcx, qword ptr [r15 + rbp + 832]
-    jmp 1f
-1:
-    movzx ebp, cl
-    vmovdqu ymmword ptr [r15 + 512], ymm13
-    mov dword ptr [r15 + 320], 217
-    mov rcx, rbp
-    jmp 1f
-1:
-    movzx ecx, byte ptr [r15 + 128]
-    mov rdi, rcx
-    mov rcx, qword ptr [r15 + 384]
-    mov r9d, dword ptr [r15 + 192]
-    jmp 1f
-1:
-    mov rsi, r9
+    mov dword ptr [r15 + 448], r9d
+    vmovdqu ymmword ptr [r15 + 704], ymm12
+    and r8, 4032
+    mov dword ptr [r15 + r8 + 3392], edx
+    mov r8, rcx
+    mov r8, r11
+    mov edx, dword ptr [r15 + 384]
+    and r8, 1984
+    mov ecx, dword ptr [r15 + r8 + 1344]
+    mov r8, qword ptr [r15 + 192]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c52:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rsi
-    mov esi, esi
-    movzx esi, cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, r8b
-    .byte 0x0f, 0x1f, 0x40, 0x00
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r9, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r9, 4032
-    mov r8d, dword ptr [r15 + r9 + 3392]
-    mov qword ptr [r15 + 192], rsi
-    mov dword ptr [r15 + 128], 22
+    lea rcx, [rip + .Lc1_d7784_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d7784_j_t
+.Lc1_d7784_j:
+    mov r8, r11
+    movzx ecx, byte ptr [r15 + 64]
+    mov edx, dword ptr [r15 + 384]
+    and r8, 4032
+    movsxd r9, dword ptr [r15 + r8 + 3392]
     jmp 1f
 1:
-    movzx esi, byte ptr [r15 + 768]
+    mov r12, qword ptr [r15 + r12 + 56]
+    inc dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r8d, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov ebp, 124
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, ebp
+    mov qword ptr [r15 + 448], rcx
     mov rbp, r11
-    mov ecx, dword ptr [r15 + 512]
+    mov rcx, qword ptr [r15 + 512]
+    jmp 1f
+1:
+    mov eax, r9d
     and rbp, 8128
-    mov dword ptr [r15 + rbp + 7488], 64
-    mov rbp, rbp
-    mov dword ptr [r15 + r9 + 3456], esi
-    mov rbp, r11
+    movsxd r9, dword ptr [r15 + rbp + 7488]
     jmp 1f
 1:
-    movzx r9d, bpl
-    mov r9d, 159
-    and rbp, 1984
-    movzx r9d, byte ptr [r15 + rbp + 1344]
-    mov ebp, 81
-    vmovdqu ymmword ptr [r15 + 128], ymm13
-    mov eax, dword ptr [r15 + 448]
-    mov dword ptr [r15 + 64], 155
-    mov esi, dword ptr [r15 + 256]
-    movzx ebp, byte ptr [r15 + 320]
-    mov rdi, qword ptr [r15 + 384]
+    mov byte ptr [r15 + 128], r9b
+    jmp 1f
+1:
+    mov r9d, 130
+    jmp 1f
+1:
+    mov r9, r11
+    mov dword ptr [r15 + 256], r9d
+    nop
+    and r9, 448
+    movzx ebp, byte ptr [r15 + r9 + 832]
+    movzx r9d, byte ptr [r15 + 128]
+    mov edi, 146
+    mov dword ptr [r15 + 320], edi
+    and r8d, dword ptr [r15 + 192]
+    mov edi, 3
+    movzx edi, byte ptr [r15 + 384]
+    mov rsi, qword ptr [r15 + 576]
+    mov r8, qword ptr [r15 + 768]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c53:
-    lea rcx, [rip + .Lc1_d7953_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d7953_j_t
-.Lc1_d7953_j:
+    mov edi, esi
+    movsxd rsi, dword ptr [r15 + 320]
+    movzx edi, byte ptr [r15 + 384]
+    mov dword ptr [r15 + 0], edi
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], cl
+    mov edi, edx
+    add rdi, qword ptr [r15 + 0]
     jmp 1f
 1:
+    vmovdqu ymmword ptr [r15 + 0], ymm12
     mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11 + r11*1]
+    jmp 1f
+1:
+    add rdi, qword ptr [r15 + 0]
+    movzx edx, byte ptr [r15 + 64]
+    movsxd r9, dword ptr [r15 + 640]
+    jmp 1f
+1:
+    mov r8, r9
+    movzx r9d, byte ptr [r15 + 512]
+    mov rbp, r9
+    movsxd r9, dword ptr [r15 + 320]
+    mov ecx, esi
     mov r9, r11
-    mov dword ptr [r15 + 448], 178
+    jmp 1f
+1:
+    mov qword ptr [r15 + 128], rdx
+    vmovdqu xmmword ptr [r15 + 448], xmm12
     and r9, 1984
-    mov ecx, dword ptr [r15 + r9 + 1344]
-    mov dword ptr [r15 + 320], 106
+    mov rdx, qword ptr [r15 + r9 + 1344]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r9, r11
+    mov esi, dword ptr [r15 + 192]
+    mov rbp, r11
+    mov rax, qword ptr [r15 + 256]
+    and r9, 8128
+    mov dword ptr [r15 + r9 + 7488], ecx
     and rbp, 448
-    mov r9d, dword ptr [r15 + rbp + 896]
+    mov r9, qword ptr [r15 + rbp + 832]
+    mov ebp, 250
+    mov rbp, rdx
     jmp 1f
 1:
-    mov r8, r11
+    movsxd rbp, dword ptr [r15 + 512]
     jmp 1f
 1:
-    mov rsi, qword ptr [r15 + 64]
-    and r8, 8128
-    add r9, qword ptr [r15 + r8 + 7488]
-    mov dword ptr [r15 + 192], 144
-    movsxd r8, dword ptr [r15 + 128]
-    vmovdqu xmmword ptr [r15 + 384], xmm13
-    mov dword ptr [r15 + 384], 202
+    mov rcx, rbp
+    movzx ecx, byte ptr [r15 + 704]
     jmp 1f
 1:
-    mov dword ptr [r15 + rbp + 832], ecx
-    imul rcx, qword ptr [r15 + 256]
-    movsxd rbp, dword ptr [r15 + 640]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov byte ptr [r15 + 512], dil
-    mov edi, dword ptr [r15 + 576]
-    mov rax, rdi
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c54:
-    movzx edi, byte ptr [r15 + 64]
+    lea rcx, [rip + .Lc1_d7882_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d7882_j_t
+.Lc1_d7882_j:
+    jmp 1f
+1:
+    and ecx, dword ptr [r15 + 320]
+    vmovdqu ymmword ptr [r15 + 0], ymm12
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, eax
+    mov ebp, ecx
     jmp 1f
 1:
     jmp 1f
 1:
-    mov eax, 187
     jmp 1f
 1:
+    mov ecx, 95
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, edx
+    mov dword ptr [r15 + 0], 42
     jmp 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rcx, dword ptr [r15 + 64]
+    mov edx, ebp
+    mov dword ptr [r15 + 384], ebp
+    mov rdx, rbp
+    mov rdx, qword ptr [r15 + 192]
+    movzx ebp, byte ptr [r15 + 256]
+    mov rsi, qword ptr [r15 + 512]
+    lea r8, [r11 + r11*1]
+    mov r9d, r8d
+    add r9, qword ptr [r15 + 768]
+    and r8, 4032
+    vmovdqu xmm12, xmmword ptr [r15 + r8 + 3456]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], al
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, eax
-    mov eax, 178
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 384], sil
+    vmovdqu xmmword ptr [r15 + r8 + 3392], xmm12
+    mov esi, ecx
+    mov r8, r11
+    mov esi, dword ptr [r15 + 128]
     mov rax, qword ptr [r15 + 64]
-    mov ebp, ebp
-    mov ebp, edi
-    test ebx, 1073741824
-    jz 1f
-1:
-    add rbp, qword ptr [r15 + 704]
-    mov edi, eax
-    movzx edi, al
-    mov dword ptr [r15 + 256], eax
+    and r8, 16320
+    and esi, dword ptr [r15 + r8 + 15680]
+    lock add qword ptr [r15 + 448], rsi
     mov r8, r11
     jmp 1f
 1:
-    mov r9, r11
-    and r8, 4032
-    mov edi, dword ptr [r15 + r8 + 3392]
-    and r9, 1984
-    mov byte ptr [r15 + r9 + 1344], bpl
-    mov r9d, dword ptr [r15 + 320]
-    jmp 1f
-1:
-    mov ebp, dword ptr [r15 + 128]
-    vmovdqu xmmword ptr [r15 + 384], xmm13
-    mov r8d, 201
-    mov r8d, 160
-    mov eax, dword ptr [r15 + 448]
-    mov r8, qword ptr [r15 + 512]
-    movzx ecx, dil
-    mov edi, ebp
-    movzx edi, byte ptr [r15 + 320]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov esi, dword ptr [r15 + 192]
+    and r8, 1984
+    mov dword ptr [r15 + r8 + 1344], ebp
     add r11, 64
     inc rbx
     dec r13
@@ -10113,225 +9924,190 @@ ditto_body_c1:
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
     xor eax, eax
-    test dword ptr [r15 + 67117724], 32
+    test dword ptr [r15 + 67117724], 536870912
     setz al
-    lea rcx, [rip + .Lc1_d8052_s]
+    lea rcx, [rip + .Lc1_d7936_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d8052_s_t
+    jmp .Lc1_d7936_s_t
     .p2align 3
-.Lc1_d8052_s:
+.Lc1_d7936_s:
     .p2align 3
-    jmp .Lc1_d8052_j
+    jmp .Lc1_d7936_j
     .p2align 3
-    jmp .Lc1_d8052_j
-.Lc1_d8052_j:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rcx
-    mov byte ptr [r15 + 0], cl
-    mov rcx, rax
-    jmp 1f
-1:
-    mov esi, eax
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rax
-    mov ecx, esi
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov rbp, r11
+    jmp .Lc1_d7936_j
+.Lc1_d7936_j:
     mov r8, r11
-    movzx ecx, byte ptr [r15 + 192]
-    mov rsi, qword ptr [r15 + 256]
-    and rbp, 4032
-    mov rdi, qword ptr [r15 + rbp + 3392]
-    and r8, 448
-    mov byte ptr [r15 + r8 + 832], r8b
-    mov r8, r9
-    mov r8d, 175
-    movzx r8d, byte ptr [r15 + 576]
-    movzx ebp, r8b
+    mov rcx, qword ptr [r15 + 64]
+    mov eax, dword ptr [r15 + 320]
+    and r8, 8128
+    mov rsi, qword ptr [r15 + r8 + 7488]
+    movzx r8d, byte ptr [r15 + 128]
+    jmp 1f
+1:
+    mov ebp, edx
+    movzx ebp, r9b
+    mov r9, qword ptr [r15 + 448]
     mov rbp, r11
-    mov r9d, 67
+    mov edx, 165
+    and rbp, 1984
+    vmovdqu ymmword ptr [r15 + rbp + 1344], ymm12
+    mov dword ptr [r15 + 576], 69
     jmp 1f
 1:
-    mov dword ptr [r15 + 320], ecx
-    and rbp, 8128
-    mov qword ptr [r15 + rbp + 7488], rbp
-    mov rcx, qword ptr [r15 + 128]
-    movsxd rbp, dword ptr [r15 + 448]
     jmp 1f
 1:
-    mov r9, qword ptr [r15 + 64]
-    mov rax, r9
-    mov r9d, r8d
-    movsxd r9, dword ptr [r15 + 768]
+    mov rbp, rax
+    mov ebp, ebp
+    mov dword ptr [r15 + 192], ebp
+    mov byte ptr [r15 + 0], r8b
     jmp 1f
 1:
-    movzx edx, byte ptr [r15 + 384]
-    mov byte ptr [r15 + 512], cl
-    jmp 1f
-1:
-    mov ecx, ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], r8b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd r8, dword ptr [r15 + 256]
+    and rbp, 448
+    movzx eax, byte ptr [r15 + rbp + 832]
+    mov ebp, r9d
+    mov dword ptr [r15 + 640], 142
+    mov rbp, qword ptr [r15 + 384]
+    mov dword ptr [r15 + 128], 44
+    mov dword ptr [r15 + 320], r9d
+    mov r9d, 249
+    mov r9, qword ptr [r15 + 512]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c56:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 7
-    lea rcx, [rip + .Lc1_d8114_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d8114_s_t
-    .p2align 3
-.Lc1_d8114_s:
-    .p2align 3
-    jmp .Lc1_d8114_j
-    .p2align 3
-    jmp .Lc1_d8114_j
-    .p2align 3
-    jmp .Lc1_d8114_j
-    .p2align 3
-    jmp .Lc1_d8114_j
-    .p2align 3
-    jmp .Lc1_d8114_j
-    .p2align 3
-    jmp .Lc1_d8114_j
-    .p2align 3
-    jmp .Lc1_d8114_j
-    .p2align 3
-    jmp .Lc1_d8114_j
-.Lc1_d8114_j:
-    mov qword ptr [r15 + 512], rax
-    mov rax, r9
-    movsxd r9, dword ptr [r15 + 128]
-    mov byte ptr [r15 + 0], r9b
-    and r9d, dword ptr [r15 + 0]
-    mov rax, rcx
+    mov dword ptr [r15 + 384], 113
+    movzx r9d, byte ptr [r15 + 704]
+    movzx ebp, r9b
+    mov r9d, dword ptr [r15 + 64]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 57
+    mov eax, edx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov qword ptr [r15 + 0], rsi
-    movzx esi, r9b
-    mov byte ptr [r15 + 0], cl
-    vpor xmm13, xmm13, xmm13
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, r11
+    movzx edx, r8b
     mov qword ptr [r15 + 0], r9
-    mov byte ptr [r15 + 0], r9b
-    mov dword ptr [r15 + 256], esi
-    movzx esi, sil
-    mov dword ptr [r15 + 384], eax
-    mov rsi, qword ptr [r15 + 64]
+    and r8, 448
     mov r9, r11
+    vmovdqu xmmword ptr [r15 + r8 + 832], xmm12
+    and r9, 4032
+    movsxd r8, dword ptr [r15 + r9 + 3392]
+    jmp 1f
+1:
+    mov r9d, 202
     test ebx, 1073741824
     jz 1f
 1:
-    and esi, dword ptr [r15 + 640]
-    and r9, 1984
-    movzx eax, byte ptr [r15 + r9 + 1344]
+    jmp 1f
+1:
+    mov byte ptr [r15 + 256], al
     mov rbp, r11
+    mov dword ptr [r15 + 512], edx
+    vmovdqu ymmword ptr [r15 + 448], ymm12
     jmp 1f
 1:
-    mov byte ptr [r15 + 192], sil
-    movzx esi, sil
     and rbp, 8128
-    movsxd rsi, dword ptr [r15 + rbp + 7488]
-    mov ebp, dword ptr [r15 + 448]
-    mov r9d, 237
-    movzx r9d, byte ptr [r15 + 384]
-    jmp 1f
-1:
-    mov ecx, 66
-    mov r8, r11
+    add rdx, qword ptr [r15 + rbp + 7488]
+    mov rbp, qword ptr [r15 + 64]
+    mov r8d, 58
+    mov r8d, dword ptr [r15 + 128]
     jmp 1f
 1:
     jmp 1f
 1:
-    movsxd rcx, dword ptr [r15 + 320]
-    and r8, 448
-    mov edi, dword ptr [r15 + r8 + 832]
-    vmovdqu ymmword ptr [r15 + 448], ymm13
-    mov r8d, 200
-    mov qword ptr [r15 + 128], r8
+    mov qword ptr [r15 + 384], r9
+    .byte 0x0f, 0x1f, 0x40, 0x00
+    movzx r9d, byte ptr [r15 + 320]
+    movzx edi, dl
+    mov byte ptr [r15 + 192], dil
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c57:
-    movzx r8d, byte ptr [r15 + 768]
-    jmp 1f
-1:
-    movzx r9d, r8b
-    jmp 1f
-1:
-    and r8d, dword ptr [r15 + 0]
+    lea rcx, [rip + .Lc1_d8033_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d8033_j_t
+.Lc1_d8033_j:
+    and ecx, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx r9d, r9b
-    vmovq qword ptr [r15 + 0], xmm13
-    mov dword ptr [r15 + 0], 175
-    jmp 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 512], ymm13
+    jmp 1f
+1:
+    movzx edi, r9b
+    mov qword ptr [r15 + 0], rax
+    mov edi, ecx
+    .byte 0x0f, 0x1f, 0x40, 0x00
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov ecx, r9d
+    jmp 1f
+1:
+    movzx r9d, byte ptr [r15 + 128]
+    movsxd rcx, dword ptr [r15 + 192]
+    mov eax, dword ptr [r15 + 320]
+    mov rbp, r11
+    movsxd rdx, dword ptr [r15 + 576]
+    and rbp, 448
+    mov r8, qword ptr [r15 + rbp + 832]
+    jmp 1f
+1:
+    movzx ebp, byte ptr [r15 + 768]
+    jmp 1f
+1:
+    mov esi, dword ptr [r15 + 64]
+    lea rbp, [r11 + r11*1]
+    mov dword ptr [r15 + 256], 138
+    and rbp, 1984
+    mov dword ptr [r15 + rbp + 1344], edi
+    jmp 1f
+1:
+    movsxd rdi, dword ptr [r15 + rbp + 1408]
+    jmp 1f
+1:
     mov rbp, r11
     jmp 1f
 1:
-    and rbp, 1984
-    add qword ptr [r15 + rbp + 1344], rbp
-    mov ebp, ebp
-    mov r9, r9
+    and rbp, 8128
+    mov edi, dword ptr [r15 + rbp + 7488]
+    and ebp, dword ptr [r15 + 384]
+    mov rbp, qword ptr [r15 + 448]
     jmp 1f
 1:
-    mov r9, r11
-    mov rbp, qword ptr [r15 + 256]
-    and r9, 16320
-    mov byte ptr [r15 + r9 + 15680], r8b
-    mov r9d, dword ptr [r15 + 192]
-    movsxd r8, dword ptr [r15 + 320]
-    jmp 1f
-1:
-    mov rax, qword ptr [r15 + 384]
-    mov byte ptr [r15 + 128], al
-    jmp 1f
-1:
-    mov r8, r11
-    vpaddd xmm13, xmm13, xmm13
-    mov dword ptr [r15 + 64], r8d
-    and r8, 4032
-    mov dword ptr [r15 + r8 + 3392], 104
-    movzx r8d, byte ptr [r15 + 64]
-    movzx eax, r8b
-    movsxd r8, dword ptr [r15 + 320]
-    movzx esi, byte ptr [r15 + 704]
-    mov ecx, dword ptr [r15 + 448]
-    jmp 1f
-1:
+    movzx ebp, bpl
+    movzx r9d, bpl
+    add rbp, qword ptr [r15 + 512]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c58:
-    lea rcx, [rip + .Lc1_d8223_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d8223_j_t
-.Lc1_d8223_j:
-    mov qword ptr [r15 + 384], rcx
-    jmp 1f
-1:
-    mov byte ptr [r15 + 0], sil
+    movzx ebp, dil
+    mov byte ptr [r15 + 0], r9b
+    movzx ebp, bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, 62
+    mov ebp, ebp
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
@@ -10340,39 +10116,41 @@ ditto_body_c1:
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ebp, byte ptr [r15 + 448]
+    mov r8, r11
     jmp 1f
 1:
-    movzx ecx, byte ptr [r15 + 384]
-    movzx esi, bpl
-    mov dword ptr [r15 + 640], ecx
-    movsxd rcx, dword ptr [r15 + 64]
-    mov qword ptr [r15 + 512], rsi
-    lea r8, [r11 + r11*1]
-    movzx esi, byte ptr [r15 + 448]
-    mov ebp, esi
-    movsxd rsi, dword ptr [r15 + 256]
-    mov r9, r11
     and r8, 448
-    mov qword ptr [r15 + r8 + 832], r8
-    mov eax, ecx
-    and r9, 4032
-    mov ecx, dword ptr [r15 + r9 + 3392]
-    mov r9d, 122
-    lea r9, [r11 + r11*1]
-    mov dword ptr [r15 + 128], 168
+    mov r9, r11
+    mov qword ptr [r15 + r8 + 832], r9
+    mov r8, rbp
+    mov r8d, edi
     and r9, 8128
-    movzx edi, byte ptr [r15 + r9 + 7552]
-    mov dword ptr [r15 + 192], 82
-    mov edx, dword ptr [r15 + 320]
-    mov qword ptr [r15 + 128], rax
-    mov qword ptr [r15 + r9 + 7488], r8
-    mov r9d, dword ptr [r15 + 576]
+    movsxd r8, dword ptr [r15 + r9 + 7488]
     jmp 1f
 1:
+    lea r9, [r11 + r11*1]
+    mov edi, ebp
+    movzx edi, byte ptr [r15 + 640]
+    movzx edx, dl
+    and r9, 4032
+    mov dword ptr [r15 + r9 + 3456], 212
+    mov edx, dword ptr [r15 + r9 + 3392]
     jmp 1f
 1:
-    mov rax, qword ptr [r15 + r8 + 896]
+    mov dword ptr [r15 + 192], ecx
+    mov dword ptr [r15 + 64], 92
+    mov esi, dword ptr [r15 + 320]
+    jmp 1f
+1:
+    mov r9d, dword ptr [r15 + 384]
+    mov ecx, dword ptr [r15 + 128]
+    mov eax, dword ptr [r15 + 320]
+    mov ebp, 135
+    movzx ebp, bpl
+    mov rbp, qword ptr [r15 + 512]
+    jmp 1f
+1:
     jmp 1f
 1:
     add r11, 64
@@ -10380,202 +10158,166 @@ ditto_body_c1:
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c59:
-    movsxd rax, dword ptr [r15 + 64]
-    jmp 1f
-1:
-    jmp 1f
-1:
+    lea rcx, [rip + .Lc1_d8133_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d8133_j_t
+.Lc1_d8133_j:
+    mov rcx, rax
+    movzx ecx, byte ptr [r15 + 384]
+    movzx eax, byte ptr [r15 + 704]
+    movzx ebp, byte ptr [r15 + 384]
+    mov rdx, r9
+    mov qword ptr [r15 + 0], r8
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
+    mov dword ptr [r15 + 0], 179
     mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], al
-    jmp 1f
-1:
-    .byte 0x0f, 0x1f, 0x00
-    jmp 1f
-1:
-    mov eax, eax
-    jmp 1f
-1:
-    mov byte ptr [r15 + 0], al
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 216
-    lea r9, [r11 + r11*1]
+    mov r9d, ecx
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, byte ptr [r15 + 320]
-    and r9, 1984
-    add qword ptr [r15 + r9 + 1408], r9
-    mov r8, r9
-    mov r8d, 136
-    movzx r8d, al
-    mov byte ptr [r15 + 320], r8b
-    mov r8d, r8d
-    vmovdqu ymmword ptr [r15 + 512], ymm13
-    add r8, qword ptr [r15 + 384]
+    mov ecx, ecx
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov byte ptr [r15 + 448], r9b
-    mov dword ptr [r15 + r9 + 1344], edx
-    mov r9, r8
-    mov r9d, dword ptr [r15 + 128]
-    mov dword ptr [r15 + 704], edi
-    mov rbp, r11
+    mov ecx, 171
+    mov r8, r11
     mov r9, r11
-    and rbp, 8128
-    movzx edi, byte ptr [r15 + rbp + 7488]
-    and r9, 4032
-    mov dword ptr [r15 + r9 + 3392], 50
-    mov r9d, 110
-    movzx ebp, byte ptr [r15 + 192]
-    mov rax, qword ptr [r15 + 256]
+    mov qword ptr [r15 + 128], rdi
+    and r9, 8128
+    mov rdi, qword ptr [r15 + r9 + 7488]
+    mov r9d, 75
+    and r8, 1984
+    movzx r9d, byte ptr [r15 + r8 + 1344]
+    mov r8, r9
+    mov byte ptr [r15 + 64], cl
+    vmovdqu ymmword ptr [r15 + 192], ymm12
+    mov r8, qword ptr [r15 + 320]
+    mov r8, r11
+    mov ecx, edx
+    and r8, 448
+    mov ecx, dword ptr [r15 + r8 + 832]
+    movzx r8d, byte ptr [r15 + 128]
+    mov qword ptr [r15 + 448], rdx
+    mov dword ptr [r15 + 512], 22
+    movzx edx, sil
+    movzx edx, byte ptr [r15 + 256]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c60:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 128
-    setz al
-    lea rcx, [rip + .Lc1_d8321_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d8321_s_t
-    .p2align 3
-.Lc1_d8321_s:
-    .p2align 3
-    jmp .Lc1_d8321_j
-    .p2align 3
-    jmp .Lc1_d8321_j
-.Lc1_d8321_j:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], esi
+    mov r12, qword ptr [r15 + r12 + 56]
+    vpaddd xmm12, xmm12, xmm12
+    jmp 1f
+1:
+    movzx esi, r8b
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], dl
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rdx, rdx
+    mov edx, 190
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], rsi
     mov rbp, r11
-    and rbp, 448
-    movzx ecx, byte ptr [r15 + rbp + 832]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], ebp
-    mov ebp, 72
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovq xmm13, r9
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, dword ptr [r15 + 128]
-    mov ebp, ebp
-    mov qword ptr [r15 + 512], rdi
-    vpxor xmm13, xmm13, xmm10
+    mov qword ptr [r15 + 512], rbp
+    movsxd rdx, dword ptr [r15 + 384]
     test ebx, 1073741824
     jz 1f
 1:
-    mov byte ptr [r15 + 384], cl
-    mov ecx, eax
-    movzx ebp, byte ptr [r15 + 768]
-    mov r8, r11
-    mov rcx, qword ptr [r15 + 448]
-    mov qword ptr [r15 + 320], rax
-    and r8, 1984
-    mov dword ptr [r15 + r8 + 1344], 181
-    and r8d, dword ptr [r15 + 64]
-    mov rax, qword ptr [r15 + 576]
-    mov r9, r11
-    mov edi, r9d
-    and r9, 4032
-    mov rdi, qword ptr [r15 + r9 + 3392]
+    and rbp, 4032
+    mov dword ptr [r15 + rbp + 3392], esi
     jmp 1f
 1:
-    mov r9, rcx
-    mov r9d, 146
-    mov r9d, dword ptr [r15 + 256]
-    mov dword ptr [r15 + 192], r9d
-    mov byte ptr [r15 + 64], cl
+    jmp 1f
+1:
+    movzx ebp, byte ptr [r15 + 192]
+    mov dword ptr [r15 + 256], ebp
+    and ebp, dword ptr [r15 + 576]
+    mov byte ptr [r15 + 128], sil
+    mov esi, 32
+    mov rsi, rdx
+    mov qword ptr [r15 + 64], rdx
+    mov edx, 36
+    vpmovmskb edx, xmm12
+    mov r8, r11
+    mov edx, dword ptr [r15 + 64]
+    and r8, 1984
+    mov esi, dword ptr [r15 + r8 + 1344]
+    mov dword ptr [r15 + 320], ebp
+    movsxd rbp, dword ptr [r15 + 448]
+    mov dword ptr [r15 + 448], 114
+    mov r8, rbp
+    mov ebp, dword ptr [r15 + 768]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c61:
-    lea rcx, [rip + .Lc1_d8375_j]
+    lea rcx, [rip + .Lc1_d8228_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d8375_j_t
-.Lc1_d8375_j:
-    jmp 1f
-1:
-    mov ecx, dword ptr [r15 + 384]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
+    jmp .Lc1_d8228_j_t
+.Lc1_d8228_j:
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], rdi
     mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 115
+    mov qword ptr [r15 + 0], rcx
     jmp 1f
 1:
-    mov rcx, qword ptr [r15 + 640]
-    jmp 1f
-1:
-    mov rdi, rcx
-    jmp 1f
-1:
-    mov rdi, rdi
-    mov rcx, r9
-    jmp 1f
-1:
-    mov rbp, r11
-    movsxd rcx, dword ptr [r15 + 128]
-    jmp 1f
-1:
-    mov qword ptr [r15 + 320], r9
-    and rbp, 8128
-    mov r9, qword ptr [r15 + rbp + 7488]
-    mov rbp, r11
-    mov eax, edi
-    movzx eax, byte ptr [r15 + 64]
-    movsxd r8, dword ptr [r15 + 448]
-    and rbp, 1984
-    and edi, dword ptr [r15 + rbp + 1344]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movsxd rbp, dword ptr [r15 + 384]
-    movzx edx, bpl
-    movzx ebp, dl
-    mov edx, eax
-    mov rax, rax
-    jmp 1f
-1:
-    movzx eax, al
-    mov eax, 132
-    mov rax, rax
-    mov eax, edx
-    jmp 1f
-1:
-    movzx eax, al
-    movzx eax, dl
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov byte ptr [r15 + 512], al
-    jmp 1f
-1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    vpaddd xmm12, xmm12, xmm12
+    mov rcx, qword ptr [r15 + 256]
+    mov dword ptr [r15 + 64], 172
+    movzx ebp, sil
+    mov ebp, dword ptr [r15 + 320]
     mov r8, r11
-    mov rax, r9
-    mov rax, qword ptr [r15 + 192]
+    movsxd rsi, dword ptr [r15 + 384]
+    xor dword ptr [r15 + 320], esi
+    movzx esi, cl
+    and r8, 8128
+    movzx esi, byte ptr [r15 + r8 + 7488]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov qword ptr [r15 + 640], r8
+    mov r8, r11
+    jmp 1f
+1:
+    mov rdx, qword ptr [r15 + 704]
+    mov r9, r11
+    jmp 1f
+1:
     and r8, 448
-    mov qword ptr [r15 + r8 + 832], rbp
+    movsxd rdi, dword ptr [r15 + r8 + 832]
+    and r9, 1984
+    movsxd r8, dword ptr [r15 + r9 + 1344]
+    movzx r9d, byte ptr [r15 + 512]
+    mov eax, r9d
+    mov r9d, eax
+    mov r9, qword ptr [r15 + 192]
+    mov r9d, dword ptr [r15 + 448]
+    movzx r9d, r9b
+    mov r9, qword ptr [r15 + 128]
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
@@ -10584,722 +10326,776 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov r8, r11
-    and r8, 448
-    or qword ptr [r15 + r8 + 832], 66
-    mov dword ptr [r15 + 256], 5
-    movzx r8d, byte ptr [r15 + 512]
-    vmovdqu ymmword ptr [r15 + 128], ymm13
-    mov eax, dword ptr [r15 + 192]
-    mov dword ptr [r15 + 64], edx
-    mov rbp, r11
-    movsxd rdx, dword ptr [r15 + 704]
-    and rbp, 8128
-    mov r9, qword ptr [r15 + rbp + 7488]
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 128
+    setz al
+    lea rcx, [rip + .Lc1_d8281_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d8281_s_t
+    .p2align 3
+.Lc1_d8281_s:
+    .p2align 3
+    jmp .Lc1_d8281_j
+    .p2align 3
+    jmp .Lc1_d8281_j
+.Lc1_d8281_j:
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov byte ptr [r15 + 0], r8b
+    mov qword ptr [r15 + 0], r8
+    .byte 0x66, 0x90
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 102
-    test dword ptr [r15 + 67117724], 16777216
-    jnz 1f
-1:
+    vmovdqu ymmword ptr [r15 + 0], ymm12
     jmp 1f
 1:
+    mov qword ptr [r15 + 0], rcx
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, r9b
-    mov rbp, r11
-    mov r8d, dword ptr [r15 + 512]
-    movzx r9d, r9b
-    and rbp, 4032
-    mov dword ptr [r15 + rbp + 3392], ebp
-    mov byte ptr [r15 + 384], r9b
+    mov r9, r11
+    mov ecx, r9d
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    and r9, 448
+    mov ecx, dword ptr [r15 + r9 + 832]
     mov r9d, dword ptr [r15 + 320]
-    mov dword ptr [r15 + 320], r8d
-    mov r8, qword ptr [r15 + 128]
+    mov rax, qword ptr [r15 + 512]
+    movzx r8d, byte ptr [r15 + 192]
+    lea rbp, [r11 + r11*1]
+    mov qword ptr [r15 + 768], rcx
+    and rbp, 4032
+    mov dword ptr [r15 + rbp + 3392], 98
+    vmovdqu ymmword ptr [r15 + 384], ymm12
+    .byte 0x66, 0x90
+    mov rcx, qword ptr [r15 + 64]
+    movsxd rsi, dword ptr [r15 + 128]
+    nop
+    movzx edx, r8b
+    mov r8, rdx
+    movzx edx, r8b
+    mov rdx, qword ptr [r15 + rbp + 3456]
+    vmovdqu ymmword ptr [r15 + 320], ymm12
     jmp 1f
 1:
-    mov rbp, rdx
-    mov byte ptr [r15 + 448], bpl
+    mov ebp, edx
+    mov byte ptr [r15 + 128], r8b
+    mov rdx, qword ptr [r15 + 256]
+    and r8d, dword ptr [r15 + 448]
+    mov rbp, r11
+    mov edi, edi
+    and rbp, 8128
+    mov qword ptr [r15 + rbp + 7488], rcx
+    jmp 1f
+1:
+    movzx ebp, byte ptr [r15 + 384]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c63:
-    lea rcx, [rip + .Lc1_d8480_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d8480_j_t
-.Lc1_d8480_j:
-    mov rcx, rbp
-    movzx ecx, cl
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov rbp, r11
+    mov edi, 110
+    jmp 1f
+1:
+    mov byte ptr [r15 + 384], r9b
+    and rbp, 16320
+    movsxd rdi, dword ptr [r15 + rbp + 15680]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], ebp
-    movzx ecx, cl
-    and ecx, dword ptr [r15 + 0]
-    vmovdqu ymmword ptr [r15 + 0], ymm13
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, 237
+    mov rbp, rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], cl
+    movzx ebp, r8b
+    lea r8, [r11 + r11*1]
     jmp 1f
 1:
-    mov ebp, ecx
-    mov dword ptr [r15 + 0], 23
-    mov ecx, 52
-    mov dword ptr [r15 + 0], 150
-    mov byte ptr [r15 + 128], bpl
-    mov ebp, r8d
     jmp 1f
+1:
+    mov rbp, rbp
+    and r8, 1984
+    vmovdqu xmmword ptr [r15 + r8 + 1344], xmm12
+    test ebx, 1073741824
+    jz 1f
 1:
     mov rbp, r11
-    mov r8d, dword ptr [r15 + 576]
-    jmp 1f
-1:
-    and rbp, 4032
-    vmovdqu ymmword ptr [r15 + rbp + 3392], ymm13
-    movzx ebp, bpl
-    mov r9, r11
-    movzx ebp, byte ptr [r15 + 256]
-    vmovdqu ymmword ptr [r15 + 64], ymm13
-    and r9, 1984
-    mov rbp, r11
-    mov rcx, qword ptr [r15 + r9 + 1344]
-    movzx r9d, dil
+    mov dword ptr [r15 + 576], r9d
     and rbp, 8128
     mov qword ptr [r15 + rbp + 7488], rbp
-    movzx ebp, byte ptr [r15 + 512]
-    mov r9, qword ptr [r15 + 448]
-    xor dword ptr [r15 + 192], ecx
-    mov qword ptr [r15 + 768], rcx
-    mov dword ptr [r15 + 384], 179
-    add rcx, qword ptr [r15 + 384]
-    mov edi, 8
-    movzx edi, bpl
+    mov dword ptr [r15 + 512], 81
+    movsxd rbp, dword ptr [r15 + 256]
+    mov r9d, dword ptr [r15 + r8 + 1408]
+    mov r8, rcx
+    add r8, qword ptr [r15 + 640]
+    movzx ecx, sil
+    mov ecx, dword ptr [r15 + 320]
+    mov rsi, qword ptr [r15 + 64]
+    movzx edi, r9b
+    mov r9, qword ptr [r15 + 64]
     jmp 1f
 1:
-    mov dword ptr [r15 + 320], 244
+    jmp 1f
+1:
+    movzx edx, byte ptr [r15 + 128]
+    lock xadd qword ptr [r15 + 448], r9
+    mov rax, qword ptr [r15 + 192]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c64:
+    lea rcx, [rip + .Lc1_d8384_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d8384_j_t
+.Lc1_d8384_j:
+    mov ecx, dword ptr [r15 + 64]
+    movzx r9d, dil
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    movzx r9d, r9b
+    xor dword ptr [r15 + 0], r9d
+    mov r9d, 115
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, rcx
+    vpxor xmm12, xmm12, xmm5
+    mov r12, qword ptr [r15 + r12 + 56]
+    vpshufd xmm12, xmm3, 144
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r9, [r11 + r11*1]
     mov rbp, r11
-    mov rcx, qword ptr [r15 + 384]
-    and rbp, 448
-    vmovdqu ymmword ptr [r15 + rbp + 832], ymm13
-    movzx edi, dil
-    mov r8d, dword ptr [r15 + 64]
+    mov edi, r8d
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx edx, r9b
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], rdx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, 119
-    mov rbp, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 0], ymm13
-    jmp 1f
-1:
     and rbp, 4032
-    mov qword ptr [r15 + rbp + 3392], rdx
-    mov rbp, r11
-    mov r9d, dword ptr [r15 + 704]
-    and rbp, 1984
-    imul rdx, qword ptr [r15 + rbp + 1344]
-    movzx edi, cl
-    mov ebp, 162
-    movsxd rbp, dword ptr [r15 + 448]
-    vpshufd xmm13, xmm13, 159
+    mov qword ptr [r15 + rbp + 3392], rbp
+    and r9, 448
+    mov qword ptr [r15 + r9 + 832], rsi
+    mov ebp, dword ptr [r15 + 448]
+    vmovdqu ymmword ptr [r15 + 256], ymm12
+    mov r8, r11
     jmp 1f
 1:
-    mov ecx, edi
-    movzx edi, byte ptr [r15 + 320]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov rax, qword ptr [r15 + 256]
-    movsxd rsi, dword ptr [r15 + 64]
-    mov rdi, qword ptr [r15 + 128]
-    mov dword ptr [r15 + 640], 134
-    and edi, dword ptr [r15 + 512]
-    mov edi, dword ptr [r15 + 192]
+    mov dword ptr [r15 + 384], r9d
+    and r8, 1984
+    movzx edi, byte ptr [r15 + r8 + 1344]
+    movzx r8d, byte ptr [r15 + 704]
+    mov esi, dword ptr [r15 + 512]
+    movzx edx, byte ptr [r15 + 128]
+    mov dword ptr [r15 + 320], edx
+    movsxd rdx, dword ptr [r15 + 384]
+    vmovdqu ymmword ptr [r15 + r9 + 896], ymm12
+    mov byte ptr [r15 + 192], bpl
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c65:
-    lea rcx, [rip + .Lc1_d8573_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d8573_j_t
-.Lc1_d8573_j:
-    add rcx, qword ptr [r15 + 64]
-    movzx edi, cl
-    mov qword ptr [r15 + 0], rdi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edx, edx
+    jmp 1f
+1:
+    mov edi, 56
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rdx, rdi
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov rdi, rbp
+    vmovdqu ymmword ptr [r15 + 0], ymm12
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, ecx
-    mov edi, edi
-    mov edi, 74
-    mov rbp, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 448
-    mov dword ptr [r15 + rbp + 832], 114
-    movzx esi, bpl
-    mov rbp, r11
-    mov edi, 186
-    and rbp, 1984
-    mov dword ptr [r15 + rbp + 1344], ecx
     jmp 1f
 1:
-    mov ebp, dword ptr [r15 + 320]
-    movzx ecx, bpl
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    movzx ebp, byte ptr [r15 + 512]
-    movzx edi, byte ptr [r15 + 768]
-    mov edx, 71
-    mov edx, dword ptr [r15 + 320]
-    movzx r9d, sil
-    mov byte ptr [r15 + 256], r8b
+    mov rdx, qword ptr [r15 + 64]
+    mov dword ptr [r15 + 448], edx
+    mov byte ptr [r15 + 256], dl
+    movzx edx, byte ptr [r15 + 576]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r8, r11
+    mov byte ptr [r15 + 320], r8b
+    movzx edi, byte ptr [r15 + 512]
+    and r8, 4032
+    or qword ptr [r15 + r8 + 3392], 124
+    movsxd r8, dword ptr [r15 + 128]
+    mov ebp, 188
     mov r9, r11
     jmp 1f
 1:
-    mov dword ptr [r15 + 192], ecx
+    jmp 1f
+1:
+    movzx ebp, sil
+    and r9, 1984
+    mov qword ptr [r15 + r9 + 1344], rdi
+    mov r9, r11
+    jmp 1f
+1:
+    mov qword ptr [r15 + 384], rsi
+    jmp 1f
+1:
     and r9, 8128
-    vmovdqu ymmword ptr [r15 + r9 + 7488], ymm13
-    movzx r9d, dil
-    mov r9, qword ptr [r15 + 384]
-    mov dword ptr [r15 + 448], r9d
-    vmovdqu xmmword ptr [r15 + 128], xmm13
+    movzx edi, byte ptr [r15 + r9 + 7488]
+    jmp 1f
+1:
+    mov r9d, dword ptr [r15 + 768]
+    jmp 1f
+1:
+    movzx esi, byte ptr [r15 + 128]
+    mov rbp, qword ptr [r15 + 192]
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c66:
-    lea rcx, [rip + .Lc1_d8622_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d8622_j_t
-.Lc1_d8622_j:
-    movzx r9d, byte ptr [r15 + 384]
-    mov ecx, 66
-    movsxd rcx, dword ptr [r15 + 448]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 2048
+    setz al
+    lea rcx, [rip + .Lc1_d8481_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d8481_s_t
+    .p2align 3
+.Lc1_d8481_s:
+    .p2align 3
+    jmp .Lc1_d8481_j
+    .p2align 3
+    jmp .Lc1_d8481_j
+.Lc1_d8481_j:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], edx
+    mov ecx, 59
+    mov rcx, r9
     mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], cl
-    vmovdqu ymmword ptr [r15 + 0], ymm13
-    mov qword ptr [r15 + 0], rdx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov qword ptr [r15 + 0], rcx
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rcx
-    mov dword ptr [r15 + 0], 136
-    mov ecx, dword ptr [r15 + 384]
-    mov edx, dword ptr [r15 + 192]
+    jmp 1f
+1:
+    movzx ecx, cl
+    movzx ecx, byte ptr [r15 + 512]
+    mov eax, ebp
     mov rbp, r11
-    add rcx, qword ptr [r15 + 640]
-    add rcx, qword ptr [r15 + 512]
-    movzx edi, r9b
-    and rbp, 4032
-    vmovdqu ymmword ptr [r15 + rbp + 3392], ymm13
     jmp 1f
 1:
-    mov rbp, qword ptr [r15 + 320]
-    mov r9, rbp
-    jmp 1f
-1:
-    movzx r8d, byte ptr [r15 + 128]
-    mov qword ptr [r15 + 64], r8
+    and rbp, 8128
     mov r8, r11
-    mov ebp, 243
-    mov ebp, dword ptr [r15 + 256]
-    and r8, 8128
-    mov rbp, r11
-    mov byte ptr [r15 + r8 + 7488], cl
-    mov byte ptr [r15 + 576], sil
-    mov r8d, 228
-    and rbp, 448
-    mov byte ptr [r15 + rbp + 832], bpl
+    mov dword ptr [r15 + rbp + 7488], 144
     jmp 1f
 1:
-    mov ebp, dword ptr [r15 + 128]
+    mov rbp, rcx
+    and r8, 448
+    and ecx, dword ptr [r15 + r8 + 832]
+    mov r8, qword ptr [r15 + 64]
+    mov ebp, dword ptr [r15 + 640]
+    vpxor xmm12, xmm12, xmm9
+    mov eax, ebp
+    vmovdqu ymmword ptr [r15 + 320], ymm12
+    jmp 1f
+1:
+    movzx ebp, bpl
+    jmp 1f
+1:
+    mov dword ptr [r15 + 448], ecx
+    mov ebp, ebp
+    jmp 1f
+1:
+    mov dword ptr [r15 + 192], 27
+    jmp 1f
+1:
+    movsxd rbp, dword ptr [r15 + 384]
+    vpcmpeqb xmm12, xmm12, xmm15
+    movsxd rcx, dword ptr [r15 + 320]
+    mov r9, r11
+    mov esi, dword ptr [r15 + 128]
+    and r9, 4032
+    and ecx, dword ptr [r15 + r9 + 3392]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 256], r8d
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c67:
-    mov byte ptr [r15 + 128], bpl
-    mov ebp, 139
-    mov rbp, rbp
-    movzx ebp, byte ptr [r15 + 704]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 4096
+    setz al
+    lea rcx, [rip + .Lc1_d8541_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d8541_s_t
+    .p2align 3
+.Lc1_d8541_s:
+    .p2align 3
+    jmp .Lc1_d8541_j
+    .p2align 3
+    jmp .Lc1_d8541_j
+.Lc1_d8541_j:
+    movsxd rcx, dword ptr [r15 + 256]
+    movzx eax, byte ptr [r15 + 384]
+    jmp 1f
+1:
+    mov r9d, 225
+    mov r8d, dword ptr [r15 + 448]
+    mov r9d, 154
+    jmp 1f
+1:
+    mov dword ptr [r15 + 384], esi
+    mov byte ptr [r15 + 0], bpl
+    jmp 1f
+1:
+    mov r9d, r9d
     mov r12, qword ptr [r15 + r12 + 56]
-    add rbp, qword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], r8b
-    mov qword ptr [r15 + 320], rbp
-    and r8, 1984
-    mov byte ptr [r15 + r8 + 1344], r8b
-    mov byte ptr [r15 + 448], bpl
-    mov qword ptr [r15 + 384], r8
-    vpcmpeqb xmm13, xmm13, xmmword ptr [r15 + 192]
-    test ebx, 2560
+    jmp 1f
+1:
+    mov r9, r9
+    mov r9, r11
+    jmp 1f
+1:
+    mov ebp, r8d
+    test dword ptr [r15 + 67117724], 4
     jz 1f
 1:
-    mov rbp, r11
-    mov ecx, dword ptr [r15 + 64]
-    mov dword ptr [r15 + 64], r8d
-    mov dword ptr [r15 + 448], ecx
-    and rbp, 4032
-    mov qword ptr [r15 + rbp + 3392], r8
+    and r9, 1984
+    mov ebp, dword ptr [r15 + r9 + 1344]
+    mov r9d, 8
     jmp 1f
 1:
-    vmovdqu ymmword ptr [r15 + r8 + 1408], ymm13
-    mov ebp, 234
-    mov rbp, r11
-    mov ecx, dword ptr [r15 + 256]
-    and rbp, 16320
-    mov r8d, dword ptr [r15 + rbp + 15680]
-    mov ebp, 222
-    mov ebp, dword ptr [r15 + 512]
-    mov r9, rcx
-    mov ecx, 19
-    mov byte ptr [r15 + 320], r8b
+    mov r9, r11
+    movsxd r8, dword ptr [r15 + 704]
     jmp 1f
 1:
+    and r9, 8128
+    mov r8, r11
+    mov rax, qword ptr [r15 + r9 + 7488]
+    vmovq qword ptr [r15 + 64], xmm12
+    mov dword ptr [r15 + 128], 186
+    and r8, 448
+    mov esi, dword ptr [r15 + r8 + 832]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 320], esi
+    and eax, dword ptr [r15 + 192]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    vmovq qword ptr [r15 + 512], xmm12
+    jmp 1f
+1:
+    mov rsi, rsi
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c68:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 4
-    setz al
-    lea rcx, [rip + .Lc1_d8716_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d8716_s_t
-    .p2align 3
-.Lc1_d8716_s:
-    .p2align 3
-    jmp .Lc1_d8716_j
-    .p2align 3
-    jmp .Lc1_d8716_j
-.Lc1_d8716_j:
-    lea rbp, [r11 + r11*1]
-    movsxd rcx, dword ptr [r15 + 256]
     jmp 1f
 1:
-    lea r8, [r11 + r11*1]
-    and rbp, 448
-    movzx eax, byte ptr [r15 + rbp + 832]
-    and r8, 8128
-    mov r9d, dword ptr [r15 + r8 + 7488]
-    mov dword ptr [r15 + 64], 214
-    vmovdqu ymmword ptr [r15 + 0], ymm13
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], r9b
+    mov dword ptr [r15 + 0], ecx
+    mov qword ptr [r15 + 0], rsi
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r9d, byte ptr [r15 + 768]
-    mov edx, ebp
+    mov dword ptr [r15 + 0], esi
     jmp 1f
 1:
-    mov r9, r11
-    mov dword ptr [r15 + 384], ecx
-    mov rcx, qword ptr [r15 + r8 + 7552]
-    and r9, 4032
-    inc dword ptr [r15 + r9 + 3392]
-    movzx r9d, byte ptr [r15 + rbp + 896]
-    mov dword ptr [r15 + 384], ebp
-    mov dword ptr [r15 + 192], 149
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    vmovdqu ymmword ptr [r15 + 320], ymm13
+    mov qword ptr [r15 + 0], rcx
+    movzx esi, byte ptr [r15 + 576]
+    mov edi, 122
+    jmp 1f
+1:
+    add qword ptr [r15 + 448], rdi
+    mov byte ptr [r15 + 192], r8b
+    mov r8, r11
+    mov rbp, r11
+    movzx edi, byte ptr [r15 + 512]
+    and r8, 1984
+    and edi, dword ptr [r15 + r8 + 1344]
+    and rbp, 4032
+    mov dword ptr [r15 + rbp + 3392], 215
     movzx ebp, byte ptr [r15 + 128]
-    movzx r8d, byte ptr [r15 + 576]
-    movsxd rdx, dword ptr [r15 + 448]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 512], r9d
-    movzx r9d, dl
+    mov qword ptr [r15 + 64], rsi
+    movzx r8d, bpl
+    mov byte ptr [r15 + 320], dil
+    movzx ebp, al
+    movsxd rbp, dword ptr [r15 + 320]
+    mov edi, dword ptr [r15 + 384]
+    vmovdqu ymmword ptr [r15 + 256], ymm12
+    mov r9, r11
+    mov esi, 49
+    mov esi, esi
+    and r9, 8128
+    mov qword ptr [r15 + r9 + 7488], rax
+    movzx r9d, byte ptr [r15 + 64]
+    movzx esi, dil
+    mov esi, ebp
+    mov dword ptr [r15 + 512], eax
+    mov rsi, qword ptr [r15 + 768]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c69:
-    mov byte ptr [r15 + 512], r9b
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 7
+    lea rcx, [rip + .Lc1_d8643_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d8643_s_t
+    .p2align 3
+.Lc1_d8643_s:
+    .p2align 3
+    jmp .Lc1_d8643_j
+    .p2align 3
+    jmp .Lc1_d8643_j
+    .p2align 3
+    jmp .Lc1_d8643_j
+    .p2align 3
+    jmp .Lc1_d8643_j
+    .p2align 3
+    jmp .Lc1_d8643_j
+    .p2align 3
+    jmp .Lc1_d8643_j
+    .p2align 3
+    jmp .Lc1_d8643_j
+    .p2align 3
+    jmp .Lc1_d8643_j
+.Lc1_d8643_j:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rcx
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    vpor xmm12, xmm12, xmm12
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
+    vpcmpeqb xmm12, xmm12, xmmword ptr [r15 + 0]
+    mov rcx, rax
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r9d, 82
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r9d, bpl
-    mov rbp, r11
-    movzx r9d, byte ptr [r15 + 320]
-    and rbp, 1984
-    mov rdx, qword ptr [r15 + rbp + 1344]
-    add rbp, qword ptr [r15 + 384]
-    movzx r8d, byte ptr [r15 + 256]
-    movzx ecx, byte ptr [r15 + 640]
-    vpcmpeqb xmm13, xmm13, xmm1
-    movzx eax, byte ptr [r15 + 128]
-    jmp 1f
-1:
-    mov rsi, qword ptr [r15 + 448]
-    jmp 1f
-1:
     mov r9, r11
-    mov rdi, qword ptr [r15 + 192]
-    and r9, 4032
-    movzx ebp, byte ptr [r15 + r9 + 3392]
-    movsxd r9, dword ptr [r15 + 320]
-    mov r9, r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    add rcx, qword ptr [r15 + 0]
+    and r9, 448
+    mov eax, dword ptr [r15 + r9 + 832]
     jmp 1f
 1:
-    movzx r9d, r9b
-    movzx r9d, bpl
-    movsxd r9, dword ptr [r15 + 128]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx r9d, dil
-    movzx r9d, sil
-    mov esi, esi
-    movzx esi, bpl
-    movzx esi, dil
-    mov esi, dword ptr [r15 + 64]
+    movzx r9d, al
+    mov r9, qword ptr [r15 + 128]
+    vmovdqu xmmword ptr [r15 + 192], xmm12
+    movzx esi, byte ptr [r15 + 448]
+    mov rbp, r11
+    mov r8, r11
+    mov rdi, qword ptr [r15 + 704]
+    and r8, 1984
+    movsxd rdx, dword ptr [r15 + r8 + 1344]
+    and rbp, 4032
+    mov r8d, dword ptr [r15 + rbp + 3392]
+    mov dword ptr [r15 + 64], r9d
+    mov ebp, 173
+    mov ebp, 157
+    mov qword ptr [r15 + 256], rdi
+    mov byte ptr [r15 + 128], bpl
+    mov dword ptr [r15 + 320], ecx
+    mov qword ptr [r15 + 384], rcx
+    movzx ebp, byte ptr [r15 + 512]
+    mov dword ptr [r15 + 640], 65
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c70:
-    lea rcx, [rip + .Lc1_d8816_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d8816_j_t
-.Lc1_d8816_j:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], r9
-    mov dword ptr [r15 + 0], 203
+    mov byte ptr [r15 + 512], bpl
+    mov byte ptr [r15 + 64], r8b
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ebp, bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], bpl
+    movzx ebp, byte ptr [r15 + 448]
+    mov r8, rdx
+    mov qword ptr [r15 + 448], rdi
+    mov r8, qword ptr [r15 + 128]
+    lea r9, [r11 + r11*1]
+    test ebx, 1073741824
+    jz 1f
 1:
-    mov dword ptr [r15 + 192], ecx
-    jmp 1f
-1:
-    mov r9, r11
-    jmp 1f
-1:
-    and r9, 1984
-    add rcx, qword ptr [r15 + r9 + 1344]
-    mov r9d, dword ptr [r15 + 64]
-    mov qword ptr [r15 + 384], rsi
-    jmp 1f
-1:
-    movsxd rsi, dword ptr [r15 + 448]
-    jmp 1f
-1:
-    movzx ebp, r9b
-    mov dword ptr [r15 + 64], ecx
-    mov rcx, r9
-    mov ecx, dword ptr [r15 + 512]
-    jmp 1f
-1:
-    mov r9d, 84
-    mov r9d, dword ptr [r15 + 256]
-    mov edi, 102
-    movzx r8d, byte ptr [r15 + 320]
-    mov edi, r8d
-    mov r8, rcx
-    jmp 1f
-1:
-    mov dword ptr [r15 + 768], eax
-    jmp 1f
-1:
+    and r9, 8128
+    mov dword ptr [r15 + r9 + 7488], 77
+    mov byte ptr [r15 + 320], r8b
+    mov r8, qword ptr [r15 + 320]
+    mov rbp, r11
+    mov edx, dword ptr [r15 + 256]
+    and rbp, 448
     mov r8, r11
-    mov eax, r8d
-    mov eax, dword ptr [r15 + 128]
-    mov r9, r11
+    mov qword ptr [r15 + rbp + 832], r9
+    and r8, 4032
+    vpaddq xmm12, xmm12, xmmword ptr [r15 + r8 + 3392]
+    movzx r8d, byte ptr [r15 + 768]
+    movzx esi, byte ptr [r15 + 384]
+    mov dword ptr [r15 + 384], esi
+    mov rdi, qword ptr [r15 + 64]
     jmp 1f
 1:
-    and r8, 8128
-    mov dword ptr [r15 + r8 + 7488], 127
-    and r9, 448
-    mov byte ptr [r15 + r9 + 832], dil
-    movzx r9d, dil
-    movsxd r9, dword ptr [r15 + 704]
+    mov qword ptr [r15 + r9 + 7552], r8
+    mov qword ptr [r15 + 192], rbp
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c71:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor dword ptr [r15 + 0], r8d
+    lea rcx, [rip + .Lc1_d8738_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d8738_j_t
+.Lc1_d8738_j:
+    jmp 1f
+1:
+    mov qword ptr [r15 + 128], rcx
+    lea rbp, [r11 + r11*1]
+    movzx ecx, byte ptr [r15 + 512]
+    and rbp, 1984
+    movsxd r8, dword ptr [r15 + rbp + 1344]
+    mov dword ptr [r15 + 64], 249
+    movzx edx, bpl
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov byte ptr [r15 + rbp + 1408], dl
+    mov edx, 115
+    mov rbp, r11
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov edx, 139
+    and rbp, 4032
+    mov rdx, qword ptr [r15 + rbp + 3392]
+    vmovq qword ptr [r15 + 448], xmm12
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 233
+    and ebp, dword ptr [r15 + 0]
+    and ecx, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], dl
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
+    mov rdx, rbp
+    movzx edx, byte ptr [r15 + 256]
+    movzx edi, byte ptr [r15 + 128]
     mov r9, r11
-    mov r8d, edi
+    vmovdqu ymmword ptr [r15 + 384], ymm12
+    mov esi, dword ptr [r15 + 640]
+    and r9, 448
+    mov dword ptr [r15 + r9 + 832], ecx
     jmp 1f
 1:
-    and r9, 4032
-    mov r8, qword ptr [r15 + r9 + 3392]
-    mov r9d, 147
-    and r9d, dword ptr [r15 + 64]
-    movzx eax, r9b
-    movsxd r9, dword ptr [r15 + 448]
-    mov rbp, r11
-    and r9d, dword ptr [r15 + 512]
-    mov rdi, r9
-    test dword ptr [r15 + 67117724], 524288
-    jnz 1f
-1:
-    and rbp, 8128
-    mov r9, qword ptr [r15 + rbp + 7488]
-    mov rbp, r11
-    mov dword ptr [r15 + 256], ebp
-    vmovdqu ymmword ptr [r15 + 384], ymm13
-    and rbp, 448
-    vmovdqu xmmword ptr [r15 + rbp + 832], xmm13
-    mov dword ptr [r15 + 128], 180
-    movzx ebp, byte ptr [r15 + 576]
-    mov rdi, rbp
-    mov ebp, r9d
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov rbp, r9
-    vpmovmskb ebp, xmm13
-    movzx eax, bpl
-    mov byte ptr [r15 + 320], r9b
-    movzx ebp, byte ptr [r15 + 192]
+    movzx r9d, byte ptr [r15 + 576]
+    mov dword ptr [r15 + 320], esi
+    movzx esi, byte ptr [r15 + 192]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c72:
-    lea rcx, [rip + .Lc1_d8913_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d8913_j_t
-.Lc1_d8913_j:
-    mov dword ptr [r15 + 384], 234
-    lea rbp, [r11 + r11*1]
-    vpcmpeqb xmm13, xmm13, xmm6
-    and rbp, 1984
-    mov byte ptr [r15 + rbp + 1344], al
-    mov qword ptr [r15 + 192], r9
-    mov qword ptr [r15 + 128], rcx
-    movzx ecx, cl
-    mov ecx, dword ptr [r15 + 64]
-    mov eax, dword ptr [r15 + 128]
-    movzx r9d, dil
-    mov r8, r11
+    mov rbp, r11
+    and rbp, 448
+    mov dword ptr [r15 + rbp + 832], r9d
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov ebp, 54
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r9, r9
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     movzx r9d, bpl
-    mov qword ptr [r15 + 640], rdi
-    and r8, 4032
-    mov dword ptr [r15 + r8 + 3392], 232
     jmp 1f
 1:
-    jmp 1f
-1:
-    and r8d, dword ptr [r15 + 320]
-    mov dword ptr [r15 + rbp + 1408], r8d
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 0], ymm13
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
+    mov byte ptr [r15 + 0], r9b
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    and r8d, dword ptr [r15 + 0]
-    mov ebp, dword ptr [r15 + 704]
-    movzx r9d, byte ptr [r15 + 512]
+    mov r9d, dword ptr [r15 + 448]
+    vpor xmm12, xmm12, xmm12
+    movzx ebp, byte ptr [r15 + 512]
+    mov esi, dword ptr [r15 + 320]
+    mov r8, r11
     jmp 1f
 1:
-    mov r9, r11
-    mov edi, dword ptr [r15 + 384]
-    and r9, 8128
-    mov rsi, qword ptr [r15 + r9 + 7488]
     jmp 1f
 1:
-    mov dword ptr [r15 + 256], 111
+    mov rbp, r11
+    and r8, 8128
+    and r9d, dword ptr [r15 + r8 + 7488]
+    mov r8d, 213
+    and rbp, 4032
+    mov qword ptr [r15 + rbp + 3392], rbp
     jmp 1f
 1:
-    mov r9, qword ptr [r15 + 448]
-    jmp 1f
-1:
+    movzx ebp, byte ptr [r15 + 128]
+    movzx r8d, byte ptr [r15 + 64]
+    movzx ecx, sil
+    mov dword ptr [r15 + 768], esi
+    mov dword ptr [r15 + 192], edi
+    movzx esi, byte ptr [r15 + 256]
+    mov rdi, qword ptr [r15 + 384]
+    mov qword ptr [r15 + 384], rdx
+    movsxd rdx, dword ptr [r15 + 704]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c73:
-    lea rcx, [rip + .Lc1_d8961_j]
+    lea rcx, [rip + .Lc1_d8833_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d8961_j_t
-.Lc1_d8961_j:
-    mov rcx, rsi
-    movzx ecx, al
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 150
-    vmovdqu ymmword ptr [r15 + 0], ymm13
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], edx
-    mov ecx, 185
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], rcx
-    mov rcx, rcx
-    mov ecx, ebp
+    jmp .Lc1_d8833_j_t
+.Lc1_d8833_j:
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r9, r11
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rcx
-    mov ecx, dword ptr [r15 + 256]
-    and r9, 4032
-    mov byte ptr [r15 + r9 + 3392], r8b
-    mov r8, rdi
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r8d, cl
     jmp 1f
 1:
     jmp 1f
 1:
-    mov r8d, r8d
-    vpxor xmm13, xmm13, xmm3
-    add r8, qword ptr [r15 + 128]
-    movzx r9d, byte ptr [r15 + 448]
-    mov dword ptr [r15 + 64], 159
-    mov edi, ecx
-    mov edi, r9d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, r8b
+    and r8, 448
+    mov r9, qword ptr [r15 + r8 + 832]
+    mov r8d, dword ptr [r15 + 448]
+    mov ecx, 223
+    mov ecx, dword ptr [r15 + 320]
+    movzx edx, byte ptr [r15 + 512]
+    mov rbp, r11
+    mov rsi, qword ptr [r15 + 384]
+    movzx edi, dil
+    and rbp, 16320
+    movzx edi, byte ptr [r15 + rbp + 15680]
     jmp 1f
 1:
-    mov dword ptr [r15 + 192], edi
-    mov edi, 146
-    mov rdi, rdi
-    mov r9, r11
+    movzx ebp, byte ptr [r15 + 192]
+    mov r8, r11
+    movzx eax, byte ptr [r15 + 576]
+    and r8, 1984
+    movsxd rbp, dword ptr [r15 + r8 + 1344]
+    mov r8, qword ptr [r15 + 256]
+    mov r8d, r9d
+    mov r9, rax
     jmp 1f
 1:
+    mov byte ptr [r15 + 128], dl
+    mov dword ptr [r15 + 64], 73
     jmp 1f
 1:
-    and r9, 448
-    movzx edi, byte ptr [r15 + r9 + 832]
+    mov r9, qword ptr [r15 + 320]
     jmp 1f
 1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r9d, dword ptr [r15 + 768]
-    movzx edx, byte ptr [r15 + 320]
-    jmp 1f
-1:
-    mov esi, edx
-    mov rdx, qword ptr [r15 + 384]
-    mov dword ptr [r15 + 512], 198
-    movsxd rbp, dword ptr [r15 + 320]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c74:
-    mov r9d, dword ptr [r15 + 384]
-    mov edx, dword ptr [r15 + 384]
-    mov byte ptr [r15 + 64], sil
+    lea r9, [r11 + r11*1]
+    and r8d, dword ptr [r15 + 448]
+    and r9, 8128
     mov rbp, r11
-    add rsi, qword ptr [r15 + 576]
-    vmovdqu ymmword ptr [r15 + 448], ymm13
-    and rbp, 8128
-    mov rdi, qword ptr [r15 + rbp + 7488]
+    mov rdx, qword ptr [r15 + r9 + 7488]
+    and rbp, 4032
+    mov dword ptr [r15 + rbp + 3392], 100
+    mov edi, 229
+    vmovq qword ptr [r15 + 128], xmm12
+    mov dword ptr [r15 + 64], r9d
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov ebp, 145
-    jmp 1f
-1:
-    vmovq xmm13, rbp
-    vmovdqu xmmword ptr [r15 + 0], xmm13
+    mov dword ptr [r15 + 0], 8
     mov r12, qword ptr [r15 + r12 + 56]
     mov rbp, rbp
-    and ebp, dword ptr [r15 + 0]
-    test ebx, 1073741824
-    jz 1f
-1:
-    .byte 0x0f, 0x1f, 0x00
-    movzx ebp, dil
-    mov ebp, edi
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov byte ptr [r15 + 0], dl
+    mov rdx, rdi
     mov rbp, r11
-    mov rdi, qword ptr [r15 + 512]
-    mov rsi, r9
+    jmp 1f
+1:
     jmp 1f
 1:
     and rbp, 1984
-    mov dword ptr [r15 + rbp + 1344], ebp
-    and ebp, dword ptr [r15 + 320]
-    mov dword ptr [r15 + 256], esi
-    vmovdqu ymmword ptr [r15 + 128], ymm13
-    mov rsi, qword ptr [r15 + 64]
-    mov r8, r11
-    mov r9d, 134
+    mov dword ptr [r15 + rbp + 1344], 17
     jmp 1f
 1:
-    mov dword ptr [r15 + 640], r9d
-    and r8, 448
-    mov dword ptr [r15 + r8 + 832], 20
+    movzx edx, dil
+    vmovdqu ymmword ptr [r15 + 256], ymm12
+    jmp 1f
+1:
+    mov ebp, 233
+    mov ebp, dword ptr [r15 + r9 + 7552]
+    jmp 1f
+1:
+    inc dword ptr [r15 + 640]
+    mov edx, dword ptr [r15 + 64]
+    mov r9, rbp
+    add qword ptr [r15 + 320], rdi
+    mov ebp, ebp
+    jmp 1f
+1:
+    mov rbp, qword ptr [r15 + 384]
+    mov edi, 136
+    jmp 1f
+1:
+    and edi, dword ptr [r15 + 512]
     add r11, 64
     inc rbx
     dec r13
@@ -11308,1433 +11104,1309 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 4194304
-    setz al
-    lea rcx, [rip + .Lc1_d9067_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d9067_s_t
-    .p2align 3
-.Lc1_d9067_s:
-    .p2align 3
-    jmp .Lc1_d9067_j
-    .p2align 3
-    jmp .Lc1_d9067_j
-.Lc1_d9067_j:
-    movzx eax, cl
-    mov rax, qword ptr [r15 + 320]
-    movzx ecx, byte ptr [r15 + 512]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx edx, r8b
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    vmovdqu ymmword ptr [r15 + 0], ymm13
-    jmp 1f
-1:
-    mov byte ptr [r15 + 0], dl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rdx, dword ptr [r15 + 704]
-    mov r8d, dword ptr [r15 + 448]
-    mov r9, r8
-    movzx r8d, r9b
-    jmp 1f
-1:
-    jmp 1f
-1:
+    lea rcx, [rip + .Lc1_d8931_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d8931_j_t
+.Lc1_d8931_j:
     mov rbp, r11
-    mov r8, qword ptr [r15 + 256]
     jmp 1f
 1:
-    and rbp, 4032
-    and r9d, dword ptr [r15 + rbp + 3392]
-    mov rbp, r9
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov qword ptr [r15 + 384], rdx
-    movzx ebp, byte ptr [r15 + 128]
-    mov rbp, r11
-    mov dword ptr [r15 + 192], 120
+    mov r9, r11
     and rbp, 1984
-    mov dword ptr [r15 + rbp + 1344], 221
-    mov rbp, r11
-    mov qword ptr [r15 + 64], r8
-    movzx r8d, byte ptr [r15 + 320]
-    movzx edx, r8b
-    and rbp, 8128
-    movsxd r8, dword ptr [r15 + rbp + 7488]
+    and ecx, dword ptr [r15 + rbp + 1344]
+    and r9, 448
+    mov dword ptr [r15 + r9 + 832], esi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 143
+    vpaddd xmm12, xmm12, xmm12
+    mov dword ptr [r15 + 0], edx
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rdx, r9
+    jmp 1f
+1:
+    mov rdx, rdx
+    mov r12, qword ptr [r15 + r12 + 56]
+    test dword ptr [r15 + 67117723], 42468904
+    jz 1f
+1:
+    mov rdx, qword ptr [r15 + 128]
+    mov r9, qword ptr [r15 + 256]
+    mov dword ptr [r15 + 768], r9d
+    mov r9d, dword ptr [r15 + 384]
+    movzx ebp, byte ptr [r15 + 512]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r8, r11
+    mov byte ptr [r15 + 128], r9b
+    and r8, 4032
+    movsxd r9, dword ptr [r15 + r8 + 3392]
+    mov byte ptr [r15 + 384], r9b
+    mov r9, qword ptr [r15 + 64]
+    mov r8d, dword ptr [r15 + 704]
+    vmovdqu ymmword ptr [r15 + 192], ymm12
+    .byte 0x0f, 0x1f, 0x00
+    add r9, qword ptr [r15 + 320]
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c76:
-    mov dword ptr [r15 + 320], 143
+    lea rcx, [rip + .Lc1_d8979_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d8979_j_t
+.Lc1_d8979_j:
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, r8d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], edx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 64], rbp
-    lea rbp, [r11 + r11*1]
+    mov rcx, qword ptr [r15 + 640]
     jmp 1f
 1:
     mov r8, r11
-    and rbp, 448
-    mov qword ptr [r15 + rbp + 896], rdx
-    mov edx, edx
+    jmp 1f
+1:
+    movzx r9d, r8b
     and r8, 4032
-    movzx edx, byte ptr [r15 + r8 + 3392]
-    movzx r8d, byte ptr [r15 + 512]
-    movzx ecx, bpl
+    xor dword ptr [r15 + r8 + 3392], r8d
+    mov r8, r11
     jmp 1f
 1:
-    mov rcx, qword ptr [r15 + 448]
-    mov r9d, dword ptr [r15 + 384]
-    vmovq xmm13, rbp
+    and r8, 8128
+    add rcx, qword ptr [r15 + r8 + 7488]
+    mov dword ptr [r15 + 256], r9d
     jmp 1f
 1:
-    movzx edi, cl
-    movsxd rcx, dword ptr [r15 + rbp + 832]
-    mov rbp, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    and rbp, 16320
-    mov eax, dword ptr [r15 + rbp + 15680]
-    mov dword ptr [r15 + 768], 35
-    movzx ebp, r8b
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    movzx r8d, byte ptr [r15 + 256]
-    mov rsi, rcx
-    mov rcx, rdx
-    movzx ecx, byte ptr [r15 + 192]
-    mov ecx, dword ptr [r15 + 128]
+    mov dword ptr [r15 + 0], 235
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 320], 27
+    mov byte ptr [r15 + 448], r8b
+    movsxd r8, dword ptr [r15 + 320]
+    mov dword ptr [r15 + 128], 76
     jmp 1f
 1:
+    mov qword ptr [r15 + 448], r8
+    movzx r8d, byte ptr [r15 + 192]
+    mov r9, r11
+    mov rdx, r9
+    mov rdx, qword ptr [r15 + 64]
+    and r9, 448
+    mov byte ptr [r15 + r9 + 832], r9b
     jmp 1f
 1:
-    jmp 1f
-1:
-    movzx edx, al
-    mov eax, 74
-    mov eax, 48
-    movzx eax, sil
-    movzx esi, cl
+    vmovdqu ymmword ptr [r15 + 384], ymm12
+    mov dword ptr [r15 + 512], 150
+    mov dword ptr [r15 + 576], 229
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c77:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 64
-    setz al
-    lea rcx, [rip + .Lc1_d9172_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d9172_s_t
-    .p2align 3
-.Lc1_d9172_s:
-    .p2align 3
-    jmp .Lc1_d9172_j
-    .p2align 3
-    jmp .Lc1_d9172_j
-.Lc1_d9172_j:
+    mov r9, rbp
     jmp 1f
 1:
     jmp 1f
 1:
-    mov byte ptr [r15 + 256], r8b
-    mov byte ptr [r15 + 0], cl
+    mov ebp, r8d
+    mov ebp, ecx
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov rbp, r9
+    mov qword ptr [r15 + 0], rbp
+    mov qword ptr [r15 + 0], rbp
     mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov byte ptr [r15 + 0], bpl
+    mov dword ptr [r15 + 0], ebp
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rax
-    mov rbp, r11
+    jmp 1f
+1:
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 1984
-    movsxd rdi, dword ptr [r15 + rbp + 1344]
+    mov r8, r11
+    mov ebp, ebp
+    and r8, 8128
+    inc dword ptr [r15 + r8 + 7488]
     jmp 1f
 1:
-    mov dword ptr [r15 + 640], 227
-    mov r9, rax
-    jmp 1f
-1:
-    mov rbp, qword ptr [r15 + 128]
-    mov eax, dword ptr [r15 + 128]
-    mov dword ptr [r15 + 64], 117
-    mov r9, r11
-    vmovdqu ymmword ptr [r15 + 576], ymm13
-    movzx ecx, cl
-    and r9, 4032
-    movsxd rcx, dword ptr [r15 + r9 + 3392]
-    jmp 1f
-1:
-    mov byte ptr [r15 + 448], bpl
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r9d, r9d
-    mov r9, r9
-    jmp 1f
-1:
-    mov byte ptr [r15 + 384], r9b
+    movzx r8d, byte ptr [r15 + 256]
+    mov dword ptr [r15 + 64], 243
+    mov ebp, dword ptr [r15 + 384]
+    mov qword ptr [r15 + 512], r9
+    movzx r9d, byte ptr [r15 + 320]
+    mov ecx, ecx
+    vmovq qword ptr [r15 + 704], xmm12
     mov r9, r11
     jmp 1f
 1:
-    mov dword ptr [r15 + 192], ecx
-    mov ecx, r9d
-    and r9, 8128
-    mov dword ptr [r15 + r9 + 7488], 168
-    movzx r9d, byte ptr [r15 + 512]
-    mov qword ptr [r15 + 320], rax
+    and r9, 448
+    movsxd rcx, dword ptr [r15 + r9 + 832]
+    mov r9, qword ptr [r15 + 192]
+    lea r9, [r11 + r11*1]
+    movzx edx, byte ptr [r15 + 384]
+    and r9, 1984
+    movsxd rsi, dword ptr [r15 + r9 + 1344]
+    mov dword ptr [r15 + 448], 197
+    mov dword ptr [r15 + r9 + 1408], 70
+    mov r9, qword ptr [r15 + 128]
+    mov eax, ecx
+    mov qword ptr [r15 + 64], rcx
+    jmp 1f
+1:
+    mov ecx, edi
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c78:
-    lea rcx, [rip + .Lc1_d9227_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d9227_j_t
-.Lc1_d9227_j:
-    mov rcx, r9
-    mov r9, r11
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 8
+    setz al
+    lea rcx, [rip + .Lc1_d9078_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d9078_s_t
+    .p2align 3
+.Lc1_d9078_s:
+    .p2align 3
+    jmp .Lc1_d9078_j
+    .p2align 3
+    jmp .Lc1_d9078_j
+.Lc1_d9078_j:
+    movsxd rcx, dword ptr [r15 + 512]
+    vmovdqu ymmword ptr [r15 + 768], ymm12
+    mov eax, ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 223
+    mov esi, ebp
     jmp 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rsi, rsi
+    mov esi, 200
     jmp 1f
 1:
-    mov dword ptr [r15 + 320], 11
+    vmovdqu ymmword ptr [r15 + 0], ymm12
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov esi, esi
+    mov esi, 245
+    movzx esi, byte ptr [r15 + 384]
     mov rbp, r11
-    and r9, 8128
-    mov dword ptr [r15 + r9 + 7488], r9d
-    mov byte ptr [r15 + 384], cl
-    and rbp, 1984
-    movzx r9d, byte ptr [r15 + rbp + 1344]
+    mov dword ptr [r15 + 64], eax
     jmp 1f
 1:
-    mov ebp, esi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 0], ymm13
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, 135
-    vmovq qword ptr [r15 + 0], xmm13
-    mov ebp, ebp
-    mov ebp, esi
-    add rbp, qword ptr [r15 + 0]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rbp, qword ptr [r15 + 192]
-    mov r9, rbp
-    movzx ebp, byte ptr [r15 + 64]
     mov r8, r11
-    mov rsi, qword ptr [r15 + 448]
-    vpxor xmm13, xmm13, xmm1
-    mov ecx, ecx
+    and rbp, 8128
+    mov dword ptr [r15 + rbp + 7488], 222
+    mov r9, r11
     and r8, 448
-    movzx ecx, byte ptr [r15 + r8 + 832]
-    mov qword ptr [r15 + 704], rsi
-    mov r8, qword ptr [r15 + 64]
-    mov rsi, qword ptr [r15 + 512]
+    movzx eax, byte ptr [r15 + r8 + 832]
+    movzx r8d, sil
+    and r9, 4032
+    mov esi, dword ptr [r15 + r9 + 3392]
     jmp 1f
 1:
-    movzx eax, sil
-    vpaddd xmm13, xmm13, xmm13
-    imul rsi, qword ptr [r15 + 128]
-    mov byte ptr [r15 + 256], bpl
-    mov rbp, qword ptr [r15 + 384]
-    movzx eax, byte ptr [r15 + 512]
+    vmovdqu ymmword ptr [r15 + 448], ymm12
+    mov r9, qword ptr [r15 + 320]
+    mov rbp, qword ptr [r15 + 512]
+    mov dword ptr [r15 + 128], esi
+    movzx esi, byte ptr [r15 + 192]
+    mov edi, dword ptr [r15 + 256]
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + 128], ymm12
+    mov rcx, r9
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c79:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
     jmp 1f
 1:
-    mov ebp, 63
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov ebp, 165
-    mov rbp, rsi
-    mov rbp, rsi
-    mov ebp, 174
-    vmovdqu ymmword ptr [r15 + 192], ymm13
-    add rsi, qword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], al
-    mov dword ptr [r15 + 0], 220
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov eax, 200
+    movzx eax, r8b
+    mov eax, 61
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx r9d, bpl
+    mov eax, r8d
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, 26
-    mov rbp, rdi
-    and ebp, dword ptr [r15 + 576]
-    mov rdi, qword ptr [r15 + 64]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu ymmword ptr [r15 + 128], ymm12
+    mov rbp, r11
+    movzx edi, bpl
+    and r8d, dword ptr [r15 + 576]
+    and rbp, 1984
+    mov byte ptr [r15 + rbp + 1344], al
+    mov edi, dword ptr [r15 + 384]
+    mov eax, r9d
+    test dword ptr [r15 + 67117724], 2097152
+    jnz 1f
+1:
+    movzx eax, bpl
+    mov rbp, qword ptr [r15 + 320]
+    movzx edi, byte ptr [r15 + 192]
     jmp 1f
 1:
-    mov r9, r11
+    mov rax, rdx
+    mov dword ptr [r15 + 256], 132
+    movsxd rax, dword ptr [r15 + 512]
+    movsxd r8, dword ptr [r15 + 640]
+    mov dword ptr [r15 + 448], ebp
+    mov rbp, rbp
+    mov rbp, r11
     jmp 1f
 1:
-    mov rax, r8
+    mov dword ptr [r15 + 64], 122
+    and rbp, 4032
+    movzx r9d, byte ptr [r15 + rbp + 3392]
     jmp 1f
 1:
-    and r9, 1984
-    mov dword ptr [r15 + r9 + 1344], esi
-    jmp 1f
-1:
-    mov qword ptr [r15 + 448], rax
-    jmp 1f
-1:
-    jmp 1f
-1:
-    vmovdqu xmmword ptr [r15 + 384], xmm13
-    mov r8, r11
-    mov r9, rbp
-    or qword ptr [r15 + 256], 115
-    mov r9, r11
-    mov rax, r9
-    and r8, 4032
-    add rax, qword ptr [r15 + r8 + 3392]
-    and r9, 8128
-    and r8d, dword ptr [r15 + r9 + 7488]
-    mov byte ptr [r15 + 128], r8b
-    mov r9d, dword ptr [r15 + 320]
-    jmp 1f
-1:
-    mov r8d, dword ptr [r15 + 768]
+    movzx ebp, byte ptr [r15 + 320]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c80:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 2048
-    setz al
-    lea rcx, [rip + .Lc1_d9332_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d9332_s_t
-    .p2align 3
-.Lc1_d9332_s:
-    .p2align 3
-    jmp .Lc1_d9332_j
-    .p2align 3
-    jmp .Lc1_d9332_j
-.Lc1_d9332_j:
-    mov dword ptr [r15 + 64], 143
+    lea rcx, [rip + .Lc1_d9174_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d9174_j_t
+.Lc1_d9174_j:
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], rcx
+    inc dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 171
+    mov dword ptr [r15 + 0], 16
     mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, r9
+    add r9, qword ptr [r15 + 0]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 194
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rbp, dword ptr [r15 + 704]
+    movsxd rdx, dword ptr [r15 + 256]
+    movsxd rcx, dword ptr [r15 + 320]
+    mov r8d, dword ptr [r15 + 384]
     mov r8, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 1984
-    mov ecx, dword ptr [r15 + r8 + 1344]
-    movzx r8d, byte ptr [r15 + 320]
+    mov eax, 117
+    vmovq xmm12, rbp
+    and r8, 448
+    mov ebp, dword ptr [r15 + r8 + 832]
+    movzx r8d, byte ptr [r15 + 128]
+    mov dword ptr [r15 + 192], r8d
+    mov r8, qword ptr [r15 + 64]
     mov eax, dword ptr [r15 + 512]
-    lea rbp, [r11 + r11*1]
-    mov dword ptr [r15 + 512], ecx
-    movsxd rcx, dword ptr [r15 + 192]
-    and rbp, 448
-    mov byte ptr [r15 + rbp + 896], bpl
-    movzx r9d, al
+    movsxd rsi, dword ptr [r15 + 384]
+    vmovdqu xmmword ptr [r15 + 768], xmm12
+    movzx edi, bpl
+    mov rbp, r11
+    mov r8, qword ptr [r15 + 64]
+    movzx r8d, r8b
     jmp 1f
 1:
-    movzx eax, sil
-    mov r9, r11
+    and rbp, 1984
+    vmovdqu ymmword ptr [r15 + rbp + 1344], ymm12
+    mov rbp, r11
+    mov r8, rbp
+    mov r8, rdx
     jmp 1f
 1:
-    movsxd rax, dword ptr [r15 + rbp + 832]
-    movsxd rbp, dword ptr [r15 + 640]
-    and r9, 4032
-    movzx esi, byte ptr [r15 + r9 + 3392]
-    mov r9d, eax
-    movsxd r9, dword ptr [r15 + 384]
-    mov rdi, qword ptr [r15 + 128]
-    movzx edx, cl
-    mov qword ptr [r15 + 320], r8
-    jmp 1f
-1:
-    mov r8d, dword ptr [r15 + 448]
-    mov ecx, dword ptr [r15 + 128]
-    jmp 1f
-1:
+    and rbp, 8128
+    mov r8, qword ptr [r15 + rbp + 7488]
+    mov ebp, dword ptr [r15 + 320]
+    mov dword ptr [r15 + 448], 224
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c81:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov dword ptr [r15 + 0], eax
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], rcx
-    jmp 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     jmp 1f
 1:
-    mov eax, dword ptr [r15 + 320]
     jmp 1f
 1:
-    movsxd rcx, dword ptr [r15 + 448]
-    and ecx, dword ptr [r15 + 64]
+    mov dword ptr [r15 + 0], 176
     jmp 1f
 1:
-    mov ebp, dword ptr [r15 + 192]
-    .byte 0x66, 0x90
-    movsxd r8, dword ptr [r15 + 384]
-    mov r9, qword ptr [r15 + 768]
-    test dword ptr [r15 + 67117724], 578
-    jz 1f
-1:
-    mov ecx, dword ptr [r15 + 320]
-    mov r9d, dword ptr [r15 + 128]
-    mov r8, qword ptr [r15 + 512]
-    mov eax, r8d
-    mov r8, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], r8b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     lea rbp, [r11 + r11*1]
-    and r8, 1984
-    mov esi, dword ptr [r15 + r8 + 1344]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    and rbp, 4032
+    movzx r8d, byte ptr [r15 + rbp + 3456]
+    jmp 1f
+1:
+    mov rdx, qword ptr [r15 + 192]
+    jmp 1f
+1:
+    movsxd r9, dword ptr [r15 + 256]
+    mov r9, r11
+    mov rsi, r9
+    mov qword ptr [r15 + 512], rsi
+    mov qword ptr [r15 + 128], r8
+    and r9, 448
+    movzx esi, byte ptr [r15 + r9 + 832]
+    jmp 1f
+1:
+    mov r9d, 20
+    mov r9, rbp
+    mov r9d, dword ptr [r15 + 576]
+    mov r8, qword ptr [r15 + rbp + 3392]
+    jmp 1f
+1:
+    mov ebp, edx
+    mov rbp, qword ptr [r15 + 320]
+    vmovdqu ymmword ptr [r15 + 64], ymm12
+    mov rbp, r11
+    mov rax, qword ptr [r15 + 384]
+    mov dword ptr [r15 + 448], 203
+    mov rdi, rcx
     and rbp, 8128
-    add r8, qword ptr [r15 + rbp + 7488]
-    mov rdi, qword ptr [r15 + 256]
-    mov r8, r11
-    mov edx, edx
-    and r8, 4032
-    movzx edx, byte ptr [r15 + r8 + 3392]
-    vmovq xmm13, rcx
-    jmp 1f
-1:
-    movzx r8d, byte ptr [r15 + 704]
-    jmp 1f
-1:
-    movsxd rcx, dword ptr [r15 + 384]
-    movzx ecx, byte ptr [r15 + 64]
-    mov byte ptr [r15 + rbp + 7552], dl
+    movzx ecx, byte ptr [r15 + rbp + 7488]
+    mov rbp, qword ptr [r15 + 128]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c82:
-    lea rcx, [rip + .Lc1_d9432_j]
+    lea rcx, [rip + .Lc1_d9267_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d9432_j_t
-.Lc1_d9432_j:
+    jmp .Lc1_d9267_j_t
+.Lc1_d9267_j:
+    mov byte ptr [r15 + 0], cl
+    mov dword ptr [r15 + 0], ebp
+    mov byte ptr [r15 + 0], r8b
     mov r12, qword ptr [r15 + r12 + 56]
-    add rcx, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    add rcx, qword ptr [r15 + 0]
+    mov ecx, 62
     jmp 1f
 1:
+    mov qword ptr [r15 + 0], rbp
     mov r12, qword ptr [r15 + r12 + 56]
-    or qword ptr [r15 + 0], 61
-    mov dword ptr [r15 + 0], 153
-    mov qword ptr [r15 + 0], rdi
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rdi, qword ptr [r15 + 640]
-    mov r8, r11
-    mov dword ptr [r15 + 64], ecx
-    mov rsi, rcx
-    movzx ebp, byte ptr [r15 + 192]
-    and r8, 4032
-    mov dword ptr [r15 + r8 + 3392], 78
-    mov dword ptr [r15 + 256], ecx
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    lea rbp, [r11 + r11*1]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], ebp
+    and rbp, 1984
+    mov rcx, qword ptr [r15 + rbp + 1408]
     mov r8, r11
+    mov dword ptr [r15 + 128], 152
+    and r8, 448
+    mov edx, dword ptr [r15 + r8 + 832]
+    mov r8, qword ptr [r15 + 448]
+    mov qword ptr [r15 + 256], r8
+    mov r8d, 164
+    movzx r8d, byte ptr [r15 + 320]
+    mov rsi, qword ptr [r15 + 640]
+    mov r9d, dword ptr [r15 + 448]
+    mov dword ptr [r15 + 512], r9d
     mov r9, r11
-    and ecx, dword ptr [r15 + 384]
-    and r8, 1984
-    mov edx, dword ptr [r15 + r8 + 1344]
-    jmp 1f
-1:
-    and r9, 448
-    mov qword ptr [r15 + r9 + 832], r9
-    jmp 1f
-1:
-    movzx r9d, byte ptr [r15 + 320]
-    movsxd r8, dword ptr [r15 + 512]
-    mov esi, dword ptr [r15 + 448]
-    mov dword ptr [r15 + 384], esi
-    mov dword ptr [r15 + 256], edx
-    mov esi, ebp
-    movzx esi, byte ptr [r15 + 576]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 448], 239
-    jmp 1f
-1:
-    mov qword ptr [r15 + 128], rdi
+    mov dword ptr [r15 + 192], 118
+    movzx edi, byte ptr [r15 + rbp + 1344]
+    and r9, 8128
+    movsxd rbp, dword ptr [r15 + r9 + 7488]
+    mov byte ptr [r15 + 64], bpl
+    movzx ebp, byte ptr [r15 + 384]
+    mov byte ptr [r15 + 384], al
+    mov eax, r9d
+    movzx eax, byte ptr [r15 + 704]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c83:
-    jmp 1f
-1:
-    movzx esi, byte ptr [r15 + 128]
-    movzx ebp, sil
+    mov r9, r11
+    and r9, 16320
+    mov dword ptr [r15 + r9 + 15680], 254
+    vmovdqu ymmword ptr [r15 + 256], ymm12
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    mov r9d, 51
+    movzx r9d, r9b
+    mov r9d, 174
+    vmovdqu ymmword ptr [r15 + 0], ymm12
     mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], dl
     mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu ymmword ptr [r15 + 0], ymm12
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 225
-    movzx edx, sil
     jmp 1f
 1:
-    and esi, dword ptr [r15 + 128]
-    mov rbp, r11
-    mov r8, r11
-    and rbp, 448
-    mov dword ptr [r15 + rbp + 832], 242
-    mov ebp, 212
-    and r8, 8128
-    add rbp, qword ptr [r15 + r8 + 7488]
-    mov r8d, edx
-    mov r8d, 43
-    mov r8d, 66
-    mov r8, qword ptr [r15 + 256]
-    mov rdx, qword ptr [r15 + 384]
-    vpaddq xmm13, xmm13, xmmword ptr [r15 + 320]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 448], 161
-    jmp 1f
-1:
-    mov qword ptr [r15 + 64], rbp
-    mov byte ptr [r15 + 192], r8b
+    mov r9, qword ptr [r15 + 64]
+    vmovdqu ymmword ptr [r15 + 320], ymm12
     mov ebp, edi
-    mov rbp, qword ptr [r15 + 512]
-    mov r8, r11
-    movzx edi, r8b
-    jmp 1f
-1:
-    and r8, 1984
-    mov edi, dword ptr [r15 + r8 + 1344]
-    mov dword ptr [r15 + 704], edi
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c84:
-    lea rcx, [rip + .Lc1_d9524_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d9524_j_t
-.Lc1_d9524_j:
-    mov rbp, r11
-    jmp 1f
-1:
-    and rbp, 448
-    and ecx, dword ptr [r15 + rbp + 832]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, sil
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, r8d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], bpl
-    mov qword ptr [r15 + 0], rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    add rcx, qword ptr [r15 + 0]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov qword ptr [r15 + 384], r8
-    mov r8d, 139
-    jmp 1f
-1:
-    mov rbp, r11
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + 512], 30
+    mov edi, dword ptr [r15 + 64]
+    mov ebp, edi
+    mov edi, dword ptr [r15 + 512]
+    movzx eax, r9b
+    add rdi, qword ptr [r15 + 192]
+    mov r9, qword ptr [r15 + 320]
     mov r8d, dword ptr [r15 + 128]
-    and rbp, 8128
-    mov ecx, dword ptr [r15 + rbp + 7488]
-    jmp 1f
-1:
-    mov ebp, 123
-    xor dword ptr [r15 + 768], r8d
-    mov byte ptr [r15 + 64], r8b
-    vpshufd xmm13, xmm13, 220
-    jmp 1f
-1:
-    movsxd rbp, dword ptr [r15 + 192]
-    mov r8d, 184
-    add r8, qword ptr [r15 + 320]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov rsi, r8
-    mov byte ptr [r15 + 320], cl
-    vpor xmm13, xmm13, xmm13
-    mov r8, r11
-    movzx ecx, bpl
-    and r8, 4032
-    mov ecx, dword ptr [r15 + r8 + 3392]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c85:
-    lea rcx, [rip + .Lc1_d9579_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d9579_j_t
-.Lc1_d9579_j:
-    mov rcx, qword ptr [r15 + 448]
-    mov r8d, esi
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r8, r8
-    vpxor xmm13, xmm13, xmm10
-    mov r8, qword ptr [r15 + 64]
-    mov dword ptr [r15 + 128], ebp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, 5
-    mov rbp, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], r8
-    or qword ptr [r15 + 0], 77
-    and rbp, 4032
-    vmovdqu ymmword ptr [r15 + rbp + 3392], ymm13
-    mov ebp, dword ptr [r15 + 640]
-    movzx r8d, r8b
-    mov dword ptr [r15 + 64], esi
-    mov r8d, dword ptr [r15 + 320]
-    mov esi, dword ptr [r15 + 576]
-    mov r9, r11
-    mov eax, 126
-    and r9, 8128
-    mov eax, dword ptr [r15 + r9 + 7488]
-    jmp 1f
-1:
-    mov r9d, dword ptr [r15 + 448]
-    mov rdx, qword ptr [r15 + 512]
-    movsxd rdi, dword ptr [r15 + 384]
-    mov r9d, edi
-    movzx edi, bpl
-    mov edi, dword ptr [r15 + 256]
-    jmp 1f
-1:
-    mov r9, r11
-    mov dword ptr [r15 + 192], 25
-    movsxd rdi, dword ptr [r15 + 384]
-    jmp 1f
-1:
-    and r9, 1984
-    mov edi, dword ptr [r15 + r9 + 1344]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c86:
-    imul r9, qword ptr [r15 + 448]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov byte ptr [r15 + 0], r8b
-    mov eax, edi
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 209
-    movzx edi, dil
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 210
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 384], edi
-    mov rbp, r11
-    mov dword ptr [r15 + 512], 64
-    jmp 1f
-1:
-    mov r8, r11
-    mov rdi, rdi
-    and rbp, 16320
-    mov dword ptr [r15 + rbp + 15680], 14
-    and r8, 1984
-    mov dword ptr [r15 + r8 + 1344], r9d
-    jmp 1f
-1:
-    vmovdqu ymmword ptr [r15 + 256], ymm13
-    mov dword ptr [r15 + 64], r8d
-    mov byte ptr [r15 + 128], r8b
-    mov rbp, rdi
-    movzx ebp, dil
-    mov rdi, rbp
-    mov r8, qword ptr [r15 + 704]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov rbp, r11
-    mov rdi, r8
-    mov dword ptr [r15 + 192], 232
-    and rbp, 448
-    movzx r8d, byte ptr [r15 + rbp + 832]
-    mov ebp, dword ptr [r15 + 320]
-    jmp 1f
-1:
-    movzx r9d, bpl
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c87:
-    lea rcx, [rip + .Lc1_d9677_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d9677_j_t
-.Lc1_d9677_j:
-    mov rbp, r11
-    and rbp, 448
-    mov dword ptr [r15 + rbp + 832], 126
-    mov rbp, qword ptr [r15 + 448]
-    add rbp, qword ptr [r15 + 320]
-    mov rcx, r9
-    jmp 1f
-1:
-    and r9d, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, r9d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], r9b
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 512], ebp
-    jmp 1f
-1:
-    mov byte ptr [r15 + 64], r8b
-    mov r8d, 79
-    jmp 1f
-1:
-    mov qword ptr [r15 + 768], r9
-    jmp 1f
-1:
-    mov r8, r11
-    mov dword ptr [r15 + 192], ecx
-    and r8, 8128
-    movsxd rcx, dword ptr [r15 + r8 + 7488]
-    mov rbp, r11
-    mov dword ptr [r15 + 320], ebp
-    and rbp, 4032
-    vmovq qword ptr [r15 + rbp + 3392], xmm13
-    jmp 1f
-1:
-    movzx ebp, byte ptr [r15 + 128]
-    movzx r8d, byte ptr [r15 + 576]
-    vpaddd xmm13, xmm13, xmm13
-    mov qword ptr [r15 + 256], rcx
-    mov byte ptr [r15 + 384], r8b
-    jmp 1f
-1:
-    mov dword ptr [r15 + 128], 159
-    mov r8d, 4
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c88:
-    mov dword ptr [r15 + 256], r8d
-    mov r8d, 118
-    add r8, qword ptr [r15 + 384]
-    mov dword ptr [r15 + 128], 22
-    jmp 1f
-1:
-    mov r9d, 229
-    mov qword ptr [r15 + 192], r8
-    movzx r8d, byte ptr [r15 + 320]
-    mov ebp, r9d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 235
-    mov dword ptr [r15 + 0], 113
-    mov byte ptr [r15 + 0], r9b
-    movzx r9d, bpl
-    jmp 1f
-1:
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r9, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r9, 4032
-    movsxd rbp, dword ptr [r15 + r9 + 3392]
-    lea r9, [r11 + r11*1]
-    vmovq xmm13, rbp
-    and r9, 1984
-    mov rbp, r11
-    mov r8d, dword ptr [r15 + r9 + 1408]
-    and rbp, 8128
-    mov ecx, dword ptr [r15 + rbp + 7488]
-    movzx ebp, r9b
-    jmp 1f
-1:
-    mov qword ptr [r15 + r9 + 1344], rbp
-    mov qword ptr [r15 + 64], r8
-    mov byte ptr [r15 + 512], r9b
-    jmp 1f
-1:
-    mov r9, qword ptr [r15 + 448]
-    mov qword ptr [r15 + 640], r8
-    mov rbp, qword ptr [r15 + 384]
-    jmp 1f
-1:
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c89:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 7
-    lea rcx, [rip + .Lc1_d9773_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d9773_s_t
-    .p2align 3
-.Lc1_d9773_s:
-    .p2align 3
-    jmp .Lc1_d9773_j
-    .p2align 3
-    jmp .Lc1_d9773_j
-    .p2align 3
-    jmp .Lc1_d9773_j
-    .p2align 3
-    jmp .Lc1_d9773_j
-    .p2align 3
-    jmp .Lc1_d9773_j
-    .p2align 3
-    jmp .Lc1_d9773_j
-    .p2align 3
-    jmp .Lc1_d9773_j
-    .p2align 3
-    jmp .Lc1_d9773_j
-.Lc1_d9773_j:
-    jmp 1f
-1:
-    mov ecx, r8d
-    mov rbp, r11
-    jmp 1f
-1:
-    and rbp, 8128
-    mov dword ptr [r15 + rbp + 7488], 160
-    jmp 1f
-1:
-    mov qword ptr [r15 + 448], rcx
-    mov ecx, 146
-    mov rcx, qword ptr [r15 + 320]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    lea r8, [r11 + r11*1]
-    mov qword ptr [r15 + 192], r9
-    mov r9d, ecx
-    and r8, 448
-    mov r9, qword ptr [r15 + r8 + 896]
-    jmp 1f
-1:
-    mov ecx, dword ptr [r15 + 128]
-    mov ebp, 49
-    mov byte ptr [r15 + 704], al
-    movsxd rbp, dword ptr [r15 + 64]
-    mov rax, qword ptr [r15 + r8 + 832]
-    mov r8, r11
-    mov edi, dword ptr [r15 + 256]
-    mov esi, 179
-    jmp 1f
-1:
-    and r8, 4032
-    movzx esi, byte ptr [r15 + r8 + 3392]
-    mov r8d, 37
-    jmp 1f
-1:
-    mov r8d, 143
-    mov byte ptr [r15 + 512], r9b
-    mov dword ptr [r15 + 384], r8d
-    mov r8d, 194
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c90:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 2
-    setz al
-    lea rcx, [rip + .Lc1_d9837_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d9837_s_t
-    .p2align 3
-.Lc1_d9837_s:
-    .p2align 3
-    jmp .Lc1_d9837_j
-    .p2align 3
-    jmp .Lc1_d9837_j
-.Lc1_d9837_j:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, edx
-    mov dword ptr [r15 + 0], eax
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx esi, byte ptr [r15 + 320]
-    mov qword ptr [r15 + 448], rsi
-    jmp 1f
-1:
-    mov r8, r11
-    vmovdqu xmm13, xmmword ptr [r15 + 64]
-    and r8, 4032
-    mov rbp, r11
-    add rsi, qword ptr [r15 + r8 + 3392]
-    jmp 1f
-1:
-    mov r8d, esi
-    and rbp, 8128
-    mov rsi, qword ptr [r15 + rbp + 7488]
-    movzx ebp, cl
-    jmp 1f
-1:
-    mov ebp, r9d
-    jmp 1f
-1:
-    movzx ebp, bpl
-    mov byte ptr [r15 + 576], bpl
-    vpcmpeqb xmm13, xmm13, xmm1
-    jmp 1f
-1:
-    movzx ebp, bpl
-    movzx ebp, byte ptr [r15 + 256]
     jmp 1f
 1:
     mov rcx, r8
     jmp 1f
 1:
+    mov r8, r11
+    movsxd rdx, dword ptr [r15 + 768]
+    and r8, 8128
+    vpaddq xmm12, xmm12, xmmword ptr [r15 + r8 + 7488]
+    mov r8, r11
     jmp 1f
 1:
-    mov ecx, 197
-    movzx ecx, byte ptr [r15 + 64]
-    mov edx, 122
+    mov byte ptr [r15 + 448], r9b
+    movsxd r9, dword ptr [r15 + 384]
+    and r8, 4032
+    mov rsi, qword ptr [r15 + r8 + 3392]
+    mov r8d, 122
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c84:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 7
+    lea rcx, [rip + .Lc1_d9360_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d9360_s_t
+    .p2align 3
+.Lc1_d9360_s:
+    .p2align 3
+    jmp .Lc1_d9360_j
+    .p2align 3
+    jmp .Lc1_d9360_j
+    .p2align 3
+    jmp .Lc1_d9360_j
+    .p2align 3
+    jmp .Lc1_d9360_j
+    .p2align 3
+    jmp .Lc1_d9360_j
+    .p2align 3
+    jmp .Lc1_d9360_j
+    .p2align 3
+    jmp .Lc1_d9360_j
+    .p2align 3
+    jmp .Lc1_d9360_j
+.Lc1_d9360_j:
+    and ecx, dword ptr [r15 + 384]
     jmp 1f
 1:
-    mov dword ptr [r15 + 384], 76
-    movzx edx, cl
     jmp 1f
 1:
-    mov ecx, 33
-    movzx ecx, bpl
+    movsxd rax, dword ptr [r15 + 192]
+    mov byte ptr [r15 + 0], dl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edx, r9d
     jmp 1f
 1:
-    mov dword ptr [r15 + 128], ebp
-    movzx ebp, byte ptr [r15 + 768]
+    vmovdqu ymmword ptr [r15 + 0], ymm12
+    add rdx, qword ptr [r15 + 0]
+    mov r8, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 256], 136
+    jmp 1f
+1:
+    and r8, 1984
+    add rdx, qword ptr [r15 + r8 + 1344]
+    mov r8, r11
+    mov r9, rax
+    mov dword ptr [r15 + 64], 28
+    mov r9d, 241
+    and r8, 448
+    mov dword ptr [r15 + r8 + 832], edx
+    movsxd r8, dword ptr [r15 + 576]
+    mov rdx, r8
+    mov r8, rbp
+    mov ebp, dword ptr [r15 + 320]
+    mov byte ptr [r15 + 128], r9b
+    mov esi, dword ptr [r15 + 448]
+    jmp 1f
+1:
+    mov r8, r11
+    mov r9, rbp
+    and r8, 4032
+    mov byte ptr [r15 + r8 + 3392], dl
+    movsxd r8, dword ptr [r15 + 640]
+    mov dword ptr [r15 + 512], 113
+    mov byte ptr [r15 + 128], bpl
+    mov rbp, r8
+    jmp 1f
+1:
+    mov ebp, 102
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c85:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 4194304
+    setz al
+    lea rcx, [rip + .Lc1_d9422_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d9422_s_t
+    .p2align 3
+.Lc1_d9422_s:
+    .p2align 3
+    jmp .Lc1_d9422_j
+    .p2align 3
+    jmp .Lc1_d9422_j
+.Lc1_d9422_j:
+    jmp 1f
+1:
+    add rax, qword ptr [r15 + 448]
+    mov rcx, rax
+    jmp 1f
+1:
+    jmp 1f
+1:
+    inc dword ptr [r15 + 512]
+    mov eax, dword ptr [r15 + 256]
+    jmp 1f
+1:
+    nop
+    mov qword ptr [r15 + 192], rsi
+    mov rbp, r11
+    movzx edx, dl
+    jmp 1f
+1:
+    and rbp, 1984
+    movsxd rdx, dword ptr [r15 + rbp + 1344]
+    mov esi, dword ptr [r15 + 64]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test dword ptr [r15 + 67117723], 35652096
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rsi, dword ptr [r15 + 384]
+    mov eax, dword ptr [r15 + 704]
+    mov rbp, r11
+    mov edx, r9d
+    mov r8, r11
+    and rbp, 8128
+    mov byte ptr [r15 + rbp + 7488], al
+    jmp 1f
+1:
+    and r8, 448
+    mov r9d, dword ptr [r15 + r8 + 832]
+    mov rbp, qword ptr [r15 + 128]
+    jmp 1f
+1:
+    mov eax, dword ptr [r15 + 384]
+    mov dword ptr [r15 + 320], 170
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r8d, dword ptr [r15 + 320]
+    jmp 1f
+1:
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c86:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, 121
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r8d, dword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rcx
+    movzx ecx, r8b
+    mov r8, rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 384], sil
+    mov rbp, r11
+    movzx esi, byte ptr [r15 + 576]
+    lea r8, [r11 + r11*1]
+    and rbp, 8128
+    movsxd r9, dword ptr [r15 + rbp + 7488]
+    and r8, 4032
+    mov rbp, qword ptr [r15 + r8 + 3456]
+    jmp 1f
+1:
+    mov byte ptr [r15 + r8 + 3392], cl
+    mov dword ptr [r15 + 64], ebp
+    jmp 1f
+1:
+    add rbp, qword ptr [r15 + 128]
+    mov r8d, dword ptr [r15 + 768]
+    jmp 1f
+1:
+    lock add qword ptr [r15 + 448], rdx
+    movzx edx, byte ptr [r15 + 320]
+    movzx ecx, byte ptr [r15 + 384]
+    mov byte ptr [r15 + 256], cl
+    mov rcx, qword ptr [r15 + 64]
+    mov rbp, r11
+    mov rax, qword ptr [r15 + 192]
+    and rbp, 448
+    movsxd rdi, dword ptr [r15 + rbp + 832]
+    mov dword ptr [r15 + 512], 74
+    mov ebp, 38
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c87:
+    lea rcx, [rip + .Lc1_d9519_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d9519_j_t
+.Lc1_d9519_j:
+    jmp 1f
+1:
+    mov ecx, ecx
+    and ecx, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and ecx, dword ptr [r15 + 0]
+    add rdx, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 640], dil
+    and edx, dword ptr [r15 + 512]
+    mov rbp, r11
+    mov rdi, qword ptr [r15 + 320]
+    and rbp, 448
+    mov esi, dword ptr [r15 + rbp + 832]
+    lea rbp, [r11 + r11*1]
+    movzx r8d, cl
+    mov dword ptr [r15 + 256], 25
+    and rbp, 1984
+    vmovdqu ymmword ptr [r15 + rbp + 1344], ymm12
+    movzx ecx, byte ptr [r15 + 192]
+    and ecx, dword ptr [r15 + 128]
+    mov dword ptr [r15 + 128], 76
+    jmp 1f
+1:
+    mov eax, edi
+    jmp 1f
+1:
+    mov r9, r11
+    mov edi, 156
+    mov dword ptr [r15 + 448], 161
+    and r9, 8128
+    movzx edi, byte ptr [r15 + r9 + 7488]
+    movzx r9d, dil
+    lock add qword ptr [r15 + 64], rdx
+    add r9, qword ptr [r15 + 384]
+    mov rdi, qword ptr [r15 + rbp + 1408]
+    mov ebp, edx
+    jmp 1f
+1:
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c88:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r9d, 64
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov esi, 141
+    mov r9, r8
     mov r9, r11
     jmp 1f
 1:
+    and r9, 8128
+    mov r8d, dword ptr [r15 + r9 + 7488]
+    movzx r9d, sil
+    jmp 1f
+1:
+    movzx r9d, dil
+    mov dword ptr [r15 + 384], 246
+    mov r9, qword ptr [r15 + 448]
+    movsxd rdi, dword ptr [r15 + 320]
+    mov rbp, r11
+    mov rdx, qword ptr [r15 + 192]
+    and rbp, 1984
+    vmovdqu ymmword ptr [r15 + rbp + 1344], ymm12
+    mov ebp, dword ptr [r15 + 768]
+    mov dword ptr [r15 + 256], 159
+    jmp 1f
+1:
+    mov rsi, qword ptr [r15 + 64]
+    mov rbp, r11
+    vmovdqu ymmword ptr [r15 + 512], ymm12
+    mov rcx, qword ptr [r15 + 320]
+    mov qword ptr [r15 + 704], r8
+    and rbp, 4032
+    vmovdqu ymmword ptr [r15 + rbp + 3392], ymm12
+    vmovdqu ymmword ptr [r15 + 128], ymm12
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c89:
+    lea rcx, [rip + .Lc1_d9608_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d9608_j_t
+.Lc1_d9608_j:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov byte ptr [r15 + 0], cl
+    mov ecx, edi
+    jmp 1f
+1:
+    mov byte ptr [r15 + 0], bpl
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 65
+    movzx ebp, r9b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 128], rcx
+    jmp 1f
+1:
+    mov rbp, r11
+    movzx ecx, byte ptr [r15 + 576]
+    jmp 1f
+1:
+    and rbp, 4032
+    mov r9, qword ptr [r15 + rbp + 3392]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov ebp, 166
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movsxd rbp, dword ptr [r15 + 448]
+    mov ecx, 77
+    mov r9, r11
+    movzx edi, byte ptr [r15 + 384]
+    vmovdqu ymmword ptr [r15 + 256], ymm12
+    mov rcx, rbp
+    and r9, 448
+    add rbp, qword ptr [r15 + r9 + 832]
+    mov r9, qword ptr [r15 + 192]
+    movzx ecx, dil
+    mov dword ptr [r15 + 512], 65
+    mov edi, edi
+    jmp 1f
+1:
+    mov r8, r11
+    movzx edi, r8b
+    and r8, 8128
+    mov dword ptr [r15 + r8 + 7488], esi
+    movzx r8d, byte ptr [r15 + 320]
+    inc dword ptr [r15 + 64]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c90:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], edi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], edx
+    mov rdx, r8
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 704], rdx
+    jmp 1f
+1:
+    mov rbp, r11
+    movsxd rdx, dword ptr [r15 + 64]
+    mov dword ptr [r15 + 64], edx
+    xchg qword ptr [r15 + 384], rdx
+    and rbp, 4032
+    mov byte ptr [r15 + rbp + 3392], dil
+    mov dword ptr [r15 + 256], 152
+    mov ebp, dword ptr [r15 + 448]
+    mov r8, r11
+    mov r9, r11
+    movzx edi, cl
+    mov edi, dword ptr [r15 + 320]
+    and r8, 448
+    mov rcx, qword ptr [r15 + r8 + 832]
     and r9, 1984
-    mov rcx, qword ptr [r15 + r9 + 1344]
-    mov r9d, 197
-    mov dword ptr [r15 + 512], edx
+    add qword ptr [r15 + r9 + 1344], r9
+    mov qword ptr [r15 + 128], rsi
+    jmp 1f
+1:
+    mov r9d, 223
+    vpcmpeqb xmm12, xmm12, xmmword ptr [r15 + 512]
+    mov esi, 107
+    movzx esi, byte ptr [r15 + 384]
+    mov dword ptr [r15 + 512], 226
+    movsxd r9, dword ptr [r15 + 640]
+    vmovdqu ymmword ptr [r15 + 192], ymm12
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c91:
-    mov rbp, r11
-    and rbp, 448
+    lea rcx, [rip + .Lc1_d9706_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d9706_j_t
+.Lc1_d9706_j:
     mov r9, r11
-    mov qword ptr [r15 + rbp + 832], rcx
-    mov qword ptr [r15 + 192], rbp
-    jmp 1f
-1:
-    and r9, 1984
-    mov qword ptr [r15 + r9 + 1344], rcx
+    and r9, 448
+    mov dword ptr [r15 + r9 + 832], r9d
+    mov r9d, dword ptr [r15 + 192]
+    mov ecx, edx
+    mov dword ptr [r15 + 320], 14
+    mov dword ptr [r15 + 448], r9d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, esi
+    mov qword ptr [r15 + 0], r8
+    mov r9, rsi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, 174
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 12
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, qword ptr [r15 + 512]
+    movzx esi, byte ptr [r15 + 256]
+    mov dword ptr [r15 + 128], ecx
+    mov dword ptr [r15 + 64], ecx
+    mov rbp, r11
     jmp 1f
 1:
+    mov dword ptr [r15 + 768], 151
+    and rbp, 1984
+    movzx ecx, byte ptr [r15 + rbp + 1344]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ebp, r9b
     jmp 1f
 1:
-    mov r9d, dword ptr [r15 + 704]
-    movsxd rbp, dword ptr [r15 + 256]
-    mov rcx, qword ptr [r15 + 512]
-    mov dword ptr [r15 + 640], r9d
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r9d, 68
-    mov r9d, dword ptr [r15 + 128]
-    movsxd rcx, dword ptr [r15 + 320]
-    mov ebp, ebp
+    mov rbp, r11
+    mov r8d, dword ptr [r15 + 384]
+    mov dword ptr [r15 + 320], 182
+    and rbp, 8128
+    and ecx, dword ptr [r15 + rbp + 7488]
+    and ebp, dword ptr [r15 + 128]
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov rbp, qword ptr [r15 + 448]
-    mov byte ptr [r15 + 384], cl
-    jmp 1f
-1:
-    movzx ecx, bpl
-    movzx ecx, byte ptr [r15 + 128]
-    mov dword ptr [r15 + 384], r9d
-    mov dword ptr [r15 + 64], r9d
-    jmp 1f
-1:
-    mov r9d, dword ptr [r15 + 320]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov qword ptr [r15 + 192], r9
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c92:
-    lea rcx, [rip + .Lc1_d9946_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d9946_j_t
-.Lc1_d9946_j:
-    movzx r9d, byte ptr [r15 + 320]
+    mov ebp, ecx
+    jmp 1f
+1:
+    movzx ebp, byte ptr [r15 + 640]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], bpl
+    vmovq qword ptr [r15 + 0], xmm12
+    mov ebp, edi
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rbp
+    mov rbp, rbp
+    mov ebp, ebp
+    mov ebp, 34
+    mov ebp, 17
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rdi, dword ptr [r15 + 448]
     mov rbp, r11
-    mov ecx, 113
+    mov rcx, rcx
+    mov r8, r11
+    mov qword ptr [r15 + 384], rdi
     and rbp, 4032
-    mov qword ptr [r15 + rbp + 3392], rdx
-    movzx ebp, byte ptr [r15 + 448]
-    mov edx, edx
+    mov dword ptr [r15 + rbp + 3392], 41
+    and r8, 1984
+    mov byte ptr [r15 + r8 + 1344], r8b
+    vmovdqu ymmword ptr [r15 + 384], ymm12
+    add r8, qword ptr [r15 + 128]
+    mov rbp, r11
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov r8, r11
-    mov edx, dword ptr [r15 + 64]
-    and r8, 8128
-    and edx, dword ptr [r15 + r8 + 7488]
-    mov dword ptr [r15 + 384], edx
-    mov r8, qword ptr [r15 + 512]
-    and edx, dword ptr [r15 + 512]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], edx
-    vmovdqu ymmword ptr [r15 + 0], ymm13
-    mov rdx, rdx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, r11
-    and edx, dword ptr [r15 + 128]
-    mov ecx, r8d
-    and r8, 448
-    and edx, dword ptr [r15 + r8 + 832]
-    mov r8, qword ptr [r15 + 768]
-    mov ecx, dword ptr [r15 + 192]
-    mov qword ptr [r15 + 64], rcx
-    vpaddq xmm13, xmm13, xmmword ptr [r15 + 256]
-    movsxd rcx, dword ptr [r15 + 320]
+    movsxd rdi, dword ptr [r15 + 576]
+    and rbp, 16320
+    add qword ptr [r15 + rbp + 15680], r9
+    mov ebp, 159
+    movzx r9d, byte ptr [r15 + 512]
+    mov byte ptr [r15 + 192], cl
+    movzx ebp, byte ptr [r15 + 64]
+    mov rcx, qword ptr [r15 + 320]
+    mov esi, dword ptr [r15 + 256]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c93:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rcx
-    lea r8, [r11 + r11*1]
-    movzx ecx, cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 1984
-    movsxd rcx, dword ptr [r15 + r8 + 1344]
-    movsxd rdx, dword ptr [r15 + 384]
-    movzx ebp, byte ptr [r15 + r8 + 1408]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r8d, ebp
-    add qword ptr [r15 + 640], r8
-    movzx r8d, cl
-    mov r8d, 80
-    mov r8d, dword ptr [r15 + 576]
-    jmp 1f
-1:
-    mov rbp, r11
-    mov dword ptr [r15 + 192], 78
+    lea rcx, [rip + .Lc1_d9799_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d9799_j_t
+.Lc1_d9799_j:
+    lea rbp, [r11 + r11*1]
+    mov r9, r11
     and rbp, 8128
-    mov byte ptr [r15 + rbp + 7488], bpl
-    mov rbp, qword ptr [r15 + 128]
-    movzx r9d, byte ptr [r15 + 448]
+    movsxd rcx, dword ptr [r15 + rbp + 7488]
+    and r9, 4032
+    mov dword ptr [r15 + r9 + 3392], 150
+    mov byte ptr [r15 + 320], sil
+    mov byte ptr [r15 + 704], cl
+    and esi, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu xmmword ptr [r15 + 0], xmm12
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, r9b
+    mov ecx, ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 448], rbp
+    lea r9, [r11 + r11*1]
+    movzx ecx, r9b
+    and r9, 448
+    mov byte ptr [r15 + r9 + 896], sil
+    movsxd rcx, dword ptr [r15 + r9 + 832]
+    mov r9, qword ptr [r15 + rbp + 7552]
+    mov esi, edx
+    mov esi, dword ptr [r15 + 384]
+    mov dword ptr [r15 + 64], 53
+    mov dword ptr [r15 + 192], esi
+    movzx esi, byte ptr [r15 + 512]
+    mov dword ptr [r15 + 64], 96
+    mov dword ptr [r15 + 128], 157
+    mov ebp, 88
+    mov rbp, rbp
     jmp 1f
 1:
     jmp 1f
 1:
-    mov rbp, r11
-    mov rsi, qword ptr [r15 + 64]
-    and rbp, 4032
-    movsxd rax, dword ptr [r15 + rbp + 3392]
-    mov rbp, rcx
-    movzx ebp, byte ptr [r15 + 256]
-    jmp 1f
-1:
-    mov edi, 58
-    movzx edi, al
-    movzx eax, r9b
-    mov rax, r9
-    mov r9, qword ptr [r15 + 320]
-    .byte 0x66, 0x90
-    movsxd r9, dword ptr [r15 + 512]
-    jmp 1f
-1:
+    movzx ebp, bpl
+    mov ebp, 112
+    .byte 0x0f, 0x1f, 0x00
+    movzx ebp, sil
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c94:
-    lea rcx, [rip + .Lc1_d10042_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d10042_j_t
-.Lc1_d10042_j:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 8192
+    setz al
+    lea rcx, [rip + .Lc1_d9849_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d9849_s_t
+    .p2align 3
+.Lc1_d9849_s:
+    .p2align 3
+    jmp .Lc1_d9849_j
+    .p2align 3
+    jmp .Lc1_d9849_j
+.Lc1_d9849_j:
+    add rcx, qword ptr [r15 + 192]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    movzx eax, cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 3
-    mov r9d, eax
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], r9d
-    .byte 0x66, 0x90
+    mov eax, 58
+    mov dword ptr [r15 + 0], 122
     mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 0], ymm13
-    mov r9, rsi
+    mov dword ptr [r15 + 0], eax
+    mov qword ptr [r15 + 576], rcx
+    lea rbp, [r11 + r11*1]
     jmp 1f
 1:
+    mov eax, 193
     jmp 1f
 1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r9, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r9, 448
-    mov eax, dword ptr [r15 + r9 + 832]
-    mov r9d, dword ptr [r15 + 256]
-    mov rbp, r11
-    mov ecx, eax
+    and rbp, 1984
+    movzx eax, byte ptr [r15 + rbp + 1408]
     test ebx, 1073741824
     jz 1f
 1:
-    and rbp, 8128
-    mov eax, dword ptr [r15 + rbp + 7488]
-    mov dword ptr [r15 + 384], ecx
-    mov ebp, 139
-    movsxd rcx, dword ptr [r15 + 64]
-    mov ebp, 124
-    mov rbp, r11
-    mov r9, rbp
+    mov qword ptr [r15 + 512], rax
     jmp 1f
 1:
-    movzx r9d, r9b
-    and rbp, 4032
-    mov dword ptr [r15 + rbp + 3392], 154
-    mov ebp, 120
-    mov ebp, 213
-    movsxd rbp, dword ptr [r15 + 448]
-    mov r9d, ebp
-    movzx ebp, dl
-    vmovdqu ymmword ptr [r15 + 704], ymm13
-    vpmovmskb ebp, xmm13
-    mov rbp, qword ptr [r15 + 128]
-    mov rdx, qword ptr [r15 + 320]
+    movzx edi, cl
+    mov rcx, qword ptr [r15 + 320]
+    mov eax, 118
+    mov dword ptr [r15 + 448], 13
+    mov r9, r11
     jmp 1f
 1:
+    mov qword ptr [r15 + 768], rbp
+    mov eax, dword ptr [r15 + 256]
+    and r9, 4032
+    mov rdi, qword ptr [r15 + r9 + 3392]
+    mov r9, qword ptr [r15 + 384]
+    mov dword ptr [r15 + 64], r9d
+    jmp 1f
+1:
+    mov qword ptr [r15 + rbp + 1344], rsi
+    mov r9, r11
+    movsxd rsi, dword ptr [r15 + 320]
+    and r9, 8128
+    mov dword ptr [r15 + r9 + 7488], 134
+    mov r9d, dword ptr [r15 + 128]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c95:
-    lea rcx, [rip + .Lc1_d10097_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d10097_j_t
-.Lc1_d10097_j:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rdi, rdx
-    mov r12, qword ptr [r15 + r12 + 56]
-    and ecx, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, ecx
-    vmovdqu ymmword ptr [r15 + 0], ymm13
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], r9
-    mov rbp, r11
-    movzx ecx, bpl
-    and rbp, 8128
-    movsxd rcx, dword ptr [r15 + rbp + 7488]
-    mov rbp, rcx
-    add qword ptr [r15 + 128], rbp
-    mov qword ptr [r15 + 64], r9
-    nop
-    mov rbp, r11
-    jmp 1f
-1:
-    and rbp, 448
-    mov dword ptr [r15 + rbp + 832], ebp
-    mov byte ptr [r15 + 384], cl
-    jmp 1f
-1:
-    inc dword ptr [r15 + 128]
-    movzx ebp, bpl
-    and ecx, dword ptr [r15 + 192]
-    movsxd rbp, dword ptr [r15 + 448]
-    mov dword ptr [r15 + 384], ecx
-    mov dword ptr [r15 + 256], ebp
-    vpmovmskb ebp, xmm13
-    jmp 1f
-1:
-    movzx ebp, dil
-    movsxd rbp, dword ptr [r15 + 768]
-    mov dword ptr [r15 + 320], 245
-    mov rcx, rdx
-    mov ecx, edx
     mov r9, r11
+    and r9, 448
+    mov dword ptr [r15 + r9 + 832], 124
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r9d, r9b
+    mov r12, qword ptr [r15 + r12 + 56]
+    add qword ptr [r15 + 0], r9
     jmp 1f
 1:
-    and r9, 1984
-    mov qword ptr [r15 + r9 + 1344], rbp
-    mov rdx, qword ptr [r15 + 512]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    add r9, qword ptr [r15 + 448]
+    mov esi, 181
+    add rsi, qword ptr [r15 + 192]
+    movzx ebp, byte ptr [r15 + 128]
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + 256], ymm12
+    movzx eax, r9b
+    mov r9, rcx
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r9, r9
+    vpshufd xmm12, xmm12, 110
+    movzx edi, r9b
+    mov r9, r11
+    mov byte ptr [r15 + 320], r9b
+    and r9, 4032
+    vmovdqu ymmword ptr [r15 + r9 + 3392], ymm12
+    movzx ecx, cl
+    mov rcx, qword ptr [r15 + 384]
+    mov dword ptr [r15 + 128], 140
+    jmp 1f
+1:
+    mov qword ptr [r15 + 640], rcx
+    mov ecx, edi
+    jmp 1f
+1:
+    mov ecx, ecx
+    jmp 1f
+1:
+    mov rcx, qword ptr [r15 + 512]
+    movzx edi, byte ptr [r15 + 64]
+    jmp 1f
+1:
+    mov r9, qword ptr [r15 + 384]
+    jmp 1f
+1:
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c96:
-    mov qword ptr [r15 + 0], rdx
-    movzx edx, dl
+    lea rcx, [rip + .Lc1_d9955_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d9955_j_t
+.Lc1_d9955_j:
+    mov qword ptr [r15 + 0], rdi
     jmp 1f
 1:
-    mov qword ptr [r15 + 0], rdx
-    mov edx, 205
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov qword ptr [r15 + 0], rdx
-    mov r9d, edx
-    and edx, dword ptr [r15 + 0]
-    mov r9d, 89
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov rbp, r11
-    jmp 1f
-1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 64], 2
+    mov byte ptr [r15 + 384], dil
+    mov dword ptr [r15 + 320], 179
+    movzx ecx, byte ptr [r15 + 512]
+    and ecx, dword ptr [r15 + 448]
+    mov qword ptr [r15 + 128], rdi
     mov r9, r11
+    mov rbp, r11
+    vmovdqu xmmword ptr [r15 + 320], xmm12
     jmp 1f
 1:
-    and rbp, 4032
-    movzx ecx, byte ptr [r15 + rbp + 3392]
-    and r9, 448
-    mov byte ptr [r15 + r9 + 832], r9b
-    movzx r9d, byte ptr [r15 + 512]
-    add r9, qword ptr [r15 + 320]
-    mov dword ptr [r15 + 320], r9d
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov qword ptr [r15 + 192], rcx
+    and r9, 8128
     mov r8, r11
+    mov dword ptr [r15 + r9 + 7488], 31
+    and rbp, 1984
+    mov r9, qword ptr [r15 + rbp + 1344]
+    and r8, 448
+    mov ebp, dword ptr [r15 + r8 + 832]
+    movzx edi, byte ptr [r15 + 256]
+    mov qword ptr [r15 + 704], rcx
+    movsxd rax, dword ptr [r15 + 64]
+    movsxd r8, dword ptr [r15 + 448]
     jmp 1f
 1:
-    mov r9, rcx
-    and r8, 1984
-    mov dword ptr [r15 + r8 + 1344], 18
-    mov r8d, ecx
-    lock xadd qword ptr [r15 + 256], r8
-    movzx ecx, cl
-    mov dword ptr [r15 + 576], r9d
+    mov ecx, 156
+    movzx ecx, r9b
+    movsxd r9, dword ptr [r15 + 192]
+    movzx esi, byte ptr [r15 + 768]
     jmp 1f
 1:
-    movzx r9d, byte ptr [r15 + 640]
-    mov rcx, rbp
-    mov ecx, dword ptr [r15 + 384]
-    mov qword ptr [r15 + 512], rbp
-    vmovdqu ymmword ptr [r15 + 64], ymm13
-    jmp 1f
-1:
-    mov ebp, dword ptr [r15 + 448]
-    mov byte ptr [r15 + 128], r8b
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c97:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 16777216
-    setz al
-    lea rcx, [rip + .Lc1_d10201_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d10201_s_t
-    .p2align 3
-.Lc1_d10201_s:
-    .p2align 3
-    jmp .Lc1_d10201_j
-    .p2align 3
-    jmp .Lc1_d10201_j
-.Lc1_d10201_j:
-    jmp 1f
-1:
-    movsxd rcx, dword ptr [r15 + 704]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, 158
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r9d, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], r9d
+    mov esi, eax
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 64], rcx
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 58
-    mov r12, qword ptr [r15 + r12 + 56]
-    vpaddq xmm13, xmm13, xmmword ptr [r15 + 0]
-    jmp 1f
-1:
-    and ecx, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    movzx eax, al
-    movzx eax, r9b
-    mov byte ptr [r15 + 320], r9b
-    mov rax, qword ptr [r15 + 384]
-    mov byte ptr [r15 + 128], cl
+    and r9d, dword ptr [r15 + 256]
     mov rbp, r11
-    mov byte ptr [r15 + 256], r9b
-    mov rcx, qword ptr [r15 + 512]
-    mov r8, r11
-    and rbp, 4032
-    mov qword ptr [r15 + rbp + 3392], rax
-    movsxd rbp, dword ptr [r15 + 192]
-    and r8, 8128
-    mov eax, dword ptr [r15 + r8 + 7488]
-    mov qword ptr [r15 + 64], rax
-    movzx eax, byte ptr [r15 + 448]
-    mov r8, qword ptr [r15 + 384]
-    mov r9, r11
+    mov dword ptr [r15 + 384], esi
     jmp 1f
 1:
-    movzx edx, byte ptr [r15 + 64]
-    and r9, 16320
-    mov edi, dword ptr [r15 + r9 + 15680]
-    mov qword ptr [r15 + 768], rax
-    mov r9d, edi
+    and esi, dword ptr [r15 + 512]
+    and rbp, 1984
+    movzx ecx, byte ptr [r15 + rbp + 1344]
+    movsxd rbp, dword ptr [r15 + 128]
+    mov eax, dword ptr [r15 + 640]
+    mov r8, r11
+    movsxd rdi, dword ptr [r15 + 384]
+    and r8, 8128
+    movsxd rdx, dword ptr [r15 + r8 + 7488]
+    mov r8, qword ptr [r15 + 448]
+    mov r8, r11
+    movzx ebp, byte ptr [r15 + 192]
+    movzx ebp, byte ptr [r15 + 128]
+    jmp 1f
+1:
+    and r8, 4032
+    movsxd rbp, dword ptr [r15 + r8 + 3392]
+    mov r8, qword ptr [r15 + 576]
+    movsxd rbp, dword ptr [r15 + 256]
+    mov r8, qword ptr [r15 + 320]
     add r11, 64
     inc rbx
     dec r13
@@ -12743,361 +12415,391 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea r9, [r11 + r11*1]
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 8
+    setz al
+    lea rcx, [rip + .Lc1_d10043_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d10043_s_t
+    .p2align 3
+.Lc1_d10043_s:
+    .p2align 3
+    jmp .Lc1_d10043_j
+    .p2align 3
+    jmp .Lc1_d10043_j
+.Lc1_d10043_j:
+    vmovdqu ymmword ptr [r15 + 384], ymm12
+    mov rcx, qword ptr [r15 + 320]
+    mov rax, r9
+    mov eax, 37
+    movzx eax, byte ptr [r15 + 128]
+    mov qword ptr [r15 + 0], rbp
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ebp, al
+    and eax, dword ptr [r15 + 0]
+    movzx r8d, dl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, rcx
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r11 + r11*1]
+    vpor xmm12, xmm12, xmm12
+    and rbp, 448
+    mov dword ptr [r15 + rbp + 832], 108
+    mov r8, rbp
+    vmovdqu ymmword ptr [r15 + 320], ymm12
+    mov r8d, ecx
+    jmp 1f
+1:
+    mov rcx, qword ptr [r15 + 192]
+    mov dword ptr [r15 + rbp + 896], 143
+    movsxd rbp, dword ptr [r15 + 64]
+    mov r9, r11
+    jmp 1f
+1:
+    mov dword ptr [r15 + 448], 43
     jmp 1f
 1:
     and r9, 1984
-    movsxd rax, dword ptr [r15 + r9 + 1408]
-    jmp 1f
-1:
-    lea rbp, [r11 + r11*1]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    and rbp, 448
-    mov qword ptr [r15 + rbp + 896], r9
-    jmp 1f
-1:
-    movzx r8d, byte ptr [r15 + 384]
-    vmovdqu ymmword ptr [r15 + rbp + 832], ymm13
-    mov ebp, dword ptr [r15 + 128]
-    mov rdi, r8
-    mov dword ptr [r15 + 320], 214
-    mov rdi, r9
     mov rbp, r11
-    mov qword ptr [r15 + 448], r8
-    test dword ptr [r15 + 67117724], 1140850688
-    jz 1f
-1:
-    and rbp, 8128
-    mov r8, qword ptr [r15 + rbp + 7488]
-    mov dword ptr [r15 + 512], eax
-    mov byte ptr [r15 + 192], r9b
-    mov ebp, dword ptr [r15 + r9 + 1344]
-    mov r9, qword ptr [r15 + 256]
-    mov dword ptr [r15 + 64], 160
-    mov dword ptr [r15 + 128], 19
-    mov eax, r9d
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r9d, 73
-    jmp 1f
-1:
-    mov r9d, r9d
-    mov r9, rbp
-    movzx r9d, byte ptr [r15 + 576]
+    mov byte ptr [r15 + r9 + 1344], al
+    mov edi, 26
+    and rbp, 4032
+    movzx r9d, byte ptr [r15 + rbp + 3392]
+    movzx ebp, byte ptr [r15 + 512]
+    vmovdqu ymmword ptr [r15 + 704], ymm12
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c99:
-    lea rcx, [rip + .Lc1_d10299_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d10299_j_t
-.Lc1_d10299_j:
-    mov ecx, dword ptr [r15 + 512]
-    mov byte ptr [r15 + 0], r8b
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 0], ymm13
-    mov dword ptr [r15 + 0], 175
-    movzx r8d, r9b
-    mov byte ptr [r15 + 0], cl
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
     jmp 1f
 1:
-    movzx ecx, cl
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], r8d
-    mov rcx, rax
-    movzx ecx, r8b
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 320], 108
-    movzx ecx, cl
-    jmp 1f
-1:
-    mov ecx, 63
-    mov ecx, dword ptr [r15 + 192]
-    jmp 1f
-1:
-    mov rax, qword ptr [r15 + 704]
-    mov r8, rax
-    mov dword ptr [r15 + 256], r8d
-    jmp 1f
-1:
-    mov r8d, ecx
-    jmp 1f
-1:
-    movsxd r8, dword ptr [r15 + 448]
-    jmp 1f
-1:
-    movzx eax, r8b
-    mov r8, r11
-    jmp 1f
-1:
-    and r8, 4032
-    mov dword ptr [r15 + r8 + 3392], ecx
-    and r8d, dword ptr [r15 + 128]
-    mov dword ptr [r15 + 320], 236
-    jmp 1f
-1:
-    mov ecx, 10
-    mov rcx, qword ptr [r15 + 64]
-    mov r9, qword ptr [r15 + 384]
-    movzx ebp, al
     mov rbp, r11
+    mov rdi, qword ptr [r15 + 192]
+    and rbp, 1984
+    mov eax, dword ptr [r15 + rbp + 1344]
+    vmovdqu ymmword ptr [r15 + 256], ymm12
     jmp 1f
 1:
-    and rbp, 8128
-    movsxd rdi, dword ptr [r15 + rbp + 7488]
-    vmovdqu ymmword ptr [r15 + 640], ymm13
+    movsxd rbp, dword ptr [r15 + 64]
+    and ebp, dword ptr [r15 + 64]
+    mov r9, r11
+    mov ecx, dword ptr [r15 + 448]
+    and r9, 4032
+    movzx edx, byte ptr [r15 + r9 + 3392]
+    mov r9d, 93
+    mov esi, r9d
+    movzx r9d, dil
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], r9d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, qword ptr [r15 + 512]
+    movsxd rsi, dword ptr [r15 + 320]
+    vmovdqu ymmword ptr [r15 + 128], ymm12
+    test dword ptr [r15 + 67117724], 5
+    jz 1f
+1:
+    mov dword ptr [r15 + 768], r8d
+    mov r8, rsi
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r8d, r8d
+    mov r8, r8
+    .byte 0x66, 0x90
+    mov r8, r9
+    movsxd r9, dword ptr [r15 + 576]
+    lea r8, [r11 + r11*1]
+    mov esi, 186
+    jmp 1f
+1:
+    vpcmpeqb xmm12, xmm12, xmm1
+    and r8, 8128
+    mov byte ptr [r15 + r8 + 7552], cl
+    jmp 1f
+1:
+    mov rdx, qword ptr [r15 + r8 + 7488]
+    or qword ptr [r15 + 384], 27
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c100:
-    lea rcx, [rip + .Lc1_d10353_j]
+    lea rcx, [rip + .Lc1_d10145_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d10353_j_t
-.Lc1_d10353_j:
-    movsxd rcx, dword ptr [r15 + 128]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    vpshufd xmm13, xmm13, 219
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, 103
-    mov dword ptr [r15 + 0], 198
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    jmp .Lc1_d10145_j_t
+.Lc1_d10145_j:
     mov r8, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 384], 160
-    jmp 1f
-1:
+    mov ecx, 160
     and r8, 448
-    vmovdqu ymmword ptr [r15 + r8 + 832], ymm13
-    movsxd r8, dword ptr [r15 + 64]
-    movzx ebp, cl
-    mov rbp, r11
-    mov edi, ebp
-    mov byte ptr [r15 + 256], dil
-    movzx edi, byte ptr [r15 + 320]
-    and rbp, 4032
-    xor dword ptr [r15 + rbp + 3392], ecx
+    or qword ptr [r15 + r8 + 832], 40
     jmp 1f
 1:
-    mov byte ptr [r15 + 192], dil
+    mov dword ptr [r15 + 384], edi
+    and r8d, dword ptr [r15 + 320]
     jmp 1f
 1:
-    mov qword ptr [r15 + 64], rbp
-    mov byte ptr [r15 + 768], bpl
+    mov qword ptr [r15 + 192], rcx
+    mov dword ptr [r15 + 0], edi
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 21
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovq qword ptr [r15 + 0], xmm12
+    mov rcx, qword ptr [r15 + 384]
+    jmp 1f
+1:
+    mov byte ptr [r15 + 64], cl
+    jmp 1f
+1:
+    mov ecx, dword ptr [r15 + 640]
+    mov rdi, r8
+    vmovdqu ymmword ptr [r15 + 448], ymm12
+    mov dword ptr [r15 + 256], 196
     mov edi, r8d
-    movzx edi, byte ptr [r15 + 512]
-    movzx ebp, bpl
-    mov ebp, ebp
+    add r8, qword ptr [r15 + 128]
     jmp 1f
 1:
-    mov rbp, r11
-    mov dword ptr [r15 + 384], 163
-    and rbp, 1984
-    mov ecx, dword ptr [r15 + rbp + 1344]
-    movzx ebp, byte ptr [r15 + 448]
-    jmp 1f
-1:
+    movzx edi, cl
+    mov ecx, ecx
+    movzx ecx, cl
+    mov qword ptr [r15 + 512], r9
+    mov ecx, r8d
+    mov r8, r11
+    mov r9, r11
+    mov rsi, rdi
+    and r8, 4032
+    mov rdi, qword ptr [r15 + r8 + 3392]
+    and r9, 1984
+    mov dword ptr [r15 + r9 + 1344], ecx
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c101:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 524288
+    setz al
+    lea rcx, [rip + .Lc1_d10199_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d10199_s_t
+    .p2align 3
+.Lc1_d10199_s:
+    .p2align 3
+    jmp .Lc1_d10199_j
+    .p2align 3
+    jmp .Lc1_d10199_j
+.Lc1_d10199_j:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, edi
-    movzx edi, bpl
-    mov rbp, rcx
-    mov dword ptr [r15 + 0], 220
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rdi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], ebp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rcx
-    mov ecx, dword ptr [r15 + 448]
-    vmovdqu ymmword ptr [r15 + 320], ymm13
-    movzx edi, r8b
     jmp 1f
 1:
-    mov rbp, r11
-    mov r8, r11
-    movzx edi, cl
-    test ebx, 1073741824
-    jz 1f
+    and ecx, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], cl
+    jmp 1f
 1:
-    and r8, 448
-    mov rcx, qword ptr [r15 + r8 + 832]
-    and rbp, 8128
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 217
     mov r8, r11
-    mov qword ptr [r15 + rbp + 7488], r8
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     and r8, 1984
-    mov rbp, qword ptr [r15 + r8 + 1344]
-    xor dword ptr [r15 + 576], edi
+    mov dword ptr [r15 + r8 + 1344], 42
+    mov r8d, dword ptr [r15 + 704]
+    mov dword ptr [r15 + 384], r9d
+    mov r9, r11
     jmp 1f
 1:
-    movsxd r8, dword ptr [r15 + 128]
-    mov edi, r8d
-    mov r8, rbp
-    mov r8d, 100
-    mov r8d, ecx
-    mov dword ptr [r15 + 384], 16
-    mov r8d, edi
-    movzx edi, r8b
-    mov dword ptr [r15 + 320], ebp
-    mov dword ptr [r15 + 64], 11
-    movzx edi, byte ptr [r15 + 512]
-    mov ebp, dword ptr [r15 + 192]
+    and r9, 8128
+    mov rbp, r11
+    movzx ecx, byte ptr [r15 + r9 + 7488]
+    and rbp, 448
+    mov r9, qword ptr [r15 + rbp + 832]
+    movzx ebp, r9b
+    mov qword ptr [r15 + 320], rbp
+    mov r9, qword ptr [r15 + 256]
+    movzx ebp, byte ptr [r15 + 768]
+    mov eax, 42
+    movsxd rax, dword ptr [r15 + 192]
+    mov dword ptr [r15 + 512], 139
+    jmp 1f
+1:
+    mov dword ptr [r15 + 512], 85
+    mov byte ptr [r15 + 128], cl
+    jmp 1f
+1:
+    mov qword ptr [r15 + 448], rbp
+    mov qword ptr [r15 + 320], rcx
+    jmp 1f
+1:
+    mov ecx, ebp
+    mov qword ptr [r15 + 128], rcx
+    mov rcx, qword ptr [r15 + 64]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c102:
-    lea rcx, [rip + .Lc1_d10450_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d10450_j_t
-.Lc1_d10450_j:
-    vpxor xmm13, xmm13, xmm12
-    lea rbp, [r11 + r11*1]
-    mov rcx, qword ptr [r15 + 192]
-    and rbp, 4032
-    mov edi, dword ptr [r15 + rbp + 3392]
-    mov byte ptr [r15 + 0], dil
-    movzx edi, al
-    movzx edi, r9b
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, edi
+    mov ecx, ecx
     jmp 1f
 1:
-    mov edi, ecx
+    mov rbp, qword ptr [r15 + 384]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], edi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, byte ptr [r15 + 640]
-    mov edi, dword ptr [r15 + 128]
-    movzx ecx, r8b
+    mov qword ptr [r15 + 0], r8
     jmp 1f
 1:
-    mov rcx, qword ptr [r15 + 704]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, rcx
+    mov qword ptr [r15 + 0], rbp
+    mov qword ptr [r15 + 0], rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, qword ptr [r15 + 320]
+    movzx r8d, bpl
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov byte ptr [r15 + 384], cl
+    mov r8, r11
+    mov rbp, r11
+    test ebx, 1073741824
+    jz 1f
+1:
+    and rbp, 8128
+    mov byte ptr [r15 + rbp + 7488], bpl
+    add rbp, qword ptr [r15 + 256]
+    and r8, 4032
     mov r9, r11
-    mov r8, qword ptr [r15 + 128]
-    vmovdqu ymmword ptr [r15 + 320], ymm13
+    mov byte ptr [r15 + r8 + 3392], r9b
+    movzx r8d, byte ptr [r15 + 576]
+    movsxd rcx, dword ptr [r15 + 128]
+    and r9, 16320
+    movsxd rax, dword ptr [r15 + r9 + 15680]
+    mov r9d, dword ptr [r15 + 64]
     jmp 1f
 1:
-    and r9, 8128
-    and edi, dword ptr [r15 + r9 + 7488]
-    movzx r9d, byte ptr [r15 + 384]
-    mov dword ptr [r15 + 256], 209
-    mov dword ptr [r15 + 512], 60
+    mov edi, 218
+    mov byte ptr [r15 + 64], sil
     jmp 1f
 1:
+    movsxd rsi, dword ptr [r15 + 512]
+    movsxd rdi, dword ptr [r15 + 256]
+    movsxd rdx, dword ptr [r15 + 192]
+    mov esi, 61
+    mov dword ptr [r15 + 448], 181
+    mov rsi, rsi
+    movzx esi, bpl
     jmp 1f
 1:
-    movsxd rdx, dword ptr [r15 + 64]
-    jmp 1f
-1:
-    mov r9, r11
-    mov esi, ebp
-    jmp 1f
-1:
-    mov rsi, qword ptr [r15 + rbp + 3456]
-    and r9, 1984
-    mov dword ptr [r15 + r9 + 1344], edx
-    mov dword ptr [r15 + 448], edi
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c103:
-    mov r9d, dword ptr [r15 + 128]
+    lea rcx, [rip + .Lc1_d10302_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d10302_j_t
+.Lc1_d10302_j:
     jmp 1f
 1:
-    mov dword ptr [r15 + 64], r9d
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + 448], ymm12
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + 0], ymm12
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, ecx
+    movzx edx, cl
+    movzx ecx, al
+    mov ecx, 63
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, 178
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 127
-    movzx r9d, sil
-    mov dword ptr [r15 + 0], 26
-    jmp 1f
-1:
-    movzx esi, dil
+    movzx ecx, al
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 0], ymm13
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 512], r9
-    mov r9d, dword ptr [r15 + 320]
-    mov rsi, r9
-    mov r9, r11
-    movzx edi, byte ptr [r15 + 768]
-    and r9, 448
-    movsxd rdx, dword ptr [r15 + r9 + 832]
-    movsxd r9, dword ptr [r15 + 384]
+    mov rbp, r11
     mov r8, r11
-    mov dword ptr [r15 + 384], r8d
-    and r8, 1984
-    mov rbp, qword ptr [r15 + r8 + 1344]
-    movzx r8d, byte ptr [r15 + 448]
-    mov rcx, rsi
     jmp 1f
 1:
-    mov dword ptr [r15 + 192], edi
-    mov esi, dword ptr [r15 + 256]
-    mov r9, r11
-    mov edi, 154
-    mov dword ptr [r15 + 448], edi
-    mov rdi, rdi
-    and r9, 8128
-    mov dword ptr [r15 + r9 + 7488], r9d
+    and rbp, 1984
+    movzx ecx, byte ptr [r15 + rbp + 1344]
+    and r8, 4032
+    vmovdqu ymmword ptr [r15 + r8 + 3392], ymm12
+    mov qword ptr [r15 + 384], rdx
+    mov r8d, dword ptr [r15 + 704]
+    mov dword ptr [r15 + 192], ebp
+    mov dword ptr [r15 + 512], r8d
+    movsxd r8, dword ptr [r15 + 640]
+    jmp 1f
+1:
+    movzx ebp, byte ptr [r15 + 128]
+    jmp 1f
+1:
+    mov rdx, qword ptr [r15 + 320]
+    movzx eax, dl
+    jmp 1f
+1:
+    lea r9, [r11 + r11*1]
+    jmp 1f
+1:
+    and r9, 448
+    mov dword ptr [r15 + r9 + 896], ebp
+    jmp 1f
+1:
+    movzx ebp, byte ptr [r15 + r9 + 832]
+    mov r9d, edx
+    mov qword ptr [r15 + 64], rax
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c104:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 8192
-    setz al
-    lea rcx, [rip + .Lc1_d10547_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d10547_s_t
-    .p2align 3
-.Lc1_d10547_s:
-    .p2align 3
-    jmp .Lc1_d10547_j
-    .p2align 3
-    jmp .Lc1_d10547_j
-.Lc1_d10547_j:
-    mov ecx, ecx
-    mov rcx, rsi
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 320], bpl
+    mov byte ptr [r15 + 768], r9b
+    mov r9, r11
+    mov rbp, qword ptr [r15 + 256]
+    vmovdqu xmmword ptr [r15 + 192], xmm12
+    lea r8, [r11 + r11*1]
+    and r9, 1984
+    mov rax, qword ptr [r15 + r9 + 1344]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    and r8, 8128
+    movsxd r9, dword ptr [r15 + r8 + 7488]
     jmp 1f
 1:
     jmp 1f
@@ -13105,640 +12807,657 @@ ditto_body_c1:
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rcx
+    movzx edx, cl
+    mov rcx, rdx
+    and edx, dword ptr [r15 + 0]
     jmp 1f
 1:
+    mov ecx, eax
     jmp 1f
 1:
-    mov byte ptr [r15 + 0], cl
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovq xmm12, rsi
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, bpl
+    movzx edx, cl
+    mov edx, 172
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r9
-    movsxd r9, dword ptr [r15 + 384]
     mov rbp, r11
-    mov r8, r11
-    mov rcx, qword ptr [r15 + 320]
-    and rbp, 8128
-    movsxd rax, dword ptr [r15 + rbp + 7488]
-    mov rbp, r11
-    and r8, 448
-    mov esi, dword ptr [r15 + r8 + 832]
+    mov dword ptr [r15 + 384], r9d
+    mov dword ptr [r15 + 320], 1
     and rbp, 4032
-    mov dword ptr [r15 + rbp + 3392], r9d
-    movsxd rbp, dword ptr [r15 + 256]
-    movzx r9d, al
+    mov r9d, dword ptr [r15 + rbp + 3392]
+    mov rbp, r8
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov r9, r9
-    mov byte ptr [r15 + 512], dil
-    mov qword ptr [r15 + 320], r9
-    mov r9d, ecx
-    movsxd r9, dword ptr [r15 + 128]
-    mov dword ptr [r15 + 640], eax
-    movzx eax, byte ptr [r15 + 64]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 64], 113
-    mov edi, dword ptr [r15 + 192]
-    movzx edx, byte ptr [r15 + 576]
-    mov r8, rbp
-    movzx ebp, bpl
-    mov r8d, 149
-    movzx r8d, dil
+    mov rbp, qword ptr [r15 + 128]
+    vmovdqu xmm12, xmmword ptr [r15 + 448]
+    mov qword ptr [r15 + r8 + 7552], rbp
+    mov byte ptr [r15 + 64], dl
+    mov dword ptr [r15 + 512], edx
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c105:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov r8, r11
-    mov rax, rdx
-    and r8, 448
-    mov edx, dword ptr [r15 + r8 + 832]
-    mov r8, qword ptr [r15 + 128]
-    mov rbp, r11
-    jmp 1f
-1:
-    mov eax, r9d
-    mov rax, qword ptr [r15 + 704]
-    and rbp, 4032
-    mov r9, qword ptr [r15 + rbp + 3392]
-    movzx ebp, byte ptr [r15 + 384]
-    mov rdi, qword ptr [r15 + 448]
-    jmp 1f
-1:
-    mov rcx, qword ptr [r15 + 320]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 192], edx
+    lea rcx, [rip + .Lc1_d10401_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d10401_j_t
+.Lc1_d10401_j:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, 198
-    mov byte ptr [r15 + 0], dl
-    test dword ptr [r15 + 67117724], 32768
-    jnz 1f
-1:
-    movzx edx, byte ptr [r15 + 128]
-    movzx r9d, dil
-    mov rdi, rdi
-    movzx edi, bpl
-    mov dword ptr [r15 + 448], 10
-    mov r9, r11
+    or qword ptr [r15 + 0], 70
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    and r9, 1984
-    mov rdi, qword ptr [r15 + r9 + 1344]
-    mov qword ptr [r15 + 64], rdi
-    mov rdi, qword ptr [r15 + 512]
-    movzx r9d, sil
-    movzx r9d, byte ptr [r15 + 384]
-    mov esi, 210
-    movzx ebp, r8b
-    mov r8d, ebp
-    mov r8d, dword ptr [r15 + 256]
+    movzx ecx, cl
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 68
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov byte ptr [r15 + 192], cl
+    jmp 1f
+1:
+    mov rbp, r11
+    mov byte ptr [r15 + 448], bpl
+    mov rcx, qword ptr [r15 + 64]
+    and rbp, 448
+    mov dword ptr [r15 + rbp + 832], 212
+    jmp 1f
+1:
+    mov byte ptr [r15 + 128], cl
+    jmp 1f
+1:
+    mov rcx, qword ptr [r15 + 256]
+    mov ebp, dword ptr [r15 + 64]
+    mov byte ptr [r15 + 576], r9b
+    mov r9d, ecx
+    mov dword ptr [r15 + 512], 210
+    mov r9d, edx
+    movsxd r9, dword ptr [r15 + 640]
+    jmp 1f
+1:
+    mov edx, dword ptr [r15 + 384]
+    jmp 1f
+1:
+    movzx r8d, byte ptr [r15 + 320]
+    mov rax, qword ptr [r15 + 128]
+    mov rbp, r11
+    movsxd rsi, dword ptr [r15 + 384]
+    and rbp, 1984
+    mov byte ptr [r15 + rbp + 1344], cl
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c106:
-    lea rcx, [rip + .Lc1_d10652_j]
+    lea rcx, [rip + .Lc1_d10451_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d10652_j_t
-.Lc1_d10652_j:
+    jmp .Lc1_d10451_j_t
+.Lc1_d10451_j:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], cl
+    mov dword ptr [r15 + 0], eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, cl
+    movsxd rcx, dword ptr [r15 + 64]
     mov rbp, r11
-    jmp 1f
-1:
-    and rbp, 16320
-    mov dword ptr [r15 + rbp + 15680], 182
-    mov byte ptr [r15 + 512], bpl
-    mov r8d, ebp
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, rax
+    mov eax, edx
+    mov rax, r8
+    and rbp, 4032
+    mov rax, qword ptr [r15 + rbp + 3392]
+    mov dword ptr [r15 + 512], 42
+    mov rbp, qword ptr [r15 + 128]
+    mov dword ptr [r15 + 704], 227
     jmp 1f
 1:
     jmp 1f
 1:
-    movzx ebp, r8b
     jmp 1f
 1:
-    mov qword ptr [r15 + 0], rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 0], ymm13
-    movzx ebp, r8b
-    mov ebp, ebp
+    movzx edx, bpl
+    vmovdqu ymmword ptr [r15 + 192], ymm12
+    jmp 1f
+1:
+    mov ebp, 121
+    mov rbp, rax
     mov rbp, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 1984
-    mov dword ptr [r15 + rbp + 1344], ecx
-    mov ebp, ebp
-    movsxd rbp, dword ptr [r15 + 192]
+    movzx r8d, bpl
+    movsxd r8, dword ptr [r15 + 320]
+    movsxd r9, dword ptr [r15 + 384]
+    and rbp, 448
+    mov qword ptr [r15 + rbp + 832], rbp
+    mov ebp, 91
+    mov rbp, r11
+    mov esi, edx
+    add rsi, qword ptr [r15 + 256]
     jmp 1f
 1:
-    add rbp, qword ptr [r15 + 320]
-    mov qword ptr [r15 + 256], r8
-    mov r8d, dword ptr [r15 + 384]
-    mov dword ptr [r15 + 64], r8d
-    mov r8, rdx
-    jmp 1f
-1:
-    vmovdqu ymmword ptr [r15 + 128], ymm13
-    mov r8, qword ptr [r15 + 768]
-    mov rdx, qword ptr [r15 + 448]
-    jmp 1f
-1:
-    mov ecx, dword ptr [r15 + 576]
-    mov r9, r11
-    movzx edi, bpl
-    and r9, 8128
-    movsxd rbp, dword ptr [r15 + r9 + 7488]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r9, rbp
+    and rbp, 8128
+    mov edx, dword ptr [r15 + rbp + 7488]
+    mov rbp, qword ptr [r15 + 448]
+    mov edi, r9d
+    mov byte ptr [r15 + 320], dil
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c107:
-    lea rcx, [rip + .Lc1_d10706_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d10706_j_t
-.Lc1_d10706_j:
-    mov rcx, qword ptr [r15 + 320]
-    movsxd r9, dword ptr [r15 + 64]
-    vmovdqu ymmword ptr [r15 + 384], ymm13
-    mov byte ptr [r15 + 0], bpl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 218
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rbp, dword ptr [r15 + 256]
-    jmp 1f
-1:
-    movzx r8d, byte ptr [r15 + 320]
-    lea r9, [r11 + r11*1]
-    jmp 1f
-1:
-    movzx edx, cl
-    movzx ecx, cl
-    and r9, 4032
-    movzx ecx, byte ptr [r15 + r9 + 3456]
-    mov rdi, qword ptr [r15 + 128]
-    movsxd rsi, dword ptr [r15 + 192]
-    mov rbp, r11
-    jmp 1f
-1:
-    mov eax, 237
-    and rbp, 1984
-    movsxd rax, dword ptr [r15 + rbp + 1344]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movsxd rbp, dword ptr [r15 + r9 + 3392]
-    movzx r9d, byte ptr [r15 + 512]
-    movzx r9d, cl
-    movzx ecx, byte ptr [r15 + 640]
-    vpmovmskb ebp, xmm13
     lea rbp, [r11 + r11*1]
-    mov rcx, rax
-    and rbp, 448
-    movsxd rcx, dword ptr [r15 + rbp + 896]
+    and rbp, 1984
+    mov dword ptr [r15 + rbp + 1344], r8d
+    vmovdqu ymmword ptr [r15 + 192], ymm12
+    movzx r8d, byte ptr [r15 + 512]
+    movsxd rdi, dword ptr [r15 + 768]
+    mov qword ptr [r15 + 256], rax
     jmp 1f
 1:
-    movsxd rcx, dword ptr [r15 + 448]
-    movzx ecx, byte ptr [r15 + rbp + 832]
+    vpxor xmm12, xmm12, xmm1
+    mov rax, qword ptr [r15 + 64]
+    mov rcx, rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, rbp
+    movzx ecx, al
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, 189
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 128], r9
+    mov dword ptr [r15 + 128], r9d
+    mov r9, r11
+    vpmovmskb eax, xmm12
+    jmp 1f
+1:
+    mov byte ptr [r15 + 576], cl
+    and r9, 8128
+    mov ecx, dword ptr [r15 + r9 + 7488]
+    mov byte ptr [r15 + 320], r8b
+    mov r9, r11
+    movzx r8d, byte ptr [r15 + 384]
+    mov rax, qword ptr [r15 + 448]
+    and r9, 4032
+    mov esi, dword ptr [r15 + r9 + 3392]
+    movzx r9d, byte ptr [r15 + rbp + 1408]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c108:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 67108864
+    setz al
+    lea rcx, [rip + .Lc1_d10546_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d10546_s_t
+    .p2align 3
+.Lc1_d10546_s:
+    .p2align 3
+    jmp .Lc1_d10546_j
+    .p2align 3
+    jmp .Lc1_d10546_j
+.Lc1_d10546_j:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], al
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], eax
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    jmp 1f
-1:
-    jmp 1f
-1:
+    lea r8, [r11 + r11*1]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, 67
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 320], rcx
+    and r8, 448
+    movzx ecx, byte ptr [r15 + r8 + 896]
+    movzx eax, byte ptr [r15 + 448]
+    mov dword ptr [r15 + 128], esi
+    mov r9, qword ptr [r15 + 64]
     jmp 1f
 1:
-    mov ebp, 120
-    mov r9, rcx
-    mov rcx, r9
-    movzx ebp, byte ptr [r15 + 64]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + 320], 131
+    mov dword ptr [r15 + 448], 210
+    vmovdqu ymmword ptr [r15 + 192], ymm12
+    mov rsi, qword ptr [r15 + 640]
+    mov rbp, r11
     jmp 1f
 1:
+    mov rdx, rcx
+    nop
+    and rbp, 8128
+    movzx ecx, byte ptr [r15 + rbp + 7488]
+    mov byte ptr [r15 + r8 + 832], r8b
+    vmovdqu ymmword ptr [r15 + 384], ymm12
+    mov rbp, r11
     jmp 1f
 1:
-    mov qword ptr [r15 + 384], rcx
-    mov dword ptr [r15 + 512], ebp
-    movzx ebp, byte ptr [r15 + 256]
-    movzx ecx, cl
-    mov ecx, dword ptr [r15 + 128]
-    lea r9, [r11 + r11*1]
-    movzx eax, byte ptr [r15 + 768]
-    mov r8, rax
-    and r9, 8128
-    and eax, dword ptr [r15 + r9 + 7552]
-    mov dword ptr [r15 + 64], 192
-    mov dword ptr [r15 + r9 + 7488], 155
-    mov r9d, dword ptr [r15 + 704]
-    mov r8, r11
-    mov edx, r8d
-    mov qword ptr [r15 + 192], rbp
-    mov ebp, 161
-    and r8, 1984
-    mov ebp, dword ptr [r15 + r8 + 1344]
+    and rbp, 4032
+    movsxd r8, dword ptr [r15 + rbp + 3392]
+    mov dword ptr [r15 + 512], r8d
+    mov rbp, rdx
+    mov dword ptr [r15 + 256], edi
+    mov rbp, qword ptr [r15 + 384]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c109:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 8192
-    setz al
-    lea rcx, [rip + .Lc1_d10803_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d10803_s_t
-    .p2align 3
-.Lc1_d10803_s:
-    .p2align 3
-    jmp .Lc1_d10803_j
-    .p2align 3
-    jmp .Lc1_d10803_j
-.Lc1_d10803_j:
-    mov rbp, r11
-    and rbp, 1984
-    vmovdqu ymmword ptr [r15 + rbp + 1344], ymm13
-    mov byte ptr [r15 + 0], al
-    lock or dword ptr [r15 + 0], 32
     jmp 1f
 1:
-    mov ebp, 47
-    mov byte ptr [r15 + 0], bpl
+    mov ebp, 180
+    mov ebp, 108
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, r9d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r11
-    and r9d, dword ptr [r15 + 576]
-    movzx eax, byte ptr [r15 + 128]
-    mov ecx, dword ptr [r15 + 384]
-    and rbp, 4032
-    mov r8, qword ptr [r15 + rbp + 3392]
-    mov rbp, qword ptr [r15 + 384]
-    movzx edx, al
-    movzx eax, byte ptr [r15 + 64]
     jmp 1f
 1:
-    mov esi, 189
-    mov rdi, qword ptr [r15 + 448]
-    jmp 1f
-1:
-    mov esi, dword ptr [r15 + 448]
-    mov qword ptr [r15 + 256], r9
-    movsxd r9, dword ptr [r15 + 192]
-    mov dword ptr [r15 + 320], eax
-    jmp 1f
-1:
-    mov byte ptr [r15 + 512], r9b
-    mov r9d, edi
-    mov r9d, 135
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ebp, cl
+    mov dword ptr [r15 + 320], edi
+    movsxd rbp, dword ptr [r15 + 448]
+    mov r8, r11
     mov r9, r11
+    mov ecx, edx
+    and r8, 8128
+    inc dword ptr [r15 + r8 + 7488]
+    and r9, 4032
+    mov dword ptr [r15 + r9 + 3392], ebp
     jmp 1f
 1:
-    and r9, 448
-    mov qword ptr [r15 + r9 + 832], rdi
-    mov edi, edi
     jmp 1f
 1:
     jmp 1f
 1:
+    movzx r9d, byte ptr [r15 + 512]
+    movsxd r8, dword ptr [r15 + 768]
+    mov dword ptr [r15 + 384], ecx
+    mov rcx, rcx
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    movzx ecx, cl
+    mov qword ptr [r15 + 256], r8
+    mov rbp, r11
+    jmp 1f
+1:
+    and rbp, 1984
+    mov ecx, dword ptr [r15 + rbp + 1344]
+    mov dword ptr [r15 + 192], r9d
+    movsxd rbp, dword ptr [r15 + 64]
+    mov r9, r8
+    mov r8d, r8d
+    movzx r8d, cl
+    mov dword ptr [r15 + 128], edx
+    jmp 1f
+1:
+    mov qword ptr [r15 + 320], r8
+    mov r8d, dword ptr [r15 + 704]
+    mov r9, qword ptr [r15 + 64]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov ecx, r9d
+    movzx r9d, bpl
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c110:
-    mov r9d, 231
+    lea rcx, [rip + .Lc1_d10649_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d10649_j_t
+.Lc1_d10649_j:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, ecx
     jmp 1f
 1:
+    jmp 1f
+1:
+    mov ecx, 107
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, rdi
+    mov byte ptr [r15 + 0], r8b
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movzx ecx, cl
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 231
+    mov rcx, r8
+    mov ecx, 248
+    mov r8d, ecx
+    or qword ptr [r15 + 0], 38
+    mov byte ptr [r15 + 0], bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, r9b
+    mov byte ptr [r15 + 0], bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, qword ptr [r15 + 128]
+    mov dword ptr [r15 + 64], 162
+    mov rbp, r8
+    mov rbp, qword ptr [r15 + 192]
+    mov qword ptr [r15 + 576], r8
+    vmovdqu ymmword ptr [r15 + 448], ymm12
+    mov r8, qword ptr [r15 + 384]
+    mov esi, r8d
+    jmp 1f
+1:
+    mov r8, r11
+    mov r9d, r8d
     mov r9, r11
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r9, 4032
-    mov edi, dword ptr [r15 + r9 + 3392]
-    mov r9, r11
-    mov eax, dword ptr [r15 + 128]
-    jmp 1f
-1:
-    mov ecx, dword ptr [r15 + 128]
-    and r9, 8128
-    mov ebp, dword ptr [r15 + r9 + 7488]
-    mov r9d, 183
-    movzx r9d, byte ptr [r15 + 256]
-    jmp 1f
-1:
-    movzx r8d, dil
-    movzx edi, byte ptr [r15 + 64]
-    vmovq qword ptr [r15 + 320], xmm13
-    mov esi, dword ptr [r15 + 320]
-    mov qword ptr [r15 + 704], rdx
-    jmp 1f
-1:
-    movzx edx, sil
-    jmp 1f
-1:
-    mov edx, 183
-    mov rdx, qword ptr [r15 + 512]
-    mov edx, 83
-    mov dword ptr [r15 + 640], 175
-    mov rbp, r11
-    mov qword ptr [r15 + 384], rbp
-    and rbp, 448
-    mov dword ptr [r15 + rbp + 832], 85
-    jmp 1f
-1:
-    mov dword ptr [r15 + 448], edi
-    jmp 1f
-1:
+    and r8, 448
+    mov dword ptr [r15 + r8 + 832], r8d
+    and r9, 1984
+    mov byte ptr [r15 + r9 + 1344], bpl
+    mov qword ptr [r15 + 384], rsi
+    mov r9, qword ptr [r15 + 512]
+    vmovq qword ptr [r15 + 320], xmm12
+    vpxor xmm12, xmm12, xmm10
+    mov r8, qword ptr [r15 + 256]
+    mov dword ptr [r15 + 128], 218
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c111:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 8388608
-    setz al
-    lea rcx, [rip + .Lc1_d10905_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d10905_s_t
-    .p2align 3
-.Lc1_d10905_s:
-    .p2align 3
-    jmp .Lc1_d10905_j
-    .p2align 3
-    jmp .Lc1_d10905_j
-.Lc1_d10905_j:
-    mov rax, qword ptr [r15 + 384]
-    vpaddd xmm13, xmm13, xmm13
-    movsxd rcx, dword ptr [r15 + 256]
+    movsxd r8, dword ptr [r15 + 384]
+    vpaddd xmm12, xmm12, xmm12
+    vmovq xmm12, r8
+    mov r8, qword ptr [r15 + 192]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov qword ptr [r15 + 640], r9
+    mov r9d, r8d
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r9, r9
+    jmp 1f
+1:
+    movsxd r9, dword ptr [r15 + 512]
+    movzx esi, byte ptr [r15 + 448]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], r8b
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r8d, cl
+    mov r8d, r8d
+    jmp 1f
+1:
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, 230
     mov r12, qword ptr [r15 + r12 + 56]
-    and ecx, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 11
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, rcx
-    mov rbp, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx edi, cl
-    and rbp, 1984
-    mov qword ptr [r15 + rbp + 1344], rbp
+    movzx r8d, r8b
     jmp 1f
 1:
-    mov dword ptr [r15 + 192], 150
-    movzx ecx, sil
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, r11
+    mov rcx, qword ptr [r15 + 704]
     jmp 1f
 1:
-    mov rbp, r11
-    mov rsi, qword ptr [r15 + 320]
-    mov qword ptr [r15 + 448], rdi
-    and rbp, 8128
-    mov dword ptr [r15 + rbp + 7488], ebp
-    mov r8, rdx
-    mov rbp, qword ptr [r15 + 768]
-    mov rdx, qword ptr [r15 + 128]
-    mov r9, r11
-    mov dword ptr [r15 + 512], 122
+    and r8, 448
+    mov byte ptr [r15 + r8 + 832], r9b
     jmp 1f
 1:
-    and r9, 448
-    mov edi, dword ptr [r15 + r9 + 832]
-    movzx r9d, byte ptr [r15 + 384]
+    mov qword ptr [r15 + 256], r8
     jmp 1f
 1:
-    mov ecx, 188
+    mov r8, r11
+    mov r9d, dword ptr [r15 + 320]
+    mov dword ptr [r15 + 320], ecx
+    and r8, 8128
+    movsxd rcx, dword ptr [r15 + r8 + 7488]
+    mov dword ptr [r15 + 128], ebp
+    mov r8, r11
     jmp 1f
 1:
+    mov ebp, 148
     mov qword ptr [r15 + 64], rbp
+    and r8, 4032
+    movsxd rbp, dword ptr [r15 + r8 + 3392]
+    mov rax, rbp
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c112:
-    lea rcx, [rip + .Lc1_d10958_j]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d10756_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d10958_j_t
-.Lc1_d10958_j:
-    mov ecx, 3
+    jmp .Lc1_d10756_j_t
+.Lc1_d10756_j:
     jmp 1f
 1:
-    mov ebp, edi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, ebp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, ecx
-    movsxd rbp, dword ptr [r15 + 320]
-    vpshufd xmm13, xmm13, 180
-    mov r9, r11
     jmp 1f
 1:
-    mov dword ptr [r15 + 576], 91
-    movzx ecx, r9b
-    and r9, 4032
-    movzx ecx, byte ptr [r15 + r9 + 3392]
-    test ebx, 1073741824
+    movsxd rcx, dword ptr [r15 + 64]
+    nop
+    jmp 1f
+1:
+    mov byte ptr [r15 + 768], cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov ecx, 165
+    jmp 1f
+1:
+    mov ecx, 74
+    test dword ptr [r15 + 67117724], 4160
     jz 1f
 1:
-    mov dword ptr [r15 + 192], esi
-    and r9d, dword ptr [r15 + 256]
-    mov esi, dword ptr [r15 + 128]
-    mov rdi, qword ptr [r15 + 448]
-    movzx ecx, byte ptr [r15 + 64]
-    mov rbp, r11
-    movsxd rdx, dword ptr [r15 + 640]
-    movzx r8d, dl
-    mov rdx, r9
-    and rbp, 8128
-    mov byte ptr [r15 + rbp + 7488], r9b
-    movsxd r9, dword ptr [r15 + 64]
-    mov edx, 219
-    mov rdx, rdx
-    mov rbp, r11
-    mov edx, dword ptr [r15 + 384]
-    movsxd rax, dword ptr [r15 + 512]
+    lea rbp, [r11 + r11*1]
+    mov dword ptr [r15 + 512], ebp
     and rbp, 1984
-    movsxd rdx, dword ptr [r15 + rbp + 1344]
-    movzx ebp, r8b
+    mov dword ptr [r15 + rbp + 1408], ebp
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movsxd rcx, dword ptr [r15 + 128]
+    mov dword ptr [r15 + 320], ebp
+    mov rax, qword ptr [r15 + 384]
+    mov r8, qword ptr [r15 + 448]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r9, r11
+    mov rsi, qword ptr [r15 + 256]
+    movzx edx, sil
+    and r9, 16320
+    mov r8, r11
+    movzx esi, byte ptr [r15 + r9 + 15680]
+    movzx r9d, byte ptr [r15 + rbp + 1344]
+    and r8, 8128
+    mov rbp, qword ptr [r15 + r8 + 7488]
+    jmp 1f
+1:
+    mov r8d, 125
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c113:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 7
+    lea rcx, [rip + .Lc1_d10810_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d10810_s_t
+    .p2align 3
+.Lc1_d10810_s:
+    .p2align 3
+    jmp .Lc1_d10810_j
+    .p2align 3
+    jmp .Lc1_d10810_j
+    .p2align 3
+    jmp .Lc1_d10810_j
+    .p2align 3
+    jmp .Lc1_d10810_j
+    .p2align 3
+    jmp .Lc1_d10810_j
+    .p2align 3
+    jmp .Lc1_d10810_j
+    .p2align 3
+    jmp .Lc1_d10810_j
+    .p2align 3
+    jmp .Lc1_d10810_j
+.Lc1_d10810_j:
+    mov dword ptr [r15 + 320], 223
+    mov r8, r11
+    mov byte ptr [r15 + 448], dl
+    and r8, 448
+    mov qword ptr [r15 + r8 + 832], r8
+    mov r8d, 109
     jmp 1f
 1:
-    mov r8, rcx
-    vmovq qword ptr [r15 + 0], xmm13
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, r8
-    and ecx, dword ptr [r15 + 0]
-    mov r8d, r9d
-    mov dword ptr [r15 + 0], r9d
+    mov r12, qword ptr [r15 + r12 + 56]
+    .byte 0x0f, 0x1f, 0x00
     jmp 1f
 1:
-    vmovdqu ymmword ptr [r15 + 0], ymm13
+    mov dword ptr [r15 + 0], 222
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    nop
+    mov rdx, r8
+    movzx r8d, r8b
+    vpaddd xmm12, xmm12, xmm12
     jmp 1f
 1:
-    vmovdqu ymmword ptr [r15 + 0], ymm13
-    movzx r8d, cl
+    mov eax, r8d
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r8d, 16
+    mov r8d, dword ptr [r15 + 256]
+    mov rax, qword ptr [r15 + 64]
+    mov qword ptr [r15 + 384], rdx
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 576], 214
+    mov rdx, qword ptr [r15 + 512]
+    mov ebp, dword ptr [r15 + 384]
+    jmp 1f
+1:
+    mov rsi, rsi
+    mov rsi, rax
+    mov r9, r11
     mov byte ptr [r15 + 64], r8b
     jmp 1f
 1:
     mov r8, r11
-    mov ecx, 11
+    and r9, 8128
+    mov rsi, qword ptr [r15 + r9 + 7488]
+    mov dword ptr [r15 + 128], 226
+    mov r9d, dword ptr [r15 + 192]
     and r8, 4032
-    mov rbp, r11
-    mov ecx, dword ptr [r15 + r8 + 3392]
-    add rcx, qword ptr [r15 + 192]
-    and rbp, 448
-    mov byte ptr [r15 + rbp + 832], bpl
-    movzx ebp, al
-    mov ebp, edx
-    mov ebp, dword ptr [r15 + 320]
-    movzx edx, byte ptr [r15 + 384]
-    mov r8, r11
-    mov rax, rdi
-    and r8, 1984
-    mov qword ptr [r15 + r8 + 1344], rcx
-    mov ecx, 129
-    mov rcx, rcx
-    jmp 1f
-1:
-    mov rcx, rbp
-    mov qword ptr [r15 + 704], rsi
-    jmp 1f
-1:
-    and r8d, dword ptr [r15 + 512]
-    jmp 1f
-1:
-    mov ecx, r8d
-    vmovq xmm13, rbp
-    movzx r8d, byte ptr [r15 + 128]
-    mov rbp, qword ptr [r15 + 320]
-    movzx eax, byte ptr [r15 + 256]
-    movzx edi, al
-    mov eax, dword ptr [r15 + 128]
-    mov rsi, qword ptr [r15 + 448]
+    mov dword ptr [r15 + r8 + 3392], r8d
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c114:
-    lea rcx, [rip + .Lc1_d11058_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d11058_j_t
-.Lc1_d11058_j:
+    movzx r8d, byte ptr [r15 + 640]
+    vmovdqu xmmword ptr [r15 + 0], xmm12
+    mov r9d, r8d
+    mov r8d, 145
+    and r8d, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovq xmm12, rcx
+    mov dword ptr [r15 + 0], ecx
+    vpxor xmm12, xmm12, xmm13
+    movzx ecx, byte ptr [r15 + 128]
+    mov dword ptr [r15 + 448], 208
+    mov qword ptr [r15 + 512], rsi
+    add rcx, qword ptr [r15 + 128]
     mov rbp, r11
-    jmp 1f
-1:
-    jmp 1f
-1:
-    and rbp, 448
-    vpcmpeqb xmm13, xmm13, xmmword ptr [r15 + rbp + 832]
-    movzx ebp, byte ptr [r15 + 448]
-    mov qword ptr [r15 + 768], rcx
-    mov ecx, ecx
-    movzx ecx, cl
-    mov dword ptr [r15 + 512], eax
-    and ecx, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    movzx eax, bpl
-    movzx ebp, bpl
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, eax
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rbp
-    movzx ebp, bpl
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 17
-    mov rbp, r11
-    mov qword ptr [r15 + 128], rcx
+    vmovdqu ymmword ptr [r15 + 512], ymm12
     and rbp, 4032
-    movsxd rcx, dword ptr [r15 + rbp + 3392]
-    mov ebp, dword ptr [r15 + 576]
-    add rbp, qword ptr [r15 + 320]
-    movsxd rax, dword ptr [r15 + 384]
+    mov esi, dword ptr [r15 + rbp + 3392]
+    mov ebp, dword ptr [r15 + 384]
+    mov dword ptr [r15 + 256], 32
     jmp 1f
 1:
+    mov rbp, r11
+    mov dword ptr [r15 + 320], ebp
+    and rbp, 1984
     mov r8, r11
-    movzx edi, byte ptr [r15 + 64]
-    mov rsi, qword ptr [r15 + 192]
-    mov r9d, 161
-    and r8, 8128
-    movzx r9d, byte ptr [r15 + r8 + 7488]
-    movsxd r8, dword ptr [r15 + 256]
-    mov qword ptr [r15 + 384], r8
+    mov byte ptr [r15 + rbp + 1344], cl
+    jmp 1f
+1:
+    and r8, 448
+    mov byte ptr [r15 + r8 + 832], r8b
+    movzx r8d, byte ptr [r15 + 320]
+    movsxd rbp, dword ptr [r15 + 64]
+    movsxd rcx, dword ptr [r15 + 704]
+    mov edx, dword ptr [r15 + 192]
     add r11, 64
     inc rbx
     dec r13
@@ -13747,914 +13466,853 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov dword ptr [r15 + 320], 37
-    mov r8, r11
-    mov eax, dword ptr [r15 + 64]
-    and r8, 8128
-    movzx ecx, byte ptr [r15 + r8 + 7488]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rcx
-    mov dword ptr [r15 + 0], 141
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, dl
-    jmp 1f
-1:
-    mov byte ptr [r15 + 0], cl
-    jmp 1f
-1:
-    mov ecx, r8d
-    mov dword ptr [r15 + 0], 145
-    mov byte ptr [r15 + 0], al
-    test dword ptr [r15 + 67117723], 8192
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], ecx
-    mov dword ptr [r15 + 64], 237
-    mov r8, r11
-    movzx ecx, byte ptr [r15 + 384]
-    mov byte ptr [r15 + 512], cl
-    mov rcx, qword ptr [r15 + 448]
+    lea rcx, [rip + .Lc1_d10917_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d10917_j_t
+.Lc1_d10917_j:
     mov rbp, r11
+    mov ecx, dword ptr [r15 + 448]
+    and rbp, 4032
+    mov qword ptr [r15 + rbp + 3392], rdx
+    vpmovmskb ebp, xmm12
+    mov r12, qword ptr [r15 + r12 + 56]
+    add rbp, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r8, r11
+    mov edx, dword ptr [r15 + 128]
+    jmp 1f
+1:
     and r8, 1984
     mov eax, dword ptr [r15 + r8 + 1344]
-    movzx r8d, byte ptr [r15 + 192]
-    and rbp, 448
-    mov edx, dword ptr [r15 + rbp + 832]
-    mov rbp, qword ptr [r15 + 256]
-    mov byte ptr [r15 + 512], al
-    mov eax, dword ptr [r15 + 640]
-    mov esi, 203
-    movsxd rsi, dword ptr [r15 + 128]
+    mov qword ptr [r15 + 768], rcx
+    test dword ptr [r15 + 67117723], 16781344
+    jz 1f
+1:
+    mov dword ptr [r15 + 192], 175
+    mov r8d, dword ptr [r15 + 384]
+    movzx ecx, byte ptr [r15 + 64]
+    mov rbp, r11
+    mov eax, 25
+    mov esi, edx
+    movzx edx, byte ptr [r15 + 576]
+    and rbp, 8128
+    mov rsi, qword ptr [r15 + rbp + 7488]
+    jmp 1f
+1:
+    movzx ebp, cl
+    mov ecx, ebp
+    mov rbp, qword ptr [r15 + 320]
+    mov dword ptr [r15 + 512], 17
+    mov eax, 145
+    mov eax, eax
+    jmp 1f
+1:
+    mov qword ptr [r15 + 256], r8
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c116:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 2048
-    setz al
-    lea rcx, [rip + .Lc1_d11153_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d11153_s_t
-    .p2align 3
-.Lc1_d11153_s:
-    .p2align 3
-    jmp .Lc1_d11153_j
-    .p2align 3
-    jmp .Lc1_d11153_j
-.Lc1_d11153_j:
-    jmp 1f
-1:
-    mov rcx, rax
-    mov rax, rsi
-    mov eax, 138
-    movzx eax, sil
-    jmp 1f
-1:
-    movsxd rsi, dword ptr [r15 + 320]
-    jmp 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], r9d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], ecx
     jmp 1f
 1:
-    vmovq qword ptr [r15 + 0], xmm13
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, esi
+    mov eax, ebp
     mov rbp, r11
-    jmp 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rsi, dword ptr [r15 + 384]
-    and rbp, 4032
-    mov eax, dword ptr [r15 + rbp + 3392]
-    mov ebp, dword ptr [r15 + 768]
-    add rbp, qword ptr [r15 + 512]
-    mov r8d, 250
-    movzx r8d, cl
-    mov qword ptr [r15 + 320], rcx
-    mov byte ptr [r15 + 448], cl
-    mov rcx, r9
+    lea r8, [r11 + r11*1]
+    and rbp, 8128
+    movsxd rax, dword ptr [r15 + rbp + 7488]
+    and r8, 448
+    movsxd rbp, dword ptr [r15 + r8 + 832]
+    mov dword ptr [r15 + 64], 198
+    mov ecx, edx
+    mov rcx, qword ptr [r15 + 128]
+    movzx edx, al
+    mov edx, eax
+    and edx, dword ptr [r15 + 384]
+    mov rax, qword ptr [r15 + 512]
+    mov r9, r8
     jmp 1f
 1:
-    mov r8, r11
-    movsxd rcx, dword ptr [r15 + 192]
-    movsxd r9, dword ptr [r15 + 256]
+    mov r9d, dword ptr [r15 + 448]
+    vpaddq xmm12, xmm12, xmmword ptr [r15 + 320]
+    mov dword ptr [r15 + 192], edx
+    .byte 0x66, 0x90
+    movsxd rdx, dword ptr [r15 + 384]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov rsi, rax
+    movzx eax, r9b
     mov r9, r11
-    and r8, 1984
-    mov dword ptr [r15 + r8 + 1344], eax
-    mov r8d, 136
-    and r9, 16320
-    movsxd r8, dword ptr [r15 + r9 + 15680]
-    mov dword ptr [r15 + 64], 211
-    mov r9, qword ptr [r15 + 128]
+    mov qword ptr [r15 + 640], r9
+    and r9, 1984
+    mov dword ptr [r15 + r9 + 1344], edi
+    mov r9d, dword ptr [r15 + 256]
+    vpmovmskb edi, xmm12
+    mov qword ptr [r15 + 320], rax
+    mov byte ptr [r15 + 64], cl
+    add rdi, qword ptr [r15 + r8 + 896]
     jmp 1f
 1:
-    mov rax, qword ptr [r15 + 704]
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c117:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 32
+    setz al
+    lea rcx, [rip + .Lc1_d11016_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d11016_s_t
+    .p2align 3
+.Lc1_d11016_s:
+    .p2align 3
+    jmp .Lc1_d11016_j
+    .p2align 3
+    jmp .Lc1_d11016_j
+.Lc1_d11016_j:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    vpcmpeqb xmm12, xmm12, xmm13
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 171
+    movzx ecx, al
+    mov r12, qword ptr [r15 + r12 + 56]
     lea r9, [r11 + r11*1]
-    and r9, 8128
-    movzx eax, byte ptr [r15 + r9 + 7488]
-    .byte 0x0f, 0x1f, 0x40, 0x00
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r8d, r8b
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu ymmword ptr [r15 + 0], ymm12
+    and r9, 4032
+    movsxd rax, dword ptr [r15 + r9 + 3456]
+    mov dword ptr [r15 + 320], 133
+    mov dword ptr [r15 + 64], 152
+    mov rbp, r11
+    mov ecx, dword ptr [r15 + 512]
+    mov rdx, qword ptr [r15 + 384]
+    and rbp, 8128
+    mov rdi, qword ptr [r15 + rbp + 7488]
+    mov ebp, dword ptr [r15 + 704]
+    mov dword ptr [r15 + 192], esi
+    movzx esi, byte ptr [r15 + 256]
     mov r8, r9
+    mov dword ptr [r15 + 768], r9d
+    movzx r8d, r8b
+    mov r8, r11
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], 44
-    movsxd r8, dword ptr [r15 + 384]
-    mov ecx, dword ptr [r15 + 576]
-    vmovdqu ymmword ptr [r15 + 128], ymm13
-    mov ebp, dword ptr [r15 + 384]
-    mov rsi, rbp
-    mov rbp, r11
+    mov esi, dword ptr [r15 + 128]
+    and r8, 1984
+    mov byte ptr [r15 + r8 + 1344], r8b
+    mov dword ptr [r15 + r9 + 3392], 243
+    mov r8d, 154
+    mov r8d, r8d
     jmp 1f
 1:
-    and rbp, 4032
-    add r8, qword ptr [r15 + rbp + 3392]
-    movzx ebp, cl
-    mov rbp, r11
-    mov edx, dword ptr [r15 + r9 + 7552]
+    mov r8, qword ptr [r15 + 448]
     jmp 1f
 1:
-    movsxd r9, dword ptr [r15 + 256]
-    and rbp, 448
-    mov qword ptr [r15 + rbp + 832], rbp
-    mov rbp, qword ptr [r15 + 512]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx edi, al
-    vmovdqu ymmword ptr [r15 + 192], ymm13
-    movzx eax, byte ptr [r15 + 64]
-    mov qword ptr [r15 + 320], rbp
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov rbp, r9
-    mov dword ptr [r15 + 128], 1
-    jmp 1f
-1:
-    movsxd rbp, dword ptr [r15 + 448]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c118:
-    lea rcx, [rip + .Lc1_d11254_j]
+    lea rcx, [rip + .Lc1_d11066_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d11254_j_t
-.Lc1_d11254_j:
-    mov ecx, ecx
-    jmp 1f
-1:
-    mov ecx, dword ptr [r15 + 320]
-    mov edi, ecx
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    vpor xmm13, xmm13, xmm13
-    jmp 1f
-1:
-    mov rcx, rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, cl
-    jmp 1f
-1:
-    vmovdqu ymmword ptr [r15 + 0], ymm13
-    mov ecx, 166
-    mov ebp, ecx
-    add rbp, qword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov rcx, rdi
-    mov rcx, rcx
-    mov r8, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 6656
-    jz 1f
-1:
-    and r8, 4032
-    mov qword ptr [r15 + r8 + 3392], rbp
-    lea r8, [r11 + r11*1]
-    mov dword ptr [r15 + 384], 210
-    mov rbp, rdx
-    and r8, 1984
-    mov ebp, dword ptr [r15 + r8 + 1408]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov ecx, r8d
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r9, r11
-    movzx ecx, r8b
-    jmp 1f
-1:
-    and r9, 448
-    mov rdi, qword ptr [r15 + r9 + 832]
-    movzx r9d, byte ptr [r15 + r8 + 1344]
-    mov r8, rbp
-    movzx r8d, byte ptr [r15 + 640]
-    mov ecx, 159
-    mov dword ptr [r15 + 192], 189
-    mov byte ptr [r15 + 64], r9b
-    movsxd r9, dword ptr [r15 + 448]
-    mov dword ptr [r15 + 128], 14
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c119:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 7
-    lea rcx, [rip + .Lc1_d11315_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d11315_s_t
-    .p2align 3
-.Lc1_d11315_s:
-    .p2align 3
-    jmp .Lc1_d11315_j
-    .p2align 3
-    jmp .Lc1_d11315_j
-    .p2align 3
-    jmp .Lc1_d11315_j
-    .p2align 3
-    jmp .Lc1_d11315_j
-    .p2align 3
-    jmp .Lc1_d11315_j
-    .p2align 3
-    jmp .Lc1_d11315_j
-    .p2align 3
-    jmp .Lc1_d11315_j
-    .p2align 3
-    jmp .Lc1_d11315_j
-.Lc1_d11315_j:
-    jmp 1f
-1:
-    movsxd rcx, dword ptr [r15 + 384]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov eax, 131
-    mov r9d, r9d
-    mov r9d, dword ptr [r15 + 320]
-    mov eax, r8d
-    mov byte ptr [r15 + 448], cl
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 206
-    mov ecx, 230
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r8, rax
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    and eax, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov r8, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 8128
-    mov rcx, qword ptr [r15 + r8 + 7488]
-    mov r8, qword ptr [r15 + 256]
-    movzx ebp, r9b
-    mov byte ptr [r15 + 512], bpl
-    mov ebp, 130
-    movzx ebp, byte ptr [r15 + 128]
-    mov r9, rax
-    mov r9d, dword ptr [r15 + 192]
-    mov rbp, r11
-    movzx edi, bpl
-    and rbp, 448
-    movsxd rdi, dword ptr [r15 + rbp + 832]
-    mov rbp, qword ptr [r15 + 320]
-    jmp 1f
-1:
-    mov rbp, r11
-    jmp 1f
-1:
-    mov rdx, qword ptr [r15 + 512]
-    movsxd rsi, dword ptr [r15 + 64]
-    and rbp, 4032
-    mov dword ptr [r15 + rbp + 3392], edi
-    movsxd rbp, dword ptr [r15 + 704]
-    mov qword ptr [r15 + 768], rdi
-    mov edi, 120
-    mov edi, esi
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c120:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 512], eax
-    mov rax, qword ptr [r15 + 448]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], edi
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, 80
-    mov rbp, r11
-    mov dword ptr [r15 + 64], ebp
-    mov edi, dword ptr [r15 + 384]
-    and rbp, 8128
-    mov esi, dword ptr [r15 + rbp + 7488]
-    mov dword ptr [r15 + 320], esi
-    mov byte ptr [r15 + 384], sil
-    mov esi, 8
-    test dword ptr [r15 + 67117724], 603996160
-    jz 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    add rsi, qword ptr [r15 + 128]
-    jmp 1f
-1:
-    movzx ebp, dil
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov rbp, r11
-    mov edi, dword ptr [r15 + 192]
-    jmp 1f
-1:
-    and rbp, 1984
-    mov rax, qword ptr [r15 + rbp + 1344]
-    jmp 1f
-1:
-    movzx ebp, byte ptr [r15 + 64]
-    movzx r9d, bpl
-    mov ebp, edi
-    mov edi, 203
-    movzx edi, byte ptr [r15 + 256]
-    vmovq qword ptr [r15 + 576], xmm13
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c121:
-    lea rcx, [rip + .Lc1_d11433_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d11433_j_t
-.Lc1_d11433_j:
-    jmp 1f
-1:
-    mov byte ptr [r15 + 704], dil
-    mov edi, 198
-    jmp 1f
-1:
-    mov edi, edi
-    mov rdi, qword ptr [r15 + 512]
-    mov byte ptr [r15 + 0], cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov byte ptr [r15 + 0], dil
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx edi, dil
-    mov rdi, qword ptr [r15 + 128]
-    mov rbp, r11
-    mov byte ptr [r15 + 320], bpl
-    mov rcx, rsi
-    and rbp, 4032
-    mov ecx, dword ptr [r15 + rbp + 3392]
-    movzx ebp, byte ptr [r15 + 384]
-    mov dword ptr [r15 + 192], 86
-    movsxd rsi, dword ptr [r15 + 256]
-    movzx r9d, byte ptr [r15 + 448]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov eax, dword ptr [r15 + 64]
-    mov r8, r11
-    add rsi, qword ptr [r15 + 320]
-    mov qword ptr [r15 + 128], rcx
-    or qword ptr [r15 + 640], 123
-    and r8, 448
-    mov qword ptr [r15 + r8 + 832], r8
-    mov r8, r11
-    jmp 1f
-1:
-    mov ecx, 58
-    and r8, 1984
-    movsxd rcx, dword ptr [r15 + r8 + 1344]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c122:
-    lea rcx, [rip + .Lc1_d11482_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d11482_j_t
-.Lc1_d11482_j:
-    jmp 1f
-1:
-    add rcx, qword ptr [r15 + 0]
-    mov r8d, ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    add r8, qword ptr [r15 + 0]
-    mov rcx, rcx
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 104
-    mov byte ptr [r15 + 0], sil
-    jmp 1f
-1:
-    jmp 1f
-1:
-    and ecx, dword ptr [r15 + 0]
-    movzx esi, r8b
-    mov rsi, qword ptr [r15 + 192]
-    vmovdqu ymmword ptr [r15 + 384], ymm13
-    mov dword ptr [r15 + 448], edi
-    movzx edi, byte ptr [r15 + 64]
-    mov rbp, r11
-    mov rax, rcx
-    mov byte ptr [r15 + 256], sil
-    and rbp, 1984
-    mov qword ptr [r15 + rbp + 1344], rbp
-    movsxd rbp, dword ptr [r15 + 384]
-    mov qword ptr [r15 + 576], r8
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov byte ptr [r15 + 64], dil
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movsxd rdi, dword ptr [r15 + 512]
-    jmp 1f
-1:
-    movsxd r8, dword ptr [r15 + 128]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 768], r8d
-    mov r8, r11
-    mov r9, r11
-    jmp 1f
-1:
-    and r8, 448
-    movzx ecx, byte ptr [r15 + r8 + 832]
-    and r9, 8128
-    mov dword ptr [r15 + r9 + 7488], edi
-    mov r9, rsi
-    vmovdqu ymmword ptr [r15 + 320], ymm13
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c123:
-    mov r9, r11
-    mov r8, r11
-    jmp 1f
-1:
-    and r9, 1984
-    mov dword ptr [r15 + r9 + 1344], ecx
-    and r8, 8128
-    mov r9d, dword ptr [r15 + r8 + 7488]
-    mov r8, rcx
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r8d, r8b
-    vpxor xmm13, xmm13, xmm10
-    mov r8d, r9d
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 53
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd r9, dword ptr [r15 + 256]
-    lea rbp, [r11 + r11*1]
-    mov rcx, qword ptr [r15 + 640]
-    mov rdi, rcx
-    and rbp, 4032
-    mov byte ptr [r15 + rbp + 3456], bpl
-    movzx ecx, byte ptr [r15 + 128]
-    test ebx, 1024
-    jnz 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx ecx, byte ptr [r15 + 448]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx r9d, dil
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov rdi, rdi
-    jmp 1f
-1:
-    mov rdi, qword ptr [r15 + 320]
-    mov r9, rdi
-    movzx edi, byte ptr [r15 + 384]
-    jmp 1f
-1:
-    movzx eax, dil
-    mov rdi, qword ptr [r15 + 512]
-    mov qword ptr [r15 + rbp + 3392], rcx
-    movzx ecx, byte ptr [r15 + 192]
-    mov rbp, qword ptr [r15 + 64]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c124:
-    lea rcx, [rip + .Lc1_d11591_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d11591_j_t
-.Lc1_d11591_j:
-    mov ecx, dword ptr [r15 + 192]
-    mov rdi, rbp
-    jmp 1f
-1:
-    movzx ebp, byte ptr [r15 + 448]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], ebp
-    mov dword ptr [r15 + 0], edi
-    mov qword ptr [r15 + 0], rax
-    jmp 1f
-1:
-    mov byte ptr [r15 + 0], bpl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 82
-    mov dword ptr [r15 + 0], ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    add rcx, qword ptr [r15 + 0]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov rbp, r11
-    jmp 1f
-1:
-    lea r8, [r11 + r11*1]
-    and rbp, 8128
-    movzx edi, byte ptr [r15 + rbp + 7488]
-    vmovdqu ymmword ptr [r15 + 448], ymm13
-    and r8, 448
-    mov dword ptr [r15 + r8 + 896], ecx
-    jmp 1f
-1:
-    mov rbp, r11
-    mov rcx, qword ptr [r15 + 320]
-    mov qword ptr [r15 + 320], r8
-    mov qword ptr [r15 + r8 + 832], rcx
-    and rbp, 1984
-    mov ecx, dword ptr [r15 + rbp + 1344]
-    jmp 1f
-1:
-    mov ebp, dword ptr [r15 + 512]
-    mov r8d, dword ptr [r15 + 256]
-    mov qword ptr [r15 + 384], r8
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r8, rbp
-    add rbp, qword ptr [r15 + 704]
-    jmp 1f
-1:
-    movzx r9d, bpl
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov rbp, qword ptr [r15 + 128]
-    movzx r8d, byte ptr [r15 + 64]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c125:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, 75
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, bpl
-    vpxor xmm13, xmm13, xmm2
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r9d, r8d
-    movzx ebp, r9b
-    vmovdqu ymmword ptr [r15 + 0], ymm13
-    vpor xmm13, xmm13, xmm13
-    mov r9d, r9d
-    mov r9d, r9d
-    mov r12, qword ptr [r15 + r12 + 56]
-    add r9, qword ptr [r15 + 448]
-    movzx ebp, byte ptr [r15 + 192]
-    mov r8, r8
-    jmp 1f
-1:
-    mov dword ptr [r15 + 128], 120
-    mov r8d, dword ptr [r15 + 256]
-    jmp 1f
-1:
-    mov rbp, r11
-    jmp 1f
-1:
-    and rbp, 8128
-    mov rax, qword ptr [r15 + rbp + 7488]
-    mov rbp, r11
-    vmovdqu ymmword ptr [r15 + 64], ymm13
-    jmp 1f
-1:
-    mov byte ptr [r15 + 512], al
-    and rbp, 4032
-    mov eax, dword ptr [r15 + rbp + 3392]
-    mov dword ptr [r15 + 768], r8d
-    mov qword ptr [r15 + 320], r8
-    jmp 1f
-1:
-    movzx ebp, byte ptr [r15 + 384]
-    movzx r8d, bpl
-    mov rbp, r8
-    movzx ebp, bpl
-    jmp 1f
-1:
-    mov rbp, qword ptr [r15 + 128]
-    mov edi, dword ptr [r15 + 576]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c126:
-    lea rcx, [rip + .Lc1_d11696_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d11696_j_t
-.Lc1_d11696_j:
-    mov qword ptr [r15 + 0], rcx
-    mov qword ptr [r15 + 0], rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, ecx
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 137
-    mov dword ptr [r15 + 0], r8d
-    mov r8, rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, rdi
-    jmp 1f
-1:
-    movzx ebp, bpl
-    mov rdi, rcx
-    mov ecx, 105
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, qword ptr [r15 + 192]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov ecx, ecx
-    mov rbp, r11
-    mov byte ptr [r15 + 320], bpl
-    jmp 1f
-1:
-    mov dword ptr [r15 + 384], edi
-    and rbp, 16320
-    mov r8, r11
-    and ecx, dword ptr [r15 + rbp + 15680]
-    mov rbp, r11
-    and r8, 1984
-    mov edi, dword ptr [r15 + r8 + 1344]
-    and rbp, 448
-    mov qword ptr [r15 + rbp + 832], rcx
-    mov ebp, dword ptr [r15 + 64]
-    mov byte ptr [r15 + 448], cl
-    jmp 1f
-1:
-    mov r8, qword ptr [r15 + 384]
-    mov dword ptr [r15 + 256], r8d
-    mov dword ptr [r15 + 640], r8d
-    movzx r8d, byte ptr [r15 + 512]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov rcx, rbp
-    mov dword ptr [r15 + 128], ebp
-    movzx ebp, cl
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c127:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 262144
-    setz al
-    lea rcx, [rip + .Lc1_d11753_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d11753_s_t
-    .p2align 3
-.Lc1_d11753_s:
-    .p2align 3
-    jmp .Lc1_d11753_j
-    .p2align 3
-    jmp .Lc1_d11753_j
-.Lc1_d11753_j:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rcx
-    vmovdqu ymmword ptr [r15 + 0], ymm13
+    jmp .Lc1_d11066_j_t
+.Lc1_d11066_j:
+    mov edx, dword ptr [r15 + 256]
     jmp 1f
 1:
     mov qword ptr [r15 + 0], r8
     jmp 1f
 1:
-    jmp 1f
-1:
+    mov r8d, 69
+    mov r8d, ebp
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    lea rbp, [r11 + r11*1]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 384], 157
-    and rbp, 4032
-    vmovdqu xmmword ptr [r15 + rbp + 3456], xmm13
-    mov dword ptr [r15 + 704], ecx
-    mov dword ptr [r15 + 64], ebp
-    movsxd rcx, dword ptr [r15 + 448]
-    .byte 0x0f, 0x1f, 0x40, 0x00
-    mov rax, rcx
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov rcx, qword ptr [r15 + 512]
+    mov byte ptr [r15 + 0], cl
+    mov r8, rdx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r8, r11
-    mov dword ptr [r15 + 192], r8d
-    mov r9, r11
+    mov r12, qword ptr [r15 + r12 + 56]
     and r8, 1984
-    mov edi, dword ptr [r15 + r8 + 1344]
-    add r8, qword ptr [r15 + 128]
-    mov esi, 110
-    and r9, 8128
-    movzx esi, byte ptr [r15 + r9 + 7488]
+    add rcx, qword ptr [r15 + r8 + 1344]
+    jmp 1f
+1:
+    mov r8d, edi
+    mov rbp, r11
+    mov byte ptr [r15 + 384], dl
+    jmp 1f
+1:
+    and rbp, 8128
+    mov r8, qword ptr [r15 + rbp + 7488]
+    vpshufd xmm12, xmm12, 217
+    or qword ptr [r15 + 448], 122
     jmp 1f
 1:
     jmp 1f
 1:
-    mov r9, rbp
-    movzx r9d, byte ptr [r15 + rbp + 3392]
-    mov rbp, rdi
-    mov dword ptr [r15 + 320], 151
     jmp 1f
 1:
-    movzx ebp, byte ptr [r15 + 768]
-    mov edx, edi
+    mov byte ptr [r15 + 384], cl
     jmp 1f
 1:
-    mov edi, dword ptr [r15 + 256]
-    movzx edi, byte ptr [r15 + 64]
+    mov ecx, ecx
+    mov qword ptr [r15 + 64], r8
+    mov ecx, dword ptr [r15 + 576]
+    mov r8d, dword ptr [r15 + 320]
+    mov r9, r11
+    jmp 1f
+1:
+    and r9, 448
+    vmovq qword ptr [r15 + r9 + 832], xmm12
+    vmovdqu ymmword ptr [r15 + 128], ymm12
+    jmp 1f
+1:
+    mov qword ptr [r15 + 192], rbp
+    movzx r9d, r8b
+    mov r8d, dword ptr [r15 + 512]
+    vpcmpeqb xmm12, xmm12, xmm4
+    and r8d, dword ptr [r15 + 128]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c119:
+    mov r8, r11
+    and ebp, dword ptr [r15 + 256]
+    mov r9d, r9d
+    and r8, 448
+    mov r9, r11
+    mov rcx, qword ptr [r15 + r8 + 832]
+    movzx esi, byte ptr [r15 + 320]
+    mov r8, qword ptr [r15 + 192]
+    and r9, 1984
+    mov rdx, qword ptr [r15 + r9 + 1344]
+    mov eax, edi
+    vpmovmskb r9d, xmm12
+    jmp 1f
+1:
+    mov r9d, ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 181
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], r9
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    mov r9, r11
+    mov qword ptr [r15 + 512], rcx
+    and r9, 4032
+    mov ecx, dword ptr [r15 + r9 + 3392]
+    jmp 1f
+1:
+    mov qword ptr [r15 + 320], rcx
+    movzx r9d, byte ptr [r15 + 640]
+    mov rdi, qword ptr [r15 + 64]
+    movsxd rcx, dword ptr [r15 + 704]
+    jmp 1f
+1:
+    movsxd r8, dword ptr [r15 + 64]
+    mov rbp, qword ptr [r15 + 384]
+    mov dword ptr [r15 + 128], 175
+    mov eax, 14
+    mov eax, dword ptr [r15 + 448]
+    movzx edx, byte ptr [r15 + 448]
+    jmp 1f
+1:
+    mov esi, edi
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c120:
+    lea rcx, [rip + .Lc1_d11165_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d11165_j_t
+.Lc1_d11165_j:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, rsi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], edx
+    mov edx, ecx
+    mov qword ptr [r15 + 0], r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov edx, ecx
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov byte ptr [r15 + 64], cl
+    jmp 1f
+1:
+    movsxd rcx, dword ptr [r15 + 448]
+    mov rdx, rax
+    mov edx, dword ptr [r15 + 256]
+    mov rbp, r11
+    mov eax, eax
+    jmp 1f
+1:
+    movzx eax, byte ptr [r15 + 384]
+    and rbp, 8128
+    vmovdqu ymmword ptr [r15 + rbp + 7488], ymm12
+    jmp 1f
+1:
+    mov ebp, 241
+    mov rbp, qword ptr [r15 + 768]
+    movzx esi, byte ptr [r15 + 320]
+    lock or dword ptr [r15 + 384], 70
+    movsxd r8, dword ptr [r15 + 192]
+    mov qword ptr [r15 + 512], rdx
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov rdx, qword ptr [r15 + 128]
+    mov r9, r11
+    movzx edi, byte ptr [r15 + 128]
+    mov r8, r11
+    and r9, 4032
+    mov rdx, qword ptr [r15 + r9 + 3392]
+    jmp 1f
+1:
+    and r8, 448
+    and r9d, dword ptr [r15 + r8 + 832]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c121:
+    mov r9, rsi
+    mov esi, r9d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd r9, dword ptr [r15 + 192]
+    mov qword ptr [r15 + 384], r9
+    mov byte ptr [r15 + 320], sil
+    mov dword ptr [r15 + 512], 186
+    mov r9, qword ptr [r15 + 640]
+    mov r8, r11
+    movzx esi, byte ptr [r15 + 256]
+    and r8, 1984
+    movsxd rax, dword ptr [r15 + r8 + 1344]
+    mov rcx, rcx
+    mov rbp, r11
+    mov r8, r11
+    and rbp, 8128
+    mov byte ptr [r15 + rbp + 7488], r9b
+    mov ebp, r9d
+    and r8, 16320
+    mov rbp, qword ptr [r15 + r8 + 15680]
+    mov qword ptr [r15 + 448], rdx
+    jmp 1f
+1:
+    add rdx, qword ptr [r15 + 576]
+    jmp 1f
+1:
+    mov rdi, rdi
+    mov rdi, rcx
+    mov edi, ecx
+    jmp 1f
+1:
+    movzx edi, dil
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov edi, 25
+    mov rcx, qword ptr [r15 + 128]
+    movzx edi, cl
+    mov ecx, 221
+    mov rcx, rbp
+    mov rcx, rcx
+    movsxd rcx, dword ptr [r15 + 64]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c122:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 8192
+    setz al
+    lea rcx, [rip + .Lc1_d11268_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d11268_s_t
+    .p2align 3
+.Lc1_d11268_s:
+    .p2align 3
+    jmp .Lc1_d11268_j
+    .p2align 3
+    jmp .Lc1_d11268_j
+.Lc1_d11268_j:
+    movzx ecx, byte ptr [r15 + 320]
+    jmp 1f
+1:
+    movzx eax, byte ptr [r15 + 512]
+    movzx edi, byte ptr [r15 + 384]
+    mov rbp, qword ptr [r15 + 128]
+    mov r9, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovq qword ptr [r15 + 0], xmm12
+    and eax, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    add rax, qword ptr [r15 + 0]
+    movzx r9d, al
+    vmovq qword ptr [r15 + 0], xmm12
+    jmp 1f
+1:
+    lea r9, [r11 + r11*1]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 448], 55
+    and r9, 4032
+    mov byte ptr [r15 + r9 + 3392], bpl
+    mov r8, r11
+    lea rbp, [r11 + r11*1]
+    and r8, 1984
+    mov dword ptr [r15 + r8 + 1344], r8d
+    and rbp, 448
+    mov dword ptr [r15 + rbp + 896], 216
+    movzx edx, byte ptr [r15 + rbp + 832]
+    jmp 1f
+1:
+    movsxd rbp, dword ptr [r15 + 704]
+    jmp 1f
+1:
+    mov qword ptr [r15 + r9 + 3456], r9
+    jmp 1f
+1:
+    movsxd r9, dword ptr [r15 + 64]
+    movzx r8d, r9b
+    and r9d, dword ptr [r15 + 320]
+    mov r8, qword ptr [r15 + 192]
+    mov qword ptr [r15 + 256], rcx
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c123:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 524288
+    setz al
+    lea rcx, [rip + .Lc1_d11324_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d11324_s_t
+    .p2align 3
+.Lc1_d11324_s:
+    .p2align 3
+    jmp .Lc1_d11324_j
+    .p2align 3
+    jmp .Lc1_d11324_j
+.Lc1_d11324_j:
+    mov ecx, 101
+    mov rbp, r11
+    lea r8, [r11 + r11*1]
+    and rbp, 1984
+    mov rcx, qword ptr [r15 + rbp + 1344]
+    and r8, 8128
+    movsxd rbp, dword ptr [r15 + r8 + 7552]
+    mov rax, rbp
+    mov rbp, rax
+    mov dword ptr [r15 + 64], 24
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, ebp
+    mov byte ptr [r15 + 0], al
+    movsxd rax, dword ptr [r15 + 576]
+    movzx ebp, al
+    movzx eax, byte ptr [r15 + 768]
+    mov r9, rcx
+    mov r9, rsi
+    jmp 1f
+1:
+    mov r9d, r8d
+    jmp 1f
+1:
+    test dword ptr [r15 + 67117724], 8
+    jz 1f
+1:
+    movsxd rax, dword ptr [r15 + 384]
+    movsxd rcx, dword ptr [r15 + 64]
+    mov rbp, qword ptr [r15 + 448]
+    jmp 1f
+1:
+    movsxd r9, dword ptr [r15 + 384]
+    jmp 1f
+1:
+    movzx esi, dl
+    mov rsi, qword ptr [r15 + 128]
+    jmp 1f
+1:
+    mov edx, 80
+    add rdx, qword ptr [r15 + 192]
+    mov rdi, rax
+    vmovdqu ymmword ptr [r15 + r8 + 7488], ymm12
+    jmp 1f
+1:
+    vpaddq xmm12, xmm12, xmmword ptr [r15 + 320]
+    mov rax, rdi
+    movzx eax, byte ptr [r15 + 512]
+    mov r8d, 3
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c124:
+    movzx r8d, cl
+    mov r8d, 68
+    jmp 1f
+1:
+    mov r8, qword ptr [r15 + 256]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    add rcx, qword ptr [r15 + 64]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov rcx, r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], r8
+    jmp 1f
+1:
+    mov r8, rcx
+    mov dword ptr [r15 + 128], r8d
+    mov byte ptr [r15 + 640], r8b
+    movzx r8d, byte ptr [r15 + 512]
+    mov ecx, 189
+    jmp 1f
+1:
+    mov byte ptr [r15 + 320], al
+    movsxd rcx, dword ptr [r15 + 256]
+    mov rbp, r11
+    jmp 1f
+1:
+    jmp 1f
+1:
+    and rbp, 4032
+    movzx eax, byte ptr [r15 + rbp + 3392]
+    mov rbp, rax
+    mov rax, qword ptr [r15 + 192]
+    jmp 1f
+1:
+    mov r9, r11
+    mov rdx, r8
+    and r9, 1984
+    movsxd r8, dword ptr [r15 + r9 + 1344]
+    jmp 1f
+1:
+    mov r9, r11
+    vmovdqu xmmword ptr [r15 + 448], xmm12
+    jmp 1f
+1:
+    mov edi, dword ptr [r15 + 384]
+    and r9, 448
+    mov rsi, qword ptr [r15 + r9 + 832]
+    jmp 1f
+1:
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c125:
+    lea rcx, [rip + .Lc1_d11433_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d11433_j_t
+.Lc1_d11433_j:
+    mov r9, r11
+    and r9, 448
+    movzx ecx, byte ptr [r15 + r9 + 832]
+    mov byte ptr [r15 + 64], cl
+    mov r9d, r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 234
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and ecx, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, 231
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov qword ptr [r15 + 320], r9
+    mov r9, rcx
+    mov dword ptr [r15 + 128], ecx
+    mov dword ptr [r15 + 128], r9d
+    jmp 1f
+1:
+    movzx r9d, byte ptr [r15 + 256]
+    mov dword ptr [r15 + 512], ecx
+    movsxd rcx, dword ptr [r15 + 192]
+    vmovdqu ymmword ptr [r15 + 448], ymm12
+    mov rbp, r11
+    vmovdqu ymmword ptr [r15 + 320], ymm12
+    and rbp, 4032
+    vmovdqu ymmword ptr [r15 + rbp + 3392], ymm12
+    mov dword ptr [r15 + 384], 1
+    mov rbp, r11
+    movsxd r8, dword ptr [r15 + 704]
+    and rbp, 8128
+    mov byte ptr [r15 + rbp + 7488], bpl
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c126:
+    mov ebp, dword ptr [r15 + 768]
+    mov ecx, r8d
+    mov dword ptr [r15 + 0], r8d
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    vpcmpeqb xmm12, xmm12, xmm0
+    mov byte ptr [r15 + 0], r8b
+    mov dword ptr [r15 + 0], r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, rcx
+    mov byte ptr [r15 + 0], cl
+    mov r8d, ebp
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r8d, 67
+    mov r8, r11
+    mov ecx, 191
+    jmp 1f
+1:
+    movzx ecx, byte ptr [r15 + 64]
+    and r8, 1984
+    movsxd r9, dword ptr [r15 + r8 + 1344]
+    movzx r8d, byte ptr [r15 + 512]
+    mov eax, edx
+    movzx edx, bpl
+    vmovq qword ptr [r15 + 448], xmm12
+    movsxd rdx, dword ptr [r15 + 576]
+    mov rax, qword ptr [r15 + 320]
+    mov r8, r11
+    mov esi, 90
+    movzx esi, sil
+    vpcmpeqb xmm12, xmm12, xmm5
+    and r8, 8128
+    movzx esi, byte ptr [r15 + r8 + 7488]
+    movsxd r8, dword ptr [r15 + 384]
+    mov edi, 221
+    jmp 1f
+1:
+    mov rdi, qword ptr [r15 + 192]
+    mov r8, r11
+    mov rsi, qword ptr [r15 + 384]
+    and r8, 4032
+    mov esi, dword ptr [r15 + r8 + 3392]
+    vmovdqu ymmword ptr [r15 + 128], ymm12
+    jmp 1f
+1:
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c127:
+    lea rcx, [rip + .Lc1_d11526_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d11526_j_t
+.Lc1_d11526_j:
+    movzx ecx, byte ptr [r15 + 512]
+    jmp 1f
+1:
+    mov qword ptr [r15 + 384], rcx
+    jmp 1f
+1:
+    mov r8, r11
+    mov dword ptr [r15 + 192], edi
+    and r8, 1984
+    mov byte ptr [r15 + r8 + 1344], bpl
+    and r8d, dword ptr [r15 + 256]
+    mov ecx, edx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    vpxor xmm12, xmm12, xmm10
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    vpaddq xmm12, xmm12, xmmword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], cl
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 640], 193
+    mov r9, r11
+    mov rbp, r11
+    mov byte ptr [r15 + 128], bpl
+    mov ecx, ecx
+    and rbp, 8128
+    movzx ecx, byte ptr [r15 + rbp + 7488]
+    and r9, 448
+    mov dword ptr [r15 + r9 + 832], r8d
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movzx r9d, byte ptr [r15 + 64]
+    and r9d, dword ptr [r15 + 320]
+    mov dword ptr [r15 + 64], 89
+    jmp 1f
+1:
+    mov dword ptr [r15 + 704], ebp
+    add r8, qword ptr [r15 + 448]
+    jmp 1f
+1:
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c128:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, edi
-    mov rbp, rdi
-    mov qword ptr [r15 + 0], rdx
-    mov r12, qword ptr [r15 + r12 + 56]
-    .byte 0x0f, 0x1f, 0x00
-    mov r12, qword ptr [r15 + r12 + 56]
+    lea rcx, [rip + .Lc1_d11577_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d11577_j_t
+.Lc1_d11577_j:
+    mov rcx, rcx
     jmp 1f
 1:
-    inc dword ptr [r15 + 0]
+    mov rcx, rsi
+    mov dword ptr [r15 + 0], r8d
     mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11 + r11*1]
-    xor dword ptr [r15 + 384], edi
-    movzx edi, byte ptr [r15 + 384]
-    and rbp, 448
-    mov qword ptr [r15 + rbp + 896], r9
-    mov r9d, 251
-    mov r8, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], ecx
+    add r8, qword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ebp, byte ptr [r15 + 768]
+    mov ecx, 107
     mov r9, r11
-    movzx edx, r9b
-    mov rcx, qword ptr [r15 + 320]
-    and r9, 1984
-    movsxd rdx, dword ptr [r15 + r9 + 1344]
-    and r8, 8128
-    mov r9, qword ptr [r15 + r8 + 7488]
+    mov ecx, edi
+    mov ecx, 185
+    and r9, 448
+    mov rcx, qword ptr [r15 + r9 + 832]
+    .byte 0x0f, 0x1f, 0x00
     jmp 1f
 1:
-    mov dword ptr [r15 + 64], ebp
-    add r8, qword ptr [r15 + 320]
-    movzx eax, byte ptr [r15 + 128]
-    movzx esi, byte ptr [r15 + 192]
-    mov r8d, dword ptr [r15 + 256]
-    mov r8, rdx
-    mov qword ptr [r15 + 128], rdx
-    movzx edx, byte ptr [r15 + rbp + 832]
-    mov r8d, dword ptr [r15 + 512]
-    mov ebp, esi
-    mov rbp, qword ptr [r15 + 448]
-    mov dword ptr [r15 + 576], 34
+    mov r9d, dword ptr [r15 + 512]
+    mov dword ptr [r15 + 192], ebp
+    jmp 1f
+1:
+    mov rbp, r11
+    vmovdqu ymmword ptr [r15 + 128], ymm12
+    mov r9, r11
+    and rbp, 1984
+    and edi, dword ptr [r15 + rbp + 1344]
+    jmp 1f
+1:
+    and r9, 4032
+    movzx ebp, byte ptr [r15 + r9 + 3392]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 384], ebp
+    movzx ebp, r9b
+    mov rbp, rbp
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + 128], ymm12
+    jmp 1f
+1:
+    mov rbp, r9
+    mov byte ptr [r15 + 448], sil
+    jmp 1f
+1:
+    mov ebp, 156
+    movsxd rbp, dword ptr [r15 + 256]
+    mov rsi, qword ptr [r15 + 320]
+    jmp 1f
+1:
+    mov r9d, dword ptr [r15 + 320]
+    mov rdx, qword ptr [r15 + 64]
     add r11, 64
     inc rbx
     dec r13
@@ -14663,111 +14321,103 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d11855_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d11855_j_t
-.Lc1_d11855_j:
-    movzx ecx, sil
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r11
+    and rbp, 8128
+    vmovdqu xmmword ptr [r15 + rbp + 7488], xmm12
+    mov dword ptr [r15 + 0], edi
     jmp 1f
 1:
+    movzx ebp, bpl
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, al
-    mov eax, ecx
-    add rcx, qword ptr [r15 + 0]
-    mov rax, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    vpaddq xmm13, xmm13, xmmword ptr [r15 + 0]
-    movzx ecx, byte ptr [r15 + 192]
-    test dword ptr [r15 + 67117724], 536879104
+    mov ebp, dword ptr [r15 + 320]
+    jmp 1f
+1:
+    movsxd rdi, dword ptr [r15 + 128]
+    test dword ptr [r15 + 67117724], 527360
     jz 1f
 1:
-    mov qword ptr [r15 + 640], rcx
-    mov rcx, rbp
-    movsxd rcx, dword ptr [r15 + 704]
+    mov qword ptr [r15 + 192], rdi
+    mov dword ptr [r15 + 256], 75
+    mov dword ptr [r15 + 512], 73
     mov rbp, r11
-    mov eax, dword ptr [r15 + 384]
+    jmp 1f
+1:
     and rbp, 4032
-    mov esi, dword ptr [r15 + rbp + 3392]
-    vpcmpeqb xmm13, xmm13, xmmword ptr [r15 + 256]
-    mov ebp, dword ptr [r15 + 448]
-    jmp 1f
-1:
-    movsxd r9, dword ptr [r15 + 320]
-    movzx edi, byte ptr [r15 + 128]
-    mov r8, r11
-    movzx edx, r8b
-    mov rdx, qword ptr [r15 + 512]
+    vmovdqu ymmword ptr [r15 + rbp + 3392], ymm12
     mov rbp, r11
-    and r8, 1984
-    mov rdx, qword ptr [r15 + r8 + 1344]
-    movsxd r8, dword ptr [r15 + 64]
-    and rbp, 8128
-    mov r8, qword ptr [r15 + rbp + 7488]
     jmp 1f
 1:
+    mov dword ptr [r15 + 64], 69
+    mov qword ptr [r15 + 448], rdi
+    and rbp, 448
+    movzx edi, byte ptr [r15 + rbp + 832]
+    jmp 1f
+1:
+    add rbp, qword ptr [r15 + 384]
+    vmovdqu ymmword ptr [r15 + 384], ymm12
+    mov esi, dword ptr [r15 + 576]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c130:
-    movsxd rbp, dword ptr [r15 + 576]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 512], 59
-    vmovdqu ymmword ptr [r15 + 0], ymm13
-    jmp 1f
-1:
-    movzx r8d, bpl
-    jmp 1f
-1:
-    mov ebp, r9d
-    movzx ebp, r8b
-    mov qword ptr [r15 + 0], rbp
+    lea rcx, [rip + .Lc1_d11672_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d11672_j_t
+.Lc1_d11672_j:
     mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rcx
     jmp 1f
 1:
-    mov ebp, r8d
-    mov dword ptr [r15 + 0], 227
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
     mov rbp, r11
-    movsxd r8, dword ptr [r15 + 64]
-    movsxd r9, dword ptr [r15 + 128]
-    and rbp, 448
-    mov dword ptr [r15 + rbp + 832], r8d
-    mov ebp, 201
-    and ebp, dword ptr [r15 + 384]
-    mov dword ptr [r15 + 768], 175
-    mov r8, qword ptr [r15 + 256]
-    jmp 1f
-1:
-    mov rax, qword ptr [r15 + 320]
-    jmp 1f
-1:
-    movzx ecx, al
-    mov byte ptr [r15 + 192], sil
-    mov eax, dword ptr [r15 + 448]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 1984
+    mov qword ptr [r15 + rbp + 1344], rax
+    mov rbp, qword ptr [r15 + 384]
+    mov dword ptr [r15 + 256], 109
     mov r8, r11
-    mov qword ptr [r15 + 64], r8
-    mov rbp, r11
+    mov dword ptr [r15 + 448], 101
+    xor dword ptr [r15 + 128], eax
+    mov eax, dword ptr [r15 + 320]
+    and r8, 8128
+    mov ecx, dword ptr [r15 + r8 + 7488]
+    vmovdqu xmmword ptr [r15 + 64], xmm12
+    mov r8, r11
     jmp 1f
 1:
-    and r8, 8128
-    movzx esi, byte ptr [r15 + r8 + 7488]
-    and rbp, 4032
-    movsxd r8, dword ptr [r15 + rbp + 3392]
-    movzx ebp, r8b
-    vmovdqu xmm13, xmmword ptr [r15 + 320]
+    mov rdi, r8
+    mov edi, edi
+    and r8, 448
+    movsxd rdi, dword ptr [r15 + r8 + 832]
+    mov r8, qword ptr [r15 + 704]
+    mov byte ptr [r15 + 192], sil
+    mov rsi, qword ptr [r15 + 320]
+    jmp 1f
+1:
+    mov byte ptr [r15 + 512], cl
+    mov ecx, esi
+    jmp 1f
+1:
+    add qword ptr [r15 + 512], rdi
+    movzx edi, al
+    movzx edi, byte ptr [r15 + 64]
+    movzx ecx, byte ptr [r15 + 640]
+    mov r9d, 224
+    mov edx, esi
     jmp 1f
 1:
     add r11, 64
@@ -14775,448 +14425,403 @@ ditto_body_c1:
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c131:
-    lea rcx, [rip + .Lc1_d11950_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d11950_j_t
-.Lc1_d11950_j:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, r8d
-    mov qword ptr [r15 + 0], r8
-    mov dword ptr [r15 + 0], 14
-    mov edx, edi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], sil
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rsi, qword ptr [r15 + 640]
     jmp 1f
 1:
-    lea rbp, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov ecx, dword ptr [r15 + 192]
-    mov qword ptr [r15 + 256], rdx
+    vpshufd xmm12, xmm12, 83
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov rdx, r9
     mov r8, r11
-    and rbp, 1984
-    mov edx, dword ptr [r15 + rbp + 1344]
-    mov edi, 47
-    and r8, 448
-    add qword ptr [r15 + r8 + 832], r8
-    movsxd r8, dword ptr [r15 + 320]
-    and r8d, dword ptr [r15 + 128]
-    mov byte ptr [r15 + 512], r8b
-    mov r8, rbp
-    movzx r8d, bpl
-    mov dword ptr [r15 + 128], 84
-    and r8d, dword ptr [r15 + 448]
-    mov byte ptr [r15 + 64], r8b
+    mov r9, rsi
+    mov r9, qword ptr [r15 + 448]
+    mov rbp, r11
+    and r8, 1984
+    mov dword ptr [r15 + r8 + 1344], r8d
+    nop
+    and rbp, 4032
+    mov byte ptr [r15 + rbp + 3392], dl
+    mov ebp, 36
+    movzx r8d, r9b
+    mov qword ptr [r15 + 128], rdx
+    mov dword ptr [r15 + 320], 156
+    mov byte ptr [r15 + 192], dl
+    mov edx, r8d
+    vpor xmm12, xmm12, xmm12
     jmp 1f
 1:
+    mov r9d, 146
+    mov dword ptr [r15 + 64], ebp
+    mov ebp, dword ptr [r15 + 512]
+    mov r9d, ebp
+    mov rbp, rsi
+    vpshufd xmm12, xmm12, 45
+    mov rbp, qword ptr [r15 + 384]
+    mov edx, ebp
+    mov dword ptr [r15 + 768], edi
     jmp 1f
 1:
-    mov dword ptr [r15 + 384], 176
-    mov r8d, edx
-    mov r8, r11
-    mov dword ptr [r15 + rbp + 1408], edi
-    movzx eax, byte ptr [r15 + 512]
-    and r8, 4032
-    mov byte ptr [r15 + r8 + 3392], r8b
-    add rdx, qword ptr [r15 + 384]
+    mov rbp, r11
+    mov dword ptr [r15 + 256], ebp
+    and rbp, 16320
+    mov dword ptr [r15 + rbp + 15680], 194
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c132:
-    lea rcx, [rip + .Lc1_d11997_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d11997_j_t
-.Lc1_d11997_j:
-    movzx ecx, byte ptr [r15 + 448]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 32768
+    setz al
+    lea rcx, [rip + .Lc1_d11772_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d11772_s_t
+    .p2align 3
+.Lc1_d11772_s:
+    .p2align 3
+    jmp .Lc1_d11772_j
+    .p2align 3
+    jmp .Lc1_d11772_j
+.Lc1_d11772_j:
+    jmp 1f
+1:
+    vpxor xmm12, xmm12, xmm15
+    movzx ecx, byte ptr [r15 + 384]
+    movzx eax, al
+    mov eax, 224
+    jmp 1f
+1:
+    mov dword ptr [r15 + 448], 161
     mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, rcx
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, eax
+    mov byte ptr [r15 + 0], al
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, ecx
+    jmp 1f
+1:
     mov qword ptr [r15 + 0], rcx
-    movzx ecx, bpl
-    mov ebp, ecx
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov rbp, r11
+    and eax, dword ptr [r15 + 256]
+    and ecx, dword ptr [r15 + 640]
+    movzx edx, byte ptr [r15 + 384]
+    mov esi, dword ptr [r15 + 64]
+    movsxd rbp, dword ptr [r15 + 576]
     mov r8, r11
-    and rbp, 4032
-    mov dword ptr [r15 + rbp + 3392], ebp
-    jmp 1f
-1:
+    mov qword ptr [r15 + 320], rcx
+    mov rcx, qword ptr [r15 + 128]
+    and r8, 448
+    mov dword ptr [r15 + r8 + 832], 19
+    mov r8, r11
+    movzx edi, r8b
+    mov rdi, rax
     and r8, 8128
-    mov r9, r11
-    mov rbp, qword ptr [r15 + r8 + 7488]
-    mov r8, qword ptr [r15 + 320]
-    and r9, 448
-    add r8, qword ptr [r15 + r9 + 832]
-    jmp 1f
-1:
-    vmovdqu xmm13, xmmword ptr [r15 + 256]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 128], r8d
-    mov byte ptr [r15 + 320], bpl
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r8, rbp
-    mov r8, r8
-    and r9d, dword ptr [r15 + 64]
-    movsxd r8, dword ptr [r15 + 704]
-    movzx ebp, r8b
-    mov r8, rbp
-    mov r8, qword ptr [r15 + 384]
-    mov ecx, 164
-    mov ecx, 85
-    mov ecx, dword ptr [r15 + 512]
-    jmp 1f
-1:
-    movzx edx, cl
+    mov dword ptr [r15 + r8 + 7488], ecx
+    mov r8, r11
+    mov dword ptr [r15 + 192], 225
+    and r8, 4032
+    movzx ecx, byte ptr [r15 + r8 + 3392]
+    vpshufd xmm12, xmm12, 7
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c133:
+    movzx r8d, byte ptr [r15 + 64]
+    mov ecx, dword ptr [r15 + 320]
+    movsxd rax, dword ptr [r15 + 128]
     jmp 1f
 1:
-    mov qword ptr [r15 + 320], rbp
-    mov ebp, 176
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx ecx, byte ptr [r15 + 768]
-    mov rdx, rcx
-    mov dword ptr [r15 + 192], 55
-    jmp 1f
-1:
-    mov rbp, r11
-    mov byte ptr [r15 + 64], bpl
-    mov ecx, 144
-    mov ecx, r8d
-    and rbp, 1984
-    movsxd rcx, dword ptr [r15 + rbp + 1344]
-    mov rbp, qword ptr [r15 + 384]
-    mov dword ptr [r15 + 512], ebp
-    jmp 1f
-1:
-    movsxd rbp, dword ptr [r15 + 256]
-    mov qword ptr [r15 + 0], rdx
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], rdx
+    mov rdi, rax
+    mov eax, 243
+    mov dword ptr [r15 + 384], 122
+    mov rax, rcx
+    mov eax, ecx
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
+    mov r12, qword ptr [r15 + r12 + 56]
+    add rax, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 20
+    lea rbp, [r11 + r11*1]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 1984
+    mov ecx, dword ptr [r15 + rbp + 1408]
+    test ebx, 2560
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r11
+    mov r9d, 153
+    movsxd rcx, dword ptr [r15 + 512]
+    mov eax, dword ptr [r15 + rbp + 1344]
+    mov rbp, qword ptr [r15 + 448]
+    movsxd r9, dword ptr [r15 + 704]
+    mov r8, r11
+    movsxd rdi, dword ptr [r15 + 128]
+    and r8, 4032
+    mov dword ptr [r15 + r8 + 3392], eax
+    mov dword ptr [r15 + 256], r8d
+    mov rdx, rcx
+    mov r8d, ecx
+    mov byte ptr [r15 + 192], bpl
+    mov rcx, qword ptr [r15 + 512]
+    mov r8, r11
     jmp 1f
 1:
-    and rbp, 448
-    mov edx, dword ptr [r15 + rbp + 832]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 128], 11
-    mov ebp, edx
-    mov rbp, rcx
-    mov ebp, ebp
-    jmp 1f
-1:
-    mov rbp, r11
-    mov dword ptr [r15 + 448], edx
-    jmp 1f
-1:
-    and rbp, 8128
-    mov dword ptr [r15 + rbp + 7488], 106
-    vpxor xmm13, xmm13, xmm3
-    mov eax, 219
-    movzx ebp, al
-    mov eax, edx
-    mov rax, rax
-    mov byte ptr [r15 + 576], dl
-    jmp 1f
-1:
+    vmovq xmm12, rsi
+    mov rsi, r8
+    and r8, 8128
+    mov dword ptr [r15 + r8 + 7488], 105
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c134:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 16777216
-    setz al
-    lea rcx, [rip + .Lc1_d12106_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d12106_s_t
-    .p2align 3
-.Lc1_d12106_s:
-    .p2align 3
-    jmp .Lc1_d12106_j
-    .p2align 3
-    jmp .Lc1_d12106_j
-.Lc1_d12106_j:
+    lea rcx, [rip + .Lc1_d11870_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d11870_j_t
+.Lc1_d11870_j:
+    lea r8, [r11 + r11*1]
     mov rbp, r11
-    and rbp, 4032
-    movsxd rcx, dword ptr [r15 + rbp + 3392]
-    mov byte ptr [r15 + 0], cl
-    mov byte ptr [r15 + 0], cl
-    jmp 1f
-1:
-    mov byte ptr [r15 + 0], dl
-    jmp 1f
-1:
-    jmp 1f
-1:
-    vmovdqu xmmword ptr [r15 + 0], xmm13
-    jmp 1f
-1:
-    mov byte ptr [r15 + 0], bpl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, rbp
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rbp
+    and r8, 448
+    add rcx, qword ptr [r15 + r8 + 832]
+    mov dword ptr [r15 + 448], 192
     and rbp, 1984
-    mov qword ptr [r15 + rbp + 1344], rdx
+    movzx eax, byte ptr [r15 + rbp + 1344]
+    movzx ebp, al
+    jmp 1f
+1:
+    mov ebp, dword ptr [r15 + 576]
+    mov rsi, rdi
+    add rax, qword ptr [r15 + 128]
+    movzx esi, byte ptr [r15 + r8 + 896]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     jmp 1f
 1:
     jmp 1f
 1:
-    mov dword ptr [r15 + 256], ebp
-    mov dword ptr [r15 + 448], 72
-    movzx ebp, byte ptr [r15 + 384]
-    mov qword ptr [r15 + 384], rbp
-    movzx ebp, byte ptr [r15 + 64]
     jmp 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    movzx ecx, cl
-    add rcx, qword ptr [r15 + 640]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov rdx, rbp
-    add rbp, qword ptr [r15 + 128]
-    mov edx, eax
-    mov edx, 122
-    jmp 1f
-1:
-    movzx eax, byte ptr [r15 + 192]
-    vmovdqu ymmword ptr [r15 + 320], ymm13
-    mov esi, 113
-    mov r8, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r8d, byte ptr [r15 + 320]
+    and r8d, dword ptr [r15 + 64]
+    mov r9, r11
+    mov edi, dword ptr [r15 + 256]
     mov rdx, r8
-    and r8, 8128
-    mov dword ptr [r15 + r8 + 7488], r8d
-    mov dword ptr [r15 + 64], 254
+    and r9, 8128
+    movzx r8d, byte ptr [r15 + r9 + 7488]
+    mov dword ptr [r15 + 64], 70
+    movzx r9d, byte ptr [r15 + 768]
+    mov r9d, dword ptr [r15 + 384]
+    .byte 0x0f, 0x1f, 0x00
+    add rcx, qword ptr [r15 + 320]
+    movsxd rcx, dword ptr [r15 + 512]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c135:
-    mov dword ptr [r15 + 0], 77
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 0], ymm13
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], r9d
+    and ecx, dword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], cl
     jmp 1f
 1:
-    mov rbp, r11
-    mov r8d, 33
-    vpor xmm13, xmm13, xmm13
-    mov r8d, eax
-    and rbp, 1984
-    mov byte ptr [r15 + rbp + 1344], bpl
-    mov qword ptr [r15 + 704], rsi
-    movzx esi, byte ptr [r15 + 512]
-    mov rbp, r11
-    mov rax, qword ptr [r15 + 320]
-    and rbp, 4032
-    movsxd rdx, dword ptr [r15 + rbp + 3392]
-    movzx ebp, byte ptr [r15 + 448]
-    mov r8, qword ptr [r15 + 384]
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov ebp, r8d
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r8d, dword ptr [r15 + 320]
-    movsxd rbp, dword ptr [r15 + 512]
-    mov rsi, qword ptr [r15 + 64]
-    mov eax, dword ptr [r15 + 768]
-    jmp 1f
-1:
-    mov rdx, rdx
-    mov edx, edx
-    mov dword ptr [r15 + 192], edx
-    mov r9, r11
-    mov rdx, qword ptr [r15 + 128]
-    movsxd rcx, dword ptr [r15 + 256]
-    mov edi, esi
-    and r9, 448
-    mov dword ptr [r15 + r9 + 832], 138
-    mov r9d, 199
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c136:
-    lea rcx, [rip + .Lc1_d12212_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d12212_j_t
-.Lc1_d12212_j:
-    mov rcx, qword ptr [r15 + 384]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, 69
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, 224
-    mov dword ptr [r15 + 0], edi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rdi, r9
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], rsi
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, r11
-    jmp 1f
-1:
-    mov rsi, r9
-    and r9, 8128
-    movzx esi, byte ptr [r15 + r9 + 7488]
-    mov r9, qword ptr [r15 + 128]
-    movzx edi, dil
-    mov rbp, r11
-    jmp 1f
-1:
-    mov dword ptr [r15 + 256], ecx
-    and rbp, 16320
-    add rdi, qword ptr [r15 + rbp + 15680]
-    mov qword ptr [r15 + 64], rsi
-    mov dword ptr [r15 + 576], esi
-    jmp 1f
-1:
-    vmovdqu ymmword ptr [r15 + 128], ymm13
-    jmp 1f
-1:
-    mov qword ptr [r15 + 512], rdi
-    mov rbp, r11
-    mov dword ptr [r15 + 320], ebp
-    mov dword ptr [r15 + 192], ebp
-    and rbp, 448
-    add rdi, qword ptr [r15 + rbp + 832]
-    mov rbp, qword ptr [r15 + 448]
-    jmp 1f
-1:
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c137:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 1073741824
-    setz al
-    lea rcx, [rip + .Lc1_d12265_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d12265_s_t
-    .p2align 3
-.Lc1_d12265_s:
-    .p2align 3
-    jmp .Lc1_d12265_j
-    .p2align 3
-    jmp .Lc1_d12265_j
-.Lc1_d12265_j:
-    movsxd rcx, dword ptr [r15 + 128]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 704], 126
-    mov byte ptr [r15 + 384], al
+    vmovdqu ymmword ptr [r15 + 0], ymm12
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov rax, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 19
-    mov dword ptr [r15 + 0], eax
-    mov rbp, r11
-    mov byte ptr [r15 + 192], bpl
-    lock add qword ptr [r15 + 448], rbp
-    and rbp, 8128
-    vmovdqu ymmword ptr [r15 + rbp + 7488], ymm13
-    movzx ebp, al
-    mov dword ptr [r15 + 256], ebp
-    movsxd rbp, dword ptr [r15 + 320]
-    mov rax, qword ptr [r15 + 320]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r9, r11
-    mov byte ptr [r15 + 64], cl
-    and r9, 1984
-    mov dword ptr [r15 + r9 + 1344], 246
-    mov qword ptr [r15 + 384], r9
-    mov qword ptr [r15 + 640], rax
-    movsxd r9, dword ptr [r15 + 64]
-    jmp 1f
-1:
+    movsxd rcx, dword ptr [r15 + 320]
+    mov byte ptr [r15 + 128], dl
+    vpshufd xmm12, xmm12, 73
+    vmovq qword ptr [r15 + 192], xmm12
+    movzx edx, byte ptr [r15 + 704]
+    mov r8d, dword ptr [r15 + 640]
+    movzx r9d, r8b
+    mov r8d, r9d
     jmp 1f
 1:
     mov r8, r11
     jmp 1f
 1:
     and r8, 4032
-    movsxd rax, dword ptr [r15 + r8 + 3392]
-    movsxd r8, dword ptr [r15 + 512]
+    mov rbp, r11
+    mov rax, qword ptr [r15 + r8 + 3392]
+    movzx r8d, byte ptr [r15 + 192]
+    and rbp, 448
+    movsxd rdi, dword ptr [r15 + rbp + 832]
+    mov qword ptr [r15 + 64], rdi
+    mov rbp, r11
+    movsxd rdi, dword ptr [r15 + 512]
+    mov rsi, r9
+    add rdi, qword ptr [r15 + 448]
+    and rbp, 8128
+    mov dword ptr [r15 + rbp + 7488], 112
+    mov dword ptr [r15 + 384], 248
+    vmovdqu ymmword ptr [r15 + 256], ymm12
+    movzx ebp, byte ptr [r15 + 384]
+    movzx r9d, al
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c136:
+    lea rcx, [rip + .Lc1_d11960_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d11960_j_t
+.Lc1_d11960_j:
+    mov rbp, r11
     jmp 1f
 1:
+    and rbp, 8128
+    mov dword ptr [r15 + rbp + 7488], 205
+    mov dword ptr [r15 + 128], 52
+    jmp 1f
+1:
+    vpaddd xmm12, xmm12, xmm12
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    movzx ebp, bpl
+    add rbp, qword ptr [r15 + 0]
+    vmovdqu ymmword ptr [r15 + 0], ymm12
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    add rbp, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 768], 216
+    movzx ecx, byte ptr [r15 + 320]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov byte ptr [r15 + 64], bpl
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov ebp, ebp
+    vpmovmskb ebp, xmm12
+    movzx ebp, bpl
+    jmp 1f
+1:
+    add rbp, qword ptr [r15 + 512]
+    mov dword ptr [r15 + 320], 100
+    mov byte ptr [r15 + 128], cl
+    movzx ecx, cl
+    mov r8, r11
+    and ecx, dword ptr [r15 + 256]
+    mov byte ptr [r15 + 384], sil
+    mov dword ptr [r15 + 448], ebp
+    mov rbp, r11
+    and r8, 4032
+    movzx esi, byte ptr [r15 + r8 + 3392]
+    and rbp, 1984
+    mov qword ptr [r15 + rbp + 1344], rbp
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c137:
+    lea rcx, [rip + .Lc1_d12012_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d12012_j_t
+.Lc1_d12012_j:
+    mov rbp, r11
+    and rbp, 4032
+    mov rcx, qword ptr [r15 + rbp + 3392]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], sil
+    movzx edx, bpl
+    mov ebp, esi
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov rcx, rbp
+    mov rcx, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 128], dl
+    movzx ecx, cl
+    movsxd rcx, dword ptr [r15 + 192]
+    mov dword ptr [r15 + 64], 150
+    movzx ebp, bpl
+    jmp 1f
+1:
+    movzx ebp, byte ptr [r15 + 320]
+    jmp 1f
+1:
+    mov byte ptr [r15 + 576], bpl
+    mov rbp, qword ptr [r15 + 256]
+    mov edx, ebp
+    movzx ebp, cl
+    inc dword ptr [r15 + 512]
+    mov ecx, ecx
+    jmp 1f
+1:
+    mov rbp, r11
+    mov r8, r11
+    jmp 1f
+1:
+    mov esi, r8d
+    and r8, 1984
+    mov rsi, qword ptr [r15 + r8 + 1344]
+    and rbp, 448
+    mov dword ptr [r15 + rbp + 832], 216
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + 448], ymm12
+    xor dword ptr [r15 + 384], ebp
     add r11, 64
     inc rbx
     dec r13
@@ -15225,533 +14830,580 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    movzx eax, r9b
-    movsxd r9, dword ptr [r15 + 768]
+    mov dword ptr [r15 + 0], r8d
     jmp 1f
 1:
+    jmp 1f
+1:
+    .byte 0x0f, 0x1f, 0x40, 0x00
+    mov dword ptr [r15 + 0], 209
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    movsxd rsi, dword ptr [r15 + 64]
+    mov rax, rsi
+    jmp 1f
+1:
+    mov byte ptr [r15 + 384], bpl
+    mov qword ptr [r15 + 448], rbp
+    mov ebp, 242
+    jmp 1f
+1:
+    movsxd rbp, dword ptr [r15 + 128]
+    test dword ptr [r15 + 67117724], 2048
+    jz 1f
+1:
+    movzx ebp, byte ptr [r15 + 256]
+    movzx r8d, bpl
     mov r8, r11
-    mov eax, 114
+    movzx ecx, byte ptr [r15 + 640]
     jmp 1f
 1:
-    mov rcx, rbp
-    and r8, 4032
-    mov eax, dword ptr [r15 + r8 + 3392]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r9
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, 108
-    mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 67117724], 262144
-    jnz 1f
-1:
-    mov dword ptr [r15 + 64], ebp
-    mov rbp, qword ptr [r15 + 128]
-    mov dword ptr [r15 + 384], ecx
-    jmp 1f
-1:
-    mov r8, r11
-    movzx ecx, al
-    mov byte ptr [r15 + 192], r9b
-    mov dword ptr [r15 + 256], ecx
     and r8, 1984
-    mov qword ptr [r15 + r8 + 1344], rbp
-    mov r8d, 29
+    and ebp, dword ptr [r15 + r8 + 1344]
     jmp 1f
 1:
-    mov eax, dword ptr [r15 + 448]
+    movsxd r8, dword ptr [r15 + 384]
+    mov r9, r11
+    movzx eax, byte ptr [r15 + 320]
+    and r9, 448
+    mov rsi, qword ptr [r15 + r9 + 832]
+    mov r9, r11
     jmp 1f
 1:
+    mov rdx, qword ptr [r15 + 64]
     jmp 1f
 1:
-    mov r8, r11
-    mov dword ptr [r15 + 512], 207
-    mov ebp, 168
-    and r8, 448
-    mov byte ptr [r15 + r8 + 832], cl
-    mov r8d, dword ptr [r15 + 320]
+    and r9, 8128
+    mov dword ptr [r15 + r9 + 7488], esi
+    mov dword ptr [r15 + 704], esi
+    mov r9d, dword ptr [r15 + 192]
+    add r9, qword ptr [r15 + 512]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c139:
-    lea rcx, [rip + .Lc1_d12368_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d12368_j_t
-.Lc1_d12368_j:
-    and ecx, dword ptr [r15 + 384]
-    mov r8d, 198
-    mov r8, rax
-    mov dword ptr [r15 + 640], ebp
-    movzx ebp, r8b
-    mov rbp, rbp
-    mov ebp, 236
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    movzx eax, byte ptr [r15 + 576]
-    mov ebp, ecx
-    mov rcx, rbp
-    mov r8, r11
-    mov ebp, 86
-    and r8, 4032
-    mov dword ptr [r15 + r8 + 3392], eax
-    mov r8d, 64
-    mov r8, qword ptr [r15 + 192]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    lea rbp, [r11 + r11*1]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 64], eax
-    and rbp, 8128
-    mov rax, qword ptr [r15 + rbp + 7488]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 512
+    setz al
+    lea rcx, [rip + .Lc1_d12115_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d12115_s_t
+    .p2align 3
+.Lc1_d12115_s:
+    .p2align 3
+    jmp .Lc1_d12115_j
+    .p2align 3
+    jmp .Lc1_d12115_j
+.Lc1_d12115_j:
     mov r9, r11
-    mov edi, 253
-    mov dword ptr [r15 + 512], edi
-    and r9, 448
-    imul rdi, qword ptr [r15 + r9 + 832]
-    mov r9d, r8d
-    vmovdqu ymmword ptr [r15 + 448], ymm13
-    mov byte ptr [r15 + 320], bpl
-    mov r8d, dword ptr [r15 + 128]
+    movzx ecx, byte ptr [r15 + 256]
+    and r9, 8128
+    mov dword ptr [r15 + r9 + 7488], esi
     jmp 1f
 1:
-    mov dword ptr [r15 + 128], 103
-    mov rdx, rcx
-    mov byte ptr [r15 + rbp + 7552], al
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov byte ptr [r15 + 0], cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, r11
+    jmp 1f
+1:
+    jmp 1f
+1:
+    and r9, 1984
+    movsxd rcx, dword ptr [r15 + r9 + 1344]
+    mov r9, rax
+    movsxd r9, dword ptr [r15 + 320]
+    jmp 1f
+1:
+    movzx eax, al
+    jmp 1f
+1:
+    movzx eax, cl
+    jmp 1f
+1:
+    movzx eax, sil
+    mov eax, dword ptr [r15 + 128]
+    nop
+    mov edx, eax
+    mov dword ptr [r15 + 512], 103
+    mov byte ptr [r15 + 384], r9b
+    jmp 1f
+1:
+    jmp 1f
+1:
+    add r9, qword ptr [r15 + 320]
+    mov dword ptr [r15 + 768], r9d
+    mov r9, r11
+    movzx eax, al
+    and r9, 4032
+    mov eax, dword ptr [r15 + r9 + 3392]
+    mov r9, qword ptr [r15 + 192]
+    mov esi, dword ptr [r15 + 64]
+    jmp 1f
+1:
+    and r9d, dword ptr [r15 + 448]
+    movzx ebp, dl
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c140:
-    lea r8, [r11 + r11*1]
-    and r8, 1984
-    movsxd r9, dword ptr [r15 + r8 + 1408]
-    jmp 1f
-1:
-    movsxd rbp, dword ptr [r15 + 384]
-    mov rbp, r11
-    mov dword ptr [r15 + 192], 73
-    and rbp, 448
-    movsxd rax, dword ptr [r15 + rbp + 832]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov ebp, ebp
-    mov dword ptr [r15 + 512], eax
-    jmp 1f
-1:
-    mov eax, dword ptr [r15 + 384]
-    mov ebp, r8d
-    mov dword ptr [r15 + 0], 27
+    mov byte ptr [r15 + 64], r8b
+    mov r9d, r9d
+    vpaddq xmm12, xmm12, xmmword ptr [r15 + 512]
+    movzx r9d, cl
+    xor dword ptr [r15 + 0], r9d
     mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, r9d
+    mov dword ptr [r15 + 0], r9d
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov byte ptr [r15 + 0], r8b
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, ebp
-    mov dword ptr [r15 + 704], edi
-    mov ebp, 133
-    mov rbp, r11
+    movsxd r9, dword ptr [r15 + 384]
+    movsxd rcx, dword ptr [r15 + 320]
+    mov ebp, 104
+    movsxd rbp, dword ptr [r15 + 640]
+    mov eax, dword ptr [r15 + 192]
+    mov dword ptr [r15 + 128], 118
+    mov byte ptr [r15 + 448], dl
+    mov edx, 22
+    mov edx, edx
+    mov edx, dword ptr [r15 + 448]
+    mov r8, r11
+    movzx esi, byte ptr [r15 + 384]
     movzx edi, bpl
-    and rbp, 4032
-    movsxd r9, dword ptr [r15 + rbp + 3392]
-    mov rbp, r8
-    mov rbp, qword ptr [r15 + 256]
+    and r8, 4032
+    mov dword ptr [r15 + r8 + 3392], r8d
+    vmovdqu ymmword ptr [r15 + 128], ymm12
+    mov ebp, r8d
+    mov rbp, r11
+    mov r8, r11
+    and rbp, 8128
+    mov dword ptr [r15 + rbp + 7488], r9d
     jmp 1f
 1:
-    mov ecx, dword ptr [r15 + 64]
-    mov edi, 207
-    jmp 1f
-1:
-    mov edi, 134
-    mov dword ptr [r15 + 448], edi
-    jmp 1f
-1:
-    mov edi, 111
-    mov dword ptr [r15 + 320], 162
-    mov rdi, rbp
-    mov dword ptr [r15 + r8 + 1344], 108
-    mov qword ptr [r15 + 128], rdi
-    jmp 1f
-1:
+    and r8, 448
+    mov ebp, dword ptr [r15 + r8 + 832]
+    mov r8d, esi
+    mov dword ptr [r15 + 576], 192
+    mov r8d, dword ptr [r15 + 256]
+    mov r9d, 197
+    movzx r9d, bpl
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c141:
-    lea rcx, [rip + .Lc1_d12469_j]
+    lea rcx, [rip + .Lc1_d12216_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d12469_j_t
-.Lc1_d12469_j:
-    mov rbp, r11
-    and rbp, 1984
-    mov rcx, qword ptr [r15 + rbp + 1344]
+    jmp .Lc1_d12216_j_t
+.Lc1_d12216_j:
+    mov rcx, rcx
+    mov esi, 6
+    mov ecx, dword ptr [r15 + 512]
+    mov dword ptr [r15 + 384], 75
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], cl
+    vpmovmskb ecx, xmm12
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 192], rbp
-    mov dword ptr [r15 + 320], eax
-    mov byte ptr [r15 + 128], cl
-    movzx ecx, byte ptr [r15 + 448]
-    movzx ebp, byte ptr [r15 + 384]
     jmp 1f
 1:
     jmp 1f
 1:
-    mov rax, qword ptr [r15 + 64]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov rcx, qword ptr [r15 + 704]
+    mov esi, ecx
+    mov qword ptr [r15 + 128], rdi
+    movsxd rcx, dword ptr [r15 + 320]
+    jmp 1f
+1:
     movzx edi, cl
-    movzx ecx, byte ptr [r15 + 320]
-    movzx r9d, cl
+    movsxd rcx, dword ptr [r15 + 448]
+    mov rbp, r11
+    mov dword ptr [r15 + 64], eax
+    and rbp, 1984
+    mov r8, r11
+    mov rax, qword ptr [r15 + rbp + 1344]
+    and r8, 16320
     mov r9, r11
-    mov dword ptr [r15 + 64], edx
-    and r9, 8128
-    movzx edx, byte ptr [r15 + r9 + 7488]
-    mov r9, r11
-    mov r8, rax
+    mov dword ptr [r15 + r8 + 15680], 254
+    and r9, 448
+    mov byte ptr [r15 + r9 + 832], sil
+    movzx edx, byte ptr [r15 + 256]
+    mov dword ptr [r15 + 192], edi
     jmp 1f
 1:
-    mov eax, 247
-    and r9, 448
-    mov eax, dword ptr [r15 + r9 + 832]
-    add rcx, qword ptr [r15 + 256]
-    and ecx, dword ptr [r15 + 576]
-    mov r9d, 24
-    mov byte ptr [r15 + 512], bpl
-    mov rbp, qword ptr [r15 + 768]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c142:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 16384
-    setz al
-    lea rcx, [rip + .Lc1_d12521_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d12521_s_t
-    .p2align 3
-.Lc1_d12521_s:
-    .p2align 3
-    jmp .Lc1_d12521_j
-    .p2align 3
-    jmp .Lc1_d12521_j
-.Lc1_d12521_j:
-    mov rax, rbp
-    .byte 0x0f, 0x1f, 0x00
-    mov qword ptr [r15 + 448], rax
-    mov eax, 33
-    mov dword ptr [r15 + 0], ecx
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], ecx
-    jmp 1f
-1:
-    mov ecx, 54
-    vmovq qword ptr [r15 + 0], xmm13
-    mov eax, 59
-    mov dword ptr [r15 + 0], r9d
-    mov rbp, r11
-    movzx ecx, cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 8128
-    mov byte ptr [r15 + rbp + 7488], bpl
-    movsxd rcx, dword ptr [r15 + 320]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov qword ptr [r15 + 384], rcx
-    movsxd rcx, dword ptr [r15 + 256]
-    mov rbp, r11
-    and ecx, dword ptr [r15 + 128]
-    jmp 1f
-1:
-    and rbp, 448
-    vmovdqu ymmword ptr [r15 + rbp + 832], ymm13
-    jmp 1f
-1:
-    mov byte ptr [r15 + 640], bpl
-    mov ebp, ecx
-    mov qword ptr [r15 + 64], rcx
-    jmp 1f
-1:
-    movzx ecx, cl
-    mov rbp, r11
+    lea rbp, [r11 + r11*1]
     jmp 1f
 1:
     and rbp, 4032
-    vpcmpeqb xmm13, xmm13, xmmword ptr [r15 + rbp + 3392]
+    mov qword ptr [r15 + rbp + 3456], rbp
+    jmp 1f
+1:
+    vmovdqu xmm12, xmmword ptr [r15 + 64]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rdi, rbp
+    mov r8, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r8, 1984
+    mov dword ptr [r15 + r8 + 1344], ebp
+    mov rsi, r8
+    movzx r8d, byte ptr [r15 + 320]
+    mov r9, r11
+    mov esi, 98
+    mov byte ptr [r15 + rbp + 3392], dil
+    jmp 1f
+1:
+    and r9, 8128
+    mov byte ptr [r15 + r9 + 7488], r9b
+    jmp 1f
+1:
+    mov dword ptr [r15 + 64], 94
+    mov dword ptr [r15 + 384], 35
+    mov r9, qword ptr [r15 + 512]
+    mov edi, r9d
+    mov byte ptr [r15 + 448], sil
+    jmp 1f
+1:
+    mov dword ptr [r15 + 768], esi
+    mov r9d, 187
+    mov r9d, 98
+    jmp 1f
+1:
+    mov r9d, esi
+    mov r9, qword ptr [r15 + 192]
+    movzx esi, dil
     jmp 1f
 1:
     jmp 1f
 1:
-    mov ebp, dword ptr [r15 + 512]
-    movzx ecx, bpl
     jmp 1f
 1:
-    mov dword ptr [r15 + 192], 118
-    mov r9, rcx
-    mov ecx, ebp
+    mov esi, dword ptr [r15 + 128]
+    mov rbp, qword ptr [r15 + 576]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c143:
-    movzx ecx, byte ptr [r15 + 384]
-    mov rbp, qword ptr [r15 + 768]
-    mov r9, r9
+    lea rcx, [rip + .Lc1_d12314_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d12314_j_t
+.Lc1_d12314_j:
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 86
-    jmp 1f
-1:
-    mov byte ptr [r15 + 0], al
     mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu ymmword ptr [r15 + 0], ymm12
+    mov dword ptr [r15 + 0], ecx
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, 12
-    mov qword ptr [r15 + 128], rbp
-    movzx ebp, byte ptr [r15 + 704]
-    mov r9, qword ptr [r15 + 512]
-    mov eax, edx
+    jmp 1f
+1:
+    mov rbp, r11
     jmp 1f
 1:
     jmp 1f
 1:
-    mov eax, dword ptr [r15 + 256]
-    mov r8, r11
+    and rbp, 8128
+    movzx ecx, byte ptr [r15 + rbp + 7488]
+    mov edi, dword ptr [r15 + 512]
+    movzx ebp, sil
+    mov ebp, 219
+    mov esi, dword ptr [r15 + 128]
+    mov rbp, r11
+    mov r8, qword ptr [r15 + 192]
+    mov dword ptr [r15 + 384], 35
+    and rbp, 1984
+    movzx r9d, byte ptr [r15 + rbp + 1344]
+    mov ebp, dword ptr [r15 + 320]
     jmp 1f
 1:
-    and eax, dword ptr [r15 + 192]
-    and r8, 1984
-    mov byte ptr [r15 + r8 + 1344], bpl
-    mov rbp, r9
+    mov eax, 200
+    mov eax, r8d
+    vmovq xmm12, rsi
+    mov esi, 230
+    lea r8, [r11 + r11*1]
+    movsxd rsi, dword ptr [r15 + 320]
+    mov edx, r9d
+    and r8, 448
+    mov qword ptr [r15 + r8 + 896], rax
     jmp 1f
 1:
-    mov r9, r11
     jmp 1f
 1:
-    movsxd r8, dword ptr [r15 + 64]
-    movzx edx, byte ptr [r15 + 128]
-    and r9, 4032
-    mov rdi, qword ptr [r15 + r9 + 3392]
-    mov rsi, qword ptr [r15 + 320]
-    mov r9, r11
-    mov r8d, eax
-    movsxd rax, dword ptr [r15 + 320]
-    add rax, qword ptr [r15 + 448]
-    and r9, 8128
-    and eax, dword ptr [r15 + r9 + 7488]
-    movsxd r9, dword ptr [r15 + 448]
-    jmp 1f
-1:
-    movsxd r9, dword ptr [r15 + 384]
+    add rax, qword ptr [r15 + 64]
+    movsxd r9, dword ptr [r15 + r8 + 832]
+    mov r8d, 45
+    mov r8d, edx
+    mov dword ptr [r15 + 256], edx
+    movzx r8d, byte ptr [r15 + 640]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c144:
-    lea rcx, [rip + .Lc1_d12631_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d12631_j_t
-.Lc1_d12631_j:
-    mov ecx, edi
-    movsxd rcx, dword ptr [r15 + 64]
-    movzx edi, al
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 1073741824
+    setz al
+    lea rcx, [rip + .Lc1_d12367_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d12367_s_t
+    .p2align 3
+.Lc1_d12367_s:
+    .p2align 3
+    jmp .Lc1_d12367_j
+    .p2align 3
+    jmp .Lc1_d12367_j
+.Lc1_d12367_j:
+    mov dword ptr [r15 + 0], ebp
+    mov byte ptr [r15 + 0], r9b
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    .byte 0x0f, 0x1f, 0x40, 0x00
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, 58
+    mov r12, qword ptr [r15 + r12 + 56]
+    nop
+    mov r9, rsi
+    mov esi, 222
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov esi, 222
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, edi
-    vpaddd xmm13, xmm13, xmm13
-    mov dword ptr [r15 + 64], ecx
-    mov r8, r11
+    jmp 1f
+1:
+    mov rsi, rsi
+    jmp 1f
+1:
+    movsxd rsi, dword ptr [r15 + 128]
+    jmp 1f
+1:
     mov r9, r11
-    movzx ecx, byte ptr [r15 + 384]
-    and r8, 448
-    movzx edi, byte ptr [r15 + r8 + 832]
-    and r9, 1984
-    mov byte ptr [r15 + r9 + 1344], al
-    movsxd r8, dword ptr [r15 + 512]
-    jmp 1f
-1:
-    mov r9d, dword ptr [r15 + 384]
-    vmovdqu ymmword ptr [r15 + 576], ymm13
-    jmp 1f
-1:
-    mov rbp, r11
-    mov dword ptr [r15 + 256], 216
-    and rbp, 4032
-    mov eax, dword ptr [r15 + rbp + 3392]
-    mov ebp, dword ptr [r15 + 128]
-    mov edx, ebp
-    movzx ebp, byte ptr [r15 + 320]
-    mov esi, 182
-    vpcmpeqb xmm13, xmm13, xmm15
-    and ebp, dword ptr [r15 + 192]
-    mov dword ptr [r15 + 448], 189
+    movsxd rax, dword ptr [r15 + 704]
+    mov ebp, 188
+    mov rbp, qword ptr [r15 + 512]
+    and r9, 8128
+    movsxd rcx, dword ptr [r15 + r9 + 7488]
+    mov r9, r8
+    mov r8, r9
+    mov r8d, 150
+    mov r8, r11
+    movzx r9d, dil
+    mov dword ptr [r15 + 64], 24
+    and r8, 4032
+    mov r9, qword ptr [r15 + r8 + 3392]
+    movzx r8d, sil
+    mov r8, qword ptr [r15 + 448]
+    mov edi, 220
+    movzx edx, dil
+    movsxd rdi, dword ptr [r15 + 384]
+    mov dword ptr [r15 + 256], 225
+    movsxd rdx, dword ptr [r15 + 320]
+    mov esi, 113
+    movsxd rsi, dword ptr [r15 + 192]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c145:
-    mov rbp, r11
-    and rbp, 448
-    movsxd rax, dword ptr [r15 + rbp + 832]
-    movzx ebp, byte ptr [r15 + 128]
-    mov qword ptr [r15 + 384], rbp
-    movzx ebp, byte ptr [r15 + 128]
-    movsxd r8, dword ptr [r15 + 704]
+    mov byte ptr [r15 + 768], dil
+    mov dword ptr [r15 + 128], eax
+    mov eax, edi
+    mov rdx, rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, rdx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edx, 124
     jmp 1f
 1:
+    mov rdi, rdx
+    mov r9, rdi
+    mov edi, 209
     jmp 1f
 1:
-    movsxd r9, dword ptr [r15 + 640]
-    movzx edx, dl
-    mov dword ptr [r15 + 448], eax
-    mov dword ptr [r15 + 0], edx
-    mov dword ptr [r15 + 0], 3
-    mov dword ptr [r15 + 0], 200
+    mov qword ptr [r15 + 0], rcx
+    mov edx, 57
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov rax, rsi
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1024
+    mov r9, r11
+    jmp 1f
+1:
+    mov r8, r11
+    and r9, 448
+    mov dword ptr [r15 + r9 + 832], ebp
+    and r8, 1984
+    mov r9d, dword ptr [r15 + r8 + 1344]
+    test ebx, 1073741824
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    lea r9, [r11 + r11*1]
-    mov r8d, 151
-    mov r12, qword ptr [r15 + r12 + 56]
-    and eax, dword ptr [r15 + 256]
-    and r9, 8128
-    mov qword ptr [r15 + r9 + 7488], r9
+    movzx r9d, r9b
+    mov r8d, edx
     jmp 1f
 1:
+    mov r8d, r8d
     jmp 1f
 1:
-    vmovdqu ymmword ptr [r15 + 64], ymm13
-    mov qword ptr [r15 + r9 + 7552], rbp
-    movzx r9d, r8b
-    mov rbp, qword ptr [r15 + 512]
+    mov r9d, eax
+    mov rax, qword ptr [r15 + 320]
     mov r9, r11
-    mov r8d, eax
-    movzx r8d, byte ptr [r15 + 320]
-    and r9, 16320
-    mov byte ptr [r15 + r9 + 15680], r9b
-    mov byte ptr [r15 + 192], r9b
+    mov r8d, dword ptr [r15 + 384]
+    mov rdx, qword ptr [r15 + 256]
+    and r9, 4032
+    mov byte ptr [r15 + r9 + 3392], dil
+    mov r9, rdi
+    mov dword ptr [r15 + 192], 90
+    mov r9, qword ptr [r15 + 448]
+    jmp 1f
+1:
+    movsxd rdi, dword ptr [r15 + 576]
+    and edi, dword ptr [r15 + 64]
+    inc dword ptr [r15 + 384]
+    mov esi, dword ptr [r15 + 512]
+    mov ebp, r8d
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c146:
-    lea rcx, [rip + .Lc1_d12721_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d12721_j_t
-.Lc1_d12721_j:
-    movzx ecx, cl
-    mov eax, eax
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 7
+    lea rcx, [rip + .Lc1_d12480_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d12480_s_t
+    .p2align 3
+.Lc1_d12480_s:
+    .p2align 3
+    jmp .Lc1_d12480_j
+    .p2align 3
+    jmp .Lc1_d12480_j
+    .p2align 3
+    jmp .Lc1_d12480_j
+    .p2align 3
+    jmp .Lc1_d12480_j
+    .p2align 3
+    jmp .Lc1_d12480_j
+    .p2align 3
+    jmp .Lc1_d12480_j
+    .p2align 3
+    jmp .Lc1_d12480_j
+    .p2align 3
+    jmp .Lc1_d12480_j
+.Lc1_d12480_j:
+    mov ecx, 132
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, rax
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    nop
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov eax, dword ptr [r15 + 512]
+    jmp 1f
+1:
+    mov rax, rcx
+    mov eax, 16
+    mov qword ptr [r15 + 0], rax
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rax, dword ptr [r15 + 384]
+    mov rcx, qword ptr [r15 + 256]
     jmp 1f
 1:
     mov rbp, r11
-    mov ecx, 173
-    mov ecx, 253
-    movzx ecx, sil
-    and rbp, 448
-    mov dword ptr [r15 + rbp + 832], ebp
+    movzx edx, byte ptr [r15 + 128]
     jmp 1f
 1:
+    mov r8d, ecx
+    and rbp, 8128
+    mov r8, r11
+    mov dword ptr [r15 + rbp + 7488], r8d
+    and r8, 448
+    vmovdqu ymmword ptr [r15 + r8 + 832], ymm12
     movzx ebp, byte ptr [r15 + 320]
-    mov ecx, dword ptr [r15 + 768]
-    mov dword ptr [r15 + 192], 4
-    mov esi, dword ptr [r15 + 320]
+    movzx r8d, byte ptr [r15 + 640]
     jmp 1f
 1:
     jmp 1f
 1:
-    lea r8, [r11 + r11*1]
-    mov byte ptr [r15 + 384], al
-    movsxd rax, dword ptr [r15 + 448]
-    mov qword ptr [r15 + 256], rax
-    and r8, 1984
-    mov dword ptr [r15 + r8 + 1344], ecx
+    mov qword ptr [r15 + 320], r8
+    movsxd r8, dword ptr [r15 + 128]
     mov r9, r11
-    mov byte ptr [r15 + r8 + 1408], r9b
-    and r9, 4032
-    mov dword ptr [r15 + r9 + 3392], r9d
-    mov r9d, r9d
+    movsxd rdi, dword ptr [r15 + 64]
+    and r9, 1984
+    movsxd rsi, dword ptr [r15 + r9 + 1344]
     jmp 1f
 1:
-    movsxd r9, dword ptr [r15 + 128]
-    mov r8d, r9d
-    jmp 1f
-1:
-    mov dword ptr [r15 + 64], eax
+    mov r9d, dword ptr [r15 + 448]
+    mov dword ptr [r15 + 512], eax
     add r11, 64
     inc rbx
     dec r13
@@ -15760,561 +15412,544 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 16384
-    setz al
-    lea rcx, [rip + .Lc1_d12775_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d12775_s_t
-    .p2align 3
-.Lc1_d12775_s:
-    .p2align 3
-    jmp .Lc1_d12775_j
-    .p2align 3
-    jmp .Lc1_d12775_j
-.Lc1_d12775_j:
-    mov r8, r11
-    .byte 0x66, 0x90
-    and r8, 8128
-    mov dword ptr [r15 + r8 + 7488], ecx
-    movsxd rcx, dword ptr [r15 + 512]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    add rcx, qword ptr [r15 + 0]
+    lea rcx, [rip + .Lc1_d12544_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d12544_j_t
+.Lc1_d12544_j:
+    mov rcx, rcx
+    mov rcx, qword ptr [r15 + 64]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, r8d
-    mov r8, r8
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], ecx
+    mov rcx, rcx
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    jmp 1f
-1:
-    jmp 1f
-1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 64], rbp
+    mov byte ptr [r15 + 128], cl
+    mov ecx, ecx
+    mov dword ptr [r15 + 448], r9d
     movzx ecx, byte ptr [r15 + 448]
-    movsxd rax, dword ptr [r15 + 384]
-    mov esi, 141
-    movzx esi, byte ptr [r15 + 256]
-    movzx r9d, r8b
-    mov dword ptr [r15 + 64], 130
-    movsxd r8, dword ptr [r15 + 128]
-    mov dword ptr [r15 + 384], 39
+    mov r9d, dword ptr [r15 + 704]
+    mov esi, dword ptr [r15 + 192]
+    test dword ptr [r15 + 67117724], 272
+    jz 1f
+1:
+    mov r9, r11
+    mov ecx, dword ptr [r15 + 192]
+    and r9, 1984
+    mov ebp, dword ptr [r15 + r9 + 1344]
     jmp 1f
 1:
-    mov ebp, 214
-    mov dword ptr [r15 + 512], ecx
-    movzx ecx, byte ptr [r15 + 640]
-    mov rdx, qword ptr [r15 + 192]
-    mov rbp, qword ptr [r15 + 320]
     jmp 1f
 1:
-    mov rbp, r11
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r9, r11
+    movzx r8d, byte ptr [r15 + 320]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    and r9, 8128
+    mov esi, dword ptr [r15 + r9 + 7488]
+    mov r9, r8
     mov r8, r11
-    and rbp, 448
-    mov qword ptr [r15 + rbp + 832], rbp
+    movzx eax, byte ptr [r15 + 256]
     and r8, 4032
-    movsxd rbp, dword ptr [r15 + r8 + 3392]
+    mov edi, dword ptr [r15 + r8 + 3392]
+    movsxd r8, dword ptr [r15 + 512]
     jmp 1f
 1:
-    mov r8, qword ptr [r15 + 576]
+    movzx edx, r8b
+    mov byte ptr [r15 + 384], al
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c148:
-    movsxd r8, dword ptr [r15 + 448]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], r8d
-    mov r8, rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov rbp, rbp
-    mov dword ptr [r15 + 0], ebp
-    vpshufd xmm13, xmm13, 102
-    mov ebp, ebp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 192], r8
-    jmp 1f
-1:
     movzx r8d, byte ptr [r15 + 320]
-    mov dword ptr [r15 + 704], 0
-    test ebx, 1073741824
-    jz 1f
+    jmp 1f
 1:
-    mov byte ptr [r15 + 320], r9b
-    mov r8, r11
-    movsxd r9, dword ptr [r15 + 512]
+    vmovq xmm12, rcx
+    movzx ecx, byte ptr [r15 + 256]
+    jmp 1f
+1:
+    mov qword ptr [r15 + 576], rcx
+    movsxd rcx, dword ptr [r15 + 64]
+    and ecx, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], dl
+    mov edx, ecx
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 1
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    movzx ebp, r8b
+    mov dword ptr [r15 + 0], 109
+    movzx r8d, byte ptr [r15 + 768]
+    jmp 1f
+1:
+    movzx ecx, al
+    mov dword ptr [r15 + 384], ecx
+    movzx ecx, byte ptr [r15 + 448]
+    movzx eax, byte ptr [r15 + 192]
+    mov r9, r11
+    mov dword ptr [r15 + 512], ebp
+    mov rbp, r9
+    and r9, 448
+    vmovdqu xmmword ptr [r15 + r9 + 832], xmm12
+    mov ebp, edi
     mov rbp, r11
-    and r8, 1984
-    mov rcx, qword ptr [r15 + r8 + 1344]
-    mov byte ptr [r15 + 128], sil
+    jmp 1f
+1:
     and rbp, 8128
-    imul r8, qword ptr [r15 + rbp + 7488]
-    mov rbp, r11
-    mov esi, ecx
-    mov esi, dword ptr [r15 + 64]
-    mov eax, 103
-    and rbp, 4032
-    movzx eax, byte ptr [r15 + rbp + 3392]
+    mov esi, dword ptr [r15 + rbp + 7488]
+    mov rdi, qword ptr [r15 + 128]
+    mov ebp, eax
+    mov r9, r11
+    mov byte ptr [r15 + 128], dl
+    mov qword ptr [r15 + 320], rdx
+    and r9, 4032
+    movzx edx, byte ptr [r15 + r9 + 3392]
+    and r9d, dword ptr [r15 + 384]
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov rbp, qword ptr [r15 + 256]
-    vpaddd xmm13, xmm13, xmm13
-    mov qword ptr [r15 + 384], rbp
-    mov ebp, dword ptr [r15 + 768]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 64], esi
+    mov ebp, 122
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c149:
-    lea rcx, [rip + .Lc1_d12878_j]
+    lea rcx, [rip + .Lc1_d12641_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d12878_j_t
-.Lc1_d12878_j:
-    jmp 1f
-1:
-    movzx ecx, bpl
-    mov ecx, dword ptr [r15 + 192]
-    jmp 1f
-1:
-    add rbp, qword ptr [r15 + 576]
-    mov dword ptr [r15 + 448], r8d
-    mov dword ptr [r15 + 320], r9d
-    mov qword ptr [r15 + 256], rcx
+    jmp .Lc1_d12641_j_t
+.Lc1_d12641_j:
     jmp 1f
 1:
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    vpaddq xmm13, xmm13, xmmword ptr [r15 + 0]
     mov ecx, ecx
-    jmp 1f
-1:
-    movzx ecx, cl
-    jmp 1f
-1:
+    and ecx, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 112
+    mov esi, 232
+    mov rsi, rsi
     mov r12, qword ptr [r15 + r12 + 56]
-    add rbp, qword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov r8, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, r11
-    movzx ecx, byte ptr [r15 + 64]
-    and r9, 8128
-    movsxd rsi, dword ptr [r15 + r9 + 7488]
-    and r8, 1984
-    mov r9d, dword ptr [r15 + r8 + 1344]
-    vmovdqu ymmword ptr [r15 + 128], ymm13
-    mov r8d, dword ptr [r15 + 384]
-    mov eax, ebp
-    vmovdqu ymmword ptr [r15 + 512], ymm13
-    mov ebp, dword ptr [r15 + 384]
-    mov edx, dword ptr [r15 + 128]
+    mov esi, esi
+    mov dword ptr [r15 + 0], 217
     mov rbp, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 4032
+    mov dword ptr [r15 + rbp + 3392], 96
+    mov esi, edi
+    movzx edi, byte ptr [r15 + 448]
+    mov r9, r11
     jmp 1f
 1:
-    and rbp, 448
-    mov dword ptr [r15 + rbp + 832], ecx
     jmp 1f
 1:
+    and r9, 448
+    mov byte ptr [r15 + r9 + 832], dil
+    lea r9, [r11 + r11*1]
     jmp 1f
 1:
+    mov rdi, qword ptr [r15 + 128]
+    and r9, 1984
+    mov rbp, qword ptr [r15 + r9 + 1344]
+    jmp 1f
+1:
+    mov rsi, rdx
+    jmp 1f
+1:
+    mov qword ptr [r15 + 320], rdi
+    movsxd rdi, dword ptr [r15 + 640]
+    jmp 1f
+1:
+    mov esi, dword ptr [r15 + 192]
+    mov rdx, qword ptr [r15 + r9 + 1408]
+    add rdx, qword ptr [r15 + 704]
+    mov dword ptr [r15 + 256], ecx
+    movsxd r9, dword ptr [r15 + 384]
+    movzx ecx, byte ptr [r15 + 64]
+    mov rax, qword ptr [r15 + 512]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c150:
-    lea rbp, [r11 + r11*1]
-    and rbp, 4032
-    movzx ecx, byte ptr [r15 + rbp + 3456]
-    jmp 1f
-1:
-    mov r8, qword ptr [r15 + 64]
     mov r9, r11
     jmp 1f
 1:
-    mov rsi, qword ptr [r15 + rbp + 3392]
-    jmp 1f
-1:
-    and r9, 1984
-    mov dword ptr [r15 + r9 + 1344], 1
-    mov eax, ebp
+    mov rbp, r11
+    mov ecx, dword ptr [r15 + 256]
+    and r9, 4032
+    mov rdx, qword ptr [r15 + r9 + 3392]
+    mov r9, qword ptr [r15 + 384]
+    and rbp, 448
+    mov edi, dword ptr [r15 + rbp + 832]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov byte ptr [r15 + 0], r8b
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, rsi
-    mov r8, rdx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, r8b
-    mov r8, rdx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, r11
-    mov dword ptr [r15 + 704], r8d
-    and eax, dword ptr [r15 + 512]
-    vpaddq xmm13, xmm13, xmmword ptr [r15 + 256]
-    and r8, 448
-    mov qword ptr [r15 + r8 + 832], rsi
-    mov r8, qword ptr [r15 + 128]
-    mov qword ptr [r15 + 640], r8
+    vmovdqu xmm12, xmmword ptr [r15 + 0]
     jmp 1f
 1:
-    movzx esi, byte ptr [r15 + 448]
-    movzx r8d, byte ptr [r15 + 64]
-    vmovdqu ymmword ptr [r15 + 320], ymm13
+    mov ebp, 146
+    movzx ebp, sil
     jmp 1f
 1:
-    mov edx, dword ptr [r15 + 192]
-    movsxd r9, dword ptr [r15 + 384]
+    mov ebp, r9d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, 241
+    mov byte ptr [r15 + 0], cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    vpcmpeqb xmm12, xmm12, xmmword ptr [r15 + 0]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, r11
+    jmp 1f
+1:
+    inc dword ptr [r15 + 0]
+    and r9, 8128
+    mov dword ptr [r15 + r9 + 7488], esi
+    mov r9, qword ptr [r15 + 512]
+    movzx esi, byte ptr [r15 + 320]
+    movzx ecx, sil
+    mov rsi, qword ptr [r15 + 128]
+    add rbp, qword ptr [r15 + 64]
+    movzx edx, bpl
+    and edx, dword ptr [r15 + 448]
+    mov rbp, qword ptr [r15 + 768]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov qword ptr [r15 + 384], rdx
+    jmp 1f
+1:
+    movzx edx, sil
+    mov edx, edi
+    movzx edx, byte ptr [r15 + 64]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c151:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 7
-    lea rcx, [rip + .Lc1_d12976_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d12976_s_t
-    .p2align 3
-.Lc1_d12976_s:
-    .p2align 3
-    jmp .Lc1_d12976_j
-    .p2align 3
-    jmp .Lc1_d12976_j
-    .p2align 3
-    jmp .Lc1_d12976_j
-    .p2align 3
-    jmp .Lc1_d12976_j
-    .p2align 3
-    jmp .Lc1_d12976_j
-    .p2align 3
-    jmp .Lc1_d12976_j
-    .p2align 3
-    jmp .Lc1_d12976_j
-    .p2align 3
-    jmp .Lc1_d12976_j
-.Lc1_d12976_j:
-    mov ecx, 62
+    lea rcx, [rip + .Lc1_d12742_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d12742_j_t
+.Lc1_d12742_j:
+    movsxd rcx, dword ptr [r15 + 512]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], ecx
+    mov edi, 72
     jmp 1f
 1:
-    movsxd rax, dword ptr [r15 + 256]
-    mov r8, r11
-    movzx ecx, byte ptr [r15 + 128]
-    and r8, 448
-    movzx edx, byte ptr [r15 + r8 + 832]
-    mov dword ptr [r15 + 64], r9d
+    movzx ecx, bpl
     jmp 1f
 1:
-    mov r8, r11
-    movzx r9d, r8b
-    and r8, 1984
-    movsxd r9, dword ptr [r15 + r8 + 1344]
-    mov r8d, r9d
-    mov byte ptr [r15 + 0], sil
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovq qword ptr [r15 + 0], xmm13
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r8d, 44
-    mov esi, r9d
+    mov dword ptr [r15 + 0], ecx
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], edi
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, r11
-    mov r12, qword ptr [r15 + r12 + 56]
+    vpshufd xmm12, xmm12, 187
+    mov byte ptr [r15 + 0], dil
+    mov byte ptr [r15 + 64], dl
+    mov rbp, r11
     jmp 1f
 1:
-    and r8, 8128
-    movsxd rsi, dword ptr [r15 + r8 + 7488]
-    mov r8d, dword ptr [r15 + 512]
-    mov ebp, dword ptr [r15 + 448]
-    mov edi, esi
-    mov rsi, qword ptr [r15 + 320]
-    mov dword ptr [r15 + 768], esi
-    and esi, dword ptr [r15 + 320]
-    mov dword ptr [r15 + 448], edx
-    mov byte ptr [r15 + 192], bpl
-    mov rbp, qword ptr [r15 + 384]
-    movzx edx, dil
+    mov dword ptr [r15 + 640], ebp
+    and rbp, 1984
+    movsxd rdi, dword ptr [r15 + rbp + 1344]
+    mov rbp, rdi
+    movsxd rbp, dword ptr [r15 + 384]
     jmp 1f
 1:
+    mov rdx, rcx
+    jmp 1f
+1:
+    movzx edx, dl
+    mov qword ptr [r15 + 448], rbp
+    mov rdx, rdi
+    mov edx, ecx
+    mov rdx, qword ptr [r15 + 576]
+    mov byte ptr [r15 + 192], sil
+    mov dword ptr [r15 + 256], ebp
+    mov dword ptr [r15 + 128], 1
+    mov rbp, r11
+    jmp 1f
+1:
+    movzx ecx, sil
+    and rbp, 8128
+    mov dword ptr [r15 + rbp + 7488], edx
+    mov ebp, 119
+    jmp 1f
+1:
+    movzx ebp, byte ptr [r15 + 320]
+    mov r9, r11
+    mov rcx, qword ptr [r15 + 320]
+    and r9, 16320
+    movzx edx, byte ptr [r15 + r9 + 15680]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c152:
-    mov r8, r11
-    and r8, 4032
-    mov rdi, qword ptr [r15 + r8 + 3392]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 8388608
+    setz al
+    lea rcx, [rip + .Lc1_d12798_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d12798_s_t
+    .p2align 3
+.Lc1_d12798_s:
+    .p2align 3
+    jmp .Lc1_d12798_j
+    .p2align 3
+    jmp .Lc1_d12798_j
+.Lc1_d12798_j:
+    mov dword ptr [r15 + 704], edi
+    movzx edi, bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 247
     jmp 1f
 1:
-    mov r8d, dword ptr [r15 + 512]
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], rdi
+    jmp 1f
+1:
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, rdx
-    movzx edx, sil
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 576], edi
-    mov rbp, r11
-    mov edi, ebp
-    mov edi, dword ptr [r15 + 384]
+    mov edi, ecx
+    movsxd rdi, dword ptr [r15 + 448]
+    mov dword ptr [r15 + 192], edi
+    mov r9, r11
     jmp 1f
 1:
-    and rbp, 8128
-    mov rdx, qword ptr [r15 + rbp + 7488]
-    mov dword ptr [r15 + 128], edx
+    mov edi, dword ptr [r15 + 64]
+    mov ecx, 208
+    and r9, 4032
+    mov dword ptr [r15 + r9 + 3392], 106
+    mov r9, rdi
     jmp 1f
 1:
-    mov dword ptr [r15 + 640], 242
+    mov dword ptr [r15 + 512], 214
     jmp 1f
 1:
-    mov rbp, r11
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rdx, rbp
-    and rbp, 1984
-    mov byte ptr [r15 + rbp + 1344], dil
+    mov dword ptr [r15 + 128], 158
     jmp 1f
 1:
     jmp 1f
 1:
-    vmovq qword ptr [r15 + 192], xmm13
-    mov ebp, edi
-    mov ebp, r8d
-    jmp 1f
-1:
-    mov rbp, qword ptr [r15 + 256]
-    mov qword ptr [r15 + 448], rdx
-    mov r8d, 157
-    mov r8d, 244
-    movsxd r8, dword ptr [r15 + 64]
-    mov qword ptr [r15 + 128], rdx
-    mov dword ptr [r15 + 384], 85
-    mov rdx, qword ptr [r15 + 320]
-    mov edi, 74
-    jmp 1f
-1:
+    mov r9d, ecx
+    mov r9, r11
+    mov rcx, rdx
+    mov ebp, 139
+    and r9, 448
+    mov dword ptr [r15 + r9 + 832], 159
+    mov r9, rdi
+    mov r9, r11
+    mov dword ptr [r15 + 320], 57
+    and r9, 8128
+    movsxd rcx, dword ptr [r15 + r9 + 7488]
+    mov r9, qword ptr [r15 + 128]
+    mov ebp, dword ptr [r15 + 384]
+    inc dword ptr [r15 + 256]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c153:
-    lea rcx, [rip + .Lc1_d13084_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d13084_j_t
-.Lc1_d13084_j:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov qword ptr [r15 + 256], r8
-    jmp 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    and ecx, dword ptr [r15 + 0]
+    mov r9, rcx
+    mov ecx, 220
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r8d, byte ptr [r15 + 64]
-    mov byte ptr [r15 + 704], cl
-    mov rcx, rcx
-    jmp 1f
-1:
     mov qword ptr [r15 + 384], rdi
-    mov edi, ecx
+    jmp 1f
+1:
+    mov edi, 21
+    mov edi, dword ptr [r15 + 64]
+    mov ecx, edi
+    jmp 1f
+1:
+    mov edx, ecx
+    lea r9, [r11 + r11*1]
+    jmp 1f
+1:
+    movzx ecx, r9b
+    and r9, 1984
+    movzx ecx, byte ptr [r15 + r9 + 1408]
+    jmp 1f
+1:
     mov rbp, r11
-    mov qword ptr [r15 + 128], rcx
-    and rbp, 4032
-    mov rcx, qword ptr [r15 + rbp + 3392]
-    lea rbp, [r11 + r11*1]
-    jmp 1f
-1:
-    movsxd rdi, dword ptr [r15 + 64]
+    mov edi, eax
     and rbp, 448
-    mov dword ptr [r15 + rbp + 896], 85
-    movsxd rdx, dword ptr [r15 + rbp + 832]
+    vmovdqu ymmword ptr [r15 + rbp + 832], ymm12
     jmp 1f
+1:
+    test ebx, 1536
+    jz 1f
 1:
     jmp 1f
 1:
-    movzx ebp, byte ptr [r15 + 320]
-    mov r9d, dword ptr [r15 + 192]
-    vmovdqu ymmword ptr [r15 + 320], ymm13
+    mov ebp, 232
+    jmp 1f
+1:
+    mov byte ptr [r15 + 256], bpl
+    mov dword ptr [r15 + 192], 154
+    mov byte ptr [r15 + 128], dl
+    mov ebp, 60
+    mov ebp, dword ptr [r15 + r9 + 1344]
+    movsxd r9, dword ptr [r15 + 448]
+    movzx edx, r9b
     mov r9, r11
-    add rbp, qword ptr [r15 + 448]
-    and r9, 8128
-    movsxd rsi, dword ptr [r15 + r9 + 7488]
-    mov dword ptr [r15 + 512], ecx
+    jmp 1f
+1:
+    mov dword ptr [r15 + 768], 139
+    mov rdi, rdx
+    and r9, 4032
+    mov dword ptr [r15 + r9 + 3392], 217
+    mov dword ptr [r15 + 320], ecx
+    movzx r9d, bpl
+    mov ebp, dword ptr [r15 + 512]
+    mov ecx, 44
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c154:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 16777216
-    setz al
-    lea rcx, [rip + .Lc1_d13137_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d13137_s_t
-    .p2align 3
-.Lc1_d13137_s:
-    .p2align 3
-    jmp .Lc1_d13137_j
-    .p2align 3
-    jmp .Lc1_d13137_j
-.Lc1_d13137_j:
-    mov rbp, r11
-    movzx ecx, al
-    and rbp, 4032
-    mov dword ptr [r15 + rbp + 3392], 74
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    movzx ebp, cl
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    add qword ptr [r15 + 0], rbp
-    mov ebp, ebp
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rbp, dword ptr [r15 + 320]
-    mov ecx, 179
+    lea rcx, [rip + .Lc1_d12902_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d12902_j_t
+.Lc1_d12902_j:
     mov r8, r11
-    movzx ecx, byte ptr [r15 + 384]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 192], 155
+    mov ecx, dword ptr [r15 + 512]
     and r8, 8128
-    mov dword ptr [r15 + r8 + 7488], 213
-    mov qword ptr [r15 + 384], r8
-    movsxd r8, dword ptr [r15 + 512]
-    mov eax, ebp
-    mov ebp, dword ptr [r15 + 576]
+    mov qword ptr [r15 + r8 + 7488], rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    movzx r9d, byte ptr [r15 + 64]
-    movzx edx, r9b
-    mov dword ptr [r15 + 448], ecx
-    lea r9, [r11 + r11*1]
-    mov qword ptr [r15 + 256], r9
-    and r9, 1984
-    mov dword ptr [r15 + r9 + 1344], r9d
-    movsxd rcx, dword ptr [r15 + 768]
-    movsxd rdi, dword ptr [r15 + 128]
-    mov qword ptr [r15 + r9 + 1408], rdi
-    mov edi, 59
+    mov byte ptr [r15 + 0], cl
+    mov edi, 80
+    jmp 1f
+1:
+    mov rcx, rdx
+    mov rcx, r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov ecx, 22
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu ymmword ptr [r15 + 320], ymm12
+    mov qword ptr [r15 + 448], rdx
+    mov rcx, rdi
+    mov qword ptr [r15 + 384], rdi
+    mov r8, r11
+    mov rbp, r11
+    and r8, 1984
+    mov edi, dword ptr [r15 + r8 + 1344]
+    mov byte ptr [r15 + 256], dil
+    jmp 1f
+1:
+    and rbp, 448
+    movzx edx, byte ptr [r15 + rbp + 832]
+    jmp 1f
+1:
+    movsxd rbp, dword ptr [r15 + 64]
+    mov qword ptr [r15 + 576], rbp
+    vmovdqu ymmword ptr [r15 + 384], ymm12
+    mov ebp, ebp
+    movsxd rbp, dword ptr [r15 + 640]
+    jmp 1f
+1:
+    mov r9d, 233
+    mov qword ptr [r15 + 192], rcx
+    mov esi, edi
+    movzx edi, byte ptr [r15 + 128]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c155:
-    and ebp, dword ptr [r15 + 192]
-    vpshufd xmm13, xmm13, 121
-    mov edi, 65
+    mov edi, ebp
     jmp 1f
 1:
-    mov rdi, qword ptr [r15 + 128]
-    add rbp, qword ptr [r15 + 128]
-    vmovdqu xmmword ptr [r15 + 320], xmm13
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r8, r11
-    jmp 1f
-1:
-    jmp 1f
-1:
-    and r8, 8128
-    add rbp, qword ptr [r15 + r8 + 7488]
-    mov dword ptr [r15 + 640], r9d
-    mov byte ptr [r15 + 0], bpl
-    mov ebp, 36
+    mov dword ptr [r15 + 320], 152
+    movzx edi, byte ptr [r15 + 512]
+    mov rbp, rcx
+    mov rbp, r8
+    mov dword ptr [r15 + 0], 58
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ebp, bpl
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rbp
-    mov rbp, rbp
-    movzx ebp, r8b
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rbp, dword ptr [r15 + 256]
-    movsxd r8, dword ptr [r15 + 64]
+    and rbp, 8128
+    movzx ecx, byte ptr [r15 + rbp + 7488]
     mov r9, r11
-    mov byte ptr [r15 + 320], dil
-    mov dword ptr [r15 + 448], 128
-    and r9, 16320
-    movzx edi, byte ptr [r15 + r9 + 15680]
-    mov r9d, r8d
-    movsxd r9, dword ptr [r15 + 512]
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov r9, r11
-    mov rcx, qword ptr [r15 + 384]
-    jmp 1f
-1:
+    mov rbp, r11
+    mov r8d, dword ptr [r15 + 704]
     and r9, 448
-    mov dword ptr [r15 + r9 + 832], eax
+    mov rdx, qword ptr [r15 + r9 + 832]
+    and rbp, 4032
+    mov r9d, dword ptr [r15 + rbp + 3392]
+    mov ebp, 66
+    mov rbp, qword ptr [r15 + 64]
+    mov rax, rbp
+    mov rax, qword ptr [r15 + 448]
+    jmp 1f
+1:
+    mov rsi, qword ptr [r15 + 384]
+    movsxd rbp, dword ptr [r15 + 192]
+    add rbp, qword ptr [r15 + 128]
+    movzx ebp, r9b
+    jmp 1f
+1:
+    mov dword ptr [r15 + 320], 106
+    mov dword ptr [r15 + 64], 204
+    mov rbp, rbp
+    jmp 1f
+1:
     jmp 1f
 1:
     add r11, 64
@@ -16322,553 +15957,528 @@ ditto_body_c1:
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c156:
-    lea rcx, [rip + .Lc1_d13237_j]
+    lea rcx, [rip + .Lc1_d12999_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d13237_j_t
-.Lc1_d13237_j:
-    movzx ecx, cl
+    jmp .Lc1_d12999_j_t
+.Lc1_d12999_j:
     jmp 1f
 1:
-    mov r9, r11
-    mov dword ptr [r15 + 704], 234
-    mov dword ptr [r15 + 512], ebp
-    and r9, 4032
-    movzx ecx, byte ptr [r15 + r9 + 3392]
-    mov byte ptr [r15 + 320], bpl
-    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r9d, 113
-    mov r12, qword ptr [r15 + r12 + 56]
-    add r9, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    movzx ecx, dil
+    vmovdqu ymmword ptr [r15 + 0], ymm12
+    mov byte ptr [r15 + 0], cl
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, cl
-    jmp 1f
-1:
-    movzx ebp, bpl
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, dword ptr [r15 + 128]
-    mov rdi, rbp
+    mov rbp, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 4032
+    vpaddq xmm12, xmm12, xmmword ptr [r15 + rbp + 3392]
     mov rbp, qword ptr [r15 + 768]
-    mov r8, qword ptr [r15 + 256]
-    mov eax, 24
-    mov eax, dword ptr [r15 + 448]
-    mov qword ptr [r15 + 64], rax
     mov r8, r11
-    mov eax, dword ptr [r15 + 192]
-    and r8, 448
-    movzx edx, byte ptr [r15 + r8 + 832]
-    mov r8, r11
-    mov rsi, qword ptr [r15 + 64]
+    jmp 1f
+1:
     and r8, 1984
-    vmovq qword ptr [r15 + r8 + 1344], xmm13
-    mov dword ptr [r15 + 384], edi
+    movsxd rcx, dword ptr [r15 + r8 + 1344]
+    movzx r8d, byte ptr [r15 + 384]
+    mov esi, 27
+    mov esi, dword ptr [r15 + 192]
+    mov r9d, dword ptr [r15 + 512]
+    mov rdi, r9
+    movsxd r9, dword ptr [r15 + 576]
+    mov edx, ecx
+    jmp 1f
+1:
+    mov ecx, edx
+    mov r9, r11
+    jmp 1f
+1:
+    mov rcx, r8
+    and r9, 8128
+    mov dword ptr [r15 + r9 + 7488], r8d
+    mov r9d, 174
+    movsxd r9, dword ptr [r15 + 320]
+    mov r8, qword ptr [r15 + 128]
+    mov rcx, rdx
+    mov rdx, rax
+    jmp 1f
+1:
+    mov edx, dword ptr [r15 + 256]
+    mov eax, edx
+    jmp 1f
+1:
+    add rdx, qword ptr [r15 + 64]
+    add rdx, qword ptr [r15 + 448]
+    mov eax, r9d
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c157:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 2
+    setz al
+    lea rcx, [rip + .Lc1_d13056_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d13056_s_t
+    .p2align 3
+.Lc1_d13056_s:
+    .p2align 3
+    jmp .Lc1_d13056_j
+    .p2align 3
+    jmp .Lc1_d13056_j
+.Lc1_d13056_j:
+    mov r8, r11
+    mov ecx, r9d
+    and r8, 1984
+    vmovdqu ymmword ptr [r15 + r8 + 1344], ymm12
+    mov byte ptr [r15 + 448], r9b
+    mov r8, qword ptr [r15 + 384]
+    mov ecx, r8d
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r8d, r8b
-    mov r8, rdx
-    mov r8d, r8d
+    jmp 1f
+1:
     mov r8, r11
     mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 8128
-    mov edx, dword ptr [r15 + r8 + 7488]
-    mov byte ptr [r15 + 128], dl
-    mov r8d, 71
-    xor dword ptr [r15 + 512], esi
-    mov r8, qword ptr [r15 + 64]
-    mov dword ptr [r15 + 576], 0
+    vpaddq xmm12, xmm12, xmmword ptr [r15 + 0]
     jmp 1f
 1:
-    mov dword ptr [r15 + 192], 250
-    and esi, dword ptr [r15 + 320]
-    mov qword ptr [r15 + 448], rdx
-    mov rdx, rsi
-    mov edx, 105
+    and r8, 4032
+    mov qword ptr [r15 + r8 + 3392], rcx
+    mov dword ptr [r15 + 256], r9d
+    test dword ptr [r15 + 67117723], 134479872
+    jz 1f
+1:
+    mov r8d, r8d
+    mov r8d, r9d
+    movzx r8d, byte ptr [r15 + 512]
+    mov rcx, rax
+    mov dword ptr [r15 + 128], eax
+    mov dword ptr [r15 + 320], 193
     jmp 1f
 1:
-    vpcmpeqb xmm13, xmm13, xmmword ptr [r15 + 384]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    and r8d, dword ptr [r15 + 256]
-    jmp 1f
-1:
-    vmovdqu ymmword ptr [r15 + 384], ymm13
-    jmp 1f
-1:
-    mov rdx, rsi
-    movzx esi, dl
-    mov rbp, r11
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    and rbp, 4032
-    mov byte ptr [r15 + rbp + 3392], bpl
-    mov rbp, r11
-    mov rdx, rsi
-    and rbp, 1984
-    mov qword ptr [r15 + rbp + 1344], rsi
-    jmp 1f
-1:
+    mov byte ptr [r15 + 64], cl
+    mov r9, r11
+    mov dword ptr [r15 + 128], r9d
+    and r8d, dword ptr [r15 + 640]
+    and r9, 448
+    mov byte ptr [r15 + r9 + 832], r9b
+    mov rsi, rax
+    mov byte ptr [r15 + 192], sil
+    mov rsi, rsi
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c158:
-    lea rcx, [rip + .Lc1_d13331_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d13331_j_t
-.Lc1_d13331_j:
+    mov byte ptr [r15 + 0], r8b
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    add rcx, qword ptr [r15 + 0]
-    mov rsi, rcx
     mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], cl
-    jmp 1f
-1:
+    mov dword ptr [r15 + 0], esi
+    movzx esi, al
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 239
-    jmp 1f
-1:
-    movzx ecx, sil
-    jmp 1f
-1:
-    mov ecx, 251
+    lea r8, [r11 + r11*1]
     mov r12, qword ptr [r15 + r12 + 56]
-    add rsi, qword ptr [r15 + 0]
-    mov rbp, r11
-    mov rcx, rbp
-    mov rcx, rdx
-    and rbp, 4032
-    mov rcx, qword ptr [r15 + rbp + 3392]
-    mov byte ptr [r15 + 64], sil
-    jmp 1f
-1:
-    mov esi, dword ptr [r15 + 704]
-    mov rbp, r11
-    jmp 1f
-1:
-    and esi, dword ptr [r15 + 448]
-    movzx edx, byte ptr [r15 + 384]
-    and rbp, 448
-    add rcx, qword ptr [r15 + rbp + 832]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movsxd rbp, dword ptr [r15 + 640]
-    movsxd r8, dword ptr [r15 + 512]
-    mov qword ptr [r15 + 320], r8
-    mov r8, r11
-    mov dword ptr [r15 + 256], esi
+    mov byte ptr [r15 + 704], r9b
     and r8, 8128
-    movzx esi, byte ptr [r15 + r8 + 7488]
-    mov r8, qword ptr [r15 + 128]
+    mov qword ptr [r15 + r8 + 7488], r8
     jmp 1f
 1:
-    mov eax, dword ptr [r15 + 192]
-    inc dword ptr [r15 + 512]
+    mov dword ptr [r15 + 448], r9d
+    mov rsi, qword ptr [r15 + 384]
+    mov r9, r11
+    mov rax, qword ptr [r15 + r8 + 7552]
+    mov r8d, dword ptr [r15 + 320]
+    and r9, 1984
+    mov dword ptr [r15 + r9 + 1344], esi
     jmp 1f
 1:
+    mov r9d, dword ptr [r15 + 256]
+    mov ebp, dword ptr [r15 + 320]
+    mov rsi, qword ptr [r15 + 192]
+    jmp 1f
+1:
+    mov qword ptr [r15 + 64], rcx
+    movzx ecx, byte ptr [r15 + 64]
+    and ecx, dword ptr [r15 + 768]
+    movzx edx, byte ptr [r15 + 512]
+    movsxd rdi, dword ptr [r15 + 512]
+    jmp 1f
+1:
+    movzx ecx, byte ptr [r15 + 384]
+    mov rcx, qword ptr [r15 + 128]
+    mov rbp, r11
+    jmp 1f
+1:
+    and rbp, 448
+    mov qword ptr [r15 + rbp + 832], rbp
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c159:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 8
-    setz al
-    lea rcx, [rip + .Lc1_d13387_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d13387_s_t
-    .p2align 3
-.Lc1_d13387_s:
-    .p2align 3
-    jmp .Lc1_d13387_j
-    .p2align 3
-    jmp .Lc1_d13387_j
-.Lc1_d13387_j:
-    mov byte ptr [r15 + 320], r8b
-    and ecx, dword ptr [r15 + 64]
+    lea rcx, [rip + .Lc1_d13152_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d13152_j_t
+.Lc1_d13152_j:
+    jmp 1f
+1:
+    mov qword ptr [r15 + 320], rax
+    mov ecx, 179
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 170
-    mov eax, 111
+    mov ecx, ecx
+    mov dword ptr [r15 + 0], ecx
+    mov byte ptr [r15 + 0], cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rbp
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], r8d
+    movsxd rcx, dword ptr [r15 + 448]
     mov r8, r11
-    movzx eax, sil
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 8128
-    mov dword ptr [r15 + r8 + 7488], 103
-    and r8d, dword ptr [r15 + 128]
-    movzx eax, r8b
-    vpmovmskb r8d, xmm13
-    lea rbp, [r11 + r11*1]
-    mov r8, qword ptr [r15 + 448]
-    jmp 1f
-1:
-    and rbp, 1984
-    mov rsi, qword ptr [r15 + rbp + 1408]
-    mov edx, esi
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov esi, 209
-    mov dword ptr [r15 + 256], r8d
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    and r8d, dword ptr [r15 + 320]
+    mov dword ptr [r15 + 128], 133
+    mov rbp, rbp
+    mov qword ptr [r15 + 576], rbp
+    and r8, 448
+    movsxd rbp, dword ptr [r15 + r8 + 832]
+    add r8, qword ptr [r15 + 384]
+    mov rax, qword ptr [r15 + 512]
     mov r9, r11
-    mov esi, 177
-    and r9, 448
-    mov byte ptr [r15 + r9 + 832], r9b
-    mov dword ptr [r15 + rbp + 1344], 68
-    mov r9d, dword ptr [r15 + 768]
-    mov dword ptr [r15 + 384], edx
     jmp 1f
 1:
-    mov edx, 90
-    mov edx, 163
-    mov ebp, dword ptr [r15 + 128]
+    movzx esi, r9b
+    jmp 1f
+1:
+    and r9, 1984
+    movsxd rsi, dword ptr [r15 + r9 + 1344]
+    movzx r9d, cl
+    mov r9, r11
+    mov byte ptr [r15 + 256], r9b
+    and r9, 4032
+    movzx edi, byte ptr [r15 + r9 + 3392]
     jmp 1f
 1:
     jmp 1f
 1:
+    mov r9, qword ptr [r15 + 128]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov edx, dword ptr [r15 + 192]
+    jmp 1f
+1:
+    and edx, dword ptr [r15 + 384]
+    movzx edx, sil
+    mov byte ptr [r15 + 640], sil
+    vmovdqu ymmword ptr [r15 + 64], ymm12
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c160:
+    mov r9, r11
+    and r9, 4032
+    movzx esi, byte ptr [r15 + r9 + 3392]
     jmp 1f
 1:
+    movzx r9d, dl
+    mov qword ptr [r15 + 512], rdx
+    movzx edx, r9b
+    mov qword ptr [r15 + 0], rsi
+    mov byte ptr [r15 + 0], sil
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov esi, esi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and esi, dword ptr [r15 + 0]
     jmp 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd r9, dword ptr [r15 + 320]
+    movsxd rdx, dword ptr [r15 + 704]
     mov rbp, r11
-    add rdx, qword ptr [r15 + 320]
-    vmovdqu xmm10, xmmword ptr [r15 + 512]
-    movzx r8d, byte ptr [r15 + 384]
+    movzx ecx, bpl
     and rbp, 448
-    movzx r9d, byte ptr [r15 + rbp + 832]
-    movzx ebp, byte ptr [r15 + 64]
+    movsxd rcx, dword ptr [r15 + rbp + 832]
+    mov byte ptr [r15 + 64], cl
     mov rbp, r11
-    mov dword ptr [r15 + 448], ebp
+    mov rdi, qword ptr [r15 + 384]
+    mov ecx, dword ptr [r15 + 320]
     jmp 1f
 1:
-    mov rcx, rbp
-    and rbp, 4032
-    vmovdqu ymmword ptr [r15 + rbp + 3392], ymm10
-    movzx esi, dil
-    mov qword ptr [r15 + 64], rsi
-    movzx esi, cl
-    jmp 1f
-1:
-    mov esi, dword ptr [r15 + 640]
-    mov rcx, qword ptr [r15 + 192]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, sil
-    mov byte ptr [r15 + 128], dl
-    mov eax, dword ptr [r15 + 384]
-    mov rbp, r11
-    mov edx, 73
-    mov dword ptr [r15 + 512], edx
-    movzx edx, byte ptr [r15 + 256]
     and rbp, 8128
-    mov qword ptr [r15 + rbp + 7488], rbp
-    or qword ptr [r15 + 576], 116
+    movsxd r8, dword ptr [r15 + rbp + 7488]
+    mov dword ptr [r15 + 128], 30
+    mov ebp, dword ptr [r15 + 256]
+    movsxd rax, dword ptr [r15 + 448]
     jmp 1f
 1:
-    .byte 0x66, 0x90
+    movzx ebp, byte ptr [r15 + 192]
+    mov byte ptr [r15 + 64], sil
+    mov esi, 81
+    movzx esi, sil
+    mov esi, 215
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c161:
-    lea rcx, [rip + .Lc1_d13489_j]
+    lea rcx, [rip + .Lc1_d13249_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d13489_j_t
-.Lc1_d13489_j:
-    mov byte ptr [r15 + 192], cl
-    movzx ecx, al
-    add rax, qword ptr [r15 + 448]
-    mov dword ptr [r15 + 384], 162
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, dl
+    jmp .Lc1_d13249_j_t
+.Lc1_d13249_j:
     jmp 1f
 1:
     jmp 1f
 1:
+    jmp 1f
+1:
+    mov ecx, dword ptr [r15 + 512]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov esi, ecx
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rcx
     mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    movzx ecx, cl
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, r9b
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rcx, dword ptr [r15 + 320]
-    mov r9, qword ptr [r15 + 704]
-    add r9, qword ptr [r15 + 320]
+    movzx ecx, sil
+    mov qword ptr [r15 + 576], r8
+    test ebx, 1536
+    jz 1f
+1:
     mov rbp, r11
     jmp 1f
 1:
-    movzx edx, byte ptr [r15 + 64]
-    and rbp, 1984
-    vmovq qword ptr [r15 + rbp + 1344], xmm10
-    mov ebp, dword ptr [r15 + 512]
-    mov esi, 193
-    mov edi, dword ptr [r15 + 256]
+    movsxd rcx, dword ptr [r15 + 64]
+    and rbp, 16320
+    mov rdi, qword ptr [r15 + rbp + 15680]
+    movzx ebp, byte ptr [r15 + 256]
+    jmp 1f
+1:
     mov r8, r11
-    mov rbp, r11
-    and r8, 448
-    mov dword ptr [r15 + r8 + 832], ecx
-    mov byte ptr [r15 + 128], r8b
-    and rbp, 4032
-    mov r8, qword ptr [r15 + rbp + 3392]
+    mov dword ptr [r15 + 448], esi
+    and r8, 4032
+    mov byte ptr [r15 + r8 + 3392], r8b
+    movsxd r8, dword ptr [r15 + 128]
+    and r8d, dword ptr [r15 + 384]
+    mov rsi, qword ptr [r15 + 768]
+    mov r9, r11
+    movzx edx, r9b
+    vmovdqu ymmword ptr [r15 + 320], ymm12
+    and r9, 1984
+    add r8, qword ptr [r15 + r9 + 1344]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 192], edi
+    mov r9, qword ptr [r15 + 448]
+    movsxd rdi, dword ptr [r15 + 384]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c162:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    mov rdx, r9
+    mov dword ptr [r15 + 0], 152
+    mov dword ptr [r15 + 0], 85
+    mov r9d, 146
+    mov r9d, 154
+    mov r12, qword ptr [r15 + r12 + 56]
+    vpaddq xmm12, xmm12, xmmword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, 4
+    mov qword ptr [r15 + 640], rdx
+    mov byte ptr [r15 + 384], dl
+    mov qword ptr [r15 + 64], r9
+    vmovdqu xmm14, xmmword ptr [r15 + 512]
+    vmovdqu xmmword ptr [r15 + 128], xmm12
+    mov r9d, 229
     jmp 1f
 1:
-    mov qword ptr [r15 + 0], rax
-    and eax, dword ptr [r15 + 0]
-    mov ebp, 244
-    mov rbp, r8
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], ebp
+    and r9d, dword ptr [r15 + 320]
+    mov r8, r11
+    jmp 1f
+1:
+    and r8, 1984
     mov rbp, r11
-    mov r8, qword ptr [r15 + 448]
+    movsxd rdx, dword ptr [r15 + r8 + 1344]
+    and rbp, 448
+    movsxd r8, dword ptr [r15 + rbp + 832]
     jmp 1f
 1:
-    mov r9, r11
-    and rbp, 4032
-    movzx ecx, byte ptr [r15 + rbp + 3392]
-    jmp 1f
-1:
-    and r9, 8128
-    movzx ebp, byte ptr [r15 + r9 + 7488]
-    jmp 1f
-1:
-    mov byte ptr [r15 + 384], cl
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx ecx, r9b
-    movzx r9d, cl
-    test dword ptr [r15 + 67117723], 4194305
-    jz 1f
-1:
-    movsxd rcx, dword ptr [r15 + 64]
-    mov r9d, eax
-    mov r9, qword ptr [r15 + 128]
-    mov eax, r9d
-    mov r9, r11
-    mov dword ptr [r15 + 320], ebp
-    .byte 0x66, 0x90
-    and r9, 1984
-    add rax, qword ptr [r15 + r9 + 1344]
-    mov dword ptr [r15 + 768], eax
-    jmp 1f
-1:
-    mov r9, qword ptr [r15 + 256]
-    jmp 1f
-1:
-    mov esi, 133
-    jmp 1f
-1:
-    mov dword ptr [r15 + 512], 226
-    mov rax, rsi
+    lea rbp, [r11 + r11*1]
+    mov ecx, 70
+    mov ecx, ecx
+    mov byte ptr [r15 + 192], r9b
+    and rbp, 8128
+    vmovdqu ymmword ptr [r15 + rbp + 7488], ymm14
+    movzx ecx, byte ptr [r15 + rbp + 7552]
     jmp 1f
 1:
     jmp 1f
 1:
     jmp 1f
 1:
-    movsxd rsi, dword ptr [r15 + 192]
-    mov rax, rsi
+    mov ebp, edx
+    mov ebp, dword ptr [r15 + 256]
+    movzx r9d, dl
+    mov r9d, r9d
+    mov r9, r9
+    mov r9, rdi
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c163:
-    lea rcx, [rip + .Lc1_d13589_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d13589_j_t
-.Lc1_d13589_j:
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 256
+    setz al
+    lea rcx, [rip + .Lc1_d13350_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d13350_s_t
+    .p2align 3
+.Lc1_d13350_s:
+    .p2align 3
+    jmp .Lc1_d13350_j
+    .p2align 3
+    jmp .Lc1_d13350_j
+.Lc1_d13350_j:
+    jmp 1f
+1:
+    movzx ecx, byte ptr [r15 + 512]
+    mov byte ptr [r15 + 0], bpl
+    mov dword ptr [r15 + 0], 213
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 64
-    mov dword ptr [r15 + 0], 112
+    add rcx, qword ptr [r15 + 0]
+    movzx eax, r8b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, 217
+    mov eax, 26
     jmp 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 64], eax
+    mov eax, eax
     jmp 1f
 1:
+    movsxd rax, dword ptr [r15 + 320]
+    movsxd r8, dword ptr [r15 + 384]
+    movzx ebp, byte ptr [r15 + 128]
     mov r9, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 576], 254
     jmp 1f
 1:
-    and r9, 448
-    mov rcx, qword ptr [r15 + r9 + 832]
-    mov dword ptr [r15 + 384], 152
-    mov dword ptr [r15 + 192], 237
-    jmp 1f
-1:
-    mov r9d, ecx
-    mov byte ptr [r15 + 128], cl
-    movzx r9d, byte ptr [r15 + 512]
-    mov dword ptr [r15 + 128], 182
-    jmp 1f
-1:
-    mov qword ptr [r15 + 640], r9
-    mov r9, r11
-    mov qword ptr [r15 + 320], rcx
-    vmovdqu ymmword ptr [r15 + 448], ymm10
-    and r9, 8128
-    mov dword ptr [r15 + r9 + 7488], 197
-    mov r9, rcx
-    jmp 1f
-1:
-    mov r9d, dword ptr [r15 + 64]
-    mov rcx, rsi
-    mov ecx, dword ptr [r15 + 256]
-    mov esi, 53
+    mov byte ptr [r15 + 128], r9b
+    mov edx, r9d
+    and r9, 4032
     mov rbp, r11
+    mov dword ptr [r15 + r9 + 3392], 236
+    and rbp, 448
+    vmovdqu ymmword ptr [r15 + rbp + 832], ymm14
+    mov byte ptr [r15 + 704], cl
+    mov ebp, 139
     jmp 1f
 1:
-    vpmovmskb esi, xmm10
-    jmp 1f
-1:
-    and rbp, 1984
-    movsxd rsi, dword ptr [r15 + rbp + 1344]
+    mov byte ptr [r15 + 256], dl
+    mov dword ptr [r15 + 320], 64
+    and ebp, dword ptr [r15 + 448]
+    mov r9, r11
+    mov edx, dword ptr [r15 + 192]
+    and r9, 1984
+    mov ecx, dword ptr [r15 + r9 + 1344]
+    mov r9d, 236
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c164:
-    lea rcx, [rip + .Lc1_d13637_j]
+    lea rcx, [rip + .Lc1_d13403_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d13637_j_t
-.Lc1_d13637_j:
-    jmp 1f
-1:
-    movzx ecx, byte ptr [r15 + 192]
-    movzx ebp, byte ptr [r15 + 384]
-    vpmovmskb esi, xmm10
-    mov esi, r9d
-    mov r9d, 41
-    mov r9d, 164
-    mov r9d, eax
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], rbp
-    mov byte ptr [r15 + 0], cl
+    jmp .Lc1_d13403_j_t
+.Lc1_d13403_j:
+    mov rcx, qword ptr [r15 + 768]
+    mov rbp, r11
+    mov r9, r11
+    and rbp, 8128
+    movzx edx, byte ptr [r15 + rbp + 7488]
+    and r9, 4032
+    mov ebp, dword ptr [r15 + r9 + 3392]
+    movzx r9d, bpl
+    mov dword ptr [r15 + 256], r9d
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
+    mov r12, qword ptr [r15 + r12 + 56]
     mov byte ptr [r15 + 0], al
-    mov ebp, esi
+    mov r9d, r9d
+    mov r9d, 128
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, r11
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rsi, qword ptr [r15 + 256]
-    mov eax, 3
-    mov rax, qword ptr [r15 + 384]
-    jmp 1f
-1:
-    and esi, dword ptr [r15 + 448]
-    mov rbp, r11
-    movsxd rcx, dword ptr [r15 + 704]
-    and rbp, 4032
-    mov r9d, dword ptr [r15 + rbp + 3392]
-    jmp 1f
-1:
-    mov byte ptr [r15 + 320], r9b
-    movsxd r9, dword ptr [r15 + 64]
-    jmp 1f
-1:
-    mov rbp, rsi
-    mov rbp, r11
-    jmp 1f
-1:
-    mov r8d, dword ptr [r15 + 128]
-    and rbp, 1984
-    mov byte ptr [r15 + rbp + 1344], bpl
-    mov ebp, ebp
-    jmp 1f
-1:
-    mov ebp, ebp
-    mov edx, dword ptr [r15 + 512]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx ebp, bpl
-    mov rbp, r9
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov rbp, r11
-    mov rdi, r8
-    and rbp, 448
-    movsxd r8, dword ptr [r15 + rbp + 832]
+    mov dword ptr [r15 + 0], r9d
+    and r9, 1984
+    mov qword ptr [r15 + r9 + 1344], rbp
+    mov dword ptr [r15 + 448], 13
+    movsxd rbp, dword ptr [r15 + 384]
+    mov dword ptr [r15 + 384], ebp
+    mov byte ptr [r15 + 512], bpl
+    mov dword ptr [r15 + 64], 211
+    mov rax, qword ptr [r15 + 128]
+    mov ebp, eax
+    movzx r9d, byte ptr [r15 + 448]
+    movsxd rax, dword ptr [r15 + 64]
+    mov r8d, 179
+    vmovq qword ptr [r15 + 320], xmm14
+    movsxd r8, dword ptr [r15 + 192]
+    mov dword ptr [r15 + 576], r8d
     jmp 1f
 1:
     add r11, 64
@@ -16879,372 +16489,361 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov rax, rax
-    movzx eax, byte ptr [r15 + 384]
+    jmp 1f
+1:
+    mov eax, r8d
+    mov rax, r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, 185
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    add r8, qword ptr [r15 + 0]
+    vmovdqu ymmword ptr [r15 + 0], ymm14
     mov rbp, r11
+    mov eax, dword ptr [r15 + 256]
+    and rbp, 8128
+    vmovdqu xmmword ptr [r15 + rbp + 7488], xmm12
     jmp 1f
 1:
-    jmp 1f
+    mov ebp, dword ptr [r15 + 640]
+    mov r9, r11
+    test dword ptr [r15 + 67117723], 16384
+    jnz 1f
 1:
+    and r9, 448
+    mov rbp, r11
+    mov r8, qword ptr [r15 + r9 + 832]
+    vpshufd xmm14, xmm14, 68
     and rbp, 4032
-    movzx r8d, byte ptr [r15 + rbp + 3392]
-    mov ebp, 58
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovq xmm10, rdx
+    and r8d, dword ptr [r15 + rbp + 3392]
+    movsxd rbp, dword ptr [r15 + 448]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, r8d
-    add rbp, qword ptr [r15 + 320]
+    movzx r9d, byte ptr [r15 + 320]
+    mov dword ptr [r15 + 192], 64
+    mov dword ptr [r15 + 128], 156
+    add r9, qword ptr [r15 + 512]
+    mov rax, r9
+    mov r9d, r8d
     jmp 1f
 1:
+    movzx r9d, byte ptr [r15 + 64]
     jmp 1f
 1:
-    test dword ptr [r15 + 67117724], 1115684864
-    jz 1f
-1:
-    mov rbp, qword ptr [r15 + 128]
-    mov byte ptr [r15 + 768], r8b
-    and r8d, dword ptr [r15 + 448]
-    mov edi, dword ptr [r15 + 320]
-    movzx edx, al
-    mov r9, r11
-    mov edx, dword ptr [r15 + 512]
-    jmp 1f
-1:
-    and r9, 16320
-    movzx eax, byte ptr [r15 + r9 + 15680]
-    add r9, qword ptr [r15 + 192]
-    jmp 1f
-1:
-    mov ecx, edi
-    mov edi, 136
-    mov r9, r11
-    mov dword ptr [r15 + 64], r9d
-    movzx edi, r9b
-    and r9, 8128
-    mov edi, dword ptr [r15 + r9 + 7488]
-    mov r9d, 63
+    movsxd rcx, dword ptr [r15 + 384]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c166:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 512
-    setz al
-    lea rcx, [rip + .Lc1_d13748_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d13748_s_t
-    .p2align 3
-.Lc1_d13748_s:
-    .p2align 3
-    jmp .Lc1_d13748_j
-    .p2align 3
-    jmp .Lc1_d13748_j
-.Lc1_d13748_j:
-    mov r9, r11
-    and r9, 1984
-    mov ecx, dword ptr [r15 + r9 + 1344]
-    jmp 1f
-1:
-    movsxd r9, dword ptr [r15 + 64]
-    mov eax, dword ptr [r15 + 320]
-    movsxd rdi, dword ptr [r15 + 64]
-    mov edx, dword ptr [r15 + 512]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, 126
-    vpcmpeqb xmm10, xmm10, xmm13
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], ebp
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], rax
-    jmp 1f
-1:
+    lea rcx, [rip + .Lc1_d13493_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d13493_j_t
+.Lc1_d13493_j:
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov eax, 112
-    mov rax, r8
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, r11
-    movzx eax, byte ptr [r15 + 384]
-    jmp 1f
-1:
-    and r8, 448
-    movzx ebp, byte ptr [r15 + r8 + 832]
-    jmp 1f
-1:
-    and ebp, dword ptr [r15 + 128]
-    jmp 1f
-1:
-    movzx r8d, byte ptr [r15 + 576]
-    add r8, qword ptr [r15 + 448]
-    jmp 1f
-1:
-    movzx esi, byte ptr [r15 + 640]
-    jmp 1f
-1:
-    jmp 1f
-1:
+    mov dword ptr [r15 + 0], 17
+    mov byte ptr [r15 + 0], cl
+    mov rcx, r8
+    mov r12, qword ptr [r15 + r12 + 56]
     mov rbp, r11
-    movsxd r8, dword ptr [r15 + 384]
+    mov dword ptr [r15 + 0], r9d
     and rbp, 8128
-    and r8d, dword ptr [r15 + rbp + 7488]
-    movzx ebp, byte ptr [r15 + 256]
-    mov r8, qword ptr [r15 + 192]
+    mov rcx, qword ptr [r15 + rbp + 7488]
+    mov byte ptr [r15 + 768], cl
+    movzx ecx, byte ptr [r15 + 192]
+    vpshufd xmm14, xmm14, 239
+    mov byte ptr [r15 + 448], r9b
+    mov ebp, dword ptr [r15 + 128]
+    mov r9d, ecx
+    jmp 1f
+1:
+    mov dword ptr [r15 + 320], 240
+    mov rcx, rbp
+    lea rbp, [r11 + r11*1]
+    mov r8d, r9d
+    mov byte ptr [r15 + 320], al
+    and rbp, 1984
+    mov r9d, dword ptr [r15 + rbp + 1344]
+    movsxd rax, dword ptr [r15 + 384]
+    mov dword ptr [r15 + rbp + 1408], 7
+    vpmovmskb ebp, xmm14
+    mov rbp, r11
+    mov qword ptr [r15 + 384], rcx
+    jmp 1f
+1:
+    mov byte ptr [r15 + 128], r8b
+    and rbp, 448
+    mov r8, qword ptr [r15 + rbp + 832]
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + 64], ymm12
+    mov byte ptr [r15 + 704], al
+    mov eax, dword ptr [r15 + 512]
+    mov ebp, 247
+    mov dword ptr [r15 + 256], edx
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c167:
-    movzx r8d, byte ptr [r15 + 256]
-    mov ebp, dword ptr [r15 + 448]
-    mov eax, 241
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, qword ptr [r15 + 448]
     jmp 1f
 1:
     jmp 1f
 1:
-    mov eax, esi
-    vmovdqu ymmword ptr [r15 + 0], ymm10
-    mov dword ptr [r15 + 0], r8d
-    mov qword ptr [r15 + 0], rsi
+    mov r8d, r8d
+    mov r8d, eax
+    jmp 1f
+1:
+    mov r8d, ebp
+    mov rbp, r9
+    movzx r8d, al
+    movsxd r8, dword ptr [r15 + 64]
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r11 + r11*1]
-    vmovdqu ymmword ptr [r15 + 256], ymm10
-    and r8, 4032
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, 152
+    mov dword ptr [r15 + 0], 206
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, rbp
+    mov ebp, 215
+    vmovdqu ymmword ptr [r15 + 0], ymm14
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 320], bpl
+    jmp 1f
+1:
+    mov ebp, 94
+    mov rbp, r8
+    mov ebp, ebp
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 384], ebp
+    mov rbp, r11
+    movzx r8d, byte ptr [r15 + 576]
     mov r9, r11
-    mov dword ptr [r15 + r8 + 3456], ebp
-    and r9, 448
-    mov ebp, dword ptr [r15 + r9 + 832]
-    jmp 1f
-1:
-    mov r9, qword ptr [r15 + 192]
-    mov dword ptr [r15 + 128], 112
-    mov esi, dword ptr [r15 + 320]
-    movsxd rax, dword ptr [r15 + 768]
+    and rbp, 448
+    mov eax, dword ptr [r15 + rbp + 832]
+    and r9, 8128
+    movsxd rbp, dword ptr [r15 + r9 + 7488]
+    mov dword ptr [r15 + 512], ecx
+    mov r9, rbp
+    lea rbp, [r11 + r11*1]
+    movzx ecx, byte ptr [r15 + 128]
     mov edx, r8d
+    and rbp, 4032
+    mov qword ptr [r15 + rbp + 3456], r8
+    mov byte ptr [r15 + 192], r9b
+    movsxd r9, dword ptr [r15 + rbp + 3392]
+    movsxd r8, dword ptr [r15 + 256]
     jmp 1f
 1:
-    mov byte ptr [r15 + 384], r8b
-    mov edx, 198
-    mov rdx, qword ptr [r15 + 64]
-    movzx edi, dl
-    mov edx, dword ptr [r15 + 704]
-    mov rcx, rax
-    jmp 1f
-1:
-    mov dword ptr [r15 + 128], 62
-    vmovdqu ymmword ptr [r15 + r8 + 3392], ymm10
-    jmp 1f
-1:
-    mov rax, qword ptr [r15 + 320]
-    mov r8, r11
-    jmp 1f
-1:
-    and r8, 1984
-    movzx eax, byte ptr [r15 + r8 + 1344]
-    mov dword ptr [r15 + 512], eax
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c168:
-    lea rcx, [rip + .Lc1_d13850_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d13850_j_t
-.Lc1_d13850_j:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 4096
+    setz al
+    lea rcx, [rip + .Lc1_d13595_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d13595_s_t
+    .p2align 3
+.Lc1_d13595_s:
+    .p2align 3
+    jmp .Lc1_d13595_j
+    .p2align 3
+    jmp .Lc1_d13595_j
+.Lc1_d13595_j:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 134
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 61
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 90
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], ecx
+    mov dword ptr [r15 + 0], 253
     jmp 1f
 1:
-    mov byte ptr [r15 + 64], r9b
-    mov r8, r11
-    or qword ptr [r15 + 192], 65
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    vmovdqu xmmword ptr [r15 + 64], xmm14
+    mov rcx, qword ptr [r15 + 128]
+    mov dword ptr [r15 + 512], r8d
+    mov dword ptr [r15 + 256], 184
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
     mov rbp, r11
-    and r8, 1984
-    mov edi, dword ptr [r15 + r8 + 1344]
-    jmp 1f
-1:
+    mov dword ptr [r15 + 384], 251
+    or qword ptr [r15 + 448], 58
+    mov r8, qword ptr [r15 + 64]
     and rbp, 448
-    mov r8d, dword ptr [r15 + rbp + 832]
-    and ebp, dword ptr [r15 + 0]
-    mov ecx, 73
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 84
-    mov byte ptr [r15 + 0], r8b
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, qword ptr [r15 + rbp + 832]
     jmp 1f
 1:
-    mov qword ptr [r15 + 0], rdi
-    mov dword ptr [r15 + 0], 214
-    lea r8, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx edi, bpl
-    mov byte ptr [r15 + 0], cl
-    and r8, 8128
-    movzx ecx, byte ptr [r15 + r8 + 7488]
-    test ebx, 3584
-    jz 1f
-1:
+    movsxd rbp, dword ptr [r15 + 320]
+    vmovq qword ptr [r15 + 320], xmm14
     jmp 1f
 1:
     jmp 1f
 1:
+    mov r9d, edx
+    mov rdx, qword ptr [r15 + 704]
+    mov rdi, r8
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 448], r8d
-    mov dword ptr [r15 + 384], 219
-    jmp 1f
-1:
-    mov ecx, 195
-    mov ecx, ecx
-    mov byte ptr [r15 + 128], r8b
-    movsxd rcx, dword ptr [r15 + 576]
-    mov ebp, 56
-    mov qword ptr [r15 + 320], rbp
-    vmovdqu ymmword ptr [r15 + r8 + 7552], ymm10
-    movzx ebp, byte ptr [r15 + 512]
-    movzx r8d, r8b
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r8d, ebp
+    movsxd r8, dword ptr [r15 + 192]
+    mov r9, r11
+    mov dword ptr [r15 + 640], eax
+    and r9, 1984
+    add rax, qword ptr [r15 + r9 + 1344]
+    mov r9d, r8d
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c169:
-    lea rcx, [rip + .Lc1_d13904_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d13904_j_t
-.Lc1_d13904_j:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, cl
-    mov rcx, r8
-    mov r8d, ebp
-    mov dword ptr [r15 + 0], 241
-    movzx ebp, bpl
-    jmp 1f
-1:
-    mov ebp, 83
-    mov ebp, 221
-    mov qword ptr [r15 + 0], rdi
-    movzx ebp, r8b
-    vmovdqu xmmword ptr [r15 + 0], xmm10
-    movzx ebp, byte ptr [r15 + 64]
-    mov qword ptr [r15 + 128], rcx
-    mov dword ptr [r15 + 704], ecx
-    mov r8, r11
-    mov rcx, rcx
-    mov ecx, 250
-    and r8, 4032
-    mov dword ptr [r15 + r8 + 3392], 14
-    movzx r8d, byte ptr [r15 + 384]
     mov r9, r11
-    vmovdqu ymmword ptr [r15 + 256], ymm10
-    movzx edi, byte ptr [r15 + 640]
-    mov edx, dword ptr [r15 + 320]
-    and r9, 448
-    movzx ecx, byte ptr [r15 + r9 + 832]
-    mov r9, rcx
+    and r9, 1984
+    mov r8d, dword ptr [r15 + r9 + 1344]
     jmp 1f
 1:
-    mov qword ptr [r15 + 192], r9
-    mov r9d, dword ptr [r15 + 64]
+    mov byte ptr [r15 + 384], dil
     jmp 1f
 1:
     jmp 1f
 1:
-    mov rcx, r9
-    mov r9, qword ptr [r15 + 384]
-    movzx eax, byte ptr [r15 + 448]
-    mov dword ptr [r15 + 512], 23
-    mov esi, 207
+    movzx edi, cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edi, 89
+    mov ecx, 73
     jmp 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, rdi
+    mov rdi, rcx
+    mov ecx, ebp
+    xor dword ptr [r15 + 0], ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], bpl
+    mov rcx, rcx
+    test ebx, 10752
+    jz 1f
+1:
+    movzx ecx, cl
+    mov ecx, edi
+    mov ecx, 168
+    movzx ecx, byte ptr [r15 + 320]
+    inc dword ptr [r15 + 512]
+    mov r8, r11
+    mov edi, edi
+    mov dword ptr [r15 + 128], edi
+    and r8, 8128
+    mov dword ptr [r15 + r8 + 7488], 248
+    movzx r8d, cl
+    mov r8d, edi
+    and edi, dword ptr [r15 + 64]
+    jmp 1f
+1:
+    and edi, dword ptr [r15 + 448]
+    jmp 1f
+1:
+    movzx r8d, byte ptr [r15 + 256]
+    mov rbp, r11
+    mov qword ptr [r15 + 768], rcx
+    and rbp, 4032
+    mov ecx, dword ptr [r15 + rbp + 3392]
+    vmovdqu ymmword ptr [r15 + 384], ymm14
+    movzx eax, r8b
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c170:
+    lea rcx, [rip + .Lc1_d13701_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d13701_j_t
+.Lc1_d13701_j:
+    vmovq xmm12, rcx
+    mov rcx, rbp
+    mov ebp, ecx
+    mov dword ptr [r15 + 256], ebp
+    movsxd rbp, dword ptr [r15 + 512]
     jmp 1f
 1:
-    mov r9d, esi
-    mov dword ptr [r15 + 448], 160
-    mov byte ptr [r15 + 0], r9b
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], r9
-    mov r9, r9
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, r9d
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 0], ymm10
     mov dword ptr [r15 + 0], eax
-    mov rax, rsi
-    and esi, dword ptr [r15 + 192]
     jmp 1f
 1:
-    vmovdqu ymmword ptr [r15 + 768], ymm10
-    mov dword ptr [r15 + 320], 181
-    movzx eax, byte ptr [r15 + 128]
-    movzx r9d, byte ptr [r15 + 384]
-    mov rcx, rsi
-    mov rsi, rcx
+    movzx edx, dil
+    mov edi, edx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], r9d
+    vpcmpeqb xmm12, xmm12, xmm14
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov rbp, r11
-    mov byte ptr [r15 + 512], al
-    vpmovmskb eax, xmm10
-    and rbp, 8128
+    jmp 1f
+1:
+    xor dword ptr [r15 + 0], edx
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movzx edx, dl
+    mov rdx, rdi
+    movzx edx, byte ptr [r15 + 384]
+    mov rdi, r8
     mov r8, r11
-    mov qword ptr [r15 + rbp + 7488], r9
+    add rdi, qword ptr [r15 + 576]
+    mov ecx, 168
+    and r8, 8128
+    mov ecx, dword ptr [r15 + r8 + 7488]
+    movzx r8d, byte ptr [r15 + 192]
+    movzx eax, byte ptr [r15 + 640]
+    vmovq qword ptr [r15 + 448], xmm14
+    mov esi, 237
+    mov qword ptr [r15 + 128], rdx
+    movzx edx, dl
+    mov r9, r11
+    movzx edx, byte ptr [r15 + 320]
+    and r9, 4032
+    mov qword ptr [r15 + r9 + 3392], r9
     jmp 1f
 1:
-    and r8, 4032
-    mov byte ptr [r15 + r8 + 3392], cl
-    movsxd rcx, dword ptr [r15 + 320]
-    jmp 1f
-1:
-    mov r8, r11
-    jmp 1f
-1:
-    mov rbp, qword ptr [r15 + 256]
-    and r8, 1984
-    mov eax, dword ptr [r15 + r8 + 1344]
-    mov dword ptr [r15 + 64], esi
-    vpshufd xmm2, xmm10, 214
+    mov r9d, 200
     jmp 1f
 1:
     jmp 1f
 1:
+    mov r9, r11
+    mov dword ptr [r15 + 64], 197
+    and r9, 448
+    movzx esi, byte ptr [r15 + r9 + 832]
     add r11, 64
     inc rbx
     dec r13
@@ -17253,559 +16852,543 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 8388608
-    setz al
-    lea rcx, [rip + .Lc1_d14008_s]
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 7
+    lea rcx, [rip + .Lc1_d13758_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d14008_s_t
+    jmp .Lc1_d13758_s_t
     .p2align 3
-.Lc1_d14008_s:
+.Lc1_d13758_s:
     .p2align 3
-    jmp .Lc1_d14008_j
+    jmp .Lc1_d13758_j
     .p2align 3
-    jmp .Lc1_d14008_j
-.Lc1_d14008_j:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov rcx, r8
-    movzx r8d, byte ptr [r15 + 192]
-    movsxd rcx, dword ptr [r15 + 448]
-    mov rax, rcx
+    jmp .Lc1_d13758_j
+    .p2align 3
+    jmp .Lc1_d13758_j
+    .p2align 3
+    jmp .Lc1_d13758_j
+    .p2align 3
+    jmp .Lc1_d13758_j
+    .p2align 3
+    jmp .Lc1_d13758_j
+    .p2align 3
+    jmp .Lc1_d13758_j
+    .p2align 3
+    jmp .Lc1_d13758_j
+.Lc1_d13758_j:
     jmp 1f
 1:
     mov byte ptr [r15 + 0], dl
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, ebp
-    mov ecx, 205
-    mov ecx, 196
-    movzx ecx, al
-    jmp 1f
-1:
+    mov edx, eax
+    add rcx, qword ptr [r15 + 0]
+    movzx edx, r8b
+    mov edx, eax
+    mov dword ptr [r15 + 0], eax
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rcx
+    vpor xmm12, xmm12, xmm12
     mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 67117723], 524288
-    jnz 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
+    mov byte ptr [r15 + 320], dl
+    mov edx, 106
+    mov byte ptr [r15 + 704], dl
+    mov edx, ecx
+    mov dword ptr [r15 + 192], 29
+    vmovdqu xmm12, xmmword ptr [r15 + 256]
+    movsxd rdx, dword ptr [r15 + 128]
+    movzx eax, byte ptr [r15 + 64]
+    movzx r8d, cl
     mov r8, r11
+    mov r9, r11
+    jmp 1f
+1:
     mov rbp, r11
+    and r9, 448
+    mov dword ptr [r15 + r9 + 832], r9d
     and r8, 1984
-    mov byte ptr [r15 + r8 + 1344], al
-    movzx eax, cl
-    and rbp, 448
-    mov dword ptr [r15 + rbp + 832], ecx
-    mov dword ptr [r15 + 576], 99
-    vmovdqu ymmword ptr [r15 + 256], ymm2
+    movsxd rdi, dword ptr [r15 + r8 + 1344]
+    movzx r9d, dl
+    and rbp, 16320
+    mov esi, dword ptr [r15 + rbp + 15680]
     jmp 1f
 1:
-    movzx ebp, byte ptr [r15 + 320]
-    mov dword ptr [r15 + 384], ebp
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov rbp, r11
-    mov byte ptr [r15 + 128], bpl
-    movzx eax, byte ptr [r15 + 512]
-    mov r8d, 152
-    and rbp, 8128
-    movzx r8d, byte ptr [r15 + rbp + 7488]
-    mov dword ptr [r15 + 64], ecx
+    mov rbp, qword ptr [r15 + 512]
+    mov dword ptr [r15 + 448], 148
+    movzx r8d, byte ptr [r15 + 384]
+    movsxd r9, dword ptr [r15 + 320]
+    mov qword ptr [r15 + 128], r9
+    movzx r9d, cl
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c172:
-    mov rbp, r11
-    and rbp, 4032
-    movzx eax, byte ptr [r15 + rbp + 3392]
-    movzx ebp, al
-    or qword ptr [r15 + 0], 30
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov byte ptr [r15 + 384], bpl
+    .byte 0x0f, 0x1f, 0x40, 0x00
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 320], 242
+    mov r9, r11
+    mov qword ptr [r15 + 0], rdx
     mov r12, qword ptr [r15 + r12 + 56]
+    vpxor xmm12, xmm12, xmm14
+    and r9, 4032
+    movsxd rax, dword ptr [r15 + r9 + 3392]
+    mov r9, qword ptr [r15 + 448]
+    mov dword ptr [r15 + 64], 187
+    mov edx, dword ptr [r15 + 576]
+    movzx ebp, r9b
+    mov r9, qword ptr [r15 + 256]
+    mov ecx, dword ptr [r15 + 768]
+    test dword ptr [r15 + 67117724], 268697729
+    jz 1f
+1:
+    mov r9d, r9d
+    mov r9d, 215
+    mov r9, r11
     jmp 1f
 1:
-    add rax, qword ptr [r15 + 0]
-    mov ebp, 197
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovq xmm2, r8
     jmp 1f
 1:
-    movsxd r8, dword ptr [r15 + 448]
-    movsxd rbp, dword ptr [r15 + 64]
-    movsxd rcx, dword ptr [r15 + 640]
-    mov edx, dword ptr [r15 + 704]
-    mov rsi, rdx
-    mov dword ptr [r15 + 512], esi
-    mov dword ptr [r15 + 384], ebp
-    mov dword ptr [r15 + 128], 254
-    jmp 1f
-1:
-    vpcmpeqb xmm2, xmm2, xmmword ptr [r15 + 320]
-    movzx esi, al
-    jmp 1f
-1:
-    mov esi, 32
-    mov esi, r8d
-    vmovdqu ymmword ptr [r15 + 384], ymm2
-    mov rbp, r11
-    mov r8d, 152
-    jmp 1f
-1:
-    and rbp, 448
-    mov qword ptr [r15 + rbp + 832], rdx
-    mov rbp, qword ptr [r15 + 256]
-    mov r8, r11
-    mov dword ptr [r15 + 128], r8d
-    mov dword ptr [r15 + 192], 27
-    jmp 1f
-1:
-    and r8, 1984
-    mov dword ptr [r15 + r8 + 1344], 159
+    mov rcx, r9
+    and r9, 8128
+    movsxd rcx, dword ptr [r15 + r9 + 7488]
+    mov eax, 55
+    movzx r9d, bpl
+    mov qword ptr [r15 + 64], r9
+    vmovq xmm14, rbp
+    mov r9d, esi
+    mov r9d, r9d
+    mov r9, r11
+    movzx ebp, byte ptr [r15 + 128]
+    mov dword ptr [r15 + 192], 104
+    and r9, 1984
+    mov esi, dword ptr [r15 + r9 + 1344]
+    movzx r9d, byte ptr [r15 + 512]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c173:
-    lea rcx, [rip + .Lc1_d14110_j]
+    lea rcx, [rip + .Lc1_d13863_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d14110_j_t
-.Lc1_d14110_j:
+    jmp .Lc1_d13863_j_t
+.Lc1_d13863_j:
+    lea rbp, [r11 + r11*1]
+    and rbp, 448
+    movsxd rcx, dword ptr [r15 + rbp + 896]
+    movsxd r9, dword ptr [r15 + 640]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rsi, rsi
+    mov r12, qword ptr [r15 + r12 + 56]
+    vpaddd xmm14, xmm14, xmm14
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 30
-    movzx ecx, r8b
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, r8
-    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu xmmword ptr [r15 + 0], xmm14
+    jmp 1f
+1:
+    movzx esi, bpl
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    movsxd r8, dword ptr [r15 + 512]
+    movzx esi, byte ptr [r15 + 64]
     jmp 1f
 1:
-    mov rcx, r8
-    mov rcx, rcx
+    mov edx, 22
     jmp 1f
 1:
-    mov ecx, dword ptr [r15 + 128]
+    mov r8, r11
+    mov rdx, qword ptr [r15 + 384]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    and r8, 8128
+    movsxd rax, dword ptr [r15 + r8 + 7488]
+    mov r8, qword ptr [r15 + 384]
+    movsxd rdi, dword ptr [r15 + rbp + 832]
+    mov rbp, qword ptr [r15 + 320]
+    mov ebp, dword ptr [r15 + 512]
+    mov byte ptr [r15 + 448], bpl
+    mov ebp, dword ptr [r15 + 192]
+    movzx ebp, byte ptr [r15 + 128]
     mov rbp, r11
-    movsxd rsi, dword ptr [r15 + 384]
-    movzx edx, r8b
+    jmp 1f
+1:
+    mov r8, rbp
+    mov dword ptr [r15 + 256], ecx
     and rbp, 4032
-    mov byte ptr [r15 + rbp + 3392], bpl
-    mov dword ptr [r15 + 320], r8d
-    mov rbp, r8
-    mov ebp, r8d
-    mov ebp, dword ptr [r15 + 768]
+    movsxd r8, dword ptr [r15 + rbp + 3392]
+    movzx ebp, al
+    mov ebp, edi
     jmp 1f
 1:
-    mov r8d, ebp
-    mov rbp, r11
-    jmp 1f
-1:
-    mov dword ptr [r15 + 64], ecx
-    and rbp, 8128
-    movsxd rcx, dword ptr [r15 + rbp + 7488]
-    and ebp, dword ptr [r15 + 64]
-    mov r9, r11
-    mov edx, dword ptr [r15 + 448]
-    movzx eax, byte ptr [r15 + 256]
-    and r9, 448
-    mov dword ptr [r15 + r9 + 832], ecx
-    movzx r9d, byte ptr [r15 + 192]
-    mov ecx, r9d
-    movzx ecx, byte ptr [r15 + 448]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c174:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 7
-    lea rcx, [rip + .Lc1_d14163_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d14163_s_t
-    .p2align 3
-.Lc1_d14163_s:
-    .p2align 3
-    jmp .Lc1_d14163_j
-    .p2align 3
-    jmp .Lc1_d14163_j
-    .p2align 3
-    jmp .Lc1_d14163_j
-    .p2align 3
-    jmp .Lc1_d14163_j
-    .p2align 3
-    jmp .Lc1_d14163_j
-    .p2align 3
-    jmp .Lc1_d14163_j
-    .p2align 3
-    jmp .Lc1_d14163_j
-    .p2align 3
-    jmp .Lc1_d14163_j
-.Lc1_d14163_j:
     lea rbp, [r11 + r11*1]
+    movzx eax, r8b
+    mov dword ptr [r15 + 128], 249
+    vmovdqu ymmword ptr [r15 + 192], ymm14
     and rbp, 1984
-    mov ecx, dword ptr [r15 + rbp + 1344]
-    movsxd rax, dword ptr [r15 + 448]
-    mov dword ptr [r15 + 64], eax
+    movsxd r8, dword ptr [r15 + rbp + 1344]
+    add r8, qword ptr [r15 + 384]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 101
+    mov eax, ebp
+    mov qword ptr [r15 + 0], rdi
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    vmovq qword ptr [r15 + 0], xmm14
+    mov dword ptr [r15 + 0], 152
+    add r8, qword ptr [r15 + 0]
+    movzx edi, dil
+    jmp 1f
+1:
+    mov edi, 180
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, r11
+    mov dword ptr [r15 + 64], 131
     jmp 1f
 1:
-    mov qword ptr [r15 + 0], rcx
-    mov dword ptr [r15 + 0], 171
+    and r9, 8128
+    and r8d, dword ptr [r15 + r9 + 7488]
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], eax
+    mov r9, r8
+    mov qword ptr [r15 + 448], rdi
+    mov dword ptr [r15 + 512], 122
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], 148
-    movzx eax, bpl
-    mov eax, 140
-    vmovdqu xmmword ptr [r15 + 0], xmm2
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 320], eax
-    mov rax, qword ptr [r15 + 384]
-    mov rcx, qword ptr [r15 + 640]
-    mov byte ptr [r15 + 256], cl
+    movzx r8d, byte ptr [r15 + 320]
     jmp 1f
 1:
-    jmp 1f
-1:
-    movzx ecx, cl
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov rcx, qword ptr [r15 + 512]
     mov r8, r11
-    movzx r9d, r8b
+    mov edi, r9d
     and r8, 4032
-    mov r9d, dword ptr [r15 + r8 + 3392]
+    mov byte ptr [r15 + r8 + 3392], r9b
+    movzx r8d, bpl
+    mov rdi, r9
     jmp 1f
 1:
-    mov r8, r11
-    movsxd rdx, dword ptr [r15 + 128]
-    and r8, 8128
-    add qword ptr [r15 + r8 + 7488], r9
-    jmp 1f
-1:
-    movsxd r9, dword ptr [r15 + 576]
-    mov qword ptr [r15 + 320], rsi
-    jmp 1f
-1:
-    mov r8, qword ptr [r15 + 128]
-    movzx esi, byte ptr [r15 + rbp + 1408]
-    movsxd rbp, dword ptr [r15 + 192]
+    movzx r8d, r9b
+    mov dword ptr [r15 + 704], 166
+    mov byte ptr [r15 + rbp + 1408], r8b
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c175:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 16777216
+    setz al
+    lea rcx, [rip + .Lc1_d13964_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d13964_s_t
+    .p2align 3
+.Lc1_d13964_s:
+    .p2align 3
+    jmp .Lc1_d13964_j
+    .p2align 3
+    jmp .Lc1_d13964_j
+.Lc1_d13964_j:
+    mov ecx, 74
+    mov rbp, qword ptr [r15 + 256]
+    mov byte ptr [r15 + 64], bpl
+    jmp 1f
+1:
+    mov qword ptr [r15 + 128], rcx
+    movzx ecx, cl
+    jmp 1f
+1:
+    mov dword ptr [r15 + 768], 5
+    mov rcx, r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     mov rbp, r11
+    vpaddd xmm14, xmm14, xmm14
+    and r9d, dword ptr [r15 + 0]
+    and rbp, 448
+    movzx r8d, byte ptr [r15 + rbp + 832]
     jmp 1f
 1:
-    and rbp, 16320
-    movsxd rsi, dword ptr [r15 + rbp + 15680]
-    .byte 0x66, 0x90
-    mov qword ptr [r15 + 256], r8
-    mov r9d, 97
-    mov byte ptr [r15 + 320], r9b
-    mov byte ptr [r15 + 0], r9b
-    nop
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    vpcmpeqb xmm2, xmm2, xmm10
-    mov r9, rcx
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, r9
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r9d, byte ptr [r15 + 384]
-    movzx ecx, byte ptr [r15 + 192]
     test ebx, 1073741824
     jz 1f
 1:
-    jmp 1f
-1:
-    mov ecx, ebp
-    mov dword ptr [r15 + 128], 101
-    jmp 1f
-1:
-    mov r9, r11
-    mov rcx, qword ptr [r15 + 704]
+    mov ebp, 30
     mov rbp, rbp
-    and r9, 448
-    mov dword ptr [r15 + r9 + 832], esi
-    mov r9, qword ptr [r15 + 64]
-    mov ebp, r9d
-    vmovq xmm2, rcx
-    mov dword ptr [r15 + 512], ecx
+    mov ebp, 192
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov byte ptr [r15 + 384], cl
     mov rbp, r11
     jmp 1f
 1:
-    jmp 1f
-1:
-    jmp 1f
-1:
     and rbp, 8128
-    vmovdqu ymmword ptr [r15 + rbp + 7488], ymm2
+    movzx r9d, byte ptr [r15 + rbp + 7488]
+    movzx ebp, cl
     jmp 1f
 1:
-    mov rbp, qword ptr [r15 + 448]
+    jmp 1f
+1:
+    mov qword ptr [r15 + 448], r8
+    movzx r8d, byte ptr [r15 + 576]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov qword ptr [r15 + 320], rbp
+    movzx ebp, byte ptr [r15 + 384]
+    mov dword ptr [r15 + 320], 58
+    movsxd rcx, dword ptr [r15 + 192]
+    movzx eax, byte ptr [r15 + 512]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c176:
-    lea rcx, [rip + .Lc1_d14278_j]
+    lea rcx, [rip + .Lc1_d14020_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d14278_j_t
-.Lc1_d14278_j:
-    mov byte ptr [r15 + 0], cl
-    mov r12, qword ptr [r15 + r12 + 56]
+    jmp .Lc1_d14020_j_t
+.Lc1_d14020_j:
+    mov ecx, 48
+    and ecx, dword ptr [r15 + 384]
+    mov ebp, 239
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov rcx, rcx
-    mov rcx, rbp
+    mov rbp, rbp
+    mov byte ptr [r15 + 0], bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    movzx ebp, al
     add rbp, qword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r9, 448
-    mov dword ptr [r15 + r9 + 832], edx
-    mov r9d, 165
-    movzx r9d, r9b
-    mov r9, rbp
-    mov r9d, dword ptr [r15 + 384]
-    movzx ecx, cl
-    movsxd rcx, dword ptr [r15 + 320]
-    mov r8, r11
-    mov edx, dword ptr [r15 + 448]
-    vmovdqu xmmword ptr [r15 + 512], xmm2
-    and r8, 1984
-    mov byte ptr [r15 + r8 + 1344], sil
-    mov qword ptr [r15 + 128], rcx
-    mov r8d, dword ptr [r15 + 64]
-    mov r8, r11
+    vmovdqu ymmword ptr [r15 + 64], ymm14
     jmp 1f
 1:
-    vmovq qword ptr [r15 + 256], xmm2
-    and r8, 4032
-    mov qword ptr [r15 + r8 + 3392], r8
-    mov r8d, r9d
-    mov r9d, dword ptr [r15 + 64]
-    mov ecx, dword ptr [r15 + 576]
-    mov rsi, qword ptr [r15 + 192]
-    mov eax, esi
-    mov dword ptr [r15 + 320], 46
-    mov byte ptr [r15 + 768], r9b
+    movsxd rax, dword ptr [r15 + 448]
+    mov r8d, dword ptr [r15 + 320]
+    mov r9d, ecx
+    mov qword ptr [r15 + 640], r9
+    mov r9, r11
+    mov dword ptr [r15 + 128], ebp
+    and r9, 1984
+    mov byte ptr [r15 + r9 + 1344], cl
+    mov r9, rbp
+    vmovdqu ymmword ptr [r15 + 512], ymm14
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 256], 82
+    mov r9d, edi
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r9, r11
+    mov esi, 172
+    mov rbp, r11
+    and r9, 448
+    mov dword ptr [r15 + r9 + 832], 200
+    and rbp, 4032
+    mov dword ptr [r15 + rbp + 3392], ecx
+    movsxd rbp, dword ptr [r15 + 128]
+    mov r9d, dword ptr [r15 + 192]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 384], r9d
+    mov r9d, 8
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c177:
-    lea r8, [r11 + r11*1]
     jmp 1f
 1:
+    mov r9, r11
+    mov ebp, r9d
+    and r9, 1984
+    mov byte ptr [r15 + r9 + 1344], sil
+    mov dword ptr [r15 + 512], 141
+    mov qword ptr [r15 + 704], r9
     jmp 1f
 1:
+    mov dword ptr [r15 + 0], r9d
     jmp 1f
 1:
-    and r8, 8128
-    movsxd rsi, dword ptr [r15 + r8 + 7488]
-    mov r9d, 158
-    jmp 1f
-1:
-    mov dword ptr [r15 + 704], eax
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r9, qword ptr [r15 + r8 + 7552]
-    mov r8d, dword ptr [r15 + 512]
-    mov dword ptr [r15 + 320], 203
-    jmp 1f
-1:
+    mov r9d, 118
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 43
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 179
     jmp 1f
 1:
-    mov byte ptr [r15 + 384], r8b
+    mov r9, rsi
+    mov dword ptr [r15 + 0], 87
     jmp 1f
 1:
-    vmovdqu ymmword ptr [r15 + 256], ymm2
-    mov r8d, dword ptr [r15 + 384]
-    mov dword ptr [r15 + 64], r8d
-    add r8, qword ptr [r15 + 448]
+    mov r9, rbp
+    mov esi, 74
+    and esi, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 128], r9d
+    and r9, 8128
+    mov byte ptr [r15 + r9 + 7488], r8b
+    jmp 1f
+1:
+    mov r9, qword ptr [r15 + 768]
+    jmp 1f
+1:
+    mov r8, qword ptr [r15 + 64]
+    movsxd rbp, dword ptr [r15 + 64]
+    mov ecx, 49
+    mov qword ptr [r15 + 320], rcx
+    jmp 1f
+1:
     mov rbp, r11
-    jmp 1f
-1:
-    movsxd rax, dword ptr [r15 + 128]
-    mov rcx, rsi
-    and rbp, 1984
-    mov dword ptr [r15 + rbp + 1344], 214
-    and ebp, dword ptr [r15 + 640]
-    mov rbp, r11
-    jmp 1f
-1:
+    mov qword ptr [r15 + 192], r9
+    movsxd rcx, dword ptr [r15 + 256]
     and rbp, 4032
-    mov dword ptr [r15 + rbp + 3392], 63
-    mov ebp, 217
-    jmp 1f
-1:
+    add rsi, qword ptr [r15 + rbp + 3392]
+    movsxd rbp, dword ptr [r15 + 448]
+    mov byte ptr [r15 + 512], bpl
+    movsxd rbp, dword ptr [r15 + 384]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c178:
-    lea rcx, [rip + .Lc1_d14371_j]
+    lea rcx, [rip + .Lc1_d14119_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d14371_j_t
-.Lc1_d14371_j:
-    lea rbp, [r11 + r11*1]
-    vmovdqu ymmword ptr [r15 + 256], ymm2
-    and rbp, 448
-    mov r8, r11
-    add rcx, qword ptr [r15 + rbp + 896]
-    and r8, 1984
-    mov dword ptr [r15 + r8 + 1344], 69
-    mov r8d, ebp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    jmp .Lc1_d14119_j_t
+.Lc1_d14119_j:
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], r9b
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, rbp
-    mov qword ptr [r15 + 0], r8
-    mov dword ptr [r15 + 0], 220
-    mov r8d, ebp
-    mov dword ptr [r15 + 384], ecx
-    test ebx, 1073741824
-    jz 1f
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovq xmm14, rbp
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    and ebp, dword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rax
+    mov eax, 119
+    mov byte ptr [r15 + 0], cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, 19
+    mov eax, dword ptr [r15 + 128]
+    movzx ecx, byte ptr [r15 + 384]
+    mov esi, dword ptr [r15 + 128]
+    vpmovmskb r9d, xmm14
+    jmp 1f
 1:
     jmp 1f
 1:
-    movzx r8d, byte ptr [r15 + 64]
-    movzx ecx, byte ptr [r15 + 448]
+    mov dword ptr [r15 + 64], ebp
     mov r9, r11
-    mov rsi, r9
-    and r9, 4032
-    mov esi, dword ptr [r15 + r9 + 3392]
+    movsxd rbp, dword ptr [r15 + 320]
+    vpaddd xmm14, xmm14, xmm14
+    and r9, 1984
+    mov r8, qword ptr [r15 + r9 + 1344]
+    mov r9, r11
     jmp 1f
 1:
-    mov qword ptr [r15 + 320], rsi
-    mov dword ptr [r15 + rbp + 832], 185
+    mov dword ptr [r15 + 256], 48
+    mov dword ptr [r15 + 448], ecx
+    and r9, 8128
+    movzx ecx, byte ptr [r15 + r9 + 7488]
     jmp 1f
 1:
-    mov dword ptr [r15 + 128], esi
-    vmovdqu ymmword ptr [r15 + 128], ymm2
-    mov rsi, qword ptr [r15 + 192]
+    mov r9d, dword ptr [r15 + 320]
+    mov r9, r11
+    mov dword ptr [r15 + 512], edi
+    mov edi, 223
     jmp 1f
 1:
-    mov qword ptr [r15 + 768], rsi
-    jmp 1f
-1:
-    mov rsi, qword ptr [r15 + 512]
+    and r9, 448
+    movsxd rdi, dword ptr [r15 + r9 + 832]
+    movzx r9d, byte ptr [r15 + 192]
+    movsxd rdx, dword ptr [r15 + 576]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c179:
-    mov dword ptr [r15 + 0], 147
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rsi
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 4032
-    mov rsi, qword ptr [r15 + r8 + 3392]
-    movzx r8d, r9b
-    jmp 1f
-1:
-    mov r8d, r9d
-    mov r8d, 51
-    mov r8d, 173
-    jmp 1f
-1:
-    mov r9d, esi
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
     mov r9, r11
-    movzx r8d, sil
-    vpor xmm2, xmm2, xmm2
+    mov eax, r9d
+    movzx eax, byte ptr [r15 + 704]
+    and r9, 448
+    mov rdi, qword ptr [r15 + r9 + 832]
+    mov r9, r11
+    mov rcx, qword ptr [r15 + 640]
+    add rcx, qword ptr [r15 + 320]
+    and r9, 4032
+    mov byte ptr [r15 + r9 + 3392], dil
+    mov r9d, edx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, r9
+    mov qword ptr [r15 + 0], rcx
+    mov r9, r9
+    mov r9d, 212
     jmp 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    test dword ptr [r15 + 67117723], 34603008
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, r11
+    mov ecx, esi
     and r9, 1984
-    mov esi, dword ptr [r15 + r9 + 1344]
-    mov rbp, r11
-    jmp 1f
-1:
-    and rbp, 8128
-    mov qword ptr [r15 + rbp + 7488], r8
+    movsxd rcx, dword ptr [r15 + r9 + 1344]
+    mov r9d, dword ptr [r15 + 448]
+    movzx esi, r9b
     movzx r9d, byte ptr [r15 + 512]
-    movsxd rbp, dword ptr [r15 + 64]
-    mov dword ptr [r15 + 320], r8d
-    mov dword ptr [r15 + 192], esi
-    mov esi, r8d
-    mov esi, dword ptr [r15 + 320]
-    movsxd r8, dword ptr [r15 + 256]
-    mov ecx, ebp
-    mov dword ptr [r15 + 128], ecx
-    mov rbp, qword ptr [r15 + 448]
-    mov byte ptr [r15 + 576], sil
+    mov rdi, qword ptr [r15 + 64]
+    mov dword ptr [r15 + 384], 105
+    mov r8d, 77
+    movzx eax, byte ptr [r15 + 256]
+    mov byte ptr [r15 + 384], al
+    and eax, dword ptr [r15 + 128]
+    mov r8, rax
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov rsi, qword ptr [r15 + 384]
     add r11, 64
     inc rbx
     dec r13
@@ -17814,73 +17397,91 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 1073741824
-    setz al
-    lea rcx, [rip + .Lc1_d14470_s]
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 15
+    lea rcx, [rip + .Lc1_d14215_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d14470_s_t
+    jmp .Lc1_d14215_s_t
     .p2align 3
-.Lc1_d14470_s:
+.Lc1_d14215_s:
     .p2align 3
-    jmp .Lc1_d14470_j
+    jmp .Lc1_d14215_j
     .p2align 3
-    jmp .Lc1_d14470_j
-.Lc1_d14470_j:
-    movsxd rcx, dword ptr [r15 + 64]
-    vmovdqu ymmword ptr [r15 + 320], ymm2
+    jmp .Lc1_d14215_j
+    .p2align 3
+    jmp .Lc1_d14215_j
+    .p2align 3
+    jmp .Lc1_d14215_j
+    .p2align 3
+    jmp .Lc1_d14215_j
+    .p2align 3
+    jmp .Lc1_d14215_j
+    .p2align 3
+    jmp .Lc1_d14215_j
+    .p2align 3
+    jmp .Lc1_d14215_j
+    .p2align 3
+    jmp .Lc1_d14215_j
+    .p2align 3
+    jmp .Lc1_d14215_j
+    .p2align 3
+    jmp .Lc1_d14215_j
+    .p2align 3
+    jmp .Lc1_d14215_j
+    .p2align 3
+    jmp .Lc1_d14215_j
+    .p2align 3
+    jmp .Lc1_d14215_j
+    .p2align 3
+    jmp .Lc1_d14215_j
+    .p2align 3
+    jmp .Lc1_d14215_j
+.Lc1_d14215_j:
+    lea r8, [r11 + r11*1]
+    and r8, 8128
+    mov ecx, dword ptr [r15 + r8 + 7488]
+    mov qword ptr [r15 + 576], rax
+    movsxd rax, dword ptr [r15 + 256]
+    mov dword ptr [r15 + 0], 76
     mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 130
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, r8
-    mov rax, rax
+    mov qword ptr [r15 + 0], rdi
+    jmp 1f
+1:
+    jmp 1f
+1:
     mov byte ptr [r15 + 0], al
-    jmp 1f
-1:
-    mov eax, ecx
-    mov rax, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 192
-    jmp 1f
-1:
+    mov dword ptr [r15 + 0], r8d
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    jmp 1f
-1:
-    movzx ecx, byte ptr [r15 + 384]
-    jmp 1f
-1:
-    mov r8d, dword ptr [r15 + 448]
-    mov esi, 68
-    movsxd rsi, dword ptr [r15 + 128]
-    mov ebp, 232
-    movsxd rbp, dword ptr [r15 + 256]
-    jmp 1f
-1:
-    mov r9, rax
-    mov dword ptr [r15 + 640], r9d
-    mov rax, qword ptr [r15 + 384]
-    movzx r9d, al
-    mov r9d, dword ptr [r15 + 64]
-    mov edx, 42
+    movzx eax, r8b
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r9, r11
-    mov dword ptr [r15 + 704], r9d
-    mov rdx, rbp
+    mov qword ptr [r15 + 0], r9
+    mov dword ptr [r15 + 128], ecx
     and r9, 448
     mov dword ptr [r15 + r9 + 832], r9d
-    mov r9d, 149
-    mov r9, r11
+    add r9, qword ptr [r15 + r8 + 7552]
     jmp 1f
 1:
-    and r9, 8128
-    mov rbp, qword ptr [r15 + r9 + 7488]
-    mov r9, qword ptr [r15 + 512]
-    mov edi, dword ptr [r15 + 192]
+    and r9d, dword ptr [r15 + 320]
+    jmp 1f
+1:
+    movsxd r8, dword ptr [r15 + 384]
+    mov byte ptr [r15 + 768], al
+    mov byte ptr [r15 + 64], sil
+    movsxd rax, dword ptr [r15 + 192]
+    mov rsi, qword ptr [r15 + 64]
+    mov ecx, dword ptr [r15 + 320]
+    vmovdqu ymmword ptr [r15 + 192], ymm14
+    mov rbp, r11
+    movzx edi, byte ptr [r15 + 448]
+    and rbp, 4032
+    mov rdx, qword ptr [r15 + rbp + 3392]
+    movzx ebp, byte ptr [r15 + 512]
     add r11, 64
     inc rbx
     dec r13
@@ -17889,167 +17490,128 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 15
-    lea rcx, [rip + .Lc1_d14532_s]
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 262144
+    setz al
+    lea rcx, [rip + .Lc1_d14283_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d14532_s_t
+    jmp .Lc1_d14283_s_t
     .p2align 3
-.Lc1_d14532_s:
+.Lc1_d14283_s:
     .p2align 3
-    jmp .Lc1_d14532_j
+    jmp .Lc1_d14283_j
     .p2align 3
-    jmp .Lc1_d14532_j
-    .p2align 3
-    jmp .Lc1_d14532_j
-    .p2align 3
-    jmp .Lc1_d14532_j
-    .p2align 3
-    jmp .Lc1_d14532_j
-    .p2align 3
-    jmp .Lc1_d14532_j
-    .p2align 3
-    jmp .Lc1_d14532_j
-    .p2align 3
-    jmp .Lc1_d14532_j
-    .p2align 3
-    jmp .Lc1_d14532_j
-    .p2align 3
-    jmp .Lc1_d14532_j
-    .p2align 3
-    jmp .Lc1_d14532_j
-    .p2align 3
-    jmp .Lc1_d14532_j
-    .p2align 3
-    jmp .Lc1_d14532_j
-    .p2align 3
-    jmp .Lc1_d14532_j
-    .p2align 3
-    jmp .Lc1_d14532_j
-    .p2align 3
-    jmp .Lc1_d14532_j
-.Lc1_d14532_j:
+    jmp .Lc1_d14283_j
+.Lc1_d14283_j:
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], 98
+    mov rcx, r9
+    movzx ecx, byte ptr [r15 + 320]
+    .byte 0x66, 0x90
     jmp 1f
 1:
-    mov rax, rcx
-    jmp 1f
-1:
-    mov eax, 87
-    jmp 1f
-1:
-    vmovdqu xmm2, xmmword ptr [r15 + 0]
-    vmovdqu xmmword ptr [r15 + 0], xmm2
+    mov dword ptr [r15 + 512], edi
     jmp 1f
 1:
     jmp 1f
 1:
+    mov rdi, qword ptr [r15 + 128]
+    vmovdqu ymmword ptr [r15 + 128], ymm14
+    vmovdqu ymmword ptr [r15 + 0], ymm14
+    mov eax, 103
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r11
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, al
-    and rbp, 4032
-    mov rax, qword ptr [r15 + rbp + 3392]
-    mov rbp, rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 92
+    mov dword ptr [r15 + 64], 167
+    mov qword ptr [r15 + 448], rdi
     jmp 1f
 1:
-    mov edx, 239
-    movsxd rax, dword ptr [r15 + 512]
-    mov qword ptr [r15 + 768], rcx
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov byte ptr [r15 + 448], al
-    mov edx, dword ptr [r15 + 128]
-    mov rbp, r11
+    and edi, dword ptr [r15 + 256]
+    mov eax, eax
+    mov dword ptr [r15 + 384], eax
     jmp 1f
 1:
-    and rbp, 448
-    xor dword ptr [r15 + rbp + 832], ecx
+    lea rbp, [r11 + r11*1]
     jmp 1f
 1:
-    movzx ebp, byte ptr [r15 + 320]
-    mov eax, 34
-    mov rax, qword ptr [r15 + 512]
+    movsxd rax, dword ptr [r15 + 384]
     jmp 1f
 1:
-    mov r9, r11
-    mov ecx, dword ptr [r15 + 256]
-    movzx r8d, dl
-    and r9, 1984
-    movzx edx, byte ptr [r15 + r9 + 1344]
+    and rbp, 1984
+    mov byte ptr [r15 + rbp + 1408], al
+    mov rax, qword ptr [r15 + 192]
+    mov r8, r11
     jmp 1f
 1:
+    movsxd r9, dword ptr [r15 + 640]
+    and r8, 4032
+    mov rsi, qword ptr [r15 + r8 + 3392]
+    mov r8, r11
     jmp 1f
 1:
-    movzx r9d, dil
-    jmp 1f
-1:
-    mov r9, qword ptr [r15 + 384]
-    mov rdi, qword ptr [r15 + 64]
-    jmp 1f
-1:
-    movzx esi, byte ptr [r15 + 192]
+    mov edx, eax
+    and r8, 16320
+    mov rax, qword ptr [r15 + r8 + 15680]
+    mov r8, qword ptr [r15 + rbp + 1344]
+    movsxd rbp, dword ptr [r15 + 448]
+    movzx ebp, cl
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c182:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], al
-    mov eax, edi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, qword ptr [r15 + 192]
-    movzx edi, byte ptr [r15 + 256]
-    movzx r9d, byte ptr [r15 + 576]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
     jmp 1f
 1:
-    mov dword ptr [r15 + 512], 79
+    mov rax, rbp
+    mov eax, dword ptr [r15 + 704]
+    mov ebp, dword ptr [r15 + 256]
+    vpshufd xmm14, xmm14, 214
+    mov r9, r11
+    lea r8, [r11 + r11*1]
     jmp 1f
 1:
-    and edi, dword ptr [r15 + 320]
-    mov rdx, r9
-    vpshufd xmm2, xmm2, 64
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    and edi, dword ptr [r15 + 448]
+    and r9, 8128
+    movzx ecx, byte ptr [r15 + r9 + 7488]
+    movzx r9d, cl
+    and r8, 448
+    mov byte ptr [r15 + r8 + 896], r8b
+    movzx r9d, r8b
+    mov r9d, eax
     mov r9d, r9d
+    jmp 1f
+1:
+    mov byte ptr [r15 + 384], r9b
+    mov dword ptr [r15 + 768], 123
+    jmp 1f
+1:
     movzx r9d, r9b
-    mov r9, r11
+    test dword ptr [r15 + 67117723], 4194304
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovq xmm14, rbp
+    vmovdqu ymmword ptr [r15 + 0], ymm14
+    mov r9d, 73
+    movsxd r9, dword ptr [r15 + 192]
+    nop
+    mov ebp, dword ptr [r15 + 320]
+    movsxd rax, dword ptr [r15 + 512]
     mov rbp, r11
-    and r9, 4032
-    mov ecx, dword ptr [r15 + r9 + 3392]
-    and rbp, 8128
-    mov r9d, dword ptr [r15 + rbp + 7488]
-    mov ebp, dword ptr [r15 + 128]
-    movzx esi, byte ptr [r15 + 128]
+    mov rcx, rbp
+    mov dword ptr [r15 + r8 + 832], r8d
+    and rbp, 4032
+    mov ecx, dword ptr [r15 + rbp + 3392]
+    mov byte ptr [r15 + 128], al
     jmp 1f
 1:
-    movzx r8d, sil
+    mov rbp, qword ptr [r15 + 64]
+    .byte 0x0f, 0x1f, 0x00
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov esi, 2
-    jmp 1f
-1:
-    mov byte ptr [r15 + 640], r9b
-    jmp 1f
-1:
-    movzx esi, byte ptr [r15 + 64]
-    movsxd r9, dword ptr [r15 + 320]
-    mov r9, r11
-    movsxd rsi, dword ptr [r15 + 384]
-    and r9, 1984
-    mov esi, dword ptr [r15 + r9 + 1344]
     jmp 1f
 1:
     add r11, 64
@@ -18057,65 +17619,67 @@ ditto_body_c1:
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c183:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d14657_j]
+    lea rcx, [rip + .Lc1_d14388_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d14657_j_t
-.Lc1_d14657_j:
-    mov qword ptr [r15 + 256], rcx
-    mov byte ptr [r15 + 512], cl
-    jmp 1f
-1:
+    jmp .Lc1_d14388_j_t
+.Lc1_d14388_j:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, edx
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov qword ptr [r15 + 0], rcx
     mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rcx
-    mov byte ptr [r15 + 0], cl
-    mov qword ptr [r15 + 0], rdi
-    mov ecx, 3
+    movzx ecx, cl
     jmp 1f
 1:
-    mov byte ptr [r15 + 0], cl
     mov rcx, rcx
-    mov rcx, rsi
-    vmovdqu ymmword ptr [r15 + 448], ymm2
-    test dword ptr [r15 + 67117724], 32768
-    jz 1f
-1:
-    mov rbp, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rsi, qword ptr [r15 + 512]
+    movsxd rcx, dword ptr [r15 + 576]
+    mov dword ptr [r15 + 256], 4
     jmp 1f
 1:
-    mov byte ptr [r15 + 320], bpl
-    and rbp, 8128
-    mov qword ptr [r15 + rbp + 7488], rcx
-    mov rbp, qword ptr [r15 + 64]
-    mov dword ptr [r15 + 384], ebp
+    mov ebp, ebp
+    mov dword ptr [r15 + 384], 101
     jmp 1f
 1:
     mov rbp, r11
     jmp 1f
 1:
-    and rbp, 448
+    jmp 1f
+1:
+    mov edx, dword ptr [r15 + 320]
+    and rbp, 1984
     mov r8, r11
-    mov dword ptr [r15 + rbp + 832], 49
-    mov ebp, 6
-    mov byte ptr [r15 + 128], cl
-    and r8, 1984
-    mov rbp, qword ptr [r15 + r8 + 1344]
+    mov r9, qword ptr [r15 + rbp + 1344]
+    mov ebp, esi
+    and r8, 4032
+    mov ebp, dword ptr [r15 + r8 + 3392]
     jmp 1f
 1:
-    movsxd r8, dword ptr [r15 + 384]
-    mov ecx, 206
-    mov byte ptr [r15 + 192], sil
-    mov ecx, 130
-    or qword ptr [r15 + 704], 116
+    jmp 1f
+1:
+    add rsi, qword ptr [r15 + 448]
+    mov r8d, dword ptr [r15 + 192]
+    jmp 1f
+1:
+    mov rax, rdx
+    movsxd rdx, dword ptr [r15 + 64]
+    mov r8, r11
+    mov rdi, rdi
+    mov edi, 9
+    and r8, 8128
+    mov dword ptr [r15 + r8 + 7488], r8d
+    mov dword ptr [r15 + 320], 177
+    jmp 1f
+1:
+    movsxd r8, dword ptr [r15 + 128]
+    jmp 1f
+1:
     jmp 1f
 1:
     add r11, 64
@@ -18123,1763 +17687,1629 @@ ditto_body_c1:
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c184:
-    lea rcx, [rip + .Lc1_d14709_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d14709_j_t
-.Lc1_d14709_j:
-    movzx ecx, bpl
-    jmp 1f
-1:
-    mov rcx, qword ptr [r15 + 768]
-    lea rbp, [r11 + r11*1]
-    vmovdqu xmmword ptr [r15 + 320], xmm2
-    jmp 1f
-1:
-    jmp 1f
-1:
-    and rbp, 4032
-    mov qword ptr [r15 + rbp + 3456], rbp
-    jmp 1f
-1:
-    movsxd r8, dword ptr [r15 + 320]
-    mov dword ptr [r15 + 0], 111
+    movzx ecx, byte ptr [r15 + 64]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], dl
+    jmp 1f
+1:
+    mov esi, ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov ecx, esi
+    jmp 1f
+1:
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx edx, r8b
-    mov edx, 156
+    mov byte ptr [r15 + 0], cl
+    vpor xmm14, xmm14, xmm14
+    mov rcx, rcx
+    mov qword ptr [r15 + 0], rsi
+    mov ecx, 142
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 128], 211
-    mov r9, r11
-    mov edx, dword ptr [r15 + 512]
-    movsxd rsi, dword ptr [r15 + 64]
-    mov rdi, r8
-    and r9, 8128
-    mov qword ptr [r15 + r9 + 7488], r8
-    mov dword ptr [r15 + 64], r8d
     jmp 1f
 1:
-    mov r8d, r9d
-    mov byte ptr [r15 + 256], dil
-    mov dword ptr [r15 + 192], 193
-    mov rdi, qword ptr [r15 + rbp + 3392]
     jmp 1f
 1:
+    movsxd rcx, dword ptr [r15 + 64]
     mov r8, r11
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
+    add r9, qword ptr [r15 + 384]
+    movsxd rsi, dword ptr [r15 + 448]
     and r8, 448
-    movsxd rbp, dword ptr [r15 + r8 + 832]
-    mov r8d, dword ptr [r15 + 384]
-    mov r9d, dword ptr [r15 + 448]
-    movzx eax, byte ptr [r15 + 576]
+    mov dword ptr [r15 + r8 + 832], ecx
+    mov dword ptr [r15 + 128], 164
+    mov r8, r11
+    mov dword ptr [r15 + 320], r8d
+    movzx ecx, cl
+    and r8, 8128
+    movzx edi, byte ptr [r15 + r8 + 7488]
+    mov r8, r11
+    mov rcx, qword ptr [r15 + 512]
+    mov byte ptr [r15 + 384], cl
+    mov byte ptr [r15 + 640], cl
+    and r8, 1984
+    mov dword ptr [r15 + r8 + 1344], 72
+    mov byte ptr [r15 + 448], r8b
+    mov dword ptr [r15 + 256], r8d
+    mov r8d, 204
     jmp 1f
 1:
-    mov r8d, ecx
+    jmp 1f
+1:
+    mov r8d, dword ptr [r15 + 192]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c185:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, 90
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    movzx r8d, r9b
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, r8d
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 214
-    jmp 1f
-1:
-    movsxd r8, dword ptr [r15 + 256]
-    movsxd r9, dword ptr [r15 + 64]
-    movsxd rbp, dword ptr [r15 + 448]
-    mov rbp, r11
-    mov qword ptr [r15 + 128], rdi
-    and rbp, 448
-    mov rdi, qword ptr [r15 + rbp + 832]
-    mov qword ptr [r15 + 384], rdi
-    jmp 1f
-1:
-    lea rbp, [r11 + r11*1]
-    mov rdi, qword ptr [r15 + 320]
-    jmp 1f
-1:
-    mov edx, dword ptr [r15 + 192]
-    and rbp, 1984
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d14492_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d14492_j_t
+.Lc1_d14492_j:
     mov r8, r11
-    mov rcx, qword ptr [r15 + rbp + 1344]
-    and r8, 16320
-    mov rsi, qword ptr [r15 + r8 + 15680]
-    mov r8d, 29
-    movzx r8d, byte ptr [r15 + rbp + 1408]
-    and ebp, dword ptr [r15 + 512]
-    mov qword ptr [r15 + 640], rdi
+    and r8, 4032
+    mov ecx, dword ptr [r15 + r8 + 3392]
     jmp 1f
 1:
-    mov edi, dword ptr [r15 + 128]
-    mov rax, rcx
-    movsxd rax, dword ptr [r15 + 704]
+    movzx edi, byte ptr [r15 + 704]
+    and r8d, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], r8b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovq qword ptr [r15 + 0], xmm14
+    mov r8d, 67
+    movzx r8d, byte ptr [r15 + 256]
+    mov rax, r9
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r9, r11
+    test dword ptr [r15 + 67117723], 16777248
+    jnz 1f
+1:
+    and r9, 1984
+    mov byte ptr [r15 + r9 + 1344], r9b
+    mov r9d, esi
+    jmp 1f
+1:
+    mov dword ptr [r15 + 320], 214
+    vpor xmm14, xmm14, xmm14
+    mov r9d, dword ptr [r15 + 384]
+    mov qword ptr [r15 + 448], rdi
+    movzx edi, r9b
+    vmovdqu ymmword ptr [r15 + 128], ymm14
+    mov edi, edi
+    mov rbp, r11
+    mov r8d, 25
+    and rbp, 448
+    movzx edi, byte ptr [r15 + rbp + 832]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 768], edi
+    mov byte ptr [r15 + 64], al
+    mov rdi, r9
+    mov dword ptr [r15 + 512], edi
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c186:
+    lea rcx, [rip + .Lc1_d14542_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d14542_j_t
+.Lc1_d14542_j:
+    mov rbp, r11
+    jmp 1f
+1:
+    and rbp, 8128
+    mov rcx, qword ptr [r15 + rbp + 7488]
+    mov ebp, dword ptr [r15 + 128]
+    mov dword ptr [r15 + 192], ebp
+    mov rbp, qword ptr [r15 + 320]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov edi, 194
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 384], ecx
+    movzx ecx, byte ptr [r15 + 448]
+    jmp 1f
+1:
+    mov rdi, rcx
+    mov ecx, dword ptr [r15 + 512]
+    movsxd r9, dword ptr [r15 + 576]
+    mov eax, 203
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r8, r11
+    mov eax, dword ptr [r15 + 256]
+    movzx edx, r9b
+    and r8, 4032
+    mov qword ptr [r15 + r8 + 3392], rbp
+    mov r8, qword ptr [r15 + 640]
+    mov r9, r11
+    jmp 1f
+1:
+    mov ebp, dword ptr [r15 + 64]
+    mov esi, dword ptr [r15 + 128]
+    and r9, 448
+    and r8d, dword ptr [r15 + r9 + 832]
+    jmp 1f
+1:
+    mov r9d, 68
+    mov dword ptr [r15 + 192], 41
+    jmp 1f
+1:
+    mov dword ptr [r15 + 320], edi
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c187:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r8, qword ptr [r15 + 256]
+    mov byte ptr [r15 + 384], r9b
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 255
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, 217
+    mov byte ptr [r15 + 0], sil
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r9d, dword ptr [r15 + 448]
+    mov rsi, qword ptr [r15 + 192]
+    mov rbp, r11
+    mov byte ptr [r15 + 320], bpl
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + 128], ymm14
+    and rbp, 1984
+    mov rdi, qword ptr [r15 + rbp + 1344]
+    movzx ebp, r8b
+    mov dword ptr [r15 + 512], 45
+    mov rbp, r11
+    vpxor xmm14, xmm14, xmm2
+    mov dword ptr [r15 + 64], edi
+    and rbp, 4032
+    vmovdqu ymmword ptr [r15 + rbp + 3392], ymm14
+    mov rbp, r11
+    mov edi, ebp
+    mov edi, dword ptr [r15 + 64]
+    mov byte ptr [r15 + 384], r9b
+    and rbp, 8128
+    mov byte ptr [r15 + rbp + 7488], bpl
+    mov rbp, qword ptr [r15 + 704]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c188:
+    lea rcx, [rip + .Lc1_d14635_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d14635_j_t
+.Lc1_d14635_j:
+    vmovdqu ymmword ptr [r15 + 0], ymm14
+    movzx ecx, r9b
+    mov qword ptr [r15 + 0], rbp
+    mov ecx, 71
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rcx
+    mov ecx, 171
+    mov qword ptr [r15 + 0], rdi
+    mov rbp, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], bpl
+    vmovdqu ymmword ptr [r15 + 0], ymm14
+    and rbp, 8128
+    movzx ecx, byte ptr [r15 + rbp + 7488]
+    movzx ebp, sil
+    jmp 1f
+1:
+    mov ebp, r8d
+    and ebp, dword ptr [r15 + 768]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov esi, 106
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov byte ptr [r15 + 128], bpl
+    jmp 1f
+1:
+    mov ebp, dword ptr [r15 + 320]
+    mov esi, ecx
+    jmp 1f
+1:
+    add r8, qword ptr [r15 + 64]
+    and r8d, dword ptr [r15 + 384]
+    mov dword ptr [r15 + 128], 141
+    mov rsi, r8
+    mov r8, qword ptr [r15 + 320]
+    jmp 1f
+1:
+    mov r9, r11
+    mov byte ptr [r15 + 256], bpl
+    movsxd rbp, dword ptr [r15 + 512]
+    and r9, 448
+    mov dword ptr [r15 + r9 + 832], r8d
+    movsxd r9, dword ptr [r15 + 576]
+    mov r8, r11
+    mov qword ptr [r15 + 448], rbp
+    jmp 1f
+1:
+    and r8, 1984
+    movzx ebp, byte ptr [r15 + r8 + 1344]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c189:
+    mov ebp, ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, 1
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 26
+    mov dword ptr [r15 + 0], ebp
+    mov dword ptr [r15 + 0], 131
+    jmp 1f
+1:
+    mov rbp, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], r8b
+    and rbp, 1984
+    mov r8d, dword ptr [r15 + rbp + 1344]
+    movzx ebp, r8b
+    mov byte ptr [r15 + 384], cl
+    mov rdi, qword ptr [r15 + 256]
+    mov r8d, 19
+    mov r8, r8
+    mov r8d, 147
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov dword ptr [r15 + 64], edi
+    mov r8, r11
+    xchg qword ptr [r15 + 320], rdi
+    nop
+    and r8, 4032
+    mov rbp, qword ptr [r15 + r8 + 3392]
+    mov dword ptr [r15 + 448], 196
+    mov byte ptr [r15 + 512], dil
+    mov edi, dword ptr [r15 + 640]
+    and edi, dword ptr [r15 + 192]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    vpmovmskb r8d, xmm14
+    mov r8, r11
+    mov byte ptr [r15 + 128], r8b
+    jmp 1f
+1:
+    and r8, 448
+    mov r9, qword ptr [r15 + r8 + 832]
+    mov r8d, r9d
+    movzx r9d, byte ptr [r15 + 384]
+    mov rcx, qword ptr [r15 + 512]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c190:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
     xor eax, eax
     test dword ptr [r15 + 67117723], 2097152
     setz al
-    lea rcx, [rip + .Lc1_d14809_s]
+    lea rcx, [rip + .Lc1_d14737_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d14809_s_t
+    jmp .Lc1_d14737_s_t
     .p2align 3
-.Lc1_d14809_s:
+.Lc1_d14737_s:
     .p2align 3
-    jmp .Lc1_d14809_j
+    jmp .Lc1_d14737_j
     .p2align 3
-    jmp .Lc1_d14809_j
-.Lc1_d14809_j:
+    jmp .Lc1_d14737_j
+.Lc1_d14737_j:
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], 36
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], ecx
-    jmp 1f
-1:
+    vpor xmm14, xmm14, xmm14
+    mov ecx, dword ptr [r15 + 64]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rcx
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, dword ptr [r15 + 192]
-    movzx eax, al
-    movsxd rax, dword ptr [r15 + 384]
-    movsxd rdi, dword ptr [r15 + 512]
-    jmp 1f
-1:
-    mov qword ptr [r15 + 320], rdi
-    mov rdi, qword ptr [r15 + 384]
-    jmp 1f
-1:
-    mov rbp, r11
-    mov r8, r11
-    add rdi, qword ptr [r15 + 768]
-    and rbp, 4032
-    mov dword ptr [r15 + rbp + 3392], 246
-    and r8, 448
-    mov dword ptr [r15 + r8 + 832], 233
-    mov esi, 88
-    lea r8, [r11 + r11*1]
-    mov ebp, r8d
-    and r8, 8128
-    movsxd rbp, dword ptr [r15 + r8 + 7488]
-    movzx esi, bpl
-    movzx ebp, dil
-    mov byte ptr [r15 + 64], bpl
-    mov ebp, ebp
-    jmp 1f
-1:
-    .byte 0x66, 0x90
-    mov dword ptr [r15 + 448], ebp
-    mov dword ptr [r15 + 128], r8d
-    jmp 1f
-1:
-    movzx ebp, bpl
-    mov qword ptr [r15 + 256], rsi
-    vmovdqu xmmword ptr [r15 + r8 + 7552], xmm2
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c187:
-    mov rbp, r11
-    and rbp, 448
-    movzx esi, byte ptr [r15 + rbp + 832]
-    jmp 1f
-1:
-    mov rbp, qword ptr [r15 + 64]
-    jmp 1f
-1:
-    mov r8, rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, esi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, ebp
-    jmp 1f
-1:
-    movzx esi, cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rcx
+    mov dword ptr [r15 + 0], 79
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, dword ptr [r15 + 384]
-    movzx esi, byte ptr [r15 + 128]
-    jmp 1f
-1:
-    mov byte ptr [r15 + 320], sil
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx esi, sil
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov qword ptr [r15 + 448], rcx
-    mov qword ptr [r15 + 512], rsi
-    mov dword ptr [r15 + 256], esi
+    mov r12, qword ptr [r15 + r12 + 56]
     mov rbp, r11
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov r9, r11
-    and rbp, 4032
-    movsxd rsi, dword ptr [r15 + rbp + 3392]
-    and esi, dword ptr [r15 + 576]
-    jmp 1f
-1:
-    and r9, 1984
-    mov qword ptr [r15 + r9 + 1344], rcx
-    mov byte ptr [r15 + 64], bpl
-    mov r9d, dword ptr [r15 + 320]
-    mov dword ptr [r15 + 448], ebp
-    mov byte ptr [r15 + 192], r9b
-    mov r9, rcx
-    movzx ebp, r9b
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c188:
-    lea rcx, [rip + .Lc1_d14915_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d14915_j_t
-.Lc1_d14915_j:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    add rcx, qword ptr [r15 + 0]
-    mov ebp, ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movsxd rcx, dword ptr [r15 + 384]
-    movsxd r9, dword ptr [r15 + 192]
-    movzx esi, r9b
-    mov r9d, ebp
-    mov rbp, r11
-    movzx edi, byte ptr [r15 + 64]
-    vmovdqu ymmword ptr [r15 + 640], ymm2
-    and rbp, 4032
-    mov dword ptr [r15 + rbp + 3392], 66
-    mov rbp, r11
-    mov r8, r11
-    mov eax, 40
-    and r8, 1984
-    movsxd rax, dword ptr [r15 + r8 + 1344]
-    mov r8, qword ptr [r15 + 704]
     and rbp, 8128
-    mov qword ptr [r15 + rbp + 7488], rbp
+    movsxd rax, dword ptr [r15 + rbp + 7488]
+    jmp 1f
+1:
+    mov ebp, 119
     jmp 1f
 1:
     jmp 1f
 1:
-    movsxd rbp, dword ptr [r15 + 384]
+    movzx ebp, byte ptr [r15 + 128]
+    mov edi, 65
+    mov rdi, qword ptr [r15 + 192]
     jmp 1f
 1:
-    mov rdx, qword ptr [r15 + 448]
-    mov rbp, qword ptr [r15 + 128]
-    movzx ebp, al
-    mov ebp, dword ptr [r15 + 320]
-    mov ebp, dword ptr [r15 + 512]
-    mov ebp, ebp
-    mov ebp, eax
-    jmp 1f
-1:
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c189:
-    lea rcx, [rip + .Lc1_d14965_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d14965_j_t
-.Lc1_d14965_j:
-    movzx ecx, byte ptr [r15 + 320]
-    mov byte ptr [r15 + 0], al
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov rax, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 31
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovq qword ptr [r15 + 0], xmm2
-    vmovdqu ymmword ptr [r15 + 0], ymm2
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, dword ptr [r15 + 192]
-    jmp 1f
-1:
-    mov rbp, rax
-    mov dword ptr [r15 + 768], 168
-    movsxd rax, dword ptr [r15 + 320]
-    vmovdqu ymmword ptr [r15 + 128], ymm2
     jmp 1f
 1:
     movzx r8d, byte ptr [r15 + 64]
-    mov r9, qword ptr [r15 + 448]
-    mov dword ptr [r15 + 256], 184
-    mov r9, r11
-    jmp 1f
-1:
-    mov r8, r11
-    and r9, 1984
-    mov edi, dword ptr [r15 + r9 + 1344]
-    and r8, 448
-    movzx r9d, byte ptr [r15 + r8 + 832]
+    mov r9d, dword ptr [r15 + 704]
     mov r8, r11
     jmp 1f
 1:
-    and r8, 8128
-    movsxd rsi, dword ptr [r15 + r8 + 7488]
-    mov r8d, dword ptr [r15 + 384]
-    mov edx, r9d
-    vmovdqu ymmword ptr [r15 + 128], ymm2
-    movsxd r9, dword ptr [r15 + 512]
     jmp 1f
 1:
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c190:
+    mov esi, r9d
+    and r8, 1984
+    movsxd r9, dword ptr [r15 + r8 + 1344]
+    mov r8, qword ptr [r15 + 320]
+    mov qword ptr [r15 + 384], rdi
+    mov edi, 1
+    and edi, dword ptr [r15 + 512]
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r8d, r8b
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, qword ptr [r15 + 192]
-    mov r9, r11
-    mov rbp, r11
-    jmp 1f
-1:
-    or qword ptr [r15 + 128], 83
-    and rbp, 8128
-    mov dword ptr [r15 + rbp + 7488], edi
-    and r9, 448
-    mov dword ptr [r15 + r9 + 832], 112
-    jmp 1f
-1:
-    mov r9d, ebp
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + 256], 238
-    jmp 1f
-1:
-    mov r9d, dword ptr [r15 + 448]
-    mov ebp, 148
-    vpaddq xmm2, xmm2, xmmword ptr [r15 + 64]
-    mov rbp, r11
-    mov edi, 95
-    and rbp, 4032
-    mov byte ptr [r15 + rbp + 3392], bpl
-    movsxd rbp, dword ptr [r15 + 512]
-    mov qword ptr [r15 + 576], r9
-    mov dword ptr [r15 + 640], ebp
-    jmp 1f
-1:
-    mov rbp, qword ptr [r15 + 320]
-    mov r9d, ebp
-    jmp 1f
-1:
-    jmp 1f
-1:
-    vmovdqu ymmword ptr [r15 + 384], ymm2
-    jmp 1f
-1:
+    mov r8, r11
+    mov dword ptr [r15 + 448], 141
+    movzx edx, r8b
+    mov rdx, qword ptr [r15 + 256]
+    and r8, 4032
+    mov dword ptr [r15 + r8 + 3392], 27
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c191:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 134217728
-    setz al
-    lea rcx, [rip + .Lc1_d15065_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d15065_s_t
-    .p2align 3
-.Lc1_d15065_s:
-    .p2align 3
-    jmp .Lc1_d15065_j
-    .p2align 3
-    jmp .Lc1_d15065_j
-.Lc1_d15065_j:
+    vmovdqu ymmword ptr [r15 + 320], ymm14
+    vpor xmm14, xmm14, xmm14
+    vmovdqu ymmword ptr [r15 + 0], ymm14
+    mov dword ptr [r15 + 0], 4
     jmp 1f
 1:
+    and r8d, dword ptr [r15 + 0]
     jmp 1f
 1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx edx, byte ptr [r15 + 384]
     mov qword ptr [r15 + 0], rdx
-    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    add rdx, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edx, 253
+    mov r9, r11
+    mov dword ptr [r15 + 0], 93
+    and r9, 8128
+    mov edx, dword ptr [r15 + r9 + 7488]
+    mov qword ptr [r15 + 64], rdx
     jmp 1f
 1:
-    and edx, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rdx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, 178
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rdx, rcx
-    movzx edx, byte ptr [r15 + 64]
-    mov rbp, r11
+    mov r9, r11
     jmp 1f
 1:
-    movsxd rcx, dword ptr [r15 + 704]
-    add rcx, qword ptr [r15 + 128]
-    and rbp, 1984
-    mov qword ptr [r15 + rbp + 1344], rbp
+    and r9, 16320
+    vmovdqu ymmword ptr [r15 + r9 + 15680], ymm14
+    mov r9, r9
+    jmp 1f
+1:
+    mov r9, rdx
+    jmp 1f
+1:
+    movsxd r9, dword ptr [r15 + 512]
+    lea rbp, [r11 + r11*1]
+    mov edx, ebp
+    jmp 1f
+1:
     mov qword ptr [r15 + 448], rdx
-    mov rbp, r11
-    jmp 1f
-1:
-    mov qword ptr [r15 + 320], rcx
-    jmp 1f
-1:
-    and rbp, 4032
-    movzx ecx, byte ptr [r15 + rbp + 3392]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov rbp, rdx
-    and edi, dword ptr [r15 + 64]
-    mov rbp, rax
-    jmp 1f
-1:
-    add rbp, qword ptr [r15 + 192]
-    mov rdx, rbp
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov eax, ecx
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov qword ptr [r15 + 256], rax
-    movzx eax, byte ptr [r15 + 512]
-    mov rbp, r11
-    jmp 1f
-1:
     and rbp, 448
-    mov qword ptr [r15 + rbp + 832], rdi
-    mov rbp, rbp
+    movzx edx, byte ptr [r15 + rbp + 896]
+    mov rdi, qword ptr [r15 + 192]
+    mov qword ptr [r15 + 384], rdi
+    jmp 1f
+1:
+    mov edi, dword ptr [r15 + 768]
+    movzx ecx, r9b
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 128], r9d
+    jmp 1f
+1:
+    mov r9, qword ptr [r15 + rbp + 832]
+    add rbp, qword ptr [r15 + 256]
+    mov byte ptr [r15 + 320], bpl
+    movsxd rbp, dword ptr [r15 + 576]
+    mov ecx, dword ptr [r15 + 128]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c192:
-    lea rcx, [rip + .Lc1_d15129_j]
+    lea rcx, [rip + .Lc1_d14843_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d15129_j_t
-.Lc1_d15129_j:
-    movzx ecx, byte ptr [r15 + 768]
+    jmp .Lc1_d14843_j_t
+.Lc1_d14843_j:
+    lea rbp, [r11 + r11*1]
     jmp 1f
 1:
-    mov ebp, 78
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, ebp
-    mov qword ptr [r15 + 0], rbp
-    jmp 1f
-1:
-    mov rbp, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, qword ptr [r15 + 64]
-    and rbp, 8128
-    mov eax, dword ptr [r15 + rbp + 7488]
-    mov qword ptr [r15 + 256], rdi
-    mov ebp, edi
-    movzx ebp, byte ptr [r15 + 128]
-    test ebx, 1024
-    jnz 1f
-1:
-    mov rbp, r11
-    mov edi, ecx
     and rbp, 4032
-    and ecx, dword ptr [r15 + rbp + 3392]
-    mov rbp, r11
+    mov rcx, qword ptr [r15 + rbp + 3392]
+    mov r12, qword ptr [r15 + r12 + 56]
+    vpaddd xmm14, xmm14, xmm14
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], r8d
+    mov r8d, 23
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    add r8, qword ptr [r15 + 448]
+    mov r9d, 164
+    movzx r9d, cl
+    mov dword ptr [r15 + 128], r9d
+    mov r9d, edi
     jmp 1f
 1:
-    and rbp, 1984
-    mov dword ptr [r15 + rbp + 1344], ebp
-    mov ebp, dword ptr [r15 + 512]
-    mov rdi, rdi
-    mov rdi, rdi
-    mov dword ptr [r15 + 576], ecx
-    mov rdi, qword ptr [r15 + 384]
-    mov ecx, dword ptr [r15 + 384]
-    mov eax, 8
-    mov dword ptr [r15 + 320], 77
-    mov rdx, qword ptr [r15 + 448]
-    mov dword ptr [r15 + 128], 236
+    lea r9, [r11 + r11*1]
+    mov rcx, qword ptr [r15 + 64]
+    mov r8, r11
     jmp 1f
 1:
-    xor dword ptr [r15 + 192], eax
+    and r8, 8128
+    mov dword ptr [r15 + r8 + 7488], 172
+    and r9, 1984
+    mov dword ptr [r15 + r9 + 1408], 189
     jmp 1f
 1:
+    movzx r8d, r9b
+    mov r8d, 177
+    movzx r8d, byte ptr [r15 + 512]
+    add r8, qword ptr [r15 + 256]
+    mov rdi, qword ptr [r15 + rbp + 3456]
+    movsxd rbp, dword ptr [r15 + 640]
+    .byte 0x66, 0x90
+    mov dword ptr [r15 + 384], 54
+    mov dword ptr [r15 + 384], r9d
+    mov dword ptr [r15 + 192], ebp
+    mov ebp, dword ptr [r15 + r9 + 1344]
+    mov qword ptr [r15 + 320], rdx
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c193:
-    mov dword ptr [r15 + 0], edi
-    vmovdqu ymmword ptr [r15 + 0], ymm2
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 4
+    setz al
+    lea rcx, [rip + .Lc1_d14893_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d14893_s_t
+    .p2align 3
+.Lc1_d14893_s:
+    .p2align 3
+    jmp .Lc1_d14893_j
+    .p2align 3
+    jmp .Lc1_d14893_j
+.Lc1_d14893_j:
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov rdi, rcx
     mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], dil
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov rdi, rdi
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx edi, dil
-    mov byte ptr [r15 + 0], dil
-    add rdi, qword ptr [r15 + 384]
-    jmp 1f
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 320], al
+    and eax, dword ptr [r15 + 192]
+    mov qword ptr [r15 + 768], rax
+    movzx eax, cl
+    mov eax, dword ptr [r15 + 448]
+    mov byte ptr [r15 + 128], bpl
+    .byte 0x66, 0x90
+    test dword ptr [r15 + 67117723], 553648129
+    jz 1f
 1:
-    movsxd rcx, dword ptr [r15 + 448]
-    jmp 1f
-1:
-    mov rax, qword ptr [r15 + 256]
-    movzx edx, r9b
-    mov qword ptr [r15 + 128], rdi
-    mov rdi, rcx
-    mov edi, dword ptr [r15 + 640]
-    mov dword ptr [r15 + 64], eax
-    jmp 1f
-1:
-    movzx eax, byte ptr [r15 + 384]
-    movzx edx, al
+    movzx eax, cl
     mov rbp, r11
-    mov eax, dword ptr [r15 + 320]
-    movzx r9d, al
-    mov eax, dword ptr [r15 + 512]
+    mov qword ptr [r15 + 64], rbp
+    mov dword ptr [r15 + 704], 229
+    mov r8, r11
     and rbp, 8128
-    movsxd r8, dword ptr [r15 + rbp + 7488]
-    mov rbp, r11
-    mov esi, 148
-    mov dword ptr [r15 + 192], esi
-    and rbp, 1984
-    movzx esi, byte ptr [r15 + rbp + 1344]
+    mov dword ptr [r15 + rbp + 7488], 205
+    mov qword ptr [r15 + 384], rbp
+    and r8, 448
+    and ebp, dword ptr [r15 + r8 + 832]
+    movzx r8d, al
+    mov dword ptr [r15 + 512], ecx
+    jmp 1f
+1:
+    mov r8d, 238
+    vmovdqu ymmword ptr [r15 + 256], ymm14
+    jmp 1f
+1:
+    mov r8, r8
     jmp 1f
 1:
     jmp 1f
 1:
-    mov rbp, qword ptr [r15 + 64]
-    mov rbp, r11
-    movsxd r8, dword ptr [r15 + 320]
-    mov esi, eax
-    and rbp, 448
-    mov rax, qword ptr [r15 + rbp + 832]
-    mov ebp, eax
-    jmp 1f
-1:
+    mov r8d, r8d
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c194:
-    lea rcx, [rip + .Lc1_d15231_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d15231_j_t
-.Lc1_d15231_j:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], sil
+    vmovdqu ymmword ptr [r15 + 0], ymm14
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, ebp
+    movzx r8d, r8b
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rbp
-    mov r8d, 117
-    add r8, qword ptr [r15 + 0]
+    mov r8, r11
     mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    and r8, 4032
     mov rbp, r11
-    mov dword ptr [r15 + 0], 201
-    add qword ptr [r15 + 512], rcx
-    movsxd rcx, dword ptr [r15 + 704]
-    and rbp, 4032
-    mov qword ptr [r15 + rbp + 3392], rbp
-    mov byte ptr [r15 + 384], r8b
-    movzx ebp, r8b
-    mov rbp, r11
-    mov r8d, 2
+    mov byte ptr [r15 + r8 + 3392], r8b
     and rbp, 1984
-    mov dword ptr [r15 + rbp + 1344], eax
-    add rbp, qword ptr [r15 + 256]
-    or qword ptr [r15 + 128], 15
-    movzx r8d, byte ptr [r15 + 768]
+    mov r8d, dword ptr [r15 + rbp + 1344]
     jmp 1f
 1:
-    mov eax, r8d
-    mov eax, dword ptr [r15 + 320]
+    movsxd rbp, dword ptr [r15 + 128]
+    movzx ecx, byte ptr [r15 + 640]
+    vmovdqu xmmword ptr [r15 + 384], xmm14
     mov r9, r11
-    add rax, qword ptr [r15 + 64]
+    jmp 1f
+1:
     and r9, 448
-    movzx esi, byte ptr [r15 + r9 + 832]
+    mov eax, dword ptr [r15 + r9 + 832]
     jmp 1f
 1:
-    mov qword ptr [r15 + 192], rdx
+    movzx r9d, cl
+    xor dword ptr [r15 + 64], r9d
+    mov qword ptr [r15 + 320], rdi
+    mov esi, 11
+    mov r9d, dword ptr [r15 + 576]
+    mov dword ptr [r15 + 192], 91
+    mov dword ptr [r15 + 448], ecx
+    movsxd rcx, dword ptr [r15 + 512]
+    mov rdi, qword ptr [r15 + 64]
+    mov esi, 188
     jmp 1f
 1:
-    mov r9d, 126
-    jmp 1f
-1:
-    mov dword ptr [r15 + 448], 235
-    mov r9d, ebp
-    mov r9, r8
-    movzx r8d, r9b
+    vpor xmm14, xmm14, xmm14
+    mov qword ptr [r15 + 256], rcx
+    mov ecx, dword ptr [r15 + 320]
+    mov esi, 188
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c195:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov rax, rax
-    mov ebp, r9d
+    lea rcx, [rip + .Lc1_d14987_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d14987_j_t
+.Lc1_d14987_j:
+    mov ecx, ebp
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + 128], ymm14
+    movzx ecx, byte ptr [r15 + 64]
+    .byte 0x0f, 0x1f, 0x40, 0x00
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, 235
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, rsi
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], ecx
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 320], ymm2
-    and rbp, 8128
-    mov r9d, dword ptr [r15 + rbp + 7552]
     jmp 1f
-1:
-    mov eax, dword ptr [r15 + rbp + 7488]
-    jmp 1f
-1:
-    movsxd rbp, dword ptr [r15 + 512]
-    jmp 1f
-1:
-    mov edi, ebp
-    add rbp, qword ptr [r15 + 448]
-    jmp 1f
-1:
-    test dword ptr [r15 + 67117724], 2048
-    jz 1f
 1:
     mov rbp, r11
-    mov byte ptr [r15 + 320], bpl
-    movsxd rax, dword ptr [r15 + 64]
-    mov r9d, r9d
+    mov r8, r11
+    or qword ptr [r15 + 448], 7
+    add rsi, qword ptr [r15 + 384]
+    and r8, 1984
     mov r9, r11
-    and rbp, 16320
-    movzx edi, byte ptr [r15 + rbp + 15680]
+    movzx ecx, byte ptr [r15 + r8 + 1344]
+    and rbp, 8128
+    movzx r8d, byte ptr [r15 + rbp + 7488]
+    and r9, 4032
+    movzx ebp, byte ptr [r15 + r9 + 3392]
+    mov r9d, eax
+    mov byte ptr [r15 + 256], r9b
+    and r9d, dword ptr [r15 + 320]
+    movsxd rax, dword ptr [r15 + 704]
+    lock xadd qword ptr [r15 + 512], rdi
+    movzx edx, cl
     jmp 1f
 1:
-    and r9, 448
-    add qword ptr [r15 + r9 + 832], r9
-    mov r9d, dword ptr [r15 + 192]
-    movzx ebp, al
-    mov rax, qword ptr [r15 + 576]
     jmp 1f
 1:
-    mov dword ptr [r15 + 128], 166
-    mov dword ptr [r15 + 384], 99
-    mov esi, edi
-    jmp 1f
-1:
-    movzx edi, sil
-    movzx esi, r8b
-    mov esi, dword ptr [r15 + 256]
+    vpaddq xmm14, xmm14, xmmword ptr [r15 + 384]
+    mov qword ptr [r15 + 192], rbp
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c196:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 33554432
-    setz al
-    lea rcx, [rip + .Lc1_d15333_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d15333_s_t
-    .p2align 3
-.Lc1_d15333_s:
-    .p2align 3
-    jmp .Lc1_d15333_j
-    .p2align 3
-    jmp .Lc1_d15333_j
-.Lc1_d15333_j:
-    mov dword ptr [r15 + 0], 150
-    and ecx, dword ptr [r15 + 0]
-    jmp 1f
-1:
+    movzx ebp, al
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 43
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov eax, eax
-    mov r8, rax
-    mov eax, dword ptr [r15 + 384]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, dword ptr [r15 + 512]
+    and ebp, dword ptr [r15 + 64]
     jmp 1f
 1:
     lea r8, [r11 + r11*1]
-    jmp 1f
-1:
-    and r8, 4032
-    mov qword ptr [r15 + r8 + 3392], r9
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov rbp, r11
-    jmp 1f
-1:
-    and rbp, 1984
-    imul rax, qword ptr [r15 + rbp + 1344]
-    mov ebp, eax
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 64], 123
-    mov eax, 132
-    mov r9, rax
-    mov qword ptr [r15 + r8 + 3456], rcx
-    mov eax, r8d
-    mov eax, 248
-    mov eax, 110
-    mov eax, 109
-    and r8d, dword ptr [r15 + 320]
+    movsxd rax, dword ptr [r15 + 576]
+    mov edi, dword ptr [r15 + 768]
+    and r8, 448
+    mov r9, qword ptr [r15 + r8 + 896]
+    mov ecx, dword ptr [r15 + 128]
+    movzx edx, byte ptr [r15 + 384]
+    mov esi, dword ptr [r15 + 320]
+    movsxd rdx, dword ptr [r15 + 320]
     mov r9, r11
-    movsxd rax, dword ptr [r15 + 448]
-    movzx ecx, sil
     jmp 1f
 1:
-    and r9, 448
-    movzx esi, byte ptr [r15 + r9 + 832]
-    mov r9, qword ptr [r15 + 256]
-    mov qword ptr [r15 + 704], rax
+    vpaddq xmm14, xmm14, xmmword ptr [r15 + 128]
+    movsxd rcx, dword ptr [r15 + 192]
+    and r9, 8128
+    mov byte ptr [r15 + r9 + 7488], al
     jmp 1f
 1:
-    mov dword ptr [r15 + 640], r8d
-    movsxd rax, dword ptr [r15 + 128]
-    mov byte ptr [r15 + 512], dil
-    mov r8d, ebp
-    mov r8d, 13
-    vmovdqu ymmword ptr [r15 + 128], ymm2
+    vpmovmskb r9d, xmm14
+    jmp 1f
+1:
+    vpmovmskb r9d, xmm14
+    movzx eax, r9b
+    mov r9, r11
+    movzx eax, r9b
+    mov eax, eax
+    mov qword ptr [r15 + 256], rsi
+    and r9, 1984
+    mov eax, dword ptr [r15 + r9 + 1344]
+    mov r9, qword ptr [r15 + 448]
+    jmp 1f
+1:
+    mov esi, dword ptr [r15 + r8 + 832]
+    add qword ptr [r15 + 448], rsi
+    mov rsi, rsi
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c197:
-    lea rcx, [rip + .Lc1_d15394_j]
+    lea rcx, [rip + .Lc1_d15081_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d15394_j_t
-.Lc1_d15394_j:
-    add rcx, qword ptr [r15 + 384]
+    jmp .Lc1_d15081_j_t
+.Lc1_d15081_j:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    vpcmpeqb xmm14, xmm14, xmmword ptr [r15 + 0]
     jmp 1f
 1:
-    mov byte ptr [r15 + 256], r8b
-    mov r8d, ecx
-    mov r8d, dword ptr [r15 + 320]
-    mov edi, 84
-    jmp 1f
-1:
+    mov ecx, 162
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    vpxor xmm2, xmm2, xmm3
-    mov dword ptr [r15 + 0], edi
-    jmp 1f
-1:
+    vpcmpeqb xmm14, xmm14, xmm1
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx edi, r8b
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, r11
-    mov qword ptr [r15 + 0], rcx
+    mov dword ptr [r15 + 0], eax
+    mov r9, r11
+    mov ecx, dword ptr [r15 + 384]
+    mov eax, 151
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 8128
-    mov dword ptr [r15 + r8 + 7488], 236
-    jmp 1f
-1:
-    test ebx, 4608
+    and r9, 8128
+    mov dword ptr [r15 + r9 + 7488], 227
+    add qword ptr [r15 + 64], rcx
+    mov r9d, r9d
+    test ebx, 2560
     jz 1f
 1:
+    mov byte ptr [r15 + 512], r9b
+    mov r9, rax
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movsxd r9, dword ptr [r15 + 320]
+    mov eax, eax
+    mov rax, qword ptr [r15 + 256]
+    mov rbp, r11
+    jmp 1f
+1:
+    and rbp, 1984
+    mov dword ptr [r15 + rbp + 1344], 192
+    mov rbp, qword ptr [r15 + 128]
     movsxd r8, dword ptr [r15 + 64]
-    mov byte ptr [r15 + 768], bpl
-    mov ebp, dword ptr [r15 + 384]
-    mov rdi, rdi
-    mov edi, 232
-    movsxd rdi, dword ptr [r15 + 192]
-    mov ecx, edi
     jmp 1f
 1:
+    mov r8, r11
+    movzx esi, cl
+    movzx ecx, byte ptr [r15 + 640]
+    and r8, 4032
+    mov byte ptr [r15 + r8 + 3392], al
+    mov r8d, 24
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov r9, r11
-    jmp 1f
-1:
-    mov rdi, qword ptr [r15 + 512]
-    and r9, 1984
-    mov dword ptr [r15 + r9 + 1344], ebp
-    movzx r9d, byte ptr [r15 + 512]
-    add r9, qword ptr [r15 + 128]
-    mov dword ptr [r15 + 64], 140
-    movzx ebp, byte ptr [r15 + 448]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov eax, 204
-    jmp 1f
-1:
+    movsxd r8, dword ptr [r15 + 192]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c198:
-    mov ebp, dword ptr [r15 + 384]
-    mov qword ptr [r15 + 64], r9
-    mov r9, rax
-    vmovq qword ptr [r15 + 128], xmm2
+    mov r8d, dword ptr [r15 + 704]
+    mov byte ptr [r15 + 384], cl
+    mov rcx, qword ptr [r15 + 256]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 252
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], al
+    movzx eax, cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    add rcx, qword ptr [r15 + 0]
+    mov rbp, r11
+    mov eax, dword ptr [r15 + 384]
+    and rbp, 8128
+    mov esi, dword ptr [r15 + rbp + 7488]
+    mov qword ptr [r15 + 192], rdi
+    jmp 1f
+1:
+    mov ebp, r9d
+    mov byte ptr [r15 + 320], r9b
+    mov rbp, r11
+    vmovdqu ymmword ptr [r15 + 448], ymm14
+    movzx r9d, bpl
+    and rbp, 4032
+    mov edi, dword ptr [r15 + rbp + 3392]
+    mov rbp, qword ptr [r15 + 128]
+    mov qword ptr [r15 + 512], rbp
+    mov rbp, rax
+    mov rbp, rbp
+    mov ebp, dword ptr [r15 + 64]
     mov r9, r11
     jmp 1f
 1:
-    and r9, 1984
-    mov dword ptr [r15 + r9 + 1344], 186
-    jmp 1f
-1:
-    mov dword ptr [r15 + 320], eax
-    mov r9d, dword ptr [r15 + 512]
-    and r9d, dword ptr [r15 + 576]
-    mov byte ptr [r15 + 0], bpl
-    mov rbp, r9
-    mov byte ptr [r15 + 0], bpl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, 45
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    and r9, 448
+    mov byte ptr [r15 + r9 + 832], dil
+    mov r9d, 217
     jmp 1f
 1:
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r11
-    mov r9d, 49
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 4032
-    add r9, qword ptr [r15 + rbp + 3392]
+    movzx r9d, byte ptr [r15 + 448]
+    mov edi, dword ptr [r15 + 768]
     jmp 1f
 1:
-    mov rbp, qword ptr [r15 + 320]
-    jmp 1f
-1:
-    movzx eax, byte ptr [r15 + 640]
-    mov edi, 177
-    mov rdi, rdi
-    vmovdqu ymmword ptr [r15 + 192], ymm2
-    mov r8, r11
-    and edi, dword ptr [r15 + 256]
-    movzx esi, r9b
-    and r8, 448
-    mov dword ptr [r15 + r8 + 832], r8d
-    mov byte ptr [r15 + 448], r8b
+    mov edx, r8d
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c199:
-    lea rcx, [rip + .Lc1_d15496_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d15496_j_t
-.Lc1_d15496_j:
-    mov r8, r11
-    and r8, 1984
-    mov rcx, qword ptr [r15 + r8 + 1344]
-    mov r8d, edi
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 1073741824
+    setz al
+    lea rcx, [rip + .Lc1_d15183_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d15183_s_t
+    .p2align 3
+.Lc1_d15183_s:
+    .p2align 3
+    jmp .Lc1_d15183_j
+    .p2align 3
+    jmp .Lc1_d15183_j
+.Lc1_d15183_j:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov qword ptr [r15 + 0], rcx
-    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    inc dword ptr [r15 + 0]
+    mov ecx, 240
+    movzx ecx, al
+    mov ecx, 18
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 0], ymm2
+    mov r9, r11
+    mov ecx, 247
+    mov byte ptr [r15 + 0], cl
+    movzx ecx, byte ptr [r15 + 64]
+    and r9, 448
+    mov rdx, qword ptr [r15 + r9 + 832]
+    jmp 1f
+1:
+    mov r9d, dword ptr [r15 + 320]
+    movsxd rsi, dword ptr [r15 + 256]
+    mov rax, rcx
+    mov rbp, r11
     mov r8, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 448
-    movzx ecx, byte ptr [r15 + r8 + 832]
     jmp 1f
 1:
+    and r8, 4032
+    mov dword ptr [r15 + r8 + 3392], 152
+    mov dword ptr [r15 + 320], 242
+    and rbp, 1984
+    mov qword ptr [r15 + rbp + 1344], rbp
+    mov rbp, qword ptr [r15 + 192]
+    movzx r8d, byte ptr [r15 + 128]
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov byte ptr [r15 + 320], cl
-    mov ecx, r8d
-    jmp 1f
-1:
-    mov rcx, qword ptr [r15 + 192]
-    mov r8d, dword ptr [r15 + 128]
-    vpshufd xmm1, xmm2, 246
-    mov byte ptr [r15 + 512], r9b
-    mov byte ptr [r15 + 128], cl
-    mov rcx, qword ptr [r15 + 704]
-    movzx r9d, r8b
-    jmp 1f
-1:
-    lea r9, [r11 + r11*1]
-    jmp 1f
-1:
-    movzx edi, byte ptr [r15 + 256]
-    and r9, 8128
-    mov qword ptr [r15 + r9 + 7488], r9
-    vmovdqu ymmword ptr [r15 + 448], ymm1
-    mov rbp, r9
-    mov dword ptr [r15 + 64], r8d
-    and r8d, dword ptr [r15 + r9 + 7552]
-    movzx r9d, byte ptr [r15 + 384]
-    jmp 1f
-1:
-    mov eax, 255
-    movsxd rbp, dword ptr [r15 + 384]
-    movzx eax, bpl
+    mov rcx, r8
+    mov ecx, dword ptr [r15 + 128]
+    movzx edi, byte ptr [r15 + 448]
+    movsxd rcx, dword ptr [r15 + 512]
+    mov byte ptr [r15 + 576], sil
+    movsxd rsi, dword ptr [r15 + 384]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c200:
-    movzx ebp, r9b
-    mov qword ptr [r15 + 0], rbp
+    lea rcx, [rip + .Lc1_d15236_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d15236_j_t
+.Lc1_d15236_j:
+    mov byte ptr [r15 + 0], cl
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov ebp, ebp
+    and ecx, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], r8
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 384], ymm1
-    mov byte ptr [r15 + 512], dil
-    mov edi, dword ptr [r15 + 320]
-    mov ebp, dword ptr [r15 + 192]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], ecx
+    lea rbp, [r11 + r11*1]
+    add rcx, qword ptr [r15 + 0]
+    mov r8d, dword ptr [r15 + 448]
+    and rbp, 8128
+    movzx esi, byte ptr [r15 + rbp + 7552]
+    mov qword ptr [r15 + 640], rdi
+    mov edi, ecx
+    jmp 1f
+1:
+    mov edi, r8d
+    xor dword ptr [r15 + rbp + 7488], ebp
+    mov byte ptr [r15 + 192], dil
+    jmp 1f
+1:
+    mov edi, dword ptr [r15 + 64]
+    jmp 1f
+1:
+    mov qword ptr [r15 + 128], rcx
+    mov dword ptr [r15 + 384], 90
+    mov rbp, r11
     mov r8, r11
-    mov r9, rsi
+    and rbp, 1984
+    mov qword ptr [r15 + rbp + 1344], rbp
+    mov qword ptr [r15 + 384], rdi
+    mov dword ptr [r15 + 512], 77
+    and r8, 16320
+    mov qword ptr [r15 + r8 + 15680], rdi
+    mov rdi, qword ptr [r15 + 704]
+    mov dword ptr [r15 + 64], edi
+    mov qword ptr [r15 + 320], rcx
     jmp 1f
 1:
+    inc dword ptr [r15 + 256]
+    movzx edi, al
     jmp 1f
 1:
-    and r8, 1984
-    mov qword ptr [r15 + r8 + 1344], r8
-    mov r8, r11
-    jmp 1f
-1:
-    mov r9d, edi
-    and r8, 448
-    movzx edi, byte ptr [r15 + r8 + 832]
-    movsxd r8, dword ptr [r15 + 256]
-    lea r8, [r11 + r11*1]
-    movzx esi, bpl
-    movzx ebp, sil
-    and r8, 4032
-    movsxd rbp, dword ptr [r15 + r8 + 3456]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx ecx, byte ptr [r15 + 64]
-    movzx eax, byte ptr [r15 + r8 + 3392]
-    mov r8, rdi
-    mov r8d, edi
-    movzx r8d, r8b
-    movzx r8d, dil
-    mov rdi, r9
-    movzx edi, byte ptr [r15 + 768]
-    movsxd rdx, dword ptr [r15 + 128]
-    mov byte ptr [r15 + 448], sil
-    jmp 1f
-1:
-    jmp 1f
-1:
+    mov edi, 143
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c201:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 1073741824
-    setz al
-    lea rcx, [rip + .Lc1_d15600_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d15600_s_t
-    .p2align 3
-.Lc1_d15600_s:
-    .p2align 3
-    jmp .Lc1_d15600_j
-    .p2align 3
-    jmp .Lc1_d15600_j
-.Lc1_d15600_j:
-    mov r12, qword ptr [r15 + r12 + 56]
+    lea r8, [r11 + r11*1]
+    mov dword ptr [r15 + 320], 107
+    and r8, 4032
+    vmovq qword ptr [r15 + r8 + 3456], xmm14
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], 251
-    mov r12, qword ptr [r15 + r12 + 56]
+    vmovq qword ptr [r15 + 320], xmm14
+    mov edi, r8d
     jmp 1f
 1:
-    mov ecx, eax
-    mov ecx, 145
-    jmp 1f
-1:
-    jmp 1f
-1:
-    add rax, qword ptr [r15 + 0]
-    movzx ecx, dil
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov rcx, rcx
-    add rcx, qword ptr [r15 + 0]
-    add rcx, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, dword ptr [r15 + 512]
+    nop
+    mov edi, ebp
     mov rbp, r11
+    jmp 1f
+1:
+    mov rdi, r8
+    and rbp, 448
+    mov edi, dword ptr [r15 + rbp + 832]
+    jmp 1f
+1:
+    movzx ebp, dil
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    jmp 1f
-1:
-    and rbp, 8128
-    mov byte ptr [r15 + rbp + 7488], bpl
-    movsxd rbp, dword ptr [r15 + 640]
-    movzx edx, byte ptr [r15 + 192]
-    mov qword ptr [r15 + 320], rdx
-    movzx edx, cl
-    mov rdx, rcx
-    jmp 1f
-1:
-    mov byte ptr [r15 + 320], dl
-    mov byte ptr [r15 + 448], dl
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 128], ebp
-    movsxd rcx, dword ptr [r15 + 256]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 512], 60
     mov rbp, r11
-    movzx edx, dl
+    jmp 1f
+1:
+    mov rdi, rdi
+    mov qword ptr [r15 + 256], rdi
     and rbp, 1984
-    movzx edx, byte ptr [r15 + rbp + 1344]
-    mov byte ptr [r15 + 64], cl
-    movzx ebp, byte ptr [r15 + 576]
-    mov dword ptr [r15 + 384], eax
-    mov ecx, 76
+    mov rdi, qword ptr [r15 + rbp + 1344]
+    mov rbp, rdi
+    add rbp, qword ptr [r15 + 384]
+    mov edi, dword ptr [r15 + 768]
+    jmp 1f
+1:
+    mov ecx, dword ptr [r15 + 64]
+    mov eax, ebp
+    mov ebp, dword ptr [r15 + 448]
+    movzx esi, r8b
+    jmp 1f
+1:
+    mov qword ptr [r15 + 192], rdi
+    vmovdqu ymmword ptr [r15 + r8 + 3392], ymm14
+    mov r8, qword ptr [r15 + 128]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c202:
-    lea rcx, [rip + .Lc1_d15660_j]
+    lea rcx, [rip + .Lc1_d15335_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d15660_j_t
-.Lc1_d15660_j:
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], rdx
+    jmp .Lc1_d15335_j_t
+.Lc1_d15335_j:
+    mov ecx, ecx
     mov r12, qword ptr [r15 + r12 + 56]
-    vpaddq xmm1, xmm1, xmmword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], rcx
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov byte ptr [r15 + 0], r8b
+    jmp 1f
+1:
+    mov r8d, 79
     jmp 1f
 1:
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], ecx
-    movzx ecx, cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, rbp
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    movzx ecx, dl
-    mov ecx, edx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rdi
+    mov r8d, dword ptr [r15 + 64]
+    mov dword ptr [r15 + 384], r9d
     mov rbp, r11
-    mov r12, qword ptr [r15 + r12 + 56]
+    movzx edi, bpl
+    add rdi, qword ptr [r15 + 512]
+    jmp 1f
+1:
     and rbp, 448
-    vmovdqu xmm2, xmmword ptr [r15 + rbp + 832]
-    mov rbp, r11
-    mov dword ptr [r15 + 512], 249
-    mov rcx, qword ptr [r15 + 384]
+    mov r9, r11
+    vmovdqu ymmword ptr [r15 + rbp + 832], ymm14
     jmp 1f
 1:
+    and r9, 1984
+    mov byte ptr [r15 + r9 + 1344], r9b
+    jmp 1f
+1:
+    movsxd r9, dword ptr [r15 + 128]
+    mov qword ptr [r15 + 640], rdi
+    mov byte ptr [r15 + 192], dil
+    movsxd rdi, dword ptr [r15 + 448]
+    movzx ebp, dil
+    mov qword ptr [r15 + 128], rcx
+    mov dword ptr [r15 + 320], 28
+    mov rbp, r11
+    mov qword ptr [r15 + 576], rdi
+    mov esi, 60
     and rbp, 8128
-    mov edx, dword ptr [r15 + rbp + 7488]
-    mov rbp, r11
-    mov rax, qword ptr [r15 + 320]
-    vmovdqu ymmword ptr [r15 + 64], ymm2
-    and rbp, 4032
-    mov rdi, qword ptr [r15 + rbp + 3392]
+    movsxd rcx, dword ptr [r15 + rbp + 7488]
     jmp 1f
 1:
-    and ebp, dword ptr [r15 + 192]
-    mov rsi, rcx
-    jmp 1f
-1:
-    mov rcx, qword ptr [r15 + 384]
-    jmp 1f
-1:
-    and ecx, dword ptr [r15 + 128]
-    movzx r9d, byte ptr [r15 + 768]
-    vpmovmskb r8d, xmm1
-    mov r8d, edx
-    mov rdx, qword ptr [r15 + 256]
-    mov edx, edx
-    jmp 1f
-1:
-    mov dword ptr [r15 + 448], edx
-    jmp 1f
-1:
-    mov edx, 233
-    mov rdx, rdx
-    mov edx, 2
-    movsxd rdx, dword ptr [r15 + 64]
-    mov dword ptr [r15 + 704], 186
+    movzx ebp, cl
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c203:
-    mov r12, qword ptr [r15 + r12 + 56]
-    or qword ptr [r15 + 0], 54
-    jmp 1f
-1:
-    mov edx, 241
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 104
-    mov edx, edi
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    and edi, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov rdx, rdx
-    mov esi, edi
-    jmp 1f
-1:
-    test ebx, 2048
-    jz 1f
-1:
-    mov dword ptr [r15 + 512], 10
-    mov edx, edi
-    movzx edx, byte ptr [r15 + 64]
-    mov edi, 53
-    mov edi, dword ptr [r15 + 320]
+    mov ecx, 146
+    mov rax, rcx
+    movzx ecx, al
+    movsxd rax, dword ptr [r15 + 192]
     mov rbp, r11
-    add rdi, qword ptr [r15 + 448]
-    and rbp, 1984
-    mov ecx, dword ptr [r15 + rbp + 1344]
-    mov r8, r11
-    movzx ebp, byte ptr [r15 + 128]
     jmp 1f
 1:
-    mov esi, 28
-    and r8, 4032
-    mov dword ptr [r15 + r8 + 3392], 213
-    mov r8d, 11
-    mov r8d, dword ptr [r15 + 576]
-    mov rsi, qword ptr [r15 + 384]
+    mov dword ptr [r15 + 704], r9d
+    and rbp, 4032
+    movzx ecx, byte ptr [r15 + rbp + 3392]
     jmp 1f
 1:
-    mov eax, ecx
-    mov r9, r11
+    add rbp, qword ptr [r15 + 0]
     jmp 1f
 1:
-    and r9, 448
-    mov dword ptr [r15 + r9 + 832], 163
-    mov byte ptr [r15 + 192], r9b
-    movzx r9d, cl
+    jmp 1f
+1:
+    movzx r9d, bpl
+    mov dword ptr [r15 + 0], r9d
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov ebp, ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 512], r9
+    movsxd rbp, dword ptr [r15 + 448]
+    jmp 1f
+1:
+    mov byte ptr [r15 + 384], bpl
+    movsxd rbp, dword ptr [r15 + 320]
+    mov esi, ebp
+    jmp 1f
+1:
+    mov rbp, r11
+    mov r9d, 170
+    jmp 1f
+1:
+    add r9, qword ptr [r15 + 128]
+    and rbp, 8128
+    mov byte ptr [r15 + rbp + 7488], bpl
+    mov ebp, 240
+    mov rbp, r11
+    vmovdqu ymmword ptr [r15 + 256], ymm14
+    movzx edi, byte ptr [r15 + 384]
+    jmp 1f
+1:
+    and rbp, 448
+    mov r8, qword ptr [r15 + rbp + 832]
+    mov dword ptr [r15 + 64], edi
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c204:
-    lea rcx, [rip + .Lc1_d15766_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d15766_j_t
-.Lc1_d15766_j:
-    lea r9, [r11 + r11*1]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    and r9, 8128
-    mov rcx, qword ptr [r15 + r9 + 7552]
-    mov r8d, dword ptr [r15 + 128]
-    mov qword ptr [r15 + 0], r9
-    mov r12, qword ptr [r15 + r12 + 56]
-    nop
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 57
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r11
-    mov dword ptr [r15 + 0], ebp
-    and rbp, 1984
-    and ecx, dword ptr [r15 + rbp + 1344]
-    mov edx, 28
-    mov rbp, qword ptr [r15 + 384]
-    mov edx, r8d
-    mov qword ptr [r15 + 64], rdx
-    mov r8, r11
-    jmp 1f
-1:
-    mov byte ptr [r15 + 512], r9b
-    add rdx, qword ptr [r15 + 256]
-    and r8, 16320
-    movsxd rdi, dword ptr [r15 + r8 + 15680]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 448], 14
-    mov dword ptr [r15 + 640], 200
-    mov r8d, edi
-    mov r8d, edi
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov byte ptr [r15 + r9 + 7488], dl
-    mov rdx, qword ptr [r15 + 320]
-    mov dword ptr [r15 + 128], edi
-    mov edi, dword ptr [r15 + 192]
-    movzx r8d, byte ptr [r15 + 320]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c205:
-    movzx edi, bpl
-    movzx edi, byte ptr [r15 + 128]
-    movzx ebp, dil
-    mov qword ptr [r15 + 0], rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov ebp, edi
-    jmp 1f
-1:
-    mov rbp, rdi
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov rbp, r11
-    jmp 1f
-1:
-    mov edi, ebp
-    and rbp, 1984
-    mov qword ptr [r15 + rbp + 1344], r8
-    mov dword ptr [r15 + 768], ebp
-    mov qword ptr [r15 + 256], rdx
-    vpor xmm1, xmm1, xmm1
-    movsxd rbp, dword ptr [r15 + 384]
-    lea r8, [r11 + r11*1]
-    mov edi, 42
-    jmp 1f
-1:
-    movzx edx, byte ptr [r15 + 320]
-    and r8, 448
-    inc dword ptr [r15 + r8 + 896]
-    mov r9, r11
-    mov dword ptr [r15 + 512], r9d
-    and r9, 4032
-    mov edi, dword ptr [r15 + r9 + 3392]
-    and r9d, dword ptr [r15 + 448]
-    mov ecx, dword ptr [r15 + 192]
-    vmovdqu ymmword ptr [r15 + 704], ymm1
-    movsxd rax, dword ptr [r15 + r8 + 832]
-    jmp 1f
-1:
-    mov r8, rax
-    add rax, qword ptr [r15 + 64]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c206:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
     mov eax, dword ptr [r15 + 67117724]
     and eax, 15
-    lea rcx, [rip + .Lc1_d15866_s]
+    lea rcx, [rip + .Lc1_d15442_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d15866_s_t
+    jmp .Lc1_d15442_s_t
     .p2align 3
-.Lc1_d15866_s:
+.Lc1_d15442_s:
     .p2align 3
-    jmp .Lc1_d15866_j
+    jmp .Lc1_d15442_j
     .p2align 3
-    jmp .Lc1_d15866_j
+    jmp .Lc1_d15442_j
     .p2align 3
-    jmp .Lc1_d15866_j
+    jmp .Lc1_d15442_j
     .p2align 3
-    jmp .Lc1_d15866_j
+    jmp .Lc1_d15442_j
     .p2align 3
-    jmp .Lc1_d15866_j
+    jmp .Lc1_d15442_j
     .p2align 3
-    jmp .Lc1_d15866_j
+    jmp .Lc1_d15442_j
     .p2align 3
-    jmp .Lc1_d15866_j
+    jmp .Lc1_d15442_j
     .p2align 3
-    jmp .Lc1_d15866_j
+    jmp .Lc1_d15442_j
     .p2align 3
-    jmp .Lc1_d15866_j
+    jmp .Lc1_d15442_j
     .p2align 3
-    jmp .Lc1_d15866_j
+    jmp .Lc1_d15442_j
     .p2align 3
-    jmp .Lc1_d15866_j
+    jmp .Lc1_d15442_j
     .p2align 3
-    jmp .Lc1_d15866_j
+    jmp .Lc1_d15442_j
     .p2align 3
-    jmp .Lc1_d15866_j
+    jmp .Lc1_d15442_j
     .p2align 3
-    jmp .Lc1_d15866_j
+    jmp .Lc1_d15442_j
     .p2align 3
-    jmp .Lc1_d15866_j
+    jmp .Lc1_d15442_j
     .p2align 3
-    jmp .Lc1_d15866_j
-.Lc1_d15866_j:
-    mov qword ptr [r15 + 384], rcx
+    jmp .Lc1_d15442_j
+.Lc1_d15442_j:
+    mov dword ptr [r15 + 448], r8d
+    mov qword ptr [r15 + 0], rax
+    movzx esi, cl
+    mov byte ptr [r15 + 0], sil
+    mov dword ptr [r15 + 0], eax
+    mov rsi, rsi
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 238
-    mov qword ptr [r15 + 0], rcx
+    mov esi, r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    inc dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu ymmword ptr [r15 + 256], ymm14
     jmp 1f
 1:
-    mov ecx, eax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, qword ptr [r15 + 512]
-    movzx eax, cl
-    mov eax, 203
-    movzx r8d, al
-    mov eax, r8d
-    jmp 1f
-1:
-    mov r8, r11
-    jmp 1f
-1:
-    and r8, 8128
-    mov dword ptr [r15 + r8 + 7488], ecx
-    jmp 1f
-1:
-    mov ecx, ecx
-    test dword ptr [r15 + 67117723], 16777216
+    mov esi, ecx
+    mov rsi, qword ptr [r15 + 512]
+    movsxd rcx, dword ptr [r15 + 384]
+    test ebx, 2560
     jnz 1f
 1:
+    mov rbp, r11
+    add rsi, qword ptr [r15 + 576]
+    mov dword ptr [r15 + 192], 8
+    vmovq qword ptr [r15 + 64], xmm14
+    and rbp, 1984
+    movsxd rcx, dword ptr [r15 + rbp + 1344]
+    mov byte ptr [r15 + 512], al
+    mov byte ptr [r15 + 320], sil
+    mov rbp, r11
     jmp 1f
 1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov rcx, qword ptr [r15 + 576]
-    mov byte ptr [r15 + 320], bpl
-    mov rsi, qword ptr [r15 + 384]
-    mov rbp, rax
-    and ebp, dword ptr [r15 + 448]
-    mov eax, ecx
-    jmp 1f
-1:
-    mov eax, eax
-    mov dword ptr [r15 + 192], esi
-    mov dword ptr [r15 + 256], 249
-    mov byte ptr [r15 + 128], al
-    vpcmpeqb xmm1, xmm1, xmm2
-    jmp 1f
-1:
+    and rbp, 448
+    mov byte ptr [r15 + rbp + 832], cl
+    mov dword ptr [r15 + 64], 168
     jmp 1f
 1:
     mov r8, r11
-    mov rax, r8
-    mov byte ptr [r15 + 64], bpl
+    mov byte ptr [r15 + 128], r8b
     and r8, 4032
-    mov dword ptr [r15 + r8 + 3392], esi
+    and ebp, dword ptr [r15 + r8 + 3392]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    vmovdqu xmmword ptr [r15 + 320], xmm14
+    mov qword ptr [r15 + 768], rax
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c205:
+    lea rcx, [rip + .Lc1_d15509_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d15509_j_t
+.Lc1_d15509_j:
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + 0], ymm14
+    mov ecx, 123
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, qword ptr [r15 + 64]
+    mov dword ptr [r15 + 512], 185
+    nop
+    movsxd r8, dword ptr [r15 + 448]
+    movzx ebp, cl
+    jmp 1f
+1:
+    mov ecx, 253
+    movzx ecx, byte ptr [r15 + 192]
+    mov r9, r11
+    mov eax, dword ptr [r15 + 384]
+    vmovdqu xmmword ptr [r15 + 384], xmm14
+    and r9, 4032
+    vmovdqu ymmword ptr [r15 + r9 + 3392], ymm14
+    movzx r9d, sil
+    and esi, dword ptr [r15 + 128]
+    mov r9, rsi
+    movzx r9d, byte ptr [r15 + 128]
+    mov r9, r11
+    jmp 1f
+1:
+    movzx edi, byte ptr [r15 + 640]
+    and r9, 1984
+    mov edx, dword ptr [r15 + r9 + 1344]
+    mov r9, r11
+    jmp 1f
+1:
+    and r9, 8128
+    mov rsi, qword ptr [r15 + r9 + 7488]
+    movzx r9d, byte ptr [r15 + 320]
+    movzx r9d, byte ptr [r15 + 256]
+    jmp 1f
+1:
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c206:
+    mov qword ptr [r15 + 128], rdi
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    and edx, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r9, 8128
+    movzx edi, byte ptr [r15 + r9 + 7488]
+    vmovdqu ymmword ptr [r15 + 384], ymm14
+    and edx, dword ptr [r15 + 320]
+    mov dword ptr [r15 + 320], edx
+    lea r9, [r11 + r11*1]
+    mov rbp, r11
+    mov rdx, rcx
+    and rbp, 1984
+    movsxd rcx, dword ptr [r15 + rbp + 1344]
+    movzx ebp, byte ptr [r15 + 512]
+    and r9, 448
+    and ebp, dword ptr [r15 + r9 + 832]
+    mov byte ptr [r15 + 448], dil
+    movzx edi, bpl
+    mov rbp, rcx
+    movsxd rbp, dword ptr [r15 + 256]
+    mov edx, dword ptr [r15 + 192]
+    mov esi, dword ptr [r15 + 256]
+    jmp 1f
+1:
+    mov rax, qword ptr [r15 + 768]
+    jmp 1f
+1:
+    movzx r8d, byte ptr [r15 + 704]
+    mov ecx, 219
+    mov qword ptr [r15 + 64], rdi
+    mov edi, dword ptr [r15 + 64]
+    movzx ecx, byte ptr [r15 + r9 + 896]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c207:
-    lea rcx, [rip + .Lc1_d15938_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d15938_j_t
-.Lc1_d15938_j:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 524288
+    setz al
+    lea rcx, [rip + .Lc1_d15599_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d15599_s_t
+    .p2align 3
+.Lc1_d15599_s:
+    .p2align 3
+    jmp .Lc1_d15599_j
+    .p2align 3
+    jmp .Lc1_d15599_j
+.Lc1_d15599_j:
+    mov qword ptr [r15 + 0], rcx
+    and ecx, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], ecx
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, esi
-    add r8, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], eax
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
+    vpcmpeqb xmm14, xmm14, xmmword ptr [r15 + 0]
     jmp 1f
 1:
-    mov ecx, 177
     jmp 1f
 1:
-    mov ecx, 66
-    mov dword ptr [r15 + 0], r8d
-    vpaddd xmm1, xmm1, xmm1
-    movsxd r8, dword ptr [r15 + 128]
-    mov rcx, rcx
-    mov dword ptr [r15 + 256], ecx
+    vmovdqu xmm1, xmmword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov qword ptr [r15 + 320], rcx
+    mov ecx, ecx
+    mov byte ptr [r15 + 128], al
     mov rbp, r11
-    vmovdqu ymmword ptr [r15 + 640], ymm1
-    movsxd rcx, dword ptr [r15 + 512]
-    and rbp, 4032
-    vmovdqu ymmword ptr [r15 + rbp + 3392], ymm1
-    mov rbp, rbp
-    mov ebp, dword ptr [r15 + 384]
-    jmp 1f
-1:
-    mov r9, r11
-    movzx esi, byte ptr [r15 + 64]
-    and r9, 1984
-    movsxd rax, dword ptr [r15 + r9 + 1344]
-    mov dword ptr [r15 + 320], 240
-    movzx r9d, byte ptr [r15 + 320]
-    mov edx, dword ptr [r15 + 64]
     mov r8, r11
-    mov rdi, qword ptr [r15 + 704]
-    mov rbp, rbp
-    and r8, 448
-    movsxd rbp, dword ptr [r15 + r8 + 832]
-    mov r8d, 201
+    mov ecx, 101
+    and rbp, 4032
+    add rcx, qword ptr [r15 + rbp + 3392]
+    and r8, 8128
+    movsxd rax, dword ptr [r15 + r8 + 7488]
+    movsxd r8, dword ptr [r15 + 384]
     jmp 1f
 1:
-    mov byte ptr [r15 + 448], r8b
-    mov qword ptr [r15 + 192], rcx
-    mov qword ptr [r15 + 128], r8
+    movzx ebp, byte ptr [r15 + 448]
+    mov byte ptr [r15 + 640], bpl
+    jmp 1f
+1:
+    mov dword ptr [r15 + 448], ebp
+    movzx ebp, byte ptr [r15 + 384]
+    movzx r9d, bpl
+    movzx ebp, r9b
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov rbp, r11
+    movzx edi, byte ptr [r15 + 64]
+    and rbp, 1984
+    mov esi, dword ptr [r15 + rbp + 1344]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 512], 72
+    mov ebp, ebp
+    jmp 1f
+1:
+    movzx ebp, byte ptr [r15 + 192]
+    mov qword ptr [r15 + 576], r8
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c208:
-    mov dword ptr [r15 + 0], edi
-    mov qword ptr [r15 + 0], r8
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    vmovq qword ptr [r15 + 704], xmm14
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, ebp
+    movzx ebp, byte ptr [r15 + 128]
+    movsxd rax, dword ptr [r15 + 384]
+    mov r9, qword ptr [r15 + 128]
+    mov r8d, edi
     mov dword ptr [r15 + 0], ebp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11 + r11*1]
-    mov r8, rdi
-    and rbp, 8128
-    vmovdqu ymmword ptr [r15 + rbp + 7488], ymm1
-    mov dword ptr [r15 + 448], eax
-    mov qword ptr [r15 + 320], rdx
-    movsxd rax, dword ptr [r15 + 448]
-    mov rdx, qword ptr [r15 + 768]
+    movzx edi, cl
+    vpxor xmm14, xmm14, xmm1
     jmp 1f
 1:
-    mov r8, qword ptr [r15 + 384]
-    mov edi, dword ptr [r15 + 64]
+    mov byte ptr [r15 + 0], dil
     jmp 1f
 1:
-    jmp 1f
+    mov edi, 106
+    mov qword ptr [r15 + 0], rax
+    movzx edi, byte ptr [r15 + 448]
+    test dword ptr [r15 + 67117724], 66560
+    jz 1f
 1:
-    vpaddd xmm1, xmm1, xmm1
-    mov ecx, edi
-    mov edi, dword ptr [r15 + 384]
-    movzx r9d, dil
-    mov r9, r11
-    mov qword ptr [r15 + 192], r9
-    movzx esi, byte ptr [r15 + 256]
-    and r9, 448
-    and edi, dword ptr [r15 + r9 + 832]
-    jmp 1f
-1:
-    vpor xmm1, xmm1, xmm1
-    .byte 0x66, 0x90
-    jmp 1f
-1:
-    mov r9d, esi
-    jmp 1f
-1:
-    movsxd r9, dword ptr [r15 + 576]
-    and r9d, dword ptr [r15 + 128]
-    movsxd r9, dword ptr [r15 + rbp + 7552]
     mov rbp, r11
+    mov r8, r11
     jmp 1f
 1:
-    inc dword ptr [r15 + 512]
-    and rbp, 1984
-    mov r9, qword ptr [r15 + rbp + 1344]
+    and r8, 1984
+    movsxd rdi, dword ptr [r15 + r8 + 1344]
+    mov byte ptr [r15 + 256], bpl
+    and rbp, 448
+    mov dword ptr [r15 + rbp + 832], 189
+    jmp 1f
+1:
+    mov byte ptr [r15 + 64], cl
+    movsxd rbp, dword ptr [r15 + 512]
+    mov ecx, dword ptr [r15 + 192]
+    mov r8, r11
+    mov byte ptr [r15 + 256], dil
+    mov edi, 244
+    and r8, 4032
+    mov qword ptr [r15 + r8 + 3392], r8
+    mov rdi, qword ptr [r15 + 320]
+    mov r8, rdi
+    jmp 1f
+1:
+    mov edi, ebp
+    movzx edi, byte ptr [r15 + 320]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c209:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 128
-    setz al
-    lea rcx, [rip + .Lc1_d16038_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d16038_s_t
-    .p2align 3
-.Lc1_d16038_s:
-    .p2align 3
-    jmp .Lc1_d16038_j
-    .p2align 3
-    jmp .Lc1_d16038_j
-.Lc1_d16038_j:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 98
-    mov ecx, 165
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, ecx
-    mov ecx, ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rax
+    lea rcx, [rip + .Lc1_d15703_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d15703_j_t
+.Lc1_d15703_j:
+    mov qword ptr [r15 + 0], rcx
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov ecx, 10
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 229
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rcx, dword ptr [r15 + 320]
-    mov dword ptr [r15 + 448], 211
+    lea r9, [r11 + r11*1]
+    mov dword ptr [r15 + 0], 116
+    jmp 1f
+1:
+    mov ecx, dword ptr [r15 + 128]
+    and r9, 8128
+    movsxd rdi, dword ptr [r15 + r9 + 7488]
+    jmp 1f
+1:
+    mov r8, r11
+    jmp 1f
+1:
+    mov ebp, esi
+    and r8, 4032
+    mov byte ptr [r15 + r8 + 3392], r8b
+    mov qword ptr [r15 + 512], r8
+    jmp 1f
+1:
+    mov qword ptr [r15 + 64], r8
+    mov r8d, dword ptr [r15 + r9 + 7552]
+    mov r9, r8
+    jmp 1f
+1:
+    movzx r9d, r9b
+    mov r9, r9
+    mov dword ptr [r15 + 448], 191
+    mov dword ptr [r15 + 768], r9d
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + 320], ymm14
+    movzx r9d, byte ptr [r15 + 384]
+    mov r8d, 238
+    movsxd r8, dword ptr [r15 + 192]
+    mov ebp, 144
     jmp 1f
 1:
     jmp 1f
 1:
-    jmp 1f
-1:
-    vmovdqu xmm1, xmmword ptr [r15 + 256]
+    mov ebp, 230
     mov rbp, r11
-    movzx eax, byte ptr [r15 + 192]
-    and rbp, 4032
-    mov byte ptr [r15 + rbp + 3392], bpl
-    mov ebp, dword ptr [r15 + 640]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov edi, ecx
-    mov rcx, rcx
-    jmp 1f
-1:
-    mov r9, r11
-    mov rcx, qword ptr [r15 + 384]
-    and r9, 448
-    vpaddq xmm1, xmm1, xmmword ptr [r15 + r9 + 832]
-    mov dword ptr [r15 + 128], 239
-    mov r9, r11
     mov rsi, rbp
-    mov rbp, qword ptr [r15 + 64]
-    and r9, 1984
-    movsxd r8, dword ptr [r15 + r9 + 1344]
-    mov r9d, dword ptr [r15 + 512]
+    and rbp, 448
+    mov qword ptr [r15 + rbp + 832], r9
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c210:
-    lea rcx, [rip + .Lc1_d16094_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d16094_j_t
-.Lc1_d16094_j:
     mov rbp, r11
-    movzx ecx, byte ptr [r15 + 320]
-    mov r9d, ecx
-    and rbp, 8128
-    mov byte ptr [r15 + rbp + 7488], r8b
     jmp 1f
 1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movsxd rbp, dword ptr [r15 + 704]
+    and rbp, 4032
+    mov qword ptr [r15 + rbp + 3392], r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, esi
+    mov ebp, 255
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 160
+    mov qword ptr [r15 + 0], rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 512], 40
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rbp
-    mov dword ptr [r15 + 0], ecx
-    mov qword ptr [r15 + 384], rbp
-    mov ebp, 120
-    movzx ebp, sil
-    test ebx, 1073741824
-    jz 1f
+    mov dword ptr [r15 + 384], ebp
+    mov byte ptr [r15 + 128], bpl
+    movzx ebp, bpl
+    mov rbp, qword ptr [r15 + 576]
+    mov byte ptr [r15 + 640], r8b
+    movsxd rsi, dword ptr [r15 + 64]
+    and ebp, dword ptr [r15 + 256]
+    jmp 1f
 1:
-    movzx ebp, byte ptr [r15 + 64]
-    mov qword ptr [r15 + 448], rbp
-    mov rcx, qword ptr [r15 + 512]
-    mov ebp, 1
-    movzx esi, byte ptr [r15 + 192]
-    mov r8, r11
-    mov ebp, 14
-    mov dword ptr [r15 + 320], 166
-    movzx r9d, r9b
+    jmp 1f
+1:
+    lea r8, [r11 + r11*1]
+    movsxd rcx, dword ptr [r15 + 64]
+    jmp 1f
+1:
     and r8, 1984
-    mov byte ptr [r15 + r8 + 1344], cl
-    mov dword ptr [r15 + 64], r8d
-    add rcx, qword ptr [r15 + 256]
-    mov r8d, dword ptr [r15 + 128]
+    movzx r9d, byte ptr [r15 + r8 + 1408]
+    mov edi, 119
     jmp 1f
 1:
-    mov r9, r11
-    jmp 1f
-1:
-    and r9, 4032
-    mov qword ptr [r15 + r9 + 3392], r9
-    movzx r9d, sil
-    jmp 1f
-1:
+    mov edi, dword ptr [r15 + 320]
+    vmovdqu ymmword ptr [r15 + 384], ymm14
+    mov eax, ebp
+    mov ebp, 194
+    mov ebp, dword ptr [r15 + 448]
+    mov edx, dword ptr [r15 + r8 + 1344]
+    mov r8, r11
+    mov rbp, qword ptr [r15 + 192]
+    and r8, 16320
+    mov ebp, dword ptr [r15 + r8 + 15680]
     jmp 1f
 1:
     add r11, 64
@@ -19887,64 +19317,60 @@ ditto_body_c1:
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c211:
-    mov dword ptr [r15 + 0], 195
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], r9d
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovq qword ptr [r15 + 0], xmm1
+    lea rcx, [rip + .Lc1_d15800_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d15800_j_t
+.Lc1_d15800_j:
+    mov rcx, rax
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
+    and ecx, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], r8d
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, rcx
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    jmp 1f
-1:
+    vpmovmskb ecx, xmm14
     mov r12, qword ptr [r15 + r12 + 56]
-    movsxd r9, dword ptr [r15 + 192]
-    movzx r8d, bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, r8
+    mov rcx, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r8, qword ptr [r15 + 768]
+    mov ecx, ecx
+    lea r9, [r11 + r11*1]
+    mov dword ptr [r15 + 320], r8d
+    and r9, 448
+    mov qword ptr [r15 + r9 + 832], r8
     jmp 1f
 1:
-    mov ebp, r9d
+    vpaddq xmm14, xmm14, xmmword ptr [r15 + 384]
+    movzx ecx, byte ptr [r15 + 192]
     jmp 1f
 1:
-    mov r9d, r9d
-    mov qword ptr [r15 + 320], r9
+    mov r8d, esi
+    vmovdqu xmmword ptr [r15 + 704], xmm14
+    movsxd r8, dword ptr [r15 + 64]
+    mov rsi, qword ptr [r15 + r9 + 896]
+    mov qword ptr [r15 + 128], rcx
+    mov dword ptr [r15 + 768], 254
+    mov rcx, qword ptr [r15 + 448]
     mov rbp, r11
-    jmp 1f
-1:
+    mov byte ptr [r15 + 256], bpl
+    movzx r9d, bpl
     and rbp, 8128
-    mov byte ptr [r15 + rbp + 7488], r8b
+    and r9d, dword ptr [r15 + rbp + 7488]
     jmp 1f
 1:
-    mov ebp, dword ptr [r15 + 576]
-    jmp 1f
-1:
-    mov r8, r11
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r9, r11
-    and r8, 448
-    mov rcx, qword ptr [r15 + r8 + 832]
-    and r9, 4032
-    mov r8d, dword ptr [r15 + r9 + 3392]
-    mov r9, qword ptr [r15 + 128]
-    jmp 1f
-1:
-    movzx esi, byte ptr [r15 + 512]
-    mov eax, dword ptr [r15 + 64]
-    mov rdi, qword ptr [r15 + 384]
-    mov qword ptr [r15 + 384], rbp
-    mov ebp, dword ptr [r15 + 448]
-    vmovdqu xmmword ptr [r15 + 256], xmm1
-    mov edx, dword ptr [r15 + 128]
-    jmp 1f
-1:
+    mov ebp, 48
+    mov dword ptr [r15 + 320], 65
+    mov rax, qword ptr [r15 + 512]
     add r11, 64
     inc rbx
     dec r13
@@ -19953,974 +19379,915 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 7
-    lea rcx, [rip + .Lc1_d16198_s]
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 8
+    setz al
+    lea rcx, [rip + .Lc1_d15854_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d16198_s_t
+    jmp .Lc1_d15854_s_t
     .p2align 3
-.Lc1_d16198_s:
+.Lc1_d15854_s:
     .p2align 3
-    jmp .Lc1_d16198_j
+    jmp .Lc1_d15854_j
     .p2align 3
-    jmp .Lc1_d16198_j
-    .p2align 3
-    jmp .Lc1_d16198_j
-    .p2align 3
-    jmp .Lc1_d16198_j
-    .p2align 3
-    jmp .Lc1_d16198_j
-    .p2align 3
-    jmp .Lc1_d16198_j
-    .p2align 3
-    jmp .Lc1_d16198_j
-    .p2align 3
-    jmp .Lc1_d16198_j
-.Lc1_d16198_j:
+    jmp .Lc1_d15854_j
+.Lc1_d15854_j:
+    mov ecx, 30
+    mov eax, r8d
+    mov rbp, r11
+    mov byte ptr [r15 + 576], r8b
     jmp 1f
 1:
-    mov ecx, eax
-    jmp 1f
-1:
-    mov edx, dword ptr [r15 + 256]
+    mov r9, r11
+    and rbp, 4032
+    mov qword ptr [r15 + rbp + 3392], rcx
+    and r9, 1984
+    movsxd rbp, dword ptr [r15 + r9 + 1344]
     jmp 1f
 1:
     jmp 1f
 1:
-    mov rcx, rax
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], r9
-    mov dword ptr [r15 + 0], ecx
-    and ecx, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], edx
-    movzx r9d, dl
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 127
+    mov r9d, r8d
+    mov dword ptr [r15 + 0], r9d
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, r9d
+    mov r9d, ebp
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 640], 220
-    test ebx, 1073741824
+    mov r9, r11
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r9, 8128
+    mov dword ptr [r15 + r9 + 7488], ebp
+    test dword ptr [r15 + 67117724], 131072
     jz 1f
 1:
     jmp 1f
 1:
-    mov ecx, dword ptr [r15 + 64]
-    mov qword ptr [r15 + 512], rcx
-    lea r9, [r11 + r11*1]
+    movzx r9d, byte ptr [r15 + 256]
+    mov ebp, dword ptr [r15 + 128]
+    movsxd rcx, dword ptr [r15 + 384]
+    mov edx, dword ptr [r15 + 320]
+    inc dword ptr [r15 + 448]
+    mov byte ptr [r15 + 192], al
+    mov eax, dword ptr [r15 + 128]
     jmp 1f
 1:
-    movsxd rdi, dword ptr [r15 + 320]
-    jmp 1f
-1:
-    mov rbp, r11
-    and r9, 1984
-    movsxd rcx, dword ptr [r15 + r9 + 1344]
-    and rbp, 448
-    and ecx, dword ptr [r15 + rbp + 832]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov rbp, r11
-    movsxd rdx, dword ptr [r15 + 128]
-    mov rax, rdi
-    and rbp, 8128
-    movzx edi, byte ptr [r15 + rbp + 7488]
-    mov rbp, qword ptr [r15 + 320]
-    jmp 1f
-1:
-    and ebp, dword ptr [r15 + r9 + 1408]
-    mov r9d, dword ptr [r15 + 448]
-    mov dword ptr [r15 + 192], ecx
-    movsxd rcx, dword ptr [r15 + 64]
-    jmp 1f
-1:
-    movsxd rsi, dword ptr [r15 + 384]
-    jmp 1f
-1:
+    movsxd r8, dword ptr [r15 + 64]
+    mov esi, dword ptr [r15 + 384]
+    mov rdi, rsi
+    mov rsi, r9
+    mov r9d, 199
+    mov r9d, dword ptr [r15 + 512]
+    mov r9d, 220
+    mov r9d, ebp
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c213:
+    jmp 1f
+1:
+    mov r9, rsi
+    movsxd rsi, dword ptr [r15 + 64]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rsi
+    mov r9d, 15
     mov r12, qword ptr [r15 + r12 + 56]
-    xor dword ptr [r15 + 0], r9d
-    and esi, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r9, rax
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
-    lea r9, [r11 + r11*1]
+    mov rdx, rsi
+    mov qword ptr [r15 + 0], rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, r11
+    add rsi, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 640], esi
+    and r9, 1984
+    mov r8, r11
+    mov rsi, qword ptr [r15 + r9 + 1344]
+    mov dword ptr [r15 + 512], esi
+    and r8, 4032
+    mov r9, qword ptr [r15 + r8 + 3392]
     jmp 1f
 1:
-    mov rbp, r11
-    and r9, 4032
-    mov byte ptr [r15 + r9 + 3392], r9b
-    mov rax, qword ptr [r15 + 512]
-    and rbp, 8128
-    mov byte ptr [r15 + rbp + 7488], dil
-    movzx ebp, sil
+    mov r8, qword ptr [r15 + 384]
+    mov qword ptr [r15 + 448], rsi
     jmp 1f
 1:
-    mov rbp, r11
-    mov edi, dword ptr [r15 + 384]
-    mov ecx, 225
-    and rbp, 448
-    mov byte ptr [r15 + rbp + 832], r9b
-    movzx ebp, byte ptr [r15 + 320]
-    movsxd rcx, dword ptr [r15 + 256]
-    jmp 1f
-1:
-    movsxd rdx, dword ptr [r15 + 384]
-    mov dword ptr [r15 + 128], edx
-    mov edx, 136
-    mov edx, dword ptr [r15 + 768]
-    movsxd r8, dword ptr [r15 + 512]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movsxd rdx, dword ptr [r15 + 704]
-    mov r8d, dword ptr [r15 + r9 + 3456]
     mov byte ptr [r15 + 192], r8b
+    mov r8d, 93
+    movzx r8d, cl
+    mov ecx, 143
+    mov r8, qword ptr [r15 + 128]
+    mov dword ptr [r15 + 64], ebp
     jmp 1f
 1:
-    add r8, qword ptr [r15 + 448]
-    mov qword ptr [r15 + 64], rdi
+    inc dword ptr [r15 + 256]
+    mov dword ptr [r15 + 320], 96
+    mov rbp, r11
+    jmp 1f
+1:
+    mov ecx, dword ptr [r15 + 704]
+    and rbp, 448
+    mov byte ptr [r15 + rbp + 832], dil
+    mov dword ptr [r15 + 320], edx
+    movsxd rsi, dword ptr [r15 + 512]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c214:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 256
-    setz al
-    lea rcx, [rip + .Lc1_d16319_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d16319_s_t
-    .p2align 3
-.Lc1_d16319_s:
-    .p2align 3
-    jmp .Lc1_d16319_j
-    .p2align 3
-    jmp .Lc1_d16319_j
-.Lc1_d16319_j:
+    lea rcx, [rip + .Lc1_d15953_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d15953_j_t
+.Lc1_d15953_j:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov ecx, 30
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu ymmword ptr [r15 + 128], ymm14
+    mov dword ptr [r15 + 128], 221
+    lea rbp, [r11 + r11*1]
+    and ecx, dword ptr [r15 + 320]
+    movzx esi, byte ptr [r15 + 384]
+    and rbp, 8128
+    mov rdx, qword ptr [r15 + rbp + 7552]
     mov r8, r11
-    jmp 1f
-1:
-    and r8, 16320
-    mov byte ptr [r15 + r8 + 15680], al
-    mov eax, eax
-    movzx eax, byte ptr [r15 + 448]
-    mov rdx, qword ptr [r15 + 576]
-    mov dword ptr [r15 + 320], 168
-    mov byte ptr [r15 + 0], dl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, dword ptr [r15 + 512]
+    movzx edi, byte ptr [r15 + 256]
+    vmovdqu ymmword ptr [r15 + 768], ymm14
+    and r8, 4032
+    mov dword ptr [r15 + r8 + 3392], eax
+    movsxd r8, dword ptr [r15 + 192]
+    mov eax, dword ptr [r15 + 64]
+    movsxd rax, dword ptr [r15 + rbp + 7488]
+    mov ebp, esi
     mov rbp, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    vmovq xmm14, rdi
+    and rbp, 448
+    movzx edi, byte ptr [r15 + rbp + 832]
+    mov qword ptr [r15 + 448], rdi
     jmp 1f
 1:
-    and rbp, 1984
-    mov byte ptr [r15 + rbp + 1344], bpl
-    jmp 1f
-1:
-    mov qword ptr [r15 + 128], rbp
-    movzx ebp, dl
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 192], 159
-    mov byte ptr [r15 + 640], r8b
-    add rbp, qword ptr [r15 + 256]
-    mov dword ptr [r15 + 512], edx
-    mov r8, r11
-    jmp 1f
-1:
-    mov dword ptr [r15 + 64], r8d
-    mov dword ptr [r15 + 128], ebp
-    and r8, 448
-    mov byte ptr [r15 + r8 + 832], bpl
-    movzx edx, byte ptr [r15 + 384]
-    vpshufd xmm1, xmm1, 75
-    mov r8d, 41
+    mov rdi, rbp
+    mov edi, edi
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c215:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d16375_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d16375_j_t
-.Lc1_d16375_j:
-    vpmovmskb ecx, xmm1
-    mov ecx, edx
-    movzx ecx, al
-    jmp 1f
-1:
-    mov edx, ecx
-    mov ecx, dword ptr [r15 + 192]
-    jmp 1f
-1:
-    movzx eax, byte ptr [r15 + 128]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and edi, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    add qword ptr [r15 + 64], r8
-    and r8d, dword ptr [r15 + 448]
+    lock xadd qword ptr [r15 + 0], rdi
+    mov ebp, ebp
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    movzx edx, r8b
-    mov r8, r11
-    test dword ptr [r15 + 67117723], 1610629248
-    jz 1f
-1:
-    and r8, 8128
-    mov byte ptr [r15 + r8 + 7488], al
+    mov r12, qword ptr [r15 + r12 + 56]
+    xor dword ptr [r15 + 128], ebp
+    movsxd rbp, dword ptr [r15 + 640]
     jmp 1f
 1:
-    movzx eax, byte ptr [r15 + 704]
+    mov r8, qword ptr [r15 + 320]
+    mov eax, dword ptr [r15 + 576]
+    mov byte ptr [r15 + 512], cl
+    mov ecx, eax
     jmp 1f
 1:
-    mov r8, qword ptr [r15 + 64]
-    movzx edx, byte ptr [r15 + 384]
-    mov rbp, r11
-    add r8, qword ptr [r15 + 320]
-    movzx ecx, cl
-    and rbp, 4032
-    mov ecx, dword ptr [r15 + rbp + 3392]
-    vmovdqu xmmword ptr [r15 + 256], xmm1
-    mov rbp, qword ptr [r15 + 512]
+    lea r9, [r11 + r11*1]
     jmp 1f
 1:
-    mov r9, r11
-    movzx edi, byte ptr [r15 + 320]
-    mov esi, 136
+    mov dword ptr [r15 + 384], 210
+    mov eax, dword ptr [r15 + 64]
     and r9, 1984
-    vmovdqu ymmword ptr [r15 + r9 + 1344], ymm1
+    add qword ptr [r15 + r9 + 1408], rcx
+    jmp 1f
+1:
+    movzx ecx, byte ptr [r15 + 192]
+    movzx esi, cl
+    movzx esi, dl
+    mov edx, dword ptr [r15 + r9 + 1344]
+    mov r9, r11
+    and ecx, dword ptr [r15 + 384]
+    mov dword ptr [r15 + 448], eax
+    and r9, 448
+    and eax, dword ptr [r15 + r9 + 832]
+    mov r9, r11
+    mov esi, r9d
+    and r9, 4032
+    movsxd rsi, dword ptr [r15 + r9 + 3392]
+    movsxd r9, dword ptr [r15 + 256]
+    mov rcx, rdi
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c216:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov qword ptr [r15 + 512], rbp
-    jmp 1f
-1:
-    mov rbp, r9
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 7
+    lea rcx, [rip + .Lc1_d16044_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d16044_s_t
+    .p2align 3
+.Lc1_d16044_s:
+    .p2align 3
+    jmp .Lc1_d16044_j
+    .p2align 3
+    jmp .Lc1_d16044_j
+    .p2align 3
+    jmp .Lc1_d16044_j
+    .p2align 3
+    jmp .Lc1_d16044_j
+    .p2align 3
+    jmp .Lc1_d16044_j
+    .p2align 3
+    jmp .Lc1_d16044_j
+    .p2align 3
+    jmp .Lc1_d16044_j
+    .p2align 3
+    jmp .Lc1_d16044_j
+.Lc1_d16044_j:
     .byte 0x0f, 0x1f, 0x40, 0x00
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    and ebp, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], r8
-    jmp 1f
-1:
-    vpcmpeqb xmm1, xmm1, xmm6
-    mov qword ptr [r15 + 192], r9
-    vmovdqu ymmword ptr [r15 + 64], ymm1
+    mov ecx, dword ptr [r15 + 320]
+    mov eax, dword ptr [r15 + 192]
     mov r9, r11
+    movzx r8d, dl
+    vmovdqu xmm14, xmmword ptr [r15 + 448]
+    and r9, 1984
+    mov byte ptr [r15 + r9 + 1344], r9b
+    mov r8d, 18
+    mov dword ptr [r15 + 512], 66
+    mov r9d, 118
     jmp 1f
 1:
-    movzx r8d, byte ptr [r15 + 320]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    vpcmpeqb xmm14, xmm14, xmm1
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, r9
+    mov r9, r11
+    mov r8, r11
+    mov byte ptr [r15 + 320], al
     and r9, 448
-    mov ecx, dword ptr [r15 + r9 + 832]
+    add rax, qword ptr [r15 + r9 + 832]
+    and r8, 8128
+    movsxd r9, dword ptr [r15 + r8 + 7488]
+    movzx r8d, byte ptr [r15 + 64]
+    mov edx, dword ptr [r15 + 256]
+    movzx edi, byte ptr [r15 + 704]
     jmp 1f
 1:
-    mov r9d, 223
-    jmp 1f
-1:
-    mov byte ptr [r15 + 256], bpl
-    mov r9, r11
-    mov ebp, dword ptr [r15 + 384]
-    mov eax, ebp
-    mov ebp, dword ptr [r15 + 384]
-    and r9, 4032
-    movzx edx, byte ptr [r15 + r9 + 3392]
-    mov r9, qword ptr [r15 + 448]
-    mov rsi, r9
-    movzx r9d, bpl
-    mov r9, r11
-    movzx edi, byte ptr [r15 + 768]
-    and r9, 8128
-    movzx ebp, byte ptr [r15 + r9 + 7488]
-    mov dword ptr [r15 + 128], 117
-    movzx r9d, r8b
-    jmp 1f
-1:
+    .byte 0x0f, 0x1f, 0x00
+    mov qword ptr [r15 + 128], rcx
+    movzx ecx, byte ptr [r15 + 384]
+    movzx esi, cl
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c217:
-    lea rcx, [rip + .Lc1_d16471_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d16471_j_t
-.Lc1_d16471_j:
-    vmovdqu xmm1, xmmword ptr [r15 + 128]
-    mov ecx, 218
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, r11
+    mov qword ptr [r15 + 128], r8
+    mov dword ptr [r15 + 320], 251
+    and r8, 8128
+    movsxd rbp, dword ptr [r15 + r8 + 7488]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 576], 52
+    movzx esi, cl
+    jmp 1f
+1:
+    mov rcx, rsi
+    mov ecx, 102
+    movzx esi, byte ptr [r15 + 64]
+    jmp 1f
+1:
+    movzx ecx, byte ptr [r15 + 192]
+    movzx r8d, bpl
+    mov ebp, dword ptr [r15 + 256]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
+    mov edx, edx
+    movzx edx, dl
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 27
+    test ebx, 1073741824
+    jz 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov edx, 24
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 254
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov edx, 211
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], rbp
+    mov byte ptr [r15 + 0], dil
+    mov dword ptr [r15 + 64], 6
+    mov rdx, rdx
+    mov edx, ecx
+    mov edx, r8d
+    mov dword ptr [r15 + 384], 161
+    mov r8, qword ptr [r15 + 384]
+    movsxd rdx, dword ptr [r15 + 448]
+    jmp 1f
+1:
     mov rbp, r11
-    mov r9, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, ecx
-    and r9, 8128
-    mov ecx, dword ptr [r15 + r9 + 7488]
-    and rbp, 448
-    mov r9, qword ptr [r15 + rbp + 832]
-    vmovdqu ymmword ptr [r15 + 576], ymm1
-    mov dword ptr [r15 + 384], eax
-    movzx ebp, byte ptr [r15 + 64]
-    vmovq qword ptr [r15 + 448], xmm1
-    movzx eax, bpl
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov rbp, r11
-    jmp 1f
-1:
-    mov r8, rbp
-    and rbp, 1984
-    mov dword ptr [r15 + rbp + 1344], ebp
-    mov ebp, ebp
-    jmp 1f
-1:
-    movzx ebp, byte ptr [r15 + 320]
-    vpmovmskb r8d, xmm1
-    movzx r8d, byte ptr [r15 + 640]
-    movsxd rdx, dword ptr [r15 + 512]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov esi, dword ptr [r15 + 256]
+    movsxd rdi, dword ptr [r15 + 768]
+    and rbp, 4032
+    mov dword ptr [r15 + rbp + 3392], 28
+    mov ebp, dword ptr [r15 + 512]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c218:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d16148_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d16148_j_t
+.Lc1_d16148_j:
+    mov dword ptr [r15 + 0], ebp
     mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    vpxor xmm14, xmm14, xmm6
     jmp 1f
 1:
-    vmovdqu xmm1, xmmword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, dword ptr [r15 + 384]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], esi
+    mov byte ptr [r15 + 512], r8b
+    mov r8, qword ptr [r15 + 320]
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], 159
+    movzx ebp, byte ptr [r15 + 128]
+    movsxd rdi, dword ptr [r15 + 448]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + 320], ymm14
+    mov dword ptr [r15 + 192], 255
+    mov r9, r11
+    vpcmpeqb xmm14, xmm14, xmm15
+    and r9, 4032
+    mov edx, dword ptr [r15 + r9 + 3392]
+    jmp 1f
+1:
+    mov r9, r11
+    mov qword ptr [r15 + 256], rbp
+    jmp 1f
+1:
+    and r9, 448
+    mov byte ptr [r15 + r9 + 832], dl
+    jmp 1f
+1:
+    movsxd r9, dword ptr [r15 + 640]
+    jmp 1f
+1:
+    mov rdx, qword ptr [r15 + 64]
     mov rbp, r11
+    mov rsi, rbp
+    mov dword ptr [r15 + 128], esi
     jmp 1f
 1:
-    .byte 0x66, 0x90
-    and rbp, 4032
-    movzx eax, byte ptr [r15 + rbp + 3392]
-    mov ebp, dword ptr [r15 + 384]
-    mov rsi, qword ptr [r15 + 128]
-    movsxd rcx, dword ptr [r15 + 320]
-    jmp 1f
-1:
-    mov r8, r11
-    test dword ptr [r15 + 67117723], 262144
-    jz 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    and r8, 448
-    mov byte ptr [r15 + r8 + 832], r8b
-    mov byte ptr [r15 + 128], r8b
-    mov qword ptr [r15 + 64], r8
-    jmp 1f
-1:
-    movzx r8d, dl
-    mov dword ptr [r15 + 704], 42
-    mov r8, r11
-    mov edx, dword ptr [r15 + 512]
-    and edx, dword ptr [r15 + 256]
-    movzx ebp, dl
-    and r8, 1984
-    movsxd rdx, dword ptr [r15 + r8 + 1344]
-    movzx r8d, byte ptr [r15 + 448]
-    jmp 1f
-1:
-    mov qword ptr [r15 + 192], rsi
+    and rbp, 1984
+    mov byte ptr [r15 + rbp + 1344], dl
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c219:
-    lea rcx, [rip + .Lc1_d16566_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d16566_j_t
-.Lc1_d16566_j:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov ecx, ecx
-    mov ecx, r8d
-    mov byte ptr [r15 + 320], dl
-    jmp 1f
-1:
-    movzx ecx, cl
-    mov rdx, qword ptr [r15 + 576]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov rcx, rdx
-    mov ecx, dword ptr [r15 + 64]
-    mov esi, 94
     mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], al
     jmp 1f
 1:
     jmp 1f
 1:
+    add rdx, qword ptr [r15 + 0]
+    mov esi, edi
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], rax
     mov qword ptr [r15 + 0], rsi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, r11
-    mov byte ptr [r15 + 0], sil
-    mov esi, dword ptr [r15 + 384]
-    and r8, 4032
-    movsxd rax, dword ptr [r15 + r8 + 3392]
-    mov dword ptr [r15 + 128], ecx
+    and esi, dword ptr [r15 + 64]
     jmp 1f
 1:
-    mov r8d, dword ptr [r15 + 256]
+    and esi, dword ptr [r15 + 512]
     jmp 1f
 1:
     jmp 1f
 1:
+    mov rbp, qword ptr [r15 + 448]
+    mov edi, dword ptr [r15 + 192]
+    mov dword ptr [r15 + 704], edx
     jmp 1f
 1:
-    mov rcx, r8
+    mov byte ptr [r15 + 256], dil
     jmp 1f
 1:
-    mov dword ptr [r15 + 768], eax
-    mov dword ptr [r15 + 320], eax
+    lea r8, [r11 + r11*1]
+    movsxd rdi, dword ptr [r15 + 448]
+    mov r9, r11
     jmp 1f
 1:
-    mov eax, ecx
-    mov qword ptr [r15 + 192], rdx
-    jmp 1f
-1:
-    mov qword ptr [r15 + 448], rcx
-    mov r8, r11
-    mov eax, eax
-    mov rbp, r11
-    mov dword ptr [r15 + 512], 249
-    and rbp, 1984
-    movsxd rax, dword ptr [r15 + rbp + 1344]
+    and r9, 16320
+    mov rdx, qword ptr [r15 + r9 + 15680]
     and r8, 8128
-    mov dword ptr [r15 + r8 + 7488], 162
-    mov ebp, 54
+    vpcmpeqb xmm14, xmm14, xmmword ptr [r15 + r8 + 7552]
+    vmovdqu ymmword ptr [r15 + 64], ymm14
+    mov r9, r11
+    jmp 1f
+1:
+    mov eax, 165
+    mov dword ptr [r15 + 768], eax
+    and r9, 1984
+    mov dword ptr [r15 + r9 + 1344], r8d
+    mov r9, qword ptr [r15 + 128]
+    mov dword ptr [r15 + 384], 30
+    mov rax, qword ptr [r15 + r8 + 7488]
+    movzx r8d, byte ptr [r15 + 320]
+    jmp 1f
+1:
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c220:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 4194304
-    setz al
-    lea rcx, [rip + .Lc1_d16626_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d16626_s_t
-    .p2align 3
-.Lc1_d16626_s:
-    .p2align 3
-    jmp .Lc1_d16626_j
-    .p2align 3
-    jmp .Lc1_d16626_j
-.Lc1_d16626_j:
-    mov dword ptr [r15 + 192], ebp
-    vmovq qword ptr [r15 + 0], xmm1
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, 25
-    and ecx, dword ptr [r15 + 0]
+    lea rcx, [rip + .Lc1_d16247_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d16247_j_t
+.Lc1_d16247_j:
+    mov r8, r11
+    mov ecx, 239
+    and r8, 1984
+    mov rcx, qword ptr [r15 + r8 + 1344]
+    jmp 1f
+1:
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
+    lock add qword ptr [r15 + 0], rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 248
+    lea r8, [r11 + r11*1]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r11
-    movzx eax, byte ptr [r15 + 448]
-    and rbp, 1984
-    mov dword ptr [r15 + rbp + 1344], ebp
-    movzx ebp, bpl
-    mov ebp, eax
-    mov dword ptr [r15 + 128], 29
+    mov qword ptr [r15 + 256], r8
+    and r8, 448
+    mov dword ptr [r15 + r8 + 832], r8d
+    movzx ecx, r8b
+    lea rbp, [r11 + r11*1]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov ecx, dword ptr [r15 + 512]
+    mov byte ptr [r15 + 576], sil
+    and rbp, 4032
+    mov byte ptr [r15 + rbp + 3392], bpl
+    mov esi, dword ptr [r15 + 320]
+    mov r9, qword ptr [r15 + rbp + 3456]
+    add rbp, qword ptr [r15 + 64]
     jmp 1f
 1:
     jmp 1f
 1:
-    mov ebp, 177
-    movzx ebp, al
-    mov rbp, r11
-    mov r8d, eax
-    movzx eax, byte ptr [r15 + 384]
-    and rbp, 448
-    mov rdx, qword ptr [r15 + rbp + 832]
-    movsxd rbp, dword ptr [r15 + 64]
-    movsxd rsi, dword ptr [r15 + 256]
-    mov r9, r11
-    vpor xmm1, xmm1, xmm1
-    and r9, 8128
-    mov dword ptr [r15 + r9 + 7488], ecx
-    jmp 1f
-1:
-    mov dword ptr [r15 + 512], 39
-    mov byte ptr [r15 + 64], r9b
-    movzx r9d, sil
+    movzx eax, byte ptr [r15 + 128]
+    mov edx, dword ptr [r15 + 448]
+    mov byte ptr [r15 + 384], dl
+    mov edx, dword ptr [r15 + r8 + 896]
     jmp 1f
 1:
     jmp 1f
 1:
-    or qword ptr [r15 + 640], 53
-    mov esi, r9d
-    mov r9d, ecx
-    vpaddq xmm1, xmm1, xmmword ptr [r15 + 384]
-    movzx r9d, byte ptr [r15 + 320]
+    mov dword ptr [r15 + 192], r9d
+    jmp 1f
+1:
+    mov byte ptr [r15 + 384], r8b
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c221:
-    mov dword ptr [r15 + 192], 78
-    add r9, qword ptr [r15 + 0]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 33554432
+    setz al
+    lea rcx, [rip + .Lc1_d16301_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d16301_s_t
+    .p2align 3
+.Lc1_d16301_s:
+    .p2align 3
+    jmp .Lc1_d16301_j
+    .p2align 3
+    jmp .Lc1_d16301_j
+.Lc1_d16301_j:
+    movzx ecx, byte ptr [r15 + 64]
     jmp 1f
 1:
-    movzx esi, r9b
-    mov qword ptr [r15 + 0], r8
-    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    vmovq xmm1, r9
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, 240
-    mov r9, r9
-    mov r9, rsi
-    mov r9d, 14
-    jmp 1f
-1:
-    mov r9, r11
-    mov qword ptr [r15 + 0], rsi
-    movzx esi, sil
-    jmp 1f
-1:
-    and r9, 8128
-    inc dword ptr [r15 + r9 + 7488]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r9d, r9d
-    and r9d, dword ptr [r15 + 384]
-    jmp 1f
-1:
-    mov esi, 103
-    mov qword ptr [r15 + 320], r9
-    mov r9, r9
-    mov r9d, dword ptr [r15 + 128]
     mov rbp, r11
-    mov qword ptr [r15 + 512], rsi
-    jmp 1f
-1:
-    and rbp, 448
-    mov esi, dword ptr [r15 + rbp + 832]
+    vpshufd xmm14, xmm14, 66
+    and rbp, 8128
+    movsxd rax, dword ptr [r15 + rbp + 7488]
+    mov dword ptr [r15 + 704], 232
+    mov r12, qword ptr [r15 + r12 + 56]
     mov ebp, esi
-    mov dword ptr [r15 + 256], r9d
-    movsxd rbp, dword ptr [r15 + 320]
-    mov r9, r11
-    movzx r8d, byte ptr [r15 + 64]
-    mov qword ptr [r15 + 448], r8
-    and r9, 4032
-    mov r8d, dword ptr [r15 + r9 + 3392]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and ebp, dword ptr [r15 + 0]
     jmp 1f
 1:
-    mov dword ptr [r15 + 768], 26
-    mov dword ptr [r15 + 704], eax
+    mov byte ptr [r15 + 0], cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, byte ptr [r15 + 512]
+    mov qword ptr [r15 + 320], rcx
+    mov ecx, ecx
+    vmovdqu ymmword ptr [r15 + 256], ymm14
+    mov dword ptr [r15 + 448], 120
+    jmp 1f
+1:
+    mov dword ptr [r15 + 128], 242
+    mov byte ptr [r15 + 640], cl
+    mov r8, r11
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movsxd r9, dword ptr [r15 + 128]
+    and r8, 1984
+    mov rcx, qword ptr [r15 + r8 + 1344]
+    mov r8, r11
+    vpxor xmm14, xmm14, xmm1
+    and r8, 448
+    mov dword ptr [r15 + r8 + 832], r9d
+    mov dword ptr [r15 + 192], ecx
+    movzx r8d, r8b
+    movsxd r8, dword ptr [r15 + 384]
+    mov ecx, r9d
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov ecx, dword ptr [r15 + 320]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c222:
-    lea rcx, [rip + .Lc1_d16733_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d16733_j_t
-.Lc1_d16733_j:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    movzx ecx, cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 251
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], rdx
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov ecx, 233
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 149
-    vmovdqu ymmword ptr [r15 + 576], ymm1
     jmp 1f
 1:
     movzx ecx, r8b
+    mov r8, qword ptr [r15 + 64]
+    vmovdqu xmmword ptr [r15 + 768], xmm14
+    mov dword ptr [r15 + 0], 88
+    mov dword ptr [r15 + 0], 219
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r8, rcx
-    mov rcx, qword ptr [r15 + 128]
-    mov r8, r11
-    vmovdqu ymmword ptr [r15 + 128], ymm1
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, cl
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov rsi, qword ptr [r15 + 320]
-    and r8, 1984
-    movzx r9d, byte ptr [r15 + r8 + 1344]
-    mov r8d, 105
-    mov byte ptr [r15 + 64], r8b
-    mov r8d, dword ptr [r15 + 512]
-    mov rbp, r11
+    movzx ecx, byte ptr [r15 + 128]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 576], 155
+    mov ebp, dword ptr [r15 + 320]
+    mov r9, r11
+    mov eax, ecx
+    and r9, 8128
+    mov byte ptr [r15 + r9 + 7488], r8b
+    jmp 1f
+1:
+    mov r9, r11
+    mov eax, dword ptr [r15 + 256]
+    and r9, 1984
+    mov qword ptr [r15 + r9 + 1344], rbp
+    vpmovmskb r9d, xmm14
+    mov r9, r11
+    add rbp, qword ptr [r15 + 384]
+    mov dword ptr [r15 + 192], 127
+    movzx r8d, byte ptr [r15 + 512]
+    and r9, 4032
+    mov esi, dword ptr [r15 + r9 + 3392]
+    vpor xmm14, xmm14, xmm14
     mov qword ptr [r15 + 384], rax
-    and rbp, 4032
-    mov r8, r11
-    mov dword ptr [r15 + rbp + 3392], 253
-    mov ebp, dword ptr [r15 + 192]
-    and r8, 448
-    mov byte ptr [r15 + r8 + 832], cl
-    mov r8d, dword ptr [r15 + 448]
-    jmp 1f
-1:
-    mov ecx, r8d
-    jmp 1f
-1:
+    mov r9, qword ptr [r15 + 512]
+    movzx eax, byte ptr [r15 + 448]
+    and r9d, dword ptr [r15 + 64]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c223:
-    mov r8d, r9d
-    mov rax, qword ptr [r15 + 128]
-    .byte 0x0f, 0x1f, 0x40, 0x00
+    lea rcx, [rip + .Lc1_d16399_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d16399_j_t
+.Lc1_d16399_j:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 147
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, ecx
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, 112
-    vmovdqu ymmword ptr [r15 + 0], ymm1
-    mov r8, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 49
-    mov rcx, r8
-    vpshufd xmm1, xmm1, 11
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, r9d
-    mov rcx, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, byte ptr [r15 + 512]
-    mov r8, r11
-    mov dword ptr [r15 + 640], r8d
-    mov r9, r9
-    mov byte ptr [r15 + 192], r9b
-    and r8, 4032
-    and r9d, dword ptr [r15 + r8 + 3392]
-    movzx r8d, byte ptr [r15 + 384]
-    vmovdqu ymmword ptr [r15 + 320], ymm1
+    mov ebp, 29
+    mov ebp, 232
+    mov byte ptr [r15 + 0], cl
+    mov byte ptr [r15 + 64], bpl
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov byte ptr [r15 + 448], sil
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movzx ebp, bpl
     mov rbp, r11
-    mov r8, r11
-    mov esi, ecx
+    mov rsi, qword ptr [r15 + 320]
+    and rbp, 4032
+    movzx eax, byte ptr [r15 + rbp + 3392]
+    mov rbp, r11
+    jmp 1f
+1:
     and rbp, 8128
-    add r9, qword ptr [r15 + rbp + 7488]
-    movsxd rbp, dword ptr [r15 + 256]
-    and r8, 1984
-    movsxd rcx, dword ptr [r15 + r8 + 1344]
-    mov r8, qword ptr [r15 + 448]
-    mov edx, 207
+    mov qword ptr [r15 + rbp + 7488], r9
+    movzx ebp, byte ptr [r15 + 192]
+    jmp 1f
+1:
+    mov r9, qword ptr [r15 + 256]
+    mov dword ptr [r15 + 384], 233
+    mov dword ptr [r15 + 128], 134
+    movzx ecx, sil
+    mov dword ptr [r15 + 640], 104
     jmp 1f
 1:
     jmp 1f
 1:
-    mov edx, r8d
+    mov r8, r11
+    mov rcx, rcx
+    mov ecx, dword ptr [r15 + 320]
     jmp 1f
 1:
-    jmp 1f
-1:
-    movzx r8d, byte ptr [r15 + 64]
-    mov rdi, qword ptr [r15 + 384]
+    and r8, 448
+    movzx edi, byte ptr [r15 + r8 + 832]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c224:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d16833_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d16833_j_t
-.Lc1_d16833_j:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 192], rcx
     jmp 1f
-1:
-    jmp 1f
-1:
-    mov rax, rsi
-    mov dword ptr [r15 + 0], 135
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov rcx, qword ptr [r15 + 192]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 704], ecx
-    jmp 1f
-1:
-    test dword ptr [r15 + 67117723], 32
-    jz 1f
 1:
     mov r8, r11
+    movzx ecx, byte ptr [r15 + 128]
+    and r8, 1984
+    mov r9, qword ptr [r15 + r8 + 1344]
+    mov r8, r9
+    mov r8, rax
+    mov eax, r8d
+    movzx r8d, al
+    movzx eax, byte ptr [r15 + 64]
+    mov r12, qword ptr [r15 + r12 + 56]
+    vpmovmskb r8d, xmm14
+    mov byte ptr [r15 + 0], r9b
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov ecx, dword ptr [r15 + 320]
-    vmovdqu ymmword ptr [r15 + 256], ymm1
-    and r8, 1984
-    and ecx, dword ptr [r15 + r8 + 1344]
-    mov byte ptr [r15 + 128], cl
-    mov rcx, rcx
-    movzx ecx, byte ptr [r15 + 768]
-    movsxd r8, dword ptr [r15 + 384]
-    mov eax, 182
-    mov rbp, r11
-    mov rsi, qword ptr [r15 + 64]
-    mov rax, rdx
-    and rbp, 448
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 5120
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, r11
+    vpaddq xmm14, xmm14, xmmword ptr [r15 + 512]
+    and r8, 8128
+    vmovdqu ymmword ptr [r15 + r8 + 7488], ymm14
+    movzx r8d, byte ptr [r15 + 128]
+    movzx r9d, cl
+    jmp 1f
+1:
+    mov r9d, dword ptr [r15 + 320]
+    mov rcx, r9
+    jmp 1f
+1:
+    mov r9d, r8d
+    mov r9, qword ptr [r15 + 704]
+    movzx ebp, byte ptr [r15 + 448]
     mov r9, r11
-    movsxd rdx, dword ptr [r15 + rbp + 832]
-    and r9, 8128
-    mov qword ptr [r15 + r9 + 7488], rcx
-    movzx r9d, byte ptr [r15 + 512]
-    movzx ecx, cl
-    movzx ecx, byte ptr [r15 + 448]
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + 384], ymm14
+    and r9, 448
+    movzx eax, byte ptr [r15 + r9 + 832]
+    mov dword ptr [r15 + 256], ebp
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c225:
-    lea rcx, [rip + .Lc1_d16881_j]
+    lea rcx, [rip + .Lc1_d16497_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d16881_j_t
-.Lc1_d16881_j:
-    mov rbp, r11
-    and rbp, 448
-    mov byte ptr [r15 + rbp + 832], cl
-    vpaddq xmm1, xmm1, xmmword ptr [r15 + 448]
-    add rbp, qword ptr [r15 + 320]
+    jmp .Lc1_d16497_j_t
+.Lc1_d16497_j:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov ecx, edi
+    mov dword ptr [r15 + 384], edi
+    mov ecx, ecx
+    mov ecx, 34
+    movsxd rsi, dword ptr [r15 + 64]
+    jmp 1f
+1:
+    movzx ecx, byte ptr [r15 + 256]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, 2
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov ecx, 44
-    mov dword ptr [r15 + 0], ebp
     mov r12, qword ptr [r15 + r12 + 56]
-    vpshufd xmm6, xmm1, 228
-    mov ebp, esi
+    vpxor xmm14, xmm14, xmm15
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
     mov rbp, r11
-    movzx esi, bpl
-    and rbp, 16320
-    mov rsi, qword ptr [r15 + rbp + 15680]
-    mov rbp, rsi
-    mov esi, ecx
-    vpmovmskb ecx, xmm6
+    mov r9d, dword ptr [r15 + 448]
+    mov dword ptr [r15 + 320], 162
+    and rbp, 1984
+    mov dword ptr [r15 + rbp + 1344], 95
+    mov rbp, r11
+    vmovdqu ymmword ptr [r15 + 128], ymm14
     jmp 1f
 1:
-    mov byte ptr [r15 + 256], cl
-    mov byte ptr [r15 + 576], sil
-    mov esi, 190
-    mov esi, ebp
-    jmp 1f
-1:
-    mov esi, esi
-    jmp 1f
-1:
-    mov rsi, qword ptr [r15 + 512]
+    vmovdqu ymmword ptr [r15 + 576], ymm14
     mov r8, r11
-    mov ecx, ebp
-    mov dword ptr [r15 + 192], 127
+    and rbp, 4032
+    vmovdqu ymmword ptr [r15 + rbp + 3392], ymm14
+    jmp 1f
+1:
+    and r8, 448
+    mov qword ptr [r15 + r8 + 832], r9
+    mov dword ptr [r15 + 512], 208
+    .byte 0x66, 0x90
+    mov r8, qword ptr [r15 + 768]
+    jmp 1f
+1:
+    jmp 1f
+1:
     mov ebp, dword ptr [r15 + 384]
-    and r8, 4032
-    mov dword ptr [r15 + r8 + 3392], esi
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov r8d, dword ptr [r15 + 64]
-    mov esi, 220
-    mov esi, 99
-    mov esi, 36
-    mov esi, dword ptr [r15 + 128]
-    mov edx, r8d
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    vmovdqu ymmword ptr [r15 + 320], ymm1
-    mov r8d, dword ptr [r15 + 64]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c226:
-    mov byte ptr [r15 + 0], sil
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 536870912
+    setz al
+    lea rcx, [rip + .Lc1_d16549_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d16549_s_t
+    .p2align 3
+.Lc1_d16549_s:
+    .p2align 3
+    jmp .Lc1_d16549_j
+    .p2align 3
+    jmp .Lc1_d16549_j
+.Lc1_d16549_j:
+    mov rbp, r11
+    and rbp, 1984
+    mov dword ptr [r15 + rbp + 1344], 240
+    mov rbp, rsi
+    jmp 1f
+1:
+    mov byte ptr [r15 + 512], al
+    jmp 1f
+1:
+    mov dword ptr [r15 + 320], eax
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + 0], ymm14
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, ecx
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, r8d
+    mov ebp, ebp
+    mov dword ptr [r15 + 0], ebp
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov qword ptr [r15 + 0], r8
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r8d, 187
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    vpaddd xmm1, xmm1, xmm1
-    mov dword ptr [r15 + 128], edx
-    jmp 1f
-1:
-    mov rdx, r8
-    jmp 1f
-1:
+    mov rbp, rbp
+    mov ebp, ebp
     mov rbp, r11
-    mov edx, dword ptr [r15 + 704]
-    mov r8d, dword ptr [r15 + 320]
-    movzx esi, sil
+    mov dword ptr [r15 + 64], 175
+    jmp 1f
+1:
+    movsxd r8, dword ptr [r15 + 640]
     and rbp, 8128
-    lea r9, [r11 + r11*1]
-    mov byte ptr [r15 + rbp + 7488], dl
-    mov byte ptr [r15 + 448], r9b
-    and r9, 1984
-    mov dword ptr [r15 + r9 + 1408], esi
-    jmp 1f
-1:
-    movsxd rsi, dword ptr [r15 + 192]
-    lock xadd qword ptr [r15 + 640], rbp
-    movzx edx, r8b
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov edx, dword ptr [r15 + r9 + 1344]
-    mov qword ptr [r15 + 256], rbp
-    mov rbp, rdx
-    jmp 1f
-1:
-    mov r9, qword ptr [r15 + 512]
-    jmp 1f
-1:
-    mov rbp, r11
-    jmp 1f
-1:
-    jmp 1f
-1:
-    and rbp, 4032
-    mov ecx, dword ptr [r15 + rbp + 3392]
+    mov ecx, dword ptr [r15 + rbp + 7488]
+    movzx ebp, byte ptr [r15 + 128]
     mov dword ptr [r15 + 384], r8d
-    and ebp, dword ptr [r15 + 64]
+    movzx r8d, byte ptr [r15 + 192]
+    jmp 1f
+1:
+    mov eax, r8d
+    jmp 1f
+1:
+    movzx r8d, bpl
+    jmp 1f
+1:
+    mov r8, qword ptr [r15 + 256]
+    mov r9, r8
+    .byte 0x66, 0x90
+    mov r8d, eax
+    mov r8d, dword ptr [r15 + 448]
+    jmp 1f
+1:
+    movzx esi, r8b
+    jmp 1f
+1:
+    mov r8, r11
+    mov edi, r8d
+    and r8, 4032
+    movsxd rdi, dword ptr [r15 + r8 + 3392]
     add r11, 64
     inc rbx
     dec r13
@@ -20929,293 +20296,277 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 131072
-    setz al
-    lea rcx, [rip + .Lc1_d16990_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d16990_s_t
-    .p2align 3
-.Lc1_d16990_s:
-    .p2align 3
-    jmp .Lc1_d16990_j
-    .p2align 3
-    jmp .Lc1_d16990_j
-.Lc1_d16990_j:
+    mov eax, r8d
+    movsxd rax, dword ptr [r15 + 128]
+    jmp 1f
+1:
+    movsxd r8, dword ptr [r15 + 704]
+    mov rbp, qword ptr [r15 + 512]
+    movzx edi, byte ptr [r15 + 448]
     mov r9, r11
-    and r9, 8128
-    mov byte ptr [r15 + r9 + 7488], r9b
-    movzx eax, r9b
-    mov eax, ecx
-    mov qword ptr [r15 + 64], rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, r9d
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 241
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 112
-    mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 67117723], 67109120
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 384], rcx
-    and r9, 4032
-    mov dword ptr [r15 + r9 + 3392], r9d
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r9, r11
-    mov dword ptr [r15 + 320], r9d
-    mov rcx, qword ptr [r15 + 768]
-    mov dword ptr [r15 + 448], ecx
+    movsxd rsi, dword ptr [r15 + 512]
+    mov rcx, qword ptr [r15 + 256]
+    mov edx, 254
     and r9, 448
-    movsxd rcx, dword ptr [r15 + r9 + 832]
+    mov rdx, qword ptr [r15 + r9 + 832]
+    mov r9, qword ptr [r15 + 64]
+    mov qword ptr [r15 + 64], r9
+    movsxd r9, dword ptr [r15 + 768]
+    mov r9, r11
+    movzx r8d, al
+    and r9, 8128
+    mov qword ptr [r15 + r9 + 7488], r9
     jmp 1f
 1:
-    vmovdqu ymmword ptr [r15 + 256], ymm1
-    movzx r9d, byte ptr [r15 + 384]
-    mov eax, dword ptr [r15 + 128]
-    movzx ebp, byte ptr [r15 + 512]
+    test dword ptr [r15 + 67117723], 536936464
+    jz 1f
+1:
+    mov dword ptr [r15 + 0], r9d
+    mov byte ptr [r15 + 0], al
+    mov rdx, rdi
+    mov r8, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 192], r9
+    and r8, 4032
+    vmovdqu ymmword ptr [r15 + r8 + 3392], ymm14
+    jmp 1f
+1:
+    lock add qword ptr [r15 + 320], r8
+    mov dword ptr [r15 + 320], r8d
+    vmovdqu ymmword ptr [r15 + 384], ymm14
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r8d, r8d
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c228:
-    mov rbp, r11
+    lea rcx, [rip + .Lc1_d16658_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d16658_j_t
+.Lc1_d16658_j:
+    movzx ecx, byte ptr [r15 + 576]
+    mov r8d, dword ptr [r15 + 384]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 113
     jmp 1f
 1:
-    mov ecx, ebp
+    mov eax, 110
+    mov r12, qword ptr [r15 + r12 + 56]
+    vpaddd xmm14, xmm14, xmm14
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu ymmword ptr [r15 + 0], ymm14
+    mov qword ptr [r15 + 0], rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 98
+    lea rbp, [r11 + r11*1]
+    mov rcx, qword ptr [r15 + 512]
+    mov rax, qword ptr [r15 + 320]
     and rbp, 1984
-    mov rcx, qword ptr [r15 + rbp + 1344]
+    and ecx, dword ptr [r15 + rbp + 1408]
+    mov qword ptr [r15 + 256], r8
+    mov r8d, ebp
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov r8, rcx
-    movzx ebp, r8b
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], r9d
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], ebp
-    mov rbp, r8
-    movsxd rbp, dword ptr [r15 + 448]
-    movzx r8d, bpl
-    movsxd rbp, dword ptr [r15 + 640]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movsxd rcx, dword ptr [r15 + 576]
-    jmp 1f
-1:
-    mov r9d, dword ptr [r15 + 384]
-    mov dword ptr [r15 + 128], r9d
-    jmp 1f
-1:
-    mov r9, qword ptr [r15 + 320]
+    mov r8, qword ptr [r15 + 448]
+    mov r9, qword ptr [r15 + 128]
+    movzx edi, al
+    mov byte ptr [r15 + rbp + 1344], dil
     mov rbp, r11
-    mov qword ptr [r15 + 256], rcx
-    mov r9, r11
-    mov ecx, dword ptr [r15 + 320]
+    and r8d, dword ptr [r15 + 128]
+    mov r8, r11
     and rbp, 448
-    mov rax, qword ptr [r15 + rbp + 832]
-    and r9, 8128
-    mov dword ptr [r15 + r9 + 7488], 44
-    mov dword ptr [r15 + 192], 213
-    movzx ebp, byte ptr [r15 + 128]
-    mov dword ptr [r15 + 512], ebp
-    movzx ebp, r9b
-    mov r9d, dword ptr [r15 + 192]
-    vpcmpeqb xmm1, xmm1, xmm6
-    movzx ebp, byte ptr [r15 + 64]
+    mov qword ptr [r15 + rbp + 832], rax
+    and r8, 8128
+    mov byte ptr [r15 + r8 + 7488], r9b
+    mov r8d, dword ptr [r15 + 192]
+    mov byte ptr [r15 + 64], bpl
+    mov ebp, dword ptr [r15 + 384]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c229:
-    lea rcx, [rip + .Lc1_d17090_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d17090_j_t
-.Lc1_d17090_j:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 107
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, cl
-    mov ecx, 248
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, r9b
+    movsxd r9, dword ptr [r15 + 128]
     mov rbp, r11
-    mov dword ptr [r15 + 0], ebp
-    movsxd r9, dword ptr [r15 + 384]
-    mov ecx, 43
-    and rbp, 1984
-    mov qword ptr [r15 + rbp + 1344], r9
-    movzx ebp, byte ptr [r15 + 256]
-    mov r9, r11
+    movsxd r8, dword ptr [r15 + 512]
+    and rbp, 448
+    movsxd rax, dword ptr [r15 + rbp + 832]
     jmp 1f
 1:
-    and r9, 448
-    mov qword ptr [r15 + r9 + 832], r9
-    mov r9d, r8d
-    mov r8d, dword ptr [r15 + 128]
-    mov r9d, 161
-    mov dword ptr [r15 + 704], 35
-    mov qword ptr [r15 + 64], r9
-    mov r9d, 167
-    jmp 1f
-1:
-    mov dword ptr [r15 + 64], ebp
-    mov dword ptr [r15 + 448], ecx
-    movsxd r9, dword ptr [r15 + 512]
-    mov ebp, dword ptr [r15 + 384]
-    mov r9, r11
-    mov ecx, 46
-    mov ecx, 21
-    and r9, 4032
-    mov rcx, qword ptr [r15 + r9 + 3392]
-    jmp 1f
-1:
-    mov r9d, dword ptr [r15 + 320]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     jmp 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov ebp, dword ptr [r15 + 320]
+    mov rdi, rbp
+    jmp 1f
+1:
+    lea rbp, [r11 + r11*1]
+    jmp 1f
+1:
+    mov ecx, dword ptr [r15 + 64]
+    and rbp, 4032
+    vmovq qword ptr [r15 + rbp + 3456], xmm14
+    jmp 1f
+1:
+    add qword ptr [r15 + rbp + 3392], rcx
+    jmp 1f
+1:
+    movzx ecx, dil
+    mov rcx, rcx
+    movzx ecx, byte ptr [r15 + 448]
+    mov rbp, rcx
+    jmp 1f
+1:
+    mov rbp, r11
+    mov dword ptr [r15 + 384], 182
+    mov esi, dword ptr [r15 + 192]
+    mov byte ptr [r15 + 320], cl
+    and rbp, 16320
+    movzx ecx, byte ptr [r15 + rbp + 15680]
+    mov ebp, dword ptr [r15 + 704]
+    mov dword ptr [r15 + 640], 249
+    movsxd rdx, dword ptr [r15 + 256]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c230:
-    lea rcx, [rip + .Lc1_d17139_j]
+    lea rcx, [rip + .Lc1_d16749_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d17139_j_t
-.Lc1_d17139_j:
-    mov rcx, qword ptr [r15 + 256]
-    movsxd r9, dword ptr [r15 + 320]
-    mov rax, r9
-    vpor xmm1, xmm1, xmm1
+    jmp .Lc1_d16749_j_t
+.Lc1_d16749_j:
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx r9d, bpl
-    mov r9, r9
-    lock xadd qword ptr [r15 + 0], r9
+    mov byte ptr [r15 + 0], bpl
+    jmp 1f
+1:
+    mov ebp, 144
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r9
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], r9
-    add r9, qword ptr [r15 + 0]
-    mov ebp, ebp
+    mov rcx, rbp
+    mov edx, 247
+    or qword ptr [r15 + 0], 71
+    .byte 0x0f, 0x1f, 0x40, 0x00
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    movzx ebp, byte ptr [r15 + 768]
-    and ebp, dword ptr [r15 + 192]
-    mov r8, rbp
-    test ebx, 12800
-    jz 1f
-1:
-    mov dword ptr [r15 + 64], r8d
-    movsxd r8, dword ptr [r15 + 128]
-    mov rbp, r11
-    jmp 1f
-1:
-    mov dword ptr [r15 + 448], r9d
-    movsxd r9, dword ptr [r15 + 384]
-    and rbp, 4032
-    mov rcx, qword ptr [r15 + rbp + 3392]
-    mov ebp, ecx
-    lea rbp, [r11 + r11*1]
-    mov byte ptr [r15 + 576], r8b
-    and rbp, 8128
+    mov rbp, rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, qword ptr [r15 + 512]
     mov r8, r11
-    and ecx, dword ptr [r15 + rbp + 7488]
-    movzx eax, cl
+    movsxd rcx, dword ptr [r15 + 768]
     jmp 1f
 1:
+    mov rax, qword ptr [r15 + 320]
+    and r8, 8128
+    mov edi, dword ptr [r15 + r8 + 7488]
+    mov r8, rdi
+    mov r8d, dword ptr [r15 + 64]
+    mov r9, rcx
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + 448], ymm14
+    jmp 1f
+1:
+    vpshufd xmm14, xmm14, 68
+    jmp 1f
+1:
+    mov rcx, r8
+    mov r8, r11
+    jmp 1f
+1:
+    jmp 1f
+1:
+    and edi, dword ptr [r15 + 128]
     and r8, 1984
-    mov rcx, qword ptr [r15 + r8 + 1344]
-    mov r8d, dword ptr [r15 + 512]
-    mov esi, r9d
-    movsxd r9, dword ptr [r15 + rbp + 7552]
-    jmp 1f
-1:
-    mov rbp, rcx
-    mov rcx, qword ptr [r15 + 448]
+    and edi, dword ptr [r15 + r8 + 1344]
+    mov r8, qword ptr [r15 + 64]
+    mov r8, r11
+    mov esi, dword ptr [r15 + 256]
+    movzx edx, dil
+    and r8, 448
+    mov edi, dword ptr [r15 + r8 + 832]
+    mov byte ptr [r15 + 192], cl
+    mov dword ptr [r15 + 384], edi
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c231:
+    mov dword ptr [r15 + 192], 142
+    movzx r8d, byte ptr [r15 + 640]
+    jmp 1f
+1:
+    mov esi, dword ptr [r15 + 256]
+    movsxd rdi, dword ptr [r15 + 448]
+    mov rcx, qword ptr [r15 + 320]
+    movzx r9d, cl
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 246
+    and ecx, dword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], cl
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 229
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], 74
     mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1024
+    jnz 1f
+1:
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 512], rsi
-    jmp 1f
-1:
-    movsxd rsi, dword ptr [r15 + 64]
-    movzx ecx, cl
-    jmp 1f
-1:
-    mov eax, dword ptr [r15 + 192]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov qword ptr [r15 + 320], rbp
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov rcx, rsi
-    movsxd rsi, dword ptr [r15 + 640]
-    mov rbp, r11
-    movzx r8d, bpl
-    mov dword ptr [r15 + 320], eax
-    and rbp, 4032
-    mov dword ptr [r15 + rbp + 3392], ebp
-    movzx ebp, byte ptr [r15 + 384]
-    mov dword ptr [r15 + 256], 142
-    mov r8, r11
-    movzx eax, byte ptr [r15 + 128]
     mov r9, r11
-    mov rdx, r9
-    and r8, 1984
-    mov edx, dword ptr [r15 + r8 + 1344]
-    mov r8d, 202
-    and r9, 448
-    mov r8, qword ptr [r15 + r9 + 832]
-    mov r9d, 236
-    movzx r9d, r9b
-    mov r9, qword ptr [r15 + 448]
-    movzx edi, byte ptr [r15 + 128]
+    mov esi, dword ptr [r15 + 128]
+    and r9, 4032
+    vmovdqu xmmword ptr [r15 + r9 + 3392], xmm14
+    movzx r9d, byte ptr [r15 + 64]
+    mov rcx, rcx
+    mov r8, r11
+    mov byte ptr [r15 + 576], al
+    and r8, 8128
+    mov rbp, r11
+    mov ecx, dword ptr [r15 + r8 + 7488]
     jmp 1f
 1:
+    and rbp, 1984
+    mov qword ptr [r15 + rbp + 1344], r9
+    mov rbp, r9
+    jmp 1f
+1:
+    mov qword ptr [r15 + 512], rbp
+    mov ebp, esi
+    mov r9d, 106
+    mov dword ptr [r15 + 384], 152
+    mov r9, qword ptr [r15 + 384]
     add r11, 64
     inc rbx
     dec r13
@@ -21225,192 +20576,191 @@ ditto_body_c1:
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
     xor eax, eax
-    test dword ptr [r15 + 67117723], 256
+    test dword ptr [r15 + 67117723], 32768
     setz al
-    lea rcx, [rip + .Lc1_d17240_s]
+    lea rcx, [rip + .Lc1_d16852_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d17240_s_t
+    jmp .Lc1_d16852_s_t
     .p2align 3
-.Lc1_d17240_s:
+.Lc1_d16852_s:
     .p2align 3
-    jmp .Lc1_d17240_j
+    jmp .Lc1_d16852_j
     .p2align 3
-    jmp .Lc1_d17240_j
-.Lc1_d17240_j:
-    jmp 1f
-1:
-    movzx ecx, cl
-    mov r8, r11
-    jmp 1f
-1:
-    and r8, 8128
-    movsxd rcx, dword ptr [r15 + r8 + 7488]
+    jmp .Lc1_d16852_j
+.Lc1_d16852_j:
     mov dword ptr [r15 + 0], ecx
+    mov ecx, 128
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], al
-    mov ecx, 35
     jmp 1f
 1:
-    mov rcx, rcx
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, al
     mov eax, ecx
-    mov dword ptr [r15 + 0], 248
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, r8b
-    mov rcx, r8
-    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov qword ptr [r15 + 0], rcx
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 192], 95
+    movzx ecx, byte ptr [r15 + 384]
+    mov eax, dword ptr [r15 + 320]
+    mov esi, 105
+    mov dword ptr [r15 + 512], ebp
+    movzx esi, sil
+    movzx esi, byte ptr [r15 + 64]
+    mov rbp, qword ptr [r15 + 448]
+    mov r9, rax
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov eax, dword ptr [r15 + 256]
     mov r8, r11
-    mov ecx, 147
-    movzx ecx, sil
+    mov rdi, r8
+    and r8, 8128
+    mov rdi, qword ptr [r15 + r8 + 7488]
     jmp 1f
 1:
+    lock or dword ptr [r15 + 128], 77
+    mov r8, r11
+    or qword ptr [r15 + 704], 57
+    jmp 1f
+1:
+    mov rbp, r11
     and r8, 4032
-    mov qword ptr [r15 + r8 + 3392], r8
-    mov dword ptr [r15 + 128], eax
-    mov rax, r8
-    jmp 1f
-1:
-    vmovdqu xmmword ptr [r15 + 512], xmm1
-    jmp 1f
-1:
-    movzx esi, byte ptr [r15 + 384]
-    jmp 1f
-1:
-    mov r8, r11
-    mov qword ptr [r15 + 320], r8
-    mov rax, qword ptr [r15 + 384]
-    and r8, 448
-    mov byte ptr [r15 + r8 + 832], r8b
-    add r8, qword ptr [r15 + 256]
-    mov dword ptr [r15 + 704], ecx
-    mov byte ptr [r15 + 448], al
-    movzx eax, byte ptr [r15 + 192]
-    mov qword ptr [r15 + 64], rax
+    mov dword ptr [r15 + r8 + 3392], edx
+    and rbp, 448
+    vmovdqu ymmword ptr [r15 + rbp + 832], ymm14
+    mov ebp, dword ptr [r15 + 128]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c233:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov rax, rax
-    movsxd rax, dword ptr [r15 + 320]
-    mov byte ptr [r15 + 320], r8b
-    movsxd r8, dword ptr [r15 + 768]
+    lea rcx, [rip + .Lc1_d16907_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d16907_j_t
+.Lc1_d16907_j:
+    jmp 1f
+1:
+    mov qword ptr [r15 + 512], rcx
+    add rcx, qword ptr [r15 + 448]
+    mov rbp, qword ptr [r15 + 320]
+    mov r8d, ebp
+    mov dword ptr [r15 + 576], r8d
+    mov r8, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     jmp 1f
 1:
-    mov qword ptr [r15 + 0], r8
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, r8
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], r8d
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r8, r11
     jmp 1f
 1:
-    mov qword ptr [r15 + 128], r8
+    mov qword ptr [r15 + 0], rsi
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
     mov rbp, r11
-    test dword ptr [r15 + 67117723], 8
-    jnz 1f
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
 1:
-    and r8, 1984
-    mov eax, dword ptr [r15 + r8 + 1344]
     and rbp, 8128
-    movzx r8d, byte ptr [r15 + rbp + 7488]
-    mov dword ptr [r15 + 64], ecx
-    mov ebp, dword ptr [r15 + 192]
-    movzx ecx, byte ptr [r15 + 256]
+    movzx esi, byte ptr [r15 + rbp + 7488]
+    mov rbp, r11
     jmp 1f
 1:
-    mov esi, dword ptr [r15 + 384]
-    mov byte ptr [r15 + 576], sil
+    mov rcx, qword ptr [r15 + 384]
+    vmovdqu ymmword ptr [r15 + 192], ymm14
+    and rbp, 448
+    movsxd rax, dword ptr [r15 + rbp + 832]
+    mov ebp, r8d
+    mov edi, dword ptr [r15 + 768]
+    movzx r8d, byte ptr [r15 + 64]
+    mov r9, r8
+    mov qword ptr [r15 + 256], rsi
+    mov qword ptr [r15 + 384], r9
+    lea r8, [r11 + r11*1]
     jmp 1f
 1:
-    mov r9, r11
-    mov qword ptr [r15 + 448], r8
-    jmp 1f
-1:
-    and r9, 448
-    mov r8, qword ptr [r15 + r9 + 832]
-    mov r9, qword ptr [r15 + 128]
-    mov rsi, qword ptr [r15 + 512]
-    movsxd rdx, dword ptr [r15 + 64]
-    jmp 1f
-1:
-    mov rdi, rcx
+    mov r9, r8
+    and r8, 1984
+    mov dword ptr [r15 + r8 + 1344], 98
+    mov r9, qword ptr [r15 + 320]
+    mov byte ptr [r15 + r8 + 1408], sil
+    movzx esi, byte ptr [r15 + 128]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c234:
-    lea rcx, [rip + .Lc1_d17346_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d17346_j_t
-.Lc1_d17346_j:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov eax, eax
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 27
-    add rcx, qword ptr [r15 + 0]
-    movzx esi, cl
-    jmp 1f
-1:
-    mov ecx, 64
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], cl
-    jmp 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], eax
+    mov qword ptr [r15 + 0], rax
     jmp 1f
 1:
-    mov r9d, 26
     jmp 1f
 1:
-    mov r9, r11
     jmp 1f
 1:
-    and r9, 16320
-    movsxd rcx, dword ptr [r15 + r9 + 15680]
-    mov r8d, dword ptr [r15 + 128]
-    mov byte ptr [r15 + 512], r8b
-    movsxd r8, dword ptr [r15 + 64]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 26
     jmp 1f
 1:
-    movsxd r9, dword ptr [r15 + 256]
+    mov r8, r11
+    mov rax, qword ptr [r15 + 192]
+    and r8, 4032
+    add rax, qword ptr [r15 + r8 + 3392]
+    mov r8d, r9d
+    vmovdqu xmmword ptr [r15 + 256], xmm14
     jmp 1f
 1:
-    mov ebp, esi
-    mov rbp, qword ptr [r15 + 640]
-    mov eax, 244
-    vpcmpeqb xmm1, xmm1, xmm6
+    test dword ptr [r15 + 67117724], 302022656
+    jz 1f
+1:
+    mov dword ptr [r15 + 512], esi
+    mov esi, esi
+    movzx esi, bpl
+    mov rsi, qword ptr [r15 + 448]
+    jmp 1f
+1:
+    movzx ebp, byte ptr [r15 + 64]
+    mov rax, qword ptr [r15 + 320]
+    mov r8d, 251
+    mov r8, r11
+    mov r9, qword ptr [r15 + 448]
+    and r8, 448
+    mov dword ptr [r15 + r8 + 832], r8d
+    mov rdx, qword ptr [r15 + 384]
+    movzx r8d, byte ptr [r15 + 128]
     mov rbp, r11
-    mov dword ptr [r15 + 320], 105
-    mov eax, 222
+    vmovdqu xmmword ptr [r15 + 640], xmm14
+    and rbp, 8128
+    mov dword ptr [r15 + rbp + 7488], 241
     jmp 1f
 1:
-    and rbp, 1984
-    movsxd rax, dword ptr [r15 + rbp + 1344]
-    mov dword ptr [r15 + 384], esi
-    mov ebp, dword ptr [r15 + 448]
-    mov dword ptr [r15 + 384], 31
-    movsxd rsi, dword ptr [r15 + 704]
-    jmp 1f
-1:
-    mov rbp, r11
-    mov edx, edi
-    mov edi, dword ptr [r15 + 192]
-    and rbp, 4032
-    movsxd rdx, dword ptr [r15 + rbp + 3392]
+    mov dword ptr [r15 + 64], ebp
+    nop
     add r11, 64
     inc rbx
     dec r13
@@ -21421,227 +20771,209 @@ ditto_body_c1:
     mov qword ptr [r15 + 67117720], rax
     mov eax, dword ptr [r15 + 67117724]
     and eax, 15
-    lea rcx, [rip + .Lc1_d17401_s]
+    lea rcx, [rip + .Lc1_d17011_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d17401_s_t
+    jmp .Lc1_d17011_s_t
     .p2align 3
-.Lc1_d17401_s:
+.Lc1_d17011_s:
     .p2align 3
-    jmp .Lc1_d17401_j
+    jmp .Lc1_d17011_j
     .p2align 3
-    jmp .Lc1_d17401_j
+    jmp .Lc1_d17011_j
     .p2align 3
-    jmp .Lc1_d17401_j
+    jmp .Lc1_d17011_j
     .p2align 3
-    jmp .Lc1_d17401_j
+    jmp .Lc1_d17011_j
     .p2align 3
-    jmp .Lc1_d17401_j
+    jmp .Lc1_d17011_j
     .p2align 3
-    jmp .Lc1_d17401_j
+    jmp .Lc1_d17011_j
     .p2align 3
-    jmp .Lc1_d17401_j
+    jmp .Lc1_d17011_j
     .p2align 3
-    jmp .Lc1_d17401_j
+    jmp .Lc1_d17011_j
     .p2align 3
-    jmp .Lc1_d17401_j
+    jmp .Lc1_d17011_j
     .p2align 3
-    jmp .Lc1_d17401_j
+    jmp .Lc1_d17011_j
     .p2align 3
-    jmp .Lc1_d17401_j
+    jmp .Lc1_d17011_j
     .p2align 3
-    jmp .Lc1_d17401_j
+    jmp .Lc1_d17011_j
     .p2align 3
-    jmp .Lc1_d17401_j
+    jmp .Lc1_d17011_j
     .p2align 3
-    jmp .Lc1_d17401_j
+    jmp .Lc1_d17011_j
     .p2align 3
-    jmp .Lc1_d17401_j
+    jmp .Lc1_d17011_j
     .p2align 3
-    jmp .Lc1_d17401_j
-.Lc1_d17401_j:
-    lea rbp, [r11 + r11*1]
-    and rbp, 8128
-    mov rcx, qword ptr [r15 + rbp + 7488]
-    mov dword ptr [r15 + 0], ecx
+    jmp .Lc1_d17011_j
+.Lc1_d17011_j:
+    mov ecx, ecx
+    mov rbp, r11
+    mov dword ptr [r15 + 128], 53
+    and rbp, 448
+    mov ecx, dword ptr [r15 + rbp + 832]
     jmp 1f
 1:
-    movzx ecx, cl
+    jmp 1f
+1:
+    mov dword ptr [r15 + 704], 133
+    jmp 1f
+1:
+    mov rbp, rcx
+    mov byte ptr [r15 + 512], bpl
+    mov ebp, dword ptr [r15 + 768]
+    mov rcx, qword ptr [r15 + 320]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov rcx, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rbp
     movzx eax, cl
     jmp 1f
 1:
-    mov rcx, rbp
-    mov qword ptr [r15 + 0], rbp
-    mov ecx, ebp
-    mov qword ptr [r15 + 256], rcx
-    mov rcx, rcx
-    mov eax, ecx
+    vpcmpeqb xmm14, xmm14, xmmword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov dword ptr [r15 + 128], eax
-    mov rcx, qword ptr [r15 + rbp + 7552]
-    and eax, dword ptr [r15 + 64]
-    movzx ebp, r8b
-    and ebp, dword ptr [r15 + 192]
-    movzx r8d, dl
-    lea r8, [r11 + r11*1]
-    mov qword ptr [r15 + 512], rcx
-    mov dword ptr [r15 + 320], 41
-    and r8, 448
-    mov ecx, dword ptr [r15 + r8 + 896]
-    mov edx, 116
-    mov rdx, qword ptr [r15 + 768]
-    mov edi, ebp
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, cl
+    mov byte ptr [r15 + 0], cl
+    movzx ecx, byte ptr [r15 + 128]
+    movzx eax, byte ptr [r15 + 64]
+    mov r8, rbp
+    jmp 1f
+1:
+    movzx ebp, al
+    mov ebp, dword ptr [r15 + 384]
+    mov qword ptr [r15 + 192], rax
+    mov dword ptr [r15 + 448], 254
+    mov r9, r11
+    vmovdqu ymmword ptr [r15 + 320], ymm14
     mov rbp, r11
+    and r9, 4032
+    mov byte ptr [r15 + r9 + 3392], cl
+    and rbp, 1984
+    movsxd r9, dword ptr [r15 + rbp + 1344]
+    mov edx, 117
     jmp 1f
 1:
-    movzx esi, byte ptr [r15 + 448]
-    and rbp, 4032
-    mov r9d, dword ptr [r15 + rbp + 3392]
-    mov dword ptr [r15 + 384], ecx
+    movsxd rbp, dword ptr [r15 + 256]
     jmp 1f
 1:
-    movzx ebp, byte ptr [r15 + r8 + 832]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c236:
-    add rbp, qword ptr [r15 + 0]
-    jmp 1f
-1:
-    jmp 1f
-1:
+    lea rcx, [rip + .Lc1_d17081_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d17081_j_t
+.Lc1_d17081_j:
+    mov rcx, rcx
+    mov dword ptr [r15 + 384], r8d
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], bpl
+    mov rbp, rcx
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rbp, dword ptr [r15 + 320]
-    movsxd r8, dword ptr [r15 + 64]
-    vmovdqu ymmword ptr [r15 + 384], ymm1
+    mov qword ptr [r15 + 0], rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, dword ptr [r15 + 320]
+    mov ecx, 57
+    mov dword ptr [r15 + 512], ecx
+    mov byte ptr [r15 + 192], r9b
+    add rbp, qword ptr [r15 + 640]
     jmp 1f
 1:
+    movsxd rcx, dword ptr [r15 + 256]
+    mov qword ptr [r15 + 576], rcx
+    vmovq qword ptr [r15 + 64], xmm14
+    mov ecx, 66
     jmp 1f
 1:
-    movzx ecx, byte ptr [r15 + 512]
-    mov rdx, rdx
-    mov edx, esi
-    lea r9, [r11 + r11*1]
-    add rdx, qword ptr [r15 + 576]
-    and r9, 1984
-    mov rsi, qword ptr [r15 + r9 + 1408]
-    vmovdqu ymmword ptr [r15 + 640], ymm1
-    mov rbp, r11
-    movzx eax, r8b
-    mov dword ptr [r15 + 320], eax
-    and rbp, 4032
-    movzx eax, byte ptr [r15 + rbp + 3392]
-    test ebx, 1073741824
-    jz 1f
-1:
+    mov rcx, rax
+    mov rcx, qword ptr [r15 + 384]
+    mov r8, r11
+    mov byte ptr [r15 + 320], r8b
+    mov eax, r8d
     jmp 1f
 1:
+    and r8, 8128
+    mov byte ptr [r15 + r8 + 7488], bpl
     mov byte ptr [r15 + 448], bpl
-    movzx ebp, r9b
-    mov ebp, 59
-    movsxd rbp, dword ptr [r15 + r9 + 1344]
-    mov dword ptr [r15 + 192], esi
-    jmp 1f
-1:
-    mov dword ptr [r15 + 512], 40
-    mov esi, eax
-    mov qword ptr [r15 + 128], rsi
-    mov rax, rax
-    jmp 1f
-1:
-    mov r9, rbp
+    mov r8, r11
+    mov qword ptr [r15 + 128], rbp
+    and r8, 4032
+    movzx ebp, byte ptr [r15 + r8 + 3392]
+    mov r8, r11
+    mov eax, dword ptr [r15 + 64]
     jmp 1f
 1:
     jmp 1f
 1:
-    mov dword ptr [r15 + 256], r9d
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r9d, 145
-    jmp 1f
-1:
-    mov r9, qword ptr [r15 + 64]
+    and r8, 1984
+    mov qword ptr [r15 + r8 + 1344], r8
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c237:
-    lea rcx, [rip + .Lc1_d17524_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d17524_j_t
-.Lc1_d17524_j:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, ecx
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], ecx
-    add rcx, qword ptr [r15 + 0]
-    mov rbp, rax
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov ebp, 231
+    mov dword ptr [r15 + 0], ebp
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, ebp
+    mov rbp, r8
+    mov dword ptr [r15 + 0], r8d
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rbp
     jmp 1f
 1:
+    mov ebp, dword ptr [r15 + 512]
+    mov r8, rbp
     jmp 1f
 1:
-    add rbp, qword ptr [r15 + 0]
-    mov qword ptr [r15 + 128], rdi
-    mov rdi, qword ptr [r15 + 128]
-    mov r9, qword ptr [r15 + 704]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 384], 21
-    and edi, dword ptr [r15 + 448]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx eax, byte ptr [r15 + 192]
-    jmp 1f
-1:
-    and edi, dword ptr [r15 + 512]
-    jmp 1f
-1:
+    movzx ebp, byte ptr [r15 + 704]
+    and r8d, dword ptr [r15 + 384]
+    mov r9, qword ptr [r15 + 384]
     mov r8, r11
+    test ebx, 1073741824
+    jz 1f
+1:
+    and r8, 1984
+    mov dword ptr [r15 + r8 + 1344], 21
+    mov r8, qword ptr [r15 + 448]
+    mov rbp, qword ptr [r15 + 320]
+    mov r9, r11
     jmp 1f
 1:
-    movsxd rsi, dword ptr [r15 + 384]
-    and r8, 8128
-    mov qword ptr [r15 + r8 + 7488], rdi
-    mov r8, qword ptr [r15 + 320]
     jmp 1f
 1:
-    mov rbp, r11
-    mov dword ptr [r15 + 256], 119
-    mov r8, r11
-    and rbp, 4032
-    movsxd rdi, dword ptr [r15 + rbp + 3392]
+    and r9, 8128
+    mov dword ptr [r15 + r9 + 7488], 21
+    movsxd rax, dword ptr [r15 + 256]
+    mov r9d, dword ptr [r15 + 128]
     jmp 1f
 1:
-    movsxd rbp, dword ptr [r15 + 64]
-    and r8, 448
-    mov edx, dword ptr [r15 + r8 + 832]
+    jmp 1f
+1:
+    mov r9, r11
+    jmp 1f
+1:
+    and r9, 448
+    mov dword ptr [r15 + r9 + 832], 111
+    mov r9d, dword ptr [r15 + 512]
+    mov rcx, qword ptr [r15 + 192]
+    mov edx, dword ptr [r15 + 64]
+    mov rsi, qword ptr [r15 + 128]
     add r11, 64
     inc rbx
     dec r13
@@ -21651,253 +20983,232 @@ ditto_body_c1:
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
     xor eax, eax
-    test dword ptr [r15 + 67117723], 4194304
+    test dword ptr [r15 + 67117724], 16777216
     setz al
-    lea rcx, [rip + .Lc1_d17579_s]
+    lea rcx, [rip + .Lc1_d17178_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d17579_s_t
+    jmp .Lc1_d17178_s_t
     .p2align 3
-.Lc1_d17579_s:
+.Lc1_d17178_s:
     .p2align 3
-    jmp .Lc1_d17579_j
+    jmp .Lc1_d17178_j
     .p2align 3
-    jmp .Lc1_d17579_j
-.Lc1_d17579_j:
-    and ecx, dword ptr [r15 + 0]
+    jmp .Lc1_d17178_j
+.Lc1_d17178_j:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, rsi
     jmp 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    jmp 1f
-1:
+    mov byte ptr [r15 + 0], al
+    mov rax, rax
     movzx eax, cl
-    jmp 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 192
+    mov qword ptr [r15 + 0], rax
+    movzx eax, byte ptr [r15 + 448]
+    mov r9, r11
+    mov byte ptr [r15 + 576], bpl
+    and r9, 16320
+    mov ebp, dword ptr [r15 + r9 + 15680]
+    mov r9d, 7
+    vpcmpeqb xmm14, xmm14, xmm5
+    movzx ecx, r9b
+    movzx ecx, byte ptr [r15 + 64]
+    mov r9, qword ptr [r15 + 768]
     jmp 1f
 1:
-    mov byte ptr [r15 + 0], cl
-    mov ecx, 223
-    mov dword ptr [r15 + 0], 79
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, cl
-    movsxd rcx, dword ptr [r15 + 192]
-    mov ebp, eax
-    mov dword ptr [r15 + 256], eax
-    movzx eax, byte ptr [r15 + 320]
-    mov rbp, rdi
-    mov edi, 147
-    mov rdi, qword ptr [r15 + 448]
+    mov byte ptr [r15 + 320], sil
+    movzx edx, byte ptr [r15 + 256]
+    mov rsi, qword ptr [r15 + 384]
+    lea r8, [r11 + r11*1]
+    mov rdi, r8
+    movsxd rdi, dword ptr [r15 + 512]
+    mov esi, 80
+    and r8, 4032
+    movsxd rsi, dword ptr [r15 + r8 + 3392]
+    movzx esi, cl
+    movsxd rsi, dword ptr [r15 + 192]
+    mov rcx, qword ptr [r15 + r8 + 3456]
+    .byte 0x0f, 0x1f, 0x40, 0x00
     mov r8, r11
-    mov rbp, r11
-    jmp 1f
-1:
-    and rbp, 8128
-    mov dword ptr [r15 + rbp + 7488], r9d
-    and r8, 1984
-    mov dword ptr [r15 + r8 + 1344], 131
-    mov r8, rax
-    jmp 1f
-1:
-    xor dword ptr [r15 + 576], edi
-    vpaddq xmm1, xmm1, xmmword ptr [r15 + 128]
-    mov rdi, rdx
-    jmp 1f
-1:
-    mov rdi, qword ptr [r15 + 384]
-    jmp 1f
-1:
-    mov byte ptr [r15 + 64], bpl
-    mov rbp, rdi
-    mov ebp, 20
-    movzx ebp, byte ptr [r15 + 768]
-    mov r8d, 215
-    mov r8, r11
-    jmp 1f
-1:
+    mov rcx, r8
+    mov ecx, 43
     and r8, 448
-    vmovdqu ymmword ptr [r15 + r8 + 832], ymm1
+    add rcx, qword ptr [r15 + r8 + 832]
+    jmp 1f
+1:
+    add r8, qword ptr [r15 + 128]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c239:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
     jmp 1f
 1:
-    and eax, dword ptr [r15 + 640]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movsxd r8, dword ptr [r15 + 256]
-    jmp 1f
-1:
-    mov edi, dword ptr [r15 + 320]
-    mov dword ptr [r15 + 512], edi
+    and r8d, dword ptr [r15 + 128]
+    vmovdqu xmmword ptr [r15 + 640], xmm14
+    vmovdqu ymmword ptr [r15 + 384], ymm14
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 142
-    mov edi, dword ptr [r15 + 384]
-    mov dword ptr [r15 + 128], 88
-    mov ebp, 118
-    mov ebp, dword ptr [r15 + 192]
+    mov qword ptr [r15 + 0], rsi
+    mov dword ptr [r15 + 0], 139
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov esi, 152
+    mov dword ptr [r15 + 0], 197
+    mov rbp, r11
+    mov qword ptr [r15 + 448], r8
+    and rbp, 448
+    mov dword ptr [r15 + rbp + 832], 47
     jmp 1f
 1:
-    mov rcx, qword ptr [r15 + 64]
-    test dword ptr [r15 + 67117723], 32768
-    jz 1f
-1:
-    mov r9, r11
-    mov dword ptr [r15 + 512], 145
-    mov edi, ecx
-    and r9, 4032
-    mov ecx, dword ptr [r15 + r9 + 3392]
-    mov r9d, 125
-    mov qword ptr [r15 + 64], r9
+    mov byte ptr [r15 + 512], bpl
+    mov ebp, ecx
     jmp 1f
 1:
-    mov r9, r11
+    movzx ebp, sil
+    lea rbp, [r11 + r11*1]
+    mov qword ptr [r15 + 256], rbp
+    movzx esi, byte ptr [r15 + 192]
+    and rbp, 1984
+    movsxd rcx, dword ptr [r15 + rbp + 1408]
+    vmovq qword ptr [r15 + 320], xmm14
+    mov byte ptr [r15 + 320], cl
     jmp 1f
 1:
-    and r9, 448
-    movzx edi, byte ptr [r15 + r9 + 832]
+    movzx ecx, byte ptr [r15 + rbp + 1344]
+    lea rbp, [r11 + r11*1]
+    and ecx, dword ptr [r15 + 64]
+    and rbp, 8128
+    mov qword ptr [r15 + rbp + 7552], rbp
     jmp 1f
 1:
-    mov qword ptr [r15 + 320], rcx
+    movzx r8d, sil
     jmp 1f
 1:
-    mov ecx, edi
-    jmp 1f
-1:
-    mov r9, r11
-    jmp 1f
-1:
-    add rcx, qword ptr [r15 + 448]
-    and r9, 1984
-    mov qword ptr [r15 + r9 + 1344], r9
+    mov dword ptr [r15 + rbp + 7488], 161
+    mov ebp, dword ptr [r15 + 64]
+    mov esi, 13
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c240:
-    lea rcx, [rip + .Lc1_d17687_j]
+    lea rcx, [rip + .Lc1_d17275_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d17687_j_t
-.Lc1_d17687_j:
-    mov qword ptr [r15 + 448], rcx
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov rcx, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 0], ymm1
-    movzx ecx, cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, r9d
-    mov dword ptr [r15 + 128], ecx
-    mov qword ptr [r15 + 64], rcx
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov rcx, rcx
-    movzx ecx, r9b
-    mov r9, r11
-    mov rcx, rcx
-    movzx ecx, byte ptr [r15 + 384]
-    jmp 1f
-1:
-    and r9, 8128
-    mov byte ptr [r15 + r9 + 7488], cl
-    movzx r9d, byte ptr [r15 + 384]
-    vmovdqu ymmword ptr [r15 + 192], ymm1
-    jmp 1f
-1:
-    mov rcx, r9
-    mov r9, r11
-    mov dword ptr [r15 + 512], 189
-    movsxd rdi, dword ptr [r15 + 704]
+    jmp .Lc1_d17275_j_t
+.Lc1_d17275_j:
+    mov byte ptr [r15 + 192], cl
     mov rbp, r11
-    and r9, 1984
-    mov qword ptr [r15 + r9 + 1344], rcx
-    and rbp, 4032
-    and ecx, dword ptr [r15 + rbp + 3392]
     jmp 1f
 1:
-    mov dword ptr [r15 + 320], 42
+    jmp 1f
+1:
+    jmp 1f
+1:
+    and rbp, 1984
+    mov byte ptr [r15 + rbp + 1344], cl
+    jmp 1f
+1:
+    movsxd rbp, dword ptr [r15 + 64]
+    jmp 1f
+1:
+    mov ecx, ebp
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov rdx, qword ptr [r15 + 768]
+    mov rbp, rdx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, 143
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r9d, dword ptr [r15 + 0]
+    mov rbp, r11
+    movsxd rsi, dword ptr [r15 + 320]
+    movzx r8d, byte ptr [r15 + 128]
+    and rbp, 448
+    mov rax, qword ptr [r15 + rbp + 832]
+    jmp 1f
+1:
+    mov ebp, eax
+    mov eax, 55
+    mov qword ptr [r15 + 384], r9
+    mov r9d, dword ptr [r15 + 256]
+    mov rbp, r11
+    mov rax, r8
+    and rbp, 4032
+    movsxd rax, dword ptr [r15 + rbp + 3392]
+    mov ebp, dword ptr [r15 + 448]
+    movsxd rdi, dword ptr [r15 + 512]
+    vmovdqu ymmword ptr [r15 + 704], ymm14
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c241:
-    jmp 1f
-1:
-    mov rbp, r11
-    jmp 1f
-1:
-    and rbp, 448
-    mov r9d, dword ptr [r15 + rbp + 832]
-    movzx ebp, r9b
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, 73
-    mov byte ptr [r15 + 0], cl
-    and ecx, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rdi
-    mov qword ptr [r15 + 0], r9
-    mov byte ptr [r15 + 0], r9b
-    mov r9, rcx
-    add rcx, qword ptr [r15 + 0]
-    mov r9d, 84
-    mov byte ptr [r15 + 128], bpl
-    and r9d, dword ptr [r15 + 320]
-    movsxd rbp, dword ptr [r15 + 448]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    and eax, dword ptr [r15 + 64]
+    vpcmpeqb xmm14, xmm14, xmm0
+    movzx ebp, byte ptr [r15 + 192]
     mov r8, r11
-    movzx edi, dil
-    and r8, 1984
-    mov byte ptr [r15 + r8 + 1344], cl
-    mov qword ptr [r15 + 320], r8
-    movzx edi, byte ptr [r15 + 576]
+    mov r9, r9
     jmp 1f
 1:
-    mov r8, r11
-    movsxd rcx, dword ptr [r15 + 256]
+    mov dword ptr [r15 + 384], r9d
     and r8, 8128
-    movsxd rax, dword ptr [r15 + r8 + 7488]
-    mov r8d, dword ptr [r15 + 384]
-    mov rdx, rdi
-    mov edi, dword ptr [r15 + 192]
+    mov r9, qword ptr [r15 + r8 + 7488]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, 134
+    movzx r8d, r8b
     jmp 1f
 1:
-    movzx esi, byte ptr [r15 + 128]
-    mov rdi, qword ptr [r15 + 768]
-    mov edi, ecx
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    movzx edi, cl
-    movzx edi, cl
-    movzx edi, byte ptr [r15 + 64]
-    movsxd rcx, dword ptr [r15 + 512]
+    mov r8d, 60
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edi, 5
+    test dword ptr [r15 + 67117723], 147968
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 68
+    mov byte ptr [r15 + 0], r8b
+    jmp 1f
+1:
+    mov qword ptr [r15 + 512], rdi
+    movzx edi, dil
+    mov r8, r11
+    movzx esi, byte ptr [r15 + 256]
+    mov rdi, qword ptr [r15 + 128]
+    mov dword ptr [r15 + 384], edi
+    and r8, 4032
+    mov dword ptr [r15 + r8 + 3392], r8d
+    jmp 1f
+1:
+    mov qword ptr [r15 + 448], r8
+    movzx r8d, r8b
+    mov byte ptr [r15 + 576], sil
+    mov dword ptr [r15 + 128], 126
+    movzx r8d, byte ptr [r15 + 320]
     add r11, 64
     inc rbx
     dec r13
@@ -21908,630 +21219,584 @@ ditto_body_c1:
     mov qword ptr [r15 + 67117720], rax
     mov eax, dword ptr [r15 + 67117724]
     and eax, 7
-    lea rcx, [rip + .Lc1_d17788_s]
+    lea rcx, [rip + .Lc1_d17378_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d17788_s_t
+    jmp .Lc1_d17378_s_t
     .p2align 3
-.Lc1_d17788_s:
+.Lc1_d17378_s:
     .p2align 3
-    jmp .Lc1_d17788_j
+    jmp .Lc1_d17378_j
     .p2align 3
-    jmp .Lc1_d17788_j
+    jmp .Lc1_d17378_j
     .p2align 3
-    jmp .Lc1_d17788_j
+    jmp .Lc1_d17378_j
     .p2align 3
-    jmp .Lc1_d17788_j
+    jmp .Lc1_d17378_j
     .p2align 3
-    jmp .Lc1_d17788_j
+    jmp .Lc1_d17378_j
     .p2align 3
-    jmp .Lc1_d17788_j
+    jmp .Lc1_d17378_j
     .p2align 3
-    jmp .Lc1_d17788_j
+    jmp .Lc1_d17378_j
     .p2align 3
-    jmp .Lc1_d17788_j
-.Lc1_d17788_j:
-    mov rcx, qword ptr [r15 + 64]
-    mov dword ptr [r15 + 320], eax
-    mov r12, qword ptr [r15 + r12 + 56]
-    .byte 0x0f, 0x1f, 0x00
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 228
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    vpcmpeqb xmm1, xmm1, xmm4
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx eax, al
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 166
-    test ebx, 1024
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov eax, dword ptr [r15 + 256]
-    jmp 1f
-1:
+    jmp .Lc1_d17378_j
+.Lc1_d17378_j:
     mov r8, r11
-    jmp 1f
-1:
-    jmp 1f
-1:
-    and r8, 8128
-    vmovdqu xmmword ptr [r15 + r8 + 7488], xmm1
-    mov r8, r11
-    mov qword ptr [r15 + 512], rax
-    and r8, 4032
-    mov dword ptr [r15 + r8 + 3392], ecx
-    mov qword ptr [r15 + 128], r8
-    jmp 1f
-1:
-    mov byte ptr [r15 + 384], al
-    mov r8, r8
-    mov r8, r11
-    mov qword ptr [r15 + 192], r9
-    mov r9d, r8d
-    movsxd rax, dword ptr [r15 + 448]
+    movzx ecx, byte ptr [r15 + 128]
+    and ecx, dword ptr [r15 + 256]
     and r8, 448
-    mov r9, qword ptr [r15 + r8 + 832]
-    mov r8, qword ptr [r15 + 640]
+    mov qword ptr [r15 + r8 + 832], rsi
+    mov r8, r11
+    movzx esi, byte ptr [r15 + 384]
+    and r8, 1984
+    mov r9, qword ptr [r15 + r8 + 1344]
     jmp 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], rdi
+    vpxor xmm14, xmm14, xmm6
+    mov byte ptr [r15 + 0], r8b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, 150
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, dword ptr [r15 + 448]
+    mov rbp, r11
+    movsxd rax, dword ptr [r15 + 192]
+    mov dword ptr [r15 + 64], eax
+    and rbp, 8128
+    mov rdi, qword ptr [r15 + rbp + 7488]
+    mov rbp, r8
+    mov ebp, 3
+    jmp 1f
+1:
+    mov eax, ebp
+    mov qword ptr [r15 + 448], r8
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + 320], ymm14
+    mov dword ptr [r15 + 704], 75
+    mov r8d, edi
+    jmp 1f
+1:
+    movsxd r8, dword ptr [r15 + 64]
+    movzx eax, byte ptr [r15 + 512]
+    mov ebp, 172
+    jmp 1f
+1:
+    mov rbp, qword ptr [r15 + 640]
+    mov edx, dword ptr [r15 + 320]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c243:
-    lea rcx, [rip + .Lc1_d17855_j]
+    lea rcx, [rip + .Lc1_d17439_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d17855_j_t
-.Lc1_d17855_j:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    add rcx, qword ptr [r15 + 0]
-    mov r8d, edi
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], r8d
-    mov dword ptr [r15 + 256], r8d
-    jmp 1f
-1:
-    mov r8, r11
+    jmp .Lc1_d17439_j_t
+.Lc1_d17439_j:
+    movzx ecx, bpl
     mov r9, r11
-    mov dword ptr [r15 + 384], 167
-    and r8, 1984
-    movzx edi, byte ptr [r15 + r8 + 1344]
-    and r9, 4032
-    movzx r8d, byte ptr [r15 + r9 + 3392]
-    mov r9d, r8d
-    mov dword ptr [r15 + 64], 126
-    mov r9, qword ptr [r15 + 64]
-    mov eax, dword ptr [r15 + 128]
-    mov dword ptr [r15 + 192], 61
-    movzx ebp, byte ptr [r15 + 704]
+    mov dword ptr [r15 + 512], edx
+    and r9, 1984
+    movzx ecx, byte ptr [r15 + r9 + 1344]
     jmp 1f
 1:
-    mov rdx, qword ptr [r15 + 320]
-    mov esi, 247
-    mov qword ptr [r15 + 768], rsi
+    add r9, qword ptr [r15 + 448]
+    mov qword ptr [r15 + 768], rdx
+    mov edx, 112
+    mov byte ptr [r15 + 0], dil
+    mov edx, eax
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov rbp, r11
-    mov dword ptr [r15 + 384], 195
+    mov rdi, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    and rbp, 448
-    and esi, dword ptr [r15 + rbp + 832]
-    mov dword ptr [r15 + 448], 37
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edi, 43
+    mov dword ptr [r15 + 0], edx
+    lea rbp, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 4032
+    mov qword ptr [r15 + rbp + 3392], rdi
+    mov rdi, qword ptr [r15 + 128]
+    mov dword ptr [r15 + 256], 186
+    mov rdx, rdi
+    movzx edi, byte ptr [r15 + 384]
+    mov r8, r11
+    movsxd rax, dword ptr [r15 + rbp + 3456]
+    and r8, 448
+    mov qword ptr [r15 + r8 + 832], rcx
+    movzx r8d, r9b
+    mov r8, qword ptr [r15 + 384]
+    vpaddd xmm14, xmm14, xmm14
     jmp 1f
 1:
-    movzx ebp, byte ptr [r15 + 512]
-    jmp 1f
-1:
-    movzx ebp, sil
-    mov esi, 36
-    mov esi, 153
+    movzx ebp, byte ptr [r15 + 192]
+    movzx ecx, byte ptr [r15 + 320]
+    mov esi, 242
+    movzx esi, byte ptr [r15 + 64]
+    mov dword ptr [r15 + 128], 176
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c244:
+    mov byte ptr [r15 + 384], r8b
+    mov rcx, qword ptr [r15 + 320]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 175
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r8d, r9d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], ecx
+    jmp 1f
+1:
+    mov rcx, qword ptr [r15 + 320]
+    jmp 1f
+1:
+    lea r8, [r11 + r11*1]
+    movsxd rbp, dword ptr [r15 + 192]
+    jmp 1f
+1:
+    add rcx, qword ptr [r15 + 256]
+    and r8, 8128
+    mov dword ptr [r15 + r8 + 7488], r8d
+    mov qword ptr [r15 + 448], r8
+    mov r9, r11
+    jmp 1f
+1:
+    and r9, 448
+    mov dword ptr [r15 + r9 + 832], r9d
+    movzx r9d, byte ptr [r15 + 128]
+    jmp 1f
+1:
+    mov rdx, qword ptr [r15 + r8 + 7552]
+    mov r8d, dword ptr [r15 + 64]
+    movsxd rax, dword ptr [r15 + 512]
+    movzx edi, byte ptr [r15 + 640]
+    mov rsi, rsi
+    movzx esi, byte ptr [r15 + 576]
+    mov rsi, rbp
     mov rbp, r11
+    jmp 1f
+1:
     and rbp, 1984
-    mov dword ptr [r15 + rbp + 1344], edi
-    mov ebp, r8d
-    mov dword ptr [r15 + 448], 32
-    mov r12, qword ptr [r15 + r12 + 56]
+    vmovq qword ptr [r15 + rbp + 1344], xmm14
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
+    mov ebp, esi
     movzx ebp, sil
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov byte ptr [r15 + 0], r8b
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r8d, bpl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, qword ptr [r15 + 128]
-    mov dword ptr [r15 + 64], 226
-    mov rbp, qword ptr [r15 + 512]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rsi, rsi
-    jmp 1f
-1:
-    vpaddq xmm1, xmm1, xmmword ptr [r15 + 320]
-    mov rsi, rsi
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov byte ptr [r15 + 576], dl
-    movsxd rax, dword ptr [r15 + 192]
-    jmp 1f
-1:
-    mov rbp, r11
-    mov byte ptr [r15 + 384], sil
-    jmp 1f
-1:
-    jmp 1f
-1:
-    and rbp, 8128
-    movzx esi, byte ptr [r15 + rbp + 7488]
-    mov dword ptr [r15 + 256], 5
-    mov r9d, esi
-    mov rbp, r11
-    jmp 1f
-1:
-    and rbp, 16320
-    vmovdqu ymmword ptr [r15 + rbp + 15680], ymm1
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c245:
-    lea rcx, [rip + .Lc1_d17952_j]
+    lea rcx, [rip + .Lc1_d17533_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d17952_j_t
-.Lc1_d17952_j:
-    mov ecx, ecx
-    movsxd rcx, dword ptr [r15 + 64]
+    jmp .Lc1_d17533_j_t
+.Lc1_d17533_j:
+    mov esi, ecx
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, cl
-    mov byte ptr [r15 + 0], cl
     mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rbp
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, cl
-    mov r9, r11
-    mov qword ptr [r15 + 0], r9
-    and r9, 448
-    vmovdqu ymmword ptr [r15 + r9 + 832], ymm1
-    mov dword ptr [r15 + 320], r9d
-    jmp 1f
-1:
-    mov r9, rsi
-    mov r9, rbp
-    mov ebp, r9d
-    movzx eax, cl
-    mov qword ptr [r15 + 640], rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, cl
+    mov r12, qword ptr [r15 + r12 + 56]
     mov rbp, r11
-    mov r9d, 67
-    mov r9d, dword ptr [r15 + 320]
-    and rbp, 8128
-    mov dword ptr [r15 + rbp + 7488], ecx
-    mov ecx, dword ptr [r15 + 704]
+    mov dword ptr [r15 + 384], 41
+    and rbp, 4032
+    movsxd rcx, dword ptr [r15 + rbp + 3392]
+    movzx ebp, byte ptr [r15 + 128]
     jmp 1f
 1:
-    mov ebp, eax
+    movsxd rsi, dword ptr [r15 + 512]
+    mov dword ptr [r15 + 64], 3
+    mov dword ptr [r15 + 704], 227
+    movsxd r8, dword ptr [r15 + 192]
+    vmovq xmm14, r8
     jmp 1f
 1:
+    mov byte ptr [r15 + 64], r8b
+    mov r8, r11
+    movzx r9d, byte ptr [r15 + 320]
+    mov r9, r11
+    and r8, 1984
+    mov dword ptr [r15 + r8 + 1344], 63
     jmp 1f
 1:
-    mov dword ptr [r15 + 384], ebp
-    mov ebp, dword ptr [r15 + 512]
-    lea r8, [r11 + r11*1]
-    vmovdqu xmm1, xmmword ptr [r15 + 192]
-    and r8, 4032
-    mov rax, qword ptr [r15 + r8 + 3392]
-    jmp 1f
-1:
-    mov byte ptr [r15 + 128], cl
-    jmp 1f
-1:
-    mov ecx, 25
-    mov byte ptr [r15 + 256], cl
-    mov rcx, qword ptr [r15 + 448]
-    jmp 1f
-1:
-    movsxd rsi, dword ptr [r15 + r8 + 3456]
+    and r9, 448
+    mov r8d, dword ptr [r15 + r9 + 832]
+    movzx r9d, byte ptr [r15 + 768]
+    movsxd rdi, dword ptr [r15 + 448]
+    mov edx, dword ptr [r15 + 384]
+    mov dword ptr [r15 + 256], ebp
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c246:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov dword ptr [r15 + 384], r8d
+    mov rax, qword ptr [r15 + 576]
+    xor dword ptr [r15 + 0], eax
+    mov dword ptr [r15 + 0], eax
+    mov qword ptr [r15 + 0], rax
     jmp 1f
 1:
+    mov dword ptr [r15 + 0], 140
+    mov eax, 96
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    vpor xmm1, xmm1, xmm1
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r8, r8
-    mov byte ptr [r15 + 0], r8b
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], al
-    jmp 1f
-1:
-    mov rax, rcx
-    jmp 1f
-1:
-    movzx r8d, al
-    mov rax, qword ptr [r15 + 128]
-    movzx r8d, al
-    jmp 1f
-1:
     mov r8, r11
-    mov byte ptr [r15 + 768], sil
-    and r8, 8128
-    vmovdqu ymmword ptr [r15 + r8 + 7488], ymm1
-    mov r8, r8
-    mov r8, r11
-    movzx esi, al
-    movzx eax, byte ptr [r15 + 384]
-    movzx ecx, byte ptr [r15 + 320]
-    and r8, 448
-    mov qword ptr [r15 + r8 + 832], r8
-    lea r8, [r11 + r11*1]
-    mov qword ptr [r15 + 64], r9
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 200
+    jmp 1f
+1:
     and r8, 1984
-    mov dword ptr [r15 + r8 + 1344], 170
-    mov r9d, r8d
-    mov r9d, eax
-    mov byte ptr [r15 + 128], r9b
+    movzx eax, byte ptr [r15 + r8 + 1344]
+    test dword ptr [r15 + 67117723], 536870944
+    jz 1f
+1:
+    mov r8, qword ptr [r15 + 320]
+    mov r9, r11
+    mov rax, rdi
+    movsxd rdi, dword ptr [r15 + 320]
+    mov ebp, dword ptr [r15 + 448]
+    and r9, 8128
+    mov byte ptr [r15 + r9 + 7488], cl
+    movsxd r9, dword ptr [r15 + 128]
+    mov dword ptr [r15 + 64], ecx
+    mov ecx, dword ptr [r15 + 256]
+    mov byte ptr [r15 + 512], sil
+    movzx edx, sil
+    vpor xmm14, xmm14, xmm14
+    mov rsi, qword ptr [r15 + 192]
+    mov r9, r11
     jmp 1f
 1:
-    movsxd r9, dword ptr [r15 + 512]
-    mov eax, dword ptr [r15 + 448]
-    mov ebp, 78
-    vmovq xmm1, rsi
-    mov dword ptr [r15 + 256], esi
-    jmp 1f
-1:
-    imul rsi, qword ptr [r15 + r8 + 1408]
+    and r9, 4032
+    vmovdqu ymmword ptr [r15 + r9 + 3392], ymm14
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c247:
-    lea rcx, [rip + .Lc1_d18055_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d18055_j_t
-.Lc1_d18055_j:
-    mov ecx, dword ptr [r15 + 256]
-    mov rsi, qword ptr [r15 + 64]
-    jmp 1f
-1:
-    mov r8d, 185
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, 212
-    mov dword ptr [r15 + 0], esi
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 0], ymm1
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, r11
-    movzx ecx, byte ptr [r15 + 384]
-    and r8, 448
-    mov qword ptr [r15 + r8 + 832], r8
-    mov r8d, dword ptr [r15 + 576]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 262144
+    setz al
+    lea rcx, [rip + .Lc1_d17623_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d17623_s_t
+    .p2align 3
+.Lc1_d17623_s:
+    .p2align 3
+    jmp .Lc1_d17623_j
+    .p2align 3
+    jmp .Lc1_d17623_j
+.Lc1_d17623_j:
     mov rbp, r11
-    movzx esi, byte ptr [r15 + 512]
-    vmovdqu ymmword ptr [r15 + 128], ymm1
-    mov r9d, ecx
-    and rbp, 4032
-    movsxd rcx, dword ptr [r15 + rbp + 3392]
-    mov byte ptr [r15 + 448], cl
-    jmp 1f
-1:
-    mov rbp, r11
-    mov ecx, r8d
-    jmp 1f
-1:
-    jmp 1f
-1:
+    mov rdx, qword ptr [r15 + 256]
+    movsxd rcx, dword ptr [r15 + 640]
     and rbp, 8128
     mov qword ptr [r15 + rbp + 7488], rbp
-    movsxd rbp, dword ptr [r15 + 640]
-    add rbp, qword ptr [r15 + 192]
+    mov eax, esi
+    mov ebp, eax
     jmp 1f
 1:
-    mov qword ptr [r15 + 384], rbp
-    mov dword ptr [r15 + 320], ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ebp, dl
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edx, 138
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 32
+    mov rdx, rbp
+    vpcmpeqb xmm14, xmm14, xmm7
+    movzx ebp, byte ptr [r15 + 128]
+    mov eax, ebp
+    add rbp, qword ptr [r15 + 448]
+    movzx eax, byte ptr [r15 + 64]
+    vmovq xmm14, rcx
+    mov r8, r11
+    movsxd rcx, dword ptr [r15 + 192]
+    jmp 1f
+1:
+    mov esi, dword ptr [r15 + 512]
+    and r8, 448
+    mov r9d, dword ptr [r15 + r8 + 832]
+    mov r8d, dword ptr [r15 + 320]
+    jmp 1f
+1:
+    mov edi, ebp
+    mov dword ptr [r15 + 128], 227
+    mov qword ptr [r15 + 384], rdx
+    mov qword ptr [r15 + 384], rcx
+    jmp 1f
+1:
+    mov rbp, r11
+    mov rcx, rdx
+    jmp 1f
+1:
+    and rbp, 4032
+    movzx ecx, byte ptr [r15 + rbp + 3392]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c248:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 8
-    setz al
-    lea rcx, [rip + .Lc1_d18108_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d18108_s_t
-    .p2align 3
-.Lc1_d18108_s:
-    .p2align 3
-    jmp .Lc1_d18108_j
-    .p2align 3
-    jmp .Lc1_d18108_j
-.Lc1_d18108_j:
-    mov ecx, dword ptr [r15 + 128]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov byte ptr [r15 + 0], cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    vpor xmm1, xmm1, xmm1
-    mov r9d, r9d
-    movzx ecx, r9b
-    jmp 1f
-1:
-    mov r9d, 30
-    mov qword ptr [r15 + 0], rsi
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, ecx
-    mov r9, r11
-    mov ecx, 91
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r9, 4032
-    mov rcx, qword ptr [r15 + r9 + 3392]
-    movsxd r9, dword ptr [r15 + 320]
-    add r9, qword ptr [r15 + 256]
-    mov rsi, qword ptr [r15 + 384]
-    mov rax, rsi
-    mov rsi, rcx
     mov rbp, r11
-    mov r8, r11
-    and rbp, 8128
-    mov esi, dword ptr [r15 + rbp + 7488]
-    and r8, 1984
-    movzx ebp, byte ptr [r15 + r8 + 1344]
-    vmovdqu ymmword ptr [r15 + 192], ymm1
-    mov byte ptr [r15 + 64], r9b
-    mov r8, qword ptr [r15 + 64]
-    mov r9, qword ptr [r15 + 448]
-    mov edx, 250
-    movzx edx, byte ptr [r15 + 704]
-    mov rdi, qword ptr [r15 + 512]
-    mov qword ptr [r15 + 320], rdi
+    and rbp, 1984
+    movzx ecx, byte ptr [r15 + rbp + 1344]
+    jmp 1f
+1:
+    mov rbp, rcx
+    mov rbp, qword ptr [r15 + 512]
+    movzx edx, bpl
+    mov rbp, r11
+    jmp 1f
+1:
+    mov r8, r8
+    and rbp, 448
+    mov r8d, dword ptr [r15 + rbp + 832]
+    mov ebp, dword ptr [r15 + 512]
+    vmovdqu ymmword ptr [r15 + 320], ymm14
+    mov dword ptr [r15 + 0], 142
+    mov dword ptr [r15 + 0], r8d
+    jmp 1f
+1:
+    and r8d, dword ptr [r15 + 0]
+    and ebp, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov esi, r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd r8, dword ptr [r15 + 192]
+    mov rdi, qword ptr [r15 + 384]
+    movzx r9d, byte ptr [r15 + 704]
+    jmp 1f
+1:
+    mov r9, r11
+    mov dword ptr [r15 + 448], 57
+    jmp 1f
+1:
+    jmp 1f
+1:
+    and r9, 16320
+    mov rax, qword ptr [r15 + r9 + 15680]
+    mov qword ptr [r15 + 64], rdi
+    movzx r9d, al
+    movsxd r9, dword ptr [r15 + 320]
+    mov dword ptr [r15 + 768], ecx
+    mov edi, 68
+    mov rdi, rcx
+    mov qword ptr [r15 + 64], r8
+    movzx edi, byte ptr [r15 + 256]
+    jmp 1f
+1:
+    mov r8, qword ptr [r15 + 128]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c249:
-    mov dword ptr [r15 + 448], edx
-    mov edx, dword ptr [r15 + 192]
-    mov dword ptr [r15 + 0], r9d
-    mov qword ptr [r15 + 0], rcx
+    lea rcx, [rip + .Lc1_d17727_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d17727_j_t
+.Lc1_d17727_j:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov byte ptr [r15 + 256], dil
+    mov dword ptr [r15 + 0], edx
     mov r12, qword ptr [r15 + r12 + 56]
-    add rdx, qword ptr [r15 + 0]
-    movzx r9d, r8b
-    mov r9d, 134
-    add rdx, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    add rcx, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    movzx edi, cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edi, 118
+    mov byte ptr [r15 + 0], dl
+    add rcx, qword ptr [r15 + 0]
+    mov byte ptr [r15 + 448], cl
+    mov qword ptr [r15 + 640], r8
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rcx, rdi
+    lea rbp, [r11 + r11*1]
+    mov r8, r11
+    mov qword ptr [r15 + 576], r8
+    and rbp, 8128
+    movsxd rdi, dword ptr [r15 + rbp + 7552]
+    and r8, 1984
+    mov rcx, qword ptr [r15 + r8 + 1344]
+    mov r8, qword ptr [r15 + 192]
+    jmp 1f
+1:
+    mov rax, rbp
+    jmp 1f
+1:
+    mov byte ptr [r15 + 320], cl
+    and ecx, dword ptr [r15 + 512]
+    jmp 1f
+1:
+    movzx edx, byte ptr [r15 + rbp + 7488]
+    mov rbp, rax
+    vmovdqu xmmword ptr [r15 + 64], xmm14
+    and ebp, dword ptr [r15 + 128]
     mov r9, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd r8, dword ptr [r15 + 256]
+    mov qword ptr [r15 + 384], r8
     and r9, 4032
-    mov byte ptr [r15 + r9 + 3392], dl
-    mov edx, edx
-    jmp 1f
-1:
-    mov r9, r11
-    mov byte ptr [r15 + 128], bpl
-    mov edx, ebp
-    and r9, 1984
-    mov dword ptr [r15 + r9 + 1344], 21
-    .byte 0x0f, 0x1f, 0x40, 0x00
-    movzx r9d, dil
-    mov dword ptr [r15 + 320], r9d
-    jmp 1f
-1:
-    mov r9, qword ptr [r15 + 448]
-    movzx edx, r8b
-    jmp 1f
-1:
-    mov dword ptr [r15 + 512], edx
-    jmp 1f
-1:
-    movzx r8d, byte ptr [r15 + 768]
-    mov rbp, r11
-    mov dword ptr [r15 + 128], 110
-    movzx edx, byte ptr [r15 + 576]
-    mov qword ptr [r15 + 64], rdx
-    and rbp, 448
-    mov rdx, qword ptr [r15 + rbp + 832]
-    movsxd rbp, dword ptr [r15 + 384]
-    mov rdi, r9
-    mov dword ptr [r15 + 384], 99
-    jmp 1f
-1:
+    and ebp, dword ptr [r15 + r9 + 3392]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c250:
-    lea rcx, [rip + .Lc1_d18208_j]
+    lea rcx, [rip + .Lc1_d17778_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d18208_j_t
-.Lc1_d18208_j:
-    mov rbp, r11
-    and rbp, 8128
-    movsxd r9, dword ptr [r15 + rbp + 7488]
-    movzx r8d, dl
+    jmp .Lc1_d17778_j_t
+.Lc1_d17778_j:
+    movzx r8d, byte ptr [r15 + 64]
+    mov ecx, 230
+    jmp 1f
+1:
+    movsxd rcx, dword ptr [r15 + 128]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], r9d
+    mov byte ptr [r15 + 0], r9b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, r8d
+    and r9d, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 193
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, r9d
-    mov r9, r11
-    and r8, 448
-    movzx edi, byte ptr [r15 + r8 + 832]
-    vmovq xmm1, rdi
+    mov r8d, 12
     mov r8d, dword ptr [r15 + 448]
-    and r9, 1984
-    movsxd rdi, dword ptr [r15 + r9 + 1344]
-    mov dword ptr [r15 + 384], edi
-    mov rdi, qword ptr [r15 + 64]
-    mov r9d, dword ptr [r15 + 512]
     jmp 1f
 1:
+    movzx ebp, r8b
+    mov r8, qword ptr [r15 + 320]
+    mov eax, r8d
+    mov r8, rdi
     jmp 1f
 1:
-    movzx esi, byte ptr [r15 + 320]
-    movzx ecx, byte ptr [r15 + 128]
-    movzx edx, r8b
-    movzx edx, r8b
+    mov r8, r11
+    mov dword ptr [r15 + 192], 181
+    and r8, 1984
+    mov edi, dword ptr [r15 + r8 + 1344]
+    mov r8d, 182
+    movzx esi, byte ptr [r15 + 384]
+    mov r8d, 237
     jmp 1f
 1:
-    movsxd r8, dword ptr [r15 + 320]
-    add r9, qword ptr [r15 + 192]
-    mov eax, dword ptr [r15 + 640]
+    mov rdx, qword ptr [r15 + 384]
+    mov r8, r11
+    mov edi, dword ptr [r15 + 704]
+    and r8, 4032
+    mov dword ptr [r15 + r8 + 3392], ebp
+    movsxd rbp, dword ptr [r15 + 512]
+    nop
+    lea r8, [r11 + r11*1]
+    mov ebp, dword ptr [r15 + 128]
+    movsxd rbp, dword ptr [r15 + 256]
     jmp 1f
 1:
-    mov qword ptr [r15 + 256], rdx
-    jmp 1f
-1:
-    mov dword ptr [r15 + 64], eax
-    jmp 1f
-1:
-    jmp 1f
-1:
+    and r8, 448
+    mov ebp, dword ptr [r15 + r8 + 896]
+    movsxd rbp, dword ptr [r15 + r8 + 832]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c251:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov byte ptr [r15 + 128], r9b
-    mov r9, r9
-    mov edx, 19
-    mov dword ptr [r15 + 64], 122
-    mov qword ptr [r15 + 256], rdx
-    mov rdx, qword ptr [r15 + 192]
-    mov byte ptr [r15 + 384], r8b
+    mov dword ptr [r15 + 768], r8d
+    movzx r8d, byte ptr [r15 + 64]
+    mov dword ptr [r15 + 64], 42
+    mov ebp, r8d
+    mov dword ptr [r15 + 0], 196
+    movzx r8d, bpl
     jmp 1f
 1:
+    mov qword ptr [r15 + 0], rcx
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    movzx r8d, dl
     jmp 1f
 1:
-    movzx r8d, dl
-    mov byte ptr [r15 + 0], r9b
+    vmovdqu ymmword ptr [r15 + 0], ymm14
     mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], r8
-    mov r9d, 108
     jmp 1f
 1:
-    test dword ptr [r15 + 67117724], 16809984
-    jnz 1f
-1:
-    vmovdqu ymmword ptr [r15 + 0], ymm1
-    mov r9, r11
     jmp 1f
 1:
-    mov byte ptr [r15 + 0], r8b
-    and r9, 4032
-    mov byte ptr [r15 + r9 + 3392], r8b
-    mov dword ptr [r15 + 448], 205
+    mov r8d, 59
+    and ebp, dword ptr [r15 + 0]
+    add rbp, qword ptr [r15 + 0]
+    mov r8, r11
+    mov dword ptr [r15 + 384], 133
+    and r8, 8128
+    mov dword ptr [r15 + r8 + 7488], 112
+    mov r8, r8
     jmp 1f
 1:
-    mov r9, r11
-    movzx r8d, byte ptr [r15 + 512]
     jmp 1f
 1:
-    and r9, 1984
-    mov dword ptr [r15 + r9 + 1344], edx
-    jmp 1f
-1:
-    mov r9, r9
-    jmp 1f
-1:
-    mov r9d, dword ptr [r15 + 320]
+    movzx esi, byte ptr [r15 + 448]
+    mov byte ptr [r15 + 320], sil
+    mov r8, r11
+    mov qword ptr [r15 + 192], rbp
+    mov dword ptr [r15 + 256], ebp
+    and esi, dword ptr [r15 + 448]
     mov rbp, r11
-    movzx edx, byte ptr [r15 + 768]
-    mov qword ptr [r15 + 704], rdx
-    and rbp, 8128
-    mov dword ptr [r15 + rbp + 7488], r9d
-    mov dword ptr [r15 + 384], 95
+    and r8, 4032
+    mov byte ptr [r15 + r8 + 3392], r8b
+    mov r8, qword ptr [r15 + 320]
+    and rbp, 1984
+    add r8, qword ptr [r15 + rbp + 1344]
+    movzx ebp, byte ptr [r15 + 512]
+    mov rcx, qword ptr [r15 + 576]
+    movzx edi, byte ptr [r15 + 128]
     add r11, 64
     inc rbx
     dec r13
@@ -22541,70 +21806,71 @@ ditto_body_c1:
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
     xor eax, eax
-    test dword ptr [r15 + 67117724], 262144
+    test dword ptr [r15 + 67117724], 8388608
     setz al
-    lea rcx, [rip + .Lc1_d18309_s]
+    lea rcx, [rip + .Lc1_d17875_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d18309_s_t
+    jmp .Lc1_d17875_s_t
     .p2align 3
-.Lc1_d18309_s:
+.Lc1_d17875_s:
     .p2align 3
-    jmp .Lc1_d18309_j
+    jmp .Lc1_d17875_j
     .p2align 3
-    jmp .Lc1_d18309_j
-.Lc1_d18309_j:
-    mov rbp, r11
-    mov rcx, rbp
-    and rbp, 1984
-    mov rcx, qword ptr [r15 + rbp + 1344]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
+    jmp .Lc1_d17875_j
+.Lc1_d17875_j:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, dil
+    mov dword ptr [r15 + 0], 240
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11 + r11*1]
-    mov eax, ebp
-    and rbp, 448
-    mov dword ptr [r15 + rbp + 896], 118
-    mov dword ptr [r15 + 128], 187
-    movzx eax, byte ptr [r15 + 192]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov byte ptr [r15 + 448], bpl
-    movzx r8d, bpl
-    jmp 1f
-1:
-    and eax, dword ptr [r15 + 384]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r8d, dword ptr [r15 + 576]
-    movzx r9d, byte ptr [r15 + rbp + 832]
-    mov ebp, dword ptr [r15 + 256]
-    mov byte ptr [r15 + 320], cl
     mov ecx, ecx
-    movsxd rcx, dword ptr [r15 + 64]
     jmp 1f
 1:
-    mov edx, r8d
-    movzx r8d, dl
-    movsxd r8, dword ptr [r15 + 512]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movzx ecx, sil
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    and rbp, 448
+    add rcx, qword ptr [r15 + rbp + 832]
+    mov rbp, qword ptr [r15 + 64]
+    jmp 1f
+1:
+    add rbp, qword ptr [r15 + 256]
     mov r9, r11
-    mov edi, dword ptr [r15 + 128]
-    and r9, 4032
-    movzx esi, byte ptr [r15 + r9 + 3392]
     jmp 1f
 1:
+    vmovdqu ymmword ptr [r15 + 512], ymm14
+    and r9, 8128
+    mov dword ptr [r15 + r9 + 7488], 114
+    movzx r9d, byte ptr [r15 + 192]
+    vpaddq xmm14, xmm14, xmmword ptr [r15 + 384]
+    mov rsi, r9
+    jmp 1f
+1:
+    mov r9, r11
+    jmp 1f
+1:
+    and r9, 4032
+    mov rdi, qword ptr [r15 + r9 + 3392]
+    movsxd r9, dword ptr [r15 + 448]
+    mov r8, qword ptr [r15 + 640]
+    mov byte ptr [r15 + 320], r8b
+    mov r8d, dword ptr [r15 + 128]
+    movsxd rax, dword ptr [r15 + 384]
     jmp 1f
 1:
     add r11, 64
@@ -22612,128 +21878,137 @@ ditto_body_c1:
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c253:
-    lea rcx, [rip + .Lc1_d18365_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d18365_j_t
-.Lc1_d18365_j:
+    mov byte ptr [r15 + 704], al
+    lea r8, [r11 + r11*1]
+    movzx eax, r8b
+    and r8, 1984
+    movsxd rax, dword ptr [r15 + r8 + 1408]
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov rcx, rdi
-    mov r9, r11
-    lea rbp, [r11 + r11*1]
-    jmp 1f
-1:
-    and r9, 4032
-    mov dword ptr [r15 + r9 + 3392], edi
-    mov r9d, ecx
-    mov r9, r11
-    and rbp, 8128
-    mov qword ptr [r15 + rbp + 7552], rcx
-    and r9, 16320
-    mov byte ptr [r15 + r9 + 15680], cl
-    mov r9, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, 245
-    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r9d, byte ptr [r15 + 128]
+    mov dword ptr [r15 + 320], r9d
     movzx r9d, r9b
     jmp 1f
 1:
-    mov qword ptr [r15 + 704], r9
-    mov dword ptr [r15 + 384], r9d
+    mov dword ptr [r15 + 512], ecx
+    mov r9, r9
     jmp 1f
 1:
-    mov r9, qword ptr [r15 + rbp + 7488]
-    movsxd rbp, dword ptr [r15 + 448]
-    movzx ecx, byte ptr [r15 + 320]
+    mov r9, qword ptr [r15 + 384]
+    jmp 1f
+1:
+    mov byte ptr [r15 + 128], r9b
+    mov r9d, r9d
+    mov r9d, dword ptr [r15 + 64]
+    mov dword ptr [r15 + 768], r9d
+    movsxd r9, dword ptr [r15 + 192]
+    vpxor xmm14, xmm14, xmm15
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     jmp 1f
 1:
-    movsxd rdi, dword ptr [r15 + 256]
-    mov rdx, rdi
-    mov rdi, qword ptr [r15 + 640]
-    mov r8, rdi
-    mov rdi, r9
-    add r9, qword ptr [r15 + 64]
-    mov edi, 220
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r9, r11
+    mov ecx, dword ptr [r15 + 448]
+    mov dword ptr [r15 + r8 + 1344], ecx
+    mov r8, r11
+    and r9, 8128
+    mov qword ptr [r15 + r9 + 7488], r9
+    vpaddq xmm14, xmm14, xmmword ptr [r15 + 256]
+    jmp 1f
+1:
+    and r8, 448
+    movsxd r9, dword ptr [r15 + r8 + 832]
     jmp 1f
 1:
     jmp 1f
 1:
-    mov qword ptr [r15 + 320], rdi
-    jmp 1f
-1:
-    mov rdi, qword ptr [r15 + 192]
-    mov qword ptr [r15 + 512], r9
-    vpor xmm1, xmm1, xmm1
-    mov qword ptr [r15 + 128], rdx
-    mov rdx, rdi
+    mov r8, rcx
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c254:
-    mov edx, 21
-    movzx edx, byte ptr [r15 + 512]
-    mov edi, edi
-    mov rbp, r11
-    vmovdqu ymmword ptr [r15 + 128], ymm1
-    mov dword ptr [r15 + 64], 8
-    and rbp, 448
-    mov dword ptr [r15 + rbp + 832], 162
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, 105
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, ebp
+    lea rcx, [rip + .Lc1_d17980_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d17980_j_t
+.Lc1_d17980_j:
+    mov r8, rcx
+    mov r8, rax
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 230
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov ebp, 130
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov eax, ecx
-    test ebx, 1073741824
-    jz 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, r11
-    vmovdqu xmmword ptr [r15 + 0], xmm1
-    and r8, 1984
-    mov qword ptr [r15 + r8 + 1344], rbp
-    mov r8d, dword ptr [r15 + 384]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, r8b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, r8
+    mov r8, r9
     jmp 1f
 1:
-    movzx ebp, byte ptr [r15 + 320]
+    mov r8d, dword ptr [r15 + 448]
     jmp 1f
 1:
-    mov ecx, 158
     jmp 1f
 1:
-    mov rcx, qword ptr [r15 + 768]
-    movsxd rdi, dword ptr [r15 + 192]
+    mov dword ptr [r15 + 384], ecx
+    add r8, qword ptr [r15 + 320]
+    mov ecx, ecx
+    mov ecx, dword ptr [r15 + 512]
     mov r9, r11
-    mov byte ptr [r15 + 448], r8b
+    jmp 1f
+1:
     and r9, 4032
-    vmovdqu ymmword ptr [r15 + r9 + 3392], ymm1
-    mov r8, qword ptr [r15 + 64]
-    movzx r9d, byte ptr [r15 + 256]
+    vmovq qword ptr [r15 + r9 + 3392], xmm14
+    mov r9, rsi
+    movzx esi, byte ptr [r15 + 128]
+    mov qword ptr [r15 + 320], rbp
+    mov r9, r11
+    mov rbp, r11
+    mov rax, rax
+    and r9, 8128
+    mov eax, dword ptr [r15 + r9 + 7488]
+    inc dword ptr [r15 + 192]
+    and rbp, 448
+    mov byte ptr [r15 + rbp + 832], bpl
+    movsxd rbp, dword ptr [r15 + 576]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 64], 4
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c255:
-    lea rcx, [rip + .Lc1_d18463_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d18463_j_t
-.Lc1_d18463_j:
-    mov ecx, ecx
-    mov r9d, 128
+    mov r9d, dword ptr [r15 + 640]
+    mov rbp, qword ptr [r15 + 448]
+    mov r12, qword ptr [r15 + r12 + 56]
+    add rbp, qword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, ebp
     jmp 1f
 1:
     jmp 1f
@@ -22743,44 +22018,43 @@ ditto_body_c1:
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, r9d
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, r8
-    and r8d, dword ptr [r15 + 0]
     jmp 1f
 1:
     mov rbp, r11
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 8128
-    mov r9d, dword ptr [r15 + rbp + 7488]
-    mov ebp, dword ptr [r15 + 64]
+    mov dword ptr [r15 + 0], r9d
+    and rbp, 1984
+    mov r9d, dword ptr [r15 + rbp + 1344]
+    mov rbp, r11
     jmp 1f
 1:
-    mov rcx, rbp
-    movzx ebp, cl
-    movsxd rbp, dword ptr [r15 + 256]
-    movzx edi, byte ptr [r15 + 448]
-    movzx eax, byte ptr [r15 + 512]
-    movzx edx, byte ptr [r15 + 192]
-    mov rsi, r9
-    movsxd r9, dword ptr [r15 + 384]
-    mov r9, qword ptr [r15 + 128]
-    mov r9, r11
+    mov qword ptr [r15 + 320], rbp
+    and rbp, 4032
+    vmovdqu ymmword ptr [r15 + rbp + 3392], ymm14
+    movzx ebp, byte ptr [r15 + 704]
+    mov esi, dword ptr [r15 + 384]
     jmp 1f
 1:
-    vmovdqu ymmword ptr [r15 + 576], ymm1
-    and r9, 1984
-    mov ecx, dword ptr [r15 + r9 + 1344]
-    movsxd r9, dword ptr [r15 + 640]
+    mov qword ptr [r15 + 128], r9
+    jmp 1f
+1:
+    mov r9d, dword ptr [r15 + 64]
     mov r8, r11
-    mov r9d, dword ptr [r15 + 320]
-    and r8, 448
-    vmovdqu ymmword ptr [r15 + r8 + 832], ymm1
-    mov byte ptr [r15 + 384], dl
+    jmp 1f
+1:
+    movzx ecx, al
+    mov rcx, qword ptr [r15 + 256]
+    and r8, 8128
+    mov dword ptr [r15 + r8 + 7488], r8d
+    mov byte ptr [r15 + 64], r8b
+    vmovdqu xmmword ptr [r15 + 512], xmm14
+    jmp 1f
+1:
+    movzx r8d, cl
+    mov ecx, dword ptr [r15 + 384]
+    movsxd rdi, dword ptr [r15 + 192]
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
@@ -22846,439 +22120,437 @@ ditto_body_init_c1:
 
     .section .text.ditto_indirect,"ax",@progbits
     .p2align 9, 0xcc
-.Lc1_d5133_j_t:
+.Lc1_d5169_j_t:
     jmp rcx
-.Lc1_d3308_s_t:
+.Lc1_d3306_s_t:
     jmp rcx
 .Lc1_d3376_j_t:
     jmp rcx
-.Lc1_d4947_s_t:
+.Lc1_d4987_s_t:
     jmp rcx
-.Lc1_d5017_s_t:
+.Lc1_d5055_s_t:
     jmp rcx
-.Lc1_d3870_j_t:
+.Lc1_d3874_j_t:
     jmp rcx
-.Lc1_d3922_j_t:
+.Lc1_d3931_j_t:
     jmp rcx
-.Lc1_d4017_j_t:
+.Lc1_d3982_s_t:
     jmp rcx
-.Lc1_d4113_s_t:
+.Lc1_d4091_s_t:
     jmp rcx
-.Lc1_d4175_j_t:
+.Lc1_d4192_j_t:
     jmp rcx
-.Lc1_d4696_j_t:
+.Lc1_d72_j_t:
     jmp rcx
-.Lc1_d4791_j_t:
+.Lc1_d165_s_t:
     jmp rcx
-.Lc1_d72_s_t:
+.Lc1_d219_j_t:
     jmp rcx
-.Lc1_d179_s_t:
+.Lc1_d311_j_t:
     jmp rcx
-.Lc1_d236_j_t:
+.Lc1_d404_j_t:
     jmp rcx
-.Lc1_d324_j_t:
+.Lc1_d500_j_t:
     jmp rcx
-.Lc1_d416_s_t:
+.Lc1_d597_s_t:
     jmp rcx
-.Lc1_d507_j_t:
+.Lc1_d651_j_t:
     jmp rcx
-.Lc1_d609_j_t:
+.Lc1_d738_j_t:
     jmp rcx
-.Lc1_d704_j_t:
+.Lc1_d836_s_t:
     jmp rcx
-.Lc1_d790_j_t:
+.Lc1_d950_j_t:
     jmp rcx
-.Lc1_d844_s_t:
+.Lc1_d999_j_t:
     jmp rcx
-.Lc1_d943_j_t:
+.Lc1_d1092_s_t:
     jmp rcx
-.Lc1_d1040_j_t:
+.Lc1_d1195_j_t:
     jmp rcx
-.Lc1_d1097_s_t:
+.Lc1_d1287_j_t:
     jmp rcx
-.Lc1_d1193_j_t:
+.Lc1_d1382_s_t:
     jmp rcx
-.Lc1_d1285_j_t:
+.Lc1_d1438_s_t:
     jmp rcx
-.Lc1_d1374_s_t:
+.Lc1_d1535_j_t:
     jmp rcx
-.Lc1_d1484_s_t:
+.Lc1_d1635_j_t:
     jmp rcx
-.Lc1_d1533_j_t:
+.Lc1_d1733_s_t:
     jmp rcx
-.Lc1_d1634_j_t:
+.Lc1_d1788_j_t:
     jmp rcx
-.Lc1_d1734_j_t:
+.Lc1_d1887_j_t:
     jmp rcx
-.Lc1_d1827_s_t:
+.Lc1_d1981_s_t:
     jmp rcx
-.Lc1_d1922_j_t:
+.Lc1_d2038_j_t:
     jmp rcx
-.Lc1_d1977_s_t:
+.Lc1_d2141_j_t:
     jmp rcx
-.Lc1_d2079_j_t:
+.Lc1_d2243_s_t:
     jmp rcx
-.Lc1_d2180_j_t:
+.Lc1_d2345_j_t:
     jmp rcx
-.Lc1_d2231_s_t:
+.Lc1_d2391_j_t:
     jmp rcx
-.Lc1_d2342_j_t:
+.Lc1_d2488_s_t:
     jmp rcx
-.Lc1_d2396_j_t:
+.Lc1_d2609_j_t:
     jmp rcx
-.Lc1_d2497_s_t:
+.Lc1_d2664_s_t:
     jmp rcx
-.Lc1_d2614_j_t:
-    jmp rcx
-.Lc1_d2714_s_t:
-    jmp rcx
-.Lc1_d2771_j_t:
+.Lc1_d2775_j_t:
     jmp rcx
 .Lc1_d2872_j_t:
     jmp rcx
-.Lc1_d2926_s_t:
+.Lc1_d2928_s_t:
     jmp rcx
-.Lc1_d3031_s_t:
+.Lc1_d3040_j_t:
     jmp rcx
-.Lc1_d3147_j_t:
+.Lc1_d3139_s_t:
     jmp rcx
-.Lc1_d3200_j_t:
+.Lc1_d3199_j_t:
     jmp rcx
-.Lc1_b3_stubs_t:
+.Lc1_d3491_j_t:
     jmp rcx
-.Lc1_d4277_s_t:
+.Lc1_d3587_s_t:
     jmp rcx
-.Lc1_d4332_j_t:
+.Lc1_d3662_s_t:
     jmp rcx
-.Lc1_d4432_j_t:
+.Lc1_d3771_j_t:
     jmp rcx
-.Lc1_d4542_s_t:
+.Lc1_b5_stubs_t:
     jmp rcx
-.Lc1_d4595_j_t:
+.Lc1_d4717_j_t:
+    jmp rcx
+.Lc1_d4818_j_t:
+    jmp rcx
+.Lc1_d4874_s_t:
     jmp rcx
 .Lc1_b9_stubs_t:
     jmp rcx
-.Lc1_d3442_s_t:
+.Lc1_d4297_s_t:
     jmp rcx
-.Lc1_d3498_j_t:
+.Lc1_d4350_j_t:
     jmp rcx
-.Lc1_d3596_s_t:
+.Lc1_d4448_j_t:
     jmp rcx
-.Lc1_d3714_j_t:
+.Lc1_d4507_s_t:
     jmp rcx
-.Lc1_d3762_j_t:
+.Lc1_d4617_j_t:
     jmp rcx
-.Lc1_d5204_s_t:
+.Lc1_d5237_j_t:
     jmp rcx
-.Lc1_d5257_s_t:
+.Lc1_d5285_j_t:
     jmp rcx
-.Lc1_d5312_s_t:
+.Lc1_d5330_j_t:
     jmp rcx
-.Lc1_d5371_s_t:
+.Lc1_d5383_j_t:
     jmp rcx
-.Lc1_d5428_s_t:
+.Lc1_d5434_j_t:
     jmp rcx
-.Lc1_d5490_s_t:
+.Lc1_d5485_j_t:
     jmp rcx
-.Lc1_d5549_s_t:
+.Lc1_d5535_j_t:
     jmp rcx
-.Lc1_d5609_s_t:
+.Lc1_d5585_j_t:
     jmp rcx
-.Lc1_d5714_s_t:
+.Lc1_d5634_j_t:
     jmp rcx
-.Lc1_d5775_s_t:
+.Lc1_d5683_j_t:
     jmp rcx
-.Lc1_d5879_s_t:
+.Lc1_d5729_j_t:
     jmp rcx
-.Lc1_d5942_s_t:
+.Lc1_d5776_j_t:
     jmp rcx
-.Lc1_d6036_s_t:
+.Lc1_d5824_j_t:
     jmp rcx
-.Lc1_d6139_j_t:
+.Lc1_d5874_j_t:
     jmp rcx
-.Lc1_d6229_j_t:
+.Lc1_d5924_j_t:
     jmp rcx
-.Lc1_d6280_s_t:
+.Lc1_d5973_j_t:
     jmp rcx
-.Lc1_d6390_j_t:
+.Lc1_d6024_s_t:
     jmp rcx
-.Lc1_d6491_j_t:
+.Lc1_d6078_j_t:
     jmp rcx
-.Lc1_d6543_s_t:
+.Lc1_d6129_s_t:
     jmp rcx
-.Lc1_d6653_s_t:
+.Lc1_d6225_j_t:
     jmp rcx
-.Lc1_d6752_j_t:
+.Lc1_d6318_j_t:
     jmp rcx
-.Lc1_d6803_j_t:
+.Lc1_d6415_j_t:
     jmp rcx
-.Lc1_d6905_s_t:
+.Lc1_d6463_j_t:
     jmp rcx
-.Lc1_d7006_j_t:
+.Lc1_d6561_j_t:
     jmp rcx
-.Lc1_d7062_s_t:
+.Lc1_d6664_s_t:
     jmp rcx
-.Lc1_d7167_j_t:
+.Lc1_d6763_j_t:
     jmp rcx
-.Lc1_d7259_j_t:
+.Lc1_d6813_j_t:
     jmp rcx
-.Lc1_d7356_s_t:
+.Lc1_d6910_s_t:
     jmp rcx
-.Lc1_d7418_j_t:
+.Lc1_d7012_s_t:
     jmp rcx
-.Lc1_d7507_j_t:
+.Lc1_d7111_j_t:
     jmp rcx
-.Lc1_d7603_j_t:
+.Lc1_d7162_j_t:
     jmp rcx
-.Lc1_d7706_s_t:
+.Lc1_d7250_j_t:
     jmp rcx
-.Lc1_d7763_s_t:
+.Lc1_d7348_j_t:
     jmp rcx
-.Lc1_d7864_j_t:
+.Lc1_d7440_j_t:
     jmp rcx
-.Lc1_d7953_j_t:
+.Lc1_d7538_s_t:
     jmp rcx
-.Lc1_d8052_s_t:
+.Lc1_d7593_j_t:
     jmp rcx
-.Lc1_d8114_s_t:
+.Lc1_d7691_j_t:
     jmp rcx
-.Lc1_d8223_j_t:
+.Lc1_d7784_j_t:
     jmp rcx
-.Lc1_d8321_s_t:
+.Lc1_d7882_j_t:
     jmp rcx
-.Lc1_d8375_j_t:
+.Lc1_d7936_s_t:
     jmp rcx
-.Lc1_d8480_j_t:
+.Lc1_d8033_j_t:
     jmp rcx
-.Lc1_d8573_j_t:
+.Lc1_d8133_j_t:
     jmp rcx
-.Lc1_d8622_j_t:
+.Lc1_d8228_j_t:
     jmp rcx
-.Lc1_d8716_s_t:
+.Lc1_d8281_s_t:
     jmp rcx
-.Lc1_d8816_j_t:
+.Lc1_d8384_j_t:
     jmp rcx
-.Lc1_d8913_j_t:
+.Lc1_d8481_s_t:
     jmp rcx
-.Lc1_d8961_j_t:
+.Lc1_d8541_s_t:
     jmp rcx
-.Lc1_d9067_s_t:
+.Lc1_d8643_s_t:
     jmp rcx
-.Lc1_d9172_s_t:
+.Lc1_d8738_j_t:
     jmp rcx
-.Lc1_d9227_j_t:
+.Lc1_d8833_j_t:
     jmp rcx
-.Lc1_d9332_s_t:
+.Lc1_d8931_j_t:
     jmp rcx
-.Lc1_d9432_j_t:
+.Lc1_d8979_j_t:
     jmp rcx
-.Lc1_d9524_j_t:
+.Lc1_d9078_s_t:
     jmp rcx
-.Lc1_d9579_j_t:
+.Lc1_d9174_j_t:
     jmp rcx
-.Lc1_d9677_j_t:
+.Lc1_d9267_j_t:
     jmp rcx
-.Lc1_d9773_s_t:
+.Lc1_d9360_s_t:
     jmp rcx
-.Lc1_d9837_s_t:
+.Lc1_d9422_s_t:
     jmp rcx
-.Lc1_d9946_j_t:
+.Lc1_d9519_j_t:
     jmp rcx
-.Lc1_d10042_j_t:
+.Lc1_d9608_j_t:
     jmp rcx
-.Lc1_d10097_j_t:
+.Lc1_d9706_j_t:
     jmp rcx
-.Lc1_d10201_s_t:
+.Lc1_d9799_j_t:
     jmp rcx
-.Lc1_d10299_j_t:
+.Lc1_d9849_s_t:
     jmp rcx
-.Lc1_d10353_j_t:
+.Lc1_d9955_j_t:
     jmp rcx
-.Lc1_d10450_j_t:
+.Lc1_d10043_s_t:
     jmp rcx
-.Lc1_d10547_s_t:
+.Lc1_d10145_j_t:
     jmp rcx
-.Lc1_d10652_j_t:
+.Lc1_d10199_s_t:
     jmp rcx
-.Lc1_d10706_j_t:
+.Lc1_d10302_j_t:
     jmp rcx
-.Lc1_d10803_s_t:
+.Lc1_d10401_j_t:
     jmp rcx
-.Lc1_d10905_s_t:
+.Lc1_d10451_j_t:
     jmp rcx
-.Lc1_d10958_j_t:
+.Lc1_d10546_s_t:
     jmp rcx
-.Lc1_d11058_j_t:
+.Lc1_d10649_j_t:
     jmp rcx
-.Lc1_d11153_s_t:
+.Lc1_d10756_j_t:
     jmp rcx
-.Lc1_d11254_j_t:
+.Lc1_d10810_s_t:
     jmp rcx
-.Lc1_d11315_s_t:
+.Lc1_d10917_j_t:
+    jmp rcx
+.Lc1_d11016_s_t:
+    jmp rcx
+.Lc1_d11066_j_t:
+    jmp rcx
+.Lc1_d11165_j_t:
+    jmp rcx
+.Lc1_d11268_s_t:
+    jmp rcx
+.Lc1_d11324_s_t:
     jmp rcx
 .Lc1_d11433_j_t:
     jmp rcx
-.Lc1_d11482_j_t:
+.Lc1_d11526_j_t:
     jmp rcx
-.Lc1_d11591_j_t:
+.Lc1_d11577_j_t:
     jmp rcx
-.Lc1_d11696_j_t:
+.Lc1_d11672_j_t:
     jmp rcx
-.Lc1_d11753_s_t:
+.Lc1_d11772_s_t:
     jmp rcx
-.Lc1_d11855_j_t:
+.Lc1_d11870_j_t:
     jmp rcx
-.Lc1_d11950_j_t:
+.Lc1_d11960_j_t:
     jmp rcx
-.Lc1_d11997_j_t:
+.Lc1_d12012_j_t:
     jmp rcx
-.Lc1_d12106_s_t:
+.Lc1_d12115_s_t:
     jmp rcx
-.Lc1_d12212_j_t:
+.Lc1_d12216_j_t:
     jmp rcx
-.Lc1_d12265_s_t:
+.Lc1_d12314_j_t:
     jmp rcx
-.Lc1_d12368_j_t:
+.Lc1_d12367_s_t:
     jmp rcx
-.Lc1_d12469_j_t:
+.Lc1_d12480_s_t:
     jmp rcx
-.Lc1_d12521_s_t:
+.Lc1_d12544_j_t:
     jmp rcx
-.Lc1_d12631_j_t:
+.Lc1_d12641_j_t:
     jmp rcx
-.Lc1_d12721_j_t:
+.Lc1_d12742_j_t:
     jmp rcx
-.Lc1_d12775_s_t:
+.Lc1_d12798_s_t:
     jmp rcx
-.Lc1_d12878_j_t:
+.Lc1_d12902_j_t:
     jmp rcx
-.Lc1_d12976_s_t:
+.Lc1_d12999_j_t:
     jmp rcx
-.Lc1_d13084_j_t:
+.Lc1_d13056_s_t:
     jmp rcx
-.Lc1_d13137_s_t:
+.Lc1_d13152_j_t:
     jmp rcx
-.Lc1_d13237_j_t:
+.Lc1_d13249_j_t:
     jmp rcx
-.Lc1_d13331_j_t:
+.Lc1_d13350_s_t:
     jmp rcx
-.Lc1_d13387_s_t:
+.Lc1_d13403_j_t:
     jmp rcx
-.Lc1_d13489_j_t:
+.Lc1_d13493_j_t:
     jmp rcx
-.Lc1_d13589_j_t:
+.Lc1_d13595_s_t:
     jmp rcx
-.Lc1_d13637_j_t:
+.Lc1_d13701_j_t:
     jmp rcx
-.Lc1_d13748_s_t:
+.Lc1_d13758_s_t:
     jmp rcx
-.Lc1_d13850_j_t:
+.Lc1_d13863_j_t:
     jmp rcx
-.Lc1_d13904_j_t:
+.Lc1_d13964_s_t:
     jmp rcx
-.Lc1_d14008_s_t:
+.Lc1_d14020_j_t:
     jmp rcx
-.Lc1_d14110_j_t:
+.Lc1_d14119_j_t:
     jmp rcx
-.Lc1_d14163_s_t:
+.Lc1_d14215_s_t:
     jmp rcx
-.Lc1_d14278_j_t:
+.Lc1_d14283_s_t:
     jmp rcx
-.Lc1_d14371_j_t:
+.Lc1_d14388_j_t:
     jmp rcx
-.Lc1_d14470_s_t:
+.Lc1_d14492_j_t:
     jmp rcx
-.Lc1_d14532_s_t:
+.Lc1_d14542_j_t:
     jmp rcx
-.Lc1_d14657_j_t:
+.Lc1_d14635_j_t:
     jmp rcx
-.Lc1_d14709_j_t:
+.Lc1_d14737_s_t:
     jmp rcx
-.Lc1_d14809_s_t:
+.Lc1_d14843_j_t:
     jmp rcx
-.Lc1_d14915_j_t:
+.Lc1_d14893_s_t:
     jmp rcx
-.Lc1_d14965_j_t:
+.Lc1_d14987_j_t:
     jmp rcx
-.Lc1_d15065_s_t:
+.Lc1_d15081_j_t:
     jmp rcx
-.Lc1_d15129_j_t:
+.Lc1_d15183_s_t:
     jmp rcx
-.Lc1_d15231_j_t:
+.Lc1_d15236_j_t:
     jmp rcx
-.Lc1_d15333_s_t:
+.Lc1_d15335_j_t:
     jmp rcx
-.Lc1_d15394_j_t:
+.Lc1_d15442_s_t:
     jmp rcx
-.Lc1_d15496_j_t:
+.Lc1_d15509_j_t:
     jmp rcx
-.Lc1_d15600_s_t:
+.Lc1_d15599_s_t:
     jmp rcx
-.Lc1_d15660_j_t:
+.Lc1_d15703_j_t:
     jmp rcx
-.Lc1_d15766_j_t:
+.Lc1_d15800_j_t:
     jmp rcx
-.Lc1_d15866_s_t:
+.Lc1_d15854_s_t:
     jmp rcx
-.Lc1_d15938_j_t:
+.Lc1_d15953_j_t:
     jmp rcx
-.Lc1_d16038_s_t:
+.Lc1_d16044_s_t:
     jmp rcx
-.Lc1_d16094_j_t:
+.Lc1_d16148_j_t:
     jmp rcx
-.Lc1_d16198_s_t:
+.Lc1_d16247_j_t:
     jmp rcx
-.Lc1_d16319_s_t:
+.Lc1_d16301_s_t:
     jmp rcx
-.Lc1_d16375_j_t:
+.Lc1_d16399_j_t:
     jmp rcx
-.Lc1_d16471_j_t:
+.Lc1_d16497_j_t:
     jmp rcx
-.Lc1_d16566_j_t:
+.Lc1_d16549_s_t:
     jmp rcx
-.Lc1_d16626_s_t:
+.Lc1_d16658_j_t:
     jmp rcx
-.Lc1_d16733_j_t:
+.Lc1_d16749_j_t:
     jmp rcx
-.Lc1_d16833_j_t:
+.Lc1_d16852_s_t:
     jmp rcx
-.Lc1_d16881_j_t:
+.Lc1_d16907_j_t:
     jmp rcx
-.Lc1_d16990_s_t:
+.Lc1_d17011_s_t:
     jmp rcx
-.Lc1_d17090_j_t:
+.Lc1_d17081_j_t:
     jmp rcx
-.Lc1_d17139_j_t:
+.Lc1_d17178_s_t:
     jmp rcx
-.Lc1_d17240_s_t:
+.Lc1_d17275_j_t:
     jmp rcx
-.Lc1_d17346_j_t:
+.Lc1_d17378_s_t:
     jmp rcx
-.Lc1_d17401_s_t:
+.Lc1_d17439_j_t:
     jmp rcx
-.Lc1_d17524_j_t:
+.Lc1_d17533_j_t:
     jmp rcx
-.Lc1_d17579_s_t:
+.Lc1_d17623_s_t:
     jmp rcx
-.Lc1_d17687_j_t:
+.Lc1_d17727_j_t:
     jmp rcx
-.Lc1_d17788_s_t:
+.Lc1_d17778_j_t:
     jmp rcx
-.Lc1_d17855_j_t:
+.Lc1_d17875_s_t:
     jmp rcx
-.Lc1_d17952_j_t:
-    jmp rcx
-.Lc1_d18055_j_t:
-    jmp rcx
-.Lc1_d18108_s_t:
-    jmp rcx
-.Lc1_d18208_j_t:
-    jmp rcx
-.Lc1_d18309_s_t:
-    jmp rcx
-.Lc1_d18365_j_t:
-    jmp rcx
-.Lc1_d18463_j_t:
+.Lc1_d17980_j_t:
     jmp rcx
     .text
 

@@ -112,6 +112,7 @@ ditto_body_c1:
     mov r8d, 190
     mov rsi, rax
     mov edi, dword ptr [r15 + 448]
+    add r11, 64
     add r10, r11
     inc rbx
     dec r13
@@ -128,51 +129,52 @@ ditto_body_c1:
     test ebx, 16032
     jz 1f
 1:
-    mov r8, r10
+    mov rbp, r10
     mov edx, dword ptr [r15 + 128]
-    and r8, 8128
-    mov dword ptr [r15 + r8 + 7104], ebp
+    and rbp, 8128
+    mov dword ptr [r15 + rbp + 7104], eax
     test bl, 240
     jz 1f
 1:
     movsxd r9, dword ptr [r15 + 0]
-    mov rdx, rbp
+    mov r8, rax
     test dword ptr [r15 + 67117723], 2
     jz 1f
 1:
-    mov ebp, dword ptr [r15 + 0]
-    mov ecx, edx
-    mov qword ptr [r15 + 576], rdx
+    mov ecx, dword ptr [r15 + 0]
+    mov eax, r8d
+    mov qword ptr [r15 + 576], rcx
     test bl, 32
     jnz 1f
 1:
-    movzx r8d, byte ptr [r15 + 448]
+    movzx ebp, byte ptr [r15 + 448]
     movzx esi, byte ptr [r15 + 64]
     test ebx, 608
     jnz 1f
 1:
     movzx esi, dil
-    mov rbp, r10
-    movzx eax, al
+    mov r8, r10
+    movzx eax, dl
     test ebx, 1024
     jz 1f
 1:
-    and rbp, 448
-    mov rsi, qword ptr [r14 + rbp + 960]
+    and r8, 448
+    mov rsi, qword ptr [r14 + r8 + 960]
     lea rdi, [r15 + 67109504]
-    mov ecx, 1129
+    mov ecx, 1089
     rep stosb
-    mov eax, r9d
+    mov edx, r9d
     test dword ptr [r15 + 67117723], 327680
     jnz 1f
 1:
-    bt rcx, rsi
-    mov rdx, qword ptr [r15 + 704]
+    bt rdx, rax
+    mov rsi, qword ptr [r15 + 704]
     test bl, 32
     jz 1f
 1:
-    mov r8d, dword ptr [r15 + 384]
+    mov esi, dword ptr [r15 + 384]
     movzx ebp, r9b
+    add r11, 64
     add r10, r11
     inc rbx
     dec r13
@@ -181,59 +183,60 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d147_j]
+    lea rcx, [rip + .Lc1_d149_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d147_j_t
-.Lc1_d147_j:
+    jmp .Lc1_d149_j_t
+.Lc1_d149_j:
     lea rdi, [r15 + 67109504]
     lea rsi, [r15 + 67113600]
-    mov ecx, 1127
+    mov ecx, 1088
     rep movsb
-    mov edx, 252
+    mov ebp, 252
     mov rbp, r10
     movsxd rdi, dword ptr [r15 + 0]
     test bl, 32
     jnz 1f
 1:
-    mov r9, r10
-    mov eax, dword ptr [r15 + 256]
+    mov r8, r10
+    mov r9d, dword ptr [r15 + 256]
     and rbp, 4032
     mov rcx, qword ptr [r15 + rbp + 3008]
-    and r9, 960
-    movsxd rbp, dword ptr [r15 + r9 + 1984]
+    and r8, 960
+    movsxd rdi, dword ptr [r15 + r8 + 1984]
     test bl, 192
     jz 1f
 1:
-    mov r8, r10
-    movzx edi, byte ptr [r15 + 896]
-    and r8, 448
-    mov ebp, dword ptr [r15 + r8 + 1472]
+    mov rbp, r10
+    movzx r8d, byte ptr [r15 + 896]
+    and rbp, 448
+    mov eax, dword ptr [r15 + rbp + 1472]
     mov dword ptr [r15 + 640], 117
     test ebx, 27584
     jnz 1f
 1:
     lea rdi, [r15 + 67109504]
-    mov ecx, 1129
+    mov ecx, 1089
     rep stosb
-    mov dword ptr [r15 + 128], esi
-    mov rax, rsi
+    mov dword ptr [r15 + 128], edx
+    mov rdx, rdx
     test dword ptr [r15 + 67117724], 16384
     jz 1f
 1:
-    mov edx, dword ptr [r14 + 320]
-    movzx esi, sil
-    movzx edi, cl
+    mov r9d, dword ptr [r14 + 320]
+    movzx eax, sil
+    movzx edi, dl
     test dword ptr [r15 + 67117724], 8
     jz 1f
 1:
     mov byte ptr [r15 + 64], dil
-    movzx esi, al
-    mov eax, dword ptr [r15 + 768]
+    movzx esi, dil
+    mov edi, dword ptr [r15 + 768]
     test dword ptr [r15 + 67117724], 4194304
     jnz 1f
 1:
-    mov esi, 3
-    mov rdi, r9
+    mov r9d, 3
+    mov r8, rdx
+    add r11, 64
     add r10, r11
     inc rbx
     dec r13
@@ -242,54 +245,55 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov ebp, dword ptr [r15 + 64]
-    movzx edx, byte ptr [r15 + 128]
-    mov r8, qword ptr [r15 + 320]
-    mov rcx, qword ptr [r15 + 704]
+    mov r9d, dword ptr [r15 + 64]
+    movzx ebp, byte ptr [r15 + 128]
+    mov rcx, qword ptr [r15 + 448]
+    mov rsi, qword ptr [r15 + 704]
     test dword ptr [r15 + 67117723], 281018729
     jz 1f
 1:
-    mov r9d, dword ptr [r15 + 448]
-    mov eax, ecx
-    mov esi, 28
+    mov edx, dword ptr [r15 + 320]
+    mov eax, esi
+    mov edi, 28
     test dword ptr [r15 + 67117723], 2101252
     jnz 1f
 1:
-    mov edx, dword ptr [r15 + 832]
-    mov ecx, 192
+    mov r8d, dword ptr [r15 + 832]
+    mov esi, 192
     mov dword ptr [r15 + 576], 148
     test dword ptr [r15 + 67117723], 1233208000
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, ebp
+    mov esi, r9d
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 8192
     jnz 1f
 1:
-    mov rbp, r8
+    mov r9, r9
     movsxd rcx, dword ptr [r15 + 0]
-    mov rbp, qword ptr [r15 + 0]
+    mov r9, qword ptr [r15 + 0]
     test ebx, 2944
     jnz 1f
 1:
-    mov r8d, dword ptr [r15 + 0]
-    cmovne rdx, rbp
-    movsxd rdi, dword ptr [r15 + 384]
+    mov eax, dword ptr [r15 + 0]
+    cmovne r8, rcx
+    movsxd rdx, dword ptr [r15 + 384]
     test ebx, 31936
     jz 1f
 1:
     mov byte ptr [r15 + 512], dl
-    mov byte ptr [r15 + 256], al
-    mov r9, r10
+    mov byte ptr [r15 + 256], bpl
+    mov rbp, r10
     mov edx, 30
     test dword ptr [r15 + 67117724], 16384
     jz 1f
 1:
-    and r9, 448
-    mov rax, qword ptr [r14 + r9 + 960]
+    and rbp, 448
+    mov rsi, qword ptr [r14 + rbp + 960]
     movzx ecx, byte ptr [r15 + 192]
-    mov r9, qword ptr [r14 + 0]
+    mov rbp, qword ptr [r14 + 0]
+    add r11, 64
     add r10, r11
     inc rbx
     dec r13
@@ -298,56 +302,57 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d249_j]
+    lea rcx, [rip + .Lc1_d253_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d249_j_t
-.Lc1_d249_j:
-    cmovne rcx, rsi
-    movzx esi, byte ptr [r15 + 640]
-    mov edi, dword ptr [r15 + 0]
-    mov r8d, dword ptr [r15 + 0]
+    jmp .Lc1_d253_j_t
+.Lc1_d253_j:
+    cmovne rax, rdi
+    movzx edi, byte ptr [r15 + 640]
+    mov r9d, dword ptr [r15 + 0]
+    mov esi, dword ptr [r15 + 0]
     test bl, 48
     jnz 1f
 1:
     movsxd rbp, dword ptr [r15 + 0]
     mov dword ptr [r15 + 0], 148
-    mov qword ptr [r15 + 192], rbp
-    bt rdx, r9
+    mov qword ptr [r15 + 192], rax
+    bt r8, r8
     test dword ptr [r15 + 67117724], 33554432
     jnz 1f
 1:
-    movsxd rdi, dword ptr [r15 + 320]
-    movzx r9d, byte ptr [r15 + 128]
-    bswap r8
+    movsxd rdx, dword ptr [r15 + 320]
+    movzx r8d, byte ptr [r15 + 128]
+    bswap rdx
     mov rbp, r10
-    mov rdx, qword ptr [r15 + 448]
+    mov rax, qword ptr [r15 + 448]
     test ebx, 14288
     jz 1f
 1:
-    movzx ecx, dl
+    movzx esi, al
     and rbp, 448
-    movzx edi, byte ptr [r15 + rbp + 960]
-    movzx edx, byte ptr [r15 + 384]
+    movzx r9d, byte ptr [r15 + rbp + 960]
+    movzx eax, byte ptr [r15 + 384]
     test dword ptr [r15 + 67117724], 2048
     jz 1f
 1:
     btc dword ptr [r15 + 256], 22
     movsxd rsi, dword ptr [r15 + 768]
-    mov eax, 238
+    mov ecx, 238
     mov edi, 80
     test bl, 32
     jnz 1f
 1:
-    mov qword ptr [r15 + 64], r9
-    mov r8, r9
-    mov rdi, qword ptr [r14 + 512]
+    mov qword ptr [r15 + 64], r8
+    mov rdx, r8
+    mov rsi, qword ptr [r14 + 512]
     mov dword ptr [r14 + 0], 67
     test dword ptr [r15 + 67117724], 33554432
     jz 1f
 1:
-    movzx ecx, byte ptr [r15 + 896]
-    popcnt r9, rsi
-    mov rsi, rdi
+    movzx r9d, byte ptr [r15 + 896]
+    popcnt r8, rdi
+    mov rdi, rsi
+    add r11, 64
     add r10, r11
     inc rbx
     dec r13
@@ -357,42 +362,42 @@ ditto_body_c1:
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
     mov eax, dword ptr [r14 + 704]
-    mov rdx, rbp
+    mov rdx, r9
     mov byte ptr [r15 + 576], al
     test bl, 32
     jnz 1f
 1:
-    mov r8, rdx
+    mov rcx, rdx
     mov rbp, r10
-    mov dword ptr [r15 + 384], edi
-    and rbp, 4032
-    mov eax, dword ptr [r15 + rbp + 3008]
+    mov dword ptr [r15 + 384], r9d
+    and rbp, 960
+    mov edi, dword ptr [r15 + rbp + 1984]
     test ebx, 6000
     jz 1f
 1:
-    mov ecx, 75
-    mov r8, qword ptr [r15 + 192]
+    mov esi, 75
+    mov rcx, qword ptr [r15 + 192]
     mov rbp, r10
     test ebx, 1024
     jz 1f
 1:
-    and rbp, 960
-    movsxd r9, dword ptr [r15 + rbp + 1984]
+    and rbp, 4032
+    movsxd r8, dword ptr [r15 + rbp + 3008]
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx edi, byte ptr [r15 + 0]
+    movzx edx, byte ptr [r15 + 0]
     test dword ptr [r15 + 67117723], 268451841
     jnz 1f
 1:
-    movsxd rsi, dword ptr [r15 + 0]
-    mov rcx, rbp
-    mov r8, r10
-    mov ebp, 92
+    movsxd r9, dword ptr [r15 + 0]
+    mov rcx, rdx
+    mov rbp, r10
+    mov edx, 92
     test ebx, 13568
     jz 1f
 1:
-    movzx eax, r9b
-    and r8, 448
-    movzx edx, byte ptr [r15 + r8 + 1472]
+    movzx eax, r8b
+    and rbp, 448
+    movzx edi, byte ptr [r15 + rbp + 1472]
     test bl, 48
     jz 1f
 1:
@@ -402,8 +407,9 @@ ditto_body_c1:
     test dword ptr [r15 + 67117724], 1179904
     jnz 1f
 1:
-    movzx eax, dl
-    mov rdx, qword ptr [r15 + 64]
+    movzx eax, dil
+    mov rsi, qword ptr [r15 + 64]
+    add r11, 64
     add r10, r11
     inc rbx
     dec r13
@@ -412,58 +418,59 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d348_j]
+    lea rcx, [rip + .Lc1_d354_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d348_j_t
-.Lc1_d348_j:
-    mov byte ptr [r15 + 0], r9b
-    mov edi, dword ptr [r15 + 0]
+    jmp .Lc1_d354_j_t
+.Lc1_d354_j:
+    mov byte ptr [r15 + 0], r8b
+    mov r9d, dword ptr [r15 + 0]
     mov dword ptr [r15 + 0], 108
-    mov r8, qword ptr [r15 + 0]
+    mov rdi, qword ptr [r15 + 0]
     mov rbp, r10
     test ebx, 6096
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx esi, sil
+    movzx edx, dl
     and rbp, 8128
-    mov esi, dword ptr [r15 + rbp + 7104]
+    mov edx, dword ptr [r15 + rbp + 7104]
     test dword ptr [r15 + 67117723], 2097152
     jnz 1f
 1:
-    movzx esi, sil
-    mov r9, r10
-    movsxd rax, dword ptr [r14 + 832]
-    mov qword ptr [r15 + 320], r9
-    and r9, 33554368
+    movzx r9d, bpl
+    mov r8, r10
+    movsxd rsi, dword ptr [r14 + 832]
+    mov qword ptr [r15 + 320], r8
+    and r8, 33554368
     mov rbp, r10
-    xor dword ptr [r15 + r9 + 33554432], edx
+    xor dword ptr [r15 + r8 + 33554432], ecx
     test bl, 128
     jnz 1f
 1:
     .byte 0x66, 0x90
     and rbp, 448
     mov rdi, qword ptr [r15 + rbp + 960]
-    mov r8d, 173
+    mov r9d, 173
     test bl, 144
     jz 1f
 1:
-    mov edx, 9
-    mov ebp, ecx
-    mov rsi, qword ptr [r15 + 640]
-    mov edi, ecx
+    mov ecx, 9
+    mov edx, eax
+    mov r8, qword ptr [r15 + 640]
+    mov r9d, eax
     test ebx, 6784
     jnz 1f
 1:
-    movsxd rcx, dword ptr [r15 + 192]
-    mov r9d, dword ptr [r15 + 256]
-    movzx ebp, byte ptr [r15 + 128]
+    movsxd rax, dword ptr [r15 + 192]
+    mov ebp, dword ptr [r15 + 256]
+    movzx esi, byte ptr [r15 + 128]
     test dword ptr [r15 + 67117724], 42554898
     jz 1f
 1:
-    mov rcx, qword ptr [r15 + 448]
-    movsxd rdi, dword ptr [r15 + 64]
-    mov rax, qword ptr [r15 + 768]
+    mov rax, qword ptr [r15 + 448]
+    movsxd r9, dword ptr [r15 + 64]
+    mov rdi, qword ptr [r15 + 768]
+    add r11, 64
     add r10, r11
     inc rbx
     dec r13
@@ -474,100 +481,101 @@ ditto_body_c1:
     mov qword ptr [r15 + 67117720], rax
     mov r8, r10
     and r8, 448
-    movzx edx, byte ptr [r15 + r8 + 1472]
+    movzx ebp, byte ptr [r15 + r8 + 1472]
     mov dword ptr [r15 + 704], 217
     mov r8, qword ptr [r15 + 0]
-    mov rax, qword ptr [r15 + 0]
+    mov rcx, qword ptr [r15 + 0]
     test ebx, 672
     jnz 1f
 1:
-    mov qword ptr [r15 + 0], rsi
-    movzx edi, byte ptr [r15 + 320]
-    mov rsi, qword ptr [r15 + 192]
+    mov qword ptr [r15 + 0], rax
+    movzx esi, byte ptr [r15 + 320]
+    mov rax, qword ptr [r15 + 192]
     test dword ptr [r15 + 67117724], 4
     jz 1f
 1:
-    add qword ptr [r15 + 128], r9
-    mov rbp, qword ptr [r15 + 64]
-    movzx esi, byte ptr [r15 + 256]
+    add qword ptr [r15 + 128], rdx
+    mov rdi, qword ptr [r15 + 64]
+    movzx edx, byte ptr [r15 + 256]
     test ebx, 416
     jnz 1f
 1:
     mov r8, qword ptr [r14 + 0]
-    mov r9d, r8d
+    mov eax, r8d
     mov edx, dword ptr [r14 + 0]
     test ebx, 624
     jz 1f
 1:
-    movsxd rax, dword ptr [r15 + 576]
-    movzx ecx, byte ptr [r15 + 896]
-    xchg rdi, rdi
+    movsxd rcx, dword ptr [r15 + 576]
+    movzx esi, byte ptr [r15 + 896]
+    xchg r9, r9
     test ebx, 58368
     jz 1f
 1:
-    movzx edi, sil
-    movzx ebp, dl
-    mov rcx, qword ptr [r15 + 64]
+    movzx r9d, al
+    movzx edi, al
+    mov rsi, qword ptr [r15 + 64]
     test bl, 128
     jz 1f
 1:
-    mov edx, ecx
-    mov esi, 36
-    mov r8, r10
-    movsxd rcx, dword ptr [r15 + 384]
+    mov eax, esi
+    mov r8d, 36
+    mov rbp, r10
+    movsxd rsi, dword ptr [r15 + 384]
     test dword ptr [r15 + 67117724], 603979776
     jnz 1f
 1:
-    mov r9, r8
-    and r8, 448
-    movsxd rdi, dword ptr [r15 + r8 + 960]
+    mov r9, rsi
+    and rbp, 448
+    movsxd rsi, dword ptr [r15 + rbp + 960]
     mov rdx, qword ptr [r15 + 512]
+    add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jnz .Lc1_b0_c0
 .Lc1_b0_done:
-// block 1: 128 bytes, 1 chunk(s), 102 chunk executions per call
+// block 1: 128 bytes, 1 chunk(s), 99 chunk executions per call
     mov rbx, qword ptr [r15 + 67117744]
-    lea rcx, [rbx + 102]
+    lea rcx, [rbx + 99]
     mov qword ptr [r15 + 67117744], rcx
-    mov r13d, 102
+    mov r13d, 99
     jmp .Lc1_b1_c0
     .p2align 6
 .Lc1_b1_c0:
-    movzx ecx, byte ptr [r15 + 0]
-    and esi, dword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rbp
-    shr r8d, 17
-    movzx r9d, byte ptr [r15 + 0]
+    movzx eax, byte ptr [r15 + 0]
+    and ebp, dword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], r8
+    shr ecx, 17
+    movzx edi, byte ptr [r15 + 0]
     jmp 1f
 1:
     test bl, 8
     jz 1f
 1:
     vpxor xmm10, xmm10, xmm4
-    shr r8d, 6
+    shr edi, 6
     vpcmpeqb xmm10, xmm10, xmmword ptr [r15 + 0]
-    movzx ecx, byte ptr [r15 + 0]
+    movzx edi, byte ptr [r15 + 0]
     vmovdqu ymm4, ymmword ptr [r15 + 64]
     test ebx, 6144
     jnz 1f
 1:
     movsxd rax, dword ptr [r15 + 320]
-    mov dword ptr [r15 + 704], r8d
-    mov edi, ebp
+    mov dword ptr [r15 + 704], edi
+    mov r8d, r8d
     mov esi, dword ptr [r15 + 576]
     lock add qword ptr [r15 + 192], rsi
-    xchg rax, rdi
+    xchg rax, rax
     test bl, 220
     jnz 1f
 1:
-    movzx r8d, dil
+    movzx eax, al
     jmp 1f
 1:
     or qword ptr [r15 + 448], 127
-    neg rdi
-    and r9d, dword ptr [r14 + 0]
+    neg rsi
+    and edx, dword ptr [r14 + 0]
     inc rbx
     dec r13
     jnz .Lc1_b1_c0
@@ -583,55 +591,56 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d492_j]
+    lea rcx, [rip + .Lc1_d500_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d492_j_t
-.Lc1_d492_j:
-    mov ebp, 21
+    jmp .Lc1_d500_j_t
+.Lc1_d500_j:
+    mov ecx, 21
     mov r8, r10
     mov byte ptr [r15 + 384], al
     and r8, 448
-    mov dword ptr [r15 + r8 + 1472], r8d
-    mov rbp, r10
+    mov dword ptr [r15 + r8 + 1472], ecx
+    mov r8, r10
     test ebx, 954
     jz 1f
 1:
-    and rbp, 4032
-    mov rax, qword ptr [r15 + rbp + 3008]
+    and r8, 4032
+    mov rcx, qword ptr [r15 + r8 + 3008]
     movzx esi, byte ptr [r15 + 896]
-    mov edx, dword ptr [r15 + 128]
+    mov r9d, dword ptr [r15 + 128]
     test dword ptr [r15 + 67117724], 262288
     jnz 1f
 1:
-    mov ecx, edx
-    mov r8d, 103
-    movzx edi, r8b
+    mov ecx, esi
+    mov eax, 103
+    movzx ebp, al
     test dword ptr [r15 + 67117724], 32
     jz 1f
 1:
-    mov qword ptr [r15 + 64], rdi
+    mov qword ptr [r15 + 64], rax
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     test dword ptr [r15 + 67117724], 263296
     jz 1f
 1:
-    mov qword ptr [r15 + 128], rdi
+    mov qword ptr [r15 + 128], rbp
     mov r9d, dword ptr [r14 + 256]
     .byte 0x0f, 0x1f, 0x40, 0x00
     test ebx, 1073741824
     jz 1f
 1:
-    mov edx, dword ptr [r14 + 192]
-    mov esi, dword ptr [r15 + 832]
-    mov rbp, r10
-    mov edi, ebp
+    mov esi, dword ptr [r14 + 192]
+    mov edx, dword ptr [r15 + 832]
+    mov r8, r10
+    mov ebp, r8d
     test dword ptr [r15 + 67117724], 21307732
     jnz 1f
 1:
     vsubsd xmm10, xmm10, xmm10
-    and rbp, 960
-    mov r8d, dword ptr [r15 + rbp + 1984]
-    mov rcx, r8
+    and r8, 960
+    mov ebp, dword ptr [r15 + r8 + 1984]
+    mov rsi, rbp
+    add r11, 64
     add r10, r11
     inc rbx
     dec r13
@@ -686,62 +695,72 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d552_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d552_j_t
-.Lc1_d552_j:
-    mov r9d, 4
-    mov rbp, r10
-    mov ecx, 195
-    and rbp, 4032
-    movzx ecx, byte ptr [r15 + rbp + 3008]
-    mov edi, 39
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 553648448
+    setz al
+    lea rcx, [rip + .Lc1_d561_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d561_s_t
+    .p2align 3
+.Lc1_d561_s:
+    .p2align 3
+    jmp .Lc1_d561_j
+    .p2align 3
+    jmp .Lc1_d561_j
+.Lc1_d561_j:
+    mov r9, r10
+    and r9, 4032
+    movsxd rax, dword ptr [r14 + r9 + 3008]
+    mov qword ptr [r15 + 128], rdi
+    mov edx, dword ptr [r15 + 448]
+    mov r9, rdx
     test ebx, 480
     jz 1f
 1:
-    movzx ebp, byte ptr [r15 + 704]
+    mov ebp, edi
     mov qword ptr [r15 + 384], rbp
+    mov edi, ebp
+    test dword ptr [r15 + 67117723], 2162688
+    jz 1f
+1:
+    mov ebp, 22
+    mov rsi, rcx
+    mov qword ptr [r15 + 0], rbp
+    mov rdi, rsi
+    test bl, 64
+    jz 1f
+1:
+    mov ecx, 10
+    mov eax, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 288
-    jz 1f
-1:
-    mov qword ptr [r15 + 0], rdi
-    mov rcx, qword ptr [r15 + 640]
-    mov edi, ecx
-    mov r8d, r9d
-    test dword ptr [r15 + 67117723], 8407040
-    jz 1f
-1:
-    movzx r9d, r8b
-    movzx esi, r8b
-    mov r8, qword ptr [r15 + 448]
-    mov rbp, r10
-    test dword ptr [r15 + 67117723], 644
-    jnz 1f
-1:
-    mov edi, 32
-    mov qword ptr [r15 + 128], rdi
-    and rbp, 960
-    movsxd rdi, dword ptr [r15 + rbp + 1984]
-    test ebx, 11744
-    jz 1f
-1:
-    mov ecx, ebp
-    movsxd rax, dword ptr [r14 + 0]
-    mov rsi, qword ptr [r14 + 0]
-    mov r9d, 60
-    test ebx, 640
-    jnz 1f
-1:
-    movzx edx, byte ptr [r15 + 768]
-    mov qword ptr [r15 + 256], rdx
-    mov dword ptr [r15 + 512], ebp
     test ebx, 256
     jnz 1f
 1:
-    mov esi, 146
+    mov esi, 225
+    mov r9d, dword ptr [r15 + 256]
+    mov ebp, dword ptr [r15 + 640]
+    test dword ptr [r15 + 67117723], 32
+    jnz 1f
+1:
+    mov r8d, dword ptr [r15 + 768]
+    movsxd rbp, dword ptr [r14 + 320]
+    movzx r9d, byte ptr [r15 + 704]
+    mov edx, r9d
+    test dword ptr [r15 + 67117723], 17039360
+    jnz 1f
+1:
+    mov edi, edx
+    mov rbp, r10
     mov r8d, esi
-    mov eax, r8d
+    and rbp, 960
+    movsxd rax, dword ptr [r15 + rbp + 1984]
+    test ebx, 1600
+    jnz 1f
+1:
+    mov eax, eax
+    movsxd r8, dword ptr [r15 + 576]
+    mov esi, eax
+    add r11, 64
     add r10, r11
     inc rbx
     dec r13
@@ -750,58 +769,60 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    movzx ebp, byte ptr [r14 + 128]
-    movzx edx, bpl
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov rsi, qword ptr [r15 + 64]
+    or r8d, 1
+    xor edx, edx
+    div r8d
+    mov dword ptr [r15 + 0], 4
     mov r9d, edx
-    test dword ptr [r15 + 67117723], 536870936
+    test dword ptr [r15 + 67117723], 128
     jz 1f
 1:
-    mov rsi, qword ptr [r15 + 0]
-    movzx edx, byte ptr [r15 + 0]
-    mov rcx, qword ptr [r15 + 0]
-    test bl, 64
+    mov dword ptr [r15 + 0], ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    sete r8b
+    test dword ptr [r15 + 67117723], 1
+    jnz 1f
+1:
+    mov qword ptr [r15 + 0], rcx
+    mov dword ptr [r15 + 0], r8d
+    movsxd rdx, dword ptr [r15 + 384]
+    test dword ptr [r15 + 67117723], 65536
+    jnz 1f
+1:
+    .byte 0x0f, 0x1f, 0x40, 0x00
+    mov ecx, 208
+    mov rdi, r8
+    test ebx, 1248
     jz 1f
 1:
-    mov r8d, ecx
-    mov edi, dword ptr [r15 + 0]
-    mov ecx, edi
-    mov qword ptr [r15 + 0], rbp
-    test dword ptr [r15 + 67117723], 64
-    jnz 1f
+    movsxd rbp, dword ptr [r15 + 64]
+    mov ecx, 128
+    mov rax, qword ptr [r15 + 640]
+    test ebx, 1216
+    jz 1f
 1:
-    movzx eax, byte ptr [r15 + 0]
-    mov ebp, 108
-    mov rdi, rax
-    test ebx, 480
-    jnz 1f
+    mov esi, eax
+    mov byte ptr [r15 + 256], dil
+    mov r8d, 220
+    test ebx, 10208
+    jz 1f
 1:
-    mov dword ptr [r15 + 640], edi
-    movsxd rsi, dword ptr [r15 + 320]
-    mov rdx, qword ptr [r15 + 256]
-    movsxd rdi, dword ptr [r15 + 384]
-    test bl, 96
-    jnz 1f
-1:
-    mov dword ptr [r15 + 448], r8d
-    mov qword ptr [r14 + 64], rdi
-    mov edi, dword ptr [r15 + 64]
-    test dword ptr [r15 + 67117723], 32
-    jnz 1f
-1:
-    mov r8, r10
-    add qword ptr [r15 + 576], rbp
-    and r8, 448
-    mov r9, qword ptr [r15 + r8 + 960]
-    mov dword ptr [r15 + 192], r8d
-    mov ebp, r9d
+    movsxd r8, dword ptr [r14 + 192]
+    mov edi, dword ptr [r15 + 448]
+    mov eax, 220
     test ebx, 256
     jz 1f
 1:
-    mov dword ptr [r15 + 832], 128
-    mov byte ptr [r15 + 768], bpl
-    movzx ebp, bpl
-    add r10, r11
+    mov r9d, 78
+    movzx ecx, byte ptr [r15 + 512]
+    movzx edi, r9b
+    test dword ptr [r15 + 67117723], 1114112
+    jnz 1f
+1:
+    mov dword ptr [r15 + 128], 81
+    mov rax, qword ptr [r15 + 768]
+    movzx r9d, bpl
     inc rbx
     dec r13
     jz .Lc1_b3_done
@@ -809,59 +830,65 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d659_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d659_j_t
-.Lc1_d659_j:
-    mov r9d, dword ptr [r14 + 576]
-    sete cl
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 16941072
+    setz al
+    lea rcx, [rip + .Lc1_d675_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d675_s_t
+    .p2align 3
+.Lc1_d675_s:
+    .p2align 3
+    jmp .Lc1_d675_j
+    .p2align 3
+    jmp .Lc1_d675_j
+.Lc1_d675_j:
+    mov rbp, qword ptr [r15 + 256]
     mov edi, 173
-    movzx esi, dl
-    test dword ptr [r15 + 67117723], 32
-    jz 1f
-1:
-    mov edx, dword ptr [r15 + 0]
-    movzx r8d, byte ptr [r15 + 0]
-    mov dword ptr [r15 + 0], r8d
-    mov ebp, 98
-    test ebx, 4096
-    jz 1f
-1:
-    movzx r8d, byte ptr [r15 + 0]
-    mov qword ptr [r15 + 64], rbp
-    mov rax, r8
-    test bl, 64
+    nop
+    test dword ptr [r15 + 67117723], 16
     jnz 1f
 1:
-    mov edx, 95
-    mov rbp, qword ptr [r15 + 512]
+    mov esi, 220
+    mov r8d, dword ptr [r15 + 128]
+    movsxd rdx, dword ptr [r15 + 704]
+    test dword ptr [r15 + 67117724], 696792104
+    jz 1f
+1:
+    mov rsi, qword ptr [r14 + 512]
+    movsxd rdi, dword ptr [r15 + 576]
+    movsxd rcx, dword ptr [r15 + 832]
+    test dword ptr [r15 + 67117723], 18432
+    jnz 1f
+1:
+    movzx r9d, byte ptr [r15 + 320]
+    movsxd rdx, dword ptr [r15 + 192]
+    movzx ebp, r9b
+    test ebx, 864
+    jnz 1f
+1:
+    mov r9, rbp
+    mov rax, rbp
+    mov rbp, r9
+    test dword ptr [r15 + 67117724], 168427659
+    jz 1f
+1:
+    movsxd r8, dword ptr [r15 + 0]
+    mov ebp, dword ptr [r15 + 0]
+    bt rbp, r8
     mov r9, r10
-    movzx r8d, bpl
-    and r9, 960
-    mov byte ptr [r15 + r9 + 1984], r9b
     mov rbp, r10
-    test ebx, 25600
-    jnz 1f
+    test dword ptr [r15 + 67117724], 1048576
+    jz 1f
 1:
-    movzx r8d, byte ptr [r15 + 128]
-    mov ecx, eax
-    and rbp, 448
-    movsxd rax, dword ptr [r15 + rbp + 1472]
-    test bl, 64
-    jnz 1f
-1:
-    mov ebp, 137
-    movzx esi, byte ptr [r15 + 320]
-    mov byte ptr [r15 + 704], r9b
-    mov r9d, r9d
     mov r8, r10
-    test dword ptr [r15 + 67117723], 110301220
-    jnz 1f
-1:
-    mov dword ptr [r15 + 192], 72
-    mov rdi, qword ptr [r15 + 256]
-    and r8, 4032
-    mov r9d, dword ptr [r15 + r8 + 3008]
+    and rbp, 960
+    mov rdx, qword ptr [r15 + rbp + 1984]
+    and r9, 448
+    movzx esi, byte ptr [r14 + r9 + 960]
+    and r8, 448
+    mov dword ptr [r15 + r8 + 1472], esi
+    add r11, 64
     add r10, r11
     inc rbx
     dec r13
@@ -870,55 +897,54 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    movzx edx, byte ptr [r15 + 192]
-    mov r8d, 93
-    mov rbp, qword ptr [r15 + 640]
-    test dword ptr [r15 + 67117724], 1048576
-    jz 1f
-1:
-    mov eax, dword ptr [r15 + 128]
-    mov rsi, qword ptr [r14 + 448]
-    mov rcx, rax
-    mov r9, r10
-    test ebx, 640
-    jz 1f
-1:
-    mov dword ptr [r14 + 768], 180
-    and r9, 33554368
-    mov eax, dword ptr [r15 + r9 + 33554432]
-    movsxd r8, dword ptr [r15 + 0]
-    test ebx, 288
+    mov rbp, r10
+    and rbp, 8128
+    mov dword ptr [r15 + rbp + 7104], 153
+    mov edi, 225
+    mov edx, dword ptr [r15 + 448]
+    test dword ptr [r15 + 67117724], 167837698
     jnz 1f
 1:
-    movzx r9d, byte ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 187
-    test ebx, 14816
+    mov ecx, dword ptr [r15 + 192]
+    mov rax, rcx
+    test ebx, 7680
+    jnz 1f
+1:
+    mov rbp, r10
+    mov edi, dword ptr [r15 + 384]
+    and rbp, 33554368
+    movsxd rdx, dword ptr [r15 + rbp + 33554432]
+    test dword ptr [r15 + 67117723], 33554432
     jz 1f
 1:
-    mov rbp, r9
+    mov r8, r10
+    mov dword ptr [r15 + 640], 195
+    movzx ecx, r8b
+    test ebx, 128448
+    jz 1f
+1:
+    and r8, 4032
+    mov dword ptr [r15 + r8 + 3008], r9d
+    inc dword ptr [r15 + 896]
+    test ebx, 1344
+    jnz 1f
+1:
     .byte 0x0f, 0x1f, 0x00
-    movsxd r9, dword ptr [r15 + 0]
-    mov r8, r10
-    test dword ptr [r15 + 67117724], 1048576
+    movzx r8d, byte ptr [r15 + 0]
+    test dword ptr [r15 + 67117723], 32776
     jz 1f
 1:
-    mov edi, dword ptr [r15 + 320]
-    mov r9d, ecx
-    and r8, 8128
-    mov dword ptr [r15 + r8 + 7104], ebp
-    test dword ptr [r15 + 67117724], 16777216
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edx, dword ptr [r14 + 64]
+    test ebx, 1696
     jz 1f
 1:
-    movsxd rbp, dword ptr [r15 + 896]
-    mov ecx, ebp
-    mov byte ptr [r15 + 384], r9b
-    test ebx, 12128
-    jnz 1f
-1:
-    mov r8, r10
-    movzx r9d, r8b
-    and r8, 448
-    mov rax, qword ptr [r15 + r8 + 960]
+    mov qword ptr [r15 + 128], rdx
+    lea rdi, [r15 + 67109504]
+    lea rsi, [r15 + 67113600]
+    mov ecx, 1089
+    rep movsb
+    add r11, 64
     add r10, r11
     inc rbx
     dec r13
@@ -928,67 +954,69 @@ ditto_body_c1:
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
     xor eax, eax
-    test dword ptr [r15 + 67117724], 167837824
+    test dword ptr [r15 + 67117724], 514
     setz al
-    lea rcx, [rip + .Lc1_d762_s]
+    lea rcx, [rip + .Lc1_d779_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d762_s_t
+    jmp .Lc1_d779_s_t
     .p2align 3
-.Lc1_d762_s:
+.Lc1_d779_s:
     .p2align 3
-    jmp .Lc1_d762_j
+    jmp .Lc1_d779_j
     .p2align 3
-    jmp .Lc1_d762_j
-.Lc1_d762_j:
-    movzx esi, byte ptr [r15 + 576]
-    mov ecx, 87
-    mov qword ptr [r15 + 0], rsi
-    mov rax, qword ptr [r15 + 0]
-    test dword ptr [r15 + 67117724], 134217728
-    jnz 1f
-1:
+    jmp .Lc1_d779_j
+.Lc1_d779_j:
+    mov r9, qword ptr [r15 + 0]
+    bt rdx, r9
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, esi
-    mov qword ptr [r15 + 0], r9
-    test dword ptr [r15 + 67117723], 1075838976
-    jz 1f
-1:
-    xchg rcx, r9
-    xchg r9, rsi
-    .byte 0x66, 0x90
-    test dword ptr [r15 + 67117724], 1025
-    jz 1f
-1:
-    movzx edi, byte ptr [r15 + 512]
-    xor dword ptr [r15 + 128], edi
-    movsxd r9, dword ptr [r14 + 448]
-    test bl, 64
+    or qword ptr [r15 + 0], 25
+    test dword ptr [r15 + 67117724], 268435456
     jnz 1f
 1:
-    mov edi, r9d
-    popcnt rsi, rdi
-    mov edx, dword ptr [r15 + 256]
-    mov esi, 119
-    test ebx, 1344
+    movsxd rbp, dword ptr [r15 + 0]
+    mov r8, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 320], 54
+    test ebx, 1824
     jnz 1f
 1:
-    movzx r9d, byte ptr [r15 + 192]
-    mov eax, dword ptr [r15 + 64]
-    mov rbp, qword ptr [r15 + 64]
-    test ebx, 16160
+    mov edi, 16
+    movzx edx, dil
+    mov r9, qword ptr [r15 + 512]
+    mov rcx, qword ptr [r15 + 576]
+    test dword ptr [r15 + 67117723], 65664
+    jnz 1f
+1:
+    mov ebp, ebp
+    mov esi, 195
+    mov byte ptr [r15 + 128], sil
+    test bl, 160
+    jnz 1f
+1:
+    mov rbp, qword ptr [r14 + 384]
+    movzx eax, byte ptr [r15 + 192]
+    nop
+    test dword ptr [r15 + 67117724], 1073741824
     jz 1f
 1:
-    mov r8, qword ptr [r14 + 384]
-    mov r9, r10
-    mov dword ptr [r15 + 704], ecx
-    and r9, 448
-    movzx edx, byte ptr [r15 + r9 + 1472]
-    test dword ptr [r15 + 67117723], 67108864
-    jnz 1f
+    mov r8, rax
+    mov dword ptr [r15 + 704], r8d
+    movzx edx, byte ptr [r15 + 64]
+    mov edi, dword ptr [r15 + 256]
+    test ebx, 6656
+    jz 1f
 1:
-    bt rsi, rdx
-    mov dword ptr [r15 + 320], 253
-    mov r8d, 24
+    mov ecx, dword ptr [r15 + 64]
+    mov rax, qword ptr [r14 + 768]
+    mov r9, rax
+    test dword ptr [r15 + 67117723], 1048576
+    jz 1f
+1:
+    mov rdx, r9
+    mov rbp, r10
+    mov ecx, edx
+    and rbp, 448
+    mov edi, dword ptr [r15 + rbp + 960]
+    add r11, 64
     add r10, r11
     inc rbx
     dec r13
@@ -997,56 +1025,53 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    movsxd rbp, dword ptr [r15 + 0]
-    mov r8, rbp
-    movsxd r8, dword ptr [r15 + 0]
-    test dword ptr [r15 + 67117724], 64
-    jz 1f
-1:
-    mov esi, eax
-    mov edx, 14
-    mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 67117723], 1088
-    jnz 1f
-1:
-    mov rcx, qword ptr [r15 + 768]
-    movsxd rdi, dword ptr [r15 + 128]
-    mov r8d, dword ptr [r14 + 832]
-    mov r9, r10
-    test ebx, 1696
-    jz 1f
-1:
-    and r9, 448
-    movzx r8d, byte ptr [r15 + r9 + 960]
-    mov rbp, qword ptr [r15 + 384]
-    mov rcx, qword ptr [r15 + 640]
-    test dword ptr [r15 + 67117724], 301989888
-    jz 1f
-1:
+    mov qword ptr [r15 + 384], rax
+    mov r9d, dword ptr [r15 + 256]
+    mov esi, 238
     mov r8, r10
-    mov r9, rdx
-    mov esi, 28
-    and r8, 4032
-    mov rax, qword ptr [r15 + r8 + 3008]
-    test ebx, 22016
-    jnz 1f
-1:
-    mov edx, 166
-    mov qword ptr [r15 + 512], rdx
-    xor dword ptr [r15 + 256], edx
-    test bl, 64
+    test dword ptr [r15 + 67117723], 42041541
     jz 1f
 1:
     mov rbp, r10
-    cmovne r8, rdi
-    and rbp, 960
-    mov edi, dword ptr [r15 + rbp + 1984]
-    mov rdx, rdi
-    test ebx, 31456
+    and r8, 448
+    movzx esi, byte ptr [r15 + r8 + 1472]
+    mov dword ptr [r15 + 448], 119
+    and rbp, 448
+    mov eax, dword ptr [r15 + rbp + 960]
+    test bl, 64
+    jz 1f
+1:
+    mov ebp, r9d
+    movzx edx, byte ptr [r15 + 128]
+    test bl, 96
+    jz 1f
+1:
+    movsxd rcx, dword ptr [r15 + 768]
+    mov dword ptr [r14 + 320], 72
+    movzx edi, byte ptr [r15 + 640]
+    test dword ptr [r15 + 67117723], 8208
+    jz 1f
+1:
+    mov rsi, qword ptr [r15 + 832]
+    mov r9d, 61
+    mov rcx, r9
+    test ebx, 1376
     jnz 1f
 1:
-    movsxd rcx, dword ptr [r15 + 192]
-    mov qword ptr [r15 + 64], rax
+    mov dword ptr [r15 + 192], ebp
+    mov edi, 248
+    test dword ptr [r15 + 67117724], 8704
+    jz 1f
+1:
+    movzx ebp, byte ptr [r14 + 0]
+    movzx r9d, bpl
+    .byte 0x0f, 0x1f, 0x40, 0x00
+    test dword ptr [r15 + 67117723], 32784
+    jnz 1f
+1:
+    mov rax, r9
+    movzx edx, byte ptr [r15 + 512]
+    add r11, 64
     add r10, r11
     inc rbx
     dec r13
@@ -1056,66 +1081,69 @@ ditto_body_c1:
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
     xor eax, eax
-    test dword ptr [r15 + 67117724], 1048704
+    test dword ptr [r15 + 67117724], 268444736
     setz al
-    lea rcx, [rip + .Lc1_d870_s]
+    lea rcx, [rip + .Lc1_d886_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d870_s_t
+    jmp .Lc1_d886_s_t
     .p2align 3
-.Lc1_d870_s:
+.Lc1_d886_s:
     .p2align 3
-    jmp .Lc1_d870_j
+    jmp .Lc1_d886_j
     .p2align 3
-    jmp .Lc1_d870_j
-.Lc1_d870_j:
-    mov r9, r10
-    and r9, 448
-    mov byte ptr [r15 + r9 + 960], dl
-    bt r9, r9
-    movzx esi, r9b
-    mov dword ptr [r15 + 0], 58
-    test dword ptr [r15 + 67117724], 2048
-    jnz 1f
-1:
-    mov rdx, rsi
+    jmp .Lc1_d886_j
+.Lc1_d886_j:
+    mov r8, rcx
+    mov rsi, qword ptr [r15 + 320]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, 249
-    test dword ptr [r15 + 67117723], 564143472
+    mov r8d, eax
+    test dword ptr [r15 + 67117724], 256
     jnz 1f
 1:
-    movzx ecx, byte ptr [r15 + 384]
-    mov qword ptr [r15 + 256], rcx
-    movzx edi, cl
+    movsxd rax, dword ptr [r15 + 0]
+    mov ecx, 96
+    mov qword ptr [r15 + 0], rdi
+    mov esi, r8d
+    mov rbp, r10
+    test dword ptr [r15 + 67117724], 268435456
+    jnz 1f
+1:
+    and rbp, 960
+    mov byte ptr [r14 + rbp + 1984], dil
+    mov rsi, qword ptr [r15 + 256]
+    mov rbp, rax
+    test bl, 96
+    jz 1f
+1:
+    mov edx, 10
+    movsxd rdi, dword ptr [r15 + 128]
+    movzx r8d, dil
+    mov byte ptr [r15 + 64], r9b
+    mov rbp, r10
+    test dword ptr [r15 + 67117724], 2097152
+    jnz 1f
+1:
+    and rbp, 4032
+    movzx esi, byte ptr [r15 + rbp + 3008]
+    movzx edx, bpl
+    movzx ecx, byte ptr [r15 + 448]
+    test ebx, 640
+    jz 1f
+1:
+    mov esi, ecx
+    mov edx, dword ptr [r15 + 576]
+    mov dword ptr [r15 + 704], edx
+    lea rdi, [r15 + 67109504]
+    lea rsi, [r15 + 67113600]
+    mov ecx, 1089
+    rep movsb
     test bl, 64
     jnz 1f
 1:
-    mov rbp, rdi
-    movsxd r8, dword ptr [r15 + 704]
-    mov dword ptr [r15 + 64], ebp
-    test dword ptr [r15 + 67117723], 32784
-    jnz 1f
-1:
-    sete r8b
-    movsxd rdi, dword ptr [r14 + 0]
-    movsxd rax, dword ptr [r14 + 0]
-    test ebx, 26592
-    jz 1f
-1:
-    add qword ptr [r15 + 128], rax
-    movsxd rbp, dword ptr [r15 + 448]
-    mov eax, 177
-    test dword ptr [r15 + 67117723], 1048576
-    jz 1f
-1:
-    mov r8d, dword ptr [r15 + 320]
-    movzx r9d, byte ptr [r15 + 576]
-    movzx esi, byte ptr [r15 + 192]
-    test dword ptr [r15 + 67117724], 1073741824
-    jz 1f
-1:
-    movzx ecx, byte ptr [r15 + 896]
-    mov rax, rsi
-    mov edi, ecx
+    bt rsi, rax
+    mov r8d, esi
+    .byte 0x0f, 0x1f, 0x00
+    add r11, 64
     add r10, r11
     inc rbx
     dec r13
@@ -1124,61 +1152,55 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    movzx edx, byte ptr [r15 + 0]
-    movzx ebp, cl
-    mov r8d, 8
-    test dword ptr [r15 + 67117723], 536870912
+    mov dword ptr [r15 + 896], esi
+    mov r8, r10
+    mov r9d, r8d
+    and r8, 448
+    mov byte ptr [r15 + r8 + 960], r8b
+    test ebx, 256
     jnz 1f
 1:
-    mov rcx, qword ptr [r15 + 0]
-    movzx r9d, cl
-    mov edi, dword ptr [r15 + 0]
-    test bl, 160
+    movzx ebp, byte ptr [r15 + 384]
+    mov dword ptr [r15 + 0], ebp
+    test dword ptr [r15 + 67117723], 1179648
+    jnz 1f
+1:
+    mov r9, qword ptr [r15 + 0]
+    mov dword ptr [r14 + 640], r9d
+    test dword ptr [r15 + 67117724], 33554432
+    jnz 1f
+1:
+    mov dword ptr [r15 + 256], 189
+    mov edx, 139
+    test ebx, 20416
     jz 1f
 1:
-    lea rdi, [r15 + 67109504]
-    mov ecx, 1129
-    rep stosb
-    mov qword ptr [r15 + 0], rcx
-    mov rsi, rdi
-    test dword ptr [r15 + 67117724], 16777218
-    jnz 1f
-1:
-    mov byte ptr [r15 + 0], sil
-    mov ebp, esi
-    mov rax, qword ptr [r15 + 0]
-    test ebx, 1696
-    jnz 1f
-1:
-    mov rsi, r8
-    mov dword ptr [r15 + 0], esi
-    movzx r9d, byte ptr [r15 + 128]
+    mov rsi, qword ptr [r15 + 512]
     mov r8, r10
-    test bl, 64
-    jnz 1f
+    movsxd rdi, dword ptr [r15 + 128]
+    movzx edx, sil
+    test dword ptr [r15 + 67117723], 33554432
+    jz 1f
 1:
     and r8, 448
-    mov rdi, qword ptr [r15 + r8 + 1472]
-    movzx edx, dil
-    mov r9, qword ptr [r14 + 512]
-    test ebx, 288
+    mov ecx, dword ptr [r15 + r8 + 1472]
+    movsxd rax, dword ptr [r15 + 64]
+    test dword ptr [r15 + 67117723], 64
     jz 1f
 1:
-    mov qword ptr [r15 + 64], rdx
-    movsxd rbp, dword ptr [r14 + 192]
-    mov dword ptr [r15 + 128], esi
-    test ebx, 40832
-    jnz 1f
+    mov rbp, rcx
+    movsxd rdi, dword ptr [r15 + 192]
+    test dword ptr [r15 + 67117723], 4194304
+    jz 1f
 1:
-    mov esi, dword ptr [r15 + 256]
-    movzx edx, byte ptr [r15 + 768]
-    movsxd r9, dword ptr [r15 + 640]
-    test ebx, 864
-    jnz 1f
+    mov ecx, dword ptr [r15 + 768]
+    mov r8d, ecx
+    test dword ptr [r15 + 67117724], 75776
+    jz 1f
 1:
-    mov edi, dword ptr [r15 + 320]
-    mov rsi, qword ptr [r15 + 448]
-    mov edx, ebp
+    movzx r9d, cl
+    movsxd rsi, dword ptr [r14 + 64]
+    add r11, 64
     add r10, r11
     inc rbx
     dec r13
@@ -1187,58 +1209,57 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d981_j]
+    lea rcx, [rip + .Lc1_d995_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d981_j_t
-.Lc1_d981_j:
+    jmp .Lc1_d995_j_t
+.Lc1_d995_j:
+    mov eax, dword ptr [r15 + 0]
+    mov edx, eax
+    mov rdx, qword ptr [r15 + 0]
+    mov rcx, rax
+    test dword ptr [r15 + 67117723], 262144
+    jnz 1f
+1:
+    mov r8d, 246
+    mov dword ptr [r15 + 0], 163
+    mov edi, dword ptr [r15 + 0]
+    test ebx, 7424
+    jnz 1f
+1:
+    mov rbp, rdi
     mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], cl
-    mov qword ptr [r15 + 0], rax
-    movsxd r8, dword ptr [r15 + 0]
-    test bl, 128
+    mov qword ptr [r14 + 192], rsi
+    movzx edx, byte ptr [r15 + 128]
+    test dword ptr [r15 + 67117724], 69632
+    jnz 1f
+1:
+    mov rax, qword ptr [r14 + 576]
+    bswap rdi
+    mov r9d, edi
+    test dword ptr [r15 + 67117724], 1024
     jz 1f
 1:
-    mov rax, r8
-    .byte 0x66, 0x90
-    mov esi, dword ptr [r15 + 832]
-    test dword ptr [r15 + 67117724], 131072
-    jz 1f
-1:
-    mov rbp, r10
-    mov r9d, 182
-    movsxd r8, dword ptr [r15 + 64]
     mov r9, r10
-    and rbp, 33554368
-    movsxd rcx, dword ptr [r15 + rbp + 33554432]
-    and r9, 448
-    mov rdx, qword ptr [r14 + r9 + 960]
-    test bl, 64
-    jz 1f
-1:
-    mov rdi, rdx
-    movzx esi, byte ptr [r15 + 128]
-    movsxd rdx, dword ptr [r15 + 512]
-    mov rbp, r10
-    test dword ptr [r15 + 67117724], 524288
+    mov rdx, r9
+    and r9, 8128
+    mov dword ptr [r15 + r9 + 7104], 209
+    mov rdx, qword ptr [r15 + 832]
+    mov ebp, 208
+    test ebx, 800
     jnz 1f
 1:
-    and rbp, 8128
-    mov edx, dword ptr [r15 + rbp + 7104]
-    movsxd rbp, dword ptr [r15 + 576]
-    movsxd rax, dword ptr [r15 + 384]
-    .byte 0x66, 0x90
-    test bl, 64
+    mov r8, r10
+    mov rsi, qword ptr [r15 + 704]
+    mov dword ptr [r15 + 320], 165
+    and r8, 448
+    movsxd rdi, dword ptr [r15 + r8 + 960]
+    test dword ptr [r15 + 67117724], 16384
     jnz 1f
 1:
-    mov r9d, 65
-    mov r8d, r9d
-    mov r9, r8
-    test bl, 64
-    jnz 1f
-1:
-    mov rbp, qword ptr [r15 + 320]
-    movzx edi, byte ptr [r15 + 704]
-    mov dword ptr [r15 + 256], ebp
+    mov byte ptr [r15 + 384], dl
+    mov rdx, rdi
+    mov dword ptr [r15 + 448], 204
+    add r11, 64
     add r10, r11
     inc rbx
     dec r13
@@ -1247,55 +1268,50 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    movzx r9d, byte ptr [r15 + 768]
-    mov esi, 34
-    .byte 0x66, 0x90
-    test ebx, 16384
+    movsxd rbp, dword ptr [r15 + 256]
+    mov edi, 254
+    mov r12, qword ptr [r15 + r12 + 56]
+    test dword ptr [r15 + 67117723], 537395264
     jnz 1f
 1:
-    mov qword ptr [r15 + 640], rsi
-    movsxd rcx, dword ptr [r14 + 384]
-    test bl, 64
+    movzx ebp, byte ptr [r15 + 768]
+    movzx ecx, byte ptr [r15 + 448]
+    mov qword ptr [r15 + 128], rbp
+    test ebx, 3072
     jz 1f
 1:
-    mov rbp, r10
+    mov r9, r10
+    movzx eax, byte ptr [r15 + 192]
+    movzx edx, r9b
+    and r9, 960
+    mov rdi, qword ptr [r15 + r9 + 1984]
+    test dword ptr [r15 + 67117723], 2048
+    jz 1f
+1:
+    mov esi, r9d
+    mov ebp, dword ptr [r14 + 512]
+    test ebx, 12000
+    jz 1f
+1:
+    mov r9d, 139
     mov r8, r10
-    and rbp, 448
-    movsxd rdi, dword ptr [r15 + rbp + 1472]
-    and r8, 960
-    mov ebp, dword ptr [r15 + r8 + 1984]
-    or eax, 1
-    xor edx, edx
-    div eax
-    test ebx, 8160
-    jnz 1f
-1:
-    mov rsi, qword ptr [r15 + 448]
-    movzx ecx, sil
-    test ebx, 736
-    jnz 1f
-1:
-    mov r9, qword ptr [r15 + 256]
-    mov rdi, r9
-    mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 67117723], 16785408
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], 244
-    mov r8, r10
-    movzx ecx, byte ptr [r15 + 896]
-    test dword ptr [r15 + 67117723], 536870912
-    jnz 1f
-1:
+    movsxd rcx, dword ptr [r15 + 320]
     and r8, 4032
-    mov qword ptr [r15 + r8 + 3008], rdi
-    mov edi, 219
-    mov dword ptr [r15 + 64], 147
-    test bl, 64
-    jnz 1f
+    movzx eax, byte ptr [r15 + r8 + 3008]
+    test dword ptr [r15 + 67117724], 131072
+    jz 1f
 1:
-    mov rdx, rdi
-    movzx ecx, byte ptr [r14 + 192]
+    mov r8d, dword ptr [r15 + 64]
+    mov edx, eax
+    mov rbp, r10
+    mov dword ptr [r15 + 640], 65
+    test dword ptr [r15 + 67117723], 524288
+    jz 1f
+1:
+    and rbp, 33554368
+    movsxd rsi, dword ptr [r15 + rbp + 33554432]
+    mov byte ptr [r15 + 64], sil
+    add r11, 64
     add r10, r11
     inc rbx
     dec r13
@@ -1304,64 +1320,57 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d1083_j]
+    lea rcx, [rip + .Lc1_d1092_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d1083_j_t
-.Lc1_d1083_j:
-    movsxd rbp, dword ptr [r15 + 0]
-    mov rsi, rdx
-    mov edx, 164
-    or esi, 1
-    xor edx, edx
-    div esi
-    test bl, 128
-    jz 1f
-1:
-    mov edx, dword ptr [r15 + 0]
-    movsxd r8, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 79
-    test ebx, 384
-    jnz 1f
-1:
-    movsxd r9, dword ptr [r15 + 0]
-    movzx ecx, r9b
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, dword ptr [r15 + 0]
+    jmp .Lc1_d1092_j_t
+.Lc1_d1092_j:
     mov rbp, r10
-    test ebx, 14176
-    jz 1f
-1:
-    movsxd r8, dword ptr [r15 + 0]
     and rbp, 448
-    mov r9d, dword ptr [r15 + rbp + 960]
-    movsxd rbp, dword ptr [r15 + 192]
-    test ebx, 56192
-    jnz 1f
-1:
-    mov eax, dword ptr [r14 + 0]
-    mov dword ptr [r15 + 256], eax
-    mov esi, 252
-    test dword ptr [r15 + 67117724], 133120
+    mov ecx, dword ptr [r14 + rbp + 1472]
+    mov dword ptr [r15 + 512], 206
+    mov rax, rdi
+    mov r9d, dword ptr [r15 + 384]
+    test dword ptr [r15 + 67117724], 4096
     jz 1f
 1:
-    mov eax, esi
-    mov edx, dword ptr [r15 + 512]
-    movzx ecx, byte ptr [r15 + 128]
-    movsxd rdi, dword ptr [r15 + 576]
-    test dword ptr [r15 + 67117724], 64
+    mov r9d, dword ptr [r14 + 0]
+    mov rdx, qword ptr [r15 + 128]
+    mov byte ptr [r15 + 256], dl
+    test dword ptr [r15 + 67117724], 512
     jz 1f
 1:
-    mov ebp, 127
-    mov dword ptr [r14 + 128], edi
-    or ecx, 1
-    xor edx, edx
-    div ecx
-    test ebx, 736
+    mov edi, dword ptr [r15 + 704]
+    .byte 0x66, 0x90
+    movzx eax, sil
+    mov rcx, qword ptr [r15 + 0]
+    test bl, 64
     jnz 1f
 1:
-    movzx edi, byte ptr [r15 + 64]
-    mov byte ptr [r15 + 320], cl
-    movzx r8d, byte ptr [r15 + 704]
+    mov byte ptr [r15 + 0], cl
+    bswap r8
+    movzx r9d, byte ptr [r15 + 0]
+    test ebx, 864
+    jnz 1f
+1:
+    movzx esi, sil
+    mov dword ptr [r15 + 0], 176
+    mov rbp, qword ptr [r15 + 896]
+    movzx ecx, dl
+    mov r8, r10
+    test dword ptr [r15 + 67117724], 2
+    jnz 1f
+1:
+    mov rdx, rcx
+    mov edi, dword ptr [r15 + 320]
+    and r8, 448
+    movsxd r9, dword ptr [r15 + r8 + 960]
+    test dword ptr [r15 + 67117723], 404950024
+    jz 1f
+1:
+    mov dword ptr [r15 + 576], r8d
+    mov dword ptr [r15 + 192], 21
+    mov eax, ecx
+    add r11, 64
     add r10, r11
     inc rbx
     dec r13
@@ -1370,60 +1379,53 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov rbp, qword ptr [r15 + 512]
-    mov qword ptr [r15 + 0], rbp
-    mov ebp, dword ptr [r15 + 0]
-    test dword ptr [r15 + 67117723], 1073741824
+    .byte 0x66, 0x90
+    mov rcx, qword ptr [r15 + 0]
+    movzx r8d, byte ptr [r15 + 0]
+    mov dword ptr [r15 + 0], r8d
+    test dword ptr [r15 + 67117723], 256
     jz 1f
 1:
-    mov ecx, 175
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, dword ptr [r15 + 0]
+    movzx edi, byte ptr [r15 + 512]
+    test dword ptr [r15 + 67117724], 256
+    jz 1f
+1:
+    mov r8d, dword ptr [r15 + 320]
+    mov rbp, r10
+    movsxd rax, dword ptr [r15 + 192]
+    movzx esi, byte ptr [r15 + 256]
+    and rbp, 448
+    movsxd rdx, dword ptr [r15 + rbp + 960]
+    test dword ptr [r15 + 67117724], 16384
+    jz 1f
+1:
     mov r9, r10
-    mov esi, dword ptr [r15 + 0]
-    mov r8d, esi
+    mov ecx, r9d
+    and r9, 448
+    mov edx, dword ptr [r15 + r9 + 1472]
+    movzx ebp, dl
+    test bl, 96
+    jnz 1f
+1:
+    movzx ecx, byte ptr [r15 + 128]
+    mov edx, r8d
+    movzx edi, byte ptr [r14 + 128]
+    mov esi, dword ptr [r15 + 64]
     test bl, 64
     jz 1f
 1:
-    and r9, 448
-    mov rdi, qword ptr [r15 + r9 + 960]
-    mov eax, dword ptr [r15 + 64]
-    movzx r8d, byte ptr [r15 + 768]
-    test ebx, 12192
-    jnz 1f
-1:
-    mov r9d, 72
-    movsxd rsi, dword ptr [r14 + 448]
-    movzx edx, sil
-    test dword ptr [r15 + 67117724], 131072
-    jnz 1f
-1:
-    movzx r8d, dl
-    mov ebp, r8d
-    test ebx, 1216
-    jnz 1f
-1:
-    mov ecx, ebp
-    movzx edi, bpl
-    movzx r9d, byte ptr [r15 + 384]
-    test bl, 224
+    mov rax, qword ptr [r15 + 448]
+    mov r8, qword ptr [r15 + 384]
+    mov r9, qword ptr [r15 + 64]
+    test dword ptr [r15 + 67117723], 4096
     jz 1f
 1:
-    mov r8, qword ptr [r15 + 640]
-    movzx ebp, byte ptr [r15 + 832]
-    mov esi, dword ptr [r15 + 320]
-    test ebx, 1632
-    jz 1f
-1:
-    mov edx, 50
-    lea rdi, [r15 + 67109504]
-    lea rsi, [r15 + 67113600]
-    mov ecx, 1129
-    rep movsb
-    xchg rax, rbp
-    test ebx, 1376
-    jz 1f
-1:
-    mov rcx, qword ptr [r15 + 192]
-    mov dword ptr [r15 + 128], 210
+    mov edi, dword ptr [r15 + 640]
+    movsxd rdx, dword ptr [r14 + 832]
+    mov rsi, qword ptr [r15 + 768]
+    add r11, 64
     add r10, r11
     inc rbx
     dec r13
@@ -1432,55 +1434,56 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d1194_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d1194_j_t
-.Lc1_d1194_j:
-    mov esi, 221
-    btc dword ptr [r15 + 128], 31
-    mov rbp, r10
-    mov rdi, qword ptr [r15 + 576]
-    test ebx, 2048
+    movzx ecx, cl
+    mov r9, r8
+    movzx ebp, r9b
+    test dword ptr [r15 + 67117724], 402669568
     jz 1f
 1:
-    and rbp, 4032
-    movzx edi, byte ptr [r15 + rbp + 3008]
-    mov r8, r10
-    mov dword ptr [r15 + 256], r8d
-    and r8, 960
-    mov eax, dword ptr [r15 + r8 + 1984]
-    test ebx, 3840
-    jnz 1f
+    mov qword ptr [r15 + 256], r9
+    movsxd rdi, dword ptr [r15 + 64]
+    mov r8d, dword ptr [r15 + 128]
+    test dword ptr [r15 + 67117724], 1179648
+    jz 1f
+1:
+    mov byte ptr [r15 + 0], r8b
+    movsxd r9, dword ptr [r15 + 0]
+    mov rcx, qword ptr [r15 + 0]
+    test dword ptr [r15 + 67117724], 536870912
+    jz 1f
+1:
+    mov r9, r9
+    mov r8d, 186
+    movsxd r8, dword ptr [r15 + 0]
+    test dword ptr [r15 + 67117723], 33554432
+    jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    add qword ptr [r15 + 0], rax
-    mov ecx, edx
+    mov r9d, dword ptr [r15 + 576]
+    mov qword ptr [r14 + 0], r9
+    test ebx, 384
+    jnz 1f
+1:
+    movsxd rsi, dword ptr [r15 + 704]
+    mov edi, 250
+    movzx edx, sil
+    mov r9, r10
     test bl, 64
     jnz 1f
 1:
-    mov r9d, dword ptr [r15 + 0]
-    mov rsi, rax
-    movzx edx, byte ptr [r15 + 0]
-    test dword ptr [r15 + 67117724], 2048
-    jnz 1f
-1:
-    mov r8d, 152
-    mov eax, 255
-    movzx ebp, byte ptr [r15 + 0]
-    test dword ptr [r15 + 67117723], 1375731712
-    jnz 1f
-1:
-    mov r9d, dword ptr [r14 + 192]
-    mov byte ptr [r15 + 64], r9b
-    movzx edx, byte ptr [r15 + 448]
+    mov byte ptr [r15 + 384], r9b
+    and r9, 960
+    mov rax, qword ptr [r15 + r9 + 1984]
     mov rbp, r10
-    test dword ptr [r15 + 67117723], 524288
-    jnz 1f
+    mov rdi, rax
+    test dword ptr [r15 + 67117724], 2
+    jz 1f
 1:
-    and rbp, 448
-    movzx r9d, byte ptr [r14 + rbp + 1472]
-    mov qword ptr [r15 + 704], r9
-    mov dword ptr [r15 + 384], r9d
+    and rbp, 4032
+    mov rdi, qword ptr [r15 + rbp + 3008]
+    movzx r8d, byte ptr [r15 + 192]
+    mov ebp, dword ptr [r14 + 448]
+    add r11, 64
     add r10, r11
     inc rbx
     dec r13
@@ -1489,55 +1492,57 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov rdi, rax
-    mov rcx, qword ptr [r15 + 640]
-    mov byte ptr [r15 + 0], dil
-    test ebx, 928
+    lea rcx, [rip + .Lc1_d1242_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d1242_j_t
+.Lc1_d1242_j:
+    mov dword ptr [r15 + 640], 106
+    mov qword ptr [r15 + 320], r8
+    cmovne rax, rcx
+    mov esi, ecx
+    test dword ptr [r15 + 67117723], 8
     jz 1f
 1:
-    movsxd rdi, dword ptr [r15 + 0]
-    movzx esi, byte ptr [r15 + 0]
-    mov r8d, dword ptr [r15 + 0]
+    movzx esi, byte ptr [r15 + 256]
+    mov r8, qword ptr [r15 + 128]
     mov rbp, r10
-    test bl, 64
-    jz 1f
-1:
-    mov r9, qword ptr [r15 + 320]
-    mov dword ptr [r15 + 384], ebp
+    mov r9, r10
     and rbp, 448
-    mov dword ptr [r15 + rbp + 960], 194
-    test bl, 64
+    mov rdx, qword ptr [r15 + rbp + 960]
+    test ebx, 48864
     jz 1f
 1:
-    mov rsi, qword ptr [r15 + 64]
-    mov qword ptr [r15 + 256], rsi
-    test dword ptr [r15 + 67117724], 268435456
+    mov rdi, rdx
+    and r9, 8128
+    movzx esi, byte ptr [r15 + r9 + 7104]
+    movsxd rdi, dword ptr [r14 + 896]
+    test dword ptr [r15 + 67117724], 402653184
+    jz 1f
+1:
+    mov edi, 99
+    mov r9, rdi
+    mov r8d, 23
+    test ebx, 256
+    jz 1f
+1:
+    mov rbp, r10
+    mov r8d, dword ptr [r15 + 64]
+    movsxd rcx, dword ptr [r15 + 512]
+    and rbp, 33554368
+    mov rsi, qword ptr [r15 + rbp + 33554432]
+    test dword ptr [r15 + 67117723], 16384
     jnz 1f
 1:
-    xchg r9, rbp
-    mov r8, r10
-    mov qword ptr [r14 + 768], r8
-    and r8, 8128
-    movzx eax, byte ptr [r15 + r8 + 7104]
+    mov qword ptr [r14 + 384], rbp
+    movsxd rdx, dword ptr [r15 + 192]
+    mov rax, qword ptr [r15 + 0]
     test ebx, 256
     jz 1f
 1:
-    movsxd rdi, dword ptr [r15 + 512]
-    mov rdx, qword ptr [r14 + 128]
-    movzx esi, byte ptr [r15 + 896]
-    test dword ptr [r15 + 67117723], 1090519040
-    jz 1f
-1:
-    movzx esi, dl
-    mov rdx, rsi
-    mov rbp, r10
-    mov ecx, r8d
-    test ebx, 256
-    jz 1f
-1:
-    and rbp, 33554368
-    movsxd r9, dword ptr [r15 + rbp + 33554432]
-    movzx r8d, r8b
+    mov edi, edi
+    movzx esi, dil
+    mov esi, dword ptr [r15 + 768]
+    add r11, 64
     add r10, r11
     inc rbx
     dec r13
@@ -1546,57 +1551,52 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d1293_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d1293_j_t
-.Lc1_d1293_j:
-    mov rbp, r10
-    mov dword ptr [r14 + 256], 47
-    movzx esi, byte ptr [r15 + 64]
-    and rbp, 448
-    mov rdx, qword ptr [r15 + rbp + 960]
-    mov rcx, qword ptr [r15 + 576]
-    test dword ptr [r15 + 67117723], 320
-    jz 1f
-1:
-    movzx r8d, byte ptr [r15 + 128]
-    mov dword ptr [r15 + 640], ecx
-    mov eax, dword ptr [r15 + 0]
-    mov ecx, dword ptr [r15 + 0]
-    test dword ptr [r15 + 67117724], 536870916
+    mov dword ptr [r15 + 448], 81
+    mov rdi, qword ptr [r15 + 576]
+    cmovne rax, rdi
+    test ebx, 15808
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    nop
-    mov ebp, esi
-    test dword ptr [r15 + 67117724], 268435456
-    jnz 1f
-1:
-    mov rdi, rbp
-    xor dword ptr [r15 + 0], edi
-    movzx r9d, r9b
-    mov edx, dword ptr [r15 + 448]
-    test ebx, 15200
-    jnz 1f
-1:
-    mov dword ptr [r15 + 768], eax
-    mov eax, dword ptr [r15 + 192]
-    movzx r8d, byte ptr [r15 + 704]
-    test bl, 160
-    jnz 1f
-1:
-    mov rcx, qword ptr [r15 + 320]
-    mov qword ptr [r14 + 0], rcx
-    movzx edx, cl
+    movzx r9d, byte ptr [r15 + 0]
+    mov edi, dword ptr [r15 + 0]
     mov rbp, r10
-    mov edi, r9d
-    test ebx, 2432
+    test ebx, 16032
+    jnz 1f
+1:
+    movsxd rax, dword ptr [r15 + 256]
+    and rbp, 448
+    mov rsi, qword ptr [r14 + rbp + 960]
+    movzx ecx, bpl
+    test dword ptr [r15 + 67117724], 524288
+    jnz 1f
+1:
+    movsxd r8, dword ptr [r15 + 768]
+    mov rbp, r10
+    movsxd rax, dword ptr [r15 + 704]
+    and rbp, 448
+    mov dword ptr [r15 + rbp + 1472], eax
+    test dword ptr [r15 + 67117724], 1079018124
+    jnz 1f
+1:
+    mov rdx, rbp
+    mov rbp, qword ptr [r15 + 64]
+    mov rdx, qword ptr [r14 + 640]
+    test dword ptr [r15 + 67117723], 2
     jz 1f
 1:
-    mov byte ptr [r15 + 512], dil
-    and rbp, 448
-    mov rsi, qword ptr [r15 + rbp + 1472]
-    mov qword ptr [r15 + 832], rsi
+    movzx r9d, byte ptr [r15 + 128]
+    .byte 0x0f, 0x1f, 0x40, 0x00
+    mov eax, r9d
+    test dword ptr [r15 + 67117723], 134218240
+    jnz 1f
+1:
+    lea rdi, [r15 + 67109504]
+    mov ecx, 1089
+    rep stosb
+    mov byte ptr [r15 + 320], cl
+    mov rsi, qword ptr [r15 + 832]
+    add r11, 64
     add r10, r11
     inc rbx
     dec r13
@@ -1605,57 +1605,58 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov r8, r10
-    and r8, 960
-    movzx r9d, byte ptr [r15 + r8 + 1984]
-    mov rdx, qword ptr [r15 + 576]
-    movsxd rcx, dword ptr [r15 + 0]
-    movsxd rdi, dword ptr [r15 + 0]
-    test dword ptr [r15 + 67117723], 1073741824
-    jz 1f
+    lea rcx, [rip + .Lc1_d1341_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d1341_j_t
+.Lc1_d1341_j:
+    mov ebp, dword ptr [r15 + 448]
+    movzx r8d, byte ptr [r15 + 704]
+    mov rsi, qword ptr [r14 + 256]
+    mov edx, dword ptr [r15 + 0]
+    test ebx, 5888
+    jnz 1f
 1:
-    mov rsi, rcx
+    mov rcx, qword ptr [r15 + 0]
+    movzx r9d, cl
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], eax
-    test ebx, 480
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], 198
-    mov byte ptr [r15 + 0], cl
-    movzx r8d, al
-    test ebx, 97728
-    jz 1f
-1:
-    mov eax, 247
-    mov r9, qword ptr [r14 + 256]
-    sete r9b
-    test ebx, 11776
-    jz 1f
-1:
-    mov ecx, r9d
-    mov rbp, qword ptr [r15 + 384]
-    mov r9, r8
-    mov edx, 120
-    test bl, 64
-    jz 1f
-1:
-    mov dword ptr [r15 + 704], edi
-    mov r8d, r8d
-    movzx edi, byte ptr [r15 + 64]
-    test ebx, 16160
+    mov edi, 128
+    test dword ptr [r15 + 67117723], 524288
     jnz 1f
 1:
-    movzx esi, byte ptr [r15 + 192]
+    movsxd rsi, dword ptr [r15 + 0]
+    mov eax, dword ptr [r15 + 128]
+    cmovne rsi, rax
+    test dword ptr [r15 + 67117723], 536870912
+    jnz 1f
+1:
+    mov edx, ebp
+    mov r8, qword ptr [r15 + 384]
     mov rbp, r10
-    movsxd r8, dword ptr [r15 + 320]
-    and rbp, 4032
-    mov rax, qword ptr [r15 + rbp + 3008]
-    test ebx, 1856
+    mov edi, dword ptr [r15 + 64]
+    mov eax, 138
+    test bl, 128
+    jz 1f
+1:
+    and rbp, 960
+    movsxd r9, dword ptr [r15 + rbp + 1984]
+    movsxd rdx, dword ptr [r15 + 192]
+    bt rcx, r8
+    test dword ptr [r15 + 67117723], 1048578
+    jz 1f
+1:
+    mov r8, r10
+    mov ecx, dword ptr [r15 + 320]
+    and r8, 4032
+    mov dword ptr [r15 + r8 + 3008], esi
+    movzx esi, r8b
+    mov ebp, 190
+    test dword ptr [r15 + 67117723], 3145984
     jnz 1f
 1:
-    mov rbp, qword ptr [r15 + 128]
-    movsxd rcx, dword ptr [r15 + 448]
-    mov r9d, 147
+    mov dword ptr [r15 + 512], esi
+    mov edi, dword ptr [r15 + 576]
+    movzx ecx, dil
+    add r11, 64
     add r10, r11
     inc rbx
     dec r13
@@ -1674,76 +1675,77 @@ ditto_body_c1:
     mov qword ptr [r15 + 67117720], rax
     mov eax, dword ptr [r15 + 67117724]
     and eax, 3
-    lea rcx, [rip + .Lc1_d1401_s]
+    lea rcx, [rip + .Lc1_d1399_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d1401_s_t
+    jmp .Lc1_d1399_s_t
     .p2align 3
-.Lc1_d1401_s:
+.Lc1_d1399_s:
     .p2align 3
-    jmp .Lc1_d1401_j
+    jmp .Lc1_d1399_j
     .p2align 3
-    jmp .Lc1_d1401_j
+    jmp .Lc1_d1399_j
     .p2align 3
-    jmp .Lc1_d1401_j
+    jmp .Lc1_d1399_j
     .p2align 3
-    jmp .Lc1_d1401_j
-.Lc1_d1401_j:
+    jmp .Lc1_d1399_j
+.Lc1_d1399_j:
     bswap rdx
-    or esi, 1
+    or ecx, 1
     xor edx, edx
-    div esi
+    div ecx
     mov rbp, r10
-    mov ecx, ecx
-    cmovne r8, rcx
+    mov r9d, r8d
+    cmovne rdi, rbp
     test ebx, 7896
     jnz 1f
 1:
     and rbp, 8128
     mov r9, qword ptr [r15 + rbp + 7104]
-    movzx edi, byte ptr [r15 + 448]
-    mov rax, qword ptr [r15 + 512]
+    movzx esi, byte ptr [r15 + 448]
+    mov rcx, qword ptr [r15 + 512]
     test ebx, 2816
     jz 1f
 1:
-    movzx r9d, dil
+    movzx r9d, cl
     lea r8, [r10 + r10*1]
-    mov edx, r8d
+    mov ecx, edi
     and r8, 960
-    mov rdi, qword ptr [r15 + r8 + 1984]
-    mov rdx, qword ptr [r15 + 64]
+    mov rax, qword ptr [r15 + r8 + 1984]
+    mov rsi, qword ptr [r15 + 64]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rbp, qword ptr [r15 + 704]
-    mov rsi, qword ptr [r15 + 192]
-    mov ecx, esi
+    mov rdi, qword ptr [r15 + 704]
+    mov r9, qword ptr [r15 + 192]
+    mov ebp, ebp
     test bl, 208
     jz 1f
 1:
-    movzx r9d, byte ptr [r15 + r8 + 2048]
-    mov eax, 4
-    mov r8, rdi
+    movzx edx, byte ptr [r15 + r8 + 2048]
+    mov ecx, 115
+    mov rbp, rdx
     test ebx, 408
     jnz 1f
 1:
-    mov rsi, qword ptr [r15 + 256]
-    mov r9d, 110
-    mov ebp, 36
-    mov qword ptr [r15 + 640], r9
+    mov r9, qword ptr [r15 + 256]
+    mov esi, 56
+    mov eax, 220
+    mov qword ptr [r15 + 640], rax
     test ebx, 1073741824
     jz 1f
 1:
-    mov rdi, qword ptr [r15 + 384]
-    mov r8, r10
-    mov r9d, 112
-    movzx edx, byte ptr [r15 + 576]
+    mov r8, qword ptr [r15 + 384]
+    mov rbp, r10
+    mov eax, 159
+    movzx r9d, byte ptr [r15 + 576]
     test ebx, 1024
     jnz 1f
 1:
-    and r8, 448
-    movzx esi, byte ptr [r15 + r8 + 960]
-    movsxd rax, dword ptr [r15 + 896]
-    mov r9, qword ptr [r15 + 768]
+    and rbp, 448
+    movzx edx, byte ptr [r15 + rbp + 960]
+    movsxd r9, dword ptr [r15 + 896]
+    mov rdi, qword ptr [r15 + 768]
+    add r11, 64
     add r10, r11
     inc rbx
     dec r13
@@ -1755,70 +1757,71 @@ ditto_body_c1:
     xor eax, eax
     test dword ptr [r15 + 67117723], 18878464
     setz al
-    lea rcx, [rip + .Lc1_d1467_s]
+    lea rcx, [rip + .Lc1_d1466_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d1467_s_t
+    jmp .Lc1_d1466_s_t
     .p2align 3
-.Lc1_d1467_s:
+.Lc1_d1466_s:
     .p2align 3
-    jmp .Lc1_d1467_j
+    jmp .Lc1_d1466_j
     .p2align 3
-    jmp .Lc1_d1467_j
-.Lc1_d1467_j:
+    jmp .Lc1_d1466_j
+.Lc1_d1466_j:
     mov rbp, r10
     .byte 0x0f, 0x1f, 0x00
     and rbp, 33554368
-    mov edi, dword ptr [r15 + rbp + 33554432]
-    movsxd rdx, dword ptr [r15 + 128]
+    mov r9d, dword ptr [r15 + rbp + 33554432]
+    movsxd rsi, dword ptr [r15 + 128]
     test bl, 64
     jnz 1f
 1:
-    movsxd rbp, dword ptr [r15 + 384]
-    mov rsi, rbp
+    movsxd rcx, dword ptr [r15 + 384]
+    mov rbp, rsi
     test ebx, 344
     jz 1f
 1:
-    movzx r9d, byte ptr [r15 + 64]
-    movsxd rsi, dword ptr [r15 + 192]
+    movzx r8d, byte ptr [r15 + 64]
+    movsxd r9, dword ptr [r15 + 192]
     test ebx, 456
     jz 1f
 1:
-    btc dword ptr [r15 + 320], 6
-    movzx r8d, sil
-    movzx esi, r8b
+    btc dword ptr [r15 + 320], 18
+    movzx edi, r9b
+    movzx r9d, dil
     test ebx, 32616
     jnz 1f
 1:
-    movsxd rsi, dword ptr [r15 + 448]
-    movzx r8d, bpl
+    movsxd r8, dword ptr [r15 + 448]
+    movzx ecx, r8b
     test dword ptr [r15 + 67117724], 2097152
     jz 1f
 1:
-    mov r8, r10
-    movzx ecx, byte ptr [r15 + 256]
-    mov eax, dword ptr [r15 + 128]
+    mov rbp, r10
+    movzx r8d, byte ptr [r15 + 256]
+    mov edi, dword ptr [r15 + 128]
     test ebx, 1073741824
     jz 1f
 1:
-    and r8, 448
-    movzx ebp, byte ptr [r14 + r8 + 960]
-    mov esi, ebp
-    movzx edi, byte ptr [r15 + 576]
+    and rbp, 448
+    movzx edx, byte ptr [r14 + rbp + 960]
+    mov r9d, edx
+    movzx eax, byte ptr [r15 + 576]
     test dword ptr [r15 + 67117724], 3104902
     jnz 1f
 1:
-    movzx ebp, byte ptr [r15 + 512]
-    mov rdx, rbp
+    movzx esi, byte ptr [r15 + 512]
+    mov rcx, rsi
     test ebx, 304
     jz 1f
 1:
-    mov qword ptr [r15 + 704], rdx
-    movzx r9d, dl
+    mov qword ptr [r15 + 704], rdi
+    movzx esi, cl
     test ebx, 512
     jz 1f
 1:
-    mov r9d, r9d
-    mov edx, r9d
+    mov edi, r8d
+    mov ebp, r8d
+    add r11, 64
     add r10, r11
     inc rbx
     dec r13
@@ -1827,51 +1830,52 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov rdi, rax
+    mov r8, rax
     mov ebp, dword ptr [r14 + 448]
-    mov r8, qword ptr [r15 + 320]
+    mov rcx, qword ptr [r15 + 320]
     test dword ptr [r15 + 67117724], 1024
     jnz 1f
 1:
-    movzx esi, byte ptr [r15 + 256]
-    mov rcx, rdx
+    movzx r9d, byte ptr [r15 + 256]
+    mov rax, r9
     test dword ptr [r15 + 67117724], 1073741841
     jnz 1f
 1:
-    mov dword ptr [r15 + 640], 65
-    movzx edi, r9b
-    mov r9, r10
-    mov rdx, qword ptr [r15 + 192]
+    mov dword ptr [r15 + 640], 23
+    movzx r9d, dl
+    mov rbp, r10
+    mov r8, qword ptr [r15 + 192]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov dword ptr [r15 + 576], 12
-    and r9, 960
-    mov edx, dword ptr [r15 + r9 + 1984]
+    mov dword ptr [r15 + 576], 53
+    and rbp, 960
+    mov esi, dword ptr [r15 + rbp + 1984]
     test dword ptr [r15 + 67117723], 1078985620
     jz 1f
 1:
-    mov rax, qword ptr [r15 + 768]
-    mov dword ptr [r15 + 832], eax
-    movzx ecx, al
+    mov rdx, qword ptr [r15 + 768]
+    mov dword ptr [r15 + 832], edx
+    movzx edx, dil
     test bl, 64
     jz 1f
 1:
-    movzx r9d, r9b
-    movsxd rsi, dword ptr [r15 + 128]
+    movzx edi, r8b
+    movsxd r8, dword ptr [r15 + 128]
     test dword ptr [r15 + 67117723], 4194304
     jnz 1f
 1:
-    mov qword ptr [r15 + 64], rbp
-    mov esi, 135
-    mov edi, 210
+    mov qword ptr [r15 + 64], rcx
+    mov eax, 200
+    mov esi, 124
     test dword ptr [r15 + 67117724], 1024
     jz 1f
 1:
-    mov rbp, r10
-    mov r8d, edi
-    and rbp, 448
-    mov dword ptr [r14 + rbp + 960], 121
+    mov r8, r10
+    mov ecx, ecx
+    and r8, 448
+    mov dword ptr [r14 + r8 + 960], 92
+    add r11, 64
     add r10, r11
     inc rbx
     dec r13
@@ -1883,63 +1887,63 @@ ditto_body_c1:
     xor eax, eax
     test dword ptr [r15 + 67117723], 134217728
     setz al
-    lea rcx, [rip + .Lc1_d1573_s]
+    lea rcx, [rip + .Lc1_d1574_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d1573_s_t
+    jmp .Lc1_d1574_s_t
     .p2align 3
-.Lc1_d1573_s:
+.Lc1_d1574_s:
     .p2align 3
-    jmp .Lc1_d1573_j
+    jmp .Lc1_d1574_j
     .p2align 3
-    jmp .Lc1_d1573_j
-.Lc1_d1573_j:
-    mov ebp, r8d
-    mov rdx, qword ptr [r15 + 256]
-    mov rdi, rbp
+    jmp .Lc1_d1574_j
+.Lc1_d1574_j:
+    mov eax, ecx
+    mov rax, qword ptr [r15 + 256]
+    mov rdx, rax
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 288
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx r9d, dl
-    mov byte ptr [r15 + 0], r9b
+    movzx edx, dl
+    mov byte ptr [r15 + 0], dl
     mov r12, qword ptr [r15 + r12 + 56]
     test dword ptr [r15 + 67117723], 524288
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx r8d, r9b
-    movzx ebp, byte ptr [r15 + 512]
-    mov dword ptr [r14 + 896], r8d
+    movzx ecx, al
+    movzx esi, byte ptr [r15 + 512]
+    mov dword ptr [r14 + 896], ecx
     test dword ptr [r15 + 67117724], 16384
     jz 1f
 1:
-    mov dword ptr [r15 + 64], ebp
-    mov dword ptr [r14 + 704], r8d
-    mov qword ptr [r15 + 640], r9
-    mov edx, dword ptr [r15 + 192]
+    mov dword ptr [r15 + 64], esi
+    mov dword ptr [r14 + 704], ecx
+    mov qword ptr [r15 + 640], rdx
+    mov r9d, dword ptr [r15 + 192]
     test dword ptr [r15 + 67117724], 16
     jnz 1f
 1:
-    movsxd r9, dword ptr [r15 + 128]
+    movsxd rax, dword ptr [r15 + 128]
     mov rdx, qword ptr [r15 + 768]
-    movsxd rbp, dword ptr [r15 + 320]
-    sete r9b
+    movsxd rsi, dword ptr [r15 + 320]
+    sete bpl
     test ebx, 7168
     jnz 1f
 1:
-    mov r8d, 96
-    mov r9, rdx
-    mov qword ptr [r15 + 64], rbp
-    movzx ecx, r9b
+    mov ebp, 77
+    mov rcx, rbp
+    mov qword ptr [r15 + 64], r9
+    movzx ebp, cl
     test bl, 64
     jz 1f
 1:
-    mov byte ptr [r15 + 448], cl
-    mov rsi, rcx
-    mov byte ptr [r15 + 384], dl
-    movzx edx, sil
+    mov byte ptr [r15 + 448], sil
+    mov rdi, r9
+    mov byte ptr [r15 + 384], dil
+    movzx r9d, dl
     inc rbx
     dec r13
     jnz .Lc1_b4_c0
@@ -1955,62 +1959,63 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xchg rdi, rdi
+    xchg r8, r8
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, qword ptr [r15 + 0]
+    mov rdx, qword ptr [r15 + 0]
     test dword ptr [r15 + 67117724], 1073741824
     jnz 1f
 1:
-    mov dword ptr [r15 + 0], 12
-    mov rbp, r8
+    mov dword ptr [r15 + 0], 91
+    mov rdi, rdx
     test dword ptr [r15 + 67117723], 100676178
     jz 1f
 1:
-    mov r9, r10
-    mov rcx, qword ptr [r15 + 0]
-    and r9, 33554368
-    mov qword ptr [r14 + r9 + 33554432], rsi
-    mov rdi, qword ptr [r15 + 704]
+    mov rbp, r10
+    mov rdx, qword ptr [r15 + 0]
+    and rbp, 33554368
+    mov qword ptr [r14 + rbp + 33554432], r9
+    mov rsi, qword ptr [r15 + 704]
     test ebx, 912
     jnz 1f
 1:
-    mov byte ptr [r15 + 512], dil
-    or edi, 1
+    mov byte ptr [r15 + 512], sil
+    or r8d, 1
     xor edx, edx
-    div edi
+    div r8d
     test ebx, 4064
     jz 1f
 1:
-    mov rsi, rax
-    movsxd r8, dword ptr [r14 + 256]
-    mov dword ptr [r15 + 128], esi
-    mov rbp, r10
+    mov rdx, r8
+    movsxd rdi, dword ptr [r14 + 256]
+    mov dword ptr [r15 + 128], ebp
+    mov r9, r10
     test ebx, 848
     jnz 1f
 1:
     mov ecx, r9d
-    lea r8, [r10 + r10*1]
-    and rbp, 8128
-    movsxd r9, dword ptr [r15 + rbp + 7104]
+    lea rbp, [r10 + r10*1]
+    and r9, 8128
+    movsxd rsi, dword ptr [r15 + r9 + 7104]
     test bl, 32
     jnz 1f
 1:
-    mov eax, dword ptr [r15 + 384]
-    and r8, 448
-    movzx edx, byte ptr [r15 + r8 + 1024]
-    mov edi, 228
+    mov edx, dword ptr [r15 + 384]
+    and rbp, 448
+    movzx eax, byte ptr [r15 + rbp + 1024]
+    mov r8d, 67
     test ebx, 12208
     jz 1f
 1:
-    mov ecx, 66
-    mov rbp, qword ptr [r15 + r8 + 960]
+    mov r9d, 33
+    mov rdi, qword ptr [r15 + rbp + 960]
     test ebx, 320
     jz 1f
 1:
     lea rdi, [r15 + 67109504]
-    mov ecx, 1129
+    mov ecx, 1089
     rep stosb
     movsxd rax, dword ptr [r15 + 192]
+    add r11, 64
     add r10, r11
     inc rbx
     dec r13
@@ -2019,60 +2024,61 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d1689_j]
+    lea rcx, [rip + .Lc1_d1691_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d1689_j_t
-.Lc1_d1689_j:
-    popcnt rsi, rcx
-    mov rdx, qword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], edx
+    jmp .Lc1_d1691_j_t
+.Lc1_d1691_j:
+    popcnt r8, rcx
+    mov rdi, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], eax
     test bl, 32
     jz 1f
 1:
-    mov rdi, qword ptr [r15 + 0]
-    movsxd r9, dword ptr [r15 + 0]
-    mov ebp, r9d
-    mov r8, r10
+    mov rsi, qword ptr [r15 + 0]
+    movsxd rax, dword ptr [r15 + 0]
+    mov ecx, ecx
+    mov rbp, r10
     test dword ptr [r15 + 67117724], 4096
     jnz 1f
 1:
-    and r8, 448
-    mov eax, dword ptr [r15 + r8 + 1472]
-    mov rsi, qword ptr [r15 + 192]
+    and rbp, 448
+    mov edx, dword ptr [r15 + rbp + 1472]
+    mov r9, qword ptr [r15 + 192]
     movsxd rcx, dword ptr [r15 + 320]
     test ebx, 1073741824
     jz 1f
 1:
-    mov rbp, qword ptr [r15 + 832]
-    mov dword ptr [r15 + 256], ebp
-    mov r9, r10
+    mov r8, qword ptr [r15 + 832]
+    mov dword ptr [r15 + 256], r8d
+    mov rbp, r10
     test dword ptr [r15 + 67117723], 512
     jz 1f
 1:
-    mov edi, 211
-    mov qword ptr [r15 + 768], r9
-    and r9, 960
-    movzx r8d, byte ptr [r15 + r9 + 1984]
+    mov edi, 243
+    mov qword ptr [r15 + 768], rbp
+    and rbp, 960
+    movzx eax, byte ptr [r15 + rbp + 1984]
     test ebx, 1073741824
     jz 1f
 1:
-    movzx ebp, byte ptr [r14 + 128]
-    movsxd r9, dword ptr [r15 + 64]
+    movzx esi, byte ptr [r14 + 128]
+    movsxd rbp, dword ptr [r15 + 64]
     lea rdi, [r15 + 67109504]
     lea rsi, [r15 + 67113600]
-    mov ecx, 1127
+    mov ecx, 1088
     rep movsb
     test bl, 128
     jz 1f
 1:
-    mov rsi, rcx
-    mov rcx, rdx
+    mov r8, rcx
+    mov rbp, rax
     not qword ptr [r15 + 448]
     test bl, 128
     jnz 1f
 1:
-    mov edx, dword ptr [r15 + 576]
-    movzx ecx, dl
+    mov r9d, dword ptr [r15 + 576]
+    movzx edx, r9b
+    add r11, 64
     add r10, r11
     inc rbx
     dec r13
@@ -2082,55 +2088,56 @@ ditto_body_c1:
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, qword ptr [r15 + 0]
-    movsxd rcx, dword ptr [r15 + 0]
-    movzx edi, byte ptr [r15 + 0]
+    mov rdx, qword ptr [r15 + 0]
+    movsxd rdi, dword ptr [r15 + 0]
+    movzx ebp, byte ptr [r15 + 0]
     test ebx, 912
     jnz 1f
 1:
-    mov rbp, r9
-    mov esi, dword ptr [r15 + 0]
-    movzx r9d, byte ptr [r15 + 0]
+    mov r8, rdi
+    mov eax, dword ptr [r15 + 0]
+    movzx edi, byte ptr [r15 + 0]
     test bl, 32
     jz 1f
 1:
-    mov qword ptr [r15 + 0], rdx
-    mov r9d, dword ptr [r15 + 0]
-    movzx r8d, byte ptr [r15 + 448]
-    mov rdx, qword ptr [r14 + 64]
+    mov qword ptr [r15 + 0], r9
+    mov edx, dword ptr [r15 + 0]
+    movzx r9d, byte ptr [r15 + 448]
+    mov rdi, qword ptr [r14 + 64]
     test bl, 32
     jnz 1f
 1:
-    movsxd rdi, dword ptr [r15 + 384]
-    mov rbp, qword ptr [r15 + 704]
-    movzx eax, byte ptr [r15 + 640]
+    movsxd rcx, dword ptr [r15 + 384]
+    mov rsi, qword ptr [r15 + 704]
+    movzx edx, byte ptr [r15 + 640]
     test ebx, 320
     jz 1f
 1:
-    sete bpl
-    movsxd rcx, dword ptr [r15 + 64]
-    mov r8, r10
-    mov edx, ecx
+    sete dl
+    movsxd rsi, dword ptr [r15 + 64]
+    mov rbp, r10
+    mov eax, r8d
     test dword ptr [r15 + 67117724], 33554432
     jnz 1f
 1:
-    mov rbp, qword ptr [r15 + 192]
-    and r8, 448
-    movzx r9d, byte ptr [r15 + r8 + 960]
+    mov r8, qword ptr [r15 + 192]
+    and rbp, 448
+    movzx r9d, byte ptr [r15 + rbp + 960]
     .byte 0x0f, 0x1f, 0x40, 0x00
-    mov ecx, 212
+    mov edi, 114
     test dword ptr [r15 + 67117723], 34111488
     jnz 1f
 1:
-    movsxd rsi, dword ptr [r15 + 256]
-    mov rdx, qword ptr [r15 + 128]
-    mov dword ptr [r15 + 320], 216
+    movsxd rcx, dword ptr [r15 + 256]
+    mov rax, qword ptr [r15 + 128]
+    mov dword ptr [r15 + 320], 194
     test ebx, 352
     jz 1f
 1:
-    mov r8d, dword ptr [r14 + 576]
-    movzx edx, r8b
-    movsxd rdi, dword ptr [r15 + 512]
+    mov ebp, dword ptr [r14 + 576]
+    movzx r8d, bpl
+    movsxd rdx, dword ptr [r15 + 512]
+    add r11, 64
     add r10, r11
     inc rbx
     dec r13
@@ -2139,60 +2146,61 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d1793_j]
+    lea rcx, [rip + .Lc1_d1797_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d1793_j_t
-.Lc1_d1793_j:
-    movzx esi, cl
-    mov ebp, 3
-    mov byte ptr [r15 + 768], bpl
-    mov r9d, eax
+    jmp .Lc1_d1797_j_t
+.Lc1_d1797_j:
+    movzx edx, cl
+    mov eax, 140
+    mov byte ptr [r15 + 768], dl
+    mov esi, esi
     test dword ptr [r15 + 67117724], 4096
     jz 1f
 1:
-    mov eax, 23
+    mov ecx, 165
     .byte 0x66, 0x90
-    mov ecx, dword ptr [r14 + 320]
+    mov r9d, dword ptr [r14 + 320]
     movzx r8d, byte ptr [r15 + 256]
     test dword ptr [r15 + 67117724], 4360
     jz 1f
 1:
-    mov rdi, qword ptr [r15 + 128]
-    movsxd rbp, dword ptr [r15 + 64]
-    mov r9, r10
-    movzx eax, byte ptr [r14 + 384]
+    mov r9, qword ptr [r15 + 128]
+    movsxd rdi, dword ptr [r15 + 64]
+    mov rbp, r10
+    movzx edx, byte ptr [r14 + 384]
     mov qword ptr [r15 + 640], rdx
     test bl, 32
     jnz 1f
 1:
-    and r9, 448
-    mov edx, dword ptr [r15 + r9 + 1472]
+    and rbp, 448
+    mov edx, dword ptr [r15 + rbp + 1472]
     mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rsi, dword ptr [r15 + 0]
+    movsxd r9, dword ptr [r15 + 0]
     test bl, 32
     jz 1f
 1:
-    mov qword ptr [r15 + 0], rsi
-    bswap rsi
-    mov dword ptr [r15 + 0], esi
-    mov dword ptr [r15 + 896], 146
+    mov qword ptr [r15 + 0], r9
+    bswap rdx
+    mov dword ptr [r15 + 0], edx
+    mov dword ptr [r15 + 896], 131
     test dword ptr [r15 + 67117723], 262144
     jz 1f
 1:
     bswap rdi
-    mov rbp, r10
-    movsxd r9, dword ptr [r15 + 512]
-    and rbp, 448
-    mov rax, qword ptr [r15 + rbp + 960]
-    mov r8d, 190
+    mov r8, r10
+    movsxd rcx, dword ptr [r15 + 512]
+    and r8, 448
+    mov qword ptr [r15 + r8 + 960], rcx
+    mov ebp, 73
     test bl, 128
     jnz 1f
 1:
-    mov rbp, r10
-    mov edx, 217
-    mov ecx, esi
-    and rbp, 4032
-    mov dword ptr [r15 + rbp + 3008], r9d
+    mov r9, r10
+    mov ebp, 50
+    mov esi, ebp
+    and r9, 4032
+    mov dword ptr [r15 + r9 + 3008], esi
+    add r11, 64
     add r10, r11
     inc rbx
     dec r13
@@ -2201,59 +2209,60 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov dword ptr [r14 + 0], 139
-    mov dword ptr [r15 + 0], 225
+    mov dword ptr [r14 + 0], 216
+    mov dword ptr [r15 + 0], 131
     .byte 0x66, 0x90
     test bl, 128
     jz 1f
 1:
+    movzx ebp, byte ptr [r15 + 0]
     movzx esi, byte ptr [r15 + 0]
-    movzx r8d, byte ptr [r15 + 0]
-    mov rdx, qword ptr [r15 + 0]
+    mov rdi, qword ptr [r15 + 0]
     test ebx, 368
     jz 1f
 1:
-    mov r9, rax
-    movsxd rax, dword ptr [r15 + 0]
-    mov ecx, 236
+    mov rdx, rdx
+    movsxd r9, dword ptr [r15 + 0]
+    mov edx, 30
     test bl, 128
     jnz 1f
 1:
-    mov eax, 203
-    mov edi, dword ptr [r15 + 0]
-    mov ebp, dword ptr [r15 + 192]
+    mov r8d, 170
+    mov edx, dword ptr [r15 + 0]
+    mov r8d, dword ptr [r15 + 192]
     test ebx, 12192
     jnz 1f
 1:
-    movzx r8d, byte ptr [r15 + 832]
-    mov ecx, ebp
-    sete bpl
+    movzx ecx, byte ptr [r15 + 832]
+    mov edi, edi
+    sete dl
     test bl, 32
     jnz 1f
 1:
-    movsxd rsi, dword ptr [r15 + 576]
+    movsxd rdi, dword ptr [r15 + 576]
     mov ebp, dword ptr [r15 + 384]
-    movzx eax, byte ptr [r15 + 64]
+    movzx ecx, byte ptr [r15 + 64]
     test ebx, 672
     jnz 1f
 1:
-    mov edx, 48
-    movzx r8d, byte ptr [r15 + 448]
-    mov rbp, r10
-    movzx edi, byte ptr [r15 + 128]
+    mov edx, 83
+    movzx edi, byte ptr [r15 + 448]
+    mov r9, r10
+    movzx eax, byte ptr [r15 + 128]
     test dword ptr [r15 + 67117723], 65536
     jz 1f
 1:
-    and rbp, 960
-    mov rcx, qword ptr [r15 + rbp + 1984]
-    mov r9d, dword ptr [r15 + 256]
-    mov ebp, 65
+    and r9, 960
+    mov rdi, qword ptr [r15 + r9 + 1984]
+    mov eax, dword ptr [r15 + 256]
+    mov esi, 224
     test dword ptr [r15 + 67117724], 524288
     jnz 1f
 1:
-    mov rbp, rbp
-    mov dword ptr [r15 + 704], 219
-    mov r8d, ebp
+    mov r9, r8
+    mov dword ptr [r15 + 704], 215
+    mov r8d, r8d
+    add r11, 64
     add r10, r11
     inc rbx
     dec r13
@@ -2265,60 +2274,61 @@ ditto_body_c1:
     xor eax, eax
     test dword ptr [r15 + 67117724], 616562688
     setz al
-    lea rcx, [rip + .Lc1_d1900_s]
+    lea rcx, [rip + .Lc1_d1906_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d1900_s_t
+    jmp .Lc1_d1906_s_t
     .p2align 3
-.Lc1_d1900_s:
+.Lc1_d1906_s:
     .p2align 3
-    jmp .Lc1_d1900_j
+    jmp .Lc1_d1906_j
     .p2align 3
-    jmp .Lc1_d1900_j
-.Lc1_d1900_j:
+    jmp .Lc1_d1906_j
+.Lc1_d1906_j:
     mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rsi, dword ptr [r15 + 0]
-    mov rcx, rsi
+    movsxd rbp, dword ptr [r15 + 0]
+    mov rcx, rcx
     test bl, 128
     jz 1f
 1:
     lea rdi, [r15 + 67109504]
-    mov ecx, 1129
+    mov ecx, 1089
     rep stosb
-    mov rax, rcx
-    movzx r8d, byte ptr [r15 + 64]
+    mov r8, rdx
+    movzx esi, byte ptr [r15 + 64]
     test dword ptr [r15 + 67117724], 302654210
     jz 1f
 1:
-    mov byte ptr [r14 + 640], r9b
+    mov byte ptr [r14 + 640], al
     mov r9, r10
     movsxd rbp, dword ptr [r15 + 512]
     test ebx, 416
     jz 1f
 1:
-    movzx edx, byte ptr [r15 + 256]
+    movzx eax, byte ptr [r15 + 256]
     and r9, 8128
-    movzx r8d, byte ptr [r15 + r9 + 7104]
-    mov rbp, r10
+    movzx esi, byte ptr [r15 + r9 + 7104]
+    mov r8, r10
     movsxd r9, dword ptr [r15 + 128]
     test dword ptr [r15 + 67117723], 262144
     jnz 1f
 1:
-    and rbp, 33554368
-    or qword ptr [r14 + rbp + 33554432], 44
-    mov eax, edi
+    and r8, 33554368
+    or qword ptr [r14 + r8 + 33554432], 101
+    mov ebp, r8d
     test dword ptr [r15 + 67117724], 1048576
     jnz 1f
 1:
-    movzx edi, byte ptr [r15 + 320]
-    movsxd r8, dword ptr [r15 + 768]
-    movzx esi, byte ptr [r15 + 192]
+    movzx edx, byte ptr [r15 + 320]
+    movsxd rsi, dword ptr [r15 + 768]
+    movzx edi, byte ptr [r15 + 192]
     mov r9, r10
     test dword ptr [r15 + 67117724], 1
     jz 1f
 1:
     mov ecx, dword ptr [r15 + 448]
     and r9, 448
-    mov rdx, qword ptr [r15 + r9 + 1472]
+    mov rbp, qword ptr [r15 + r9 + 1472]
+    add r11, 64
     add r10, r11
     inc rbx
     dec r13
@@ -2331,52 +2341,53 @@ ditto_body_c1:
     mov dword ptr [r15 + 384], ebp
     and rbp, 4032
     mov byte ptr [r15 + rbp + 3008], bpl
-    mov r8d, ebp
-    mov rbp, rsi
-    lea r9, [r10 + r10*1]
+    mov eax, ebp
+    mov rsi, rax
+    lea r8, [r10 + r10*1]
     test dword ptr [r15 + 67117723], 4
     jnz 1f
 1:
-    and r9, 448
-    mov rdx, qword ptr [r15 + r9 + 960]
-    bt rax, rcx
-    movsxd rsi, dword ptr [r15 + 576]
+    and r8, 448
+    mov rbp, qword ptr [r15 + r8 + 960]
+    bt r8, r8
+    movsxd rax, dword ptr [r15 + 576]
     test ebx, 55280
     jz 1f
 1:
-    mov byte ptr [r14 + 0], sil
-    movzx ecx, byte ptr [r15 + 320]
-    mov edi, edi
+    mov byte ptr [r14 + 0], al
+    movzx eax, byte ptr [r15 + 320]
+    mov r9d, esi
     test bl, 32
     jz 1f
 1:
-    mov qword ptr [r15 + 704], rdi
-    mov dword ptr [r15 + 64], eax
-    mov ebp, r8d
+    mov qword ptr [r15 + 704], rax
+    mov dword ptr [r15 + 64], edx
+    mov eax, eax
     test ebx, 29184
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], ebp
-    mov r8, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], eax
+    mov rcx, qword ptr [r15 + 0]
     test dword ptr [r15 + 67117724], 2582536
     jz 1f
 1:
     mov rdx, qword ptr [r15 + 0]
-    movsxd rax, dword ptr [r15 + 192]
-    popcnt rdi, rdx
+    movsxd rdi, dword ptr [r15 + 192]
+    popcnt rsi, rdi
     test ebx, 912
     jz 1f
 1:
     mov byte ptr [r15 + 128], dil
-    mov edx, ecx
-    mov dword ptr [r14 + 896], 205
+    mov r9d, esi
+    mov dword ptr [r14 + 896], 176
     test bl, 32
     jnz 1f
 1:
-    movsxd rsi, dword ptr [r15 + 256]
-    mov ecx, dword ptr [r15 + 512]
-    movsxd rdi, dword ptr [r15 + r9 + 1024]
+    movsxd rax, dword ptr [r15 + 256]
+    mov r9d, dword ptr [r15 + 512]
+    movsxd rcx, dword ptr [r15 + r8 + 1024]
+    add r11, 64
     add r10, r11
     inc rbx
     dec r13
@@ -2385,56 +2396,57 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d2004_j]
+    lea rcx, [rip + .Lc1_d2012_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d2004_j_t
-.Lc1_d2004_j:
-    movzx ecx, sil
-    mov rbp, r9
-    mov r9, r10
-    mov rsi, r9
-    and r9, 448
-    mov byte ptr [r15 + r9 + 1472], dil
+    jmp .Lc1_d2012_j_t
+.Lc1_d2012_j:
+    movzx ebp, cl
+    mov r9, rcx
+    mov rbp, r10
+    mov rdx, r9
+    and rbp, 448
+    mov byte ptr [r15 + rbp + 1472], dl
     test dword ptr [r15 + 67117723], 33554432
     jnz 1f
 1:
-    movzx edi, byte ptr [r15 + 832]
-    mov ebp, dword ptr [r15 + 128]
-    movzx r8d, byte ptr [r14 + 128]
+    movzx ecx, byte ptr [r15 + 832]
+    mov r8d, dword ptr [r15 + 128]
+    movzx esi, byte ptr [r14 + 128]
     test bl, 48
     jz 1f
 1:
-    movsxd r9, dword ptr [r15 + 192]
-    mov edx, dword ptr [r15 + 256]
+    movsxd rdi, dword ptr [r15 + 192]
+    mov eax, dword ptr [r15 + 256]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], cl
+    mov byte ptr [r15 + 0], dil
     test bl, 128
     jnz 1f
 1:
     movzx eax, byte ptr [r15 + 0]
-    mov ecx, eax
-    mov rsi, qword ptr [r15 + 0]
+    mov edx, eax
+    mov rbp, qword ptr [r15 + 0]
     test dword ptr [r15 + 67117724], 16777216
     jz 1f
 1:
-    movzx eax, byte ptr [r15 + 0]
-    mov rbp, r10
-    mov rdi, rdi
-    mov qword ptr [r14 + 768], rdx
-    and rbp, 960
-    movzx edx, byte ptr [r15 + rbp + 1984]
+    movzx r9d, byte ptr [r15 + 0]
+    mov r8, r10
+    mov rdi, r9
+    mov qword ptr [r14 + 768], r8
+    and r8, 960
+    movzx esi, byte ptr [r15 + r8 + 1984]
     test ebx, 15984
     jnz 1f
 1:
-    mov dword ptr [r15 + 448], ebp
-    mov r8, qword ptr [r15 + 384]
-    mov dword ptr [r15 + 320], r8d
+    mov dword ptr [r15 + 448], eax
+    mov rax, qword ptr [r15 + 384]
+    mov dword ptr [r15 + 320], ecx
     test dword ptr [r15 + 67117724], 352464944
     jz 1f
 1:
-    mov ebp, 35
-    mov r9d, dword ptr [r15 + 640]
-    mov dword ptr [r15 + 64], 198
+    mov edx, 130
+    mov ebp, dword ptr [r15 + 640]
+    mov dword ptr [r15 + 64], 59
+    add r11, 64
     add r10, r11
     inc rbx
     dec r13
@@ -2454,61 +2466,62 @@ ditto_body_c1:
     xor eax, eax
     test dword ptr [r15 + 67117724], 134225931
     setz al
-    lea rcx, [rip + .Lc1_d2060_s]
+    lea rcx, [rip + .Lc1_d2069_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d2060_s_t
+    jmp .Lc1_d2069_s_t
     .p2align 3
-.Lc1_d2060_s:
+.Lc1_d2069_s:
     .p2align 3
-    jmp .Lc1_d2060_j
+    jmp .Lc1_d2069_j
     .p2align 3
-    jmp .Lc1_d2060_j
-.Lc1_d2060_j:
+    jmp .Lc1_d2069_j
+.Lc1_d2069_j:
     lea rbp, [r10*8]
-    mov rax, rbp
+    mov rdx, rbp
     and rbp, 448
-    movsxd rsi, dword ptr [r15 + rbp + 1216]
-    movsxd rdx, dword ptr [r15 + 512]
+    movsxd rax, dword ptr [r15 + rbp + 1216]
+    movsxd rcx, dword ptr [r15 + 512]
     test ebx, 2048
     jnz 1f
 1:
-    mov r8d, edx
-    movzx edx, byte ptr [r15 + rbp + 1280]
-    movzx edi, dil
+    mov esi, ecx
+    movzx ecx, byte ptr [r15 + rbp + 1280]
+    movzx r9d, cl
     test ebx, 1024
     jz 1f
 1:
-    movsxd rcx, dword ptr [r15 + rbp + 1024]
-    movzx r9d, byte ptr [r15 + 320]
-    lea r8, [r10 + r10*1]
-    movzx edi, al
+    movsxd r8, dword ptr [r15 + rbp + 1024]
+    movzx edi, byte ptr [r15 + 320]
+    lea r9, [r10 + r10*1]
+    movzx edx, r9b
     test dword ptr [r15 + 67117724], 512
     jz 1f
 1:
-    mov esi, 127
-    and r8, 8128
-    movzx edi, byte ptr [r15 + r8 + 7104]
+    mov ecx, 50
+    and r9, 8128
+    movzx esi, byte ptr [r15 + r9 + 7104]
     mov eax, dword ptr [r15 + 64]
-    lea r9, [r10 + r10*1]
+    lea r8, [r10 + r10*1]
     test dword ptr [r15 + 67117723], 153367041
     jz 1f
 1:
-    mov rdx, qword ptr [r15 + rbp + 960]
-    and r9, 33554368
-    movzx eax, byte ptr [r15 + r9 + 33554432]
-    movzx ecx, byte ptr [r15 + r8 + 7168]
+    mov rsi, qword ptr [r15 + rbp + 960]
+    and r8, 33554368
+    movzx ecx, byte ptr [r15 + r8 + 33554432]
+    movzx eax, byte ptr [r15 + r9 + 7168]
     test bl, 204
     jz 1f
 1:
-    mov esi, 49
-    movzx edi, byte ptr [r14 + rbp + 1088]
-    mov r8, qword ptr [r15 + rbp + 1152]
+    mov eax, 72
+    movzx r9d, byte ptr [r14 + rbp + 1088]
+    mov rdi, qword ptr [r15 + rbp + 1152]
     test bl, 32
     jz 1f
 1:
-    mov rsi, qword ptr [r15 + 256]
-    movzx ebp, byte ptr [r15 + r9 + 33554496]
-    mov r9, qword ptr [r15 + 448]
+    mov rbp, qword ptr [r15 + 256]
+    movzx edx, byte ptr [r15 + r8 + 33554496]
+    mov r8, qword ptr [r15 + 448]
+    add r11, 64
     add r10, r11
     inc rbx
     dec r13
@@ -2517,61 +2530,62 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d2115_j]
+    lea rcx, [rip + .Lc1_d2125_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d2115_j_t
-.Lc1_d2115_j:
-    mov rcx, qword ptr [r15 + 192]
-    movzx edx, byte ptr [r15 + 128]
-    mov r8d, ecx
+    jmp .Lc1_d2125_j_t
+.Lc1_d2125_j:
+    mov rsi, qword ptr [r15 + 192]
+    movzx edi, byte ptr [r15 + 128]
+    mov ebp, r8d
     test ebx, 864
     jnz 1f
 1:
-    mov rsi, r8
-    crc32 r8, rdi
+    mov r8, r9
+    crc32 rcx, r8
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 5872
     jz 1f
 1:
-    mov qword ptr [r15 + 0], rbp
-    mov rdi, r8
+    mov qword ptr [r15 + 0], rdi
+    mov rax, rcx
     test bl, 8
     jz 1f
 1:
     nop
-    mov rbp, r10
-    movzx r9d, byte ptr [r15 + 0]
-    and rbp, 4032
-    mov rcx, qword ptr [r15 + rbp + 3008]
+    mov r9, r10
+    movzx esi, byte ptr [r15 + 0]
+    and r9, 4032
+    mov rdi, qword ptr [r15 + r9 + 3008]
     test ebx, 15088
     jnz 1f
 1:
-    mov rax, qword ptr [r15 + 768]
-    mov rbp, qword ptr [r14 + 384]
+    mov r8, qword ptr [r15 + 768]
+    mov rdx, qword ptr [r14 + 384]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r8d, dword ptr [r15 + 128]
-    mov edi, 16
-    mov dword ptr [r15 + 512], edi
+    mov esi, dword ptr [r15 + 128]
+    mov ebp, 24
+    mov dword ptr [r15 + 512], ecx
     test dword ptr [r15 + 67117723], 131072
     jnz 1f
 1:
-    lea r9, [r10 + r10*1]
-    mov esi, dword ptr [r15 + 832]
-    and r9, 448
-    mov dword ptr [r15 + r9 + 1472], esi
+    lea r8, [r10 + r10*1]
+    mov ecx, dword ptr [r15 + 832]
+    and r8, 448
+    mov dword ptr [r15 + r8 + 1472], edi
     test bl, 32
     jz 1f
 1:
     .byte 0x0f, 0x1f, 0x40, 0x00
-    movsxd rdi, dword ptr [r14 + r9 + 1536]
-    movsxd rdx, dword ptr [r15 + 640]
+    movsxd rcx, dword ptr [r14 + r8 + 1536]
+    movsxd rdi, dword ptr [r15 + 640]
     test dword ptr [r15 + 67117724], 809807897
     jz 1f
 1:
-    mov byte ptr [r15 + 64], dl
+    mov byte ptr [r15 + 64], al
     mov edx, dword ptr [r15 + 320]
+    add r11, 64
     add r10, r11
     inc rbx
     dec r13
@@ -2588,16 +2602,16 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    movzx ebp, byte ptr [r15 + 704]
-    mov edx, 82
+    movzx edx, byte ptr [r15 + 704]
+    mov esi, 234
     test bl, 4
     jnz 1f
 1:
-    movzx r9d, byte ptr [r15 + 512]
+    movzx ebp, byte ptr [r15 + 512]
     test dword ptr [r15 + 67117724], 168565569
     jz 1f
 1:
-    mov r8, rax
+    mov r9, r9
     inc rbx
     dec r13
     jnz .Lc1_b7_c0
@@ -2651,69 +2665,55 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 12
-    setz al
-    lea rcx, [rip + .Lc1_d2198_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d2198_s_t
-    .p2align 3
-.Lc1_d2198_s:
-    .p2align 3
-    jmp .Lc1_d2198_j
-    .p2align 3
-    jmp .Lc1_d2198_j
-.Lc1_d2198_j:
-    or qword ptr [r15 + 0], 59
-    mov r8d, 108
-    movsxd rbp, dword ptr [r15 + 0]
-    test ebx, 1248
-    jnz 1f
-1:
-    xchg rcx, rcx
-    mov edx, 90
+    mov esi, dword ptr [r15 + 0]
+    not qword ptr [r15 + 384]
+    mov byte ptr [r15 + 128], sil
     test bl, 64
     jnz 1f
 1:
-    mov rsi, qword ptr [r15 + 0]
-    mov rax, qword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], sil
-    test ebx, 256
+    mov rax, rax
+    mov r8, qword ptr [r15 + 128]
+    mov rbp, r10
+    mov r9d, r8d
+    test bl, 64
     jz 1f
 1:
-    movzx edi, byte ptr [r15 + 896]
-    mov r9, r10
-    mov rcx, r9
+    and rbp, 448
+    mov dword ptr [r15 + rbp + 1472], ebp
+    mov edx, dword ptr [r14 + 896]
+    test dword ptr [r15 + 67117724], 176162816
+    jz 1f
+1:
+    mov edi, dword ptr [r15 + 256]
+    mov byte ptr [r15 + 64], dil
+    lea r8, [r10 + r10*1]
+    mov eax, dword ptr [r15 + 64]
     test ebx, 1344
     jnz 1f
 1:
-    movzx esi, byte ptr [r14 + 832]
-    and r9, 33554368
-    mov rcx, qword ptr [r15 + r9 + 33554432]
-    mov eax, dword ptr [r15 + 64]
-    test ebx, 31616
-    jnz 1f
-1:
-    mov rbp, rax
-    mov r8, r10
-    lea rdi, [r15 + 67109504]
-    lea rsi, [r15 + 67113600]
-    mov ecx, 1129
-    rep movsb
-    test dword ptr [r15 + 67117724], 32768
+    mov esi, 80
+    and r8, 448
+    movzx edx, byte ptr [r15 + r8 + 960]
+    movzx edi, sil
+    test dword ptr [r15 + 67117724], 128
     jz 1f
 1:
-    lea r9, [r10 + r10*1]
-    and r8, 448
-    mov eax, dword ptr [r15 + r8 + 1472]
-    and r9, 448
-    mov edi, dword ptr [r15 + r9 + 960]
-    add qword ptr [r15 + 128], rdx
-    test dword ptr [r15 + 67117723], 4
-    jnz 1f
+    mov rbp, r10
+    cmovne rsi, rdi
+    and rbp, 33554368
+    mov ecx, dword ptr [r15 + rbp + 33554432]
+    test ebx, 1824
+    jz 1f
 1:
-    mov dword ptr [r14 + r9 + 1024], 198
-    movzx r9d, byte ptr [r15 + 384]
+    mov rdi, rbp
+    movzx edx, al
+    mov r9, qword ptr [r15 + r8 + 1024]
+    test dword ptr [r15 + 67117723], 26624
+    jz 1f
+1:
+    mov byte ptr [r15 + 832], r9b
+    movsxd rax, dword ptr [r14 + 192]
+    add r11, 64
     add r10, r11
     inc rbx
     dec r13
@@ -2722,57 +2722,56 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d2257_j]
+    lea rcx, [rip + .Lc1_d2258_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d2257_j_t
-.Lc1_d2257_j:
-    inc dword ptr [r15 + 896]
-    mov dword ptr [r15 + 0], 211
-    movsxd rdx, dword ptr [r15 + 0]
-    test dword ptr [r15 + 67117724], 67108864
+    jmp .Lc1_d2258_j_t
+.Lc1_d2258_j:
+    xor dword ptr [r15 + 192], ecx
+    mov dword ptr [r15 + 320], 152
+    movzx r9d, byte ptr [r14 + 640]
+    test dword ptr [r15 + 67117724], 8388608
     jz 1f
 1:
-    movzx ebp, byte ptr [r15 + 256]
-    mov r8, r10
-    movzx eax, sil
-    test dword ptr [r15 + 67117724], 8192
+    mov r8d, 72
+    sete cl
+    mov edx, 163
+    test ebx, 384
+    jz 1f
+1:
+    mov rbp, r10
+    mov eax, 222
+    and rbp, 8128
+    mov r9, r10
+    movzx edi, byte ptr [r15 + rbp + 7104]
+    mov qword ptr [r15 + 768], rdi
+    test ebx, 4096
     jnz 1f
 1:
-    and r8, 448
-    mov dword ptr [r15 + r8 + 960], esi
-    mov rbp, qword ptr [r15 + 192]
-    mov rdi, rbp
+    and r9, 448
+    movzx ebp, byte ptr [r15 + r9 + 960]
+    mov byte ptr [r15 + 0], bpl
+    bswap rcx
+    test ebx, 5632
+    jz 1f
+1:
+    mov rdi, rsi
+    movzx edx, byte ptr [r15 + 0]
+    movzx esi, dl
+    test dword ptr [r15 + 67117723], 8388608
+    jz 1f
+1:
+    mov rbp, r10
+    movsxd rsi, dword ptr [r15 + 0]
+    and rbp, 448
+    movzx r9d, byte ptr [r15 + rbp + 1472]
+    movzx eax, byte ptr [r14 + 512]
     test bl, 128
-    jz 1f
+    jnz 1f
 1:
-    mov esi, dword ptr [r15 + 512]
-    movzx edx, cl
-    test ebx, 256
-    jz 1f
-1:
-    mov r8, qword ptr [r15 + 192]
-    mov rcx, qword ptr [r15 + 128]
-    movzx r9d, r8b
-    test dword ptr [r15 + 67117723], 8454148
-    jz 1f
-1:
-    mov r8d, 12
-    mov qword ptr [r15 + 64], rdx
-    test bl, 128
-    jz 1f
-1:
-    movzx ebp, byte ptr [r15 + 768]
-    mov edi, 54
-    mov r8, r10
-    movsxd rcx, dword ptr [r15 + 64]
-    mov r9, r10
-    test ebx, 65120
-    jz 1f
-1:
-    and r8, 448
-    mov dword ptr [r14 + r8 + 1472], 183
-    and r9, 8128
-    mov eax, dword ptr [r15 + r9 + 7104]
+    mov dword ptr [r15 + 896], r8d
+    mov ebp, dword ptr [r15 + 448]
+    mov dword ptr [r15 + 64], 216
+    add r11, 64
     add r10, r11
     inc rbx
     dec r13
@@ -2781,57 +2780,60 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov r9d, 212
-    movsxd r8, dword ptr [r15 + 64]
-    mov esi, dword ptr [r15 + 320]
-    add qword ptr [r15 + 0], rdx
-    test ebx, 3840
-    jz 1f
-1:
-    movsxd rdx, dword ptr [r15 + 0]
-    movzx ebp, dl
-    lea rdi, [r15 + 67109504]
-    lea rsi, [r15 + 67113600]
-    mov ecx, 1127
-    rep movsb
-    test bl, 64
-    jz 1f
-1:
-    cmovne r8, rdi
+    mov r8, r10
     mov eax, eax
-    sete dil
-    movsxd rdx, dword ptr [r15 + 0]
-    test ebx, 288
+    mov edi, dword ptr [r15 + 512]
+    and r8, 448
+    movsxd r9, dword ptr [r15 + r8 + 960]
+    movzx eax, r9b
+    test dword ptr [r15 + 67117723], 4
+    jz 1f
+1:
+    bt rcx, r9
+    movzx esi, al
+    bt rax, rcx
+    mov edx, dword ptr [r15 + 576]
+    test ebx, 416
+    jz 1f
+1:
+    movsxd rcx, dword ptr [r15 + 192]
+    movzx ebp, byte ptr [r15 + 384]
+    movzx r9d, byte ptr [r15 + 0]
+    test dword ptr [r15 + 67117724], 35913728
+    jz 1f
+1:
+    mov r8d, 158
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edi, ebp
+    mov eax, 230
+    test dword ptr [r15 + 67117723], 16777216
+    jz 1f
+1:
+    mov edx, eax
+    mov rsi, qword ptr [r15 + 0]
+    mov rbp, rsi
+    movzx r9d, byte ptr [r15 + 0]
+    test dword ptr [r15 + 67117723], 4194304
     jnz 1f
 1:
-    add qword ptr [r15 + 0], r9
-    mov rbp, qword ptr [r15 + 0]
-    not qword ptr [r15 + 0]
-    test dword ptr [r15 + 67117723], 268723345
+    mov rsi, rcx
+    movzx eax, r8b
+    movzx ecx, byte ptr [r14 + 0]
+    test ebx, 28096
     jnz 1f
 1:
-    mov ecx, dword ptr [r15 + 0]
-    movzx eax, byte ptr [r15 + 576]
-    mov r9, qword ptr [r14 + 448]
-    test dword ptr [r15 + 67117723], 400
-    jnz 1f
-1:
-    mov rsi, qword ptr [r15 + 320]
-    mov r8, qword ptr [r15 + 192]
-    mov dword ptr [r15 + 512], 126
     movzx edi, byte ptr [r15 + 704]
-    test bl, 64
+    mov edx, dword ptr [r15 + 128]
+    mov qword ptr [r15 + 320], rdx
+    movsxd rsi, dword ptr [r15 + 64]
+    test dword ptr [r15 + 67117724], 4196352
     jz 1f
 1:
-    mov ebp, edi
-    mov dword ptr [r15 + 256], ebp
-    mov byte ptr [r15 + 384], dl
-    test ebx, 65216
-    jz 1f
-1:
-    movsxd rdx, dword ptr [r15 + 128]
-    mov edi, dword ptr [r15 + 640]
-    mov dword ptr [r14 + 0], 59
+    movzx edx, al
+    mov r9, qword ptr [r15 + 128]
+    mov rdx, qword ptr [r15 + 256]
+    add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
@@ -2839,57 +2841,62 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d2358_j]
+    lea rcx, [rip + .Lc1_d2362_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d2358_j_t
-.Lc1_d2358_j:
-    mov ebp, 252
-    mov r9, rsi
-    movzx r8d, byte ptr [r15 + 0]
-    movzx edi, byte ptr [r15 + 0]
-    test dword ptr [r15 + 67117723], 131072
-    jnz 1f
+    jmp .Lc1_d2362_j_t
+.Lc1_d2362_j:
+    mov rdi, qword ptr [r14 + 256]
+    mov ecx, dword ptr [r14 + 0]
+    mov rax, qword ptr [r15 + 640]
+    bswap rcx
+    test dword ptr [r15 + 67117723], 1
+    jz 1f
 1:
-    mov edx, edx
-    mov esi, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, 53
-    test ebx, 130656
-    jz 1f
-1:
-    cmovne rdx, rax
-    movzx r8d, byte ptr [r15 + 64]
-    mov eax, ecx
-    test dword ptr [r15 + 67117723], 2097152
-    jz 1f
-1:
-    mov ebp, r8d
-    mov rcx, qword ptr [r15 + 448]
-    movsxd rdx, dword ptr [r15 + 128]
-    mov qword ptr [r15 + 192], rcx
-    test dword ptr [r15 + 67117723], 262144
-    jz 1f
-1:
-    mov r9, r10
-    mov dword ptr [r15 + 768], 79
-    movzx r8d, byte ptr [r15 + 384]
-    and r9, 448
-    mov rcx, qword ptr [r15 + r9 + 960]
-    mov r9, r10
-    test ebx, 2048
+    mov rbp, qword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rdx
+    test dword ptr [r15 + 67117724], 2097224
     jnz 1f
 1:
-    mov dword ptr [r15 + 832], r9d
-    and r9, 448
-    inc dword ptr [r14 + r9 + 1472]
-    mov edi, 145
-    movsxd r9, dword ptr [r14 + 256]
-    test ebx, 64640
+    mov eax, dword ptr [r15 + 0]
+    mov ecx, dword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], al
+    mov rdx, qword ptr [r15 + 0]
+    test ebx, 1408
     jz 1f
 1:
-    movzx edx, r8b
-    mov dword ptr [r15 + 640], eax
-    mov r8d, 153
+    mov eax, 139
+    mov edx, dword ptr [r15 + 0]
+    movzx r9d, al
+    test bl, 64
+    jnz 1f
+1:
+    mov dword ptr [r15 + 192], 76
+    mov qword ptr [r15 + 832], r9
+    movsxd rdi, dword ptr [r14 + 768]
+    movsxd rsi, dword ptr [r15 + 64]
+    test bl, 64
+    jz 1f
+1:
+    mov r8, r10
+    not qword ptr [r15 + 448]
+    and r8, 448
+    mov r9d, dword ptr [r15 + r8 + 1472]
+    movzx ebp, byte ptr [r15 + 128]
+    test bl, 64
+    jz 1f
+1:
+    movzx eax, byte ptr [r15 + 384]
+    .byte 0x0f, 0x1f, 0x40, 0x00
+    movsxd rsi, dword ptr [r15 + 320]
+    mov ebp, dword ptr [r15 + 512]
+    test ebx, 64768
+    jz 1f
+1:
+    mov r8d, 246
+    movzx edx, bpl
+    mov edi, 175
+    add r11, 64
     add r10, r11
     inc rbx
     dec r13
@@ -2898,58 +2905,58 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    .byte 0x0f, 0x1f, 0x00
-    movzx ebp, byte ptr [r15 + 0]
-    mov rcx, rsi
-    mov rdi, qword ptr [r15 + 0]
-    test ebx, 608
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], 66
-    movsxd rdx, dword ptr [r15 + 0]
-    movsxd rax, dword ptr [r15 + 64]
-    test dword ptr [r15 + 67117723], 4096
-    jnz 1f
-1:
-    mov esi, esi
-    .byte 0x0f, 0x1f, 0x00
-    movzx ebp, cl
-    mov r8, r10
-    test dword ptr [r15 + 67117724], 24
+    mov byte ptr [r15 + 64], al
+    movsxd rbp, dword ptr [r15 + 192]
+    movzx edi, byte ptr [r15 + 384]
+    test ebx, 1376
     jz 1f
 1:
-    mov rcx, qword ptr [r15 + 896]
-    and r8, 8128
-    mov r9, r10
-    movzx edi, byte ptr [r15 + r8 + 7104]
-    and r9, 33554368
-    movzx esi, byte ptr [r15 + r9 + 33554432]
-    test bl, 128
-    jnz 1f
+    mov rax, rcx
+    mov esi, dword ptr [r15 + 448]
+    mov rcx, rcx
+    test dword ptr [r15 + 67117724], 524288
+    jz 1f
 1:
-    mov edx, 143
-    mov r8d, dword ptr [r15 + 704]
-    mov ecx, dword ptr [r15 + 256]
+    movsxd rdi, dword ptr [r15 + 256]
+    mov byte ptr [r15 + 0], cl
+    movsxd r9, dword ptr [r15 + 0]
+    test ebx, 59264
+    jz 1f
+1:
+    or ecx, 1
+    xor edx, edx
+    div ecx
+    mov rbp, qword ptr [r15 + 0]
+    test dword ptr [r15 + 67117723], 8192
+    jz 1f
+1:
+    mov rdx, qword ptr [r15 + 0]
+    mov r8d, 145
+    mov eax, 153
+    mov r9, r10
     test bl, 64
     jnz 1f
 1:
-    mov dword ptr [r15 + 128], 61
-    movzx r9d, al
-    mov r8d, 8
-    test ebx, 16032
+    and r9, 33554368
+    mov dword ptr [r15 + r9 + 33554432], edi
+    inc dword ptr [r15 + 576]
+    mov rbp, r10
+    movsxd rsi, dword ptr [r15 + 704]
+    test bl, 128
     jnz 1f
 1:
-    mov rax, qword ptr [r14 + 512]
-    movzx ebp, byte ptr [r15 + 384]
-    mov edi, 130
-    mov r8, r10
-    test ebx, 63392
-    jz 1f
+    mov edi, dword ptr [r15 + 128]
+    and rbp, 448
+    mov rsi, qword ptr [r15 + rbp + 960]
+    .byte 0x0f, 0x1f, 0x40, 0x00
+    test ebx, 384
+    jnz 1f
 1:
-    and r8, 448
-    movsxd rsi, dword ptr [r14 + r8 + 960]
-    movsxd r9, dword ptr [r15 + 320]
-    movzx edx, dl
+    mov r8, r10
+    movzx ebp, byte ptr [r15 + 896]
+    and r8, 8128
+    movzx edx, byte ptr [r14 + r8 + 7104]
+    add r11, 64
     add r10, r11
     inc rbx
     dec r13
@@ -2958,66 +2965,57 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 16777800
-    setz al
-    lea rcx, [rip + .Lc1_d2462_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d2462_s_t
-    .p2align 3
-.Lc1_d2462_s:
-    .p2align 3
-    jmp .Lc1_d2462_j
-    .p2align 3
-    jmp .Lc1_d2462_j
-.Lc1_d2462_j:
-    mov dword ptr [r15 + 0], edx
-    movzx edx, byte ptr [r15 + 0]
-    mov ecx, edx
-    test ebx, 1152
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], eax
-    mov rbp, r10
-    test ebx, 62432
-    jnz 1f
-1:
-    mov rax, qword ptr [r15 + 0]
-    and rbp, 448
-    mov dword ptr [r15 + rbp + 1472], 221
-    mov rbp, qword ptr [r15 + 256]
+    lea rcx, [rip + .Lc1_d2470_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d2470_j_t
+.Lc1_d2470_j:
+    mov esi, dword ptr [r15 + 768]
+    mov rdx, qword ptr [r15 + 512]
+    mov ecx, edi
+    mov r9, rcx
     test ebx, 384
     jz 1f
 1:
-    movzx edi, byte ptr [r15 + 320]
+    mov dword ptr [r15 + 0], ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], eax
+    test dword ptr [r15 + 67117723], 855900422
+    jnz 1f
+1:
+    mov rbp, r10
+    .byte 0x0f, 0x1f, 0x00
+    and rbp, 448
+    mov edi, dword ptr [r14 + rbp + 1472]
+    movsxd rax, dword ptr [r14 + 64]
     mov r8, r10
-    mov r9, r10
-    mov rax, qword ptr [r15 + 128]
-    test dword ptr [r15 + 67117724], 201334784
-    jnz 1f
-1:
-    and r9, 4032
-    mov qword ptr [r15 + r9 + 3008], r9
-    and r8, 960
-    mov rsi, qword ptr [r14 + r8 + 1984]
-    mov rdi, qword ptr [r15 + 576]
-    test bl, 64
-    jnz 1f
-1:
-    mov edi, eax
-    movzx ecx, bpl
-    test dword ptr [r15 + 67117724], 16384
-    jnz 1f
-1:
-    movsxd rbp, dword ptr [r15 + 512]
-    mov dword ptr [r15 + 64], ebp
-    movsxd rdx, dword ptr [r15 + 448]
-    test dword ptr [r15 + 67117724], 4194304
+    test dword ptr [r15 + 67117723], 16781312
     jz 1f
 1:
-    mov edi, dword ptr [r15 + 768]
-    movzx esi, byte ptr [r15 + 192]
+    movsxd rcx, dword ptr [r15 + 384]
+    and r8, 4032
+    movsxd rbp, dword ptr [r15 + r8 + 3008]
+    mov qword ptr [r15 + 832], rbp
+    test ebx, 256
+    jz 1f
+1:
+    bt rbp, rbp
+    mov r8, rdx
+    mov edi, dword ptr [r15 + 192]
+    mov rbp, r10
+    test dword ptr [r15 + 67117723], 134217728
+    jz 1f
+1:
+    bswap rdx
+    mov esi, dword ptr [r15 + 256]
+    and rbp, 960
+    mov r9, qword ptr [r15 + rbp + 1984]
+    test ebx, 608
+    jnz 1f
+1:
+    mov r9d, dword ptr [r15 + 320]
+    movzx esi, byte ptr [r15 + 640]
+    mov dword ptr [r15 + 128], ecx
+    add r11, 64
     add r10, r11
     inc rbx
     dec r13
@@ -3026,56 +3024,53 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    movzx r8d, byte ptr [r15 + 704]
-    .byte 0x0f, 0x1f, 0x00
-    movzx edi, dil
-    movzx ecx, byte ptr [r15 + 384]
-    test ebx, 1344
+    movzx esi, byte ptr [r15 + 256]
+    not qword ptr [r15 + 704]
+    mov dword ptr [r15 + 192], edi
+    test dword ptr [r15 + 67117723], 524288
     jnz 1f
 1:
+    mov dword ptr [r15 + 0], 55
     mov rdi, qword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 194
-    movsxd rdx, dword ptr [r15 + 0]
+    mov rcx, rdi
+    test bl, 64
+    jz 1f
+1:
+    movsxd rsi, dword ptr [r15 + 0]
+    movsxd rdi, dword ptr [r15 + 0]
+    mov rcx, rsi
+    test dword ptr [r15 + 67117724], 8388608
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r10
+    .byte 0x66, 0x90
+    and rbp, 448
+    movzx esi, byte ptr [r14 + rbp + 960]
+    test dword ptr [r15 + 67117724], 293740633
+    jnz 1f
+1:
+    movzx eax, byte ptr [r15 + 64]
+    mov ebp, 107
+    mov dword ptr [r15 + 768], 209
+    test dword ptr [r15 + 67117724], 381747844
+    jz 1f
+1:
+    mov dword ptr [r15 + 320], edx
+    movsxd rsi, dword ptr [r14 + 0]
+    mov r9d, dword ptr [r15 + 448]
     test bl, 64
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, dword ptr [r15 + 0]
-    mov ebp, dword ptr [r14 + 0]
-    mov r9d, r8d
-    test ebx, 256
-    jnz 1f
-1:
-    mov r8d, 212
-    mov esi, dword ptr [r14 + 0]
-    mov rdi, qword ptr [r15 + 576]
-    test bl, 128
+    mov r8, qword ptr [r15 + 512]
+    mov ecx, dword ptr [r15 + 128]
+    mov rdx, qword ptr [r15 + 384]
+    test dword ptr [r15 + 67117724], 1048576
     jz 1f
 1:
-    movsxd rax, dword ptr [r15 + 192]
-    bt rcx, rax
-    mov edx, dword ptr [r15 + 320]
-    test dword ptr [r15 + 67117724], 402653184
-    jnz 1f
-1:
-    movzx ecx, byte ptr [r15 + 256]
-    mov rbp, r10
-    movzx r8d, bpl
-    movzx eax, byte ptr [r15 + 640]
-    and rbp, 448
-    movsxd rdi, dword ptr [r15 + rbp + 960]
-    test dword ptr [r15 + 67117723], 2097152
-    jz 1f
-1:
-    mov rsi, rbp
-    movsxd rcx, dword ptr [r15 + 64]
-    mov byte ptr [r15 + 448], sil
-    test ebx, 288
-    jz 1f
-1:
-    mov rdx, qword ptr [r15 + 128]
-    movzx r9d, byte ptr [r15 + 128]
-    mov ebp, dword ptr [r15 + 832]
+    mov qword ptr [r15 + 64], rdi
+    mov edi, dword ptr [r15 + 576]
+    add r11, 64
     add r10, r11
     inc rbx
     dec r13
@@ -3084,61 +3079,60 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d2568_j]
+    lea rcx, [rip + .Lc1_d2569_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d2568_j_t
-.Lc1_d2568_j:
-    movsxd rsi, dword ptr [r15 + 0]
-    movzx eax, cl
-    mov dword ptr [r15 + 0], r8d
-    mov rbp, qword ptr [r15 + 0]
-    test ebx, 256
+    jmp .Lc1_d2569_j_t
+.Lc1_d2569_j:
+    mov ebp, ecx
+    mov byte ptr [r15 + 0], bpl
+    mov eax, edi
+    movzx r9d, byte ptr [r15 + 0]
+    test ebx, 31616
     jz 1f
 1:
-    .byte 0x0f, 0x1f, 0x00
-    movzx r9d, bpl
     mov eax, dword ptr [r15 + 0]
-    test ebx, 2048
+    mov r8d, 47
+    mov qword ptr [r15 + 0], r8
+    movsxd rdi, dword ptr [r15 + 0]
+    test bl, 128
     jz 1f
 1:
-    mov r8d, 100
-    mov rdx, rax
-    mov ecx, dword ptr [r15 + 0]
-    mov edi, 7
-    test dword ptr [r15 + 67117724], 1
-    jz 1f
-1:
-    mov eax, 11
-    mov dword ptr [r15 + 640], r9d
-    mov ebp, 205
-    test ebx, 57024
-    jz 1f
-1:
-    movsxd rsi, dword ptr [r15 + 192]
-    movsxd rdi, dword ptr [r15 + 384]
-    mov dword ptr [r15 + 768], edi
-    mov r9d, edi
-    test dword ptr [r15 + 67117723], 1
-    jnz 1f
-1:
-    mov rdx, qword ptr [r15 + 128]
-    mov edi, dword ptr [r15 + 320]
-    xchg r8, rdi
-    test dword ptr [r15 + 67117723], 1073745985
-    jnz 1f
-1:
-    movsxd rcx, dword ptr [r15 + 512]
-    mov rax, qword ptr [r15 + 896]
-    mov rdx, qword ptr [r15 + 256]
+    movzx r8d, byte ptr [r15 + 256]
+    mov r9d, dword ptr [r14 + 0]
+    mov rax, qword ptr [r15 + 192]
+    movzx ecx, byte ptr [r15 + 640]
     mov rbp, r10
-    mov r8d, dword ptr [r14 + 0]
-    test dword ptr [r15 + 67117723], 69632
-    jz 1f
+    test dword ptr [r15 + 67117724], 16
+    jnz 1f
 1:
     and rbp, 448
-    add qword ptr [r14 + rbp + 960], rsi
-    mov esi, 27
-    mov r9d, dword ptr [r15 + 64]
+    mov rdx, qword ptr [r15 + rbp + 1472]
+    mov esi, 113
+    mov r9d, dword ptr [r15 + 128]
+    mov r8d, eax
+    test ebx, 24000
+    jnz 1f
+1:
+    or qword ptr [r15 + 64], 67
+    mov dword ptr [r15 + 704], r8d
+    mov eax, dword ptr [r15 + 448]
+    mov ebp, dword ptr [r15 + 576]
+    test ebx, 2048
+    jnz 1f
+1:
+    mov r9, rcx
+    mov rsi, r9
+    mov r8, r10
+    mov ecx, 244
+    and r8, 448
+    mov byte ptr [r15 + r8 + 960], dil
+    test dword ptr [r15 + 67117724], 278656
+    jz 1f
+1:
+    mov dword ptr [r15 + 896], 38
+    movsxd rdx, dword ptr [r15 + 320]
+    movzx edi, dl
+    add r11, 64
     add r10, r11
     inc rbx
     dec r13
@@ -3147,53 +3141,62 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov rbp, r10
-    mov qword ptr [r15 + 64], rbp
-    mov edi, 139
-    and rbp, 960
-    movzx edi, byte ptr [r15 + rbp + 1984]
-    test dword ptr [r15 + 67117723], 268443776
-    jnz 1f
-1:
-    mov byte ptr [r15 + 448], al
-    movzx eax, byte ptr [r15 + 256]
-    test bl, 64
+    movzx esi, byte ptr [r15 + 0]
+    movsxd rcx, dword ptr [r15 + 0]
+    mov rbp, rbp
+    test ebx, 59328
     jz 1f
 1:
-    mov byte ptr [r15 + 384], dl
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, byte ptr [r15 + 0]
-    test ebx, 3584
-    jnz 1f
-1:
-    movzx edx, byte ptr [r15 + 128]
-    movsxd rbp, dword ptr [r15 + 192]
-    test dword ptr [r15 + 67117723], 1073741840
-    jnz 1f
-1:
-    mov ecx, dword ptr [r14 + 704]
-    mov rsi, rcx
-    movsxd rax, dword ptr [r15 + 512]
-    mov r8, r10
-    test ebx, 928
-    jz 1f
-1:
-    mov r9d, dword ptr [r14 + 0]
-    and r8, 4032
-    mov rcx, qword ptr [r15 + r8 + 3008]
+    movsxd r9, dword ptr [r15 + 0]
+    movzx ebp, r9b
     test bl, 64
-    jnz 1f
-1:
-    mov edi, dword ptr [r15 + 576]
-    mov r8d, 163
-    mov dword ptr [r15 + 64], edx
-    mov rbp, r10
-    test dword ptr [r15 + 67117724], 8404992
     jz 1f
 1:
-    bt rdx, rbp
-    and rbp, 448
-    mov qword ptr [r15 + rbp + 1472], r9
+    mov rax, qword ptr [r15 + 0]
+    movzx r8d, byte ptr [r15 + 0]
+    mov rdx, qword ptr [r15 + 0]
+    test bl, 128
+    jz 1f
+1:
+    movzx esi, byte ptr [r15 + 512]
+    mov rbp, r10
+    mov ecx, 118
+    and rbp, 4032
+    movsxd r9, dword ptr [r15 + rbp + 3008]
+    test bl, 64
+    jz 1f
+1:
+    movzx edi, byte ptr [r15 + 256]
+    mov dword ptr [r15 + 64], edi
+    test ebx, 1632
+    jz 1f
+1:
+    mov rsi, r8
+    mov rbp, r10
+    mov rsi, rsi
+    and rbp, 960
+    mov r8d, dword ptr [r14 + rbp + 1984]
+    test ebx, 256
+    jnz 1f
+1:
+    movzx edx, byte ptr [r14 + 0]
+    movzx ebp, cl
+    mov rax, qword ptr [r15 + 128]
+    test dword ptr [r15 + 67117724], 2080
+    jz 1f
+1:
+    mov r9, r10
+    mov ecx, edi
+    mov esi, 241
+    and r9, 448
+    movzx edi, byte ptr [r15 + r9 + 960]
+    test ebx, 736
+    jz 1f
+1:
+    movsxd rbp, dword ptr [r15 + 384]
+    mov eax, r8d
+    add r11, 64
     add r10, r11
     inc rbx
     dec r13
@@ -3202,60 +3205,58 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d2670_j]
+    lea rcx, [rip + .Lc1_d2679_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d2670_j_t
-.Lc1_d2670_j:
-    mov r8, r10
-    mov rdi, r8
-    .byte 0x66, 0x90
-    and r8, 448
-    mov edx, dword ptr [r15 + r8 + 960]
-    movzx esi, r8b
+    jmp .Lc1_d2679_j_t
+.Lc1_d2679_j:
+    mov r8d, dword ptr [r15 + 128]
+    movzx edx, bpl
+    mov ecx, dword ptr [r15 + 704]
+    mov dword ptr [r15 + 256], 120
+    test dword ptr [r15 + 67117723], 268435456
+    jz 1f
+1:
+    movzx ebp, byte ptr [r15 + 64]
+    movsxd rcx, dword ptr [r14 + 0]
+    mov esi, 100
+    bt rcx, rsi
+    test ebx, 1376
+    jz 1f
+1:
+    movzx edx, sil
+    movsxd rax, dword ptr [r14 + 320]
+    mov ecx, dword ptr [r15 + 192]
+    test bl, 96
+    jz 1f
+1:
+    mov esi, dword ptr [r15 + 768]
+    mov r9, qword ptr [r15 + 640]
+    mov ecx, edi
+    mov r8, qword ptr [r15 + 384]
+    test ebx, 256
+    jz 1f
+1:
+    movzx edi, r8b
+    mov dword ptr [r15 + 576], edi
+    mov rdx, rdi
     mov rbp, r10
-    test dword ptr [r15 + 67117724], 67125248
+    test ebx, 28544
     jnz 1f
 1:
-    and rbp, 33554368
-    mov dword ptr [r15 + rbp + 33554432], r9d
-    mov eax, 147
-    mov edi, dword ptr [r15 + 128]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test bl, 64
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], edi
-    mov r9d, 45
-    movsxd rsi, dword ptr [r15 + 0]
-    mov rcx, qword ptr [r15 + 0]
-    test ebx, 12800
-    jz 1f
-1:
-    movzx edx, dl
-    mov r8, qword ptr [r15 + 640]
-    movzx edi, dil
-    test ebx, 98112
-    jz 1f
-1:
-    movsxd rsi, dword ptr [r14 + 448]
-    movzx edx, byte ptr [r15 + 768]
-    mov eax, esi
-    mov byte ptr [r15 + 192], dl
-    mov rbp, r10
-    test ebx, 416
-    jnz 1f
-1:
-    movsxd r9, dword ptr [r15 + 320]
-    mov rcx, qword ptr [r15 + 832]
+    mov dword ptr [r15 + 0], 222
     and rbp, 8128
-    mov edi, dword ptr [r15 + rbp + 7104]
-    mov edx, ebp
-    test dword ptr [r15 + 67117724], 4194816
-    jnz 1f
+    movsxd rax, dword ptr [r15 + rbp + 7104]
+    mov r8, r10
+    mov dword ptr [r15 + 448], 236
+    and r8, 33554368
+    mov dword ptr [r15 + r8 + 33554432], r8d
+    test ebx, 256
+    jz 1f
 1:
-    mov rbp, rdx
-    mov r8d, ebp
-    inc dword ptr [r14 + 384]
+    mov dword ptr [r15 + 832], r8d
+    mov rcx, rax
+    cmovne rbp, rcx
+    add r11, 64
     add r10, r11
     inc rbx
     dec r13
@@ -3264,52 +3265,55 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov r9, r10
-    and r9, 448
-    movzx edx, byte ptr [r15 + r9 + 960]
-    bswap r8
+    movsxd r9, dword ptr [r15 + 320]
+    movsxd rax, dword ptr [r15 + 512]
+    xchg r8, rax
+    test bl, 64
+    jnz 1f
+1:
+    xor dword ptr [r15 + 128], r8d
+    mov qword ptr [r15 + 896], rax
+    test ebx, 24448
+    jz 1f
+1:
+    movzx r9d, r9b
+    movzx ecx, byte ptr [r14 + 448]
+    mov rsi, r9
+    test bl, 64
+    jz 1f
+1:
+    lea rdi, [r15 + 67109504]
+    lea rsi, [r15 + 67113600]
+    mov ecx, 1088
+    rep movsb
+    mov r9, qword ptr [r15 + 0]
+    mov rbp, r10
+    test dword ptr [r15 + 67117724], 1409454648
+    jz 1f
+1:
+    movzx eax, byte ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 67117723], 32832
+    and rbp, 448
+    movzx edi, byte ptr [r15 + rbp + 1472]
+    test dword ptr [r15 + 67117723], 32784
     jnz 1f
 1:
-    movzx edi, byte ptr [r15 + 0]
-    bswap rbp
-    mov esi, dword ptr [r15 + 0]
-    test ebx, 114496
-    jz 1f
+    mov edx, 252
+    mov r8d, dword ptr [r15 + 768]
+    test ebx, 25600
+    jnz 1f
 1:
-    mov qword ptr [r15 + 192], rsi
-    movsxd r8, dword ptr [r15 + 64]
+    movzx ebp, byte ptr [r15 + 192]
+    mov r8d, dword ptr [r15 + 64]
     mov r9, r10
-    test dword ptr [r15 + 67117724], 942219408
-    jz 1f
+    movzx edi, r9b
+    test dword ptr [r15 + 67117723], 4
+    jnz 1f
 1:
+    xor dword ptr [r14 + 0], r9d
     and r9, 448
-    mov ecx, dword ptr [r14 + r9 + 1472]
-    mov qword ptr [r15 + 128], rsi
-    movzx esi, byte ptr [r15 + 256]
-    test bl, 160
-    jnz 1f
-1:
-    mov edx, dword ptr [r15 + 64]
-    movzx eax, byte ptr [r15 + 512]
-    mov dword ptr [r15 + 896], 214
-    test dword ptr [r15 + 67117724], 512
-    jz 1f
-1:
-    mov dword ptr [r15 + 320], 144
-    mov r9, qword ptr [r15 + 576]
-    test dword ptr [r15 + 67117724], 16777216
-    jz 1f
-1:
-    nop
-    mov r8, r8
-    mov ebp, dword ptr [r15 + 704]
-    test dword ptr [r15 + 67117723], 570425360
-    jnz 1f
-1:
-    mov rcx, rbp
-    movzx edi, cl
+    movzx ebp, byte ptr [r15 + r9 + 960]
+    add r11, 64
     add r10, r11
     inc rbx
     dec r13
@@ -3318,58 +3322,67 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d2771_j]
+    lea rcx, [rip + .Lc1_d2781_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d2771_j_t
-.Lc1_d2771_j:
-    mov edx, ebp
-    mov rax, rdx
-    mov r9, r9
-    movsxd rbp, dword ptr [r14 + 128]
-    test dword ptr [r15 + 67117724], 16
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], 43
-    mov ecx, dword ptr [r15 + 0]
-    mov r8d, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], r8d
-    test dword ptr [r15 + 67117723], 134217728
-    jz 1f
-1:
-    mov qword ptr [r15 + 0], r8
-    mov edx, ecx
+    jmp .Lc1_d2781_j_t
+.Lc1_d2781_j:
+    mov byte ptr [r15 + 704], sil
+    mov r9, qword ptr [r15 + 0]
     mov esi, dword ptr [r15 + 0]
-    mov rbp, qword ptr [r15 + 64]
-    test ebx, 38912
-    jnz 1f
-1:
-    mov r8, r10
-    mov rcx, qword ptr [r15 + 384]
-    and r8, 960
-    movzx edi, byte ptr [r15 + r8 + 1984]
-    mov ebp, dword ptr [r15 + 448]
-    test ebx, 130176
-    jz 1f
-1:
-    mov qword ptr [r15 + 192], rbp
-    mov qword ptr [r15 + 256], rax
-    mov r9d, r9d
-    mov esi, dword ptr [r15 + 704]
+    mov rdx, qword ptr [r15 + 0]
     test bl, 64
     jz 1f
 1:
+    add qword ptr [r15 + 0], rsi
+    mov r12, qword ptr [r15 + r12 + 56]
+    .byte 0x66, 0x90
+    mov rax, rdx
+    test ebx, 320
+    jz 1f
+1:
+    movzx r8d, byte ptr [r15 + 0]
+    mov edx, dword ptr [r15 + 0]
+    movsxd rsi, dword ptr [r15 + 0]
+    mov edi, dword ptr [r15 + 0]
+    mov r9, r10
+    test ebx, 1696
+    jnz 1f
+1:
+    and r9, 960
     mov rbp, r10
-    movzx eax, byte ptr [r15 + 576]
-    mov r9d, edx
+    mov dword ptr [r15 + r9 + 1984], r9d
+    movzx edx, byte ptr [r15 + 64]
     and rbp, 4032
-    mov edi, dword ptr [r15 + rbp + 3008]
-    movzx edx, byte ptr [r15 + 512]
+    movzx r9d, byte ptr [r15 + rbp + 3008]
+    movzx eax, byte ptr [r15 + 384]
+    test bl, 160
+    jnz 1f
+1:
+    mov r8d, dword ptr [r15 + 320]
+    movzx edi, r8b
+    mov rcx, qword ptr [r15 + 192]
+    mov r8d, r8d
     test ebx, 256
     jnz 1f
 1:
-    movsxd rsi, dword ptr [r15 + 640]
-    movzx ebp, byte ptr [r15 + 320]
-    mov r8, qword ptr [r14 + 768]
+    mov dword ptr [r15 + 512], ecx
+    popcnt rsi, r8
+    mov r9d, 23
+    mov ecx, dword ptr [r14 + 0]
+    test bl, 64
+    jnz 1f
+1:
+    movzx r8d, dl
+    movzx edx, r8b
+    mov byte ptr [r15 + 128], bpl
+    mov rax, qword ptr [r15 + 640]
+    test dword ptr [r15 + 67117724], 2048
+    jnz 1f
+1:
+    mov dword ptr [r15 + 576], 15
+    mov rbp, rax
+    add qword ptr [r15 + 256], rbp
+    add r11, 64
     add r10, r11
     inc rbx
     dec r13
@@ -3378,53 +3391,55 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov rbp, qword ptr [r15 + 192]
-    mov eax, dword ptr [r15 + 320]
-    mov r9, qword ptr [r15 + 640]
+    mov r8, r10
+    and r8, 448
+    movsxd rdi, dword ptr [r15 + r8 + 960]
+    mov byte ptr [r15 + 192], r8b
+    mov qword ptr [r15 + 384], rdi
     test bl, 64
     jz 1f
 1:
-    movsxd rdi, dword ptr [r15 + 128]
-    movzx eax, r9b
-    mov ecx, dword ptr [r14 + 832]
-    test dword ptr [r15 + 67117723], 32768
-    jnz 1f
-1:
-    mov r8, r10
-    movzx edx, byte ptr [r15 + 128]
-    mov esi, 144
-    and r8, 448
-    mov r9, qword ptr [r15 + r8 + 1472]
-    test dword ptr [r15 + 67117723], 64
+    mov r9d, 55
+    mov rsi, r9
+    mov rdx, qword ptr [r14 + 256]
+    test dword ptr [r15 + 67117724], 16777728
     jz 1f
 1:
-    movzx r8d, byte ptr [r15 + 0]
-    movzx ebp, bpl
-    test ebx, 130656
+    mov ecx, dword ptr [r15 + 128]
+    movzx ebp, byte ptr [r15 + 768]
+    movzx r9d, byte ptr [r15 + 320]
+    test ebx, 256
     jz 1f
 1:
+    mov edi, dword ptr [r15 + 640]
+    mov r9d, dword ptr [r15 + 832]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, qword ptr [r15 + 0]
-    movsxd rax, dword ptr [r15 + 0]
-    test dword ptr [r15 + 67117723], 65536
+    test dword ptr [r15 + 67117724], 2048
     jz 1f
 1:
-    movzx r8d, r8b
-    mov byte ptr [r15 + 64], cl
-    mov ecx, dword ptr [r15 + 256]
-    test dword ptr [r15 + 67117724], 65536
-    jnz 1f
-1:
-    movsxd rdi, dword ptr [r15 + 448]
-    mov r8, qword ptr [r15 + 384]
-    xchg r8, rbp
+    movzx esi, r9b
     mov r9, r10
-    test ebx, 31712
+    movzx r8d, byte ptr [r15 + 448]
+    and r9, 448
+    mov eax, dword ptr [r15 + r9 + 1472]
+    test bl, 128
     jnz 1f
 1:
-    and r9, 448
-    mov esi, dword ptr [r15 + r9 + 960]
-    mov edi, dword ptr [r14 + 768]
+    movzx r9d, dl
+    movzx ebp, r9b
+    movsxd rdx, dword ptr [r15 + 64]
+    test ebx, 20416
+    jz 1f
+1:
+    .byte 0x0f, 0x1f, 0x40, 0x00
+    mov esi, 21
+    mov edx, dword ptr [r14 + 128]
+    test ebx, 60288
+    jz 1f
+1:
+    .byte 0x66, 0x90
+    mov r9d, 191
+    add r11, 64
     add r10, r11
     inc rbx
     dec r13
@@ -3433,60 +3448,59 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d2871_j]
+    lea rcx, [rip + .Lc1_d2891_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d2871_j_t
-.Lc1_d2871_j:
-    movzx r8d, cl
-    movzx eax, byte ptr [r15 + 896]
-    mov qword ptr [r15 + 0], r8
-    .byte 0x66, 0x90
-    test dword ptr [r15 + 67117723], 1073741824
-    jnz 1f
-1:
-    cmovne rdx, rdx
-    mov edi, 60
-    movzx esi, byte ptr [r15 + 0]
-    mov r8d, dword ptr [r15 + 0]
-    test ebx, 126208
-    jz 1f
-1:
-    mov ecx, 79
-    mov esi, ecx
-    movsxd r9, dword ptr [r15 + 0]
-    mov rbp, r10
-    movzx ecx, byte ptr [r15 + 0]
-    test ebx, 256
-    jnz 1f
-1:
-    movsxd rax, dword ptr [r15 + 704]
-    and rbp, 8128
-    movzx edi, byte ptr [r15 + rbp + 7104]
+    jmp .Lc1_d2891_j_t
+.Lc1_d2891_j:
+    mov dword ptr [r15 + 0], ecx
+    mov rdx, qword ptr [r15 + 0]
+    movsxd rsi, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], ecx
     mov r8, r10
-    mov rdx, qword ptr [r15 + 64]
-    test dword ptr [r15 + 67117724], 34078720
-    jnz 1f
-1:
-    and r8, 448
-    mov ecx, dword ptr [r15 + r8 + 960]
-    mov rbp, rax
-    mov rax, qword ptr [r14 + 0]
-    mov r8, rbp
-    test ebx, 1152
-    jnz 1f
-1:
-    mov esi, eax
-    mov rdi, qword ptr [r15 + 256]
-    mov dword ptr [r15 + 512], edi
-    mov rax, qword ptr [r15 + 576]
-    test dword ptr [r15 + 67117724], 1048576
+    test dword ptr [r15 + 67117723], 18925653
     jz 1f
 1:
-    mov r9, r10
-    mov qword ptr [r15 + 384], r9
-    and r9, 33554368
-    mov rsi, qword ptr [r14 + r9 + 33554432]
-    mov dword ptr [r15 + 128], 142
+    mov esi, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 216
+    and r8, 33554368
+    movzx ecx, byte ptr [r15 + r8 + 33554432]
+    mov rbp, r10
+    mov byte ptr [r15 + 512], r8b
+    test ebx, 7168
+    jz 1f
+1:
+    and rbp, 448
+    xor dword ptr [r15 + rbp + 960], ebp
+    popcnt rax, rbp
+    mov r8, rdi
+    mov rdi, qword ptr [r15 + 576]
+    test bl, 64
+    jz 1f
+1:
+    mov r9d, 75
+    mov rdx, rdi
+    mov rbp, qword ptr [r15 + 128]
+    test ebx, 5120
+    jz 1f
+1:
+    mov edi, dword ptr [r15 + 704]
+    mov esi, 255
+    sete al
+    sete cl
+    test dword ptr [r15 + 67117723], 2097152
+    jz 1f
+1:
+    mov dword ptr [r14 + 384], 190
+    mov eax, r9d
+    mov rsi, qword ptr [r15 + 256]
+    mov rdi, qword ptr [r15 + 896]
+    test dword ptr [r15 + 67117723], 64
+    jnz 1f
+1:
+    mov r8, qword ptr [r15 + 64]
+    mov byte ptr [r14 + 0], cl
+    mov r9d, dword ptr [r15 + 448]
+    add r11, 64
     add r10, r11
     inc rbx
     dec r13
@@ -3495,61 +3509,54 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    movzx esi, al
-    bt rbp, r9
-    mov dword ptr [r15 + 128], r8d
-    test dword ptr [r15 + 67117723], 536871952
-    jnz 1f
-1:
-    mov rbp, qword ptr [r15 + 512]
-    movzx r8d, bpl
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 60288
-    jz 1f
-1:
-    bt rcx, rdx
-    mov r9, r10
+    movzx edx, byte ptr [r15 + 256]
     mov rcx, qword ptr [r15 + 0]
-    and r9, 960
-    inc dword ptr [r15 + r9 + 1984]
-    test ebx, 1824
+    mov dword ptr [r15 + 0], edx
+    test dword ptr [r15 + 67117724], 1048576
     jnz 1f
 1:
-    mov edx, dword ptr [r15 + 256]
-    mov esi, 109
-    mov rbp, r10
-    mov dword ptr [r14 + 64], ebp
-    test dword ptr [r15 + 67117724], 1
-    jnz 1f
+    mov r12, qword ptr [r15 + r12 + 56]
+    xchg rdx, rdx
+    test dword ptr [r15 + 67117724], 1069056
+    jz 1f
 1:
-    and rbp, 4032
-    movzx ecx, byte ptr [r15 + rbp + 3008]
     .byte 0x66, 0x90
-    inc dword ptr [r15 + 640]
-    test ebx, 288
+    sete dl
+    xchg rax, rbp
+    test dword ptr [r15 + 67117724], 75497472
+    jz 1f
+1:
+    xor dword ptr [r15 + 128], eax
+    mov ebp, dword ptr [r15 + 320]
+    mov r8, r10
+    mov r9, r10
+    test bl, 64
+    jz 1f
+1:
+    mov qword ptr [r15 + 192], r9
+    and r8, 960
+    mov eax, dword ptr [r15 + r8 + 1984]
+    and r9, 8128
+    movzx edi, byte ptr [r14 + r9 + 7104]
+    test bl, 64
     jnz 1f
 1:
-    nop
-    mov byte ptr [r15 + 768], dl
-    cmovne rax, rbp
-    test ebx, 7168
+    mov r9, r10
+    movsxd r8, dword ptr [r15 + 640]
+    mov esi, r8d
+    test dword ptr [r15 + 67117724], 98432
+    jnz 1f
+1:
+    and r9, 4032
+    mov r8d, dword ptr [r15 + r9 + 3008]
+    mov byte ptr [r15 + 512], r9b
+    mov ebp, dword ptr [r14 + 768]
+    test bl, 64
     jz 1f
 1:
-    mov rdi, rax
-    mov ebp, dword ptr [r15 + 448]
-    sete dl
-    test ebx, 5120
-    jz 1f
-1:
-    mov rsi, r8
-    mov r8, rdx
-    movzx r9d, byte ptr [r15 + 192]
-    test ebx, 32544
-    jz 1f
-1:
-    movzx edx, cl
-    movsxd rbp, dword ptr [r15 + 320]
-    mov esi, edx
+    mov r9d, dword ptr [r15 + 384]
+    mov ecx, dword ptr [r15 + 64]
+    add r11, 64
     add r10, r11
     inc rbx
     dec r13
@@ -3558,67 +3565,52 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 8200
-    setz al
-    lea rcx, [rip + .Lc1_d2980_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d2980_s_t
-    .p2align 3
-.Lc1_d2980_s:
-    .p2align 3
-    jmp .Lc1_d2980_j
-    .p2align 3
-    jmp .Lc1_d2980_j
-.Lc1_d2980_j:
-    movzx eax, byte ptr [r14 + 832]
-    bt rax, r9
-    mov esi, dword ptr [r15 + 192]
-    movzx ecx, byte ptr [r15 + 320]
-    test dword ptr [r15 + 67117723], 64
-    jnz 1f
-1:
-    mov edi, dword ptr [r15 + 0]
-    mov r9, r9
-    mov r8, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 127
+    movsxd rsi, dword ptr [r15 + 0]
+    mov r9d, 58
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 5888
+    test bl, 160
     jz 1f
 1:
-    mov rdx, qword ptr [r15 + 384]
-    mov eax, eax
+    mov qword ptr [r15 + 0], r9
+    movzx eax, byte ptr [r15 + 832]
+    movzx r9d, byte ptr [r15 + 192]
+    test dword ptr [r15 + 67117724], 215506948
+    jz 1f
+1:
+    movzx r8d, byte ptr [r15 + 320]
+    mov edi, 72
+    mov byte ptr [r15 + 448], r8b
+    test bl, 128
+    jnz 1f
+1:
     mov rbp, r10
-    mov rcx, rbp
-    sete al
-    test dword ptr [r15 + 67117724], 8192
-    jnz 1f
-1:
+    mov edx, ebp
+    mov qword ptr [r15 + 576], rdx
+    mov r8, rbp
     and rbp, 448
-    mov esi, dword ptr [r15 + rbp + 960]
-    mov rax, rsi
-    movsxd rdi, dword ptr [r15 + 704]
-    test dword ptr [r15 + 67117723], 65536
-    jnz 1f
-1:
-    mov r8, r10
-    mov r9, qword ptr [r14 + 448]
-    mov rsi, qword ptr [r15 + 64]
-    and r8, 448
-    movzx ebp, byte ptr [r15 + r8 + 1472]
-    mov rax, qword ptr [r15 + 256]
-    test dword ptr [r15 + 67117724], 85369472
+    mov esi, dword ptr [r15 + rbp + 1472]
+    test dword ptr [r15 + 67117723], 1152
     jz 1f
 1:
-    mov esi, dword ptr [r15 + 128]
-    mov ecx, dword ptr [r15 + 576]
-    mov ebp, ecx
-    xchg rdi, rdi
-    test ebx, 8192
-    jnz 1f
+    mov qword ptr [r15 + 64], rcx
+    mov rdi, qword ptr [r14 + 0]
+    movzx esi, dil
+    test dword ptr [r15 + 67117724], 16384
+    jz 1f
 1:
-    mov ecx, 48
-    popcnt rdx, rcx
-    mov r8d, r8d
+    movzx esi, byte ptr [r14 + 0]
+    mov r9, r10
+    movzx ecx, byte ptr [r15 + 256]
+    movsxd rax, dword ptr [r15 + 128]
+    test dword ptr [r15 + 67117724], 4
+    jz 1f
+1:
+    and r9, 448
+    movsxd rdx, dword ptr [r15 + r9 + 960]
+    mov rbp, rdi
+    movsxd rdi, dword ptr [r15 + 704]
+    add r11, 64
     add r10, r11
     inc rbx
     dec r13
@@ -3844,71 +3836,67 @@ ditto_body_init_c2:
 
     .section .text.ditto_indirect,"ax",@progbits
     .p2align 9, 0xcc
-.Lc1_d492_j_t:
+.Lc1_d500_j_t:
     jmp rcx
-.Lc1_d2060_s_t:
+.Lc1_d2069_s_t:
     jmp rcx
-.Lc1_d2115_j_t:
+.Lc1_d2125_j_t:
     jmp rcx
-.Lc1_d1401_s_t:
+.Lc1_d1399_s_t:
     jmp rcx
-.Lc1_d1467_s_t:
+.Lc1_d1466_s_t:
     jmp rcx
-.Lc1_d1573_s_t:
+.Lc1_d1574_s_t:
     jmp rcx
-.Lc1_d1689_j_t:
+.Lc1_d1691_j_t:
     jmp rcx
-.Lc1_d1793_j_t:
+.Lc1_d1797_j_t:
     jmp rcx
-.Lc1_d1900_s_t:
+.Lc1_d1906_s_t:
     jmp rcx
-.Lc1_d2004_j_t:
+.Lc1_d2012_j_t:
     jmp rcx
 .Lc1_d35_s_t:
     jmp rcx
-.Lc1_d147_j_t:
+.Lc1_d149_j_t:
     jmp rcx
-.Lc1_d249_j_t:
+.Lc1_d253_j_t:
     jmp rcx
-.Lc1_d348_j_t:
+.Lc1_d354_j_t:
     jmp rcx
 .Lc1_b3_stubs_t:
     jmp rcx
 .Lc1_b8_stubs_t:
     jmp rcx
-.Lc1_d552_j_t:
+.Lc1_d561_s_t:
     jmp rcx
-.Lc1_d659_j_t:
+.Lc1_d675_s_t:
     jmp rcx
-.Lc1_d762_s_t:
+.Lc1_d779_s_t:
     jmp rcx
-.Lc1_d870_s_t:
+.Lc1_d886_s_t:
     jmp rcx
-.Lc1_d981_j_t:
+.Lc1_d995_j_t:
     jmp rcx
-.Lc1_d1083_j_t:
+.Lc1_d1092_j_t:
     jmp rcx
-.Lc1_d1194_j_t:
+.Lc1_d1242_j_t:
     jmp rcx
-.Lc1_d1293_j_t:
+.Lc1_d1341_j_t:
     jmp rcx
-.Lc1_d2198_s_t:
+.Lc1_d2258_j_t:
     jmp rcx
-.Lc1_d2257_j_t:
+.Lc1_d2362_j_t:
     jmp rcx
-.Lc1_d2358_j_t:
+.Lc1_d2470_j_t:
     jmp rcx
-.Lc1_d2462_s_t:
+.Lc1_d2569_j_t:
     jmp rcx
-.Lc1_d2568_j_t:
+.Lc1_d2679_j_t:
     jmp rcx
-.Lc1_d2670_j_t:
+.Lc1_d2781_j_t:
     jmp rcx
-.Lc1_d2771_j_t:
-    jmp rcx
-.Lc1_d2871_j_t:
-    jmp rcx
-.Lc1_d2980_s_t:
+.Lc1_d2891_j_t:
     jmp rcx
     .text
 
