@@ -3,7 +3,9 @@
 # starts the target natively and profiles its skeleton under the spec's medium load, then runs it under the
 # ditto-body Valgrind tool for the body, and writes one merged profile (statistics only).
 # Usage: scripts/profile-examples.sh [TARGET...]   (default: all four bundled targets)
-# BODY_REQUESTS / BODY_RATE set the traced window (default 2000 requests at 200 req/s).
+# BODY_REQUESTS / BODY_RATE set the traced window (default 2000 requests at 200 req/s);
+# BODY_WARMUP_REQUESTS the requests served before it and not counted (default 0;
+# docs/body-profiling.md).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cargo build --quiet --release -p ditto-cli
@@ -14,5 +16,6 @@ mkdir -p profiles
 for t in "${targets[@]}"; do
   echo "== $t"
   "$ditto" profile --launch --target "targets/$t.toml" --level medium \
-    --body-requests "${BODY_REQUESTS:-2000}" --body-rate "${BODY_RATE:-200}" -o "profiles/$t.json"
+    --body-requests "${BODY_REQUESTS:-2000}" --body-rate "${BODY_RATE:-200}" \
+    --body-warmup-requests "${BODY_WARMUP_REQUESTS:-0}" -o "profiles/$t.json"
 done

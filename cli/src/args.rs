@@ -231,6 +231,11 @@ pub struct ProfileArgs {
     /// Offered rate under the body tool, req/s (launch mode with --target).
     #[arg(long, default_value_t = 200.0, requires = "launch")]
     pub body_rate: f64,
+    /// Requests of the same load served under the body tool before the traced window, not counted:
+    /// the caches the window starts from hold what a server in steady state holds, not just what
+    /// the warm-up wrote (launch mode with --target).
+    #[arg(long, default_value_t = 0, requires = "launch")]
+    pub body_warmup_requests: u64,
     /// What one run of a plain program counts as, in requests (launch mode without --target).
     #[arg(long, default_value_t = 1, requires = "launch")]
     pub requests: u64,

@@ -91,6 +91,11 @@ fn run_launch(args: ProfileArgs) -> Result<()> {
     if spec.is_some() && !args.command.is_empty() {
         anyhow::bail!("give either --target SPEC or a command after `--`, not both");
     }
+    if spec.is_none() && args.body_warmup_requests > 0 {
+        anyhow::bail!(
+            "--body-warmup-requests needs --target SPEC: a plain program's whole run is the window"
+        );
+    }
     let opts = ditto_profiler::launch::LaunchOptions {
         spec,
         command: args.command.clone(),
@@ -98,6 +103,7 @@ fn run_launch(args: ProfileArgs) -> Result<()> {
         collector: collector(args.collector),
         body_requests: args.body_requests,
         body_rate: args.body_rate,
+        body_warmup_requests: args.body_warmup_requests,
         program_requests: args.requests,
         seed: args.seed,
     };

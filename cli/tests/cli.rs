@@ -281,6 +281,22 @@ fn launch_without_target_or_command_is_a_one_line_error() {
 }
 
 #[test]
+fn body_warmup_without_a_target_is_a_one_line_error() {
+    let o = common::ditto()
+        .args(["profile", "--launch", "--body-warmup-requests", "10", "-o"])
+        .arg("/tmp/ditto-never-written-warmup.json")
+        .args(["--", "/bin/true"])
+        .output()
+        .expect("run ditto");
+    let err = assert_clean_failure(&o);
+    assert!(
+        err.contains("--body-warmup-requests needs --target"),
+        "{err}"
+    );
+    assert!(!Path::new("/tmp/ditto-never-written-warmup.json").exists());
+}
+
+#[test]
 fn launch_profiles_a_plain_program_body() {
     require_tool("/usr/bin/valgrind");
     let dir = tempfile::tempdir().expect("tempdir");

@@ -41,6 +41,10 @@ pub struct LaunchOptions {
     pub body_requests: u64,
     /// Offered rate under the tool (service mode); the server runs tens of times slower there.
     pub body_rate: f64,
+    /// Requests served under the tool before the window and not counted (service mode), so that
+    /// the window starts from steady-state caches. After only the warm-up, memcached's first read of
+    /// each item in a 2,000-request window is a reuse of what the warm-up wrote tens of MiB earlier.
+    pub body_warmup_requests: u64,
     /// What the whole run counts as, in requests (plain-program mode).
     pub program_requests: u64,
     pub seed: u64,
@@ -131,16 +135,40 @@ fn launch_service(
             Duration::from_secs(2),
             Duration::from_secs(300),
         )?;
+        let load = |requests: u64, seed: u64| {
+            let mut cfg = LoadConfig::new(traced.addr(), spec.workload.clone(), opts.body_rate);
+            cfg.connections = level.connections;
+            cfg.arrival = level.arrival;
+            cfg.warmup = Duration::ZERO;
+            cfg.duration = Duration::from_secs_f64(requests as f64 / opts.body_rate);
+            cfg.max_requests = Some(requests);
+            cfg.request_timeout = Duration::from_secs(30);
+            cfg.seed = seed;
+            cfg
+        };
+        if opts.body_warmup_requests > 0 {
+            status(&format!(
+                "steady-state warm-up: {} requests at {} req/s under Valgrind, not counted",
+                opts.body_warmup_requests, opts.body_rate
+            ));
+            // Another seed: the window's request sequence is the same with or without it.
+            let warm = ditto_load::run(
+                &load(opts.body_warmup_requests, opts.seed.wrapping_add(1)),
+                &mut |_| {},
+            )
+            .context("the steady-state warm-up load under the ditto-body tool")?;
+            if warm.requests_completed == 0 {
+                bail!("no request of the steady-state warm-up completed under the ditto-body tool; try a lower --body-rate");
+            }
+            session.wait_quiet(
+                Duration::from_millis(500),
+                Duration::from_secs(2),
+                Duration::from_secs(300),
+            )?;
+        }
         session.reset_counts();
         let started = Instant::now();
-        let mut cfg = LoadConfig::new(traced.addr(), spec.workload.clone(), opts.body_rate);
-        cfg.connections = level.connections;
-        cfg.arrival = level.arrival;
-        cfg.warmup = Duration::ZERO;
-        cfg.duration = Duration::from_secs_f64(opts.body_requests as f64 / opts.body_rate);
-        cfg.max_requests = Some(opts.body_requests);
-        cfg.request_timeout = Duration::from_secs(30);
-        cfg.seed = opts.seed;
+        let cfg = load(opts.body_requests, opts.seed);
         status(&format!(
             "tracing the body: {} requests at {} req/s under Valgrind",
             opts.body_requests, opts.body_rate
@@ -213,8 +241,12 @@ fn launch_service(
     }
     profile.body = Some(body);
     profile.conditions.mode = ProfileMode::Launch;
+    let after = match opts.body_warmup_requests {
+        0 => String::new(),
+        n => format!(" after {n} requests not counted"),
+    };
     profile.conditions.warnings.push(format!(
-        "body traced over {requests} requests at {:.0} req/s under Valgrind; skeleton from a native run",
+        "body traced over {requests} requests at {:.0} req/s under Valgrind{after}; skeleton from a native run",
         report.achieved_rate
     ));
     Ok(LaunchResult {
