@@ -161,8 +161,9 @@ pub fn render_clone(
         warnings.extend(p.warnings.iter().cloned());
         plans.push(Some(p));
     }
-    // All of a process's code shares its instruction cache (the profile's curve is the process's,
-    // and cachegrind simulates one cache for all threads): the blocks are sized together.
+    // All of a process's code shares its instruction cache (each cluster's curve is its own fetches
+    // in that shared cache, and cachegrind simulates one cache for all threads): the blocks are
+    // sized together.
     let skeleton_code = skeleton
         .map(|s| {
             plan::curve_streams(
@@ -180,8 +181,8 @@ pub fn render_clone(
             .collect();
         plan::fit_blocks(&mut users, &skeleton_code);
     }
-    // The data curve is the process's too: all bodies' regions, each worker thread's private copy
-    // and the skeleton's accesses share one data cache.
+    // The data side too: all bodies' regions, each worker thread's private copy and the skeleton's
+    // accesses share one data cache.
     let skeleton_data = skeleton
         .map(|s| {
             plan::curve_streams(

@@ -732,9 +732,10 @@ fn fit_data_users(users: &mut [DataUser<'_>], fixed: &[(f64, f64)], cap: u64) {
 
 /// Region sizes for all bodies of a process together, the data-side twin of `fit_blocks`.
 ///
-/// The profile's data curve is the process's (one cache simulated for all its threads), and every
-/// cluster's plan realises it: fitted alone, each body's regions fill the whole curve, a request
-/// worker's private regions exist once per thread, and the skeleton's accesses come on top. On
+/// Each cluster's data curve is its own accesses in the cache its process's threads share (one
+/// cache simulated for all of them), so a line's reuse distance counts the other threads' lines:
+/// fitted alone, each body's regions fill its whole curve, a request worker's private regions
+/// exist once per thread, and the skeleton's accesses come on top. On
 /// memcached's clone (four workers, a timer) cachegrind measured 13 % of the worker body's loads
 /// missing a 32 KiB L1d, 8 % with one worker thread, against 3.4 % on the profile's curve. Here every
 /// class of every body is a stream per thread plus one for its cluster's shared buffer, the chain a
@@ -827,10 +828,11 @@ pub fn fit_blocks(plans: &mut [(&mut BodyPlan, f64)], fixed: &[(f64, f64)]) {
             // all but its first pass come back after its own lines only, and hit in caches far below
             // its target. So a request worker's block is made no smaller than its line fetches per
             // call, and one that loops even at its target keeps equation 2's size. Background
-            // clusters (below one call per request) get no floor: the profile's curve is the
-            // process's, and a timer thread given blocks for all of it (memcached's: 28 KiB of code
-            // for 20 % of the instructions, run in bursts every ten requests) evicted the workers'
-            // code and missed 1.4 % of all fetches in a 32 KiB L1i, against the original's 0.09 %.
+            // clusters (below one call per request) get no floor: they run in bursts, and a timer
+            // thread given blocks for the process's whole curve (memcached's, when profiles gave
+            // every cluster that curve: 28 KiB of code for 20 % of the instructions, every ten
+            // requests) evicted the workers' code and missed 1.4 % of all fetches in a 32 KiB L1i,
+            // against the original's 0.09 %.
             let mut floor = 1.0f64;
             while calls >= 1.0 && floor < per_call && floor < MAX_FLOOR_LINES {
                 floor *= 2.0;

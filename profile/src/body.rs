@@ -34,9 +34,11 @@ pub struct ClusterBody {
     pub rep_counts: Option<Histogram>,
     /// Conditional branch behaviour.
     pub branches: Branches,
-    /// Instruction-side hit curve (equation 2 of the Ditto paper).
+    /// Instruction-side hit curve (equation 2 of the Ditto paper): the cluster's own fetches, in the
+    /// cache its process's threads share.
     pub instruction_working_set: HitCurve,
-    /// Data-side hit curve (equation 1 of the Ditto paper).
+    /// Data-side hit curve (equation 1 of the Ditto paper): the cluster's own accesses, in the cache
+    /// its process's threads share.
     pub data_working_set: HitCurve,
     /// Register dependency distances.
     pub dependencies: Dependencies,

@@ -4,7 +4,7 @@
  * inside the thread's private buffer, the shared buffer, the ctx argument or the stack frame. */
     .intel_syntax noprefix
 
-// ---- cluster c0: 175682 instructions per call, 12 blocks
+// ---- cluster c0: 175620 instructions per call, 12 blocks
     .text
     .globl ditto_body_c0
     .type ditto_body_c0, @function
@@ -24,9 +24,9 @@ ditto_body_c0:
     or eax, 0x8040
     mov dword ptr [rsp + 4], eax
     ldmxcsr dword ptr [rsp + 4]
-    mov r11, qword ptr [r15 + 2391872]
-    mov r10, qword ptr [r15 + 2391880]
-    mov r12, qword ptr [r15 + 2391888]
+    mov r11, qword ptr [r15 + 33053120]
+    mov r10, qword ptr [r15 + 33053128]
+    mov r12, qword ptr [r15 + 33053136]
     and r12, 0
     xor eax, eax
     xor ecx, ecx
@@ -52,19 +52,19 @@ ditto_body_c0:
     pxor xmm13, xmm13
     pxor xmm14, xmm14
     pxor xmm15, xmm15
-// block 0: 64 bytes, 1 chunk(s), 1 chunk executions per call
-    mov rbx, qword ptr [r15 + 2391912]
+// block 0: 256 bytes, 1 chunk(s), 1 chunk executions per call
+    mov rbx, qword ptr [r15 + 33053160]
     lea rcx, [rbx + 1]
-    mov qword ptr [r15 + 2391912], rcx
+    mov qword ptr [r15 + 33053160], rcx
     mov r13d, 1
     jmp .Lc0_b0_c0
     .p2align 6
 .Lc0_b0_c0:
-    mov rax, qword ptr [r15 + 2391896]
+    mov rax, qword ptr [r15 + 33053144]
     imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 2391896], rax
+    mov qword ptr [r15 + 33053144], rax
     xor eax, eax
-    test dword ptr [r15 + 2391900], 67375368
+    test dword ptr [r15 + 33053147], 135004196
     setz al
     lea rcx, [rip + .Lc0_d50_s]
     lea rcx, [rcx + rax*8]
@@ -76,127 +76,179 @@ ditto_body_c0:
     .p2align 3
     jmp .Lc0_d50_j
 .Lc0_d50_j:
-    mov eax, eax
-    mov ecx, 163
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, 54
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 194
     test ebx, 1073741824
-    jz 1f
-1:
-    movzx ebp, dil
-    mov ecx, eax
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rbp, r11
-    movzx eax, byte ptr [r15 + 768]
-    mov r8, rcx
-    test ebx, 4096
     jnz 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, ecx
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 93
     and rbp, 960
-    mov qword ptr [r15 + rbp + 11840], rcx
-    movdqu xmmword ptr [r15 + 832], xmm15
+    mov qword ptr [r15 + rbp + 3904], rcx
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov ebp, 242
+    mov byte ptr [r15 + 768], r9b
+    add r9, qword ptr [r15 + 832]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + 1024], eax
+    jmp 1f
+1:
+    movzx ebp, r9b
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r9d, 123
+    jmp 1f
+1:
+    mov qword ptr [r15 + 512], rcx
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + 896], r9d
+    mov dword ptr [r15 + 448], 202
+    mov rcx, r9
     add r11, 64
     inc rbx
     dec r13
     jnz .Lc0_b0_c0
 .Lc0_b0_done:
-// block 1: 64 bytes, 1 chunk(s), 2339 chunk executions per call
-    mov rbx, qword ptr [r15 + 2391920]
-    lea rcx, [rbx + 2339]
-    mov qword ptr [r15 + 2391920], rcx
-    mov r13d, 2339
+// block 1: 64 bytes, 1 chunk(s), 2010 chunk executions per call
+    mov rbx, qword ptr [r15 + 33053168]
+    lea rcx, [rbx + 2010]
+    mov qword ptr [r15 + 33053168], rcx
+    mov r13d, 2010
     jmp .Lc0_b1_c0
     .p2align 6
 .Lc0_b1_c0:
-    shr ebp, 26
-    movsxd rbp, dword ptr [r15 + 64]
-    cmovne rax, rdx
+    shr ecx, 23
+    movsxd r9, dword ptr [r15 + 64]
+    cmovne rcx, r9
     jmp 1f
 1:
-    cmp rbp, rax
+    cmp rbp, rsi
     mov edi, dword ptr [r15 + 0]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov qword ptr [r15 + 0], rdi
-    add rbp, qword ptr [r14 + 0]
-    pxor xmm15, xmm3
-    movsxd rdi, dword ptr [r15 + 192]
-    movzx edx, dil
-    mov qword ptr [r15 + 320], rdx
+    mov qword ptr [r15 + 0], rbp
+    add rax, qword ptr [r14 + 192]
+    pxor xmm4, xmm13
+    movsxd rcx, dword ptr [r15 + 320]
+    movzx r9d, cl
+    mov qword ptr [r15 + 448], rdi
     inc rbx
     dec r13
     jnz .Lc0_b1_c0
 .Lc0_b1_done:
-// block 2: 64 bytes, 1 chunk(s), 1773 chunk executions per call
-    mov rbx, qword ptr [r15 + 2391928]
-    lea rcx, [rbx + 1773]
-    mov qword ptr [r15 + 2391928], rcx
-    mov r13d, 1773
+// block 2: 64 bytes, 1 chunk(s), 1436 chunk executions per call
+    mov rbx, qword ptr [r15 + 33053176]
+    lea rcx, [rbx + 1436]
+    mov qword ptr [r15 + 33053176], rcx
+    mov r13d, 1436
     jmp .Lc0_b2_c0
     .p2align 6
 .Lc0_b2_c0:
+    lea rcx, [rip + .Lc0_d137_j]
+    add rcx, qword ptr [r15 + 33053152]
+    jmp .Lc0_d137_j_t
+.Lc0_d137_j:
+    mov ecx, 217
     mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, ecx
-    mov byte ptr [r15 + 0], dl
-    test ebx, 1073741824
-    jz 1f
+    pcmpeqb xmm4, xmmword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
 1:
-    add qword ptr [r15 + 128], rdx
-    movsxd rcx, dword ptr [r15 + 832]
-    movsxd rdi, dword ptr [r15 + 256]
-    test ebx, 1073741824
+    movsxd rcx, dword ptr [r15 + 256]
+    test ebx, 27136
     jnz 1f
 1:
-    mov qword ptr [r15 + 704], rcx
-    movzx ecx, dil
+    nop
+    jmp 1f
+1:
+    mov esi, 250
+    mov ecx, 69
+    mov dword ptr [r15 + 576], edx
     inc rbx
     dec r13
     jnz .Lc0_b2_c0
 .Lc0_b2_done:
-// block 3: 64 bytes, 1 chunk(s), 735 chunk executions per call
-    mov rbx, qword ptr [r15 + 2391936]
-    lea rcx, [rbx + 735]
-    mov qword ptr [r15 + 2391936], rcx
-    mov r13d, 735
+// block 3: 64 bytes, 1 chunk(s), 421 chunk executions per call
+    mov rbx, qword ptr [r15 + 33053184]
+    lea rcx, [rbx + 421]
+    mov qword ptr [r15 + 33053184], rcx
+    mov r13d, 421
     jmp .Lc0_b3_c0
     .p2align 6
 .Lc0_b3_c0:
-    mov rbp, r11
-    mov r8, r11
-    and rbp, 1984
-    movsxd rcx, dword ptr [r15 + rbp + 9792]
-    and r8, 1984
-    movzx ebp, byte ptr [r15 + r8 + 7744]
+    lea rcx, [rip + .Lc0_d162_j]
+    add rcx, qword ptr [r15 + 33053152]
+    jmp .Lc0_d162_j_t
+.Lc0_d162_j:
+    movzx ecx, byte ptr [r15 + 64]
+    mov dword ptr [r15 + 0], esi
+    mov rsi, rcx
+    mov r9, r10
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 512], ebp
+    and r9, 1984
+    movsxd rsi, dword ptr [r15 + r9 + 1344]
+    mov byte ptr [r15 + 320], sil
+    or dword ptr [r15 + 512], 1
+    xor edx, edx
+    div dword ptr [r15 + 512]
     add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jnz .Lc0_b3_c0
 .Lc0_b3_done:
-// block 4: 64 bytes, 1 chunk(s), 1073 chunk executions per call
-    mov rbx, qword ptr [r15 + 2391944]
-    lea rcx, [rbx + 1073]
-    mov qword ptr [r15 + 2391944], rcx
-    mov r13d, 1073
+// block 4: 64 bytes, 1 chunk(s), 765 chunk executions per call
+    mov rbx, qword ptr [r15 + 33053192]
+    lea rcx, [rbx + 765]
+    mov qword ptr [r15 + 33053192], rcx
+    mov r13d, 765
     jmp .Lc0_b4_c0
     .p2align 6
 .Lc0_b4_c0:
-    mov rbp, r10
+    movzx ecx, byte ptr [r15 + 64]
     mov r9, r10
-    and rbp, 1984
-    mov rcx, qword ptr [r15 + rbp + 1600]
-    and r9, 448
-    mov dword ptr [r15 + r9 + 1088], r9d
-    test ebx, 1073741824
+    mov qword ptr [r15 + 640], r9
+    and r9, 4032
+    mov rsi, qword ptr [r15 + r9 + 9024]
+    test ebx, 4096
     jnz 1f
 1:
-    movsxd r9, dword ptr [r14 + 512]
+    mov ecx, 27
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     add r11, 64
     add r10, r11
     inc rbx
@@ -204,232 +256,467 @@ ditto_body_c0:
     jnz .Lc0_b4_c0
 .Lc0_b4_done:
 // block 5: 64 bytes, 1 chunk(s), 1 chunk executions per call
-    mov rbx, qword ptr [r15 + 2391952]
+    mov rbx, qword ptr [r15 + 33053200]
     lea rcx, [rbx + 1]
-    mov qword ptr [r15 + 2391952], rcx
+    mov qword ptr [r15 + 33053200], rcx
     mov r13d, 1
     jmp .Lc0_b5_c0
     .p2align 6
 .Lc0_b5_c0:
-    mov rax, qword ptr [r15 + 2391896]
+    mov rax, qword ptr [r15 + 33053144]
     imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 2391896], rax
+    mov qword ptr [r15 + 33053144], rax
     xor eax, eax
-    test dword ptr [r15 + 2391900], 1179661
+    test dword ptr [r15 + 33053147], 268472449
     setz al
-    lea rcx, [rip + .Lc0_d167_s]
+    lea rcx, [rip + .Lc0_d211_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc0_d167_s_t
+    jmp .Lc0_d211_s_t
     .p2align 3
-.Lc0_d167_s:
+.Lc0_d211_s:
     .p2align 3
-    jmp .Lc0_d167_j
+    jmp .Lc0_d211_j
     .p2align 3
-    jmp .Lc0_d167_j
-.Lc0_d167_j:
-    mov rcx, qword ptr [r15 + 256]
-    test ebx, 1073741824
-    jz 1f
+    jmp .Lc0_d211_j
+.Lc0_d211_j:
+    imul rcx, rsi
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
 1:
-    mov ecx, dword ptr [r15 + 1024]
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
-    add rcx, qword ptr [r15 + 192]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
-    movzx r9d, al
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx ecx, byte ptr [r15 + 640]
+    mov dword ptr [r15 + 896], eax
+    mov qword ptr [r15 + 960], rcx
     inc rbx
     dec r13
     jnz .Lc0_b5_c0
 .Lc0_b5_done:
-// block 6: 64 bytes, 1 chunk(s), 1490 chunk executions per call
-    mov rbx, qword ptr [r15 + 2391960]
-    lea rcx, [rbx + 1490]
-    mov qword ptr [r15 + 2391960], rcx
-    mov r13d, 1490
+// block 6: 64 bytes, 1 chunk(s), 512 chunk executions per call
+    mov rbx, qword ptr [r15 + 33053208]
+    lea rcx, [rbx + 512]
+    mov qword ptr [r15 + 33053208], rcx
+    mov r13d, 512
     jmp .Lc0_b6_c0
     .p2align 6
 .Lc0_b6_c0:
-    lea rcx, [rip + .Lc0_d197_j]
-    add rcx, qword ptr [r15 + 2391904]
-    jmp .Lc0_d197_j_t
-.Lc0_d197_j:
-    mov ecx, 55
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 448], r9d
+    mov rcx, qword ptr [r15 + 128]
+    movzx eax, byte ptr [r15 + 448]
+    mov rsi, rax
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
-    nop
-    mov ecx, 20
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, dword ptr [r15 + 576]
-    mov edx, 104
+    mov dword ptr [r15 + 640], 240
+    mov rax, rcx
+    mov rax, qword ptr [r15 + 384]
+    jmp 1f
+1:
     inc rbx
     dec r13
     jnz .Lc0_b6_c0
 .Lc0_b6_done:
-// block 7: 64 bytes, 1 chunk(s), 727 chunk executions per call
-    mov rbx, qword ptr [r15 + 2391968]
-    lea rcx, [rbx + 727]
-    mov qword ptr [r15 + 2391968], rcx
-    mov r13d, 727
+// block 7: 64 bytes, 1 chunk(s), 1073 chunk executions per call
+    mov rbx, qword ptr [r15 + 33053216]
+    lea rcx, [rbx + 1073]
+    mov qword ptr [r15 + 33053216], rcx
+    mov r13d, 1073
     jmp .Lc0_b7_c0
     .p2align 6
 .Lc0_b7_c0:
-    mov r9, r11
-    and r9, 448
-    mov eax, dword ptr [r15 + r9 + 1088]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, rsi
-    mov r12, qword ptr [r15 + r12 + 56]
-    imul r9d, edx, 66
+    mov r9, r10
+    movzx ecx, r9b
+    inc dword ptr [r15 + 320]
+    and r9, 4032
+    mov byte ptr [r15 + r9 + 4928], r9b
+    mov rax, rax
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx r9d, al
-    mov byte ptr [r15 + 192], r9b
-    mov qword ptr [r14 + 384], rax
-    lock or dword ptr [r15 + 64], 19
-    add r11, 64
-    inc rbx
-    dec r13
-    jnz .Lc0_b7_c0
-.Lc0_b7_done:
-// block 8: 64 bytes, 1 chunk(s), 954 chunk executions per call
-    mov rbx, qword ptr [r15 + 2391976]
-    lea rcx, [rbx + 954]
-    mov qword ptr [r15 + 2391976], rcx
-    mov r13d, 954
-    jmp .Lc0_b8_c0
-    .p2align 6
-.Lc0_b8_c0:
-    mov byte ptr [r15 + 384], cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r10
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
+    mov eax, dword ptr [r15 + 192]
+    mov dword ptr [r15 + 1088], eax
+    jmp 1f
 1:
-    mov ecx, ecx
-    and rbp, 4032
-    mov ecx, dword ptr [r15 + rbp + 3648]
-    mov ebp, 221
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
-    jnz .Lc0_b8_c0
-.Lc0_b8_done:
-// block 9: 64 bytes, 1 chunk(s), 737 chunk executions per call
-    mov rbx, qword ptr [r15 + 2391984]
-    lea rcx, [rbx + 737]
-    mov qword ptr [r15 + 2391984], rcx
-    mov r13d, 737
-    jmp .Lc0_b9_c0
+    jnz .Lc0_b7_c0
+.Lc0_b7_done:
+// block 8: 64 bytes, 1 chunk(s), 542 chunk executions per call
+    mov rbx, qword ptr [r15 + 33053224]
+    lea rcx, [rbx + 542]
+    mov qword ptr [r15 + 33053224], rcx
+    mov r13d, 542
+    jmp .Lc0_b8_c0
     .p2align 6
-.Lc0_b9_c0:
-    lea rcx, [rip + .Lc0_d264_j]
-    add rcx, qword ptr [r15 + 2391904]
-    jmp .Lc0_d264_j_t
-.Lc0_d264_j:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, byte ptr [r15 + 192]
+.Lc0_b8_c0:
+    mov dword ptr [r15 + 576], eax
+    mov dword ptr [r15 + 896], 174
     jmp 1f
 1:
-    mov byte ptr [r15 + 640], cl
     test ebx, 1073741824
     jnz 1f
 1:
-    mov qword ptr [r14 + 320], rcx
-    jmp 1f
+    mov rcx, rcx
+    movzx ecx, byte ptr [r15 + 256]
+    test ebx, 1073741824
+    jnz 1f
 1:
-    movzx eax, byte ptr [r15 + 64]
-    jmp 1f
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r14 + 768], al
+    inc rbx
+    dec r13
+    jnz .Lc0_b8_c0
+.Lc0_b8_done:
+// block 9: 64 bytes, 1 chunk(s), 1977 chunk executions per call
+    mov rbx, qword ptr [r15 + 33053232]
+    lea rcx, [rbx + 1977]
+    mov qword ptr [r15 + 33053232], rcx
+    mov r13d, 1977
+    jmp .Lc0_b9_c0
+    .p2align 6
+.Lc0_b9_c0:
+    movzx esi, byte ptr [r14 + 704]
+    mov ecx, dword ptr [r15 + 512]
+    test ebx, 1073741824
+    jnz 1f
 1:
+    mov byte ptr [r15 + 384], al
+    movzx ecx, byte ptr [r15 + 832]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov esi, 48
+    mov qword ptr [r15 + 128], rsi
     inc rbx
     dec r13
     jnz .Lc0_b9_c0
 .Lc0_b9_done:
-// block 10: 64 bytes, 1 chunk(s), 53 chunk executions per call
-    mov rbx, qword ptr [r15 + 2391992]
-    lea rcx, [rbx + 53]
-    mov qword ptr [r15 + 2391992], rcx
-    mov r13d, 53
+// block 10: 1024 bytes, 4 chunk(s), 440 chunk executions per call
+    mov rbx, qword ptr [r15 + 33053240]
+    lea rcx, [rbx + 440]
+    mov qword ptr [r15 + 33053240], rcx
+    mov r13d, 440
     jmp .Lc0_b10_c0
     .p2align 6
 .Lc0_b10_c0:
-    mov rax, qword ptr [r15 + 2391896]
+    mov rax, qword ptr [r15 + 33053144]
     imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 2391896], rax
+    mov qword ptr [r15 + 33053144], rax
     xor eax, eax
-    test dword ptr [r15 + 2391899], 6291732
+    test dword ptr [r15 + 33053148], 402686216
     setz al
-    lea rcx, [rip + .Lc0_d290_s]
+    lea rcx, [rip + .Lc0_d320_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc0_d290_s_t
+    jmp .Lc0_d320_s_t
     .p2align 3
-.Lc0_d290_s:
+.Lc0_d320_s:
     .p2align 3
-    jmp .Lc0_d290_j
+    jmp .Lc0_d320_j
     .p2align 3
-    jmp .Lc0_d290_j
-.Lc0_d290_j:
+    jmp .Lc0_d320_j
+.Lc0_d320_j:
+    lea rbp, [r10 + r10*1]
+    and rbp, 960
+    movzx eax, byte ptr [r15 + rbp + 13120]
+    mov ecx, dword ptr [r15 + 384]
+    mov esi, esi
+    mov rsi, qword ptr [r15 + 128]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    add rax, qword ptr [r15 + rbp + 13184]
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx edi, bpl
+    jmp 1f
+1:
+    movzx ebp, al
+    test ebx, 1073741824
+    jnz 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rcx, dword ptr [r15 + 960]
-    mov rbp, r11
+    mov ebp, dword ptr [r15 + 192]
+    mov esi, 172
+    mov eax, 135
+    mov r9, r10
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov eax, 113
+    lea rbp, [r10 + r10*1]
+    and r9, 4032
+    mov eax, dword ptr [r14 + r9 + 9024]
+    and rbp, 960
+    mov qword ptr [r15 + rbp + 3968], rbp
+    mov r9d, dword ptr [r14 + 192]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r9, qword ptr [r15 + rbp + 3904]
+    mov byte ptr [r15 + 960], al
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movq qword ptr [r15 + 256], xmm4
+    movzx eax, al
+    movzx eax, bpl
+    mov dword ptr [r15 + 64], 161
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 320], 158
+    movsxd r9, dword ptr [r15 + 256]
+    add r11, 64
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc0_b10_done
+.Lc0_b10_c1:
+    lea rcx, [rip + .Lc0_d379_j]
+    add rcx, qword ptr [r15 + 33053152]
+    jmp .Lc0_d379_j_t
+.Lc0_d379_j:
+    mov rcx, qword ptr [r15 + 192]
+    mov r9, qword ptr [r15 + 320]
+    mov rax, qword ptr [r15 + 256]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, cl
     test ebx, 1073741824
     jz 1f
 1:
-    paddq xmm15, xmmword ptr [r15 + 576]
-    and rbp, 8128
-    mov edi, dword ptr [r15 + rbp + 2112704]
-    pcmpeqb xmm15, xmmword ptr [r15 + 896]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and r9d, dword ptr [r15 + 512]
+    mov rcx, qword ptr [r15 + 512]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r9, qword ptr [r15 + 1024]
+    jmp 1f
+1:
+    movzx ecx, al
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov ecx, 102
+    mov r9, r10
+    movzx ecx, byte ptr [r15 + 704]
+    mov rbp, r10
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and r9, 524224
+    mov dword ptr [r15 + r9 + 32520000], ebp
+    and rbp, 448
+    mov qword ptr [r15 + rbp + 3392], r9
+    movzx ecx, byte ptr [r14 + 192]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov qword ptr [r14 + 64], rcx
+    mov byte ptr [r15 + 448], cl
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov qword ptr [r15 + 64], rbp
+    mov byte ptr [r15 + 128], bpl
+    add rbp, qword ptr [r15 + 384]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov ebp, 122
     add r11, 64
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc0_b10_done
+.Lc0_b10_c2:
+    lea rcx, [rip + .Lc0_d435_j]
+    add rcx, qword ptr [r15 + 33053152]
+    jmp .Lc0_d435_j_t
+.Lc0_d435_j:
+    mov rbp, r11
+    and rbp, 4032
+    mov dword ptr [r15 + rbp + 9024], 225
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    imul rbp, rbp
+    jmp 1f
+1:
+    movzx ebp, bpl
+    imul ebp, ecx, 90
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx ebp, bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, 22
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    movzx ebp, byte ptr [r15 + 128]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx ebp, bpl
+    mov rbp, rbp
+    jmp 1f
+1:
+    test ebx, 16384
+    jz 1f
+1:
+    mov ebp, dword ptr [r15 + 576]
+    movzx ecx, cl
+    mov ecx, 26
+    mov ecx, 240
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov qword ptr [r15 + 384], rcx
+    mov dword ptr [r15 + 192], ebp
+    mov rax, qword ptr [r15 + 448]
+    test ebx, 1073741824
+    jz 1f
+1:
+    movsxd rbp, dword ptr [r15 + 128]
+    movzx ecx, bpl
+    movzx ecx, byte ptr [r15 + 256]
+    xchg qword ptr [r15 + 320], rbp
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov qword ptr [r15 + 768], rbp
+    mov eax, dword ptr [r15 + 320]
+    mov rcx, qword ptr [r14 + 64]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc0_b10_done
+.Lc0_b10_c3:
+    lea rcx, [rip + .Lc0_d493_j]
+    add rcx, qword ptr [r15 + 33053152]
+    jmp .Lc0_d493_j_t
+.Lc0_d493_j:
+    mov byte ptr [r15 + 576], bpl
+    lock xadd qword ptr [r15 + 384], rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, ebp
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movsxd rbp, dword ptr [r15 + 1152]
+    mov dword ptr [r15 + 192], ecx
+    mov rax, rbp
+    mov rbp, rax
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov byte ptr [r14 + 384], bpl
+    movzx eax, bpl
+    jmp 1f
+1:
+    mov rax, qword ptr [r15 + 448]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rbp, rbp
+    mov rbp, qword ptr [r15 + 512]
+    add rbp, qword ptr [r15 + 704]
+    mov byte ptr [r14 + 128], bpl
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov edi, dword ptr [r15 + 832]
+    mov dword ptr [r15 + 320], 244
+    mov rbp, qword ptr [r14 + 512]
+    mov byte ptr [r15 + 256], bpl
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov ebp, 253
+    jmp 1f
+1:
+    mov ebp, 171
+    mov qword ptr [r15 + 192], rdi
+    test ebx, 1073741824
+    jz 1f
+1:
+    movsxd rbp, dword ptr [r15 + 640]
+    and edi, dword ptr [r15 + 64]
+    mov rax, qword ptr [r15 + 256]
+    mov byte ptr [r15 + 64], al
     inc rbx
     dec r13
     jnz .Lc0_b10_c0
 .Lc0_b10_done:
-// block 11: 64 bytes, 1 chunk(s), 1060 chunk executions per call
-    mov rbx, qword ptr [r15 + 2392000]
-    lea rcx, [rbx + 1060]
-    mov qword ptr [r15 + 2392000], rcx
-    mov r13d, 1060
+// block 11: 64 bytes, 1 chunk(s), 679 chunk executions per call
+    mov rbx, qword ptr [r15 + 33053248]
+    lea rcx, [rbx + 679]
+    mov qword ptr [r15 + 33053248], rcx
+    mov r13d, 679
     jmp .Lc0_b11_c0
     .p2align 6
 .Lc0_b11_c0:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
+    jmp 1f
 1:
-    movzx edi, byte ptr [r15 + 128]
-    mov byte ptr [r15 + 256], dil
-    mov rdi, qword ptr [r15 + 448]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    lock or dword ptr [r15 + 0], 104
+    mov rcx, qword ptr [r15 + 448]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx ecx, byte ptr [r15 + 128]
+    mov eax, dword ptr [r15 + 192]
+    movzx ebp, byte ptr [r15 + 256]
+    movsxd rdi, dword ptr [r15 + 384]
     inc rbx
     dec r13
     jnz .Lc0_b11_c0
 .Lc0_b11_done:
-    mov qword ptr [r15 + 2391872], r11
-    mov qword ptr [r15 + 2391880], r10
-    mov qword ptr [r15 + 2391888], r12
+    mov qword ptr [r15 + 33053120], r11
+    mov qword ptr [r15 + 33053128], r10
+    mov qword ptr [r15 + 33053136], r12
     ldmxcsr dword ptr [rsp]
     add rsp, 8
     pop r15
@@ -447,32 +734,32 @@ ditto_body_c0:
 ditto_body_init_c0:
     mov r8, qword ptr [rdi]
     movabs rax, 0x0
-    mov qword ptr [r8 + 2391912], rax
+    mov qword ptr [r8 + 33053160], rax
     movabs rax, 0x9e3779b97f4a7c15
-    mov qword ptr [r8 + 2391920], rax
+    mov qword ptr [r8 + 33053168], rax
     movabs rax, 0x3c6ef372fe94f82a
-    mov qword ptr [r8 + 2391928], rax
+    mov qword ptr [r8 + 33053176], rax
     movabs rax, 0xdaa66d2c7ddf743f
-    mov qword ptr [r8 + 2391936], rax
+    mov qword ptr [r8 + 33053184], rax
     movabs rax, 0x78dde6e5fd29f054
-    mov qword ptr [r8 + 2391944], rax
+    mov qword ptr [r8 + 33053192], rax
     movabs rax, 0x1715609f7c746c69
-    mov qword ptr [r8 + 2391952], rax
+    mov qword ptr [r8 + 33053200], rax
     movabs rax, 0xb54cda58fbbee87e
-    mov qword ptr [r8 + 2391960], rax
+    mov qword ptr [r8 + 33053208], rax
     movabs rax, 0x538454127b096493
-    mov qword ptr [r8 + 2391968], rax
+    mov qword ptr [r8 + 33053216], rax
     movabs rax, 0xf1bbcdcbfa53e0a8
-    mov qword ptr [r8 + 2391976], rax
+    mov qword ptr [r8 + 33053224], rax
     movabs rax, 0x8ff34785799e5cbd
-    mov qword ptr [r8 + 2391984], rax
-    movabs rax, 0x2e2ac13ef8e8d8d2
-    mov qword ptr [r8 + 2391992], rax
+    mov qword ptr [r8 + 33053232], rax
+    movabs rax, 0x2e2ac13ef8e8d8d0
+    mov qword ptr [r8 + 33053240], rax
     movabs rax, 0xcc623af8783354e7
-    mov qword ptr [r8 + 2392000], rax
+    mov qword ptr [r8 + 33053248], rax
     movabs rax, 0x4a1ec05027315c93
-    mov qword ptr [r8 + 2391896], rax
-    mov qword ptr [r8 + 2391904], 0
+    mov qword ptr [r8 + 33053144], rax
+    mov qword ptr [r8 + 33053152], 0
     lea rdi, [r8 + 56]
     xor ecx, ecx
 2:  imul rax, rcx, 5
@@ -488,7 +775,7 @@ ditto_body_init_c0:
     ret
     .size ditto_body_init_c0, .-ditto_body_init_c0
 
-// ---- cluster c1: 1731 instructions per call, 8 blocks
+// ---- cluster c1: 1717 instructions per call, 9 blocks
     .text
     .globl ditto_body_c1
     .type ditto_body_c1, @function
@@ -508,9 +795,9 @@ ditto_body_c1:
     or eax, 0x8040
     mov dword ptr [rsp + 4], eax
     ldmxcsr dword ptr [rsp + 4]
-    mov r11, qword ptr [r15 + 7675200]
-    mov r10, qword ptr [r15 + 7675208]
-    mov r12, qword ptr [r15 + 7675216]
+    mov r11, qword ptr [r15 + 17364416]
+    mov r10, qword ptr [r15 + 17364424]
+    mov r12, qword ptr [r15 + 17364432]
     and r12, 0
     xor eax, eax
     xor ecx, ecx
@@ -522,9 +809,9 @@ ditto_body_c1:
     xor r9d, r9d
     vzeroall
 // block 0: 2048 bytes, 8 chunk(s), 4 chunk executions per call
-    mov rbx, qword ptr [r15 + 7675240]
+    mov rbx, qword ptr [r15 + 17364456]
     lea rcx, [rbx + 4]
-    mov qword ptr [r15 + 7675240], rcx
+    mov qword ptr [r15 + 17364456], rcx
     mov r13d, 4
     mov eax, ebx
     and eax, 7
@@ -552,979 +839,808 @@ ditto_body_c1:
     .p2align 6
 .Lc1_b0_c0:
     lea rcx, [rip + .Lc1_d37_j]
-    add rcx, qword ptr [r15 + 7675232]
+    add rcx, qword ptr [r15 + 17364448]
     jmp .Lc1_d37_j_t
 .Lc1_d37_j:
-    and ecx, dword ptr [r15 + 384]
-    mov eax, 139
-    jmp 1f
-1:
-    mov edi, 46
+    shr ecx, 2
+    movsxd rcx, dword ptr [r14 + 256]
+    mov eax, dword ptr [r15 + 448]
+    or ecx, r9d
     test ebx, 1073741824
     jz 1f
 1:
-    movzx ecx, byte ptr [r15 + 128]
-    movzx r9d, byte ptr [r15 + 192]
-    mov rdi, rdx
-    jmp 1f
-1:
-    test ebx, 1073741824
+    mov rbp, r9
+    movzx r9d, al
+    test ecx, r8d
+    movsxd rcx, dword ptr [r15 + 896]
+    test ebx, 110592
     jnz 1f
 1:
-    jmp 1f
-1:
-    movzx r9d, r9b
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, r10
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r9, 4032
-    movsxd rcx, dword ptr [r15 + r9 + 2752]
-    movzx r9d, dil
+    mov byte ptr [r15 + 640], dl
+    vpaddd ymm11, ymm8, ymmword ptr [r15 + 192]
+    mov rbp, r10
+    movzx edx, cl
     test ebx, 1073741824
     jz 1f
 1:
-    xor r9d, edx
-    add rdi, qword ptr [r15 + 64]
-    neg r9
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx r9d, r9b
-    mov r9d, 95
-    mov r9d, 170
+    movzx edx, bpl
+    and rbp, 960
+    mov ecx, dword ptr [r15 + rbp + 1856]
+    mov edx, edi
     jmp 1f
 1:
-    mov r9, r10
-    test ebx, 1073741824
+    test ebx, 22016
     jnz 1f
 1:
-    add rdi, qword ptr [r15 + 256]
-    and r9, 262080
-    mov dword ptr [r14 + r9 + 2161344], 178
+    mov dword ptr [r15 + 256], 46
     jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
 1:
     jmp 1f
 1:
-    movzx r9d, dl
-    add rdi, qword ptr [r14 + 448]
-    mov r9d, 248
-    test bl, 96
+    vpaddd ymm8, ymm11, ymmword ptr [r15 + 640]
+    test ebx, 1073741824
     jnz 1f
 1:
-    mov qword ptr [r15 + 320], rdx
-    mov ecx, 213
-    mov rdi, qword ptr [r15 + 896]
+    mov rcx, qword ptr [r15 + 64]
+    mov dword ptr [r15 + 192], edx
+    mov ebp, dword ptr [r15 + 576]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov ebp, 124
+    mov byte ptr [r15 + 1024], cl
+    movzx ebp, al
+    movzx ebp, byte ptr [r15 + 192]
+    test ebx, 118784
+    jnz 1f
+1:
+    mov rbp, r8
+    movsxd rcx, dword ptr [r15 + 320]
+    jmp 1f
+1:
+    xor dword ptr [r14 + 384], esi
+    test ebx, 118784
+    jnz 1f
+1:
+    movzx ebp, byte ptr [r15 + 768]
+    movzx ecx, r8b
+    mov dword ptr [r15 + 1280], ecx
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c1:
-    mov rax, qword ptr [r15 + 7675224]
+    mov rax, qword ptr [r15 + 17364440]
     imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 7675224], rax
-    xor eax, eax
-    test dword ptr [r15 + 7675227], 4202658
-    setz al
-    lea rcx, [rip + .Lc1_d101_s]
+    mov qword ptr [r15 + 17364440], rax
+    mov eax, dword ptr [r15 + 17364444]
+    and eax, 15
+    lea rcx, [rip + .Lc1_d100_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d101_s_t
+    jmp .Lc1_d100_s_t
     .p2align 3
-.Lc1_d101_s:
+.Lc1_d100_s:
     .p2align 3
-    jmp .Lc1_d101_j
+    jmp .Lc1_d100_j
     .p2align 3
-    jmp .Lc1_d101_j
-.Lc1_d101_j:
-    mov r9, r10
-    and r9, 960
-    mov ecx, dword ptr [r15 + r9 + 1728]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    jmp .Lc1_d100_j
+    .p2align 3
+    jmp .Lc1_d100_j
+    .p2align 3
+    jmp .Lc1_d100_j
+    .p2align 3
+    jmp .Lc1_d100_j
+    .p2align 3
+    jmp .Lc1_d100_j
+    .p2align 3
+    jmp .Lc1_d100_j
+    .p2align 3
+    jmp .Lc1_d100_j
+    .p2align 3
+    jmp .Lc1_d100_j
+    .p2align 3
+    jmp .Lc1_d100_j
+    .p2align 3
+    jmp .Lc1_d100_j
+    .p2align 3
+    jmp .Lc1_d100_j
+    .p2align 3
+    jmp .Lc1_d100_j
+    .p2align 3
+    jmp .Lc1_d100_j
+    .p2align 3
+    jmp .Lc1_d100_j
+    .p2align 3
+    jmp .Lc1_d100_j
+.Lc1_d100_j:
+    mov ecx, r8d
+    mov ecx, eax
+    mov rcx, rax
+    mov ecx, eax
     test ebx, 1073741824
     jz 1f
 1:
-    shl rdx, 9
-    mov r12, qword ptr [r15 + r12 + 56]
-    neg rdx
+    mov dword ptr [r15 + 128], 186
+    movzx ecx, byte ptr [r15 + 128]
+    vmovdqu ymmword ptr [r15 + 256], ymm8
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx esi, byte ptr [r15 + 320]
-    or edx, ebp
-    mov r9, r9
-    mov dword ptr [r14 + 256], ecx
+    movsxd rcx, dword ptr [r15 + 512]
+    mov ebp, esi
+    movsxd rsi, dword ptr [r15 + 192]
     test ebx, 1073741824
     jnz 1f
 1:
-    sub r9, rsi
-    mov esi, esi
-    mov dword ptr [r15 + 512], esi
-    test bl, 160
+    jmp 1f
+1:
+    inc esi
+    jmp 1f
+1:
+    lea rsi, [rsi + rsi*2 + 16]
+    test ebx, 1073741824
     jnz 1f
 1:
-    movsxd rsi, dword ptr [r15 + 768]
-    add r9, qword ptr [r14 + 64]
+    mov ebp, dword ptr [r15 + 512]
     jmp 1f
 1:
-    jmp 1f
-1:
-    test dword ptr [r15 + 7675227], 981650432
-    jz 1f
-1:
-    mov r9d, dword ptr [r15 + 192]
-    mov rsi, rcx
-    jmp 1f
-1:
+    sub rsi, rbp
     test ebx, 1073741824
     jz 1f
 1:
-    mov esi, 106
-    add rsi, qword ptr [r15 + 128]
+    mov rcx, rdi
+    sub rsi, rcx
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    shr ecx, 26
+    vpaddq xmm8, xmm8, xmmword ptr [r15 + 832]
+    mov ecx, 85
+    jmp 1f
+1:
+    test dword ptr [r15 + 17364444], 4218884
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov rbp, r10
+    mov byte ptr [r14 + 704], sil
+    mov esi, dword ptr [r15 + 320]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and rbp, 2097088
+    imul rsi, qword ptr [r15 + rbp + 6869824]
     neg rcx
-    mov ecx, ecx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    or qword ptr [r14 + 384], 127
-    mov rsi, qword ptr [r15 + 640]
-    mov rcx, r9
+    movzx ebp, byte ptr [r14 + 64]
     test ebx, 1073741824
     jz 1f
 1:
-    movsxd rcx, dword ptr [r15 + 1024]
+    xor ecx, ebp
     jmp 1f
 1:
-    mov qword ptr [r15 + 832], rcx
+    movsxd rcx, dword ptr [r15 + 448]
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c2:
-    mov rax, qword ptr [r15 + 7675224]
+    mov rax, qword ptr [r15 + 17364440]
     imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 7675224], rax
-    lea rcx, [rip + .Lc1_d167_j]
-    add rcx, qword ptr [r15 + 7675232]
-    jmp .Lc1_d167_j_t
-.Lc1_d167_j:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov ecx, ecx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rcx
-    mov ecx, eax
+    mov qword ptr [r15 + 17364440], rax
+    lea rcx, [rip + .Lc1_d183_j]
+    add rcx, qword ptr [r15 + 17364448]
+    jmp .Lc1_d183_j_t
+.Lc1_d183_j:
+    mov rbp, r10
+    mov edx, dword ptr [r15 + 64]
+    and ecx, dword ptr [r15 + 384]
+    mov rax, qword ptr [r14 + 192]
+    and rbp, 448
+    mov dword ptr [r15 + rbp + 1344], ebp
     test ebx, 1073741824
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 150
+    mov ebp, r8d
+    movzx ecx, r9b
+    test ebx, 1073741824
+    jnz 1f
+1:
+    vmovdqu ymm8, ymmword ptr [r15 + 256]
+    mov ecx, dword ptr [r15 + 576]
+    movsxd rbp, dword ptr [r15 + 320]
+    mov rax, qword ptr [r14 + 448]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    add rbp, 69
+    mov eax, dword ptr [r15 + 896]
+    mov rcx, qword ptr [r14 + 640]
+    test ebx, 147456
+    jnz 1f
+1:
+    mov rbp, rbp
+    mov ebp, dword ptr [r14 + 768]
+    movzx eax, byte ptr [r15 + 384]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov ecx, 58
-    shr eax, 8
-    movsxd rax, dword ptr [r15 + 128]
-    movzx ecx, byte ptr [r14 + 192]
-    test dword ptr [r15 + 7675228], 4202880
-    jnz 1f
-1:
-    jmp 1f
-1:
-    add qword ptr [r15 + 576], rcx
-    mov ecx, 110
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rbp, rcx
-    movzx ecx, al
-    neg rcx
-    movsxd rcx, dword ptr [r15 + 64]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov byte ptr [r15 + 448], cl
-    movsxd rbp, dword ptr [r15 + 1088]
-    xor dword ptr [r14 + 640], r8d
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    add rsi, qword ptr [r15 + 256]
-    mov qword ptr [r15 + 64], rsi
-    mov dword ptr [r14 + 512], 96
     test ebx, 1073741824
     jz 1f
 1:
-    add rsi, qword ptr [r15 + 384]
-    inc esi
-    xor esi, ebp
+    mov r9, qword ptr [r15 + 832]
+    add rbp, qword ptr [r15 + 320]
+    mov eax, 54
+    test dword ptr [r15 + 17364444], 269222400
+    jnz 1f
+1:
+    mov ebp, dword ptr [r15 + 384]
+    movzx r9d, bpl
+    movsxd rbp, dword ptr [r15 + 512]
+    mov eax, dword ptr [r15 + 128]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov ebp, eax
+    mov eax, ecx
+    xor dword ptr [r15 + 256], edi
+    add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c3:
-    lea rcx, [rip + .Lc1_d222_j]
-    add rcx, qword ptr [r15 + 7675232]
-    jmp .Lc1_d222_j_t
-.Lc1_d222_j:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov ecx, ebp
-    mov rbp, r8
-    cmp rbp, rbp
-    mov r12, qword ptr [r15 + r12 + 56]
+    lea rcx, [rip + .Lc1_d236_j]
+    add rcx, qword ptr [r15 + 17364448]
+    jmp .Lc1_d236_j_t
+.Lc1_d236_j:
+    movsxd rcx, dword ptr [r15 + 576]
+    movsxd rax, dword ptr [r15 + 64]
+    or ecx, ebp
+    mov edx, r8d
     test ebx, 1073741824
     jnz 1f
 1:
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    shr ebp, 17
+    and edx, dword ptr [r15 + 64]
+    jmp 1f
+1:
+    mov rcx, rdx
+    test ebx, 1073741824
+    jnz 1f
+1:
+    add rdx, qword ptr [r15 + 192]
+    sub rdx, rcx
+    mov rcx, qword ptr [r15 + 128]
+    mov ebp, 184
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    movsxd rcx, dword ptr [r14 + 448]
+    movzx edx, cl
+    mov rdx, rdx
     test ebx, 1073741824
     jz 1f
 1:
     jmp 1f
 1:
-    shl rbp, 10
-    movzx ebp, bpl
-    inc ebp
+    mov byte ptr [r14 + 256], dl
+    jmp 1f
+1:
+    mov edx, r8d
     test ebx, 1073741824
     jnz 1f
 1:
-    mov qword ptr [r15 + 256], rbp
-    jmp 1f
+    mov edx, 134
+    movsxd rdx, dword ptr [r15 + 1024]
+    and edx, dword ptr [r15 + 192]
+    mov dword ptr [r15 + 960], 185
+    test ebx, 320
+    jnz 1f
 1:
-    movzx ebp, bpl
-    mov rbp, rbp
+    movsxd rdx, dword ptr [r15 + 512]
+    movzx ecx, dl
     mov rbp, r10
-    test ebx, 1073741824
+    mov edx, dword ptr [r15 + 128]
+    and rbp, 448
+    mov eax, dword ptr [r15 + rbp + 1344]
+    test ebx, 49152
     jnz 1f
 1:
-    cmp rbp, rbp
     jmp 1f
 1:
-    and rbp, 8128
-    mov r9, r10
-    mov dword ptr [r15 + rbp + 15040], edx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movsxd rbp, dword ptr [r14 + 448]
-    and r9, 448
-    mov qword ptr [r15 + r9 + 1216], r9
-    movzx r9d, cl
-    mov r9d, dword ptr [r15 + 896]
+    mov rbp, qword ptr [r15 + 320]
+    lea rdx, [rdi + rbp*2 + 36]
+    mov ebp, dword ptr [r15 + 704]
     test ebx, 1073741824
     jz 1f
 1:
-    mov dword ptr [r15 + 128], r9d
-    add rcx, 42
-    jmp 1f
-1:
-    mov byte ptr [r15 + 320], r9b
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx r9d, byte ptr [r15 + 384]
-    mov byte ptr [r15 + 704], r9b
-    add rcx, qword ptr [r14 + 192]
+    mov edx, ebp
+    mov ecx, dword ptr [r15 + 384]
+    mov dword ptr [r15 + 1088], 56
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c4:
-    lea rcx, [rip + .Lc1_d284_j]
-    add rcx, qword ptr [r15 + 7675232]
-    jmp .Lc1_d284_j_t
-.Lc1_d284_j:
-    cmp rcx, r8
-    movzx r9d, byte ptr [r15 + 128]
+    mov rax, qword ptr [r15 + 17364440]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 17364440], rax
+    lea rcx, [rip + .Lc1_d301_j]
+    add rcx, qword ptr [r15 + 17364448]
+    jmp .Lc1_d301_j_t
+.Lc1_d301_j:
+    mov qword ptr [r15 + 1152], rcx
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    shl r9, 23
-    and ecx, dword ptr [r15 + 64]
+    sub rcx, rax
     test ebx, 1073741824
     jnz 1f
 1:
-    and rcx, r8
-    and r9d, dword ptr [r15 + 448]
-    imul ebp, r8d, 120
-    mov ecx, 134
-    test ebx, 1073741824
-    jnz 1f
-1:
-    add r9, qword ptr [r15 + 192]
-    vmovdqu ymmword ptr [r14 + 768], ymm13
-    mov ecx, ebp
-    mov dword ptr [r15 + 960], ecx
-    test ebx, 6016
-    jz 1f
-1:
-    mov ecx, dword ptr [r15 + 256]
-    mov dword ptr [r15 + 320], 194
-    movzx r9d, cl
-    and r9d, dword ptr [r15 + 0]
-    test ebx, 720
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r9d, dword ptr [r15 + 576]
-    mov rcx, r9
-    test ebx, 7040
-    jz 1f
-1:
-    movzx r9d, r9b
+    lea rcx, [rcx + r8*2 + 79]
     jmp 1f
 1:
-    sub r9, rcx
-    mov ecx, r9d
-    test ebx, 1073741824
+    neg rcx
+    mov qword ptr [r15 + 0], rcx
+    test dword ptr [r15 + 17364444], 16777364
     jnz 1f
 1:
-    jmp 1f
-1:
-    mov ecx, 106
-    xor ecx, ebp
     and ecx, dword ptr [r14 + 192]
+    mov dword ptr [r15 + 896], ecx
+    neg r8
+    test bl, 96
+    jnz 1f
+1:
+    mov edx, 202
+    jmp 1f
+1:
+    movsxd r8, dword ptr [r15 + 384]
+    add rcx, rax
     test ebx, 1073741824
     jnz 1f
 1:
-    or qword ptr [r15 + 64], 50
-    mov ecx, 92
-    mov byte ptr [r15 + 512], cl
     jmp 1f
 1:
+    movsxd rcx, dword ptr [r15 + 64]
+    vmovdqu ymmword ptr [r15 + 128], ymm8
+    mov r8, r10
+    jmp 1f
+1:
+    test ebx, 114176
+    jz 1f
+1:
+    or qword ptr [r15 + 256], 4
+    and r8, 2097088
+    mov edi, dword ptr [r15 + r8 + 6869824]
+    movzx edx, dil
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov dword ptr [r15 + 320], eax
+    jmp 1f
+1:
+    mov r8d, edx
+    cmp r8, rcx
+    test ebx, 1073741824
+    jnz 1f
+1:
+    xor edx, edi
+    jmp 1f
+1:
+    mov rdx, qword ptr [r14 + 448]
+    and edx, dword ptr [r14 + 640]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    vmovdqu ymm8, ymmword ptr [r15 + 512]
+    and rdx, rdx
+    or qword ptr [r15 + 768], 120
+    add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c5:
-    mov rax, qword ptr [r15 + 7675224]
+    mov rax, qword ptr [r15 + 17364440]
     imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 7675224], rax
-    lea rcx, [rip + .Lc1_d347_j]
-    add rcx, qword ptr [r15 + 7675232]
-    jmp .Lc1_d347_j_t
-.Lc1_d347_j:
-    jmp 1f
-1:
-    mov rcx, r9
-    mov rax, qword ptr [r15 + 128]
-    mov r9d, 23
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov ecx, dword ptr [r14 + 832]
-    lea r9, [rcx + rax*2 + 114]
-    mov r9d, 108
-    test dword ptr [r15 + 7675228], 655874
-    jnz 1f
-1:
-    mov dword ptr [r14 + 64], esi
-    mov r9, qword ptr [r15 + 1152]
-    mov rcx, qword ptr [r15 + 512]
-    or qword ptr [r15 + 0], 17
-    test ebx, 1073741824
-    jnz 1f
-1:
-    add rcx, qword ptr [r15 + 0]
-    mov eax, eax
+    mov qword ptr [r15 + 17364440], rax
+    lea rcx, [rip + .Lc1_d364_j]
+    add rcx, qword ptr [r15 + 17364448]
+    jmp .Lc1_d364_j_t
+.Lc1_d364_j:
     mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 7675227], 533520
-    jnz 1f
-1:
-    movzx eax, al
-    mov r9, r9
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    test r9d, r9d
-    and r9, rax
-    mov dword ptr [r15 + 320], 99
-    movzx esi, byte ptr [r15 + 256]
-    test ebx, 576
-    jnz 1f
-1:
-    or qword ptr [r15 + 192], 74
+    mov dword ptr [r15 + 0], 245
     cmp rcx, rcx
-    shr eax, 14
+    mov rax, rcx
+    test ebx, 1073741824
+    jz 1f
+1:
+    and eax, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 912
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    neg rax
+    jmp 1f
+1:
+    mov eax, 209
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rax, rax
-    mov dword ptr [r14 + 640], eax
-    movzx eax, byte ptr [r15 + 384]
-    mov r9d, 215
-    test ebx, 1073741824
-    jz 1f
-1:
-    shr eax, 17
-    add rax, 64
-    mov eax, 95
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rax, rax
     jmp 1f
 1:
-    mov eax, r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    imul rax, qword ptr [r15 + 0]
+    test ebx, 118784
+    jnz 1f
+1:
+    movsxd rax, dword ptr [r15 + 448]
+    mov rcx, rax
+    mov eax, 104
+    mov eax, eax
+    test ebx, 1073741824
+    jz 1f
+1:
+    shr eax, 31
+    mov eax, eax
+    movsxd rax, dword ptr [r15 + 320]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    or qword ptr [r15 + 192], 8
+    mov eax, eax
+    test ebx, 219136
+    jz 1f
+1:
+    mov rax, qword ptr [r14 + 832]
+    add rax, rax
+    movzx ecx, byte ptr [r15 + 384]
+    mov edx, 120
+    test ebx, 1073741824
+    jz 1f
+1:
+    shl rax, 14
+    add rax, qword ptr [r15 + 256]
+    shl rax, 11
+    jmp 1f
+1:
+    test dword ptr [r15 + 17364444], 1161
+    jnz 1f
+1:
+    add rax, qword ptr [r14 + 960]
+    xor dword ptr [r14 + 576], eax
+    movsxd rax, dword ptr [r15 + 64]
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c6:
-    mov rax, qword ptr [r15 + 7675224]
+    mov rax, qword ptr [r15 + 17364440]
     imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 7675224], rax
-    lea rcx, [rip + .Lc1_d409_j]
-    add rcx, qword ptr [r15 + 7675232]
-    jmp .Lc1_d409_j_t
-.Lc1_d409_j:
-    jmp 1f
-1:
-    mov ecx, ecx
-    jmp 1f
-1:
-    test ecx, ecx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rcx, qword ptr [r15 + 704]
-    movzx r9d, cl
-    add qword ptr [r15 + 192], r9
-    mov dword ptr [r15 + 128], edx
-    test dword ptr [r15 + 7675228], 1342177546
-    jz 1f
-1:
-    mov r9d, 87
-    mov qword ptr [r15 + 1024], rcx
-    vmovdqu ymmword ptr [r14 + 384], ymm7
-    xor ecx, r9d
-    test ebx, 1073741824
-    jnz 1f
-1:
-    lea rcx, [rcx + rax*2 + 42]
-    and ecx, dword ptr [r15 + 256]
-    mov eax, 103
-    and rax, rax
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov esi, 149
-    jmp 1f
-1:
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    shr eax, 21
-    vmovdqu ymmword ptr [r15 + 448], ymm4
-    mov eax, eax
-    mov rdx, rax
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    and rax, rdx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], eax
-    test dword ptr [r15 + 7675227], 33556744
-    jz 1f
-1:
-    mov eax, 79
-    mov eax, 211
-    cmp rax, rax
-    sub rax, rdx
-    test ebx, 1073741824
-    jz 1f
-1:
-    inc eax
-    xor edx, eax
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx edx, bpl
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov edx, dword ptr [r15 + 576]
+    mov qword ptr [r15 + 17364440], rax
+    lea rcx, [rip + .Lc1_d429_j]
+    add rcx, qword ptr [r15 + 17364448]
+    jmp .Lc1_d429_j_t
+.Lc1_d429_j:
+    add rcx, rcx
+    mov ecx, 62
     mov eax, edx
-    add rax, rax
+    xor dword ptr [r15 + 128], eax
+    test ebx, 1073741824
+    jnz 1f
+1:
+    shr eax, 15
+    xor dword ptr [r15 + 0], esi
+    movzx eax, al
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    add rcx, 20
+    mov eax, dword ptr [r15 + 512]
+    mov ecx, dword ptr [r15 + 896]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov ecx, eax
+    mov rax, rcx
+    mov r8, r10
+    mov byte ptr [r14 + 256], dl
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov qword ptr [r14 + 704], rdx
+    and r8, 448
+    mov dword ptr [r15 + r8 + 1344], r8d
+    vmovdqu ymmword ptr [r15 + 256], ymm8
+    movzx r8d, byte ptr [r15 + 64]
+    test dword ptr [r15 + 17364444], 3211268
+    jnz 1f
+1:
+    lea r8, [rsi + rax*2 + 93]
+    mov qword ptr [r15 + 320], rax
+    movzx eax, r8b
+    test ebx, 1073741824
+    jnz 1f
+1:
+    vmovdqu ymmword ptr [r15 + 640], ymm8
+    movzx r8d, al
+    jmp 1f
+1:
+    and rax, r8
+    test ebx, 247808
+    jz 1f
+1:
+    jmp 1f
+1:
+    add rax, 31
+    mov eax, 12
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx eax, al
+    mov qword ptr [r14 + 192], rcx
+    jmp 1f
+1:
+    add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c7:
-    lea rcx, [rip + .Lc1_d472_j]
-    add rcx, qword ptr [r15 + 7675232]
-    jmp .Lc1_d472_j_t
-.Lc1_d472_j:
-    movsxd rsi, dword ptr [r15 + 192]
-    cmp rsi, rdx
+    mov rax, qword ptr [r15 + 17364440]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 17364440], rax
+    lea rcx, [rip + .Lc1_d490_j]
+    add rcx, qword ptr [r15 + 17364448]
+    jmp .Lc1_d490_j_t
+.Lc1_d490_j:
     jmp 1f
 1:
-    add rsi, qword ptr [r15 + 512]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
+    jmp 1f
 1:
-    or esi, esi
-    add rsi, qword ptr [r15 + 0]
+    mov rcx, qword ptr [r15 + 256]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov dword ptr [r14 + 192], ecx
+    add qword ptr [r15 + 576], rax
+    xor ecx, eax
+    mov rcx, rcx
+    test ebx, 96256
+    jz 1f
+1:
+    jmp 1f
+1:
+    movzx ecx, al
     and ecx, dword ptr [r15 + 0]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov eax, 190
+    mov qword ptr [r15 + 0], rax
     mov r12, qword ptr [r15 + r12 + 56]
+    shl rax, 23
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx eax, cl
+    or eax, eax
+    mov ecx, 9
+    test dword ptr [r15 + 17364444], 218104320
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, dword ptr [r15 + 448]
     test ebx, 1073741824
     jz 1f
 1:
-    and esi, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rsi
-    jmp 1f
-1:
-    test bl, 160
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov esi, edx
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx edx, sil
-    test ebx, 20224
+    xor eax, ecx
+    mov dword ptr [r15 + 1024], eax
+    mov rax, qword ptr [r14 + 1216]
+    and rcx, rax
+    test dword ptr [r15 + 17364444], 536875273
     jz 1f
 1:
-    mov edx, 25
-    mov esi, dword ptr [r15 + 320]
-    mov edx, dword ptr [r14 + 896]
-    xor dword ptr [r15 + 384], edx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rdx, rdx
-    add rdx, rsi
-    mov rsi, qword ptr [r15 + 64]
+    shl rax, 8
+    movzx r9d, byte ptr [r15 + 384]
     jmp 1f
 1:
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov rdx, qword ptr [r15 + 256]
-    sub rdx, rsi
-    mov rsi, rbp
-    test ebx, 1073741824
-    jnz 1f
-1:
-    shl rdx, 1
-    mov esi, dword ptr [r15 + 128]
-    mov edx, 245
-    cmp rdx, rdx
-    test ebx, 1073741824
+    test ebx, 96256
     jz 1f
 1:
-    mov esi, dword ptr [r15 + 640]
-    or esi, esi
-    mov edx, 190
-    mov dword ptr [r14 + 0], 151
+    movsxd rcx, dword ptr [r15 + 128]
+    add rax, 19
+    mov eax, eax
+    movzx eax, r8b
     test ebx, 1073741824
     jnz 1f
 1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r14 + 64], 21
-    neg rsi
+    add rax, rax
+    mov byte ptr [r14 + 64], r9b
+    mov eax, eax
     inc rbx
     dec r13
     jnz .Lc1_b0_c0
 .Lc1_b0_done:
 // block 1: 128 bytes, 1 chunk(s), 14 chunk executions per call
-    mov rbx, qword ptr [r15 + 7675248]
+    mov rbx, qword ptr [r15 + 17364464]
     lea rcx, [rbx + 14]
-    mov qword ptr [r15 + 7675248], rcx
+    mov qword ptr [r15 + 17364464], rcx
     mov r13d, 14
     jmp .Lc1_b1_c0
     .p2align 6
 .Lc1_b1_c0:
-    movzx ecx, cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov byte ptr [r15 + 0], cl
+    mov rax, qword ptr [r15 + 17364440]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 17364440], rax
+    mov eax, dword ptr [r15 + 64]
     movzx ecx, byte ptr [r15 + 0]
-    imul rsi, qword ptr [r15 + 0]
-    test ebx, 30976
+    mov byte ptr [r15 + 0], al
+    movsxd rax, dword ptr [r15 + 0]
+    add r9, 6
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
     jz 1f
 1:
-    lock xadd qword ptr [r15 + 0], rsi
-    add rsi, qword ptr [r14 + 0]
-    vpaddd ymm7, ymm15, ymmword ptr [r15 + 64]
-    mov ecx, esi
-    add rcx, 6
+    movzx eax, dil
+    .byte 0x0f, 0x1f, 0x00
+    add rax, qword ptr [r14 + 0]
+    jmp 1f
+1:
+    mov ecx, 175
     test ebx, 1073741824
     jnz 1f
 1:
-    xor ecx, edx
-    movsxd rcx, dword ptr [r15 + 192]
+    xchg qword ptr [r15 + 448], rcx
     jmp 1f
 1:
-    .byte 0x0f, 0x1f, 0x40, 0x00
-    lea rax, [rcx + r9*2 + 20]
-    test bl, 102
-    jnz 1f
-1:
-    movsxd rcx, dword ptr [r15 + 320]
-    and ecx, dword ptr [r15 + 576]
-    mov dword ptr [r15 + 448], 145
     jmp 1f
 1:
-    neg rsi
+    or qword ptr [r15 + 192], 10
+    imul rcx, rcx
+    test dword ptr [r15 + 17364444], 41943173
+    jz 1f
+1:
+    add rcx, qword ptr [r15 + 320]
+    neg rcx
+    inc ecx
+    xor ecx, eax
+    cmp rcx, r8
     inc rbx
     dec r13
     jnz .Lc1_b1_c0
 .Lc1_b1_done:
-// block 2: 1024 bytes, 4 chunk(s), 4 chunk executions per call
-    mov rbx, qword ptr [r15 + 7675256]
-    lea rcx, [rbx + 4]
-    mov qword ptr [r15 + 7675256], rcx
-    mov r13d, 4
+// block 2: 256 bytes, 1 chunk(s), 1 chunk executions per call
+    mov rbx, qword ptr [r15 + 17364472]
+    lea rcx, [rbx + 1]
+    mov qword ptr [r15 + 17364472], rcx
+    mov r13d, 1
     jmp .Lc1_b2_c0
     .p2align 6
 .Lc1_b2_c0:
-    lea rcx, [rip + .Lc1_d579_j]
-    add rcx, qword ptr [r15 + 7675232]
-    jmp .Lc1_d579_j_t
-.Lc1_d579_j:
-    and rcx, rcx
-    mov eax, ecx
-    mov r9, rax
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    or qword ptr [r15 + 1088], 54
-    mov r12, qword ptr [r15 + r12 + 56]
-    or eax, r9d
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, ecx
-    mov ecx, 108
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    shr ecx, 12
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, ecx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, dl
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    movzx edx, cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx edx, byte ptr [r15 + 64]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    lea rcx, [r9 + rdx*2 + 39]
-    mov byte ptr [r15 + 384], cl
-    imul ecx, ecx, 123
-    mov r9, r10
-    test ebx, 1073741824
-    jz 1f
-1:
-    and r9, 448
-    add qword ptr [r15 + r9 + 1216], r9
-    jmp 1f
-1:
-    mov qword ptr [r14 + 832], rcx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    shl rcx, 6
-    vmovdqu ymmword ptr [r14 + 320], ymm7
-    mov dword ptr [r15 + 128], ecx
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    lea r9, [rcx + rax*2 + 55]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 192], ecx
-    add r11, 64
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b2_done
-.Lc1_b2_c1:
-    lea rcx, [rip + .Lc1_d644_j]
-    add rcx, qword ptr [r15 + 7675232]
-    jmp .Lc1_d644_j_t
-.Lc1_d644_j:
-    jmp 1f
-1:
-    mov ecx, 77
-    add rcx, qword ptr [r15 + 64]
-    test ecx, esi
-    movzx esi, r9b
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and ecx, dword ptr [r14 + 896]
-    movzx esi, sil
-    add r9, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    lea r9, [rsi + r9*2 + 127]
-    mov r9d, 216
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, 137
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r9d, r9d
-    xor r9d, ecx
-    add rsi, r9
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx edx, sil
-    shr r9d, 4
-    jmp 1f
-1:
-    add r9, qword ptr [r15 + 704]
-    imul rcx, rax
-    test ebx, 1073741824
-    jnz 1f
-1:
-    sub rsi, rdx
-    mov dword ptr [r14 + 128], eax
-    mov esi, dword ptr [r15 + 512]
-    movzx edx, sil
-    test ebx, 1073741824
-    jnz 1f
-1:
-    add rdx, 50
-    and edx, dword ptr [r15 + 256]
-    mov esi, 215
-    mov esi, 92
-    add r9, rsi
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov qword ptr [r15 + 1024], rsi
-    mov r9d, r9d
-    mov dword ptr [r15 + 448], 216
-    movzx r9d, byte ptr [r15 + 384]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + 192], 39
-    lea rsi, [rdx + rdx*2 + 18]
-    movzx edx, sil
-    neg rdx
-    inc rbx
-    dec r13
-    jz .Lc1_b2_done
-.Lc1_b2_c2:
-    lea rcx, [rip + .Lc1_d707_j]
-    add rcx, qword ptr [r15 + 7675232]
-    jmp .Lc1_d707_j_t
-.Lc1_d707_j:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    xor dword ptr [r15 + 0], ecx
-    jmp 1f
-1:
-    test ebx, 98208
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], r9d
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r9d, cl
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    inc r9d
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 320], r9
-    vmovdqu ymmword ptr [r15 + 128], ymm7
-    movsxd r9, dword ptr [r15 + 192]
-    test ebx, 40960
-    jnz 1f
-1:
-    mov ecx, r9d
-    and r9d, dword ptr [r15 + 832]
-    mov ecx, 147
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r9, r10
-    mov qword ptr [r14 + 512], r9
-    and r9, 448
-    or qword ptr [r15 + r9 + 1216], 106
-    mov r9d, dword ptr [r15 + 384]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov eax, 186
-    mov eax, dword ptr [r15 + 768]
-    mov r9, r10
-    mov rcx, r9
-    and r9, 4194240
-    mov dword ptr [r15 + r9 + 3472064], 22
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov ecx, eax
-    mov dword ptr [r14 + 64], 185
-    mov rax, qword ptr [r15 + 256]
-    add r11, 64
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b2_done
-.Lc1_b2_c3:
-    mov rax, qword ptr [r15 + 7675224]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 7675224], rax
-    lea rcx, [rip + .Lc1_d766_j]
-    add rcx, qword ptr [r15 + 7675232]
-    jmp .Lc1_d766_j_t
-.Lc1_d766_j:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, eax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 97728
-    jz 1f
-1:
-    and rcx, rdx
-    mov dword ptr [r15 + 0], 23
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, rdx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    sub rdx, r9
-    test ebx, 1073741824
-    jz 1f
-1:
-    add r9, qword ptr [r15 + 0]
-    mov byte ptr [r15 + 448], r9b
-    mov r9d, dword ptr [r14 + 256]
-    imul edx, esi, 83
-    test ebx, 1073741824
-    jnz 1f
-1:
-    shr ecx, 24
-    shr esi, 1
-    jmp 1f
-1:
-    mov rax, rdx
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov byte ptr [r15 + 64], al
-    or qword ptr [r15 + 512], 124
+    lea rcx, [rip + .Lc1_d594_j]
+    add rcx, qword ptr [r15 + 17364448]
+    jmp .Lc1_d594_j_t
+.Lc1_d594_j:
+    imul rcx, qword ptr [r14 + 64]
+    mov eax, eax
+    add rcx, 97
     movzx eax, al
     test ebx, 1073741824
     jnz 1f
 1:
-    mov edx, dword ptr [r15 + 1152]
-    vmovdqu ymmword ptr [r15 + 704], ymm7
-    movsxd rax, dword ptr [r14 + 256]
-    mov qword ptr [r15 + 192], rax
+    mov ecx, 83
+    jmp 1f
+1:
+    cmp rcx, rax
+    jmp 1f
+1:
     test ebx, 1073741824
     jnz 1f
 1:
-    add rax, 62
-    jmp 1f
-1:
-    mov byte ptr [r15 + 960], al
-    mov eax, 193
-    test dword ptr [r15 + 7675228], 17629184
+    or r8d, r9d
+    movzx r9d, r8b
+    mov rax, rax
+    vmovdqu ymm8, ymmword ptr [r14 + 960]
+    test ebx, 1073741824
     jnz 1f
 1:
-    add qword ptr [r15 + 320], rax
-    mov dword ptr [r14 + 128], 156
+    vmovdqu ymmword ptr [r14 + 704], ymm8
     jmp 1f
 1:
+    mov rax, r8
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    sub r8, rax
+    jmp 1f
+1:
+    mov dword ptr [r14 + 1024], 76
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov eax, r8d
+    mov eax, 191
+    jmp 1f
+1:
+    add r8, 110
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r8d, r8d
+    jmp 1f
+1:
+    mov r9, r10
+    mov qword ptr [r14 + 896], rbp
+    imul r8, qword ptr [r14 + 128]
+    test bl, 36
+    jnz 1f
+1:
+    and r9, 448
+    vpaddd ymm8, ymm7, ymmword ptr [r14 + r9 + 1344]
+    sub r8, rax
+    and rax, r8
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    add r8, r8
+    mov r8d, 216
+    test ebx, 1073741824
+    jnz 1f
+1:
+    or ebp, eax
+    mov r8d, 218
+    add rbp, 69
+    mov dword ptr [r14 + 832], 216
+    test ebx, 1073741824
+    jnz 1f
+1:
+    add rbp, 21
+    shl rbp, 18
+    jmp 1f
+1:
+    add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jnz .Lc1_b2_c0
 .Lc1_b2_done:
-// block 3: 512 bytes, 2 chunk(s), 1 chunk executions per call
-    mov rbx, qword ptr [r15 + 7675264]
-    lea rcx, [rbx + 1]
-    mov qword ptr [r15 + 7675264], rcx
-    mov r13d, 1
+// block 3: 1024 bytes, 4 chunk(s), 2 chunk executions per call
+    mov rbx, qword ptr [r15 + 17364480]
+    lea rcx, [rbx + 2]
+    mov qword ptr [r15 + 17364480], rcx
+    mov r13d, 2
     mov eax, ebx
-    and eax, 1
+    and eax, 3
     lea rcx, [rip + .Lc1_b3_stubs]
     lea rcx, [rcx + rax*8]
     jmp .Lc1_b3_stubs_t
@@ -1534,1711 +1650,1946 @@ ditto_body_c1:
     jmp .Lc1_b3_c0
     .p2align 3
     jmp .Lc1_b3_c1
+    .p2align 3
+    jmp .Lc1_b3_c2
+    .p2align 3
+    jmp .Lc1_b3_c3
     .p2align 6
 .Lc1_b3_c0:
-    lea rcx, [rip + .Lc1_d832_j]
-    add rcx, qword ptr [r15 + 7675232]
-    jmp .Lc1_d832_j_t
-.Lc1_d832_j:
-    movzx ecx, al
-    movzx ecx, al
-    mov rcx, r8
-    mov r8d, eax
-    test bl, 40
-    jnz 1f
-1:
-    imul rax, rcx
-    movzx eax, al
-    add qword ptr [r15 + 832], rax
-    movzx ecx, byte ptr [r15 + 256]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov ecx, 174
+    mov rax, qword ptr [r15 + 17364440]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 17364440], rax
+    lea rcx, [rip + .Lc1_d679_j]
+    add rcx, qword ptr [r15 + 17364448]
+    jmp .Lc1_d679_j_t
+.Lc1_d679_j:
+    mov rbp, r10
     jmp 1f
 1:
-    and eax, dword ptr [r15 + 1152]
-    mov dword ptr [r15 + 256], 165
+    and rbp, 448
+    mov dword ptr [r14 + rbp + 1344], ecx
+    mov dword ptr [r14 + 256], ecx
+    movzx ebp, byte ptr [r15 + 1088]
+    test ebx, 92160
+    jnz 1f
+1:
+    mov rbp, r10
+    add rcx, 47
+    mov eax, 4
+    and rbp, 8388544
+    mov byte ptr [r15 + rbp + 8966976], r8b
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov eax, dword ptr [r15 + 640]
+    mov dword ptr [r15 + 192], 55
+    lea rdi, [r15 + 17356224]
+    mov ecx, 68
+    rep stosb
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx edi, byte ptr [r15 + 1280]
+    movzx r9d, dil
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    shr eax, 11
+    movzx r9d, byte ptr [r15 + 960]
+    mov ecx, dword ptr [r15 + 832]
     test ebx, 1073741824
     jnz 1f
 1:
     jmp 1f
 1:
-    mov r8d, dword ptr [r14 + 768]
-    mov rax, r8
-    xor ecx, r8d
+    movzx eax, byte ptr [r15 + 320]
+    mov r9d, 250
     test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    mov r8d, dword ptr [r15 + 1024]
+    jmp 1f
+1:
+    test dword ptr [r15 + 17364443], 1474560
     jnz 1f
 1:
-    mov r8, r10
-    mov ecx, 122
-    and r8, 1048512
-    and ecx, dword ptr [r15 + r8 + 2423488]
-    imul rax, rax
-    movsxd rax, dword ptr [r15 + 64]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov qword ptr [r15 + 704], rax
-    mov eax, 195
-    movzx r8d, al
-    add rax, 15
-    test ebx, 1073741824
-    jnz 1f
-1:
-    shr eax, 4
-    mov eax, 8
-    mov rax, qword ptr [r15 + 896]
-    xor dword ptr [r14 + 1088], r8d
-    test ebx, 1073741824
-    jnz 1f
-1:
-    imul eax, eax, 97
-    mov dword ptr [r15 + 192], 51
-    mov dword ptr [r14 + 192], 46
-    mov rcx, rax
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rax, rax
-    mov r8d, 41
-    movzx eax, r8b
+    mov r8d, r8d
+    mov r8d, 129
+    lea r8, [r8 + r9*2 + 22]
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b3_done
 .Lc1_b3_c1:
-    lea rcx, [rip + .Lc1_d894_j]
-    add rcx, qword ptr [r15 + 7675232]
-    jmp .Lc1_d894_j_t
-.Lc1_d894_j:
-    inc dword ptr [r14 + 704]
-    mov ecx, esi
-    mov ecx, edi
+    mov rax, qword ptr [r15 + 17364440]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 17364440], rax
+    lea rcx, [rip + .Lc1_d736_j]
+    add rcx, qword ptr [r15 + 17364448]
+    jmp .Lc1_d736_j_t
+.Lc1_d736_j:
+    mov byte ptr [r15 + 896], cl
+    mov rcx, qword ptr [r15 + 512]
+    and rcx, rcx
+    movsxd rax, dword ptr [r15 + 64]
+    test ebx, 40960
+    jnz 1f
+1:
+    and rcx, rcx
+    movzx r9d, r8b
+    mov r8d, dword ptr [r14 + 960]
+    mov ecx, 9
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov qword ptr [r14 + 64], r8
+    inc r8d
+    mov r8, rax
+    or eax, r8d
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx eax, byte ptr [r15 + 1152]
+    jmp 1f
+1:
+    jmp 1f
+1:
     jmp 1f
 1:
     test ebx, 1073741824
     jnz 1f
 1:
-    mov byte ptr [r15 + 768], dil
-    lea r8, [r10 + r10*1]
-    popcnt rcx, r8
-    and r8, 960
-    movsxd rcx, dword ptr [r15 + r8 + 1792]
+    mov r8, qword ptr [r15 + 1024]
+    movsxd rax, dword ptr [r15 + 256]
+    mov rcx, rdx
+    mov edx, dword ptr [r14 + 64]
+    test ebx, 92160
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov edx, 118
+    mov rdx, rdx
+    mov rdx, qword ptr [r15 + 128]
+    test dword ptr [r15 + 17364444], 536953344
+    jnz 1f
+1:
+    mov edx, ebp
+    vmovdqu ymmword ptr [r15 + 320], ymm8
+    movzx ebp, byte ptr [r15 + 256]
+    test ecx, esi
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov esi, dword ptr [r15 + 192]
+    mov edx, 186
+    movsxd rbp, dword ptr [r15 + 384]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movsxd rdi, dword ptr [r15 + 128]
+    mov rbp, rsi
+    mov esi, dword ptr [r15 + 384]
+    inc rbx
+    dec r13
+    jz .Lc1_b3_done
+.Lc1_b3_c2:
+    mov rax, qword ptr [r15 + 17364440]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 17364440], rax
+    lea rcx, [rip + .Lc1_d797_j]
+    add rcx, qword ptr [r15 + 17364448]
+    jmp .Lc1_d797_j_t
+.Lc1_d797_j:
+    add rcx, r9
+    mov qword ptr [r15 + 576], rax
+    imul rsi, qword ptr [r15 + 896]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r9d, 184
+    movzx r9d, dl
+    mov r9, qword ptr [r15 + 768]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    sub rdi, r9
+    mov r9, r10
+    vmovdqu ymm8, ymmword ptr [r15 + 832]
+    and r9, 8128
+    mov byte ptr [r15 + r9 + 4928], dil
+    test dword ptr [r15 + 17364444], 168296449
+    jnz 1f
+1:
+    mov dword ptr [r14 + 192], r9d
+    mov edi, dword ptr [r14 + 704]
+    mov r9, rdi
+    test dword ptr [r15 + 17364444], 572523008
+    jnz 1f
+1:
+    imul r9, qword ptr [r15 + 128]
+    mov edi, dword ptr [r15 + 256]
+    mov qword ptr [r15 + 1216], rbp
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    imul rbp, qword ptr [r15 + 1024]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and rbp, rdi
+    movzx ebp, byte ptr [r15 + 192]
     jmp 1f
 1:
     test ebx, 1073741824
     jz 1f
 1:
-    or qword ptr [r14 + 896], 81
     jmp 1f
 1:
-    movzx ecx, byte ptr [r15 + 1024]
+    vmovdqu ymm5, ymmword ptr [r14 + 192]
+    mov r8d, 58
     test ebx, 1073741824
     jnz 1f
 1:
+    mov ebp, dword ptr [r15 + 256]
+    neg rbp
+    mov edi, 239
+    add r11, 64
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b3_done
+.Lc1_b3_c3:
+    mov rax, qword ptr [r15 + 17364440]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 17364440], rax
+    lea rcx, [rip + .Lc1_d854_j]
+    add rcx, qword ptr [r15 + 17364448]
+    jmp .Lc1_d854_j_t
+.Lc1_d854_j:
+    mov rbp, r10
+    and rbp, 448
+    vmovdqu ymm8, ymmword ptr [r15 + rbp + 1344]
+    movzx ecx, dl
+    movsxd rcx, dword ptr [r15 + 832]
+    mov qword ptr [r14 + 128], rcx
+    test ebx, 1073741824
+    jz 1f
+1:
+    shl rax, 18
     jmp 1f
 1:
-    movzx ecx, cl
-    mov byte ptr [r15 + 768], cl
+    mov eax, eax
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov eax, 34
+    add rax, rcx
+    sub rax, rsi
+    mov r8, rcx
+    test ebx, 1073741824
+    jnz 1f
+1:
+    cmp rdx, rbp
+    mov rcx, rax
     jmp 1f
 1:
     test ebx, 1073741824
     jz 1f
 1:
-    imul ecx, ecx, 26
-    mov eax, ecx
-    and ecx, dword ptr [r15 + 64]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov ecx, dword ptr [r15 + 704]
-    add rcx, 88
-    imul eax, ecx, 57
-    mov eax, dword ptr [r15 + r8 + 1728]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov eax, dword ptr [r15 + 192]
-    mov qword ptr [r15 + 384], rax
-    movzx r8d, byte ptr [r15 + 832]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov eax, dword ptr [r15 + 256]
-    add rax, rax
+    cmp r8, rbp
     mov r8, r10
-    mov dword ptr [r15 + 1152], r8d
-    and r8, 448
-    mov esi, dword ptr [r15 + r8 + 1216]
-    test ebx, 1073741824
-    jz 1f
+    mov eax, 231
+    movzx eax, byte ptr [r15 + 256]
+    and r8, 524224
+    mov rcx, qword ptr [r14 + r8 + 6345536]
+    test dword ptr [r15 + 17364444], 8199
+    jnz 1f
 1:
+    mov r8d, dword ptr [r15 + 64]
+    xor r8d, ecx
+    mov rax, qword ptr [r14 + 576]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rbp, r10
+    imul r8, qword ptr [r15 + 640]
+    shl rcx, 30
+    and rbp, 1984
+    mov byte ptr [r15 + rbp + 2880], al
+    mov ecx, ebp
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rbp, qword ptr [r15 + 960]
     jmp 1f
 1:
-    movsxd r8, dword ptr [r15 + 128]
-    mov rcx, qword ptr [r15 + 768]
+    mov eax, 71
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jnz .Lc1_b3_c0
 .Lc1_b3_done:
-// block 4: 512 bytes, 2 chunk(s), 1 chunk executions per call
-    mov rbx, qword ptr [r15 + 7675272]
+// block 4: 256 bytes, 1 chunk(s), 1 chunk executions per call
+    mov rbx, qword ptr [r15 + 17364488]
     lea rcx, [rbx + 1]
-    mov qword ptr [r15 + 7675272], rcx
+    mov qword ptr [r15 + 17364488], rcx
     mov r13d, 1
-    mov eax, ebx
-    and eax, 1
-    lea rcx, [rip + .Lc1_b4_stubs]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_b4_stubs_t
-    .p2align 3
-.Lc1_b4_stubs:
-    .p2align 3
     jmp .Lc1_b4_c0
-    .p2align 3
-    jmp .Lc1_b4_c1
     .p2align 6
 .Lc1_b4_c0:
-    lea rcx, [rip + .Lc1_d965_j]
-    add rcx, qword ptr [r15 + 7675232]
-    jmp .Lc1_d965_j_t
-.Lc1_d965_j:
-    jmp 1f
-1:
-    mov rcx, rcx
-    add qword ptr [r15 + 128], rsi
-    mov rsi, rcx
-    movzx esi, byte ptr [r14 + 320]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx ecx, byte ptr [r15 + 384]
-    mov esi, ecx
-    xor dword ptr [r15 + 128], esi
-    vmovdqu ymmword ptr [r14 + 192], ymm7
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov byte ptr [r15 + 896], r8b
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rsi, rsi
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    and ecx, dword ptr [r15 + 256]
-    movzx esi, r8b
-    movsxd rsi, dword ptr [r15 + 384]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx ecx, sil
-    mov dword ptr [r15 + 832], ecx
-    mov ecx, 250
-    mov byte ptr [r15 + 512], r8b
-    mov esi, ecx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    neg rsi
-    and ecx, dword ptr [r15 + 320]
-    movsxd rsi, dword ptr [r15 + 256]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    neg rsi
-    movzx esi, al
+    lea rcx, [rip + .Lc1_d916_j]
+    add rcx, qword ptr [r15 + 17364448]
+    jmp .Lc1_d916_j_t
+.Lc1_d916_j:
+    movzx ecx, byte ptr [r15 + 960]
+    mov rax, rdx
+    neg rdi
+    add rax, rcx
     test ebx, 1073741824
     jz 1f
 1:
     jmp 1f
 1:
-    add rsi, 105
-    and esi, dword ptr [r15 + 704]
-    movzx ecx, cl
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + 192], ebp
-    movsxd rcx, dword ptr [r15 + 64]
-    mov esi, 177
-    mov eax, 61
-    inc rbx
-    dec r13
-    jz .Lc1_b4_done
-.Lc1_b4_c1:
-    lea rcx, [rip + .Lc1_d1026_j]
-    add rcx, qword ptr [r15 + 7675232]
-    jmp .Lc1_d1026_j_t
-.Lc1_d1026_j:
-    movzx ecx, byte ptr [r15 + 320]
-    shl rax, 4
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r10
+    jmp 1f
+1:
+    mov dword ptr [r15 + 128], 161
     test ebx, 1073741824
     jnz 1f
 1:
-    add rax, 13
-    mov r12, qword ptr [r15 + r12 + 56]
-    xor eax, ecx
-    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 960
+    mov dword ptr [r15 + rbp + 1856], ebp
+    neg rbp
+    mov rax, rcx
+    movsxd rbp, dword ptr [r14 + 896]
     test ebx, 1073741824
     jz 1f
 1:
-    shl rax, 24
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, 73
-    inc r9d
+    movzx ebp, byte ptr [r14 + 192]
+    movzx eax, byte ptr [r15 + 64]
+    jmp 1f
+1:
+    movzx ecx, bpl
+    test ebx, 22496
+    jnz 1f
+1:
+    vmovdqu ymmword ptr [r15 + 192], ymm5
+    movzx edx, cl
+    jmp 1f
+1:
+    movzx ecx, byte ptr [r15 + 768]
     test ebx, 1073741824
     jnz 1f
 1:
-    shl r9, 8
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    add r9, 61
+    lea rcx, [rdx + rcx*2 + 91]
+    mov ecx, edx
+    movsxd rbp, dword ptr [r15 + 576]
+    mov rcx, rdx
     test ebx, 1073741824
     jz 1f
 1:
-    mov r9d, 92
-    mov r9d, eax
-    vmovdqu ymmword ptr [r15 + 768], ymm7
-    add r9, qword ptr [r15 + 192]
+    vmovdqu ymmword ptr [r15 + 256], ymm5
+    mov qword ptr [r15 + 640], rbp
+    or ebp, ecx
+    mov rbp, rdi
     test ebx, 1073741824
     jnz 1f
 1:
-    xor r9d, eax
-    movzx r9d, cl
-    imul r9, r9
-    mov eax, r9d
-    test bl, 72
-    jnz 1f
-1:
-    movzx eax, byte ptr [r14 + 448]
-    mov dword ptr [r15 + 128], 207
-    inc dword ptr [r14 + 64]
-    movzx r9d, dl
-    test ebx, 1073741824
-    jz 1f
-1:
-    or qword ptr [r15 + 256], 93
+    mov dword ptr [r15 + 256], ebp
     jmp 1f
 1:
-    mov qword ptr [r15 + 960], rax
-    jmp 1f
-1:
-    test ebx, 2560
-    jnz 1f
-1:
-    mov rax, r9
-    and eax, dword ptr [r15 + 256]
-    mov r9d, 250
-    movzx r9d, r9b
+    mov ebp, eax
+    add rcx, 26
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r9d, edx
-    mov r9d, r9d
-    jmp 1f
+    mov dword ptr [r15 + 1088], 10
+    or ecx, ecx
+    cmp rcx, rcx
+    mov rax, rcx
+    test ebx, 18432
+    jnz 1f
 1:
-    mov edx, r9d
+    movzx ecx, al
+    add rcx, 31
+    movzx eax, dl
+    mov dword ptr [r15 + 192], eax
+    add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jnz .Lc1_b4_c0
 .Lc1_b4_done:
-// block 5: 256 bytes, 1 chunk(s), 1 chunk executions per call
-    mov rbx, qword ptr [r15 + 7675280]
+// block 5: 512 bytes, 2 chunk(s), 1 chunk executions per call
+    mov rbx, qword ptr [r15 + 17364496]
     lea rcx, [rbx + 1]
-    mov qword ptr [r15 + 7675280], rcx
+    mov qword ptr [r15 + 17364496], rcx
     mov r13d, 1
+    mov eax, ebx
+    and eax, 1
+    lea rcx, [rip + .Lc1_b5_stubs]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_b5_stubs_t
+    .p2align 3
+.Lc1_b5_stubs:
+    .p2align 3
     jmp .Lc1_b5_c0
+    .p2align 3
+    jmp .Lc1_b5_c1
     .p2align 6
 .Lc1_b5_c0:
-    lea rcx, [rip + .Lc1_d1096_j]
-    add rcx, qword ptr [r15 + 7675232]
-    jmp .Lc1_d1096_j_t
-.Lc1_d1096_j:
-    mov r9, r10
-    mov rbp, r10
-    and r9, 8128
-    mov rcx, qword ptr [r15 + r9 + 6848]
-    jmp 1f
-1:
-    mov r9, rbp
-    and rbp, 448
-    add qword ptr [r15 + rbp + 1216], rbp
+    mov rax, qword ptr [r15 + 17364440]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 17364440], rax
+    xor eax, eax
+    test dword ptr [r15 + 17364444], 537026561
+    setz al
+    lea rcx, [rip + .Lc1_d998_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d998_s_t
+    .p2align 3
+.Lc1_d998_s:
+    .p2align 3
+    jmp .Lc1_d998_j
+    .p2align 3
+    jmp .Lc1_d998_j
+.Lc1_d998_j:
+    mov ecx, 98
+    movzx eax, byte ptr [r15 + 640]
+    shl rcx, 31
+    inc edx
     test ebx, 1073741824
-    jz 1f
-1:
-    mov ebp, ebp
-    movsxd r9, dword ptr [r15 + 128]
-    mov ebp, 70
-    mov edx, 130
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov edi, dword ptr [r15 + 832]
-    test ebx, 1073741824
-    jz 1f
-1:
-    or qword ptr [r15 + 704], 67
-    add rbp, 91
-    mov ebp, ebp
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    movsxd rbp, dword ptr [r15 + 64]
-    mov ecx, esi
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx edi, r8b
-    mov rbp, rdi
-    jmp 1f
-1:
-    mov rbp, r10
-    mov dword ptr [r14 + 960], ebp
-    test ebx, 1073741824
-    jz 1f
-1:
-    and rbp, 4032
-    or qword ptr [r15 + rbp + 2752], 102
-    mov rbp, r8
-    imul rbp, rbp
-    imul r8d, edi, 125
-    test ebx, 18432
     jnz 1f
 1:
-    mov rbp, qword ptr [r14 + 1088]
-    mov edi, dword ptr [r14 + 1024]
-    mov r8d, 128
-    vmovdqu ymmword ptr [r15 + 896], ymm4
+    movsxd rcx, dword ptr [r15 + 256]
+    mov rdi, rax
+    mov edx, edi
+    test dword ptr [r15 + 17364443], 144703520
+    jnz 1f
+1:
+    xor edi, esi
+    lea rdi, [rdi + rcx*2 + 25]
+    movzx edi, cl
+    add rdi, 59
+    test dword ptr [r15 + 17364443], 67136
+    jnz 1f
+1:
+    shl rcx, 1
+    mov qword ptr [r14 + 704], rdi
+    jmp 1f
+1:
+    test bl, 72
+    jnz 1f
+1:
+    inc edi
+    shl rdi, 5
+    imul rcx, qword ptr [r15 + 576]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    vmovdqu ymmword ptr [r14 + 192], ymm5
+    and rcx, rsi
+    jmp 1f
+1:
+    mov rcx, qword ptr [r15 + 512]
+    test ebx, 2304
+    jnz 1f
+1:
+    mov rbp, r10
+    mov rcx, rdi
+    jmp 1f
+1:
+    and rbp, 448
+    movzx edi, byte ptr [r14 + rbp + 1344]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movsxd rbp, dword ptr [r15 + 128]
+    mov edi, ebp
+    movzx edi, byte ptr [r15 + 256]
+    mov ecx, ebp
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov ebp, eax
+    mov edi, ebp
+    mov ebp, r9d
+    test ebx, 61296
+    jz 1f
+1:
+    movzx ebp, byte ptr [r15 + 320]
+    movzx edi, bpl
+    cmp rcx, rdi
+    add r11, 64
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b5_done
+.Lc1_b5_c1:
+    lea rcx, [rip + .Lc1_d1066_j]
+    add rcx, qword ptr [r15 + 17364448]
+    jmp .Lc1_d1066_j_t
+.Lc1_d1066_j:
+    mov ecx, 184
+    mov ebp, dword ptr [r15 + 1216]
+    mov rcx, qword ptr [r15 + 192]
+    movzx edi, byte ptr [r15 + 320]
     test ebx, 1073741824
     jz 1f
 1:
-    or edi, r8d
-    movsxd r8, dword ptr [r15 + 192]
-    imul rdi, rbp
+    mov dword ptr [r14 + 128], 56
+    vpcmpeqb xmm5, xmm5, xmmword ptr [r14 + 832]
+    movsxd rcx, dword ptr [r15 + 1152]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov byte ptr [r15 + 384], cl
+    mov rcx, qword ptr [r15 + 384]
+    mov rbp, qword ptr [r15 + 640]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rcx, rdi
+    mov ecx, 90
+    movzx ecx, r9b
+    mov rbp, r10
+    test ebx, 1073741824
+    jz 1f
+1:
+    and rbp, 1984
+    vpaddd ymm5, ymm5, ymmword ptr [r15 + rbp + 2880]
+    mov edi, ebp
+    movzx r9d, dil
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov edi, dword ptr [r15 + 576]
+    jmp 1f
+1:
+    mov rbp, qword ptr [r15 + 448]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov ebp, ecx
+    mov ebp, ecx
+    jmp 1f
+1:
+    mov rbp, rcx
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov byte ptr [r15 + 64], dil
+    jmp 1f
+1:
+    inc r9d
+    test bl, 24
+    jnz 1f
+1:
+    shl r9, 23
+    jmp 1f
+1:
+    movzx r9d, r9b
+    xor ebp, r9d
+    test ebx, 1073741824
+    jz 1f
+1:
+    add rdi, 24
+    mov edi, 191
+    movzx edi, byte ptr [r15 + 896]
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jnz .Lc1_b5_c0
 .Lc1_b5_done:
-// block 6: 64 bytes, 1 chunk(s), 1 chunk executions per call
-    mov rbx, qword ptr [r15 + 7675288]
+// block 6: 256 bytes, 1 chunk(s), 1 chunk executions per call
+    mov rbx, qword ptr [r15 + 17364504]
     lea rcx, [rbx + 1]
-    mov qword ptr [r15 + 7675288], rcx
+    mov qword ptr [r15 + 17364504], rcx
     mov r13d, 1
     jmp .Lc1_b6_c0
     .p2align 6
 .Lc1_b6_c0:
-    lea rcx, [rip + .Lc1_d1166_j]
-    add rcx, qword ptr [r15 + 7675232]
-    jmp .Lc1_d1166_j_t
-.Lc1_d1166_j:
-    mov rcx, rcx
-    vmovdqu ymmword ptr [r14 + 960], ymm15
-    lea rdi, [r15 + 7667008]
-    mov ecx, 91
-    rep stosb
-    mov edx, ecx
+    mov rax, qword ptr [r15 + 17364440]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 17364440], rax
+    lea rcx, [rip + .Lc1_d1138_j]
+    add rcx, qword ptr [r15 + 17364448]
+    jmp .Lc1_d1138_j_t
+.Lc1_d1138_j:
+    add rcx, rax
+    movzx esi, al
+    jmp 1f
+1:
+    vmovdqu ymm5, ymmword ptr [r14 + 768]
+    jmp 1f
+1:
+    test dword ptr [r15 + 17364443], 136577056
+    jnz 1f
+1:
+    mov rcx, qword ptr [r15 + 704]
+    jmp 1f
+1:
+    vmovdqu ymm5, ymmword ptr [r14 + 576]
+    mov rsi, rax
     test ebx, 1073741824
     jz 1f
 1:
-    mov edi, edx
-    mov edi, dword ptr [r14 + 128]
-    add rdi, 2
-    vpaddq xmm7, xmm7, xmmword ptr [r14 + 256]
+    or ecx, ecx
+    mov rcx, rcx
+    mov byte ptr [r15 + 832], sil
+    mov ecx, 178
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and rsi, rsi
+    shr eax, 15
+    add r9, 18
+    mov eax, 147
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rsi, r8
+    test esi, r9d
+    jmp 1f
+1:
+    mov byte ptr [r15 + 704], al
+    mov r9d, dword ptr [r14 + 640]
+    test ebx, 1073741824
+    jz 1f
+1:
+    cmp r8, rsi
+    movsxd r9, dword ptr [r15 + 384]
+    movzx esi, byte ptr [r14 + 576]
+    sub rsi, rax
+    test dword ptr [r15 + 17364444], 201590784
+    jnz 1f
+1:
+    mov r8d, r9d
+    mov rsi, r8
+    imul r9, qword ptr [r15 + 640]
+    mov r8, rdi
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    xchg r8, r9
+    mov ecx, r9d
+    test ebx, 29184
+    jnz 1f
+1:
+    mov r9, qword ptr [r15 + 768]
+    movzx r8d, byte ptr [r15 + 256]
+    shr r9d, 7
+    mov rcx, rcx
     inc rbx
     dec r13
     jnz .Lc1_b6_c0
 .Lc1_b6_done:
-// block 7: 4096 bytes, 16 chunk(s), 8 chunk executions per call
-    mov rbx, qword ptr [r15 + 7675296]
-    lea rcx, [rbx + 8]
-    mov qword ptr [r15 + 7675296], rcx
-    mov r13d, 8
-    mov eax, ebx
-    and eax, 15
-    lea rcx, [rip + .Lc1_b7_stubs]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_b7_stubs_t
-    .p2align 3
-.Lc1_b7_stubs:
-    .p2align 3
+// block 7: 64 bytes, 1 chunk(s), 1 chunk executions per call
+    mov rbx, qword ptr [r15 + 17364512]
+    lea rcx, [rbx + 1]
+    mov qword ptr [r15 + 17364512], rcx
+    mov r13d, 1
     jmp .Lc1_b7_c0
-    .p2align 3
-    jmp .Lc1_b7_c1
-    .p2align 3
-    jmp .Lc1_b7_c2
-    .p2align 3
-    jmp .Lc1_b7_c3
-    .p2align 3
-    jmp .Lc1_b7_c4
-    .p2align 3
-    jmp .Lc1_b7_c5
-    .p2align 3
-    jmp .Lc1_b7_c6
-    .p2align 3
-    jmp .Lc1_b7_c7
-    .p2align 3
-    jmp .Lc1_b7_c8
-    .p2align 3
-    jmp .Lc1_b7_c9
-    .p2align 3
-    jmp .Lc1_b7_c10
-    .p2align 3
-    jmp .Lc1_b7_c11
-    .p2align 3
-    jmp .Lc1_b7_c12
-    .p2align 3
-    jmp .Lc1_b7_c13
-    .p2align 3
-    jmp .Lc1_b7_c14
-    .p2align 3
-    jmp .Lc1_b7_c15
     .p2align 6
 .Lc1_b7_c0:
-    mov rax, qword ptr [r15 + 7675224]
+    mov rax, qword ptr [r15 + 17364440]
     imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 7675224], rax
-    lea rcx, [rip + .Lc1_d1198_j]
-    add rcx, qword ptr [r15 + 7675232]
-    jmp .Lc1_d1198_j_t
-.Lc1_d1198_j:
-    add rcx, rcx
-    add rcx, qword ptr [r14 + 512]
-    mov dword ptr [r15 + 0], ecx
-    lea rax, [rcx + rcx*2 + 86]
-    test ebx, 1073741824
+    mov qword ptr [r15 + 17364440], rax
+    lea rcx, [rip + .Lc1_d1207_j]
+    add rcx, qword ptr [r15 + 17364448]
+    jmp .Lc1_d1207_j_t
+.Lc1_d1207_j:
+    mov ecx, 248
+    mov eax, r8d
+    mov eax, 253
+    mov eax, 213
+    test ebx, 29184
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], cl
-    mov rbp, r10
-    movsxd rcx, dword ptr [r15 + 64]
-    and rbp, 448
-    movsxd rsi, dword ptr [r15 + rbp + 1216]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov ebp, dword ptr [r15 + 832]
+    mov eax, eax
     jmp 1f
 1:
-    mov rsi, qword ptr [r15 + 384]
-    jmp 1f
-1:
-    test dword ptr [r15 + 7675228], 268435844
-    jnz 1f
-1:
-    jmp 1f
-1:
-    add qword ptr [r15 + 256], rbp
-    jmp 1f
-1:
-    test bl, 192
-    jnz 1f
-1:
-    mov ebp, esi
-    movsxd rbp, dword ptr [r15 + 768]
-    movzx esi, bpl
-    mov dword ptr [r15 + 960], esi
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov esi, 211
-    mov rbp, r10
-    shl rsi, 17
-    mov ecx, dword ptr [r15 + 576]
-    and rbp, 4032
-    mov dword ptr [r15 + rbp + 2752], 223
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx ecx, byte ptr [r14 + 320]
-    add rsi, rcx
-    cmp r9, rbp
-    mov edx, dword ptr [r15 + 448]
-    test dword ptr [r15 + 7675227], 285278464
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov qword ptr [r14 + 128], rdx
-    mov ebp, dword ptr [r15 + 192]
-    add r11, 64
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b7_done
-.Lc1_b7_c1:
-    lea rcx, [rip + .Lc1_d1255_j]
-    add rcx, qword ptr [r15 + 7675232]
-    jmp .Lc1_d1255_j_t
-.Lc1_d1255_j:
-    mov edx, 141
-    movsxd rdx, dword ptr [r15 + 320]
-    jmp 1f
-1:
-    mov rbp, rax
-    test ebx, 1632
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    and rdx, rdx
-    test ebx, 576
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    cmp rbp, rbp
-    mov qword ptr [r15 + 256], r9
-    mov rbp, r10
-    imul edx, ebp, 88
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov edx, ebp
-    and rbp, 960
-    mov rdx, qword ptr [r14 + rbp + 1728]
-    mov qword ptr [r14 + 64], rdx
-    movsxd rcx, dword ptr [r15 + 640]
-    test ebx, 1504
-    jz 1f
-1:
-    mov byte ptr [r15 + 1088], sil
-    mov dword ptr [r15 + 448], 247
-    mov r8d, 71
-    test ebx, 1073741824
-    jnz 1f
-1:
-    sub rdx, r8
-    movzx edx, r8b
-    sub rdx, r8
-    xor r8d, esi
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r8, rdx
-    mov r8d, 228
-    mov dword ptr [r15 + 704], 152
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    sub rdx, r8
-    mov edx, r8d
-    sub rdx, r8
-    test ebx, 1073741824
-    jnz 1f
-1:
-    or qword ptr [r15 + 128], 121
-    add rdx, rdi
-    shl rdx, 20
-    add r11, 64
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b7_done
-.Lc1_b7_c2:
-    mov rax, qword ptr [r15 + 7675224]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 7675224], rax
-    lea rcx, [rip + .Lc1_d1322_j]
-    add rcx, qword ptr [r15 + 7675232]
-    jmp .Lc1_d1322_j_t
-.Lc1_d1322_j:
-    mov dword ptr [r15 + 320], eax
-    mov r9d, 232
-    mov edi, 15
-    movzx ecx, cl
-    cmp rax, rsi
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov eax, dword ptr [r14 + 256]
-    or qword ptr [r15 + 128], 87
-    mov dword ptr [r15 + 384], edi
-    mov edi, dword ptr [r15 + 192]
-    test dword ptr [r15 + 7675227], 18880512
-    jnz 1f
-1:
-    mov edi, ebp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, 86
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rdi, rdi
-    mov rdi, rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, rdi
-    test dword ptr [r15 + 7675227], 268435848
-    jnz 1f
-1:
-    mov edi, ebp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rdi
-    and edi, dword ptr [r14 + 896]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    sub r9, rdi
-    jmp 1f
-1:
-    mov r9, qword ptr [r15 + 1024]
-    mov ebp, esi
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 512], ebp
-    vmovdqu ymmword ptr [r15 + 64], ymm15
-    jmp 1f
-1:
-    test dword ptr [r15 + 7675228], 65676
-    jnz 1f
-1:
-    mov ebp, 151
-    movzx ebp, bpl
-    movzx eax, byte ptr [r15 + 192]
-    movsxd r9, dword ptr [r15 + 576]
-    inc rbx
-    dec r13
-    jz .Lc1_b7_done
-.Lc1_b7_c3:
-    mov rax, qword ptr [r15 + 7675224]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 7675224], rax
-    lea rcx, [rip + .Lc1_d1379_j]
-    add rcx, qword ptr [r15 + 7675232]
-    jmp .Lc1_d1379_j_t
-.Lc1_d1379_j:
-    movsxd rcx, dword ptr [r15 + 448]
-    movzx esi, byte ptr [r14 + 256]
-    movzx eax, byte ptr [r15 + 640]
-    lea r9, [rax + rcx*2 + 101]
-    test dword ptr [r15 + 7675228], 33571849
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov edx, dword ptr [r14 + 832]
-    or ecx, edx
-    test ebx, 1073741824
-    jz 1f
-1:
-    neg rsi
-    mov r9, rsi
-    lea rdi, [r15 + 7667008]
-    lea rsi, [r15 + 7671104]
-    mov ecx, 89
-    rep movsb
-    test dword ptr [r15 + 7675228], 73770
-    jz 1f
-1:
-    xor r9d, r8d
-    jmp 1f
-1:
-    test r9d, r8d
-    test bl, 192
-    jnz 1f
-1:
-    mov byte ptr [r14 + 128], sil
-    movzx r9d, byte ptr [r15 + 384]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    test r9d, r9d
-    movsxd rsi, dword ptr [r15 + 64]
-    or qword ptr [r15 + 768], 37
-    test ebx, 46592
-    jz 1f
-1:
-    mov qword ptr [r15 + 192], rsi
-    jmp 1f
-1:
-    add rsi, 31
-    test dword ptr [r15 + 7675227], 17174536
-    jz 1f
-1:
-    shl rsi, 30
-    mov r9d, esi
-    shr r9d, 28
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r9, r9
-    inc r9d
-    movzx esi, r9b
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and r9, rsi
-    mov edi, 121
-    mov r12, qword ptr [r15 + r12 + 56]
-    inc rbx
-    dec r13
-    jz .Lc1_b7_done
-.Lc1_b7_c4:
-    mov rax, qword ptr [r15 + 7675224]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 7675224], rax
-    lea rcx, [rip + .Lc1_d1441_j]
-    add rcx, qword ptr [r15 + 7675232]
-    jmp .Lc1_d1441_j_t
-.Lc1_d1441_j:
-    mov eax, 21
-    test eax, eax
-    mov r9, r10
-    mov eax, 36
-    movzx eax, al
-    test ebx, 1073741824
-    jz 1f
-1:
-    and r9, 8128
-    vmovdqu ymmword ptr [r15 + r9 + 6848], ymm7
-    mov dword ptr [r14 + 448], 169
-    mov r12, qword ptr [r15 + r12 + 56]
-    neg rcx
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    add rcx, rcx
-    mov byte ptr [r15 + 0], r9b
-    mov rax, r8
-    test ebx, 1073741824
-    jnz 1f
-1:
-    shl rax, 26
-    xor eax, ecx
-    add rax, 103
-    mov qword ptr [r15 + 512], r8
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and rax, rdi
-    movsxd rbp, dword ptr [r15 + 320]
-    jmp 1f
-1:
-    test dword ptr [r15 + 7675228], 671432704
-    jz 1f
-1:
-    mov dword ptr [r14 + 128], ebp
-    inc ebp
-    neg rbp
-    mov eax, ebp
-    test bl, 192
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov ebp, dword ptr [r15 + 192]
-    jmp 1f
-1:
-    mov rax, qword ptr [r15 + 1152]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    movzx ebp, al
-    shr eax, 20
-    movzx eax, byte ptr [r15 + 256]
-    test ebx, 1073741824
-    jz 1f
-1:
-    add rbp, rax
-    jmp 1f
-1:
-    mov eax, dword ptr [r15 + 576]
-    add r11, 64
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b7_done
-.Lc1_b7_c5:
-    mov rax, qword ptr [r15 + 7675224]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 7675224], rax
-    lea rcx, [rip + .Lc1_d1505_j]
-    add rcx, qword ptr [r15 + 7675232]
-    jmp .Lc1_d1505_j_t
-.Lc1_d1505_j:
-    jmp 1f
-1:
-    mov ecx, 180
-    mov rcx, qword ptr [r14 + 896]
-    mov eax, dword ptr [r14 + 64]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov ecx, 10
-    mov ebp, dword ptr [r15 + 256]
-    jmp 1f
-1:
-    sub rcx, rbp
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    add rbp, rbp
-    movzx ebp, bpl
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov eax, 130
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov ebp, eax
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    xor ebp, eax
-    mov ebp, 67
-    movzx eax, byte ptr [r15 + 960]
-    mov qword ptr [r15 + 640], rbp
-    test dword ptr [r15 + 7675228], 1141112864
-    jnz 1f
-1:
-    and ebp, dword ptr [r15 + 384]
-    movzx eax, byte ptr [r15 + 512]
-    movzx ecx, al
-    test ebx, 1073741824
-    jnz 1f
-1:
-    shr eax, 15
-    mov rbp, r10
-    neg rcx
-    mov rcx, rcx
-    and rbp, 448
-    inc dword ptr [r15 + rbp + 1216]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + 704], ebp
-    sub rsi, rbp
-    mov rsi, qword ptr [r15 + 128]
-    add r11, 64
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b7_done
-.Lc1_b7_c6:
-    mov rax, qword ptr [r15 + 7675224]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 7675224], rax
-    lea rcx, [rip + .Lc1_d1567_j]
-    add rcx, qword ptr [r15 + 7675232]
-    jmp .Lc1_d1567_j_t
-.Lc1_d1567_j:
-    jmp 1f
-1:
-    and rbp, rax
-    neg r8
-    and esi, dword ptr [r14 + 320]
-    test ebx, 1073741824
-    jz 1f
-1:
-    and ecx, dword ptr [r15 + 576]
-    add rcx, qword ptr [r15 + 256]
-    jmp 1f
-1:
-    mov rsi, qword ptr [r15 + 192]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    vmovdqu ymmword ptr [r14 + 384], ymm7
-    movzx ecx, r9b
-    movzx ebp, byte ptr [r15 + 768]
-    cmp rbp, rbp
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov ebp, 107
-    mov qword ptr [r15 + 320], rbp
-    mov rbp, rbp
-    mov dword ptr [r15 + 192], 23
-    test dword ptr [r15 + 7675228], 157696448
-    jnz 1f
-1:
-    mov qword ptr [r15 + 0], rdx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], ecx
-    shl rcx, 17
-    jmp 1f
-1:
-    mov edx, 215
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r9d, edx
-    movzx ebp, byte ptr [r15 + 64]
-    mov edx, 163
-    add r9, 75
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r9d, edx
-    inc edx
-    movsxd rdx, dword ptr [r15 + 448]
-    jmp 1f
-1:
-    test dword ptr [r15 + 7675228], 343933184
-    jnz 1f
-1:
-    jmp 1f
-1:
-    inc dword ptr [r15 + 128]
-    mov rdx, rdx
-    inc rbx
-    dec r13
-    jz .Lc1_b7_done
-.Lc1_b7_c7:
-    mov rax, qword ptr [r15 + 7675224]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 7675224], rax
-    lea rcx, [rip + .Lc1_d1627_j]
-    add rcx, qword ptr [r15 + 7675232]
-    jmp .Lc1_d1627_j_t
-.Lc1_d1627_j:
-    shr ecx, 29
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 178
-    movzx eax, dl
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    add qword ptr [r15 + 0], rax
-    mov eax, ecx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r9, r10
-    movzx ecx, cl
-    mov ecx, dword ptr [r15 + 256]
-    and r9, 1048512
-    mov rax, qword ptr [r15 + r9 + 2423488]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movsxd r9, dword ptr [r14 + 640]
-    mov ecx, r9d
-    shr r9d, 7
-    test dword ptr [r15 + 7675228], 528409
-    jz 1f
-1:
-    mov qword ptr [r15 + 128], rdx
-    and ebp, dword ptr [r14 + 0]
-    mov byte ptr [r15 + 1024], bpl
-    test dword ptr [r15 + 7675228], 67174536
-    jnz 1f
-1:
-    mov r9, qword ptr [r14 + 832]
-    mov rax, qword ptr [r15 + 192]
-    add rax, rax
-    movzx ebp, r8b
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    shr eax, 21
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + 64], eax
-    add rsi, rax
-    shr esi, 1
-    or esi, eax
-    test ebx, 1073741824
-    jnz 1f
-1:
-    inc esi
-    shr esi, 25
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    movsxd rcx, dword ptr [r15 + 512]
-    movsxd r8, dword ptr [r15 + 384]
-    movzx r9d, r8b
-    add r11, 64
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b7_done
-.Lc1_b7_c8:
-    mov rax, qword ptr [r15 + 7675224]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 7675224], rax
-    lea rcx, [rip + .Lc1_d1693_j]
-    add rcx, qword ptr [r15 + 7675232]
-    jmp .Lc1_d1693_j_t
-.Lc1_d1693_j:
-    xor edi, eax
-    sub rcx, rbp
-    mov rdi, qword ptr [r15 + 256]
-    mov rax, qword ptr [r15 + 192]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, dword ptr [r15 + 704]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    xor edx, ecx
-    mov rcx, qword ptr [r15 + 320]
-    mov dword ptr [r14 + 384], 77
-    test dword ptr [r15 + 7675227], 66305
-    jnz 1f
-1:
-    cmp rbp, rcx
-    mov rdx, rcx
-    jmp 1f
-1:
-    or ecx, edx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and rcx, rcx
-    movzx ecx, cl
-    shl rcx, 22
-    inc ecx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov ecx, ecx
-    lea rdx, [rbp + rcx*2 + 54]
-    mov ecx, dword ptr [r15 + 448]
-    mov edx, ecx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rcx, rbp
-    add rdx, rcx
-    movzx ecx, dl
-    mov byte ptr [r14 + 0], cl
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and edx, dword ptr [r15 + 576]
-    mov dword ptr [r15 + 64], 159
-    mov rbp, rdx
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + 1088], esi
-    jmp 1f
-1:
-    mov r9d, dword ptr [r15 + 512]
-    add qword ptr [r15 + 128], rbp
-    inc rbx
-    dec r13
-    jz .Lc1_b7_done
-.Lc1_b7_c9:
-    mov rax, qword ptr [r15 + 7675224]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 7675224], rax
-    lea rcx, [rip + .Lc1_d1756_j]
-    add rcx, qword ptr [r15 + 7675232]
-    jmp .Lc1_d1756_j_t
-.Lc1_d1756_j:
-    mov r9, r10
-    and r9, 448
-    movzx ecx, byte ptr [r15 + r9 + 1216]
-    jmp 1f
-1:
-    sub r9, rcx
-    and r9d, dword ptr [r15 + 64]
-    test dword ptr [r15 + 7675227], 268829184
-    jnz 1f
-1:
-    mov r9, r9
-    mov r9, qword ptr [r14 + 640]
-    mov ecx, r9d
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r9d, ecx
-    add rcx, rdx
-    cmp rcx, rdi
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov ecx, dword ptr [r15 + 128]
-    cmp r9, rcx
-    mov r9d, dword ptr [r15 + 256]
-    xor ecx, r9d
-    test dword ptr [r15 + 7675227], 406848128
-    jz 1f
-1:
-    movzx ecx, cl
-    mov dword ptr [r15 + 192], ecx
-    add rcx, 82
-    test dword ptr [r15 + 7675228], 1601
-    jnz 1f
-1:
-    movsxd rax, dword ptr [r15 + 960]
-    jmp 1f
-1:
-    mov rcx, rcx
-    mov r9, r10
-    test dword ptr [r15 + 7675227], 71352320
-    jnz 1f
-1:
-    jmp 1f
-1:
-    and r9, 4032
-    mov byte ptr [r15 + r9 + 2752], cl
-    mov ecx, 152
-    add rcx, rcx
-    test dword ptr [r15 + 7675228], 1073946688
-    jz 1f
-1:
-    inc ecx
-    vmovdqu ymmword ptr [r15 + 320], ymm11
-    movsxd rcx, dword ptr [r14 + 256]
-    test dword ptr [r15 + 7675227], 537003520
-    jnz 1f
-1:
-    mov rax, qword ptr [r14 + 896]
-    jmp 1f
-1:
-    movzx ecx, al
-    add r11, 64
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b7_done
-.Lc1_b7_c10:
-    mov rax, qword ptr [r15 + 7675224]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 7675224], rax
-    lea rcx, [rip + .Lc1_d1818_j]
-    add rcx, qword ptr [r15 + 7675232]
-    jmp .Lc1_d1818_j_t
-.Lc1_d1818_j:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, ecx
-    mov r8d, 86
-    mov eax, 198
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rcx, dword ptr [r15 + 320]
-    test dword ptr [r15 + 7675227], 16785666
-    jnz 1f
-1:
-    and rax, rcx
-    sub rax, rcx
-    movzx eax, al
-    movzx eax, byte ptr [r15 + 576]
-    test ebx, 1152
-    jnz 1f
-1:
-    mov dword ptr [r15 + 64], 90
-    jmp 1f
-1:
-    movzx eax, al
-    mov r8, r10
-    test ebx, 446464
-    jz 1f
-1:
-    mov ecx, dword ptr [r15 + 448]
-    and r8, 960
-    mov dword ptr [r15 + r8 + 1728], 131
-    add qword ptr [r15 + 832], r8
-    mov rdi, qword ptr [r15 + 384]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    or r8d, edi
-    mov rbp, r8
-    movsxd rbp, dword ptr [r15 + 512]
-    test ebx, 1073741824
-    jz 1f
-1:
-    movsxd r8, dword ptr [r15 + 64]
-    or ebp, r8d
-    mov rbp, rdi
-    movsxd rdi, dword ptr [r14 + 192]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov edi, r8d
-    mov rdi, qword ptr [r15 + 768]
-    xor dword ptr [r14 + 128], edi
-    test ebx, 479232
-    jz 1f
-1:
-    xor edi, r8d
-    jmp 1f
-1:
-    mov r8d, edi
-    add r11, 64
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b7_done
-.Lc1_b7_c11:
-    mov rax, qword ptr [r15 + 7675224]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 7675224], rax
-    lea rcx, [rip + .Lc1_d1879_j]
-    add rcx, qword ptr [r15 + 7675232]
-    jmp .Lc1_d1879_j_t
-.Lc1_d1879_j:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, dl
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 206
-    test ebx, 380928
-    jz 1f
-1:
-    bt rax, rcx
-    mov ecx, esi
-    movzx ecx, al
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], 207
-    movzx ecx, byte ptr [r15 + 512]
-    sub r8, rcx
-    xor r8d, ecx
-    test dword ptr [r15 + 7675227], 57348
-    jnz 1f
-1:
-    mov r8d, dword ptr [r15 + 256]
-    mov rbp, qword ptr [r15 + 640]
-    add rcx, rbp
-    mov byte ptr [r15 + 256], cl
-    test ebx, 1073741824
-    jnz 1f
-1:
-    sub rcx, r8
-    xor r8d, ecx
-    jmp 1f
-1:
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r8d, r8d
-    cmp r8, rcx
-    vpshufb ymm11, ymm1, ymm2
-    movzx r8d, byte ptr [r15 + 1152]
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx r8d, r8b
-    cmp r8, r8
-    inc dword ptr [r14 + 192]
-    movsxd rcx, dword ptr [r15 + 384]
-    test ebx, 576
-    jnz 1f
-1:
-    vmovdqu ymmword ptr [r14 + 128], ymm11
-    inc dword ptr [r15 + 448]
-    mov rax, qword ptr [r15 + 704]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r8d, 120
-    jmp 1f
-1:
-    inc ebp
-    inc rbx
-    dec r13
-    jz .Lc1_b7_done
-.Lc1_b7_c12:
-    mov rax, qword ptr [r15 + 7675224]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 7675224], rax
-    lea rcx, [rip + .Lc1_d1940_j]
-    add rcx, qword ptr [r15 + 7675232]
-    jmp .Lc1_d1940_j_t
-.Lc1_d1940_j:
-    mov r8d, 1
-    jmp 1f
-1:
-    mov ecx, r8d
-    mov eax, ecx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r8d, 140
-    mov rcx, r8
-    movsxd rax, dword ptr [r14 + 256]
-    test ebx, 384
+    mov r8, r9
+    test dword ptr [r15 + 17364443], 802832
     jnz 1f
-1:
-    mov r8d, dword ptr [r15 + 448]
-    mov dword ptr [r15 + 128], r8d
-    movzx ecx, r8b
-    and r8d, dword ptr [r14 + 1024]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], ecx
-    xor r8d, ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 7675227], 83902530
-    jz 1f
-1:
-    mov ecx, r8d
-    mov ecx, ecx
-    jmp 1f
-1:
-    shr eax, 3
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    shl r8, 31
-    test dword ptr [r15 + 7675228], 268698630
-    jz 1f
-1:
-    mov qword ptr [r15 + 192], rcx
-    shr r8d, 12
-    shl rcx, 26
-    jmp 1f
-1:
-    test dword ptr [r15 + 7675227], 262166
-    jnz 1f
-1:
-    sub rax, rcx
-    xor ecx, ebp
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    xor ecx, eax
-    mov eax, dword ptr [r15 + 896]
-    movzx edi, byte ptr [r14 + 384]
-    mov r9d, dword ptr [r15 + 64]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + 576], 54
-    add qword ptr [r15 + 64], r9
-    mov r8d, dword ptr [r15 + 320]
-    inc rbx
-    dec r13
-    jz .Lc1_b7_done
-.Lc1_b7_c13:
-    mov rax, qword ptr [r15 + 7675224]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 7675224], rax
-    lea rcx, [rip + .Lc1_d2003_j]
-    add rcx, qword ptr [r15 + 7675232]
-    jmp .Lc1_d2003_j_t
-.Lc1_d2003_j:
-    jmp 1f
 1:
-    mov ecx, 114
-    mov eax, ecx
     movzx r9d, al
-    test ebx, 1073741824
-    jnz 1f
-1:
-    add rcx, r9
-    movzx ecx, cl
-    jmp 1f
-1:
-    sub rcx, r9
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov qword ptr [r15 + 0], rcx
-    sub r9, rcx
-    movzx edi, r8b
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx r9d, r9b
-    mov r12, qword ptr [r15 + r12 + 56]
-    test r9d, r9d
-    vmovdqu ymmword ptr [r15 + 0], ymm11
-    test ebx, 1073741824
-    jz 1f
-1:
-    xor edi, r9d
-    jmp 1f
-1:
-    add rax, 14
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rcx, qword ptr [r15 + 192]
-    xor ecx, edx
-    mov rdi, qword ptr [r15 + 512]
-    mov dword ptr [r15 + 768], 199
-    test dword ptr [r15 + 7675228], 68225026
-    jz 1f
-1:
-    jmp 1f
-1:
-    movsxd rcx, dword ptr [r15 + 128]
-    movzx edi, byte ptr [r15 + 256]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    and rdi, rdi
-    shl rdi, 16
-    mov rdi, qword ptr [r15 + 320]
-    and edi, dword ptr [r14 + 640]
-    test dword ptr [r15 + 7675228], 4229136
-    jnz 1f
-1:
-    or edi, edi
-    sub rdi, rcx
-    inc dword ptr [r14 + 384]
-    add qword ptr [r15 + 832], rdi
-    inc rbx
-    dec r13
-    jz .Lc1_b7_done
-.Lc1_b7_c14:
-    mov rax, qword ptr [r15 + 7675224]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 7675224], rax
-    lea rcx, [rip + .Lc1_d2065_j]
-    add rcx, qword ptr [r15 + 7675232]
-    jmp .Lc1_d2065_j_t
-.Lc1_d2065_j:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    cmp rdi, rcx
-    mov r9d, dword ptr [r15 + 448]
-    test ebx, 360320
-    jnz 1f
-1:
-    mov edx, 222
-    movzx ecx, byte ptr [r15 + 256]
-    mov rbp, r10
-    movzx eax, byte ptr [r14 + 192]
-    and rbp, 448
-    mov r9d, dword ptr [r15 + rbp + 1216]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rbp, r9
-    mov byte ptr [r15 + 64], bpl
-    mov r9d, eax
-    test dword ptr [r15 + 7675228], 2131010
-    jz 1f
-1:
-    mov r9d, ebp
-    mov rdx, rbp
-    mov dword ptr [r15 + 512], esi
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov ebp, dword ptr [r15 + 128]
-    and rbp, rsi
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r14 + 1088], 10
-    xor edx, r9d
-    mov dword ptr [r15 + 320], edx
-    add qword ptr [r15 + 64], rsi
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx ecx, byte ptr [r15 + 576]
-    movzx ebp, cl
-    sub rcx, rbp
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rdi, rcx
-    movzx ecx, bpl
-    mov byte ptr [r15 + 960], sil
-    shr ebp, 15
-    test ebx, 1073741824
-    jz 1f
-1:
-    movsxd rbp, dword ptr [r15 + 704]
-    mov esi, esi
-    mov esi, 165
-    add r11, 64
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b7_done
-.Lc1_b7_c15:
-    mov rax, qword ptr [r15 + 7675224]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 7675224], rax
-    lea rcx, [rip + .Lc1_d2127_j]
-    add rcx, qword ptr [r15 + 7675232]
-    jmp .Lc1_d2127_j_t
-.Lc1_d2127_j:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    test bl, 192
-    jnz 1f
-1:
-    mov byte ptr [r15 + 0], cl
-    mov ecx, dword ptr [r15 + 128]
-    inc ecx
-    shl rcx, 5
-    test ebx, 1073741824
-    jz 1f
-1:
-    neg rcx
-    mov ecx, 167
-    neg rcx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    inc dword ptr [r15 + 448]
-    movzx edi, cl
-    mov ecx, esi
-    or esi, ecx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov rsi, r8
-    sub rdi, rcx
-    test dword ptr [r15 + 7675227], 1091571712
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 256], esi
-    mov esi, 33
-    mov esi, 58
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    movzx esi, sil
-    mov rsi, rsi
-    mov edi, dword ptr [r14 + 896]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rsi, qword ptr [r15 + 64]
-    jmp 1f
-1:
-    mov rdi, qword ptr [r15 + 192]
-    test ebx, 1073741824
-    jz 1f
-1:
-    vmovdqu ymmword ptr [r14 + 0], ymm11
-    mov qword ptr [r15 + 384], r8
-    movzx r8d, dil
-    and r8d, dword ptr [r15 + 320]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    vpaddd ymm11, ymm11, ymmword ptr [r15 + 640]
-    jmp 1f
-1:
+    mov qword ptr [r14 + 576], r9
+    or eax, r9d
     inc rbx
     dec r13
     jnz .Lc1_b7_c0
 .Lc1_b7_done:
-    mov qword ptr [r15 + 7675200], r11
-    mov qword ptr [r15 + 7675208], r10
-    mov qword ptr [r15 + 7675216], r12
+// block 8: 4096 bytes, 16 chunk(s), 8 chunk executions per call
+    mov rbx, qword ptr [r15 + 17364520]
+    lea rcx, [rbx + 8]
+    mov qword ptr [r15 + 17364520], rcx
+    mov r13d, 8
+    mov eax, ebx
+    and eax, 15
+    lea rcx, [rip + .Lc1_b8_stubs]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_b8_stubs_t
+    .p2align 3
+.Lc1_b8_stubs:
+    .p2align 3
+    jmp .Lc1_b8_c0
+    .p2align 3
+    jmp .Lc1_b8_c1
+    .p2align 3
+    jmp .Lc1_b8_c2
+    .p2align 3
+    jmp .Lc1_b8_c3
+    .p2align 3
+    jmp .Lc1_b8_c4
+    .p2align 3
+    jmp .Lc1_b8_c5
+    .p2align 3
+    jmp .Lc1_b8_c6
+    .p2align 3
+    jmp .Lc1_b8_c7
+    .p2align 3
+    jmp .Lc1_b8_c8
+    .p2align 3
+    jmp .Lc1_b8_c9
+    .p2align 3
+    jmp .Lc1_b8_c10
+    .p2align 3
+    jmp .Lc1_b8_c11
+    .p2align 3
+    jmp .Lc1_b8_c12
+    .p2align 3
+    jmp .Lc1_b8_c13
+    .p2align 3
+    jmp .Lc1_b8_c14
+    .p2align 3
+    jmp .Lc1_b8_c15
+    .p2align 6
+.Lc1_b8_c0:
+    mov rax, qword ptr [r15 + 17364440]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 17364440], rax
+    lea rcx, [rip + .Lc1_d1241_j]
+    add rcx, qword ptr [r15 + 17364448]
+    jmp .Lc1_d1241_j_t
+.Lc1_d1241_j:
+    mov rcx, r9
+    or r8d, ecx
+    and rcx, r8
+    movzx r8d, al
+    test dword ptr [r15 + 17364444], 8392737
+    jnz 1f
+1:
+    jmp 1f
+1:
+    shr eax, 4
+    neg rax
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx r8d, byte ptr [r14 + 832]
+    mov dword ptr [r15 + 64], 71
+    mov eax, r8d
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r8, r8
+    add qword ptr [r15 + 384], rdx
+    mov r8, r8
+    xor r8d, r9d
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and r8, r8
+    imul rax, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r8, r10
+    mov eax, dword ptr [r15 + 320]
+    movzx ecx, byte ptr [r15 + 192]
+    movsxd r9, dword ptr [r15 + 128]
+    and r8, 8128
+    mov dword ptr [r14 + r8 + 13120], r8d
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r8, qword ptr [r15 + 256]
+    sub rax, r8
+    mov r8, qword ptr [r15 + 512]
+    test dword ptr [r15 + 17364443], 136323076
+    jnz 1f
+1:
+    inc eax
+    jmp 1f
+1:
+    mov r8, qword ptr [r15 + 640]
+    mov esi, esi
+    test ebx, 1073741824
+    jnz 1f
+1:
+    lea rcx, [rax + rax*2 + 67]
+    mov rsi, qword ptr [r15 + 768]
+    movzx eax, r9b
+    add r11, 64
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b8_done
+.Lc1_b8_c1:
+    mov rax, qword ptr [r15 + 17364440]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 17364440], rax
+    lea rcx, [rip + .Lc1_d1303_j]
+    add rcx, qword ptr [r15 + 17364448]
+    jmp .Lc1_d1303_j_t
+.Lc1_d1303_j:
+    movsxd rax, dword ptr [r14 + 192]
+    mov rcx, qword ptr [r15 + 384]
+    movzx esi, byte ptr [r15 + 128]
+    movzx r9d, sil
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov esi, 32
+    jmp 1f
+1:
+    mov rax, rsi
+    test dword ptr [r15 + 17364443], 737280
+    jnz 1f
+1:
+    neg rax
+    test eax, eax
+    add rax, 113
+    mov rsi, rax
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r9d, dword ptr [r15 + 256]
+    imul r9, qword ptr [r15 + 0]
+    add r9, rdx
+    add r8, qword ptr [r15 + 0]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    cmp r8, r9
+    and r8, r8
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r9, r10
+    inc r8d
+    mov r8, r8
+    movsxd r8, dword ptr [r15 + 320]
+    and r9, 960
+    movsxd rax, dword ptr [r14 + r9 + 1856]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r14 + 896], r9d
+    vpaddd ymm5, ymm5, ymmword ptr [r15 + 576]
+    vpaddd ymm8, ymm5, ymmword ptr [r15 + 64]
+    and r9d, dword ptr [r15 + 704]
+    test ebx, 1073741824
+    jz 1f
+1:
+    and r9d, dword ptr [r15 + 960]
+    neg r8
+    mov qword ptr [r15 + 448], rax
+    mov dword ptr [r15 + 512], eax
+    add r11, 64
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b8_done
+.Lc1_b8_c2:
+    mov rax, qword ptr [r15 + 17364440]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 17364440], rax
+    lea rcx, [rip + .Lc1_d1363_j]
+    add rcx, qword ptr [r15 + 17364448]
+    jmp .Lc1_d1363_j_t
+.Lc1_d1363_j:
+    jmp 1f
+1:
+    mov ebp, dword ptr [r15 + 256]
+    movzx ecx, byte ptr [r15 + 320]
+    shr ecx, 27
+    test ebx, 1073741824
+    jnz 1f
+1:
+    add rbp, qword ptr [r14 + 640]
+    jmp 1f
+1:
+    mov rax, rbp
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rbp, rsi
+    jmp 1f
+1:
+    xor ebp, eax
+    mov eax, 47
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 192], ebp
+    mov rbp, r10
+    test dword ptr [r15 + 17364443], 8463392
+    jz 1f
+1:
+    sub rax, rbp
+    mov rax, qword ptr [r14 + 768]
+    and rbp, 448
+    movsxd rcx, dword ptr [r15 + rbp + 1344]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov ebp, dword ptr [r15 + 1280]
+    mov rax, rbp
+    movzx eax, cl
+    lea rax, [r8 + rax*2 + 38]
+    test dword ptr [r15 + 17364444], 3276804
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov rax, rax
+    or eax, eax
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov ecx, ecx
+    mov qword ptr [r15 + 0], rbp
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + 64], ebp
+    mov ecx, dword ptr [r15 + 128]
+    movzx ebp, al
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov ebp, 143
+    mov rax, rbp
+    movzx ebp, byte ptr [r14 + 448]
+    add r11, 64
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b8_done
+.Lc1_b8_c3:
+    mov rax, qword ptr [r15 + 17364440]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 17364440], rax
+    lea rcx, [rip + .Lc1_d1429_j]
+    add rcx, qword ptr [r15 + 17364448]
+    jmp .Lc1_d1429_j_t
+.Lc1_d1429_j:
+    jmp 1f
+1:
+    test eax, ecx
+    mov rax, rbp
+    mov dword ptr [r15 + 576], 136
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov eax, 100
+    test ebp, ecx
+    vmovdqu ymmword ptr [r14 + 832], ymm5
+    movsxd rcx, dword ptr [r14 + 256]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    vpaddd ymm5, ymm5, ymmword ptr [r15 + 512]
+    sub rbp, rcx
+    xor ebp, eax
+    test dword ptr [r15 + 17364444], 1345323520
+    jz 1f
+1:
+    add rbp, qword ptr [r15 + 0]
+    jmp 1f
+1:
+    movzx edx, bpl
+    mov ebp, 63
+    test ebx, 1152
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    shl rbp, 13
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], bpl
+    mov rbp, rbp
+    add rbp, qword ptr [r15 + 320]
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx ebp, bpl
+    movzx ebp, byte ptr [r15 + 1024]
+    mov ecx, 45
+    test ebx, 320
+    jnz 1f
+1:
+    neg rcx
+    mov rbp, rcx
+    mov dword ptr [r15 + 128], 79
+    mov dword ptr [r14 + 192], ebp
+    test ebx, 1073741824
+    jnz 1f
+1:
+    inc ebp
+    mov rax, qword ptr [r15 + 384]
+    mov byte ptr [r15 + 192], al
+    inc rbx
+    dec r13
+    jz .Lc1_b8_done
+.Lc1_b8_c4:
+    mov rax, qword ptr [r15 + 17364440]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 17364440], rax
+    lea rcx, [rip + .Lc1_d1487_j]
+    add rcx, qword ptr [r15 + 17364448]
+    jmp .Lc1_d1487_j_t
+.Lc1_d1487_j:
+    mov dword ptr [r15 + 896], eax
+    lea rdi, [r15 + 17356224]
+    lea rsi, [r15 + 17360320]
+    mov ecx, 67
+    rep movsb
+    jmp 1f
+1:
+    movzx ecx, dil
+    test dword ptr [r15 + 17364444], 20976160
+    jz 1f
+1:
+    movzx edi, byte ptr [r14 + 256]
+    mov ecx, 97
+    movsxd rcx, dword ptr [r15 + 192]
+    imul rsi, qword ptr [r15 + 0]
+    test ebx, 1073741824
+    jz 1f
+1:
+    add qword ptr [r15 + 0], r9
+    shr esi, 2
+    mov byte ptr [r15 + 0], sil
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov qword ptr [r15 + 0], r9
+    movzx esi, sil
+    movsxd rsi, dword ptr [r15 + 64]
+    mov ecx, 3
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov esi, 218
+    mov edi, 5
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx edi, dil
+    or edi, esi
+    mov ecx, edi
+    mov rcx, qword ptr [r15 + 384]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    neg rcx
+    mov qword ptr [r15 + 320], rcx
+    mov rdx, qword ptr [r15 + 448]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rcx, rdx
+    movzx r9d, byte ptr [r14 + 128]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    test dword ptr [r15 + 17364444], 671109120
+    jnz 1f
+1:
+    sub rcx, r9
+    xor dword ptr [r15 + 640], ecx
+    movzx ecx, byte ptr [r15 + 704]
+    inc rbx
+    dec r13
+    jz .Lc1_b8_done
+.Lc1_b8_c5:
+    mov rax, qword ptr [r15 + 17364440]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 17364440], rax
+    lea rcx, [rip + .Lc1_d1548_j]
+    add rcx, qword ptr [r15 + 17364448]
+    jmp .Lc1_d1548_j_t
+.Lc1_d1548_j:
+    mov r9, rcx
+    jmp 1f
+1:
+    mov ecx, 232
+    movzx ecx, byte ptr [r15 + 192]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    add rcx, 70
+    or r9d, ecx
+    vmovdqu ymmword ptr [r15 + 0], ymm5
+    imul r9, qword ptr [r15 + 0]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, dword ptr [r14 + 64]
+    test dword ptr [r15 + 17364443], 545267744
+    jnz 1f
+1:
+    movzx r9d, cl
+    movzx eax, byte ptr [r14 + 256]
+    jmp 1f
+1:
+    vmovdqu ymm5, ymmword ptr [r15 + 512]
+    test ebx, 1073741824
+    jz 1f
+1:
+    inc r9d
+    mov r9, qword ptr [r14 + 384]
+    add rcx, 64
+    test ebx, 1073741824
+    jnz 1f
+1:
+    xor ecx, r8d
+    jmp 1f
+1:
+    add qword ptr [r15 + 1088], rcx
+    movzx r9d, cl
+    test ebx, 1073741824
+    jnz 1f
+1:
+    or ecx, r9d
+    inc ecx
+    inc r9d
+    inc dword ptr [r15 + 576]
+    test ebx, 1073741824
+    jz 1f
+1:
+    imul r9, qword ptr [r15 + 768]
+    add r9, qword ptr [r15 + 128]
+    movzx ecx, al
+    mov ecx, 187
+    test ebx, 1073741824
+    jz 1f
+1:
+    lea r9, [rcx + rax*2 + 16]
+    mov r9d, dword ptr [r15 + 960]
+    jmp 1f
+1:
+    mov rcx, rcx
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and rcx, rcx
+    movzx ecx, r8b
+    xor ecx, r9d
+    inc rbx
+    dec r13
+    jz .Lc1_b8_done
+.Lc1_b8_c6:
+    mov rax, qword ptr [r15 + 17364440]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 17364440], rax
+    lea rcx, [rip + .Lc1_d1614_j]
+    add rcx, qword ptr [r15 + 17364448]
+    jmp .Lc1_d1614_j_t
+.Lc1_d1614_j:
+    mov r12, qword ptr [r15 + r12 + 56]
+    neg rbp
+    inc ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    shr ecx, 11
+    jmp 1f
+1:
+    movzx ecx, al
+    test bl, 192
+    jnz 1f
+1:
+    vmovdqu ymmword ptr [r15 + 0], ymm5
+    mov rax, rcx
+    movzx ecx, al
+    mov rbp, r10
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    movsxd rdi, dword ptr [r14 + 640]
+    and rbp, 1984
+    movzx eax, byte ptr [r15 + rbp + 2880]
+    mov rbp, r10
+    test dword ptr [r15 + 17364443], 872415296
+    jnz 1f
+1:
+    shr ecx, 22
+    mov qword ptr [r15 + 192], rax
+    and rbp, 8128
+    mov byte ptr [r15 + rbp + 4928], al
+    movzx eax, bpl
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + 320], r9d
+    movzx edi, byte ptr [r15 + 64]
+    mov ebp, 227
+    test ebx, 1696
+    jnz 1f
+1:
+    mov dword ptr [r15 + 832], eax
+    neg rbp
+    mov rbp, r10
+    mov eax, dword ptr [r14 + 256]
+    test ebx, 237568
+    jz 1f
+1:
+    and rbp, 448
+    add rax, qword ptr [r15 + rbp + 1344]
+    movsxd rbp, dword ptr [r15 + 448]
+    or eax, ebp
+    add r11, 64
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b8_done
+.Lc1_b8_c7:
+    mov rax, qword ptr [r15 + 17364440]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 17364440], rax
+    lea rcx, [rip + .Lc1_d1672_j]
+    add rcx, qword ptr [r15 + 17364448]
+    jmp .Lc1_d1672_j_t
+.Lc1_d1672_j:
+    add rcx, rcx
+    sub rcx, rbp
+    mov rbp, rax
+    mov r9, r10
+    and ebp, dword ptr [r14 + 256]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and r9, 8388544
+    and ebp, dword ptr [r14 + r9 + 8966976]
+    or qword ptr [r15 + 192], 81
+    mov qword ptr [r15 + 128], rbp
+    test ebx, 1073741824
+    jnz 1f
+1:
+    shl rbp, 18
+    mov ecx, dword ptr [r15 + 512]
+    mov rbp, rcx
+    add qword ptr [r14 + 0], rbp
+    test dword ptr [r15 + 17364443], 268976131
+    jz 1f
+1:
+    inc ecx
+    mov dword ptr [r15 + 1024], 97
+    mov r12, qword ptr [r15 + r12 + 56]
+    test bl, 192
+    jnz 1f
+1:
+    mov edi, ecx
+    jmp 1f
+1:
+    mov ecx, edi
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, r8b
+    mov rdi, rcx
+    movzx edi, byte ptr [r15 + 64]
+    test ebx, 1073741824
+    jz 1f
+1:
+    add rcx, qword ptr [r15 + 576]
+    mov edi, 177
+    mov edi, ebp
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movsxd rax, dword ptr [r15 + 384]
+    jmp 1f
+1:
+    mov r8d, eax
+    shr r8d, 19
+    test ebx, 1073741824
+    jz 1f
+1:
+    movsxd r8, dword ptr [r15 + 704]
+    mov eax, r8d
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r8d, eax
+    or r8d, r8d
+    cmp r8, rax
+    add r11, 64
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b8_done
+.Lc1_b8_c8:
+    mov rax, qword ptr [r15 + 17364440]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 17364440], rax
+    lea rcx, [rip + .Lc1_d1738_j]
+    add rcx, qword ptr [r15 + 17364448]
+    jmp .Lc1_d1738_j_t
+.Lc1_d1738_j:
+    sub rax, rcx
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov ecx, 56
+    test dword ptr [r15 + 17364444], 33588236
+    jz 1f
+1:
+    movsxd rcx, dword ptr [r14 + 64]
+    mov byte ptr [r15 + 640], al
+    movzx eax, byte ptr [r14 + 384]
+    or qword ptr [r15 + 896], 33
+    test ebx, 1073741824
+    jnz 1f
+1:
+    sub rax, rcx
+    mov rdx, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    add rax, r8
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    movzx ecx, byte ptr [r15 + 1152]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov eax, dword ptr [r14 + 256]
+    inc dword ptr [r15 + 128]
+    mov ecx, eax
+    mov r8d, dword ptr [r15 + 320]
+    test ebx, 1073741824
+    jz 1f
+1:
+    inc eax
+    mov r8d, eax
+    mov byte ptr [r15 + 768], cl
+    mov eax, dword ptr [r15 + 448]
+    test dword ptr [r15 + 17364444], 1073946688
+    jz 1f
+1:
+    jmp 1f
+1:
+    mov ecx, eax
+    vmovdqu ymm5, ymmword ptr [r15 + 512]
+    imul rcx, qword ptr [r15 + 192]
+    test dword ptr [r15 + 17364443], 1074299392
+    jnz 1f
+1:
+    mov rcx, rax
+    xor ecx, eax
+    jmp 1f
+1:
+    mov eax, r8d
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movzx eax, al
+    inc rbx
+    dec r13
+    jz .Lc1_b8_done
+.Lc1_b8_c9:
+    mov rax, qword ptr [r15 + 17364440]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 17364440], rax
+    lea rcx, [rip + .Lc1_d1799_j]
+    add rcx, qword ptr [r15 + 17364448]
+    jmp .Lc1_d1799_j_t
+.Lc1_d1799_j:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, eax
+    sub rcx, rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 128
+    mov r12, qword ptr [r15 + r12 + 56]
+    sub rdx, rcx
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    shl rdx, 28
+    movzx edx, byte ptr [r15 + 832]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rdi, rcx
+    movzx edi, al
+    mov ecx, dword ptr [r15 + 256]
+    add rdi, rcx
+    test ebx, 36864
+    jnz 1f
+1:
+    movzx ecx, byte ptr [r15 + 128]
+    mov edx, 42
+    mov rdi, qword ptr [r15 + 576]
+    movzx edx, byte ptr [r15 + 320]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov ecx, dword ptr [r14 + 960]
+    mov dword ptr [r14 + 256], 216
+    jmp 1f
+1:
+    movsxd rdi, dword ptr [r15 + 192]
+    test dword ptr [r15 + 17364443], 536874144
+    jz 1f
+1:
+    mov rcx, qword ptr [r15 + 448]
+    mov edi, 77
+    xor dword ptr [r14 + 64], edx
+    inc rbx
+    dec r13
+    jz .Lc1_b8_done
+.Lc1_b8_c10:
+    mov rax, qword ptr [r15 + 17364440]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 17364440], rax
+    lea rcx, [rip + .Lc1_d1853_j]
+    add rcx, qword ptr [r15 + 17364448]
+    jmp .Lc1_d1853_j_t
+.Lc1_d1853_j:
+    mov qword ptr [r15 + 896], rax
+    xor ecx, esi
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 368640
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov ecx, 160
+    mov eax, 109
+    test dword ptr [r15 + 17364444], 268453000
+    jz 1f
+1:
+    and rsi, rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, byte ptr [r15 + 320]
+    sub rax, rcx
+    test ebx, 1073741824
+    jnz 1f
+1:
+    add rax, 87
+    and rax, rsi
+    movsxd rax, dword ptr [r14 + 192]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    add rax, qword ptr [r15 + 384]
+    sub rax, rcx
+    mov esi, dword ptr [r14 + 256]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    inc esi
+    jmp 1f
+1:
+    mov eax, dword ptr [r15 + 128]
+    test ebx, 640
+    jnz 1f
+1:
+    movzx eax, byte ptr [r15 + 640]
+    add rax, qword ptr [r15 + 704]
+    mov esi, eax
+    imul rsi, qword ptr [r15 + 512]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov byte ptr [r14 + 384], sil
+    jmp 1f
+1:
+    mov r8, r10
+    movzx esi, r8b
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and r8, 448
+    mov dword ptr [r15 + r8 + 1344], eax
+    mov r8d, r8d
+    vmovdqu ymm9, ymmword ptr [r15 + 64]
+    add r11, 64
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b8_done
+.Lc1_b8_c11:
+    mov rax, qword ptr [r15 + 17364440]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 17364440], rax
+    lea rcx, [rip + .Lc1_d1914_j]
+    add rcx, qword ptr [r15 + 17364448]
+    jmp .Lc1_d1914_j_t
+.Lc1_d1914_j:
+    vmovdqu ymmword ptr [r14 + 0], ymm3
+    movzx ecx, cl
+    jmp 1f
+1:
+    mov ecx, 237
+    test ebx, 1073741824
+    jnz 1f
+1:
+    or ecx, edi
+    mov ecx, ecx
+    mov r9d, 108
+    test dword ptr [r15 + 17364443], 1074923008
+    jz 1f
+1:
+    movzx ecx, byte ptr [r15 + 1216]
+    inc dword ptr [r14 + 320]
+    mov r9, r10
+    mov qword ptr [r14 + 576], r9
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and r9, 960
+    mov dword ptr [r15 + r9 + 1856], 225
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + 256], ymm9
+    xor r9d, ecx
+    test dword ptr [r15 + 17364444], 8393736
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    sub rcx, rsi
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    shl rcx, 3
+    shl rcx, 7
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov ecx, dword ptr [r15 + 448]
+    mov r9d, 234
+    mov r9d, ebp
+    mov r9, rcx
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx ecx, byte ptr [r15 + 128]
+    add qword ptr [r15 + 64], rcx
+    mov byte ptr [r15 + 1024], r8b
+    test ebx, 1073741824
+    jz 1f
+1:
+    neg rcx
+    vpaddd ymm9, ymm9, ymmword ptr [r15 + 192]
+    jmp 1f
+1:
+    add r11, 64
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b8_done
+.Lc1_b8_c12:
+    mov rax, qword ptr [r15 + 17364440]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 17364440], rax
+    xor eax, eax
+    test dword ptr [r15 + 17364443], 134226984
+    setz al
+    lea rcx, [rip + .Lc1_d1974_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d1974_s_t
+    .p2align 3
+.Lc1_d1974_s:
+    .p2align 3
+    jmp .Lc1_d1974_j
+    .p2align 3
+    jmp .Lc1_d1974_j
+.Lc1_d1974_j:
+    mov r12, qword ptr [r15 + r12 + 56]
+    neg rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ecx, ecx
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx ecx, bpl
+    inc dword ptr [r15 + 64]
+    mov dword ptr [r15 + 384], ecx
+    mov rbp, rcx
+    test dword ptr [r15 + 17364443], 1073775113
+    jnz 1f
+1:
+    mov qword ptr [r15 + 320], rax
+    add rcx, rbp
+    mov rcx, qword ptr [r14 + 512]
+    mov dword ptr [r15 + 128], 226
+    test ebx, 1073741824
+    jz 1f
+1:
+    lea rbp, [rcx + rcx*2 + 112]
+    mov ebp, ebp
+    mov ebp, ebp
+    movzx ebp, byte ptr [r15 + 640]
+    test dword ptr [r15 + 17364443], 2103808
+    jnz 1f
+1:
+    mov dword ptr [r14 + 0], 243
+    vpaddd ymm9, ymm9, ymmword ptr [r15 + 832]
+    movsxd rbp, dword ptr [r15 + 768]
+    mov r9d, 230
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov ecx, 30
+    imul r9, qword ptr [r15 + 256]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    test ebx, 5120
+    jnz 1f
+1:
+    mov qword ptr [r15 + 192], r9
+    shr r9d, 22
+    mov r9d, 68
+    and r9, rdx
+    test ebx, 446464
+    jz 1f
+1:
+    jmp 1f
+1:
+    xor r9d, ecx
+    mov ecx, 194
+    shr r9d, 10
+    inc rbx
+    dec r13
+    jz .Lc1_b8_done
+.Lc1_b8_c13:
+    mov rax, qword ptr [r15 + 17364440]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 17364440], rax
+    lea rcx, [rip + .Lc1_d2036_j]
+    add rcx, qword ptr [r15 + 17364448]
+    jmp .Lc1_d2036_j_t
+.Lc1_d2036_j:
+    add qword ptr [r15 + 512], rcx
+    cmp rcx, rcx
+    mov ecx, dword ptr [r15 + 1280]
+    test ecx, ecx
+    test dword ptr [r15 + 17364444], 17039380
+    jnz 1f
+1:
+    jmp 1f
+1:
+    or qword ptr [r15 + 256], 1
+    mov ecx, ecx
+    test dword ptr [r15 + 17364443], 27541504
+    jz 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, ecx
+    test ebx, 1073741824
+    jnz 1f
+1:
+    or ecx, ecx
+    mov dword ptr [r15 + 0], ecx
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    neg r9
+    add rcx, qword ptr [r15 + 960]
+    mov qword ptr [r15 + 576], rcx
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r9d, 26
+    mov qword ptr [r15 + 448], rcx
+    sub rcx, r9
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    movsxd r9, dword ptr [r14 + 704]
+    neg rcx
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx ecx, byte ptr [r15 + 896]
+    jmp 1f
+1:
+    mov eax, 79
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov dword ptr [r15 + 128], eax
+    mov r9, rbp
+    movzx r9d, byte ptr [r14 + 192]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov ecx, 92
+    mov qword ptr [r14 + 384], r9
+    mov r9, rcx
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov ecx, r9d
+    inc r9d
+    test r9d, r9d
+    inc rbx
+    dec r13
+    jz .Lc1_b8_done
+.Lc1_b8_c14:
+    lea rcx, [rip + .Lc1_d2098_j]
+    add rcx, qword ptr [r15 + 17364448]
+    jmp .Lc1_d2098_j_t
+.Lc1_d2098_j:
+    mov edi, dword ptr [r15 + 256]
+    jmp 1f
+1:
+    mov ecx, 183
+    mov rcx, qword ptr [r14 + 640]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r9d, r9d
+    mov dword ptr [r15 + 448], 95
+    mov r9, rdi
+    mov ecx, 67
+    test ebx, 1073741824
+    jz 1f
+1:
+    test edi, ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx edi, dl
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r8d, edi
+    xor dword ptr [r15 + 0], edi
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    vpcmpeqb xmm9, xmm9, xmmword ptr [r14 + 0]
+    jmp 1f
+1:
+    shr edi, 9
+    test ebx, 1073741824
+    jnz 1f
+1:
+    lea rdi, [rdi + rdi*2 + 22]
+    vmovdqu ymmword ptr [r15 + 768], ymm9
+    mov rdi, rdi
+    mov ecx, edi
+    test ebx, 1632
+    jnz 1f
+1:
+    movzx edi, byte ptr [r15 + 64]
+    lock add qword ptr [r15 + 832], rdi
+    mov ecx, 189
+    neg rdi
+    test ebx, 1073741824
+    jz 1f
+1:
+    and rdi, rdi
+    mov dword ptr [r15 + 320], 251
+    neg rdx
+    and rdx, rdx
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r8, r10
+    mov rdx, qword ptr [r15 + 192]
+    mov qword ptr [r15 + 128], rdi
+    and r8, 448
+    vmovdqu ymm9, ymmword ptr [r15 + r8 + 1344]
+    add r11, 64
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b8_done
+.Lc1_b8_c15:
+    mov rax, qword ptr [r15 + 17364440]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 17364440], rax
+    lea rcx, [rip + .Lc1_d2163_j]
+    add rcx, qword ptr [r15 + 17364448]
+    jmp .Lc1_d2163_j_t
+.Lc1_d2163_j:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov ecx, eax
+    xor dword ptr [r14 + 1024], eax
+    test ebx, 736
+    jnz 1f
+1:
+    and ecx, dword ptr [r15 + 320]
+    neg rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    xor eax, ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov eax, 163
+    mov r12, qword ptr [r15 + r12 + 56]
+    and eax, dword ptr [r15 + 256]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + 384], 184
+    movsxd rax, dword ptr [r15 + 64]
+    inc ecx
+    movzx ecx, byte ptr [r15 + 192]
+    mov r8, r10
+    test ebx, 1073741824
+    jz 1f
+1:
+    and r8, 2097088
+    and ecx, dword ptr [r15 + r8 + 6869824]
+    mov r8d, eax
+    mov r8d, 168
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r8d, 68
+    movzx eax, byte ptr [r14 + 512]
+    mov r8d, 104
+    mov r8d, r8d
+    test dword ptr [r15 + 17364444], 1073790984
+    jnz 1f
+1:
+    movsxd rax, dword ptr [r14 + 576]
+    jmp 1f
+1:
+    shl rcx, 26
+    test ebx, 1073741824
+    jnz 1f
+1:
+    shl rcx, 7
+    or eax, eax
+    movzx ecx, sil
+    add r11, 64
+    add r10, r11
+    inc rbx
+    dec r13
+    jnz .Lc1_b8_c0
+.Lc1_b8_done:
+    mov qword ptr [r15 + 17364416], r11
+    mov qword ptr [r15 + 17364424], r10
+    mov qword ptr [r15 + 17364432], r12
     ldmxcsr dword ptr [rsp]
     vzeroupper
     add rsp, 8
@@ -3257,24 +3608,26 @@ ditto_body_c1:
 ditto_body_init_c1:
     mov r8, qword ptr [rdi]
     movabs rax, 0x0
-    mov qword ptr [r8 + 7675240], rax
+    mov qword ptr [r8 + 17364456], rax
     movabs rax, 0x9e3779b97f4a7c15
-    mov qword ptr [r8 + 7675248], rax
-    movabs rax, 0x3c6ef372fe94f828
-    mov qword ptr [r8 + 7675256], rax
-    movabs rax, 0xdaa66d2c7ddf743e
-    mov qword ptr [r8 + 7675264], rax
+    mov qword ptr [r8 + 17364464], rax
+    movabs rax, 0x3c6ef372fe94f82a
+    mov qword ptr [r8 + 17364472], rax
+    movabs rax, 0xdaa66d2c7ddf743c
+    mov qword ptr [r8 + 17364480], rax
     movabs rax, 0x78dde6e5fd29f054
-    mov qword ptr [r8 + 7675272], rax
-    movabs rax, 0x1715609f7c746c69
-    mov qword ptr [r8 + 7675280], rax
+    mov qword ptr [r8 + 17364488], rax
+    movabs rax, 0x1715609f7c746c68
+    mov qword ptr [r8 + 17364496], rax
     movabs rax, 0xb54cda58fbbee87e
-    mov qword ptr [r8 + 7675288], rax
-    movabs rax, 0x538454127b096490
-    mov qword ptr [r8 + 7675296], rax
-    movabs rax, 0xde0f90d6d3a4e4e3
-    mov qword ptr [r8 + 7675224], rax
-    mov qword ptr [r8 + 7675232], 0
+    mov qword ptr [r8 + 17364504], rax
+    movabs rax, 0x538454127b096493
+    mov qword ptr [r8 + 17364512], rax
+    movabs rax, 0xf1bbcdcbfa53e0a0
+    mov qword ptr [r8 + 17364520], rax
+    movabs rax, 0xf9cc25064338e795
+    mov qword ptr [r8 + 17364440], rax
+    mov qword ptr [r8 + 17364448], 0
     lea rdi, [r8 + 56]
     xor ecx, ecx
 2:  imul rax, rcx, 5
@@ -3290,7 +3643,7 @@ ditto_body_init_c1:
     ret
     .size ditto_body_init_c1, .-ditto_body_init_c1
 
-// ---- cluster c2: 7146 instructions per call, 11 blocks
+// ---- cluster c2: 7748 instructions per call, 11 blocks
     .text
     .globl ditto_body_c2
     .type ditto_body_c2, @function
@@ -3310,9 +3663,9 @@ ditto_body_c2:
     or eax, 0x8040
     mov dword ptr [rsp + 4], eax
     ldmxcsr dword ptr [rsp + 4]
-    mov r11, qword ptr [r15 + 11724224]
-    mov r10, qword ptr [r15 + 11724232]
-    mov r12, qword ptr [r15 + 11724240]
+    mov r11, qword ptr [r15 + 6415296]
+    mov r10, qword ptr [r15 + 6415304]
+    mov r12, qword ptr [r15 + 6415312]
     and r12, 0
     xor eax, eax
     xor ecx, ecx
@@ -3339,434 +3692,92 @@ ditto_body_c2:
     pxor xmm14, xmm14
     pxor xmm15, xmm15
 // block 0: 64 bytes, 1 chunk(s), 1 chunk executions per call
-    mov rbx, qword ptr [r15 + 11724264]
+    mov rbx, qword ptr [r15 + 6415336]
     lea rcx, [rbx + 1]
-    mov qword ptr [r15 + 11724264], rcx
+    mov qword ptr [r15 + 6415336], rcx
     mov r13d, 1
     jmp .Lc2_b0_c0
     .p2align 6
 .Lc2_b0_c0:
-    mov qword ptr [r14 + 2176], rcx
-    add rax, qword ptr [r15 + 640]
-    mov rbp, r11
-    test ebx, 1073741824
-    jz 1f
+    mov ecx, ecx
+    mov dword ptr [r15 + 1024], ecx
+    mov rax, rsi
+    mov ebp, 153
+    jmp 1f
 1:
-    and rbp, 1984
-    mov dword ptr [r14 + rbp + 2880], 233
+    jmp 1f
+1:
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx ebp, byte ptr [r14 + 128]
-    add r11, 64
+    jmp 1f
+1:
+    mov qword ptr [r15 + 320], rcx
+    mov dword ptr [r15 + 448], 175
+    mov ecx, edx
+    mov r12, qword ptr [r15 + r12 + 56]
     inc rbx
     dec r13
     jnz .Lc2_b0_c0
 .Lc2_b0_done:
-// block 1: 1024 bytes, 4 chunk(s), 20 chunk executions per call
-    mov rbx, qword ptr [r15 + 11724272]
-    lea rcx, [rbx + 20]
-    mov qword ptr [r15 + 11724272], rcx
-    mov r13d, 20
+// block 1: 64 bytes, 1 chunk(s), 6 chunk executions per call
+    mov rbx, qword ptr [r15 + 6415344]
+    lea rcx, [rbx + 6]
+    mov qword ptr [r15 + 6415344], rcx
+    mov r13d, 6
     jmp .Lc2_b1_c0
     .p2align 6
 .Lc2_b1_c0:
-    lea rcx, [rip + .Lc2_d66_j]
-    add rcx, qword ptr [r15 + 11724256]
-    jmp .Lc2_d66_j_t
-.Lc2_d66_j:
-    movq xmm15, rbp
+    movzx ecx, cl
     mov rbp, r11
-    mov r8, r11
-    and rbp, 1048512
-    mov dword ptr [r15 + rbp + 2278208], 175
-    and r8, 131008
-    add rbp, qword ptr [r15 + r8 + 2147136]
+    or qword ptr [r14 + 1216], 110
+    mov qword ptr [r15 + 960], rbp
     test ebx, 1073741824
     jnz 1f
 1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    pxor xmm15, xmm14
+    and rbp, 8128
+    mov byte ptr [r15 + rbp + 22336], al
+    mov eax, ebp
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    por xmm15, xmm7
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov eax, 68
-    paddq xmm15, xmmword ptr [r14 + 384]
-    mov dword ptr [r15 + 576], r9d
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rax, qword ptr [r15 + 320]
-    mov rbp, r11
-    mov qword ptr [r15 + 640], rbp
-    pcmpeqb xmm15, xmm11
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and rbp, 8388544
-    add qword ptr [r15 + rbp + 3326784], rbp
-    or r9d, 1
+    or ebp, 1
     xor edx, edx
-    div r9d
-    mov byte ptr [r15 + 512], dl
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r9, qword ptr [r15 + 64]
-    movsxd rdx, dword ptr [r15 + 320]
-    movsxd rax, dword ptr [r14 + 768]
-    test ebx, 1073741824
-    jz 1f
-1:
-    addsd xmm15, qword ptr [r15 + 448]
-    and eax, dword ptr [r15 + 256]
-    shr r9d, 30
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc2_b1_done
-.Lc2_b1_c1:
-    add rbp, qword ptr [r15 + 448]
-    and ebp, dword ptr [r15 + 576]
-    mov rdx, qword ptr [r15 + 64]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, 41
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov edx, 149
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r11
-    or r9d, 1
-    xor edx, edx
-    div r9d
-    test ebx, 1073741824
-    jnz 1f
-1:
-    or qword ptr [r15 + 0], 39
-    and rbp, 448
-    addsd xmm15, qword ptr [r14 + rbp + 832]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov ebp, 47
-    mov dword ptr [r15 + 128], eax
-    inc dword ptr [r15 + 512]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov eax, dword ptr [r15 + 384]
-    mov rbp, r11
-    bswap rax
-    and rbp, 4032
-    paddq xmm15, xmmword ptr [r14 + rbp + 9024]
-    test ebx, 73728
-    jz 1f
-1:
-    mov rbp, r11
-    mov eax, dword ptr [r14 + 192]
-    and rbp, 448
-    movzx r9d, byte ptr [r15 + rbp + 1344]
-    movsd xmm15, qword ptr [r15 + 256]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc2_b1_done
-.Lc2_b1_c2:
-    lea rcx, [rip + .Lc2_d171_j]
-    add rcx, qword ptr [r15 + 11724256]
-    jmp .Lc2_d171_j_t
-.Lc2_d171_j:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], cl
-    jmp 1f
-1:
-    mov rcx, rcx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rsi
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rbp, r11
-    and ecx, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, 95
-    and rbp, 448
-    movsxd r9, dword ptr [r14 + rbp + 832]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov byte ptr [r15 + 640], bpl
-    mov byte ptr [r15 + 128], r9b
-    jmp 1f
-1:
-    pcmpeqb xmm15, xmm2
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r9d, 213
-    jmp 1f
-1:
-    mov esi, ebp
-    mov dword ptr [r15 + 320], 42
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx ebp, r9b
-    mov ebp, 68
-    mov byte ptr [r15 + 192], bpl
-    mov dword ptr [r15 + 256], 151
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + 128], ebp
-    mov dword ptr [r15 + 384], ebp
-    mov dword ptr [r15 + 512], 240
-    or qword ptr [r15 + 704], 2
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    add r8, qword ptr [r14 + 1920]
-    and ebp, dword ptr [r14 + 64]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc2_b1_done
-.Lc2_b1_c3:
-    lea rcx, [rip + .Lc2_d226_j]
-    add rcx, qword ptr [r15 + 11724256]
-    jmp .Lc2_d226_j_t
-.Lc2_d226_j:
-    mov ecx, 21
-    mov r12, qword ptr [r15 + r12 + 56]
-    paddq xmm7, xmmword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx esi, r8b
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mulsd xmm7, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movsd xmm7, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 255
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, byte ptr [r14 + 512]
-    add rcx, qword ptr [r14 + 64]
-    mov byte ptr [r15 + 768], sil
-    shr esi, 23
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movsxd rcx, dword ptr [r15 + 320]
-    pcmpeqb xmm7, xmm15
-    mov qword ptr [r15 + 384], rsi
-    lea rsi, [rcx + rcx*2 + 24]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    imul esi, r9d, 127
-    jmp 1f
-1:
-    xor dword ptr [r14 + 192], esi
-    lock or dword ptr [r15 + 448], 16
-    mov rbp, r11
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and rbp, 448
-    mov esi, dword ptr [r15 + rbp + 1344]
-    xchg qword ptr [r15 + 256], rbp
-    paddq xmm7, xmmword ptr [r15 + 192]
-    mov qword ptr [r15 + 576], rbp
+    div ebp
+    movzx ecx, byte ptr [r14 + 1088]
     add r11, 64
     inc rbx
     dec r13
     jnz .Lc2_b1_c0
 .Lc2_b1_done:
-// block 2: 512 bytes, 2 chunk(s), 28 chunk executions per call
-    mov rbx, qword ptr [r15 + 11724280]
-    lea rcx, [rbx + 28]
-    mov qword ptr [r15 + 11724280], rcx
-    mov r13d, 28
+// block 2: 64 bytes, 1 chunk(s), 2 chunk executions per call
+    mov rbx, qword ptr [r15 + 6415352]
+    lea rcx, [rbx + 2]
+    mov qword ptr [r15 + 6415352], rcx
+    mov r13d, 2
     jmp .Lc2_b2_c0
     .p2align 6
 .Lc2_b2_c0:
-    paddq xmm7, xmmword ptr [r14 + 0]
-    add rcx, qword ptr [r14 + 0]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rcx, rdi
-    mov dword ptr [r15 + 0], ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rbp, r11
-    mov esi, ecx
-    mov qword ptr [r15 + 0], rsi
-    and rbp, 448
-    movsxd rsi, dword ptr [r15 + rbp + 2368]
-    movsxd rbp, dword ptr [r15 + 64]
-    test ebx, 8192
-    jnz 1f
-1:
-    mov ebp, 66
-    mov qword ptr [r15 + 192], rbp
-    mov byte ptr [r14 + 576], bpl
-    mov rbp, r11
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov esi, dword ptr [r15 + 192]
-    and rbp, 448
-    mov qword ptr [r15 + rbp + 832], rbp
-    mov rbp, qword ptr [r15 + 128]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rbp, rcx
-    mov qword ptr [r15 + 640], rbp
-    mov rbp, r11
-    mov ecx, 205
-    or ecx, esi
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and rbp, 1984
-    mov rcx, qword ptr [r15 + rbp + 2880]
-    mov ebp, dword ptr [r15 + 512]
-    mov qword ptr [r15 + 320], rbp
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov ecx, dword ptr [r14 + 768]
-    jmp 1f
-1:
-    mov ebp, dword ptr [r15 + 256]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc2_b2_done
-.Lc2_b2_c1:
-    lea rcx, [rip + .Lc2_d334_j]
-    add rcx, qword ptr [r15 + 11724256]
-    jmp .Lc2_d334_j_t
-.Lc2_d334_j:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rcx
-    pmovmskb ecx, xmm7
-    test ebx, 24448
-    jz 1f
-1:
-    movzx ecx, cl
-    mov rcx, rbp
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    lock xadd qword ptr [r15 + 0], rcx
-    xor dword ptr [r15 + 0], ebp
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rbp, rcx
-    jmp 1f
-1:
-    mov byte ptr [r14 + 256], bpl
-    mov r8, r11
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and r8, 448
-    mov rbp, qword ptr [r15 + r8 + 1344]
-    jmp 1f
-1:
-    movsd qword ptr [r15 + 128], xmm7
-    movsxd r8, dword ptr [r15 + 192]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movsxd rcx, dword ptr [r15 + 704]
-    mov dword ptr [r15 + 448], esi
-    sub rdi, rsi
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rbp, r11
-    mov r8, r11
-    movsd xmm7, qword ptr [r14 + 0]
-    and rbp, 448
-    pcmpeqb xmm7, xmmword ptr [r15 + rbp + 832]
-    mov dword ptr [r15 + 64], edi
-    and r8, 4032
-    add rbp, qword ptr [r14 + r8 + 4928]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + 384], 177
-    mov ebp, 62
-    jmp 1f
-1:
-    add r11, 64
+    mov dword ptr [r15 + 192], ecx
+    addsd xmm7, qword ptr [r15 + 512]
+    mov qword ptr [r15 + 128], rcx
+    mov ecx, ecx
     inc rbx
     dec r13
     jnz .Lc2_b2_c0
 .Lc2_b2_done:
 // block 3: 2048 bytes, 8 chunk(s), 1 chunk executions per call
-    mov rbx, qword ptr [r15 + 11724288]
+    mov rbx, qword ptr [r15 + 6415360]
     lea rcx, [rbx + 1]
-    mov qword ptr [r15 + 11724288], rcx
+    mov qword ptr [r15 + 6415360], rcx
     mov r13d, 1
     mov eax, ebx
     and eax, 7
@@ -3793,424 +3804,408 @@ ditto_body_c2:
     jmp .Lc2_b3_c7
     .p2align 6
 .Lc2_b3_c0:
-    mov eax, 52
-    mov rbp, r11
-    mov rdi, rbp
-    mov r8, r11
-    and rbp, 448
-    mov rax, qword ptr [r15 + rbp + 2368]
-    and r8, 448
-    mov qword ptr [r15 + r8 + 832], rcx
-    test ebx, 1073741824
-    jnz 1f
+    mov eax, 79
+    mov eax, esi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test bl, 160
+    jz 1f
 1:
-    mov rcx, r8
     jmp 1f
 1:
-    mov rbp, r11
-    movq xmm7, r8
-    mov qword ptr [r15 + 128], rbp
-    test ebx, 1073741824
-    jnz 1f
+    movzx eax, al
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test bl, 96
+    jz 1f
 1:
-    and rbp, 32704
-    movzx ecx, byte ptr [r15 + rbp + 2114368]
-    mov r8d, 219
-    mov r8, r8
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov qword ptr [r15 + 64], rdx
-    cmp r8, rax
-    mov byte ptr [r15 + 128], al
-    mov r8d, 122
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r8, qword ptr [r15 + 320]
-    cmp rdi, rdi
-    movzx edi, byte ptr [r15 + 64]
-    mov ebp, dword ptr [r15 + 128]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    shr edi, 21
-    and edi, dword ptr [r15 + 384]
-    mov dword ptr [r15 + 64], 186
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov qword ptr [r15 + 64], rdi
-    or qword ptr [r15 + 1984], 17
     jmp 1f
 1:
-    pmovmskb edi, xmm7
+    jmp 1f
+1:
+    movzx eax, byte ptr [r15 + 640]
+    movzx ecx, byte ptr [r15 + 448]
+    mov dword ptr [r15 + 320], ecx
     test ebx, 1073741824
     jnz 1f
 1:
-    por xmm7, xmm7
-    movzx edi, byte ptr [r15 + 128]
-    movzx ebp, byte ptr [r15 + 64]
-    add r11, 64
+    mov dword ptr [r15 + 1216], 171
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movsd qword ptr [r15 + 512], xmm7
+    test ebx, 49152
+    jz 1f
+1:
+    mov byte ptr [r15 + 576], r9b
+    jmp 1f
+1:
+    mov byte ptr [r15 + 192], cl
+    jmp 1f
+1:
+    movzx eax, byte ptr [r15 + 384]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov qword ptr [r15 + 1280], rax
+    jmp 1f
+1:
+    movzx eax, byte ptr [r15 + 256]
+    mov dword ptr [r15 + 384], 81
+    mov qword ptr [r15 + 320], rax
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + 256], 199
+    mov eax, dword ptr [r15 + 384]
+    mov dword ptr [r15 + 448], eax
+    jmp 1f
+1:
     inc rbx
     dec r13
     jz .Lc2_b3_done
 .Lc2_b3_c1:
-    lea rcx, [rip + .Lc2_d455_j]
-    add rcx, qword ptr [r15 + 11724256]
-    jmp .Lc2_d455_j_t
-.Lc2_d455_j:
-    mov ecx, dword ptr [r15 + 128]
-    movzx edi, byte ptr [r15 + 64]
-    jmp 1f
-1:
-    movzx ebp, cl
-    jmp 1f
-1:
+    mov qword ptr [r15 + 64], rcx
+    pcmpeqb xmm7, xmm15
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, ecx
     test ebx, 1073741824
     jnz 1f
 1:
-    mov qword ptr [r15 + 640], rbp
-    and rcx, r8
-    mov ecx, dword ptr [r15 + 128]
-    mov dword ptr [r15 + 64], 194
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx ecx, byte ptr [r15 + 64]
-    mov rbp, qword ptr [r15 + 128]
-    movsxd rdi, dword ptr [r15 + 576]
-    lea r8, [r11*4]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, 121
     jmp 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
-    mov ecx, r8d
-    and r8, 448
-    mov rcx, qword ptr [r15 + r8 + 1024]
     jmp 1f
 1:
-    mov rbp, qword ptr [r15 + 64]
-    mov qword ptr [r15 + r8 + 896], rbp
-    test ebx, 1280
-    jz 1f
-1:
-    mov qword ptr [r15 + 576], rbp
-    mov rbp, r11
-    test ecx, ebp
-    mov rcx, qword ptr [r15 + 128]
-    and rbp, 1048512
-    or qword ptr [r15 + rbp + 2278208], 39
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov qword ptr [r15 + 128], rdi
-    mov ebp, 144
-    movzx ebp, dil
-    movzx ebp, byte ptr [r15 + r8 + 832]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov ebp, ebp
-    or ebp, ebp
-    mov rbp, r11
-    mov rcx, qword ptr [r15 + r8 + 960]
-    and rbp, 4032
-    movsxd r8, dword ptr [r15 + rbp + 2110272]
-    add r11, 64
+    jmp 1f
+1:
+    mov eax, eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 512], eax
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov eax, eax
+    mov dword ptr [r15 + 640], 141
+    mov dword ptr [r15 + 64], 157
+    mov dword ptr [r15 + 320], 108
+    mov rax, qword ptr [r14 + 128]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movsxd rax, dword ptr [r15 + 192]
+    mov dword ptr [r15 + 640], eax
+    mov dword ptr [r14 + 1152], eax
+    mov eax, 240
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov byte ptr [r15 + 128], al
+    mov qword ptr [r15 + 1280], rax
+    mov qword ptr [r15 + 576], rax
     inc rbx
     dec r13
     jz .Lc2_b3_done
 .Lc2_b3_c2:
-    mov dword ptr [r15 + 128], 208
-    por xmm7, xmm7
-    and rbp, rbp
-    or ebp, ebp
-    lea rbp, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx r8d, r8b
-    jmp 1f
-1:
-    and rbp, 32704
-    mov dword ptr [r15 + rbp + 2114432], 128
-    jmp 1f
-1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rdi, rcx
-    mov ecx, dword ptr [r14 + 640]
-    jmp 1f
-1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    pcmpeqb xmm7, xmmword ptr [r15 + 256]
+    addsd xmm7, qword ptr [r15 + 512]
+    mov dword ptr [r15 + 448], 45
+    mov dword ptr [r15 + 128], eax
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx ecx, bpl
-    mov qword ptr [r14 + 384], r8
-    mov qword ptr [r15 + rbp + 2114368], r8
-    mov rcx, rdi
+    bswap rax
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov rax, rax
     test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    pxor xmm15, xmm7
+    movzx eax, al
+    test ebx, 98048
     jz 1f
 1:
-    mov ecx, 101
-    and ecx, dword ptr [r15 + 576]
-    mov edi, 239
+    mov eax, eax
+    mov dword ptr [r14 + 448], 10
+    movsd qword ptr [r15 + 256], xmm15
+    mov dword ptr [r15 + 576], eax
+    mov dword ptr [r14 + 64], eax
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rdi, qword ptr [r15 + 64]
-    mov dword ptr [r15 + 2048], 231
-    paddd xmm7, xmm7
-    mov ebp, ecx
-    test ebx, 1073741824
-    jnz 1f
+    jmp 1f
 1:
-    inc edi
-    mov rdi, rcx
-    mov rbp, r11
-    mov edi, dword ptr [r15 + 320]
-    test ebx, 1073741824
-    jnz 1f
+    jmp 1f
 1:
-    mov edi, dword ptr [r15 + 256]
-    and rbp, 448
-    mov dword ptr [r15 + rbp + 832], 202
-    mov rbp, qword ptr [r15 + 1856]
-    mov ecx, edi
-    test ebx, 1073741824
+    inc dword ptr [r15 + 384]
+    jmp 1f
+1:
+    test bl, 144
     jz 1f
 1:
-    shr ecx, 27
-    movzx ecx, cl
-    mov ebp, 23
-    add r11, 64
+    jmp 1f
+1:
+    movzx eax, byte ptr [r15 + 64]
+    movsxd r9, dword ptr [r15 + 192]
+    movzx ecx, byte ptr [r15 + 1216]
     inc rbx
     dec r13
     jz .Lc2_b3_done
 .Lc2_b3_c3:
-    lea rcx, [rip + .Lc2_d567_j]
-    add rcx, qword ptr [r15 + 11724256]
-    jmp .Lc2_d567_j_t
-.Lc2_d567_j:
+    mov dword ptr [r15 + 640], 213
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, 21
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     mov rbp, r11
-    mov ecx, 44
-    and rbp, 4032
-    add qword ptr [r15 + rbp + 2110272], rbp
-    mov ebp, dword ptr [r15 + 448]
-    movzx ecx, byte ptr [r15 + 128]
     test ebx, 1073741824
     jnz 1f
 1:
-    lea rbp, [r11*4]
-    mov r8, r11
-    and rbp, 448
-    mov qword ptr [r14 + rbp + 832], rbp
-    add rcx, rcx
-    and r8, 448
-    mov byte ptr [r15 + r8 + 2368], r8b
+    movzx edx, byte ptr [r14 + 64]
+    jmp 1f
+1:
+    and rbp, 16320
+    mov dword ptr [r15 + rbp + 2130240], edi
+    jmp 1f
+1:
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r8d, 168
-    mov byte ptr [r15 + 128], r8b
-    mov ecx, dword ptr [r15 + 64]
-    mov dword ptr [r15 + 64], ecx
+    movsd qword ptr [r15 + 448], xmm14
+    mov dword ptr [r15 + 960], 237
+    jmp 1f
+1:
+    or qword ptr [r15 + 128], 102
     test ebx, 1073741824
     jnz 1f
 1:
-    mov ecx, ecx
-    movzx ecx, sil
-    mov dword ptr [r15 + rbp + 960], 130
+    jmp 1f
+1:
+    movzx ebp, bpl
+    movzx ebp, byte ptr [r14 + 576]
+    movsd qword ptr [r15 + 192], xmm15
     test ebx, 1073741824
     jnz 1f
 1:
-    mov ecx, 148
-    movzx ecx, cl
-    mov ecx, dword ptr [r15 + 64]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movsxd rbp, dword ptr [r15 + 1280]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rcx, rcx
-    mov rcx, qword ptr [r15 + 128]
-    mov r8d, dword ptr [r15 + 320]
-    mov byte ptr [r15 + 640], r8b
-    test ebx, 187904
-    jz 1f
+    jmp 1f
 1:
-    movsxd r8, dword ptr [r15 + 1920]
-    or r8d, ecx
-    movsxd rcx, dword ptr [r14 + 64]
-    test ebx, 1073741824
-    jnz 1f
+    movsxd rbp, dword ptr [r14 + 640]
+    movsxd rax, dword ptr [r15 + 512]
+    jmp 1f
 1:
-    mov dword ptr [r15 + rbp + 896], r8d
-    shr r8d, 2
-    mov dword ptr [r15 + rbp + 1024], ebp
     add r11, 64
     inc rbx
     dec r13
     jz .Lc2_b3_done
 .Lc2_b3_c4:
-    lea rcx, [rip + .Lc2_d622_j]
-    add rcx, qword ptr [r15 + 11724256]
-    jmp .Lc2_d622_j_t
-.Lc2_d622_j:
-    mov ecx, ebp
-    mov dword ptr [r15 + 384], r8d
-    movzx ecx, cl
-    add rcx, qword ptr [r15 + 1984]
-    test ebx, 1073741824
-    jnz 1f
-1:
     jmp 1f
 1:
-    movzx ecx, cl
+    mov byte ptr [r15 + 320], cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    xor dword ptr [r15 + 320], r8d
-    mov r8, r11
     test ebx, 1073741824
     jnz 1f
 1:
-    lea rbp, [r11 + r11*1]
-    and r8, 448
-    and ecx, dword ptr [r15 + r8 + 2368]
-    mov r8d, 98
-    and rbp, 448
-    paddq xmm7, xmmword ptr [r14 + rbp + 832]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx r8d, byte ptr [r15 + 256]
-    add rcx, 56
-    lea r9, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    and r9, 32704
-    add rcx, qword ptr [r15 + r9 + 2114368]
+    mov ebp, 192
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rcx, qword ptr [r15 + 384]
-    mov qword ptr [r15 + r9 + 2114432], r9
-    movzx r8d, byte ptr [r14 + 128]
-    mov r9d, 158
-    test ebx, 1073741824
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 128], al
+    mov dword ptr [r15 + 640], 192
+    mov dword ptr [r14 + 448], 115
+    test ebx, 220928
     jz 1f
 1:
-    inc dword ptr [r15 + 384]
-    pshufd xmm7, xmm7, 85
-    mov ecx, dword ptr [r15 + rbp + 896]
+    mov dword ptr [r14 + 128], 146
+    mov qword ptr [r15 + 640], rdx
+    mov byte ptr [r15 + 64], bpl
+    mov qword ptr [r15 + 576], rbp
+    jmp 1f
+1:
     test ebx, 1073741824
     jnz 1f
 1:
-    add rcx, rbp
-    por xmm7, xmm7
-    mov rcx, qword ptr [r15 + 192]
-    and rbp, rcx
+    mov qword ptr [r15 + 320], rbp
+    jmp 1f
+1:
+    mov ebp, 134
+    mov byte ptr [r15 + 384], bpl
+    mov dword ptr [r15 + 64], 154
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx ecx, cl
-    por xmm7, xmm7
-    mov byte ptr [r14 + 320], bpl
-    add r11, 64
+    movzx r9d, sil
+    mov dword ptr [r15 + 512], 243
+    mov dword ptr [r15 + 1216], 31
+    movsd xmm15, qword ptr [r15 + 128]
+    mov dword ptr [r15 + 576], 191
     inc rbx
     dec r13
     jz .Lc2_b3_done
 .Lc2_b3_c5:
-    lea rcx, [rip + .Lc2_d679_j]
-    add rcx, qword ptr [r15 + 11724256]
-    jmp .Lc2_d679_j_t
-.Lc2_d679_j:
-    mov r9d, 52
-    add rbp, qword ptr [r14 + 64]
+    mulsd xmm15, qword ptr [r14 + 256]
+    mov dword ptr [r14 + 512], edi
+    mov dword ptr [r15 + 64], 179
+    mov rbp, qword ptr [r15 + 576]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rbp, r9
+    mov byte ptr [r15 + 192], bpl
+    movzx ebp, r9b
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    jmp 1f
-1:
-    jmp 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov ebp, ebp
-    jmp 1f
-1:
-    movzx ebp, bpl
-    test ebx, 1073741824
-    jnz 1f
-1:
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
+    jmp 1f
 1:
-    mov rbp, rbp
-    lea r8, [r11 + r11*4]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 448
-    mov ebp, dword ptr [r15 + r8 + 1088]
-    mov r9, r11
-    test ebx, 1073741824
-    jnz 1f
-1:
-    add rbp, qword ptr [r15 + 576]
-    mov ecx, ecx
-    and r9, 448
-    mov byte ptr [r15 + r9 + 2368], r9b
-    test ebx, 1073741824
+    test bl, 96
     jz 1f
 1:
-    or r9d, ebp
-    mov r9, r8
-    mov r9, r11
-    mov ebp, dword ptr [r15 + r8 + 896]
+    mov ebp, 168
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    add rbp, qword ptr [r15 + 320]
-    and r9, 32704
-    mov dword ptr [r15 + r9 + 2114368], 101
-    and r9d, dword ptr [r15 + r8 + 960]
+    mov ebp, 181
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov dword ptr [r15 + r8 + 832], 187
-    mov qword ptr [r14 + r8 + 1024], r9
-    movq xmm7, r9
-    add r11, 64
+    jmp 1f
+1:
+    mov ebp, 66
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov byte ptr [r15 + 448], bpl
+    movsd qword ptr [r15 + 576], xmm15
+    test ebx, 1073741824
+    jnz 1f
+1:
+    addsd xmm15, qword ptr [r14 + 1024]
+    jmp 1f
+1:
+    mov rbp, rbp
+    mov dword ptr [r15 + 640], 153
     inc rbx
     dec r13
     jz .Lc2_b3_done
 .Lc2_b3_c6:
-    mov rax, qword ptr [r15 + 11724248]
+    mov rax, qword ptr [r15 + 6415320]
     imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 11724248], rax
-    lea rcx, [rip + .Lc2_d739_j]
-    add rcx, qword ptr [r15 + 11724256]
-    jmp .Lc2_d739_j_t
-.Lc2_d739_j:
+    mov qword ptr [r15 + 6415320], rax
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    and eax, dword ptr [r14 + 2048]
-    mov dword ptr [r15 + 64], 69
-    mov rcx, qword ptr [r15 + 1856]
-    test ebx, 1073741824
-    jnz 1f
+    mov eax, 145
+    mov rax, rdi
+    jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    add rcx, rax
-    pxor xmm7, xmm12
     test ebx, 1073741824
     jnz 1f
 1:
@@ -4219,300 +4214,316 @@ ditto_body_c2:
 1:
     jmp 1f
 1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    lea rbp, [r11 + r11*1]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rbp
-    mov byte ptr [r14 + 384], bpl
-    and rbp, 1048512
-    mov rcx, qword ptr [r15 + rbp + 2278208]
-    test dword ptr [r15 + 11724251], 270532608
+    test dword ptr [r15 + 6415323], 2560
     jz 1f
 1:
-    mov r8, r11
-    mov dword ptr [r15 + 192], 206
-    test ebp, eax
-    mov dword ptr [r14 + 128], r8d
-    and r8, 4032
-    and eax, dword ptr [r15 + r8 + 2110272]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r8d, ebp
-    mov r8d, r8d
-    mov rax, rax
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + 256], 56
-    mov eax, 10
-    mov eax, eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     test ebx, 1073741824
     jnz 1f
 1:
-    lock add qword ptr [r15 + 320], rax
-    lock add qword ptr [r15 + rbp + 2278272], rax
-    mov byte ptr [r15 + 640], al
-    add r11, 64
+    mov rax, rdi
+    movzx eax, byte ptr [r15 + 256]
+    mov edi, dword ptr [r15 + 384]
+    mov ebp, dword ptr [r15 + 512]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movsd xmm15, qword ptr [r15 + 512]
+    movsxd rdi, dword ptr [r15 + 64]
+    jmp 1f
+1:
+    mov rax, rdi
+    test ebx, 81920
+    jz 1f
+1:
+    mov dword ptr [r15 + 640], eax
+    mov qword ptr [r15 + 448], rax
+    movzx edi, dil
+    mov dword ptr [r14 + 192], 18
+    test bl, 160
+    jz 1f
+1:
+    jmp 1f
+1:
+    mov edi, dword ptr [r14 + 1280]
+    jmp 1f
+1:
+    movzx eax, byte ptr [r15 + 256]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + 1216], eax
+    mov dword ptr [r14 + 128], ecx
+    jmp 1f
+1:
+    jmp 1f
+1:
     inc rbx
     dec r13
     jz .Lc2_b3_done
 .Lc2_b3_c7:
-    mov dword ptr [r15 + 1920], 138
     mov r12, qword ptr [r15 + r12 + 56]
+    mov edi, 244
+    mov r12, qword ptr [r15 + r12 + 56]
+    pmovmskb edi, xmm15
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    shr eax, 3
+    movzx edi, dil
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
+    mov edi, 16
     mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r14 + 192], dil
+    mov eax, dword ptr [r15 + 576]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    xor dword ptr [r15 + 512], eax
+    mov byte ptr [r14 + 1280], al
+    mov dword ptr [r15 + 384], 76
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    movzx edi, dil
     test ebx, 1073741824
     jnz 1f
 1:
-    neg rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    pxor xmm7, xmm3
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rbp, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 32704
-    mov byte ptr [r15 + rbp + 2114368], dl
-    mov rbp, r11
-    mov byte ptr [r15 + 384], bpl
+    mov edi, dword ptr [r15 + 128]
+    mov byte ptr [r15 + 128], dil
+    mov edi, edi
+    mov qword ptr [r15 + 384], rdi
     test ebx, 1073741824
     jnz 1f
 1:
-    or qword ptr [r14 + 64], 64
-    lea r8, [r11 + r11*1]
-    and rbp, 4032
-    add qword ptr [r15 + rbp + 2110272], rbp
-    and r8, 1048512
-    mov dword ptr [r15 + r8 + 2278208], eax
-    test ebx, 237312
-    jz 1f
+    mov edi, edi
+    jmp 1f
 1:
-    add rbp, qword ptr [r14 + 128]
-    mov r9d, 103
-    mov qword ptr [r14 + 576], r9
+    mov qword ptr [r15 + 320], rdi
+    mov dword ptr [r15 + 960], edi
+    mov qword ptr [r15 + 256], rdi
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
-    mov byte ptr [r15 + 128], al
-    mov dword ptr [r15 + r8 + 2278272], 124
-    paddd xmm7, xmm7
-    add r11, 64
+    jmp 1f
+1:
+    mov dword ptr [r14 + 448], 24
+    mov qword ptr [r15 + 64], rdi
+    mov dword ptr [r15 + 320], 207
     inc rbx
     dec r13
     jnz .Lc2_b3_c0
 .Lc2_b3_done:
-// block 4: 64 bytes, 1 chunk(s), 36 chunk executions per call
-    mov rbx, qword ptr [r15 + 11724296]
-    lea rcx, [rbx + 36]
-    mov qword ptr [r15 + 11724296], rcx
-    mov r13d, 36
+// block 4: 64 bytes, 1 chunk(s), 50 chunk executions per call
+    mov rbx, qword ptr [r15 + 6415368]
+    lea rcx, [rbx + 50]
+    mov qword ptr [r15 + 6415368], rcx
+    mov r13d, 50
     jmp .Lc2_b4_c0
     .p2align 6
 .Lc2_b4_c0:
-    movzx r9d, cl
-    mov dword ptr [r14 + 192], 109
-    mov ecx, dword ptr [r15 + 1856]
-    jmp 1f
-1:
-    jmp 1f
-1:
+    mov rbp, r11
+    and rbp, 16320
+    mov dword ptr [r14 + rbp + 5952], edx
+    mov ebp, 180
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
-    movsd xmm7, qword ptr [r15 + 0]
-    jmp 1f
+    mov rbp, qword ptr [r15 + 512]
+    movzx ecx, cl
+    test ebx, 25600
+    jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    imul rcx, qword ptr [r15 + 640]
+    mov dword ptr [r15 + 704], 3
+    movzx ebp, bpl
+    add r11, 64
     inc rbx
     dec r13
     jnz .Lc2_b4_c0
 .Lc2_b4_done:
-// block 5: 64 bytes, 1 chunk(s), 80 chunk executions per call
-    mov rbx, qword ptr [r15 + 11724304]
-    lea rcx, [rbx + 80]
-    mov qword ptr [r15 + 11724304], rcx
-    mov r13d, 80
+// block 5: 64 bytes, 1 chunk(s), 25 chunk executions per call
+    mov rbx, qword ptr [r15 + 6415376]
+    lea rcx, [rbx + 25]
+    mov qword ptr [r15 + 6415376], rcx
+    mov r13d, 25
     jmp .Lc2_b5_c0
     .p2align 6
 .Lc2_b5_c0:
-    mov ecx, 20
-    shl rcx, 23
+    lea rcx, [rip + .Lc2_d539_j]
+    add rcx, qword ptr [r15 + 6415328]
+    jmp .Lc2_d539_j_t
+.Lc2_d539_j:
     mov r12, qword ptr [r15 + r12 + 56]
-    sub rcx, r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    or qword ptr [r15 + 0], 126
+    por xmm15, xmm15
+    mov rbp, r11
     test ebx, 1073741824
     jnz 1f
 1:
-    lock or dword ptr [r15 + 0], 117
-    movdqu xmm7, xmmword ptr [r15 + 64]
-    mov dword ptr [r14 + 192], ecx
-    paddd xmm7, xmm7
-    and rdx, rcx
+    and rbp, 448
+    mov dword ptr [r15 + rbp + 1344], ebp
+    movsxd rcx, dword ptr [r14 + 64]
+    movdqu xmmword ptr [r15 + 832], xmm15
+    mov ebp, ebp
+    add r11, 64
     inc rbx
     dec r13
     jnz .Lc2_b5_c0
 .Lc2_b5_done:
-// block 6: 64 bytes, 1 chunk(s), 35 chunk executions per call
-    mov rbx, qword ptr [r15 + 11724312]
-    lea rcx, [rbx + 35]
-    mov qword ptr [r15 + 11724312], rcx
-    mov r13d, 35
+// block 6: 64 bytes, 1 chunk(s), 7 chunk executions per call
+    mov rbx, qword ptr [r15 + 6415384]
+    lea rcx, [rbx + 7]
+    mov qword ptr [r15 + 6415384], rcx
+    mov r13d, 7
     jmp .Lc2_b6_c0
     .p2align 6
 .Lc2_b6_c0:
-    mov dword ptr [r15 + 256], eax
-    mov rbp, r11
-    and ecx, dword ptr [r15 + 128]
-    and rbp, 448
-    movzx edx, byte ptr [r15 + rbp + 1344]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 10240
+    mov r9d, 34
+    movsd xmm15, qword ptr [r15 + 512]
+    mov qword ptr [r14 + 384], rbp
+    test ebx, 1073741824
     jnz 1f
 1:
-    mov ebp, 232
-    imul ebp, ebp, 101
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    add r11, 64
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rcx, dword ptr [r15 + 256]
     inc rbx
     dec r13
     jnz .Lc2_b6_c0
 .Lc2_b6_done:
-// block 7: 64 bytes, 1 chunk(s), 35 chunk executions per call
-    mov rbx, qword ptr [r15 + 11724320]
-    lea rcx, [rbx + 35]
-    mov qword ptr [r15 + 11724320], rcx
-    mov r13d, 35
+// block 7: 64 bytes, 1 chunk(s), 121 chunk executions per call
+    mov rbx, qword ptr [r15 + 6415392]
+    lea rcx, [rbx + 121]
+    mov qword ptr [r15 + 6415392], rcx
+    mov r13d, 121
     jmp .Lc2_b7_c0
     .p2align 6
 .Lc2_b7_c0:
-    mov dword ptr [r15 + 0], ecx
-    mov byte ptr [r15 + 0], cl
-    mov ebp, ecx
-    mov rbp, qword ptr [r15 + 384]
-    test ebx, 1073741824
+    movsd xmm15, qword ptr [r15 + 320]
+    mov dword ptr [r15 + 192], edx
+    and ecx, dword ptr [r15 + 576]
+    add rcx, qword ptr [r14 + 128]
+    mov ebp, r9d
+    test ebx, 13824
     jnz 1f
 1:
-    mov rbp, r11
-    movsd xmm7, qword ptr [r14 + 512]
-    and rbp, 448
-    mov ecx, dword ptr [r15 + rbp + 832]
-    mov rbp, rdx
-    .byte 0x0f, 0x1f, 0x40, 0x00
-    add r11, 64
+    mov r12, qword ptr [r15 + r12 + 56]
+    add r9, 93
+    movsxd rcx, dword ptr [r15 + 0]
+    jmp 1f
+1:
     inc rbx
     dec r13
     jnz .Lc2_b7_c0
 .Lc2_b7_done:
-// block 8: 64 bytes, 1 chunk(s), 31 chunk executions per call
-    mov rbx, qword ptr [r15 + 11724328]
-    lea rcx, [rbx + 31]
-    mov qword ptr [r15 + 11724328], rcx
-    mov r13d, 31
+// block 8: 64 bytes, 1 chunk(s), 54 chunk executions per call
+    mov rbx, qword ptr [r15 + 6415400]
+    lea rcx, [rbx + 54]
+    mov qword ptr [r15 + 6415400], rcx
+    mov r13d, 54
     jmp .Lc2_b8_c0
     .p2align 6
 .Lc2_b8_c0:
-    movzx ecx, byte ptr [r15 + 64]
-    shr ecx, 17
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov ecx, 234
-    movzx ecx, byte ptr [r15 + 0]
+    mov byte ptr [r15 + 320], cl
+    mov dword ptr [r15 + 192], 55
+    mov ecx, 133
     mov r12, qword ptr [r15 + r12 + 56]
+    imul ebp, ecx, 20
     test ebx, 1073741824
     jz 1f
 1:
-    mov qword ptr [r15 + 320], rcx
-    mov qword ptr [r14 + 0], rbp
-    movsxd rcx, dword ptr [r15 + 448]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mulsd xmm15, qword ptr [r15 + 448]
+    mov dword ptr [r15 + 128], ebp
     inc rbx
     dec r13
     jnz .Lc2_b8_c0
 .Lc2_b8_done:
-// block 9: 64 bytes, 1 chunk(s), 23 chunk executions per call
-    mov rbx, qword ptr [r15 + 11724336]
-    lea rcx, [rbx + 23]
-    mov qword ptr [r15 + 11724336], rcx
-    mov r13d, 23
+// block 9: 64 bytes, 1 chunk(s), 51 chunk executions per call
+    mov rbx, qword ptr [r15 + 6415408]
+    lea rcx, [rbx + 51]
+    mov qword ptr [r15 + 6415408], rcx
+    mov r13d, 51
     jmp .Lc2_b9_c0
     .p2align 6
 .Lc2_b9_c0:
-    lea rcx, [rip + .Lc2_d949_j]
-    add rcx, qword ptr [r15 + 11724256]
-    jmp .Lc2_d949_j_t
-.Lc2_d949_j:
-    mov ebp, eax
-    movq xmm7, rcx
-    and ebp, dword ptr [r15 + 0]
-    movzx eax, dil
-    and eax, dword ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
+    lea rcx, [rip + .Lc2_d622_j]
+    add rcx, qword ptr [r15 + 6415328]
+    jmp .Lc2_d622_j_t
+.Lc2_d622_j:
+    mov ecx, dword ptr [r15 + 0]
+    mov ebp, dword ptr [r15 + 0]
+    mov r9, rbp
+    maxsd xmm15, xmm15
+    jmp 1f
 1:
-    movzx eax, byte ptr [r15 + 2112]
+    imul rbp, qword ptr [r15 + 384]
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    mov r9, r11
     mov ebp, dword ptr [r15 + 256]
-    or qword ptr [r15 + 128], 117
-    movsd xmm7, qword ptr [r15 + 384]
+    add rcx, qword ptr [r15 + 64]
+    and r9, 4032
+    movzx edx, byte ptr [r15 + r9 + 1856]
+    .byte 0x0f, 0x1f, 0x40, 0x00
+    add r11, 64
     inc rbx
     dec r13
     jnz .Lc2_b9_c0
 .Lc2_b9_done:
-// block 10: 64 bytes, 1 chunk(s), 33 chunk executions per call
-    mov rbx, qword ptr [r15 + 11724344]
-    lea rcx, [rbx + 33]
-    mov qword ptr [r15 + 11724344], rcx
-    mov r13d, 33
+// block 10: 64 bytes, 1 chunk(s), 149 chunk executions per call
+    mov rbx, qword ptr [r15 + 6415416]
+    lea rcx, [rbx + 149]
+    mov qword ptr [r15 + 6415416], rcx
+    mov r13d, 149
     jmp .Lc2_b10_c0
     .p2align 6
 .Lc2_b10_c0:
-    lea rcx, [rip + .Lc2_d972_j]
-    add rcx, qword ptr [r15 + 11724256]
-    jmp .Lc2_d972_j_t
-.Lc2_d972_j:
-    movdqu xmmword ptr [r15 + 576], xmm7
-    mov dword ptr [r15 + 320], ecx
+    mov ecx, 134
+    shl rcx, 18
     mov r12, qword ptr [r15 + r12 + 56]
-    add rcx, qword ptr [r14 + 0]
-    mov ebp, 40
-    test ebx, 13312
-    jnz 1f
-1:
-    movzx ecx, byte ptr [r15 + 448]
-    add rax, qword ptr [r15 + 704]
-    ucomisd xmm7, xmm7
+    sub r9, rdx
     jmp 1f
 1:
+    lock or dword ptr [r15 + 0], 72
+    test ebx, 1073741824
+    jnz 1f
+1:
+    or qword ptr [r15 + 64], 86
+    movdqu xmm15, xmmword ptr [r15 + 448]
+    mov dword ptr [r14 + 0], r9d
+    paddd xmm15, xmm15
+    and r9, rcx
     inc rbx
     dec r13
     jnz .Lc2_b10_c0
 .Lc2_b10_done:
-    mov qword ptr [r15 + 11724224], r11
-    mov qword ptr [r15 + 11724232], r10
-    mov qword ptr [r15 + 11724240], r12
+    mov qword ptr [r15 + 6415296], r11
+    mov qword ptr [r15 + 6415304], r10
+    mov qword ptr [r15 + 6415312], r12
     ldmxcsr dword ptr [rsp]
     add rsp, 8
     pop r15
@@ -4530,30 +4541,30 @@ ditto_body_c2:
 ditto_body_init_c2:
     mov r8, qword ptr [rdi]
     movabs rax, 0x0
-    mov qword ptr [r8 + 11724264], rax
-    movabs rax, 0x9e3779b97f4a7c14
-    mov qword ptr [r8 + 11724272], rax
+    mov qword ptr [r8 + 6415336], rax
+    movabs rax, 0x9e3779b97f4a7c15
+    mov qword ptr [r8 + 6415344], rax
     movabs rax, 0x3c6ef372fe94f82a
-    mov qword ptr [r8 + 11724280], rax
+    mov qword ptr [r8 + 6415352], rax
     movabs rax, 0xdaa66d2c7ddf7438
-    mov qword ptr [r8 + 11724288], rax
+    mov qword ptr [r8 + 6415360], rax
     movabs rax, 0x78dde6e5fd29f054
-    mov qword ptr [r8 + 11724296], rax
+    mov qword ptr [r8 + 6415368], rax
     movabs rax, 0x1715609f7c746c69
-    mov qword ptr [r8 + 11724304], rax
+    mov qword ptr [r8 + 6415376], rax
     movabs rax, 0xb54cda58fbbee87e
-    mov qword ptr [r8 + 11724312], rax
+    mov qword ptr [r8 + 6415384], rax
     movabs rax, 0x538454127b096493
-    mov qword ptr [r8 + 11724320], rax
+    mov qword ptr [r8 + 6415392], rax
     movabs rax, 0xf1bbcdcbfa53e0a8
-    mov qword ptr [r8 + 11724328], rax
+    mov qword ptr [r8 + 6415400], rax
     movabs rax, 0x8ff34785799e5cbd
-    mov qword ptr [r8 + 11724336], rax
+    mov qword ptr [r8 + 6415408], rax
     movabs rax, 0x2e2ac13ef8e8d8d2
-    mov qword ptr [r8 + 11724344], rax
+    mov qword ptr [r8 + 6415416], rax
     movabs rax, 0x4fca4a4c4a621b1f
-    mov qword ptr [r8 + 11724248], rax
-    mov qword ptr [r8 + 11724256], 0
+    mov qword ptr [r8 + 6415320], rax
+    mov qword ptr [r8 + 6415328], 0
     lea rdi, [r8 + 56]
     xor ecx, ecx
 2:  imul rax, rcx, 5
@@ -4571,115 +4582,103 @@ ditto_body_init_c2:
 
     .section .text.ditto_indirect,"ax",@progbits
     .p2align 9, 0xcc
-.Lc2_d972_j_t:
+.Lc2_d622_j_t:
     jmp rcx
-.Lc2_d949_j_t:
-    jmp rcx
-.Lc2_d334_j_t:
+.Lc2_d539_j_t:
     jmp rcx
 .Lc1_b0_stubs_t:
     jmp rcx
-.Lc1_d579_j_t:
-    jmp rcx
-.Lc1_d644_j_t:
-    jmp rcx
-.Lc1_d707_j_t:
-    jmp rcx
-.Lc1_d766_j_t:
+.Lc1_d594_j_t:
     jmp rcx
 .Lc1_b3_stubs_t:
     jmp rcx
-.Lc1_b4_stubs_t:
+.Lc1_d916_j_t:
     jmp rcx
-.Lc1_d1096_j_t:
+.Lc1_b5_stubs_t:
     jmp rcx
-.Lc1_d1166_j_t:
+.Lc1_d1138_j_t:
     jmp rcx
-.Lc1_b7_stubs_t:
+.Lc1_d1207_j_t:
+    jmp rcx
+.Lc1_b8_stubs_t:
     jmp rcx
 .Lc1_d37_j_t:
     jmp rcx
-.Lc1_d101_s_t:
+.Lc1_d100_s_t:
     jmp rcx
-.Lc1_d167_j_t:
+.Lc1_d183_j_t:
     jmp rcx
-.Lc1_d222_j_t:
+.Lc1_d236_j_t:
     jmp rcx
-.Lc1_d284_j_t:
+.Lc1_d301_j_t:
     jmp rcx
-.Lc1_d347_j_t:
+.Lc1_d364_j_t:
     jmp rcx
-.Lc1_d409_j_t:
+.Lc1_d429_j_t:
     jmp rcx
-.Lc1_d472_j_t:
+.Lc1_d490_j_t:
     jmp rcx
-.Lc1_d832_j_t:
+.Lc1_d679_j_t:
     jmp rcx
-.Lc1_d894_j_t:
+.Lc1_d736_j_t:
     jmp rcx
-.Lc1_d965_j_t:
+.Lc1_d797_j_t:
     jmp rcx
-.Lc1_d1026_j_t:
+.Lc1_d854_j_t:
     jmp rcx
-.Lc1_d1198_j_t:
+.Lc1_d998_s_t:
     jmp rcx
-.Lc1_d1255_j_t:
+.Lc1_d1066_j_t:
     jmp rcx
-.Lc1_d1322_j_t:
+.Lc1_d1241_j_t:
     jmp rcx
-.Lc1_d1379_j_t:
+.Lc1_d1303_j_t:
     jmp rcx
-.Lc1_d1441_j_t:
+.Lc1_d1363_j_t:
     jmp rcx
-.Lc1_d1505_j_t:
+.Lc1_d1429_j_t:
     jmp rcx
-.Lc1_d1567_j_t:
+.Lc1_d1487_j_t:
     jmp rcx
-.Lc1_d1627_j_t:
+.Lc1_d1548_j_t:
     jmp rcx
-.Lc1_d1693_j_t:
+.Lc1_d1614_j_t:
     jmp rcx
-.Lc1_d1756_j_t:
+.Lc1_d1672_j_t:
     jmp rcx
-.Lc1_d1818_j_t:
+.Lc1_d1738_j_t:
     jmp rcx
-.Lc1_d1879_j_t:
+.Lc1_d1799_j_t:
     jmp rcx
-.Lc1_d1940_j_t:
+.Lc1_d1853_j_t:
     jmp rcx
-.Lc1_d2003_j_t:
+.Lc1_d1914_j_t:
     jmp rcx
-.Lc1_d2065_j_t:
+.Lc1_d1974_s_t:
     jmp rcx
-.Lc1_d2127_j_t:
+.Lc1_d2036_j_t:
     jmp rcx
-.Lc2_d66_j_t:
+.Lc1_d2098_j_t:
     jmp rcx
-.Lc2_d171_j_t:
+.Lc1_d2163_j_t:
     jmp rcx
-.Lc2_d226_j_t:
-    jmp rcx
-.Lc0_d197_j_t:
+.Lc0_d137_j_t:
     jmp rcx
 .Lc2_b3_stubs_t:
     jmp rcx
-.Lc0_d264_j_t:
+.Lc0_d162_j_t:
     jmp rcx
-.Lc2_d455_j_t:
+.Lc0_d320_s_t:
     jmp rcx
-.Lc2_d567_j_t:
+.Lc0_d379_j_t:
     jmp rcx
-.Lc2_d622_j_t:
+.Lc0_d435_j_t:
     jmp rcx
-.Lc2_d679_j_t:
-    jmp rcx
-.Lc2_d739_j_t:
-    jmp rcx
-.Lc0_d290_s_t:
+.Lc0_d493_j_t:
     jmp rcx
 .Lc0_d50_s_t:
     jmp rcx
-.Lc0_d167_s_t:
+.Lc0_d211_s_t:
     jmp rcx
     .text
 

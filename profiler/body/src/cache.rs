@@ -49,7 +49,9 @@ pub fn line_hash(x: u64) -> u64 {
     z ^ (z >> 31)
 }
 
-/// LRU stacks of `depth` lines for each (sampled) set of one set count.
+/// LRU stacks of `depth` lines for each (sampled) set of one set count: the cache state only. What
+/// the accesses did is counted apart, per accessor (`StackCounts`), so that threads sharing one
+/// cache each get their own curve.
 ///
 /// Sampling keeps one set out of every group of `2^rate_shift` consecutive sets, chosen by a hash of
 /// the group number: the sampled sets are pseudo-random (no bias from strides or clustered data) and
@@ -60,11 +62,6 @@ struct SetStacks {
     depth: usize,
     rate_shift: u32,
     tags: Vec<u64>,
-    /// Hits by stack position, for each half of the sampled sets.
-    hits_at: [[u64; 16]; 2],
-    accesses: [u64; 2],
-    /// Hits at the top of their set found without touching the set (exact structures only).
-    top_hits: u64,
     sampled: bool,
 }
 
@@ -79,9 +76,6 @@ impl SetStacks {
             depth,
             rate_shift,
             tags: vec![u64::MAX; (sets >> rate_shift) as usize * depth],
-            hits_at: [[0; 16]; 2],
-            accesses: [0; 2],
-            top_hits: 0,
             sampled: rate > 1,
         }
     }
@@ -101,10 +95,10 @@ impl SetStacks {
         Some((group, ((mixed >> 32) & 1) as usize))
     }
 
-    /// Updates the LRU state; counts the access when `count` (see `CurveSim::access`). Returns the
-    /// stack position of a hit, `Some(usize::MAX)` for a miss, `None` when the set is not sampled.
+    /// Updates the LRU state. Returns the half of the sampled sets `line`'s set is in and the stack
+    /// position of a hit (`None` for a miss), or `None` when the set is not sampled.
     #[inline]
-    fn access(&mut self, line: u64, count: bool) -> Option<usize> {
+    fn access(&mut self, line: u64) -> Option<(usize, Option<usize>)> {
         let (group, half) = self.locate(line)?;
         let start = group as usize * self.depth;
         let stack = &mut self.tags[start..start + self.depth];
@@ -120,25 +114,14 @@ impl SetStacks {
             i -= 1;
         }
         stack[0] = line;
-        if count {
-            self.accesses[half] += 1;
-            if hit {
-                self.hits_at[half][p] += 1;
-            }
-        }
-        Some(if hit { p } else { usize::MAX })
+        Some((half, hit.then_some(p)))
     }
 
-    /// Moves `line`, known to be at stack position `rank` of its set, to the front.
+    /// Moves `line`, known to be at stack position `rank` of its set, to the front. Returns the
+    /// half of the sampled sets its set is in, `None` when the set is not sampled.
     #[inline]
-    fn touch_at(&mut self, line: u64, rank: usize, count: bool) {
-        let Some((group, half)) = self.locate(line) else {
-            return;
-        };
-        if count {
-            self.accesses[half] += 1;
-            self.hits_at[half][rank] += 1;
-        }
+    fn touch_at(&mut self, line: u64, rank: usize) -> Option<usize> {
+        let (group, half) = self.locate(line)?;
         if rank > 0 {
             let start = group as usize * self.depth;
             let stack = &mut self.tags[start..start + self.depth];
@@ -149,6 +132,28 @@ impl SetStacks {
                 i -= 1;
             }
             stack[0] = line;
+        }
+        Some(half)
+    }
+}
+
+/// One accessor's counts in one set-count structure.
+#[derive(Debug, Clone)]
+struct StackCounts {
+    sets: u64,
+    sampled: bool,
+    /// Hits by stack position, for each half of the sampled sets.
+    hits_at: [[u64; 16]; 2],
+    accesses: [u64; 2],
+    /// Hits at the top of their set found without touching the set (exact structures only).
+    top_hits: u64,
+}
+
+impl StackCounts {
+    fn count(&mut self, half: usize, pos: Option<usize>) {
+        self.accesses[half] += 1;
+        if let Some(p) = pos {
+            self.hits_at[half][p] += 1;
         }
     }
 
@@ -169,22 +174,125 @@ impl SetStacks {
         Some((rate, spread))
     }
 
-    fn reset_counts(&mut self) {
-        self.hits_at = [[0; 16]; 2];
-        self.accesses = [0; 2];
-        self.top_hits = 0;
+    fn absorb(&mut self, other: &StackCounts) {
+        self.top_hits += other.top_hits;
+        for h in 0..2 {
+            self.accesses[h] += other.accesses[h];
+            for p in 0..16 {
+                self.hits_at[h][p] += other.hits_at[h][p];
+            }
+        }
     }
 }
 
-/// One access stream (instruction or data side) simulated for every cache size at once.
+/// What one accessor's accesses did in a shared `CurveSim`: enough to give its hit curve.
 #[derive(Debug, Clone)]
-pub struct CurveSim {
-    stacks: Vec<SetStacks>,
-    last_line: u64,
+pub struct CurveCounts {
     repeats: u64,
     others: u64,
     /// Non-repeat accesses that hit in the base structure.
     base_hits: u64,
+    stacks: Vec<StackCounts>,
+}
+
+impl CurveCounts {
+    fn new(stacks: &[SetStacks]) -> CurveCounts {
+        CurveCounts {
+            repeats: 0,
+            others: 0,
+            base_hits: 0,
+            stacks: stacks
+                .iter()
+                .map(|s| StackCounts {
+                    sets: s.sets,
+                    sampled: s.sampled,
+                    hits_at: [[0; 16]; 2],
+                    accesses: [0; 2],
+                    top_hits: 0,
+                })
+                .collect(),
+        }
+    }
+
+    fn reset(&mut self) {
+        self.repeats = 0;
+        self.others = 0;
+        self.base_hits = 0;
+        for s in &mut self.stacks {
+            s.hits_at = [[0; 16]; 2];
+            s.accesses = [0; 2];
+            s.top_hits = 0;
+        }
+    }
+
+    pub fn accesses(&self) -> u64 {
+        self.repeats + self.others
+    }
+
+    /// Adds another accessor's counts (same geometry).
+    pub fn absorb(&mut self, other: &CurveCounts) {
+        self.repeats += other.repeats;
+        self.others += other.others;
+        self.base_hits += other.base_hits;
+        for (a, b) in self.stacks.iter_mut().zip(&other.stacks) {
+            a.absorb(b);
+        }
+    }
+
+    /// Hit rate at `size` bytes and its sampling error bound; `None` without accesses.
+    pub fn hit_rate(&self, size: u64) -> Option<(f64, f64)> {
+        let total = self.accesses();
+        if total == 0 {
+            return None;
+        }
+        let (ways, sets) = geometry(size);
+        let s = self.stacks.iter().find(|s| s.sets == sets)?;
+        if !s.sampled {
+            let (rate, _) = s.hit_rate(ways).unwrap_or((0.0, 0.0));
+            let hits = self.repeats as f64 + self.others as f64 * rate;
+            return Some((hits / total as f64, 0.0));
+        }
+        // Sampled sets counted only the base's misses: hit rate = base hits + misses × their rate.
+        let misses = self.others.saturating_sub(self.base_hits) as f64;
+        let (miss_rate, spread) = s.hit_rate(ways).unwrap_or((0.0, 0.0));
+        let hits = self.repeats as f64 + self.base_hits as f64 + misses * miss_rate;
+        Some((hits / total as f64, spread * misses / total as f64))
+    }
+
+    /// Curve points from 64 B to `footprint_bytes` (rounded up to a power of two, at most 256 MiB).
+    pub fn curve(&self, footprint_bytes: u64) -> (Vec<(u64, f64)>, f64) {
+        let top = footprint_bytes
+            .max(MIN_SIZE)
+            .next_power_of_two()
+            .min(MAX_SIZE);
+        let mut points = Vec::new();
+        let mut err: f64 = 0.0;
+        let mut size = MIN_SIZE;
+        while size <= top {
+            if let Some((h, e)) = self.hit_rate(size) {
+                points.push((size, h));
+                err = err.max(e);
+            }
+            size *= 2;
+        }
+        (points, err)
+    }
+}
+
+/// One access stream (instruction or data side) simulated for every cache size at once.
+///
+/// The cache is shared: every accessor (a thread of the process) moves the same LRU state, and each
+/// access is counted for the accessor that made it (`set_accessor`). A cluster's curve is then the
+/// hit rate of its own threads' accesses in the cache they share with the rest of the process, not
+/// the process's mix: memcached's timer thread and its request workers run different code over
+/// different data, and one process-wide curve gave both the same classes.
+#[derive(Debug, Clone)]
+pub struct CurveSim {
+    stacks: Vec<SetStacks>,
+    last_line: u64,
+    /// Counts per accessor; `accessor` indexes it.
+    counts: Vec<CurveCounts>,
+    accessor: usize,
     footprint_sample: HashSet<u64>,
 }
 
@@ -209,29 +317,40 @@ impl CurveSim {
             }
             size *= 2;
         }
-        let stacks = plan
+        let stacks: Vec<SetStacks> = plan
             .into_iter()
             .map(|(s, d)| SetStacks::new(s, d))
             .collect();
+        let counts = vec![CurveCounts::new(&stacks)];
         CurveSim {
             stacks,
             last_line: u64::MAX,
-            repeats: 0,
-            others: 0,
-            base_hits: 0,
+            counts,
+            accessor: 0,
             footprint_sample: HashSet::new(),
         }
+    }
+
+    /// Counts the accesses that follow for accessor `k` (a dense index, e.g. a thread's).
+    #[inline]
+    pub fn set_accessor(&mut self, k: usize) {
+        if k >= self.counts.len() {
+            let fresh = CurveCounts::new(&self.stacks);
+            self.counts.resize(k + 1, fresh);
+        }
+        self.accessor = k;
     }
 
     /// One access to the cache line `line` (address >> 6).
     #[inline]
     pub fn access(&mut self, line: u64) {
+        let c = &mut self.counts[self.accessor];
         if line == self.last_line {
-            self.repeats += 1;
+            c.repeats += 1;
             return;
         }
         self.last_line = line;
-        self.others += 1;
+        c.others += 1;
         if line_hash(line) >> (64 - FOOTPRINT_SHIFT) == 0 {
             self.footprint_sample.insert(line);
         }
@@ -249,19 +368,23 @@ impl CurveSim {
             for k in (0..64).rev() {
                 rank_at_least[k] += rank_at_least[k + 1];
             }
-            for s in &mut self.stacks {
+            for (s, sc) in self.stacks.iter_mut().zip(&mut c.stacks) {
                 let rank = rank_at_least[s.sets.trailing_zeros() as usize] as usize;
                 if rank == 0 {
                     // Already on top of its set: no state change. Exact structures count the hit;
                     // sampled ones do not (a hit in the base).
                     if !s.sampled {
-                        s.top_hits += 1;
+                        sc.top_hits += 1;
                     }
                     continue;
                 }
-                s.touch_at(line, rank, !s.sampled);
+                if let Some(half) = s.touch_at(line, rank) {
+                    if !s.sampled {
+                        sc.count(half, Some(rank));
+                    }
+                }
             }
-            self.base_hits += 1;
+            c.base_hits += 1;
             return;
         }
         // Structures are in increasing set count: the fully simulated ones come first. A hit in the
@@ -269,29 +392,35 @@ impl CurveSim {
         // under set refinement and added ways), so sampled structures only estimate the hit rate of
         // the base's misses; hot lines outside the sampled sets then cannot bias the larger sizes.
         let mut base_hit = false;
-        for s in &mut self.stacks {
+        for (s, sc) in self.stacks.iter_mut().zip(&mut c.stacks) {
+            let found = s.access(line);
             if !s.sampled {
-                let pos = s.access(line, true);
-                if s.sets == BASE_SETS {
-                    base_hit = matches!(pos, Some(p) if p < BASE_WAYS);
+                if let Some((half, pos)) = found {
+                    sc.count(half, pos);
                 }
-            } else {
-                s.access(line, !base_hit);
+                if s.sets == BASE_SETS {
+                    base_hit = matches!(found, Some((_, Some(p))) if p < BASE_WAYS);
+                }
+            } else if !base_hit {
+                if let Some((half, pos)) = found {
+                    sc.count(half, pos);
+                }
             }
         }
         if base_hit {
-            self.base_hits += 1;
+            c.base_hits += 1;
         }
     }
 
     /// `n` more accesses to the line accessed last (the rest of an instruction run within one line).
     #[inline]
     pub fn repeat(&mut self, n: u64) {
-        self.repeats += n;
+        self.counts[self.accessor].repeats += n;
     }
 
+    /// Accesses counted, for every accessor.
     pub fn accesses(&self) -> u64 {
-        self.repeats + self.others
+        self.counts.iter().map(CurveCounts::accesses).sum()
     }
 
     /// Estimated distinct bytes touched (in whole lines) since the simulation started.
@@ -301,70 +430,66 @@ impl CurveSim {
 
     /// Starts a measurement window: counts go to zero, cache contents stay (warm).
     pub fn reset_counts(&mut self) {
-        self.repeats = 0;
-        self.others = 0;
-        self.base_hits = 0;
-        for s in &mut self.stacks {
-            s.reset_counts();
+        for c in &mut self.counts {
+            c.reset();
         }
     }
 
-    /// Hit rate at `size` bytes and its sampling error bound; `None` without accesses.
+    /// The counts of every accessor together.
+    pub fn total(&self) -> CurveCounts {
+        let mut all = CurveCounts::new(&self.stacks);
+        for c in &self.counts {
+            all.absorb(c);
+        }
+        all
+    }
+
+    /// The counts of accessor `k` (empty when it made no access).
+    pub fn counts_of(&self, k: usize) -> CurveCounts {
+        self.counts
+            .get(k)
+            .cloned()
+            .unwrap_or_else(|| CurveCounts::new(&self.stacks))
+    }
+
+    /// Counts with nothing in them, of this simulation's geometry (to absorb others into).
+    pub fn empty_counts(&self) -> CurveCounts {
+        CurveCounts::new(&self.stacks)
+    }
+
+    /// Hit rate of every accessor's accesses at `size` bytes and its sampling error bound.
     pub fn hit_rate(&self, size: u64) -> Option<(f64, f64)> {
-        let total = self.accesses();
-        if total == 0 {
-            return None;
-        }
-        let (ways, sets) = geometry(size);
-        let s = self.stacks.iter().find(|s| s.sets == sets)?;
-        if !s.sampled {
-            let (rate, _) = s.hit_rate(ways).unwrap_or((0.0, 0.0));
-            let hits = self.repeats as f64 + self.others as f64 * rate;
-            return Some((hits / total as f64, 0.0));
-        }
-        // Sampled sets counted only the base's misses: hit rate = base hits + misses × their rate.
-        let misses = self.others.saturating_sub(self.base_hits) as f64;
-        let (miss_rate, spread) = s.hit_rate(ways).unwrap_or((0.0, 0.0));
-        let hits = self.repeats as f64 + self.base_hits as f64 + misses * miss_rate;
-        Some((hits / total as f64, spread * misses / total as f64))
+        self.total().hit_rate(size)
     }
 
-    /// Curve points from 64 B to the footprint (rounded up to a power of two, at most 256 MiB).
+    /// The curve of every accessor's accesses, from 64 B to the footprint.
     pub fn curve(&self) -> (Vec<(u64, f64)>, f64) {
-        let top = self
-            .footprint_bytes()
-            .max(MIN_SIZE)
-            .next_power_of_two()
-            .min(MAX_SIZE);
-        let mut points = Vec::new();
-        let mut err: f64 = 0.0;
-        let mut size = MIN_SIZE;
-        while size <= top {
-            if let Some((h, e)) = self.hit_rate(size) {
-                points.push((size, h));
-                err = err.max(e);
-            }
-            size *= 2;
-        }
-        (points, err)
+        self.total().curve(self.footprint_bytes())
     }
 
-    /// Adds another simulation's counts (same geometry); used to merge per-stream results.
+    /// Adds another simulation's counts (same geometry), accessor by accessor, and its footprint;
+    /// used to merge per-stream results.
     pub fn absorb_counts(&mut self, other: &CurveSim) {
-        self.repeats += other.repeats;
-        self.others += other.others;
-        self.base_hits += other.base_hits;
-        for (a, b) in self.stacks.iter_mut().zip(&other.stacks) {
-            a.top_hits += b.top_hits;
-            for h in 0..2 {
-                a.accesses[h] += b.accesses[h];
-                for p in 0..16 {
-                    a.hits_at[h][p] += b.hits_at[h][p];
-                }
+        if let Some(last) = other.counts.len().checked_sub(1) {
+            if last >= self.counts.len() {
+                let fresh = CurveCounts::new(&self.stacks);
+                self.counts.resize(last + 1, fresh);
             }
+        }
+        for (a, b) in self.counts.iter_mut().zip(&other.counts) {
+            a.absorb(b);
         }
         self.footprint_sample
             .extend(other.footprint_sample.iter().copied());
+    }
+
+    /// Estimated distinct bytes several simulations touched together (a curve over processes).
+    pub fn footprint_bytes_of(sims: &[&CurveSim]) -> u64 {
+        let mut lines: HashSet<u64> = HashSet::new();
+        for s in sims {
+            lines.extend(s.footprint_sample.iter().copied());
+        }
+        (lines.len() as u64) << (FOOTPRINT_SHIFT + LINE_SHIFT)
     }
 }
 
@@ -456,6 +581,33 @@ mod tests {
         assert!(h > 0.98, "{h}");
         let (h, _) = sim.hit_rate(2048).unwrap();
         assert!(h < 0.01, "{h}");
+    }
+
+    #[test]
+    fn each_accessor_gets_its_own_curve_in_the_shared_cache() {
+        // Accessor 0 loops over 16 lines (1 KiB); accessor 1 streams through new lines, one after
+        // each of accessor 0's. Between two touches of one of accessor 0's lines come 16 of its own
+        // and 16 streamed lines: its accesses hit a shared 4 KiB cache, not a 1 KiB one (which they
+        // would alone). The streamed lines never come back and miss everywhere.
+        let mut sim = CurveSim::new();
+        for i in 0..20_000u64 {
+            sim.set_accessor(0);
+            sim.access(i % 16);
+            sim.set_accessor(1);
+            sim.access(1_000_000 + i);
+        }
+        let looped = sim.counts_of(0);
+        let streamed = sim.counts_of(1);
+        assert_eq!(looped.accesses(), 20_000);
+        assert_eq!(streamed.accesses(), 20_000);
+        assert!(looped.hit_rate(4096).unwrap().0 > 0.99);
+        assert!(looped.hit_rate(1024).unwrap().0 < 0.01);
+        assert!(streamed.hit_rate(1 << 20).unwrap().0 < 0.01);
+        // Together: the mean of the two.
+        let (all, _) = sim.hit_rate(4096).unwrap();
+        assert!((all - 0.5).abs() < 0.01, "{all}");
+        // An accessor that made no access has no curve.
+        assert!(sim.counts_of(7).hit_rate(4096).is_none());
     }
 
     #[test]

@@ -119,7 +119,9 @@ pub fn build_body(
         let mut procs: Vec<usize> = members.iter().map(|&(p, _)| p).collect();
         procs.sort_unstable();
         procs.dedup();
-        bodies.push(cluster_body(id, &threads, processes, &procs, requests));
+        bodies.push(cluster_body(
+            id, &members, &threads, processes, &procs, requests,
+        ));
     }
     Body {
         engine: ENGINE.to_string(),
@@ -176,8 +178,23 @@ fn sum_arrays<const N: usize>(
     acc
 }
 
-fn curve(sim: &CurveSim) -> HitCurve {
-    let (points, err) = sim.curve();
+/// The hit curve of `members`' (process, thread) accesses in their processes' caches: a cluster's
+/// own accesses, each in the cache it shares with its process's other threads.
+fn cluster_curve(
+    members: &[(usize, usize)],
+    processes: &[ProcessCounts],
+    procs: &[usize],
+    sim: impl Fn(&ProcessCounts) -> &CurveSim,
+) -> HitCurve {
+    let mut counts = sim(&processes[procs[0]]).empty_counts();
+    for &(p, t) in members {
+        counts.absorb(&sim(&processes[p]).counts_of(t));
+    }
+    let sims: Vec<&CurveSim> = procs.iter().map(|&p| sim(&processes[p])).collect();
+    curve(counts.curve(CurveSim::footprint_bytes_of(&sims)))
+}
+
+fn curve((points, err): (Vec<(u64, f64)>, f64)) -> HitCurve {
     HitCurve {
         points: points
             .into_iter()
@@ -190,6 +207,7 @@ fn curve(sim: &CurveSim) -> HitCurve {
 
 fn cluster_body(
     id: String,
+    members: &[(usize, usize)],
     threads: &[(usize, &ThreadCounts)],
     processes: &[ProcessCounts],
     procs: &[usize],
@@ -273,12 +291,6 @@ fn cluster_body(
         Histogram::from_log2_buckets("count", rep.iter().enumerate().map(|(b, &c)| (b as u32, c)))
     });
 
-    let mut icache = processes[procs[0]].icache.clone();
-    let mut dcache = processes[procs[0]].dcache.clone();
-    for &p in &procs[1..] {
-        icache.absorb_counts(&processes[p].icache);
-        dcache.absorb_counts(&processes[p].dcache);
-    }
     let ratio = |a: u64, b: u64| if b == 0 { 0.0 } else { a as f64 / b as f64 };
     ClusterBody {
         cluster: id,
@@ -311,8 +323,8 @@ fn cluster_body(
                 },
             }),
         },
-        instruction_working_set: curve(&icache),
-        data_working_set: curve(&dcache),
+        instruction_working_set: cluster_curve(members, processes, procs, |p| &p.icache),
+        data_working_set: cluster_curve(members, processes, procs, |p| &p.dcache),
         dependencies: Dependencies {
             raw: shares::<DEP_BINS>(sum_arrays(threads, |t| t.raw)),
             war: shares::<DEP_BINS>(sum_arrays(threads, |t| t.war)),
