@@ -280,6 +280,7 @@ static int hand_over(struct loop *L, int fd)
     /* The eventfd wakes the worker, as memcached's notify pipe does (one write per accept). */
     ssize_t r = write(L->notify_fd, &one, sizeof one);
     (void)r;
+    __atomic_fetch_add(&ditto_eventfd_writes, 1, __ATOMIC_RELAXED);
     return 0;
 }
 

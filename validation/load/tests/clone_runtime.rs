@@ -615,6 +615,29 @@ fn strace_counts_match_the_configured_syscalls() {
     );
 }
 
+/// Epoll dispatch writes its notify eventfd once per accepted connection; the eventfd-write op
+/// counts those hand-overs toward its process total, so the clone's writes per request are the
+/// configured 0.02 whatever the connections (a per-thread accumulator put the 2 hand-overs on top:
+/// 22 writes over 1000 requests, 10 % over).
+#[test]
+fn strace_eventfd_writes_are_a_process_total_that_counts_the_accept_hand_overs() {
+    require("strace", "strace");
+    let bin = build(false);
+    let _turn = common::one_at_a_time();
+    let clone = Clone::start(&clone_binary(&bin, "dispatch_eventfd", "lp"), &[], &[]);
+    let requests = 1000;
+    let (counts, text) = strace_during_load(&[clone.pid()], clone.addr, workload("lp"), requests);
+    let (status, stderr) = clone.stop();
+    assert_clean_exit(status, &stderr, "clone-dispatch_eventfd-lp");
+    let expected = [("read", 1.0), ("sendmsg", 1.0), ("write", 0.02)];
+    let problems = count_problems(&counts, requests, &expected, Some("epoll_wait"));
+    assert!(
+        problems.is_empty(),
+        "per-request syscalls differ from the config:\n{}\n\nstrace -c:\n{text}",
+        problems.join("\n")
+    );
+}
+
 /// Without extras, every model costs one receive and one send call per request (the calls its
 /// config names) plus at most one wakeup, and nothing else per request.
 #[test]

@@ -147,6 +147,10 @@ void ditto_worker_free(struct ditto_worker *w);
 void ditto_worker_body(struct ditto_worker *w);
 /* Requests this process has served (all workers); background threads pace themselves on it. */
 extern uint64_t ditto_requests_served;
+/* Writes to an eventfd this process has made: the accept hand-overs of epoll dispatch and the
+ * DITTO_OP_EVENTFD_WRITE ops. The op tops this total up to per_request x ditto_requests_served, so
+ * the hand-overs count toward it as the original's wakeups on accept counted toward its profile. */
+extern uint64_t ditto_eventfd_writes;
 /* One request: body, then the extras due now; fills the plan of the response. can_carry says
  * whether this response can carry sendfile segments (a memcached `set` reply cannot: its
  * sendfiles wait for the next request that can). */

@@ -116,6 +116,34 @@ void ditto_worker_free(struct ditto_worker *w)
 }
 
 uint64_t ditto_requests_served;
+uint64_t ditto_eventfd_writes;
+
+/* Counts stay far below 2^63, so they convert as signed: one cvtsi2sd. The unsigned conversion is a
+ * compiler idiom (shift, or, convert, double) common enough that originals contain it byte for byte,
+ * and the confidentiality check rejected a clone for it (nginx, 26-34 byte runs). */
+static inline double count_to_double(uint64_t n)
+{
+    return (double)(int64_t)n;
+}
+
+/* Eventfd writes owed now by the process (see ditto_eventfd_writes), claimed by this thread. The
+ * compare-and-swap keeps two workers that compute the same debt from both paying it. */
+static uint64_t claim_eventfd_writes(double per_request)
+{
+    double want =
+        per_request * count_to_double(__atomic_load_n(&ditto_requests_served, __ATOMIC_RELAXED));
+    uint64_t made = __atomic_load_n(&ditto_eventfd_writes, __ATOMIC_RELAXED);
+    for (;;) {
+        uint64_t owed = want > count_to_double(made) ? (uint64_t)(want - count_to_double(made) + 1e-9) : 0;
+        if (owed == 0)
+            return 0;
+        if (owed > DITTO_MAX_OPS_PER_REQUEST)
+            owed = DITTO_MAX_OPS_PER_REQUEST;
+        if (__atomic_compare_exchange_n(&ditto_eventfd_writes, &made, made + owed, 0,
+                                        __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+            return owed;
+    }
+}
 
 void ditto_worker_body(struct ditto_worker *w)
 {
@@ -146,15 +174,19 @@ void ditto_worker_serve(struct ditto_worker *w, int can_carry, struct ditto_plan
         if (e->op == DITTO_OP_RECV_TOPUP || e->op == DITTO_OP_WAKEUP_TOPUP) {
             /* Top-ups compare totals, not an accumulator: the model's own calls count too. The
              * connection makes the receives after the response is queued (conn.c). */
-            double want = e->per_request * (double)w->ctx.request;
+            double want = e->per_request * count_to_double(w->ctx.request);
             uint64_t made = e->op == DITTO_OP_RECV_TOPUP ? ditto_recv_calls : ditto_wait_calls;
-            uint64_t owed = want > (double)made ? (uint64_t)(want - (double)made + 1e-9) : 0;
+            uint64_t owed = want > count_to_double(made) ? (uint64_t)(want - count_to_double(made) + 1e-9) : 0;
             if (owed > DITTO_MAX_OPS_PER_REQUEST)
                 owed = DITTO_MAX_OPS_PER_REQUEST;
             if (e->op == DITTO_OP_RECV_TOPUP)
                 plan->peeks += (uint32_t)owed;
             else
                 ditto_op_run(w, e, owed);
+            continue;
+        }
+        if (e->op == DITTO_OP_EVENTFD_WRITE) {
+            ditto_op_run(w, e, claim_eventfd_writes(e->per_request));
             continue;
         }
         /* The accumulator realises fractional means exactly over a run: with 0.25 per request
