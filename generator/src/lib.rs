@@ -155,6 +155,7 @@ pub fn render_clone(
                 } else {
                     0.0
                 },
+                background: cl.role == "DITTO_ROLE_BACKGROUND",
             },
             knobs,
         );
@@ -322,6 +323,20 @@ pub fn render_clone(
         warnings,
         skeleton: skel,
         bodies: bodies.into_iter().flatten().collect(),
+    })
+}
+
+/// Whether the clone of `profile` runs a body in a background cluster (a timer or housekeeping
+/// thread with a profiled body), what `instructions.background_scale` acts on. The same rule as
+/// `render_clone`: an acceptor or background cluster without a profiled body makes only its calls.
+pub fn has_background_body(profile: &Profile) -> bool {
+    let Some(body) = profile.body.as_ref() else {
+        return false;
+    };
+    skeleton::skeleton(profile).clusters.iter().any(|c| {
+        c.role == "DITTO_ROLE_BACKGROUND"
+            && c.has_body
+            && body.clusters.iter().any(|b| b.cluster == c.id)
     })
 }
 

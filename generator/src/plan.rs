@@ -868,6 +868,8 @@ pub struct PlanInput<'a> {
     pub cluster: &'a str,
     /// Instructions per request the runtime skeleton already executes in this cluster (subtracted).
     pub skeleton_instructions: f64,
+    /// A background cluster (timer, housekeeping): `instructions.background_scale` applies too.
+    pub background: bool,
 }
 
 pub fn plan(input: &PlanInput<'_>, knobs: &Knobs) -> BodyPlan {
@@ -911,8 +913,13 @@ pub fn plan(input: &PlanInput<'_>, knobs: &Knobs) -> BodyPlan {
         ));
         knobs.instructions.default_per_request
     };
-    let mut instructions =
-        (per_request * knobs.instructions.per_request_scale - input.skeleton_instructions) / calls;
+    let scale = knobs.instructions.per_request_scale
+        * if input.background {
+            knobs.instructions.background_scale
+        } else {
+            1.0
+        };
+    let mut instructions = (per_request * scale - input.skeleton_instructions) / calls;
     const MIN_BODY: f64 = 64.0;
     if instructions < MIN_BODY {
         warnings.push(format!(
@@ -1396,6 +1403,7 @@ mod tests {
             calls_per_request: 1.0,
             cluster: "c1",
             skeleton_instructions: 0.0,
+            background: false,
         };
         let mut p = plan(&input, &Knobs::default());
         p.instructions = instructions;

@@ -104,6 +104,7 @@ fn every_memory_operand_is_in_range_for_random_profiles() {
                 calls_per_request: 1.0,
                 cluster: "c1",
                 skeleton_instructions: 0.0,
+                background: false,
             },
             &knobs,
         );

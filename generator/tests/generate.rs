@@ -54,6 +54,35 @@ fn knobs_change_the_body() {
 }
 
 #[test]
+fn the_background_scale_moves_the_background_body_alone() {
+    // memcached's committed profile: c1 request workers, c2 its timer (a background cluster).
+    let p = common::example_path("memcached");
+    let profile = ditto_profile::Profile::load(&p).expect("profile loads");
+    assert!(ditto_generator::has_background_body(&profile));
+    let base = common::render(&p, "memcached", 1, &Knobs::default());
+    let mut k = Knobs::default();
+    k.instructions.background_scale = 2.5;
+    let scaled = common::render(&p, "memcached", 1, &k);
+    let target = |c: &ditto_generator::CloneFiles, sym: &str| {
+        c.bodies
+            .iter()
+            .find(|b| b.body_symbol == sym)
+            .unwrap_or_else(|| panic!("no body {sym}"))
+            .stats
+            .target_instructions
+    };
+    let timer = target(&scaled, "ditto_body_c2") / target(&base, "ditto_body_c2");
+    assert!((timer - 2.5).abs() < 1e-6, "timer ×{timer}");
+    assert_eq!(
+        target(&scaled, "ditto_body_c1"),
+        target(&base, "ditto_body_c1")
+    );
+    // A profile without background bodies has nothing for the knob to move.
+    let nginx = ditto_profile::Profile::load(&common::example_path("nginx")).expect("loads");
+    assert!(!ditto_generator::has_background_body(&nginx));
+}
+
+#[test]
 fn profile_without_body_gets_default_body_and_a_warning() {
     // An attach-mode profile: the memcached example without its body section.
     let mut attach =

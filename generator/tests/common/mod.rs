@@ -41,6 +41,7 @@ pub fn synth_seeded(body: &ClusterBody, knobs: &Knobs, seed: u64) -> ClusterAsm 
             calls_per_request: 1.0,
             cluster: "c1",
             skeleton_instructions: 0.0,
+            background: false,
         },
         knobs,
     );

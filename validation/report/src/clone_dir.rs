@@ -99,6 +99,14 @@ impl CloneDir {
         (total > 0.0).then_some(total)
     }
 
+    /// Whether the clone runs a background body (`ditto_generator::has_background_body`); `false`
+    /// when its profile cannot be read (generation will say why).
+    pub fn has_background_body(&self) -> bool {
+        ditto_profile::Profile::load(&self.profile_path)
+            .map(|p| ditto_generator::has_background_body(&p))
+            .unwrap_or(false)
+    }
+
     /// Regenerates the clone in place with `knobs` (same profile and seed) and builds it. The
     /// directory is replaced as a whole by the generator, so files kept in it (the tuning history)
     /// must be written again afterwards.

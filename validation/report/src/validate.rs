@@ -393,6 +393,10 @@ impl CloneTuneBackend {
 }
 
 impl crate::tune::TuneBackend for CloneTuneBackend {
+    fn has_background_body(&self) -> bool {
+        self.clone.has_background_body()
+    }
+
     fn measure_original(
         &mut self,
         status: &mut dyn FnMut(&str),
