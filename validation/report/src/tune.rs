@@ -1133,6 +1133,9 @@ pub fn tune(
                 settings.max_iterations
             ));
             backend.regenerate(&knobs, status)?;
+            // Regeneration replaced the directory and the history in it: write it back before the
+            // minutes of measurement an interruption could cut short.
+            backend.save(&history)?;
         }
         status(&format!(
             "iteration {i}/{}: measuring the clone",
@@ -1254,6 +1257,11 @@ mod tests {
         knobs: Knobs,
         saved: usize,
         regenerated: usize,
+        /// A history file is in the clone directory (regeneration replaces the directory, as the
+        /// generator does).
+        history_on_disk: bool,
+        /// Clone measurements made while no history was on disk: an interruption there lost it.
+        measured_without_history: usize,
     }
 
     fn figures_of(k: &Knobs) -> CounterFigures {
@@ -1294,6 +1302,9 @@ mod tests {
             &mut self,
             _: &mut dyn FnMut(&str),
         ) -> Result<CounterFigures, ValidateError> {
+            if !self.history_on_disk {
+                self.measured_without_history += 1;
+            }
             Ok(figures_of(&self.knobs))
         }
         fn regenerate(
@@ -1306,6 +1317,7 @@ mod tests {
                 .map_err(|(f, m)| ValidateError::Settings(format!("{f}: {m}")))?;
             self.knobs = knobs.clone();
             self.regenerated += 1;
+            self.history_on_disk = false;
             Ok(())
         }
         fn save(&mut self, h: &TuneHistory) -> Result<(), ValidateError> {
@@ -1314,6 +1326,7 @@ mod tests {
             let back: TuneHistory = serde_json::from_str(&text).expect("parses");
             assert_eq!(back.iterations.len(), h.iterations.len());
             self.saved += 1;
+            self.history_on_disk = true;
             Ok(())
         }
     }
@@ -1347,6 +1360,8 @@ mod tests {
             knobs: Knobs::default(),
             saved: 0,
             regenerated: 0,
+            history_on_disk: false,
+            measured_without_history: 0,
         };
         let settings = TuneSettings {
             tolerance: 0.05,
@@ -1386,6 +1401,9 @@ mod tests {
         assert_eq!(h.final_knobs.as_ref(), Some(&m.knobs));
         assert!(h.complete);
         assert!(m.saved >= h.iterations.len());
+        // Every measurement of the clone ran with the history so far on disk, so an interrupted
+        // run leaves it behind (regeneration had deleted it until the iteration's end).
+        assert_eq!(m.measured_without_history, 0);
         // Held knobs say why.
         let held = h.iterations[0]
             .adjustments
