@@ -1124,6 +1124,10 @@ pub fn tune(
     history.original_runs = runs;
     backend.save(&history)?;
     let mut knobs = initial;
+    // What the clone offers does not change between iterations (the profile is the same).
+    let levers = Levers {
+        background_body: backend.has_background_body(),
+    };
     history.stop_reason = format!("reached the iteration cap ({})", settings.max_iterations);
     for i in 1..=settings.max_iterations {
         let started = Instant::now();
@@ -1193,9 +1197,7 @@ pub fn tune(
                 &original,
                 &settings.tuned_metrics,
                 &tolerances,
-                Levers {
-                    background_body: backend.has_background_body(),
-                },
+                levers,
             );
             let moved = adjustments.iter().any(|a| a.to != a.from);
             if let Some(last) = history.iterations.last_mut() {

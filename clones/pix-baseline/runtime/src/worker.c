@@ -126,6 +126,15 @@ static inline double count_to_double(uint64_t n)
     return (double)(int64_t)n;
 }
 
+/* Calls owed to bring `made` up to `want`, at most DITTO_MAX_OPS_PER_REQUEST at once. The epsilon
+ * absorbs binary rounding of the product per_request x requests. */
+static uint64_t owed_calls(double want, uint64_t made)
+{
+    double have = count_to_double(made);
+    uint64_t owed = want > have ? (uint64_t)(want - have + 1e-9) : 0;
+    return owed > DITTO_MAX_OPS_PER_REQUEST ? DITTO_MAX_OPS_PER_REQUEST : owed;
+}
+
 /* Eventfd writes owed now by the process (see ditto_eventfd_writes), claimed by this thread. The
  * compare-and-swap keeps two workers that compute the same debt from both paying it. */
 static uint64_t claim_eventfd_writes(double per_request)
@@ -134,11 +143,9 @@ static uint64_t claim_eventfd_writes(double per_request)
         per_request * count_to_double(__atomic_load_n(&ditto_requests_served, __ATOMIC_RELAXED));
     uint64_t made = __atomic_load_n(&ditto_eventfd_writes, __ATOMIC_RELAXED);
     for (;;) {
-        uint64_t owed = want > count_to_double(made) ? (uint64_t)(want - count_to_double(made) + 1e-9) : 0;
+        uint64_t owed = owed_calls(want, made);
         if (owed == 0)
             return 0;
-        if (owed > DITTO_MAX_OPS_PER_REQUEST)
-            owed = DITTO_MAX_OPS_PER_REQUEST;
         if (__atomic_compare_exchange_n(&ditto_eventfd_writes, &made, made + owed, 0,
                                         __ATOMIC_RELAXED, __ATOMIC_RELAXED))
             return owed;
@@ -176,9 +183,7 @@ void ditto_worker_serve(struct ditto_worker *w, int can_carry, struct ditto_plan
              * connection makes the receives after the response is queued (conn.c). */
             double want = e->per_request * count_to_double(w->ctx.request);
             uint64_t made = e->op == DITTO_OP_RECV_TOPUP ? ditto_recv_calls : ditto_wait_calls;
-            uint64_t owed = want > count_to_double(made) ? (uint64_t)(want - count_to_double(made) + 1e-9) : 0;
-            if (owed > DITTO_MAX_OPS_PER_REQUEST)
-                owed = DITTO_MAX_OPS_PER_REQUEST;
+            uint64_t owed = owed_calls(want, made);
             if (e->op == DITTO_OP_RECV_TOPUP)
                 plan->peeks += (uint32_t)owed;
             else
