@@ -1,7 +1,7 @@
 /*
  * branches: static conditional branches with known taken and transition rates.
  *
- * usage: branches [mid|classic] [ITERS]      default: mid, ITERS 1048576 (keep it a multiple of 256)
+ * usage: branches [mid|classic|next] [ITERS]     default: mid, ITERS 1048576 (keep it a multiple of 256)
  *
  * The whole loop is one inline-asm block, so every conditional jump below is a real jcc (no cmov, no
  * if-conversion) and nothing else in the loop branches. Each pattern branch is
@@ -38,6 +38,16 @@
  *                                 transition ~2p(1-p) = .0602 b3
  *   loop                          taken 0 b10    transition 0 b10
  *   => 6 static branches, each 1/6.
+ *
+ * mode next (conditional jumps to the next instruction, as a clone's pattern branches are: both
+ * directions run the same code, so only the condition says which one was taken):
+ *   J1  test $1<<30 ; jz   next      always taken (i < 2^30)
+ *   J2  test $1<<30 ; jnz  next      never taken
+ *   J3  bt $63      ; jnc  next      always taken
+ *   loop                             taken
+ *   => 4 static branches, each 1/4, all in bin 10; taken more often than not: J1, J3, loop (3/4).
+ *   Valgrind's IR gives such a jump one exit whose destination is the next instruction either way
+ *   (jz exits when taken, jnz and jnc when not taken), so the destination cannot tell the direction.
  *
  * Instructions: ~45 per iteration (mid, 47.8 M in all), ~23 (classic, 24.1 M); libc startup ~0.13 M.
  * No data accesses in the loop.
@@ -94,6 +104,21 @@ __attribute__((noinline)) static uint64_t run_classic(uint64_t n) {
   return acc;
 }
 
+__attribute__((noinline)) static uint64_t run_next(uint64_t n) {
+  uint64_t i = 0;
+  __asm__ volatile(
+      ".p2align 6\n"
+      "1:\n\t"
+      "test $0x40000000, %k[i]\n\tjz 2f\n2:\n\t"   /* J1 */
+      "test $0x40000000, %k[i]\n\tjnz 2f\n2:\n\t"  /* J2 */
+      "bt $63, %[i]\n\tjnc 2f\n2:\n\t"             /* J3 */
+      "add $1, %[i]\n\tcmp %[n], %[i]\n\tjb 1b\n\t" /* loop */
+      : [i] "+r"(i)
+      : [n] "r"(n)
+      : "cc");
+  return 0;
+}
+
 int main(int argc, char **argv) {
   const char *mode = argc > 1 ? argv[1] : "mid";
   uint64_t n = argc > 2 ? strtoull(argv[2], 0, 0) : 1048576ull;
@@ -101,8 +126,9 @@ int main(int argc, char **argv) {
   uint64_t acc;
   if (!strcmp(mode, "mid")) acc = run_mid(n);
   else if (!strcmp(mode, "classic")) acc = run_classic(n);
+  else if (!strcmp(mode, "next")) acc = run_next(n);
   else {
-    fprintf(stderr, "usage: %s [mid|classic] [ITERS]\n", argv[0]);
+    fprintf(stderr, "usage: %s [mid|classic|next] [ITERS]\n", argv[0]);
     return 2;
   }
   printf("branches mode=%s iters=%llu fallthroughs=%llu\n", mode, (unsigned long long)n,

@@ -6,8 +6,8 @@
 use std::collections::HashMap;
 
 use iced_x86::{
-    Decoder, DecoderOptions, FlowControl, Instruction, InstructionInfoFactory, Mnemonic, OpAccess,
-    OpKind, Register,
+    ConditionCode, Decoder, DecoderOptions, FlowControl, Instruction, InstructionInfoFactory,
+    Mnemonic, OpAccess, OpKind, Register,
 };
 
 use crate::classes::{class_id, ClassId, ClassTable, TableClass};
@@ -30,6 +30,13 @@ pub struct StaticInstr {
     pub class: ClassId,
     pub operand: u8,
     pub is_cond_branch: bool,
+    /// A conditional jump on a condition as encoded without negation (jo, jb, je, jbe, js, jp, jl,
+    /// jle: an even condition code). Valgrind's IR exits on the branch's target for these and on
+    /// the fall-through for the negated ones, which tells the direction of a jump whose target is
+    /// the next instruction (`analysis.rs`, the superblock's branch exits).
+    pub positive_condition: bool,
+    /// A direct branch's target (0 for other instructions).
+    pub branch_target: u64,
     /// An indirect jump or call (`jmp rax`, `call [rax + 8]`); returns are not.
     pub is_indirect: bool,
     pub is_rep_string: bool,
@@ -147,6 +154,22 @@ impl InstrDecoder {
             push(&mut s.writes, &mut s.n_writes, FLAGS_SLOT);
         }
         s.is_cond_branch = instr.flow_control() == FlowControl::ConditionalBranch;
+        s.branch_target = if s.is_cond_branch {
+            instr.near_branch_target()
+        } else {
+            0
+        };
+        s.positive_condition = matches!(
+            instr.condition_code(),
+            ConditionCode::o
+                | ConditionCode::b
+                | ConditionCode::e
+                | ConditionCode::be
+                | ConditionCode::s
+                | ConditionCode::p
+                | ConditionCode::l
+                | ConditionCode::le
+        );
         s.is_indirect = matches!(
             instr.flow_control(),
             FlowControl::IndirectBranch | FlowControl::IndirectCall

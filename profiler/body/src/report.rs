@@ -330,7 +330,7 @@ fn cluster_body(
             war: shares::<DEP_BINS>(sum_arrays(threads, |t| t.war)),
             waw: shares::<DEP_BINS>(sum_arrays(threads, |t| t.waw)),
         },
-        shared_data_fraction: ratio(sum(&|t| t.shared_accesses), sum(&|t| t.sampled_accesses)),
+        shared_data_fraction: ratio(sum(&|t| t.shared_accesses), sum(&|t| t.data_accesses)),
         regular_access_fraction: ratio(sum(&|t| t.regular_accesses), sum(&|t| t.data_accesses)),
         pointer_chase_fraction: ratio(sum(&|t| t.chased_loads), sum(&|t| t.loads)),
         instruction_pages: procs.iter().map(|&p| processes[p].instruction_pages).sum(),

@@ -235,6 +235,7 @@ fn data_working_sets_of_4k_64k_1m_8m_are_recovered() {
 
 #[test]
 fn branch_taken_and_transition_rates_are_recovered() {
+    check("branches_next");
     for n in ["branches_mid", "branches_classic"] {
         let b = check(n);
         let c = case(n);
