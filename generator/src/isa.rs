@@ -249,7 +249,80 @@ pub const R13: Reg = 13;
 pub const R14: Reg = 14;
 pub const R15: Reg = 15;
 pub const XMM0: Reg = 16;
-pub const NREGS: usize = 32;
+/// The flags register, as the body profiler counts it: one register, read by conditional jumps,
+/// moves and sets and by string instructions (the direction flag), written by arithmetic, logic and
+/// compares (iced's `rflags_read` / `rflags_modified`).
+pub const FLAGS: Reg = 32;
+pub const NREGS: usize = 33;
+
+/// Mnemonics that read or write the flags, beside the families `flag_use` recognises by prefix
+/// (`j*` but `jmp`, `cmov*`, `set*`, `rep`): (mnemonic, reads, writes). A mnemonic not here neither
+/// reads nor writes them (mov, lea, not, bswap, xchg, SIMD moves and arithmetic).
+/// Checked against the body profiler's decoder by `generator/tests/dependencies.rs`.
+static FLAG_USE: &[(&str, bool, bool)] = &[
+    ("adc", true, true),
+    ("add", false, true),
+    ("and", false, true),
+    ("bsf", false, true),
+    ("bsr", false, true),
+    ("bt", false, true),
+    ("btc", false, true),
+    ("cmp", false, true),
+    ("comisd", false, true),
+    ("dec", false, true),
+    ("div", false, true),
+    // x87 instructions leave the integer flags undefined, which iced counts as written.
+    ("fadd", false, true),
+    ("fld", false, true),
+    ("fldz", false, true),
+    ("fmul", false, true),
+    ("fst", false, true),
+    ("fstp", false, true),
+    ("fxch", false, true),
+    ("idiv", false, true),
+    ("imul", false, true),
+    ("inc", false, true),
+    ("lzcnt", false, true),
+    ("mul", false, true),
+    ("neg", false, true),
+    ("or", false, true),
+    ("popcnt", false, true),
+    ("sar", false, true),
+    ("sbb", true, true),
+    ("shl", false, true),
+    ("shr", false, true),
+    ("sub", false, true),
+    ("test", false, true),
+    ("tzcnt", false, true),
+    ("ucomisd", false, true),
+    ("vcomisd", false, true),
+    ("vucomisd", false, true),
+    ("xadd", false, true),
+    ("xor", false, true),
+];
+
+/// Whether the instruction `text` (Intel syntax, as rendered) reads and writes the flags.
+pub fn flag_use(text: &str) -> (bool, bool) {
+    let mut words = text.split_whitespace();
+    let mut m = words.next().unwrap_or("");
+    if m == "lock" {
+        m = words.next().unwrap_or("");
+    }
+    if matches!(m, "rep" | "repe" | "repz" | "repne" | "repnz") {
+        // The string instruction reads the direction flag; `repe`/`repne` forms would also write.
+        return (true, m != "rep");
+    }
+    if (m.starts_with('j') && m != "jmp")
+        || m.starts_with("cmov")
+        || (m.starts_with("set") && m.len() > 3)
+    {
+        return (true, false);
+    }
+    FLAG_USE
+        .iter()
+        .find(|(n, _, _)| *n == m)
+        .map_or((false, false), |&(_, r, w)| (r, w))
+}
 
 const G64: [&str; 16] = [
     "rax", "rcx", "rdx", "rbx", "rsp", "rbp", "rsi", "rdi", "r8", "r9", "r10", "r11", "r12", "r13",

@@ -47,14 +47,17 @@ use anyhow::{bail, Result};
 
 use crate::deficit::Deficit;
 use crate::isa::{
-    templates_for, Acc, Arg, Class, Opnd, Reg, Special, Template, NREGS, R10, R11, R12, R13, R14,
-    R15, R8, R9, RAX, RBP, RBX, RCX, RDI, RDX, RSI, XMM0,
+    flag_use, templates_for, Acc, Arg, Class, Opnd, Reg, Special, Template, FLAGS, NREGS, R10, R11,
+    R12, R13, R14, R15, R8, R9, RAX, RBP, RBX, RCX, RDI, RDX, RSI, XMM0,
 };
 use crate::knobs::Knobs;
 use crate::plan::{BodyPlan, DataClass, BINS, LINE};
 use crate::rng::{stream_id, Rng};
 use ditto_profile::IndirectBranches;
 
+/// Indirect jumps one chunk may start with. A few keep a hot one-chunk loop near the profile's
+/// count without turning it into a chain of dispatches.
+const MAX_DISPATCHES_PER_CHUNK: usize = 4;
 /// GPRs free for the dependency synthesis (everything not reserved).
 const GPR_POOL: [Reg; 8] = [RAX, RCX, RDX, RBP, RSI, RDI, R8, R9];
 /// GPRs that may hold a window offset: none of them is an implicit operand of any template, so a
@@ -912,7 +915,18 @@ fn mean_chunk_instrs(b: &Block) -> f64 {
     b.chunks.iter().map(|c| c.instrs).sum::<u64>() as f64 / b.chunks.len().max(1) as f64
 }
 
-/// Distance → bin of the dependency distributions: 1, 2, 3–4, 5–8, …, 513–1024, beyond.
+/// A distance's bin as the body profiler counts it (`dep_bin` in profiler/body/src/analysis.rs):
+/// 1, 2, 3–4, …, 513–1024; none for 0 (the same instruction) or beyond the last bin.
+fn dep_bin(d: i64) -> Option<usize> {
+    if d <= 0 {
+        return None;
+    }
+    let b = 64 - ((d - 1) as u64).leading_zeros() as usize;
+    (b < BINS).then_some(b)
+}
+
+/// A distance's bin for steering: a register not written yet, or written beyond the last bin,
+/// scores as the last bin (far).
 fn dist_bin(d: i64) -> usize {
     if d <= 0 {
         return BINS - 1;
@@ -956,9 +970,13 @@ struct Composer<'a> {
     transition: Deficit,
     /// Target-change-rate bins of indirect jumps (`plan.indirect_change_bins`).
     indirect: Deficit,
-    /// Indirect jump executions per call owed: grows by `plan.indirect_ratio` per instruction
-    /// execution composed.
+    /// Indirect jump executions per call owed: grows by `plan.indirect_ratio` per planned
+    /// instruction execution composed, falls by each dispatch's runs per call.
     indirect_acc: f64,
+    /// Estimated bytes and instructions of the chunks composed so far (static): their ratio is
+    /// the body's bytes per instruction as composed.
+    composed_bytes: f64,
+    composed_instrs: f64,
     /// Executions per call of the dispatches so far, and of those that changed target (expected).
     indirect_execs: f64,
     indirect_changes: f64,
@@ -1089,6 +1107,43 @@ impl Composer<'_> {
         let mut steps_rng = false;
         let shift = ring.trailing_zeros();
 
+        // Indirect jumps where the executions owed so far, with what this chunk will owe, come
+        // nearest the profile's per instruction, counted over executions (a chunk run w times a
+        // call adds w jumps each): at the chunk's start, where every register is dead, back to
+        // back, up to `MAX_DISPATCHES_PER_CHUNK`. They take their bytes from the chunk's budget:
+        // added on top, they grew the chunk, and the ring's loop count, set from the chunk's
+        // instructions once composed, fell with it. That loop count makes the block run its
+        // planned instructions a call, so a chunk of `target_bytes` owes jumps for its planned
+        // share of them, and a dispatch in it runs as often as the chunk's instructions come out
+        // fewer than planned (estimated bytes per instruction exceed the profile's mean:
+        // memcached's worker chunks held 55 instructions for 67 planned). One per chunk, on top
+        // and weighed at the planned runs, left that body at 23 jumps a call against 32.5.
+        let plan_len = self.plan.mean_instruction_bytes.max(1.0);
+        let est_len = if self.composed_instrs > 0.0 {
+            self.composed_bytes / self.composed_instrs
+        } else {
+            plan_len
+        };
+        let owed_here = target_bytes as f64 / plan_len * w * self.plan.indirect_ratio;
+        let w_run = w * est_len / plan_len;
+        let mut dispatches = Vec::new();
+        while self.indirect_acc + owed_here >= 0.5 * w_run
+            && !self.indirect.is_empty()
+            && dispatches.len() < MAX_DISPATCHES_PER_CHUNK
+        {
+            let d = self.dispatch(w);
+            instrs += d.instrs();
+            bytes += d.bytes();
+            if d.uses_random_word() {
+                let (i, b) = self.step_rng_once(&mut steps_rng, w);
+                instrs += i;
+                bytes += b;
+            }
+            self.indirect_acc -= w_run;
+            dispatches.push(d);
+        }
+        self.cond_acc += (instrs - 2) as f64 * ratio;
+
         // The rest from the mix.
         let mut body: Vec<Item> = Vec::new();
         while bytes < target_bytes || body.is_empty() {
@@ -1205,26 +1260,7 @@ impl Composer<'_> {
             body.push(item);
             self.cond_acc += (instrs - before) as f64 * ratio;
         }
-        // An indirect jump where the executions owed so far come nearest the profile's per
-        // instruction, counted over executions (a chunk run w times a call adds w jumps); at most
-        // one per chunk, at its start, where every register is dead.
-        self.indirect_acc += instrs as f64 * w * self.plan.indirect_ratio;
-        let mut dispatch = None;
-        if self.indirect_acc >= 0.5 * w && !self.indirect.is_empty() {
-            let d = self.dispatch(w);
-            let mut added = d.instrs();
-            let mut added_bytes = d.bytes();
-            if d.uses_random_word() {
-                let (i, b) = self.step_rng_once(&mut steps_rng, w);
-                added += i;
-                added_bytes += b;
-            }
-            instrs += added;
-            bytes += added_bytes;
-            self.indirect_acc += added as f64 * w * self.plan.indirect_ratio - w;
-            self.cond_acc += added as f64 * ratio;
-            dispatch = Some(d);
-        }
+        self.indirect_acc += owed_here;
         let adv_q = c.groups.iter().any(|g| g.irregular);
         // rQ's step is rP, so a chunk that steps rQ steps rP too: in a body without regular
         // windows rP would otherwise stay at its initial 0 and every irregular window at the
@@ -1271,7 +1307,7 @@ impl Composer<'_> {
                 ordered.insert(first.saturating_sub(back), Item::Window { group: g });
             }
         }
-        if let Some(d) = dispatch {
+        for d in dispatches.into_iter().rev() {
             ordered.insert(0, Item::Indirect(d));
         }
         if steps_rng {
@@ -1286,6 +1322,8 @@ impl Composer<'_> {
         c.items = ordered;
         c.instrs = instrs;
         c.bytes = bytes;
+        self.composed_bytes += bytes as f64;
+        self.composed_instrs += instrs as f64;
         c
     }
 
@@ -1861,15 +1899,23 @@ impl Renderer<'_> {
     }
 
     /// Records one instruction's register uses at the current position (realised distances feed the
-    /// deficits), then advances.
+    /// deficits), then advances. For instructions that neither read nor write the flags.
     fn commit(&mut self, reads: &[Reg], writes: &[Reg], bytes: u64) {
-        self.commit_access(reads, writes, bytes, &Access::default());
+        self.commit_access(reads, writes, (false, false), bytes, &Access::default());
     }
 
-    /// `commit` with what the instruction does with memory, for load liveness (`Deps::carriers`):
-    /// written registers carry the loads their inputs carried, plus the instruction's own load; a
-    /// store makes what it stores live, an address makes its registers' loads live.
-    fn commit_access(&mut self, reads: &[Reg], writes: &[Reg], bytes: u64, mem: &Access) {
+    /// `commit` with the instruction's flag use (`isa::flag_use`) and what it does with memory, for
+    /// load liveness (`Deps::carriers`): written registers carry the loads their inputs carried,
+    /// plus the instruction's own load; a store makes what it stores live, an address makes its
+    /// registers' loads live.
+    fn commit_access(
+        &mut self,
+        reads: &[Reg],
+        writes: &[Reg],
+        (reads_flags, writes_flags): (bool, bool),
+        bytes: u64,
+        mem: &Access,
+    ) {
         let w = self.w;
         let d = &mut self.deps;
         let mut addr_bits = 0u64;
@@ -1896,22 +1942,36 @@ impl Renderer<'_> {
         for &r in writes {
             d.carriers[usize::from(r)] = inherited;
         }
-        // Only registers the allocator chooses are steered and counted: the reserved ones (bases,
-        // counters) are fixed by the body's structure, like a compiler's frame and base pointers.
-        let steered = |r: Reg| r >= XMM0 || GPR_POOL.contains(&r);
-        for &r in reads.iter().filter(|r| steered(**r)) {
-            let i = usize::from(r);
-            d.raw.add(dist_bin(d.pos - d.last_w[i]), w);
+        // Distances are counted as the body profiler counts them (profiler/body/src/analysis.rs), so
+        // that the deficits see what a profile of the clone will: every register, the reserved ones
+        // (bases, counters) and the flags included, though only the pool's are steered; a write's
+        // WAR only where the instruction does not read the register itself; nothing for a register
+        // not yet written or beyond the last bin. Counting only the steered registers, the
+        // ground-truth round trips missed their dependency bins by up to 98 points (their hot loops'
+        // flags and counters made most of the profile's distances).
+        let flags = [FLAGS];
+        let reads_all = || reads.iter().chain(flags.iter().filter(|_| reads_flags));
+        let writes_all = || writes.iter().chain(flags.iter().filter(|_| writes_flags));
+        for &r in reads_all() {
+            if let Some(b) = dep_bin(d.pos - d.last_w[usize::from(r)]) {
+                d.raw.add(b, w);
+            }
         }
-        for &r in writes.iter().filter(|r| steered(**r)) {
+        for &r in writes_all() {
             let i = usize::from(r);
-            d.war.add(dist_bin(d.pos - d.last_r[i]), w);
-            d.waw.add(dist_bin(d.pos - d.last_w[i]), w);
+            if let Some(b) = dep_bin(d.pos - d.last_w[i]) {
+                d.waw.add(b, w);
+            }
+            if !reads_all().any(|&x| x == r) {
+                if let Some(b) = dep_bin(d.pos - d.last_r[i]) {
+                    d.war.add(b, w);
+                }
+            }
         }
-        for &r in reads {
+        for &r in reads_all() {
             d.last_r[usize::from(r)] = d.pos;
         }
-        for &r in writes {
+        for &r in writes_all() {
             d.last_w[usize::from(r)] = d.pos;
         }
         d.pos += 1;
@@ -1923,7 +1983,7 @@ impl Renderer<'_> {
     /// An instruction with fixed registers.
     fn fixed(&mut self, text: &str, reads: &[Reg], writes: &[Reg], bytes: u64) {
         self.line(text);
-        self.commit(reads, writes, bytes);
+        self.commit_access(reads, writes, flag_use(text), bytes, &Access::default());
     }
 
     fn choose(&mut self, kind: Kind, acc: Acc, forbid: &[Reg]) -> Reg {
@@ -1936,7 +1996,11 @@ impl Renderer<'_> {
         };
         let (war_t, waw_t) = if acc.writes() {
             (
-                d.war.pick(&mut self.rng, w, |_| true).unwrap_or(0),
+                if acc.reads() {
+                    0
+                } else {
+                    d.war.pick(&mut self.rng, w, |_| true).unwrap_or(0)
+                },
                 d.waw.pick(&mut self.rng, w, |_| true).unwrap_or(0),
             )
         } else {
@@ -1968,7 +2032,10 @@ impl Renderer<'_> {
                 score += dist_bin(d.pos - d.last_w[i]).abs_diff(raw_t);
             }
             if acc.writes() {
-                score += dist_bin(d.pos - d.last_r[i]).abs_diff(war_t);
+                // A register the instruction also reads has no WAR distance (the profiler's rule).
+                if !acc.reads() {
+                    score += dist_bin(d.pos - d.last_r[i]).abs_diff(war_t);
+                }
                 score += dist_bin(d.pos - d.last_w[i]).abs_diff(waw_t);
             }
             if score < best_score {
@@ -2198,7 +2265,7 @@ impl Renderer<'_> {
             stores: mem.is_some() && matches!(t.opnd, Opnd::Store | Opnd::Rmw),
             address,
         };
-        self.commit_access(&reads, &writes, bytes, &access);
+        self.commit_access(&reads, &writes, flag_use(&text), bytes, &access);
         Ok(())
     }
 
@@ -2591,6 +2658,8 @@ pub fn synthesize(name: &str, plan: &BodyPlan, knobs: &Knobs, seed: u64) -> Resu
         transition: Deficit::new(&plan.transition_bins),
         indirect: Deficit::new(&Dispatch::realisable_bins(&plan.indirect_change_bins)),
         indirect_acc: 0.0,
+        composed_bytes: 0.0,
+        composed_instrs: 0.0,
         indirect_execs: 0.0,
         indirect_changes: 0.0,
         rep_execs: 0.0,
@@ -2944,9 +3013,15 @@ pub fn synthesize(name: &str, plan: &BodyPlan, knobs: &Knobs, seed: u64) -> Resu
          \x20   mov r8, qword ptr [rdi]\n"
     );
     // Block i's counter starts at i · 0x9E3779B97F4A7C15 (spread-out pattern phases) with its ring
-    // bits cleared, so its windows start aligned (`aligned_runs`).
+    // bits cleared, so its windows start aligned (`aligned_runs`), and bits 29–31 cleared, so that
+    // bit 30, which the "never" branches test (`never_branch`), stays clear for at least 2^29 chunk
+    // executions. (With them left as they came, four of a ws_data clone's five blocks started with
+    // bit 30 set, and their `jz` patterns, meant to be always taken, never were: the round trip
+    // measured 25 % of its branch executions taken more often than not against 99.8 %.)
     for (i, b) in blocks.iter().enumerate() {
-        let phase = (i as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) & !(b.ring().max(1) - 1);
+        let phase = (i as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15)
+            & !(b.ring().max(1) - 1)
+            & !(0b111 << 29);
         let slot = counter_lo + 8 * i as u64;
         let _ = write!(
             r.out,

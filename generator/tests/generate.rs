@@ -301,7 +301,7 @@ fn a_skeleton_body_is_subtracted_from_the_workers_targets_and_kept_in_the_clone(
 /// flip within a run: their only mask bit is bit 30 of the chunk counter. (Masks with low bits, as
 /// the other bins use, flipped every few hundred executions: bins 5–7 in the round trip.)
 #[test]
-fn never_branches_test_only_bit_30() {
+fn never_branches_test_only_bit_30_and_every_block_counter_starts_with_it_clear() {
     let path = common::fixture_path("kv.json");
     let mut p = ditto_profile::Profile::load(&path).expect("fixture");
     let body = p.body.as_mut().expect("fixture has a body");
@@ -327,6 +327,25 @@ fn never_branches_test_only_bit_30() {
             .filter(|m| **m != "1073741824")
             .take(5)
             .collect::<Vec<_>>()
+    );
+    // Each init function writes the block counters' starting values, then the pseudo-random
+    // word's seed (the last `movabs` before the zero word). A counter starting with bit 30 set
+    // would turn every "never" branch of its block the other way.
+    let mut counters = Vec::new();
+    for init in asm.split("_init_").skip(1) {
+        let values: Vec<u64> = init
+            .lines()
+            .take_while(|l| !l.trim_start().starts_with("ret"))
+            .filter_map(|l| l.trim().strip_prefix("movabs rax, 0x"))
+            .filter_map(|v| u64::from_str_radix(v, 16).ok())
+            .collect();
+        counters.extend(values.iter().take(values.len().saturating_sub(1)).copied());
+    }
+    assert!(counters.len() > 1, "no block counters found in:\n{asm}");
+    assert!(
+        counters.iter().all(|c| c & (0b111 << 29) == 0),
+        "counters starting with bits 29-31 set: {:x?}",
+        counters
     );
 }
 

@@ -1,0 +1,130 @@
+//! The generator counts register dependency distances as the body profiler will count them in a
+//! profile of the clone, the flags included. Its flag table (`isa::flag_use`) is checked here
+//! against the profiler's decoder (iced-x86): every template, in both its legacy and VEX forms, and
+//! every fixed instruction of the body's control skeleton is assembled, decoded, and its flag reads
+//! and writes compared.
+
+mod common;
+
+use std::path::Path;
+use std::process::Command;
+
+use ditto_body::classes::ClassTable;
+use ditto_body::decode::{InstrDecoder, FLAGS_SLOT};
+use ditto_generator::isa::{flag_use, Arg, TEMPLATES};
+
+/// The instructions `synth.rs` writes itself (loop control, windows, patterns, dispatches, rep
+/// set-up, prologue and epilogue), one of each form.
+const FIXED: &[&str] = &[
+    "dec r13",
+    "jnz 1f\n1:",
+    "jz 1f\n1:",
+    "jmp 1f\n1:",
+    "test ebx, 1073741824",
+    "test bl, 3",
+    "test dword ptr [r15 + 64], 3",
+    "inc rbx",
+    "add r11, 64",
+    "add r10, r11",
+    "and r8, 65472",
+    "lea r8, [r11 + r11*1]",
+    "mov rbp, r11",
+    "mov r12, qword ptr [r15 + r12 + 64]",
+    "mov rbx, qword ptr [r15 + 64]",
+    "lea rcx, [rbx + 1]",
+    "mov r13d, 169",
+    "xor eax, eax",
+    "setz al",
+    "and eax, 7",
+    "mov eax, dword ptr [r15 + 64]",
+    "lea rcx, [rcx + rax*8]",
+    "or ecx, 1",
+    "or dword ptr [r15 + 64], 1",
+    "xor edx, edx",
+    "mov ecx, 5",
+    "lea rdi, [r15 + 64]",
+    "push rbx",
+    "pop rbx",
+    "sub rsp, 8",
+    "add rsp, 8",
+    "stmxcsr dword ptr [rsp]",
+    "ldmxcsr dword ptr [rsp + 4]",
+    "or eax, 0x8040",
+    "vzeroupper",
+    "fldz",
+    "fstp st(0)",
+];
+
+/// A template's text with concrete operands.
+fn render(asm: &str, args: &[Arg]) -> String {
+    let mut text = asm.to_string();
+    for (i, a) in args.iter().enumerate() {
+        let op = match *a {
+            Arg::G(64, _) => ["rsi", "rcx", "r8", "r9"][i % 4].to_string(),
+            Arg::G(32, _) => ["esi", "ecx", "r8d", "r9d"][i % 4].to_string(),
+            Arg::G(_, _) => ["sil", "cl", "r8b", "r9b"][i % 4].to_string(),
+            Arg::X(_) => format!("xmm{}", i + 1),
+            Arg::Y(_) => format!("ymm{}", i + 1),
+            Arg::M(_) => "[r15 + 64]".to_string(),
+            Arg::I(lo, _) => lo.max(1).to_string(),
+        };
+        text = text.replace(&format!("{{{i}}}"), &op);
+    }
+    text
+}
+
+#[test]
+fn the_flag_table_agrees_with_the_profilers_decoder_on_every_emitted_instruction() {
+    if !common::have("cc") || !common::have("objcopy") {
+        eprintln!("skipped: needs cc and objcopy (build-essential, binutils)");
+        return;
+    }
+    let mut texts: Vec<String> = FIXED.iter().map(|s| s.to_string()).collect();
+    for t in TEMPLATES {
+        texts.push(render(t.asm, t.args));
+        if let Some(v) = t.vex {
+            texts.push(render(v, t.args));
+        }
+    }
+    // A rep template is its string instruction; the count set-up is in FIXED.
+    let dir = tempfile::tempdir().expect("temp dir");
+    let src = dir.path().join("flags.S");
+    // One instruction per 16-byte slot, so each decodes from its slot's start.
+    let mut asm = String::from("    .intel_syntax noprefix\n    .text\n");
+    for t in &texts {
+        asm.push_str("    .p2align 4\n    ");
+        asm.push_str(t);
+        asm.push('\n');
+    }
+    asm.push_str("    .p2align 4\n");
+    std::fs::write(&src, asm).expect("write");
+    let obj = dir.path().join("flags.o");
+    let bin = dir.path().join("flags.bin");
+    common::run(Command::new("cc").arg("-c").arg(&src).arg("-o").arg(&obj));
+    common::run(
+        Command::new("objcopy")
+            .args(["-O", "binary", "-j", ".text"])
+            .arg(&obj)
+            .arg(&bin),
+    );
+    let bytes = std::fs::read(Path::new(&bin)).expect("read text");
+    assert_eq!(bytes.len(), 16 * texts.len(), "one 16-byte slot each");
+    let mut decoder = InstrDecoder::new(&ClassTable::bundled());
+    let mut wrong = Vec::new();
+    for (i, text) in texts.iter().enumerate() {
+        let slot = &bytes[16 * i..16 * (i + 1)];
+        let s = decoder.decode(16 * i as u64, slot);
+        let decoded = (
+            s.reads[..usize::from(s.n_reads)].contains(&FLAGS_SLOT),
+            s.writes[..usize::from(s.n_writes)].contains(&FLAGS_SLOT),
+        );
+        if decoded != flag_use(text) {
+            wrong.push(format!(
+                "`{}`: table (reads, writes) {:?}, decoder {decoded:?}",
+                text.replace('\n', " "),
+                flag_use(text)
+            ));
+        }
+    }
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+}
