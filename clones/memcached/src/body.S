@@ -4,7 +4,7 @@
  * inside the thread's private buffer, the shared buffer, the ctx argument or the stack frame. */
     .intel_syntax noprefix
 
-// ---- cluster c0: 175620 instructions per call, 12 blocks
+// ---- cluster c0: 168758 instructions per call, 12 blocks
     .text
     .globl ditto_body_c0
     .type ditto_body_c0, @function
@@ -24,9 +24,9 @@ ditto_body_c0:
     or eax, 0x8040
     mov dword ptr [rsp + 4], eax
     ldmxcsr dword ptr [rsp + 4]
-    mov r11, qword ptr [r15 + 33053120]
-    mov r10, qword ptr [r15 + 33053128]
-    mov r12, qword ptr [r15 + 33053136]
+    mov r11, qword ptr [r15 + 32667072]
+    mov r10, qword ptr [r15 + 32667080]
+    mov r12, qword ptr [r15 + 32667088]
     and r12, 0
     xor eax, eax
     xor ecx, ecx
@@ -52,19 +52,19 @@ ditto_body_c0:
     pxor xmm13, xmm13
     pxor xmm14, xmm14
     pxor xmm15, xmm15
-// block 0: 256 bytes, 1 chunk(s), 1 chunk executions per call
-    mov rbx, qword ptr [r15 + 33053160]
-    lea rcx, [rbx + 1]
-    mov qword ptr [r15 + 33053160], rcx
-    mov r13d, 1
+// block 0: 256 bytes, 1 chunk(s), 2 chunk executions per call
+    mov rbx, qword ptr [r15 + 32667112]
+    lea rcx, [rbx + 2]
+    mov qword ptr [r15 + 32667112], rcx
+    mov r13d, 2
     jmp .Lc0_b0_c0
     .p2align 6
 .Lc0_b0_c0:
-    mov rax, qword ptr [r15 + 33053144]
+    mov rax, qword ptr [r15 + 32667096]
     imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 33053144], rax
+    mov qword ptr [r15 + 32667096], rax
     xor eax, eax
-    test dword ptr [r15 + 33053147], 135004196
+    test dword ptr [r15 + 32667099], 604111872
     setz al
     lea rcx, [rip + .Lc0_d50_s]
     lea rcx, [rcx + rax*8]
@@ -76,198 +76,212 @@ ditto_body_c0:
     .p2align 3
     jmp .Lc0_d50_j
 .Lc0_d50_j:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 54
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 194
+    xor eax, eax
+    test dword ptr [r15 + 32667100], 268705800
+    setz al
+    lea rcx, [rip + .Lc0_d59_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc0_d59_s_t
+    .p2align 3
+.Lc0_d59_s:
+    .p2align 3
+    jmp .Lc0_d59_j
+    .p2align 3
+    jmp .Lc0_d59_j
+.Lc0_d59_j:
+    xor eax, eax
+    test dword ptr [r15 + 32667100], 2113794
+    setz al
+    lea rcx, [rip + .Lc0_d68_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc0_d68_s_t
+    .p2align 3
+.Lc0_d68_s:
+    .p2align 3
+    jmp .Lc0_d68_j
+    .p2align 3
+    jmp .Lc0_d68_j
+.Lc0_d68_j:
+    lea rcx, [rip + .Lc0_d77_j]
+    add rcx, qword ptr [r15 + 32667104]
+    jmp .Lc0_d77_j_t
+.Lc0_d77_j:
+    mov rax, rcx
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
+    test ebx, 1073741824
+    jnz 1f
 1:
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, ecx
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 93
-    and rbp, 960
-    mov qword ptr [r15 + rbp + 3904], rcx
     test ebx, 1073741824
     jnz 1f
 1:
-    mov ebp, 242
-    mov byte ptr [r15 + 768], r9b
-    add r9, qword ptr [r15 + 832]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov dword ptr [r15 + 1024], eax
-    jmp 1f
-1:
-    movzx ebp, r9b
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r9d, 123
-    jmp 1f
-1:
-    mov qword ptr [r15 + 512], rcx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + 896], r9d
-    mov dword ptr [r15 + 448], 202
-    mov rcx, r9
-    add r11, 64
     inc rbx
     dec r13
     jnz .Lc0_b0_c0
 .Lc0_b0_done:
-// block 1: 64 bytes, 1 chunk(s), 2010 chunk executions per call
-    mov rbx, qword ptr [r15 + 33053168]
-    lea rcx, [rbx + 2010]
-    mov qword ptr [r15 + 33053168], rcx
-    mov r13d, 2010
+// block 1: 64 bytes, 1 chunk(s), 2209 chunk executions per call
+    mov rbx, qword ptr [r15 + 32667120]
+    lea rcx, [rbx + 2209]
+    mov qword ptr [r15 + 32667120], rcx
+    mov r13d, 2209
     jmp .Lc0_b1_c0
     .p2align 6
 .Lc0_b1_c0:
-    shr ecx, 23
-    movsxd r9, dword ptr [r15 + 64]
-    cmovne rcx, r9
+    shr ecx, 20
+    movsxd rbp, dword ptr [r15 + 64]
+    cmovne rbp, rbp
     jmp 1f
 1:
-    cmp rbp, rsi
-    mov edi, dword ptr [r15 + 0]
+    cmp rcx, rax
+    mov ecx, dword ptr [r14 + 0]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov qword ptr [r15 + 0], rbp
-    add rax, qword ptr [r14 + 192]
-    pxor xmm4, xmm13
-    movsxd rcx, dword ptr [r15 + 320]
-    movzx r9d, cl
-    mov qword ptr [r15 + 448], rdi
+    add rax, qword ptr [r15 + 192]
+    movsxd rbp, dword ptr [r15 + 320]
+    pxor xmm12, xmm10
+    mov qword ptr [r15 + 448], rbp
+    movzx ecx, bpl
+    mov qword ptr [r15 + 0], rdx
     inc rbx
     dec r13
     jnz .Lc0_b1_c0
 .Lc0_b1_done:
-// block 2: 64 bytes, 1 chunk(s), 1436 chunk executions per call
-    mov rbx, qword ptr [r15 + 33053176]
-    lea rcx, [rbx + 1436]
-    mov qword ptr [r15 + 33053176], rcx
-    mov r13d, 1436
+// block 2: 64 bytes, 1 chunk(s), 1526 chunk executions per call
+    mov rbx, qword ptr [r15 + 32667128]
+    lea rcx, [rbx + 1526]
+    mov qword ptr [r15 + 32667128], rcx
+    mov r13d, 1526
     jmp .Lc0_b2_c0
     .p2align 6
 .Lc0_b2_c0:
-    lea rcx, [rip + .Lc0_d137_j]
-    add rcx, qword ptr [r15 + 33053152]
-    jmp .Lc0_d137_j_t
-.Lc0_d137_j:
-    mov ecx, 217
-    mov r12, qword ptr [r15 + r12 + 56]
-    pcmpeqb xmm4, xmmword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    movsxd rcx, dword ptr [r15 + 256]
-    test ebx, 27136
+    lea rcx, [rip + .Lc0_d126_j]
+    add rcx, qword ptr [r15 + 32667104]
+    jmp .Lc0_d126_j_t
+.Lc0_d126_j:
+    mov qword ptr [r14 + 576], r8
+    mov rax, rcx
+    mov rbp, r10
+    test ebx, 1073741824
     jnz 1f
 1:
-    nop
-    jmp 1f
-1:
-    mov esi, 250
-    mov ecx, 69
-    mov dword ptr [r15 + 576], edx
+    and rbp, 448
+    mov eax, dword ptr [r15 + rbp + 832]
+    add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jnz .Lc0_b2_c0
 .Lc0_b2_done:
-// block 3: 64 bytes, 1 chunk(s), 421 chunk executions per call
-    mov rbx, qword ptr [r15 + 33053184]
-    lea rcx, [rbx + 421]
-    mov qword ptr [r15 + 33053184], rcx
-    mov r13d, 421
+// block 3: 64 bytes, 1 chunk(s), 708 chunk executions per call
+    mov rbx, qword ptr [r15 + 32667136]
+    lea rcx, [rbx + 708]
+    mov qword ptr [r15 + 32667136], rcx
+    mov r13d, 708
     jmp .Lc0_b3_c0
     .p2align 6
 .Lc0_b3_c0:
-    lea rcx, [rip + .Lc0_d162_j]
-    add rcx, qword ptr [r15 + 33053152]
-    jmp .Lc0_d162_j_t
-.Lc0_d162_j:
-    movzx ecx, byte ptr [r15 + 64]
-    mov dword ptr [r15 + 0], esi
-    mov rsi, rcx
-    mov r9, r10
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 192], rcx
+    movsxd rbp, dword ptr [r15 + 384]
+    movdqu xmm12, xmmword ptr [r15 + 512]
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
-    and r9, 1984
-    movsxd rsi, dword ptr [r15 + r9 + 1344]
-    mov byte ptr [r15 + 320], sil
-    or dword ptr [r15 + 512], 1
-    xor edx, edx
-    div dword ptr [r15 + 512]
-    add r11, 64
-    add r10, r11
+    movzx ebp, byte ptr [r14 + 128]
+    movsxd rdx, dword ptr [r15 + 448]
+    mov eax, dword ptr [r15 + 256]
     inc rbx
     dec r13
     jnz .Lc0_b3_c0
 .Lc0_b3_done:
-// block 4: 64 bytes, 1 chunk(s), 765 chunk executions per call
-    mov rbx, qword ptr [r15 + 33053192]
-    lea rcx, [rbx + 765]
-    mov qword ptr [r15 + 33053192], rcx
-    mov r13d, 765
+// block 4: 64 bytes, 1 chunk(s), 963 chunk executions per call
+    mov rbx, qword ptr [r15 + 32667144]
+    lea rcx, [rbx + 963]
+    mov qword ptr [r15 + 32667144], rcx
+    mov r13d, 963
     jmp .Lc0_b4_c0
     .p2align 6
 .Lc0_b4_c0:
-    movzx ecx, byte ptr [r15 + 64]
-    mov r9, r10
-    mov qword ptr [r15 + 640], r9
-    and r9, 4032
-    mov rsi, qword ptr [r15 + r9 + 9024]
-    test ebx, 4096
+    mov dword ptr [r15 + 512], 167
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, 195
+    test bl, 8
     jnz 1f
 1:
-    mov ecx, 27
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    add r11, 64
-    add r10, r11
+    mov r8d, dword ptr [r15 + 192]
+    mov dword ptr [r15 + 640], r8d
+    mov qword ptr [r15 + 64], r8
     inc rbx
     dec r13
     jnz .Lc0_b4_c0
 .Lc0_b4_done:
 // block 5: 64 bytes, 1 chunk(s), 1 chunk executions per call
-    mov rbx, qword ptr [r15 + 33053200]
+    mov rbx, qword ptr [r15 + 32667152]
     lea rcx, [rbx + 1]
-    mov qword ptr [r15 + 33053200], rcx
+    mov qword ptr [r15 + 32667152], rcx
     mov r13d, 1
     jmp .Lc0_b5_c0
     .p2align 6
 .Lc0_b5_c0:
-    mov rax, qword ptr [r15 + 33053144]
+    mov rax, qword ptr [r15 + 32667096]
     imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 33053144], rax
+    mov qword ptr [r15 + 32667096], rax
     xor eax, eax
-    test dword ptr [r15 + 33053147], 268472449
+    test dword ptr [r15 + 32667100], 1085441
+    setz al
+    lea rcx, [rip + .Lc0_d184_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc0_d184_s_t
+    .p2align 3
+.Lc0_d184_s:
+    .p2align 3
+    jmp .Lc0_d184_j
+    .p2align 3
+    jmp .Lc0_d184_j
+.Lc0_d184_j:
+    xor eax, eax
+    test dword ptr [r15 + 32667099], 139840
+    setz al
+    lea rcx, [rip + .Lc0_d193_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc0_d193_s_t
+    .p2align 3
+.Lc0_d193_s:
+    .p2align 3
+    jmp .Lc0_d193_j
+    .p2align 3
+    jmp .Lc0_d193_j
+.Lc0_d193_j:
+    xor eax, eax
+    test dword ptr [r15 + 32667099], 570426496
+    setz al
+    lea rcx, [rip + .Lc0_d202_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc0_d202_s_t
+    .p2align 3
+.Lc0_d202_s:
+    .p2align 3
+    jmp .Lc0_d202_j
+    .p2align 3
+    jmp .Lc0_d202_j
+.Lc0_d202_j:
+    xor eax, eax
+    test dword ptr [r15 + 32667100], 672137232
     setz al
     lea rcx, [rip + .Lc0_d211_s]
     lea rcx, [rcx + rax*8]
@@ -279,444 +293,444 @@ ditto_body_c0:
     .p2align 3
     jmp .Lc0_d211_j
 .Lc0_d211_j:
-    imul rcx, rsi
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
+    mov rax, qword ptr [r15 + 64]
+    test ebx, 1073741824
+    jnz 1f
 1:
     test ebx, 1073741824
     jnz 1f
 1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov dword ptr [r15 + 896], eax
-    mov qword ptr [r15 + 960], rcx
+    test ebx, 4096
+    jz 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    test ebx, 4096
+    jz 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
     inc rbx
     dec r13
     jnz .Lc0_b5_c0
 .Lc0_b5_done:
-// block 6: 64 bytes, 1 chunk(s), 512 chunk executions per call
-    mov rbx, qword ptr [r15 + 33053208]
-    lea rcx, [rbx + 512]
-    mov qword ptr [r15 + 33053208], rcx
-    mov r13d, 512
+// block 6: 64 bytes, 1 chunk(s), 436 chunk executions per call
+    mov rbx, qword ptr [r15 + 32667160]
+    lea rcx, [rbx + 436]
+    mov qword ptr [r15 + 32667160], rcx
+    mov r13d, 436
     jmp .Lc0_b6_c0
     .p2align 6
 .Lc0_b6_c0:
-    mov rcx, qword ptr [r15 + 128]
-    movzx eax, byte ptr [r15 + 448]
-    mov rsi, rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r11
+    movsxd rcx, dword ptr [r14 + 768]
+    and rbp, 448
+    inc dword ptr [r15 + rbp + 832]
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
-    mov dword ptr [r15 + 640], 240
-    mov rax, rcx
-    mov rax, qword ptr [r15 + 384]
+    mov qword ptr [r15 + 256], rbp
+    mov dword ptr [r15 + 0], ecx
+    test ebx, 1073741824
+    jnz 1f
+1:
     jmp 1f
 1:
+    movzx ecx, cl
+    add r11, 64
     inc rbx
     dec r13
     jnz .Lc0_b6_c0
 .Lc0_b6_done:
-// block 7: 64 bytes, 1 chunk(s), 1073 chunk executions per call
-    mov rbx, qword ptr [r15 + 33053216]
-    lea rcx, [rbx + 1073]
-    mov qword ptr [r15 + 33053216], rcx
-    mov r13d, 1073
+// block 7: 64 bytes, 1 chunk(s), 832 chunk executions per call
+    mov rbx, qword ptr [r15 + 32667168]
+    lea rcx, [rbx + 832]
+    mov qword ptr [r15 + 32667168], rcx
+    mov r13d, 832
     jmp .Lc0_b7_c0
     .p2align 6
 .Lc0_b7_c0:
-    mov r9, r10
-    movzx ecx, r9b
-    inc dword ptr [r15 + 320]
-    and r9, 4032
-    mov byte ptr [r15 + r9 + 4928], r9b
-    mov rax, rax
+    mov rbp, r10
+    and rbp, 8128
+    mov ecx, dword ptr [r15 + rbp + 12096]
+    jmp 1f
+1:
+    mov ebp, ecx
+    mov r8, r10
+    imul eax, esi, 74
     test ebx, 1073741824
     jnz 1f
 1:
-    mov eax, dword ptr [r15 + 192]
-    mov dword ptr [r15 + 1088], eax
+    and r8, 448
+    movzx eax, byte ptr [r14 + r8 + 1344]
     jmp 1f
 1:
+    movzx ecx, byte ptr [r15 + 128]
+    mov r8, rcx
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jnz .Lc0_b7_c0
 .Lc0_b7_done:
-// block 8: 64 bytes, 1 chunk(s), 542 chunk executions per call
-    mov rbx, qword ptr [r15 + 33053224]
-    lea rcx, [rbx + 542]
-    mov qword ptr [r15 + 33053224], rcx
-    mov r13d, 542
+// block 8: 64 bytes, 1 chunk(s), 484 chunk executions per call
+    mov rbx, qword ptr [r15 + 32667176]
+    lea rcx, [rbx + 484]
+    mov qword ptr [r15 + 32667176], rcx
+    mov r13d, 484
     jmp .Lc0_b8_c0
     .p2align 6
 .Lc0_b8_c0:
-    mov dword ptr [r15 + 576], eax
-    mov dword ptr [r15 + 896], 174
+    movzx eax, r8b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, eax
     jmp 1f
 1:
+    movsxd r8, dword ptr [r15 + 64]
+    mov dword ptr [r15 + 320], 202
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
-    mov rcx, rcx
-    movzx ecx, byte ptr [r15 + 256]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r14 + 768], al
+    mov r8d, r8d
+    movzx eax, r8b
+    movzx eax, byte ptr [r15 + 576]
+    mov dword ptr [r14 + 0], ebp
+    mov rbp, rbp
     inc rbx
     dec r13
     jnz .Lc0_b8_c0
 .Lc0_b8_done:
-// block 9: 64 bytes, 1 chunk(s), 1977 chunk executions per call
-    mov rbx, qword ptr [r15 + 33053232]
-    lea rcx, [rbx + 1977]
-    mov qword ptr [r15 + 33053232], rcx
-    mov r13d, 1977
+// block 9: 64 bytes, 1 chunk(s), 1515 chunk executions per call
+    mov rbx, qword ptr [r15 + 32667184]
+    lea rcx, [rbx + 1515]
+    mov qword ptr [r15 + 32667184], rcx
+    mov r13d, 1515
     jmp .Lc0_b9_c0
     .p2align 6
 .Lc0_b9_c0:
-    movzx esi, byte ptr [r14 + 704]
-    mov ecx, dword ptr [r15 + 512]
-    test ebx, 1073741824
-    jnz 1f
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
 1:
-    mov byte ptr [r15 + 384], al
-    movzx ecx, byte ptr [r15 + 832]
+    mov eax, dword ptr [r15 + 256]
+    mov r8d, 182
     test ebx, 1073741824
     jz 1f
 1:
-    mov esi, 48
-    mov qword ptr [r15 + 128], rsi
+    mov ebp, eax
+    mov ecx, 38
+    mov dword ptr [r15 + 384], ecx
+    mov rbp, qword ptr [r15 + 704]
     inc rbx
     dec r13
     jnz .Lc0_b9_c0
 .Lc0_b9_done:
-// block 10: 1024 bytes, 4 chunk(s), 440 chunk executions per call
-    mov rbx, qword ptr [r15 + 33053240]
-    lea rcx, [rbx + 440]
-    mov qword ptr [r15 + 33053240], rcx
-    mov r13d, 440
+// block 10: 1024 bytes, 4 chunk(s), 480 chunk executions per call
+    mov rbx, qword ptr [r15 + 32667192]
+    lea rcx, [rbx + 480]
+    mov qword ptr [r15 + 32667192], rcx
+    mov r13d, 480
     jmp .Lc0_b10_c0
     .p2align 6
 .Lc0_b10_c0:
-    mov rax, qword ptr [r15 + 33053144]
+    mov rax, qword ptr [r15 + 32667096]
     imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 33053144], rax
+    mov qword ptr [r15 + 32667096], rax
     xor eax, eax
-    test dword ptr [r15 + 33053148], 402686216
+    test dword ptr [r15 + 32667099], 524834
     setz al
-    lea rcx, [rip + .Lc0_d320_s]
+    lea rcx, [rip + .Lc0_d333_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc0_d320_s_t
+    jmp .Lc0_d333_s_t
     .p2align 3
-.Lc0_d320_s:
+.Lc0_d333_s:
     .p2align 3
-    jmp .Lc0_d320_j
+    jmp .Lc0_d333_j
     .p2align 3
-    jmp .Lc0_d320_j
-.Lc0_d320_j:
-    lea rbp, [r10 + r10*1]
+    jmp .Lc0_d333_j
+.Lc0_d333_j:
+    lea rcx, [rip + .Lc0_d342_j]
+    add rcx, qword ptr [r15 + 32667104]
+    jmp .Lc0_d342_j_t
+.Lc0_d342_j:
+    lea rcx, [rip + .Lc0_d346_j]
+    add rcx, qword ptr [r15 + 32667104]
+    jmp .Lc0_d346_j_t
+.Lc0_d346_j:
+    mov r8, r10
+    and r8, 448
+    movzx eax, byte ptr [r15 + r8 + 1856]
+    movzx r8d, byte ptr [r15 + 448]
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rbp, r10
+    mov r8d, dword ptr [r14 + 512]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rcx, r8
     and rbp, 960
-    movzx eax, byte ptr [r15 + rbp + 13120]
-    mov ecx, dword ptr [r15 + 384]
-    mov esi, esi
-    mov rsi, qword ptr [r15 + 128]
+    movdqu xmmword ptr [r15 + rbp + 20288], xmm12
     test ebx, 1073741824
-    jnz 1f
-1:
-    add rax, qword ptr [r15 + rbp + 13184]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    movzx ebp, al
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, dword ptr [r15 + 192]
-    mov esi, 172
-    mov eax, 135
-    mov r9, r10
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov eax, 113
-    lea rbp, [r10 + r10*1]
-    and r9, 4032
-    mov eax, dword ptr [r14 + r9 + 9024]
-    and rbp, 960
-    mov qword ptr [r15 + rbp + 3968], rbp
-    mov r9d, dword ptr [r14 + 192]
-    test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
     jmp 1f
 1:
-    jmp 1f
+    mov rbp, r10
+    test ebx, 16384
+    jz 1f
 1:
-    mov r9, qword ptr [r15 + rbp + 3904]
-    mov byte ptr [r15 + 960], al
+    and rbp, 8128
+    mov dword ptr [r15 + rbp + 3904], ebp
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
-    movq qword ptr [r15 + 256], xmm4
-    movzx eax, al
-    movzx eax, bpl
-    mov dword ptr [r15 + 64], 161
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 320], 158
-    movsxd r9, dword ptr [r15 + 256]
+    movzx ecx, r8b
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc0_b10_done
 .Lc0_b10_c1:
-    lea rcx, [rip + .Lc0_d379_j]
-    add rcx, qword ptr [r15 + 33053152]
-    jmp .Lc0_d379_j_t
-.Lc0_d379_j:
-    mov rcx, qword ptr [r15 + 192]
-    mov r9, qword ptr [r15 + 320]
-    mov rax, qword ptr [r15 + 256]
-    test ebx, 1073741824
-    jnz 1f
-1:
+    lea rcx, [rip + .Lc0_d382_j]
+    add rcx, qword ptr [r15 + 32667104]
+    jmp .Lc0_d382_j_t
+.Lc0_d382_j:
+    mov ecx, dword ptr [r15 + 64]
+    mov ebp, dword ptr [r15 + 128]
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, cl
     test ebx, 1073741824
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and r9d, dword ptr [r15 + 512]
-    mov rcx, qword ptr [r15 + 512]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r9, qword ptr [r15 + 1024]
     jmp 1f
 1:
-    movzx ecx, al
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
-    mov ecx, 102
-    mov r9, r10
-    movzx ecx, byte ptr [r15 + 704]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 384], ebp
+    movsxd rcx, dword ptr [r15 + 128]
+    test ebx, 1073741824
+    jnz 1f
+1:
     mov rbp, r10
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and r9, 524224
-    mov dword ptr [r15 + r9 + 32520000], ebp
+    mov qword ptr [r15 + 448], rbp
     and rbp, 448
-    mov qword ptr [r15 + rbp + 3392], r9
-    movzx ecx, byte ptr [r14 + 192]
+    mov eax, dword ptr [r15 + rbp + 1856]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov qword ptr [r14 + 64], rcx
-    mov byte ptr [r15 + 448], cl
+    mov dword ptr [r14 + 640], 16
+    movzx r8d, byte ptr [r15 + 512]
+    mov byte ptr [r14 + 384], r8b
     test ebx, 1073741824
     jz 1f
 1:
-    mov qword ptr [r15 + 64], rbp
-    mov byte ptr [r15 + 128], bpl
-    add rbp, qword ptr [r15 + 384]
+    mov r8, r10
+    mov ebp, 34
+    movsxd rcx, dword ptr [r15 + 192]
+    test ebx, 1073741824
+    jz 1f
+1:
+    and r8, 960
+    mov rbp, r11
+    mov ecx, dword ptr [r15 + r8 + 2880]
+    and rbp, 131008
+    mov r8, qword ptr [r15 + rbp + 32527168]
+    jmp 1f
+1:
     test ebx, 1073741824
     jnz 1f
 1:
-    jmp 1f
-1:
-    mov ebp, 122
+    or dword ptr [r15 + 320], 1
+    xor edx, edx
+    div dword ptr [r15 + 320]
+    mov edx, 115
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc0_b10_done
 .Lc0_b10_c2:
-    lea rcx, [rip + .Lc0_d435_j]
-    add rcx, qword ptr [r15 + 33053152]
-    jmp .Lc0_d435_j_t
-.Lc0_d435_j:
-    mov rbp, r11
-    and rbp, 4032
-    mov dword ptr [r15 + rbp + 9024], 225
-    jmp 1f
-1:
+    lea rcx, [rip + .Lc0_d433_j]
+    add rcx, qword ptr [r15 + 32667104]
+    jmp .Lc0_d433_j_t
+.Lc0_d433_j:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, rcx
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    imul rbp, rbp
-    jmp 1f
-1:
-    movzx ebp, bpl
-    imul ebp, ecx, 90
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx ebp, bpl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, 22
+    mov qword ptr [r15 + 0], r9
+    nop
+    mov r9, qword ptr [r15 + 448]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    movzx ebp, byte ptr [r15 + 128]
+    mov byte ptr [r15 + 384], r9b
+    mov dword ptr [r15 + 576], r9d
+    mov byte ptr [r15 + 192], r9b
+    and ecx, dword ptr [r15 + 256]
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx ebp, bpl
-    mov rbp, rbp
-    jmp 1f
-1:
-    test ebx, 16384
+    mov ecx, 122
+    mov r9, qword ptr [r14 + 320]
+    and ecx, dword ptr [r14 + 256]
+    test ebx, 1073741824
     jz 1f
 1:
-    mov ebp, dword ptr [r15 + 576]
     movzx ecx, cl
-    mov ecx, 26
-    mov ecx, 240
-    test ebx, 1073741824
-    jz 1f
+    mov r9, r11
+    jmp 1f
 1:
-    mov qword ptr [r15 + 384], rcx
-    mov dword ptr [r15 + 192], ebp
-    mov rax, qword ptr [r15 + 448]
-    test ebx, 1073741824
-    jz 1f
-1:
-    movsxd rbp, dword ptr [r15 + 128]
-    movzx ecx, bpl
-    movzx ecx, byte ptr [r15 + 256]
-    xchg qword ptr [r15 + 320], rbp
+    mov qword ptr [r15 + 448], r9
+    and r9, 8128
+    movzx ecx, byte ptr [r15 + r9 + 3904]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov qword ptr [r15 + 768], rbp
-    mov eax, dword ptr [r15 + 320]
-    mov rcx, qword ptr [r14 + 64]
+    mov byte ptr [r15 + 64], al
+    mov ecx, 7
+    movsxd r9, dword ptr [r14 + 512]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov rdx, rcx
+    mov rax, rdx
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r9, r11
+    mov rdx, r9
+    and r9, 448
+    mov qword ptr [r15 + r9 + 2368], rax
+    mov r9d, 184
     add r11, 64
     inc rbx
     dec r13
     jz .Lc0_b10_done
 .Lc0_b10_c3:
-    lea rcx, [rip + .Lc0_d493_j]
-    add rcx, qword ptr [r15 + 33053152]
-    jmp .Lc0_d493_j_t
-.Lc0_d493_j:
-    mov byte ptr [r15 + 576], bpl
-    lock xadd qword ptr [r15 + 384], rbp
     mov r12, qword ptr [r15 + r12 + 56]
+    add r9, qword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, ebp
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movsxd rbp, dword ptr [r15 + 1152]
-    mov dword ptr [r15 + 192], ecx
-    mov rax, rbp
-    mov rbp, rax
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov byte ptr [r14 + 384], bpl
-    movzx eax, bpl
     jmp 1f
 1:
-    mov rax, qword ptr [r15 + 448]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rbp, rbp
-    mov rbp, qword ptr [r15 + 512]
-    add rbp, qword ptr [r15 + 704]
-    mov byte ptr [r14 + 128], bpl
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov edi, dword ptr [r15 + 832]
-    mov dword ptr [r15 + 320], 244
-    mov rbp, qword ptr [r14 + 512]
-    mov byte ptr [r15 + 256], bpl
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov ebp, 253
     jmp 1f
 1:
-    mov ebp, 171
-    mov qword ptr [r15 + 192], rdi
     test ebx, 1073741824
     jz 1f
 1:
-    movsxd rbp, dword ptr [r15 + 640]
-    and edi, dword ptr [r15 + 64]
-    mov rax, qword ptr [r15 + 256]
-    mov byte ptr [r15 + 64], al
+    mov r9d, ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    .byte 0x0f, 0x1f, 0x40, 0x00
+    movzx r9d, r9b
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov rcx, r9
+    test ebx, 16384
+    jz 1f
+1:
+    mov r9, r11
+    jmp 1f
+1:
+    mov qword ptr [r15 + 512], r9
+    and r9, 8128
+    movzx edx, byte ptr [r15 + r9 + 3904]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r9, r11
+    movsxd rdx, dword ptr [r15 + 64]
+    mov ecx, dword ptr [r14 + 192]
+    jmp 1f
+1:
+    and r9, 448
+    movzx eax, byte ptr [r15 + r9 + 832]
+    add rcx, qword ptr [r14 + 192]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov ecx, edx
+    .byte 0x0f, 0x1f, 0x40, 0x00
+    movsxd rax, dword ptr [r14 + 576]
+    mov dword ptr [r15 + 128], ecx
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + 256], 160
+    or qword ptr [r15 + 320], 97
+    movsxd rax, dword ptr [r14 + 384]
+    mov dword ptr [r15 + 640], eax
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx eax, al
+    jmp 1f
+1:
+    movsxd rax, dword ptr [r15 + 128]
+    mov qword ptr [r15 + 704], rax
+    add r11, 64
     inc rbx
     dec r13
     jnz .Lc0_b10_c0
 .Lc0_b10_done:
-// block 11: 64 bytes, 1 chunk(s), 679 chunk executions per call
-    mov rbx, qword ptr [r15 + 33053248]
-    lea rcx, [rbx + 679]
-    mov qword ptr [r15 + 33053248], rcx
-    mov r13d, 679
+// block 11: 64 bytes, 1 chunk(s), 619 chunk executions per call
+    mov rbx, qword ptr [r15 + 32667200]
+    lea rcx, [rbx + 619]
+    mov qword ptr [r15 + 32667200], rcx
+    mov r13d, 619
     jmp .Lc0_b11_c0
     .p2align 6
 .Lc0_b11_c0:
-    jmp 1f
-1:
+    lea rcx, [rip + .Lc0_d548_j]
+    add rcx, qword ptr [r15 + 32667104]
+    jmp .Lc0_d548_j_t
+.Lc0_d548_j:
+    xchg qword ptr [r15 + 320], rcx
+    mov r9, r11
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    lock or dword ptr [r15 + 0], 104
-    mov rcx, qword ptr [r15 + 448]
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx ecx, byte ptr [r15 + 128]
-    mov eax, dword ptr [r15 + 192]
-    movzx ebp, byte ptr [r15 + 256]
-    movsxd rdi, dword ptr [r15 + 384]
+    and r9, 8128
+    mov byte ptr [r14 + r9 + 3904], r9b
+    add r11, 64
     inc rbx
     dec r13
     jnz .Lc0_b11_c0
 .Lc0_b11_done:
-    mov qword ptr [r15 + 33053120], r11
-    mov qword ptr [r15 + 33053128], r10
-    mov qword ptr [r15 + 33053136], r12
+    mov qword ptr [r15 + 32667072], r11
+    mov qword ptr [r15 + 32667080], r10
+    mov qword ptr [r15 + 32667088], r12
     ldmxcsr dword ptr [rsp]
     add rsp, 8
     pop r15
@@ -734,32 +748,32 @@ ditto_body_c0:
 ditto_body_init_c0:
     mov r8, qword ptr [rdi]
     movabs rax, 0x0
-    mov qword ptr [r8 + 33053160], rax
-    movabs rax, 0x9e3779b97f4a7c15
-    mov qword ptr [r8 + 33053168], rax
-    movabs rax, 0x3c6ef372fe94f82a
-    mov qword ptr [r8 + 33053176], rax
-    movabs rax, 0xdaa66d2c7ddf743f
-    mov qword ptr [r8 + 33053184], rax
-    movabs rax, 0x78dde6e5fd29f054
-    mov qword ptr [r8 + 33053192], rax
-    movabs rax, 0x1715609f7c746c69
-    mov qword ptr [r8 + 33053200], rax
-    movabs rax, 0xb54cda58fbbee87e
-    mov qword ptr [r8 + 33053208], rax
-    movabs rax, 0x538454127b096493
-    mov qword ptr [r8 + 33053216], rax
-    movabs rax, 0xf1bbcdcbfa53e0a8
-    mov qword ptr [r8 + 33053224], rax
-    movabs rax, 0x8ff34785799e5cbd
-    mov qword ptr [r8 + 33053232], rax
-    movabs rax, 0x2e2ac13ef8e8d8d0
-    mov qword ptr [r8 + 33053240], rax
-    movabs rax, 0xcc623af8783354e7
-    mov qword ptr [r8 + 33053248], rax
+    mov qword ptr [r8 + 32667112], rax
+    movabs rax, 0x9e3779b91f4a7c15
+    mov qword ptr [r8 + 32667120], rax
+    movabs rax, 0x3c6ef3721e94f82a
+    mov qword ptr [r8 + 32667128], rax
+    movabs rax, 0xdaa66d2c1ddf743f
+    mov qword ptr [r8 + 32667136], rax
+    movabs rax, 0x78dde6e51d29f054
+    mov qword ptr [r8 + 32667144], rax
+    movabs rax, 0x1715609f1c746c69
+    mov qword ptr [r8 + 32667152], rax
+    movabs rax, 0xb54cda581bbee87e
+    mov qword ptr [r8 + 32667160], rax
+    movabs rax, 0x538454121b096493
+    mov qword ptr [r8 + 32667168], rax
+    movabs rax, 0xf1bbcdcb1a53e0a8
+    mov qword ptr [r8 + 32667176], rax
+    movabs rax, 0x8ff34785199e5cbd
+    mov qword ptr [r8 + 32667184], rax
+    movabs rax, 0x2e2ac13e18e8d8d0
+    mov qword ptr [r8 + 32667192], rax
+    movabs rax, 0xcc623af8183354e7
+    mov qword ptr [r8 + 32667200], rax
     movabs rax, 0x4a1ec05027315c93
-    mov qword ptr [r8 + 33053144], rax
-    mov qword ptr [r8 + 33053152], 0
+    mov qword ptr [r8 + 32667096], rax
+    mov qword ptr [r8 + 32667104], 0
     lea rdi, [r8 + 56]
     xor ecx, ecx
 2:  imul rax, rcx, 5
@@ -775,7 +789,7 @@ ditto_body_init_c0:
     ret
     .size ditto_body_init_c0, .-ditto_body_init_c0
 
-// ---- cluster c1: 1717 instructions per call, 9 blocks
+// ---- cluster c1: 1725 instructions per call, 9 blocks
     .text
     .globl ditto_body_c1
     .type ditto_body_c1, @function
@@ -795,9 +809,9 @@ ditto_body_c1:
     or eax, 0x8040
     mov dword ptr [rsp + 4], eax
     ldmxcsr dword ptr [rsp + 4]
-    mov r11, qword ptr [r15 + 17364416]
-    mov r10, qword ptr [r15 + 17364424]
-    mov r12, qword ptr [r15 + 17364432]
+    mov r11, qword ptr [r15 + 26246848]
+    mov r10, qword ptr [r15 + 26246856]
+    mov r12, qword ptr [r15 + 26246864]
     and r12, 0
     xor eax, eax
     xor ecx, ecx
@@ -809,9 +823,9 @@ ditto_body_c1:
     xor r9d, r9d
     vzeroall
 // block 0: 2048 bytes, 8 chunk(s), 4 chunk executions per call
-    mov rbx, qword ptr [r15 + 17364456]
+    mov rbx, qword ptr [r15 + 26246888]
     lea rcx, [rbx + 4]
-    mov qword ptr [r15 + 17364456], rcx
+    mov qword ptr [r15 + 26246888], rcx
     mov r13d, 4
     mov eax, ebx
     and eax, 7
@@ -839,678 +853,593 @@ ditto_body_c1:
     .p2align 6
 .Lc1_b0_c0:
     lea rcx, [rip + .Lc1_d37_j]
-    add rcx, qword ptr [r15 + 17364448]
+    add rcx, qword ptr [r15 + 26246880]
     jmp .Lc1_d37_j_t
 .Lc1_d37_j:
-    shr ecx, 2
-    movsxd rcx, dword ptr [r14 + 256]
-    mov eax, dword ptr [r15 + 448]
-    or ecx, r9d
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rbp, r9
-    movzx r9d, al
-    test ecx, r8d
-    movsxd rcx, dword ptr [r15 + 896]
-    test ebx, 110592
-    jnz 1f
-1:
-    mov byte ptr [r15 + 640], dl
-    vpaddd ymm11, ymm8, ymmword ptr [r15 + 192]
+    mov rcx, qword ptr [r15 + 1408]
     mov rbp, r10
-    movzx edx, cl
+    and rcx, rdi
+    and rbp, 448
+    movsxd rax, dword ptr [r15 + rbp + 1600]
+    mov dword ptr [r14 + 64], 52
     test ebx, 1073741824
     jz 1f
 1:
-    movzx edx, bpl
-    and rbp, 960
-    mov ecx, dword ptr [r15 + rbp + 1856]
-    mov edx, edi
-    jmp 1f
-1:
-    test ebx, 22016
-    jnz 1f
-1:
-    mov dword ptr [r15 + 256], 46
-    jmp 1f
-1:
-    jmp 1f
-1:
-    vpaddd ymm8, ymm11, ymmword ptr [r15 + 640]
+    shr eax, 31
+    mov rdx, r9
+    movsxd r9, dword ptr [r15 + 512]
+    neg rbp
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rcx, qword ptr [r15 + 64]
-    mov dword ptr [r15 + 192], edx
-    mov ebp, dword ptr [r15 + 576]
+    mov qword ptr [r15 + 576], r9
+    xor eax, ecx
+    mov ecx, esi
     test ebx, 1073741824
     jnz 1f
 1:
-    mov ebp, 124
-    mov byte ptr [r15 + 1024], cl
-    movzx ebp, al
-    movzx ebp, byte ptr [r15 + 192]
-    test ebx, 118784
+    xor dword ptr [r15 + 384], ebp
+    mov rsi, qword ptr [r15 + 256]
+    mov ebp, dword ptr [r15 + 256]
+    imul rax, qword ptr [r15 + 1024]
+    test ebx, 1073741824
     jnz 1f
 1:
-    mov rbp, r8
-    movsxd rcx, dword ptr [r15 + 320]
+    add r9, 56
+    imul rcx, qword ptr [r14 + 640]
+    mov rdx, rcx
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx ecx, byte ptr [r15 + 192]
+    shr ecx, 22
+    mov r9, r8
     jmp 1f
 1:
-    xor dword ptr [r14 + 384], esi
-    test ebx, 118784
+    test ebx, 1073741824
     jnz 1f
 1:
-    movzx ebp, byte ptr [r15 + 768]
-    movzx ecx, r8b
-    mov dword ptr [r15 + 1280], ecx
+    mov edx, ecx
+    jmp 1f
+1:
+    jmp 1f
+1:
+    add rdx, rdi
+    test ebx, 2304
+    jnz 1f
+1:
+    mov r9, r8
+    mov esi, 43
+    inc r9d
+    test ebx, 184320
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov qword ptr [r14 + 192], r9
+    shl rdi, 6
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r8d, edi
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c1:
-    mov rax, qword ptr [r15 + 17364440]
+    mov rax, qword ptr [r15 + 26246872]
     imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 17364440], rax
-    mov eax, dword ptr [r15 + 17364444]
+    mov qword ptr [r15 + 26246872], rax
+    mov eax, dword ptr [r15 + 26246876]
     and eax, 15
-    lea rcx, [rip + .Lc1_d100_s]
+    lea rcx, [rip + .Lc1_d105_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d100_s_t
+    jmp .Lc1_d105_s_t
     .p2align 3
-.Lc1_d100_s:
+.Lc1_d105_s:
     .p2align 3
-    jmp .Lc1_d100_j
+    jmp .Lc1_d105_j
     .p2align 3
-    jmp .Lc1_d100_j
+    jmp .Lc1_d105_j
     .p2align 3
-    jmp .Lc1_d100_j
+    jmp .Lc1_d105_j
     .p2align 3
-    jmp .Lc1_d100_j
+    jmp .Lc1_d105_j
     .p2align 3
-    jmp .Lc1_d100_j
+    jmp .Lc1_d105_j
     .p2align 3
-    jmp .Lc1_d100_j
+    jmp .Lc1_d105_j
     .p2align 3
-    jmp .Lc1_d100_j
+    jmp .Lc1_d105_j
     .p2align 3
-    jmp .Lc1_d100_j
+    jmp .Lc1_d105_j
     .p2align 3
-    jmp .Lc1_d100_j
+    jmp .Lc1_d105_j
     .p2align 3
-    jmp .Lc1_d100_j
+    jmp .Lc1_d105_j
     .p2align 3
-    jmp .Lc1_d100_j
+    jmp .Lc1_d105_j
     .p2align 3
-    jmp .Lc1_d100_j
+    jmp .Lc1_d105_j
     .p2align 3
-    jmp .Lc1_d100_j
+    jmp .Lc1_d105_j
     .p2align 3
-    jmp .Lc1_d100_j
+    jmp .Lc1_d105_j
     .p2align 3
-    jmp .Lc1_d100_j
+    jmp .Lc1_d105_j
     .p2align 3
-    jmp .Lc1_d100_j
-.Lc1_d100_j:
-    mov ecx, r8d
-    mov ecx, eax
-    mov rcx, rax
-    mov ecx, eax
-    test ebx, 1073741824
+    jmp .Lc1_d105_j
+.Lc1_d105_j:
+    mov r8, r10
+    and r8, 8388544
+    inc dword ptr [r14 + r8 + 17849408]
+    mov r8, rdx
+    test ebx, 65024
     jz 1f
 1:
-    mov dword ptr [r15 + 128], 186
-    movzx ecx, byte ptr [r15 + 128]
-    vmovdqu ymmword ptr [r15 + 256], ymm8
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movsxd rcx, dword ptr [r15 + 512]
-    mov ebp, esi
-    movsxd rsi, dword ptr [r15 + 192]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    inc esi
-    jmp 1f
-1:
-    lea rsi, [rsi + rsi*2 + 16]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov ebp, dword ptr [r15 + 512]
-    jmp 1f
-1:
-    sub rsi, rbp
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rcx, rdi
-    sub rsi, rcx
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    shr ecx, 26
-    vpaddq xmm8, xmm8, xmmword ptr [r15 + 832]
-    mov ecx, 85
-    jmp 1f
-1:
-    test dword ptr [r15 + 17364444], 4218884
-    jnz 1f
-1:
-    jmp 1f
-1:
+    add rcx, r8
     mov rbp, r10
-    mov byte ptr [r14 + 704], sil
-    mov esi, dword ptr [r15 + 320]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and rbp, 2097088
-    imul rsi, qword ptr [r15 + rbp + 6869824]
-    neg rcx
-    movzx ebp, byte ptr [r14 + 64]
+    movsxd rsi, dword ptr [r15 + 896]
     test ebx, 1073741824
     jz 1f
 1:
-    xor ecx, ebp
+    and rbp, 1048512
+    mov rcx, qword ptr [r15 + rbp + 14703680]
+    mov r8d, 221
+    test ebx, 1073741824
+    jz 1f
+1:
     jmp 1f
 1:
-    movsxd rcx, dword ptr [r15 + 448]
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c2:
-    mov rax, qword ptr [r15 + 17364440]
+    mov rax, qword ptr [r15 + 26246872]
     imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 17364440], rax
-    lea rcx, [rip + .Lc1_d183_j]
-    add rcx, qword ptr [r15 + 17364448]
-    jmp .Lc1_d183_j_t
-.Lc1_d183_j:
-    mov rbp, r10
-    mov edx, dword ptr [r15 + 64]
-    and ecx, dword ptr [r15 + 384]
-    mov rax, qword ptr [r14 + 192]
-    and rbp, 448
-    mov dword ptr [r15 + rbp + 1344], ebp
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov ecx, 150
-    mov ebp, r8d
-    movzx ecx, r9b
-    test ebx, 1073741824
-    jnz 1f
-1:
-    vmovdqu ymm8, ymmword ptr [r15 + 256]
-    mov ecx, dword ptr [r15 + 576]
-    movsxd rbp, dword ptr [r15 + 320]
-    mov rax, qword ptr [r14 + 448]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    add rbp, 69
-    mov eax, dword ptr [r15 + 896]
-    mov rcx, qword ptr [r14 + 640]
-    test ebx, 147456
-    jnz 1f
-1:
-    mov rbp, rbp
-    mov ebp, dword ptr [r14 + 768]
-    movzx eax, byte ptr [r15 + 384]
+    mov qword ptr [r15 + 26246872], rax
+    lea rcx, [rip + .Lc1_d152_j]
+    add rcx, qword ptr [r15 + 26246880]
+    jmp .Lc1_d152_j_t
+.Lc1_d152_j:
+    inc edx
+    mov ecx, r8d
+    mov ebp, dword ptr [r14 + 448]
     jmp 1f
 1:
+    test dword ptr [r15 + 26246876], 268439564
+    jnz 1f
+1:
+    mov dword ptr [r15 + 1280], ebp
+    test ebp, edx
+    mov rbp, qword ptr [r15 + 512]
+    vmovdqu xmm6, xmmword ptr [r15 + 320]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movsxd rbp, dword ptr [r14 + 256]
+    neg rdi
+    jmp 1f
+1:
+    imul rdx, qword ptr [r14 + 128]
+    test dword ptr [r15 + 26246876], 166400
+    jnz 1f
+1:
+    mov edx, edx
+    mov rdi, rdx
+    movzx esi, byte ptr [r15 + 256]
     test ebx, 1073741824
     jz 1f
 1:
-    mov r9, qword ptr [r15 + 832]
-    add rbp, qword ptr [r15 + 320]
-    mov eax, 54
-    test dword ptr [r15 + 17364444], 269222400
-    jnz 1f
-1:
-    mov ebp, dword ptr [r15 + 384]
-    movzx r9d, bpl
-    movsxd rbp, dword ptr [r15 + 512]
-    mov eax, dword ptr [r15 + 128]
+    mov edx, dword ptr [r15 + 128]
+    mov edi, ebp
+    movzx ebp, dl
+    movsxd rdx, dword ptr [r15 + 64]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov ebp, eax
-    mov eax, ecx
-    xor dword ptr [r15 + 256], edi
-    add r11, 64
-    add r10, r11
+    mov rsi, qword ptr [r15 + 320]
+    jmp 1f
+1:
+    mov r8, rsi
+    add rdi, qword ptr [r15 + 384]
+    test ebx, 23808
+    jz 1f
+1:
+    mov rdi, rsi
+    movsxd rdx, dword ptr [r14 + 384]
+    mov qword ptr [r15 + 1088], rdx
+    mov esi, 110
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movsxd rdx, dword ptr [r15 + 192]
+    mov esi, dword ptr [r14 + 448]
+    jmp 1f
+1:
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c3:
-    lea rcx, [rip + .Lc1_d236_j]
-    add rcx, qword ptr [r15 + 17364448]
-    jmp .Lc1_d236_j_t
-.Lc1_d236_j:
-    movsxd rcx, dword ptr [r15 + 576]
-    movsxd rax, dword ptr [r15 + 64]
-    or ecx, ebp
-    mov edx, r8d
+    lea rcx, [rip + .Lc1_d203_j]
+    add rcx, qword ptr [r15 + 26246880]
+    jmp .Lc1_d203_j_t
+.Lc1_d203_j:
+    mov byte ptr [r15 + 576], cl
+    vmovdqu ymmword ptr [r15 + 448], ymm6
+    and ecx, dword ptr [r14 + 128]
+    mov edx, dword ptr [r15 + 512]
     test ebx, 1073741824
     jnz 1f
 1:
-    jmp 1f
-1:
-    and edx, dword ptr [r15 + 64]
-    jmp 1f
-1:
-    mov rcx, rdx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    add rdx, qword ptr [r15 + 192]
-    sub rdx, rcx
-    mov rcx, qword ptr [r15 + 128]
-    mov ebp, 184
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    movsxd rcx, dword ptr [r14 + 448]
-    movzx edx, cl
-    mov rdx, rdx
+    movzx ecx, r9b
+    movsxd r9, dword ptr [r14 + 384]
+    mov eax, dword ptr [r15 + 1152]
+    mov qword ptr [r15 + 640], rdx
     test ebx, 1073741824
     jz 1f
 1:
     jmp 1f
 1:
-    mov byte ptr [r14 + 256], dl
-    jmp 1f
+    vmovdqu ymm6, ymmword ptr [r15 + 320]
+    mov r9d, 19
+    test ebx, 190464
+    jz 1f
 1:
-    mov edx, r8d
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov edx, 134
-    movsxd rdx, dword ptr [r15 + 1024]
-    and edx, dword ptr [r15 + 192]
-    mov dword ptr [r15 + 960], 185
-    test ebx, 320
-    jnz 1f
-1:
-    movsxd rdx, dword ptr [r15 + 512]
-    movzx ecx, dl
+    movzx ecx, byte ptr [r14 + 192]
+    mov r9, qword ptr [r14 + 320]
     mov rbp, r10
-    mov edx, dword ptr [r15 + 128]
-    and rbp, 448
-    mov eax, dword ptr [r15 + rbp + 1344]
-    test ebx, 49152
-    jnz 1f
-1:
     jmp 1f
 1:
-    mov rbp, qword ptr [r15 + 320]
-    lea rdx, [rdi + rbp*2 + 36]
-    mov ebp, dword ptr [r15 + 704]
+    and rbp, 960
+    mov qword ptr [r15 + rbp + 2112], r9
+    test ebx, 1073741824
+    jnz 1f
+1:
+    inc ebp
+    movsxd r9, dword ptr [r15 + 1472]
+    mov dword ptr [r15 + 704], 227
+    mov ebp, r9d
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx r9d, byte ptr [r15 + 640]
+    movzx ebp, bpl
+    mov ecx, 77
+    test bl, 240
+    jnz 1f
+1:
+    add rcx, 64
+    jmp 1f
+1:
+    mov ecx, ecx
+    neg rbp
     test ebx, 1073741824
     jz 1f
 1:
-    mov edx, ebp
-    mov ecx, dword ptr [r15 + 384]
-    mov dword ptr [r15 + 1088], 56
+    movzx ecx, bpl
+    movzx ebp, byte ptr [r15 + 256]
+    movsxd rcx, dword ptr [r15 + 64]
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c4:
-    mov rax, qword ptr [r15 + 17364440]
+    mov rax, qword ptr [r15 + 26246872]
     imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 17364440], rax
-    lea rcx, [rip + .Lc1_d301_j]
-    add rcx, qword ptr [r15 + 17364448]
-    jmp .Lc1_d301_j_t
-.Lc1_d301_j:
-    mov qword ptr [r15 + 1152], rcx
+    mov qword ptr [r15 + 26246872], rax
+    lea rcx, [rip + .Lc1_d260_j]
+    add rcx, qword ptr [r15 + 26246880]
+    jmp .Lc1_d260_j_t
+.Lc1_d260_j:
+    movzx ecx, byte ptr [r15 + 512]
+    shl rdx, 2
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    sub rcx, rax
     test ebx, 1073741824
     jnz 1f
 1:
-    lea rcx, [rcx + r8*2 + 79]
-    jmp 1f
-1:
-    neg rcx
-    mov qword ptr [r15 + 0], rcx
-    test dword ptr [r15 + 17364444], 16777364
+    mov eax, edx
+    shl rdx, 5
+    mov eax, dword ptr [r14 + 192]
+    test ebx, 912
     jnz 1f
 1:
-    and ecx, dword ptr [r14 + 192]
-    mov dword ptr [r15 + 896], ecx
-    neg r8
-    test bl, 96
-    jnz 1f
-1:
-    mov edx, 202
-    jmp 1f
-1:
-    movsxd r8, dword ptr [r15 + 384]
-    add rcx, rax
+    mov dword ptr [r15 + 768], edx
+    mov r9d, esi
+    movsxd rdx, dword ptr [r14 + 384]
     test ebx, 1073741824
     jnz 1f
 1:
-    jmp 1f
-1:
-    movsxd rcx, dword ptr [r15 + 64]
-    vmovdqu ymmword ptr [r15 + 128], ymm8
-    mov r8, r10
-    jmp 1f
-1:
-    test ebx, 114176
-    jz 1f
-1:
-    or qword ptr [r15 + 256], 4
-    and r8, 2097088
-    mov edi, dword ptr [r15 + r8 + 6869824]
-    movzx edx, dil
+    add rcx, qword ptr [r15 + 128]
+    mov byte ptr [r14 + 64], r9b
+    mov rbp, r10
+    mov r9, r10
+    and rcx, rsi
     test ebx, 1073741824
     jz 1f
 1:
-    mov dword ptr [r15 + 320], eax
+    and rbp, 448
+    add qword ptr [r15 + rbp + 1600], r9
+    and r9, 4032
+    vpaddd ymm6, ymm6, ymmword ptr [r15 + r9 + 3136]
     jmp 1f
 1:
-    mov r8d, edx
-    cmp r8, rcx
+    test dword ptr [r15 + 26246875], 57345
+    jnz 1f
+1:
+    jmp 1f
+1:
+    movzx eax, bpl
+    movzx r9d, al
+    test ebx, 184320
+    jnz 1f
+1:
+    mov rbp, rbp
+    mov r8d, 238
+    movzx edi, byte ptr [r15 + 1216]
     test ebx, 1073741824
     jnz 1f
 1:
-    xor edx, edi
+    movzx eax, byte ptr [r14 + 192]
     jmp 1f
 1:
-    mov rdx, qword ptr [r14 + 448]
-    and edx, dword ptr [r14 + 640]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    vmovdqu ymm8, ymmword ptr [r15 + 512]
-    and rdx, rdx
-    or qword ptr [r15 + 768], 120
+    movsxd r8, dword ptr [r15 + 256]
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c5:
-    mov rax, qword ptr [r15 + 17364440]
+    mov rax, qword ptr [r15 + 26246872]
     imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 17364440], rax
-    lea rcx, [rip + .Lc1_d364_j]
-    add rcx, qword ptr [r15 + 17364448]
-    jmp .Lc1_d364_j_t
-.Lc1_d364_j:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 245
-    cmp rcx, rcx
-    mov rax, rcx
+    mov qword ptr [r15 + 26246872], rax
+    lea rcx, [rip + .Lc1_d314_j]
+    add rcx, qword ptr [r15 + 26246880]
+    jmp .Lc1_d314_j_t
+.Lc1_d314_j:
+    jmp 1f
+1:
+    mov ecx, ecx
+    movzx eax, cl
+    mov qword ptr [r15 + 320], rax
     test ebx, 1073741824
     jz 1f
 1:
-    and eax, dword ptr [r15 + 0]
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 912
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    neg rax
-    jmp 1f
-1:
-    mov eax, 209
+    test ecx, eax
+    add rax, qword ptr [r14 + 256]
+    mov ecx, ecx
     test ebx, 1073741824
     jnz 1f
 1:
     jmp 1f
 1:
+    mov rcx, rcx
+    movsxd rcx, dword ptr [r14 + 512]
+    xor dword ptr [r14 + 0], ecx
+    test ebx, 1073741824
+    jz 1f
+1:
+    inc dword ptr [r14 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    imul rax, qword ptr [r15 + 0]
-    test ebx, 118784
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, 113
+    test ebx, 1073741824
     jnz 1f
 1:
-    movsxd rax, dword ptr [r15 + 448]
-    mov rcx, rax
-    mov eax, 104
+    mov r8, rax
+    mov eax, 115
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    movzx eax, al
     mov eax, eax
-    test ebx, 1073741824
+    and r8d, dword ptr [r15 + 0]
+    test dword ptr [r15 + 26246876], 21043200
     jz 1f
 1:
-    shr eax, 31
-    mov eax, eax
-    movsxd rax, dword ptr [r15 + 320]
-    jmp 1f
-1:
+    mov rax, r8
+    mov r8, qword ptr [r15 + 576]
+    imul r8, qword ptr [r15 + 448]
+    movsxd rdi, dword ptr [r15 + 64]
     test ebx, 1073741824
     jnz 1f
 1:
-    jmp 1f
-1:
-    or qword ptr [r15 + 192], 8
-    mov eax, eax
-    test ebx, 219136
-    jz 1f
-1:
-    mov rax, qword ptr [r14 + 832]
-    add rax, rax
-    movzx ecx, byte ptr [r15 + 384]
-    mov edx, 120
-    test ebx, 1073741824
-    jz 1f
-1:
-    shl rax, 14
-    add rax, qword ptr [r15 + 256]
-    shl rax, 11
-    jmp 1f
-1:
-    test dword ptr [r15 + 17364444], 1161
+    sub r9, r8
+    mov dword ptr [r15 + 640], 92
+    mov r8d, dword ptr [r15 + 128]
+    xor r8d, edi
+    test ebx, 288
     jnz 1f
 1:
-    add rax, qword ptr [r14 + 960]
-    xor dword ptr [r14 + 576], eax
-    movsxd rax, dword ptr [r15 + 64]
+    movzx edi, dil
+    jmp 1f
+1:
+    movsxd rdi, dword ptr [r15 + 960]
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c6:
-    mov rax, qword ptr [r15 + 17364440]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 17364440], rax
-    lea rcx, [rip + .Lc1_d429_j]
-    add rcx, qword ptr [r15 + 17364448]
-    jmp .Lc1_d429_j_t
-.Lc1_d429_j:
-    add rcx, rcx
-    mov ecx, 62
-    mov eax, edx
-    xor dword ptr [r15 + 128], eax
-    test ebx, 1073741824
-    jnz 1f
+    lea rcx, [rip + .Lc1_d371_j]
+    add rcx, qword ptr [r15 + 26246880]
+    jmp .Lc1_d371_j_t
+.Lc1_d371_j:
+    mov esi, 15
+    jmp 1f
 1:
-    shr eax, 15
-    xor dword ptr [r15 + 0], esi
-    movzx eax, al
+    movzx esi, byte ptr [r14 + 192]
+    and ecx, dword ptr [r14 + 128]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov edi, dword ptr [r15 + 448]
+    mov ecx, dword ptr [r15 + 832]
+    jmp 1f
+1:
+    imul rsi, qword ptr [r15 + 1280]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov esi, edi
+    cmp r8, rdi
+    shr ecx, 23
+    mov edi, ecx
     test ebx, 1073741824
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    add rcx, 20
-    mov eax, dword ptr [r15 + 512]
-    mov ecx, dword ptr [r15 + 896]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov ecx, eax
-    mov rax, rcx
-    mov r8, r10
-    mov byte ptr [r14 + 256], dl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov qword ptr [r14 + 704], rdx
-    and r8, 448
-    mov dword ptr [r15 + r8 + 1344], r8d
-    vmovdqu ymmword ptr [r15 + 256], ymm8
-    movzx r8d, byte ptr [r15 + 64]
-    test dword ptr [r15 + 17364444], 3211268
-    jnz 1f
-1:
-    lea r8, [rsi + rax*2 + 93]
-    mov qword ptr [r15 + 320], rax
-    movzx eax, r8b
-    test ebx, 1073741824
-    jnz 1f
-1:
-    vmovdqu ymmword ptr [r15 + 640], ymm8
-    movzx r8d, al
+    inc ecx
     jmp 1f
 1:
-    and rax, r8
-    test ebx, 247808
-    jz 1f
-1:
-    jmp 1f
-1:
-    add rax, 31
-    mov eax, 12
+    shl rdi, 27
+    and r8, rsi
     test ebx, 1073741824
     jz 1f
 1:
-    movzx eax, al
-    mov qword ptr [r14 + 192], rcx
+    mov esi, 103
+    vmovdqu ymmword ptr [r15 + 256], ymm6
+    mov qword ptr [r15 + 1536], rsi
+    mov rcx, rsi
+    test bl, 96
+    jnz 1f
+1:
+    mov dword ptr [r15 + 384], 209
+    movsxd rsi, dword ptr [r14 + 192]
     jmp 1f
 1:
-    add r11, 64
-    add r10, r11
+    mov qword ptr [r14 + 64], rsi
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r8, qword ptr [r15 + 576]
+    movzx ecx, byte ptr [r15 + 320]
+    mov esi, r8d
+    test esi, r8d
+    test ebx, 1073741824
+    jnz 1f
+1:
+    add rsi, rsi
+    neg r8
+    or esi, r8d
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c7:
-    mov rax, qword ptr [r15 + 17364440]
+    mov rax, qword ptr [r15 + 26246872]
     imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 17364440], rax
-    lea rcx, [rip + .Lc1_d490_j]
-    add rcx, qword ptr [r15 + 17364448]
-    jmp .Lc1_d490_j_t
-.Lc1_d490_j:
+    mov qword ptr [r15 + 26246872], rax
+    lea rcx, [rip + .Lc1_d432_j]
+    add rcx, qword ptr [r15 + 26246880]
+    jmp .Lc1_d432_j_t
+.Lc1_d432_j:
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov rcx, qword ptr [r15 + 256]
+    shr ecx, 21
+    mov ecx, 63
     jmp 1f
 1:
     test ebx, 1073741824
     jz 1f
 1:
-    mov dword ptr [r14 + 192], ecx
-    add qword ptr [r15 + 576], rax
-    xor ecx, eax
-    mov rcx, rcx
-    test ebx, 96256
-    jz 1f
-1:
-    jmp 1f
-1:
-    movzx ecx, al
-    and ecx, dword ptr [r15 + 0]
+    mov eax, dword ptr [r15 + 192]
+    mov dword ptr [r14 + 0], eax
+    movzx edx, al
+    movzx ecx, bpl
     test ebx, 1073741824
     jnz 1f
 1:
-    mov eax, 190
+    neg rax
+    add rax, rsi
+    jmp 1f
+1:
+    mov rdx, qword ptr [r14 + 896]
+    test dword ptr [r15 + 26246875], 37781632
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    sub rax, rdx
+    mov eax, 86
+    imul rax, qword ptr [r15 + 0]
+    test dword ptr [r15 + 26246875], 266756
+    jnz 1f
+1:
     mov qword ptr [r15 + 0], rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    shl rax, 23
-    test ebx, 1073741824
-    jnz 1f
+    mov ecx, edx
+    or qword ptr [r14 + 64], 41
+    jmp 1f
 1:
-    movzx eax, cl
-    or eax, eax
-    mov ecx, 9
-    test dword ptr [r15 + 17364444], 218104320
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov eax, 204
+    mov rdx, rax
+    test edx, edx
+    vpaddd ymm6, ymm6, ymmword ptr [r15 + 256]
+    test ebx, 1073741824
     jnz 1f
 1:
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, dword ptr [r15 + 448]
-    test ebx, 1073741824
+    mov dword ptr [r15 + 384], 149
+    movzx edx, dl
+    mov rdx, qword ptr [r15 + 640]
+    test dword ptr [r15 + 26246876], 28835840
     jz 1f
 1:
-    xor eax, ecx
-    mov dword ptr [r15 + 1024], eax
-    mov rax, qword ptr [r14 + 1216]
-    and rcx, rax
-    test dword ptr [r15 + 17364444], 536875273
-    jz 1f
-1:
-    shl rax, 8
-    movzx r9d, byte ptr [r15 + 384]
-    jmp 1f
-1:
-    test ebx, 96256
-    jz 1f
-1:
-    movsxd rcx, dword ptr [r15 + 128]
-    add rax, 19
-    mov eax, eax
-    movzx eax, r8b
-    test ebx, 1073741824
-    jnz 1f
-1:
-    add rax, rax
-    mov byte ptr [r14 + 64], r9b
-    mov eax, eax
+    neg rdx
+    shl rax, 26
+    movsxd rdx, dword ptr [r14 + 512]
+    vpaddd ymm6, ymm6, ymmword ptr [r15 + 1024]
     inc rbx
     dec r13
     jnz .Lc1_b0_c0
 .Lc1_b0_done:
-// block 1: 128 bytes, 1 chunk(s), 14 chunk executions per call
-    mov rbx, qword ptr [r15 + 17364464]
-    lea rcx, [rbx + 14]
-    mov qword ptr [r15 + 17364464], rcx
-    mov r13d, 14
+// block 1: 128 bytes, 1 chunk(s), 16 chunk executions per call
+    mov rbx, qword ptr [r15 + 26246896]
+    lea rcx, [rbx + 16]
+    mov qword ptr [r15 + 26246896], rcx
+    mov r13d, 16
     jmp .Lc1_b1_c0
     .p2align 6
 .Lc1_b1_c0:
-    mov rax, qword ptr [r15 + 17364440]
+    mov rax, qword ptr [r15 + 26246872]
     imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 17364440], rax
-    mov eax, dword ptr [r15 + 64]
-    movzx ecx, byte ptr [r15 + 0]
-    mov byte ptr [r15 + 0], al
-    movsxd rax, dword ptr [r15 + 0]
-    add r9, 6
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 26246872], rax
+    mov eax, dword ptr [r14 + 64]
+    movzx ecx, byte ptr [r14 + 0]
+    mov byte ptr [r15 + 0], dl
+    add rax, qword ptr [r15 + 0]
+    add rcx, 53
+    movsxd r9, dword ptr [r15 + 0]
     test ebx, 1073741824
     jz 1f
 1:
-    movzx eax, dil
+    movzx edx, cl
     .byte 0x0f, 0x1f, 0x00
-    add rax, qword ptr [r14 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov ecx, 175
+    mov ecx, 114
     test ebx, 1073741824
     jnz 1f
 1:
@@ -1519,125 +1448,118 @@ ditto_body_c1:
 1:
     jmp 1f
 1:
-    or qword ptr [r15 + 192], 10
+    or qword ptr [r15 + 192], 105
     imul rcx, rcx
-    test dword ptr [r15 + 17364444], 41943173
+    test dword ptr [r15 + 26246876], 41943173
     jz 1f
 1:
-    add rcx, qword ptr [r15 + 320]
-    neg rcx
-    inc ecx
-    xor ecx, eax
-    cmp rcx, r8
+    add rsi, qword ptr [r15 + 320]
+    neg rsi
+    inc esi
+    xor ecx, esi
+    cmp rcx, rsi
     inc rbx
     dec r13
     jnz .Lc1_b1_c0
 .Lc1_b1_done:
 // block 2: 256 bytes, 1 chunk(s), 1 chunk executions per call
-    mov rbx, qword ptr [r15 + 17364472]
+    mov rbx, qword ptr [r15 + 26246904]
     lea rcx, [rbx + 1]
-    mov qword ptr [r15 + 17364472], rcx
+    mov qword ptr [r15 + 26246904], rcx
     mov r13d, 1
     jmp .Lc1_b2_c0
     .p2align 6
 .Lc1_b2_c0:
-    lea rcx, [rip + .Lc1_d594_j]
-    add rcx, qword ptr [r15 + 17364448]
-    jmp .Lc1_d594_j_t
-.Lc1_d594_j:
-    imul rcx, qword ptr [r14 + 64]
-    mov eax, eax
-    add rcx, 97
-    movzx eax, al
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov ecx, 83
+    mov rax, qword ptr [r15 + 26246872]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 26246872], rax
+    lea rcx, [rip + .Lc1_d531_j]
+    add rcx, qword ptr [r15 + 26246880]
+    jmp .Lc1_d531_j_t
+.Lc1_d531_j:
+    add rsi, 23
     jmp 1f
 1:
-    cmp rcx, rax
+    imul rax, qword ptr [r14 + 960]
     jmp 1f
 1:
     test ebx, 1073741824
     jnz 1f
 1:
-    or r8d, r9d
-    movzx r9d, r8b
-    mov rax, rax
-    vmovdqu ymm8, ymmword ptr [r14 + 960]
+    mov eax, 86
+    movzx edx, byte ptr [r14 + 1344]
+    mov ecx, edx
+    jmp 1f
+1:
     test ebx, 1073741824
     jnz 1f
 1:
-    vmovdqu ymmword ptr [r14 + 704], ymm8
+    vmovdqu ymm6, ymmword ptr [r14 + 128]
     jmp 1f
 1:
-    mov rax, r8
+    or eax, ecx
+    test eax, edx
     test ebx, 1073741824
     jnz 1f
 1:
     jmp 1f
 1:
-    sub r8, rax
+    mov rdx, rax
+    mov eax, 190
+    mov rcx, rcx
+    test ebx, 18432
+    jnz 1f
+1:
+    xor eax, ecx
+    mov ecx, eax
+    inc ecx
+    mov eax, ecx
+    test ebx, 26112
+    jnz 1f
+1:
+    test esi, edx
     jmp 1f
 1:
-    mov dword ptr [r14 + 1024], 76
+    neg rcx
+    jmp 1f
+1:
     test ebx, 1073741824
     jnz 1f
 1:
-    mov eax, r8d
-    mov eax, 191
+    movzx ecx, byte ptr [r14 + 1024]
+    mov esi, 91
     jmp 1f
 1:
-    add r8, 110
+    mov qword ptr [r14 + 384], rsi
+    test dword ptr [r15 + 26246875], 12910592
+    jnz 1f
+1:
+    mov edx, 234
+    or esi, esi
+    shl rcx, 19
+    movzx esi, dl
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r8d, r8d
+    mov ecx, ecx
+    vmovdqu ymm6, ymmword ptr [r14 + 1216]
+    add rsi, 18
     jmp 1f
 1:
-    mov r9, r10
-    mov qword ptr [r14 + 896], rbp
-    imul r8, qword ptr [r14 + 128]
     test bl, 36
     jnz 1f
 1:
-    and r9, 448
-    vpaddd ymm8, ymm7, ymmword ptr [r14 + r9 + 1344]
-    sub r8, rax
-    and rax, r8
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    add r8, r8
-    mov r8d, 216
-    test ebx, 1073741824
-    jnz 1f
-1:
-    or ebp, eax
-    mov r8d, 218
-    add rbp, 69
-    mov dword ptr [r14 + 832], 216
-    test ebx, 1073741824
-    jnz 1f
-1:
-    add rbp, 21
-    shl rbp, 18
-    jmp 1f
-1:
-    add r11, 64
-    add r10, r11
+    movzx esi, sil
+    mov esi, ecx
+    mov qword ptr [r14 + 1280], rax
     inc rbx
     dec r13
     jnz .Lc1_b2_c0
 .Lc1_b2_done:
 // block 3: 1024 bytes, 4 chunk(s), 2 chunk executions per call
-    mov rbx, qword ptr [r15 + 17364480]
+    mov rbx, qword ptr [r15 + 26246912]
     lea rcx, [rbx + 2]
-    mov qword ptr [r15 + 17364480], rcx
+    mov qword ptr [r15 + 26246912], rcx
     mov r13d, 2
     mov eax, ebx
     and eax, 3
@@ -1656,200 +1578,151 @@ ditto_body_c1:
     jmp .Lc1_b3_c3
     .p2align 6
 .Lc1_b3_c0:
-    mov rax, qword ptr [r15 + 17364440]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 17364440], rax
-    lea rcx, [rip + .Lc1_d679_j]
-    add rcx, qword ptr [r15 + 17364448]
-    jmp .Lc1_d679_j_t
-.Lc1_d679_j:
-    mov rbp, r10
-    jmp 1f
-1:
-    and rbp, 448
-    mov dword ptr [r14 + rbp + 1344], ecx
-    mov dword ptr [r14 + 256], ecx
-    movzx ebp, byte ptr [r15 + 1088]
-    test ebx, 92160
-    jnz 1f
-1:
-    mov rbp, r10
-    add rcx, 47
-    mov eax, 4
-    and rbp, 8388544
-    mov byte ptr [r15 + rbp + 8966976], r8b
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov eax, dword ptr [r15 + 640]
-    mov dword ptr [r15 + 192], 55
-    lea rdi, [r15 + 17356224]
-    mov ecx, 68
-    rep stosb
+    lea rcx, [rip + .Lc1_d605_j]
+    add rcx, qword ptr [r15 + 26246880]
+    jmp .Lc1_d605_j_t
+.Lc1_d605_j:
+    movzx eax, al
+    mov dword ptr [r15 + 256], 238
+    movzx eax, byte ptr [r14 + 832]
+    mov rcx, qword ptr [r15 + 448]
     test ebx, 1073741824
     jz 1f
 1:
-    movzx edi, byte ptr [r15 + 1280]
-    movzx r9d, dil
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    shr eax, 11
-    movzx r9d, byte ptr [r15 + 960]
-    mov ecx, dword ptr [r15 + 832]
+    neg rsi
+    movsxd rax, dword ptr [r15 + 64]
+    neg rcx
     test ebx, 1073741824
     jnz 1f
 1:
     jmp 1f
 1:
-    movzx eax, byte ptr [r15 + 320]
-    mov r9d, 250
+    mov eax, 32
+    mov byte ptr [r15 + 128], al
     test ebx, 1073741824
     jz 1f
 1:
-    jmp 1f
-1:
-    mov r8d, dword ptr [r15 + 1024]
-    jmp 1f
-1:
-    test dword ptr [r15 + 17364443], 1474560
+    movzx esi, cl
+    mov rcx, qword ptr [r14 + 384]
+    vmovdqu ymmword ptr [r15 + 192], ymm6
+    test ebx, 1073741824
     jnz 1f
 1:
-    mov r8d, r8d
-    mov r8d, 129
-    lea r8, [r8 + r9*2 + 22]
+    mov ecx, ecx
+    mov r8, r10
+    jmp 1f
+1:
+    movzx ebp, r8b
+    and r8, 4032
+    movzx ecx, byte ptr [r15 + r8 + 3136]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    lea r8, [r10 + r10*1]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 1280], 78
+    and r8, 448
+    mov dword ptr [r15 + r8 + 1664], ebp
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov qword ptr [r15 + 768], rcx
+    jmp 1f
+1:
+    mov dword ptr [r14 + 64], 93
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx ecx, r8b
+    mov dword ptr [r15 + 640], r8d
+    mov dword ptr [r15 + r8 + 1600], ecx
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b3_done
 .Lc1_b3_c1:
-    mov rax, qword ptr [r15 + 17364440]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 17364440], rax
-    lea rcx, [rip + .Lc1_d736_j]
-    add rcx, qword ptr [r15 + 17364448]
-    jmp .Lc1_d736_j_t
-.Lc1_d736_j:
-    mov byte ptr [r15 + 896], cl
-    mov rcx, qword ptr [r15 + 512]
-    and rcx, rcx
-    movsxd rax, dword ptr [r15 + 64]
-    test ebx, 40960
-    jnz 1f
+    lea rcx, [rip + .Lc1_d658_j]
+    add rcx, qword ptr [r15 + 26246880]
+    jmp .Lc1_d658_j_t
+.Lc1_d658_j:
+    jmp 1f
 1:
-    and rcx, rcx
-    movzx r9d, r8b
-    mov r8d, dword ptr [r14 + 960]
-    mov ecx, 9
+    mov ecx, dword ptr [r15 + 1024]
+    mov r8d, dword ptr [r15 + 320]
+    add r8, 119
     test ebx, 1073741824
     jnz 1f
 1:
-    mov qword ptr [r14 + 64], r8
-    inc r8d
-    mov r8, rax
-    or eax, r8d
+    cmp r8, r8
+    mov rbp, qword ptr [r15 + 256]
+    mov r9d, 6
+    xor eax, r9d
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx eax, byte ptr [r15 + 1152]
-    jmp 1f
+    mov r8d, dword ptr [r15 + 1216]
+    mov dword ptr [r15 + 1216], ecx
+    mov ebp, r8d
+    test ebx, 1073741824
+    jz 1f
 1:
-    jmp 1f
-1:
-    jmp 1f
-1:
+    vmovdqu ymmword ptr [r14 + 576], ymm6
+    vmovdqu xmm6, xmmword ptr [r15 + 1280]
+    mov rbp, qword ptr [r14 + 192]
+    movsxd rsi, dword ptr [r14 + 256]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r8, qword ptr [r15 + 1024]
-    movsxd rax, dword ptr [r15 + 256]
-    mov rcx, rdx
-    mov edx, dword ptr [r14 + 64]
-    test ebx, 92160
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov edx, 118
-    mov rdx, rdx
-    mov rdx, qword ptr [r15 + 128]
-    test dword ptr [r15 + 17364444], 536953344
-    jnz 1f
-1:
-    mov edx, ebp
-    vmovdqu ymmword ptr [r15 + 320], ymm8
-    movzx ebp, byte ptr [r15 + 256]
-    test ecx, esi
+    mov r9d, dword ptr [r15 + 640]
+    mov dword ptr [r15 + 192], 156
+    test r9d, eax
+    movzx r8d, byte ptr [r15 + 1280]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov esi, dword ptr [r15 + 192]
-    mov edx, 186
-    movsxd rbp, dword ptr [r15 + 384]
+    mov ebp, dword ptr [r15 + 128]
+    vmovdqu ymm6, ymmword ptr [r14 + 384]
     jmp 1f
 1:
+    mov r9, r10
     test ebx, 1073741824
     jnz 1f
 1:
-    movsxd rdi, dword ptr [r15 + 128]
-    mov rbp, rsi
-    mov esi, dword ptr [r15 + 384]
+    and r9, 448
+    inc dword ptr [r15 + r9 + 1600]
+    movzx r9d, al
+    add r8, r9
+    mov rax, qword ptr [r15 + 1088]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx r8d, r9b
+    mov r9d, r8d
+    mov r9, qword ptr [r15 + 896]
+    add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b3_done
 .Lc1_b3_c2:
-    mov rax, qword ptr [r15 + 17364440]
+    mov rax, qword ptr [r15 + 26246872]
     imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 17364440], rax
-    lea rcx, [rip + .Lc1_d797_j]
-    add rcx, qword ptr [r15 + 17364448]
-    jmp .Lc1_d797_j_t
-.Lc1_d797_j:
-    add rcx, r9
-    mov qword ptr [r15 + 576], rax
-    imul rsi, qword ptr [r15 + 896]
+    mov qword ptr [r15 + 26246872], rax
+    lea rcx, [rip + .Lc1_d715_j]
+    add rcx, qword ptr [r15 + 26246880]
+    jmp .Lc1_d715_j_t
+.Lc1_d715_j:
+    mov rcx, rax
+    mov r8, rax
+    mov rcx, qword ptr [r14 + 1472]
+    mov dword ptr [r15 + 128], r8d
     test ebx, 1073741824
     jz 1f
 1:
-    mov r9d, 184
-    movzx r9d, dl
-    mov r9, qword ptr [r15 + 768]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    sub rdi, r9
-    mov r9, r10
-    vmovdqu ymm8, ymmword ptr [r15 + 832]
-    and r9, 8128
-    mov byte ptr [r15 + r9 + 4928], dil
-    test dword ptr [r15 + 17364444], 168296449
-    jnz 1f
-1:
-    mov dword ptr [r14 + 192], r9d
-    mov edi, dword ptr [r14 + 704]
-    mov r9, rdi
-    test dword ptr [r15 + 17364444], 572523008
-    jnz 1f
-1:
-    imul r9, qword ptr [r15 + 128]
-    mov edi, dword ptr [r15 + 256]
-    mov qword ptr [r15 + 1216], rbp
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    imul rbp, qword ptr [r15 + 1024]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and rbp, rdi
-    movzx ebp, byte ptr [r15 + 192]
+    mov eax, dword ptr [r14 + 192]
+    movsxd r8, dword ptr [r14 + 704]
     jmp 1f
 1:
     test ebx, 1073741824
@@ -1857,364 +1730,339 @@ ditto_body_c1:
 1:
     jmp 1f
 1:
-    vmovdqu ymm5, ymmword ptr [r14 + 192]
-    mov r8d, 58
+    mov byte ptr [r15 + 256], al
+    movsxd rax, dword ptr [r15 + 320]
+    mov r8d, 115
+    test dword ptr [r15 + 26246876], 263188
+    jnz 1f
+1:
+    mov ecx, 189
+    mov rax, rax
+    mov r8, r10
+    jmp 1f
+1:
+    test ebx, 73728
+    jnz 1f
+1:
+    and r8, 8128
+    mov rax, qword ptr [r15 + r8 + 7232]
+    mov ecx, 126
+    mov r8d, dword ptr [r14 + 256]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov ebp, dword ptr [r15 + 256]
-    neg rbp
-    mov edi, 239
+    vmovdqu ymm6, ymmword ptr [r15 + 640]
+    lea rax, [rax + rax*2 + 109]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    test dword ptr [r15 + 26246876], 482345218
+    jnz 1f
+1:
+    and r8, r8
+    mov r8, qword ptr [r15 + 192]
+    mov eax, dword ptr [r15 + 576]
+    test dword ptr [r15 + 26246875], 1074266370
+    jnz 1f
+1:
+    mov r9, rax
+    add rcx, 26
+    movsxd rax, dword ptr [r15 + 64]
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b3_done
 .Lc1_b3_c3:
-    mov rax, qword ptr [r15 + 17364440]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 17364440], rax
-    lea rcx, [rip + .Lc1_d854_j]
-    add rcx, qword ptr [r15 + 17364448]
-    jmp .Lc1_d854_j_t
-.Lc1_d854_j:
-    mov rbp, r10
-    and rbp, 448
-    vmovdqu ymm8, ymmword ptr [r15 + rbp + 1344]
-    movzx ecx, dl
-    movsxd rcx, dword ptr [r15 + 832]
-    mov qword ptr [r14 + 128], rcx
+    lea rcx, [rip + .Lc1_d767_j]
+    add rcx, qword ptr [r15 + 26246880]
+    jmp .Lc1_d767_j_t
+.Lc1_d767_j:
+    mov byte ptr [r14 + 1216], cl
+    mov dword ptr [r15 + 128], 214
+    add r8, 46
+    mov r9, rcx
+    mov ecx, dword ptr [r15 + 1344]
     test ebx, 1073741824
     jz 1f
 1:
-    shl rax, 18
+    mov rcx, r9
     jmp 1f
 1:
-    mov eax, eax
+    mov byte ptr [r14 + 1536], r8b
+    vmovdqu ymmword ptr [r15 + 192], ymm6
+    test bl, 144
+    jnz 1f
+1:
+    movzx r8d, byte ptr [r15 + 64]
+    jmp 1f
+1:
+    mov r9d, 218
+    add qword ptr [r15 + 256], r9
+    jmp 1f
+1:
     test ebx, 1073741824
     jnz 1f
 1:
-    mov eax, 34
-    add rax, rcx
-    sub rax, rsi
-    mov r8, rcx
+    movzx r9d, byte ptr [r15 + 320]
+    mov r8d, 96
+    movzx ecx, cl
+    mov rax, rax
     test ebx, 1073741824
     jnz 1f
 1:
-    cmp rdx, rbp
     mov rcx, rax
-    jmp 1f
-1:
+    inc r8d
+    movzx r8d, byte ptr [r14 + 448]
+    mov ecx, r8d
+    mov rdx, rcx
     test ebx, 1073741824
     jz 1f
 1:
-    cmp r8, rbp
-    mov r8, r10
-    mov eax, 231
-    movzx eax, byte ptr [r15 + 256]
-    and r8, 524224
-    mov rcx, qword ptr [r14 + r8 + 6345536]
-    test dword ptr [r15 + 17364444], 8199
-    jnz 1f
-1:
-    mov r8d, dword ptr [r15 + 64]
-    xor r8d, ecx
-    mov rax, qword ptr [r14 + 576]
+    mov byte ptr [r15 + 832], dl
+    mov qword ptr [r15 + 576], rdx
+    mov qword ptr [r15 + 384], rdx
+    movsxd rdx, dword ptr [r15 + 1152]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rbp, r10
-    imul r8, qword ptr [r15 + 640]
-    shl rcx, 30
-    and rbp, 1984
-    mov byte ptr [r15 + rbp + 2880], al
-    mov ecx, ebp
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rbp, qword ptr [r15 + 960]
+    mov rcx, rcx
+    movzx esi, byte ptr [r15 + 960]
     jmp 1f
 1:
-    mov eax, 71
-    add r11, 64
-    add r10, r11
+    mov r8, rsi
+    movzx ecx, byte ptr [r15 + 768]
+    test ebx, 59392
+    jnz 1f
+1:
+    mov rdx, qword ptr [r14 + 512]
+    mov r8d, 121
+    lea r8, [rdx + rsi*2 + 86]
+    inc r8d
     inc rbx
     dec r13
     jnz .Lc1_b3_c0
 .Lc1_b3_done:
 // block 4: 256 bytes, 1 chunk(s), 1 chunk executions per call
-    mov rbx, qword ptr [r15 + 17364488]
+    mov rbx, qword ptr [r15 + 26246920]
     lea rcx, [rbx + 1]
-    mov qword ptr [r15 + 17364488], rcx
+    mov qword ptr [r15 + 26246920], rcx
     mov r13d, 1
     jmp .Lc1_b4_c0
     .p2align 6
 .Lc1_b4_c0:
-    lea rcx, [rip + .Lc1_d916_j]
-    add rcx, qword ptr [r15 + 17364448]
-    jmp .Lc1_d916_j_t
-.Lc1_d916_j:
-    movzx ecx, byte ptr [r15 + 960]
-    mov rax, rdx
-    neg rdi
-    add rax, rcx
+    mov rax, qword ptr [r15 + 26246872]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 26246872], rax
+    lea rcx, [rip + .Lc1_d832_j]
+    add rcx, qword ptr [r15 + 26246880]
+    jmp .Lc1_d832_j_t
+.Lc1_d832_j:
+    mov rax, r8
+    movzx r9d, byte ptr [r15 + 256]
+    lea rdi, [r15 + 26238656]
+    mov ecx, 68
+    rep stosb
+    xchg r9, r8
     test ebx, 1073741824
     jz 1f
 1:
-    jmp 1f
+    mov r8, rax
+    inc edi
+    mov eax, ebp
+    test dword ptr [r15 + 26246876], 2121
+    jnz 1f
 1:
-    jmp 1f
-1:
-    mov rbp, r10
-    jmp 1f
-1:
-    mov dword ptr [r15 + 128], 161
+    mov r9d, 223
+    mov rdi, rbp
+    movzx r9d, r8b
+    neg rcx
     test ebx, 1073741824
     jnz 1f
 1:
-    and rbp, 960
-    mov dword ptr [r15 + rbp + 1856], ebp
-    neg rbp
-    mov rax, rcx
-    movsxd rbp, dword ptr [r14 + 896]
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx ebp, byte ptr [r14 + 192]
-    movzx eax, byte ptr [r15 + 64]
-    jmp 1f
-1:
-    movzx ecx, bpl
-    test ebx, 22496
-    jnz 1f
-1:
-    vmovdqu ymmword ptr [r15 + 192], ymm5
-    movzx edx, cl
-    jmp 1f
-1:
-    movzx ecx, byte ptr [r15 + 768]
+    vpaddd ymm15, ymm6, ymmword ptr [r15 + 576]
+    mov r8, rcx
+    mov qword ptr [r15 + 640], rdi
     test ebx, 1073741824
     jnz 1f
 1:
-    lea rcx, [rdx + rcx*2 + 91]
-    mov ecx, edx
-    movsxd rbp, dword ptr [r15 + 576]
-    mov rcx, rdx
+    mov dword ptr [r15 + 64], 249
+    mov dword ptr [r15 + 192], r8d
+    jmp 1f
+1:
+    add r8, 4
     test ebx, 1073741824
     jz 1f
 1:
-    vmovdqu ymmword ptr [r15 + 256], ymm5
-    mov qword ptr [r15 + 640], rbp
-    or ebp, ecx
-    mov rbp, rdi
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + 256], ebp
+    lea rcx, [r8 + rax*2 + 27]
     jmp 1f
 1:
-    mov ebp, eax
-    add rcx, 26
+    movsxd rax, dword ptr [r14 + 960]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov dword ptr [r15 + 1088], 10
-    or ecx, ecx
-    cmp rcx, rcx
-    mov rax, rcx
-    test ebx, 18432
+    cmp r8, rax
+    add r8, rcx
+    cmp rcx, r8
+    movzx ecx, byte ptr [r14 + 256]
+    test ebx, 1073741824
     jnz 1f
 1:
-    movzx ecx, al
-    add rcx, 31
-    movzx eax, dl
-    mov dword ptr [r15 + 192], eax
-    add r11, 64
-    add r10, r11
+    lea r9, [rcx + rcx*2 + 72]
+    jmp 1f
+1:
+    mov eax, dword ptr [r15 + 832]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    imul r9, qword ptr [r14 + 192]
     inc rbx
     dec r13
     jnz .Lc1_b4_c0
 .Lc1_b4_done:
-// block 5: 512 bytes, 2 chunk(s), 1 chunk executions per call
-    mov rbx, qword ptr [r15 + 17364496]
-    lea rcx, [rbx + 1]
-    mov qword ptr [r15 + 17364496], rcx
-    mov r13d, 1
-    mov eax, ebx
-    and eax, 1
-    lea rcx, [rip + .Lc1_b5_stubs]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_b5_stubs_t
-    .p2align 3
-.Lc1_b5_stubs:
-    .p2align 3
+// block 5: 512 bytes, 2 chunk(s), 2 chunk executions per call
+    mov rbx, qword ptr [r15 + 26246928]
+    lea rcx, [rbx + 2]
+    mov qword ptr [r15 + 26246928], rcx
+    mov r13d, 2
     jmp .Lc1_b5_c0
-    .p2align 3
-    jmp .Lc1_b5_c1
     .p2align 6
 .Lc1_b5_c0:
-    mov rax, qword ptr [r15 + 17364440]
+    mov rax, qword ptr [r15 + 26246872]
     imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 17364440], rax
+    mov qword ptr [r15 + 26246872], rax
     xor eax, eax
-    test dword ptr [r15 + 17364444], 537026561
+    test dword ptr [r15 + 26246875], 37900288
     setz al
-    lea rcx, [rip + .Lc1_d998_s]
+    lea rcx, [rip + .Lc1_d896_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d998_s_t
+    jmp .Lc1_d896_s_t
     .p2align 3
-.Lc1_d998_s:
+.Lc1_d896_s:
     .p2align 3
-    jmp .Lc1_d998_j
+    jmp .Lc1_d896_j
     .p2align 3
-    jmp .Lc1_d998_j
-.Lc1_d998_j:
-    mov ecx, 98
-    movzx eax, byte ptr [r15 + 640]
-    shl rcx, 31
-    inc edx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movsxd rcx, dword ptr [r15 + 256]
-    mov rdi, rax
-    mov edx, edi
-    test dword ptr [r15 + 17364443], 144703520
-    jnz 1f
-1:
-    xor edi, esi
-    lea rdi, [rdi + rcx*2 + 25]
-    movzx edi, cl
-    add rdi, 59
-    test dword ptr [r15 + 17364443], 67136
-    jnz 1f
-1:
-    shl rcx, 1
-    mov qword ptr [r14 + 704], rdi
+    jmp .Lc1_d896_j
+.Lc1_d896_j:
     jmp 1f
 1:
-    test bl, 72
-    jnz 1f
-1:
-    inc edi
-    shl rdi, 5
-    imul rcx, qword ptr [r15 + 576]
+    test r9d, eax
+    mov rcx, rax
     test ebx, 1073741824
-    jnz 1f
-1:
-    vmovdqu ymmword ptr [r14 + 192], ymm5
-    and rcx, rsi
-    jmp 1f
-1:
-    mov rcx, qword ptr [r15 + 512]
-    test ebx, 2304
-    jnz 1f
-1:
-    mov rbp, r10
-    mov rcx, rdi
-    jmp 1f
-1:
-    and rbp, 448
-    movzx edi, byte ptr [r14 + rbp + 1344]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movsxd rbp, dword ptr [r15 + 128]
-    mov edi, ebp
-    movzx edi, byte ptr [r15 + 256]
-    mov ecx, ebp
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov ebp, eax
-    mov edi, ebp
-    mov ebp, r9d
-    test ebx, 61296
     jz 1f
 1:
-    movzx ebp, byte ptr [r15 + 320]
-    movzx edi, bpl
-    cmp rcx, rdi
+    mov r9, r9
+    movzx r9d, r8b
+    shr r9d, 26
+    test dword ptr [r15 + 26246875], 5246984
+    jz 1f
+1:
+    mov eax, dword ptr [r15 + 640]
+    xor ecx, r9d
+    mov r9d, 110
+    lea r8, [r10 + r10*1]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    vmovdqu ymmword ptr [r15 + 384], ymm15
+    and r8, 960
+    mov rax, qword ptr [r15 + r8 + 2112]
+    mov edi, dword ptr [r14 + 320]
+    mov r9, r10
+    test ebx, 23552
+    jnz 1f
+1:
+    and r9, 448
+    mov dword ptr [r15 + r9 + 1600], 202
+    imul r9, qword ptr [r14 + 896]
+    mov byte ptr [r14 + 576], r9b
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov byte ptr [r15 + 1216], r9b
+    imul rdi, qword ptr [r15 + 128]
+    sub rax, r9
+    test ebx, 1073741824
+    jz 1f
+1:
+    movsxd r9, dword ptr [r15 + 192]
+    mov qword ptr [r15 + r8 + 2176], r9
+    mov edi, 30
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b5_done
 .Lc1_b5_c1:
-    lea rcx, [rip + .Lc1_d1066_j]
-    add rcx, qword ptr [r15 + 17364448]
-    jmp .Lc1_d1066_j_t
-.Lc1_d1066_j:
-    mov ecx, 184
-    mov ebp, dword ptr [r15 + 1216]
-    mov rcx, qword ptr [r15 + 192]
-    movzx edi, byte ptr [r15 + 320]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r14 + 128], 56
-    vpcmpeqb xmm5, xmm5, xmmword ptr [r14 + 832]
-    movsxd rcx, dword ptr [r15 + 1152]
+    lea rcx, [rip + .Lc1_d947_j]
+    add rcx, qword ptr [r15 + 26246880]
+    jmp .Lc1_d947_j_t
+.Lc1_d947_j:
+    lea rcx, [rip + .Lc1_d951_j]
+    add rcx, qword ptr [r15 + 26246880]
+    jmp .Lc1_d951_j_t
+.Lc1_d951_j:
+    movsxd rcx, dword ptr [r15 + 192]
+    mov edi, edi
+    movzx edi, byte ptr [r14 + 320]
+    cmp rdi, rdi
     test ebx, 1073741824
     jnz 1f
 1:
-    jmp 1f
-1:
-    mov byte ptr [r15 + 384], cl
-    mov rcx, qword ptr [r15 + 384]
-    mov rbp, qword ptr [r15 + 640]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rcx, rdi
-    mov ecx, 90
-    movzx ecx, r9b
-    mov rbp, r10
+    vmovdqu ymmword ptr [r15 + 256], ymm15
+    inc edi
+    vmovdqu ymmword ptr [r15 + 576], ymm15
     test ebx, 1073741824
     jz 1f
 1:
-    and rbp, 1984
-    vpaddd ymm5, ymm5, ymmword ptr [r15 + rbp + 2880]
+    movzx ebp, dil
     mov edi, ebp
-    movzx r9d, dil
+    mov rbp, qword ptr [r15 + 576]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov ecx, 110
+    mov dword ptr [r15 + 704], 215
     jmp 1f
 1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov edi, ebp
+    shl r9, 5
+    mov r9, r10
+    mov ebp, r9d
+    and r9, 2097088
+    movzx edi, byte ptr [r15 + r9 + 15752256]
+    test ebx, 20480
+    jnz 1f
+1:
+    mov r9d, edi
+    movzx ebp, r9b
+    cmp rdi, rbp
     test ebx, 1073741824
     jz 1f
 1:
-    mov edi, dword ptr [r15 + 576]
-    jmp 1f
-1:
-    mov rbp, qword ptr [r15 + 448]
+    add rbp, rdi
+    mov dword ptr [r14 + 64], 8
+    add rdi, 73
     test ebx, 1073741824
     jnz 1f
 1:
-    mov ebp, ecx
-    mov ebp, ecx
-    jmp 1f
-1:
-    mov rbp, rcx
+    neg rbp
+    movsxd r8, dword ptr [r15 + 128]
+    mov ebp, ebp
     test ebx, 1073741824
     jnz 1f
 1:
-    mov byte ptr [r15 + 64], dil
-    jmp 1f
-1:
-    inc r9d
-    test bl, 24
-    jnz 1f
-1:
-    shl r9, 23
-    jmp 1f
-1:
-    movzx r9d, r9b
-    xor ebp, r9d
-    test ebx, 1073741824
-    jz 1f
-1:
-    add rdi, 24
-    mov edi, 191
-    movzx edi, byte ptr [r15 + 896]
+    add r8, 56
+    movzx ebp, byte ptr [r14 + 640]
+    movzx edi, byte ptr [r14 + 512]
     add r11, 64
     add r10, r11
     inc rbx
@@ -2222,132 +2070,118 @@ ditto_body_c1:
     jnz .Lc1_b5_c0
 .Lc1_b5_done:
 // block 6: 256 bytes, 1 chunk(s), 1 chunk executions per call
-    mov rbx, qword ptr [r15 + 17364504]
+    mov rbx, qword ptr [r15 + 26246936]
     lea rcx, [rbx + 1]
-    mov qword ptr [r15 + 17364504], rcx
+    mov qword ptr [r15 + 26246936], rcx
     mov r13d, 1
     jmp .Lc1_b6_c0
     .p2align 6
 .Lc1_b6_c0:
-    mov rax, qword ptr [r15 + 17364440]
+    mov rax, qword ptr [r15 + 26246872]
     imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 17364440], rax
-    lea rcx, [rip + .Lc1_d1138_j]
-    add rcx, qword ptr [r15 + 17364448]
-    jmp .Lc1_d1138_j_t
-.Lc1_d1138_j:
-    add rcx, rax
-    movzx esi, al
-    jmp 1f
-1:
-    vmovdqu ymm5, ymmword ptr [r14 + 768]
-    jmp 1f
-1:
-    test dword ptr [r15 + 17364443], 136577056
+    mov qword ptr [r15 + 26246872], rax
+    lea rcx, [rip + .Lc1_d1015_j]
+    add rcx, qword ptr [r15 + 26246880]
+    jmp .Lc1_d1015_j_t
+.Lc1_d1015_j:
+    imul rax, qword ptr [r14 + 768]
+    mov ecx, eax
+    sub rbp, rcx
+    mov r8, rbp
+    test ebx, 7680
     jnz 1f
 1:
-    mov rcx, qword ptr [r15 + 704]
-    jmp 1f
-1:
-    vmovdqu ymm5, ymmword ptr [r14 + 576]
-    mov rsi, rax
+    movzx edi, byte ptr [r15 + 1408]
+    mov rbp, rbp
+    add rbp, 74
+    and rcx, rdi
     test ebx, 1073741824
     jz 1f
 1:
-    or ecx, ecx
     mov rcx, rcx
-    mov byte ptr [r15 + 832], sil
-    mov ecx, 178
-    test ebx, 1073741824
+    mov rcx, rcx
+    add rdx, 89
+    test ebx, 11776
     jnz 1f
 1:
-    and rsi, rsi
-    shr eax, 15
-    add r9, 18
-    mov eax, 147
-    test ebx, 1073741824
+    mov edi, edx
+    movzx ebp, dil
+    movzx edx, cl
+    mov rdi, rax
+    test dword ptr [r15 + 26246875], 135529472
     jnz 1f
 1:
-    mov rsi, r8
-    test esi, r9d
+    movzx ecx, dil
+    mov rdi, rdi
     jmp 1f
 1:
-    mov byte ptr [r15 + 704], al
-    mov r9d, dword ptr [r14 + 640]
+    test ebx, 22016
+    jnz 1f
+1:
+    add rdx, r8
+    movzx ebp, byte ptr [r15 + 1152]
+    movzx ecx, bpl
+    or edx, edi
+    test ebx, 1073741824
+    jnz 1f
+1:
+    sub rcx, rdx
+    movsxd rdx, dword ptr [r14 + 128]
+    test edx, edx
+    mov byte ptr [r15 + 640], dl
+    test ebx, 1073741824
+    jnz 1f
+1:
+    shr ecx, 26
+    jmp 1f
+1:
+    mov rcx, rcx
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and rdx, rcx
+    mov ecx, edx
+    xor edx, ecx
+    movsxd rcx, dword ptr [r14 + 64]
     test ebx, 1073741824
     jz 1f
 1:
-    cmp r8, rsi
-    movsxd r9, dword ptr [r15 + 384]
-    movzx esi, byte ptr [r14 + 576]
-    sub rsi, rax
-    test dword ptr [r15 + 17364444], 201590784
-    jnz 1f
-1:
-    mov r8d, r9d
-    mov rsi, r8
-    imul r9, qword ptr [r15 + 640]
-    mov r8, rdi
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    xchg r8, r9
-    mov ecx, r9d
-    test ebx, 29184
-    jnz 1f
-1:
-    mov r9, qword ptr [r15 + 768]
-    movzx r8d, byte ptr [r15 + 256]
-    shr r9d, 7
-    mov rcx, rcx
+    movzx ecx, dl
+    mov rcx, qword ptr [r15 + 576]
+    mov dword ptr [r14 + 1088], 245
     inc rbx
     dec r13
     jnz .Lc1_b6_c0
 .Lc1_b6_done:
 // block 7: 64 bytes, 1 chunk(s), 1 chunk executions per call
-    mov rbx, qword ptr [r15 + 17364512]
+    mov rbx, qword ptr [r15 + 26246944]
     lea rcx, [rbx + 1]
-    mov qword ptr [r15 + 17364512], rcx
+    mov qword ptr [r15 + 26246944], rcx
     mov r13d, 1
     jmp .Lc1_b7_c0
     .p2align 6
 .Lc1_b7_c0:
-    mov rax, qword ptr [r15 + 17364440]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 17364440], rax
-    lea rcx, [rip + .Lc1_d1207_j]
-    add rcx, qword ptr [r15 + 17364448]
-    jmp .Lc1_d1207_j_t
-.Lc1_d1207_j:
-    mov ecx, 248
-    mov eax, r8d
-    mov eax, 253
-    mov eax, 213
-    test ebx, 29184
+    lea rcx, [rip + .Lc1_d1081_j]
+    add rcx, qword ptr [r15 + 26246880]
+    jmp .Lc1_d1081_j_t
+.Lc1_d1081_j:
+    lea rcx, [rip + .Lc1_d1085_j]
+    add rcx, qword ptr [r15 + 26246880]
+    jmp .Lc1_d1085_j_t
+.Lc1_d1085_j:
+    vmovdqu ymmword ptr [r14 + 704], ymm15
+    test ebx, 1073741824
     jnz 1f
 1:
-    mov eax, eax
-    jmp 1f
-1:
-    mov r8, r9
-    test dword ptr [r15 + 17364443], 802832
-    jnz 1f
-1:
-    movzx r9d, al
-    mov qword ptr [r14 + 576], r9
-    or eax, r9d
+    vmovdqu ymm15, ymmword ptr [r14 + 256]
     inc rbx
     dec r13
     jnz .Lc1_b7_c0
 .Lc1_b7_done:
 // block 8: 4096 bytes, 16 chunk(s), 8 chunk executions per call
-    mov rbx, qword ptr [r15 + 17364520]
+    mov rbx, qword ptr [r15 + 26246952]
     lea rcx, [rbx + 8]
-    mov qword ptr [r15 + 17364520], rcx
+    mov qword ptr [r15 + 26246952], rcx
     mov r13d, 8
     mov eax, ebx
     and eax, 15
@@ -2390,888 +2224,964 @@ ditto_body_c1:
     jmp .Lc1_b8_c15
     .p2align 6
 .Lc1_b8_c0:
-    mov rax, qword ptr [r15 + 17364440]
+    mov rax, qword ptr [r15 + 26246872]
     imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 17364440], rax
-    lea rcx, [rip + .Lc1_d1241_j]
-    add rcx, qword ptr [r15 + 17364448]
-    jmp .Lc1_d1241_j_t
-.Lc1_d1241_j:
-    mov rcx, r9
-    or r8d, ecx
-    and rcx, r8
-    movzx r8d, al
-    test dword ptr [r15 + 17364444], 8392737
+    mov qword ptr [r15 + 26246872], rax
+    lea rcx, [rip + .Lc1_d1109_j]
+    add rcx, qword ptr [r15 + 26246880]
+    jmp .Lc1_d1109_j_t
+.Lc1_d1109_j:
+    jmp 1f
+1:
+    movsxd rcx, dword ptr [r15 + 384]
+    vpaddd ymm15, ymm15, ymmword ptr [r14 + 1088]
+    mov rbp, r10
+    xor eax, ebp
+    test ebx, 1073741824
     jnz 1f
 1:
-    jmp 1f
-1:
-    shr eax, 4
-    neg rax
-    jmp 1f
-1:
+    add rcx, 78
+    and rbp, 448
+    add rcx, qword ptr [r15 + rbp + 1600]
+    add rcx, rcx
     test ebx, 1073741824
     jz 1f
 1:
-    movzx r8d, byte ptr [r14 + 832]
-    mov dword ptr [r15 + 64], 71
-    mov eax, r8d
-    test ebx, 1073741824
+    inc ecx
+    movsxd rbp, dword ptr [r15 + 192]
+    mov ecx, dword ptr [r15 + 64]
+    mov eax, 34
+    test ebx, 1248
     jnz 1f
 1:
-    mov r8, r8
-    add qword ptr [r15 + 384], rdx
-    mov r8, r8
-    xor r8d, r9d
-    test ebx, 1073741824
+    shl rbp, 25
+    mov eax, 127
+    add rax, qword ptr [r15 + 1216]
+    test dword ptr [r15 + 26246875], 16779396
     jnz 1f
 1:
-    and r8, r8
-    imul rax, qword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ebp, al
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r8, r10
-    mov eax, dword ptr [r15 + 320]
-    movzx ecx, byte ptr [r15 + 192]
-    movsxd r9, dword ptr [r15 + 128]
-    and r8, 8128
-    mov dword ptr [r14 + r8 + 13120], r8d
+    movzx eax, bpl
+    movsxd rbp, dword ptr [r15 + 256]
+    mov byte ptr [r14 + 128], bpl
     test ebx, 1073741824
-    jz 1f
-1:
-    mov r8, qword ptr [r15 + 256]
-    sub rax, r8
-    mov r8, qword ptr [r15 + 512]
-    test dword ptr [r15 + 17364443], 136323076
     jnz 1f
 1:
-    inc eax
+    xor dword ptr [r14 + 448], ebp
     jmp 1f
 1:
-    mov r8, qword ptr [r15 + 640]
-    mov esi, esi
+    jmp 1f
+1:
+    mov ebp, eax
     test ebx, 1073741824
     jnz 1f
 1:
-    lea rcx, [rax + rax*2 + 67]
-    mov rsi, qword ptr [r15 + 768]
-    movzx eax, r9b
+    or qword ptr [r14 + 0], 36
+    mov ebp, dword ptr [r15 + 576]
+    mov rax, qword ptr [r15 + 320]
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c1:
-    mov rax, qword ptr [r15 + 17364440]
+    mov rax, qword ptr [r15 + 26246872]
     imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 17364440], rax
-    lea rcx, [rip + .Lc1_d1303_j]
-    add rcx, qword ptr [r15 + 17364448]
-    jmp .Lc1_d1303_j_t
-.Lc1_d1303_j:
-    movsxd rax, dword ptr [r14 + 192]
-    mov rcx, qword ptr [r15 + 384]
-    movzx esi, byte ptr [r15 + 128]
-    movzx r9d, sil
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov esi, 32
-    jmp 1f
-1:
-    mov rax, rsi
-    test dword ptr [r15 + 17364443], 737280
-    jnz 1f
-1:
-    neg rax
-    test eax, eax
-    add rax, 113
-    mov rsi, rax
+    mov qword ptr [r15 + 26246872], rax
+    lea rcx, [rip + .Lc1_d1165_j]
+    add rcx, qword ptr [r15 + 26246880]
+    jmp .Lc1_d1165_j_t
+.Lc1_d1165_j:
+    mov ecx, dword ptr [r15 + 1152]
+    mov dword ptr [r14 + 64], 210
+    xor ebp, ecx
+    mov ebp, dword ptr [r15 + 704]
     test ebx, 1073741824
     jz 1f
 1:
-    mov r9d, dword ptr [r15 + 256]
-    imul r9, qword ptr [r15 + 0]
-    add r9, rdx
-    add r8, qword ptr [r15 + 0]
+    mov esi, dword ptr [r15 + 512]
+    neg rsi
+    mov dword ptr [r15 + 0], esi
     test ebx, 1073741824
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    cmp r8, r9
-    and r8, r8
+    add rbp, rsi
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r14 + 0], ebp
+    vmovdqu ymmword ptr [r15 + 1280], ymm15
+    inc ebp
+    movsxd rax, dword ptr [r14 + 320]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov edx, 90
+    or ebp, edx
+    movzx eax, bpl
+    test dword ptr [r15 + 26246876], 554041346
+    jz 1f
+1:
+    mov byte ptr [r15 + 1344], dl
+    add rbp, qword ptr [r15 + 128]
+    mov eax, ebp
+    test ebx, 3776
+    jz 1f
+1:
+    mov rbp, qword ptr [r14 + 256]
+    cmp rbp, rax
     jmp 1f
 1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r9, r10
-    inc r8d
-    mov r8, r8
-    movsxd r8, dword ptr [r15 + 320]
-    and r9, 960
-    movsxd rax, dword ptr [r14 + r9 + 1856]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r14 + 896], r9d
-    vpaddd ymm5, ymm5, ymmword ptr [r15 + 576]
-    vpaddd ymm8, ymm5, ymmword ptr [r15 + 64]
-    and r9d, dword ptr [r15 + 704]
+    mov edx, eax
     test ebx, 1073741824
     jz 1f
 1:
-    and r9d, dword ptr [r15 + 960]
-    neg r8
-    mov qword ptr [r15 + 448], rax
-    mov dword ptr [r15 + 512], eax
-    add r11, 64
-    add r10, r11
+    lea rbp, [rdx + rbp*2 + 127]
+    mov eax, dword ptr [r15 + 640]
+    add rdx, rax
+    test ebx, 417792
+    jnz 1f
+1:
+    add rbp, qword ptr [r15 + 192]
+    inc ebp
+    shl rdi, 16
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c2:
-    mov rax, qword ptr [r15 + 17364440]
+    mov rax, qword ptr [r15 + 26246872]
     imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 17364440], rax
-    lea rcx, [rip + .Lc1_d1363_j]
-    add rcx, qword ptr [r15 + 17364448]
-    jmp .Lc1_d1363_j_t
-.Lc1_d1363_j:
-    jmp 1f
-1:
-    mov ebp, dword ptr [r15 + 256]
-    movzx ecx, byte ptr [r15 + 320]
-    shr ecx, 27
+    mov qword ptr [r15 + 26246872], rax
+    lea rcx, [rip + .Lc1_d1221_j]
+    add rcx, qword ptr [r15 + 26246880]
+    jmp .Lc1_d1221_j_t
+.Lc1_d1221_j:
+    or ebp, ecx
+    mov rdi, rdx
+    mov dword ptr [r15 + 768], 136
+    mov ebp, 82
+    mov rdx, qword ptr [r14 + 192]
     test ebx, 1073741824
-    jnz 1f
-1:
-    add rbp, qword ptr [r14 + 640]
-    jmp 1f
-1:
-    mov rax, rbp
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rbp, rsi
-    jmp 1f
-1:
-    xor ebp, eax
-    mov eax, 47
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 192], ebp
-    mov rbp, r10
-    test dword ptr [r15 + 17364443], 8463392
     jz 1f
 1:
+    and rcx, rax
+    add rdx, qword ptr [r14 + 0]
+    inc edx
     sub rax, rbp
-    mov rax, qword ptr [r14 + 768]
-    and rbp, 448
-    movsxd rcx, dword ptr [r15 + rbp + 1344]
     test ebx, 1073741824
-    jz 1f
-1:
-    mov ebp, dword ptr [r15 + 1280]
-    mov rax, rbp
-    movzx eax, cl
-    lea rax, [r8 + rax*2 + 38]
-    test dword ptr [r15 + 17364444], 3276804
     jnz 1f
 1:
     jmp 1f
 1:
-    mov rax, rax
-    or eax, eax
+    jmp 1f
+1:
+    mov edi, dword ptr [r14 + 256]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    lea rsi, [rdi + rbp*2 + 115]
+    movzx edi, sil
+    movzx ecx, bpl
+    movzx edi, byte ptr [r15 + 448]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movsxd rbp, dword ptr [r15 + 384]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 77
     test ebx, 1073741824
     jz 1f
 1:
-    mov ecx, ecx
-    mov qword ptr [r15 + 0], rbp
+    mov rcx, rbp
     jmp 1f
 1:
+    mov rbp, rcx
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
+    test ebx, 576
     jnz 1f
 1:
-    mov dword ptr [r15 + 64], ebp
+    vpaddd ymm15, ymm15, ymmword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, ebp
+    mov ecx, dword ptr [r15 + 576]
+    test ebx, 1073741824
+    jz 1f
+1:
+    lea rbp, [rcx + rcx*2 + 120]
     mov ecx, dword ptr [r15 + 128]
-    movzx ebp, al
+    mov rsi, rdi
+    movzx ebp, cl
+    test dword ptr [r15 + 26246876], 1074544642
+    jz 1f
+1:
+    mov edi, 26
+    jmp 1f
+1:
+    add rbp, rdi
+    xor ebp, edi
+    inc rbx
+    dec r13
+    jz .Lc1_b8_done
+.Lc1_b8_c3:
+    mov rax, qword ptr [r15 + 26246872]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 26246872], rax
+    lea rcx, [rip + .Lc1_d1284_j]
+    add rcx, qword ptr [r15 + 26246880]
+    jmp .Lc1_d1284_j_t
+.Lc1_d1284_j:
+    mov ebp, dword ptr [r15 + 384]
+    inc ecx
+    mov edi, ebp
+    movsxd rsi, dword ptr [r14 + 256]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov ebp, 143
-    mov rax, rbp
-    movzx ebp, byte ptr [r14 + 448]
+    mov rax, rsi
+    mov r8d, dword ptr [r15 + 960]
+    jmp 1f
+1:
+    mov rbp, r10
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and rbp, 960
+    mov dword ptr [r14 + rbp + 2112], 47
+    mov eax, dword ptr [r15 + 128]
+    mov qword ptr [r15 + 512], rax
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rdi, qword ptr [r15 + 192]
+    mov dword ptr [r14 + 320], ebp
+    movzx ebp, byte ptr [r14 + 256]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov qword ptr [r15 + 1216], rbp
+    jmp 1f
+1:
+    and edi, dword ptr [r14 + 640]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    shr ebp, 8
+    mov ebp, ebp
+    and rdi, rax
+    test dword ptr [r15 + 26246876], 1140916288
+    jnz 1f
+1:
+    add qword ptr [r14 + 0], rax
+    neg rbp
+    xor edi, ebp
+    or qword ptr [r15 + 64], 63
+    test ebx, 1073741824
+    jnz 1f
+1:
+    cmp rbp, rdi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 139
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
-.Lc1_b8_c3:
-    mov rax, qword ptr [r15 + 17364440]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 17364440], rax
-    lea rcx, [rip + .Lc1_d1429_j]
-    add rcx, qword ptr [r15 + 17364448]
-    jmp .Lc1_d1429_j_t
-.Lc1_d1429_j:
-    jmp 1f
-1:
-    test eax, ecx
-    mov rax, rbp
-    mov dword ptr [r15 + 576], 136
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov eax, 100
-    test ebp, ecx
-    vmovdqu ymmword ptr [r14 + 832], ymm5
-    movsxd rcx, dword ptr [r14 + 256]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    vpaddd ymm5, ymm5, ymmword ptr [r15 + 512]
-    sub rbp, rcx
-    xor ebp, eax
-    test dword ptr [r15 + 17364444], 1345323520
-    jz 1f
-1:
-    add rbp, qword ptr [r15 + 0]
-    jmp 1f
-1:
-    movzx edx, bpl
-    mov ebp, 63
-    test ebx, 1152
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    shl rbp, 13
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], bpl
-    mov rbp, rbp
-    add rbp, qword ptr [r15 + 320]
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx ebp, bpl
-    movzx ebp, byte ptr [r15 + 1024]
-    mov ecx, 45
-    test ebx, 320
-    jnz 1f
-1:
-    neg rcx
-    mov rbp, rcx
-    mov dword ptr [r15 + 128], 79
-    mov dword ptr [r14 + 192], ebp
-    test ebx, 1073741824
-    jnz 1f
-1:
-    inc ebp
-    mov rax, qword ptr [r15 + 384]
-    mov byte ptr [r15 + 192], al
-    inc rbx
-    dec r13
-    jz .Lc1_b8_done
 .Lc1_b8_c4:
-    mov rax, qword ptr [r15 + 17364440]
+    mov rax, qword ptr [r15 + 26246872]
     imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 17364440], rax
-    lea rcx, [rip + .Lc1_d1487_j]
-    add rcx, qword ptr [r15 + 17364448]
-    jmp .Lc1_d1487_j_t
-.Lc1_d1487_j:
-    mov dword ptr [r15 + 896], eax
-    lea rdi, [r15 + 17356224]
-    lea rsi, [r15 + 17360320]
-    mov ecx, 67
-    rep movsb
-    jmp 1f
-1:
-    movzx ecx, dil
-    test dword ptr [r15 + 17364444], 20976160
+    mov qword ptr [r15 + 26246872], rax
+    lea rcx, [rip + .Lc1_d1340_j]
+    add rcx, qword ptr [r15 + 26246880]
+    jmp .Lc1_d1340_j_t
+.Lc1_d1340_j:
+    mov dword ptr [r15 + 128], eax
+    mov dword ptr [r15 + 832], 28
+    mov eax, dword ptr [r15 + 576]
+    test edi, edi
+    test dword ptr [r15 + 26246875], 138412225
     jz 1f
 1:
-    movzx edi, byte ptr [r14 + 256]
-    mov ecx, 97
-    movsxd rcx, dword ptr [r15 + 192]
-    imul rsi, qword ptr [r15 + 0]
+    xor eax, ecx
+    mov eax, eax
+    movzx ebp, byte ptr [r15 + 64]
+    mov r8, r10
     test ebx, 1073741824
     jz 1f
 1:
-    add qword ptr [r15 + 0], r9
-    shr esi, 2
-    mov byte ptr [r15 + 0], sil
-    test ebx, 1073741824
+    add rax, rax
+    and r8, 448
+    imul rbp, qword ptr [r14 + r8 + 1600]
+    movsxd rcx, dword ptr [r15 + 448]
+    xor r8d, ecx
+    test dword ptr [r15 + 26246876], 8234
     jnz 1f
 1:
-    mov qword ptr [r15 + 0], r9
-    movzx esi, sil
-    movsxd rsi, dword ptr [r15 + 64]
-    mov ecx, 3
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov esi, 218
-    mov edi, 5
+    mov r8d, 152
+    movsxd r8, dword ptr [r15 + 1024]
     jmp 1f
 1:
+    test dword ptr [r15 + 26246875], 6156
+    jnz 1f
+1:
+    mov dword ptr [r15 + 1408], r8d
+    sub rax, r8
+    add qword ptr [r14 + 256], rax
+    mov dword ptr [r14 + 320], 50
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx edi, dil
-    or edi, esi
-    mov ecx, edi
-    mov rcx, qword ptr [r15 + 384]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    neg rcx
-    mov qword ptr [r15 + 320], rcx
-    mov rdx, qword ptr [r15 + 448]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rcx, rdx
-    movzx r9d, byte ptr [r14 + 128]
+    mov rax, rax
     jmp 1f
 1:
-    jmp 1f
-1:
-    test dword ptr [r15 + 17364444], 671109120
+    mov dword ptr [r14 + 192], r8d
+    test ebx, 1073741824
     jnz 1f
 1:
-    sub rcx, r9
-    xor dword ptr [r15 + 640], ecx
-    movzx ecx, byte ptr [r15 + 704]
+    movzx r8d, al
+    mov eax, 164
+    mov ebp, ebp
+    mov r8, r8
+    test ebx, 1073741824
+    jnz 1f
+1:
+    shr eax, 26
+    mov rbp, rcx
+    jmp 1f
+1:
+    add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c5:
-    mov rax, qword ptr [r15 + 17364440]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 17364440], rax
-    lea rcx, [rip + .Lc1_d1548_j]
-    add rcx, qword ptr [r15 + 17364448]
-    jmp .Lc1_d1548_j_t
-.Lc1_d1548_j:
-    mov r9, rcx
-    jmp 1f
-1:
-    mov ecx, 232
-    movzx ecx, byte ptr [r15 + 192]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    add rcx, 70
-    or r9d, ecx
-    vmovdqu ymmword ptr [r15 + 0], ymm5
-    imul r9, qword ptr [r15 + 0]
-    test ebx, 1073741824
+    lea rcx, [rip + .Lc1_d1393_j]
+    add rcx, qword ptr [r15 + 26246880]
+    jmp .Lc1_d1393_j_t
+.Lc1_d1393_j:
+    movzx r8d, bpl
+    mov byte ptr [r15 + 192], cl
+    mov dword ptr [r15 + 0], r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 294912
     jnz 1f
 1:
     jmp 1f
 1:
+    mov r8, rcx
     jmp 1f
+1:
+    movzx ecx, r8b
+    test ebx, 1073741824
+    jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, dword ptr [r14 + 64]
-    test dword ptr [r15 + 17364443], 545267744
-    jnz 1f
-1:
-    movzx r9d, cl
-    movzx eax, byte ptr [r14 + 256]
+    movzx r8d, cl
+    add r8, rcx
     jmp 1f
 1:
-    vmovdqu ymm5, ymmword ptr [r15 + 512]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    vpaddd ymm15, ymm15, ymmword ptr [r15 + 0]
+    or qword ptr [r15 + 128], 50
     test ebx, 1073741824
     jz 1f
 1:
-    inc r9d
-    mov r9, qword ptr [r14 + 384]
-    add rcx, 64
+    and rbp, r8
+    test ebp, ecx
+    mov r8d, r8d
+    inc ebp
+    test ebx, 1920
+    jnz 1f
+1:
+    movzx r8d, byte ptr [r15 + 64]
+    mov ecx, 112
+    vmovdqu ymmword ptr [r15 + 640], ymm15
+    and eax, dword ptr [r14 + 448]
+    test ebx, 480
+    jnz 1f
+1:
+    mov eax, dword ptr [r15 + 384]
+    mov ebp, eax
+    mov rbp, r8
+    movzx ebp, bpl
     test ebx, 1073741824
     jnz 1f
 1:
-    xor ecx, r8d
     jmp 1f
 1:
-    add qword ptr [r15 + 1088], rcx
-    movzx r9d, cl
+    movzx ebp, byte ptr [r15 + 256]
+    mov dword ptr [r14 + 0], 190
+    mov ecx, dword ptr [r14 + 320]
     test ebx, 1073741824
     jnz 1f
 1:
-    or ecx, r9d
-    inc ecx
-    inc r9d
-    inc dword ptr [r15 + 576]
-    test ebx, 1073741824
-    jz 1f
-1:
-    imul r9, qword ptr [r15 + 768]
-    add r9, qword ptr [r15 + 128]
-    movzx ecx, al
-    mov ecx, 187
-    test ebx, 1073741824
-    jz 1f
-1:
-    lea r9, [rcx + rax*2 + 16]
-    mov r9d, dword ptr [r15 + 960]
+    mov rbp, qword ptr [r15 + 896]
+    add rbp, rdx
     jmp 1f
 1:
-    mov rcx, rcx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and rcx, rcx
-    movzx ecx, r8b
-    xor ecx, r9d
+    mov eax, dword ptr [r15 + 512]
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c6:
-    mov rax, qword ptr [r15 + 17364440]
+    mov rax, qword ptr [r15 + 26246872]
     imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 17364440], rax
-    lea rcx, [rip + .Lc1_d1614_j]
-    add rcx, qword ptr [r15 + 17364448]
-    jmp .Lc1_d1614_j_t
-.Lc1_d1614_j:
+    mov qword ptr [r15 + 26246872], rax
+    lea rcx, [rip + .Lc1_d1455_j]
+    add rcx, qword ptr [r15 + 26246880]
+    jmp .Lc1_d1455_j_t
+.Lc1_d1455_j:
+    mov ecx, 59
+    and eax, dword ptr [r15 + 0]
+    mov r9d, 99
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov ecx, 210
+    mov byte ptr [r15 + 0], cl
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov ecx, 232
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    neg rbp
+    test ebx, 1073741824
+    jnz 1f
+1:
     inc ecx
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, qword ptr [r15 + 192]
+    mov eax, 93
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
-    shr ecx, 11
+    movsxd rdx, dword ptr [r15 + 256]
+    mov dword ptr [r15 + 384], 73
+    mov rcx, qword ptr [r14 + 512]
+    test ebx, 1073741824
+    jz 1f
+1:
+    sub rcx, rax
     jmp 1f
 1:
-    movzx ecx, al
-    test bl, 192
-    jnz 1f
+    jmp 1f
 1:
-    vmovdqu ymmword ptr [r15 + 0], ymm5
-    mov rax, rcx
-    movzx ecx, al
-    mov rbp, r10
-    test ebx, 1073741824
+    test dword ptr [r15 + 26246876], 5666
     jz 1f
 1:
     jmp 1f
 1:
-    movsxd rdi, dword ptr [r14 + 640]
-    and rbp, 1984
-    movzx eax, byte ptr [r15 + rbp + 2880]
-    mov rbp, r10
-    test dword ptr [r15 + 17364443], 872415296
-    jnz 1f
-1:
-    shr ecx, 22
-    mov qword ptr [r15 + 192], rax
-    and rbp, 8128
-    mov byte ptr [r15 + rbp + 4928], al
-    movzx eax, bpl
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + 320], r9d
-    movzx edi, byte ptr [r15 + 64]
-    mov ebp, 227
-    test ebx, 1696
-    jnz 1f
-1:
-    mov dword ptr [r15 + 832], eax
-    neg rbp
-    mov rbp, r10
-    mov eax, dword ptr [r14 + 256]
-    test ebx, 237568
+    mov dword ptr [r14 + 1088], ecx
+    shl rsi, 26
+    test dword ptr [r15 + 26246876], 25493512
     jz 1f
 1:
-    and rbp, 448
-    add rax, qword ptr [r15 + rbp + 1344]
-    movsxd rbp, dword ptr [r15 + 448]
-    or eax, ebp
+    mov rbp, r10
+    mov rsi, qword ptr [r14 + 1280]
+    sub rcx, rdx
+    and rbp, 1048512
+    mov dword ptr [r15 + rbp + 14703680], 63
+    test ebx, 495616
+    jz 1f
+1:
+    movsxd rcx, dword ptr [r14 + 64]
+    neg rcx
+    jmp 1f
+1:
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c7:
-    mov rax, qword ptr [r15 + 17364440]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 17364440], rax
-    lea rcx, [rip + .Lc1_d1672_j]
-    add rcx, qword ptr [r15 + 17364448]
-    jmp .Lc1_d1672_j_t
-.Lc1_d1672_j:
-    add rcx, rcx
-    sub rcx, rbp
-    mov rbp, rax
-    mov r9, r10
-    and ebp, dword ptr [r14 + 256]
+    lea rcx, [rip + .Lc1_d1510_j]
+    add rcx, qword ptr [r15 + 26246880]
+    jmp .Lc1_d1510_j_t
+.Lc1_d1510_j:
+    lea rbp, [rcx + rcx*2 + 6]
+    movzx ecx, bpl
+    neg rsi
+    test ebp, esi
+    add rbp, rsi
     test ebx, 1073741824
     jnz 1f
 1:
-    and r9, 8388544
-    and ebp, dword ptr [r14 + r9 + 8966976]
-    or qword ptr [r15 + 192], 81
-    mov qword ptr [r15 + 128], rbp
+    inc ebp
+    or ebp, ebp
+    mov edx, esi
+    mov byte ptr [r15 + 64], sil
+    imul rsi, qword ptr [r14 + 1472]
     test ebx, 1073741824
     jnz 1f
 1:
-    shl rbp, 18
-    mov ecx, dword ptr [r15 + 512]
-    mov rbp, rcx
-    add qword ptr [r14 + 0], rbp
-    test dword ptr [r15 + 17364443], 268976131
+    mov dword ptr [r15 + 320], esi
+    jmp 1f
+1:
+    mov esi, esi
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov esi, esi
+    mov r12, qword ptr [r15 + r12 + 56]
+    or edx, edx
+    xor dword ptr [r15 + 0], esi
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov rdx, rdx
+    movzx esi, byte ptr [r15 + 128]
+    mov r9d, dword ptr [r15 + 576]
+    test ebx, 1073741824
     jz 1f
 1:
-    inc ecx
-    mov dword ptr [r15 + 1024], 97
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov edx, 223
+    add r9, qword ptr [r14 + 0]
+    vmovdqu ymmword ptr [r15 + 704], ymm15
+    mov esi, r9d
+    mov r9, rbp
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rdx, rdx
+    mov rbp, rdx
+    movzx r9d, bpl
+    xor ecx, ebp
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov ecx, dword ptr [r14 + 192]
+    mov esi, ebp
+    cmp rcx, rdx
+    mov dword ptr [r15 + 448], 5
+    mov edx, 189
+    test ebx, 1073741824
+    jz 1f
+1:
+    neg rsi
+    add rcx, 90
+    lea rcx, [rdx + rbp*2 + 30]
+    mov r9d, 184
+    inc rbx
+    dec r13
+    jz .Lc1_b8_done
+.Lc1_b8_c8:
+    mov rax, qword ptr [r15 + 26246872]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 26246872], rax
+    lea rcx, [rip + .Lc1_d1577_j]
+    add rcx, qword ptr [r15 + 26246880]
+    jmp .Lc1_d1577_j_t
+.Lc1_d1577_j:
+    movzx eax, byte ptr [r14 + 384]
+    imul rcx, qword ptr [r15 + 0]
+    add rcx, qword ptr [r15 + 0]
+    and r9, r9
     test bl, 192
     jnz 1f
 1:
-    mov edi, ecx
     jmp 1f
 1:
-    mov ecx, edi
+    movzx r9d, r9b
+    mov dword ptr [r15 + 1216], 94
+    test ebx, 1824
+    jnz 1f
+1:
+    movzx r9d, byte ptr [r14 + 640]
+    mov qword ptr [r15 + 1152], r9
+    add r9, 34
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, r8b
-    mov rdi, rcx
-    movzx edi, byte ptr [r15 + 64]
+    or ecx, r9d
+    mov rsi, rsi
+    mov esi, r9d
+    test dword ptr [r15 + 26246875], 533506
+    jnz 1f
+1:
+    jmp 1f
+1:
+    add rsi, qword ptr [r15 + 320]
+    mov rcx, rsi
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movsxd rax, dword ptr [r14 + 128]
+    or qword ptr [r15 + 192], 81
+    movzx esi, byte ptr [r15 + 256]
     test ebx, 1073741824
     jz 1f
 1:
-    add rcx, qword ptr [r15 + 576]
-    mov edi, 177
-    mov edi, ebp
+    movzx esi, r9b
+    sub rcx, rsi
+    movzx ecx, al
     test ebx, 1073741824
     jnz 1f
 1:
-    movsxd rax, dword ptr [r15 + 384]
     jmp 1f
 1:
-    mov r8d, eax
-    shr r8d, 19
+    mov edi, 175
+    movsxd rdi, dword ptr [r15 + 512]
     test ebx, 1073741824
     jz 1f
 1:
-    movsxd r8, dword ptr [r15 + 704]
-    mov eax, r8d
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r8d, eax
-    or r8d, r8d
-    cmp r8, rax
+    mov r9, r10
+    xor r8d, r9d
+    shl rdi, 6
+    and r9, 2097088
+    movsxd rdi, dword ptr [r14 + r9 + 15752256]
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
-.Lc1_b8_c8:
-    mov rax, qword ptr [r15 + 17364440]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 17364440], rax
-    lea rcx, [rip + .Lc1_d1738_j]
-    add rcx, qword ptr [r15 + 17364448]
-    jmp .Lc1_d1738_j_t
-.Lc1_d1738_j:
-    sub rax, rcx
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov ecx, 56
-    test dword ptr [r15 + 17364444], 33588236
-    jz 1f
-1:
-    movsxd rcx, dword ptr [r14 + 64]
-    mov byte ptr [r15 + 640], al
-    movzx eax, byte ptr [r14 + 384]
-    or qword ptr [r15 + 896], 33
-    test ebx, 1073741824
-    jnz 1f
-1:
-    sub rax, rcx
-    mov rdx, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    add rax, r8
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    movzx ecx, byte ptr [r15 + 1152]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov eax, dword ptr [r14 + 256]
-    inc dword ptr [r15 + 128]
-    mov ecx, eax
-    mov r8d, dword ptr [r15 + 320]
-    test ebx, 1073741824
-    jz 1f
-1:
-    inc eax
-    mov r8d, eax
-    mov byte ptr [r15 + 768], cl
-    mov eax, dword ptr [r15 + 448]
-    test dword ptr [r15 + 17364444], 1073946688
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov ecx, eax
-    vmovdqu ymm5, ymmword ptr [r15 + 512]
-    imul rcx, qword ptr [r15 + 192]
-    test dword ptr [r15 + 17364443], 1074299392
-    jnz 1f
-1:
-    mov rcx, rax
-    xor ecx, eax
-    jmp 1f
-1:
-    mov eax, r8d
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx eax, al
-    inc rbx
-    dec r13
-    jz .Lc1_b8_done
 .Lc1_b8_c9:
-    mov rax, qword ptr [r15 + 17364440]
+    mov rax, qword ptr [r15 + 26246872]
     imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 17364440], rax
-    lea rcx, [rip + .Lc1_d1799_j]
-    add rcx, qword ptr [r15 + 17364448]
-    jmp .Lc1_d1799_j_t
-.Lc1_d1799_j:
+    mov qword ptr [r15 + 26246872], rax
+    xor eax, eax
+    test dword ptr [r15 + 26246876], 268470560
+    setz al
+    lea rcx, [rip + .Lc1_d1636_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d1636_s_t
+    .p2align 3
+.Lc1_d1636_s:
+    .p2align 3
+    jmp .Lc1_d1636_j
+    .p2align 3
+    jmp .Lc1_d1636_j
+.Lc1_d1636_j:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, eax
-    sub rcx, rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 128
-    mov r12, qword ptr [r15 + r12 + 56]
-    sub rdx, rcx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    shl rdx, 28
-    movzx edx, byte ptr [r15 + 832]
-    test ebx, 1073741824
-    jz 1f
-1:
     mov rdi, rcx
-    movzx edi, al
-    mov ecx, dword ptr [r15 + 256]
-    add rdi, rcx
-    test ebx, 36864
-    jnz 1f
+    shr eax, 31
+    or qword ptr [r15 + 0], 105
+    test ebx, 30208
+    jz 1f
 1:
-    movzx ecx, byte ptr [r15 + 128]
-    mov edx, 42
-    mov rdi, qword ptr [r15 + 576]
-    movzx edx, byte ptr [r15 + 320]
+    vpaddd ymm15, ymm15, ymmword ptr [r15 + 0]
+    cmp rax, rax
+    movzx eax, r9b
     test ebx, 1073741824
     jnz 1f
 1:
-    mov ecx, dword ptr [r14 + 960]
-    mov dword ptr [r14 + 256], 216
-    jmp 1f
-1:
-    movsxd rdi, dword ptr [r15 + 192]
-    test dword ptr [r15 + 17364443], 536874144
+    vmovdqu ymmword ptr [r15 + 128], ymm15
+    shl rax, 29
+    movsxd rax, dword ptr [r14 + 768]
+    test ebx, 1073741824
     jz 1f
 1:
-    mov rcx, qword ptr [r15 + 448]
-    mov edi, 77
-    xor dword ptr [r14 + 64], edx
+    mov rax, rax
+    shr r8d, 27
+    neg rcx
+    test ebx, 1073741824
+    jnz 1f
+1:
+    shr r8d, 21
+    mov dword ptr [r15 + 576], 224
+    mov dword ptr [r14 + 0], r8d
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov edi, eax
+    movzx r8d, byte ptr [r15 + 192]
+    mov dword ptr [r14 + 256], 33
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r8d, dword ptr [r15 + 384]
+    and edi, dword ptr [r15 + 64]
+    movzx eax, cl
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov qword ptr [r14 + 448], r8
+    movzx ecx, al
+    mov r8d, ecx
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c10:
-    mov rax, qword ptr [r15 + 17364440]
+    mov rax, qword ptr [r15 + 26246872]
     imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 17364440], rax
-    lea rcx, [rip + .Lc1_d1853_j]
-    add rcx, qword ptr [r15 + 17364448]
-    jmp .Lc1_d1853_j_t
-.Lc1_d1853_j:
-    mov qword ptr [r15 + 896], rax
-    xor ecx, esi
+    mov qword ptr [r15 + 26246872], rax
+    lea rcx, [rip + .Lc1_d1690_j]
+    add rcx, qword ptr [r15 + 26246880]
+    jmp .Lc1_d1690_j_t
+.Lc1_d1690_j:
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 368640
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov ecx, 160
-    mov eax, 109
-    test dword ptr [r15 + 17364444], 268453000
-    jz 1f
-1:
-    and rsi, rax
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, byte ptr [r15 + 320]
-    sub rax, rcx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    add rax, 87
-    and rax, rsi
-    movsxd rax, dword ptr [r14 + 192]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    add rax, qword ptr [r15 + 384]
-    sub rax, rcx
-    mov esi, dword ptr [r14 + 256]
-    jmp 1f
-1:
-    test ebx, 1073741824
+    movzx r8d, byte ptr [r14 + 192]
+    test dword ptr [r15 + 26246876], 2360068
     jz 1f
 1:
-    inc esi
-    jmp 1f
-1:
-    mov eax, dword ptr [r15 + 128]
-    test ebx, 640
+    movsxd rcx, dword ptr [r15 + 320]
+    mov r8, qword ptr [r15 + 832]
+    mov eax, 195
+    test dword ptr [r15 + 26246876], 1107296516
     jnz 1f
-1:
-    movzx eax, byte ptr [r15 + 640]
-    add rax, qword ptr [r15 + 704]
-    mov esi, eax
-    imul rsi, qword ptr [r15 + 512]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov byte ptr [r14 + 384], sil
-    jmp 1f
 1:
     mov r8, r10
-    movzx esi, r8b
+    movzx ecx, byte ptr [r15 + 1280]
+    and r8, 4032
+    inc dword ptr [r15 + r8 + 3136]
+    mov edi, r8d
     test ebx, 1073741824
     jnz 1f
 1:
+    mov dword ptr [r15 + 64], 123
+    mov r8, rdi
+    movzx r8d, byte ptr [r14 + 1536]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rdi, qword ptr [r15 + 640]
+    mov r8, r10
+    movsxd rcx, dword ptr [r15 + 960]
     and r8, 448
-    mov dword ptr [r15 + r8 + 1344], eax
-    mov r8d, r8d
-    vmovdqu ymm9, ymmword ptr [r15 + 64]
+    movzx eax, byte ptr [r15 + r8 + 1600]
+    test dword ptr [r15 + 26246876], 4264448
+    jnz 1f
+1:
+    movzx eax, byte ptr [r14 + 256]
+    mov r8, qword ptr [r14 + 512]
+    mov edi, 170
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c11:
-    mov rax, qword ptr [r15 + 17364440]
+    mov rax, qword ptr [r15 + 26246872]
     imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 17364440], rax
-    lea rcx, [rip + .Lc1_d1914_j]
-    add rcx, qword ptr [r15 + 17364448]
-    jmp .Lc1_d1914_j_t
-.Lc1_d1914_j:
-    vmovdqu ymmword ptr [r14 + 0], ymm3
-    movzx ecx, cl
-    jmp 1f
-1:
-    mov ecx, 237
-    test ebx, 1073741824
-    jnz 1f
-1:
-    or ecx, edi
+    mov qword ptr [r15 + 26246872], rax
+    lea rcx, [rip + .Lc1_d1735_j]
+    add rcx, qword ptr [r15 + 26246880]
+    jmp .Lc1_d1735_j_t
+.Lc1_d1735_j:
     mov ecx, ecx
-    mov r9d, 108
-    test dword ptr [r15 + 17364443], 1074923008
+    add rcx, qword ptr [r15 + 384]
+    lea rax, [rax + rax*2 + 29]
+    add rcx, rdi
+    test ebx, 1073741824
     jz 1f
 1:
-    movzx ecx, byte ptr [r15 + 1216]
-    inc dword ptr [r14 + 320]
-    mov r9, r10
-    mov qword ptr [r14 + 576], r9
+    jmp 1f
+1:
+    mov rbp, qword ptr [r15 + 192]
+    mov dword ptr [r14 + 0], eax
     test ebx, 1073741824
     jnz 1f
 1:
-    and r9, 960
-    mov dword ptr [r15 + r9 + 1856], 225
     jmp 1f
 1:
-    vmovdqu ymmword ptr [r15 + 256], ymm9
-    xor r9d, ecx
-    test dword ptr [r15 + 17364444], 8393736
+    mov dword ptr [r14 + 0], ebp
+    shr ebp, 3
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov dword ptr [r15 + 1024], 39
+    movzx ecx, bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    add qword ptr [r15 + 0], rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, ecx
+    mov eax, ecx
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov ebp, dword ptr [r15 + 256]
+    jmp 1f
+1:
+    add rax, qword ptr [r15 + 64]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    inc dword ptr [r15 + 448]
+    movsxd rcx, dword ptr [r14 + 128]
+    imul rbp, qword ptr [r15 + 576]
+    jmp 1f
+1:
+    test dword ptr [r15 + 26246875], 71352320
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov rbp, rbp
+    add rcx, 114
+    test dword ptr [r15 + 26246875], 285222400
+    jz 1f
+1:
+    mov dword ptr [r14 + 320], 195
+    movzx eax, bpl
+    xor edi, eax
+    inc rbx
+    dec r13
+    jz .Lc1_b8_done
+.Lc1_b8_c12:
+    mov rax, qword ptr [r15 + 26246872]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 26246872], rax
+    lea rcx, [rip + .Lc1_d1792_j]
+    add rcx, qword ptr [r15 + 26246880]
+    jmp .Lc1_d1792_j_t
+.Lc1_d1792_j:
+    vmovdqu ymmword ptr [r15 + 192], ymm15
+    jmp 1f
+1:
+    vmovdqu ymm15, ymmword ptr [r14 + 128]
+    mov edx, dword ptr [r15 + 512]
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    mov ecx, 204
+    movzx ecx, byte ptr [r15 + 1088]
+    vmovdqu ymm15, ymmword ptr [r14 + 896]
+    test dword ptr [r15 + 26246876], 134301697
+    jz 1f
+1:
+    shl rcx, 11
+    cmp rcx, rcx
+    mov rcx, qword ptr [r15 + 1216]
+    test ebx, 320
+    jnz 1f
+1:
+    mov rbp, r10
+    jmp 1f
+1:
+    and rbp, 960
+    movzx eax, byte ptr [r15 + rbp + 2112]
+    shr ecx, 4
+    mov ebp, ecx
+    test ebx, 1073741824
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
+    shr eax, 18
+    movzx ebp, al
+    mov rcx, rbp
+    test ebx, 1073741824
+    jnz 1f
+1:
+    test ecx, ecx
+    shr ecx, 27
+    movzx edx, byte ptr [r14 + 640]
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx ecx, byte ptr [r14 + 64]
+    mov eax, dword ptr [r15 + 384]
+    and rax, rax
+    movzx ebp, al
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rax, rsi
+    mov rsi, rdx
+    mov edx, dword ptr [r15 + 256]
+    add r11, 64
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b8_done
+.Lc1_b8_c13:
+    mov rax, qword ptr [r15 + 26246872]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 26246872], rax
+    lea rcx, [rip + .Lc1_d1849_j]
+    add rcx, qword ptr [r15 + 26246880]
+    jmp .Lc1_d1849_j_t
+.Lc1_d1849_j:
+    mov dword ptr [r14 + 0], 236
+    movsxd rcx, dword ptr [r14 + 1344]
+    lock or dword ptr [r15 + 256], 33
+    add rcx, 10
+    test dword ptr [r15 + 26246876], 1073815560
+    jnz 1f
+1:
+    mov r8d, ecx
+    mov r8, r8
+    inc dword ptr [r15 + 384]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r8d, r8d
+    mov edx, dword ptr [r15 + 576]
+    mov dword ptr [r15 + 448], edx
     jmp 1f
 1:
-    sub rcx, rsi
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov edx, edx
+    imul r8, qword ptr [r14 + 64]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    add rdx, qword ptr [r15 + 256]
+    mov ecx, dword ptr [r15 + 128]
+    lock xadd qword ptr [r15 + 0], r8
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    shl rcx, 3
-    shl rcx, 7
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov ecx, dword ptr [r15 + 448]
-    mov r9d, 234
-    mov r9d, ebp
-    mov r9, rcx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx ecx, byte ptr [r15 + 128]
-    add qword ptr [r15 + 64], rcx
-    mov byte ptr [r15 + 1024], r8b
+    add r8, rdx
+    mov r8, r10
+    mov dword ptr [r15 + 704], 216
     test ebx, 1073741824
     jz 1f
 1:
-    neg rcx
-    vpaddd ymm9, ymm9, ymmword ptr [r15 + 192]
+    mov byte ptr [r15 + 320], r8b
+    and r8, 8388544
+    xor dword ptr [r14 + r8 + 17849408], r8d
+    movzx ecx, r8b
+    test dword ptr [r15 + 26246875], 57348
+    jnz 1f
+1:
+    xor ecx, edx
+    mov qword ptr [r15 + 192], rcx
     jmp 1f
 1:
     add r11, 64
@@ -3279,317 +3189,148 @@ ditto_body_c1:
     inc rbx
     dec r13
     jz .Lc1_b8_done
-.Lc1_b8_c12:
-    mov rax, qword ptr [r15 + 17364440]
+.Lc1_b8_c14:
+    mov rax, qword ptr [r15 + 26246872]
     imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 17364440], rax
-    xor eax, eax
-    test dword ptr [r15 + 17364443], 134226984
-    setz al
-    lea rcx, [rip + .Lc1_d1974_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d1974_s_t
-    .p2align 3
-.Lc1_d1974_s:
-    .p2align 3
-    jmp .Lc1_d1974_j
-    .p2align 3
-    jmp .Lc1_d1974_j
-.Lc1_d1974_j:
-    mov r12, qword ptr [r15 + r12 + 56]
-    neg rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ecx, ecx
-    test ebx, 1073741824
-    jnz 1f
+    mov qword ptr [r15 + 26246872], rax
+    lea rcx, [rip + .Lc1_d1904_j]
+    add rcx, qword ptr [r15 + 26246880]
+    jmp .Lc1_d1904_j_t
+.Lc1_d1904_j:
+    mov edx, dword ptr [r14 + 1152]
+    mov ecx, edx
+    movzx eax, dl
+    jmp 1f
 1:
-    movzx ecx, bpl
-    inc dword ptr [r15 + 64]
-    mov dword ptr [r15 + 384], ecx
-    mov rbp, rcx
-    test dword ptr [r15 + 17364443], 1073775113
-    jnz 1f
-1:
-    mov qword ptr [r15 + 320], rax
-    add rcx, rbp
-    mov rcx, qword ptr [r14 + 512]
-    mov dword ptr [r15 + 128], 226
     test ebx, 1073741824
     jz 1f
 1:
-    lea rbp, [rcx + rcx*2 + 112]
-    mov ebp, ebp
-    mov ebp, ebp
-    movzx ebp, byte ptr [r15 + 640]
-    test dword ptr [r15 + 17364443], 2103808
-    jnz 1f
+    jmp 1f
 1:
-    mov dword ptr [r14 + 0], 243
-    vpaddd ymm9, ymm9, ymmword ptr [r15 + 832]
-    movsxd rbp, dword ptr [r15 + 768]
-    mov r9d, 230
-    test ebx, 1073741824
+    mov byte ptr [r14 + 128], cl
+    add rax, rax
+    test dword ptr [r15 + 26246876], 403111936
     jz 1f
 1:
-    mov ecx, 30
-    imul r9, qword ptr [r15 + 256]
+    test eax, eax
     jmp 1f
 1:
-    jmp 1f
-1:
-    test ebx, 5120
-    jnz 1f
-1:
-    mov qword ptr [r15 + 192], r9
-    shr r9d, 22
-    mov r9d, 68
-    and r9, rdx
-    test ebx, 446464
-    jz 1f
-1:
-    jmp 1f
-1:
-    xor r9d, ecx
-    mov ecx, 194
-    shr r9d, 10
-    inc rbx
-    dec r13
-    jz .Lc1_b8_done
-.Lc1_b8_c13:
-    mov rax, qword ptr [r15 + 17364440]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 17364440], rax
-    lea rcx, [rip + .Lc1_d2036_j]
-    add rcx, qword ptr [r15 + 17364448]
-    jmp .Lc1_d2036_j_t
-.Lc1_d2036_j:
-    add qword ptr [r15 + 512], rcx
-    cmp rcx, rcx
-    mov ecx, dword ptr [r15 + 1280]
-    test ecx, ecx
-    test dword ptr [r15 + 17364444], 17039380
-    jnz 1f
-1:
-    jmp 1f
-1:
-    or qword ptr [r15 + 256], 1
-    mov ecx, ecx
-    test dword ptr [r15 + 17364443], 27541504
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, ecx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    or ecx, ecx
-    mov dword ptr [r15 + 0], ecx
-    jmp 1f
-1:
+    movzx r9d, al
     test ebx, 1073741824
     jnz 1f
 1:
     neg r9
-    add rcx, qword ptr [r15 + 960]
-    mov qword ptr [r15 + 576], rcx
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r9d, 26
-    mov qword ptr [r15 + 448], rcx
-    sub rcx, r9
-    jmp 1f
-1:
+    xor eax, ecx
+    mov r9, r9
+    mov r9, r10
     test ebx, 1073741824
     jnz 1f
 1:
-    jmp 1f
-1:
-    movsxd r9, dword ptr [r14 + 704]
-    neg rcx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx ecx, byte ptr [r15 + 896]
-    jmp 1f
-1:
-    mov eax, 79
-    test ebx, 1073741824
+    movzx ecx, byte ptr [r14 + 1280]
+    inc eax
+    and r9, 8128
+    movzx edx, byte ptr [r15 + r9 + 7232]
+    test dword ptr [r15 + 26246876], 1090781316
     jz 1f
 1:
-    mov dword ptr [r15 + 128], eax
-    mov r9, rbp
-    movzx r9d, byte ptr [r14 + 192]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov ecx, 92
-    mov qword ptr [r14 + 384], r9
-    mov r9, rcx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov ecx, r9d
-    inc r9d
-    test r9d, r9d
-    inc rbx
-    dec r13
-    jz .Lc1_b8_done
-.Lc1_b8_c14:
-    lea rcx, [rip + .Lc1_d2098_j]
-    add rcx, qword ptr [r15 + 17364448]
-    jmp .Lc1_d2098_j_t
-.Lc1_d2098_j:
-    mov edi, dword ptr [r15 + 256]
-    jmp 1f
-1:
-    mov ecx, 183
-    mov rcx, qword ptr [r14 + 640]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r9d, r9d
-    mov dword ptr [r15 + 448], 95
-    mov r9, rdi
-    mov ecx, 67
-    test ebx, 1073741824
-    jz 1f
-1:
-    test edi, ecx
+    shl rax, 19
+    inc eax
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx edi, dl
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, r10
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
+    and r9, 448
+    mov edx, dword ptr [r15 + r9 + 1600]
+    and rcx, rax
+    test ebx, 576
+    jnz 1f
 1:
-    mov r8d, edi
-    xor dword ptr [r15 + 0], edi
+    mov rax, r9
+    mov eax, edx
+    mov r9d, dword ptr [r14 + 512]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    vpcmpeqb xmm9, xmm9, xmmword ptr [r14 + 0]
-    jmp 1f
-1:
-    shr edi, 9
-    test ebx, 1073741824
-    jnz 1f
-1:
-    lea rdi, [rdi + rdi*2 + 22]
-    vmovdqu ymmword ptr [r15 + 768], ymm9
-    mov rdi, rdi
-    mov ecx, edi
-    test ebx, 1632
-    jnz 1f
-1:
-    movzx edi, byte ptr [r15 + 64]
-    lock add qword ptr [r15 + 832], rdi
-    mov ecx, 189
-    neg rdi
-    test ebx, 1073741824
-    jz 1f
-1:
-    and rdi, rdi
-    mov dword ptr [r15 + 320], 251
-    neg rdx
-    and rdx, rdx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r8, r10
-    mov rdx, qword ptr [r15 + 192]
-    mov qword ptr [r15 + 128], rdi
-    and r8, 448
-    vmovdqu ymm9, ymmword ptr [r15 + r8 + 1344]
+    movzx r9d, dl
+    add rax, qword ptr [r15 + 192]
+    mov ebp, eax
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c15:
-    mov rax, qword ptr [r15 + 17364440]
+    mov rax, qword ptr [r15 + 26246872]
     imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 17364440], rax
-    lea rcx, [rip + .Lc1_d2163_j]
-    add rcx, qword ptr [r15 + 17364448]
-    jmp .Lc1_d2163_j_t
-.Lc1_d2163_j:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov ecx, eax
-    xor dword ptr [r14 + 1024], eax
-    test ebx, 736
-    jnz 1f
-1:
-    and ecx, dword ptr [r15 + 320]
-    neg rcx
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 26246872], rax
+    mov eax, dword ptr [r15 + 26246876]
+    and eax, 15
+    lea rcx, [rip + .Lc1_d1964_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d1964_s_t
+    .p2align 3
+.Lc1_d1964_s:
+    .p2align 3
+    jmp .Lc1_d1964_j
+    .p2align 3
+    jmp .Lc1_d1964_j
+    .p2align 3
+    jmp .Lc1_d1964_j
+    .p2align 3
+    jmp .Lc1_d1964_j
+    .p2align 3
+    jmp .Lc1_d1964_j
+    .p2align 3
+    jmp .Lc1_d1964_j
+    .p2align 3
+    jmp .Lc1_d1964_j
+    .p2align 3
+    jmp .Lc1_d1964_j
+    .p2align 3
+    jmp .Lc1_d1964_j
+    .p2align 3
+    jmp .Lc1_d1964_j
+    .p2align 3
+    jmp .Lc1_d1964_j
+    .p2align 3
+    jmp .Lc1_d1964_j
+    .p2align 3
+    jmp .Lc1_d1964_j
+    .p2align 3
+    jmp .Lc1_d1964_j
+    .p2align 3
+    jmp .Lc1_d1964_j
+    .p2align 3
+    jmp .Lc1_d1964_j
+.Lc1_d1964_j:
+    movsxd rcx, dword ptr [r14 + 448]
+    mov qword ptr [r14 + 64], r9
     test ebx, 1073741824
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu ymmword ptr [r15 + 256], ymm15
+    mov r9d, 179
+    test ebx, 1073741824
+    jnz 1f
+1:
     jmp 1f
 1:
-    xor eax, ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
+    jmp 1f
 1:
-    mov eax, 163
-    mov r12, qword ptr [r15 + r12 + 56]
-    and eax, dword ptr [r15 + 256]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + 384], 184
-    movsxd rax, dword ptr [r15 + 64]
-    inc ecx
-    movzx ecx, byte ptr [r15 + 192]
-    mov r8, r10
-    test ebx, 1073741824
+    test dword ptr [r15 + 26246876], 665632
     jz 1f
 1:
-    and r8, 2097088
-    and ecx, dword ptr [r15 + r8 + 6869824]
-    mov r8d, eax
-    mov r8d, 168
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r8d, 68
-    movzx eax, byte ptr [r14 + 512]
-    mov r8d, 104
-    mov r8d, r8d
-    test dword ptr [r15 + 17364444], 1073790984
-    jnz 1f
-1:
-    movsxd rax, dword ptr [r14 + 576]
-    jmp 1f
-1:
-    shl rcx, 26
-    test ebx, 1073741824
-    jnz 1f
-1:
-    shl rcx, 7
-    or eax, eax
-    movzx ecx, sil
-    add r11, 64
-    add r10, r11
+    mov dword ptr [r15 + 320], 193
+    and ecx, dword ptr [r15 + 640]
     inc rbx
     dec r13
     jnz .Lc1_b8_c0
 .Lc1_b8_done:
-    mov qword ptr [r15 + 17364416], r11
-    mov qword ptr [r15 + 17364424], r10
-    mov qword ptr [r15 + 17364432], r12
+    mov qword ptr [r15 + 26246848], r11
+    mov qword ptr [r15 + 26246856], r10
+    mov qword ptr [r15 + 26246864], r12
     ldmxcsr dword ptr [rsp]
     vzeroupper
     add rsp, 8
@@ -3608,26 +3349,26 @@ ditto_body_c1:
 ditto_body_init_c1:
     mov r8, qword ptr [rdi]
     movabs rax, 0x0
-    mov qword ptr [r8 + 17364456], rax
-    movabs rax, 0x9e3779b97f4a7c15
-    mov qword ptr [r8 + 17364464], rax
-    movabs rax, 0x3c6ef372fe94f82a
-    mov qword ptr [r8 + 17364472], rax
-    movabs rax, 0xdaa66d2c7ddf743c
-    mov qword ptr [r8 + 17364480], rax
-    movabs rax, 0x78dde6e5fd29f054
-    mov qword ptr [r8 + 17364488], rax
-    movabs rax, 0x1715609f7c746c68
-    mov qword ptr [r8 + 17364496], rax
-    movabs rax, 0xb54cda58fbbee87e
-    mov qword ptr [r8 + 17364504], rax
-    movabs rax, 0x538454127b096493
-    mov qword ptr [r8 + 17364512], rax
-    movabs rax, 0xf1bbcdcbfa53e0a0
-    mov qword ptr [r8 + 17364520], rax
+    mov qword ptr [r8 + 26246888], rax
+    movabs rax, 0x9e3779b91f4a7c15
+    mov qword ptr [r8 + 26246896], rax
+    movabs rax, 0x3c6ef3721e94f82a
+    mov qword ptr [r8 + 26246904], rax
+    movabs rax, 0xdaa66d2c1ddf743c
+    mov qword ptr [r8 + 26246912], rax
+    movabs rax, 0x78dde6e51d29f054
+    mov qword ptr [r8 + 26246920], rax
+    movabs rax, 0x1715609f1c746c68
+    mov qword ptr [r8 + 26246928], rax
+    movabs rax, 0xb54cda581bbee87e
+    mov qword ptr [r8 + 26246936], rax
+    movabs rax, 0x538454121b096493
+    mov qword ptr [r8 + 26246944], rax
+    movabs rax, 0xf1bbcdcb1a53e0a0
+    mov qword ptr [r8 + 26246952], rax
     movabs rax, 0xf9cc25064338e795
-    mov qword ptr [r8 + 17364440], rax
-    mov qword ptr [r8 + 17364448], 0
+    mov qword ptr [r8 + 26246872], rax
+    mov qword ptr [r8 + 26246880], 0
     lea rdi, [r8 + 56]
     xor ecx, ecx
 2:  imul rax, rcx, 5
@@ -3643,7 +3384,7 @@ ditto_body_init_c1:
     ret
     .size ditto_body_init_c1, .-ditto_body_init_c1
 
-// ---- cluster c2: 7748 instructions per call, 11 blocks
+// ---- cluster c2: 4897 instructions per call, 10 blocks
     .text
     .globl ditto_body_c2
     .type ditto_body_c2, @function
@@ -3663,9 +3404,9 @@ ditto_body_c2:
     or eax, 0x8040
     mov dword ptr [rsp + 4], eax
     ldmxcsr dword ptr [rsp + 4]
-    mov r11, qword ptr [r15 + 6415296]
-    mov r10, qword ptr [r15 + 6415304]
-    mov r12, qword ptr [r15 + 6415312]
+    mov r11, qword ptr [r15 + 15055040]
+    mov r10, qword ptr [r15 + 15055048]
+    mov r12, qword ptr [r15 + 15055056]
     and r12, 0
     xor eax, eax
     xor ecx, ecx
@@ -3691,839 +3432,263 @@ ditto_body_c2:
     pxor xmm13, xmm13
     pxor xmm14, xmm14
     pxor xmm15, xmm15
-// block 0: 64 bytes, 1 chunk(s), 1 chunk executions per call
-    mov rbx, qword ptr [r15 + 6415336]
-    lea rcx, [rbx + 1]
-    mov qword ptr [r15 + 6415336], rcx
-    mov r13d, 1
+// block 0: 64 bytes, 1 chunk(s), 17 chunk executions per call
+    mov rbx, qword ptr [r15 + 15055080]
+    lea rcx, [rbx + 17]
+    mov qword ptr [r15 + 15055080], rcx
+    mov r13d, 17
     jmp .Lc2_b0_c0
     .p2align 6
 .Lc2_b0_c0:
+    lea rcx, [rip + .Lc2_d47_j]
+    add rcx, qword ptr [r15 + 15055072]
+    jmp .Lc2_d47_j_t
+.Lc2_d47_j:
     mov ecx, ecx
-    mov dword ptr [r15 + 1024], ecx
-    mov rax, rsi
-    mov ebp, 153
-    jmp 1f
-1:
-    jmp 1f
-1:
+    and ecx, dword ptr [r15 + 832]
+    mov edi, dword ptr [r14 + 1344]
     test ebx, 1073741824
     jnz 1f
 1:
-    jmp 1f
-1:
-    mov qword ptr [r15 + 320], rcx
-    mov dword ptr [r15 + 448], 175
-    mov ecx, edx
+    movzx ecx, dil
+    mov ecx, dword ptr [r15 + 192]
     mov r12, qword ptr [r15 + r12 + 56]
     inc rbx
     dec r13
     jnz .Lc2_b0_c0
 .Lc2_b0_done:
-// block 1: 64 bytes, 1 chunk(s), 6 chunk executions per call
-    mov rbx, qword ptr [r15 + 6415344]
-    lea rcx, [rbx + 6]
-    mov qword ptr [r15 + 6415344], rcx
-    mov r13d, 6
+// block 1: 64 bytes, 1 chunk(s), 2 chunk executions per call
+    mov rbx, qword ptr [r15 + 15055088]
+    lea rcx, [rbx + 2]
+    mov qword ptr [r15 + 15055088], rcx
+    mov r13d, 2
     jmp .Lc2_b1_c0
     .p2align 6
 .Lc2_b1_c0:
-    movzx ecx, cl
-    mov rbp, r11
-    or qword ptr [r14 + 1216], 110
-    mov qword ptr [r15 + 960], rbp
+    pcmpeqb xmm12, xmm9
+    cvtsi2sd xmm12, ecx
+    mov ecx, ecx
+    mov byte ptr [r15 + 256], dil
     test ebx, 1073741824
     jnz 1f
 1:
-    and rbp, 8128
-    mov byte ptr [r15 + rbp + 22336], al
-    mov eax, ebp
-    test ebx, 1073741824
-    jnz 1f
-1:
-    or ebp, 1
-    xor edx, edx
-    div ebp
-    movzx ecx, byte ptr [r14 + 1088]
-    add r11, 64
+    mov dword ptr [r14 + 960], 243
+    mov r12, qword ptr [r15 + r12 + 56]
+    and ecx, dword ptr [r15 + 384]
+    add rcx, qword ptr [r15 + 320]
     inc rbx
     dec r13
     jnz .Lc2_b1_c0
 .Lc2_b1_done:
-// block 2: 64 bytes, 1 chunk(s), 2 chunk executions per call
-    mov rbx, qword ptr [r15 + 6415352]
-    lea rcx, [rbx + 2]
-    mov qword ptr [r15 + 6415352], rcx
-    mov r13d, 2
+// block 2: 64 bytes, 1 chunk(s), 1 chunk executions per call
+    mov rbx, qword ptr [r15 + 15055096]
+    lea rcx, [rbx + 1]
+    mov qword ptr [r15 + 15055096], rcx
+    mov r13d, 1
     jmp .Lc2_b2_c0
     .p2align 6
 .Lc2_b2_c0:
+    mov rax, qword ptr [r15 + 15055064]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 15055064], rax
+    mov qword ptr [r15 + 128], rsi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
+    test ebx, 19968
     jnz 1f
 1:
-    mov dword ptr [r15 + 192], ecx
-    addsd xmm7, qword ptr [r15 + 512]
-    mov qword ptr [r15 + 128], rcx
-    mov ecx, ecx
+    mov rax, rax
+    mov esi, ecx
+    mov esi, esi
+    test dword ptr [r15 + 15055067], 1077299200
+    jz 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 1024], eax
+    pxor xmm14, xmm12
     inc rbx
     dec r13
     jnz .Lc2_b2_c0
 .Lc2_b2_done:
-// block 3: 2048 bytes, 8 chunk(s), 1 chunk executions per call
-    mov rbx, qword ptr [r15 + 6415360]
+// block 3: 64 bytes, 1 chunk(s), 1 chunk executions per call
+    mov rbx, qword ptr [r15 + 15055104]
     lea rcx, [rbx + 1]
-    mov qword ptr [r15 + 6415360], rcx
+    mov qword ptr [r15 + 15055104], rcx
     mov r13d, 1
-    mov eax, ebx
-    and eax, 7
-    lea rcx, [rip + .Lc2_b3_stubs]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc2_b3_stubs_t
-    .p2align 3
-.Lc2_b3_stubs:
-    .p2align 3
     jmp .Lc2_b3_c0
-    .p2align 3
-    jmp .Lc2_b3_c1
-    .p2align 3
-    jmp .Lc2_b3_c2
-    .p2align 3
-    jmp .Lc2_b3_c3
-    .p2align 3
-    jmp .Lc2_b3_c4
-    .p2align 3
-    jmp .Lc2_b3_c5
-    .p2align 3
-    jmp .Lc2_b3_c6
-    .p2align 3
-    jmp .Lc2_b3_c7
     .p2align 6
 .Lc2_b3_c0:
-    mov eax, 79
-    mov eax, esi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test bl, 160
-    jz 1f
-1:
-    jmp 1f
-1:
-    movzx eax, al
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test bl, 96
-    jz 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx eax, byte ptr [r15 + 640]
-    movzx ecx, byte ptr [r15 + 448]
-    mov dword ptr [r15 + 320], ecx
+    mov qword ptr [r15 + 384], rax
+    movsd xmm14, qword ptr [r14 + 64]
+    mov dword ptr [r15 + 0], ecx
+    add rcx, qword ptr [r15 + 0]
+    imul esi, ecx, 86
     test ebx, 1073741824
     jnz 1f
 1:
-    mov dword ptr [r15 + 1216], 171
+    mov dword ptr [r15 + 128], 154
+    mov dword ptr [r15 + 64], esi
+    and ebp, dword ptr [r15 + 320]
     jmp 1f
 1:
-    jmp 1f
-1:
-    movsd qword ptr [r15 + 512], xmm7
-    test ebx, 49152
-    jz 1f
-1:
-    mov byte ptr [r15 + 576], r9b
-    jmp 1f
-1:
-    mov byte ptr [r15 + 192], cl
-    jmp 1f
-1:
-    movzx eax, byte ptr [r15 + 384]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov qword ptr [r15 + 1280], rax
-    jmp 1f
-1:
-    movzx eax, byte ptr [r15 + 256]
-    mov dword ptr [r15 + 384], 81
-    mov qword ptr [r15 + 320], rax
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + 256], 199
-    mov eax, dword ptr [r15 + 384]
-    mov dword ptr [r15 + 448], eax
-    jmp 1f
-1:
-    inc rbx
-    dec r13
-    jz .Lc2_b3_done
-.Lc2_b3_c1:
-    mov qword ptr [r15 + 64], rcx
-    pcmpeqb xmm7, xmm15
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, ecx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 121
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov eax, eax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 512], eax
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov eax, eax
-    mov dword ptr [r15 + 640], 141
-    mov dword ptr [r15 + 64], 157
-    mov dword ptr [r15 + 320], 108
-    mov rax, qword ptr [r14 + 128]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movsxd rax, dword ptr [r15 + 192]
-    mov dword ptr [r15 + 640], eax
-    mov dword ptr [r14 + 1152], eax
-    mov eax, 240
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov byte ptr [r15 + 128], al
-    mov qword ptr [r15 + 1280], rax
-    mov qword ptr [r15 + 576], rax
-    inc rbx
-    dec r13
-    jz .Lc2_b3_done
-.Lc2_b3_c2:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    pcmpeqb xmm7, xmmword ptr [r15 + 256]
-    addsd xmm7, qword ptr [r15 + 512]
-    mov dword ptr [r15 + 448], 45
-    mov dword ptr [r15 + 128], eax
-    test ebx, 1073741824
-    jnz 1f
-1:
-    bswap rax
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov rax, rax
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    pxor xmm15, xmm7
-    movzx eax, al
-    test ebx, 98048
-    jz 1f
-1:
-    mov eax, eax
-    mov dword ptr [r14 + 448], 10
-    movsd qword ptr [r15 + 256], xmm15
-    mov dword ptr [r15 + 576], eax
-    mov dword ptr [r14 + 64], eax
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    inc dword ptr [r15 + 384]
-    jmp 1f
-1:
-    test bl, 144
-    jz 1f
-1:
-    jmp 1f
-1:
-    movzx eax, byte ptr [r15 + 64]
-    movsxd r9, dword ptr [r15 + 192]
-    movzx ecx, byte ptr [r15 + 1216]
-    inc rbx
-    dec r13
-    jz .Lc2_b3_done
-.Lc2_b3_c3:
-    mov dword ptr [r15 + 640], 213
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 21
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r11
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx edx, byte ptr [r14 + 64]
-    jmp 1f
-1:
-    and rbp, 16320
-    mov dword ptr [r15 + rbp + 2130240], edi
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movsd qword ptr [r15 + 448], xmm14
-    mov dword ptr [r15 + 960], 237
-    jmp 1f
-1:
-    or qword ptr [r15 + 128], 102
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    movzx ebp, bpl
-    movzx ebp, byte ptr [r14 + 576]
-    movsd qword ptr [r15 + 192], xmm15
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movsxd rbp, dword ptr [r15 + 1280]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    movsxd rbp, dword ptr [r14 + 640]
-    movsxd rax, dword ptr [r15 + 512]
-    jmp 1f
-1:
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc2_b3_done
-.Lc2_b3_c4:
-    jmp 1f
-1:
-    mov byte ptr [r15 + 320], cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov ebp, 192
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 128], al
-    mov dword ptr [r15 + 640], 192
-    mov dword ptr [r14 + 448], 115
-    test ebx, 220928
-    jz 1f
-1:
-    mov dword ptr [r14 + 128], 146
-    mov qword ptr [r15 + 640], rdx
-    mov byte ptr [r15 + 64], bpl
-    mov qword ptr [r15 + 576], rbp
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov qword ptr [r15 + 320], rbp
-    jmp 1f
-1:
-    mov ebp, 134
-    mov byte ptr [r15 + 384], bpl
-    mov dword ptr [r15 + 64], 154
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx r9d, sil
-    mov dword ptr [r15 + 512], 243
-    mov dword ptr [r15 + 1216], 31
-    movsd xmm15, qword ptr [r15 + 128]
-    mov dword ptr [r15 + 576], 191
-    inc rbx
-    dec r13
-    jz .Lc2_b3_done
-.Lc2_b3_c5:
-    mulsd xmm15, qword ptr [r14 + 256]
-    mov dword ptr [r14 + 512], edi
-    mov dword ptr [r15 + 64], 179
-    mov rbp, qword ptr [r15 + 576]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rbp, r9
-    mov byte ptr [r15 + 192], bpl
-    movzx ebp, r9b
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    test bl, 96
-    jz 1f
-1:
-    mov ebp, 168
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov ebp, 181
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov ebp, 66
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov byte ptr [r15 + 448], bpl
-    movsd qword ptr [r15 + 576], xmm15
-    test ebx, 1073741824
-    jnz 1f
-1:
-    addsd xmm15, qword ptr [r14 + 1024]
-    jmp 1f
-1:
-    mov rbp, rbp
-    mov dword ptr [r15 + 640], 153
-    inc rbx
-    dec r13
-    jz .Lc2_b3_done
-.Lc2_b3_c6:
-    mov rax, qword ptr [r15 + 6415320]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 6415320], rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov eax, 145
-    mov rax, rdi
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 6415323], 2560
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rax, rdi
-    movzx eax, byte ptr [r15 + 256]
-    mov edi, dword ptr [r15 + 384]
-    mov ebp, dword ptr [r15 + 512]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movsd xmm15, qword ptr [r15 + 512]
-    movsxd rdi, dword ptr [r15 + 64]
-    jmp 1f
-1:
-    mov rax, rdi
-    test ebx, 81920
-    jz 1f
-1:
-    mov dword ptr [r15 + 640], eax
-    mov qword ptr [r15 + 448], rax
-    movzx edi, dil
-    mov dword ptr [r14 + 192], 18
-    test bl, 160
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov edi, dword ptr [r14 + 1280]
-    jmp 1f
-1:
-    movzx eax, byte ptr [r15 + 256]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + 1216], eax
-    mov dword ptr [r14 + 128], ecx
-    jmp 1f
-1:
-    jmp 1f
-1:
-    inc rbx
-    dec r13
-    jz .Lc2_b3_done
-.Lc2_b3_c7:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, 244
-    mov r12, qword ptr [r15 + r12 + 56]
-    pmovmskb edi, xmm15
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx edi, dil
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov edi, 16
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r14 + 192], dil
-    mov eax, dword ptr [r15 + 576]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    xor dword ptr [r15 + 512], eax
-    mov byte ptr [r14 + 1280], al
-    mov dword ptr [r15 + 384], 76
-    jmp 1f
-1:
-    movzx edi, dil
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov edi, dword ptr [r15 + 128]
-    mov byte ptr [r15 + 128], dil
-    mov edi, edi
-    mov qword ptr [r15 + 384], rdi
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov edi, edi
-    jmp 1f
-1:
-    mov qword ptr [r15 + 320], rdi
-    mov dword ptr [r15 + 960], edi
-    mov qword ptr [r15 + 256], rdi
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r14 + 448], 24
-    mov qword ptr [r15 + 64], rdi
-    mov dword ptr [r15 + 320], 207
+    mov edx, 68
     inc rbx
     dec r13
     jnz .Lc2_b3_c0
 .Lc2_b3_done:
-// block 4: 64 bytes, 1 chunk(s), 50 chunk executions per call
-    mov rbx, qword ptr [r15 + 6415368]
-    lea rcx, [rbx + 50]
-    mov qword ptr [r15 + 6415368], rcx
-    mov r13d, 50
+// block 4: 64 bytes, 1 chunk(s), 23 chunk executions per call
+    mov rbx, qword ptr [r15 + 15055112]
+    lea rcx, [rbx + 23]
+    mov qword ptr [r15 + 15055112], rcx
+    mov r13d, 23
     jmp .Lc2_b4_c0
     .p2align 6
 .Lc2_b4_c0:
-    mov rbp, r11
-    and rbp, 16320
-    mov dword ptr [r14 + rbp + 5952], edx
-    mov ebp, 180
+    mov r8, r10
+    movzx ebp, r8b
+    and r8, 16320
+    mov dword ptr [r14 + r8 + 5696], 90
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rbp, qword ptr [r15 + 512]
-    movzx ecx, cl
-    test ebx, 25600
-    jnz 1f
-1:
-    mov dword ptr [r15 + 704], 3
-    movzx ebp, bpl
+    movq xmm14, rbp
+    mov ebp, 205
+    and edx, dword ptr [r15 + 704]
     add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jnz .Lc2_b4_c0
 .Lc2_b4_done:
-// block 5: 64 bytes, 1 chunk(s), 25 chunk executions per call
-    mov rbx, qword ptr [r15 + 6415376]
-    lea rcx, [rbx + 25]
-    mov qword ptr [r15 + 6415376], rcx
-    mov r13d, 25
+// block 5: 64 bytes, 1 chunk(s), 16 chunk executions per call
+    mov rbx, qword ptr [r15 + 15055120]
+    lea rcx, [rbx + 16]
+    mov qword ptr [r15 + 15055120], rcx
+    mov r13d, 16
     jmp .Lc2_b5_c0
     .p2align 6
 .Lc2_b5_c0:
-    lea rcx, [rip + .Lc2_d539_j]
-    add rcx, qword ptr [r15 + 6415328]
-    jmp .Lc2_d539_j_t
-.Lc2_d539_j:
+    add rbp, qword ptr [r15 + 1216]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    por xmm15, xmm15
-    mov rbp, r11
+    mov r8, r11
+    mov rcx, qword ptr [r14 + 384]
     test ebx, 1073741824
     jnz 1f
 1:
-    and rbp, 448
-    mov dword ptr [r15 + rbp + 1344], ebp
-    movsxd rcx, dword ptr [r14 + 64]
-    movdqu xmmword ptr [r15 + 832], xmm15
-    mov ebp, ebp
+    and r8, 16320
+    mov rbp, qword ptr [r15 + r8 + 5696]
+    movsxd r8, dword ptr [r15 + 320]
     add r11, 64
     inc rbx
     dec r13
     jnz .Lc2_b5_c0
 .Lc2_b5_done:
-// block 6: 64 bytes, 1 chunk(s), 7 chunk executions per call
-    mov rbx, qword ptr [r15 + 6415384]
-    lea rcx, [rbx + 7]
-    mov qword ptr [r15 + 6415384], rcx
-    mov r13d, 7
+// block 6: 64 bytes, 1 chunk(s), 3 chunk executions per call
+    mov rbx, qword ptr [r15 + 15055128]
+    lea rcx, [rbx + 3]
+    mov qword ptr [r15 + 15055128], rcx
+    mov r13d, 3
     jmp .Lc2_b6_c0
     .p2align 6
 .Lc2_b6_c0:
-    mov r9d, 34
-    movsd xmm15, qword ptr [r15 + 512]
-    mov qword ptr [r14 + 384], rbp
-    test ebx, 1073741824
-    jnz 1f
-1:
+    addsd xmm14, xmm14
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
+    mov rcx, rcx
+    mov ecx, ebp
+    test ebx, 31696
+    jz 1f
 1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rcx, dword ptr [r15 + 256]
+    mov dword ptr [r14 + 512], 215
+    mov dword ptr [r15 + 448], 164
+    mulsd xmm14, qword ptr [r14 + 1088]
+    mov ecx, 221
     inc rbx
     dec r13
     jnz .Lc2_b6_c0
 .Lc2_b6_done:
-// block 7: 64 bytes, 1 chunk(s), 121 chunk executions per call
-    mov rbx, qword ptr [r15 + 6415392]
-    lea rcx, [rbx + 121]
-    mov qword ptr [r15 + 6415392], rcx
-    mov r13d, 121
+// block 7: 64 bytes, 1 chunk(s), 70 chunk executions per call
+    mov rbx, qword ptr [r15 + 15055136]
+    lea rcx, [rbx + 70]
+    mov qword ptr [r15 + 15055136], rcx
+    mov r13d, 70
     jmp .Lc2_b7_c0
     .p2align 6
 .Lc2_b7_c0:
-    movsd xmm15, qword ptr [r15 + 320]
-    mov dword ptr [r15 + 192], edx
-    and ecx, dword ptr [r15 + 576]
-    add rcx, qword ptr [r14 + 128]
-    mov ebp, r9d
-    test ebx, 13824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    add r9, 93
-    movsxd rcx, dword ptr [r15 + 0]
+    movsd xmm9, qword ptr [r14 + 0]
     jmp 1f
 1:
+    jmp 1f
+1:
+    pcmpeqb xmm9, xmm14
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx ecx, cl
+    add rcx, rcx
+    add rcx, r8
+    mov byte ptr [r15 + 192], cl
+    test ebx, 1073741824
+    jnz 1f
+1:
+    add rcx, qword ptr [r15 + 128]
+    mov ebp, dword ptr [r15 + 576]
+    movzx r9d, byte ptr [r15 + 0]
     inc rbx
     dec r13
     jnz .Lc2_b7_c0
 .Lc2_b7_done:
-// block 8: 64 bytes, 1 chunk(s), 54 chunk executions per call
-    mov rbx, qword ptr [r15 + 6415400]
-    lea rcx, [rbx + 54]
-    mov qword ptr [r15 + 6415400], rcx
-    mov r13d, 54
+// block 8: 64 bytes, 1 chunk(s), 50 chunk executions per call
+    mov rbx, qword ptr [r15 + 15055144]
+    lea rcx, [rbx + 50]
+    mov qword ptr [r15 + 15055144], rcx
+    mov r13d, 50
     jmp .Lc2_b8_c0
     .p2align 6
 .Lc2_b8_c0:
-    mov byte ptr [r15 + 320], cl
-    mov dword ptr [r15 + 192], 55
-    mov ecx, 133
-    mov r12, qword ptr [r15 + r12 + 56]
-    imul ebp, ecx, 20
+    lea rcx, [rip + .Lc2_d209_j]
+    add rcx, qword ptr [r15 + 15055072]
+    jmp .Lc2_d209_j_t
+.Lc2_d209_j:
+    mov byte ptr [r15 + 512], cl
+    mov rbp, r11
+    mov r8, qword ptr [r15 + 256]
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mulsd xmm15, qword ptr [r15 + 448]
-    mov dword ptr [r15 + 128], ebp
+    and rbp, 4032
+    mov rcx, qword ptr [r15 + rbp + 1600]
+    add r11, 64
     inc rbx
     dec r13
     jnz .Lc2_b8_c0
 .Lc2_b8_done:
-// block 9: 64 bytes, 1 chunk(s), 51 chunk executions per call
-    mov rbx, qword ptr [r15 + 6415408]
-    lea rcx, [rbx + 51]
-    mov qword ptr [r15 + 6415408], rcx
-    mov r13d, 51
+// block 9: 64 bytes, 1 chunk(s), 144 chunk executions per call
+    mov r13d, 144
     jmp .Lc2_b9_c0
     .p2align 6
 .Lc2_b9_c0:
-    lea rcx, [rip + .Lc2_d622_j]
-    add rcx, qword ptr [r15 + 6415328]
-    jmp .Lc2_d622_j_t
-.Lc2_d622_j:
-    mov ecx, dword ptr [r15 + 0]
-    mov ebp, dword ptr [r15 + 0]
-    mov r9, rbp
-    maxsd xmm15, xmm15
+    mov ebp, 155
+    shl rcx, 17
+    mov r12, qword ptr [r15 + r12 + 56]
+    sub rax, r9
     jmp 1f
 1:
-    imul rbp, qword ptr [r15 + 384]
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov r9, r11
-    mov ebp, dword ptr [r15 + 256]
-    add rcx, qword ptr [r15 + 64]
-    and r9, 4032
-    movzx edx, byte ptr [r15 + r9 + 1856]
-    .byte 0x0f, 0x1f, 0x40, 0x00
-    add r11, 64
-    inc rbx
+    lock or dword ptr [r15 + 0], 127
+    or qword ptr [r15 + 64], 77
+    movdqu xmm9, xmmword ptr [r15 + 448]
+    mov dword ptr [r14 + 0], eax
+    movdqu xmmword ptr [r15 + 320], xmm9
+    and r9, rdi
     dec r13
     jnz .Lc2_b9_c0
 .Lc2_b9_done:
-// block 10: 64 bytes, 1 chunk(s), 149 chunk executions per call
-    mov rbx, qword ptr [r15 + 6415416]
-    lea rcx, [rbx + 149]
-    mov qword ptr [r15 + 6415416], rcx
-    mov r13d, 149
-    jmp .Lc2_b10_c0
-    .p2align 6
-.Lc2_b10_c0:
-    mov ecx, 134
-    shl rcx, 18
-    mov r12, qword ptr [r15 + r12 + 56]
-    sub r9, rdx
-    jmp 1f
-1:
-    lock or dword ptr [r15 + 0], 72
-    test ebx, 1073741824
-    jnz 1f
-1:
-    or qword ptr [r15 + 64], 86
-    movdqu xmm15, xmmword ptr [r15 + 448]
-    mov dword ptr [r14 + 0], r9d
-    paddd xmm15, xmm15
-    and r9, rcx
-    inc rbx
-    dec r13
-    jnz .Lc2_b10_c0
-.Lc2_b10_done:
-    mov qword ptr [r15 + 6415296], r11
-    mov qword ptr [r15 + 6415304], r10
-    mov qword ptr [r15 + 6415312], r12
+    mov qword ptr [r15 + 15055040], r11
+    mov qword ptr [r15 + 15055048], r10
+    mov qword ptr [r15 + 15055056], r12
     ldmxcsr dword ptr [rsp]
     add rsp, 8
     pop r15
@@ -4541,30 +3706,28 @@ ditto_body_c2:
 ditto_body_init_c2:
     mov r8, qword ptr [rdi]
     movabs rax, 0x0
-    mov qword ptr [r8 + 6415336], rax
-    movabs rax, 0x9e3779b97f4a7c15
-    mov qword ptr [r8 + 6415344], rax
-    movabs rax, 0x3c6ef372fe94f82a
-    mov qword ptr [r8 + 6415352], rax
-    movabs rax, 0xdaa66d2c7ddf7438
-    mov qword ptr [r8 + 6415360], rax
-    movabs rax, 0x78dde6e5fd29f054
-    mov qword ptr [r8 + 6415368], rax
-    movabs rax, 0x1715609f7c746c69
-    mov qword ptr [r8 + 6415376], rax
-    movabs rax, 0xb54cda58fbbee87e
-    mov qword ptr [r8 + 6415384], rax
-    movabs rax, 0x538454127b096493
-    mov qword ptr [r8 + 6415392], rax
-    movabs rax, 0xf1bbcdcbfa53e0a8
-    mov qword ptr [r8 + 6415400], rax
-    movabs rax, 0x8ff34785799e5cbd
-    mov qword ptr [r8 + 6415408], rax
-    movabs rax, 0x2e2ac13ef8e8d8d2
-    mov qword ptr [r8 + 6415416], rax
-    movabs rax, 0x4fca4a4c4a621b1f
-    mov qword ptr [r8 + 6415320], rax
-    mov qword ptr [r8 + 6415328], 0
+    mov qword ptr [r8 + 15055080], rax
+    movabs rax, 0x9e3779b91f4a7c15
+    mov qword ptr [r8 + 15055088], rax
+    movabs rax, 0x3c6ef3721e94f82a
+    mov qword ptr [r8 + 15055096], rax
+    movabs rax, 0xdaa66d2c1ddf743f
+    mov qword ptr [r8 + 15055104], rax
+    movabs rax, 0x78dde6e51d29f054
+    mov qword ptr [r8 + 15055112], rax
+    movabs rax, 0x1715609f1c746c69
+    mov qword ptr [r8 + 15055120], rax
+    movabs rax, 0xb54cda581bbee87e
+    mov qword ptr [r8 + 15055128], rax
+    movabs rax, 0x538454121b096493
+    mov qword ptr [r8 + 15055136], rax
+    movabs rax, 0xf1bbcdcb1a53e0a8
+    mov qword ptr [r8 + 15055144], rax
+    movabs rax, 0x8ff34785199e5cbd
+    mov qword ptr [r8 + 15055152], rax
+    movabs rax, 0x2e383993be16063f
+    mov qword ptr [r8 + 15055064], rax
+    mov qword ptr [r8 + 15055072], 0
     lea rdi, [r8 + 56]
     xor ecx, ecx
 2:  imul rax, rcx, 5
@@ -4582,101 +3745,115 @@ ditto_body_init_c2:
 
     .section .text.ditto_indirect,"ax",@progbits
     .p2align 9, 0xcc
-.Lc2_d622_j_t:
+.Lc2_d209_j_t:
     jmp rcx
-.Lc2_d539_j_t:
+.Lc2_d47_j_t:
     jmp rcx
 .Lc1_b0_stubs_t:
     jmp rcx
-.Lc1_d594_j_t:
+.Lc1_d531_j_t:
     jmp rcx
 .Lc1_b3_stubs_t:
     jmp rcx
-.Lc1_d916_j_t:
+.Lc1_d832_j_t:
     jmp rcx
-.Lc1_b5_stubs_t:
+.Lc1_d896_s_t:
     jmp rcx
-.Lc1_d1138_j_t:
+.Lc1_d947_j_t:
     jmp rcx
-.Lc1_d1207_j_t:
+.Lc1_d951_j_t:
+    jmp rcx
+.Lc1_d1015_j_t:
+    jmp rcx
+.Lc1_d1081_j_t:
+    jmp rcx
+.Lc1_d1085_j_t:
     jmp rcx
 .Lc1_b8_stubs_t:
     jmp rcx
 .Lc1_d37_j_t:
     jmp rcx
-.Lc1_d100_s_t:
+.Lc1_d105_s_t:
     jmp rcx
-.Lc1_d183_j_t:
+.Lc1_d152_j_t:
     jmp rcx
-.Lc1_d236_j_t:
+.Lc1_d203_j_t:
     jmp rcx
-.Lc1_d301_j_t:
+.Lc1_d260_j_t:
     jmp rcx
-.Lc1_d364_j_t:
+.Lc1_d314_j_t:
     jmp rcx
-.Lc1_d429_j_t:
+.Lc1_d371_j_t:
     jmp rcx
-.Lc1_d490_j_t:
+.Lc1_d432_j_t:
     jmp rcx
-.Lc1_d679_j_t:
+.Lc1_d605_j_t:
     jmp rcx
-.Lc1_d736_j_t:
+.Lc1_d658_j_t:
     jmp rcx
-.Lc1_d797_j_t:
+.Lc1_d715_j_t:
     jmp rcx
-.Lc1_d854_j_t:
+.Lc1_d767_j_t:
     jmp rcx
-.Lc1_d998_s_t:
+.Lc1_d1109_j_t:
     jmp rcx
-.Lc1_d1066_j_t:
+.Lc1_d1165_j_t:
     jmp rcx
-.Lc1_d1241_j_t:
+.Lc1_d1221_j_t:
     jmp rcx
-.Lc1_d1303_j_t:
+.Lc1_d1284_j_t:
     jmp rcx
-.Lc1_d1363_j_t:
+.Lc1_d1340_j_t:
     jmp rcx
-.Lc1_d1429_j_t:
+.Lc1_d1393_j_t:
     jmp rcx
-.Lc1_d1487_j_t:
+.Lc1_d1455_j_t:
     jmp rcx
-.Lc1_d1548_j_t:
+.Lc1_d1510_j_t:
     jmp rcx
-.Lc1_d1614_j_t:
+.Lc1_d1577_j_t:
     jmp rcx
-.Lc1_d1672_j_t:
+.Lc1_d1636_s_t:
     jmp rcx
-.Lc1_d1738_j_t:
+.Lc1_d1690_j_t:
     jmp rcx
-.Lc1_d1799_j_t:
+.Lc1_d1735_j_t:
     jmp rcx
-.Lc1_d1853_j_t:
+.Lc1_d1792_j_t:
     jmp rcx
-.Lc1_d1914_j_t:
+.Lc1_d1849_j_t:
     jmp rcx
-.Lc1_d1974_s_t:
+.Lc1_d1904_j_t:
     jmp rcx
-.Lc1_d2036_j_t:
+.Lc1_d1964_s_t:
     jmp rcx
-.Lc1_d2098_j_t:
+.Lc0_d126_j_t:
     jmp rcx
-.Lc1_d2163_j_t:
+.Lc0_d548_j_t:
     jmp rcx
-.Lc0_d137_j_t:
+.Lc0_d333_s_t:
     jmp rcx
-.Lc2_b3_stubs_t:
+.Lc0_d342_j_t:
     jmp rcx
-.Lc0_d162_j_t:
+.Lc0_d346_j_t:
     jmp rcx
-.Lc0_d320_s_t:
+.Lc0_d382_j_t:
     jmp rcx
-.Lc0_d379_j_t:
-    jmp rcx
-.Lc0_d435_j_t:
-    jmp rcx
-.Lc0_d493_j_t:
+.Lc0_d433_j_t:
     jmp rcx
 .Lc0_d50_s_t:
+    jmp rcx
+.Lc0_d59_s_t:
+    jmp rcx
+.Lc0_d68_s_t:
+    jmp rcx
+.Lc0_d77_j_t:
+    jmp rcx
+.Lc0_d184_s_t:
+    jmp rcx
+.Lc0_d193_s_t:
+    jmp rcx
+.Lc0_d202_s_t:
     jmp rcx
 .Lc0_d211_s_t:
     jmp rcx

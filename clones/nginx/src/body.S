@@ -4,7 +4,7 @@
  * inside the thread's private buffer, the shared buffer, the ctx argument or the stack frame. */
     .intel_syntax noprefix
 
-// ---- cluster c1: 9205 instructions per call, 11 blocks
+// ---- cluster c1: 9201 instructions per call, 11 blocks
     .text
     .globl ditto_body_c1
     .type ditto_body_c1, @function
@@ -38,6 +38,9 @@ ditto_body_c1:
     xor r9d, r9d
     vzeroall
 // block 0: 64 bytes, 1 chunk(s), 1 chunk executions per call
+    mov rbx, qword ptr [r15 + 67117736]
+    lea rcx, [rbx + 1]
+    mov qword ptr [r15 + 67117736], rcx
     mov r13d, 1
     jmp .Lc1_b0_c0
     .p2align 6
@@ -47,38 +50,33 @@ ditto_body_c1:
     mov qword ptr [r15 + 67117720], rax
     mov eax, dword ptr [r15 + 67117724]
     and eax, 7
-    lea rcx, [rip + .Lc1_d32_s]
+    lea rcx, [rip + .Lc1_d35_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d32_s_t
+    jmp .Lc1_d35_s_t
     .p2align 3
-.Lc1_d32_s:
+.Lc1_d35_s:
     .p2align 3
-    jmp .Lc1_d32_j
+    jmp .Lc1_d35_j
     .p2align 3
-    jmp .Lc1_d32_j
+    jmp .Lc1_d35_j
     .p2align 3
-    jmp .Lc1_d32_j
+    jmp .Lc1_d35_j
     .p2align 3
-    jmp .Lc1_d32_j
+    jmp .Lc1_d35_j
     .p2align 3
-    jmp .Lc1_d32_j
+    jmp .Lc1_d35_j
     .p2align 3
-    jmp .Lc1_d32_j
+    jmp .Lc1_d35_j
     .p2align 3
-    jmp .Lc1_d32_j
+    jmp .Lc1_d35_j
     .p2align 3
-    jmp .Lc1_d32_j
-.Lc1_d32_j:
-    mov r8, r10
-    mov r9, r11
-    and r8, 448
-    mov byte ptr [r15 + r8 + 832], dl
-    and r9, 1984
-    mov r8, qword ptr [r15 + r9 + 1344]
-    mov ecx, dword ptr [r15 + 256]
-    movsxd rax, dword ptr [r15 + 64]
-    add r11, 64
-    add r10, r11
+    jmp .Lc1_d35_j
+.Lc1_d35_j:
+    mov rcx, rcx
+    test ebx, 1073741824
+    jnz 1f
+1:
+    inc rbx
     dec r13
     jnz .Lc1_b0_c0
 .Lc1_b0_done:
@@ -608,139 +606,101 @@ ditto_body_c1:
     jmp .Lc1_b1_c255
     .p2align 6
 .Lc1_b1_c0:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 2048
-    setz al
-    lea rcx, [rip + .Lc1_d71_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d71_s_t
-    .p2align 3
-.Lc1_d71_s:
-    .p2align 3
-    jmp .Lc1_d71_j
-    .p2align 3
-    jmp .Lc1_d71_j
-.Lc1_d71_j:
-    lea r8, [r11*4]
-    and r8, 1984
-    mov qword ptr [r15 + r8 + 1408], rcx
-    movsxd rdi, dword ptr [r15 + 384]
-    jmp 1f
-1:
-    mov ecx, dword ptr [r15 + 256]
-    mov eax, eax
-    mov qword ptr [r15 + 704], r8
-    movsxd rdx, dword ptr [r15 + 512]
-    add rax, qword ptr [r15 + 320]
-    vmovq xmm11, rdx
-    jmp 1f
-1:
-    movzx edx, byte ptr [r15 + 384]
-    mov r9, rcx
-    movsxd rcx, dword ptr [r15 + 448]
-    mov rbp, r11
-    lea r9, [r11 + r11*2]
+    lea rbp, [r11*4]
     and rbp, 16320
-    mov esi, dword ptr [r15 + rbp + 15680]
-    and r9, 4032
-    movzx ebp, byte ptr [r15 + r9 + 3520]
-    mov dword ptr [r15 + 320], ecx
+    mov dword ptr [r15 + rbp + 15680], 59
+    movsxd rdi, dword ptr [r15 + 320]
     jmp 1f
 1:
+    mov rcx, rbp
+    mov r9, qword ptr [r15 + 768]
+    lea r8, [r11 + r11*4]
+    lea r9, [r11 + r11*1]
+    mov byte ptr [r15 + 640], al
+    mov dword ptr [r15 + rbp + 15872], 23
+    and r9, 8128
+    mov dword ptr [r15 + r9 + 7488], 251
+    and r8, 4032
+    mov rax, qword ptr [r15 + r8 + 3584]
+    mov ecx, 223
+    movzx ecx, dl
+    mov dword ptr [r15 + 576], 146
+    mov qword ptr [r15 + r9 + 7552], rax
+    movsxd r9, dword ptr [r15 + r8 + 3456]
+    vmovdqu ymmword ptr [r15 + r8 + 3520], ymm15
     test ebx, 1073741824
     jnz 1f
 1:
-    vmovdqu ymmword ptr [r15 + r9 + 3456], ymm11
-    mov rcx, rsi
-    movzx ebp, r8b
+    mov byte ptr [r15 + 384], cl
+    movzx ecx, cl
+    movzx r9d, r9b
+    mov r9, rax
+    mov eax, dword ptr [r15 + 704]
+    vpaddq xmm1, xmm1, xmmword ptr [r15 + rbp + 15808]
+    movsxd r9, dword ptr [r15 + r8 + 3648]
+    movsxd rcx, dword ptr [r15 + r8 + 3392]
     jmp 1f
 1:
-    movzx eax, r9b
-    movzx ebp, byte ptr [r15 + r9 + 3392]
+    mov edi, dword ptr [r15 + rbp + 15744]
+    movsxd r8, dword ptr [r15 + 384]
     jmp 1f
 1:
     jmp 1f
 1:
-    mov dword ptr [r15 + 640], r8d
-    mov byte ptr [r15 + r8 + 1472], bpl
-    mov byte ptr [r15 + r8 + 1344], dl
-    vmovdqu ymmword ptr [r15 + r8 + 1536], ymm8
-    jmp 1f
-1:
-    mov esi, 43
-    vmovdqu ymmword ptr [r15 + 576], ymm11
-    movzx esi, dil
-    mov rsi, r8
+    mov byte ptr [r15 + 192], cl
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c1:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 134217728
-    setz al
-    lea rcx, [rip + .Lc1_d129_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d129_s_t
-    .p2align 3
-.Lc1_d129_s:
-    .p2align 3
-    jmp .Lc1_d129_j
-    .p2align 3
-    jmp .Lc1_d129_j
-.Lc1_d129_j:
+    mov ebp, r8d
     jmp 1f
 1:
-    mov ecx, eax
+    mov rbp, qword ptr [r15 + 448]
     jmp 1f
 1:
-    lea r8, [r11 + r11*1]
-    movsxd rcx, dword ptr [r15 + 256]
-    mov qword ptr [r15 + 448], rax
+    movsxd r8, dword ptr [r15 + 256]
     jmp 1f
 1:
-    and r8, 16320
-    mov eax, dword ptr [r15 + r8 + 15744]
-    mov dword ptr [r15 + 384], ebp
-    mov dword ptr [r15 + 320], 145
-    mov ebp, dword ptr [r15 + 192]
-    movzx esi, byte ptr [r15 + 192]
-    mov dword ptr [r15 + 448], 220
-    movsxd rdx, dword ptr [r15 + r8 + 15680]
-    movzx r8d, byte ptr [r15 + 256]
+    movzx edi, byte ptr [r15 + 768]
+    movzx ecx, byte ptr [r15 + 192]
     jmp 1f
 1:
-    lea r9, [r11 + r11*2]
-    mov edi, edi
-    and r9, 1984
-    movzx edi, byte ptr [r15 + r9 + 1344]
+    movzx esi, byte ptr [r15 + 448]
+    mov qword ptr [r15 + 576], rax
+    vpcmpeqb xmm15, xmm15, xmm1
+    movzx eax, bpl
+    movzx ebp, bpl
+    mov r9d, 105
+    movsxd rax, dword ptr [r15 + 192]
+    mov rdx, r8
+    mov r8d, dword ptr [r15 + 512]
+    movsxd r9, dword ptr [r15 + 512]
+    mov rdi, qword ptr [r15 + 512]
+    mov rbp, r11
+    and ecx, dword ptr [r15 + 448]
+    mov r8, rdx
+    and rbp, 8128
+    add rax, qword ptr [r15 + rbp + 7488]
+    mov r8, r11
+    mov byte ptr [r15 + 512], cl
+    movzx ecx, sil
+    and r8, 33554368
+    mov qword ptr [r15 + r8 + 33554432], rax
+    mov dword ptr [r15 + 256], eax
+    vmovq xmm15, rsi
     jmp 1f
 1:
-    movzx edi, byte ptr [r15 + 64]
-    mov ecx, ecx
-    mov edi, dword ptr [r15 + 320]
+    mov ebp, r8d
+    vmovdqu ymmword ptr [r15 + 320], ymm15
+    mov r8, rcx
     jmp 1f
 1:
-    jmp 1f
-1:
-    lea rbp, [r11 + r11*1]
-    vmovdqu ymmword ptr [r15 + 768], ymm11
-    mov rcx, qword ptr [r15 + r9 + 1408]
-    and rbp, 4032
-    vmovdqu ymmword ptr [r15 + rbp + 3392], ymm11
-    movsxd rcx, dword ptr [r15 + 512]
-    mov r8d, dword ptr [r15 + 576]
-    mov ecx, 157
-    movzx ecx, al
-    movzx ecx, dl
-    vmovdqu ymmword ptr [r15 + r9 + 1472], ymm11
-    movzx ecx, byte ptr [r15 + rbp + 3456]
+    add r9, qword ptr [r15 + 448]
+    mov r8, r11
+    movzx ebp, bpl
+    and r8, 4032
+    mov dword ptr [r15 + r8 + 3392], 85
     add r11, 64
     inc rbx
     dec r13
@@ -749,351 +709,224 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 8
-    setz al
-    lea rcx, [rip + .Lc1_d184_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d184_s_t
-    .p2align 3
-.Lc1_d184_s:
-    .p2align 3
-    jmp .Lc1_d184_j
-    .p2align 3
-    jmp .Lc1_d184_j
-.Lc1_d184_j:
+    mov esi, dword ptr [r15 + 384]
+    jmp 1f
+1:
+    movzx eax, byte ptr [r15 + 192]
+    jmp 1f
+1:
     lea rbp, [r11 + r11*1]
-    lea r8, [r11 + r11*1]
-    and rbp, 1984
-    mov byte ptr [r15 + rbp + 1344], dil
-    and r8, 4032
-    mov qword ptr [r15 + r8 + 3392], rax
-    mov ecx, 58
-    movzx edi, byte ptr [r15 + r8 + 3456]
-    mov r8d, dword ptr [r15 + 704]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx eax, bpl
-    movsxd rax, dword ptr [r15 + 192]
-    vmovdqu ymmword ptr [r15 + 128], ymm11
-    mov dword ptr [r15 + 384], ebp
-    movzx ecx, r8b
     mov r8, r11
-    mov edx, dword ptr [r15 + 256]
+    movzx r9d, byte ptr [r15 + 256]
+    and r8, 4032
+    and eax, dword ptr [r15 + r8 + 3392]
     jmp 1f
 1:
-    add qword ptr [r15 + 192], rax
-    and r8, 16320
-    movsxd rax, dword ptr [r15 + r8 + 15680]
+    and rbp, 8128
+    mov r8, qword ptr [r15 + rbp + 7552]
+    mov rcx, rax
+    mov eax, dword ptr [r15 + 704]
+    movsxd rdx, dword ptr [r15 + rbp + 7488]
+    mov ebp, ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    vpor xmm15, xmm15, xmm15
+    mov rbp, rbp
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    test ebx, 1073741824
+    jmp 1f
+1:
+    test dword ptr [r15 + 67117724], 276824066
     jz 1f
 1:
-    mov r8d, 111
+    mov ebp, ecx
     jmp 1f
 1:
-    movzx esi, byte ptr [r15 + 448]
-    mov dword ptr [r15 + 64], edi
-    mov rdi, rcx
+    mov rsi, r8
+    mov esi, eax
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov rdi, qword ptr [r15 + 640]
-    mov dword ptr [r15 + 512], eax
+    mov rbp, rsi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 320], sil
+    movzx esi, dil
     jmp 1f
 1:
-    mov eax, dword ptr [r15 + 512]
-    and edi, dword ptr [r15 + rbp + 1408]
-    mov rbp, qword ptr [r15 + 512]
-    mov rdx, qword ptr [r15 + 128]
-    nop
-    mov qword ptr [r15 + 448], r9
-    mov dword ptr [r15 + 320], 107
+    mov dword ptr [r15 + 640], 243
+    mov byte ptr [r15 + 384], sil
+    jmp 1f
+1:
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + 448], ymm15
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c3:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 32
-    setz al
-    lea rcx, [rip + .Lc1_d241_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d241_s_t
-    .p2align 3
-.Lc1_d241_s:
-    .p2align 3
-    jmp .Lc1_d241_j
-    .p2align 3
-    jmp .Lc1_d241_j
-.Lc1_d241_j:
-    movzx eax, byte ptr [r15 + 448]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx esi, sil
+    movzx esi, sil
+    vpaddd xmm15, xmm15, xmm15
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ebp, sil
+    mov esi, esi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov esi, edi
+    vpshufd xmm1, xmm15, 73
+    mov ebp, ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r11
+    mov dword ptr [r15 + 512], ebp
+    mov rdi, rdi
+    and rbp, 4032
+    mov rdi, qword ptr [r15 + rbp + 3392]
+    mov ebp, 131
+    mov dword ptr [r15 + 320], esi
     jmp 1f
 1:
-    lea rbp, [r11 + r11*1]
-    vmovdqu ymmword ptr [r15 + 384], ymm1
-    mov rcx, rax
-    and rbp, 1984
-    mov r9, qword ptr [r15 + rbp + 1344]
-    mov rcx, qword ptr [r15 + 256]
-    mov rdi, qword ptr [r15 + 64]
-    mov rdx, qword ptr [r15 + 512]
-    jmp 1f
-1:
-    mov r8d, dword ptr [r15 + 256]
+    movzx esi, byte ptr [r15 + 512]
+    mov byte ptr [r15 + 448], dil
+    mov r8d, 223
+    movsxd r8, dword ptr [r15 + 64]
     jmp 1f
 1:
     jmp 1f
 1:
-    movsxd rsi, dword ptr [r15 + 448]
-    movsxd rcx, dword ptr [r15 + 64]
-    movzx ecx, al
-    lea r9, [r11 + r11*2]
-    mov eax, 30
-    mov eax, dword ptr [r15 + 768]
-    and r9, 4032
-    mov byte ptr [r15 + r9 + 3392], sil
-    mov esi, 191
-    and esi, dword ptr [r15 + 128]
+    mov dword ptr [r15 + 256], 148
+    and r8d, dword ptr [r15 + 128]
     jmp 1f
 1:
-    mov dword ptr [r15 + rbp + 1408], 151
-    mov ebp, dword ptr [r15 + 320]
-    jmp 1f
-1:
-    movsxd rsi, dword ptr [r15 + r9 + 3456]
-    movzx eax, r8b
-    jmp 1f
-1:
-    vmovdqu ymmword ptr [r15 + 384], ymm9
-    movzx eax, byte ptr [r15 + r9 + 3520]
-    add r9, qword ptr [r15 + 192]
-    mov r8, r11
-    movzx eax, sil
-    and r8, 33554368
-    mov dword ptr [r15 + r8 + 33554432], r9d
-    mov eax, 55
-    jmp 1f
-1:
-    movsxd r9, dword ptr [r15 + 320]
+    movzx edi, byte ptr [r15 + 64]
+    mov eax, 89
+    movsxd rcx, dword ptr [r15 + 192]
+    mov rbp, qword ptr [r15 + 768]
+    movzx eax, byte ptr [r15 + 192]
+    mov r9d, edi
+    mov r9, r11
+    mov edx, 74
+    add rdi, qword ptr [r15 + 256]
+    and r9, 16320
+    mov qword ptr [r15 + r9 + 15680], r8
+    mov qword ptr [r15 + 384], rbp
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c4:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 15
-    lea rcx, [rip + .Lc1_d298_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d298_s_t
-    .p2align 3
-.Lc1_d298_s:
-    .p2align 3
-    jmp .Lc1_d298_j
-    .p2align 3
-    jmp .Lc1_d298_j
-    .p2align 3
-    jmp .Lc1_d298_j
-    .p2align 3
-    jmp .Lc1_d298_j
-    .p2align 3
-    jmp .Lc1_d298_j
-    .p2align 3
-    jmp .Lc1_d298_j
-    .p2align 3
-    jmp .Lc1_d298_j
-    .p2align 3
-    jmp .Lc1_d298_j
-    .p2align 3
-    jmp .Lc1_d298_j
-    .p2align 3
-    jmp .Lc1_d298_j
-    .p2align 3
-    jmp .Lc1_d298_j
-    .p2align 3
-    jmp .Lc1_d298_j
-    .p2align 3
-    jmp .Lc1_d298_j
-    .p2align 3
-    jmp .Lc1_d298_j
-    .p2align 3
-    jmp .Lc1_d298_j
-    .p2align 3
-    jmp .Lc1_d298_j
-.Lc1_d298_j:
-    mov dword ptr [r15 + 128], r9d
-    mov dword ptr [r15 + 192], eax
-    jmp 1f
-1:
-    lea rbp, [r11 + r11*1]
-    mov qword ptr [r15 + 320], rcx
-    mov byte ptr [r15 + 320], cl
-    and rbp, 448
-    movsxd rcx, dword ptr [r15 + rbp + 832]
-    mov rax, qword ptr [r15 + 640]
-    jmp 1f
-1:
-    mov r9, qword ptr [r15 + 512]
-    jmp 1f
-1:
-    movzx esi, bpl
-    jmp 1f
-1:
-    jmp 1f
-1:
+    lea rcx, [rip + .Lc1_d247_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d247_j_t
+.Lc1_d247_j:
+    mov qword ptr [r15 + 128], rdx
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, r11
-    mov qword ptr [r15 + 0], rdi
-    movsxd rdi, dword ptr [r15 + 512]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, 161
+    mov edx, 233
+    mov edx, 185
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rcx
+    mov dword ptr [r15 + 448], ecx
     jmp 1f
 1:
-    and r8, 1984
-    movsxd rsi, dword ptr [r15 + r8 + 1344]
-    mov r8, qword ptr [r15 + 128]
-    mov byte ptr [r15 + 384], dil
+    vmovdqu ymmword ptr [r15 + 576], ymm15
+    jmp 1f
+1:
+    mov dword ptr [r15 + 512], edx
+    mov dword ptr [r15 + 256], edx
+    mov dword ptr [r15 + 384], 118
+    mov byte ptr [r15 + 384], al
+    mov r9, r11
+    mov rsi, rax
     test ebx, 1073741824
     jnz 1f
 1:
-    mov edi, 194
-    vmovdqu ymmword ptr [r15 + rbp + 896], ymm11
-    mov dword ptr [r15 + 576], 232
-    mov rdi, rdi
+    mov rbp, r11
+    mov byte ptr [r15 + 704], dl
+    and r9, 4032
+    mov byte ptr [r15 + r9 + 3392], bpl
+    and rbp, 8128
+    add qword ptr [r15 + rbp + 7488], rcx
+    mov ecx, dword ptr [r15 + 320]
+    movzx ebp, sil
+    mov dword ptr [r15 + 320], 173
+    and edi, dword ptr [r15 + 640]
     jmp 1f
 1:
-    add qword ptr [r15 + 256], rbp
-    jmp 1f
-1:
-    jmp 1f
-1:
-    vpcmpeqb xmm11, xmm11, xmmword ptr [r15 + 448]
-    vpaddd xmm11, xmm11, xmm11
-    mov r9d, dword ptr [r15 + 64]
-    jmp 1f
-1:
-    mov r8, r11
-    mov edi, dword ptr [r15 + 384]
+    mov byte ptr [r15 + 448], r9b
     jmp 1f
 1:
     jmp 1f
 1:
-    and r8, 16320
-    mov byte ptr [r15 + r8 + 15680], sil
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov esi, r9d
-    mov esi, r9d
+    mov r9d, 19
+    vpor xmm15, xmm15, xmm1
+    mov r9, r9
+    mov r8d, ecx
+    mov rcx, rbp
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c5:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 15
-    lea rcx, [rip + .Lc1_d375_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d375_s_t
-    .p2align 3
-.Lc1_d375_s:
-    .p2align 3
-    jmp .Lc1_d375_j
-    .p2align 3
-    jmp .Lc1_d375_j
-    .p2align 3
-    jmp .Lc1_d375_j
-    .p2align 3
-    jmp .Lc1_d375_j
-    .p2align 3
-    jmp .Lc1_d375_j
-    .p2align 3
-    jmp .Lc1_d375_j
-    .p2align 3
-    jmp .Lc1_d375_j
-    .p2align 3
-    jmp .Lc1_d375_j
-    .p2align 3
-    jmp .Lc1_d375_j
-    .p2align 3
-    jmp .Lc1_d375_j
-    .p2align 3
-    jmp .Lc1_d375_j
-    .p2align 3
-    jmp .Lc1_d375_j
-    .p2align 3
-    jmp .Lc1_d375_j
-    .p2align 3
-    jmp .Lc1_d375_j
-    .p2align 3
-    jmp .Lc1_d375_j
-    .p2align 3
-    jmp .Lc1_d375_j
-.Lc1_d375_j:
     jmp 1f
 1:
-    movsxd rcx, dword ptr [r15 + 64]
+    mov ecx, dword ptr [r15 + 128]
+    jmp 1f
+1:
+    add rcx, qword ptr [r15 + 384]
+    add r9, qword ptr [r15 + 192]
+    jmp 1f
+1:
+    movzx eax, r8b
+    mov r8d, 66
+    mov r8d, 49
+    mov ebp, 229
+    jmp 1f
+1:
+    movzx eax, r8b
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edx, 206
+    mov r8d, 34
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    vpaddd xmm15, xmm15, xmm15
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, rbp
+    jmp 1f
+1:
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx edi, al
+    mov r8d, 180
+    mov edi, 180
     mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rcx
-    mov r8, r11
+    mov rbp, r11
     mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 1984
-    mov dword ptr [r15 + r8 + 1344], ecx
-    mov r8d, dword ptr [r15 + 320]
-    movzx ecx, cl
-    vpaddd xmm11, xmm11, xmm11
-    and eax, dword ptr [r15 + 128]
-    mov qword ptr [r15 + 512], rcx
-    jmp 1f
-1:
-    mov dword ptr [r15 + 256], edi
-    mov qword ptr [r15 + 448], rax
-    jmp 1f
-1:
-    test ebx, 3584
-    jz 1f
-1:
-    movzx r9d, byte ptr [r15 + 704]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx eax, dl
-    mov rax, qword ptr [r15 + 384]
-    mov ecx, r9d
-    mov dword ptr [r15 + 384], 2
-    mov r8, r11
-    mov ecx, r9d
-    mov edi, eax
-    mov rdx, r9
-    and r8, 4032
-    mov rdx, qword ptr [r15 + r8 + 3392]
-    mov r9d, r9d
-    mov dword ptr [r15 + 192], eax
-    mov r9, r11
-    jmp 1f
-1:
-    mov dword ptr [r15 + 768], 99
-    and r9, 8128
-    mov eax, dword ptr [r15 + r9 + 7488]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 64], bpl
+    and rbp, 8128
+    mov dword ptr [r15 + rbp + 7488], ebp
+    add rdi, qword ptr [r15 + 512]
+    vmovq qword ptr [r15 + 768], xmm15
+    movsxd rbp, dword ptr [r15 + 128]
+    mov dword ptr [r15 + 64], r8d
     mov r8d, 223
-    mov esi, dword ptr [r15 + 64]
-    jmp 1f
-1:
+    mov dword ptr [r15 + 320], 221
+    mov eax, 118
+    movzx r8d, byte ptr [r15 + 256]
     add r11, 64
     inc rbx
     dec r13
@@ -1102,315 +935,216 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 512
-    setz al
-    lea rcx, [rip + .Lc1_d450_s]
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 15
+    lea rcx, [rip + .Lc1_d346_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d450_s_t
+    jmp .Lc1_d346_s_t
     .p2align 3
-.Lc1_d450_s:
+.Lc1_d346_s:
     .p2align 3
-    jmp .Lc1_d450_j
+    jmp .Lc1_d346_j
     .p2align 3
-    jmp .Lc1_d450_j
-.Lc1_d450_j:
-    mov qword ptr [r15 + 576], rsi
-    mov byte ptr [r15 + 320], dl
+    jmp .Lc1_d346_j
+    .p2align 3
+    jmp .Lc1_d346_j
+    .p2align 3
+    jmp .Lc1_d346_j
+    .p2align 3
+    jmp .Lc1_d346_j
+    .p2align 3
+    jmp .Lc1_d346_j
+    .p2align 3
+    jmp .Lc1_d346_j
+    .p2align 3
+    jmp .Lc1_d346_j
+    .p2align 3
+    jmp .Lc1_d346_j
+    .p2align 3
+    jmp .Lc1_d346_j
+    .p2align 3
+    jmp .Lc1_d346_j
+    .p2align 3
+    jmp .Lc1_d346_j
+    .p2align 3
+    jmp .Lc1_d346_j
+    .p2align 3
+    jmp .Lc1_d346_j
+    .p2align 3
+    jmp .Lc1_d346_j
+    .p2align 3
+    jmp .Lc1_d346_j
+.Lc1_d346_j:
+    mov qword ptr [r15 + 64], rax
+    mov byte ptr [r15 + 320], cl
     jmp 1f
 1:
-    mov ecx, ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, ecx
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, qword ptr [r15 + 576]
+    mov qword ptr [r15 + 448], rcx
+    mov rbp, r11
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], 133
-    mov dword ptr [r15 + 0], ebp
-    jmp 1f
-1:
-    mov r8, r11
-    movsxd rsi, dword ptr [r15 + 192]
-    mov r9, r11
-    mov qword ptr [r15 + 256], rdi
-    and r9, 8128
-    mov dword ptr [r15 + r9 + 7488], 42
-    and r8, 4032
-    add r9, qword ptr [r15 + r8 + 3392]
-    mov r8, r11
-    movsxd rcx, dword ptr [r15 + 448]
-    jmp 1f
-1:
-    and r8, 448
-    mov rax, qword ptr [r15 + r8 + 832]
-    movsxd r8, dword ptr [r15 + 128]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov byte ptr [r15 + 448], bpl
-    movsxd rdi, dword ptr [r15 + 128]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov ebp, 62
-    mov dword ptr [r15 + 512], 15
-    mov rbp, rdi
-    jmp 1f
-1:
-    mov edi, eax
-    mov dword ptr [r15 + 320], r8d
-    mov edi, dword ptr [r15 + 64]
-    mov dword ptr [r15 + 384], 194
+    mov edx, ecx
+    nop
+    and rbp, 4032
+    vmovdqu xmm15, xmmword ptr [r15 + rbp + 3392]
+    mov rdx, qword ptr [r15 + 512]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c7:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 512
-    setz al
-    lea rcx, [rip + .Lc1_d509_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d509_s_t
-    .p2align 3
-.Lc1_d509_s:
-    .p2align 3
-    jmp .Lc1_d509_j
-    .p2align 3
-    jmp .Lc1_d509_j
-.Lc1_d509_j:
-    mov qword ptr [r15 + 0], rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    xor dword ptr [r15 + 0], edx
-    mov r12, qword ptr [r15 + r12 + 56]
     mov rbp, r11
-    mov qword ptr [r15 + 448], rsi
-    and rbp, 448
-    mov esi, dword ptr [r15 + rbp + 832]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov edx, ecx
-    movzx ecx, bpl
-    mov rbp, r11
-    jmp 1f
-1:
-    mov ecx, esi
-    movzx ecx, byte ptr [r15 + 704]
+    movzx ecx, dl
+    vmovdqu ymmword ptr [r15 + 256], ymm15
     and rbp, 4032
-    vmovdqu ymmword ptr [r15 + rbp + 3392], ymm11
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rbp, qword ptr [r15 + 384]
-    vpaddd xmm11, xmm11, xmm11
-    movzx esi, cl
+    mov dword ptr [r15 + rbp + 3392], 30
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ebp, cl
     jmp 1f
 1:
-    mov qword ptr [r15 + 256], rbp
-    mov byte ptr [r15 + 384], bpl
-    mov rbp, r11
-    mov rdi, rcx
-    and ecx, dword ptr [r15 + 320]
-    and rbp, 1984
-    mov byte ptr [r15 + rbp + 1344], al
-    movsxd rbp, dword ptr [r15 + 512]
-    mov dword ptr [r15 + 128], 59
     jmp 1f
 1:
-    mov rax, rdi
-    movsxd rdi, dword ptr [r15 + 64]
-    movsxd rdx, dword ptr [r15 + 640]
+    mov dword ptr [r15 + 0], 218
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ebp, bpl
     jmp 1f
 1:
-    mov dword ptr [r15 + 192], 35
-    mov byte ptr [r15 + 64], al
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 512], rbp
+    mov byte ptr [r15 + 704], cl
+    mov ecx, dword ptr [r15 + 384]
+    mov qword ptr [r15 + 128], rcx
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r9, r11
+    movzx ecx, byte ptr [r15 + 192]
+    and r9, 1984
+    mov ebp, dword ptr [r15 + r9 + 1344]
+    mov r8, r11
+    movzx edi, byte ptr [r15 + 320]
+    and r8, 8128
+    vmovdqu ymmword ptr [r15 + r8 + 7488], ymm15
+    movzx r8d, byte ptr [r15 + 640]
+    vmovdqu ymmword ptr [r15 + 448], ymm15
+    mov dword ptr [r15 + 192], ecx
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c8:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 134217728
-    setz al
-    lea rcx, [rip + .Lc1_d570_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d570_s_t
-    .p2align 3
-.Lc1_d570_s:
-    .p2align 3
-    jmp .Lc1_d570_j
-    .p2align 3
-    jmp .Lc1_d570_j
-.Lc1_d570_j:
-    movzx ecx, al
-    movzx ecx, byte ptr [r15 + 768]
-    mov eax, eax
-    .byte 0x0f, 0x1f, 0x00
-    vmovdqu ymmword ptr [r15 + 448], ymm11
-    mov eax, 186
-    mov eax, 167
-    movsxd rax, dword ptr [r15 + 384]
-    mov rdi, rdi
+    lea rcx, [rip + .Lc1_d425_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d425_j_t
+.Lc1_d425_j:
+    movzx ecx, cl
+    jmp 1f
+1:
+    mov rcx, rcx
+    mov byte ptr [r15 + 384], cl
+    mov byte ptr [r15 + 64], cl
+    mov rcx, rcx
+    mov dword ptr [r15 + 128], edi
+    mov r12, qword ptr [r15 + r12 + 56]
+    nop
+    mov dword ptr [r15 + 0], ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx edi, cl
+    mov ecx, ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    and edi, dword ptr [r15 + 64]
+    movzx ecx, cl
     mov rbp, r11
-    movzx edi, byte ptr [r15 + 320]
-    mov r8, r11
-    and rbp, 448
-    mov edx, dword ptr [r15 + rbp + 832]
-    and r8, 8128
-    mov byte ptr [r15 + r8 + 7488], bpl
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r8d, ecx
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 67117723], 268435456
-    jnz 1f
-1:
-    mov r8d, 11
-    jmp 1f
-1:
-    mov r8d, dword ptr [r15 + 192]
-    mov rbp, rdi
-    movzx ebp, r8b
-    vmovdqu ymmword ptr [r15 + 512], ymm11
-    jmp 1f
-1:
+    mov ecx, 39
+    movsxd rcx, dword ptr [r15 + 448]
+    mov dword ptr [r15 + 320], ecx
+    and rbp, 8128
+    movsxd rcx, dword ptr [r15 + rbp + 7488]
+    mov dword ptr [r15 + 128], 211
+    nop
+    mov rbp, qword ptr [r15 + 384]
     mov r8, r11
     jmp 1f
 1:
-    mov rdi, rbp
-    and r8, 1984
-    movzx ebp, byte ptr [r15 + r8 + 1344]
-    mov qword ptr [r15 + 64], rdi
-    movzx r8d, al
-    movzx eax, byte ptr [r15 + 128]
-    mov edi, edi
+    and r8, 4032
+    mov byte ptr [r15 + r8 + 3392], cl
+    mov byte ptr [r15 + 768], r8b
+    jmp 1f
+1:
+    mov rcx, rcx
+    mov r8, rdi
     mov edi, dword ptr [r15 + 256]
-    jmp 1f
-1:
-    jmp 1f
-1:
+    mov dword ptr [r15 + 512], ecx
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c9:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 15
-    lea rcx, [rip + .Lc1_d628_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d628_s_t
-    .p2align 3
-.Lc1_d628_s:
-    .p2align 3
-    jmp .Lc1_d628_j
-    .p2align 3
-    jmp .Lc1_d628_j
-    .p2align 3
-    jmp .Lc1_d628_j
-    .p2align 3
-    jmp .Lc1_d628_j
-    .p2align 3
-    jmp .Lc1_d628_j
-    .p2align 3
-    jmp .Lc1_d628_j
-    .p2align 3
-    jmp .Lc1_d628_j
-    .p2align 3
-    jmp .Lc1_d628_j
-    .p2align 3
-    jmp .Lc1_d628_j
-    .p2align 3
-    jmp .Lc1_d628_j
-    .p2align 3
-    jmp .Lc1_d628_j
-    .p2align 3
-    jmp .Lc1_d628_j
-    .p2align 3
-    jmp .Lc1_d628_j
-    .p2align 3
-    jmp .Lc1_d628_j
-    .p2align 3
-    jmp .Lc1_d628_j
-    .p2align 3
-    jmp .Lc1_d628_j
-.Lc1_d628_j:
+    mov r8d, 2
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu ymmword ptr [r15 + 0], ymm15
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov rdi, r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 113
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    movzx r8d, byte ptr [r15 + 448]
     mov rbp, r11
-    vmovdqu xmm11, xmmword ptr [r15 + 512]
-    vpcmpeqb xmm11, xmm11, xmm4
+    mov ecx, dword ptr [r15 + 320]
+    and r8d, dword ptr [r15 + 256]
+    and rbp, 1984
+    movsxd rdi, dword ptr [r15 + rbp + 1344]
+    jmp 1f
+1:
+    mov ebp, edi
+    mov rbp, qword ptr [r15 + 512]
+    movzx edx, r8b
+    mov byte ptr [r15 + 576], r8b
+    jmp 1f
+1:
+    mov byte ptr [r15 + 192], bpl
+    mov rbp, rdx
+    mov edx, edi
+    mov rbp, r11
+    movsxd rsi, dword ptr [r15 + 384]
+    and rbp, 4032
+    mov qword ptr [r15 + rbp + 3392], rbp
+    mov ebp, dword ptr [r15 + 64]
+    mov byte ptr [r15 + 320], dil
+    xor dword ptr [r15 + 640], ebp
+    mov rbp, rdi
+    and ecx, dword ptr [r15 + 128]
+    mov rbp, r11
+    mov edi, 162
     and rbp, 8128
-    and ecx, dword ptr [r15 + rbp + 7488]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov ebp, dword ptr [r15 + 640]
-    jmp 1f
-1:
-    mov r9, r11
-    mov rax, qword ptr [r15 + 192]
-    and r9, 4032
-    vpaddq xmm11, xmm11, xmmword ptr [r15 + r9 + 3392]
-    mov edi, dword ptr [r15 + 576]
-    jmp 1f
-1:
-    mov byte ptr [r15 + 256], al
-    mov byte ptr [r15 + 0], sil
-    jmp 1f
-1:
-    mov eax, 236
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, rdi
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 149
-    mov dword ptr [r15 + 0], 125
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 320], r8d
-    mov rax, rdi
-    movsxd r8, dword ptr [r15 + 64]
-    jmp 1f
-1:
-    movzx eax, byte ptr [r15 + 128]
-    mov r9, r11
-    mov rsi, r8
-    vmovdqu ymmword ptr [r15 + 448], ymm11
-    movzx r8d, byte ptr [r15 + 384]
-    and r9, 1984
-    mov rdx, qword ptr [r15 + r9 + 1344]
-    movsxd r9, dword ptr [r15 + 128]
-    mov r9, qword ptr [r15 + 320]
+    mov dword ptr [r15 + rbp + 7488], edx
     add r11, 64
     inc rbx
     dec r13
@@ -1421,276 +1155,216 @@ ditto_body_c1:
     mov qword ptr [r15 + 67117720], rax
     mov eax, dword ptr [r15 + 67117724]
     and eax, 15
-    lea rcx, [rip + .Lc1_d697_s]
+    lea rcx, [rip + .Lc1_d523_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d697_s_t
+    jmp .Lc1_d523_s_t
     .p2align 3
-.Lc1_d697_s:
+.Lc1_d523_s:
     .p2align 3
-    jmp .Lc1_d697_j
+    jmp .Lc1_d523_j
     .p2align 3
-    jmp .Lc1_d697_j
+    jmp .Lc1_d523_j
     .p2align 3
-    jmp .Lc1_d697_j
+    jmp .Lc1_d523_j
     .p2align 3
-    jmp .Lc1_d697_j
+    jmp .Lc1_d523_j
     .p2align 3
-    jmp .Lc1_d697_j
+    jmp .Lc1_d523_j
     .p2align 3
-    jmp .Lc1_d697_j
+    jmp .Lc1_d523_j
     .p2align 3
-    jmp .Lc1_d697_j
+    jmp .Lc1_d523_j
     .p2align 3
-    jmp .Lc1_d697_j
+    jmp .Lc1_d523_j
     .p2align 3
-    jmp .Lc1_d697_j
+    jmp .Lc1_d523_j
     .p2align 3
-    jmp .Lc1_d697_j
+    jmp .Lc1_d523_j
     .p2align 3
-    jmp .Lc1_d697_j
+    jmp .Lc1_d523_j
     .p2align 3
-    jmp .Lc1_d697_j
+    jmp .Lc1_d523_j
     .p2align 3
-    jmp .Lc1_d697_j
+    jmp .Lc1_d523_j
     .p2align 3
-    jmp .Lc1_d697_j
+    jmp .Lc1_d523_j
     .p2align 3
-    jmp .Lc1_d697_j
+    jmp .Lc1_d523_j
     .p2align 3
-    jmp .Lc1_d697_j
-.Lc1_d697_j:
-    mov eax, r9d
-    mov r9, qword ptr [r15 + 384]
+    jmp .Lc1_d523_j
+.Lc1_d523_j:
+    mov qword ptr [r15 + 192], rcx
+    movzx eax, al
     mov rbp, r11
-    add r9, qword ptr [r15 + 64]
-    mov qword ptr [r15 + 448], rdx
-    mov r8d, 146
-    and rbp, 448
-    mov r8d, dword ptr [r15 + rbp + 832]
-    mov qword ptr [r15 + 320], rax
-    mov dword ptr [r15 + 128], 175
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 192], r9d
-    add r9, qword ptr [r15 + 384]
-    movzx ebp, byte ptr [r15 + 768]
-    mov rax, qword ptr [r15 + 512]
-    mov r8, r11
-    jmp 1f
-1:
-    movzx edx, al
-    mov rax, qword ptr [r15 + 256]
-    and r8, 4032
-    mov qword ptr [r15 + r8 + 3392], r9
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and eax, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], r9d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, r8
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, r8d
-    mov byte ptr [r15 + 0], r8b
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movsxd rdx, dword ptr [r15 + 64]
-    mov r9, r11
-    mov r8, qword ptr [r15 + 704]
-    mov qword ptr [r15 + 512], rdx
-    jmp 1f
-1:
-    and r9, 8128
-    mov qword ptr [r15 + r9 + 7488], rax
+    vpaddq xmm15, xmm15, xmmword ptr [r15 + 448]
+    and rbp, 1984
+    mov rax, qword ptr [r15 + rbp + 1344]
+    mov rcx, qword ptr [r15 + 320]
+    mov rbp, qword ptr [r15 + 64]
+    mov dword ptr [r15 + 384], 51
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c11:
-    lea r9, [r11 + r11*1]
-    and r9, 1984
-    mov rax, qword ptr [r15 + r9 + 1344]
-    jmp 1f
-1:
-    mov byte ptr [r15 + r9 + 1408], r8b
-    jmp 1f
-1:
-    mov qword ptr [r15 + 192], r8
+    add rdx, qword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rdi
+    mov rsi, rdx
+    mov edx, esi
+    mov esi, 34
+    vmovq xmm1, rcx
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx r9d, cl
-    mov ecx, dword ptr [r15 + 512]
-    movzx r9d, byte ptr [r15 + 256]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], sil
     jmp 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 190
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    movsxd rsi, dword ptr [r15 + 768]
+    mov ecx, 194
+    movsxd rbp, dword ptr [r15 + 512]
+    movzx ecx, bpl
+    movzx ebp, byte ptr [r15 + 192]
+    mov eax, dword ptr [r15 + 704]
+    mov rdi, rsi
+    jmp 1f
+1:
+    vpcmpeqb xmm1, xmm1, xmmword ptr [r15 + 128]
+    add rcx, qword ptr [r15 + 128]
+    add qword ptr [r15 + 64], rsi
+    movsxd rsi, dword ptr [r15 + 384]
+    vpcmpeqb xmm1, xmm1, xmm15
     mov r8, r11
-    mov dword ptr [r15 + 384], edx
+    mov rdi, qword ptr [r15 + 448]
+    and r8, 16320
+    mov byte ptr [r15 + r8 + 15680], bpl
+    mov r8, r11
     jmp 1f
 1:
     mov rbp, r11
-    and r8, 448
-    mov rdx, qword ptr [r15 + r8 + 832]
-    and rbp, 4032
-    mov r8d, dword ptr [r15 + rbp + 3392]
-    jmp 1f
-1:
-    movzx edi, byte ptr [r15 + 320]
-    jmp 1f
-1:
-    movsxd rbp, dword ptr [r15 + 128]
-    movsxd rsi, dword ptr [r15 + 64]
-    mov edx, dword ptr [r15 + 128]
-    movsxd rcx, dword ptr [r15 + 448]
-    xor dword ptr [r15 + 192], r9d
-    mov qword ptr [r15 + 320], r8
-    vmovdqu ymmword ptr [r15 + 576], ymm11
-    movzx r8d, byte ptr [r15 + 384]
+    mov dword ptr [r15 + 256], 139
+    and r8, 4032
+    movsxd r9, dword ptr [r15 + r8 + 3392]
+    and rbp, 8128
+    movzx r8d, byte ptr [r15 + rbp + 7488]
+    mov ebp, r8d
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c12:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 16777216
-    setz al
-    lea rcx, [rip + .Lc1_d812_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d812_s_t
-    .p2align 3
-.Lc1_d812_s:
-    .p2align 3
-    jmp .Lc1_d812_j
-    .p2align 3
-    jmp .Lc1_d812_j
-.Lc1_d812_j:
-    lea r8, [r11 + r11*1]
-    and r8, 8128
-    movsxd rcx, dword ptr [r15 + r8 + 7552]
-    mov dword ptr [r15 + 0], r9d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r9d, 25
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], eax
-    mov ebp, r9d
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    vpaddq xmm11, xmm11, xmmword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rcx
-    mov r9, r11
+    lea rcx, [rip + .Lc1_d604_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d604_j_t
+.Lc1_d604_j:
+    mov r8d, ecx
+    mov rsi, qword ptr [r15 + 192]
     mov rcx, qword ptr [r15 + 320]
-    mov rax, r8
-    and r9, 4032
-    movsxd rax, dword ptr [r15 + r9 + 3392]
-    add rcx, qword ptr [r15 + 128]
-    mov ebp, dword ptr [r15 + 64]
-    mov dword ptr [r15 + 512], r9d
-    mov byte ptr [r15 + 256], r8b
+    movsxd r8, dword ptr [r15 + 320]
+    mov ebp, ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ebp, sil
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rbp
+    mov rbp, rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r11
     mov r9, r11
-    mov dword ptr [r15 + r8 + 7488], eax
-    and r9, 448
-    mov byte ptr [r15 + r9 + 832], cl
-    mov r8d, dword ptr [r15 + 640]
-    mov ecx, ebp
-    movzx eax, byte ptr [r15 + 448]
-    mov dword ptr [r15 + 192], 145
-    .byte 0x66, 0x90
-    mov dword ptr [r15 + 320], 72
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 448
+    mov dword ptr [r15 + rbp + 832], 180
+    and r9, 1984
+    mov esi, dword ptr [r15 + r9 + 1344]
+    movzx r9d, byte ptr [r15 + 128]
+    mov ebp, dword ptr [r15 + 576]
     jmp 1f
 1:
+    and esi, dword ptr [r15 + 384]
+    mov qword ptr [r15 + 512], rsi
+    mov byte ptr [r15 + 64], cl
+    mov ecx, r9d
+    mov r9, r11
+    mov rdi, r9
+    and r9, 8128
+    mov edi, dword ptr [r15 + r9 + 7488]
     jmp 1f
 1:
-    mov ebp, dword ptr [r15 + 704]
-    mov r9d, dword ptr [r15 + 384]
-    jmp 1f
-1:
-    movsxd rdx, dword ptr [r15 + 64]
+    mov eax, edi
+    mov dword ptr [r15 + 256], 91
+    mov esi, dword ptr [r15 + 448]
+    mov edi, dword ptr [r15 + 384]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c13:
-    mov qword ptr [r15 + 0], rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], ebp
-    movzx ebp, r9b
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, rax
-    jmp 1f
-1:
-    mov qword ptr [r15 + 448], rax
-    mov r8d, dword ptr [r15 + 256]
-    mov dword ptr [r15 + 64], edx
-    jmp 1f
-1:
-    mov byte ptr [r15 + 512], r9b
-    jmp 1f
-1:
-    jmp 1f
-1:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 15
+    lea rcx, [rip + .Lc1_d652_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d652_s_t
+    .p2align 3
+.Lc1_d652_s:
+    .p2align 3
+    jmp .Lc1_d652_j
+    .p2align 3
+    jmp .Lc1_d652_j
+    .p2align 3
+    jmp .Lc1_d652_j
+    .p2align 3
+    jmp .Lc1_d652_j
+    .p2align 3
+    jmp .Lc1_d652_j
+    .p2align 3
+    jmp .Lc1_d652_j
+    .p2align 3
+    jmp .Lc1_d652_j
+    .p2align 3
+    jmp .Lc1_d652_j
+    .p2align 3
+    jmp .Lc1_d652_j
+    .p2align 3
+    jmp .Lc1_d652_j
+    .p2align 3
+    jmp .Lc1_d652_j
+    .p2align 3
+    jmp .Lc1_d652_j
+    .p2align 3
+    jmp .Lc1_d652_j
+    .p2align 3
+    jmp .Lc1_d652_j
+    .p2align 3
+    jmp .Lc1_d652_j
+    .p2align 3
+    jmp .Lc1_d652_j
+.Lc1_d652_j:
+    mov dword ptr [r15 + 512], 81
+    mov dword ptr [r15 + 64], 46
+    mov rcx, qword ptr [r15 + 320]
     mov rbp, r11
-    mov dword ptr [r15 + 576], 173
-    mov r9d, dword ptr [r15 + 448]
+    jmp 1f
+1:
+    vpcmpeqb xmm15, xmm15, xmmword ptr [r15 + 256]
     and rbp, 1984
-    movzx edx, byte ptr [r15 + rbp + 1344]
+    mov qword ptr [r15 + rbp + 1344], rbp
+    movzx ebp, bpl
+    mov r8d, eax
     jmp 1f
 1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    vmovq xmm11, rdx
-    mov r8, r11
-    jmp 1f
-1:
-    movzx edx, cl
-    mov rbp, r11
-    and r8, 16320
-    mov edx, dword ptr [r15 + r8 + 15680]
-    mov rcx, rbp
-    and rbp, 448
-    and r8d, dword ptr [r15 + rbp + 832]
-    movzx ebp, al
-    mov rax, rdx
-    jmp 1f
-1:
-    mov edx, 218
-    mov rdx, r9
-    mov qword ptr [r15 + 768], r8
-    mov dword ptr [r15 + 320], ecx
-    mov ecx, dword ptr [r15 + 128]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 384], 162
-    mov ebp, dword ptr [r15 + 192]
     add r11, 64
     inc rbx
     dec r13
@@ -1699,432 +1373,409 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 7
-    lea rcx, [rip + .Lc1_d919_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d919_s_t
-    .p2align 3
-.Lc1_d919_s:
-    .p2align 3
-    jmp .Lc1_d919_j
-    .p2align 3
-    jmp .Lc1_d919_j
-    .p2align 3
-    jmp .Lc1_d919_j
-    .p2align 3
-    jmp .Lc1_d919_j
-    .p2align 3
-    jmp .Lc1_d919_j
-    .p2align 3
-    jmp .Lc1_d919_j
-    .p2align 3
-    jmp .Lc1_d919_j
-    .p2align 3
-    jmp .Lc1_d919_j
-.Lc1_d919_j:
-    add qword ptr [r15 + 128], rax
-    mov ecx, dword ptr [r15 + 640]
-    movzx eax, r8b
-    mov byte ptr [r15 + 384], cl
-    mov ecx, dword ptr [r15 + 128]
-    mov r8, qword ptr [r15 + 448]
-    mov dword ptr [r15 + 192], ebp
-    mov rax, rax
-    mov qword ptr [r15 + 0], rdx
-    mov dword ptr [r15 + 0], 147
-    mov eax, 213
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, 220
     jmp 1f
 1:
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], r8d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, r8
+    mov byte ptr [r15 + 0], bpl
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], 248
-    mov r8, qword ptr [r15 + 320]
-    movzx eax, al
-    movzx edx, cl
-    mov rbp, r11
+    jmp 1f
+1:
+    movzx ebp, al
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, 140
+    vmovdqu xmm15, xmmword ptr [r15 + 0]
+    mov dword ptr [r15 + 384], 242
+    mov rbp, qword ptr [r15 + 64]
+    jmp 1f
+1:
+    mov eax, dword ptr [r15 + 512]
+    mov ecx, eax
+    jmp 1f
+1:
+    mov r8, r11
+    test dword ptr [r15 + 67117724], 1024
+    jz 1f
+1:
+    jmp 1f
+1:
+    movsxd rax, dword ptr [r15 + 448]
+    and r8, 4032
+    mov ebp, dword ptr [r15 + r8 + 3392]
+    and ecx, dword ptr [r15 + 640]
+    movsxd r8, dword ptr [r15 + 704]
+    jmp 1f
+1:
     jmp 1f
 1:
     mov r9, r11
-    mov ecx, dword ptr [r15 + 256]
-    and rbp, 1984
-    mov qword ptr [r15 + rbp + 1344], rdi
+    movzx edx, byte ptr [r15 + 192]
+    and r9, 448
+    mov rbp, r11
+    mov byte ptr [r15 + r9 + 832], bpl
     jmp 1f
 1:
-    and r9, 8128
-    mov dword ptr [r15 + r9 + 7488], ecx
-    lea rbp, [r11 + r11*1]
-    mov r9, rdx
-    and rbp, 4032
-    mov dword ptr [r15 + rbp + 3392], esi
-    movzx r9d, byte ptr [r15 + rbp + 3456]
-    movzx ecx, byte ptr [r15 + 384]
-    movzx edi, byte ptr [r15 + 64]
-    vpcmpeqb xmm11, xmm11, xmmword ptr [r15 + 512]
+    and rbp, 8128
+    mov r9, qword ptr [r15 + rbp + 7488]
+    mov dword ptr [r15 + 320], 136
+    mov ebp, 137
+    mov rbp, rdx
+    mov ebp, edx
+    mov ebp, 225
+    mov dword ptr [r15 + 128], 134
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c15:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d980_j]
+    lea rcx, [rip + .Lc1_d739_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d980_j_t
-.Lc1_d980_j:
-    jmp 1f
-1:
-    mov byte ptr [r15 + 384], r9b
-    movzx r9d, dil
-    jmp 1f
-1:
-    mov r9, r11
-    mov edi, 119
-    mov rcx, qword ptr [r15 + 704]
-    and r9, 1984
-    mov dword ptr [r15 + r9 + 1344], 23
-    lea rbp, [r11 + r11*1]
-    vmovdqu ymmword ptr [r15 + 128], ymm11
-    and rbp, 448
-    and ecx, dword ptr [r15 + rbp + 896]
-    and edi, dword ptr [r15 + 512]
-    mov r9, rsi
-    movzx r9d, byte ptr [r15 + 320]
-    movzx esi, byte ptr [r15 + 64]
-    mov rax, rbp
-    movzx eax, al
-    jmp 1f
-1:
-    test dword ptr [r15 + 67117724], 32
-    jnz 1f
-1:
-    mov r8, r11
-    mov eax, 251
-    and r8, 8128
-    movsxd rax, dword ptr [r15 + r8 + 7488]
-    mov dword ptr [r15 + 320], ebp
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx esi, byte ptr [r15 + rbp + 832]
-    jmp 1f
-1:
-    mov ebp, dword ptr [r15 + 256]
-    mov ecx, edx
+    jmp .Lc1_d739_j_t
+.Lc1_d739_j:
+    mov rbp, r11
+    movsxd rdx, dword ptr [r15 + 768]
+    and rbp, 1984
+    mov dword ptr [r15 + rbp + 1344], ecx
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx edx, r8b
-    mov qword ptr [r15 + 0], rdi
-    movzx ecx, byte ptr [r15 + 448]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ebp, bpl
     jmp 1f
 1:
-    mov edx, esi
-    mov edx, 148
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov eax, 207
+    mov esi, ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], dl
+    jmp 1f
+1:
+    mov ecx, eax
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 256], ecx
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov rax, qword ptr [r15 + 448]
+    mov edx, 187
+    vpmovmskb ecx, xmm15
+    mov rdi, qword ptr [r15 + 128]
+    mov rbp, r11
+    jmp 1f
+1:
+    mov r9d, dword ptr [r15 + 192]
+    mov byte ptr [r15 + 64], r9b
+    and rbp, 448
+    mov dword ptr [r15 + rbp + 832], 91
+    mov dword ptr [r15 + 128], eax
+    mov byte ptr [r15 + 320], dl
+    mov rbp, r11
+    jmp 1f
+1:
+    and rbp, 4032
+    mov edx, dword ptr [r15 + rbp + 3392]
+    movzx ebp, byte ptr [r15 + 512]
+    jmp 1f
+1:
+    mov byte ptr [r15 + 384], bpl
+    mov r9d, edx
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c16:
-    mov dword ptr [r15 + 576], edi
-    jmp 1f
-1:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    vmovdqu ymmword ptr [r15 + 0], ymm15
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 239
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rdx, qword ptr [r15 + 64]
-    mov byte ptr [r15 + 384], sil
-    mov dword ptr [r15 + 512], ecx
-    mov r8, r11
-    mov rsi, qword ptr [r15 + 64]
-    mov rcx, qword ptr [r15 + 192]
-    and r8, 8128
-    mov rbp, r11
-    mov byte ptr [r15 + r8 + 7488], dil
-    add rsi, qword ptr [r15 + 256]
-    and rbp, 1984
-    mov r8, qword ptr [r15 + rbp + 1344]
+    mov dword ptr [r15 + 0], 147
+    vmovq qword ptr [r15 + 0], xmm15
+    vmovq qword ptr [r15 + 0], xmm15
+    vmovdqu ymmword ptr [r15 + 256], ymm15
+    mov rax, qword ptr [r15 + 384]
     jmp 1f
 1:
     jmp 1f
 1:
-    mov dword ptr [r15 + 448], 189
-    movsxd rbp, dword ptr [r15 + 128]
+    movsxd rbp, dword ptr [r15 + 448]
     mov r9, r11
-    mov edi, dword ptr [r15 + 384]
-    mov eax, esi
-    vpcmpeqb xmm11, xmm11, xmm12
-    and r9, 4032
-    mov dword ptr [r15 + r9 + 3392], ecx
-    mov eax, ebp
-    mov dword ptr [r15 + 320], r8d
-    mov qword ptr [r15 + 768], r8
-    mov r9d, 126
+    mov qword ptr [r15 + 64], rdx
+    movzx edx, r9b
+    jmp 1f
+1:
+    and r9, 8128
+    mov r8, r11
+    mov qword ptr [r15 + r9 + 7488], rbp
+    and r8, 1984
+    mov dword ptr [r15 + r8 + 1344], 63
+    mov rdx, rbp
+    test dword ptr [r15 + 67117723], 524288
+    jz 1f
+1:
+    jmp 1f
+1:
+    mov edx, 139
+    mov r8d, edx
+    mov qword ptr [r15 + 128], r9
+    mov qword ptr [r15 + 640], r8
+    mov r8, r8
+    movsxd r9, dword ptr [r15 + 192]
+    mov r8d, edx
+    mov rbp, r11
+    mov rdx, rbp
+    mov edx, dword ptr [r15 + 320]
+    and rbp, 4032
+    mov r8d, dword ptr [r15 + rbp + 3392]
+    vmovdqu ymmword ptr [r15 + 576], ymm15
+    jmp 1f
+1:
+    mov rbp, r8
+    jmp 1f
+1:
+    mov r8d, 223
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c17:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 2
-    setz al
-    lea rcx, [rip + .Lc1_d1074_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d1074_s_t
-    .p2align 3
-.Lc1_d1074_s:
-    .p2align 3
-    jmp .Lc1_d1074_j
-    .p2align 3
-    jmp .Lc1_d1074_j
-.Lc1_d1074_j:
-    mov dword ptr [r15 + 128], eax
-    mov rcx, rcx
+    lea rcx, [rip + .Lc1_d838_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d838_j_t
+.Lc1_d838_j:
+    mov dword ptr [r15 + 128], edx
+    vmovdqu ymmword ptr [r15 + 0], ymm15
+    mov rcx, rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r8
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edx, 84
+    movzx ecx, byte ptr [r15 + 512]
+    and r8, 448
+    mov ebp, dword ptr [r15 + r8 + 832]
+    mov dword ptr [r15 + 448], 13
+    movsxd r8, dword ptr [r15 + 64]
+    jmp 1f
+1:
+    mov rdx, rdx
+    mov r9d, dword ptr [r15 + 320]
     mov rbp, r11
-    mov dword ptr [r15 + 64], 29
-    and rbp, 4032
-    mov ecx, dword ptr [r15 + rbp + 3392]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, al
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], ecx
-    movzx ecx, bpl
-    mov dword ptr [r15 + 0], ebp
-    vmovdqu ymmword ptr [r15 + 0], ymm11
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, ebp
-    mov rax, rcx
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 78
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rbp, r11
-    mov dword ptr [r15 + 320], 33
-    jmp 1f
-1:
-    jmp 1f
-1:
+    vpxor xmm15, xmm15, xmm1
     and rbp, 8128
-    mov rcx, qword ptr [r15 + rbp + 7488]
-    mov qword ptr [r15 + 256], r8
-    jmp 1f
-1:
-    mov ebp, ecx
-    mov rbp, r11
-    jmp 1f
-1:
-    jmp 1f
-1:
+    mov edx, dword ptr [r15 + rbp + 7488]
+    mov rbp, qword ptr [r15 + 384]
     mov dword ptr [r15 + 384], ecx
-    and rbp, 448
-    movsxd r8, dword ptr [r15 + rbp + 832]
-    add rbp, qword ptr [r15 + 512]
-    mov byte ptr [r15 + 128], bpl
-    movsxd rbp, dword ptr [r15 + 448]
-    mov ecx, dword ptr [r15 + 704]
-    mov dword ptr [r15 + 640], eax
+    nop
     jmp 1f
 1:
-    movsxd rax, dword ptr [r15 + 192]
+    jmp 1f
+1:
+    mov r8, r11
+    movzx ecx, byte ptr [r15 + 256]
+    mov dword ptr [r15 + 704], 153
+    and r8, 1984
+    and ebp, dword ptr [r15 + r8 + 1344]
+    mov rdi, qword ptr [r15 + 512]
+    mov r8d, 8
+    mov r8d, edi
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c18:
-    vmovdqu ymmword ptr [r15 + 320], ymm11
-    mov qword ptr [r15 + 768], rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovq qword ptr [r15 + 0], xmm15
+    mov byte ptr [r15 + 0], r8b
+    mov edi, r8d
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov rbp, rcx
-    lea rbp, [r11 + r11*1]
     jmp 1f
 1:
-    mov dword ptr [r15 + 512], edi
-    mov r8, r11
-    and rbp, 1984
-    mov dword ptr [r15 + rbp + 1408], eax
-    and r8, 8128
-    mov ecx, dword ptr [r15 + r8 + 7488]
     jmp 1f
 1:
     mov r8, rdi
-    movsxd r8, dword ptr [r15 + 320]
-    mov eax, 34
-    movzx edx, al
     jmp 1f
 1:
+    vpcmpeqb xmm15, xmm15, xmm1
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu xmmword ptr [r15 + 0], xmm15
+    mov qword ptr [r15 + 0], rdi
+    mov rdi, rdi
     jmp 1f
 1:
-    mov dword ptr [r15 + 128], ebp
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 123
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 64], 50
-    mov r9, r11
-    add rax, qword ptr [r15 + 384]
-    mov rdi, rdx
-    and r9, 448
-    vmovdqu ymmword ptr [r15 + r9 + 832], ymm11
     jmp 1f
 1:
-    mov r9d, dword ptr [r15 + 256]
-    movzx edi, byte ptr [r15 + rbp + 1344]
-    movzx edx, byte ptr [r15 + 448]
-    mov dword ptr [r15 + 192], 232
-    mov rbp, rdx
-    movzx edx, byte ptr [r15 + 512]
+    mov r8, r11
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r8, 4032
+    mov dword ptr [r15 + r8 + 3392], edi
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov qword ptr [r15 + 576], r8
+    mov dword ptr [r15 + 384], r8d
+    mov rdi, rdi
+    movzx edi, r8b
+    movzx r8d, r8b
+    mov byte ptr [r15 + 320], r8b
+    and r9d, dword ptr [r15 + 64]
+    mov r8, qword ptr [r15 + 64]
+    mov rbp, r11
+    mov byte ptr [r15 + 448], r8b
+    and rbp, 448
+    movzx r8d, byte ptr [r15 + rbp + 832]
+    jmp 1f
+1:
+    mov rbp, rbp
+    jmp 1f
+1:
+    mov byte ptr [r15 + 128], r8b
+    mov dword ptr [r15 + 768], ebp
+    jmp 1f
+1:
+    mov byte ptr [r15 + 320], r8b
+    mov qword ptr [r15 + 512], rbp
+    mov dword ptr [r15 + 256], r9d
+    movzx esi, byte ptr [r15 + 192]
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c19:
-    lea rcx, [rip + .Lc1_d1174_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d1174_j_t
-.Lc1_d1174_j:
-    mov byte ptr [r15 + 192], r9b
-    movzx ecx, cl
-    jmp 1f
-1:
-    mov ecx, 85
-    mov ecx, 72
-    movzx ecx, dl
-    jmp 1f
-1:
-    mov ecx, edx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 253
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], rdx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, eax
-    mov dword ptr [r15 + 0], ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r11
-    mov rax, rdx
-    and rbp, 448
-    vmovdqu ymmword ptr [r15 + rbp + 832], ymm11
-    jmp 1f
-1:
-    test ebx, 1308672
-    jz 1f
-1:
-    inc dword ptr [r15 + 256]
-    mov byte ptr [r15 + 128], al
-    movzx r9d, byte ptr [r15 + 64]
-    mov ebp, dword ptr [r15 + 384]
-    movsxd rax, dword ptr [r15 + 448]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx ecx, cl
-    jmp 1f
-1:
-    mov rdx, rbp
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 15
+    lea rcx, [rip + .Lc1_d939_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d939_s_t
+    .p2align 3
+.Lc1_d939_s:
+    .p2align 3
+    jmp .Lc1_d939_j
+    .p2align 3
+    jmp .Lc1_d939_j
+    .p2align 3
+    jmp .Lc1_d939_j
+    .p2align 3
+    jmp .Lc1_d939_j
+    .p2align 3
+    jmp .Lc1_d939_j
+    .p2align 3
+    jmp .Lc1_d939_j
+    .p2align 3
+    jmp .Lc1_d939_j
+    .p2align 3
+    jmp .Lc1_d939_j
+    .p2align 3
+    jmp .Lc1_d939_j
+    .p2align 3
+    jmp .Lc1_d939_j
+    .p2align 3
+    jmp .Lc1_d939_j
+    .p2align 3
+    jmp .Lc1_d939_j
+    .p2align 3
+    jmp .Lc1_d939_j
+    .p2align 3
+    jmp .Lc1_d939_j
+    .p2align 3
+    jmp .Lc1_d939_j
+    .p2align 3
+    jmp .Lc1_d939_j
+.Lc1_d939_j:
     mov rbp, r11
     jmp 1f
 1:
-    mov rcx, r8
-    jmp 1f
-1:
-    and rbp, 4032
-    mov ecx, dword ptr [r15 + rbp + 3392]
-    mov rbp, qword ptr [r15 + 640]
-    mov r8, rbp
-    mov qword ptr [r15 + 320], rax
-    movzx ebp, byte ptr [r15 + 576]
-    movzx eax, cl
-    mov byte ptr [r15 + 64], cl
-    xchg qword ptr [r15 + 384], rax
+    and rbp, 1984
+    movsxd rax, dword ptr [r15 + rbp + 1344]
+    mov byte ptr [r15 + 384], sil
+    mov rbp, r11
+    vpxor xmm15, xmm15, xmm1
+    mov esi, 84
+    and rbp, 8128
+    movzx ecx, byte ptr [r15 + rbp + 7488]
+    mov rsi, qword ptr [r15 + 192]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c20:
-    lea rcx, [rip + .Lc1_d1230_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d1230_j_t
-.Lc1_d1230_j:
-    mov rbp, r11
-    and rbp, 8128
-    movzx ecx, byte ptr [r15 + rbp + 7488]
-    movzx ebp, al
-    mov rdx, rbp
-    mov rbp, rsi
-    movzx ebp, byte ptr [r15 + 384]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    movsxd rax, dword ptr [r15 + 192]
-    movzx r8d, r8b
-    mov edx, dword ptr [r15 + 64]
     jmp 1f
 1:
-    mov byte ptr [r15 + 0], cl
-    nop
-    .byte 0x0f, 0x1f, 0x00
-    mov r8, r8
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], r8d
     jmp 1f
 1:
-    movzx r8d, byte ptr [r15 + 704]
+    mov byte ptr [r15 + 0], al
     jmp 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rcx
+    mov dword ptr [r15 + 320], eax
+    movzx eax, al
+    add qword ptr [r15 + 640], rax
+    movsxd rcx, dword ptr [r15 + 320]
+    jmp 1f
+1:
+    movzx eax, sil
+    mov eax, eax
+    mov rsi, qword ptr [r15 + 128]
+    mov dword ptr [r15 + 448], esi
+    mov rsi, qword ptr [r15 + 64]
+    xor dword ptr [r15 + 256], esi
+    mov r8, rsi
     mov r9, r11
-    mov ecx, 92
-    mov rcx, qword ptr [r15 + 128]
-    and r9, 1984
-    movzx esi, byte ptr [r15 + r9 + 1344]
-    mov r9d, dword ptr [r15 + 320]
-    mov edi, dword ptr [r15 + 448]
-    mov r9d, r8d
-    jmp 1f
-1:
-    mov r9, r11
-    mov dword ptr [r15 + 512], r9d
-    mov rsi, qword ptr [r15 + 256]
-    mov r8d, dword ptr [r15 + 512]
+    mov rsi, qword ptr [r15 + 448]
+    mov r8, r11
+    vmovdqu ymmword ptr [r15 + 384], ymm15
+    and r8, 1984
+    movsxd rdx, dword ptr [r15 + r8 + 1344]
     and r9, 4032
-    mov dword ptr [r15 + r9 + 3392], 119
-    movzx r9d, byte ptr [r15 + 320]
+    mov byte ptr [r15 + r9 + 3392], r9b
+    mov rbp, r11
+    mov dword ptr [r15 + 128], ebp
+    mov qword ptr [r15 + 704], r9
+    and rbp, 448
+    mov byte ptr [r15 + rbp + 832], sil
+    movsxd rsi, dword ptr [r15 + 512]
+    vmovdqu ymmword ptr [r15 + 192], ymm15
     add r11, 64
     inc rbx
     dec r13
@@ -2133,417 +1784,331 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov rax, rdx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], eax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, edx
-    mov qword ptr [r15 + 0], r8
-    mov rax, r9
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov rax, rax
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r8, r11
-    jmp 1f
-1:
-    movsxd r9, dword ptr [r15 + 320]
-    and r8, 448
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 15
+    lea rcx, [rip + .Lc1_d1023_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d1023_s_t
+    .p2align 3
+.Lc1_d1023_s:
+    .p2align 3
+    jmp .Lc1_d1023_j
+    .p2align 3
+    jmp .Lc1_d1023_j
+    .p2align 3
+    jmp .Lc1_d1023_j
+    .p2align 3
+    jmp .Lc1_d1023_j
+    .p2align 3
+    jmp .Lc1_d1023_j
+    .p2align 3
+    jmp .Lc1_d1023_j
+    .p2align 3
+    jmp .Lc1_d1023_j
+    .p2align 3
+    jmp .Lc1_d1023_j
+    .p2align 3
+    jmp .Lc1_d1023_j
+    .p2align 3
+    jmp .Lc1_d1023_j
+    .p2align 3
+    jmp .Lc1_d1023_j
+    .p2align 3
+    jmp .Lc1_d1023_j
+    .p2align 3
+    jmp .Lc1_d1023_j
+    .p2align 3
+    jmp .Lc1_d1023_j
+    .p2align 3
+    jmp .Lc1_d1023_j
+    .p2align 3
+    jmp .Lc1_d1023_j
+.Lc1_d1023_j:
     mov rbp, r11
-    mov eax, dword ptr [r15 + r8 + 832]
-    and rbp, 1984
-    movzx r8d, byte ptr [r15 + rbp + 1344]
-    mov dword ptr [r15 + 64], edi
+    mov rcx, qword ptr [r15 + 384]
+    mov r8, r11
+    and rbp, 4032
+    add rcx, qword ptr [r15 + rbp + 3392]
+    movzx ebp, byte ptr [r15 + 256]
+    mov edi, dword ptr [r15 + 64]
+    and r8, 8128
+    mov eax, dword ptr [r15 + r8 + 7488]
     jmp 1f
 1:
-    mov rbp, rdx
-    test dword ptr [r15 + 67117723], 52428801
-    jz 1f
-1:
-    jmp 1f
-1:
-    movsxd rbp, dword ptr [r15 + 192]
-    movsxd r8, dword ptr [r15 + 768]
-    jmp 1f
-1:
-    vmovdqu ymmword ptr [r15 + 448], ymm11
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov eax, dword ptr [r15 + 512]
-    jmp 1f
-1:
-    mov r9, r11
-    mov edi, r9d
-    movzx edi, byte ptr [r15 + 128]
-    mov edx, dword ptr [r15 + 384]
-    and r9, 8128
-    and ebp, dword ptr [r15 + r9 + 7488]
-    mov r9, rsi
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r9d, ecx
-    mov r9d, eax
-    xor dword ptr [r15 + 128], eax
-    and r9d, dword ptr [r15 + 256]
+    mov r8, rax
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c22:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 15
-    lea rcx, [rip + .Lc1_d1338_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d1338_s_t
-    .p2align 3
-.Lc1_d1338_s:
-    .p2align 3
-    jmp .Lc1_d1338_j
-    .p2align 3
-    jmp .Lc1_d1338_j
-    .p2align 3
-    jmp .Lc1_d1338_j
-    .p2align 3
-    jmp .Lc1_d1338_j
-    .p2align 3
-    jmp .Lc1_d1338_j
-    .p2align 3
-    jmp .Lc1_d1338_j
-    .p2align 3
-    jmp .Lc1_d1338_j
-    .p2align 3
-    jmp .Lc1_d1338_j
-    .p2align 3
-    jmp .Lc1_d1338_j
-    .p2align 3
-    jmp .Lc1_d1338_j
-    .p2align 3
-    jmp .Lc1_d1338_j
-    .p2align 3
-    jmp .Lc1_d1338_j
-    .p2align 3
-    jmp .Lc1_d1338_j
-    .p2align 3
-    jmp .Lc1_d1338_j
-    .p2align 3
-    jmp .Lc1_d1338_j
-    .p2align 3
-    jmp .Lc1_d1338_j
-.Lc1_d1338_j:
-    movzx ecx, byte ptr [r15 + 640]
-    movzx eax, byte ptr [r15 + 384]
-    lea r8, [r11 + r11*1]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    and r8, 4032
-    mov r9, qword ptr [r15 + r8 + 3456]
-    mov dword ptr [r15 + 0], r9d
     mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 0], ymm11
-    mov dword ptr [r15 + 0], eax
-    mov dword ptr [r15 + 0], ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
     mov dword ptr [r15 + 0], r8d
-    movzx ebp, r8b
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], esi
+    xor dword ptr [r15 + 0], eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu ymmword ptr [r15 + 320], ymm15
+    movzx r8d, byte ptr [r15 + 512]
     mov rbp, r11
+    mov rdi, rbp
     jmp 1f
 1:
     and rbp, 448
     mov byte ptr [r15 + rbp + 832], r8b
-    mov ebp, 119
-    mov dword ptr [r15 + 320], 233
-    movzx r9d, byte ptr [r15 + 64]
-    mov qword ptr [r15 + 384], rsi
-    mov ebp, dword ptr [r15 + 128]
-    mov rax, qword ptr [r15 + 448]
-    vpaddq xmm11, xmm11, xmmword ptr [r15 + 192]
-    add qword ptr [r15 + 64], r9
-    mov dword ptr [r15 + 576], 71
-    mov r9d, eax
-    mov rax, qword ptr [r15 + 320]
-    mov ecx, dword ptr [r15 + 512]
-    movsxd rsi, dword ptr [r15 + 256]
+    vmovdqu ymmword ptr [r15 + 384], ymm15
+    mov r8, r11
+    movzx ebp, byte ptr [r15 + 320]
+    and r8, 8128
+    mov rax, qword ptr [r15 + r8 + 7488]
+    mov ecx, dword ptr [r15 + 64]
+    vmovdqu ymmword ptr [r15 + 512], ymm15
+    vpaddq xmm15, xmm15, xmmword ptr [r15 + 768]
+    jmp 1f
+1:
+    movzx r8d, byte ptr [r15 + 448]
     jmp 1f
 1:
     mov r9, r11
-    movsxd rdx, dword ptr [r15 + r8 + 3392]
-    mov r8d, r8d
     jmp 1f
 1:
     and r9, 1984
-    mov dword ptr [r15 + r9 + 1344], ecx
+    movsxd rsi, dword ptr [r15 + r9 + 1344]
+    mov r9d, dword ptr [r15 + 256]
+    movzx edi, byte ptr [r15 + 128]
+    mov edx, dword ptr [r15 + 192]
+    vpmovmskb r9d, xmm15
+    mov dword ptr [r15 + 128], 50
+    mov r9, r9
+    mov dword ptr [r15 + 576], r9d
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c23:
-    lea r8, [r11 + r11*1]
-    and r8, 8128
-    mov rcx, qword ptr [r15 + r8 + 7488]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, 109
-    mov dword ptr [r15 + 0], 6
-    movzx ebp, bpl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 214
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu xmmword ptr [r15 + 0], xmm11
-    mov ebp, dword ptr [r15 + 704]
-    mov dword ptr [r15 + 128], ecx
-    mov rcx, qword ptr [r15 + 128]
-    jmp 1f
-1:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 15
+    lea rcx, [rip + .Lc1_d1105_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d1105_s_t
+    .p2align 3
+.Lc1_d1105_s:
+    .p2align 3
+    jmp .Lc1_d1105_j
+    .p2align 3
+    jmp .Lc1_d1105_j
+    .p2align 3
+    jmp .Lc1_d1105_j
+    .p2align 3
+    jmp .Lc1_d1105_j
+    .p2align 3
+    jmp .Lc1_d1105_j
+    .p2align 3
+    jmp .Lc1_d1105_j
+    .p2align 3
+    jmp .Lc1_d1105_j
+    .p2align 3
+    jmp .Lc1_d1105_j
+    .p2align 3
+    jmp .Lc1_d1105_j
+    .p2align 3
+    jmp .Lc1_d1105_j
+    .p2align 3
+    jmp .Lc1_d1105_j
+    .p2align 3
+    jmp .Lc1_d1105_j
+    .p2align 3
+    jmp .Lc1_d1105_j
+    .p2align 3
+    jmp .Lc1_d1105_j
+    .p2align 3
+    jmp .Lc1_d1105_j
+    .p2align 3
+    jmp .Lc1_d1105_j
+.Lc1_d1105_j:
     mov r9, r11
-    mov byte ptr [r15 + 448], bpl
-    mov rsi, rdx
-    and r9, 448
-    mov dword ptr [r15 + r9 + 832], eax
-    add rcx, qword ptr [r15 + 64]
-    mov dword ptr [r15 + 512], ecx
-    mov ecx, dword ptr [r15 + 384]
-    mov ebp, ecx
-    jmp 1f
-1:
-    mov dword ptr [r15 + 320], 227
-    movsxd rcx, dword ptr [r15 + 384]
-    mov r9, r11
-    vmovdqu ymmword ptr [r15 + 192], ymm11
-    jmp 1f
-1:
-    mov byte ptr [r15 + r8 + 7552], bpl
-    and r9, 16320
-    movzx edx, byte ptr [r15 + r9 + 15680]
-    mov dword ptr [r15 + 768], edx
-    jmp 1f
-1:
-    mov r9, qword ptr [r15 + 448]
-    movzx edx, byte ptr [r15 + 256]
+    and r9, 4032
+    mov eax, dword ptr [r15 + r9 + 3392]
+    mov qword ptr [r15 + 384], rax
+    vmovdqu xmm15, xmmword ptr [r15 + 192]
+    mov r9d, dword ptr [r15 + 64]
+    mov rax, qword ptr [r15 + 448]
+    or qword ptr [r15 + 0], 94
+    mov rdx, rax
+    mov ecx, dword ptr [r15 + 640]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c24:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 67108864
-    setz al
-    lea rcx, [rip + .Lc1_d1450_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d1450_s_t
-    .p2align 3
-.Lc1_d1450_s:
-    .p2align 3
-    jmp .Lc1_d1450_j
-    .p2align 3
-    jmp .Lc1_d1450_j
-.Lc1_d1450_j:
     jmp 1f
 1:
-    movsxd rcx, dword ptr [r15 + 384]
-    mov eax, dword ptr [r15 + 448]
+    mov eax, edx
+    mov dword ptr [r15 + 704], 97
+    mov edx, 202
+    vmovq xmm15, r9
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lock add qword ptr [r15 + 0], rax
-    mov rax, rcx
-    mov qword ptr [r15 + 0], r9
     jmp 1f
 1:
+    vmovdqu ymmword ptr [r15 + 0], ymm15
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 90
-    lea r9, [r11 + r11*1]
-    mov ecx, eax
+    mov byte ptr [r15 + 0], dl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edx, 244
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, dword ptr [r15 + 320]
     mov rbp, r11
-    and r9, 1984
-    movzx edi, byte ptr [r15 + r9 + 1344]
-    jmp 1f
-1:
+    movzx edx, byte ptr [r15 + 384]
     and rbp, 448
-    mov rax, qword ptr [r15 + rbp + 832]
-    mov rbp, r9
+    mov r8, r11
+    mov qword ptr [r15 + rbp + 832], r8
+    vmovdqu ymmword ptr [r15 + 128], ymm15
+    and r8, 1984
+    mov dword ptr [r15 + r8 + 1344], 242
+    mov qword ptr [r15 + 256], r8
+    movzx r8d, byte ptr [r15 + 448]
     jmp 1f
 1:
     jmp 1f
 1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + 256], 190
-    mov rbp, r9
-    movsxd rax, dword ptr [r15 + 512]
-    mov ecx, r9d
-    movzx ebp, dil
-    movzx edi, r9b
-    .byte 0x0f, 0x1f, 0x40, 0x00
-    mov edi, eax
-    mov rax, rdi
-    lea rbp, [r11 + r11*1]
+    movzx ebp, r8b
+    mov r8, qword ptr [r15 + 128]
+    mov dword ptr [r15 + 320], r8d
     jmp 1f
 1:
-    movsxd rdi, dword ptr [r15 + 320]
-    mov rcx, qword ptr [r15 + 192]
-    and rbp, 4032
-    mov qword ptr [r15 + rbp + 3392], r9
+    mov dword ptr [r15 + 512], r8d
+    mov r8d, 87
+    mov r8d, dword ptr [r15 + 64]
     jmp 1f
 1:
-    movzx edx, byte ptr [r15 + 64]
-    movsxd r8, dword ptr [r15 + r9 + 1408]
-    mov rsi, qword ptr [r15 + 576]
-    mov dword ptr [r15 + rbp + 3456], eax
-    movzx ebp, byte ptr [r15 + 128]
+    mov rbp, r11
+    mov rcx, rbp
+    and rbp, 16320
+    mov dword ptr [r15 + rbp + 15680], r8d
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c25:
-    lea rcx, [rip + .Lc1_d1509_j]
+    lea rcx, [rip + .Lc1_d1185_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d1509_j_t
-.Lc1_d1509_j:
+    jmp .Lc1_d1185_j_t
+.Lc1_d1185_j:
+    mov ecx, ecx
+    mov byte ptr [r15 + 768], bpl
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov rbp, r11
+    jmp 1f
+1:
+    and rbp, 448
+    mov byte ptr [r15 + rbp + 832], bpl
+    mov byte ptr [r15 + 192], bpl
+    mov qword ptr [r15 + 448], rbp
+    mov dword ptr [r15 + 0], ebp
+    movzx ebp, bpl
+    jmp 1f
+1:
+    movzx r8d, cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    .byte 0x0f, 0x1f, 0x00
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r8d, ebp
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 48
-    jmp 1f
-1:
-    vpcmpeqb xmm11, xmm11, xmmword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov ecx, ebp
-    movzx ebp, cl
-    mov dword ptr [r15 + 0], 233
-    mov ebp, edi
-    mov ebp, dword ptr [r15 + 64]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov rdi, qword ptr [r15 + 320]
-    mov dword ptr [r15 + 384], esi
-    movzx esi, bpl
-    mov dword ptr [r15 + 448], 38
-    mov esi, 75
+    movzx ecx, r8b
+    movzx r8d, cl
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r8, r11
-    mov dword ptr [r15 + 192], r8d
-    and r8, 1984
-    mov dword ptr [r15 + r8 + 1344], 76
+    mov ecx, r8d
+    and r8, 4032
+    movsxd rbp, dword ptr [r15 + r8 + 3392]
+    movsxd r8, dword ptr [r15 + 384]
     jmp 1f
 1:
-    mov r8, qword ptr [r15 + 128]
-    movsxd rsi, dword ptr [r15 + 320]
-    mov r9d, dword ptr [r15 + 704]
+    mov dword ptr [r15 + 256], 33
+    movzx ecx, byte ptr [r15 + 64]
+    movzx eax, byte ptr [r15 + 512]
     mov r9, r11
+    mov dword ptr [r15 + 128], ecx
+    mov rcx, qword ptr [r15 + 320]
     jmp 1f
 1:
     and r9, 8128
-    mov qword ptr [r15 + r9 + 7488], rsi
-    vmovdqu ymmword ptr [r15 + 64], ymm11
-    and ebp, dword ptr [r15 + 512]
-    jmp 1f
-1:
-    mov rax, rdx
-    mov edx, r8d
-    mov r9, r11
-    movsxd rdx, dword ptr [r15 + 256]
-    mov esi, r8d
-    and r9, 448
-    mov rsi, qword ptr [r15 + r9 + 832]
-    mov r9, rax
-    movsxd r9, dword ptr [r15 + 640]
-    jmp 1f
-1:
+    mov rdx, qword ptr [r15 + r9 + 7488]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c26:
+    mov byte ptr [r15 + 512], r9b
     jmp 1f
 1:
+    mov qword ptr [r15 + 320], rdx
+    add rdx, qword ptr [r15 + 576]
     jmp 1f
 1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r9d, 106
-    movzx eax, sil
-    mov byte ptr [r15 + 192], sil
-    mov r9, rsi
-    mov esi, eax
-    mov r9d, 226
-    mov r9, r11
-    jmp 1f
-1:
-    and r9, 4032
-    mov dword ptr [r15 + r9 + 3392], 175
-    mov dword ptr [r15 + 768], 186
-    mov r9, qword ptr [r15 + 384]
-    jmp 1f
-1:
-    mov eax, 148
-    mov rax, rax
-    mov rbp, r11
-    jmp 1f
-1:
-    jmp 1f
-1:
-    and rbp, 8128
-    movzx edx, byte ptr [r15 + rbp + 7488]
-    movzx ecx, byte ptr [r15 + 256]
+    movzx r9d, cl
+    mov ecx, 158
+    mov esi, edx
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rdx, rsi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov esi, 89
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 128], esi
     test ebx, 1073741824
     jz 1f
 1:
+    mov rdx, rsi
+    mov r9, r11
+    mov esi, dword ptr [r15 + 384]
+    and r9, 1984
+    mov dword ptr [r15 + r9 + 1344], edx
+    movzx eax, r9b
+    and eax, dword ptr [r15 + 256]
     jmp 1f
 1:
+    mov edx, edx
+    mov rbp, r11
+    mov r9, r11
+    and rbp, 4032
+    mov rdx, qword ptr [r15 + rbp + 3392]
+    mov ebp, edx
+    and r9, 8128
+    add rdx, qword ptr [r15 + r9 + 7488]
+    mov ebp, edx
     jmp 1f
 1:
+    mov rcx, rbp
+    mov rdx, qword ptr [r15 + 64]
+    mov byte ptr [r15 + 192], bpl
+    mov ecx, edx
     jmp 1f
 1:
-    mov ebp, 151
-    vmovq qword ptr [r15 + 0], xmm11
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovq qword ptr [r15 + 0], xmm11
-    mov dword ptr [r15 + 0], 44
-    vmovdqu ymmword ptr [r15 + 128], ymm11
-    movzx ebp, byte ptr [r15 + 320]
-    mov eax, ebp
-    mov eax, ecx
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov qword ptr [r15 + 64], rsi
-    mov eax, ecx
-    mov dword ptr [r15 + 512], r9d
-    movzx eax, al
-    jmp 1f
-1:
-    movzx eax, byte ptr [r15 + 448]
+    mov ebp, 54
     jmp 1f
 1:
     add r11, 64
@@ -2551,267 +2116,235 @@ ditto_body_c1:
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c27:
-    lea rcx, [rip + .Lc1_d1615_j]
+    lea rcx, [rip + .Lc1_d1284_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d1615_j_t
-.Lc1_d1615_j:
-    mov ecx, 24
+    jmp .Lc1_d1284_j_t
+.Lc1_d1284_j:
     jmp 1f
 1:
-    mov r8, r11
-    mov eax, r8d
-    jmp 1f
-1:
-    and r8, 8128
-    mov qword ptr [r15 + r8 + 7488], rdi
-    jmp 1f
-1:
-    mov dword ptr [r15 + 192], ecx
-    mov r8d, 232
-    movzx ecx, byte ptr [r15 + 320]
-    mov dword ptr [r15 + 384], 37
-    mov byte ptr [r15 + 0], cl
-    mov rcx, rax
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov rcx, rcx
-    mov byte ptr [r15 + 0], cl
+    movzx ecx, dl
+    mov rbp, r11
+    mov rcx, rbp
+    and rbp, 1984
+    mov qword ptr [r15 + rbp + 1344], rbp
+    mov dword ptr [r15 + 64], edx
+    movzx edi, byte ptr [r15 + 384]
+    mov ebp, 166
+    vmovq qword ptr [r15 + 448], xmm15
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 40
-    mov ecx, ebp
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, dword ptr [r15 + 128]
+    mov qword ptr [r15 + 704], r8
     jmp 1f
 1:
-    mov rcx, rcx
-    mov rax, r8
-    add rcx, qword ptr [r15 + 0]
-    movzx eax, r8b
-    mov ebp, dword ptr [r15 + 64]
-    mov r8, r11
-    mov qword ptr [r15 + 384], rax
-    add rbp, qword ptr [r15 + 640]
-    mov qword ptr [r15 + 512], rcx
-    and r8, 1984
-    mov byte ptr [r15 + r8 + 1344], sil
-    mov r8, r11
-    mov byte ptr [r15 + 576], al
-    and r8, 448
-    mov qword ptr [r15 + r8 + 832], r8
-    mov r8, qword ptr [r15 + 448]
+    mov r9, r11
+    mov rcx, r8
+    mov dword ptr [r15 + 640], 120
     jmp 1f
 1:
-    movsxd rax, dword ptr [r15 + 128]
+    and r9, 8128
+    mov r8d, dword ptr [r15 + r9 + 7488]
     jmp 1f
 1:
-    mov ecx, 15
-    mov ecx, ebp
+    movzx r9d, cl
+    mov ecx, 182
+    mov r9d, r8d
     jmp 1f
 1:
+    jmp 1f
+1:
+    mov r9, rcx
+    mov dword ptr [r15 + 512], r8d
+    movzx r8d, cl
+    mov ecx, dword ptr [r15 + 192]
+    mov rbp, r11
+    jmp 1f
+1:
+    mov qword ptr [r15 + 320], r9
+    and rbp, 448
+    mov r9d, dword ptr [r15 + rbp + 832]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c28:
-    lea rcx, [rip + .Lc1_d1671_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d1671_j_t
-.Lc1_d1671_j:
-    mov r8, r11
-    movsxd rbp, dword ptr [r15 + 448]
     jmp 1f
 1:
-    and r8, 1984
-    mov qword ptr [r15 + r8 + 1344], rax
-    mov dword ptr [r15 + 0], 242
+    and r9d, dword ptr [r15 + 384]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, ebp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rbp
-    and r8, 4032
-    movzx ebp, byte ptr [r15 + r8 + 3392]
     jmp 1f
 1:
-    movzx eax, byte ptr [r15 + 192]
-    lock add qword ptr [r15 + 256], r8
-    movzx r8d, byte ptr [r15 + 64]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, 75
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu ymmword ptr [r15 + 0], ymm15
     jmp 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, eax
+    jmp 1f
+1:
+    vpxor xmm15, xmm15, xmm0
+    vmovdqu xmmword ptr [r15 + 128], xmm15
+    mov rbp, r11
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov rax, rbp
+    and rbp, 448
+    mov eax, dword ptr [r15 + rbp + 832]
     test ebx, 1073741824
     jz 1f
 1:
-    mov r8, qword ptr [r15 + 512]
-    mov byte ptr [r15 + 320], bpl
-    mov ebp, 241
     jmp 1f
 1:
-    mov rbp, r11
-    mov qword ptr [r15 + 128], rdx
-    movzx edx, byte ptr [r15 + 384]
-    and rbp, 448
-    mov dword ptr [r15 + rbp + 832], eax
+    movzx ebp, byte ptr [r15 + 768]
+    mov r9, r11
     jmp 1f
 1:
+    and r9, 1984
+    mov dword ptr [r15 + r9 + 1344], 89
+    movzx r9d, bpl
+    add rcx, qword ptr [r15 + 64]
     jmp 1f
 1:
-    mov qword ptr [r15 + 128], rdi
-    mov ebp, dword ptr [r15 + 320]
-    movzx eax, byte ptr [r15 + 704]
-    mov edi, ecx
-    mov rdi, rdx
+    vpaddq xmm15, xmm15, xmmword ptr [r15 + 448]
+    mov r9, qword ptr [r15 + 512]
+    mov eax, 241
     jmp 1f
 1:
+    mov eax, eax
+    or qword ptr [r15 + 384], 64
+    inc dword ptr [r15 + 320]
+    mov rax, rax
+    mov r8, r11
+    mov dword ptr [r15 + 192], r9d
+    vpaddq xmm15, xmm15, xmmword ptr [r15 + 256]
     jmp 1f
 1:
-    jmp 1f
-1:
+    and r8, 4032
+    mov dword ptr [r15 + r8 + 3392], r8d
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c29:
+    lea rcx, [rip + .Lc1_d1381_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d1381_j_t
+.Lc1_d1381_j:
+    mov r8, r11
+    mov ecx, ecx
+    mov ecx, 194
+    and r8, 4032
+    mov dword ptr [r15 + r8 + 3392], r8d
+    vpshufd xmm15, xmm15, 125
+    movzx ebp, byte ptr [r15 + 256]
     jmp 1f
 1:
-    mov eax, 20
-    mov rax, rbp
-    movzx ebp, al
-    movzx eax, bpl
-    mov rax, qword ptr [r15 + 128]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
+    mov r9, qword ptr [r15 + 512]
+    movsxd rcx, dword ptr [r15 + 64]
+    vmovdqu ymmword ptr [r15 + 0], ymm15
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, al
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    movzx edi, r8b
+    mov r8d, r8d
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov qword ptr [r15 + 0], rbp
-    mov ebp, 40
-    mov rbp, rbp
-    mov eax, eax
+    movzx r8d, r9b
+    mov byte ptr [r15 + 0], bpl
+    mov dword ptr [r15 + 0], r9d
+    mov r9d, 122
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     mov rbp, r11
-    mov eax, 234
-    mov rax, qword ptr [r15 + 384]
-    mov r8, r11
-    and rbp, 4032
-    mov qword ptr [r15 + rbp + 3392], rax
-    and r8, 8128
-    mov ebp, dword ptr [r15 + r8 + 7488]
-    mov dword ptr [r15 + 64], 51
-    mov byte ptr [r15 + 512], al
+    movsxd r9, dword ptr [r15 + 448]
+    mov r8d, r8d
+    and rbp, 8128
+    mov dword ptr [r15 + rbp + 7488], edi
     jmp 1f
 1:
+    .byte 0x0f, 0x1f, 0x40, 0x00
+    mov dword ptr [r15 + 128], 51
+    mov r8d, 141
+    movsxd rdi, dword ptr [r15 + 576]
     jmp 1f
 1:
-    mov rax, rdi
-    mov r8, r11
-    jmp 1f
-1:
-    and r8, 1984
-    movzx edi, byte ptr [r15 + r8 + 1344]
-    mov dword ptr [r15 + 320], 170
-    jmp 1f
-1:
-    mov dword ptr [r15 + 768], 94
-    mov r8d, dword ptr [r15 + 256]
-    mov dword ptr [r15 + 192], 38
-    movzx eax, r8b
-    mov r8d, ebp
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
+    movsxd r8, dword ptr [r15 + 320]
+    mov rbp, r8
+    mov qword ptr [r15 + 384], rdi
+    movzx ebp, byte ptr [r15 + 192]
+    movsxd rdi, dword ptr [r15 + 64]
+    movzx esi, byte ptr [r15 + 320]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c30:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 4
-    setz al
-    lea rcx, [rip + .Lc1_d1777_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d1777_s_t
-    .p2align 3
-.Lc1_d1777_s:
-    .p2align 3
-    jmp .Lc1_d1777_j
-    .p2align 3
-    jmp .Lc1_d1777_j
-.Lc1_d1777_j:
-    movzx ecx, bpl
-    mov qword ptr [r15 + 64], rcx
-    mov dword ptr [r15 + 384], 147
-    mov rcx, rcx
-    movzx eax, byte ptr [r15 + 576]
-    mov dword ptr [r15 + 256], 121
-    mov rbp, qword ptr [r15 + 320]
-    movzx ecx, bpl
+    mov byte ptr [r15 + 320], sil
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    movzx ebp, r9b
-    mov edi, 5
-    mov edi, 58
+    jmp 1f
+1:
+    mov rsi, rbp
+    nop
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov esi, edi
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    add r9, qword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], esi
+    mov dword ptr [r15 + 0], esi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], sil
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, rcx
-    mov rbp, r11
-    test dword ptr [r15 + 67117723], 1107329024
+    mov qword ptr [r15 + 128], rsi
+    mov rsi, rsi
+    test ebx, 1024
     jz 1f
 1:
+    jmp 1f
+1:
+    mov edi, dword ptr [r15 + 448]
+    vpor xmm15, xmm15, xmm15
+    mov esi, 197
+    mov rbp, r11
+    jmp 1f
+1:
     and rbp, 448
-    mov byte ptr [r15 + rbp + 832], bpl
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r9d, 34
-    jmp 1f
-1:
-    mov r9d, ebp
-    jmp 1f
-1:
-    mov qword ptr [r15 + 448], r8
-    mov r8d, 159
+    imul rax, qword ptr [r15 + rbp + 832]
+    mov ebp, eax
+    mov eax, edi
+    mov byte ptr [r15 + 64], dil
+    mov dword ptr [r15 + 384], eax
+    add rax, qword ptr [r15 + 704]
+    mov byte ptr [r15 + 640], al
     mov r8, r11
-    mov ebp, ebp
-    jmp 1f
-1:
-    and r8, 8128
-    movsxd rbp, dword ptr [r15 + r8 + 7488]
+    mov rdi, rdi
+    and r8, 1984
     mov r9, r11
-    mov r8, r9
-    and r9, 4032
-    movzx r8d, byte ptr [r15 + r9 + 3392]
+    mov eax, dword ptr [r15 + r8 + 1344]
+    and r9, 8128
+    mov dword ptr [r15 + r9 + 7488], 239
     jmp 1f
 1:
-    mov dword ptr [r15 + 512], 165
+    movzx r9d, byte ptr [r15 + 256]
+    mov r8d, 134
+    mov dword ptr [r15 + 512], eax
     jmp 1f
 1:
     add r11, 64
@@ -2819,618 +2352,546 @@ ditto_body_c1:
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c31:
-    mov r8d, dword ptr [r15 + 704]
-    movzx r9d, byte ptr [r15 + 384]
-    movzx ebp, byte ptr [r15 + 128]
-    jmp 1f
-1:
-    and ebp, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 139
-    mov rsi, r8
-    mov rsi, r9
-    mov eax, 240
-    mov dword ptr [r15 + 0], edx
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, r11
-    mov byte ptr [r15 + 640], cl
-    jmp 1f
-1:
-    mov ecx, r9d
-    and r9, 448
-    movzx ecx, byte ptr [r15 + r9 + 832]
-    inc dword ptr [r15 + 256]
-    mov byte ptr [r15 + 192], cl
-    mov ecx, 223
-    jmp 1f
-1:
-    mov r9d, 170
-    movzx ecx, byte ptr [r15 + 448]
-    mov r9, r11
+    lea rcx, [rip + .Lc1_d1481_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d1481_j_t
+.Lc1_d1481_j:
     mov rbp, r11
-    mov eax, 197
+    jmp 1f
+1:
+    mov ecx, 209
+    and rbp, 4032
+    vpaddq xmm15, xmm15, xmmword ptr [r15 + rbp + 3392]
+    xor dword ptr [r15 + 0], ebp
+    mov ebp, ebp
+    vmovdqu ymmword ptr [r15 + 0], ymm15
+    vmovdqu xmmword ptr [r15 + 0], xmm15
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov ebp, 201
+    mov r12, qword ptr [r15 + r12 + 56]
+    .byte 0x0f, 0x1f, 0x40, 0x00
+    and ebp, dword ptr [r15 + 448]
+    mov r8, r11
+    jmp 1f
+1:
+    and r8, 448
+    movsxd rcx, dword ptr [r15 + r8 + 832]
+    mov dword ptr [r15 + 512], ebp
+    movsxd rbp, dword ptr [r15 + 128]
+    movzx r8d, sil
+    movzx esi, byte ptr [r15 + 64]
+    mov byte ptr [r15 + 256], cl
+    jmp 1f
+1:
+    mov ecx, 217
+    movzx r8d, byte ptr [r15 + 384]
+    vpshufd xmm15, xmm15, 47
+    mov rdi, rsi
+    movsxd rdi, dword ptr [r15 + 192]
+    mov ecx, 45
+    mov r9, r11
+    mov ecx, dword ptr [r15 + 384]
     and r9, 1984
-    mov byte ptr [r15 + r9 + 1344], sil
-    and rbp, 8128
-    movzx r9d, byte ptr [r15 + rbp + 7488]
-    mov qword ptr [r15 + 512], rax
-    vmovdqu ymmword ptr [r15 + 320], ymm11
-    jmp 1f
-1:
-    mov eax, dword ptr [r15 + 64]
-    mov ebp, ecx
-    and r9d, dword ptr [r15 + 128]
-    mov ebp, ecx
-    jmp 1f
-1:
+    mov dword ptr [r15 + r9 + 1344], ebp
+    movsxd rbp, dword ptr [r15 + 320]
+    mov r9, qword ptr [r15 + 768]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c32:
-    lea rcx, [rip + .Lc1_d1879_j]
+    lea rcx, [rip + .Lc1_d1527_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d1879_j_t
-.Lc1_d1879_j:
-    mov byte ptr [r15 + 320], cl
-    mov dword ptr [r15 + 768], ecx
-    mov r9, qword ptr [r15 + 448]
-    vpxor xmm11, xmm11, xmm14
+    jmp .Lc1_d1527_j_t
+.Lc1_d1527_j:
+    mov rbp, r11
+    and rbp, 1984
+    movzx edi, byte ptr [r15 + rbp + 1344]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], r9d
-    mov eax, 3
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], eax
+    movzx r9d, bpl
+    movzx r9d, r9b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, r9
+    mov r9d, eax
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, 250
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], r9d
-    mov rax, rax
-    test ebx, 1073741824
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 512], 228
+    movzx eax, byte ptr [r15 + 320]
+    test ebx, 9728
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 384], ymm11
+    mov edx, dword ptr [r15 + 192]
     mov rbp, r11
-    mov dword ptr [r15 + 384], ecx
-    and rbp, 16320
-    mov ecx, dword ptr [r15 + rbp + 15680]
-    mov eax, ecx
-    mov rax, qword ptr [r15 + 128]
-    mov r8, r11
+    mov eax, dword ptr [r15 + 576]
+    mov byte ptr [r15 + 256], r9b
+    and rbp, 8128
+    mov r9d, dword ptr [r15 + rbp + 7488]
     jmp 1f
 1:
-    and r8, 1984
-    movzx edi, byte ptr [r15 + r8 + 1344]
-    mov dword ptr [r15 + 256], edi
-    mov edi, 43
+    jmp 1f
+1:
+    mov ebp, 62
+    mov byte ptr [r15 + 448], dl
+    mov dword ptr [r15 + 64], ebp
+    mov ebp, dword ptr [r15 + 128]
+    jmp 1f
+1:
+    jmp 1f
+1:
     mov r8, r11
-    vmovdqu xmm11, xmmword ptr [r15 + 192]
-    mov edi, dword ptr [r15 + 64]
+    movzx edx, byte ptr [r15 + 128]
+    mov ecx, dword ptr [r15 + 384]
     and r8, 4032
-    mov dword ptr [r15 + r8 + 3392], 112
-    jmp 1f
-1:
-    mov dword ptr [r15 + 512], 146
-    mov byte ptr [r15 + 64], r8b
+    mov esi, dword ptr [r15 + r8 + 3392]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c33:
-    mov r8d, dword ptr [r15 + 320]
+    mov dword ptr [r15 + 512], r8d
+    add rax, qword ptr [r15 + 704]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r8d, dword ptr [r15 + 448]
+    jmp 1f
+1:
+    mov edx, dword ptr [r15 + 192]
+    jmp 1f
+1:
+    vpxor xmm15, xmm15, xmm7
     mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 0], ymm11
+    mov dword ptr [r15 + 0], edx
+    mov edx, 192
     mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, 31
+    vmovdqu xmmword ptr [r15 + 0], xmm15
+    mov byte ptr [r15 + 0], dl
     jmp 1f
 1:
-    mov edi, 190
+    mov dword ptr [r15 + 0], edx
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 215
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], rdi
-    mov qword ptr [r15 + 512], rdi
     mov rbp, r11
-    mov qword ptr [r15 + 256], r9
-    mov dword ptr [r15 + 448], 150
-    jmp 1f
-1:
-    and rbp, 4032
-    mov qword ptr [r15 + rbp + 3392], rbp
-    mov edi, dword ptr [r15 + 384]
-    movsxd rbp, dword ptr [r15 + 320]
-    jmp 1f
-1:
-    mov byte ptr [r15 + 448], r8b
-    mov r8, r11
-    movsxd r9, dword ptr [r15 + 128]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rdx
+    mov dword ptr [r15 + 64], ebp
+    and rbp, 448
+    movsxd rdx, dword ptr [r15 + rbp + 832]
+    mov r9d, dword ptr [r15 + 256]
+    mov byte ptr [r15 + 320], r9b
+    mov byte ptr [r15 + 640], r9b
+    mov r9, qword ptr [r15 + 64]
+    mov rbp, qword ptr [r15 + 128]
+    mov ecx, dword ptr [r15 + 384]
+    mov rbp, r11
+    mov rsi, rdx
+    mov rdx, qword ptr [r15 + 320]
     mov r9, r11
-    vmovdqu ymmword ptr [r15 + 640], ymm11
-    and r9, 8128
-    mov eax, dword ptr [r15 + r9 + 7488]
-    and r8, 448
-    mov qword ptr [r15 + r8 + 832], rdi
-    vpmovmskb r9d, xmm11
-    movsxd r8, dword ptr [r15 + 576]
-    add r9, qword ptr [r15 + 192]
+    and rbp, 8128
+    vmovdqu ymmword ptr [r15 + rbp + 7488], ymm15
     jmp 1f
 1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov edi, 192
-    movzx ecx, dil
-    vmovdqu ymmword ptr [r15 + 64], ymm11
+    and r9, 4032
+    mov qword ptr [r15 + r9 + 3392], rsi
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c34:
-    lea rcx, [rip + .Lc1_d1973_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d1973_j_t
-.Lc1_d1973_j:
-    jmp 1f
-1:
-    mov qword ptr [r15 + 256], rcx
-    jmp 1f
-1:
-    mov ecx, 201
-    mov qword ptr [r15 + 512], rcx
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 15
+    lea rcx, [rip + .Lc1_d1622_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d1622_s_t
+    .p2align 3
+.Lc1_d1622_s:
+    .p2align 3
+    jmp .Lc1_d1622_j
+    .p2align 3
+    jmp .Lc1_d1622_j
+    .p2align 3
+    jmp .Lc1_d1622_j
+    .p2align 3
+    jmp .Lc1_d1622_j
+    .p2align 3
+    jmp .Lc1_d1622_j
+    .p2align 3
+    jmp .Lc1_d1622_j
+    .p2align 3
+    jmp .Lc1_d1622_j
+    .p2align 3
+    jmp .Lc1_d1622_j
+    .p2align 3
+    jmp .Lc1_d1622_j
+    .p2align 3
+    jmp .Lc1_d1622_j
+    .p2align 3
+    jmp .Lc1_d1622_j
+    .p2align 3
+    jmp .Lc1_d1622_j
+    .p2align 3
+    jmp .Lc1_d1622_j
+    .p2align 3
+    jmp .Lc1_d1622_j
+    .p2align 3
+    jmp .Lc1_d1622_j
+    .p2align 3
+    jmp .Lc1_d1622_j
+.Lc1_d1622_j:
+    movzx r9d, r9b
+    mov esi, 156
     mov r8, r11
-    jmp 1f
-1:
-    jmp 1f
-1:
-    and r8, 1984
-    mov rcx, qword ptr [r15 + r8 + 1344]
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 0], ymm11
-    movzx r8d, r8b
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, r11
-    mov dword ptr [r15 + 64], ecx
-    mov rcx, qword ptr [r15 + 192]
-    and r8, 8128
-    mov eax, dword ptr [r15 + r8 + 7488]
-    mov r8, rcx
-    jmp 1f
-1:
-    mov r8d, 219
-    mov dword ptr [r15 + 128], r9d
-    mov qword ptr [r15 + 704], rax
-    jmp 1f
-1:
-    mov qword ptr [r15 + 128], rax
-    mov rax, qword ptr [r15 + 320]
-    jmp 1f
-1:
-    mov r8, r11
-    jmp 1f
-1:
+    mov dword ptr [r15 + 448], 121
+    mov rax, qword ptr [r15 + 384]
+    mov rbp, r11
     and r8, 448
-    mov dword ptr [r15 + r8 + 832], 50
-    mov r8d, ecx
-    mov r8d, 159
-    jmp 1f
-1:
-    mov dword ptr [r15 + 384], eax
-    vpor xmm11, xmm11, xmm11
-    mov r8, rcx
+    movsxd rcx, dword ptr [r15 + r8 + 832]
+    and rbp, 1984
+    movsxd r8, dword ptr [r15 + rbp + 1344]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c35:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 8388608
-    setz al
-    lea rcx, [rip + .Lc1_d2028_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d2028_s_t
-    .p2align 3
-.Lc1_d2028_s:
-    .p2align 3
-    jmp .Lc1_d2028_j
-    .p2align 3
-    jmp .Lc1_d2028_j
-.Lc1_d2028_j:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov ecx, 65
-    mov ecx, dword ptr [r15 + 768]
-    mov r8, r11
-    jmp 1f
-1:
-    and r8, 4032
-    movsxd rbp, dword ptr [r15 + r8 + 3392]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movsxd r9, dword ptr [r15 + 128]
-    movzx r8d, byte ptr [r15 + 320]
-    mov eax, dword ptr [r15 + 192]
-    mov byte ptr [r15 + 384], cl
-    mov rcx, rcx
-    mov byte ptr [r15 + 0], cl
-    mov dword ptr [r15 + 0], 1
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    movzx ecx, cl
-    mov ecx, 65
-    test ebx, 1073741824
-    jz 1f
+    mov r8d, ebp
+    jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov byte ptr [r15 + 0], bpl
+    mov dword ptr [r15 + 0], r8d
+    jmp 1f
+1:
     mov rbp, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, r11
-    and rbp, 448
-    movzx ecx, byte ptr [r15 + rbp + 832]
-    movzx ebp, byte ptr [r15 + 576]
-    movzx eax, bpl
-    and r8, 1984
-    movsxd rbp, dword ptr [r15 + r8 + 1344]
-    mov qword ptr [r15 + 448], rbp
-    mov r8, qword ptr [r15 + 256]
-    vpaddd xmm11, xmm11, xmm11
-    jmp 1f
-1:
-    movzx ebp, byte ptr [r15 + 384]
-    movsxd r9, dword ptr [r15 + 448]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 512], eax
-    mov eax, dword ptr [r15 + 64]
-    mov rdi, r8
+    mov r8, qword ptr [r15 + 448]
+    mov r9, r11
+    and rbp, 16320
+    mov rcx, qword ptr [r15 + rbp + 15680]
+    mov rbp, r11
+    and r9, 4032
+    mov rax, qword ptr [r15 + r9 + 3392]
+    mov r9d, 170
+    mov r9d, dword ptr [r15 + 384]
+    and rbp, 8128
+    mov dword ptr [r15 + rbp + 7488], ecx
+    mov ecx, dword ptr [r15 + 320]
+    mov dword ptr [r15 + 512], ecx
+    mov ecx, dword ptr [r15 + 64]
+    mov dword ptr [r15 + 128], 5
+    mov esi, ecx
+    mov dword ptr [r15 + 192], 163
+    mov ecx, dword ptr [r15 + 192]
+    mov dword ptr [r15 + 320], 211
+    movzx ebp, byte ptr [r15 + 256]
+    mov rdx, qword ptr [r15 + 128]
+    movzx edi, byte ptr [r15 + 768]
+    mov dword ptr [r15 + 576], edi
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c36:
-    mov dword ptr [r15 + 128], 130
-    mov byte ptr [r15 + 0], r9b
-    movzx r9d, bpl
-    mov byte ptr [r15 + 0], r9b
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rdx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], edi
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], r9b
-    mov r9, qword ptr [r15 + 512]
-    jmp 1f
-1:
-    movzx edi, byte ptr [r15 + 448]
-    mov ebp, ebp
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov rbp, qword ptr [r15 + 320]
-    vmovdqu ymmword ptr [r15 + 64], ymm11
-    vmovdqu ymmword ptr [r15 + 384], ymm11
-    movsxd rax, dword ptr [r15 + 256]
-    lea r8, [r11 + r11*1]
-    mov byte ptr [r15 + 192], dil
-    mov edi, 173
-    movzx edi, byte ptr [r15 + 320]
-    mov rbp, r11
-    and r8, 8128
-    mov byte ptr [r15 + r8 + 7488], r8b
-    mov dword ptr [r15 + 640], 239
-    and rbp, 1984
-    movzx ecx, byte ptr [r15 + rbp + 1344]
-    mov rbp, r11
-    movzx edx, byte ptr [r15 + r8 + 7552]
-    and rbp, 4032
-    mov r8d, dword ptr [r15 + rbp + 3392]
-    mov ebp, 117
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 64], ebp
-    jmp 1f
-1:
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c37:
-    lea rcx, [rip + .Lc1_d2129_j]
+    lea rcx, [rip + .Lc1_d1699_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d2129_j_t
-.Lc1_d2129_j:
+    jmp .Lc1_d1699_j_t
+.Lc1_d1699_j:
+    mov qword ptr [r15 + 128], rsi
+    movzx esi, cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, esi
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov ecx, ebp
+    mov rdi, rcx
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
+    vmovdqu ymmword ptr [r15 + 0], ymm15
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    vpaddd xmm11, xmm11, xmm11
-    mov dword ptr [r15 + 0], ecx
-    mov ecx, r8d
-    add r8, qword ptr [r15 + 64]
-    mov rcx, r8
-    movzx r8d, dl
-    mov r8, r11
-    jmp 1f
-1:
-    vpmovmskb edx, xmm11
-    mov edx, edx
-    and r8, 1984
-    movsxd rbp, dword ptr [r15 + r8 + 1344]
+    mov ecx, 193
+    mov esi, dword ptr [r15 + 640]
+    mov rbp, r11
     jmp 1f
 1:
     test ebx, 1073741824
     jz 1f
 1:
-    mov r8d, dword ptr [r15 + 128]
-    vmovq xmm11, rcx
-    mov rbp, r11
-    mov rcx, qword ptr [r15 + 448]
-    and rbp, 4032
-    mov dword ptr [r15 + rbp + 3392], edx
-    mov qword ptr [r15 + 384], rbp
-    mov qword ptr [r15 + 320], rbp
-    mov edx, 206
     jmp 1f
 1:
-    mov rbp, r11
-    movzx edx, bpl
-    movzx edi, byte ptr [r15 + 384]
     and rbp, 448
-    movsxd rdx, dword ptr [r15 + rbp + 832]
-    mov qword ptr [r15 + 768], rcx
-    mov rbp, rax
-    mov ecx, ebp
-    mov rcx, qword ptr [r15 + 512]
-    mov r9, qword ptr [r15 + 704]
-    mov ebp, r8d
+    mov r8, qword ptr [r15 + rbp + 832]
     jmp 1f
 1:
-    mov rbp, qword ptr [r15 + 192]
+    mov byte ptr [r15 + 64], r8b
+    movzx r9d, bpl
+    mov r8, qword ptr [r15 + 704]
+    mov ebp, dword ptr [r15 + 384]
+    mov r9, r11
+    mov rbp, r11
+    mov dword ptr [r15 + 320], 67
+    and r9, 8128
+    mov dword ptr [r15 + r9 + 7488], ecx
+    and rbp, 1984
+    movzx r9d, byte ptr [r15 + rbp + 1344]
+    mov rcx, qword ptr [r15 + 512]
+    mov rsi, r8
+    mov dword ptr [r15 + 448], ebp
+    mov r8, rsi
+    mov dword ptr [r15 + 256], r8d
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c37:
+    mov r8, r8
+    mov ecx, dword ptr [r15 + 256]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 192], 162
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, rcx
+    mov rcx, rcx
+    mov ecx, ecx
+    mov ebp, esi
+    mov byte ptr [r15 + 0], r8b
+    mov rdi, rbp
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov qword ptr [r15 + 384], r8
+    mov r8, rbp
+    jmp 1f
+1:
+    mov r8, r11
+    movzx ebp, byte ptr [r15 + 64]
+    and r8, 448
+    mov dword ptr [r15 + r8 + 832], 191
+    movzx r8d, bpl
+    mov qword ptr [r15 + 384], rbp
+    mov eax, ebp
+    mov r8, r11
+    mov qword ptr [r15 + 448], rbp
+    mov qword ptr [r15 + 320], r8
+    and r8, 1984
+    mov rbp, qword ptr [r15 + r8 + 1344]
+    mov r8d, dword ptr [r15 + 512]
+    movzx ecx, al
+    mov dword ptr [r15 + 128], eax
+    mov r9, r11
+    jmp 1f
+1:
+    mov rax, r9
+    and r9, 4032
+    mov dword ptr [r15 + r9 + 3392], ebp
+    jmp 1f
+1:
+    jmp 1f
+1:
+    vpaddd xmm15, xmm15, xmm15
+    .byte 0x0f, 0x1f, 0x40, 0x00
+    mov r9, r9
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c38:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], rbp
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 111
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d1801_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d1801_j_t
+.Lc1_d1801_j:
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     jmp 1f
 1:
-    mov ebp, edx
-    vmovdqu xmmword ptr [r15 + 0], xmm11
-    mov ebp, edx
-    mov rbp, qword ptr [r15 + 64]
-    mov edx, 23
-    movsxd rdx, dword ptr [r15 + 384]
-    mov rax, rbp
-    mov byte ptr [r15 + 128], cl
-    mov dword ptr [r15 + 256], 133
-    mov ebp, eax
-    mov dword ptr [r15 + 576], 18
     jmp 1f
 1:
-    add rax, qword ptr [r15 + 192]
-    mov rbp, r11
-    mov r8, r11
-    and rbp, 8128
-    movsxd rcx, dword ptr [r15 + rbp + 7488]
-    and r8, 448
-    mov ebp, dword ptr [r15 + r8 + 832]
     jmp 1f
 1:
-    mov r8d, dword ptr [r15 + 320]
     jmp 1f
 1:
-    mov dword ptr [r15 + 128], 222
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 224
+    movzx esi, cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rsi, dword ptr [r15 + 192]
     mov r9, r11
-    nop
-    and r9, 4032
-    mov rdi, qword ptr [r15 + r9 + 3392]
-    mov qword ptr [r15 + 256], r8
-    mov r8d, dword ptr [r15 + 448]
-    mov r9d, dword ptr [r15 + 512]
-    mov esi, eax
-    jmp 1f
+    movsxd rcx, dword ptr [r15 + 320]
+    and r9, 1984
+    movzx eax, byte ptr [r15 + r9 + 1344]
+    test dword ptr [r15 + 67117724], 2097154
+    jnz 1f
 1:
+    mov r9, r11
+    mov dword ptr [r15 + 384], 78
+    and r9, 4032
+    mov dword ptr [r15 + r9 + 3392], r9d
+    vpcmpeqb xmm15, xmm15, xmmword ptr [r15 + 576]
+    mov dword ptr [r15 + 64], esi
+    movzx r9d, byte ptr [r15 + 768]
+    mov esi, ecx
+    mov rcx, qword ptr [r15 + 128]
+    mov esi, dword ptr [r15 + 512]
+    mov eax, esi
+    mov rsi, r9
+    mov r9d, dword ptr [r15 + 256]
+    mov rbp, r11
+    mov r8, rbp
+    and rbp, 8128
+    mov qword ptr [r15 + rbp + 7488], rbp
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c39:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 7
-    lea rcx, [rip + .Lc1_d2234_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d2234_s_t
-    .p2align 3
-.Lc1_d2234_s:
-    .p2align 3
-    jmp .Lc1_d2234_j
-    .p2align 3
-    jmp .Lc1_d2234_j
-    .p2align 3
-    jmp .Lc1_d2234_j
-    .p2align 3
-    jmp .Lc1_d2234_j
-    .p2align 3
-    jmp .Lc1_d2234_j
-    .p2align 3
-    jmp .Lc1_d2234_j
-    .p2align 3
-    jmp .Lc1_d2234_j
-    .p2align 3
-    jmp .Lc1_d2234_j
-.Lc1_d2234_j:
-    movzx ecx, byte ptr [r15 + 320]
-    vmovdqu xmm11, xmmword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], ecx
-    mov ecx, ecx
-    mov qword ptr [r15 + 0], rax
-    mov ecx, ecx
+    movsxd rbp, dword ptr [r15 + 512]
+    mov dword ptr [r15 + 384], 45
+    mov byte ptr [r15 + 0], bpl
     mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rax
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], ebp
+    mov ebp, 174
+    movzx ecx, r8b
     mov r12, qword ptr [r15 + r12 + 56]
     mov r8, r11
-    mov ecx, 90
-    movzx ecx, cl
-    and r8, 448
-    mov byte ptr [r15 + r8 + 832], r8b
+    mov rbp, r8
+    and r8, 8128
+    movzx r9d, byte ptr [r15 + r8 + 7488]
+    mov r8d, r9d
+    mov r9, r8
+    mov esi, eax
+    movzx eax, sil
+    vmovdqu ymmword ptr [r15 + 320], ymm15
+    mov qword ptr [r15 + 128], rcx
+    jmp 1f
+1:
+    mov dword ptr [r15 + 64], esi
     jmp 1f
 1:
     jmp 1f
 1:
-    jmp 1f
-1:
-    movsxd rax, dword ptr [r15 + 448]
-    test dword ptr [r15 + 67117723], 4194312
-    jz 1f
-1:
-    mov qword ptr [r15 + 384], rax
-    jmp 1f
-1:
-    vmovdqu xmm11, xmmword ptr [r15 + 512]
-    mov byte ptr [r15 + 64], al
-    mov eax, eax
-    movsxd rcx, dword ptr [r15 + 192]
-    mov esi, 92
-    movsxd rax, dword ptr [r15 + 64]
-    movsxd r8, dword ptr [r15 + 640]
-    movsxd rsi, dword ptr [r15 + 704]
-    movzx edx, byte ptr [r15 + 128]
     jmp 1f
 1:
     mov rbp, r11
-    mov r9, r11
-    mov rdi, r9
-    and r9, 8128
-    mov qword ptr [r15 + r9 + 7488], rcx
-    movzx ecx, byte ptr [r15 + 320]
+    movzx esi, byte ptr [r15 + 448]
+    and rbp, 448
+    movzx eax, byte ptr [r15 + rbp + 832]
+    mov rbp, r11
+    jmp 1f
+1:
+    mov dword ptr [r15 + 64], r9d
+    vmovq qword ptr [r15 + 192], xmm15
     and rbp, 1984
-    mov r9d, dword ptr [r15 + rbp + 1344]
-    mov ebp, 106
-    mov ebp, r8d
+    movsxd r9, dword ptr [r15 + rbp + 1344]
+    movzx ebp, byte ptr [r15 + 640]
+    mov r8d, dword ptr [r15 + 448]
+    movzx ecx, byte ptr [r15 + 320]
+    movsxd rdi, dword ptr [r15 + 704]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c40:
-    lea rcx, [rip + .Lc1_d2297_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d2297_j_t
-.Lc1_d2297_j:
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 0], ymm11
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 16384
+    setz al
+    lea rcx, [rip + .Lc1_d1890_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d1890_s_t
+    .p2align 3
+.Lc1_d1890_s:
+    .p2align 3
+    jmp .Lc1_d1890_j
+    .p2align 3
+    jmp .Lc1_d1890_j
+.Lc1_d1890_j:
+    mov rax, rcx
     jmp 1f
 1:
+    mov byte ptr [r15 + 768], r9b
+    jmp 1f
+1:
+    mov rax, rcx
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r11
-    movsxd rcx, dword ptr [r15 + 256]
-    and rbp, 4032
-    lock or dword ptr [r15 + rbp + 3392], 120
-    mov rbp, r11
-    mov r9d, dword ptr [r15 + 320]
-    vpmovmskb r8d, xmm11
-    movzx eax, byte ptr [r15 + 256]
-    and rbp, 448
-    movsxd r8, dword ptr [r15 + rbp + 832]
-    mov ebp, r8d
-    movzx r8d, byte ptr [r15 + 384]
-    mov rdx, qword ptr [r15 + 448]
+    mov dword ptr [r15 + 0], ecx
+    mov byte ptr [r15 + 0], al
+    movsxd rcx, dword ptr [r15 + 512]
+    movsxd rbp, dword ptr [r15 + 384]
+    mov rax, r8
+    mov qword ptr [r15 + 64], rax
+    mov qword ptr [r15 + 128], rax
+    mov r8, r11
+    movzx eax, r8b
+    and r8, 4032
+    mov dword ptr [r15 + r8 + 3392], 88
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r9d, eax
     jmp 1f
 1:
     jmp 1f
 1:
-    mov dword ptr [r15 + 384], ecx
-    mov rcx, qword ptr [r15 + 512]
+    mov byte ptr [r15 + 256], al
     jmp 1f
 1:
-    mov rdi, r9
+    mov r8, rcx
+    mov ecx, 65
+    jmp 1f
+1:
+    mov dword ptr [r15 + 192], ecx
     mov r9, r11
-    jmp 1f
-1:
-    movsxd rsi, dword ptr [r15 + 192]
-    mov dword ptr [r15 + 128], ebp
-    and r9, 1984
-    movsxd rbp, dword ptr [r15 + r9 + 1344]
-    jmp 1f
-1:
-    mov r9, rax
-    jmp 1f
-1:
-    movzx r9d, byte ptr [r15 + 128]
-    mov ebp, dword ptr [r15 + 768]
-    mov dword ptr [r15 + 64], 249
-    mov dword ptr [r15 + 512], edi
-    movzx edi, r8b
-    mov rdi, rdi
+    mov r8d, 47
+    mov dword ptr [r15 + 320], r8d
+    and r9, 448
+    mov r8d, dword ptr [r15 + r9 + 832]
+    mov ecx, 48
     jmp 1f
 1:
     add r11, 64
@@ -3438,1148 +2899,1067 @@ ditto_body_c1:
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c41:
-    mov r8, rdi
-    movzx edi, byte ptr [r15 + 640]
-    mov qword ptr [r15 + 0], r9
-    and edi, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, rdi
-    mov qword ptr [r15 + 0], r9
-    mov qword ptr [r15 + 0], r9
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r9d, 126
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    lea r9, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    add r8, qword ptr [r15 + 0]
     jmp 1f
 1:
-    movzx edi, byte ptr [r15 + 512]
-    and r9, 8128
-    mov r8d, dword ptr [r15 + r9 + 7552]
     jmp 1f
 1:
-    mov ebp, dword ptr [r15 + 384]
-    mov eax, dword ptr [r15 + 576]
-    mov dword ptr [r15 + r9 + 7488], edi
-    mov r9, r11
-    vpxor xmm11, xmm11, xmm13
-    and r9, 4032
-    mov dword ptr [r15 + r9 + 3392], 252
-    mov dword ptr [r15 + 320], 131
-    movzx esi, byte ptr [r15 + 128]
-    mov qword ptr [r15 + 64], rsi
-    mov qword ptr [r15 + 256], rcx
+    vpmovmskb r9d, xmm15
     jmp 1f
 1:
-    mov r9d, 238
-    mov r9, r11
-    mov dword ptr [r15 + 448], esi
-    and r9, 1984
-    mov dword ptr [r15 + r9 + 1344], r9d
-    mov qword ptr [r15 + 320], r9
-    movzx r9d, byte ptr [r15 + 192]
-    mov esi, r9d
+    vpmovmskb r9d, xmm15
+    movzx eax, r9b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 1984
+    mov rcx, qword ptr [r15 + rbp + 1344]
+    mov rbp, r11
+    mov byte ptr [r15 + 64], al
+    mov dword ptr [r15 + 576], 42
+    and rbp, 8128
+    movzx eax, byte ptr [r15 + rbp + 7488]
+    jmp 1f
+1:
+    mov byte ptr [r15 + 256], al
+    mov eax, 115
+    mov ebp, 151
+    mov edx, 150
+    mov byte ptr [r15 + 128], cl
+    mov r9, qword ptr [r15 + 320]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov rbp, r11
+    mov qword ptr [r15 + 448], rax
+    and rbp, 4032
+    inc dword ptr [r15 + rbp + 3392]
+    mov rbp, rbp
+    jmp 1f
+1:
+    mov dword ptr [r15 + 128], 31
+    jmp 1f
+1:
+    movsxd rbp, dword ptr [r15 + 512]
+    mov qword ptr [r15 + 384], rdx
+    jmp 1f
+1:
+    mov edx, ebp
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c42:
-    lea rcx, [rip + .Lc1_d2390_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d2390_j_t
-.Lc1_d2390_j:
-    mov dword ptr [r15 + 0], 250
-    jmp 1f
-1:
-    mov byte ptr [r15 + 0], r9b
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 64], 9
-    mov r9, qword ptr [r15 + 384]
-    mov rbp, r11
-    movsxd rsi, dword ptr [r15 + 512]
-    mov r8, r11
-    movzx ecx, r8b
-    and r8, 1984
-    mov byte ptr [r15 + r8 + 1344], bpl
-    and rbp, 448
-    mov r8d, dword ptr [r15 + rbp + 832]
-    test ebx, 1073741824
-    jz 1f
-1:
-    movsxd rbp, dword ptr [r15 + 64]
-    mov r8, rbp
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 704], ecx
-    add r8, qword ptr [r15 + 192]
-    mov ebp, ecx
-    mov rbp, r11
-    add r8, qword ptr [r15 + 384]
-    mov qword ptr [r15 + 320], rcx
-    and rbp, 16320
-    movsxd rcx, dword ptr [r15 + rbp + 15680]
-    mov rbp, rcx
-    mov ebp, 128
-    movzx ebp, byte ptr [r15 + 448]
-    mov r9d, 121
-    mov r9d, 88
-    jmp 1f
-1:
-    vpaddq xmm11, xmm11, xmmword ptr [r15 + 128]
-    jmp 1f
-1:
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c43:
-    mov qword ptr [r15 + 0], rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, bpl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rcx
-    lea rbp, [r11 + r11*1]
-    nop
-    mov r12, qword ptr [r15 + r12 + 56]
-    add rcx, qword ptr [r15 + 0]
-    and rbp, 4032
-    mov dword ptr [r15 + rbp + 3392], r8d
-    mov r8, r11
-    mov dword ptr [r15 + 320], r9d
-    mov dword ptr [r15 + 384], 122
-    mov r9, r11
-    and r8, 448
-    mov dword ptr [r15 + r8 + 832], 138
-    mov dword ptr [r15 + 256], ecx
-    and r9, 8128
-    mov qword ptr [r15 + r9 + 7488], r9
-    mov dword ptr [r15 + 512], ecx
-    mov r9d, ebp
-    mov ecx, dword ptr [r15 + 768]
-    mov dword ptr [r15 + 128], 101
-    movzx r9d, r9b
-    mov r9, qword ptr [r15 + 192]
-    mov edx, dword ptr [r15 + 320]
-    mov byte ptr [r15 + 64], r8b
-    mov qword ptr [r15 + 448], rcx
-    jmp 1f
-1:
-    mov byte ptr [r15 + rbp + 3456], dl
-    movzx edx, byte ptr [r15 + 576]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c44:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 16777216
-    setz al
-    lea rcx, [rip + .Lc1_d2487_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d2487_s_t
-    .p2align 3
-.Lc1_d2487_s:
-    .p2align 3
-    jmp .Lc1_d2487_j
-    .p2align 3
-    jmp .Lc1_d2487_j
-.Lc1_d2487_j:
-    mov ecx, dword ptr [r15 + 128]
-    movzx eax, byte ptr [r15 + 192]
-    mov qword ptr [r15 + 0], rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    vpcmpeqb xmm11, xmm11, xmmword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, eax
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rax
-    mov rax, rcx
-    mov dword ptr [r15 + 0], eax
-    mov eax, 225
-    mov rcx, qword ptr [r15 + 640]
-    jmp 1f
-1:
-    lea rbp, [r11 + r11*1]
-    jmp 1f
-1:
-    and rbp, 1984
-    vmovdqu ymmword ptr [r15 + rbp + 1344], ymm11
-    jmp 1f
-1:
-    mov dword ptr [r15 + 512], ebp
-    mov dword ptr [r15 + 448], 175
-    mov dword ptr [r15 + 64], ebp
-    vmovdqu ymmword ptr [r15 + 256], ymm11
-    mov r8, r11
-    mov eax, eax
-    and r8, 8128
-    xchg qword ptr [r15 + r8 + 7488], rcx
-    mov dword ptr [r15 + 320], ecx
-    mov qword ptr [r15 + 128], r8
-    mov r8, r11
-    movzx ecx, bpl
-    mov dword ptr [r15 + rbp + 1408], 108
-    movzx ebp, byte ptr [r15 + 384]
-    and r8, 448
-    mov eax, dword ptr [r15 + r8 + 832]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c45:
-    mov ebp, eax
-    movzx eax, byte ptr [r15 + 256]
-    movsxd rbp, dword ptr [r15 + 64]
-    mov r9, r11
-    jmp 1f
-1:
-    mov r8, qword ptr [r15 + 384]
-    jmp 1f
-1:
-    and r9, 448
-    mov ecx, dword ptr [r15 + r9 + 832]
-    mov r9d, dword ptr [r15 + 64]
-    jmp 1f
-1:
-    movzx edx, byte ptr [r15 + 512]
-    mov rsi, qword ptr [r15 + 320]
-    jmp 1f
-1:
-    mov edi, 246
-    mov dword ptr [r15 + 256], 235
-    jmp 1f
-1:
-    mov r9, r11
-    add rbp, qword ptr [r15 + 192]
-    mov rdi, qword ptr [r15 + 128]
-    and r9, 4032
-    movzx ebp, byte ptr [r15 + r9 + 3392]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rdx
-    mov qword ptr [r15 + 0], rsi
-    mov rbp, r11
-    jmp 1f
-1:
-    mov edx, ebp
-    and rbp, 8128
-    movzx edx, byte ptr [r15 + rbp + 7488]
-    movzx r9d, byte ptr [r15 + 448]
-    mov ebp, ebp
-    mov rdi, qword ptr [r15 + 448]
-    jmp 1f
-1:
-    movzx ebp, byte ptr [r15 + 768]
-    movsxd rsi, dword ptr [r15 + 704]
-    jmp 1f
-1:
-    mov byte ptr [r15 + 384], sil
-    movsxd rsi, dword ptr [r15 + 320]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c46:
-    lea rcx, [rip + .Lc1_d2586_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d2586_j_t
-.Lc1_d2586_j:
-    mov rbp, r11
-    and rbp, 4032
-    mov esi, dword ptr [r15 + rbp + 3392]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov ebp, 9
-    mov dword ptr [r15 + 0], 83
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    add rbp, qword ptr [r15 + 0]
-    movzx eax, bpl
-    jmp 1f
-1:
-    mov rbp, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    vpcmpeqb xmm11, xmm11, xmmword ptr [r15 + 0]
-    and rbp, 448
-    mov ecx, dword ptr [r15 + rbp + 832]
-    mov ebp, 163
-    jmp 1f
-1:
-    mov ebp, 49
-    movzx r9d, byte ptr [r15 + 448]
-    mov r8d, dword ptr [r15 + 384]
-    vmovdqu ymmword ptr [r15 + 64], ymm11
-    lea rbp, [r11 + r11*1]
-    movzx edx, bpl
-    mov dword ptr [r15 + 512], esi
-    jmp 1f
-1:
-    and rbp, 1984
-    mov dword ptr [r15 + rbp + 1344], ecx
-    jmp 1f
-1:
-    movzx ecx, byte ptr [r15 + 192]
-    movsxd rsi, dword ptr [r15 + 640]
-    movsxd rdx, dword ptr [r15 + 320]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 576], r9d
-    mov edi, 128
-    movsxd r9, dword ptr [r15 + rbp + 1408]
-    mov qword ptr [r15 + 128], rbp
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c47:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
     mov eax, dword ptr [r15 + 67117724]
     and eax, 15
-    lea rcx, [rip + .Lc1_d2638_s]
+    lea rcx, [rip + .Lc1_d1990_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d2638_s_t
+    jmp .Lc1_d1990_s_t
     .p2align 3
-.Lc1_d2638_s:
+.Lc1_d1990_s:
     .p2align 3
-    jmp .Lc1_d2638_j
+    jmp .Lc1_d1990_j
     .p2align 3
-    jmp .Lc1_d2638_j
+    jmp .Lc1_d1990_j
     .p2align 3
-    jmp .Lc1_d2638_j
+    jmp .Lc1_d1990_j
     .p2align 3
-    jmp .Lc1_d2638_j
+    jmp .Lc1_d1990_j
     .p2align 3
-    jmp .Lc1_d2638_j
+    jmp .Lc1_d1990_j
     .p2align 3
-    jmp .Lc1_d2638_j
+    jmp .Lc1_d1990_j
     .p2align 3
-    jmp .Lc1_d2638_j
+    jmp .Lc1_d1990_j
     .p2align 3
-    jmp .Lc1_d2638_j
+    jmp .Lc1_d1990_j
     .p2align 3
-    jmp .Lc1_d2638_j
+    jmp .Lc1_d1990_j
     .p2align 3
-    jmp .Lc1_d2638_j
+    jmp .Lc1_d1990_j
     .p2align 3
-    jmp .Lc1_d2638_j
+    jmp .Lc1_d1990_j
     .p2align 3
-    jmp .Lc1_d2638_j
+    jmp .Lc1_d1990_j
     .p2align 3
-    jmp .Lc1_d2638_j
+    jmp .Lc1_d1990_j
     .p2align 3
-    jmp .Lc1_d2638_j
+    jmp .Lc1_d1990_j
     .p2align 3
-    jmp .Lc1_d2638_j
+    jmp .Lc1_d1990_j
     .p2align 3
-    jmp .Lc1_d2638_j
-.Lc1_d2638_j:
-    lea r9, [r11 + r11*1]
-    and r9, 8128
-    mov rcx, qword ptr [r15 + r9 + 7488]
-    jmp 1f
-1:
-    mov eax, 223
-    mov eax, edx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], eax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], r9
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    jmp .Lc1_d1990_j
+.Lc1_d1990_j:
+    movsxd rcx, dword ptr [r15 + 192]
+    mov dword ptr [r15 + 448], eax
     mov rbp, r11
-    mov qword ptr [r15 + 384], rbp
+    mov rax, qword ptr [r15 + 640]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 8128
+    mov rdx, qword ptr [r15 + rbp + 7488]
+    mov rbp, r11
+    jmp 1f
+1:
+    add rdx, qword ptr [r15 + 384]
+    and rbp, 448
+    mov byte ptr [r15 + rbp + 832], bpl
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c43:
+    movzx eax, dl
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], edx
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx edx, bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, qword ptr [r15 + 256]
+    jmp 1f
+1:
+    mov edx, 90
+    mov rdx, rax
+    jmp 1f
+1:
+    mov qword ptr [r15 + 128], rax
+    mov edx, 228
+    mov ecx, edx
+    mov eax, 188
+    vmovdqu xmmword ptr [r15 + 512], xmm15
+    jmp 1f
+1:
+    movzx edx, byte ptr [r15 + 384]
+    mov dword ptr [r15 + 64], 221
+    mov eax, dword ptr [r15 + 320]
     jmp 1f
 1:
     jmp 1f
 1:
-    and rbp, 4032
-    and eax, dword ptr [r15 + rbp + 3392]
-    mov dword ptr [r15 + 64], r9d
-    jmp 1f
-1:
-    movsxd rbp, dword ptr [r15 + r9 + 7552]
+    mov r8, r11
+    mov ecx, r8d
+    mov byte ptr [r15 + 64], al
+    and r8, 1984
     mov r9, r11
-    movsxd rcx, dword ptr [r15 + 64]
-    mov dword ptr [r15 + 320], 134
+    mov dword ptr [r15 + r8 + 1344], 46
     and r9, 448
-    mov rdx, qword ptr [r15 + r9 + 832]
-    mov dword ptr [r15 + 384], 121
-    mov r9, qword ptr [r15 + 704]
-    mov esi, dword ptr [r15 + 192]
-    mov r8d, dword ptr [r15 + 256]
-    mov qword ptr [r15 + 128], rdx
-    mov byte ptr [r15 + 256], r8b
-    mov r8, qword ptr [r15 + 512]
-    mov dword ptr [r15 + 128], r9d
-    movsxd rdx, dword ptr [r15 + 448]
+    movsxd rcx, dword ptr [r15 + r9 + 832]
+    jmp 1f
+1:
+    mov r8, qword ptr [r15 + 192]
+    mov rax, r8
+    mov byte ptr [r15 + 448], r9b
+    mov r8, r11
+    movsxd r9, dword ptr [r15 + 704]
+    jmp 1f
+1:
+    movzx esi, dl
+    and r8, 4032
+    movzx edx, byte ptr [r15 + r8 + 3392]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c44:
+    lea rcx, [rip + .Lc1_d2076_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d2076_j_t
+.Lc1_d2076_j:
+    mov r9, rsi
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    add rdx, qword ptr [r15 + 0]
+    mov rcx, rsi
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 49
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 512], r9b
+    vmovdqu ymmword ptr [r15 + 448], ymm15
+    mov r9d, ecx
+    test ebx, 1073741824
+    jz 1f
+1:
+    movsxd rcx, dword ptr [r15 + 192]
+    jmp 1f
+1:
+    mov r9, qword ptr [r15 + 128]
+    mov qword ptr [r15 + 768], r9
+    mov qword ptr [r15 + 384], rdx
+    jmp 1f
+1:
+    mov r8, r11
+    movzx r9d, r9b
+    mov qword ptr [r15 + 320], rcx
+    and r8, 8128
+    mov r9, qword ptr [r15 + r8 + 7488]
+    movzx edx, byte ptr [r15 + 320]
+    mov dword ptr [r15 + 128], ecx
+    mov ecx, 179
+    mov r8, rcx
+    mov rbp, r11
+    jmp 1f
+1:
+    movzx ecx, byte ptr [r15 + 64]
+    and rbp, 1984
+    mov byte ptr [r15 + rbp + 1344], bpl
+    mov r8, qword ptr [r15 + 256]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c45:
+    mov byte ptr [r15 + 0], r8b
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], ecx
+    mov rcx, rcx
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov ecx, 86
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], ecx
+    movzx r8d, bpl
+    vpshufd xmm15, xmm15, 204
+    vpaddd xmm4, xmm4, xmm15
+    jmp 1f
+1:
+    movsxd rcx, dword ptr [r15 + 256]
+    mov byte ptr [r15 + 64], cl
+    mov dword ptr [r15 + 128], ecx
+    movzx edi, byte ptr [r15 + 640]
+    movzx ebp, byte ptr [r15 + 384]
+    mov ecx, r8d
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov esi, ebp
+    mov r8, r8
+    mov ecx, dword ptr [r15 + 512]
+    mov r8, r11
+    mov qword ptr [r15 + 448], rdi
+    mov rbp, r11
+    mov rdi, rbp
+    and r8, 8128
+    mov qword ptr [r15 + r8 + 7488], rcx
+    mov r8d, 97
+    and rbp, 448
+    movzx r8d, byte ptr [r15 + rbp + 832]
+    jmp 1f
+1:
+    movsxd rax, dword ptr [r15 + 320]
+    mov r9, r11
+    mov ebp, edi
+    mov rcx, rbp
+    mov rcx, rcx
+    and r9, 4032
+    movsxd rdi, dword ptr [r15 + r9 + 3392]
+    movsxd rcx, dword ptr [r15 + 576]
+    jmp 1f
+1:
+    mov byte ptr [r15 + 384], cl
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c46:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 128
+    setz al
+    lea rcx, [rip + .Lc1_d2180_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d2180_s_t
+    .p2align 3
+.Lc1_d2180_s:
+    .p2align 3
+    jmp .Lc1_d2180_j
+    .p2align 3
+    jmp .Lc1_d2180_j
+.Lc1_d2180_j:
+    mov qword ptr [r15 + 0], rcx
+    mov eax, 120
+    mov rbp, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 35
+    and r9d, dword ptr [r15 + 512]
+    and rbp, 1984
+    mov dword ptr [r15 + rbp + 1344], ebp
+    mov ebp, dword ptr [r15 + 320]
+    movzx ecx, cl
+    mov dword ptr [r15 + 64], ecx
+    movzx ecx, byte ptr [r15 + 192]
+    jmp 1f
+1:
+    mov r8, r11
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov dword ptr [r15 + 384], 156
+    and r8, 448
+    mov byte ptr [r15 + r8 + 832], r8b
+    jmp 1f
+1:
+    mov ecx, 8
+    mov dword ptr [r15 + 256], r8d
+    jmp 1f
+1:
+    mov r9, r11
+    movsxd r8, dword ptr [r15 + 704]
+    and r9, 4032
+    movzx ecx, byte ptr [r15 + r9 + 3392]
+    movzx r9d, bpl
+    jmp 1f
+1:
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c47:
+    mov r8, r11
+    and r8, 8128
+    mov r9, qword ptr [r15 + r8 + 7488]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    .byte 0x0f, 0x1f, 0x40, 0x00
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 448], r8d
+    jmp 1f
+1:
+    mov r8, r11
+    mov rcx, qword ptr [r15 + 128]
+    and r8, 16320
+    mov dword ptr [r15 + r8 + 15680], 184
+    mov r8, qword ptr [r15 + 768]
+    vmovdqu ymmword ptr [r15 + 192], ymm15
+    mov ebp, dword ptr [r15 + 320]
+    mov byte ptr [r15 + 128], bpl
+    jmp 1f
+1:
+    mov dword ptr [r15 + 256], 231
+    mov ebp, ebp
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov rbp, rbp
+    mov rbp, r8
+    mov dword ptr [r15 + 64], ebp
+    mov esi, 66
+    mov dword ptr [r15 + 512], esi
+    mov r8, r11
+    or qword ptr [r15 + 448], 50
+    and r8, 1984
+    mov dword ptr [r15 + r8 + 1344], ecx
+    mov qword ptr [r15 + 384], r8
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c48:
-    and r8d, dword ptr [r15 + 768]
-    mov r9, r11
-    movsxd rdx, dword ptr [r15 + 128]
-    jmp 1f
-1:
-    and r9, 4032
-    movsxd rbp, dword ptr [r15 + r9 + 3392]
-    jmp 1f
-1:
-    movsxd r9, dword ptr [r15 + 384]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 1048576
+    setz al
+    lea rcx, [rip + .Lc1_d2268_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d2268_s_t
+    .p2align 3
+.Lc1_d2268_s:
+    .p2align 3
+    jmp .Lc1_d2268_j
+    .p2align 3
+    jmp .Lc1_d2268_j
+.Lc1_d2268_j:
+    movzx r8d, al
+    mov r8, r11
+    mov eax, r8d
+    and r8, 448
+    mov dword ptr [r15 + r8 + 832], ebp
+    movzx ecx, byte ptr [r15 + 64]
+    mov byte ptr [r15 + 192], cl
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    add r9, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], 177
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rcx, dword ptr [r15 + 256]
-    mov qword ptr [r15 + 512], rdi
+    jmp 1f
+1:
+    mov dword ptr [r15 + 512], eax
+    mov r8d, dword ptr [r15 + 320]
+    mov dword ptr [r15 + 576], 53
     test ebx, 1073741824
     jz 1f
 1:
-    mov dword ptr [r15 + 384], 1
-    mov rbp, r11
-    mov r9, qword ptr [r15 + 64]
-    mov rcx, qword ptr [r15 + 320]
-    and rbp, 448
-    movsxd r8, dword ptr [r15 + rbp + 832]
-    mov dword ptr [r15 + 576], r8d
-    mov dword ptr [r15 + 192], r8d
-    movsxd r8, dword ptr [r15 + 320]
+    mov rbp, rax
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov qword ptr [r15 + 128], r8
-    mov byte ptr [r15 + 512], sil
-    mov dword ptr [r15 + 448], r8d
+    mov ebp, dword ptr [r15 + 128]
     mov r8, r11
-    mov rbp, r9
-    mov rbp, rbp
+    mov ecx, 172
+    movzx eax, cl
+    jmp 1f
+1:
     and r8, 1984
-    movzx ebp, byte ptr [r15 + r8 + 1344]
+    mov dword ptr [r15 + r8 + 1344], 226
+    mov rcx, r8
+    mov r8, r11
+    mov dword ptr [r15 + 384], r8d
+    and r8, 4032
+    vmovq qword ptr [r15 + r8 + 3392], xmm4
+    jmp 1f
+1:
+    mov r8, r8
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c49:
-    lea rcx, [rip + .Lc1_d2745_j]
+    lea rcx, [rip + .Lc1_d2315_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d2745_j_t
-.Lc1_d2745_j:
+    jmp .Lc1_d2315_j_t
+.Lc1_d2315_j:
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, ecx
-    mov ecx, 2
+    .byte 0x0f, 0x1f, 0x00
+    mov r8, rcx
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
+    movzx eax, r8b
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    vmovdqu xmmword ptr [r15 + 0], xmm11
-    add rcx, qword ptr [r15 + 0]
-    mov ebp, ebp
+    mov rcx, rax
+    and esi, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, esi
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
     mov rbp, r11
-    mov dword ptr [r15 + 0], ebp
-    mov r8d, 33
-    and rbp, 4032
-    xchg qword ptr [r15 + rbp + 3392], rbp
-    mov r8, qword ptr [r15 + 128]
-    mov r9, r11
-    mov rbp, r11
-    mov esi, ebp
+    movsxd r8, dword ptr [r15 + 192]
+    mov qword ptr [r15 + 448], r8
+    jmp 1f
+1:
     and rbp, 8128
-    movsxd rsi, dword ptr [r15 + rbp + 7488]
-    mov ebp, 238
-    and r9, 1984
-    mov dword ptr [r15 + r9 + 1344], 140
-    mov qword ptr [r15 + 192], r9
-    vmovq xmm11, r9
+    mov dword ptr [r15 + rbp + 7488], 84
+    mov dword ptr [r15 + 704], 184
+    mov ebp, 200
+    mov rbp, rsi
+    mov rbp, r11
+    movsxd rax, dword ptr [r15 + 512]
     jmp 1f
 1:
-    movsxd r9, dword ptr [r15 + 512]
-    mov rbp, qword ptr [r15 + 640]
-    mov edx, ebp
-    mov rbp, qword ptr [r15 + 448]
-    mov eax, dword ptr [r15 + 256]
-    movzx edi, al
-    mov eax, dword ptr [r15 + 64]
-    movzx r9d, byte ptr [r15 + 320]
-    mov eax, dword ptr [r15 + 384]
+    mov dword ptr [r15 + 64], eax
+    and rbp, 4032
+    mov dword ptr [r15 + rbp + 3392], 229
+    mov rbp, qword ptr [r15 + 256]
+    mov qword ptr [r15 + 640], rbp
+    mov rbp, qword ptr [r15 + 128]
+    mov dword ptr [r15 + 320], ebp
     jmp 1f
 1:
-    mov rax, qword ptr [r15 + 704]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov rbp, r11
+    jmp 1f
+1:
+    jmp 1f
+1:
+    and rbp, 448
+    mov rax, qword ptr [r15 + rbp + 832]
+    mov qword ptr [r15 + 384], rax
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c50:
-    mov dword ptr [r15 + 64], 22
-    movzx eax, al
-    mov qword ptr [r15 + 0], r9
     jmp 1f
 1:
+    mov dword ptr [r15 + 0], 45
+    mov eax, eax
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], eax
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rax
     jmp 1f
 1:
+    mov rax, rax
+    movzx eax, bpl
+    jmp 1f
+1:
+    mov byte ptr [r15 + 0], al
     mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rbp
     jmp 1f
 1:
+    mov rbp, r11
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    vpshufd xmm11, xmm11, 187
-    jmp 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
+    mov byte ptr [r15 + 512], bpl
+    and rbp, 4032
+    mov dword ptr [r15 + rbp + 3392], ebp
+    mov r9, r11
+    movsxd rsi, dword ptr [r15 + 448]
     test ebx, 1073741824
     jz 1f
 1:
-    jmp 1f
-1:
-    mov r9, qword ptr [r15 + 128]
+    and r9, 8128
+    mov dword ptr [r15 + r9 + 7488], r8d
+    and esi, dword ptr [r15 + 128]
+    movzx edi, byte ptr [r15 + 320]
+    mov r8d, ebp
+    mov r8, r8
+    mov qword ptr [r15 + 320], r8
+    mov byte ptr [r15 + 64], sil
+    movsxd r9, dword ptr [r15 + 768]
+    mov rbp, rbp
     mov rbp, r11
-    mov rcx, rdx
-    mov ecx, dword ptr [r15 + 384]
-    and rbp, 8128
-    mov edx, dword ptr [r15 + rbp + 7488]
-    jmp 1f
-1:
-    mov rbp, r11
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov rax, rbp
+    movzx esi, byte ptr [r15 + 64]
+    mov edx, esi
+    mov rax, r9
     and rbp, 1984
-    mov dword ptr [r15 + rbp + 1344], edx
-    mov rbp, r11
-    mov rdx, qword ptr [r15 + 320]
-    and rbp, 448
-    and edx, dword ptr [r15 + rbp + 832]
-    mov byte ptr [r15 + 768], dl
-    mov dword ptr [r15 + 320], 119
-    mov rdx, qword ptr [r15 + 192]
-    mov dword ptr [r15 + 512], eax
+    mov byte ptr [r15 + rbp + 1344], bpl
+    mov rsi, rdi
+    movsxd rbp, dword ptr [r15 + 384]
     jmp 1f
 1:
-    mov dword ptr [r15 + 448], r9d
-    and edx, dword ptr [r15 + 256]
+    mov esi, ebp
+    jmp 1f
+1:
+    movsxd rcx, dword ptr [r15 + 192]
+    movzx r9d, byte ptr [r15 + 384]
+    mov byte ptr [r15 + 256], al
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c51:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 16384
-    setz al
-    lea rcx, [rip + .Lc1_d2849_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d2849_s_t
-    .p2align 3
-.Lc1_d2849_s:
-    .p2align 3
-    jmp .Lc1_d2849_j
-    .p2align 3
-    jmp .Lc1_d2849_j
-.Lc1_d2849_j:
-    mov edx, edi
-    mov r12, qword ptr [r15 + r12 + 56]
-    vpcmpeqb xmm11, xmm11, xmm9
+    lea rcx, [rip + .Lc1_d2417_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d2417_j_t
+.Lc1_d2417_j:
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rdx
+    mov rcx, qword ptr [r15 + 512]
+    mov ebp, ecx
+    mov eax, 202
+    movzx ecx, byte ptr [r15 + 384]
     jmp 1f
 1:
+    movsxd rax, dword ptr [r15 + 320]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, eax
-    mov rcx, rdx
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 86
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov byte ptr [r15 + 0], cl
-    movzx ecx, r8b
-    movzx eax, cl
+    jmp 1f
+1:
+    mov ecx, ebp
+    mov byte ptr [r15 + 0], cl
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
     mov rbp, r11
-    mov dword ptr [r15 + 64], edx
+    mov r8, r11
+    mov byte ptr [r15 + 640], r8b
+    and ecx, dword ptr [r15 + 256]
     and rbp, 1984
-    mov qword ptr [r15 + rbp + 1344], rdx
-    mov r9, r11
-    movsxd rbp, dword ptr [r15 + 192]
-    mov ecx, 187
-    mov rcx, rax
-    and r9, 4032
-    mov eax, dword ptr [r15 + r9 + 3392]
+    movzx esi, byte ptr [r15 + rbp + 1344]
+    and r8, 448
+    mov dword ptr [r15 + r8 + 832], ecx
+    mov ebp, dword ptr [r15 + 448]
+    movzx ecx, bpl
+    mov qword ptr [r15 + 192], rcx
+    mov rbp, r11
+    movzx r8d, sil
+    and rbp, 8128
+    mov byte ptr [r15 + rbp + 7488], bpl
+    mov dword ptr [r15 + 128], 121
     jmp 1f
 1:
-    mov dword ptr [r15 + 448], 127
-    mov r9, rcx
-    jmp 1f
-1:
-    mov qword ptr [r15 + 128], rbp
-    mov qword ptr [r15 + 64], rcx
-    movzx ecx, byte ptr [r15 + 512]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r9, r11
-    mov ebp, edi
-    mov rbp, qword ptr [r15 + 384]
-    and r9, 16320
-    movzx edi, byte ptr [r15 + r9 + 15680]
-    mov r9d, 162
-    movsxd r9, dword ptr [r15 + 320]
-    jmp 1f
-1:
-    mov r8, r9
-    mov byte ptr [r15 + 576], r8b
+    mov qword ptr [r15 + 64], r8
+    movzx r8d, byte ptr [r15 + 576]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c52:
-    lea rcx, [rip + .Lc1_d2908_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d2908_j_t
-.Lc1_d2908_j:
-    movsxd rcx, dword ptr [r15 + 128]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov dword ptr [r15 + 512], 138
+    mov rax, rax
     jmp 1f
 1:
-    lea rbp, [r11 + r11*1]
-    mov r9, qword ptr [r15 + 512]
-    and rbp, 448
-    mov r8d, dword ptr [r15 + rbp + 832]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rdi, rcx
-    mov dword ptr [r15 + 0], ecx
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], ecx
-    mov byte ptr [r15 + 0], dil
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rdx, r8
+    mov eax, 218
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, rax
-    mov r8, r11
-    vmovdqu ymmword ptr [r15 + 128], ymm11
+    mov esi, r8d
+    mov r8d, 30
     jmp 1f
 1:
-    and r8, 8128
-    vmovdqu ymmword ptr [r15 + r8 + 7488], ymm11
-    mov dword ptr [r15 + 384], edx
-    mov r8d, edx
-    test ebx, 4608
-    jz 1f
-1:
-    movzx r8d, r8b
-    mov qword ptr [r15 + 192], rdx
-    mov r8d, 136
-    mov byte ptr [r15 + 320], r8b
+    mov ecx, 97
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r9d, sil
     jmp 1f
 1:
-    movsxd r8, dword ptr [r15 + 704]
-    mov qword ptr [r15 + 448], rax
-    mov qword ptr [r15 + rbp + 896], rdi
-    mov byte ptr [r15 + 64], r8b
+    mov eax, r9d
+    mov r12, qword ptr [r15 + r12 + 56]
+    test dword ptr [r15 + 67117723], 537001984
+    jnz 1f
+1:
+    mov r9, r11
+    mov dword ptr [r15 + 384], 29
+    and r9, 448
+    movzx esi, byte ptr [r15 + r9 + 832]
+    jmp 1f
+1:
+    mov r9d, esi
+    mov r9, r11
+    mov dword ptr [r15 + 704], r9d
+    mov rax, qword ptr [r15 + 320]
+    mov r8, qword ptr [r15 + 64]
+    and r9, 4032
+    mov rbp, r11
+    movzx ecx, byte ptr [r15 + r9 + 3392]
+    and rbp, 1984
+    movsxd r9, dword ptr [r15 + rbp + 1344]
+    mov dword ptr [r15 + 128], 244
+    mov rbp, r9
+    mov ebp, 163
+    mov rbp, qword ptr [r15 + 448]
     jmp 1f
 1:
     jmp 1f
 1:
-    mov r8, r11
-    mov edi, dword ptr [r15 + 640]
-    movsxd rdx, dword ptr [r15 + 384]
-    and r8, 4032
-    movzx ebp, byte ptr [r15 + r8 + 3392]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov qword ptr [r15 + 256], r8
-    jmp 1f
-1:
+    mov edi, dword ptr [r15 + 256]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c53:
-    movzx r8d, bpl
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 32
+    setz al
+    lea rcx, [rip + .Lc1_d2514_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d2514_s_t
+    .p2align 3
+.Lc1_d2514_s:
+    .p2align 3
+    jmp .Lc1_d2514_j
+    .p2align 3
+    jmp .Lc1_d2514_j
+.Lc1_d2514_j:
+    imul rcx, qword ptr [r15 + 320]
     jmp 1f
 1:
-    mov r8, rdi
     jmp 1f
 1:
-    mov edi, 221
-    movzx edi, dil
+    mov eax, 104
+    movzx ebp, cl
+    mov ecx, dword ptr [r15 + 128]
+    jmp 1f
+1:
+    mov r9d, 47
+    mov r8, r11
+    movsxd rsi, dword ptr [r15 + 768]
+    and r8, 8128
+    movsxd rax, dword ptr [r15 + r8 + 7488]
+    mov r8d, 218
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 235
-    mov edi, 220
-    add qword ptr [r15 + 0], rdi
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 127
-    mov r12, qword ptr [r15 + r12 + 56]
-    inc dword ptr [r15 + 0]
-    xchg qword ptr [r15 + 320], rdi
-    mov byte ptr [r15 + 64], bpl
-    movzx ebp, byte ptr [r15 + 768]
-    movsxd r8, dword ptr [r15 + 192]
+    mov r8, qword ptr [r15 + 448]
     mov r9, r11
+    mov rdi, qword ptr [r15 + 256]
     jmp 1f
 1:
+    movzx edx, dil
     and r9, 4032
-    mov dword ptr [r15 + r9 + 3392], edx
-    mov r9, r11
-    movsxd rdx, dword ptr [r15 + 128]
-    and r9, 1984
-    mov rax, qword ptr [r15 + r9 + 1344]
+    mov edi, dword ptr [r15 + r9 + 3392]
+    mov r9d, 42
+    mov r9, qword ptr [r15 + 320]
+    mov dword ptr [r15 + 384], 163
+    and edx, dword ptr [r15 + 512]
+    mov r9d, edx
     jmp 1f
 1:
-    mov r9, r11
-    mov dword ptr [r15 + 256], 144
-    and r9, 8128
-    mov dword ptr [r15 + r9 + 7488], ecx
-    jmp 1f
-1:
-    mov r9, rdx
-    jmp 1f
-1:
-    mov r9d, dword ptr [r15 + 448]
-    mov ecx, dword ptr [r15 + 512]
-    mov byte ptr [r15 + 384], bpl
-    mov dword ptr [r15 + 448], 87
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx ebp, byte ptr [r15 + 320]
+    vmovdqu ymmword ptr [r15 + 192], ymm15
+    movsxd rdx, dword ptr [r15 + 64]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c54:
-    lea rcx, [rip + .Lc1_d3008_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d3008_j_t
-.Lc1_d3008_j:
+    mov byte ptr [r15 + 0], r9b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, edi
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov byte ptr [r15 + 0], dl
+    mov dword ptr [r15 + 0], r9d
+    movzx edx, r9b
+    mov r9d, edx
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 576], r9
+    mov rdx, qword ptr [r15 + 192]
+    movsxd rdi, dword ptr [r15 + 256]
+    vpor xmm4, xmm4, xmm15
+    jmp 1f
+1:
+    movsxd r9, dword ptr [r15 + 64]
+    jmp 1f
+1:
+    mov qword ptr [r15 + 384], r9
+    mov qword ptr [r15 + 320], rdi
     mov rbp, r11
+    mov qword ptr [r15 + 448], rdx
     and rbp, 1984
-    mov dword ptr [r15 + rbp + 1344], ebp
-    movsxd rbp, dword ptr [r15 + 576]
-    add rcx, qword ptr [r15 + 512]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], eax
-    mov r9d, 172
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 0], ymm11
-    mov r9, r9
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, ecx
-    movsxd r9, dword ptr [r15 + 192]
-    jmp 1f
-1:
-    mov rax, r9
+    mov dword ptr [r15 + rbp + 1344], 232
+    mov qword ptr [r15 + 128], r9
+    mov rbp, qword ptr [r15 + 128]
     mov r9, r11
-    jmp 1f
-1:
-    and r9, 8128
-    mov qword ptr [r15 + r9 + 7488], rcx
-    mov byte ptr [r15 + 128], r9b
-    mov r9, r11
-    mov qword ptr [r15 + 64], r9
-    mov dword ptr [r15 + 640], 250
-    movzx ecx, r9b
+    movzx edi, byte ptr [r15 + 512]
+    mov edx, 252
+    movzx edx, r9b
     and r9, 448
-    mov ecx, dword ptr [r15 + r9 + 832]
-    and r9d, dword ptr [r15 + 448]
-    and ecx, dword ptr [r15 + 384]
-    jmp 1f
-1:
-    add rax, qword ptr [r15 + 256]
-    mov rdx, qword ptr [r15 + 384]
-    movzx edi, r9b
-    vpor xmm11, xmm11, xmm11
-    mov r9d, dword ptr [r15 + 320]
-    mov r8, r9
-    mov byte ptr [r15 + 64], r8b
-    jmp 1f
-1:
+    mov r8, r11
+    movsxd rcx, dword ptr [r15 + r9 + 832]
+    vpaddd xmm4, xmm4, xmm4
+    and r8, 8128
+    mov edx, dword ptr [r15 + r8 + 7488]
+    mov r8d, dword ptr [r15 + 640]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c55:
-    mov byte ptr [r15 + 512], al
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r8d, sil
-    movzx r8d, r8b
-    add r8, qword ptr [r15 + 0]
+    lea rcx, [rip + .Lc1_d2602_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d2602_j_t
+.Lc1_d2602_j:
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, r8d
-    mov dword ptr [r15 + 0], 159
+    mov qword ptr [r15 + 0], r8
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 131
+    mov esi, 230
+    mov qword ptr [r15 + 0], rsi
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, r9d
-    mov r8, rcx
+    movzx esi, sil
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     mov rbp, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 448
-    mov byte ptr [r15 + rbp + 832], bpl
+    mov dword ptr [r15 + 320], 234
+    jmp 1f
+1:
+    and rbp, 4032
+    mov rsi, qword ptr [r15 + rbp + 3392]
+    mov r8d, dword ptr [r15 + 384]
+    movzx ecx, byte ptr [r15 + 192]
     test ebx, 1073741824
     jz 1f
 1:
-    mov qword ptr [r15 + 704], r8
-    movsxd r9, dword ptr [r15 + 256]
-    mov r8d, 48
-    mov r8, r11
-    mov ebp, dword ptr [r15 + 320]
-    and r8, 1984
-    movzx ecx, byte ptr [r15 + r8 + 1344]
-    mov r8, r11
-    mov rax, r9
-    and r8, 4032
-    vmovdqu ymmword ptr [r15 + r8 + 3392], ymm11
-    mov dword ptr [r15 + 320], r8d
-    mov r8d, dword ptr [r15 + 128]
-    mov dword ptr [r15 + 384], 166
-    mov r9d, r8d
-    mov qword ptr [r15 + 192], r9
-    mov r8d, 231
     jmp 1f
 1:
-    mov r8, qword ptr [r15 + 64]
+    mov dword ptr [r15 + 384], ecx
+    mov r9, r11
+    movzx ebp, r9b
+    and r9, 448
+    movsxd rcx, dword ptr [r15 + r9 + 832]
+    mov rbp, rcx
+    mov r8, r11
+    mov rbp, qword ptr [r15 + 512]
+    and r8, 1984
+    and ebp, dword ptr [r15 + r8 + 1344]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 256], ebp
+    mov rbp, qword ptr [r15 + 64]
+    mov r8d, dword ptr [r15 + 704]
     mov r9, qword ptr [r15 + 448]
+    mov esi, dword ptr [r15 + 64]
+    mov rdi, qword ptr [r15 + 128]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c56:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 256
-    setz al
-    lea rcx, [rip + .Lc1_d3104_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d3104_s_t
-    .p2align 3
-.Lc1_d3104_s:
-    .p2align 3
-    jmp .Lc1_d3104_j
-    .p2align 3
-    jmp .Lc1_d3104_j
-.Lc1_d3104_j:
-    mov dword ptr [r15 + 0], 64
-    mov dword ptr [r15 + 0], esi
-    mov r12, qword ptr [r15 + r12 + 56]
-    vpcmpeqb xmm11, xmm11, xmm15
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 34
-    jmp 1f
-1:
-    mov r8d, 13
-    mov r8d, 232
-    mov byte ptr [r15 + 0], r8b
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r9, [r11 + r11*1]
-    and r8d, dword ptr [r15 + 320]
-    mov eax, dword ptr [r15 + 192]
-    and r9, 8128
-    movzx ecx, byte ptr [r15 + r9 + 7488]
-    mov ebp, 95
-    mov rbp, qword ptr [r15 + 64]
-    mov r8, r11
     mov rbp, r11
-    and r8, 1984
-    mov rsi, qword ptr [r15 + r8 + 1344]
-    and ecx, dword ptr [r15 + 128]
-    mov dword ptr [r15 + 448], 58
-    and rbp, 4032
-    mov r8d, dword ptr [r15 + rbp + 3392]
-    and ecx, dword ptr [r15 + 512]
-    movsxd rbp, dword ptr [r15 + 576]
-    mov edi, dword ptr [r15 + 384]
-    mov dword ptr [r15 + 768], 163
-    mov dword ptr [r15 + r9 + 7552], 236
-    mov byte ptr [r15 + 256], bpl
-    mov rbp, qword ptr [r15 + 128]
     jmp 1f
 1:
-    mov r9d, 13
+    movzx r8d, bpl
+    and rbp, 8128
+    mov r9, r11
+    mov rdi, qword ptr [r15 + rbp + 7488]
+    mov ebp, 177
+    and r9, 448
+    mov byte ptr [r15 + r9 + 832], r9b
+    vmovq qword ptr [r15 + 384], xmm4
+    movzx r9d, r9b
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    add qword ptr [r15 + 0], r8
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    vpshufd xmm4, xmm4, 223
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rbp, dword ptr [r15 + 192]
+    mov r8d, ebp
+    mov r8d, 117
+    movzx r9d, byte ptr [r15 + 576]
+    mov ecx, dword ptr [r15 + 64]
+    movzx eax, byte ptr [r15 + 768]
+    mov byte ptr [r15 + 128], bpl
+    mov rbp, r11
+    mov qword ptr [r15 + 448], r9
+    movzx r9d, byte ptr [r15 + 320]
+    mov r8d, dword ptr [r15 + 512]
+    and rbp, 4032
+    movzx esi, byte ptr [r15 + rbp + 3392]
+    movsxd rdx, dword ptr [r15 + 320]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c57:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d2692_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d2692_j_t
+.Lc1_d2692_j:
+    mov dword ptr [r15 + 256], 3
+    mov ecx, 97
+    mov qword ptr [r15 + 0], rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, edx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], dl
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    and eax, dword ptr [r15 + 0]
-    mov rbp, rsi
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov esi, esi
-    mov dword ptr [r15 + 0], 249
-    movzx esi, al
-    mov dword ptr [r15 + 0], ebp
-    jmp 1f
-1:
-    movzx ebp, byte ptr [r15 + 256]
-    movzx esi, bpl
-    movzx ebp, byte ptr [r15 + 192]
-    mov r9, r11
-    mov ecx, dword ptr [r15 + 64]
-    test dword ptr [r15 + 67117724], 1
+    mov edx, dword ptr [r15 + 64]
+    mov ecx, 96
+    mov rbp, r11
+    mov r9, qword ptr [r15 + 448]
+    mov dword ptr [r15 + 128], 162
+    mov r8, r11
+    and rbp, 8128
+    mov qword ptr [r15 + rbp + 7488], rdx
+    test ebx, 1073741824
     jz 1f
 1:
-    and r9, 448
-    movzx ecx, byte ptr [r15 + r9 + 832]
+    and r8, 16320
+    mov rbp, qword ptr [r15 + r8 + 15680]
+    mov r8, r11
+    mov edx, 116
+    mov edi, edx
+    and r8, 1984
+    mov edx, dword ptr [r15 + r8 + 1344]
+    mov byte ptr [r15 + 512], bpl
     jmp 1f
 1:
-    mov r9, qword ptr [r15 + 128]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 384], esi
-    mov rbp, r11
-    jmp 1f
-1:
-    and rbp, 4032
-    mov qword ptr [r15 + rbp + 3392], rbp
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movsxd rbp, dword ptr [r15 + 448]
-    mov esi, ebp
-    mov qword ptr [r15 + 384], rsi
-    mov esi, dword ptr [r15 + 512]
-    mov rbp, r11
-    mov rax, qword ptr [r15 + 320]
-    movzx edx, byte ptr [r15 + 640]
-    and rbp, 1984
-    mov r8, qword ptr [r15 + rbp + 1344]
+    mov ebp, r9d
+    movsxd rbp, dword ptr [r15 + 640]
+    mov r8, qword ptr [r15 + 320]
+    mov r9d, r8d
+    movzx ecx, byte ptr [r15 + 192]
+    mov r8d, ecx
+    mov r8d, dword ptr [r15 + 384]
+    movzx edi, r8b
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c58:
-    lea rcx, [rip + .Lc1_d3203_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d3203_j_t
-.Lc1_d3203_j:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], al
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, qword ptr [r15 + 128]
     jmp 1f
 1:
-    jmp 1f
-1:
+    mov edi, 147
+    movsxd r8, dword ptr [r15 + 448]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r9d, r8b
+    mov rbp, r9
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov byte ptr [r15 + 0], r8b
+    mov r9d, 145
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, r8d
+    mov r9d, r8d
+    mov r8d, r9d
+    and r9d, dword ptr [r15 + 384]
+    movzx edx, byte ptr [r15 + 64]
+    mov qword ptr [r15 + 128], rdx
+    mov dword ptr [r15 + 704], 60
+    mov r8, r11
+    mov dword ptr [r15 + 192], 187
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov r8, qword ptr [r15 + 704]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx ecx, byte ptr [r15 + 320]
-    vmovdqu ymmword ptr [r15 + 320], ymm11
-    movzx eax, byte ptr [r15 + 768]
     mov rbp, r11
-    jmp 1f
-1:
-    mov esi, dword ptr [r15 + 192]
-    jmp 1f
-1:
-    and rbp, 8128
-    movzx r9d, byte ptr [r15 + rbp + 7488]
-    mov ebp, 222
+    and r8, 4032
+    add r9, qword ptr [r15 + r8 + 3392]
+    and rbp, 1984
+    movsxd r8, dword ptr [r15 + rbp + 1344]
     mov rbp, r11
-    movzx edx, cl
+    movzx edx, byte ptr [r15 + 384]
     and rbp, 448
-    mov ecx, dword ptr [r15 + rbp + 832]
-    mov ebp, 228
+    mov qword ptr [r15 + rbp + 832], rbp
     jmp 1f
 1:
-    mov ebp, dword ptr [r15 + 64]
-    mov edi, dword ptr [r15 + 512]
-    mov r9, r11
+    movsxd rsi, dword ptr [r15 + 256]
     jmp 1f
 1:
-    and r9, 1984
-    mov rbp, qword ptr [r15 + r9 + 1344]
-    mov r9, qword ptr [r15 + 128]
-    mov ebp, edi
-    mov dword ptr [r15 + 448], 41
-    jmp 1f
-1:
-    mov dword ptr [r15 + 64], 122
-    movzx ebp, byte ptr [r15 + 256]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov edi, r8d
-    jmp 1f
-1:
-    movzx edi, byte ptr [r15 + 384]
+    add rcx, qword ptr [r15 + 512]
+    mov dword ptr [r15 + 320], 15
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c59:
-    lea rcx, [rip + .Lc1_d3257_j]
+    lea rcx, [rip + .Lc1_d2780_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d3257_j_t
-.Lc1_d3257_j:
-    mov rbp, r11
-    movzx ecx, byte ptr [r15 + 320]
+    jmp .Lc1_d2780_j_t
+.Lc1_d2780_j:
+    lea rbp, [r11 + r11*1]
+    mov rcx, qword ptr [r15 + 128]
     and rbp, 8128
-    mov dword ptr [r15 + rbp + 7488], 255
-    mov byte ptr [r15 + 640], r8b
-    mov rdi, qword ptr [r15 + 384]
-    mov ebp, dword ptr [r15 + 256]
+    movzx edx, byte ptr [r15 + rbp + 7552]
     jmp 1f
 1:
-    mov r8, rbp
-    mov rbp, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, qword ptr [r15 + 320]
+    movzx r9d, r8b
+    jmp 1f
+1:
+    movzx r8d, r9b
+    movzx r8d, r8b
+    mov dword ptr [r15 + 256], 248
+    movsxd r9, dword ptr [r15 + 192]
+    movzx edi, byte ptr [r15 + 384]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 199
+    imul r9, qword ptr [r15 + 0]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], cl
+    mov esi, r9d
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, 126
-    mov byte ptr [r15 + 576], r8b
-    mov byte ptr [r15 + 64], cl
-    mov dword ptr [r15 + 512], 180
-    mov rbp, qword ptr [r15 + 192]
+    mov r9d, r8d
+    mov qword ptr [r15 + 0], r9
+    mov qword ptr [r15 + 768], r8
+    mov qword ptr [r15 + rbp + 7488], rdi
     jmp 1f
 1:
-    mov r8, r11
-    movzx ecx, byte ptr [r15 + 512]
-    mov dword ptr [r15 + 448], ecx
-    and r8, 448
-    mov byte ptr [r15 + r8 + 832], dil
-    jmp 1f
-1:
-    mov r8d, 40
-    mov r8d, dword ptr [r15 + 384]
+    mov byte ptr [r15 + 64], sil
     mov r9, r11
-    and ecx, dword ptr [r15 + 128]
-    and r9, 4032
-    mov rdi, qword ptr [r15 + r9 + 3392]
-    movzx r9d, dil
-    mov r9d, dword ptr [r15 + 128]
+    jmp 1f
+1:
+    and r9, 448
+    mov dword ptr [r15 + r9 + 832], r9d
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov rdi, qword ptr [r15 + 448]
+    mov rbp, r11
+    mov dword ptr [r15 + 512], 202
+    jmp 1f
+1:
+    and rbp, 1984
+    movzx r9d, byte ptr [r15 + rbp + 1344]
+    mov qword ptr [r15 + 576], rdi
     add r11, 64
     inc rbx
     dec r13
@@ -4588,191 +3968,177 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, rdi
-    mov qword ptr [r15 + 0], rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], ecx
-    mov eax, dword ptr [r15 + 448]
-    mov byte ptr [r15 + 192], r9b
-    mov dword ptr [r15 + 320], r9d
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r8, r11
-    mov r9d, r8d
-    and r8, 1984
-    mov dword ptr [r15 + r8 + 1344], eax
-    mov r8, r11
-    mov qword ptr [r15 + 512], r9
-    mov r9d, 99
-    mov dword ptr [r15 + 704], 155
-    and r8, 448
-    mov r9d, dword ptr [r15 + r8 + 832]
-    test dword ptr [r15 + 67117724], 33792
-    jz 1f
-1:
-    mov r9d, 120
-    mov r9, qword ptr [r15 + 256]
-    movzx r8d, byte ptr [r15 + 384]
-    jmp 1f
-1:
+    movzx r8d, al
+    mov rax, qword ptr [r15 + 640]
+    mov edi, eax
+    mov rax, rbp
+    mov rbp, rax
     jmp 1f
 1:
     mov rbp, r11
-    and r9d, dword ptr [r15 + 128]
-    and rbp, 4032
-    mov eax, dword ptr [r15 + rbp + 3392]
+    movsxd rsi, dword ptr [r15 + 128]
+    movzx eax, dil
+    and rbp, 1984
+    mov dword ptr [r15 + rbp + 1344], 21
+    mov ebp, dword ptr [r15 + 448]
+    mov rax, rsi
+    movzx ecx, byte ptr [r15 + 512]
+    .byte 0x0f, 0x1f, 0x40, 0x00
+    mov r8, r11
     jmp 1f
 1:
-    mov ebp, dword ptr [r15 + 64]
-    mov rcx, rbp
-    mov rbp, rcx
+    mov esi, r8d
+    and r8, 4032
+    mov r9d, dword ptr [r15 + r8 + 3392]
+    mov r8, r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    test dword ptr [r15 + 67117723], 4097
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r9d, r9d
     jmp 1f
 1:
     jmp 1f
 1:
-    movzx ebp, bpl
-    mov rcx, rax
+    mov qword ptr [r15 + 0], rsi
+    movzx edx, r9b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, r11
+    mov dword ptr [r15 + 0], 84
+    mov r9d, r8d
+    and r8, 448
+    movsxd rdi, dword ptr [r15 + r8 + 832]
+    mov qword ptr [r15 + 384], rax
+    movzx edx, dil
+    mov dword ptr [r15 + 320], 59
+    mov dword ptr [r15 + 64], 238
     jmp 1f
 1:
-    jmp 1f
-1:
-    jmp 1f
-1:
+    mov qword ptr [r15 + 256], rbp
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c61:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 512
-    setz al
-    lea rcx, [rip + .Lc1_d3357_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d3357_s_t
-    .p2align 3
-.Lc1_d3357_s:
-    .p2align 3
-    jmp .Lc1_d3357_j
-    .p2align 3
-    jmp .Lc1_d3357_j
-.Lc1_d3357_j:
-    movzx eax, byte ptr [r15 + 320]
-    movzx ecx, byte ptr [r15 + 512]
+    lea rcx, [rip + .Lc1_d2878_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d2878_j_t
+.Lc1_d2878_j:
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     jmp 1f
 1:
-    movsxd rbp, dword ptr [r15 + 768]
-    jmp 1f
-1:
-    mov r9d, 171
-    movzx r9d, cl
-    mov dword ptr [r15 + 0], 155
-    mov r9d, r9d
+    mov ecx, ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu ymmword ptr [r15 + 0], ymm4
+    mov ecx, 23
+    mov dword ptr [r15 + 0], 61
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r9d, cl
-    mov byte ptr [r15 + 0], r9b
+    mov r8, r11
+    mov ecx, dword ptr [r15 + 704]
+    movzx edi, byte ptr [r15 + 192]
     jmp 1f
 1:
-    mov r9, rax
-    jmp 1f
-1:
-    lea r8, [r11 + r11*1]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
     and r8, 8128
-    mov qword ptr [r15 + r8 + 7488], r9
-    mov r9, r11
+    mov byte ptr [r15 + r8 + 7488], cl
+    mov dword ptr [r15 + 320], 30
+    and ebp, dword ptr [r15 + 448]
     jmp 1f
 1:
-    and r9, 16320
-    mov byte ptr [r15 + r9 + 15680], r9b
-    movzx r9d, r9b
-    mov r9, r11
     jmp 1f
 1:
-    mov qword ptr [r15 + r8 + 7552], r9
-    and r9, 1984
-    mov qword ptr [r15 + r9 + 1344], r8
-    mov r9, r9
-    mov dword ptr [r15 + 384], 186
-    vmovdqu xmmword ptr [r15 + 320], xmm11
-    mov qword ptr [r15 + 448], r9
-    mov dword ptr [r15 + 64], r9d
-    mov r8d, 79
-    movsxd r9, dword ptr [r15 + 128]
-    mov r8, qword ptr [r15 + 256]
-    mov eax, dword ptr [r15 + 64]
+    movzx r8d, byte ptr [r15 + 128]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov qword ptr [r15 + 512], rbp
+    mov ebp, r8d
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov qword ptr [r15 + 384], r8
+    mov r8d, 9
+    add rbp, qword ptr [r15 + 64]
+    mov dword ptr [r15 + 256], 67
+    mov r8, r11
+    add rbp, qword ptr [r15 + 64]
+    mov ecx, ecx
+    mov ecx, 236
+    and r8, 4032
+    add rcx, qword ptr [r15 + r8 + 3392]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov eax, ebp
+    jmp 1f
+1:
+    mov eax, dword ptr [r15 + 320]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c62:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea r8, [r11 + r11*1]
-    and r8, 4032
-    mov qword ptr [r15 + r8 + 3392], r8
-    jmp 1f
-1:
-    add rax, qword ptr [r15 + 256]
-    mov r9, r9
-    mov qword ptr [r15 + 0], rbp
-    mov ecx, esi
+    mov rbp, r11
+    mov r9, r11
+    mov dword ptr [r15 + 320], r9d
+    and rbp, 448
+    vmovdqu xmmword ptr [r15 + rbp + 832], xmm4
+    and r9, 4032
+    movsxd rcx, dword ptr [r15 + r9 + 3392]
+    mov r9d, 47
+    mov rbp, r9
     mov r12, qword ptr [r15 + r12 + 56]
-    lock add qword ptr [r15 + 0], rax
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    mov r9d, ebp
+    movzx ebp, cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], ebp
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     jmp 1f
 1:
-    mov r9, r11
-    movzx eax, byte ptr [r15 + r8 + 3456]
-    and r9, 448
-    mov qword ptr [r15 + r9 + 832], r9
-    mov r9, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, ebp
     jmp 1f
 1:
-    jmp 1f
-1:
-    and r9, 1984
-    mov qword ptr [r15 + r9 + 1344], rax
-    test dword ptr [r15 + 67117723], 196612
+    test ebx, 1073741824
     jz 1f
 1:
-    mov rax, qword ptr [r15 + 128]
-    movzx r9d, cl
-    movzx r9d, byte ptr [r15 + 320]
-    mov r8, qword ptr [r15 + 192]
-    mov qword ptr [r15 + 64], rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, dword ptr [r15 + 64]
+    mov rcx, qword ptr [r15 + 448]
+    mov dword ptr [r15 + 768], r9d
+    mov dword ptr [r15 + 384], r9d
+    mov r9d, dword ptr [r15 + 192]
+    add rbp, qword ptr [r15 + 576]
+    mov r8, rcx
+    movsxd rcx, dword ptr [r15 + 512]
     jmp 1f
 1:
-    vmovdqu ymmword ptr [r15 + 576], ymm11
-    mov ecx, 208
-    movzx ecx, byte ptr [r15 + 448]
-    movsxd rbp, dword ptr [r15 + 384]
-    mov esi, eax
-    movzx eax, byte ptr [r15 + 512]
-    movzx edi, al
-    movzx eax, byte ptr [r15 + 640]
-    mov rdx, rcx
+    vmovdqu ymmword ptr [r15 + 256], ymm4
+    add rcx, qword ptr [r15 + 128]
+    mov rbp, r11
+    mov eax, r8d
+    mov qword ptr [r15 + 384], r9
+    and rbp, 1984
+    mov dword ptr [r15 + rbp + 1344], r8d
+    jmp 1f
+1:
+    vpaddd xmm4, xmm4, xmm4
     jmp 1f
 1:
     add r11, 64
@@ -4780,133 +4146,116 @@ ditto_body_c1:
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c63:
-    lea rcx, [rip + .Lc1_d3461_j]
+    lea rcx, [rip + .Lc1_d2977_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d3461_j_t
-.Lc1_d3461_j:
-    mov rcx, r8
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r8d, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], cl
-    jmp 1f
-1:
-    add r8, qword ptr [r15 + 0]
-    jmp 1f
-1:
+    jmp .Lc1_d2977_j_t
+.Lc1_d2977_j:
     mov rbp, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 8128
-    mov rcx, qword ptr [r15 + rbp + 7488]
-    mov r9, r11
-    movzx ebp, byte ptr [r15 + 384]
-    and r9, 448
-    mov dword ptr [r15 + r9 + 832], r9d
-    vmovdqu ymmword ptr [r15 + 128], ymm11
-    vpxor xmm11, xmm11, xmm1
-    .byte 0x0f, 0x1f, 0x00
-    movzx r9d, byte ptr [r15 + 448]
+    mov rcx, rbp
     jmp 1f
 1:
-    mov byte ptr [r15 + 128], cl
-    jmp 1f
-1:
-    mov ecx, r9d
-    mov rcx, rcx
-    add rcx, qword ptr [r15 + 320]
-    mov qword ptr [r15 + 192], rbp
-    mov r9d, 162
-    movzx r9d, byte ptr [r15 + 384]
-    mov dword ptr [r15 + 704], r9d
-    add rbp, qword ptr [r15 + 512]
-    mov r9, r11
-    mov rax, qword ptr [r15 + 320]
-    movzx esi, byte ptr [r15 + 256]
-    jmp 1f
-1:
-    and r9, 1984
-    movzx edi, byte ptr [r15 + r9 + 1344]
+    mov dword ptr [r15 + 448], ecx
+    and rbp, 448
+    mov esi, dword ptr [r15 + rbp + 832]
+    mov rcx, rax
     movzx r9d, cl
-    mov byte ptr [r15 + 64], r9b
+    mov r8d, r9d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, rax
+    mov r8d, ebp
+    vmovq xmm4, r8
     jmp 1f
 1:
-    mov r9, rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r8d, byte ptr [r15 + 192]
+    mov eax, dword ptr [r15 + 64]
+    jmp 1f
+1:
+    mov rbp, qword ptr [r15 + 320]
+    movzx r9d, r9b
+    jmp 1f
+1:
+    add rax, qword ptr [r15 + 512]
+    mov r9, r11
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov edi, dword ptr [r15 + 128]
+    and r9, 8128
+    and ebp, dword ptr [r15 + r9 + 7488]
+    mov r9d, 150
+    mov r9, r11
+    mov qword ptr [r15 + 384], r8
+    movsxd rcx, dword ptr [r15 + 640]
+    and r9, 1984
+    mov dword ptr [r15 + r9 + 1344], edi
+    movzx r9d, byte ptr [r15 + 256]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c64:
-    lea rcx, [rip + .Lc1_d3511_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d3511_j_t
-.Lc1_d3511_j:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r8d, cl
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
+    add r8, qword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    vpaddq xmm11, xmm11, xmmword ptr [r15 + 0]
-    mov ecx, r9d
-    mov rcx, rcx
+    mov qword ptr [r15 + 0], r8
     jmp 1f
 1:
+    mov dword ptr [r15 + 448], r8d
+    mov rax, r8
     mov rbp, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r9d, bpl
-    mov r9d, edi
+    mov r8d, dword ptr [r15 + 192]
+    test dword ptr [r15 + 67117724], 262145
+    jnz 1f
+1:
+    mov byte ptr [r15 + 64], r8b
     and rbp, 4032
-    movzx r9d, byte ptr [r15 + rbp + 3392]
-    jmp 1f
-1:
-    mov edi, ecx
-    mov rbp, qword ptr [r15 + 64]
-    jmp 1f
-1:
-    movzx edi, byte ptr [r15 + 512]
-    movzx ecx, byte ptr [r15 + 768]
-    mov r8, r11
-    mov dword ptr [r15 + 320], ebp
-    movzx ebp, al
-    vmovdqu xmmword ptr [r15 + 128], xmm11
-    and r8, 8128
-    vmovdqu xmm11, xmmword ptr [r15 + r8 + 7488]
-    movsxd rax, dword ptr [r15 + 192]
-    mov r8, r11
-    mov qword ptr [r15 + 384], r9
-    and r8, 448
-    inc dword ptr [r15 + r8 + 832]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 256], 131
-    jmp 1f
-1:
-    mov r8, qword ptr [r15 + 576]
-    mov ebp, dword ptr [r15 + 192]
-    movzx r9d, byte ptr [r15 + 64]
-    vmovdqu ymmword ptr [r15 + 448], ymm11
+    mov rdi, qword ptr [r15 + rbp + 3392]
+    mov rbp, r11
+    movsxd r8, dword ptr [r15 + 320]
+    vmovdqu ymmword ptr [r15 + 320], ymm4
+    and rbp, 8128
+    mov dword ptr [r15 + rbp + 7488], 98
+    mov dword ptr [r15 + 384], ebp
+    mov ebp, dword ptr [r15 + 256]
+    mov eax, 142
+    movsxd rax, dword ptr [r15 + 128]
+    mov r9, r11
+    mov ecx, dword ptr [r15 + 704]
+    and r9, 1984
+    mov dword ptr [r15 + r9 + 1344], 65
+    movzx r9d, dil
+    mov r9, rsi
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c65:
-    mov r9, r9
-    jmp 1f
-1:
-    movsxd rcx, dword ptr [r15 + 384]
-    .byte 0x0f, 0x1f, 0x40, 0x00
-    jmp 1f
-1:
-    mov r9, rbp
-    mov ebp, dword ptr [r15 + 640]
-    mov r8d, 99
+    lea rcx, [rip + .Lc1_d3066_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d3066_j_t
+.Lc1_d3066_j:
+    movsxd rcx, dword ptr [r15 + 320]
     mov r12, qword ptr [r15 + r12 + 56]
+    and r9d, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov edi, r9d
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
@@ -4916,289 +4265,256 @@ ditto_body_c1:
 1:
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
     jmp 1f
 1:
-    movzx ebp, r8b
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, ebp
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rbp, dword ptr [r15 + 384]
-    movzx r8d, byte ptr [r15 + 448]
-    mov byte ptr [r15 + 320], al
-    mov qword ptr [r15 + 512], r8
-    movsxd rax, dword ptr [r15 + 128]
-    jmp 1f
-1:
-    movzx r8d, r9b
-    mov r8, rcx
-    jmp 1f
-1:
-    mov byte ptr [r15 + 256], dil
-    movzx r8d, byte ptr [r15 + 64]
+    and ecx, dword ptr [r15 + 0]
+    mov r9d, 232
     mov r9, r11
+    jmp 1f
+1:
+    mov rsi, qword ptr [r15 + 128]
+    and r9, 448
     mov rbp, r11
-    mov r8, r11
-    and rbp, 8128
-    mov rcx, qword ptr [r15 + rbp + 7488]
-    and r9, 4032
-    mov qword ptr [r15 + r9 + 3392], r8
-    and r8, 1984
-    mov byte ptr [r15 + r8 + 1344], bpl
+    movsxd r8, dword ptr [r15 + r9 + 832]
+    mov dword ptr [r15 + 576], r8d
+    mov r8d, esi
+    mov r9, r11
+    and rbp, 4032
+    movzx esi, byte ptr [r15 + rbp + 3392]
+    mov rbp, qword ptr [r15 + 192]
+    and r9, 8128
+    vmovdqu ymmword ptr [r15 + r9 + 7488], ymm4
+    mov dword ptr [r15 + 128], 44
+    movsxd r9, dword ptr [r15 + 768]
+    mov byte ptr [r15 + 512], bpl
+    jmp 1f
+1:
+    movzx edx, sil
+    mov esi, ebp
+    mov ebp, dword ptr [r15 + 64]
+    mov eax, dword ptr [r15 + 512]
+    add rbp, qword ptr [r15 + 448]
+    add rax, qword ptr [r15 + 384]
+    mov rsi, qword ptr [r15 + 384]
+    vpaddd xmm4, xmm4, xmm4
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c66:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 7
-    lea rcx, [rip + .Lc1_d3612_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d3612_s_t
-    .p2align 3
-.Lc1_d3612_s:
-    .p2align 3
-    jmp .Lc1_d3612_j
-    .p2align 3
-    jmp .Lc1_d3612_j
-    .p2align 3
-    jmp .Lc1_d3612_j
-    .p2align 3
-    jmp .Lc1_d3612_j
-    .p2align 3
-    jmp .Lc1_d3612_j
-    .p2align 3
-    jmp .Lc1_d3612_j
-    .p2align 3
-    jmp .Lc1_d3612_j
-    .p2align 3
-    jmp .Lc1_d3612_j
-.Lc1_d3612_j:
-    lea r8, [r11 + r11*1]
-    vmovq qword ptr [r15 + 64], xmm11
-    and r8, 448
-    mov dword ptr [r15 + r8 + 832], ecx
-    add rcx, qword ptr [r15 + 0]
-    jmp 1f
-1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    .byte 0x66, 0x90
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov rax, rcx
-    jmp 1f
-1:
-    movzx ecx, bpl
     mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, 194
+    mov dword ptr [r15 + 0], esi
+    vmovdqu ymmword ptr [r15 + 320], ymm4
+    movzx edx, dl
     jmp 1f
 1:
     jmp 1f
 1:
-    mov qword ptr [r15 + 0], rdx
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    .byte 0x0f, 0x1f, 0x40, 0x00
     mov rbp, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rsi, dword ptr [r15 + 448]
-    mov dword ptr [r15 + r8 + 896], 33
-    and rbp, 4032
-    mov dword ptr [r15 + rbp + 3392], 227
-    mov byte ptr [r15 + 128], bpl
-    mov dword ptr [r15 + 256], ebp
-    movzx r8d, sil
-    movsxd r8, dword ptr [r15 + 768]
-    mov ebp, dword ptr [r15 + 320]
-    movzx ecx, byte ptr [r15 + 704]
-    jmp 1f
-1:
     mov r9, r11
-    movzx edx, sil
+    mov dword ptr [r15 + 384], 209
+    and r9, 4032
+    mov dword ptr [r15 + r9 + 3392], r9d
+    imul r9, qword ptr [r15 + 128]
+    and rbp, 1984
+    mov dword ptr [r15 + rbp + 1344], ebp
+    mov rdx, qword ptr [r15 + 256]
+    mov r8, r11
     jmp 1f
 1:
-    and r9, 1984
-    mov qword ptr [r15 + r9 + 1344], r9
-    mov r9d, 202
-    mov r9d, eax
-    and r9d, dword ptr [r15 + 320]
-    mov eax, dword ptr [r15 + 512]
-    movsxd rsi, dword ptr [r15 + 192]
-    mov dword ptr [r15 + 384], ecx
+    movzx ebp, byte ptr [r15 + 192]
+    and r8, 448
+    mov rsi, qword ptr [r15 + r8 + 832]
+    mov dword ptr [r15 + 448], 124
+    movsxd r8, dword ptr [r15 + 64]
+    mov rax, qword ptr [r15 + 64]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movzx ecx, r8b
+    jmp 1f
+1:
+    movzx r8d, cl
+    mov byte ptr [r15 + 512], r8b
+    movsxd rcx, dword ptr [r15 + 640]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c67:
-    mov r9, r11
-    movzx eax, r9b
-    and r9, 1984
-    mov rcx, qword ptr [r15 + r9 + 1344]
-    jmp 1f
-1:
-    and r9d, dword ptr [r15 + 0]
+    lea rcx, [rip + .Lc1_d3157_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d3157_j_t
+.Lc1_d3157_j:
+    movzx ecx, al
+    mov r8d, 118
+    mov dword ptr [r15 + 128], 25
+    vmovdqu ymmword ptr [r15 + 64], ymm4
+    mov dword ptr [r15 + 512], 113
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], ebp
-    mov ebp, 194
+    mov dword ptr [r15 + 0], ecx
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 256], 7
-    jmp 1f
-1:
-    movzx ebp, bpl
-    mov ebp, 82
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov rbp, qword ptr [r15 + 384]
-    jmp 1f
-1:
-    vmovdqu ymmword ptr [r15 + 64], ymm11
-    jmp 1f
-1:
-    mov rsi, qword ptr [r15 + 384]
-    test ebx, 2560
+    mov ecx, ecx
+    mov ecx, 30
+    mov byte ptr [r15 + 384], cl
+    movzx ecx, byte ptr [r15 + 192]
+    test ebx, 1073741824
     jz 1f
 1:
-    movzx ebp, byte ptr [r15 + 192]
+    mov r8, qword ptr [r15 + 320]
+    movsxd rcx, dword ptr [r15 + 704]
     jmp 1f
 1:
-    mov rcx, rsi
-    mov rcx, rcx
-    movsxd rcx, dword ptr [r15 + 448]
-    mov esi, r9d
-    mov r9, r11
+    mov rbp, r11
+    mov rax, rbp
+    and rbp, 1984
+    mov r9, qword ptr [r15 + rbp + 1344]
     jmp 1f
 1:
+    jmp 1f
+1:
+    mov ebp, 216
+    mov rbp, r11
     mov byte ptr [r15 + 448], r9b
-    and r9, 8128
-    movsxd rsi, dword ptr [r15 + r9 + 7488]
-    jmp 1f
-1:
-    mov r9d, esi
-    mov r9d, dword ptr [r15 + 128]
-    mov eax, dword ptr [r15 + 320]
-    add qword ptr [r15 + 576], rax
-    movsxd rax, dword ptr [r15 + 128]
-    jmp 1f
-1:
-    vmovdqu xmmword ptr [r15 + 512], xmm11
-    jmp 1f
-1:
-    mov r8d, 229
-    mov edx, r8d
+    mov r9d, ebp
+    mov r9, r11
+    and rbp, 8128
+    mov eax, dword ptr [r15 + rbp + 7488]
+    and r9, 448
+    mov dword ptr [r15 + r9 + 832], 175
+    mov dword ptr [r15 + 256], 47
+    movzx ebp, byte ptr [r15 + 768]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c68:
-    lea rcx, [rip + .Lc1_d3722_j]
+    lea rcx, [rip + .Lc1_d3201_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d3722_j_t
-.Lc1_d3722_j:
+    jmp .Lc1_d3201_j_t
+.Lc1_d3201_j:
+    mov ecx, 123
+    mov dword ptr [r15 + 0], 16
+    mov rcx, rbp
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 229
-    mov byte ptr [r15 + 192], cl
-    mov dword ptr [r15 + 64], ebp
-    jmp 1f
-1:
-    mov rcx, qword ptr [r15 + 704]
-    mov esi, 166
-    mov esi, 25
-    vmovdqu ymmword ptr [r15 + 512], ymm11
-    mov rsi, r9
-    movzx esi, byte ptr [r15 + 256]
-    jmp 1f
-1:
-    xor dword ptr [r15 + 128], ecx
-    mov ecx, r8d
-    jmp 1f
-1:
-    mov ecx, 186
-    mov rbp, r11
-    mov dword ptr [r15 + 320], r8d
-    mov dword ptr [r15 + 640], 169
-    and rbp, 4032
-    mov dword ptr [r15 + rbp + 3392], 215
-    mov rbp, r11
-    mov r8, r11
-    movzx ecx, r8b
-    and rbp, 8128
-    mov dword ptr [r15 + rbp + 7488], 49
-    movzx ebp, sil
-    and r8, 448
-    mov dword ptr [r15 + r8 + 832], 185
+    mov r8d, ecx
+    mov ecx, 119
+    mov rdi, rbp
+    mov rcx, rbp
+    movzx ebp, dl
+    mov edx, r8d
     movzx r8d, r8b
     jmp 1f
 1:
-    vmovdqu ymmword ptr [r15 + 384], ymm11
-    mov r8d, r8d
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    vpor xmm4, xmm4, xmm4
+    and rbp, 8128
+    movzx edx, byte ptr [r15 + rbp + 7488]
+    mov rbp, r11
+    mov byte ptr [r15 + 448], bpl
+    and rbp, 16320
+    mov dword ptr [r15 + rbp + 15680], ebp
+    movzx r8d, r8b
+    mov ebp, r8d
+    movzx r8d, byte ptr [r15 + 384]
+    movsxd rbp, dword ptr [r15 + 576]
+    mov r9, r11
+    mov rcx, r9
+    vpor xmm4, xmm4, xmm4
+    and r9, 4032
+    movsxd rcx, dword ptr [r15 + r9 + 3392]
+    movsxd rdi, dword ptr [r15 + 320]
+    movzx r9d, dil
+    jmp 1f
+1:
+    mov byte ptr [r15 + 256], dil
+    jmp 1f
+1:
+    mov dword ptr [r15 + 128], 4
+    jmp 1f
+1:
+    mov qword ptr [r15 + 64], rdi
+    mov r9d, r9d
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c69:
-    mov rbp, r11
-    and rbp, 448
-    movsxd r8, dword ptr [r15 + rbp + 832]
-    vmovq xmm11, r8
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, r11
     jmp 1f
 1:
-    mov qword ptr [r15 + 0], r8
-    mov dword ptr [r15 + 0], r8d
-    mov dword ptr [r15 + 0], r8d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], r8d
-    mov dword ptr [r15 + 0], ebp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, ebp
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, dl
+    jmp 1f
+1:
+    and r9, 4032
+    mov rdi, qword ptr [r15 + r9 + 3392]
+    mov dword ptr [r15 + 128], 17
+    mov qword ptr [r15 + 384], rdi
+    mov rdi, rdi
+    movsxd rbp, dword ptr [r15 + 192]
+    mov byte ptr [r15 + 512], bpl
+    mov byte ptr [r15 + 64], bpl
+    mov rbp, qword ptr [r15 + 640]
+    jmp 1f
+1:
+    nop
+    mov qword ptr [r15 + 0], r9
+    inc dword ptr [r15 + 0]
+    mov edi, 38
+    jmp 1f
+1:
+    mov rdi, rdi
+    vpxor xmm4, xmm4, xmm6
+    mov r9d, 60
+    test ebx, 1073741824
+    jz 1f
+1:
     movzx ebp, bpl
-    vpmovmskb edx, xmm11
-    lea rbp, [r11 + r11*1]
-    and edx, dword ptr [r15 + 320]
-    mov byte ptr [r15 + 320], r8b
-    and rbp, 1984
-    mov r8, qword ptr [r15 + rbp + 1344]
-    mov r9d, dword ptr [r15 + rbp + 1408]
-    mov dword ptr [r15 + 128], r9d
-    mov r9, r9
+    mov rdi, rdi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov esi, edi
+    mov ebp, r9d
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    and edi, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd r9, dword ptr [r15 + 320]
+    mov dword ptr [r15 + 256], 10
+    mov dword ptr [r15 + 320], esi
     jmp 1f
 1:
     mov rbp, r11
-    movsxd r9, dword ptr [r15 + 448]
-    mov dword ptr [r15 + 192], edx
+    mov dword ptr [r15 + 448], esi
     jmp 1f
 1:
-    and rbp, 4032
-    mov byte ptr [r15 + rbp + 3392], r8b
-    movsxd rbp, dword ptr [r15 + 256]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx r8d, byte ptr [r15 + 768]
-    movsxd rdx, dword ptr [r15 + 512]
-    movsxd rcx, dword ptr [r15 + 64]
-    mov esi, ebp
-    mov dword ptr [r15 + 64], r9d
-    mov qword ptr [r15 + 384], rax
-    vmovdqu ymmword ptr [r15 + 448], ymm11
+    mov r8, r11
+    and rbp, 448
+    mov rsi, qword ptr [r15 + rbp + 832]
+    and r8, 1984
+    mov ebp, dword ptr [r15 + r8 + 1344]
     add r11, 64
     inc rbx
     dec r13
@@ -5208,1075 +4524,947 @@ ditto_body_c1:
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
     xor eax, eax
-    test dword ptr [r15 + 67117723], 262144
+    test dword ptr [r15 + 67117723], 2048
     setz al
-    lea rcx, [rip + .Lc1_d3818_s]
+    lea rcx, [rip + .Lc1_d3304_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d3818_s_t
+    jmp .Lc1_d3304_s_t
     .p2align 3
-.Lc1_d3818_s:
+.Lc1_d3304_s:
     .p2align 3
-    jmp .Lc1_d3818_j
+    jmp .Lc1_d3304_j
     .p2align 3
-    jmp .Lc1_d3818_j
-.Lc1_d3818_j:
-    mov ebp, dword ptr [r15 + 640]
-    mov dword ptr [r15 + 0], ebp
-    vmovdqu ymmword ptr [r15 + 0], ymm11
+    jmp .Lc1_d3304_j
+.Lc1_d3304_j:
+    add rcx, qword ptr [r15 + 64]
+    movsxd rax, dword ptr [r15 + 192]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rbp
+    movzx r8d, al
+    mov rax, rcx
+    mov dword ptr [r15 + 0], ecx
+    jmp 1f
+1:
+    mov ebp, 86
+    mov ebp, 59
+    mov rcx, rcx
+    mov r9, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r9, 448
+    and ecx, dword ptr [r15 + r9 + 832]
+    mov r9d, dword ptr [r15 + 320]
+    mov dword ptr [r15 + 704], r9d
+    mov dword ptr [r15 + 384], r9d
+    mov rax, qword ptr [r15 + 512]
+    mov rbp, r11
+    vmovq xmm4, r8
+    and rbp, 1984
+    mov r8, qword ptr [r15 + rbp + 1344]
+    vmovdqu xmm6, xmmword ptr [r15 + 128]
+    mov r9, r11
+    jmp 1f
+1:
+    and r9, 8128
+    mov esi, dword ptr [r15 + r9 + 7488]
+    mov edx, edx
+    jmp 1f
+1:
+    mov edx, dword ptr [r15 + 448]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c71:
+    mov rbp, r11
+    vmovdqu ymmword ptr [r15 + 128], ymm4
+    mov rdx, qword ptr [r15 + 128]
+    and rbp, 1984
+    movsxd r9, dword ptr [r15 + rbp + 1344]
+    mov byte ptr [r15 + 768], sil
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    vpor xmm4, xmm4, xmm4
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov rsi, rdx
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rdx, rsi
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    mov byte ptr [r15 + 576], sil
+    mov ebp, edx
+    mov qword ptr [r15 + 320], rbp
+    jmp 1f
+1:
+    vpcmpeqb xmm4, xmm4, xmmword ptr [r15 + 448]
+    movzx edx, byte ptr [r15 + 64]
+    and ebp, dword ptr [r15 + 512]
+    mov esi, dword ptr [r15 + 256]
+    mov r9d, 139
+    movsxd rdi, dword ptr [r15 + 192]
+    mov r8, r11
+    mov r9, qword ptr [r15 + 384]
+    and r8, 4032
+    mov rbp, r11
+    mov dword ptr [r15 + r8 + 3392], 156
+    mov r8, rbp
+    and rbp, 8128
+    mov dword ptr [r15 + rbp + 7488], 249
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c72:
+    lea rcx, [rip + .Lc1_d3391_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d3391_j_t
+.Lc1_d3391_j:
+    mov byte ptr [r15 + 384], bpl
+    mov dword ptr [r15 + 320], 31
+    vmovdqu ymmword ptr [r15 + 512], ymm4
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, ebp
+    mov dword ptr [r15 + 0], 229
+    movzx r8d, cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, ecx
+    mov rbp, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], bpl
+    movzx ecx, byte ptr [r15 + 384]
+    and rbp, 448
+    mov r8, qword ptr [r15 + rbp + 832]
+    mov ebp, dword ptr [r15 + 64]
+    mov r9, r11
+    movzx edi, r9b
+    mov edx, ecx
+    and r9, 8128
+    mov rcx, qword ptr [r15 + r9 + 7488]
+    mov qword ptr [r15 + 128], rcx
+    vmovq qword ptr [r15 + 256], xmm4
+    mov r9d, 228
+    movsxd rcx, dword ptr [r15 + 448]
+    mov r9, r11
+    mov rsi, rdi
+    mov dword ptr [r15 + 640], esi
+    and r9, 4032
+    mov dword ptr [r15 + r9 + 3392], ebp
+    mov ebp, r8d
+    mov r9d, ebp
+    mov edi, 149
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c73:
+    mov r8, r11
+    and r8, 4032
+    mov byte ptr [r15 + r8 + 3392], cl
+    mov ecx, edi
+    mov qword ptr [r15 + 128], rdi
+    mov rdi, r9
+    mov rdi, qword ptr [r15 + 192]
+    movsxd rcx, dword ptr [r15 + 704]
+    mov ebp, 106
+    jmp 1f
+1:
+    mov qword ptr [r15 + 320], r9
+    add rdi, qword ptr [r15 + 384]
+    movzx r9d, byte ptr [r15 + 768]
+    mov r8, r8
+    mov r8, r11
+    jmp 1f
+1:
+    and r8, 1984
+    mov dword ptr [r15 + r8 + 1344], r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], edi
+    mov dword ptr [r15 + 0], 148
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 128
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 2
+    mov rbp, r11
+    and r9d, dword ptr [r15 + 256]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    and rbp, 448
+    movzx r8d, byte ptr [r15 + rbp + 832]
+    mov dword ptr [r15 + 64], r8d
+    mov r8, qword ptr [r15 + 192]
+    movzx ebp, byte ptr [r15 + 448]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov rax, qword ptr [r15 + 320]
+    vmovq qword ptr [r15 + 512], xmm4
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c74:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 524288
+    setz al
+    lea rcx, [rip + .Lc1_d3482_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d3482_s_t
+    .p2align 3
+.Lc1_d3482_s:
+    .p2align 3
+    jmp .Lc1_d3482_j
+    .p2align 3
+    jmp .Lc1_d3482_j
+.Lc1_d3482_j:
+    mov r12, qword ptr [r15 + r12 + 56]
+    and edi, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, edi
+    mov byte ptr [r15 + 0], cl
+    mov dword ptr [r15 + 64], edi
+    mov rcx, qword ptr [r15 + 256]
+    mov qword ptr [r15 + 320], rsi
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov edi, ecx
+    mov edi, dword ptr [r15 + 384]
+    mov rsi, rcx
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov esi, esi
+    mov ecx, 230
+    jmp 1f
+1:
+    mov rbp, r11
+    mov esi, dword ptr [r15 + 448]
+    jmp 1f
+1:
+    and rbp, 1984
+    mov r8, r11
+    movzx ecx, byte ptr [r15 + rbp + 1344]
+    mov rbp, rsi
+    and r8, 8128
+    mov dword ptr [r15 + r8 + 7488], edi
+    mov esi, dword ptr [r15 + 576]
+    mov edi, dword ptr [r15 + 512]
+    mov r8, rbp
+    mov dword ptr [r15 + 64], ecx
+    mov dword ptr [r15 + 128], ecx
+    mov ebp, r8d
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c75:
     mov r12, qword ptr [r15 + r12 + 56]
     add rbp, qword ptr [r15 + 0]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, cl
-    mov dword ptr [r15 + 0], eax
-    mov rdi, qword ptr [r15 + 192]
-    movsxd rax, dword ptr [r15 + 128]
-    vmovdqu ymmword ptr [r15 + 128], ymm11
-    mov qword ptr [r15 + 320], rax
-    mov eax, dword ptr [r15 + 256]
-    jmp 1f
-1:
-    mov r8, r11
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r9, r11
-    and r8, 16320
-    mov dword ptr [r15 + r8 + 15680], ecx
-    and r9, 4032
-    mov qword ptr [r15 + r9 + 3392], r9
-    mov ecx, dword ptr [r15 + 384]
-    mov r9d, ecx
-    jmp 1f
-1:
-    lea r9, [r11 + r11*1]
-    jmp 1f
-1:
-    and r9, 8128
-    mov r8, qword ptr [r15 + r9 + 7552]
-    mov ebp, dword ptr [r15 + 576]
-    mov dword ptr [r15 + 512], eax
-    mov eax, 150
-    jmp 1f
-1:
-    mov eax, dword ptr [r15 + 64]
-    movzx esi, byte ptr [r15 + r9 + 7488]
-    vmovdqu ymmword ptr [r15 + 384], ymm11
-    jmp 1f
-1:
-    mov r9d, r8d
-    movzx r9d, byte ptr [r15 + 448]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c71:
-    lea rcx, [rip + .Lc1_d3873_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d3873_j_t
-.Lc1_d3873_j:
-    mov ecx, 124
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r11
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], ebp
-    and rbp, 1984
-    mov qword ptr [r15 + rbp + 1344], rbp
-    jmp 1f
-1:
-    mov qword ptr [r15 + 512], rdi
-    movzx ebp, byte ptr [r15 + 384]
-    mov qword ptr [r15 + 448], rcx
-    mov r8, rbp
-    jmp 1f
-1:
-    add rbp, qword ptr [r15 + 768]
-    mov dword ptr [r15 + 256], 85
-    lea r8, [r11 + r11*1]
-    jmp 1f
-1:
-    mov byte ptr [r15 + 192], r8b
-    and r8, 448
-    movsxd rcx, dword ptr [r15 + r8 + 832]
-    mov edi, dword ptr [r15 + r8 + 896]
-    mov r8d, dword ptr [r15 + 128]
-    vmovq qword ptr [r15 + 512], xmm11
-    movzx eax, byte ptr [r15 + 320]
-    mov r9, r11
-    mov dword ptr [r15 + 64], 37
-    and r9, 4032
-    mov qword ptr [r15 + r9 + 3392], r9
-    movzx r9d, r9b
-    mov dword ptr [r15 + 704], ebp
-    movsxd r9, dword ptr [r15 + 64]
-    jmp 1f
-1:
-    movsxd rbp, dword ptr [r15 + 320]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c72:
-    mov dword ptr [r15 + 128], 28
-    movzx ebp, dl
-    jmp 1f
-1:
-    movzx r9d, byte ptr [r15 + 192]
-    jmp 1f
-1:
-    movsxd rdx, dword ptr [r15 + 576]
-    and edx, dword ptr [r15 + 0]
-    add r9, qword ptr [r15 + 0]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, rdi
     jmp 1f
 1:
-    vpshufd xmm11, xmm11, 19
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 128], r9b
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov edx, dword ptr [r15 + 448]
-    jmp 1f
-1:
-    mov r9, rcx
-    vmovdqu xmm11, xmmword ptr [r15 + 320]
-    mov rbp, r11
-    mov r9d, 54
-    and rbp, 4032
-    movzx r9d, byte ptr [r15 + rbp + 3392]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 512], 255
-    movsxd rbp, dword ptr [r15 + 384]
-    mov dword ptr [r15 + 384], edx
-    jmp 1f
-1:
-    mov r8, r11
-    mov rbp, r11
-    mov edx, r9d
-    and r8, 8128
-    movsxd rdx, dword ptr [r15 + r8 + 7488]
-    and rbp, 1984
-    mov r8, qword ptr [r15 + rbp + 1344]
-    movzx ecx, byte ptr [r15 + 64]
-    mov dword ptr [r15 + 256], ecx
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c73:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 15
-    lea rcx, [rip + .Lc1_d3971_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d3971_s_t
-    .p2align 3
-.Lc1_d3971_s:
-    .p2align 3
-    jmp .Lc1_d3971_j
-    .p2align 3
-    jmp .Lc1_d3971_j
-    .p2align 3
-    jmp .Lc1_d3971_j
-    .p2align 3
-    jmp .Lc1_d3971_j
-    .p2align 3
-    jmp .Lc1_d3971_j
-    .p2align 3
-    jmp .Lc1_d3971_j
-    .p2align 3
-    jmp .Lc1_d3971_j
-    .p2align 3
-    jmp .Lc1_d3971_j
-    .p2align 3
-    jmp .Lc1_d3971_j
-    .p2align 3
-    jmp .Lc1_d3971_j
-    .p2align 3
-    jmp .Lc1_d3971_j
-    .p2align 3
-    jmp .Lc1_d3971_j
-    .p2align 3
-    jmp .Lc1_d3971_j
-    .p2align 3
-    jmp .Lc1_d3971_j
-    .p2align 3
-    jmp .Lc1_d3971_j
-    .p2align 3
-    jmp .Lc1_d3971_j
-.Lc1_d3971_j:
-    movzx eax, r9b
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    movzx eax, r9b
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, cl
-    movzx ecx, bpl
+    mov dword ptr [r15 + 0], 234
+    mov rdi, qword ptr [r15 + 256]
     jmp 1f
 1:
+    mov ecx, dword ptr [r15 + 448]
+    mov esi, dword ptr [r15 + 384]
+    vpor xmm4, xmm4, xmm6
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 125
-    xor dword ptr [r15 + 0], r9d
-    mov r9d, eax
+    mov r8d, 99
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov qword ptr [r15 + 64], r9
-    mov r9, r11
-    jmp 1f
-1:
-    vpcmpeqb xmm11, xmm11, xmm2
-    and r9, 8128
-    mov rbp, qword ptr [r15 + r9 + 7488]
-    mov r9d, dword ptr [r15 + 256]
-    movsxd rax, dword ptr [r15 + 640]
-    add r9, qword ptr [r15 + 320]
-    mov byte ptr [r15 + 384], cl
-    mov r8, r11
-    jmp 1f
-1:
-    movzx ecx, byte ptr [r15 + 512]
-    and r8, 448
-    mov dword ptr [r15 + r8 + 832], ebp
-    movsxd rbp, dword ptr [r15 + 192]
-    jmp 1f
-1:
-    mov r8, r11
-    mov rdx, r9
-    and edx, dword ptr [r15 + 448]
-    and r8, 1984
-    mov dword ptr [r15 + r8 + 1344], 227
-    jmp 1f
-1:
-    movzx r9d, byte ptr [r15 + 128]
-    movzx r8d, r9b
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c74:
-    vmovq xmm11, r8
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r8, qword ptr [r15 + 320]
-    movzx r9d, r8b
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], r8d
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 5
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movsxd r9, dword ptr [r15 + 768]
-    test ebx, 3584
-    jz 1f
-1:
-    mov qword ptr [r15 + 256], r9
-    movzx r9d, byte ptr [r15 + 192]
-    movsxd r8, dword ptr [r15 + 704]
-    jmp 1f
-1:
-    mov rbp, r11
-    mov ecx, dword ptr [r15 + 64]
-    mov rax, r9
-    mov r9, r11
-    and rbp, 448
-    mov r8, r11
-    mov dword ptr [r15 + rbp + 832], 223
-    and r8, 8128
-    mov ebp, dword ptr [r15 + r8 + 7488]
-    mov byte ptr [r15 + 320], r9b
-    and r9, 4032
-    movsxd r8, dword ptr [r15 + r9 + 3392]
-    mov edx, dword ptr [r15 + 128]
-    mov r9, qword ptr [r15 + 384]
-    mov edi, dword ptr [r15 + 448]
-    mov dword ptr [r15 + 512], 100
+    mov r8, qword ptr [r15 + 384]
+    mov byte ptr [r15 + 320], sil
     mov esi, dword ptr [r15 + 64]
+    mov r9, r11
+    mov edx, ecx
+    mov qword ptr [r15 + 512], r8
+    movsxd rcx, dword ptr [r15 + 128]
+    and r9, 448
+    mov r8d, dword ptr [r15 + r9 + 832]
+    nop
     movzx r9d, r8b
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c75:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 33554432
-    setz al
-    lea rcx, [rip + .Lc1_d4089_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d4089_s_t
-    .p2align 3
-.Lc1_d4089_s:
-    .p2align 3
-    jmp .Lc1_d4089_j
-    .p2align 3
-    jmp .Lc1_d4089_j
-.Lc1_d4089_j:
-    lea r9, [r11 + r11*1]
-    mov rbp, qword ptr [r15 + 256]
+    jmp 1f
+1:
+    jmp 1f
+1:
     mov r8, r11
-    and r9, 1984
-    mov rcx, qword ptr [r15 + r9 + 1344]
-    movzx eax, cl
-    and r8, 448
-    vmovdqu ymmword ptr [r15 + r8 + 832], ymm11
-    movsxd rax, dword ptr [r15 + 320]
-    movzx r8d, byte ptr [r15 + 192]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx edx, r8b
-    mov dword ptr [r15 + 0], r9d
-    vmovdqu ymmword ptr [r15 + 0], ymm11
-    jmp 1f
-1:
-    mov r8, rax
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, rdx
-    jmp 1f
-1:
-    mov byte ptr [r15 + 0], al
-    mov dword ptr [r15 + 0], edx
-    movzx edx, dl
-    vpmovmskb eax, xmm11
-    jmp 1f
-1:
-    mov dword ptr [r15 + r9 + 1408], 23
-    mov dword ptr [r15 + 640], 28
-    jmp 1f
-1:
-    mov dword ptr [r15 + 448], r8d
-    movsxd rdx, dword ptr [r15 + 384]
-    mov r8, r11
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx r9d, al
+    mov rbp, r11
+    mov qword ptr [r15 + 640], rbp
+    movzx eax, byte ptr [r15 + 192]
+    and rbp, 8128
+    mov r9, qword ptr [r15 + rbp + 7488]
     and r8, 4032
-    add rdx, qword ptr [r15 + r8 + 3392]
-    mov dword ptr [r15 + 512], eax
-    mov r9, rdi
-    movzx r8d, byte ptr [r15 + 576]
-    add r9, qword ptr [r15 + 128]
-    mov eax, edi
-    vmovdqu ymmword ptr [r15 + 64], ymm11
-    mov rax, rdx
-    mov eax, 52
+    mov qword ptr [r15 + r8 + 3392], rax
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c76:
-    lea rcx, [rip + .Lc1_d4146_j]
+    lea rcx, [rip + .Lc1_d3577_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d4146_j_t
-.Lc1_d4146_j:
-    mov byte ptr [r15 + 256], al
-    add rcx, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rcx
-    mov r8, r11
-    mov dword ptr [r15 + 0], 189
-    and r8, 8128
-    movzx ecx, byte ptr [r15 + r8 + 7488]
-    movzx r8d, byte ptr [r15 + 64]
-    movzx eax, al
-    vpxor xmm11, xmm11, xmm1
-    mov r9d, dword ptr [r15 + 512]
-    jmp 1f
-1:
-    movsxd rax, dword ptr [r15 + 448]
+    jmp .Lc1_d3577_j_t
+.Lc1_d3577_j:
+    mov ecx, 117
+    vpshufd xmm6, xmm4, 66
     mov rbp, r11
-    mov r9, r11
-    and rbp, 1984
-    and eax, dword ptr [r15 + rbp + 1344]
-    and r9, 4032
-    mov ebp, dword ptr [r15 + r9 + 3392]
-    mov r9d, r8d
     jmp 1f
 1:
+    movzx ecx, byte ptr [r15 + 128]
+    mov r8, r11
+    and rbp, 448
+    mov eax, dword ptr [r15 + rbp + 832]
+    mov rbp, qword ptr [r15 + 320]
+    and r8, 4032
+    movzx r9d, byte ptr [r15 + r8 + 3392]
+    mov r8d, dword ptr [r15 + 64]
+    mov dword ptr [r15 + 512], 124
+    and r8d, dword ptr [r15 + 704]
+    movzx edi, byte ptr [r15 + 256]
+    mov dword ptr [r15 + 768], 41
+    movzx esi, bpl
+    mov ebp, eax
+    mov ebp, dword ptr [r15 + 384]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ebp, r9b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rbp
+    mov ebp, ebp
+    mov byte ptr [r15 + 0], bpl
     jmp 1f
 1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    and eax, dword ptr [r15 + 128]
-    mov r8d, 75
-    mov dword ptr [r15 + 320], 85
-    mov r8, rcx
-    movzx r8d, r9b
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 320], 65
+    mov dword ptr [r15 + 0], 254
+    mov r9, rbp
+    mov r9d, dword ptr [r15 + 448]
+    movzx ebp, r9b
     movsxd r9, dword ptr [r15 + 192]
-    vmovdqu ymmword ptr [r15 + 704], ymm11
-    mov byte ptr [r15 + 384], cl
-    mov ecx, dword ptr [r15 + 384]
-    vpor xmm11, xmm11, xmm11
-    mov byte ptr [r15 + 128], cl
+    mov r8, r11
+    mov eax, 229
+    and r8, 1984
+    vmovdqu ymmword ptr [r15 + r8 + 1344], ymm6
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c77:
-    mov rcx, qword ptr [r15 + 320]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, r9d
-    movzx r9d, r9b
-    mov dword ptr [r15 + 0], 211
-    mov r9d, 92
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], r9
-    mov r9, r9
-    vmovq xmm11, r9
-    mov qword ptr [r15 + 448], r9
-    vmovdqu ymmword ptr [r15 + 128], ymm11
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r9d, r9d
-    jmp 1f
-1:
-    test ebx, 1536
-    jz 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
     mov rbp, r11
-    movzx r9d, byte ptr [r15 + 512]
-    mov dword ptr [r15 + 384], 26
+    and rbp, 1984
+    and edx, dword ptr [r15 + rbp + 1344]
+    mov qword ptr [r15 + 0], r9
+    mov r8d, eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], rax
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r11
+    jmp 1f
+1:
+    mov eax, edx
+    mov edx, dword ptr [r15 + 512]
+    mov r8, r11
     and rbp, 8128
-    mov qword ptr [r15 + rbp + 7488], rbp
-    mov dword ptr [r15 + 576], r9d
+    mov r9d, dword ptr [r15 + rbp + 7488]
+    add rax, qword ptr [r15 + 192]
+    and r8, 448
+    mov dword ptr [r15 + r8 + 832], r8d
+    mov rbp, qword ptr [r15 + 64]
+    mov dword ptr [r15 + 128], r9d
+    mov r8d, dword ptr [r15 + 320]
+    mov esi, edx
     jmp 1f
 1:
-    movzx ebp, byte ptr [r15 + 64]
-    mov dword ptr [r15 + 768], 116
-    mov byte ptr [r15 + 192], r9b
+    mov esi, 184
     jmp 1f
 1:
     jmp 1f
 1:
+    movzx r9d, dl
     jmp 1f
 1:
+    mov dword ptr [r15 + 320], 215
     jmp 1f
 1:
-    mov r9, r11
+    movzx edx, r9b
+    movzx edx, byte ptr [r15 + 448]
+    mov rsi, rbp
+    mov dword ptr [r15 + 256], 185
+    mov rbp, rsi
+    mov qword ptr [r15 + 384], rcx
+    mov ebp, ebp
+    mov esi, dword ptr [r15 + 576]
     jmp 1f
 1:
-    mov dword ptr [r15 + 256], ebp
-    and r9, 448
-    mov dword ptr [r15 + r9 + 832], 15
-    mov r9d, r9d
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c78:
-    lea rcx, [rip + .Lc1_d4244_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d4244_j_t
-.Lc1_d4244_j:
-    mov r9, r11
-    mov ecx, 192
-    and r9, 8128
-    mov rcx, qword ptr [r15 + r9 + 7488]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 15
+    lea rcx, [rip + .Lc1_d3675_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d3675_s_t
+    .p2align 3
+.Lc1_d3675_s:
+    .p2align 3
+    jmp .Lc1_d3675_j
+    .p2align 3
+    jmp .Lc1_d3675_j
+    .p2align 3
+    jmp .Lc1_d3675_j
+    .p2align 3
+    jmp .Lc1_d3675_j
+    .p2align 3
+    jmp .Lc1_d3675_j
+    .p2align 3
+    jmp .Lc1_d3675_j
+    .p2align 3
+    jmp .Lc1_d3675_j
+    .p2align 3
+    jmp .Lc1_d3675_j
+    .p2align 3
+    jmp .Lc1_d3675_j
+    .p2align 3
+    jmp .Lc1_d3675_j
+    .p2align 3
+    jmp .Lc1_d3675_j
+    .p2align 3
+    jmp .Lc1_d3675_j
+    .p2align 3
+    jmp .Lc1_d3675_j
+    .p2align 3
+    jmp .Lc1_d3675_j
+    .p2align 3
+    jmp .Lc1_d3675_j
+    .p2align 3
+    jmp .Lc1_d3675_j
+.Lc1_d3675_j:
+    mov rbp, r11
+    and rbp, 8128
+    movzx edx, byte ptr [r15 + rbp + 7488]
+    mov dword ptr [r15 + 128], edx
     jmp 1f
 1:
-    mov dword ptr [r15 + 384], 74
-    mov r9d, ebp
-    movzx r9d, byte ptr [r15 + 384]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 4
-    movzx ecx, cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, qword ptr [r15 + 512]
-    movzx ebp, byte ptr [r15 + 64]
-    mov rax, rbp
-    mov rax, r8
-    jmp 1f
-1:
-    add rcx, qword ptr [r15 + 448]
-    mov dword ptr [r15 + 640], ebp
-    mov dword ptr [r15 + 192], ecx
-    or qword ptr [r15 + 128], 127
     jmp 1f
 1:
     mov rbp, r11
-    mov qword ptr [r15 + 320], rcx
+    mov rdx, rcx
     jmp 1f
 1:
-    movzx ecx, byte ptr [r15 + 64]
     mov r8, r11
     and rbp, 1984
-    mov dword ptr [r15 + rbp + 1344], eax
-    jmp 1f
-1:
+    movsxd rcx, dword ptr [r15 + rbp + 1344]
+    mov rdi, rcx
     and r8, 4032
-    mov ebp, dword ptr [r15 + r8 + 3392]
-    movzx eax, byte ptr [r15 + 256]
-    jmp 1f
-1:
+    movzx ecx, byte ptr [r15 + r8 + 3392]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c79:
-    mov ecx, 25
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], r8d
+    movzx r8d, r8b
     jmp 1f
 1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 512], r8d
+    mov byte ptr [r15 + 640], r8b
+    mov dword ptr [r15 + 384], r8d
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    .byte 0x0f, 0x1f, 0x00
-    jmp 1f
-1:
-    mov r8, rcx
+    vpaddd xmm6, xmm6, xmm6
+    mov dword ptr [r15 + 0], 51
     mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], cl
-    mov ecx, r8d
-    movzx ecx, byte ptr [r15 + 704]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    add r8, qword ptr [r15 + 0]
+    movzx ebp, r9b
     jmp 1f
 1:
-    mov r8, r11
-    mov ebp, r8d
-    mov ebp, ecx
+    mov qword ptr [r15 + 0], rbp
+    mov ebp, 64
+    mov dword ptr [r15 + 64], 11
+    movzx ebp, bpl
+    mov r9d, r8d
+    mov ebp, 254
+    mov dword ptr [r15 + 704], 15
     test ebx, 1073741824
     jz 1f
 1:
-    and r8, 1984
-    movzx ecx, byte ptr [r15 + r8 + 1344]
+    mov r8, rbp
+    movzx r9d, byte ptr [r15 + 320]
     mov r8, r11
-    vmovdqu xmm11, xmmword ptr [r15 + 64]
-    mov dword ptr [r15 + 192], eax
-    mov dword ptr [r15 + 448], 218
-    and r8, 4032
-    movzx eax, byte ptr [r15 + r8 + 3392]
-    lea r8, [r11 + r11*1]
     jmp 1f
 1:
-    movzx r9d, byte ptr [r15 + 384]
-    and r8, 448
-    mov byte ptr [r15 + r8 + 896], r8b
-    mov byte ptr [r15 + r8 + 832], bpl
-    add r8, qword ptr [r15 + 320]
-    mov dword ptr [r15 + 320], r8d
-    movsxd r8, dword ptr [r15 + 768]
+    mov ebp, dword ptr [r15 + 384]
+    movzx ecx, bpl
+    and r8, 16320
+    mov byte ptr [r15 + r8 + 15680], r9b
     jmp 1f
 1:
-    mov qword ptr [r15 + 512], r8
-    movsxd r8, dword ptr [r15 + 128]
-    mov byte ptr [r15 + 256], r8b
-    mov dword ptr [r15 + 448], r9d
+    jmp 1f
+1:
+    mov dword ptr [r15 + 128], r8d
+    movsxd r8, dword ptr [r15 + 448]
+    vpmovmskb r9d, xmm6
+    movzx ebp, bpl
+    mov rdx, rbp
+    vpor xmm6, xmm6, xmm6
+    mov ebp, 158
+    mov esi, 76
+    mov ebp, r8d
+    jmp 1f
+1:
+    movzx ebp, byte ptr [r15 + 192]
+    movzx r9d, byte ptr [r15 + 256]
+    mov rdx, qword ptr [r15 + 64]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c80:
-    lea rcx, [rip + .Lc1_d4340_j]
+    lea rcx, [rip + .Lc1_d3767_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d4340_j_t
-.Lc1_d4340_j:
-    mov r8, r11
-    and r8, 16320
-    mov ecx, dword ptr [r15 + r8 + 15680]
-    jmp 1f
-1:
-    mov r8d, 178
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 88
+    jmp .Lc1_d3767_j_t
+.Lc1_d3767_j:
+    vmovq xmm6, rcx
+    vpshufd xmm6, xmm6, 228
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    movzx r8d, cl
-    mov byte ptr [r15 + 0], cl
-    mov dword ptr [r15 + 0], 147
-    mov r8, rax
+    nop
+    mov qword ptr [r15 + 0], rcx
+    mov rbp, r9
     mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], r8
-    mov r8, r8
-    mov r8, qword ptr [r15 + 128]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    and r8d, dword ptr [r15 + 384]
-    movsxd rax, dword ptr [r15 + 64]
+    mov r9d, ecx
     jmp 1f
 1:
-    movzx ecx, al
-    mov rcx, rbp
-    mov ebp, 82
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    lea rbp, [r11 + r11*1]
-    mov ecx, dword ptr [r15 + 512]
-    movzx r9d, byte ptr [r15 + 448]
-    mov rdx, qword ptr [r15 + 576]
-    and rbp, 8128
-    and ecx, dword ptr [r15 + rbp + 7488]
-    movsxd rdi, dword ptr [r15 + 320]
-    movzx esi, al
-    jmp 1f
-1:
+    movzx esi, r9b
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx esi, byte ptr [r15 + 384]
     mov r9, r11
+    vmovq xmm6, r9
+    mov qword ptr [r15 + 512], r9
     jmp 1f
 1:
-    and r9, 1984
-    movzx eax, byte ptr [r15 + r9 + 1344]
-    mov r9, rsi
-    mov rsi, qword ptr [r15 + rbp + 7552]
-    movzx ebp, byte ptr [r15 + 192]
+    and r9, 8128
+    mov rcx, qword ptr [r15 + r9 + 7488]
+    mov r9, r11
     mov rbp, qword ptr [r15 + 128]
+    .byte 0x66, 0x90
+    mov r8, qword ptr [r15 + 192]
+    and r9, 1984
+    add r8, qword ptr [r15 + r9 + 1344]
+    mov qword ptr [r15 + 64], rsi
+    mov r9, r11
+    mov byte ptr [r15 + 320], r9b
+    and r9, 448
+    mov dword ptr [r15 + r9 + 832], r8d
+    jmp 1f
+1:
+    mov r9, qword ptr [r15 + 448]
+    mov qword ptr [r15 + 256], r8
+    mov esi, eax
+    jmp 1f
+1:
+    mov r8d, dword ptr [r15 + 768]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c81:
-    lea rcx, [rip + .Lc1_d4391_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d4391_j_t
-.Lc1_d4391_j:
-    movzx ebp, cl
-    mov ebp, 53
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 33
-    movzx ecx, bpl
-    mov ebp, edi
+    mov r8d, r8d
+    mov esi, dword ptr [r15 + 320]
+    vpcmpeqb xmm6, xmm6, xmm4
+    mov r8d, dword ptr [r15 + 128]
+    movsxd rbp, dword ptr [r15 + 384]
+    movsxd r9, dword ptr [r15 + 512]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, dword ptr [r15 + 128]
-    mov r9, r11
-    mov ecx, 228
-    mov ecx, dword ptr [r15 + 256]
-    mov dword ptr [r15 + 192], 162
-    and r9, 1984
-    mov dword ptr [r15 + r9 + 1344], eax
-    mov qword ptr [r15 + 640], rbp
-    jmp 1f
-1:
-    movzx ebp, byte ptr [r15 + 448]
-    mov r9, r11
-    mov rdx, r9
-    and r9, 448
-    mov eax, dword ptr [r15 + r9 + 832]
-    jmp 1f
-1:
-    movsxd rdi, dword ptr [r15 + 320]
-    jmp 1f
+    mov dword ptr [r15 + 0], 235
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, r9
+    mov r9d, 215
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 192], ebp
+    movsxd rbp, dword ptr [r15 + 448]
+    mov r9, rsi
+    test ebx, 1073741824
+    jz 1f
 1:
     jmp 1f
 1:
-    mov r9, rdi
-    mov r9, qword ptr [r15 + 64]
-    mov dword ptr [r15 + 512], 187
+    movzx ebp, byte ptr [r15 + 576]
+    mov r8, r11
+    mov r9d, r9d
+    jmp 1f
+1:
+    and r8, 1984
+    vpaddq xmm6, xmm6, xmmword ptr [r15 + r8 + 1344]
+    vmovdqu ymmword ptr [r15 + 320], ymm6
+    lea r9, [r11 + r11*1]
     jmp 1f
 1:
     jmp 1f
 1:
-    mov byte ptr [r15 + 384], dil
-    jmp 1f
-1:
+    movzx r8d, r9b
+    and r9, 4032
+    movzx esi, byte ptr [r15 + r9 + 3456]
     jmp 1f
 1:
     mov r8, r11
-    movzx edi, byte ptr [r15 + 384]
+    mov ecx, r8d
     jmp 1f
 1:
-    and r8, 4032
-    movzx esi, byte ptr [r15 + r8 + 3392]
-    mov r8, rsi
+    and r8, 448
+    movzx ecx, byte ptr [r15 + r8 + 832]
+    mov r8, rcx
+    mov dword ptr [r15 + r9 + 3392], 211
+    movsxd r8, dword ptr [r15 + 64]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c82:
-    mov qword ptr [r15 + 512], rsi
-    mov esi, esi
-    mov byte ptr [r15 + 384], sil
-    mov byte ptr [r15 + 320], sil
-    mov qword ptr [r15 + 256], rsi
-    mov byte ptr [r15 + 768], sil
-    mov rsi, qword ptr [r15 + 128]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r8d, dword ptr [r15 + 448]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, edi
-    mov edi, 124
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    vpaddd xmm11, xmm11, xmm11
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx edi, r8b
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r8d, bpl
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 262144
+    setz al
+    lea rcx, [rip + .Lc1_d3864_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d3864_s_t
+    .p2align 3
+.Lc1_d3864_s:
+    .p2align 3
+    jmp .Lc1_d3864_j
+    .p2align 3
+    jmp .Lc1_d3864_j
+.Lc1_d3864_j:
     mov r8, r11
-    mov dword ptr [r15 + 0], 224
-    and r8, 4032
-    mov edi, dword ptr [r15 + r8 + 3392]
-    mov r8d, edi
-    movsxd r8, dword ptr [r15 + 64]
+    mov ecx, r9d
+    and r8, 8128
+    movsxd rcx, dword ptr [r15 + r8 + 7488]
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + 0], ymm6
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     mov rbp, r11
-    jmp 1f
-1:
-    jmp 1f
-1:
+    mov dword ptr [r15 + 0], 197
+    add rcx, qword ptr [r15 + 128]
+    vpmovmskb edi, xmm6
     and rbp, 448
-    mov qword ptr [r15 + rbp + 832], rbp
-    mov rbp, r11
-    movzx esi, byte ptr [r15 + 704]
-    and rbp, 8128
-    mov r9, qword ptr [r15 + rbp + 7488]
-    mov rbp, r8
+    mov r8, qword ptr [r15 + rbp + 832]
+    movsxd rbp, dword ptr [r15 + 640]
+    add r8, qword ptr [r15 + 704]
+    movzx eax, byte ptr [r15 + 320]
+    mov qword ptr [r15 + 448], rcx
+    add rdi, qword ptr [r15 + 512]
+    mov dword ptr [r15 + 64], 88
+    mov r9d, dword ptr [r15 + 128]
     jmp 1f
 1:
-    movzx ebp, byte ptr [r15 + 64]
+    mov rcx, qword ptr [r15 + 256]
+    mov qword ptr [r15 + 192], rbp
+    mov rbp, rcx
     jmp 1f
 1:
-    mov dword ptr [r15 + 192], ebp
-    movzx edx, r8b
+    mov ecx, dword ptr [r15 + 384]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c83:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 2097152
-    setz al
-    lea rcx, [rip + .Lc1_d4494_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d4494_s_t
-    .p2align 3
-.Lc1_d4494_s:
-    .p2align 3
-    jmp .Lc1_d4494_j
-    .p2align 3
-    jmp .Lc1_d4494_j
-.Lc1_d4494_j:
-    mov qword ptr [r15 + 320], rdx
-    mov r12, qword ptr [r15 + r12 + 56]
-    vpor xmm11, xmm11, xmm11
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, rsi
+    mov qword ptr [r15 + 768], rbp
     jmp 1f
 1:
-    mov qword ptr [r15 + 0], r9
+    jmp 1f
+1:
+    mov ebp, dword ptr [r15 + 384]
+    jmp 1f
+1:
+    mov rcx, r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, cl
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r9d, r9d
-    vpxor xmm11, xmm11, xmm14
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx edx, r9b
-    movzx edx, dl
-    jmp 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], edx
-    mov r9, r11
-    mov dword ptr [r15 + 320], 40
-    mov rdx, qword ptr [r15 + 384]
-    and r9, 1984
-    movzx ecx, byte ptr [r15 + r9 + 1344]
-    mov r9d, dword ptr [r15 + 64]
-    movzx eax, al
-    jmp 1f
-1:
-    jmp 1f
-1:
-    vpaddd xmm11, xmm11, xmm11
-    mov eax, eax
-    mov eax, dword ptr [r15 + 256]
-    mov esi, dword ptr [r15 + 512]
-    mov rbp, r11
+    mov eax, ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    vpmovmskb ecx, xmm6
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, 219
+    movzx r9d, byte ptr [r15 + 64]
+    and r8, 8128
+    movsxd rcx, dword ptr [r15 + r8 + 7488]
     movzx r8d, byte ptr [r15 + 128]
-    mov rdi, r8
     jmp 1f
 1:
-    and rbp, 448
-    mov qword ptr [r15 + rbp + 832], rbp
+    mov r8, r11
+    movzx eax, r9b
+    mov eax, eax
+    or qword ptr [r15 + 256], 19
+    and r8, 1984
+    mov byte ptr [r15 + r8 + 1344], r9b
+    mov r9d, r9d
+    movzx eax, byte ptr [r15 + 512]
     jmp 1f
 1:
-    mov rbp, r11
-    or qword ptr [r15 + 576], 8
-    and rbp, 8128
-    mov dword ptr [r15 + rbp + 7488], 9
-    movzx ebp, bpl
+    mov r9, qword ptr [r15 + 320]
+    mov r8d, 184
+    mov r8d, 223
+    mov r8, r11
+    mov edi, dword ptr [r15 + 192]
+    jmp 1f
+1:
+    and r8, 4032
+    mov dword ptr [r15 + r8 + 3392], 177
+    mov esi, 163
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c84:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov rax, r8
-    vmovdqu xmmword ptr [r15 + 448], xmm11
+    lea rcx, [rip + .Lc1_d3951_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d3951_j_t
+.Lc1_d3951_j:
     mov rbp, r11
     jmp 1f
 1:
-    and rbp, 448
-    movsxd rax, dword ptr [r15 + rbp + 832]
-    .byte 0x0f, 0x1f, 0x40, 0x00
-    mov rbp, rsi
-    mov r8, qword ptr [r15 + 384]
-    .byte 0x66, 0x90
+    and rbp, 8128
+    mov qword ptr [r15 + rbp + 7488], rbp
+    movzx ebp, bpl
+    movzx ecx, bpl
     jmp 1f
 1:
+    mov r8d, esi
+    mov qword ptr [r15 + 512], r9
+    mov r8, r11
+    mov r9, rcx
+    and r8, 1984
+    movsxd rcx, dword ptr [r15 + r8 + 1344]
+    mov r8, rbp
+    mov r8d, r8d
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov ebp, r8d
+    mov rbp, rbp
+    jmp 1f
+1:
+    mov ebp, ebp
+    movsxd r8, dword ptr [r15 + 384]
     mov rbp, r11
-    mov esi, 210
-    mov esi, dword ptr [r15 + 384]
-    mov rdx, rsi
-    and rbp, 4032
-    movzx edx, byte ptr [r15 + rbp + 3392]
-    mov ebp, eax
-    mov byte ptr [r15 + 128], al
-    and ebp, dword ptr [r15 + 0]
-    mov eax, 118
-    test dword ptr [r15 + 67117724], 64
+    test ebx, 1073741824
     jz 1f
 1:
-    mov byte ptr [r15 + 0], cl
-    mov dword ptr [r15 + 256], 140
-    movzx eax, dl
-    mov rax, qword ptr [r15 + 640]
-    mov rdx, rdx
-    mov edx, dword ptr [r15 + 704]
-    mov rbp, r11
-    mov qword ptr [r15 + 64], rbp
-    movsxd rcx, dword ptr [r15 + 448]
-    mov dword ptr [r15 + 192], 45
-    and rbp, 1984
-    mov esi, dword ptr [r15 + rbp + 1344]
+    and rbp, 448
+    movsxd rcx, dword ptr [r15 + rbp + 832]
+    movzx esi, r8b
     jmp 1f
 1:
-    mov rbp, rdi
-    mov ebp, ebp
-    mov rbp, rdx
-    or qword ptr [r15 + 512], 102
-    mov rdx, rbp
-    movsxd rbp, dword ptr [r15 + 320]
+    mov r9d, 221
+    movzx ebp, r8b
+    mov dword ptr [r15 + 320], 185
+    mov qword ptr [r15 + 256], rbp
+    mov ebp, dword ptr [r15 + 448]
+    movsxd rax, dword ptr [r15 + 64]
+    movzx r8d, al
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov eax, 22
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    movsxd rdx, dword ptr [r15 + 576]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c85:
-    lea rcx, [rip + .Lc1_d4600_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d4600_j_t
-.Lc1_d4600_j:
-    mov rcx, rdx
-    movzx ecx, sil
-    mov ecx, edx
-    jmp 1f
-1:
+    mov rax, qword ptr [r15 + 384]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], ecx
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov ecx, edi
-    mov dword ptr [r15 + 0], edx
+    add rdx, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and edx, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
+    mov dword ptr [r15 + 0], edi
     mov rbp, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 8128
-    mov ecx, dword ptr [r15 + rbp + 7488]
-    mov rbp, qword ptr [r15 + 448]
-    .byte 0x66, 0x90
-    vpaddq xmm11, xmm11, xmmword ptr [r15 + 192]
-    jmp 1f
-1:
-    mov edx, ebp
-    jmp 1f
-1:
-    mov rbp, r11
-    mov esi, dword ptr [r15 + 384]
-    movzx edi, dl
-    mov r8, r11
-    jmp 1f
-1:
+    mov rdi, qword ptr [r15 + 128]
     and rbp, 4032
-    mov byte ptr [r15 + rbp + 3392], cl
+    mov byte ptr [r15 + rbp + 3392], bpl
+    movzx esi, dl
+    jmp 1f
+1:
+    mov byte ptr [r15 + 640], dil
+    inc dword ptr [r15 + 448]
+    mov qword ptr [r15 + 256], rsi
+    jmp 1f
+1:
+    mov ebp, edx
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov rbp, rsi
+    jmp 1f
+1:
+    mov rbp, qword ptr [r15 + 192]
+    vmovdqu xmm6, xmmword ptr [r15 + 64]
+    mov r8, r11
+    movzx esi, sil
+    mov rsi, rax
+    mov r9, r11
     and r8, 1984
-    add qword ptr [r15 + r8 + 1344], r8
-    mov qword ptr [r15 + 128], r8
-    mov dword ptr [r15 + 256], 254
-    mov ecx, dword ptr [r15 + 128]
-    movzx r8d, byte ptr [r15 + 512]
-    mov dword ptr [r15 + 320], r8d
-    add r8, qword ptr [r15 + 768]
-    mov rbp, qword ptr [r15 + 64]
+    movzx eax, byte ptr [r15 + r8 + 1344]
+    jmp 1f
+1:
+    imul rax, qword ptr [r15 + 320]
+    and r9, 448
+    mov r8, qword ptr [r15 + r9 + 832]
+    mov rcx, qword ptr [r15 + 384]
+    mov edi, dword ptr [r15 + 512]
+    movzx edx, byte ptr [r15 + 128]
+    mov r9, rdx
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c86:
-    lea rcx, [rip + .Lc1_d4652_j]
+    lea rcx, [rip + .Lc1_d4051_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d4652_j_t
-.Lc1_d4652_j:
-    mov rbp, r11
-    movsxd rcx, dword ptr [r15 + 320]
-    mov dword ptr [r15 + 448], ecx
-    and rbp, 448
-    mov byte ptr [r15 + rbp + 832], bpl
+    jmp .Lc1_d4051_j_t
+.Lc1_d4051_j:
+    mov dword ptr [r15 + 192], 85
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, ecx
-    jmp 1f
-1:
+    mov rcx, rdi
+    mov byte ptr [r15 + 0], r9b
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, cl
-    mov dword ptr [r15 + 0], r8d
-    movsxd rcx, dword ptr [r15 + 512]
-    movzx r8d, byte ptr [r15 + 320]
+    mov qword ptr [r15 + 64], rcx
+    movzx edi, cl
+    mov dword ptr [r15 + 384], 50
+    movzx ecx, dil
+    mov r8, r11
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov rbp, r11
-    movzx edi, byte ptr [r15 + 640]
-    and rbp, 4032
-    mov dword ptr [r15 + rbp + 3392], 81
-    mov rbp, qword ptr [r15 + 384]
-    test ebx, 384512
+    mov ecx, dword ptr [r15 + 768]
+    and r8, 8128
+    mov dword ptr [r15 + r8 + 7488], 102
+    mov r8d, r8d
+    mov r8d, 3
+    movzx edi, r8b
+    test ebx, 1073741824
     jz 1f
 1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov rbp, qword ptr [r15 + 576]
+    vmovdqu ymmword ptr [r15 + 448], ymm6
+    and ecx, dword ptr [r15 + 128]
+    and edi, dword ptr [r15 + 256]
+    mov r8d, 86
     mov r8, r11
-    movzx ecx, sil
-    and r8, 8128
-    mov qword ptr [r15 + r8 + 7488], r8
-    mov dword ptr [r15 + 192], 9
-    mov r8, rcx
+    movsxd r9, dword ptr [r15 + 704]
+    mov dword ptr [r15 + 320], r9d
+    and r8, 4032
+    add rdi, qword ptr [r15 + r8 + 3392]
+    mov r9d, 55
+    mov r9d, dword ptr [r15 + 320]
+    mov edx, r9d
     jmp 1f
 1:
-    vmovq xmm11, rcx
     jmp 1f
 1:
-    mov dword ptr [r15 + 64], ebp
-    movzx r8d, byte ptr [r15 + 128]
+    mov r9d, edi
     jmp 1f
 1:
-    mov rbp, r8
-    jmp 1f
-1:
-    movzx r8d, byte ptr [r15 + 256]
+    .byte 0x66, 0x90
+    mov r9, qword ptr [r15 + 512]
     jmp 1f
 1:
     add r11, 64
@@ -6284,56 +5472,57 @@ ditto_body_c1:
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c87:
-    mov rbp, r11
-    movzx r8d, byte ptr [r15 + 384]
-    and rbp, 1984
-    mov rdi, qword ptr [r15 + rbp + 1344]
-    movsxd rbp, dword ptr [r15 + 384]
-    mov ecx, dword ptr [r15 + 256]
+    lea rcx, [rip + .Lc1_d4100_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d4100_j_t
+.Lc1_d4100_j:
+    mov ecx, 103
+    movzx ecx, byte ptr [r15 + 512]
+    mov r9d, 74
+    mov dword ptr [r15 + 0], 121
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rdi, r8
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    add rdi, qword ptr [r15 + 0]
     mov r9, r11
-    vpcmpeqb xmm11, xmm11, xmm1
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd r8, dword ptr [r15 + 192]
     and r9, 448
-    movsxd rsi, dword ptr [r15 + r9 + 832]
-    movzx r9d, dl
+    mov dword ptr [r15 + r9 + 832], ecx
     jmp 1f
 1:
-    movsxd r9, dword ptr [r15 + 192]
-    mov qword ptr [r15 + 0], r8
-    mov r8d, r9d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, rsi
-    add r9, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r8d, dil
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 2
-    mov byte ptr [r15 + 0], sil
+    mov r9d, dword ptr [r15 + 128]
+    vpxor xmm6, xmm6, xmm5
     jmp 1f
 1:
     jmp 1f
 1:
-    mov esi, 221
-    and esi, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, edi
+    mov dword ptr [r15 + 576], 81
     jmp 1f
 1:
-    mov r8, qword ptr [r15 + 704]
-    mov rdx, qword ptr [r15 + 128]
-    movzx eax, byte ptr [r15 + 64]
-    or qword ptr [r15 + 320], 19
-    mov esi, eax
+    movsxd rcx, dword ptr [r15 + 448]
+    mov byte ptr [r15 + 64], cl
+    mov qword ptr [r15 + 320], rcx
+    vmovq qword ptr [r15 + 384], xmm6
     jmp 1f
 1:
-    movsxd rax, dword ptr [r15 + 64]
-    movzx eax, byte ptr [r15 + 128]
+    mov rbp, r11
+    mov ecx, 57
+    mov ecx, ecx
+    mov ecx, 102
+    and rbp, 8128
+    movzx esi, byte ptr [r15 + rbp + 7488]
+    mov rbp, r11
     jmp 1f
 1:
-    mov r8, qword ptr [r15 + 512]
-    mov r9, r11
-    mov eax, dword ptr [r15 + 448]
-    and r9, 8128
-    mov rax, qword ptr [r15 + r9 + 7488]
+    and rbp, 1984
+    movzx ecx, byte ptr [r15 + rbp + 1344]
+    movzx eax, sil
     add r11, 64
     inc rbx
     dec r13
@@ -6342,301 +5531,251 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 4096
-    setz al
-    lea rcx, [rip + .Lc1_d4756_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d4756_s_t
-    .p2align 3
-.Lc1_d4756_s:
-    .p2align 3
-    jmp .Lc1_d4756_j
-    .p2align 3
-    jmp .Lc1_d4756_j
-.Lc1_d4756_j:
-    mov qword ptr [r15 + 0], rax
-    movzx ecx, cl
-    mov r9d, 218
-    mov r9d, eax
-    movzx r9d, r9b
-    mov dword ptr [r15 + 0], 238
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    and ecx, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 151
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    test dword ptr [r15 + 67117723], 32
-    jnz 1f
-1:
-    mov dword ptr [r15 + 320], 95
-    mov ecx, ecx
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov ecx, ecx
-    mov r9, r11
-    mov rdi, qword ptr [r15 + 512]
-    mov dword ptr [r15 + 448], 220
-    and r9, 8128
-    mov ecx, dword ptr [r15 + r9 + 7488]
-    mov r9, r11
-    mov dword ptr [r15 + 768], 88
+    mov rbp, r11
     mov r8, r11
-    mov rax, qword ptr [r15 + 256]
-    and r9, 1984
-    mov esi, dword ptr [r15 + r9 + 1344]
-    mov r9, rdi
-    and r8, 4032
-    mov qword ptr [r15 + r8 + 3392], r8
-    mov r8, qword ptr [r15 + 64]
-    movzx r9d, byte ptr [r15 + 384]
-    mov ebp, 51
-    movzx ebp, byte ptr [r15 + 192]
+    and rbp, 1984
+    mov rsi, qword ptr [r15 + rbp + 1344]
+    and r8, 448
+    mov byte ptr [r15 + r8 + 832], r8b
+    mov r8d, dword ptr [r15 + 256]
+    mov qword ptr [r15 + 0], rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    and edx, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    vpor xmm6, xmm6, xmm6
+    movzx ebp, byte ptr [r15 + 384]
+    test dword ptr [r15 + 67117724], 293900421
+    jz 1f
+1:
+    mov rbp, rdx
+    jmp 1f
+1:
+    movsxd rdx, dword ptr [r15 + 640]
+    mov byte ptr [r15 + 64], dl
+    movzx edx, dl
+    mov rbp, r11
+    vpcmpeqb xmm6, xmm6, xmmword ptr [r15 + 320]
+    movzx edx, byte ptr [r15 + 448]
+    vmovdqu ymmword ptr [r15 + 64], ymm6
+    and rbp, 4032
+    movzx eax, byte ptr [r15 + rbp + 3392]
+    mov r8d, 218
+    mov byte ptr [r15 + 192], dl
+    mov rdx, rdi
+    mov edi, dword ptr [r15 + 512]
+    mov edx, dword ptr [r15 + 128]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c89:
-    mov r9d, dword ptr [r15 + 512]
-    movsxd r8, dword ptr [r15 + 384]
+    lea rcx, [rip + .Lc1_d4190_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d4190_j_t
+.Lc1_d4190_j:
+    mov dword ptr [r15 + 320], 82
     jmp 1f
 1:
+    jmp 1f
+1:
+    mov qword ptr [r15 + 192], rcx
+    mov qword ptr [r15 + 256], rcx
+    jmp 1f
+1:
+    movzx esi, byte ptr [r15 + 704]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 52
-    and r8d, dword ptr [r15 + 0]
-    mov edi, 199
-    .byte 0x0f, 0x1f, 0x00
-    vpmovmskb edi, xmm11
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx edi, dil
-    movsxd rdi, dword ptr [r15 + 640]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 245
+    mov qword ptr [r15 + 0], rcx
+    mov rdi, rcx
+    mov qword ptr [r15 + 448], rax
+    movzx ecx, byte ptr [r15 + 128]
+    movzx eax, cl
+    mov rcx, qword ptr [r15 + 320]
+    mov r8, r11
+    mov byte ptr [r15 + 384], sil
+    and r8, 4032
+    mov rsi, qword ptr [r15 + r8 + 3392]
+    add r8, qword ptr [r15 + 128]
     jmp 1f
 1:
-    add r8, qword ptr [r15 + 320]
+    mov qword ptr [r15 + 64], r8
+    movsxd r8, dword ptr [r15 + 768]
     mov rbp, r11
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov eax, dword ptr [r15 + 128]
-    and rbp, 1984
-    mov rcx, qword ptr [r15 + rbp + 1344]
-    movzx ebp, byte ptr [r15 + 320]
-    movsxd rsi, dword ptr [r15 + 128]
-    mov rbp, r11
-    and edi, dword ptr [r15 + 576]
-    and rbp, 4032
-    mov rdx, qword ptr [r15 + rbp + 3392]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 192], 58
-    movzx ebp, byte ptr [r15 + 448]
-    jmp 1f
-1:
-    mov ebp, dword ptr [r15 + 64]
-    movzx edi, byte ptr [r15 + 256]
-    vpxor xmm11, xmm11, xmm8
-    jmp 1f
-1:
-    movsxd rbp, dword ptr [r15 + 384]
-    mov rbp, r11
-    mov edi, 12
-    and rbp, 448
-    mov qword ptr [r15 + rbp + 832], rbp
+    mov byte ptr [r15 + 384], sil
+    and rbp, 8128
+    mov r9, r11
+    mov esi, dword ptr [r15 + rbp + 7488]
+    mov byte ptr [r15 + 512], r8b
+    and r9, 1984
+    mov rdi, qword ptr [r15 + r9 + 1344]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c90:
-    lea rcx, [rip + .Lc1_d4857_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d4857_j_t
-.Lc1_d4857_j:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], cl
-    movzx ebp, cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, ebp
-    jmp 1f
-1:
-    mov ecx, 102
-    mov r12, qword ptr [r15 + r12 + 56]
-    vpshufd xmm11, xmm11, 2
-    mov rcx, rcx
-    mov rbp, rdi
+    vmovdqu xmmword ptr [r15 + 0], xmm6
     jmp 1f
 1:
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 165
+    mov qword ptr [r15 + 0], rbp
+    movzx ebp, r9b
     mov r12, qword ptr [r15 + r12 + 56]
+    inc dword ptr [r15 + 0]
     jmp 1f
 1:
-    movzx ebp, byte ptr [r15 + 704]
-    mov r8, r11
-    and ebp, dword ptr [r15 + 448]
-    mov dword ptr [r15 + 384], ebp
-    mov dword ptr [r15 + 128], 44
-    and r8, 4032
-    mov byte ptr [r15 + r8 + 3392], cl
-    mov dword ptr [r15 + 256], 149
-    mov rbp, qword ptr [r15 + 64]
-    movzx ecx, bpl
+    mov byte ptr [r15 + 0], bpl
+    mov qword ptr [r15 + 0], rbp
+    mov dword ptr [r15 + 0], ebp
+    mov dword ptr [r15 + 448], 19
+    mov rbp, r8
+    and ebp, dword ptr [r15 + 384]
+    movzx r8d, byte ptr [r15 + 192]
+    mov r9, r11
     jmp 1f
 1:
-    mov ebp, ecx
+    and r9, 448
+    mov ecx, dword ptr [r15 + r9 + 832]
+    movsxd r9, dword ptr [r15 + 64]
+    add rbp, qword ptr [r15 + 448]
+    movzx esi, r8b
     jmp 1f
 1:
-    movsxd rbp, dword ptr [r15 + 320]
-    vmovdqu xmmword ptr [r15 + 512], xmm11
-    mov r8, r11
+    vmovq xmm6, rcx
+    mov ecx, dword ptr [r15 + 64]
+    movzx r8d, byte ptr [r15 + 128]
+    movzx eax, byte ptr [r15 + 384]
+    mov rbp, r11
     jmp 1f
 1:
-    and r8, 8128
-    mov rdi, qword ptr [r15 + r8 + 7488]
-    mov r8, r11
-    mov byte ptr [r15 + 64], bpl
     jmp 1f
 1:
-    mov ebp, ecx
-    and r8, 448
-    movzx ebp, byte ptr [r15 + r8 + 832]
-    mov r8, qword ptr [r15 + 192]
+    mov rdi, qword ptr [r15 + 640]
+    and rbp, 8128
+    movsxd rdx, dword ptr [r15 + rbp + 7488]
+    movzx ebp, byte ptr [r15 + 576]
+    mov ebp, r8d
+    jmp 1f
+1:
+    mov rbp, r11
+    movsxd rcx, dword ptr [r15 + 256]
+    mov rcx, qword ptr [r15 + 320]
+    and rbp, 4032
+    mov dword ptr [r15 + rbp + 3392], r8d
+    mov dword ptr [r15 + 512], 14
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c91:
+    lea rcx, [rip + .Lc1_d4279_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d4279_j_t
+.Lc1_d4279_j:
     mov rbp, r11
-    mov qword ptr [r15 + 576], rdi
-    mov r8, qword ptr [r15 + 512]
-    and rbp, 8128
-    mov rdi, qword ptr [r15 + rbp + 7488]
-    mov qword ptr [r15 + 768], rdi
-    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 448
+    mov r8, qword ptr [r15 + rbp + 832]
+    movzx ecx, al
+    and edx, dword ptr [r15 + 192]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovq qword ptr [r15 + 0], xmm11
-    mov ebp, r8d
-    mov r12, qword ptr [r15 + r12 + 56]
     mov qword ptr [r15 + 0], rbp
+    inc dword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov eax, 165
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 141
+    mov r12, qword ptr [r15 + r12 + 56]
+    vpor xmm6, xmm6, xmm6
+    mov r12, qword ptr [r15 + r12 + 56]
+    add r8, qword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], r8d
+    movzx r8d, byte ptr [r15 + 320]
     test ebx, 1073741824
     jz 1f
 1:
-    mov ebp, 119
-    movsxd rbp, dword ptr [r15 + 256]
-    add rbp, qword ptr [r15 + 320]
+    mov r8, r8
     jmp 1f
 1:
-    lea r8, [r11 + r11*1]
+    mov r8d, dword ptr [r15 + 128]
+    mov rbp, r11
+    mov dword ptr [r15 + 704], eax
+    movsxd rax, dword ptr [r15 + 64]
+    mov ecx, 135
+    and rbp, 16320
+    mov byte ptr [r15 + rbp + 15680], bpl
     jmp 1f
 1:
-    mov r9, r11
-    and r8, 1984
-    mov byte ptr [r15 + r8 + 1408], r8b
-    movzx edi, byte ptr [r15 + 128]
-    and r9, 16320
-    mov dword ptr [r15 + r9 + 15680], 143
-    mov dword ptr [r15 + 64], 62
-    movsxd rdx, dword ptr [r15 + 192]
-    movzx r9d, byte ptr [r15 + 320]
+    movsxd rbp, dword ptr [r15 + 384]
     jmp 1f
 1:
-    mov ecx, edi
-    mov qword ptr [r15 + r8 + 1344], rcx
-    movzx ecx, byte ptr [r15 + 384]
-    mov dword ptr [r15 + 448], ecx
+    mov byte ptr [r15 + 448], bpl
+    mov rbp, r11
+    mov ecx, dword ptr [r15 + 512]
+    and rbp, 1984
+    mov byte ptr [r15 + rbp + 1344], al
+    mov byte ptr [r15 + 320], r8b
+    movzx r8d, byte ptr [r15 + 256]
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c92:
-    lea rcx, [rip + .Lc1_d4953_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d4953_j_t
-.Lc1_d4953_j:
-    mov qword ptr [r15 + 384], rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    vmovdqu ymmword ptr [r15 + 0], ymm11
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rcx
-    mov dword ptr [r15 + 0], ecx
-    lea r8, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, 107
+    vpmovmskb r8d, xmm6
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    and r8, 4032
-    mov qword ptr [r15 + r8 + 3456], rdx
-    movsxd rdx, dword ptr [r15 + 64]
-    mov rcx, qword ptr [r15 + 128]
-    mov qword ptr [r15 + 512], rcx
-    mov ecx, 69
+    mov qword ptr [r15 + 448], r8
     jmp 1f
 1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx ecx, byte ptr [r15 + 512]
-    mov dword ptr [r15 + 128], esi
-    mov dword ptr [r15 + 192], ecx
-    lea rbp, [r11 + r11*1]
-    movsxd rcx, dword ptr [r15 + 448]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    and rbp, 448
-    movzx esi, byte ptr [r15 + rbp + 832]
-    mov rdi, rsi
-    mov rdi, qword ptr [r15 + r8 + 3392]
-    add r8, qword ptr [r15 + rbp + 896]
-    mov rbp, qword ptr [r15 + 640]
-    mov dword ptr [r15 + 320], 58
-    mov r9, r11
-    mov rax, rcx
-    jmp 1f
-1:
+    movzx r8d, r8b
+    movsxd r8, dword ptr [r15 + 576]
+    mov rax, rbp
+    mov eax, dword ptr [r15 + 320]
+    mov dword ptr [r15 + 64], 77
+    mov ebp, eax
+    mov rdx, qword ptr [r15 + 192]
+    mov dword ptr [r15 + 256], 61
+    lea r9, [r11 + r11*1]
+    add rax, qword ptr [r15 + 512]
+    movsxd rbp, dword ptr [r15 + 768]
+    movsxd rcx, dword ptr [r15 + 128]
     and r9, 8128
-    mov dword ptr [r15 + r9 + 7488], 33
+    mov rdi, qword ptr [r15 + r9 + 7552]
+    add rdi, qword ptr [r15 + r9 + 7488]
+    movzx r9d, byte ptr [r15 + 128]
+    mov r9, r11
+    jmp 1f
+1:
+    mov rbp, r11
+    and r9, 4032
+    mov dword ptr [r15 + r9 + 3392], eax
+    add rdi, qword ptr [r15 + 384]
+    and rbp, 1984
+    mov r9d, dword ptr [r15 + rbp + 1344]
+    jmp 1f
+1:
     jmp 1f
 1:
     add r11, 64
@@ -6648,249 +5787,213 @@ ditto_body_c1:
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
     xor eax, eax
-    test dword ptr [r15 + 67117724], 1024
+    test dword ptr [r15 + 67117724], 512
     setz al
-    lea rcx, [rip + .Lc1_d5006_s]
+    lea rcx, [rip + .Lc1_d4373_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d5006_s_t
+    jmp .Lc1_d4373_s_t
     .p2align 3
-.Lc1_d5006_s:
+.Lc1_d4373_s:
     .p2align 3
-    jmp .Lc1_d5006_j
+    jmp .Lc1_d4373_j
     .p2align 3
-    jmp .Lc1_d5006_j
-.Lc1_d5006_j:
-    vmovdqu ymmword ptr [r15 + 0], ymm11
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], ecx
-    mov eax, eax
-    jmp 1f
-1:
-    mov eax, 115
-    mov dword ptr [r15 + 0], 72
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 30
-    jmp 1f
-1:
-    mov eax, 157
-    mov eax, 2
-    mov qword ptr [r15 + 192], rcx
-    mov rax, qword ptr [r15 + 384]
-    mov rcx, rcx
-    mov dword ptr [r15 + 64], 64
-    jmp 1f
-1:
-    mov edi, dword ptr [r15 + 128]
-    jmp 1f
-1:
-    mov rcx, rcx
-    movzx ecx, r9b
-    jmp 1f
-1:
-    mov byte ptr [r15 + 768], cl
+    jmp .Lc1_d4373_j
+.Lc1_d4373_j:
     mov rbp, r11
+    movsxd rcx, dword ptr [r15 + 384]
+    lea r9, [r11 + r11*1]
+    and rbp, 4032
+    mov dword ptr [r15 + rbp + 3392], 238
+    mov byte ptr [r15 + 128], al
+    and r9, 448
+    mov dword ptr [r15 + r9 + 832], 81
     jmp 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 192
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r9
+    mov rbp, r11
+    movsxd rax, dword ptr [r15 + 320]
+    mov r8d, ecx
     and rbp, 1984
-    movsxd rcx, dword ptr [r15 + rbp + 1344]
-    mov rbp, r11
-    mov r9d, dword ptr [r15 + 256]
-    mov esi, dword ptr [r15 + 512]
-    mov r8d, 23
-    and rbp, 8128
-    mov r8d, dword ptr [r15 + rbp + 7488]
+    mov r8d, dword ptr [r15 + rbp + 1344]
     jmp 1f
 1:
-    mov ebp, dword ptr [r15 + 320]
-    mov qword ptr [r15 + 384], rbp
-    mov rbp, qword ptr [r15 + 448]
-    mov dword ptr [r15 + 704], 194
-    add rcx, qword ptr [r15 + 256]
+    or qword ptr [r15 + 640], 50
+    movsxd rbp, dword ptr [r15 + 256]
+    movzx edi, r9b
+    movsxd rdi, dword ptr [r15 + 512]
+    mov byte ptr [r15 + 64], r8b
+    mov dword ptr [r15 + r9 + 896], 100
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c94:
-    mov rbp, r11
-    and rbp, 1984
-    mov dword ptr [r15 + rbp + 1344], ebp
-    jmp 1f
-1:
-    mov rbp, rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, 90
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, rsi
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov ebp, ebp
-    mov byte ptr [r15 + 576], bpl
-    jmp 1f
-1:
-    mov esi, ebp
-    mov dword ptr [r15 + 192], 35
-    movzx ebp, dl
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rbp, r11
-    mov esi, 150
-    mov dword ptr [r15 + 448], esi
-    and rbp, 4032
-    movzx esi, byte ptr [r15 + rbp + 3392]
-    jmp 1f
-1:
-    mov rbp, rbp
-    jmp 1f
-1:
-    movzx ebp, r8b
-    mov rbp, qword ptr [r15 + 384]
-    movzx r8d, bpl
+    mov r8, rdi
+    mov dword ptr [r15 + 64], r8d
+    movzx edx, dil
     jmp 1f
 1:
     mov r8, r11
-    mov dword ptr [r15 + 128], r8d
-    and r8, 448
-    mov qword ptr [r15 + r8 + 832], rcx
-    mov dword ptr [r15 + 64], 255
-    mov r8d, r8d
-    mov dword ptr [r15 + 320], 123
-    movzx r8d, r8b
+    mov rbp, r11
+    and r8, 4032
+    mov qword ptr [r15 + r8 + 3392], r8
+    mov r8, qword ptr [r15 + 128]
+    and rbp, 8128
+    movzx edi, byte ptr [r15 + rbp + 7488]
     jmp 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ebp, dil
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, rbp
+    mov rbp, rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, 57
+    vmovdqu ymmword ptr [r15 + 256], ymm6
+    mov edi, dword ptr [r15 + 448]
+    movsxd rbp, dword ptr [r15 + 512]
+    mov r8d, ebp
+    movsxd r8, dword ptr [r15 + 192]
+    movsxd r9, dword ptr [r15 + 384]
     jmp 1f
 1:
-    mov qword ptr [r15 + 64], r8
-    add r8, qword ptr [r15 + 512]
+    movzx ecx, byte ptr [r15 + 384]
+    vpcmpeqb xmm6, xmm6, xmmword ptr [r15 + 320]
+    movzx eax, dil
+    mov rbp, r11
+    mov dword ptr [r15 + 704], 119
+    and rbp, 1984
+    mov byte ptr [r15 + rbp + 1344], r9b
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c95:
-    lea rcx, [rip + .Lc1_d5114_j]
+    lea rcx, [rip + .Lc1_d4455_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d5114_j_t
-.Lc1_d5114_j:
-    mov dword ptr [r15 + 0], 73
-    mov ecx, 13
-    mov r12, qword ptr [r15 + r12 + 56]
+    jmp .Lc1_d4455_j_t
+.Lc1_d4455_j:
+    .byte 0x0f, 0x1f, 0x00
     jmp 1f
 1:
-    vpxor xmm11, xmm11, xmm6
-    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, byte ptr [r15 + 256]
+    mov rbp, qword ptr [r15 + 448]
+    vmovdqu xmmword ptr [r15 + 320], xmm6
+    mov qword ptr [r15 + 384], rbp
+    mov dword ptr [r15 + 128], ebp
+    mov byte ptr [r15 + 192], sil
+    vmovq xmm6, rax
+    mov rbp, r11
+    mov dword ptr [r15 + 64], 102
+    jmp 1f
+1:
+    mov eax, 30
+    and rbp, 448
+    movsxd rax, dword ptr [r15 + rbp + 832]
+    mov dword ptr [r15 + 0], eax
     and ecx, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    movzx eax, al
+    movzx eax, al
+    jmp 1f
+1:
+    mov rbp, rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 128], cl
-    movzx ecx, cl
-    vmovdqu ymmword ptr [r15 + 704], ymm11
-    mov rdx, rcx
-    mov r8, r11
-    movzx ecx, cl
-    mov edx, dword ptr [r15 + 320]
+    mov qword ptr [r15 + 512], rbp
     mov rbp, r11
-    and r8, 8128
-    mov ecx, dword ptr [r15 + r8 + 7488]
-    and rbp, 4032
-    mov byte ptr [r15 + rbp + 3392], sil
-    jmp 1f
-1:
-    movsxd r8, dword ptr [r15 + 192]
-    mov rbp, qword ptr [r15 + 448]
-    jmp 1f
-1:
-    add rbp, qword ptr [r15 + 256]
-    movzx esi, bpl
-    jmp 1f
-1:
-    mov dword ptr [r15 + 64], esi
-    jmp 1f
-1:
-    movzx esi, byte ptr [r15 + 512]
-    mov dword ptr [r15 + 320], 28
-    mov ebp, dword ptr [r15 + 640]
-    mov r9, r11
-    jmp 1f
-1:
-    mov edi, r8d
-    mov dword ptr [r15 + 384], 49
-    and r9, 448
-    mov r8, qword ptr [r15 + r9 + 832]
+    mov rax, rbp
+    mov r8, r11
+    mov dword ptr [r15 + 768], 25
+    and rbp, 8128
+    movsxd rax, dword ptr [r15 + rbp + 7488]
+    and r8, 4032
+    movzx ebp, byte ptr [r15 + r8 + 3392]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c96:
-    mov dword ptr [r15 + 0], edi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r8d, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    jmp 1f
-1:
-    movzx edi, sil
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx esi, dil
-    mov dword ptr [r15 + 320], ebp
-    vmovdqu ymmword ptr [r15 + 448], ymm11
     mov rbp, r11
-    mov qword ptr [r15 + 384], rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    and rbp, 1984
+    mov qword ptr [r15 + rbp + 1344], rax
     jmp 1f
 1:
     jmp 1f
 1:
-    and rbp, 448
-    movzx esi, byte ptr [r15 + rbp + 832]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 192], 88
+    movzx ebp, byte ptr [r15 + 320]
+    jmp 1f
+1:
+    movzx eax, byte ptr [r15 + 448]
+    vmovdqu ymmword ptr [r15 + 64], ymm6
     test ebx, 1073741824
     jz 1f
 1:
-    movsxd rbp, dword ptr [r15 + 768]
     jmp 1f
 1:
+    jmp 1f
+1:
+    movzx r8d, r8b
+    mov dword ptr [r15 + 576], r8d
+    mov r8d, eax
+    mov eax, dword ptr [r15 + 256]
+    mov r8, rax
+    mov rax, qword ptr [r15 + 448]
+    mov byte ptr [r15 + 512], bpl
+    vpor xmm6, xmm6, xmm6
+    jmp 1f
+1:
+    mov dword ptr [r15 + 640], r8d
+    movsxd rsi, dword ptr [r15 + 128]
+    mov byte ptr [r15 + 64], r8b
     jmp 1f
 1:
     mov r8, r11
-    movsxd rsi, dword ptr [r15 + 64]
-    and r8, 1984
-    movzx edi, byte ptr [r15 + r8 + 1344]
-    mov r8, r11
-    mov rcx, r8
-    jmp 1f
-1:
-    mov ecx, 212
-    and r8, 8128
-    lock add qword ptr [r15 + r8 + 7488], rax
-    vmovdqu ymmword ptr [r15 + 384], ymm11
-    mov r8d, dword ptr [r15 + 192]
-    mov dword ptr [r15 + 256], r8d
-    mov dword ptr [r15 + 128], 24
     jmp 1f
 1:
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 512], 101
+    mov rbp, qword ptr [r15 + 384]
+    and r8, 448
+    mov dword ptr [r15 + r8 + 832], 192
     add r11, 64
     inc rbx
     dec r13
@@ -6899,208 +6002,165 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 15
-    lea rcx, [rip + .Lc1_d5211_s]
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 2048
+    setz al
+    lea rcx, [rip + .Lc1_d4553_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d5211_s_t
+    jmp .Lc1_d4553_s_t
     .p2align 3
-.Lc1_d5211_s:
+.Lc1_d4553_s:
     .p2align 3
-    jmp .Lc1_d5211_j
+    jmp .Lc1_d4553_j
     .p2align 3
-    jmp .Lc1_d5211_j
-    .p2align 3
-    jmp .Lc1_d5211_j
-    .p2align 3
-    jmp .Lc1_d5211_j
-    .p2align 3
-    jmp .Lc1_d5211_j
-    .p2align 3
-    jmp .Lc1_d5211_j
-    .p2align 3
-    jmp .Lc1_d5211_j
-    .p2align 3
-    jmp .Lc1_d5211_j
-    .p2align 3
-    jmp .Lc1_d5211_j
-    .p2align 3
-    jmp .Lc1_d5211_j
-    .p2align 3
-    jmp .Lc1_d5211_j
-    .p2align 3
-    jmp .Lc1_d5211_j
-    .p2align 3
-    jmp .Lc1_d5211_j
-    .p2align 3
-    jmp .Lc1_d5211_j
-    .p2align 3
-    jmp .Lc1_d5211_j
-    .p2align 3
-    jmp .Lc1_d5211_j
-.Lc1_d5211_j:
-    vmovdqu ymmword ptr [r15 + 0], ymm5
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], ecx
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    inc dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 8
-    jmp 1f
-1:
-    movzx eax, cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    add rax, qword ptr [r15 + 128]
-    jmp 1f
-1:
-    mov ecx, 1
-    mov ecx, dword ptr [r15 + 640]
+    jmp .Lc1_d4553_j
+.Lc1_d4553_j:
     mov rbp, r11
-    mov dword ptr [r15 + 512], 57
     jmp 1f
 1:
-    and rbp, 8128
-    mov qword ptr [r15 + rbp + 7488], rbp
-    mov r8d, eax
-    mov byte ptr [r15 + 256], r8b
-    movsxd rbp, dword ptr [r15 + 320]
-    vmovdqu ymmword ptr [r15 + 384], ymm11
-    mov dword ptr [r15 + 64], ebp
-    vpxor xmm11, xmm11, xmm5
-    mov rbp, rax
-    movzx ebp, bpl
-    add rbp, qword ptr [r15 + 448]
-    mov r8, rcx
-    movsxd r8, dword ptr [r15 + 192]
-    mov rax, qword ptr [r15 + 128]
+    vmovq qword ptr [r15 + 320], xmm6
+    and rbp, 4032
+    movzx ecx, byte ptr [r15 + rbp + 3392]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edi, eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, rdi
+    jmp 1f
+1:
+    mov ebp, 134
+    mov dword ptr [r15 + 128], ecx
+    mov byte ptr [r15 + 512], cl
+    mov ecx, ebp
+    movzx edi, cl
     mov r9, r11
-    mov r8, r11
-    and eax, dword ptr [r15 + 576]
-    and r8, 1984
-    mov esi, dword ptr [r15 + r8 + 1344]
-    and r9, 4032
-    vmovdqu ymmword ptr [r15 + r9 + 3392], ymm11
+    mov rbp, r11
+    movsxd rcx, dword ptr [r15 + 384]
+    and r9, 8128
+    mov qword ptr [r15 + r9 + 7488], rax
+    and rbp, 1984
+    and edi, dword ptr [r15 + rbp + 1344]
+    mov eax, edi
+    mov r8d, dword ptr [r15 + 704]
+    mov dword ptr [r15 + 320], 221
+    mov edi, r8d
+    mov qword ptr [r15 + 192], rcx
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c98:
-    lea rcx, [rip + .Lc1_d5277_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d5277_j_t
-.Lc1_d5277_j:
-    mov r9, rcx
-    movzx r9d, r9b
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], r9d
-    jmp 1f
-1:
-    mov r9, rsi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], r9d
+    movzx r8d, al
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r9d, r9d
     mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 84
     jmp 1f
 1:
+    mov dword ptr [r15 + 0], r8d
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rsi, qword ptr [r15 + 448]
-    jmp 1f
-1:
-    vmovdqu ymmword ptr [r15 + 64], ymm1
-    jmp 1f
-1:
-    test ebx, 1024
-    jz 1f
-1:
-    mov esi, dword ptr [r15 + 256]
-    mov qword ptr [r15 + 192], r9
-    jmp 1f
-1:
-    movsxd r9, dword ptr [r15 + 384]
-    add r9, qword ptr [r15 + 128]
+    mov eax, r8d
+    vpmovmskb eax, xmm6
+    mov rax, rdi
+    mov rax, rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, 169
     mov rbp, r11
-    mov ecx, 100
-    mov r8, r11
+    jmp 1f
+1:
     and rbp, 448
-    mov dword ptr [r15 + rbp + 832], 122
-    and r8, 1984
-    movsxd rbp, dword ptr [r15 + r8 + 1344]
-    mov qword ptr [r15 + 320], rcx
+    mov dword ptr [r15 + rbp + 832], ebp
+    movsxd rax, dword ptr [r15 + 64]
     mov r8, r11
+    movsxd rbp, dword ptr [r15 + 512]
+    and r8, 8128
+    movzx edi, byte ptr [r15 + r8 + 7488]
     jmp 1f
 1:
-    mov rcx, rcx
+    mov qword ptr [r15 + 448], rax
+    mov ecx, edi
+    vpxor xmm6, xmm6, xmm15
+    mov r9d, dword ptr [r15 + 192]
+    vmovdqu ymmword ptr [r15 + 256], ymm6
+    mov r8d, edi
+    jmp 1f
+1:
+    mov r8, r11
+    movzx edi, cl
     and r8, 4032
-    mov ecx, dword ptr [r15 + r8 + 3392]
-    mov rdi, rcx
+    vmovq qword ptr [r15 + r8 + 3392], xmm6
+    vmovdqu ymmword ptr [r15 + 768], ymm6
+    and ecx, dword ptr [r15 + 320]
+    mov edi, dword ptr [r15 + 64]
+    mov r8, r8
+    mov eax, dword ptr [r15 + 384]
+    mov r8, rax
+    mov dword ptr [r15 + 128], 238
     jmp 1f
 1:
-    movzx ecx, byte ptr [r15 + 704]
-    mov r8d, 147
-    mov r8, qword ptr [r15 + 320]
-    lock xadd qword ptr [r15 + 512], rcx
-    movzx eax, byte ptr [r15 + 64]
+    mov edx, eax
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c99:
-    movsxd rcx, dword ptr [r15 + 192]
-    mov dword ptr [r15 + 0], edi
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 2048
+    setz al
+    lea rcx, [rip + .Lc1_d4645_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d4645_s_t
+    .p2align 3
+.Lc1_d4645_s:
+    .p2align 3
+    jmp .Lc1_d4645_j
+    .p2align 3
+    jmp .Lc1_d4645_j
+.Lc1_d4645_j:
     mov r12, qword ptr [r15 + r12 + 56]
-    and ecx, dword ptr [r15 + 0]
-    vpaddq xmm11, xmm11, xmmword ptr [r15 + 0]
+    mov rax, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 125
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], ecx
     jmp 1f
 1:
+    mov qword ptr [r15 + 0], rax
+    mov r8, rsi
     jmp 1f
 1:
-    mov edi, ecx
-    mov dword ptr [r15 + 0], edi
-    mov ecx, eax
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, r8
+    movzx ecx, byte ptr [r15 + 384]
+    mov dword ptr [r15 + 576], 8
+    mov r8d, dword ptr [r15 + 320]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rax, qword ptr [r15 + 64]
+    jmp 1f
+1:
     mov rbp, r11
-    mov qword ptr [r15 + 0], rbp
-    mov dword ptr [r15 + 0], 40
+    add r9, qword ptr [r15 + 256]
     and rbp, 448
-    movsxd rcx, dword ptr [r15 + rbp + 832]
-    movzx ebp, cl
+    mov qword ptr [r15 + rbp + 832], rcx
+    jmp 1f
+1:
+    mov ecx, r9d
+    mov byte ptr [r15 + 448], cl
+    movsxd rbp, dword ptr [r15 + 128]
+    jmp 1f
+1:
     jmp 1f
 1:
     mov r8, r11
-    vmovdqu ymmword ptr [r15 + 576], ymm11
-    mov rbp, r11
+    movzx r9d, cl
+    nop
     and r8, 1984
-    add rcx, qword ptr [r15 + r8 + 1344]
-    movzx r8d, byte ptr [r15 + 256]
-    and rbp, 8128
-    mov dword ptr [r15 + rbp + 7488], ecx
-    mov ebp, dword ptr [r15 + 384]
-    movzx ecx, byte ptr [r15 + 128]
-    mov dword ptr [r15 + 768], 64
-    jmp 1f
-1:
-    mov eax, 20
-    mov dword ptr [r15 + 320], 97
-    jmp 1f
-1:
-    jmp 1f
-1:
-    add qword ptr [r15 + 512], r8
-    movzx eax, byte ptr [r15 + 384]
-    mov r8d, eax
-    mov dword ptr [r15 + 448], 161
-    vmovq xmm11, r8
-    movsxd r8, dword ptr [r15 + 64]
+    and eax, dword ptr [r15 + r8 + 1344]
     jmp 1f
 1:
     add r11, 64
@@ -7108,888 +6168,817 @@ ditto_body_c1:
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c100:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 512
-    setz al
-    lea rcx, [rip + .Lc1_d5379_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d5379_s_t
-    .p2align 3
-.Lc1_d5379_s:
-    .p2align 3
-    jmp .Lc1_d5379_j
-    .p2align 3
-    jmp .Lc1_d5379_j
-.Lc1_d5379_j:
+    mov r8, r11
+    movzx eax, r8b
+    and r8, 8128
+    movsxd rax, dword ptr [r15 + r8 + 7488]
+    mov dword ptr [r15 + 704], 251
+    mov rcx, rax
+    mov r8d, r9d
+    mov dword ptr [r15 + 0], 98
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, 65
+    mov rax, r9
+    mov qword ptr [r15 + 0], rax
     jmp 1f
 1:
-    mov eax, ecx
-    mov dword ptr [r15 + 0], ecx
     jmp 1f
 1:
-    mov qword ptr [r15 + 0], r8
-    mov qword ptr [r15 + 0], rcx
-    mov ecx, eax
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, r8
     mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], cl
-    mov qword ptr [r15 + 320], rcx
-    lea r8, [r11 + r11*1]
-    mov dword ptr [r15 + 320], 13
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, r11
+    mov r9d, ecx
+    and r8, 1984
+    movsxd r9, dword ptr [r15 + r8 + 1344]
     jmp 1f
 1:
-    mov ecx, dword ptr [r15 + 256]
+    movzx r8d, byte ptr [r15 + 256]
+    mov eax, dword ptr [r15 + 448]
+    jmp 1f
+1:
+    movzx ebp, byte ptr [r15 + 320]
+    movsxd rsi, dword ptr [r15 + 192]
+    mov edi, dword ptr [r15 + 384]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movzx edx, byte ptr [r15 + 128]
+    mov r8, qword ptr [r15 + 640]
+    mov r8d, r8d
+    mov r8, r11
+    mov r9, r8
+    mov qword ptr [r15 + 64], rdx
     and r8, 4032
-    mov byte ptr [r15 + r8 + 3392], al
-    movsxd rax, dword ptr [r15 + 512]
+    vmovdqu ymmword ptr [r15 + r8 + 3392], ymm6
     jmp 1f
 1:
-    mov edi, 117
     jmp 1f
 1:
-    mov rdi, qword ptr [r15 + 640]
-    mov rdx, rdi
-    mov edi, 5
-    mov rbp, rcx
-    movzx edi, r8b
-    jmp 1f
-1:
-    add rdi, qword ptr [r15 + 384]
-    mov qword ptr [r15 + 448], rdi
-    jmp 1f
-1:
-    movzx edi, byte ptr [r15 + 128]
-    vmovdqu ymmword ptr [r15 + 128], ymm11
-    mov rbp, r11
-    movzx r9d, bpl
-    vmovdqu ymmword ptr [r15 + r8 + 3456], ymm11
-    mov r9, r11
-    and rbp, 16320
-    movsxd rsi, dword ptr [r15 + rbp + 15680]
-    and r9, 8128
-    movzx ebp, byte ptr [r15 + r9 + 7488]
-    mov r8, qword ptr [r15 + 64]
+    and eax, dword ptr [r15 + 512]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c101:
-    mov ebp, dword ptr [r15 + 704]
-    mov r12, qword ptr [r15 + r12 + 56]
-    add qword ptr [r15 + 0], r8
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, 248
-    lea r9, [r11 + r11*1]
-    mov byte ptr [r15 + 0], r9b
-    and r9, 1984
-    lea r8, [r11 + r11*1]
-    mov dword ptr [r15 + r9 + 1408], 233
-    mov edi, dword ptr [r15 + 128]
+    lea rcx, [rip + .Lc1_d4740_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d4740_j_t
+.Lc1_d4740_j:
+    mov qword ptr [r15 + 128], rax
+    mov r8, r11
+    movzx ecx, al
     and r8, 448
-    movsxd rcx, dword ptr [r15 + r8 + 896]
-    movzx eax, byte ptr [r15 + 384]
+    mov dword ptr [r15 + r8 + 832], 160
+    mov rax, qword ptr [r15 + 384]
+    mov byte ptr [r15 + 512], al
+    movzx eax, al
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    mov r8, rax
     jmp 1f
 1:
+    mov r8, r11
     jmp 1f
 1:
-    movsxd rsi, dword ptr [r15 + r8 + 832]
-    movzx r8d, byte ptr [r15 + 448]
-    movzx edx, dl
-    mov edx, 248
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r8, 8128
+    mov dword ptr [r15 + r8 + 7488], ecx
     jmp 1f
 1:
+    mov rcx, rax
     test ebx, 1073741824
     jz 1f
 1:
-    movsxd rdx, dword ptr [r15 + 192]
-    movzx r8d, dl
+    mov rcx, rcx
     jmp 1f
 1:
-    mov rdx, rax
-    mov edx, eax
+    mov rcx, rcx
+    mov ecx, 250
     jmp 1f
 1:
-    mov byte ptr [r15 + 768], dl
-    mov rbp, r11
-    movsxd rdx, dword ptr [r15 + 320]
-    and rbp, 8128
-    movzx eax, byte ptr [r15 + rbp + 7488]
-    and eax, dword ptr [r15 + 64]
+    movzx eax, cl
+    movsxd rcx, dword ptr [r15 + 320]
+    movsxd rax, dword ptr [r15 + 64]
     jmp 1f
 1:
-    mov dword ptr [r15 + r9 + 1344], 141
+    movzx r8d, byte ptr [r15 + 768]
+    movzx edx, byte ptr [r15 + 448]
+    mov r9d, 46
+    mov r9, r11
     jmp 1f
 1:
-    mov dword ptr [r15 + 256], edi
+    mov dword ptr [r15 + 192], 131
     jmp 1f
 1:
-    vmovdqu xmm11, xmmword ptr [r15 + 512]
-    .byte 0x66, 0x90
-    jmp 1f
-1:
+    and r9, 16320
+    mov dword ptr [r15 + r9 + 15680], 87
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c102:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d5488_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d5488_j_t
-.Lc1_d5488_j:
-    movzx ecx, byte ptr [r15 + 256]
-    mov dword ptr [r15 + 0], edx
-    movzx eax, sil
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], eax
-    mov byte ptr [r15 + 0], al
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, rcx
-    mov rax, rcx
-    jmp 1f
-1:
-    mov rcx, rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rax
+    mov r8, r11
     mov rbp, r11
-    mov eax, eax
-    jmp 1f
-1:
-    and rbp, 4032
-    movzx eax, byte ptr [r15 + rbp + 3392]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    test dword ptr [r15 + 67117723], 2048
-    jnz 1f
-1:
-    mov byte ptr [r15 + 192], cl
-    movzx ecx, byte ptr [r15 + 448]
-    movzx ebp, byte ptr [r15 + 384]
-    mov dword ptr [r15 + 512], 171
+    and r8, 4032
+    mov qword ptr [r15 + r8 + 3392], r8
+    mov dword ptr [r15 + 384], 182
+    and rbp, 1984
+    mov r8, qword ptr [r15 + rbp + 1344]
+    movzx ecx, byte ptr [r15 + 64]
+    mov r12, qword ptr [r15 + r12 + 56]
+    vpshufd xmm6, xmm6, 44
+    movzx ebp, r9b
+    mov byte ptr [r15 + 0], bpl
     jmp 1f
 1:
     jmp 1f
 1:
+    vpshufd xmm6, xmm6, 132
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    vmovdqu ymmword ptr [r15 + 576], ymm11
-    movzx eax, byte ptr [r15 + 320]
-    mov rdx, rax
-    mov rdx, qword ptr [r15 + 128]
-    mov r9, rcx
-    mov qword ptr [r15 + 384], rcx
-    mov ecx, 120
+    movzx ebp, bpl
     jmp 1f
 1:
-    mov ecx, 129
-    mov dword ptr [r15 + 448], 55
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, rbp
+    mov rbp, rcx
     jmp 1f
 1:
+    mov qword ptr [r15 + 320], rbp
+    movsxd rbp, dword ptr [r15 + 256]
+    add qword ptr [r15 + 128], rbp
+    movsxd rbp, dword ptr [r15 + 384]
+    mov rcx, rbp
     jmp 1f
 1:
-    mov ecx, dword ptr [r15 + 64]
-    mov rsi, qword ptr [r15 + 64]
+    mov dword ptr [r15 + 512], 35
+    mov byte ptr [r15 + 448], r8b
+    mov qword ptr [r15 + 576], rbp
+    movsxd rbp, dword ptr [r15 + 192]
+    mov r8, r11
+    jmp 1f
+1:
+    and r8, 448
+    mov dword ptr [r15 + r8 + 832], 239
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c103:
-    lea rcx, [rip + .Lc1_d5542_j]
+    lea rcx, [rip + .Lc1_d4834_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d5542_j_t
-.Lc1_d5542_j:
+    jmp .Lc1_d4834_j_t
+.Lc1_d4834_j:
     mov rbp, r11
-    mov r9d, dword ptr [r15 + 640]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 128], 113
     and rbp, 1984
+    mov r8, r11
     mov rcx, qword ptr [r15 + rbp + 1344]
-    xor dword ptr [r15 + 256], ecx
-    mov byte ptr [r15 + 192], sil
-    movzx esi, cl
+    and r8, 4032
+    and edi, dword ptr [r15 + r8 + 3392]
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], r9
-    mov rsi, rdi
-    mov r12, qword ptr [r15 + r12 + 56]
-    and edx, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, 121
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    vmovdqu ymmword ptr [r15 + 0], ymm11
-    mov rsi, qword ptr [r15 + 384]
-    jmp 1f
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, 203
+    movzx r8d, r8b
+    test ebx, 1073741824
+    jz 1f
 1:
-    mov qword ptr [r15 + 128], rbp
-    jmp 1f
-1:
+    mov rdi, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, 154
+    mov r12, qword ptr [r15 + r12 + 56]
     mov rbp, r11
-    movzx edi, byte ptr [r15 + 320]
-    mov rcx, qword ptr [r15 + 512]
-    mov byte ptr [r15 + 64], dl
-    and rbp, 448
-    mov dword ptr [r15 + rbp + 832], 156
-    mov byte ptr [r15 + 384], bpl
-    mov ebp, dword ptr [r15 + 320]
-    movsxd rdx, dword ptr [r15 + 128]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 192], esi
-    mov r9, r11
-    mov dword ptr [r15 + 448], 116
-    mov esi, r9d
-    mov rsi, qword ptr [r15 + 704]
-    and r9, 8128
-    mov dword ptr [r15 + r9 + 7488], edi
-    jmp 1f
-1:
-    jmp 1f
-1:
+    mov r8, qword ptr [r15 + 512]
+    and rbp, 8128
+    mov qword ptr [r15 + rbp + 7488], rbp
+    xor dword ptr [r15 + 448], ebp
+    mov ebp, dword ptr [r15 + 64]
+    mov edi, r8d
+    mov rdi, qword ptr [r15 + 192]
+    mov qword ptr [r15 + 256], rdi
+    movsxd rdi, dword ptr [r15 + 384]
+    movzx ecx, dil
+    mov edi, dword ptr [r15 + 320]
+    add qword ptr [r15 + 640], rdi
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c104:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 576], 74
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    add qword ptr [r15 + 0], rsi
-    jmp 1f
-1:
-    mov byte ptr [r15 + 0], sil
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 0], ymm11
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, dword ptr [r15 + 512]
-    mov rbp, r11
-    jmp 1f
-1:
-    mov r9d, 106
-    and rbp, 1984
-    mov r9d, dword ptr [r15 + rbp + 1344]
-    movzx ebp, byte ptr [r15 + 192]
-    .byte 0x66, 0x90
-    jmp 1f
-1:
-    mov edi, 215
-    mov rdi, rsi
-    lea r8, [r11 + r11*1]
-    mov eax, ecx
-    mov ecx, dword ptr [r15 + 64]
-    movsxd rax, dword ptr [r15 + 320]
-    and r8, 4032
-    vmovdqu ymmword ptr [r15 + r8 + 3392], ymm4
-    movzx esi, byte ptr [r15 + 384]
-    mov edx, dword ptr [r15 + 768]
-    mov rbp, r11
-    mov rsi, qword ptr [r15 + 128]
-    and rbp, 8128
-    mov qword ptr [r15 + rbp + 7488], rbp
-    jmp 1f
-1:
-    movzx ebp, sil
-    jmp 1f
-1:
-    mov rbp, qword ptr [r15 + 64]
-    movzx ebp, bpl
-    xor dword ptr [r15 + 256], ebp
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx ebp, sil
-    movzx esi, byte ptr [r15 + r8 + 3456]
-    movzx r8d, byte ptr [r15 + 448]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c105:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
     mov eax, dword ptr [r15 + 67117724]
-    and eax, 7
-    lea rcx, [rip + .Lc1_d5640_s]
+    and eax, 15
+    lea rcx, [rip + .Lc1_d4883_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d5640_s_t
+    jmp .Lc1_d4883_s_t
     .p2align 3
-.Lc1_d5640_s:
+.Lc1_d4883_s:
     .p2align 3
-    jmp .Lc1_d5640_j
+    jmp .Lc1_d4883_j
     .p2align 3
-    jmp .Lc1_d5640_j
+    jmp .Lc1_d4883_j
     .p2align 3
-    jmp .Lc1_d5640_j
+    jmp .Lc1_d4883_j
     .p2align 3
-    jmp .Lc1_d5640_j
+    jmp .Lc1_d4883_j
     .p2align 3
-    jmp .Lc1_d5640_j
+    jmp .Lc1_d4883_j
     .p2align 3
-    jmp .Lc1_d5640_j
+    jmp .Lc1_d4883_j
     .p2align 3
-    jmp .Lc1_d5640_j
+    jmp .Lc1_d4883_j
     .p2align 3
-    jmp .Lc1_d5640_j
-.Lc1_d5640_j:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, ebp
-    mov ecx, ecx
+    jmp .Lc1_d4883_j
+    .p2align 3
+    jmp .Lc1_d4883_j
+    .p2align 3
+    jmp .Lc1_d4883_j
+    .p2align 3
+    jmp .Lc1_d4883_j
+    .p2align 3
+    jmp .Lc1_d4883_j
+    .p2align 3
+    jmp .Lc1_d4883_j
+    .p2align 3
+    jmp .Lc1_d4883_j
+    .p2align 3
+    jmp .Lc1_d4883_j
+    .p2align 3
+    jmp .Lc1_d4883_j
+.Lc1_d4883_j:
+    mov r9d, 168
     jmp 1f
 1:
-    movzx ecx, al
-    mov dword ptr [r15 + 0], ecx
-    mov rcx, rcx
-    and ecx, dword ptr [r15 + 0]
-    movzx eax, al
-    mov ebp, edi
-    mov qword ptr [r15 + 0], rbp
-    lea rbp, [r11 + r11*1]
+    mov byte ptr [r15 + 256], r9b
+    mov dword ptr [r15 + 704], eax
+    mov r9, qword ptr [r15 + 320]
+    mov eax, dword ptr [r15 + 64]
+    mov ecx, 124
+    mov dword ptr [r15 + 512], edi
+    jmp 1f
+1:
+    mov edi, 21
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov qword ptr [r15 + 128], rdi
+    jmp 1f
+1:
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c105:
+    mov edi, 170
+    mov eax, 34
+    mov dword ptr [r15 + 192], 130
+    mov dword ptr [r15 + 0], 196
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r9, rdi
+    jmp 1f
+1:
+    vmovdqu xmmword ptr [r15 + 0], xmm6
     mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rax, dword ptr [r15 + 448]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rdi, r9
+    jmp 1f
+1:
+    jmp 1f
+1:
+    and edi, dword ptr [r15 + 0]
+    mov r9, rdi
+    mov rdi, rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r11
+    mov rax, qword ptr [r15 + 384]
+    movzx r8d, r8b
+    jmp 1f
+1:
     and rbp, 448
     mov r8, r11
-    add rax, qword ptr [r15 + rbp + 832]
-    mov rdi, qword ptr [r15 + 128]
-    and r8, 8128
-    mov dword ptr [r15 + r8 + 7488], r8d
-    movsxd r8, dword ptr [r15 + rbp + 896]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov ebp, 50
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx eax, bpl
-    mov qword ptr [r15 + 640], r9
-    mov eax, 32
-    movzx eax, r8b
-    mov eax, r8d
-    mov r8d, eax
-    mov r8d, r8d
-    mov r8, qword ptr [r15 + 320]
-    mov rax, qword ptr [r15 + 256]
-    jmp 1f
-1:
-    mov qword ptr [r15 + 64], rax
-    mov eax, dword ptr [r15 + 512]
-    mov qword ptr [r15 + 384], rbp
-    jmp 1f
-1:
-    movzx ebp, al
-    mov ebp, ebp
-    mov rbp, rbp
-    jmp 1f
-1:
-    mov rbp, rax
+    mov qword ptr [r15 + rbp + 832], r9
     mov r9, r11
-    mov byte ptr [r15 + 320], r9b
-    and r9, 1984
-    mov qword ptr [r15 + r9 + 1344], r9
+    and r8, 1984
+    mov ecx, dword ptr [r15 + r8 + 1344]
+    and r9, 8128
+    and r8d, dword ptr [r15 + r9 + 7488]
+    mov dword ptr [r15 + 128], 232
+    jmp 1f
+1:
+    mov qword ptr [r15 + 64], r8
+    mov byte ptr [r15 + 320], r8b
+    mov r8, rbp
+    mov ebp, 36
+    mov r9, rbp
+    mov dword ptr [r15 + 384], r9d
+    mov r8, qword ptr [r15 + 768]
+    mov r9d, r8d
+    movsxd rdi, dword ptr [r15 + 448]
+    jmp 1f
+1:
+    vpor xmm6, xmm6, xmm6
+    mov ebp, 134
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c106:
-    lea rcx, [rip + .Lc1_d5708_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d5708_j_t
-.Lc1_d5708_j:
-    mov ecx, ebp
-    movzx ecx, byte ptr [r15 + 448]
-    mov r9d, dword ptr [r15 + 704]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 1073741824
+    setz al
+    lea rcx, [rip + .Lc1_d4975_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d4975_s_t
+    .p2align 3
+.Lc1_d4975_s:
+    .p2align 3
+    jmp .Lc1_d4975_j
+    .p2align 3
+    jmp .Lc1_d4975_j
+.Lc1_d4975_j:
+    mov eax, ecx
+    mov qword ptr [r15 + 192], rax
+    movzx ecx, byte ptr [r15 + 576]
     jmp 1f
 1:
-    movzx ebp, r9b
-    vmovdqu xmm11, xmmword ptr [r15 + 0]
-    movzx ebp, bpl
     mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], bpl
-    movzx ebp, r9b
-    mov dword ptr [r15 + 0], r8d
-    vmovdqu ymmword ptr [r15 + 0], ymm11
-    mov rbp, r11
     jmp 1f
 1:
-    mov r9d, dword ptr [r15 + 256]
-    and rbp, 1984
-    mov dword ptr [r15 + rbp + 1344], 104
-    mov ebp, 143
-    mov byte ptr [r15 + 192], dil
-    mov qword ptr [r15 + 64], r9
-    mov rbp, rbp
-    movzx ebp, r9b
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov ebp, dword ptr [r15 + 512]
-    mov r9, qword ptr [r15 + 128]
-    mov dword ptr [r15 + 128], r9d
-    mov r9d, 238
+    mov rax, rcx
+    mov byte ptr [r15 + 0], al
+    mov r9, rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, dword ptr [r15 + 256]
     mov r9, r11
+    movzx edi, byte ptr [r15 + 64]
+    and r9, 1984
+    mov rcx, qword ptr [r15 + r9 + 1344]
+    movzx r9d, cl
     jmp 1f
 1:
-    jmp 1f
-1:
-    and r9, 4032
-    movsxd rdi, dword ptr [r15 + r9 + 3392]
-    jmp 1f
-1:
+    nop
+    mov rbp, r11
+    mov qword ptr [r15 + 640], rax
     mov r8, r11
+    and rbp, 448
+    mov rax, qword ptr [r15 + rbp + 832]
+    movzx ecx, byte ptr [r15 + 448]
+    and r8, 4032
+    mov byte ptr [r15 + r8 + 3392], r9b
+    movsxd r8, dword ptr [r15 + 320]
+    mov r9d, dword ptr [r15 + 512]
+    movzx ebp, byte ptr [r15 + 384]
     jmp 1f
 1:
-    mov dword ptr [r15 + 384], r8d
-    mov r9d, 171
-    and r8, 8128
-    mov dword ptr [r15 + r8 + 7488], 202
     jmp 1f
 1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx r9d, r8b
-    jmp 1f
-1:
-    mov r8d, dword ptr [r15 + 320]
-    jmp 1f
-1:
+    mov edx, dword ptr [r15 + 128]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c107:
+    mov rdx, qword ptr [r15 + 448]
+    movzx ebp, byte ptr [r15 + 384]
+    mov r9d, ebp
     mov r8, r11
-    and r8, 4032
-    mov qword ptr [r15 + r8 + 3392], rcx
-    jmp 1f
-1:
-    mov qword ptr [r15 + 768], r8
-    mov r8d, dword ptr [r15 + 448]
-    jmp 1f
-1:
-    movzx r9d, byte ptr [r15 + 256]
-    mov dword ptr [r15 + 384], r9d
-    vmovdqu ymmword ptr [r15 + 576], ymm11
-    mov r9d, r9d
-    mov dword ptr [r15 + 128], r8d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], r8
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r8d, 85
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, r8
-    movzx r8d, r8b
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], r9d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, r11
-    mov dword ptr [r15 + 512], 203
-    and r8, 448
-    mov r9, r11
-    mov ecx, dword ptr [r15 + r8 + 832]
-    and r9, 1984
-    movsxd r8, dword ptr [r15 + r9 + 1344]
-    nop
-    mov r9, qword ptr [r15 + 512]
-    movzx edi, byte ptr [r15 + 320]
     mov ebp, dword ptr [r15 + 192]
+    vmovdqu ymmword ptr [r15 + 64], ymm6
+    and r8, 4032
+    mov dword ptr [r15 + r8 + 3392], r8d
+    mov r8d, 13
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r8d, bpl
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    movzx eax, bpl
-    mov qword ptr [r15 + 64], rax
-    mov byte ptr [r15 + 384], cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], r8b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r8d, r8b
     jmp 1f
 1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rbp, r11
+    mov r8d, 65
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 448
+    mov byte ptr [r15 + rbp + 832], bpl
+    mov rsi, qword ptr [r15 + 320]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 704], 121
+    mov ebp, 120
+    jmp 1f
+1:
+    mov rbp, r11
+    mov qword ptr [r15 + 512], rsi
+    movzx r8d, byte ptr [r15 + 320]
+    and rbp, 8128
+    mov dword ptr [r15 + rbp + 7488], esi
+    mov ebp, dword ptr [r15 + 256]
+    mov esi, esi
+    jmp 1f
+1:
+    mov dword ptr [r15 + 128], esi
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c108:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 4194304
-    setz al
-    lea rcx, [rip + .Lc1_d5811_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d5811_s_t
-    .p2align 3
-.Lc1_d5811_s:
-    .p2align 3
-    jmp .Lc1_d5811_j
-    .p2align 3
-    jmp .Lc1_d5811_j
-.Lc1_d5811_j:
+    lea rcx, [rip + .Lc1_d5065_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d5065_j_t
+.Lc1_d5065_j:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    add rcx, qword ptr [r15 + 0]
     jmp 1f
 1:
-    movsxd rcx, dword ptr [r15 + 640]
-    mov dword ptr [r15 + 64], eax
-    mov eax, 114
-    mov eax, 135
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, r9
+    mov esi, 217
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 124
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, 142
     mov rbp, r11
+    mov dword ptr [r15 + 0], 198
+    mov dword ptr [r15 + 64], 8
+    mov esi, ecx
+    and rbp, 4032
+    inc dword ptr [r15 + rbp + 3392]
+    jmp 1f
+1:
+    add r8, qword ptr [r15 + 448]
+    movzx ecx, r8b
     mov r8, r11
-    vpor xmm11, xmm11, xmm11
+    mov byte ptr [r15 + 256], bpl
+    mov qword ptr [r15 + 768], r8
+    and r8, 8128
+    mov qword ptr [r15 + r8 + 7488], rcx
     jmp 1f
 1:
-    and r8, 4032
-    mov qword ptr [r15 + r8 + 3392], r8
-    and rbp, 8128
-    mov r8, r11
-    mov eax, dword ptr [r15 + rbp + 7488]
-    and r8, 448
-    mov ebp, dword ptr [r15 + r8 + 832]
+    vmovdqu ymmword ptr [r15 + 384], ymm6
     jmp 1f
 1:
-    mov byte ptr [r15 + 256], r8b
-    movsxd r8, dword ptr [r15 + 128]
-    mov r9, qword ptr [r15 + 192]
-    mov edi, dword ptr [r15 + 448]
-    vmovdqu xmmword ptr [r15 + 320], xmm11
-    movzx esi, al
-    movsxd rsi, dword ptr [r15 + 384]
+    mov r9, r11
+    movzx r8d, byte ptr [r15 + 128]
+    mov ebp, dword ptr [r15 + 320]
+    and r9, 1984
+    mov dword ptr [r15 + r9 + 1344], 192
+    add rbp, qword ptr [r15 + 512]
     jmp 1f
 1:
-    mov qword ptr [r15 + 320], rdx
-    mov rdx, rsi
+    mov dword ptr [r15 + 128], r8d
+    mov r8d, ecx
+    mov r8, r9
     jmp 1f
 1:
-    mov edx, 137
-    mov edx, 74
-    jmp 1f
-1:
-    mov rdx, rcx
-    mov rdx, rdi
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c109:
-    mov rdx, rdx
     jmp 1f
 1:
-    mov qword ptr [r15 + 448], rdx
-    mov rdi, qword ptr [r15 + 384]
+    mov dword ptr [r15 + 0], 230
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, 15
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r8d, dword ptr [r15 + 0]
     jmp 1f
 1:
-    mov edx, 86
-    mov byte ptr [r15 + 192], bpl
-    mov edx, dword ptr [r15 + 512]
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, edx
+    mov r9d, 252
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r11
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 768], dl
-    and rbp, 1984
-    mov rdx, qword ptr [r15 + rbp + 1344]
-    movzx ecx, dl
-    mov dword ptr [r15 + 512], 74
-    mov rdx, qword ptr [r15 + 704]
-    mov rbp, r11
+    mov qword ptr [r15 + 448], r8
+    mov r9d, dword ptr [r15 + 512]
+    mov qword ptr [r15 + 320], r8
+    mov r8, r11
     test ebx, 1073741824
     jz 1f
 1:
-    and rbp, 448
-    mov byte ptr [r15 + rbp + 832], dil
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov ebp, 228
-    jmp 1f
-1:
-    vpcmpeqb xmm11, xmm11, xmm4
-    mov qword ptr [r15 + 320], rbp
+    mov dword ptr [r15 + 192], 24
+    and r8, 448
+    vpaddq xmm5, xmm5, xmmword ptr [r15 + r8 + 832]
+    movzx r8d, r9b
+    add r9, qword ptr [r15 + 384]
+    mov qword ptr [r15 + 576], r9
+    mov r9, qword ptr [r15 + 64]
     mov rbp, r11
-    mov dword ptr [r15 + 256], 182
-    movzx edx, bpl
-    mov edx, ecx
+    mov dword ptr [r15 + 256], ebp
     and rbp, 8128
-    mov rcx, qword ptr [r15 + rbp + 7488]
-    mov edi, edx
+    and r8d, dword ptr [r15 + rbp + 7488]
     jmp 1f
 1:
-    mov dword ptr [r15 + 128], 218
-    mov qword ptr [r15 + 64], rcx
-    movzx ebp, dil
-    mov rbp, rbp
-    vmovdqu ymmword ptr [r15 + 64], ymm11
+    mov rbp, r8
+    jmp 1f
+1:
+    mov rcx, qword ptr [r15 + 384]
+    mov r8, r11
+    jmp 1f
+1:
+    movzx esi, byte ptr [r15 + 640]
+    mov rdx, qword ptr [r15 + 128]
+    and r8, 1984
+    mov byte ptr [r15 + r8 + 1344], r8b
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c110:
-    lea rcx, [rip + .Lc1_d5916_j]
+    lea rcx, [rip + .Lc1_d5155_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d5916_j_t
-.Lc1_d5916_j:
+    jmp .Lc1_d5155_j_t
+.Lc1_d5155_j:
+    movzx ecx, cl
     jmp 1f
 1:
-    mov qword ptr [r15 + 128], rsi
+    mov byte ptr [r15 + 704], cl
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov rcx, rcx
-    and ecx, dword ptr [r15 + 512]
-    mov dword ptr [r15 + 448], 243
-    mov dword ptr [r15 + 320], ecx
     jmp 1f
 1:
-    mov rcx, rcx
-    mov byte ptr [r15 + 256], cl
+    mov dword ptr [r15 + 0], 88
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], dil
-    mov ecx, ecx
-    mov qword ptr [r15 + 0], rbp
-    mov rcx, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rcx
+    movzx ecx, cl
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    or qword ptr [r15 + 0], 25
-    vpaddq xmm11, xmm11, xmmword ptr [r15 + 384]
+    mov byte ptr [r15 + 0], r8b
+    jmp 1f
+1:
+    jmp 1f
+1:
+    add rcx, qword ptr [r15 + 448]
+    mov r8, qword ptr [r15 + 128]
     mov rbp, r11
-    mov qword ptr [r15 + 384], rdi
-    mov r8, r11
-    and rbp, 16320
+    add r8, qword ptr [r15 + 320]
+    and rbp, 448
+    movsxd rsi, dword ptr [r15 + rbp + 832]
+    mov edi, esi
+    mov rbp, qword ptr [r15 + 384]
+    movzx esi, bpl
+    mov esi, ecx
+    mov rsi, qword ptr [r15 + 192]
+    mov qword ptr [r15 + 256], rcx
+    jmp 1f
+1:
+    mov ecx, 142
+    mov ecx, dword ptr [r15 + 64]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
     mov r9, r11
-    inc dword ptr [r15 + rbp + 15680]
+    mov rdx, r9
+    mov rdx, rcx
     and r9, 1984
-    mov qword ptr [r15 + r9 + 1344], r9
-    and r8, 4032
-    mov dword ptr [r15 + r8 + 3392], 238
-    add r9, qword ptr [r15 + 192]
-    mov dword ptr [r15 + 128], edi
+    mov byte ptr [r15 + r9 + 1344], dil
+    and esi, dword ptr [r15 + 512]
     jmp 1f
 1:
+    mov r9, r11
+    mov ecx, 162
+    and r9, 4032
+    movzx edi, byte ptr [r15 + r9 + 3392]
     jmp 1f
 1:
-    movsxd r8, dword ptr [r15 + 576]
-    mov dword ptr [r15 + 64], ebp
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c111:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d5967_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d5967_j_t
-.Lc1_d5967_j:
-    mov ecx, 116
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], edx
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], r9d
+    jmp 1f
+1:
+    mov esi, 249
+    mov r9d, esi
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov ecx, ecx
-    mov ecx, 202
     mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], cl
-    vpcmpeqb xmm11, xmm11, xmm9
-    mov edi, 89
-    jmp 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, r11
-    movzx ecx, byte ptr [r15 + 512]
-    and r8, 4032
-    movsxd rdi, dword ptr [r15 + r8 + 3392]
-    add r8, qword ptr [r15 + 64]
-    mov rbp, r11
-    test dword ptr [r15 + 67117723], 524292
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r9d, dword ptr [r15 + 64]
+    mov rsi, r9
+    vmovq xmm5, rsi
+    mov edx, dword ptr [r15 + 512]
+    mov rsi, rdx
+    vpaddq xmm5, xmm5, xmmword ptr [r15 + 128]
+    imul rdi, qword ptr [r15 + 384]
+    mov edx, dword ptr [r15 + 320]
+    test ebx, 1073741824
     jz 1f
 1:
-    and rbp, 448
-    movzx r8d, byte ptr [r15 + rbp + 832]
-    mov qword ptr [r15 + 384], rax
-    mov rbp, r11
-    lock add qword ptr [r15 + 128], r8
-    and rbp, 8128
-    vmovdqu ymmword ptr [r15 + rbp + 7488], ymm11
-    mov ecx, edi
-    mov dword ptr [r15 + 192], 179
     jmp 1f
 1:
-    mov ecx, 89
-    movzx edi, byte ptr [r15 + 448]
-    movzx ebp, dil
-    vpmovmskb ebp, xmm11
-    mov ebp, dword ptr [r15 + 640]
-    movsxd r8, dword ptr [r15 + 320]
-    mov ecx, 140
-    mov qword ptr [r15 + 320], rcx
+    mov dword ptr [r15 + 320], r9d
+    mov r9, r11
+    mov edi, dword ptr [r15 + 64]
+    and r9, 8128
+    mov esi, dword ptr [r15 + r9 + 7488]
     jmp 1f
 1:
+    mov edx, 150
+    mov r8, qword ptr [r15 + 192]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov edx, edx
+    mov rdx, rdi
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov edi, dword ptr [r15 + 576]
+    jmp 1f
+1:
+    vpcmpeqb xmm5, xmm5, xmm6
+    and edi, dword ptr [r15 + 448]
+    mov r9d, edi
+    mov eax, dword ptr [r15 + 768]
+    mov r9, r11
+    jmp 1f
+1:
+    and r9, 4032
+    mov rcx, qword ptr [r15 + r9 + 3392]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c112:
-    mov ecx, dword ptr [r15 + 384]
+    lea rcx, [rip + .Lc1_d5261_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d5261_j_t
+.Lc1_d5261_j:
     jmp 1f
 1:
-    movzx edi, byte ptr [r15 + 64]
+    mov byte ptr [r15 + 384], cl
+    vmovdqu ymmword ptr [r15 + 0], ymm5
+    or qword ptr [r15 + 0], 21
+    vmovdqu ymmword ptr [r15 + 0], ymm5
     jmp 1f
 1:
-    mov rbp, r11
-    jmp 1f
-1:
-    and rbp, 8128
-    mov qword ptr [r15 + rbp + 7488], r8
-    mov ebp, dword ptr [r15 + 320]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    mov dword ptr [r15 + 0], ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 117
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 320], 19
     jmp 1f
 1:
+    mov r9, r11
+    mov rcx, r9
+    and r9, 8128
+    movzx ecx, byte ptr [r15 + r9 + 7488]
+    mov r9d, dword ptr [r15 + 512]
+    mov rdx, r9
+    movzx r9d, cl
     jmp 1f
 1:
-    mov r8, rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, 131
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r8d, r8b
-    movzx r8d, r9b
+    mov byte ptr [r15 + 256], r9b
+    mov dword ptr [r15 + 64], ecx
+    jmp 1f
+1:
+    mov ecx, dword ptr [r15 + 448]
+    mov r9, rcx
+    mov dword ptr [r15 + 128], r9d
+    movzx r9d, dl
+    mov r9, r9
+    movsxd r9, dword ptr [r15 + 640]
     jmp 1f
 1:
     mov r8, r11
-    mov eax, 124
+    jmp 1f
+1:
     and r8, 448
-    mov dword ptr [r15 + r8 + 832], ebp
-    lea r8, [r11 + r11*1]
-    mov rax, qword ptr [r15 + 256]
-    movzx ebp, byte ptr [r15 + 128]
-    mov r9d, edi
-    and r8, 1984
-    mov dword ptr [r15 + r8 + 1408], 92
-    jmp 1f
-1:
-    mov r9, qword ptr [r15 + 768]
-    mov dword ptr [r15 + 64], 15
-    mov rsi, r9
-    mov dword ptr [r15 + 512], 56
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movsxd r9, dword ptr [r15 + r8 + 1344]
-    mov qword ptr [r15 + 704], r8
-    mov r8d, 198
-    jmp 1f
-1:
-    mov byte ptr [r15 + 448], r8b
-    mov byte ptr [r15 + 192], bpl
-    mov r8, r9
+    mov rbp, r11
+    movzx ecx, byte ptr [r15 + r8 + 832]
+    vpmovmskb r8d, xmm5
+    inc dword ptr [r15 + 192]
+    and rbp, 1984
+    vmovq qword ptr [r15 + rbp + 1344], xmm5
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c113:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 8
-    setz al
-    lea rcx, [rip + .Lc1_d6066_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d6066_s_t
-    .p2align 3
-.Lc1_d6066_s:
-    .p2align 3
-    jmp .Lc1_d6066_j
-    .p2align 3
-    jmp .Lc1_d6066_j
-.Lc1_d6066_j:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov byte ptr [r15 + 64], cl
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 214
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 94
-    mov eax, 117
-    mov dword ptr [r15 + 0], 54
+    mov byte ptr [r15 + 0], al
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, byte ptr [r15 + 448]
-    movzx ecx, byte ptr [r15 + 320]
-    mov qword ptr [r15 + 256], rcx
-    mov r8, r11
-    lea rbp, [r11 + r11*1]
-    and r8, 8128
-    mov qword ptr [r15 + r8 + 7488], r8
-    and rbp, 4032
-    mov byte ptr [r15 + rbp + 3456], al
-    mov r9, r11
-    movzx r8d, byte ptr [r15 + rbp + 3392]
-    movzx ebp, byte ptr [r15 + 576]
-    mov qword ptr [r15 + 384], rbp
-    and r9, 448
-    mov ebp, dword ptr [r15 + r9 + 832]
+    jmp 1f
+1:
+    mov byte ptr [r15 + 0], bpl
+    mov ecx, dword ptr [r15 + 256]
+    mov ebp, ecx
+    jmp 1f
+1:
+    mov dword ptr [r15 + 320], 38
+    jmp 1f
+1:
+    movzx ecx, byte ptr [r15 + 128]
+    test ebx, 1073741824
+    jz 1f
+1:
     movzx eax, byte ptr [r15 + 128]
-    movzx r9d, byte ptr [r15 + 192]
-    mov rcx, r9
+    mov rcx, qword ptr [r15 + 512]
+    mov rbp, r11
+    mov r8, r11
+    mov edx, r9d
+    and rbp, 16320
+    add rdx, qword ptr [r15 + rbp + 15680]
+    and r8, 4032
+    and edx, dword ptr [r15 + r8 + 3392]
+    movzx ebp, sil
+    mov r8d, 88
+    mov dword ptr [r15 + 384], r8d
+    and r8d, dword ptr [r15 + 192]
+    movsxd rbp, dword ptr [r15 + 384]
     jmp 1f
 1:
-    mov r9d, dword ptr [r15 + 512]
+    mov r9, r11
+    mov byte ptr [r15 + 448], r9b
     jmp 1f
 1:
-    movzx edi, r9b
-    and edi, dword ptr [r15 + 384]
-    mov r9d, 120
-    jmp 1f
-1:
-    mov r9, qword ptr [r15 + 64]
+    and r9, 448
+    vmovdqu ymmword ptr [r15 + r9 + 832], ymm5
+    mov r9d, edx
+    vmovq xmm5, r9
+    movzx esi, byte ptr [r15 + 704]
+    mov r9d, esi
     add r11, 64
     inc rbx
     dec r13
@@ -7998,282 +6987,273 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    jmp 1f
-1:
-    mov r9, r11
-    movzx eax, byte ptr [r15 + 704]
-    mov edi, 236
-    and r9, 1984
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 33554432
+    setz al
+    lea rcx, [rip + .Lc1_d5361_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d5361_s_t
+    .p2align 3
+.Lc1_d5361_s:
+    .p2align 3
+    jmp .Lc1_d5361_j
+    .p2align 3
+    jmp .Lc1_d5361_j
+.Lc1_d5361_j:
+    mov eax, 177
     mov rbp, r11
-    mov byte ptr [r15 + r9 + 1344], dil
-    and rbp, 448
-    mov r9, qword ptr [r15 + rbp + 832]
+    movsxd r8, dword ptr [r15 + 512]
+    jmp 1f
+1:
+    and rbp, 8128
+    mov dword ptr [r15 + rbp + 7488], ecx
+    mov byte ptr [r15 + 448], cl
+    mov qword ptr [r15 + 64], rbp
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, qword ptr [r15 + 128]
-    mov edi, dword ptr [r15 + 192]
-    movzx ecx, dil
-    jmp 1f
-1:
-    mov qword ptr [r15 + 320], rax
-    mov edi, 126
-    mov edi, dword ptr [r15 + 128]
-    test dword ptr [r15 + 67117723], 17301504
-    jz 1f
-1:
-    movsxd rdi, dword ptr [r15 + 448]
-    movzx eax, dil
-    movzx eax, byte ptr [r15 + 640]
-    movsxd rbp, dword ptr [r15 + 256]
-    mov r9, qword ptr [r15 + 512]
-    jmp 1f
-1:
-    mov ecx, 150
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov qword ptr [r15 + 384], rcx
-    mov r8, r11
-    jmp 1f
-1:
-    and r8, 8128
-    mov ecx, dword ptr [r15 + r8 + 7488]
-    jmp 1f
-1:
-    mov r8d, dword ptr [r15 + 64]
-    jmp 1f
-1:
+    mov byte ptr [r15 + 0], bpl
+    mov rcx, rax
+    mov r9, r11
+    mov dword ptr [r15 + 768], 36
+    and r9, 1984
+    movsxd rcx, dword ptr [r15 + r9 + 1344]
+    mov dword ptr [r15 + 320], 189
+    mov byte ptr [r15 + 576], cl
+    mov r9, r11
+    movzx ecx, byte ptr [r15 + 256]
+    and r9, 4032
+    mov qword ptr [r15 + r9 + 3392], r9
+    movzx r9d, byte ptr [r15 + 192]
+    movzx ebp, cl
+    movzx eax, byte ptr [r15 + 384]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c115:
-    lea rcx, [rip + .Lc1_d6161_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d6161_j_t
-.Lc1_d6161_j:
     jmp 1f
 1:
-    mov ecx, dword ptr [r15 + 448]
-    mov r8d, dword ptr [r15 + 384]
-    movzx edi, byte ptr [r15 + 256]
-    mov rbp, rdi
-    mov dword ptr [r15 + 0], 71
-    and edi, dword ptr [r15 + 0]
+    mov ecx, dword ptr [r15 + 64]
     jmp 1f
 1:
-    mov rbp, rcx
+    movzx r9d, bpl
+    mov rdx, qword ptr [r15 + 256]
+    mov rbp, rdx
+    mov eax, dword ptr [r15 + 128]
+    mov r9d, 213
+    mov qword ptr [r15 + 0], rcx
+    mov r9d, 187
+    movzx ecx, r9b
+    mov r9d, eax
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], ebp
-    mov ecx, 242
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, rcx
+    movzx eax, bpl
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    add rdx, qword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 512], rdx
+    mov ebp, 162
+    mov byte ptr [r15 + 320], bpl
+    mov r8, r11
+    jmp 1f
+1:
+    and r8, 448
+    mov rbp, r11
+    movzx edx, byte ptr [r15 + r8 + 832]
+    and rbp, 8128
+    vmovdqu xmm5, xmmword ptr [r15 + rbp + 7488]
+    mov r8d, r8d
+    jmp 1f
+1:
+    mov rbp, qword ptr [r15 + 384]
+    vmovdqu ymmword ptr [r15 + 128], ymm5
+    mov r8, r11
+    jmp 1f
+1:
+    mov dword ptr [r15 + 640], 203
+    and r8, 1984
+    movsxd rcx, dword ptr [r15 + r8 + 1344]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c116:
+    lea rcx, [rip + .Lc1_d5448_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d5448_j_t
+.Lc1_d5448_j:
+    mov dword ptr [r15 + 512], 55
+    mov dword ptr [r15 + 128], 4
+    mov rcx, rsi
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], r8d
+    movzx r8d, cl
+    mov ecx, edx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rsi, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, r11
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 102
+    jmp 1f
+1:
+    and r9, 1984
+    mov dword ptr [r15 + r9 + 1344], 163
+    movzx edi, r8b
+    jmp 1f
+1:
+    mov r9d, edi
+    mov qword ptr [r15 + 64], r9
+    mov qword ptr [r15 + 192], rsi
+    jmp 1f
+1:
+    movzx r9d, byte ptr [r15 + 256]
+    mov r8, r11
+    vpaddq xmm5, xmm5, xmmword ptr [r15 + 448]
+    jmp 1f
+1:
+    and r8, 4032
+    mov qword ptr [r15 + r8 + 3392], r9
+    mov dword ptr [r15 + 704], 156
+    mov r8, r11
+    mov r9d, 131
+    mov qword ptr [r15 + 384], rdi
+    jmp 1f
+1:
+    and r8, 448
+    vmovdqu ymmword ptr [r15 + r8 + 832], ymm5
+    mov r8d, 33
+    movzx r8d, r9b
+    mov r9, rsi
+    movsxd r8, dword ptr [r15 + 320]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c117:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    add r9, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, 116
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], r8d
+    mov rbp, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    and rbp, 8128
+    mov dword ptr [r15 + rbp + 7488], ebp
+    mov rbp, r9
+    movzx r8d, r8b
+    mov qword ptr [r15 + 320], r9
+    mov ebp, edx
+    mov rdx, qword ptr [r15 + 192]
+    test ebx, 4608
+    jnz 1f
+1:
+    mov edx, dword ptr [r15 + 256]
+    mov byte ptr [r15 + 64], al
+    mov rbp, r11
+    mov qword ptr [r15 + 512], rax
+    mov eax, dword ptr [r15 + 128]
+    mov r8, r8
+    and rbp, 4032
+    mov dword ptr [r15 + rbp + 3392], 40
+    imul r8, qword ptr [r15 + 384]
+    mov rbp, r11
+    mov r9d, eax
+    jmp 1f
+1:
+    and rbp, 1984
+    mov r9d, dword ptr [r15 + rbp + 1344]
+    add qword ptr [r15 + 448], r9
+    jmp 1f
+1:
+    add rbp, qword ptr [r15 + 320]
+    nop
+    add rbp, qword ptr [r15 + 768]
+    mov r9d, 45
+    mov r9d, 112
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c118:
+    lea rcx, [rip + .Lc1_d5542_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d5542_j_t
+.Lc1_d5542_j:
+    mov dword ptr [r15 + 0], 36
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rcx
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov qword ptr [r15 + 0], rcx
     jmp 1f
 1:
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
     mov rbp, r11
-    movzx ecx, byte ptr [r15 + 512]
-    jmp 1f
-1:
-    mov r9, r11
-    jmp 1f
-1:
+    mov ecx, ebp
+    mov rcx, qword ptr [r15 + 64]
     and rbp, 4032
-    vmovdqu ymmword ptr [r15 + rbp + 3392], ymm11
-    and r9, 8128
-    movzx ebp, byte ptr [r15 + r9 + 7488]
-    mov r9, qword ptr [r15 + 320]
-    mov byte ptr [r15 + 320], sil
-    mov rsi, r9
+    movsxd rax, dword ptr [r15 + rbp + 3392]
     jmp 1f
 1:
-    movsxd rsi, dword ptr [r15 + 384]
-    mov dword ptr [r15 + 192], 135
-    mov eax, dword ptr [r15 + 128]
-    mov qword ptr [r15 + 64], rax
-    mov rbp, r11
-    mov rax, rbp
-    and rbp, 1984
-    mov dword ptr [r15 + rbp + 1344], ecx
-    and ebp, dword ptr [r15 + 768]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c116:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 154
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], eax
-    mov r12, qword ptr [r15 + r12 + 56]
-    and eax, dword ptr [r15 + 0]
-    mov qword ptr [r15 + 576], rbp
-    mov rbp, r11
-    mov r9d, dword ptr [r15 + 384]
     jmp 1f
 1:
-    and rbp, 448
-    movsxd rsi, dword ptr [r15 + rbp + 832]
-    jmp 1f
-1:
-    movzx ebp, byte ptr [r15 + 320]
-    movsxd rcx, dword ptr [r15 + 320]
-    movzx edi, byte ptr [r15 + 64]
-    mov r8d, eax
-    mov rax, qword ptr [r15 + 448]
-    mov dword ptr [r15 + 256], ebp
-    mov rbp, qword ptr [r15 + 192]
-    jmp 1f
-1:
-    mov rdx, qword ptr [r15 + 128]
-    mov byte ptr [r15 + 512], dl
+    movzx edi, byte ptr [r15 + 192]
     mov r9, r11
-    mov dword ptr [r15 + 448], 23
-    and r9, 4032
-    mov rdx, qword ptr [r15 + r9 + 3392]
-    jmp 1f
-1:
-    vmovdqu ymmword ptr [r15 + 64], ymm11
-    jmp 1f
-1:
-    mov r9, r11
-    mov rax, rdi
-    mov rax, qword ptr [r15 + 640]
-    jmp 1f
-1:
-    and r9, 1984
-    vpaddq xmm11, xmm11, xmmword ptr [r15 + r9 + 1344]
-    jmp 1f
-1:
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c117:
-    lea rcx, [rip + .Lc1_d6256_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d6256_j_t
-.Lc1_d6256_j:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, cl
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], rdx
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 135
-    movzx edx, cl
-    jmp 1f
-1:
-    vmovdqu ymmword ptr [r15 + 0], ymm11
-    vmovq qword ptr [r15 + 0], xmm11
-    movzx edx, cl
-    jmp 1f
-1:
-    mov qword ptr [r15 + 192], rdx
-    mov dword ptr [r15 + 128], 128
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    movzx edx, byte ptr [r15 + 448]
-    mov rbp, r11
-    movsxd rcx, dword ptr [r15 + 256]
-    mov r8, r11
-    movzx r9d, dl
-    and rbp, 1984
-    mov r9, qword ptr [r15 + rbp + 1344]
-    mov ebp, r9d
-    and r8, 8128
-    mov byte ptr [r15 + r8 + 7488], dil
-    mov r8, r11
-    jmp 1f
-1:
-    movzx ebp, byte ptr [r15 + 64]
-    and r8, 448
-    mov rdi, qword ptr [r15 + r8 + 832]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 512], edi
-    mov r8, qword ptr [r15 + 384]
-    mov edi, 102
-    jmp 1f
-1:
-    mov rdi, qword ptr [r15 + 320]
-    vpmovmskb eax, xmm11
-    movzx esi, r8b
-    mov r8, qword ptr [r15 + 704]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c118:
-    mov qword ptr [r15 + 64], rdi
-    mov rdi, qword ptr [r15 + 576]
-    mov r8, qword ptr [r15 + 384]
-    mov qword ptr [r15 + 768], rsi
-    mov rbp, r11
-    mov byte ptr [r15 + 384], sil
-    and rbp, 8128
-    movzx r9d, byte ptr [r15 + rbp + 7488]
-    mov qword ptr [r15 + 0], r9
-    xor dword ptr [r15 + 0], r8d
-    mov qword ptr [r15 + 0], rdi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 320], r9
-    mov r9d, r9d
-    mov dword ptr [r15 + 512], r9d
-    mov r9, r11
-    mov rbp, rbp
+    movzx ebp, cl
     jmp 1f
 1:
     and r9, 448
-    mov ebp, dword ptr [r15 + r9 + 832]
-    mov r9, r11
+    mov qword ptr [r15 + r9 + 832], r9
+    movzx ecx, r9b
+    vmovq xmm5, rcx
     jmp 1f
 1:
-    mov r8d, 169
-    movzx r8d, byte ptr [r15 + 128]
-    and r9, 4032
-    mov edi, dword ptr [r15 + r9 + 3392]
-    mov r9d, edi
-    mov r9d, 94
-    mov r9d, 247
-    movsxd r9, dword ptr [r15 + 256]
-    mov dword ptr [r15 + 448], 162
     jmp 1f
 1:
-    movsxd rsi, dword ptr [r15 + 128]
-    mov edx, dword ptr [r15 + 192]
-    mov eax, ebp
+    mov ecx, dword ptr [r15 + 448]
+    mov dword ptr [r15 + 640], 195
+    mov r9d, 136
+    jmp 1f
+1:
+    mov r8, r11
+    mov dword ptr [r15 + 576], r8d
+    jmp 1f
+1:
+    and r8, 8128
+    mov dword ptr [r15 + r8 + 7488], 55
+    movsxd r8, dword ptr [r15 + 512]
+    mov r9d, r8d
+    mov r9d, dword ptr [r15 + 384]
+    movsxd rdx, dword ptr [r15 + 128]
+    movsxd rsi, dword ptr [r15 + 320]
     jmp 1f
 1:
     add r11, 64
@@ -8281,138 +7261,121 @@ ditto_body_c1:
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c119:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 4
-    setz al
-    lea rcx, [rip + .Lc1_d6358_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d6358_s_t
-    .p2align 3
-.Lc1_d6358_s:
-    .p2align 3
-    jmp .Lc1_d6358_j
-    .p2align 3
-    jmp .Lc1_d6358_j
-.Lc1_d6358_j:
-    movzx ecx, cl
-    mov ecx, ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    add qword ptr [r15 + 0], r9
+    add rsi, qword ptr [r15 + 0]
+    mov r9, r8
     jmp 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, 147
     jmp 1f
 1:
-    mov ecx, dword ptr [r15 + 320]
-    and ecx, dword ptr [r15 + 192]
-    mov r9, r11
+    mov r8d, r9d
+    mov r8, r11
+    and r9d, dword ptr [r15 + 0]
+    mov ecx, dword ptr [r15 + 448]
+    jmp 1f
+1:
+    and r8, 1984
+    mov qword ptr [r15 + r8 + 1344], rsi
     mov rbp, r11
+    mov dword ptr [r15 + 512], ebp
     jmp 1f
 1:
-    and r9, 4032
-    mov dword ptr [r15 + r9 + 3392], 250
-    and rbp, 1984
-    movsxd rax, dword ptr [r15 + rbp + 1344]
-    mov qword ptr [r15 + 384], rax
-    movzx eax, al
-    jmp 1f
-1:
-    mov r9d, dword ptr [r15 + 256]
-    mov eax, r9d
-    jmp 1f
-1:
-    mov r9, r11
-    mov ebp, 113
-    and r9, 16320
-    mov byte ptr [r15 + r9 + 15680], r9b
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 244736
+    and rbp, 448
+    movsxd r8, dword ptr [r15 + rbp + 832]
+    test ebx, 1073741824
     jz 1f
 1:
-    mov ebp, r9d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], bpl
-    mov r9d, edi
+    mov rsi, qword ptr [r15 + 256]
     jmp 1f
 1:
-    mov r9, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rbp, dword ptr [r15 + 384]
     jmp 1f
 1:
     jmp 1f
 1:
-    mov qword ptr [r15 + 0], rbp
-    movzx r9d, r9b
-    mov ebp, 123
-    mov r9d, dword ptr [r15 + 128]
+    mov r8, r11
+    mov r9, qword ptr [r15 + 64]
+    and r8, 8128
+    imul rsi, qword ptr [r15 + r8 + 7488]
+    and esi, dword ptr [r15 + 64]
+    movzx r8d, bpl
+    mov dword ptr [r15 + 192], r9d
+    mov edi, r8d
     jmp 1f
 1:
-    mov dword ptr [r15 + 512], 105
-    mov rbp, qword ptr [r15 + 640]
-    mov rcx, qword ptr [r15 + 448]
+    mov ebp, dword ptr [r15 + 704]
+    mov r8, r8
+    movzx r9d, r8b
+    mov dword ptr [r15 + 384], ecx
     jmp 1f
 1:
-    mov byte ptr [r15 + 64], al
+    movsxd rcx, dword ptr [r15 + 128]
+    mov r8d, dword ptr [r15 + 320]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c120:
-    lea rcx, [rip + .Lc1_d6418_j]
+    lea rcx, [rip + .Lc1_d5641_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d6418_j_t
-.Lc1_d6418_j:
-    mov rbp, r11
-    mov qword ptr [r15 + 192], rbp
-    movzx ecx, r9b
-    mov rcx, rcx
-    and rbp, 448
-    mov rcx, qword ptr [r15 + rbp + 832]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, ebp
-    movsxd rbp, dword ptr [r15 + 256]
-    movsxd r9, dword ptr [r15 + 320]
-    mov eax, r9d
-    mov r9, r8
-    mov r8, rcx
-    mov dword ptr [r15 + 704], ebp
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov rcx, r8
-    mov ecx, 14
+    jmp .Lc1_d5641_j_t
+.Lc1_d5641_j:
     movzx ecx, byte ptr [r15 + 448]
-    vmovq qword ptr [r15 + 64], xmm11
+    movzx r8d, cl
+    jmp 1f
+1:
+    mov qword ptr [r15 + 384], r9
     jmp 1f
 1:
     jmp 1f
 1:
-    lea rbp, [r11 + r11*1]
-    mov r9d, 79
-    mov dword ptr [r15 + 768], 162
-    and rbp, 8128
-    mov qword ptr [r15 + rbp + 7488], rbp
-    mov byte ptr [r15 + 512], bpl
-    movsxd r9, dword ptr [r15 + 320]
-    movsxd rdi, dword ptr [r15 + 128]
-    movzx edx, byte ptr [r15 + 64]
-    mov qword ptr [r15 + rbp + 7552], rdx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], rcx
+    mov r9, r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 163
+    movzx r8d, r8b
+    jmp 1f
+1:
+    mov r9, rcx
+    mov r8d, r9d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, r8
+    mov r8d, dword ptr [r15 + 320]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 128], 230
+    mov qword ptr [r15 + 256], r8
+    mov r8d, dword ptr [r15 + 64]
     mov rbp, r11
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
+    movsxd r9, dword ptr [r15 + 192]
+    and rbp, 4032
+    mov qword ptr [r15 + rbp + 3392], rcx
+    mov rbp, r11
+    movzx ecx, r8b
     and rbp, 1984
-    mov qword ptr [r15 + rbp + 1344], r8
-    movsxd rdx, dword ptr [r15 + 384]
+    mov r8, r11
+    movsxd rsi, dword ptr [r15 + rbp + 1344]
+    movzx ebp, sil
+    and r8, 448
+    add rbp, qword ptr [r15 + r8 + 832]
+    mov qword ptr [r15 + 768], rbp
+    or qword ptr [r15 + 512], 1
     add r11, 64
     inc rbx
     dec r13
@@ -8421,1143 +7384,939 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov dword ptr [r15 + 0], 228
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 4096
+    setz al
+    lea rcx, [rip + .Lc1_d5693_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d5693_s_t
+    .p2align 3
+.Lc1_d5693_s:
+    .p2align 3
+    jmp .Lc1_d5693_j
+    .p2align 3
+    jmp .Lc1_d5693_j
+.Lc1_d5693_j:
+    jmp 1f
+1:
+    mov rbp, r11
+    mov ecx, dword ptr [r15 + 256]
+    mov rax, qword ptr [r15 + 576]
+    and rbp, 8128
+    mov dword ptr [r15 + rbp + 7488], 105
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 184
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, eax
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov byte ptr [r15 + 0], dl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11 + r11*1]
-    mov dword ptr [r15 + 0], eax
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 4032
-    mov qword ptr [r15 + rbp + 3392], rax
-    mov eax, dword ptr [r15 + 448]
-    mov dword ptr [r15 + 384], eax
-    jmp 1f
-1:
-    vpaddd xmm11, xmm11, xmm11
-    mov dword ptr [r15 + rbp + 3456], eax
-    jmp 1f
-1:
-    test dword ptr [r15 + 67117724], 131328
+    vmovq qword ptr [r15 + 448], xmm5
+    mov ebp, ebp
+    movsxd rax, dword ptr [r15 + 320]
+    test ebx, 1073741824
     jz 1f
 1:
-    movsxd rbp, dword ptr [r15 + 384]
+    vpcmpeqb xmm5, xmm5, xmm8
+    movsxd rax, dword ptr [r15 + 640]
+    mov rbp, qword ptr [r15 + 128]
     jmp 1f
 1:
-    mov rax, rax
+    movzx ecx, bpl
+    mov rbp, rdi
+    mov edi, ebp
+    mov rbp, r11
     jmp 1f
 1:
-    mov r8, r11
-    movzx eax, byte ptr [r15 + 576]
-    mov dword ptr [r15 + 64], eax
-    jmp 1f
-1:
-    and r8, 448
-    mov eax, dword ptr [r15 + r8 + 832]
-    and ebp, dword ptr [r15 + 128]
-    mov dword ptr [r15 + 192], r8d
-    vmovdqu ymmword ptr [r15 + 256], ymm11
-    mov r8, qword ptr [r15 + 512]
-    mov r9, r11
-    mov dword ptr [r15 + 320], 227
-    and r9, 1984
-    add r8, qword ptr [r15 + r9 + 1344]
-    mov r9d, 76
+    mov edi, ebp
+    and rbp, 4032
+    or qword ptr [r15 + rbp + 3392], 50
+    movzx ebp, byte ptr [r15 + 64]
+    movsxd rdi, dword ptr [r15 + 384]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c122:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 15
-    lea rcx, [rip + .Lc1_d6517_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d6517_s_t
-    .p2align 3
-.Lc1_d6517_s:
-    .p2align 3
-    jmp .Lc1_d6517_j
-    .p2align 3
-    jmp .Lc1_d6517_j
-    .p2align 3
-    jmp .Lc1_d6517_j
-    .p2align 3
-    jmp .Lc1_d6517_j
-    .p2align 3
-    jmp .Lc1_d6517_j
-    .p2align 3
-    jmp .Lc1_d6517_j
-    .p2align 3
-    jmp .Lc1_d6517_j
-    .p2align 3
-    jmp .Lc1_d6517_j
-    .p2align 3
-    jmp .Lc1_d6517_j
-    .p2align 3
-    jmp .Lc1_d6517_j
-    .p2align 3
-    jmp .Lc1_d6517_j
-    .p2align 3
-    jmp .Lc1_d6517_j
-    .p2align 3
-    jmp .Lc1_d6517_j
-    .p2align 3
-    jmp .Lc1_d6517_j
-    .p2align 3
-    jmp .Lc1_d6517_j
-    .p2align 3
-    jmp .Lc1_d6517_j
-.Lc1_d6517_j:
-    movzx ecx, byte ptr [r15 + 384]
-    mov rax, rcx
-    vmovdqu ymmword ptr [r15 + 320], ymm11
-    mov edi, 85
-    mov rcx, qword ptr [r15 + 448]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, ecx
-    mov r8, rdi
-    mov rdi, rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rdi, rax
-    mov edi, ebp
-    mov r8, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rdi, qword ptr [r15 + 64]
-    and r8, 448
-    movsxd rbp, dword ptr [r15 + r8 + 832]
-    mov r8, r11
-    movzx r9d, r8b
     jmp 1f
 1:
+    mov rsi, rbp
+    movsxd rdi, dword ptr [r15 + 320]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rbp
     jmp 1f
 1:
-    and r8, 1984
-    movsxd r9, dword ptr [r15 + r8 + 1344]
-    movsxd r8, dword ptr [r15 + 320]
-    mov rdx, rdi
-    mov rdi, rdi
+    and edi, dword ptr [r15 + 0]
+    movzx ebp, bpl
+    and esi, dword ptr [r15 + 0]
+    mov ebp, 153
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, eax
+    movzx ebp, dil
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rsi
+    movsxd rdi, dword ptr [r15 + 128]
+    mov dword ptr [r15 + 320], esi
     jmp 1f
 1:
     mov r8, r11
-    movsxd rdi, dword ptr [r15 + 256]
+    jmp 1f
+1:
     and r8, 8128
-    mov esi, dword ptr [r15 + r8 + 7488]
+    movsxd rsi, dword ptr [r15 + r8 + 7488]
+    movzx r8d, dil
+    mov dword ptr [r15 + 192], 150
+    mov qword ptr [r15 + 64], r8
+    mov eax, dword ptr [r15 + 448]
+    mov qword ptr [r15 + 704], rdi
+    mov rdx, rdi
+    mov r8, r11
+    mov r9d, dword ptr [r15 + 512]
+    mov rbp, r11
+    mov edi, esi
+    and r8, 448
+    movzx esi, byte ptr [r15 + r8 + 832]
+    vpmovmskb r8d, xmm5
+    and rbp, 1984
+    movsxd r8, dword ptr [r15 + rbp + 1344]
+    mov qword ptr [r15 + 256], rdi
+    mov byte ptr [r15 + 512], sil
+    mov rdi, rdx
     jmp 1f
 1:
     jmp 1f
 1:
-    add rdi, qword ptr [r15 + 512]
-    mov byte ptr [r15 + 128], cl
-    movzx r8d, byte ptr [r15 + 640]
-    movzx ecx, bpl
-    vpor xmm11, xmm11, xmm0
-    movsxd rcx, dword ptr [r15 + 704]
-    mov rcx, r9
-    movsxd r9, dword ptr [r15 + 128]
-    movsxd rcx, dword ptr [r15 + 192]
+    movzx esi, byte ptr [r15 + 384]
+    jmp 1f
+1:
+    vpcmpeqb xmm5, xmm5, xmm2
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c123:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d6590_j]
+    lea rcx, [rip + .Lc1_d5786_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d6590_j_t
-.Lc1_d6590_j:
-    mov r9, r11
-    mov eax, r9d
-    and r9, 448
-    mov byte ptr [r15 + r9 + 832], sil
+    jmp .Lc1_d5786_j_t
+.Lc1_d5786_j:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], sil
+    mov ecx, 83
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], ecx
+    mov rcx, r8
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r9d, r9b
-    mov r9d, 27
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, qword ptr [r15 + 192]
+    mov rbp, r11
     jmp 1f
 1:
-    mov rax, qword ptr [r15 + 512]
+    movzx ecx, bpl
+    mov byte ptr [r15 + 320], sil
+    and rbp, 1984
+    mov ecx, dword ptr [r15 + rbp + 1344]
+    mov dword ptr [r15 + 384], 228
     jmp 1f
 1:
+    mov ebp, ebp
     jmp 1f
 1:
-    mov qword ptr [r15 + 320], rax
-    jmp 1f
-1:
-    movzx r9d, byte ptr [r15 + 64]
-    mov dword ptr [r15 + 64], r9d
-    test dword ptr [r15 + 67117724], 545259520
-    jz 1f
-1:
-    mov eax, dword ptr [r15 + 128]
-    mov edx, 55
-    mov r9, rcx
-    vmovdqu ymmword ptr [r15 + 384], ymm11
-    jmp 1f
-1:
-    mov r9, r11
-    jmp 1f
-1:
-    and r9, 4032
-    movsxd rcx, dword ptr [r15 + r9 + 3392]
-    jmp 1f
-1:
-    movzx r9d, byte ptr [r15 + 256]
-    jmp 1f
-1:
-    mov esi, 89
-    mov edi, 31
-    mov rdi, qword ptr [r15 + 448]
+    movzx ebp, byte ptr [r15 + 128]
+    vmovdqu ymmword ptr [r15 + 512], ymm5
+    mov esi, 18
     mov r8, r11
-    mov rdx, qword ptr [r15 + 768]
-    and r8, 8128
-    mov esi, dword ptr [r15 + r8 + 7488]
-    mov r8d, ebp
-    jmp 1f
-1:
+    mov esi, 177
+    mov esi, 36
+    and r8, 4032
+    movzx edi, byte ptr [r15 + r8 + 3392]
+    movsxd rsi, dword ptr [r15 + 448]
+    mov dword ptr [r15 + 256], esi
+    vmovdqu ymmword ptr [r15 + 64], ymm5
+    mov byte ptr [r15 + 128], r8b
+    .byte 0x66, 0x90
+    mov r8, r11
+    movsxd rsi, dword ptr [r15 + 768]
+    and r8, 448
+    and ebp, dword ptr [r15 + r8 + 832]
+    mov rdx, rbp
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c124:
-    mov r8, qword ptr [r15 + 512]
-    movzx r9d, cl
+    mov r8d, dword ptr [r15 + 64]
     jmp 1f
 1:
-    mov dword ptr [r15 + 384], ecx
-    mov dword ptr [r15 + 128], 8
-    mov r9, r8
-    mov r9d, r9d
-    mov qword ptr [r15 + 576], rdx
     jmp 1f
 1:
+    mov ebp, esi
+    mov dword ptr [r15 + 128], 33
+    mov esi, 54
     mov rbp, r11
-    mov qword ptr [r15 + 64], r8
-    mov r9d, dword ptr [r15 + 192]
-    and rbp, 1984
-    mov r8, qword ptr [r15 + rbp + 1344]
-    mov rbp, r11
-    jmp 1f
-1:
-    mov edx, 98
+    add rdx, qword ptr [r15 + 192]
     and rbp, 8128
-    movsxd rdx, dword ptr [r15 + rbp + 7488]
+    and r8d, dword ptr [r15 + rbp + 7488]
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, dl
-    jmp 1f
-1:
-    mov ebp, r8d
+    mov esi, edi
     jmp 1f
 1:
     jmp 1f
 1:
-    vmovdqu ymmword ptr [r15 + 0], ymm11
-    jmp 1f
-1:
+    mov byte ptr [r15 + 0], r8b
+    mov byte ptr [r15 + 0], r8b
+    movzx r8d, bpl
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    add r8, qword ptr [r15 + 320]
-    jmp 1f
+    test ebx, 1073741824
+    jz 1f
 1:
+    mov r8, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx esi, r8b
+    and r8, 16320
+    vmovdqu xmm5, xmmword ptr [r15 + r8 + 15680]
+    vpshufd xmm2, xmm5, 95
+    mov rdi, qword ptr [r15 + 256]
     mov rbp, r11
-    vmovq qword ptr [r15 + 448], xmm11
-    vmovdqu ymmword ptr [r15 + 384], ymm11
-    and rbp, 4032
-    movzx ecx, byte ptr [r15 + rbp + 3392]
+    add r8, qword ptr [r15 + 384]
+    and rbp, 1984
+    movsxd rsi, dword ptr [r15 + rbp + 1344]
+    mov byte ptr [r15 + 448], dil
+    mov edi, esi
     jmp 1f
 1:
-    mov ebp, 107
+    movsxd rdi, dword ptr [r15 + 320]
     jmp 1f
 1:
-    mov ebp, dword ptr [r15 + 640]
-    jmp 1f
-1:
-    mov rsi, r8
-    movsxd rsi, dword ptr [r15 + 256]
+    mov rbp, qword ptr [r15 + 576]
+    movzx edx, bpl
+    mov rcx, qword ptr [r15 + 384]
+    movsxd rbp, dword ptr [r15 + 640]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c125:
-    lea rcx, [rip + .Lc1_d6688_j]
+    lea rcx, [rip + .Lc1_d5878_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d6688_j_t
-.Lc1_d6688_j:
+    jmp .Lc1_d5878_j_t
+.Lc1_d5878_j:
     mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, 118
+    jmp 1f
+1:
+    movzx ecx, bpl
+    jmp 1f
+1:
+    mov ecx, ecx
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    vpaddq xmm11, xmm11, xmmword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    movzx ecx, sil
-    vmovdqu ymmword ptr [r15 + 0], ymm11
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 448], rcx
     jmp 1f
 1:
-    mov esi, dword ptr [r15 + 704]
+    mov byte ptr [r15 + 384], bpl
+    mov rbp, r11
+    movzx ecx, byte ptr [r15 + 64]
+    and rbp, 4032
     mov r8, r11
-    movzx ecx, byte ptr [r15 + 256]
-    mov ebp, 205
-    mov ebp, 168
-    and r8, 1984
-    mov rdx, qword ptr [r15 + r8 + 1344]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov qword ptr [r15 + 320], rdx
-    and edx, dword ptr [r15 + 512]
-    jmp 1f
-1:
-    mov r8d, 197
-    jmp 1f
-1:
-    mov dword ptr [r15 + 128], esi
-    mov r8, r11
-    mov esi, r8d
-    mov esi, 143
-    and r8, 4032
-    and esi, dword ptr [r15 + r8 + 3392]
-    jmp 1f
-1:
-    lock add qword ptr [r15 + 64], rdx
-    mov r8d, r8d
-    jmp 1f
-1:
+    mov byte ptr [r15 + rbp + 3392], r8b
+    and r8, 448
+    movzx ebp, byte ptr [r15 + r8 + 832]
+    mov r8, qword ptr [r15 + 512]
     mov r9, r11
+    mov dword ptr [r15 + 320], 194
+    movsxd rsi, dword ptr [r15 + 128]
+    mov edi, ecx
+    and r9, 8128
+    mov dword ptr [r15 + r9 + 7488], 85
+    mov r9d, 78
     jmp 1f
 1:
-    add r8, qword ptr [r15 + 384]
-    movzx edx, dil
-    and r9, 448
-    mov edx, dword ptr [r15 + r9 + 832]
-    mov r9d, 150
-    movzx r9d, byte ptr [r15 + 192]
-    mov edi, ebp
-    mov dword ptr [r15 + 448], edi
+    mov byte ptr [r15 + 192], r8b
+    mov ecx, r8d
+    mov r9, rcx
+    mov r8, r9
+    jmp 1f
+1:
+    mov byte ptr [r15 + 704], sil
+    mov esi, r9d
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c126:
-    jmp 1f
-1:
-    mov r8d, dword ptr [r15 + 256]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 384], eax
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 0], ymm11
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov r8, r11
+    and r8, 4032
+    mov dword ptr [r15 + r8 + 3392], r8d
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rdi, dword ptr [r15 + 768]
-    mov edx, dword ptr [r15 + 512]
-    jmp 1f
-1:
-    mov r9, rdx
-    mov r9d, r8d
-    jmp 1f
-1:
-    mov r9d, ecx
-    mov byte ptr [r15 + 192], r8b
-    jmp 1f
-1:
-    mov r8d, dword ptr [r15 + 128]
-    test ebx, 1073741824
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov esi, 131
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, r11
+    mov r9, r11
+    mov byte ptr [r15 + 0], r9b
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r8, 448
+    mov dword ptr [r15 + r8 + 832], 90
+    and r9, 1984
+    movsxd r8, dword ptr [r15 + r9 + 1344]
+    movzx ecx, byte ptr [r15 + 320]
+    mov dword ptr [r15 + 256], esi
+    test dword ptr [r15 + 67117723], 134217728
     jz 1f
 1:
+    xor dword ptr [r15 + 192], ecx
+    mov dword ptr [r15 + 448], eax
+    mov rcx, qword ptr [r15 + 320]
+    mov rax, r9
+    movsxd r9, dword ptr [r15 + 384]
+    movzx eax, r9b
+    movzx r9d, byte ptr [r15 + 512]
+    movzx r8d, byte ptr [r15 + 64]
+    movsxd rsi, dword ptr [r15 + 64]
+    mov rbp, rcx
+    movzx ecx, byte ptr [r15 + 768]
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov r8, r11
-    jmp 1f
-1:
-    and r8, 8128
-    movzx edx, byte ptr [r15 + r8 + 7488]
-    mov r8d, 110
-    jmp 1f
-1:
-    mov r8, r11
-    mov dword ptr [r15 + 320], 247
-    jmp 1f
-1:
-    mov r9, r11
-    and r8, 448
-    mov qword ptr [r15 + r8 + 832], r8
-    mov byte ptr [r15 + 448], dl
-    and r9, 1984
-    add r8, qword ptr [r15 + r9 + 1344]
-    jmp 1f
-1:
-    mov r9d, r8d
-    and r9d, dword ptr [r15 + 128]
-    add rdx, qword ptr [r15 + 320]
-    jmp 1f
-1:
-    mov byte ptr [r15 + 576], dl
-    mov byte ptr [r15 + 64], r8b
-    jmp 1f
-1:
-    jmp 1f
-1:
+    add r8, qword ptr [r15 + 128]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c127:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 32
-    setz al
-    lea rcx, [rip + .Lc1_d6798_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d6798_s_t
-    .p2align 3
-.Lc1_d6798_s:
-    .p2align 3
-    jmp .Lc1_d6798_j
-    .p2align 3
-    jmp .Lc1_d6798_j
-.Lc1_d6798_j:
-    mov rax, qword ptr [r15 + 128]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov ecx, 50
-    mov rcx, r8
-    mov r8d, ecx
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    movzx r8d, cl
-    mov dword ptr [r15 + 0], r8d
-    mov dword ptr [r15 + 0], edx
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rdx
-    mov dword ptr [r15 + 0], r8d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, r8
-    jmp 1f
-1:
-    vmovdqu xmm11, xmmword ptr [r15 + 320]
-    mov r8, r11
-    jmp 1f
-1:
-    movsxd rcx, dword ptr [r15 + 384]
-    movzx edx, byte ptr [r15 + 64]
-    and r8, 1984
-    movsxd r9, dword ptr [r15 + r8 + 1344]
-    mov r8d, 204
+    lea rcx, [rip + .Lc1_d5968_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d5968_j_t
+.Lc1_d5968_j:
     mov rbp, r11
-    mov qword ptr [r15 + 512], rax
-    jmp 1f
-1:
-    jmp 1f
-1:
-    and rbp, 8128
-    mov r8d, dword ptr [r15 + rbp + 7488]
-    vpshufd xmm0, xmm11, 202
-    mov rbp, qword ptr [r15 + 640]
-    mov r9, r11
-    mov eax, 134
-    jmp 1f
-1:
-    mov rax, rcx
-    and r9, 4032
-    movzx eax, byte ptr [r15 + r9 + 3392]
-    jmp 1f
-1:
-    mov qword ptr [r15 + 448], r8
+    mov ecx, 96
+    and rbp, 1984
+    mov dword ptr [r15 + rbp + 1344], 98
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     movzx r8d, bpl
-    mov dword ptr [r15 + 192], 177
+    mov r8, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r8, 8128
+    mov dword ptr [r15 + r8 + 7488], r8d
+    jmp 1f
+1:
+    movzx ecx, byte ptr [r15 + 640]
+    mov dword ptr [r15 + 64], 54
+    movzx ebp, byte ptr [r15 + 512]
+    mov r8d, dword ptr [r15 + 256]
+    movsxd r9, dword ptr [r15 + 512]
+    mov esi, 143
+    jmp 1f
+1:
+    mov edi, dword ptr [r15 + 128]
+    mov eax, ecx
+    mov rbp, r11
+    movsxd rcx, dword ptr [r15 + 448]
+    mov esi, dword ptr [r15 + 192]
+    and rbp, 4032
+    mov dword ptr [r15 + rbp + 3392], r8d
+    mov dword ptr [r15 + 384], 40
+    jmp 1f
+1:
+    mov r8, qword ptr [r15 + 576]
+    movsxd rbp, dword ptr [r15 + 320]
+    movzx edx, al
+    movzx eax, dl
+    jmp 1f
+1:
+    movzx edx, r8b
+    vpshufd xmm2, xmm5, 129
+    jmp 1f
+1:
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c128:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d6860_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d6860_j_t
-.Lc1_d6860_j:
-    mov r8, r11
-    and r8, 448
-    movzx eax, byte ptr [r15 + r8 + 832]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 128], 140
-    movzx ecx, byte ptr [r15 + 320]
-    add qword ptr [r15 + 320], rcx
-    and r8d, dword ptr [r15 + 384]
-    movsxd r9, dword ptr [r15 + 256]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov rcx, qword ptr [r15 + 384]
-    movzx ebp, al
-    mov ebp, ebp
+    mov dword ptr [r15 + 192], edx
+    mov dword ptr [r15 + 0], ebp
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 67117723], 2097153
-    jz 1f
+    mov dword ptr [r15 + 0], 198
+    movzx eax, al
+    jmp 1f
 1:
+    mov ebp, edx
+    mov dword ptr [r15 + 0], edx
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r9
-    mov r9d, dword ptr [r15 + 512]
-    mov ebp, dword ptr [r15 + 256]
-    mov r8, r11
-    mov byte ptr [r15 + 512], dl
-    mov dword ptr [r15 + 704], r8d
-    mov edx, dword ptr [r15 + 64]
+    mov r12, qword ptr [r15 + r12 + 56]
+    vpmovmskb eax, xmm2
+    mov edx, eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], rbp
+    jmp 1f
+1:
+    mov eax, dword ptr [r15 + 704]
     mov rbp, r11
-    and r8, 4032
-    mov rax, qword ptr [r15 + r8 + 3392]
-    movzx r8d, byte ptr [r15 + 64]
-    and rbp, 8128
-    mov dword ptr [r15 + rbp + 7488], ebp
-    mov dword ptr [r15 + 192], 75
+    mov rdx, qword ptr [r15 + 768]
+    add rax, qword ptr [r15 + 128]
+    and rbp, 448
+    mov r8, r11
+    movzx ecx, byte ptr [r15 + rbp + 832]
+    movsxd rbp, dword ptr [r15 + 384]
+    and r8, 8128
+    mov byte ptr [r15 + r8 + 7488], dl
+    mov r9, r11
+    mov r8, qword ptr [r15 + 128]
+    and r9, 1984
+    mov byte ptr [r15 + r9 + 1344], cl
+    movzx ecx, al
+    mov byte ptr [r15 + 256], cl
+    mov r9, qword ptr [r15 + 320]
+    mov ecx, r9d
+    movzx edx, byte ptr [r15 + 512]
+    mov rcx, qword ptr [r15 + 384]
+    add r9, qword ptr [r15 + 448]
+    movsxd rax, dword ptr [r15 + 64]
     jmp 1f
 1:
-    mov ebp, dword ptr [r15 + 448]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c129:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 32
+    setz al
+    lea rcx, [rip + .Lc1_d6061_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d6061_s_t
+    .p2align 3
+.Lc1_d6061_s:
+    .p2align 3
+    jmp .Lc1_d6061_j
+    .p2align 3
+    jmp .Lc1_d6061_j
+.Lc1_d6061_j:
+    movzx eax, dl
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movsxd rdx, dword ptr [r15 + 320]
+    mov r9, qword ptr [r15 + 448]
+    mov dword ptr [r15 + 128], r9d
+    mov dword ptr [r15 + 256], 42
+    mov r9, r11
+    mov eax, 175
+    and r9, 4032
+    vmovdqu ymmword ptr [r15 + r9 + 3392], ymm2
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 233
+    vmovdqu ymmword ptr [r15 + 0], ymm2
     jmp 1f
 1:
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, 8
-    mov dword ptr [r15 + 0], edx
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 201
-    mov byte ptr [r15 + 0], dil
-    mov r8, r11
-    jmp 1f
-1:
-    and r8, 448
-    mov rdx, qword ptr [r15 + r8 + 832]
-    mov r8d, ebp
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movsxd r8, dword ptr [r15 + 128]
-    jmp 1f
-1:
-    movsxd rbp, dword ptr [r15 + 512]
-    mov r9d, dword ptr [r15 + 192]
-    mov edi, dword ptr [r15 + 320]
-    mov byte ptr [r15 + 576], dil
-    mov rdi, rdi
-    mov byte ptr [r15 + 768], dil
-    mov byte ptr [r15 + 256], dl
-    add rdi, qword ptr [r15 + 64]
-    mov rbp, r11
-    mov edx, ebp
-    jmp 1f
-1:
-    jmp 1f
-1:
-    and rbp, 1984
-    mov rdx, qword ptr [r15 + rbp + 1344]
-    mov rbp, r11
-    add rdx, qword ptr [r15 + 448]
-    mov eax, edx
-    mov qword ptr [r15 + 384], rax
-    and rbp, 16320
-    mov dword ptr [r15 + rbp + 15680], 7
-    movzx eax, byte ptr [r15 + 128]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx ebp, dil
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c130:
-    lea rcx, [rip + .Lc1_d6952_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d6952_j_t
-.Lc1_d6952_j:
-    mov ecx, dword ptr [r15 + 512]
-    mov qword ptr [r15 + 192], rcx
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    and ecx, dword ptr [r15 + 64]
-    mov dword ptr [r15 + 0], ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], ecx
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 190
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rax
-    mov ecx, 18
-    test ebx, 1073741824
+    test ebx, 1024
     jz 1f
+1:
+    mov r9, r11
+    jmp 1f
+1:
+    and r9, 448
+    mov byte ptr [r15 + r9 + 832], r9b
+    movsxd rax, dword ptr [r15 + 64]
+    mov dword ptr [r15 + 576], r9d
+    mov r9d, dword ptr [r15 + 384]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov rbp, rcx
+    jmp 1f
 1:
     mov r8, r11
     jmp 1f
 1:
     and r8, 8128
-    movzx ecx, byte ptr [r15 + r8 + 7488]
-    mov r8d, r9d
-    mov dword ptr [r15 + 320], ebp
-    mov dword ptr [r15 + 704], 52
+    mov qword ptr [r15 + r8 + 7488], r8
+    mov r8d, r8d
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c130:
+    mov dword ptr [r15 + 448], r8d
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r8d, r8b
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r8, r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 192], 15
+    mov r8, r11
     jmp 1f
 1:
+    jmp 1f
+1:
+    and r8, 448
+    mov byte ptr [r15 + r8 + 832], bpl
+    mov ebp, 240
+    mov r9, r11
+    mov r8, rax
+    mov ebp, dword ptr [r15 + 512]
+    and r9, 1984
+    and ebp, dword ptr [r15 + r9 + 1344]
+    mov r8d, 208
+    vpmovmskb eax, xmm2
+    mov byte ptr [r15 + 384], al
+    mov eax, 55
+    mov r9d, dword ptr [r15 + 128]
     jmp 1f
 1:
     mov r8, r11
-    mov ebp, dword ptr [r15 + 128]
-    mov r9, r11
-    and r8, 1984
-    vpcmpeqb xmm11, xmm11, xmmword ptr [r15 + r8 + 1344]
-    and r9, 4032
-    mov byte ptr [r15 + r9 + 3392], cl
-    mov r9, rbp
-    mov byte ptr [r15 + 384], r9b
-    mov r9, rcx
-    mov dword ptr [r15 + 640], r9d
-    movzx r9d, byte ptr [r15 + 384]
-    mov qword ptr [r15 + 448], r8
+    jmp 1f
+1:
+    jmp 1f
+1:
+    and r8, 4032
+    mov eax, dword ptr [r15 + r8 + 3392]
+    mov dword ptr [r15 + 256], eax
+    mov dword ptr [r15 + 320], eax
+    vmovdqu ymmword ptr [r15 + 64], ymm2
+    movsxd r8, dword ptr [r15 + 640]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c131:
-    lea r9, [r11 + r11*1]
+    lea rcx, [rip + .Lc1_d6154_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d6154_j_t
+.Lc1_d6154_j:
+    mov byte ptr [r15 + 320], cl
+    vpxor xmm2, xmm2, xmm5
+    mov ecx, ecx
+    mov ecx, eax
     jmp 1f
 1:
-    and r9, 448
-    movsxd r8, dword ptr [r15 + r9 + 832]
+    mov dword ptr [r15 + 192], r8d
+    mov dword ptr [r15 + 0], 192
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 153
+    mov rcx, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    vpxor xmm2, xmm2, xmm5
+    mov dword ptr [r15 + 0], ecx
     jmp 1f
 1:
-    mov ebp, 34
-    mov byte ptr [r15 + 384], bpl
-    jmp 1f
-1:
-    mov edx, ebp
+    mov r8d, 187
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 28
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, dl
-    jmp 1f
-1:
-    movzx ebp, r8b
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 768], ebp
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov rdx, rbp
-    movsxd rbp, dword ptr [r15 + 256]
-    mov qword ptr [r15 + 64], rbp
-    mov rbp, r8
+    mov rcx, r8
+    nop
     mov rbp, r11
+    test ebx, 2560
+    jnz 1f
+1:
+    movsxd r8, dword ptr [r15 + 320]
     jmp 1f
 1:
-    mov dword ptr [r15 + 320], edx
-    and rbp, 8128
-    mov rdi, qword ptr [r15 + rbp + 7488]
-    vmovdqu ymmword ptr [r15 + 512], ymm11
-    mov qword ptr [r15 + 128], rdi
-    mov r8, r11
-    mov ebp, r8d
-    mov edx, dword ptr [r15 + r9 + 896]
-    .byte 0x0f, 0x1f, 0x40, 0x00
-    and r8, 4032
-    mov dword ptr [r15 + r8 + 3392], r8d
+    and rbp, 4032
+    mov ecx, dword ptr [r15 + rbp + 3392]
+    mov eax, 101
+    mov eax, 126
+    mov dword ptr [r15 + 512], eax
+    mov qword ptr [r15 + 128], rbp
+    mov rax, r8
+    mov eax, 109
+    mov ebp, dword ptr [r15 + 448]
+    mov r9, r11
     jmp 1f
 1:
-    mov r8d, dword ptr [r15 + 448]
+    and r9, 1984
+    vmovdqu ymmword ptr [r15 + r9 + 1344], ymm2
     jmp 1f
 1:
-    mov dword ptr [r15 + 192], 125
-    movzx r9d, byte ptr [r15 + 320]
+    vmovdqu ymmword ptr [r15 + 384], ymm2
+    mov r9, r11
+    mov eax, r9d
+    vmovdqu ymmword ptr [r15 + 704], ymm2
+    movsxd rax, dword ptr [r15 + 64]
+    and r9, 8128
+    mov dword ptr [r15 + r9 + 7488], r9d
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c132:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 262144
-    setz al
-    lea rcx, [rip + .Lc1_d7055_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d7055_s_t
-    .p2align 3
-.Lc1_d7055_s:
-    .p2align 3
-    jmp .Lc1_d7055_j
-    .p2align 3
-    jmp .Lc1_d7055_j
-.Lc1_d7055_j:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 210
-    mov dword ptr [r15 + 0], ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 448], al
+    mov r9d, 4
     jmp 1f
 1:
-    mov dword ptr [r15 + 384], 77
-    mov r8, r11
-    mov ecx, ecx
+    movzx ebp, al
+    movzx r9d, byte ptr [r15 + 128]
+    mov dword ptr [r15 + 0], 107
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    and r8, 4032
-    vmovdqu ymmword ptr [r15 + r8 + 3392], ymm11
-    mov r8, qword ptr [r15 + 64]
-    mov rcx, qword ptr [r15 + 512]
-    jmp 1f
-1:
-    jmp 1f
-1:
+    mov eax, 209
+    mov rax, rax
+    vpshufd xmm2, xmm2, 142
+    mov eax, 164
     movzx eax, al
-    mov dword ptr [r15 + 320], r8d
-    mov rbp, r11
-    test ebx, 5120
-    jz 1f
-1:
-    mov dword ptr [r15 + 192], 138
+    movzx eax, bpl
+    mov qword ptr [r15 + 0], rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, eax
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    mov dword ptr [r15 + 0], eax
+    mov qword ptr [r15 + 320], rax
+    mov byte ptr [r15 + 384], al
+    mov rbp, r11
+    mov r8, r11
+    mov rax, rax
     and rbp, 8128
     movsxd rax, dword ptr [r15 + rbp + 7488]
-    mov qword ptr [r15 + 576], rax
+    and r8, 1984
+    movsxd rbp, dword ptr [r15 + r8 + 1344]
+    mov dword ptr [r15 + 192], 88
+    mov r8d, 7
+    and ebp, dword ptr [r15 + 448]
+    mov qword ptr [r15 + 768], r9
+    vmovdqu ymmword ptr [r15 + 512], ymm2
+    mov r8d, ebp
+    mov ebp, dword ptr [r15 + 64]
+    mov r9, r11
+    mov rcx, r9
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov eax, edx
-    jmp 1f
-1:
-    jmp 1f
-1:
-    lea rbp, [r11 + r11*1]
-    movzx eax, byte ptr [r15 + 64]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    and rbp, 1984
-    mov dword ptr [r15 + rbp + 1408], esi
-    movzx r8d, r8b
-    mov r8, qword ptr [r15 + rbp + 1344]
-    jmp 1f
-1:
-    movsxd rbp, dword ptr [r15 + 128]
-    mov rdx, rcx
-    mov edx, dword ptr [r15 + 256]
-    mov rcx, rdx
+    mov qword ptr [r15 + 256], rdi
+    and r9, 448
+    movzx ecx, byte ptr [r15 + r9 + 832]
+    movzx esi, cl
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c133:
-    lea rcx, [rip + .Lc1_d7116_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d7116_j_t
-.Lc1_d7116_j:
-    mov r8, qword ptr [r15 + 256]
-    mov rcx, qword ptr [r15 + 192]
-    mov rbp, r11
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 1024
+    setz al
+    lea rcx, [rip + .Lc1_d6257_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d6257_s_t
+    .p2align 3
+.Lc1_d6257_s:
+    .p2align 3
+    jmp .Lc1_d6257_j
+    .p2align 3
+    jmp .Lc1_d6257_j
+.Lc1_d6257_j:
+    vpxor xmm2, xmm2, xmm5
+    movzx eax, byte ptr [r15 + 192]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, r8d
+    mov byte ptr [r15 + 0], cl
+    mov rdi, qword ptr [r15 + 384]
+    jmp 1f
+1:
+    mov qword ptr [r15 + 576], rax
+    vpcmpeqb xmm2, xmm2, xmmword ptr [r15 + 320]
+    movzx ecx, byte ptr [r15 + 64]
+    vmovdqu ymmword ptr [r15 + 128], ymm2
+    mov eax, 221
     mov r9, r11
-    mov rdx, qword ptr [r15 + 384]
-    and rbp, 4032
-    mov rax, qword ptr [r15 + rbp + 3392]
+    movsxd rax, dword ptr [r15 + 448]
+    test dword ptr [r15 + 67117724], 675282944
+    jz 1f
+1:
+    mov eax, dword ptr [r15 + 384]
     and r9, 448
-    mov dword ptr [r15 + r9 + 832], ecx
+    mov qword ptr [r15 + r9 + 832], r9
+    movsxd r9, dword ptr [r15 + 256]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], r8d
+    mov r8d, r9d
     jmp 1f
 1:
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd r8, dword ptr [r15 + 64]
+    mov qword ptr [r15 + 640], r8
+    movzx ecx, byte ptr [r15 + 512]
+    mov r8, r11
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], 125
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, rax
-    mov r9, r9
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r9d, r9b
-    mov r9, r11
-    mov r8d, dword ptr [r15 + 320]
-    and r9, 1984
-    mov dword ptr [r15 + r9 + 1344], 30
-    jmp 1f
-1:
-    mov dword ptr [r15 + 512], r8d
-    movzx r8d, al
-    movzx r8d, byte ptr [r15 + 128]
-    mov r9, qword ptr [r15 + 128]
-    mov ebp, dword ptr [r15 + 64]
-    movsxd rsi, dword ptr [r15 + 640]
-    movzx ecx, dl
-    mov rcx, qword ptr [r15 + 704]
-    mov rdi, qword ptr [r15 + 448]
-    movsxd rcx, dword ptr [r15 + 384]
+    and r8, 4032
+    mov rdi, qword ptr [r15 + r8 + 3392]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c134:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    add rax, qword ptr [r15 + 0]
+    movzx r9d, r8b
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 56
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], r8
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    mov r8d, 224
+    add r8, qword ptr [r15 + 256]
+    mov dword ptr [r15 + 704], r8d
+    movzx r8d, byte ptr [r15 + 128]
+    mov r9, r11
+    movzx ecx, r9b
+    and r9, 16320
+    mov rax, qword ptr [r15 + r9 + 15680]
+    movzx ecx, byte ptr [r15 + 448]
+    movzx r9d, cl
+    movzx ecx, dil
+    movsxd rcx, dword ptr [r15 + 384]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, byte ptr [r15 + 384]
-    mov dword ptr [r15 + 448], 178
-    or qword ptr [r15 + 512], 3
-    movsxd r8, dword ptr [r15 + 576]
-    vpaddd xmm11, xmm11, xmm11
-    movzx r9d, byte ptr [r15 + 320]
-    mov edx, r9d
-    mov byte ptr [r15 + 128], dl
-    and eax, dword ptr [r15 + 320]
-    test dword ptr [r15 + 67117723], 16384
-    jz 1f
-1:
-    vmovq qword ptr [r15 + 64], xmm11
-    mov r9d, 151
-    jmp 1f
-1:
-    movzx edx, cl
-    mov byte ptr [r15 + 192], al
-    mov ecx, edx
-    mov ecx, dword ptr [r15 + 256]
-    mov r9d, 149
-    movsxd r9, dword ptr [r15 + 768]
-    mov r8, r11
-    movzx edx, dl
-    and r8, 448
-    mov dword ptr [r15 + r8 + 832], 130
+    mov dword ptr [r15 + 512], ecx
+    mov edi, eax
     mov rbp, r11
-    movzx r8d, byte ptr [r15 + 448]
+    mov eax, 59
+    vmovq xmm2, rax
     jmp 1f
 1:
-    jmp 1f
-1:
+    mov r8, r11
     and rbp, 8128
-    mov edx, dword ptr [r15 + rbp + 7488]
+    movsxd rax, dword ptr [r15 + rbp + 7488]
+    and r8, 1984
+    mov qword ptr [r15 + r8 + 1344], rcx
     jmp 1f
 1:
+    mov ecx, r9d
+    jmp 1f
+1:
+    mov ebp, 229
+    mov ebp, edi
+    mov r9, rdi
+    mov r9d, r9d
+    mov r8, qword ptr [r15 + 64]
+    mov byte ptr [r15 + 320], r8b
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c135:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 7
-    lea rcx, [rip + .Lc1_d7213_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d7213_s_t
-    .p2align 3
-.Lc1_d7213_s:
-    .p2align 3
-    jmp .Lc1_d7213_j
-    .p2align 3
-    jmp .Lc1_d7213_j
-    .p2align 3
-    jmp .Lc1_d7213_j
-    .p2align 3
-    jmp .Lc1_d7213_j
-    .p2align 3
-    jmp .Lc1_d7213_j
-    .p2align 3
-    jmp .Lc1_d7213_j
-    .p2align 3
-    jmp .Lc1_d7213_j
-    .p2align 3
-    jmp .Lc1_d7213_j
-.Lc1_d7213_j:
+    lea rcx, [rip + .Lc1_d6349_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d6349_j_t
+.Lc1_d6349_j:
+    mov rbp, r11
+    mov r8d, dword ptr [r15 + 320]
+    and rbp, 448
+    mov rdi, qword ptr [r15 + rbp + 832]
+    movzx ecx, dil
     jmp 1f
 1:
-    movzx ecx, byte ptr [r15 + 128]
-    mov qword ptr [r15 + 448], rcx
-    mov eax, dword ptr [r15 + 640]
-    mov r8d, eax
-    jmp 1f
-1:
-    mov dword ptr [r15 + 64], 213
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx ecx, byte ptr [r15 + 384]
+    mov edi, 212
     mov byte ptr [r15 + 384], dil
     jmp 1f
 1:
-    mov eax, ecx
-    mov eax, eax
-    mov rdi, qword ptr [r15 + 320]
-    movzx eax, r8b
+    mov rbp, rdi
     jmp 1f
 1:
-    mov qword ptr [r15 + 0], rcx
-    vmovdqu ymmword ptr [r15 + 0], ymm11
-    and r8d, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], cl
-    add r8, qword ptr [r15 + 0]
-    mov ecx, dword ptr [r15 + 512]
-    vpxor xmm11, xmm11, xmm0
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov rbp, r11
-    jmp 1f
-1:
-    add rcx, qword ptr [r15 + 256]
-    and rbp, 4032
-    mov byte ptr [r15 + rbp + 3392], bpl
     mov byte ptr [r15 + 128], bpl
     mov rbp, r11
-    movzx esi, bpl
-    and rbp, 1984
-    movzx eax, byte ptr [r15 + rbp + 1344]
+    jmp 1f
+1:
+    movsxd rdi, dword ptr [r15 + 512]
+    mov r9d, dword ptr [r15 + 256]
+    and rbp, 4032
+    mov byte ptr [r15 + rbp + 3392], r8b
+    movzx ebp, bpl
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, r8
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r8d, r8d
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, r8d
+    mov r8, rbp
+    mov r12, qword ptr [r15 + r12 + 56]
     mov rbp, r11
-    mov qword ptr [r15 + 64], rbp
     jmp 1f
 1:
-    movsxd rsi, dword ptr [r15 + 192]
+    mov r8, r9
+    mov dword ptr [r15 + 192], r8d
     and rbp, 8128
-    add rax, qword ptr [r15 + rbp + 7488]
+    mov r8, qword ptr [r15 + rbp + 7488]
+    mov r9d, 173
+    mov dword ptr [r15 + 64], r9d
+    imul r9, qword ptr [r15 + 768]
+    mov rbp, r9
     jmp 1f
 1:
-    add qword ptr [r15 + 320], rax
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c136:
-    lea rcx, [rip + .Lc1_d7277_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d7277_j_t
-.Lc1_d7277_j:
-    jmp 1f
-1:
-    mov rbp, qword ptr [r15 + 768]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], rbp
-    mov dword ptr [r15 + 0], eax
-    mov qword ptr [r15 + 0], rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    add rcx, qword ptr [r15 + 0]
-    mov rbp, rcx
-    mov ecx, 221
-    mov byte ptr [r15 + 512], cl
-    mov rcx, rcx
-    lea r8, [r11 + r11*1]
-    mov rcx, qword ptr [r15 + 192]
-    mov byte ptr [r15 + 64], cl
-    jmp 1f
-1:
-    and r8, 448
-    mov byte ptr [r15 + r8 + 896], al
-    jmp 1f
-1:
-    movsxd rcx, dword ptr [r15 + r8 + 832]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r8d, ecx
-    mov r8d, dword ptr [r15 + 704]
-    movzx ecx, byte ptr [r15 + 384]
-    jmp 1f
-1:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 15
+    lea rcx, [rip + .Lc1_d6404_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d6404_s_t
+    .p2align 3
+.Lc1_d6404_s:
+    .p2align 3
+    jmp .Lc1_d6404_j
+    .p2align 3
+    jmp .Lc1_d6404_j
+    .p2align 3
+    jmp .Lc1_d6404_j
+    .p2align 3
+    jmp .Lc1_d6404_j
+    .p2align 3
+    jmp .Lc1_d6404_j
+    .p2align 3
+    jmp .Lc1_d6404_j
+    .p2align 3
+    jmp .Lc1_d6404_j
+    .p2align 3
+    jmp .Lc1_d6404_j
+    .p2align 3
+    jmp .Lc1_d6404_j
+    .p2align 3
+    jmp .Lc1_d6404_j
+    .p2align 3
+    jmp .Lc1_d6404_j
+    .p2align 3
+    jmp .Lc1_d6404_j
+    .p2align 3
+    jmp .Lc1_d6404_j
+    .p2align 3
+    jmp .Lc1_d6404_j
+    .p2align 3
+    jmp .Lc1_d6404_j
+    .p2align 3
+    jmp .Lc1_d6404_j
+.Lc1_d6404_j:
+    mov ecx, dword ptr [r15 + 448]
     mov rbp, r11
-    mov eax, dword ptr [r15 + 256]
-    movzx edx, al
-    and rbp, 8128
-    mov rax, qword ptr [r15 + rbp + 7488]
-    mov dword ptr [r15 + 320], eax
-    mov eax, dword ptr [r15 + 512]
-    mov ebp, r8d
-    mov ebp, ebp
-    movsxd rbp, dword ptr [r15 + 64]
-    movsxd rsi, dword ptr [r15 + 256]
-    .byte 0x0f, 0x1f, 0x00
+    movzx eax, byte ptr [r15 + 128]
+    and rbp, 1984
+    mov byte ptr [r15 + rbp + 1344], bpl
+    movzx ebp, byte ptr [r15 + 320]
     jmp 1f
 1:
+    mov r8d, eax
+    mov dword ptr [r15 + 576], r8d
+    movsxd rax, dword ptr [r15 + 192]
     jmp 1f
 1:
-    mov r9, r11
-    vmovdqu xmm11, xmmword ptr [r15 + 448]
-    jmp 1f
-1:
-    and r9, 4032
-    mov dword ptr [r15 + r9 + 3392], esi
-    movsxd rsi, dword ptr [r15 + 128]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c137:
-    jmp 1f
-1:
-    mov rbp, rdx
-    mov rdx, qword ptr [r15 + 640]
     mov rbp, r11
-    movzx r9d, bpl
-    mov r9, qword ptr [r15 + 512]
-    and rbp, 4032
-    mov dword ptr [r15 + rbp + 3392], 119
-    jmp 1f
-1:
-    mov ebp, dword ptr [r15 + 64]
-    mov qword ptr [r15 + 128], r9
-    mov esi, ebp
-    lea rbp, [r11 + r11*1]
-    movzx r9d, byte ptr [r15 + 384]
-    and rbp, 1984
-    mov byte ptr [r15 + rbp + 1408], cl
-    mov ecx, ecx
-    jmp 1f
-1:
-    mov ecx, r8d
-    movzx ecx, r9b
-    mov byte ptr [r15 + 320], cl
-    add qword ptr [r15 + 0], rcx
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov rcx, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, r9d
-    mov byte ptr [r15 + 0], bpl
-    mov dword ptr [r15 + 0], edx
-    mov qword ptr [r15 + 0], rcx
-    jmp 1f
-1:
-    movzx ecx, cl
-    jmp 1f
-1:
-    mov byte ptr [r15 + 0], cl
-    mov byte ptr [r15 + 0], cl
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movsxd rcx, dword ptr [r15 + 384]
+    vpxor xmm2, xmm2, xmm9
+    and rbp, 448
+    mov esi, dword ptr [r15 + rbp + 832]
+    vmovdqu ymmword ptr [r15 + 64], ymm2
     mov r9, r11
+    mov rbp, qword ptr [r15 + 320]
+    mov eax, 92
+    and r9, 4032
+    mov dword ptr [r15 + r9 + 3392], 2
+    mov r9d, 137
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 189
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 90
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, r9d
+    mov r9d, ebp
     jmp 1f
 1:
     jmp 1f
 1:
-    and r9, 8128
-    movsxd rdx, dword ptr [r15 + r9 + 7488]
+    mov rcx, rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, 82
     jmp 1f
 1:
-    mov r9d, dword ptr [r15 + 576]
-    mov r8d, dword ptr [r15 + 448]
-    mov rax, qword ptr [r15 + rbp + 1344]
-    mov qword ptr [r15 + 192], rdi
+    and edi, dword ptr [r15 + 448]
+    mov r9, rdi
+    mov dword ptr [r15 + 256], 95
+    mov r9d, dword ptr [r15 + 512]
+    mov qword ptr [r15 + 384], r9
+    mov rbp, r11
+    movzx r9d, byte ptr [r15 + 384]
+    vpaddd xmm2, xmm2, xmm2
+    and rbp, 8128
+    add rcx, qword ptr [r15 + rbp + 7488]
+    mov ebp, dword ptr [r15 + 128]
+    mov rax, rbp
     jmp 1f
 1:
-    jmp 1f
-1:
+    mov byte ptr [r15 + 640], al
     jmp 1f
 1:
     add r11, 64
@@ -9565,307 +8324,269 @@ ditto_body_c1:
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c138:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 4096
-    setz al
-    lea rcx, [rip + .Lc1_d7393_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d7393_s_t
-    .p2align 3
-.Lc1_d7393_s:
-    .p2align 3
-    jmp .Lc1_d7393_j
-    .p2align 3
-    jmp .Lc1_d7393_j
-.Lc1_d7393_j:
-    add rcx, qword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rcx
-    mov ecx, 238
+    lea rcx, [rip + .Lc1_d6485_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d6485_j_t
+.Lc1_d6485_j:
     mov r12, qword ptr [r15 + r12 + 56]
-    xor dword ptr [r15 + 0], ecx
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], al
+    mov dword ptr [r15 + 0], 152
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    mov ecx, 197
     jmp 1f
 1:
-    movzx ecx, cl
+    mov edi, ecx
     mov r12, qword ptr [r15 + r12 + 56]
-    add rcx, qword ptr [r15 + 0]
-    mov dword ptr [r15 + 320], 109
+    mov edi, 159
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov rax, qword ptr [r15 + 64]
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx ecx, byte ptr [r15 + 448]
-    and ecx, dword ptr [r15 + 384]
-    lea r8, [r11 + r11*1]
-    mov dword ptr [r15 + 256], 245
-    and r8, 448
-    mov byte ptr [r15 + r8 + 896], r8b
-    jmp 1f
-1:
-    mov r9, r11
-    movzx eax, byte ptr [r15 + r8 + 832]
-    movsxd rdx, dword ptr [r15 + 512]
-    and r9, 1984
-    movsxd r8, dword ptr [r15 + r9 + 1344]
-    movsxd r9, dword ptr [r15 + 320]
-    jmp 1f
-1:
+    mov byte ptr [r15 + 0], cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, r8b
+    movzx r8d, byte ptr [r15 + 64]
+    mov ecx, dword ptr [r15 + 192]
     mov rbp, r11
-    mov esi, dword ptr [r15 + 128]
-    mov dword ptr [r15 + 192], edx
-    mov qword ptr [r15 + 128], rsi
+    mov edi, 232
+    and rbp, 448
+    add rdi, qword ptr [r15 + rbp + 832]
+    and r8d, dword ptr [r15 + 448]
+    mov qword ptr [r15 + 704], rcx
+    mov eax, ecx
+    vmovdqu ymmword ptr [r15 + 128], ymm2
+    vmovq xmm2, rax
+    mov ecx, 253
+    mov ecx, dword ptr [r15 + 320]
+    mov rbp, r11
+    movzx eax, byte ptr [r15 + 256]
     and rbp, 4032
-    mov dword ptr [r15 + rbp + 3392], ebp
-    mov byte ptr [r15 + 704], bpl
-    mov esi, 48
+    mov r9, qword ptr [r15 + rbp + 3392]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov rbp, qword ptr [r15 + 512]
+    mov r8, r11
+    movsxd rsi, dword ptr [r15 + 384]
+    jmp 1f
+1:
+    and r8, 1984
+    mov qword ptr [r15 + r8 + 1344], r8
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c139:
-    mov dword ptr [r15 + 256], ebp
-    mov ebp, 129
-    mov rsi, qword ptr [r15 + 768]
-    jmp 1f
-1:
-    nop
-    mov dword ptr [r15 + 0], 131
-    mov dword ptr [r15 + 0], ebp
-    mov ebp, 138
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], ebp
-    mov qword ptr [r15 + 0], rbp
+    mov r8d, dword ptr [r15 + 512]
     mov rbp, r11
-    mov edx, esi
-    jmp 1f
+    movzx ecx, byte ptr [r15 + 576]
+    mov dword ptr [r15 + 768], 23
+    mov rdx, qword ptr [r15 + 192]
+    and rbp, 4032
+    movzx edi, byte ptr [r15 + rbp + 3392]
+    movsxd rbp, dword ptr [r15 + 64]
+    mov eax, 81
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, 107
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, dil
+    mov edi, 188
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rdi, rbp
+    test ebx, 1073741824
+    jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 1984
-    mov rdx, qword ptr [r15 + rbp + 1344]
-    mov ebp, esi
-    mov dword ptr [r15 + 448], 148
-    mov rbp, rsi
-    jmp 1f
-1:
-    mov ebp, ebp
-    mov rbp, r11
+    mov qword ptr [r15 + 0], rdi
+    mov rbp, qword ptr [r15 + 320]
     mov r8, qword ptr [r15 + 320]
-    mov dword ptr [r15 + 512], 243
-    lea r9, [r11 + r11*1]
-    and rbp, 16320
-    mov dword ptr [r15 + rbp + 15680], esi
+    mov r9, r11
+    jmp 1f
+1:
+    mov rbp, r11
+    jmp 1f
+1:
+    and rbp, 1984
+    mov qword ptr [r15 + rbp + 1344], rdi
     and r9, 8128
-    mov rsi, qword ptr [r15 + r9 + 7488]
-    mov edi, dword ptr [r15 + 384]
+    movzx ebp, byte ptr [r15 + r9 + 7488]
+    mov r9d, 205
     jmp 1f
 1:
-    movsxd rbp, dword ptr [r15 + 576]
-    mov byte ptr [r15 + 128], r8b
-    jmp 1f
-1:
-    mov r8, qword ptr [r15 + 384]
-    mov qword ptr [r15 + 64], r9
-    movsxd rcx, dword ptr [r15 + r9 + 7552]
-    movzx r9d, byte ptr [r15 + 192]
-    jmp 1f
-1:
-    movzx eax, byte ptr [r15 + 64]
-    mov r9d, edi
-    vpor xmm11, xmm11, xmm11
+    movzx r9d, byte ptr [r15 + 384]
+    mov edi, dword ptr [r15 + 64]
+    add rdi, qword ptr [r15 + 256]
+    mov eax, edi
+    mov dword ptr [r15 + 128], 211
+    and r8d, dword ptr [r15 + 448]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c140:
-    lea rcx, [rip + .Lc1_d7493_j]
+    lea rcx, [rip + .Lc1_d6576_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d7493_j_t
-.Lc1_d7493_j:
-    mov rcx, qword ptr [r15 + 384]
-    add r9, qword ptr [r15 + 0]
+    jmp .Lc1_d6576_j_t
+.Lc1_d6576_j:
+    mov edi, 255
+    imul rdi, qword ptr [r15 + 0]
+    mov ecx, ecx
+    jmp 1f
+1:
+    mov r8, r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     mov qword ptr [r15 + 0], r9
-    movzx r9d, dl
+    mov r8, rdx
+    mov byte ptr [r15 + 0], bpl
     jmp 1f
 1:
+    jmp 1f
+1:
+    mov r8, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 320], 29
+    and r8, 448
+    mov byte ptr [r15 + r8 + 832], cl
+    mov rax, rcx
+    mov rbp, r11
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov rcx, qword ptr [r15 + 64]
+    and rbp, 8128
+    mov byte ptr [r15 + rbp + 7488], r8b
+    mov rbp, qword ptr [r15 + 384]
+    mov r9, qword ptr [r15 + 640]
+    mov r8d, dword ptr [r15 + 256]
+    mov rax, r8
+    mov dword ptr [r15 + 192], 66
+    mov r8, r11
+    jmp 1f
+1:
+    and r8, 1984
+    add qword ptr [r15 + r8 + 1344], r9
+    movzx r8d, byte ptr [r15 + 512]
     .byte 0x0f, 0x1f, 0x00
-    mov byte ptr [r15 + 0], cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11 + r11*1]
-    mov rcx, qword ptr [r15 + 320]
-    and rbp, 4032
-    mov r9, qword ptr [r15 + rbp + 3392]
-    mov rdx, qword ptr [r15 + 64]
-    mov byte ptr [r15 + 640], dl
-    mov edx, dword ptr [r15 + rbp + 3456]
     jmp 1f
 1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rdx, qword ptr [r15 + 128]
-    jmp 1f
-1:
-    movsxd rbp, dword ptr [r15 + 448]
-    mov rcx, rbp
-    mov ebp, r9d
-    movzx r9d, r9b
-    mov r9d, edx
-    movsxd rdx, dword ptr [r15 + 512]
-    mov rbp, rdx
-    mov dword ptr [r15 + 192], 243
-    mov rbp, r11
-    movzx r8d, r9b
-    movzx r9d, byte ptr [r15 + 256]
-    and rbp, 448
-    mov rdi, qword ptr [r15 + rbp + 832]
-    mov rbp, rdi
-    jmp 1f
-1:
-    mov rbp, r11
-    movzx esi, byte ptr [r15 + 320]
-    and rbp, 1984
-    mov byte ptr [r15 + rbp + 1344], bpl
-    mov rbp, rbp
+    mov r9, r8
+    add r8, qword ptr [r15 + 448]
+    mov byte ptr [r15 + 128], bpl
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c141:
-    lea rcx, [rip + .Lc1_d7545_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d7545_j_t
-.Lc1_d7545_j:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov byte ptr [r15 + 0], r9b
+    jmp 1f
+1:
+    mov r9d, 218
+    mov dword ptr [r15 + 0], r8d
+    jmp 1f
+1:
+    and r9d, dword ptr [r15 + 0]
+    movzx r8d, r9b
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rsi
-    mov esi, 95
-    mov rbp, rbp
-    movzx esi, dl
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 52
-    mov byte ptr [r15 + 0], sil
+    mov dword ptr [r15 + 64], r8d
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov rbp, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 192], sil
-    mov r9, r11
-    and rbp, 8128
-    mov dword ptr [r15 + rbp + 7488], 136
-    and r9, 1984
-    mov ebp, dword ptr [r15 + r9 + 1344]
-    mov r9d, dword ptr [r15 + 256]
-    mov dword ptr [r15 + 128], 120
-    jmp 1f
-1:
-    mov byte ptr [r15 + 448], bpl
-    movzx edx, bpl
-    jmp 1f
-1:
-    movsxd rbp, dword ptr [r15 + 704]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 64], eax
-    mov eax, 30
-    mov byte ptr [r15 + 384], bpl
-    jmp 1f
-1:
-    mov eax, 160
-    movsxd rbp, dword ptr [r15 + 768]
     mov r8, r11
+    movzx eax, sil
     jmp 1f
 1:
-    and r8, 448
-    mov rax, qword ptr [r15 + r8 + 832]
+    and r8, 1984
+    movzx eax, byte ptr [r15 + r8 + 1344]
+    mov r9, rax
     jmp 1f
 1:
-    mov dword ptr [r15 + 512], 95
     jmp 1f
 1:
+    mov r9, r11
+    test dword ptr [r15 + 67117724], 1114112
+    jnz 1f
+1:
+    movzx r8d, byte ptr [r15 + 128]
+    mov eax, eax
+    and r9, 448
+    movsxd rax, dword ptr [r15 + r9 + 832]
+    mov dword ptr [r15 + 704], r8d
+    mov r9d, dword ptr [r15 + 384]
+    mov r8, r9
+    mov dword ptr [r15 + 128], 47
+    mov r8, r11
+    mov ecx, eax
+    and r8, 4032
+    mov rax, qword ptr [r15 + r8 + 3392]
+    movsxd r8, dword ptr [r15 + 384]
+    mov rbp, r9
+    movsxd rbp, dword ptr [r15 + 192]
     jmp 1f
 1:
-    mov dword ptr [r15 + 320], r8d
+    mov dword ptr [r15 + 320], 51
+    mov esi, ebp
+    mov rbp, qword ptr [r15 + 256]
+    mov rdi, qword ptr [r15 + 512]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c142:
-    mov dword ptr [r15 + 512], 208
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov qword ptr [r15 + 256], rax
-    mov dword ptr [r15 + 320], eax
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, 161
-    jmp 1f
-1:
-    mov r8d, r8d
-    mov byte ptr [r15 + 0], r8b
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], r8d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rbp, dword ptr [r15 + 576]
-    mov eax, 250
-    mov r8, rcx
-    add r8, qword ptr [r15 + 128]
-    test ebx, 376320
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov r8d, r8d
-    movzx r8d, al
-    movsxd r8, dword ptr [r15 + 64]
-    mov r9, r11
-    mov eax, 246
-    mov qword ptr [r15 + 448], rax
-    and r9, 4032
-    movsxd rcx, dword ptr [r15 + r9 + 3392]
-    jmp 1f
-1:
-    jmp 1f
-1:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 1024
+    setz al
+    lea rcx, [rip + .Lc1_d6676_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d6676_s_t
+    .p2align 3
+.Lc1_d6676_s:
+    .p2align 3
+    jmp .Lc1_d6676_j
+    .p2align 3
+    jmp .Lc1_d6676_j
+.Lc1_d6676_j:
+    mov byte ptr [r15 + 512], cl
     mov rbp, r11
-    movsxd r9, dword ptr [r15 + 192]
+    movzx eax, bpl
     and rbp, 8128
-    mov rax, qword ptr [r15 + rbp + 7488]
-    mov rbp, r11
+    mov r8, r11
+    mov byte ptr [r15 + rbp + 7488], cl
+    mov dword ptr [r15 + 192], ecx
+    and r8, 4032
+    mov ecx, dword ptr [r15 + r8 + 3392]
+    and eax, dword ptr [r15 + 64]
+    mov qword ptr [r15 + 320], rax
+    mov qword ptr [r15 + 0], rax
+    mov eax, ebp
+    vmovdqu xmm2, xmmword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, ebp
+    mov ebp, ecx
+    mov qword ptr [r15 + 384], rbp
+    mov ebp, 177
+    mov rcx, qword ptr [r15 + 576]
+    movsxd rbp, dword ptr [r15 + 128]
+    mov byte ptr [r15 + 448], bpl
     jmp 1f
 1:
+    vmovq qword ptr [r15 + 768], xmm2
+    add rax, qword ptr [r15 + 448]
+    vmovq xmm2, rcx
     jmp 1f
 1:
-    and rbp, 448
-    movsxd rdx, dword ptr [r15 + rbp + 832]
-    mov ebp, 117
-    mov ebp, 36
-    mov ebp, edi
-    mov byte ptr [r15 + 128], dl
-    mov ebp, dword ptr [r15 + 384]
     add r11, 64
     inc rbx
     dec r13
@@ -9874,1378 +8595,1277 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 2097152
-    setz al
-    lea rcx, [rip + .Lc1_d7650_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d7650_s_t
-    .p2align 3
-.Lc1_d7650_s:
-    .p2align 3
-    jmp .Lc1_d7650_j
-    .p2align 3
-    jmp .Lc1_d7650_j
-.Lc1_d7650_j:
+    movsxd rax, dword ptr [r15 + 64]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov qword ptr [r15 + 256], rbp
+    mov r12, qword ptr [r15 + r12 + 56]
     movzx ecx, al
-    mov rcx, qword ptr [r15 + 64]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, eax
+    movsxd rcx, dword ptr [r15 + 192]
+    movzx edx, byte ptr [r15 + 320]
+    mov dword ptr [r15 + 128], 244
+    add rdx, qword ptr [r15 + 320]
+    mov qword ptr [r15 + 256], rdx
+    test dword ptr [r15 + 67117724], 2097666
+    jz 1f
+1:
+    mov rbp, r11
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    and rbp, 1984
+    mov byte ptr [r15 + rbp + 1344], bpl
+    movzx ebp, al
+    jmp 1f
+1:
+    mov eax, dword ptr [r15 + 640]
+    mov qword ptr [r15 + 384], rax
+    mov eax, eax
+    mov qword ptr [r15 + 512], rax
+    mov rbp, rdx
+    mov edx, ebp
+    jmp 1f
+1:
     jmp 1f
 1:
     mov rbp, r11
-    mov eax, ebp
-    and rbp, 1984
-    and eax, dword ptr [r15 + rbp + 1344]
-    mov dword ptr [r15 + 384], eax
+    mov r8, r11
+    mov eax, 237
+    and r8, 8128
+    mov qword ptr [r15 + r8 + 7488], rsi
     jmp 1f
 1:
-    movzx ebp, cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 123
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], ebp
-    mov dword ptr [r15 + 0], 220
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], ebp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, eax
-    and ebp, dword ptr [r15 + 128]
-    mov ecx, edx
-    mov rdx, rcx
-    mov dword ptr [r15 + 384], eax
-    jmp 1f
-1:
-    mov r9, r11
-    jmp 1f
-1:
-    mov rcx, qword ptr [r15 + 512]
-    and r9, 8128
-    add rcx, qword ptr [r15 + r9 + 7488]
-    mov rax, qword ptr [r15 + 448]
-    and ecx, dword ptr [r15 + 320]
-    jmp 1f
-1:
-    mov r9, r11
-    mov edx, 113
-    jmp 1f
-1:
-    and r9, 4032
-    mov dword ptr [r15 + r9 + 3392], 8
-    mov edx, dword ptr [r15 + 192]
-    movsxd r9, dword ptr [r15 + 640]
-    mov rdi, rbp
+    and rbp, 448
+    mov edx, dword ptr [r15 + rbp + 832]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c144:
-    mov r9d, ebp
-    movsxd r9, dword ptr [r15 + 192]
-    mov qword ptr [r15 + 768], rdi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 35
-    movzx edi, r9b
-    mov edi, 74
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 262144
+    setz al
+    lea rcx, [rip + .Lc1_d6771_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d6771_s_t
+    .p2align 3
+.Lc1_d6771_s:
+    .p2align 3
+    jmp .Lc1_d6771_j
+    .p2align 3
+    jmp .Lc1_d6771_j
+.Lc1_d6771_j:
+    mov byte ptr [r15 + 0], dl
     mov rbp, r11
-    mov qword ptr [r15 + 256], r9
+    movzx eax, bpl
+    mov dword ptr [r15 + 0], eax
     jmp 1f
 1:
     and rbp, 1984
-    mov qword ptr [r15 + rbp + 1344], rbp
+    vmovdqu ymmword ptr [r15 + rbp + 1344], ymm2
+    add qword ptr [r15 + 448], rbp
+    mov rcx, qword ptr [r15 + 448]
+    mov rbp, rax
+    mov ebp, dword ptr [r15 + 704]
+    mov r8, r11
+    mov edx, dword ptr [r15 + 512]
+    and r8, 448
+    add rcx, qword ptr [r15 + r8 + 832]
+    jmp 1f
+1:
+    and ecx, dword ptr [r15 + 256]
+    movsxd r8, dword ptr [r15 + 128]
+    mov rsi, qword ptr [r15 + 64]
+    mov qword ptr [r15 + 320], rbp
+    movzx ebp, sil
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov qword ptr [r15 + 384], rdx
     mov rbp, r11
-    mov rdi, qword ptr [r15 + 704]
-    mov dword ptr [r15 + 320], 235
-    and rbp, 448
-    movsxd r9, dword ptr [r15 + rbp + 832]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rbp, r9
+    mov rdx, qword ptr [r15 + 192]
     jmp 1f
 1:
-    movsxd rbp, dword ptr [r15 + 64]
-    movzx r9d, bpl
-    mov r9d, 174
-    mov r9d, dword ptr [r15 + 448]
-    movsxd rdi, dword ptr [r15 + 64]
-    mov eax, edi
-    mov edi, 192
-    jmp 1f
-1:
-    mov dword ptr [r15 + 512], edi
-    jmp 1f
-1:
-    movzx edi, byte ptr [r15 + 448]
-    mov dword ptr [r15 + 384], 188
-    mov dword ptr [r15 + 320], 129
-    mov dword ptr [r15 + 128], ecx
-    movzx ecx, r9b
-    jmp 1f
-1:
+    and rbp, 4032
+    and r8d, dword ptr [r15 + rbp + 3392]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c145:
-    lea rcx, [rip + .Lc1_d7754_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d7754_j_t
-.Lc1_d7754_j:
-    mov rcx, rcx
-    mov ecx, dword ptr [r15 + 448]
-    jmp 1f
-1:
-    mov r9d, 153
-    vmovdqu ymmword ptr [r15 + 64], ymm11
+    mov dword ptr [r15 + 0], edx
     mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, edx
+    mov esi, 230
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov byte ptr [r15 + 0], r9b
-    movzx r9d, r9b
-    jmp 1f
-1:
+    mov edx, esi
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    and r9d, dword ptr [r15 + 0]
-    mov rbp, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 4032
-    mov dword ptr [r15 + rbp + 3392], ecx
-    mov dword ptr [r15 + 576], ebp
+    mov ebp, r8d
     jmp 1f
 1:
-    mov rbp, r9
+    mov byte ptr [r15 + 0], dl
+    mov dword ptr [r15 + 0], 98
+    mov r9d, 198
     jmp 1f
 1:
-    mov ebp, 53
-    mov rbp, r11
-    mov rcx, rbp
-    mov qword ptr [r15 + 512], rcx
+    mov rdx, r9
+    movzx r9d, byte ptr [r15 + 384]
+    movzx edx, r9b
     jmp 1f
 1:
-    and rbp, 448
-    mov dword ptr [r15 + rbp + 832], ebp
-    mov rbp, rcx
+    mov esi, dword ptr [r15 + 512]
+    mov edx, ebp
+    test ebx, 1073741824
+    jz 1f
+1:
     jmp 1f
 1:
-    mov ebp, ebp
-    mov ebp, 95
-    mov byte ptr [r15 + 256], bpl
-    mov ecx, dword ptr [r15 + 320]
-    mov dword ptr [r15 + 384], ecx
     mov rbp, r11
     jmp 1f
 1:
-    movsxd rcx, dword ptr [r15 + 384]
-    mov rdi, qword ptr [r15 + 128]
-    and rbp, 8128
-    movzx eax, byte ptr [r15 + rbp + 7488]
-    mov rbp, rdi
+    mov rdx, rbp
+    and rbp, 1984
+    movzx r8d, byte ptr [r15 + rbp + 1344]
+    mov byte ptr [r15 + 256], r8b
+    mov r8, r11
+    jmp 1f
+1:
+    and r8, 4032
+    mov rbp, qword ptr [r15 + r8 + 3392]
+    mov dword ptr [r15 + 768], 132
+    mov r8, r11
+    movsxd rdx, dword ptr [r15 + 320]
+    and r8, 8128
+    movsxd rax, dword ptr [r15 + r8 + 7488]
+    movzx r8d, cl
+    mov byte ptr [r15 + 64], r8b
+    jmp 1f
+1:
+    mov qword ptr [r15 + 384], rax
+    movsxd r8, dword ptr [r15 + 128]
+    movsxd rax, dword ptr [r15 + 576]
+    mov ecx, eax
+    jmp 1f
+1:
+    mov dword ptr [r15 + 64], 16
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c146:
-    lea rcx, [rip + .Lc1_d7807_j]
+    lea rcx, [rip + .Lc1_d6864_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d7807_j_t
-.Lc1_d7807_j:
-    mov qword ptr [r15 + 704], rax
-    vpmovmskb ecx, xmm11
-    mov qword ptr [r15 + 0], rdi
-    mov byte ptr [r15 + 0], cl
+    jmp .Lc1_d6864_j_t
+.Lc1_d6864_j:
     jmp 1f
 1:
-    mov edx, 44
+    vmovq qword ptr [r15 + 64], xmm2
+    jmp 1f
+1:
+    and ecx, dword ptr [r15 + 128]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], ecx
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], edx
+    mov dword ptr [r15 + 0], 131
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov qword ptr [r15 + 0], rcx
+    mov ecx, 168
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, dword ptr [r15 + 448]
+    add r8, qword ptr [r15 + 256]
+    mov ebp, dword ptr [r15 + 512]
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov byte ptr [r15 + 0], dl
-    lea rbp, [r11 + r11*1]
-    mov dword ptr [r15 + 64], ebp
-    and rbp, 1984
-    mov dword ptr [r15 + rbp + 1408], 214
-    mov byte ptr [r15 + rbp + 1344], dl
-    mov byte ptr [r15 + 512], dl
-    movzx edx, byte ptr [r15 + 128]
+    mov dword ptr [r15 + 320], 44
+    mov dword ptr [r15 + 448], r9d
+    mov eax, ebp
+    mov byte ptr [r15 + 640], r8b
+    mov dword ptr [r15 + 384], ebp
     mov rbp, r11
-    mov ecx, dword ptr [r15 + 128]
-    movsxd rdi, dword ptr [r15 + 192]
-    movzx eax, dil
-    and rbp, 8128
-    vmovdqu ymmword ptr [r15 + rbp + 7488], ymm11
-    movzx ebp, byte ptr [r15 + 256]
-    jmp 1f
-1:
-    vpaddq xmm11, xmm11, xmmword ptr [r15 + 448]
-    jmp 1f
-1:
-    mov rdi, rbp
+    mov r8d, 126
+    and rbp, 16320
+    mov r9d, dword ptr [r15 + rbp + 15680]
+    mov byte ptr [r15 + 192], r9b
     mov rbp, r11
-    jmp 1f
-1:
-    and rbp, 4032
-    movzx r9d, byte ptr [r15 + rbp + 3392]
-    mov rbp, rdx
-    movzx edx, byte ptr [r15 + 640]
-    jmp 1f
-1:
-    mov byte ptr [r15 + 384], al
-    movsxd rax, dword ptr [r15 + 320]
-    jmp 1f
-1:
+    movzx r8d, bpl
+    mov r9, r11
+    and rbp, 448
+    mov r8d, dword ptr [r15 + rbp + 832]
+    and r9, 8128
+    mov qword ptr [r15 + r9 + 7488], rsi
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c147:
-    jmp 1f
-1:
-    mov ebp, dword ptr [r15 + 64]
-    movzx eax, byte ptr [r15 + 320]
-    mov dword ptr [r15 + 512], eax
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, al
-    mov edx, 119
-    jmp 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 236
-    mov rax, rcx
-    mov eax, ebp
-    add rax, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov qword ptr [r15 + 0], rbp
-    mov rdx, rdi
+    mov byte ptr [r15 + 0], r8b
     mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], dl
-    mov rbp, r11
-    mov edx, dword ptr [r15 + 320]
-    test ebx, 1073741824
-    jz 1f
-1:
-    and rbp, 448
-    and edx, dword ptr [r15 + rbp + 832]
-    mov ebp, edx
+    movsxd rbp, dword ptr [r15 + 448]
+    vmovdqu xmmword ptr [r15 + 64], xmm2
+    add rdx, qword ptr [r15 + 768]
+    mov dword ptr [r15 + 128], 88
     jmp 1f
 1:
-    mov dword ptr [r15 + 256], edx
-    mov dword ptr [r15 + 192], ebp
-    mov rbp, r11
     jmp 1f
 1:
-    mov eax, 77
+    mov dword ptr [r15 + 192], 60
     jmp 1f
 1:
-    and rbp, 4032
-    and eax, dword ptr [r15 + rbp + 3392]
-    jmp 1f
-1:
-    mov edx, dword ptr [r15 + 384]
-    mov rbp, qword ptr [r15 + 128]
-    mov ecx, edi
-    jmp 1f
-1:
+    mov r8d, r8d
+    mov esi, ebp
     mov r8, r11
-    mov qword ptr [r15 + 448], rdi
-    and r8, 8128
-    movsxd rdi, dword ptr [r15 + r8 + 7488]
-    mov r8, qword ptr [r15 + 768]
-    and r8d, dword ptr [r15 + 64]
+    mov qword ptr [r15 + 704], r8
+    movsxd rbp, dword ptr [r15 + 256]
+    mov r9, rbp
+    and r8, 4032
+    mov dword ptr [r15 + r8 + 3392], 141
+    mov r9, qword ptr [r15 + 512]
+    mov r8, r11
+    mov rbp, r11
     jmp 1f
 1:
+    and r8, 448
+    vmovq qword ptr [r15 + r8 + 832], xmm2
+    and rbp, 1984
+    and r8d, dword ptr [r15 + rbp + 1344]
+    mov rbp, r8
+    movzx ecx, byte ptr [r15 + 384]
+    movsxd rbp, dword ptr [r15 + 128]
+    mov byte ptr [r15 + 320], bpl
+    mov byte ptr [r15 + 320], bpl
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c148:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 15
-    lea rcx, [rip + .Lc1_d7911_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d7911_s_t
-    .p2align 3
-.Lc1_d7911_s:
-    .p2align 3
-    jmp .Lc1_d7911_j
-    .p2align 3
-    jmp .Lc1_d7911_j
-    .p2align 3
-    jmp .Lc1_d7911_j
-    .p2align 3
-    jmp .Lc1_d7911_j
-    .p2align 3
-    jmp .Lc1_d7911_j
-    .p2align 3
-    jmp .Lc1_d7911_j
-    .p2align 3
-    jmp .Lc1_d7911_j
-    .p2align 3
-    jmp .Lc1_d7911_j
-    .p2align 3
-    jmp .Lc1_d7911_j
-    .p2align 3
-    jmp .Lc1_d7911_j
-    .p2align 3
-    jmp .Lc1_d7911_j
-    .p2align 3
-    jmp .Lc1_d7911_j
-    .p2align 3
-    jmp .Lc1_d7911_j
-    .p2align 3
-    jmp .Lc1_d7911_j
-    .p2align 3
-    jmp .Lc1_d7911_j
-    .p2align 3
-    jmp .Lc1_d7911_j
-.Lc1_d7911_j:
-    mov ecx, 213
+    lea rcx, [rip + .Lc1_d6948_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d6948_j_t
+.Lc1_d6948_j:
+    mov qword ptr [r15 + 192], rcx
+    lea r9, [r11 + r11*1]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, ecx
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 640], 104
-    mov ecx, 59
-    vpcmpeqb xmm11, xmm11, xmm6
-    mov eax, eax
-    mov eax, dword ptr [r15 + 320]
+    and r9, 8128
+    movsxd rbp, dword ptr [r15 + r9 + 7552]
     mov rcx, qword ptr [r15 + 64]
-    movzx ebp, dl
-    mov qword ptr [r15 + 128], rax
-    mov rbp, qword ptr [r15 + 256]
-    mov r8, r11
-    mov eax, 133
-    mov eax, eax
-    and r8, 16320
-    movzx eax, byte ptr [r15 + r8 + 15680]
+    mov r8d, dword ptr [r15 + 576]
+    mov rsi, rdx
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    movzx r8d, byte ptr [r15 + 576]
-    vmovdqu ymmword ptr [r15 + 448], ymm11
-    mov r9, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edx, 137
+    mov rax, rdx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edx, 235
+    movzx edx, dl
     jmp 1f
 1:
-    and r9, 448
-    mov dword ptr [r15 + r9 + 832], r9d
-    mov r9, qword ptr [r15 + 512]
-    movsxd rdx, dword ptr [r15 + 384]
-    mov rdi, rdx
-    mov r9, r11
-    mov edx, dword ptr [r15 + 192]
-    mov esi, edx
-    and r9, 1984
-    mov dword ptr [r15 + r9 + 1344], 249
-    mov edx, r9d
+    mov rdx, rcx
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov edx, 15
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    mov ecx, dword ptr [r15 + 512]
+    mov rbp, r11
+    mov rdx, rbp
+    and rbp, 4032
+    movzx edx, byte ptr [r15 + rbp + 3392]
+    mov ebp, ecx
+    mov ecx, ebp
+    mov rbp, r11
+    mov qword ptr [r15 + r9 + 7488], r9
+    and rbp, 1984
+    mov r9, qword ptr [r15 + rbp + 1344]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov byte ptr [r15 + 384], dl
+    mov rdx, qword ptr [r15 + 320]
+    mov rbp, qword ptr [r15 + 128]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c149:
-    mov dword ptr [r15 + 0], 88
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], rsi
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 320], rbp
+    mov dword ptr [r15 + 0], 4
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov byte ptr [r15 + 64], dl
     jmp 1f
 1:
-    vmovdqu ymmword ptr [r15 + 384], ymm11
-    mov edx, edi
-    mov rdx, qword ptr [r15 + 320]
-    add rdx, qword ptr [r15 + 384]
-    mov r9, r11
     jmp 1f
 1:
-    test ebx, 1073741824
-    jz 1f
+    and edx, dword ptr [r15 + 0]
+    jmp 1f
 1:
-    and edx, dword ptr [r15 + 192]
-    and r9, 8128
-    mov qword ptr [r15 + r9 + 7488], rdx
-    mov r9d, 244
-    mov r9, r11
-    vmovdqu ymmword ptr [r15 + 128], ymm11
-    mov dword ptr [r15 + 512], edi
-    movzx edx, cl
-    and r9, 448
-    vmovdqu ymmword ptr [r15 + r9 + 832], ymm11
-    mov r9d, r9d
-    mov rcx, qword ptr [r15 + 256]
-    movzx r9d, cl
-    movsxd rcx, dword ptr [r15 + 448]
-    movsxd rdx, dword ptr [r15 + 320]
+    mov r12, qword ptr [r15 + r12 + 56]
+    xor dword ptr [r15 + 0], edx
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], rdx
+    add rdi, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 512], 60
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov byte ptr [r15 + 256], dl
+    mov dword ptr [r15 + 384], edi
+    mov rbp, r11
+    mov dword ptr [r15 + 64], ebp
+    mov eax, 243
+    jmp 1f
+1:
+    and rbp, 448
+    mov byte ptr [r15 + rbp + 832], al
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + 256], ymm2
+    jmp 1f
+1:
     jmp 1f
 1:
     mov rbp, r11
-    mov byte ptr [r15 + 704], bpl
-    and rbp, 4032
-    movsxd rdi, dword ptr [r15 + rbp + 3392]
+    mov byte ptr [r15 + 448], al
+    mov rax, rax
+    and rbp, 1984
+    mov dword ptr [r15 + rbp + 1344], eax
     jmp 1f
 1:
-    mov ebp, r9d
+    mov ebp, dword ptr [r15 + 704]
+    mov rax, qword ptr [r15 + 640]
+    mov r8, rax
+    movsxd rax, dword ptr [r15 + 192]
+    jmp 1f
+1:
+    mov byte ptr [r15 + 128], al
+    jmp 1f
+1:
+    movzx eax, bpl
+    mov rdx, qword ptr [r15 + 384]
+    mov rbp, rdx
+    jmp 1f
+1:
+    mov rdx, qword ptr [r15 + 448]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c150:
-    lea rcx, [rip + .Lc1_d8028_j]
+    lea rcx, [rip + .Lc1_d7049_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d8028_j_t
-.Lc1_d8028_j:
+    jmp .Lc1_d7049_j_t
+.Lc1_d7049_j:
+    and ecx, dword ptr [r15 + 768]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov ebp, 222
+    movzx ebp, dl
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov byte ptr [r15 + 0], bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    vpaddd xmm2, xmm2, xmm2
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], bpl
+    movzx edx, bpl
+    mov edx, 207
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov rbp, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 128], 75
-    and rbp, 8128
-    mov ecx, dword ptr [r15 + rbp + 7488]
+    mov r8d, dword ptr [r15 + 64]
+    mov dword ptr [r15 + 192], edx
+    test ebx, 1073741824
+    jz 1f
+1:
+    and rbp, 4032
+    mov edx, dword ptr [r15 + rbp + 3392]
+    mov ebp, 173
+    mov dword ptr [r15 + 512], r8d
     jmp 1f
 1:
-    lea rbp, [r11 + r11*1]
-    movzx r9d, byte ptr [r15 + 64]
-    and rbp, 1984
-    movsxd rdi, dword ptr [r15 + rbp + 1344]
-    mov edx, edx
-    mov dword ptr [r15 + 128], 117
-    mov edx, 157
-    mov dword ptr [r15 + 320], 87
-    mov r8, r11
-    nop
-    and r8, 4032
-    movsxd rdx, dword ptr [r15 + r8 + 3392]
-    mov r8, rbp
-    mov dword ptr [r15 + 512], edi
     jmp 1f
 1:
-    mov qword ptr [r15 + 192], rbp
-    mov dword ptr [r15 + 256], 212
-    mov byte ptr [r15 + 448], dl
-    mov edx, r9d
-    movsxd rdx, dword ptr [r15 + rbp + 1408]
-    mov r8d, dword ptr [r15 + 576]
-    movsxd rdi, dword ptr [r15 + 768]
-    mov rbp, qword ptr [r15 + 384]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r9, r11
+    or qword ptr [r15 + 384], 94
+    and r9, 8128
+    vmovdqu ymmword ptr [r15 + r9 + 7488], ymm2
+    mov r9, r11
+    mov r8, r9
+    jmp 1f
+1:
+    and r9, 448
+    mov r8, qword ptr [r15 + r9 + 832]
+    mov dword ptr [r15 + 320], r8d
+    and r8d, dword ptr [r15 + 128]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c151:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 256
-    setz al
-    lea rcx, [rip + .Lc1_d8078_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d8078_s_t
-    .p2align 3
-.Lc1_d8078_s:
-    .p2align 3
-    jmp .Lc1_d8078_j
-    .p2align 3
-    jmp .Lc1_d8078_j
-.Lc1_d8078_j:
-    and ecx, dword ptr [r15 + 0]
-    vmovdqu ymmword ptr [r15 + 0], ymm11
+    mov rbp, r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], bpl
+    mov eax, 101
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 191
     mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu ymmword ptr [r15 + 0], ymm2
+    mov r8d, eax
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, byte ptr [r15 + 384]
-    movzx ebp, r8b
-    mov r8, qword ptr [r15 + 128]
-    mov byte ptr [r15 + 192], cl
-    mov ebp, dword ptr [r15 + 64]
-    vmovq xmm11, rsi
-    mov dword ptr [r15 + 384], ebp
-    jmp 1f
-1:
-    jmp 1f
-1:
-    lea rbp, [r11 + r11*1]
-    mov rcx, rbp
-    and rbp, 448
+    mov dword ptr [r15 + 320], 108
+    mov eax, eax
+    mov rax, rbp
+    movzx ebp, byte ptr [r15 + 64]
+    mov r8d, dword ptr [r15 + 448]
+    vpcmpeqb xmm2, xmm2, xmm13
+    mov dword ptr [r15 + 384], 156
+    mov eax, 96
+    mov eax, dword ptr [r15 + 64]
     mov r9, r11
-    mov rcx, qword ptr [r15 + rbp + 896]
-    mov qword ptr [r15 + 256], r8
-    and r9, 8128
-    mov dword ptr [r15 + r9 + 7488], r9d
-    mov r9d, dword ptr [r15 + 640]
-    mov r8d, dword ptr [r15 + 320]
-    mov esi, 126
+    mov byte ptr [r15 + 512], bpl
+    mov byte ptr [r15 + 128], r8b
+    mov ebp, ebp
+    and r9, 448
+    movsxd rbp, dword ptr [r15 + r9 + 832]
     jmp 1f
 1:
     jmp 1f
 1:
-    mov r9, r11
     jmp 1f
 1:
-    add r8, qword ptr [r15 + 448]
-    mov esi, ecx
-    and r9, 4032
-    mov dword ptr [r15 + r9 + 3392], 192
+    mov r9, qword ptr [r15 + 256]
+    mov r8d, 180
+    mov r8, r11
+    mov rcx, qword ptr [r15 + 192]
+    and r8, 1984
+    mov edx, dword ptr [r15 + r8 + 1344]
+    mov r8, r11
     jmp 1f
 1:
-    movsxd rcx, dword ptr [r15 + 64]
-    mov r9, qword ptr [r15 + 512]
-    jmp 1f
-1:
-    mov rdx, r9
-    add r9, qword ptr [r15 + rbp + 832]
+    mov dword ptr [r15 + 576], r8d
+    movsxd rdi, dword ptr [r15 + 320]
+    and r8, 4032
+    and edi, dword ptr [r15 + r8 + 3392]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c152:
-    mov r9, r11
-    mov ebp, dword ptr [r15 + 128]
-    and r9, 1984
-    mov ecx, dword ptr [r15 + r9 + 1344]
+    lea rcx, [rip + .Lc1_d7147_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d7147_j_t
+.Lc1_d7147_j:
+    movzx ecx, cl
+    mov rcx, qword ptr [r15 + 512]
+    vpxor xmm2, xmm2, xmm14
+    mov dword ptr [r15 + 64], ecx
+    add rdi, qword ptr [r15 + 192]
     jmp 1f
 1:
-    mov r8, qword ptr [r15 + 512]
-    mov r9, qword ptr [r15 + 256]
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx esi, cl
-    mov rsi, rcx
-    mov rcx, rdx
-    mov byte ptr [r15 + 0], r8b
     jmp 1f
 1:
-    mov rdx, rsi
-    mov edx, esi
-    movzx edx, sil
-    mov dword ptr [r15 + 0], 163
-    vpaddd xmm11, xmm11, xmm11
+    and edi, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 46
+    vpmovmskb ecx, xmm2
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 12800
+    mov ebp, r8d
+    mov byte ptr [r15 + 0], dil
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov byte ptr [r15 + 0], dil
+    jmp 1f
+1:
+    test ebx, 1073741824
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx edx, byte ptr [r15 + 64]
-    add rsi, qword ptr [r15 + 320]
     jmp 1f
 1:
+    and r8d, dword ptr [r15 + 128]
     jmp 1f
 1:
-    jmp 1f
-1:
-    movzx r8d, byte ptr [r15 + 448]
-    mov byte ptr [r15 + 384], r8b
-    mov r8, qword ptr [r15 + 704]
+    mov r9, r8
+    mov r8d, 116
     mov rbp, r11
-    mov r9d, 155
-    mov r9, qword ptr [r15 + 768]
-    movzx ecx, byte ptr [r15 + 512]
-    and rbp, 8128
-    mov r9, r11
-    mov dword ptr [r15 + rbp + 7488], 246
-    and r9, 4032
-    mov byte ptr [r15 + r9 + 3392], r9b
+    and r8d, dword ptr [r15 + 448]
     jmp 1f
 1:
-    mov r9d, dword ptr [r15 + 320]
-    mov dword ptr [r15 + 192], r9d
+    and rbp, 4032
+    mov rdi, qword ptr [r15 + rbp + 3392]
+    movsxd rbp, dword ptr [r15 + 320]
+    mov r8, r11
+    mov ecx, dword ptr [r15 + 640]
+    and r8, 1984
+    mov byte ptr [r15 + r8 + 1344], r8b
+    jmp 1f
+1:
+    mov r8, r11
+    mov rdx, rax
+    mov eax, ebp
+    and r8, 8128
+    movsxd rax, dword ptr [r15 + r8 + 7488]
+    movzx esi, byte ptr [r15 + 256]
+    movzx r8d, dl
+    movzx edx, byte ptr [r15 + 384]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c153:
-    lea rcx, [rip + .Lc1_d8179_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d8179_j_t
-.Lc1_d8179_j:
-    mov rbp, r11
-    and rbp, 1984
-    mov edx, dword ptr [r15 + rbp + 1344]
-    mov qword ptr [r15 + 0], rdx
-    jmp 1f
-1:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 4194304
+    setz al
+    lea rcx, [rip + .Lc1_d7203_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d7203_s_t
+    .p2align 3
+.Lc1_d7203_s:
+    .p2align 3
+    jmp .Lc1_d7203_j
+    .p2align 3
+    jmp .Lc1_d7203_j
+.Lc1_d7203_j:
     mov rcx, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    vmovdqu ymmword ptr [r15 + 384], ymm2
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 128], r8b
     jmp 1f
 1:
-    vpaddq xmm11, xmm11, xmmword ptr [r15 + 0]
+    and r8, 8128
+    movzx eax, byte ptr [r15 + r8 + 7488]
+    mov r8, rcx
+    jmp 1f
+1:
+    mov rcx, r8
     mov rcx, rcx
-    mov dword ptr [r15 + 0], ecx
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 251
-    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, byte ptr [r15 + 64]
+    mov r8d, 184
     mov rbp, r11
-    mov ecx, dword ptr [r15 + 576]
+    mov r8d, ebp
+    mov edi, dword ptr [r15 + 704]
+    mov r8, qword ptr [r15 + 768]
     and rbp, 448
-    and ecx, dword ptr [r15 + rbp + 832]
-    movzx ebp, byte ptr [r15 + 128]
-    movzx edx, byte ptr [r15 + 64]
-    movzx r9d, cl
-    mov dword ptr [r15 + 512], r8d
-    movsxd rcx, dword ptr [r15 + 256]
-    mov r8d, 249
-    mov r8d, r8d
+    mov rdx, qword ptr [r15 + rbp + 832]
     jmp 1f
 1:
-    mov edi, dword ptr [r15 + 320]
-    mov dword ptr [r15 + 192], ebp
-    jmp 1f
-1:
-    movzx r8d, dil
-    mov qword ptr [r15 + 128], rbp
+    mov rbp, r11
+    movzx r9d, byte ptr [r15 + 256]
     jmp 1f
 1:
     jmp 1f
 1:
+    and rbp, 1984
+    mov qword ptr [r15 + rbp + 1344], rbp
+    mov rbp, qword ptr [r15 + 320]
+    vpaddd xmm2, xmm2, xmm2
     jmp 1f
 1:
-    mov r8d, 102
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r8d, 82
-    jmp 1f
-1:
-    mov byte ptr [r15 + 384], r8b
-    mov dword ptr [r15 + 448], r8d
-    mov byte ptr [r15 + 384], r8b
-    jmp 1f
-1:
+    movzx esi, byte ptr [r15 + 448]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c154:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movsxd r8, dword ptr [r15 + 640]
-    mov ecx, 194
+    mov ebp, 29
+    mov ebp, esi
     mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov esi, ebp
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov rcx, rdi
-    mov byte ptr [r15 + 0], r8b
-    mov ecx, ecx
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 223
-    add rcx, qword ptr [r15 + 0]
-    mov r8, r8
+    mov ebp, 253
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, ecx
-    add r8, qword ptr [r15 + 0]
+    mov rbp, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 448
+    mov dword ptr [r15 + rbp + 832], 203
+    mov rbp, r11
+    mov rsi, rbp
+    and rbp, 8128
+    movsxd rsi, dword ptr [r15 + rbp + 7488]
+    mov rbp, r11
     test ebx, 1073741824
     jz 1f
 1:
+    and rbp, 4032
+    movsxd rsi, dword ptr [r15 + rbp + 3392]
+    mov qword ptr [r15 + 512], rbp
+    mov dword ptr [r15 + 576], esi
+    mov esi, dword ptr [r15 + 128]
     jmp 1f
 1:
-    movzx ecx, byte ptr [r15 + 448]
-    mov r8, r11
+    movzx ebp, byte ptr [r15 + 64]
     jmp 1f
 1:
-    mov rbp, r11
-    mov dword ptr [r15 + 256], ebp
-    and r8, 4032
-    mov rdi, qword ptr [r15 + r8 + 3392]
-    and rbp, 1984
-    add r8, qword ptr [r15 + rbp + 1344]
-    movsxd rbp, dword ptr [r15 + 320]
-    mov dword ptr [r15 + 64], ebp
-    mov rbp, qword ptr [r15 + 64]
-    mov r9, r11
-    mov qword ptr [r15 + 320], rdx
-    mov rdx, qword ptr [r15 + 128]
+    mov qword ptr [r15 + 512], rbp
+    mov qword ptr [r15 + 384], rbp
+    and r8d, dword ptr [r15 + 192]
     jmp 1f
 1:
-    and r9, 8128
-    mov esi, dword ptr [r15 + r9 + 7488]
-    mov r9, qword ptr [r15 + 192]
     jmp 1f
 1:
-    movzx eax, byte ptr [r15 + 704]
-    movsxd r8, dword ptr [r15 + 384]
-    mov r8d, r8d
-    movsxd r8, dword ptr [r15 + 512]
+    mov dword ptr [r15 + 320], r8d
+    mov ebp, dword ptr [r15 + 448]
+    jmp 1f
+1:
+    mov r8d, dword ptr [r15 + 256]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c155:
-    lea rcx, [rip + .Lc1_d8285_j]
+    lea rcx, [rip + .Lc1_d7294_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d8285_j_t
-.Lc1_d8285_j:
-    movzx r8d, dil
-    mov dword ptr [r15 + 128], r8d
-    movsxd rdi, dword ptr [r15 + 448]
-    mov r8d, ebp
+    jmp .Lc1_d7294_j_t
+.Lc1_d7294_j:
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov byte ptr [r15 + 0], dil
-    mov dword ptr [r15 + 0], r8d
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], esi
+    jmp 1f
+1:
+    jmp 1f
+1:
     mov qword ptr [r15 + 0], rcx
     mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 100
+    mov byte ptr [r15 + 0], cl
+    movzx ecx, cl
+    mov ebp, 34
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, r11
-    mov rcx, qword ptr [r15 + 512]
-    and r8, 1984
-    movzx edi, byte ptr [r15 + r8 + 1344]
+    mov r8d, dword ptr [r15 + 384]
+    mov dword ptr [r15 + 192], 124
     mov rbp, r11
-    movsxd r8, dword ptr [r15 + 192]
-    movzx esi, cl
-    lea r9, [r11 + r11*1]
-    and rbp, 8128
-    mov rsi, qword ptr [r15 + rbp + 7488]
+    mov ecx, dword ptr [r15 + 640]
+    mov dword ptr [r15 + 320], 185
+    and rbp, 4032
+    movzx esi, byte ptr [r15 + rbp + 3392]
+    mov ebp, r8d
+    mov r8d, ebp
+    mov rbp, r11
+    movzx edx, byte ptr [r15 + 512]
     jmp 1f
 1:
-    and r9, 448
-    mov rbp, qword ptr [r15 + r9 + 832]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 384], ebp
-    movsxd rbp, dword ptr [r15 + r9 + 896]
-    mov r9, qword ptr [r15 + 384]
-    mov edx, 30
+    and rbp, 1984
+    mov dword ptr [r15 + rbp + 1344], ebp
     jmp 1f
 1:
     jmp 1f
 1:
     jmp 1f
 1:
+    movzx ebp, byte ptr [r15 + 384]
     jmp 1f
 1:
+    mov eax, dword ptr [r15 + 448]
+    mov edi, r8d
+    movzx edi, dl
+    mov r9, r11
     mov rdx, r9
-    mov dword ptr [r15 + 256], edx
-    mov edx, dword ptr [r15 + 64]
-    mov dword ptr [r15 + 768], esi
-    movzx r9d, dl
-    mov dword ptr [r15 + 320], r9d
-    jmp 1f
-1:
+    movzx edx, byte ptr [r15 + 128]
+    and r9, 448
+    mov ebp, dword ptr [r15 + r9 + 832]
+    mov r9d, 91
+    mov r9d, dword ptr [r15 + 128]
+    mov dword ptr [r15 + 64], r8d
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c156:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 33554432
-    setz al
-    lea rcx, [rip + .Lc1_d8341_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d8341_s_t
-    .p2align 3
-.Lc1_d8341_s:
-    .p2align 3
-    jmp .Lc1_d8341_j
-    .p2align 3
-    jmp .Lc1_d8341_j
-.Lc1_d8341_j:
-    mov ecx, 150
-    movzx eax, byte ptr [r15 + 64]
-    mov qword ptr [r15 + 0], rax
-    mov rcx, rax
-    mov qword ptr [r15 + 0], r9
+    mov r9d, 108
+    vpshufd xmm2, xmm2, 20
+    vpcmpeqb xmm3, xmm3, xmmword ptr [r15 + 320]
+    mov r9, qword ptr [r15 + 64]
+    vpor xmm3, xmm3, xmm2
+    mov r8d, r9d
+    vmovdqu xmmword ptr [r15 + 256], xmm3
+    movzx r9d, r8b
+    mov r9d, r9d
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r8, qword ptr [r15 + 128]
+    mov edx, edi
+    jmp 1f
+1:
+    mov edi, dword ptr [r15 + 320]
+    and eax, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 130
-    mov ecx, ecx
-    lea r9, [r11 + r11*1]
-    jmp 1f
-1:
-    and r9, 4032
-    vmovdqu ymmword ptr [r15 + r9 + 3392], ymm11
-    mov ecx, r8d
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov eax, dword ptr [r15 + 384]
-    mov byte ptr [r15 + 576], dl
-    mov rbp, r11
-    test dword ptr [r15 + 67117724], 1312
+    mov r12, qword ptr [r15 + r12 + 56]
+    add r8, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
     jz 1f
 1:
-    and rbp, 1984
-    mov qword ptr [r15 + rbp + 1344], r8
-    movzx ebp, byte ptr [r15 + 448]
-    mov dword ptr [r15 + 128], 70
-    mov dword ptr [r15 + 128], ebp
-    movzx ebp, bpl
-    mov byte ptr [r15 + 192], bpl
-    movzx ebp, al
-    mov qword ptr [r15 + 320], rbp
+    mov eax, 221
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edi, eax
+    mov r8d, dword ptr [r15 + 768]
+    jmp 1f
+1:
+    mov rax, r8
+    movsxd r8, dword ptr [r15 + 512]
+    mov dword ptr [r15 + 192], r8d
+    mov r8d, 187
+    movsxd r8, dword ptr [r15 + 704]
+    mov r9, r11
     mov rbp, r11
-    mov rax, qword ptr [r15 + r9 + 3456]
-    mov edx, 152
-    and rbp, 8128
-    mov byte ptr [r15 + rbp + 7488], cl
-    mov ebp, 194
-    mov rbp, qword ptr [r15 + 512]
-    mov byte ptr [r15 + 640], bpl
+    movzx edi, byte ptr [r15 + 448]
+    and r9, 8128
+    imul rdi, qword ptr [r15 + r9 + 7488]
+    and rbp, 1984
+    mov qword ptr [r15 + rbp + 1344], rax
+    jmp 1f
+1:
+    mov dword ptr [r15 + 384], 205
+    movzx ebp, al
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c157:
-    mov byte ptr [r15 + 512], dl
-    and edx, dword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rdx
+    lea rcx, [rip + .Lc1_d7393_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d7393_j_t
+.Lc1_d7393_j:
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx edx, dl
     mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 0], ymm11
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov rbp, r9
+    mov ecx, 184
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov dword ptr [r15 + 256], eax
-    mov qword ptr [r15 + 320], rbp
-    movzx edx, byte ptr [r15 + 192]
-    movzx ebp, bpl
-    vpmovmskb ebp, xmm11
-    movzx ebp, al
-    movsxd r9, dword ptr [r15 + 768]
-    and ebp, dword ptr [r15 + 128]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, ecx
+    mov byte ptr [r15 + 0], bpl
+    movzx ebp, byte ptr [r15 + 512]
     jmp 1f
 1:
-    mov dword ptr [r15 + 256], edx
-    mov qword ptr [r15 + 320], rbp
-    mov rdx, qword ptr [r15 + 704]
-    movzx ebp, byte ptr [r15 + 384]
-    mov eax, dword ptr [r15 + 64]
-    movsxd rcx, dword ptr [r15 + 448]
-    vpor xmm11, xmm11, xmm11
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 192], 136
+    movzx ecx, byte ptr [r15 + 576]
+    mov r9, r11
     mov r8, r11
-    mov rdi, rbp
-    and r8, 8128
-    movsxd rbp, dword ptr [r15 + r8 + 7488]
-    movsxd r8, dword ptr [r15 + 448]
-    mov r8, r11
-    mov esi, edx
+    movzx eax, byte ptr [r15 + 64]
+    jmp 1f
+1:
+    and r9, 448
+    movsxd rdi, dword ptr [r15 + r9 + 832]
+    and r8, 16320
+    mov r9, qword ptr [r15 + r8 + 15680]
+    movsxd r8, dword ptr [r15 + 256]
+    add rcx, qword ptr [r15 + 320]
+    mov dword ptr [r15 + 448], ecx
+    jmp 1f
+1:
+    jmp 1f
+1:
+    add r8, qword ptr [r15 + 128]
     mov rbp, r11
+    mov rcx, qword ptr [r15 + 384]
+    movzx edx, byte ptr [r15 + 64]
+    mov esi, 247
+    and rbp, 4032
+    mov rsi, qword ptr [r15 + rbp + 3392]
     jmp 1f
 1:
-    and r8, 1984
-    mov dword ptr [r15 + r8 + 1344], r8d
-    and rbp, 448
-    mov r8, qword ptr [r15 + rbp + 832]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c158:
-    lea rcx, [rip + .Lc1_d8436_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d8436_j_t
-.Lc1_d8436_j:
-    movzx ecx, byte ptr [r15 + 64]
-    jmp 1f
-1:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    movzx ebp, r9b
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, 228
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, cl
-    mov byte ptr [r15 + 0], bpl
-    jmp 1f
-1:
-    mov ebp, ebp
+    mov qword ptr [r15 + 0], rcx
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, ebp
+    movzx ecx, bpl
+    mov dword ptr [r15 + 0], eax
     mov rbp, r11
-    jmp 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
+    lea r8, [r11 + r11*1]
+    and rbp, 4032
+    movzx ecx, byte ptr [r15 + rbp + 3392]
+    and r8, 8128
+    mov rbp, qword ptr [r15 + r8 + 7552]
+    mov qword ptr [r15 + 640], rbp
+    mov ebp, 216
+    movzx eax, cl
+    mov rax, qword ptr [r15 + 192]
     jmp 1f
 1:
-    and rbp, 16320
-    mov byte ptr [r15 + rbp + 15680], r8b
-    mov rbp, r11
-    test ebx, 1042432
+    jmp 1f
+1:
+    test dword ptr [r15 + 67117723], 262144
     jz 1f
 1:
+    movsxd rcx, dword ptr [r15 + 128]
+    movzx ebp, cl
+    mov rcx, r8
+    mov dword ptr [r15 + 320], ecx
+    mov r9d, ecx
     jmp 1f
 1:
-    mov dword ptr [r15 + 64], ebp
-    and rbp, 4032
-    mov r8, r11
-    mov rcx, qword ptr [r15 + rbp + 3392]
-    movzx r9d, al
-    mov dword ptr [r15 + 320], 147
-    and r8, 448
-    mov rbp, qword ptr [r15 + r8 + 832]
-    movzx r8d, cl
-    mov r8d, eax
-    mov r8, qword ptr [r15 + 128]
-    movzx r9d, al
-    mov qword ptr [r15 + 192], r9
-    mov qword ptr [r15 + 256], r9
-    mov dword ptr [r15 + 384], r8d
-    mov byte ptr [r15 + 448], r9b
-    mov r8d, dword ptr [r15 + 576]
-    mov r9, qword ptr [r15 + 512]
-    mov eax, ecx
-    mov eax, ecx
+    mov r9, r8
+    mov eax, dword ptr [r15 + 448]
+    movsxd rcx, dword ptr [r15 + r8 + 7488]
+    vpshufd xmm3, xmm3, 64
+    mov qword ptr [r15 + 384], rax
+    mov r9, r11
+    mov dword ptr [r15 + 384], 117
+    mov dword ptr [r15 + 256], ebp
+    mov eax, 151
+    and r9, 1984
+    mov dword ptr [r15 + r9 + 1344], 12
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c159:
-    movsxd rcx, dword ptr [r15 + 448]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 1073741824
+    setz al
+    lea rcx, [rip + .Lc1_d7488_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d7488_s_t
+    .p2align 3
+.Lc1_d7488_s:
+    .p2align 3
+    jmp .Lc1_d7488_j
+    .p2align 3
+    jmp .Lc1_d7488_j
+.Lc1_d7488_j:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 64], rcx
-    jmp 1f
-1:
-    and ecx, dword ptr [r15 + 320]
-    jmp 1f
-1:
+    mov esi, 134
     mov rbp, r11
-    mov dword ptr [r15 + 512], 207
-    mov r8, r11
-    and rbp, 4032
-    and ecx, dword ptr [r15 + rbp + 3392]
-    mov ebp, ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 64], eax
+    and rbp, 1984
+    movsxd rcx, dword ptr [r15 + rbp + 1344]
+    mov rbp, rcx
+    mov eax, ebp
     jmp 1f
 1:
-    and r8, 1984
-    mov dword ptr [r15 + r8 + 1344], 234
+    movzx ecx, byte ptr [r15 + 704]
+    mov rax, rcx
     jmp 1f
 1:
-    mov r8, r11
+    mov r9, rax
+    mov rax, qword ptr [r15 + 768]
+    mov r9, r11
+    movzx r8d, byte ptr [r15 + 256]
+    mov rsi, rbp
+    mov rbp, qword ptr [r15 + 384]
+    and r9, 448
+    movsxd rdi, dword ptr [r15 + r9 + 832]
+    movzx edx, byte ptr [r15 + 320]
+    mov dword ptr [r15 + 448], edx
+    movzx edx, byte ptr [r15 + 64]
+    movsxd r9, dword ptr [r15 + 512]
+    movzx edx, r9b
     jmp 1f
 1:
-    and r8, 8128
-    mov dword ptr [r15 + r8 + 7488], r8d
-    jmp 1f
-1:
-    mov byte ptr [r15 + 640], bpl
-    movzx r8d, r9b
-    movzx r8d, r8b
-    jmp 1f
-1:
-    and ecx, dword ptr [r15 + 384]
-    mov dword ptr [r15 + 384], 43
-    mov qword ptr [r15 + 192], r8
-    jmp 1f
-1:
-    movsxd rbp, dword ptr [r15 + 128]
-    movsxd r8, dword ptr [r15 + 256]
-    movzx r9d, byte ptr [r15 + 128]
+    and esi, dword ptr [r15 + 128]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c160:
-    lea rcx, [rip + .Lc1_d8533_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d8533_j_t
-.Lc1_d8533_j:
-    movzx ecx, byte ptr [r15 + 448]
-    mov r8, qword ptr [r15 + 192]
-    mov ebp, r8d
-    mov dword ptr [r15 + 512], ebp
-    jmp 1f
-1:
-    mov r8d, 198
+    mov dword ptr [r15 + 448], ebp
+    mov qword ptr [r15 + 128], rdx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], r9d
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx r8d, r9b
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, r8
-    vmovdqu xmmword ptr [r15 + 0], xmm11
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], ebp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 252
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r11 + r11*1]
+    mov rdx, rdx
+    mov byte ptr [r15 + 0], dl
     mov rbp, r11
-    movzx r9d, byte ptr [r15 + 256]
-    and r8, 448
-    mov qword ptr [r15 + r8 + 896], rbp
-    and rbp, 1984
-    mov rax, qword ptr [r15 + rbp + 1344]
-    add rcx, qword ptr [r15 + 320]
-    mov rbp, r11
-    lock add qword ptr [r15 + 64], r8
-    vmovdqu ymmword ptr [r15 + 384], ymm13
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    mov r9d, dword ptr [r15 + 512]
+    and rbp, 448
+    mov dword ptr [r15 + rbp + 832], 22
+    movzx edx, byte ptr [r15 + 320]
+    xor dword ptr [r15 + 256], edi
+    mov ebp, r9d
+    mov r9, r11
+    movzx edi, r9b
+    and r9, 4032
+    movzx esi, byte ptr [r15 + r9 + 3392]
+    movzx r9d, byte ptr [r15 + 192]
+    mov edi, dword ptr [r15 + 128]
+    mov eax, dword ptr [r15 + 512]
+    movsxd rcx, dword ptr [r15 + 320]
+    movzx r8d, byte ptr [r15 + 384]
+    mov rbp, r11
+    add rdi, qword ptr [r15 + 64]
+    mov r9, rdi
+    movzx edi, r9b
     and rbp, 8128
-    mov qword ptr [r15 + rbp + 7488], rdx
-    mov qword ptr [r15 + r8 + 832], rbp
+    movsxd rdi, dword ptr [r15 + rbp + 7488]
     jmp 1f
 1:
-    movzx ebp, byte ptr [r15 + 128]
-    mov r8, qword ptr [r15 + 768]
-    mov dword ptr [r15 + 704], r8d
-    movsxd r8, dword ptr [r15 + 320]
+    mov dword ptr [r15 + 576], eax
+    movzx eax, bpl
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c161:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d7576_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d7576_j_t
+.Lc1_d7576_j:
+    mov rbp, r11
+    lea r8, [r11 + r11*1]
+    and rbp, 448
+    mov dword ptr [r15 + rbp + 832], 129
+    movsxd rbp, dword ptr [r15 + 320]
+    and r8, 1984
+    movzx ecx, byte ptr [r15 + r8 + 1408]
+    jmp 1f
+1:
+    vpcmpeqb xmm3, xmm3, xmmword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov r8, r8
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
+    mov qword ptr [r15 + 0], rcx
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    movzx r8d, r8b
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov byte ptr [r15 + 0], bpl
-    movsxd rbp, dword ptr [r15 + 384]
-    mov byte ptr [r15 + 448], r8b
-    jmp 1f
-1:
-    mov r8, r11
-    mov rcx, qword ptr [r15 + 512]
-    test ebx, 1073741824
+    mov dword ptr [r15 + 64], ecx
+    mov qword ptr [r15 + 192], r8
+    test dword ptr [r15 + 67117724], 16
     jz 1f
 1:
-    and r8, 4032
-    mov byte ptr [r15 + r8 + 3392], al
-    mov edx, 40
+    movsxd rcx, dword ptr [r15 + 256]
+    mov qword ptr [r15 + 384], rbp
+    mov r9d, dword ptr [r15 + 128]
+    mov dword ptr [r15 + 704], 70
+    movsxd rbp, dword ptr [r15 + 640]
     jmp 1f
 1:
-    movzx r8d, dl
-    mov edx, dword ptr [r15 + 192]
-    mov r8d, 235
-    movzx r8d, byte ptr [r15 + 576]
-    jmp 1f
-1:
-    mov eax, 209
-    vpshufd xmm11, xmm11, 146
-    jmp 1f
-1:
-    mov rbp, r11
-    mov dword ptr [r15 + 64], 29
-    movzx eax, byte ptr [r15 + 320]
-    and rbp, 1984
-    mov dword ptr [r15 + rbp + 1344], ebp
-    mov dword ptr [r15 + 128], 139
+    movzx eax, byte ptr [r15 + 448]
     mov rbp, r11
     jmp 1f
 1:
-    movzx ecx, byte ptr [r15 + 384]
+    movzx edi, r9b
+    mov byte ptr [r15 + r8 + 1344], dil
     and rbp, 8128
-    mov qword ptr [r15 + rbp + 7488], r8
+    mov dword ptr [r15 + rbp + 7488], 193
+    movzx edi, bpl
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c162:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 67108864
-    setz al
-    lea rcx, [rip + .Lc1_d8631_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d8631_s_t
-    .p2align 3
-.Lc1_d8631_s:
-    .p2align 3
-    jmp .Lc1_d8631_j
-    .p2align 3
-    jmp .Lc1_d8631_j
-.Lc1_d8631_j:
-    movsxd rcx, dword ptr [r15 + 64]
-    mov byte ptr [r15 + 640], al
-    jmp 1f
-1:
-    mov qword ptr [r15 + 448], rcx
+    add rdi, qword ptr [r15 + 64]
     jmp 1f
 1:
     jmp 1f
 1:
+    mov dword ptr [r15 + 384], 172
+    movzx r9d, byte ptr [r15 + 448]
+    movzx ebp, byte ptr [r15 + 192]
+    movzx r8d, cl
     mov r8d, ecx
-    mov r8d, dword ptr [r15 + 64]
-    mov r9, r11
+    mov ecx, edx
+    movzx ecx, byte ptr [r15 + 128]
+    mov dword ptr [r15 + 512], 3
+    and edi, dword ptr [r15 + 0]
     jmp 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rbp
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movzx ebp, dil
+    mov edi, ebp
+    vmovdqu xmm3, xmmword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], edi
+    mov dword ptr [r15 + 256], 83
+    mov edx, r8d
+    mov dword ptr [r15 + 64], 151
+    movzx r8d, dl
+    movsxd rdx, dword ptr [r15 + 768]
+    vpshufd xmm2, xmm3, 213
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r8, r11
+    movzx ebp, dil
+    mov edi, dword ptr [r15 + 512]
+    and r8, 8128
+    add rbp, qword ptr [r15 + r8 + 7488]
+    movzx r8d, bpl
+    mov rbp, r11
+    jmp 1f
+1:
+    mov r9, r11
+    and rbp, 448
+    movsxd rax, dword ptr [r15 + rbp + 832]
+    mov byte ptr [r15 + 384], al
     jmp 1f
 1:
     and r9, 4032
-    mov dword ptr [r15 + r9 + 3392], r9d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], r9
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, r9d
-    mov r9d, 131
-    mov dword ptr [r15 + 0], 110
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    inc dword ptr [r15 + 0]
-    mov rbp, r11
-    mov r9d, r9d
-    mov r9d, eax
-    and rbp, 8128
-    mov dword ptr [r15 + rbp + 7488], ebp
-    mov ebp, ebp
-    mov byte ptr [r15 + 256], cl
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov qword ptr [r15 + 704], rcx
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx ebp, bpl
-    mov rbp, r11
-    mov r9, qword ptr [r15 + 384]
-    and rbp, 448
-    mov byte ptr [r15 + rbp + 832], r8b
-    mov dword ptr [r15 + 128], 100
-    movzx ebp, byte ptr [r15 + 320]
-    mov r8, qword ptr [r15 + 192]
-    jmp 1f
-1:
-    vmovdqu xmmword ptr [r15 + 512], xmm11
-    mov ecx, 136
+    add r8, qword ptr [r15 + r9 + 3392]
+    mov eax, dword ptr [r15 + 320]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c163:
-    lea rcx, [rip + .Lc1_d8690_j]
+    lea rcx, [rip + .Lc1_d7666_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d8690_j_t
-.Lc1_d8690_j:
-    mov rbp, r11
-    and rbp, 448
-    vmovq qword ptr [r15 + rbp + 832], xmm11
+    jmp .Lc1_d7666_j_t
+.Lc1_d7666_j:
+    movsxd rcx, dword ptr [r15 + 576]
+    movzx r8d, cl
+    mov r8, r11
+    jmp 1f
+1:
+    mov r9d, dword ptr [r15 + 64]
+    and r8, 1984
+    and ecx, dword ptr [r15 + r8 + 1344]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], ecx
     jmp 1f
 1:
     mov rcx, r8
+    mov rcx, rcx
     jmp 1f
 1:
     jmp 1f
 1:
-    mov ecx, ebp
+    mov r8d, 239
+    jmp 1f
+1:
+    mov byte ptr [r15 + 0], r8b
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r8d, cl
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], ecx
-    mov r8d, ecx
-    mov qword ptr [r15 + 0], r8
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu xmmword ptr [r15 + 512], xmm11
-    mov r8d, 60
     test ebx, 1073741824
     jz 1f
 1:
-    add qword ptr [r15 + 448], r8
     jmp 1f
 1:
-    movsxd r8, dword ptr [r15 + 320]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, byte ptr [r15 + 192]
+    movzx r8d, cl
     jmp 1f
 1:
+    mov rcx, r9
+    mov rcx, rcx
     movzx ecx, cl
-    mov dword ptr [r15 + 384], 151
-    and r8d, dword ptr [r15 + 320]
     jmp 1f
 1:
-    vmovdqu ymmword ptr [r15 + 768], ymm3
-    mov dword ptr [r15 + 128], 169
     mov rbp, r11
-    mov ecx, ebp
+    mov ecx, r8d
+    mov dword ptr [r15 + 448], r8d
+    and rbp, 4032
+    mov ecx, dword ptr [r15 + rbp + 3392]
+    mov byte ptr [r15 + 320], cl
+    mov byte ptr [r15 + 256], cl
+    mov r9d, ecx
+    mov ecx, dword ptr [r15 + 384]
+    vmovdqu ymmword ptr [r15 + 128], ymm3
+    movzx ebp, r8b
     jmp 1f
 1:
-    and rbp, 1984
-    mov qword ptr [r15 + rbp + 1344], r8
-    mov r8, rbp
-    mov r8, r11
-    mov dword ptr [r15 + 64], 125
-    and ebp, dword ptr [r15 + 192]
-    and r8, 4032
-    add rbp, qword ptr [r15 + r8 + 3392]
-    mov r8, qword ptr [r15 + 256]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c164:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov r8, r11
+    and r8, 448
+    mov edi, dword ptr [r15 + r8 + 832]
+    mov dword ptr [r15 + 384], 104
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r8d, 53
+    mov qword ptr [r15 + 0], rbp
+    jmp 1f
+1:
+    mov r8d, r8d
+    mov eax, eax
+    mov r9d, eax
+    movzx eax, r9b
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 174
+    jmp 1f
+1:
+    add qword ptr [r15 + 0], r9
+    mov byte ptr [r15 + 0], al
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r9d, byte ptr [r15 + 640]
+    test dword ptr [r15 + 67117724], 514
+    jnz 1f
+1:
+    mov r9, r8
+    mov qword ptr [r15 + 448], r9
+    jmp 1f
+1:
+    .byte 0x66, 0x90
+    jmp 1f
+1:
+    mov r9, r11
+    mov r8d, r9d
+    mov qword ptr [r15 + 192], rdi
     mov rbp, r11
-    mov r8d, ecx
-    mov dword ptr [r15 + 256], ebp
+    and r9, 4032
+    mov qword ptr [r15 + r9 + 3392], rax
     and rbp, 8128
-    movzx r8d, byte ptr [r15 + rbp + 7488]
-    movzx ebp, byte ptr [r15 + 448]
-    movsxd rcx, dword ptr [r15 + 576]
+    mov dword ptr [r15 + rbp + 7488], eax
     jmp 1f
 1:
-    mov qword ptr [r15 + 192], rbp
-    movzx ebp, byte ptr [r15 + 128]
-    mov dword ptr [r15 + 512], ebp
-    mov rbp, rbp
-    vmovdqu ymmword ptr [r15 + 0], ymm11
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 512], 111
     jmp 1f
 1:
     jmp 1f
 1:
-    mov byte ptr [r15 + 0], r8b
-    mov r12, qword ptr [r15 + r12 + 56]
-    add rbp, qword ptr [r15 + 384]
-    mov dword ptr [r15 + 64], ebp
-    mov ebp, 170
-    mov r8d, 238
-    vpxor xmm11, xmm11, xmm2
-    mov r8, r8
-    movzx r8d, byte ptr [r15 + 640]
-    mov rbp, r11
+    mov r9, qword ptr [r15 + 320]
+    mov byte ptr [r15 + 128], bpl
     jmp 1f
 1:
-    mov byte ptr [r15 + 384], r8b
-    and rbp, 1984
-    xor dword ptr [r15 + rbp + 1344], ebp
-    mov rbp, r11
-    movzx r8d, byte ptr [r15 + 128]
-    movzx r9d, cl
-    and rbp, 4032
-    mov dword ptr [r15 + rbp + 3392], 71
-    mov qword ptr [r15 + 320], rbp
+    jmp 1f
+1:
+    movzx ebp, bpl
+    jmp 1f
+1:
     jmp 1f
 1:
     add r11, 64
@@ -11256,349 +9876,286 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 7
-    lea rcx, [rip + .Lc1_d8789_s]
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 1073741824
+    setz al
+    lea rcx, [rip + .Lc1_d7781_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d8789_s_t
+    jmp .Lc1_d7781_s_t
     .p2align 3
-.Lc1_d8789_s:
+.Lc1_d7781_s:
     .p2align 3
-    jmp .Lc1_d8789_j
+    jmp .Lc1_d7781_j
     .p2align 3
-    jmp .Lc1_d8789_j
-    .p2align 3
-    jmp .Lc1_d8789_j
-    .p2align 3
-    jmp .Lc1_d8789_j
-    .p2align 3
-    jmp .Lc1_d8789_j
-    .p2align 3
-    jmp .Lc1_d8789_j
-    .p2align 3
-    jmp .Lc1_d8789_j
-    .p2align 3
-    jmp .Lc1_d8789_j
-.Lc1_d8789_j:
-    mov byte ptr [r15 + 64], al
-    mov eax, 105
-    movzx r9d, al
+    jmp .Lc1_d7781_j
+.Lc1_d7781_j:
+    movzx ecx, cl
+    mov r9, rcx
+    add rdi, qword ptr [r15 + 512]
     mov r9, r11
-    lea rbp, [r11 + r11*1]
-    and r9, 8128
-    movsxd rax, dword ptr [r15 + r9 + 7488]
-    mov r9d, ebp
-    mov r9d, dword ptr [r15 + 704]
-    and rbp, 448
-    and r9d, dword ptr [r15 + rbp + 832]
-    mov rcx, qword ptr [r15 + 320]
-    mov qword ptr [r15 + 0], rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, r9b
-    mov dword ptr [r15 + 0], r8d
-    mov byte ptr [r15 + 0], r8b
+    mov eax, 254
+    mov rcx, qword ptr [r15 + 64]
+    and r9, 4032
+    mov dword ptr [r15 + r9 + 3392], r9d
+    jmp 1f
+1:
+    vpaddq xmm2, xmm2, xmmword ptr [r15 + 320]
+    mov ebp, 133
+    movzx edx, bpl
+    vpaddq xmm2, xmm2, xmmword ptr [r15 + 704]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 320], ebp
+    mov rbp, r11
+    jmp 1f
+1:
+    movsxd r9, dword ptr [r15 + 768]
+    mov r8, r11
+    and rbp, 8128
+    mov esi, dword ptr [r15 + rbp + 7488]
+    movsxd rbp, dword ptr [r15 + 128]
+    and r8, 1984
+    movsxd rax, dword ptr [r15 + r8 + 1344]
+    mov r8, qword ptr [r15 + 256]
+    mov byte ptr [r15 + 64], dl
     jmp 1f
 1:
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 89
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov esi, r9d
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx esi, byte ptr [r15 + 64]
-    mov r9d, esi
-    mov esi, r9d
-    mov r9, r11
-    mov dword ptr [r15 + 256], r9d
-    and r9, 1984
-    mov dword ptr [r15 + r9 + 1344], r9d
-    mov r9, qword ptr [r15 + 192]
-    movsxd r8, dword ptr [r15 + 448]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov qword ptr [r15 + 128], r8
-    mov r8d, dword ptr [r15 + rbp + 896]
-    mov byte ptr [r15 + 384], sil
-    mov dword ptr [r15 + 512], 138
+    mov edx, 9
+    mov qword ptr [r15 + 448], rsi
+    mov esi, dword ptr [r15 + 384]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c166:
-    lea rcx, [rip + .Lc1_d8850_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d8850_j_t
-.Lc1_d8850_j:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 67
-    jmp 1f
-1:
-    mov ecx, 77
-    mov rcx, rcx
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov byte ptr [r15 + 0], cl
-    vmovdqu ymmword ptr [r15 + 0], ymm11
+    mov rbp, r11
+    mov esi, 8
+    movzx esi, byte ptr [r15 + 576]
+    mov edx, esi
+    and rbp, 448
+    mov edx, dword ptr [r15 + rbp + 832]
+    mov dword ptr [r15 + 64], edx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    movsxd rcx, dword ptr [r15 + 192]
+    mov ebp, ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, 6
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, ebp
     jmp 1f
 1:
-    .byte 0x66, 0x90
-    jmp 1f
-1:
-    mov qword ptr [r15 + 512], rcx
-    mov dword ptr [r15 + 384], 27
-    jmp 1f
-1:
-    mov ecx, ecx
-    mov ecx, dword ptr [r15 + 576]
-    test ebx, 1073741824
-    jz 1f
-1:
-    movsxd rax, dword ptr [r15 + 768]
-    mov ecx, 205
-    mov r9, rax
-    and r9d, dword ptr [r15 + 256]
-    mov r8, r11
-    jmp 1f
-1:
+    mov qword ptr [r15 + 0], rsi
+    .byte 0x0f, 0x1f, 0x00
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     mov rbp, r11
-    and r8, 8128
-    mov dword ptr [r15 + r8 + 7488], r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov esi, dword ptr [r15 + 384]
     and rbp, 1984
-    mov r8d, dword ptr [r15 + rbp + 1344]
+    mov rdx, qword ptr [r15 + rbp + 1344]
+    mov ebp, ecx
+    movzx ecx, r8b
+    mov ebp, esi
+    mov ecx, 161
+    mov dword ptr [r15 + 512], 144
+    movzx ecx, byte ptr [r15 + 320]
+    mov dword ptr [r15 + 192], 130
+    mov byte ptr [r15 + 128], bpl
+    movsxd rsi, dword ptr [r15 + 192]
+    mov r8d, dword ptr [r15 + 128]
+    movsxd rbp, dword ptr [r15 + 384]
+    movsxd rax, dword ptr [r15 + 448]
     jmp 1f
 1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov qword ptr [r15 + 448], rcx
-    movsxd rbp, dword ptr [r15 + 320]
-    mov ecx, 22
-    jmp 1f
-1:
-    mov ecx, dword ptr [r15 + 320]
-    mov qword ptr [r15 + 64], rax
-    mov rbp, r11
-    mov dword ptr [r15 + 512], 36
-    and rbp, 4032
-    mov qword ptr [r15 + rbp + 3392], rbp
-    mov dword ptr [r15 + 128], r8d
+    mov r9d, dword ptr [r15 + 256]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c167:
-    movsxd rbp, dword ptr [r15 + 448]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d7872_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d7872_j_t
+.Lc1_d7872_j:
+    movzx ecx, byte ptr [r15 + 512]
     jmp 1f
 1:
-    movzx r8d, bpl
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov ebp, r8d
-    mov byte ptr [r15 + 0], bpl
-    mov rbp, rbp
-    jmp 1f
-1:
+    movzx eax, cl
     jmp 1f
 1:
     mov qword ptr [r15 + 0], rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovq qword ptr [r15 + 0], xmm11
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rbp
-    mov byte ptr [r15 + 0], bpl
-    mov byte ptr [r15 + 0], r8b
+    mov dword ptr [r15 + 320], 186
+    mov rcx, qword ptr [r15 + 256]
     mov rbp, r11
-    mov r8, r11
     jmp 1f
 1:
+    and rbp, 8128
+    movsxd rsi, dword ptr [r15 + rbp + 7488]
+    movsxd rbp, dword ptr [r15 + 448]
+    movzx edi, bpl
+    mov ebp, dword ptr [r15 + 640]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov byte ptr [r15 + 64], al
+    test dword ptr [r15 + 67117723], 2113536
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov rbp, rbp
+    mov rax, qword ptr [r15 + 384]
+    mov rbp, r11
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov byte ptr [r15 + 704], dil
     and rbp, 4032
-    mov edx, dword ptr [r15 + rbp + 3392]
-    and r8, 448
-    mov eax, dword ptr [r15 + r8 + 832]
-    and ebp, dword ptr [r15 + 128]
-    mov r8d, dword ptr [r15 + 640]
-    movzx ecx, byte ptr [r15 + 384]
-    mov byte ptr [r15 + 64], dl
+    movzx edi, byte ptr [r15 + rbp + 3392]
+    jmp 1f
+1:
+    mov ebp, 22
+    mov r8, rbp
+    mov dword ptr [r15 + 128], r8d
+    mov rbp, r11
+    jmp 1f
+1:
+    and rbp, 448
+    mov qword ptr [r15 + rbp + 832], rax
     jmp 1f
 1:
     jmp 1f
 1:
-    movzx edx, byte ptr [r15 + 320]
     jmp 1f
 1:
-    mov r9d, dword ptr [r15 + 192]
-    mov esi, 111
-    mov qword ptr [r15 + 384], rcx
-    mov ecx, dword ptr [r15 + 256]
-    mov r9, r11
-    jmp 1f
-1:
-    and r9, 1984
-    movsxd rsi, dword ptr [r15 + r9 + 1344]
-    jmp 1f
-1:
-    movzx r9d, byte ptr [r15 + 512]
-    jmp 1f
-1:
-    mov rdi, qword ptr [r15 + 128]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c168:
-    lea rcx, [rip + .Lc1_d8954_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d8954_j_t
-.Lc1_d8954_j:
-    mov dword ptr [r15 + 512], esi
-    mov r9, rax
-    mov r9d, 106
-    mov edi, 96
-    movzx eax, dil
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 15
+    lea rcx, [rip + .Lc1_d7923_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d7923_s_t
+    .p2align 3
+.Lc1_d7923_s:
+    .p2align 3
+    jmp .Lc1_d7923_j
+    .p2align 3
+    jmp .Lc1_d7923_j
+    .p2align 3
+    jmp .Lc1_d7923_j
+    .p2align 3
+    jmp .Lc1_d7923_j
+    .p2align 3
+    jmp .Lc1_d7923_j
+    .p2align 3
+    jmp .Lc1_d7923_j
+    .p2align 3
+    jmp .Lc1_d7923_j
+    .p2align 3
+    jmp .Lc1_d7923_j
+    .p2align 3
+    jmp .Lc1_d7923_j
+    .p2align 3
+    jmp .Lc1_d7923_j
+    .p2align 3
+    jmp .Lc1_d7923_j
+    .p2align 3
+    jmp .Lc1_d7923_j
+    .p2align 3
+    jmp .Lc1_d7923_j
+    .p2align 3
+    jmp .Lc1_d7923_j
+    .p2align 3
+    jmp .Lc1_d7923_j
+    .p2align 3
+    jmp .Lc1_d7923_j
+.Lc1_d7923_j:
+    jmp 1f
+1:
+    mov eax, dword ptr [r15 + 320]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 192], 42
     mov r9, r11
-    jmp 1f
-1:
-    and r9, 16320
-    mov esi, dword ptr [r15 + r9 + 15680]
-    mov r9d, esi
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, ecx
-    mov dword ptr [r15 + 0], r9d
-    mov r12, qword ptr [r15 + r12 + 56]
-    vpaddd xmm11, xmm11, xmm11
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 64], r9b
-    mov r9, r8
-    mov esi, dword ptr [r15 + 704]
-    jmp 1f
-1:
-    vmovdqu ymmword ptr [r15 + 448], ymm11
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r9d, dword ptr [r15 + 320]
-    mov r8, r11
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    and r8, 4032
-    movsxd rsi, dword ptr [r15 + r8 + 3392]
-    movzx r8d, sil
-    vmovdqu xmmword ptr [r15 + 256], xmm11
-    vpcmpeqb xmm11, xmm11, xmm7
-    mov r8, r8
-    vpcmpeqb xmm11, xmm11, xmm13
-    movzx esi, byte ptr [r15 + 384]
-    jmp 1f
-1:
     mov rbp, r11
-    jmp 1f
-1:
-    mov ecx, 71
-    movzx eax, cl
-    and rbp, 8128
-    movsxd rcx, dword ptr [r15 + rbp + 7488]
-    movzx edi, sil
-    jmp 1f
-1:
-    mov ebp, r9d
-    jmp 1f
-1:
-    mov ebp, dword ptr [r15 + 128]
+    and r9, 16320
+    mov byte ptr [r15 + r9 + 15680], r9b
+    and rbp, 1984
+    movzx ecx, byte ptr [r15 + rbp + 1344]
+    mov r9d, ecx
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c169:
-    movzx ebp, bpl
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov ecx, ebp
+    mov ebp, 122
+    mov ebp, 189
+    movzx ebp, dl
+    mov r9d, dword ptr [r15 + 512]
+    movsxd rdx, dword ptr [r15 + 256]
+    jmp 1f
+1:
+    mov byte ptr [r15 + 64], al
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 192
+    mov eax, ecx
+    vmovq xmm10, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 186
+    mov dword ptr [r15 + 0], 228
+    mov dword ptr [r15 + 448], eax
+    mov eax, 250
+    mov rcx, rdx
+    vmovdqu ymmword ptr [r15 + 320], ymm2
+    vmovdqu ymmword ptr [r15 + 384], ymm10
+    mov rax, rbp
+    vpor xmm10, xmm10, xmm10
+    movzx eax, al
+    jmp 1f
+1:
+    mov dword ptr [r15 + 128], 130
     mov rbp, r11
-    movzx ecx, byte ptr [r15 + 768]
+    mov r8, r11
+    mov rdx, qword ptr [r15 + 64]
+    and r8, 1984
+    movsxd rax, dword ptr [r15 + r8 + 1344]
+    mov r8, r11
     and rbp, 448
-    mov dword ptr [r15 + rbp + 832], ebp
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx ebp, bpl
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rdi
-    mov rbp, r11
-    movzx edi, bpl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, ecx
-    and rbp, 8128
-    mov rax, qword ptr [r15 + rbp + 7488]
-    mov rbp, r11
-    mov rcx, rbp
-    movsxd rcx, dword ptr [r15 + 576]
-    vmovdqu xmmword ptr [r15 + 256], xmm11
-    and rbp, 1984
-    mov esi, dword ptr [r15 + rbp + 1344]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + 320], ecx
-    jmp 1f
-1:
-    mov ecx, 125
-    mov ecx, r8d
-    movzx r8d, cl
-    mov r8, rbp
-    mov r8, qword ptr [r15 + 320]
-    mov byte ptr [r15 + 384], al
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov byte ptr [r15 + 64], dl
-    jmp 1f
-1:
-    mov ecx, r8d
-    jmp 1f
-1:
-    movzx ecx, byte ptr [r15 + 128]
-    mov eax, dword ptr [r15 + 192]
-    mov esi, dword ptr [r15 + 448]
-    mov rbp, r8
-    jmp 1f
-1:
+    movsxd rdi, dword ptr [r15 + rbp + 832]
+    and r8, 4032
+    and ebp, dword ptr [r15 + r8 + 3392]
+    mov r8, qword ptr [r15 + 768]
+    mov esi, esi
     add r11, 64
     inc rbx
     dec r13
@@ -11607,71 +10164,58 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 2097152
-    setz al
-    lea rcx, [rip + .Lc1_d9069_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d9069_s_t
-    .p2align 3
-.Lc1_d9069_s:
-    .p2align 3
-    jmp .Lc1_d9069_j
-    .p2align 3
-    jmp .Lc1_d9069_j
-.Lc1_d9069_j:
+    lea rcx, [rip + .Lc1_d8011_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d8011_j_t
+.Lc1_d8011_j:
     jmp 1f
 1:
-    jmp 1f
-1:
-    movzx eax, cl
-    mov dword ptr [r15 + 0], 180
+    mov dword ptr [r15 + 0], ecx
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], cl
+    mov rax, rax
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, 65
     mov eax, ecx
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r11
-    mov rcx, rbp
-    jmp 1f
-1:
-    and rbp, 1984
-    movzx ecx, byte ptr [r15 + rbp + 1344]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 640], 63
-    and ebp, dword ptr [r15 + 320]
-    jmp 1f
-1:
-    vmovdqu xmmword ptr [r15 + 512], xmm11
-    mov eax, eax
-    mov byte ptr [r15 + 128], cl
-    mov dword ptr [r15 + 64], 8
     movzx eax, cl
-    jmp 1f
-1:
-    mov r8, r11
-    mov ecx, dword ptr [r15 + 384]
-    and r8, 4032
-    mov dword ptr [r15 + r8 + 3392], 181
-    vmovdqu ymmword ptr [r15 + 448], ymm11
-    jmp 1f
+    mov qword ptr [r15 + 512], rax
+    mov eax, 246
+    movzx ecx, al
+    mov eax, 252
+    test dword ptr [r15 + 67117724], 201331712
+    jz 1f
 1:
     jmp 1f
 1:
-    mov r8, r11
-    movzx eax, byte ptr [r15 + 192]
-    mov esi, 154
-    and r8, 448
-    mov byte ptr [r15 + r8 + 832], bpl
+    mov rbp, r11
+    jmp 1f
+1:
+    mov eax, eax
+    and rbp, 4032
+    movzx eax, byte ptr [r15 + rbp + 3392]
+    add rax, qword ptr [r15 + 64]
+    jmp 1f
+1:
+    mov rbp, r11
+    movsxd rcx, dword ptr [r15 + 256]
+    mov byte ptr [r15 + 128], cl
+    mov rcx, qword ptr [r15 + 320]
+    and rbp, 8128
+    mov qword ptr [r15 + rbp + 7488], rbp
+    movsxd rbp, dword ptr [r15 + 384]
+    mov qword ptr [r15 + 576], rcx
+    mov dword ptr [r15 + 448], 70
+    jmp 1f
+1:
+    mov byte ptr [r15 + 192], bpl
+    mov rcx, r9
     jmp 1f
 1:
     add r11, 64
@@ -11679,227 +10223,164 @@ ditto_body_c1:
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c171:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 15
-    lea rcx, [rip + .Lc1_d9128_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d9128_s_t
-    .p2align 3
-.Lc1_d9128_s:
-    .p2align 3
-    jmp .Lc1_d9128_j
-    .p2align 3
-    jmp .Lc1_d9128_j
-    .p2align 3
-    jmp .Lc1_d9128_j
-    .p2align 3
-    jmp .Lc1_d9128_j
-    .p2align 3
-    jmp .Lc1_d9128_j
-    .p2align 3
-    jmp .Lc1_d9128_j
-    .p2align 3
-    jmp .Lc1_d9128_j
-    .p2align 3
-    jmp .Lc1_d9128_j
-    .p2align 3
-    jmp .Lc1_d9128_j
-    .p2align 3
-    jmp .Lc1_d9128_j
-    .p2align 3
-    jmp .Lc1_d9128_j
-    .p2align 3
-    jmp .Lc1_d9128_j
-    .p2align 3
-    jmp .Lc1_d9128_j
-    .p2align 3
-    jmp .Lc1_d9128_j
-    .p2align 3
-    jmp .Lc1_d9128_j
-    .p2align 3
-    jmp .Lc1_d9128_j
-.Lc1_d9128_j:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], ebp
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 136
+    jmp 1f
+1:
+    mov byte ptr [r15 + 256], cl
+    mov rbp, r11
+    mov r9d, ebp
+    and r9d, dword ptr [r15 + 128]
     mov r8, r11
-    and r8, 4032
-    mov rcx, qword ptr [r15 + r8 + 3392]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx esi, sil
-    and esi, dword ptr [r15 + 512]
-    mov eax, esi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], eax
-    imul rsi, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, ecx
-    jmp 1f
-1:
-    mov byte ptr [r15 + 0], al
-    jmp 1f
-1:
-    movsxd r8, dword ptr [r15 + 128]
-    mov ecx, 138
-    mov dword ptr [r15 + 320], 98
-    mov dword ptr [r15 + 448], 64
-    mov ecx, 41
-    mov rcx, qword ptr [r15 + 384]
-    mov rbp, r11
-    mov dword ptr [r15 + 64], 39
-    mov qword ptr [r15 + 256], rdi
     and rbp, 448
-    mov qword ptr [r15 + rbp + 832], r8
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov ebp, 168
+    mov dword ptr [r15 + rbp + 832], 210
     mov rbp, r11
-    mov dword ptr [r15 + 192], ebp
+    and r8, 1984
+    mov ecx, dword ptr [r15 + r8 + 1344]
+    mov r8d, r9d
     and rbp, 8128
-    mov r8d, dword ptr [r15 + rbp + 7488]
-    mov ebp, dword ptr [r15 + 256]
-    mov eax, dword ptr [r15 + 384]
-    movzx edi, byte ptr [r15 + 64]
-    mov rdx, r8
-    mov rdx, r8
-    mov r8d, dword ptr [r15 + 704]
-    movzx r9d, sil
-    mov dword ptr [r15 + 768], 62
+    and ecx, dword ptr [r15 + rbp + 7488]
+    movzx ebp, r9b
+    mov dword ptr [r15 + 448], ebp
+    mov qword ptr [r15 + 64], r8
+    movsxd rbp, dword ptr [r15 + 320]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov byte ptr [r15 + 384], cl
+    mov rcx, r8
+    mov r8d, ecx
+    mov byte ptr [r15 + 384], r8b
+    mov dword ptr [r15 + 192], 88
+    movzx r8d, r8b
+    mov rcx, qword ptr [r15 + 704]
+    vmovq xmm10, rdi
+    mov qword ptr [r15 + 512], rbp
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r8d, dword ptr [r15 + 640]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c172:
-    movzx r8d, cl
-    mov qword ptr [r15 + 0], rdx
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov byte ptr [r15 + 0], r9b
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx r9d, r8b
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 0], ymm11
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, r11
-    jmp 1f
-1:
-    and r9, 1984
-    mov byte ptr [r15 + r9 + 1344], r8b
-    and r9d, dword ptr [r15 + 64]
-    mov edx, 205
-    movsxd rdx, dword ptr [r15 + 320]
-    movzx ebp, r8b
-    mov dword ptr [r15 + 320], 128
-    mov dword ptr [r15 + 512], eax
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r9d, 184
-    jmp 1f
-1:
-    jmp 1f
-1:
-    and r9d, dword ptr [r15 + 128]
-    mov rbp, r11
-    jmp 1f
-1:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 262144
+    setz al
+    lea rcx, [rip + .Lc1_d8109_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d8109_s_t
+    .p2align 3
+.Lc1_d8109_s:
+    .p2align 3
+    jmp .Lc1_d8109_j
+    .p2align 3
+    jmp .Lc1_d8109_j
+.Lc1_d8109_j:
     mov r8, r11
+    and r8, 448
+    mov rbp, r11
+    mov eax, dword ptr [r15 + r8 + 832]
+    movzx r8d, al
+    mov qword ptr [r15 + 768], r8
     and rbp, 4032
-    movsxd rdx, dword ptr [r15 + rbp + 3392]
-    mov dword ptr [r15 + 192], 201
-    and r8, 8128
-    movzx ebp, byte ptr [r15 + r8 + 7488]
+    vmovdqu ymmword ptr [r15 + rbp + 3392], ymm10
+    mov r9, r11
+    mov dword ptr [r15 + 512], 253
+    movsxd rbp, dword ptr [r15 + 128]
+    and r9, 8128
+    mov dword ptr [r15 + r9 + 7488], eax
+    mov r8d, eax
+    movsxd rax, dword ptr [r15 + 64]
+    mov r8d, ebp
+    mov dword ptr [r15 + 0], 76
+    test dword ptr [r15 + 67117723], 1073743872
+    jnz 1f
+1:
+    mov qword ptr [r15 + 0], r8
+    mov dword ptr [r15 + 192], eax
+    mov rbp, qword ptr [r15 + 320]
     jmp 1f
 1:
-    mov r8, qword ptr [r15 + 384]
     jmp 1f
 1:
-    mov eax, dword ptr [r15 + 128]
-    mov edi, dword ptr [r15 + 448]
-    mov ecx, r9d
-    jmp 1f
-1:
-    mov dword ptr [r15 + 512], 198
-    jmp 1f
-1:
-    mov byte ptr [r15 + 576], cl
-    jmp 1f
-1:
+    mov rdx, r8
+    movzx r8d, al
+    mov dword ptr [r15 + 384], ebp
+    vmovdqu ymmword ptr [r15 + 448], ymm10
+    movzx edi, dl
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c173:
-    lea rcx, [rip + .Lc1_d9247_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d9247_j_t
-.Lc1_d9247_j:
-    jmp 1f
-1:
-    jmp 1f
-1:
+    vpcmpeqb xmm3, xmm3, xmm10
+    mov dword ptr [r15 + 0], 129
+    add rbp, qword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edx, 234
+    jmp 1f
+1:
+    mov r8d, edx
+    mov r8, r11
+    mov rdx, rdi
+    mov byte ptr [r15 + 0], dl
+    and r8, 8128
+    movzx edi, byte ptr [r15 + r8 + 7488]
+    mov r8d, dword ptr [r15 + 64]
+    mov dword ptr [r15 + 512], r8d
+    lea r8, [r11 + r11*1]
+    mov edx, 89
+    and r8, 1984
+    mov edx, dword ptr [r15 + r8 + 1344]
+    and edx, dword ptr [r15 + 576]
+    mov rax, qword ptr [r15 + 128]
+    mov rcx, qword ptr [r15 + r8 + 1408]
+    movsxd r8, dword ptr [r15 + 256]
+    mov qword ptr [r15 + 384], rdi
+    movsxd rdi, dword ptr [r15 + 192]
+    mov r9d, edx
+    jmp 1f
+1:
+    mov r9, rcx
+    jmp 1f
+1:
+    mov r9d, dword ptr [r15 + 320]
     jmp 1f
 1:
     jmp 1f
 1:
-    mov ecx, 151
-    mov rcx, rcx
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, r8
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 87
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rdi
-    movzx edi, cl
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rbp, r11
-    movzx ecx, byte ptr [r15 + 448]
-    and rbp, 8128
-    and edi, dword ptr [r15 + rbp + 7488]
-    mov rbp, r11
-    vmovdqu xmm11, xmmword ptr [r15 + 64]
-    movzx r8d, bpl
-    mov r8, r8
-    and rbp, 1984
-    vmovdqu ymmword ptr [r15 + rbp + 1344], ymm11
+    mov dword ptr [r15 + 320], edi
+    mov rsi, r9
     mov r9, r11
-    mov ebp, 42
-    jmp 1f
-1:
-    movsxd rbp, dword ptr [r15 + 128]
+    mov edi, dword ptr [r15 + 640]
     and r9, 448
-    movsxd r8, dword ptr [r15 + r9 + 832]
-    mov dword ptr [r15 + 640], 95
-    mov byte ptr [r15 + 320], al
-    mov r9d, edi
-    mov r9d, dword ptr [r15 + 192]
-    mov eax, dword ptr [r15 + 256]
-    movzx edx, byte ptr [r15 + 384]
-    jmp 1f
-1:
-    jmp 1f
-1:
+    movzx edx, byte ptr [r15 + r9 + 832]
+    mov byte ptr [r15 + 448], sil
+    movzx esi, dl
     jmp 1f
 1:
     add r11, 64
@@ -11907,187 +10388,167 @@ ditto_body_c1:
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c174:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 2097152
-    setz al
-    lea rcx, [rip + .Lc1_d9304_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d9304_s_t
-    .p2align 3
-.Lc1_d9304_s:
-    .p2align 3
-    jmp .Lc1_d9304_j
-    .p2align 3
-    jmp .Lc1_d9304_j
-.Lc1_d9304_j:
-    mov byte ptr [r15 + 0], dl
-    mov qword ptr [r15 + 0], rbp
-    mov byte ptr [r15 + 0], cl
-    mov qword ptr [r15 + 0], rax
+    lea rcx, [rip + .Lc1_d8199_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d8199_j_t
+.Lc1_d8199_j:
+    vpmovmskb ecx, xmm3
+    mov byte ptr [r15 + 704], r9b
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rsi, qword ptr [r15 + 384]
-    movzx eax, byte ptr [r15 + 512]
-    mov qword ptr [r15 + 448], rcx
     jmp 1f
 1:
-    vmovdqu ymmword ptr [r15 + 128], ymm11
-    mov ecx, esi
-    mov rbp, r11
-    mov dword ptr [r15 + 512], 64
-    and rbp, 4032
-    add rcx, qword ptr [r15 + rbp + 3392]
-    movsxd rsi, dword ptr [r15 + 256]
-    mov rbp, r11
-    movzx edx, byte ptr [r15 + 704]
-    mov r9d, 176
-    mov r9, rax
-    and rbp, 448
-    movzx r9d, byte ptr [r15 + rbp + 832]
+    jmp 1f
+1:
+    mov r9, rsi
+    mov qword ptr [r15 + 0], r9
+    jmp 1f
+1:
+    mov r9, r9
+    mov esi, r9d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx edx, cl
+    and edx, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    add rdx, qword ptr [r15 + 0]
+    vmovdqu ymmword ptr [r15 + 256], ymm3
+    mov r9, r11
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov ecx, 181
+    and r9, 4032
+    add rdx, qword ptr [r15 + r9 + 3392]
+    mov r9d, 194
     mov r8, r11
-    vpmovmskb ebp, xmm11
-    vmovdqu ymmword ptr [r15 + 320], ymm11
-    jmp 1f
-1:
+    vmovdqu ymmword ptr [r15 + 128], ymm3
+    mov byte ptr [r15 + 512], r8b
+    movsxd rcx, dword ptr [r15 + 384]
     and r8, 1984
-    mov byte ptr [r15 + r8 + 1344], dl
-    movsxd r8, dword ptr [r15 + 64]
-    mov rdx, rax
-    mov edx, 122
-    and ebp, dword ptr [r15 + 192]
-    mov dword ptr [r15 + 768], ebp
-    movsxd rbp, dword ptr [r15 + 384]
+    mov byte ptr [r15 + r8 + 1344], r8b
+    mov r8d, 121
+    mov r8d, dword ptr [r15 + 64]
+    mov r9d, 224
+    mov byte ptr [r15 + 384], r9b
+    movsxd rsi, dword ptr [r15 + 448]
+    .byte 0x0f, 0x1f, 0x00
+    mov r9d, dword ptr [r15 + 192]
+    mov dword ptr [r15 + 128], ecx
+    add rcx, qword ptr [r15 + 320]
     jmp 1f
 1:
-    vpshufd xmm11, xmm11, 96
-    jmp 1f
-1:
-    mov rdx, r8
-    jmp 1f
-1:
-    mov edx, dword ptr [r15 + 64]
-    mov rdi, r8
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c175:
+    mov r9, r11
+    mov rcx, r9
+    mov ecx, dword ptr [r15 + 64]
+    and r9, 448
+    movzx r8d, byte ptr [r15 + r9 + 832]
+    jmp 1f
+1:
+    mov rdi, qword ptr [r15 + 576]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r9, rcx
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], r9
+    jmp 1f
+1:
+    mov r9d, dword ptr [r15 + 384]
     mov rbp, r11
-    mov r8d, edx
+    mov ecx, r8d
     jmp 1f
 1:
-    and rbp, 448
-    mov edx, dword ptr [r15 + rbp + 832]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r8d, dil
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, r8d
-    mov qword ptr [r15 + 0], rdi
-    mov r8d, r8d
-    add rdi, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], r8b
+    and rbp, 4032
+    add rcx, qword ptr [r15 + rbp + 3392]
+    movsxd rbp, dword ptr [r15 + 448]
     jmp 1f
 1:
-    movsxd r8, dword ptr [r15 + 512]
-    movsxd rbp, dword ptr [r15 + 384]
-    mov ecx, 74
+    mov r8, r8
+    mov byte ptr [r15 + 768], r8b
+    movsxd rdx, dword ptr [r15 + 192]
+    movsxd r8, dword ptr [r15 + 128]
+    mov eax, r8d
+    mov r8d, r9d
+    mov byte ptr [r15 + 256], r8b
+    and r8d, dword ptr [r15 + 64]
     jmp 1f
 1:
-    mov dword ptr [r15 + 64], edx
-    movzx edx, bpl
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r8, qword ptr [r15 + 576]
+    mov r9, r11
     jmp 1f
 1:
-    mov edx, 23
-    mov rbp, r11
-    mov rdx, qword ptr [r15 + 320]
-    and rbp, 1984
-    mov byte ptr [r15 + rbp + 1344], bpl
-    movzx ebp, byte ptr [r15 + 192]
-    mov rdi, qword ptr [r15 + 128]
-    movzx ecx, dil
-    movzx ecx, r8b
-    jmp 1f
-1:
-    mov r8d, ecx
-    mov r8, r11
-    jmp 1f
-1:
-    jmp 1f
-1:
-    and r8, 8128
-    mov byte ptr [r15 + r8 + 7488], cl
-    movzx r8d, byte ptr [r15 + 256]
-    mov ecx, dword ptr [r15 + 320]
-    movzx eax, byte ptr [r15 + 448]
-    movzx r9d, dil
-    jmp 1f
-1:
+    mov dword ptr [r15 + 320], edx
+    mov edx, r9d
+    and r9, 8128
+    add rax, qword ptr [r15 + r9 + 7488]
+    and eax, dword ptr [r15 + 512]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c176:
-    lea rcx, [rip + .Lc1_d9410_j]
+    lea rcx, [rip + .Lc1_d8298_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d9410_j_t
-.Lc1_d9410_j:
-    mov qword ptr [r15 + 0], rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], ecx
-    mov r12, qword ptr [r15 + r12 + 56]
+    jmp .Lc1_d8298_j_t
+.Lc1_d8298_j:
+    and edx, dword ptr [r15 + 0]
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], 39
-    mov r9, r11
-    lea rbp, [r11 + r11*1]
+    mov ecx, edx
     mov r12, qword ptr [r15 + r12 + 56]
-    and r9, 8128
-    mov dword ptr [r15 + r9 + 7488], ebp
-    mov rcx, qword ptr [r15 + 128]
+    mov ecx, r9d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, ecx
+    mov byte ptr [r15 + 0], al
+    add qword ptr [r15 + 0], rcx
     mov r8, r11
-    and rbp, 4032
-    movsxd r9, dword ptr [r15 + rbp + 3456]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r8, 1984
+    movzx ecx, byte ptr [r15 + r8 + 1344]
+    add rsi, qword ptr [r15 + 320]
+    vpor xmm10, xmm10, xmm3
+    mov dword ptr [r15 + 128], esi
+    inc dword ptr [r15 + 640]
+    mov r8, r11
+    movsxd rsi, dword ptr [r15 + 320]
     and r8, 448
-    add rcx, qword ptr [r15 + r8 + 832]
-    movzx r8d, byte ptr [r15 + 448]
-    vmovdqu ymmword ptr [r15 + 256], ymm4
-    mov dword ptr [r15 + 704], 82
+    mov eax, dword ptr [r15 + r8 + 832]
+    movzx r8d, al
+    mov eax, dword ptr [r15 + 384]
+    mov r9d, esi
+    mov dword ptr [r15 + 128], 201
+    mov dword ptr [r15 + 64], r9d
+    movsxd r9, dword ptr [r15 + 192]
+    mov dword ptr [r15 + 448], 111
     jmp 1f
 1:
-    mov rdi, qword ptr [r15 + 512]
-    movzx edx, cl
-    movzx esi, byte ptr [r15 + 64]
-    mov ecx, esi
-    mov esi, 30
-    mov qword ptr [r15 + 640], rsi
-    mov dword ptr [r15 + 192], edi
-    mov rdi, qword ptr [r15 + rbp + 3392]
-    vpaddd xmm11, xmm11, xmm11
-    jmp 1f
-1:
-    mov ebp, 124
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov ebp, dword ptr [r15 + 320]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 128], 211
-    mov rsi, qword ptr [r15 + 384]
+    mov rbp, r11
+    mov dword ptr [r15 + 256], esi
+    and rbp, 8128
+    mov byte ptr [r15 + rbp + 7488], bpl
+    mov esi, dword ptr [r15 + 512]
     jmp 1f
 1:
     add r11, 64
@@ -12095,136 +10556,119 @@ ditto_body_c1:
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c177:
+    movsxd rbp, dword ptr [r15 + 320]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], ebp
+    vpcmpeqb xmm10, xmm10, xmm3
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, rsi
+    movsxd rsi, dword ptr [r15 + 448]
+    movsxd rax, dword ptr [r15 + 512]
+    vpor xmm3, xmm3, xmm10
+    movzx edx, al
+    mov eax, 103
+    mov dword ptr [r15 + 192], 159
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx ebp, byte ptr [r15 + 384]
+    mov eax, 69
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, al
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, rsi
-    jmp 1f
-1:
-    mov eax, 32
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov byte ptr [r15 + 0], al
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, r11
-    jmp 1f
-1:
-    and r8, 1984
-    mov rax, qword ptr [r15 + r8 + 1344]
-    mov edx, eax
-    mov rbp, r11
-    mov qword ptr [r15 + 512], rbp
-    mov eax, dword ptr [r15 + 320]
-    and rbp, 8128
-    mov byte ptr [r15 + rbp + 7488], dl
-    mov r8d, 186
-    mov r8, qword ptr [r15 + 64]
-    mov rbp, r11
-    mov dword ptr [r15 + 256], ebp
-    and rbp, 16320
-    mov edx, dword ptr [r15 + rbp + 15680]
-    mov ebp, dword ptr [r15 + 192]
-    mov byte ptr [r15 + 384], bpl
     movzx esi, byte ptr [r15 + 768]
-    movzx ebp, byte ptr [r15 + 448]
-    mov r9d, 220
-    imul rbp, qword ptr [r15 + 128]
+    mov eax, 188
+    mov r8, r11
+    movzx eax, r8b
+    movsxd rcx, dword ptr [r15 + 704]
+    and r8, 1984
+    mov byte ptr [r15 + r8 + 1344], r8b
+    mov r8, r11
+    lea r9, [r11 + r11*1]
+    and r8, 8128
+    mov rdx, qword ptr [r15 + r8 + 7488]
+    mov byte ptr [r15 + 256], bpl
     jmp 1f
 1:
-    mov r9, qword ptr [r15 + 384]
-    jmp 1f
-1:
+    and r9, 4032
+    movsxd r8, dword ptr [r15 + r9 + 3456]
+    movsxd rax, dword ptr [r15 + r9 + 3392]
+    movsxd rbp, dword ptr [r15 + 64]
+    movzx r9d, bpl
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c178:
-    lea rcx, [rip + .Lc1_d9505_j]
+    lea rcx, [rip + .Lc1_d8386_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d9505_j_t
-.Lc1_d9505_j:
-    movzx ecx, cl
-    mov qword ptr [r15 + 0], rcx
-    and ebp, dword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], bpl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r9
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rdi
-    mov byte ptr [r15 + 64], bpl
-    add qword ptr [r15 + 576], rbp
-    jmp 1f
-1:
-    mov rbp, qword ptr [r15 + 64]
-    jmp 1f
-1:
-    test ebx, 1536
-    jz 1f
-1:
-    mov rbp, r11
+    jmp .Lc1_d8386_j_t
+.Lc1_d8386_j:
+    movzx ecx, byte ptr [r15 + 576]
     mov qword ptr [r15 + 320], rbp
-    mov dword ptr [r15 + 192], ebp
-    and rbp, 448
-    mov ecx, dword ptr [r15 + rbp + 832]
+    mov ebp, edi
+    movzx ebp, bpl
     jmp 1f
 1:
+    add rax, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ebp, dil
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], rcx
+    movzx edi, sil
+    movzx ecx, dil
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], edi
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rdi, rdi
+    jmp 1f
+1:
+    movsxd rdi, dword ptr [r15 + 384]
+    mov rcx, rax
     mov rbp, r11
-    mov dword ptr [r15 + 320], 140
+    jmp 1f
+1:
+    mov dword ptr [r15 + 512], ebp
+    mov esi, 226
     and rbp, 1984
+    movzx eax, byte ptr [r15 + rbp + 1344]
+    mov rbp, rax
+    mov eax, dword ptr [r15 + 448]
+    mov esi, eax
     mov r8, r11
-    mov qword ptr [r15 + rbp + 1344], rcx
-    and r8, 4032
-    movsxd rbp, dword ptr [r15 + r8 + 3392]
+    mov rax, qword ptr [r15 + 128]
+    mov r9, qword ptr [r15 + 64]
     jmp 1f
 1:
-    movzx r8d, bpl
-    mov qword ptr [r15 + 512], rcx
-    mov byte ptr [r15 + 256], bpl
-    mov qword ptr [r15 + 640], r8
+    and r8, 448
+    mov rbp, r11
+    mov rdx, qword ptr [r15 + r8 + 832]
+    mov r8, qword ptr [r15 + 128]
+    and rbp, 16320
+    mov ecx, dword ptr [r15 + rbp + 15680]
+    mov ebp, dword ptr [r15 + 192]
     jmp 1f
 1:
+    mov dword ptr [r15 + 256], ebp
+    movzx ebp, byte ptr [r15 + 384]
     jmp 1f
 1:
-    mov byte ptr [r15 + 384], bpl
-    mov byte ptr [r15 + 448], bpl
-    movsxd rbp, dword ptr [r15 + 128]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c179:
-    lea rcx, [rip + .Lc1_d9556_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d9556_j_t
-.Lc1_d9556_j:
+    mov ebp, 207
+    mov byte ptr [r15 + 640], dl
     jmp 1f
 1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov byte ptr [r15 + 512], cl
-    mov rbp, qword ptr [r15 + 704]
-    mov dword ptr [r15 + 0], r8d
-    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     jmp 1f
@@ -12232,110 +10676,113 @@ ditto_body_c1:
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], r8d
+    mov edx, r9d
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, cl
     jmp 1f
 1:
+    mov edx, edx
+    movzx r9d, dil
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov edx, r9d
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rcx
-    jmp 1f
-1:
-    mov r8, r11
-    jmp 1f
-1:
-    mov ecx, dword ptr [r15 + 320]
-    and r8, 8128
-    mov rdx, qword ptr [r15 + r8 + 7488]
-    mov r8, qword ptr [r15 + 384]
-    jmp 1f
-1:
-    mov eax, 138
-    mov r9, qword ptr [r15 + 128]
-    mov eax, dword ptr [r15 + 384]
-    mov dword ptr [r15 + 192], 143
-    mov esi, eax
-    mov dword ptr [r15 + 448], 78
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     mov rbp, r11
-    .byte 0x66, 0x90
-    and rbp, 1984
-    mov r9, r11
-    movzx eax, byte ptr [r15 + rbp + 1344]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edx, 192
+    and rbp, 4032
+    mov dword ptr [r15 + rbp + 3392], 81
+    mov rbp, r11
+    movsxd rdx, dword ptr [r15 + 320]
+    mov r9d, 131
+    mov rdi, rbp
+    and rbp, 8128
+    mov rdi, qword ptr [r15 + rbp + 7488]
+    mov r8, r11
+    mov rbp, r8
+    and r8, 448
+    mov dword ptr [r15 + r8 + 832], 115
+    mov dword ptr [r15 + 128], 154
+    mov byte ptr [r15 + 448], bpl
+    mov dword ptr [r15 + 512], r8d
+    mov byte ptr [r15 + 256], dil
+    mov r8, rdx
+    mov r8, r8
+    vmovq xmm3, rbp
     jmp 1f
 1:
-    and r9, 448
-    mov dword ptr [r15 + r9 + 832], 25
-    jmp 1f
-1:
-    mov rbp, rdx
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov ebp, dword ptr [r15 + 64]
-    inc dword ptr [r15 + 256]
-    mov edi, edi
-    mov edi, 140
+    movzx r8d, byte ptr [r15 + 384]
+    add r8, qword ptr [r15 + 64]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c180:
-    mov edi, ebp
-    and edi, dword ptr [r15 + 64]
-    movzx ebp, dil
-    mov edi, ebp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], al
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, ebp
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 33554432
+    setz al
+    lea rcx, [rip + .Lc1_d8492_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d8492_s_t
+    .p2align 3
+.Lc1_d8492_s:
+    .p2align 3
+    jmp .Lc1_d8492_j
+    .p2align 3
+    jmp .Lc1_d8492_j
+.Lc1_d8492_j:
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, ecx
+    mov dword ptr [r15 + 384], 73
+    mov dword ptr [r15 + 320], 147
+    jmp 1f
+1:
+    mov r8, r11
+    mov dword ptr [r15 + 192], 228
+    movzx eax, al
+    mov rcx, qword ptr [r15 + 128]
+    and r8, 1984
+    movzx eax, byte ptr [r15 + r8 + 1344]
     mov rbp, r11
-    mov r9, rdi
-    movzx eax, dl
-    vpshufd xmm4, xmm11, 52
+    mov r8, r11
+    jmp 1f
+1:
+    mov dword ptr [r15 + 704], r8d
     and rbp, 8128
-    mov r9, r11
-    mov rax, qword ptr [r15 + rbp + 7488]
-    lea rbp, [r11 + r11*1]
-    and r9, 1984
-    movzx edx, byte ptr [r15 + r9 + 1344]
-    and rbp, 4032
-    movsxd r9, dword ptr [r15 + rbp + 3392]
-    movsxd rcx, dword ptr [r15 + 768]
-    mov r8d, dword ptr [r15 + 512]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + 128], r8d
-    mov r9d, r8d
+    mov dword ptr [r15 + rbp + 7488], ebp
+    and r8, 448
+    mov rbp, qword ptr [r15 + r8 + 832]
+    movzx edx, bpl
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    movzx r9d, r9b
     jmp 1f
 1:
-    movzx r9d, byte ptr [r15 + 320]
+    mov r8, rdx
+    mov rbp, rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r8d, sil
+    mov rdx, qword ptr [r15 + 512]
     jmp 1f
 1:
-    mov r8d, dword ptr [r15 + 576]
-    mov rdx, qword ptr [r15 + 448]
     jmp 1f
 1:
-    mov byte ptr [r15 + 128], dl
-    mov byte ptr [r15 + 256], r8b
-    mov byte ptr [r15 + 384], dl
-    mov r8, r8
-    movsxd r8, dword ptr [r15 + rbp + 3456]
+    mov r8d, ecx
     jmp 1f
 1:
-    mov rdx, rdx
-    movzx edx, dl
-    mov rdx, r9
+    movzx r8d, byte ptr [r15 + 64]
     add r11, 64
     inc rbx
     dec r13
@@ -12344,122 +10791,103 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 524288
-    setz al
-    lea rcx, [rip + .Lc1_d9665_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d9665_s_t
-    .p2align 3
-.Lc1_d9665_s:
-    .p2align 3
-    jmp .Lc1_d9665_j
-    .p2align 3
-    jmp .Lc1_d9665_j
-.Lc1_d9665_j:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov ecx, ecx
-    jmp 1f
-1:
-    mov rcx, rax
-    and ecx, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 207
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
+    movsxd rax, dword ptr [r15 + 256]
+    movzx r8d, byte ptr [r15 + 320]
+    mov esi, 153
+    mov byte ptr [r15 + 0], dl
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 128], 161
-    mov byte ptr [r15 + 448], al
-    mov eax, 166
+    mov qword ptr [r15 + 0], rsi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu xmm3, xmmword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
     mov rbp, r11
-    mov rax, qword ptr [r15 + 384]
+    movzx esi, byte ptr [r15 + 512]
+    mov qword ptr [r15 + 576], r8
     and rbp, 1984
-    mov r9, qword ptr [r15 + rbp + 1344]
-    movzx ebp, byte ptr [r15 + 192]
+    mov byte ptr [r15 + rbp + 1344], r8b
+    test dword ptr [r15 + 67117724], 142606592
+    jz 1f
+1:
     jmp 1f
 1:
-    mov dword ptr [r15 + 64], 2
-    mov r8, r11
-    jmp 1f
-1:
-    mov edx, dword ptr [r15 + 640]
-    and r8, 8128
-    movsxd rdi, dword ptr [r15 + r8 + 7488]
-    mov dword ptr [r15 + 256], edi
-    jmp 1f
-1:
-    movzx r8d, bpl
-    mov edi, 244
-    .byte 0x0f, 0x1f, 0x40, 0x00
-    jmp 1f
-1:
-    movsxd rdi, dword ptr [r15 + 320]
     mov rbp, r11
-    mov dword ptr [r15 + 512], 11
-    and rbp, 448
-    mov dword ptr [r15 + rbp + 832], 229
-    mov ebp, 196
+    movzx esi, bpl
+    and rbp, 8128
+    mov r8, qword ptr [r15 + rbp + 7488]
+    mov byte ptr [r15 + 192], r8b
+    movzx esi, byte ptr [r15 + 128]
+    mov ebp, 120
+    mov qword ptr [r15 + 64], rbp
+    mov rbp, r11
+    mov dword ptr [r15 + 320], 68
+    and rbp, 4032
+    add qword ptr [r15 + rbp + 3392], rsi
+    jmp 1f
+1:
+    mov dword ptr [r15 + 448], r8d
+    mov rsi, qword ptr [r15 + 768]
+    mov r8d, esi
+    mov dword ptr [r15 + 384], 215
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c182:
-    mov rbp, r11
-    mov rdi, qword ptr [r15 + 192]
-    and rbp, 8128
-    mov byte ptr [r15 + rbp + 7488], dil
-    mov byte ptr [r15 + 0], bpl
+    lea rcx, [rip + .Lc1_d8581_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d8581_j_t
+.Lc1_d8581_j:
+    mov r8d, dword ptr [r15 + 384]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], r9
-    add rdi, qword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 123
-    vmovq qword ptr [r15 + 0], xmm4
+    mov ecx, 217
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 256], edi
+    mov ecx, ecx
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rdi
-    mov dword ptr [r15 + 384], edi
-    mov rdi, rdi
-    mov rbp, r11
-    mov rdi, rbp
-    movsxd rdi, dword ptr [r15 + 64]
-    and rbp, 448
-    movzx r9d, byte ptr [r15 + rbp + 832]
-    test ebx, 5120
-    jz 1f
+    movzx ecx, byte ptr [r15 + 320]
+    mov rsi, rcx
+    mov byte ptr [r15 + 640], sil
+    mov rsi, rcx
+    mov edi, 6
+    mov rcx, rdi
+    movzx esi, cl
+    mov dword ptr [r15 + 64], 57
+    jmp 1f
 1:
-    mov rbp, r9
-    mov byte ptr [r15 + 320], dil
-    add rbp, qword ptr [r15 + 448]
-    add qword ptr [r15 + 512], rdi
-    mov qword ptr [r15 + 448], r9
-    vmovdqu ymmword ptr [r15 + 768], ymm4
-    mov r9, rbp
-    mov dword ptr [r15 + 320], ebp
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movzx edi, sil
+    and edi, dword ptr [r15 + 448]
+    jmp 1f
+1:
+    movzx esi, byte ptr [r15 + 512]
+    mov ecx, 100
+    mov ecx, edi
+    jmp 1f
+1:
+    mov ecx, dword ptr [r15 + 64]
+    mov rdx, qword ptr [r15 + 192]
+    mov rbp, r11
+    jmp 1f
+1:
+    and rbp, 4032
     mov r9, r11
-    mov byte ptr [r15 + 704], r8b
-    and r9, 4032
-    mov qword ptr [r15 + r9 + 3392], r9
-    mov dword ptr [r15 + 128], r9d
+    movsxd rax, dword ptr [r15 + rbp + 3392]
+    mov rbp, r11
+    and r9, 1984
+    movzx r8d, byte ptr [r15 + r9 + 1344]
+    and rbp, 448
+    mov dword ptr [r15 + rbp + 832], eax
+    movzx r9d, byte ptr [r15 + 128]
+    movzx eax, cl
     jmp 1f
 1:
-    mov byte ptr [r15 + 256], r9b
-    mov r9d, 64
-    mov r9d, dword ptr [r15 + 64]
     jmp 1f
 1:
     add r11, 64
@@ -12467,122 +10895,111 @@ ditto_body_c1:
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c183:
-    lea rcx, [rip + .Lc1_d9766_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d9766_j_t
-.Lc1_d9766_j:
-    mov r9d, ecx
-    mov byte ptr [r15 + 0], r9b
-    mov byte ptr [r15 + 0], cl
-    mov qword ptr [r15 + 0], r9
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 7
+    lea rcx, [rip + .Lc1_d8634_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d8634_s_t
+    .p2align 3
+.Lc1_d8634_s:
+    .p2align 3
+    jmp .Lc1_d8634_j
+    .p2align 3
+    jmp .Lc1_d8634_j
+    .p2align 3
+    jmp .Lc1_d8634_j
+    .p2align 3
+    jmp .Lc1_d8634_j
+    .p2align 3
+    jmp .Lc1_d8634_j
+    .p2align 3
+    jmp .Lc1_d8634_j
+    .p2align 3
+    jmp .Lc1_d8634_j
+    .p2align 3
+    jmp .Lc1_d8634_j
+.Lc1_d8634_j:
+    mov rcx, qword ptr [r15 + 128]
+    mov dword ptr [r15 + 0], 46
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, r9d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, ebp
-    mov byte ptr [r15 + 0], cl
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 85
-    mov r9, r11
-    and ecx, dword ptr [r15 + 384]
+    mov dword ptr [r15 + 384], 117
+    mov qword ptr [r15 + 448], rcx
+    mov rcx, qword ptr [r15 + 704]
     mov rbp, r11
-    and r9, 448
-    mov dword ptr [r15 + r9 + 832], r9d
-    mov edi, dword ptr [r15 + 512]
-    and rbp, 4032
-    movzx r9d, byte ptr [r15 + rbp + 3392]
+    mov eax, dword ptr [r15 + 320]
+    mov r9, rax
     jmp 1f
 1:
-    mov ebp, dword ptr [r15 + 128]
-    mov r8, r11
+    and rbp, 8128
+    movzx eax, byte ptr [r15 + rbp + 7488]
+    mov dword ptr [r15 + 256], 212
+    mov rbp, r11
+    mov esi, ebp
+    and rbp, 448
+    mov esi, dword ptr [r15 + rbp + 832]
+    mov ebp, 50
     jmp 1f
 1:
-    jmp 1f
-1:
-    and r8, 1984
-    mov dword ptr [r15 + r8 + 1344], 114
-    mov r8, rcx
-    mov ecx, r8d
-    jmp 1f
-1:
-    movsxd rcx, dword ptr [r15 + 384]
-    inc dword ptr [r15 + 256]
-    movzx eax, byte ptr [r15 + 448]
-    movzx edx, r9b
-    mov dword ptr [r15 + 320], 32
-    mov dword ptr [r15 + 192], ebp
-    jmp 1f
-1:
-    vmovdqu ymmword ptr [r15 + 576], ymm4
-    movzx r9d, al
-    mov r9d, r9d
-    mov dword ptr [r15 + 128], ecx
-    mov ecx, 184
-    add rcx, qword ptr [r15 + 64]
+    movzx ebp, bpl
+    mov rbp, rbp
+    mov qword ptr [r15 + 512], rbp
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c184:
-    lea rcx, [rip + .Lc1_d9817_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d9817_j_t
-.Lc1_d9817_j:
-    movsxd r9, dword ptr [r15 + 320]
-    mov rcx, r9
-    mov dword ptr [r15 + 512], ecx
-    add rcx, qword ptr [r15 + 256]
-    mov dword ptr [r15 + 0], ecx
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], rcx
-    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    add rax, qword ptr [r15 + 0]
+    vmovq qword ptr [r15 + 0], xmm3
+    mov dword ptr [r15 + 0], 252
     mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu ymmword ptr [r15 + 0], ymm3
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 127
+    mov dword ptr [r15 + 0], 4
+    mov byte ptr [r15 + 0], al
+    mov dword ptr [r15 + 128], ecx
+    mov dword ptr [r15 + 320], 248
+    jmp 1f
+1:
+    add r8, qword ptr [r15 + 192]
+    movzx ecx, byte ptr [r15 + 384]
+    jmp 1f
+1:
+    mov eax, 86
+    test ebx, 1073741824
+    jz 1f
+1:
+    movsxd rax, dword ptr [r15 + 64]
+    vpaddq xmm3, xmm3, xmmword ptr [r15 + 576]
+    jmp 1f
+1:
+    movzx r8d, al
+    jmp 1f
+1:
+    mov r8, r11
+    mov ecx, dword ptr [r15 + 64]
+    jmp 1f
+1:
+    and r8, 1984
+    mov edi, dword ptr [r15 + r8 + 1344]
+    movsxd r8, dword ptr [r15 + 448]
+    mov rbp, rcx
+    mov dword ptr [r15 + 256], ebp
+    mov ebp, eax
+    movzx ebp, byte ptr [r15 + 512]
     mov r9, r11
-    mov eax, dword ptr [r15 + 448]
-    mov r8d, 96
-    mov rbp, r11
-    and r9, 1984
-    movzx ecx, byte ptr [r15 + r9 + 1344]
-    and rbp, 448
-    mov r9d, dword ptr [r15 + rbp + 832]
-    mov rbp, r11
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r8d, 65
-    and rbp, 8128
-    movsxd r8, dword ptr [r15 + rbp + 7488]
-    mov rbp, qword ptr [r15 + 640]
-    mov rdi, qword ptr [r15 + 384]
-    jmp 1f
-1:
-    mov byte ptr [r15 + 704], r9b
-    mov r9d, dword ptr [r15 + 128]
-    jmp 1f
-1:
-    mov rdx, r8
-    mov dword ptr [r15 + 192], 235
-    mov rdx, rbp
-    mov rbp, r8
-    jmp 1f
-1:
-    movsxd rbp, dword ptr [r15 + 64]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 320], ebp
+    movsxd rcx, dword ptr [r15 + 384]
+    mov esi, edi
+    vmovdqu ymmword ptr [r15 + 768], ymm3
+    and r9, 4032
+    mov dword ptr [r15 + r9 + 3392], edx
+    mov r9, r9
     add r11, 64
     inc rbx
     dec r13
@@ -12591,60 +11008,48 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov qword ptr [r15 + 448], rbp
-    mov ebp, 108
-    add qword ptr [r15 + 512], rbp
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 16777216
+    setz al
+    lea rcx, [rip + .Lc1_d8723_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d8723_s_t
+    .p2align 3
+.Lc1_d8723_s:
+    .p2align 3
+    jmp .Lc1_d8723_j
+    .p2align 3
+    jmp .Lc1_d8723_j
+.Lc1_d8723_j:
     jmp 1f
 1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 384], eax
-    movsxd rbp, dword ptr [r15 + 128]
-    mov r9d, dword ptr [r15 + 64]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, 49
+    vmovdqu ymmword ptr [r15 + 640], ymm3
     mov qword ptr [r15 + 0], rdx
-    movzx edx, cl
-    mov r8d, 150
-    mov rdx, r8
-    movzx edx, bpl
-    jmp 1f
-1:
-    mov rbp, r11
-    test dword ptr [r15 + 67117724], 268435456
-    jz 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, r11
-    jmp 1f
-1:
-    and rbp, 4032
-    mov rdx, qword ptr [r15 + rbp + 3392]
-    and r8, 8128
-    mov dword ptr [r15 + r8 + 7488], 235
-    mov byte ptr [r15 + 768], r8b
-    jmp 1f
-1:
-    jmp 1f
-1:
+    mov edx, 46
+    mov dword ptr [r15 + 320], edi
+    mov edx, 105
+    mov edx, dword ptr [r15 + 448]
+    mov byte ptr [r15 + 64], dl
     mov rbp, r11
-    movzx r8d, byte ptr [r15 + 384]
-    and rbp, 1984
-    and r8d, dword ptr [r15 + rbp + 1344]
-    mov dword ptr [r15 + 320], 74
-    movzx ebp, byte ptr [r15 + 192]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r9, r8
-    jmp 1f
-1:
-    add rbp, qword ptr [r15 + 256]
-    jmp 1f
-1:
+    movzx edx, bpl
+    mov dword ptr [r15 + 192], 192
+    mov r9, r11
+    mov edi, r9d
+    and rbp, 448
+    mov rdx, qword ptr [r15 + rbp + 832]
+    and r9, 8128
+    mov rbp, qword ptr [r15 + r9 + 7488]
+    mov r8, r11
+    mov qword ptr [r15 + 384], r8
+    and r8, 4032
+    mov eax, dword ptr [r15 + r8 + 3392]
+    mov edi, edi
+    mov r8d, 37
+    mov edi, 251
+    movzx esi, dil
+    mov edi, esi
+    vpaddq xmm3, xmm3, xmmword ptr [r15 + 128]
     add r11, 64
     inc rbx
     dec r13
@@ -12653,70 +11058,58 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 16
-    setz al
-    lea rcx, [rip + .Lc1_d9921_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d9921_s_t
-    .p2align 3
-.Lc1_d9921_s:
-    .p2align 3
-    jmp .Lc1_d9921_j
-    .p2align 3
-    jmp .Lc1_d9921_j
-.Lc1_d9921_j:
-    mov ecx, eax
-    jmp 1f
-1:
-    vpshufd xmm4, xmm11, 246
-    mov rax, qword ptr [r15 + 640]
-    movzx ecx, cl
-    mov dword ptr [r15 + 0], ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, bpl
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], al
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov ecx, ecx
-    movzx ecx, byte ptr [r15 + 448]
-    jmp 1f
-1:
-    mov rax, qword ptr [r15 + 192]
-    movzx ebp, byte ptr [r15 + 320]
     mov r8, r11
-    and ebp, dword ptr [r15 + 128]
-    mov dword ptr [r15 + 512], ecx
-    and ebp, dword ptr [r15 + 384]
-    and r8, 448
-    movzx ecx, byte ptr [r15 + r8 + 832]
-    movzx r8d, byte ptr [r15 + 64]
-    mov r9d, dword ptr [r15 + 64]
+    and eax, dword ptr [r15 + 64]
+    and r8, 1984
+    mov qword ptr [r15 + r8 + 1344], rcx
     jmp 1f
 1:
-    mov dword ptr [r15 + 576], eax
-    .byte 0x66, 0x90
+    mov byte ptr [r15 + 256], dil
+    movzx r8d, dil
+    mov r8d, dword ptr [r15 + 192]
+    movsxd r9, dword ptr [r15 + 384]
+    mov qword ptr [r15 + 448], r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov rax, r8
-    mov rax, rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    test dword ptr [r15 + 67117723], 524288
+    jz 1f
+1:
+    mov r9, r9
+    jmp 1f
+1:
+    add r9, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], r9d
+    mov r9, r11
+    mov r8, qword ptr [r15 + 512]
+    movsxd rax, dword ptr [r15 + 704]
+    and r9, 8128
+    mov byte ptr [r15 + r9 + 7488], bpl
+    mov edi, ebp
+    movzx ecx, dil
     mov rbp, r11
-    mov qword ptr [r15 + 256], rcx
-    mov r8, r11
-    and rbp, 4032
-    mov rcx, qword ptr [r15 + rbp + 3392]
+    mov rcx, qword ptr [r15 + 512]
+    mov qword ptr [r15 + 320], rcx
     jmp 1f
 1:
-    and r8, 8128
-    mov byte ptr [r15 + r8 + 7488], dl
+    and rbp, 448
+    and ecx, dword ptr [r15 + rbp + 832]
+    movsxd rdi, dword ptr [r15 + 128]
+    jmp 1f
+1:
+    jmp 1f
+1:
     jmp 1f
 1:
     add r11, 64
@@ -12724,401 +11117,348 @@ ditto_body_c1:
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c187:
+    lea rcx, [rip + .Lc1_d8814_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d8814_j_t
+.Lc1_d8814_j:
     jmp 1f
 1:
-    mov r8d, dword ptr [r15 + 384]
-    mov dword ptr [r15 + 0], r8d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rax
-    mov r8, r8
+    mov ecx, dword ptr [r15 + 192]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    movsxd rdi, dword ptr [r15 + 384]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], r8b
-    mov byte ptr [r15 + 320], r8b
-    mov r8, r11
-    mov eax, dword ptr [r15 + 128]
-    mov ecx, 211
+    mov dword ptr [r15 + 0], edi
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov byte ptr [r15 + 0], cl
     mov rbp, r11
-    and r8, 4032
-    mov rcx, qword ptr [r15 + r8 + 3392]
-    and rbp, 448
-    mov r8, qword ptr [r15 + rbp + 832]
-    lea rbp, [r11 + r11*1]
-    mov dword ptr [r15 + 64], 214
-    and rbp, 1984
-    mov dword ptr [r15 + rbp + 1344], ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 160
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 8128
+    and esi, dword ptr [r15 + rbp + 7488]
+    mov ecx, edi
+    mov rbp, r11
+    mov edi, ebp
+    and rbp, 4032
+    mov byte ptr [r15 + rbp + 3392], bpl
+    mov qword ptr [r15 + 448], rbp
+    mov rbp, qword ptr [r15 + 384]
+    mov rdi, qword ptr [r15 + 128]
+    movsxd rcx, dword ptr [r15 + 512]
+    mov r8, r11
+    mov r9, qword ptr [r15 + 128]
+    movzx eax, byte ptr [r15 + 64]
+    vpmovmskb edx, xmm3
+    and r8, 1984
+    mov dword ptr [r15 + r8 + 1344], r8d
+    mov qword ptr [r15 + 320], rbp
+    mov r8d, esi
+    movzx r8d, byte ptr [r15 + 576]
+    and eax, dword ptr [r15 + 256]
     jmp 1f
 1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r8d, ebp
-    jmp 1f
-1:
-    movsxd rax, dword ptr [r15 + 704]
-    mov r8, rax
-    movzx r8d, byte ptr [r15 + rbp + 1408]
-    jmp 1f
-1:
-    mov byte ptr [r15 + 192], r8b
-    jmp 1f
-1:
-    movsxd r8, dword ptr [r15 + 256]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx ebp, byte ptr [r15 + 320]
-    mov dword ptr [r15 + 512], ebp
-    vpcmpeqb xmm4, xmm4, xmmword ptr [r15 + 448]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 128], ebp
-    movzx ebp, bpl
+    mov qword ptr [r15 + 768], rbp
+    mov rbp, qword ptr [r15 + 320]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c188:
-    lea rcx, [rip + .Lc1_d10029_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d10029_j_t
-.Lc1_d10029_j:
-    mov rbp, r11
-    and rbp, 448
-    mov dword ptr [r15 + rbp + 832], 212
-    mov rdi, qword ptr [r15 + 64]
-    mov ecx, dword ptr [r15 + 768]
     jmp 1f
 1:
-    mov ebp, ecx
-    vpxor xmm4, xmm4, xmm1
+    vpor xmm3, xmm3, xmm3
+    movzx edx, bpl
+    mov eax, 241
+    mov eax, 169
+    mov ebp, dword ptr [r15 + 448]
+    mov eax, ebp
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, 82
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 123
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rbp
-    jmp 1f
-1:
-    mov ebp, 184
     mov ebp, ebp
-    mov dword ptr [r15 + 0], 107
-    mov ebp, ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ebp, bpl
+    mov edx, 91
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ebp, dil
     jmp 1f
 1:
-    mov ebp, 91
-    mov rax, rcx
-    jmp 1f
-1:
-    movsxd rcx, dword ptr [r15 + 128]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 384], 81
-    jmp 1f
-1:
-    mov dword ptr [r15 + 512], 212
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
 1:
     mov rbp, r11
-    vpaddq xmm4, xmm4, xmmword ptr [r15 + 320]
-    movzx r8d, byte ptr [r15 + 448]
-    mov edx, dword ptr [r15 + 192]
-    and rbp, 8128
+    mov eax, edx
     mov r9, r11
-    mov dword ptr [r15 + rbp + 7488], 145
-    and r9, 16320
-    mov dword ptr [r15 + r9 + 15680], 109
-    mov ebp, r9d
+    and rbp, 448
+    mov edx, dword ptr [r15 + rbp + 832]
+    and r9, 4032
+    mov rbp, qword ptr [r15 + r9 + 3392]
+    mov dword ptr [r15 + 640], eax
+    mov edi, 202
+    mov r8, r11
+    movzx eax, byte ptr [r15 + 192]
+    movzx r9d, byte ptr [r15 + 64]
+    and r8, 1984
+    mov byte ptr [r15 + r8 + 1344], r8b
+    mov dword ptr [r15 + 384], r8d
+    mov dword ptr [r15 + 256], 254
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movsxd r8, dword ptr [r15 + 512]
+    mov byte ptr [r15 + 128], bpl
+    movzx ebp, dl
+    movzx ebp, bpl
+    jmp 1f
+1:
+    mov qword ptr [r15 + 320], r9
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c189:
-    lea rcx, [rip + .Lc1_d10082_j]
+    lea rcx, [rip + .Lc1_d8908_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d10082_j_t
-.Lc1_d10082_j:
-    mov rbp, r11
-    and rbp, 4032
+    jmp .Lc1_d8908_j_t
+.Lc1_d8908_j:
+    jmp 1f
+1:
+    movzx edx, cl
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], rdx
+    mov dword ptr [r15 + 0], 35
+    and ebp, dword ptr [r15 + 0]
+    mov rdx, rcx
+    movzx ecx, cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r9d, dl
+    mov ecx, esi
+    jmp 1f
+1:
+    mov esi, 166
+    movzx esi, bpl
+    jmp 1f
+1:
+    mov esi, 56
+    mov esi, 50
+    mov dword ptr [r15 + 0], 212
     mov r9, r11
-    mov dword ptr [r15 + rbp + 3392], ecx
-    movzx ebp, byte ptr [r15 + 192]
-    and r9, 8128
-    movzx ecx, byte ptr [r15 + r9 + 7488]
-    vmovdqu ymmword ptr [r15 + 512], ymm4
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, 185
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, 145
-    jmp 1f
-1:
-    or qword ptr [r15 + 576], 124
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov rbp, qword ptr [r15 + 320]
-    mov ecx, ecx
-    mov ecx, ecx
-    jmp 1f
-1:
-    and ecx, dword ptr [r15 + 64]
-    movzx r9d, byte ptr [r15 + 640]
-    jmp 1f
-1:
-    mov eax, 33
-    mov qword ptr [r15 + 384], rax
-    mov qword ptr [r15 + 128], rcx
-    jmp 1f
-1:
-    mov eax, dword ptr [r15 + 256]
+    mov dword ptr [r15 + 384], r9d
+    mov esi, 243
+    and r9, 448
     mov r8, r11
-    mov qword ptr [r15 + 448], rcx
-    and r8, 1984
-    movsxd rcx, dword ptr [r15 + r8 + 1344]
-    mov dword ptr [r15 + 384], 184
+    movsxd rsi, dword ptr [r15 + r9 + 832]
+    and r8, 4032
+    mov qword ptr [r15 + r8 + 3392], rcx
+    mov r8d, dword ptr [r15 + 192]
+    mov r9, r11
+    movsxd rcx, dword ptr [r15 + 64]
+    and r9, 8128
+    mov rdx, qword ptr [r15 + r9 + 7488]
+    mov r9d, 34
+    mov rax, qword ptr [r15 + 256]
+    .byte 0x0f, 0x1f, 0x00
+    movzx r9d, sil
+    jmp 1f
+1:
+    movsxd r9, dword ptr [r15 + 704]
+    mov dword ptr [r15 + 448], r9d
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movzx r9d, byte ptr [r15 + 320]
+    mov edi, dword ptr [r15 + 128]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c190:
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, 17
+    mov r9d, edi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 129
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 64], r8
-    mov dword ptr [r15 + 512], 93
-    mov r8, qword ptr [r15 + 704]
-    add r8, qword ptr [r15 + 192]
-    movzx eax, al
-    mov dword ptr [r15 + 128], eax
-    mov rax, rcx
-    movzx eax, al
+    mov byte ptr [r15 + 0], dil
+    vmovq xmm3, r9
     mov rbp, r11
-    mov qword ptr [r15 + 256], r8
-    mov eax, ebp
+    movsxd rdi, dword ptr [r15 + 64]
+    and rbp, 16320
+    mov dword ptr [r15 + rbp + 15680], ebp
     jmp 1f
 1:
-    and rbp, 4032
-    mov dword ptr [r15 + rbp + 3392], r8d
-    movsxd rdi, dword ptr [r15 + 384]
+    mov r9d, 187
+    movsxd rsi, dword ptr [r15 + 320]
     jmp 1f
 1:
-    movzx ebp, r9b
+    mov r9, qword ptr [r15 + 320]
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx r9d, r9b
+    movzx r9d, r9b
+    movsxd rcx, dword ptr [r15 + 256]
+    mov qword ptr [r15 + 64], rcx
+    mov dword ptr [r15 + 512], esi
+    mov r8, r11
+    jmp 1f
+1:
+    jmp 1f
+1:
+    and r8, 1984
+    mov qword ptr [r15 + r8 + 1344], rsi
+    mov rsi, r8
     mov rbp, r11
-    vmovdqu xmmword ptr [r15 + 64], xmm4
-    and rbp, 448
-    vpaddq xmm4, xmm4, xmmword ptr [r15 + rbp + 832]
-    mov rbp, r11
-    mov dword ptr [r15 + 320], 30
     jmp 1f
 1:
-    vmovdqu xmm1, xmmword ptr [r15 + 448]
-    and rbp, 1984
-    mov dword ptr [r15 + rbp + 1344], 248
+    jmp 1f
+1:
+    vmovq qword ptr [r15 + 768], xmm3
+    and rbp, 8128
+    mov r8d, dword ptr [r15 + rbp + 7488]
+    movzx edi, byte ptr [r15 + 448]
+    mov ebp, 13
+    movzx ebp, byte ptr [r15 + 128]
+    movzx esi, byte ptr [r15 + 384]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c191:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 15
-    lea rcx, [rip + .Lc1_d10178_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d10178_s_t
-    .p2align 3
-.Lc1_d10178_s:
-    .p2align 3
-    jmp .Lc1_d10178_j
-    .p2align 3
-    jmp .Lc1_d10178_j
-    .p2align 3
-    jmp .Lc1_d10178_j
-    .p2align 3
-    jmp .Lc1_d10178_j
-    .p2align 3
-    jmp .Lc1_d10178_j
-    .p2align 3
-    jmp .Lc1_d10178_j
-    .p2align 3
-    jmp .Lc1_d10178_j
-    .p2align 3
-    jmp .Lc1_d10178_j
-    .p2align 3
-    jmp .Lc1_d10178_j
-    .p2align 3
-    jmp .Lc1_d10178_j
-    .p2align 3
-    jmp .Lc1_d10178_j
-    .p2align 3
-    jmp .Lc1_d10178_j
-    .p2align 3
-    jmp .Lc1_d10178_j
-    .p2align 3
-    jmp .Lc1_d10178_j
-    .p2align 3
-    jmp .Lc1_d10178_j
-    .p2align 3
-    jmp .Lc1_d10178_j
-.Lc1_d10178_j:
-    mov byte ptr [r15 + 512], cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], al
-    mov rcx, r8
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov rcx, r9
-    mov ecx, ebp
-    movzx eax, al
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], ecx
+    lea rcx, [rip + .Lc1_d9006_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d9006_j_t
+.Lc1_d9006_j:
     mov rbp, r11
-    movsxd rcx, dword ptr [r15 + 64]
-    and rbp, 8128
-    mov eax, dword ptr [r15 + rbp + 7488]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov byte ptr [r15 + 576], bpl
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov rbp, r11
-    jmp 1f
-1:
-    mov qword ptr [r15 + 768], rax
     and rbp, 448
-    mov qword ptr [r15 + rbp + 832], rbp
+    mov dword ptr [r15 + rbp + 832], ebp
+    mov rbp, qword ptr [r15 + 512]
+    mov ecx, 211
+    movsxd rsi, dword ptr [r15 + 640]
+    mov ecx, ebp
+    vpshufd xmm3, xmm3, 115
     jmp 1f
 1:
-    mov rbp, rbp
-    mov dword ptr [r15 + 320], ebp
-    mov rbp, qword ptr [r15 + 320]
-    movsxd rax, dword ptr [r15 + 128]
-    mov r8, r11
-    movzx ecx, byte ptr [r15 + 448]
-    and r8, 4032
-    mov dword ptr [r15 + r8 + 3392], r8d
     jmp 1f
 1:
-    movzx r8d, bpl
-    mov ebp, 222
-    mov byte ptr [r15 + 256], cl
-    mov ebp, 29
-    mov dword ptr [r15 + 192], 23
-    mov ebp, dword ptr [r15 + 384]
+    mov rbp, r11
+    add rcx, qword ptr [r15 + 128]
+    and rbp, 4032
+    mov dword ptr [r15 + rbp + 3392], 78
+    mov ebp, dword ptr [r15 + 192]
+    movsxd r8, dword ptr [r15 + 576]
+    mov qword ptr [r15 + 320], rsi
+    jmp 1f
+1:
+    mov rsi, qword ptr [r15 + 448]
+    mov byte ptr [r15 + 384], cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 226
+    mov eax, ebp
+    jmp 1f
+1:
+    movzx ebp, bpl
+    movzx ecx, byte ptr [r15 + 256]
+    mov ebp, 252
+    jmp 1f
+1:
+    mov rbp, r11
+    movzx edx, bpl
+    jmp 1f
+1:
+    and rbp, 1984
+    mov qword ptr [r15 + rbp + 1344], rbp
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c192:
-    add rbp, qword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 93
+    mov ebp, ebp
+    mov rbp, qword ptr [r15 + 448]
     jmp 1f
 1:
-    mov ecx, ecx
-    mov rcx, rcx
-    jmp 1f
-1:
-    lea r8, [r11 + r11*1]
-    movsxd rcx, dword ptr [r15 + 384]
-    movzx eax, byte ptr [r15 + 192]
-    mov r9, rax
-    and r8, 1984
-    mov rax, qword ptr [r15 + r8 + 1408]
-    mov byte ptr [r15 + 512], cl
-    mov rcx, rax
-    movzx eax, byte ptr [r15 + 128]
-    vmovdqu ymmword ptr [r15 + 640], ymm4
-    movsxd rdi, dword ptr [r15 + 64]
-    mov edx, dword ptr [r15 + 448]
-    movzx esi, byte ptr [r15 + r8 + 1344]
-    mov qword ptr [r15 + 128], rsi
-    mov esi, dword ptr [r15 + 384]
-    mov dword ptr [r15 + 320], ebp
     mov r8, r11
-    mov dword ptr [r15 + 256], 147
+    movzx ecx, r8b
     and r8, 8128
-    mov rbp, r11
-    mov dword ptr [r15 + r8 + 7488], 228
-    and rbp, 448
-    mov r8, qword ptr [r15 + rbp + 832]
+    movzx ecx, byte ptr [r15 + r8 + 7488]
     jmp 1f
 1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r8, qword ptr [r15 + 192]
+    jmp 1f
+1:
+    mov rsi, qword ptr [r15 + 384]
+    and ecx, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 25
+    mov byte ptr [r15 + 0], bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov ebp, 204
     mov ebp, r8d
+    jmp 1f
+1:
+    movzx edi, bpl
+    mov byte ptr [r15 + 64], bpl
+    add rbp, qword ptr [r15 + 64]
+    jmp 1f
+1:
+    mov r8d, dword ptr [r15 + 512]
+    mov ecx, r8d
+    mov r8, r11
+    mov r9, r11
+    and r8, 1984
+    mov dword ptr [r15 + r8 + 1344], ebp
+    jmp 1f
+1:
+    and r9, 448
+    and edi, dword ptr [r15 + r9 + 832]
+    mov ebp, 51
+    movsxd r9, dword ptr [r15 + 128]
+    jmp 1f
+1:
+    movsxd rbp, dword ptr [r15 + 320]
+    movzx r8d, dil
+    mov r8, rcx
+    movzx ecx, byte ptr [r15 + 704]
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
@@ -13130,121 +11470,94 @@ ditto_body_c1:
     xor eax, eax
     test dword ptr [r15 + 67117723], 8388608
     setz al
-    lea rcx, [rip + .Lc1_d10298_s]
+    lea rcx, [rip + .Lc1_d9109_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d10298_s_t
+    jmp .Lc1_d9109_s_t
     .p2align 3
-.Lc1_d10298_s:
+.Lc1_d9109_s:
     .p2align 3
-    jmp .Lc1_d10298_j
+    jmp .Lc1_d9109_j
     .p2align 3
-    jmp .Lc1_d10298_j
-.Lc1_d10298_j:
-    mov qword ptr [r15 + 512], rdx
-    mov rax, qword ptr [r15 + 128]
-    mov dword ptr [r15 + 256], 220
+    jmp .Lc1_d9109_j
+.Lc1_d9109_j:
+    vmovdqu ymmword ptr [r15 + 0], ymm3
     jmp 1f
 1:
-    vmovdqu ymmword ptr [r15 + 0], ymm1
-    jmp 1f
-1:
-    vmovq qword ptr [r15 + 0], xmm4
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
     mov dword ptr [r15 + 0], 126
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, byte ptr [r15 + 192]
-    add qword ptr [r15 + 64], rcx
-    vpcmpeqb xmm4, xmm4, xmm12
-    mov rcx, rcx
-    movsxd rcx, dword ptr [r15 + 768]
-    jmp 1f
-1:
-    jmp 1f
-1:
     mov rbp, r11
-    jmp 1f
-1:
-    jmp 1f
-1:
-    and rbp, 4032
-    movzx edx, byte ptr [r15 + rbp + 3392]
-    mov rbp, r11
-    movzx esi, al
-    mov r8, r11
-    mov dword ptr [r15 + 384], r9d
-    and r8, 448
-    mov eax, dword ptr [r15 + r8 + 832]
+    mov dword ptr [r15 + 0], 78
     and rbp, 8128
-    movzx r8d, byte ptr [r15 + rbp + 7488]
-    mov ebp, dword ptr [r15 + 448]
-    mov dword ptr [r15 + 704], 223
-    mov r9, rbp
+    mov dword ptr [r15 + rbp + 7488], eax
+    mov ecx, ebp
+    mov rcx, rax
+    movzx ecx, byte ptr [r15 + 64]
     jmp 1f
 1:
+    movzx ebp, cl
+    mov ebp, dword ptr [r15 + 128]
     jmp 1f
 1:
+    mov eax, dword ptr [r15 + 192]
+    vmovdqu ymmword ptr [r15 + 256], ymm3
     jmp 1f
 1:
-    mov dword ptr [r15 + 320], 75
-    mov r9d, ecx
+    mov r8, rax
+    mov dword ptr [r15 + 768], 126
+    mov r9, r11
+    mov qword ptr [r15 + 448], rcx
+    and r9, 4032
+    movzx ecx, byte ptr [r15 + r9 + 3392]
+    mov r9, rcx
+    jmp 1f
+1:
+    movzx eax, byte ptr [r15 + 384]
+    mov rcx, qword ptr [r15 + 320]
+    mov dword ptr [r15 + 512], 115
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c194:
-    lea rcx, [rip + .Lc1_d10353_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d10353_j_t
-.Lc1_d10353_j:
-    mov rbp, r11
-    mov ecx, dword ptr [r15 + 64]
-    and rbp, 1984
-    mov qword ptr [r15 + rbp + 1344], rbp
-    mov ebp, 134
-    mov dword ptr [r15 + 320], ebp
-    movzx ebp, cl
-    mov byte ptr [r15 + 128], bpl
     mov r12, qword ptr [r15 + r12 + 56]
-    and ebp, dword ptr [r15 + 0]
-    jmp 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
-    vpcmpeqb xmm4, xmm4, xmm1
-    vpcmpeqb xmm4, xmm4, xmmword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, cl
+    mov qword ptr [r15 + 0], r9
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 512], ecx
-    test ebx, 327168
-    jz 1f
-1:
-    vmovdqu ymmword ptr [r15 + 256], ymm4
-    mov qword ptr [r15 + 384], rdi
-    movsxd rbp, dword ptr [r15 + 192]
-    mov byte ptr [r15 + 320], cl
-    mov qword ptr [r15 + 512], rsi
-    mov ecx, ebp
-    mov ecx, 32
-    jmp 1f
-1:
-    mov r8, r11
-    mov ecx, dword ptr [r15 + 64]
-    and r8, 8128
-    and ecx, dword ptr [r15 + r8 + 7488]
-    mov r8d, dword ptr [r15 + 448]
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r9, r11
-    mov esi, 145
+    mov qword ptr [r15 + 0], r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r9, 1984
+    mov dword ptr [r15 + r9 + 1344], r9d
+    add r9, qword ptr [r15 + 128]
+    mov byte ptr [r15 + 384], r9b
+    mov r9, qword ptr [r15 + 384]
+    vpxor xmm3, xmm3, xmm2
+    mov rax, r9
+    mov r8, r11
+    mov dword ptr [r15 + 576], r8d
+    and r8, 448
+    mov byte ptr [r15 + r8 + 832], r8b
+    mov r8d, r9d
+    mov dword ptr [r15 + 128], r8d
+    mov dword ptr [r15 + 448], eax
     jmp 1f
 1:
-    and r9, 4032
-    mov dword ptr [r15 + r9 + 3392], 166
-    mov dword ptr [r15 + 576], 75
+    mov r8d, 251
+    mov dword ptr [r15 + 512], 129
+    movsxd r8, dword ptr [r15 + 640]
+    mov dword ptr [r15 + 320], r8d
+    mov r8, rax
+    mov r8, r11
+    mov byte ptr [r15 + 256], al
+    and r8, 4032
+    movsxd rax, dword ptr [r15 + r8 + 3392]
+    mov dword ptr [r15 + 64], eax
+    movzx r8d, r8b
+    jmp 1f
+1:
+    mov qword ptr [r15 + 192], r9
     jmp 1f
 1:
     add r11, 64
@@ -13252,188 +11565,176 @@ ditto_body_c1:
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c195:
+    lea rcx, [rip + .Lc1_d9193_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d9193_j_t
+.Lc1_d9193_j:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    movzx r9d, al
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, cl
     mov r8, r11
-    mov r9d, ecx
-    and r8, 448
-    mov qword ptr [r15 + r8 + 832], r8
-    mov r8d, 182
+    mov r9, r11
+    movzx ebp, cl
     jmp 1f
 1:
-    movzx r8d, sil
-    mov r12, qword ptr [r15 + r12 + 56]
-    add r8, qword ptr [r15 + 0]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, r8d
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    and r8d, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov rsi, r8
-    jmp 1f
-1:
-    mov r8d, esi
-    mov r8, r11
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov rcx, r8
-    and r8, 4032
-    movzx ecx, byte ptr [r15 + r8 + 3392]
-    vmovdqu ymmword ptr [r15 + 384], ymm4
-    jmp 1f
-1:
-    mov qword ptr [r15 + 128], rsi
-    mov byte ptr [r15 + 256], cl
-    mov r8, r11
-    movsxd rcx, dword ptr [r15 + 512]
     and r8, 1984
-    mov byte ptr [r15 + r8 + 1344], sil
-    movsxd r8, dword ptr [r15 + 320]
-    mov esi, dword ptr [r15 + 64]
-    mov r9d, 216
-    mov r9, rcx
+    mov dword ptr [r15 + r8 + 1344], 124
+    and r9, 448
+    mov dword ptr [r15 + r9 + 832], 135
+    mov r9d, 117
+    mov qword ptr [r15 + 192], r9
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov qword ptr [r15 + 320], r9
+    movzx r8d, byte ptr [r15 + 320]
+    mov r9, qword ptr [r15 + 64]
+    mov rbp, r11
+    movzx ecx, cl
     jmp 1f
 1:
-    and r8d, dword ptr [r15 + 640]
-    mov r9, r8
-    mov r9d, 52
-    and r8d, dword ptr [r15 + 384]
-    jmp 1f
-1:
-    mov r9d, dword ptr [r15 + 448]
-    jmp 1f
-1:
-    jmp 1f
-1:
+    and rbp, 8128
+    add r8, qword ptr [r15 + rbp + 7488]
+    movsxd rdx, dword ptr [r15 + 256]
+    mov ebp, dword ptr [r15 + 128]
+    movsxd rcx, dword ptr [r15 + 448]
+    movzx eax, byte ptr [r15 + 704]
+    mov dword ptr [r15 + 384], edi
+    mov qword ptr [r15 + 512], rax
+    mov eax, eax
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c196:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d10459_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d10459_j_t
-.Lc1_d10459_j:
+    mov eax, 187
+    mov edi, ecx
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov qword ptr [r15 + 512], rcx
+    mov dword ptr [r15 + 768], ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, cl
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], ecx
+    mov qword ptr [r15 + 0], rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu xmmword ptr [r15 + 0], xmm3
+    mov eax, ecx
+    mov r9, r11
+    mov dword ptr [r15 + 64], r9d
+    mov ecx, 143
+    mov rbp, r11
+    jmp 1f
+1:
+    and r9, 4032
+    mov byte ptr [r15 + r9 + 3392], sil
+    and rbp, 8128
+    movzx r9d, byte ptr [r15 + rbp + 7488]
+    mov rbp, r9
+    movsxd rdx, dword ptr [r15 + 256]
+    jmp 1f
+1:
+    mov esi, edx
+    mov rdx, r8
+    mov r8d, 81
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov rdx, rcx
     mov r8, r11
+    mov rdx, r9
+    and r8, 1984
+    mov dword ptr [r15 + r8 + 1344], 157
+    mov dword ptr [r15 + 448], r9d
+    mov r8d, 249
+    mov dword ptr [r15 + 384], 244
     jmp 1f
 1:
+    movzx r9d, r8b
     jmp 1f
 1:
-    add rcx, qword ptr [r15 + 64]
-    and r8, 8128
-    mov qword ptr [r15 + r8 + 7488], rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], r8b
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], r8
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, r8
+    and r9d, dword ptr [r15 + 128]
+    vmovq qword ptr [r15 + 320], xmm3
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, eax
-    and r8d, dword ptr [r15 + 320]
-    mov r9, r11
-    test dword ptr [r15 + 67117724], 1024
-    jz 1f
-1:
-    movsxd r8, dword ptr [r15 + 704]
-    movzx eax, r8b
-    and r9, 1984
-    movsxd rax, dword ptr [r15 + r9 + 1344]
-    jmp 1f
-1:
-    mov r9, r11
-    mov rcx, qword ptr [r15 + 448]
-    mov dword ptr [r15 + 192], ecx
-    mov ecx, 61
-    and r9, 448
-    mov rcx, qword ptr [r15 + r9 + 832]
-    mov r9, qword ptr [r15 + 128]
-    mov rsi, qword ptr [r15 + 768]
-    vpor xmm4, xmm4, xmm4
-    xor dword ptr [r15 + 320], eax
-    mov eax, dword ptr [r15 + 384]
-    mov qword ptr [r15 + 256], rax
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c197:
+    lea rcx, [rip + .Lc1_d9291_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d9291_j_t
+.Lc1_d9291_j:
+    mov qword ptr [r15 + 256], r8
+    mov ecx, dword ptr [r15 + 512]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 253
+    mov dword ptr [r15 + 0], 35
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    movzx eax, al
-    movsxd rax, dword ptr [r15 + 64]
-    jmp 1f
-1:
+    vmovdqu xmmword ptr [r15 + 0], xmm3
+    vpshufd xmm3, xmm3, 115
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, qword ptr [r15 + 384]
+    mov dword ptr [r15 + 64], 32
     mov r9, r11
-    mov ecx, esi
-    and r9, 8128
-    mov rcx, qword ptr [r15 + r9 + 7488]
-    mov r9d, ecx
-    mov r9d, 132
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r9d, r8b
-    mov dword ptr [r15 + 0], ecx
-    jmp 1f
-1:
-    jmp 1f
-1:
-    lock xadd qword ptr [r15 + 0], r8
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, 213
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], r9
-    mov dword ptr [r15 + 0], r9d
-    mov dword ptr [r15 + 512], r8d
-    movzx ecx, byte ptr [r15 + 448]
-    mov r8, qword ptr [r15 + 320]
-    movsxd r9, dword ptr [r15 + 512]
-    jmp 1f
-1:
     mov rbp, r11
-    mov rsi, qword ptr [r15 + 576]
-    and rbp, 4032
-    movsxd rdx, dword ptr [r15 + rbp + 3392]
-    mov ebp, r9d
-    movzx r9d, byte ptr [r15 + 256]
-    mov rdi, rsi
-    mov r9, r11
-    mov rsi, qword ptr [r15 + 384]
-    and r9, 448
-    movzx esi, byte ptr [r15 + r9 + 832]
+    jmp 1f
+1:
+    mov byte ptr [r15 + 320], cl
+    and rbp, 8128
+    mov byte ptr [r15 + rbp + 7488], bpl
+    and r9, 4032
+    vmovq qword ptr [r15 + r9 + 3392], xmm3
+    test ebx, 1073741824
+    jz 1f
+1:
+    vpmovmskb r9d, xmm3
+    mov r9d, edi
     mov r9, qword ptr [r15 + 192]
-    mov esi, dword ptr [r15 + 640]
+    movzx ebp, r9b
+    add rbp, qword ptr [r15 + 64]
     jmp 1f
 1:
-    mov byte ptr [r15 + 128], al
-    mov eax, edi
+    mov r9, qword ptr [r15 + 128]
+    mov r8, r11
+    mov edi, dword ptr [r15 + 640]
     jmp 1f
 1:
-    mov rdi, rbp
-    mov edi, dword ptr [r15 + 128]
+    mov ecx, dword ptr [r15 + 448]
+    and r8, 448
+    mov qword ptr [r15 + r8 + 832], r8
+    mov r8, rdi
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 576], 12
     jmp 1f
 1:
     add r11, 64
@@ -13441,61 +11742,56 @@ ditto_body_c1:
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c198:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d10559_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d10559_j_t
-.Lc1_d10559_j:
-    movzx eax, cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 64
-    mov dword ptr [r15 + 0], edi
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx ecx, al
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rdi, rcx
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 448], rdi
-    mov rbp, r11
-    test dword ptr [r15 + 67117723], 8650816
-    jz 1f
-1:
-    movsxd rcx, dword ptr [r15 + 64]
-    and rbp, 4032
-    mov rdi, qword ptr [r15 + rbp + 3392]
-    mov dword ptr [r15 + 512], 200
-    mov dword ptr [r15 + 192], 20
-    mov byte ptr [r15 + 64], al
-    mov rbp, r11
-    and edi, dword ptr [r15 + 256]
-    and rbp, 16320
-    mov dword ptr [r15 + rbp + 15680], ecx
-    movzx ecx, byte ptr [r15 + 704]
     jmp 1f
 1:
-    mov rbp, qword ptr [r15 + 384]
-    mov eax, 145
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], r8b
+    mov r8, r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ebp, al
+    jmp 1f
+1:
+    mov rbp, r8
+    jmp 1f
+1:
+    mov r8, rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, 12
+    mov ebp, ecx
+    mov ebp, ebp
+    mov r8, r11
+    movsxd rbp, dword ptr [r15 + 704]
     mov r9, r11
-    mov rax, qword ptr [r15 + 128]
-    mov esi, edi
-    and r9, 1984
-    mov byte ptr [r15 + r9 + 1344], dil
-    movzx r9d, byte ptr [r15 + 320]
-    mov edi, dword ptr [r15 + 384]
+    and r8, 1984
+    and ecx, dword ptr [r15 + r8 + 1344]
+    and r9, 448
+    movzx r8d, byte ptr [r15 + r9 + 832]
+    movsxd rax, dword ptr [r15 + 192]
+    mov r9d, dword ptr [r15 + 128]
+    movzx edi, byte ptr [r15 + 320]
+    mov rbp, r11
+    mov edx, 55
+    and rbp, 4032
+    mov byte ptr [r15 + rbp + 3392], bpl
+    jmp 1f
+1:
+    movzx esi, cl
+    movzx ebp, byte ptr [r15 + 384]
+    mov rcx, rbp
+    mov ecx, dword ptr [r15 + 384]
+    mov qword ptr [r15 + 512], rcx
+    mov ecx, 35
+    mov dword ptr [r15 + 64], ecx
+    mov rcx, qword ptr [r15 + 256]
+    movzx edx, dl
+    mov rdx, rdx
     jmp 1f
 1:
     add r11, 64
@@ -13507,139 +11803,119 @@ ditto_body_c1:
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
     mov eax, dword ptr [r15 + 67117724]
-    and eax, 7
-    lea rcx, [rip + .Lc1_d10612_s]
+    and eax, 15
+    lea rcx, [rip + .Lc1_d9392_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d10612_s_t
+    jmp .Lc1_d9392_s_t
     .p2align 3
-.Lc1_d10612_s:
+.Lc1_d9392_s:
     .p2align 3
-    jmp .Lc1_d10612_j
+    jmp .Lc1_d9392_j
     .p2align 3
-    jmp .Lc1_d10612_j
+    jmp .Lc1_d9392_j
     .p2align 3
-    jmp .Lc1_d10612_j
+    jmp .Lc1_d9392_j
     .p2align 3
-    jmp .Lc1_d10612_j
+    jmp .Lc1_d9392_j
     .p2align 3
-    jmp .Lc1_d10612_j
+    jmp .Lc1_d9392_j
     .p2align 3
-    jmp .Lc1_d10612_j
+    jmp .Lc1_d9392_j
     .p2align 3
-    jmp .Lc1_d10612_j
+    jmp .Lc1_d9392_j
     .p2align 3
-    jmp .Lc1_d10612_j
-.Lc1_d10612_j:
+    jmp .Lc1_d9392_j
+    .p2align 3
+    jmp .Lc1_d9392_j
+    .p2align 3
+    jmp .Lc1_d9392_j
+    .p2align 3
+    jmp .Lc1_d9392_j
+    .p2align 3
+    jmp .Lc1_d9392_j
+    .p2align 3
+    jmp .Lc1_d9392_j
+    .p2align 3
+    jmp .Lc1_d9392_j
+    .p2align 3
+    jmp .Lc1_d9392_j
+    .p2align 3
+    jmp .Lc1_d9392_j
+.Lc1_d9392_j:
+    jmp 1f
+1:
+    mov ecx, dword ptr [r15 + 320]
+    vmovq xmm3, rcx
+    vpcmpeqb xmm3, xmm3, xmm4
+    mov ecx, eax
     mov rbp, r11
+    mov byte ptr [r15 + 192], al
+    mov byte ptr [r15 + 448], bpl
+    mov rax, qword ptr [r15 + 768]
     and rbp, 1984
-    mov dword ptr [r15 + rbp + 1344], 162
-    jmp 1f
-1:
-    lea rbp, [r11 + r11*1]
-    jmp 1f
-1:
-    mov rcx, rcx
-    and rbp, 8128
-    add rax, qword ptr [r15 + rbp + 7552]
-    movzx ecx, byte ptr [r15 + 192]
-    mov qword ptr [r15 + 64], rbp
-    jmp 1f
-1:
-    mov edi, eax
-    mov eax, dword ptr [r15 + 256]
-    mov qword ptr [r15 + 128], rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], r9
-    nop
-    mov eax, eax
-    mov r9, rdi
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 0], ymm4
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, rax
-    mov rdi, rbp
-    mov edi, 54
-    mov edi, dword ptr [r15 + 320]
-    movzx eax, byte ptr [r15 + 576]
-    movsxd rsi, dword ptr [r15 + 512]
-    mov r8, r11
-    mov byte ptr [r15 + 320], r8b
-    and r8, 448
-    mov rdx, qword ptr [r15 + r8 + 832]
-    mov r8, qword ptr [r15 + rbp + 7488]
-    mov rbp, rcx
-    add rbp, qword ptr [r15 + 384]
-    jmp 1f
-1:
-    movzx ecx, byte ptr [r15 + 448]
-    mov rcx, qword ptr [r15 + 128]
-    mov ecx, dword ptr [r15 + 768]
-    jmp 1f
-1:
+    mov ecx, dword ptr [r15 + rbp + 1344]
+    movsxd rbp, dword ptr [r15 + 128]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c200:
-    lea r9, [r11 + r11*1]
-    movzx ecx, byte ptr [r15 + 640]
-    and r9, 4032
-    mov r8d, dword ptr [r15 + r9 + 3456]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 4194304
+    setz al
+    lea rcx, [rip + .Lc1_d9433_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d9433_s_t
+    .p2align 3
+.Lc1_d9433_s:
+    .p2align 3
+    jmp .Lc1_d9433_j
+    .p2align 3
+    jmp .Lc1_d9433_j
+.Lc1_d9433_j:
+    mov ecx, dword ptr [r15 + 256]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, r8b
     jmp 1f
 1:
+    movzx eax, al
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
     mov rbp, r11
-    mov edi, edi
     jmp 1f
 1:
-    jmp 1f
-1:
+    mov r12, qword ptr [r15 + r12 + 56]
     and rbp, 448
-    mov edi, dword ptr [r15 + rbp + 832]
+    mov r8, r11
+    mov dword ptr [r15 + rbp + 832], ecx
+    movsxd rax, dword ptr [r15 + 320]
+    and r8, 4032
+    mov rbp, qword ptr [r15 + r8 + 3392]
+    mov dword ptr [r15 + 576], eax
+    mov eax, ebp
     jmp 1f
 1:
-    mov dword ptr [r15 + 256], r8d
-    mov qword ptr [r15 + 512], rbp
-    mov ebp, 188
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + 64], 167
     jmp 1f
 1:
-    vmovdqu ymmword ptr [r15 + 384], ymm4
+    mov r8, rax
+    mov byte ptr [r15 + 64], bpl
+    mov rcx, qword ptr [r15 + 384]
     jmp 1f
 1:
-    mov byte ptr [r15 + 384], dl
-    mov rdx, rbp
-    mov dword ptr [r15 + 320], edx
-    mov dword ptr [r15 + 128], 94
+    mov r8, r11
+    mov rbp, r8
+    vpaddq xmm3, xmm3, xmmword ptr [r15 + 512]
+    mov ebp, 235
+    and r8, 8128
+    mov ebp, dword ptr [r15 + r8 + 7488]
+    mov qword ptr [r15 + 128], rbp
     jmp 1f
 1:
-    mov rbp, r11
     jmp 1f
 1:
-    and rbp, 1984
-    mov dword ptr [r15 + rbp + 1344], 3
-    jmp 1f
-1:
-    movzx edx, byte ptr [r15 + 448]
-    mov dword ptr [r15 + 192], 77
-    movzx ebp, byte ptr [r15 + 448]
-    movsxd rdi, dword ptr [r15 + r9 + 3392]
-    jmp 1f
-1:
+    mov rbp, rcx
+    mov qword ptr [r15 + 448], r8
     add r11, 64
     inc rbx
     dec r13
@@ -13648,175 +11924,158 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 268435456
-    setz al
-    lea rcx, [rip + .Lc1_d10723_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d10723_s_t
-    .p2align 3
-.Lc1_d10723_s:
-    .p2align 3
-    jmp .Lc1_d10723_j
-    .p2align 3
-    jmp .Lc1_d10723_j
-.Lc1_d10723_j:
-    jmp 1f
-1:
-    and ecx, dword ptr [r15 + 320]
-    movzx eax, dl
-    vmovdqu ymmword ptr [r15 + 0], ymm4
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], esi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
     mov rbp, r11
-    mov dword ptr [r15 + 0], 187
-    and rbp, 1984
-    mov rax, qword ptr [r15 + rbp + 1344]
-    movzx ebp, al
-    mov dword ptr [r15 + 64], 253
-    mov dword ptr [r15 + 384], 150
-    movzx ebp, al
+    and rbp, 448
+    mov ecx, dword ptr [r15 + rbp + 832]
     jmp 1f
 1:
+    movzx r8d, byte ptr [r15 + 192]
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu ymmword ptr [r15 + 0], ymm3
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, 170
+    vmovdqu xmm3, xmmword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 384], dl
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov eax, 161
+    mov ebp, eax
+    test dword ptr [r15 + 67117724], 524290
+    jnz 1f
+1:
+    mov eax, r8d
+    mov ecx, dword ptr [r15 + 448]
+    vpor xmm3, xmm3, xmm3
+    movsxd rax, dword ptr [r15 + 64]
+    jmp 1f
+1:
+    movzx edx, al
+    movsxd rdx, dword ptr [r15 + 512]
     mov rbp, r11
-    jmp 1f
-1:
+    mov r8d, dword ptr [r15 + 320]
+    vpshufd xmm3, xmm3, 178
     and rbp, 8128
-    mov r8, r11
-    mov dword ptr [r15 + rbp + 7488], eax
-    and r8, 448
-    mov rbp, qword ptr [r15 + r8 + 832]
-    jmp 1f
-1:
-    mov qword ptr [r15 + 512], rbp
-    movsxd rbp, dword ptr [r15 + 256]
-    jmp 1f
-1:
-    movsxd r8, dword ptr [r15 + 64]
-    add rcx, qword ptr [r15 + 768]
-    jmp 1f
-1:
-    movzx edi, byte ptr [r15 + 128]
-    mov rax, rax
-    mov qword ptr [r15 + 192], rax
-    mov dword ptr [r15 + 448], eax
-    mov dword ptr [r15 + 704], 12
+    mov dword ptr [r15 + rbp + 7488], ebp
+    mov qword ptr [r15 + 128], rbp
+    mov rbp, r11
+    xor dword ptr [r15 + 640], r8d
+    and rbp, 1984
+    mov dword ptr [r15 + rbp + 1344], 67
+    mov ebp, 194
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c202:
+    lea rcx, [rip + .Lc1_d9523_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d9523_j_t
+.Lc1_d9523_j:
+    mov dword ptr [r15 + 256], 27
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov rbp, r11
-    movsxd rax, dword ptr [r15 + 448]
-    and rbp, 1984
-    mov dword ptr [r15 + rbp + 1344], ebp
-    movsxd rcx, dword ptr [r15 + 384]
-    movsxd rdx, dword ptr [r15 + 64]
-    add r8, qword ptr [r15 + 256]
-    movzx ebp, r8b
-    mov byte ptr [r15 + 512], al
-    mov byte ptr [r15 + 0], bpl
+    mov rdx, qword ptr [r15 + 64]
+    mov rcx, rdx
+    mov rdx, qword ptr [r15 + 384]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 57
-    jmp 1f
-1:
-    vmovdqu ymmword ptr [r15 + 0], ymm4
-    mov dword ptr [r15 + 0], edx
-    mov byte ptr [r15 + 0], dl
-    jmp 1f
-1:
-    and edx, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov eax, edx
+    mov dword ptr [r15 + 0], 26
     mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 576], rbp
-    vmovdqu ymmword ptr [r15 + 320], ymm4
-    mov dword ptr [r15 + 320], 36
-    mov qword ptr [r15 + 192], rax
-    vmovdqu ymmword ptr [r15 + 128], ymm4
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, ecx
+    vmovdqu ymmword ptr [r15 + 448], ymm3
+    mov rbp, r11
     jmp 1f
 1:
-    mov rax, qword ptr [r15 + 384]
-    mov rbp, r11
-    mov rdx, rbp
-    jmp 1f
-1:
-    and rbp, 8128
-    movzx edx, byte ptr [r15 + rbp + 7488]
-    vpshufd xmm4, xmm4, 184
-    mov ebp, 117
-    mov rbp, r11
-    mov dword ptr [r15 + 128], 20
+    mov qword ptr [r15 + 384], rbp
     and rbp, 4032
-    movsxd r8, dword ptr [r15 + rbp + 3392]
+    mov r8, qword ptr [r15 + rbp + 3392]
+    jmp 1f
+1:
+    mov rbp, r8
+    jmp 1f
+1:
+    mov rbp, r11
+    movzx eax, byte ptr [r15 + 512]
+    movzx r9d, r8b
+    mov dword ptr [r15 + 192], 201
+    and rbp, 16320
+    mov r8d, dword ptr [r15 + rbp + 15680]
+    vpcmpeqb xmm3, xmm3, xmmword ptr [r15 + 320]
+    mov ebp, dword ptr [r15 + 256]
+    movzx edi, r9b
+    mov r9, rdi
+    mov rdi, qword ptr [r15 + 704]
+    mov r9, r11
+    mov qword ptr [r15 + 128], r9
+    jmp 1f
+1:
+    and r9, 1984
+    movzx esi, byte ptr [r15 + r9 + 1344]
+    mov r9d, esi
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c203:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d10823_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d10823_j_t
-.Lc1_d10823_j:
-    jmp 1f
-1:
-    mov ebp, dword ptr [r15 + 128]
-    vmovq qword ptr [r15 + 64], xmm4
-    mov dword ptr [r15 + 320], 207
+    mov r9d, 85
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov byte ptr [r15 + 0], bpl
     jmp 1f
 1:
-    mov ebp, ebp
+    movzx r9d, r9b
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, 218
+    mov r9d, r9d
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, 180
     jmp 1f
 1:
-    and ebp, dword ptr [r15 + 256]
+    mov r9d, edi
+    movzx edi, r9b
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r8d, r9b
+    mov esi, r9d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, r11
+    mov rbp, r11
+    test ebx, 1073741824
+    jz 1f
+1:
+    and rbp, 448
+    mov rdi, qword ptr [r15 + rbp + 832]
+    and r9, 8128
+    mov dword ptr [r15 + r9 + 7488], 162
+    movzx eax, r9b
+    mov r9, qword ptr [r15 + 768]
+    jmp 1f
+1:
+    movzx ebp, sil
+    movzx esi, byte ptr [r15 + 320]
+    jmp 1f
+1:
+    mov rcx, rsi
+    mov ebp, 19
     mov r8, r11
-    test dword ptr [r15 + 67117723], 33556480
-    jnz 1f
-1:
-    mov rbp, rbp
+    mov byte ptr [r15 + 512], al
+    mov dword ptr [r15 + 128], 149
+    movzx eax, cl
     and r8, 4032
-    mov rbp, qword ptr [r15 + r8 + 3392]
-    mov r8, r11
-    movzx esi, byte ptr [r15 + 640]
-    mov rax, qword ptr [r15 + 448]
-    and r8, 8128
-    mov dword ptr [r15 + r8 + 7488], 152
-    mov r8, r11
-    mov byte ptr [r15 + 704], r8b
-    movsxd rcx, dword ptr [r15 + 512]
-    and r8, 448
-    movsxd rdx, dword ptr [r15 + r8 + 832]
-    mov qword ptr [r15 + 192], rsi
-    mov r8, qword ptr [r15 + 384]
+    movzx eax, byte ptr [r15 + r8 + 3392]
+    mov dword ptr [r15 + 384], 113
+    mov dword ptr [r15 + 192], eax
     jmp 1f
 1:
-    mov esi, ecx
-    jmp 1f
-1:
-    movzx ecx, sil
+    movzx eax, byte ptr [r15 + 64]
     jmp 1f
 1:
     add r11, 64
@@ -13824,57 +12083,48 @@ ditto_body_c1:
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c204:
-    mov ecx, r8d
-    movsxd rcx, dword ptr [r15 + 256]
-    movzx esi, dl
-    mov rsi, rax
-    movsxd rsi, dword ptr [r15 + 64]
-    movzx r8d, sil
-    mov qword ptr [r15 + 64], r8
-    vmovdqu xmm4, xmmword ptr [r15 + 768]
+    lea rcx, [rip + .Lc1_d9618_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d9618_j_t
+.Lc1_d9618_j:
+    mov dword ptr [r15 + 448], 141
+    jmp 1f
+1:
+    mov dword ptr [r15 + 192], 64
+    vmovdqu xmmword ptr [r15 + 64], xmm3
+    movzx edi, cl
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], rax
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, 75
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
+    mov eax, 205
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx esi, sil
-    movzx esi, sil
-    jmp 1f
-1:
-    mov byte ptr [r15 + 448], dl
-    movzx esi, byte ptr [r15 + 320]
+    mov qword ptr [r15 + 384], rdi
     mov r8, r11
-    jmp 1f
-1:
-    movzx edx, byte ptr [r15 + 384]
-    mov eax, dword ptr [r15 + 192]
-    and r8, 448
-    and edx, dword ptr [r15 + r8 + 832]
-    movzx r8d, dl
-    mov edx, dword ptr [r15 + 128]
-    jmp 1f
-1:
+    mov byte ptr [r15 + 512], r8b
     mov rbp, r11
-    mov rdi, qword ptr [r15 + 512]
-    movsxd r9, dword ptr [r15 + 320]
-    mov edx, edx
+    and r8, 448
+    movzx edi, byte ptr [r15 + r8 + 832]
+    vmovdqu ymmword ptr [r15 + 256], ymm3
     and rbp, 1984
-    mov r9, r11
-    mov dword ptr [r15 + rbp + 1344], eax
-    jmp 1f
-1:
-    and r9, 4032
-    movsxd rbp, dword ptr [r15 + r9 + 3392]
+    mov r8, r11
+    or qword ptr [r15 + rbp + 1344], 25
+    vmovdqu xmmword ptr [r15 + 640], xmm3
+    and r8, 8128
+    vmovdqu ymmword ptr [r15 + r8 + 7488], ymm3
+    and r8d, dword ptr [r15 + 128]
+    mov ebp, edx
+    mov rbp, qword ptr [r15 + 320]
+    mov byte ptr [r15 + 576], dil
     jmp 1f
 1:
     add r11, 64
@@ -13882,131 +12132,123 @@ ditto_body_c1:
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c205:
-    lea rcx, [rip + .Lc1_d10917_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d10917_j_t
-.Lc1_d10917_j:
-    mov byte ptr [r15 + 0], cl
     jmp 1f
 1:
-    mov qword ptr [r15 + 0], rcx
-    mov qword ptr [r15 + 0], rcx
+    mov r8, r11
+    mov edi, ebp
+    mov rbp, rdi
+    and r8, 4032
+    mov ebp, dword ptr [r15 + r8 + 3392]
+    vpaddd xmm3, xmm3, xmm3
+    jmp 1f
+1:
+    mov edx, 48
+    mov dword ptr [r15 + 320], 172
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], r9
+    mov edi, edx
+    mov edi, r8d
+    movzx r9d, bpl
+    mov r9d, 118
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, rbp
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movzx ebp, r9b
+    mov qword ptr [r15 + 0], r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, ebp
-    mov dword ptr [r15 + 0], 164
-    movzx ecx, cl
-    jmp 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 640], 179
     jmp 1f
 1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    lea r8, [r11 + r11*1]
-    mov ecx, dword ptr [r15 + 256]
-    movsxd rbp, dword ptr [r15 + 576]
-    jmp 1f
-1:
-    and r8, 8128
-    and ebp, dword ptr [r15 + r8 + 7488]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 192], 71
-    movzx eax, byte ptr [r15 + 448]
-    mov edx, dword ptr [r15 + 320]
-    mov esi, edx
-    mov edx, 184
-    mov edx, dword ptr [r15 + 512]
-    mov r9, r11
-    mov dword ptr [r15 + 384], 98
-    movzx edi, byte ptr [r15 + 128]
     mov rbp, r11
-    mov byte ptr [r15 + r8 + 7552], sil
-    and r9, 1984
-    movsxd r8, dword ptr [r15 + r9 + 1344]
-    and rbp, 448
-    mov rsi, qword ptr [r15 + rbp + 832]
-    movzx ebp, byte ptr [r15 + 64]
-    mov r9d, 191
-    movzx r9d, r8b
-    jmp 1f
-1:
+    movzx r9d, byte ptr [r15 + 384]
+    and rbp, 1984
+    and r9d, dword ptr [r15 + rbp + 1344]
+    or qword ptr [r15 + 128], 73
+    mov dword ptr [r15 + 704], r9d
+    mov byte ptr [r15 + 64], bpl
+    mov rbp, qword ptr [r15 + 64]
+    movsxd r9, dword ptr [r15 + 448]
+    mov dword ptr [r15 + 320], 227
+    mov r8d, dword ptr [r15 + 256]
+    mov qword ptr [r15 + 512], rdi
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c206:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 16777216
-    setz al
-    lea rcx, [rip + .Lc1_d10969_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d10969_s_t
-    .p2align 3
-.Lc1_d10969_s:
-    .p2align 3
-    jmp .Lc1_d10969_j
-    .p2align 3
-    jmp .Lc1_d10969_j
-.Lc1_d10969_j:
+    lea rcx, [rip + .Lc1_d9710_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d9710_j_t
+.Lc1_d9710_j:
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], edi
-    mov qword ptr [r15 + 0], rcx
-    jmp 1f
-1:
-    add rax, qword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], cl
-    mov qword ptr [r15 + 0], rax
-    mov byte ptr [r15 + 0], al
-    vpaddq xmm4, xmm4, xmmword ptr [r15 + 0]
-    mov rax, rax
-    mov rbp, r11
-    movzx eax, cl
-    mov dword ptr [r15 + 0], r8d
-    and rbp, 1984
-    add r8, qword ptr [r15 + rbp + 1344]
-    lea rbp, [r11 + r11*1]
-    movzx eax, byte ptr [r15 + 320]
-    and rbp, 4032
-    mov dword ptr [r15 + rbp + 3456], 175
-    mov dword ptr [r15 + 320], 66
-    movsxd rcx, dword ptr [r15 + 128]
-    mov r9, qword ptr [r15 + 64]
-    and r9d, dword ptr [r15 + 448]
-    test ebx, 1024
-    jnz 1f
-1:
-    movsxd r9, dword ptr [r15 + 384]
-    jmp 1f
-1:
+    mov rcx, rcx
     mov ecx, r9d
-    mov r9, qword ptr [r15 + 512]
-    mov r8d, dword ptr [r15 + 384]
-    mov dword ptr [r15 + 704], r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    and esi, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], r8b
+    mov dword ptr [r15 + 0], esi
+    mov dword ptr [r15 + 64], 157
+    mov r8, rsi
+    mov r8d, dword ptr [r15 + 192]
     jmp 1f
 1:
-    mov r8d, 167
-    mov qword ptr [r15 + 512], r9
+    mov rsi, rcx
+    mov ecx, 142
+    mov dword ptr [r15 + 512], 40
+    vpmovmskb ecx, xmm3
     jmp 1f
 1:
-    mov r8, qword ptr [r15 + rbp + 3392]
-    mov qword ptr [r15 + 256], rcx
-    movsxd rcx, dword ptr [r15 + 192]
-    movsxd r9, dword ptr [r15 + 128]
+    jmp 1f
+1:
     mov rbp, r11
-    vpcmpeqb xmm4, xmm4, xmm0
-    vpxor xmm4, xmm4, xmm6
+    movzx ecx, byte ptr [r15 + 384]
+    and rbp, 8128
+    add rcx, qword ptr [r15 + rbp + 7488]
+    jmp 1f
+1:
+    mov rbp, rsi
+    jmp 1f
+1:
+    mov rsi, rbp
+    mov rbp, r11
+    mov qword ptr [r15 + 320], rbp
     and rbp, 448
-    mov qword ptr [r15 + rbp + 832], rbp
-    mov ebp, ebp
+    movzx esi, byte ptr [r15 + rbp + 832]
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + 128], ymm3
+    jmp 1f
+1:
+    mov rbp, r11
+    mov r9, qword ptr [r15 + 256]
+    mov byte ptr [r15 + 448], r9b
+    and rbp, 4032
+    movzx r9d, byte ptr [r15 + rbp + 3392]
+    vmovdqu ymmword ptr [r15 + 768], ymm3
+    jmp 1f
+1:
+    jmp 1f
+1:
+    vpcmpeqb xmm3, xmm3, xmm5
     add r11, 64
     inc rbx
     dec r13
@@ -14014,906 +12256,805 @@ ditto_body_c1:
 .Lc1_b1_c207:
     jmp 1f
 1:
-    mov rbp, r11
-    jmp 1f
-1:
-    and rbp, 1984
-    mov dword ptr [r15 + rbp + 1344], 224
-    jmp 1f
-1:
-    mov dword ptr [r15 + 576], 107
-    mov dword ptr [r15 + 768], ebp
-    movzx ebp, bpl
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov ebp, 143
-    jmp 1f
-1:
-    mov qword ptr [r15 + 192], rbp
-    jmp 1f
-1:
-    mov ebp, 154
-    or qword ptr [r15 + 0], 125
-    jmp 1f
-1:
-    mov ebp, 46
-    jmp 1f
-1:
-    test ebx, 513536
-    jz 1f
-1:
+    movsxd rbp, dword ptr [r15 + 320]
+    movzx r9d, r9b
+    mov byte ptr [r15 + 0], r9b
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, rbp
+    mov r9d, 63
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, rbp
     jmp 1f
 1:
+    mov r9d, 158
+    movzx esi, r9b
+    jmp 1f
+1:
+    movzx r9d, bpl
+    mov r9, r9
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, 252
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, 191
-    mov rbp, r11
+    jmp 1f
+1:
+    mov byte ptr [r15 + 0], r9b
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov byte ptr [r15 + 64], r9b
+    test ebx, 4608
+    jnz 1f
+1:
+    movzx r9d, r9b
     mov r8, r11
-    mov dword ptr [r15 + 512], 76
-    movzx edx, bpl
-    and r8, 8128
-    inc dword ptr [r15 + r8 + 7488]
-    and rbp, 16320
-    vmovdqu ymmword ptr [r15 + rbp + 15680], ymm4
-    movzx edx, byte ptr [r15 + 320]
-    add rbp, qword ptr [r15 + 128]
+    mov r9, r11
+    and r8, 448
+    movsxd rbp, dword ptr [r15 + r8 + 832]
+    and r9, 8128
+    movzx r8d, byte ptr [r15 + r9 + 7488]
+    mov r9d, esi
+    vmovdqu xmmword ptr [r15 + 384], xmm3
     jmp 1f
 1:
-    mov r8, rbp
-    mov qword ptr [r15 + 64], r8
-    mov qword ptr [r15 + 384], rdx
-    mov byte ptr [r15 + 448], r8b
+    movzx r9d, sil
+    jmp 1f
+1:
+    jmp 1f
+1:
+    vpshufd xmm3, xmm3, 125
+    jmp 1f
+1:
+    movzx esi, byte ptr [r15 + 192]
+    mov r9d, edi
+    mov dword ptr [r15 + 448], r9d
+    mov dword ptr [r15 + 128], r9d
+    mov r9d, 27
+    mov byte ptr [r15 + 576], r9b
+    mov r9, r11
+    vpor xmm3, xmm3, xmm3
+    mov edi, 124
+    and r9, 1984
+    movzx edi, byte ptr [r15 + r9 + 1344]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c208:
-    lea rcx, [rip + .Lc1_d11076_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d11076_j_t
-.Lc1_d11076_j:
-    mov rbp, r8
-    vmovdqu ymmword ptr [r15 + 256], ymm4
-    lock add qword ptr [r15 + 64], rbp
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 8
+    setz al
+    lea rcx, [rip + .Lc1_d9816_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d9816_s_t
+    .p2align 3
+.Lc1_d9816_s:
+    .p2align 3
+    jmp .Lc1_d9816_j
+    .p2align 3
+    jmp .Lc1_d9816_j
+.Lc1_d9816_j:
     mov r12, qword ptr [r15 + r12 + 56]
-    add rdx, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], 234
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    inc dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    add rbp, qword ptr [r15 + 640]
+    mov rcx, qword ptr [r15 + 256]
+    movzx eax, byte ptr [r15 + 192]
+    mov dword ptr [r15 + 128], eax
+    mov rax, rcx
+    jmp 1f
+1:
+    mov r9, r11
+    movsxd rcx, dword ptr [r15 + 384]
+    and r9, 4032
+    vmovdqu ymmword ptr [r15 + r9 + 3392], ymm3
+    vmovdqu ymmword ptr [r15 + 640], ymm3
+    vmovdqu xmm3, xmmword ptr [r15 + 512]
+    mov edi, eax
+    mov r9, r11
+    mov qword ptr [r15 + 448], r9
+    and r9, 1984
+    mov dword ptr [r15 + r9 + 1344], ecx
     jmp 1f
 1:
     jmp 1f
 1:
-    mov ecx, ebp
-    mov rbp, r11
-    mov r8, r11
-    vmovdqu ymmword ptr [r15 + 384], ymm4
-    and rbp, 4032
-    movzx r9d, byte ptr [r15 + rbp + 3392]
-    and r8, 448
-    vmovdqu xmmword ptr [r15 + r8 + 832], xmm4
-    mov rbp, r11
-    mov byte ptr [r15 + 320], bpl
+    mov r9d, dword ptr [r15 + 64]
+    mov dword ptr [r15 + 320], r9d
     jmp 1f
 1:
-    and rbp, 8128
-    movzx r8d, byte ptr [r15 + rbp + 7488]
-    mov ebp, dword ptr [r15 + 448]
-    mov dword ptr [r15 + 512], 130
-    jmp 1f
-1:
-    mov eax, edx
-    mov rdx, qword ptr [r15 + 192]
-    mov edi, dword ptr [r15 + 384]
-    movzx esi, byte ptr [r15 + 128]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 64], esi
-    jmp 1f
-1:
+    mov rcx, qword ptr [r15 + 704]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c209:
-    mov esi, edx
+    mov r9d, dword ptr [r15 + 128]
+    mov byte ptr [r15 + 64], r9b
+    jmp 1f
+1:
+    mov r9, r9
+    mov r9d, ecx
+    jmp 1f
+1:
+    movzx ecx, byte ptr [r15 + 384]
+    mov r9, rcx
+    movzx r9d, byte ptr [r15 + 512]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    and esi, dword ptr [r15 + 0]
-    mov edx, edi
-    jmp 1f
-1:
-    mov rdx, rdi
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx edx, sil
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 101
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov rbp, r11
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    and rbp, 448
-    and edx, dword ptr [r15 + rbp + 832]
-    movzx ebp, byte ptr [r15 + 320]
-    lea r8, [r11 + r11*1]
+    mov qword ptr [r15 + 0], r9
+    mov eax, r9d
     jmp 1f
 1:
-    movsxd rsi, dword ptr [r15 + 64]
-    and r8, 1984
-    mov rdi, qword ptr [r15 + r8 + 1344]
-    add rdx, qword ptr [r15 + r8 + 1408]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 122
+    mov r9d, 114
+    mov byte ptr [r15 + 0], al
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov eax, r9d
+    jmp 1f
+1:
     mov r9, r11
-    mov r8, rsi
-    mov rsi, rsi
+    add qword ptr [r15 + 0], rax
+    and eax, dword ptr [r15 + 384]
+    and r9, 1984
+    movzx ecx, byte ptr [r15 + r9 + 1344]
+    movsxd r9, dword ptr [r15 + 128]
+    mov rdi, qword ptr [r15 + 320]
+    mov dword ptr [r15 + 256], 106
+    mov rsi, rdi
+    mov rbp, r11
     jmp 1f
 1:
-    and r9, 4032
-    mov rsi, qword ptr [r15 + r9 + 3392]
-    vmovdqu ymmword ptr [r15 + 448], ymm4
-    mov byte ptr [r15 + 256], sil
-    add rsi, qword ptr [r15 + 192]
-    mov r9, rbp
-    mov r9, qword ptr [r15 + 512]
-    mov rcx, qword ptr [r15 + 384]
-    mov rax, rcx
-    vmovdqu xmmword ptr [r15 + 768], xmm4
-    mov qword ptr [r15 + 128], r8
-    mov dword ptr [r15 + 704], ecx
+    and rbp, 8128
+    mov dword ptr [r15 + rbp + 7488], 184
+    movzx ebp, bpl
+    mov byte ptr [r15 + 448], bpl
+    mov rbp, r11
+    movsxd rsi, dword ptr [r15 + 512]
+    jmp 1f
+1:
+    mov byte ptr [r15 + 768], al
+    and rbp, 448
+    movsxd rax, dword ptr [r15 + rbp + 832]
+    jmp 1f
+1:
+    mov rbp, rax
+    movsxd rbp, dword ptr [r15 + 192]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c210:
-    lea rcx, [rip + .Lc1_d11174_j]
+    lea rcx, [rip + .Lc1_d9908_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d11174_j_t
-.Lc1_d11174_j:
+    jmp .Lc1_d9908_j_t
+.Lc1_d9908_j:
+    mov dword ptr [r15 + 512], eax
+    mov dword ptr [r15 + 384], 191
+    mov byte ptr [r15 + 320], cl
+    mov dword ptr [r15 + 192], ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], bpl
+    mov r12, qword ptr [r15 + r12 + 56]
     movzx ecx, cl
-    mov qword ptr [r15 + 128], rcx
-    jmp 1f
-1:
-    mov dword ptr [r15 + 64], eax
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 213
-    vpcmpeqb xmm4, xmm4, xmm7
-    mov ecx, r8d
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx ecx, cl
-    mov r8d, 126
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, r8
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    and r8d, dword ptr [r15 + 0]
-    mov ecx, dword ptr [r15 + 384]
-    lea rbp, [r11 + r11*1]
-    jmp 1f
-1:
-    and rbp, 8128
-    movzx eax, byte ptr [r15 + rbp + 7552]
-    mov r9, r11
-    mov dword ptr [r15 + 512], esi
-    and r9, 448
-    mov edi, dword ptr [r15 + r9 + 832]
-    mov dword ptr [r15 + 128], edi
-    movsxd rdi, dword ptr [r15 + 192]
-    vpcmpeqb xmm4, xmm4, xmmword ptr [r15 + 576]
-    mov r9d, dword ptr [r15 + 448]
-    movsxd rsi, dword ptr [r15 + 320]
-    mov dword ptr [r15 + rbp + 7488], edx
-    jmp 1f
-1:
     mov rbp, r11
-    mov edx, ebp
-    and eax, dword ptr [r15 + 320]
-    mov qword ptr [r15 + 256], rcx
-    and rbp, 4032
-    mov dword ptr [r15 + rbp + 3392], ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 448
+    mov dword ptr [r15 + rbp + 832], 212
+    movzx edx, bpl
+    mov eax, 208
+    movzx ebp, byte ptr [r15 + 576]
+    mov r8, r11
+    add rcx, qword ptr [r15 + 64]
+    and r8, 8128
+    mov rax, qword ptr [r15 + r8 + 7488]
+    mov r9, qword ptr [r15 + 256]
+    vmovdqu ymmword ptr [r15 + 640], ymm3
+    mov r8, r11
+    mov dword ptr [r15 + 448], 32
+    mov edi, dword ptr [r15 + 320]
+    jmp 1f
+1:
+    and r8, 4032
+    mov byte ptr [r15 + r8 + 3392], dl
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movzx r8d, sil
+    and ebp, dword ptr [r15 + 128]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c211:
-    lea rcx, [rip + .Lc1_d11223_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d11223_j_t
-.Lc1_d11223_j:
-    mov dword ptr [r15 + 0], 138
+    mov r9, r11
+    movzx ebp, byte ptr [r15 + 704]
+    jmp 1f
+1:
+    and r9, 1984
+    mov dword ptr [r15 + r9 + 1344], 113
+    jmp 1f
+1:
+    jmp 1f
+1:
+    inc dword ptr [r15 + 512]
+    movzx r9d, r8b
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 123
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r9d, r9b
+    jmp 1f
+1:
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + 0], ymm3
+    xor dword ptr [r15 + 0], r9d
+    mov r9d, 91
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, 47
+    test ebx, 1073741824
+    jz 1f
+1:
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov qword ptr [r15 + 0], rcx
-    mov rcx, rbp
-    mov qword ptr [r15 + 0], rbp
-    mov rcx, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rcx
-    jmp 1f
-1:
-    movzx ecx, cl
-    mov dword ptr [r15 + 0], 215
-    jmp 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov rcx, rcx
-    mov dword ptr [r15 + 0], edi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 64], edx
+    mov r9, r11
+    mov dword ptr [r15 + 128], 61
+    mov r8d, ebp
+    nop
+    and r9, 8128
+    movsxd r8, dword ptr [r15 + r9 + 7488]
+    movsxd rbp, dword ptr [r15 + 384]
+    mov r9d, edi
+    mov r9, r11
+    mov qword ptr [r15 + 256], r8
     jmp 1f
 1:
-    test ebx, 2560
-    jnz 1f
-1:
-    mov rcx, qword ptr [r15 + 320]
-    movzx edx, cl
-    movzx edx, sil
+    and r9, 4032
+    mov byte ptr [r15 + r9 + 3392], r8b
     jmp 1f
 1:
-    mov byte ptr [r15 + 128], al
-    mov dword ptr [r15 + 192], edx
-    mov byte ptr [r15 + 64], dl
-    movsxd rdx, dword ptr [r15 + 384]
-    add rdx, qword ptr [r15 + 320]
-    jmp 1f
-1:
-    mov rbp, r11
-    mov qword ptr [r15 + 384], rbp
-    jmp 1f
-1:
-    and rbp, 1984
-    mov byte ptr [r15 + rbp + 1344], bpl
-    movzx esi, byte ptr [r15 + 640]
-    mov rbp, r11
-    mov qword ptr [r15 + 704], rbp
-    mov rax, rax
-    and rbp, 448
-    mov dword ptr [r15 + rbp + 832], ebp
-    mov dword ptr [r15 + 448], r8d
-    mov byte ptr [r15 + 512], bpl
-    movsxd rbp, dword ptr [r15 + 256]
+    mov r8d, dword ptr [r15 + 64]
+    vmovdqu ymmword ptr [r15 + 320], ymm3
+    mov r9, r8
+    mov byte ptr [r15 + 448], r9b
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c212:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d10000_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d10000_j_t
+.Lc1_d10000_j:
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, al
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], r8
+    mov byte ptr [r15 + 0], r8b
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov rax, rcx
-    jmp 1f
-1:
-    vmovq xmm4, rax
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    add rax, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rax
-    mov qword ptr [r15 + 768], rax
-    movzx eax, byte ptr [r15 + 448]
-    jmp 1f
-1:
-    mov ecx, dword ptr [r15 + 64]
+    mov byte ptr [r15 + 0], cl
+    mov dword ptr [r15 + 0], ecx
+    mov ecx, r9d
+    mov dword ptr [r15 + 0], r8d
+    vpaddd xmm3, xmm3, xmm3
+    mov byte ptr [r15 + 0], r9b
+    mov ecx, 227
     mov rbp, r11
-    test dword ptr [r15 + 67117724], 270532609
-    jz 1f
+    mov ecx, dword ptr [r15 + 384]
+    and rbp, 1984
+    movsxd r8, dword ptr [r15 + rbp + 1344]
+    mov ebp, r8d
+    mov byte ptr [r15 + 256], bpl
+    mov qword ptr [r15 + 512], r9
+    jmp 1f
 1:
-    mov ecx, eax
+    mov byte ptr [r15 + 320], bpl
+    mov r8, qword ptr [r15 + 128]
+    jmp 1f
+1:
+    and ecx, dword ptr [r15 + 64]
+    mov ebp, dword ptr [r15 + 64]
+    jmp 1f
+1:
+    and ebp, dword ptr [r15 + 576]
+    mov qword ptr [r15 + 192], rax
+    mov r9, r11
+    jmp 1f
+1:
+    mov dword ptr [r15 + 384], 227
+    and r9, 448
+    mov rbp, r11
+    mov eax, dword ptr [r15 + r9 + 832]
+    mov edi, r9d
     and rbp, 4032
-    mov dword ptr [r15 + rbp + 3392], ebp
-    mov rbp, r11
-    mov eax, dword ptr [r15 + 128]
-    mov rcx, qword ptr [r15 + 256]
-    and rbp, 8128
-    mov r8, r11
-    mov esi, dword ptr [r15 + rbp + 7488]
+    mov dword ptr [r15 + rbp + 3392], 33
+    add rbp, qword ptr [r15 + 192]
+    mov dword ptr [r15 + 768], ecx
     jmp 1f
 1:
-    and r8, 1984
-    add qword ptr [r15 + r8 + 1344], r8
+    mov byte ptr [r15 + 448], r9b
     jmp 1f
 1:
-    movsxd rbp, dword ptr [r15 + 128]
-    jmp 1f
-1:
-    and ebp, dword ptr [r15 + 320]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov qword ptr [r15 + 384], rsi
-    mov byte ptr [r15 + 192], bpl
-    movsxd rsi, dword ptr [r15 + 448]
-    mov ebp, ecx
-    mov dword ptr [r15 + 512], ebp
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c213:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 8192
-    setz al
-    lea rcx, [rip + .Lc1_d11332_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d11332_s_t
-    .p2align 3
-.Lc1_d11332_s:
-    .p2align 3
-    jmp .Lc1_d11332_j
-    .p2align 3
-    jmp .Lc1_d11332_j
-.Lc1_d11332_j:
-    movsxd rbp, dword ptr [r15 + 384]
-    and ecx, dword ptr [r15 + 256]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, rcx
-    mov qword ptr [r15 + 0], rax
+    mov byte ptr [r15 + 0], dil
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edi, 207
+    mov dword ptr [r15 + 0], 126
     jmp 1f
 1:
-    mov rcx, rbp
-    mov rcx, rcx
     jmp 1f
 1:
+    jmp 1f
+1:
+    mov rbp, r11
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, byte ptr [r15 + 64]
-    mov rax, rcx
-    mov rcx, qword ptr [r15 + 640]
-    mov r8, r11
-    movsxd rsi, dword ptr [r15 + 512]
-    movsxd rdx, dword ptr [r15 + 448]
-    mov r9d, edx
-    and r8, 8128
-    movsxd r9, dword ptr [r15 + r8 + 7488]
+    and rbp, 8128
+    add rdi, qword ptr [r15 + rbp + 7488]
     jmp 1f
 1:
-    mov r8d, 20
-    mov r8d, r8d
-    movzx r8d, sil
+    mov dword ptr [r15 + 512], 118
+    jmp 1f
+1:
+    mov dword ptr [r15 + 64], 14
+    mov byte ptr [r15 + 320], bpl
     jmp 1f
 1:
     jmp 1f
 1:
-    vmovdqu xmm4, xmmword ptr [r15 + 128]
-    mov rsi, rax
-    mov r8, r11
-    mov dword ptr [r15 + 320], 163
-    inc dword ptr [r15 + 384]
-    mov esi, 8
-    and r8, 4032
-    and esi, dword ptr [r15 + r8 + 3392]
+    mov byte ptr [r15 + 448], bpl
+    mov ebp, ebp
     jmp 1f
 1:
     mov r8, r11
+    nop
+    and r8, 16320
+    mov byte ptr [r15 + r8 + 15680], dil
+    mov dword ptr [r15 + 320], 84
     jmp 1f
 1:
-    movsxd rdi, dword ptr [r15 + 576]
+    mov r8, r11
+    mov dword ptr [r15 + 384], 137
+    jmp 1f
+1:
+    .byte 0x0f, 0x1f, 0x00
     and r8, 448
-    xor dword ptr [r15 + r8 + 832], r8d
-    xor dword ptr [r15 + 192], r8d
-    vpxor xmm4, xmm4, xmm15
-    mov r8, r8
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
+    movsxd rbp, dword ptr [r15 + r8 + 832]
+    mov dword ptr [r15 + 640], 113
+    and ebp, dword ptr [r15 + 128]
+    movzx r8d, bpl
+    mov byte ptr [r15 + 256], dil
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c214:
-    lea rcx, [rip + .Lc1_d11392_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d11392_j_t
-.Lc1_d11392_j:
-    mov byte ptr [r15 + 64], cl
-    mov byte ptr [r15 + 704], r8b
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 8388608
+    setz al
+    lea rcx, [rip + .Lc1_d10098_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d10098_s_t
+    .p2align 3
+.Lc1_d10098_s:
+    .p2align 3
+    jmp .Lc1_d10098_j
+    .p2align 3
+    jmp .Lc1_d10098_j
+.Lc1_d10098_j:
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov ecx, dword ptr [r15 + 64]
-    jmp 1f
-1:
+    mov ecx, dword ptr [r15 + 192]
+    mov eax, ebp
+    mov qword ptr [r15 + 128], r9
+    mov ebp, ebp
+    vpaddq xmm3, xmm3, xmmword ptr [r15 + 704]
+    movzx eax, byte ptr [r15 + 256]
+    mov ebp, dword ptr [r15 + 64]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    add rcx, qword ptr [r15 + 0]
-    and r8d, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 245
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], ebp
-    mov qword ptr [r15 + 0], rdi
-    mov r9, r11
-    jmp 1f
-1:
-    and r9, 8128
-    movzx edx, byte ptr [r15 + r9 + 7488]
-    test ebx, 3072
+    mov byte ptr [r15 + 0], r8b
+    test ebx, 1073741824
     jz 1f
 1:
-    jmp 1f
-1:
-    mov r9d, r8d
-    mov dword ptr [r15 + 320], ecx
-    mov r9, r11
-    movzx ecx, byte ptr [r15 + 512]
-    mov r8d, dword ptr [r15 + 768]
-    mov ebp, dword ptr [r15 + 448]
-    and r9, 448
-    add rbp, qword ptr [r15 + r9 + 832]
-    mov dword ptr [r15 + 384], ebp
-    movzx r9d, dil
-    mov dword ptr [r15 + 192], 254
-    mov r9, qword ptr [r15 + 128]
-    jmp 1f
-1:
-    mov rbp, qword ptr [r15 + 256]
-    lea rbp, [r11 + r11*1]
-    mov dword ptr [r15 + 320], ebp
-    mov rdi, rbp
+    mov rbp, r11
+    mov r8d, 124
     and rbp, 1984
-    lock xadd qword ptr [r15 + rbp + 1344], rdi
-    mov dword ptr [r15 + rbp + 1408], edi
+    mov r8, r11
+    mov rcx, qword ptr [r15 + rbp + 1344]
+    mov rbp, rcx
+    and r8, 8128
+    vpcmpeqb xmm3, xmm3, xmmword ptr [r15 + r8 + 7488]
+    movsxd r8, dword ptr [r15 + 448]
+    mov ebp, dword ptr [r15 + 320]
+    mov r9, r11
+    mov dword ptr [r15 + 384], 214
+    jmp 1f
+1:
+    mov rax, rcx
+    and r9, 4032
+    movzx ecx, byte ptr [r15 + r9 + 3392]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c215:
-    mov ebp, ebp
+    lea rcx, [rip + .Lc1_d10139_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d10139_j_t
+.Lc1_d10139_j:
+    movsxd rdi, dword ptr [r15 + 128]
+    mov rbp, r11
+    movsxd r9, dword ptr [r15 + 576]
+    and rbp, 4032
+    mov dword ptr [r15 + rbp + 3392], ebp
+    mov dword ptr [r15 + 448], 114
+    mov ecx, 1
+    mov rbp, r11
+    jmp 1f
+1:
+    and rbp, 448
+    add qword ptr [r15 + rbp + 832], rdi
+    mov byte ptr [r15 + 64], bpl
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rdi, rcx
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rdx, rdi
-    mov byte ptr [r15 + 0], bpl
+    mov ecx, ecx
+    movzx esi, bpl
+    mov rbp, rsi
+    mov rbp, r11
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], edi
-    jmp 1f
-1:
-    add rbp, qword ptr [r15 + 0]
-    mov r9, qword ptr [r15 + 64]
-    jmp 1f
-1:
-    lea r8, [r11 + r11*1]
-    mov qword ptr [r15 + 512], r8
-    jmp 1f
-1:
+    mov dword ptr [r15 + 192], edi
+    and rbp, 1984
+    mov byte ptr [r15 + rbp + 1344], dil
+    mov byte ptr [r15 + 512], dil
+    movzx esi, byte ptr [r15 + 128]
+    movzx ebp, byte ptr [r15 + 320]
+    mov byte ptr [r15 + 384], cl
+    movzx ecx, cl
     mov edi, 148
-    and r8, 4032
-    mov dword ptr [r15 + r8 + 3392], 198
-    mov rdi, qword ptr [r15 + r8 + 3456]
-    jmp 1f
-1:
-    mov r8d, r9d
-    jmp 1f
-1:
-    mov r8, r11
-    mov byte ptr [r15 + 384], r8b
-    movzx ecx, byte ptr [r15 + 192]
-    add qword ptr [r15 + 128], r9
-    and r8, 448
-    mov dword ptr [r15 + r8 + 832], r8d
-    mov r8, qword ptr [r15 + 384]
-    jmp 1f
-1:
-    mov r9, qword ptr [r15 + 320]
-    mov edx, dword ptr [r15 + 256]
-    jmp 1f
-1:
-    mov r9, r11
-    movzx eax, byte ptr [r15 + 128]
-    vmovdqu xmm4, xmmword ptr [r15 + 576]
-    vpxor xmm4, xmm4, xmm0
-    and r9, 8128
-    mov byte ptr [r15 + r9 + 7488], r9b
-    mov dword ptr [r15 + 448], r9d
+    movzx ecx, byte ptr [r15 + 768]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c216:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 15
-    lea rcx, [rip + .Lc1_d11494_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d11494_s_t
-    .p2align 3
-.Lc1_d11494_s:
-    .p2align 3
-    jmp .Lc1_d11494_j
-    .p2align 3
-    jmp .Lc1_d11494_j
-    .p2align 3
-    jmp .Lc1_d11494_j
-    .p2align 3
-    jmp .Lc1_d11494_j
-    .p2align 3
-    jmp .Lc1_d11494_j
-    .p2align 3
-    jmp .Lc1_d11494_j
-    .p2align 3
-    jmp .Lc1_d11494_j
-    .p2align 3
-    jmp .Lc1_d11494_j
-    .p2align 3
-    jmp .Lc1_d11494_j
-    .p2align 3
-    jmp .Lc1_d11494_j
-    .p2align 3
-    jmp .Lc1_d11494_j
-    .p2align 3
-    jmp .Lc1_d11494_j
-    .p2align 3
-    jmp .Lc1_d11494_j
-    .p2align 3
-    jmp .Lc1_d11494_j
-    .p2align 3
-    jmp .Lc1_d11494_j
-    .p2align 3
-    jmp .Lc1_d11494_j
-.Lc1_d11494_j:
-    movzx ecx, cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov rax, rcx
-    jmp 1f
-1:
-    mov eax, eax
-    mov ebp, eax
-    mov rax, rcx
-    mov qword ptr [r15 + 0], rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 256], ecx
     mov rbp, r11
+    mov dword ptr [r15 + 320], 9
+    and rbp, 448
+    mov qword ptr [r15 + rbp + 832], rbp
+    mov edi, 191
+    movzx ebp, byte ptr [r15 + 192]
     jmp 1f
 1:
+    mov dword ptr [r15 + 384], 30
+    mov edi, ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu ymmword ptr [r15 + 0], ymm3
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, rbp
     jmp 1f
 1:
-    movzx ecx, bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, rdi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx edi, bpl
+    vmovq qword ptr [r15 + 0], xmm3
+    mov rbp, r11
+    mov dword ptr [r15 + 384], ecx
     and rbp, 1984
-    mov eax, dword ptr [r15 + rbp + 1344]
-    mov byte ptr [r15 + 128], cl
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r8, r11
-    mov rcx, qword ptr [r15 + 64]
+    and edi, dword ptr [r15 + rbp + 1344]
+    mov dword ptr [r15 + 256], ecx
+    mov dword ptr [r15 + 448], ecx
     jmp 1f
 1:
-    and r8, 448
-    movsxd rbp, dword ptr [r15 + r8 + 832]
-    movzx edx, bpl
-    mov r8d, edx
-    mov dword ptr [r15 + 512], 140
-    movzx edx, al
-    mov rdx, qword ptr [r15 + 448]
+    vpor xmm3, xmm3, xmm3
+    mov byte ptr [r15 + 128], dil
+    mov byte ptr [r15 + 512], dil
+    mov rbp, r11
+    movzx edi, byte ptr [r15 + 64]
     jmp 1f
 1:
-    mov dword ptr [r15 + 192], 12
-    jmp 1f
-1:
-    mov rbp, qword ptr [r15 + 640]
-    jmp 1f
-1:
-    mov r9, r11
-    mov rax, r9
-    and r9, 16320
-    movzx eax, byte ptr [r15 + r9 + 15680]
-    movzx r9d, byte ptr [r15 + 320]
-    jmp 1f
-1:
-    and r9d, dword ptr [r15 + 384]
-    jmp 1f
-1:
+    and rbp, 8128
+    mov ecx, dword ptr [r15 + rbp + 7488]
+    movzx edx, byte ptr [r15 + 640]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c217:
+    lea rcx, [rip + .Lc1_d10226_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d10226_j_t
+.Lc1_d10226_j:
+    mov rcx, qword ptr [r15 + 384]
+    jmp 1f
+1:
+    mov ebp, dword ptr [r15 + 192]
+    mov rdi, rdx
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, r8
+    jmp 1f
+1:
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, al
-    add rax, qword ptr [r15 + 0]
-    mov r9, rax
-    mov r9d, 158
-    mov dword ptr [r15 + 0], 139
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], ecx
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 128], r9
+    mov ecx, 103
+    mov r8, r11
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rbp, r8
+    and r8, 8128
+    vmovdqu ymmword ptr [r15 + r8 + 7488], ymm3
+    mov ecx, dword ptr [r15 + 448]
+    mov r8d, 161
+    mov r8d, 173
+    add rbp, qword ptr [r15 + 704]
+    movsxd r8, dword ptr [r15 + 512]
+    mov edx, dword ptr [r15 + 128]
+    mov r9, r11
+    movsxd rdi, dword ptr [r15 + 320]
+    and r9, 448
+    mov dword ptr [r15 + r9 + 832], ecx
     jmp 1f
 1:
-    mov rbp, r11
-    mov byte ptr [r15 + 768], r9b
-    mov dword ptr [r15 + 320], eax
-    and rbp, 4032
-    movzx eax, byte ptr [r15 + rbp + 3392]
-    mov dword ptr [r15 + 192], 21
-    mov ebp, 45
-    mov qword ptr [r15 + 512], r9
-    mov dword ptr [r15 + 320], ebp
-    mov rbp, r11
-    mov r9d, dword ptr [r15 + 384]
-    mov qword ptr [r15 + 704], r9
-    and rbp, 8128
-    movsxd r9, dword ptr [r15 + rbp + 7488]
-    mov rbp, r11
-    movsxd r8, dword ptr [r15 + 448]
+    movsxd r9, dword ptr [r15 + 64]
+    mov r9, r11
+    movzx ecx, al
     jmp 1f
 1:
-    and r9d, dword ptr [r15 + 256]
-    and rbp, 1984
-    mov edx, dword ptr [r15 + rbp + 1344]
-    mov qword ptr [r15 + 64], rax
-    mov dword ptr [r15 + 512], 67
-    mov dword ptr [r15 + 64], r8d
+    and r9, 4032
+    mov eax, dword ptr [r15 + r9 + 3392]
+    mov rcx, qword ptr [r15 + 256]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c218:
-    lea rcx, [rip + .Lc1_d11608_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d11608_j_t
-.Lc1_d11608_j:
-    lea rbp, [r11 + r11*1]
     jmp 1f
 1:
-    and rbp, 448
-    xor dword ptr [r15 + rbp + 832], r8d
-    jmp 1f
-1:
-    vmovdqu ymmword ptr [r15 + 320], ymm4
-    mov rcx, qword ptr [r15 + 640]
+    mov byte ptr [r15 + 0], dil
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    and r8d, dword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rbp
-    and r8d, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 41
-    mov r12, qword ptr [r15 + r12 + 56]
-    vpshufd xmm4, xmm4, 223
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], r8
+    mov edi, 179
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r8d, r8d
-    mov byte ptr [r15 + 64], r8b
-    mov byte ptr [r15 + 448], bpl
-    movzx r8d, cl
-    mov esi, dword ptr [r15 + 128]
     jmp 1f
 1:
-    mov r8d, esi
-    mov r8, r11
-    movsxd r9, dword ptr [r15 + 384]
-    movsxd rax, dword ptr [r15 + rbp + 896]
-    movzx edx, byte ptr [r15 + 512]
-    and r8, 8128
-    mov ebp, dword ptr [r15 + r8 + 7488]
-    add r8, qword ptr [r15 + 256]
+    mov edi, 205
+    movzx r9d, dil
+    mov rax, rcx
+    mov r9, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, rdi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edi, 167
+    mov dword ptr [r15 + 128], edi
+    mov r9, r11
+    vpxor xmm3, xmm3, xmm9
+    jmp 1f
+1:
+    mov edi, 255
+    and r9, 8128
+    mov edi, dword ptr [r15 + r9 + 7488]
+    mov rcx, qword ptr [r15 + 448]
+    mov dword ptr [r15 + 768], 20
+    mov dword ptr [r15 + 320], 27
+    jmp 1f
+1:
+    mov dword ptr [r15 + 512], 37
+    jmp 1f
+1:
+    mov byte ptr [r15 + 384], dil
     mov rbp, r11
-    mov edi, 106
-    and rbp, 1984
-    movzx edi, byte ptr [r15 + rbp + 1344]
+    mov rdi, rbp
+    add rdi, qword ptr [r15 + 256]
     jmp 1f
 1:
-    mov rbp, qword ptr [r15 + 192]
+    and rbp, 4032
+    and edi, dword ptr [r15 + rbp + 3392]
+    mov r9, r11
+    mov esi, r9d
+    mov ebp, 135
+    mov dword ptr [r15 + 64], ecx
+    and r9, 1984
+    and edi, dword ptr [r15 + r9 + 1344]
+    mov dword ptr [r15 + 64], 149
     jmp 1f
 1:
-    mov dword ptr [r15 + 576], r9d
-    mov r9, qword ptr [r15 + 384]
     jmp 1f
 1:
-    mov qword ptr [r15 + 128], r9
+    movzx r9d, dil
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c219:
-    movsxd rbp, dword ptr [r15 + 384]
-    mov byte ptr [r15 + 0], bpl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 7
+    lea rcx, [rip + .Lc1_d10329_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d10329_s_t
+    .p2align 3
+.Lc1_d10329_s:
+    .p2align 3
+    jmp .Lc1_d10329_j
+    .p2align 3
+    jmp .Lc1_d10329_j
+    .p2align 3
+    jmp .Lc1_d10329_j
+    .p2align 3
+    jmp .Lc1_d10329_j
+    .p2align 3
+    jmp .Lc1_d10329_j
+    .p2align 3
+    jmp .Lc1_d10329_j
+    .p2align 3
+    jmp .Lc1_d10329_j
+    .p2align 3
+    jmp .Lc1_d10329_j
+.Lc1_d10329_j:
+    mov r9, r11
+    movzx eax, r9b
+    movzx ebp, r8b
+    and r9, 1984
+    mov dword ptr [r15 + r9 + 1344], r9d
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], 102
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov ebp, ebp
-    jmp 1f
-1:
+    movsxd r9, dword ptr [r15 + 576]
+    mov r8d, ecx
+    mov r8d, dword ptr [r15 + 192]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 192], ebp
-    mov dword ptr [r15 + 320], ebp
-    mov ebp, 52
+    mov ecx, dword ptr [r15 + 384]
     mov rbp, r11
     jmp 1f
 1:
-    and rbp, 1984
-    and r9d, dword ptr [r15 + rbp + 1344]
     test ebx, 1073741824
     jz 1f
 1:
-    lea rbp, [r11 + r11*1]
-    xchg qword ptr [r15 + 704], r9
-    mov esi, 41
-    mov rsi, qword ptr [r15 + 128]
-    and rbp, 4032
-    movzx r8d, byte ptr [r15 + rbp + 3392]
-    .byte 0x0f, 0x1f, 0x00
-    mov rax, r8
-    mov eax, dword ptr [r15 + 512]
+    movzx edi, byte ptr [r15 + 320]
+    and rbp, 448
+    mov byte ptr [r15 + rbp + 832], r8b
+    vpshufd xmm3, xmm3, 87
+    mov ebp, edx
     jmp 1f
 1:
-    mov ecx, eax
-    mov eax, dword ptr [r15 + 64]
-    mov edi, ebp
+    mov ebp, dword ptr [r15 + 512]
     jmp 1f
 1:
-    mov byte ptr [r15 + 448], dil
-    movzx edi, byte ptr [r15 + rbp + 3456]
-    mov rbp, r11
-    movsxd rdx, dword ptr [r15 + 256]
-    mov qword ptr [r15 + 320], rsi
-    and rbp, 8128
-    mov rsi, qword ptr [r15 + rbp + 7488]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movzx r8d, byte ptr [r15 + 128]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c220:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 64
-    setz al
-    lea rcx, [rip + .Lc1_d11710_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d11710_s_t
-    .p2align 3
-.Lc1_d11710_s:
-    .p2align 3
-    jmp .Lc1_d11710_j
-    .p2align 3
-    jmp .Lc1_d11710_j
-.Lc1_d11710_j:
-    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    add r8, qword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, cl
-    mov eax, eax
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, eax
-    jmp 1f
-1:
+    movzx ebp, bpl
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, ecx
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, qword ptr [r15 + 320]
-    jmp 1f
-1:
-    mov ecx, ecx
-    jmp 1f
-1:
-    mov ecx, dword ptr [r15 + 576]
-    movzx esi, al
     jmp 1f
 1:
     mov rbp, r11
-    mov qword ptr [r15 + 256], r8
-    mov dword ptr [r15 + 192], 107
-    jmp 1f
-1:
+    vmovdqu ymmword ptr [r15 + 0], ymm3
+    vmovdqu ymmword ptr [r15 + 0], ymm3
     and rbp, 8128
-    mov rax, qword ptr [r15 + rbp + 7488]
-    mov rbp, rcx
+    movsxd rdi, dword ptr [r15 + rbp + 7488]
     jmp 1f
 1:
-    mov ebp, dword ptr [r15 + 64]
+    movzx ebp, byte ptr [r15 + 448]
+    jmp 1f
+1:
+    movzx r9d, r8b
+    jmp 1f
+1:
+    mov dword ptr [r15 + 704], 144
+    movzx r9d, r9b
+    movzx r8d, r8b
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movsxd r9, dword ptr [r15 + 640]
+    movzx ecx, byte ptr [r15 + 320]
+    movzx eax, byte ptr [r15 + 64]
+    mov byte ptr [r15 + 256], r8b
+    movsxd r8, dword ptr [r15 + 512]
+    jmp 1f
+1:
+    mov qword ptr [r15 + 128], rbp
+    movzx ebp, r8b
+    movzx r8d, cl
     mov r8, r11
-    mov rdi, qword ptr [r15 + 512]
     jmp 1f
 1:
-    mov r9, r11
+    mov rdx, r9
+    and r8, 4032
+    movsxd r9, dword ptr [r15 + r8 + 3392]
+    mov r8, r11
+    movzx esi, r8b
     and r8, 448
-    mov rdx, qword ptr [r15 + r8 + 832]
-    movzx r8d, byte ptr [r15 + 128]
-    and r9, 1984
-    mov dword ptr [r15 + r9 + 1344], 245
-    movsxd r9, dword ptr [r15 + 768]
-    mov dword ptr [r15 + 384], 29
-    movsxd r9, dword ptr [r15 + 448]
+    movzx esi, byte ptr [r15 + r8 + 832]
+    mov r8, qword ptr [r15 + 192]
+    mov r9, qword ptr [r15 + 384]
+    jmp 1f
+1:
+    mov r9, r9
+    mov rax, rdx
     add r11, 64
     inc rbx
     dec r13
@@ -14922,114 +13063,121 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d11768_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d11768_j_t
-.Lc1_d11768_j:
-    mov r9, r11
-    jmp 1f
-1:
-    and r9, 448
-    movsxd rcx, dword ptr [r15 + r9 + 832]
-    jmp 1f
-1:
-    mov r9d, dword ptr [r15 + 64]
-    mov eax, 236
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov rax, rax
-    mov rax, qword ptr [r15 + 512]
-    mov r8, r11
-    mov qword ptr [r15 + 448], rbp
-    and r8, 4032
-    mov ebp, dword ptr [r15 + r8 + 3392]
-    jmp 1f
-1:
-    add rbp, qword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], ebp
-    movzx r8d, cl
-    movzx ecx, al
-    mov qword ptr [r15 + 0], rdi
-    test dword ptr [r15 + 67117724], 33554432
-    jnz 1f
-1:
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 16384
+    setz al
+    lea rcx, [rip + .Lc1_d10428_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d10428_s_t
+    .p2align 3
+.Lc1_d10428_s:
+    .p2align 3
+    jmp .Lc1_d10428_j
+    .p2align 3
+    jmp .Lc1_d10428_j
+.Lc1_d10428_j:
+    mov dword ptr [r15 + 64], 103
     mov rbp, r11
-    mov rdx, qword ptr [r15 + 384]
+    mov dword ptr [r15 + 192], 37
+    movsxd rax, dword ptr [r15 + 512]
+    mov r9d, dword ptr [r15 + 320]
     and rbp, 1984
-    mov rcx, qword ptr [r15 + rbp + 1344]
-    vmovq qword ptr [r15 + 640], xmm4
-    movzx ebp, bpl
-    mov ebp, ebp
-    mov rbp, rbp
-    mov rbp, qword ptr [r15 + 64]
+    mov qword ptr [r15 + rbp + 1344], rbp
+    mov byte ptr [r15 + 256], cl
     jmp 1f
 1:
+    mov ebp, 12
     jmp 1f
 1:
-    movsxd rax, dword ptr [r15 + 192]
+    movzx ebp, byte ptr [r15 + 448]
+    mov ecx, eax
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov edi, dword ptr [r15 + 128]
-    mov r8, rdi
-    add rbp, qword ptr [r15 + 320]
-    vmovdqu ymmword ptr [r15 + 320], ymm4
-    or qword ptr [r15 + 384], 119
-    mov r8, qword ptr [r15 + 256]
+    test dword ptr [r15 + 67117724], 590080
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r11
+    jmp 1f
+1:
+    mov dword ptr [r15 + 384], ebp
+    and rbp, 4032
+    movsxd rcx, dword ptr [r15 + rbp + 3392]
+    movzx ebp, byte ptr [r15 + 128]
+    mov eax, dword ptr [r15 + 768]
+    jmp 1f
+1:
+    movzx r8d, al
+    movzx eax, cl
+    jmp 1f
+1:
+    vpmovmskb eax, xmm3
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c222:
-    mov ebp, ebp
+    mov rbp, r11
+    jmp 1f
+1:
+    and rbp, 1984
+    mov edi, dword ptr [r15 + rbp + 1344]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, eax
+    mov ebp, r8d
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], rax
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 120
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 84
-    mov r12, qword ptr [r15 + r12 + 56]
-    .byte 0x66, 0x90
-    mov dword ptr [r15 + 0], 162
-    mov rbp, r8
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov ebp, 249
-    mov r8d, 135
-    mov r9d, dword ptr [r15 + 448]
-    mov r8d, dword ptr [r15 + 192]
-    mov rdx, rdi
-    movsxd rdi, dword ptr [r15 + 128]
+    mov eax, edi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, rax
+    mov eax, 160
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 128], 224
+    vpor xmm3, xmm3, xmm3
+    movzx eax, byte ptr [r15 + 448]
+    mov qword ptr [r15 + 576], rax
+    mov rax, qword ptr [r15 + 192]
     mov rbp, r11
-    mov rax, qword ptr [r15 + 256]
+    jmp 1f
+1:
+    mov qword ptr [r15 + 256], rbp
+    add rax, qword ptr [r15 + 64]
     and rbp, 8128
-    mov ecx, dword ptr [r15 + rbp + 7488]
-    mov ebp, dword ptr [r15 + 128]
-    jmp 1f
-1:
-    mov edx, ebp
-    mov dword ptr [r15 + 64], edx
-    mov rdx, qword ptr [r15 + 768]
-    jmp 1f
-1:
-    mov rbp, qword ptr [r15 + 704]
-    mov dword ptr [r15 + 512], 94
-    mov rbp, r11
+    mov r8, r11
+    mov rcx, qword ptr [r15 + rbp + 7488]
+    movsxd rbp, dword ptr [r15 + 512]
+    and r8, 448
+    mov r9, qword ptr [r15 + r8 + 832]
     jmp 1f
 1:
     jmp 1f
 1:
-    movsxd rsi, dword ptr [r15 + 320]
-    and rbp, 4032
-    movzx edx, byte ptr [r15 + rbp + 3392]
-    mov rbp, qword ptr [r15 + 384]
-    mov ebp, 204
     jmp 1f
 1:
-    mov rbp, r11
     jmp 1f
 1:
-    and rbp, 448
-    mov dword ptr [r15 + rbp + 832], ebp
+    mov r8d, dword ptr [r15 + 320]
+    movsxd rdx, dword ptr [r15 + 320]
+    jmp 1f
+1:
+    mov esi, dword ptr [r15 + 384]
+    jmp 1f
+1:
     jmp 1f
 1:
     jmp 1f
@@ -15039,372 +13187,345 @@ ditto_body_c1:
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c223:
-    lea rcx, [rip + .Lc1_d11865_j]
+    lea rcx, [rip + .Lc1_d10523_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d11865_j_t
-.Lc1_d11865_j:
+    jmp .Lc1_d10523_j_t
+.Lc1_d10523_j:
+    jmp 1f
+1:
+    movzx ecx, byte ptr [r15 + 384]
+    movsxd rax, dword ptr [r15 + 384]
+    mov qword ptr [r15 + 0], rsi
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 243
+    vpor xmm3, xmm3, xmm3
     mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rcx
-    mov rcx, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], r8d
+    mov dword ptr [r15 + 0], 146
     mov rbp, r11
-    mov dword ptr [r15 + 0], 18
+    mov qword ptr [r15 + 0], rcx
+    and rbp, 448
+    mov dword ptr [r15 + rbp + 832], edi
+    mov rbp, r11
+    movsxd rcx, dword ptr [r15 + 128]
+    and rbp, 4032
+    mov esi, dword ptr [r15 + rbp + 3392]
+    test ebx, 1409024
+    jz 1f
+1:
     jmp 1f
 1:
-    add rcx, qword ptr [r15 + 64]
-    and rbp, 1984
+    mov rbp, rsi
+    movsxd rcx, dword ptr [r15 + 704]
+    mov rsi, rax
+    jmp 1f
+1:
+    movsxd rdi, dword ptr [r15 + 256]
     mov r8, r11
-    and ecx, dword ptr [r15 + rbp + 1344]
-    mov ebp, dword ptr [r15 + 256]
+    and eax, dword ptr [r15 + 64]
+    add rbp, qword ptr [r15 + 320]
     and r8, 8128
-    movsxd rdi, dword ptr [r15 + r8 + 7488]
-    mov dword ptr [r15 + 320], 123
-    mov r8, r11
-    add rbp, qword ptr [r15 + 384]
-    mov edx, dword ptr [r15 + 512]
-    and r8, 4032
-    mov dword ptr [r15 + r8 + 3392], esi
+    mov dword ptr [r15 + r8 + 7488], 94
     jmp 1f
 1:
+    mov qword ptr [r15 + 448], r8
     jmp 1f
 1:
-    mov rsi, r9
-    xchg qword ptr [r15 + 448], r8
-    jmp 1f
-1:
-    movsxd rsi, dword ptr [r15 + 576]
-    mov dword ptr [r15 + 128], esi
-    mov rsi, qword ptr [r15 + 448]
-    mov r9, r8
-    mov r9d, dword ptr [r15 + 384]
-    jmp 1f
-1:
-    mov eax, 201
-    mov dword ptr [r15 + 192], 143
+    mov dword ptr [r15 + 512], 223
+    mov r8, qword ptr [r15 + 640]
+    movzx esi, byte ptr [r15 + 64]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c224:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov rax, rdi
-    mov eax, 70
-    movsxd rax, dword ptr [r15 + 384]
-    add qword ptr [r15 + 64], rax
-    mov edi, 172
-    mov r9, r11
-    mov rdi, qword ptr [r15 + 640]
-    and r9, 1984
-    mov rax, qword ptr [r15 + r9 + 1344]
+    mov ebp, r9d
+    movzx r9d, byte ptr [r15 + 128]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r9, rsi
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu ymmword ptr [r15 + 0], ymm3
+    mov qword ptr [r15 + 0], r9
     jmp 1f
 1:
-    mov r9d, 186
-    movsxd r9, dword ptr [r15 + 192]
-    movzx esi, r9b
-    mov dword ptr [r15 + 512], 194
-    mov r9, r11
-    and esi, dword ptr [r15 + 128]
+    movzx r9d, sil
+    mov dword ptr [r15 + 0], r8d
+    mov r9d, r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 118
+    mov r9d, ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], r9
+    mov r9, r9
+    mov rbp, rsi
+    jmp 1f
+1:
+    jmp 1f
+1:
     mov rbp, r11
-    and r9, 448
-    mov qword ptr [r15 + r9 + 832], r9
-    test dword ptr [r15 + 67117724], 2097188
-    jz 1f
-1:
-    and rbp, 8128
-    add rsi, qword ptr [r15 + rbp + 7488]
-    mov r9d, esi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rsi, r9
-    movzx edi, sil
     jmp 1f
 1:
-    movzx edi, cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rsi, rbp
-    movzx ebp, al
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 256], cl
     jmp 1f
 1:
-    mov ebp, 16
-    movzx ebp, byte ptr [r15 + 64]
-    movsxd rsi, dword ptr [r15 + 320]
+    and rbp, 4032
+    mov qword ptr [r15 + rbp + 3392], rsi
+    movzx ebp, byte ptr [r15 + 512]
+    movzx r9d, r9b
+    mov r8, r11
+    mov r9d, 16
+    and r8, 16320
+    movsxd r9, dword ptr [r15 + r8 + 15680]
+    mov r8, r11
+    mov dword ptr [r15 + 384], r8d
+    jmp 1f
+1:
+    and r8, 1984
+    mov dword ptr [r15 + r8 + 1344], 103
+    mov dword ptr [r15 + 448], 111
+    jmp 1f
+1:
+    add rbp, qword ptr [r15 + 768]
+    mov r8d, dword ptr [r15 + 256]
+    mov byte ptr [r15 + 320], r8b
+    movsxd r8, dword ptr [r15 + 64]
+    movsxd rsi, dword ptr [r15 + 192]
+    mov dword ptr [r15 + 128], r9d
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c225:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 1024
-    setz al
-    lea rcx, [rip + .Lc1_d11962_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d11962_s_t
-    .p2align 3
-.Lc1_d11962_s:
-    .p2align 3
-    jmp .Lc1_d11962_j
-    .p2align 3
-    jmp .Lc1_d11962_j
-.Lc1_d11962_j:
-    mov edx, 216
-    mov ecx, 58
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, dil
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, r9d
+    lea rcx, [rip + .Lc1_d10617_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d10617_j_t
+.Lc1_d10617_j:
+    mov qword ptr [r15 + 192], rcx
+    movsxd r9, dword ptr [r15 + 64]
+    movzx ecx, bpl
+    movzx ebp, byte ptr [r15 + 320]
     jmp 1f
 1:
-    mov byte ptr [r15 + 0], dil
+    mov eax, ebp
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rdi, qword ptr [r15 + 768]
-    movzx ecx, byte ptr [r15 + 384]
-    mov r9d, dword ptr [r15 + 704]
-    mov eax, r9d
-    jmp 1f
+    mov dword ptr [r15 + 0], ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rax
+    mov eax, eax
+    mov byte ptr [r15 + 384], al
+    movzx ecx, bpl
+    test ebx, 2560
+    jnz 1f
 1:
-    jmp 1f
-1:
-    mov rbp, r11
-    mov r9, r11
-    and rbp, 448
-    movzx esi, byte ptr [r15 + rbp + 832]
-    mov dword ptr [r15 + 64], 254
-    and r9, 4032
-    mov dword ptr [r15 + r9 + 3392], 26
-    mov qword ptr [r15 + 320], r9
-    jmp 1f
-1:
-    movsxd r9, dword ptr [r15 + 128]
-    jmp 1f
-1:
-    and ebp, dword ptr [r15 + 320]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov rdx, qword ptr [r15 + 448]
-    mov dword ptr [r15 + 448], 221
-    mov byte ptr [r15 + 256], dl
-    mov edx, 124
+    mov qword ptr [r15 + 512], rcx
     mov r8, r11
-    and edx, dword ptr [r15 + 512]
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + 256], ymm3
     and r8, 1984
-    mov byte ptr [r15 + r8 + 1344], r9b
+    mov ecx, dword ptr [r15 + r8 + 1344]
+    and eax, dword ptr [r15 + 320]
+    mov r8, r11
+    mov qword ptr [r15 + 448], rbp
+    and r8, 8128
+    movsxd rbp, dword ptr [r15 + r8 + 7488]
+    jmp 1f
+1:
+    mov r8, rcx
+    jmp 1f
+1:
+    mov byte ptr [r15 + 128], r8b
+    movzx ecx, r8b
+    mov r8, r11
+    mov byte ptr [r15 + 576], r8b
+    .byte 0x66, 0x90
+    and r8, 448
+    mov dword ptr [r15 + r8 + 832], 72
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c226:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d12020_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d12020_j_t
-.Lc1_d12020_j:
-    jmp 1f
-1:
+    movzx eax, byte ptr [r15 + 512]
+    mov r8, rax
+    mov eax, ecx
+    mov rax, rax
+    movsxd rax, dword ptr [r15 + 64]
+    movzx ecx, al
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
+    mov eax, 167
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, cl
-    jmp 1f
-1:
+    mov rdx, r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, 62
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, cl
-    mov rcx, qword ptr [r15 + 384]
-    mov r8, rdx
-    mov edx, r8d
-    mov r8d, 184
-    movzx edx, byte ptr [r15 + 128]
-    test dword ptr [r15 + 67117723], 134348800
-    jnz 1f
+    mov eax, 223
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, dword ptr [r15 + 128]
+    mov r8d, eax
+    movsxd rax, dword ptr [r15 + 320]
+    mov rbp, qword ptr [r15 + 704]
+    jmp 1f
 1:
-    mov rbp, r11
-    mov edx, dword ptr [r15 + 64]
-    and rbp, 4032
-    mov qword ptr [r15 + rbp + 3392], rbp
-    movsxd rbp, dword ptr [r15 + 512]
-    movsxd r8, dword ptr [r15 + 576]
+    jmp 1f
+1:
+    movsxd rsi, dword ptr [r15 + 640]
+    mov r9d, dword ptr [r15 + 192]
+    jmp 1f
+1:
+    mov edi, dword ptr [r15 + 448]
+    jmp 1f
+1:
     mov r9, r11
-    mov rcx, qword ptr [r15 + 192]
+    jmp 1f
+1:
+    and r9, 4032
+    mov rax, qword ptr [r15 + r9 + 3392]
+    mov r9, r11
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov ebp, r9d
     and r9, 8128
-    inc dword ptr [r15 + r9 + 7488]
-    mov dword ptr [r15 + 256], 219
-    mov r9, rax
-    movsxd r9, dword ptr [r15 + 128]
-    mov rax, rcx
-    jmp 1f
-1:
-    jmp 1f
-1:
+    mov ebp, dword ptr [r15 + r9 + 7488]
     mov r9, r11
-    jmp 1f
-1:
-    and r9, 16320
-    mov rcx, qword ptr [r15 + r9 + 15680]
-    jmp 1f
-1:
-    movsxd r9, dword ptr [r15 + 320]
+    mov byte ptr [r15 + 256], dil
+    movzx edi, r9b
+    add rax, qword ptr [r15 + 384]
+    and r9, 1984
+    mov dword ptr [r15 + r9 + 1344], r8d
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c227:
-    lea r9, [r11 + r11*1]
-    jmp 1f
-1:
-    and r9, 1984
-    movzx ecx, byte ptr [r15 + r9 + 1408]
-    jmp 1f
-1:
-    mov qword ptr [r15 + 448], rbp
-    mov eax, dword ptr [r15 + 448]
-    add rax, qword ptr [r15 + 0]
-    xchg qword ptr [r15 + 0], rax
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], rbp
-    mov dword ptr [r15 + 0], 94
-    mov ebp, r9d
+    lea rcx, [rip + .Lc1_d10714_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d10714_j_t
+.Lc1_d10714_j:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, 182
-    mov ebp, 83
-    mov qword ptr [r15 + 64], rbp
-    mov byte ptr [r15 + 384], bpl
-    mov rbp, qword ptr [r15 + 320]
-    mov r8, rax
-    mov eax, eax
-    movsxd r8, dword ptr [r15 + 704]
-    vmovdqu ymmword ptr [r15 + r9 + 1344], ymm4
-    mov byte ptr [r15 + 128], r8b
-    mov r8, r11
-    movsxd r9, dword ptr [r15 + 320]
-    and r8, 448
-    and r9d, dword ptr [r15 + r8 + 832]
-    mov qword ptr [r15 + 256], rdx
-    mov r8, qword ptr [r15 + 192]
+    .byte 0x0f, 0x1f, 0x40, 0x00
     jmp 1f
 1:
+    movzx ecx, cl
+    mov ecx, edi
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edi, 247
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 110
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, edi
+    jmp 1f
+1:
+    movzx ecx, al
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r9, r11
+    jmp 1f
+1:
+    and r9, 4032
+    movzx ecx, byte ptr [r15 + r9 + 3392]
+    vmovdqu ymmword ptr [r15 + 384], ymm3
+    movzx edi, byte ptr [r15 + 192]
     mov rbp, r11
-    mov edx, ebp
-    and rbp, 8128
-    add qword ptr [r15 + rbp + 7488], rbp
-    mov ebp, ebp
+    movsxd r9, dword ptr [r15 + 768]
+    mov rax, r9
+    and rbp, 448
+    movsxd r9, dword ptr [r15 + rbp + 832]
+    movsxd rbp, dword ptr [r15 + 320]
+    vpmovmskb esi, xmm3
+    and esi, dword ptr [r15 + 128]
+    mov r8d, dword ptr [r15 + 64]
+    mov r9, r11
+    movzx edx, cl
+    and r9, 8128
+    mov byte ptr [r15 + r9 + 7488], cl
     jmp 1f
 1:
-    vmovdqu ymmword ptr [r15 + 640], ymm4
     jmp 1f
 1:
     jmp 1f
 1:
-    mov ebp, r9d
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov ebp, dword ptr [r15 + 512]
-    mov edx, dword ptr [r15 + 384]
+    vmovdqu ymmword ptr [r15 + 448], ymm3
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c228:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d12120_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d12120_j_t
-.Lc1_d12120_j:
-    mov r9d, dword ptr [r15 + 64]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov rcx, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
+    mov byte ptr [r15 + 320], r8b
+    mov r8, rdx
     mov rbp, r11
     jmp 1f
 1:
-    and rbp, 4032
-    vmovdqu ymmword ptr [r15 + rbp + 3392], ymm3
-    mov rbp, rbp
-    mov qword ptr [r15 + 256], rdx
-    mov ebp, 207
-    test dword ptr [r15 + 67117723], 67108864
-    jz 1f
-1:
-    movzx ecx, bpl
+    mov edx, ebp
     jmp 1f
 1:
-    mov rcx, qword ptr [r15 + 768]
-    jmp 1f
-1:
-    mov byte ptr [r15 + 384], dl
-    jmp 1f
-1:
-    mov dword ptr [r15 + 512], r9d
-    mov rbp, r11
-    mov r9d, edx
-    and rbp, 448
-    mov r9d, dword ptr [r15 + rbp + 832]
-    movzx ebp, r9b
+    and rbp, 1984
+    mov qword ptr [r15 + rbp + 1344], rax
+    mov ebp, dword ptr [r15 + 192]
+    mov qword ptr [r15 + 384], r8
     jmp 1f
 1:
     jmp 1f
 1:
-    mov dword ptr [r15 + 192], ebp
-    mov rdx, qword ptr [r15 + 128]
-    mov r9d, 216
-    mov rbp, r11
-    mov r9, rbp
     jmp 1f
 1:
-    and rbp, 8128
-    vmovdqu ymmword ptr [r15 + rbp + 7488], ymm10
-    mov r9d, ebp
+    mov dword ptr [r15 + 64], ebp
+    vpaddq xmm3, xmm3, xmmword ptr [r15 + 576]
+    mov dword ptr [r15 + 256], ebp
+    movzx ebp, bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    and ebp, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, 127
+    mov r8d, 150
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 384], r8d
+    mov r8d, 164
+    mov byte ptr [r15 + 64], r8b
+    jmp 1f
+1:
+    movzx r8d, byte ptr [r15 + 512]
+    jmp 1f
+1:
+    vpcmpeqb xmm3, xmm3, xmm0
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 128], r8d
+    mov r8d, 224
+    mov r8, r11
+    mov eax, 117
+    movzx eax, al
+    movzx eax, byte ptr [r15 + 448]
+    and r8, 448
+    add rax, qword ptr [r15 + r8 + 832]
     add r11, 64
     inc rbx
     dec r13
@@ -15413,234 +13534,155 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 7
-    lea rcx, [rip + .Lc1_d12177_s]
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 4194304
+    setz al
+    lea rcx, [rip + .Lc1_d10815_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d12177_s_t
+    jmp .Lc1_d10815_s_t
     .p2align 3
-.Lc1_d12177_s:
+.Lc1_d10815_s:
     .p2align 3
-    jmp .Lc1_d12177_j
+    jmp .Lc1_d10815_j
     .p2align 3
-    jmp .Lc1_d12177_j
-    .p2align 3
-    jmp .Lc1_d12177_j
-    .p2align 3
-    jmp .Lc1_d12177_j
-    .p2align 3
-    jmp .Lc1_d12177_j
-    .p2align 3
-    jmp .Lc1_d12177_j
-    .p2align 3
-    jmp .Lc1_d12177_j
-    .p2align 3
-    jmp .Lc1_d12177_j
-.Lc1_d12177_j:
-    mov rcx, qword ptr [r15 + 576]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, r8
+    jmp .Lc1_d10815_j
+.Lc1_d10815_j:
     movzx eax, al
+    mov r8, r11
     jmp 1f
 1:
+    and r8, 8128
+    mov qword ptr [r15 + r8 + 7488], r8
+    jmp 1f
+1:
+    mov r8, qword ptr [r15 + 320]
+    mov qword ptr [r15 + 448], r8
+    mov r8, r11
+    movzx r9d, byte ptr [r15 + 128]
+    and r8, 1984
+    movsxd rcx, dword ptr [r15 + r8 + 1344]
+    mov eax, dword ptr [r15 + 640]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r11
+    mov rbp, r9
     jmp 1f
 1:
-    mov dword ptr [r15 + 64], ecx
+    test ebx, 1073741824
+    jz 1f
+1:
     jmp 1f
 1:
-    and rbp, 1984
-    mov dword ptr [r15 + rbp + 1344], 20
-    movsxd rbp, dword ptr [r15 + 384]
-    mov dword ptr [r15 + 320], eax
-    jmp 1f
-1:
-    vpcmpeqb xmm10, xmm10, xmmword ptr [r15 + 448]
-    mov ecx, ecx
-    mov r8d, dword ptr [r15 + 64]
-    jmp 1f
-1:
-    movsxd rcx, dword ptr [r15 + 512]
-    mov rax, qword ptr [r15 + 192]
-    mov edx, r9d
-    jmp 1f
-1:
-    movzx r9d, bpl
-    jmp 1f
-1:
-    mov r9, r11
-    mov qword ptr [r15 + 320], r9
-    jmp 1f
-1:
-    mov rbp, r11
-    and r9, 448
-    mov rdx, qword ptr [r15 + r9 + 832]
-    and rbp, 4032
-    mov dword ptr [r15 + rbp + 3392], 214
-    movzx ebp, bpl
     jmp 1f
 1:
     jmp 1f
 1:
-    mov ebp, 233
-    mov ebp, 151
-    add rbp, qword ptr [r15 + 128]
+    mov r8, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    and edx, dword ptr [r15 + 384]
+    and r8, 4032
+    mov byte ptr [r15 + r8 + 3392], al
     jmp 1f
 1:
-    vpaddd xmm10, xmm10, xmm4
-    mov r9d, ebp
+    jmp 1f
+1:
+    mov rax, r8
+    jmp 1f
+1:
+    mov qword ptr [r15 + 512], rsi
+    movzx eax, byte ptr [r15 + 256]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c230:
-    mov ebp, dword ptr [r15 + 448]
-    jmp 1f
-1:
-    movzx r9d, r9b
-    mov r9, qword ptr [r15 + 128]
-    mov r8, r11
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov byte ptr [r15 + 512], r9b
-    and r8, 1984
-    mov byte ptr [r15 + r8 + 1344], bpl
-    mov r9d, dword ptr [r15 + 384]
-    movsxd rbp, dword ptr [r15 + 640]
+    lea rcx, [rip + .Lc1_d10860_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d10860_j_t
+.Lc1_d10860_j:
+    mov rax, qword ptr [r15 + 64]
+    mov qword ptr [r15 + 320], rcx
+    and ecx, dword ptr [r15 + 768]
+    mov qword ptr [r15 + 256], rbp
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, 25
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, r9d
-    jmp 1f
-1:
-    movzx r8d, r8b
+    mov ebp, 229
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
+    mov rbp, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and ebp, dword ptr [r15 + 0]
+    movsxd rcx, dword ptr [r15 + 448]
+    jmp 1f
 1:
     mov r8, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 8128
-    add r9, qword ptr [r15 + r8 + 7488]
-    jmp 1f
-1:
-    mov r8, r9
-    mov r8, r11
-    movzx ebp, byte ptr [r15 + 192]
-    mov ecx, r9d
+    mov edx, r8d
+    add rdx, qword ptr [r15 + 64]
     and r8, 4032
-    mov r9, qword ptr [r15 + r8 + 3392]
-    movzx r8d, byte ptr [r15 + 64]
+    movzx r9d, byte ptr [r15 + r8 + 3392]
+    and r9d, dword ptr [r15 + 384]
+    mov r8, r9
+    mov r8d, r8d
+    movsxd r8, dword ptr [r15 + 128]
+    movzx esi, byte ptr [r15 + 320]
+    mov rbp, r11
+    mov edi, 127
+    and rbp, 448
+    movsxd rdi, dword ptr [r15 + rbp + 832]
+    movzx ebp, byte ptr [r15 + 192]
+    mov rbp, r11
+    movsxd rdx, dword ptr [r15 + 704]
+    and rbp, 1984
+    mov byte ptr [r15 + rbp + 1344], dil
+    mov qword ptr [r15 + 512], rdi
+    mov edi, edi
     jmp 1f
 1:
-    mov rax, rbp
-    mov eax, dword ptr [r15 + 704]
-    mov edx, dword ptr [r15 + 448]
-    mov esi, 72
-    jmp 1f
-1:
-    mov esi, dword ptr [r15 + 320]
-    mov dword ptr [r15 + 256], 146
-    vpshufd xmm10, xmm10, 105
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c231:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 134217728
-    setz al
-    lea rcx, [rip + .Lc1_d12294_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d12294_s_t
-    .p2align 3
-.Lc1_d12294_s:
-    .p2align 3
-    jmp .Lc1_d12294_j
-    .p2align 3
-    jmp .Lc1_d12294_j
-.Lc1_d12294_j:
-    mov byte ptr [r15 + 512], al
-    mov eax, dword ptr [r15 + 384]
-    movzx ecx, sil
-    add rcx, qword ptr [r15 + 320]
-    jmp 1f
-1:
-    mov esi, ecx
-    mov byte ptr [r15 + 0], dl
-    add qword ptr [r15 + 0], rdx
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], rax
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
+    add rdi, qword ptr [r15 + 0]
+    vmovq qword ptr [r15 + 0], xmm3
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, al
-    mov rax, rbp
-    jmp 1f
-1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu ymmword ptr [r15 + 0], ymm3
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov eax, eax
+    jmp 1f
+1:
     mov rbp, r11
-    mov dword ptr [r15 + 0], edx
-    and rbp, 8128
-    add rax, qword ptr [r15 + rbp + 7488]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 448
+    mov byte ptr [r15 + rbp + 832], dil
+    mov r8d, dword ptr [r15 + 512]
+    mov dword ptr [r15 + 576], 36
+    mov dword ptr [r15 + 64], ebp
+    mov ebp, dword ptr [r15 + 384]
+    movsxd rdi, dword ptr [r15 + 640]
+    mov rdx, rdi
+    mov qword ptr [r15 + 256], r8
+    mov byte ptr [r15 + 128], r8b
+    vmovdqu ymmword ptr [r15 + 192], ymm3
     jmp 1f
 1:
-    mov dword ptr [r15 + 192], 65
-    mov ebp, dword ptr [r15 + 128]
+    mov dword ptr [r15 + 448], 231
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov edx, 10
-    jmp 1f
-1:
+    mov edi, 73
+    mov dword ptr [r15 + 128], 106
     mov r8, r11
-    mov qword ptr [r15 + 768], r8
-    jmp 1f
-1:
+    mov r9, r11
     and r8, 4032
-    movzx edx, byte ptr [r15 + r8 + 3392]
-    mov r8, rcx
-    movzx esi, al
-    movzx esi, byte ptr [r15 + 256]
-    mov r8, r11
-    mov qword ptr [r15 + 384], r8
-    movzx r9d, bpl
-    movsxd r9, dword ptr [r15 + 448]
-    and r8, 448
-    mov edi, dword ptr [r15 + r8 + 832]
-    mov dword ptr [r15 + 64], eax
-    mov r8, rcx
+    movsxd rdi, dword ptr [r15 + r8 + 3392]
     jmp 1f
 1:
+    and r9, 8128
+    mov r8d, dword ptr [r15 + r9 + 7488]
+    mov rcx, r8
+    mov r9d, dword ptr [r15 + 320]
     add r11, 64
     inc rbx
     dec r13
@@ -15649,358 +13691,329 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    movsxd r8, dword ptr [r15 + 640]
-    movsxd rbp, dword ptr [r15 + 512]
-    mov rax, rdx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], dil
-    jmp 1f
-1:
-    mov rax, rdx
-    movzx eax, al
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 15
+    lea rcx, [rip + .Lc1_d10948_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d10948_s_t
+    .p2align 3
+.Lc1_d10948_s:
+    .p2align 3
+    jmp .Lc1_d10948_j
+    .p2align 3
+    jmp .Lc1_d10948_j
+    .p2align 3
+    jmp .Lc1_d10948_j
+    .p2align 3
+    jmp .Lc1_d10948_j
+    .p2align 3
+    jmp .Lc1_d10948_j
+    .p2align 3
+    jmp .Lc1_d10948_j
+    .p2align 3
+    jmp .Lc1_d10948_j
+    .p2align 3
+    jmp .Lc1_d10948_j
+    .p2align 3
+    jmp .Lc1_d10948_j
+    .p2align 3
+    jmp .Lc1_d10948_j
+    .p2align 3
+    jmp .Lc1_d10948_j
+    .p2align 3
+    jmp .Lc1_d10948_j
+    .p2align 3
+    jmp .Lc1_d10948_j
+    .p2align 3
+    jmp .Lc1_d10948_j
+    .p2align 3
+    jmp .Lc1_d10948_j
+    .p2align 3
+    jmp .Lc1_d10948_j
+.Lc1_d10948_j:
     mov r9, r11
-    mov rbp, r11
-    mov rsi, qword ptr [r15 + 128]
+    mov ecx, 139
+    jmp 1f
+1:
+    movzx eax, byte ptr [r15 + 512]
     and r9, 8128
-    mov dword ptr [r15 + r9 + 7488], 43
-    and rbp, 448
-    mov dword ptr [r15 + rbp + 832], 204
-    mov rax, qword ptr [r15 + 64]
-    mov edi, edi
-    test dword ptr [r15 + 67117724], 4
-    jz 1f
-1:
-    movzx edi, byte ptr [r15 + 256]
-    jmp 1f
-1:
-    movzx edx, dil
-    mov rdi, qword ptr [r15 + 320]
-    mov dword ptr [r15 + 192], 140
-    mov r9d, edi
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx r9d, byte ptr [r15 + 384]
+    mov dword ptr [r15 + r9 + 7488], 248
+    mov byte ptr [r15 + 384], r9b
+    movzx ecx, byte ptr [r15 + 192]
     mov rbp, r11
-    mov dword ptr [r15 + 576], ebp
-    and rbp, 1984
-    mov dword ptr [r15 + rbp + 1344], 231
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
+    mov r9d, ebp
+    and rbp, 448
+    mov qword ptr [r15 + rbp + 832], rbp
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c233:
-    lea rcx, [rip + .Lc1_d12402_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d12402_j_t
-.Lc1_d12402_j:
-    movsxd rbp, dword ptr [r15 + 384]
-    mov r9, r11
-    mov ecx, 75
-    and r9, 448
-    mov byte ptr [r15 + r9 + 832], bpl
-    mov byte ptr [r15 + 512], r9b
-    mov r9, r11
-    movzx ebp, cl
-    and r9, 1984
-    mov byte ptr [r15 + r9 + 1344], cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 147
+    mov ebp, ebp
     jmp 1f
 1:
+    mov qword ptr [r15 + 0], rbp
     jmp 1f
 1:
-    mov byte ptr [r15 + 0], r9b
-    mov ebp, 254
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 208
-    mov dword ptr [r15 + 0], 106
-    mov r9d, 103
-    mov rbp, qword ptr [r15 + 320]
-    movzx ecx, cl
-    movzx ecx, cl
-    movsxd rcx, dword ptr [r15 + 704]
-    mov r9d, dword ptr [r15 + 448]
-    movzx edi, byte ptr [r15 + 128]
-    mov rax, qword ptr [r15 + 192]
-    mov edx, 216
+    mov dword ptr [r15 + 0], ebp
+    mov ecx, ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rcx, dword ptr [r15 + 128]
+    mov rbp, rcx
+    movzx ebp, bpl
+    mov ecx, 214
+    movsxd rcx, dword ptr [r15 + 192]
     jmp 1f
 1:
-    movsxd rdx, dword ptr [r15 + 64]
-    mov r8, r11
-    mov esi, dword ptr [r15 + 320]
+    movsxd r9, dword ptr [r15 + 256]
+    mov rax, qword ptr [r15 + 320]
+    mov edx, eax
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r9, r11
+    mov qword ptr [r15 + 512], r9
     jmp 1f
 1:
-    and r8, 4032
-    vmovdqu ymmword ptr [r15 + r8 + 3392], ymm10
-    mov qword ptr [r15 + 448], rcx
-    mov dword ptr [r15 + 128], r8d
-    mov ecx, 175
-    mov r8, qword ptr [r15 + 256]
     jmp 1f
 1:
-    mov ecx, eax
+    and r9, 4032
+    and eax, dword ptr [r15 + r9 + 3392]
+    mov r9d, dword ptr [r15 + 64]
+    mov byte ptr [r15 + 704], bpl
+    jmp 1f
+1:
+    mov dword ptr [r15 + 384], ecx
+    mov dword ptr [r15 + 448], edx
+    mov rdx, r9
+    movzx edx, dl
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movzx ecx, byte ptr [r15 + 320]
+    mov edx, 110
+    lea rbp, [r11 + r11*1]
+    jmp 1f
+1:
+    and rbp, 1984
+    mov dword ptr [r15 + rbp + 1344], ebp
+    mov rdx, rax
+    mov edx, 73
+    mov dword ptr [r15 + rbp + 1408], 109
+    mov qword ptr [r15 + 64], rcx
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c234:
-    lea rcx, [rip + .Lc1_d12451_j]
+    lea rcx, [rip + .Lc1_d11038_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d12451_j_t
-.Lc1_d12451_j:
+    jmp .Lc1_d11038_j_t
+.Lc1_d11038_j:
     movzx ecx, cl
-    mov esi, 146
-    mov byte ptr [r15 + 0], sil
-    or qword ptr [r15 + 0], 81
+    mov ecx, 215
     jmp 1f
 1:
+    mov rcx, qword ptr [r15 + 384]
+    mov ebp, 116
+    mov ebp, dword ptr [r15 + 512]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx edx, bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], dl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu ymmword ptr [r15 + 576], ymm3
+    vmovdqu ymmword ptr [r15 + 256], ymm3
+    mov qword ptr [r15 + 192], rdx
+    movzx edx, byte ptr [r15 + 320]
+    mov rax, rdx
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, esi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov rsi, rsi
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r8d, 66
-    mov r8, qword ptr [r15 + 384]
-    test ebx, 1536
-    jnz 1f
-1:
+    movzx edx, byte ptr [r15 + 128]
     mov rbp, r11
-    mov r8d, r9d
-    movsxd r8, dword ptr [r15 + 768]
-    mov r9d, dword ptr [r15 + 384]
-    and rbp, 8128
-    movzx esi, byte ptr [r15 + rbp + 7488]
+    vmovq qword ptr [r15 + 64], xmm3
     jmp 1f
 1:
-    mov rbp, r11
-    movzx ecx, byte ptr [r15 + 192]
-    and rbp, 1984
-    mov dword ptr [r15 + rbp + 1344], ebp
-    jmp 1f
-1:
-    mov rbp, r11
-    movsxd rax, dword ptr [r15 + 64]
-    jmp 1f
-1:
-    and rbp, 4032
-    mov dword ptr [r15 + rbp + 3392], ecx
-    jmp 1f
-1:
-    mov ecx, dword ptr [r15 + 64]
-    mov ebp, dword ptr [r15 + 320]
-    mov edi, dword ptr [r15 + 256]
-    mov qword ptr [r15 + 448], rdi
-    movsxd rdi, dword ptr [r15 + 512]
-    jmp 1f
-1:
-    mov rdx, qword ptr [r15 + 128]
+    and rbp, 448
+    mov r9d, dword ptr [r15 + rbp + 832]
+    mov rbp, qword ptr [r15 + 384]
+    mov r8, r11
+    mov qword ptr [r15 + 768], r8
+    mov byte ptr [r15 + 128], r8b
+    and r8, 8128
+    mov dword ptr [r15 + r8 + 7488], 185
+    mov byte ptr [r15 + 448], al
+    mov r8d, 147
+    mov eax, ebp
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c235:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], edx
-    mov ebp, ebp
-    mov edi, ebp
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 44
-    mov qword ptr [r15 + 0], rsi
-    mov rbp, rdx
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rbp, dword ptr [r15 + 128]
-    mov rdx, qword ptr [r15 + 640]
-    jmp 1f
-1:
-    movzx edi, byte ptr [r15 + 256]
-    mov rsi, rax
-    mov qword ptr [r15 + 384], rbp
-    mov rcx, rsi
-    movzx ebp, r8b
-    mov esi, 47
-    mov esi, 226
-    mov r8, qword ptr [r15 + 64]
-    mov qword ptr [r15 + 576], r8
-    jmp 1f
-1:
-    xchg qword ptr [r15 + 448], rsi
-    jmp 1f
-1:
-    mov ebp, 11
-    mov r9, r11
-    mov rcx, qword ptr [r15 + 320]
-    jmp 1f
-1:
-    and esi, dword ptr [r15 + 320]
-    and r9, 8128
-    mov rbp, qword ptr [r15 + r9 + 7488]
-    mov r9, r11
-    mov r8d, 17
-    and r9, 448
     mov r8, r11
-    mov qword ptr [r15 + r9 + 832], rcx
-    mov byte ptr [r15 + 512], sil
+    mov eax, dword ptr [r15 + 320]
+    jmp 1f
+1:
     and r8, 1984
-    mov r9d, dword ptr [r15 + r8 + 1344]
+    movzx ebp, byte ptr [r15 + r8 + 1344]
+    mov byte ptr [r15 + 0], bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 229
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], rbp
+    mov r8d, 156
+    mov dword ptr [r15 + 0], 169
     jmp 1f
 1:
     jmp 1f
 1:
+    movzx r8d, r8b
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu ymmword ptr [r15 + 0], ymm3
+    mov dword ptr [r15 + 0], ebp
+    mov r8, r11
+    mov byte ptr [r15 + 320], r8b
+    and r8, 8128
+    add rbp, qword ptr [r15 + r8 + 7488]
+    movzx r8d, byte ptr [r15 + 256]
+    mov rdx, qword ptr [r15 + 192]
+    mov ecx, 75
+    mov byte ptr [r15 + 384], cl
+    mov r9, r11
+    mov byte ptr [r15 + 640], dil
     jmp 1f
 1:
-    vpcmpeqb xmm10, xmm10, xmm0
+    vmovq qword ptr [r15 + 704], xmm3
+    and r9, 4032
+    mov dword ptr [r15 + r9 + 3392], 235
+    movzx ecx, byte ptr [r15 + 512]
+    mov byte ptr [r15 + 448], cl
+    jmp 1f
+1:
+    add r9, qword ptr [r15 + 64]
+    mov dword ptr [r15 + 128], 225
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c236:
-    lea rcx, [rip + .Lc1_d12554_j]
+    lea rcx, [rip + .Lc1_d11123_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d12554_j_t
-.Lc1_d12554_j:
-    mov ecx, dword ptr [r15 + 448]
-    jmp 1f
-1:
-    mov r8, r9
-    mov dword ptr [r15 + 0], r8d
-    mov dword ptr [r15 + 0], r9d
-    vmovdqu xmmword ptr [r15 + 0], xmm10
+    jmp .Lc1_d11123_j_t
+.Lc1_d11123_j:
+    movzx ecx, r9b
+    mov dword ptr [r15 + 64], 46
+    movzx r9d, cl
+    movzx edi, byte ptr [r15 + 320]
+    mov byte ptr [r15 + 0], sil
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 163
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r8d, r8b
-    mov r8d, 222
-    vmovdqu ymmword ptr [r15 + 0], ymm10
-    movzx edi, al
-    mov r8, r11
-    add rdi, qword ptr [r15 + 320]
-    mov r9, r11
-    movzx eax, byte ptr [r15 + 512]
-    and r9, 16320
-    mov dword ptr [r15 + r9 + 15680], 4
-    and r8, 448
-    mov dword ptr [r15 + r8 + 832], 17
-    movzx r8d, cl
-    mov r8d, r8d
-    mov dword ptr [r15 + 256], 174
-    mov r8, qword ptr [r15 + 384]
-    movsxd r9, dword ptr [r15 + 128]
-    mov ebp, dword ptr [r15 + 704]
-    jmp 1f
-1:
-    mov esi, ebp
-    mov esi, dword ptr [r15 + 192]
-    movzx edx, sil
-    movzx esi, al
-    mov qword ptr [r15 + 64], rax
+    mov r9d, 46
     jmp 1f
 1:
     jmp 1f
 1:
+    mov qword ptr [r15 + 0], rbp
+    movzx ebp, r9b
+    vmovdqu ymmword ptr [r15 + 0], ymm3
+    mov rcx, rbp
     mov rbp, r11
+    jmp 1f
+1:
+    mov dword ptr [r15 + 256], 29
+    jmp 1f
+1:
+    and rbp, 448
+    mov r9, qword ptr [r15 + rbp + 832]
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx ebp, bpl
+    mov ebp, dword ptr [r15 + 384]
+    mov byte ptr [r15 + 448], bpl
+    mov rsi, qword ptr [r15 + 512]
+    mov rbp, r11
+    jmp 1f
+1:
+    and rbp, 16320
+    mov r9, r11
+    mov dword ptr [r15 + rbp + 15680], 251
+    and r9, 1984
+    mov rbp, qword ptr [r15 + r9 + 1344]
+    jmp 1f
+1:
+    mov byte ptr [r15 + 768], bpl
+    jmp 1f
+1:
+    mov r9, rbp
+    jmp 1f
+1:
+    mov ebp, ebp
+    jmp 1f
+1:
     mov dword ptr [r15 + 128], ebp
-    and rbp, 4032
-    mov esi, dword ptr [r15 + rbp + 3392]
+    jmp 1f
+1:
+    mov rbp, rcx
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c237:
-    mov r8, r11
+    mov rbp, qword ptr [r15 + 384]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, rbp
+    mov ecx, r9d
+    mov byte ptr [r15 + 0], cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 132
     jmp 1f
 1:
-    and r8, 4032
-    movsxd rbp, dword ptr [r15 + r8 + 3392]
-    mov r8d, dword ptr [r15 + 64]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, r8d
-    mov r8d, 62
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx r8d, bpl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, ebp
-    mov r8, qword ptr [r15 + 384]
-    mov eax, 208
-    movzx eax, bpl
-    mov byte ptr [r15 + 192], bpl
-    jmp 1f
-1:
+    mov rcx, qword ptr [r15 + 576]
     mov rbp, r11
-    test ebx, 1073741824
-    jz 1f
-1:
-    and rbp, 1984
-    mov r8, qword ptr [r15 + rbp + 1344]
-    jmp 1f
-1:
-    vmovdqu ymmword ptr [r15 + 576], ymm10
-    jmp 1f
-1:
-    mov ebp, dword ptr [r15 + 128]
-    mov eax, ebp
-    mov rbp, r11
-    jmp 1f
-1:
+    add rcx, qword ptr [r15 + 448]
     and rbp, 8128
-    movzx esi, byte ptr [r15 + rbp + 7488]
-    mov ebp, 166
-    movzx ebp, byte ptr [r15 + 512]
+    vmovdqu xmmword ptr [r15 + rbp + 7488], xmm3
+    movsxd rbp, dword ptr [r15 + 64]
+    mov dword ptr [r15 + 320], ebp
+    mov dword ptr [r15 + 384], ecx
     jmp 1f
 1:
-    mov r9, qword ptr [r15 + 768]
-    mov ecx, dword ptr [r15 + 320]
+    mov dword ptr [r15 + 128], 105
+    vpshufd xmm3, xmm3, 208
+    movsxd rcx, dword ptr [r15 + 192]
+    mov qword ptr [r15 + 64], rcx
+    mov rbp, r11
+    vpmovmskb ecx, xmm3
+    lea r9, [r11 + r11*1]
+    and rbp, 448
+    mov dword ptr [r15 + rbp + 832], esi
+    add qword ptr [r15 + 256], rbp
+    and r9, 4032
+    mov byte ptr [r15 + r9 + 3392], r9b
     jmp 1f
 1:
-    jmp 1f
-1:
-    movzx edi, cl
-    mov rcx, rsi
-    movzx ecx, cl
-    mov rcx, rsi
-    movsxd rcx, dword ptr [r15 + 256]
-    jmp 1f
-1:
+    mov ecx, dword ptr [r15 + 512]
+    mov qword ptr [r15 + r9 + 3456], rcx
     add r11, 64
     inc rbx
     dec r13
@@ -16010,1227 +14023,1145 @@ ditto_body_c1:
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
     xor eax, eax
-    test dword ptr [r15 + 67117724], 1048576
+    test dword ptr [r15 + 67117723], 1
     setz al
-    lea rcx, [rip + .Lc1_d12659_s]
+    lea rcx, [rip + .Lc1_d11219_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d12659_s_t
+    jmp .Lc1_d11219_s_t
     .p2align 3
-.Lc1_d12659_s:
+.Lc1_d11219_s:
     .p2align 3
-    jmp .Lc1_d12659_j
+    jmp .Lc1_d11219_j
     .p2align 3
-    jmp .Lc1_d12659_j
-.Lc1_d12659_j:
-    movzx eax, byte ptr [r15 + 256]
+    jmp .Lc1_d11219_j
+.Lc1_d11219_j:
+    mov r9d, dword ptr [r15 + 192]
+    mov eax, 116
+    mov byte ptr [r15 + 128], bpl
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], al
-    mov rcx, rcx
+    mov rbp, r11
+    mov qword ptr [r15 + 0], rbp
     jmp 1f
 1:
-    mov qword ptr [r15 + 512], rax
-    movzx ecx, cl
-    mov qword ptr [r15 + 64], rax
-    mov rbp, r11
-    vpcmpeqb xmm10, xmm10, xmm3
-    mov r8, r11
-    or qword ptr [r15 + 128], 52
+    jmp 1f
+1:
     and rbp, 1984
-    movsxd rax, dword ptr [r15 + rbp + 1344]
-    and r8, 8128
-    mov dword ptr [r15 + r8 + 7488], r8d
-    movzx ecx, byte ptr [r15 + 384]
+    movzx esi, byte ptr [r15 + rbp + 1344]
     jmp 1f
 1:
-    mov qword ptr [r15 + 320], rsi
-    jmp 1f
-1:
-    mov qword ptr [r15 + 448], rcx
-    jmp 1f
-1:
-    mov ecx, dword ptr [r15 + 640]
+    mov dword ptr [r15 + 64], esi
+    mov byte ptr [r15 + 320], bpl
     jmp 1f
 1:
     mov rbp, r11
-    mov byte ptr [r15 + 192], cl
-    mov rcx, r8
+    mov rsi, qword ptr [r15 + 640]
+    and rbp, 448
+    vmovq qword ptr [r15 + rbp + 832], xmm3
+    mov r8, rbp
     jmp 1f
 1:
-    and rbp, 448
-    movzx r8d, byte ptr [r15 + rbp + 832]
-    movzx ebp, byte ptr [r15 + 448]
-    mov dword ptr [r15 + 384], ebp
+    mov rbp, r8
+    mov r8, r11
+    movzx ebp, byte ptr [r15 + 256]
+    mov rcx, qword ptr [r15 + 512]
+    and r8, 8128
+    mov dword ptr [r15 + r8 + 7488], 23
+    vpaddd xmm3, xmm3, xmm3
+    movzx r8d, byte ptr [r15 + 448]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c239:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d12714_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d12714_j_t
-.Lc1_d12714_j:
-    movzx ebp, al
-    mov rcx, qword ptr [r15 + 192]
-    lea rbp, [r11 + r11*1]
-    jmp 1f
-1:
-    and rbp, 4032
-    mov eax, dword ptr [r15 + rbp + 3456]
-    jmp 1f
-1:
-    mov qword ptr [r15 + 384], rcx
-    mov ecx, dword ptr [r15 + 256]
-    mov byte ptr [r15 + rbp + 3392], dl
-    mov dword ptr [r15 + 0], ebp
-    vmovdqu ymmword ptr [r15 + 0], ymm10
-    jmp 1f
-1:
-    mov rdx, rcx
+    vmovdqu ymmword ptr [r15 + 0], ymm3
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r8d, r8b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 384], r8b
+    mov r8, qword ptr [r15 + 320]
+    movzx esi, byte ptr [r15 + 448]
     jmp 1f
 1:
     jmp 1f
 1:
     jmp 1f
 1:
+    mov ebp, dword ptr [r15 + 64]
+    mov qword ptr [r15 + 768], rbp
     jmp 1f
 1:
-    mov rbp, r11
-    mov qword ptr [r15 + 0], rbp
-    test dword ptr [r15 + 67117724], 268435968
+    mov rax, r8
+    movzx r8d, byte ptr [r15 + 128]
+    mov ebp, 141
+    test ebx, 1073741824
     jz 1f
 1:
-    and rbp, 8128
-    mov rdx, qword ptr [r15 + rbp + 7488]
-    movsxd rbp, dword ptr [r15 + 768]
-    mov ecx, eax
-    mov dword ptr [r15 + 128], 117
-    mov qword ptr [r15 + 704], rax
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + 512], ymm3
+    mov dword ptr [r15 + 192], 18
+    mov rbp, r11
+    jmp 1f
+1:
+    mov r8d, r8d
+    and rbp, 4032
+    movzx esi, byte ptr [r15 + rbp + 3392]
+    jmp 1f
+1:
+    jmp 1f
+1:
     mov r8, r11
-    mov eax, dword ptr [r15 + 320]
-    and r8, 448
-    mov rcx, qword ptr [r15 + r8 + 832]
-    mov r8, qword ptr [r15 + 384]
     jmp 1f
 1:
-    movsxd rsi, dword ptr [r15 + 448]
-    mov edi, dword ptr [r15 + 320]
+    movzx eax, r8b
+    movsxd rbp, dword ptr [r15 + 704]
+    and r8, 1984
+    mov r9, r11
+    vmovdqu ymmword ptr [r15 + r8 + 1344], ymm3
+    mov r8, r9
+    and r9, 8128
+    mov r8, qword ptr [r15 + r9 + 7488]
     jmp 1f
 1:
-    add r8, qword ptr [r15 + 512]
-    jmp 1f
-1:
-    mov byte ptr [r15 + 64], sil
-    mov dword ptr [r15 + 64], eax
+    mov r9d, 56
+    mov r9d, dword ptr [r15 + 384]
+    mov eax, r9d
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c240:
-    mov rdi, qword ptr [r15 + 576]
-    movsxd rsi, dword ptr [r15 + 256]
-    mov r8d, 157
-    and eax, dword ptr [r15 + 320]
-    and r8d, dword ptr [r15 + 0]
+    lea rcx, [rip + .Lc1_d11309_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d11309_j_t
+.Lc1_d11309_j:
+    mov byte ptr [r15 + 448], cl
+    mov ecx, dword ptr [r15 + 128]
+    movsxd r9, dword ptr [r15 + 512]
+    mov dword ptr [r15 + 64], eax
+    mov eax, 214
+    movzx esi, al
+    movzx eax, byte ptr [r15 + 384]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r8
-    mov r8d, esi
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], r8
-    mov byte ptr [r15 + 0], bpl
+    vmovdqu xmm3, xmmword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], ecx
+    mov ecx, 222
+    mov r8d, r9d
     jmp 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    vpaddd xmm3, xmm3, xmm3
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    movsxd r9, dword ptr [r15 + 192]
+    vmovdqu ymmword ptr [r15 + 576], ymm3
+    mov rcx, rcx
+    mov ecx, ecx
     mov rbp, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r8d, byte ptr [r15 + 640]
-    lea r9, [r11 + r11*1]
-    and rbp, 448
-    vmovq qword ptr [r15 + rbp + 832], xmm10
+    mov r9, r11
+    mov rcx, r9
+    mov dword ptr [r15 + 320], 76
     and r9, 1984
-    mov dword ptr [r15 + r9 + 1344], eax
-    mov dword ptr [r15 + 128], 31
-    movzx ebp, byte ptr [r15 + 192]
-    mov rax, qword ptr [r15 + 64]
-    mov esi, 90
+    mov rcx, qword ptr [r15 + r9 + 1344]
+    and rbp, 448
+    mov qword ptr [r15 + rbp + 832], rbp
+    mov ebp, ebp
     jmp 1f
 1:
-    mov rsi, rsi
-    vmovdqu ymmword ptr [r15 + r9 + 1408], ymm10
-    mov qword ptr [r15 + 128], rsi
-    mov esi, dword ptr [r15 + 512]
-    movsxd r9, dword ptr [r15 + 384]
-    mov r9, r11
-    mov rdx, r9
-    movzx edx, byte ptr [r15 + 448]
-    and r9, 8128
-    movzx ecx, byte ptr [r15 + r9 + 7488]
-    movzx r9d, bpl
+    jmp 1f
+1:
+    movsxd r9, dword ptr [r15 + 256]
+    jmp 1f
+1:
+    mov rbp, qword ptr [r15 + 320]
+    movzx esi, bpl
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c241:
-    lea rcx, [rip + .Lc1_d12805_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d12805_j_t
-.Lc1_d12805_j:
-    vmovdqu ymmword ptr [r15 + 256], ymm10
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, r8b
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r11
+    jmp 1f
+1:
+    and rbp, 4032
+    movsxd rcx, dword ptr [r15 + rbp + 3392]
+    mov byte ptr [r15 + 0], r9b
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], rsi
+    mov esi, ecx
+    mov qword ptr [r15 + 0], rsi
+    mov byte ptr [r15 + 0], sil
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov ecx, 77
+    mov r9d, ebp
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, qword ptr [r15 + 512]
-    mov r9, rdx
     jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, ebp
+    movzx ecx, r9b
+    mov dword ptr [r15 + 0], ecx
+    jmp 1f
+1:
+    mov ecx, r9d
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
 1:
     mov r9, r11
-    mov rdx, rdx
+    mov rcx, qword ptr [r15 + 512]
     jmp 1f
 1:
-    mov rbp, r11
     and r9, 8128
-    movzx edx, byte ptr [r15 + r9 + 7488]
-    add r9, qword ptr [r15 + 704]
-    mov r8, r9
-    and rbp, 4032
-    mov dword ptr [r15 + rbp + 3392], ecx
-    mov byte ptr [r15 + 192], cl
-    mov dword ptr [r15 + 128], 240
-    mov rbp, qword ptr [r15 + 320]
+    mov rbp, qword ptr [r15 + r9 + 7488]
+    add rbp, qword ptr [r15 + 704]
+    mov r9, r11
+    and ebp, dword ptr [r15 + 320]
+    and r9, 448
+    mov dword ptr [r15 + r9 + 832], 110
     jmp 1f
 1:
-    movsxd rcx, dword ptr [r15 + 448]
-    mov r9d, 128
-    mov qword ptr [r15 + 320], rdi
+    movzx r9d, byte ptr [r15 + 128]
     jmp 1f
 1:
     jmp 1f
 1:
+    jmp 1f
+1:
+    mov byte ptr [r15 + 384], r9b
     mov r9, qword ptr [r15 + 64]
     jmp 1f
 1:
+    mov rsi, qword ptr [r15 + 640]
+    movzx eax, byte ptr [r15 + 256]
+    inc dword ptr [r15 + 128]
     jmp 1f
 1:
-    mov rdi, r9
-    or qword ptr [r15 + 384], 109
-    jmp 1f
-1:
-    mov r9, r11
-    jmp 1f
-1:
-    and r9, 448
-    mov esi, dword ptr [r15 + r9 + 832]
+    mov byte ptr [r15 + 192], bpl
+    mov rbp, rsi
+    movzx esi, byte ptr [r15 + 448]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c242:
-    movsxd r9, dword ptr [r15 + 192]
-    mov byte ptr [r15 + 0], dil
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 2097152
+    setz al
+    lea rcx, [rip + .Lc1_d11413_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d11413_s_t
+    .p2align 3
+.Lc1_d11413_s:
+    .p2align 3
+    jmp .Lc1_d11413_j
+    .p2align 3
+    jmp .Lc1_d11413_j
+.Lc1_d11413_j:
+    movzx ecx, sil
+    mov qword ptr [r15 + 320], rbp
+    vmovdqu ymmword ptr [r15 + 0], ymm3
+    mov ecx, 221
     mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], eax
+    mov eax, eax
+    mov dword ptr [r15 + 128], eax
+    mov rsi, rcx
+    mov rbp, r11
+    movsxd rax, dword ptr [r15 + 384]
+    mov dword ptr [r15 + 768], 254
+    add rcx, qword ptr [r15 + 256]
+    and rbp, 8128
+    mov dword ptr [r15 + rbp + 7488], 108
+    mov rbp, r11
+    and esi, dword ptr [r15 + 64]
+    movsxd r9, dword ptr [r15 + 448]
+    mov r8d, ecx
+    and rbp, 4032
+    mov rcx, qword ptr [r15 + rbp + 3392]
+    mov ebp, ecx
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], 229
+    mov ecx, ebp
+    mov ecx, ecx
+    mov rbp, r11
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], 144
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], r9
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 64], r9
-    nop
-    jmp 1f
-1:
-    movsxd rdi, dword ptr [r15 + 768]
-    jmp 1f
-1:
-    mov r9, r11
-    and edi, dword ptr [r15 + 384]
-    test ebx, 1073741824
-    jz 1f
-1:
-    and r9, 4032
-    and ebp, dword ptr [r15 + r9 + 3392]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 64], 180
-    jmp 1f
-1:
-    mov r9, qword ptr [r15 + 512]
-    add r9, qword ptr [r15 + 384]
-    mov dword ptr [r15 + 128], 164
-    add rdi, qword ptr [r15 + 512]
-    mov r8, r11
-    movzx edx, byte ptr [r15 + 448]
-    and r8, 448
-    mov qword ptr [r15 + r8 + 832], r8
-    vmovdqu xmm10, xmmword ptr [r15 + 320]
-    jmp 1f
-1:
-    mov r8d, ebp
-    jmp 1f
-1:
-    mov r8, r11
-    movsxd rcx, dword ptr [r15 + 256]
-    jmp 1f
-1:
-    and r8, 1984
-    mov rsi, qword ptr [r15 + r8 + 1344]
+    vpcmpeqb xmm3, xmm3, xmm7
+    and rbp, 1984
+    mov dword ptr [r15 + rbp + 1344], ebp
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c243:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 524288
-    setz al
-    lea rcx, [rip + .Lc1_d12905_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d12905_s_t
-    .p2align 3
-.Lc1_d12905_s:
-    .p2align 3
-    jmp .Lc1_d12905_j
-    .p2align 3
-    jmp .Lc1_d12905_j
-.Lc1_d12905_j:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], dl
-    mov dword ptr [r15 + 0], eax
-    mov eax, 184
-    mov dword ptr [r15 + 0], eax
-    mov eax, 70
-    jmp 1f
-1:
-    mov rax, rax
-    mov eax, eax
-    mov ecx, r8d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, r8
-    mov rax, rax
-    mov dword ptr [r15 + 0], eax
-    mov ecx, dword ptr [r15 + 640]
+    mov dword ptr [r15 + 192], 246
     mov rbp, r11
-    mov rax, rbp
-    and rbp, 1984
-    mov r8, qword ptr [r15 + rbp + 1344]
-    jmp 1f
-1:
-    mov rbp, r11
-    mov rax, qword ptr [r15 + 576]
-    jmp 1f
-1:
-    movzx edx, byte ptr [r15 + 384]
-    and rbp, 8128
-    mov dword ptr [r15 + rbp + 7488], 16
-    mov ebp, 149
-    mov ebp, 192
-    movzx ebp, dl
-    jmp 1f
-1:
-    mov edx, dword ptr [r15 + 512]
-    mov r9, r11
-    mov qword ptr [r15 + 128], r9
-    jmp 1f
-1:
-    mov dword ptr [r15 + 320], ecx
-    and r9, 4032
-    vmovdqu xmmword ptr [r15 + r9 + 3392], xmm10
-    mov byte ptr [r15 + 192], r9b
+    mov dword ptr [r15 + 512], ebp
     mov rcx, rbp
-    mov rbp, qword ptr [r15 + 64]
+    and rbp, 448
+    mov rcx, qword ptr [r15 + rbp + 832]
+    mov rbp, rdi
+    mov ebp, 115
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ebp, bpl
     jmp 1f
 1:
-    mov r9d, 109
+    mov qword ptr [r15 + 0], rsi
+    mov dword ptr [r15 + 0], ebp
+    vpcmpeqb xmm3, xmm3, xmm8
     jmp 1f
 1:
-    movzx r9d, r9b
+    mov rbp, rbp
     jmp 1f
 1:
-    mov rsi, r9
-    mov dword ptr [r15 + 448], r8d
+    mov rbp, rcx
+    mov rbp, rcx
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, ebp
+    movzx ebp, cl
+    mov ecx, r8d
+    add rsi, qword ptr [r15 + 0]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov byte ptr [r15 + 0], bpl
+    vmovdqu xmm12, xmmword ptr [r15 + 64]
+    jmp 1f
+1:
+    mov r9, qword ptr [r15 + 320]
+    mov rbp, r11
+    vmovdqu ymmword ptr [r15 + 256], ymm3
+    and rbp, 1984
+    inc dword ptr [r15 + rbp + 1344]
+    mov rsi, rbp
+    mov esi, 49
+    or qword ptr [r15 + 384], 69
+    movzx esi, bpl
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movzx ebp, byte ptr [r15 + 448]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov esi, ebp
+    mov dword ptr [r15 + 576], 33
+    jmp 1f
+1:
+    mov rbp, rsi
+    mov r8d, 137
+    vmovdqu ymmword ptr [r15 + 128], ymm12
+    mov esi, 225
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c244:
-    lea rcx, [rip + .Lc1_d12966_j]
+    lea rcx, [rip + .Lc1_d11511_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d12966_j_t
-.Lc1_d12966_j:
+    jmp .Lc1_d11511_j_t
+.Lc1_d11511_j:
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov ecx, dword ptr [r15 + 128]
-    mov r9, qword ptr [r15 + 384]
-    mov ebp, 4
-    mov qword ptr [r15 + 256], rbp
-    mov dword ptr [r15 + 512], ebp
-    jmp 1f
-1:
-    mov ebp, dword ptr [r15 + 448]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 192], ebp
-    mov byte ptr [r15 + 704], cl
     mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rbp
-    mov qword ptr [r15 + 0], rbp
-    mov dword ptr [r15 + 0], ebp
-    mov dword ptr [r15 + 0], r9d
-    mov r9d, 36
-    movzx r9d, bpl
-    test ebx, 1073741824
-    jz 1f
+    jmp 1f
 1:
-    mov r9, rbp
+    and r8d, dword ptr [r15 + 0]
+    mov ecx, 183
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, 238
-    mov r9, qword ptr [r15 + 64]
-    movsxd rbp, dword ptr [r15 + 256]
-    vmovq xmm10, rbp
+    mov dword ptr [r15 + 0], 56
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r11
+    movsxd rcx, dword ptr [r15 + 640]
+    mov esi, 246
+    movzx edi, bpl
+    and rbp, 448
+    mov dword ptr [r15 + rbp + 832], 29
     mov rbp, r11
     jmp 1f
 1:
-    mov rcx, rbp
-    and rbp, 448
-    mov r8, r11
-    movsxd rcx, dword ptr [r15 + rbp + 832]
-    mov dword ptr [r15 + 128], r9d
-    and r8, 8128
-    mov dword ptr [r15 + r8 + 7488], 101
+    mov esi, 248
+    and rbp, 4032
+    vmovdqu ymmword ptr [r15 + rbp + 3392], ymm12
+    test ebx, 1073741824
+    jz 1f
+1:
+    add rbp, qword ptr [r15 + 384]
+    and ecx, dword ptr [r15 + 128]
     jmp 1f
 1:
+    mov r9, r11
+    movzx esi, r9b
+    and r9, 8128
+    movzx esi, byte ptr [r15 + r9 + 7488]
     jmp 1f
 1:
-    mov r8d, r8d
-    mov r8, r11
-    movsxd r9, dword ptr [r15 + 320]
-    movzx ebp, byte ptr [r15 + 320]
-    and r8, 1984
-    mov qword ptr [r15 + r8 + 1344], rcx
-    movzx ecx, cl
+    movsxd r9, dword ptr [r15 + 192]
+    movsxd r8, dword ptr [r15 + 64]
+    jmp 1f
+1:
+    movzx edi, r8b
+    mov r8d, dword ptr [r15 + 448]
+    mov byte ptr [r15 + 384], r8b
+    mov r8d, dword ptr [r15 + 320]
+    mov rax, qword ptr [r15 + 512]
+    mov edx, edx
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c245:
-    movzx r8d, byte ptr [r15 + 576]
-    mov rcx, qword ptr [r15 + 128]
-    mov byte ptr [r15 + 320], dl
-    mov dword ptr [r15 + 64], ecx
-    mov dword ptr [r15 + 192], 18
+    lea rcx, [rip + .Lc1_d11559_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d11559_j_t
+.Lc1_d11559_j:
     jmp 1f
 1:
-    mov rcx, rcx
-    mov rcx, rcx
-    mov rcx, rcx
-    mov byte ptr [r15 + 0], r8b
+    mov qword ptr [r15 + 320], rdi
+    movsxd rcx, dword ptr [r15 + 128]
+    jmp 1f
+1:
+    mov rdi, rdx
     mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rcx
-    mov dword ptr [r15 + 0], 238
-    vmovdqu ymmword ptr [r15 + 0], ymm10
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
+    mov rdx, rdi
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 189
-    mov byte ptr [r15 + 0], r9b
+    movzx ebp, dl
+    mov rax, rbp
+    mov rbp, rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], bpl
+    movzx eax, bpl
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    and edx, dword ptr [r15 + 512]
     mov rbp, r11
-    mov rcx, rbp
-    and rbp, 1984
-    and ecx, dword ptr [r15 + rbp + 1344]
+    mov edi, ebp
+    and rbp, 8128
+    mov dword ptr [r15 + rbp + 7488], ebp
     jmp 1f
 1:
-    movsxd rbp, dword ptr [r15 + 384]
-    and ebp, dword ptr [r15 + 448]
+    mov dword ptr [r15 + 256], 97
     jmp 1f
 1:
+    movzx ebp, byte ptr [r15 + 384]
+    mov edi, dword ptr [r15 + 64]
+    mov r8, rdi
+    movzx r8d, byte ptr [r15 + 704]
+    mov esi, 254
+    mov r9, r11
     jmp 1f
 1:
     mov r8, r11
-    mov r9, qword ptr [r15 + 256]
+    mov rax, qword ptr [r15 + 192]
     and r8, 4032
-    movzx edx, byte ptr [r15 + r8 + 3392]
-    movzx r8d, byte ptr [r15 + 64]
-    movzx eax, sil
-    mov rbp, r11
-    mov rsi, qword ptr [r15 + 768]
+    mov esi, dword ptr [r15 + r8 + 3392]
+    and r9, 1984
+    mov r8, qword ptr [r15 + r9 + 1344]
     jmp 1f
 1:
-    and rbp, 448
-    mov qword ptr [r15 + rbp + 832], r9
-    mov qword ptr [r15 + 512], rbp
-    vpor xmm10, xmm10, xmm10
-    .byte 0x0f, 0x1f, 0x00
-    mov r9d, dword ptr [r15 + 384]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c246:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 15
-    lea rcx, [rip + .Lc1_d13068_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d13068_s_t
-    .p2align 3
-.Lc1_d13068_s:
-    .p2align 3
-    jmp .Lc1_d13068_j
-    .p2align 3
-    jmp .Lc1_d13068_j
-    .p2align 3
-    jmp .Lc1_d13068_j
-    .p2align 3
-    jmp .Lc1_d13068_j
-    .p2align 3
-    jmp .Lc1_d13068_j
-    .p2align 3
-    jmp .Lc1_d13068_j
-    .p2align 3
-    jmp .Lc1_d13068_j
-    .p2align 3
-    jmp .Lc1_d13068_j
-    .p2align 3
-    jmp .Lc1_d13068_j
-    .p2align 3
-    jmp .Lc1_d13068_j
-    .p2align 3
-    jmp .Lc1_d13068_j
-    .p2align 3
-    jmp .Lc1_d13068_j
-    .p2align 3
-    jmp .Lc1_d13068_j
-    .p2align 3
-    jmp .Lc1_d13068_j
-    .p2align 3
-    jmp .Lc1_d13068_j
-    .p2align 3
-    jmp .Lc1_d13068_j
-.Lc1_d13068_j:
-    mov r9, r11
-    mov byte ptr [r15 + 192], cl
-    mov rcx, r9
-    and r9, 4032
-    mov byte ptr [r15 + r9 + 3392], al
-    mov ecx, 101
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov byte ptr [r15 + 0], al
+    mov r8d, dword ptr [r15 + 320]
+    mov r12, qword ptr [r15 + r12 + 56]
+    add r8, qword ptr [r15 + 0]
+    movzx r9d, r8b
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    jmp 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r9d, 214
     mov r12, qword ptr [r15 + r12 + 56]
-    add r9, qword ptr [r15 + 0]
+    mov r8, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r8, 16320
+    movsxd rdx, dword ptr [r15 + r8 + 15680]
+    mov r8, r9
+    mov dword ptr [r15 + 576], r8d
     jmp 1f
 1:
-    mov rcx, rdi
-    jmp 1f
-1:
-    and eax, dword ptr [r15 + 0]
     jmp 1f
 1:
     jmp 1f
 1:
-    mov rcx, rax
-    test ebx, 486400
+    jmp 1f
+1:
+    test ebx, 1024
     jz 1f
 1:
-    jmp 1f
-1:
-    and eax, dword ptr [r15 + 0]
-    mov r9, r11
-    movzx ecx, sil
-    and r9, 8128
-    mov byte ptr [r15 + r9 + 7488], sil
-    movzx r9d, r9b
-    mov qword ptr [r15 + 640], r9
-    mov ecx, dword ptr [r15 + 128]
-    mov r9, qword ptr [r15 + 320]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    and r9d, dword ptr [r15 + 384]
+    movzx r8d, byte ptr [r15 + 128]
+    mov r9d, r8d
+    vpor xmm12, xmm12, xmm12
+    mov dword ptr [r15 + 512], r9d
+    mov r8, r11
+    mov r9d, r8d
+    movzx r9d, byte ptr [r15 + 256]
+    mov rdx, qword ptr [r15 + 64]
+    and r8, 448
+    mov rbp, qword ptr [r15 + r8 + 832]
+    mov r8, rdx
+    mov edx, r9d
+    mov rdx, qword ptr [r15 + 384]
     mov rbp, r11
-    movsxd rsi, dword ptr [r15 + 320]
-    movzx edi, cl
-    and rbp, 16320
-    mov dword ptr [r15 + rbp + 15680], eax
-    mov dword ptr [r15 + 512], ebp
+    mov rdi, r9
+    and rbp, 1984
+    mov ecx, dword ptr [r15 + rbp + 1344]
+    vmovq xmm12, rdx
+    mov dword ptr [r15 + 448], 231
+    movsxd rbp, dword ptr [r15 + 192]
     jmp 1f
 1:
-    mov rbp, qword ptr [r15 + 64]
-    movzx ecx, r9b
-    and ecx, dword ptr [r15 + 448]
-    jmp 1f
-1:
-    mov r9d, dword ptr [r15 + 128]
+    mov dword ptr [r15 + 768], ebp
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c247:
+    lea rcx, [rip + .Lc1_d11659_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d11659_j_t
+.Lc1_d11659_j:
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], r9d
-    jmp 1f
-1:
-    vpaddq xmm10, xmm10, xmmword ptr [r15 + 0]
-    jmp 1f
-1:
+    mov dword ptr [r15 + 0], ecx
     mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, 53
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r9d, byte ptr [r15 + 512]
-    mov rbp, r11
-    mov r8, r11
-    mov qword ptr [r15 + 448], rdi
-    and r8, 1984
-    mov qword ptr [r15 + r8 + 1344], r8
-    mov rcx, qword ptr [r15 + 704]
-    and rbp, 8128
-    add rdi, qword ptr [r15 + rbp + 7488]
+    mov ecx, ecx
+    mov ecx, ebp
     jmp 1f
 1:
     jmp 1f
 1:
-    mov esi, dword ptr [r15 + 384]
-    lea rbp, [r11 + r11*1]
-    test ebx, 1073741824
-    jz 1f
+    jmp 1f
 1:
-    mov r8d, r9d
-    mov r8, qword ptr [r15 + 128]
-    and rbp, 448
-    mov r9d, dword ptr [r15 + rbp + 832]
+    mov rbp, rdi
+    mov byte ptr [r15 + 0], dl
+    jmp 1f
+1:
+    jmp 1f
+1:
     movzx edi, cl
-    mov ecx, dword ptr [r15 + 256]
-    mov edi, dword ptr [r15 + 320]
-    mov dword ptr [r15 + 384], edx
+    inc dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    vmovdqu ymmword ptr [r15 + 192], ymm10
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rcx, dword ptr [r15 + 128]
+    mov rbp, r11
+    mov edx, 13
     jmp 1f
 1:
-    movzx edx, byte ptr [r15 + rbp + 896]
+    and rbp, 8128
+    mov r8, r11
+    movsxd rdx, dword ptr [r15 + rbp + 7488]
+    and r8, 4032
+    mov byte ptr [r15 + r8 + 3392], r8b
+    mov r8, rsi
     jmp 1f
 1:
-    mov dword ptr [r15 + 64], r9d
-    mov r9d, 88
-    mov r9, rbp
-    mov byte ptr [r15 + 768], r9b
-    mov r9d, 82
-    mov r9d, 149
+    mov byte ptr [r15 + 384], bpl
+    mov r8d, dword ptr [r15 + 64]
+    mov rbp, r8
+    mov esi, dword ptr [r15 + 320]
+    mov r8d, edx
+    mov edx, dword ptr [r15 + 320]
+    mov edi, 11
+    mov edi, dword ptr [r15 + 512]
+    mov r9, r11
+    jmp 1f
+1:
+    and r9, 448
+    mov eax, dword ptr [r15 + r9 + 832]
+    mov r9, qword ptr [r15 + 64]
+    jmp 1f
+1:
+    movzx r9d, byte ptr [r15 + 448]
+    mov qword ptr [r15 + 640], rdi
+    mov qword ptr [r15 + 256], r9
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c248:
-    lea rcx, [rip + .Lc1_d13193_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d13193_j_t
-.Lc1_d13193_j:
-    mov r9, r11
-    and r9, 4032
-    mov ecx, dword ptr [r15 + r9 + 3392]
-    movzx ebp, byte ptr [r15 + 192]
-    mov qword ptr [r15 + 256], rdi
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov eax, dword ptr [r15 + 128]
+    movzx r9d, r9b
+    inc dword ptr [r15 + 704]
+    mov r9d, dword ptr [r15 + 448]
     jmp 1f
 1:
     jmp 1f
 1:
+    lea rbp, [r11 + r11*1]
+    nop
+    and rbp, 1984
+    mov byte ptr [r15 + rbp + 1344], r9b
+    mov esi, ebp
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r9d, edi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    mov dword ptr [r15 + 0], r9d
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r9d, cl
-    mov r9d, 199
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, 223
-    mov r9d, 177
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, rbp
-    movzx ebp, cl
-    mov byte ptr [r15 + 0], cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    test dword ptr [r15 + 67117723], 2098180
+    jz 1f
+1:
+    mov byte ptr [r15 + 320], sil
+    vmovq xmm12, rdx
+    mov esi, dword ptr [r15 + 192]
+    movsxd rdx, dword ptr [r15 + 512]
+    mov r9, rdx
+    mov r9d, 38
+    mov r8, r11
+    movsxd r9, dword ptr [r15 + 448]
+    jmp 1f
+1:
+    mov qword ptr [r15 + 64], rsi
+    and r8, 8128
+    mov dword ptr [r15 + r8 + 7488], esi
+    mov rsi, qword ptr [r15 + 256]
+    mov qword ptr [r15 + rbp + 1408], rcx
+    mov r8, r11
+    add rcx, qword ptr [r15 + 384]
     jmp 1f
 1:
     mov rbp, rcx
-    mov qword ptr [r15 + 64], rcx
-    jmp 1f
-1:
-    mov byte ptr [r15 + 576], bpl
-    mov rbp, qword ptr [r15 + 384]
-    mov r8, r11
-    mov rbp, r11
-    mov byte ptr [r15 + 320], r9b
-    jmp 1f
-1:
-    and rbp, 8128
-    movzx r9d, byte ptr [r15 + rbp + 7488]
-    and r8, 1984
-    mov dword ptr [r15 + r8 + 1344], 175
-    movzx r8d, byte ptr [r15 + 448]
-    mov ebp, edi
-    movzx ebp, byte ptr [r15 + 128]
-    movzx edi, byte ptr [r15 + 512]
+    and r8, 4032
+    mov ecx, dword ptr [r15 + r8 + 3392]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c249:
-    lea rcx, [rip + .Lc1_d13243_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d13243_j_t
-.Lc1_d13243_j:
-    mov r8d, 255
-    mov r8, qword ptr [r15 + 320]
-    movzx ecx, byte ptr [r15 + 448]
-    mov byte ptr [r15 + 64], cl
-    jmp 1f
-1:
-    jmp 1f
-1:
-    add rcx, qword ptr [r15 + 64]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 65536
+    setz al
+    lea rcx, [rip + .Lc1_d11762_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d11762_s_t
+    .p2align 3
+.Lc1_d11762_s:
+    .p2align 3
+    jmp .Lc1_d11762_j
+    .p2align 3
+    jmp .Lc1_d11762_j
+.Lc1_d11762_j:
+    and eax, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    movzx r9d, cl
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], edx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, qword ptr [r15 + 192]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movsxd rdi, dword ptr [r15 + 384]
-    mov edx, edi
     mov rbp, r11
-    mov rdx, rbp
-    and rbp, 448
-    mov byte ptr [r15 + rbp + 832], bpl
-    mov rbp, qword ptr [r15 + 256]
-    xor dword ptr [r15 + 512], r8d
-    mov rdx, qword ptr [r15 + 128]
-    vmovdqu ymmword ptr [r15 + 704], ymm10
-    mov r8, r11
-    mov rsi, r8
+    mov ecx, ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    imul rcx, qword ptr [r15 + 768]
+    and rbp, 8128
+    movsxd rdi, dword ptr [r15 + rbp + 7488]
+    mov ebp, dword ptr [r15 + 320]
+    mov r9, r11
+    mov qword ptr [r15 + 128], r9
+    movzx r8d, r9b
     jmp 1f
 1:
-    movzx esi, byte ptr [r15 + 640]
-    mov rbp, r11
-    and r8, 4032
-    mov dword ptr [r15 + r8 + 3392], 103
-    movzx r8d, r8b
-    and rbp, 1984
-    mov r8, qword ptr [r15 + rbp + 1344]
-    mov rbp, qword ptr [r15 + 320]
+    and r9, 448
+    movzx r8d, byte ptr [r15 + r9 + 832]
     jmp 1f
 1:
+    movzx r9d, al
+    mov byte ptr [r15 + 384], r9b
+    movzx edx, byte ptr [r15 + 512]
     jmp 1f
 1:
-    mov rax, rbp
-    mov rbp, rax
+    movzx r9d, dl
+    mov r9d, dword ptr [r15 + 384]
+    mov dword ptr [r15 + 256], r9d
+    vpxor xmm12, xmm12, xmm3
+    jmp 1f
+1:
+    mov dword ptr [r15 + 192], 113
+    mov r9d, 93
+    jmp 1f
+1:
+    movsxd r9, dword ptr [r15 + 576]
+    movsxd rax, dword ptr [r15 + 64]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c250:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    jmp 1f
-1:
-    mov dword ptr [r15 + 64], eax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], ebp
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, dword ptr [r15 + 192]
-    and rbp, 8128
-    mov byte ptr [r15 + rbp + 7552], bpl
-    movsxd rdi, dword ptr [r15 + 384]
-    mov r8, r11
-    movzx ecx, r8b
-    mov dword ptr [r15 + rbp + 7488], eax
-    and r8, 4032
-    mov dword ptr [r15 + r8 + 3392], r8d
-    mov r8, r8
-    jmp 1f
-1:
-    test dword ptr [r15 + 67117724], 1048576
-    jz 1f
-1:
-    jmp 1f
-1:
-    vmovdqu xmmword ptr [r15 + 768], xmm10
-    vmovdqu ymmword ptr [r15 + 320], ymm10
-    mov r8d, dword ptr [r15 + 256]
-    mov rax, qword ptr [r15 + 128]
-    mov rbp, qword ptr [r15 + 512]
-    mov rdi, rdi
-    mov r9, r11
-    movzx edi, byte ptr [r15 + 448]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    and r9, 448
-    mov byte ptr [r15 + r9 + 832], al
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx r9d, byte ptr [r15 + 448]
-    mov eax, esi
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c251:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 67108864
-    setz al
-    lea rcx, [rip + .Lc1_d13345_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d13345_s_t
-    .p2align 3
-.Lc1_d13345_s:
-    .p2align 3
-    jmp .Lc1_d13345_j
-    .p2align 3
-    jmp .Lc1_d13345_j
-.Lc1_d13345_j:
-    mov ecx, dword ptr [r15 + 128]
-    vpshufd xmm10, xmm10, 234
-    movzx eax, cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    movzx ecx, al
-    jmp 1f
-1:
-    add qword ptr [r15 + 0], rdi
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovq xmm10, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov rax, rcx
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], ebp
-    mov ecx, 126
-    mov ecx, eax
     mov rbp, r11
-    jmp 1f
-1:
-    mov rax, rbp
+    movsxd rdx, dword ptr [r15 + 192]
+    mov r9, rdi
     and rbp, 4032
-    mov eax, dword ptr [r15 + rbp + 3392]
-    mov byte ptr [r15 + 256], al
-    mov qword ptr [r15 + 128], rax
-    lea rbp, [r11 + r11*1]
-    mov r8d, dword ptr [r15 + 512]
-    and rbp, 1984
-    mov r9, r11
-    mov rax, qword ptr [r15 + rbp + 1344]
-    and r9, 448
-    mov rcx, qword ptr [r15 + r9 + 832]
-    mov r9, qword ptr [r15 + 320]
-    movsxd rdi, dword ptr [r15 + 64]
-    movzx esi, byte ptr [r15 + 384]
-    mov dword ptr [r15 + 576], 201
-    mov byte ptr [r15 + rbp + 1408], bpl
-    jmp 1f
-1:
-    mov qword ptr [r15 + 640], rax
-    jmp 1f
-1:
-    mov rax, qword ptr [r15 + 384]
-    jmp 1f
-1:
-    movzx ebp, r8b
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c252:
-    jmp 1f
-1:
-    add rsi, qword ptr [r15 + 0]
+    mov dword ptr [r15 + rbp + 3392], 164
+    mov r8, r11
+    mov qword ptr [r15 + 128], r8
+    movzx r9d, r8b
+    and r8, 1984
+    movsxd rdi, dword ptr [r15 + r8 + 1344]
+    mov ebp, 232
+    mov r8d, 197
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, r8d
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    vpor xmm12, xmm12, xmm3
     jmp 1f
 1:
-    mov eax, 1
-    mov byte ptr [r15 + 0], dl
-    mov rax, qword ptr [r15 + 448]
-    mov rbp, r11
-    movzx edx, byte ptr [r15 + 128]
-    vpaddq xmm10, xmm10, xmmword ptr [r15 + 64]
-    movzx r9d, byte ptr [r15 + 704]
-    and rbp, 8128
-    mov edi, dword ptr [r15 + rbp + 7488]
-    jmp 1f
-1:
-    mov byte ptr [r15 + 192], dl
     jmp 1f
 1:
     test ebx, 1073741824
     jz 1f
 1:
-    mov dword ptr [r15 + 320], edi
-    movzx edi, byte ptr [r15 + 384]
-    mov edx, 218
-    mov edx, 12
-    mov edx, dword ptr [r15 + 448]
-    mov ebp, dword ptr [r15 + 64]
-    mov rsi, rdi
-    mov r8, r11
-    movsxd rdi, dword ptr [r15 + 192]
-    movzx r9d, byte ptr [r15 + 512]
-    and r8, 1984
-    vmovdqu ymmword ptr [r15 + r8 + 1344], ymm10
+    mov r8, r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    vpxor xmm12, xmm12, xmm3
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, r8
+    jmp 1f
+1:
+    mov rbp, r11
+    mov rdi, qword ptr [r15 + 384]
+    and rbp, 448
+    movzx r8d, byte ptr [r15 + rbp + 832]
+    mov rbp, qword ptr [r15 + 128]
+    mov qword ptr [r15 + 64], rbp
+    mov qword ptr [r15 + 448], rbp
+    vpaddq xmm12, xmm12, xmmword ptr [r15 + 320]
     jmp 1f
 1:
     jmp 1f
 1:
-    mov r8d, edx
+    mov rbp, qword ptr [r15 + 512]
+    mov qword ptr [r15 + 640], rbp
+    jmp 1f
+1:
+    jmp 1f
+1:
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c251:
+    lea rcx, [rip + .Lc1_d11853_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d11853_j_t
+.Lc1_d11853_j:
+    mov ecx, ecx
+    mov qword ptr [r15 + 704], rbp
+    mov dword ptr [r15 + 384], 115
+    add rcx, qword ptr [r15 + 320]
+    mov ebp, ecx
+    mov ebp, edi
+    jmp 1f
+1:
+    add r8, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], r8
+    mov edi, 202
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 192], edi
+    movzx edi, dil
+    mov dword ptr [r15 + 448], edi
+    jmp 1f
+1:
     mov r8, r11
-    movsxd rax, dword ptr [r15 + 256]
+    jmp 1f
+1:
+    mov rdi, qword ptr [r15 + 512]
     and r8, 4032
-    mov ecx, dword ptr [r15 + r8 + 3392]
+    movzx ebp, byte ptr [r15 + r8 + 3392]
+    mov r8, r11
+    movsxd rdx, dword ptr [r15 + 320]
+    and r8, 448
+    movsxd r9, dword ptr [r15 + r8 + 832]
+    mov dword ptr [r15 + 128], r9d
+    mov r8, r11
+    vpcmpeqb xmm12, xmm12, xmmword ptr [r15 + 256]
+    mov byte ptr [r15 + 64], bpl
+    mov ebp, r8d
+    and r8, 8128
+    mov qword ptr [r15 + r8 + 7488], r8
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c252:
+    mov rbp, qword ptr [r15 + 64]
     jmp 1f
 1:
-    movsxd r8, dword ptr [r15 + 320]
+    vpmovmskb r8d, xmm12
+    movzx r8d, byte ptr [r15 + 512]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, r9
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, dword ptr [r15 + 768]
+    mov dword ptr [r15 + 384], r9d
+    movzx edx, bpl
+    mov r9, r11
+    jmp 1f
+1:
+    movsxd rbp, dword ptr [r15 + 256]
+    jmp 1f
+1:
+    and r9, 8128
+    movzx esi, byte ptr [r15 + r9 + 7488]
+    mov r9, r11
+    mov ecx, r9d
+    and r9, 1984
+    mov dword ptr [r15 + r9 + 1344], 64
+    jmp 1f
+1:
+    mov r9, qword ptr [r15 + 448]
+    mov rdi, rbp
+    mov qword ptr [r15 + 128], rdx
+    jmp 1f
+1:
+    movzx eax, byte ptr [r15 + 320]
+    mov byte ptr [r15 + 192], al
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov edx, 150
+    jmp 1f
+1:
+    movzx eax, dl
+    jmp 1f
+1:
+    mov eax, dword ptr [r15 + 576]
+    jmp 1f
+1:
+    mov rbp, r11
+    mov edx, ebp
+    and rbp, 4032
+    mov edx, dword ptr [r15 + rbp + 3392]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c253:
-    lea rcx, [rip + .Lc1_d13450_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d13450_j_t
-.Lc1_d13450_j:
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 7
+    lea rcx, [rip + .Lc1_d11951_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d11951_s_t
+    .p2align 3
+.Lc1_d11951_s:
+    .p2align 3
+    jmp .Lc1_d11951_j
+    .p2align 3
+    jmp .Lc1_d11951_j
+    .p2align 3
+    jmp .Lc1_d11951_j
+    .p2align 3
+    jmp .Lc1_d11951_j
+    .p2align 3
+    jmp .Lc1_d11951_j
+    .p2align 3
+    jmp .Lc1_d11951_j
+    .p2align 3
+    jmp .Lc1_d11951_j
+    .p2align 3
+    jmp .Lc1_d11951_j
+.Lc1_d11951_j:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 448], 33
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov byte ptr [r15 + 0], cl
-    movzx r8d, bpl
-    and ecx, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], ecx
+    mov byte ptr [r15 + 64], al
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], 248
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, r8d
-    mov dword ptr [r15 + 0], 119
-    mov dword ptr [r15 + 0], r8d
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, dword ptr [r15 + 384]
+    add rsi, qword ptr [r15 + 256]
+    test ebx, 3584
+    jz 1f
+1:
+    mov ecx, edx
+    mov edx, ecx
+    jmp 1f
+1:
+    mov rcx, qword ptr [r15 + 640]
     mov rbp, r11
-    mov dword ptr [r15 + 192], eax
-    mov r8d, dword ptr [r15 + 128]
-    and rbp, 8128
-    mov eax, dword ptr [r15 + rbp + 7488]
-    mov rbp, r11
-    mov byte ptr [r15 + 384], dil
-    movzx edi, byte ptr [r15 + 448]
-    movsxd rdx, dword ptr [r15 + 512]
-    and rbp, 448
-    movsxd r9, dword ptr [r15 + rbp + 832]
-    mov dword ptr [r15 + 320], r8d
-    movzx r8d, r9b
-    movzx r8d, byte ptr [r15 + 576]
-    mov byte ptr [r15 + 768], al
-    jmp 1f
-1:
-    mov eax, 12
-    mov qword ptr [r15 + 64], rdi
-    mov eax, 209
-    jmp 1f
-1:
-    movsxd rax, dword ptr [r15 + 128]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov rdi, rcx
-    jmp 1f
-1:
-    mov edi, 5
-    mov dword ptr [r15 + 256], 72
-    mov rbp, qword ptr [r15 + 384]
-    mov rdi, rbp
+    movzx r8d, r8b
+    mov rsi, qword ptr [r15 + 320]
+    and rbp, 1984
+    mov r9, r11
+    mov qword ptr [r15 + rbp + 1344], r9
+    mov rbp, rdi
+    and r9, 448
+    mov dword ptr [r15 + r9 + 832], r9d
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c254:
-    lea rcx, [rip + .Lc1_d13501_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d13501_j_t
-.Lc1_d13501_j:
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, 68
+    jmp 1f
+1:
+    mov dword ptr [r15 + 192], 154
+    mov byte ptr [r15 + 64], r9b
+    movzx r9d, sil
+    vpmovmskb r9d, xmm12
+    jmp 1f
+1:
+    jmp 1f
+1:
+    and ecx, dword ptr [r15 + 320]
+    jmp 1f
+1:
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rdi
     mov byte ptr [r15 + 0], cl
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
+    mov dword ptr [r15 + 0], ecx
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rcx, dword ptr [r15 + 128]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r9d, dword ptr [r15 + 448]
     mov rbp, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    and ecx, dword ptr [r15 + 448]
-    mov qword ptr [r15 + 64], rsi
-    and rbp, 4032
-    mov qword ptr [r15 + rbp + 3392], rax
+    mov rdi, qword ptr [r15 + 128]
+    movzx esi, byte ptr [r15 + 256]
+    vmovdqu ymmword ptr [r15 + 512], ymm12
+    and rbp, 1984
+    mov edx, dword ptr [r15 + rbp + 1344]
     jmp 1f
 1:
-    mov dword ptr [r15 + 192], 156
-    mov ebp, ebp
-    mov dword ptr [r15 + 320], ebp
-    movsxd rbp, dword ptr [r15 + 320]
-    jmp 1f
-1:
-    mov byte ptr [r15 + 640], dil
+    movzx ebp, byte ptr [r15 + 704]
     mov r8, r11
-    vpshufd xmm10, xmm10, 144
-    and r8, 1984
-    movsxd rdi, dword ptr [r15 + r8 + 1344]
-    mov r8, r11
-    mov eax, 110
-    mov rax, qword ptr [r15 + 512]
-    and r8, 448
-    movsxd rsi, dword ptr [r15 + r8 + 832]
+    mov qword ptr [r15 + 384], rcx
     jmp 1f
 1:
-    mov r8, rdi
+    mov ecx, 25
+    and r8, 8128
+    mov r9, r11
+    mov ecx, dword ptr [r15 + r8 + 7488]
+    and r9, 4032
+    movzx r8d, byte ptr [r15 + r9 + 3392]
     jmp 1f
 1:
-    mov byte ptr [r15 + 128], bpl
-    jmp 1f
-1:
-    mov dword ptr [r15 + 384], 152
-    movsxd r8, dword ptr [r15 + 256]
-    mov rbp, r8
-    vpcmpeqb xmm10, xmm10, xmm4
-    jmp 1f
-1:
-    mov byte ptr [r15 + 512], r8b
+    mov r9d, ebp
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c255:
-    lea rbp, [r11 + r11*1]
-    movzx r8d, r8b
-    mov qword ptr [r15 + 64], rdi
-    and rbp, 8128
-    mov r8, qword ptr [r15 + rbp + 7488]
-    and r8d, dword ptr [r15 + 0]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d12046_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d12046_j_t
+.Lc1_d12046_j:
+    movzx ecx, byte ptr [r15 + 192]
+    mov qword ptr [r15 + 512], rcx
+    mov byte ptr [r15 + 0], cl
+    mov ecx, 204
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov rdi, r8
     jmp 1f
 1:
-    nop
-    mov r8d, eax
     mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], r8
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, rbp
-    mov byte ptr [r15 + 0], al
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, r11
-    movsxd rax, dword ptr [r15 + 128]
-    mov ecx, edi
-    mov dword ptr [r15 + 768], 106
-    and r8, 4032
-    mov dword ptr [r15 + r8 + 3392], ebp
-    test ebx, 499200
+    movzx r8d, al
+    vmovdqu ymmword ptr [r15 + 0], ymm12
+    add r8, qword ptr [r15 + 0]
+    jmp 1f
+1:
+    movsxd rax, dword ptr [r15 + 448]
+    jmp 1f
+1:
+    test dword ptr [r15 + 67117723], 817922728
     jz 1f
 1:
-    movsxd r8, dword ptr [r15 + 64]
-    mov eax, 164
-    movsxd rdi, dword ptr [r15 + 704]
-    mov rax, qword ptr [r15 + 384]
-    mov dword ptr [r15 + 512], eax
-    movsxd rax, dword ptr [r15 + 256]
     mov r9, r11
+    mov r8d, ecx
+    mov qword ptr [r15 + 128], r8
+    and r9, 8128
+    movzx r8d, byte ptr [r15 + r9 + 7488]
+    mov r9d, 124
+    mov byte ptr [r15 + 384], r9b
     jmp 1f
 1:
-    and r9, 1984
-    mov rcx, qword ptr [r15 + r9 + 1344]
+    movzx ecx, byte ptr [r15 + 64]
     jmp 1f
 1:
-    and r9d, dword ptr [r15 + 448]
-    mov dword ptr [r15 + 384], 225
-    mov esi, 12
-    movzx esi, r8b
-    movsxd rsi, dword ptr [r15 + 192]
+    mov dword ptr [r15 + 768], 158
+    mov rbp, r11
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov rdx, qword ptr [r15 + rbp + 7552]
-    jmp 1f
-1:
-    add r9, qword ptr [r15 + 320]
+    movzx r9d, byte ptr [r15 + 320]
+    mov dword ptr [r15 + 384], 208
+    and rbp, 448
+    movsxd rax, dword ptr [r15 + rbp + 832]
+    movzx ebp, r8b
+    movzx ebp, bpl
     add r11, 64
     inc rbx
     dec r13
     jnz .Lc1_b1_c0
 .Lc1_b1_done:
-// block 2: 256 bytes, 1 chunk(s), 12 chunk executions per call
+// block 2: 256 bytes, 1 chunk(s), 13 chunk executions per call
     mov rbx, qword ptr [r15 + 67117752]
-    lea rcx, [rbx + 12]
+    lea rcx, [rbx + 13]
     mov qword ptr [r15 + 67117752], rcx
-    mov r13d, 12
+    mov r13d, 13
     jmp .Lc1_b2_c0
     .p2align 6
 .Lc1_b2_c0:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d13609_j]
+    lea rcx, [rip + .Lc1_d12098_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d13609_j_t
-.Lc1_d13609_j:
-    mov eax, 139
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rcx, qword ptr [r15 + 384]
+    jmp .Lc1_d12098_j_t
+.Lc1_d12098_j:
+    movsxd rdx, dword ptr [r15 + 384]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r9, r11
-    movsxd rcx, dword ptr [r15 + 128]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    and r9, 448
-    mov ecx, dword ptr [r15 + r9 + 832]
-    mov r8, r11
-    test ebx, 1073741824
-    jz 1f
-1:
-    and r8, 8128
-    mov dword ptr [r15 + r8 + 7488], eax
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r9d, ecx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test bl, 64
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 67117724], 262160
-    jz 1f
-1:
-    mov qword ptr [r15 + 320], r8
-    test dword ptr [r15 + 67117724], 32
+    mov dword ptr [r15 + 576], ecx
+    test ebx, 10240
     jz 1f
 1:
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx r8d, byte ptr [r15 + 512]
+    mov ecx, 200
+    mov rbp, r10
+    test dword ptr [r15 + 67117723], 134217728
+    jz 1f
+1:
+    and rbp, 8128
+    mov ecx, dword ptr [r15 + rbp + 7488]
+    test ebx, 256
+    jz 1f
+1:
+    test ebx, 20416
+    jnz 1f
+1:
+    movzx ebp, dl
+    test dword ptr [r15 + 67117724], 215273728
+    jnz 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov byte ptr [r15 + 192], sil
+    test dword ptr [r15 + 67117724], 131136
+    jnz 1f
+1:
+    movsxd rbp, dword ptr [r15 + 256]
+    test ebx, 13312
+    jz 1f
+1:
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r8d, r8d
-    mov rbp, r11
-    test dword ptr [r15 + 67117724], 34342564
+    vmovdqu xmm12, xmmword ptr [r15 + 512]
+    mov r8, r10
+    test dword ptr [r15 + 67117723], 256
     jz 1f
 1:
-    and rbp, 1984
-    vpcmpeqb xmm10, xmm10, xmmword ptr [r15 + rbp + 1344]
+    and r8, 4032
+    movzx ebp, byte ptr [r15 + r8 + 3392]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    vmovq qword ptr [r15 + 448], xmm12
     test ebx, 1073741824
     jz 1f
 1:
     add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jnz .Lc1_b2_c0
@@ -17247,140 +15178,125 @@ ditto_body_c1:
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
     xor eax, eax
-    test dword ptr [r15 + 67117723], 1024
+    test dword ptr [r15 + 67117724], 128
     setz al
-    lea rcx, [rip + .Lc1_d13673_s]
+    lea rcx, [rip + .Lc1_d12159_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d13673_s_t
+    jmp .Lc1_d12159_s_t
     .p2align 3
-.Lc1_d13673_s:
+.Lc1_d12159_s:
     .p2align 3
-    jmp .Lc1_d13673_j
+    jmp .Lc1_d12159_j
     .p2align 3
-    jmp .Lc1_d13673_j
-.Lc1_d13673_j:
-    lea rbp, [r11 + r11*1]
-    and rbp, 4032
-    movzx ecx, byte ptr [r15 + rbp + 3456]
-    mov dword ptr [r15 + 640], eax
+    jmp .Lc1_d12159_j
+.Lc1_d12159_j:
+    mov byte ptr [r15 + 64], al
+    mov byte ptr [r15 + 320], al
     test ebx, 1073741824
     jnz 1f
 1:
-    movsxd rcx, dword ptr [r15 + 64]
+    mov rax, rcx
     test ebx, 1073741824
     jnz 1f
 1:
-    mov byte ptr [r15 + rbp + 3392], al
-    test dword ptr [r15 + 67117724], 32
-    jz 1f
-1:
-    mov ecx, eax
-    movsxd rbp, dword ptr [r15 + 192]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rbp, rax
+    mov rcx, qword ptr [r15 + 192]
     test ebx, 1073741824
     jnz 1f
 1:
     mov rbp, r10
-    movzx eax, r8b
-    test dword ptr [r15 + 67117724], 2099200
-    jnz 1f
-1:
-    movsxd rax, dword ptr [r15 + 448]
-    and rbp, 4032
-    movzx ecx, byte ptr [r15 + rbp + 3392]
+    mov dword ptr [r15 + 448], 187
     test ebx, 1073741824
     jz 1f
-1:
-    mov qword ptr [r15 + 128], rbp
-    test ebx, 3536
-    jz 1f
-1:
-    movsxd rbp, dword ptr [r15 + 384]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov qword ptr [r15 + 256], rcx
-    mov rcx, r8
-    test ebx, 8096
-    jnz 1f
-1:
-    movzx ecx, al
-    test ebx, 1073741824
-    jnz 1f
-1:
-    .byte 0x66, 0x90
-    mov rbp, r11
-    test ebx, 1073741824
-    jnz 1f
 1:
     and rbp, 1984
-    mov dword ptr [r15 + rbp + 1344], ebp
+    add qword ptr [r15 + rbp + 1344], rcx
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov ecx, dword ptr [r15 + 128]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r8, r10
+    mov esi, ebp
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and r8, 448
+    mov ecx, dword ptr [r15 + r8 + 832]
+    test dword ptr [r15 + 67117724], 4718592
+    jnz 1f
+1:
+    movzx r8d, byte ptr [r15 + 640]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rbp, qword ptr [r15 + 512]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx edx, byte ptr [r15 + 64]
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b3_done
 .Lc1_b3_c1:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d13737_j]
+    lea rcx, [rip + .Lc1_d12209_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d13737_j_t
-.Lc1_d13737_j:
-    movzx ecx, byte ptr [r15 + 512]
-    movsxd rax, dword ptr [r15 + 320]
+    jmp .Lc1_d12209_j_t
+.Lc1_d12209_j:
     mov rbp, r10
-    test ebx, 1073741824
-    jz 1f
-1:
-    movsxd rax, dword ptr [r15 + 128]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and rbp, 1984
-    movzx eax, byte ptr [r15 + rbp + 1344]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov ebp, dword ptr [r15 + 448]
-    mov r8d, dword ptr [r15 + 384]
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx ebp, cl
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + 64], ebp
-    test dword ptr [r15 + 67117724], 268976551
-    jz 1f
-1:
-    mov rbp, r10
-    mov r8, r10
-    mov dword ptr [r15 + 192], 105
-    test ebx, 1073741824
-    jnz 1f
-1:
+    movzx r8d, byte ptr [r15 + 448]
     and rbp, 8128
-    mov dword ptr [r15 + rbp + 7488], 73
-    and r8, 448
-    mov dword ptr [r15 + r8 + 832], eax
-    test dword ptr [r15 + 67117724], 4096
+    movsxd rcx, dword ptr [r15 + rbp + 7488]
+    test ebx, 440
     jz 1f
 1:
-    mov dword ptr [r15 + 256], eax
-    test dword ptr [r15 + 67117723], 671088640
+    mov rbp, qword ptr [r15 + 384]
+    lock or dword ptr [r15 + 256], 109
+    mov r8, r10
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and r8, 1984
+    vmovdqu ymmword ptr [r15 + r8 + 1344], ymm12
+    mov edx, dword ptr [r15 + 128]
+    test ebx, 1073741824
     jz 1f
 1:
-    mov r8d, ecx
-    test dword ptr [r15 + 67117724], 2048
+    mov qword ptr [r15 + 128], rcx
+    mov byte ptr [r15 + 384], r8b
+    test ebx, 1073741824
+    jnz 1f
+1:
+    vpmovmskb ecx, xmm12
+    vmovdqu ymmword ptr [r15 + 576], ymm12
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx ecx, cl
+    mov r8d, dword ptr [r15 + 64]
+    test ebx, 1073741824
     jz 1f
 1:
-    movzx r8d, byte ptr [r15 + 704]
+    mov rdx, r8
+    movsxd rcx, dword ptr [r15 + 128]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + 512], 196
+    mov ecx, edx
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx r8d, byte ptr [r15 + 768]
+    mov dword ptr [r15 + 320], 251
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r8, qword ptr [r15 + 704]
+    movzx edx, byte ptr [r15 + 64]
     add r11, 64
     add r10, r11
     inc rbx
@@ -17398,105 +15314,113 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d13794_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d13794_j_t
-.Lc1_d13794_j:
-    movsxd rcx, dword ptr [r15 + 128]
+    movsxd rcx, dword ptr [r15 + 704]
+    movzx eax, byte ptr [r15 + 512]
+    mov r8d, 19
+    mov dword ptr [r15 + 448], 90
+    add rdx, qword ptr [r15 + 320]
     mov rbp, r11
-    mov eax, dword ptr [r15 + 256]
-    and rbp, 4032
-    movzx r8d, byte ptr [r15 + rbp + 3392]
-    mov dword ptr [r15 + 128], 158
-    mov ebp, 217
-    test dword ptr [r15 + 67117724], 1572864
+    and edi, dword ptr [r15 + 0]
+    test dword ptr [r15 + 67117723], 268435584
     jnz 1f
 1:
-    add qword ptr [r15 + 512], rsi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, cl
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, qword ptr [r15 + 384]
-    lock xadd qword ptr [r15 + 448], rcx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + 64], ecx
-    movsxd rcx, dword ptr [r15 + 384]
+    mov rcx, rax
+    and rbp, 8128
+    mov dword ptr [r15 + rbp + 7488], ecx
+    mov rdi, r8
     mov rbp, r11
-    mov qword ptr [r15 + 768], r8
-    mov r8, qword ptr [r15 + 192]
-    test ebx, 1073741824
+    mov dword ptr [r15 + 384], 183
+    and rbp, 448
+    vmovdqu ymmword ptr [r15 + rbp + 832], ymm12
+    mov byte ptr [r15 + 256], dil
+    mov r8, r11
+    test dword ptr [r15 + 67117724], 67584
     jz 1f
 1:
-    mov r8, r11
-    and rbp, 448
-    mov rsi, qword ptr [r15 + rbp + 832]
+    mov edi, dword ptr [r15 + 192]
+    jmp 1f
+1:
     and r8, 1984
-    mov byte ptr [r15 + r8 + 1344], r8b
-    mov r8, r9
-    mov dword ptr [r15 + 320], ecx
+    mov dword ptr [r15 + r8 + 1344], ebp
+    jmp 1f
+1:
+    mov ebp, ebp
+    mov dword ptr [r15 + 64], 158
+    test dword ptr [r15 + 67117723], 1073741824
+    jz 1f
+1:
+    mov qword ptr [r15 + 128], rdi
+    mov qword ptr [r15 + 448], r8
+    mov qword ptr [r15 + 256], rbp
+    mov ebp, dword ptr [r15 + 768]
+    movzx esi, r9b
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b4_done
 .Lc1_b4_c1:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov dword ptr [r15 + 192], 18
-    nop
-    movzx esi, byte ptr [r15 + 448]
-    mov eax, esi
-    vpshufd xmm10, xmm10, 54
+    lea rcx, [rip + .Lc1_d12307_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d12307_j_t
+.Lc1_d12307_j:
+    mov ebp, esi
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    movsxd rsi, dword ptr [r15 + 320]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov qword ptr [r15 + 576], rsi
+    mov esi, dword ptr [r15 + 128]
+    mov ecx, dword ptr [r15 + 448]
+    movzx ebp, bpl
+    movsxd r9, dword ptr [r15 + 512]
+    movzx eax, byte ptr [r15 + 192]
     test ebx, 1073741824
     jz 1f
 1:
-    mov rax, qword ptr [r15 + 128]
-    mov esi, 221
-    mov esi, edx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rcx
+    mov r9, r11
+    jmp 1f
+1:
+    mov esi, ebp
+    mov qword ptr [r15 + 384], rcx
+    and r9, 8128
+    mov ecx, dword ptr [r15 + r9 + 7488]
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + 320], ymm12
     test ebx, 1073741824
     jnz 1f
 1:
-    mov qword ptr [r15 + 0], rsi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 448
-    mov dword ptr [r15 + rbp + 832], ebp
-    test ebx, 1073741824
-    jz 1f
+    mov rbp, r10
+    jmp 1f
 1:
-    movzx ebp, dil
-    mov ebp, dword ptr [r15 + 640]
-    movzx esi, byte ptr [r15 + 576]
-    mov r8, qword ptr [r15 + 64]
-    mov ecx, r8d
-    test dword ptr [r15 + 67117723], 134217984
-    jnz 1f
+    mov byte ptr [r15 + 64], r9b
+    and rbp, 4032
+    inc dword ptr [r15 + rbp + 3392]
+    jmp 1f
 1:
-    mov r8, r9
-    movzx r8d, r8b
-    mov byte ptr [r15 + 320], sil
-    mov rbp, r11
-    mov r8d, 251
-    mov r8d, 216
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and rbp, 8128
-    vmovdqu xmmword ptr [r15 + rbp + 7488], xmm10
-    movzx ebp, cl
-    mov ebp, 31
-    mov dword ptr [r15 + 512], 31
+    mov rbp, rcx
+    mov r9d, ecx
     add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b4_done
@@ -17504,53 +15428,53 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d13889_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d13889_j_t
-.Lc1_d13889_j:
-    mov dword ptr [r15 + 256], ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 228
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 64], 236
     mov rbp, r11
-    mov byte ptr [r15 + 512], r8b
-    movsxd rcx, dword ptr [r15 + 128]
-    and rbp, 1984
-    mov qword ptr [r15 + rbp + 1344], rax
-    mov rbp, r11
-    mov eax, 195
-    test ebx, 1073741824
+    jmp 1f
+1:
+    vpaddq xmm12, xmm12, xmmword ptr [r15 + 640]
+    test dword ptr [r15 + 67117724], 536870912
     jnz 1f
 1:
     and rbp, 4032
-    vmovq qword ptr [r15 + rbp + 3392], xmm10
-    mov ebp, edx
-    mov rbp, r11
-    mov rcx, rcx
-    mov edx, dword ptr [r15 + 320]
-    and rbp, 8128
-    mov dword ptr [r15 + rbp + 7488], 255
-    test dword ptr [r15 + 67117723], 4098
+    movzx eax, byte ptr [r15 + rbp + 3392]
+    mov ebp, 251
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r8, r11
+    mov qword ptr [r15 + 192], rax
+    jmp 1f
+1:
+    test ebx, 1073741824
     jnz 1f
 1:
-    mov r9d, eax
-    mov eax, 157
-    mov r9, rbp
-    vpaddd xmm10, xmm10, xmm10
-    mov dword ptr [r15 + 384], 115
+    and r8, 1984
+    mov eax, dword ptr [r15 + r8 + 1344]
+    mov ebp, dword ptr [r15 + 128]
+    vpaddd xmm12, xmm12, xmm12
+    add rax, qword ptr [r15 + 448]
+    add rbp, qword ptr [r15 + 128]
+    mov r8, r11
+    mov byte ptr [r15 + 256], al
+    jmp 1f
+1:
     test ebx, 1073741824
     jz 1f
 1:
-    mov eax, 229
-    mov eax, 207
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    xchg qword ptr [r15 + 64], rax
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movsxd rax, dword ptr [r15 + 704]
-    mov ebp, r9d
-    mov r9, qword ptr [r15 + 384]
-    movzx ebp, byte ptr [r15 + 448]
-    mov rdx, rsi
+    and r8, 448
+    movzx r9d, byte ptr [r15 + r8 + 832]
+    mov r8, rax
+    movsxd rax, dword ptr [r15 + 512]
+    mov r8d, r9d
+    mov dword ptr [r15 + 384], 12
+    mov dword ptr [r15 + 320], eax
     add r11, 64
     inc rbx
     dec r13
@@ -17560,188 +15484,177 @@ ditto_body_c1:
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
     xor eax, eax
-    test dword ptr [r15 + 67117723], 4
+    test dword ptr [r15 + 67117723], 262144
     setz al
-    lea rcx, [rip + .Lc1_d13939_s]
+    lea rcx, [rip + .Lc1_d12408_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d13939_s_t
+    jmp .Lc1_d12408_s_t
     .p2align 3
-.Lc1_d13939_s:
+.Lc1_d12408_s:
     .p2align 3
-    jmp .Lc1_d13939_j
+    jmp .Lc1_d12408_j
     .p2align 3
-    jmp .Lc1_d13939_j
-.Lc1_d13939_j:
-    vmovq qword ptr [r15 + 192], xmm10
-    vmovdqu xmmword ptr [r15 + 320], xmm10
-    mov dword ptr [r15 + 256], ebp
-    mov ebp, edi
+    jmp .Lc1_d12408_j
+.Lc1_d12408_j:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rcx
+    mov rax, rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, qword ptr [r15 + 320]
+    mov rbp, r11
     test ebx, 1073741824
     jnz 1f
 1:
-    mov ebp, dword ptr [r15 + 384]
-    mov qword ptr [r15 + 128], rax
-    mov eax, ebp
-    mov eax, 238
-    test dword ptr [r15 + 67117724], 8192
-    jnz 1f
+    movzx r8d, byte ptr [r15 + 384]
+    and rbp, 448
+    mov rax, qword ptr [r15 + rbp + 832]
+    mov ecx, dword ptr [r15 + 704]
+    jmp 1f
 1:
-    mov qword ptr [r15 + 0], rax
-    mov eax, eax
-    mov eax, eax
-    movzx ebp, bpl
+    jmp 1f
+1:
+    mov ebp, dword ptr [r15 + 64]
     test ebx, 1073741824
     jz 1f
 1:
-    mov qword ptr [r15 + 0], rcx
-    mov ebp, 181
-    mov rbp, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 1984
-    movzx ecx, byte ptr [r15 + rbp + 1344]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov byte ptr [r15 + 64], al
-    mov rbp, r11
-    vmovq xmm10, rcx
-    and rbp, 16320
-    movsxd rdx, dword ptr [r15 + rbp + 15680]
-    mov ebp, dword ptr [r15 + 448]
     mov r9, r11
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and r9, 448
-    mov dword ptr [r15 + r9 + 832], ecx
-    movsxd r9, dword ptr [r15 + 192]
-    mov byte ptr [r15 + 768], r9b
-    imul r9, qword ptr [r15 + 512]
+    mov r8, r11
+    and r9, 1984
+    mov ebp, dword ptr [r15 + r9 + 1344]
+    mov byte ptr [r15 + 128], cl
+    movzx ecx, cl
+    and r8, 8128
+    movsxd rcx, dword ptr [r15 + r8 + 7488]
+    mov dword ptr [r15 + 256], r9d
+    mov dword ptr [r15 + 512], ecx
     add r11, 64
     inc rbx
     dec r13
     jnz .Lc1_b4_c0
 .Lc1_b4_done:
-// block 5: 1024 bytes, 4 chunk(s), 4 chunk executions per call
+// block 5: 2048 bytes, 8 chunk(s), 8 chunk executions per call
     mov rbx, qword ptr [r15 + 67117776]
-    lea rcx, [rbx + 4]
+    lea rcx, [rbx + 8]
     mov qword ptr [r15 + 67117776], rcx
-    mov r13d, 4
+    mov r13d, 8
     jmp .Lc1_b5_c0
     .p2align 6
 .Lc1_b5_c0:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    jmp 1f
+    lea rcx, [rip + .Lc1_d12455_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d12455_j_t
+.Lc1_d12455_j:
+    mov rbp, r11
+    mov dword ptr [r15 + 384], 110
+    and rbp, 1984
+    mov rsi, qword ptr [r15 + rbp + 1344]
+    mov dword ptr [r15 + 320], 242
+    movsxd rbp, dword ptr [r15 + 192]
+    mov dword ptr [r15 + 576], esi
+    mov esi, 4
+    mov esi, dword ptr [r15 + 512]
+    movzx edi, sil
+    test ebx, 1073741824
+    jz 1f
 1:
-    mov byte ptr [r15 + 320], r9b
-    mov eax, 81
+    mov rdi, rcx
+    movsxd rcx, dword ptr [r15 + 640]
+    add r8, qword ptr [r15 + 256]
     mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu xmmword ptr [r15 + 0], xmm10
+    movzx ebp, r8b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 197
+    mov esi, ebp
+    jmp 1f
+1:
+    mov r8d, 220
+    jmp 1f
+1:
+    movzx r8d, bpl
+    vmovdqu ymmword ptr [r15 + 0], ymm12
     test ebx, 1073741824
     jz 1f
 1:
+    mov dword ptr [r15 + 0], esi
+    mov ebp, dword ptr [r15 + 448]
+    mov dword ptr [r15 + 64], 144
     jmp 1f
 1:
-    mov byte ptr [r15 + 0], cl
-    movsxd rcx, dword ptr [r15 + 128]
-    mov eax, ecx
-    and ecx, dword ptr [r15 + 448]
-    test dword ptr [r15 + 67117724], 65544
-    jnz 1f
-1:
-    movzx ecx, dil
-    mov dword ptr [r15 + 192], 205
-    jmp 1f
-1:
-    mov byte ptr [r15 + 256], r9b
-    mov ecx, dword ptr [r15 + 64]
-    test dword ptr [r15 + 67117723], 1024
-    jz 1f
-1:
-    mov rbp, r11
-    mov byte ptr [r15 + 320], bpl
-    and rbp, 4032
-    movsxd rdi, dword ptr [r15 + rbp + 3392]
-    mov rbp, r11
-    jmp 1f
-1:
-    and rbp, 448
-    add rdi, qword ptr [r15 + rbp + 832]
-    movsxd rbp, dword ptr [r15 + 384]
     mov r9, r11
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov ebp, dword ptr [r15 + 768]
-    and r9, 1984
-    mov edi, dword ptr [r15 + r9 + 1344]
-    movzx r9d, byte ptr [r15 + 512]
-    mov byte ptr [r15 + 64], cl
-    mov ecx, 198
+    mov edi, dword ptr [r15 + 128]
+    mov esi, dword ptr [r15 + 384]
+    and r9, 8128
+    mov byte ptr [r15 + r9 + 7488], dil
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b5_done
 .Lc1_b5_c1:
-    lea rcx, [rip + .Lc1_d14043_j]
+    lea rcx, [rip + .Lc1_d12503_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d14043_j_t
-.Lc1_d14043_j:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov rcx, rbp
-    add rcx, qword ptr [r15 + 448]
-    mov ebp, dword ptr [r15 + 128]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 24
-    mov qword ptr [r15 + 0], r9
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    add rbp, qword ptr [r15 + 0]
-    vmovdqu ymmword ptr [r15 + 0], ymm10
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    jmp .Lc1_d12503_j_t
+.Lc1_d12503_j:
+    mov dword ptr [r15 + 128], 161
     mov r9, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
+    jmp 1f
 1:
-    mov qword ptr [r15 + 576], rbp
     and r9, 1984
-    mov dword ptr [r15 + r9 + 1344], eax
-    mov r9, r11
-    mov ebp, ebp
-    and r9, 8128
-    mov rbp, qword ptr [r15 + r9 + 7488]
-    movsxd r9, dword ptr [r15 + 448]
-    mov byte ptr [r15 + 320], r9b
-    mov dword ptr [r15 + 384], 251
-    movzx r9d, cl
+    mov dword ptr [r15 + r9 + 1344], ecx
+    jmp 1f
+1:
+    mov dword ptr [r15 + 64], ecx
+    movzx ecx, r9b
     test ebx, 1073741824
     jnz 1f
 1:
-    movsxd rcx, dword ptr [r15 + 192]
-    mov r9d, ebp
-    movzx r9d, byte ptr [r15 + 256]
-    mov byte ptr [r15 + 512], bpl
-    mov rbp, r11
-    mov eax, dword ptr [r15 + 64]
+    movzx r8d, bpl
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    and rbp, 4032
-    mov rdi, qword ptr [r15 + rbp + 3392]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    vmovdqu ymmword ptr [r15 + 0], ymm12
+    mov r12, qword ptr [r15 + r12 + 56]
+    vpshufd xmm12, xmm12, 121
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r9, r11
+    mov dword ptr [r15 + 0], r8d
+    mov byte ptr [r15 + 512], r8b
+    and r9, 4032
+    mov dword ptr [r15 + r9 + 3392], r8d
+    mov byte ptr [r15 + 256], r9b
+    jmp 1f
+1:
+    mov dword ptr [r15 + 704], ecx
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r9, r11
+    movsxd rcx, dword ptr [r15 + 384]
+    mov rsi, r8
+    mov qword ptr [r15 + 320], r9
+    and r9, 448
+    mov dword ptr [r15 + r9 + 832], 49
+    movzx r8d, cl
     add r11, 64
     inc rbx
     dec r13
@@ -17750,56 +15663,57 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d14098_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d14098_j_t
-.Lc1_d14098_j:
-    mov ecx, 57
-    movzx ecx, bpl
-    mov dword ptr [r15 + 0], eax
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], rax
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 59
+    mov r8, r11
+    mov qword ptr [r15 + 0], rax
+    mov rax, qword ptr [r15 + 320]
+    test dword ptr [r15 + 67117724], 1073741840
+    jnz 1f
+1:
+    and r8, 448
+    mov rsi, qword ptr [r15 + r8 + 832]
+    mov r8d, eax
+    mov ebp, eax
+    mov dword ptr [r15 + 448], esi
+    movsxd rsi, dword ptr [r15 + 64]
+    movzx r8d, byte ptr [r15 + 448]
+    mov dword ptr [r15 + 320], 99
+    mov rbp, r11
     test ebx, 1073741824
     jz 1f
 1:
+    and rbp, 8128
+    mov rsi, qword ptr [r15 + rbp + 7488]
+    movzx ebp, byte ptr [r15 + 192]
+    mov r8, r11
     jmp 1f
 1:
-    mov eax, 205
-    mov rbp, qword ptr [r15 + 128]
-    movzx eax, byte ptr [r15 + 704]
-    movzx ecx, al
+    and r8, 16320
+    mov eax, dword ptr [r15 + r8 + 15680]
+    mov r9, qword ptr [r15 + 768]
+    mov ecx, dword ptr [r15 + 512]
     jmp 1f
 1:
-    mov r9, r11
-    jmp 1f
-1:
+    mov r8d, eax
     test ebx, 1073741824
     jnz 1f
 1:
-    mov byte ptr [r15 + 384], r9b
-    and r9, 4032
-    mov dword ptr [r15 + r9 + 3392], ebp
-    mov dword ptr [r15 + 320], eax
-    mov r9d, 223
-    movzx eax, dl
-    mov r9, qword ptr [r15 + 64]
-    mov rax, qword ptr [r15 + 192]
-    mov rbp, r11
-    test dword ptr [r15 + 67117724], 67584
-    jnz 1f
+    mov byte ptr [r15 + 256], r9b
+    mov rbp, rbp
+    movzx r9d, byte ptr [r15 + 128]
+    movsxd rax, dword ptr [r15 + 384]
+    jmp 1f
 1:
-    vmovq xmm10, rbp
-    and rbp, 8128
-    mov edx, dword ptr [r15 + rbp + 7488]
-    mov r8, r11
-    lock xadd qword ptr [r15 + 512], rbp
-    and r8, 448
-    movsxd r9, dword ptr [r15 + r8 + 832]
-    mov eax, eax
-    mov dword ptr [r15 + 640], 70
+    mov byte ptr [r15 + 64], cl
+    mov rcx, rax
     add r11, 64
     inc rbx
     dec r13
@@ -17808,51 +15722,275 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov rsi, qword ptr [r15 + 192]
-    mov eax, dword ptr [r15 + 448]
-    mov ecx, dword ptr [r15 + 256]
-    mov ebp, ebp
-    jmp 1f
-1:
-    mov rbp, r8
-    mov rbp, qword ptr [r15 + 384]
-    test dword ptr [r15 + 67117724], 536871168
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], ebp
-    jmp 1f
-1:
-    mov rbp, r11
-    mov dword ptr [r15 + 0], ebp
-    and rbp, 8128
-    mov qword ptr [r15 + rbp + 7488], rcx
-    mov dword ptr [r15 + 128], ecx
-    mov dword ptr [r15 + 64], esi
-    mov rbp, rsi
-    test dword ptr [r15 + 67117723], 7340034
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 1
+    setz al
+    lea rcx, [rip + .Lc1_d12605_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d12605_s_t
+    .p2align 3
+.Lc1_d12605_s:
+    .p2align 3
+    jmp .Lc1_d12605_j
+    .p2align 3
+    jmp .Lc1_d12605_j
+.Lc1_d12605_j:
+    movsxd rax, dword ptr [r15 + 384]
+    mov qword ptr [r15 + 192], rcx
+    mov ecx, 88
+    mov r9, rbp
+    mov qword ptr [r15 + 128], r8
+    test ebx, 2048
     jz 1f
 1:
+    mov r8, r9
+    mov rbp, r11
+    mov rcx, rax
+    mov ecx, r8d
+    and rbp, 1984
+    movsxd r9, dword ptr [r15 + rbp + 1344]
+    mov qword ptr [r15 + 320], rax
+    mov rbp, r11
+    test dword ptr [r15 + 67117723], 75497472
+    jnz 1f
+1:
+    and rbp, 4032
+    mov rdx, qword ptr [r15 + rbp + 3392]
+    mov rbp, r11
     jmp 1f
 1:
-    mov ebp, 123
-    mov dword ptr [r15 + 768], 206
+    and edx, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 117
+    and rbp, 8128
+    and edx, dword ptr [r15 + rbp + 7488]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rbp, r9
+    jmp 1f
+1:
+    mov qword ptr [r15 + 576], rdx
+    mov rdx, qword ptr [r15 + 512]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b5_done
+.Lc1_b5_c4:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    movzx eax, al
+    mov r9, qword ptr [r15 + 640]
     mov r8, r11
-    movzx ebp, byte ptr [r15 + 384]
-    mov byte ptr [r15 + 320], bpl
-    mov rbp, r11
+    mov eax, 178
+    movzx ecx, byte ptr [r15 + 384]
+    mov dword ptr [r15 + 256], edi
     and r8, 448
-    movzx esi, byte ptr [r15 + r8 + 832]
-    and rbp, 1984
-    movsxd r8, dword ptr [r15 + rbp + 1344]
+    and edx, dword ptr [r15 + r8 + 832]
     test ebx, 1073741824
     jz 1f
 1:
-    mov ebp, dword ptr [r15 + 512]
-    movzx r8d, bpl
-    vpxor xmm10, xmm10, xmm1
-    movzx ecx, byte ptr [r15 + 128]
-    mov ebp, esi
-    mov ebp, 14
+    mov dword ptr [r15 + 64], 22
+    mov rdx, r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edx, eax
+    mov rbp, r9
+    test dword ptr [r15 + 67117724], 16
+    jnz 1f
+1:
+    vmovdqu ymmword ptr [r15 + 0], ymm12
+    mov r9, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r9, 4032
+    inc dword ptr [r15 + r9 + 3392]
+    movzx edi, byte ptr [r15 + 192]
+    mov rbp, r11
+    movsxd r9, dword ptr [r15 + 448]
+    and rbp, 1984
+    mov dword ptr [r15 + rbp + 1344], 177
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rbp, qword ptr [r15 + 64]
+    mov dword ptr [r15 + 704], ecx
+    popcnt rcx, rsi
+    movsxd r9, dword ptr [r15 + 128]
+    mov dword ptr [r15 + 320], 84
+    jmp 1f
+1:
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b5_done
+.Lc1_b5_c5:
+    lea rcx, [rip + .Lc1_d12692_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d12692_j_t
+.Lc1_d12692_j:
+    mov r12, qword ptr [r15 + r12 + 56]
+    add rsi, qword ptr [r15 + 0]
+    jmp 1f
+1:
+    movzx ecx, cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], rsi
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov ecx, dword ptr [r15 + 512]
+    mov esi, 36
+    movsxd rsi, dword ptr [r15 + 448]
+    mov ebp, 105
+    mov rbp, rcx
+    mov ebp, 218
+    test bl, 64
+    jz 1f
+1:
+    add rbp, qword ptr [r15 + 768]
+    mov ecx, 140
+    mov edi, 193
+    mov ecx, 134
+    mov rsi, qword ptr [r15 + 128]
+    jmp 1f
+1:
+    mov r8, r11
+    mov rdi, qword ptr [r15 + 320]
+    and r8, 8128
+    mov ecx, dword ptr [r15 + r8 + 7488]
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx ecx, byte ptr [r15 + 384]
+    jmp 1f
+1:
+    mov r9, r11
+    mov rbp, r11
+    movzx edi, cl
+    and r9, 1984
+    mov dword ptr [r15 + r9 + 1344], esi
+    and rbp, 448
+    movzx esi, byte ptr [r15 + rbp + 832]
+    mov r9, r8
+    mov r9d, dword ptr [r15 + 256]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b5_done
+.Lc1_b5_c6:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov qword ptr [r15 + 64], rax
+    movzx edi, byte ptr [r15 + 384]
+    jmp 1f
+1:
+    mov rax, rax
+    movzx r8d, byte ptr [r15 + 64]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov rax, r8
+    mov r8d, dword ptr [r15 + 192]
+    mov eax, edi
+    movsxd rax, dword ptr [r15 + 448]
+    jmp 1f
+1:
+    mov rbp, r11
+    vpor xmm12, xmm12, xmm12
+    test dword ptr [r15 + 67117724], 67380224
+    jz 1f
+1:
+    mov rax, r8
+    and rbp, 4032
+    mov byte ptr [r15 + rbp + 3392], r8b
+    vmovdqu xmm12, xmmword ptr [r15 + 256]
+    mov edi, edx
+    mov dword ptr [r15 + 384], 17
+    mov dword ptr [r15 + 512], eax
+    movzx edx, r8b
+    mov rdx, qword ptr [r15 + 320]
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx edx, bpl
+    mov edx, 7
+    mov r9d, edx
+    mov rbp, r11
+    mov dword ptr [r15 + 576], 134
+    mov byte ptr [r15 + 128], bpl
+    and rbp, 8128
+    mov qword ptr [r15 + rbp + 7488], rbp
+    mov edi, edx
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b5_done
+.Lc1_b5_c7:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d12794_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d12794_j_t
+.Lc1_d12794_j:
+    jmp 1f
+1:
+    mov rdx, rbp
+    mov dword ptr [r15 + 128], 240
+    mov rbp, r11
+    mov r9, r11
+    mov byte ptr [r15 + 320], cl
+    and rbp, 1984
+    mov qword ptr [r15 + rbp + 1344], rax
+    and r9, 448
+    movsxd rax, dword ptr [r15 + r9 + 832]
+    test ebx, 288
+    jz 1f
+1:
+    mov dword ptr [r15 + 192], ebp
+    jmp 1f
+1:
+    mov eax, 253
+    movzx ebp, r9b
+    jmp 1f
+1:
+    mov ecx, 125
+    test bl, 32
+    jnz 1f
+1:
+    movzx r9d, byte ptr [r15 + 384]
+    mov r8, r11
+    mov dword ptr [r15 + 64], 186
+    mov rax, r9
+    mov r9, qword ptr [r15 + 640]
+    and r8, 4032
+    mov rbp, qword ptr [r15 + r8 + 3392]
+    mov r8d, ecx
+    test dword ptr [r15 + 67117723], 33554432
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov byte ptr [r15 + 512], r8b
     add r11, 64
     inc rbx
     dec r13
@@ -17866,169 +16004,162 @@ ditto_body_c1:
     jmp .Lc1_b6_c0
     .p2align 6
 .Lc1_b6_c0:
-    lea rcx, [rip + .Lc1_d14196_j]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d12846_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d14196_j_t
-.Lc1_d14196_j:
-    movzx ecx, dil
-    mov rcx, rcx
-    mov ecx, ecx
-    movzx ecx, cl
-    mov dword ptr [r15 + 512], 20
-    test ebx, 1073741824
-    jz 1f
-1:
-    lea rbp, [r10 + r10*1]
-    mov dword ptr [r15 + 384], 249
-    and rbp, 4032
-    lea r8, [r11 + r11*1]
-    mov ecx, dword ptr [r15 + rbp + 3456]
-    and r8, 448
-    imul rcx, qword ptr [r15 + r8 + 832]
-    mov esi, 82
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rcx, qword ptr [r15 + 448]
-    mov esi, dword ptr [r15 + 576]
-    movsxd rax, dword ptr [r15 + 64]
-    mov dword ptr [r15 + 384], eax
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov eax, ebp
-    mov qword ptr [r15 + 448], rax
-    mov dword ptr [r15 + r8 + 896], 46
-    mov r8, qword ptr [r15 + 128]
-    mov rax, qword ptr [r15 + 192]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov byte ptr [r15 + 320], cl
-    mov qword ptr [r15 + rbp + 3392], rsi
-    mov ecx, 149
-    mov rcx, qword ptr [r15 + 640]
+    jmp .Lc1_d12846_j_t
+.Lc1_d12846_j:
+    movsxd rcx, dword ptr [r15 + 320]
+    mov dword ptr [r15 + 320], r8d
+    mov dword ptr [r15 + 704], 107
+    mov rax, qword ptr [r15 + 640]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r8, r10
-    mov byte ptr [r15 + 320], al
+    movsxd r8, dword ptr [r15 + 576]
+    movsxd rax, dword ptr [r15 + 64]
+    mov rbp, r10
+    mov rdx, qword ptr [r15 + 512]
+    and rbp, 8128
+    mov ecx, dword ptr [r15 + rbp + 7488]
+    test ebx, 4864
+    jz 1f
+1:
+    movzx r9d, dl
+    mov byte ptr [r15 + 384], cl
+    mov dword ptr [r15 + 384], 189
+    lea r8, [r10 + r10*1]
+    mov r9, r10
+    mov rbp, qword ptr [r15 + 448]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and r9, 448
+    mov qword ptr [r15 + r9 + 832], rcx
     and r8, 1984
-    mov rax, qword ptr [r15 + r8 + 1344]
-    mov rcx, rax
-    movzx eax, cl
+    mov eax, dword ptr [r15 + r8 + 1344]
+    mov dword ptr [r15 + 192], 146
+    mov qword ptr [r15 + 448], r9
+    test dword ptr [r15 + 67117723], 324
+    jz 1f
+1:
+    mov r9, qword ptr [r15 + 128]
+    mov dword ptr [r15 + r8 + 1408], 150
+    mov r8d, 21
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b6_done
 .Lc1_b6_c1:
-    lea rcx, [rip + .Lc1_d14247_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d14247_j_t
-.Lc1_d14247_j:
-    vpshufd xmm10, xmm10, 149
-    movzx ecx, r8b
-    mov ecx, 174
-    mov byte ptr [r15 + 192], al
-    movzx ecx, byte ptr [r15 + 64]
+    vmovdqu ymmword ptr [r15 + 128], ymm12
+    mov r8, r8
+    mov r9d, 228
+    lea rbp, [r10 + r10*1]
+    mov esi, ebp
+    mov r8d, ecx
+    and rbp, 4032
+    mov r8d, dword ptr [r15 + rbp + 3392]
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx ecx, byte ptr [r15 + 384]
-    mov byte ptr [r15 + 256], cl
-    mov rcx, qword ptr [r15 + 320]
-    mov dword ptr [r15 + 704], 116
-    test ebx, 60288
+    mov r8d, 73
+    mov rcx, r8
+    mov qword ptr [r15 + 64], rsi
+    mov rcx, qword ptr [r15 + 128]
+    movzx r8d, byte ptr [r15 + 384]
+    mov esi, 56
+    mov r9, r10
+    test ebx, 1073741824
     jz 1f
 1:
-    mov dword ptr [r15 + 512], ecx
-    movzx ecx, dil
-    mov ecx, ecx
+    mov r8, r8
+    and r9, 1984
+    mov dword ptr [r15 + r9 + 1344], 192
+    mov r9, qword ptr [r15 + 576]
+    mov dword ptr [r15 + 640], 127
+    mov qword ptr [r15 + 256], rcx
+    test ebx, 1073741824
+    jz 1f
+1:
     movsxd rcx, dword ptr [r15 + 128]
-    test bl, 48
-    jnz 1f
-1:
-    movsxd rcx, dword ptr [r15 + 256]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 135
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 70
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r8, r11
-    mov dword ptr [r15 + 0], 132
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 1984
-    movzx eax, byte ptr [r15 + r8 + 1344]
-    mov r8, r11
-    movzx ecx, cl
+    mov qword ptr [r15 + 64], rcx
+    mov r9d, dword ptr [r15 + 512]
+    mov dword ptr [r15 + 768], ecx
+    mov ecx, dword ptr [r15 + rbp + 3456]
+    mov rbp, r10
+    movsxd rsi, dword ptr [r15 + 320]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov ecx, 185
-    and r8, 4032
-    mov rcx, qword ptr [r15 + r8 + 3392]
-    mov r8, r10
-    mov eax, 33
-    and r8, 16320
-    movsxd rax, dword ptr [r15 + r8 + 15680]
+    and rbp, 448
+    mov r8, qword ptr [r15 + rbp + 832]
+    movzx ecx, byte ptr [r15 + 384]
+    mov r9, r8
+    mov eax, 106
+    movzx r8d, byte ptr [r15 + 320]
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b6_done
 .Lc1_b6_c2:
-    mov r8, r11
-    and r8, 448
-    mov dword ptr [r15 + r8 + 832], 147
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx edi, al
-    mov r8, r8
-    mov qword ptr [r15 + 0], rdx
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 7
+    lea rcx, [rip + .Lc1_d12938_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d12938_s_t
+    .p2align 3
+.Lc1_d12938_s:
+    .p2align 3
+    jmp .Lc1_d12938_j
+    .p2align 3
+    jmp .Lc1_d12938_j
+    .p2align 3
+    jmp .Lc1_d12938_j
+    .p2align 3
+    jmp .Lc1_d12938_j
+    .p2align 3
+    jmp .Lc1_d12938_j
+    .p2align 3
+    jmp .Lc1_d12938_j
+    .p2align 3
+    jmp .Lc1_d12938_j
+    .p2align 3
+    jmp .Lc1_d12938_j
+.Lc1_d12938_j:
+    mov qword ptr [r15 + 448], r8
+    lea rbp, [r10 + r10*1]
+    lea r8, [r10 + r10*1]
+    and rbp, 448
+    mov byte ptr [r15 + rbp + 832], r8b
+    mov rcx, qword ptr [r15 + 256]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r8, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, rdi
-    mov r8d, r9d
+    and r8, 1984
+    movzx ecx, byte ptr [r15 + r8 + 1408]
+    movsxd rax, dword ptr [r15 + 192]
+    movzx r9d, byte ptr [r15 + 384]
     test ebx, 1073741824
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx edi, dil
-    mov r12, qword ptr [r15 + r12 + 56]
-    test bl, 32
-    jz 1f
-1:
-    mov edi, 42
-    vmovdqu xmmword ptr [r15 + 64], xmm10
-    mov rdi, r8
-    mov esi, dword ptr [r15 + 128]
-    or qword ptr [r15 + 320], 54
+    mov qword ptr [r15 + 192], rbp
+    mov r9d, dword ptr [r15 + r8 + 1344]
+    movsxd r8, dword ptr [r15 + 64]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r8, rdi
-    movsxd r8, dword ptr [r15 + 512]
-    mov rdi, qword ptr [r15 + 384]
-    mov rbp, r11
-    mov dword ptr [r15 + 448], esi
-    mov rsi, qword ptr [r15 + 128]
-    test ebx, 1073741824
-    jz 1f
-1:
-    and rbp, 8128
-    movzx esi, byte ptr [r15 + rbp + 7488]
-    movsxd r8, dword ptr [r15 + 192]
-    movsxd rbp, dword ptr [r15 + 768]
-    mov qword ptr [r15 + 320], rbp
+    mov rcx, qword ptr [r15 + rbp + 896]
+    movzx ebp, byte ptr [r15 + 512]
+    mov r8, r9
     add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b6_done
@@ -18036,133 +16167,104 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 7
-    lea rcx, [rip + .Lc1_d14348_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d14348_s_t
-    .p2align 3
-.Lc1_d14348_s:
-    .p2align 3
-    jmp .Lc1_d14348_j
-    .p2align 3
-    jmp .Lc1_d14348_j
-    .p2align 3
-    jmp .Lc1_d14348_j
-    .p2align 3
-    jmp .Lc1_d14348_j
-    .p2align 3
-    jmp .Lc1_d14348_j
-    .p2align 3
-    jmp .Lc1_d14348_j
-    .p2align 3
-    jmp .Lc1_d14348_j
-    .p2align 3
-    jmp .Lc1_d14348_j
-.Lc1_d14348_j:
-    mov rbp, r11
+    lea rbp, [r10*4]
+    mov byte ptr [r15 + 320], cl
     and rbp, 1984
-    mov dword ptr [r15 + rbp + 1344], esi
-    mov qword ptr [r15 + 0], rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, rdi
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, dword ptr [r15 + rbp + 1344]
+    movsxd rax, dword ptr [r15 + rbp + 1536]
+    mov rdi, qword ptr [r15 + 128]
+    mov qword ptr [r15 + 64], rdx
+    test dword ptr [r15 + 67117723], 142606336
+    jz 1f
+1:
+    movzx ecx, r9b
+    mov dword ptr [r15 + 128], 6
+    mov byte ptr [r15 + 384], dil
+    mov rdi, rdi
+    movsxd rdi, dword ptr [r15 + 320]
+    test ebx, 14336
+    jz 1f
+1:
+    vmovq xmm12, rcx
+    mov r8, r10
+    movsxd rdi, dword ptr [r15 + 128]
+    movzx ecx, byte ptr [r15 + 64]
+    and r8, 4032
+    movsxd r9, dword ptr [r15 + r8 + 3392]
     test ebx, 1073741824
     jz 1f
 1:
-    mov dword ptr [r15 + 0], eax
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, sil
-    mov rax, qword ptr [r15 + 320]
-    mov esi, 36
-    movzx esi, sil
+    mov byte ptr [r15 + 448], r9b
+    movzx r9d, byte ptr [r15 + 704]
+    mov rax, r8
+    mov r8, r10
+    movzx edx, dl
+    mov rcx, rdi
     test ebx, 1073741824
     jnz 1f
-1:
-    mov rsi, rbp
-    mov dword ptr [r15 + 576], 222
-    mov esi, 69
-    mov dword ptr [r15 + 384], eax
-    mov rbp, r11
-    mov byte ptr [r15 + 64], al
-    and rbp, 4032
-    mov eax, dword ptr [r15 + rbp + 3392]
-    mov r8, r11
-    test ebx, 1073741824
-    jz 1f
 1:
     and r8, 8128
-    mov rax, qword ptr [r15 + r8 + 7488]
-    mov r8d, eax
-    movzx eax, dil
-    movsxd rax, dword ptr [r15 + 192]
-    mov rdi, qword ptr [r15 + 448]
-    movsxd rbp, dword ptr [r15 + 128]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    vpshufd xmm10, xmm10, 149
-    movzx edi, byte ptr [r15 + 512]
-    mov rdx, rdx
-    mov rdx, qword ptr [r15 + 640]
-    mov byte ptr [r15 + 256], cl
+    mov dword ptr [r15 + r8 + 7488], 105
+    movsxd r8, dword ptr [r15 + rbp + 1408]
+    mov dword ptr [r15 + rbp + 1472], r9d
+    mov r9d, 112
     add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b6_done
 .Lc1_b6_c4:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d14412_j]
+    lea rcx, [rip + .Lc1_d13024_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d14412_j_t
-.Lc1_d14412_j:
-    mov rbp, r11
-    mov dword ptr [r15 + 128], edi
-    mov dword ptr [r15 + 384], 81
-    and rbp, 448
-    mov qword ptr [r15 + rbp + 832], rbp
-    mov rbp, qword ptr [r15 + 704]
-    mov r8, r11
+    jmp .Lc1_d13024_j_t
+.Lc1_d13024_j:
+    mov r8, r10
+    and r8, 4032
+    movzx ecx, byte ptr [r15 + r8 + 3392]
+    mov r8, r9
+    mov r9d, dword ptr [r15 + 384]
+    movzx ebp, al
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov ebp, 64
+    movsxd rax, dword ptr [r15 + 64]
+    mov ebp, dword ptr [r15 + 128]
+    mov qword ptr [r15 + 512], r9
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rbp, rax
-    movsxd rbp, dword ptr [r15 + 192]
-    and r8, 1984
-    mov byte ptr [r15 + r8 + 1344], r8b
-    mov r8d, 74
-    test ebx, 1073741824
-    jz 1f
-1:
-    vmovq xmm10, r8
-    mov r8d, 170
-    mov r8d, dword ptr [r15 + 320]
-    test bl, 32
-    jz 1f
-1:
-    mov dword ptr [r15 + 448], r8d
-    mov qword ptr [r15 + 384], rbp
-    vpxor xmm10, xmm10, xmm11
-    mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 67117724], 16
-    jz 1f
-1:
-    mov r8, rdi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r11
-    mov r8d, ebp
-    and rbp, 4032
-    movsxd r8, dword ptr [r15 + rbp + 3392]
+    mov r8, qword ptr [r15 + 768]
+    movsxd r9, dword ptr [r15 + 320]
+    movzx eax, sil
+    mov rax, r9
+    lea rbp, [r10 + r10*2]
     test ebx, 1073741824
     jnz 1f
 1:
-    movsxd r8, dword ptr [r15 + 256]
-    vmovq qword ptr [r15 + 512], xmm10
-    mov qword ptr [r15 + 64], rbp
+    and rbp, 1984
+    lea r8, [r10 + r10*1]
+    movzx ecx, byte ptr [r15 + rbp + 1408]
+    movsxd r9, dword ptr [r15 + 128]
+    mov qword ptr [r15 + 256], rsi
+    and r8, 448
+    movzx esi, byte ptr [r15 + r8 + 832]
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx esi, r9b
+    movzx eax, byte ptr [r15 + rbp + 1344]
+    mov esi, 133
+    movzx esi, cl
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov edx, dword ptr [r15 + rbp + 1472]
+    mov ebp, 217
+    vmovdqu ymmword ptr [r15 + r8 + 896], ymm12
+    mov ebp, dword ptr [r15 + 64]
     add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b6_done
@@ -18170,164 +16272,162 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    movsxd rax, dword ptr [r15 + 64]
-    xor dword ptr [r15 + 512], eax
-    mov qword ptr [r15 + 384], rax
-    mov dword ptr [r15 + 320], 67
-    mov dword ptr [r15 + 576], 4
+    mov eax, 144
+    vmovdqu ymmword ptr [r15 + 320], ymm12
+    movzx edx, byte ptr [r15 + 384]
+    mov r8, rax
+    mov rax, qword ptr [r15 + 448]
     test ebx, 1073741824
     jnz 1f
 1:
-    vmovdqu ymmword ptr [r15 + 0], ymm10
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, rax
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, qword ptr [r15 + 576]
+    mov qword ptr [r15 + 64], rax
+    lea rbp, [r10 + r10*1]
+    movzx r9d, r8b
+    and rbp, 1984
+    movzx r8d, byte ptr [r15 + rbp + 1344]
+    movzx eax, dl
+    mov r9, r10
+    test dword ptr [r15 + 67117723], 270848
+    jz 1f
+1:
+    mov edx, dword ptr [r15 + 384]
+    and r9, 4032
+    movzx eax, byte ptr [r15 + r9 + 3392]
+    movzx r9d, byte ptr [r15 + 192]
+    mov r8, r10
+    mov ecx, dword ptr [r15 + rbp + 1408]
     test ebx, 1073741824
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, byte ptr [r15 + 256]
-    movzx ebp, sil
-    test ebx, 1073741824
+    mov ebp, r8d
+    and r8, 8128
+    mov qword ptr [r15 + r8 + 7488], r8
+    movzx r8d, al
+    mov r9, rdi
+    mov dword ptr [r15 + 448], ecx
+    test dword ptr [r15 + 67117723], 18
     jnz 1f
 1:
-    mov r8, r11
-    mov ebp, 28
-    and r8, 448
-    mov rsi, qword ptr [r15 + r8 + 832]
-    mov rbp, r11
-    mov r8, qword ptr [r15 + 448]
-    and rbp, 8128
-    mov dword ptr [r15 + rbp + 7488], ebp
-    movzx ebp, sil
-    test dword ptr [r15 + 67117723], 134217732
-    jz 1f
-1:
-    mov dword ptr [r15 + 128], ebp
-    mov rbp, r11
-    mov r8, qword ptr [r15 + 64]
-    and rbp, 4032
-    mov esi, dword ptr [r15 + rbp + 3392]
-    mov dword ptr [r15 + 768], 249
+    mov rdx, qword ptr [r15 + 320]
+    movzx r8d, byte ptr [r15 + 512]
+    mov r9d, 29
+    vmovdqu ymmword ptr [r15 + 512], ymm12
     add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b6_done
 .Lc1_b6_c6:
-    lea rcx, [rip + .Lc1_d14502_j]
+    lea rcx, [rip + .Lc1_d13118_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d14502_j_t
-.Lc1_d14502_j:
-    mov dword ptr [r15 + 64], edx
-    movzx ecx, byte ptr [r15 + 448]
-    mov ebp, dword ptr [r15 + 320]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, 58
-    test ebx, 1073741824
+    jmp .Lc1_d13118_j_t
+.Lc1_d13118_j:
+    lea r8, [r10 + r10*1]
+    mov rdi, rdx
+    and r8, 4032
+    movsxd rdx, dword ptr [r15 + r8 + 3392]
+    movsxd rcx, dword ptr [r15 + 320]
+    movzx edi, r9b
+    mov r9d, r9d
+    mov edi, dword ptr [r15 + 128]
+    test bl, 80
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rdx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, 25
-    mov byte ptr [r15 + 0], cl
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + 320], ebp
-    mov ecx, 28
-    mov ecx, dword ptr [r15 + 384]
-    movsxd rbp, dword ptr [r15 + 128]
-    mov edx, edx
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov edx, dword ptr [r15 + 512]
-    mov qword ptr [r15 + 640], rdx
-    movzx edx, byte ptr [r15 + 192]
-    movzx ecx, al
-    movzx eax, al
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx eax, cl
-    mov rbp, r11
-    mov eax, ebp
-    mov eax, eax
-    and rbp, 448
-    movsxd rax, dword ptr [r15 + rbp + 832]
-    mov ebp, 173
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rbp, rax
-    mov r8, r11
-    mov rbp, r11
-    mov eax, ebp
-    and r8, 8128
-    mov rax, qword ptr [r15 + r8 + 7488]
+    mov rbp, r10
+    movsxd r9, dword ptr [r15 + 448]
     and rbp, 1984
-    movzx r8d, byte ptr [r15 + rbp + 1344]
-    mov qword ptr [r15 + 256], r8
+    mov edi, dword ptr [r15 + rbp + 1344]
+    lea rdi, [r15 + 67109504]
+    mov ecx, 6
+    rep stosb
+    movzx eax, r8b
+    movzx eax, bpl
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rax, rbp
+    mov rbp, r10
+    mov rax, r9
+    mov r9d, 88
+    and rbp, 16320
+    movsxd rdx, dword ptr [r15 + rbp + 15680]
+    movsxd rbp, dword ptr [r15 + 256]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov qword ptr [r15 + 384], rcx
+    movsxd rcx, dword ptr [r15 + 64]
+    movzx ebp, al
+    mov rax, r9
+    mov r9d, ebp
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov dword ptr [r15 + r8 + 3456], 65
+    mov ebp, dword ptr [r15 + 128]
+    vmovdqu ymmword ptr [r15 + 512], ymm12
+    mov r9, qword ptr [r15 + 640]
+    mov r8, qword ptr [r15 + 384]
     add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b6_done
 .Lc1_b6_c7:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d13172_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d13172_j_t
+.Lc1_d13172_j:
+    lea rbp, [r10 + r10*1]
+    and rbp, 1984
+    movsxd rcx, dword ptr [r15 + rbp + 1344]
+    mov eax, dword ptr [r15 + 192]
+    movzx r9d, bpl
+    mov dword ptr [r15 + 704], eax
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx r9d, r9b
+    mov r9d, 253
+    mov r9, qword ptr [r15 + 448]
+    mov r8, r10
+    movzx eax, bpl
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and r8, 8128
+    mov eax, dword ptr [r15 + r8 + 7488]
+    mov r8d, dword ptr [r15 + 64]
+    mov ecx, dword ptr [r15 + rbp + 1408]
+    mov qword ptr [r15 + 512], rcx
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx edx, r9b
+    mov dword ptr [r15 + 128], esi
+    mov r9d, 151
+    movsxd rdi, dword ptr [r15 + 320]
+    test ebx, 1073741824
+    jz 1f
+1:
     mov rbp, r11
-    movzx r8d, byte ptr [r15 + 320]
+    movzx r9d, byte ptr [r15 + 256]
     and rbp, 8128
-    mov rax, qword ptr [r15 + rbp + 7488]
-    mov ebp, dword ptr [r15 + 256]
-    .byte 0x66, 0x90
-    mov qword ptr [r15 + 512], rbp
-    test ebx, 1073741824
+    mov qword ptr [r15 + rbp + 7488], rdi
+    mov ebp, 49
+    mov edi, 195
+    test dword ptr [r15 + 67117723], 18
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], r8b
-    mov qword ptr [r15 + 0], rbp
-    mov dword ptr [r15 + 0], ebp
-    mov r8d, 201
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 1984
-    mov byte ptr [r15 + r8 + 1344], bpl
-    mov ebp, 175
-    movzx r8d, r8b
-    test ebx, 1073741824
-    jnz 1f
-1:
-    vmovdqu ymmword ptr [r15 + 448], ymm10
-    mov r8d, eax
-    mov eax, 169
-    mov rax, qword ptr [r15 + 704]
-    mov esi, dword ptr [r15 + 64]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov esi, r8d
-    mov r8, qword ptr [r15 + 384]
-    mov eax, 211
-    mov rbp, qword ptr [r15 + 192]
-    mov eax, 109
-    mov r9, r11
-    test bl, 32
-    jz 1f
-1:
-    mov r8d, eax
-    mov eax, 64
-    and r9, 4032
-    mov r8d, dword ptr [r15 + r9 + 3392]
-    movsxd r9, dword ptr [r15 + 128]
-    mov eax, r9d
+    mov dword ptr [r15 + 768], 104
+    mov edx, dword ptr [r15 + 576]
+    mov rax, r9
     add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jnz .Lc1_b6_c0
@@ -18340,124 +16440,127 @@ ditto_body_c1:
     jmp .Lc1_b7_c0
     .p2align 6
 .Lc1_b7_c0:
-    lea rcx, [rip + .Lc1_d14611_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d14611_j_t
-.Lc1_d14611_j:
-    lea r8, [r10 + r10*1]
-    and r8, 4032
-    mov rcx, qword ptr [r15 + r8 + 3392]
+    mov qword ptr [r15 + 384], rdx
+    mov qword ptr [r15 + 448], rsi
+    mov dword ptr [r15 + 256], 196
+    mov ecx, ecx
     jmp 1f
 1:
-    movzx r9d, al
-    movzx eax, al
-    mov rax, qword ptr [r15 + r8 + 3456]
-    movzx r8d, byte ptr [r15 + 448]
+    mov ecx, 196
+    mov rcx, rcx
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
-    movzx r8d, byte ptr [r15 + 384]
-    mov r9d, r8d
-    mov qword ptr [r15 + 576], r9
-    mov r9d, 1
-    jmp 1f
-1:
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
+    movzx eax, byte ptr [r15 + 320]
+    mov rcx, rbp
+    .byte 0x66, 0x90
+    mov ecx, 21
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, 162
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 146
-    mov r8d, esi
+    mov rbp, rcx
     test ebx, 1073741824
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, ebp
+    and rbp, 16320
+    movsxd rcx, dword ptr [r15 + rbp + 15680]
+    mov rdi, qword ptr [r15 + 128]
+    test ebx, 1073741824
+    jz 1f
+1:
     jmp 1f
 1:
-    mov r9d, dword ptr [r15 + 192]
-    mov r8d, 77
-    mov r8, r10
-    mov byte ptr [r15 + 320], r9b
-    mov qword ptr [r15 + 256], rcx
-    test ebx, 64320
+    jmp 1f
+1:
+    mov rbp, r11
+    movzx ecx, cl
+    and rbp, 448
+    movzx ecx, byte ptr [r15 + rbp + 832]
+    vmovdqu ymmword ptr [r15 + 192], ymm12
+    mov ebp, 160
+    mov r9, r10
+    mov ebp, 131
+    test ebx, 1073741824
     jnz 1f
 1:
-    and r8, 448
-    movsxd rcx, dword ptr [r15 + r8 + 832]
     jmp 1f
 1:
-    mov r8, r11
-    mov r9, qword ptr [r15 + 512]
-    mov dword ptr [r15 + 64], 83
-    movsxd rax, dword ptr [r15 + 768]
-    and r8, 448
-    mov rsi, qword ptr [r15 + r8 + 832]
+    and r9, 4032
+    movzx ecx, byte ptr [r15 + r9 + 3392]
+    mov eax, r9d
+    mov dword ptr [r15 + 512], eax
+    jmp 1f
+1:
+    mov eax, 37
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b7_done
 .Lc1_b7_c1:
-    add r8, qword ptr [r15 + 64]
-    mov qword ptr [r15 + 128], r9
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r11
+    and rbp, 1984
+    or qword ptr [r15 + rbp + 1344], 35
+    mov ebp, 138
+    movsxd rdi, dword ptr [r15 + 384]
+    movzx ecx, cl
     jmp 1f
 1:
-    movzx r9d, r8b
-    mov r8d, 234
-    mov r8d, r8d
-    mov r8, r8
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, 7
+    mov rbp, rsi
     test ebx, 1073741824
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, r8
+    mov dword ptr [r15 + 0], 88
+    mov rsi, rbp
+    jmp 1f
+1:
+    and eax, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rcx
+    test ebx, 1073741824
+    jz 1f
+1:
     jmp 1f
 1:
-    mov qword ptr [r15 + 320], r9
-    jmp 1f
-1:
-    mov r9d, dword ptr [r15 + 192]
-    mov qword ptr [r15 + 128], rsi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov esi, esi
+    inc dword ptr [r15 + 128]
+    mov qword ptr [r15 + 768], rax
+    and eax, dword ptr [r15 + 64]
+    mov esi, dword ptr [r15 + 320]
+    mov ebp, 146
+    mov ebp, 132
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r9d, 5
-    movzx r9d, r9b
-    mov ecx, 24
+    mov rbp, r11
+    mov rax, qword ptr [r15 + 448]
+    mov esi, dword ptr [r15 + 192]
     mov r9, r11
-    mov rcx, r8
+    movzx ecx, dil
+    and rbp, 4032
+    mov dword ptr [r15 + rbp + 3392], 105
+    and r9, 448
+    mov byte ptr [r15 + r9 + 832], bpl
     mov ecx, ecx
-    vpcmpeqb xmm10, xmm10, xmmword ptr [r15 + 640]
-    and r9, 8128
-    mov dword ptr [r15 + r9 + 7488], 222
-    mov r9d, r9d
-    movzx r9d, cl
-    mov r9, r11
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + 384], ecx
-    movzx ecx, byte ptr [r15 + 320]
-    and r9, 1984
-    mov r8d, dword ptr [r15 + r9 + 1344]
-    mov dword ptr [r15 + 448], r8d
-    mov dword ptr [r15 + 512], r8d
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov r8d, 86
-    mov r9, rsi
+    mov byte ptr [r15 + 512], bpl
+    mov rbp, rcx
     add r11, 64
     inc rbx
     dec r13
@@ -18466,302 +16569,282 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 128
-    setz al
-    lea rcx, [rip + .Lc1_d14718_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d14718_s_t
-    .p2align 3
-.Lc1_d14718_s:
-    .p2align 3
-    jmp .Lc1_d14718_j
-    .p2align 3
-    jmp .Lc1_d14718_j
-.Lc1_d14718_j:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, eax
-    mov rcx, rax
-    mov dword ptr [r15 + 0], eax
-    mov r12, qword ptr [r15 + r12 + 56]
-    test bl, 32
+    lea rcx, [rip + .Lc1_d13332_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d13332_j_t
+.Lc1_d13332_j:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 384], ebp
+    and eax, dword ptr [r15 + 256]
+    mov ebp, dword ptr [r15 + 64]
+    mov rcx, qword ptr [r15 + 320]
+    mov rsi, rbp
+    mov rsi, rcx
+    test ebx, 1073741824
     jz 1f
 1:
+    mov qword ptr [r15 + 384], rsi
+    mov dword ptr [r15 + 0], 19
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, r11
+    jmp 1f
+1:
+    mov esi, eax
+    mov esi, ebp
     mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 288
+    jnz 1f
+1:
+    mov rbp, rsi
+    mov rbp, rsi
     mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 448
-    mov byte ptr [r15 + r8 + 832], r8b
-    mov r9, r11
-    mov dword ptr [r15 + 704], 19
-    and r9, 4032
-    movsxd rcx, dword ptr [r15 + r9 + 3392]
-    movzx r8d, byte ptr [r15 + 320]
-    test bl, 112
-    jz 1f
+    jmp 1f
 1:
     jmp 1f
 1:
-    mov r8, r11
-    mov r9, qword ptr [r15 + 64]
-    mov ecx, r9d
-    mov r9, qword ptr [r15 + 128]
-    and r8, 8128
-    mov rax, qword ptr [r15 + r8 + 7488]
-    movsxd r8, dword ptr [r15 + 768]
-    movsxd rsi, dword ptr [r15 + 256]
-    test ebx, 1073741824
-    jnz 1f
+    jmp 1f
 1:
-    mov esi, dword ptr [r15 + 512]
-    mov qword ptr [r15 + 384], rcx
-    movzx r8d, byte ptr [r15 + 192]
-    movzx ecx, r9b
-    mov r9d, 22
-    add r9, qword ptr [r15 + 448]
-    movzx ecx, bpl
+    mov rsi, qword ptr [r15 + 640]
+    mov r8, r11
+    test dword ptr [r15 + 67117723], 2097152
+    jz 1f
+1:
+    and r8, 8128
+    mov byte ptr [r15 + r8 + 7488], sil
+    mov dword ptr [r15 + 448], 121
+    movsxd r8, dword ptr [r15 + 64]
+    vmovdqu ymmword ptr [r15 + 128], ymm12
+    mov rbp, r11
+    movzx esi, byte ptr [r15 + 576]
+    and rbp, 1984
+    mov dword ptr [r15 + rbp + 1344], 174
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b7_done
 .Lc1_b7_c3:
-    lea rcx, [rip + .Lc1_d14771_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d14771_j_t
-.Lc1_d14771_j:
+    mov rbp, r11
+    and rbp, 8128
+    movzx r8d, byte ptr [r15 + rbp + 7488]
+    mov dword ptr [r15 + 0], esi
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov rcx, r9
-    mov qword ptr [r15 + 128], rcx
-    and ecx, dword ptr [r15 + 0]
-    movzx r9d, cl
-    mov qword ptr [r15 + 0], rdx
-    mov rcx, r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 201
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, r9b
-    jmp 1f
-1:
-    vpshufd xmm10, xmm10, 242
-    movzx ebp, byte ptr [r15 + 384]
-    test ebx, 1073741824
-    jz 1f
-1:
     mov rbp, r11
-    mov r9, r9
-    and rbp, 1984
-    mov r9, r11
-    movsxd rcx, dword ptr [r15 + rbp + 1344]
-    mov ebp, dword ptr [r15 + 320]
-    mov r8d, 244
-    and r9, 8128
-    movsxd r8, dword ptr [r15 + r9 + 7488]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movsxd r9, dword ptr [r15 + 64]
-    mov rbp, r11
-    mov rcx, rbp
-    jmp 1f
-1:
-    mov rcx, qword ptr [r15 + 512]
+    mov byte ptr [r15 + 0], r8b
+    mov r8d, 48
+    mov r8, r11
     and rbp, 448
-    movsxd r8, dword ptr [r15 + rbp + 832]
-    mov rbp, qword ptr [r15 + 64]
-    mov rax, r9
-    test ebx, 1073741824
-    jz 1f
+    movsxd rsi, dword ptr [r15 + rbp + 832]
+    and r8, 4032
+    movsxd rbp, dword ptr [r15 + r8 + 3392]
+    jmp 1f
 1:
-    mov dword ptr [r15 + 384], r9d
-    mov r9d, eax
-    mov qword ptr [r15 + 256], rsi
-    mov dword ptr [r15 + 192], r9d
-    mov r8, qword ptr [r15 + 576]
-    movsxd r9, dword ptr [r15 + 448]
+    movzx r8d, byte ptr [r15 + 192]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + 448], 145
+    mov dword ptr [r15 + 64], 11
+    movzx r8d, byte ptr [r15 + 512]
+    movzx ebp, sil
+    mov esi, edx
+    mov dword ptr [r15 + 256], 243
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx edi, byte ptr [r15 + 384]
+    vmovdqu ymmword ptr [r15 + 704], ymm12
+    mov qword ptr [r15 + 128], rsi
+    movsxd rdx, dword ptr [r15 + 512]
+    mov rsi, qword ptr [r15 + 320]
+    movzx ebp, byte ptr [r15 + 192]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b7_done
 .Lc1_b7_c4:
-    jmp 1f
-1:
-    movzx r9d, r8b
-    mov r8d, r8d
+    lea rcx, [rip + .Lc1_d13420_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d13420_j_t
+.Lc1_d13420_j:
     mov r12, qword ptr [r15 + r12 + 56]
-    inc dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    vpxor xmm10, xmm10, xmm12
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rcx, dword ptr [r15 + 128]
     test ebx, 1073741824
     jz 1f
 1:
-    mov r8d, r8d
-    mov r8, r11
-    mov dword ptr [r15 + 640], 184
-    mov r9, qword ptr [r15 + 128]
-    and r8, 4032
-    movzx eax, byte ptr [r15 + r8 + 3392]
+    mov byte ptr [r15 + 320], cl
+    mov ecx, 15
+    mov rbp, r11
     jmp 1f
 1:
-    mov r8, qword ptr [r15 + 320]
+    mov ecx, ebp
+    movsxd r9, dword ptr [r15 + 448]
+    and rbp, 4032
+    mov byte ptr [r15 + rbp + 3392], sil
+    movzx esi, r9b
     test ebx, 1073741824
     jnz 1f
 1:
-    mov qword ptr [r15 + 384], r8
-    mov r8, qword ptr [r15 + 512]
-    mov dword ptr [r15 + 256], r8d
-    mov byte ptr [r15 + 192], r9b
-    mov r9d, 210
+    mov rbp, qword ptr [r15 + 320]
+    mov r9, r9
     mov r9, r11
-    mov r8, qword ptr [r15 + 320]
-    test bl, 144
-    jnz 1f
-1:
-    mov dword ptr [r15 + 64], eax
-    mov r8, r11
-    and r9, 1984
-    mov rax, qword ptr [r15 + r9 + 1344]
-    mov r9d, dword ptr [r15 + 448]
-    and r8, 448
-    mov dword ptr [r15 + r8 + 832], ebp
+    mov rsi, rsi
     jmp 1f
 1:
-    mov r8d, 74
+    mov r8, r11
+    mov rsi, qword ptr [r15 + 384]
+    and r9, 1984
+    mov ecx, dword ptr [r15 + r9 + 1344]
+    and r8, 448
+    mov qword ptr [r15 + r8 + 832], rbp
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov ebp, dword ptr [r15 + 256]
+    mov r8d, ebp
+    mov ebp, 97
+    jmp 1f
+1:
+    movzx ebp, byte ptr [r15 + 768]
+    mov dword ptr [r15 + 64], 200
+    movzx edi, byte ptr [r15 + 576]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b7_done
 .Lc1_b7_c5:
-    lea rcx, [rip + .Lc1_d14874_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d14874_j_t
-.Lc1_d14874_j:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 238
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov rax, rdi
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    vmovq qword ptr [r15 + 448], xmm12
+    mov qword ptr [r15 + 384], r8
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], 3
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu xmmword ptr [r15 + 0], xmm10
+    .byte 0x0f, 0x1f, 0x40, 0x00
+    movzx eax, byte ptr [r15 + 320]
     test ebx, 1073741824
     jz 1f
 1:
-    mov qword ptr [r15 + 0], rcx
-    mov rcx, rax
-    and ecx, dword ptr [r15 + 0]
-    popcnt rax, rdi
-    mov r8, r11
-    mov eax, dword ptr [r15 + 256]
-    movsxd r9, dword ptr [r15 + 128]
-    and r8, 8128
-    mov rdi, qword ptr [r15 + r8 + 7488]
-    mov dword ptr [r15 + 192], 40
-    test ebx, 1073741824
-    jnz 1f
+    mov eax, 238
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu ymmword ptr [r15 + 0], ymm12
+    mov rax, rbp
+    test dword ptr [r15 + 67117724], 270337
+    jz 1f
+1:
+    mov dword ptr [r15 + 512], 201
+    mov qword ptr [r15 + 128], rax
+    jmp 1f
 1:
     jmp 1f
 1:
-    movsxd r8, dword ptr [r15 + 128]
-    mov rdi, qword ptr [r15 + 768]
-    mov eax, edi
-    movsxd rdi, dword ptr [r15 + 384]
-    mov dword ptr [r15 + 448], 22
-    movzx ecx, byte ptr [r15 + 704]
-    jmp 1f
-1:
+    mov byte ptr [r15 + 192], al
+    mov qword ptr [r15 + 640], rax
+    movzx edx, byte ptr [r15 + 64]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov edi, r8d
-    mov byte ptr [r15 + 512], r8b
+    movzx eax, byte ptr [r15 + 256]
+    mov edx, 76
+    mov rbp, r11
+    mov dword ptr [r15 + 128], 2
     mov r8, r11
-    movzx edi, r8b
-    mov r9, r11
+    and rbp, 8128
+    mov r9d, dword ptr [r15 + rbp + 7488]
     and r8, 1984
-    mov rcx, qword ptr [r15 + r8 + 1344]
-    and r9, 4032
-    mov qword ptr [r15 + r9 + 3392], rax
-    movsxd r9, dword ptr [r15 + 320]
-    vmovdqu ymmword ptr [r15 + 64], ymm10
+    add r9, qword ptr [r15 + r8 + 1344]
+    vmovdqu ymmword ptr [r15 + 512], ymm12
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b7_done
 .Lc1_b7_c6:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 16384
+    setz al
+    lea rcx, [rip + .Lc1_d13515_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d13515_s_t
+    .p2align 3
+.Lc1_d13515_s:
+    .p2align 3
+    jmp .Lc1_d13515_j
+    .p2align 3
+    jmp .Lc1_d13515_j
+.Lc1_d13515_j:
+    mov ecx, r9d
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, r9
+    mov ecx, dword ptr [r15 + 64]
+    mov r9, rcx
+    movzx eax, al
+    test dword ptr [r15 + 67117724], 65536
+    jz 1f
+1:
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], edi
-    mov qword ptr [r15 + 0], r9
+    mov qword ptr [r15 + 704], rcx
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + 192], ymm11
+    mov qword ptr [r15 + 448], r9
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx r9d, al
+    vpxor xmm7, xmm7, xmm0
+    mov r9, r11
+    mov rbp, r11
+    and r9, 448
+    mov qword ptr [r15 + r9 + 832], rbp
+    and rbp, 4032
+    movsxd r9, dword ptr [r15 + rbp + 3392]
+    test bl, 80
+    jnz 1f
+1:
+    mov ebp, dword ptr [r15 + 384]
+    jmp 1f
+1:
+    movzx r9d, sil
+    jmp 1f
+1:
+    mov r9, rax
+    mov r9, r11
     test ebx, 1073741824
     jz 1f
 1:
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, r11
-    movzx edi, r9b
-    movzx r9d, byte ptr [r15 + 576]
+    and r9, 1984
+    mov byte ptr [r15 + r9 + 1344], bpl
     jmp 1f
 1:
-    and r8, 8128
-    mov edi, dword ptr [r15 + r8 + 7488]
-    vmovq qword ptr [r15 + 256], xmm10
-    mov r8, qword ptr [r15 + 448]
-    mov rbp, r11
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov qword ptr [r15 + 512], rbp
-    movsxd r8, dword ptr [r15 + 64]
-    and rbp, 448
-    mov byte ptr [r15 + rbp + 832], cl
-    mov rbp, r9
-    jmp 1f
-1:
-    vpaddd xmm10, xmm10, xmm10
-    mov ebp, 66
-    movzx ebp, r8b
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx ebp, byte ptr [r15 + 384]
-    jmp 1f
-1:
-    movzx r8d, bpl
-    mov r9, r11
-    movzx ebp, al
-    vpcmpeqb xmm10, xmm10, xmmword ptr [r15 + 384]
-    movzx eax, byte ptr [r15 + 128]
-    and r9, 4032
-    movzx ebp, byte ptr [r15 + r9 + 3392]
-    mov qword ptr [r15 + 320], rdx
+    mov r9, rbp
     add r11, 64
     inc rbx
     dec r13
@@ -18770,167 +16853,123 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 1
-    setz al
-    lea rcx, [rip + .Lc1_d14977_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d14977_s_t
-    .p2align 3
-.Lc1_d14977_s:
-    .p2align 3
-    jmp .Lc1_d14977_j
-    .p2align 3
-    jmp .Lc1_d14977_j
-.Lc1_d14977_j:
-    mov rbp, r11
-    mov rcx, r9
-    mov byte ptr [r15 + 512], r9b
-    and rbp, 1984
-    mov r8, r11
-    mov dword ptr [r15 + rbp + 1344], 187
-    and r8, 8128
-    mov ebp, dword ptr [r15 + r8 + 7488]
-    mov r8d, 57
-    mov r8d, 200
+    mov rbp, qword ptr [r15 + 384]
+    mov dword ptr [r15 + 0], ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov esi, 198
+    movzx ebp, sil
+    add rbp, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rsi, rax
+    test dword ptr [r15 + 67117724], 1026
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, dword ptr [r15 + 128]
+    jmp 1f
+1:
+    and esi, dword ptr [r15 + 320]
+    mov r9, r11
+    movsxd rbp, dword ptr [r15 + 512]
+    and r9, 4032
+    mov dword ptr [r15 + r9 + 3392], r8d
+    movzx edx, byte ptr [r15 + 64]
     test ebx, 1073741824
     jz 1f
 1:
-    mov dword ptr [r15 + 128], 121
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rbp, dword ptr [r15 + 640]
-    mov r8d, ecx
-    test dword ptr [r15 + 67117724], 1115685888
-    jz 1f
-1:
+    mov r9, qword ptr [r15 + 320]
+    mov rsi, r9
+    movzx edx, byte ptr [r15 + 448]
+    movzx r9d, bpl
     jmp 1f
 1:
-    movzx r8d, byte ptr [r15 + 192]
-    movzx ebp, byte ptr [r15 + 256]
-    vmovdqu xmmword ptr [r15 + 64], xmm10
-    mov ecx, dword ptr [r15 + 384]
-    mov eax, eax
-    test bl, 32
+    mov r9, r11
+    vpmovmskb ebp, xmm7
+    and r9, 448
+    mov byte ptr [r15 + r9 + 832], dl
+    mov qword ptr [r15 + 128], rdx
+    test ebx, 1073741824
     jnz 1f
 1:
-    movsxd rax, dword ptr [r15 + 320]
     mov rbp, r11
-    movzx ecx, byte ptr [r15 + 704]
-    mov r8, qword ptr [r15 + 448]
     jmp 1f
 1:
-    and rbp, 448
-    movsxd r9, dword ptr [r15 + rbp + 832]
-    movzx ebp, r9b
+    jmp 1f
+1:
+    and rbp, 8128
+    mov qword ptr [r15 + rbp + 7488], rsi
+    movsxd rsi, dword ptr [r15 + 192]
+    mov qword ptr [r15 + 768], r9
+    movzx r9d, r9b
+    movzx ebp, byte ptr [r15 + 256]
     add r11, 64
     inc rbx
     dec r13
     jnz .Lc1_b7_c0
 .Lc1_b7_done:
-// block 8: 1024 bytes, 4 chunk(s), 16 chunk executions per call
+// block 8: 1024 bytes, 4 chunk(s), 20 chunk executions per call
     mov rbx, qword ptr [r15 + 67117800]
-    lea rcx, [rbx + 16]
+    lea rcx, [rbx + 20]
     mov qword ptr [r15 + 67117800], rcx
-    mov r13d, 16
+    mov r13d, 20
     jmp .Lc1_b8_c0
     .p2align 6
 .Lc1_b8_c0:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 15
-    lea rcx, [rip + .Lc1_d15034_s]
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 2048
+    setz al
+    lea rcx, [rip + .Lc1_d13622_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d15034_s_t
+    jmp .Lc1_d13622_s_t
     .p2align 3
-.Lc1_d15034_s:
+.Lc1_d13622_s:
     .p2align 3
-    jmp .Lc1_d15034_j
+    jmp .Lc1_d13622_j
     .p2align 3
-    jmp .Lc1_d15034_j
-    .p2align 3
-    jmp .Lc1_d15034_j
-    .p2align 3
-    jmp .Lc1_d15034_j
-    .p2align 3
-    jmp .Lc1_d15034_j
-    .p2align 3
-    jmp .Lc1_d15034_j
-    .p2align 3
-    jmp .Lc1_d15034_j
-    .p2align 3
-    jmp .Lc1_d15034_j
-    .p2align 3
-    jmp .Lc1_d15034_j
-    .p2align 3
-    jmp .Lc1_d15034_j
-    .p2align 3
-    jmp .Lc1_d15034_j
-    .p2align 3
-    jmp .Lc1_d15034_j
-    .p2align 3
-    jmp .Lc1_d15034_j
-    .p2align 3
-    jmp .Lc1_d15034_j
-    .p2align 3
-    jmp .Lc1_d15034_j
-    .p2align 3
-    jmp .Lc1_d15034_j
-.Lc1_d15034_j:
-    mov ecx, ebp
-    movzx ebp, byte ptr [r15 + 320]
-    mov r8, r10
-    test dword ptr [r15 + 67117723], 516
-    jnz 1f
-1:
-    mov dword ptr [r15 + 320], eax
-    and r8, 448
-    mov dword ptr [r15 + r8 + 832], eax
-    test dword ptr [r15 + 67117723], 536903680
-    jnz 1f
-1:
-    mov r8d, 167
-    movzx r8d, cl
-    lea r8, [r10 + r10*1]
-    test dword ptr [r15 + 67117724], 516
-    jz 1f
-1:
-    and r8, 8128
-    movsxd rcx, dword ptr [r15 + r8 + 7552]
-    mov eax, ebp
+    jmp .Lc1_d13622_j
+.Lc1_d13622_j:
+    mov rbp, r10
+    mov qword ptr [r15 + 320], rax
+    and rbp, 1984
+    movsxd rax, dword ptr [r15 + rbp + 1344]
     test ebx, 1073741824
     jz 1f
 1:
-    movsxd rcx, dword ptr [r15 + 64]
-    test ebx, 1073741824
+    mov ebp, edi
+    test dword ptr [r15 + 67117724], 16777216
     jz 1f
 1:
-    mov ecx, 99
-    mov qword ptr [r15 + r8 + 7488], rax
-    test dword ptr [r15 + 67117724], 131072
-    jz 1f
-1:
-    mov r8, r10
-    mov rax, r8
-    mov dword ptr [r15 + 256], 132
-    test dword ptr [r15 + 67117724], 1
-    jz 1f
-1:
-    and r8, 4032
-    mov rax, qword ptr [r15 + r8 + 3392]
-    mov dword ptr [r15 + 64], r9d
+    movsxd rax, dword ptr [r15 + 192]
+    mov rbp, r10
+    mov rcx, qword ptr [r15 + 128]
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx r8d, byte ptr [r15 + 128]
-    mov rax, qword ptr [r15 + 384]
-    test ebx, 1073741824
+    and rbp, 4032
+    mov rax, qword ptr [r15 + rbp + 3392]
+    test dword ptr [r15 + 67117724], 128
     jz 1f
 1:
-    vpor xmm10, xmm10, xmm10
+    mov rbp, rcx
+    vmovq xmm7, rcx
+    test ebx, 1073741824
+    jnz 1f
+1:
+    lea rbp, [r10 + r10*1]
+    mov ecx, dword ptr [r15 + 64]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and rbp, 448
+    movzx eax, byte ptr [r15 + rbp + 896]
+    mov byte ptr [r15 + rbp + 832], r8b
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov qword ptr [r15 + 256], rbp
     add r11, 64
     add r10, r11
     inc rbx
@@ -18940,56 +16979,57 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    movzx eax, byte ptr [r15 + 192]
-    mov dword ptr [r15 + 512], r8d
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r8, rcx
-    mov qword ptr [r15 + 320], r8
-    mov rbp, r10
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r8, qword ptr [r15 + 768]
-    and rbp, 1984
-    movsxd rax, dword ptr [r15 + rbp + 1344]
-    test dword ptr [r15 + 67117724], 1048640
-    jnz 1f
-1:
-    movzx ebp, r8b
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx r8d, r8b
-    mov r8d, 208
-    test dword ptr [r15 + 67117723], 33554432
-    jz 1f
-1:
-    mov r8, qword ptr [r15 + 256]
-    mov ebp, 173
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx r8d, byte ptr [r15 + 384]
-    mov rbp, r10
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov byte ptr [r15 + 128], bpl
-    and rbp, 4032
-    movzx r8d, byte ptr [r15 + rbp + 3392]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rbp, r10
-    mov qword ptr [r15 + 576], r8
-    movsxd r8, dword ptr [r15 + 448]
-    test ebx, 1073741824
-    jnz 1f
-1:
+    lea rbp, [r10 + r10*1]
     and rbp, 448
-    movzx r8d, byte ptr [r15 + rbp + 832]
+    movsxd r8, dword ptr [r15 + rbp + 832]
+    mov eax, eax
+    movsxd rax, dword ptr [r15 + 704]
+    test ebx, 28144
+    jz 1f
+1:
+    mov rax, rbp
+    movsxd rcx, dword ptr [r15 + 64]
+    mov dword ptr [r15 + 640], ebp
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov dword ptr [r15 + 448], ecx
+    mov dword ptr [r15 + 384], ecx
+    test dword ptr [r15 + 67117724], 532480
+    jz 1f
+1:
+    movzx ecx, byte ptr [r15 + 256]
+    lea r8, [r10 + r10*1]
+    movsxd rax, dword ptr [r15 + 64]
+    and r8, 4032
+    mov rdx, qword ptr [r15 + r8 + 3456]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rcx, rax
+    movsxd rax, dword ptr [r15 + rbp + 896]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rax, rcx
+    mov eax, 113
+    mov rax, qword ptr [r15 + r8 + 3392]
+    test bl, 16
+    jz 1f
+1:
+    mov rbp, rdi
+    movsxd r8, dword ptr [r15 + 320]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx ecx, byte ptr [r15 + 128]
+    mov r8, rax
+    mov qword ptr [r15 + 320], rbp
+    test ebx, 1073741824
+    jnz 1f
+1:
+    vmovdqu ymmword ptr [r15 + 192], ymm7
+    mov ebp, dword ptr [r15 + 384]
     add r11, 64
     add r10, r11
     inc rbx
@@ -18999,71 +17039,62 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 512
-    setz al
-    lea rcx, [rip + .Lc1_d15155_s]
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 15
+    lea rcx, [rip + .Lc1_d13722_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d15155_s_t
+    jmp .Lc1_d13722_s_t
     .p2align 3
-.Lc1_d15155_s:
+.Lc1_d13722_s:
     .p2align 3
-    jmp .Lc1_d15155_j
+    jmp .Lc1_d13722_j
     .p2align 3
-    jmp .Lc1_d15155_j
-.Lc1_d15155_j:
-    mov ecx, dword ptr [r15 + 640]
-    mov dword ptr [r15 + 512], 65
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r11
+    jmp .Lc1_d13722_j
+    .p2align 3
+    jmp .Lc1_d13722_j
+    .p2align 3
+    jmp .Lc1_d13722_j
+    .p2align 3
+    jmp .Lc1_d13722_j
+    .p2align 3
+    jmp .Lc1_d13722_j
+    .p2align 3
+    jmp .Lc1_d13722_j
+    .p2align 3
+    jmp .Lc1_d13722_j
+    .p2align 3
+    jmp .Lc1_d13722_j
+    .p2align 3
+    jmp .Lc1_d13722_j
+    .p2align 3
+    jmp .Lc1_d13722_j
+    .p2align 3
+    jmp .Lc1_d13722_j
+    .p2align 3
+    jmp .Lc1_d13722_j
+    .p2align 3
+    jmp .Lc1_d13722_j
+    .p2align 3
+    jmp .Lc1_d13722_j
+    .p2align 3
+    jmp .Lc1_d13722_j
+.Lc1_d13722_j:
+    mov dword ptr [r15 + 64], 207
+    mov ecx, 241
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + 512], 66
+    mov edx, dword ptr [r15 + 128]
     test ebx, 1073741824
     jz 1f
 1:
-    and rbp, 8128
-    mov ecx, dword ptr [r15 + rbp + 7488]
-    movzx ebp, dil
-    mov rbp, r10
-    mov qword ptr [r15 + 192], rbp
+    movsxd rcx, dword ptr [r15 + 128]
+    mov eax, dword ptr [r15 + 192]
     test ebx, 1073741824
     jnz 1f
 1:
-    and rbp, 448
-    mov r8, qword ptr [r15 + rbp + 832]
-    mov byte ptr [r15 + 64], r8b
-    mov r8d, dword ptr [r15 + 256]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov qword ptr [r15 + 384], rbp
-    vmovq xmm10, r8
-    mov r8d, dword ptr [r15 + 704]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov qword ptr [r15 + 512], rax
-    mov qword ptr [r15 + 64], rax
-    movzx r8d, cl
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov qword ptr [r15 + 320], rbp
-    movzx ebp, r8b
-    mov ebp, 57
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov byte ptr [r15 + 128], bpl
-    mov r8, qword ptr [r15 + 384]
-    mov byte ptr [r15 + 128], cl
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r8, r11
-    movzx ebp, byte ptr [r15 + 448]
-    and r8, 4032
-    movzx ecx, byte ptr [r15 + r8 + 3392]
-    add r11, 64
-    add r10, r11
+    mov ebp, r9d
     inc rbx
     dec r13
     jz .Lc1_b8_done
@@ -19071,114 +17102,107 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    movzx eax, byte ptr [r15 + 768]
-    movzx edi, cl
-    test dword ptr [r15 + 67117723], 131076
-    jnz 1f
-1:
-    mov eax, 44
-    mov dword ptr [r15 + 320], eax
-    mov r8, r10
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and r8, 1984
-    mov dword ptr [r15 + r8 + 1344], 137
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r8d, r8d
-    mov r8d, 195
-    mov rbp, r11
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and rbp, 8128
-    or qword ptr [r15 + rbp + 7488], 31
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + 512], 121
-    mov rbp, rbp
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rbp, qword ptr [r15 + 192]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov qword ptr [r15 + 128], rax
-    mov eax, dword ptr [r15 + 384]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rax, rax
+    movzx edx, dl
+    mov qword ptr [r15 + 320], rcx
     mov rbp, r10
+    movzx ecx, byte ptr [r15 + 256]
+    lea r8, [r10 + r10*1]
+    test dword ptr [r15 + 67117723], 128
+    jz 1f
+1:
+    and r8, 8128
+    mov qword ptr [r15 + r8 + 7552], rax
+    and rbp, 16320
+    mov qword ptr [r15 + rbp + 15680], r8
     test ebx, 1073741824
     jnz 1f
 1:
-    movsxd rax, dword ptr [r15 + 448]
-    and rbp, 16320
-    mov r8, qword ptr [r15 + rbp + 15680]
-    test dword ptr [r15 + 67117724], 1024
+    movsxd rbp, dword ptr [r15 + 448]
+    mov rax, r8
+    test ebx, 1073741824
     jz 1f
 1:
-    mov qword ptr [r15 + 64], r8
+    mov rbp, r10
+    movzx eax, al
+    and rbp, 448
+    mov dword ptr [r15 + rbp + 832], r8d
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx esi, byte ptr [r15 + 768]
+    mov qword ptr [r15 + 192], r9
+    mov rbp, qword ptr [r15 + 512]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov qword ptr [r15 + 512], rax
+    mov rax, qword ptr [r15 + 384]
+    test bl, 24
+    jz 1f
+1:
+    movzx edx, byte ptr [r15 + 256]
+    mov dword ptr [r15 + 64], 240
+    test dword ptr [r15 + 67117723], 4
+    jz 1f
+1:
+    movzx ecx, byte ptr [r15 + 448]
+    mov dword ptr [r15 + r8 + 7488], eax
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jnz .Lc1_b8_c0
 .Lc1_b8_done:
-// block 9: 128 bytes, 1 chunk(s), 31 chunk executions per call
+// block 9: 128 bytes, 1 chunk(s), 40 chunk executions per call
     mov rbx, qword ptr [r15 + 67117808]
-    lea rcx, [rbx + 31]
+    lea rcx, [rbx + 40]
     mov qword ptr [r15 + 67117808], rcx
-    mov r13d, 31
+    mov r13d, 40
     jmp .Lc1_b9_c0
     .p2align 6
 .Lc1_b9_c0:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov eax, dword ptr [r15 + 0]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    sub r8, rcx
+    test ebx, 28576
+    jz 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rcx, rcx
+    test ebx, 1073741824
+    jnz 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    add rax, qword ptr [r15 + 0]
+    test dword ptr [r15 + 67117724], 16777472
+    jnz 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
+    test bl, 4
     jnz 1f
 1:
-    add rcx, qword ptr [r15 + 0]
-    test ebx, 4096
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    test ebx, 8184
-    jnz 1f
-1:
-    mov rcx, r8
     test ebx, 1073741824
     jz 1f
 1:
-    mov ecx, dword ptr [r15 + 576]
+    mov dword ptr [r15 + 320], eax
     test ebx, 1073741824
     jnz 1f
 1:
-    mov byte ptr [r15 + 192], al
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov eax, 246
     test ebx, 1073741824
     jz 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + 64], ecx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    vmovdqu ymmword ptr [r15 + 448], ymm10
-    test ebx, 3200
-    jz 1f
-1:
-    mov ebp, dword ptr [r15 + 320]
-    test bl, 10
-    jnz 1f
 1:
     inc rbx
     dec r13
@@ -19192,49 +17216,52 @@ ditto_body_c1:
     jmp .Lc1_b10_c0
     .p2align 6
 .Lc1_b10_c0:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov rax, qword ptr [r15 + 64]
-    mov byte ptr [r15 + 384], al
-    mov ebp, 100
-    vmovq qword ptr [r15 + 320], xmm10
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, qword ptr [r15 + 192]
+    mov rcx, rcx
+    mov dword ptr [r15 + 128], 82
+    mov dword ptr [r15 + 384], 210
+    mov qword ptr [r15 + 640], rax
+    mov rcx, qword ptr [r15 + 448]
+    lea r8, [r10 + r10*1]
     test ebx, 1073741824
     jz 1f
 1:
-    mov eax, ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 83
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 384
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, byte ptr [r15 + 320]
-    mov rbp, r11
-    mov r8, r11
-    and rbp, 448
-    movzx ecx, byte ptr [r15 + rbp + 832]
-    mov ebp, 182
+    mov byte ptr [r15 + 384], cl
+    and r8, 4032
+    mov rsi, qword ptr [r15 + r8 + 3392]
+    mov dword ptr [r15 + 256], 194
+    mov ecx, dword ptr [r15 + 320]
+    movzx ebp, byte ptr [r15 + 256]
+    mov r9, r11
     test ebx, 1073741824
     jnz 1f
 1:
-    and r8, 8128
-    mov byte ptr [r15 + r8 + 7488], r8b
-    mov ebp, dword ptr [r15 + 64]
-    mov r8, qword ptr [r15 + 576]
-    movsxd rcx, dword ptr [r15 + 256]
-    test dword ptr [r15 + 67117724], 8704
+    movzx ecx, byte ptr [r15 + 64]
+    and r9, 8128
+    mov rax, qword ptr [r15 + r9 + 7488]
+    mov esi, r9d
+    movsxd rbp, dword ptr [r15 + 128]
+    movzx esi, sil
+    test ebx, 1073741824
     jnz 1f
 1:
-    mov dword ptr [r15 + 512], 218
-    mov byte ptr [r15 + 448], cl
-    mov rbp, r11
-    movsxd rcx, dword ptr [r15 + 128]
-    and rbp, 4032
-    movzx r8d, byte ptr [r15 + rbp + 3392]
+    mov ecx, r8d
+    mov ecx, r9d
+    mov rsi, qword ptr [r15 + 320]
+    mov qword ptr [r15 + 64], rcx
+    mov ecx, 120
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov qword ptr [r15 + 192], rdx
+    mov rbp, r10
+    mov byte ptr [r15 + r8 + 3456], sil
+    mov byte ptr [r15 + 704], al
+    mov rcx, rdx
+    and rbp, 8128
+    movzx r9d, byte ptr [r15 + rbp + 7488]
     add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b10_done
@@ -19243,59 +17270,53 @@ ditto_body_c1:
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
     xor eax, eax
-    test dword ptr [r15 + 67117724], 4096
-    setz al
-    lea rcx, [rip + .Lc1_d15352_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d15352_s_t
-    .p2align 3
-.Lc1_d15352_s:
-    .p2align 3
-    jmp .Lc1_d15352_j
-    .p2align 3
-    jmp .Lc1_d15352_j
-.Lc1_d15352_j:
-    mov ecx, dword ptr [r15 + 384]
-    mov rax, qword ptr [r15 + 64]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rdi, r8
     test dword ptr [r15 + 67117724], 1048576
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, dword ptr [r15 + 320]
-    mov ecx, ecx
-    movzx ecx, byte ptr [r15 + 192]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r9, r11
-    vmovdqu ymmword ptr [r15 + 448], ymm10
-    movzx ecx, byte ptr [r15 + 704]
-    mov r8, rax
-    and r9, 4032
-    mov r8, qword ptr [r15 + r9 + 3392]
-    mov r9, r11
-    mov eax, edi
-    test dword ptr [r15 + 67117723], 16781312
-    jnz 1f
-1:
-    and r9, 1984
-    mov rdi, qword ptr [r15 + r9 + 1344]
-    mov r8, rdi
-    mov byte ptr [r15 + 128], sil
-    mov edi, dword ptr [r15 + 256]
+    setz al
+    lea rcx, [rip + .Lc1_d13899_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d13899_s_t
+    .p2align 3
+.Lc1_d13899_s:
+    .p2align 3
+    jmp .Lc1_d13899_j
+    .p2align 3
+    jmp .Lc1_d13899_j
+.Lc1_d13899_j:
+    mov r9, qword ptr [r15 + 256]
+    movzx eax, byte ptr [r15 + 128]
+    vmovdqu ymmword ptr [r15 + 512], ymm7
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r8, r11
-    movzx ecx, byte ptr [r15 + 640]
-    movsxd rdi, dword ptr [r15 + 512]
-    mov dword ptr [r15 + 384], 144
-    and r8, 8128
-    movsxd r9, dword ptr [r15 + r8 + 7488]
+    mov byte ptr [r15 + 384], al
+    movsxd rdx, dword ptr [r15 + 512]
+    mov rax, r9
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r9, r10
+    mov rbp, r11
+    mov ecx, 33
+    and rbp, 448
+    mov rdx, qword ptr [r15 + rbp + 832]
+    and r9, 448
+    movzx ecx, byte ptr [r15 + r9 + 832]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov byte ptr [r15 + 64], dl
+    movzx eax, byte ptr [r15 + 64]
+    mov rbp, r11
+    vpor xmm7, xmm7, xmm7
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and rbp, 8128
+    movzx eax, byte ptr [r15 + rbp + 7488]
+    mov edx, dword ptr [r15 + 192]
+    mov dword ptr [r15 + 448], r9d
     add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b10_done
@@ -19303,117 +17324,97 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
+    movzx eax, al
+    movzx ecx, byte ptr [r15 + 768]
+    mov qword ptr [r15 + 128], rdx
+    movsxd rsi, dword ptr [r15 + 384]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov edx, esi
+    mov esi, dword ptr [r15 + 576]
+    mov eax, 73
+    mov qword ptr [r15 + 448], rcx
+    test dword ptr [r15 + 67117723], 537133184
+    jz 1f
+1:
+    mov dword ptr [r15 + 448], 213
+    movzx edx, byte ptr [r15 + 512]
+    lea rbp, [r11 + r11*1]
+    vmovdqu ymmword ptr [r15 + 192], ymm7
+    and rbp, 448
+    mov r9, r10
+    mov rax, qword ptr [r15 + rbp + 896]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and r9, 1984
+    mov dword ptr [r15 + r9 + 1344], 221
+    mov qword ptr [r15 + rbp + 832], rsi
+    movzx r8d, byte ptr [r15 + 320]
+    movzx ecx, al
     mov r9, r11
-    nop
-    movzx r8d, r9b
-    and r9, 4032
-    mov rsi, qword ptr [r15 + r9 + 3392]
-    mov r9d, edi
-    test ebx, 1073741824
+    test dword ptr [r15 + 67117724], 536870912
     jz 1f
 1:
-    mov rdi, rax
-    mov eax, dword ptr [r15 + 64]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx edi, r8b
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, eax
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, r11
-    mov byte ptr [r15 + 0], al
-    mov dword ptr [r15 + 576], r8d
-    and r8, 448
-    movsxd rax, dword ptr [r15 + r8 + 832]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movsxd r8, dword ptr [r15 + 192]
-    mov rax, qword ptr [r15 + 128]
-    movzx esi, byte ptr [r15 + 448]
-    mov dword ptr [r15 + 320], edi
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r8, qword ptr [r15 + 768]
-    mov eax, 171
-    mov eax, dword ptr [r15 + 512]
-    mov byte ptr [r15 + 256], al
-    test dword ptr [r15 + 67117723], 134217728
-    jz 1f
-1:
-    mov r8, r11
-    mov eax, dword ptr [r15 + 384]
-    and r8, 1984
-    mov dword ptr [r15 + r8 + 1344], r8d
-    mov r8, r8
-    mov r8, rsi
+    and r9, 1984
+    movsxd rcx, dword ptr [r15 + r9 + 1344]
+    mov rbp, qword ptr [r15 + 320]
+    mov byte ptr [r15 + 64], cl
+    mov byte ptr [r15 + 256], cl
     add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b10_done
 .Lc1_b10_c3:
-    lea rcx, [rip + .Lc1_d15454_j]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d13987_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d15454_j_t
-.Lc1_d15454_j:
-    mov r8, r11
-    mov ecx, 54
-    mov r9, r11
-    mov ecx, r9d
-    and r9, 448
-    mov esi, dword ptr [r15 + r9 + 832]
-    and r8, 8128
-    movzx r9d, byte ptr [r15 + r8 + 7488]
-    movzx r8d, al
-    mov r8, qword ptr [r15 + 320]
-    mov rax, rcx
-    test ebx, 1073741824
+    jmp .Lc1_d13987_j_t
+.Lc1_d13987_j:
+    lea rbp, [r10 + r10*1]
+    mov r8d, 217
+    mov r9, r10
+    and rbp, 4032
+    mov ecx, dword ptr [r15 + rbp + 3392]
+    and r9, 8128
+    movsxd r8, dword ptr [r15 + r9 + 7488]
+    movsxd rax, dword ptr [r15 + 256]
+    vmovdqu ymmword ptr [r15 + 384], ymm7
+    test dword ptr [r15 + 67117723], 67109120
     jz 1f
 1:
-    mov dword ptr [r15 + 0], eax
-    mov byte ptr [r15 + 0], al
-    mov qword ptr [r15 + 0], rsi
-    movzx eax, bpl
-    mov eax, eax
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
+    mov byte ptr [r15 + 640], bpl
+    mov dword ptr [r15 + 64], 209
+    mov ecx, 131
+    mov r9d, eax
+    test dword ptr [r15 + 67117723], 4
     jz 1f
 1:
-    mov eax, 220
-    mov r8, r11
-    mov qword ptr [r15 + 448], r8
-    mov eax, 137
-    mov eax, eax
-    and r8, 1984
-    mov byte ptr [r15 + r8 + 1344], r8b
-    movzx r8d, byte ptr [r15 + 64]
+    mov r8, qword ptr [r15 + 704]
+    mov rax, r9
+    mov dword ptr [r15 + 128], 30
+    movsxd r9, dword ptr [r15 + 192]
+    movzx eax, sil
     test ebx, 1073741824
     jnz 1f
 1:
-    mov dword ptr [r15 + 640], 219
-    mov dword ptr [r15 + 320], 130
-    movzx r8d, byte ptr [r15 + 256]
-    movzx r9d, al
-    movzx r9d, r9b
-    vpaddd xmm10, xmm10, xmm10
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r9, r9
-    mov byte ptr [r15 + 128], r9b
-    movzx r9d, r9b
+    mov edx, ecx
+    movzx ecx, byte ptr [r15 + 512]
     movsxd r9, dword ptr [r15 + 384]
-    mov r8, qword ptr [r15 + 128]
-    movzx eax, byte ptr [r15 + 192]
+    mov byte ptr [r15 + 320], cl
+    test dword ptr [r15 + 67117723], 512
+    jnz 1f
+1:
+    vmovq xmm7, rcx
+    or qword ptr [r15 + rbp + 3456], 70
+    mov r8, r9
+    mov rax, r9
     add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b10_done
@@ -19421,53 +17422,48 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d15510_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d15510_j_t
-.Lc1_d15510_j:
-    mov ebp, 177
-    mov rcx, qword ptr [r15 + 256]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 192], r9d
+    movzx ecx, byte ptr [r15 + 768]
+    lea rbp, [r10 + r10*1]
+    mov eax, dword ptr [r15 + 128]
+    movzx r9d, byte ptr [r15 + 384]
+    and rbp, 448
+    mov byte ptr [r15 + rbp + 896], r9b
+    test dword ptr [r15 + 67117723], 570425344
+    jnz 1f
+1:
+    mov byte ptr [r15 + 64], bpl
+    mov r8, r10
+    movsxd r9, dword ptr [r15 + rbp + 832]
+    vpxor xmm7, xmm7, xmm12
+    and r8, 8128
+    mov dword ptr [r15 + r8 + 7488], r9d
+    mov r8, r10
     test ebx, 1073741824
     jz 1f
 1:
-    mov dword ptr [r15 + 0], 182
-    mov dword ptr [r15 + 704], 219
-    mov r8, r11
-    mov edi, eax
-    mov rbp, r11
-    test dword ptr [r15 + 67117723], 256
-    jz 1f
-1:
     and r8, 1984
-    mov byte ptr [r15 + r8 + 1344], cl
-    and rbp, 8128
-    mov r8d, dword ptr [r15 + rbp + 7488]
-    mov rbp, qword ptr [r15 + 512]
-    mov dword ptr [r15 + 192], 177
-    test ebx, 256
-    jnz 1f
-1:
-    or qword ptr [r15 + 384], 16
-    mov ecx, dword ptr [r15 + 64]
-    mov rbp, r11
-    movsxd r8, dword ptr [r15 + 448]
-    test dword ptr [r15 + 67117723], 16386
-    jnz 1f
-1:
-    mov ecx, r8d
-    and rbp, 4032
-    mov r8d, dword ptr [r15 + rbp + 3392]
-    mov dword ptr [r15 + 128], 65
-    mov byte ptr [r15 + 320], r8b
-    test ebx, 384
+    mov dword ptr [r15 + r8 + 1344], r9d
+    mov edx, dword ptr [r15 + 320]
+    mov r8, qword ptr [r15 + 448]
+    mov r9, rdx
+    mov dword ptr [r15 + 448], edx
+    test ebx, 1073741824
     jz 1f
 1:
-    mov r8d, ebp
-    mov r8, r8
-    mov rbp, qword ptr [r15 + 512]
+    mov dword ptr [r15 + 256], r9d
+    movzx r9d, byte ptr [r15 + 576]
+    inc dword ptr [r15 + 128]
+    movzx edx, r8b
+    test dword ptr [r15 + 67117724], 4096
+    jnz 1f
+1:
+    movsxd rbp, dword ptr [r15 + 64]
+    movsxd rdx, dword ptr [r15 + 512]
+    mov r9d, 65
+    mov byte ptr [r15 + 320], bpl
     add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b10_done
@@ -19475,383 +17471,367 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, rax
-    movsxd rbp, dword ptr [r15 + 64]
-    movzx eax, bpl
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rbp, r11
-    mov eax, ebp
-    and rbp, 4032
-    mov byte ptr [r15 + rbp + 3392], r8b
-    mov r8, r11
-    mov ebp, 239
-    mov ebp, ebp
-    and r8, 8128
-    mov qword ptr [r15 + r8 + 7488], r8
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 16777216
+    setz al
+    lea rcx, [rip + .Lc1_d14077_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d14077_s_t
+    .p2align 3
+.Lc1_d14077_s:
+    .p2align 3
+    jmp .Lc1_d14077_j
+    .p2align 3
+    jmp .Lc1_d14077_j
+.Lc1_d14077_j:
+    mov dword ptr [r15 + 384], r9d
+    mov r9d, 65
+    mov ebp, 13
+    mov r9d, dword ptr [r15 + 448]
     test ebx, 1073741824
     jz 1f
 1:
-    movsxd r8, dword ptr [r15 + 384]
-    mov rbp, qword ptr [r15 + 384]
-    mov qword ptr [r15 + 192], rax
-    movzx eax, bpl
-    movzx eax, byte ptr [r15 + 768]
-    test dword ptr [r15 + 67117723], 65568
-    jnz 1f
-1:
-    mov dword ptr [r15 + 576], 224
-    movsxd rax, dword ptr [r15 + 448]
-    movsxd rbp, dword ptr [r15 + 320]
-    mov dword ptr [r15 + 128], 212
-    mov edx, 40
+    mov r8, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r11
+    mov r9, r10
+    and rbp, 8128
+    mov qword ptr [r15 + rbp + 7488], r8
+    and r8, 1984
+    mov dword ptr [r15 + r8 + 1344], ebp
+    and r9, 4032
+    mov ebp, dword ptr [r15 + r9 + 3392]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov eax, 138
-    mov rbp, r11
-    mov eax, ebp
-    and rbp, 448
-    movzx eax, byte ptr [r15 + rbp + 832]
-    vpshufd xmm10, xmm10, 105
-    movzx ebp, dl
+    mov byte ptr [r15 + 192], al
+    inc dword ptr [r15 + 320]
+    movsxd rbp, dword ptr [r15 + 512]
+    mov qword ptr [r15 + 640], rbp
+    test ebx, 22528
+    jz 1f
+1:
+    mov ebp, 71
+    movzx ebp, r9b
+    movsxd rcx, dword ptr [r15 + 128]
+    mov r9d, dword ptr [r15 + 64]
     add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b10_done
 .Lc1_b10_c6:
-    lea rcx, [rip + .Lc1_d15601_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d15601_j_t
-.Lc1_d15601_j:
-    movzx ecx, al
-    movzx ecx, al
-    mov rax, qword ptr [r15 + 640]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov rcx, r9
+    movzx r9d, al
+    mov eax, dword ptr [r15 + 384]
+    movzx r9d, cl
+    test dword ptr [r15 + 67117723], 16793600
+    jz 1f
+1:
+    mov rsi, rdx
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
+    mov dword ptr [r15 + 0], esi
+    mov edx, 130
+    test dword ptr [r15 + 67117724], 8192
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 320], rsi
+    mov rcx, rdx
+    .byte 0x66, 0x90
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 192], ecx
-    mov ecx, eax
-    mov eax, 112
-    movzx eax, byte ptr [r15 + 64]
-    test ebx, 1073741824
+    mov r8, r10
+    mov ebp, r8d
+    and r8, 4032
+    movsxd rbp, dword ptr [r15 + r8 + 3392]
+    vmovdqu ymmword ptr [r15 + 64], ymm7
+    mov rdx, qword ptr [r15 + 256]
+    test ebx, 1152
     jnz 1f
 1:
-    mov eax, 98
-    movsxd rcx, dword ptr [r15 + 384]
-    mov rbp, r11
-    movzx eax, byte ptr [r15 + 128]
-    mov byte ptr [r15 + 448], cl
+    mov r8, rdx
+    movsxd rdx, dword ptr [r15 + 192]
+    movzx esi, byte ptr [r15 + 448]
+    movsxd rax, dword ptr [r15 + 704]
+    mov rbp, r10
     test ebx, 1073741824
     jz 1f
 1:
-    and rbp, 448
+    and rbp, 1984
+    mov dword ptr [r15 + rbp + 1344], esi
+    mov byte ptr [r15 + 128], r8b
     mov r8, r11
-    mov rcx, qword ptr [r15 + rbp + 832]
-    movsxd rbp, dword ptr [r15 + 320]
-    and r8, 1984
-    mov dword ptr [r15 + r8 + 1344], eax
-    mov r8, rax
-    movsxd rax, dword ptr [r15 + 256]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rax, rax
-    mov eax, dword ptr [r15 + 512]
-    lea rdi, [r15 + 67109504]
-    lea rsi, [r15 + 67113600]
-    mov ecx, 12
-    rep movsb
-    mov r8d, 82
+    mov qword ptr [r15 + 512], rbp
+    and r8, 448
+    movzx ebp, byte ptr [r15 + r8 + 832]
     add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b10_done
 .Lc1_b10_c7:
-    mov rdi, rax
-    movzx edi, al
-    mov rdi, qword ptr [r15 + 512]
-    mov rbp, r11
-    movzx eax, r8b
-    and rbp, 448
-    movzx r8d, byte ptr [r15 + rbp + 832]
-    mov byte ptr [r15 + 128], r8b
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + 64], 200
-    movzx r8d, dil
+    lea rcx, [rip + .Lc1_d14167_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d14167_j_t
+.Lc1_d14167_j:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, r8d
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    vpmovmskb edx, xmm7
     test ebx, 1073741824
     jnz 1f
 1:
-    mov edi, 246
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, 47
-    mov esi, esi
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, r8d
+    mov byte ptr [r15 + 0], r9b
+    mov ebp, r8d
+    mov r9d, dword ptr [r15 + 256]
+    mov r8, qword ptr [r15 + 192]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov edx, 251
     mov r8, r11
+    mov ecx, r9d
+    movzx r9d, r8b
+    and r8, 1984
+    mov r9d, dword ptr [r15 + r8 + 1344]
+    mov ebp, ebp
+    movzx r8d, byte ptr [r15 + 768]
     test ebx, 1073741824
     jnz 1f
 1:
-    movsxd rsi, dword ptr [r15 + 384]
+    movzx ebp, r8b
+    movzx r8d, byte ptr [r15 + 320]
+    mov ebp, esi
+    movsxd rsi, dword ptr [r15 + 64]
+    mov qword ptr [r15 + 128], rcx
+    mov qword ptr [r15 + 512], rdx
     mov rbp, r11
-    and r8, 8128
-    movsxd rdi, dword ptr [r15 + r8 + 7488]
-    and rbp, 4032
-    movsxd rcx, dword ptr [r15 + rbp + 3392]
-    mov dword ptr [r15 + 256], 77
-    mov ebp, dword ptr [r15 + 704]
-    test ebx, 256
+    test ebx, 1073741824
     jz 1f
 1:
-    mov qword ptr [r15 + 448], rsi
-    mov dword ptr [r15 + 320], 184
-    mov rsi, rcx
-    mov ecx, 16
-    mov ecx, dword ptr [r15 + 64]
+    and rbp, 448
+    mov dword ptr [r15 + rbp + 832], 110
+    mov rbp, r11
+    mov eax, dword ptr [r15 + 384]
+    movzx r9d, byte ptr [r15 + 576]
+    mov ecx, eax
+    and rbp, 8128
+    mov dword ptr [r15 + rbp + 7488], r9d
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b10_done
 .Lc1_b10_c8:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 128
-    setz al
-    lea rcx, [rip + .Lc1_d15701_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d15701_s_t
-    .p2align 3
-.Lc1_d15701_s:
-    .p2align 3
-    jmp .Lc1_d15701_j
-    .p2align 3
-    jmp .Lc1_d15701_j
-.Lc1_d15701_j:
+    mov dword ptr [r15 + 0], 50
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, bpl
+    mov esi, 18
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rsi, rsi
+    movzx r8d, dl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     mov rbp, r11
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov byte ptr [r15 + 0], r8b
+    and rbp, 4032
+    movsxd rax, dword ptr [r15 + rbp + 3392]
+    mov ecx, dword ptr [r15 + 320]
+    mov edx, dword ptr [r15 + 640]
+    mov dword ptr [r15 + 256], 67
     mov r8, r11
-    and rbp, 8128
-    mov dword ptr [r15 + rbp + 7488], eax
-    and r8, 1984
-    vmovdqu ymmword ptr [r15 + r8 + 1344], ymm10
-    mov r8d, dword ptr [r15 + 64]
-    xchg qword ptr [r15 + 0], r8
-    mov rbp, r8
-    test ebx, 93952
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, 105
-    mov qword ptr [r15 + 0], r8
-    test dword ptr [r15 + 67117723], 8
-    jnz 1f
-1:
-    mov r8d, 249
-    vpaddd xmm10, xmm10, xmm10
-    movsxd r8, dword ptr [r15 + 320]
-    movzx ebp, byte ptr [r15 + 384]
-    mov rax, rax
-    mov r9, r11
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + 256], r9d
-    mov dword ptr [r15 + 768], 143
-    and r9, 4032
-    movsxd rax, dword ptr [r15 + r9 + 3392]
-    mov rdi, qword ptr [r15 + 512]
     test ebx, 1073741824
     jnz 1f
 1:
-    vmovdqu xmmword ptr [r15 + 448], xmm10
-    mov dword ptr [r15 + 320], 160
-    vmovdqu xmmword ptr [r15 + 192], xmm10
-    mov r9, qword ptr [r15 + 128]
+    mov dword ptr [r15 + 448], r8d
+    mov rdx, qword ptr [r15 + 384]
+    and r8, 8128
+    mov dword ptr [r15 + r8 + 7488], 225
+    mov eax, edx
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov byte ptr [r15 + 512], cl
+    movzx eax, al
+    mov ecx, edx
+    mov rdx, r8
+    mov rdx, qword ptr [r15 + 128]
+    mov r8, r11
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov eax, 107
+    and r8, 16320
+    mov qword ptr [r15 + r8 + 15680], rax
+    .byte 0x0f, 0x1f, 0x00
+    mov dword ptr [r15 + 64], 212
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b10_done
 .Lc1_b10_c9:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov rax, rdi
-    mov eax, 128
+    lea rcx, [rip + .Lc1_d14265_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d14265_j_t
+.Lc1_d14265_j:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    .byte 0x0f, 0x1f, 0x40, 0x00
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    movzx eax, al
+    mov dword ptr [r15 + 0], r9d
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, r9b
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 64], 120
-    mov byte ptr [r15 + 384], al
-    movzx eax, al
+    mov dword ptr [r15 + 128], 236
+    mov dword ptr [r15 + 320], 125
+    mov ecx, 166
     test ebx, 1073741824
     jz 1f
 1:
+    movzx r9d, cl
+    movzx ecx, byte ptr [r15 + 704]
+    mov r9, rax
+    mov eax, ecx
+    mov dword ptr [r15 + 192], ecx
     mov r9, r11
-    mov eax, r9d
-    mov rax, qword ptr [r15 + 640]
-    and r9, 1984
-    mov rdi, qword ptr [r15 + r9 + 1344]
-    movsxd r9, dword ptr [r15 + 576]
-    mov rbp, r11
     test ebx, 1073741824
     jnz 1f
 1:
-    vpor xmm10, xmm10, xmm10
-    mov r9d, r9d
+    and r9, 1984
+    mov dword ptr [r15 + r9 + 1344], 26
+    mov rbp, r11
+    mov rax, qword ptr [r15 + 448]
+    movzx edx, bpl
+    mov dword ptr [r15 + 256], 34
     and rbp, 448
-    vmovdqu xmmword ptr [r15 + rbp + 832], xmm10
-    movsxd r9, dword ptr [r15 + 128]
-    test dword ptr [r15 + 67117724], 536936448
-    jz 1f
+    mov edx, dword ptr [r15 + rbp + 832]
+    test ebx, 1073741824
+    jnz 1f
 1:
-    mov r9, qword ptr [r15 + 320]
-    movsxd rbp, dword ptr [r15 + 448]
-    movsxd rax, dword ptr [r15 + 192]
-    movzx edx, byte ptr [r15 + 512]
+    movzx ecx, byte ptr [r15 + 64]
+    mov rbp, r11
+    mov byte ptr [r15 + 512], dl
+    mov dword ptr [r15 + 384], 41
+    and rbp, 4032
+    vmovdqu ymmword ptr [r15 + rbp + 3392], ymm7
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b10_done
 .Lc1_b10_c10:
-    lea rcx, [rip + .Lc1_d15796_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d15796_j_t
-.Lc1_d15796_j:
-    mov rcx, rbp
-    mov rbp, rcx
-    mov rbp, qword ptr [r15 + 320]
-    mov dword ptr [r15 + 256], ebp
+    movzx ecx, byte ptr [r15 + 192]
+    mov edx, dword ptr [r15 + 64]
+    mov dword ptr [r15 + 0], r9d
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, ebp
-    test ebx, 1073741824
-    jz 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 0], ymm10
-    mov dword ptr [r15 + 0], ebp
-    mov dword ptr [r15 + 384], 10
+    mov dword ptr [r15 + 0], 59
     test ebx, 1073741824
     jnz 1f
 1:
-    mov ebp, dword ptr [r15 + 128]
-    mov r9, r11
-    mov r8, r11
-    mov dword ptr [r15 + 128], 253
-    and r8, 8128
-    mov dword ptr [r15 + r8 + 7488], ebp
-    mov r8, rcx
-    and r9, 4032
-    movsxd r8, dword ptr [r15 + r9 + 3392]
-    mov qword ptr [r15 + 384], r8
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r8, rbp
-    mov r8d, ebp
-    movsxd r8, dword ptr [r15 + 512]
-    movzx ebp, bpl
-    mov ebp, dword ptr [r15 + 64]
-    mov r9, qword ptr [r15 + 448]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov ebp, r9d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edx, 222
+    mov r12, qword ptr [r15 + r12 + 56]
     mov rbp, r11
-    mov r9, qword ptr [r15 + 704]
-    mov qword ptr [r15 + 192], r9
-    movsxd r9, dword ptr [r15 + 256]
-    and rbp, 1984
-    mov dword ptr [r15 + rbp + 1344], 86
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx edx, byte ptr [r15 + 768]
+    and rbp, 448
+    movzx r9d, byte ptr [r15 + rbp + 832]
+    mov r8, r11
+    mov edi, ebp
+    and r8, 1984
+    mov dword ptr [r15 + r8 + 1344], r9d
+    mov byte ptr [r15 + 128], dil
+    mov ecx, esi
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov byte ptr [r15 + 384], cl
+    movzx ecx, sil
+    mov rdx, r9
+    vmovdqu ymmword ptr [r15 + 320], ymm7
+    mov r8, r8
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov dword ptr [r15 + 384], r8d
+    mov rbp, r11
+    movzx edi, byte ptr [r15 + 512]
+    mov rcx, qword ptr [r15 + 448]
+    mov edx, 63
+    and rbp, 8128
+    movsxd r8, dword ptr [r15 + rbp + 7488]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b10_done
 .Lc1_b10_c11:
-    lea rcx, [rip + .Lc1_d15847_j]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d14359_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d15847_j_t
-.Lc1_d15847_j:
+    jmp .Lc1_d14359_j_t
+.Lc1_d14359_j:
+    mov rcx, rsi
+    mov rsi, rcx
+    mov rdx, qword ptr [r15 + 576]
+    mov rcx, rcx
+    movsxd rbp, dword ptr [r15 + 256]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movsxd r9, dword ptr [r15 + 192]
     mov rbp, r11
+    mov ecx, dword ptr [r15 + 128]
+    mov qword ptr [r15 + 320], r9
+    movzx edi, r9b
+    and rbp, 8128
+    mov r9d, dword ptr [r15 + rbp + 7488]
+    test dword ptr [r15 + 67117723], 1081344
+    jnz 1f
+1:
+    movzx eax, dil
+    mov r8d, dword ptr [r15 + 640]
+    mov qword ptr [r15 + 448], rcx
+    mov qword ptr [r15 + 0], r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + 0], r8d
+    mov r8, rbp
+    mov byte ptr [r15 + 512], cl
+    movsxd r8, dword ptr [r15 + 320]
+    mov rbp, r11
+    mov r9d, dword ptr [r15 + 64]
+    test ebx, 1073741824
+    jz 1f
+1:
     and rbp, 4032
-    movsxd rcx, dword ptr [r15 + rbp + 3392]
-    mov qword ptr [r15 + 192], rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov ebp, 60
-    mov ebp, ecx
-    movzx ebp, cl
-    mov ecx, ebp
-    test ebx, 256
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], ebp
-    movzx ebp, byte ptr [r15 + 576]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov ebp, dword ptr [r15 + 64]
-    lea r8, [r11 + r11*1]
-    mov ecx, r8d
-    and r8, 448
-    mov qword ptr [r15 + r8 + 896], r9
-    mov rcx, r8
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r9, qword ptr [r15 + 512]
-    vmovdqu ymmword ptr [r15 + 384], ymm10
-    mov ebp, dword ptr [r15 + r8 + 832]
-    movzx r8d, byte ptr [r15 + 128]
-    mov rbp, r11
-    mov ecx, dword ptr [r15 + 320]
-    test ebx, 1073741824
-    jz 1f
-1:
-    and rbp, 16320
-    movsxd r8, dword ptr [r15 + rbp + 15680]
-    mov dword ptr [r15 + 768], 250
-    movsxd rbp, dword ptr [r15 + 448]
-    mov rcx, r9
+    mov dword ptr [r15 + rbp + 3392], 70
+    mov rdx, qword ptr [r15 + 128]
+    mov dword ptr [r15 + 384], 18
+    mov ebp, 216
     add r11, 64
     inc rbx
     dec r13
@@ -19860,46 +17840,46 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea r9, [r11 + r11*1]
-    mov qword ptr [r15 + 192], rcx
-    movsxd rcx, dword ptr [r15 + 320]
-    and r9, 1984
-    vmovdqu ymmword ptr [r15 + r9 + 1408], ymm10
-    movsxd rax, dword ptr [r15 + 384]
-    movzx ebp, al
-    lea rbp, [r11 + r11*1]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and rbp, 8128
-    mov rax, qword ptr [r15 + rbp + 7552]
-    mov dword ptr [r15 + 0], 3
-    mov byte ptr [r15 + 0], cl
-    mov rcx, r9
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov qword ptr [r15 + 0], rcx
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, dword ptr [r15 + 256]
-    mov eax, dword ptr [r15 + 64]
-    movzx r8d, byte ptr [r15 + 320]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov ebp, 65
+    mov edx, 252
+    mov dword ptr [r15 + 320], 105
+    mov rdx, qword ptr [r15 + 704]
+    test dword ptr [r15 + 67117724], 25427968
+    jz 1f
+1:
+    movzx ebp, bpl
+    mov rcx, qword ptr [r15 + 192]
+    inc dword ptr [r15 + 512]
+    mov rax, qword ptr [r15 + 448]
+    vpshufd xmm7, xmm7, 93
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rcx, qword ptr [r15 + rbp + 7488]
+    mov byte ptr [r15 + 256], dl
+    mov rcx, rax
     mov rbp, r11
-    movzx eax, byte ptr [r15 + 128]
-    and rbp, 4032
-    mov dword ptr [r15 + rbp + 3392], r9d
-    mov rbp, rbp
-    test dword ptr [r15 + 67117724], 4096
-    jz 1f
+    mov r8, r11
+    vmovdqu ymmword ptr [r15 + 384], ymm7
+    and r8, 4032
+    mov dword ptr [r15 + r8 + 3392], r8d
+    test ebx, 1073741824
+    jnz 1f
 1:
-    mov dword ptr [r15 + 512], 145
-    movsxd rbp, dword ptr [r15 + 640]
-    mov rax, qword ptr [r15 + r9 + 1344]
-    vmovq qword ptr [r15 + 64], xmm10
+    and rbp, 448
+    vmovdqu ymmword ptr [r15 + rbp + 832], ymm7
+    mov rbp, r11
+    movsxd rdx, dword ptr [r15 + 64]
+    movsxd rcx, dword ptr [r15 + 128]
+    and rbp, 1984
+    mov qword ptr [r15 + rbp + 1344], rcx
     add r11, 64
     inc rbx
     dec r13
@@ -19909,62 +17889,55 @@ ditto_body_c1:
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
     xor eax, eax
-    test dword ptr [r15 + 67117724], 4
+    test dword ptr [r15 + 67117724], 33554432
     setz al
-    lea rcx, [rip + .Lc1_d15944_s]
+    lea rcx, [rip + .Lc1_d14449_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d15944_s_t
+    jmp .Lc1_d14449_s_t
     .p2align 3
-.Lc1_d15944_s:
+.Lc1_d14449_s:
     .p2align 3
-    jmp .Lc1_d15944_j
+    jmp .Lc1_d14449_j
     .p2align 3
-    jmp .Lc1_d15944_j
-.Lc1_d15944_j:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, ebp
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, dl
-    mov r12, qword ptr [r15 + r12 + 56]
+    jmp .Lc1_d14449_j
+.Lc1_d14449_j:
+    mov rbp, r11
+    and rbp, 8128
+    movzx r8d, byte ptr [r15 + rbp + 7488]
+    mov ecx, ebp
+    mov rbp, r9
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r9, r11
+    movzx edx, r9b
+    and r9, 1984
+    movsxd rbp, dword ptr [r15 + r9 + 1344]
+    mov qword ptr [r15 + 256], rsi
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov dword ptr [r15 + 384], 174
+    movzx r8d, bpl
+    mov rax, qword ptr [r15 + 448]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, edx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
+    mov ebp, dword ptr [r15 + 320]
+    mov rax, qword ptr [r15 + 64]
+    movzx ecx, bpl
+    test dword ptr [r15 + 67117724], 268435457
+    jnz 1f
 1:
-    mov edx, ebp
-    movzx edx, byte ptr [r15 + 448]
-    mov ebp, dword ptr [r15 + 448]
-    mov qword ptr [r15 + 128], rax
-    mov r8, rcx
+    mov rbp, qword ptr [r15 + 128]
+    mov byte ptr [r15 + 768], cl
+    mov ecx, 134
     test ebx, 1073741824
     jnz 1f
 1:
-    movsxd rbp, dword ptr [r15 + 192]
-    vpcmpeqb xmm10, xmm10, xmm4
-    movzx edx, byte ptr [r15 + 704]
-    movsxd rax, dword ptr [r15 + 384]
-    test dword ptr [r15 + 67117724], 262144
-    jz 1f
-1:
-    mov byte ptr [r15 + 256], r8b
-    mov dword ptr [r15 + 320], eax
-    movzx r8d, byte ptr [r15 + 384]
-    add qword ptr [r15 + 512], r8
-    mov edx, dword ptr [r15 + 768]
-    mov r8, r11
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx eax, byte ptr [r15 + 64]
-    mov edx, 255
-    and r8, 448
-    mov edx, dword ptr [r15 + r8 + 832]
-    mov r8d, 241
+    mov rdx, rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rsi, r8
     add r11, 64
     inc rbx
     dec r13
@@ -19973,100 +17946,94 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov r8, r11
-    and r8, 4032
-    mov rax, qword ptr [r15 + r8 + 3392]
-    vmovdqu xmmword ptr [r15 + 192], xmm10
-    add r8, qword ptr [r15 + 448]
-    mov edx, r8d
-    movzx r8d, byte ptr [r15 + 384]
-    test dword ptr [r15 + 67117723], 2097152
-    jz 1f
+    lea rcx, [rip + .Lc1_d14497_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d14497_j_t
+.Lc1_d14497_j:
+    mov rbp, r11
+    movsxd rdx, dword ptr [r15 + 64]
+    mov ecx, dword ptr [r15 + 256]
+    movzx eax, byte ptr [r15 + 512]
+    and rbp, 8128
+    movzx esi, byte ptr [r15 + rbp + 7488]
+    test dword ptr [r15 + 67117724], 2304
+    jnz 1f
 1:
-    mov dword ptr [r15 + 320], r8d
-    mov r8d, dword ptr [r15 + 128]
-    mov eax, dword ptr [r15 + 320]
-    movzx edx, al
-    test ebx, 113920
-    jz 1f
-1:
-    mov eax, 162
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 255
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, ebp
+    mov byte ptr [r15 + 192], r9b
+    mov rax, rdx
+    mov dword ptr [r15 + 320], 118
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
+    mov dword ptr [r15 + 0], ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 640], eax
+    test ebx, 65536
+    jz 1f
+1:
+    mov rbp, r11
     mov r8, r11
-    movzx eax, byte ptr [r15 + 576]
+    and rbp, 4032
+    vmovdqu ymmword ptr [r15 + rbp + 3392], ymm7
+    mov qword ptr [r15 + 128], rbp
     and r8, 448
-    mov qword ptr [r15 + r8 + 832], r8
-    mov r9, r11
-    mov r8, qword ptr [r15 + 512]
-    and r9, 1984
-    movzx edx, byte ptr [r15 + r9 + 1344]
-    test ebx, 640
-    jnz 1f
+    mov dword ptr [r15 + r8 + 832], 24
+    movsxd rdx, dword ptr [r15 + 576]
+    test ebx, 36864
+    jz 1f
 1:
-    mov dword ptr [r15 + 64], 114
-    mov qword ptr [r15 + 128], rdx
-    movzx edx, al
-    mov qword ptr [r15 + 256], rdx
+    mov byte ptr [r15 + 384], r8b
+    movzx edx, dl
+    movzx edx, byte ptr [r15 + 448]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b10_done
 .Lc1_b10_c15:
-    lea rcx, [rip + .Lc1_d16039_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d16039_j_t
-.Lc1_d16039_j:
-    mov dword ptr [r15 + 0], ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], cl
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov dword ptr [r15 + 0], 73
+    mov eax, edx
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, ecx
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov qword ptr [r15 + 0], rcx
-    vpmovmskb ecx, xmm10
-    mov ebp, 120
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov byte ptr [r15 + 640], r9b
-    lea rbp, [r11 + r11*1]
-    mov dword ptr [r15 + 448], 216
-    mov ecx, dword ptr [r15 + 320]
-    mov r8, r11
-    mov dword ptr [r15 + 256], r8d
-    and rbp, 8128
-    add rcx, qword ptr [r15 + rbp + 7488]
-    and r8, 4032
-    movsxd r9, dword ptr [r15 + r8 + 3392]
-    test ebx, 441344
-    jz 1f
-1:
-    or qword ptr [r15 + 704], 10
-    movsxd r8, dword ptr [r15 + 512]
-    mov rcx, qword ptr [r15 + rbp + 7552]
-    movzx ebp, byte ptr [r15 + 64]
-    movzx r9d, bpl
-    test ebx, 1073741824
-    jnz 1f
-1:
     mov rbp, r11
-    mov byte ptr [r15 + 384], bpl
-    and rbp, 1984
-    mov rcx, qword ptr [r15 + rbp + 1344]
-    mov qword ptr [r15 + 192], rcx
-    mov qword ptr [r15 + 128], rcx
-    mov ecx, 31
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 256
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 4032
+    mov qword ptr [r15 + rbp + 3392], rax
+    mov ebp, ebp
+    mov rbp, r11
+    movzx eax, bpl
+    and rbp, 448
+    movsxd rsi, dword ptr [r15 + rbp + 832]
+    movzx ebp, byte ptr [r15 + 128]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov qword ptr [r15 + 192], rax
+    movsxd rdx, dword ptr [r15 + 256]
+    mov dword ptr [r15 + 512], 109
+    movzx eax, byte ptr [r15 + 64]
+    movzx ebp, al
+    imul rbp, qword ptr [r15 + 384]
+    test dword ptr [r15 + 67117724], 8388608
+    jnz 1f
+1:
+    mov qword ptr [r15 + 448], rbp
+    mov r9, r11
+    movzx edx, byte ptr [r15 + 320]
+    vmovdqu ymmword ptr [r15 + 384], ymm7
+    movzx ebp, byte ptr [r15 + 704]
+    and r9, 1984
+    movsxd rax, dword ptr [r15 + r9 + 1344]
+    movzx r9d, bpl
     add r11, 64
     inc rbx
     dec r13
@@ -20075,105 +18042,101 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d14584_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d14584_j_t
+.Lc1_d14584_j:
     mov rbp, r11
+    mov esi, 88
+    and rbp, 1984
+    movzx eax, byte ptr [r15 + rbp + 1344]
+    .byte 0x0f, 0x1f, 0x40, 0x00
+    test dword ptr [r15 + 67117723], 8912960
+    jz 1f
+1:
+    mov rbp, r11
+    mov dword ptr [r15 + 192], ebp
+    and rbp, 8128
+    movsxd rax, dword ptr [r15 + rbp + 7488]
+    mov rsi, qword ptr [r15 + 384]
+    test dword ptr [r15 + 67117724], 688128
+    jz 1f
+1:
+    mov dword ptr [r15 + 64], 137
+    movzx esi, byte ptr [r15 + 64]
+    movsxd rbp, dword ptr [r15 + 512]
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx r9d, byte ptr [r15 + 128]
+    movzx eax, sil
+    movzx ecx, byte ptr [r15 + 320]
+    mov rbp, r11
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r9, qword ptr [r15 + 448]
+    movzx esi, al
     and rbp, 448
-    movzx eax, byte ptr [r15 + rbp + 832]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, al
-    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, byte ptr [r15 + rbp + 832]
     test ebx, 1073741824
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, ebp
-    mov ebp, 237
-    vpmovmskb ebp, xmm10
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov qword ptr [r15 + 0], rbp
-    mov rbp, r11
-    mov dword ptr [r15 + 768], ebp
-    and rbp, 4032
-    mov dword ptr [r15 + rbp + 3392], 169
-    mov ecx, ebp
-    test ebx, 384
-    jnz 1f
-1:
-    xor dword ptr [r15 + 384], ecx
-    mov eax, dword ptr [r15 + 320]
-    mov rcx, qword ptr [r15 + 448]
-    mov ebp, dword ptr [r15 + 64]
-    mov r8, r11
-    test ebx, 1073741824
-    jz 1f
-1:
-    and r8, 1984
-    movsxd rcx, dword ptr [r15 + r8 + 1344]
-    mov byte ptr [r15 + 128], al
-    mov r8d, eax
-    mov eax, r8d
-    test dword ptr [r15 + 67117723], 8
-    jnz 1f
-1:
-    mov r8d, dword ptr [r15 + 512]
-    mov dword ptr [r15 + 64], 206
-    movzx eax, bpl
-    mov rbp, qword ptr [r15 + 256]
+    mov esi, 33
+    movsxd rsi, dword ptr [r15 + 768]
+    mov r9d, 82
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b10_done
 .Lc1_b10_c17:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d16138_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d16138_j_t
-.Lc1_d16138_j:
-    mov rbp, r11
-    movsxd rcx, dword ptr [r15 + 576]
-    mov eax, 209
-    mov r8d, 56
-    mov r9, r11
-    and rbp, 448
-    movsxd rax, dword ptr [r15 + rbp + 832]
-    and r9, 1984
-    movzx ebp, byte ptr [r15 + r9 + 1344]
-    test dword ptr [r15 + 67117724], 3145728
-    jnz 1f
-1:
-    vmovdqu xmm10, xmmword ptr [r15 + 192]
-    movsxd r9, dword ptr [r15 + 384]
-    movsxd rbp, dword ptr [r15 + 384]
-    mov ecx, ebp
-    mov rbp, rax
+    movzx r9d, r9b
+    movsxd r9, dword ptr [r15 + 128]
+    mov eax, dword ptr [r15 + 320]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx edx, r9b
     test ebx, 1073741824
     jnz 1f
 1:
+    mov r9, rdx
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, bpl
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, rax
+    mov byte ptr [r15 + 0], r9b
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx r8d, byte ptr [r15 + 512]
+    mov r9, r11
+    mov rcx, r8
+    movzx ebp, cl
+    and r9, 4032
+    mov dword ptr [r15 + r9 + 3392], 32
+    mov r8d, dword ptr [r15 + 384]
+    mov rbp, r11
+    mov rdx, qword ptr [r15 + 448]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx edx, r9b
+    and rbp, 1984
+    mov dword ptr [r15 + rbp + 1344], r8d
+    mov r8, qword ptr [r15 + 256]
+    vpor xmm7, xmm7, xmm7
+    movzx r9d, byte ptr [r15 + 192]
+    xor dword ptr [r15 + 576], ecx
     test ebx, 1073741824
     jz 1f
 1:
-    movzx eax, byte ptr [r15 + 512]
-    mov byte ptr [r15 + 64], al
-    mov qword ptr [r15 + 320], rcx
-    mov rcx, rcx
-    movsxd rcx, dword ptr [r15 + 256]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rbp, r11
-    mov ecx, 117
-    and rbp, 8128
-    mov byte ptr [r15 + rbp + 7488], bpl
-    movzx ebp, byte ptr [r15 + 448]
-    mov dword ptr [r15 + 128], 212
+    mov r9, r11
+    mov dword ptr [r15 + 320], 26
+    mov r8d, 195
+    and r9, 8128
+    mov byte ptr [r15 + r9 + 7488], r9b
+    mov rbp, qword ptr [r15 + 64]
+    movzx r9d, r9b
     add r11, 64
     inc rbx
     dec r13
@@ -20182,49 +18145,50 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov eax, eax
-    mov eax, ebp
+    lea rcx, [rip + .Lc1_d14676_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d14676_j_t
+.Lc1_d14676_j:
     mov rbp, r11
-    mov r8, r11
-    and rbp, 8128
-    movzx eax, byte ptr [r15 + rbp + 7488]
-    and r8, 4032
-    vmovdqu ymmword ptr [r15 + r8 + 3392], ymm10
-    test dword ptr [r15 + 67117724], 1073872896
-    jz 1f
-1:
-    mov r8d, ebp
-    mov ebp, dword ptr [r15 + 64]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, rax
-    movsxd rax, dword ptr [r15 + 640]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + 128], 94
-    mov byte ptr [r15 + 256], al
-    vmovdqu ymmword ptr [r15 + 320], ymm10
-    mov rbp, r11
-    movzx eax, byte ptr [r15 + 448]
-    test ebx, 256
-    jz 1f
-1:
     and rbp, 448
-    mov qword ptr [r15 + rbp + 832], r8
-    xor dword ptr [r15 + 192], eax
-    vpcmpeqb xmm10, xmm10, xmm5
-    mov qword ptr [r15 + 512], rax
+    movzx edx, byte ptr [r15 + rbp + 832]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov qword ptr [r15 + 0], rax
+    mov eax, dword ptr [r15 + 512]
+    mov ecx, 231
+    mov qword ptr [r15 + 384], rax
+    mov rax, rax
+    test dword ptr [r15 + 67117724], 16384
+    jz 1f
+1:
+    mov dword ptr [r15 + 448], ecx
+    mov edx, dword ptr [r15 + 128]
+    movsxd rcx, dword ptr [r15 + 256]
+    mov r9, qword ptr [r15 + 704]
+    mov byte ptr [r15 + 640], dl
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r9d, dword ptr [r15 + 320]
-    mov qword ptr [r15 + 384], r9
-    mov r9d, 138
+    mov edx, dword ptr [r15 + 64]
+    mov rsi, rax
+    mov rax, qword ptr [r15 + 384]
+    mov r8, r11
+    movsxd rcx, dword ptr [r15 + 320]
+    and r8, 4032
+    mov dword ptr [r15 + r8 + 3392], ecx
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov byte ptr [r15 + 192], cl
+    mov ecx, esi
+    mov r9d, 161
+    mov rsi, rcx
     add r11, 64
     inc rbx
     dec r13
@@ -20233,80 +18197,52 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 7
-    lea rcx, [rip + .Lc1_d16232_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d16232_s_t
-    .p2align 3
-.Lc1_d16232_s:
-    .p2align 3
-    jmp .Lc1_d16232_j
-    .p2align 3
-    jmp .Lc1_d16232_j
-    .p2align 3
-    jmp .Lc1_d16232_j
-    .p2align 3
-    jmp .Lc1_d16232_j
-    .p2align 3
-    jmp .Lc1_d16232_j
-    .p2align 3
-    jmp .Lc1_d16232_j
-    .p2align 3
-    jmp .Lc1_d16232_j
-    .p2align 3
-    jmp .Lc1_d16232_j
-.Lc1_d16232_j:
-    movzx ecx, cl
-    mov rcx, qword ptr [r15 + 512]
-    mov dword ptr [r15 + 704], ecx
-    movzx ecx, al
-    mov ecx, dword ptr [r15 + 384]
-    mov eax, eax
-    mov eax, 24
-    test ebx, 1073741824
-    jz 1f
+    mov esi, 123
+    mov rax, r9
+    mov rsi, qword ptr [r15 + 256]
+    movsxd rax, dword ptr [r15 + 128]
+    movzx edx, sil
+    test dword ptr [r15 + 67117724], 134217732
+    jnz 1f
 1:
-    mov rax, rax
-    movzx eax, byte ptr [r15 + 256]
-    movzx ecx, r9b
-    movzx ecx, byte ptr [r15 + 64]
-    movsxd r9, dword ptr [r15 + 768]
-    mov ebp, r9d
+    movzx eax, r9b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, esi
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    add r9, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, r9
-    movzx r9d, cl
-    mov r9d, 197
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], ebp
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rbp, r11
     mov r9, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r9, 4032
-    mov rcx, qword ptr [r15 + r9 + 3392]
-    and rbp, 1984
-    movsxd r9, dword ptr [r15 + rbp + 1344]
-    mov dword ptr [r15 + 192], 205
-    mov ebp, r9d
-    movzx r9d, al
+    mov dword ptr [r15 + 0], r9d
+    movzx esi, r9b
+    and r9, 448
+    mov qword ptr [r15 + r9 + 832], rsi
+    mov edx, eax
+    test ebx, 1073741824
+    jnz 1f
+1:
+    vmovdqu ymmword ptr [r15 + 768], ymm7
+    movzx edx, byte ptr [r15 + 192]
+    mov r9d, esi
+    mov qword ptr [r15 + 512], rsi
+    mov rbp, r11
     test ebx, 1073741824
     jz 1f
 1:
-    mov dword ptr [r15 + 128], r9d
-    movzx r9d, r9b
-    mov rbp, r11
-    vpshufd xmm10, xmm10, 175
-    vpshufd xmm10, xmm10, 27
-    sete r9b
-    and rbp, 8128
-    mov r9, qword ptr [r15 + rbp + 7488]
+    movsxd rdx, dword ptr [r15 + 384]
+    mov dword ptr [r15 + 320], ebp
+    and rbp, 1984
+    mov dword ptr [r15 + rbp + 1344], edx
+    mov rdx, qword ptr [r15 + 64]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movsxd rbp, dword ptr [r15 + 128]
+    movzx edx, r9b
+    mov r8, r11
+    mov r9, r9
+    and r8, 8128
+    mov dword ptr [r15 + r8 + 7488], 148
     add r11, 64
     inc rbx
     dec r13
@@ -20315,52 +18251,53 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d16299_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d16299_j_t
-.Lc1_d16299_j:
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 262144
+    setz al
+    lea rcx, [rip + .Lc1_d14771_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d14771_s_t
+    .p2align 3
+.Lc1_d14771_s:
+    .p2align 3
+    jmp .Lc1_d14771_j
+    .p2align 3
+    jmp .Lc1_d14771_j
+.Lc1_d14771_j:
+    mov qword ptr [r15 + 256], rax
+    mov qword ptr [r15 + 0], rax
+    mov rax, rsi
+    vmovdqu ymmword ptr [r15 + 0], ymm7
+    test ebx, 294912
+    jnz 1f
+1:
+    mov rsi, qword ptr [r15 + 576]
     mov rbp, r11
+    movsxd rax, dword ptr [r15 + 448]
+    and rbp, 8128
+    movzx edx, byte ptr [r15 + rbp + 7488]
+    test ebx, 1073741824
+    jz 1f
+1:
+    movsxd rcx, dword ptr [r15 + 512]
+    movzx ebp, r8b
+    vmovdqu ymmword ptr [r15 + 320], ymm7
+    mov r8, r11
+    test dword ptr [r15 + 67117724], 573440
+    jz 1f
+1:
+    mov rbp, qword ptr [r15 + 384]
     mov ecx, ebp
-    and rbp, 16320
-    mov rcx, qword ptr [r15 + rbp + 15680]
-    mov qword ptr [r15 + 384], rcx
-    add rcx, qword ptr [r15 + 320]
     mov rbp, r11
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + 384], 195
-    mov ecx, dword ptr [r15 + 576]
-    and rbp, 1984
-    mov byte ptr [r15 + rbp + 1344], bpl
-    test dword ptr [r15 + 67117723], 8192
-    jz 1f
-1:
-    mov rax, qword ptr [r15 + 128]
-    mov rbp, qword ptr [r15 + 448]
-    mov qword ptr [r15 + 192], r9
-    mov r9, rbp
-    test dword ptr [r15 + 67117723], 528384
-    jnz 1f
-1:
-    movsxd rbp, dword ptr [r15 + 320]
-    mov r9d, ecx
-    mov qword ptr [r15 + 512], r9
+    and r8, 16320
+    movzx r9d, byte ptr [r15 + r8 + 15680]
     test ebx, 1073741824
     jnz 1f
 1:
-    vmovdqu ymmword ptr [r15 + 0], ymm10
-    movzx r9d, byte ptr [r15 + 448]
-    mov rbp, r11
-    mov rdx, rbp
-    and rbp, 448
-    movsxd rcx, dword ptr [r15 + rbp + 832]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov byte ptr [r15 + 128], cl
-    mov dword ptr [r15 + 256], eax
-    mov ecx, dword ptr [r15 + 64]
+    and rbp, 4032
+    mov edx, dword ptr [r15 + rbp + 3392]
+    mov byte ptr [r15 + 64], r8b
+    movzx r8d, dl
     add r11, 64
     inc rbx
     dec r13
@@ -20369,50 +18306,48 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r8d, byte ptr [r15 + 128]
+    vpmovmskb eax, xmm7
     mov r9, r11
-    mov rax, rdx
-    mov eax, eax
-    mov rbp, r11
-    and r9, 8128
-    mov dword ptr [r15 + r9 + 7488], r9d
-    and rbp, 448
-    mov byte ptr [r15 + rbp + 832], cl
-    test ebx, 1073741824
+    vmovdqu ymmword ptr [r15 + 640], ymm7
+    test dword ptr [r15 + 67117723], 196608
     jz 1f
 1:
-    add rcx, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    and r9, 448
+    mov dword ptr [r15 + r9 + 832], r9d
+    mov edi, r8d
+    mov r9, r11
+    mov esi, 58
+    movzx edi, dil
+    and r9, 1984
+    mov dword ptr [r15 + r9 + 1344], 142
     test ebx, 1073741824
     jnz 1f
 1:
-    mov qword ptr [r15 + 0], rcx
-    movzx ecx, byte ptr [r15 + 320]
-    mov r9, qword ptr [r15 + 512]
-    mov dword ptr [r15 + 64], r9d
-    test dword ptr [r15 + 67117723], 520
+    mov r8d, 137
+    movzx r8d, byte ptr [r15 + 192]
+    movzx esi, r8b
+    mov r8d, dword ptr [r15 + 320]
+    mov rbp, qword ptr [r15 + 384]
+    mov r9, r11
+    test dword ptr [r15 + 67117723], 536870912
     jnz 1f
 1:
-    movsxd r9, dword ptr [r15 + 192]
-    mov ecx, dword ptr [r15 + 448]
-    mov rdx, rbp
-    mov rbp, r11
-    mov rdx, qword ptr [r15 + 384]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and rbp, 4032
-    movzx r9d, byte ptr [r15 + rbp + 3392]
-    add qword ptr [r15 + 640], rcx
-    mov dword ptr [r15 + 128], r9d
-    mov r9d, r9d
-    test dword ptr [r15 + 67117723], 16777232
+    mov dword ptr [r15 + 256], esi
+    movsxd rbp, dword ptr [r15 + 448]
+    and r9, 4032
+    mov eax, dword ptr [r15 + r9 + 3392]
+    vpor xmm7, xmm7, xmm7
+    mov qword ptr [r15 + 64], r9
+    test dword ptr [r15 + 67117723], 131072
     jz 1f
 1:
-    mov dword ptr [r15 + 704], 26
-    mov r9d, r9d
-    mov r9, qword ptr [r15 + 64]
+    mov eax, 139
+    mov qword ptr [r15 + 128], rax
+    movzx eax, byte ptr [r15 + 512]
+    mov r8, qword ptr [r15 + 704]
     add r11, 64
     inc rbx
     dec r13
@@ -20421,115 +18356,106 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 1073741824
-    setz al
-    lea rcx, [rip + .Lc1_d16393_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d16393_s_t
-    .p2align 3
-.Lc1_d16393_s:
-    .p2align 3
-    jmp .Lc1_d16393_j
-    .p2align 3
-    jmp .Lc1_d16393_j
-.Lc1_d16393_j:
+    lea rcx, [rip + .Lc1_d14862_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d14862_j_t
+.Lc1_d14862_j:
+    mov dword ptr [r15 + 64], ecx
+    movsxd rcx, dword ptr [r15 + 128]
+    mov eax, 247
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, ecx
+    test dword ptr [r15 + 67117724], 64
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r10
+    mov qword ptr [r15 + 320], rbp
+    mov ecx, 228
+    test ebx, 1073741824
+    jz 1f
+1:
+    and rbp, 1984
+    mov ecx, dword ptr [r15 + rbp + 1344]
+    .byte 0x66, 0x90
+    mov dword ptr [r15 + 384], ebp
+    mov ebp, dword ptr [r15 + 192]
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx ecx, bpl
+    mov byte ptr [r15 + 512], cl
+    mov eax, 188
+    movzx ecx, bpl
+    mov rbp, r10
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rcx, qword ptr [r15 + 448]
     mov r9, r11
-    mov rbp, r11
-    and r9, 1984
-    mov byte ptr [r15 + r9 + 1344], al
-    mov byte ptr [r15 + 768], al
     and rbp, 8128
-    movsxd rax, dword ptr [r15 + rbp + 7488]
-    mov rbp, rdi
-    mov byte ptr [r15 + 448], cl
-    test dword ptr [r15 + 67117724], 327680
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, 86
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rbp, r11
-    mov r9, r9
-    and rbp, 4032
-    mov dword ptr [r15 + rbp + 3392], ebp
-    mov dword ptr [r15 + 256], 223
-    vmovdqu ymmword ptr [r15 + 128], ymm10
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r9, rbp
-    movzx r9d, byte ptr [r15 + 192]
-    movsxd rbp, dword ptr [r15 + 320]
-    vmovdqu ymmword ptr [r15 + 512], ymm10
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + 320], 97
-    mov ebp, 136
-    movzx ebp, bpl
-    movzx ebp, byte ptr [r15 + 384]
+    mov dword ptr [r15 + rbp + 7488], r9d
+    mov dword ptr [r15 + 768], 243
+    and r9, 448
+    mov rbp, qword ptr [r15 + r9 + 832]
     add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b10_done
 .Lc1_b10_c23:
-    mov ebp, 174
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov r8, r11
+    and r8, 1984
+    movsxd rax, dword ptr [r15 + r8 + 1344]
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, r9b
-    mov r9, rbp
-    mov r9, r9
-    movzx r9d, r9b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, r11
     test ebx, 1073741824
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, ebp
-    movzx ebp, bpl
-    mov byte ptr [r15 + 0], bpl
-    mov dword ptr [r15 + 0], 193
+    movzx eax, byte ptr [r15 + 448]
+    mov ebp, 36
+    and r8, 8128
+    mov qword ptr [r15 + r8 + 7488], rbp
+    movzx ebp, r9b
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 64], 197
-    mov byte ptr [r15 + 64], bpl
-    mov byte ptr [r15 + 576], r9b
-    mov rbp, r11
-    test ebx, 640
+    mov r8, r11
+    mov ebp, ebp
+    movsxd rax, dword ptr [r15 + 64]
+    mov rbp, qword ptr [r15 + 384]
+    and r8, 4032
+    mov r9, qword ptr [r15 + r8 + 3392]
+    mov edi, 137
+    test ebx, 1073741824
     jnz 1f
 1:
-    and rbp, 448
-    mov r9, qword ptr [r15 + rbp + 832]
-    movzx ebp, byte ptr [r15 + 256]
-    vmovq xmm10, rbp
-    mov qword ptr [r15 + 512], r9
+    mov rax, qword ptr [r15 + 256]
+    .byte 0x0f, 0x1f, 0x00
+    vpmovmskb r8d, xmm7
     mov ebp, eax
+    test dword ptr [r15 + 67117723], 2080
+    jnz 1f
+1:
+    mov qword ptr [r15 + 320], rdi
+    mov edi, 120
+    mov rdi, r8
+    mov rdi, rdi
+    mov edi, edi
     test ebx, 1073741824
     jnz 1f
 1:
-    mov byte ptr [r15 + 384], r9b
-    mov rbp, r11
-    mov r9, r9
-    mov r9d, eax
-    movzx r9d, byte ptr [r15 + 192]
-    and rbp, 1984
-    movsxd rax, dword ptr [r15 + rbp + 1344]
-    mov rbp, r11
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and rbp, 8128
-    mov dword ptr [r15 + rbp + 7488], 110
-    movzx ebp, byte ptr [r15 + 320]
-    mov r9d, dword ptr [r15 + 128]
-    mov rax, r9
-    movzx r9d, byte ptr [r15 + 448]
+    mov r8d, 111
+    mov byte ptr [r15 + 576], dil
+    vpor xmm7, xmm7, xmm7
+    vpaddd xmm7, xmm7, xmm7
     add r11, 64
     inc rbx
     dec r13
@@ -20538,172 +18464,156 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d16495_j]
+    lea rcx, [rip + .Lc1_d14959_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d16495_j_t
-.Lc1_d16495_j:
-    mov ecx, dword ptr [r15 + 192]
-    mov rbp, r11
-    mov rax, rbp
-    and rbp, 4032
-    mov rax, qword ptr [r15 + rbp + 3392]
-    mov ebp, 8
-    vmovq qword ptr [r15 + 0], xmm10
-    test dword ptr [r15 + 67117723], 67108864
-    jnz 1f
-1:
-    mov rbp, rbp
-    and ebp, dword ptr [r15 + 0]
-    mov rax, rbp
+    jmp .Lc1_d14959_j_t
+.Lc1_d14959_j:
+    mov dword ptr [r15 + 192], 64
+    mov r8d, dword ptr [r15 + 640]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, ecx
+    movzx ecx, r8b
+    mov dword ptr [r15 + 0], 232
     test ebx, 1073741824
     jz 1f
 1:
-    mov ebp, 229
-    movzx ebp, byte ptr [r15 + 64]
-    movzx eax, byte ptr [r15 + 384]
-    movzx ecx, byte ptr [r15 + 512]
-    movsxd r9, dword ptr [r15 + 704]
+    mov ebp, r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 320], al
+    movsxd rcx, dword ptr [r15 + 512]
+    mov edi, dword ptr [r15 + 128]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rax, r8
+    mov r8d, edi
+    movzx ecx, dl
+    mov r8, qword ptr [r15 + 128]
+    movzx edx, byte ptr [r15 + 384]
+    test dword ptr [r15 + 67117724], 2129920
+    jnz 1f
+1:
+    mov qword ptr [r15 + 256], rcx
+    mov ecx, dword ptr [r15 + 448]
+    movsxd r8, dword ptr [r15 + 320]
+    vmovq qword ptr [r15 + 192], xmm7
+    mov rbp, r11
+    mov edx, dword ptr [r15 + 512]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rcx, r9
+    and rbp, 448
+    mov rax, qword ptr [r15 + rbp + 832]
     mov r9, r11
-    mov ecx, dword ptr [r15 + 128]
-    mov ebp, ebp
-    mov ebp, r8d
-    and r9, 448
-    mov r8, qword ptr [r15 + r9 + 832]
-    mov r9, r11
-    test dword ptr [r15 + 67117724], 33554432
-    jnz 1f
-1:
+    movsxd rbp, dword ptr [r15 + 64]
+    mov rcx, rax
     and r9, 1984
-    mov r8d, dword ptr [r15 + r9 + 1344]
-    mov dword ptr [r15 + 320], 197
-    mov dword ptr [r15 + 448], r8d
-    movzx eax, byte ptr [r15 + 640]
-    mov qword ptr [r15 + 256], rax
+    mov eax, dword ptr [r15 + r9 + 1344]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b10_done
 .Lc1_b10_c25:
-    mov qword ptr [r15 + 0], rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], r9b
-    jmp 1f
-1:
-    mov r9d, eax
-    test ebx, 256
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov rax, qword ptr [r15 + 384]
+    mov byte ptr [r15 + 128], sil
+    mov ecx, eax
+    mov dword ptr [r15 + 0], 242
+    mov ebp, 213
+    test ebx, 512
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 8128
-    mov r9d, dword ptr [r15 + rbp + 7488]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + 128], 11
-    mov ebp, dword ptr [r15 + 320]
-    movzx eax, bpl
-    movzx ebp, sil
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov byte ptr [r15 + 64], r9b
-    mov dword ptr [r15 + 768], edx
-    add r9, qword ptr [r15 + 448]
-    mov qword ptr [r15 + 128], r9
-    movzx r9d, cl
-    test ebx, 256
-    jz 1f
-1:
-    movzx r9d, r9b
-    mov qword ptr [r15 + 384], rbp
-    mov r9, r11
-    mov dword ptr [r15 + 256], 215
-    and r9, 448
-    mov dword ptr [r15 + r9 + 832], r9d
     mov ebp, r9d
-    test ebx, 640
+    movzx r9d, r9b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    .byte 0x0f, 0x1f, 0x00
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r8, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, dword ptr [r15 + 64]
+    movzx r9d, byte ptr [r15 + 256]
+    and r8, 8128
+    mov dword ptr [r15 + r8 + 7488], ebp
+    mov rbp, r11
+    movzx r8d, r9b
+    test ebx, 1073741824
     jnz 1f
 1:
-    mov r9d, ebp
+    mov ecx, ebp
+    and rbp, 4032
     mov r9, r11
-    xor dword ptr [r15 + 512], r9d
-    movzx ebp, byte ptr [r15 + 384]
-    and r9, 4032
-    mov dword ptr [r15 + r9 + 3392], r9d
+    mov byte ptr [r15 + rbp + 3392], r8b
+    mov qword ptr [r15 + 704], rax
+    and r9, 448
+    mov dword ptr [r15 + r9 + 832], ecx
+    mov rbp, qword ptr [r15 + 448]
+    test dword ptr [r15 + 67117723], 2097152
+    jz 1f
+1:
+    mov ebp, 186
+    mov rdx, qword ptr [r15 + 768]
+    movsxd rbp, dword ptr [r15 + 320]
+    mov dword ptr [r15 + 384], 209
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b10_done
 .Lc1_b10_c26:
-    lea rcx, [rip + .Lc1_d16590_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d16590_j_t
-.Lc1_d16590_j:
-    jmp 1f
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 256
+    setz al
+    lea rcx, [rip + .Lc1_d15051_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d15051_s_t
+    .p2align 3
+.Lc1_d15051_s:
+    .p2align 3
+    jmp .Lc1_d15051_j
+    .p2align 3
+    jmp .Lc1_d15051_j
+.Lc1_d15051_j:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 384], 77
+    movsxd rcx, dword ptr [r15 + 64]
+    test ebx, 1073741824
+    jz 1f
 1:
-    movsxd rcx, dword ptr [r15 + 512]
-    jmp 1f
-1:
+    mov qword ptr [r15 + 320], rdi
+    mov ecx, 143
+    mov ecx, ecx
     mov rbp, r11
-    mov r9, r11
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov byte ptr [r15 + 192], al
+    mov rdx, qword ptr [r15 + 512]
     and rbp, 8128
-    mov qword ptr [r15 + rbp + 7488], rsi
-    movzx ebp, bpl
+    mov qword ptr [r15 + rbp + 7488], rcx
+    mov edi, dword ptr [r15 + 576]
+    mov r8, r11
     test ebx, 1073741824
     jz 1f
 1:
-    and r9, 4032
-    mov qword ptr [r15 + r9 + 3392], r9
-    mov r9, rcx
-    mov dword ptr [r15 + 256], r9d
-    movzx r9d, cl
-    mov rcx, qword ptr [r15 + 576]
+    and r8, 4032
+    mov byte ptr [r15 + r8 + 3392], dl
+    mov rdx, qword ptr [r15 + 256]
+    movzx r8d, byte ptr [r15 + 448]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], r9
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, 138
-    mov ecx, 64
-    mov r9, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 384], 187
-    test ebx, 512
-    jnz 1f
-1:
-    and r9, 1984
-    mov dword ptr [r15 + r9 + 1344], 122
-    mov r9d, 106
-    jmp 1f
-1:
-    mov qword ptr [r15 + 320], rcx
-    movsxd r9, dword ptr [r15 + 128]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov qword ptr [r15 + 192], r9
-    mov r9, r9
-    jmp 1f
-1:
-    add r9, qword ptr [r15 + 64]
+    mov rdi, qword ptr [r15 + 128]
+    mov r8, r11
+    mov edx, r8d
+    and r8, 1984
+    movsxd rdx, dword ptr [r15 + r8 + 1344]
     add r11, 64
     inc rbx
     dec r13
@@ -20712,65 +18622,55 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 4194304
-    setz al
-    lea rcx, [rip + .Lc1_d16646_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d16646_s_t
-    .p2align 3
-.Lc1_d16646_s:
-    .p2align 3
-    jmp .Lc1_d16646_j
-    .p2align 3
-    jmp .Lc1_d16646_j
-.Lc1_d16646_j:
-    mov ecx, dword ptr [r15 + 192]
-    vmovdqu ymmword ptr [r15 + 640], ymm10
-    movzx eax, byte ptr [r15 + 384]
+    movzx eax, dil
+    mov edi, 54
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    test dword ptr [r15 + 67117723], 524288
-    jz 1f
-1:
-    mov qword ptr [r15 + 0], r9
-    mov r9, r11
-    and eax, dword ptr [r15 + 0]
-    mov ecx, dword ptr [r15 + 704]
-    and r9, 1984
-    movsxd rbp, dword ptr [r15 + r9 + 1344]
-    mov qword ptr [r15 + 320], r8
-    test dword ptr [r15 + 67117724], 1280
-    jz 1f
-1:
-    mov dword ptr [r15 + 512], 42
-    movsxd rax, dword ptr [r15 + 128]
-    vmovdqu ymmword ptr [r15 + 448], ymm10
-    mov r9d, eax
-    mov r9d, ecx
-    mov r9, r11
-    test ebx, 1073741824
-    jz 1f
-1:
-    and r9, 448
-    mov eax, dword ptr [r15 + r9 + 832]
-    jmp 1f
-1:
-    mov r9d, 191
-    mov ecx, 20
-    vmovq qword ptr [r15 + 256], xmm10
+    mov ebp, 87
+    add qword ptr [r15 + 0], rbp
     test ebx, 1073741824
     jnz 1f
 1:
-    jmp 1f
+    movzx ebp, r8b
+    mov r8, rax
+    cmovne rax, rdi
+    mov rdi, rdi
+    vpaddd xmm7, xmm7, xmm7
+    test ebx, 1073741824
+    jnz 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 162
+    mov eax, ebp
+    mov ebp, 202
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov ebp, eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], eax
+    vmovdqu ymmword ptr [r15 + 640], ymm7
+    mov r8d, 240
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rdi, rbp
+    mov rdi, rbp
+    movzx ebp, dil
+    movsxd rdi, dword ptr [r15 + 192]
     mov r9, r11
-    mov dword ptr [r15 + 320], 105
-    mov byte ptr [r15 + 448], al
-    mov dword ptr [r15 + 64], eax
-    and r9, 8128
-    mov rax, qword ptr [r15 + r9 + 7488]
+    mov r8, r11
+    mov ebp, dword ptr [r15 + 128]
+    test dword ptr [r15 + 67117723], 10
+    jnz 1f
+1:
+    and r8, 1984
+    add qword ptr [r15 + r8 + 1344], rbp
+    and r9, 448
+    mov r8d, dword ptr [r15 + r9 + 832]
+    movsxd rbp, dword ptr [r15 + 64]
+    movzx r9d, byte ptr [r15 + 320]
+    mov dword ptr [r15 + 512], 28
     add r11, 64
     inc rbx
     dec r13
@@ -20779,104 +18679,103 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    vmovdqu ymmword ptr [r15 + 256], ymm10
-    movsxd rax, dword ptr [r15 + 768]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, r11
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r9, 4032
-    mov dword ptr [r15 + r9 + 3392], 188
-    test dword ptr [r15 + 67117723], 256
-    jz 1f
-1:
-    mov byte ptr [r15 + 128], r9b
-    mov r9d, dword ptr [r15 + 384]
-    movsxd rax, dword ptr [r15 + 448]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r9, r11
-    movzx eax, byte ptr [r15 + 192]
-    mov rcx, qword ptr [r15 + 512]
-    movzx ebp, cl
+    lea rcx, [rip + .Lc1_d15149_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d15149_j_t
+.Lc1_d15149_j:
+    mov rbp, r11
+    mov ecx, dword ptr [r15 + 256]
+    mov r9, r10
+    and rbp, 4032
+    mov rax, qword ptr [r15 + rbp + 3392]
+    mov rdi, qword ptr [r15 + 320]
     and r9, 448
-    movsxd rcx, dword ptr [r15 + r9 + 832]
-    mov r9, r11
-    test ebx, 1073741824
+    mov byte ptr [r15 + r9 + 832], dil
+    test ebx, 1152
     jnz 1f
 1:
-    and r9, 1984
-    mov qword ptr [r15 + r9 + 1344], rax
-    mov r9, r9
-    mov dword ptr [r15 + 320], 251
+    mov edi, r9d
+    mov r9, qword ptr [r15 + 64]
+    movzx edi, byte ptr [r15 + 384]
     test ebx, 1073741824
     jz 1f
 1:
-    mov dword ptr [r15 + 64], edx
-    add qword ptr [r15 + 64], r9
-    mov r9, rbp
+    mov rbp, r9
+    mov rbp, r11
+    mov qword ptr [r15 + 128], rcx
+    mov rcx, qword ptr [r15 + 448]
+    test dword ptr [r15 + 67117724], 1114112
+    jz 1f
+1:
+    and rbp, 8128
+    movsxd r9, dword ptr [r15 + rbp + 7488]
+    mov rbp, rbp
+    movzx ebp, byte ptr [r15 + 448]
+    movzx ecx, r9b
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov qword ptr [r15 + 192], r9
+    mov r9, qword ptr [r15 + 384]
+    mov eax, 6
+    test ebx, 256
+    jz 1f
+1:
+    movsxd rbp, dword ptr [r15 + 512]
+    mov dword ptr [r15 + 704], r9d
+    mov dword ptr [r15 + 64], 55
     add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b10_done
 .Lc1_b10_c29:
-    lea rcx, [rip + .Lc1_d16741_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d16741_j_t
-.Lc1_d16741_j:
-    mov ecx, ecx
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    movsxd rax, dword ptr [r15 + 768]
+    mov dword ptr [r15 + 0], eax
+    movzx eax, al
     mov r12, qword ptr [r15 + r12 + 56]
-    and ecx, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 49
-    and rbp, 8128
-    movsxd r9, dword ptr [r15 + rbp + 7488]
-    mov ebp, dword ptr [r15 + 576]
+    mov byte ptr [r15 + 0], bpl
     test ebx, 1073741824
     jz 1f
 1:
-    mov qword ptr [r15 + 640], r9
-    mov rbp, r11
-    mov r9d, r9d
-    movzx r9d, byte ptr [r15 + 64]
-    and rbp, 448
-    add qword ptr [r15 + rbp + 832], rbp
-    mov ebp, dword ptr [r15 + 512]
-    movzx ecx, byte ptr [r15 + 384]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ebp, byte ptr [r15 + 512]
+    mov eax, dword ptr [r15 + 64]
+    .byte 0x0f, 0x1f, 0x40, 0x00
+    mov dword ptr [r15 + 384], 195
+    test dword ptr [r15 + 67117723], 16777216
+    jnz 1f
+1:
+    movsxd rdx, dword ptr [r15 + 320]
+    movsxd r9, dword ptr [r15 + 192]
+    mov dword ptr [r15 + 256], 38
+    movzx ebp, bpl
+    test ebx, 3328
+    jz 1f
+1:
+    movzx ebp, byte ptr [r15 + 576]
+    mov r9, r11
+    mov rax, qword ptr [r15 + 448]
+    and r9, 1984
+    mov dword ptr [r15 + r9 + 1344], eax
+    mov rdx, rax
+    mov r9, r11
+    mov r8, r10
+    mov eax, dword ptr [r15 + 128]
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx r9d, byte ptr [r15 + 320]
-    mov ebp, ebp
-    jmp 1f
-1:
-    mov rbp, r11
-    mov qword ptr [r15 + 384], rbp
-    and rbp, 4032
-    movzx ecx, byte ptr [r15 + rbp + 3392]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov ebp, r9d
-    movsxd rcx, dword ptr [r15 + 448]
-    mov dword ptr [r15 + 192], 190
-    jmp 1f
-1:
-    mov dword ptr [r15 + 128], 233
+    and r9, 8128
+    mov dword ptr [r15 + r9 + 7488], 246
+    and r8, 4032
+    mov rbp, qword ptr [r15 + r8 + 3392]
+    mov r8d, 199
+    movzx r8d, dil
     add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b10_done
@@ -20884,210 +18783,166 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov eax, eax
-    mov ebp, 50
-    mov rbp, r11
-    mov eax, 239
-    and rbp, 1984
-    movzx eax, byte ptr [r15 + rbp + 1344]
-    movzx r9d, cl
-    mov r9, r11
-    test ebx, 1073741824
-    jz 1f
-1:
-    movsxd rbp, dword ptr [r15 + 256]
-    and r9, 4032
-    mov eax, dword ptr [r15 + r9 + 3392]
-    mov r9, qword ptr [r15 + 384]
-    movzx ecx, cl
-    test dword ptr [r15 + 67117723], 49216
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 7
+    lea rcx, [rip + .Lc1_d15242_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d15242_s_t
+    .p2align 3
+.Lc1_d15242_s:
+    .p2align 3
+    jmp .Lc1_d15242_j
+    .p2align 3
+    jmp .Lc1_d15242_j
+    .p2align 3
+    jmp .Lc1_d15242_j
+    .p2align 3
+    jmp .Lc1_d15242_j
+    .p2align 3
+    jmp .Lc1_d15242_j
+    .p2align 3
+    jmp .Lc1_d15242_j
+    .p2align 3
+    jmp .Lc1_d15242_j
+    .p2align 3
+    jmp .Lc1_d15242_j
+.Lc1_d15242_j:
+    movzx eax, byte ptr [r15 + 256]
+    mov rdi, rcx
+    movsxd rcx, dword ptr [r15 + 640]
+    mov rsi, qword ptr [r15 + 384]
+    mov rbp, r10
+    test dword ptr [r15 + 67117724], 16384
     jz 1f
 1:
     movzx ecx, al
-    mov ecx, 131
-    mov eax, 118
-    mov eax, eax
-    mov rax, rbp
+    movsxd r8, dword ptr [r15 + 128]
+    and rbp, 448
+    inc dword ptr [r15 + rbp + 832]
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
-    mov dword ptr [r15 + 448], 239
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 67117724], 32768
+    vpcmpeqb xmm7, xmm7, xmm9
+    mov qword ptr [r15 + 64], rcx
+    movzx esi, byte ptr [r15 + 512]
+    mov dword ptr [r15 + 320], 38
+    test dword ptr [r15 + 67117723], 73729
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r11
-    mov qword ptr [r15 + 320], rbp
-    and rbp, 8128
-    mov eax, dword ptr [r15 + rbp + 7488]
-    mov dword ptr [r15 + 64], eax
-    movsxd rax, dword ptr [r15 + 704]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 512], ebp
-    vpcmpeqb xmm10, xmm10, xmmword ptr [r15 + 128]
-    movsxd rbp, dword ptr [r15 + 192]
+    mov rdx, rsi
+    vpshufd xmm7, xmm7, 248
     add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b10_done
 .Lc1_b10_c31:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 15
-    lea rcx, [rip + .Lc1_d16843_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d16843_s_t
-    .p2align 3
-.Lc1_d16843_s:
-    .p2align 3
-    jmp .Lc1_d16843_j
-    .p2align 3
-    jmp .Lc1_d16843_j
-    .p2align 3
-    jmp .Lc1_d16843_j
-    .p2align 3
-    jmp .Lc1_d16843_j
-    .p2align 3
-    jmp .Lc1_d16843_j
-    .p2align 3
-    jmp .Lc1_d16843_j
-    .p2align 3
-    jmp .Lc1_d16843_j
-    .p2align 3
-    jmp .Lc1_d16843_j
-    .p2align 3
-    jmp .Lc1_d16843_j
-    .p2align 3
-    jmp .Lc1_d16843_j
-    .p2align 3
-    jmp .Lc1_d16843_j
-    .p2align 3
-    jmp .Lc1_d16843_j
-    .p2align 3
-    jmp .Lc1_d16843_j
-    .p2align 3
-    jmp .Lc1_d16843_j
-    .p2align 3
-    jmp .Lc1_d16843_j
-    .p2align 3
-    jmp .Lc1_d16843_j
-.Lc1_d16843_j:
-    mov edx, ecx
-    add rax, qword ptr [r15 + 0]
-    movzx ecx, al
+    lea rcx, [rip + .Lc1_d15283_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d15283_j_t
+.Lc1_d15283_j:
+    mov ecx, dword ptr [r15 + 320]
+    mov esi, ecx
+    mov r9, r10
     movzx ecx, cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 67117724], 2260992
-    jz 1f
-1:
-    mov ecx, ecx
-    mov qword ptr [r15 + 256], rcx
-    mov dword ptr [r15 + 320], 115
-    movzx ecx, byte ptr [r15 + 64]
-    movzx eax, byte ptr [r15 + 512]
-    mov rbp, r11
+    mov ecx, 65
+    and r9, 1984
+    mov dword ptr [r15 + r9 + 1344], 212
     test ebx, 1073741824
     jz 1f
 1:
-    movzx ecx, byte ptr [r15 + 768]
-    and rbp, 16320
-    movsxd rax, dword ptr [r15 + rbp + 15680]
-    vpor xmm10, xmm10, xmm10
-    mov edx, eax
-    movzx ebp, dl
-    test dword ptr [r15 + 67117724], 2392064
-    jz 1f
-1:
-    mov eax, dword ptr [r15 + 448]
-    movsxd rbp, dword ptr [r15 + 192]
-    mov edx, ecx
-    mov rcx, qword ptr [r15 + 384]
-    mov rdx, qword ptr [r15 + 320]
-    test dword ptr [r15 + 67117723], 1572864
+    mov edx, 236
+    mov edx, 179
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
     jnz 1f
 1:
-    mov r9d, dword ptr [r15 + 128]
-    mov rbp, r11
-    mov r8, r11
-    jmp 1f
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edx, 3
+    mov dword ptr [r15 + 0], 163
+    mov r9d, r9d
+    mov r9, rcx
+    test ebx, 1073741824
+    jz 1f
 1:
-    and rbp, 1984
-    movsxd rdx, dword ptr [r15 + rbp + 1344]
-    and r8, 448
-    mov ebp, dword ptr [r15 + r8 + 832]
+    mov ecx, edx
+    mov rdx, qword ptr [r15 + 704]
+    mov dword ptr [r15 + 448], 40
+    mov esi, r9d
+    mov r9, r11
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and r9, 4032
+    movzx esi, byte ptr [r15 + r9 + 3392]
+    mov r9d, dword ptr [r15 + 128]
+    mov edx, ecx
+    mov rbp, r11
+    movsxd rcx, dword ptr [r15 + 384]
+    mov rdx, rsi
+    test ebx, 519424
+    jz 1f
+1:
+    and rbp, 8128
+    mov edx, dword ptr [r15 + rbp + 7488]
+    mov dword ptr [r15 + 192], r9d
+    mov rbp, rax
+    mov ebp, eax
     add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b10_done
 .Lc1_b10_c32:
-    lea rcx, [rip + .Lc1_d16907_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d16907_j_t
-.Lc1_d16907_j:
-    mov ecx, ecx
-    mov dword ptr [r15 + 640], ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], ecx
-    mov dword ptr [r15 + 0], 16
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rcx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rcx
-    vpshufd xmm10, xmm10, 154
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    vpmovmskb ecx, xmm10
-    jmp 1f
-1:
-    mov dword ptr [r15 + 128], r8d
-    add rcx, qword ptr [r15 + 320]
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov byte ptr [r15 + 128], cl
-    mov rcx, rcx
-    mov r8, qword ptr [r15 + 384]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r8, r11
-    mov rcx, qword ptr [r15 + 64]
-    mov dword ptr [r15 + 576], 210
     mov rbp, r11
-    and r8, 8128
-    mov qword ptr [r15 + r8 + 7488], r8
-    and rbp, 4032
-    mov byte ptr [r15 + rbp + 3392], cl
+    mov r9, r11
+    and rbp, 1984
+    mov qword ptr [r15 + rbp + 1344], r9
+    mov ebp, dword ptr [r15 + 320]
+    and r9, 16320
+    mov edx, dword ptr [r15 + r9 + 15680]
+    mov byte ptr [r15 + 64], bpl
+    mov ebp, ecx
+    mov dword ptr [r15 + 0], edx
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov ebp, 170
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rdx
+    mov edx, 140
     test ebx, 1073741824
     jz 1f
 1:
-    movsxd rbp, dword ptr [r15 + 256]
-    mov r8, r11
-    mov ecx, ecx
-    mov qword ptr [r15 + 512], rdx
-    and r8, 448
-    mov dword ptr [r15 + r8 + 832], ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 384], dl
+    mov rbp, r11
+    mov qword ptr [r15 + 320], r8
+    and rbp, 448
+    mov byte ptr [r15 + rbp + 832], bpl
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx ebp, dl
+    mov byte ptr [r15 + 512], bpl
+    mov r9, qword ptr [r15 + 128]
+    mov qword ptr [r15 + 448], rbp
+    mov dword ptr [r15 + 64], ebp
+    mov ebp, 71
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + 192], 145
+    mov qword ptr [r15 + 768], rbp
+    mov r9d, 137
+    mov byte ptr [r15 + 256], bpl
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
@@ -21096,48 +18951,49 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rbp, [r11 + r11*1]
-    and rbp, 1984
-    mov eax, dword ptr [r15 + rbp + 1344]
-    mov r8, r11
-    movsxd rcx, dword ptr [r15 + rbp + 1408]
-    mov dword ptr [r15 + 128], 66
-    movzx ebp, byte ptr [r15 + 384]
-    and r8, 4032
-    mov edx, dword ptr [r15 + r8 + 3392]
-    test ebx, 256
-    jnz 1f
+    lea rcx, [rip + .Lc1_d15384_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d15384_j_t
+.Lc1_d15384_j:
+    mov r9, r11
+    and r9, 448
+    mov ecx, dword ptr [r15 + r9 + 832]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r9d, cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], dl
-    mov dword ptr [r15 + 0], 199
-    mov edx, 17
-    test dword ptr [r15 + 67117723], 8
-    jz 1f
-1:
-    movzx r8d, byte ptr [r15 + 512]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 384], 75
-    mov byte ptr [r15 + 448], r8b
+    movzx edx, cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rsi, rdx
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx r8d, byte ptr [r15 + 704]
-    mov dword ptr [r15 + 256], 85
-    mov edx, dword ptr [r15 + 192]
-    movzx ebp, bpl
-    mov rbp, r11
+    mov dword ptr [r15 + 576], esi
+    movsxd rsi, dword ptr [r15 + 512]
+    mov rax, qword ptr [r15 + 384]
+    mov rdx, qword ptr [r15 + 320]
+    test dword ptr [r15 + 67117723], 37748736
+    jnz 1f
+1:
+    movzx edx, byte ptr [r15 + 128]
+    mov rsi, qword ptr [r15 + 448]
+    mov dword ptr [r15 + 256], 240
+    jmp 1f
+1:
+    mov r8, r11
     test ebx, 1073741824
     jz 1f
 1:
-    mov byte ptr [r15 + 320], bpl
-    and rbp, 8128
-    mov dword ptr [r15 + rbp + 7488], r8d
-    mov dword ptr [r15 + 64], 17
-    mov ebp, r8d
+    and r8, 8128
+    movsxd rsi, dword ptr [r15 + r8 + 7488]
+    mov rax, r8
+    mov r8, r11
+    mov dword ptr [r15 + 64], 0
+    and r8, 4032
+    mov r9, qword ptr [r15 + r8 + 3392]
     add r11, 64
     inc rbx
     dec r13
@@ -21146,53 +19002,49 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d17007_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d17007_j_t
-.Lc1_d17007_j:
-    mov ecx, ecx
-    mov rbp, r11
-    vpxor xmm10, xmm10, xmm13
-    movsxd rcx, dword ptr [r15 + 320]
-    and rbp, 8128
-    movsxd rax, dword ptr [r15 + rbp + 7488]
-    mov ebp, 156
-    mov rbp, r11
-    mov byte ptr [r15 + 64], dl
+    mov byte ptr [r15 + 320], r8b
+    mov dword ptr [r15 + 640], 150
+    mov edx, 237
+    mov rax, qword ptr [r15 + 448]
+    mov byte ptr [r15 + 192], cl
+    mov ecx, 31
+    test ebx, 1073741824
+    jz 1f
+1:
+    movsxd r8, dword ptr [r15 + 128]
+    movzx ecx, byte ptr [r15 + 256]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edx, edx
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rdx, qword ptr [r15 + 64]
-    and rbp, 448
-    mov qword ptr [r15 + rbp + 832], rcx
-    mov ebp, ebp
-    movsxd rbp, dword ptr [r15 + 192]
-    movzx ecx, r8b
-    test ebx, 1073741824
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 12
+    mov eax, 51
+    movzx ebp, byte ptr [r15 + 512]
+    mov r9, r11
+    test dword ptr [r15 + 67117724], 16
+    jnz 1f
+1:
+    and r9, 1984
+    mov edx, dword ptr [r15 + r9 + 1344]
+    mov r9, rax
+    mov eax, 168
+    mov eax, 107
+    mov rbp, r11
+    mov r8d, 65
+    test ebx, 30464
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rcx
-    test ebx, 640
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 188
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu xmm10, xmmword ptr [r15 + 384]
-    mov ecx, dword ptr [r15 + 256]
-    test dword ptr [r15 + 67117723], 4
-    jz 1f
-1:
-    movzx ecx, byte ptr [r15 + 448]
-    movzx edx, byte ptr [r15 + 128]
-    mov dword ptr [r15 + 768], 224
-    mov ebp, dword ptr [r15 + 512]
-    mov r8d, 112
+    movzx ecx, byte ptr [r15 + 384]
+    and rbp, 8128
+    movzx edi, byte ptr [r15 + rbp + 7488]
+    mov r9d, 99
+    vpshufd xmm7, xmm7, 189
+    movzx r8d, cl
     add r11, 64
     inc rbx
     dec r13
@@ -21201,52 +19053,52 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov dword ptr [r15 + 320], 76
-    mov dword ptr [r15 + 128], eax
-    jmp 1f
-1:
-    mov eax, 240
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 268435456
+    setz al
+    lea rcx, [rip + .Lc1_d15474_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d15474_s_t
+    .p2align 3
+.Lc1_d15474_s:
+    .p2align 3
+    jmp .Lc1_d15474_j
+    .p2align 3
+    jmp .Lc1_d15474_j
+.Lc1_d15474_j:
+    mov r8, r11
+    and r8, 448
+    mov rcx, qword ptr [r15 + r8 + 832]
+    movzx r8d, byte ptr [r15 + 704]
+    mov eax, 8
     mov rbp, r11
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
-    vmovdqu ymmword ptr [r15 + 64], ymm10
-    mov dword ptr [r15 + 192], r8d
+    vmovdqu ymmword ptr [r15 + 512], ymm7
     and rbp, 1984
-    vmovdqu ymmword ptr [r15 + rbp + 1344], ymm10
-    mov dword ptr [r15 + 576], 25
-    test ebx, 256
-    jz 1f
-1:
-    mov rbp, r11
-    mov eax, 164
-    mov rax, rax
-    mov rax, rcx
-    and rbp, 448
-    movzx ecx, byte ptr [r15 + rbp + 832]
-    test dword ptr [r15 + 67117724], 24576
-    jnz 1f
-1:
-    mov ebp, ecx
-    mov ecx, ebp
-    mov eax, edx
-    movsxd rbp, dword ptr [r15 + 256]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rbp, r11
-    mov qword ptr [r15 + 640], rbp
-    and rbp, 4032
-    movsxd rdx, dword ptr [r15 + rbp + 3392]
-    mov ebp, 225
-    mov rbp, qword ptr [r15 + 320]
+    mov r8d, dword ptr [r15 + rbp + 1344]
+    mov r9, r11
+    mov ebp, 147
     test ebx, 1073741824
     jnz 1f
 1:
-    movsxd rbp, dword ptr [r15 + 384]
-    mov qword ptr [r15 + 448], rbp
-    movzx edx, bpl
-    movsxd rbp, dword ptr [r15 + 512]
+    and r9, 4032
+    vmovdqu ymmword ptr [r15 + r9 + 3392], ymm7
+    vpmovmskb r9d, xmm7
+    mov dword ptr [r15 + 128], ebp
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r9d, 8
+    mov edi, dword ptr [r15 + 320]
+    movsxd r8, dword ptr [r15 + 384]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx r8d, bpl
+    mov dword ptr [r15 + 64], 245
+    mov ebp, dword ptr [r15 + 192]
     add r11, 64
     inc rbx
     dec r13
@@ -21255,68 +19107,50 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 16
-    setz al
-    lea rcx, [rip + .Lc1_d17104_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d17104_s_t
-    .p2align 3
-.Lc1_d17104_s:
-    .p2align 3
-    jmp .Lc1_d17104_j
-    .p2align 3
-    jmp .Lc1_d17104_j
-.Lc1_d17104_j:
-    jmp 1f
-1:
-    mov rcx, rax
-    movsxd rcx, dword ptr [r15 + 448]
-    mov qword ptr [r15 + 384], rcx
-    mov qword ptr [r15 + 0], rcx
-    test dword ptr [r15 + 67117723], 37748768
+    mov rax, qword ptr [r15 + 768]
+    mov rbp, r11
+    movsxd r8, dword ptr [r15 + 256]
+    movsxd r9, dword ptr [r15 + 128]
+    and rbp, 8128
+    vmovdqu ymmword ptr [r15 + rbp + 7488], ymm7
+    movzx ebp, byte ptr [r15 + 64]
+    test ebx, 1073741824
     jz 1f
 1:
-    mov dword ptr [r15 + 0], 179
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r11
+    mov rdi, rbp
+    mov ebp, ebp
+    add qword ptr [r15 + 0], rdi
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    and rbp, 4032
-    mov rcx, qword ptr [r15 + rbp + 3392]
     test ebx, 1073741824
     jnz 1f
 1:
-    inc dword ptr [r15 + 128]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], edi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 384], bpl
     mov rbp, r11
-    jmp 1f
-1:
-    and rbp, 1984
-    mov rcx, qword ptr [r15 + rbp + 1344]
-    mov qword ptr [r15 + 256], rax
-    jmp 1f
-1:
-    test ebx, 384
+    movzx eax, byte ptr [r15 + 64]
+    mov r8, r11
+    test dword ptr [r15 + 67117723], 40
     jnz 1f
 1:
-    jmp 1f
+    and r8, 448
+    mov edi, dword ptr [r15 + r8 + 832]
+    and rbp, 4032
+    mov r8d, dword ptr [r15 + rbp + 3392]
+    movzx eax, byte ptr [r15 + 192]
+    mov qword ptr [r15 + 448], r9
+    mov qword ptr [r15 + 320], rcx
+    test dword ptr [r15 + 67117723], 134217728
+    jz 1f
 1:
-    mov rbp, r11
-    mov byte ptr [r15 + 512], bpl
-    mov ecx, ecx
-    and rbp, 8128
-    movzx ecx, byte ptr [r15 + rbp + 7488]
-    jmp 1f
-1:
-    test dword ptr [r15 + 67117724], 33554560
-    jnz 1f
-1:
-    mov dword ptr [r15 + 192], 157
-    mov rbp, qword ptr [r15 + 320]
-    mov qword ptr [r15 + 384], rbp
-    mov dword ptr [r15 + 704], ecx
-    mov ebp, dword ptr [r15 + 64]
+    mov r8d, edi
+    mov ecx, 87
+    mov edi, 124
+    mov ebp, dword ptr [r15 + 512]
+    movzx edi, r8b
     add r11, 64
     inc rbx
     dec r13
@@ -21325,60 +19159,54 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov rbp, r11
-    mov qword ptr [r15 + 320], rcx
-    jmp 1f
-1:
-    and rbp, 448
-    mov byte ptr [r15 + rbp + 832], bpl
-    mov ebp, ebp
-    movzx ebp, byte ptr [r15 + 192]
-    test ebx, 1073741824
+    lea rcx, [rip + .Lc1_d15565_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d15565_j_t
+.Lc1_d15565_j:
+    mov rcx, rbp
+    mov dword ptr [r15 + 0], 74
+    movsxd rbp, dword ptr [r15 + 320]
+    movzx eax, al
+    mov edx, 67
+    mov r9, r10
+    test dword ptr [r15 + 67117723], 2052
     jz 1f
 1:
+    movzx eax, al
+    and r9, 4032
+    mov dword ptr [r15 + r9 + 3392], eax
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, 242
-    mov dword ptr [r15 + 0], 215
-    mov ebp, eax
-    test dword ptr [r15 + 67117723], 335544320
+    movzx edx, byte ptr [r15 + 384]
+    vmovdqu ymmword ptr [r15 + 128], ymm7
+    test dword ptr [r15 + 67117723], 16520
     jz 1f
 1:
-    mov dword ptr [r15 + 0], ecx
-    mov ebp, 116
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
+    mov r8, r10
+    mov byte ptr [r15 + 64], dl
+    mov edx, 212
     mov rbp, r11
-    mov rcx, qword ptr [r15 + 512]
-    and rbp, 8128
-    mov dword ptr [r15 + rbp + 7488], eax
-    mov rbp, rax
-    mov rbp, r11
-    jmp 1f
-1:
-    movzx eax, bpl
-    test ebx, 110336
-    jz 1f
-1:
+    and r8, 8128
+    mov rdx, qword ptr [r15 + r8 + 7488]
     and rbp, 1984
-    movzx eax, byte ptr [r15 + rbp + 1344]
-    mov rbp, rcx
-    mov qword ptr [r15 + 384], rcx
-    mov ecx, dword ptr [r15 + 768]
-    mov byte ptr [r15 + 128], bpl
+    mov rdi, qword ptr [r15 + rbp + 1344]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rcx, qword ptr [r15 + 448]
-    mov ebp, dword ptr [r15 + 64]
-    movsxd rax, dword ptr [r15 + 128]
-    movzx edx, al
+    movzx r8d, byte ptr [r15 + 256]
+    movzx ebp, cl
+    mov qword ptr [r15 + 640], rcx
+    movsxd r9, dword ptr [r15 + 448]
+    mov rax, r8
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r8d, dword ptr [r15 + 192]
+    movzx eax, byte ptr [r15 + 384]
+    mov ecx, dword ptr [r15 + 512]
+    mov r9d, dword ptr [r15 + 576]
     add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b10_done
@@ -21386,59 +19214,53 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d17210_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d17210_j_t
-.Lc1_d17210_j:
-    mov r12, qword ptr [r15 + r12 + 56]
-    vpshufd xmm10, xmm10, 225
-    lock add qword ptr [r15 + 0], r9
+    mov qword ptr [r15 + 0], rsi
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r10
+    mov dword ptr [r15 + 0], ecx
+    test dword ptr [r15 + 67117724], 268435456
+    jz 1f
+1:
+    and rbp, 1984
+    movsxd rcx, dword ptr [r15 + rbp + 1344]
+    mov dword ptr [r15 + 320], eax
+    movzx esi, al
+    mov dword ptr [r15 + 448], 249
     test ebx, 1073741824
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rax
+    mov r8d, dword ptr [r15 + 704]
+    mov ebp, dword ptr [r15 + 128]
+    mov esi, 109
+    mov r9, r10
+    vpor xmm7, xmm7, xmm7
     test ebx, 1073741824
     jnz 1f
 1:
-    movsxd rax, dword ptr [r15 + 256]
-    mov rcx, qword ptr [r15 + 448]
-    jmp 1f
-1:
-    mov byte ptr [r15 + 640], cl
-    movsxd rcx, dword ptr [r15 + 64]
+    and r9, 448
+    movzx eax, byte ptr [r15 + r9 + 832]
+    mov r9, qword ptr [r15 + 64]
+    mov rsi, qword ptr [r15 + 384]
+    mov ebp, dword ptr [r15 + 768]
     test ebx, 1073741824
     jz 1f
 1:
-    mov rbp, r11
-    mov ecx, dword ptr [r15 + 128]
-    mov qword ptr [r15 + 576], rcx
-    and rbp, 448
-    mov dword ptr [r15 + rbp + 832], ebp
-    mov dword ptr [r15 + 512], ebp
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov edx, dword ptr [r15 + 448]
     mov ebp, dword ptr [r15 + 192]
-    mov rcx, qword ptr [r15 + 320]
-    mov eax, ecx
-    mov r8, r11
-    mov byte ptr [r15 + 320], r9b
-    test dword ptr [r15 + 67117724], 16
+    mov qword ptr [r15 + 128], rsi
+    mov eax, 78
+    mov rsi, qword ptr [r15 + 320]
+    test ebx, 640
     jnz 1f
 1:
-    movzx ecx, byte ptr [r15 + 384]
-    and r8, 4032
-    mov byte ptr [r15 + r8 + 3392], r8b
+    mov r8d, dword ptr [r15 + 256]
+    mov dword ptr [r15 + 512], 170
+    mov r9d, esi
     jmp 1f
 1:
-    movzx edx, cl
     add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b10_done
@@ -21446,61 +19268,55 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d17262_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d17262_j_t
-.Lc1_d17262_j:
-    vmovdqu xmmword ptr [r15 + 448], xmm10
-    mov edx, ecx
-    jmp 1f
-1:
-    mov ecx, edx
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rdx, rax
-    mov edx, edx
-    movsxd rdx, dword ptr [r15 + 64]
-    mov r8, r11
-    mov ebp, dword ptr [r15 + 704]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and r8, 1984
-    mov rdx, qword ptr [r15 + r8 + 1344]
-    mov dword ptr [r15 + 64], 150
-    mov r8d, ecx
-    jmp 1f
-1:
-    mov r8, r11
-    test dword ptr [r15 + 67117723], 1024
-    jz 1f
-1:
-    mov dword ptr [r15 + 384], 63
-    mov edx, ebp
-    and r8, 4032
-    and ebp, dword ptr [r15 + r8 + 3392]
-    movzx r8d, byte ptr [r15 + 384]
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 512
+    setz al
+    lea rcx, [rip + .Lc1_d15661_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d15661_s_t
+    .p2align 3
+.Lc1_d15661_s:
+    .p2align 3
+    jmp .Lc1_d15661_j
+    .p2align 3
+    jmp .Lc1_d15661_j
+.Lc1_d15661_j:
+    mov dword ptr [r15 + 256], 232
+    mov ecx, 152
+    .byte 0x0f, 0x1f, 0x00
     mov rcx, rax
-    test ebx, 1073741824
-    jz 1f
+    test dword ptr [r15 + 67117723], 9437184
+    jnz 1f
 1:
-    mov rbp, qword ptr [r15 + 320]
-    movzx ecx, byte ptr [r15 + 192]
-    movzx r8d, byte ptr [r15 + 512]
-    movsxd rax, dword ptr [r15 + 128]
+    mov rbp, r11
+    mov ecx, ecx
+    and rbp, 448
+    mov rcx, qword ptr [r15 + rbp + 832]
+    vmovdqu ymmword ptr [r15 + 512], ymm7
+    mov r8, r11
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r8, r11
-    mov rax, qword ptr [r15 + 256]
-    mov r9d, edx
-    mov dword ptr [r15 + 0], edx
     and r8, 8128
-    mov dword ptr [r15 + r8 + 7488], 55
+    movsxd rcx, dword ptr [r15 + r8 + 7488]
+    mov eax, dword ptr [r15 + 576]
+    mov r8d, dword ptr [r15 + 384]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rbp, r10
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rsi, qword ptr [r15 + 64]
+    and rbp, 4032
+    mov ecx, dword ptr [r15 + rbp + 3392]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov dword ptr [r15 + 448], esi
+    mov byte ptr [r15 + 320], sil
+    mov rax, rcx
     add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b10_done
@@ -21508,55 +19324,54 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov byte ptr [r15 + 512], dl
+    movzx eax, byte ptr [r15 + 192]
+    mov dword ptr [r15 + 0], eax
+    movzx ebp, cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    movzx ecx, cl
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov dword ptr [r15 + 0], ebp
+    mov dword ptr [r15 + 0], 165
+    mov ebp, 244
+    mov dword ptr [r15 + 0], ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + 0], ecx
+    movzx ebp, byte ptr [r15 + 512]
+    jmp 1f
+1:
     movzx eax, byte ptr [r15 + 256]
-    mov dword ptr [r15 + 0], 186
-    jmp 1f
-1:
-    mov edx, eax
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], edx
-    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r8d, al
     test ebx, 1073741824
     jz 1f
 1:
-    movzx edx, byte ptr [r15 + 64]
-    mov eax, eax
-    mov rax, qword ptr [r15 + 320]
-    mov r8, rax
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 192], 202
-    mov eax, 112
-    movzx r8d, dl
-    mov r8, r11
-    vmovdqu ymmword ptr [r15 + 384], ymm10
-    lea rbp, [r11 + r11*1]
-    test ebx, 1073741824
+    mov qword ptr [r15 + 128], r8
+    mov rbp, r11
+    mov byte ptr [r15 + 128], cl
+    mov rcx, rbp
+    mov dword ptr [r15 + 320], ecx
+    and rbp, 8128
+    movzx ecx, byte ptr [r15 + rbp + 7488]
+    movzx ebp, byte ptr [r15 + 448]
+    test dword ptr [r15 + 67117723], 671088644
     jz 1f
 1:
-    and r8, 1984
-    mov rdx, qword ptr [r15 + r8 + 1344]
-    and rbp, 448
-    mov r8, qword ptr [r15 + rbp + 896]
-    mov rax, qword ptr [r15 + 128]
-    vpmovmskb r9d, xmm10
-    test dword ptr [r15 + 67117723], 1028
-    jnz 1f
-1:
-    mov r8d, dword ptr [r15 + rbp + 832]
     mov r9, r11
-    mov ebp, dword ptr [r15 + 768]
-    and r9, 8128
-    mov byte ptr [r15 + r9 + 7488], r9b
-    movzx r9d, al
+    mov rbp, r11
+    mov dword ptr [r15 + 640], r9d
+    and rbp, 4032
+    movsxd r8, dword ptr [r15 + rbp + 3392]
+    and r9, 1984
+    mov rdx, qword ptr [r15 + r9 + 1344]
+    mov qword ptr [r15 + 64], rcx
+    mov rax, qword ptr [r15 + 384]
     add r11, 64
     inc rbx
     dec r13
@@ -21565,63 +19380,55 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 1048576
-    setz al
-    lea rcx, [rip + .Lc1_d17364_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d17364_s_t
-    .p2align 3
-.Lc1_d17364_s:
-    .p2align 3
-    jmp .Lc1_d17364_j
-    .p2align 3
-    jmp .Lc1_d17364_j
-.Lc1_d17364_j:
-    mov qword ptr [r15 + 512], rdx
-    mov rbp, r10
-    mov byte ptr [r15 + 0], bpl
-    and rbp, 16320
-    movsxd rcx, dword ptr [r15 + rbp + 15680]
-    movzx ebp, byte ptr [r15 + 256]
-    mov eax, ebp
-    test dword ptr [r15 + 67117723], 2
-    jnz 1f
-1:
-    movzx ebp, byte ptr [r15 + 128]
-    mov rax, rbp
-    jmp 1f
-1:
-    mov ebp, 4
-    mov dword ptr [r15 + 384], 124
-    mov rbp, r10
-    test dword ptr [r15 + 67117724], 536871936
-    jnz 1f
-1:
-    mov ecx, 103
-    jmp 1f
-1:
-    and rbp, 8128
-    mov dword ptr [r15 + rbp + 7488], 10
-    movsxd rbp, dword ptr [r15 + 576]
-    mov qword ptr [r15 + 640], rbp
+    lea rcx, [rip + .Lc1_d15757_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d15757_j_t
+.Lc1_d15757_j:
+    movsxd rcx, dword ptr [r15 + 768]
+    movzx r9d, byte ptr [r15 + 512]
+    movzx eax, dl
+    mov rbp, qword ptr [r15 + 192]
     test ebx, 1073741824
+    jnz 1f
+1:
+    mov rbp, qword ptr [r15 + 704]
+    jmp 1f
+1:
+    mov byte ptr [r15 + 0], al
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1152
     jz 1f
 1:
-    mov rbp, qword ptr [r15 + 448]
-    vmovdqu ymmword ptr [r15 + 64], ymm10
-    mov rcx, qword ptr [r15 + 320]
-    mov rax, rcx
-    movzx ecx, al
+    movzx edx, bpl
+    mov ebp, ebp
+    mov edx, dword ptr [r15 + 256]
+    mov r9, r10
+    mov dword ptr [r15 + 128], edx
+    test dword ptr [r15 + 67117724], 2
+    jnz 1f
+1:
+    mov r8, r10
+    and r9, 448
+    mov rax, qword ptr [r15 + r9 + 832]
+    and r8, 1984
+    mov rcx, qword ptr [r15 + r8 + 1344]
+    mov rdx, rbp
+    mov byte ptr [r15 + 384], r8b
+    test dword ptr [r15 + 67117723], 2097152
+    jz 1f
+1:
+    mov r8, qword ptr [r15 + 64]
+    mov dword ptr [r15 + 320], r9d
+    vmovdqu ymmword ptr [r15 + 448], ymm7
+    jmp 1f
+1:
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rbp, r11
-    mov ecx, dword ptr [r15 + 128]
-    mov eax, ecx
-    and rbp, 4032
-    movsxd rcx, dword ptr [r15 + rbp + 3392]
-    movsxd rbp, dword ptr [r15 + 192]
+    vmovdqu ymmword ptr [r15 + 64], ymm7
+    movzx r9d, byte ptr [r15 + 384]
+    jmp 1f
+1:
     add r11, 64
     add r10, r11
     inc rbx
@@ -21631,111 +19438,114 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov rbp, r10
-    mov r9, r10
-    and rbp, 4032
-    movsxd rax, dword ptr [r15 + rbp + 3392]
-    and r9, 448
-    movsxd rbp, dword ptr [r15 + r9 + 832]
-    mov dword ptr [r15 + 320], edx
-    mov r9, r10
-    mov byte ptr [r15 + 384], r9b
-    test dword ptr [r15 + 67117724], 128
-    jz 1f
-1:
-    .byte 0x0f, 0x1f, 0x40, 0x00
-    and r9, 1984
-    mov rdx, qword ptr [r15 + r9 + 1344]
     jmp 1f
 1:
-    movsxd r9, dword ptr [r15 + 64]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov qword ptr [r15 + 128], r9
-    mov r9, r9
-    movzx r9d, cl
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], 217
-    and r9d, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 448], edi
-    mov rcx, rdx
+    mov r9d, 78
+    mov dword ptr [r15 + 0], 112
+    mov eax, r9d
     test ebx, 1073741824
     jnz 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 195
     movzx r9d, byte ptr [r15 + 320]
-    mov dword ptr [r15 + 768], 152
-    movsxd rdx, dword ptr [r15 + 256]
-    jmp 1f
+    mov r8, r11
+    movzx edi, byte ptr [r15 + 576]
+    mov qword ptr [r15 + 384], rax
+    test dword ptr [r15 + 67117724], 256
+    jnz 1f
 1:
-    test dword ptr [r15 + 67117723], 4260352
+    and r8, 4032
+    movzx eax, byte ptr [r15 + r8 + 3392]
+    mov byte ptr [r15 + 128], r9b
+    mov dword ptr [r15 + 192], 9
+    movzx r9d, r9b
+    movzx r9d, r8b
+    test ebx, 1073741824
     jz 1f
 1:
-    mov dword ptr [r15 + 512], 3
-    mov edx, dword ptr [r15 + 704]
+    mov r8d, dword ptr [r15 + 448]
+    mov dword ptr [r15 + 64], 36
+    mov r9d, r9d
+    mov r9, r8
     jmp 1f
 1:
+    mov r9, r10
+    test ebx, 1073741824
+    jz 1f
+1:
+    movsxd r8, dword ptr [r15 + 320]
+    and r9, 8128
+    mov rbp, r10
+    mov eax, dword ptr [r15 + r9 + 7488]
+    and rbp, 1984
+    mov r9d, dword ptr [r15 + rbp + 1344]
+    mov byte ptr [r15 + 512], al
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b10_done
 .Lc1_b10_c43:
-    lea rcx, [rip + .Lc1_d17463_j]
+    lea rcx, [rip + .Lc1_d15849_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d17463_j_t
-.Lc1_d17463_j:
+    jmp .Lc1_d15849_j_t
+.Lc1_d15849_j:
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
+    mov byte ptr [r15 + 0], r9b
     mov qword ptr [r15 + 0], rcx
-    add rcx, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 512], ecx
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rbp, r11
-    mov dword ptr [r15 + 64], ecx
-    mov rcx, qword ptr [r15 + 576]
-    and rbp, 8128
-    mov rdx, qword ptr [r15 + rbp + 7488]
-    mov r9, r11
-    mov ebp, dword ptr [r15 + 384]
-    and r9, 1984
-    mov dword ptr [r15 + r9 + 1344], 86
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov byte ptr [r15 + 192], cl
-    movzx edx, byte ptr [r15 + 448]
-    mov dword ptr [r15 + 128], edx
-    jmp 1f
-1:
-    mov qword ptr [r15 + 448], rbp
+    vpshufd xmm7, xmm7, 98
     test ebx, 1073741824
     jnz 1f
 1:
-    vmovq qword ptr [r15 + 320], xmm10
+    mov dword ptr [r15 + 0], ecx
     mov rbp, r11
-    mov dword ptr [r15 + 256], 17
-    mov rdx, qword ptr [r15 + 384]
-    and rbp, 4032
-    mov qword ptr [r15 + rbp + 3392], r9
-    mov ebp, 96
+    mov ecx, 49
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 16320
+    mov qword ptr [r15 + rbp + 15680], rbp
+    lea r8, [r10 + r10*1]
+    test ebx, 256
+    jz 1f
+1:
+    mov dword ptr [r15 + 320], r8d
+    mov r9, rbp
+    mov r9, r10
+    and r8, 448
+    movzx ebp, byte ptr [r15 + r8 + 832]
+    jmp 1f
+1:
+    and r9, 8128
+    mov dword ptr [r15 + r9 + 7488], 211
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rdx, qword ptr [r15 + 192]
+    vmovdqu xmmword ptr [r15 + 128], xmm7
+    mov edi, dword ptr [r15 + 64]
+    mov r9, rdi
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rdi, qword ptr [r15 + 640]
+    xor dword ptr [r15 + 384], r9d
+    mov dword ptr [r15 + r8 + 896], 69
+    mov byte ptr [r15 + 256], r9b
+    jmp 1f
+1:
+    test ebx, 640
+    jnz 1f
+1:
+    mov rdi, rdx
+    jmp 1f
+1:
+    movsxd rsi, dword ptr [r15 + 448]
+    mov edi, edx
     add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b10_done
@@ -21743,245 +19553,237 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    movzx r9d, byte ptr [r15 + 640]
-    movzx eax, r9b
-    mov r9d, dword ptr [r15 + 64]
-    mov rbp, rbp
-    test dword ptr [r15 + 67117723], 67108896
-    jnz 1f
-1:
-    mov ebp, dword ptr [r15 + 256]
-    mov r9, r11
-    movsxd rax, dword ptr [r15 + 64]
-    lea r8, [r11 + r11*1]
-    jmp 1f
-1:
-    and r9, 8128
-    movzx edx, byte ptr [r15 + r9 + 7488]
-    test ebx, 1073741824
-    jz 1f
-1:
-    and r8, 448
-    vmovdqu ymmword ptr [r15 + r8 + 896], ymm10
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, ecx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r9d, edi
-    mov edi, 210
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov byte ptr [r15 + r8 + 832], dil
-    movzx edi, byte ptr [r15 + 384]
-    mov qword ptr [r15 + 512], rdi
-    mov rdx, rdi
-    test dword ptr [r15 + 67117723], 34079744
-    jz 1f
-1:
-    mov qword ptr [r15 + 320], rdx
-    mov r9, qword ptr [r15 + 128]
     mov rbp, r11
-    movzx edx, byte ptr [r15 + 192]
+    and rbp, 4032
+    mov r8, qword ptr [r15 + rbp + 3392]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov byte ptr [r15 + 0], r8b
+    vmovdqu ymmword ptr [r15 + 0], ymm7
+    mov qword ptr [r15 + 0], rbp
+    movzx ebp, byte ptr [r15 + 448]
+    mov dword ptr [r15 + 704], eax
+    mov qword ptr [r15 + 256], r8
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov eax, 103
+    jmp 1f
+1:
+    movzx esi, bpl
+    mov rbp, qword ptr [r15 + 768]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 64], esi
+    mov r8, r11
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and r8, 8128
+    mov dword ptr [r15 + r8 + 7488], esi
+    mov rdx, qword ptr [r15 + 384]
+    movsxd rcx, dword ptr [r15 + 512]
+    mov rsi, qword ptr [r15 + 128]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    test dword ptr [r15 + 67117723], 268437504
+    jnz 1f
+1:
+    mov esi, 24
+    mov rbp, r11
+    movzx r8d, byte ptr [r15 + 320]
+    jmp 1f
+1:
     and rbp, 1984
-    movzx edi, byte ptr [r15 + rbp + 1344]
+    mov byte ptr [r15 + rbp + 1344], r8b
+    movsxd r8, dword ptr [r15 + 128]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b10_done
 .Lc1_b10_c45:
-    lea rcx, [rip + .Lc1_d17558_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d17558_j_t
-.Lc1_d17558_j:
-    mov rcx, qword ptr [r15 + 256]
-    mov rbp, qword ptr [r15 + 128]
-    vmovq xmm10, rdx
-    mov dword ptr [r15 + 704], ebp
-    mov ebp, edi
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 33554432
+    setz al
+    lea rcx, [rip + .Lc1_d15954_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d15954_s_t
+    .p2align 3
+.Lc1_d15954_s:
+    .p2align 3
+    jmp .Lc1_d15954_j
+    .p2align 3
+    jmp .Lc1_d15954_j
+.Lc1_d15954_j:
+    mov dword ptr [r15 + 320], r8d
+    mov r8d, edx
+    mov qword ptr [r15 + 576], rax
+    mov rbp, r11
     test ebx, 1073741824
     jz 1f
 1:
-    mov rbp, rcx
-    mov qword ptr [r15 + 0], rbp
-    and ecx, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, ecx
+    mov dword ptr [r15 + 512], r8d
+    and rbp, 4032
+    mov dword ptr [r15 + rbp + 3392], ebp
+    mov rsi, qword ptr [r15 + 192]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    .byte 0x66, 0x90
-    mov r8, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 1984
-    mov rbp, qword ptr [r15 + r8 + 1344]
-    mov r8d, dword ptr [r15 + 192]
-    movsxd rcx, dword ptr [r15 + 64]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    vpmovmskb r8d, xmm10
-    mov dword ptr [r15 + 384], r8d
-    mov r8d, 132
-    mov r8d, dword ptr [r15 + 448]
-    movsxd rcx, dword ptr [r15 + 512]
-    movzx r9d, bpl
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + 320], 66
+    movsxd rbp, dword ptr [r15 + 64]
+    mov r8d, 8
     mov r9, r11
-    mov r8, r11
-    and r9, 8128
-    vmovdqu ymmword ptr [r15 + r9 + 7488], ymm10
-    and r8, 4032
-    mov r9d, dword ptr [r15 + r8 + 3392]
+    test ebx, 1073741824
+    jz 1f
+1:
+    and r9, 448
+    mov eax, dword ptr [r15 + r9 + 832]
+    mov r9, r11
     jmp 1f
 1:
-    movsxd r8, dword ptr [r15 + 768]
+    movzx edi, byte ptr [r15 + 448]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and r9, 1984
+    mov byte ptr [r15 + r9 + 1344], dil
     jmp 1f
 1:
+    mov edi, dword ptr [r15 + 384]
+    test ebx, 2304
+    jz 1f
+1:
+    mov rax, qword ptr [r15 + 256]
+    mov rdi, rdi
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b10_done
 .Lc1_b10_c46:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 2
-    setz al
-    lea rcx, [rip + .Lc1_d17613_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d17613_s_t
-    .p2align 3
-.Lc1_d17613_s:
-    .p2align 3
-    jmp .Lc1_d17613_j
-    .p2align 3
-    jmp .Lc1_d17613_j
-.Lc1_d17613_j:
-    .byte 0x66, 0x90
-    vmovdqu ymmword ptr [r15 + 320], ymm10
-    movsxd rcx, dword ptr [r15 + 576]
-    mov dword ptr [r15 + 0], 48
-    jmp 1f
-1:
+    lea rcx, [rip + .Lc1_d15999_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d15999_j_t
+.Lc1_d15999_j:
+    movzx ecx, cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], edi
+    mov eax, 255
     test ebx, 1073741824
-    jz 1f
-1:
-    movzx ecx, al
-    mov dword ptr [r15 + 0], 41
-    mov ecx, 139
-    mov r8, r11
-    mov eax, r8d
-    test dword ptr [r15 + 67117723], 100663296
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 448
-    movzx eax, byte ptr [r15 + r8 + 832]
-    mov r8d, 143
-    movsxd r8, dword ptr [r15 + 384]
-    jmp 1f
-1:
-    test ebx, 2304
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, rcx
+    movsxd rdi, dword ptr [r15 + 448]
+    test ebx, 1073741824
     jz 1f
 1:
-    movsxd r8, dword ptr [r15 + 448]
-    movzx eax, cl
-    mov ecx, ecx
-    mov rbp, r11
-    mov dword ptr [r15 + 64], 79
+    mov r9, r11
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov eax, dword ptr [r15 + 128]
+    and r9, 8128
+    mov ecx, dword ptr [r15 + r9 + 7488]
+    mov r9d, dword ptr [r15 + 640]
     test ebx, 1073741824
     jnz 1f
 1:
+    movsxd r9, dword ptr [r15 + 512]
+    mov dword ptr [r15 + 384], ecx
+    jmp 1f
+1:
+    mov rdx, qword ptr [r15 + 192]
+    movzx eax, byte ptr [r15 + 64]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx ecx, byte ptr [r15 + 256]
+    mov eax, 93
+    mov r9, r11
+    mov rbp, r11
+    and r9, 1984
+    movzx edi, byte ptr [r15 + r9 + 1344]
+    mov qword ptr [r15 + 320], rcx
     and rbp, 4032
-    mov rcx, qword ptr [r15 + rbp + 3392]
-    mov qword ptr [r15 + 320], r8
-    mov r8d, 70
-    mov byte ptr [r15 + 512], al
-    mov byte ptr [r15 + 128], al
-    test dword ptr [r15 + 67117724], 1342701568
-    jz 1f
-1:
-    vmovdqu ymmword ptr [r15 + 192], ymm10
-    jmp 1f
-1:
-    mov dword ptr [r15 + 128], eax
-    jmp 1f
-1:
+    vmovq qword ptr [r15 + rbp + 3392], xmm7
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b10_done
 .Lc1_b10_c47:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    movzx eax, byte ptr [r15 + 448]
-    jmp 1f
-1:
+    movzx ecx, bpl
+    mov rbp, rbp
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, 110
+    mov dword ptr [r15 + 0], 7
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx ebp, dil
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edx, eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov rax, rbp
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], edx
+    mov rdx, rdx
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    mov rax, rdx
-    movzx eax, bpl
-    mov eax, 62
-    mov qword ptr [r15 + 192], rax
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov eax, 145
-    jmp 1f
-1:
-    movzx eax, al
-    jmp 1f
-1:
-    test dword ptr [r15 + 67117724], 268443648
-    jnz 1f
-1:
-    mov rbp, r10
-    mov rax, rax
-    and rbp, 1984
-    movsxd rax, dword ptr [r15 + rbp + 1344]
-    movsxd rbp, dword ptr [r15 + 384]
-    movzx ecx, byte ptr [r15 + 640]
-    test ebx, 1073741824
-    jz 1f
-1:
-    add rax, qword ptr [r15 + 128]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 256], eax
-    movzx eax, byte ptr [r15 + 512]
-    mov rbp, r10
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 448], al
+    vmovdqu ymmword ptr [r15 + 704], ymm7
+    mov eax, edx
+    mov rax, qword ptr [r15 + 384]
     mov r8, r11
+    mov dword ptr [r15 + 128], 109
     test ebx, 1073741824
     jnz 1f
 1:
-    mov edi, dword ptr [r15 + 64]
-    and rbp, 4032
-    mov dword ptr [r15 + rbp + 3392], 36
-    and r8, 8128
-    mov ebp, dword ptr [r15 + r8 + 7488]
-    movzx r8d, byte ptr [r15 + 320]
+    and r8, 448
+    mov rax, qword ptr [r15 + r8 + 832]
+    movzx edi, dl
+    movzx r8d, al
+    jmp 1f
+1:
+    mov r8, qword ptr [r15 + 512]
+    mov edi, 152
+    test ebx, 3200
+    jz 1f
+1:
+    mov byte ptr [r15 + 128], r8b
+    vmovq qword ptr [r15 + 64], xmm7
+    mov byte ptr [r15 + 192], dil
+    mov byte ptr [r15 + 320], r8b
+    mov dword ptr [r15 + 384], 211
     add r11, 64
-    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b10_done
@@ -21989,65 +19791,46 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d17719_j]
+    lea rcx, [rip + .Lc1_d16100_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d17719_j_t
-.Lc1_d17719_j:
-    movzx ecx, byte ptr [r15 + 448]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx edi, cl
-    movzx ecx, r8b
-    jmp 1f
-1:
-    test ebx, 256
-    jnz 1f
-1:
-    movzx r8d, bpl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r8
-    vpshufd xmm10, xmm10, 92
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    jmp .Lc1_d16100_j_t
+.Lc1_d16100_j:
+    mov ecx, dword ptr [r15 + 768]
+    mov dword ptr [r15 + 0], 15
+    vmovdqu ymmword ptr [r15 + 0], ymm7
+    mov r8, r11
+    mov dword ptr [r15 + 256], r8d
     mov rbp, r11
-    mov r8, r11
-    test ebx, 1073741824
+    test dword ptr [r15 + 67117724], 4198400
     jnz 1f
 1:
-    and rbp, 8128
-    mov dword ptr [r15 + rbp + 7488], eax
-    and r8, 1984
-    add rbp, qword ptr [r15 + r8 + 1344]
-    mov qword ptr [r15 + 320], rdi
-    mov r8, qword ptr [r15 + 64]
-    mov edi, dword ptr [r15 + 704]
-    test ebx, 1073741824
+    and r8, 8128
+    mov rax, qword ptr [r15 + r8 + 7488]
+    and rbp, 448
+    mov r8d, dword ptr [r15 + rbp + 832]
+    mov rbp, r11
+    mov byte ptr [r15 + 576], al
+    mov eax, ebp
+    test dword ptr [r15 + 67117723], 66
     jnz 1f
 1:
-    mov byte ptr [r15 + 256], r8b
-    mov r8d, ecx
-    mov r8, qword ptr [r15 + 512]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    test dword ptr [r15 + 67117724], 2097152
+    and rbp, 1984
+    mov eax, dword ptr [r15 + rbp + 1344]
+    mov dword ptr [r15 + 320], 107
+    mov dword ptr [r15 + 448], 94
+    test ebx, 1073741824
     jz 1f
 1:
-    mov r8, r11
-    jmp 1f
+    mov edi, dword ptr [r15 + 128]
+    vpcmpeqb xmm7, xmm7, xmmword ptr [r15 + 384]
+    movzx r8d, r8b
+    mov dword ptr [r15 + 64], eax
+    test ebx, 1073741824
+    jnz 1f
 1:
-    vpcmpeqb xmm10, xmm10, xmmword ptr [r15 + 384]
-    and r8, 448
-    movzx edi, byte ptr [r15 + r8 + 832]
-    jmp 1f
-1:
+    movzx r8d, byte ptr [r15 + 192]
+    movzx eax, dil
+    mov eax, dword ptr [r15 + 512]
     add r11, 64
     inc rbx
     dec r13
@@ -22056,51 +19839,55 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov eax, r8d
-    vpxor xmm10, xmm10, xmm14
+    lea r8, [r11 + r11*1]
+    and r8, 4032
+    mov dword ptr [r15 + r8 + 3456], eax
+    mov dword ptr [r15 + 0], r9d
     jmp 1f
 1:
-    vmovdqu ymmword ptr [r15 + 576], ymm10
-    mov rax, rax
-    test dword ptr [r15 + 67117724], 9216
+    movzx eax, al
+    mov byte ptr [r15 + 0], bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 640
     jnz 1f
 1:
-    movzx r8d, byte ptr [r15 + 256]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    or qword ptr [r15 + 384], 126
-    mov dword ptr [r15 + 64], edi
-    test ebx, 256
-    jnz 1f
+    mov qword ptr [r15 + 0], rax
+    mov byte ptr [r15 + 512], al
+    mov eax, eax
+    mov qword ptr [r15 + 640], r8
+    test ebx, 1664
+    jz 1f
 1:
-    jmp 1f
-1:
-    mov r8d, dword ptr [r15 + 192]
-    mov rdi, qword ptr [r15 + 448]
-    mov ebp, dword ptr [r15 + 320]
-    mov dword ptr [r15 + 384], ebp
+    mov qword ptr [r15 + 128], rax
     mov rbp, r11
+    mov eax, 220
+    movzx esi, byte ptr [r15 + 256]
+    mov r9, r11
+    and rbp, 8128
+    and esi, dword ptr [r15 + rbp + 7488]
+    jmp 1f
+1:
+    and r9, 1984
+    movzx ecx, byte ptr [r15 + r9 + 1344]
     test ebx, 1073741824
     jz 1f
 1:
-    and rbp, 4032
-    movzx edi, byte ptr [r15 + rbp + 3392]
-    movsxd rbp, dword ptr [r15 + 128]
-    mov r8, r11
-    movsxd rax, dword ptr [r15 + 128]
-    and r8, 1984
-    mov rcx, qword ptr [r15 + r8 + 1344]
-    mov dword ptr [r15 + 512], 78
-    test ebx, 1073741824
-    jnz 1f
+    mov r9d, dword ptr [r15 + 64]
+    jmp 1f
+1:
+    add rsi, qword ptr [r15 + r8 + 3392]
+    vpxor xmm7, xmm7, xmm4
+    mov r8, qword ptr [r15 + 320]
+    test dword ptr [r15 + 67117724], 4194304
+    jz 1f
 1:
     jmp 1f
 1:
-    mov r8, r11
-    mov rbp, r8
-    mov ebp, dword ptr [r15 + 768]
-    and r8, 448
-    movzx edi, byte ptr [r15 + r8 + 832]
+    movsxd r8, dword ptr [r15 + 448]
+    mov r9, r8
+    mov r8d, dword ptr [r15 + 320]
+    movzx esi, byte ptr [r15 + 384]
     add r11, 64
     inc rbx
     dec r13
@@ -22110,81 +19897,62 @@ ditto_body_c1:
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
     mov eax, dword ptr [r15 + 67117724]
-    and eax, 7
-    lea rcx, [rip + .Lc1_d17819_s]
+    and eax, 15
+    lea rcx, [rip + .Lc1_d16191_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d17819_s_t
+    jmp .Lc1_d16191_s_t
     .p2align 3
-.Lc1_d17819_s:
+.Lc1_d16191_s:
     .p2align 3
-    jmp .Lc1_d17819_j
+    jmp .Lc1_d16191_j
     .p2align 3
-    jmp .Lc1_d17819_j
+    jmp .Lc1_d16191_j
     .p2align 3
-    jmp .Lc1_d17819_j
+    jmp .Lc1_d16191_j
     .p2align 3
-    jmp .Lc1_d17819_j
+    jmp .Lc1_d16191_j
     .p2align 3
-    jmp .Lc1_d17819_j
+    jmp .Lc1_d16191_j
     .p2align 3
-    jmp .Lc1_d17819_j
+    jmp .Lc1_d16191_j
     .p2align 3
-    jmp .Lc1_d17819_j
+    jmp .Lc1_d16191_j
     .p2align 3
-    jmp .Lc1_d17819_j
-.Lc1_d17819_j:
+    jmp .Lc1_d16191_j
+    .p2align 3
+    jmp .Lc1_d16191_j
+    .p2align 3
+    jmp .Lc1_d16191_j
+    .p2align 3
+    jmp .Lc1_d16191_j
+    .p2align 3
+    jmp .Lc1_d16191_j
+    .p2align 3
+    jmp .Lc1_d16191_j
+    .p2align 3
+    jmp .Lc1_d16191_j
+    .p2align 3
+    jmp .Lc1_d16191_j
+    .p2align 3
+    jmp .Lc1_d16191_j
+.Lc1_d16191_j:
+    mov r8, rcx
     jmp 1f
 1:
-    mov byte ptr [r15 + 320], cl
-    mov dword ptr [r15 + 448], ecx
-    vmovdqu ymmword ptr [r15 + 64], ymm10
-    mov rcx, rcx
-    test dword ptr [r15 + 67117724], 151003140
+    movzx edx, byte ptr [r15 + 384]
+    test dword ptr [r15 + 67117724], 64
     jz 1f
 1:
-    mov rcx, rax
-    mov dword ptr [r15 + 384], 159
-    movzx ecx, al
-    mov qword ptr [r15 + 128], rcx
-    test dword ptr [r15 + 67117723], 131072
-    jz 1f
-1:
-    mov rbp, r10
-    jmp 1f
-1:
-    mov ecx, dword ptr [r15 + 512]
-    mov eax, dword ptr [r15 + 640]
-    and rbp, 4032
-    movsxd r8, dword ptr [r15 + rbp + 3392]
+    movsxd r9, dword ptr [r15 + 64]
+    mov dword ptr [r15 + 128], 201
+    movsxd rcx, dword ptr [r15 + 192]
     test ebx, 1073741824
-    jz 1f
-1:
-    movzx ebp, r8b
-    movzx r8d, al
-    mov dword ptr [r15 + 256], 36
-    mov rax, r8
-    xor dword ptr [r15 + 0], eax
-    mov r9, r11
-    test dword ptr [r15 + 67117724], 540672
     jnz 1f
 1:
-    and r9, 8128
-    mov r8, r11
-    mov dword ptr [r15 + r9 + 7488], r8d
-    mov r9d, 119
-    movzx r9d, byte ptr [r15 + 320]
-    and r8, 448
-    mov eax, dword ptr [r15 + r8 + 832]
-    test ebx, 1073741824
-    jz 1f
-1:
     jmp 1f
 1:
-    movzx r8d, byte ptr [r15 + 192]
-    vmovq xmm10, rbp
-    movzx ebp, bpl
-    add r11, 64
-    add r10, r11
+    mov ecx, 29
+    vmovq qword ptr [r15 + 704], xmm7
     inc rbx
     dec r13
     jz .Lc1_b10_done
@@ -22192,65 +19960,59 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d17883_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d17883_j_t
-.Lc1_d17883_j:
-    mov qword ptr [r15 + 192], r9
-    mov dword ptr [r15 + 0], ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 106
-    mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 67117723], 20971528
-    jz 1f
-1:
-    mov eax, ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 512], 6
+    lea r9, [r10 + r10*1]
+    mov r8, r10
+    and r9, 448
+    mov rax, qword ptr [r15 + r9 + 832]
+    mov rcx, qword ptr [r15 + 768]
+    and r8, 8128
+    mov rbp, qword ptr [r15 + r8 + 7488]
+    movsxd r8, dword ptr [r15 + 192]
     jmp 1f
 1:
-    test ebx, 384
+    test dword ptr [r15 + 67117723], 65536
     jz 1f
 1:
-    movzx ecx, cl
-    mov dword ptr [r15 + 64], ecx
+    mov dword ptr [r15 + 0], r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    vpmovmskb r8d, xmm7
+    mov r8, r9
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r8, r10
     jmp 1f
 1:
-    nop
+    mov rax, qword ptr [r15 + 128]
+    movzx ecx, bpl
+    and r8, 1984
+    mov rbp, qword ptr [r15 + r8 + 1344]
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx r8d, al
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movsxd r8, dword ptr [r15 + r9 + 896]
+    test dword ptr [r15 + 67117724], 128
+    jnz 1f
+1:
+    mov r8, qword ptr [r15 + 320]
+    mov dword ptr [r15 + 512], r8d
+    mov ebp, dword ptr [r15 + 448]
+    mov rdx, qword ptr [r15 + 256]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov byte ptr [r15 + 704], cl
-    movzx eax, cl
-    mov ecx, 102
-    mov byte ptr [r15 + 320], cl
-    test ebx, 256
-    jz 1f
-1:
-    mov rcx, rcx
-    mov ecx, dword ptr [r15 + 256]
-    mov rbp, r11
-    mov qword ptr [r15 + 768], rax
+    movzx r8d, byte ptr [r15 + 384]
+    movzx ebp, byte ptr [r15 + 64]
     jmp 1f
 1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    and rbp, 8128
-    mov ecx, dword ptr [r15 + rbp + 7488]
-    mov rbp, qword ptr [r15 + 128]
-    jmp 1f
-1:
-    mov qword ptr [r15 + 384], rax
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rbp, r10
-    mov qword ptr [r15 + 64], rax
-    and rbp, 1984
-    mov eax, dword ptr [r15 + rbp + 1344]
-    mov ebp, eax
-    mov eax, dword ptr [r15 + 448]
+    movsxd rax, dword ptr [r15 + 320]
     add r11, 64
     add r10, r11
     inc rbx
@@ -22260,129 +20022,106 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    movzx ebp, cl
-    mov byte ptr [r15 + 448], cl
-    mov eax, 192
-    mov byte ptr [r15 + 384], dil
-    mov dword ptr [r15 + 0], 36
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx eax, bpl
-    vpor xmm10, xmm10, xmm10
+    lea rcx, [rip + .Lc1_d16282_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d16282_j_t
+.Lc1_d16282_j:
+    mov dword ptr [r15 + 512], 214
     jmp 1f
 1:
+    mov byte ptr [r15 + 256], bpl
     mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rax
-    mov rbp, r11
-    test dword ptr [r15 + 67117723], 128
-    jnz 1f
-1:
-    and rbp, 16320
-    mov dword ptr [r15 + rbp + 15680], 45
-    mov rbp, r11
-    mov dword ptr [r15 + 64], ebp
-    and rbp, 448
-    movzx eax, byte ptr [r15 + rbp + 832]
     jmp 1f
 1:
-    mov dword ptr [r15 + 512], 239
     test ebx, 1073741824
     jnz 1f
 1:
-    mov ebp, eax
-    mov ebp, 243
-    mov ebp, dword ptr [r15 + 192]
-    mov eax, dword ptr [r15 + 576]
-    mov ecx, dword ptr [r15 + 384]
-    mov r8, r11
+    movzx eax, cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    movsxd rax, dword ptr [r15 + 128]
-    mov dword ptr [r15 + 320], 199
-    and r8, 4032
-    mov rbp, qword ptr [r15 + r8 + 3392]
-    jmp 1f
+    mov qword ptr [r15 + 384], rax
+    movzx eax, byte ptr [r15 + 320]
+    mov qword ptr [r15 + 448], r9
+    .byte 0x0f, 0x1f, 0x40, 0x00
+    mov rbp, r11
+    test dword ptr [r15 + 67117724], 328192
+    jz 1f
 1:
+    imul rcx, qword ptr [r15 + 192]
+    and rbp, 4032
+    mov qword ptr [r15 + rbp + 3392], rbp
+    mov dword ptr [r15 + 576], 138
+    movsxd rbp, dword ptr [r15 + 64]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx ecx, cl
+    mov rbp, r11
+    mov r8, r11
+    mov qword ptr [r15 + 128], rbp
+    and rbp, 8128
+    mov dword ptr [r15 + rbp + 7488], ecx
+    and r8, 1984
+    mov dword ptr [r15 + r8 + 1344], ebp
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b10_done
 .Lc1_b10_c53:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 524288
-    setz al
-    lea rcx, [rip + .Lc1_d17985_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d17985_s_t
-    .p2align 3
-.Lc1_d17985_s:
-    .p2align 3
-    jmp .Lc1_d17985_j
-    .p2align 3
-    jmp .Lc1_d17985_j
-.Lc1_d17985_j:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov rax, qword ptr [r15 + 64]
-    or qword ptr [r15 + 384], 74
-    mov rbp, r11
-    mov ecx, ecx
+    mov dword ptr [r15 + 320], 159
+    mov r8d, 181
+    mov r9, rbp
+    mov r8d, dword ptr [r15 + 128]
+    mov dword ptr [r15 + 0], ebp
     test ebx, 1073741824
     jnz 1f
 1:
-    and rbp, 8128
-    vmovq qword ptr [r15 + rbp + 7488], xmm10
-    mov dword ptr [r15 + 192], eax
-    mov rbp, rax
-    mov ebp, eax
+    mov byte ptr [r15 + 0], r8b
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    add rbp, qword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, ebp
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, 219
+    mov qword ptr [r15 + 0], r9
     test ebx, 1073741824
     jz 1f
 1:
-    movzx ebp, al
-    jmp 1f
+    mov rbp, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rdx, dword ptr [r15 + 64]
+    and rbp, 448
+    movzx edi, byte ptr [r15 + rbp + 832]
+    movsxd rbp, dword ptr [r15 + 384]
+    vpor xmm7, xmm7, xmm7
+    test ebx, 256
+    jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, al
+    mov r9d, 187
+    vmovdqu ymmword ptr [r15 + 256], ymm7
+    mov r9d, 109
+    mov r9d, r8d
+    mov dword ptr [r15 + 512], 225
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rax, dword ptr [r15 + 512]
-    mov ebp, dword ptr [r15 + 320]
-    mov r8, r10
-    movsxd rcx, dword ptr [r15 + 448]
-    and r8, 1984
+    vmovdqu ymmword ptr [r15 + 640], ymm7
     mov r9, r11
-    mov rdi, qword ptr [r15 + r8 + 1344]
+    mov r8, qword ptr [r15 + 192]
+    and r9, 4032
+    mov rbp, qword ptr [r15 + r9 + 3392]
+    movsxd rax, dword ptr [r15 + 64]
+    movzx r9d, byte ptr [r15 + 704]
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
-    and r9, 448
-    mov dword ptr [r15 + r9 + 832], r9d
-    vmovdqu xmmword ptr [r15 + 128], xmm10
-    movsxd r9, dword ptr [r15 + 256]
-    mov r8, r9
-    movzx r9d, byte ptr [r15 + 640]
+    mov r8d, edx
+    mov dword ptr [r15 + 448], 103
+    mov eax, r8d
+    mov rdi, r8
+    mov rdi, rbp
     add r11, 64
-    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b10_done
@@ -22390,59 +20129,55 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d18048_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d18048_j_t
-.Lc1_d18048_j:
-    mov r8, r10
-    and r8, 8128
-    movzx ecx, byte ptr [r15 + r8 + 7488]
-    mov r8d, dword ptr [r15 + 128]
-    movzx eax, bpl
-    mov eax, 4
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    and r8d, dword ptr [r15 + 512]
-    movsxd rax, dword ptr [r15 + 448]
-    mov ecx, ecx
-    test dword ptr [r15 + 67117724], 32768
-    jz 1f
-1:
-    jmp 1f
-1:
-    movsxd rcx, dword ptr [r15 + 128]
-    mov r8, rcx
-    mov r8d, 76
-    test dword ptr [r15 + 67117723], 2
-    jz 1f
-1:
-    mov rcx, qword ptr [r15 + 704]
-    mov r8, r11
-    vpaddq xmm10, xmm10, xmmword ptr [r15 + 0]
-    and r8, 4032
-    mov dword ptr [r15 + r8 + 3392], eax
-    mov qword ptr [r15 + 384], rdi
-    test ebx, 1073741824
-    jnz 1f
-1:
-    vmovdqu ymmword ptr [r15 + 768], ymm10
-    mov r8, qword ptr [r15 + 64]
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 128
+    setz al
+    lea rcx, [rip + .Lc1_d16376_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d16376_s_t
+    .p2align 3
+.Lc1_d16376_s:
+    .p2align 3
+    jmp .Lc1_d16376_j
+    .p2align 3
+    jmp .Lc1_d16376_j
+.Lc1_d16376_j:
     mov rbp, r11
-    mov rax, qword ptr [r15 + 256]
-    mov edi, dword ptr [r15 + 192]
+    mov ecx, dword ptr [r15 + 448]
+    and rbp, 8128
+    mov r8, r10
+    mov qword ptr [r15 + rbp + 7488], rax
+    movzx eax, byte ptr [r15 + 320]
+    test ebx, 1152
+    jnz 1f
+1:
+    and r8, 16320
+    add rcx, qword ptr [r15 + r8 + 15680]
+    jmp 1f
+1:
+    or qword ptr [r15 + 256], 41
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    movzx r8d, byte ptr [r15 + 512]
+    mov dword ptr [r15 + 384], ebp
     test ebx, 1073741824
     jnz 1f
 1:
-    and rbp, 1984
-    mov edi, dword ptr [r15 + rbp + 1344]
-    mov dword ptr [r15 + 320], 20
     jmp 1f
 1:
-    jmp 1f
+    mov dword ptr [r15 + 128], 168
+    mov r8, r11
+    movzx ebp, cl
+    test ebx, 311296
+    jz 1f
 1:
+    mov qword ptr [r15 + 768], r8
+    and r8, 1984
+    mov dword ptr [r15 + r8 + 1344], 225
+    mov r12, qword ptr [r15 + r12 + 56]
     add r11, 64
     add r10, r11
     inc rbx
@@ -22452,169 +20187,107 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    movzx eax, al
+    mov rbp, qword ptr [r15 + 320]
+    mov ecx, 5
+    movzx edi, r8b
+    mov r8, rax
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    test ebx, 1073741824
+    test dword ptr [r15 + 67117723], 2048
     jz 1f
 1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
+    mov eax, 241
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, 214
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r9, r11
+    test dword ptr [r15 + 67117724], 2
+    jz 1f
+1:
+    mov qword ptr [r15 + 256], rbp
     mov rbp, r11
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 448
-    mov eax, dword ptr [r15 + rbp + 832]
-    mov dword ptr [r15 + 448], 193
-    mov ebp, dword ptr [r15 + 320]
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov rbp, r10
-    jmp 1f
-1:
+    and r9, 448
+    vmovdqu ymmword ptr [r15 + r9 + 832], ymm7
+    xor dword ptr [r15 + 576], r9d
     and rbp, 4032
-    mov r8, r11
-    mov dword ptr [r15 + rbp + 3392], 35
+    vmovdqu xmm10, xmmword ptr [r15 + rbp + 3392]
+    mov qword ptr [r15 + 64], rbp
     test ebx, 1073741824
     jnz 1f
 1:
-    and r8, 1984
-    movzx ebp, byte ptr [r15 + r8 + 1344]
-    mov dword ptr [r15 + 256], 152
+    movzx r8d, byte ptr [r15 + 512]
+    movzx ebp, r8b
+    movzx r9d, byte ptr [r15 + 384]
     jmp 1f
 1:
-    mov r8d, ebp
+    mov rbp, r8
     test ebx, 1073741824
-    jnz 1f
-1:
-    vmovdqu ymmword ptr [r15 + 576], ymm10
-    jmp 1f
-1:
-    movzx ebp, byte ptr [r15 + 384]
-    jmp 1f
-1:
-    test dword ptr [r15 + 67117723], 262144
     jz 1f
 1:
-    mov rbp, rbp
-    jmp 1f
-1:
-    mov ebp, 162
-    imul rbp, qword ptr [r15 + 64]
+    mov r8, qword ptr [r15 + 128]
+    mov rbp, r11
+    mov eax, r9d
+    and rbp, 1984
+    mov dword ptr [r15 + rbp + 1344], r9d
+    movzx ecx, byte ptr [r15 + 192]
     add r11, 64
-    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b10_done
 .Lc1_b10_c56:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 15
-    lea rcx, [rip + .Lc1_d18156_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d18156_s_t
-    .p2align 3
-.Lc1_d18156_s:
-    .p2align 3
-    jmp .Lc1_d18156_j
-    .p2align 3
-    jmp .Lc1_d18156_j
-    .p2align 3
-    jmp .Lc1_d18156_j
-    .p2align 3
-    jmp .Lc1_d18156_j
-    .p2align 3
-    jmp .Lc1_d18156_j
-    .p2align 3
-    jmp .Lc1_d18156_j
-    .p2align 3
-    jmp .Lc1_d18156_j
-    .p2align 3
-    jmp .Lc1_d18156_j
-    .p2align 3
-    jmp .Lc1_d18156_j
-    .p2align 3
-    jmp .Lc1_d18156_j
-    .p2align 3
-    jmp .Lc1_d18156_j
-    .p2align 3
-    jmp .Lc1_d18156_j
-    .p2align 3
-    jmp .Lc1_d18156_j
-    .p2align 3
-    jmp .Lc1_d18156_j
-    .p2align 3
-    jmp .Lc1_d18156_j
-    .p2align 3
-    jmp .Lc1_d18156_j
-.Lc1_d18156_j:
-    mov rax, qword ptr [r15 + 64]
-    mov byte ptr [r15 + 384], al
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov ebp, dword ptr [r15 + 512]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rbp, r11
-    mov eax, ecx
-    mov eax, eax
-    and rbp, 4032
-    mov rax, qword ptr [r15 + rbp + 3392]
-    mov dword ptr [r15 + 128], 113
-    mov rbp, qword ptr [r15 + 320]
-    test ebx, 128256
-    jz 1f
-1:
+    lea rcx, [rip + .Lc1_d16464_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d16464_j_t
+.Lc1_d16464_j:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, 1
-    mov ecx, ebp
-    mov rbp, r8
-    mov dword ptr [r15 + 0], ebp
-    mov rbp, r11
-    test dword ptr [r15 + 67117724], 1073741840
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 512
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 8128
-    mov qword ptr [r15 + rbp + 7488], rax
-    movsxd rax, dword ptr [r15 + 640]
-    mov rbp, qword ptr [r15 + 256]
-    test ebx, 1073741824
-    jz 1f
-1:
+    mov byte ptr [r15 + 320], cl
+    mov ecx, dword ptr [r15 + 384]
     jmp 1f
 1:
     mov rbp, r11
-    and eax, dword ptr [r15 + 128]
-    movzx ecx, byte ptr [r15 + 320]
+    movsxd r8, dword ptr [r15 + 384]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r9, r11
     and rbp, 448
-    vmovq qword ptr [r15 + rbp + 832], xmm10
-    mov rbp, qword ptr [r15 + 192]
+    mov ecx, dword ptr [r15 + rbp + 832]
+    mov dword ptr [r15 + 512], r9d
+    jmp 1f
+1:
+    and r9, 8128
+    vmovq qword ptr [r15 + r9 + 7488], xmm10
+    mov r8, r11
+    mov dword ptr [r15 + 192], 78
+    test ebx, 1073741824
+    jz 1f
+1:
+    and r8, 4032
+    movzx edi, byte ptr [r15 + r8 + 3392]
+    jmp 1f
+1:
+    mov r8d, dword ptr [r15 + 640]
+    mov r9d, 189
+    mov r9d, dword ptr [r15 + 128]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r8, r8
+    movsxd r8, dword ptr [r15 + 448]
+    movsxd r9, dword ptr [r15 + 64]
+    jmp 1f
+1:
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
@@ -22623,57 +20296,52 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    movzx eax, byte ptr [r15 + 448]
-    movzx ebp, byte ptr [r15 + 512]
+    mov rax, rax
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    movzx ecx, byte ptr [r15 + 192]
-    movzx r8d, bpl
-    test dword ptr [r15 + 67117723], 264192
-    jnz 1f
-1:
-    mov dword ptr [r15 + 320], 104
-    mov rbp, rbp
-    mov rax, qword ptr [r15 + 128]
-    mov ebp, dword ptr [r15 + 384]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx ebp, byte ptr [r15 + 256]
-    jmp 1f
-1:
-    mov eax, 33
-    mov r8, rax
-    test ebx, 1073741824
+    mov rbp, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 4032
+    and r9d, dword ptr [r15 + rbp + 3392]
+    test dword ptr [r15 + 67117724], 4194304
     jz 1f
 1:
     mov r8, r11
-    mov rax, qword ptr [r15 + 448]
-    and r8, 8128
-    mov ebp, dword ptr [r15 + r8 + 7488]
-    mov r8d, dword ptr [r15 + 64]
-    mov r9, r10
-    movzx ecx, byte ptr [r15 + 704]
-    test dword ptr [r15 + 67117723], 524289
-    jnz 1f
+    mov rbp, r11
+    vmovdqu ymmword ptr [r15 + 512], ymm10
+    mov r9d, dword ptr [r15 + 448]
+    and rbp, 8128
+    movzx eax, byte ptr [r15 + rbp + 7488]
+    and r8, 1984
+    movzx ebp, byte ptr [r15 + r8 + 1344]
+    mov r8d, dword ptr [r15 + 704]
+    test ebx, 1073741824
+    jz 1f
 1:
-    jmp 1f
-1:
-    and r9, 1984
-    movzx r8d, byte ptr [r15 + r9 + 1344]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
+    movzx esi, al
+    movzx eax, bpl
+    movzx ebp, byte ptr [r15 + 64]
+    movzx ecx, byte ptr [r15 + 256]
+    add rsi, qword ptr [r15 + 192]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, dword ptr [r15 + 384]
+    mov rcx, rcx
+    movzx ecx, bpl
     jmp 1f
 1:
-    mov qword ptr [r15 + 768], r9
+    movzx ecx, bpl
+    vmovdqu xmm10, xmmword ptr [r15 + 384]
+    test dword ptr [r15 + 67117724], 256
+    jz 1f
+1:
+    mov ebp, 140
+    jmp 1f
+1:
+    movzx edi, byte ptr [r15 + 320]
+    mov ebp, dword ptr [r15 + 128]
     add r11, 64
-    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b10_done
@@ -22681,125 +20349,109 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d18271_j]
+    lea rcx, [rip + .Lc1_d16559_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d18271_j_t
-.Lc1_d18271_j:
-    mov ecx, ecx
-    mov rcx, rcx
-    movsxd rcx, dword ptr [r15 + 320]
-    movzx eax, byte ptr [r15 + 256]
-    vmovdqu ymmword ptr [r15 + 64], ymm10
-    test ebx, 1073741824
+    jmp .Lc1_d16559_j_t
+.Lc1_d16559_j:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 29
+    mov r12, qword ptr [r15 + r12 + 56]
+    test dword ptr [r15 + 67117724], 262144
     jnz 1f
 1:
-    movzx ecx, byte ptr [r15 + 512]
-    mov eax, 30
-    mov rax, r8
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, r8d
-    test dword ptr [r15 + 67117724], 2
+    movzx eax, al
+    mov eax, r9d
+    mov dword ptr [r15 + 320], 188
+    mov rbp, r11
+    mov dword ptr [r15 + 64], 173
+    mov r9d, dword ptr [r15 + 384]
+    test dword ptr [r15 + 67117724], 8192
     jz 1f
 1:
-    mov r8, r8
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, r11
-    mov ecx, dword ptr [r15 + 576]
-    and r8, 4032
-    movzx ebp, byte ptr [r15 + r8 + 3392]
-    mov r9, r11
-    test dword ptr [r15 + 67117724], 8652800
-    jz 1f
-1:
-    and r9, 448
-    mov r8, qword ptr [r15 + r9 + 832]
-    mov r9, rcx
-    mov dword ptr [r15 + 192], 1
-    mov dword ptr [r15 + 448], 251
-    mov r9d, r9d
-    test ebx, 1073741824
-    jz 1f
+    and rbp, 1984
+    mov byte ptr [r15 + rbp + 1344], r9b
+    jmp 1f
 1:
     jmp 1f
 1:
-    vmovdqu xmm10, xmmword ptr [r15 + 128]
-    mov r9, r11
-    mov r8, r9
-    and r9, 1984
-    mov byte ptr [r15 + r9 + 1344], r9b
+    mov r9, r9
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rax, qword ptr [r15 + 448]
+    mov dword ptr [r15 + 576], 30
+    mov r9d, dword ptr [r15 + 64]
+    mov rbp, r11
+    mov byte ptr [r15 + 768], r9b
+    and rbp, 448
+    mov r9d, dword ptr [r15 + rbp + 832]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov edi, dword ptr [r15 + 512]
+    mov r9d, 56
+    movzx r9d, byte ptr [r15 + 256]
+    mov qword ptr [r15 + 128], rax
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b10_done
 .Lc1_b10_c59:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d18320_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d18320_j_t
-.Lc1_d18320_j:
-    mov eax, dword ptr [r15 + 320]
-    movzx ecx, r8b
-    mov dword ptr [r15 + 640], 55
-    mov rcx, rcx
-    jmp 1f
-1:
-    test ebx, 256
-    jz 1f
-1:
-    mov r8, r10
-    jmp 1f
-1:
-    and r8, 1984
-    mov qword ptr [r15 + r8 + 1344], r8
-    movsxd r8, dword ptr [r15 + 448]
-    mov rcx, qword ptr [r15 + 512]
-    jmp 1f
-1:
-    test dword ptr [r15 + 67117723], 536880128
-    jz 1f
-1:
-    jmp 1f
-1:
-    vpaddd xmm10, xmm10, xmm10
-    mov byte ptr [r15 + 384], al
-    mov r9, r11
-    jmp 1f
-1:
-    and r9, 8128
-    mov eax, dword ptr [r15 + r9 + 7488]
-    test dword ptr [r15 + 67117723], 131072
-    jnz 1f
-1:
-    mov r9, rcx
-    mov qword ptr [r15 + 128], r8
-    jmp 1f
-1:
-    mov r8, r10
-    and r9d, dword ptr [r15 + 192]
-    movzx ecx, cl
-    test dword ptr [r15 + 67117723], 1074266112
-    jnz 1f
-1:
-    and r8, 448
-    vmovdqu ymmword ptr [r15 + r8 + 832], ymm10
-    mov byte ptr [r15 + 64], r8b
-    jmp 1f
-1:
-    movzx r8d, byte ptr [r15 + 384]
-    mov qword ptr [r15 + 0], r8
+    mov rax, qword ptr [r15 + 128]
+    movzx ebp, bpl
+    mov ebp, dword ptr [r15 + 320]
+    mov byte ptr [r15 + 384], r9b
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    mov r8d, r9d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, rax
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + 0], 36
+    movzx eax, byte ptr [r15 + 192]
+    movzx r9d, bpl
+    movzx ebp, byte ptr [r15 + 320]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov qword ptr [r15 + 640], rbp
+    mov r8, r11
+    mov rbp, r8
+    mov qword ptr [r15 + 64], rax
+    mov rbp, r11
+    and r8, 8128
+    mov qword ptr [r15 + r8 + 7488], rax
+    and rbp, 4032
+    mov byte ptr [r15 + rbp + 3392], bpl
+    test ebx, 1073741824
+    jnz 1f
+1:
     jmp 1f
 1:
-    movzx r8d, al
-    mov r8d, ecx
+    jmp 1f
+1:
+    movzx r8d, bpl
+    mov ebp, 120
+    mov eax, eax
+    mov rbp, r11
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rax, qword ptr [r15 + 256]
+    and rbp, 448
+    mov byte ptr [r15 + rbp + 832], r8b
+    mov r8, qword ptr [r15 + 448]
+    movzx ebp, al
     add r11, 64
-    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b10_done
@@ -22807,52 +20459,56 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov rax, qword ptr [r15 + 128]
-    mov r8, qword ptr [r15 + 64]
-    mov dword ptr [r15 + 64], 169
-    movsxd rcx, dword ptr [r15 + 704]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx r9d, cl
-    mov ecx, r9d
-    movzx ecx, byte ptr [r15 + 320]
-    mov r9, r10
-    test dword ptr [r15 + 67117723], 1610612736
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 32
+    setz al
+    lea rcx, [rip + .Lc1_d16653_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d16653_s_t
+    .p2align 3
+.Lc1_d16653_s:
+    .p2align 3
+    jmp .Lc1_d16653_j
+    .p2align 3
+    jmp .Lc1_d16653_j
+.Lc1_d16653_j:
+    mov rdi, qword ptr [r15 + 384]
+    mov ecx, ecx
+    mov rcx, qword ptr [r15 + 704]
+    mov eax, dword ptr [r15 + 256]
+    test dword ptr [r15 + 67117724], 32770
     jz 1f
 1:
+    mov dword ptr [r15 + 192], 171
+    mov ecx, ecx
+    mov rdi, qword ptr [r15 + 448]
     jmp 1f
 1:
-    and r9, 4032
-    mov byte ptr [r15 + r9 + 3392], r9b
-    and r9d, dword ptr [r15 + 192]
-    jmp 1f
-1:
-    test dword ptr [r15 + 67117724], 8454144
-    jnz 1f
-1:
-    vmovdqu ymmword ptr [r15 + 448], ymm1
-    and eax, dword ptr [r15 + 384]
-    mov r9, qword ptr [r15 + 320]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], r9b
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, r10
-    vmovdqu ymmword ptr [r15 + 512], ymm10
-    mov r9, r10
     test ebx, 1073741824
     jz 1f
 1:
-    and r8, 1984
-    mov qword ptr [r15 + r8 + 1344], r8
-    mov qword ptr [r15 + 256], r8
-    and r9, 8128
-    movzx r8d, byte ptr [r15 + r9 + 7488]
+    movzx ecx, dil
+    mov edi, dword ptr [r15 + 512]
+    mov rcx, rax
+    mov dword ptr [r15 + 128], eax
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx eax, cl
+    mov dword ptr [r15 + 64], 186
+    mov ecx, edi
+    mov dword ptr [r15 + 0], 111
+    mov rbp, r11
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r8, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r8, 8128
+    mov dword ptr [r15 + r8 + 7488], r8d
+    and rbp, 1984
+    movsxd rdi, dword ptr [r15 + rbp + 1344]
     add r11, 64
-    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b10_done
@@ -22860,140 +20516,108 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 2
-    setz al
-    lea rcx, [rip + .Lc1_d18422_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d18422_s_t
-    .p2align 3
-.Lc1_d18422_s:
-    .p2align 3
-    jmp .Lc1_d18422_j
-    .p2align 3
-    jmp .Lc1_d18422_j
-.Lc1_d18422_j:
-    movsxd rcx, dword ptr [r15 + 512]
-    mov dword ptr [r15 + 192], ecx
+    lea rcx, [rip + .Lc1_d16700_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d16700_j_t
+.Lc1_d16700_j:
+    movsxd rcx, dword ptr [r15 + 192]
+    movzx r8d, cl
+    vpcmpeqb xmm10, xmm10, xmm7
     jmp 1f
 1:
-    mov r8, r11
+    mov dword ptr [r15 + 448], 138
+    mov rbp, r11
+    test dword ptr [r15 + 67117723], 1216348160
+    jz 1f
+1:
+    movzx edx, byte ptr [r15 + 384]
+    and rbp, 4032
+    mov qword ptr [r15 + rbp + 3392], rdx
     jmp 1f
 1:
-    mov r9, r11
-    and r8, 448
-    mov byte ptr [r15 + r8 + 832], r8b
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and r9, 4032
-    mov r8d, dword ptr [r15 + r9 + 3392]
-    mov dword ptr [r15 + 0], 17
-    mov dword ptr [r15 + 0], ecx
-    mov ecx, 163
     jmp 1f
 1:
-    test dword ptr [r15 + 67117723], 64
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, cl
-    movsxd rcx, dword ptr [r15 + 384]
     test ebx, 1073741824
     jz 1f
 1:
-    mov dword ptr [r15 + 256], 159
-    and ecx, dword ptr [r15 + 448]
-    movzx r8d, r8b
-    movsxd r8, dword ptr [r15 + 768]
-    mov qword ptr [r15 + 64], r9
-    mov r9, r10
-    test ebx, 1073741824
+    mov eax, dword ptr [r15 + 64]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    movzx ebp, al
+    mov rbp, r10
+    test dword ptr [r15 + 67117724], 40960
+    jz 1f
+1:
+    mov eax, dword ptr [r15 + 320]
+    and rbp, 1984
+    movsxd rdx, dword ptr [r15 + rbp + 1344]
+    mov ebp, dword ptr [r15 + 768]
+    movsxd rcx, dword ptr [r15 + 128]
+    mov r9, r11
+    test ebx, 640
     jnz 1f
 1:
     jmp 1f
 1:
-    mov dword ptr [r15 + 576], eax
-    and r9, 8128
-    movzx eax, byte ptr [r15 + r9 + 7488]
-    mov dword ptr [r15 + 128], eax
-    mov dword ptr [r15 + 320], 160
+    jmp 1f
+1:
+    and r9, 448
+    vmovq qword ptr [r15 + r9 + 832], xmm10
+    movzx r9d, byte ptr [r15 + 512]
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b10_done
 .Lc1_b10_c62:
-    mov dword ptr [r15 + 0], 25
-    mov r8, r9
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, 252
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    movsxd rcx, dword ptr [r15 + 576]
+    mov byte ptr [r15 + 512], al
     jmp 1f
 1:
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    vpor xmm10, xmm10, xmm10
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, r11
-    mov qword ptr [r15 + 0], rax
-    movzx eax, r9b
-    test ebx, 1073741824
-    jz 1f
-1:
-    and r8, 448
-    mov qword ptr [r15 + r8 + 832], r8
     mov r9, r11
-    mov r8, r9
-    movzx eax, byte ptr [r15 + 320]
-    and r9, 1984
-    mov r8d, dword ptr [r15 + r9 + 1344]
-    mov r9d, r8d
-    test ebx, 768
+    mov eax, 118
+    mov rax, rax
+    test dword ptr [r15 + 67117723], 8388608
     jz 1f
 1:
-    mov r8d, 23
-    mov rax, qword ptr [r15 + 384]
-    movsxd r8, dword ptr [r15 + 512]
-    mov r9, r8
-    movzx r8d, r9b
-    test ebx, 1073741824
-    jnz 1f
-1:
-    .byte 0x0f, 0x1f, 0x00
-    mov r9d, dword ptr [r15 + 256]
-    jmp 1f
-1:
-    movzx r8d, byte ptr [r15 + 64]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    .byte 0x0f, 0x1f, 0x00
-    movzx r8d, al
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 640], eax
-    test ebx, 1073741824
-    jnz 1f
-1:
+    and r9, 448
+    movzx ebp, byte ptr [r15 + r9 + 832]
+    mov byte ptr [r15 + 256], r9b
+    mov eax, r9d
     mov r8, r11
-    mov eax, r9d
-    mov eax, r9d
-    mov r9, qword ptr [r15 + 128]
-    and r8, 4032
-    mov byte ptr [r15 + r8 + 3392], al
-    mov r8d, 129
+    mov dword ptr [r15 + 384], ecx
+    and r8, 8128
+    mov byte ptr [r15 + r8 + 7488], cl
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov qword ptr [r15 + 128], r8
+    mov dword ptr [r15 + 320], 7
+    mov dword ptr [r15 + 320], r8d
+    mov r8d, dword ptr [r15 + 64]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov byte ptr [r15 + 0], al
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 192], r8d
+    movzx r8d, byte ptr [r15 + 448]
+    test dword ptr [r15 + 67117724], 16777216
+    jnz 1f
+1:
+    mov qword ptr [r15 + 640], r8
+    jmp 1f
+1:
+    mov rbp, r11
+    vpshufd xmm10, xmm10, 158
+    and rbp, 4032
+    movzx r8d, byte ptr [r15 + rbp + 3392]
     add r11, 64
     inc rbx
     dec r13
@@ -23002,64 +20626,64 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d18536_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d18536_j_t
-.Lc1_d18536_j:
-    movzx ecx, r9b
-    mov r8, r11
-    mov ecx, eax
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 7
+    lea rcx, [rip + .Lc1_d16792_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d16792_s_t
+    .p2align 3
+.Lc1_d16792_s:
+    .p2align 3
+    jmp .Lc1_d16792_j
+    .p2align 3
+    jmp .Lc1_d16792_j
+    .p2align 3
+    jmp .Lc1_d16792_j
+    .p2align 3
+    jmp .Lc1_d16792_j
+    .p2align 3
+    jmp .Lc1_d16792_j
+    .p2align 3
+    jmp .Lc1_d16792_j
+    .p2align 3
+    jmp .Lc1_d16792_j
+    .p2align 3
+    jmp .Lc1_d16792_j
+.Lc1_d16792_j:
     jmp 1f
 1:
-    mov dword ptr [r15 + 320], 175
-    and r8, 8128
-    movsxd rax, dword ptr [r15 + r8 + 7488]
-    mov r9, r10
+    mov byte ptr [r15 + 320], r8b
+    movzx r8d, byte ptr [r15 + 64]
+    movzx eax, dl
+    mov rbp, r10
     test ebx, 1073741824
     jz 1f
 1:
-    and r9, 1984
-    mov dword ptr [r15 + r9 + 1344], ebp
-    mov r9d, ecx
-    mov r9, qword ptr [r15 + 256]
-    movzx r8d, byte ptr [r15 + 128]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx r9d, al
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 512
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 65
-    mov dword ptr [r15 + 0], r9d
-    mov rbp, qword ptr [r15 + 384]
-    mov qword ptr [r15 + 704], r8
-    test dword ptr [r15 + 67117724], 269027328
-    jz 1f
-1:
-    movzx ebp, byte ptr [r15 + 384]
-    mov qword ptr [r15 + 448], rbp
-    movsxd rbp, dword ptr [r15 + 128]
-    mov r9, r11
-    mov r8d, r9d
-    and r9, 16320
-    mov byte ptr [r15 + r9 + 15680], r9b
+    and rbp, 8128
+    mov qword ptr [r15 + rbp + 7488], r8
+    mov ebp, dword ptr [r15 + 256]
+    mov r8, r10
+    movsxd rcx, dword ptr [r15 + 512]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov qword ptr [r15 + 512], rcx
-    mov byte ptr [r15 + 192], r9b
+    movzx ebp, r8b
+    and r8, 1984
+    movzx ebp, byte ptr [r15 + r8 + 1344]
     jmp 1f
 1:
-    movzx r9d, byte ptr [r15 + 64]
+    test ebx, 15360
+    jz 1f
+1:
+    mov rbp, qword ptr [r15 + 128]
+    movsxd rdi, dword ptr [r15 + 384]
+    mov byte ptr [r15 + 0], bpl
+    test dword ptr [r15 + 67117723], 16777224
+    jnz 1f
+1:
+    mov edx, 43
+    mov dword ptr [r15 + 0], ebp
+    mov rbp, qword ptr [r15 + 704]
     add r11, 64
     add r10, r11
     inc rbx
@@ -23088,25 +20712,25 @@ ditto_body_init_c1:
     mov r8, qword ptr [rdi]
     movabs rax, 0x0
     mov qword ptr [r8 + 67117736], rax
-    movabs rax, 0x9e3779b97f4a7c00
+    movabs rax, 0x9e3779b91f4a7c00
     mov qword ptr [r8 + 67117744], rax
-    movabs rax, 0x3c6ef372fe94f82a
+    movabs rax, 0x3c6ef3721e94f82a
     mov qword ptr [r8 + 67117752], rax
-    movabs rax, 0xdaa66d2c7ddf743e
+    movabs rax, 0xdaa66d2c1ddf743e
     mov qword ptr [r8 + 67117760], rax
-    movabs rax, 0x78dde6e5fd29f054
+    movabs rax, 0x78dde6e51d29f054
     mov qword ptr [r8 + 67117768], rax
-    movabs rax, 0x1715609f7c746c68
+    movabs rax, 0x1715609f1c746c68
     mov qword ptr [r8 + 67117776], rax
-    movabs rax, 0xb54cda58fbbee878
+    movabs rax, 0xb54cda581bbee878
     mov qword ptr [r8 + 67117784], rax
-    movabs rax, 0x538454127b096490
+    movabs rax, 0x538454121b096490
     mov qword ptr [r8 + 67117792], rax
-    movabs rax, 0xf1bbcdcbfa53e0a8
+    movabs rax, 0xf1bbcdcb1a53e0a8
     mov qword ptr [r8 + 67117800], rax
-    movabs rax, 0x8ff34785799e5cbd
+    movabs rax, 0x8ff34785199e5cbd
     mov qword ptr [r8 + 67117808], rax
-    movabs rax, 0x2e2ac13ef8e8d8c0
+    movabs rax, 0x2e2ac13e18e8d8c0
     mov qword ptr [r8 + 67117816], rax
     movabs rax, 0x60f329c938f73f69
     mov qword ptr [r8 + 67117720], rax
@@ -23128,437 +20752,385 @@ ditto_body_init_c1:
 
     .section .text.ditto_indirect,"ax",@progbits
     .p2align 9, 0xcc
-.Lc1_d13609_j_t:
+.Lc1_d12098_j_t:
     jmp rcx
-.Lc1_d13673_s_t:
+.Lc1_d12159_s_t:
     jmp rcx
-.Lc1_d13737_j_t:
+.Lc1_d12209_j_t:
     jmp rcx
-.Lc1_d15034_s_t:
+.Lc1_d13622_s_t:
     jmp rcx
-.Lc1_d15155_s_t:
+.Lc1_d13722_s_t:
     jmp rcx
-.Lc1_d14196_j_t:
+.Lc1_d12846_j_t:
     jmp rcx
-.Lc1_d14247_j_t:
+.Lc1_d12938_s_t:
     jmp rcx
-.Lc1_d14348_s_t:
+.Lc1_d13024_j_t:
     jmp rcx
-.Lc1_d14412_j_t:
+.Lc1_d13118_j_t:
     jmp rcx
-.Lc1_d14502_j_t:
+.Lc1_d13172_j_t:
     jmp rcx
-.Lc1_d32_s_t:
+.Lc1_d35_s_t:
     jmp rcx
 .Lc1_b1_stubs_t:
     jmp rcx
-.Lc1_d13794_j_t:
+.Lc1_d12307_j_t:
     jmp rcx
-.Lc1_d13889_j_t:
+.Lc1_d12408_s_t:
     jmp rcx
-.Lc1_d13939_s_t:
+.Lc1_d12455_j_t:
     jmp rcx
-.Lc1_d14043_j_t:
+.Lc1_d12503_j_t:
     jmp rcx
-.Lc1_d14098_j_t:
+.Lc1_d12605_s_t:
     jmp rcx
-.Lc1_d14611_j_t:
+.Lc1_d12692_j_t:
     jmp rcx
-.Lc1_d14718_s_t:
+.Lc1_d12794_j_t:
     jmp rcx
-.Lc1_d14771_j_t:
+.Lc1_d13332_j_t:
     jmp rcx
-.Lc1_d14874_j_t:
+.Lc1_d13420_j_t:
     jmp rcx
-.Lc1_d14977_s_t:
+.Lc1_d13515_s_t:
     jmp rcx
-.Lc1_d15352_s_t:
+.Lc1_d13899_s_t:
     jmp rcx
-.Lc1_d15454_j_t:
+.Lc1_d13987_j_t:
     jmp rcx
-.Lc1_d15510_j_t:
+.Lc1_d14077_s_t:
     jmp rcx
-.Lc1_d15601_j_t:
+.Lc1_d14167_j_t:
     jmp rcx
-.Lc1_d15701_s_t:
+.Lc1_d14265_j_t:
     jmp rcx
-.Lc1_d15796_j_t:
+.Lc1_d14359_j_t:
     jmp rcx
-.Lc1_d15847_j_t:
+.Lc1_d14449_s_t:
     jmp rcx
-.Lc1_d15944_s_t:
+.Lc1_d14497_j_t:
     jmp rcx
-.Lc1_d16039_j_t:
+.Lc1_d14584_j_t:
     jmp rcx
-.Lc1_d16138_j_t:
+.Lc1_d14676_j_t:
     jmp rcx
-.Lc1_d16232_s_t:
+.Lc1_d14771_s_t:
     jmp rcx
-.Lc1_d16299_j_t:
+.Lc1_d14862_j_t:
     jmp rcx
-.Lc1_d16393_s_t:
+.Lc1_d14959_j_t:
     jmp rcx
-.Lc1_d16495_j_t:
+.Lc1_d15051_s_t:
     jmp rcx
-.Lc1_d16590_j_t:
+.Lc1_d15149_j_t:
     jmp rcx
-.Lc1_d16646_s_t:
+.Lc1_d15242_s_t:
     jmp rcx
-.Lc1_d16741_j_t:
+.Lc1_d15283_j_t:
     jmp rcx
-.Lc1_d16843_s_t:
+.Lc1_d15384_j_t:
     jmp rcx
-.Lc1_d16907_j_t:
+.Lc1_d15474_s_t:
     jmp rcx
-.Lc1_d17007_j_t:
+.Lc1_d15565_j_t:
     jmp rcx
-.Lc1_d17104_s_t:
+.Lc1_d15661_s_t:
     jmp rcx
-.Lc1_d17210_j_t:
+.Lc1_d15757_j_t:
     jmp rcx
-.Lc1_d17262_j_t:
+.Lc1_d15849_j_t:
     jmp rcx
-.Lc1_d17364_s_t:
+.Lc1_d15954_s_t:
     jmp rcx
-.Lc1_d17463_j_t:
+.Lc1_d15999_j_t:
     jmp rcx
-.Lc1_d17558_j_t:
+.Lc1_d16100_j_t:
     jmp rcx
-.Lc1_d17613_s_t:
+.Lc1_d16191_s_t:
     jmp rcx
-.Lc1_d17719_j_t:
+.Lc1_d16282_j_t:
     jmp rcx
-.Lc1_d17819_s_t:
+.Lc1_d16376_s_t:
     jmp rcx
-.Lc1_d17883_j_t:
+.Lc1_d16464_j_t:
     jmp rcx
-.Lc1_d17985_s_t:
+.Lc1_d16559_j_t:
     jmp rcx
-.Lc1_d18048_j_t:
+.Lc1_d16653_s_t:
     jmp rcx
-.Lc1_d18156_s_t:
+.Lc1_d16700_j_t:
     jmp rcx
-.Lc1_d18271_j_t:
+.Lc1_d16792_s_t:
     jmp rcx
-.Lc1_d18320_j_t:
+.Lc1_d247_j_t:
     jmp rcx
-.Lc1_d18422_s_t:
+.Lc1_d346_s_t:
     jmp rcx
-.Lc1_d18536_j_t:
+.Lc1_d425_j_t:
     jmp rcx
-.Lc1_d71_s_t:
+.Lc1_d523_s_t:
     jmp rcx
-.Lc1_d129_s_t:
+.Lc1_d604_j_t:
     jmp rcx
-.Lc1_d184_s_t:
+.Lc1_d652_s_t:
     jmp rcx
-.Lc1_d241_s_t:
+.Lc1_d739_j_t:
     jmp rcx
-.Lc1_d298_s_t:
+.Lc1_d838_j_t:
     jmp rcx
-.Lc1_d375_s_t:
+.Lc1_d939_s_t:
     jmp rcx
-.Lc1_d450_s_t:
+.Lc1_d1023_s_t:
     jmp rcx
-.Lc1_d509_s_t:
+.Lc1_d1105_s_t:
     jmp rcx
-.Lc1_d570_s_t:
+.Lc1_d1185_j_t:
     jmp rcx
-.Lc1_d628_s_t:
+.Lc1_d1284_j_t:
     jmp rcx
-.Lc1_d697_s_t:
+.Lc1_d1381_j_t:
     jmp rcx
-.Lc1_d812_s_t:
+.Lc1_d1481_j_t:
     jmp rcx
-.Lc1_d919_s_t:
+.Lc1_d1527_j_t:
     jmp rcx
-.Lc1_d980_j_t:
+.Lc1_d1622_s_t:
     jmp rcx
-.Lc1_d1074_s_t:
+.Lc1_d1699_j_t:
     jmp rcx
-.Lc1_d1174_j_t:
+.Lc1_d1801_j_t:
     jmp rcx
-.Lc1_d1230_j_t:
+.Lc1_d1890_s_t:
     jmp rcx
-.Lc1_d1338_s_t:
+.Lc1_d1990_s_t:
     jmp rcx
-.Lc1_d1450_s_t:
+.Lc1_d2076_j_t:
     jmp rcx
-.Lc1_d1509_j_t:
+.Lc1_d2180_s_t:
     jmp rcx
-.Lc1_d1615_j_t:
+.Lc1_d2268_s_t:
     jmp rcx
-.Lc1_d1671_j_t:
+.Lc1_d2315_j_t:
     jmp rcx
-.Lc1_d1777_s_t:
+.Lc1_d2417_j_t:
     jmp rcx
-.Lc1_d1879_j_t:
+.Lc1_d2514_s_t:
     jmp rcx
-.Lc1_d1973_j_t:
+.Lc1_d2602_j_t:
     jmp rcx
-.Lc1_d2028_s_t:
+.Lc1_d2692_j_t:
     jmp rcx
-.Lc1_d2129_j_t:
+.Lc1_d2780_j_t:
     jmp rcx
-.Lc1_d2234_s_t:
+.Lc1_d2878_j_t:
     jmp rcx
-.Lc1_d2297_j_t:
+.Lc1_d2977_j_t:
     jmp rcx
-.Lc1_d2390_j_t:
+.Lc1_d3066_j_t:
     jmp rcx
-.Lc1_d2487_s_t:
+.Lc1_d3157_j_t:
     jmp rcx
-.Lc1_d2586_j_t:
+.Lc1_d3201_j_t:
     jmp rcx
-.Lc1_d2638_s_t:
+.Lc1_d3304_s_t:
     jmp rcx
-.Lc1_d2745_j_t:
+.Lc1_d3391_j_t:
     jmp rcx
-.Lc1_d2849_s_t:
+.Lc1_d3482_s_t:
     jmp rcx
-.Lc1_d2908_j_t:
+.Lc1_d3577_j_t:
     jmp rcx
-.Lc1_d3008_j_t:
+.Lc1_d3675_s_t:
     jmp rcx
-.Lc1_d3104_s_t:
+.Lc1_d3767_j_t:
     jmp rcx
-.Lc1_d3203_j_t:
+.Lc1_d3864_s_t:
     jmp rcx
-.Lc1_d3257_j_t:
+.Lc1_d3951_j_t:
     jmp rcx
-.Lc1_d3357_s_t:
+.Lc1_d4051_j_t:
     jmp rcx
-.Lc1_d3461_j_t:
+.Lc1_d4100_j_t:
     jmp rcx
-.Lc1_d3511_j_t:
+.Lc1_d4190_j_t:
     jmp rcx
-.Lc1_d3612_s_t:
+.Lc1_d4279_j_t:
     jmp rcx
-.Lc1_d3722_j_t:
+.Lc1_d4373_s_t:
     jmp rcx
-.Lc1_d3818_s_t:
+.Lc1_d4455_j_t:
     jmp rcx
-.Lc1_d3873_j_t:
+.Lc1_d4553_s_t:
     jmp rcx
-.Lc1_d3971_s_t:
+.Lc1_d4645_s_t:
     jmp rcx
-.Lc1_d4089_s_t:
+.Lc1_d4740_j_t:
     jmp rcx
-.Lc1_d4146_j_t:
+.Lc1_d4834_j_t:
     jmp rcx
-.Lc1_d4244_j_t:
+.Lc1_d4883_s_t:
     jmp rcx
-.Lc1_d4340_j_t:
+.Lc1_d4975_s_t:
     jmp rcx
-.Lc1_d4391_j_t:
+.Lc1_d5065_j_t:
     jmp rcx
-.Lc1_d4494_s_t:
+.Lc1_d5155_j_t:
     jmp rcx
-.Lc1_d4600_j_t:
+.Lc1_d5261_j_t:
     jmp rcx
-.Lc1_d4652_j_t:
+.Lc1_d5361_s_t:
     jmp rcx
-.Lc1_d4756_s_t:
-    jmp rcx
-.Lc1_d4857_j_t:
-    jmp rcx
-.Lc1_d4953_j_t:
-    jmp rcx
-.Lc1_d5006_s_t:
-    jmp rcx
-.Lc1_d5114_j_t:
-    jmp rcx
-.Lc1_d5211_s_t:
-    jmp rcx
-.Lc1_d5277_j_t:
-    jmp rcx
-.Lc1_d5379_s_t:
-    jmp rcx
-.Lc1_d5488_j_t:
+.Lc1_d5448_j_t:
     jmp rcx
 .Lc1_d5542_j_t:
     jmp rcx
-.Lc1_d5640_s_t:
+.Lc1_d5641_j_t:
     jmp rcx
-.Lc1_d5708_j_t:
+.Lc1_d5693_s_t:
     jmp rcx
-.Lc1_d5811_s_t:
+.Lc1_d5786_j_t:
     jmp rcx
-.Lc1_d5916_j_t:
+.Lc1_d5878_j_t:
     jmp rcx
-.Lc1_d5967_j_t:
+.Lc1_d5968_j_t:
     jmp rcx
-.Lc1_d6066_s_t:
+.Lc1_d6061_s_t:
     jmp rcx
-.Lc1_d6161_j_t:
+.Lc1_d6154_j_t:
     jmp rcx
-.Lc1_d6256_j_t:
+.Lc1_d6257_s_t:
     jmp rcx
-.Lc1_d6358_s_t:
+.Lc1_d6349_j_t:
     jmp rcx
-.Lc1_d6418_j_t:
+.Lc1_d6404_s_t:
     jmp rcx
-.Lc1_d6517_s_t:
+.Lc1_d6485_j_t:
     jmp rcx
-.Lc1_d6590_j_t:
+.Lc1_d6576_j_t:
     jmp rcx
-.Lc1_d6688_j_t:
+.Lc1_d6676_s_t:
     jmp rcx
-.Lc1_d6798_s_t:
+.Lc1_d6771_s_t:
     jmp rcx
-.Lc1_d6860_j_t:
+.Lc1_d6864_j_t:
     jmp rcx
-.Lc1_d6952_j_t:
+.Lc1_d6948_j_t:
     jmp rcx
-.Lc1_d7055_s_t:
+.Lc1_d7049_j_t:
     jmp rcx
-.Lc1_d7116_j_t:
+.Lc1_d7147_j_t:
     jmp rcx
-.Lc1_d7213_s_t:
+.Lc1_d7203_s_t:
     jmp rcx
-.Lc1_d7277_j_t:
+.Lc1_d7294_j_t:
     jmp rcx
-.Lc1_d7393_s_t:
+.Lc1_d7393_j_t:
     jmp rcx
-.Lc1_d7493_j_t:
+.Lc1_d7488_s_t:
     jmp rcx
-.Lc1_d7545_j_t:
+.Lc1_d7576_j_t:
     jmp rcx
-.Lc1_d7650_s_t:
+.Lc1_d7666_j_t:
     jmp rcx
-.Lc1_d7754_j_t:
+.Lc1_d7781_s_t:
     jmp rcx
-.Lc1_d7807_j_t:
+.Lc1_d7872_j_t:
     jmp rcx
-.Lc1_d7911_s_t:
+.Lc1_d7923_s_t:
     jmp rcx
-.Lc1_d8028_j_t:
+.Lc1_d8011_j_t:
     jmp rcx
-.Lc1_d8078_s_t:
+.Lc1_d8109_s_t:
     jmp rcx
-.Lc1_d8179_j_t:
+.Lc1_d8199_j_t:
     jmp rcx
-.Lc1_d8285_j_t:
+.Lc1_d8298_j_t:
     jmp rcx
-.Lc1_d8341_s_t:
+.Lc1_d8386_j_t:
     jmp rcx
-.Lc1_d8436_j_t:
+.Lc1_d8492_s_t:
     jmp rcx
-.Lc1_d8533_j_t:
+.Lc1_d8581_j_t:
     jmp rcx
-.Lc1_d8631_s_t:
+.Lc1_d8634_s_t:
     jmp rcx
-.Lc1_d8690_j_t:
+.Lc1_d8723_s_t:
     jmp rcx
-.Lc1_d8789_s_t:
+.Lc1_d8814_j_t:
     jmp rcx
-.Lc1_d8850_j_t:
+.Lc1_d8908_j_t:
     jmp rcx
-.Lc1_d8954_j_t:
+.Lc1_d9006_j_t:
     jmp rcx
-.Lc1_d9069_s_t:
+.Lc1_d9109_s_t:
     jmp rcx
-.Lc1_d9128_s_t:
+.Lc1_d9193_j_t:
     jmp rcx
-.Lc1_d9247_j_t:
+.Lc1_d9291_j_t:
     jmp rcx
-.Lc1_d9304_s_t:
+.Lc1_d9392_s_t:
     jmp rcx
-.Lc1_d9410_j_t:
+.Lc1_d9433_s_t:
     jmp rcx
-.Lc1_d9505_j_t:
+.Lc1_d9523_j_t:
     jmp rcx
-.Lc1_d9556_j_t:
+.Lc1_d9618_j_t:
     jmp rcx
-.Lc1_d9665_s_t:
+.Lc1_d9710_j_t:
     jmp rcx
-.Lc1_d9766_j_t:
+.Lc1_d9816_s_t:
     jmp rcx
-.Lc1_d9817_j_t:
+.Lc1_d9908_j_t:
     jmp rcx
-.Lc1_d9921_s_t:
+.Lc1_d10000_j_t:
     jmp rcx
-.Lc1_d10029_j_t:
+.Lc1_d10098_s_t:
     jmp rcx
-.Lc1_d10082_j_t:
+.Lc1_d10139_j_t:
     jmp rcx
-.Lc1_d10178_s_t:
+.Lc1_d10226_j_t:
     jmp rcx
-.Lc1_d10298_s_t:
+.Lc1_d10329_s_t:
     jmp rcx
-.Lc1_d10353_j_t:
+.Lc1_d10428_s_t:
     jmp rcx
-.Lc1_d10459_j_t:
+.Lc1_d10523_j_t:
     jmp rcx
-.Lc1_d10559_j_t:
+.Lc1_d10617_j_t:
     jmp rcx
-.Lc1_d10612_s_t:
+.Lc1_d10714_j_t:
     jmp rcx
-.Lc1_d10723_s_t:
+.Lc1_d10815_s_t:
     jmp rcx
-.Lc1_d10823_j_t:
+.Lc1_d10860_j_t:
     jmp rcx
-.Lc1_d10917_j_t:
+.Lc1_d10948_s_t:
     jmp rcx
-.Lc1_d10969_s_t:
+.Lc1_d11038_j_t:
     jmp rcx
-.Lc1_d11076_j_t:
+.Lc1_d11123_j_t:
     jmp rcx
-.Lc1_d11174_j_t:
+.Lc1_d11219_s_t:
     jmp rcx
-.Lc1_d11223_j_t:
+.Lc1_d11309_j_t:
     jmp rcx
-.Lc1_d11332_s_t:
+.Lc1_d11413_s_t:
     jmp rcx
-.Lc1_d11392_j_t:
+.Lc1_d11511_j_t:
     jmp rcx
-.Lc1_d11494_s_t:
+.Lc1_d11559_j_t:
     jmp rcx
-.Lc1_d11608_j_t:
+.Lc1_d11659_j_t:
     jmp rcx
-.Lc1_d11710_s_t:
+.Lc1_d11762_s_t:
     jmp rcx
-.Lc1_d11768_j_t:
+.Lc1_d11853_j_t:
     jmp rcx
-.Lc1_d11865_j_t:
+.Lc1_d11951_s_t:
     jmp rcx
-.Lc1_d11962_s_t:
-    jmp rcx
-.Lc1_d12020_j_t:
-    jmp rcx
-.Lc1_d12120_j_t:
-    jmp rcx
-.Lc1_d12177_s_t:
-    jmp rcx
-.Lc1_d12294_s_t:
-    jmp rcx
-.Lc1_d12402_j_t:
-    jmp rcx
-.Lc1_d12451_j_t:
-    jmp rcx
-.Lc1_d12554_j_t:
-    jmp rcx
-.Lc1_d12659_s_t:
-    jmp rcx
-.Lc1_d12714_j_t:
-    jmp rcx
-.Lc1_d12805_j_t:
-    jmp rcx
-.Lc1_d12905_s_t:
-    jmp rcx
-.Lc1_d12966_j_t:
-    jmp rcx
-.Lc1_d13068_s_t:
-    jmp rcx
-.Lc1_d13193_j_t:
-    jmp rcx
-.Lc1_d13243_j_t:
-    jmp rcx
-.Lc1_d13345_s_t:
-    jmp rcx
-.Lc1_d13450_j_t:
-    jmp rcx
-.Lc1_d13501_j_t:
+.Lc1_d12046_j_t:
     jmp rcx
     .text
 

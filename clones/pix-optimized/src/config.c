@@ -20,20 +20,18 @@ static const uint64_t response_lo[] = {UINT64_C(6), UINT64_C(13), UINT64_C(24), 
 static const uint64_t response_hi[] = {UINT64_C(7), UINT64_C(14), UINT64_C(25), UINT64_C(41)};
 static const uint64_t response_cum[] = {UINT64_C(18), UINT64_C(27), UINT64_C(3316), UINT64_C(19958)};
 
-/* extra 0: sched_yield (0.0002 per request) */
-/* extra 1: mprotect (0.0320 per request) */
-/* extra 2: futex (0.1476 per request) */
-/* extra 3: write to an eventfd (0.0043 per request) */
-/* extra 4: receives per request (total; the loop makes one) (1.1662 per request) */
-/* extra 5: epoll_wait per request (total; the loop makes at most one) (1.1201 per request) */
+/* extra 0: mprotect (0.0333 per request) */
+/* extra 1: futex (0.1590 per request) */
+/* extra 2: write to an eventfd (0.0013 per request) */
+/* extra 3: receives per request (total; the loop makes one) (1.0420 per request) */
+/* extra 4: epoll_wait per request (total; the loop makes at most one) (1.0580 per request) */
 
 static const struct ditto_extra extras[] = {
-    {DITTO_OP_SCHED_YIELD, 0.00015049663890839772, {0, NULL, NULL, NULL}},
-    {DITTO_OP_MPROTECT, 0.032005618541185915, {0, NULL, NULL, NULL}},
-    {DITTO_OP_FUTEX_WAKE, 0.14758703722283537, {0, NULL, NULL, NULL}},
-    {DITTO_OP_EVENTFD_WRITE, 0.004264071435737935, {0, NULL, NULL, NULL}},
-    {DITTO_OP_RECV_TOPUP, 1.1662486204474767, {0, NULL, NULL, NULL}},
-    {DITTO_OP_WAKEUP_TOPUP, 1.1200963178489014, {0, NULL, NULL, NULL}},
+    {DITTO_OP_MPROTECT, 0.033259757198755895, {0, NULL, NULL, NULL}},
+    {DITTO_OP_FUTEX_WAKE, 0.1590247817798736, {0, NULL, NULL, NULL}},
+    {DITTO_OP_EVENTFD_WRITE, 0.0013043042038727803, {0, NULL, NULL, NULL}},
+    {DITTO_OP_RECV_TOPUP, 1.0420387278017458, {0, NULL, NULL, NULL}},
+    {DITTO_OP_WAKEUP_TOPUP, 1.0579913715260358, {0, NULL, NULL, NULL}},
 };
 
 static const struct ditto_cluster clusters[] = {
@@ -54,7 +52,7 @@ const struct ditto_config ditto_clone_config = {
     .send_call = DITTO_IO_WRITEV,
     .response_bytes = {4, response_lo, response_hi, response_cum},
     .extras = extras,
-    .n_extras = 6,
+    .n_extras = 5,
     .clusters = clusters,
     .n_clusters = 2,
     .priv_bytes = 67117888,

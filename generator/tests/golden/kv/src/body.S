@@ -48,70 +48,51 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 33619968
-    setz al
-    lea rcx, [rip + .Lc1_d35_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d35_s_t
-    .p2align 3
-.Lc1_d35_s:
-    .p2align 3
-    jmp .Lc1_d35_j
-    .p2align 3
-    jmp .Lc1_d35_j
-.Lc1_d35_j:
-    popcnt rcx, rcx
-    mov rax, r8
-    mov dword ptr [r15 + 640], ebp
-    mov byte ptr [r15 + 256], cl
-    test dword ptr [r15 + 67117723], 2
+    movzx ebp, byte ptr [r15 + 576]
+    movsxd rax, dword ptr [r15 + 384]
+    cmovne rsi, rdx
+    movzx edx, al
+    test bl, 128
     jz 1f
 1:
-    mov r8d, r9d
-    mov dword ptr [r15 + 0], 28
-    movzx edi, byte ptr [r15 + 0]
-    test ebx, 368
+    mov r8d, dword ptr [r15 + 768]
+    mov eax, 24
+    mov r9, r10
+    mov qword ptr [r15 + 512], rax
+    test dword ptr [r15 + 67117723], 67108864
     jnz 1f
 1:
-    mov esi, 18
-    mov edi, edx
-    movsxd r9, dword ptr [r15 + 0]
-    movzx ebp, byte ptr [r15 + 0]
-    test bl, 32
+    and r9, 4032
+    mov ecx, dword ptr [r15 + r9 + 3008]
+    movzx edi, byte ptr [r15 + 64]
+    movsxd rsi, dword ptr [r14 + 192]
+    mov rbp, r10
+    test ebx, 1024
     jz 1f
 1:
-    movsxd rdi, dword ptr [r15 + 512]
-    movsxd r9, dword ptr [r15 + 320]
-    movzx edx, byte ptr [r14 + 384]
-    test ebx, 13568
+    and rbp, 448
+    mov rdx, qword ptr [r15 + rbp + 960]
+    mov r9, rbp
+    mov eax, dword ptr [r15 + 0]
+    movsxd rdi, dword ptr [r15 + 0]
+    test ebx, 13056
     jnz 1f
 1:
-    movsxd rax, dword ptr [r15 + 192]
-    mov ecx, ecx
-    mov r8, r10
-    or qword ptr [r15 + 128], 25
-    mov ecx, edx
-    test dword ptr [r15 + 67117723], 2097152
+    mov dword ptr [r15 + 0], edi
+    mov ecx, 220
+    mov dword ptr [r15 + 0], 49
+    test dword ptr [r15 + 67117723], 65796
     jnz 1f
 1:
-    and r8, 448
-    movsxd rbp, dword ptr [r15 + r8 + 960]
-    mov eax, dword ptr [r14 + 0]
-    movzx edx, r9b
-    test dword ptr [r15 + 67117724], 16384
+    mov byte ptr [r15 + 384], cl
+    mov rsi, qword ptr [r15 + 640]
+    movzx r8d, byte ptr [r15 + 128]
+    test dword ptr [r15 + 67117724], 4098
     jnz 1f
 1:
-    mov edi, dword ptr [r15 + 768]
-    movzx ecx, bpl
-    mov r9d, dword ptr [r15 + 64]
-    mov ebp, dword ptr [r15 + 576]
-    test dword ptr [r15 + 67117724], 4
-    jnz 1f
-1:
-    mov r8d, 190
-    mov rsi, rax
-    mov edi, dword ptr [r15 + 448]
+    movsxd rdx, dword ptr [r15 + 320]
+    mov dword ptr [r15 + 448], r8d
+    movsxd r9, dword ptr [r15 + 256]
     add r11, 64
     add r10, r11
     inc rbx
@@ -121,59 +102,59 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    movzx edi, al
-    mov rbp, r10
-    mov dword ptr [r15 + 192], ecx
-    and rbp, 33554368
-    movsxd rax, dword ptr [r15 + rbp + 33554432]
-    test ebx, 16032
+    movsxd rdi, dword ptr [r14 + 128]
+    mov ebp, eax
+    mov dword ptr [r15 + 0], 121
+    mov esi, 239
+    test ebx, 2816
     jz 1f
 1:
-    mov rbp, r10
-    mov edx, dword ptr [r15 + 128]
-    and rbp, 8128
-    mov dword ptr [r15 + rbp + 7104], eax
-    test bl, 240
-    jz 1f
+    movsxd rsi, dword ptr [r15 + 0]
+    mov edx, ebp
+    mov r9d, dword ptr [r15 + 0]
+    mov r8d, dword ptr [r15 + 0]
+    test ebx, 2048
+    jnz 1f
 1:
-    movsxd r9, dword ptr [r15 + 0]
-    mov r8, rax
-    test dword ptr [r15 + 67117723], 2
-    jz 1f
-1:
+    movzx eax, byte ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    .byte 0x66, 0x90
     mov ecx, dword ptr [r15 + 0]
-    mov eax, r8d
-    mov qword ptr [r15 + 576], rcx
+    test ebx, 3056
+    jz 1f
+1:
+    movsxd rbp, dword ptr [r15 + 0]
+    movsxd r9, dword ptr [r15 + 128]
+    movzx esi, cl
+    test ebx, 6896
+    jnz 1f
+1:
+    mov edi, dword ptr [r15 + 320]
+    mov edx, esi
+    mov byte ptr [r15 + 192], dil
+    mov r8, qword ptr [r15 + 448]
     test bl, 32
-    jnz 1f
+    jz 1f
 1:
-    movzx ebp, byte ptr [r15 + 448]
-    movzx esi, byte ptr [r15 + 64]
-    test ebx, 608
-    jnz 1f
-1:
+    mov eax, dword ptr [r15 + 64]
     movzx esi, dil
-    mov r8, r10
-    movzx eax, dl
-    test ebx, 1024
+    mov rbp, r10
+    mov r9d, dword ptr [r14 + 0]
+    and rbp, 448
+    mov rcx, qword ptr [r15 + rbp + 960]
+    test dword ptr [r15 + 67117723], 558924336
     jz 1f
 1:
-    and r8, 448
-    mov rsi, qword ptr [r14 + r8 + 960]
-    lea rdi, [r15 + 67109504]
-    mov ecx, 1089
-    rep stosb
-    mov edx, r9d
-    test dword ptr [r15 + 67117723], 327680
+    mov edi, 71
+    mov r9d, dword ptr [r15 + 512]
+    mov dword ptr [r15 + 704], edi
+    movzx esi, byte ptr [r15 + 256]
+    test ebx, 320
     jnz 1f
 1:
-    bt rdx, rax
-    mov rsi, qword ptr [r15 + 704]
-    test bl, 32
-    jz 1f
-1:
-    mov esi, dword ptr [r15 + 384]
-    movzx ebp, r9b
+    mov edx, dword ptr [r15 + 576]
+    mov ebp, dword ptr [r15 + 384]
+    mov byte ptr [r15 + 832], sil
     add r11, 64
     add r10, r11
     inc rbx
@@ -183,59 +164,61 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d149_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d149_j_t
-.Lc1_d149_j:
-    lea rdi, [r15 + 67109504]
-    lea rsi, [r15 + 67113600]
-    mov ecx, 1088
-    rep movsb
-    mov ebp, 252
-    mov rbp, r10
-    movsxd rdi, dword ptr [r15 + 0]
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 142607232
+    setz al
+    lea rcx, [rip + .Lc1_d136_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d136_s_t
+    .p2align 3
+.Lc1_d136_s:
+    .p2align 3
+    jmp .Lc1_d136_j
+    .p2align 3
+    jmp .Lc1_d136_j
+.Lc1_d136_j:
+    mov ebp, dword ptr [r15 + 320]
+    mov r8, rbp
+    inc dword ptr [r15 + 0]
+    test dword ptr [r15 + 67117724], 268435456
+    jz 1f
+1:
+    mov edx, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 10
+    test bl, 32
+    jz 1f
+1:
+    movzx edx, byte ptr [r15 + 0]
+    mov edi, 72
+    mov qword ptr [r15 + 256], rcx
+    test ebx, 672
+    jnz 1f
+1:
+    movzx esi, byte ptr [r15 + 640]
+    mov r9, r10
+    .byte 0x0f, 0x1f, 0x00
     test bl, 32
     jnz 1f
 1:
-    mov r8, r10
-    mov r9d, dword ptr [r15 + 256]
-    and rbp, 4032
-    mov rcx, qword ptr [r15 + rbp + 3008]
-    and r8, 960
-    movsxd rdi, dword ptr [r15 + r8 + 1984]
-    test bl, 192
-    jz 1f
-1:
-    mov rbp, r10
-    movzx r8d, byte ptr [r15 + 896]
-    and rbp, 448
-    mov eax, dword ptr [r15 + rbp + 1472]
-    mov dword ptr [r15 + 640], 117
-    test ebx, 27584
+    movsxd rcx, dword ptr [r14 + 768]
+    and r9, 448
+    movsxd rbp, dword ptr [r15 + r9 + 1472]
+    test bl, 32
     jnz 1f
 1:
-    lea rdi, [r15 + 67109504]
-    mov ecx, 1089
-    rep stosb
-    mov dword ptr [r15 + 128], edx
-    mov rdx, rdx
-    test dword ptr [r15 + 67117724], 16384
-    jz 1f
-1:
-    mov r9d, dword ptr [r14 + 320]
-    movzx eax, sil
-    movzx edi, dl
-    test dword ptr [r15 + 67117724], 8
-    jz 1f
-1:
-    mov byte ptr [r15 + 64], dil
-    movzx esi, dil
-    mov edi, dword ptr [r15 + 768]
-    test dword ptr [r15 + 67117724], 4194304
+    mov rdx, qword ptr [r14 + 128]
+    movsxd r8, dword ptr [r15 + 192]
+    movzx eax, byte ptr [r15 + 448]
+    test ebx, 2048
     jnz 1f
 1:
-    mov r9d, 3
-    mov r8, rdx
+    mov edi, eax
+    movzx r9d, byte ptr [r15 + 64]
+    test dword ptr [r15 + 67117723], 11092296
+    jz 1f
+1:
+    mov edx, r9d
+    mov ecx, 131
     add r11, 64
     add r10, r11
     inc rbx
@@ -245,54 +228,50 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov r9d, dword ptr [r15 + 64]
-    movzx ebp, byte ptr [r15 + 128]
-    mov rcx, qword ptr [r15 + 448]
-    mov rsi, qword ptr [r15 + 704]
-    test dword ptr [r15 + 67117723], 281018729
-    jz 1f
-1:
-    mov edx, dword ptr [r15 + 320]
-    mov eax, esi
-    mov edi, 28
-    test dword ptr [r15 + 67117723], 2101252
+    mov r9d, dword ptr [r15 + 896]
+    mov byte ptr [r15 + 704], al
+    mov eax, eax
+    movsxd rdx, dword ptr [r15 + 0]
+    test dword ptr [r15 + 67117724], 4456448
     jnz 1f
-1:
-    mov r8d, dword ptr [r15 + 832]
-    mov esi, 192
-    mov dword ptr [r15 + 576], 148
-    test dword ptr [r15 + 67117723], 1233208000
-    jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, r9d
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 8192
-    jnz 1f
-1:
-    mov r9, r9
-    movsxd rcx, dword ptr [r15 + 0]
-    mov r9, qword ptr [r15 + 0]
-    test ebx, 2944
-    jnz 1f
-1:
-    mov eax, dword ptr [r15 + 0]
-    cmovne r8, rcx
-    movsxd rdx, dword ptr [r15 + 384]
-    test ebx, 31936
-    jz 1f
-1:
-    mov byte ptr [r15 + 512], dl
-    mov byte ptr [r15 + 256], bpl
+    mov rsi, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 202
     mov rbp, r10
-    mov edx, 30
-    test dword ptr [r15 + 67117724], 16384
+    mov dword ptr [r15 + 64], 38
+    test bl, 32
     jz 1f
 1:
-    and rbp, 448
-    mov rsi, qword ptr [r14 + rbp + 960]
-    movzx ecx, byte ptr [r15 + 192]
-    mov rbp, qword ptr [r14 + 0]
+    and rbp, 8128
+    movsxd r8, dword ptr [r15 + rbp + 7104]
+    movsxd rax, dword ptr [r15 + 192]
+    movzx ebp, r8b
+    sete cl
+    test dword ptr [r15 + 67117724], 33554432
+    jz 1f
+1:
+    mov qword ptr [r15 + 576], rcx
+    mov r9d, 243
+    mov rbp, r10
+    movzx r8d, r9b
+    and rbp, 4032
+    not qword ptr [r15 + rbp + 3008]
+    test dword ptr [r15 + 67117724], 144
+    jnz 1f
+1:
+    .byte 0x66, 0x90
+    mov edi, dword ptr [r15 + 512]
+    mov r9, r10
+    mov ecx, dword ptr [r15 + 384]
+    mov dword ptr [r15 + 128], eax
+    test ebx, 816
+    jz 1f
+1:
+    and r9, 448
+    mov qword ptr [r14 + r9 + 960], r9
+    mov rdx, rdi
+    mov eax, dword ptr [r14 + 320]
     add r11, 64
     add r10, r11
     inc rbx
@@ -302,56 +281,59 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d253_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d253_j_t
-.Lc1_d253_j:
-    cmovne rax, rdi
-    movzx edi, byte ptr [r15 + 640]
-    mov r9d, dword ptr [r15 + 0]
-    mov esi, dword ptr [r15 + 0]
-    test bl, 48
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 3
+    lea rcx, [rip + .Lc1_d235_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d235_s_t
+    .p2align 3
+.Lc1_d235_s:
+    .p2align 3
+    jmp .Lc1_d235_j
+    .p2align 3
+    jmp .Lc1_d235_j
+    .p2align 3
+    jmp .Lc1_d235_j
+    .p2align 3
+    jmp .Lc1_d235_j
+.Lc1_d235_j:
+    mov rax, rcx
+    mov esi, 48
+    mov edx, dword ptr [r15 + 64]
+    test ebx, 320
     jnz 1f
 1:
-    movsxd rbp, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 148
-    mov qword ptr [r15 + 192], rax
-    bt r8, r8
-    test dword ptr [r15 + 67117724], 33554432
+    mov byte ptr [r15 + 0], dl
+    mov rbp, qword ptr [r15 + 0]
+    test ebx, 1024
     jnz 1f
 1:
-    movsxd rdx, dword ptr [r15 + 320]
-    movzx r8d, byte ptr [r15 + 128]
-    bswap rdx
+    mov r8d, dword ptr [r15 + 640]
+    bt rbp, r8
+    test bl, 128
+    jz 1f
+1:
+    mov rdi, qword ptr [r15 + 768]
+    mov edx, ebp
+    test dword ptr [r15 + 67117723], 2048
+    jnz 1f
+1:
+    movzx edx, r8b
+    mov r9, r10
+    movzx esi, byte ptr [r14 + 448]
+    test dword ptr [r15 + 67117723], 33554432
+    jnz 1f
+1:
+    and r9, 448
+    mov rdi, qword ptr [r15 + r9 + 1472]
     mov rbp, r10
-    mov rax, qword ptr [r15 + 448]
-    test ebx, 14288
+    mov esi, 151
+    test dword ptr [r15 + 67117724], 8
     jz 1f
 1:
-    movzx esi, al
-    and rbp, 448
-    movzx r9d, byte ptr [r15 + rbp + 960]
-    movzx eax, byte ptr [r15 + 384]
-    test dword ptr [r15 + 67117724], 2048
-    jz 1f
-1:
-    btc dword ptr [r15 + 256], 22
-    movsxd rsi, dword ptr [r15 + 768]
-    mov ecx, 238
-    mov edi, 80
-    test bl, 32
-    jnz 1f
-1:
-    mov qword ptr [r15 + 64], r8
-    mov rdx, r8
-    mov rsi, qword ptr [r14 + 512]
-    mov dword ptr [r14 + 0], 67
-    test dword ptr [r15 + 67117724], 33554432
-    jz 1f
-1:
-    movzx r9d, byte ptr [r15 + 896]
-    popcnt r8, rdi
-    mov rdi, rsi
+    and rbp, 960
+    movsxd rax, dword ptr [r15 + rbp + 1984]
+    mov rcx, qword ptr [r15 + 256]
     add r11, 64
     add r10, r11
     inc rbx
@@ -361,54 +343,50 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r14 + 704]
-    mov rdx, r9
-    mov byte ptr [r15 + 576], al
-    test bl, 32
+    movzx esi, byte ptr [r15 + 128]
+    mov dword ptr [r15 + 0], 52
+    movzx r9d, byte ptr [r15 + 0]
+    mov r8, qword ptr [r15 + 0]
+    test dword ptr [r15 + 67117723], 32
     jnz 1f
 1:
-    mov rcx, rdx
-    mov rbp, r10
-    mov dword ptr [r15 + 384], r9d
-    and rbp, 960
-    mov edi, dword ptr [r15 + rbp + 1984]
-    test ebx, 6000
-    jz 1f
-1:
-    mov esi, 75
-    mov rcx, qword ptr [r15 + 192]
-    mov rbp, r10
-    test ebx, 1024
-    jz 1f
-1:
-    and rbp, 4032
-    movsxd r8, dword ptr [r15 + rbp + 3008]
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx edx, byte ptr [r15 + 0]
-    test dword ptr [r15 + 67117723], 268451841
+    movzx ebp, r8b
+    mov edx, 40
+    test dword ptr [r15 + 67117724], 8192
     jnz 1f
 1:
-    movsxd r9, dword ptr [r15 + 0]
-    mov rcx, rdx
-    mov rbp, r10
-    mov edx, 92
-    test ebx, 13568
+    mov eax, dword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], bpl
+    mov byte ptr [r15 + 320], cl
+    mov edi, 138
+    test bl, 128
     jz 1f
 1:
-    movzx eax, r8b
-    and rbp, 448
-    movzx edi, byte ptr [r15 + rbp + 1472]
-    test bl, 48
+    movsxd rsi, dword ptr [r15 + 576]
+    movsxd r9, dword ptr [r15 + 704]
+    movzx edi, byte ptr [r15 + 256]
+    mov r8, r10
+    test dword ptr [r15 + 67117724], 16384
     jz 1f
 1:
-    mov rcx, rsi
-    mov dword ptr [r14 + 128], 22
-    mov dword ptr [r15 + 512], 189
-    test dword ptr [r15 + 67117724], 1179904
+    mov byte ptr [r15 + 128], dl
+    and r8, 448
+    mov rcx, qword ptr [r15 + r8 + 960]
+    movsxd rsi, dword ptr [r15 + 64]
+    mov dword ptr [r14 + 512], 67
+    test bl, 128
+    jz 1f
+1:
+    mov rdi, rsi
+    mov dword ptr [r15 + 832], 119
+    mov rdx, rdi
+    test dword ptr [r15 + 67117724], 32
     jnz 1f
 1:
-    movzx eax, dil
-    mov rsi, qword ptr [r15 + 64]
+    mov ebp, 17
+    mov qword ptr [r15 + 384], rbp
+    mov eax, dword ptr [r15 + 192]
     add r11, 64
     add r10, r11
     inc rbx
@@ -418,58 +396,59 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d354_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d354_j_t
-.Lc1_d354_j:
-    mov byte ptr [r15 + 0], r8b
-    mov r9d, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 108
-    mov rdi, qword ptr [r15 + 0]
-    mov rbp, r10
-    test ebx, 6096
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 2099249
+    setz al
+    lea rcx, [rip + .Lc1_d330_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d330_s_t
+    .p2align 3
+.Lc1_d330_s:
+    .p2align 3
+    jmp .Lc1_d330_j
+    .p2align 3
+    jmp .Lc1_d330_j
+.Lc1_d330_j:
+    movzx r9d, byte ptr [r15 + 768]
+    mov rbp, r9
+    mov edx, 113
+    test bl, 32
+    jnz 1f
+1:
+    movsxd r8, dword ptr [r15 + 0]
+    mov rsi, rbp
+    movzx ecx, r8b
+    test ebx, 15200
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx edx, dl
-    and rbp, 8128
-    mov edx, dword ptr [r15 + rbp + 7104]
-    test dword ptr [r15 + 67117723], 2097152
-    jnz 1f
-1:
-    movzx r9d, bpl
-    mov r8, r10
-    movsxd rsi, dword ptr [r14 + 832]
-    mov qword ptr [r15 + 320], r8
-    and r8, 33554368
+    mov edi, dword ptr [r15 + 256]
+    mov r8d, 183
+    mov edx, edi
     mov rbp, r10
-    xor dword ptr [r15 + r8 + 33554432], ecx
-    test bl, 128
+    test ebx, 30192
     jnz 1f
 1:
-    .byte 0x66, 0x90
+    movsxd rax, dword ptr [r14 + 896]
     and rbp, 448
-    mov rdi, qword ptr [r15 + rbp + 960]
-    mov r9d, 173
-    test bl, 144
-    jz 1f
-1:
-    mov ecx, 9
-    mov edx, eax
-    mov r8, qword ptr [r15 + 640]
-    mov r9d, eax
-    test ebx, 6784
+    mov r9d, dword ptr [r15 + rbp + 960]
+    movzx r8d, al
+    test dword ptr [r15 + 67117724], 2
     jnz 1f
 1:
-    movsxd rax, dword ptr [r15 + 192]
-    mov ebp, dword ptr [r15 + 256]
-    movzx esi, byte ptr [r15 + 128]
-    test dword ptr [r15 + 67117724], 42554898
-    jz 1f
+    popcnt rdx, rax
+    movsxd rdi, dword ptr [r15 + 64]
+    mov byte ptr [r14 + 384], dl
+    test ebx, 6400
+    jnz 1f
 1:
-    mov rax, qword ptr [r15 + 448]
-    movsxd r9, dword ptr [r15 + 64]
-    mov rdi, qword ptr [r15 + 768]
+    movzx eax, byte ptr [r15 + 320]
+    mov rdx, qword ptr [r15 + 448]
+    mov esi, dword ptr [r15 + 640]
+    test dword ptr [r15 + 67117723], 1
+    jnz 1f
+1:
+    mov ebp, r9d
+    mov r9, qword ptr [r15 + 192]
     add r11, 64
     add r10, r11
     inc rbx
@@ -480,101 +459,104 @@ ditto_body_c1:
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
     mov r8, r10
-    and r8, 448
-    movzx ebp, byte ptr [r15 + r8 + 1472]
-    mov dword ptr [r15 + 704], 217
-    mov r8, qword ptr [r15 + 0]
-    mov rcx, qword ptr [r15 + 0]
-    test ebx, 672
+    movzx ecx, r8b
+    mov esi, 44
+    and r8, 960
+    mov edi, dword ptr [r15 + r8 + 1984]
+    mov r9d, 180
+    test bl, 32
     jnz 1f
 1:
-    mov qword ptr [r15 + 0], rax
-    movzx esi, byte ptr [r15 + 320]
-    mov rax, qword ptr [r15 + 192]
-    test dword ptr [r15 + 67117724], 4
+    mov ebp, 180
+    mov rsi, r9
+    mov edx, 112
+    test ebx, 912
     jz 1f
 1:
-    add qword ptr [r15 + 128], rdx
-    mov rdi, qword ptr [r15 + 64]
-    movzx edx, byte ptr [r15 + 256]
-    test ebx, 416
-    jnz 1f
-1:
-    mov r8, qword ptr [r14 + 0]
-    mov eax, r8d
-    mov edx, dword ptr [r14 + 0]
-    test ebx, 624
+    mov byte ptr [r15 + 0], dl
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, byte ptr [r15 + 0]
+    test ebx, 7168
     jz 1f
 1:
-    movsxd rcx, dword ptr [r15 + 576]
-    movzx esi, byte ptr [r15 + 896]
-    xchg r9, r9
-    test ebx, 58368
+    mov esi, eax
+    movzx ecx, al
+    popcnt r8, rax
+    test ebx, 576
     jz 1f
 1:
-    movzx r9d, al
-    movzx edi, al
-    mov rsi, qword ptr [r15 + 64]
-    test bl, 128
-    jz 1f
-1:
-    mov eax, esi
-    mov r8d, 36
+    movsxd r9, dword ptr [r15 + 0]
+    mov rax, qword ptr [r15 + 0]
+    mov edi, 215
+    cmovne r8, rsi
     mov rbp, r10
-    movsxd rsi, dword ptr [r15 + 384]
-    test dword ptr [r15 + 67117724], 603979776
+    test ebx, 7600
+    jz 1f
+1:
+    mov r9, r10
+    and rbp, 4032
+    mov edx, dword ptr [r15 + rbp + 3008]
+    mov rcx, qword ptr [r15 + 192]
+    and r9, 448
+    mov rsi, qword ptr [r15 + r9 + 1472]
+    test ebx, 432
+    jz 1f
+1:
+    bt rsi, rsi
+    movsxd r9, dword ptr [r14 + 704]
+    movzx edi, byte ptr [r15 + 384]
+    test dword ptr [r15 + 67117724], 73730
     jnz 1f
 1:
-    mov r9, rsi
-    and rbp, 448
-    movsxd rsi, dword ptr [r15 + rbp + 960]
-    mov rdx, qword ptr [r15 + 512]
+    movsxd rax, dword ptr [r15 + 128]
+    mov rcx, qword ptr [r15 + 576]
+    mov rbp, qword ptr [r15 + 512]
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jnz .Lc1_b0_c0
 .Lc1_b0_done:
-// block 1: 128 bytes, 1 chunk(s), 99 chunk executions per call
+// block 1: 128 bytes, 1 chunk(s), 101 chunk executions per call
     mov rbx, qword ptr [r15 + 67117744]
-    lea rcx, [rbx + 99]
+    lea rcx, [rbx + 101]
     mov qword ptr [r15 + 67117744], rcx
-    mov r13d, 99
+    mov r13d, 101
     jmp .Lc1_b1_c0
     .p2align 6
 .Lc1_b1_c0:
-    movzx eax, byte ptr [r15 + 0]
-    and ebp, dword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], r8
-    shr ecx, 17
-    movzx edi, byte ptr [r15 + 0]
+    movzx ecx, byte ptr [r15 + 0]
+    and edi, dword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rdi
+    shr edx, 18
+    movzx r8d, byte ptr [r15 + 0]
     jmp 1f
 1:
     test bl, 8
     jz 1f
 1:
-    vpxor xmm10, xmm10, xmm4
-    shr edi, 6
-    vpcmpeqb xmm10, xmm10, xmmword ptr [r15 + 0]
-    movzx edi, byte ptr [r15 + 0]
-    vmovdqu ymm4, ymmword ptr [r15 + 64]
+    vpxor xmm7, xmm7, xmm3
+    shr edx, 9
+    vpcmpeqb xmm7, xmm7, xmmword ptr [r15 + 0]
+    movzx r9d, byte ptr [r15 + 0]
+    vmovdqu ymm3, ymmword ptr [r15 + 64]
     test ebx, 6144
     jnz 1f
 1:
-    movsxd rax, dword ptr [r15 + 320]
-    mov dword ptr [r15 + 704], edi
-    mov r8d, r8d
+    movsxd r9, dword ptr [r15 + 320]
+    mov dword ptr [r15 + 704], r9d
+    mov r8d, r9d
     mov esi, dword ptr [r15 + 576]
-    lock add qword ptr [r15 + 192], rsi
-    xchg rax, rax
+    lock add qword ptr [r15 + 192], rbp
+    xchg rcx, rbp
     test bl, 220
     jnz 1f
 1:
-    movzx eax, al
+    movzx eax, cl
     jmp 1f
 1:
-    or qword ptr [r15 + 448], 127
-    neg rsi
+    or qword ptr [r15 + 448], 108
+    neg rbp
     and edx, dword ptr [r14 + 0]
     inc rbx
     dec r13
@@ -591,55 +573,54 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d500_j]
+    lea rcx, [rip + .Lc1_d476_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d500_j_t
-.Lc1_d500_j:
-    mov ecx, 21
-    mov r8, r10
-    mov byte ptr [r15 + 384], al
-    and r8, 448
-    mov dword ptr [r15 + r8 + 1472], ecx
-    mov r8, r10
-    test ebx, 954
+    jmp .Lc1_d476_j_t
+.Lc1_d476_j:
+    lea rcx, [rip + .Lc1_d480_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d480_j_t
+.Lc1_d480_j:
+    or ebp, 1
+    xor edx, edx
+    div ebp
+    movsxd r8, dword ptr [r14 + 832]
+    test dword ptr [r15 + 67117723], 1116160
     jz 1f
 1:
-    and r8, 4032
-    mov rcx, qword ptr [r15 + r8 + 3008]
-    movzx esi, byte ptr [r15 + 896]
-    mov r9d, dword ptr [r15 + 128]
-    test dword ptr [r15 + 67117724], 262288
+    lea r9, [r10 + r10*1]
+    mov rcx, qword ptr [r15 + 256]
+    mov r8, qword ptr [r15 + 64]
+    test dword ptr [r15 + 67117723], 285879080
     jnz 1f
 1:
-    mov ecx, esi
-    mov eax, 103
-    movzx ebp, al
-    test dword ptr [r15 + 67117724], 32
+    and r9, 448
+    mov eax, dword ptr [r15 + r9 + 960]
+    mov rbp, r10
+    nop
+    test ebx, 7996
     jz 1f
 1:
-    mov qword ptr [r15 + 64], rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 67117724], 263296
-    jz 1f
-1:
-    mov qword ptr [r15 + 128], rbp
-    mov r9d, dword ptr [r14 + 256]
-    .byte 0x0f, 0x1f, 0x40, 0x00
+    and rbp, 960
+    movsxd rdx, dword ptr [r15 + rbp + 1984]
+    mov esi, dword ptr [r15 + 384]
     test ebx, 1073741824
-    jz 1f
-1:
-    mov esi, dword ptr [r14 + 192]
-    mov edx, dword ptr [r15 + 832]
-    mov r8, r10
-    mov ebp, r8d
-    test dword ptr [r15 + 67117724], 21307732
     jnz 1f
 1:
-    vsubsd xmm10, xmm10, xmm10
-    and r8, 960
-    mov ebp, dword ptr [r15 + r8 + 1984]
-    mov rsi, rbp
+    mov r8, r10
+    movzx ebp, sil
+    and r8, 33554368
+    mov dword ptr [r15 + r8 + 33554432], ebp
+    test dword ptr [r15 + 67117723], 773914664
+    jnz 1f
+1:
+    mov byte ptr [r15 + r9 + 1024], bpl
+    mov rdi, qword ptr [r14 + 128]
+    test dword ptr [r15 + 67117724], 512
+    jnz 1f
+1:
+    mov edx, 106
+    movzx edi, dl
     add r11, 64
     add r10, r11
     inc rbx
@@ -696,70 +677,57 @@ ditto_body_c1:
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
     xor eax, eax
-    test dword ptr [r15 + 67117724], 553648448
+    test dword ptr [r15 + 67117724], 1074016256
     setz al
-    lea rcx, [rip + .Lc1_d561_s]
+    lea rcx, [rip + .Lc1_d536_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d561_s_t
+    jmp .Lc1_d536_s_t
     .p2align 3
-.Lc1_d561_s:
+.Lc1_d536_s:
     .p2align 3
-    jmp .Lc1_d561_j
+    jmp .Lc1_d536_j
     .p2align 3
-    jmp .Lc1_d561_j
-.Lc1_d561_j:
-    mov r9, r10
-    and r9, 4032
-    movsxd rax, dword ptr [r14 + r9 + 3008]
-    mov qword ptr [r15 + 128], rdi
-    mov edx, dword ptr [r15 + 448]
-    mov r9, rdx
-    test ebx, 480
+    jmp .Lc1_d536_j
+.Lc1_d536_j:
+    movzx edi, byte ptr [r14 + 0]
+    .byte 0x66, 0x90
+    mov eax, dword ptr [r14 + 64]
+    test dword ptr [r15 + 67117723], 1745029440
     jz 1f
 1:
-    mov ebp, edi
-    mov qword ptr [r15 + 384], rbp
-    mov edi, ebp
-    test dword ptr [r15 + 67117723], 2162688
+    mov rcx, qword ptr [r15 + 128]
+    mov r9d, eax
+    test ebx, 1248
+    jnz 1f
+1:
+    mov rdi, qword ptr [r15 + 768]
+    mov rbp, r10
+    mov eax, dword ptr [r15 + 448]
+    and rbp, 8128
+    mov edx, dword ptr [r15 + rbp + 7104]
+    test ebx, 46976
     jz 1f
 1:
-    mov ebp, 22
-    mov rsi, rcx
-    mov qword ptr [r15 + 0], rbp
-    mov rdi, rsi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], edx
     test bl, 64
     jz 1f
 1:
-    mov ecx, 10
-    mov eax, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov rdx, qword ptr [r15 + 512]
+    movzx ebp, dl
+    movsxd rdi, dword ptr [r15 + 64]
+    test ebx, 4096
+    jz 1f
+1:
+    mov dword ptr [r15 + 832], edi
+    mov ebp, 6
+    mov r9, r10
     test ebx, 256
     jnz 1f
 1:
-    mov esi, 225
-    mov r9d, dword ptr [r15 + 256]
-    mov ebp, dword ptr [r15 + 640]
-    test dword ptr [r15 + 67117723], 32
-    jnz 1f
-1:
-    mov r8d, dword ptr [r15 + 768]
-    movsxd rbp, dword ptr [r14 + 320]
-    movzx r9d, byte ptr [r15 + 704]
-    mov edx, r9d
-    test dword ptr [r15 + 67117723], 17039360
-    jnz 1f
-1:
-    mov edi, edx
-    mov rbp, r10
-    mov r8d, esi
-    and rbp, 960
-    movsxd rax, dword ptr [r15 + rbp + 1984]
-    test ebx, 1600
-    jnz 1f
-1:
-    mov eax, eax
-    movsxd r8, dword ptr [r15 + 576]
-    mov esi, eax
+    movsxd rsi, dword ptr [r15 + 256]
+    and r9, 448
+    mov r8d, dword ptr [r15 + r9 + 960]
     add r11, 64
     add r10, r11
     inc rbx
@@ -769,60 +737,56 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov rsi, qword ptr [r15 + 64]
-    or r8d, 1
-    xor edx, edx
-    div r8d
-    mov dword ptr [r15 + 0], 4
-    mov r9d, edx
-    test dword ptr [r15 + 67117723], 128
+    mov r9d, dword ptr [r15 + 896]
+    movsxd rbp, dword ptr [r15 + 128]
+    mov ecx, 2
+    mov rdx, qword ptr [r15 + 192]
+    test dword ptr [r15 + 67117724], 1
+    jnz 1f
+1:
+    mov dword ptr [r15 + 576], r9d
+    movzx eax, byte ptr [r15 + 0]
+    lea rdi, [r15 + 67109504]
+    mov ecx, 818
+    rep stosb
+    test bl, 96
     jz 1f
 1:
-    mov dword ptr [r15 + 0], ecx
+    movsxd r9, dword ptr [r15 + 0]
+    movsxd rsi, dword ptr [r15 + 0]
+    mov edi, edx
+    movzx eax, byte ptr [r15 + 0]
+    test ebx, 86016
+    jz 1f
+1:
+    bswap rax
+    mov dword ptr [r15 + 0], 23
     mov r12, qword ptr [r15 + r12 + 56]
-    sete r8b
-    test dword ptr [r15 + 67117723], 1
+    test ebx, 73728
     jnz 1f
 1:
-    mov qword ptr [r15 + 0], rcx
-    mov dword ptr [r15 + 0], r8d
-    movsxd rdx, dword ptr [r15 + 384]
-    test dword ptr [r15 + 67117723], 65536
+    mov rsi, rax
+    mov rax, rax
+    mov edx, dword ptr [r15 + 0]
+    test dword ptr [r15 + 67117723], 1056768
     jnz 1f
 1:
-    .byte 0x0f, 0x1f, 0x40, 0x00
-    mov ecx, 208
-    mov rdi, r8
-    test ebx, 1248
-    jz 1f
-1:
-    movsxd rbp, dword ptr [r15 + 64]
-    mov ecx, 128
-    mov rax, qword ptr [r15 + 640]
-    test ebx, 1216
-    jz 1f
-1:
-    mov esi, eax
-    mov byte ptr [r15 + 256], dil
-    mov r8d, 220
-    test ebx, 10208
-    jz 1f
-1:
-    movsxd r8, dword ptr [r14 + 192]
-    mov edi, dword ptr [r15 + 448]
-    mov eax, 220
-    test ebx, 256
-    jz 1f
-1:
-    mov r9d, 78
-    movzx ecx, byte ptr [r15 + 512]
-    movzx edi, r9b
-    test dword ptr [r15 + 67117723], 1114112
+    mov dword ptr [r15 + 448], r9d
+    mov r9d, dword ptr [r15 + 320]
+    mov rdi, r9
+    mov rcx, qword ptr [r14 + 640]
+    test ebx, 1632
     jnz 1f
 1:
-    mov dword ptr [r15 + 128], 81
-    mov rax, qword ptr [r15 + 768]
-    movzx r9d, bpl
+    mov byte ptr [r15 + 704], cl
+    mov rsi, qword ptr [r15 + 64]
+    mov dword ptr [r15 + 384], edi
+    test dword ptr [r15 + 67117723], 8522829
+    jz 1f
+1:
+    mov r8d, dword ptr [r15 + 256]
+    mov dword ptr [r15 + 128], 21
+    movzx r9d, r8b
     inc rbx
     dec r13
     jz .Lc1_b3_done
@@ -830,64 +794,54 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 16941072
-    setz al
-    lea rcx, [rip + .Lc1_d675_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d675_s_t
-    .p2align 3
-.Lc1_d675_s:
-    .p2align 3
-    jmp .Lc1_d675_j
-    .p2align 3
-    jmp .Lc1_d675_j
-.Lc1_d675_j:
-    mov rbp, qword ptr [r15 + 256]
-    mov edi, 173
-    nop
-    test dword ptr [r15 + 67117723], 16
+    mov rdi, qword ptr [r15 + 192]
+    btc dword ptr [r14 + 256], 1
+    mov rcx, qword ptr [r15 + 0]
+    movzx eax, byte ptr [r15 + 0]
+    test bl, 64
     jnz 1f
 1:
-    mov esi, 220
-    mov r8d, dword ptr [r15 + 128]
-    movsxd rdx, dword ptr [r15 + 704]
-    test dword ptr [r15 + 67117724], 696792104
-    jz 1f
-1:
-    mov rsi, qword ptr [r14 + 512]
-    movsxd rdi, dword ptr [r15 + 576]
-    movsxd rcx, dword ptr [r15 + 832]
-    test dword ptr [r15 + 67117723], 18432
-    jnz 1f
-1:
-    movzx r9d, byte ptr [r15 + 320]
-    movsxd rdx, dword ptr [r15 + 192]
-    movzx ebp, r9b
-    test ebx, 864
-    jnz 1f
-1:
-    mov r9, rbp
-    mov rax, rbp
-    mov rbp, r9
-    test dword ptr [r15 + 67117724], 168427659
-    jz 1f
-1:
+    movzx esi, byte ptr [r15 + 0]
+    mov rbp, qword ptr [r15 + 0]
     movsxd r8, dword ptr [r15 + 0]
-    mov ebp, dword ptr [r15 + 0]
-    bt rbp, r8
-    mov r9, r10
-    mov rbp, r10
-    test dword ptr [r15 + 67117724], 1048576
+    mov rax, qword ptr [r15 + 0]
+    test dword ptr [r15 + 67117724], 8388608
     jz 1f
 1:
-    mov r8, r10
-    and rbp, 960
-    mov rdx, qword ptr [r15 + rbp + 1984]
+    mov qword ptr [r15 + 0], r8
+    mov r8, qword ptr [r15 + 512]
+    mov dword ptr [r15 + 320], esi
+    mov esi, edi
+    test dword ptr [r15 + 67117723], 524288
+    jz 1f
+1:
+    mov esi, r8d
+    movsxd rdx, dword ptr [r15 + 384]
+    movzx ecx, al
+    test dword ptr [r15 + 67117724], 621543522
+    jnz 1f
+1:
+    mov rdi, qword ptr [r15 + 192]
+    mov rbp, r10
+    mov eax, 187
+    mov dword ptr [r15 + 640], edi
+    and rbp, 448
+    mov rdx, qword ptr [r15 + rbp + 1472]
+    mov r9, r10
+    test ebx, 11520
+    jz 1f
+1:
+    movsxd rcx, dword ptr [r15 + 64]
+    mov edx, 50
     and r9, 448
-    movzx esi, byte ptr [r14 + r9 + 960]
-    and r8, 448
-    mov dword ptr [r15 + r8 + 1472], esi
+    movsxd rdx, dword ptr [r14 + r9 + 960]
+    mov esi, edx
+    test ebx, 1344
+    jz 1f
+1:
+    mov dword ptr [r15 + 768], r9d
+    mov rbp, qword ptr [r15 + 128]
+    movzx r8d, byte ptr [r14 + 448]
     add r11, 64
     add r10, r11
     inc rbx
@@ -897,53 +851,54 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov rbp, r10
-    and rbp, 8128
-    mov dword ptr [r15 + rbp + 7104], 153
-    mov edi, 225
-    mov edx, dword ptr [r15 + 448]
-    test dword ptr [r15 + 67117724], 167837698
-    jnz 1f
-1:
-    mov ecx, dword ptr [r15 + 192]
-    mov rax, rcx
-    test ebx, 7680
-    jnz 1f
-1:
-    mov rbp, r10
-    mov edi, dword ptr [r15 + 384]
-    and rbp, 33554368
-    movsxd rdx, dword ptr [r15 + rbp + 33554432]
-    test dword ptr [r15 + 67117723], 33554432
-    jz 1f
-1:
-    mov r8, r10
-    mov dword ptr [r15 + 640], 195
-    movzx ecx, r8b
-    test ebx, 128448
-    jz 1f
-1:
-    and r8, 4032
-    mov dword ptr [r15 + r8 + 3008], r9d
-    inc dword ptr [r15 + 896]
-    test ebx, 1344
-    jnz 1f
-1:
-    .byte 0x0f, 0x1f, 0x00
-    movzx r8d, byte ptr [r15 + 0]
-    test dword ptr [r15 + 67117723], 32776
-    jz 1f
-1:
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 3
+    lea rcx, [rip + .Lc1_d685_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d685_s_t
+    .p2align 3
+.Lc1_d685_s:
+    .p2align 3
+    jmp .Lc1_d685_j
+    .p2align 3
+    jmp .Lc1_d685_j
+    .p2align 3
+    jmp .Lc1_d685_j
+    .p2align 3
+    jmp .Lc1_d685_j
+.Lc1_d685_j:
+    mov rbp, qword ptr [r15 + 256]
+    movzx edi, byte ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, dword ptr [r14 + 64]
-    test ebx, 1696
+    test ebx, 7648
     jz 1f
 1:
-    mov qword ptr [r15 + 128], rdx
-    lea rdi, [r15 + 67109504]
-    lea rsi, [r15 + 67113600]
-    mov ecx, 1089
-    rep movsb
+    mov rsi, rdi
+    mov r8d, dword ptr [r15 + 64]
+    test dword ptr [r15 + 67117724], 16384
+    jz 1f
+1:
+    movzx edi, byte ptr [r15 + 128]
+    mov qword ptr [r15 + 576], r8
+    test dword ptr [r15 + 67117723], 8192
+    jz 1f
+1:
+    mov qword ptr [r14 + 832], rbp
+    mov rbp, r10
+    mov r9, r10
+    movsxd rdx, dword ptr [r15 + 704]
+    test bl, 64
+    jnz 1f
+1:
+    and rbp, 448
+    mov qword ptr [r15 + rbp + 960], rbp
+    and r9, 8128
+    mov qword ptr [r15 + r9 + 7104], rdx
+    test dword ptr [r15 + 67117724], 67108884
+    jnz 1f
+1:
+    mov r9, qword ptr [r15 + 512]
+    mov dword ptr [r15 + 320], r9d
     add r11, 64
     add r10, r11
     inc rbx
@@ -953,69 +908,53 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 514
-    setz al
-    lea rcx, [rip + .Lc1_d779_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d779_s_t
-    .p2align 3
-.Lc1_d779_s:
-    .p2align 3
-    jmp .Lc1_d779_j
-    .p2align 3
-    jmp .Lc1_d779_j
-.Lc1_d779_j:
-    mov r9, qword ptr [r15 + 0]
-    bt rdx, r9
+    mov r8, r10
+    and r8, 4032
+    mov dword ptr [r15 + r8 + 3008], r8d
+    mov byte ptr [r15 + 0], r8b
     mov r12, qword ptr [r15 + r12 + 56]
-    or qword ptr [r15 + 0], 25
-    test dword ptr [r15 + 67117724], 268435456
+    movzx ebp, r8b
+    test dword ptr [r15 + 67117724], 1024
     jnz 1f
 1:
-    movsxd rbp, dword ptr [r15 + 0]
-    mov r8, qword ptr [r15 + 0]
-    mov dword ptr [r15 + 320], 54
-    test ebx, 1824
+    mov rbp, qword ptr [r15 + 0]
+    mov ecx, dword ptr [r15 + 384]
+    bswap rdx
+    test dword ptr [r15 + 67117723], 131072
     jnz 1f
 1:
-    mov edi, 16
-    movzx edx, dil
-    mov r9, qword ptr [r15 + 512]
-    mov rcx, qword ptr [r15 + 576]
-    test dword ptr [r15 + 67117723], 65664
-    jnz 1f
-1:
-    mov ebp, ebp
-    mov esi, 195
-    mov byte ptr [r15 + 128], sil
-    test bl, 160
-    jnz 1f
-1:
-    mov rbp, qword ptr [r14 + 384]
-    movzx eax, byte ptr [r15 + 192]
-    nop
-    test dword ptr [r15 + 67117724], 1073741824
+    movsxd rsi, dword ptr [r15 + 768]
+    mov qword ptr [r15 + 448], rdx
+    mov edi, 111
+    test ebx, 14336
     jz 1f
 1:
-    mov r8, rax
-    mov dword ptr [r15 + 704], r8d
-    movzx edx, byte ptr [r15 + 64]
-    mov edi, dword ptr [r15 + 256]
-    test ebx, 6656
-    jz 1f
+    movzx esi, byte ptr [r14 + 64]
+    mov r8, r10
+    mov ebp, dword ptr [r14 + 128]
+    mov rax, qword ptr [r15 + 640]
+    and r8, 960
+    xor dword ptr [r15 + r8 + 1984], ebp
+    test dword ptr [r15 + 67117723], 276963974
+    jnz 1f
 1:
-    mov ecx, dword ptr [r15 + 64]
-    mov rax, qword ptr [r14 + 768]
-    mov r9, rax
-    test dword ptr [r15 + 67117723], 1048576
-    jz 1f
-1:
-    mov rdx, r9
+    mov r9d, dword ptr [r15 + 320]
+    movzx esi, bpl
     mov rbp, r10
-    mov ecx, edx
+    bt rsi, rdi
+    test dword ptr [r15 + 67117724], 64
+    jz 1f
+1:
+    mov r9, rsi
     and rbp, 448
-    mov edi, dword ptr [r15 + rbp + 960]
+    mov edi, dword ptr [r15 + rbp + 1472]
+    mov rdx, rdi
+    test bl, 64
+    jnz 1f
+1:
+    mov rbp, qword ptr [r15 + 192]
+    movzx ecx, dl
+    mov eax, ecx
     add r11, 64
     add r10, r11
     inc rbx
@@ -1025,52 +964,59 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov qword ptr [r15 + 384], rax
-    mov r9d, dword ptr [r15 + 256]
-    mov esi, 238
-    mov r8, r10
-    test dword ptr [r15 + 67117723], 42041541
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 3
+    lea rcx, [rip + .Lc1_d779_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d779_s_t
+    .p2align 3
+.Lc1_d779_s:
+    .p2align 3
+    jmp .Lc1_d779_j
+    .p2align 3
+    jmp .Lc1_d779_j
+    .p2align 3
+    jmp .Lc1_d779_j
+    .p2align 3
+    jmp .Lc1_d779_j
+.Lc1_d779_j:
+    mov qword ptr [r15 + 704], rcx
+    mov rsi, qword ptr [r15 + 576]
+    bswap rbp
+    test ebx, 4096
+    jnz 1f
+1:
+    movsxd rax, dword ptr [r15 + 192]
+    sete dl
+    test ebx, 96000
     jz 1f
 1:
+    mov edi, 41
     mov rbp, r10
-    and r8, 448
-    movzx esi, byte ptr [r15 + r8 + 1472]
-    mov dword ptr [r15 + 448], 119
+    mov r8, qword ptr [r15 + 512]
     and rbp, 448
-    mov eax, dword ptr [r15 + rbp + 960]
-    test bl, 64
-    jz 1f
-1:
-    mov ebp, r9d
-    movzx edx, byte ptr [r15 + 128]
-    test bl, 96
-    jz 1f
-1:
-    movsxd rcx, dword ptr [r15 + 768]
-    mov dword ptr [r14 + 320], 72
-    movzx edi, byte ptr [r15 + 640]
-    test dword ptr [r15 + 67117723], 8208
-    jz 1f
-1:
-    mov rsi, qword ptr [r15 + 832]
-    mov r9d, 61
-    mov rcx, r9
-    test ebx, 1376
+    mov byte ptr [r14 + rbp + 960], dil
+    test dword ptr [r15 + 67117723], 536870960
     jnz 1f
 1:
-    mov dword ptr [r15 + 192], ebp
-    mov edi, 248
-    test dword ptr [r15 + 67117724], 8704
-    jz 1f
-1:
-    movzx ebp, byte ptr [r14 + 0]
-    movzx r9d, bpl
-    .byte 0x0f, 0x1f, 0x40, 0x00
-    test dword ptr [r15 + 67117723], 32784
+    mov r9d, dword ptr [r15 + 64]
+    movzx edi, byte ptr [r15 + 384]
+    test ebx, 3840
     jnz 1f
 1:
-    mov rax, r9
-    movzx edx, byte ptr [r15 + 512]
+    mov esi, edi
+    vmulsd xmm3, xmm3, xmm7
+    movzx edi, bpl
+    test dword ptr [r15 + 67117723], 2
+    jnz 1f
+1:
+    mov r9d, dword ptr [r15 + 896]
+    mov qword ptr [r15 + 256], r9
+    test dword ptr [r15 + 67117723], 1048576
+    jz 1f
+1:
+    mov r8d, dword ptr [r15 + 0]
+    movzx edi, r9b
     add r11, 64
     add r10, r11
     inc rbx
@@ -1080,69 +1026,55 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 268444736
-    setz al
-    lea rcx, [rip + .Lc1_d886_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d886_s_t
-    .p2align 3
-.Lc1_d886_s:
-    .p2align 3
-    jmp .Lc1_d886_j
-    .p2align 3
-    jmp .Lc1_d886_j
-.Lc1_d886_j:
-    mov r8, rcx
-    mov rsi, qword ptr [r15 + 320]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, eax
-    test dword ptr [r15 + 67117724], 256
+    movsxd r9, dword ptr [r14 + 64]
+    mov rcx, rdi
+    mov ebp, 234
+    mov r8d, 215
+    movzx esi, byte ptr [r15 + 128]
+    test ebx, 256
     jnz 1f
 1:
-    movsxd rax, dword ptr [r15 + 0]
-    mov ecx, 96
-    mov qword ptr [r15 + 0], rdi
-    mov esi, r8d
-    mov rbp, r10
-    test dword ptr [r15 + 67117724], 268435456
+    movzx edx, byte ptr [r15 + 640]
+    sete al
+    mov r9, qword ptr [r15 + 768]
+    mov edi, eax
+    test dword ptr [r15 + 67117723], 16384
     jnz 1f
 1:
-    and rbp, 960
-    mov byte ptr [r14 + rbp + 1984], dil
-    mov rsi, qword ptr [r15 + 256]
-    mov rbp, rax
-    test bl, 96
+    mov byte ptr [r15 + 448], cl
+    mov ebp, 45
+    mov r8d, dword ptr [r15 + 192]
+    movzx edi, byte ptr [r15 + 128]
+    test dword ptr [r15 + 67117724], 536936512
+    jnz 1f
+1:
+    movzx ecx, byte ptr [r15 + 0]
+    mov esi, dword ptr [r15 + 0]
+    movsxd rdx, dword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], r9
+    test ebx, 48992
     jz 1f
 1:
-    mov edx, 10
-    movsxd rdi, dword ptr [r15 + 128]
-    movzx r8d, dil
-    mov byte ptr [r15 + 64], r9b
-    mov rbp, r10
-    test dword ptr [r15 + 67117724], 2097152
+    mov dword ptr [r15 + 0], 162
+    movsxd r8, dword ptr [r15 + 0]
+    mov r9d, dword ptr [r15 + 384]
+    movzx edi, byte ptr [r15 + 256]
+    test dword ptr [r15 + 67117723], 772
     jnz 1f
 1:
-    and rbp, 4032
-    movzx esi, byte ptr [r15 + rbp + 3008]
-    movzx edx, bpl
-    movzx ecx, byte ptr [r15 + 448]
-    test ebx, 640
+    movzx ecx, cl
+    mov r8, r10
+    movsxd rax, dword ptr [r15 + 320]
+    movzx ebp, r9b
+    and r8, 448
+    movsxd rdx, dword ptr [r14 + r8 + 960]
+    test dword ptr [r15 + 67117724], 73728
     jz 1f
 1:
-    mov esi, ecx
-    mov edx, dword ptr [r15 + 576]
-    mov dword ptr [r15 + 704], edx
-    lea rdi, [r15 + 67109504]
-    lea rsi, [r15 + 67113600]
-    mov ecx, 1089
-    rep movsb
-    test bl, 64
-    jnz 1f
-1:
-    bt rsi, rax
-    mov r8d, esi
-    .byte 0x0f, 0x1f, 0x00
+    mov dword ptr [r15 + 832], edx
+    cmovne rdi, rbp
+    mov rcx, rbp
+    nop
     add r11, 64
     add r10, r11
     inc rbx
@@ -1152,54 +1084,56 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov dword ptr [r15 + 896], esi
-    mov r8, r10
-    mov r9d, r8d
-    and r8, 448
-    mov byte ptr [r15 + r8 + 960], r8b
-    test ebx, 256
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 67404288
+    setz al
+    lea rcx, [rip + .Lc1_d879_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d879_s_t
+    .p2align 3
+.Lc1_d879_s:
+    .p2align 3
+    jmp .Lc1_d879_j
+    .p2align 3
+    jmp .Lc1_d879_j
+.Lc1_d879_j:
+    mov edi, 186
+    mov dword ptr [r15 + 512], 248
+    xchg rbp, rax
+    test ebx, 480
     jnz 1f
 1:
-    movzx ebp, byte ptr [r15 + 384]
-    mov dword ptr [r15 + 0], ebp
-    test dword ptr [r15 + 67117723], 1179648
+    mov rcx, rdi
+    mov dword ptr [r15 + 0], 107
+    mov r9, r10
+    test bl, 64
     jnz 1f
 1:
-    mov r9, qword ptr [r15 + 0]
-    mov dword ptr [r14 + 640], r9d
-    test dword ptr [r15 + 67117724], 33554432
+    mov rdx, qword ptr [r14 + 64]
+    and r9, 960
+    mov esi, dword ptr [r15 + r9 + 1984]
+    test ebx, 1376
     jnz 1f
 1:
-    mov dword ptr [r15 + 256], 189
-    mov edx, 139
-    test ebx, 20416
+    btc dword ptr [r15 + 128], 18
+    mov dword ptr [r15 + 256], esi
+    test dword ptr [r15 + 67117723], 1073750016
     jz 1f
 1:
-    mov rsi, qword ptr [r15 + 512]
-    mov r8, r10
-    movsxd rdi, dword ptr [r15 + 128]
-    movzx edx, sil
-    test dword ptr [r15 + 67117723], 33554432
+    mov r8, qword ptr [r15 + 576]
+    mov eax, dword ptr [r15 + 704]
+    test dword ptr [r15 + 67117723], 247660548
     jz 1f
 1:
-    and r8, 448
-    mov ecx, dword ptr [r15 + r8 + 1472]
-    movsxd rax, dword ptr [r15 + 64]
-    test dword ptr [r15 + 67117723], 64
-    jz 1f
+    popcnt rdx, r8
+    vmulsd xmm3, xmm3, xmm3
+    mov rbp, r10
+    test ebx, 288
+    jnz 1f
 1:
-    mov rbp, rcx
-    movsxd rdi, dword ptr [r15 + 192]
-    test dword ptr [r15 + 67117723], 4194304
-    jz 1f
-1:
-    mov ecx, dword ptr [r15 + 768]
-    mov r8d, ecx
-    test dword ptr [r15 + 67117724], 75776
-    jz 1f
-1:
-    movzx r9d, cl
-    movsxd rsi, dword ptr [r14 + 64]
+    mov r8d, 84
+    and rbp, 448
+    mov rcx, qword ptr [r15 + rbp + 1472]
     add r11, 64
     add r10, r11
     inc rbx
@@ -1209,56 +1143,56 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d995_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d995_j_t
-.Lc1_d995_j:
-    mov eax, dword ptr [r15 + 0]
-    mov edx, eax
-    mov rdx, qword ptr [r15 + 0]
-    mov rcx, rax
-    test dword ptr [r15 + 67117723], 262144
-    jnz 1f
-1:
-    mov r8d, 246
-    mov dword ptr [r15 + 0], 163
-    mov edi, dword ptr [r15 + 0]
-    test ebx, 7424
-    jnz 1f
-1:
-    mov rbp, rdi
+    movsxd rdi, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r14 + 192], rsi
-    movzx edx, byte ptr [r15 + 128]
-    test dword ptr [r15 + 67117724], 69632
+    mov qword ptr [r15 + 0], rdi
+    test ebx, 480
     jnz 1f
 1:
-    mov rax, qword ptr [r14 + 576]
-    bswap rdi
-    mov r9d, edi
-    test dword ptr [r15 + 67117724], 1024
+    mov r9, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], edi
+    movzx edx, cl
+    test ebx, 256
+    jnz 1f
+1:
+    mov byte ptr [r15 + 0], sil
+    movzx edx, byte ptr [r15 + 0]
+    mov ebp, 159
+    test ebx, 6656
     jz 1f
 1:
+    mov dword ptr [r15 + 320], 89
     mov r9, r10
-    mov rdx, r9
-    and r9, 8128
-    mov dword ptr [r15 + r9 + 7104], 209
-    mov rdx, qword ptr [r15 + 832]
-    mov ebp, 208
-    test ebx, 800
-    jnz 1f
+    mov r8d, dword ptr [r15 + 384]
+    movzx edx, r8b
+    test ebx, 256
+    jz 1f
 1:
+    and r9, 4032
+    mov rbp, r10
+    mov byte ptr [r15 + r9 + 3008], dl
+    and rbp, 33554368
+    mov dword ptr [r15 + rbp + 33554432], 249
+    mov rsi, qword ptr [r15 + 64]
     mov r8, r10
-    mov rsi, qword ptr [r15 + 704]
-    mov dword ptr [r15 + 320], 165
-    and r8, 448
-    movsxd rdi, dword ptr [r15 + r8 + 960]
-    test dword ptr [r15 + 67117724], 16384
+    test ebx, 256
     jnz 1f
 1:
-    mov byte ptr [r15 + 384], dl
-    mov rdx, rdi
-    mov dword ptr [r15 + 448], 204
+    movzx ebp, byte ptr [r15 + 192]
+    mov esi, 159
+    and r8, 448
+    mov eax, dword ptr [r15 + r8 + 960]
+    test dword ptr [r15 + 67117723], 33554432
+    jz 1f
+1:
+    movzx ecx, byte ptr [r15 + 448]
+    mov edi, ecx
+    mov eax, dword ptr [r14 + 0]
+    test ebx, 31552
+    jz 1f
+1:
+    mov dword ptr [r15 + 768], edi
+    movzx edx, al
     add r11, 64
     add r10, r11
     inc rbx
@@ -1268,49 +1202,54 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    movsxd rbp, dword ptr [r15 + 256]
-    mov edi, 254
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 3
+    lea rcx, [rip + .Lc1_d978_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d978_s_t
+    .p2align 3
+.Lc1_d978_s:
+    .p2align 3
+    jmp .Lc1_d978_j
+    .p2align 3
+    jmp .Lc1_d978_j
+    .p2align 3
+    jmp .Lc1_d978_j
+    .p2align 3
+    jmp .Lc1_d978_j
+.Lc1_d978_j:
+    movzx r9d, r9b
+    movsxd rdx, dword ptr [r14 + 64]
+    mov qword ptr [r15 + 576], rcx
+    test dword ptr [r15 + 67117724], 1073741824
+    jz 1f
+1:
+    mov eax, 80
+    mov rbp, r10
+    mov rdx, qword ptr [r14 + 256]
+    test dword ptr [r15 + 67117724], 17670912
+    jz 1f
+1:
+    and rbp, 8128
+    mov byte ptr [r15 + rbp + 7104], bpl
+    movzx edi, al
+    mov r8, qword ptr [r15 + 128]
+    test ebx, 256
+    jz 1f
+1:
+    movzx r9d, byte ptr [r15 + 896]
+    mov dword ptr [r15 + 640], r8d
+    test ebx, 56256
+    jz 1f
+1:
+    mov esi, dword ptr [r15 + 192]
+    mov ecx, dword ptr [r15 + 704]
     mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 67117723], 537395264
+    test dword ptr [r15 + 67117723], 16
     jnz 1f
 1:
-    movzx ebp, byte ptr [r15 + 768]
-    movzx ecx, byte ptr [r15 + 448]
-    mov qword ptr [r15 + 128], rbp
-    test ebx, 3072
-    jz 1f
-1:
-    mov r9, r10
-    movzx eax, byte ptr [r15 + 192]
-    movzx edx, r9b
-    and r9, 960
-    mov rdi, qword ptr [r15 + r9 + 1984]
-    test dword ptr [r15 + 67117723], 2048
-    jz 1f
-1:
-    mov esi, r9d
-    mov ebp, dword ptr [r14 + 512]
-    test ebx, 12000
-    jz 1f
-1:
-    mov r9d, 139
-    mov r8, r10
-    movsxd rcx, dword ptr [r15 + 320]
-    and r8, 4032
-    movzx eax, byte ptr [r15 + r8 + 3008]
-    test dword ptr [r15 + 67117724], 131072
-    jz 1f
-1:
-    mov r8d, dword ptr [r15 + 64]
-    mov edx, eax
-    mov rbp, r10
-    mov dword ptr [r15 + 640], 65
-    test dword ptr [r15 + 67117723], 524288
-    jz 1f
-1:
-    and rbp, 33554368
-    movsxd rsi, dword ptr [r15 + rbp + 33554432]
-    mov byte ptr [r15 + 64], sil
+    mov rdi, qword ptr [r15 + 320]
+    mov rdx, qword ptr [r15 + 512]
     add r11, 64
     add r10, r11
     inc rbx
@@ -1320,56 +1259,55 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d1092_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d1092_j_t
-.Lc1_d1092_j:
-    mov rbp, r10
-    and rbp, 448
-    mov ecx, dword ptr [r14 + rbp + 1472]
-    mov dword ptr [r15 + 512], 206
-    mov rax, rdi
-    mov r9d, dword ptr [r15 + 384]
-    test dword ptr [r15 + 67117724], 4096
+    mov dword ptr [r14 + 0], 33
+    movzx r8d, al
+    movsxd rax, dword ptr [r15 + 512]
+    .byte 0x0f, 0x1f, 0x40, 0x00
+    test ebx, 1376
     jz 1f
 1:
-    mov r9d, dword ptr [r14 + 0]
-    mov rdx, qword ptr [r15 + 128]
-    mov byte ptr [r15 + 256], dl
-    test dword ptr [r15 + 67117724], 512
+    movzx edx, r8b
+    xchg rdi, rax
+    movsxd rsi, dword ptr [r14 + 768]
+    mov dword ptr [r15 + 256], edx
+    test dword ptr [r15 + 67117724], 262144
     jz 1f
 1:
-    mov edi, dword ptr [r15 + 704]
-    .byte 0x66, 0x90
-    movzx eax, sil
-    mov rcx, qword ptr [r15 + 0]
-    test bl, 64
-    jnz 1f
-1:
-    mov byte ptr [r15 + 0], cl
-    bswap r8
-    movzx r9d, byte ptr [r15 + 0]
-    test ebx, 864
-    jnz 1f
-1:
-    movzx esi, sil
-    mov dword ptr [r15 + 0], 176
-    mov rbp, qword ptr [r15 + 896]
-    movzx ecx, dl
+    movzx ebp, sil
+    mov r9d, 155
     mov r8, r10
-    test dword ptr [r15 + 67117724], 2
-    jnz 1f
-1:
-    mov rdx, rcx
-    mov edi, dword ptr [r15 + 320]
-    and r8, 448
-    movsxd r9, dword ptr [r15 + r8 + 960]
-    test dword ptr [r15 + 67117723], 404950024
+    movzx ecx, byte ptr [r15 + 64]
+    test ebx, 16384
     jz 1f
 1:
-    mov dword ptr [r15 + 576], r8d
-    mov dword ptr [r15 + 192], 21
-    mov eax, ecx
+    movzx ebp, byte ptr [r15 + 832]
+    and r8, 448
+    movzx eax, byte ptr [r15 + r8 + 960]
+    mov byte ptr [r15 + 0], r8b
+    mov r9d, eax
+    test ebx, 448
+    jnz 1f
+1:
+    mov byte ptr [r15 + 0], r9b
+    mov byte ptr [r15 + 192], r9b
+    mov byte ptr [r15 + 640], al
+    test dword ptr [r15 + 67117724], 4096
+    jnz 1f
+1:
+    mov rbp, r10
+    lea rdi, [r15 + 67109504]
+    mov ecx, 827
+    rep stosb
+    mov edx, dword ptr [r15 + 448]
+    mov r9d, dword ptr [r15 + 128]
+    and rbp, 448
+    mov rsi, qword ptr [r15 + rbp + 1472]
+    test dword ptr [r15 + 67117723], 4
+    jz 1f
+1:
+    mov rax, rbp
+    mov ebp, dword ptr [r15 + 384]
+    mov r8, r9
     add r11, 64
     add r10, r11
     inc rbx
@@ -1379,52 +1317,55 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    .byte 0x66, 0x90
-    mov rcx, qword ptr [r15 + 0]
-    movzx r8d, byte ptr [r15 + 0]
-    mov dword ptr [r15 + 0], r8d
-    test dword ptr [r15 + 67117723], 256
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 4
+    setz al
+    lea rcx, [rip + .Lc1_d1074_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d1074_s_t
+    .p2align 3
+.Lc1_d1074_s:
+    .p2align 3
+    jmp .Lc1_d1074_j
+    .p2align 3
+    jmp .Lc1_d1074_j
+.Lc1_d1074_j:
+    mov qword ptr [r15 + 704], rcx
+    movsxd r9, dword ptr [r15 + 320]
+    test dword ptr [r15 + 67117723], 16777216
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, dword ptr [r15 + 0]
-    movzx edi, byte ptr [r15 + 512]
-    test dword ptr [r15 + 67117724], 256
-    jz 1f
-1:
-    mov r8d, dword ptr [r15 + 320]
-    mov rbp, r10
-    movsxd rax, dword ptr [r15 + 192]
-    movzx esi, byte ptr [r15 + 256]
-    and rbp, 448
-    movsxd rdx, dword ptr [r15 + rbp + 960]
-    test dword ptr [r15 + 67117724], 16384
-    jz 1f
-1:
-    mov r9, r10
-    mov ecx, r9d
-    and r9, 448
-    mov edx, dword ptr [r15 + r9 + 1472]
-    movzx ebp, dl
-    test bl, 96
+    mov r8d, 34
+    movzx ecx, byte ptr [r15 + 448]
+    test ebx, 448
     jnz 1f
 1:
-    movzx ecx, byte ptr [r15 + 128]
-    mov edx, r8d
-    movzx edi, byte ptr [r14 + 128]
-    mov esi, dword ptr [r15 + 64]
-    test bl, 64
-    jz 1f
+    mov dword ptr [r15 + 64], 6
+    movzx edx, byte ptr [r15 + 256]
+    test ebx, 1248
+    jnz 1f
 1:
-    mov rax, qword ptr [r15 + 448]
+    mov rbp, r10
     mov r8, qword ptr [r15 + 384]
-    mov r9, qword ptr [r15 + 64]
-    test dword ptr [r15 + 67117723], 4096
+    mov r9, r10
+    and rbp, 960
+    mov rcx, qword ptr [r15 + rbp + 1984]
+    test dword ptr [r15 + 67117724], 36864
     jz 1f
 1:
-    mov edi, dword ptr [r15 + 640]
-    movsxd rdx, dword ptr [r14 + 832]
-    mov rsi, qword ptr [r15 + 768]
+    mov rax, r9
+    and r9, 4032
+    movzx ebp, byte ptr [r15 + r9 + 3008]
+    test ebx, 256
+    jnz 1f
+1:
+    movzx edx, r8b
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 56704
+    jz 1f
+1:
+    mov r8d, dword ptr [r14 + 0]
+    movzx esi, byte ptr [r15 + 128]
     add r11, 64
     add r10, r11
     inc rbx
@@ -1434,55 +1375,55 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    movzx ecx, cl
-    mov r9, r8
-    movzx ebp, r9b
-    test dword ptr [r15 + 67117724], 402669568
-    jz 1f
+    mov edi, edi
+    mov rax, qword ptr [r15 + 128]
+    movsxd rsi, dword ptr [r15 + 512]
+    mov edi, 215
+    test dword ptr [r15 + 67117723], 8
+    jnz 1f
 1:
-    mov qword ptr [r15 + 256], r9
-    movsxd rdi, dword ptr [r15 + 64]
-    mov r8d, dword ptr [r15 + 128]
-    test dword ptr [r15 + 67117724], 1179648
-    jz 1f
+    movsxd rax, dword ptr [r15 + 64]
+    mov r8, rsi
+    mov rdx, qword ptr [r15 + 768]
+    movsxd rcx, dword ptr [r15 + 0]
+    test ebx, 256
+    jnz 1f
 1:
-    mov byte ptr [r15 + 0], r8b
+    mov rdi, qword ptr [r15 + 0]
     movsxd r9, dword ptr [r15 + 0]
-    mov rcx, qword ptr [r15 + 0]
-    test dword ptr [r15 + 67117724], 536870912
-    jz 1f
-1:
-    mov r9, r9
-    mov r8d, 186
-    movsxd r8, dword ptr [r15 + 0]
-    test dword ptr [r15 + 67117723], 33554432
-    jz 1f
+    movzx r8d, byte ptr [r15 + 0]
+    movzx edx, dil
+    test dword ptr [r15 + 67117724], 33554432
+    jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, dword ptr [r15 + 576]
-    mov qword ptr [r14 + 0], r9
-    test ebx, 384
-    jnz 1f
-1:
-    movsxd rsi, dword ptr [r15 + 704]
-    mov edi, 250
-    movzx edx, sil
+    mov esi, 14
+    mov edi, dword ptr [r15 + 0]
+    mov ebp, 121
     mov r9, r10
     test bl, 64
-    jnz 1f
-1:
-    mov byte ptr [r15 + 384], r9b
-    and r9, 960
-    mov rax, qword ptr [r15 + r9 + 1984]
-    mov rbp, r10
-    mov rdi, rax
-    test dword ptr [r15 + 67117724], 2
     jz 1f
 1:
-    and rbp, 4032
-    mov rdi, qword ptr [r15 + rbp + 3008]
-    movzx r8d, byte ptr [r15 + 192]
-    mov ebp, dword ptr [r14 + 448]
+    mov eax, ebp
+    mov qword ptr [r15 + 192], rax
+    and r9, 448
+    movsxd rdx, dword ptr [r15 + r9 + 1472]
+    mov rdi, rbp
+    test ebx, 256
+    jnz 1f
+1:
+    mov r8, r10
+    mov edx, dword ptr [r15 + 640]
+    mov byte ptr [r14 + 256], dil
+    movsxd rsi, dword ptr [r15 + 320]
+    and r8, 448
+    mov rdi, qword ptr [r14 + r8 + 960]
+    test ebx, 256
+    jz 1f
+1:
+    movsxd rcx, dword ptr [r15 + 576]
+    mov dword ptr [r15 + 896], r9d
+    mov rdx, rdi
     add r11, 64
     add r10, r11
     inc rbx
@@ -1492,56 +1433,62 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d1242_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d1242_j_t
-.Lc1_d1242_j:
-    mov dword ptr [r15 + 640], 106
-    mov qword ptr [r15 + 320], r8
-    cmovne rax, rcx
-    mov esi, ecx
-    test dword ptr [r15 + 67117723], 8
-    jz 1f
-1:
-    movzx esi, byte ptr [r15 + 256]
-    mov r8, qword ptr [r15 + 128]
-    mov rbp, r10
-    mov r9, r10
-    and rbp, 448
-    mov rdx, qword ptr [r15 + rbp + 960]
-    test ebx, 48864
-    jz 1f
-1:
-    mov rdi, rdx
-    and r9, 8128
-    movzx esi, byte ptr [r15 + r9 + 7104]
-    movsxd rdi, dword ptr [r14 + 896]
-    test dword ptr [r15 + 67117724], 402653184
-    jz 1f
-1:
-    mov edi, 99
-    mov r9, rdi
-    mov r8d, 23
-    test ebx, 256
-    jz 1f
-1:
-    mov rbp, r10
-    mov r8d, dword ptr [r15 + 64]
-    movsxd rcx, dword ptr [r15 + 512]
-    and rbp, 33554368
-    mov rsi, qword ptr [r15 + rbp + 33554432]
-    test dword ptr [r15 + 67117723], 16384
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 537002512
+    setz al
+    lea rcx, [rip + .Lc1_d1172_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d1172_s_t
+    .p2align 3
+.Lc1_d1172_s:
+    .p2align 3
+    jmp .Lc1_d1172_j
+    .p2align 3
+    jmp .Lc1_d1172_j
+.Lc1_d1172_j:
+    movzx ebp, byte ptr [r15 + 448]
+    mov qword ptr [r15 + 0], rbp
+    movzx r9d, cl
+    test dword ptr [r15 + 67117724], 262144
     jnz 1f
 1:
-    mov qword ptr [r14 + 384], rbp
-    movsxd rdx, dword ptr [r15 + 192]
-    mov rax, qword ptr [r15 + 0]
-    test ebx, 256
+    mov rdx, qword ptr [r15 + 0]
+    mov rsi, qword ptr [r15 + 0]
+    test dword ptr [r15 + 67117723], 32768
+    jnz 1f
+1:
+    movzx ecx, byte ptr [r15 + 0]
+    movzx r8d, sil
+    mov edx, 117
+    test bl, 64
+    jnz 1f
+1:
+    mov qword ptr [r15 + 0], r8
+    mov dword ptr [r15 + 0], edx
+    test dword ptr [r15 + 67117723], 2
+    jnz 1f
+1:
+    mov qword ptr [r15 + 128], rcx
+    mov esi, dword ptr [r15 + 704]
+    mov r8d, 76
+    test ebx, 640
+    jnz 1f
+1:
+    movsxd rax, dword ptr [r15 + 64]
+    mov ecx, eax
+    mov rbp, r10
+    test ebx, 288
     jz 1f
 1:
-    mov edi, edi
-    movzx esi, dil
-    mov esi, dword ptr [r15 + 768]
+    mov edi, dword ptr [r15 + 384]
+    and rbp, 8128
+    mov rdx, qword ptr [r15 + rbp + 7104]
+    mov ebp, dword ptr [r14 + 192]
+    test ebx, 3584
+    jnz 1f
+1:
+    mov eax, edi
+    mov rsi, rax
     add r11, 64
     add r10, r11
     inc rbx
@@ -1551,51 +1498,50 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov dword ptr [r15 + 448], 81
-    mov rdi, qword ptr [r15 + 576]
-    cmovne rax, rdi
-    test ebx, 15808
+    mov dword ptr [r15 + 128], 191
+    mov dword ptr [r15 + 384], 254
+    mov dword ptr [r15 + 512], 22
+    test ebx, 30592
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx r9d, byte ptr [r15 + 0]
-    mov edi, dword ptr [r15 + 0]
-    mov rbp, r10
-    test ebx, 16032
-    jnz 1f
-1:
-    movsxd rax, dword ptr [r15 + 256]
-    and rbp, 448
-    mov rsi, qword ptr [r14 + rbp + 960]
-    movzx ecx, bpl
-    test dword ptr [r15 + 67117724], 524288
-    jnz 1f
-1:
-    movsxd r8, dword ptr [r15 + 768]
-    mov rbp, r10
-    movsxd rax, dword ptr [r15 + 704]
-    and rbp, 448
-    mov dword ptr [r15 + rbp + 1472], eax
-    test dword ptr [r15 + 67117724], 1079018124
-    jnz 1f
-1:
-    mov rdx, rbp
-    mov rbp, qword ptr [r15 + 64]
-    mov rdx, qword ptr [r14 + 640]
-    test dword ptr [r15 + 67117723], 2
+    mov byte ptr [r15 + 0], al
+    mov esi, dword ptr [r15 + 0]
+    test dword ptr [r15 + 67117723], 16777216
     jz 1f
 1:
-    movzx r9d, byte ptr [r15 + 128]
-    .byte 0x0f, 0x1f, 0x40, 0x00
-    mov eax, r9d
-    test dword ptr [r15 + 67117723], 134218240
+    mov rbp, r10
+    mov esi, esi
+    mov eax, 16
+    and rbp, 448
+    mov r8, r10
+    mov r9d, dword ptr [r15 + rbp + 960]
+    test ebx, 13824
+    jz 1f
+1:
+    mov r9, qword ptr [r15 + 576]
+    and r8, 960
+    mov edx, dword ptr [r15 + r8 + 1984]
+    vcvtsi2sd xmm3, xmm3, eax
+    test bl, 64
+    jz 1f
+1:
+    mov ecx, dword ptr [r15 + 192]
+    movsxd rdi, dword ptr [r15 + 256]
+    movsxd rbp, dword ptr [r15 + 64]
+    test ebx, 2048
     jnz 1f
 1:
-    lea rdi, [r15 + 67109504]
-    mov ecx, 1089
-    rep stosb
-    mov byte ptr [r15 + 320], cl
-    mov rsi, qword ptr [r15 + 832]
+    mov r9, qword ptr [r15 + 832]
+    mov rdx, rdx
+    movzx esi, byte ptr [r15 + 320]
+    mov r8, r10
+    test ebx, 928
+    jnz 1f
+1:
+    and r8, 33554368
+    mov dword ptr [r14 + r8 + 33554432], 200
+    mov eax, 4
     add r11, 64
     add r10, r11
     inc rbx
@@ -1605,146 +1551,123 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d1341_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d1341_j_t
-.Lc1_d1341_j:
-    mov ebp, dword ptr [r15 + 448]
-    movzx r8d, byte ptr [r15 + 704]
-    mov rsi, qword ptr [r14 + 256]
-    mov edx, dword ptr [r15 + 0]
-    test ebx, 5888
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 3
+    lea rcx, [rip + .Lc1_d1271_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d1271_s_t
+    .p2align 3
+.Lc1_d1271_s:
+    .p2align 3
+    jmp .Lc1_d1271_j
+    .p2align 3
+    jmp .Lc1_d1271_j
+    .p2align 3
+    jmp .Lc1_d1271_j
+    .p2align 3
+    jmp .Lc1_d1271_j
+.Lc1_d1271_j:
+    movzx r8d, byte ptr [r14 + 640]
+    mov r9d, dword ptr [r15 + 320]
+    xor dword ptr [r15 + 128], r8d
+    test dword ptr [r15 + 67117723], 32768
     jnz 1f
 1:
-    mov rcx, qword ptr [r15 + 0]
-    movzx r9d, cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, 128
-    test dword ptr [r15 + 67117723], 524288
-    jnz 1f
-1:
-    movsxd rsi, dword ptr [r15 + 0]
-    mov eax, dword ptr [r15 + 128]
-    cmovne rsi, rax
-    test dword ptr [r15 + 67117723], 536870912
-    jnz 1f
-1:
-    mov edx, ebp
-    mov r8, qword ptr [r15 + 384]
-    mov rbp, r10
-    mov edi, dword ptr [r15 + 64]
-    mov eax, 138
-    test bl, 128
+    mov edx, r9d
+    .byte 0x0f, 0x1f, 0x40, 0x00
+    test bl, 64
     jz 1f
 1:
-    and rbp, 960
-    movsxd r9, dword ptr [r15 + rbp + 1984]
-    movsxd rdx, dword ptr [r15 + 192]
-    bt rcx, r8
-    test dword ptr [r15 + 67117723], 1048578
-    jz 1f
-1:
+    cmovne rcx, rcx
     mov r8, r10
-    mov ecx, dword ptr [r15 + 320]
-    and r8, 4032
-    mov dword ptr [r15 + r8 + 3008], esi
-    movzx esi, r8b
-    mov ebp, 190
-    test dword ptr [r15 + 67117723], 3145984
-    jnz 1f
+    mov edi, dword ptr [r15 + 768]
+    test dword ptr [r15 + 67117724], 16393
+    jz 1f
 1:
-    mov dword ptr [r15 + 512], esi
-    mov edi, dword ptr [r15 + 576]
-    movzx ecx, dil
+    and r8, 4032
+    mov rbp, qword ptr [r15 + r8 + 3008]
+    mov r9, r10
+    mov rcx, qword ptr [r14 + 448]
+    and r9, 448
+    movzx eax, byte ptr [r15 + r9 + 1472]
+    test dword ptr [r15 + 67117724], 1150061056
+    jz 1f
+1:
+    mov rbp, r10
+    mov edx, dword ptr [r15 + 256]
+    mov r8d, r8d
+    test bl, 64
+    jz 1f
+1:
+    and rbp, 448
+    mov dword ptr [r15 + rbp + 960], 163
+    mov ecx, edx
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jnz .Lc1_b3_c0
 .Lc1_b3_done:
-// block 4: 1024 bytes, 4 chunk(s), 16 chunk executions per call
+// block 4: 1024 bytes, 4 chunk(s), 20 chunk executions per call
     mov rbx, qword ptr [r15 + 67117768]
-    lea rcx, [rbx + 16]
+    lea rcx, [rbx + 20]
     mov qword ptr [r15 + 67117768], rcx
-    mov r13d, 16
+    mov r13d, 20
     jmp .Lc1_b4_c0
     .p2align 6
 .Lc1_b4_c0:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 3
-    lea rcx, [rip + .Lc1_d1399_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d1399_s_t
-    .p2align 3
-.Lc1_d1399_s:
-    .p2align 3
-    jmp .Lc1_d1399_j
-    .p2align 3
-    jmp .Lc1_d1399_j
-    .p2align 3
-    jmp .Lc1_d1399_j
-    .p2align 3
-    jmp .Lc1_d1399_j
-.Lc1_d1399_j:
-    bswap rdx
-    or ecx, 1
-    xor edx, edx
-    div ecx
-    mov rbp, r10
-    mov r9d, r8d
-    cmovne rdi, rbp
-    test ebx, 7896
-    jnz 1f
-1:
-    and rbp, 8128
-    mov r9, qword ptr [r15 + rbp + 7104]
-    movzx esi, byte ptr [r15 + 448]
-    mov rcx, qword ptr [r15 + 512]
-    test ebx, 2816
-    jz 1f
-1:
-    movzx r9d, cl
-    lea r8, [r10 + r10*1]
-    mov ecx, edi
-    and r8, 960
-    mov rax, qword ptr [r15 + r8 + 1984]
     mov rsi, qword ptr [r15 + 64]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rdi, qword ptr [r15 + 704]
-    mov r9, qword ptr [r15 + 192]
-    mov ebp, ebp
-    test bl, 208
+    movsxd rdi, dword ptr [r15 + 64]
+    mov qword ptr [r15 + 128], rcx
+    test ebx, 304
     jz 1f
 1:
-    movzx edx, byte ptr [r15 + r8 + 2048]
-    mov ecx, 115
-    mov rbp, rdx
-    test ebx, 408
-    jnz 1f
-1:
-    mov r9, qword ptr [r15 + 256]
-    mov esi, 56
-    mov eax, 220
-    mov qword ptr [r15 + 640], rax
-    test ebx, 1073741824
+    movzx r9d, byte ptr [r15 + 128]
+    mov r8d, edi
+    mov esi, r8d
+    test ebx, 336
     jz 1f
 1:
-    mov r8, qword ptr [r15 + 384]
+    movzx edx, byte ptr [r15 + 704]
+    mov rcx, rsi
+    mov rax, qword ptr [r15 + 192]
+    test dword ptr [r15 + 67117724], 4194304
+    jnz 1f
+1:
+    mov qword ptr [r15 + 320], rcx
+    movzx r9d, byte ptr [r15 + 128]
+    mov r8, r10
+    movzx ebp, byte ptr [r15 + 768]
+    test bl, 184
+    jz 1f
+1:
+    and r8, 960
+    mov edi, dword ptr [r15 + r8 + 1984]
+    movzx ecx, r8b
+    mov rsi, rcx
+    test ebx, 424
+    jnz 1f
+1:
+    movzx eax, byte ptr [r15 + 832]
+    mov byte ptr [r15 + 64], sil
+    mov ecx, ebp
+    test dword ptr [r15 + 67117723], 32768
+    jz 1f
+1:
+    mov edx, 254
     mov rbp, r10
-    mov eax, 159
-    movzx r9d, byte ptr [r15 + 576]
-    test ebx, 1024
+    mov r9d, 145
+    movzx eax, byte ptr [r15 + 128]
+    test dword ptr [r15 + 67117723], 138727496
     jnz 1f
 1:
     and rbp, 448
-    movzx edx, byte ptr [r15 + rbp + 960]
-    movsxd r9, dword ptr [r15 + 896]
-    mov rdi, qword ptr [r15 + 768]
+    movsxd rdi, dword ptr [r15 + rbp + 960]
+    movzx esi, byte ptr [r15 + 768]
+    movsxd r8, dword ptr [r15 + 64]
     add r11, 64
     add r10, r11
     inc rbx
@@ -1755,126 +1678,114 @@ ditto_body_c1:
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
     xor eax, eax
-    test dword ptr [r15 + 67117723], 18878464
+    test dword ptr [r15 + 67117724], 268534304
     setz al
-    lea rcx, [rip + .Lc1_d1466_s]
+    lea rcx, [rip + .Lc1_d1374_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d1466_s_t
+    jmp .Lc1_d1374_s_t
     .p2align 3
-.Lc1_d1466_s:
+.Lc1_d1374_s:
     .p2align 3
-    jmp .Lc1_d1466_j
+    jmp .Lc1_d1374_j
     .p2align 3
-    jmp .Lc1_d1466_j
-.Lc1_d1466_j:
-    mov rbp, r10
-    .byte 0x0f, 0x1f, 0x00
-    and rbp, 33554368
-    mov r9d, dword ptr [r15 + rbp + 33554432]
-    movsxd rsi, dword ptr [r15 + 128]
+    jmp .Lc1_d1374_j
+.Lc1_d1374_j:
+    mov ebp, eax
+    mov byte ptr [r15 + 64], cl
+    movsxd r9, dword ptr [r15 + 128]
     test bl, 64
     jnz 1f
 1:
-    movsxd rcx, dword ptr [r15 + 384]
-    mov rbp, rsi
-    test ebx, 344
-    jz 1f
-1:
-    movzx r8d, byte ptr [r15 + 64]
-    movsxd r9, dword ptr [r15 + 192]
-    test ebx, 456
-    jz 1f
-1:
-    btc dword ptr [r15 + 320], 18
-    movzx edi, r9b
-    movzx r9d, dil
-    test ebx, 32616
+    mov ecx, 21
+    mov dword ptr [r14 + 896], ebp
+    mov r8, r10
+    test ebx, 14240
     jnz 1f
 1:
-    movsxd r8, dword ptr [r15 + 448]
-    movzx ecx, r8b
-    test dword ptr [r15 + 67117724], 2097152
+    mov rdx, r8
+    mov r9, qword ptr [r15 + 256]
+    and r8, 960
+    movsxd rdi, dword ptr [r15 + r8 + 1984]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx eax, byte ptr [r15 + 448]
+    movzx ecx, dil
+    test ebx, 3056
     jz 1f
 1:
-    mov rbp, r10
-    movzx r8d, byte ptr [r15 + 256]
-    mov edi, dword ptr [r15 + 128]
-    test ebx, 1073741824
-    jz 1f
+    .byte 0x0f, 0x1f, 0x00
+    mov rsi, qword ptr [r15 + 320]
+    mov rdx, qword ptr [r15 + 64]
+    lea rbp, [r10 + r10*1]
+    test bl, 16
+    jnz 1f
 1:
     and rbp, 448
-    movzx edx, byte ptr [r14 + rbp + 960]
-    mov r9d, edx
-    movzx eax, byte ptr [r15 + 576]
-    test dword ptr [r15 + 67117724], 3104902
+    movzx r9d, byte ptr [r15 + rbp + 1024]
+    movzx edi, byte ptr [r15 + 384]
+    test ebx, 6896
     jnz 1f
 1:
-    movzx esi, byte ptr [r15 + 512]
-    mov rcx, rsi
-    test ebx, 304
-    jz 1f
-1:
-    mov qword ptr [r15 + 704], rdi
-    movzx esi, cl
-    test ebx, 512
-    jz 1f
-1:
-    mov edi, r8d
-    mov ebp, r8d
+    mov r8, qword ptr [r15 + 704]
+    mov edx, dword ptr [r15 + rbp + 960]
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b4_done
 .Lc1_b4_c2:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov r8, rax
-    mov ebp, dword ptr [r14 + 448]
-    mov rcx, qword ptr [r15 + 320]
-    test dword ptr [r15 + 67117724], 1024
-    jnz 1f
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, edx
+    mov r9d, 214
+    mov ecx, edx
+    test ebx, 3544
+    jz 1f
 1:
-    movzx r9d, byte ptr [r15 + 256]
-    mov rax, r9
-    test dword ptr [r15 + 67117724], 1073741841
-    jnz 1f
-1:
-    mov dword ptr [r15 + 640], 23
-    movzx r9d, dl
-    mov rbp, r10
-    mov r8, qword ptr [r15 + 192]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov dword ptr [r15 + 576], 53
-    and rbp, 960
-    mov esi, dword ptr [r15 + rbp + 1984]
-    test dword ptr [r15 + 67117723], 1078985620
-    jz 1f
-1:
-    mov rdx, qword ptr [r15 + 768]
-    mov dword ptr [r15 + 832], edx
-    movzx edx, dil
+    mov r9, r10
+    mov rdx, qword ptr [r14 + 64]
+    mov ebp, r9d
+    movsxd r8, dword ptr [r15 + 384]
+    and r9, 448
+    mov esi, dword ptr [r15 + r9 + 960]
     test bl, 64
     jz 1f
 1:
-    movzx edi, r8b
-    movsxd r8, dword ptr [r15 + 128]
-    test dword ptr [r15 + 67117723], 4194304
-    jnz 1f
-1:
-    mov qword ptr [r15 + 64], rcx
-    mov eax, 200
-    mov esi, 124
-    test dword ptr [r15 + 67117724], 1024
+    mov rbp, r10
+    mov dword ptr [r15 + 576], r8d
+    movzx esi, byte ptr [r15 + 192]
+    movzx edx, dl
+    and rbp, 448
+    mov r8d, dword ptr [r15 + rbp + 1472]
+    test bl, 64
     jz 1f
 1:
-    mov r8, r10
-    mov ecx, ecx
-    and r8, 448
-    mov dword ptr [r14 + r8 + 960], 92
+    mov ecx, dword ptr [r15 + 768]
+    mov eax, 131
+    mov rdi, qword ptr [r15 + 256]
+    mov esi, 105
+    test bl, 112
+    jnz 1f
+1:
+    mov ebp, dword ptr [r15 + 640]
+    mov byte ptr [r15 + 128], dl
+    mov dword ptr [r15 + 128], 135
+    mov r9, r10
+    movzx r8d, sil
+    test ebx, 7600
+    jnz 1f
+1:
+    mov esi, dword ptr [r15 + 512]
+    and r9, 4032
+    movzx ebp, byte ptr [r15 + r9 + 3008]
+    movzx edx, r9b
     add r11, 64
     add r10, r11
     inc rbx
@@ -1885,65 +1796,61 @@ ditto_body_c1:
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
     xor eax, eax
-    test dword ptr [r15 + 67117723], 134217728
+    test dword ptr [r15 + 67117723], 537434112
     setz al
-    lea rcx, [rip + .Lc1_d1574_s]
+    lea rcx, [rip + .Lc1_d1474_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d1574_s_t
+    jmp .Lc1_d1474_s_t
     .p2align 3
-.Lc1_d1574_s:
+.Lc1_d1474_s:
     .p2align 3
-    jmp .Lc1_d1574_j
+    jmp .Lc1_d1474_j
     .p2align 3
-    jmp .Lc1_d1574_j
-.Lc1_d1574_j:
-    mov eax, ecx
-    mov rax, qword ptr [r15 + 256]
-    mov rdx, rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 288
+    jmp .Lc1_d1474_j
+.Lc1_d1474_j:
+    mov byte ptr [r15 + 256], al
+    mov rdi, rcx
+    mov rbp, rcx
+    test ebx, 1073741824
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx edx, dl
-    mov byte ptr [r15 + 0], dl
     mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 67117723], 524288
+    test dword ptr [r15 + 67117723], 67108864
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, al
-    movzx esi, byte ptr [r15 + 512]
-    mov dword ptr [r14 + 896], ecx
-    test dword ptr [r15 + 67117724], 16384
+    movsxd rax, dword ptr [r15 + 832]
+    test dword ptr [r15 + 67117724], 524288
+    jnz 1f
+1:
+    mov dword ptr [r15 + 192], 208
+    mov r8d, edi
+    test bl, 16
     jz 1f
 1:
-    mov dword ptr [r15 + 64], esi
-    mov dword ptr [r14 + 704], ecx
-    mov qword ptr [r15 + 640], rdx
-    mov r9d, dword ptr [r15 + 192]
-    test dword ptr [r15 + 67117724], 16
-    jnz 1f
-1:
-    movsxd rax, dword ptr [r15 + 128]
-    mov rdx, qword ptr [r15 + 768]
-    movsxd rsi, dword ptr [r15 + 320]
-    sete bpl
-    test ebx, 7168
-    jnz 1f
-1:
-    mov ebp, 77
-    mov rcx, rbp
-    mov qword ptr [r15 + 64], r9
-    movzx ebp, cl
-    test bl, 64
+    mov rsi, rax
+    mov rdi, qword ptr [r15 + 64]
+    mov dword ptr [r15 + 704], 121
+    mov r9, r10
+    test ebx, 1073741824
     jz 1f
 1:
-    mov byte ptr [r15 + 448], sil
-    mov rdi, r9
-    mov byte ptr [r15 + 384], dil
-    movzx r9d, dl
+    mov ecx, r9d
+    and r9, 8128
+    mov edx, dword ptr [r15 + r9 + 7104]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx ebp, byte ptr [r14 + 448]
+    mov r8, rdx
+    test dword ptr [r15 + 67117724], 262144
+    jz 1f
+1:
+    mov dword ptr [r15 + 320], r8d
+    mov r9, r8
+    add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jnz .Lc1_b4_c0
@@ -1959,62 +1866,52 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xchg r8, r8
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rdx, qword ptr [r15 + 0]
-    test dword ptr [r15 + 67117724], 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], 91
-    mov rdi, rdx
-    test dword ptr [r15 + 67117723], 100676178
+    mov esi, eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 5376
     jz 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 352
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rsi, dword ptr [r15 + 128]
+    movzx ebp, al
+    mov r9d, 18
+    test bl, 128
+    jnz 1f
+1:
+    movzx ecx, byte ptr [r15 + 896]
+    mov r8d, dword ptr [r15 + 64]
+    mov rdi, r8
+    test ebx, 15776
+    jz 1f
+1:
+    mov rax, qword ptr [r15 + 512]
     mov rbp, r10
-    mov rdx, qword ptr [r15 + 0]
-    and rbp, 33554368
-    mov qword ptr [r14 + rbp + 33554432], r9
-    mov rsi, qword ptr [r15 + 704]
-    test ebx, 912
-    jnz 1f
-1:
-    mov byte ptr [r15 + 512], sil
-    or r8d, 1
-    xor edx, edx
-    div r8d
-    test ebx, 4064
-    jz 1f
-1:
-    mov rdx, r8
-    movsxd rdi, dword ptr [r14 + 256]
-    mov dword ptr [r15 + 128], ebp
-    mov r9, r10
-    test ebx, 848
-    jnz 1f
-1:
-    mov ecx, r9d
-    lea rbp, [r10 + r10*1]
-    and r9, 8128
-    movsxd rsi, dword ptr [r15 + r9 + 7104]
-    test bl, 32
-    jnz 1f
-1:
-    mov edx, dword ptr [r15 + 384]
+    mov dword ptr [r15 + 640], eax
     and rbp, 448
-    movzx eax, byte ptr [r15 + rbp + 1024]
-    mov r8d, 67
-    test ebx, 12208
-    jz 1f
+    movzx edx, byte ptr [r14 + rbp + 1472]
+    mov dword ptr [r15 + 384], 114
+    test dword ptr [r15 + 67117723], 67108884
+    jnz 1f
 1:
-    mov r9d, 33
-    mov rdi, qword ptr [r15 + rbp + 960]
-    test ebx, 320
-    jz 1f
+    mov r8, r10
+    mov esi, r8d
+    and r8, 448
+    mov r9, qword ptr [r14 + r8 + 960]
+    movzx ecx, byte ptr [r15 + 576]
+    test bl, 192
+    jnz 1f
 1:
-    lea rdi, [r15 + 67109504]
-    mov ecx, 1089
-    rep stosb
-    movsxd rax, dword ptr [r15 + 192]
+    mov rdi, rax
+    mov rbp, qword ptr [r15 + 768]
+    mov rdx, rsi
     add r11, 64
     add r10, r11
     inc rbx
@@ -2024,60 +1921,54 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d1691_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d1691_j_t
-.Lc1_d1691_j:
-    popcnt r8, rcx
-    mov rdi, qword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], eax
-    test bl, 32
-    jz 1f
-1:
-    mov rsi, qword ptr [r15 + 0]
-    movsxd rax, dword ptr [r15 + 0]
-    mov ecx, ecx
-    mov rbp, r10
-    test dword ptr [r15 + 67117724], 4096
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 16960
+    setz al
+    lea rcx, [rip + .Lc1_d1578_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d1578_s_t
+    .p2align 3
+.Lc1_d1578_s:
+    .p2align 3
+    jmp .Lc1_d1578_j
+    .p2align 3
+    jmp .Lc1_d1578_j
+.Lc1_d1578_j:
+    mov r9, qword ptr [r15 + 320]
+    mov dword ptr [r15 + 448], edx
+    mov r8d, 23
+    test bl, 128
     jnz 1f
 1:
-    and rbp, 448
-    mov edx, dword ptr [r15 + rbp + 1472]
-    mov r9, qword ptr [r15 + 192]
-    movsxd rcx, dword ptr [r15 + 320]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r8, qword ptr [r15 + 832]
-    mov dword ptr [r15 + 256], r8d
+    mov ecx, 70
+    movzx edi, dil
+    mov dword ptr [r14 + 64], eax
     mov rbp, r10
-    test dword ptr [r15 + 67117723], 512
-    jz 1f
+    test ebx, 7904
+    jnz 1f
 1:
-    mov edi, 243
-    mov qword ptr [r15 + 768], rbp
+    mov qword ptr [r15 + 256], r9
     and rbp, 960
-    movzx eax, byte ptr [r15 + rbp + 1984]
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx esi, byte ptr [r14 + 128]
-    movsxd rbp, dword ptr [r15 + 64]
-    lea rdi, [r15 + 67109504]
-    lea rsi, [r15 + 67113600]
-    mov ecx, 1088
-    rep movsb
-    test bl, 128
-    jz 1f
-1:
-    mov r8, rcx
-    mov rbp, rax
-    not qword ptr [r15 + 448]
-    test bl, 128
+    movsxd r9, dword ptr [r15 + rbp + 1984]
+    mov dword ptr [r14 + 384], 159
+    test ebx, 672
     jnz 1f
 1:
-    mov r9d, dword ptr [r15 + 576]
-    movzx edx, r9b
+    movzx esi, r9b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test bl, 32
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r8d, byte ptr [r15 + 128]
+    mov rdx, qword ptr [r15 + 704]
+    test ebx, 720
+    jnz 1f
+1:
+    mov dword ptr [r15 + 512], 128
+    movzx ecx, dl
+    movzx eax, byte ptr [r15 + 192]
     add r11, 64
     add r10, r11
     inc rbx
@@ -2087,56 +1978,55 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rdx, qword ptr [r15 + 0]
-    movsxd rdi, dword ptr [r15 + 0]
-    movzx ebp, byte ptr [r15 + 0]
-    test ebx, 912
-    jnz 1f
-1:
-    mov r8, rdi
-    mov eax, dword ptr [r15 + 0]
-    movzx edi, byte ptr [r15 + 0]
-    test bl, 32
-    jz 1f
-1:
-    mov qword ptr [r15 + 0], r9
-    mov edx, dword ptr [r15 + 0]
-    movzx r9d, byte ptr [r15 + 448]
-    mov rdi, qword ptr [r14 + 64]
-    test bl, 32
-    jnz 1f
-1:
-    movsxd rcx, dword ptr [r15 + 384]
-    mov rsi, qword ptr [r15 + 704]
-    movzx edx, byte ptr [r15 + 640]
-    test ebx, 320
-    jz 1f
-1:
-    sete dl
-    movsxd rsi, dword ptr [r15 + 64]
     mov rbp, r10
-    mov eax, r8d
-    test dword ptr [r15 + 67117724], 33554432
-    jnz 1f
-1:
-    mov r8, qword ptr [r15 + 192]
     and rbp, 448
-    movzx r9d, byte ptr [r15 + rbp + 960]
-    .byte 0x0f, 0x1f, 0x40, 0x00
-    mov edi, 114
-    test dword ptr [r15 + 67117723], 34111488
+    mov dword ptr [r15 + rbp + 960], 130
+    mov byte ptr [r15 + 768], bpl
+    mov r9, rbp
+    test ebx, 4608
     jnz 1f
 1:
-    movsxd rcx, dword ptr [r15 + 256]
-    mov rax, qword ptr [r15 + 128]
-    mov dword ptr [r15 + 320], 194
-    test ebx, 352
+    mov r8, qword ptr [r15 + 256]
+    mov edi, r9d
+    movzx eax, r8b
+    test bl, 32
     jz 1f
 1:
-    mov ebp, dword ptr [r14 + 576]
-    movzx r8d, bpl
-    movsxd rdx, dword ptr [r15 + 512]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 30528
+    jz 1f
+1:
+    cmovne rbp, rdi
+    mov rsi, r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 7888
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, dword ptr [r15 + 128]
+    mov esi, dword ptr [r15 + 448]
+    test dword ptr [r15 + 67117723], 16777216
+    jz 1f
+1:
+    mov dword ptr [r15 + 576], ecx
+    xchg rbp, r9
+    mov byte ptr [r15 + 192], r8b
+    test ebx, 7904
+    jz 1f
+1:
+    mov edi, dword ptr [r15 + 832]
+    mov esi, 153
+    movsxd rcx, dword ptr [r14 + 320]
+    mov r8, r10
+    test dword ptr [r15 + 67117723], 4096
+    jnz 1f
+1:
+    mov r9d, ebp
+    mov rbp, rdx
+    and r8, 4032
+    mov edx, dword ptr [r15 + r8 + 3008]
     add r11, 64
     add r10, r11
     inc rbx
@@ -2146,60 +2036,54 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d1797_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d1797_j_t
-.Lc1_d1797_j:
-    movzx edx, cl
-    mov eax, 140
-    mov byte ptr [r15 + 768], dl
-    mov esi, esi
-    test dword ptr [r15 + 67117724], 4096
-    jz 1f
-1:
-    mov ecx, 165
-    .byte 0x66, 0x90
-    mov r9d, dword ptr [r14 + 320]
-    movzx r8d, byte ptr [r15 + 256]
-    test dword ptr [r15 + 67117724], 4360
-    jz 1f
-1:
-    mov r9, qword ptr [r15 + 128]
-    movsxd rdi, dword ptr [r15 + 64]
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 48
+    setz al
+    lea rcx, [rip + .Lc1_d1675_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d1675_s_t
+    .p2align 3
+.Lc1_d1675_s:
+    .p2align 3
+    jmp .Lc1_d1675_j
+    .p2align 3
+    jmp .Lc1_d1675_j
+.Lc1_d1675_j:
     mov rbp, r10
-    movzx edx, byte ptr [r14 + 384]
-    mov qword ptr [r15 + 640], rdx
-    test bl, 32
-    jnz 1f
-1:
-    and rbp, 448
-    mov edx, dword ptr [r15 + rbp + 1472]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd r9, dword ptr [r15 + 0]
-    test bl, 32
-    jz 1f
-1:
-    mov qword ptr [r15 + 0], r9
-    bswap rdx
-    mov dword ptr [r15 + 0], edx
-    mov dword ptr [r15 + 896], 131
-    test dword ptr [r15 + 67117723], 262144
-    jz 1f
-1:
-    bswap rdi
     mov r8, r10
-    movsxd rcx, dword ptr [r15 + 512]
     and r8, 448
-    mov qword ptr [r15 + r8 + 960], rcx
-    mov ebp, 73
-    test bl, 128
+    movsxd rdx, dword ptr [r15 + r8 + 960]
+    and rbp, 448
+    mov rsi, qword ptr [r15 + rbp + 1472]
+    mov dword ptr [r15 + 704], 226
+    test dword ptr [r15 + 67117723], 268435456
     jnz 1f
 1:
-    mov r9, r10
-    mov ebp, 50
-    mov esi, ebp
-    and r9, 4032
-    mov dword ptr [r15 + r9 + 3008], esi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 512], rdi
+    test ebx, 848
+    jnz 1f
+1:
+    mov ecx, dword ptr [r15 + 128]
+    mov rbp, qword ptr [r15 + 640]
+    movzx edi, byte ptr [r15 + 64]
+    test ebx, 1024
+    jz 1f
+1:
+    mov r9d, 178
+    movzx ebp, r8b
+    movsxd rax, dword ptr [r15 + 384]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r8d, dword ptr [r14 + 192]
+    mov dword ptr [r14 + 64], r8d
     add r11, 64
     add r10, r11
     inc rbx
@@ -2209,59 +2093,49 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov dword ptr [r14 + 0], 216
-    mov dword ptr [r15 + 0], 131
-    .byte 0x66, 0x90
-    test bl, 128
+    not qword ptr [r15 + 640]
+    mov byte ptr [r15 + 896], al
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 912
     jz 1f
 1:
-    movzx ebp, byte ptr [r15 + 0]
-    movzx esi, byte ptr [r15 + 0]
-    mov rdi, qword ptr [r15 + 0]
-    test ebx, 368
-    jz 1f
-1:
-    mov rdx, rdx
-    movsxd r9, dword ptr [r15 + 0]
-    mov edx, 30
-    test bl, 128
-    jnz 1f
-1:
-    mov r8d, 170
-    mov edx, dword ptr [r15 + 0]
-    mov r8d, dword ptr [r15 + 192]
-    test ebx, 12192
-    jnz 1f
-1:
-    movzx ecx, byte ptr [r15 + 832]
-    mov edi, edi
-    sete dl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     test bl, 32
-    jnz 1f
-1:
-    movsxd rdi, dword ptr [r15 + 576]
-    mov ebp, dword ptr [r15 + 384]
-    movzx ecx, byte ptr [r15 + 64]
-    test ebx, 672
-    jnz 1f
-1:
-    mov edx, 83
-    movzx edi, byte ptr [r15 + 448]
-    mov r9, r10
-    movzx eax, byte ptr [r15 + 128]
-    test dword ptr [r15 + 67117723], 65536
     jz 1f
 1:
-    and r9, 960
-    mov rdi, qword ptr [r15 + r9 + 1984]
-    mov eax, dword ptr [r15 + 256]
-    mov esi, 224
-    test dword ptr [r15 + 67117724], 524288
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, al
+    test bl, 128
     jnz 1f
 1:
-    mov r9, r8
-    mov dword ptr [r15 + 704], 215
-    mov r8d, r8d
+    movzx r8d, al
+    mov rbp, r10
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r14 + 64], 101
+    and rbp, 960
+    mov rax, qword ptr [r15 + rbp + 1984]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx r8d, byte ptr [r15 + 192]
+    movzx ebp, byte ptr [r15 + 128]
+    mov dword ptr [r15 + 320], eax
+    test dword ptr [r15 + 67117724], 262145
+    jz 1f
+1:
+    movzx r8d, bpl
+    mov dword ptr [r15 + 768], 197
+    mov qword ptr [r15 + 256], rbp
+    test ebx, 13056
+    jnz 1f
+1:
+    mov rsi, qword ptr [r15 + 448]
+    mov edx, dword ptr [r15 + 128]
+    movzx eax, byte ptr [r15 + 576]
     add r11, 64
     add r10, r11
     inc rbx
@@ -2272,62 +2146,55 @@ ditto_body_c1:
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
     xor eax, eax
-    test dword ptr [r15 + 67117724], 616562688
+    test dword ptr [r15 + 67117723], 1
     setz al
-    lea rcx, [rip + .Lc1_d1906_s]
+    lea rcx, [rip + .Lc1_d1767_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d1906_s_t
+    jmp .Lc1_d1767_s_t
     .p2align 3
-.Lc1_d1906_s:
+.Lc1_d1767_s:
     .p2align 3
-    jmp .Lc1_d1906_j
+    jmp .Lc1_d1767_j
     .p2align 3
-    jmp .Lc1_d1906_j
-.Lc1_d1906_j:
+    jmp .Lc1_d1767_j
+.Lc1_d1767_j:
+    mov dword ptr [r15 + 704], 165
     mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rbp, dword ptr [r15 + 0]
-    mov rcx, rcx
-    test bl, 128
+    mov dword ptr [r15 + 832], ecx
+    test ebx, 15776
+    jnz 1f
+1:
+    mov qword ptr [r14 + 0], rax
+    mov dword ptr [r15 + 64], ecx
+    test dword ptr [r15 + 67117723], 16384
     jz 1f
 1:
-    lea rdi, [r15 + 67109504]
-    mov ecx, 1089
-    rep stosb
-    mov r8, rdx
-    movzx esi, byte ptr [r15 + 64]
-    test dword ptr [r15 + 67117724], 302654210
-    jz 1f
+    mov rbp, r10
+    mov rdi, qword ptr [r15 + 256]
+    and rbp, 448
+    mov r9, qword ptr [r14 + rbp + 960]
+    test bl, 32
+    jnz 1f
 1:
-    mov byte ptr [r14 + 640], al
-    mov r9, r10
-    movsxd rbp, dword ptr [r15 + 512]
-    test ebx, 416
-    jz 1f
-1:
-    movzx eax, byte ptr [r15 + 256]
-    and r9, 8128
-    movzx esi, byte ptr [r15 + r9 + 7104]
+    movsxd rsi, dword ptr [r15 + 192]
     mov r8, r10
-    movsxd r9, dword ptr [r15 + 128]
-    test dword ptr [r15 + 67117723], 262144
+    movsxd rbp, dword ptr [r15 + 384]
+    test ebx, 608
     jnz 1f
 1:
-    and r8, 33554368
-    or qword ptr [r14 + r8 + 33554432], 101
-    mov ebp, r8d
-    test dword ptr [r15 + 67117724], 1048576
+    and r8, 8128
+    mov dword ptr [r15 + r8 + 7104], ebp
+    movsxd rax, dword ptr [r15 + 512]
+    test ebx, 432
     jnz 1f
 1:
-    movzx edx, byte ptr [r15 + 320]
-    movsxd rsi, dword ptr [r15 + 768]
-    movzx edi, byte ptr [r15 + 192]
-    mov r9, r10
-    test dword ptr [r15 + 67117724], 1
+    mov rcx, qword ptr [r15 + 320]
+    mov ebp, 9
+    test ebx, 12800
     jz 1f
 1:
-    mov ecx, dword ptr [r15 + 448]
-    and r9, 448
-    mov rbp, qword ptr [r15 + r9 + 1472]
+    mov edx, 169
+    mov r9d, 220
     add r11, 64
     add r10, r11
     inc rbx
@@ -2338,55 +2205,52 @@ ditto_body_c1:
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
     mov rbp, r10
-    mov dword ptr [r15 + 384], ebp
     and rbp, 4032
-    mov byte ptr [r15 + rbp + 3008], bpl
-    mov eax, ebp
-    mov rsi, rax
-    lea r8, [r10 + r10*1]
-    test dword ptr [r15 + 67117723], 4
-    jnz 1f
-1:
-    and r8, 448
-    mov rbp, qword ptr [r15 + r8 + 960]
-    bt r8, r8
-    movsxd rax, dword ptr [r15 + 576]
-    test ebx, 55280
-    jz 1f
-1:
-    mov byte ptr [r14 + 0], al
-    movzx eax, byte ptr [r15 + 320]
-    mov r9d, esi
-    test bl, 32
-    jz 1f
-1:
-    mov qword ptr [r15 + 704], rax
-    mov dword ptr [r15 + 64], edx
-    mov eax, eax
-    test ebx, 29184
+    mov dword ptr [r15 + rbp + 3008], ecx
+    mov esi, 165
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], bpl
+    test ebx, 2048
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], eax
-    mov rcx, qword ptr [r15 + 0]
-    test dword ptr [r15 + 67117724], 2582536
-    jz 1f
-1:
-    mov rdx, qword ptr [r15 + 0]
-    movsxd rdi, dword ptr [r15 + 192]
-    popcnt rsi, rdi
-    test ebx, 912
-    jz 1f
-1:
-    mov byte ptr [r15 + 128], dil
     mov r9d, esi
-    mov dword ptr [r14 + 896], 176
+    mov r12, qword ptr [r15 + r12 + 56]
     test bl, 32
     jnz 1f
 1:
-    movsxd rax, dword ptr [r15 + 256]
-    mov r9d, dword ptr [r15 + 512]
-    movsxd rcx, dword ptr [r15 + r8 + 1024]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edi, 208
+    mov rbp, r10
+    movzx edx, byte ptr [r15 + 0]
+    test ebx, 6000
+    jz 1f
+1:
+    mov rsi, qword ptr [r15 + 384]
+    and rbp, 448
+    mov rax, qword ptr [r15 + rbp + 1472]
+    movzx r9d, byte ptr [r14 + 64]
+    mov byte ptr [r15 + 128], dil
+    test dword ptr [r15 + 67117724], 2
+    jz 1f
+1:
+    popcnt rdi, r9
+    mov rdx, qword ptr [r15 + 256]
+    mov r8d, ebp
+    test bl, 128
+    jz 1f
+1:
+    mov ecx, dword ptr [r15 + 576]
+    mov edx, r8d
+    mov rbp, r10
+    mov qword ptr [r15 + 768], rdx
+    test dword ptr [r15 + 67117724], 1048576
+    jnz 1f
+1:
+    and rbp, 448
+    mov dword ptr [r15 + rbp + 960], 148
+    mov qword ptr [r15 + 448], rbp
+    movzx r9d, dl
     add r11, 64
     add r10, r11
     inc rbx
@@ -2396,131 +2260,126 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d2012_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d2012_j_t
-.Lc1_d2012_j:
-    movzx ebp, cl
-    mov r9, rcx
-    mov rbp, r10
-    mov rdx, r9
-    and rbp, 448
-    mov byte ptr [r15 + rbp + 1472], dl
-    test dword ptr [r15 + 67117723], 33554432
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 671089408
+    setz al
+    lea rcx, [rip + .Lc1_d1864_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d1864_s_t
+    .p2align 3
+.Lc1_d1864_s:
+    .p2align 3
+    jmp .Lc1_d1864_j
+    .p2align 3
+    jmp .Lc1_d1864_j
+.Lc1_d1864_j:
+    mov r8, qword ptr [r15 + 64]
+    movzx esi, byte ptr [r15 + 896]
+    mov eax, ebp
+    test dword ptr [r15 + 67117724], 2097152
     jnz 1f
 1:
-    movzx ecx, byte ptr [r15 + 832]
-    mov r8d, dword ptr [r15 + 128]
-    movzx esi, byte ptr [r14 + 128]
-    test bl, 48
-    jz 1f
-1:
-    movsxd rdi, dword ptr [r15 + 192]
-    mov eax, dword ptr [r15 + 256]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], dil
-    test bl, 128
+    mov rbp, rax
+    mov r9, r10
+    mov ecx, 95
+    movsxd rdi, dword ptr [r15 + 320]
+    test bl, 32
     jnz 1f
 1:
-    movzx eax, byte ptr [r15 + 0]
-    mov edx, eax
-    mov rbp, qword ptr [r15 + 0]
-    test dword ptr [r15 + 67117724], 16777216
+    and r9, 960
+    movzx edx, byte ptr [r15 + r9 + 1984]
+    movzx eax, byte ptr [r15 + 640]
+    vcvtsi2sd xmm7, xmm7, edi
+    test ebx, 27584
     jz 1f
 1:
-    movzx r9d, byte ptr [r15 + 0]
-    mov r8, r10
-    mov rdi, r9
-    mov qword ptr [r14 + 768], r8
-    and r8, 960
-    movzx esi, byte ptr [r15 + r8 + 1984]
-    test ebx, 15984
+    mov esi, dword ptr [r15 + 704]
+    movsxd r8, dword ptr [r15 + 128]
+    movzx ebp, r8b
+    test dword ptr [r15 + 67117724], 4096
     jnz 1f
 1:
-    mov dword ptr [r15 + 448], eax
-    mov rax, qword ptr [r15 + 384]
-    mov dword ptr [r15 + 320], ecx
-    test dword ptr [r15 + 67117724], 352464944
+    mov byte ptr [r14 + 512], bpl
+    movsxd rdi, dword ptr [r14 + 0]
+    movsxd r9, dword ptr [r15 + 192]
+    test bl, 32
     jz 1f
 1:
-    mov edx, 130
-    mov ebp, dword ptr [r15 + 640]
-    mov dword ptr [r15 + 64], 59
+    mov rsi, qword ptr [r15 + 0]
+    mov ebp, 171
+    mov r8, rax
+    test ebx, 320
+    jz 1f
+1:
+    vmulsd xmm7, xmm7, xmm7
+    mov ebp, 172
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jnz .Lc1_b5_c0
 .Lc1_b5_done:
-// block 6: 512 bytes, 2 chunk(s), 24 chunk executions per call
+// block 6: 512 bytes, 2 chunk(s), 26 chunk executions per call
     mov rbx, qword ptr [r15 + 67117784]
-    lea rcx, [rbx + 24]
+    lea rcx, [rbx + 26]
     mov qword ptr [r15 + 67117784], rcx
-    mov r13d, 24
+    mov r13d, 26
     jmp .Lc1_b6_c0
     .p2align 6
 .Lc1_b6_c0:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 134225931
-    setz al
-    lea rcx, [rip + .Lc1_d2069_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d2069_s_t
-    .p2align 3
-.Lc1_d2069_s:
-    .p2align 3
-    jmp .Lc1_d2069_j
-    .p2align 3
-    jmp .Lc1_d2069_j
-.Lc1_d2069_j:
-    lea rbp, [r10*8]
-    mov rdx, rbp
-    and rbp, 448
-    movsxd rax, dword ptr [r15 + rbp + 1216]
-    movsxd rcx, dword ptr [r15 + 512]
-    test ebx, 2048
+    movzx esi, bpl
+    lea r8, [r10 + r10*1]
+    mov qword ptr [r15 + 512], r8
+    mov rdx, qword ptr [r15 + 448]
+    test ebx, 988
+    jz 1f
+1:
+    and r8, 448
+    mov ecx, dword ptr [r15 + r8 + 1472]
+    mov rbp, r10
+    mov rax, rdx
+    mov esi, dword ptr [r15 + 832]
+    test bl, 32
     jnz 1f
 1:
+    and rbp, 8128
+    movzx eax, byte ptr [r15 + rbp + 7104]
+    lea rbp, [r10 + r10*1]
+    movzx edx, r8b
     mov esi, ecx
-    movzx ecx, byte ptr [r15 + rbp + 1280]
-    movzx r9d, cl
-    test ebx, 1024
+    test dword ptr [r15 + 67117723], 262144
     jz 1f
 1:
-    movsxd r8, dword ptr [r15 + rbp + 1024]
-    movzx edi, byte ptr [r15 + 320]
-    lea r9, [r10 + r10*1]
-    movzx edx, r9b
-    test dword ptr [r15 + 67117724], 512
+    and rbp, 4032
+    movzx ecx, byte ptr [r15 + rbp + 3008]
+    mov r9d, dword ptr [r15 + 192]
+    movzx edi, al
+    test ebx, 3264
+    jnz 1f
+1:
+    mov eax, dword ptr [r15 + 128]
+    crc32 esi, dil
+    .byte 0x66, 0x90
+    test dword ptr [r15 + 67117723], 67108864
     jz 1f
 1:
-    mov ecx, 50
-    and r9, 8128
-    movzx esi, byte ptr [r15 + r9 + 7104]
-    mov eax, dword ptr [r15 + 64]
-    lea r8, [r10 + r10*1]
-    test dword ptr [r15 + 67117723], 153367041
+    mov r9, rsi
+    movsxd rdx, dword ptr [r15 + rbp + 3072]
+    mov dword ptr [r15 + r8 + 1536], 115
+    test bl, 8
+    jnz 1f
+1:
+    mov r9, rdx
+    mov rcx, rdx
+    mov rdi, qword ptr [r15 + 896]
+    test dword ptr [r15 + 67117724], 67239940
     jz 1f
 1:
-    mov rsi, qword ptr [r15 + rbp + 960]
-    and r8, 33554368
-    movzx ecx, byte ptr [r15 + r8 + 33554432]
-    movzx eax, byte ptr [r15 + r9 + 7168]
-    test bl, 204
-    jz 1f
-1:
-    mov eax, 72
-    movzx r9d, byte ptr [r14 + rbp + 1088]
-    mov rdi, qword ptr [r15 + rbp + 1152]
-    test bl, 32
-    jz 1f
-1:
-    mov rbp, qword ptr [r15 + 256]
-    movzx edx, byte ptr [r15 + r8 + 33554496]
-    mov r8, qword ptr [r15 + 448]
+    mov r9d, dword ptr [r15 + 64]
+    mov eax, 165
     add r11, 64
     add r10, r11
     inc rbx
@@ -2530,61 +2389,50 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d2125_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d2125_j_t
-.Lc1_d2125_j:
-    mov rsi, qword ptr [r15 + 192]
-    movzx edi, byte ptr [r15 + 128]
-    mov ebp, r8d
-    test ebx, 864
+    lea r8, [r10 + r10*1]
+    and r8, 448
+    movsxd rdi, dword ptr [r15 + r8 + 1536]
+    movzx eax, dil
+    mov rdx, qword ptr [r15 + 384]
+    movzx edi, bpl
+    test bl, 32
     jnz 1f
 1:
-    mov r8, r9
-    crc32 rcx, r8
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 5872
-    jz 1f
-1:
-    mov qword ptr [r15 + 0], rdi
-    mov rax, rcx
+    movzx r9d, byte ptr [r15 + 128]
+    movsxd rsi, dword ptr [r14 + 256]
+    movsxd rcx, dword ptr [r15 + r8 + 1472]
     test bl, 8
     jz 1f
 1:
+    mov ebp, dword ptr [r15 + 512]
+    mov r9, rbp
+    sete al
+    mov r8, r10
+    mov ebp, dword ptr [r15 + 192]
+    test dword ptr [r15 + 67117723], 1073874944
+    jnz 1f
+1:
+    mov edi, 184
+    and r8, 8128
+    movsxd rbp, dword ptr [r15 + r8 + 7104]
+    movsxd r9, dword ptr [r15 + 320]
+    test ebx, 2496
+    jz 1f
+1:
+    mov rsi, rbp
     nop
-    mov r9, r10
-    movzx esi, byte ptr [r15 + 0]
-    and r9, 4032
-    mov rdi, qword ptr [r15 + r9 + 3008]
-    test ebx, 15088
-    jnz 1f
-1:
-    mov r8, qword ptr [r15 + 768]
-    mov rdx, qword ptr [r14 + 384]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov esi, dword ptr [r15 + 128]
-    mov ebp, 24
-    mov dword ptr [r15 + 512], ecx
-    test dword ptr [r15 + 67117723], 131072
-    jnz 1f
-1:
-    lea r8, [r10 + r10*1]
-    mov ecx, dword ptr [r15 + 832]
-    and r8, 448
-    mov dword ptr [r15 + r8 + 1472], edi
-    test bl, 32
+    mov rbp, r10
+    mov qword ptr [r15 + 640], rsi
+    lea rdi, [r15 + 67109504]
+    mov ecx, 827
+    rep stosb
+    test dword ptr [r15 + 67117723], 1073741824
     jz 1f
 1:
-    .byte 0x0f, 0x1f, 0x40, 0x00
-    movsxd rcx, dword ptr [r14 + r8 + 1536]
-    movsxd rdi, dword ptr [r15 + 640]
-    test dword ptr [r15 + 67117724], 809807897
-    jz 1f
-1:
-    mov byte ptr [r15 + 64], al
-    mov edx, dword ptr [r15 + 320]
+    and rbp, 4032
+    movzx r9d, byte ptr [r15 + rbp + 3008]
+    movzx edx, byte ptr [r15 + 896]
+    mov dword ptr [r14 + 256], ebp
     add r11, 64
     add r10, r11
     inc rbx
@@ -2599,28 +2447,30 @@ ditto_body_c1:
     jmp .Lc1_b7_c0
     .p2align 6
 .Lc1_b7_c0:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    movzx edx, byte ptr [r15 + 704]
-    mov esi, 234
-    test bl, 4
+    .byte 0x66, 0x90
+    mov eax, ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, rcx
+    test bl, 16
     jnz 1f
 1:
-    movzx ebp, byte ptr [r15 + 512]
-    test dword ptr [r15 + 67117724], 168565569
-    jz 1f
-1:
-    mov r9, r9
+    mov r8, r10
+    bt rcx, r9
+    mov dword ptr [r15 + 0], r8d
+    and r8, 448
+    mov qword ptr [r15 + r8 + 1472], rcx
+    movzx esi, byte ptr [r15 + 256]
+    add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jnz .Lc1_b7_c0
 .Lc1_b7_done:
-// block 8: 4096 bytes, 16 chunk(s), 2 chunk executions per call
+// block 8: 4096 bytes, 16 chunk(s), 4 chunk executions per call
     mov rbx, qword ptr [r15 + 67117800]
-    lea rcx, [rbx + 2]
+    lea rcx, [rbx + 4]
     mov qword ptr [r15 + 67117800], rcx
-    mov r13d, 2
+    mov r13d, 4
     mov eax, ebx
     and eax, 15
     lea rcx, [rip + .Lc1_b8_stubs]
@@ -2665,56 +2515,52 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
+    mov ecx, 233
+    mov r8d, eax
     mov esi, dword ptr [r15 + 0]
-    not qword ptr [r15 + 384]
-    mov byte ptr [r15 + 128], sil
-    test bl, 64
+    mov rdx, qword ptr [r15 + 0]
+    test dword ptr [r15 + 67117724], 8388608
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, byte ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 162
+    add qword ptr [r15 + 0], r8
+    test dword ptr [r15 + 67117723], 152187968
     jnz 1f
 1:
-    mov rax, rax
-    mov r8, qword ptr [r15 + 128]
-    mov rbp, r10
-    mov r9d, r8d
-    test bl, 64
+    mov byte ptr [r15 + 0], al
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 5
+    mov ebp, dword ptr [r15 + 640]
+    test ebx, 736
+    jnz 1f
+1:
+    mov r8d, dword ptr [r15 + 128]
+    mov r9, qword ptr [r15 + 704]
+    mov dword ptr [r15 + 512], 215
+    mov dword ptr [r15 + 896], ebp
+    test ebx, 640
     jz 1f
 1:
-    and rbp, 448
-    mov dword ptr [r15 + rbp + 1472], ebp
-    mov edx, dword ptr [r14 + 896]
-    test dword ptr [r15 + 67117724], 176162816
-    jz 1f
+    mov ebp, r8d
+    mov edi, dword ptr [r15 + 576]
+    mov esi, dword ptr [r14 + 448]
+    mov r8d, dword ptr [r15 + 64]
+    test dword ptr [r15 + 67117723], 8192
+    jnz 1f
 1:
-    mov edi, dword ptr [r15 + 256]
-    mov byte ptr [r15 + 64], dil
-    lea r8, [r10 + r10*1]
+    movzx ebp, byte ptr [r14 + 0]
+    mov r8d, esi
     mov eax, dword ptr [r15 + 64]
-    test ebx, 1344
+    mov edx, dword ptr [r15 + 384]
+    test dword ptr [r15 + 67117724], 2
     jnz 1f
 1:
-    mov esi, 80
-    and r8, 448
-    movzx edx, byte ptr [r15 + r8 + 960]
-    movzx edi, sil
-    test dword ptr [r15 + 67117724], 128
-    jz 1f
-1:
-    mov rbp, r10
-    cmovne rsi, rdi
-    and rbp, 33554368
-    mov ecx, dword ptr [r15 + rbp + 33554432]
-    test ebx, 1824
-    jz 1f
-1:
-    mov rdi, rbp
-    movzx edx, al
-    mov r9, qword ptr [r15 + r8 + 1024]
-    test dword ptr [r15 + 67117723], 26624
-    jz 1f
-1:
-    mov byte ptr [r15 + 832], r9b
-    movsxd rax, dword ptr [r14 + 192]
-    add r11, 64
-    add r10, r11
+    movsxd rsi, dword ptr [r15 + 832]
+    mov ecx, dword ptr [r15 + 192]
+    mov r8, qword ptr [r15 + 896]
+    bswap r9
     inc rbx
     dec r13
     jz .Lc1_b8_done
@@ -2722,57 +2568,59 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d2258_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d2258_j_t
-.Lc1_d2258_j:
-    xor dword ptr [r15 + 192], ecx
-    mov dword ptr [r15 + 320], 152
-    movzx r9d, byte ptr [r14 + 640]
-    test dword ptr [r15 + 67117724], 8388608
-    jz 1f
-1:
-    mov r8d, 72
-    sete cl
-    mov edx, 163
-    test ebx, 384
-    jz 1f
-1:
-    mov rbp, r10
-    mov eax, 222
-    and rbp, 8128
-    mov r9, r10
-    movzx edi, byte ptr [r15 + rbp + 7104]
-    mov qword ptr [r15 + 768], rdi
-    test ebx, 4096
+    mov byte ptr [r15 + 704], al
+    mov esi, edi
+    mov edx, 201
+    movzx ecx, byte ptr [r14 + 768]
+    test bl, 64
     jnz 1f
 1:
-    and r9, 448
-    movzx ebp, byte ptr [r15 + r9 + 960]
-    mov byte ptr [r15 + 0], bpl
-    bswap rcx
-    test ebx, 5632
+    mov rbp, qword ptr [r15 + 0]
+    mov edx, 61
+    mov qword ptr [r15 + 0], rcx
+    mov r8d, edx
+    test bl, 96
     jz 1f
 1:
-    mov rdi, rsi
-    movzx edx, byte ptr [r15 + 0]
-    movzx esi, dl
-    test dword ptr [r15 + 67117723], 8388608
-    jz 1f
-1:
-    mov rbp, r10
-    movsxd rsi, dword ptr [r15 + 0]
-    and rbp, 448
-    movzx r9d, byte ptr [r15 + rbp + 1472]
-    movzx eax, byte ptr [r14 + 512]
-    test bl, 128
+    movsxd rdi, dword ptr [r15 + 0]
+    mov r9, rdi
+    movzx eax, bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    test dword ptr [r15 + 67117724], 32768
     jnz 1f
 1:
-    mov dword ptr [r15 + 896], r8d
-    mov ebp, dword ptr [r15 + 448]
-    mov dword ptr [r15 + 64], 216
-    add r11, 64
-    add r10, r11
+    not qword ptr [r15 + 0]
+    mov rbp, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], r8d
+    mov ecx, 87
+    test dword ptr [r15 + 67117723], 196864
+    jnz 1f
+1:
+    movsxd rdx, dword ptr [r15 + 832]
+    mov r8, qword ptr [r15 + 64]
+    movzx r9d, byte ptr [r15 + 192]
+    mov edi, dword ptr [r15 + 768]
+    test ebx, 1152
+    jz 1f
+1:
+    movsxd rax, dword ptr [r15 + 128]
+    movsxd rsi, dword ptr [r15 + 320]
+    mov ebp, eax
+    mov edx, 242
+    test ebx, 1152
+    jnz 1f
+1:
+    mov ecx, ebp
+    movsxd rdi, dword ptr [r15 + 384]
+    mov r8d, dword ptr [r15 + 256]
+    mov rdx, qword ptr [r14 + 128]
+    test bl, 64
+    jnz 1f
+1:
+    mov r9d, ebp
+    mov eax, dword ptr [r15 + 576]
+    mov dword ptr [r15 + 512], 42
+    movsxd rbp, dword ptr [r15 + 64]
     inc rbx
     dec r13
     jz .Lc1_b8_done
@@ -2780,60 +2628,57 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov r8, r10
-    mov eax, eax
-    mov edi, dword ptr [r15 + 512]
-    and r8, 448
-    movsxd r9, dword ptr [r15 + r8 + 960]
-    movzx eax, r9b
-    test dword ptr [r15 + 67117723], 4
-    jz 1f
-1:
-    bt rcx, r9
-    movzx esi, al
-    bt rax, rcx
-    mov edx, dword ptr [r15 + 576]
-    test ebx, 416
-    jz 1f
-1:
-    movsxd rcx, dword ptr [r15 + 192]
-    movzx ebp, byte ptr [r15 + 384]
-    movzx r9d, byte ptr [r15 + 0]
-    test dword ptr [r15 + 67117724], 35913728
-    jz 1f
-1:
-    mov r8d, 158
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, ebp
-    mov eax, 230
-    test dword ptr [r15 + 67117723], 16777216
-    jz 1f
-1:
-    mov edx, eax
+    mov eax, dword ptr [r15 + 0]
     mov rsi, qword ptr [r15 + 0]
-    mov rbp, rsi
-    movzx r9d, byte ptr [r15 + 0]
-    test dword ptr [r15 + 67117723], 4194304
+    mov dword ptr [r15 + 0], 83
+    mov rdi, qword ptr [r15 + 0]
+    test dword ptr [r15 + 67117723], 603979780
     jnz 1f
 1:
-    mov rsi, rcx
-    movzx eax, r8b
-    movzx ecx, byte ptr [r14 + 0]
-    test ebx, 28096
-    jnz 1f
-1:
-    movzx edi, byte ptr [r15 + 704]
-    mov edx, dword ptr [r15 + 128]
-    mov qword ptr [r15 + 320], rdx
-    movsxd rsi, dword ptr [r15 + 64]
-    test dword ptr [r15 + 67117724], 4196352
+    mov rdx, rdi
+    movzx edi, dil
+    mov r9d, dword ptr [r15 + 0]
+    mov eax, dword ptr [r15 + 0]
+    test dword ptr [r15 + 67117724], 32
     jz 1f
 1:
-    movzx edx, al
-    mov r9, qword ptr [r15 + 128]
-    mov rdx, qword ptr [r15 + 256]
-    add r11, 64
-    add r10, r11
+    vmaxsd xmm7, xmm7, xmm7
+    movzx ecx, byte ptr [r15 + 0]
+    .byte 0x66, 0x90
+    mov rsi, rcx
+    test bl, 64
+    jnz 1f
+1:
+    mov qword ptr [r15 + 0], rcx
+    movzx r8d, byte ptr [r15 + 448]
+    movzx ecx, byte ptr [r15 + 640]
+    test ebx, 256
+    jnz 1f
+1:
+    mov edx, dword ptr [r15 + 384]
+    mov dword ptr [r15 + 128], 114
+    mov ecx, edx
+    movzx eax, dl
+    test dword ptr [r15 + 67117724], 516
+    jnz 1f
+1:
+    inc dword ptr [r15 + 320]
+    movzx ebp, byte ptr [r14 + 0]
+    movsxd rsi, dword ptr [r15 + 704]
+    mov r9d, dword ptr [r15 + 64]
+    test ebx, 864
+    jz 1f
+1:
+    mov edx, ecx
+    mov dword ptr [r15 + 512], edx
+    movzx ecx, byte ptr [r15 + 192]
+    movsxd r8, dword ptr [r15 + 128]
+    test dword ptr [r15 + 67117724], 671275072
+    jz 1f
+1:
+    movzx ebp, byte ptr [r15 + 256]
+    mov dword ptr [r14 + 896], 219
+    movsxd rdi, dword ptr [r15 + 576]
     inc rbx
     dec r13
     jz .Lc1_b8_done
@@ -2841,61 +2686,53 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d2362_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d2362_j_t
-.Lc1_d2362_j:
-    mov rdi, qword ptr [r14 + 256]
-    mov ecx, dword ptr [r14 + 0]
-    mov rax, qword ptr [r15 + 640]
-    bswap rcx
-    test dword ptr [r15 + 67117723], 1
+    mov r9, r10
+    and r9, 448
+    movzx esi, byte ptr [r15 + r9 + 1472]
+    movzx r8d, byte ptr [r15 + 128]
+    mov edi, dword ptr [r15 + 768]
+    movzx ebp, bpl
+    test ebx, 9728
     jz 1f
 1:
+    mov edx, ebp
+    mov esi, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, qword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rdx
-    test dword ptr [r15 + 67117724], 2097224
+    test dword ptr [r15 + 67117724], 2048
+    jz 1f
+1:
+    movzx eax, byte ptr [r15 + 0]
+    mov byte ptr [r15 + 0], sil
+    mov dword ptr [r15 + 320], edx
+    test ebx, 57088
     jnz 1f
 1:
-    mov eax, dword ptr [r15 + 0]
-    mov ecx, dword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], al
-    mov rdx, qword ptr [r15 + 0]
-    test ebx, 1408
-    jz 1f
-1:
-    mov eax, 139
-    mov edx, dword ptr [r15 + 0]
-    movzx r9d, al
-    test bl, 64
+    mov rsi, rax
+    mov r8d, dword ptr [r15 + 192]
+    mov ebp, dword ptr [r14 + 64]
+    movsxd rdi, dword ptr [r15 + 384]
+    test ebx, 43008
     jnz 1f
 1:
-    mov dword ptr [r15 + 192], 76
-    mov qword ptr [r15 + 832], r9
-    movsxd rdi, dword ptr [r14 + 768]
-    movsxd rsi, dword ptr [r15 + 64]
-    test bl, 64
-    jz 1f
+    mov r9, r10
+    mov dword ptr [r15 + 256], 162
+    and r9, 448
+    movsxd rcx, dword ptr [r15 + r9 + 960]
+    mov r8d, ebp
+    test ebx, 864
+    jnz 1f
 1:
-    mov r8, r10
-    not qword ptr [r15 + 448]
-    and r8, 448
-    mov r9d, dword ptr [r15 + r8 + 1472]
-    movzx ebp, byte ptr [r15 + 128]
-    test bl, 64
-    jz 1f
+    movzx eax, r9b
+    movsxd rdx, dword ptr [r15 + 448]
+    movsxd r9, dword ptr [r15 + 640]
+    mov rbp, r10
+    test dword ptr [r15 + 67117723], 4096
+    jnz 1f
 1:
-    movzx eax, byte ptr [r15 + 384]
-    .byte 0x0f, 0x1f, 0x40, 0x00
-    movsxd rsi, dword ptr [r15 + 320]
-    mov ebp, dword ptr [r15 + 512]
-    test ebx, 64768
-    jz 1f
-1:
-    mov r8d, 246
-    movzx edx, bpl
-    mov edi, 175
+    and rbp, 4032
+    mov rdi, qword ptr [r15 + rbp + 3008]
+    mov r8d, eax
+    mov esi, r8d
     add r11, 64
     add r10, r11
     inc rbx
@@ -2905,57 +2742,52 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov byte ptr [r15 + 64], al
-    movsxd rbp, dword ptr [r15 + 192]
-    movzx edi, byte ptr [r15 + 384]
-    test ebx, 1376
+    movzx ebp, byte ptr [r15 + 320]
+    movzx r9d, byte ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rax
+    mov byte ptr [r15 + 0], bpl
+    test ebx, 4096
     jz 1f
 1:
-    mov rax, rcx
-    mov esi, dword ptr [r15 + 448]
-    mov rcx, rcx
-    test dword ptr [r15 + 67117724], 524288
-    jz 1f
-1:
-    movsxd rdi, dword ptr [r15 + 256]
-    mov byte ptr [r15 + 0], cl
-    movsxd r9, dword ptr [r15 + 0]
-    test ebx, 59264
-    jz 1f
-1:
-    or ecx, 1
-    xor edx, edx
-    div ecx
-    mov rbp, qword ptr [r15 + 0]
-    test dword ptr [r15 + 67117723], 8192
-    jz 1f
-1:
-    mov rdx, qword ptr [r15 + 0]
-    mov r8d, 145
-    mov eax, 153
-    mov r9, r10
-    test bl, 64
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], r8b
+    mov rcx, r9
+    test dword ptr [r15 + 67117724], 536870912
     jnz 1f
 1:
-    and r9, 33554368
-    mov dword ptr [r15 + r9 + 33554432], edi
-    inc dword ptr [r15 + 576]
+    mov esi, dword ptr [r15 + 576]
+    movzx edi, byte ptr [r14 + 832]
+    mov rdx, rcx
+    test ebx, 256
+    jnz 1f
+1:
+    mov edi, 199
+    mov byte ptr [r15 + 704], dl
+    mov rcx, qword ptr [r15 + 64]
+    test dword ptr [r15 + 67117724], 16777216
+    jnz 1f
+1:
+    movzx edi, byte ptr [r15 + 512]
     mov rbp, r10
-    movsxd rsi, dword ptr [r15 + 704]
-    test bl, 128
+    mov byte ptr [r15 + 128], cl
+    mov r9, r10
+    and rbp, 960
+    movsxd r8, dword ptr [r15 + rbp + 1984]
+    test ebx, 1632
     jnz 1f
 1:
-    mov edi, dword ptr [r15 + 128]
-    and rbp, 448
-    mov rsi, qword ptr [r15 + rbp + 960]
-    .byte 0x0f, 0x1f, 0x40, 0x00
-    test ebx, 384
-    jnz 1f
+    and r9, 8128
+    mov rcx, qword ptr [r15 + r9 + 7104]
+    mov rsi, r9
+    mov rbp, r10
+    mov rdi, qword ptr [r14 + 256]
+    test dword ptr [r15 + 67117724], 32768
+    jz 1f
 1:
-    mov r8, r10
-    movzx ebp, byte ptr [r15 + 896]
-    and r8, 8128
-    movzx edx, byte ptr [r14 + r8 + 7104]
+    and rbp, 33554368
+    mov byte ptr [r15 + rbp + 33554432], dil
+    mov esi, 24
+    mov eax, esi
     add r11, 64
     add r10, r11
     inc rbx
@@ -2965,56 +2797,58 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d2470_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d2470_j_t
-.Lc1_d2470_j:
-    mov esi, dword ptr [r15 + 768]
-    mov rdx, qword ptr [r15 + 512]
-    mov ecx, edi
-    mov r9, rcx
-    test ebx, 384
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], ecx
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 32770
+    setz al
+    lea rcx, [rip + .Lc1_d2295_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d2295_s_t
+    .p2align 3
+.Lc1_d2295_s:
+    .p2align 3
+    jmp .Lc1_d2295_j
+    .p2align 3
+    jmp .Lc1_d2295_j
+.Lc1_d2295_j:
+    mov dword ptr [r15 + 64], r8d
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], eax
-    test dword ptr [r15 + 67117723], 855900422
-    jnz 1f
-1:
-    mov rbp, r10
-    .byte 0x0f, 0x1f, 0x00
-    and rbp, 448
-    mov edi, dword ptr [r14 + rbp + 1472]
-    movsxd rax, dword ptr [r14 + 64]
-    mov r8, r10
-    test dword ptr [r15 + 67117723], 16781312
-    jz 1f
-1:
-    movsxd rcx, dword ptr [r15 + 384]
-    and r8, 4032
-    movsxd rbp, dword ptr [r15 + r8 + 3008]
-    mov qword ptr [r15 + 832], rbp
+    mov dword ptr [r15 + 0], ecx
     test ebx, 256
     jz 1f
 1:
-    bt rbp, rbp
-    mov r8, rdx
-    mov edi, dword ptr [r15 + 192]
-    mov rbp, r10
-    test dword ptr [r15 + 67117723], 134217728
-    jz 1f
-1:
-    bswap rdx
-    mov esi, dword ptr [r15 + 256]
-    and rbp, 960
-    mov r9, qword ptr [r15 + rbp + 1984]
-    test ebx, 608
+    mov rcx, qword ptr [r15 + 128]
+    mov edx, 77
+    mov r9d, eax
+    mov r8, r10
+    test dword ptr [r15 + 67117723], 1024
     jnz 1f
 1:
-    mov r9d, dword ptr [r15 + 320]
-    movzx esi, byte ptr [r15 + 640]
-    mov dword ptr [r15 + 128], ecx
+    and r8, 448
+    mov edi, dword ptr [r15 + r8 + 960]
+    movzx ebp, r9b
+    mov rdx, r8
+    test ebx, 23040
+    jz 1f
+1:
+    movsxd rsi, dword ptr [r15 + 768]
+    movzx eax, byte ptr [r15 + 192]
+    test dword ptr [r15 + 67117724], 1226848512
+    jnz 1f
+1:
+    mov edi, dword ptr [r15 + 640]
+    mov ecx, 111
+    mov byte ptr [r15 + 256], cl
+    test ebx, 6112
+    jnz 1f
+1:
+    movzx edx, cl
+    mov rbp, qword ptr [r14 + 448]
+    mov esi, dword ptr [r15 + 512]
+    test bl, 64
+    jz 1f
+1:
+    movzx ecx, byte ptr [r15 + 384]
+    mov r8, rsi
     add r11, 64
     add r10, r11
     inc rbx
@@ -3024,52 +2858,60 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    movzx esi, byte ptr [r15 + 256]
-    not qword ptr [r15 + 704]
-    mov dword ptr [r15 + 192], edi
-    test dword ptr [r15 + 67117723], 524288
+    mov r9, r10
+    inc dword ptr [r15 + 320]
+    and r9, 448
+    movzx esi, byte ptr [r15 + r9 + 960]
+    mov r8, qword ptr [r15 + 0]
+    mov ecx, 64
+    test bl, 64
     jnz 1f
 1:
-    mov dword ptr [r15 + 0], 55
+    mov byte ptr [r15 + 0], cl
+    mov dword ptr [r15 + 0], ecx
+    mov ebp, esi
+    mov rax, rbp
+    test dword ptr [r15 + 67117724], 256
+    jz 1f
+1:
     mov rdi, qword ptr [r15 + 0]
-    mov rcx, rdi
-    test bl, 64
+    movzx r8d, byte ptr [r15 + 448]
+    bswap rax
+    test ebx, 8192
     jz 1f
 1:
-    movsxd rsi, dword ptr [r15 + 0]
-    movsxd rdi, dword ptr [r15 + 0]
-    mov rcx, rsi
-    test dword ptr [r15 + 67117724], 8388608
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r10
-    .byte 0x66, 0x90
-    and rbp, 448
-    movzx esi, byte ptr [r14 + rbp + 960]
-    test dword ptr [r15 + 67117724], 293740633
-    jnz 1f
-1:
-    movzx eax, byte ptr [r15 + 64]
-    mov ebp, 107
-    mov dword ptr [r15 + 768], 209
-    test dword ptr [r15 + 67117724], 381747844
-    jz 1f
-1:
-    mov dword ptr [r15 + 320], edx
-    movsxd rsi, dword ptr [r14 + 0]
-    mov r9d, dword ptr [r15 + 448]
-    test bl, 64
-    jnz 1f
-1:
-    mov r8, qword ptr [r15 + 512]
-    mov ecx, dword ptr [r15 + 128]
-    mov rdx, qword ptr [r15 + 384]
-    test dword ptr [r15 + 67117724], 1048576
-    jz 1f
-1:
-    mov qword ptr [r15 + 64], rdi
+    mov rdx, rax
+    .byte 0x0f, 0x1f, 0x00
+    movsxd rax, dword ptr [r15 + 64]
     mov edi, dword ptr [r15 + 576]
+    test ebx, 704
+    jnz 1f
+1:
+    mov rcx, qword ptr [r15 + 192]
+    mov r9, r10
+    mov ebp, dword ptr [r15 + 896]
+    movzx edx, byte ptr [r15 + 704]
+    and r9, 448
+    mov rdi, qword ptr [r14 + r9 + 1472]
+    test ebx, 448
+    jz 1f
+1:
+    mov rdx, r9
+    mov r8, rdx
+    mov esi, 212
+    test ebx, 26592
+    jz 1f
+1:
+    mov byte ptr [r14 + 0], dl
+    movsxd rdi, dword ptr [r15 + 256]
+    cmovne r8, r8
+    mov eax, 231
+    test dword ptr [r15 + 67117723], 1073743104
+    jz 1f
+1:
+    movzx r9d, r8b
+    movzx edx, byte ptr [r15 + 384]
+    xchg rdi, r9
     add r11, 64
     add r10, r11
     inc rbx
@@ -3079,59 +2921,54 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d2569_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d2569_j_t
-.Lc1_d2569_j:
-    mov ebp, ecx
-    mov byte ptr [r15 + 0], bpl
-    mov eax, edi
-    movzx r9d, byte ptr [r15 + 0]
-    test ebx, 31616
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 2097824
+    setz al
+    lea rcx, [rip + .Lc1_d2400_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d2400_s_t
+    .p2align 3
+.Lc1_d2400_s:
+    .p2align 3
+    jmp .Lc1_d2400_j
+    .p2align 3
+    jmp .Lc1_d2400_j
+.Lc1_d2400_j:
+    mov ebp, dword ptr [r15 + 128]
+    movsxd rsi, dword ptr [r15 + 512]
+    test dword ptr [r15 + 67117724], 128
     jz 1f
 1:
-    mov eax, dword ptr [r15 + 0]
-    mov r8d, 47
-    mov qword ptr [r15 + 0], r8
-    movsxd rdi, dword ptr [r15 + 0]
-    test bl, 128
-    jz 1f
-1:
-    movzx r8d, byte ptr [r15 + 256]
-    mov r9d, dword ptr [r14 + 0]
-    mov rax, qword ptr [r15 + 192]
-    movzx ecx, byte ptr [r15 + 640]
-    mov rbp, r10
-    test dword ptr [r15 + 67117724], 16
-    jnz 1f
-1:
-    and rbp, 448
-    mov rdx, qword ptr [r15 + rbp + 1472]
-    mov esi, 113
-    mov r9d, dword ptr [r15 + 128]
-    mov r8d, eax
-    test ebx, 24000
-    jnz 1f
-1:
-    or qword ptr [r15 + 64], 67
-    mov dword ptr [r15 + 704], r8d
-    mov eax, dword ptr [r15 + 448]
-    mov ebp, dword ptr [r15 + 576]
-    test ebx, 2048
-    jnz 1f
-1:
-    mov r9, rcx
-    mov rsi, r9
+    movzx eax, byte ptr [r15 + 640]
     mov r8, r10
-    mov ecx, 244
-    and r8, 448
-    mov byte ptr [r15 + r8 + 960], dil
-    test dword ptr [r15 + 67117724], 278656
+    mov qword ptr [r14 + 192], rsi
+    test dword ptr [r15 + 67117723], 268435456
+    jnz 1f
+1:
+    mov rsi, rbp
+    and r8, 4032
+    movzx ecx, byte ptr [r15 + r8 + 3008]
+    test ebx, 32064
     jz 1f
 1:
-    mov dword ptr [r15 + 896], 38
-    movsxd rdx, dword ptr [r15 + 320]
-    movzx edi, dl
+    mov ebp, dword ptr [r15 + 320]
+    mov r8, qword ptr [r15 + 768]
+    test dword ptr [r15 + 67117723], 269807632
+    jnz 1f
+1:
+    movzx r9d, byte ptr [r15 + 64]
+    movzx edx, r9b
+    test dword ptr [r15 + 67117723], 8
+    jz 1f
+1:
+    mov rbp, r10
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 960
+    mov dword ptr [r15 + rbp + 1984], 221
+    test ebx, 832
+    jnz 1f
+1:
+    mov rax, rbp
     add r11, 64
     add r10, r11
     inc rbx
@@ -3141,61 +2978,52 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    movzx esi, byte ptr [r15 + 0]
-    movsxd rcx, dword ptr [r15 + 0]
-    mov rbp, rbp
-    test ebx, 59328
-    jz 1f
-1:
+    movzx edi, al
+    .byte 0x66, 0x90
+    mov dword ptr [r15 + 704], ebp
     mov r12, qword ptr [r15 + r12 + 56]
-    movsxd r9, dword ptr [r15 + 0]
-    movzx ebp, r9b
-    test bl, 64
-    jz 1f
-1:
-    mov rax, qword ptr [r15 + 0]
-    movzx r8d, byte ptr [r15 + 0]
-    mov rdx, qword ptr [r15 + 0]
-    test bl, 128
-    jz 1f
-1:
-    movzx esi, byte ptr [r15 + 512]
-    mov rbp, r10
-    mov ecx, 118
-    and rbp, 4032
-    movsxd r9, dword ptr [r15 + rbp + 3008]
-    test bl, 64
-    jz 1f
-1:
-    movzx edi, byte ptr [r15 + 256]
-    mov dword ptr [r15 + 64], edi
-    test ebx, 1632
-    jz 1f
-1:
-    mov rsi, r8
-    mov rbp, r10
-    mov rsi, rsi
-    and rbp, 960
-    mov r8d, dword ptr [r14 + rbp + 1984]
-    test ebx, 256
+    test dword ptr [r15 + 67117723], 67108864
     jnz 1f
 1:
-    movzx edx, byte ptr [r14 + 0]
-    movzx ebp, cl
-    mov rax, qword ptr [r15 + 128]
-    test dword ptr [r15 + 67117724], 2080
+    movzx esi, byte ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 172
+    mov r9, rsi
+    test dword ptr [r15 + 67117723], 2
     jz 1f
 1:
-    mov r9, r10
-    mov ecx, edi
-    mov esi, 241
-    and r9, 448
-    movzx edi, byte ptr [r15 + r9 + 960]
-    test ebx, 736
+    mov r8, qword ptr [r15 + 832]
+    mov edi, r8d
+    movsxd rcx, dword ptr [r15 + 128]
+    mov qword ptr [r14 + 0], r8
+    test dword ptr [r15 + 67117724], 1048576
+    jnz 1f
+1:
+    movzx edi, r8b
+    mov r9d, dword ptr [r15 + 384]
+    mov edx, dword ptr [r15 + 64]
+    test dword ptr [r15 + 67117724], 12296
+    jnz 1f
+1:
+    mov rbp, qword ptr [r15 + 256]
+    mov rax, r9
+    mov dword ptr [r15 + 576], 212
+    mov esi, 198
+    test ebx, 14848
     jz 1f
 1:
-    movsxd rbp, dword ptr [r15 + 384]
-    mov eax, r8d
+    movzx r9d, cl
+    mov r8, r10
+    movsxd rcx, dword ptr [r15 + 448]
+    and r8, 448
+    mov rbp, r10
+    mov r9d, dword ptr [r15 + r8 + 960]
+    test bl, 64
+    jnz 1f
+1:
+    and rbp, 448
+    mov edx, dword ptr [r14 + rbp + 1472]
+    mov r9d, dword ptr [r15 + 192]
+    movsxd rbp, dword ptr [r15 + 128]
     add r11, 64
     add r10, r11
     inc rbx
@@ -3205,57 +3033,61 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d2679_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d2679_j_t
-.Lc1_d2679_j:
-    mov r8d, dword ptr [r15 + 128]
-    movzx edx, bpl
-    mov ecx, dword ptr [r15 + 704]
-    mov dword ptr [r15 + 256], 120
-    test dword ptr [r15 + 67117723], 268435456
-    jz 1f
-1:
-    movzx ebp, byte ptr [r15 + 64]
-    movsxd rcx, dword ptr [r14 + 0]
-    mov esi, 100
-    bt rcx, rsi
-    test ebx, 1376
-    jz 1f
-1:
-    movzx edx, sil
-    movsxd rax, dword ptr [r14 + 320]
-    mov ecx, dword ptr [r15 + 192]
-    test bl, 96
-    jz 1f
-1:
-    mov esi, dword ptr [r15 + 768]
-    mov r9, qword ptr [r15 + 640]
-    mov ecx, edi
-    mov r8, qword ptr [r15 + 384]
-    test ebx, 256
-    jz 1f
-1:
-    movzx edi, r8b
-    mov dword ptr [r15 + 576], edi
-    mov rdx, rdi
-    mov rbp, r10
-    test ebx, 28544
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 33424
+    setz al
+    lea rcx, [rip + .Lc1_d2494_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d2494_s_t
+    .p2align 3
+.Lc1_d2494_s:
+    .p2align 3
+    jmp .Lc1_d2494_j
+    .p2align 3
+    jmp .Lc1_d2494_j
+.Lc1_d2494_j:
+    mov dword ptr [r15 + 0], ecx
+    mov rbp, rcx
+    movsxd rsi, dword ptr [r15 + 0]
+    test bl, 64
     jnz 1f
 1:
-    mov dword ptr [r15 + 0], 222
-    and rbp, 8128
-    movsxd rax, dword ptr [r15 + rbp + 7104]
-    mov r8, r10
-    mov dword ptr [r15 + 448], 236
-    and r8, 33554368
-    mov dword ptr [r15 + r8 + 33554432], r8d
-    test ebx, 256
-    jz 1f
+    xor dword ptr [r15 + 0], esi
+    mov ecx, dword ptr [r15 + 0]
+    movsxd rax, dword ptr [r15 + 0]
+    test ebx, 8192
+    jnz 1f
 1:
-    mov dword ptr [r15 + 832], r8d
-    mov rcx, rax
-    cmovne rbp, rcx
+    mov esi, dword ptr [r14 + 0]
+    movzx r8d, byte ptr [r15 + 384]
+    mov ebp, dword ptr [r15 + 256]
+    test ebx, 13824
+    jnz 1f
+1:
+    mov rdx, qword ptr [r15 + 512]
+    movzx r9d, dl
+    movsxd rcx, dword ptr [r15 + 320]
+    test dword ptr [r15 + 67117723], 768
+    jnz 1f
+1:
+    mov rdi, qword ptr [r15 + 64]
+    movsxd rax, dword ptr [r15 + 768]
+    mov edx, edi
+    mov rbp, r10
+    test ebx, 108544
+    jnz 1f
+1:
+    movzx r9d, r9b
+    and rbp, 8128
+    mov r8, r10
+    mov esi, dword ptr [r15 + rbp + 7104]
+    and r8, 33554368
+    mov qword ptr [r14 + r8 + 33554432], r8
+    test dword ptr [r15 + 67117724], 604110848
+    jnz 1f
+1:
+    mov r9, rcx
+    movsxd rax, dword ptr [r15 + 896]
     add r11, 64
     add r10, r11
     inc rbx
@@ -3265,54 +3097,52 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    movsxd r9, dword ptr [r15 + 320]
-    movsxd rax, dword ptr [r15 + 512]
-    xchg r8, rax
-    test bl, 64
-    jnz 1f
-1:
-    xor dword ptr [r15 + 128], r8d
-    mov qword ptr [r15 + 896], rax
-    test ebx, 24448
-    jz 1f
-1:
-    movzx r9d, r9b
-    movzx ecx, byte ptr [r14 + 448]
-    mov rsi, r9
-    test bl, 64
-    jz 1f
-1:
-    lea rdi, [r15 + 67109504]
-    lea rsi, [r15 + 67113600]
-    mov ecx, 1088
-    rep movsb
-    mov r9, qword ptr [r15 + 0]
-    mov rbp, r10
-    test dword ptr [r15 + 67117724], 1409454648
-    jz 1f
-1:
-    movzx eax, byte ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 36
+    not qword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], eax
     mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1632
+    jz 1f
+1:
+    mov dword ptr [r15 + 0], r9d
+    movzx ecx, byte ptr [r15 + 128]
+    bt rcx, r9
+    mov rbp, r10
+    test bl, 64
+    jz 1f
+1:
+    movzx r9d, byte ptr [r15 + 640]
     and rbp, 448
-    movzx edi, byte ptr [r15 + rbp + 1472]
-    test dword ptr [r15 + 67117723], 32784
+    mov dword ptr [r15 + rbp + 960], 242
+    mov edi, dword ptr [r15 + 704]
+    test ebx, 928
     jnz 1f
 1:
-    mov edx, 252
-    mov r8d, dword ptr [r15 + 768]
-    test ebx, 25600
-    jnz 1f
-1:
-    movzx ebp, byte ptr [r15 + 192]
-    mov r8d, dword ptr [r15 + 64]
+    mov rsi, rdi
+    movzx r8d, byte ptr [r15 + 576]
+    mov rcx, qword ptr [r15 + 512]
     mov r9, r10
-    movzx edi, r9b
-    test dword ptr [r15 + 67117723], 4
+    test dword ptr [r15 + 67117723], 268959746
     jnz 1f
 1:
-    xor dword ptr [r14 + 0], r9d
-    and r9, 448
-    movzx ebp, byte ptr [r15 + r9 + 960]
+    mov rax, qword ptr [r15 + 192]
+    and r9, 4032
+    mov rbp, r10
+    mov rdx, qword ptr [r14 + r9 + 3008]
+    and rbp, 960
+    mov rcx, qword ptr [r15 + rbp + 1984]
+    test ebx, 288
+    jnz 1f
+1:
+    mov edi, ebp
+    mov dword ptr [r15 + 320], ecx
+    mov qword ptr [r15 + 64], rax
+    test bl, 64
+    jz 1f
+1:
+    mov esi, 144
+    mov edx, dword ptr [r15 + 448]
+    add qword ptr [r15 + 256], rsi
     add r11, 64
     add r10, r11
     inc rbx
@@ -3322,66 +3152,55 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d2781_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d2781_j_t
-.Lc1_d2781_j:
-    mov byte ptr [r15 + 704], sil
-    mov r9, qword ptr [r15 + 0]
-    mov esi, dword ptr [r15 + 0]
-    mov rdx, qword ptr [r15 + 0]
-    test bl, 64
-    jz 1f
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 134180
+    setz al
+    lea rcx, [rip + .Lc1_d2595_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d2595_s_t
+    .p2align 3
+.Lc1_d2595_s:
+    .p2align 3
+    jmp .Lc1_d2595_j
+    .p2align 3
+    jmp .Lc1_d2595_j
+.Lc1_d2595_j:
+    mov r8, r10
+    and r8, 448
+    mov byte ptr [r15 + r8 + 1472], cl
+    mov r9d, dword ptr [r15 + 64]
+    test ebx, 7424
+    jnz 1f
 1:
-    add qword ptr [r15 + 0], rsi
-    mov r12, qword ptr [r15 + r12 + 56]
-    .byte 0x66, 0x90
-    mov rax, rdx
-    test ebx, 320
-    jz 1f
+    mov eax, dword ptr [r14 + 384]
+    movsxd rbp, dword ptr [r15 + 640]
+    test dword ptr [r15 + 67117723], 133120
+    jnz 1f
 1:
-    movzx r8d, byte ptr [r15 + 0]
     mov edx, dword ptr [r15 + 0]
-    movsxd rsi, dword ptr [r15 + 0]
-    mov edi, dword ptr [r15 + 0]
-    mov r9, r10
-    test ebx, 1696
+    mov rdi, qword ptr [r15 + 832]
+    test dword ptr [r15 + 67117723], 258
     jnz 1f
 1:
-    and r9, 960
-    mov rbp, r10
-    mov dword ptr [r15 + r9 + 1984], r9d
-    movzx edx, byte ptr [r15 + 64]
-    and rbp, 4032
-    movzx r9d, byte ptr [r15 + rbp + 3008]
-    movzx eax, byte ptr [r15 + 384]
-    test bl, 160
+    movzx ecx, byte ptr [r15 + 320]
+    mov dword ptr [r14 + 0], 241
+    test ebx, 288
     jnz 1f
 1:
-    mov r8d, dword ptr [r15 + 320]
-    movzx edi, r8b
-    mov rcx, qword ptr [r15 + 192]
-    mov r8d, r8d
-    test ebx, 256
-    jnz 1f
-1:
-    mov dword ptr [r15 + 512], ecx
-    popcnt rsi, r8
-    mov r9d, 23
-    mov ecx, dword ptr [r14 + 0]
+    mov esi, 203
+    mov rax, qword ptr [r15 + 128]
     test bl, 64
+    jz 1f
+1:
+    movzx r8d, byte ptr [r15 + 192]
+    mov qword ptr [r15 + 768], r9
+    test ebx, 27584
     jnz 1f
 1:
-    movzx r8d, dl
-    movzx edx, r8b
-    mov byte ptr [r15 + 128], bpl
-    mov rax, qword ptr [r15 + 640]
-    test dword ptr [r15 + 67117724], 2048
-    jnz 1f
-1:
-    mov dword ptr [r15 + 576], 15
-    mov rbp, rax
-    add qword ptr [r15 + 256], rbp
+    mov rbp, r10
+    mov edx, 69
+    and rbp, 448
+    mov ecx, dword ptr [r15 + rbp + 960]
     add r11, 64
     add r10, r11
     inc rbx
@@ -3391,56 +3210,59 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov r8, r10
-    and r8, 448
-    movsxd rdi, dword ptr [r15 + r8 + 960]
-    mov byte ptr [r15 + 192], r8b
-    mov qword ptr [r15 + 384], rdi
-    test bl, 64
+    movzx r9d, byte ptr [r15 + 64]
+    mov rbp, rax
+    mov edx, dword ptr [r14 + 384]
+    mov rdi, qword ptr [r15 + 0]
+    test ebx, 13568
+    jnz 1f
+1:
+    movsxd rax, dword ptr [r15 + 0]
+    movsxd rdx, dword ptr [r15 + 0]
+    mov r8, rsi
+    mov r12, qword ptr [r15 + r12 + 56]
+    test dword ptr [r15 + 67117723], 268435456
     jz 1f
 1:
-    mov r9d, 55
-    mov rsi, r9
-    mov rdx, qword ptr [r14 + 256]
-    test dword ptr [r15 + 67117724], 16777728
-    jz 1f
+    movzx edx, byte ptr [r15 + 0]
+    mov rcx, qword ptr [r15 + 0]
+    mov rbp, rdx
+    mov edi, 190
+    test dword ptr [r15 + 67117724], 9437200
+    jnz 1f
 1:
-    mov ecx, dword ptr [r15 + 128]
-    movzx ebp, byte ptr [r15 + 768]
-    movzx r9d, byte ptr [r15 + 320]
+    mov dword ptr [r15 + 0], edx
+    mov eax, dword ptr [r15 + 0]
+    movzx edx, cl
+    mov rsi, qword ptr [r15 + 0]
+    test ebx, 14336
+    jnz 1f
+1:
+    .byte 0x0f, 0x1f, 0x40, 0x00
+    mov ecx, dword ptr [r15 + 704]
+    mov edx, 71
+    mov r8d, 82
+    test ebx, 12000
+    jnz 1f
+1:
+    mov dword ptr [r15 + 448], edx
+    movsxd rax, dword ptr [r15 + 512]
+    mov rdx, qword ptr [r15 + 256]
+    mov qword ptr [r15 + 576], r8
     test ebx, 256
     jz 1f
 1:
-    mov edi, dword ptr [r15 + 640]
-    mov r9d, dword ptr [r15 + 832]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 67117724], 2048
-    jz 1f
-1:
-    movzx esi, r9b
-    mov r9, r10
-    movzx r8d, byte ptr [r15 + 448]
-    and r9, 448
-    mov eax, dword ptr [r15 + r9 + 1472]
-    test bl, 128
+    movsxd rdi, dword ptr [r15 + 128]
+    mov r9d, 163
+    .byte 0x0f, 0x1f, 0x00
+    mov dword ptr [r14 + 896], edi
+    test dword ptr [r15 + 67117723], 4
     jnz 1f
 1:
-    movzx r9d, dl
-    movzx ebp, r9b
-    movsxd rdx, dword ptr [r15 + 64]
-    test ebx, 20416
-    jz 1f
-1:
-    .byte 0x0f, 0x1f, 0x40, 0x00
-    mov esi, 21
-    mov edx, dword ptr [r14 + 128]
-    test ebx, 60288
-    jz 1f
-1:
-    .byte 0x66, 0x90
-    mov r9d, 191
-    add r11, 64
-    add r10, r11
+    mov rax, qword ptr [r15 + 192]
+    mov ebp, dword ptr [r15 + 256]
+    mov byte ptr [r15 + 128], dil
+    mov esi, eax
     inc rbx
     dec r13
     jz .Lc1_b8_done
@@ -3448,58 +3270,54 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d2891_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d2891_j_t
-.Lc1_d2891_j:
-    mov dword ptr [r15 + 0], ecx
-    mov rdx, qword ptr [r15 + 0]
-    movsxd rsi, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], ecx
-    mov r8, r10
-    test dword ptr [r15 + 67117723], 18925653
-    jz 1f
-1:
-    mov esi, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 216
-    and r8, 33554368
-    movzx ecx, byte ptr [r15 + r8 + 33554432]
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 8389120
+    setz al
+    lea rcx, [rip + .Lc1_d2694_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d2694_s_t
+    .p2align 3
+.Lc1_d2694_s:
+    .p2align 3
+    jmp .Lc1_d2694_j
+    .p2align 3
+    jmp .Lc1_d2694_j
+.Lc1_d2694_j:
     mov rbp, r10
-    mov byte ptr [r15 + 512], r8b
-    test ebx, 7168
+    mov r9d, dword ptr [r15 + 768]
+    and rbp, 4032
+    movsxd rsi, dword ptr [r15 + rbp + 3008]
+    mov r8, rcx
+    test dword ptr [r15 + 67117723], 16777216
     jz 1f
 1:
+    mov rbp, r10
+    mov r9d, 4
     and rbp, 448
-    xor dword ptr [r15 + rbp + 960], ebp
-    popcnt rax, rbp
-    mov r8, rdi
-    mov rdi, qword ptr [r15 + 576]
-    test bl, 64
-    jz 1f
-1:
-    mov r9d, 75
-    mov rdx, rdi
-    mov rbp, qword ptr [r15 + 128]
-    test ebx, 5120
-    jz 1f
-1:
-    mov edi, dword ptr [r15 + 704]
-    mov esi, 255
-    sete al
-    sete cl
-    test dword ptr [r15 + 67117723], 2097152
-    jz 1f
-1:
-    mov dword ptr [r14 + 384], 190
-    mov eax, r9d
-    mov rsi, qword ptr [r15 + 256]
-    mov rdi, qword ptr [r15 + 896]
-    test dword ptr [r15 + 67117723], 64
+    mov rdi, qword ptr [r15 + rbp + 1472]
+    test dword ptr [r15 + 67117723], 16777216
     jnz 1f
 1:
-    mov r8, qword ptr [r15 + 64]
-    mov byte ptr [r14 + 0], cl
-    mov r9d, dword ptr [r15 + 448]
+    mov esi, dword ptr [r15 + 640]
+    bt rsi, rsi
+    test ebx, 9984
+    jnz 1f
+1:
+    mov rcx, rdx
+    movzx r9d, byte ptr [r15 + 448]
+    mov r8, qword ptr [r15 + 320]
+    test bl, 160
+    jnz 1f
+1:
+    movzx edi, byte ptr [r15 + 64]
+    mov byte ptr [r14 + 192], r8b
+    mov rbp, r10
+    test ebx, 22016
+    jnz 1f
+1:
+    and rbp, 448
+    mov eax, dword ptr [r15 + rbp + 960]
+    mov r12, qword ptr [r15 + r12 + 56]
     add r11, 64
     add r10, r11
     inc rbx
@@ -3509,53 +3327,56 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    movzx edx, byte ptr [r15 + 256]
-    mov rcx, qword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], edx
-    test dword ptr [r15 + 67117724], 1048576
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    xchg rdx, rdx
-    test dword ptr [r15 + 67117724], 1069056
+    mov edi, 58
+    mov r9, rdi
+    mov edx, dword ptr [r15 + 0]
+    test dword ptr [r15 + 67117724], 139002065
     jz 1f
 1:
-    .byte 0x66, 0x90
-    sete dl
-    xchg rax, rbp
-    test dword ptr [r15 + 67117724], 75497472
+    mov rdi, qword ptr [r15 + 0]
+    mov r9d, dword ptr [r15 + 0]
+    mov ecx, dword ptr [r15 + 0]
+    test ebx, 256
     jz 1f
 1:
-    xor dword ptr [r15 + 128], eax
-    mov ebp, dword ptr [r15 + 320]
+    mov dword ptr [r15 + 0], r9d
+    mov byte ptr [r15 + 0], cl
+    mov rbp, r10
+    movzx esi, byte ptr [r15 + 576]
+    test ebx, 448
+    jz 1f
+1:
+    and rbp, 33554368
+    inc dword ptr [r14 + rbp + 33554432]
+    mov r9d, esi
+    mov dword ptr [r15 + 320], r9d
     mov r8, r10
-    mov r9, r10
-    test bl, 64
-    jz 1f
+    mov rbp, r10
+    test ebx, 1376
+    jnz 1f
 1:
-    mov qword ptr [r15 + 192], r9
+    and rbp, 8128
+    movzx ecx, byte ptr [r15 + rbp + 7104]
+    mov esi, dword ptr [r14 + 512]
     and r8, 960
-    mov eax, dword ptr [r15 + r8 + 1984]
-    and r9, 8128
-    movzx edi, byte ptr [r14 + r9 + 7104]
-    test bl, 64
+    mov rdx, qword ptr [r15 + r8 + 1984]
+    test dword ptr [r15 + 67117724], 4211200
     jnz 1f
 1:
-    mov r9, r10
-    movsxd r8, dword ptr [r15 + 640]
-    mov esi, r8d
-    test dword ptr [r15 + 67117724], 98432
-    jnz 1f
-1:
-    and r9, 4032
-    mov r8d, dword ptr [r15 + r9 + 3008]
-    mov byte ptr [r15 + 512], r9b
-    mov ebp, dword ptr [r14 + 768]
-    test bl, 64
+    movzx r9d, byte ptr [r15 + 256]
+    mov eax, r9d
+    or qword ptr [r15 + 832], 83
+    test ebx, 48096
     jz 1f
 1:
-    mov r9d, dword ptr [r15 + 384]
     mov ecx, dword ptr [r15 + 64]
+    mov dword ptr [r15 + 128], eax
+    movzx r8d, cl
+    test bl, 64
+    jnz 1f
+1:
+    movzx edi, byte ptr [r15 + 384]
+    movsxd rsi, dword ptr [r15 + 704]
     add r11, 64
     add r10, r11
     inc rbx
@@ -3565,51 +3386,60 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov dword ptr [r15 + 0], 127
-    movsxd rsi, dword ptr [r15 + 0]
-    mov r9d, 58
+    mov rdx, qword ptr [r15 + 64]
+    mov rbp, rax
+    nop
+    movzx edi, byte ptr [r15 + 0]
+    test ebx, 256
+    jz 1f
+1:
+    movzx esi, byte ptr [r15 + 0]
+    movzx r9d, byte ptr [r15 + 0]
+    mov r8, rax
     mov r12, qword ptr [r15 + r12 + 56]
-    test bl, 160
-    jz 1f
-1:
-    mov qword ptr [r15 + 0], r9
-    movzx eax, byte ptr [r15 + 832]
-    movzx r9d, byte ptr [r15 + 192]
-    test dword ptr [r15 + 67117724], 215506948
-    jz 1f
-1:
-    movzx r8d, byte ptr [r15 + 320]
-    mov edi, 72
-    mov byte ptr [r15 + 448], r8b
-    test bl, 128
+    test ebx, 256
     jnz 1f
 1:
+    movzx ecx, byte ptr [r15 + 0]
+    mov dword ptr [r15 + 0], r8d
+    nop
+    test ebx, 24032
+    jz 1f
+1:
+    mov eax, 234
+    mov edi, ecx
+    movzx edx, al
+    bt rdx, rax
+    test ebx, 1216
+    jnz 1f
+1:
+    mov dword ptr [r15 + 0], 158
+    mov ebp, dword ptr [r15 + 0]
+    mov qword ptr [r15 + 192], r8
+    movzx edi, bpl
+    mov r8, r10
+    test ebx, 256
+    jz 1f
+1:
+    mov r9d, 223
+    movzx ecx, byte ptr [r15 + 768]
+    and r8, 448
+    mov esi, dword ptr [r15 + r8 + 960]
+    test dword ptr [r15 + 67117723], 20971521
+    jz 1f
+1:
+    mov edi, dword ptr [r15 + 256]
+    mov rax, rdi
+    mov esi, dword ptr [r15 + 128]
     mov rbp, r10
-    mov edx, ebp
-    mov qword ptr [r15 + 576], rdx
-    mov r8, rbp
+    mov rdx, qword ptr [r15 + 640]
+    test bl, 96
+    jnz 1f
+1:
     and rbp, 448
-    mov esi, dword ptr [r15 + rbp + 1472]
-    test dword ptr [r15 + 67117723], 1152
-    jz 1f
-1:
-    mov qword ptr [r15 + 64], rcx
-    mov rdi, qword ptr [r14 + 0]
-    movzx esi, dil
-    test dword ptr [r15 + 67117724], 16384
-    jz 1f
-1:
-    movzx esi, byte ptr [r14 + 0]
-    mov r9, r10
-    movzx ecx, byte ptr [r15 + 256]
-    movsxd rax, dword ptr [r15 + 128]
-    test dword ptr [r15 + 67117724], 4
-    jz 1f
-1:
-    and r9, 448
-    movsxd rdx, dword ptr [r15 + r9 + 960]
-    mov rbp, rdi
-    movsxd rdi, dword ptr [r15 + 704]
+    mov r8d, dword ptr [r15 + rbp + 1472]
+    mov byte ptr [r14 + 384], bpl
+    movzx r9d, byte ptr [r15 + 448]
     add r11, 64
     add r10, r11
     inc rbx
@@ -3638,21 +3468,21 @@ ditto_body_init_c1:
     mov r8, qword ptr [rdi]
     movabs rax, 0x0
     mov qword ptr [r8 + 67117736], rax
-    movabs rax, 0x9e3779b97f4a7c15
+    movabs rax, 0x9e3779b91f4a7c15
     mov qword ptr [r8 + 67117744], rax
-    movabs rax, 0x3c6ef372fe94f82a
+    movabs rax, 0x3c6ef3721e94f82a
     mov qword ptr [r8 + 67117752], rax
-    movabs rax, 0xdaa66d2c7ddf7430
+    movabs rax, 0xdaa66d2c1ddf7430
     mov qword ptr [r8 + 67117760], rax
-    movabs rax, 0x78dde6e5fd29f054
+    movabs rax, 0x78dde6e51d29f054
     mov qword ptr [r8 + 67117768], rax
-    movabs rax, 0x1715609f7c746c68
+    movabs rax, 0x1715609f1c746c68
     mov qword ptr [r8 + 67117776], rax
-    movabs rax, 0xb54cda58fbbee87e
+    movabs rax, 0xb54cda581bbee87e
     mov qword ptr [r8 + 67117784], rax
-    movabs rax, 0x538454127b096493
+    movabs rax, 0x538454121b096493
     mov qword ptr [r8 + 67117792], rax
-    movabs rax, 0xf1bbcdcbfa53e0a0
+    movabs rax, 0xf1bbcdcb1a53e0a0
     mov qword ptr [r8 + 67117800], rax
     movabs rax, 0xf9cc25064338e795
     mov qword ptr [r8 + 67117720], rax
@@ -3716,21 +3546,21 @@ ditto_body_c2:
     mov ecx, dword ptr [r14 + 256]
     mov eax, r9d
     add qword ptr [r14 + 64], rcx
-    lea rbp, [rbp + r8*2 + 26]
+    lea rbp, [rbp + rcx*2 + 26]
     test ebx, 1073741824
     jz 1f
 1:
-    mov rdi, qword ptr [r14 + 384]
-    movsxd r9, dword ptr [r14 + 0]
+    mov rdx, qword ptr [r14 + 384]
+    movsxd rdi, dword ptr [r14 + 0]
     jmp 1f
 1:
-    mov r8, qword ptr [r15 + 0]
+    mov r9, qword ptr [r15 + 0]
     test bl, 116
     jz 1f
 1:
-    vpaddd xmm13, xmm13, xmm1
-    shl r9, 6
-    mov ecx, dword ptr [r15 + 0]
+    vpaddd xmm6, xmm6, xmm4
+    shl rsi, 3
+    mov r8d, dword ptr [r15 + 0]
     inc rbx
     dec r13
     jnz .Lc2_b0_c0
@@ -3745,21 +3575,21 @@ ditto_body_c2:
 .Lc2_b1_c0:
     jmp 1f
 1:
-    shr edi, 12
-    movsxd rcx, dword ptr [r15 + 192]
-    mov r9d, dword ptr [r14 + 320]
-    popcnt r8, rcx
-    vpcmpeqb xmm1, xmm1, xmmword ptr [r15 + 0]
-    shl rax, 9
+    shr eax, 25
+    movsxd rdx, dword ptr [r15 + 192]
+    mov esi, dword ptr [r14 + 320]
+    popcnt r9, rdx
+    vpcmpeqb xmm8, xmm8, xmmword ptr [r15 + 0]
+    shl rsi, 13
     test ebx, 24000
     jnz 1f
 1:
-    mov qword ptr [r15 + 0], rax
-    mov eax, eax
-    movzx esi, byte ptr [r14 + 0]
-    and r8d, dword ptr [r14 + 0]
+    mov qword ptr [r15 + 0], r8
+    mov edi, esi
+    movzx r8d, byte ptr [r14 + 0]
+    and r9d, dword ptr [r14 + 0]
     nop
-    mov rax, qword ptr [r15 + 64]
+    mov rbp, qword ptr [r15 + 64]
     inc rbx
     dec r13
     jnz .Lc2_b1_c0
@@ -3775,17 +3605,17 @@ ditto_body_c2:
     mov rax, qword ptr [r15 + 9432]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 9432], rax
-    mov ebp, ebp
-    movzx edi, byte ptr [r15 + 0]
-    vcvtsi2sd xmm1, xmm1, edx
-    mov dword ptr [r15 + 0], 81
+    mov edi, eax
+    movzx ebp, byte ptr [r15 + 0]
+    vcvtsi2sd xmm13, xmm13, edi
+    mov dword ptr [r15 + 0], 121
     test dword ptr [r15 + 9436], 512
     jnz 1f
 1:
-    mov r9, qword ptr [r15 + 0]
-    xchg qword ptr [r15 + 128], rsi
-    mov byte ptr [r15 + 448], r9b
-    mov edx, esi
+    mov rdi, qword ptr [r15 + 0]
+    xchg qword ptr [r15 + 128], rdx
+    mov byte ptr [r15 + 448], dil
+    mov esi, ebp
     inc rbx
     dec r13
     jnz .Lc2_b2_c0
@@ -3812,9 +3642,9 @@ ditto_body_init_c2:
     mov r8, qword ptr [rdi]
     movabs rax, 0x0
     mov qword ptr [r8 + 9448], rax
-    movabs rax, 0x9e3779b97f4a7c15
+    movabs rax, 0x9e3779b91f4a7c15
     mov qword ptr [r8 + 9456], rax
-    movabs rax, 0x3c6ef372fe94f82a
+    movabs rax, 0x3c6ef3721e94f82a
     mov qword ptr [r8 + 9464], rax
     movabs rax, 0xb07caedad8314639
     mov qword ptr [r8 + 9432], rax
@@ -3836,67 +3666,57 @@ ditto_body_init_c2:
 
     .section .text.ditto_indirect,"ax",@progbits
     .p2align 9, 0xcc
-.Lc1_d500_j_t:
+.Lc1_d476_j_t:
     jmp rcx
-.Lc1_d2069_s_t:
+.Lc1_d480_j_t:
     jmp rcx
-.Lc1_d2125_j_t:
+.Lc1_d1374_s_t:
     jmp rcx
-.Lc1_d1399_s_t:
+.Lc1_d1474_s_t:
     jmp rcx
-.Lc1_d1466_s_t:
+.Lc1_d1578_s_t:
     jmp rcx
-.Lc1_d1574_s_t:
+.Lc1_d1675_s_t:
     jmp rcx
-.Lc1_d1691_j_t:
+.Lc1_d1767_s_t:
     jmp rcx
-.Lc1_d1797_j_t:
+.Lc1_d1864_s_t:
     jmp rcx
-.Lc1_d1906_s_t:
+.Lc1_d136_s_t:
     jmp rcx
-.Lc1_d2012_j_t:
+.Lc1_d235_s_t:
     jmp rcx
-.Lc1_d35_s_t:
-    jmp rcx
-.Lc1_d149_j_t:
-    jmp rcx
-.Lc1_d253_j_t:
-    jmp rcx
-.Lc1_d354_j_t:
+.Lc1_d330_s_t:
     jmp rcx
 .Lc1_b3_stubs_t:
     jmp rcx
 .Lc1_b8_stubs_t:
     jmp rcx
-.Lc1_d561_s_t:
+.Lc1_d536_s_t:
     jmp rcx
-.Lc1_d675_s_t:
+.Lc1_d685_s_t:
     jmp rcx
 .Lc1_d779_s_t:
     jmp rcx
-.Lc1_d886_s_t:
+.Lc1_d879_s_t:
     jmp rcx
-.Lc1_d995_j_t:
+.Lc1_d978_s_t:
     jmp rcx
-.Lc1_d1092_j_t:
+.Lc1_d1074_s_t:
     jmp rcx
-.Lc1_d1242_j_t:
+.Lc1_d1172_s_t:
     jmp rcx
-.Lc1_d1341_j_t:
+.Lc1_d1271_s_t:
     jmp rcx
-.Lc1_d2258_j_t:
+.Lc1_d2295_s_t:
     jmp rcx
-.Lc1_d2362_j_t:
+.Lc1_d2400_s_t:
     jmp rcx
-.Lc1_d2470_j_t:
+.Lc1_d2494_s_t:
     jmp rcx
-.Lc1_d2569_j_t:
+.Lc1_d2595_s_t:
     jmp rcx
-.Lc1_d2679_j_t:
-    jmp rcx
-.Lc1_d2781_j_t:
-    jmp rcx
-.Lc1_d2891_j_t:
+.Lc1_d2694_s_t:
     jmp rcx
     .text
 
