@@ -58,6 +58,9 @@ use ditto_profile::IndirectBranches;
 /// Indirect jumps one chunk may start with. A few keep a hot one-chunk loop near the profile's
 /// count without turning it into a chain of dispatches.
 const MAX_DISPATCHES_PER_CHUNK: usize = 4;
+/// The block-counter bit a "never" branch tests (`Composer::never_branch`); block counters start
+/// with it and its neighbours clear (the init function).
+const NEVER_BIT: u32 = 30;
 /// GPRs free for the dependency synthesis (everything not reserved).
 const GPR_POOL: [Reg; 8] = [RAX, RCX, RDX, RBP, RSI, RDI, R8, R9];
 /// GPRs that may hold a window offset: none of them is an implicit operand of any template, so a
@@ -921,18 +924,14 @@ fn dep_bin(d: i64) -> Option<usize> {
     if d <= 0 {
         return None;
     }
-    let b = 64 - ((d - 1) as u64).leading_zeros() as usize;
+    let b = 64 - ((d - 1) as u64).leading_zeros() as usize; // ceil(log2 d)
     (b < BINS).then_some(b)
 }
 
 /// A distance's bin for steering: a register not written yet, or written beyond the last bin,
 /// scores as the last bin (far).
 fn dist_bin(d: i64) -> usize {
-    if d <= 0 {
-        return BINS - 1;
-    }
-    let b = 64 - ((d - 1) as u64).leading_zeros() as usize; // ceil(log2 d)
-    b.min(BINS - 1)
+    dep_bin(d).unwrap_or(BINS - 1)
 }
 
 /// Exponent e such that a bin's representative rate is 2^−e (bin 10, "below 2^−10", is taken as 2^−12).
@@ -1589,7 +1588,7 @@ impl Composer<'_> {
         self.cond_weight += w;
         self.static_cond += 1;
         Item::Pattern {
-            mask: 1 << 30,
+            mask: 1 << NEVER_BIT,
             jz,
             source: BranchSource::Counter,
         }
@@ -3021,7 +3020,7 @@ pub fn synthesize(name: &str, plan: &BodyPlan, knobs: &Knobs, seed: u64) -> Resu
     for (i, b) in blocks.iter().enumerate() {
         let phase = (i as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15)
             & !(b.ring().max(1) - 1)
-            & !(0b111 << 29);
+            & !(0b111 << (NEVER_BIT - 1));
         let slot = counter_lo + 8 * i as u64;
         let _ = write!(
             r.out,

@@ -9,6 +9,7 @@
 //! that made it; everything is counted per thread and grouped into clusters by thread name when the
 //! result is taken.
 
+use std::collections::hash_map::Entry;
 use std::collections::{HashMap, HashSet};
 
 use anyhow::{bail, Result};
@@ -508,8 +509,8 @@ impl ProcessAnalysis {
         let line = addr >> LINE_SHIFT;
         self.dcache.access(line);
         match t.lines.entry(line) {
-            std::collections::hash_map::Entry::Occupied(mut e) => *e.get_mut() += 1,
-            std::collections::hash_map::Entry::Vacant(e) => {
+            Entry::Occupied(mut e) => *e.get_mut() += 1,
+            Entry::Vacant(e) => {
                 e.insert(1);
                 *self.line_threads.entry(line).or_insert(0) |= 1u64 << (self.cur_thread % 64);
             }

@@ -159,17 +159,18 @@ impl InstrDecoder {
         } else {
             0
         };
-        s.positive_condition = matches!(
-            instr.condition_code(),
-            ConditionCode::o
-                | ConditionCode::b
-                | ConditionCode::e
-                | ConditionCode::be
-                | ConditionCode::s
-                | ConditionCode::p
-                | ConditionCode::l
-                | ConditionCode::le
-        );
+        s.positive_condition = s.is_cond_branch
+            && matches!(
+                instr.condition_code(),
+                ConditionCode::o
+                    | ConditionCode::b
+                    | ConditionCode::e
+                    | ConditionCode::be
+                    | ConditionCode::s
+                    | ConditionCode::p
+                    | ConditionCode::l
+                    | ConditionCode::le
+            );
         s.is_indirect = matches!(
             instr.flow_control(),
             FlowControl::IndirectBranch | FlowControl::IndirectCall
