@@ -3011,6 +3011,20 @@ pub fn synthesize(name: &str, plan: &BodyPlan, knobs: &Knobs, seed: u64) -> Resu
         "\n    .globl {init_symbol}\n    .type {init_symbol}, @function\n    .p2align 4\n{init_symbol}:\n\
          \x20   mov r8, qword ptr [rdi]\n"
     );
+    // rP (and with it rQ) starts at a line-aligned phase drawn from the thread's stream
+    // (`ctx->stream`, at 88), so that the threads' walks over a shared region are apart. Started
+    // together, the threads went over each line one after another and only the first missed:
+    // memcached's clone missed its L2 on 0.25 of the accesses to its 8 MiB shared region (four
+    // workers), and on 0.92 with the phases apart (validation/bench/miss-attribution.sh).
+    let _ = write!(
+        r.out,
+        "    mov rax, qword ptr [rdi + 88]\n\
+         \x20   movabs rcx, 0x9e3779b97f4a7c15\n\
+         \x20   imul rax, rcx\n\
+         \x20   and rax, -64\n\
+         \x20   mov qword ptr [r8 + {}], rax\n",
+        hdr_lo + HDR_RP
+    );
     // Block i's counter starts at i · 0x9E3779B97F4A7C15 (spread-out pattern phases) with its ring
     // bits cleared, so its windows start aligned (`aligned_runs`), and bits 29–31 cleared, so that
     // bit 30, which the "never" branches test (`never_branch`), stays clear for at least 2^29 chunk

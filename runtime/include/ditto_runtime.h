@@ -15,7 +15,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define DITTO_RUNTIME_ABI 1
+#define DITTO_RUNTIME_ABI 2
 
 /* How the server side handles connections (profile: network.model / threads.process_model). */
 enum ditto_net_model {
@@ -92,7 +92,13 @@ struct ditto_body_ctx {
     uint8_t *shared;      /* the process-wide shared buffer, config->shared_bytes long, 64-byte aligned */
     uint64_t request;     /* requests this thread has served so far */
     uint64_t state[8];    /* scratch the body may keep across calls (branch pattern counters, ...) */
+    /* Distinct for every thread of the process. A body starts its walks over its regions at a phase
+     * drawn from it: threads that walked a shared region from the same offset would touch each
+     * line one after another, and all but the first would hit where the original's threads,
+     * touching unrelated items, miss. The generated init reads it at a fixed offset. */
+    uint64_t stream;
 };
+_Static_assert(offsetof(struct ditto_body_ctx, stream) == 88, "body.S reads ctx->stream at 88");
 
 typedef void (*ditto_body_fn)(struct ditto_body_ctx *ctx);
 

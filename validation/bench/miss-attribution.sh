@@ -47,8 +47,8 @@ run() {
   valgrind --tool=cachegrind --cache-sim=yes --I1="$l1i" --D1="$l1d" --LL="$ll" \
     --cachegrind-out-file="$file" "$clone/clone" --port "$port" >"$file.log" 2>&1 &
   server=$!
-  for _ in $(seq 100); do
-    grep -q "listening" "$file.log" && break
+  for _ in $(seq 600); do
+    grep -qs "listening" "$file.log" && break
     kill -0 "$server" 2>/dev/null || { echo "miss-attribution: the clone exited, see $file.log" >&2; exit 1; }
     sleep 0.1
   done

@@ -747,6 +747,11 @@ ditto_body_c0:
     .p2align 4
 ditto_body_init_c0:
     mov r8, qword ptr [rdi]
+    mov rax, qword ptr [rdi + 88]
+    movabs rcx, 0x9e3779b97f4a7c15
+    imul rax, rcx
+    and rax, -64
+    mov qword ptr [r8 + 32667072], rax
     movabs rax, 0x0
     mov qword ptr [r8 + 32667112], rax
     movabs rax, 0x9e3779b91f4a7c15
@@ -3348,6 +3353,11 @@ ditto_body_c1:
     .p2align 4
 ditto_body_init_c1:
     mov r8, qword ptr [rdi]
+    mov rax, qword ptr [rdi + 88]
+    movabs rcx, 0x9e3779b97f4a7c15
+    imul rax, rcx
+    and rax, -64
+    mov qword ptr [r8 + 26246848], rax
     movabs rax, 0x0
     mov qword ptr [r8 + 26246888], rax
     movabs rax, 0x9e3779b91f4a7c15
@@ -3705,6 +3715,11 @@ ditto_body_c2:
     .p2align 4
 ditto_body_init_c2:
     mov r8, qword ptr [rdi]
+    mov rax, qword ptr [rdi + 88]
+    movabs rcx, 0x9e3779b97f4a7c15
+    imul rax, rcx
+    and rax, -64
+    mov qword ptr [r8 + 15055040], rax
     movabs rax, 0x0
     mov qword ptr [r8 + 15055080], rax
     movabs rax, 0x9e3779b91f4a7c15

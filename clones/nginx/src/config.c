@@ -6,9 +6,10 @@
 #include "ditto_runtime.h"
 
 /* body.S reads these fields at fixed offsets and was generated for this ABI. */
-_Static_assert(DITTO_RUNTIME_ABI == 1, "body.S was generated for runtime ABI 1");
+_Static_assert(DITTO_RUNTIME_ABI == 2, "body.S was generated for runtime ABI 2");
 _Static_assert(offsetof(struct ditto_body_ctx, priv) == 0, "body.S reads ctx->priv at 0");
 _Static_assert(offsetof(struct ditto_body_ctx, shared) == 8, "body.S reads ctx->shared at 8");
+_Static_assert(offsetof(struct ditto_body_ctx, stream) == 88, "body.S reads ctx->stream at 88");
 
 void ditto_body_c1(struct ditto_body_ctx *ctx);
 void ditto_body_init_c1(struct ditto_body_ctx *ctx);

@@ -32,6 +32,7 @@ int ditto_worker_init(struct ditto_worker *w, const struct ditto_rt *rt,
     w->pipe_rd = w->pipe_wr = w->event_fd = w->epoll_fd = -1;
     w->rng = ditto_rng_seed(cfg->seed, stream);
     w->ctx.shared = rt->shared;
+    w->ctx.stream = stream;
     w->ctx.priv = ditto_alloc_aligned(cfg->priv_bytes);
     if (w->ctx.priv == NULL) {
         ditto_warn("out of memory for a %zu-byte private buffer", cfg->priv_bytes);

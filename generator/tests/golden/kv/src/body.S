@@ -3466,6 +3466,11 @@ ditto_body_c1:
     .p2align 4
 ditto_body_init_c1:
     mov r8, qword ptr [rdi]
+    mov rax, qword ptr [rdi + 88]
+    movabs rcx, 0x9e3779b97f4a7c15
+    imul rax, rcx
+    and rax, -64
+    mov qword ptr [r8 + 67117696], rax
     movabs rax, 0x0
     mov qword ptr [r8 + 67117736], rax
     movabs rax, 0x9e3779b91f4a7c15
@@ -3640,6 +3645,11 @@ ditto_body_c2:
     .p2align 4
 ditto_body_init_c2:
     mov r8, qword ptr [rdi]
+    mov rax, qword ptr [rdi + 88]
+    movabs rcx, 0x9e3779b97f4a7c15
+    imul rax, rcx
+    and rax, -64
+    mov qword ptr [r8 + 9408], rax
     movabs rax, 0x0
     mov qword ptr [r8 + 9448], rax
     movabs rax, 0x9e3779b91f4a7c15
