@@ -10,6 +10,20 @@ use std::process::Command;
 
 use ditto_generator::{generate, Knobs, Options};
 
+/// The clone of the committed profile `profiles/NAME.json` at default knobs, in `dir/NAME`.
+fn example_clone(dir: &Path, name: &str) -> std::path::PathBuf {
+    let out = dir.join(name);
+    generate(&Options {
+        profile: common::example_path(name),
+        out: out.clone(),
+        seed: 1,
+        knobs: Knobs::default(),
+        skeleton: None,
+    })
+    .expect("generate");
+    out
+}
+
 fn harness(clone: &Path) -> std::path::PathBuf {
     let bin = clone.join("body-harness");
     common::run(
@@ -207,16 +221,7 @@ fn valgrind_sees_every_load_of_the_generated_bodies() {
     );
     let dir = tempfile::tempdir().expect("tempdir");
     for name in ["memcached", "pix-baseline"] {
-        let out = dir.path().join(name);
-        generate(&Options {
-            profile: common::example_path(name),
-            out: out.clone(),
-            seed: 1,
-            knobs: Knobs::default(),
-            skeleton: None,
-        })
-        .expect("generate");
-        let h = harness(&out);
+        let h = harness(&example_clone(dir.path(), name));
         let optimised = cachegrind_data_refs(&h, 200, 2);
         let all = cachegrind_data_refs(&h, 200, 0);
         let dropped = 1.0 - optimised as f64 / all as f64;
@@ -297,16 +302,7 @@ fn nearby_knobs_give_the_same_simulated_instruction_count() {
 #[test]
 fn threads_with_different_streams_walk_the_shared_buffer_apart() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let out = dir.path().join("memcached");
-    generate(&Options {
-        profile: common::example_path("memcached"),
-        out: out.clone(),
-        seed: 1,
-        knobs: Knobs::default(),
-        skeleton: None,
-    })
-    .expect("generate");
-    let h = harness(&out);
+    let h = harness(&example_clone(dir.path(), "memcached"));
     // "NAME: L lines written, D by only one run" per body.
     let lines = |a: &str, b: &str| -> Vec<(String, u64, u64)> {
         let text = common::run(Command::new(&h).args(["2000", "streams", a, b]));
