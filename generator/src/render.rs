@@ -115,8 +115,12 @@ pub fn config_c(c: &ConfigInput<'_>) -> String {
         "/* body.S reads these fields at fixed offsets and was generated for this ABI. */\n\
          _Static_assert(DITTO_RUNTIME_ABI == 2, \"body.S was generated for runtime ABI 2\");\n\
          _Static_assert(offsetof(struct ditto_body_ctx, priv) == 0, \"body.S reads ctx->priv at 0\");\n\
-         _Static_assert(offsetof(struct ditto_body_ctx, shared) == 8, \"body.S reads ctx->shared at 8\");\n\
-         _Static_assert(offsetof(struct ditto_body_ctx, stream) == 88, \"body.S reads ctx->stream at 88\");\n\n",
+         _Static_assert(offsetof(struct ditto_body_ctx, shared) == 8, \"body.S reads ctx->shared at 8\");\n",
+    );
+    let _ = writeln!(
+        out,
+        "_Static_assert(offsetof(struct ditto_body_ctx, stream) == {o}, \"body.S reads ctx->stream at {o}\");\n",
+        o = crate::synth::CTX_STREAM_OFFSET
     );
     for b in c.bodies.iter().flatten() {
         let _ = writeln!(

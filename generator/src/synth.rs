@@ -1739,6 +1739,11 @@ struct Layout {
     shared_bytes: u64,
 }
 
+/// Where `ditto_body_init` reads `ctx->stream` (config.c asserts it against the runtime's header).
+pub const CTX_STREAM_OFFSET: u64 = 88;
+/// Spreads small integers (block indices, thread streams) over 64-bit phases (2^64 / φ, odd).
+const PHASE_MULTIPLIER: u64 = 0x9E37_79B9_7F4A_7C15;
+
 const HDR_RP: u64 = 0;
 const HDR_RQ: u64 = 8;
 const HDR_CHASE: u64 = 16;
@@ -3012,14 +3017,14 @@ pub fn synthesize(name: &str, plan: &BodyPlan, knobs: &Knobs, seed: u64) -> Resu
          \x20   mov r8, qword ptr [rdi]\n"
     );
     // rP (and with it rQ) starts at a line-aligned phase drawn from the thread's stream
-    // (`ctx->stream`, at 88), so that the threads' walks over a shared region are apart. Started
+    // (`ctx->stream`), so that the threads' walks over a shared region are apart. Started
     // together, the threads went over each line one after another and only the first missed:
     // memcached's clone missed its L2 on 0.25 of the accesses to its 8 MiB shared region (four
     // workers), and on 0.92 with the phases apart (validation/bench/miss-attribution.sh).
     let _ = write!(
         r.out,
-        "    mov rax, qword ptr [rdi + 88]\n\
-         \x20   movabs rcx, 0x9e3779b97f4a7c15\n\
+        "    mov rax, qword ptr [rdi + {CTX_STREAM_OFFSET}]\n\
+         \x20   movabs rcx, {PHASE_MULTIPLIER:#x}\n\
          \x20   imul rax, rcx\n\
          \x20   and rax, -64\n\
          \x20   mov qword ptr [r8 + {}], rax\n",
@@ -3032,7 +3037,7 @@ pub fn synthesize(name: &str, plan: &BodyPlan, knobs: &Knobs, seed: u64) -> Resu
     // bit 30 set, and their `jz` patterns, meant to be always taken, never were: the round trip
     // measured 25 % of its branch executions taken more often than not against 99.8 %.)
     for (i, b) in blocks.iter().enumerate() {
-        let phase = (i as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15)
+        let phase = (i as u64).wrapping_mul(PHASE_MULTIPLIER)
             & !(b.ring().max(1) - 1)
             & !(0b111 << (NEVER_BIT - 1));
         let slot = counter_lo + 8 * i as u64;

@@ -38,6 +38,17 @@ static uint8_t *buffer(size_t n, int guard)
     return m + span - n;
 }
 
+/* Calls body `cl` as its thread would: init once, then `iterations` requests. */
+static void run_body(const struct ditto_cluster *cl, struct ditto_body_ctx *ctx, long iterations)
+{
+    if (cl->body_init != NULL)
+        cl->body_init(ctx);
+    for (long k = 0; k < iterations; k++) {
+        cl->body(ctx);
+        ctx->request++;
+    }
+}
+
 /* What the shared buffer holds before a `streams` run: a line still holding it was not written. */
 #define SENTINEL 0xA5
 
@@ -55,12 +66,7 @@ static uint8_t *run_as_stream(const struct ditto_config *cfg, const struct ditto
     if (ctx.priv == NULL || ctx.shared == NULL)
         return NULL;
     memset(ctx.shared, SENTINEL, cfg->shared_bytes);
-    if (cl->body_init != NULL)
-        cl->body_init(&ctx);
-    for (long k = 0; k < iterations; k++) {
-        cl->body(&ctx);
-        ctx.request++;
-    }
+    run_body(cl, &ctx, iterations);
     free(ctx.priv);
     return ctx.shared;
 }
@@ -124,12 +130,7 @@ int main(int argc, char **argv)
         ctx.shared = shared;
         if (ctx.priv == NULL)
             return 3;
-        if (cl->body_init != NULL)
-            cl->body_init(&ctx);
-        for (long k = 0; k < iterations; k++) {
-            cl->body(&ctx);
-            ctx.request++;
-        }
+        run_body(cl, &ctx, iterations);
         bodies++;
     }
     printf("ok: %d bodies x %ld calls\n", bodies, iterations);
