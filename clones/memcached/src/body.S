@@ -814,9 +814,9 @@ ditto_body_c1:
     or eax, 0x8040
     mov dword ptr [rsp + 4], eax
     ldmxcsr dword ptr [rsp + 4]
-    mov r11, qword ptr [r15 + 26246848]
-    mov r10, qword ptr [r15 + 26246856]
-    mov r12, qword ptr [r15 + 26246864]
+    mov r11, qword ptr [r15 + 25710272]
+    mov r10, qword ptr [r15 + 25710280]
+    mov r12, qword ptr [r15 + 25710288]
     and r12, 0
     xor eax, eax
     xor ecx, ecx
@@ -828,9 +828,9 @@ ditto_body_c1:
     xor r9d, r9d
     vzeroall
 // block 0: 2048 bytes, 8 chunk(s), 4 chunk executions per call
-    mov rbx, qword ptr [r15 + 26246888]
+    mov rbx, qword ptr [r15 + 25710312]
     lea rcx, [rbx + 4]
-    mov qword ptr [r15 + 26246888], rcx
+    mov qword ptr [r15 + 25710312], rcx
     mov r13d, 4
     mov eax, ebx
     and eax, 7
@@ -857,714 +857,689 @@ ditto_body_c1:
     jmp .Lc1_b0_c7
     .p2align 6
 .Lc1_b0_c0:
-    lea rcx, [rip + .Lc1_d37_j]
-    add rcx, qword ptr [r15 + 26246880]
-    jmp .Lc1_d37_j_t
-.Lc1_d37_j:
-    mov rcx, qword ptr [r15 + 1408]
-    mov rbp, r10
-    and rcx, rdi
-    and rbp, 448
-    movsxd rax, dword ptr [r15 + rbp + 1600]
-    mov dword ptr [r14 + 64], 52
+    mov rax, qword ptr [r15 + 25710296]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 25710296], rax
+    lea rcx, [rip + .Lc1_d40_j]
+    add rcx, qword ptr [r15 + 25710304]
+    jmp .Lc1_d40_j_t
+.Lc1_d40_j:
+    mov rcx, rcx
+    add rax, 64
+    mov qword ptr [r15 + 64], r9
+    mov byte ptr [r15 + 640], cl
     test ebx, 1073741824
     jz 1f
 1:
-    shr eax, 31
-    mov rdx, r9
-    movsxd r9, dword ptr [r15 + 512]
-    neg rbp
+    jmp 1f
+1:
+    lea rcx, [r9 + rdx*2 + 85]
+    mov edi, dword ptr [r14 + 1536]
+    and rcx, rdx
     test ebx, 1073741824
     jnz 1f
 1:
-    mov qword ptr [r15 + 576], r9
-    xor eax, ecx
-    mov ecx, esi
+    shr edx, 4
+    mov byte ptr [r14 + 512], al
+    mov rax, rbp
     test ebx, 1073741824
     jnz 1f
 1:
-    xor dword ptr [r15 + 384], ebp
-    mov rsi, qword ptr [r15 + 256]
-    mov ebp, dword ptr [r15 + 256]
-    imul rax, qword ptr [r15 + 1024]
-    test ebx, 1073741824
+    vpaddd ymm1, ymm4, ymmword ptr [r15 + 320]
+    mov rax, rdx
+    add rcx, qword ptr [r14 + 0]
+    mov rdi, qword ptr [r15 + 192]
+    test ebx, 720
     jnz 1f
 1:
-    add r9, 56
-    imul rcx, qword ptr [r14 + 640]
-    mov rdx, rcx
+    movsxd rcx, dword ptr [r14 + 256]
+    lea rax, [rax + rdi*2 + 16]
+    mov byte ptr [r15 + 704], al
     test ebx, 1073741824
     jz 1f
 1:
-    movzx ecx, byte ptr [r15 + 192]
-    shr ecx, 22
-    mov r9, r8
+    shr edx, 27
+    add r8, 63
+    movzx edx, byte ptr [r15 + 1024]
+    movzx r8d, bpl
+    test dword ptr [r15 + 25710300], 584597504
+    jz 1f
+1:
     jmp 1f
 1:
+    test r9d, r8d
+    or r8d, edx
     test ebx, 1073741824
     jnz 1f
 1:
-    mov edx, ecx
+    mov dword ptr [r15 + 0], 162
+    add rax, 121
+    mov esi, eax
     jmp 1f
 1:
-    jmp 1f
-1:
-    add rdx, rdi
-    test ebx, 2304
+    test bl, 160
     jnz 1f
 1:
-    mov r9, r8
-    mov esi, 43
-    inc r9d
-    test ebx, 184320
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov qword ptr [r14 + 192], r9
-    shl rdi, 6
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r8d, edi
-    add r11, 64
-    add r10, r11
+    mov rsi, rsi
+    mov rsi, qword ptr [r14 + 128]
+    and ebp, dword ptr [r14 + 256]
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c1:
-    mov rax, qword ptr [r15 + 26246872]
+    mov rax, qword ptr [r15 + 25710296]
     imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 26246872], rax
-    mov eax, dword ptr [r15 + 26246876]
-    and eax, 15
-    lea rcx, [rip + .Lc1_d105_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d105_s_t
-    .p2align 3
-.Lc1_d105_s:
-    .p2align 3
-    jmp .Lc1_d105_j
-    .p2align 3
-    jmp .Lc1_d105_j
-    .p2align 3
-    jmp .Lc1_d105_j
-    .p2align 3
-    jmp .Lc1_d105_j
-    .p2align 3
-    jmp .Lc1_d105_j
-    .p2align 3
-    jmp .Lc1_d105_j
-    .p2align 3
-    jmp .Lc1_d105_j
-    .p2align 3
-    jmp .Lc1_d105_j
-    .p2align 3
-    jmp .Lc1_d105_j
-    .p2align 3
-    jmp .Lc1_d105_j
-    .p2align 3
-    jmp .Lc1_d105_j
-    .p2align 3
-    jmp .Lc1_d105_j
-    .p2align 3
-    jmp .Lc1_d105_j
-    .p2align 3
-    jmp .Lc1_d105_j
-    .p2align 3
-    jmp .Lc1_d105_j
-    .p2align 3
-    jmp .Lc1_d105_j
-.Lc1_d105_j:
-    mov r8, r10
-    and r8, 8388544
-    inc dword ptr [r14 + r8 + 17849408]
-    mov r8, rdx
-    test ebx, 65024
-    jz 1f
+    mov qword ptr [r15 + 25710296], rax
+    lea rcx, [rip + .Lc1_d98_j]
+    add rcx, qword ptr [r15 + 25710304]
+    jmp .Lc1_d98_j_t
+.Lc1_d98_j:
+    shl rbp, 25
+    movzx r9d, byte ptr [r15 + 320]
+    jmp 1f
 1:
-    add rcx, r8
-    mov rbp, r10
-    movsxd rsi, dword ptr [r15 + 896]
+    mov ebp, 113
+    mov ecx, 221
+    test dword ptr [r15 + 25710300], 6657
+    jnz 1f
+1:
+    lock or dword ptr [r15 + 0], 57
+    add rax, qword ptr [r15 + 0]
+    sub r9, rdi
+    vmovdqu ymm4, ymmword ptr [r15 + 0]
     test ebx, 1073741824
     jz 1f
 1:
-    and rbp, 1048512
-    mov rcx, qword ptr [r15 + rbp + 14703680]
-    mov r8d, 221
+    xor r9d, eax
+    jmp 1f
+1:
+    mov r9, r9
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r9, qword ptr [r15 + 128]
+    movzx ecx, al
+    mov eax, 171
+    mov rax, qword ptr [r14 + 768]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    shl r9, 14
+    mov rdi, qword ptr [r15 + 1280]
+    mov dword ptr [r15 + 384], 207
+    add rdi, 7
     test ebx, 1073741824
     jz 1f
+1:
+    mov edi, edx
+    movzx ecx, byte ptr [r14 + 448]
+    mov edi, dword ptr [r15 + 64]
+    movzx edx, dil
+    test ebx, 1073741824
+    jnz 1f
 1:
     jmp 1f
 1:
-    add r11, 64
-    add r10, r11
+    shl rsi, 7
+    jmp 1f
+1:
+    movsxd r8, dword ptr [r14 + 256]
+    test ebx, 1073741824
+    jz 1f
+1:
+    add qword ptr [r15 + 192], r8
+    inc dword ptr [r15 + 576]
+    jmp 1f
+1:
+    mov r8d, 151
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c2:
-    mov rax, qword ptr [r15 + 26246872]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 26246872], rax
     lea rcx, [rip + .Lc1_d152_j]
-    add rcx, qword ptr [r15 + 26246880]
+    add rcx, qword ptr [r15 + 25710304]
     jmp .Lc1_d152_j_t
 .Lc1_d152_j:
-    inc edx
-    mov ecx, r8d
-    mov ebp, dword ptr [r14 + 448]
-    jmp 1f
-1:
-    test dword ptr [r15 + 26246876], 268439564
+    mov r8, rcx
+    mov rsi, r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 288
     jnz 1f
 1:
-    mov dword ptr [r15 + 1280], ebp
-    test ebp, edx
-    mov rbp, qword ptr [r15 + 512]
-    vmovdqu xmm6, xmmword ptr [r15 + 320]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movsxd rbp, dword ptr [r14 + 256]
-    neg rdi
-    jmp 1f
-1:
-    imul rdx, qword ptr [r14 + 128]
-    test dword ptr [r15 + 26246876], 166400
-    jnz 1f
-1:
-    mov edx, edx
-    mov rdi, rdx
-    movzx esi, byte ptr [r15 + 256]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov edx, dword ptr [r15 + 128]
-    mov edi, ebp
-    movzx ebp, dl
-    movsxd rdx, dword ptr [r15 + 64]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rsi, qword ptr [r15 + 320]
-    jmp 1f
-1:
+    add rcx, qword ptr [r15 + 0]
     mov r8, rsi
-    add rdi, qword ptr [r15 + 384]
-    test ebx, 23808
-    jz 1f
-1:
-    mov rdi, rsi
-    movsxd rdx, dword ptr [r14 + 384]
-    mov qword ptr [r15 + 1088], rdx
-    mov esi, 110
+    vmovdqu ymmword ptr [r15 + 0], ymm4
     test ebx, 1073741824
     jnz 1f
 1:
-    movsxd rdx, dword ptr [r15 + 192]
-    mov esi, dword ptr [r14 + 448]
+    mov rsi, r8
+    movzx r8d, cl
+    or ecx, r9d
+    inc esi
+    test ebx, 464
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    add qword ptr [r15 + 256], rsi
+    xor esi, r8d
+    movsxd rcx, dword ptr [r15 + 384]
+    mov dword ptr [r14 + 832], ecx
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx edi, byte ptr [r14 + 640]
+    inc edi
+    neg rcx
+    test bl, 160
+    jnz 1f
+1:
+    inc esi
+    mov r8, r10
+    mov qword ptr [r14 + 1344], r8
+    movsxd r9, dword ptr [r15 + 192]
+    and r8, 448
+    and r9d, dword ptr [r15 + r8 + 1600]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov qword ptr [r14 + 64], r9
     jmp 1f
 1:
+    mov dword ptr [r15 + 1088], 129
+    test ebx, 1073741824
+    jz 1f
+1:
+    xchg qword ptr [r15 + 512], r9
+    mov qword ptr [r15 + 128], r9
+    and rsi, r9
+    add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c3:
-    lea rcx, [rip + .Lc1_d203_j]
-    add rcx, qword ptr [r15 + 26246880]
-    jmp .Lc1_d203_j_t
-.Lc1_d203_j:
-    mov byte ptr [r15 + 576], cl
-    vmovdqu ymmword ptr [r15 + 448], ymm6
-    and ecx, dword ptr [r14 + 128]
-    mov edx, dword ptr [r15 + 512]
+    mov rax, qword ptr [r15 + 25710296]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 25710296], rax
+    lea rcx, [rip + .Lc1_d213_j]
+    add rcx, qword ptr [r15 + 25710304]
+    jmp .Lc1_d213_j_t
+.Lc1_d213_j:
+    movzx ecx, al
+    lock xadd qword ptr [r15 + 576], rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    shr eax, 22
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx ecx, r9b
-    movsxd r9, dword ptr [r14 + 384]
-    mov eax, dword ptr [r15 + 1152]
-    mov qword ptr [r15 + 640], rdx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, eax
+    mov rcx, rdx
+    mov edx, ecx
     test ebx, 1073741824
+    jnz 1f
+1:
+    mov rcx, rax
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx ecx, cl
+    sub rdx, rbp
+    add qword ptr [r15 + 1216], rcx
+    movzx edx, dl
+    test ebx, 464
+    jnz 1f
+1:
+    cmp rcx, rcx
+    vmovdqu ymm4, ymmword ptr [r15 + 256]
+    movsxd rcx, dword ptr [r15 + 128]
+    and ecx, dword ptr [r15 + 192]
+    test dword ptr [r15 + 25710299], 1342444544
     jz 1f
 1:
-    jmp 1f
-1:
-    vmovdqu ymm6, ymmword ptr [r15 + 320]
-    mov r9d, 19
-    test ebx, 190464
-    jz 1f
-1:
-    movzx ecx, byte ptr [r14 + 192]
-    mov r9, qword ptr [r14 + 320]
-    mov rbp, r10
-    jmp 1f
-1:
-    and rbp, 960
-    mov qword ptr [r15 + rbp + 2112], r9
-    test ebx, 1073741824
-    jnz 1f
-1:
-    inc ebp
-    movsxd r9, dword ptr [r15 + 1472]
-    mov dword ptr [r15 + 704], 227
-    mov ebp, r9d
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx r9d, byte ptr [r15 + 640]
-    movzx ebp, bpl
-    mov ecx, 77
-    test bl, 240
-    jnz 1f
-1:
-    add rcx, 64
-    jmp 1f
-1:
+    mov dword ptr [r14 + 320], ecx
+    mov edx, 40
     mov ecx, ecx
-    neg rbp
+    mov rdx, qword ptr [r14 + 512]
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
-    movzx ecx, bpl
-    movzx ebp, byte ptr [r15 + 256]
-    movsxd rcx, dword ptr [r15 + 64]
-    add r11, 64
-    add r10, r11
+    mov qword ptr [r14 + 1152], rdx
+    xor r8d, edx
+    jmp 1f
+1:
+    jmp 1f
+1:
+    test ebx, 10240
+    jnz 1f
+1:
+    movsxd rdi, dword ptr [r14 + 64]
+    lea rdx, [rbp + rdi*2 + 92]
+    mov edx, dword ptr [r15 + 448]
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c4:
-    mov rax, qword ptr [r15 + 26246872]
+    mov rax, qword ptr [r15 + 25710296]
     imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 26246872], rax
-    lea rcx, [rip + .Lc1_d260_j]
-    add rcx, qword ptr [r15 + 26246880]
-    jmp .Lc1_d260_j_t
-.Lc1_d260_j:
-    movzx ecx, byte ptr [r15 + 512]
-    shl rdx, 2
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov eax, edx
-    shl rdx, 5
-    mov eax, dword ptr [r14 + 192]
-    test ebx, 912
-    jnz 1f
-1:
-    mov dword ptr [r15 + 768], edx
-    mov r9d, esi
-    movsxd rdx, dword ptr [r14 + 384]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    add rcx, qword ptr [r15 + 128]
-    mov byte ptr [r14 + 64], r9b
-    mov rbp, r10
-    mov r9, r10
-    and rcx, rsi
+    mov qword ptr [r15 + 25710296], rax
+    lea rcx, [rip + .Lc1_d268_j]
+    add rcx, qword ptr [r15 + 25710304]
+    jmp .Lc1_d268_j_t
+.Lc1_d268_j:
+    movsxd rdi, dword ptr [r14 + 896]
+    and rcx, rdi
+    or qword ptr [r15 + 0], 97
+    lock or dword ptr [r15 + 0], 38
     test ebx, 1073741824
     jz 1f
 1:
-    and rbp, 448
-    add qword ptr [r15 + rbp + 1600], r9
-    and r9, 4032
-    vpaddd ymm6, ymm6, ymmword ptr [r15 + r9 + 3136]
-    jmp 1f
-1:
-    test dword ptr [r15 + 26246875], 57345
-    jnz 1f
-1:
-    jmp 1f
-1:
-    movzx eax, bpl
-    movzx r9d, al
-    test ebx, 184320
-    jnz 1f
-1:
-    mov rbp, rbp
-    mov r8d, 238
-    movzx edi, byte ptr [r15 + 1216]
+    mov dword ptr [r15 + 0], edi
+    sub rax, rcx
+    mov byte ptr [r15 + 128], dil
+    mov edi, eax
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx eax, byte ptr [r14 + 192]
     jmp 1f
 1:
-    movsxd r8, dword ptr [r15 + 256]
-    add r11, 64
-    add r10, r11
+    jmp 1f
+1:
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    add rdi, rdi
+    movzx edx, byte ptr [r15 + 448]
+    movzx edi, al
+    add rdi, 10
+    test dword ptr [r15 + 25710300], 33555616
+    jnz 1f
+1:
+    inc edi
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov eax, 97
+    test dword ptr [r15 + 25710299], 412115072
+    jnz 1f
+1:
+    jmp 1f
+1:
+    add rax, 118
+    mov edx, dword ptr [r14 + 192]
+    test ebx, 1073741824
+    jz 1f
+1:
+    add rax, rdx
+    movzx eax, al
+    mov byte ptr [r15 + 64], al
+    sub rdi, rdx
+    test ebx, 912
+    jnz 1f
+1:
+    movsxd rdx, dword ptr [r14 + 320]
+    mov dword ptr [r14 + 256], edx
+    neg rdx
+    mov eax, 16
+    test ebx, 1073741824
+    jnz 1f
+1:
+    vmovdqu ymmword ptr [r15 + 640], ymm4
+    lock or dword ptr [r15 + 384], 114
+    mov eax, 108
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c5:
-    mov rax, qword ptr [r15 + 26246872]
+    mov rax, qword ptr [r15 + 25710296]
     imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 26246872], rax
-    lea rcx, [rip + .Lc1_d314_j]
-    add rcx, qword ptr [r15 + 26246880]
-    jmp .Lc1_d314_j_t
-.Lc1_d314_j:
+    mov qword ptr [r15 + 25710296], rax
+    lea rcx, [rip + .Lc1_d327_j]
+    add rcx, qword ptr [r15 + 25710304]
+    jmp .Lc1_d327_j_t
+.Lc1_d327_j:
+    movzx r9d, byte ptr [r15 + 1408]
     jmp 1f
 1:
-    mov ecx, ecx
-    movzx eax, cl
-    mov qword ptr [r15 + 320], rax
+    mov ecx, dword ptr [r14 + 192]
+    inc ecx
     test ebx, 1073741824
     jz 1f
 1:
+    lea rcx, [rcx + rcx*2 + 97]
     jmp 1f
 1:
-    test ecx, eax
-    add rax, qword ptr [r14 + 256]
-    mov ecx, ecx
+    mov r9, rcx
+    mov dword ptr [r15 + 704], 179
     test ebx, 1073741824
     jnz 1f
 1:
+    sub rcx, r9
     jmp 1f
 1:
-    mov rcx, rcx
-    movsxd rcx, dword ptr [r14 + 512]
-    xor dword ptr [r14 + 0], ecx
+    mov r9d, r9d
+    xor ebp, r9d
+    test dword ptr [r15 + 25710300], 269222400
+    jnz 1f
+1:
+    mov r9, qword ptr [r14 + 64]
+    mov r8d, r9d
+    mov esi, r8d
+    mov r9, qword ptr [r15 + 1280]
     test ebx, 1073741824
     jz 1f
 1:
-    inc dword ptr [r14 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, 113
+    mov r8d, r9d
+    and r8d, dword ptr [r14 + 960]
+    mov rsi, rsi
+    test bl, 192
+    jnz 1f
+1:
+    mov r8d, 139
+    xor dword ptr [r15 + 256], r9d
+    sub r8, rsi
+    lea r8, [rsi + r8*2 + 37]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r8, rax
-    mov eax, 115
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    movzx eax, al
-    mov eax, eax
-    and r8d, dword ptr [r15 + 0]
-    test dword ptr [r15 + 26246876], 21043200
+    mov esi, 219
+    shl rsi, 9
+    movzx r8d, byte ptr [r15 + 576]
+    test dword ptr [r15 + 25710299], 42598656
     jz 1f
 1:
-    mov rax, r8
-    mov r8, qword ptr [r15 + 576]
-    imul r8, qword ptr [r15 + 448]
-    movsxd rdi, dword ptr [r15 + 64]
+    movsxd rsi, dword ptr [r14 + 512]
+    shr esi, 8
+    and r8d, dword ptr [r15 + 384]
+    mov r9d, r8d
     test ebx, 1073741824
     jnz 1f
 1:
-    sub r9, r8
-    mov dword ptr [r15 + 640], 92
-    mov r8d, dword ptr [r15 + 128]
-    xor r8d, edi
-    test ebx, 288
-    jnz 1f
-1:
-    movzx edi, dil
-    jmp 1f
-1:
-    movsxd rdi, dword ptr [r15 + 960]
+    and r8, rsi
+    xor edi, r8d
+    shr edi, 28
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c6:
-    lea rcx, [rip + .Lc1_d371_j]
-    add rcx, qword ptr [r15 + 26246880]
-    jmp .Lc1_d371_j_t
-.Lc1_d371_j:
-    mov esi, 15
-    jmp 1f
-1:
-    movzx esi, byte ptr [r14 + 192]
-    and ecx, dword ptr [r14 + 128]
+    mov rax, qword ptr [r15 + 25710296]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 25710296], rax
+    lea rcx, [rip + .Lc1_d387_j]
+    add rcx, qword ptr [r15 + 25710304]
+    jmp .Lc1_d387_j_t
+.Lc1_d387_j:
+    mov r12, qword ptr [r15 + r12 + 56]
+    sub rcx, rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    add rcx, rcx
     test ebx, 1073741824
     jz 1f
 1:
-    mov edi, dword ptr [r15 + 448]
-    mov ecx, dword ptr [r15 + 832]
-    jmp 1f
+    mov dword ptr [r14 + 1024], 90
+    inc dword ptr [r14 + 448]
+    movzx eax, cl
+    mov eax, 137
+    test ebx, 1073741824
+    jnz 1f
 1:
-    imul rsi, qword ptr [r15 + 1280]
+    movsxd rcx, dword ptr [r15 + 384]
+    movsxd rax, dword ptr [r15 + 192]
+    mov dword ptr [r14 + 128], eax
+    mov rax, rax
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rax, rax
+    mov qword ptr [r14 + 0], rdx
+    test eax, eax
+    mov qword ptr [r14 + 0], rax
     test ebx, 1073741824
     jz 1f
 1:
-    mov esi, edi
-    cmp r8, rdi
-    shr ecx, 23
-    mov edi, ecx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    inc ecx
+    movsxd rdx, dword ptr [r15 + 640]
+    movsxd rax, dword ptr [r15 + 64]
+    mov ecx, 158
     jmp 1f
 1:
-    shl rdi, 27
-    and r8, rsi
-    test ebx, 1073741824
+    test dword ptr [r15 + 25710299], 1228996608
     jz 1f
 1:
-    mov esi, 103
-    vmovdqu ymmword ptr [r15 + 256], ymm6
-    mov qword ptr [r15 + 1536], rsi
-    mov rcx, rsi
-    test bl, 96
+    mov eax, ecx
+    or ecx, eax
+    mov rax, qword ptr [r15 + 320]
+    mov ecx, dword ptr [r15 + 192]
+    test ebx, 1073741824
     jnz 1f
 1:
-    mov dword ptr [r15 + 384], 209
-    movsxd rsi, dword ptr [r14 + 192]
+    add rdx, rcx
+    mov r9d, edx
+    vpaddd ymm4, ymm4, ymmword ptr [r15 + 256]
     jmp 1f
 1:
-    mov qword ptr [r14 + 64], rsi
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r8, qword ptr [r15 + 576]
-    movzx ecx, byte ptr [r15 + 320]
-    mov esi, r8d
-    test esi, r8d
-    test ebx, 1073741824
-    jnz 1f
-1:
-    add rsi, rsi
-    neg r8
-    or esi, r8d
+    add r9, 2
+    shr eax, 14
+    mov rcx, qword ptr [r15 + 128]
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c7:
-    mov rax, qword ptr [r15 + 26246872]
+    mov rax, qword ptr [r15 + 25710296]
     imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 26246872], rax
-    lea rcx, [rip + .Lc1_d432_j]
-    add rcx, qword ptr [r15 + 26246880]
-    jmp .Lc1_d432_j_t
-.Lc1_d432_j:
+    mov qword ptr [r15 + 25710296], rax
+    lea rcx, [rip + .Lc1_d442_j]
+    add rcx, qword ptr [r15 + 25710304]
+    jmp .Lc1_d442_j_t
+.Lc1_d442_j:
+    mov r9, r10
+    and r9, 2097088
+    mov rcx, qword ptr [r15 + r9 + 15215680]
+    cmp rax, rcx
+    mov dword ptr [r15 + 768], ecx
+    test dword ptr [r15 + 25710300], 9045000
+    jz 1f
+1:
     jmp 1f
 1:
-    shr ecx, 21
-    mov ecx, 63
-    jmp 1f
-1:
+    xor dword ptr [r14 + 512], ecx
+    neg rax
     test ebx, 1073741824
     jz 1f
 1:
-    mov eax, dword ptr [r15 + 192]
-    mov dword ptr [r14 + 0], eax
-    movzx edx, al
-    movzx ecx, bpl
+    jmp 1f
+1:
+    mov eax, 11
+    or ecx, ecx
+    test dword ptr [r15 + 25710300], 134234178
+    jnz 1f
+1:
+    neg rcx
+    xor ecx, eax
+    mov rax, qword ptr [r14 + 320]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov edi, eax
+    movsxd rax, dword ptr [r14 + 256]
+    movzx ecx, byte ptr [r15 + 64]
     test ebx, 1073741824
     jnz 1f
+1:
+    mov rax, rax
+    jmp 1f
+1:
+    shl rcx, 24
+    test dword ptr [r15 + 25710299], 266756
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov ecx, ecx
+    add rax, rcx
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov edi, eax
+    mov ecx, 24
+    test eax, ecx
+    mov rbp, r10
+    test ebx, 1073741824
+    jz 1f
 1:
     neg rax
-    add rax, rsi
-    jmp 1f
-1:
-    mov rdx, qword ptr [r14 + 896]
-    test dword ptr [r15 + 26246875], 37781632
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    sub rax, rdx
-    mov eax, 86
-    imul rax, qword ptr [r15 + 0]
-    test dword ptr [r15 + 26246875], 266756
-    jnz 1f
-1:
-    mov qword ptr [r15 + 0], rax
-    mov ecx, edx
-    or qword ptr [r14 + 64], 41
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov eax, 204
-    mov rdx, rax
-    test edx, edx
-    vpaddd ymm6, ymm6, ymmword ptr [r15 + 256]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 384], 149
-    movzx edx, dl
-    mov rdx, qword ptr [r15 + 640]
-    test dword ptr [r15 + 26246876], 28835840
-    jz 1f
-1:
-    neg rdx
-    shl rax, 26
-    movsxd rdx, dword ptr [r14 + 512]
-    vpaddd ymm6, ymm6, ymmword ptr [r15 + 1024]
+    vmovdqu ymm4, ymmword ptr [r15 + 576]
+    and rbp, 8388544
+    mov dword ptr [r15 + rbp + 17312832], 240
+    add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jnz .Lc1_b0_c0
 .Lc1_b0_done:
 // block 1: 128 bytes, 1 chunk(s), 16 chunk executions per call
-    mov rbx, qword ptr [r15 + 26246896]
+    mov rbx, qword ptr [r15 + 25710320]
     lea rcx, [rbx + 16]
-    mov qword ptr [r15 + 26246896], rcx
+    mov qword ptr [r15 + 25710320], rcx
     mov r13d, 16
     jmp .Lc1_b1_c0
     .p2align 6
 .Lc1_b1_c0:
-    mov rax, qword ptr [r15 + 26246872]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 26246872], rax
-    mov eax, dword ptr [r14 + 64]
-    movzx ecx, byte ptr [r14 + 0]
-    mov byte ptr [r15 + 0], dl
-    add rax, qword ptr [r15 + 0]
-    add rcx, 53
-    movsxd r9, dword ptr [r15 + 0]
-    test ebx, 1073741824
+    movzx esi, byte ptr [r14 + 0]
+    mov dword ptr [r14 + 0], 38
+    movsxd rbp, dword ptr [r15 + 64]
+    cmp rbp, rbp
+    mov ecx, ebp
+    inc edi
+    mov byte ptr [r15 + 0], bpl
+    test ebx, 30976
     jz 1f
 1:
-    movzx edx, cl
-    .byte 0x0f, 0x1f, 0x00
+    xor ebp, edi
+    test ebp, ebp
+    add rbp, qword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov ecx, 114
+    add rbp, 25
     test ebx, 1073741824
     jnz 1f
 1:
-    xchg qword ptr [r15 + 448], rcx
     jmp 1f
 1:
-    jmp 1f
-1:
-    or qword ptr [r15 + 192], 105
-    imul rcx, rcx
-    test dword ptr [r15 + 26246876], 41943173
+    movzx ebp, cl
+    mov ecx, 113
+    imul rbp, qword ptr [r15 + 576]
+    .byte 0x66, 0x90
+    or qword ptr [r15 + 192], 41
+    test ebx, 1073741824
     jz 1f
 1:
-    add rsi, qword ptr [r15 + 320]
-    neg rsi
-    inc esi
-    xor ecx, esi
-    cmp rcx, rsi
+    mov ebp, 214
+    and eax, dword ptr [r15 + 448]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movzx ecx, byte ptr [r15 + 320]
+    add rbp, 90
     inc rbx
     dec r13
     jnz .Lc1_b1_c0
 .Lc1_b1_done:
 // block 2: 256 bytes, 1 chunk(s), 1 chunk executions per call
-    mov rbx, qword ptr [r15 + 26246904]
+    mov rbx, qword ptr [r15 + 25710328]
     lea rcx, [rbx + 1]
-    mov qword ptr [r15 + 26246904], rcx
+    mov qword ptr [r15 + 25710328], rcx
     mov r13d, 1
     jmp .Lc1_b2_c0
     .p2align 6
 .Lc1_b2_c0:
-    mov rax, qword ptr [r15 + 26246872]
+    mov rax, qword ptr [r15 + 25710296]
     imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 26246872], rax
-    lea rcx, [rip + .Lc1_d531_j]
-    add rcx, qword ptr [r15 + 26246880]
-    jmp .Lc1_d531_j_t
-.Lc1_d531_j:
-    add rsi, 23
-    jmp 1f
-1:
-    imul rax, qword ptr [r14 + 960]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov eax, 86
-    movzx edx, byte ptr [r14 + 1344]
-    mov ecx, edx
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    vmovdqu ymm6, ymmword ptr [r14 + 128]
-    jmp 1f
-1:
-    or eax, ecx
-    test eax, edx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov rdx, rax
-    mov eax, 190
-    mov rcx, rcx
-    test ebx, 18432
-    jnz 1f
-1:
-    xor eax, ecx
-    mov ecx, eax
-    inc ecx
-    mov eax, ecx
-    test ebx, 26112
-    jnz 1f
-1:
-    test esi, edx
+    mov qword ptr [r15 + 25710296], rax
+    lea rcx, [rip + .Lc1_d545_j]
+    add rcx, qword ptr [r15 + 25710304]
+    jmp .Lc1_d545_j_t
+.Lc1_d545_j:
     jmp 1f
 1:
     neg rcx
-    jmp 1f
-1:
+    mov ebp, 196
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx ecx, byte ptr [r14 + 1024]
-    mov esi, 91
-    jmp 1f
-1:
-    mov qword ptr [r14 + 384], rsi
-    test dword ptr [r15 + 26246875], 12910592
-    jnz 1f
-1:
-    mov edx, 234
-    or esi, esi
-    shl rcx, 19
-    movzx esi, dl
+    movzx ecx, bpl
+    mov rbp, r10
+    vpaddd ymm4, ymm4, ymmword ptr [r14 + 768]
+    and rbp, 960
+    movzx ecx, byte ptr [r14 + rbp + 2112]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov ecx, ecx
-    vmovdqu ymm6, ymmword ptr [r14 + 1216]
-    add rsi, 18
-    jmp 1f
-1:
-    test bl, 36
+    lea rdi, [r15 + 25702080]
+    mov ecx, 68
+    rep stosb
+    movzx ebp, byte ptr [r15 + 896]
+    vpaddd ymm4, ymm4, ymmword ptr [r14 + 1024]
+    test dword ptr [r15 + 25710300], 1149370368
     jnz 1f
 1:
-    movzx esi, sil
-    mov esi, ecx
-    mov qword ptr [r14 + 1280], rax
+    mov rax, rbp
+    vpaddd ymm4, ymm4, ymmword ptr [r15 + 1216]
+    mov rax, rdi
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movsxd rdi, dword ptr [r14 + 128]
+    jmp 1f
+1:
+    vmovdqu xmm4, xmmword ptr [r15 + 1280]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov qword ptr [r14 + 1344], rax
+    mov byte ptr [r14 + 832], dil
+    mov rbp, rdi
+    test ebx, 1073741824
+    jnz 1f
+1:
+    lock or dword ptr [r15 + 64], 53
+    imul rbp, rbp
+    mov ebp, 170
+    test bl, 12
+    jnz 1f
+1:
+    mov esi, ebp
+    lock or dword ptr [r15 + 960], 103
+    add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jnz .Lc1_b2_c0
 .Lc1_b2_done:
 // block 3: 1024 bytes, 4 chunk(s), 2 chunk executions per call
-    mov rbx, qword ptr [r15 + 26246912]
+    mov rbx, qword ptr [r15 + 25710336]
     lea rcx, [rbx + 2]
-    mov qword ptr [r15 + 26246912], rcx
+    mov qword ptr [r15 + 25710336], rcx
     mov r13d, 2
     mov eax, ebx
     and eax, 3
@@ -1584,609 +1559,605 @@ ditto_body_c1:
     .p2align 6
 .Lc1_b3_c0:
     lea rcx, [rip + .Lc1_d605_j]
-    add rcx, qword ptr [r15 + 26246880]
+    add rcx, qword ptr [r15 + 25710304]
     jmp .Lc1_d605_j_t
 .Lc1_d605_j:
-    movzx eax, al
-    mov dword ptr [r15 + 256], 238
-    movzx eax, byte ptr [r14 + 832]
-    mov rcx, qword ptr [r15 + 448]
-    test ebx, 1073741824
-    jz 1f
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
 1:
-    neg rsi
-    movsxd rax, dword ptr [r15 + 64]
-    neg rcx
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    jmp 1f
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rdi, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test bl, 216
+    jnz 1f
 1:
-    mov eax, 32
-    mov byte ptr [r15 + 128], al
-    test ebx, 1073741824
-    jz 1f
-1:
+    mov byte ptr [r15 + 1088], dil
     movzx esi, cl
-    mov rcx, qword ptr [r14 + 384]
-    vmovdqu ymmword ptr [r15 + 192], ymm6
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov ecx, ecx
-    mov r8, r10
-    jmp 1f
-1:
-    movzx ebp, r8b
-    and r8, 4032
-    movzx ecx, byte ptr [r15 + r8 + 3136]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    lea r8, [r10 + r10*1]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 1280], 78
-    and r8, 448
-    mov dword ptr [r15 + r8 + 1664], ebp
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov qword ptr [r15 + 768], rcx
-    jmp 1f
-1:
-    mov dword ptr [r14 + 64], 93
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx ecx, r8b
-    mov dword ptr [r15 + 640], r8d
-    mov dword ptr [r15 + r8 + 1600], ecx
-    add r11, 64
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b3_done
-.Lc1_b3_c1:
-    lea rcx, [rip + .Lc1_d658_j]
-    add rcx, qword ptr [r15 + 26246880]
-    jmp .Lc1_d658_j_t
-.Lc1_d658_j:
-    jmp 1f
-1:
-    mov ecx, dword ptr [r15 + 1024]
-    mov r8d, dword ptr [r15 + 320]
-    add r8, 119
-    test ebx, 1073741824
-    jnz 1f
-1:
-    cmp r8, r8
-    mov rbp, qword ptr [r15 + 256]
-    mov r9d, 6
-    xor eax, r9d
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r8d, dword ptr [r15 + 1216]
-    mov dword ptr [r15 + 1216], ecx
-    mov ebp, r8d
-    test ebx, 1073741824
-    jz 1f
-1:
-    vmovdqu ymmword ptr [r14 + 576], ymm6
-    vmovdqu xmm6, xmmword ptr [r15 + 1280]
-    mov rbp, qword ptr [r14 + 192]
-    movsxd rsi, dword ptr [r14 + 256]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r9d, dword ptr [r15 + 640]
-    mov dword ptr [r15 + 192], 156
-    test r9d, eax
-    movzx r8d, byte ptr [r15 + 1280]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov ebp, dword ptr [r15 + 128]
-    vmovdqu ymm6, ymmword ptr [r14 + 384]
-    jmp 1f
-1:
-    mov r9, r10
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and r9, 448
-    inc dword ptr [r15 + r9 + 1600]
-    movzx r9d, al
-    add r8, r9
-    mov rax, qword ptr [r15 + 1088]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx r8d, r9b
-    mov r9d, r8d
-    mov r9, qword ptr [r15 + 896]
-    add r11, 64
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b3_done
-.Lc1_b3_c2:
-    mov rax, qword ptr [r15 + 26246872]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 26246872], rax
-    lea rcx, [rip + .Lc1_d715_j]
-    add rcx, qword ptr [r15 + 26246880]
-    jmp .Lc1_d715_j_t
-.Lc1_d715_j:
-    mov rcx, rax
-    mov r8, rax
-    mov rcx, qword ptr [r14 + 1472]
-    mov dword ptr [r15 + 128], r8d
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov eax, dword ptr [r14 + 192]
-    movsxd r8, dword ptr [r14 + 704]
-    jmp 1f
-1:
+    mov rsi, qword ptr [r14 + 512]
+    shr edi, 10
     test ebx, 1073741824
     jz 1f
 1:
     jmp 1f
 1:
-    mov byte ptr [r15 + 256], al
-    movsxd rax, dword ptr [r15 + 320]
-    mov r8d, 115
-    test dword ptr [r15 + 26246876], 263188
-    jnz 1f
-1:
-    mov ecx, 189
-    mov rax, rax
-    mov r8, r10
-    jmp 1f
-1:
-    test ebx, 73728
-    jnz 1f
-1:
-    and r8, 8128
-    mov rax, qword ptr [r15 + r8 + 7232]
-    mov ecx, 126
-    mov r8d, dword ptr [r14 + 256]
+    add rsi, 41
+    mov dword ptr [r15 + 64], esi
+    mov byte ptr [r14 + 448], sil
     test ebx, 1073741824
     jnz 1f
 1:
-    vmovdqu ymm6, ymmword ptr [r15 + 640]
-    lea rax, [rax + rax*2 + 109]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    test dword ptr [r15 + 26246876], 482345218
-    jnz 1f
-1:
-    and r8, r8
-    mov r8, qword ptr [r15 + 192]
-    mov eax, dword ptr [r15 + 576]
-    test dword ptr [r15 + 26246875], 1074266370
-    jnz 1f
-1:
-    mov r9, rax
-    add rcx, 26
-    movsxd rax, dword ptr [r15 + 64]
-    add r11, 64
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b3_done
-.Lc1_b3_c3:
-    lea rcx, [rip + .Lc1_d767_j]
-    add rcx, qword ptr [r15 + 26246880]
-    jmp .Lc1_d767_j_t
-.Lc1_d767_j:
-    mov byte ptr [r14 + 1216], cl
-    mov dword ptr [r15 + 128], 214
-    add r8, 46
-    mov r9, rcx
-    mov ecx, dword ptr [r15 + 1344]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rcx, r9
-    jmp 1f
-1:
-    mov byte ptr [r14 + 1536], r8b
-    vmovdqu ymmword ptr [r15 + 192], ymm6
-    test bl, 144
-    jnz 1f
-1:
-    movzx r8d, byte ptr [r15 + 64]
-    jmp 1f
-1:
-    mov r9d, 218
-    add qword ptr [r15 + 256], r9
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx r9d, byte ptr [r15 + 320]
-    mov r8d, 96
-    movzx ecx, cl
-    mov rax, rax
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rcx, rax
-    inc r8d
-    movzx r8d, byte ptr [r14 + 448]
-    mov ecx, r8d
-    mov rdx, rcx
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov byte ptr [r15 + 832], dl
-    mov qword ptr [r15 + 576], rdx
-    mov qword ptr [r15 + 384], rdx
-    movsxd rdx, dword ptr [r15 + 1152]
+    add rsi, qword ptr [r14 + 1152]
+    movzx edi, byte ptr [r14 + 384]
+    movzx ecx, dil
+    neg rdi
     test ebx, 1073741824
     jnz 1f
 1:
     mov rcx, rcx
-    movzx esi, byte ptr [r15 + 960]
+    movzx ebp, byte ptr [r15 + 128]
+    mov ecx, edi
+    mov qword ptr [r15 + 256], rcx
+    test ebx, 1073741824
+    jnz 1f
+1:
+    add rbp, rcx
+    jmp 1f
+1:
+    jmp 1f
+1:
+    add rsi, 1
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov dword ptr [r15 + 832], esi
+    movsxd rsi, dword ptr [r15 + 320]
+    and esi, dword ptr [r14 + 192]
+    mov dword ptr [r15 + 192], 94
+    inc rbx
+    dec r13
+    jz .Lc1_b3_done
+.Lc1_b3_c1:
+    mov rax, qword ptr [r15 + 25710296]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 25710296], rax
+    mov eax, dword ptr [r15 + 25710300]
+    and eax, 15
+    lea rcx, [rip + .Lc1_d662_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d662_s_t
+    .p2align 3
+.Lc1_d662_s:
+    .p2align 3
+    jmp .Lc1_d662_j
+    .p2align 3
+    jmp .Lc1_d662_j
+    .p2align 3
+    jmp .Lc1_d662_j
+    .p2align 3
+    jmp .Lc1_d662_j
+    .p2align 3
+    jmp .Lc1_d662_j
+    .p2align 3
+    jmp .Lc1_d662_j
+    .p2align 3
+    jmp .Lc1_d662_j
+    .p2align 3
+    jmp .Lc1_d662_j
+    .p2align 3
+    jmp .Lc1_d662_j
+    .p2align 3
+    jmp .Lc1_d662_j
+    .p2align 3
+    jmp .Lc1_d662_j
+    .p2align 3
+    jmp .Lc1_d662_j
+    .p2align 3
+    jmp .Lc1_d662_j
+    .p2align 3
+    jmp .Lc1_d662_j
+    .p2align 3
+    jmp .Lc1_d662_j
+    .p2align 3
+    jmp .Lc1_d662_j
+.Lc1_d662_j:
+    mov eax, eax
+    jmp 1f
+1:
+    xor ecx, eax
+    test ebx, 1073741824
+    jnz 1f
+1:
+    test ecx, ecx
+    mov rsi, qword ptr [r14 + 640]
+    test dword ptr [r15 + 25710300], 201334792
+    jnz 1f
+1:
+    add qword ptr [r15 + 1280], rsi
+    xor esi, ecx
+    inc esi
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and esi, dword ptr [r15 + 448]
+    movzx eax, sil
+    test bl, 232
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov rcx, rax
+    inc rbx
+    dec r13
+    jz .Lc1_b3_done
+.Lc1_b3_c2:
+    lea rcx, [rip + .Lc1_d707_j]
+    add rcx, qword ptr [r15 + 25710304]
+    jmp .Lc1_d707_j_t
+.Lc1_d707_j:
+    mov rbp, rcx
+    jmp 1f
+1:
+    mov dword ptr [r14 + 128], ecx
+    mov rcx, rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ebp, bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 195
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov ebp, ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    test bl, 232
+    jnz 1f
+1:
+    imul rcx, rbp
+    movzx ebp, byte ptr [r14 + 256]
+    neg r8
+    mov dword ptr [r15 + 896], ecx
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx ebp, r8b
+    mov rbp, r8
+    movzx ebp, bpl
+    lea r8, [rbp + rbp*2 + 27]
+    mov r8d, dword ptr [r15 + 192]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov ecx, r8d
+    add rcx, qword ptr [r15 + 256]
+    movsxd rbp, dword ptr [r14 + 128]
+    test r8d, ebp
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    add rbp, qword ptr [r15 + 512]
+    vmovdqu ymmword ptr [r15 + 384], ymm4
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    cmp rbp, rbp
+    add r8, 52
+    jmp 1f
+1:
+    mov ebp, dword ptr [r14 + 64]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    add rbp, 5
+    movzx r8d, bpl
+    test r8d, r8d
+    cmp rbp, rbp
+    inc rbx
+    dec r13
+    jz .Lc1_b3_done
+.Lc1_b3_c3:
+    mov rax, qword ptr [r15 + 25710296]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 25710296], rax
+    lea rcx, [rip + .Lc1_d771_j]
+    add rcx, qword ptr [r15 + 25710304]
+    jmp .Lc1_d771_j_t
+.Lc1_d771_j:
+    mov r12, qword ptr [r15 + r12 + 56]
+    add rax, 47
+    mov r12, qword ptr [r15 + r12 + 56]
+    and eax, dword ptr [r15 + 0]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    inc ecx
+    movzx eax, al
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov ebp, ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 960], rbp
+    mov ecx, 24
+    test bl, 184
+    jnz 1f
+1:
+    add rcx, qword ptr [r15 + 64]
+    mov eax, 210
+    mov dword ptr [r15 + 1216], eax
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov eax, dword ptr [r15 + 192]
+    movsxd rsi, dword ptr [r14 + 448]
     jmp 1f
 1:
     mov r8, rsi
-    movzx ecx, byte ptr [r15 + 768]
-    test ebx, 59392
+    test ebx, 288
     jnz 1f
 1:
-    mov rdx, qword ptr [r14 + 512]
-    mov r8d, 121
-    lea r8, [rdx + rsi*2 + 86]
-    inc r8d
+    jmp 1f
+1:
+    mov dword ptr [r14 + 384], 218
+    mov ecx, 234
+    mov esi, 218
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + 576], esi
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + 128], ymm4
+    xor ecx, esi
+    test dword ptr [r15 + 25710300], 1611137088
+    jnz 1f
+1:
+    add rcx, rsi
+    movsxd rcx, dword ptr [r14 + 320]
+    shr esi, 21
     inc rbx
     dec r13
     jnz .Lc1_b3_c0
 .Lc1_b3_done:
 // block 4: 256 bytes, 1 chunk(s), 1 chunk executions per call
-    mov rbx, qword ptr [r15 + 26246920]
+    mov rbx, qword ptr [r15 + 25710344]
     lea rcx, [rbx + 1]
-    mov qword ptr [r15 + 26246920], rcx
+    mov qword ptr [r15 + 25710344], rcx
     mov r13d, 1
     jmp .Lc1_b4_c0
     .p2align 6
 .Lc1_b4_c0:
-    mov rax, qword ptr [r15 + 26246872]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 26246872], rax
-    lea rcx, [rip + .Lc1_d832_j]
-    add rcx, qword ptr [r15 + 26246880]
-    jmp .Lc1_d832_j_t
-.Lc1_d832_j:
-    mov rax, r8
-    movzx r9d, byte ptr [r15 + 256]
-    lea rdi, [r15 + 26238656]
-    mov ecx, 68
-    rep stosb
-    xchg r9, r8
+    lea rcx, [rip + .Lc1_d827_j]
+    add rcx, qword ptr [r15 + 25710304]
+    jmp .Lc1_d827_j_t
+.Lc1_d827_j:
+    movsxd rax, dword ptr [r15 + 128]
+    mov byte ptr [r15 + 256], sil
+    movzx r8d, al
+    mov rbp, rax
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov rsi, rbp
+    mov ebp, esi
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    mov r8, rax
-    inc edi
-    mov eax, ebp
-    test dword ptr [r15 + 26246876], 2121
-    jnz 1f
-1:
-    mov r9d, 223
-    mov rdi, rbp
-    movzx r9d, r8b
-    neg rcx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    vpaddd ymm15, ymm6, ymmword ptr [r15 + 576]
-    mov r8, rcx
-    mov qword ptr [r15 + 640], rdi
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + 64], 249
-    mov dword ptr [r15 + 192], r8d
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    add r8, 4
+    mov esi, esi
+    mov esi, esi
     test ebx, 1073741824
     jz 1f
 1:
-    lea rcx, [r8 + rax*2 + 27]
     jmp 1f
 1:
-    movsxd rax, dword ptr [r14 + 960]
+    movzx ebp, byte ptr [r14 + 64]
+    mov r8, r10
+    vmovdqu ymmword ptr [r15 + 192], ymm4
+    mov rsi, qword ptr [r15 + 960]
     test ebx, 1073741824
     jnz 1f
 1:
-    cmp r8, rax
-    add r8, rcx
-    cmp rcx, r8
-    movzx ecx, byte ptr [r14 + 256]
+    and r8, 448
+    mov ebp, dword ptr [r15 + r8 + 1600]
+    mov r8d, dword ptr [r15 + 192]
+    movzx esi, r8b
+    movzx esi, byte ptr [r14 + 320]
     test ebx, 1073741824
     jnz 1f
 1:
-    lea r9, [rcx + rcx*2 + 72]
+    lock or dword ptr [r15 + 1280], 51
     jmp 1f
 1:
-    mov eax, dword ptr [r15 + 832]
+    mov rbp, r10
+    jmp 1f
+1:
+    imul rdx, r8
+    mov r8, r10
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    imul r9, qword ptr [r14 + 192]
+    and rbp, 1984
+    movzx edx, byte ptr [r15 + rbp + 3136]
+    and r8, 524224
+    mov byte ptr [r14 + r8 + 14691392], dl
+    vmovdqu ymmword ptr [r15 + 1472], ymm4
+    add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jnz .Lc1_b4_c0
 .Lc1_b4_done:
 // block 5: 512 bytes, 2 chunk(s), 2 chunk executions per call
-    mov rbx, qword ptr [r15 + 26246928]
+    mov rbx, qword ptr [r15 + 25710352]
     lea rcx, [rbx + 2]
-    mov qword ptr [r15 + 26246928], rcx
+    mov qword ptr [r15 + 25710352], rcx
     mov r13d, 2
     jmp .Lc1_b5_c0
     .p2align 6
 .Lc1_b5_c0:
-    mov rax, qword ptr [r15 + 26246872]
+    mov rax, qword ptr [r15 + 25710296]
     imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 26246872], rax
+    mov qword ptr [r15 + 25710296], rax
     xor eax, eax
-    test dword ptr [r15 + 26246875], 37900288
+    test dword ptr [r15 + 25710299], 102893568
     setz al
-    lea rcx, [rip + .Lc1_d896_s]
+    lea rcx, [rip + .Lc1_d889_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d896_s_t
+    jmp .Lc1_d889_s_t
     .p2align 3
-.Lc1_d896_s:
+.Lc1_d889_s:
     .p2align 3
-    jmp .Lc1_d896_j
+    jmp .Lc1_d889_j
     .p2align 3
-    jmp .Lc1_d896_j
-.Lc1_d896_j:
+    jmp .Lc1_d889_j
+.Lc1_d889_j:
+    mov rbp, r10
     jmp 1f
 1:
-    test r9d, eax
-    mov rcx, rax
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r9, r9
-    movzx r9d, r8b
-    shr r9d, 26
-    test dword ptr [r15 + 26246875], 5246984
-    jz 1f
-1:
-    mov eax, dword ptr [r15 + 640]
-    xor ecx, r9d
-    mov r9d, 110
-    lea r8, [r10 + r10*1]
+    and edx, dword ptr [r15 + 1024]
+    and rbp, 8388544
+    mov dword ptr [r14 + rbp + 17312832], eax
     test ebx, 1073741824
     jnz 1f
 1:
-    vmovdqu ymmword ptr [r15 + 384], ymm15
-    and r8, 960
-    mov rax, qword ptr [r15 + r8 + 2112]
-    mov edi, dword ptr [r14 + 320]
-    mov r9, r10
-    test ebx, 23552
-    jnz 1f
-1:
-    and r9, 448
-    mov dword ptr [r15 + r9 + 1600], 202
-    imul r9, qword ptr [r14 + 896]
-    mov byte ptr [r14 + 576], r9b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov byte ptr [r15 + 1216], r9b
-    imul rdi, qword ptr [r15 + 128]
-    sub rax, r9
-    test ebx, 1073741824
-    jz 1f
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, rdx
+    test bl, 116
+    jnz 1f
 1:
-    movsxd r9, dword ptr [r15 + 192]
-    mov qword ptr [r15 + r8 + 2176], r9
-    mov edi, 30
+    mov edx, 248
+    add rdx, qword ptr [r14 + 320]
+    movsxd rax, dword ptr [r14 + 384]
+    test dword ptr [r15 + 25710300], 156237824
+    jnz 1f
+1:
+    mov qword ptr [r14 + 256], rax
+    mov rbp, r10
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rdx, qword ptr [r15 + 384]
+    and rbp, 4032
+    mov rax, qword ptr [r15 + rbp + 5184]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov ebp, 139
+    mov rdx, qword ptr [r15 + 128]
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b5_done
 .Lc1_b5_c1:
-    lea rcx, [rip + .Lc1_d947_j]
-    add rcx, qword ptr [r15 + 26246880]
-    jmp .Lc1_d947_j_t
-.Lc1_d947_j:
-    lea rcx, [rip + .Lc1_d951_j]
-    add rcx, qword ptr [r15 + 26246880]
-    jmp .Lc1_d951_j_t
-.Lc1_d951_j:
-    movsxd rcx, dword ptr [r15 + 192]
-    mov edi, edi
-    movzx edi, byte ptr [r14 + 320]
-    cmp rdi, rdi
+    lea rcx, [rip + .Lc1_d935_j]
+    add rcx, qword ptr [r15 + 25710304]
+    jmp .Lc1_d935_j_t
+.Lc1_d935_j:
+    mov rcx, rdx
+    add rdi, qword ptr [r14 + 64]
+    mov eax, 146
+    mov rdx, rdx
     test ebx, 1073741824
     jnz 1f
 1:
-    vmovdqu ymmword ptr [r15 + 256], ymm15
-    inc edi
-    vmovdqu ymmword ptr [r15 + 576], ymm15
+    mov r12, qword ptr [r15 + r12 + 56]
+    xor edx, edi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rdx, rdx
     test ebx, 1073741824
     jz 1f
 1:
-    movzx ebp, dil
-    mov edi, ebp
-    mov rbp, qword ptr [r15 + 576]
-    test ebx, 1073741824
-    jnz 1f
+    mov r12, qword ptr [r15 + r12 + 56]
+    and eax, dword ptr [r15 + 0]
+    jmp 1f
 1:
-    mov ecx, 110
-    mov dword ptr [r15 + 704], 215
     jmp 1f
 1:
     test ebx, 1073741824
     jnz 1f
 1:
-    mov edi, ebp
-    shl r9, 5
-    mov r9, r10
-    mov ebp, r9d
-    and r9, 2097088
-    movzx edi, byte ptr [r15 + r9 + 15752256]
-    test ebx, 20480
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ebp, al
+    and ebp, dword ptr [r15 + 192]
+    mov eax, 176
+    test bl, 92
     jnz 1f
 1:
-    mov r9d, edi
-    movzx ebp, r9b
-    cmp rdi, rbp
+    mov byte ptr [r15 + 320], al
+    and eax, dword ptr [r15 + 64]
+    mov rdi, rax
+    test bl, 156
+    jnz 1f
+1:
+    mov rdx, qword ptr [r15 + 256]
+    mov eax, ebp
+    mov byte ptr [r14 + 512], dil
+    mov ebp, eax
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov edi, dword ptr [r15 + 1216]
+    jmp 1f
+1:
+    mov esi, 110
+    movzx esi, sil
     test ebx, 1073741824
     jz 1f
 1:
-    add rbp, rdi
-    mov dword ptr [r14 + 64], 8
-    add rdi, 73
+    jmp 1f
+1:
+    mov edx, 229
+    mov rdx, r8
+    movzx ebp, sil
     test ebx, 1073741824
     jnz 1f
 1:
-    neg rbp
-    movsxd r8, dword ptr [r15 + 128]
-    mov ebp, ebp
-    test ebx, 1073741824
-    jnz 1f
+    mov rsi, qword ptr [r15 + 768]
+    jmp 1f
 1:
-    add r8, 56
-    movzx ebp, byte ptr [r14 + 640]
-    movzx edi, byte ptr [r14 + 512]
-    add r11, 64
-    add r10, r11
+    mov ebp, 49
+    movzx ebp, dl
+    test ebx, 1073741824
+    jz 1f
+1:
+    vpaddd ymm4, ymm4, ymmword ptr [r14 + 128]
+    jmp 1f
+1:
+    mov rax, rsi
     inc rbx
     dec r13
     jnz .Lc1_b5_c0
 .Lc1_b5_done:
 // block 6: 256 bytes, 1 chunk(s), 1 chunk executions per call
-    mov rbx, qword ptr [r15 + 26246936]
+    mov rbx, qword ptr [r15 + 25710360]
     lea rcx, [rbx + 1]
-    mov qword ptr [r15 + 26246936], rcx
+    mov qword ptr [r15 + 25710360], rcx
     mov r13d, 1
     jmp .Lc1_b6_c0
     .p2align 6
 .Lc1_b6_c0:
-    mov rax, qword ptr [r15 + 26246872]
+    mov rax, qword ptr [r15 + 25710296]
     imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 26246872], rax
-    lea rcx, [rip + .Lc1_d1015_j]
-    add rcx, qword ptr [r15 + 26246880]
-    jmp .Lc1_d1015_j_t
-.Lc1_d1015_j:
-    imul rax, qword ptr [r14 + 768]
-    mov ecx, eax
-    sub rbp, rcx
-    mov r8, rbp
-    test ebx, 7680
-    jnz 1f
+    mov qword ptr [r15 + 25710296], rax
+    lea rcx, [rip + .Lc1_d1006_j]
+    add rcx, qword ptr [r15 + 25710304]
+    jmp .Lc1_d1006_j_t
+.Lc1_d1006_j:
+    mov rax, qword ptr [r15 + 1152]
+    sete al
+    jmp 1f
 1:
-    movzx edi, byte ptr [r15 + 1408]
-    mov rbp, rbp
-    add rbp, 74
-    and rcx, rdi
+    mov r9, r10
     test ebx, 1073741824
     jz 1f
 1:
-    mov rcx, rcx
-    mov rcx, rcx
-    add rdx, 89
-    test ebx, 11776
+    mov eax, eax
+    vmovdqu ymmword ptr [r15 + 192], ymm4
+    and r9, 2097088
+    movzx r8d, byte ptr [r15 + r9 + 15215680]
+    test dword ptr [r15 + 25710300], 1050756
     jnz 1f
 1:
-    mov edi, edx
-    movzx ebp, dil
-    movzx edx, cl
-    mov rdi, rax
-    test dword ptr [r15 + 26246875], 135529472
-    jnz 1f
-1:
-    movzx ecx, dil
-    mov rdi, rdi
-    jmp 1f
-1:
+    mov r8d, dword ptr [r14 + 1408]
+    vpaddd ymm4, ymm4, ymmword ptr [r14 + 256]
+    movsxd r9, dword ptr [r15 + 384]
     test ebx, 22016
     jnz 1f
 1:
-    add rdx, r8
-    movzx ebp, byte ptr [r15 + 1152]
-    movzx ecx, bpl
-    or edx, edi
+    movsxd rax, dword ptr [r15 + 64]
+    mov r8d, dword ptr [r15 + 1088]
+    mov r9d, 23
+    test bl, 40
+    jnz 1f
+1:
+    lock add qword ptr [r15 + 704], r8
+    mov r8, qword ptr [r15 + 128]
+    mov r9d, dword ptr [r14 + 256]
     test ebx, 1073741824
     jnz 1f
 1:
-    sub rcx, rdx
-    movsxd rdx, dword ptr [r14 + 128]
-    test edx, edx
-    mov byte ptr [r15 + 640], dl
+    mov byte ptr [r15 + 192], r9b
+    mov r8, r10
+    mov byte ptr [r15 + 1216], r8b
+    and r8, 448
+    mov qword ptr [r14 + r8 + 1600], r8
     test ebx, 1073741824
     jnz 1f
 1:
-    shr ecx, 26
-    jmp 1f
-1:
-    mov rcx, rcx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and rdx, rcx
-    mov ecx, edx
-    xor edx, ecx
-    movsxd rcx, dword ptr [r14 + 64]
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx ecx, dl
-    mov rcx, qword ptr [r15 + 576]
-    mov dword ptr [r14 + 1088], 245
+    imul r8, r8
+    mov qword ptr [r14 + 256], r8
+    add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jnz .Lc1_b6_c0
 .Lc1_b6_done:
 // block 7: 64 bytes, 1 chunk(s), 1 chunk executions per call
-    mov rbx, qword ptr [r15 + 26246944]
+    mov rbx, qword ptr [r15 + 25710368]
     lea rcx, [rbx + 1]
-    mov qword ptr [r15 + 26246944], rcx
+    mov qword ptr [r15 + 25710368], rcx
     mov r13d, 1
     jmp .Lc1_b7_c0
     .p2align 6
 .Lc1_b7_c0:
-    lea rcx, [rip + .Lc1_d1081_j]
-    add rcx, qword ptr [r15 + 26246880]
-    jmp .Lc1_d1081_j_t
-.Lc1_d1081_j:
-    lea rcx, [rip + .Lc1_d1085_j]
-    add rcx, qword ptr [r15 + 26246880]
-    jmp .Lc1_d1085_j_t
-.Lc1_d1085_j:
-    vmovdqu ymmword ptr [r14 + 704], ymm15
+    mov rax, qword ptr [r15 + 25710296]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 25710296], rax
+    lea rcx, [rip + .Lc1_d1059_j]
+    add rcx, qword ptr [r15 + 25710304]
+    jmp .Lc1_d1059_j_t
+.Lc1_d1059_j:
+    lea rcx, [rip + .Lc1_d1063_j]
+    add rcx, qword ptr [r15 + 25710304]
+    jmp .Lc1_d1063_j_t
+.Lc1_d1063_j:
+    mov ecx, dword ptr [r14 + 704]
     test ebx, 1073741824
     jnz 1f
 1:
-    vmovdqu ymm15, ymmword ptr [r14 + 256]
+    test dword ptr [r15 + 25710300], 8437888
+    jnz 1f
+1:
     inc rbx
     dec r13
     jnz .Lc1_b7_c0
 .Lc1_b7_done:
 // block 8: 4096 bytes, 16 chunk(s), 8 chunk executions per call
-    mov rbx, qword ptr [r15 + 26246952]
+    mov rbx, qword ptr [r15 + 25710376]
     lea rcx, [rbx + 8]
-    mov qword ptr [r15 + 26246952], rcx
+    mov qword ptr [r15 + 25710376], rcx
     mov r13d, 8
     mov eax, ebx
     and eax, 15
@@ -2229,1113 +2200,1127 @@ ditto_body_c1:
     jmp .Lc1_b8_c15
     .p2align 6
 .Lc1_b8_c0:
-    mov rax, qword ptr [r15 + 26246872]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 26246872], rax
-    lea rcx, [rip + .Lc1_d1109_j]
-    add rcx, qword ptr [r15 + 26246880]
-    jmp .Lc1_d1109_j_t
-.Lc1_d1109_j:
+    lea rcx, [rip + .Lc1_d1085_j]
+    add rcx, qword ptr [r15 + 25710304]
+    jmp .Lc1_d1085_j_t
+.Lc1_d1085_j:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    movsxd rcx, dword ptr [r15 + 384]
-    vpaddd ymm15, ymm15, ymmword ptr [r14 + 1088]
-    mov rbp, r10
-    xor eax, ebp
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    add rcx, 78
-    and rbp, 448
-    add rcx, qword ptr [r15 + rbp + 1600]
-    add rcx, rcx
+    mov ecx, eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    inc edx
+    jmp 1f
+1:
     test ebx, 1073741824
     jz 1f
 1:
-    inc ecx
-    movsxd rbp, dword ptr [r15 + 192]
-    mov ecx, dword ptr [r15 + 64]
-    mov eax, 34
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, r10
+    mov dword ptr [r15 + 640], 118
+    add rcx, qword ptr [r15 + 256]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and r8, 960
+    movzx ebp, byte ptr [r15 + r8 + 2112]
+    mov r8, rbp
+    mov byte ptr [r14 + 448], dil
+    mov r8d, 189
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r8d, dword ptr [r14 + 1216]
+    mov qword ptr [r15 + 128], r8
+    jmp 1f
+1:
+    test r8d, r8d
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rbp, qword ptr [r15 + 384]
+    lock or dword ptr [r15 + 1088], 8
+    mov r8d, r8d
+    test ebx, 1632
+    jnz 1f
+1:
+    movzx r8d, r8b
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov edi, 197
+    mov r8, r10
     test ebx, 1248
     jnz 1f
 1:
-    shl rbp, 25
-    mov eax, 127
-    add rax, qword ptr [r15 + 1216]
-    test dword ptr [r15 + 26246875], 16779396
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, eax
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, al
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx eax, bpl
-    movsxd rbp, dword ptr [r15 + 256]
-    mov byte ptr [r14 + 128], bpl
-    test ebx, 1073741824
-    jnz 1f
-1:
-    xor dword ptr [r14 + 448], ebp
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov ebp, eax
-    test ebx, 1073741824
-    jnz 1f
-1:
-    or qword ptr [r14 + 0], 36
-    mov ebp, dword ptr [r15 + 576]
-    mov rax, qword ptr [r15 + 320]
+    mov ebp, dword ptr [r15 + 64]
+    mov edi, dword ptr [r14 + 192]
+    and r8, 448
+    vmovdqu ymmword ptr [r15 + r8 + 1600], ymm4
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c1:
-    mov rax, qword ptr [r15 + 26246872]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 26246872], rax
-    lea rcx, [rip + .Lc1_d1165_j]
-    add rcx, qword ptr [r15 + 26246880]
-    jmp .Lc1_d1165_j_t
-.Lc1_d1165_j:
-    mov ecx, dword ptr [r15 + 1152]
-    mov dword ptr [r14 + 64], 210
-    xor ebp, ecx
-    mov ebp, dword ptr [r15 + 704]
-    test ebx, 1073741824
-    jz 1f
+    lea rcx, [rip + .Lc1_d1141_j]
+    add rcx, qword ptr [r15 + 25710304]
+    jmp .Lc1_d1141_j_t
+.Lc1_d1141_j:
+    jmp 1f
 1:
-    mov esi, dword ptr [r15 + 512]
-    neg rsi
-    mov dword ptr [r15 + 0], esi
+    mov dword ptr [r15 + 256], 63
+    vmovdqu ymm5, ymmword ptr [r14 + 576]
+    mov r12, qword ptr [r15 + r12 + 56]
+    neg rdi
     test ebx, 1073741824
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    add rbp, rsi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], edi
+    mov edi, edi
+    test ebx, 1073741824
+    jz 1f
+1:
+    add rdi, qword ptr [r15 + 0]
+    inc dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov dword ptr [r14 + 0], ebp
-    vmovdqu ymmword ptr [r15 + 1280], ymm15
-    inc ebp
-    movsxd rax, dword ptr [r14 + 320]
-    test ebx, 1073741824
+    mov edi, edi
+    mov qword ptr [r14 + 64], rdi
+    add rdi, qword ptr [r15 + 1152]
+    add rdi, qword ptr [r15 + 128]
+    test ebx, 1440
     jnz 1f
 1:
-    mov edx, 90
-    or ebp, edx
-    movzx eax, bpl
-    test dword ptr [r15 + 26246876], 554041346
-    jz 1f
-1:
-    mov byte ptr [r15 + 1344], dl
-    add rbp, qword ptr [r15 + 128]
-    mov eax, ebp
-    test ebx, 3776
-    jz 1f
-1:
-    mov rbp, qword ptr [r14 + 256]
-    cmp rbp, rax
-    jmp 1f
-1:
-    mov edx, eax
-    test ebx, 1073741824
-    jz 1f
-1:
-    lea rbp, [rdx + rbp*2 + 127]
-    mov eax, dword ptr [r15 + 640]
-    add rdx, rax
-    test ebx, 417792
-    jnz 1f
-1:
-    add rbp, qword ptr [r15 + 192]
-    inc ebp
-    shl rdi, 16
-    inc rbx
-    dec r13
-    jz .Lc1_b8_done
-.Lc1_b8_c2:
-    mov rax, qword ptr [r15 + 26246872]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 26246872], rax
-    lea rcx, [rip + .Lc1_d1221_j]
-    add rcx, qword ptr [r15 + 26246880]
-    jmp .Lc1_d1221_j_t
-.Lc1_d1221_j:
-    or ebp, ecx
-    mov rdi, rdx
-    mov dword ptr [r15 + 768], 136
-    mov ebp, 82
-    mov rdx, qword ptr [r14 + 192]
-    test ebx, 1073741824
-    jz 1f
-1:
-    and rcx, rax
-    add rdx, qword ptr [r14 + 0]
-    inc edx
-    sub rax, rbp
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov edi, dword ptr [r14 + 256]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    lea rsi, [rdi + rbp*2 + 115]
-    movzx edi, sil
-    movzx ecx, bpl
-    movzx edi, byte ptr [r15 + 448]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movsxd rbp, dword ptr [r15 + 384]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 77
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rcx, rbp
-    jmp 1f
-1:
-    mov rbp, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 576
-    jnz 1f
-1:
-    vpaddd ymm15, ymm15, ymmword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, ebp
-    mov ecx, dword ptr [r15 + 576]
-    test ebx, 1073741824
-    jz 1f
-1:
-    lea rbp, [rcx + rcx*2 + 120]
-    mov ecx, dword ptr [r15 + 128]
-    mov rsi, rdi
-    movzx ebp, cl
-    test dword ptr [r15 + 26246876], 1074544642
-    jz 1f
-1:
-    mov edi, 26
-    jmp 1f
-1:
-    add rbp, rdi
-    xor ebp, edi
-    inc rbx
-    dec r13
-    jz .Lc1_b8_done
-.Lc1_b8_c3:
-    mov rax, qword ptr [r15 + 26246872]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 26246872], rax
-    lea rcx, [rip + .Lc1_d1284_j]
-    add rcx, qword ptr [r15 + 26246880]
-    jmp .Lc1_d1284_j_t
-.Lc1_d1284_j:
-    mov ebp, dword ptr [r15 + 384]
-    inc ecx
-    mov edi, ebp
-    movsxd rsi, dword ptr [r14 + 256]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rax, rsi
-    mov r8d, dword ptr [r15 + 960]
-    jmp 1f
-1:
-    mov rbp, r10
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and rbp, 960
-    mov dword ptr [r14 + rbp + 2112], 47
-    mov eax, dword ptr [r15 + 128]
-    mov qword ptr [r15 + 512], rax
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rdi, qword ptr [r15 + 192]
-    mov dword ptr [r14 + 320], ebp
-    movzx ebp, byte ptr [r14 + 256]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov qword ptr [r15 + 1216], rbp
-    jmp 1f
-1:
-    and edi, dword ptr [r14 + 640]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    shr ebp, 8
-    mov ebp, ebp
-    and rdi, rax
-    test dword ptr [r15 + 26246876], 1140916288
-    jnz 1f
-1:
-    add qword ptr [r14 + 0], rax
-    neg rbp
-    xor edi, ebp
-    or qword ptr [r15 + 64], 63
-    test ebx, 1073741824
-    jnz 1f
-1:
-    cmp rbp, rdi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 139
-    add r11, 64
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b8_done
-.Lc1_b8_c4:
-    mov rax, qword ptr [r15 + 26246872]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 26246872], rax
-    lea rcx, [rip + .Lc1_d1340_j]
-    add rcx, qword ptr [r15 + 26246880]
-    jmp .Lc1_d1340_j_t
-.Lc1_d1340_j:
-    mov dword ptr [r15 + 128], eax
-    mov dword ptr [r15 + 832], 28
-    mov eax, dword ptr [r15 + 576]
-    test edi, edi
-    test dword ptr [r15 + 26246875], 138412225
-    jz 1f
-1:
-    xor eax, ecx
-    mov eax, eax
-    movzx ebp, byte ptr [r15 + 64]
-    mov r8, r10
+    mov qword ptr [r14 + 1472], rdi
+    cmp rdi, rdi
+    mov dword ptr [r15 + 832], edi
+    movsxd rax, dword ptr [r14 + 1280]
+    mov dword ptr [r14 + 320], 30
     test ebx, 1073741824
     jz 1f
 1:
     add rax, rax
-    and r8, 448
-    imul rbp, qword ptr [r14 + r8 + 1600]
-    movsxd rcx, dword ptr [r15 + 448]
-    xor r8d, ecx
-    test dword ptr [r15 + 26246876], 8234
-    jnz 1f
-1:
-    mov r8d, 152
-    movsxd r8, dword ptr [r15 + 1024]
     jmp 1f
 1:
-    test dword ptr [r15 + 26246875], 6156
+    or qword ptr [r14 + 192], 125
+    mov eax, 196
+    test bl, 192
     jnz 1f
 1:
-    mov dword ptr [r15 + 1408], r8d
-    sub rax, r8
-    add qword ptr [r14 + 256], rax
-    mov dword ptr [r14 + 320], 50
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rax, rax
+    movzx edi, al
+    lea rcx, [rsi + rdi*2 + 57]
     jmp 1f
 1:
-    mov dword ptr [r14 + 192], r8d
+    movsxd r8, dword ptr [r15 + 512]
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx r8d, al
-    mov eax, 164
-    mov ebp, ebp
-    mov r8, r8
+    mov eax, dword ptr [r15 + 384]
+    mov edi, ecx
+    mov edi, edi
+    xor r8d, edi
+    inc rbx
+    dec r13
+    jz .Lc1_b8_done
+.Lc1_b8_c2:
+    mov rax, qword ptr [r15 + 25710296]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 25710296], rax
+    lea rcx, [rip + .Lc1_d1199_j]
+    add rcx, qword ptr [r15 + 25710304]
+    jmp .Lc1_d1199_j_t
+.Lc1_d1199_j:
+    inc ecx
+    add r8, rax
+    inc ecx
+    movsxd r8, dword ptr [r14 + 64]
     test ebx, 1073741824
     jnz 1f
 1:
-    shr eax, 26
+    xor ecx, r8d
+    movzx ecx, cl
+    jmp 1f
+1:
+    mov rcx, r8
+    test ebx, 1073741824
+    jnz 1f
+1:
+    add rcx, qword ptr [r15 + 384]
+    add rcx, rcx
+    mov byte ptr [r14 + 128], cl
+    test ebx, 1073741824
+    jz 1f
+1:
+    vmovdqu ymmword ptr [r14 + 320], ymm5
+    mov ecx, ecx
+    or ecx, r8d
+    mov ebp, dword ptr [r15 + 192]
+    test dword ptr [r15 + 25710300], 218104320
+    jnz 1f
+1:
+    mov ecx, 19
+    jmp 1f
+1:
+    mov r8, qword ptr [r15 + 448]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    cmp rcx, r8
+    mov r8, rbp
+    jmp 1f
+1:
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov ecx, r9d
+    mov r12, qword ptr [r15 + r12 + 56]
     mov rbp, rcx
+    add rbp, rdx
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov ecx, ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    xor ebp, ecx
+    test ebx, 1073741824
+    jnz 1f
+1:
+    lock or dword ptr [r15 + 896], 35
     jmp 1f
 1:
+    jmp 1f
+1:
+    inc ebp
+    test ebx, 6848
+    jz 1f
+1:
+    movsxd rbp, dword ptr [r15 + 640]
+    and ecx, dword ptr [r15 + 256]
+    mov r8, rbp
+    inc rbx
+    dec r13
+    jz .Lc1_b8_done
+.Lc1_b8_c3:
+    mov rax, qword ptr [r15 + 25710296]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 25710296], rax
+    lea rcx, [rip + .Lc1_d1263_j]
+    add rcx, qword ptr [r15 + 25710304]
+    jmp .Lc1_d1263_j_t
+.Lc1_d1263_j:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 166
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 99
+    test dword ptr [r15 + 25710299], 553713666
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, rcx
+    mov qword ptr [r14 + 0], rax
+    mov dword ptr [r15 + 576], edx
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx ebp, cl
+    add qword ptr [r14 + 128], rbp
+    mov dword ptr [r15 + 512], r8d
+    mov rcx, r9
+    test ebx, 1073741824
+    jz 1f
+1:
+    and rcx, rbp
+    mov ecx, dword ptr [r15 + 960]
+    mov rbp, rdx
+    movsxd r8, dword ptr [r15 + 320]
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    neg rbp
+    mov rcx, rbp
+    or qword ptr [r14 + 64], 112
+    test dword ptr [r15 + 25710299], 537100288
+    jnz 1f
+1:
+    shr ecx, 17
+    add rcx, rbp
+    movzx ebp, byte ptr [r15 + 192]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r8d, dword ptr [r14 + 192]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 1536], r8d
+    movzx r8d, bpl
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov ecx, r8d
+    mov rbp, qword ptr [r15 + 256]
+    movzx r9d, bpl
+    inc rbx
+    dec r13
+    jz .Lc1_b8_done
+.Lc1_b8_c4:
+    mov rax, qword ptr [r15 + 25710296]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 25710296], rax
+    lea rcx, [rip + .Lc1_d1318_j]
+    add rcx, qword ptr [r15 + 25710304]
+    jmp .Lc1_d1318_j_t
+.Lc1_d1318_j:
+    mov rcx, rcx
+    mov qword ptr [r15 + 384], rax
+    neg r8
+    and r8d, dword ptr [r15 + 128]
+    mov rbp, r10
+    test ebx, 1073741824
+    jz 1f
+1:
+    inc r8d
+    add qword ptr [r14 + 704], r8
+    and rbp, 448
+    mov r9d, dword ptr [r15 + rbp + 1600]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    shr r9d, 7
+    test ebx, 1073741824
+    jnz 1f
+1:
+    lea rcx, [r9 + r9*2 + 16]
+    mov edx, ecx
+    neg rbp
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov dword ptr [r14 + 448], ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    shl rdx, 14
+    test dword ptr [r15 + 25710300], 69206337
+    jz 1f
+1:
+    add r9, rdx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r14 + 640], 105
+    test ebx, 1248
+    jnz 1f
+1:
+    mov rdx, rcx
+    mov rdx, r9
+    and rdx, rdx
+    test dword ptr [r15 + 25710300], 73770
+    jz 1f
+1:
+    jmp 1f
+1:
+    movsxd r9, dword ptr [r15 + 1216]
+    mov rdx, r9
+    test bl, 192
+    jnz 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov rbp, qword ptr [r14 + 256]
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c5:
-    lea rcx, [rip + .Lc1_d1393_j]
-    add rcx, qword ptr [r15 + 26246880]
-    jmp .Lc1_d1393_j_t
-.Lc1_d1393_j:
-    movzx r8d, bpl
-    mov byte ptr [r15 + 192], cl
-    mov dword ptr [r15 + 0], r8d
+    mov rax, qword ptr [r15 + 25710296]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 25710296], rax
+    lea rcx, [rip + .Lc1_d1377_j]
+    add rcx, qword ptr [r15 + 25710304]
+    jmp .Lc1_d1377_j_t
+.Lc1_d1377_j:
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 294912
-    jnz 1f
-1:
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r8, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    test dword ptr [r15 + 25710299], 17174536
+    jz 1f
+1:
+    cmp rax, rcx
     jmp 1f
 1:
-    movzx ecx, r8b
+    mov ebp, 213
+    mov eax, 27
     test ebx, 1073741824
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r8d, cl
-    add r8, rcx
+    mov r9d, 162
     jmp 1f
 1:
+    xor edx, ecx
+    mov rsi, rbp
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    vpaddd ymm15, ymm15, ymmword ptr [r15 + 0]
-    or qword ptr [r15 + 128], 50
+    add rdx, qword ptr [r15 + 192]
+    jmp 1f
+1:
+    movzx ebp, byte ptr [r15 + 192]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    vpaddd ymm5, ymm5, ymmword ptr [r14 + 576]
+    lock or dword ptr [r15 + 384], 121
+    movzx edx, bpl
+    mov byte ptr [r15 + 320], dl
     test ebx, 1073741824
     jz 1f
 1:
-    and rbp, r8
-    test ebp, ecx
-    mov r8d, r8d
-    inc ebp
-    test ebx, 1920
-    jnz 1f
-1:
-    movzx r8d, byte ptr [r15 + 64]
-    mov ecx, 112
-    vmovdqu ymmword ptr [r15 + 640], ymm15
-    and eax, dword ptr [r14 + 448]
-    test ebx, 480
-    jnz 1f
-1:
-    mov eax, dword ptr [r15 + 384]
-    mov ebp, eax
-    mov rbp, r8
-    movzx ebp, bpl
+    movzx edx, byte ptr [r15 + 512]
+    lea rax, [rbp + rdx*2 + 91]
+    shr eax, 28
+    vmovdqu ymmword ptr [r15 + 128], ymm5
     test ebx, 1073741824
     jnz 1f
 1:
-    jmp 1f
-1:
-    movzx ebp, byte ptr [r15 + 256]
-    mov dword ptr [r14 + 0], 190
-    mov ecx, dword ptr [r14 + 320]
+    mov qword ptr [r14 + 64], rbp
+    inc edx
+    xor dword ptr [r14 + 256], edx
+    vpaddd ymm5, ymm5, ymmword ptr [r14 + 1024]
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
-    mov rbp, qword ptr [r15 + 896]
-    add rbp, rdx
-    jmp 1f
-1:
-    mov eax, dword ptr [r15 + 512]
+    add rdx, rdx
+    and rax, rax
+    movsxd rdx, dword ptr [r15 + 768]
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c6:
-    mov rax, qword ptr [r15 + 26246872]
+    mov rax, qword ptr [r15 + 25710296]
     imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 26246872], rax
-    lea rcx, [rip + .Lc1_d1455_j]
-    add rcx, qword ptr [r15 + 26246880]
-    jmp .Lc1_d1455_j_t
-.Lc1_d1455_j:
-    mov ecx, 59
-    and eax, dword ptr [r15 + 0]
-    mov r9d, 99
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov ecx, 210
-    mov byte ptr [r15 + 0], cl
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov ecx, 232
-    jmp 1f
-1:
+    mov qword ptr [r15 + 25710296], rax
+    lea rcx, [rip + .Lc1_d1431_j]
+    add rcx, qword ptr [r15 + 25710304]
+    jmp .Lc1_d1431_j_t
+.Lc1_d1431_j:
+    lea rsi, [rax + rcx*2 + 74]
+    mov edx, esi
+    mov ecx, edx
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
     inc ecx
-    mov rcx, qword ptr [r15 + 192]
-    mov eax, 93
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 50
+    mov ecx, ecx
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
-    movsxd rdx, dword ptr [r15 + 256]
-    mov dword ptr [r15 + 384], 73
-    mov rcx, qword ptr [r14 + 512]
+    jmp 1f
+1:
+    or edx, ecx
+    mov dword ptr [r15 + 448], 22
+    add rdx, qword ptr [r15 + 320]
+    test dword ptr [r15 + 25710300], 25198594
+    jnz 1f
+1:
+    movzx ecx, byte ptr [r14 + 640]
+    shr r9d, 26
+    mov r9d, edx
     test ebx, 1073741824
+    jnz 1f
+1:
+    xor dword ptr [r14 + 0], ecx
+    mov qword ptr [r14 + 64], r9
+    mov dword ptr [r14 + 1088], 133
+    movzx ecx, cl
+    test ebx, 225280
     jz 1f
 1:
-    sub rcx, rax
-    jmp 1f
+    and r9, rdx
+    movzx r9d, byte ptr [r15 + 256]
+    movzx edx, dl
+    inc ecx
+    test dword ptr [r15 + 25710299], 45072
+    jnz 1f
 1:
-    jmp 1f
-1:
-    test dword ptr [r15 + 26246876], 5666
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r14 + 1088], ecx
-    shl rsi, 26
-    test dword ptr [r15 + 26246876], 25493512
-    jz 1f
-1:
-    mov rbp, r10
-    mov rsi, qword ptr [r14 + 1280]
-    sub rcx, rdx
-    and rbp, 1048512
-    mov dword ptr [r15 + rbp + 14703680], 63
-    test ebx, 495616
-    jz 1f
-1:
-    movsxd rcx, dword ptr [r14 + 64]
     neg rcx
-    jmp 1f
+    shr edx, 24
+    mov rdx, r9
+    movzx edx, byte ptr [r15 + 512]
+    test ebx, 1073741824
+    jz 1f
 1:
-    add r11, 64
-    add r10, r11
+    movsxd rdx, dword ptr [r15 + 1280]
+    mov ebp, dword ptr [r15 + 128]
+    lock xadd qword ptr [r15 + 192], rdx
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c7:
-    lea rcx, [rip + .Lc1_d1510_j]
-    add rcx, qword ptr [r15 + 26246880]
-    jmp .Lc1_d1510_j_t
-.Lc1_d1510_j:
-    lea rbp, [rcx + rcx*2 + 6]
-    movzx ecx, bpl
-    neg rsi
-    test ebp, esi
-    add rbp, rsi
+    mov rax, qword ptr [r15 + 25710296]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 25710296], rax
+    lea rcx, [rip + .Lc1_d1485_j]
+    add rcx, qword ptr [r15 + 25710304]
+    jmp .Lc1_d1485_j_t
+.Lc1_d1485_j:
+    sub rax, rcx
+    mov rbp, rax
+    movsxd rax, dword ptr [r14 + 384]
+    mov rbp, rcx
     test ebx, 1073741824
     jnz 1f
 1:
-    inc ebp
-    or ebp, ebp
-    mov edx, esi
-    mov byte ptr [r15 + 64], sil
-    imul rsi, qword ptr [r14 + 1472]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + 320], esi
-    jmp 1f
-1:
-    mov esi, esi
+    add r8, 33
+    mov ecx, dword ptr [r15 + 64]
+    mov r8d, dword ptr [r15 + 832]
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov esi, esi
+    lea r8, [rax + rcx*2 + 109]
     mov r12, qword ptr [r15 + r12 + 56]
-    or edx, edx
-    xor dword ptr [r15 + 0], esi
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, r8d
+    shl rcx, 24
     test ebx, 1073741824
     jnz 1f
 1:
     jmp 1f
 1:
-    mov rdx, rdx
+    sub rbp, rcx
+    add r8, 113
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rsi, r8
+    movzx r8d, sil
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, ecx
+    test ebx, 1073741824
+    jnz 1f
+1:
+    shr r8d, 31
+    mov dword ptr [r14 + 0], esi
+    and rbp, rsi
+    movzx esi, byte ptr [r14 + 256]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov esi, 62
+    mov esi, 22
     movzx esi, byte ptr [r15 + 128]
-    mov r9d, dword ptr [r15 + 576]
+    add rsi, rsi
     test ebx, 1073741824
     jz 1f
 1:
-    mov edx, 223
-    add r9, qword ptr [r14 + 0]
-    vmovdqu ymmword ptr [r15 + 704], ymm15
-    mov esi, r9d
-    mov r9, rbp
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rdx, rdx
-    mov rbp, rdx
-    movzx r9d, bpl
-    xor ecx, ebp
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov ecx, dword ptr [r14 + 192]
-    mov esi, ebp
-    cmp rcx, rdx
-    mov dword ptr [r15 + 448], 5
-    mov edx, 189
-    test ebx, 1073741824
+    xor esi, r8d
+    movzx r8d, bpl
+    sub r8, rbp
+    or ebp, r8d
+    test dword ptr [r15 + 25710300], 302063620
     jz 1f
 1:
-    neg rsi
-    add rcx, 90
-    lea rcx, [rdx + rbp*2 + 30]
-    mov r9d, 184
+    mov qword ptr [r15 + 1344], rbp
+    mov qword ptr [r15 + 448], rbp
+    and r8, r8
+    jmp 1f
+1:
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c8:
-    mov rax, qword ptr [r15 + 26246872]
+    mov rax, qword ptr [r15 + 25710296]
     imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 26246872], rax
-    lea rcx, [rip + .Lc1_d1577_j]
-    add rcx, qword ptr [r15 + 26246880]
-    jmp .Lc1_d1577_j_t
-.Lc1_d1577_j:
-    movzx eax, byte ptr [r14 + 384]
-    imul rcx, qword ptr [r15 + 0]
-    add rcx, qword ptr [r15 + 0]
-    and r9, r9
-    test bl, 192
-    jnz 1f
+    mov qword ptr [r15 + 25710296], rax
+    lea rcx, [rip + .Lc1_d1547_j]
+    add rcx, qword ptr [r15 + 25710304]
+    jmp .Lc1_d1547_j_t
+.Lc1_d1547_j:
+    jmp 1f
 1:
     jmp 1f
 1:
-    movzx r9d, r9b
-    mov dword ptr [r15 + 1216], 94
-    test ebx, 1824
-    jnz 1f
-1:
-    movzx r9d, byte ptr [r14 + 640]
-    mov qword ptr [r15 + 1152], r9
-    add r9, 34
+    mov ecx, eax
+    mov ecx, 211
     test ebx, 1073741824
     jnz 1f
 1:
-    or ecx, r9d
-    mov rsi, rsi
-    mov esi, r9d
-    test dword ptr [r15 + 26246875], 533506
-    jnz 1f
-1:
+    mov rsi, rcx
     jmp 1f
 1:
-    add rsi, qword ptr [r15 + 320]
-    mov rcx, rsi
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movsxd rax, dword ptr [r14 + 128]
-    or qword ptr [r15 + 192], 81
-    movzx esi, byte ptr [r15 + 256]
+    mov byte ptr [r14 + 0], sil
     test ebx, 1073741824
     jz 1f
 1:
-    movzx esi, r9b
-    sub rcx, rsi
-    movzx ecx, al
+    vmovdqu ymmword ptr [r15 + 896], ymm5
+    add rsi, qword ptr [r15 + 1216]
+    jmp 1f
+1:
     test ebx, 1073741824
     jnz 1f
 1:
+    add qword ptr [r15 + 64], rsi
+    xor esi, ecx
+    mov ecx, ecx
+    or esi, eax
+    test dword ptr [r15 + 25710300], 291504384
+    jz 1f
+1:
+    mov edi, 135
+    movzx ebp, byte ptr [r15 + 384]
     jmp 1f
 1:
-    mov edi, 175
-    movsxd rdi, dword ptr [r15 + 512]
+    test dword ptr [r15 + 25710299], 142639120
+    jnz 1f
+1:
+    lock xadd qword ptr [r15 + 1152], rcx
+    lea rdi, [rbp + rcx*2 + 46]
+    movsxd rsi, dword ptr [r14 + 512]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov ecx, 77
+    vpaddd ymm5, ymm5, ymmword ptr [r14 + 192]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx edi, byte ptr [r15 + 256]
+    sub rsi, rcx
+    mov dword ptr [r15 + 576], 93
     test ebx, 1073741824
     jz 1f
 1:
-    mov r9, r10
-    xor r8d, r9d
-    shl rdi, 6
-    and r9, 2097088
-    movsxd rdi, dword ptr [r14 + r9 + 15752256]
-    add r11, 64
-    add r10, r11
+    add qword ptr [r15 + 128], rsi
+    mov rcx, qword ptr [r14 + 192]
+    movsxd rsi, dword ptr [r14 + 320]
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c9:
-    mov rax, qword ptr [r15 + 26246872]
+    mov rax, qword ptr [r15 + 25710296]
     imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 26246872], rax
-    xor eax, eax
-    test dword ptr [r15 + 26246876], 268470560
-    setz al
-    lea rcx, [rip + .Lc1_d1636_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d1636_s_t
-    .p2align 3
-.Lc1_d1636_s:
-    .p2align 3
-    jmp .Lc1_d1636_j
-    .p2align 3
-    jmp .Lc1_d1636_j
-.Lc1_d1636_j:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rdi, rcx
-    shr eax, 31
-    or qword ptr [r15 + 0], 105
-    test ebx, 30208
-    jz 1f
-1:
-    vpaddd ymm15, ymm15, ymmword ptr [r15 + 0]
-    cmp rax, rax
-    movzx eax, r9b
-    test ebx, 1073741824
-    jnz 1f
-1:
-    vmovdqu ymmword ptr [r15 + 128], ymm15
-    shl rax, 29
-    movsxd rax, dword ptr [r14 + 768]
+    mov qword ptr [r15 + 25710296], rax
+    lea rcx, [rip + .Lc1_d1603_j]
+    add rcx, qword ptr [r15 + 25710304]
+    jmp .Lc1_d1603_j_t
+.Lc1_d1603_j:
+    movzx ebp, byte ptr [r14 + 64]
+    or eax, eax
+    mov ecx, 20
+    movzx ecx, byte ptr [r15 + 640]
+    cmp rax, rcx
     test ebx, 1073741824
     jz 1f
 1:
-    mov rax, rax
-    shr r8d, 27
     neg rcx
+    neg rcx
+    jmp 1f
+1:
+    lea rax, [rcx + rcx*2 + 19]
     test ebx, 1073741824
     jnz 1f
 1:
-    shr r8d, 21
-    mov dword ptr [r15 + 576], 224
-    mov dword ptr [r14 + 0], r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, 76
+    movzx ecx, al
+    mov qword ptr [r15 + 0], rbp
+    test dword ptr [r15 + 25710300], 1073791040
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    add rcx, rax
+    mov byte ptr [r15 + 384], cl
+    add rdx, 30
+    test dword ptr [r15 + 25710299], 22020108
+    jz 1f
+1:
+    jmp 1f
+1:
+    mov edi, ecx
+    xor edi, ecx
+    mov rax, qword ptr [r14 + 192]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov edi, eax
-    movzx r8d, byte ptr [r15 + 192]
-    mov dword ptr [r14 + 256], 33
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r8d, dword ptr [r15 + 384]
-    and edi, dword ptr [r15 + 64]
-    movzx eax, cl
+    lea rcx, [rdx + rax*2 + 100]
+    mov rdx, rcx
+    mov rdx, rax
+    add rdx, qword ptr [r14 + 256]
     test ebx, 1073741824
     jz 1f
 1:
-    mov qword ptr [r14 + 448], r8
-    movzx ecx, al
-    mov r8d, ecx
+    mov dword ptr [r15 + 320], 193
+    lea rax, [rcx + rcx*2 + 82]
+    mov rcx, qword ptr [r14 + 448]
+    add rcx, 18
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov esi, ecx
+    jmp 1f
+1:
+    movzx edx, byte ptr [r15 + 960]
+    mov dword ptr [r15 + 128], edx
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c10:
-    mov rax, qword ptr [r15 + 26246872]
+    mov rax, qword ptr [r15 + 25710296]
     imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 26246872], rax
-    lea rcx, [rip + .Lc1_d1690_j]
-    add rcx, qword ptr [r15 + 26246880]
-    jmp .Lc1_d1690_j_t
-.Lc1_d1690_j:
-    jmp 1f
+    mov qword ptr [r15 + 25710296], rax
+    xor eax, eax
+    test dword ptr [r15 + 25710300], 12600384
+    setz al
+    lea rcx, [rip + .Lc1_d1660_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d1660_s_t
+    .p2align 3
+.Lc1_d1660_s:
+    .p2align 3
+    jmp .Lc1_d1660_j
+    .p2align 3
+    jmp .Lc1_d1660_j
+.Lc1_d1660_j:
+    mov rbp, r10
+    or qword ptr [r15 + 64], 4
+    and rbp, 524224
+    movsxd rcx, dword ptr [r15 + rbp + 14691392]
+    mov dword ptr [r14 + 1280], ecx
+    test dword ptr [r15 + 25710300], 536881184
+    jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r8d, byte ptr [r14 + 192]
-    test dword ptr [r15 + 26246876], 2360068
+    and rbp, rcx
+    mov rsi, rbp
+    mov ecx, 173
+    test ebx, 1073741824
     jz 1f
 1:
-    movsxd rcx, dword ptr [r15 + 320]
-    mov r8, qword ptr [r15 + 832]
-    mov eax, 195
-    test dword ptr [r15 + 26246876], 1107296516
-    jnz 1f
-1:
-    mov r8, r10
-    movzx ecx, byte ptr [r15 + 1280]
-    and r8, 4032
-    inc dword ptr [r15 + r8 + 3136]
-    mov edi, r8d
+    movzx ebp, al
+    neg r9
     test ebx, 1073741824
     jnz 1f
 1:
-    mov dword ptr [r15 + 64], 123
-    mov r8, rdi
-    movzx r8d, byte ptr [r14 + 1536]
+    mov eax, edx
+    jmp 1f
+1:
+    mov rdx, rsi
+    mov rbp, r10
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rdi, qword ptr [r15 + 640]
-    mov r8, r10
-    movsxd rcx, dword ptr [r15 + 960]
-    and r8, 448
-    movzx eax, byte ptr [r15 + r8 + 1600]
-    test dword ptr [r15 + 26246876], 4264448
+    neg rdx
+    movzx esi, r8b
+    and rbp, 448
+    movzx edx, byte ptr [r14 + rbp + 1600]
+    test ebx, 1073741824
     jnz 1f
 1:
-    movzx eax, byte ptr [r14 + 256]
-    mov r8, qword ptr [r14 + 512]
-    mov edi, 170
+    inc edx
+    movzx ebp, byte ptr [r15 + 512]
+    test ebx, 1824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov byte ptr [r15 + 576], bpl
+    cmp rbp, rdx
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rbp, qword ptr [r15 + 1408]
+    movsxd rdx, dword ptr [r15 + 256]
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c11:
-    mov rax, qword ptr [r15 + 26246872]
+    mov rax, qword ptr [r15 + 25710296]
     imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 26246872], rax
-    lea rcx, [rip + .Lc1_d1735_j]
-    add rcx, qword ptr [r15 + 26246880]
-    jmp .Lc1_d1735_j_t
-.Lc1_d1735_j:
-    mov ecx, ecx
-    add rcx, qword ptr [r15 + 384]
-    lea rax, [rax + rax*2 + 29]
-    add rcx, rdi
+    mov qword ptr [r15 + 25710296], rax
+    lea rcx, [rip + .Lc1_d1716_j]
+    add rcx, qword ptr [r15 + 25710304]
+    jmp .Lc1_d1716_j_t
+.Lc1_d1716_j:
+    movsxd rcx, dword ptr [r14 + 640]
+    jmp 1f
+1:
+    mov rbp, r10
+    shl rcx, 18
+    test ebx, 320
+    jnz 1f
+1:
+    mov byte ptr [r14 + 320], r8b
+    and rbp, 2097088
+    movsxd r9, dword ptr [r14 + rbp + 15215680]
+    movzx ebp, byte ptr [r14 + 1024]
     test ebx, 1073741824
     jz 1f
 1:
+    mov rbp, r9
     jmp 1f
 1:
-    mov rbp, qword ptr [r15 + 192]
-    mov dword ptr [r14 + 0], eax
+    test dword ptr [r15 + 25710300], 2101777
+    jz 1f
+1:
+    add rdi, qword ptr [r15 + 128]
+    test ecx, ebp
+    xor dword ptr [r15 + 192], ebp
+    test ebx, 576
+    jnz 1f
+1:
+    mov rbp, r10
+    mov edi, ebp
+    mov ecx, r9d
+    and rbp, 1984
+    vmovdqu ymmword ptr [r15 + rbp + 3136], ymm5
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov qword ptr [r15 + 384], rcx
+    movsxd rcx, dword ptr [r15 + 704]
     test ebx, 1073741824
     jnz 1f
 1:
-    jmp 1f
-1:
-    mov dword ptr [r14 + 0], ebp
-    shr ebp, 3
+    mov rbp, r10
+    movzx esi, dil
+    and rbp, 960
+    mov edi, dword ptr [r15 + rbp + 2112]
     jmp 1f
 1:
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
-    mov dword ptr [r15 + 1024], 39
-    movzx ecx, bpl
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    add qword ptr [r15 + 0], rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, ecx
-    mov eax, ecx
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov ebp, dword ptr [r15 + 256]
-    jmp 1f
-1:
-    add rax, qword ptr [r15 + 64]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    inc dword ptr [r15 + 448]
-    movsxd rcx, dword ptr [r14 + 128]
-    imul rbp, qword ptr [r15 + 576]
-    jmp 1f
-1:
-    test dword ptr [r15 + 26246875], 71352320
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov rbp, rbp
-    add rcx, 114
-    test dword ptr [r15 + 26246875], 285222400
-    jz 1f
-1:
-    mov dword ptr [r14 + 320], 195
-    movzx eax, bpl
-    xor edi, eax
+    movzx ecx, sil
+    add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c12:
-    mov rax, qword ptr [r15 + 26246872]
+    mov rax, qword ptr [r15 + 25710296]
     imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 26246872], rax
-    lea rcx, [rip + .Lc1_d1792_j]
-    add rcx, qword ptr [r15 + 26246880]
-    jmp .Lc1_d1792_j_t
-.Lc1_d1792_j:
-    vmovdqu ymmword ptr [r15 + 192], ymm15
-    jmp 1f
-1:
-    vmovdqu ymm15, ymmword ptr [r14 + 128]
-    mov edx, dword ptr [r15 + 512]
+    mov qword ptr [r15 + 25710296], rax
+    lea rcx, [rip + .Lc1_d1769_j]
+    add rcx, qword ptr [r15 + 25710304]
+    jmp .Lc1_d1769_j_t
+.Lc1_d1769_j:
+    mov rax, rax
+    mov rcx, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, cl
     test ebx, 1073741824
     jz 1f
 1:
     jmp 1f
 1:
-    mov ecx, 204
-    movzx ecx, byte ptr [r15 + 1088]
-    vmovdqu ymm15, ymmword ptr [r14 + 896]
-    test dword ptr [r15 + 26246876], 134301697
-    jz 1f
-1:
-    shl rcx, 11
-    cmp rcx, rcx
-    mov rcx, qword ptr [r15 + 1216]
-    test ebx, 320
-    jnz 1f
-1:
-    mov rbp, r10
+    mov rbp, rax
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    and rbp, 960
-    movzx eax, byte ptr [r15 + rbp + 2112]
-    shr ecx, 4
-    mov ebp, ecx
-    test ebx, 1073741824
-    jnz 1f
+    test dword ptr [r15 + 25710300], 536920080
+    jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    shr eax, 18
-    movzx ebp, al
-    mov rcx, rbp
-    test ebx, 1073741824
+    movsxd rax, dword ptr [r15 + 320]
+    mov ebp, ebp
+    inc dword ptr [r15 + 1216]
+    test dword ptr [r15 + 25710299], 537003520
     jnz 1f
 1:
-    test ecx, ecx
-    shr ecx, 27
-    movzx edx, byte ptr [r14 + 640]
+    lock xadd qword ptr [r15 + 192], rax
+    movzx r9d, byte ptr [r14 + 128]
+    movsxd rbp, dword ptr [r14 + 768]
+    mov dword ptr [r14 + 64], ebp
     test ebx, 1073741824
     jz 1f
 1:
-    movzx ecx, byte ptr [r14 + 64]
-    mov eax, dword ptr [r15 + 384]
-    and rax, rax
-    movzx ebp, al
+    jmp 1f
+1:
+    movsxd rcx, dword ptr [r14 + 64]
+    lea rbp, [rcx + rcx*2 + 47]
+    mov dword ptr [r15 + 576], ebp
+    test ebx, 98304
+    jnz 1f
+1:
+    mov r9d, ecx
+    mov ecx, r9d
+    mov edi, ecx
+    mov ecx, edi
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rax, rsi
-    mov rsi, rdx
-    mov edx, dword ptr [r15 + 256]
-    add r11, 64
-    add r10, r11
+    movsxd rcx, dword ptr [r15 + 256]
+    jmp 1f
+1:
+    xor ebp, ecx
+    movsxd r9, dword ptr [r15 + 448]
+    test dword ptr [r15 + 25710299], 84166785
+    jnz 1f
+1:
+    mov rbp, rcx
+    vpaddd ymm5, ymm5, ymmword ptr [r15 + 256]
+    test edi, ecx
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c13:
-    mov rax, qword ptr [r15 + 26246872]
+    mov rax, qword ptr [r15 + 25710296]
     imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 26246872], rax
-    lea rcx, [rip + .Lc1_d1849_j]
-    add rcx, qword ptr [r15 + 26246880]
-    jmp .Lc1_d1849_j_t
-.Lc1_d1849_j:
-    mov dword ptr [r14 + 0], 236
-    movsxd rcx, dword ptr [r14 + 1344]
-    lock or dword ptr [r15 + 256], 33
-    add rcx, 10
-    test dword ptr [r15 + 26246876], 1073815560
-    jnz 1f
-1:
-    mov r8d, ecx
-    mov r8, r8
-    inc dword ptr [r15 + 384]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r8d, r8d
-    mov edx, dword ptr [r15 + 576]
-    mov dword ptr [r15 + 448], edx
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov edx, edx
-    imul r8, qword ptr [r14 + 64]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    add rdx, qword ptr [r15 + 256]
-    mov ecx, dword ptr [r15 + 128]
-    lock xadd qword ptr [r15 + 0], r8
-    test ebx, 1073741824
-    jnz 1f
-1:
+    mov qword ptr [r15 + 25710296], rax
+    lea rcx, [rip + .Lc1_d1824_j]
+    add rcx, qword ptr [r15 + 25710304]
+    jmp .Lc1_d1824_j_t
+.Lc1_d1824_j:
+    cmp rcx, rax
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    add r8, rdx
-    mov r8, r10
-    mov dword ptr [r15 + 704], 216
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rdx, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    xor dword ptr [r15 + 640], ecx
+    lock add qword ptr [r15 + 512], rax
     test ebx, 1073741824
     jz 1f
 1:
-    mov byte ptr [r15 + 320], r8b
-    and r8, 8388544
-    xor dword ptr [r14 + r8 + 17849408], r8d
-    movzx ecx, r8b
-    test dword ptr [r15 + 26246875], 57348
+    mov ecx, 195
+    mov byte ptr [r15 + 320], bpl
+    cmp rcx, rcx
+    mov byte ptr [r14 + 256], dl
+    test dword ptr [r15 + 25710300], 537935874
     jnz 1f
 1:
+    movzx ecx, cl
     xor ecx, edx
-    mov qword ptr [r15 + 192], rcx
+    movzx edx, byte ptr [r14 + 1088]
+    vpaddd ymm5, ymm5, ymmword ptr [r14 + 0]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    inc ecx
+    and ecx, dword ptr [r15 + 64]
+    mov dword ptr [r15 + 384], 137
+    or ecx, ecx
+    test ebx, 372736
+    jz 1f
+1:
+    mov edx, ecx
+    lea rdx, [rdx + rdx*2 + 24]
+    mov rdx, qword ptr [r14 + 448]
+    mov rcx, rdx
+    test ebx, 1073741824
+    jz 1f
+1:
+    shl rcx, 14
+    sub rcx, rdx
+    movzx ecx, cl
+    mov r8, qword ptr [r15 + 1472]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r8, qword ptr [r14 + 192]
     jmp 1f
 1:
-    add r11, 64
-    add r10, r11
+    movsxd r9, dword ptr [r15 + 128]
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c14:
-    mov rax, qword ptr [r15 + 26246872]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 26246872], rax
-    lea rcx, [rip + .Lc1_d1904_j]
-    add rcx, qword ptr [r15 + 26246880]
-    jmp .Lc1_d1904_j_t
-.Lc1_d1904_j:
-    mov edx, dword ptr [r14 + 1152]
-    mov ecx, edx
-    movzx eax, dl
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov byte ptr [r14 + 128], cl
-    add rax, rax
-    test dword ptr [r15 + 26246876], 403111936
-    jz 1f
-1:
-    test eax, eax
-    jmp 1f
-1:
-    movzx r9d, al
-    test ebx, 1073741824
-    jnz 1f
-1:
-    neg r9
-    xor eax, ecx
-    mov r9, r9
-    mov r9, r10
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx ecx, byte ptr [r14 + 1280]
-    inc eax
-    and r9, 8128
-    movzx edx, byte ptr [r15 + r9 + 7232]
-    test dword ptr [r15 + 26246876], 1090781316
-    jz 1f
-1:
-    shl rax, 19
-    inc eax
+    lea rcx, [rip + .Lc1_d1876_j]
+    add rcx, qword ptr [r15 + 25710304]
+    jmp .Lc1_d1876_j_t
+.Lc1_d1876_j:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, r10
+    shl rcx, 3
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    and r9, 448
-    mov edx, dword ptr [r15 + r9 + 1600]
-    and rcx, rax
-    test ebx, 576
-    jnz 1f
-1:
-    mov rax, r9
-    mov eax, edx
-    mov r9d, dword ptr [r14 + 512]
+    test ecx, ecx
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx r9d, dl
-    add rax, qword ptr [r15 + 192]
-    mov ebp, eax
+    mov ecx, ecx
+    mov rbp, r10
+    movzx r8d, r8b
+    or r9d, ecx
+    and rbp, 4032
+    vmovdqu ymmword ptr [r14 + rbp + 5184], ymm5
+    test ebx, 640
+    jnz 1f
+1:
+    jmp 1f
+1:
+    and ebp, dword ptr [r14 + 384]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    add rbp, rbp
+    shr ecx, 30
+    mov qword ptr [r15 + 1280], r8
+    xor ecx, ebp
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx ebp, byte ptr [r15 + 256]
+    movzx r8d, bpl
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov byte ptr [r15 + 832], bpl
+    movsxd rbp, dword ptr [r15 + 512]
+    mov r8, qword ptr [r15 + 128]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and rcx, rcx
+    mov ebp, ebp
+    mov byte ptr [r15 + 192], bpl
+    test ebx, 1073741824
+    jz 1f
+1:
+    shr ebp, 27
+    movzx ebp, byte ptr [r15 + 1152]
+    imul r8, qword ptr [r14 + 0]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov r8d, ebp
+    mov rdx, r8
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c15:
-    mov rax, qword ptr [r15 + 26246872]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 26246872], rax
-    mov eax, dword ptr [r15 + 26246876]
-    and eax, 15
-    lea rcx, [rip + .Lc1_d1964_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d1964_s_t
-    .p2align 3
-.Lc1_d1964_s:
-    .p2align 3
-    jmp .Lc1_d1964_j
-    .p2align 3
-    jmp .Lc1_d1964_j
-    .p2align 3
-    jmp .Lc1_d1964_j
-    .p2align 3
-    jmp .Lc1_d1964_j
-    .p2align 3
-    jmp .Lc1_d1964_j
-    .p2align 3
-    jmp .Lc1_d1964_j
-    .p2align 3
-    jmp .Lc1_d1964_j
-    .p2align 3
-    jmp .Lc1_d1964_j
-    .p2align 3
-    jmp .Lc1_d1964_j
-    .p2align 3
-    jmp .Lc1_d1964_j
-    .p2align 3
-    jmp .Lc1_d1964_j
-    .p2align 3
-    jmp .Lc1_d1964_j
-    .p2align 3
-    jmp .Lc1_d1964_j
-    .p2align 3
-    jmp .Lc1_d1964_j
-    .p2align 3
-    jmp .Lc1_d1964_j
-    .p2align 3
-    jmp .Lc1_d1964_j
-.Lc1_d1964_j:
-    movsxd rcx, dword ptr [r14 + 448]
-    mov qword ptr [r14 + 64], r9
+    lea rcx, [rip + .Lc1_d1940_j]
+    add rcx, qword ptr [r15 + 25710304]
+    jmp .Lc1_d1940_j_t
+.Lc1_d1940_j:
+    movzx r8d, cl
+    xor r8d, ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rdx, rcx
+    movzx r8d, dl
     test ebx, 1073741824
     jz 1f
 1:
-    vmovdqu ymmword ptr [r15 + 256], ymm15
-    mov r9d, 179
+    mov edx, 47
+    cmp rax, r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, ecx
+    mov dword ptr [r15 + 0], r8d
     test ebx, 1073741824
     jnz 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    jmp 1f
-1:
-    test dword ptr [r15 + 26246876], 665632
+    mov r8d, r8d
+    test ebx, 1073741824
     jz 1f
 1:
-    mov dword ptr [r15 + 320], 193
-    and ecx, dword ptr [r15 + 640]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r8d, r8b
+    mov ecx, r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    sub r8, rcx
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r14 + 576], 155
+    mov rcx, r8
+    mov qword ptr [r15 + 64], rcx
+    mov eax, r8d
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r8d, 179
+    mov dword ptr [r14 + 896], 122
+    mov r8, r10
+    and eax, dword ptr [r14 + 448]
+    movzx ecx, al
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and r8, 448
+    mov dword ptr [r15 + r8 + 1600], 39
+    or qword ptr [r14 + 0], 102
+    mov edx, dword ptr [r15 + 192]
+    or qword ptr [r15 + 128], 64
+    xchg qword ptr [r15 + 256], r8
+    test ebx, 1073741824
+    jz 1f
+1:
+    and edx, dword ptr [r15 + 320]
+    jmp 1f
+1:
+    shr edx, 27
+    sub rax, rdx
+    add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jnz .Lc1_b8_c0
 .Lc1_b8_done:
-    mov qword ptr [r15 + 26246848], r11
-    mov qword ptr [r15 + 26246856], r10
-    mov qword ptr [r15 + 26246864], r12
+    mov qword ptr [r15 + 25710272], r11
+    mov qword ptr [r15 + 25710280], r10
+    mov qword ptr [r15 + 25710288], r12
     ldmxcsr dword ptr [rsp]
     vzeroupper
     add rsp, 8
@@ -3357,28 +3342,28 @@ ditto_body_init_c1:
     movabs rcx, 0x9e3779b97f4a7c15
     imul rax, rcx
     and rax, -64
-    mov qword ptr [r8 + 26246848], rax
+    mov qword ptr [r8 + 25710272], rax
     movabs rax, 0x0
-    mov qword ptr [r8 + 26246888], rax
+    mov qword ptr [r8 + 25710312], rax
     movabs rax, 0x9e3779b91f4a7c15
-    mov qword ptr [r8 + 26246896], rax
+    mov qword ptr [r8 + 25710320], rax
     movabs rax, 0x3c6ef3721e94f82a
-    mov qword ptr [r8 + 26246904], rax
+    mov qword ptr [r8 + 25710328], rax
     movabs rax, 0xdaa66d2c1ddf743c
-    mov qword ptr [r8 + 26246912], rax
+    mov qword ptr [r8 + 25710336], rax
     movabs rax, 0x78dde6e51d29f054
-    mov qword ptr [r8 + 26246920], rax
+    mov qword ptr [r8 + 25710344], rax
     movabs rax, 0x1715609f1c746c68
-    mov qword ptr [r8 + 26246928], rax
+    mov qword ptr [r8 + 25710352], rax
     movabs rax, 0xb54cda581bbee87e
-    mov qword ptr [r8 + 26246936], rax
+    mov qword ptr [r8 + 25710360], rax
     movabs rax, 0x538454121b096493
-    mov qword ptr [r8 + 26246944], rax
+    mov qword ptr [r8 + 25710368], rax
     movabs rax, 0xf1bbcdcb1a53e0a0
-    mov qword ptr [r8 + 26246952], rax
+    mov qword ptr [r8 + 25710376], rax
     movabs rax, 0xf9cc25064338e795
-    mov qword ptr [r8 + 26246872], rax
-    mov qword ptr [r8 + 26246880], 0
+    mov qword ptr [r8 + 25710296], rax
+    mov qword ptr [r8 + 25710304], 0
     lea rdi, [r8 + 56]
     xor ecx, ecx
 2:  imul rax, rcx, 5
@@ -3414,9 +3399,9 @@ ditto_body_c2:
     or eax, 0x8040
     mov dword ptr [rsp + 4], eax
     ldmxcsr dword ptr [rsp + 4]
-    mov r11, qword ptr [r15 + 15055040]
-    mov r10, qword ptr [r15 + 15055048]
-    mov r12, qword ptr [r15 + 15055056]
+    mov r11, qword ptr [r15 + 15317184]
+    mov r10, qword ptr [r15 + 15317192]
+    mov r12, qword ptr [r15 + 15317200]
     and r12, 0
     xor eax, eax
     xor ecx, ecx
@@ -3443,15 +3428,15 @@ ditto_body_c2:
     pxor xmm14, xmm14
     pxor xmm15, xmm15
 // block 0: 64 bytes, 1 chunk(s), 17 chunk executions per call
-    mov rbx, qword ptr [r15 + 15055080]
+    mov rbx, qword ptr [r15 + 15317224]
     lea rcx, [rbx + 17]
-    mov qword ptr [r15 + 15055080], rcx
+    mov qword ptr [r15 + 15317224], rcx
     mov r13d, 17
     jmp .Lc2_b0_c0
     .p2align 6
 .Lc2_b0_c0:
     lea rcx, [rip + .Lc2_d47_j]
-    add rcx, qword ptr [r15 + 15055072]
+    add rcx, qword ptr [r15 + 15317216]
     jmp .Lc2_d47_j_t
 .Lc2_d47_j:
     mov ecx, ecx
@@ -3468,9 +3453,9 @@ ditto_body_c2:
     jnz .Lc2_b0_c0
 .Lc2_b0_done:
 // block 1: 64 bytes, 1 chunk(s), 2 chunk executions per call
-    mov rbx, qword ptr [r15 + 15055088]
+    mov rbx, qword ptr [r15 + 15317232]
     lea rcx, [rbx + 2]
-    mov qword ptr [r15 + 15055088], rcx
+    mov qword ptr [r15 + 15317232], rcx
     mov r13d, 2
     jmp .Lc2_b1_c0
     .p2align 6
@@ -3491,16 +3476,16 @@ ditto_body_c2:
     jnz .Lc2_b1_c0
 .Lc2_b1_done:
 // block 2: 64 bytes, 1 chunk(s), 1 chunk executions per call
-    mov rbx, qword ptr [r15 + 15055096]
+    mov rbx, qword ptr [r15 + 15317240]
     lea rcx, [rbx + 1]
-    mov qword ptr [r15 + 15055096], rcx
+    mov qword ptr [r15 + 15317240], rcx
     mov r13d, 1
     jmp .Lc2_b2_c0
     .p2align 6
 .Lc2_b2_c0:
-    mov rax, qword ptr [r15 + 15055064]
+    mov rax, qword ptr [r15 + 15317208]
     imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 15055064], rax
+    mov qword ptr [r15 + 15317208], rax
     mov qword ptr [r15 + 128], rsi
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
@@ -3512,7 +3497,7 @@ ditto_body_c2:
     mov rax, rax
     mov esi, ecx
     mov esi, esi
-    test dword ptr [r15 + 15055067], 1077299200
+    test dword ptr [r15 + 15317211], 1077299200
     jz 1f
 1:
     jmp 1f
@@ -3524,9 +3509,9 @@ ditto_body_c2:
     jnz .Lc2_b2_c0
 .Lc2_b2_done:
 // block 3: 64 bytes, 1 chunk(s), 1 chunk executions per call
-    mov rbx, qword ptr [r15 + 15055104]
+    mov rbx, qword ptr [r15 + 15317248]
     lea rcx, [rbx + 1]
-    mov qword ptr [r15 + 15055104], rcx
+    mov qword ptr [r15 + 15317248], rcx
     mov r13d, 1
     jmp .Lc2_b3_c0
     .p2align 6
@@ -3550,9 +3535,9 @@ ditto_body_c2:
     jnz .Lc2_b3_c0
 .Lc2_b3_done:
 // block 4: 64 bytes, 1 chunk(s), 23 chunk executions per call
-    mov rbx, qword ptr [r15 + 15055112]
+    mov rbx, qword ptr [r15 + 15317256]
     lea rcx, [rbx + 23]
-    mov qword ptr [r15 + 15055112], rcx
+    mov qword ptr [r15 + 15317256], rcx
     mov r13d, 23
     jmp .Lc2_b4_c0
     .p2align 6
@@ -3575,9 +3560,9 @@ ditto_body_c2:
     jnz .Lc2_b4_c0
 .Lc2_b4_done:
 // block 5: 64 bytes, 1 chunk(s), 16 chunk executions per call
-    mov rbx, qword ptr [r15 + 15055120]
+    mov rbx, qword ptr [r15 + 15317264]
     lea rcx, [rbx + 16]
-    mov qword ptr [r15 + 15055120], rcx
+    mov qword ptr [r15 + 15317264], rcx
     mov r13d, 16
     jmp .Lc2_b5_c0
     .p2align 6
@@ -3598,9 +3583,9 @@ ditto_body_c2:
     jnz .Lc2_b5_c0
 .Lc2_b5_done:
 // block 6: 64 bytes, 1 chunk(s), 3 chunk executions per call
-    mov rbx, qword ptr [r15 + 15055128]
+    mov rbx, qword ptr [r15 + 15317272]
     lea rcx, [rbx + 3]
-    mov qword ptr [r15 + 15055128], rcx
+    mov qword ptr [r15 + 15317272], rcx
     mov r13d, 3
     jmp .Lc2_b6_c0
     .p2align 6
@@ -3621,9 +3606,9 @@ ditto_body_c2:
     jnz .Lc2_b6_c0
 .Lc2_b6_done:
 // block 7: 64 bytes, 1 chunk(s), 70 chunk executions per call
-    mov rbx, qword ptr [r15 + 15055136]
+    mov rbx, qword ptr [r15 + 15317280]
     lea rcx, [rbx + 70]
-    mov qword ptr [r15 + 15055136], rcx
+    mov qword ptr [r15 + 15317280], rcx
     mov r13d, 70
     jmp .Lc2_b7_c0
     .p2align 6
@@ -3652,15 +3637,15 @@ ditto_body_c2:
     jnz .Lc2_b7_c0
 .Lc2_b7_done:
 // block 8: 64 bytes, 1 chunk(s), 50 chunk executions per call
-    mov rbx, qword ptr [r15 + 15055144]
+    mov rbx, qword ptr [r15 + 15317288]
     lea rcx, [rbx + 50]
-    mov qword ptr [r15 + 15055144], rcx
+    mov qword ptr [r15 + 15317288], rcx
     mov r13d, 50
     jmp .Lc2_b8_c0
     .p2align 6
 .Lc2_b8_c0:
     lea rcx, [rip + .Lc2_d209_j]
-    add rcx, qword ptr [r15 + 15055072]
+    add rcx, qword ptr [r15 + 15317216]
     jmp .Lc2_d209_j_t
 .Lc2_d209_j:
     mov byte ptr [r15 + 512], cl
@@ -3696,9 +3681,9 @@ ditto_body_c2:
     dec r13
     jnz .Lc2_b9_c0
 .Lc2_b9_done:
-    mov qword ptr [r15 + 15055040], r11
-    mov qword ptr [r15 + 15055048], r10
-    mov qword ptr [r15 + 15055056], r12
+    mov qword ptr [r15 + 15317184], r11
+    mov qword ptr [r15 + 15317192], r10
+    mov qword ptr [r15 + 15317200], r12
     ldmxcsr dword ptr [rsp]
     add rsp, 8
     pop r15
@@ -3719,30 +3704,30 @@ ditto_body_init_c2:
     movabs rcx, 0x9e3779b97f4a7c15
     imul rax, rcx
     and rax, -64
-    mov qword ptr [r8 + 15055040], rax
+    mov qword ptr [r8 + 15317184], rax
     movabs rax, 0x0
-    mov qword ptr [r8 + 15055080], rax
+    mov qword ptr [r8 + 15317224], rax
     movabs rax, 0x9e3779b91f4a7c15
-    mov qword ptr [r8 + 15055088], rax
+    mov qword ptr [r8 + 15317232], rax
     movabs rax, 0x3c6ef3721e94f82a
-    mov qword ptr [r8 + 15055096], rax
+    mov qword ptr [r8 + 15317240], rax
     movabs rax, 0xdaa66d2c1ddf743f
-    mov qword ptr [r8 + 15055104], rax
+    mov qword ptr [r8 + 15317248], rax
     movabs rax, 0x78dde6e51d29f054
-    mov qword ptr [r8 + 15055112], rax
+    mov qword ptr [r8 + 15317256], rax
     movabs rax, 0x1715609f1c746c69
-    mov qword ptr [r8 + 15055120], rax
+    mov qword ptr [r8 + 15317264], rax
     movabs rax, 0xb54cda581bbee87e
-    mov qword ptr [r8 + 15055128], rax
+    mov qword ptr [r8 + 15317272], rax
     movabs rax, 0x538454121b096493
-    mov qword ptr [r8 + 15055136], rax
+    mov qword ptr [r8 + 15317280], rax
     movabs rax, 0xf1bbcdcb1a53e0a8
-    mov qword ptr [r8 + 15055144], rax
+    mov qword ptr [r8 + 15317288], rax
     movabs rax, 0x8ff34785199e5cbd
-    mov qword ptr [r8 + 15055152], rax
+    mov qword ptr [r8 + 15317296], rax
     movabs rax, 0x2e383993be16063f
-    mov qword ptr [r8 + 15055064], rax
-    mov qword ptr [r8 + 15055072], 0
+    mov qword ptr [r8 + 15317208], rax
+    mov qword ptr [r8 + 15317216], 0
     lea rdi, [r8 + 56]
     xor ecx, ecx
 2:  imul rax, rcx, 5
@@ -3766,81 +3751,79 @@ ditto_body_init_c2:
     jmp rcx
 .Lc1_b0_stubs_t:
     jmp rcx
-.Lc1_d531_j_t:
+.Lc1_d545_j_t:
     jmp rcx
 .Lc1_b3_stubs_t:
     jmp rcx
-.Lc1_d832_j_t:
+.Lc1_d827_j_t:
     jmp rcx
-.Lc1_d896_s_t:
+.Lc1_d889_s_t:
     jmp rcx
-.Lc1_d947_j_t:
+.Lc1_d935_j_t:
     jmp rcx
-.Lc1_d951_j_t:
+.Lc1_d1006_j_t:
     jmp rcx
-.Lc1_d1015_j_t:
+.Lc1_d1059_j_t:
     jmp rcx
-.Lc1_d1081_j_t:
-    jmp rcx
-.Lc1_d1085_j_t:
+.Lc1_d1063_j_t:
     jmp rcx
 .Lc1_b8_stubs_t:
     jmp rcx
-.Lc1_d37_j_t:
+.Lc1_d40_j_t:
     jmp rcx
-.Lc1_d105_s_t:
+.Lc1_d98_j_t:
     jmp rcx
 .Lc1_d152_j_t:
     jmp rcx
-.Lc1_d203_j_t:
+.Lc1_d213_j_t:
     jmp rcx
-.Lc1_d260_j_t:
+.Lc1_d268_j_t:
     jmp rcx
-.Lc1_d314_j_t:
+.Lc1_d327_j_t:
     jmp rcx
-.Lc1_d371_j_t:
+.Lc1_d387_j_t:
     jmp rcx
-.Lc1_d432_j_t:
+.Lc1_d442_j_t:
     jmp rcx
 .Lc1_d605_j_t:
     jmp rcx
-.Lc1_d658_j_t:
+.Lc1_d662_s_t:
     jmp rcx
-.Lc1_d715_j_t:
+.Lc1_d707_j_t:
     jmp rcx
-.Lc1_d767_j_t:
+.Lc1_d771_j_t:
     jmp rcx
-.Lc1_d1109_j_t:
+.Lc1_d1085_j_t:
     jmp rcx
-.Lc1_d1165_j_t:
+.Lc1_d1141_j_t:
     jmp rcx
-.Lc1_d1221_j_t:
+.Lc1_d1199_j_t:
     jmp rcx
-.Lc1_d1284_j_t:
+.Lc1_d1263_j_t:
     jmp rcx
-.Lc1_d1340_j_t:
+.Lc1_d1318_j_t:
     jmp rcx
-.Lc1_d1393_j_t:
+.Lc1_d1377_j_t:
     jmp rcx
-.Lc1_d1455_j_t:
+.Lc1_d1431_j_t:
     jmp rcx
-.Lc1_d1510_j_t:
+.Lc1_d1485_j_t:
     jmp rcx
-.Lc1_d1577_j_t:
+.Lc1_d1547_j_t:
     jmp rcx
-.Lc1_d1636_s_t:
+.Lc1_d1603_j_t:
     jmp rcx
-.Lc1_d1690_j_t:
+.Lc1_d1660_s_t:
     jmp rcx
-.Lc1_d1735_j_t:
+.Lc1_d1716_j_t:
     jmp rcx
-.Lc1_d1792_j_t:
+.Lc1_d1769_j_t:
     jmp rcx
-.Lc1_d1849_j_t:
+.Lc1_d1824_j_t:
     jmp rcx
-.Lc1_d1904_j_t:
+.Lc1_d1876_j_t:
     jmp rcx
-.Lc1_d1964_s_t:
+.Lc1_d1940_j_t:
     jmp rcx
 .Lc0_d126_j_t:
     jmp rcx

@@ -72,10 +72,14 @@ ditto_body_c1:
     .p2align 3
     jmp .Lc1_d35_j
 .Lc1_d35_j:
-    mov rcx, rcx
+    mov rbp, r10
+    and rbp, 1984
+    mov qword ptr [r15 + rbp + 1344], rcx
     test ebx, 1073741824
     jnz 1f
 1:
+    add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jnz .Lc1_b0_c0
@@ -606,545 +610,528 @@ ditto_body_c1:
     jmp .Lc1_b1_c255
     .p2align 6
 .Lc1_b1_c0:
-    lea rbp, [r11*4]
-    and rbp, 16320
-    mov dword ptr [r15 + rbp + 15680], 59
-    movsxd rdi, dword ptr [r15 + 320]
+    lea rbp, [r11 + r11*1]
     jmp 1f
 1:
-    mov rcx, rbp
-    mov r9, qword ptr [r15 + 768]
-    lea r8, [r11 + r11*4]
-    lea r9, [r11 + r11*1]
-    mov byte ptr [r15 + 640], al
-    mov dword ptr [r15 + rbp + 15872], 23
-    and r9, 8128
-    mov dword ptr [r15 + r9 + 7488], 251
-    and r8, 4032
-    mov rax, qword ptr [r15 + r8 + 3584]
-    mov ecx, 223
-    movzx ecx, dl
-    mov dword ptr [r15 + 576], 146
-    mov qword ptr [r15 + r9 + 7552], rax
-    movsxd r9, dword ptr [r15 + r8 + 3456]
-    vmovdqu ymmword ptr [r15 + r8 + 3520], ymm15
-    test ebx, 1073741824
-    jnz 1f
+    mov qword ptr [r15 + 192], rax
+    and rbp, 4032
+    lea r8, [r11*4]
+    mov ecx, dword ptr [r15 + rbp + 3456]
+    movzx edi, byte ptr [r15 + 256]
+    and r8, 448
+    movsxd rax, dword ptr [r15 + r8 + 960]
+    movzx r9d, dil
+    vpor xmm15, xmm15, xmm7
+    mov r9, r11
+    jmp 1f
 1:
-    mov byte ptr [r15 + 384], cl
-    movzx ecx, cl
+    movzx esi, dl
+    and r9, 33554368
+    mov byte ptr [r15 + r9 + 33554432], sil
+    movsxd rsi, dword ptr [r15 + 256]
+    vmovq qword ptr [r15 + r8 + 1024], xmm15
+    jmp 1f
+1:
+    mov byte ptr [r15 + 448], sil
+    mov r9d, 70
+    mov esi, dword ptr [r15 + 256]
+    jmp 1f
+1:
+    mov dword ptr [r15 + r8 + 896], 128
+    movsxd r9, dword ptr [r15 + 576]
+    mov dword ptr [r15 + 640], 78
+    mov rdx, rsi
+    movzx edx, byte ptr [r15 + 384]
+    jmp 1f
+1:
+    mov byte ptr [r15 + 192], sil
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov rsi, rdx
+    jmp 1f
+1:
+    mov edx, 167
+    mov qword ptr [r15 + r8 + 832], r9
     movzx r9d, r9b
-    mov r9, rax
-    mov eax, dword ptr [r15 + 704]
-    vpaddq xmm1, xmm1, xmmword ptr [r15 + rbp + 15808]
-    movsxd r9, dword ptr [r15 + r8 + 3648]
-    movsxd rcx, dword ptr [r15 + r8 + 3392]
-    jmp 1f
-1:
-    mov edi, dword ptr [r15 + rbp + 15744]
-    movsxd r8, dword ptr [r15 + 384]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov byte ptr [r15 + 192], cl
+    mov r9, qword ptr [r15 + 512]
+    mov r8, qword ptr [r15 + 768]
+    mov edx, edx
+    movzx edx, byte ptr [r15 + rbp + 3392]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c1:
-    mov ebp, r8d
+    movzx edx, byte ptr [r15 + 192]
+    mov r8, qword ptr [r15 + 256]
+    mov dword ptr [r15 + 704], 230
+    mov byte ptr [r15 + 512], dl
+    lea r9, [r11 + r11*2]
+    mov ebp, 34
+    mov edx, 54
+    and r9, 4032
+    mov ecx, dword ptr [r15 + r9 + 3520]
+    lea rbp, [r11*4]
+    mov rsi, r8
+    and rbp, 448
+    mov esi, dword ptr [r15 + rbp + 896]
+    movzx edx, byte ptr [r15 + 448]
+    movzx edi, byte ptr [r15 + 448]
     jmp 1f
 1:
-    mov rbp, qword ptr [r15 + 448]
+    mov dword ptr [r15 + 320], 220
+    mov eax, edi
+    movzx edi, r9b
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx eax, byte ptr [r15 + 384]
+    movzx r8d, byte ptr [r15 + r9 + 3392]
+    mov qword ptr [r15 + rbp + 1024], rsi
+    mov byte ptr [r15 + rbp + 832], dil
     jmp 1f
 1:
-    movsxd r8, dword ptr [r15 + 256]
     jmp 1f
 1:
-    movzx edi, byte ptr [r15 + 768]
-    movzx ecx, byte ptr [r15 + 192]
+    add rdx, qword ptr [r15 + 192]
+    lea r8, [r11 + r11*1]
+    movzx edi, byte ptr [r15 + 320]
+    and r8, 16320
+    mov dword ptr [r15 + r8 + 15680], 235
     jmp 1f
 1:
-    movzx esi, byte ptr [r15 + 448]
-    mov qword ptr [r15 + 576], rax
-    vpcmpeqb xmm15, xmm15, xmm1
-    movzx eax, bpl
-    movzx ebp, bpl
-    mov r9d, 105
-    movsxd rax, dword ptr [r15 + 192]
-    mov rdx, r8
-    mov r8d, dword ptr [r15 + 512]
-    movsxd r9, dword ptr [r15 + 512]
-    mov rdi, qword ptr [r15 + 512]
-    mov rbp, r11
-    and ecx, dword ptr [r15 + 448]
-    mov r8, rdx
-    and rbp, 8128
-    add rax, qword ptr [r15 + rbp + 7488]
-    mov r8, r11
-    mov byte ptr [r15 + 512], cl
-    movzx ecx, sil
-    and r8, 33554368
-    mov qword ptr [r15 + r8 + 33554432], rax
-    mov dword ptr [r15 + 256], eax
-    vmovq xmm15, rsi
-    jmp 1f
-1:
-    mov ebp, r8d
-    vmovdqu ymmword ptr [r15 + 320], ymm15
-    mov r8, rcx
-    jmp 1f
-1:
-    add r9, qword ptr [r15 + 448]
-    mov r8, r11
-    movzx ebp, bpl
-    and r8, 4032
-    mov dword ptr [r15 + r8 + 3392], 85
+    mov rsi, qword ptr [r15 + rbp + 960]
+    mov qword ptr [r15 + 384], rax
+    mov eax, dword ptr [r15 + r9 + 3456]
+    mov qword ptr [r15 + r8 + 15744], rcx
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c2:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov esi, dword ptr [r15 + 384]
+    movsxd rcx, dword ptr [r15 + 512]
+    lea r8, [r11 + r11*1]
+    movzx edi, byte ptr [r15 + 320]
+    mov rax, qword ptr [r15 + 256]
+    mov rsi, qword ptr [r15 + 320]
+    and r8, 8128
+    and edx, dword ptr [r15 + r8 + 7488]
+    mov rbp, qword ptr [r15 + 512]
     jmp 1f
 1:
-    movzx eax, byte ptr [r15 + 192]
+    add rdx, qword ptr [r15 + 128]
     jmp 1f
 1:
-    lea rbp, [r11 + r11*1]
-    mov r8, r11
-    movzx r9d, byte ptr [r15 + 256]
-    and r8, 4032
-    and eax, dword ptr [r15 + r8 + 3392]
+    mov r9d, dword ptr [r15 + 64]
+    mov qword ptr [r15 + 768], rsi
+    mov esi, dword ptr [r15 + 576]
     jmp 1f
 1:
-    and rbp, 8128
-    mov r8, qword ptr [r15 + rbp + 7552]
-    mov rcx, rax
-    mov eax, dword ptr [r15 + 704]
-    movsxd rdx, dword ptr [r15 + rbp + 7488]
-    mov ebp, ebp
-    mov r12, qword ptr [r15 + r12 + 56]
-    vpor xmm15, xmm15, xmm15
-    mov rbp, rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    test dword ptr [r15 + 67117724], 276824066
-    jz 1f
-1:
-    mov ebp, ecx
-    jmp 1f
-1:
-    mov rsi, r8
     mov esi, eax
-    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rax, dword ptr [r15 + 384]
+    mov rdi, qword ptr [r15 + 640]
+    mov dword ptr [r15 + 192], esi
     jmp 1f
 1:
-    mov rbp, rsi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 320], sil
-    movzx esi, dil
+    vpcmpeqb xmm15, xmm15, xmmword ptr [r15 + 128]
+    xor dword ptr [r15 + 64], eax
+    mov rax, qword ptr [r15 + 256]
     jmp 1f
 1:
-    mov dword ptr [r15 + 640], 243
-    mov byte ptr [r15 + 384], sil
+    mov byte ptr [r15 + 448], dil
+    mov dword ptr [r15 + r8 + 7552], esi
+    jmp 1f
+1:
+    movzx edi, byte ptr [r15 + 64]
+    vmovdqu ymmword ptr [r15 + 128], ymm15
+    movzx r8d, dil
+    mov edi, dword ptr [r15 + 320]
+    jmp 1f
+1:
+    movsxd rsi, dword ptr [r15 + 192]
+    mov r8, r11
+    jmp 1f
+1:
+    movsxd rdi, dword ptr [r15 + 384]
+    and r8, 4032
+    mov byte ptr [r15 + r8 + 3392], al
     jmp 1f
 1:
     jmp 1f
 1:
-    vmovdqu ymmword ptr [r15 + 448], ymm15
+    mov r8d, 163
+    mov r8d, esi
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c3:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx esi, sil
-    movzx esi, sil
-    vpaddd xmm15, xmm15, xmm15
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, sil
-    mov esi, esi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, edi
-    vpshufd xmm1, xmm15, 73
-    mov ebp, ebp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    lea r8, [r11 + r11*1]
+    and r8, 8128
+    mov qword ptr [r15 + r8 + 7552], rsi
+    vmovq qword ptr [r15 + r8 + 7488], xmm15
+    movsxd rsi, dword ptr [r15 + 256]
+    mov r8, rdi
+    movsxd r9, dword ptr [r15 + 512]
+    movsxd r8, dword ptr [r15 + 448]
+    mov dword ptr [r15 + 448], r8d
+    mov r8d, 239
+    mov r8, r11
+    mov edi, dword ptr [r15 + 64]
+    movsxd rax, dword ptr [r15 + 128]
+    mov ecx, 80
+    and r8, 448
+    mov rdx, qword ptr [r15 + r8 + 832]
+    movzx ecx, r9b
+    mov qword ptr [r15 + 384], r8
+    movzx r9d, byte ptr [r15 + 512]
+    jmp 1f
+1:
+    movzx r8d, byte ptr [r15 + 192]
+    mov dword ptr [r15 + 768], 110
+    movzx ebp, byte ptr [r15 + 512]
+    mov r8, r8
     mov rbp, r11
-    mov dword ptr [r15 + 512], ebp
-    mov rdi, rdi
-    and rbp, 4032
-    mov rdi, qword ptr [r15 + rbp + 3392]
-    mov ebp, 131
-    mov dword ptr [r15 + 320], esi
+    movzx r8d, bpl
+    and rbp, 16320
+    movzx r8d, byte ptr [r15 + rbp + 15680]
+    mov qword ptr [r15 + 128], rax
+    mov dword ptr [r15 + 64], edx
+    mov rax, r9
+    mov dword ptr [r15 + 576], r8d
+    and eax, dword ptr [r15 + 448]
+    movsxd r8, dword ptr [r15 + 320]
+    movzx r9d, al
+    .byte 0x66, 0x90
+    or qword ptr [r15 + 704], 29
     jmp 1f
 1:
-    movzx esi, byte ptr [r15 + 512]
-    mov byte ptr [r15 + 448], dil
-    mov r8d, 223
-    movsxd r8, dword ptr [r15 + 64]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 256], 148
-    and r8d, dword ptr [r15 + 128]
-    jmp 1f
-1:
-    movzx edi, byte ptr [r15 + 64]
-    mov eax, 89
-    movsxd rcx, dword ptr [r15 + 192]
-    mov rbp, qword ptr [r15 + 768]
-    movzx eax, byte ptr [r15 + 192]
-    mov r9d, edi
-    mov r9, r11
-    mov edx, 74
-    add rdi, qword ptr [r15 + 256]
-    and r9, 16320
-    mov qword ptr [r15 + r9 + 15680], r8
-    mov qword ptr [r15 + 384], rbp
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c4:
-    lea rcx, [rip + .Lc1_d247_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d247_j_t
-.Lc1_d247_j:
-    mov qword ptr [r15 + 128], rdx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 161
-    mov edx, 233
-    mov edx, 185
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rcx
-    mov dword ptr [r15 + 448], ecx
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov rbp, r11
+    lea r8, [r11 + r11*1]
+    and rbp, 448
+    mov edx, dword ptr [r15 + rbp + 832]
     jmp 1f
 1:
-    vmovdqu ymmword ptr [r15 + 576], ymm15
     jmp 1f
 1:
-    mov dword ptr [r15 + 512], edx
-    mov dword ptr [r15 + 256], edx
-    mov dword ptr [r15 + 384], 118
-    mov byte ptr [r15 + 384], al
-    mov r9, r11
-    mov rsi, rax
-    test ebx, 1073741824
+    and r8, 4032
+    movsxd rbp, dword ptr [r15 + r8 + 3392]
+    mov rax, rdx
+    mov dword ptr [r15 + 512], r8d
+    mov edx, dword ptr [r15 + 192]
+    mov rcx, r9
+    movsxd r9, dword ptr [r15 + 320]
+    mov byte ptr [r15 + 256], dl
+    jmp 1f
+1:
+    mov edi, r9d
+    jmp 1f
+1:
+    mov r9d, edi
+    jmp 1f
+1:
+    mov qword ptr [r15 + 384], r8
+    test dword ptr [r15 + 67117723], 536871424
     jnz 1f
 1:
+    mov byte ptr [r15 + r8 + 3456], r9b
+    mov dword ptr [r15 + 640], r9d
+    movzx r9d, r9b
+    movzx edi, r9b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 448], 76
+    mov r9, qword ptr [r15 + 384]
+    jmp 1f
+1:
+    movzx r8d, byte ptr [r15 + 320]
+    mov edi, r9d
     mov rbp, r11
-    mov byte ptr [r15 + 704], dl
-    and r9, 4032
-    mov byte ptr [r15 + r9 + 3392], bpl
+    mov r9d, 181
+    movsxd rcx, dword ptr [r15 + 64]
+    mov dword ptr [r15 + 128], r8d
     and rbp, 8128
-    add qword ptr [r15 + rbp + 7488], rcx
-    mov ecx, dword ptr [r15 + 320]
-    movzx ebp, sil
-    mov dword ptr [r15 + 320], 173
-    and edi, dword ptr [r15 + 640]
-    jmp 1f
-1:
-    mov byte ptr [r15 + 448], r9b
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r9d, 19
-    vpor xmm15, xmm15, xmm1
-    mov r9, r9
-    mov r8d, ecx
-    mov rcx, rbp
+    vmovdqu ymmword ptr [r15 + rbp + 7488], ymm15
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c5:
-    jmp 1f
-1:
-    mov ecx, dword ptr [r15 + 128]
-    jmp 1f
-1:
-    add rcx, qword ptr [r15 + 384]
-    add r9, qword ptr [r15 + 192]
-    jmp 1f
-1:
-    movzx eax, r8b
-    mov r8d, 66
-    mov r8d, 49
-    mov ebp, 229
-    jmp 1f
-1:
-    movzx eax, r8b
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, 206
-    mov r8d, 34
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    vpaddd xmm15, xmm15, xmm15
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, rbp
+    and ebp, dword ptr [r15 + 704]
     jmp 1f
 1:
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, 180
-    mov edi, 180
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, qword ptr [r15 + 384]
+    mov r9, rbp
+    mov ebp, 95
     mov rbp, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 64], bpl
+    jmp 1f
+1:
     and rbp, 8128
-    mov dword ptr [r15 + rbp + 7488], ebp
-    add rdi, qword ptr [r15 + 512]
-    vmovq qword ptr [r15 + 768], xmm15
-    movsxd rbp, dword ptr [r15 + 128]
-    mov dword ptr [r15 + 64], r8d
-    mov r8d, 223
-    mov dword ptr [r15 + 320], 221
-    mov eax, 118
-    movzx r8d, byte ptr [r15 + 256]
+    mov dword ptr [r15 + rbp + 7488], r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, ebp
+    vpmovmskb ebp, xmm15
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    nop
+    mov r9d, 22
+    movzx r8d, r8b
+    mov dword ptr [r15 + 0], ebp
+    mov rbp, r8
+    mov dword ptr [r15 + 0], ecx
+    mov dword ptr [r15 + 64], ecx
+    mov dword ptr [r15 + 320], ebp
+    mov r8, r11
+    jmp 1f
+1:
+    mov esi, 206
+    jmp 1f
+1:
+    and r8, 4032
+    vmovdqu xmmword ptr [r15 + r8 + 3392], xmm15
+    movzx esi, r8b
+    movzx r8d, sil
+    movsxd rcx, dword ptr [r15 + 64]
+    mov r8, r11
+    mov dword ptr [r15 + 128], r8d
+    and r8, 448
+    mov edx, dword ptr [r15 + r8 + 832]
+    jmp 1f
+1:
+    mov esi, dword ptr [r15 + 128]
+    movzx edi, byte ptr [r15 + 192]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov qword ptr [r15 + 256], rcx
+    mov eax, 45
+    mov qword ptr [r15 + 448], rdx
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c6:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 15
-    lea rcx, [rip + .Lc1_d346_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d346_s_t
-    .p2align 3
-.Lc1_d346_s:
-    .p2align 3
-    jmp .Lc1_d346_j
-    .p2align 3
-    jmp .Lc1_d346_j
-    .p2align 3
-    jmp .Lc1_d346_j
-    .p2align 3
-    jmp .Lc1_d346_j
-    .p2align 3
-    jmp .Lc1_d346_j
-    .p2align 3
-    jmp .Lc1_d346_j
-    .p2align 3
-    jmp .Lc1_d346_j
-    .p2align 3
-    jmp .Lc1_d346_j
-    .p2align 3
-    jmp .Lc1_d346_j
-    .p2align 3
-    jmp .Lc1_d346_j
-    .p2align 3
-    jmp .Lc1_d346_j
-    .p2align 3
-    jmp .Lc1_d346_j
-    .p2align 3
-    jmp .Lc1_d346_j
-    .p2align 3
-    jmp .Lc1_d346_j
-    .p2align 3
-    jmp .Lc1_d346_j
-    .p2align 3
-    jmp .Lc1_d346_j
-.Lc1_d346_j:
-    mov qword ptr [r15 + 64], rax
-    mov byte ptr [r15 + 320], cl
+    mov byte ptr [r15 + 384], r8b
+    mov ecx, r8d
+    add rsi, qword ptr [r15 + 64]
     jmp 1f
 1:
-    mov rcx, qword ptr [r15 + 576]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 104
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, ecx
+    movsxd rcx, dword ptr [r15 + 384]
+    mov r8d, 215
+    movzx r8d, sil
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rdx, qword ptr [r15 + 768]
+    mov r8, r11
     mov qword ptr [r15 + 448], rcx
-    mov rbp, r11
+    and r8, 4032
+    vpcmpeqb xmm15, xmm15, xmmword ptr [r15 + r8 + 3392]
     jmp 1f
 1:
-    mov edx, ecx
-    nop
-    and rbp, 4032
-    vmovdqu xmm15, xmmword ptr [r15 + rbp + 3392]
-    mov rdx, qword ptr [r15 + 512]
+    mov dword ptr [r15 + 192], ecx
+    vpxor xmm15, xmm15, xmm0
+    mov r8, r11
+    mov edi, dword ptr [r15 + 576]
+    and r8, 8128
+    movsxd rcx, dword ptr [r15 + r8 + 7488]
+    mov r8, qword ptr [r15 + 64]
+    mov esi, 96
+    mov dword ptr [r15 + 512], esi
+    vmovq xmm0, rdi
+    mov rbp, r11
+    mov dword ptr [r15 + 128], 254
+    and rbp, 448
+    mov qword ptr [r15 + rbp + 832], rbp
+    mov dword ptr [r15 + 256], 143
+    mov esi, dword ptr [r15 + 320]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c7:
-    mov rbp, r11
-    movzx ecx, dl
-    vmovdqu ymmword ptr [r15 + 256], ymm15
-    and rbp, 4032
-    mov dword ptr [r15 + rbp + 3392], 30
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, cl
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 218
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, byte ptr [r15 + 448]
+    mov esi, 85
+    mov esi, 103
     movzx ebp, bpl
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
     mov rbp, rbp
     mov r12, qword ptr [r15 + r12 + 56]
+    nop
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ebp, bpl
+    movzx ebp, sil
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rdx, rax
+    mov dword ptr [r15 + 0], 51
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 512], rbp
-    mov byte ptr [r15 + 704], cl
-    mov ecx, dword ptr [r15 + 384]
-    mov qword ptr [r15 + 128], rcx
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r9, r11
-    movzx ecx, byte ptr [r15 + 192]
-    and r9, 1984
-    mov ebp, dword ptr [r15 + r9 + 1344]
     mov r8, r11
-    movzx edi, byte ptr [r15 + 320]
-    and r8, 8128
-    vmovdqu ymmword ptr [r15 + r8 + 7488], ymm15
-    movzx r8d, byte ptr [r15 + 640]
-    vmovdqu ymmword ptr [r15 + 448], ymm15
-    mov dword ptr [r15 + 192], ecx
+    movzx esi, r8b
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r8, 448
+    mov dword ptr [r15 + r8 + 832], r8d
+    jmp 1f
+1:
+    and r8d, dword ptr [r15 + 640]
+    mov qword ptr [r15 + 256], rbp
+    jmp 1f
+1:
+    movsxd rbp, dword ptr [r15 + 128]
+    mov rsi, rbp
+    jmp 1f
+1:
+    mov ebp, edx
+    mov rbp, r11
+    jmp 1f
+1:
+    jmp 1f
+1:
+    and rbp, 4032
+    mov rdx, qword ptr [r15 + rbp + 3392]
+    mov ebp, edx
+    mov qword ptr [r15 + 320], rsi
+    movzx edx, byte ptr [r15 + 384]
+    movsxd rsi, dword ptr [r15 + 320]
+    movzx edi, r8b
+    mov r8, qword ptr [r15 + 128]
+    mov byte ptr [r15 + 512], dl
+    mov rdx, rdx
+    mov qword ptr [r15 + 192], rsi
+    jmp 1f
+1:
+    nop
+    mov rdx, rdx
+    jmp 1f
+1:
+    mov dword ptr [r15 + 64], 113
+    movsxd rdx, dword ptr [r15 + 512]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c8:
-    lea rcx, [rip + .Lc1_d425_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d425_j_t
-.Lc1_d425_j:
-    movzx ecx, cl
-    jmp 1f
-1:
-    mov rcx, rcx
-    mov byte ptr [r15 + 384], cl
-    mov byte ptr [r15 + 64], cl
-    mov rcx, rcx
-    mov dword ptr [r15 + 128], edi
-    mov r12, qword ptr [r15 + r12 + 56]
-    nop
-    mov dword ptr [r15 + 0], ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx edi, cl
-    mov ecx, ecx
+    movzx ebp, byte ptr [r15 + 384]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    mov edx, edx
+    movzx edx, dil
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov edx, 32
+    mov r12, qword ptr [r15 + r12 + 56]
+    vpmovmskb edx, xmm15
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    movzx edx, byte ptr [r15 + 448]
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
-    and edi, dword ptr [r15 + 64]
-    movzx ecx, cl
+    movzx edx, byte ptr [r15 + 768]
+    movzx edi, byte ptr [r15 + 64]
+    mov dword ptr [r15 + 704], 176
+    movzx ebp, bpl
     mov rbp, r11
-    mov ecx, 39
-    movsxd rcx, dword ptr [r15 + 448]
-    mov dword ptr [r15 + 320], ecx
-    and rbp, 8128
-    movsxd rcx, dword ptr [r15 + rbp + 7488]
-    mov dword ptr [r15 + 128], 211
-    nop
-    mov rbp, qword ptr [r15 + 384]
+    mov ecx, dword ptr [r15 + 192]
+    movzx esi, byte ptr [r15 + 128]
+    and rbp, 448
+    mov r8, qword ptr [r15 + rbp + 832]
+    and ecx, dword ptr [r15 + 256]
+    mov rbp, rdi
+    movsxd rdi, dword ptr [r15 + 384]
+    movzx eax, r8b
+    mov r8, rdx
+    mov r8d, 114
     mov r8, r11
-    jmp 1f
-1:
-    and r8, 4032
-    mov byte ptr [r15 + r8 + 3392], cl
-    mov byte ptr [r15 + 768], r8b
-    jmp 1f
-1:
-    mov rcx, rcx
-    mov r8, rdi
-    mov edi, dword ptr [r15 + 256]
-    mov dword ptr [r15 + 512], ecx
+    movsxd r9, dword ptr [r15 + 320]
+    mov byte ptr [r15 + 512], sil
+    and r8, 8128
+    movzx esi, byte ptr [r15 + r8 + 7488]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c9:
-    mov r8d, 2
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov esi, dword ptr [r15 + 576]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 0], ymm15
+    mov r8d, ebp
+    mov r9d, 76
+    mov r9d, dword ptr [r15 + 128]
+    movzx r8d, sil
+    mov esi, eax
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov rdi, r8
+    mov rsi, rbp
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 113
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    movzx r8d, byte ptr [r15 + 448]
+    mov dword ptr [r15 + 0], 151
+    add rsi, qword ptr [r15 + 0]
+    mov ebp, 51
+    mov qword ptr [r15 + 0], r8
+    mov dword ptr [r15 + 0], 9
+    mov r8d, 21
     mov rbp, r11
-    mov ecx, dword ptr [r15 + 320]
-    and r8d, dword ptr [r15 + 256]
+    mov r12, qword ptr [r15 + r12 + 56]
+    vpshufd xmm15, xmm0, 36
+    mov r8d, esi
     and rbp, 1984
-    movsxd rdi, dword ptr [r15 + rbp + 1344]
-    jmp 1f
-1:
-    mov ebp, edi
-    mov rbp, qword ptr [r15 + 512]
-    movzx edx, r8b
-    mov byte ptr [r15 + 576], r8b
-    jmp 1f
-1:
-    mov byte ptr [r15 + 192], bpl
-    mov rbp, rdx
-    mov edx, edi
+    xchg qword ptr [r15 + rbp + 1344], r8
+    mov ebp, dword ptr [r15 + 320]
+    mov esi, 14
+    movzx esi, byte ptr [r15 + 448]
+    vmovdqu xmmword ptr [r15 + 64], xmm15
     mov rbp, r11
-    movsxd rsi, dword ptr [r15 + 384]
-    and rbp, 4032
-    mov qword ptr [r15 + rbp + 3392], rbp
-    mov ebp, dword ptr [r15 + 64]
-    mov byte ptr [r15 + 320], dil
-    xor dword ptr [r15 + 640], ebp
-    mov rbp, rdi
-    and ecx, dword ptr [r15 + 128]
-    mov rbp, r11
-    mov edi, 162
+    movzx eax, r9b
+    or qword ptr [r15 + 192], 68
+    mov r9, qword ptr [r15 + 256]
     and rbp, 8128
-    mov dword ptr [r15 + rbp + 7488], edx
+    mov byte ptr [r15 + rbp + 7488], r8b
+    mov r8d, r8d
+    mov r8, qword ptr [r15 + 64]
+    mov ebp, dword ptr [r15 + 512]
+    mov r8, r11
+    jmp 1f
+1:
+    mov dword ptr [r15 + 128], 68
+    mov qword ptr [r15 + 384], r9
+    and r8, 4032
+    movzx r9d, byte ptr [r15 + r8 + 3392]
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
@@ -1153,218 +1140,228 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 15
-    lea rcx, [rip + .Lc1_d523_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d523_s_t
-    .p2align 3
-.Lc1_d523_s:
-    .p2align 3
-    jmp .Lc1_d523_j
-    .p2align 3
-    jmp .Lc1_d523_j
-    .p2align 3
-    jmp .Lc1_d523_j
-    .p2align 3
-    jmp .Lc1_d523_j
-    .p2align 3
-    jmp .Lc1_d523_j
-    .p2align 3
-    jmp .Lc1_d523_j
-    .p2align 3
-    jmp .Lc1_d523_j
-    .p2align 3
-    jmp .Lc1_d523_j
-    .p2align 3
-    jmp .Lc1_d523_j
-    .p2align 3
-    jmp .Lc1_d523_j
-    .p2align 3
-    jmp .Lc1_d523_j
-    .p2align 3
-    jmp .Lc1_d523_j
-    .p2align 3
-    jmp .Lc1_d523_j
-    .p2align 3
-    jmp .Lc1_d523_j
-    .p2align 3
-    jmp .Lc1_d523_j
-    .p2align 3
-    jmp .Lc1_d523_j
-.Lc1_d523_j:
-    mov qword ptr [r15 + 192], rcx
-    movzx eax, al
+    add rax, qword ptr [r15 + 0]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r8d, r9d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r8d, 189
+    movzx r8d, al
+    mov dword ptr [r15 + 0], eax
+    mov eax, eax
+    jmp 1f
+1:
+    mov rax, rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 64], r8b
+    mov dword ptr [r15 + 320], 108
+    jmp 1f
+1:
+    test dword ptr [r15 + 67117723], 75792384
+    jz 1f
+1:
+    vmovdqu xmm15, xmmword ptr [r15 + 384]
+    vmovdqu ymmword ptr [r15 + 256], ymm15
+    mov r8, qword ptr [r15 + 704]
+    mov dword ptr [r15 + 448], r8d
+    mov r8, r8
+    mov r9d, r8d
+    jmp 1f
+1:
+    mov dword ptr [r15 + 128], 19
+    mov r8, r11
+    movzx r9d, byte ptr [r15 + 640]
+    .byte 0x0f, 0x1f, 0x00
+    and r8, 448
+    lock xadd qword ptr [r15 + r8 + 832], rdx
+    jmp 1f
+1:
+    jmp 1f
+1:
     mov rbp, r11
-    vpaddq xmm15, xmm15, xmmword ptr [r15 + 448]
-    and rbp, 1984
-    mov rax, qword ptr [r15 + rbp + 1344]
-    mov rcx, qword ptr [r15 + 320]
-    mov rbp, qword ptr [r15 + 64]
-    mov dword ptr [r15 + 384], 51
+    movsxd r8, dword ptr [r15 + 512]
+    and rbp, 4032
+    mov eax, dword ptr [r15 + rbp + 3392]
+    movzx ebp, r9b
+    vmovq xmm0, rbp
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c11:
-    add rdx, qword ptr [r15 + 0]
+    mov r9, rax
+    movzx r9d, r8b
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rsi, rdx
-    mov edx, esi
-    mov esi, 34
-    vmovq xmm1, rcx
+    mov ebp, edx
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r9d, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], sil
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 190
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
+    movzx edx, byte ptr [r15 + 448]
     jmp 1f
 1:
-    movsxd rsi, dword ptr [r15 + 768]
-    mov ecx, 194
-    movsxd rbp, dword ptr [r15 + 512]
-    movzx ecx, bpl
-    movzx ebp, byte ptr [r15 + 192]
-    mov eax, dword ptr [r15 + 704]
-    mov rdi, rsi
-    jmp 1f
-1:
-    vpcmpeqb xmm1, xmm1, xmmword ptr [r15 + 128]
-    add rcx, qword ptr [r15 + 128]
-    add qword ptr [r15 + 64], rsi
-    movsxd rsi, dword ptr [r15 + 384]
-    vpcmpeqb xmm1, xmm1, xmm15
-    mov r8, r11
-    mov rdi, qword ptr [r15 + 448]
-    and r8, 16320
-    mov byte ptr [r15 + r8 + 15680], bpl
-    mov r8, r11
-    jmp 1f
-1:
+    mov byte ptr [r15 + 128], dl
+    mov edx, dword ptr [r15 + 384]
+    movzx r8d, bpl
+    or qword ptr [r15 + 768], 1
+    mov ebp, 92
+    .byte 0x66, 0x90
+    mov ebp, r9d
     mov rbp, r11
-    mov dword ptr [r15 + 256], 139
-    and r8, 4032
-    movsxd r9, dword ptr [r15 + r8 + 3392]
-    and rbp, 8128
-    movzx r8d, byte ptr [r15 + rbp + 7488]
-    mov ebp, r8d
+    mov r8, r11
+    mov eax, 162
+    and rbp, 448
+    movsxd rax, dword ptr [r15 + rbp + 832]
+    and r8, 8128
+    movsxd rbp, dword ptr [r15 + r8 + 7488]
+    movzx r8d, al
+    mov dword ptr [r15 + 512], r8d
+    mov dword ptr [r15 + 256], 121
+    movzx r8d, bpl
+    mov rbp, r8
+    mov rax, qword ptr [r15 + 192]
+    mov r8, r11
+    mov dword ptr [r15 + 320], 133
+    mov esi, r8d
+    mov rsi, qword ptr [r15 + 64]
+    and r8, 1984
+    mov byte ptr [r15 + r8 + 1344], sil
+    mov dword ptr [r15 + 64], ebp
+    vmovdqu ymmword ptr [r15 + 320], ymm0
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c12:
-    lea rcx, [rip + .Lc1_d604_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d604_j_t
-.Lc1_d604_j:
-    mov r8d, ecx
-    mov rsi, qword ptr [r15 + 192]
-    mov rcx, qword ptr [r15 + 320]
-    movsxd r8, dword ptr [r15 + 320]
-    mov ebp, ebp
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, sil
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rbp
-    mov rbp, rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r11
-    mov r9, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 448
-    mov dword ptr [r15 + rbp + 832], 180
-    and r9, 1984
-    mov esi, dword ptr [r15 + r9 + 1344]
-    movzx r9d, byte ptr [r15 + 128]
-    mov ebp, dword ptr [r15 + 576]
-    jmp 1f
-1:
-    and esi, dword ptr [r15 + 384]
-    mov qword ptr [r15 + 512], rsi
-    mov byte ptr [r15 + 64], cl
-    mov ecx, r9d
-    mov r9, r11
-    mov rdi, r9
-    and r9, 8128
-    mov edi, dword ptr [r15 + r9 + 7488]
-    jmp 1f
-1:
-    mov eax, edi
-    mov dword ptr [r15 + 256], 91
-    mov esi, dword ptr [r15 + 448]
-    mov edi, dword ptr [r15 + 384]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c13:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
     mov eax, dword ptr [r15 + 67117724]
     and eax, 15
-    lea rcx, [rip + .Lc1_d652_s]
+    lea rcx, [rip + .Lc1_d623_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d652_s_t
+    jmp .Lc1_d623_s_t
     .p2align 3
-.Lc1_d652_s:
+.Lc1_d623_s:
     .p2align 3
-    jmp .Lc1_d652_j
+    jmp .Lc1_d623_j
     .p2align 3
-    jmp .Lc1_d652_j
+    jmp .Lc1_d623_j
     .p2align 3
-    jmp .Lc1_d652_j
+    jmp .Lc1_d623_j
     .p2align 3
-    jmp .Lc1_d652_j
+    jmp .Lc1_d623_j
     .p2align 3
-    jmp .Lc1_d652_j
+    jmp .Lc1_d623_j
     .p2align 3
-    jmp .Lc1_d652_j
+    jmp .Lc1_d623_j
     .p2align 3
-    jmp .Lc1_d652_j
+    jmp .Lc1_d623_j
     .p2align 3
-    jmp .Lc1_d652_j
+    jmp .Lc1_d623_j
     .p2align 3
-    jmp .Lc1_d652_j
+    jmp .Lc1_d623_j
     .p2align 3
-    jmp .Lc1_d652_j
+    jmp .Lc1_d623_j
     .p2align 3
-    jmp .Lc1_d652_j
+    jmp .Lc1_d623_j
     .p2align 3
-    jmp .Lc1_d652_j
+    jmp .Lc1_d623_j
     .p2align 3
-    jmp .Lc1_d652_j
+    jmp .Lc1_d623_j
     .p2align 3
-    jmp .Lc1_d652_j
+    jmp .Lc1_d623_j
     .p2align 3
-    jmp .Lc1_d652_j
+    jmp .Lc1_d623_j
     .p2align 3
-    jmp .Lc1_d652_j
-.Lc1_d652_j:
-    mov dword ptr [r15 + 512], 81
-    mov dword ptr [r15 + 64], 46
-    mov rcx, qword ptr [r15 + 320]
+    jmp .Lc1_d623_j
+.Lc1_d623_j:
+    mov rcx, qword ptr [r15 + 192]
+    mov qword ptr [r15 + 128], rcx
+    movzx eax, byte ptr [r15 + 576]
+    jmp 1f
+1:
     mov rbp, r11
     jmp 1f
 1:
-    vpcmpeqb xmm15, xmm15, xmmword ptr [r15 + 256]
-    and rbp, 1984
-    mov qword ptr [r15 + rbp + 1344], rbp
-    movzx ebp, bpl
-    mov r8d, eax
+    mov rcx, qword ptr [r15 + 384]
+    and rbp, 4032
+    movsxd rdx, dword ptr [r15 + rbp + 3392]
     jmp 1f
 1:
+    nop
+    mov r9d, dword ptr [r15 + 448]
+    jmp 1f
+1:
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c13:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov rbp, rbp
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r9, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 320], r9
+    jmp 1f
+1:
+    and r9, 1984
+    movsxd rbp, dword ptr [r15 + r9 + 1344]
+    mov r9, qword ptr [r15 + 320]
+    mov dword ptr [r15 + 512], r9d
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r9, qword ptr [r15 + 128]
+    mov r8d, ecx
+    mov r8, r11
+    movsxd rcx, dword ptr [r15 + 256]
+    movzx eax, byte ptr [r15 + 64]
+    movzx esi, al
+    and r8, 8128
+    mov dword ptr [r15 + r8 + 7488], 54
+    jmp 1f
+1:
+    movsxd r8, dword ptr [r15 + 64]
+    vmovdqu ymmword ptr [r15 + 640], ymm0
+    mov eax, dword ptr [r15 + 448]
+    mov rbp, r11
+    vmovdqu ymmword ptr [r15 + 192], ymm0
+    and rbp, 448
+    mov byte ptr [r15 + rbp + 832], bpl
+    mov ebp, 208
+    mov byte ptr [r15 + 128], al
+    mov eax, 36
+    movzx ebp, byte ptr [r15 + 384]
+    jmp 1f
+1:
+    movzx edx, bpl
     add r11, 64
     inc rbx
     dec r13
@@ -1373,298 +1370,293 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, 220
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 15
+    lea rcx, [rip + .Lc1_d711_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d711_s_t
+    .p2align 3
+.Lc1_d711_s:
+    .p2align 3
+    jmp .Lc1_d711_j
+    .p2align 3
+    jmp .Lc1_d711_j
+    .p2align 3
+    jmp .Lc1_d711_j
+    .p2align 3
+    jmp .Lc1_d711_j
+    .p2align 3
+    jmp .Lc1_d711_j
+    .p2align 3
+    jmp .Lc1_d711_j
+    .p2align 3
+    jmp .Lc1_d711_j
+    .p2align 3
+    jmp .Lc1_d711_j
+    .p2align 3
+    jmp .Lc1_d711_j
+    .p2align 3
+    jmp .Lc1_d711_j
+    .p2align 3
+    jmp .Lc1_d711_j
+    .p2align 3
+    jmp .Lc1_d711_j
+    .p2align 3
+    jmp .Lc1_d711_j
+    .p2align 3
+    jmp .Lc1_d711_j
+    .p2align 3
+    jmp .Lc1_d711_j
+    .p2align 3
+    jmp .Lc1_d711_j
+.Lc1_d711_j:
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov byte ptr [r15 + 0], bpl
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx ebp, al
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, 140
-    vmovdqu xmm15, xmmword ptr [r15 + 0]
-    mov dword ptr [r15 + 384], 242
-    mov rbp, qword ptr [r15 + 64]
-    jmp 1f
-1:
-    mov eax, dword ptr [r15 + 512]
-    mov ecx, eax
-    jmp 1f
-1:
-    mov r8, r11
-    test dword ptr [r15 + 67117724], 1024
-    jz 1f
-1:
-    jmp 1f
-1:
-    movsxd rax, dword ptr [r15 + 448]
-    and r8, 4032
-    mov ebp, dword ptr [r15 + r8 + 3392]
-    and ecx, dword ptr [r15 + 640]
-    movsxd r8, dword ptr [r15 + 704]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r9, r11
-    movzx edx, byte ptr [r15 + 192]
-    and r9, 448
+    mov ecx, 235
+    mov rcx, rdx
+    add rcx, qword ptr [r15 + 384]
     mov rbp, r11
-    mov byte ptr [r15 + r9 + 832], bpl
-    jmp 1f
-1:
-    and rbp, 8128
-    mov r9, qword ptr [r15 + rbp + 7488]
-    mov dword ptr [r15 + 320], 136
-    mov ebp, 137
-    mov rbp, rdx
-    mov ebp, edx
-    mov ebp, 225
-    mov dword ptr [r15 + 128], 134
+    mov r8, r11
+    movsxd rax, dword ptr [r15 + 704]
+    and rbp, 4032
+    mov rdx, qword ptr [r15 + rbp + 3392]
+    and r8, 1984
+    or qword ptr [r15 + r8 + 1344], 13
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c15:
-    lea rcx, [rip + .Lc1_d739_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d739_j_t
-.Lc1_d739_j:
-    mov rbp, r11
-    movsxd rdx, dword ptr [r15 + 768]
-    and rbp, 1984
-    mov dword ptr [r15 + rbp + 1344], ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, bpl
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 15
+    lea rcx, [rip + .Lc1_d751_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d751_s_t
+    .p2align 3
+.Lc1_d751_s:
+    .p2align 3
+    jmp .Lc1_d751_j
+    .p2align 3
+    jmp .Lc1_d751_j
+    .p2align 3
+    jmp .Lc1_d751_j
+    .p2align 3
+    jmp .Lc1_d751_j
+    .p2align 3
+    jmp .Lc1_d751_j
+    .p2align 3
+    jmp .Lc1_d751_j
+    .p2align 3
+    jmp .Lc1_d751_j
+    .p2align 3
+    jmp .Lc1_d751_j
+    .p2align 3
+    jmp .Lc1_d751_j
+    .p2align 3
+    jmp .Lc1_d751_j
+    .p2align 3
+    jmp .Lc1_d751_j
+    .p2align 3
+    jmp .Lc1_d751_j
+    .p2align 3
+    jmp .Lc1_d751_j
+    .p2align 3
+    jmp .Lc1_d751_j
+    .p2align 3
+    jmp .Lc1_d751_j
+    .p2align 3
+    jmp .Lc1_d751_j
+.Lc1_d751_j:
+    mov r8, r11
+    and r8, 8128
+    movsxd rcx, dword ptr [r15 + r8 + 7488]
+    movzx eax, r8b
+    movzx r8d, cl
+    mov r8, r11
+    and edx, dword ptr [r15 + 512]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov eax, 207
-    mov esi, ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], dl
-    jmp 1f
-1:
-    mov ecx, eax
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 256], ecx
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov rax, qword ptr [r15 + 448]
-    mov edx, 187
-    vpmovmskb ecx, xmm15
-    mov rdi, qword ptr [r15 + 128]
-    mov rbp, r11
-    jmp 1f
-1:
-    mov r9d, dword ptr [r15 + 192]
-    mov byte ptr [r15 + 64], r9b
-    and rbp, 448
-    mov dword ptr [r15 + rbp + 832], 91
-    mov dword ptr [r15 + 128], eax
-    mov byte ptr [r15 + 320], dl
-    mov rbp, r11
-    jmp 1f
-1:
-    and rbp, 4032
-    mov edx, dword ptr [r15 + rbp + 3392]
-    movzx ebp, byte ptr [r15 + 512]
-    jmp 1f
-1:
-    mov byte ptr [r15 + 384], bpl
-    mov r9d, edx
+    mov dword ptr [r15 + 64], 215
+    and r8, 16320
+    mov rax, qword ptr [r15 + r8 + 15680]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c16:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    vmovdqu ymmword ptr [r15 + 0], ymm15
+    vpshufd xmm0, xmm15, 137
+    mov rcx, qword ptr [r15 + 128]
+    mov r8, rcx
+    mov rcx, rdx
+    jmp 1f
+1:
+    mov dword ptr [r15 + 192], 65
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 147
-    vmovq qword ptr [r15 + 0], xmm15
-    vmovq qword ptr [r15 + 0], xmm15
-    vmovdqu ymmword ptr [r15 + 256], ymm15
-    mov rax, qword ptr [r15 + 384]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     jmp 1f
 1:
-    movsxd rbp, dword ptr [r15 + 448]
-    mov r9, r11
-    mov qword ptr [r15 + 64], rdx
-    movzx edx, r9b
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
-1:
-    and r9, 8128
-    mov r8, r11
-    mov qword ptr [r15 + r9 + 7488], rbp
-    and r8, 1984
-    mov dword ptr [r15 + r8 + 1344], 63
-    mov rdx, rbp
-    test dword ptr [r15 + 67117723], 524288
-    jz 1f
 1:
     jmp 1f
 1:
-    mov edx, 139
-    mov r8d, edx
-    mov qword ptr [r15 + 128], r9
-    mov qword ptr [r15 + 640], r8
-    mov r8, r8
-    movsxd r9, dword ptr [r15 + 192]
-    mov r8d, edx
-    mov rbp, r11
-    mov rdx, rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov esi, ecx
     mov edx, dword ptr [r15 + 320]
+    jmp 1f
+1:
+    vpcmpeqb xmm0, xmm0, xmmword ptr [r15 + 448]
+    mov qword ptr [r15 + 320], rsi
+    vmovdqu xmm11, xmmword ptr [r15 + 768]
+    jmp 1f
+1:
+    mov byte ptr [r15 + 256], dl
+    jmp 1f
+1:
+    mov edx, 130
+    jmp 1f
+1:
+    movsxd rdx, dword ptr [r15 + 384]
+    mov rsi, rsi
+    jmp 1f
+1:
+    mov ecx, 24
+    movsxd rsi, dword ptr [r15 + 128]
+    mov rcx, rsi
+    mov dword ptr [r15 + 512], 213
+    mov rbp, r11
+    mov esi, r9d
+    mov r9, r11
     and rbp, 4032
-    mov r8d, dword ptr [r15 + rbp + 3392]
-    vmovdqu ymmword ptr [r15 + 576], ymm15
-    jmp 1f
-1:
-    mov rbp, r8
-    jmp 1f
-1:
-    mov r8d, 223
+    movsxd rsi, dword ptr [r15 + rbp + 3392]
+    and r9, 448
+    mov qword ptr [r15 + r9 + 832], r9
+    mov ebp, 249
+    mov qword ptr [r15 + 64], rbp
+    mov qword ptr [r15 + 256], rbp
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c17:
-    lea rcx, [rip + .Lc1_d838_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d838_j_t
-.Lc1_d838_j:
-    mov dword ptr [r15 + 128], edx
-    vmovdqu ymmword ptr [r15 + 0], ymm15
-    mov rcx, rbp
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 536870912
+    setz al
+    lea rcx, [rip + .Lc1_d840_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d840_s_t
+    .p2align 3
+.Lc1_d840_s:
+    .p2align 3
+    jmp .Lc1_d840_j
+    .p2align 3
+    jmp .Lc1_d840_j
+.Lc1_d840_j:
+    mov rcx, rax
+    vpor xmm11, xmm11, xmm0
+    mov eax, esi
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r8
+    mov eax, ecx
     jmp 1f
 1:
-    jmp 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, r11
     mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, 84
-    movzx ecx, byte ptr [r15 + 512]
-    and r8, 448
-    mov ebp, dword ptr [r15 + r8 + 832]
-    mov dword ptr [r15 + 448], 13
-    movsxd r8, dword ptr [r15 + 64]
-    jmp 1f
-1:
-    mov rdx, rdx
-    mov r9d, dword ptr [r15 + 320]
     mov rbp, r11
-    vpxor xmm15, xmm15, xmm1
+    mov dword ptr [r15 + 320], ebp
+    mov dword ptr [r15 + 192], 191
+    movzx eax, byte ptr [r15 + 576]
     and rbp, 8128
-    mov edx, dword ptr [r15 + rbp + 7488]
-    mov rbp, qword ptr [r15 + 384]
-    mov dword ptr [r15 + 384], ecx
-    nop
-    jmp 1f
+    mov esi, dword ptr [r15 + rbp + 7488]
+    test ebx, 1073741824
+    jnz 1f
 1:
     jmp 1f
 1:
+    movsxd rcx, dword ptr [r15 + 512]
     mov r8, r11
-    movzx ecx, byte ptr [r15 + 256]
-    mov dword ptr [r15 + 704], 153
+    jmp 1f
+1:
+    mov ebp, 160
+    jmp 1f
+1:
     and r8, 1984
-    and ebp, dword ptr [r15 + r8 + 1344]
-    mov rdi, qword ptr [r15 + 512]
-    mov r8d, 8
-    mov r8d, edi
+    mov qword ptr [r15 + r8 + 1344], rbp
+    jmp 1f
+1:
+    mov dword ptr [r15 + 128], r8d
+    movzx ebp, al
+    movsxd rbp, dword ptr [r15 + 448]
+    mov dword ptr [r15 + 64], 186
+    mov r8d, dword ptr [r15 + 384]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c18:
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovq qword ptr [r15 + 0], xmm15
-    mov byte ptr [r15 + 0], r8b
-    mov edi, r8d
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r8, rdi
-    jmp 1f
-1:
-    vpcmpeqb xmm15, xmm15, xmm1
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu xmmword ptr [r15 + 0], xmm15
-    mov qword ptr [r15 + 0], rdi
-    mov rdi, rdi
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r8, r11
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 4032
-    mov dword ptr [r15 + r8 + 3392], edi
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov qword ptr [r15 + 576], r8
-    mov dword ptr [r15 + 384], r8d
-    mov rdi, rdi
-    movzx edi, r8b
-    movzx r8d, r8b
-    mov byte ptr [r15 + 320], r8b
-    and r9d, dword ptr [r15 + 64]
-    mov r8, qword ptr [r15 + 64]
     mov rbp, r11
-    mov byte ptr [r15 + 448], r8b
+    mov rsi, qword ptr [r15 + 64]
+    vmovdqu ymmword ptr [r15 + 640], ymm11
+    and rbp, 4032
+    imul r8, qword ptr [r15 + rbp + 3392]
+    mov ebp, 130
+    jmp 1f
+1:
+    mov rbp, qword ptr [r15 + 384]
+    mov dword ptr [r15 + 0], ecx
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, rbp
+    mov byte ptr [r15 + 0], bpl
+    mov rbp, rsi
+    movzx ecx, r8b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 195
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov byte ptr [r15 + 0], bpl
+    mov rbp, r11
+    jmp 1f
+1:
+    mov r8, rbp
+    mov r8d, 166
     and rbp, 448
-    movzx r8d, byte ptr [r15 + rbp + 832]
+    mov rcx, qword ptr [r15 + rbp + 832]
+    mov rbp, r11
+    movzx r8d, byte ptr [r15 + 192]
+    mov dword ptr [r15 + 64], r8d
+    and rbp, 1984
+    mov byte ptr [r15 + rbp + 1344], cl
+    mov rbp, qword ptr [r15 + 448]
     jmp 1f
 1:
-    mov rbp, rbp
     jmp 1f
 1:
-    mov byte ptr [r15 + 128], r8b
-    mov dword ptr [r15 + 768], ebp
-    jmp 1f
-1:
-    mov byte ptr [r15 + 320], r8b
-    mov qword ptr [r15 + 512], rbp
-    mov dword ptr [r15 + 256], r9d
-    movzx esi, byte ptr [r15 + 192]
-    jmp 1f
-1:
+    movzx ecx, byte ptr [r15 + 128]
+    mov dword ptr [r15 + 320], r8d
+    movzx r8d, bpl
+    movzx r8d, bpl
+    mov r8d, 79
+    mov r8d, dword ptr [r15 + 704]
+    movzx r9d, byte ptr [r15 + 256]
     add r11, 64
     inc rbx
     dec r13
@@ -1675,71 +1667,59 @@ ditto_body_c1:
     mov qword ptr [r15 + 67117720], rax
     mov eax, dword ptr [r15 + 67117724]
     and eax, 15
-    lea rcx, [rip + .Lc1_d939_s]
+    lea rcx, [rip + .Lc1_d934_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d939_s_t
+    jmp .Lc1_d934_s_t
     .p2align 3
-.Lc1_d939_s:
+.Lc1_d934_s:
     .p2align 3
-    jmp .Lc1_d939_j
+    jmp .Lc1_d934_j
     .p2align 3
-    jmp .Lc1_d939_j
+    jmp .Lc1_d934_j
     .p2align 3
-    jmp .Lc1_d939_j
+    jmp .Lc1_d934_j
     .p2align 3
-    jmp .Lc1_d939_j
+    jmp .Lc1_d934_j
     .p2align 3
-    jmp .Lc1_d939_j
+    jmp .Lc1_d934_j
     .p2align 3
-    jmp .Lc1_d939_j
+    jmp .Lc1_d934_j
     .p2align 3
-    jmp .Lc1_d939_j
+    jmp .Lc1_d934_j
     .p2align 3
-    jmp .Lc1_d939_j
+    jmp .Lc1_d934_j
     .p2align 3
-    jmp .Lc1_d939_j
+    jmp .Lc1_d934_j
     .p2align 3
-    jmp .Lc1_d939_j
+    jmp .Lc1_d934_j
     .p2align 3
-    jmp .Lc1_d939_j
+    jmp .Lc1_d934_j
     .p2align 3
-    jmp .Lc1_d939_j
+    jmp .Lc1_d934_j
     .p2align 3
-    jmp .Lc1_d939_j
+    jmp .Lc1_d934_j
     .p2align 3
-    jmp .Lc1_d939_j
+    jmp .Lc1_d934_j
     .p2align 3
-    jmp .Lc1_d939_j
+    jmp .Lc1_d934_j
     .p2align 3
-    jmp .Lc1_d939_j
-.Lc1_d939_j:
-    mov rbp, r11
-    jmp 1f
-1:
-    and rbp, 1984
-    movsxd rax, dword ptr [r15 + rbp + 1344]
-    mov byte ptr [r15 + 384], sil
-    mov rbp, r11
-    vpxor xmm15, xmm15, xmm1
-    mov esi, 84
-    and rbp, 8128
-    movzx ecx, byte ptr [r15 + rbp + 7488]
-    mov rsi, qword ptr [r15 + 192]
+    jmp .Lc1_d934_j
+.Lc1_d934_j:
+    mov r8, r11
+    and r8, 8128
+    mov dword ptr [r15 + r8 + 7488], r8d
+    mov rcx, r8
+    mov r9, qword ptr [r15 + 320]
+    mov dword ptr [r15 + 512], eax
+    movzx eax, byte ptr [r15 + 256]
+    movsxd r8, dword ptr [r15 + 128]
+    mov dword ptr [r15 + 384], 127
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c20:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov byte ptr [r15 + 0], al
-    jmp 1f
-1:
+    mov eax, dword ptr [r15 + 128]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
@@ -1747,35 +1727,41 @@ ditto_body_c1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rcx
-    mov dword ptr [r15 + 320], eax
-    movzx eax, al
-    add qword ptr [r15 + 640], rax
-    movsxd rcx, dword ptr [r15 + 320]
+    vmovdqu xmmword ptr [r15 + 0], xmm11
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovq qword ptr [r15 + 0], xmm11
+    movzx r8d, byte ptr [r15 + 256]
+    mov rcx, qword ptr [r15 + 320]
+    add rcx, qword ptr [r15 + 576]
     jmp 1f
 1:
-    movzx eax, sil
-    mov eax, eax
-    mov rsi, qword ptr [r15 + 128]
-    mov dword ptr [r15 + 448], esi
-    mov rsi, qword ptr [r15 + 64]
-    xor dword ptr [r15 + 256], esi
-    mov r8, rsi
+    mov rbp, qword ptr [r15 + 192]
+    movsxd r9, dword ptr [r15 + 448]
+    jmp 1f
+1:
     mov r9, r11
-    mov rsi, qword ptr [r15 + 448]
-    mov r8, r11
-    vmovdqu ymmword ptr [r15 + 384], ymm15
-    and r8, 1984
-    movsxd rdx, dword ptr [r15 + r8 + 1344]
+    mov rsi, rax
+    mov dword ptr [r15 + 448], ebp
+    and r9, 1984
+    mov qword ptr [r15 + r9 + 1344], r8
+    jmp 1f
+1:
+    mov r9, r11
+    movzx r8d, byte ptr [r15 + 512]
+    mov ebp, dword ptr [r15 + 384]
     and r9, 4032
-    mov byte ptr [r15 + r9 + 3392], r9b
-    mov rbp, r11
-    mov dword ptr [r15 + 128], ebp
-    mov qword ptr [r15 + 704], r9
-    and rbp, 448
-    mov byte ptr [r15 + rbp + 832], sil
-    movsxd rsi, dword ptr [r15 + 512]
-    vmovdqu ymmword ptr [r15 + 192], ymm15
+    mov byte ptr [r15 + r9 + 3392], cl
+    mov eax, dword ptr [r15 + 384]
+    mov r9d, 145
+    mov qword ptr [r15 + 768], rsi
+    mov rcx, qword ptr [r15 + 64]
+    mov r9, r11
+    jmp 1f
+1:
+    mov esi, r9d
+    and r9, 448
+    vmovdqu ymmword ptr [r15 + r9 + 832], ymm11
+    mov byte ptr [r15 + 64], r9b
     add r11, 64
     inc rbx
     dec r13
@@ -1786,104 +1772,105 @@ ditto_body_c1:
     mov qword ptr [r15 + 67117720], rax
     mov eax, dword ptr [r15 + 67117724]
     and eax, 15
-    lea rcx, [rip + .Lc1_d1023_s]
+    lea rcx, [rip + .Lc1_d1014_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d1023_s_t
+    jmp .Lc1_d1014_s_t
     .p2align 3
-.Lc1_d1023_s:
+.Lc1_d1014_s:
     .p2align 3
-    jmp .Lc1_d1023_j
+    jmp .Lc1_d1014_j
     .p2align 3
-    jmp .Lc1_d1023_j
+    jmp .Lc1_d1014_j
     .p2align 3
-    jmp .Lc1_d1023_j
+    jmp .Lc1_d1014_j
     .p2align 3
-    jmp .Lc1_d1023_j
+    jmp .Lc1_d1014_j
     .p2align 3
-    jmp .Lc1_d1023_j
+    jmp .Lc1_d1014_j
     .p2align 3
-    jmp .Lc1_d1023_j
+    jmp .Lc1_d1014_j
     .p2align 3
-    jmp .Lc1_d1023_j
+    jmp .Lc1_d1014_j
     .p2align 3
-    jmp .Lc1_d1023_j
+    jmp .Lc1_d1014_j
     .p2align 3
-    jmp .Lc1_d1023_j
+    jmp .Lc1_d1014_j
     .p2align 3
-    jmp .Lc1_d1023_j
+    jmp .Lc1_d1014_j
     .p2align 3
-    jmp .Lc1_d1023_j
+    jmp .Lc1_d1014_j
     .p2align 3
-    jmp .Lc1_d1023_j
+    jmp .Lc1_d1014_j
     .p2align 3
-    jmp .Lc1_d1023_j
+    jmp .Lc1_d1014_j
     .p2align 3
-    jmp .Lc1_d1023_j
+    jmp .Lc1_d1014_j
     .p2align 3
-    jmp .Lc1_d1023_j
+    jmp .Lc1_d1014_j
     .p2align 3
-    jmp .Lc1_d1023_j
-.Lc1_d1023_j:
+    jmp .Lc1_d1014_j
+.Lc1_d1014_j:
     mov rbp, r11
-    mov rcx, qword ptr [r15 + 384]
-    mov r8, r11
-    and rbp, 4032
-    add rcx, qword ptr [r15 + rbp + 3392]
-    movzx ebp, byte ptr [r15 + 256]
-    mov edi, dword ptr [r15 + 64]
-    and r8, 8128
-    mov eax, dword ptr [r15 + r8 + 7488]
+    and rbp, 448
+    mov byte ptr [r15 + rbp + 832], cl
+    mov rbp, qword ptr [r15 + 128]
     jmp 1f
 1:
-    mov r8, rax
+    mov r9, r11
+    vpshufd xmm11, xmm0, 4
+    vpxor xmm11, xmm11, xmm0
+    and r9, 8128
+    add rax, qword ptr [r15 + r9 + 7488]
+    mov r9, qword ptr [r15 + 64]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c22:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd r9, dword ptr [r15 + 640]
     jmp 1f
 1:
+    movsxd rax, dword ptr [r15 + 448]
+    add r9, qword ptr [r15 + 128]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], r8d
     mov r12, qword ptr [r15 + r12 + 56]
-    xor dword ptr [r15 + 0], eax
+    mov rbp, r9
     mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 320], ymm15
-    movzx r8d, byte ptr [r15 + 512]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r9d, bpl
+    add r9, qword ptr [r15 + 0]
     mov rbp, r11
-    mov rdi, rbp
+    mov rcx, rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 1984
+    mov dword ptr [r15 + rbp + 1344], 48
+    mov ebp, dword ptr [r15 + 512]
+    mov rax, qword ptr [r15 + 192]
     jmp 1f
 1:
-    and rbp, 448
-    mov byte ptr [r15 + rbp + 832], r8b
-    vmovdqu ymmword ptr [r15 + 384], ymm15
+    mov esi, 202
+    movzx esi, byte ptr [r15 + 320]
+    movsxd rdx, dword ptr [r15 + 384]
+    mov r8d, 5
+    jmp 1f
+1:
     mov r8, r11
-    movzx ebp, byte ptr [r15 + 320]
+    vpcmpeqb xmm11, xmm11, xmm0
+    mov edi, dword ptr [r15 + 64]
+    mov eax, ecx
+    and r8, 4032
+    mov dword ptr [r15 + r8 + 3392], 63
+    mov r8, r11
+    mov byte ptr [r15 + 256], r8b
+    jmp 1f
+1:
+    movzx ecx, byte ptr [r15 + 320]
     and r8, 8128
-    mov rax, qword ptr [r15 + r8 + 7488]
-    mov ecx, dword ptr [r15 + 64]
-    vmovdqu ymmword ptr [r15 + 512], ymm15
-    vpaddq xmm15, xmm15, xmmword ptr [r15 + 768]
+    vmovdqu ymmword ptr [r15 + r8 + 7488], ymm11
+    vpaddq xmm11, xmm11, xmmword ptr [r15 + 128]
     jmp 1f
 1:
-    movzx r8d, byte ptr [r15 + 448]
-    jmp 1f
-1:
-    mov r9, r11
-    jmp 1f
-1:
-    and r9, 1984
-    movsxd rsi, dword ptr [r15 + r9 + 1344]
-    mov r9d, dword ptr [r15 + 256]
-    movzx edi, byte ptr [r15 + 128]
-    mov edx, dword ptr [r15 + 192]
-    vpmovmskb r9d, xmm15
-    mov dword ptr [r15 + 128], 50
-    mov r9, r9
-    mov dword ptr [r15 + 576], r9d
+    mov r8, qword ptr [r15 + 704]
     add r11, 64
     inc rbx
     dec r13
@@ -1894,618 +1881,590 @@ ditto_body_c1:
     mov qword ptr [r15 + 67117720], rax
     mov eax, dword ptr [r15 + 67117724]
     and eax, 15
-    lea rcx, [rip + .Lc1_d1105_s]
+    lea rcx, [rip + .Lc1_d1097_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d1105_s_t
+    jmp .Lc1_d1097_s_t
     .p2align 3
-.Lc1_d1105_s:
+.Lc1_d1097_s:
     .p2align 3
-    jmp .Lc1_d1105_j
+    jmp .Lc1_d1097_j
     .p2align 3
-    jmp .Lc1_d1105_j
+    jmp .Lc1_d1097_j
     .p2align 3
-    jmp .Lc1_d1105_j
+    jmp .Lc1_d1097_j
     .p2align 3
-    jmp .Lc1_d1105_j
+    jmp .Lc1_d1097_j
     .p2align 3
-    jmp .Lc1_d1105_j
+    jmp .Lc1_d1097_j
     .p2align 3
-    jmp .Lc1_d1105_j
+    jmp .Lc1_d1097_j
     .p2align 3
-    jmp .Lc1_d1105_j
+    jmp .Lc1_d1097_j
     .p2align 3
-    jmp .Lc1_d1105_j
+    jmp .Lc1_d1097_j
     .p2align 3
-    jmp .Lc1_d1105_j
+    jmp .Lc1_d1097_j
     .p2align 3
-    jmp .Lc1_d1105_j
+    jmp .Lc1_d1097_j
     .p2align 3
-    jmp .Lc1_d1105_j
+    jmp .Lc1_d1097_j
     .p2align 3
-    jmp .Lc1_d1105_j
+    jmp .Lc1_d1097_j
     .p2align 3
-    jmp .Lc1_d1105_j
+    jmp .Lc1_d1097_j
     .p2align 3
-    jmp .Lc1_d1105_j
+    jmp .Lc1_d1097_j
     .p2align 3
-    jmp .Lc1_d1105_j
+    jmp .Lc1_d1097_j
     .p2align 3
-    jmp .Lc1_d1105_j
-.Lc1_d1105_j:
-    mov r9, r11
-    and r9, 4032
-    mov eax, dword ptr [r15 + r9 + 3392]
-    mov qword ptr [r15 + 384], rax
-    vmovdqu xmm15, xmmword ptr [r15 + 192]
-    mov r9d, dword ptr [r15 + 64]
-    mov rax, qword ptr [r15 + 448]
-    or qword ptr [r15 + 0], 94
-    mov rdx, rax
-    mov ecx, dword ptr [r15 + 640]
+    jmp .Lc1_d1097_j
+.Lc1_d1097_j:
+    mov qword ptr [r15 + 384], rcx
+    mov ecx, dword ptr [r15 + 192]
+    movzx ebp, byte ptr [r15 + 512]
+    jmp 1f
+1:
+    mov r8, r11
+    movzx eax, al
+    movsxd rax, dword ptr [r15 + 768]
+    and r8, 448
+    mov r9, qword ptr [r15 + r8 + 832]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movsxd r8, dword ptr [r15 + 64]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c24:
-    jmp 1f
-1:
-    mov eax, edx
-    mov dword ptr [r15 + 704], 97
-    mov edx, 202
-    vmovq xmm15, r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, r8b
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     jmp 1f
 1:
-    vmovdqu ymmword ptr [r15 + 0], ymm15
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], dl
+    mov qword ptr [r15 + 0], r8
+    mov qword ptr [r15 + 0], rax
+    mov edx, eax
     mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, 244
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, dword ptr [r15 + 320]
-    mov rbp, r11
-    movzx edx, byte ptr [r15 + 384]
-    and rbp, 448
+    mov dword ptr [r15 + 0], edx
+    vmovdqu ymmword ptr [r15 + 0], ymm11
+    mov rax, rdx
+    mov byte ptr [r15 + 64], al
+    mov dword ptr [r15 + 320], 192
+    vmovdqu ymmword ptr [r15 + 256], ymm11
+    and eax, dword ptr [r15 + 128]
+    jmp 1f
+1:
+    mov rdx, qword ptr [r15 + 384]
     mov r8, r11
-    mov qword ptr [r15 + rbp + 832], r8
-    vmovdqu ymmword ptr [r15 + 128], ymm15
-    and r8, 1984
-    mov dword ptr [r15 + r8 + 1344], 242
-    mov qword ptr [r15 + 256], r8
-    movzx r8d, byte ptr [r15 + 448]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx ebp, r8b
-    mov r8, qword ptr [r15 + 128]
-    mov dword ptr [r15 + 320], r8d
-    jmp 1f
-1:
-    mov dword ptr [r15 + 512], r8d
-    mov r8d, 87
-    mov r8d, dword ptr [r15 + 64]
-    jmp 1f
-1:
+    mov ecx, dword ptr [r15 + 512]
+    mov r9, r11
+    and edx, dword ptr [r15 + 128]
+    and r8, 4032
     mov rbp, r11
-    mov rcx, rbp
-    and rbp, 16320
-    mov dword ptr [r15 + rbp + 15680], r8d
+    or qword ptr [r15 + r8 + 3392], 32
+    and r9, 1984
+    mov r8, qword ptr [r15 + r9 + 1344]
+    and rbp, 8128
+    vmovdqu ymmword ptr [r15 + rbp + 7488], ymm11
+    mov dword ptr [r15 + 576], ebp
+    mov r9d, 201
+    movzx ebp, byte ptr [r15 + 320]
+    mov r9d, dword ptr [r15 + 192]
+    mov esi, 31
+    jmp 1f
+1:
+    mov esi, dword ptr [r15 + 448]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c25:
-    lea rcx, [rip + .Lc1_d1185_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d1185_j_t
-.Lc1_d1185_j:
-    mov ecx, ecx
-    mov byte ptr [r15 + 768], bpl
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 131072
+    setz al
+    lea rcx, [rip + .Lc1_d1181_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d1181_s_t
+    .p2align 3
+.Lc1_d1181_s:
+    .p2align 3
+    jmp .Lc1_d1181_j
+    .p2align 3
+    jmp .Lc1_d1181_j
+.Lc1_d1181_j:
     jmp 1f
 1:
-    jmp 1f
+    vpshufd xmm11, xmm11, 109
+    movzx ecx, cl
+    mov dword ptr [r15 + 256], ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r11
+    mov rcx, qword ptr [r15 + 640]
+    mov eax, ecx
+    mov ecx, dword ptr [r15 + 512]
+    and rbp, 448
+    mov byte ptr [r15 + rbp + 832], bpl
+    mov r9, r11
+    test ebx, 1073741824
+    jnz 1f
 1:
-    jmp 1f
-1:
+    movzx r8d, byte ptr [r15 + 128]
     jmp 1f
 1:
     mov rbp, r11
+    and r9, 1984
+    mov qword ptr [r15 + r9 + 1344], rbp
+    mov byte ptr [r15 + 320], al
+    and rbp, 4032
+    movzx eax, byte ptr [r15 + rbp + 3392]
+    mov ebp, dword ptr [r15 + 448]
     jmp 1f
 1:
-    and rbp, 448
-    mov byte ptr [r15 + rbp + 832], bpl
-    mov byte ptr [r15 + 192], bpl
-    mov qword ptr [r15 + 448], rbp
-    mov dword ptr [r15 + 0], ebp
-    movzx ebp, bpl
+    and ecx, dword ptr [r15 + 384]
     jmp 1f
 1:
-    movzx r8d, cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    .byte 0x0f, 0x1f, 0x00
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r8d, ebp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, r8b
-    movzx r8d, cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, r11
-    mov ecx, r8d
-    and r8, 4032
-    movsxd rbp, dword ptr [r15 + r8 + 3392]
-    movsxd r8, dword ptr [r15 + 384]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 256], 33
-    movzx ecx, byte ptr [r15 + 64]
-    movzx eax, byte ptr [r15 + 512]
-    mov r9, r11
-    mov dword ptr [r15 + 128], ecx
-    mov rcx, qword ptr [r15 + 320]
-    jmp 1f
-1:
-    and r9, 8128
-    mov rdx, qword ptr [r15 + r9 + 7488]
+    mov r9d, 23
+    mov r9d, dword ptr [r15 + 64]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c26:
-    mov byte ptr [r15 + 512], r9b
     jmp 1f
 1:
-    mov qword ptr [r15 + 320], rdx
-    add rdx, qword ptr [r15 + 576]
+    mov r9, r9
+    movzx eax, byte ptr [r15 + 448]
+    add rdx, qword ptr [r15 + 64]
+    mov ecx, ecx
+    movsxd r9, dword ptr [r15 + 192]
+    mov ecx, ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rdx
+    mov edx, eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 6
     jmp 1f
 1:
-    movzx r9d, cl
-    mov ecx, 158
-    mov esi, edx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rdx, rsi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, 89
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 128], esi
-    test ebx, 1073741824
-    jz 1f
+    mov byte ptr [r15 + 0], al
+    mov rdx, qword ptr [r15 + 512]
+    mov r8, r11
+    mov eax, dword ptr [r15 + 384]
+    jmp 1f
 1:
-    mov rdx, rsi
+    and r8, 448
+    movzx ebp, byte ptr [r15 + r8 + 832]
+    vmovq qword ptr [r15 + 384], xmm11
+    mov edi, dword ptr [r15 + 320]
+    add rbp, qword ptr [r15 + 704]
+    mov dword ptr [r15 + 64], eax
+    mov r8, r11
+    mov qword ptr [r15 + 192], rdx
+    and r8, 8128
+    xchg qword ptr [r15 + r8 + 7488], rbp
+    mov rsi, rdi
+    movsxd r8, dword ptr [r15 + 256]
+    mov rdi, rdi
     mov r9, r11
-    mov esi, dword ptr [r15 + 384]
+    jmp 1f
+1:
     and r9, 1984
-    mov dword ptr [r15 + r9 + 1344], edx
-    movzx eax, r9b
-    and eax, dword ptr [r15 + 256]
-    jmp 1f
-1:
-    mov edx, edx
-    mov rbp, r11
-    mov r9, r11
-    and rbp, 4032
-    mov rdx, qword ptr [r15 + rbp + 3392]
-    mov ebp, edx
-    and r9, 8128
-    add rdx, qword ptr [r15 + r9 + 7488]
-    mov ebp, edx
-    jmp 1f
-1:
-    mov rcx, rbp
-    mov rdx, qword ptr [r15 + 64]
-    mov byte ptr [r15 + 192], bpl
-    mov ecx, edx
-    jmp 1f
-1:
-    mov ebp, 54
-    jmp 1f
-1:
+    mov byte ptr [r15 + r9 + 1344], r9b
+    movzx r9d, byte ptr [r15 + 128]
+    movzx edi, bpl
+    mov qword ptr [r15 + 128], r9
+    mov qword ptr [r15 + 768], rbp
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c27:
-    lea rcx, [rip + .Lc1_d1284_j]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d1273_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d1284_j_t
-.Lc1_d1284_j:
+    jmp .Lc1_d1273_j_t
+.Lc1_d1273_j:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], cl
+    mov qword ptr [r15 + 0], rcx
     jmp 1f
 1:
-    movzx ecx, dl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 18
     mov rbp, r11
-    mov rcx, rbp
-    and rbp, 1984
-    mov qword ptr [r15 + rbp + 1344], rbp
-    mov dword ptr [r15 + 64], edx
-    movzx edi, byte ptr [r15 + 384]
-    mov ebp, 166
-    vmovq qword ptr [r15 + 448], xmm15
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, dword ptr [r15 + 128]
-    mov qword ptr [r15 + 704], r8
+    and rbp, 8128
+    movsxd rcx, dword ptr [r15 + rbp + 7488]
+    mov r8, r11
+    mov ebp, ebp
     jmp 1f
 1:
     mov r9, r11
-    mov rcx, r8
-    mov dword ptr [r15 + 640], 120
+    and r8, 16320
+    movsxd rbp, dword ptr [r15 + r8 + 15680]
+    and r9, 4032
+    mov edx, dword ptr [r15 + r9 + 3392]
+    movsxd r9, dword ptr [r15 + 128]
     jmp 1f
 1:
-    and r9, 8128
-    mov r8d, dword ptr [r15 + r9 + 7488]
+    movzx r8d, byte ptr [r15 + 64]
+    test dword ptr [r15 + 67117724], 128
+    jnz 1f
+1:
+    mov r8d, dword ptr [r15 + 320]
+    movzx r9d, dl
+    add rdx, qword ptr [r15 + 320]
     jmp 1f
 1:
-    movzx r9d, cl
-    mov ecx, 182
-    mov r9d, r8d
+    mov dword ptr [r15 + 512], ebp
+    mov byte ptr [r15 + 576], al
     jmp 1f
 1:
+    movsxd r9, dword ptr [r15 + 64]
     jmp 1f
 1:
-    mov r9, rcx
-    mov dword ptr [r15 + 512], r8d
-    movzx r8d, cl
-    mov ecx, dword ptr [r15 + 192]
-    mov rbp, r11
-    jmp 1f
-1:
-    mov qword ptr [r15 + 320], r9
-    and rbp, 448
-    mov r9d, dword ptr [r15 + rbp + 832]
+    mov qword ptr [r15 + 256], r9
+    mov r9, r9
+    mov ebp, dword ptr [r15 + 448]
+    movzx r9d, byte ptr [r15 + 384]
+    mov eax, r8d
+    mov r8, rax
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c28:
+    add rax, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], al
     jmp 1f
 1:
-    and r9d, dword ptr [r15 + 384]
+    mov r9d, 171
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 75
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 0], ymm15
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, eax
-    jmp 1f
-1:
-    vpxor xmm15, xmm15, xmm0
-    vmovdqu xmmword ptr [r15 + 128], xmm15
+    mov rax, qword ptr [r15 + 640]
+    mov qword ptr [r15 + 256], r9
     mov rbp, r11
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov rax, rbp
-    and rbp, 448
-    mov eax, dword ptr [r15 + rbp + 832]
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    movzx ebp, byte ptr [r15 + 768]
+    mov esi, dword ptr [r15 + 512]
     mov r9, r11
-    jmp 1f
-1:
+    mov r8d, r8d
+    and rbp, 448
+    mov r8, qword ptr [r15 + rbp + 832]
+    vmovq qword ptr [r15 + 64], xmm11
     and r9, 1984
-    mov dword ptr [r15 + r9 + 1344], 89
-    movzx r9d, bpl
-    add rcx, qword ptr [r15 + 64]
+    mov qword ptr [r15 + r9 + 1344], rax
     jmp 1f
 1:
-    vpaddq xmm15, xmm15, xmmword ptr [r15 + 448]
-    mov r9, qword ptr [r15 + 512]
-    mov eax, 241
+    mov byte ptr [r15 + 448], r9b
     jmp 1f
 1:
-    mov eax, eax
-    or qword ptr [r15 + 384], 64
-    inc dword ptr [r15 + 320]
-    mov rax, rax
-    mov r8, r11
-    mov dword ptr [r15 + 192], r9d
-    vpaddq xmm15, xmm15, xmmword ptr [r15 + 256]
+    mov r9, qword ptr [r15 + 128]
+    mov rbp, rbp
+    movsxd rax, dword ptr [r15 + 704]
+    mov dword ptr [r15 + 384], 175
+    mov qword ptr [r15 + 384], rax
+    mov dword ptr [r15 + 128], 105
+    movzx edi, al
+    vpcmpeqb xmm11, xmm11, xmm0
     jmp 1f
 1:
-    and r8, 4032
-    mov dword ptr [r15 + r8 + 3392], r8d
+    mov rax, r9
+    mov r9d, 187
+    movsxd rdi, dword ptr [r15 + 448]
+    mov ebp, edi
+    mov rbp, r11
+    mov dword ptr [r15 + 320], ebp
+    mov r9, r9
+    mov ecx, 85
+    and rbp, 8128
+    mov r9d, dword ptr [r15 + rbp + 7488]
+    mov ebp, dword ptr [r15 + 192]
+    jmp 1f
+1:
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c29:
-    lea rcx, [rip + .Lc1_d1381_j]
+    lea rcx, [rip + .Lc1_d1366_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d1381_j_t
-.Lc1_d1381_j:
-    mov r8, r11
-    mov ecx, ecx
-    mov ecx, 194
+    jmp .Lc1_d1366_j_t
+.Lc1_d1366_j:
+    lea r8, [r11 + r11*1]
     and r8, 4032
-    mov dword ptr [r15 + r8 + 3392], r8d
-    vpshufd xmm15, xmm15, 125
-    movzx ebp, byte ptr [r15 + 256]
+    mov ecx, dword ptr [r15 + r8 + 3392]
+    mov ebp, dword ptr [r15 + 384]
     jmp 1f
 1:
-    mov r9, qword ptr [r15 + 512]
-    movsxd rcx, dword ptr [r15 + 64]
-    vmovdqu ymmword ptr [r15 + 0], ymm15
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx edi, r8b
-    mov r8d, r8d
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    movzx r8d, r9b
-    mov byte ptr [r15 + 0], bpl
-    mov dword ptr [r15 + 0], r9d
-    mov r9d, 122
-    jmp 1f
-1:
+    mov dword ptr [r15 + 320], r9d
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r11
-    movsxd r9, dword ptr [r15 + 448]
-    mov r8d, r8d
-    and rbp, 8128
-    mov dword ptr [r15 + rbp + 7488], edi
     jmp 1f
 1:
-    .byte 0x0f, 0x1f, 0x40, 0x00
-    mov dword ptr [r15 + 128], 51
-    mov r8d, 141
-    movsxd rdi, dword ptr [r15 + 576]
+    mov dword ptr [r15 + 0], ecx
+    mov qword ptr [r15 + 0], r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, r11
+    mov edi, r9d
+    vpmovmskb ecx, xmm11
+    mov rcx, r8
+    and r9, 1984
+    movzx ecx, byte ptr [r15 + r9 + 1344]
+    mov r9, r11
+    mov edx, 30
+    and r9, 448
+    add rdi, qword ptr [r15 + r9 + 832]
+    movzx r9d, byte ptr [r15 + 256]
+    movsxd rax, dword ptr [r15 + 448]
+    mov dword ptr [r15 + 64], edx
+    mov esi, 131
+    mov edx, 121
+    mov edx, dword ptr [r15 + 768]
+    movsxd rsi, dword ptr [r15 + 192]
+    vpaddq xmm11, xmm11, xmmword ptr [r15 + r8 + 3456]
+    mov qword ptr [r15 + 128], rsi
+    movzx r8d, byte ptr [r15 + 64]
+    mov rsi, rax
+    add rsi, qword ptr [r15 + 512]
+    movzx eax, r9b
     jmp 1f
 1:
-    movsxd r8, dword ptr [r15 + 320]
-    mov rbp, r8
-    mov qword ptr [r15 + 384], rdi
-    movzx ebp, byte ptr [r15 + 192]
-    movsxd rdi, dword ptr [r15 + 64]
-    movzx esi, byte ptr [r15 + 320]
+    mov r9d, eax
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c30:
-    mov byte ptr [r15 + 320], sil
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov rsi, rbp
-    nop
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov esi, edi
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], esi
-    mov dword ptr [r15 + 0], esi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], sil
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    add r9, qword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rax
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 128], rsi
-    mov rsi, rsi
-    test ebx, 1024
+    mov eax, dword ptr [r15 + 384]
+    mov rdi, rax
+    mov rbp, r11
+    mov r8, r11
+    mov qword ptr [r15 + 192], r9
+    and rbp, 448
+    add rax, qword ptr [r15 + rbp + 832]
+    and r8, 8128
+    mov rbp, qword ptr [r15 + r8 + 7488]
+    movzx r8d, byte ptr [r15 + 256]
+    mov r9d, 106
+    movzx esi, r9b
+    jmp 1f
+1:
+    mov r9d, dword ptr [r15 + 128]
+    add qword ptr [r15 + 64], r8
+    test dword ptr [r15 + 67117724], 134234144
     jz 1f
 1:
-    jmp 1f
-1:
-    mov edi, dword ptr [r15 + 448]
-    vpor xmm15, xmm15, xmm15
-    mov esi, 197
+    movzx r8d, byte ptr [r15 + 320]
+    mov r9, r9
+    movsxd r9, dword ptr [r15 + 448]
+    mov ebp, 63
+    mov edx, 191
+    movzx eax, dl
+    mov rdx, rsi
+    movzx esi, cl
+    mov ecx, 26
+    mov qword ptr [r15 + 576], rcx
+    movsxd rcx, dword ptr [r15 + 512]
     mov rbp, r11
+    mov esi, r8d
+    and rbp, 1984
+    mov rsi, qword ptr [r15 + rbp + 1344]
     jmp 1f
 1:
-    and rbp, 448
-    imul rax, qword ptr [r15 + rbp + 832]
-    mov ebp, eax
-    mov eax, edi
-    mov byte ptr [r15 + 64], dil
-    mov dword ptr [r15 + 384], eax
-    add rax, qword ptr [r15 + 704]
-    mov byte ptr [r15 + 640], al
-    mov r8, r11
-    mov rdi, rdi
-    and r8, 1984
-    mov r9, r11
-    mov eax, dword ptr [r15 + r8 + 1344]
-    and r9, 8128
-    mov dword ptr [r15 + r9 + 7488], 239
-    jmp 1f
-1:
-    movzx r9d, byte ptr [r15 + 256]
-    mov r8d, 134
-    mov dword ptr [r15 + 512], eax
-    jmp 1f
-1:
+    movzx eax, byte ptr [r15 + 640]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c31:
-    lea rcx, [rip + .Lc1_d1481_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d1481_j_t
-.Lc1_d1481_j:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 2097152
+    setz al
+    lea rcx, [rip + .Lc1_d1460_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d1460_s_t
+    .p2align 3
+.Lc1_d1460_s:
+    .p2align 3
+    jmp .Lc1_d1460_j
+    .p2align 3
+    jmp .Lc1_d1460_j
+.Lc1_d1460_j:
+    mov ecx, 28
+    movzx eax, dl
+    mov r8, qword ptr [r15 + 192]
     mov rbp, r11
     jmp 1f
 1:
-    mov ecx, 209
-    and rbp, 4032
-    vpaddq xmm15, xmm15, xmmword ptr [r15 + rbp + 3392]
-    xor dword ptr [r15 + 0], ebp
-    mov ebp, ebp
-    vmovdqu ymmword ptr [r15 + 0], ymm15
-    vmovdqu xmmword ptr [r15 + 0], xmm15
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 1984
+    movsxd rcx, dword ptr [r15 + rbp + 1344]
+    mov rbp, qword ptr [r15 + 64]
+    mov edx, ebp
+    mov eax, edx
     jmp 1f
 1:
-    mov ebp, 201
-    mov r12, qword ptr [r15 + r12 + 56]
-    .byte 0x0f, 0x1f, 0x40, 0x00
-    and ebp, dword ptr [r15 + 448]
-    mov r8, r11
-    jmp 1f
-1:
-    and r8, 448
-    movsxd rcx, dword ptr [r15 + r8 + 832]
-    mov dword ptr [r15 + 512], ebp
-    movsxd rbp, dword ptr [r15 + 128]
-    movzx r8d, sil
-    movzx esi, byte ptr [r15 + 64]
-    mov byte ptr [r15 + 256], cl
-    jmp 1f
-1:
-    mov ecx, 217
-    movzx r8d, byte ptr [r15 + 384]
-    vpshufd xmm15, xmm15, 47
-    mov rdi, rsi
-    movsxd rdi, dword ptr [r15 + 192]
-    mov ecx, 45
+    mov dword ptr [r15 + 0], 252
     mov r9, r11
-    mov ecx, dword ptr [r15 + 384]
-    and r9, 1984
-    mov dword ptr [r15 + r9 + 1344], ebp
-    movsxd rbp, dword ptr [r15 + 320]
-    mov r9, qword ptr [r15 + 768]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r9, 4032
+    and edx, dword ptr [r15 + r9 + 3392]
+    mov dword ptr [r15 + 704], 67
+    movsxd rbp, dword ptr [r15 + 128]
+    mov r9, r11
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movsxd rax, dword ptr [r15 + 384]
+    and r9, 8128
+    mov rsi, qword ptr [r15 + r9 + 7488]
+    movzx r9d, byte ptr [r15 + 320]
+    mov edi, 88
+    mov edi, dword ptr [r15 + 128]
+    movsxd rdx, dword ptr [r15 + 512]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c32:
-    lea rcx, [rip + .Lc1_d1527_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d1527_j_t
-.Lc1_d1527_j:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 15
+    lea rcx, [rip + .Lc1_d1504_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d1504_s_t
+    .p2align 3
+.Lc1_d1504_s:
+    .p2align 3
+    jmp .Lc1_d1504_j
+    .p2align 3
+    jmp .Lc1_d1504_j
+    .p2align 3
+    jmp .Lc1_d1504_j
+    .p2align 3
+    jmp .Lc1_d1504_j
+    .p2align 3
+    jmp .Lc1_d1504_j
+    .p2align 3
+    jmp .Lc1_d1504_j
+    .p2align 3
+    jmp .Lc1_d1504_j
+    .p2align 3
+    jmp .Lc1_d1504_j
+    .p2align 3
+    jmp .Lc1_d1504_j
+    .p2align 3
+    jmp .Lc1_d1504_j
+    .p2align 3
+    jmp .Lc1_d1504_j
+    .p2align 3
+    jmp .Lc1_d1504_j
+    .p2align 3
+    jmp .Lc1_d1504_j
+    .p2align 3
+    jmp .Lc1_d1504_j
+    .p2align 3
+    jmp .Lc1_d1504_j
+    .p2align 3
+    jmp .Lc1_d1504_j
+.Lc1_d1504_j:
+    mov rcx, rcx
     mov rbp, r11
-    and rbp, 1984
-    movzx edi, byte ptr [r15 + rbp + 1344]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r9d, bpl
-    movzx r9d, r9b
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, r9
-    mov r9d, eax
+    nop
+    and rbp, 448
+    movzx ecx, byte ptr [r15 + rbp + 832]
+    movsxd rbp, dword ptr [r15 + 64]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, 250
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 512], 228
+    mov r9, rax
     movzx eax, byte ptr [r15 + 320]
-    test ebx, 9728
-    jz 1f
-1:
-    mov edx, dword ptr [r15 + 192]
-    mov rbp, r11
-    mov eax, dword ptr [r15 + 576]
-    mov byte ptr [r15 + 256], r9b
-    and rbp, 8128
-    mov r9d, dword ptr [r15 + rbp + 7488]
+    mov dword ptr [r15 + 256], ebp
     jmp 1f
 1:
+    mov ebp, 174
+    vpaddq xmm11, xmm11, xmmword ptr [r15 + 448]
     jmp 1f
 1:
-    mov ebp, 62
-    mov byte ptr [r15 + 448], dl
-    mov dword ptr [r15 + 64], ebp
-    mov ebp, dword ptr [r15 + 128]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r8, r11
-    movzx edx, byte ptr [r15 + 128]
-    mov ecx, dword ptr [r15 + 384]
-    and r8, 4032
-    mov esi, dword ptr [r15 + r8 + 3392]
+    .byte 0x0f, 0x1f, 0x00
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c33:
-    mov dword ptr [r15 + 512], r8d
-    add rax, qword ptr [r15 + 704]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r8d, dword ptr [r15 + 448]
-    jmp 1f
-1:
-    mov edx, dword ptr [r15 + 192]
-    jmp 1f
-1:
-    vpxor xmm15, xmm15, xmm7
+    mov dword ptr [r15 + 768], 168
+    movsxd rbp, dword ptr [r15 + 320]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], edx
-    mov edx, 192
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu xmmword ptr [r15 + 0], xmm15
-    mov byte ptr [r15 + 0], dl
+    mov dword ptr [r15 + 0], ebp
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], edx
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu ymmword ptr [r15 + 0], ymm11
+    mov dword ptr [r15 + 0], 234
+    mov byte ptr [r15 + 0], bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, ebp
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    vpcmpeqb xmm11, xmm11, xmmword ptr [r15 + 576]
+    mov qword ptr [r15 + 128], rax
+    mov rbp, qword ptr [r15 + 384]
+    mov rax, qword ptr [r15 + 448]
+    mov r9, qword ptr [r15 + 128]
+    mov ecx, edi
+    mov edi, dword ptr [r15 + 256]
+    mov rcx, qword ptr [r15 + 512]
+    mov r8, r11
+    mov esi, r8d
+    mov edx, dword ptr [r15 + 64]
+    and r8, 8128
+    movzx esi, byte ptr [r15 + r8 + 7488]
+    mov r8, r11
+    movzx eax, byte ptr [r15 + 320]
+    mov rax, rax
+    mov rdi, qword ptr [r15 + 384]
+    and r8, 4032
     mov rbp, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rdx
-    mov dword ptr [r15 + 64], ebp
-    and rbp, 448
-    movsxd rdx, dword ptr [r15 + rbp + 832]
-    mov r9d, dword ptr [r15 + 256]
-    mov byte ptr [r15 + 320], r9b
-    mov byte ptr [r15 + 640], r9b
-    mov r9, qword ptr [r15 + 64]
-    mov rbp, qword ptr [r15 + 128]
-    mov ecx, dword ptr [r15 + 384]
-    mov rbp, r11
-    mov rsi, rdx
-    mov rdx, qword ptr [r15 + 320]
-    mov r9, r11
-    and rbp, 8128
-    vmovdqu ymmword ptr [r15 + rbp + 7488], ymm15
-    jmp 1f
-1:
-    and r9, 4032
-    mov qword ptr [r15 + r9 + 3392], rsi
+    movsxd rdi, dword ptr [r15 + r8 + 3392]
+    mov qword ptr [r15 + 192], rdi
+    and rbp, 1984
+    mov byte ptr [r15 + rbp + 1344], r8b
     add r11, 64
     inc rbx
     dec r13
@@ -2516,320 +2475,325 @@ ditto_body_c1:
     mov qword ptr [r15 + 67117720], rax
     mov eax, dword ptr [r15 + 67117724]
     and eax, 15
-    lea rcx, [rip + .Lc1_d1622_s]
+    lea rcx, [rip + .Lc1_d1590_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d1622_s_t
+    jmp .Lc1_d1590_s_t
     .p2align 3
-.Lc1_d1622_s:
+.Lc1_d1590_s:
     .p2align 3
-    jmp .Lc1_d1622_j
+    jmp .Lc1_d1590_j
     .p2align 3
-    jmp .Lc1_d1622_j
+    jmp .Lc1_d1590_j
     .p2align 3
-    jmp .Lc1_d1622_j
+    jmp .Lc1_d1590_j
     .p2align 3
-    jmp .Lc1_d1622_j
+    jmp .Lc1_d1590_j
     .p2align 3
-    jmp .Lc1_d1622_j
+    jmp .Lc1_d1590_j
     .p2align 3
-    jmp .Lc1_d1622_j
+    jmp .Lc1_d1590_j
     .p2align 3
-    jmp .Lc1_d1622_j
+    jmp .Lc1_d1590_j
     .p2align 3
-    jmp .Lc1_d1622_j
+    jmp .Lc1_d1590_j
     .p2align 3
-    jmp .Lc1_d1622_j
+    jmp .Lc1_d1590_j
     .p2align 3
-    jmp .Lc1_d1622_j
+    jmp .Lc1_d1590_j
     .p2align 3
-    jmp .Lc1_d1622_j
+    jmp .Lc1_d1590_j
     .p2align 3
-    jmp .Lc1_d1622_j
+    jmp .Lc1_d1590_j
     .p2align 3
-    jmp .Lc1_d1622_j
+    jmp .Lc1_d1590_j
     .p2align 3
-    jmp .Lc1_d1622_j
+    jmp .Lc1_d1590_j
     .p2align 3
-    jmp .Lc1_d1622_j
+    jmp .Lc1_d1590_j
     .p2align 3
-    jmp .Lc1_d1622_j
-.Lc1_d1622_j:
-    movzx r9d, r9b
-    mov esi, 156
-    mov r8, r11
-    mov dword ptr [r15 + 448], 121
-    mov rax, qword ptr [r15 + 384]
+    jmp .Lc1_d1590_j
+.Lc1_d1590_j:
+    movsxd rsi, dword ptr [r15 + 384]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov byte ptr [r15 + 128], cl
     mov rbp, r11
-    and r8, 448
-    movsxd rcx, dword ptr [r15 + r8 + 832]
-    and rbp, 1984
-    movsxd r8, dword ptr [r15 + rbp + 1344]
+    mov dword ptr [r15 + 192], esi
+    and rbp, 448
+    mov rcx, qword ptr [r15 + rbp + 832]
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + 512], ymm11
+    movsxd rbp, dword ptr [r15 + 64]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c35:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rbp, dword ptr [r15 + 384]
+    mov rcx, qword ptr [r15 + 704]
+    and ebp, dword ptr [r15 + 64]
+    add rcx, qword ptr [r15 + 640]
+    mov edx, dword ptr [r15 + 448]
+    mov esi, dword ptr [r15 + 256]
+    mov eax, 198
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    mov rax, rcx
+    vpcmpeqb xmm11, xmm11, xmmword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r8d, ebp
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov byte ptr [r15 + 0], bpl
-    mov dword ptr [r15 + 0], r8d
-    jmp 1f
-1:
-    mov rbp, r11
-    mov r8, qword ptr [r15 + 448]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 75
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, dword ptr [r15 + 128]
+    mov r8d, eax
+    mov dword ptr [r15 + 192], 29
+    mov r8, r11
+    mov edi, 178
+    and r8, 8128
+    mov r9, qword ptr [r15 + r8 + 7488]
+    mov r8, r11
+    mov edi, dword ptr [r15 + 320]
+    movsxd rax, dword ptr [r15 + 64]
     mov r9, r11
-    and rbp, 16320
-    mov rcx, qword ptr [r15 + rbp + 15680]
-    mov rbp, r11
+    and r8, 1984
+    movzx eax, byte ptr [r15 + r8 + 1344]
     and r9, 4032
-    mov rax, qword ptr [r15 + r9 + 3392]
-    mov r9d, 170
-    mov r9d, dword ptr [r15 + 384]
-    and rbp, 8128
-    mov dword ptr [r15 + rbp + 7488], ecx
-    mov ecx, dword ptr [r15 + 320]
-    mov dword ptr [r15 + 512], ecx
-    mov ecx, dword ptr [r15 + 64]
-    mov dword ptr [r15 + 128], 5
-    mov esi, ecx
-    mov dword ptr [r15 + 192], 163
-    mov ecx, dword ptr [r15 + 192]
-    mov dword ptr [r15 + 320], 211
-    movzx ebp, byte ptr [r15 + 256]
-    mov rdx, qword ptr [r15 + 128]
-    movzx edi, byte ptr [r15 + 768]
-    mov dword ptr [r15 + 576], edi
+    movzx r8d, byte ptr [r15 + r9 + 3392]
+    mov dword ptr [r15 + 320], 90
+    mov r9, rdi
+    mov rdi, qword ptr [r15 + 512]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c36:
-    lea rcx, [rip + .Lc1_d1699_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d1699_j_t
-.Lc1_d1699_j:
-    mov qword ptr [r15 + 128], rsi
-    movzx esi, cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, esi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 134217728
+    setz al
+    lea rcx, [rip + .Lc1_d1670_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d1670_s_t
+    .p2align 3
+.Lc1_d1670_s:
+    .p2align 3
+    jmp .Lc1_d1670_j
+    .p2align 3
+    jmp .Lc1_d1670_j
+.Lc1_d1670_j:
+    mov r8, r11
+    mov dword ptr [r15 + 128], 94
     jmp 1f
 1:
-    mov rdi, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 0], ymm15
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 193
-    mov esi, dword ptr [r15 + 640]
-    mov rbp, r11
+    and r8, 448
+    mov ecx, dword ptr [r15 + r8 + 832]
     jmp 1f
 1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    and rbp, 448
-    mov r8, qword ptr [r15 + rbp + 832]
-    jmp 1f
-1:
-    mov byte ptr [r15 + 64], r8b
-    movzx r9d, bpl
-    mov r8, qword ptr [r15 + 704]
-    mov ebp, dword ptr [r15 + 384]
+    vmovdqu ymmword ptr [r15 + 320], ymm11
     mov r9, r11
-    mov rbp, r11
-    mov dword ptr [r15 + 320], 67
+    jmp 1f
+1:
+    and r9, 4032
+    movzx r8d, byte ptr [r15 + r9 + 3392]
+    mov r9d, ecx
+    mov rax, rcx
+    mov r9d, 159
+    test dword ptr [r15 + 67117724], 17039360
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, r11
+    movzx r8d, byte ptr [r15 + 64]
+    jmp 1f
+1:
     and r9, 8128
-    mov dword ptr [r15 + r9 + 7488], ecx
-    and rbp, 1984
-    movzx r9d, byte ptr [r15 + rbp + 1344]
-    mov rcx, qword ptr [r15 + 512]
-    mov rsi, r8
-    mov dword ptr [r15 + 448], ebp
-    mov r8, rsi
-    mov dword ptr [r15 + 256], r8d
+    mov rcx, qword ptr [r15 + r9 + 7488]
+    jmp 1f
+1:
+    movzx r9d, byte ptr [r15 + 256]
+    movsxd rax, dword ptr [r15 + 448]
+    mov edi, dword ptr [r15 + 384]
+    movsxd rbp, dword ptr [r15 + 768]
+    movzx edx, byte ptr [r15 + 512]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c37:
-    mov r8, r8
-    mov ecx, dword ptr [r15 + 256]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 192], 162
     mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rax
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, rcx
-    mov rcx, rcx
-    mov ecx, ecx
-    mov ebp, esi
-    mov byte ptr [r15 + 0], r8b
-    mov rdi, rbp
-    jmp 1f
-1:
-    jmp 1f
-1:
+    mov eax, 26
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov qword ptr [r15 + 384], r8
-    mov r8, rbp
-    jmp 1f
-1:
+    movzx ecx, dil
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rax
     mov r8, r11
-    movzx ebp, byte ptr [r15 + 64]
-    and r8, 448
-    mov dword ptr [r15 + r8 + 832], 191
-    movzx r8d, bpl
-    mov qword ptr [r15 + 384], rbp
-    mov eax, ebp
-    mov r8, r11
-    mov qword ptr [r15 + 448], rbp
-    mov qword ptr [r15 + 320], r8
+    add rdx, qword ptr [r15 + 0]
     and r8, 1984
-    mov rbp, qword ptr [r15 + r8 + 1344]
-    mov r8d, dword ptr [r15 + 512]
-    movzx ecx, al
-    mov dword ptr [r15 + 128], eax
+    mov rbp, r11
+    mov edi, dword ptr [r15 + r8 + 1344]
+    and rbp, 448
+    mov byte ptr [r15 + rbp + 832], al
+    jmp 1f
+1:
+    mov ecx, 134
+    movsxd rax, dword ptr [r15 + 64]
+    mov dword ptr [r15 + 576], eax
+    mov eax, edx
+    movzx esi, byte ptr [r15 + 448]
+    movzx ebp, byte ptr [r15 + 640]
+    mov dword ptr [r15 + 128], edi
+    mov edi, ebp
+    mov dword ptr [r15 + 192], 72
+    add rdx, qword ptr [r15 + 128]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    vpcmpeqb xmm11, xmm11, xmmword ptr [r15 + 384]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 320], edi
+    mov rdi, rdx
+    jmp 1f
+1:
+    mov edi, dword ptr [r15 + 256]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 512], edi
+    jmp 1f
+1:
+    jmp 1f
+1:
     mov r9, r11
-    jmp 1f
-1:
-    mov rax, r9
-    and r9, 4032
-    mov dword ptr [r15 + r9 + 3392], ebp
-    jmp 1f
-1:
-    jmp 1f
-1:
-    vpaddd xmm15, xmm15, xmm15
-    .byte 0x0f, 0x1f, 0x40, 0x00
-    mov r9, r9
+    movzx edi, r9b
+    and r9, 8128
+    mov qword ptr [r15 + r9 + 7488], r9
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c38:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d1801_j]
+    lea rcx, [rip + .Lc1_d1759_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d1801_j_t
-.Lc1_d1801_j:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 224
-    movzx esi, cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rsi, dword ptr [r15 + 192]
+    jmp .Lc1_d1759_j_t
+.Lc1_d1759_j:
     mov r9, r11
-    movsxd rcx, dword ptr [r15 + 320]
-    and r9, 1984
-    movzx eax, byte ptr [r15 + r9 + 1344]
-    test dword ptr [r15 + 67117724], 2097154
-    jnz 1f
+    vmovdqu xmmword ptr [r15 + 256], xmm11
+    mov dword ptr [r15 + 512], edi
+    and r9, 448
+    movsxd rcx, dword ptr [r15 + r9 + 832]
+    mov rdi, rdi
+    mov rdi, r9
+    mov dword ptr [r15 + 0], edi
+    mov edi, r9d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, edi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rdi, rcx
+    jmp 1f
 1:
-    mov r9, r11
-    mov dword ptr [r15 + 384], 78
-    and r9, 4032
-    mov dword ptr [r15 + r9 + 3392], r9d
-    vpcmpeqb xmm15, xmm15, xmmword ptr [r15 + 576]
-    mov dword ptr [r15 + 64], esi
-    movzx r9d, byte ptr [r15 + 768]
-    mov esi, ecx
-    mov rcx, qword ptr [r15 + 128]
-    mov esi, dword ptr [r15 + 512]
-    mov eax, esi
-    mov rsi, r9
-    mov r9d, dword ptr [r15 + 256]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rcx
+    mov ecx, 188
+    mov ecx, dword ptr [r15 + 64]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rcx, qword ptr [r15 + 448]
+    movsxd r9, dword ptr [r15 + 192]
+    nop
+    mov edi, edi
+    mov rdi, qword ptr [r15 + 384]
     mov rbp, r11
-    mov r8, rbp
-    and rbp, 8128
-    mov qword ptr [r15 + rbp + 7488], rbp
+    movsxd rdx, dword ptr [r15 + 704]
+    mov r8, r11
+    jmp 1f
+1:
+    and rbp, 1984
+    mov qword ptr [r15 + rbp + 1344], rcx
+    and r8, 4032
+    mov ecx, dword ptr [r15 + r8 + 3392]
+    mov rbp, r9
+    mov r9, qword ptr [r15 + 64]
+    mov rax, r9
+    mov r9d, edi
+    mov r8d, esi
+    add qword ptr [r15 + 320], r8
+    mov r9, qword ptr [r15 + 128]
+    movzx esi, bpl
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c39:
-    movsxd rbp, dword ptr [r15 + 512]
-    mov dword ptr [r15 + 384], 45
-    mov byte ptr [r15 + 0], bpl
+    mov byte ptr [r15 + 0], sil
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    vmovq qword ptr [r15 + 0], xmm11
+    mov rsi, r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, 198
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], ebp
-    mov ebp, 174
-    movzx ecx, r8b
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, r11
-    mov rbp, r8
-    and r8, 8128
-    movzx r9d, byte ptr [r15 + r8 + 7488]
+    vmovdqu ymmword ptr [r15 + 320], ymm11
+    jmp 1f
+1:
+    mov r9, qword ptr [r15 + 256]
+    jmp 1f
+1:
+    mov esi, r9d
+    mov r9, qword ptr [r15 + 64]
+    movsxd rcx, dword ptr [r15 + 384]
+    vpshufd xmm11, xmm11, 30
+    mov r8d, dword ptr [r15 + 384]
+    movzx edi, r8b
+    jmp 1f
+1:
+    movsxd rbp, dword ptr [r15 + 192]
     mov r8d, r9d
-    mov r9, r8
-    mov esi, eax
-    movzx eax, sil
-    vmovdqu ymmword ptr [r15 + 320], ymm15
-    mov qword ptr [r15 + 128], rcx
+    mov r9d, 109
+    movsxd r9, dword ptr [r15 + 512]
     jmp 1f
 1:
-    mov dword ptr [r15 + 64], esi
+    movsxd rax, dword ptr [r15 + 128]
+    movzx edx, sil
+    movzx esi, r9b
+    vmovdqu ymmword ptr [r15 + 448], ymm11
     jmp 1f
 1:
+    mov esi, esi
+    mov r9, r11
+    mov r8, rax
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov rbp, r11
-    movzx esi, byte ptr [r15 + 448]
-    and rbp, 448
-    movzx eax, byte ptr [r15 + rbp + 832]
-    mov rbp, r11
-    jmp 1f
-1:
-    mov dword ptr [r15 + 64], r9d
-    vmovq qword ptr [r15 + 192], xmm15
-    and rbp, 1984
-    movsxd r9, dword ptr [r15 + rbp + 1344]
-    movzx ebp, byte ptr [r15 + 640]
-    mov r8d, dword ptr [r15 + 448]
-    movzx ecx, byte ptr [r15 + 320]
-    movsxd rdi, dword ptr [r15 + 704]
+    mov r8, r11
+    and r9, 1984
+    and esi, dword ptr [r15 + r9 + 1344]
+    mov r9, r11
+    and r8, 8128
+    mov rax, qword ptr [r15 + r8 + 7488]
+    and eax, dword ptr [r15 + 768]
+    and r9, 16320
+    mov dword ptr [r15 + r9 + 15680], esi
     add r11, 64
     inc rbx
     dec r13
@@ -2838,60 +2802,52 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 16384
-    setz al
-    lea rcx, [rip + .Lc1_d1890_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d1890_s_t
-    .p2align 3
-.Lc1_d1890_s:
-    .p2align 3
-    jmp .Lc1_d1890_j
-    .p2align 3
-    jmp .Lc1_d1890_j
-.Lc1_d1890_j:
-    mov rax, rcx
-    jmp 1f
-1:
-    mov byte ptr [r15 + 768], r9b
-    jmp 1f
-1:
-    mov rax, rcx
+    lea rcx, [rip + .Lc1_d1860_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d1860_j_t
+.Lc1_d1860_j:
+    movzx ecx, cl
+    mov dword ptr [r15 + 320], 127
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], ecx
-    mov byte ptr [r15 + 0], al
-    movsxd rcx, dword ptr [r15 + 512]
-    movsxd rbp, dword ptr [r15 + 384]
-    mov rax, r8
-    mov qword ptr [r15 + 64], rax
-    mov qword ptr [r15 + 128], rax
+    and r9d, dword ptr [r15 + 0]
+    vmovdqu xmmword ptr [r15 + 0], xmm11
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r8, r11
-    movzx eax, r8b
-    and r8, 4032
-    mov dword ptr [r15 + r8 + 3392], 88
-    test ebx, 1073741824
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r8, 448
+    movsxd rcx, dword ptr [r15 + r8 + 832]
+    mov r8d, 122
+    mov eax, 105
+    mov r8, r11
+    jmp 1f
+1:
+    mov rbp, r11
+    and r8, 8128
+    mov dword ptr [r15 + r8 + 7488], 65
+    and rbp, 4032
+    mov r8, qword ptr [r15 + rbp + 3392]
+    mov rbp, r8
+    mov rsi, rax
+    test dword ptr [r15 + 67117723], 537935880
     jz 1f
 1:
-    mov r9d, eax
+    mov dword ptr [r15 + 448], esi
+    mov esi, 108
+    mov rsi, qword ptr [r15 + 384]
+    add r8, qword ptr [r15 + 64]
+    jmp 1f
+1:
+    mov ebp, dword ptr [r15 + 576]
+    mov eax, dword ptr [r15 + 192]
+    mov edx, dword ptr [r15 + 512]
+    mov dword ptr [r15 + 128], 242
+    movzx edi, r8b
     jmp 1f
 1:
     jmp 1f
 1:
-    mov byte ptr [r15 + 256], al
-    jmp 1f
-1:
-    mov r8, rcx
-    mov ecx, 65
-    jmp 1f
-1:
-    mov dword ptr [r15 + 192], ecx
-    mov r9, r11
-    mov r8d, 47
-    mov dword ptr [r15 + 320], r8d
-    and r9, 448
-    mov r8d, dword ptr [r15 + r9 + 832]
-    mov ecx, 48
+    mov r9d, 24
+    movsxd r8, dword ptr [r15 + 128]
     jmp 1f
 1:
     add r11, 64
@@ -2899,62 +2855,53 @@ ditto_body_c1:
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c41:
+    mov ecx, dword ptr [r15 + 128]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx esi, cl
+    mov esi, esi
+    mov r8, r11
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov rsi, r8
+    and r8, 1984
+    mov r9, r11
+    mov qword ptr [r15 + r8 + 1344], rcx
+    mov r8d, 50
+    and r9, 4032
+    mov r8, qword ptr [r15 + r9 + 3392]
+    mov dword ptr [r15 + 448], r9d
+    mov r9d, 242
+    mov r9d, r9d
+    mov r9, r9
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    add r8, qword ptr [r15 + 0]
+    mov r9, r11
+    mov ecx, 45
+    movzx esi, sil
+    mov byte ptr [r15 + 512], r8b
+    and r9, 448
+    mov dword ptr [r15 + r9 + 832], r9d
+    movzx esi, byte ptr [r15 + 384]
+    mov r8d, 186
+    mov r9d, r8d
     jmp 1f
 1:
+    movzx ebp, sil
+    mov r9, qword ptr [r15 + 64]
+    mov ebp, dword ptr [r15 + 320]
+    mov dword ptr [r15 + 64], 38
+    mov r8, rbp
+    movzx ebp, byte ptr [r15 + 192]
+    mov rcx, rsi
+    mov rsi, qword ptr [r15 + 640]
+    movzx eax, byte ptr [r15 + 704]
     jmp 1f
 1:
-    vpmovmskb r9d, xmm15
-    jmp 1f
-1:
-    vpmovmskb r9d, xmm15
-    movzx eax, r9b
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 1984
-    mov rcx, qword ptr [r15 + rbp + 1344]
-    mov rbp, r11
-    mov byte ptr [r15 + 64], al
-    mov dword ptr [r15 + 576], 42
-    and rbp, 8128
-    movzx eax, byte ptr [r15 + rbp + 7488]
-    jmp 1f
-1:
-    mov byte ptr [r15 + 256], al
-    mov eax, 115
-    mov ebp, 151
-    mov edx, 150
-    mov byte ptr [r15 + 128], cl
-    mov r9, qword ptr [r15 + 320]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov rbp, r11
-    mov qword ptr [r15 + 448], rax
-    and rbp, 4032
-    inc dword ptr [r15 + rbp + 3392]
-    mov rbp, rbp
-    jmp 1f
-1:
-    mov dword ptr [r15 + 128], 31
-    jmp 1f
-1:
-    movsxd rbp, dword ptr [r15 + 512]
-    mov qword ptr [r15 + 384], rdx
-    jmp 1f
-1:
-    mov edx, ebp
+    movzx edi, byte ptr [r15 + 320]
+    movsxd rdx, dword ptr [r15 + 256]
+    mov rbp, rdx
+    movzx edx, dil
+    mov rdx, rdx
     add r11, 64
     inc rbx
     dec r13
@@ -2963,237 +2910,220 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 15
-    lea rcx, [rip + .Lc1_d1990_s]
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 262144
+    setz al
+    lea rcx, [rip + .Lc1_d1957_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d1990_s_t
+    jmp .Lc1_d1957_s_t
     .p2align 3
-.Lc1_d1990_s:
+.Lc1_d1957_s:
     .p2align 3
-    jmp .Lc1_d1990_j
+    jmp .Lc1_d1957_j
     .p2align 3
-    jmp .Lc1_d1990_j
-    .p2align 3
-    jmp .Lc1_d1990_j
-    .p2align 3
-    jmp .Lc1_d1990_j
-    .p2align 3
-    jmp .Lc1_d1990_j
-    .p2align 3
-    jmp .Lc1_d1990_j
-    .p2align 3
-    jmp .Lc1_d1990_j
-    .p2align 3
-    jmp .Lc1_d1990_j
-    .p2align 3
-    jmp .Lc1_d1990_j
-    .p2align 3
-    jmp .Lc1_d1990_j
-    .p2align 3
-    jmp .Lc1_d1990_j
-    .p2align 3
-    jmp .Lc1_d1990_j
-    .p2align 3
-    jmp .Lc1_d1990_j
-    .p2align 3
-    jmp .Lc1_d1990_j
-    .p2align 3
-    jmp .Lc1_d1990_j
-    .p2align 3
-    jmp .Lc1_d1990_j
-.Lc1_d1990_j:
-    movsxd rcx, dword ptr [r15 + 192]
-    mov dword ptr [r15 + 448], eax
-    mov rbp, r11
-    mov rax, qword ptr [r15 + 640]
+    jmp .Lc1_d1957_j
+.Lc1_d1957_j:
+    mov rdx, rcx
     mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 8128
-    mov rdx, qword ptr [r15 + rbp + 7488]
-    mov rbp, r11
     jmp 1f
 1:
-    add rdx, qword ptr [r15 + 384]
-    and rbp, 448
-    mov byte ptr [r15 + rbp + 832], bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, r11
+    and rbp, 4032
+    mov ecx, dword ptr [r15 + rbp + 3392]
+    and r8, 1984
+    mov ebp, dword ptr [r15 + r8 + 1344]
+    mov r8d, edx
+    mov r8, r11
+    jmp 1f
+1:
+    jmp 1f
+1:
+    and r8, 8128
+    movsxd rdx, dword ptr [r15 + r8 + 7488]
+    mov r8, qword ptr [r15 + 384]
+    vmovq qword ptr [r15 + 768], xmm11
+    jmp 1f
+1:
+    mov dword ptr [r15 + 64], 127
+    mov dword ptr [r15 + 256], 12
+    jmp 1f
+1:
+    mov rdi, rdx
+    jmp 1f
+1:
+    mov rdx, qword ptr [r15 + 128]
+    mov byte ptr [r15 + 192], r8b
+    mov qword ptr [r15 + 448], rdi
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c43:
-    movzx eax, dl
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], edx
-    jmp 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx edx, bpl
+    mov dword ptr [r15 + 0], 94
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, qword ptr [r15 + 256]
-    jmp 1f
-1:
-    mov edx, 90
-    mov rdx, rax
-    jmp 1f
-1:
-    mov qword ptr [r15 + 128], rax
-    mov edx, 228
-    mov ecx, edx
-    mov eax, 188
-    vmovdqu xmmword ptr [r15 + 512], xmm15
-    jmp 1f
-1:
-    movzx edx, byte ptr [r15 + 384]
-    mov dword ptr [r15 + 64], 221
-    mov eax, dword ptr [r15 + 320]
+    mov edi, edx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edi, 199
+    movzx edx, dil
+    mov r8d, 128
+    vpcmpeqb xmm11, xmm11, xmm10
     jmp 1f
 1:
     jmp 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 576], 199
+    mov edi, 180
+    mov byte ptr [r15 + 320], dil
+    mov rdi, qword ptr [r15 + 512]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov byte ptr [r15 + 128], dl
+    mov edi, dword ptr [r15 + 384]
+    mov dword ptr [r15 + 256], edx
+    jmp 1f
+1:
+    mov r8, qword ptr [r15 + 128]
+    mov rbp, r11
+    mov r9d, dword ptr [r15 + 448]
+    movzx edx, dil
+    and rbp, 448
+    mov dword ptr [r15 + rbp + 832], ebp
+    mov rbp, r11
     mov r8, r11
-    mov ecx, r8d
-    mov byte ptr [r15 + 64], al
+    mov rdi, rdx
+    and rbp, 8128
+    movzx edi, byte ptr [r15 + rbp + 7488]
     and r8, 1984
-    mov r9, r11
-    mov dword ptr [r15 + r8 + 1344], 46
-    and r9, 448
-    movsxd rcx, dword ptr [r15 + r9 + 832]
+    mov dword ptr [r15 + r8 + 1344], 246
+    movzx r8d, byte ptr [r15 + 64]
+    mov rbp, r9
     jmp 1f
 1:
-    mov r8, qword ptr [r15 + 192]
-    mov rax, r8
-    mov byte ptr [r15 + 448], r9b
-    mov r8, r11
-    movsxd r9, dword ptr [r15 + 704]
+    mov r9d, dword ptr [r15 + 320]
     jmp 1f
 1:
-    movzx esi, dl
-    and r8, 4032
-    movzx edx, byte ptr [r15 + r8 + 3392]
+    mov ecx, 48
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c44:
-    lea rcx, [rip + .Lc1_d2076_j]
+    lea rcx, [rip + .Lc1_d2045_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d2076_j_t
-.Lc1_d2076_j:
-    mov r9, rsi
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    add rdx, qword ptr [r15 + 0]
-    mov rcx, rsi
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 49
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 512], r9b
-    vmovdqu ymmword ptr [r15 + 448], ymm15
-    mov r9d, ecx
-    test ebx, 1073741824
-    jz 1f
-1:
-    movsxd rcx, dword ptr [r15 + 192]
-    jmp 1f
-1:
-    mov r9, qword ptr [r15 + 128]
-    mov qword ptr [r15 + 768], r9
-    mov qword ptr [r15 + 384], rdx
-    jmp 1f
-1:
-    mov r8, r11
-    movzx r9d, r9b
-    mov qword ptr [r15 + 320], rcx
-    and r8, 8128
-    mov r9, qword ptr [r15 + r8 + 7488]
-    movzx edx, byte ptr [r15 + 320]
-    mov dword ptr [r15 + 128], ecx
-    mov ecx, 179
-    mov r8, rcx
+    jmp .Lc1_d2045_j_t
+.Lc1_d2045_j:
     mov rbp, r11
+    and rbp, 448
+    movzx ecx, byte ptr [r15 + rbp + 832]
+    movsxd rbp, dword ptr [r15 + 64]
+    vpaddq xmm11, xmm11, xmmword ptr [r15 + 64]
+    inc dword ptr [r15 + 384]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    movzx ecx, byte ptr [r15 + 64]
-    and rbp, 1984
-    mov byte ptr [r15 + rbp + 1344], bpl
-    mov r8, qword ptr [r15 + 256]
+    mov r9, rbp
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, 148
+    mov rdx, rbp
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], ecx
+    mov r8, r11
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 201
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r8, 4032
+    mov qword ptr [r15 + r8 + 3392], r8
+    jmp 1f
+1:
+    mov ecx, dword ptr [r15 + 512]
+    mov r8, rcx
+    movsxd rcx, dword ptr [r15 + 704]
+    mov rbp, rcx
+    mov ecx, r8d
+    mov r8d, dword ptr [r15 + 192]
+    mov qword ptr [r15 + 128], r8
+    mov dword ptr [r15 + 384], r9d
+    mov r9, rbp
+    mov r8d, ebp
+    mov byte ptr [r15 + 256], r8b
+    mov rbp, rax
+    mov r8, qword ptr [r15 + 320]
+    movsxd rbp, dword ptr [r15 + 640]
+    vmovdqu ymmword ptr [r15 + 448], ymm11
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c45:
-    mov byte ptr [r15 + 0], r8b
-    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], ecx
-    mov rcx, rcx
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov ecx, 86
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], ecx
-    movzx r8d, bpl
-    vpshufd xmm15, xmm15, 204
-    vpaddd xmm4, xmm4, xmm15
-    jmp 1f
-1:
-    movsxd rcx, dword ptr [r15 + 256]
-    mov byte ptr [r15 + 64], cl
-    mov dword ptr [r15 + 128], ecx
-    movzx edi, byte ptr [r15 + 640]
-    movzx ebp, byte ptr [r15 + 384]
-    mov ecx, r8d
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov esi, ebp
-    mov r8, r8
-    mov ecx, dword ptr [r15 + 512]
+    mov r9d, dword ptr [r15 + 64]
+    mov byte ptr [r15 + 384], bpl
+    mov rax, rbp
+    mov r8d, 7
     mov r8, r11
-    mov qword ptr [r15 + 448], rdi
-    mov rbp, r11
-    mov rdi, rbp
+    jmp 1f
+1:
     and r8, 8128
-    mov qword ptr [r15 + r8 + 7488], rcx
-    mov r8d, 97
-    and rbp, 448
-    movzx r8d, byte ptr [r15 + rbp + 832]
+    movzx ebp, byte ptr [r15 + r8 + 7488]
+    mov r8, rbp
+    mov ebp, r8d
+    mov r8, qword ptr [r15 + 192]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, rbp
+    mov ebp, 1
+    movzx ebp, dil
     jmp 1f
 1:
-    movsxd rax, dword ptr [r15 + 320]
+    mov rbp, r8
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1536
+    jnz 1f
+1:
+    mov esi, 92
+    mov r8d, ebp
+    mov r8d, r8d
+    jmp 1f
+1:
     mov r9, r11
-    mov ebp, edi
-    mov rcx, rbp
-    mov rcx, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovq xmm11, r9
+    mov qword ptr [r15 + 0], rax
     and r9, 4032
-    movsxd rdi, dword ptr [r15 + r9 + 3392]
-    movsxd rcx, dword ptr [r15 + 576]
+    and r8d, dword ptr [r15 + r9 + 3392]
+    movsxd rdi, dword ptr [r15 + 512]
+    movzx r9d, byte ptr [r15 + 128]
+    mov byte ptr [r15 + 256], sil
+    movzx ebp, byte ptr [r15 + 448]
+    mov esi, dword ptr [r15 + 128]
+    mov r8, r11
+    mov rcx, qword ptr [r15 + 768]
     jmp 1f
 1:
-    mov byte ptr [r15 + 384], cl
+    movzx eax, byte ptr [r15 + 320]
+    and r8, 1984
+    mov dword ptr [r15 + r8 + 1344], 241
+    mov r8d, 114
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
@@ -3203,341 +3133,311 @@ ditto_body_c1:
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
     xor eax, eax
-    test dword ptr [r15 + 67117723], 128
+    test dword ptr [r15 + 67117723], 1
     setz al
-    lea rcx, [rip + .Lc1_d2180_s]
+    lea rcx, [rip + .Lc1_d2146_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d2180_s_t
+    jmp .Lc1_d2146_s_t
     .p2align 3
-.Lc1_d2180_s:
+.Lc1_d2146_s:
     .p2align 3
-    jmp .Lc1_d2180_j
+    jmp .Lc1_d2146_j
     .p2align 3
-    jmp .Lc1_d2180_j
-.Lc1_d2180_j:
-    mov qword ptr [r15 + 0], rcx
-    mov eax, 120
+    jmp .Lc1_d2146_j
+.Lc1_d2146_j:
     mov rbp, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 35
-    and r9d, dword ptr [r15 + 512]
-    and rbp, 1984
-    mov dword ptr [r15 + rbp + 1344], ebp
-    mov ebp, dword ptr [r15 + 320]
-    movzx ecx, cl
-    mov dword ptr [r15 + 64], ecx
+    mov eax, dword ptr [r15 + 512]
     movzx ecx, byte ptr [r15 + 192]
+    and rbp, 1984
+    mov byte ptr [r15 + rbp + 1344], sil
+    mov rbp, r11
     jmp 1f
 1:
-    mov r8, r11
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + 384], 156
-    and r8, 448
-    mov byte ptr [r15 + r8 + 832], r8b
+    mov esi, 142
+    mov esi, 157
+    and rbp, 448
+    mov esi, dword ptr [r15 + rbp + 832]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, esi
+    mov rbp, rcx
     jmp 1f
 1:
-    mov ecx, 8
-    mov dword ptr [r15 + 256], r8d
+    mov rcx, rsi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov esi, eax
+    movzx esi, byte ptr [r15 + 576]
+    movzx r8d, sil
     jmp 1f
 1:
+    jmp 1f
+1:
+    movzx esi, byte ptr [r15 + 384]
     mov r9, r11
-    movsxd r8, dword ptr [r15 + 704]
-    and r9, 4032
-    movzx ecx, byte ptr [r15 + r9 + 3392]
-    movzx r9d, bpl
+    movsxd rdx, dword ptr [r15 + 64]
+    movsxd rdi, dword ptr [r15 + 320]
     jmp 1f
 1:
+    and r9, 8128
+    mov byte ptr [r15 + r9 + 7488], cl
+    mov ecx, dword ptr [r15 + 128]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c47:
+    mov dword ptr [r15 + 64], 119
+    mov eax, dword ptr [r15 + 448]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov ecx, edx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov edx, dword ptr [r15 + 256]
+    movsxd rcx, dword ptr [r15 + 448]
     mov r8, r11
-    and r8, 8128
-    mov r9, qword ptr [r15 + r8 + 7488]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    .byte 0x0f, 0x1f, 0x40, 0x00
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 448], r8d
-    jmp 1f
-1:
-    mov r8, r11
-    mov rcx, qword ptr [r15 + 128]
-    and r8, 16320
-    mov dword ptr [r15 + r8 + 15680], 184
-    mov r8, qword ptr [r15 + 768]
-    vmovdqu ymmword ptr [r15 + 192], ymm15
-    mov ebp, dword ptr [r15 + 320]
-    mov byte ptr [r15 + 128], bpl
-    jmp 1f
-1:
-    mov dword ptr [r15 + 256], 231
-    mov ebp, ebp
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov rbp, rbp
-    mov rbp, r8
-    mov dword ptr [r15 + 64], ebp
-    mov esi, 66
-    mov dword ptr [r15 + 512], esi
-    mov r8, r11
-    or qword ptr [r15 + 448], 50
-    and r8, 1984
-    mov dword ptr [r15 + r8 + 1344], ecx
-    mov qword ptr [r15 + 384], r8
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c48:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 1048576
-    setz al
-    lea rcx, [rip + .Lc1_d2268_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d2268_s_t
-    .p2align 3
-.Lc1_d2268_s:
-    .p2align 3
-    jmp .Lc1_d2268_j
-    .p2align 3
-    jmp .Lc1_d2268_j
-.Lc1_d2268_j:
-    movzx r8d, al
-    mov r8, r11
-    mov eax, r8d
-    and r8, 448
-    mov dword ptr [r15 + r8 + 832], ebp
-    movzx ecx, byte ptr [r15 + 64]
-    mov byte ptr [r15 + 192], cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 512], eax
-    mov r8d, dword ptr [r15 + 320]
-    mov dword ptr [r15 + 576], 53
     test ebx, 1073741824
     jz 1f
 1:
-    mov rbp, rax
-    jmp 1f
-1:
-    mov ebp, dword ptr [r15 + 128]
-    mov r8, r11
-    mov ecx, 172
-    movzx eax, cl
-    jmp 1f
-1:
-    and r8, 1984
-    mov dword ptr [r15 + r8 + 1344], 226
-    mov rcx, r8
-    mov r8, r11
-    mov dword ptr [r15 + 384], r8d
+    mov rdx, r8
     and r8, 4032
-    vmovq qword ptr [r15 + r8 + 3392], xmm4
-    jmp 1f
-1:
-    mov r8, r8
-    jmp 1f
-1:
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c49:
-    lea rcx, [rip + .Lc1_d2315_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d2315_j_t
-.Lc1_d2315_j:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    .byte 0x0f, 0x1f, 0x00
-    mov r8, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, r8b
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rax
-    and esi, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, esi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r11
-    movsxd r8, dword ptr [r15 + 192]
-    mov qword ptr [r15 + 448], r8
-    jmp 1f
-1:
-    and rbp, 8128
-    mov dword ptr [r15 + rbp + 7488], 84
-    mov dword ptr [r15 + 704], 184
-    mov ebp, 200
-    mov rbp, rsi
-    mov rbp, r11
-    movsxd rax, dword ptr [r15 + 512]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 64], eax
-    and rbp, 4032
-    mov dword ptr [r15 + rbp + 3392], 229
-    mov rbp, qword ptr [r15 + 256]
-    mov qword ptr [r15 + 640], rbp
-    mov rbp, qword ptr [r15 + 128]
-    mov dword ptr [r15 + 320], ebp
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
+    mov byte ptr [r15 + r8 + 3392], cl
+    mov dword ptr [r15 + 128], r8d
+    mov r8, r11
+    movsxd rcx, dword ptr [r15 + 640]
+    and edx, dword ptr [r15 + 64]
+    mov eax, edx
+    and r8, 1984
+    mov byte ptr [r15 + r8 + 1344], dl
+    movzx edx, r8b
+    add rax, qword ptr [r15 + 512]
+    mov dword ptr [r15 + 320], eax
+    mov rsi, qword ptr [r15 + 384]
+    mov rdi, qword ptr [r15 + 704]
+    mov r8d, dword ptr [r15 + 192]
     mov rbp, r11
     jmp 1f
 1:
     jmp 1f
 1:
     and rbp, 448
-    mov rax, qword ptr [r15 + rbp + 832]
-    mov qword ptr [r15 + 384], rax
+    mov edx, dword ptr [r15 + rbp + 832]
+    mov dword ptr [r15 + 320], ecx
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c48:
+    lea rcx, [rip + .Lc1_d2235_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d2235_j_t
+.Lc1_d2235_j:
+    mov byte ptr [r15 + 384], dil
+    vmovdqu ymmword ptr [r15 + 512], ymm11
+    jmp 1f
+1:
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + 768], ymm11
+    mov edi, ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rdi, rcx
+    mov byte ptr [r15 + 0], cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rdi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, qword ptr [r15 + 128]
+    jmp 1f
+1:
+    mov r9, r11
+    movzx edi, byte ptr [r15 + 256]
+    movzx eax, byte ptr [r15 + 64]
+    and r9, 448
+    movzx ebp, byte ptr [r15 + r9 + 832]
+    mov edx, 114
+    vpxor xmm11, xmm11, xmm14
+    mov dword ptr [r15 + 128], edx
+    movzx r9d, byte ptr [r15 + 192]
+    jmp 1f
+1:
+    mov r8, r11
+    jmp 1f
+1:
+    mov esi, dword ptr [r15 + 448]
+    mov edx, 58
+    and r8, 8128
+    mov rbp, r11
+    mov dword ptr [r15 + r8 + 7488], 119
+    and rbp, 4032
+    mov byte ptr [r15 + rbp + 3392], r9b
+    jmp 1f
+1:
+    movzx edx, bpl
+    vmovdqu xmmword ptr [r15 + 320], xmm11
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c49:
+    mov r12, qword ptr [r15 + r12 + 56]
+    xor dword ptr [r15 + 0], esi
+    mov esi, 58
+    vmovq qword ptr [r15 + 0], xmm11
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, rsi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, r11
+    movzx esi, dl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, r11
+    jmp 1f
+1:
+    and r8, 8128
+    mov qword ptr [r15 + r8 + 7488], rsi
+    and r9, 4032
+    mov qword ptr [r15 + r9 + 3392], r9
+    mov r9d, r9d
+    mov dword ptr [r15 + 64], 8
+    mov ebp, 169
+    movsxd r9, dword ptr [r15 + 384]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    vmovdqu ymmword ptr [r15 + 384], ymm11
+    mov r9d, 143
+    mov r9d, ebp
+    mov r8, r11
+    mov dword ptr [r15 + 576], r8d
+    and r8, 1984
+    mov byte ptr [r15 + r8 + 1344], dl
+    mov byte ptr [r15 + 256], bpl
+    mov r8, r8
+    mov edx, 232
+    and r9d, dword ptr [r15 + 128]
+    jmp 1f
+1:
+    mov byte ptr [r15 + 320], r9b
+    mov qword ptr [r15 + 192], r8
+    mov ebp, dword ptr [r15 + 448]
+    jmp 1f
+1:
+    movzx r9d, r9b
+    jmp 1f
+1:
+    mov dword ptr [r15 + 512], 190
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c50:
+    lea rcx, [rip + .Lc1_d2326_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d2326_j_t
+.Lc1_d2326_j:
+    mov r9, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], 45
-    mov eax, eax
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], eax
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rax
-    jmp 1f
-1:
-    mov rax, rax
-    movzx eax, bpl
-    jmp 1f
-1:
-    mov byte ptr [r15 + 0], al
     mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rbp
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, qword ptr [r15 + 256]
+    movzx r9d, byte ptr [r15 + 64]
+    or qword ptr [r15 + 384], 80
+    movzx ebp, byte ptr [r15 + 640]
+    movzx r8d, byte ptr [r15 + 192]
+    mov rdx, rcx
+    movsxd rcx, dword ptr [r15 + 320]
+    mov byte ptr [r15 + 64], cl
+    mov r8, r11
     mov rbp, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 512], bpl
-    and rbp, 4032
-    mov dword ptr [r15 + rbp + 3392], ebp
-    mov r9, r11
-    movsxd rsi, dword ptr [r15 + 448]
-    test ebx, 1073741824
-    jz 1f
-1:
-    and r9, 8128
-    mov dword ptr [r15 + r9 + 7488], r8d
-    and esi, dword ptr [r15 + 128]
-    movzx edi, byte ptr [r15 + 320]
-    mov r8d, ebp
-    mov r8, r8
-    mov qword ptr [r15 + 320], r8
-    mov byte ptr [r15 + 64], sil
-    movsxd r9, dword ptr [r15 + 768]
-    mov rbp, rbp
-    mov rbp, r11
-    movzx esi, byte ptr [r15 + 64]
-    mov edx, esi
-    mov rax, r9
-    and rbp, 1984
-    mov byte ptr [r15 + rbp + 1344], bpl
-    mov rsi, rdi
-    movsxd rbp, dword ptr [r15 + 384]
+    and r8, 1984
+    vmovdqu ymmword ptr [r15 + r8 + 1344], ymm11
+    mov qword ptr [r15 + 128], r8
+    and rbp, 16320
+    mov r8, r11
+    mov qword ptr [r15 + rbp + 15680], r8
+    mov ecx, dword ptr [r15 + 512]
     jmp 1f
 1:
-    mov esi, ebp
-    jmp 1f
-1:
-    movsxd rcx, dword ptr [r15 + 192]
-    movzx r9d, byte ptr [r15 + 384]
-    mov byte ptr [r15 + 256], al
+    and r8, 448
+    mov rbp, qword ptr [r15 + r8 + 832]
+    movsxd r8, dword ptr [r15 + 448]
+    and ecx, dword ptr [r15 + 704]
+    mov rdi, rdx
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c51:
-    lea rcx, [rip + .Lc1_d2417_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d2417_j_t
-.Lc1_d2417_j:
+    mov edx, dword ptr [r15 + 512]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov rcx, qword ptr [r15 + 512]
-    mov ebp, ecx
-    mov eax, 202
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu xmmword ptr [r15 + 64], xmm11
+    mov ecx, edx
+    mov rbp, r11
+    and ecx, dword ptr [r15 + 256]
+    mov rdx, rdx
+    jmp 1f
+1:
+    and rbp, 448
+    movzx edx, byte ptr [r15 + rbp + 832]
+    movsxd rbp, dword ptr [r15 + 320]
+    movsxd r8, dword ptr [r15 + 192]
+    jmp 1f
+1:
+    vpcmpeqb xmm11, xmm11, xmm10
+    movzx esi, bpl
+    mov rbp, r11
+    movsxd r9, dword ptr [r15 + 128]
+    jmp 1f
+1:
+    and rbp, 8128
+    mov dword ptr [r15 + rbp + 7488], ecx
+    mov byte ptr [r15 + 320], cl
+    mov ebp, r8d
+    mov rbp, r11
     movzx ecx, byte ptr [r15 + 384]
     jmp 1f
 1:
-    movsxd rax, dword ptr [r15 + 320]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov byte ptr [r15 + 0], cl
-    jmp 1f
-1:
-    mov ecx, ebp
-    mov byte ptr [r15 + 0], cl
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r11
-    mov r8, r11
-    mov byte ptr [r15 + 640], r8b
-    and ecx, dword ptr [r15 + 256]
-    and rbp, 1984
-    movzx esi, byte ptr [r15 + rbp + 1344]
-    and r8, 448
-    mov dword ptr [r15 + r8 + 832], ecx
-    mov ebp, dword ptr [r15 + 448]
-    movzx ecx, bpl
-    mov qword ptr [r15 + 192], rcx
-    mov rbp, r11
-    movzx r8d, sil
-    and rbp, 8128
-    mov byte ptr [r15 + rbp + 7488], bpl
-    mov dword ptr [r15 + 128], 121
-    jmp 1f
-1:
-    mov qword ptr [r15 + 64], r8
-    movzx r8d, byte ptr [r15 + 576]
+    mov byte ptr [r15 + 768], dl
+    and rbp, 4032
+    mov rdx, qword ptr [r15 + rbp + 3392]
+    .byte 0x66, 0x90
+    mov byte ptr [r15 + 448], dl
+    or qword ptr [r15 + 128], 97
     add r11, 64
     inc rbx
     dec r13
@@ -3546,1358 +3446,20 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov dword ptr [r15 + 512], 138
-    mov rax, rax
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 218
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, r8d
-    mov r8d, 30
-    jmp 1f
-1:
-    mov ecx, 97
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r9d, sil
-    jmp 1f
-1:
-    mov eax, r9d
-    mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 67117723], 537001984
-    jnz 1f
-1:
-    mov r9, r11
-    mov dword ptr [r15 + 384], 29
-    and r9, 448
-    movzx esi, byte ptr [r15 + r9 + 832]
-    jmp 1f
-1:
-    mov r9d, esi
-    mov r9, r11
-    mov dword ptr [r15 + 704], r9d
-    mov rax, qword ptr [r15 + 320]
-    mov r8, qword ptr [r15 + 64]
-    and r9, 4032
-    mov rbp, r11
-    movzx ecx, byte ptr [r15 + r9 + 3392]
-    and rbp, 1984
-    movsxd r9, dword ptr [r15 + rbp + 1344]
-    mov dword ptr [r15 + 128], 244
-    mov rbp, r9
-    mov ebp, 163
-    mov rbp, qword ptr [r15 + 448]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov edi, dword ptr [r15 + 256]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c53:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 32
-    setz al
-    lea rcx, [rip + .Lc1_d2514_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d2514_s_t
-    .p2align 3
-.Lc1_d2514_s:
-    .p2align 3
-    jmp .Lc1_d2514_j
-    .p2align 3
-    jmp .Lc1_d2514_j
-.Lc1_d2514_j:
-    imul rcx, qword ptr [r15 + 320]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov eax, 104
-    movzx ebp, cl
-    mov ecx, dword ptr [r15 + 128]
-    jmp 1f
-1:
-    mov r9d, 47
-    mov r8, r11
-    movsxd rsi, dword ptr [r15 + 768]
-    and r8, 8128
-    movsxd rax, dword ptr [r15 + r8 + 7488]
-    mov r8d, 218
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, qword ptr [r15 + 448]
-    mov r9, r11
-    mov rdi, qword ptr [r15 + 256]
-    jmp 1f
-1:
-    movzx edx, dil
-    and r9, 4032
-    mov edi, dword ptr [r15 + r9 + 3392]
-    mov r9d, 42
-    mov r9, qword ptr [r15 + 320]
-    mov dword ptr [r15 + 384], 163
-    and edx, dword ptr [r15 + 512]
-    mov r9d, edx
-    jmp 1f
-1:
-    vmovdqu ymmword ptr [r15 + 192], ymm15
-    movsxd rdx, dword ptr [r15 + 64]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c54:
-    mov byte ptr [r15 + 0], r9b
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, edi
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov byte ptr [r15 + 0], dl
-    mov dword ptr [r15 + 0], r9d
-    movzx edx, r9b
-    mov r9d, edx
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 576], r9
-    mov rdx, qword ptr [r15 + 192]
-    movsxd rdi, dword ptr [r15 + 256]
-    vpor xmm4, xmm4, xmm15
-    jmp 1f
-1:
-    movsxd r9, dword ptr [r15 + 64]
-    jmp 1f
-1:
-    mov qword ptr [r15 + 384], r9
-    mov qword ptr [r15 + 320], rdi
-    mov rbp, r11
-    mov qword ptr [r15 + 448], rdx
-    and rbp, 1984
-    mov dword ptr [r15 + rbp + 1344], 232
-    mov qword ptr [r15 + 128], r9
-    mov rbp, qword ptr [r15 + 128]
-    mov r9, r11
-    movzx edi, byte ptr [r15 + 512]
-    mov edx, 252
-    movzx edx, r9b
-    and r9, 448
-    mov r8, r11
-    movsxd rcx, dword ptr [r15 + r9 + 832]
-    vpaddd xmm4, xmm4, xmm4
-    and r8, 8128
-    mov edx, dword ptr [r15 + r8 + 7488]
-    mov r8d, dword ptr [r15 + 640]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c55:
-    lea rcx, [rip + .Lc1_d2602_j]
+    lea rcx, [rip + .Lc1_d2416_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d2602_j_t
-.Lc1_d2602_j:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], r8
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, 230
-    mov qword ptr [r15 + 0], rsi
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx esi, sil
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r11
-    mov dword ptr [r15 + 320], 234
-    jmp 1f
-1:
-    and rbp, 4032
-    mov rsi, qword ptr [r15 + rbp + 3392]
-    mov r8d, dword ptr [r15 + 384]
-    movzx ecx, byte ptr [r15 + 192]
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 384], ecx
-    mov r9, r11
-    movzx ebp, r9b
-    and r9, 448
-    movsxd rcx, dword ptr [r15 + r9 + 832]
-    mov rbp, rcx
-    mov r8, r11
-    mov rbp, qword ptr [r15 + 512]
-    and r8, 1984
-    and ebp, dword ptr [r15 + r8 + 1344]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 256], ebp
-    mov rbp, qword ptr [r15 + 64]
-    mov r8d, dword ptr [r15 + 704]
-    mov r9, qword ptr [r15 + 448]
-    mov esi, dword ptr [r15 + 64]
-    mov rdi, qword ptr [r15 + 128]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c56:
-    mov rbp, r11
-    jmp 1f
-1:
-    movzx r8d, bpl
-    and rbp, 8128
-    mov r9, r11
-    mov rdi, qword ptr [r15 + rbp + 7488]
-    mov ebp, 177
-    and r9, 448
-    mov byte ptr [r15 + r9 + 832], r9b
-    vmovq qword ptr [r15 + 384], xmm4
-    movzx r9d, r9b
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    add qword ptr [r15 + 0], r8
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    vpshufd xmm4, xmm4, 223
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rbp, dword ptr [r15 + 192]
-    mov r8d, ebp
-    mov r8d, 117
-    movzx r9d, byte ptr [r15 + 576]
+    jmp .Lc1_d2416_j_t
+.Lc1_d2416_j:
     mov ecx, dword ptr [r15 + 64]
-    movzx eax, byte ptr [r15 + 768]
-    mov byte ptr [r15 + 128], bpl
-    mov rbp, r11
-    mov qword ptr [r15 + 448], r9
-    movzx r9d, byte ptr [r15 + 320]
-    mov r8d, dword ptr [r15 + 512]
-    and rbp, 4032
-    movzx esi, byte ptr [r15 + rbp + 3392]
-    movsxd rdx, dword ptr [r15 + 320]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c57:
-    lea rcx, [rip + .Lc1_d2692_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d2692_j_t
-.Lc1_d2692_j:
-    mov dword ptr [r15 + 256], 3
-    mov ecx, 97
-    mov qword ptr [r15 + 0], rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, edx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], dl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, dword ptr [r15 + 64]
-    mov ecx, 96
-    mov rbp, r11
-    mov r9, qword ptr [r15 + 448]
-    mov dword ptr [r15 + 128], 162
-    mov r8, r11
-    and rbp, 8128
-    mov qword ptr [r15 + rbp + 7488], rdx
-    test ebx, 1073741824
-    jz 1f
-1:
-    and r8, 16320
-    mov rbp, qword ptr [r15 + r8 + 15680]
-    mov r8, r11
-    mov edx, 116
-    mov edi, edx
-    and r8, 1984
-    mov edx, dword ptr [r15 + r8 + 1344]
-    mov byte ptr [r15 + 512], bpl
-    jmp 1f
-1:
-    mov ebp, r9d
-    movsxd rbp, dword ptr [r15 + 640]
-    mov r8, qword ptr [r15 + 320]
-    mov r9d, r8d
-    movzx ecx, byte ptr [r15 + 192]
-    mov r8d, ecx
-    mov r8d, dword ptr [r15 + 384]
-    movzx edi, r8b
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c58:
-    mov rcx, qword ptr [r15 + 128]
-    jmp 1f
-1:
-    mov edi, 147
-    movsxd r8, dword ptr [r15 + 448]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r9d, r8b
-    mov rbp, r9
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r9d, 145
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], r9
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, r8d
-    mov r9d, r8d
-    mov r8d, r9d
-    and r9d, dword ptr [r15 + 384]
-    movzx edx, byte ptr [r15 + 64]
-    mov qword ptr [r15 + 128], rdx
-    mov dword ptr [r15 + 704], 60
-    mov r8, r11
-    mov dword ptr [r15 + 192], 187
-    jmp 1f
-1:
-    mov rbp, r11
-    and r8, 4032
-    add r9, qword ptr [r15 + r8 + 3392]
-    and rbp, 1984
-    movsxd r8, dword ptr [r15 + rbp + 1344]
-    mov rbp, r11
-    movzx edx, byte ptr [r15 + 384]
-    and rbp, 448
-    mov qword ptr [r15 + rbp + 832], rbp
-    jmp 1f
-1:
-    movsxd rsi, dword ptr [r15 + 256]
-    jmp 1f
-1:
-    add rcx, qword ptr [r15 + 512]
-    mov dword ptr [r15 + 320], 15
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c59:
-    lea rcx, [rip + .Lc1_d2780_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d2780_j_t
-.Lc1_d2780_j:
-    lea rbp, [r11 + r11*1]
-    mov rcx, qword ptr [r15 + 128]
-    and rbp, 8128
-    movzx edx, byte ptr [r15 + rbp + 7552]
-    jmp 1f
-1:
-    mov r8, qword ptr [r15 + 320]
-    movzx r9d, r8b
-    jmp 1f
-1:
-    movzx r8d, r9b
-    movzx r8d, r8b
-    mov dword ptr [r15 + 256], 248
-    movsxd r9, dword ptr [r15 + 192]
-    movzx edi, byte ptr [r15 + 384]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 199
-    imul r9, qword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, r9d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, r8d
-    mov qword ptr [r15 + 0], r9
-    mov qword ptr [r15 + 768], r8
-    mov qword ptr [r15 + rbp + 7488], rdi
-    jmp 1f
-1:
-    mov byte ptr [r15 + 64], sil
-    mov r9, r11
-    jmp 1f
-1:
-    and r9, 448
-    mov dword ptr [r15 + r9 + 832], r9d
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov rdi, qword ptr [r15 + 448]
-    mov rbp, r11
-    mov dword ptr [r15 + 512], 202
-    jmp 1f
-1:
-    and rbp, 1984
-    movzx r9d, byte ptr [r15 + rbp + 1344]
-    mov qword ptr [r15 + 576], rdi
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c60:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    movzx r8d, al
-    mov rax, qword ptr [r15 + 640]
-    mov edi, eax
-    mov rax, rbp
-    mov rbp, rax
-    jmp 1f
-1:
-    mov rbp, r11
-    movsxd rsi, dword ptr [r15 + 128]
-    movzx eax, dil
-    and rbp, 1984
-    mov dword ptr [r15 + rbp + 1344], 21
-    mov ebp, dword ptr [r15 + 448]
-    mov rax, rsi
-    movzx ecx, byte ptr [r15 + 512]
-    .byte 0x0f, 0x1f, 0x40, 0x00
-    mov r8, r11
-    jmp 1f
-1:
-    mov esi, r8d
-    and r8, 4032
-    mov r9d, dword ptr [r15 + r8 + 3392]
-    mov r8, r9
-    mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 67117723], 4097
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r9d, r9d
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], rsi
-    movzx edx, r9b
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, r11
-    mov dword ptr [r15 + 0], 84
-    mov r9d, r8d
-    and r8, 448
-    movsxd rdi, dword ptr [r15 + r8 + 832]
-    mov qword ptr [r15 + 384], rax
-    movzx edx, dil
-    mov dword ptr [r15 + 320], 59
-    mov dword ptr [r15 + 64], 238
-    jmp 1f
-1:
-    mov qword ptr [r15 + 256], rbp
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c61:
-    lea rcx, [rip + .Lc1_d2878_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d2878_j_t
-.Lc1_d2878_j:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov ecx, ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 0], ymm4
-    mov ecx, 23
-    mov dword ptr [r15 + 0], 61
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, r11
-    mov ecx, dword ptr [r15 + 704]
-    movzx edi, byte ptr [r15 + 192]
-    jmp 1f
-1:
-    and r8, 8128
-    mov byte ptr [r15 + r8 + 7488], cl
-    mov dword ptr [r15 + 320], 30
-    and ebp, dword ptr [r15 + 448]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx r8d, byte ptr [r15 + 128]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov qword ptr [r15 + 512], rbp
-    mov ebp, r8d
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov qword ptr [r15 + 384], r8
-    mov r8d, 9
-    add rbp, qword ptr [r15 + 64]
-    mov dword ptr [r15 + 256], 67
-    mov r8, r11
-    add rbp, qword ptr [r15 + 64]
-    mov ecx, ecx
-    mov ecx, 236
-    and r8, 4032
-    add rcx, qword ptr [r15 + r8 + 3392]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov eax, ebp
-    jmp 1f
-1:
-    mov eax, dword ptr [r15 + 320]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c62:
-    mov rbp, r11
-    mov r9, r11
-    mov dword ptr [r15 + 320], r9d
-    and rbp, 448
-    vmovdqu xmmword ptr [r15 + rbp + 832], xmm4
-    and r9, 4032
-    movsxd rcx, dword ptr [r15 + r9 + 3392]
-    mov r9d, 47
-    mov rbp, r9
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r9d, ebp
-    movzx ebp, cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], ebp
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, ebp
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, dword ptr [r15 + 64]
-    mov rcx, qword ptr [r15 + 448]
-    mov dword ptr [r15 + 768], r9d
-    mov dword ptr [r15 + 384], r9d
-    mov r9d, dword ptr [r15 + 192]
-    add rbp, qword ptr [r15 + 576]
-    mov r8, rcx
-    movsxd rcx, dword ptr [r15 + 512]
-    jmp 1f
-1:
-    vmovdqu ymmword ptr [r15 + 256], ymm4
-    add rcx, qword ptr [r15 + 128]
-    mov rbp, r11
-    mov eax, r8d
-    mov qword ptr [r15 + 384], r9
-    and rbp, 1984
-    mov dword ptr [r15 + rbp + 1344], r8d
-    jmp 1f
-1:
-    vpaddd xmm4, xmm4, xmm4
-    jmp 1f
-1:
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c63:
-    lea rcx, [rip + .Lc1_d2977_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d2977_j_t
-.Lc1_d2977_j:
-    mov rbp, r11
-    mov rcx, rbp
-    jmp 1f
-1:
-    mov dword ptr [r15 + 448], ecx
-    and rbp, 448
-    mov esi, dword ptr [r15 + rbp + 832]
-    mov rcx, rax
-    movzx r9d, cl
-    mov r8d, r9d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, rax
-    mov r8d, ebp
-    vmovq xmm4, r8
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r8d, byte ptr [r15 + 192]
-    mov eax, dword ptr [r15 + 64]
-    jmp 1f
-1:
-    mov rbp, qword ptr [r15 + 320]
-    movzx r9d, r9b
-    jmp 1f
-1:
-    add rax, qword ptr [r15 + 512]
-    mov r9, r11
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov edi, dword ptr [r15 + 128]
-    and r9, 8128
-    and ebp, dword ptr [r15 + r9 + 7488]
-    mov r9d, 150
-    mov r9, r11
-    mov qword ptr [r15 + 384], r8
-    movsxd rcx, dword ptr [r15 + 640]
-    and r9, 1984
-    mov dword ptr [r15 + r9 + 1344], edi
-    movzx r9d, byte ptr [r15 + 256]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c64:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r8d, cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    add r8, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], r8
-    jmp 1f
-1:
-    mov dword ptr [r15 + 448], r8d
-    mov rax, r8
-    mov rbp, r11
-    mov r8d, dword ptr [r15 + 192]
-    test dword ptr [r15 + 67117724], 262145
-    jnz 1f
-1:
-    mov byte ptr [r15 + 64], r8b
-    and rbp, 4032
-    mov rdi, qword ptr [r15 + rbp + 3392]
-    mov rbp, r11
-    movsxd r8, dword ptr [r15 + 320]
-    vmovdqu ymmword ptr [r15 + 320], ymm4
-    and rbp, 8128
-    mov dword ptr [r15 + rbp + 7488], 98
-    mov dword ptr [r15 + 384], ebp
-    mov ebp, dword ptr [r15 + 256]
-    mov eax, 142
-    movsxd rax, dword ptr [r15 + 128]
-    mov r9, r11
-    mov ecx, dword ptr [r15 + 704]
-    and r9, 1984
-    mov dword ptr [r15 + r9 + 1344], 65
-    movzx r9d, dil
-    mov r9, rsi
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c65:
-    lea rcx, [rip + .Lc1_d3066_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d3066_j_t
-.Lc1_d3066_j:
-    movsxd rcx, dword ptr [r15 + 320]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r9d, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, r9d
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    and ecx, dword ptr [r15 + 0]
-    mov r9d, 232
-    mov r9, r11
-    jmp 1f
-1:
-    mov rsi, qword ptr [r15 + 128]
-    and r9, 448
-    mov rbp, r11
-    movsxd r8, dword ptr [r15 + r9 + 832]
-    mov dword ptr [r15 + 576], r8d
-    mov r8d, esi
-    mov r9, r11
-    and rbp, 4032
-    movzx esi, byte ptr [r15 + rbp + 3392]
-    mov rbp, qword ptr [r15 + 192]
-    and r9, 8128
-    vmovdqu ymmword ptr [r15 + r9 + 7488], ymm4
-    mov dword ptr [r15 + 128], 44
-    movsxd r9, dword ptr [r15 + 768]
-    mov byte ptr [r15 + 512], bpl
-    jmp 1f
-1:
-    movzx edx, sil
-    mov esi, ebp
-    mov ebp, dword ptr [r15 + 64]
-    mov eax, dword ptr [r15 + 512]
-    add rbp, qword ptr [r15 + 448]
-    add rax, qword ptr [r15 + 384]
-    mov rsi, qword ptr [r15 + 384]
-    vpaddd xmm4, xmm4, xmm4
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c66:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    .byte 0x66, 0x90
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, 194
-    mov dword ptr [r15 + 0], esi
-    vmovdqu ymmword ptr [r15 + 320], ymm4
-    movzx edx, dl
-    jmp 1f
-1:
-    jmp 1f
-1:
-    .byte 0x0f, 0x1f, 0x40, 0x00
-    mov rbp, r11
-    mov r9, r11
-    mov dword ptr [r15 + 384], 209
-    and r9, 4032
-    mov dword ptr [r15 + r9 + 3392], r9d
-    imul r9, qword ptr [r15 + 128]
-    and rbp, 1984
-    mov dword ptr [r15 + rbp + 1344], ebp
-    mov rdx, qword ptr [r15 + 256]
-    mov r8, r11
-    jmp 1f
-1:
-    movzx ebp, byte ptr [r15 + 192]
-    and r8, 448
-    mov rsi, qword ptr [r15 + r8 + 832]
-    mov dword ptr [r15 + 448], 124
-    movsxd r8, dword ptr [r15 + 64]
-    mov rax, qword ptr [r15 + 64]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx ecx, r8b
-    jmp 1f
-1:
-    movzx r8d, cl
-    mov byte ptr [r15 + 512], r8b
-    movsxd rcx, dword ptr [r15 + 640]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c67:
-    lea rcx, [rip + .Lc1_d3157_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d3157_j_t
-.Lc1_d3157_j:
-    movzx ecx, al
-    mov r8d, 118
-    mov dword ptr [r15 + 128], 25
-    vmovdqu ymmword ptr [r15 + 64], ymm4
-    mov dword ptr [r15 + 512], 113
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], ecx
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, ecx
-    mov ecx, 30
-    mov byte ptr [r15 + 384], cl
-    movzx ecx, byte ptr [r15 + 192]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r8, qword ptr [r15 + 320]
-    movsxd rcx, dword ptr [r15 + 704]
-    jmp 1f
-1:
-    mov rbp, r11
-    mov rax, rbp
-    and rbp, 1984
-    mov r9, qword ptr [r15 + rbp + 1344]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov ebp, 216
-    mov rbp, r11
-    mov byte ptr [r15 + 448], r9b
-    mov r9d, ebp
-    mov r9, r11
-    and rbp, 8128
-    mov eax, dword ptr [r15 + rbp + 7488]
-    and r9, 448
-    mov dword ptr [r15 + r9 + 832], 175
-    mov dword ptr [r15 + 256], 47
-    movzx ebp, byte ptr [r15 + 768]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c68:
-    lea rcx, [rip + .Lc1_d3201_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d3201_j_t
-.Lc1_d3201_j:
-    mov ecx, 123
-    mov dword ptr [r15 + 0], 16
-    mov rcx, rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, ecx
-    mov ecx, 119
-    mov rdi, rbp
-    mov rcx, rbp
-    movzx ebp, dl
-    mov edx, r8d
-    movzx r8d, r8b
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    vpor xmm4, xmm4, xmm4
-    and rbp, 8128
-    movzx edx, byte ptr [r15 + rbp + 7488]
-    mov rbp, r11
-    mov byte ptr [r15 + 448], bpl
-    and rbp, 16320
-    mov dword ptr [r15 + rbp + 15680], ebp
-    movzx r8d, r8b
-    mov ebp, r8d
-    movzx r8d, byte ptr [r15 + 384]
-    movsxd rbp, dword ptr [r15 + 576]
-    mov r9, r11
-    mov rcx, r9
-    vpor xmm4, xmm4, xmm4
-    and r9, 4032
-    movsxd rcx, dword ptr [r15 + r9 + 3392]
-    movsxd rdi, dword ptr [r15 + 320]
-    movzx r9d, dil
-    jmp 1f
-1:
-    mov byte ptr [r15 + 256], dil
-    jmp 1f
-1:
-    mov dword ptr [r15 + 128], 4
-    jmp 1f
-1:
-    mov qword ptr [r15 + 64], rdi
-    mov r9d, r9d
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c69:
-    mov r9, r11
-    jmp 1f
-1:
-    jmp 1f
-1:
-    and r9, 4032
-    mov rdi, qword ptr [r15 + r9 + 3392]
-    mov dword ptr [r15 + 128], 17
-    mov qword ptr [r15 + 384], rdi
-    mov rdi, rdi
-    movsxd rbp, dword ptr [r15 + 192]
-    mov byte ptr [r15 + 512], bpl
-    mov byte ptr [r15 + 64], bpl
-    mov rbp, qword ptr [r15 + 640]
-    jmp 1f
-1:
-    nop
-    mov qword ptr [r15 + 0], r9
-    inc dword ptr [r15 + 0]
-    mov edi, 38
-    jmp 1f
-1:
-    mov rdi, rdi
-    vpxor xmm4, xmm4, xmm6
-    mov r9d, 60
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx ebp, bpl
-    mov rdi, rdi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, edi
-    mov ebp, r9d
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    and edi, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd r9, dword ptr [r15 + 320]
-    mov dword ptr [r15 + 256], 10
-    mov dword ptr [r15 + 320], esi
-    jmp 1f
-1:
-    mov rbp, r11
-    mov dword ptr [r15 + 448], esi
-    jmp 1f
-1:
-    mov r8, r11
-    and rbp, 448
-    mov rsi, qword ptr [r15 + rbp + 832]
-    and r8, 1984
-    mov ebp, dword ptr [r15 + r8 + 1344]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c70:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 2048
-    setz al
-    lea rcx, [rip + .Lc1_d3304_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d3304_s_t
-    .p2align 3
-.Lc1_d3304_s:
-    .p2align 3
-    jmp .Lc1_d3304_j
-    .p2align 3
-    jmp .Lc1_d3304_j
-.Lc1_d3304_j:
-    add rcx, qword ptr [r15 + 64]
-    movsxd rax, dword ptr [r15 + 192]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rbp
-    movzx r8d, al
-    mov rax, rcx
-    mov dword ptr [r15 + 0], ecx
-    jmp 1f
-1:
-    mov ebp, 86
-    mov ebp, 59
-    mov rcx, rcx
-    mov r9, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r9, 448
-    and ecx, dword ptr [r15 + r9 + 832]
-    mov r9d, dword ptr [r15 + 320]
-    mov dword ptr [r15 + 704], r9d
-    mov dword ptr [r15 + 384], r9d
-    mov rax, qword ptr [r15 + 512]
-    mov rbp, r11
-    vmovq xmm4, r8
-    and rbp, 1984
-    mov r8, qword ptr [r15 + rbp + 1344]
-    vmovdqu xmm6, xmmword ptr [r15 + 128]
-    mov r9, r11
-    jmp 1f
-1:
-    and r9, 8128
-    mov esi, dword ptr [r15 + r9 + 7488]
-    mov edx, edx
-    jmp 1f
-1:
-    mov edx, dword ptr [r15 + 448]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c71:
-    mov rbp, r11
-    vmovdqu ymmword ptr [r15 + 128], ymm4
-    mov rdx, qword ptr [r15 + 128]
-    and rbp, 1984
-    movsxd r9, dword ptr [r15 + rbp + 1344]
-    mov byte ptr [r15 + 768], sil
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    vpor xmm4, xmm4, xmm4
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov rsi, rdx
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rdx, rsi
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov byte ptr [r15 + 576], sil
-    mov ebp, edx
-    mov qword ptr [r15 + 320], rbp
-    jmp 1f
-1:
-    vpcmpeqb xmm4, xmm4, xmmword ptr [r15 + 448]
-    movzx edx, byte ptr [r15 + 64]
-    and ebp, dword ptr [r15 + 512]
-    mov esi, dword ptr [r15 + 256]
-    mov r9d, 139
-    movsxd rdi, dword ptr [r15 + 192]
-    mov r8, r11
-    mov r9, qword ptr [r15 + 384]
-    and r8, 4032
-    mov rbp, r11
-    mov dword ptr [r15 + r8 + 3392], 156
-    mov r8, rbp
-    and rbp, 8128
-    mov dword ptr [r15 + rbp + 7488], 249
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c72:
-    lea rcx, [rip + .Lc1_d3391_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d3391_j_t
-.Lc1_d3391_j:
-    mov byte ptr [r15 + 384], bpl
-    mov dword ptr [r15 + 320], 31
-    vmovdqu ymmword ptr [r15 + 512], ymm4
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, ebp
-    mov dword ptr [r15 + 0], 229
-    movzx r8d, cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, ecx
-    mov rbp, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], bpl
-    movzx ecx, byte ptr [r15 + 384]
-    and rbp, 448
-    mov r8, qword ptr [r15 + rbp + 832]
-    mov ebp, dword ptr [r15 + 64]
-    mov r9, r11
-    movzx edi, r9b
-    mov edx, ecx
-    and r9, 8128
-    mov rcx, qword ptr [r15 + r9 + 7488]
-    mov qword ptr [r15 + 128], rcx
-    vmovq qword ptr [r15 + 256], xmm4
-    mov r9d, 228
-    movsxd rcx, dword ptr [r15 + 448]
-    mov r9, r11
-    mov rsi, rdi
-    mov dword ptr [r15 + 640], esi
-    and r9, 4032
-    mov dword ptr [r15 + r9 + 3392], ebp
-    mov ebp, r8d
-    mov r9d, ebp
-    mov edi, 149
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c73:
-    mov r8, r11
-    and r8, 4032
-    mov byte ptr [r15 + r8 + 3392], cl
-    mov ecx, edi
-    mov qword ptr [r15 + 128], rdi
-    mov rdi, r9
-    mov rdi, qword ptr [r15 + 192]
-    movsxd rcx, dword ptr [r15 + 704]
-    mov ebp, 106
-    jmp 1f
-1:
-    mov qword ptr [r15 + 320], r9
-    add rdi, qword ptr [r15 + 384]
-    movzx r9d, byte ptr [r15 + 768]
-    mov r8, r8
-    mov r8, r11
-    jmp 1f
-1:
-    and r8, 1984
-    mov dword ptr [r15 + r8 + 1344], r8d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], edi
-    mov dword ptr [r15 + 0], 148
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 128
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 2
-    mov rbp, r11
-    and r9d, dword ptr [r15 + 256]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    and rbp, 448
-    movzx r8d, byte ptr [r15 + rbp + 832]
-    mov dword ptr [r15 + 64], r8d
-    mov r8, qword ptr [r15 + 192]
-    movzx ebp, byte ptr [r15 + 448]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov rax, qword ptr [r15 + 320]
-    vmovq qword ptr [r15 + 512], xmm4
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c74:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 524288
-    setz al
-    lea rcx, [rip + .Lc1_d3482_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d3482_s_t
-    .p2align 3
-.Lc1_d3482_s:
-    .p2align 3
-    jmp .Lc1_d3482_j
-    .p2align 3
-    jmp .Lc1_d3482_j
-.Lc1_d3482_j:
-    mov r12, qword ptr [r15 + r12 + 56]
-    and edi, dword ptr [r15 + 0]
+    movzx eax, cl
+    mov qword ptr [r15 + 512], rdx
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, edi
-    mov byte ptr [r15 + 0], cl
-    mov dword ptr [r15 + 64], edi
     mov rcx, qword ptr [r15 + 256]
-    mov qword ptr [r15 + 320], rsi
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov edi, ecx
-    mov edi, dword ptr [r15 + 384]
-    mov rsi, rcx
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov esi, esi
-    mov ecx, 230
-    jmp 1f
-1:
-    mov rbp, r11
-    mov esi, dword ptr [r15 + 448]
-    jmp 1f
-1:
-    and rbp, 1984
-    mov r8, r11
-    movzx ecx, byte ptr [r15 + rbp + 1344]
-    mov rbp, rsi
-    and r8, 8128
-    mov dword ptr [r15 + r8 + 7488], edi
-    mov esi, dword ptr [r15 + 576]
-    mov edi, dword ptr [r15 + 512]
-    mov r8, rbp
-    mov dword ptr [r15 + 64], ecx
-    mov dword ptr [r15 + 128], ecx
+    mov rdx, qword ptr [r15 + 384]
+    movzx r8d, byte ptr [r15 + 128]
+    mov r12, qword ptr [r15 + r12 + 56]
     mov ebp, r8d
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c75:
-    mov r12, qword ptr [r15 + r12 + 56]
-    add rbp, qword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov rcx, rdi
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 234
-    mov rdi, qword ptr [r15 + 256]
-    jmp 1f
-1:
-    mov ecx, dword ptr [r15 + 448]
-    mov esi, dword ptr [r15 + 384]
-    vpor xmm4, xmm4, xmm6
-    jmp 1f
-1:
-    mov r8d, 99
-    jmp 1f
-1:
-    mov r8, qword ptr [r15 + 384]
-    mov byte ptr [r15 + 320], sil
-    mov esi, dword ptr [r15 + 64]
-    mov r9, r11
-    mov edx, ecx
-    mov qword ptr [r15 + 512], r8
-    movsxd rcx, dword ptr [r15 + 128]
-    and r9, 448
-    mov r8d, dword ptr [r15 + r9 + 832]
-    nop
-    movzx r9d, r8b
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r8, r11
-    mov rbp, r11
-    mov qword ptr [r15 + 640], rbp
-    movzx eax, byte ptr [r15 + 192]
-    and rbp, 8128
-    mov r9, qword ptr [r15 + rbp + 7488]
-    and r8, 4032
-    mov qword ptr [r15 + r8 + 3392], rax
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c76:
-    lea rcx, [rip + .Lc1_d3577_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d3577_j_t
-.Lc1_d3577_j:
-    mov ecx, 117
-    vpshufd xmm6, xmm4, 66
-    mov rbp, r11
-    jmp 1f
-1:
-    movzx ecx, byte ptr [r15 + 128]
-    mov r8, r11
-    and rbp, 448
-    mov eax, dword ptr [r15 + rbp + 832]
-    mov rbp, qword ptr [r15 + 320]
-    and r8, 4032
-    movzx r9d, byte ptr [r15 + r8 + 3392]
-    mov r8d, dword ptr [r15 + 64]
-    mov dword ptr [r15 + 512], 124
-    and r8d, dword ptr [r15 + 704]
-    movzx edi, byte ptr [r15 + 256]
-    mov dword ptr [r15 + 768], 41
-    movzx esi, bpl
-    mov ebp, eax
-    mov ebp, dword ptr [r15 + 384]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, r9b
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rbp
-    mov ebp, ebp
-    mov byte ptr [r15 + 0], bpl
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 254
-    mov r9, rbp
-    mov r9d, dword ptr [r15 + 448]
-    movzx ebp, r9b
-    movsxd r9, dword ptr [r15 + 192]
-    mov r8, r11
-    mov eax, 229
-    and r8, 1984
-    vmovdqu ymmword ptr [r15 + r8 + 1344], ymm6
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c77:
-    mov rbp, r11
-    and rbp, 1984
-    and edx, dword ptr [r15 + rbp + 1344]
-    mov qword ptr [r15 + 0], r9
-    mov r8d, eax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     jmp 1f
@@ -4905,47 +3467,1325 @@ ditto_body_c1:
     mov qword ptr [r15 + 0], rax
     jmp 1f
 1:
+    mov eax, 1
+    test dword ptr [r15 + 67117724], 134349824
+    jz 1f
+1:
+    jmp 1f
+1:
+    mov rdx, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, r11
+    mov rcx, r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu ymmword ptr [r15 + 320], ymm11
+    and r9, 1984
+    vpcmpeqb xmm11, xmm11, xmmword ptr [r15 + r9 + 1344]
+    mov r9, r11
+    mov byte ptr [r15 + 64], dl
+    mov rbp, r11
+    and r9, 4032
+    mov edx, dword ptr [r15 + r9 + 3392]
+    jmp 1f
+1:
+    and rbp, 8128
+    mov r8, qword ptr [r15 + rbp + 7488]
+    mov qword ptr [r15 + 576], rcx
+    mov qword ptr [r15 + 384], r8
+    mov ecx, r9d
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c53:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, r9d
+    jmp 1f
+1:
+    mov byte ptr [r15 + 0], r9b
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, r11
+    mov qword ptr [r15 + 0], rcx
+    and rbp, 1984
+    mov rcx, qword ptr [r15 + rbp + 1344]
+    and r8, 448
+    imul rcx, qword ptr [r15 + r8 + 832]
+    jmp 1f
+1:
+    mov r9d, 51
+    mov dword ptr [r15 + 384], 62
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + 128], ymm11
+    mov ebp, 86
+    movzx r8d, byte ptr [r15 + 128]
+    mov edx, dword ptr [r15 + 448]
+    mov byte ptr [r15 + 256], bpl
+    mov rbp, qword ptr [r15 + 64]
+    movzx r9d, byte ptr [r15 + 704]
+    movzx eax, byte ptr [r15 + 320]
+    mov qword ptr [r15 + 640], rdx
+    movzx esi, byte ptr [r15 + 448]
+    vmovq qword ptr [r15 + 320], xmm11
+    mov rdx, rbp
+    jmp 1f
+1:
+    mov rbp, r11
+    and r8d, dword ptr [r15 + 192]
+    and rbp, 8128
+    mov rdi, qword ptr [r15 + rbp + 7488]
+    mov ebp, dword ptr [r15 + 512]
+    mov rcx, rbp
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c54:
+    lea rcx, [rip + .Lc1_d2503_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d2503_j_t
+.Lc1_d2503_j:
+    mov ecx, 252
+    mov rbp, r11
+    jmp 1f
+1:
+    and rbp, 448
+    mov dword ptr [r15 + rbp + 832], 208
+    mov ebp, 177
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ebp, bpl
+    mov ebp, ecx
+    mov ebp, ecx
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    vpor xmm11, xmm11, xmm11
+    mov byte ptr [r15 + 0], bpl
+    mov rcx, qword ptr [r15 + 192]
+    mov r8, qword ptr [r15 + 768]
+    mov dword ptr [r15 + 128], 116
+    add rbp, qword ptr [r15 + 512]
+    mov qword ptr [r15 + 320], rdi
+    movzx edi, byte ptr [r15 + 448]
+    mov r9, r11
+    mov r8, r11
+    and r9, 1984
+    mov qword ptr [r15 + r9 + 1344], r9
+    vmovdqu ymmword ptr [r15 + 64], ymm11
+    movsxd r9, dword ptr [r15 + 384]
+    and r8, 4032
+    movzx edx, byte ptr [r15 + r8 + 3392]
+    mov r8d, 230
+    mov eax, r9d
+    jmp 1f
+1:
+    mov eax, 229
+    vmovdqu xmmword ptr [r15 + 256], xmm11
+    jmp 1f
+1:
+    mov esi, dword ptr [r15 + 64]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c55:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d2552_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d2552_j_t
+.Lc1_d2552_j:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 576], rcx
+    jmp 1f
+1:
+    and eax, dword ptr [r15 + 448]
+    movzx ecx, byte ptr [r15 + 256]
+    mov r8d, 139
+    mov rbp, r11
+    jmp 1f
+1:
+    jmp 1f
+1:
+    and rbp, 4032
+    mov r8, r11
+    mov qword ptr [r15 + rbp + 3392], r8
+    test dword ptr [r15 + 67117723], 4194304
+    jnz 1f
+1:
+    mov rbp, r11
+    and r8, 448
+    mov rcx, qword ptr [r15 + r8 + 832]
+    mov r8d, 2
+    and rbp, 8128
+    mov dword ptr [r15 + rbp + 7488], ecx
+    add rdx, qword ptr [r15 + 128]
+    mov dword ptr [r15 + 192], r9d
+    movzx ebp, byte ptr [r15 + 320]
+    mov rcx, rbp
+    movsxd rbp, dword ptr [r15 + 384]
+    movsxd rsi, dword ptr [r15 + 64]
+    movzx r8d, sil
+    mov qword ptr [r15 + 512], rdx
+    movzx esi, byte ptr [r15 + 640]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c56:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    vpshufd xmm11, xmm11, 106
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    add rsi, qword ptr [r15 + 192]
+    vpcmpeqb xmm11, xmm11, xmm15
+    jmp 1f
+1:
+    mov r8d, 45
+    mov ebp, 160
+    jmp 1f
+1:
+    movzx r8d, byte ptr [r15 + 128]
+    mov qword ptr [r15 + 384], r8
+    mov r8d, r8d
+    mov ecx, dword ptr [r15 + 704]
+    jmp 1f
+1:
+    mov r9, qword ptr [r15 + 512]
+    vpshufd xmm15, xmm11, 121
+    and ecx, dword ptr [r15 + 384]
+    mov r8d, 164
+    mov r8d, dword ptr [r15 + 448]
+    mov dword ptr [r15 + 64], 116
+    movzx ebp, r9b
+    movzx r9d, byte ptr [r15 + 320]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 128], r9d
+    mov r9, r11
+    mov edi, ecx
+    and r9, 8128
+    mov qword ptr [r15 + r9 + 7488], r9
+    mov r9, r11
+    mov ecx, 138
+    mov rbp, r11
+    jmp 1f
+1:
+    and r9, 1984
+    mov rcx, qword ptr [r15 + r9 + 1344]
+    and rbp, 4032
+    and ecx, dword ptr [r15 + rbp + 3392]
+    jmp 1f
+1:
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c57:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 15
+    lea rcx, [rip + .Lc1_d2641_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d2641_s_t
+    .p2align 3
+.Lc1_d2641_s:
+    .p2align 3
+    jmp .Lc1_d2641_j
+    .p2align 3
+    jmp .Lc1_d2641_j
+    .p2align 3
+    jmp .Lc1_d2641_j
+    .p2align 3
+    jmp .Lc1_d2641_j
+    .p2align 3
+    jmp .Lc1_d2641_j
+    .p2align 3
+    jmp .Lc1_d2641_j
+    .p2align 3
+    jmp .Lc1_d2641_j
+    .p2align 3
+    jmp .Lc1_d2641_j
+    .p2align 3
+    jmp .Lc1_d2641_j
+    .p2align 3
+    jmp .Lc1_d2641_j
+    .p2align 3
+    jmp .Lc1_d2641_j
+    .p2align 3
+    jmp .Lc1_d2641_j
+    .p2align 3
+    jmp .Lc1_d2641_j
+    .p2align 3
+    jmp .Lc1_d2641_j
+    .p2align 3
+    jmp .Lc1_d2641_j
+    .p2align 3
+    jmp .Lc1_d2641_j
+.Lc1_d2641_j:
+    mov rbp, r11
+    jmp 1f
+1:
+    mov rcx, qword ptr [r15 + 64]
+    jmp 1f
+1:
+    and rbp, 1984
+    mov r9, r11
+    mov eax, dword ptr [r15 + rbp + 1344]
+    movsxd rbp, dword ptr [r15 + 768]
+    and r9, 448
+    mov qword ptr [r15 + r9 + 832], r9
+    add rcx, qword ptr [r15 + 256]
+    movzx esi, cl
+    jmp 1f
+1:
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c58:
+    mov dword ptr [r15 + 0], 21
+    mov rsi, rbp
+    mov ecx, esi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rsi, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    movsxd rbp, dword ptr [r15 + 64]
+    mov rcx, qword ptr [r15 + 64]
+    mov esi, dword ptr [r15 + 256]
+    mov qword ptr [r15 + 512], rbp
+    movzx ebp, byte ptr [r15 + 384]
+    jmp 1f
+1:
+    mov r9, r11
+    movsxd rax, dword ptr [r15 + 448]
+    movzx r8d, cl
+    and r9, 8128
+    mov dword ptr [r15 + r9 + 7488], ebp
+    jmp 1f
+1:
+    mov ecx, dword ptr [r15 + 128]
+    mov edx, ecx
+    jmp 1f
+1:
+    mov dword ptr [r15 + 512], 17
+    jmp 1f
+1:
+    movzx ebp, byte ptr [r15 + 128]
+    mov ecx, 142
+    mov qword ptr [r15 + 384], rcx
+    movzx ecx, byte ptr [r15 + 320]
+    mov r9, r11
+    mov dword ptr [r15 + 320], 11
+    mov edi, r8d
+    jmp 1f
+1:
+    and r9, 4032
+    mov r8, qword ptr [r15 + r9 + 3392]
+    mov r9, qword ptr [r15 + 576]
+    mov rcx, rax
+    mov rax, qword ptr [r15 + 192]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c59:
+    lea rcx, [rip + .Lc1_d2725_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d2725_j_t
+.Lc1_d2725_j:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov ecx, 31
+    jmp 1f
+1:
+    and edi, dword ptr [r15 + 640]
+    mov ecx, edi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 1
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 66
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, rdi
+    movzx edi, sil
+    add rcx, qword ptr [r15 + 64]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rdi, qword ptr [r15 + 192]
+    mov r8, r11
+    movzx ecx, r9b
+    mov edx, 252
+    mov r9, qword ptr [r15 + 256]
+    and r8, 8128
+    mov dword ptr [r15 + r8 + 7488], 235
+    movsxd rsi, dword ptr [r15 + 384]
+    movzx r8d, byte ptr [r15 + 448]
+    mov rbp, r11
+    jmp 1f
+1:
+    and rbp, 448
+    mov qword ptr [r15 + rbp + 832], r9
+    mov rbp, r11
+    mov r9, rbp
+    mov r9d, ecx
+    jmp 1f
+1:
+    and rbp, 1984
+    movsxd r9, dword ptr [r15 + rbp + 1344]
+    jmp 1f
+1:
+    movsxd rbp, dword ptr [r15 + 320]
+    mov edx, dword ptr [r15 + 128]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c60:
+    movzx r9d, bpl
+    movzx ebp, byte ptr [r15 + 192]
+    movsxd r9, dword ptr [r15 + 448]
+    movzx ecx, cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], r9d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, qword ptr [r15 + 512]
+    movzx ecx, r9b
+    mov rax, rbp
+    movsxd rsi, dword ptr [r15 + 128]
+    movzx r9d, byte ptr [r15 + 128]
+    mov eax, 243
+    mov eax, dword ptr [r15 + 256]
+    mov rdi, qword ptr [r15 + 704]
+    mov r8, r11
+    mov r9, r11
+    mov edx, 28
+    and r9, 448
+    mov edx, dword ptr [r15 + r9 + 832]
+    and r8, 4032
+    mov r9, r11
+    movsxd rbp, dword ptr [r15 + r8 + 3392]
+    movsxd r8, dword ptr [r15 + 320]
+    and r9, 1984
+    mov qword ptr [r15 + r9 + 1344], rdx
+    jmp 1f
+1:
+    mov r9d, dword ptr [r15 + 64]
+    jmp 1f
+1:
+    mov qword ptr [r15 + 320], r8
+    movsxd rdx, dword ptr [r15 + 384]
+    mov r8d, 49
+    jmp 1f
+1:
+    mov dword ptr [r15 + 768], 134
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c61:
+    lea rcx, [rip + .Lc1_d2816_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d2816_j_t
+.Lc1_d2816_j:
+    add r8, qword ptr [r15 + 128]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, r8d
+    or qword ptr [r15 + 0], 1
+    mov edx, 186
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 109
+    mov dword ptr [r15 + 0], r8d
+    movzx r8d, dil
+    mov r8, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu ymmword ptr [r15 + 64], ymm11
+    and r8, 4032
+    mov qword ptr [r15 + r8 + 3392], r8
+    mov dword ptr [r15 + 512], r8d
+    vmovdqu ymmword ptr [r15 + 448], ymm15
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    and ecx, dword ptr [r15 + 320]
+    movzx r8d, cl
+    jmp 1f
+1:
+    mov qword ptr [r15 + 192], rdx
+    .byte 0x0f, 0x1f, 0x40, 0x00
+    mov dword ptr [r15 + 576], r8d
+    movzx ecx, cl
+    mov edx, r8d
+    jmp 1f
+1:
+    movzx r8d, dl
+    movsxd rcx, dword ptr [r15 + 384]
+    mov r8, r11
+    mov edi, r8d
+    mov rdx, qword ptr [r15 + 64]
+    mov rbp, r11
+    and r8, 8128
+    mov esi, dword ptr [r15 + r8 + 7488]
+    and rbp, 16320
+    mov dword ptr [r15 + rbp + 15680], 132
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c62:
+    mov rbp, r11
+    and rbp, 448
+    mov r8d, dword ptr [r15 + rbp + 832]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], dl
+    mov dword ptr [r15 + 0], 3
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], rbp
+    lea r9, [r11 + r11*1]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    add r8, qword ptr [r15 + 0]
+    and r9, 1984
+    mov qword ptr [r15 + r9 + 1408], r9
+    mov rbp, r11
+    movzx edx, byte ptr [r15 + 128]
+    mov eax, 219
+    and rbp, 8128
+    mov qword ptr [r15 + rbp + 7488], rbp
+    mov byte ptr [r15 + 512], cl
+    movsxd rbp, dword ptr [r15 + 320]
+    imul rbp, qword ptr [r15 + 256]
+    movsxd rcx, dword ptr [r15 + 512]
+    mov edi, ecx
+    jmp 1f
+1:
+    movzx ecx, byte ptr [r15 + 64]
+    jmp 1f
+1:
+    mov byte ptr [r15 + 192], cl
+    jmp 1f
+1:
+    mov qword ptr [r15 + 640], rcx
+    jmp 1f
+1:
+    mov rcx, qword ptr [r15 + 384]
+    mov eax, ecx
+    movsxd rcx, dword ptr [r15 + 384]
+    movsxd rsi, dword ptr [r15 + 128]
+    mov dword ptr [r15 + 448], 203
+    jmp 1f
+1:
+    mov rcx, qword ptr [r15 + r9 + 1344]
+    mov r9, rdi
+    mov dword ptr [r15 + 704], 250
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c63:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 33554432
+    setz al
+    lea rcx, [rip + .Lc1_d2911_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d2911_s_t
+    .p2align 3
+.Lc1_d2911_s:
+    .p2align 3
+    jmp .Lc1_d2911_j
+    .p2align 3
+    jmp .Lc1_d2911_j
+.Lc1_d2911_j:
+    mov r9, r11
+    mov rax, qword ptr [r15 + 256]
+    movzx ecx, byte ptr [r15 + 192]
+    and r9, 8128
+    vmovdqu ymmword ptr [r15 + r9 + 7488], ymm11
+    mov dword ptr [r15 + 64], 155
+    mov r12, qword ptr [r15 + r12 + 56]
+    vpaddd xmm15, xmm15, xmm15
+    mov edi, 97
+    mov r9d, edi
+    mov rbp, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rdi, dword ptr [r15 + 448]
+    mov r9, r11
+    and rbp, 448
+    movsxd r8, dword ptr [r15 + rbp + 832]
+    and r9, 4032
+    mov rsi, qword ptr [r15 + r9 + 3392]
+    mov ebp, edi
+    movzx ebp, bpl
+    mov dword ptr [r15 + 320], 235
+    jmp 1f
+1:
+    and ebp, dword ptr [r15 + 768]
+    mov edi, dword ptr [r15 + 128]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c64:
+    mov rbp, r11
+    mov ecx, 124
+    movzx r9d, cl
+    and rbp, 448
+    mov r9d, dword ptr [r15 + rbp + 832]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov edx, 95
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r8, r11
+    mov ebp, ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r8, 4032
+    mov byte ptr [r15 + r8 + 3392], dl
+    mov ecx, edx
+    mov byte ptr [r15 + 128], r9b
+    mov r8, r11
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx edx, byte ptr [r15 + 256]
+    and r8, 1984
+    mov dword ptr [r15 + r8 + 1344], ebp
+    mov byte ptr [r15 + 64], dl
+    vmovdqu xmmword ptr [r15 + 64], xmm15
+    mov ebp, 37
+    mov r8, qword ptr [r15 + 576]
+    mov edx, dword ptr [r15 + 384]
+    mov ebp, ecx
+    .byte 0x0f, 0x1f, 0x00
+    movzx ecx, byte ptr [r15 + 192]
+    mov dword ptr [r15 + 448], r9d
+    movzx r9d, byte ptr [r15 + 512]
+    movsxd rax, dword ptr [r15 + 320]
+    mov esi, dword ptr [r15 + 384]
+    jmp 1f
+1:
+    mov rbp, rbp
+    mov ebp, ebp
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c65:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 1048576
+    setz al
+    lea rcx, [rip + .Lc1_d2999_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d2999_s_t
+    .p2align 3
+.Lc1_d2999_s:
+    .p2align 3
+    jmp .Lc1_d2999_j
+    .p2align 3
+    jmp .Lc1_d2999_j
+.Lc1_d2999_j:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], al
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, byte ptr [r15 + 128]
+    mov byte ptr [r15 + 512], al
+    jmp 1f
+1:
+    mov eax, edi
+    movzx edi, byte ptr [r15 + 128]
+    jmp 1f
+1:
+    movzx ebp, byte ptr [r15 + 320]
+    jmp 1f
+1:
+    mov byte ptr [r15 + 256], bpl
+    mov rbp, qword ptr [r15 + 640]
+    movzx eax, byte ptr [r15 + 64]
+    mov r8, r11
+    mov byte ptr [r15 + 320], r8b
+    movzx r9d, byte ptr [r15 + 384]
+    mov rbp, r11
+    and r8, 1984
+    movzx edx, byte ptr [r15 + r8 + 1344]
+    movsxd rsi, dword ptr [r15 + 448]
+    and rbp, 8128
+    mov dword ptr [r15 + rbp + 7488], 246
+    mov ebp, ebp
+    mov rbp, rbp
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c66:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edi, 108
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r11
+    and edi, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 448
+    mov r8, qword ptr [r15 + rbp + 832]
+    mov dword ptr [r15 + 512], r8d
+    vmovdqu ymmword ptr [r15 + 448], ymm15
+    mov r9, r11
+    mov r8d, dword ptr [r15 + 64]
+    mov ebp, ebp
+    and r9, 4032
+    mov edx, dword ptr [r15 + r9 + 3392]
+    mov rbp, r11
+    mov r9d, dword ptr [r15 + 384]
+    movsxd rcx, dword ptr [r15 + 128]
+    add qword ptr [r15 + 768], rdi
+    and rbp, 8128
+    mov edi, dword ptr [r15 + rbp + 7488]
+    jmp 1f
+1:
+    mov qword ptr [r15 + 320], r8
+    jmp 1f
+1:
+    mov byte ptr [r15 + 704], r8b
+    movzx ebp, byte ptr [r15 + 384]
+    movzx r8d, dil
+    mov dword ptr [r15 + 64], r8d
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movzx r8d, r8b
+    mov edi, 151
+    movzx r8d, bpl
+    mov rbp, qword ptr [r15 + 256]
+    mov dword ptr [r15 + 192], r9d
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c67:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d3087_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d3087_j_t
+.Lc1_d3087_j:
+    mov dword ptr [r15 + 0], 123
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov rbp, r11
     jmp 1f
 1:
-    mov eax, edx
-    mov edx, dword ptr [r15 + 512]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 512], bpl
+    and rbp, 448
+    movsxd rcx, dword ptr [r15 + rbp + 832]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 192], eax
+    jmp 1f
+1:
+    test dword ptr [r15 + 67117724], 268959744
+    jnz 1f
+1:
+    movzx ecx, byte ptr [r15 + 448]
+    mov rbp, rbp
+    movzx eax, byte ptr [r15 + 384]
+    mov rbp, qword ptr [r15 + 320]
+    mov r9, qword ptr [r15 + 64]
     mov r8, r11
+    mov dword ptr [r15 + 128], 90
+    mov dword ptr [r15 + 128], r8d
+    mov edi, dword ptr [r15 + 576]
+    and r8, 4032
+    and esi, dword ptr [r15 + r8 + 3392]
+    mov r8, r11
+    mov edx, r8d
+    mov qword ptr [r15 + 256], rdx
+    and r8, 1984
+    and edx, dword ptr [r15 + r8 + 1344]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c68:
+    mov rdi, qword ptr [r15 + 64]
+    movzx r8d, byte ptr [r15 + 640]
+    mov rdx, r8
+    movsxd rsi, dword ptr [r15 + 512]
+    movzx r8d, byte ptr [r15 + 128]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, eax
+    mov eax, 128
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, esi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], edi
+    movzx edi, al
+    movzx esi, dil
+    mov eax, 116
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r11
+    mov byte ptr [r15 + 0], r8b
+    mov r8, r11
+    movsxd rax, dword ptr [r15 + 64]
+    and rbp, 1984
+    add rsi, qword ptr [r15 + rbp + 1344]
+    and esi, dword ptr [r15 + 704]
+    mov r9, r11
+    and r8, 8128
+    mov rbp, qword ptr [r15 + r8 + 7488]
+    jmp 1f
+1:
+    and r9, 4032
+    mov dword ptr [r15 + r9 + 3392], eax
+    jmp 1f
+1:
+    movzx r8d, byte ptr [r15 + 448]
+    movzx r9d, r8b
+    mov rax, qword ptr [r15 + 320]
+    mov r8, rax
+    mov rax, rsi
+    mov eax, 137
+    mov rax, qword ptr [r15 + 192]
+    mov edi, 15
+    mov rdi, qword ptr [r15 + 256]
+    movzx ecx, byte ptr [r15 + 384]
+    mov byte ptr [r15 + 320], cl
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c69:
+    lea rcx, [rip + .Lc1_d3172_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d3172_j_t
+.Lc1_d3172_j:
+    mov eax, ecx
+    jmp 1f
+1:
+    mov dword ptr [r15 + 192], eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, rcx
+    jmp 1f
+1:
+    mov rbp, r11
+    xor dword ptr [r15 + 0], ebp
+    mov esi, ebp
+    mov r12, qword ptr [r15 + r12 + 56]
     and rbp, 8128
-    mov r9d, dword ptr [r15 + rbp + 7488]
-    add rax, qword ptr [r15 + 192]
-    and r8, 448
-    mov dword ptr [r15 + r8 + 832], r8d
-    mov rbp, qword ptr [r15 + 64]
-    mov dword ptr [r15 + 128], r9d
-    mov r8d, dword ptr [r15 + 320]
-    mov esi, edx
-    jmp 1f
-1:
-    mov esi, 184
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx r9d, dl
-    jmp 1f
-1:
-    mov dword ptr [r15 + 320], 215
-    jmp 1f
-1:
-    movzx edx, r9b
-    movzx edx, byte ptr [r15 + 448]
+    mov dword ptr [r15 + rbp + 7488], ecx
+    movsxd rbp, dword ptr [r15 + 448]
+    mov dword ptr [r15 + 128], ebp
     mov rsi, rbp
-    mov dword ptr [r15 + 256], 185
-    mov rbp, rsi
-    mov qword ptr [r15 + 384], rcx
+    mov eax, 79
+    movzx ecx, byte ptr [r15 + 768]
+    mov byte ptr [r15 + 128], cl
+    mov edx, 252
+    jmp 1f
+1:
+    mov rbp, r11
+    mov ecx, ebp
+    mov edi, 58
+    and rbp, 1984
+    vmovq qword ptr [r15 + rbp + 1344], xmm15
+    mov rcx, rbp
+    jmp 1f
+1:
+    movzx eax, byte ptr [r15 + 320]
+    mov rbp, r11
+    vmovdqu ymmword ptr [r15 + 384], ymm15
+    mov rcx, qword ptr [r15 + 64]
+    vmovdqu ymmword ptr [r15 + 512], ymm15
+    and rbp, 448
+    movzx r9d, byte ptr [r15 + rbp + 832]
+    mov byte ptr [r15 + 256], r9b
+    jmp 1f
+1:
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c70:
+    mov ebp, 27
     mov ebp, ebp
-    mov esi, dword ptr [r15 + 576]
+    mov dword ptr [r15 + 384], ecx
+    mov r9, r11
+    mov rcx, qword ptr [r15 + 512]
+    mov rbp, rax
+    and r9, 8128
+    vmovdqu xmmword ptr [r15 + r9 + 7488], xmm15
+    mov rbp, r11
+    mov rax, qword ptr [r15 + 640]
+    mov r9, r8
+    jmp 1f
+1:
+    and rbp, 4032
+    movsxd r9, dword ptr [r15 + rbp + 3392]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, 79
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, ebp
+    jmp 1f
+1:
+    vpor xmm15, xmm15, xmm15
+    and r8d, dword ptr [r15 + 0]
+    mov ebp, 139
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx edi, r9b
+    mov ebp, 156
+    mov byte ptr [r15 + 0], r9b
+    mov r8d, 249
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, 96
+    mov dword ptr [r15 + 0], 143
+    mov qword ptr [r15 + 128], r8
+    movsxd r9, dword ptr [r15 + 64]
+    mov dword ptr [r15 + 384], edi
+    mov r8d, dword ptr [r15 + 192]
+    mov edi, dword ptr [r15 + 448]
+    mov ebp, dword ptr [r15 + 320]
+    mov rbp, r11
+    mov eax, 148
+    and rbp, 448
+    mov dword ptr [r15 + rbp + 832], r9d
+    mov rbp, qword ptr [r15 + 576]
+    mov r9d, 250
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c71:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 2
+    setz al
+    lea rcx, [rip + .Lc1_d3268_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d3268_s_t
+    .p2align 3
+.Lc1_d3268_s:
+    .p2align 3
+    jmp .Lc1_d3268_j
+    .p2align 3
+    jmp .Lc1_d3268_j
+.Lc1_d3268_j:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov rcx, rax
+    mov rbp, r11
+    mov dword ptr [r15 + 128], ebp
+    and rbp, 1984
+    mov rcx, qword ptr [r15 + rbp + 1344]
+    movzx ebp, byte ptr [r15 + 512]
+    mov eax, 52
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edi, 171
+    jmp 1f
+1:
+    mov r9, qword ptr [r15 + 704]
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + 320], ymm15
+    jmp 1f
+1:
+    movsxd rax, dword ptr [r15 + 256]
+    mov r8, r11
+    jmp 1f
+1:
+    and r8, 4032
+    mov rbp, r11
+    movsxd rdi, dword ptr [r15 + r8 + 3392]
+    and rbp, 448
+    mov r8d, dword ptr [r15 + rbp + 832]
+    mov rbp, r8
+    jmp 1f
+1:
+    movzx esi, dil
+    jmp 1f
+1:
+    mov ebp, r9d
+    mov edi, eax
+    mov edi, dword ptr [r15 + 64]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c72:
+    mov rax, qword ptr [r15 + 320]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov byte ptr [r15 + 0], dl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edx, eax
+    mov r9d, dword ptr [r15 + 768]
+    and rbp, 1984
+    mov dword ptr [r15 + rbp + 1344], 121
+    movsxd rax, dword ptr [r15 + 64]
+    mov ebp, 158
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov eax, dword ptr [r15 + 512]
+    mov r8, r11
+    mov rdx, rbp
+    and r8, 16320
+    mov dword ptr [r15 + r8 + 15680], 2
+    mov r9, r11
+    vmovdqu xmm15, xmmword ptr [r15 + 384]
+    and r9, 8128
+    mov dword ptr [r15 + r9 + 7488], 89
+    mov byte ptr [r15 + 256], r9b
+    add r8, qword ptr [r15 + 448]
+    mov dword ptr [r15 + 384], r8d
+    vmovdqu ymmword ptr [r15 + 192], ymm15
+    mov ebp, r8d
+    movsxd r9, dword ptr [r15 + 64]
+    movzx ebp, byte ptr [r15 + 192]
+    movzx r8d, bpl
+    movzx ecx, byte ptr [r15 + 128]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c73:
+    lea rcx, [rip + .Lc1_d3354_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d3354_j_t
+.Lc1_d3354_j:
+    mov rbp, r11
+    mov r8, r11
+    and rbp, 448
+    mov rsi, qword ptr [r15 + rbp + 832]
+    movzx ebp, r9b
+    and r8, 8128
+    movzx ebp, byte ptr [r15 + r8 + 7488]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r8d, esi
+    movsxd rsi, dword ptr [r15 + 384]
+    movsxd r9, dword ptr [r15 + 320]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, ecx
+    mov rcx, qword ptr [r15 + 320]
+    mov dword ptr [r15 + 128], 163
+    mov rdx, r9
+    mov r9d, dword ptr [r15 + 512]
+    jmp 1f
+1:
+    mov eax, dword ptr [r15 + 256]
+    mov r9, r11
+    mov qword ptr [r15 + 128], r8
+    and r9, 4032
+    mov dword ptr [r15 + r9 + 3392], 246
+    mov r8d, edx
+    mov r9d, r8d
+    jmp 1f
+1:
+    movzx edx, byte ptr [r15 + 64]
+    xor dword ptr [r15 + 448], edx
+    movsxd rdi, dword ptr [r15 + 576]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c74:
+    movsxd rdx, dword ptr [r15 + 64]
+    jmp 1f
+1:
+    mov r9d, r8d
+    vmovdqu ymmword ptr [r15 + 448], ymm15
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, 165
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov ebp, 13
+    mov dword ptr [r15 + 0], 53
+    mov dword ptr [r15 + 640], ebp
+    mov dword ptr [r15 + 192], r9d
+    movsxd rbp, dword ptr [r15 + 64]
+    mov r8, r11
+    movsxd r9, dword ptr [r15 + 384]
+    mov rsi, rbp
+    imul rbp, qword ptr [r15 + 256]
+    and r8, 448
+    mov esi, dword ptr [r15 + r8 + 832]
+    movzx r8d, byte ptr [r15 + 512]
+    mov rcx, qword ptr [r15 + 704]
+    mov r8, r11
+    mov rax, r8
+    mov r9, r11
+    and r8, 4032
+    movzx eax, byte ptr [r15 + r8 + 3392]
+    and r9, 1984
+    mov qword ptr [r15 + r9 + 1344], rcx
+    mov dword ptr [r15 + 128], 116
+    movzx edi, byte ptr [r15 + 320]
+    movzx r8d, al
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c75:
+    lea rcx, [rip + .Lc1_d3441_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d3441_j_t
+.Lc1_d3441_j:
+    movsxd rcx, dword ptr [r15 + 192]
+    movzx edx, cl
+    movzx eax, byte ptr [r15 + 256]
+    movzx ecx, byte ptr [r15 + 448]
+    movzx r8d, cl
+    mov r8d, dword ptr [r15 + 128]
+    movzx ebp, byte ptr [r15 + 384]
+    movzx r9d, bpl
+    movzx ebp, r9b
+    mov rsi, qword ptr [r15 + 384]
+    mov r9, r11
+    movzx edi, cl
+    and r9, 1984
+    mov byte ptr [r15 + r9 + 1344], r9b
+    mov ecx, esi
+    mov dword ptr [r15 + 320], 207
+    movsxd rcx, dword ptr [r15 + 768]
+    test ebx, 1024
+    jz 1f
+1:
+    jmp 1f
+1:
+    vpaddq xmm15, xmm15, xmmword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and ecx, dword ptr [r15 + 0]
+    mov r9, rcx
+    mov r9, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rcx
+    and r9, 8128
+    vpcmpeqb xmm15, xmm15, xmmword ptr [r15 + r9 + 7488]
+    mov dword ptr [r15 + 64], edi
+    mov rbp, r11
+    jmp 1f
+1:
+    mov dword ptr [r15 + 128], ebp
+    movzx edi, byte ptr [r15 + 512]
+    and rbp, 4032
+    movzx esi, byte ptr [r15 + rbp + 3392]
+    jmp 1f
+1:
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c76:
+    mov r8, r11
+    and r8, 1984
+    mov byte ptr [r15 + r8 + 1344], r8b
+    mov ebp, dword ptr [r15 + 256]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, ebp
+    jmp 1f
+1:
+    mov r8d, ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r8
+    mov dword ptr [r15 + 0], ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, dword ptr [r15 + 128]
+    mov r8d, 141
+    movzx edx, dil
+    mov r8d, edi
+    mov esi, edi
+    movsxd rbp, dword ptr [r15 + 512]
+    mov edi, dword ptr [r15 + 640]
+    mov r8, rdi
+    mov dword ptr [r15 + 64], 183
+    mov rdi, qword ptr [r15 + 384]
+    mov rsi, qword ptr [r15 + 192]
+    mov dword ptr [r15 + 576], 148
+    movsxd rdx, dword ptr [r15 + 448]
+    mov rbp, r11
+    jmp 1f
+1:
+    movsxd rcx, dword ptr [r15 + 64]
+    and rbp, 8128
+    vmovdqu ymmword ptr [r15 + rbp + 7488], ymm15
+    add qword ptr [r15 + 320], rdi
+    mov dword ptr [r15 + 448], r8d
+    jmp 1f
+1:
+    movzx ebp, bpl
+    mov rbp, r11
+    jmp 1f
+1:
+    and rbp, 448
+    movzx r8d, byte ptr [r15 + rbp + 832]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c77:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 536870912
+    setz al
+    lea rcx, [rip + .Lc1_d3534_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d3534_s_t
+    .p2align 3
+.Lc1_d3534_s:
+    .p2align 3
+    jmp .Lc1_d3534_j
+    .p2align 3
+    jmp .Lc1_d3534_j
+.Lc1_d3534_j:
+    mov eax, dword ptr [r15 + 320]
+    mov edi, 5
+    jmp 1f
+1:
+    movzx ecx, cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, qword ptr [r15 + 384]
+    mov rbp, r11
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    and rbp, 1984
+    mov rdi, qword ptr [r15 + rbp + 1344]
+    mov ebp, eax
+    jmp 1f
+1:
+    mov qword ptr [r15 + 64], rdi
+    mov rbp, r11
+    mov byte ptr [r15 + 704], cl
+    movzx edi, byte ptr [r15 + 192]
+    and rbp, 4032
+    mov ecx, dword ptr [r15 + rbp + 3392]
+    mov edx, dword ptr [r15 + 128]
+    mov ebp, dword ptr [r15 + 128]
+    mov dword ptr [r15 + 512], eax
+    mov r8, r11
+    jmp 1f
+1:
+    and r8, 448
+    xor dword ptr [r15 + r8 + 832], edi
     jmp 1f
 1:
     add r11, 64
@@ -4956,233 +4796,206 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 15
-    lea rcx, [rip + .Lc1_d3675_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d3675_s_t
-    .p2align 3
-.Lc1_d3675_s:
-    .p2align 3
-    jmp .Lc1_d3675_j
-    .p2align 3
-    jmp .Lc1_d3675_j
-    .p2align 3
-    jmp .Lc1_d3675_j
-    .p2align 3
-    jmp .Lc1_d3675_j
-    .p2align 3
-    jmp .Lc1_d3675_j
-    .p2align 3
-    jmp .Lc1_d3675_j
-    .p2align 3
-    jmp .Lc1_d3675_j
-    .p2align 3
-    jmp .Lc1_d3675_j
-    .p2align 3
-    jmp .Lc1_d3675_j
-    .p2align 3
-    jmp .Lc1_d3675_j
-    .p2align 3
-    jmp .Lc1_d3675_j
-    .p2align 3
-    jmp .Lc1_d3675_j
-    .p2align 3
-    jmp .Lc1_d3675_j
-    .p2align 3
-    jmp .Lc1_d3675_j
-    .p2align 3
-    jmp .Lc1_d3675_j
-    .p2align 3
-    jmp .Lc1_d3675_j
-.Lc1_d3675_j:
-    mov rbp, r11
-    and rbp, 8128
-    movzx edx, byte ptr [r15 + rbp + 7488]
-    mov dword ptr [r15 + 128], edx
+    movzx eax, byte ptr [r15 + 768]
     jmp 1f
 1:
     jmp 1f
 1:
-    mov rbp, r11
-    mov rdx, rcx
-    jmp 1f
+    mov byte ptr [r15 + 0], r8b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 167
+    mov r8, qword ptr [r15 + 512]
+    mov rdi, qword ptr [r15 + 192]
+    test dword ptr [r15 + 67117724], 32
+    jz 1f
 1:
     mov r8, r11
-    and rbp, 1984
-    movsxd rcx, dword ptr [r15 + rbp + 1344]
-    mov rdi, rcx
-    and r8, 4032
-    movzx ecx, byte ptr [r15 + r8 + 3392]
+    mov ebp, 11
+    mov dword ptr [r15 + 384], ebp
+    and edx, dword ptr [r15 + 320]
+    and r8, 448
+    mov byte ptr [r15 + r8 + 832], dil
+    mov edi, 161
+    movzx r8d, byte ptr [r15 + 128]
+    mov rbp, r11
+    mov rax, qword ptr [r15 + 320]
+    and rbp, 4032
+    mov qword ptr [r15 + rbp + 3392], rdx
+    mov rbp, r11
+    mov byte ptr [r15 + 64], dl
+    movzx edx, byte ptr [r15 + 448]
+    and rbp, 8128
+    mov dword ptr [r15 + rbp + 7488], 202
+    movzx edi, byte ptr [r15 + 256]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c79:
-    movzx r8d, r8b
+    lea rcx, [rip + .Lc1_d3616_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d3616_j_t
+.Lc1_d3616_j:
+    vmovdqu xmmword ptr [r15 + 128], xmm15
+    mov ecx, dword ptr [r15 + 128]
+    mov edx, dword ptr [r15 + 640]
     jmp 1f
 1:
+    movzx ebp, byte ptr [r15 + 384]
+    movsxd rdi, dword ptr [r15 + 448]
+    vmovdqu xmm0, xmmword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rdi
+    mov byte ptr [r15 + 0], dil
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edi, 81
     jmp 1f
 1:
-    mov dword ptr [r15 + 512], r8d
-    mov byte ptr [r15 + 640], r8b
-    mov dword ptr [r15 + 384], r8d
     mov r12, qword ptr [r15 + r12 + 56]
-    vpaddd xmm6, xmm6, xmm6
-    mov dword ptr [r15 + 0], 51
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    add r8, qword ptr [r15 + 0]
-    movzx ebp, r9b
     jmp 1f
 1:
-    mov qword ptr [r15 + 0], rbp
-    mov ebp, 64
-    mov dword ptr [r15 + 64], 11
-    movzx ebp, bpl
-    mov r9d, r8d
-    mov ebp, 254
-    mov dword ptr [r15 + 704], 15
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r8, rbp
-    movzx r9d, byte ptr [r15 + 320]
     mov r8, r11
+    mov rdi, qword ptr [r15 + 384]
+    mov dword ptr [r15 + 320], 96
+    or qword ptr [r15 + 64], 67
+    and r8, 8128
+    mov qword ptr [r15 + r8 + 7488], rbp
+    movzx eax, dil
     jmp 1f
 1:
-    mov ebp, dword ptr [r15 + 384]
-    movzx ecx, bpl
-    and r8, 16320
-    mov byte ptr [r15 + r8 + 15680], r9b
     jmp 1f
 1:
+    mov qword ptr [r15 + 576], rax
     jmp 1f
 1:
-    mov dword ptr [r15 + 128], r8d
-    movsxd r8, dword ptr [r15 + 448]
-    vpmovmskb r9d, xmm6
-    movzx ebp, bpl
-    mov rdx, rbp
-    vpor xmm6, xmm6, xmm6
-    mov ebp, 158
-    mov esi, 76
-    mov ebp, r8d
+    mov ebp, dword ptr [r15 + 64]
+    movsxd rdi, dword ptr [r15 + 448]
+    mov r8d, 234
+    movzx eax, byte ptr [r15 + 512]
+    mov qword ptr [r15 + 256], rdx
+    mov r9, r11
+    mov edx, 124
     jmp 1f
 1:
-    movzx ebp, byte ptr [r15 + 192]
-    movzx r9d, byte ptr [r15 + 256]
-    mov rdx, qword ptr [r15 + 64]
+    mov r8, r11
+    and r9, 4032
+    vmovdqu ymmword ptr [r15 + r9 + 3392], ymm0
+    jmp 1f
+1:
+    and r8, 1984
+    movsxd r9, dword ptr [r15 + r8 + 1344]
+    jmp 1f
+1:
+    mov qword ptr [r15 + 192], rax
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c80:
-    lea rcx, [rip + .Lc1_d3767_j]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d3669_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d3767_j_t
-.Lc1_d3767_j:
-    vmovq xmm6, rcx
-    vpshufd xmm6, xmm6, 228
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    nop
-    mov qword ptr [r15 + 0], rcx
-    mov rbp, r9
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    jmp .Lc1_d3669_j_t
+.Lc1_d3669_j:
+    mov r8, r11
+    mov ecx, r9d
     jmp 1f
 1:
-    mov r9d, ecx
+    mov ecx, 64
+    and r8, 8128
+    mov qword ptr [r15 + r8 + 7488], r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, r8
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    movzx esi, r9b
+    mov dword ptr [r15 + 0], eax
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx esi, byte ptr [r15 + 384]
-    mov r9, r11
-    vmovq xmm6, r9
-    mov qword ptr [r15 + 512], r9
+    mov dword ptr [r15 + 0], 85
+    mov ecx, dword ptr [r15 + 320]
+    mov r8, qword ptr [r15 + 704]
+    mov dword ptr [r15 + 256], ecx
+    test dword ptr [r15 + 67117724], 802816
+    jz 1f
+1:
     jmp 1f
 1:
-    and r9, 8128
-    mov rcx, qword ptr [r15 + r9 + 7488]
-    mov r9, r11
-    mov rbp, qword ptr [r15 + 128]
-    .byte 0x66, 0x90
-    mov r8, qword ptr [r15 + 192]
-    and r9, 1984
-    add r8, qword ptr [r15 + r9 + 1344]
-    mov qword ptr [r15 + 64], rsi
-    mov r9, r11
-    mov byte ptr [r15 + 320], r9b
-    and r9, 448
-    mov dword ptr [r15 + r9 + 832], r8d
     jmp 1f
 1:
-    mov r9, qword ptr [r15 + 448]
-    mov qword ptr [r15 + 256], r8
-    mov esi, eax
+    add rcx, qword ptr [r15 + 64]
+    vmovdqu xmmword ptr [r15 + 512], xmm0
+    add r8, qword ptr [r15 + 384]
+    mov rax, rcx
+    movzx r9d, al
+    mov rbp, r11
     jmp 1f
 1:
-    mov r8d, dword ptr [r15 + 768]
+    mov rax, qword ptr [r15 + 192]
+    and rbp, 1984
+    mov ecx, dword ptr [r15 + rbp + 1344]
+    mov rbp, r11
+    jmp 1f
+1:
+    jmp 1f
+1:
+    and rbp, 448
+    mov byte ptr [r15 + rbp + 832], bpl
+    mov qword ptr [r15 + 128], rax
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c81:
-    mov r8d, r8d
-    mov esi, dword ptr [r15 + 320]
-    vpcmpeqb xmm6, xmm6, xmm4
-    mov r8d, dword ptr [r15 + 128]
-    movsxd rbp, dword ptr [r15 + 384]
-    movsxd r9, dword ptr [r15 + 512]
+    mov ebp, dword ptr [r15 + 64]
+    vmovdqu ymmword ptr [r15 + 256], ymm0
+    mov ecx, dword ptr [r15 + 64]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 235
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, r9
-    mov r9d, 215
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 192], ebp
-    movsxd rbp, dword ptr [r15 + 448]
-    mov r9, rsi
-    test ebx, 1073741824
-    jz 1f
-1:
+    mov qword ptr [r15 + 0], r9
+    mov rax, rcx
+    vpor xmm0, xmm0, xmm0
     jmp 1f
 1:
-    movzx ebp, byte ptr [r15 + 576]
+    add rax, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 320], 213
+    mov qword ptr [r15 + 128], rcx
+    movsxd r9, dword ptr [r15 + 384]
+    mov rcx, qword ptr [r15 + 448]
     mov r8, r11
-    mov r9d, r9d
-    jmp 1f
-1:
+    movzx edi, r8b
+    mov r9, r11
+    mov dword ptr [r15 + 448], 57
     and r8, 1984
-    vpaddq xmm6, xmm6, xmmword ptr [r15 + r8 + 1344]
-    vmovdqu ymmword ptr [r15 + 320], ymm6
-    lea r9, [r11 + r11*1]
+    mov rdx, qword ptr [r15 + r8 + 1344]
     jmp 1f
 1:
-    jmp 1f
-1:
-    movzx r8d, r9b
     and r9, 4032
-    movzx esi, byte ptr [r15 + r9 + 3456]
+    mov r8, qword ptr [r15 + r9 + 3392]
+    mov byte ptr [r15 + 384], sil
+    mov byte ptr [r15 + 576], dl
+    mov r9, r11
     jmp 1f
 1:
-    mov r8, r11
-    mov ecx, r8d
+    and r9, 448
+    mov edx, dword ptr [r15 + r9 + 832]
     jmp 1f
 1:
-    and r8, 448
-    movzx ecx, byte ptr [r15 + r8 + 832]
-    mov r8, rcx
-    mov dword ptr [r15 + r9 + 3392], 211
-    movsxd r8, dword ptr [r15 + 64]
+    movsxd r9, dword ptr [r15 + 320]
+    mov rsi, qword ptr [r15 + 768]
+    movsxd rdi, dword ptr [r15 + 128]
+    mov dword ptr [r15 + 192], 61
+    and r8d, dword ptr [r15 + 512]
+    mov r8d, ecx
     add r11, 64
     inc rbx
     dec r13
@@ -5192,337 +5005,340 @@ ditto_body_c1:
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
     xor eax, eax
-    test dword ptr [r15 + 67117723], 262144
+    test dword ptr [r15 + 67117724], 4096
     setz al
-    lea rcx, [rip + .Lc1_d3864_s]
+    lea rcx, [rip + .Lc1_d3758_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d3864_s_t
+    jmp .Lc1_d3758_s_t
     .p2align 3
-.Lc1_d3864_s:
+.Lc1_d3758_s:
     .p2align 3
-    jmp .Lc1_d3864_j
+    jmp .Lc1_d3758_j
     .p2align 3
-    jmp .Lc1_d3864_j
-.Lc1_d3864_j:
+    jmp .Lc1_d3758_j
+.Lc1_d3758_j:
+    movsxd rbp, dword ptr [r15 + 128]
+    jmp 1f
+1:
+    movsxd rcx, dword ptr [r15 + 320]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    add qword ptr [r15 + 0], rcx
     mov r8, r11
-    mov ecx, r9d
-    and r8, 8128
-    movsxd rcx, dword ptr [r15 + r8 + 7488]
+    mov dword ptr [r15 + 0], r8d
+    and r8, 4032
+    mov byte ptr [r15 + r8 + 3392], al
+    mov ecx, 62
+    mov eax, ecx
     jmp 1f
 1:
-    vmovdqu ymmword ptr [r15 + 0], ymm6
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 192], 138
+    mov rcx, rbp
+    mov dword ptr [r15 + 512], r8d
     mov rbp, r11
-    mov dword ptr [r15 + 0], 197
-    add rcx, qword ptr [r15 + 128]
-    vpmovmskb edi, xmm6
-    and rbp, 448
-    mov r8, qword ptr [r15 + rbp + 832]
-    movsxd rbp, dword ptr [r15 + 640]
-    add r8, qword ptr [r15 + 704]
-    movzx eax, byte ptr [r15 + 320]
-    mov qword ptr [r15 + 448], rcx
-    add rdi, qword ptr [r15 + 512]
-    mov dword ptr [r15 + 64], 88
-    mov r9d, dword ptr [r15 + 128]
+    mov rax, qword ptr [r15 + 256]
+    and rbp, 8128
+    movsxd rdx, dword ptr [r15 + rbp + 7488]
+    vpshufd xmm0, xmm0, 167
     jmp 1f
 1:
-    mov rcx, qword ptr [r15 + 256]
-    mov qword ptr [r15 + 192], rbp
-    mov rbp, rcx
+    vmovdqu ymmword ptr [r15 + 640], ymm0
+    mov r8d, 60
     jmp 1f
 1:
-    mov ecx, dword ptr [r15 + 384]
+    mov rbp, qword ptr [r15 + 64]
+    mov r8, r11
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov esi, dword ptr [r15 + 384]
+    and r8, 16320
+    mov r9, qword ptr [r15 + r8 + 15680]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c83:
-    mov qword ptr [r15 + 768], rbp
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov ebp, dword ptr [r15 + 384]
-    jmp 1f
-1:
-    mov rcx, r9
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov r9, qword ptr [r15 + 192]
+    mov qword ptr [r15 + 64], rsi
+    mov eax, 185
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, cl
-    jmp 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, ecx
     mov r12, qword ptr [r15 + r12 + 56]
-    vpmovmskb ecx, xmm6
-    mov r12, qword ptr [r15 + r12 + 56]
+    movzx esi, r9b
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov rbp, r11
+    movzx esi, r9b
+    vmovdqu ymmword ptr [r15 + 384], ymm0
+    and rbp, 448
+    mov byte ptr [r15 + rbp + 832], bpl
+    test dword ptr [r15 + 67117724], 1051136
+    jz 1f
+1:
+    jmp 1f
+1:
+    movzx ebp, byte ptr [r15 + 128]
+    mov r9d, dword ptr [r15 + 64]
+    mov esi, dword ptr [r15 + 256]
     mov r8, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, 219
-    movzx r9d, byte ptr [r15 + 64]
-    and r8, 8128
-    movsxd rcx, dword ptr [r15 + r8 + 7488]
-    movzx r8d, byte ptr [r15 + 128]
+    mov edi, r8d
     jmp 1f
 1:
-    mov r8, r11
-    movzx eax, r9b
-    mov eax, eax
-    or qword ptr [r15 + 256], 19
     and r8, 1984
-    mov byte ptr [r15 + r8 + 1344], r9b
-    mov r9d, r9d
-    movzx eax, byte ptr [r15 + 512]
-    jmp 1f
-1:
-    mov r9, qword ptr [r15 + 320]
-    mov r8d, 184
-    mov r8d, 223
+    mov eax, dword ptr [r15 + r8 + 1344]
+    movzx ecx, byte ptr [r15 + 320]
+    mov r8d, 145
     mov r8, r11
-    mov edi, dword ptr [r15 + 192]
+    mov byte ptr [r15 + 448], r8b
+    mov dword ptr [r15 + 512], 183
+    and r8, 8128
+    mov dword ptr [r15 + r8 + 7488], r9d
+    mov byte ptr [r15 + 704], r8b
     jmp 1f
 1:
-    and r8, 4032
-    mov dword ptr [r15 + r8 + 3392], 177
-    mov esi, 163
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c84:
-    lea rcx, [rip + .Lc1_d3951_j]
+    lea rcx, [rip + .Lc1_d3847_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d3951_j_t
-.Lc1_d3951_j:
-    mov rbp, r11
+    jmp .Lc1_d3847_j_t
+.Lc1_d3847_j:
     jmp 1f
 1:
-    and rbp, 8128
-    mov qword ptr [r15 + rbp + 7488], rbp
-    movzx ebp, bpl
-    movzx ecx, bpl
-    jmp 1f
-1:
-    mov r8d, esi
-    mov qword ptr [r15 + 512], r9
-    mov r8, r11
-    mov r9, rcx
-    and r8, 1984
-    movsxd rcx, dword ptr [r15 + r8 + 1344]
-    mov r8, rbp
-    mov r8d, r8d
+    mov ecx, 175
+    vmovdqu ymmword ptr [r15 + 0], ymm0
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov ebp, r8d
-    mov rbp, rbp
-    jmp 1f
-1:
-    mov ebp, ebp
-    movsxd r8, dword ptr [r15 + 384]
-    mov rbp, r11
-    test ebx, 1073741824
-    jz 1f
-1:
-    and rbp, 448
-    movsxd rcx, dword ptr [r15 + rbp + 832]
-    movzx esi, r8b
-    jmp 1f
-1:
-    mov r9d, 221
-    movzx ebp, r8b
-    mov dword ptr [r15 + 320], 185
-    mov qword ptr [r15 + 256], rbp
-    mov ebp, dword ptr [r15 + 448]
-    movsxd rax, dword ptr [r15 + 64]
     movzx r8d, al
     mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], cl
+    mov byte ptr [r15 + 128], r8b
     jmp 1f
 1:
-    mov eax, 22
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r8d, byte ptr [r15 + 320]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    movsxd rdx, dword ptr [r15 + 576]
+    jmp 1f
+1:
+    mov ecx, r8d
+    jmp 1f
+1:
+    mov r8, r8
+    mov rbp, r11
+    movsxd r8, dword ptr [r15 + 768]
+    movzx eax, byte ptr [r15 + 256]
+    and rbp, 4032
+    mov byte ptr [r15 + rbp + 3392], bpl
+    mov rbp, r11
+    mov qword ptr [r15 + 384], rbp
+    and rbp, 448
+    movzx r9d, byte ptr [r15 + rbp + 832]
+    jmp 1f
+1:
+    movzx ebp, r9b
+    jmp 1f
+1:
+    jmp 1f
+1:
+    and eax, dword ptr [r15 + 128]
+    jmp 1f
+1:
+    mov r9d, 94
+    mov byte ptr [r15 + 576], r8b
+    and ebp, dword ptr [r15 + 512]
+    movzx r9d, al
+    mov rdi, rax
+    mov r8d, 172
+    jmp 1f
+1:
+    movzx edx, byte ptr [r15 + 448]
+    mov r8, r11
+    movzx r9d, byte ptr [r15 + 64]
+    and r8, 1984
+    mov rax, qword ptr [r15 + r8 + 1344]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c85:
-    mov rax, qword ptr [r15 + 384]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    add rdx, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and edx, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], edi
-    mov rbp, r11
-    mov rdi, qword ptr [r15 + 128]
-    and rbp, 4032
-    mov byte ptr [r15 + rbp + 3392], bpl
-    movzx esi, dl
+    mov qword ptr [r15 + 192], rdx
+    mov ebp, 25
     jmp 1f
 1:
-    mov byte ptr [r15 + 640], dil
-    inc dword ptr [r15 + 448]
-    mov qword ptr [r15 + 256], rsi
-    jmp 1f
-1:
-    mov ebp, edx
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov rbp, rsi
-    jmp 1f
-1:
-    mov rbp, qword ptr [r15 + 192]
-    vmovdqu xmm6, xmmword ptr [r15 + 64]
     mov r8, r11
-    movzx esi, sil
-    mov rsi, rax
-    mov r9, r11
+    jmp 1f
+1:
     and r8, 1984
-    movzx eax, byte ptr [r15 + r8 + 1344]
+    movsxd rdx, dword ptr [r15 + r8 + 1344]
+    movsxd rcx, dword ptr [r15 + 640]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, 40
+    mov r9, r8
     jmp 1f
 1:
-    imul rax, qword ptr [r15 + 320]
-    and r9, 448
-    mov r8, qword ptr [r15 + r9 + 832]
-    mov rcx, qword ptr [r15 + 384]
-    mov edi, dword ptr [r15 + 512]
-    movzx edx, byte ptr [r15 + 128]
-    mov r9, rdx
+    mov ebp, 85
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, r9d
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    movzx edx, cl
+    mov dword ptr [r15 + 0], 67
+    mov dword ptr [r15 + 320], 142
+    mov rsi, r8
+    mov rbp, r11
+    movzx r8d, r8b
+    and rbp, 448
+    and ecx, dword ptr [r15 + rbp + 832]
+    mov r8d, 143
+    mov rbp, qword ptr [r15 + 64]
+    mov qword ptr [r15 + 448], rbp
+    movzx ebp, byte ptr [r15 + 512]
+    mov rax, rcx
+    mov r8, r11
+    movsxd r9, dword ptr [r15 + 320]
+    mov dword ptr [r15 + 384], r9d
+    movzx ecx, byte ptr [r15 + 128]
+    and r8, 8128
+    movsxd r9, dword ptr [r15 + r8 + 7488]
+    mov edx, 249
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c86:
-    lea rcx, [rip + .Lc1_d4051_j]
+    lea rcx, [rip + .Lc1_d3946_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d4051_j_t
-.Lc1_d4051_j:
-    mov dword ptr [r15 + 192], 85
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rdi
-    mov byte ptr [r15 + 0], r9b
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 64], rcx
-    movzx edi, cl
-    mov dword ptr [r15 + 384], 50
-    movzx ecx, dil
+    jmp .Lc1_d3946_j_t
+.Lc1_d3946_j:
     mov r8, r11
-    jmp 1f
-1:
-    mov ecx, dword ptr [r15 + 768]
+    movsxd rcx, dword ptr [r15 + 64]
+    mov r9d, dword ptr [r15 + 384]
     and r8, 8128
-    mov dword ptr [r15 + r8 + 7488], 102
-    mov r8d, r8d
-    mov r8d, 3
-    movzx edi, r8b
-    test ebx, 1073741824
-    jz 1f
+    mov edx, dword ptr [r15 + r8 + 7488]
+    mov qword ptr [r15 + 192], rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
 1:
-    vmovdqu ymmword ptr [r15 + 448], ymm6
-    and ecx, dword ptr [r15 + 128]
-    and edi, dword ptr [r15 + 256]
-    mov r8d, 86
+    mov dword ptr [r15 + 0], edx
+    mov edx, 232
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, rdx
+    mov dword ptr [r15 + 0], ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, qword ptr [r15 + 128]
+    movsxd rbp, dword ptr [r15 + 320]
+    movsxd rdx, dword ptr [r15 + 384]
+    movzx r8d, dl
+    movzx edx, byte ptr [r15 + 704]
+    movsxd rax, dword ptr [r15 + 448]
     mov r8, r11
-    movsxd r9, dword ptr [r15 + 704]
-    mov dword ptr [r15 + 320], r9d
+    movsxd rsi, dword ptr [r15 + 256]
+    and r8, 1984
+    mov rdi, qword ptr [r15 + r8 + 1344]
+    mov r8, rbp
+    mov r8, r11
+    movsxd rdx, dword ptr [r15 + 256]
+    mov ebp, dword ptr [r15 + 64]
+    jmp 1f
+1:
     and r8, 4032
-    add rdi, qword ptr [r15 + r8 + 3392]
-    mov r9d, 55
-    mov r9d, dword ptr [r15 + 320]
-    mov edx, r9d
+    and edx, dword ptr [r15 + r8 + 3392]
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov r9d, edi
-    jmp 1f
-1:
-    .byte 0x66, 0x90
-    mov r9, qword ptr [r15 + 512]
-    jmp 1f
-1:
+    movsxd r8, dword ptr [r15 + 512]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c87:
-    lea rcx, [rip + .Lc1_d4100_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d4100_j_t
-.Lc1_d4100_j:
-    mov ecx, 103
-    movzx ecx, byte ptr [r15 + 512]
-    mov r9d, 74
-    mov dword ptr [r15 + 0], 121
+    mov r8d, r8d
     mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movzx ecx, dl
+    movzx r9d, r8b
+    mov r8d, ebp
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rdi, r8
+    vpshufd xmm0, xmm0, 149
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, 56
     jmp 1f
 1:
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    add rdi, qword ptr [r15 + 0]
+    mov ebp, ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov rcx, rbp
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
     mov r9, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd r8, dword ptr [r15 + 192]
+    mov ebp, r9d
+    mov r8, qword ptr [r15 + 320]
+    and r9, 8128
+    mov byte ptr [r15 + r9 + 7488], cl
+    movzx ecx, r9b
+    mov byte ptr [r15 + 192], bpl
+    mov r9, r11
+    mov byte ptr [r15 + 384], bpl
+    jmp 1f
+1:
     and r9, 448
-    mov dword ptr [r15 + r9 + 832], ecx
-    jmp 1f
-1:
-    mov r9d, dword ptr [r15 + 128]
-    vpxor xmm6, xmm6, xmm5
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 576], 81
-    jmp 1f
-1:
-    movsxd rcx, dword ptr [r15 + 448]
-    mov byte ptr [r15 + 64], cl
-    mov qword ptr [r15 + 320], rcx
-    vmovq qword ptr [r15 + 384], xmm6
-    jmp 1f
-1:
-    mov rbp, r11
+    mov dword ptr [r15 + r9 + 832], r9d
+    mov r9, r11
+    mov dword ptr [r15 + 512], r9d
+    mov rbp, qword ptr [r15 + 448]
     mov ecx, 57
-    mov ecx, ecx
-    mov ecx, 102
-    and rbp, 8128
-    movzx esi, byte ptr [r15 + rbp + 7488]
-    mov rbp, r11
+    and r9, 4032
+    mov rcx, qword ptr [r15 + r9 + 3392]
+    mov dword ptr [r15 + 64], 24
+    movsxd r9, dword ptr [r15 + 128]
+    movzx edi, byte ptr [r15 + 768]
+    movzx esi, bpl
     jmp 1f
 1:
-    and rbp, 1984
-    movzx ecx, byte ptr [r15 + rbp + 1344]
-    movzx eax, sil
+    sete sil
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
@@ -5531,469 +5347,466 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov rbp, r11
-    mov r8, r11
-    and rbp, 1984
-    mov rsi, qword ptr [r15 + rbp + 1344]
-    and r8, 448
-    mov byte ptr [r15 + r8 + 832], r8b
-    mov r8d, dword ptr [r15 + 256]
-    mov qword ptr [r15 + 0], rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    and edx, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    vpor xmm6, xmm6, xmm6
-    movzx ebp, byte ptr [r15 + 384]
-    test dword ptr [r15 + 67117724], 293900421
-    jz 1f
-1:
-    mov rbp, rdx
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 15
+    lea rcx, [rip + .Lc1_d4044_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d4044_s_t
+    .p2align 3
+.Lc1_d4044_s:
+    .p2align 3
+    jmp .Lc1_d4044_j
+    .p2align 3
+    jmp .Lc1_d4044_j
+    .p2align 3
+    jmp .Lc1_d4044_j
+    .p2align 3
+    jmp .Lc1_d4044_j
+    .p2align 3
+    jmp .Lc1_d4044_j
+    .p2align 3
+    jmp .Lc1_d4044_j
+    .p2align 3
+    jmp .Lc1_d4044_j
+    .p2align 3
+    jmp .Lc1_d4044_j
+    .p2align 3
+    jmp .Lc1_d4044_j
+    .p2align 3
+    jmp .Lc1_d4044_j
+    .p2align 3
+    jmp .Lc1_d4044_j
+    .p2align 3
+    jmp .Lc1_d4044_j
+    .p2align 3
+    jmp .Lc1_d4044_j
+    .p2align 3
+    jmp .Lc1_d4044_j
+    .p2align 3
+    jmp .Lc1_d4044_j
+    .p2align 3
+    jmp .Lc1_d4044_j
+.Lc1_d4044_j:
+    movzx ecx, sil
+    mov dword ptr [r15 + 256], 178
+    movzx edx, cl
+    mov esi, 168
+    mov rax, qword ptr [r15 + 128]
     jmp 1f
 1:
-    movsxd rdx, dword ptr [r15 + 640]
-    mov byte ptr [r15 + 64], dl
-    movzx edx, dl
-    mov rbp, r11
-    vpcmpeqb xmm6, xmm6, xmmword ptr [r15 + 320]
-    movzx edx, byte ptr [r15 + 448]
-    vmovdqu ymmword ptr [r15 + 64], ymm6
-    and rbp, 4032
-    movzx eax, byte ptr [r15 + rbp + 3392]
-    mov r8d, 218
-    mov byte ptr [r15 + 192], dl
-    mov rdx, rdi
-    mov edi, dword ptr [r15 + 512]
-    mov edx, dword ptr [r15 + 128]
-    add r11, 64
+    mov rcx, qword ptr [r15 + 320]
+    jmp 1f
+1:
+    mov rbp, qword ptr [r15 + 64]
+    jmp 1f
+1:
+    movzx esi, byte ptr [r15 + 576]
+    vpaddq xmm0, xmm0, xmmword ptr [r15 + 448]
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c89:
-    lea rcx, [rip + .Lc1_d4190_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d4190_j_t
-.Lc1_d4190_j:
-    mov dword ptr [r15 + 320], 82
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov qword ptr [r15 + 192], rcx
-    mov qword ptr [r15 + 256], rcx
-    jmp 1f
-1:
-    movzx esi, byte ptr [r15 + 704]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rsi, rsi
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovq qword ptr [r15 + 0], xmm0
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 245
-    mov qword ptr [r15 + 0], rcx
-    mov rdi, rcx
-    mov qword ptr [r15 + 448], rax
-    movzx ecx, byte ptr [r15 + 128]
-    movzx eax, cl
-    mov rcx, qword ptr [r15 + 320]
-    mov r8, r11
-    mov byte ptr [r15 + 384], sil
-    and r8, 4032
-    mov rsi, qword ptr [r15 + r8 + 3392]
-    add r8, qword ptr [r15 + 128]
-    jmp 1f
-1:
-    mov qword ptr [r15 + 64], r8
-    movsxd r8, dword ptr [r15 + 768]
+    inc dword ptr [r15 + 0]
+    movzx esi, sil
     mov rbp, r11
-    mov byte ptr [r15 + 384], sil
-    and rbp, 8128
+    vmovdqu xmmword ptr [r15 + 0], xmm0
+    and rbp, 1984
     mov r9, r11
-    mov esi, dword ptr [r15 + rbp + 7488]
-    mov byte ptr [r15 + 512], r8b
-    and r9, 1984
-    mov rdi, qword ptr [r15 + r9 + 1344]
+    movsxd rsi, dword ptr [r15 + rbp + 1344]
+    mov qword ptr [r15 + 384], rsi
+    mov rbp, r11
+    movzx esi, bpl
+    and r9, 448
+    and ecx, dword ptr [r15 + r9 + 832]
+    and rbp, 4032
+    movzx r9d, byte ptr [r15 + rbp + 3392]
+    mov rsi, qword ptr [r15 + 704]
+    mov ebp, dword ptr [r15 + 448]
+    movzx eax, bpl
+    mov qword ptr [r15 + 512], rax
+    mov dword ptr [r15 + 64], ecx
+    mov rbp, qword ptr [r15 + 640]
+    mov byte ptr [r15 + 128], cl
+    mov byte ptr [r15 + 320], cl
+    mov dword ptr [r15 + 256], r9d
+    movzx r9d, bpl
+    mov ebp, dword ptr [r15 + 192]
+    mov rcx, qword ptr [r15 + 384]
+    movzx eax, byte ptr [r15 + 128]
+    jmp 1f
+1:
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c90:
-    vmovdqu xmmword ptr [r15 + 0], xmm6
-    jmp 1f
-1:
-    jmp 1f
-1:
+    lea rcx, [rip + .Lc1_d4122_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d4122_j_t
+.Lc1_d4122_j:
+    movzx ecx, cl
+    mov dword ptr [r15 + 128], eax
     mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rbp
-    movzx ebp, r9b
     mov r12, qword ptr [r15 + r12 + 56]
-    inc dword ptr [r15 + 0]
     jmp 1f
 1:
-    mov byte ptr [r15 + 0], bpl
-    mov qword ptr [r15 + 0], rbp
-    mov dword ptr [r15 + 0], ebp
-    mov dword ptr [r15 + 448], 19
-    mov rbp, r8
-    and ebp, dword ptr [r15 + 384]
-    movzx r8d, byte ptr [r15 + 192]
+    jmp 1f
+1:
+    mov ecx, ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rcx
+    mov rbp, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rcx
+    and rbp, 1984
+    mov dword ptr [r15 + rbp + 1344], ebp
+    movzx ebp, byte ptr [r15 + 128]
+    mov ecx, dword ptr [r15 + 320]
+    jmp 1f
+1:
+    lea r8, [r11 + r11*1]
+    mov dword ptr [r15 + 768], ecx
+    jmp 1f
+1:
+    and r8, 8128
+    mov ecx, dword ptr [r15 + r8 + 7488]
+    movzx eax, cl
     mov r9, r11
-    jmp 1f
-1:
+    mov ecx, dword ptr [r15 + 448]
     and r9, 448
-    mov ecx, dword ptr [r15 + r9 + 832]
-    movsxd r9, dword ptr [r15 + 64]
-    add rbp, qword ptr [r15 + 448]
-    movzx esi, r8b
+    mov esi, dword ptr [r15 + r9 + 832]
+    mov r9d, dword ptr [r15 + r8 + 7552]
+    movsxd rdx, dword ptr [r15 + 384]
+    mov r8, qword ptr [r15 + 192]
+    movzx edi, cl
+    mov rcx, qword ptr [r15 + 256]
+    movzx r9d, byte ptr [r15 + 64]
+    add rdi, qword ptr [r15 + 512]
+    mov qword ptr [r15 + 320], rsi
     jmp 1f
 1:
-    vmovq xmm6, rcx
-    mov ecx, dword ptr [r15 + 64]
-    movzx r8d, byte ptr [r15 + 128]
-    movzx eax, byte ptr [r15 + 384]
-    mov rbp, r11
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov rdi, qword ptr [r15 + 640]
-    and rbp, 8128
-    movsxd rdx, dword ptr [r15 + rbp + 7488]
-    movzx ebp, byte ptr [r15 + 576]
-    mov ebp, r8d
-    jmp 1f
-1:
-    mov rbp, r11
-    movsxd rcx, dword ptr [r15 + 256]
-    mov rcx, qword ptr [r15 + 320]
-    and rbp, 4032
-    mov dword ptr [r15 + rbp + 3392], r8d
-    mov dword ptr [r15 + 512], 14
+    mov rsi, qword ptr [r15 + 64]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c91:
-    lea rcx, [rip + .Lc1_d4279_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d4279_j_t
-.Lc1_d4279_j:
-    mov rbp, r11
-    and rbp, 448
-    mov r8, qword ptr [r15 + rbp + 832]
-    movzx ecx, al
-    and edx, dword ptr [r15 + 192]
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], rbp
-    inc dword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov eax, 165
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 141
+    vmovdqu ymmword ptr [r15 + 0], ymm0
     mov r12, qword ptr [r15 + r12 + 56]
-    vpor xmm6, xmm6, xmm6
     mov r12, qword ptr [r15 + r12 + 56]
-    add r8, qword ptr [r15 + 0]
+    movzx esi, sil
+    mov ecx, 73
+    mov r12, qword ptr [r15 + r12 + 56]
+    and ebp, dword ptr [r15 + 0]
+    movzx esi, dil
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rsi
+    mov byte ptr [r15 + 320], dl
+    mov edx, dword ptr [r15 + 640]
+    mov dword ptr [r15 + 576], eax
+    movsxd rsi, dword ptr [r15 + 384]
+    mov r8, r11
+    movzx edi, cl
+    mov rcx, qword ptr [r15 + 64]
+    and r8, 448
+    mov qword ptr [r15 + r8 + 832], r8
+    mov r9, qword ptr [r15 + 448]
+    mov eax, dword ptr [r15 + 192]
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], r8d
-    movzx r8d, byte ptr [r15 + 320]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r8, r8
+    mov r8, r11
     jmp 1f
 1:
-    mov r8d, dword ptr [r15 + 128]
-    mov rbp, r11
-    mov dword ptr [r15 + 704], eax
-    movsxd rax, dword ptr [r15 + 64]
-    mov ecx, 135
-    and rbp, 16320
-    mov byte ptr [r15 + rbp + 15680], bpl
+    inc dword ptr [r15 + 512]
+    movzx edi, byte ptr [r15 + 64]
+    and r8, 1984
+    movsxd rdi, dword ptr [r15 + r8 + 1344]
+    mov r8d, 161
     jmp 1f
 1:
-    movsxd rbp, dword ptr [r15 + 384]
-    jmp 1f
-1:
-    mov byte ptr [r15 + 448], bpl
-    mov rbp, r11
-    mov ecx, dword ptr [r15 + 512]
-    and rbp, 1984
-    mov byte ptr [r15 + rbp + 1344], al
-    mov byte ptr [r15 + 320], r8b
-    movzx r8d, byte ptr [r15 + 256]
-    jmp 1f
-1:
+    lea r8, [r11 + r11*1]
+    mov edi, dword ptr [r15 + 128]
+    mov rdi, qword ptr [r15 + 384]
+    and r8, 4032
+    mov eax, dword ptr [r15 + r8 + 3392]
+    movsxd rcx, dword ptr [r15 + r8 + 3456]
+    vmovdqu xmmword ptr [r15 + 256], xmm0
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c92:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, 107
-    vpmovmskb r8d, xmm6
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov qword ptr [r15 + 448], r8
-    jmp 1f
-1:
-    movzx r8d, r8b
-    movsxd r8, dword ptr [r15 + 576]
-    mov rax, rbp
-    mov eax, dword ptr [r15 + 320]
-    mov dword ptr [r15 + 64], 77
-    mov ebp, eax
-    mov rdx, qword ptr [r15 + 192]
-    mov dword ptr [r15 + 256], 61
-    lea r9, [r11 + r11*1]
-    add rax, qword ptr [r15 + 512]
-    movsxd rbp, dword ptr [r15 + 768]
-    movsxd rcx, dword ptr [r15 + 128]
-    and r9, 8128
-    mov rdi, qword ptr [r15 + r9 + 7552]
-    add rdi, qword ptr [r15 + r9 + 7488]
-    movzx r9d, byte ptr [r15 + 128]
-    mov r9, r11
-    jmp 1f
-1:
-    mov rbp, r11
-    and r9, 4032
-    mov dword ptr [r15 + r9 + 3392], eax
-    add rdi, qword ptr [r15 + 384]
-    and rbp, 1984
-    mov r9d, dword ptr [r15 + rbp + 1344]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c93:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
     xor eax, eax
     test dword ptr [r15 + 67117724], 512
     setz al
-    lea rcx, [rip + .Lc1_d4373_s]
+    lea rcx, [rip + .Lc1_d4212_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d4373_s_t
+    jmp .Lc1_d4212_s_t
     .p2align 3
-.Lc1_d4373_s:
+.Lc1_d4212_s:
     .p2align 3
-    jmp .Lc1_d4373_j
+    jmp .Lc1_d4212_j
     .p2align 3
-    jmp .Lc1_d4373_j
-.Lc1_d4373_j:
+    jmp .Lc1_d4212_j
+.Lc1_d4212_j:
+    and eax, dword ptr [r15 + 320]
+    mov ecx, dword ptr [r15 + 448]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    movzx ecx, byte ptr [r15 + 256]
+    or qword ptr [r15 + 128], 46
+    mov r8d, 31
+    jmp 1f
+1:
+    test ebx, 9728
+    jz 1f
+1:
+    movsxd r8, dword ptr [r15 + 64]
+    movsxd rcx, dword ptr [r15 + 192]
     mov rbp, r11
-    movsxd rcx, dword ptr [r15 + 384]
-    lea r9, [r11 + r11*1]
+    movzx eax, al
+    and rbp, 8128
+    mov eax, dword ptr [r15 + rbp + 7488]
+    mov r9, r11
+    mov ebp, ecx
+    movzx edx, byte ptr [r15 + 512]
+    mov byte ptr [r15 + 384], dl
+    and r9, 1984
+    mov dword ptr [r15 + r9 + 1344], 100
+    mov ecx, 205
+    mov rcx, qword ptr [r15 + 704]
+    mov esi, 166
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c93:
+    mov qword ptr [r15 + 448], rdx
+    mov edx, 104
+    mov rbp, r11
+    jmp 1f
+1:
     and rbp, 4032
-    mov dword ptr [r15 + rbp + 3392], 238
-    mov byte ptr [r15 + 128], al
-    and r9, 448
-    mov dword ptr [r15 + r9 + 832], 81
+    mov dword ptr [r15 + rbp + 3392], ebp
+    mov ebp, 44
+    mov dword ptr [r15 + 128], ebp
     jmp 1f
 1:
+    jmp 1f
+1:
+    vpcmpeqb xmm0, xmm0, xmmword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 192
+    mov byte ptr [r15 + 0], bpl
+    movzx ebp, dl
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r9
-    mov rbp, r11
-    movsxd rax, dword ptr [r15 + 320]
-    mov r8d, ecx
-    and rbp, 1984
-    mov r8d, dword ptr [r15 + rbp + 1344]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, 135
+    vmovq qword ptr [r15 + 0], xmm0
+    mov qword ptr [r15 + 0], rax
+    mov dword ptr [r15 + 192], 101
+    vpcmpeqb xmm0, xmm0, xmm3
     jmp 1f
 1:
-    or qword ptr [r15 + 640], 50
-    movsxd rbp, dword ptr [r15 + 256]
-    movzx edi, r9b
-    movsxd rdi, dword ptr [r15 + 512]
-    mov byte ptr [r15 + 64], r8b
-    mov dword ptr [r15 + r9 + 896], 100
+    mov ebp, dword ptr [r15 + 128]
+    movzx eax, dil
+    mov r8, r11
     jmp 1f
 1:
+    jmp 1f
+1:
+    movzx edx, byte ptr [r15 + 512]
+    and r8, 448
+    movsxd rdi, dword ptr [r15 + r8 + 832]
+    movsxd rax, dword ptr [r15 + 576]
+    mov dword ptr [r15 + 384], ebp
+    mov r8, r11
+    mov ebp, 171
+    jmp 1f
+1:
+    mov dword ptr [r15 + 320], 240
+    and r8, 16320
+    movzx ebp, byte ptr [r15 + r8 + 15680]
+    movzx r8d, bpl
+    and r8d, dword ptr [r15 + 768]
+    mov ebp, eax
+    mov eax, ebp
+    movsxd rcx, dword ptr [r15 + 64]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c94:
-    mov r8, rdi
-    mov dword ptr [r15 + 64], r8d
-    movzx edx, dil
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d4303_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d4303_j_t
+.Lc1_d4303_j:
+    mov ebp, dword ptr [r15 + 128]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov esi, eax
+    mov eax, ecx
+    movzx r8d, bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, sil
+    and r8, 1984
+    movsxd rsi, dword ptr [r15 + r8 + 1344]
+    mov r8, r11
+    mov byte ptr [r15 + 256], r8b
+    jmp 1f
+1:
+    and r8, 8128
+    movzx ecx, byte ptr [r15 + r8 + 7488]
+    mov r8d, ecx
+    test dword ptr [r15 + 67117723], 2176
+    jnz 1f
+1:
+    mov ebp, dword ptr [r15 + 320]
+    mov eax, dword ptr [r15 + 192]
+    mov ecx, dword ptr [r15 + 384]
+    mov r8, rsi
     jmp 1f
 1:
     mov r8, r11
-    mov rbp, r11
-    and r8, 4032
-    mov qword ptr [r15 + r8 + 3392], r8
-    mov r8, qword ptr [r15 + 128]
-    and rbp, 8128
-    movzx edi, byte ptr [r15 + rbp + 7488]
+    mov esi, 141
+    movzx esi, sil
+    movsxd rsi, dword ptr [r15 + 640]
+    and r8, 448
+    mov rdi, qword ptr [r15 + r8 + 832]
+    movzx r8d, dil
+    mov edx, eax
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, dil
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, rbp
-    mov rbp, rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, 57
-    vmovdqu ymmword ptr [r15 + 256], ymm6
-    mov edi, dword ptr [r15 + 448]
-    movsxd rbp, dword ptr [r15 + 512]
-    mov r8d, ebp
-    movsxd r8, dword ptr [r15 + 192]
-    movsxd r9, dword ptr [r15 + 384]
-    jmp 1f
-1:
-    movzx ecx, byte ptr [r15 + 384]
-    vpcmpeqb xmm6, xmm6, xmmword ptr [r15 + 320]
-    movzx eax, dil
-    mov rbp, r11
-    mov dword ptr [r15 + 704], 119
-    and rbp, 1984
-    mov byte ptr [r15 + rbp + 1344], r9b
+    movsxd rdi, dword ptr [r15 + 64]
+    mov eax, dword ptr [r15 + 512]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c95:
-    lea rcx, [rip + .Lc1_d4455_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d4455_j_t
-.Lc1_d4455_j:
-    .byte 0x0f, 0x1f, 0x00
+    add r9, qword ptr [r15 + 64]
+    movsxd rcx, dword ptr [r15 + 192]
+    movzx eax, byte ptr [r15 + 384]
+    mov rsi, qword ptr [r15 + 256]
+    mov dword ptr [r15 + 0], esi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov esi, esi
+    mov qword ptr [r15 + 0], rsi
+    vmovdqu ymmword ptr [r15 + 128], ymm0
+    vmovdqu ymmword ptr [r15 + 64], ymm0
+    mov rsi, rsi
     jmp 1f
 1:
-    movzx ecx, byte ptr [r15 + 256]
-    mov rbp, qword ptr [r15 + 448]
-    vmovdqu xmmword ptr [r15 + 320], xmm6
-    mov qword ptr [r15 + 384], rbp
-    mov dword ptr [r15 + 128], ebp
-    mov byte ptr [r15 + 192], sil
-    vmovq xmm6, rax
+    mov r8d, eax
+    mov dword ptr [r15 + 448], 1
+    jmp 1f
+1:
+    mov r8d, 73
     mov rbp, r11
-    mov dword ptr [r15 + 64], 102
-    jmp 1f
-1:
-    mov eax, 30
-    and rbp, 448
-    movsxd rax, dword ptr [r15 + rbp + 832]
-    mov dword ptr [r15 + 0], eax
-    and ecx, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    movzx eax, al
-    movzx eax, al
-    jmp 1f
-1:
-    mov rbp, rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 512], rbp
+    movzx r8d, byte ptr [r15 + 512]
+    mov dword ptr [r15 + 704], r8d
+    vmovq xmm0, r8
+    and rbp, 1984
+    movzx r8d, byte ptr [r15 + rbp + 1344]
     mov rbp, r11
-    mov rax, rbp
-    mov r8, r11
-    mov dword ptr [r15 + 768], 25
+    mov dword ptr [r15 + 128], 215
+    movzx esi, byte ptr [r15 + 448]
+    and rbp, 4032
+    movzx edi, byte ptr [r15 + rbp + 3392]
+    jmp 1f
+1:
+    mov rbp, r11
+    mov rdx, qword ptr [r15 + 320]
+    mov dword ptr [r15 + 320], r8d
     and rbp, 8128
-    movsxd rax, dword ptr [r15 + rbp + 7488]
-    and r8, 4032
-    movzx ebp, byte ptr [r15 + r8 + 3392]
+    movsxd r8, dword ptr [r15 + rbp + 7488]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c96:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r8d, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    lea rcx, [rip + .Lc1_d4389_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d4389_j_t
+.Lc1_d4389_j:
+    movsxd rcx, dword ptr [r15 + 384]
     jmp 1f
 1:
+    jmp 1f
+1:
+    movzx r8d, byte ptr [r15 + 192]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    .byte 0x0f, 0x1f, 0x00
+    mov dword ptr [r15 + 0], eax
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 146
+    mov byte ptr [r15 + 0], r8b
+    jmp 1f
+1:
+    movzx r8d, cl
+    mov dword ptr [r15 + 0], r8d
+    .byte 0x0f, 0x1f, 0x00
+    mov r9, r11
+    jmp 1f
+1:
+    mov r8, qword ptr [r15 + 384]
+    vmovdqu ymmword ptr [r15 + 512], ymm0
+    and r9, 448
+    mov qword ptr [r15 + r9 + 832], r9
     mov rbp, r11
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 768], r8d
+    movzx r8d, byte ptr [r15 + 448]
+    and rbp, 4032
+    movzx r9d, byte ptr [r15 + rbp + 3392]
+    movzx ecx, r9b
+    mov r9, r8
+    mov byte ptr [r15 + 64], r9b
+    and r9d, dword ptr [r15 + 320]
+    mov rbp, r11
+    mov r8d, ecx
+    and rbp, 8128
+    vmovdqu xmm0, xmmword ptr [r15 + rbp + 7488]
+    movsxd r8, dword ptr [r15 + 576]
     jmp 1f
 1:
-    and rbp, 1984
-    mov qword ptr [r15 + rbp + 1344], rax
+    movzx ebp, byte ptr [r15 + 64]
     jmp 1f
 1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 192], 88
-    movzx ebp, byte ptr [r15 + 320]
-    jmp 1f
-1:
-    movzx eax, byte ptr [r15 + 448]
-    vmovdqu ymmword ptr [r15 + 64], ymm6
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx r8d, r8b
-    mov dword ptr [r15 + 576], r8d
-    mov r8d, eax
-    mov eax, dword ptr [r15 + 256]
-    mov r8, rax
-    mov rax, qword ptr [r15 + 448]
-    mov byte ptr [r15 + 512], bpl
-    vpor xmm6, xmm6, xmm6
-    jmp 1f
-1:
-    mov dword ptr [r15 + 640], r8d
-    movsxd rsi, dword ptr [r15 + 128]
-    mov byte ptr [r15 + 64], r8b
-    jmp 1f
-1:
-    mov r8, r11
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov rbp, qword ptr [r15 + 384]
-    and r8, 448
-    mov dword ptr [r15 + r8 + 832], 192
+    mov rax, qword ptr [r15 + 256]
+    mov rsi, qword ptr [r15 + 128]
+    mov rdi, rsi
     add r11, 64
     inc rbx
     dec r13
@@ -6002,104 +5815,116 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 2048
-    setz al
-    lea rcx, [rip + .Lc1_d4553_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d4553_s_t
-    .p2align 3
-.Lc1_d4553_s:
-    .p2align 3
-    jmp .Lc1_d4553_j
-    .p2align 3
-    jmp .Lc1_d4553_j
-.Lc1_d4553_j:
-    mov rbp, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx esi, r8b
+    movzx r8d, sil
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, edi
+    mov byte ptr [r15 + 0], al
     jmp 1f
 1:
-    vmovq qword ptr [r15 + 320], xmm6
+    mov eax, esi
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov byte ptr [r15 + 512], al
+    mov rbp, r11
+    mov rax, qword ptr [r15 + 384]
+    mov rsi, rax
     and rbp, 4032
-    movzx ecx, byte ptr [r15 + rbp + 3392]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, eax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, rdi
+    movzx eax, byte ptr [r15 + rbp + 3392]
+    mov ebp, dword ptr [r15 + 448]
+    mov ecx, ecx
+    test dword ptr [r15 + 67117723], 268435584
+    jz 1f
+1:
+    movzx ebp, byte ptr [r15 + 320]
     jmp 1f
 1:
-    mov ebp, 134
-    mov dword ptr [r15 + 128], ecx
-    mov byte ptr [r15 + 512], cl
-    mov ecx, ebp
-    movzx edi, cl
+    mov dword ptr [r15 + 64], 5
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    lea r8, [r11 + r11*1]
+    mov byte ptr [r15 + 256], r8b
+    jmp 1f
+1:
+    and r8, 1984
+    movzx ecx, byte ptr [r15 + r8 + 1344]
     mov r9, r11
-    mov rbp, r11
-    movsxd rcx, dword ptr [r15 + 384]
-    and r9, 8128
-    mov qword ptr [r15 + r9 + 7488], rax
-    and rbp, 1984
-    and edi, dword ptr [r15 + rbp + 1344]
-    mov eax, edi
-    mov r8d, dword ptr [r15 + 704]
-    mov dword ptr [r15 + 320], 221
-    mov edi, r8d
-    mov qword ptr [r15 + 192], rcx
+    mov rdx, qword ptr [r15 + 640]
+    and r9, 448
+    mov esi, dword ptr [r15 + r9 + 832]
+    movsxd rax, dword ptr [r15 + 128]
+    mov rdi, qword ptr [r15 + r8 + 1408]
+    mov r9d, dword ptr [r15 + 192]
+    vpcmpeqb xmm0, xmm0, xmm7
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c98:
-    movzx r8d, al
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 8
+    setz al
+    lea rcx, [rip + .Lc1_d4489_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d4489_s_t
+    .p2align 3
+.Lc1_d4489_s:
+    .p2align 3
+    jmp .Lc1_d4489_j
+    .p2align 3
+    jmp .Lc1_d4489_j
+.Lc1_d4489_j:
+    mov dword ptr [r15 + 128], 43
+    vpshufd xmm7, xmm0, 52
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 84
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], r8d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, r8d
-    vpmovmskb eax, xmm6
-    mov rax, rdi
-    mov rax, rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, 169
+    vmovdqu xmmword ptr [r15 + 512], xmm0
+    mov ecx, ecx
+    mov rcx, rax
     mov rbp, r11
+    movzx ecx, byte ptr [r15 + 64]
     jmp 1f
 1:
     and rbp, 448
-    mov dword ptr [r15 + rbp + 832], ebp
-    movsxd rax, dword ptr [r15 + 64]
+    vmovdqu ymmword ptr [r15 + rbp + 832], ymm7
+    mov dword ptr [r15 + 256], ebp
+    mov rbp, rbp
+    movsxd rax, dword ptr [r15 + 704]
+    jmp 1f
+1:
+    mov ebp, ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], rbp
+    mov r9d, ebp
+    mov dword ptr [r15 + 384], 46
+    movsxd rcx, dword ptr [r15 + 320]
+    mov r8d, eax
     mov r8, r11
-    movsxd rbp, dword ptr [r15 + 512]
+    jmp 1f
+1:
+    mov ebp, dword ptr [r15 + 448]
     and r8, 8128
-    movzx edi, byte ptr [r15 + r8 + 7488]
-    jmp 1f
-1:
-    mov qword ptr [r15 + 448], rax
-    mov ecx, edi
-    vpxor xmm6, xmm6, xmm15
-    mov r9d, dword ptr [r15 + 192]
-    vmovdqu ymmword ptr [r15 + 256], ymm6
-    mov r8d, edi
-    jmp 1f
-1:
-    mov r8, r11
-    movzx edi, cl
-    and r8, 4032
-    vmovq qword ptr [r15 + r8 + 3392], xmm6
-    vmovdqu ymmword ptr [r15 + 768], ymm6
-    and ecx, dword ptr [r15 + 320]
-    mov edi, dword ptr [r15 + 64]
+    mov dword ptr [r15 + r8 + 7488], esi
     mov r8, r8
-    mov eax, dword ptr [r15 + 384]
-    mov r8, rax
-    mov dword ptr [r15 + 128], 238
+    movzx esi, r8b
     jmp 1f
 1:
-    mov edx, eax
+    add rsi, qword ptr [r15 + 128]
     add r11, 64
     inc rbx
     dec r13
@@ -6108,411 +5933,375 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 2048
-    setz al
-    lea rcx, [rip + .Lc1_d4645_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d4645_s_t
-    .p2align 3
-.Lc1_d4645_s:
-    .p2align 3
-    jmp .Lc1_d4645_j
-    .p2align 3
-    jmp .Lc1_d4645_j
-.Lc1_d4645_j:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, rcx
+    mov dword ptr [r15 + 0], 153
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 125
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], ecx
     jmp 1f
 1:
-    mov qword ptr [r15 + 0], rax
-    mov r8, rsi
-    jmp 1f
-1:
-    mov rcx, r8
-    movzx ecx, byte ptr [r15 + 384]
-    mov dword ptr [r15 + 576], 8
-    mov r8d, dword ptr [r15 + 320]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rax, qword ptr [r15 + 64]
-    jmp 1f
-1:
+    mov rsi, rsi
+    vmovdqu ymmword ptr [r15 + 0], ymm7
     mov rbp, r11
-    add r9, qword ptr [r15 + 256]
-    and rbp, 448
-    mov qword ptr [r15 + rbp + 832], rcx
     jmp 1f
 1:
-    mov ecx, r9d
-    mov byte ptr [r15 + 448], cl
-    movsxd rbp, dword ptr [r15 + 128]
+    and rbp, 8128
+    vmovdqu ymmword ptr [r15 + rbp + 7488], ymm7
+    mov esi, 134
+    mov rbp, rsi
     jmp 1f
 1:
+    mov esi, eax
+    mov rbp, r11
+    and esi, dword ptr [r15 + 256]
+    mov eax, esi
+    mov rsi, rax
+    and rbp, 4032
+    mov dword ptr [r15 + rbp + 3392], ebp
+    test dword ptr [r15 + 67117723], 537001984
+    jnz 1f
+1:
+    mov dword ptr [r15 + 512], esi
+    mov qword ptr [r15 + 768], rbp
+    mov byte ptr [r15 + 192], bpl
     jmp 1f
 1:
-    mov r8, r11
-    movzx r9d, cl
-    nop
-    and r8, 1984
-    and eax, dword ptr [r15 + r8 + 1344]
+    movzx esi, byte ptr [r15 + 320]
+    mov rbp, r11
+    movzx eax, byte ptr [r15 + 320]
+    mov ecx, 197
     jmp 1f
 1:
+    and rbp, 1984
+    mov dword ptr [r15 + rbp + 1344], esi
+    vmovdqu xmmword ptr [r15 + 384], xmm0
+    mov ebp, ebp
+    movzx esi, al
+    movsxd rsi, dword ptr [r15 + 64]
+    mov ebp, dword ptr [r15 + 128]
+    movzx ecx, bpl
+    mov ebp, eax
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c100:
+    lea rcx, [rip + .Lc1_d4581_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d4581_j_t
+.Lc1_d4581_j:
+    mov rax, qword ptr [r15 + 384]
+    mov byte ptr [r15 + 192], al
+    mov rbp, rax
+    mov rax, rsi
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov qword ptr [r15 + 128], rcx
+    mov dword ptr [r15 + 320], eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], ebp
+    mov byte ptr [r15 + 0], cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, qword ptr [r15 + 448]
+    jmp 1f
+1:
+    inc dword ptr [r15 + 64]
+    mov dword ptr [r15 + 128], ebp
+    mov rcx, qword ptr [r15 + 576]
+    mov esi, dword ptr [r15 + 256]
+    mov rbp, r11
+    add rsi, qword ptr [r15 + 512]
+    jmp 1f
+1:
+    and rbp, 4032
+    mov dword ptr [r15 + rbp + 3392], 58
     mov r8, r11
-    movzx eax, r8b
+    jmp 1f
+1:
     and r8, 8128
-    movsxd rax, dword ptr [r15 + r8 + 7488]
-    mov dword ptr [r15 + 704], 251
-    mov rcx, rax
-    mov r8d, r9d
-    mov dword ptr [r15 + 0], 98
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, 65
-    mov rax, r9
-    mov qword ptr [r15 + 0], rax
+    mov ebp, dword ptr [r15 + r8 + 7488]
+    movsxd r8, dword ptr [r15 + 640]
+    movzx r9d, sil
+    mov r9, r11
+    mov rdi, qword ptr [r15 + 448]
     jmp 1f
 1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, r11
-    mov r9d, ecx
-    and r8, 1984
-    movsxd r9, dword ptr [r15 + r8 + 1344]
-    jmp 1f
-1:
-    movzx r8d, byte ptr [r15 + 256]
-    mov eax, dword ptr [r15 + 448]
-    jmp 1f
-1:
-    movzx ebp, byte ptr [r15 + 320]
-    movsxd rsi, dword ptr [r15 + 192]
-    mov edi, dword ptr [r15 + 384]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx edx, byte ptr [r15 + 128]
-    mov r8, qword ptr [r15 + 640]
-    mov r8d, r8d
-    mov r8, r11
-    mov r9, r8
-    mov qword ptr [r15 + 64], rdx
-    and r8, 4032
-    vmovdqu ymmword ptr [r15 + r8 + 3392], ymm6
-    jmp 1f
-1:
-    jmp 1f
-1:
-    and eax, dword ptr [r15 + 512]
+    movzx edx, byte ptr [r15 + 64]
+    and r9, 448
+    movzx r8d, byte ptr [r15 + r9 + 832]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c101:
-    lea rcx, [rip + .Lc1_d4740_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d4740_j_t
-.Lc1_d4740_j:
-    mov qword ptr [r15 + 128], rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 11
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], rdx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edx, 20
+    movsxd rdx, dword ptr [r15 + 448]
+    vmovdqu ymmword ptr [r15 + 512], ymm0
+    mov rbp, r11
     mov r8, r11
-    movzx ecx, al
-    and r8, 448
-    mov dword ptr [r15 + r8 + 832], 160
-    mov rax, qword ptr [r15 + 384]
-    mov byte ptr [r15 + 512], al
-    movzx eax, al
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r8, rax
-    jmp 1f
-1:
-    mov r8, r11
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 8128
-    mov dword ptr [r15 + r8 + 7488], ecx
-    jmp 1f
-1:
-    mov rcx, rax
+    mov r9, qword ptr [r15 + 128]
+    mov rsi, qword ptr [r15 + 64]
+    and rbp, 448
+    mov rax, qword ptr [r15 + rbp + 832]
+    and r8, 1984
+    mov byte ptr [r15 + r8 + 1344], r8b
+    mov edi, 131
     test ebx, 1073741824
     jz 1f
 1:
-    mov rcx, rcx
-    jmp 1f
-1:
-    mov rcx, rcx
-    mov ecx, 250
-    jmp 1f
-1:
-    movzx eax, cl
-    movsxd rcx, dword ptr [r15 + 320]
-    movsxd rax, dword ptr [r15 + 64]
-    jmp 1f
-1:
-    movzx r8d, byte ptr [r15 + 768]
-    movzx edx, byte ptr [r15 + 448]
-    mov r9d, 46
+    movzx r8d, dil
+    mov ebp, dword ptr [r15 + 704]
     mov r9, r11
     jmp 1f
 1:
-    mov dword ptr [r15 + 192], 131
+    movsxd rdi, dword ptr [r15 + 320]
+    and r9, 4032
+    mov rdx, qword ptr [r15 + r9 + 3392]
     jmp 1f
 1:
-    and r9, 16320
-    mov dword ptr [r15 + r9 + 15680], 87
+    jmp 1f
+1:
+    mov ecx, 203
+    jmp 1f
+1:
+    mov r9d, edi
+    jmp 1f
+1:
+    mov dword ptr [r15 + 384], edx
+    jmp 1f
+1:
+    movzx r9d, byte ptr [r15 + 192]
+    jmp 1f
+1:
+    mov rdx, r9
+    movzx r8d, dil
+    mov byte ptr [r15 + 384], r9b
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c102:
+    lea rcx, [rip + .Lc1_d4674_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d4674_j_t
+.Lc1_d4674_j:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 73
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, rcx
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 74
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], ecx
+    mov rcx, rcx
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov ecx, 36
+    jmp 1f
+1:
+    movzx r9d, byte ptr [r15 + 128]
+    mov rcx, qword ptr [r15 + 64]
+    jmp 1f
+1:
+    mov qword ptr [r15 + 64], r8
+    mov rdi, qword ptr [r15 + 320]
     mov r8, r11
-    mov rbp, r11
-    and r8, 4032
-    mov qword ptr [r15 + r8 + 3392], r8
-    mov dword ptr [r15 + 384], 182
-    and rbp, 1984
-    mov r8, qword ptr [r15 + rbp + 1344]
-    movzx ecx, byte ptr [r15 + 64]
-    mov r12, qword ptr [r15 + r12 + 56]
-    vpshufd xmm6, xmm6, 44
-    movzx ebp, r9b
-    mov byte ptr [r15 + 0], bpl
+    mov edx, dword ptr [r15 + 256]
+    mov ebp, 119
     jmp 1f
 1:
-    jmp 1f
-1:
-    vpshufd xmm6, xmm6, 132
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    movzx ebp, bpl
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, rbp
-    mov rbp, rcx
-    jmp 1f
-1:
-    mov qword ptr [r15 + 320], rbp
-    movsxd rbp, dword ptr [r15 + 256]
-    add qword ptr [r15 + 128], rbp
-    movsxd rbp, dword ptr [r15 + 384]
-    mov rcx, rbp
-    jmp 1f
-1:
-    mov dword ptr [r15 + 512], 35
-    mov byte ptr [r15 + 448], r8b
-    mov qword ptr [r15 + 576], rbp
-    movsxd rbp, dword ptr [r15 + 192]
+    and r8, 8128
+    movzx ebp, byte ptr [r15 + r8 + 7488]
+    mov r8, rbp
+    mov dword ptr [r15 + 192], 209
     mov r8, r11
     jmp 1f
 1:
-    and r8, 448
-    mov dword ptr [r15 + r8 + 832], 239
+    and r8, 1984
+    mov byte ptr [r15 + r8 + 1344], r9b
+    mov r8d, 63
+    mov eax, 106
+    vmovdqu ymmword ptr [r15 + 384], ymm0
+    movzx esi, byte ptr [r15 + 576]
+    movsxd r9, dword ptr [r15 + 512]
+    movzx r8d, dl
+    vmovdqu ymmword ptr [r15 + 768], ymm0
+    mov rdx, rbp
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c103:
-    lea rcx, [rip + .Lc1_d4834_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d4834_j_t
-.Lc1_d4834_j:
-    mov rbp, r11
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 256
+    setz al
+    lea rcx, [rip + .Lc1_d4725_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d4725_s_t
+    .p2align 3
+.Lc1_d4725_s:
+    .p2align 3
+    jmp .Lc1_d4725_j
+    .p2align 3
+    jmp .Lc1_d4725_j
+.Lc1_d4725_j:
+    mov qword ptr [r15 + 448], rdx
+    mov eax, dword ptr [r15 + 512]
     jmp 1f
 1:
-    mov dword ptr [r15 + 128], 113
-    and rbp, 1984
-    mov r8, r11
-    mov rcx, qword ptr [r15 + rbp + 1344]
-    and r8, 4032
-    and edi, dword ptr [r15 + r8 + 3392]
+    mov rdx, qword ptr [r15 + 640]
+    movzx r9d, byte ptr [r15 + 320]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, 121
+    mov rcx, qword ptr [r15 + 256]
+    movzx r8d, byte ptr [r15 + 128]
     jmp 1f
 1:
+    mov dword ptr [r15 + 0], r8d
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, r8
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, 203
     movzx r8d, r8b
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rdi, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, 154
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, r11
+    movsxd rbp, dword ptr [r15 + 64]
+    and r8, 8128
+    and ebp, dword ptr [r15 + r8 + 7488]
+    mov dword ptr [r15 + 320], ebp
     mov rbp, r11
-    mov r8, qword ptr [r15 + 512]
-    and rbp, 8128
-    mov qword ptr [r15 + rbp + 7488], rbp
-    xor dword ptr [r15 + 448], ebp
-    mov ebp, dword ptr [r15 + 64]
-    mov edi, r8d
-    mov rdi, qword ptr [r15 + 192]
-    mov qword ptr [r15 + 256], rdi
-    movsxd rdi, dword ptr [r15 + 384]
-    movzx ecx, dil
-    mov edi, dword ptr [r15 + 320]
-    add qword ptr [r15 + 640], rdi
+    vmovq xmm0, r8
+    and rbp, 4032
+    mov r8, qword ptr [r15 + rbp + 3392]
+    mov rbp, r11
+    mov edi, dword ptr [r15 + 384]
+    and rbp, 448
+    movzx esi, byte ptr [r15 + rbp + 832]
+    mov ebp, esi
+    movzx ebp, byte ptr [r15 + 192]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c104:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 15
-    lea rcx, [rip + .Lc1_d4883_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d4883_s_t
-    .p2align 3
-.Lc1_d4883_s:
-    .p2align 3
-    jmp .Lc1_d4883_j
-    .p2align 3
-    jmp .Lc1_d4883_j
-    .p2align 3
-    jmp .Lc1_d4883_j
-    .p2align 3
-    jmp .Lc1_d4883_j
-    .p2align 3
-    jmp .Lc1_d4883_j
-    .p2align 3
-    jmp .Lc1_d4883_j
-    .p2align 3
-    jmp .Lc1_d4883_j
-    .p2align 3
-    jmp .Lc1_d4883_j
-    .p2align 3
-    jmp .Lc1_d4883_j
-    .p2align 3
-    jmp .Lc1_d4883_j
-    .p2align 3
-    jmp .Lc1_d4883_j
-    .p2align 3
-    jmp .Lc1_d4883_j
-    .p2align 3
-    jmp .Lc1_d4883_j
-    .p2align 3
-    jmp .Lc1_d4883_j
-    .p2align 3
-    jmp .Lc1_d4883_j
-    .p2align 3
-    jmp .Lc1_d4883_j
-.Lc1_d4883_j:
-    mov r9d, 168
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, edi
     jmp 1f
 1:
-    mov byte ptr [r15 + 256], r9b
-    mov dword ptr [r15 + 704], eax
-    mov r9, qword ptr [r15 + 320]
-    mov eax, dword ptr [r15 + 64]
-    mov ecx, 124
-    mov dword ptr [r15 + 512], edi
+    mov rdi, rsi
+    mov dword ptr [r15 + 0], edi
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov edi, 21
+    mov edi, 157
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], r8
+    mov r8d, r9d
+    lea r8, [r11 + r11*1]
     jmp 1f
 1:
     jmp 1f
 1:
-    mov qword ptr [r15 + 128], rdi
-    jmp 1f
+    and r8, 1984
+    mov byte ptr [r15 + r8 + 1344], dil
+    mov rbp, r11
+    test ebx, 1073741824
+    jz 1f
 1:
+    and rbp, 16320
+    movsxd r9, dword ptr [r15 + rbp + 15680]
+    mov edi, dword ptr [r15 + 192]
+    movzx ebp, r8b
+    mov rbp, r11
+    vmovq qword ptr [r15 + r8 + 1408], xmm0
+    mov esi, ebp
+    movsxd r8, dword ptr [r15 + 64]
+    and rbp, 448
+    add r9, qword ptr [r15 + rbp + 832]
+    mov qword ptr [r15 + 704], rdi
+    vmovdqu xmmword ptr [r15 + 128], xmm0
+    mov rdi, qword ptr [r15 + 384]
+    mov rbp, qword ptr [r15 + 512]
+    mov esi, ebp
+    mov dword ptr [r15 + 448], 24
+    mov rbp, qword ptr [r15 + 320]
+    add r9, qword ptr [r15 + 256]
+    mov ecx, dword ptr [r15 + 128]
+    add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c105:
-    mov edi, 170
-    mov eax, 34
-    mov dword ptr [r15 + 192], 130
-    mov dword ptr [r15 + 0], 196
+    lea rcx, [rip + .Lc1_d4810_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d4810_j_t
+.Lc1_d4810_j:
+    mov rcx, rdi
+    mov r8, r11
+    mov rcx, rsi
+    and r8, 8128
+    movsxd rcx, dword ptr [r15 + r8 + 7488]
+    mov dword ptr [r15 + 384], ecx
     jmp 1f
 1:
     jmp 1f
 1:
-    mov r9, rdi
-    jmp 1f
-1:
-    vmovdqu xmmword ptr [r15 + 0], xmm6
+    mov qword ptr [r15 + 512], rcx
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rdi, r9
-    jmp 1f
-1:
-    jmp 1f
-1:
-    and edi, dword ptr [r15 + 0]
-    mov r9, rdi
-    mov rdi, rax
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], cl
+    vmovdqu xmmword ptr [r15 + 0], xmm0
+    mov rcx, r8
+    mov dword ptr [r15 + 256], 65
+    movzx ecx, cl
+    movzx edx, r8b
+    mov r8, r8
     mov rbp, r11
-    mov rax, qword ptr [r15 + 384]
-    movzx r8d, r8b
     jmp 1f
 1:
     and rbp, 448
-    mov r8, r11
-    mov qword ptr [r15 + rbp + 832], r9
+    and edx, dword ptr [r15 + rbp + 832]
+    xchg qword ptr [r15 + 448], r8
+    movsxd rbp, dword ptr [r15 + 64]
+    mov ecx, dword ptr [r15 + 64]
+    movsxd rsi, dword ptr [r15 + 128]
+    mov edi, 246
+    xor dword ptr [r15 + 320], edi
+    mov eax, 255
+    mov rdi, rax
+    mov dword ptr [r15 + 576], 123
+    mov eax, 102
+    mov rax, rcx
+    mov eax, dword ptr [r15 + 768]
     mov r9, r11
-    and r8, 1984
-    mov ecx, dword ptr [r15 + r8 + 1344]
-    and r9, 8128
-    and r8d, dword ptr [r15 + r9 + 7488]
-    mov dword ptr [r15 + 128], 232
     jmp 1f
 1:
-    mov qword ptr [r15 + 64], r8
-    mov byte ptr [r15 + 320], r8b
-    mov r8, rbp
-    mov ebp, 36
-    mov r9, rbp
-    mov dword ptr [r15 + 384], r9d
-    mov r8, qword ptr [r15 + 768]
-    mov r9d, r8d
-    movsxd rdi, dword ptr [r15 + 448]
-    jmp 1f
-1:
-    vpor xmm6, xmm6, xmm6
-    mov ebp, 134
+    and r9, 4032
+    mov dword ptr [r15 + r9 + 3392], 94
     add r11, 64
     inc rbx
     dec r13
@@ -6521,739 +6310,720 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 1073741824
-    setz al
-    lea rcx, [rip + .Lc1_d4975_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d4975_s_t
-    .p2align 3
-.Lc1_d4975_s:
-    .p2align 3
-    jmp .Lc1_d4975_j
-    .p2align 3
-    jmp .Lc1_d4975_j
-.Lc1_d4975_j:
-    mov eax, ecx
-    mov qword ptr [r15 + 192], rax
-    movzx ecx, byte ptr [r15 + 576]
-    jmp 1f
-1:
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov rax, rcx
-    mov byte ptr [r15 + 0], al
-    mov r9, rax
     mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, dword ptr [r15 + 256]
     mov r9, r11
-    movzx edi, byte ptr [r15 + 64]
-    and r9, 1984
-    mov rcx, qword ptr [r15 + r9 + 1344]
-    movzx r9d, cl
     jmp 1f
 1:
-    nop
-    mov rbp, r11
-    mov qword ptr [r15 + 640], rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r9, 4032
+    mov rax, qword ptr [r15 + r9 + 3392]
+    movsxd r9, dword ptr [r15 + 128]
+    jmp 1f
+1:
+    mov ecx, r9d
+    mov r9, r9
+    movsxd rcx, dword ptr [r15 + 640]
+    jmp 1f
+1:
+    mov rdi, rax
+    test dword ptr [r15 + 67117724], 262145
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 320], 15
+    mov dword ptr [r15 + 512], 181
+    movsxd rax, dword ptr [r15 + 64]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    vmovdqu xmm0, xmmword ptr [r15 + 128]
+    mov r9, r11
+    or qword ptr [r15 + 384], 92
+    mov rdi, qword ptr [r15 + 448]
+    movzx ebp, cl
     mov r8, r11
-    and rbp, 448
-    mov rax, qword ptr [r15 + rbp + 832]
-    movzx ecx, byte ptr [r15 + 448]
-    and r8, 4032
-    mov byte ptr [r15 + r8 + 3392], r9b
-    movsxd r8, dword ptr [r15 + 320]
-    mov r9d, dword ptr [r15 + 512]
-    movzx ebp, byte ptr [r15 + 384]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov edx, dword ptr [r15 + 128]
+    and r9, 1984
+    mov ecx, dword ptr [r15 + r9 + 1344]
+    movsxd r9, dword ptr [r15 + 192]
+    and r8, 8128
+    mov dword ptr [r15 + r8 + 7488], 111
+    movzx edx, r8b
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c107:
-    mov rdx, qword ptr [r15 + 448]
-    movzx ebp, byte ptr [r15 + 384]
-    mov r9d, ebp
+    lea rcx, [rip + .Lc1_d4901_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d4901_j_t
+.Lc1_d4901_j:
+    mov rcx, qword ptr [r15 + 448]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, qword ptr [r15 + 256]
+    jmp 1f
+1:
+    mov r9d, dword ptr [r15 + 320]
+    movsxd rax, dword ptr [r15 + 192]
+    jmp 1f
+1:
+    mov rbp, r11
+    mov rdx, qword ptr [r15 + 704]
+    mov dword ptr [r15 + 64], edx
+    vmovdqu ymmword ptr [r15 + 512], ymm0
+    and rbp, 4032
+    mov qword ptr [r15 + rbp + 3392], r8
     mov r8, r11
-    mov ebp, dword ptr [r15 + 192]
-    vmovdqu ymmword ptr [r15 + 64], ymm6
-    and r8, 4032
-    mov dword ptr [r15 + r8 + 3392], r8d
-    mov r8d, 13
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r8d, bpl
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], r8b
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r8d, r8b
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rbp, r11
-    mov r8d, 65
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 448
-    mov byte ptr [r15 + rbp + 832], bpl
-    mov rsi, qword ptr [r15 + 320]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 704], 121
-    mov ebp, 120
-    jmp 1f
-1:
-    mov rbp, r11
-    mov qword ptr [r15 + 512], rsi
-    movzx r8d, byte ptr [r15 + 320]
-    and rbp, 8128
-    mov dword ptr [r15 + rbp + 7488], esi
-    mov ebp, dword ptr [r15 + 256]
-    mov esi, esi
-    jmp 1f
-1:
-    mov dword ptr [r15 + 128], esi
+    movsxd rbp, dword ptr [r15 + 128]
+    mov rdx, r9
+    movzx r9d, byte ptr [r15 + 64]
+    and r8, 1984
+    movzx edi, byte ptr [r15 + r8 + 1344]
+    .byte 0x0f, 0x1f, 0x40, 0x00
+    and eax, dword ptr [r15 + 256]
+    mov r8d, ebp
+    movsxd r8, dword ptr [r15 + 320]
+    add r8, qword ptr [r15 + 384]
+    mov r8, r11
+    mov dword ptr [r15 + 384], r9d
+    movzx r9d, bpl
+    and r8, 448
+    add rbp, qword ptr [r15 + r8 + 832]
+    .byte 0x66, 0x90
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c108:
-    lea rcx, [rip + .Lc1_d5065_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d5065_j_t
-.Lc1_d5065_j:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    add rcx, qword ptr [r15 + 0]
     jmp 1f
 1:
-    mov esi, 217
+    mov dword ptr [r15 + 128], eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, 255
+    mov r12, qword ptr [r15 + r12 + 56]
+    add r8, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovq qword ptr [r15 + 0], xmm0
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    movzx ebp, bpl
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, 142
-    mov rbp, r11
-    mov dword ptr [r15 + 0], 198
-    mov dword ptr [r15 + 64], 8
-    mov esi, ecx
-    and rbp, 4032
-    inc dword ptr [r15 + rbp + 3392]
-    jmp 1f
-1:
-    add r8, qword ptr [r15 + 448]
-    movzx ecx, r8b
-    mov r8, r11
-    mov byte ptr [r15 + 256], bpl
-    mov qword ptr [r15 + 768], r8
-    and r8, 8128
-    mov qword ptr [r15 + r8 + 7488], rcx
-    jmp 1f
-1:
-    vmovdqu ymmword ptr [r15 + 384], ymm6
-    jmp 1f
-1:
     mov r9, r11
-    movzx r8d, byte ptr [r15 + 128]
-    mov ebp, dword ptr [r15 + 320]
+    movzx ebp, byte ptr [r15 + 64]
+    mov edi, 236
+    jmp 1f
+1:
     and r9, 1984
-    mov dword ptr [r15 + r9 + 1344], 192
-    add rbp, qword ptr [r15 + 512]
+    mov qword ptr [r15 + r9 + 1344], r9
     jmp 1f
 1:
-    mov dword ptr [r15 + 128], r8d
-    mov r8d, ecx
-    mov r8, r9
     jmp 1f
 1:
+    jmp 1f
+1:
+    add rdi, qword ptr [r15 + 576]
+    mov dword ptr [r15 + 256], 48
+    movzx eax, byte ptr [r15 + 512]
+    movzx r9d, al
+    mov r9, r11
+    movsxd rdx, dword ptr [r15 + 320]
+    and r9, 8128
+    mov byte ptr [r15 + r9 + 7488], r9b
+    mov qword ptr [r15 + 128], r9
+    and edx, dword ptr [r15 + 192]
+    nop
+    mov r9, qword ptr [r15 + 768]
+    mov byte ptr [r15 + 384], dil
+    mov r9, r11
+    mov rdi, r9
+    movzx edi, byte ptr [r15 + 448]
+    and r9, 448
+    mov dword ptr [r15 + r9 + 832], 142
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c109:
+    lea rcx, [rip + .Lc1_d4988_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d4988_j_t
+.Lc1_d4988_j:
+    mov rbp, r11
+    and rbp, 4032
+    add rcx, qword ptr [r15 + rbp + 3392]
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], 230
+    mov dword ptr [r15 + 256], ecx
+    jmp 1f
+1:
+    movzx ebp, bpl
+    jmp 1f
+1:
+    mov ecx, ebp
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, 15
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r8d, dword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], cl
+    mov ecx, 199
     jmp 1f
 1:
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, 252
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 8128
+    and eax, dword ptr [r15 + rbp + 7488]
+    vmovdqu ymmword ptr [r15 + 384], ymm0
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 448], r8
-    mov r9d, dword ptr [r15 + 512]
-    mov qword ptr [r15 + 320], r8
-    mov r8, r11
     test ebx, 1073741824
     jz 1f
 1:
-    mov dword ptr [r15 + 192], 24
-    and r8, 448
-    vpaddq xmm5, xmm5, xmmword ptr [r15 + r8 + 832]
-    movzx r8d, r9b
-    add r9, qword ptr [r15 + 384]
-    mov qword ptr [r15 + 576], r9
-    mov r9, qword ptr [r15 + 64]
-    mov rbp, r11
-    mov dword ptr [r15 + 256], ebp
-    and rbp, 8128
-    and r8d, dword ptr [r15 + rbp + 7488]
+    mov qword ptr [r15 + 192], rcx
+    mov ecx, dword ptr [r15 + 128]
+    mov rbp, rcx
     jmp 1f
 1:
-    mov rbp, r8
+    add rbp, qword ptr [r15 + 512]
+    mov ecx, 109
+    mov eax, dword ptr [r15 + 384]
     jmp 1f
 1:
-    mov rcx, qword ptr [r15 + 384]
-    mov r8, r11
+    mov dword ptr [r15 + 64], r9d
+    movsxd r9, dword ptr [r15 + 64]
+    mov dword ptr [r15 + 640], ebp
+    mov dword ptr [r15 + 448], r9d
+    movzx ecx, r9b
     jmp 1f
 1:
-    movzx esi, byte ptr [r15 + 640]
-    mov rdx, qword ptr [r15 + 128]
-    and r8, 1984
-    mov byte ptr [r15 + r8 + 1344], r8b
+    mov r9d, ebp
+    mov ebp, 95
+    jmp 1f
+1:
+    mov ebp, dword ptr [r15 + 320]
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c110:
-    lea rcx, [rip + .Lc1_d5155_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d5155_j_t
-.Lc1_d5155_j:
-    movzx ecx, cl
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
     jmp 1f
 1:
-    mov byte ptr [r15 + 704], cl
+    jmp 1f
+1:
+    movzx r9d, byte ptr [r15 + 512]
+    jmp 1f
+1:
+    movzx ebp, r9b
+    mov eax, 23
+    mov ebp, 82
+    movzx eax, bpl
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 88
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, ebp
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], r8b
+    mov ebp, r9d
+    mov qword ptr [r15 + 384], rbp
+    movzx ebp, byte ptr [r15 + 448]
+    mov qword ptr [r15 + 320], rbp
+    mov r8, r11
+    test dword ptr [r15 + 67117723], 2097668
+    jz 1f
+1:
+    and r8, 1984
+    movsxd r9, dword ptr [r15 + r8 + 1344]
+    movsxd r8, dword ptr [r15 + 128]
+    mov rdx, rbp
+    mov ebp, 214
+    mov rax, qword ptr [r15 + 192]
     jmp 1f
 1:
     jmp 1f
 1:
-    add rcx, qword ptr [r15 + 448]
-    mov r8, qword ptr [r15 + 128]
+    movzx ebp, al
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov rax, qword ptr [r15 + 704]
+    jmp 1f
+1:
+    mov edx, eax
     mov rbp, r11
-    add r8, qword ptr [r15 + 320]
-    and rbp, 448
-    movsxd rsi, dword ptr [r15 + rbp + 832]
-    mov edi, esi
-    mov rbp, qword ptr [r15 + 384]
-    movzx esi, bpl
-    mov esi, ecx
-    mov rsi, qword ptr [r15 + 192]
-    mov qword ptr [r15 + 256], rcx
+    movzx eax, bpl
+    mov r8, r11
     jmp 1f
 1:
-    mov ecx, 142
-    mov ecx, dword ptr [r15 + 64]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r9, r11
-    mov rdx, r9
-    mov rdx, rcx
-    and r9, 1984
-    mov byte ptr [r15 + r9 + 1344], dil
-    and esi, dword ptr [r15 + 512]
-    jmp 1f
-1:
-    mov r9, r11
-    mov ecx, 162
-    and r9, 4032
-    movzx edi, byte ptr [r15 + r9 + 3392]
-    jmp 1f
-1:
+    and rbp, 8128
+    mov dword ptr [r15 + rbp + 7488], edx
+    mov eax, 55
+    and r8, 448
+    movsxd rbp, dword ptr [r15 + r8 + 832]
+    mov byte ptr [r15 + 64], bpl
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c111:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], edx
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], r9d
-    jmp 1f
-1:
-    mov esi, 249
-    mov r9d, esi
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
+    lea rcx, [rip + .Lc1_d5094_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d5094_j_t
+.Lc1_d5094_j:
+    mov ecx, dword ptr [r15 + 128]
+    mov ebp, eax
+    mov qword ptr [r15 + 0], r8
+    mov byte ptr [r15 + 0], al
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r9d, dword ptr [r15 + 64]
-    mov rsi, r9
-    vmovq xmm5, rsi
-    mov edx, dword ptr [r15 + 512]
-    mov rsi, rdx
-    vpaddq xmm5, xmm5, xmmword ptr [r15 + 128]
-    imul rdi, qword ptr [r15 + 384]
-    mov edx, dword ptr [r15 + 320]
-    test ebx, 1073741824
-    jz 1f
-1:
+    mov rbp, r11
     jmp 1f
 1:
-    mov dword ptr [r15 + 320], r9d
-    mov r9, r11
-    mov edi, dword ptr [r15 + 64]
-    and r9, 8128
-    mov esi, dword ptr [r15 + r9 + 7488]
-    jmp 1f
-1:
-    mov edx, 150
-    mov r8, qword ptr [r15 + 192]
+    movsxd rax, dword ptr [r15 + 768]
+    and rbp, 448
+    movsxd r8, dword ptr [r15 + rbp + 832]
+    vmovq qword ptr [r15 + 64], xmm0
     jmp 1f
 1:
     jmp 1f
 1:
-    mov edx, edx
-    mov rdx, rdi
+    mov dword ptr [r15 + 256], 134
+    movsxd rdx, dword ptr [r15 + 512]
+    mov ebp, 102
     jmp 1f
 1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov edi, dword ptr [r15 + 576]
-    jmp 1f
-1:
-    vpcmpeqb xmm5, xmm5, xmm6
-    and edi, dword ptr [r15 + 448]
-    mov r9d, edi
-    mov eax, dword ptr [r15 + 768]
-    mov r9, r11
-    jmp 1f
-1:
+    lea r9, [r11 + r11*1]
+    mov qword ptr [r15 + 320], rdx
     and r9, 4032
-    mov rcx, qword ptr [r15 + r9 + 3392]
+    and ebp, dword ptr [r15 + r9 + 3456]
+    mov edx, dword ptr [r15 + 192]
+    jmp 1f
+1:
+    mov edi, 182
+    movzx esi, dil
+    mov r8, r11
+    jmp 1f
+1:
+    mov rdi, qword ptr [r15 + r9 + 3392]
+    jmp 1f
+1:
+    and r8, 1984
+    mov dword ptr [r15 + r8 + 1344], r8d
+    movsxd r9, dword ptr [r15 + 384]
+    vmovq qword ptr [r15 + 448], xmm0
+    mov r8, rcx
+    mov rcx, qword ptr [r15 + 576]
+    mov dword ptr [r15 + 320], 238
+    mov dword ptr [r15 + 128], ecx
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c112:
-    lea rcx, [rip + .Lc1_d5261_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d5261_j_t
-.Lc1_d5261_j:
-    jmp 1f
-1:
-    mov byte ptr [r15 + 384], cl
-    vmovdqu ymmword ptr [r15 + 0], ymm5
-    or qword ptr [r15 + 0], 21
-    vmovdqu ymmword ptr [r15 + 0], ymm5
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 117
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 320], 19
-    jmp 1f
-1:
-    mov r9, r11
-    mov rcx, r9
-    and r9, 8128
-    movzx ecx, byte ptr [r15 + r9 + 7488]
-    mov r9d, dword ptr [r15 + 512]
-    mov rdx, r9
-    movzx r9d, cl
-    jmp 1f
-1:
-    mov byte ptr [r15 + 256], r9b
-    mov dword ptr [r15 + 64], ecx
-    jmp 1f
-1:
-    mov ecx, dword ptr [r15 + 448]
-    mov r9, rcx
-    mov dword ptr [r15 + 128], r9d
-    movzx r9d, dl
-    mov r9, r9
-    movsxd r9, dword ptr [r15 + 640]
-    jmp 1f
-1:
     mov r8, r11
     jmp 1f
 1:
+    movzx ecx, r8b
     and r8, 448
+    mov dword ptr [r15 + r8 + 832], 4
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov eax, ecx
+    mov rcx, r9
+    mov dword ptr [r15 + 448], ecx
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 208
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], ecx
+    mov r8, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov rcx, qword ptr [r15 + 64]
     mov rbp, r11
-    movzx ecx, byte ptr [r15 + r8 + 832]
-    vpmovmskb r8d, xmm5
-    inc dword ptr [r15 + 192]
+    and r8, 8128
+    mov r9d, dword ptr [r15 + r8 + 7488]
     and rbp, 1984
-    vmovq qword ptr [r15 + rbp + 1344], xmm5
+    mov r8, qword ptr [r15 + rbp + 1344]
+    mov byte ptr [r15 + 128], al
+    mov eax, r8d
+    mov dword ptr [r15 + 256], eax
+    mov byte ptr [r15 + 640], al
+    movzx eax, byte ptr [r15 + 192]
+    movzx ebp, byte ptr [r15 + 384]
+    jmp 1f
+1:
+    mov edx, 162
+    and eax, dword ptr [r15 + 512]
+    mov byte ptr [r15 + 320], bpl
+    movzx r8d, al
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movsxd rbp, dword ptr [r15 + 64]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c113:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 67108864
+    setz al
+    lea rcx, [rip + .Lc1_d5190_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d5190_s_t
+    .p2align 3
+.Lc1_d5190_s:
+    .p2align 3
+    jmp .Lc1_d5190_j
+    .p2align 3
+    jmp .Lc1_d5190_j
+.Lc1_d5190_j:
+    mov byte ptr [r15 + 384], cl
+    mov r8, qword ptr [r15 + 384]
+    movsxd rax, dword ptr [r15 + 256]
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov byte ptr [r15 + 64], cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], al
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov byte ptr [r15 + 0], bpl
-    mov ecx, dword ptr [r15 + 256]
-    mov ebp, ecx
-    jmp 1f
-1:
-    mov dword ptr [r15 + 320], 38
-    jmp 1f
-1:
-    movzx ecx, byte ptr [r15 + 128]
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx eax, byte ptr [r15 + 128]
-    mov rcx, qword ptr [r15 + 512]
+    or qword ptr [r15 + 64], 124
+    mov byte ptr [r15 + 768], cl
+    mov dword ptr [r15 + 0], eax
     mov rbp, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 4032
+    mov dword ptr [r15 + rbp + 3392], ebp
+    movzx ebp, byte ptr [r15 + 128]
+    mov rax, rbp
+    jmp 1f
+1:
+    test dword ptr [r15 + 67117723], 138412032
+    jnz 1f
+1:
+    mov ebp, dword ptr [r15 + 128]
     mov r8, r11
-    mov edx, r9d
-    and rbp, 16320
-    add rdx, qword ptr [r15 + rbp + 15680]
-    and r8, 4032
-    and edx, dword ptr [r15 + r8 + 3392]
-    movzx ebp, sil
-    mov r8d, 88
-    mov dword ptr [r15 + 384], r8d
-    and r8d, dword ptr [r15 + 192]
-    movsxd rbp, dword ptr [r15 + 384]
     jmp 1f
 1:
-    mov r9, r11
-    mov byte ptr [r15 + 448], r9b
     jmp 1f
 1:
-    and r9, 448
-    vmovdqu ymmword ptr [r15 + r9 + 832], ymm5
-    mov r9d, edx
-    vmovq xmm5, r9
-    movzx esi, byte ptr [r15 + 704]
-    mov r9d, esi
+    mov byte ptr [r15 + 448], bpl
+    and r8, 8128
+    mov dword ptr [r15 + r8 + 7488], 157
+    mov r8, qword ptr [r15 + 320]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movzx ebp, byte ptr [r15 + 704]
+    mov eax, 141
+    movzx ecx, cl
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c114:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 33554432
-    setz al
-    lea rcx, [rip + .Lc1_d5361_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d5361_s_t
-    .p2align 3
-.Lc1_d5361_s:
-    .p2align 3
-    jmp .Lc1_d5361_j
-    .p2align 3
-    jmp .Lc1_d5361_j
-.Lc1_d5361_j:
-    mov eax, 177
     mov rbp, r11
-    movsxd r8, dword ptr [r15 + 512]
+    mov r9d, dword ptr [r15 + 64]
+    mov r8, r11
+    and rbp, 448
+    mov rcx, qword ptr [r15 + rbp + 832]
+    and r8, 8128
+    movsxd rbp, dword ptr [r15 + r8 + 7488]
     jmp 1f
 1:
-    and rbp, 8128
-    mov dword ptr [r15 + rbp + 7488], ecx
-    mov byte ptr [r15 + 448], cl
-    mov qword ptr [r15 + 64], rbp
-    jmp 1f
-1:
+    mov r8d, 4
+    movzx eax, byte ptr [r15 + 128]
+    mov qword ptr [r15 + 512], r9
     mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], bpl
-    mov rcx, rax
-    mov r9, r11
-    mov dword ptr [r15 + 768], 36
-    and r9, 1984
-    movsxd rcx, dword ptr [r15 + r9 + 1344]
-    mov dword ptr [r15 + 320], 189
-    mov byte ptr [r15 + 576], cl
-    mov r9, r11
-    movzx ecx, byte ptr [r15 + 256]
-    and r9, 4032
-    mov qword ptr [r15 + r9 + 3392], r9
-    movzx r9d, byte ptr [r15 + 192]
-    movzx ebp, cl
-    movzx eax, byte ptr [r15 + 384]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], al
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, rax
+    jmp 1f
+1:
+    jmp 1f
+1:
+    vmovq qword ptr [r15 + 0], xmm0
+    movzx eax, al
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, eax
+    mov r8, r11
+    mov r9d, dword ptr [r15 + 448]
+    jmp 1f
+1:
+    and r8, 1984
+    mov rdi, qword ptr [r15 + r8 + 1344]
+    mov dword ptr [r15 + 384], 124
+    mov byte ptr [r15 + 320], dil
+    mov rax, qword ptr [r15 + 512]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 576], 224
+    movzx r8d, dil
+    mov esi, dword ptr [r15 + 256]
+    mov dword ptr [r15 + 192], 122
+    jmp 1f
+1:
+    mov qword ptr [r15 + 64], rsi
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c115:
+    lea rcx, [rip + .Lc1_d5276_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d5276_j_t
+.Lc1_d5276_j:
+    mov rbp, r11
+    movsxd rcx, dword ptr [r15 + 512]
+    mov edi, 166
     jmp 1f
 1:
-    mov ecx, dword ptr [r15 + 64]
+    and rbp, 16320
+    mov r8, r11
+    mov dword ptr [r15 + rbp + 15680], ecx
+    and r8, 1984
+    mov dword ptr [r15 + r8 + 1344], 71
     jmp 1f
 1:
-    movzx r9d, bpl
-    mov rdx, qword ptr [r15 + 256]
-    mov rbp, rdx
-    mov eax, dword ptr [r15 + 128]
-    mov r9d, 213
-    mov qword ptr [r15 + 0], rcx
-    mov r9d, 187
-    movzx ecx, r9b
-    mov r9d, eax
+    mov r8d, edi
+    mov r8d, r8d
+    jmp 1f
+1:
+    mov esi, dword ptr [r15 + 384]
+    mov r9d, ecx
     mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], r9d
+    mov r9d, 211
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, rcx
-    movzx eax, bpl
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, sil
     test ebx, 1073741824
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    add rdx, qword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 512], rdx
-    mov ebp, 162
-    mov byte ptr [r15 + 320], bpl
     mov r8, r11
+    movzx ecx, byte ptr [r15 + 192]
+    movsxd rdx, dword ptr [r15 + 320]
+    and r8, 4032
+    mov rdi, qword ptr [r15 + r8 + 3392]
     jmp 1f
 1:
-    and r8, 448
-    mov rbp, r11
-    movzx edx, byte ptr [r15 + r8 + 832]
-    and rbp, 8128
-    vmovdqu xmm5, xmmword ptr [r15 + rbp + 7488]
-    mov r8d, r8d
+    mov qword ptr [r15 + 640], rdi
+    movzx edi, r8b
+    mov rdi, qword ptr [r15 + 320]
+    mov eax, edi
+    movzx r8d, byte ptr [r15 + 64]
+    mov rdi, rdx
     jmp 1f
 1:
-    mov rbp, qword ptr [r15 + 384]
-    vmovdqu ymmword ptr [r15 + 128], ymm5
-    mov r8, r11
     jmp 1f
 1:
-    mov dword ptr [r15 + 640], 203
-    and r8, 1984
-    movsxd rcx, dword ptr [r15 + r8 + 1344]
+    and eax, dword ptr [r15 + 128]
+    mov qword ptr [r15 + 256], rcx
+    mov rdi, qword ptr [r15 + 448]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c116:
-    lea rcx, [rip + .Lc1_d5448_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d5448_j_t
-.Lc1_d5448_j:
-    mov dword ptr [r15 + 512], 55
-    mov dword ptr [r15 + 128], 4
-    mov rcx, rsi
+    mov rbp, r11
+    and rbp, 4032
+    vmovdqu ymmword ptr [r15 + rbp + 3392], ymm0
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], r8d
-    movzx r8d, cl
-    mov ecx, edx
+    movzx ebp, r8b
+    movzx ebp, bpl
+    jmp 1f
+1:
+    mov r8d, ebp
+    movzx r8d, dil
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 128], 106
+    mov qword ptr [r15 + 0], r8
+    movzx r8d, bpl
+    vpaddq xmm0, xmm0, xmmword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rsi, rcx
+    mov ebp, 199
     mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, ecx
+    mov ebp, 69
+    mov rcx, r8
+    mov r8d, 166
     mov r9, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r9, 8128
+    vmovq qword ptr [r15 + r9 + 7488], xmm0
+    movsxd rcx, dword ptr [r15 + 704]
+    mov r9d, dword ptr [r15 + 768]
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], 102
+    mov r8d, 65
+    mov r8, qword ptr [r15 + 384]
     jmp 1f
 1:
-    and r9, 1984
-    mov dword ptr [r15 + r9 + 1344], 163
-    movzx edi, r8b
     jmp 1f
 1:
-    mov r9d, edi
-    mov qword ptr [r15 + 64], r9
-    mov qword ptr [r15 + 192], rsi
     jmp 1f
 1:
-    movzx r9d, byte ptr [r15 + 256]
-    mov r8, r11
-    vpaddq xmm5, xmm5, xmmword ptr [r15 + 448]
     jmp 1f
 1:
-    and r8, 4032
-    mov qword ptr [r15 + r8 + 3392], r9
-    mov dword ptr [r15 + 704], 156
-    mov r8, r11
-    mov r9d, 131
-    mov qword ptr [r15 + 384], rdi
+    mov dword ptr [r15 + 320], r8d
+    mov r8d, 69
     jmp 1f
 1:
-    and r8, 448
-    vmovdqu ymmword ptr [r15 + r8 + 832], ymm5
-    mov r8d, 33
-    movzx r8d, r9b
-    mov r9, rsi
-    movsxd r8, dword ptr [r15 + 320]
+    movsxd r8, dword ptr [r15 + 192]
+    mov qword ptr [r15 + 128], r8
+    mov rbp, r11
+    mov dword ptr [r15 + 64], 152
+    movzx r8d, byte ptr [r15 + 448]
+    and rbp, 448
+    mov dword ptr [r15 + rbp + 832], ecx
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c117:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    add r9, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, 116
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 32
+    setz al
+    lea rcx, [rip + .Lc1_d5378_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d5378_s_t
+    .p2align 3
+.Lc1_d5378_s:
+    .p2align 3
+    jmp .Lc1_d5378_j
+    .p2align 3
+    jmp .Lc1_d5378_j
+.Lc1_d5378_j:
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], r8d
+    movsxd rcx, dword ptr [r15 + 64]
+    mov edi, dword ptr [r15 + 448]
+    jmp 1f
+1:
+    add rax, qword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
     mov rbp, r11
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    and rbp, 8128
-    mov dword ptr [r15 + rbp + 7488], ebp
-    mov rbp, r9
-    movzx r8d, r8b
-    mov qword ptr [r15 + 320], r9
-    mov ebp, edx
-    mov rdx, qword ptr [r15 + 192]
-    test ebx, 4608
-    jnz 1f
-1:
-    mov edx, dword ptr [r15 + 256]
-    mov byte ptr [r15 + 64], al
-    mov rbp, r11
-    mov qword ptr [r15 + 512], rax
-    mov eax, dword ptr [r15 + 128]
-    mov r8, r8
-    and rbp, 4032
-    mov dword ptr [r15 + rbp + 3392], 40
-    imul r8, qword ptr [r15 + 384]
-    mov rbp, r11
-    mov r9d, eax
-    jmp 1f
-1:
-    and rbp, 1984
-    mov r9d, dword ptr [r15 + rbp + 1344]
-    add qword ptr [r15 + 448], r9
-    jmp 1f
-1:
-    add rbp, qword ptr [r15 + 320]
-    nop
-    add rbp, qword ptr [r15 + 768]
-    mov r9d, 45
-    mov r9d, 112
+    mov byte ptr [r15 + 576], cl
+    and rbp, 448
+    mov r8, r11
+    mov dword ptr [r15 + rbp + 832], r8d
+    movzx ebp, byte ptr [r15 + 256]
+    and r8, 8128
+    mov rcx, qword ptr [r15 + r8 + 7488]
+    vmovq qword ptr [r15 + 128], xmm0
+    mov r8, rcx
+    mov r9, r11
+    mov dword ptr [r15 + 320], 242
+    and r9, 1984
+    mov r8, qword ptr [r15 + r9 + 1344]
+    mov dword ptr [r15 + 192], 220
+    mov qword ptr [r15 + 384], rbp
+    mov r9d, dword ptr [r15 + 512]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c118:
-    lea rcx, [rip + .Lc1_d5542_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d5542_j_t
-.Lc1_d5542_j:
-    mov dword ptr [r15 + 0], 36
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rcx
+    mov ebp, ebp
     jmp 1f
 1:
+    mov ebp, ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov rbp, r11
-    mov ecx, ebp
-    mov rcx, qword ptr [r15 + 64]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rbp
     and rbp, 4032
-    movsxd rax, dword ptr [r15 + rbp + 3392]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx edi, byte ptr [r15 + 192]
-    mov r9, r11
-    movzx ebp, cl
-    jmp 1f
-1:
-    and r9, 448
-    mov qword ptr [r15 + r9 + 832], r9
-    movzx ecx, r9b
-    vmovq xmm5, rcx
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov ecx, dword ptr [r15 + 448]
-    mov dword ptr [r15 + 640], 195
-    mov r9d, 136
-    jmp 1f
-1:
     mov r8, r11
-    mov dword ptr [r15 + 576], r8d
+    mov byte ptr [r15 + rbp + 3392], bpl
     jmp 1f
 1:
-    and r8, 8128
-    mov dword ptr [r15 + r8 + 7488], 55
-    movsxd r8, dword ptr [r15 + 512]
-    mov r9d, r8d
-    mov r9d, dword ptr [r15 + 384]
-    movsxd rdx, dword ptr [r15 + 128]
-    movsxd rsi, dword ptr [r15 + 320]
+    and r8, 448
+    mov ebp, dword ptr [r15 + r8 + 832]
+    jmp 1f
+1:
+    mov r8d, dword ptr [r15 + 128]
+    mov dword ptr [r15 + 384], r9d
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov dword ptr [r15 + 512], r8d
+    mov edi, ebp
+    mov ebp, dword ptr [r15 + 320]
+    jmp 1f
+1:
+    mov r9, r8
+    movsxd r8, dword ptr [r15 + 256]
+    vmovdqu ymmword ptr [r15 + 448], ymm0
+    movzx r9d, r8b
+    vmovdqu ymmword ptr [r15 + 640], ymm0
+    .byte 0x0f, 0x1f, 0x00
+    and ebp, dword ptr [r15 + 64]
+    mov r8d, 113
+    mov qword ptr [r15 + 192], r8
+    mov r8, r11
+    mov byte ptr [r15 + 64], r9b
+    mov dword ptr [r15 + 384], edi
+    and r8, 1984
+    mov qword ptr [r15 + r8 + 1344], r8
     jmp 1f
 1:
     add r11, 64
@@ -7261,542 +7031,541 @@ ditto_body_c1:
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c119:
-    mov r12, qword ptr [r15 + r12 + 56]
-    add qword ptr [r15 + 0], r9
-    add rsi, qword ptr [r15 + 0]
-    mov r9, r8
+    lea rcx, [rip + .Lc1_d5463_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d5463_j_t
+.Lc1_d5463_j:
+    nop
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, 147
-    jmp 1f
-1:
-    mov r8d, r9d
+    mov rcx, qword ptr [r15 + 128]
     mov r8, r11
-    and r9d, dword ptr [r15 + 0]
-    mov ecx, dword ptr [r15 + 448]
-    jmp 1f
-1:
-    and r8, 1984
-    mov qword ptr [r15 + r8 + 1344], rsi
     mov rbp, r11
-    mov dword ptr [r15 + 512], ebp
-    jmp 1f
-1:
-    and rbp, 448
-    movsxd r8, dword ptr [r15 + rbp + 832]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rsi, qword ptr [r15 + 256]
-    jmp 1f
-1:
-    movsxd rbp, dword ptr [r15 + 384]
+    mov r9d, dword ptr [r15 + 192]
+    and r8, 4032
+    mov dword ptr [r15 + r8 + 3392], ecx
+    and rbp, 8128
+    movsxd r8, dword ptr [r15 + rbp + 7488]
     jmp 1f
 1:
     jmp 1f
 1:
-    mov r8, r11
-    mov r9, qword ptr [r15 + 64]
-    and r8, 8128
-    imul rsi, qword ptr [r15 + r8 + 7488]
-    and esi, dword ptr [r15 + 64]
-    movzx r8d, bpl
-    mov dword ptr [r15 + 192], r9d
+    mov ecx, 150
+    jmp 1f
+1:
+    movsxd rdi, dword ptr [r15 + 448]
+    jmp 1f
+1:
+    mov ecx, edi
     mov edi, r8d
+    mov rdx, rax
+    mov eax, edx
+    movzx edi, byte ptr [r15 + 64]
+    vpcmpeqb xmm0, xmm0, xmm6
+    mov qword ptr [r15 + 128], rdi
+    movsxd rdi, dword ptr [r15 + 704]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov esi, r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], dil
     jmp 1f
 1:
-    mov ebp, dword ptr [r15 + 704]
-    mov r8, r8
-    movzx r9d, r8b
-    mov dword ptr [r15 + 384], ecx
-    jmp 1f
-1:
-    movsxd rcx, dword ptr [r15 + 128]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and edx, dword ptr [r15 + 256]
+    mov rbp, r11
+    mov dword ptr [r15 + 384], ebp
     mov r8d, dword ptr [r15 + 320]
+    mov dword ptr [r15 + 768], edi
+    and rbp, 1984
+    movzx edi, byte ptr [r15 + rbp + 1344]
+    mov dword ptr [r15 + 512], edi
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c120:
-    lea rcx, [rip + .Lc1_d5641_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d5641_j_t
-.Lc1_d5641_j:
-    movzx ecx, byte ptr [r15 + 448]
-    movzx r8d, cl
     jmp 1f
 1:
-    mov qword ptr [r15 + 384], r9
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], rcx
-    mov r9, r8
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 163
-    movzx r8d, r8b
-    jmp 1f
-1:
-    mov r9, rcx
-    mov r8d, r9d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, r8
-    mov r8d, dword ptr [r15 + 320]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 128], 230
-    mov qword ptr [r15 + 256], r8
-    mov r8d, dword ptr [r15 + 64]
+    movzx edx, bpl
     mov rbp, r11
-    movsxd r9, dword ptr [r15 + 192]
+    mov rdx, qword ptr [r15 + 128]
+    vmovdqu ymmword ptr [r15 + 320], ymm0
     and rbp, 4032
-    mov qword ptr [r15 + rbp + 3392], rcx
+    vmovdqu xmmword ptr [r15 + rbp + 3392], xmm0
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, rdi
+    movzx ecx, dil
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 93
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rbp
     mov rbp, r11
-    movzx ecx, r8b
-    and rbp, 1984
-    mov r8, r11
-    movsxd rsi, dword ptr [r15 + rbp + 1344]
-    movzx ebp, sil
-    and r8, 448
-    add rbp, qword ptr [r15 + r8 + 832]
-    mov qword ptr [r15 + 768], rbp
-    or qword ptr [r15 + 512], 1
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx edi, byte ptr [r15 + 448]
+    and rbp, 8128
+    mov rcx, qword ptr [r15 + rbp + 7488]
+    mov ebp, dword ptr [r15 + 256]
+    jmp 1f
+1:
+    mov qword ptr [r15 + 64], rbp
+    mov rbp, rcx
+    mov dword ptr [r15 + 320], 117
+    mov dword ptr [r15 + 384], 70
+    mov r9, r11
+    mov byte ptr [r15 + 512], cl
+    and r9, 448
+    mov dword ptr [r15 + r9 + 832], 67
+    movzx ecx, byte ptr [r15 + 64]
+    mov dword ptr [r15 + 576], 122
+    mov eax, 16
+    movzx ebp, al
+    mov edx, 142
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c121:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 4096
-    setz al
-    lea rcx, [rip + .Lc1_d5693_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d5693_s_t
-    .p2align 3
-.Lc1_d5693_s:
-    .p2align 3
-    jmp .Lc1_d5693_j
-    .p2align 3
-    jmp .Lc1_d5693_j
-.Lc1_d5693_j:
+    lea rcx, [rip + .Lc1_d5553_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d5553_j_t
+.Lc1_d5553_j:
     jmp 1f
 1:
+    mov rax, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, 247
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, rdx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, rax
+    mov r8, r11
+    mov eax, 38
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r8, 1984
+    mov byte ptr [r15 + r8 + 1344], r8b
+    vpaddq xmm0, xmm0, xmmword ptr [r15 + 256]
+    jmp 1f
+1:
+    movsxd r8, dword ptr [r15 + 384]
+    mov rax, qword ptr [r15 + 192]
+    movzx edx, byte ptr [r15 + 64]
+    mov ecx, 171
+    mov dword ptr [r15 + 448], ecx
+    mov byte ptr [r15 + 512], bpl
+    mov ebp, 166
+    mov ecx, ebp
+    mov dword ptr [r15 + 128], r8d
+    mov r8, rdx
     mov rbp, r11
-    mov ecx, dword ptr [r15 + 256]
-    mov rax, qword ptr [r15 + 576]
+    movzx r8d, dl
+    jmp 1f
+1:
+    and rbp, 448
+    inc dword ptr [r15 + rbp + 832]
+    mov rbp, r11
+    vpshufd xmm6, xmm0, 193
+    mov r8d, 211
     and rbp, 8128
-    mov dword ptr [r15 + rbp + 7488], 105
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 184
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, eax
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, qword ptr [r15 + rbp + 7488]
+    vmovdqu ymmword ptr [r15 + 640], ymm6
+    movzx ebp, dl
     jmp 1f
 1:
-    vmovq qword ptr [r15 + 448], xmm5
-    mov ebp, ebp
-    movsxd rax, dword ptr [r15 + 320]
-    test ebx, 1073741824
-    jz 1f
-1:
-    vpcmpeqb xmm5, xmm5, xmm8
-    movsxd rax, dword ptr [r15 + 640]
-    mov rbp, qword ptr [r15 + 128]
-    jmp 1f
-1:
-    movzx ecx, bpl
-    mov rbp, rdi
-    mov edi, ebp
-    mov rbp, r11
-    jmp 1f
-1:
-    mov edi, ebp
-    and rbp, 4032
-    or qword ptr [r15 + rbp + 3392], 50
-    movzx ebp, byte ptr [r15 + 64]
-    movsxd rdi, dword ptr [r15 + 384]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c122:
-    jmp 1f
-1:
-    mov rsi, rbp
-    movsxd rdi, dword ptr [r15 + 320]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rbp
-    jmp 1f
-1:
-    and edi, dword ptr [r15 + 0]
-    movzx ebp, bpl
-    and esi, dword ptr [r15 + 0]
-    mov ebp, 153
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, eax
-    movzx ebp, dil
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rsi
-    movsxd rdi, dword ptr [r15 + 128]
-    mov dword ptr [r15 + 320], esi
-    jmp 1f
-1:
-    mov r8, r11
-    jmp 1f
-1:
-    and r8, 8128
-    movsxd rsi, dword ptr [r15 + r8 + 7488]
-    movzx r8d, dil
-    mov dword ptr [r15 + 192], 150
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov eax, 161
     mov qword ptr [r15 + 64], r8
-    mov eax, dword ptr [r15 + 448]
-    mov qword ptr [r15 + 704], rdi
-    mov rdx, rdi
-    mov r8, r11
-    mov r9d, dword ptr [r15 + 512]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu ymmword ptr [r15 + 0], ymm6
+    mov byte ptr [r15 + 0], bpl
+    mov dword ptr [r15 + 0], 211
+    add rdi, qword ptr [r15 + 0]
+    mov ebp, 36
+    vmovdqu ymmword ptr [r15 + 512], ymm6
+    mov rbp, qword ptr [r15 + 448]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movzx eax, bpl
+    and eax, dword ptr [r15 + 128]
+    mov r8, qword ptr [r15 + 384]
+    mov ebp, ebp
+    vpxor xmm6, xmm6, xmm0
+    test dword ptr [r15 + 67117724], 67108866
+    jnz 1f
+1:
     mov rbp, r11
-    mov edi, esi
-    and r8, 448
-    movzx esi, byte ptr [r15 + r8 + 832]
-    vpmovmskb r8d, xmm5
+    mov edi, 183
+    jmp 1f
+1:
+    add rdi, qword ptr [r15 + 128]
     and rbp, 1984
-    movsxd r8, dword ptr [r15 + rbp + 1344]
-    mov qword ptr [r15 + 256], rdi
-    mov byte ptr [r15 + 512], sil
-    mov rdi, rdx
+    mov dword ptr [r15 + rbp + 1344], 157
+    mov rax, qword ptr [r15 + 256]
+    vmovdqu ymmword ptr [r15 + 320], ymm6
+    jmp 1f
+1:
+    mov rbp, qword ptr [r15 + 192]
     jmp 1f
 1:
     jmp 1f
 1:
-    movzx esi, byte ptr [r15 + 384]
+    movzx r8d, byte ptr [r15 + 704]
+    mov r9, r11
+    mov rsi, rdi
+    vpaddd xmm6, xmm6, xmm6
+    and r9, 4032
+    movsxd rdi, dword ptr [r15 + r9 + 3392]
+    movsxd rdx, dword ptr [r15 + 320]
+    mov r9d, edx
     jmp 1f
 1:
-    vpcmpeqb xmm5, xmm5, xmm2
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c123:
-    lea rcx, [rip + .Lc1_d5786_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d5786_j_t
-.Lc1_d5786_j:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], sil
-    mov ecx, 83
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], ecx
-    mov rcx, r8
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, qword ptr [r15 + 192]
-    mov rbp, r11
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 15
+    lea rcx, [rip + .Lc1_d5651_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d5651_s_t
+    .p2align 3
+.Lc1_d5651_s:
+    .p2align 3
+    jmp .Lc1_d5651_j
+    .p2align 3
+    jmp .Lc1_d5651_j
+    .p2align 3
+    jmp .Lc1_d5651_j
+    .p2align 3
+    jmp .Lc1_d5651_j
+    .p2align 3
+    jmp .Lc1_d5651_j
+    .p2align 3
+    jmp .Lc1_d5651_j
+    .p2align 3
+    jmp .Lc1_d5651_j
+    .p2align 3
+    jmp .Lc1_d5651_j
+    .p2align 3
+    jmp .Lc1_d5651_j
+    .p2align 3
+    jmp .Lc1_d5651_j
+    .p2align 3
+    jmp .Lc1_d5651_j
+    .p2align 3
+    jmp .Lc1_d5651_j
+    .p2align 3
+    jmp .Lc1_d5651_j
+    .p2align 3
+    jmp .Lc1_d5651_j
+    .p2align 3
+    jmp .Lc1_d5651_j
+    .p2align 3
+    jmp .Lc1_d5651_j
+.Lc1_d5651_j:
+    mov r9, r11
+    mov rax, rbp
     jmp 1f
 1:
-    movzx ecx, bpl
-    mov byte ptr [r15 + 320], sil
-    and rbp, 1984
-    mov ecx, dword ptr [r15 + rbp + 1344]
-    mov dword ptr [r15 + 384], 228
-    jmp 1f
-1:
-    mov ebp, ebp
-    jmp 1f
-1:
-    movzx ebp, byte ptr [r15 + 128]
-    vmovdqu ymmword ptr [r15 + 512], ymm5
-    mov esi, 18
-    mov r8, r11
-    mov esi, 177
-    mov esi, 36
-    and r8, 4032
-    movzx edi, byte ptr [r15 + r8 + 3392]
-    movsxd rsi, dword ptr [r15 + 448]
-    mov dword ptr [r15 + 256], esi
-    vmovdqu ymmword ptr [r15 + 64], ymm5
-    mov byte ptr [r15 + 128], r8b
-    .byte 0x66, 0x90
-    mov r8, r11
-    movsxd rsi, dword ptr [r15 + 768]
-    and r8, 448
-    and ebp, dword ptr [r15 + r8 + 832]
-    mov rdx, rbp
+    and r9, 8128
+    vmovdqu ymmword ptr [r15 + r9 + 7488], ymm6
+    mov r9, r11
+    mov rax, qword ptr [r15 + 768]
+    and r9, 448
+    mov rcx, qword ptr [r15 + r9 + 832]
+    mov r9d, dword ptr [r15 + 64]
+    mov byte ptr [r15 + 384], r8b
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c124:
-    mov r8d, dword ptr [r15 + 64]
     jmp 1f
 1:
     jmp 1f
 1:
-    mov ebp, esi
-    mov dword ptr [r15 + 128], 33
-    mov esi, 54
-    mov rbp, r11
-    add rdx, qword ptr [r15 + 192]
-    and rbp, 8128
-    and r8d, dword ptr [r15 + rbp + 7488]
+    mov r9d, 21
+    movsxd r8, dword ptr [r15 + 192]
+    mov r9d, eax
+    movzx r9d, byte ptr [r15 + 320]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, edi
+    movzx eax, r9b
+    mov qword ptr [r15 + 0], rcx
+    mov dword ptr [r15 + 0], eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r9, r11
+    mov ecx, dword ptr [r15 + 384]
+    movzx eax, byte ptr [r15 + 320]
+    mov qword ptr [r15 + 512], rax
+    and r9, 1984
+    movsxd rbp, dword ptr [r15 + r9 + 1344]
+    mov byte ptr [r15 + 192], cl
     jmp 1f
 1:
     jmp 1f
 1:
-    mov byte ptr [r15 + 0], r8b
-    mov byte ptr [r15 + 0], r8b
-    movzx r8d, bpl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r8, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx esi, r8b
-    and r8, 16320
-    vmovdqu xmm5, xmmword ptr [r15 + r8 + 15680]
-    vpshufd xmm2, xmm5, 95
-    mov rdi, qword ptr [r15 + 256]
-    mov rbp, r11
-    add r8, qword ptr [r15 + 384]
-    and rbp, 1984
-    movsxd rsi, dword ptr [r15 + rbp + 1344]
-    mov byte ptr [r15 + 448], dil
-    mov edi, esi
     jmp 1f
 1:
-    movsxd rdi, dword ptr [r15 + 320]
-    jmp 1f
-1:
-    mov rbp, qword ptr [r15 + 576]
-    movzx edx, bpl
-    mov rcx, qword ptr [r15 + 384]
-    movsxd rbp, dword ptr [r15 + 640]
+    mov qword ptr [r15 + 576], r9
+    vmovdqu ymmword ptr [r15 + 64], ymm6
+    mov ecx, 100
+    mov qword ptr [r15 + 448], rax
+    mov r9, r11
+    movsxd rax, dword ptr [r15 + 128]
+    and r9, 4032
+    mov rcx, qword ptr [r15 + r9 + 3392]
+    mov edx, dword ptr [r15 + 128]
+    .byte 0x66, 0x90
+    movsxd r9, dword ptr [r15 + 640]
+    mov dword ptr [r15 + 512], 238
+    mov r9, r11
+    mov byte ptr [r15 + 256], cl
+    mov edi, 200
+    and r9, 448
+    movsxd rcx, dword ptr [r15 + r9 + 832]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c125:
-    lea rcx, [rip + .Lc1_d5878_j]
+    lea rcx, [rip + .Lc1_d5733_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d5878_j_t
-.Lc1_d5878_j:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, 118
+    jmp .Lc1_d5733_j_t
+.Lc1_d5733_j:
     jmp 1f
 1:
-    movzx ecx, bpl
-    jmp 1f
-1:
-    mov ecx, ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 448], rcx
-    jmp 1f
-1:
-    mov byte ptr [r15 + 384], bpl
-    mov rbp, r11
-    movzx ecx, byte ptr [r15 + 64]
-    and rbp, 4032
-    mov r8, r11
-    mov byte ptr [r15 + rbp + 3392], r8b
-    and r8, 448
-    movzx ebp, byte ptr [r15 + r8 + 832]
-    mov r8, qword ptr [r15 + 512]
     mov r9, r11
-    mov dword ptr [r15 + 320], 194
-    movsxd rsi, dword ptr [r15 + 128]
-    mov edi, ecx
-    and r9, 8128
-    mov dword ptr [r15 + r9 + 7488], 85
-    mov r9d, 78
+    mov dword ptr [r15 + 704], 135
+    mov ecx, ecx
+    and r9, 1984
+    mov byte ptr [r15 + r9 + 1344], dil
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], r9b
+    mov dword ptr [r15 + 0], 13
+    vpmovmskb edi, xmm6
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, r9b
+    mov qword ptr [r15 + 0], rsi
     jmp 1f
 1:
-    mov byte ptr [r15 + 192], r8b
-    mov ecx, r8d
-    mov r9, rcx
-    mov r8, r9
+    vmovdqu ymmword ptr [r15 + 0], ymm6
+    mov r9d, dword ptr [r15 + 128]
     jmp 1f
 1:
-    mov byte ptr [r15 + 704], sil
+    mov rcx, qword ptr [r15 + 512]
+    mov rbp, r11
+    mov edi, dword ptr [r15 + 128]
+    mov r8, r11
     mov esi, r9d
+    and r8, 4032
+    mov qword ptr [r15 + r8 + 3392], r8
+    and rbp, 8128
+    vmovdqu ymmword ptr [r15 + rbp + 7488], ymm6
+    mov dword ptr [r15 + 448], 90
+    movzx r9d, byte ptr [r15 + 320]
+    movzx r8d, byte ptr [r15 + 384]
+    movzx ebp, r8b
+    inc dword ptr [r15 + 256]
+    mov r8d, ebp
+    movsxd r8, dword ptr [r15 + 64]
+    mov rax, qword ptr [r15 + 384]
+    mov byte ptr [r15 + 64], dil
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c126:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov r8, r11
-    and r8, 4032
-    mov dword ptr [r15 + r8 + 3392], r8d
+    lea rcx, [rip + .Lc1_d5777_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d5777_j_t
+.Lc1_d5777_j:
+    movzx r8d, r8b
+    movsxd rbp, dword ptr [r15 + 256]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov ecx, eax
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, 131
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, r11
+    mov ecx, ecx
+    movzx eax, byte ptr [r15 + 320]
+    mov r8, rax
+    jmp 1f
+1:
+    movzx eax, byte ptr [r15 + 128]
+    movzx ecx, byte ptr [r15 + 384]
     mov r9, r11
-    mov byte ptr [r15 + 0], r9b
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 448
-    mov dword ptr [r15 + r8 + 832], 90
-    and r9, 1984
-    movsxd r8, dword ptr [r15 + r9 + 1344]
-    movzx ecx, byte ptr [r15 + 320]
-    mov dword ptr [r15 + 256], esi
-    test dword ptr [r15 + 67117723], 134217728
-    jz 1f
-1:
-    xor dword ptr [r15 + 192], ecx
-    mov dword ptr [r15 + 448], eax
-    mov rcx, qword ptr [r15 + 320]
-    mov rax, r9
-    movsxd r9, dword ptr [r15 + 384]
-    movzx eax, r9b
-    movzx r9d, byte ptr [r15 + 512]
-    movzx r8d, byte ptr [r15 + 64]
-    movsxd rsi, dword ptr [r15 + 64]
-    mov rbp, rcx
-    movzx ecx, byte ptr [r15 + 768]
     jmp 1f
 1:
-    add r8, qword ptr [r15 + 128]
+    test ebx, 1024
+    jnz 1f
+1:
+    and r9, 448
+    and eax, dword ptr [r15 + r9 + 832]
+    mov r9d, eax
+    jmp 1f
+1:
+    vpcmpeqb xmm6, xmm6, xmmword ptr [r15 + 448]
+    jmp 1f
+1:
+    mov rbp, r11
+    mov qword ptr [r15 + 192], rax
+    and rbp, 16320
+    movzx eax, byte ptr [r15 + rbp + 15680]
+    jmp 1f
+1:
+    mov ebp, eax
+    movzx r9d, bpl
+    mov rcx, rcx
+    mov r9, r11
+    mov ecx, dword ptr [r15 + 768]
+    vmovdqu xmmword ptr [r15 + 512], xmm6
+    and r9, 8128
+    mov qword ptr [r15 + r9 + 7488], rax
+    mov qword ptr [r15 + 64], rbp
+    movzx ebp, bpl
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c127:
-    lea rcx, [rip + .Lc1_d5968_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d5968_j_t
-.Lc1_d5968_j:
+    mov rcx, qword ptr [r15 + 576]
+    mov r9d, ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov ecx, r9d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx edx, cl
+    movzx ecx, cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov byte ptr [r15 + 0], dl
+    mov r9, r11
+    movzx edx, cl
+    jmp 1f
+1:
+    and r9, 4032
+    mov qword ptr [r15 + r9 + 3392], r9
+    movzx r9d, byte ptr [r15 + 320]
+    vmovdqu ymmword ptr [r15 + 320], ymm6
+    movsxd r8, dword ptr [r15 + 448]
+    vpcmpeqb xmm6, xmm6, xmm0
+    mov byte ptr [r15 + 256], r8b
+    mov dword ptr [r15 + 64], r8d
+    movzx r8d, byte ptr [r15 + 192]
     mov rbp, r11
-    mov ecx, 96
+    movzx edx, dl
+    jmp 1f
+1:
     and rbp, 1984
-    mov dword ptr [r15 + rbp + 1344], 98
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r8d, bpl
-    mov r8, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 8128
-    mov dword ptr [r15 + r8 + 7488], r8d
-    jmp 1f
-1:
-    movzx ecx, byte ptr [r15 + 640]
-    mov dword ptr [r15 + 64], 54
-    movzx ebp, byte ptr [r15 + 512]
-    mov r8d, dword ptr [r15 + 256]
-    movsxd r9, dword ptr [r15 + 512]
-    mov esi, 143
-    jmp 1f
-1:
-    mov edi, dword ptr [r15 + 128]
-    mov eax, ecx
+    movzx ecx, byte ptr [r15 + rbp + 1344]
+    mov ebp, dword ptr [r15 + 64]
+    mov rdx, qword ptr [r15 + 128]
+    mov dword ptr [r15 + 384], 229
     mov rbp, r11
-    movsxd rcx, dword ptr [r15 + 448]
-    mov esi, dword ptr [r15 + 192]
-    and rbp, 4032
-    mov dword ptr [r15 + rbp + 3392], r8d
-    mov dword ptr [r15 + 384], 40
-    jmp 1f
-1:
-    mov r8, qword ptr [r15 + 576]
-    movsxd rbp, dword ptr [r15 + 320]
-    movzx edx, al
-    movzx eax, dl
-    jmp 1f
-1:
-    movzx edx, r8b
-    vpshufd xmm2, xmm5, 129
     jmp 1f
 1:
     jmp 1f
 1:
+    and rbp, 448
+    vmovq qword ptr [r15 + rbp + 832], xmm6
+    movsxd rbp, dword ptr [r15 + 640]
+    movzx eax, bpl
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c128:
-    mov dword ptr [r15 + 192], edx
-    mov dword ptr [r15 + 0], ebp
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 1024
+    setz al
+    lea rcx, [rip + .Lc1_d5874_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d5874_s_t
+    .p2align 3
+.Lc1_d5874_s:
+    .p2align 3
+    jmp .Lc1_d5874_j
+    .p2align 3
+    jmp .Lc1_d5874_j
+.Lc1_d5874_j:
+    mov rax, qword ptr [r15 + 64]
+    movzx ecx, byte ptr [r15 + 384]
+    movsxd rdx, dword ptr [r15 + 512]
+    movzx ebp, byte ptr [r15 + 320]
+    movzx r8d, cl
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    vmovq xmm6, rbp
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 198
-    movzx eax, al
-    jmp 1f
-1:
-    mov ebp, edx
-    mov dword ptr [r15 + 0], edx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    vpmovmskb eax, xmm2
-    mov edx, eax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], rbp
-    jmp 1f
-1:
-    mov eax, dword ptr [r15 + 704]
-    mov rbp, r11
-    mov rdx, qword ptr [r15 + 768]
-    add rax, qword ptr [r15 + 128]
-    and rbp, 448
+    mov ebp, eax
+    and ebp, dword ptr [r15 + 704]
     mov r8, r11
-    movzx ecx, byte ptr [r15 + rbp + 832]
-    movsxd rbp, dword ptr [r15 + 384]
-    and r8, 8128
-    mov byte ptr [r15 + r8 + 7488], dl
+    mov eax, 153
+    and r8, 1984
+    movsxd rax, dword ptr [r15 + r8 + 1344]
     mov r9, r11
-    mov r8, qword ptr [r15 + 128]
-    and r9, 1984
-    mov byte ptr [r15 + r9 + 1344], cl
-    movzx ecx, al
-    mov byte ptr [r15 + 256], cl
-    mov r9, qword ptr [r15 + 320]
-    mov ecx, r9d
-    movzx edx, byte ptr [r15 + 512]
-    mov rcx, qword ptr [r15 + 384]
-    add r9, qword ptr [r15 + 448]
-    movsxd rax, dword ptr [r15 + 64]
+    jmp 1f
+1:
+    and r9, 8128
+    movsxd r8, dword ptr [r15 + r9 + 7488]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov qword ptr [r15 + 192], rbp
+    movzx ebp, dil
+    mov rbp, r11
+    mov edi, edi
+    mov rdi, qword ptr [r15 + 128]
+    jmp 1f
+1:
+    and rbp, 4032
+    mov dword ptr [r15 + rbp + 3392], r9d
+    jmp 1f
+1:
+    jmp 1f
+1:
     jmp 1f
 1:
     add r11, 64
@@ -7804,789 +7573,741 @@ ditto_body_c1:
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c129:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 32
-    setz al
-    lea rcx, [rip + .Lc1_d6061_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d6061_s_t
-    .p2align 3
-.Lc1_d6061_s:
-    .p2align 3
-    jmp .Lc1_d6061_j
-    .p2align 3
-    jmp .Lc1_d6061_j
-.Lc1_d6061_j:
-    movzx eax, dl
     jmp 1f
 1:
+    mov edi, 208
+    movzx ebp, dil
     jmp 1f
 1:
-    movsxd rdx, dword ptr [r15 + 320]
-    mov r9, qword ptr [r15 + 448]
-    mov dword ptr [r15 + 128], r9d
-    mov dword ptr [r15 + 256], 42
-    mov r9, r11
-    mov eax, 175
-    and r9, 4032
-    vmovdqu ymmword ptr [r15 + r9 + 3392], ymm2
+    mov rbp, r11
+    jmp 1f
+1:
+    and r9d, dword ptr [r15 + 512]
+    mov dword ptr [r15 + 320], edi
+    and rbp, 1984
+    mov rdi, qword ptr [r15 + rbp + 1344]
+    movsxd rbp, dword ptr [r15 + 768]
+    mov ecx, dword ptr [r15 + 448]
+    movzx r8d, byte ptr [r15 + 128]
     mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 0], ymm2
-    jmp 1f
-1:
-    jmp 1f
-1:
+    mov byte ptr [r15 + 0], r8b
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx esi, r9b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1024
-    jz 1f
+    jnz 1f
 1:
-    mov r9, r11
-    jmp 1f
-1:
-    and r9, 448
-    mov byte ptr [r15 + r9 + 832], r9b
-    movsxd rax, dword ptr [r15 + 64]
-    mov dword ptr [r15 + 576], r9d
-    mov r9d, dword ptr [r15 + 384]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov rbp, rcx
-    jmp 1f
-1:
+    movzx r8d, sil
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r8, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 448], r8d
+    and r8, 448
+    add rcx, qword ptr [r15 + r8 + 832]
+    mov byte ptr [r15 + 384], cl
     jmp 1f
 1:
-    and r8, 8128
-    mov qword ptr [r15 + r8 + 7488], r8
-    mov r8d, r8d
+    mov dword ptr [r15 + 192], 28
+    movzx r9d, cl
+    mov qword ptr [r15 + 128], rsi
+    mov qword ptr [r15 + 64], r9
+    mov r9, r11
+    movsxd r8, dword ptr [r15 + 256]
+    and r9, 8128
+    mov rsi, qword ptr [r15 + r9 + 7488]
+    jmp 1f
+1:
+    mov edx, ecx
+    mov r9, rcx
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c130:
-    mov dword ptr [r15 + 448], r8d
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 128
+    setz al
+    lea rcx, [rip + .Lc1_d5967_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d5967_s_t
+    .p2align 3
+.Lc1_d5967_s:
+    .p2align 3
+    jmp .Lc1_d5967_j
+    .p2align 3
+    jmp .Lc1_d5967_j
+.Lc1_d5967_j:
+    vpcmpeqb xmm6, xmm6, xmm0
+    movsxd rcx, dword ptr [r15 + 320]
+    movsxd rax, dword ptr [r15 + 128]
     jmp 1f
 1:
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r8d, r8b
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r8, r8
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 192], 15
-    mov r8, r11
+    movzx r9d, cl
+    vpaddd xmm6, xmm6, xmm6
     jmp 1f
 1:
     jmp 1f
 1:
-    and r8, 448
-    mov byte ptr [r15 + r8 + 832], bpl
-    mov ebp, 240
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
     mov r9, r11
-    mov r8, rax
-    mov ebp, dword ptr [r15 + 512]
-    and r9, 1984
-    and ebp, dword ptr [r15 + r9 + 1344]
-    mov r8d, 208
-    vpmovmskb eax, xmm2
-    mov byte ptr [r15 + 384], al
-    mov eax, 55
-    mov r9d, dword ptr [r15 + 128]
+    and ecx, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov esi, 218
+    and r9, 4032
+    mov rbp, r11
+    movzx r8d, byte ptr [r15 + r9 + 3392]
+    movsxd rdx, dword ptr [r15 + 384]
+    and rbp, 448
+    mov r9d, dword ptr [r15 + rbp + 832]
+    vmovq qword ptr [r15 + 576], xmm6
+    movzx ebp, byte ptr [r15 + 448]
+    movzx edi, byte ptr [r15 + 512]
+    movsxd rsi, dword ptr [r15 + 256]
+    mov ebp, esi
+    mov ebp, ecx
+    movzx ecx, r9b
     jmp 1f
 1:
-    mov r8, r11
-    jmp 1f
-1:
-    jmp 1f
-1:
-    and r8, 4032
-    mov eax, dword ptr [r15 + r8 + 3392]
-    mov dword ptr [r15 + 256], eax
-    mov dword ptr [r15 + 320], eax
-    vmovdqu ymmword ptr [r15 + 64], ymm2
-    movsxd r8, dword ptr [r15 + 640]
+    mov r9, qword ptr [r15 + 64]
+    mov r9d, 162
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c131:
-    lea rcx, [rip + .Lc1_d6154_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d6154_j_t
-.Lc1_d6154_j:
-    mov byte ptr [r15 + 320], cl
-    vpxor xmm2, xmm2, xmm5
-    mov ecx, ecx
-    mov ecx, eax
-    jmp 1f
-1:
-    mov dword ptr [r15 + 192], r8d
-    mov dword ptr [r15 + 0], 192
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 153
-    mov rcx, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    vpxor xmm2, xmm2, xmm5
-    mov dword ptr [r15 + 0], ecx
-    jmp 1f
-1:
-    mov r8d, 187
+    mov r9d, 120
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, r8
-    nop
-    mov rbp, r11
-    test ebx, 2560
-    jnz 1f
-1:
-    movsxd r8, dword ptr [r15 + 320]
-    jmp 1f
-1:
-    and rbp, 4032
-    mov ecx, dword ptr [r15 + rbp + 3392]
-    mov eax, 101
-    mov eax, 126
-    mov dword ptr [r15 + 512], eax
-    mov qword ptr [r15 + 128], rbp
-    mov rax, r8
-    mov eax, 109
-    mov ebp, dword ptr [r15 + 448]
-    mov r9, r11
-    jmp 1f
-1:
-    and r9, 1984
-    vmovdqu ymmword ptr [r15 + r9 + 1344], ymm2
-    jmp 1f
-1:
-    vmovdqu ymmword ptr [r15 + 384], ymm2
-    mov r9, r11
-    mov eax, r9d
-    vmovdqu ymmword ptr [r15 + 704], ymm2
-    movsxd rax, dword ptr [r15 + 64]
-    and r9, 8128
-    mov dword ptr [r15 + r9 + 7488], r9d
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c132:
-    mov r9d, 4
-    jmp 1f
-1:
-    movzx ebp, al
-    movzx r9d, byte ptr [r15 + 128]
-    mov dword ptr [r15 + 0], 107
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov eax, 209
-    mov rax, rax
-    vpshufd xmm2, xmm2, 142
-    mov eax, 164
-    movzx eax, al
-    movzx eax, bpl
-    mov qword ptr [r15 + 0], rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, eax
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], eax
-    mov qword ptr [r15 + 320], rax
-    mov byte ptr [r15 + 384], al
-    mov rbp, r11
-    mov r8, r11
-    mov rax, rax
-    and rbp, 8128
-    movsxd rax, dword ptr [r15 + rbp + 7488]
-    and r8, 1984
-    movsxd rbp, dword ptr [r15 + r8 + 1344]
-    mov dword ptr [r15 + 192], 88
-    mov r8d, 7
-    and ebp, dword ptr [r15 + 448]
-    mov qword ptr [r15 + 768], r9
-    vmovdqu ymmword ptr [r15 + 512], ymm2
-    mov r8d, ebp
-    mov ebp, dword ptr [r15 + 64]
-    mov r9, r11
-    mov rcx, r9
-    jmp 1f
-1:
-    mov qword ptr [r15 + 256], rdi
-    and r9, 448
-    movzx ecx, byte ptr [r15 + r9 + 832]
-    movzx esi, cl
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c133:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 1024
-    setz al
-    lea rcx, [rip + .Lc1_d6257_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d6257_s_t
-    .p2align 3
-.Lc1_d6257_s:
-    .p2align 3
-    jmp .Lc1_d6257_j
-    .p2align 3
-    jmp .Lc1_d6257_j
-.Lc1_d6257_j:
-    vpxor xmm2, xmm2, xmm5
-    movzx eax, byte ptr [r15 + 192]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, r8d
+    movzx esi, r9b
+    mov ecx, esi
     mov byte ptr [r15 + 0], cl
-    mov rdi, qword ptr [r15 + 384]
-    jmp 1f
-1:
-    mov qword ptr [r15 + 576], rax
-    vpcmpeqb xmm2, xmm2, xmmword ptr [r15 + 320]
-    movzx ecx, byte ptr [r15 + 64]
-    vmovdqu ymmword ptr [r15 + 128], ymm2
-    mov eax, 221
-    mov r9, r11
-    movsxd rax, dword ptr [r15 + 448]
-    test dword ptr [r15 + 67117724], 675282944
-    jz 1f
-1:
-    mov eax, dword ptr [r15 + 384]
-    and r9, 448
-    mov qword ptr [r15 + r9 + 832], r9
-    movsxd r9, dword ptr [r15 + 256]
-    jmp 1f
-1:
-    mov r8d, r9d
     jmp 1f
 1:
     jmp 1f
-1:
-    movsxd r8, dword ptr [r15 + 64]
-    mov qword ptr [r15 + 640], r8
-    movzx ecx, byte ptr [r15 + 512]
-    mov r8, r11
-    jmp 1f
-1:
-    and r8, 4032
-    mov rdi, qword ptr [r15 + r8 + 3392]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c134:
-    movzx r9d, r8b
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], r8
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r8d, 224
-    add r8, qword ptr [r15 + 256]
-    mov dword ptr [r15 + 704], r8d
-    movzx r8d, byte ptr [r15 + 128]
-    mov r9, r11
-    movzx ecx, r9b
-    and r9, 16320
-    mov rax, qword ptr [r15 + r9 + 15680]
-    movzx ecx, byte ptr [r15 + 448]
-    movzx r9d, cl
-    movzx ecx, dil
-    movsxd rcx, dword ptr [r15 + 384]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 512], ecx
-    mov edi, eax
-    mov rbp, r11
-    mov eax, 59
-    vmovq xmm2, rax
-    jmp 1f
-1:
-    mov r8, r11
-    and rbp, 8128
-    movsxd rax, dword ptr [r15 + rbp + 7488]
-    and r8, 1984
-    mov qword ptr [r15 + r8 + 1344], rcx
-    jmp 1f
-1:
-    mov ecx, r9d
-    jmp 1f
-1:
-    mov ebp, 229
-    mov ebp, edi
-    mov r9, rdi
-    mov r9d, r9d
-    mov r8, qword ptr [r15 + 64]
-    mov byte ptr [r15 + 320], r8b
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c135:
-    lea rcx, [rip + .Lc1_d6349_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d6349_j_t
-.Lc1_d6349_j:
-    mov rbp, r11
-    mov r8d, dword ptr [r15 + 320]
-    and rbp, 448
-    mov rdi, qword ptr [r15 + rbp + 832]
-    movzx ecx, dil
-    jmp 1f
-1:
-    mov edi, 212
-    mov byte ptr [r15 + 384], dil
-    jmp 1f
-1:
-    mov rbp, rdi
-    jmp 1f
-1:
-    mov byte ptr [r15 + 128], bpl
-    mov rbp, r11
-    jmp 1f
-1:
-    movsxd rdi, dword ptr [r15 + 512]
-    mov r9d, dword ptr [r15 + 256]
-    and rbp, 4032
-    mov byte ptr [r15 + rbp + 3392], r8b
-    movzx ebp, bpl
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, r8
-    test ebx, 1073741824
-    jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r8d, r8d
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, r8d
-    mov r8, rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r11
-    jmp 1f
-1:
-    mov r8, r9
-    mov dword ptr [r15 + 192], r8d
-    and rbp, 8128
-    mov r8, qword ptr [r15 + rbp + 7488]
-    mov r9d, 173
-    mov dword ptr [r15 + 64], r9d
-    imul r9, qword ptr [r15 + 768]
+    mov ecx, esi
+    mov byte ptr [r15 + 320], r9b
     mov rbp, r9
-    jmp 1f
-1:
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c136:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 15
-    lea rcx, [rip + .Lc1_d6404_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d6404_s_t
-    .p2align 3
-.Lc1_d6404_s:
-    .p2align 3
-    jmp .Lc1_d6404_j
-    .p2align 3
-    jmp .Lc1_d6404_j
-    .p2align 3
-    jmp .Lc1_d6404_j
-    .p2align 3
-    jmp .Lc1_d6404_j
-    .p2align 3
-    jmp .Lc1_d6404_j
-    .p2align 3
-    jmp .Lc1_d6404_j
-    .p2align 3
-    jmp .Lc1_d6404_j
-    .p2align 3
-    jmp .Lc1_d6404_j
-    .p2align 3
-    jmp .Lc1_d6404_j
-    .p2align 3
-    jmp .Lc1_d6404_j
-    .p2align 3
-    jmp .Lc1_d6404_j
-    .p2align 3
-    jmp .Lc1_d6404_j
-    .p2align 3
-    jmp .Lc1_d6404_j
-    .p2align 3
-    jmp .Lc1_d6404_j
-    .p2align 3
-    jmp .Lc1_d6404_j
-    .p2align 3
-    jmp .Lc1_d6404_j
-.Lc1_d6404_j:
-    mov ecx, dword ptr [r15 + 448]
-    mov rbp, r11
-    movzx eax, byte ptr [r15 + 128]
-    and rbp, 1984
-    mov byte ptr [r15 + rbp + 1344], bpl
-    movzx ebp, byte ptr [r15 + 320]
-    jmp 1f
-1:
-    mov r8d, eax
-    mov dword ptr [r15 + 576], r8d
-    movsxd rax, dword ptr [r15 + 192]
-    jmp 1f
-1:
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c137:
-    mov rbp, r11
-    vpxor xmm2, xmm2, xmm9
-    and rbp, 448
-    mov esi, dword ptr [r15 + rbp + 832]
-    vmovdqu ymmword ptr [r15 + 64], ymm2
-    mov r9, r11
-    mov rbp, qword ptr [r15 + 320]
-    mov eax, 92
-    and r9, 4032
-    mov dword ptr [r15 + r9 + 3392], 2
-    mov r9d, 137
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 189
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 90
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, r9d
     mov r9d, ebp
     jmp 1f
 1:
     jmp 1f
 1:
-    mov rcx, rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, 82
-    jmp 1f
-1:
-    and edi, dword ptr [r15 + 448]
-    mov r9, rdi
-    mov dword ptr [r15 + 256], 95
     mov r9d, dword ptr [r15 + 512]
-    mov qword ptr [r15 + 384], r9
+    movzx esi, byte ptr [r15 + 640]
+    jmp 1f
+1:
+    movzx eax, byte ptr [r15 + 64]
+    mov ebp, dword ptr [r15 + 384]
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
     mov rbp, r11
-    movzx r9d, byte ptr [r15 + 384]
-    vpaddd xmm2, xmm2, xmm2
+    jmp 1f
+1:
+    and rbp, 4032
+    mov byte ptr [r15 + rbp + 3392], al
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movzx eax, byte ptr [r15 + 192]
+    mov ebp, 205
+    jmp 1f
+1:
+    movzx ebp, bpl
+    mov dword ptr [r15 + 256], ebp
+    mov r9, r11
+    jmp 1f
+1:
+    jmp 1f
+1:
+    and r9, 8128
+    mov byte ptr [r15 + r9 + 7488], r9b
+    mov rbp, qword ptr [r15 + 128]
+    mov r9d, ebp
+    jmp 1f
+1:
+    movzx r9d, al
+    movzx r9d, r9b
+    mov r9, r11
+    jmp 1f
+1:
+    and r9, 1984
+    vmovq qword ptr [r15 + r9 + 1344], xmm6
+    jmp 1f
+1:
+    mov r9d, dword ptr [r15 + 64]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c132:
+    lea rcx, [rip + .Lc1_d6068_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d6068_j_t
+.Lc1_d6068_j:
+    movzx eax, byte ptr [r15 + 704]
+    movzx ecx, r9b
+    jmp 1f
+1:
+    mov dword ptr [r15 + 384], 209
+    add r9, qword ptr [r15 + 256]
+    vpor xmm6, xmm6, xmm6
+    mov rcx, qword ptr [r15 + 768]
+    mov dword ptr [r15 + 0], 221
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov esi, 39
+    mov dword ptr [r15 + 0], esi
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx esi, sil
+    jmp 1f
+1:
+    mov rbp, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov esi, 231
+    mov rsi, qword ptr [r15 + 320]
     and rbp, 8128
-    add rcx, qword ptr [r15 + rbp + 7488]
-    mov ebp, dword ptr [r15 + 128]
+    movsxd rdx, dword ptr [r15 + rbp + 7488]
+    mov ebp, 237
+    mov ebp, 8
+    mov rdi, qword ptr [r15 + 384]
+    mov ebp, dword ptr [r15 + 64]
+    jmp 1f
+1:
+    mov r8, r11
+    mov dword ptr [r15 + 448], r8d
+    jmp 1f
+1:
+    lock add qword ptr [r15 + 512], r8
+    and r8, 448
+    mov ebp, dword ptr [r15 + r8 + 832]
+    mov dword ptr [r15 + 128], 169
+    movsxd r8, dword ptr [r15 + 192]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c133:
+    movsxd r8, dword ptr [r15 + 576]
+    movzx ebp, r8b
+    and ebp, dword ptr [r15 + 128]
+    mov dword ptr [r15 + 320], ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ebp, r8b
+    mov byte ptr [r15 + 0], r8b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, ebp
+    mov ebp, 224
+    mov r9, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r8d, bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r9, 448
+    mov byte ptr [r15 + r9 + 832], r9b
+    mov rbp, r9
+    mov ecx, dword ptr [r15 + 448]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    mov qword ptr [r15 + 192], rcx
+    mov r9d, ecx
+    mov r8, r11
+    mov rbp, r8
+    movzx ebp, byte ptr [r15 + 128]
+    mov ecx, 26
+    mov r9, r11
+    and r8, 1984
+    mov dword ptr [r15 + r8 + 1344], r8d
+    mov rcx, r8
+    and r9, 4032
+    mov byte ptr [r15 + r9 + 3392], r9b
+    jmp 1f
+1:
+    movzx r8d, cl
+    jmp 1f
+1:
+    mov r9d, ebp
+    mov dword ptr [r15 + 512], r9d
+    movzx r9d, byte ptr [r15 + 64]
+    movzx ecx, r8b
+    mov r8d, 72
+    mov rdx, qword ptr [r15 + 384]
+    jmp 1f
+1:
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c134:
+    lea rcx, [rip + .Lc1_d6161_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d6161_j_t
+.Lc1_d6161_j:
+    mov ecx, ecx
+    jmp 1f
+1:
+    mov r8, r11
+    jmp 1f
+1:
+    mov rbp, r11
+    and r8, 1984
+    mov dword ptr [r15 + r8 + 1344], r8d
+    movzx ecx, r8b
+    and rbp, 8128
+    mov dword ptr [r15 + rbp + 7488], 38
+    mov r8, rbp
+    mov rbp, r11
+    vmovq xmm6, rbp
+    add qword ptr [r15 + 512], rcx
+    mov qword ptr [r15 + 640], rbp
+    and rbp, 4032
+    vpcmpeqb xmm6, xmm6, xmmword ptr [r15 + rbp + 3392]
+    movzx ebp, byte ptr [r15 + 384]
+    mov r8, rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu ymmword ptr [r15 + 448], ymm6
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    vmovdqu xmmword ptr [r15 + 320], xmm6
+    mov rsi, qword ptr [r15 + 64]
+    mov ebp, ebp
+    jmp 1f
+1:
+    mov rbp, r8
+    mov r8, qword ptr [r15 + 128]
+    movzx ecx, sil
+    vmovdqu xmmword ptr [r15 + 192], xmm6
+    mov ecx, 10
+    mov rcx, qword ptr [r15 + 256]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c135:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov dword ptr [r15 + 384], eax
+    jmp 1f
+1:
+    movzx r8d, byte ptr [r15 + 320]
     mov rax, rbp
+    mov rbp, r11
+    movsxd rsi, dword ptr [r15 + 192]
+    and rbp, 8128
+    mov byte ptr [r15 + rbp + 7488], cl
+    vpaddd xmm6, xmm6, xmm6
+    mov rbp, r11
+    mov rax, qword ptr [r15 + 768]
+    mov rcx, rsi
+    and rbp, 1984
+    mov rsi, qword ptr [r15 + rbp + 1344]
+    mov dword ptr [r15 + 256], esi
+    mov r9d, 134
     jmp 1f
 1:
-    mov byte ptr [r15 + 640], al
+    mov byte ptr [r15 + 64], r8b
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    mov ebp, ebp
+    test dword ptr [r15 + 67117724], 33555460
+    jz 1f
+1:
+    mov qword ptr [r15 + 0], rbp
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    add qword ptr [r15 + 0], r9
+    mov ebp, ebp
+    xchg qword ptr [r15 + 0], rax
+    mov ebp, dword ptr [r15 + 512]
+    mov r9, r9
+    jmp 1f
+1:
+    nop
+    movsxd r8, dword ptr [r15 + 128]
+    jmp 1f
+1:
+    mov r9, r11
+    movzx ecx, al
+    movsxd rcx, dword ptr [r15 + 704]
+    and r9, 448
+    movsxd rsi, dword ptr [r15 + r9 + 832]
+    mov qword ptr [r15 + 448], r8
+    mov r8, qword ptr [r15 + 64]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c136:
+    lea rcx, [rip + .Lc1_d6257_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d6257_j_t
+.Lc1_d6257_j:
+    movsxd rax, dword ptr [r15 + 64]
+    movzx ecx, byte ptr [r15 + 576]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ebp, r9b
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    and r8d, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, 176
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r9d, byte ptr [r15 + 320]
+    mov rbp, qword ptr [r15 + 128]
+    movzx esi, byte ptr [r15 + 384]
+    mov r8, r11
+    jmp 1f
+1:
+    and r8, 448
+    mov rdx, qword ptr [r15 + r8 + 832]
+    mov byte ptr [r15 + 448], dl
+    mov r8, r11
+    jmp 1f
+1:
+    movzx edx, r9b
+    mov r9, qword ptr [r15 + 512]
+    and r8, 4032
+    mov r9, r11
+    mov qword ptr [r15 + r8 + 3392], rdx
+    movsxd r8, dword ptr [r15 + 192]
+    and r9, 1984
+    mov byte ptr [r15 + r9 + 1344], r9b
+    jmp 1f
+1:
+    mov edx, edx
+    mov dword ptr [r15 + 320], 253
+    mov r9, qword ptr [r15 + 384]
+    movsxd rdx, dword ptr [r15 + 128]
+    movsxd rdi, dword ptr [r15 + 256]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c137:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    movzx eax, byte ptr [r15 + 448]
+    .byte 0x0f, 0x1f, 0x40, 0x00
+    mov r9, r11
+    mov dword ptr [r15 + 384], 32
+    and r9, 4032
+    movsxd rdx, dword ptr [r15 + r9 + 3392]
+    mov r8d, 71
+    mov r8d, 95
+    mov r8, r8
+    mov r8d, dword ptr [r15 + 640]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, rdx
+    mov dword ptr [r15 + 0], r9d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test dword ptr [r15 + 67117723], 4
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, qword ptr [r15 + 64]
+    jmp 1f
+1:
+    mov r8d, r9d
+    mov qword ptr [r15 + 64], r8
+    mov dword ptr [r15 + 128], r8d
+    mov qword ptr [r15 + 512], rdx
+    mov r9, r11
+    and edx, dword ptr [r15 + 256]
+    and r9, 8128
+    mov r8, r11
+    mov ecx, dword ptr [r15 + r9 + 7488]
+    mov dword ptr [r15 + 320], 98
+    mov r9, rcx
+    and r8, 16320
+    mov dword ptr [r15 + r8 + 15680], edx
+    movzx edx, bpl
+    jmp 1f
+1:
+    mov rbp, rdx
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c138:
-    lea rcx, [rip + .Lc1_d6485_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d6485_j_t
-.Lc1_d6485_j:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], al
-    mov dword ptr [r15 + 0], 152
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov ecx, 197
-    jmp 1f
-1:
-    mov edi, ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, 159
-    jmp 1f
-1:
-    mov byte ptr [r15 + 0], cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, r8b
-    movzx r8d, byte ptr [r15 + 64]
-    mov ecx, dword ptr [r15 + 192]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 32
+    setz al
+    lea rcx, [rip + .Lc1_d6349_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d6349_s_t
+    .p2align 3
+.Lc1_d6349_s:
+    .p2align 3
+    jmp .Lc1_d6349_j
+    .p2align 3
+    jmp .Lc1_d6349_j
+.Lc1_d6349_j:
     mov rbp, r11
-    mov edi, 232
-    and rbp, 448
-    add rdi, qword ptr [r15 + rbp + 832]
-    and r8d, dword ptr [r15 + 448]
-    mov qword ptr [r15 + 704], rcx
-    mov eax, ecx
-    vmovdqu ymmword ptr [r15 + 128], ymm2
-    vmovq xmm2, rax
-    mov ecx, 253
-    mov ecx, dword ptr [r15 + 320]
-    mov rbp, r11
-    movzx eax, byte ptr [r15 + 256]
-    and rbp, 4032
-    mov r9, qword ptr [r15 + rbp + 3392]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov rbp, qword ptr [r15 + 512]
+    mov ecx, dword ptr [r15 + 704]
     mov r8, r11
-    movsxd rsi, dword ptr [r15 + 384]
-    jmp 1f
-1:
-    and r8, 1984
-    mov qword ptr [r15 + r8 + 1344], r8
+    and rbp, 1984
+    mov dword ptr [r15 + rbp + 1344], 232
+    mov rbp, r11
+    and r8, 8128
+    mov eax, dword ptr [r15 + r8 + 7488]
+    movzx r8d, byte ptr [r15 + 448]
+    movzx r9d, byte ptr [r15 + 128]
+    and rbp, 448
+    mov qword ptr [r15 + rbp + 832], rbp
+    mov byte ptr [r15 + 768], bpl
+    mov ebp, dword ptr [r15 + 64]
+    movzx edx, byte ptr [r15 + 512]
+    mov qword ptr [r15 + 320], rdi
+    mov rdi, rdx
+    mov edx, edi
+    add qword ptr [r15 + 256], rdx
+    mov rdx, qword ptr [r15 + 128]
+    mov qword ptr [r15 + 384], r8
+    mov rdi, rdx
+    mov byte ptr [r15 + 192], r9b
+    mov r12, qword ptr [r15 + r12 + 56]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c139:
-    mov r8d, dword ptr [r15 + 512]
-    mov rbp, r11
-    movzx ecx, byte ptr [r15 + 576]
-    mov dword ptr [r15 + 768], 23
-    mov rdx, qword ptr [r15 + 192]
-    and rbp, 4032
-    movzx edi, byte ptr [r15 + rbp + 3392]
-    movsxd rbp, dword ptr [r15 + 64]
-    mov eax, 81
+    movzx edx, dil
     mov r12, qword ptr [r15 + r12 + 56]
+    mov edi, 231
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 107
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, dil
-    mov edi, 188
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rdi, rbp
-    test ebx, 1073741824
-    jz 1f
+    mov r9d, edi
+    jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rdi
-    mov rbp, qword ptr [r15 + 320]
-    mov r8, qword ptr [r15 + 320]
+    mov r9d, 81
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx edi, r9b
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r9d, byte ptr [r15 + 320]
+    movzx edi, byte ptr [r15 + 576]
+    and edx, dword ptr [r15 + 192]
+    mov dword ptr [r15 + 512], 197
+    mov rbp, r11
+    jmp 1f
+1:
+    and rbp, 448
+    mov dword ptr [r15 + rbp + 832], 162
+    mov byte ptr [r15 + 128], dil
+    jmp 1f
+1:
+    mov r8, r11
+    mov qword ptr [r15 + 448], r9
     mov r9, r11
-    jmp 1f
-1:
-    mov rbp, r11
-    jmp 1f
-1:
-    and rbp, 1984
-    mov qword ptr [r15 + rbp + 1344], rdi
-    and r9, 8128
-    movzx ebp, byte ptr [r15 + r9 + 7488]
-    mov r9d, 205
-    jmp 1f
-1:
-    movzx r9d, byte ptr [r15 + 384]
+    mov qword ptr [r15 + 256], rsi
+    and r8, 4032
+    mov esi, dword ptr [r15 + r8 + 3392]
+    and r9, 1984
+    movsxd rcx, dword ptr [r15 + r9 + 1344]
+    add r8, qword ptr [r15 + 64]
+    mov r9d, 36
     mov edi, dword ptr [r15 + 64]
-    add rdi, qword ptr [r15 + 256]
-    mov eax, edi
-    mov dword ptr [r15 + 128], 211
-    and r8d, dword ptr [r15 + 448]
+    movsxd rbp, dword ptr [r15 + 384]
+    mov dword ptr [r15 + 320], 29
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c140:
-    lea rcx, [rip + .Lc1_d6576_j]
+    lea rcx, [rip + .Lc1_d6427_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d6576_j_t
-.Lc1_d6576_j:
-    mov edi, 255
-    imul rdi, qword ptr [r15 + 0]
-    mov ecx, ecx
+    jmp .Lc1_d6427_j_t
+.Lc1_d6427_j:
+    mov r8, rsi
     jmp 1f
 1:
-    mov r8, r8
+    movzx esi, dil
+    mov dword ptr [r15 + 320], ebp
+    vmovdqu xmmword ptr [r15 + 0], xmm6
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], r9
-    mov r8, rdx
-    mov byte ptr [r15 + 0], bpl
+    mov qword ptr [r15 + 0], rsi
+    mov qword ptr [r15 + 0], rcx
     jmp 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r8, [r11 + r11*1]
+    mov dword ptr [r15 + 0], esi
+    and esi, dword ptr [r15 + 128]
+    mov rcx, qword ptr [r15 + 512]
+    and r8, 8128
+    add rdi, qword ptr [r15 + r8 + 7552]
+    and r9d, dword ptr [r15 + 384]
+    movzx ebp, byte ptr [r15 + 192]
+    mov r9, r11
+    movsxd rdx, dword ptr [r15 + 704]
+    mov rax, qword ptr [r15 + 128]
+    and r9, 4032
+    mov dword ptr [r15 + r9 + 3392], 187
+    movzx r9d, byte ptr [r15 + 640]
+    movsxd rdi, dword ptr [r15 + 448]
     jmp 1f
 1:
-    mov r8, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 320], 29
-    and r8, 448
-    mov byte ptr [r15 + r8 + 832], cl
-    mov rax, rcx
+    mov edi, dword ptr [r15 + 256]
+    mov esi, ebp
+    mov qword ptr [r15 + 64], rsi
     mov rbp, r11
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov rcx, qword ptr [r15 + 64]
-    and rbp, 8128
-    mov byte ptr [r15 + rbp + 7488], r8b
-    mov rbp, qword ptr [r15 + 384]
-    mov r9, qword ptr [r15 + 640]
-    mov r8d, dword ptr [r15 + 256]
-    mov rax, r8
-    mov dword ptr [r15 + 192], 66
-    mov r8, r11
-    jmp 1f
-1:
-    and r8, 1984
-    add qword ptr [r15 + r8 + 1344], r9
-    movzx r8d, byte ptr [r15 + 512]
-    .byte 0x0f, 0x1f, 0x00
-    jmp 1f
-1:
-    mov r9, r8
-    add r8, qword ptr [r15 + 448]
-    mov byte ptr [r15 + 128], bpl
+    and rbp, 1984
+    mov qword ptr [r15 + rbp + 1344], r9
+    mov r9, qword ptr [r15 + r8 + 7488]
+    mov esi, dword ptr [r15 + 384]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c141:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov byte ptr [r15 + 0], r9b
-    jmp 1f
-1:
-    mov r9d, 218
-    mov dword ptr [r15 + 0], r8d
-    jmp 1f
-1:
-    and r9d, dword ptr [r15 + 0]
-    movzx r8d, r9b
+    movsxd rbp, dword ptr [r15 + 512]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 64], r8d
     jmp 1f
 1:
-    mov r8, r11
-    movzx eax, sil
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], sil
     jmp 1f
 1:
-    and r8, 1984
-    movzx eax, byte ptr [r15 + r8 + 1344]
-    mov r9, rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rsi, rbp
+    mov dword ptr [r15 + 0], r9d
+    mov ebp, esi
     jmp 1f
 1:
+    mov rbp, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, 120
     jmp 1f
 1:
-    mov r9, r11
-    test dword ptr [r15 + 67117724], 1114112
-    jnz 1f
+    and rbp, 4032
+    movzx r8d, byte ptr [r15 + rbp + 3392]
+    test ebx, 1073741824
+    jz 1f
 1:
-    movzx r8d, byte ptr [r15 + 128]
-    mov eax, eax
-    and r9, 448
-    movsxd rax, dword ptr [r15 + r9 + 832]
-    mov dword ptr [r15 + 704], r8d
+    movsxd rbp, dword ptr [r15 + 128]
+    mov dword ptr [r15 + 320], 60
     mov r9d, dword ptr [r15 + 384]
-    mov r8, r9
-    mov dword ptr [r15 + 128], 47
+    movzx eax, dil
+    mov rdi, qword ptr [r15 + 128]
+    mov dword ptr [r15 + 256], r8d
+    add r8, qword ptr [r15 + 448]
     mov r8, r11
-    mov ecx, eax
-    and r8, 4032
-    mov rax, qword ptr [r15 + r8 + 3392]
-    movsxd r8, dword ptr [r15 + 384]
-    mov rbp, r9
-    movsxd rbp, dword ptr [r15 + 192]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 320], 51
     mov esi, ebp
-    mov rbp, qword ptr [r15 + 256]
-    mov rdi, qword ptr [r15 + 512]
+    and r8, 1984
+    movsxd rbp, dword ptr [r15 + r8 + 1344]
+    mov byte ptr [r15 + 64], r9b
+    mov r8, r11
+    mov edx, dword ptr [r15 + 192]
+    and r8, 448
+    mov dword ptr [r15 + r8 + 832], r8d
+    mov r9d, dword ptr [r15 + 64]
+    movzx r8d, byte ptr [r15 + 768]
+    mov rax, r8
+    mov r8d, dword ptr [r15 + 320]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c142:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 1024
-    setz al
-    lea rcx, [rip + .Lc1_d6676_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d6676_s_t
-    .p2align 3
-.Lc1_d6676_s:
-    .p2align 3
-    jmp .Lc1_d6676_j
-    .p2align 3
-    jmp .Lc1_d6676_j
-.Lc1_d6676_j:
-    mov byte ptr [r15 + 512], cl
+    lea rcx, [rip + .Lc1_d6516_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d6516_j_t
+.Lc1_d6516_j:
+    mov rcx, r8
+    movzx ecx, byte ptr [r15 + 64]
+    movzx r8d, al
+    mov eax, dword ptr [r15 + 384]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 127
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    vpaddd xmm6, xmm6, xmm6
+    mov byte ptr [r15 + 0], cl
+    mov dword ptr [r15 + 0], 49
+    movsxd rcx, dword ptr [r15 + 512]
+    mov r8d, ecx
     mov rbp, r11
-    movzx eax, bpl
-    and rbp, 8128
+    mov r9, qword ptr [r15 + 192]
+    mov dword ptr [r15 + 384], 23
+    and rbp, 4032
+    vmovdqu xmmword ptr [r15 + rbp + 3392], xmm6
+    mov ecx, dword ptr [r15 + 576]
+    movzx ebp, al
+    mov dword ptr [r15 + 640], eax
+    mov ebp, dword ptr [r15 + 448]
+    jmp 1f
+1:
+    mov rbp, r11
+    jmp 1f
+1:
+    mov eax, dword ptr [r15 + 128]
     mov r8, r11
-    mov byte ptr [r15 + rbp + 7488], cl
-    mov dword ptr [r15 + 192], ecx
-    and r8, 4032
-    mov ecx, dword ptr [r15 + r8 + 3392]
-    and eax, dword ptr [r15 + 64]
-    mov qword ptr [r15 + 320], rax
-    mov qword ptr [r15 + 0], rax
-    mov eax, ebp
-    vmovdqu xmm2, xmmword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, ebp
-    mov ebp, ecx
-    mov qword ptr [r15 + 384], rbp
-    mov ebp, 177
-    mov rcx, qword ptr [r15 + 576]
-    movsxd rbp, dword ptr [r15 + 128]
-    mov byte ptr [r15 + 448], bpl
-    jmp 1f
-1:
-    vmovq qword ptr [r15 + 768], xmm2
-    add rax, qword ptr [r15 + 448]
-    vmovq xmm2, rcx
-    jmp 1f
-1:
+    and rbp, 8128
+    mov qword ptr [r15 + rbp + 7488], rcx
+    mov ecx, dword ptr [r15 + 320]
+    mov dword ptr [r15 + 256], 218
+    and r8, 448
+    mov qword ptr [r15 + r8 + 832], r8
     add r11, 64
     inc rbx
     dec r13
@@ -8595,61 +8316,55 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    movsxd rax, dword ptr [r15 + 64]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, eax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, al
-    jmp 1f
-1:
+    add rsi, qword ptr [r15 + 64]
+    mov rax, qword ptr [r15 + 704]
+    mov byte ptr [r15 + 0], r8b
+    mov r8, rax
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, eax
-    movsxd rcx, dword ptr [r15 + 192]
-    movzx edx, byte ptr [r15 + 320]
-    mov dword ptr [r15 + 128], 244
-    add rdx, qword ptr [r15 + 320]
-    mov qword ptr [r15 + 256], rdx
-    test dword ptr [r15 + 67117724], 2097666
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r8d, al
+    mov qword ptr [r15 + 0], r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, sil
+    mov r8, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx esi, byte ptr [r15 + 192]
+    and r8, 8128
+    mov byte ptr [r15 + r8 + 7488], r8b
+    jmp 1f
+1:
+    movzx eax, byte ptr [r15 + 128]
+    test dword ptr [r15 + 67117724], 67108864
     jz 1f
 1:
-    mov rbp, r11
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    and rbp, 1984
-    mov byte ptr [r15 + rbp + 1344], bpl
-    movzx ebp, al
-    jmp 1f
-1:
-    mov eax, dword ptr [r15 + 640]
-    mov qword ptr [r15 + 384], rax
-    mov eax, eax
-    mov qword ptr [r15 + 512], rax
-    mov rbp, rdx
-    mov edx, ebp
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov rbp, r11
+    and ecx, dword ptr [r15 + 320]
     mov r8, r11
-    mov eax, 237
-    and r8, 8128
-    mov qword ptr [r15 + r8 + 7488], rsi
+    mov byte ptr [r15 + 448], sil
+    mov qword ptr [r15 + 128], r8
+    and r8, 1984
+    movsxd rsi, dword ptr [r15 + r8 + 1344]
     jmp 1f
 1:
+    movsxd r8, dword ptr [r15 + 512]
+    mov eax, dword ptr [r15 + 256]
+    mov ebp, eax
+    mov qword ptr [r15 + 384], rcx
+    mov byte ptr [r15 + 448], bpl
+    jmp 1f
+1:
+    mov rbp, r11
+    mov ecx, ebp
     and rbp, 448
-    mov edx, dword ptr [r15 + rbp + 832]
+    mov rdi, qword ptr [r15 + rbp + 832]
+    jmp 1f
+1:
+    mov rbp, rbp
+    add r9, qword ptr [r15 + 64]
+    vpmovmskb edx, xmm6
     add r11, 64
     inc rbx
     dec r13
@@ -8659,520 +8374,519 @@ ditto_body_c1:
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
     xor eax, eax
-    test dword ptr [r15 + 67117724], 262144
+    test dword ptr [r15 + 67117724], 1024
     setz al
-    lea rcx, [rip + .Lc1_d6771_s]
+    lea rcx, [rip + .Lc1_d6611_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d6771_s_t
+    jmp .Lc1_d6611_s_t
     .p2align 3
-.Lc1_d6771_s:
+.Lc1_d6611_s:
     .p2align 3
-    jmp .Lc1_d6771_j
+    jmp .Lc1_d6611_j
     .p2align 3
-    jmp .Lc1_d6771_j
-.Lc1_d6771_j:
-    mov byte ptr [r15 + 0], dl
-    mov rbp, r11
-    movzx eax, bpl
-    mov dword ptr [r15 + 0], eax
+    jmp .Lc1_d6611_j
+.Lc1_d6611_j:
+    mov rcx, qword ptr [r15 + 192]
+    mov dword ptr [r15 + 576], ecx
+    mov rcx, qword ptr [r15 + 768]
+    mov dword ptr [r15 + 128], 52
+    movzx eax, byte ptr [r15 + 320]
+    mov r9, qword ptr [r15 + 384]
     jmp 1f
 1:
-    and rbp, 1984
-    vmovdqu ymmword ptr [r15 + rbp + 1344], ymm2
-    add qword ptr [r15 + 448], rbp
-    mov rcx, qword ptr [r15 + 448]
-    mov rbp, rax
-    mov ebp, dword ptr [r15 + 704]
+    movsxd rbp, dword ptr [r15 + 64]
     mov r8, r11
-    mov edx, dword ptr [r15 + 512]
-    and r8, 448
-    add rcx, qword ptr [r15 + r8 + 832]
     jmp 1f
 1:
-    and ecx, dword ptr [r15 + 256]
-    movsxd r8, dword ptr [r15 + 128]
-    mov rsi, qword ptr [r15 + 64]
-    mov qword ptr [r15 + 320], rbp
-    movzx ebp, sil
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov qword ptr [r15 + 384], rdx
     mov rbp, r11
-    mov rdx, qword ptr [r15 + 192]
     jmp 1f
 1:
+    and r8, 448
+    mov rsi, qword ptr [r15 + r8 + 832]
+    and rbp, 1984
+    mov byte ptr [r15 + rbp + 1344], bpl
+    movzx edi, cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov rbp, r11
+    mov dword ptr [r15 + 256], 166
     and rbp, 4032
-    and r8d, dword ptr [r15 + rbp + 3392]
+    mov r8d, dword ptr [r15 + rbp + 3392]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov ecx, dword ptr [r15 + 320]
+    movsxd rbp, dword ptr [r15 + 512]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c145:
-    mov dword ptr [r15 + 0], edx
+    mov dword ptr [r15 + 256], 121
+    mov ebp, dword ptr [r15 + 64]
+    movzx ecx, bpl
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, edx
-    mov esi, 230
     jmp 1f
 1:
-    mov edx, esi
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ebp, r8b
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, r8d
+    vpaddq xmm6, xmm6, xmmword ptr [r15 + 0]
+    add rbp, qword ptr [r15 + 0]
+    mov r8d, 22
+    mov rax, rcx
     jmp 1f
 1:
-    mov byte ptr [r15 + 0], dl
-    mov dword ptr [r15 + 0], 98
-    mov r9d, 198
+    vmovdqu xmmword ptr [r15 + 0], xmm6
+    mov r8, r8
+    movzx ecx, byte ptr [r15 + 192]
     jmp 1f
 1:
-    mov rdx, r9
-    movzx r9d, byte ptr [r15 + 384]
-    movzx edx, r9b
-    jmp 1f
-1:
-    mov esi, dword ptr [r15 + 512]
-    mov edx, ebp
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov rbp, r11
-    jmp 1f
-1:
-    mov rdx, rbp
-    and rbp, 1984
-    movzx r8d, byte ptr [r15 + rbp + 1344]
-    mov byte ptr [r15 + 256], r8b
     mov r8, r11
+    jmp 1f
+1:
+    movzx esi, al
     jmp 1f
 1:
     and r8, 4032
-    mov rbp, qword ptr [r15 + r8 + 3392]
-    mov dword ptr [r15 + 768], 132
+    mov rax, qword ptr [r15 + r8 + 3392]
+    jmp 1f
+1:
+    mov r8d, dword ptr [r15 + 448]
+    mov r9, qword ptr [r15 + 384]
+    jmp 1f
+1:
+    mov rdi, qword ptr [r15 + 640]
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + 320], ymm6
+    jmp 1f
+1:
+    mov rdx, qword ptr [r15 + 128]
+    movzx eax, dl
+    mov qword ptr [r15 + 64], rax
+    mov rbp, r11
     mov r8, r11
-    movsxd rdx, dword ptr [r15 + 320]
-    and r8, 8128
-    movsxd rax, dword ptr [r15 + r8 + 7488]
-    movzx r8d, cl
-    mov byte ptr [r15 + 64], r8b
     jmp 1f
 1:
-    mov qword ptr [r15 + 384], rax
-    movsxd r8, dword ptr [r15 + 128]
-    movsxd rax, dword ptr [r15 + 576]
-    mov ecx, eax
-    jmp 1f
-1:
-    mov dword ptr [r15 + 64], 16
+    and rbp, 8128
+    movzx edx, byte ptr [r15 + rbp + 7488]
+    and r8, 1984
+    mov dword ptr [r15 + r8 + 1344], 95
+    mov ebp, dword ptr [r15 + 384]
+    mov r8d, dword ptr [r15 + 512]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c146:
-    lea rcx, [rip + .Lc1_d6864_j]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d6702_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d6864_j_t
-.Lc1_d6864_j:
+    jmp .Lc1_d6702_j_t
+.Lc1_d6702_j:
     jmp 1f
 1:
-    vmovq qword ptr [r15 + 64], xmm2
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, r8
     jmp 1f
 1:
-    and ecx, dword ptr [r15 + 128]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 131
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rcx
-    mov ecx, 168
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, dword ptr [r15 + 448]
-    add r8, qword ptr [r15 + 256]
-    mov ebp, dword ptr [r15 + 512]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 320], 44
-    mov dword ptr [r15 + 448], r9d
-    mov eax, ebp
-    mov byte ptr [r15 + 640], r8b
-    mov dword ptr [r15 + 384], ebp
     mov rbp, r11
-    mov r8d, 126
-    and rbp, 16320
-    mov r9d, dword ptr [r15 + rbp + 15680]
-    mov byte ptr [r15 + 192], r9b
-    mov rbp, r11
-    movzx r8d, bpl
-    mov r9, r11
+    jmp 1f
+1:
     and rbp, 448
-    mov r8d, dword ptr [r15 + rbp + 832]
-    and r9, 8128
-    mov qword ptr [r15 + r9 + 7488], rsi
+    mov rcx, qword ptr [r15 + rbp + 832]
+    mov dword ptr [r15 + 512], 165
+    mov byte ptr [r15 + 128], dl
+    mov byte ptr [r15 + 192], cl
+    mov rbp, r11
+    jmp 1f
+1:
+    mov ecx, esi
+    and rbp, 8128
+    mov byte ptr [r15 + rbp + 7488], bpl
+    test dword ptr [r15 + 67117724], 16384
+    jz 1f
+1:
+    mov edi, 50
+    mov rbp, qword ptr [r15 + 320]
+    jmp 1f
+1:
+    mov ecx, dword ptr [r15 + 768]
+    mov rdx, rax
+    movsxd rdx, dword ptr [r15 + 128]
+    mov r8, r11
+    mov esi, 235
+    mov rsi, qword ptr [r15 + 64]
+    movzx eax, byte ptr [r15 + 384]
+    and r8, 4032
+    mov dword ptr [r15 + r8 + 3392], r8d
+    movsxd r8, dword ptr [r15 + 704]
+    mov edi, edi
+    movsxd rdi, dword ptr [r15 + 448]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c147:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 15
+    lea rcx, [rip + .Lc1_d6748_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d6748_s_t
+    .p2align 3
+.Lc1_d6748_s:
+    .p2align 3
+    jmp .Lc1_d6748_j
+    .p2align 3
+    jmp .Lc1_d6748_j
+    .p2align 3
+    jmp .Lc1_d6748_j
+    .p2align 3
+    jmp .Lc1_d6748_j
+    .p2align 3
+    jmp .Lc1_d6748_j
+    .p2align 3
+    jmp .Lc1_d6748_j
+    .p2align 3
+    jmp .Lc1_d6748_j
+    .p2align 3
+    jmp .Lc1_d6748_j
+    .p2align 3
+    jmp .Lc1_d6748_j
+    .p2align 3
+    jmp .Lc1_d6748_j
+    .p2align 3
+    jmp .Lc1_d6748_j
+    .p2align 3
+    jmp .Lc1_d6748_j
+    .p2align 3
+    jmp .Lc1_d6748_j
+    .p2align 3
+    jmp .Lc1_d6748_j
+    .p2align 3
+    jmp .Lc1_d6748_j
+    .p2align 3
+    jmp .Lc1_d6748_j
+.Lc1_d6748_j:
+    mov r9d, ecx
+    mov r9, r11
     jmp 1f
 1:
-    mov byte ptr [r15 + 0], r8b
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rbp, dword ptr [r15 + 448]
-    vmovdqu xmmword ptr [r15 + 64], xmm2
-    add rdx, qword ptr [r15 + 768]
-    mov dword ptr [r15 + 128], 88
+    mov rcx, qword ptr [r15 + 64]
     jmp 1f
 1:
+    and r9, 1984
+    mov byte ptr [r15 + r9 + 1344], al
     jmp 1f
 1:
-    mov dword ptr [r15 + 192], 60
+    mov r9d, eax
     jmp 1f
 1:
-    mov r8d, r8d
-    mov esi, ebp
-    mov r8, r11
-    mov qword ptr [r15 + 704], r8
-    movsxd rbp, dword ptr [r15 + 256]
-    mov r9, rbp
-    and r8, 4032
-    mov dword ptr [r15 + r8 + 3392], 141
-    mov r9, qword ptr [r15 + 512]
-    mov r8, r11
-    mov rbp, r11
-    jmp 1f
-1:
-    and r8, 448
-    vmovq qword ptr [r15 + r8 + 832], xmm2
-    and rbp, 1984
-    and r8d, dword ptr [r15 + rbp + 1344]
-    mov rbp, r8
-    movzx ecx, byte ptr [r15 + 384]
-    movsxd rbp, dword ptr [r15 + 128]
-    mov byte ptr [r15 + 320], bpl
-    mov byte ptr [r15 + 320], bpl
+    movzx eax, byte ptr [r15 + 256]
+    mov r9d, dword ptr [r15 + 448]
+    mov dword ptr [r15 + 320], 210
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c148:
-    lea rcx, [rip + .Lc1_d6948_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d6948_j_t
-.Lc1_d6948_j:
-    mov qword ptr [r15 + 192], rcx
-    lea r9, [r11 + r11*1]
+    mov r9, r11
+    and r9, 448
+    mov qword ptr [r15 + r9 + 832], r9
+    mov byte ptr [r15 + 128], al
+    mov r9, qword ptr [r15 + 384]
+    mov r8, qword ptr [r15 + 576]
+    movzx eax, r8b
     jmp 1f
 1:
-    and r9, 8128
-    movsxd rbp, dword ptr [r15 + r9 + 7552]
-    mov rcx, qword ptr [r15 + 64]
-    mov r8d, dword ptr [r15 + 576]
-    mov rsi, rdx
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, dword ptr [r15 + 448]
+    movzx r8d, byte ptr [r15 + 64]
+    mov dword ptr [r15 + 0], 126
+    mov edi, eax
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, 137
-    mov rax, rdx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, 235
-    movzx edx, dl
-    jmp 1f
-1:
-    mov rdx, rcx
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov edx, 15
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov rdi, rdi
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov ecx, dword ptr [r15 + 512]
+    mov eax, 142
+    jmp 1f
+1:
+    mov ecx, 159
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, edx
+    mov dword ptr [r15 + 0], 118
+    vpaddd xmm6, xmm6, xmm6
+    mov eax, eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     mov rbp, r11
-    mov rdx, rbp
-    and rbp, 4032
-    movzx edx, byte ptr [r15 + rbp + 3392]
-    mov ebp, ecx
-    mov ecx, ebp
-    mov rbp, r11
-    mov qword ptr [r15 + r9 + 7488], r9
-    and rbp, 1984
-    mov r9, qword ptr [r15 + rbp + 1344]
     jmp 1f
 1:
+    mov r8, r11
+    and rbp, 8128
+    movsxd rdx, dword ptr [r15 + rbp + 7488]
+    add rcx, qword ptr [r15 + 256]
+    mov dword ptr [r15 + 512], ecx
+    and r8, 16320
+    mov rcx, qword ptr [r15 + r8 + 15680]
+    mov qword ptr [r15 + 128], rax
+    movzx ebp, byte ptr [r15 + 320]
+    movzx r8d, al
     jmp 1f
 1:
-    mov byte ptr [r15 + 384], dl
-    mov rdx, qword ptr [r15 + 320]
-    mov rbp, qword ptr [r15 + 128]
+    mov dword ptr [r15 + 192], 75
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c149:
+    lea rcx, [rip + .Lc1_d6833_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d6833_j_t
+.Lc1_d6833_j:
     jmp 1f
 1:
-    mov qword ptr [r15 + 320], rbp
-    mov dword ptr [r15 + 0], 4
+    mov r8, qword ptr [r15 + 64]
+    mov byte ptr [r15 + 320], bpl
+    movsxd rax, dword ptr [r15 + 384]
+    mov qword ptr [r15 + 128], rcx
+    mov rdx, rdx
+    jmp 1f
+1:
+    mov rdx, rdx
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    and edx, dword ptr [r15 + 0]
-    jmp 1f
-1:
+    mov edx, edx
     mov r12, qword ptr [r15 + r12 + 56]
-    xor dword ptr [r15 + 0], edx
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], rdx
-    add rdi, qword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 512], 60
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov byte ptr [r15 + 256], dl
-    mov dword ptr [r15 + 384], edi
-    mov rbp, r11
-    mov dword ptr [r15 + 64], ebp
-    mov eax, 243
-    jmp 1f
-1:
-    and rbp, 448
-    mov byte ptr [r15 + rbp + 832], al
-    jmp 1f
-1:
-    vmovdqu ymmword ptr [r15 + 256], ymm2
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov rbp, r11
-    mov byte ptr [r15 + 448], al
-    mov rax, rax
-    and rbp, 1984
-    mov dword ptr [r15 + rbp + 1344], eax
-    jmp 1f
-1:
-    mov ebp, dword ptr [r15 + 704]
-    mov rax, qword ptr [r15 + 640]
-    mov r8, rax
-    movsxd rax, dword ptr [r15 + 192]
-    jmp 1f
-1:
-    mov byte ptr [r15 + 128], al
-    jmp 1f
-1:
-    movzx eax, bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, rax
+    mov eax, dword ptr [r15 + 192]
     mov rdx, qword ptr [r15 + 384]
-    mov rbp, rdx
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov qword ptr [r15 + 640], rax
+    vmovdqu xmmword ptr [r15 + 512], xmm6
+    movzx eax, dl
     jmp 1f
 1:
-    mov rdx, qword ptr [r15 + 448]
+    mov r8, rax
+    mov rbp, r11
+    mov rax, rbp
+    mov r9, r11
+    mov rax, qword ptr [r15 + 448]
+    and r9, 1984
+    mov rdx, qword ptr [r15 + r9 + 1344]
+    and rbp, 4032
+    movsxd r9, dword ptr [r15 + rbp + 3392]
+    mov qword ptr [r15 + 704], r9
+    mov r9, r11
+    mov ebp, 181
+    and r9, 8128
+    movsxd rbp, dword ptr [r15 + r9 + 7488]
+    mov r9d, 245
+    mov r9d, 125
+    movzx r9d, r9b
+    mov rsi, rdx
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c150:
-    lea rcx, [rip + .Lc1_d7049_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d7049_j_t
-.Lc1_d7049_j:
-    and ecx, dword ptr [r15 + 768]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov ebp, 222
-    movzx ebp, dl
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    vpaddd xmm2, xmm2, xmm2
-    jmp 1f
-1:
-    movzx edx, bpl
-    mov edx, 207
-    jmp 1f
-1:
+    mov r9, r9
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r11
-    mov r8d, dword ptr [r15 + 64]
-    mov dword ptr [r15 + 192], edx
-    test ebx, 1073741824
-    jz 1f
-1:
-    and rbp, 4032
-    mov edx, dword ptr [r15 + rbp + 3392]
-    mov ebp, 173
-    mov dword ptr [r15 + 512], r8d
     jmp 1f
 1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
+    mov qword ptr [r15 + 0], rsi
+    mov edx, r9d
     mov r9, r11
-    or qword ptr [r15 + 384], 94
-    and r9, 8128
-    vmovdqu ymmword ptr [r15 + r9 + 7488], ymm2
-    mov r9, r11
-    mov r8, r9
-    jmp 1f
-1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rsi, qword ptr [r15 + 320]
     and r9, 448
-    mov r8, qword ptr [r15 + r9 + 832]
-    mov dword ptr [r15 + 320], r8d
-    and r8d, dword ptr [r15 + 128]
+    mov ebp, dword ptr [r15 + r9 + 832]
+    mov edi, ebp
+    mov ebp, 24
+    mov dword ptr [r15 + 768], 132
+    jmp 1f
+1:
+    mov dword ptr [r15 + 64], 31
+    mov rbp, rbp
+    mov r8, r11
+    jmp 1f
+1:
+    mov ebp, 127
+    and r8, 1984
+    movzx ebp, byte ptr [r15 + r8 + 1344]
+    mov r8, rdi
+    jmp 1f
+1:
+    movzx r8d, byte ptr [r15 + 256]
+    add rax, qword ptr [r15 + 64]
+    jmp 1f
+1:
+    mov byte ptr [r15 + 384], dil
     jmp 1f
 1:
     jmp 1f
 1:
+    mov rdi, rcx
+    mov r9, r11
     jmp 1f
 1:
+    jmp 1f
+1:
+    and r9, 4032
+    mov dword ptr [r15 + r9 + 3392], ebp
+    jmp 1f
+1:
+    mov dword ptr [r15 + 192], 70
+    mov rbp, qword ptr [r15 + 512]
+    mov r9, r8
+    jmp 1f
+1:
+    movzx r8d, r9b
+    mov r9, qword ptr [r15 + 128]
+    movzx edi, dil
+    mov rcx, rdi
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c151:
-    mov rbp, r8
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], bpl
-    mov eax, 101
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 0], ymm2
-    mov r8d, eax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 320], 108
-    mov eax, eax
-    mov rax, rbp
-    movzx ebp, byte ptr [r15 + 64]
-    mov r8d, dword ptr [r15 + 448]
-    vpcmpeqb xmm2, xmm2, xmm13
-    mov dword ptr [r15 + 384], 156
-    mov eax, 96
-    mov eax, dword ptr [r15 + 64]
-    mov r9, r11
-    mov byte ptr [r15 + 512], bpl
-    mov byte ptr [r15 + 128], r8b
-    mov ebp, ebp
-    and r9, 448
-    movsxd rbp, dword ptr [r15 + r9 + 832]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r9, qword ptr [r15 + 256]
-    mov r8d, 180
+    lea rcx, [rip + .Lc1_d6933_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d6933_j_t
+.Lc1_d6933_j:
+    mov rbp, r11
+    movzx ecx, bpl
     mov r8, r11
-    mov rcx, qword ptr [r15 + 192]
+    mov rcx, rdi
+    and rbp, 8128
+    vmovdqu ymmword ptr [r15 + rbp + 7488], ymm6
     and r8, 1984
-    mov edx, dword ptr [r15 + r8 + 1344]
-    mov r8, r11
+    mov ecx, dword ptr [r15 + r8 + 1344]
     jmp 1f
 1:
-    mov dword ptr [r15 + 576], r8d
-    movsxd rdi, dword ptr [r15 + 320]
-    and r8, 4032
-    and edi, dword ptr [r15 + r8 + 3392]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], dil
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    .byte 0x66, 0x90
+    mov edi, 15
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 10752
+    jz 1f
+1:
+    jmp 1f
+1:
+    mov rdi, r8
+    mov rbp, r11
+    vmovdqu ymmword ptr [r15 + 0], ymm6
+    and rbp, 448
+    mov qword ptr [r15 + rbp + 832], rbp
+    movzx ebp, byte ptr [r15 + 128]
+    add rbp, qword ptr [r15 + 256]
+    mov byte ptr [r15 + 192], bpl
+    mov rdi, qword ptr [r15 + 448]
+    mov rbp, rbp
+    mov qword ptr [r15 + 64], rbp
+    jmp 1f
+1:
+    mov dword ptr [r15 + 384], r8d
+    jmp 1f
+1:
+    vmovdqu xmmword ptr [r15 + 576], xmm6
+    jmp 1f
+1:
+    mov r8, qword ptr [r15 + 320]
+    movsxd rbp, dword ptr [r15 + 512]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c152:
-    lea rcx, [rip + .Lc1_d7147_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d7147_j_t
-.Lc1_d7147_j:
-    movzx ecx, cl
-    mov rcx, qword ptr [r15 + 512]
-    vpxor xmm2, xmm2, xmm14
-    mov dword ptr [r15 + 64], ecx
-    add rdi, qword ptr [r15 + 192]
-    jmp 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    and edi, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 46
-    vpmovmskb ecx, xmm2
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, r8d
-    mov byte ptr [r15 + 0], dil
+    mov qword ptr [r15 + 0], r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, 63
+    movzx r8d, bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, r8
+    mov r8d, 180
+    movsxd rbp, dword ptr [r15 + 384]
+    movzx r8d, byte ptr [r15 + 512]
+    mov r9, r11
+    mov edi, ebp
+    and r9, 8128
+    movzx ebp, byte ptr [r15 + r9 + 7488]
+    mov dword ptr [r15 + 128], r8d
+    mov r9, r11
+    nop
+    mov r8d, 85
+    and r9, 448
+    mov r8d, dword ptr [r15 + r9 + 832]
+    mov r9d, 234
+    mov r9d, 194
+    jmp 1f
+1:
+    mov r9d, 46
+    mov r9d, 133
     jmp 1f
 1:
     jmp 1f
 1:
-    mov byte ptr [r15 + 0], dil
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    and r8d, dword ptr [r15 + 128]
-    jmp 1f
-1:
-    mov r9, r8
-    mov r8d, 116
-    mov rbp, r11
-    and r8d, dword ptr [r15 + 448]
-    jmp 1f
-1:
-    and rbp, 4032
-    mov rdi, qword ptr [r15 + rbp + 3392]
-    movsxd rbp, dword ptr [r15 + 320]
+    movzx r9d, byte ptr [r15 + 64]
+    movzx esi, r8b
     mov r8, r11
-    mov ecx, dword ptr [r15 + 640]
-    and r8, 1984
-    mov byte ptr [r15 + r8 + 1344], r8b
+    movzx ecx, byte ptr [r15 + 128]
     jmp 1f
 1:
-    mov r8, r11
-    mov rdx, rax
-    mov eax, ebp
-    and r8, 8128
-    movsxd rax, dword ptr [r15 + r8 + 7488]
-    movzx esi, byte ptr [r15 + 256]
-    movzx r8d, dl
-    movzx edx, byte ptr [r15 + 384]
+    jmp 1f
+1:
+    and r8, 4032
+    mov qword ptr [r15 + r8 + 3392], r9
+    jmp 1f
+1:
+    movzx edx, r8b
+    mov byte ptr [r15 + 640], dl
+    mov edx, edx
+    vmovdqu ymmword ptr [r15 + 256], ymm6
+    movzx edx, byte ptr [r15 + 320]
+    vmovdqu xmmword ptr [r15 + 448], xmm6
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
@@ -9182,281 +8896,300 @@ ditto_body_c1:
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
     xor eax, eax
-    test dword ptr [r15 + 67117723], 4194304
+    test dword ptr [r15 + 67117723], 67108864
     setz al
-    lea rcx, [rip + .Lc1_d7203_s]
+    lea rcx, [rip + .Lc1_d7035_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d7203_s_t
+    jmp .Lc1_d7035_s_t
     .p2align 3
-.Lc1_d7203_s:
+.Lc1_d7035_s:
     .p2align 3
-    jmp .Lc1_d7203_j
+    jmp .Lc1_d7035_j
     .p2align 3
-    jmp .Lc1_d7203_j
-.Lc1_d7203_j:
-    mov rcx, rcx
+    jmp .Lc1_d7035_j
+.Lc1_d7035_j:
     jmp 1f
 1:
-    vmovdqu ymmword ptr [r15 + 384], ymm2
+    mov eax, dword ptr [r15 + 384]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 235
     mov r12, qword ptr [r15 + r12 + 56]
     mov r8, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 128], r8b
     jmp 1f
 1:
-    and r8, 8128
-    movzx eax, byte ptr [r15 + r8 + 7488]
-    mov r8, rcx
-    jmp 1f
-1:
-    mov rcx, r8
-    mov rcx, rcx
-    movzx ecx, byte ptr [r15 + 64]
-    mov r8d, 184
+    and r8, 1984
+    movsxd rcx, dword ptr [r15 + r8 + 1344]
     mov rbp, r11
-    mov r8d, ebp
-    mov edi, dword ptr [r15 + 704]
-    mov r8, qword ptr [r15 + 768]
-    and rbp, 448
-    mov rdx, qword ptr [r15 + rbp + 832]
+    imul rcx, qword ptr [r15 + 512]
+    mov edx, dword ptr [r15 + 256]
+    and edi, dword ptr [r15 + 128]
+    and rbp, 4032
+    mov byte ptr [r15 + rbp + 3392], al
+    mov dword ptr [r15 + 448], 134
+    test dword ptr [r15 + 67117724], 8388608
+    jnz 1f
+1:
+    and edi, dword ptr [r15 + 192]
     jmp 1f
 1:
-    mov rbp, r11
-    movzx r9d, byte ptr [r15 + 256]
     jmp 1f
 1:
     jmp 1f
 1:
-    and rbp, 1984
-    mov qword ptr [r15 + rbp + 1344], rbp
-    mov rbp, qword ptr [r15 + 320]
-    vpaddd xmm2, xmm2, xmm2
+    mov ebp, edi
+    movsxd rdi, dword ptr [r15 + 768]
+    movsxd rcx, dword ptr [r15 + 320]
+    mov eax, edx
+    mov byte ptr [r15 + 704], al
+    mov eax, dword ptr [r15 + 64]
     jmp 1f
 1:
-    movzx esi, byte ptr [r15 + 448]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c154:
-    mov ebp, 29
-    mov ebp, esi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, ebp
+    mov rax, rax
+    movzx edx, byte ptr [r15 + 64]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov ebp, 253
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rax
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    .byte 0x0f, 0x1f, 0x40, 0x00
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov edi, dword ptr [r15 + 576]
+    mov qword ptr [r15 + 448], rax
+    mov eax, 212
+    vmovdqu ymmword ptr [r15 + 384], ymm6
+    mov byte ptr [r15 + 128], al
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movzx eax, al
+    movzx eax, al
+    jmp 1f
+1:
+    mov rax, rdi
+    mov edi, 72
+    movzx edi, byte ptr [r15 + 64]
+    jmp 1f
+1:
+    mov r8d, edi
+    jmp 1f
+1:
+    jmp 1f
+1:
     mov rbp, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 448
-    mov dword ptr [r15 + rbp + 832], 203
-    mov rbp, r11
-    mov rsi, rbp
+    mov edi, dword ptr [r15 + 320]
+    mov rcx, r8
     and rbp, 8128
-    movsxd rsi, dword ptr [r15 + rbp + 7488]
+    mov r9, qword ptr [r15 + rbp + 7488]
+    jmp 1f
+1:
+    jmp 1f
+1:
     mov rbp, r11
-    test ebx, 1073741824
-    jz 1f
-1:
-    and rbp, 4032
-    movsxd rsi, dword ptr [r15 + rbp + 3392]
-    mov qword ptr [r15 + 512], rbp
-    mov dword ptr [r15 + 576], esi
-    mov esi, dword ptr [r15 + 128]
+    movzx r8d, byte ptr [r15 + 320]
+    and rbp, 1984
+    mov dword ptr [r15 + rbp + 1344], edi
+    mov edi, r9d
     jmp 1f
 1:
-    movzx ebp, byte ptr [r15 + 64]
+    mov rdi, r8
+    mov rbp, r11
     jmp 1f
 1:
-    mov qword ptr [r15 + 512], rbp
-    mov qword ptr [r15 + 384], rbp
-    and r8d, dword ptr [r15 + 192]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 320], r8d
-    mov ebp, dword ptr [r15 + 448]
-    jmp 1f
-1:
-    mov r8d, dword ptr [r15 + 256]
+    and rbp, 448
+    mov edi, dword ptr [r15 + rbp + 832]
+    mov ebp, dword ptr [r15 + 192]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c155:
-    lea rcx, [rip + .Lc1_d7294_j]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d7134_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d7294_j_t
-.Lc1_d7294_j:
+    jmp .Lc1_d7134_j_t
+.Lc1_d7134_j:
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    mov dword ptr [r15 + 0], eax
+    vmovdqu ymmword ptr [r15 + 0], ymm6
     jmp 1f
 1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], rcx
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 100
-    mov byte ptr [r15 + 0], cl
-    movzx ecx, cl
-    mov ebp, 34
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, dword ptr [r15 + 384]
-    mov dword ptr [r15 + 192], 124
-    mov rbp, r11
-    mov ecx, dword ptr [r15 + 640]
-    mov dword ptr [r15 + 320], 185
-    and rbp, 4032
-    movzx esi, byte ptr [r15 + rbp + 3392]
-    mov ebp, r8d
-    mov r8d, ebp
-    mov rbp, r11
-    movzx edx, byte ptr [r15 + 512]
+    mov rax, rax
     jmp 1f
 1:
-    and rbp, 1984
-    mov dword ptr [r15 + rbp + 1344], ebp
-    jmp 1f
+    movzx eax, byte ptr [r15 + 64]
+    movsxd r9, dword ptr [r15 + 384]
+    movsxd rcx, dword ptr [r15 + 256]
+    mov byte ptr [r15 + 640], al
+    test dword ptr [r15 + 67117723], 2097153
+    jz 1f
 1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx ebp, byte ptr [r15 + 384]
-    jmp 1f
-1:
-    mov eax, dword ptr [r15 + 448]
-    mov edi, r8d
-    movzx edi, dl
+    vpor xmm6, xmm6, xmm6
+    mov qword ptr [r15 + 128], rcx
+    movsxd rcx, dword ptr [r15 + 192]
+    vmovq qword ptr [r15 + 512], xmm6
+    mov dword ptr [r15 + 320], 81
+    mov r8, r11
+    mov eax, 174
+    and r8, 4032
+    mov rbp, qword ptr [r15 + r8 + 3392]
+    mov r8, r11
     mov r9, r11
-    mov rdx, r9
-    movzx edx, byte ptr [r15 + 128]
-    and r9, 448
-    mov ebp, dword ptr [r15 + r9 + 832]
-    mov r9d, 91
-    mov r9d, dword ptr [r15 + 128]
-    mov dword ptr [r15 + 64], r8d
+    mov eax, 36
+    and r9, 8128
+    mov dword ptr [r15 + r9 + 7488], r9d
+    mov r9d, r8d
+    and r8, 448
+    vmovq qword ptr [r15 + r8 + 832], xmm6
+    jmp 1f
+1:
+    vmovdqu xmmword ptr [r15 + 448], xmm6
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c156:
-    mov r9d, 108
-    vpshufd xmm2, xmm2, 20
-    vpcmpeqb xmm3, xmm3, xmmword ptr [r15 + 320]
-    mov r9, qword ptr [r15 + 64]
-    vpor xmm3, xmm3, xmm2
-    mov r8d, r9d
-    vmovdqu xmmword ptr [r15 + 256], xmm3
-    movzx r9d, r8b
-    mov r9d, r9d
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r8, qword ptr [r15 + 128]
-    mov edx, edi
-    jmp 1f
-1:
-    mov edi, dword ptr [r15 + 320]
-    and eax, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    add r8, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov eax, 221
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, eax
-    mov r8d, dword ptr [r15 + 768]
-    jmp 1f
-1:
-    mov rax, r8
-    movsxd r8, dword ptr [r15 + 512]
-    mov dword ptr [r15 + 192], r8d
-    mov r8d, 187
-    movsxd r8, dword ptr [r15 + 704]
-    mov r9, r11
     mov rbp, r11
-    movzx edi, byte ptr [r15 + 448]
-    and r9, 8128
-    imul rdi, qword ptr [r15 + r9 + 7488]
-    and rbp, 1984
-    mov qword ptr [r15 + rbp + 1344], rax
+    and rbp, 4032
+    movzx r9d, byte ptr [r15 + rbp + 3392]
+    mov ebp, dword ptr [r15 + 192]
     jmp 1f
 1:
-    mov dword ptr [r15 + 384], 205
-    movzx ebp, al
+    vpaddq xmm6, xmm6, xmmword ptr [r15 + 768]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    mov r8d, 177
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], r8b
+    mov dword ptr [r15 + 0], 165
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], rdi
+    jmp 1f
+1:
+    mov r8, r8
+    mov r8, r11
+    jmp 1f
+1:
+    movzx edi, byte ptr [r15 + 128]
+    movsxd rax, dword ptr [r15 + 704]
+    and r8, 1984
+    mov rcx, qword ptr [r15 + r8 + 1344]
+    mov r8d, ecx
+    mov r8d, r9d
+    mov qword ptr [r15 + 320], rax
+    mov eax, r8d
+    movzx r8d, dl
+    vmovdqu ymmword ptr [r15 + 512], ymm6
+    jmp 1f
+1:
+    movsxd r9, dword ptr [r15 + 512]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r8d, dword ptr [r15 + 128]
+    mov byte ptr [r15 + 64], r8b
+    mov r8, rax
+    mov r8d, eax
+    mov r8d, dword ptr [r15 + 64]
+    movzx edx, r9b
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 448], edx
+    vmovdqu ymmword ptr [r15 + 256], ymm6
+    jmp 1f
+1:
+    mov rsi, qword ptr [r15 + 384]
+    movzx r9d, r9b
+    movzx edx, byte ptr [r15 + 384]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c157:
-    lea rcx, [rip + .Lc1_d7393_j]
+    lea rcx, [rip + .Lc1_d7228_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d7393_j_t
-.Lc1_d7393_j:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 184
-    mov r12, qword ptr [r15 + r12 + 56]
+    jmp .Lc1_d7228_j_t
+.Lc1_d7228_j:
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, ecx
-    mov byte ptr [r15 + 0], bpl
-    movzx ebp, byte ptr [r15 + 512]
+    movzx ecx, byte ptr [r15 + 448]
+    mov r8, rdx
+    mov byte ptr [r15 + 256], r9b
+    mov r8, r8
+    movzx r9d, r9b
     jmp 1f
 1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 192], 136
-    movzx ecx, byte ptr [r15 + 576]
-    mov r9, r11
-    mov r8, r11
+    vpmovmskb eax, xmm6
     movzx eax, byte ptr [r15 + 64]
     jmp 1f
 1:
-    and r9, 448
-    movsxd rdi, dword ptr [r15 + r9 + 832]
-    and r8, 16320
-    mov r9, qword ptr [r15 + r8 + 15680]
-    movsxd r8, dword ptr [r15 + 256]
-    add rcx, qword ptr [r15 + 320]
-    mov dword ptr [r15 + 448], ecx
+    movzx r9d, al
+    mov dword ptr [r15 + 0], 0
+    mov dword ptr [r15 + 0], r9d
+    mov qword ptr [r15 + 0], r8
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    mov r8, rax
+    vmovdqu ymmword ptr [r15 + 0], ymm6
+    test ebx, 1024
+    jnz 1f
+1:
+    mov byte ptr [r15 + 320], r8b
+    mov dword ptr [r15 + 128], r9d
+    mov eax, r8d
     jmp 1f
 1:
-    add r8, qword ptr [r15 + 128]
-    mov rbp, r11
-    mov rcx, qword ptr [r15 + 384]
-    movzx edx, byte ptr [r15 + 64]
-    mov esi, 247
-    and rbp, 4032
-    mov rsi, qword ptr [r15 + rbp + 3392]
+    mov dword ptr [r15 + 512], eax
+    jmp 1f
+1:
+    mov r8, r11
+    jmp 1f
+1:
+    mov r9, r11
+    and r8, 8128
+    mov rax, qword ptr [r15 + r8 + 7488]
+    and r9, 1984
+    mov dword ptr [r15 + r9 + 1344], 165
+    mov dword ptr [r15 + 128], ecx
+    mov dword ptr [r15 + 384], 172
+    mov r8, r11
+    jmp 1f
+1:
+    and r8, 448
+    mov r9d, dword ptr [r15 + r8 + 832]
+    mov ecx, dword ptr [r15 + 192]
+    mov r8d, eax
+    mov esi, dword ptr [r15 + 576]
     jmp 1f
 1:
     add r11, 64
@@ -9464,55 +9197,53 @@ ditto_body_c1:
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c158:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
+    mov dword ptr [r15 + 320], 58
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov qword ptr [r15 + 0], rcx
+    mov r8d, r8d
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, bpl
-    mov dword ptr [r15 + 0], eax
-    mov rbp, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r11 + r11*1]
-    and rbp, 4032
-    movzx ecx, byte ptr [r15 + rbp + 3392]
-    and r8, 8128
-    mov rbp, qword ptr [r15 + r8 + 7552]
-    mov qword ptr [r15 + 640], rbp
-    mov ebp, 216
-    movzx eax, cl
-    mov rax, qword ptr [r15 + 192]
+    vmovdqu ymmword ptr [r15 + 0], ymm6
+    mov r8, rcx
+    mov ecx, 95
     jmp 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    test dword ptr [r15 + 67117723], 262144
-    jz 1f
+    mov byte ptr [r15 + 0], cl
+    jmp 1f
 1:
-    movsxd rcx, dword ptr [r15 + 128]
-    movzx ebp, cl
-    mov rcx, r8
-    mov dword ptr [r15 + 320], ecx
+    mov dword ptr [r15 + 0], 208
+    mov rcx, qword ptr [r15 + 64]
+    movsxd r8, dword ptr [r15 + 192]
+    mov eax, 61
+    mov r9, r11
+    mov eax, dword ptr [r15 + 64]
+    and r9, 448
+    movzx ebp, byte ptr [r15 + r9 + 832]
+    mov r9, r11
+    add qword ptr [r15 + 704], r9
+    movzx edx, byte ptr [r15 + 640]
+    and r9, 4032
+    mov rsi, qword ptr [r15 + r9 + 3392]
+    and ecx, dword ptr [r15 + 320]
+    mov r9, qword ptr [r15 + 128]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 256], r9d
     mov r9d, ecx
     jmp 1f
 1:
-    mov r9, r8
-    mov eax, dword ptr [r15 + 448]
-    movsxd rcx, dword ptr [r15 + r8 + 7488]
-    vpshufd xmm3, xmm3, 64
-    mov qword ptr [r15 + 384], rax
     mov r9, r11
-    mov dword ptr [r15 + 384], 117
-    mov dword ptr [r15 + 256], ebp
-    mov eax, 151
-    and r9, 1984
-    mov dword ptr [r15 + r9 + 1344], 12
-    jmp 1f
-1:
+    movzx edi, r9b
+    mov dword ptr [r15 + 384], ecx
+    add rdi, qword ptr [r15 + 448]
+    and r9, 8128
+    movzx ecx, byte ptr [r15 + r9 + 7488]
+    mov byte ptr [r15 + 512], sil
     add r11, 64
     inc rbx
     dec r13
@@ -9522,352 +9253,324 @@ ditto_body_c1:
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
     xor eax, eax
-    test dword ptr [r15 + 67117723], 1073741824
+    test dword ptr [r15 + 67117723], 2097152
     setz al
-    lea rcx, [rip + .Lc1_d7488_s]
+    lea rcx, [rip + .Lc1_d7327_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d7488_s_t
+    jmp .Lc1_d7327_s_t
     .p2align 3
-.Lc1_d7488_s:
+.Lc1_d7327_s:
     .p2align 3
-    jmp .Lc1_d7488_j
+    jmp .Lc1_d7327_j
     .p2align 3
-    jmp .Lc1_d7488_j
-.Lc1_d7488_j:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    jmp .Lc1_d7327_j
+.Lc1_d7327_j:
+    mov rbp, r11
+    mov eax, 175
     jmp 1f
 1:
-    mov esi, 134
+    and rbp, 4032
+    mov dword ptr [r15 + rbp + 3392], 77
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov esi, ebp
+    jmp 1f
+1:
+    mov ebp, dword ptr [r15 + 128]
+    mov esi, 67
+    vmovdqu ymmword ptr [r15 + 64], ymm6
+    mov esi, dword ptr [r15 + 256]
+    mov rdx, rbp
+    test dword ptr [r15 + 67117723], 64
+    jz 1f
+1:
     mov rbp, r11
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 64], eax
+    mov r8, r11
     and rbp, 1984
-    movsxd rcx, dword ptr [r15 + rbp + 1344]
-    mov rbp, rcx
-    mov eax, ebp
+    mov rsi, qword ptr [r15 + rbp + 1344]
+    and r8, 16320
+    mov qword ptr [r15 + r8 + 15680], r8
+    mov ebp, dword ptr [r15 + 448]
     jmp 1f
 1:
-    movzx ecx, byte ptr [r15 + 704]
-    mov rax, rcx
-    jmp 1f
-1:
-    mov r9, rax
-    mov rax, qword ptr [r15 + 768]
-    mov r9, r11
-    movzx r8d, byte ptr [r15 + 256]
-    mov rsi, rbp
-    mov rbp, qword ptr [r15 + 384]
-    and r9, 448
-    movsxd rdi, dword ptr [r15 + r9 + 832]
-    movzx edx, byte ptr [r15 + 320]
-    mov dword ptr [r15 + 448], edx
-    movzx edx, byte ptr [r15 + 64]
-    movsxd r9, dword ptr [r15 + 512]
-    movzx edx, r9b
-    jmp 1f
-1:
-    and esi, dword ptr [r15 + 128]
+    mov r8d, ebp
+    mov dword ptr [r15 + 768], 150
+    mov dword ptr [r15 + 384], r8d
+    movzx ebp, byte ptr [r15 + 320]
+    mov r8, rsi
+    mov rsi, rsi
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c160:
-    mov dword ptr [r15 + 448], ebp
-    mov qword ptr [r15 + 128], rdx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], r9d
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rdx, rdx
-    mov byte ptr [r15 + 0], dl
     mov rbp, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r9d, dword ptr [r15 + 512]
-    and rbp, 448
-    mov dword ptr [r15 + rbp + 832], 22
-    movzx edx, byte ptr [r15 + 320]
-    xor dword ptr [r15 + 256], edi
-    mov ebp, r9d
     mov r9, r11
-    movzx edi, r9b
-    and r9, 4032
-    movzx esi, byte ptr [r15 + r9 + 3392]
-    movzx r9d, byte ptr [r15 + 192]
-    mov edi, dword ptr [r15 + 128]
-    mov eax, dword ptr [r15 + 512]
-    movsxd rcx, dword ptr [r15 + 320]
-    movzx r8d, byte ptr [r15 + 384]
-    mov rbp, r11
-    add rdi, qword ptr [r15 + 64]
-    mov r9, rdi
-    movzx edi, r9b
-    and rbp, 8128
-    movsxd rdi, dword ptr [r15 + rbp + 7488]
+    and rbp, 448
+    imul rdx, qword ptr [r15 + rbp + 832]
+    movzx ebp, dl
+    and r9, 1984
+    movzx ebp, byte ptr [r15 + r9 + 1344]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, esi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov dword ptr [r15 + 576], eax
-    movzx eax, bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx esi, r8b
+    mov esi, r8d
+    jmp 1f
+1:
+    mov r8, r8
+    mov qword ptr [r15 + 512], r9
+    mov r8d, r8d
+    jmp 1f
+1:
+    mov r9, qword ptr [r15 + 320]
+    jmp 1f
+1:
+    movzx r8d, dl
+    movzx edx, r8b
+    vmovdqu ymmword ptr [r15 + 128], ymm6
+    mov esi, dword ptr [r15 + 64]
+    mov r8, qword ptr [r15 + 448]
+    mov dword ptr [r15 + 384], r9d
+    mov r9, r11
+    jmp 1f
+1:
+    and r9, 8128
+    mov rax, qword ptr [r15 + r9 + 7488]
+    movzx r9d, byte ptr [r15 + 192]
+    mov edi, dword ptr [r15 + 576]
+    mov ecx, dword ptr [r15 + 256]
+    .byte 0x66, 0x90
+    mov r9, rcx
+    mov r9d, 140
+    jmp 1f
+1:
+    mov r9, rdi
+    and edi, dword ptr [r15 + 128]
+    .byte 0x0f, 0x1f, 0x00
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c161:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d7576_j]
+    lea rcx, [rip + .Lc1_d7419_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d7576_j_t
-.Lc1_d7576_j:
-    mov rbp, r11
-    lea r8, [r11 + r11*1]
-    and rbp, 448
-    mov dword ptr [r15 + rbp + 832], 129
-    movsxd rbp, dword ptr [r15 + 320]
-    and r8, 1984
-    movzx ecx, byte ptr [r15 + r8 + 1408]
+    jmp .Lc1_d7419_j_t
+.Lc1_d7419_j:
+    mov r9, r11
+    and r9, 4032
+    movzx ecx, byte ptr [r15 + r9 + 3392]
+    movzx r9d, dil
+    mov rdx, r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, r9
     jmp 1f
 1:
-    vpcmpeqb xmm3, xmm3, xmmword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 64], ecx
-    mov qword ptr [r15 + 192], r8
-    test dword ptr [r15 + 67117724], 16
+    inc dword ptr [r15 + 0]
+    add r9, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 256], r9d
+    mov edi, dword ptr [r15 + 512]
+    and edx, dword ptr [r15 + 192]
+    mov r9, r11
+    mov r8d, dword ptr [r15 + 448]
+    test ebx, 1073741824
     jz 1f
 1:
-    movsxd rcx, dword ptr [r15 + 256]
-    mov qword ptr [r15 + 384], rbp
-    mov r9d, dword ptr [r15 + 128]
-    mov dword ptr [r15 + 704], 70
-    movsxd rbp, dword ptr [r15 + 640]
+    and r9, 448
+    mov dword ptr [r15 + r9 + 832], edx
+    mov edi, dword ptr [r15 + 320]
+    movsxd rdx, dword ptr [r15 + 384]
     jmp 1f
 1:
-    movzx eax, byte ptr [r15 + 448]
     mov rbp, r11
+    movzx r9d, bpl
+    and rbp, 1984
+    add rdx, qword ptr [r15 + rbp + 1344]
+    movsxd rbp, dword ptr [r15 + 64]
+    mov dword ptr [r15 + 384], 153
     jmp 1f
 1:
-    movzx edi, r9b
-    mov byte ptr [r15 + r8 + 1344], dil
-    and rbp, 8128
-    mov dword ptr [r15 + rbp + 7488], 193
-    movzx edi, bpl
+    mov qword ptr [r15 + 128], rdx
+    jmp 1f
+1:
+    mov dword ptr [r15 + 640], r9d
+    mov edx, edx
+    mov edx, r9d
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c162:
-    add rdi, qword ptr [r15 + 64]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 384], 172
-    movzx r9d, byte ptr [r15 + 448]
-    movzx ebp, byte ptr [r15 + 192]
-    movzx r8d, cl
-    mov r8d, ecx
-    mov ecx, edx
-    movzx ecx, byte ptr [r15 + 128]
-    mov dword ptr [r15 + 512], 3
-    and edi, dword ptr [r15 + 0]
+    mov r8, r11
+    and r8, 4032
+    mov edx, dword ptr [r15 + r8 + 3392]
+    mov r8, qword ptr [r15 + 512]
+    mov byte ptr [r15 + 64], r9b
+    mov r9, qword ptr [r15 + 384]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rbp
+    mov dword ptr [r15 + 0], 53
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r11 + r11*1]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    and rbp, 8128
+    mov dword ptr [r15 + rbp + 7488], 151
+    mov ecx, eax
+    vmovdqu ymmword ptr [r15 + 64], ymm6
+    movsxd rcx, dword ptr [r15 + 320]
+    movzx eax, cl
+    movzx eax, bpl
+    movsxd rax, dword ptr [r15 + rbp + 7552]
+    mov byte ptr [r15 + 768], al
+    mov eax, 125
     jmp 1f
 1:
     jmp 1f
 1:
+    mov rax, qword ptr [r15 + 704]
     jmp 1f
 1:
-    movzx ebp, dil
-    mov edi, ebp
-    vmovdqu xmm3, xmmword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], edi
-    mov dword ptr [r15 + 256], 83
-    mov edx, r8d
-    mov dword ptr [r15 + 64], 151
-    movzx r8d, dl
-    movsxd rdx, dword ptr [r15 + 768]
-    vpshufd xmm2, xmm3, 213
-    jmp 1f
-1:
-    jmp 1f
-1:
+    mov ebp, dword ptr [r15 + 128]
     mov r8, r11
-    movzx ebp, dil
-    mov edi, dword ptr [r15 + 512]
-    and r8, 8128
-    add rbp, qword ptr [r15 + r8 + 7488]
-    movzx r8d, bpl
-    mov rbp, r11
-    jmp 1f
-1:
-    mov r9, r11
-    and rbp, 448
-    movsxd rax, dword ptr [r15 + rbp + 832]
-    mov byte ptr [r15 + 384], al
-    jmp 1f
-1:
-    and r9, 4032
-    add r8, qword ptr [r15 + r9 + 3392]
-    mov eax, dword ptr [r15 + 320]
+    movzx edi, byte ptr [r15 + 192]
+    movzx esi, dil
+    mov esi, 182
+    and r8, 448
+    mov dword ptr [r15 + r8 + 832], 82
+    mov dword ptr [r15 + 448], eax
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c163:
-    lea rcx, [rip + .Lc1_d7666_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d7666_j_t
-.Lc1_d7666_j:
-    movsxd rcx, dword ptr [r15 + 576]
-    movzx r8d, cl
-    mov r8, r11
-    jmp 1f
-1:
-    mov r9d, dword ptr [r15 + 64]
-    and r8, 1984
-    and ecx, dword ptr [r15 + r8 + 1344]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], ecx
-    jmp 1f
-1:
-    mov rcx, r8
-    mov rcx, rcx
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r8d, 239
-    jmp 1f
-1:
-    mov byte ptr [r15 + 0], r8b
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r8d, cl
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, byte ptr [r15 + 192]
-    movzx r8d, cl
-    jmp 1f
-1:
-    mov rcx, r9
-    mov rcx, rcx
-    movzx ecx, cl
-    jmp 1f
-1:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 7
+    lea rcx, [rip + .Lc1_d7512_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d7512_s_t
+    .p2align 3
+.Lc1_d7512_s:
+    .p2align 3
+    jmp .Lc1_d7512_j
+    .p2align 3
+    jmp .Lc1_d7512_j
+    .p2align 3
+    jmp .Lc1_d7512_j
+    .p2align 3
+    jmp .Lc1_d7512_j
+    .p2align 3
+    jmp .Lc1_d7512_j
+    .p2align 3
+    jmp .Lc1_d7512_j
+    .p2align 3
+    jmp .Lc1_d7512_j
+    .p2align 3
+    jmp .Lc1_d7512_j
+.Lc1_d7512_j:
+    mov eax, r8d
     mov rbp, r11
-    mov ecx, r8d
-    mov dword ptr [r15 + 448], r8d
-    and rbp, 4032
-    mov ecx, dword ptr [r15 + rbp + 3392]
-    mov byte ptr [r15 + 320], cl
-    mov byte ptr [r15 + 256], cl
-    mov r9d, ecx
-    mov ecx, dword ptr [r15 + 384]
-    vmovdqu ymmword ptr [r15 + 128], ymm3
-    movzx ebp, r8b
     jmp 1f
 1:
+    and rbp, 1984
+    movzx eax, byte ptr [r15 + rbp + 1344]
+    movzx ecx, byte ptr [r15 + 320]
+    jmp 1f
+1:
+    mov rbp, qword ptr [r15 + 128]
+    mov dword ptr [r15 + 256], 86
+    imul rdi, qword ptr [r15 + 384]
+    and ecx, dword ptr [r15 + 576]
+    mov r8d, esi
+    jmp 1f
+1:
+    movsxd r8, dword ptr [r15 + 320]
+    mov esi, dword ptr [r15 + 128]
+    mov byte ptr [r15 + 448], sil
+    mov rsi, qword ptr [r15 + 512]
+    mov byte ptr [r15 + 64], cl
+    vpaddd xmm6, xmm6, xmm6
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], rsi
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c164:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov r8, r11
-    and r8, 448
-    mov edi, dword ptr [r15 + r8 + 832]
-    mov dword ptr [r15 + 384], 104
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r8d, 53
-    mov qword ptr [r15 + 0], rbp
-    jmp 1f
-1:
-    mov r8d, r8d
-    mov eax, eax
-    mov r9d, eax
-    movzx eax, r9b
+    vmovdqu ymmword ptr [r15 + 256], ymm6
     mov r12, qword ptr [r15 + r12 + 56]
+    add rsi, qword ptr [r15 + 0]
     jmp 1f
 1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 174
-    jmp 1f
-1:
-    add qword ptr [r15 + 0], r9
-    mov byte ptr [r15 + 0], al
+    mov rcx, rsi
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx r9d, byte ptr [r15 + 640]
-    test dword ptr [r15 + 67117724], 514
-    jnz 1f
-1:
-    mov r9, r8
-    mov qword ptr [r15 + 448], r9
-    jmp 1f
-1:
-    .byte 0x66, 0x90
-    jmp 1f
-1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx esi, cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, qword ptr [r15 + 384]
+    .byte 0x0f, 0x1f, 0x00
+    movsxd r8, dword ptr [r15 + 128]
+    mov ebp, r8d
+    mov r8d, dword ptr [r15 + 448]
     mov r9, r11
-    mov r8d, r9d
-    mov qword ptr [r15 + 192], rdi
     mov rbp, r11
-    and r9, 4032
-    mov qword ptr [r15 + r9 + 3392], rax
-    and rbp, 8128
-    mov dword ptr [r15 + rbp + 7488], eax
+    movzx edi, bpl
+    mov r8, r11
+    and r9, 448
+    mov eax, dword ptr [r15 + r9 + 832]
+    and r8, 1984
+    mov byte ptr [r15 + r8 + 1344], r8b
+    and rbp, 4032
+    movzx edx, byte ptr [r15 + rbp + 3392]
+    mov r9d, dword ptr [r15 + 384]
+    movsxd r8, dword ptr [r15 + 64]
     jmp 1f
 1:
-    mov dword ptr [r15 + 512], 111
+    mov rbp, r8
+    mov r8, qword ptr [r15 + 192]
+    mov rdi, r8
+    and r8d, dword ptr [r15 + 512]
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov r9, qword ptr [r15 + 320]
-    mov byte ptr [r15 + 128], bpl
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx ebp, bpl
-    jmp 1f
-1:
-    jmp 1f
-1:
+    and ebp, dword ptr [r15 + 640]
+    movzx edi, byte ptr [r15 + 320]
+    movsxd r8, dword ptr [r15 + 192]
+    movzx r8d, byte ptr [r15 + 64]
     add r11, 64
     inc rbx
     dec r13
@@ -9876,169 +9579,149 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 1073741824
-    setz al
-    lea rcx, [rip + .Lc1_d7781_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d7781_s_t
-    .p2align 3
-.Lc1_d7781_s:
-    .p2align 3
-    jmp .Lc1_d7781_j
-    .p2align 3
-    jmp .Lc1_d7781_j
-.Lc1_d7781_j:
-    movzx ecx, cl
-    mov r9, rcx
-    add rdi, qword ptr [r15 + 512]
-    mov r9, r11
-    mov eax, 254
-    mov rcx, qword ptr [r15 + 64]
-    and r9, 4032
-    mov dword ptr [r15 + r9 + 3392], r9d
-    jmp 1f
-1:
-    vpaddq xmm2, xmm2, xmmword ptr [r15 + 320]
-    mov ebp, 133
-    movzx edx, bpl
-    vpaddq xmm2, xmm2, xmmword ptr [r15 + 704]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 320], ebp
+    lea rcx, [rip + .Lc1_d7601_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d7601_j_t
+.Lc1_d7601_j:
     mov rbp, r11
+    and rbp, 448
+    mov byte ptr [r15 + rbp + 832], bpl
+    mov dword ptr [r15 + 256], 225
     jmp 1f
 1:
-    movsxd r9, dword ptr [r15 + 768]
-    mov r8, r11
+    mov eax, dword ptr [r15 + 768]
+    lock add qword ptr [r15 + 704], rax
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov qword ptr [r15 + 128], rax
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 138
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r11 + r11*1]
+    movzx eax, byte ptr [r15 + 512]
+    test dword ptr [r15 + 67117724], 16384
+    jz 1f
+1:
+    movzx eax, al
     and rbp, 8128
-    mov esi, dword ptr [r15 + rbp + 7488]
-    movsxd rbp, dword ptr [r15 + 128]
-    and r8, 1984
-    movsxd rax, dword ptr [r15 + r8 + 1344]
-    mov r8, qword ptr [r15 + 256]
-    mov byte ptr [r15 + 64], dl
+    mov qword ptr [r15 + rbp + 7488], rbp
     jmp 1f
 1:
+    vmovdqu ymmword ptr [r15 + rbp + 7552], ymm6
+    mov dword ptr [r15 + 64], eax
+    mov ebp, ebp
+    mov dword ptr [r15 + 128], eax
+    add rbp, qword ptr [r15 + 320]
+    mov r8, r11
     jmp 1f
 1:
-    mov edx, 9
-    mov qword ptr [r15 + 448], rsi
-    mov esi, dword ptr [r15 + 384]
+    movzx eax, r8b
+    jmp 1f
+1:
+    and r8, 4032
+    movzx eax, byte ptr [r15 + r8 + 3392]
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c166:
-    mov rbp, r11
-    mov esi, 8
-    movzx esi, byte ptr [r15 + 576]
-    mov edx, esi
-    and rbp, 448
-    mov edx, dword ptr [r15 + rbp + 832]
-    mov dword ptr [r15 + 64], edx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd r8, dword ptr [r15 + 384]
+    lea rbp, [r11 + r11*1]
     jmp 1f
 1:
-    mov ebp, ebp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, 6
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, ebp
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], rsi
-    .byte 0x0f, 0x1f, 0x00
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, dword ptr [r15 + 384]
     and rbp, 1984
-    mov rdx, qword ptr [r15 + rbp + 1344]
-    mov ebp, ecx
-    movzx ecx, r8b
-    mov ebp, esi
-    mov ecx, 161
-    mov dword ptr [r15 + 512], 144
-    movzx ecx, byte ptr [r15 + 320]
-    mov dword ptr [r15 + 192], 130
-    mov byte ptr [r15 + 128], bpl
-    movsxd rsi, dword ptr [r15 + 192]
-    mov r8d, dword ptr [r15 + 128]
-    movsxd rbp, dword ptr [r15 + 384]
-    movsxd rax, dword ptr [r15 + 448]
+    vmovdqu ymmword ptr [r15 + rbp + 1408], ymm6
+    movzx eax, bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 154
+    mov eax, eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu ymmword ptr [r15 + 0], ymm6
+    add rsi, qword ptr [r15 + 0]
+    and esi, dword ptr [r15 + 448]
+    mov byte ptr [r15 + 192], bpl
+    mov rdi, rbp
+    mov dword ptr [r15 + 576], eax
+    mov eax, dword ptr [r15 + 192]
+    mov rcx, rsi
+    movzx esi, byte ptr [r15 + 512]
+    mov edi, dword ptr [r15 + 128]
+    movsxd r9, dword ptr [r15 + rbp + 1344]
+    mov dword ptr [r15 + 320], r9d
+    vmovdqu ymmword ptr [r15 + 64], ymm6
+    mov rbp, r11
     jmp 1f
 1:
-    mov r9d, dword ptr [r15 + 256]
+    mov r9, r11
+    and rbp, 4032
+    mov dword ptr [r15 + rbp + 3392], edi
+    and r9, 448
+    mov ebp, dword ptr [r15 + r9 + 832]
+    mov r9, rdi
+    mov r9d, r9d
+    movzx r9d, byte ptr [r15 + 448]
+    mov edi, r9d
+    movzx r9d, dil
+    jmp 1f
+1:
+    mov byte ptr [r15 + 384], r9b
+    movzx r9d, byte ptr [r15 + 320]
+    mov dword ptr [r15 + 256], r9d
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c167:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d7872_j]
+    lea rcx, [rip + .Lc1_d7689_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d7872_j_t
-.Lc1_d7872_j:
-    movzx ecx, byte ptr [r15 + 512]
+    jmp .Lc1_d7689_j_t
+.Lc1_d7689_j:
     jmp 1f
 1:
+    vpcmpeqb xmm6, xmm6, xmm4
+    movsxd rcx, dword ptr [r15 + 192]
+    movsxd rbp, dword ptr [r15 + 64]
+    vmovdqu ymmword ptr [r15 + 64], ymm6
+    mov r9, r11
+    mov dword ptr [r15 + 128], 169
+    mov esi, ecx
+    and r9, 4032
+    mov dword ptr [r15 + r9 + 3392], r9d
+    jmp 1f
+1:
+    add rsi, qword ptr [r15 + 256]
+    mov ecx, 119
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, cl
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], rbp
-    mov dword ptr [r15 + 320], 186
-    mov rcx, qword ptr [r15 + 256]
-    mov rbp, r11
-    jmp 1f
-1:
-    and rbp, 8128
-    movsxd rsi, dword ptr [r15 + rbp + 7488]
-    movsxd rbp, dword ptr [r15 + 448]
-    movzx edi, bpl
-    mov ebp, dword ptr [r15 + 640]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov byte ptr [r15 + 64], al
-    test dword ptr [r15 + 67117723], 2113536
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov rbp, rbp
-    mov rax, qword ptr [r15 + 384]
-    mov rbp, r11
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov byte ptr [r15 + 704], dil
-    and rbp, 4032
-    movzx edi, byte ptr [r15 + rbp + 3392]
-    jmp 1f
-1:
-    mov ebp, 22
-    mov r8, rbp
-    mov dword ptr [r15 + 128], r8d
-    mov rbp, r11
-    jmp 1f
-1:
-    and rbp, 448
-    mov qword ptr [r15 + rbp + 832], rax
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
+    mov dword ptr [r15 + 0], ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu ymmword ptr [r15 + 0], ymm6
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, dword ptr [r15 + 320]
+    movsxd rcx, dword ptr [r15 + 704]
+    vmovdqu ymmword ptr [r15 + 448], ymm6
+    mov r9d, 12
+    movzx edi, byte ptr [r15 + 512]
+    mov dword ptr [r15 + 384], 179
+    mov qword ptr [r15 + 640], rdi
+    mov r9, r11
+    mov byte ptr [r15 + 128], cl
+    and r9, 8128
+    mov byte ptr [r15 + r9 + 7488], r9b
+    mov r9d, 196
+    mov ecx, 225
+    mov edi, dword ptr [r15 + 384]
     add r11, 64
     inc rbx
     dec r13
@@ -10047,115 +9730,110 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 15
-    lea rcx, [rip + .Lc1_d7923_s]
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 536870912
+    setz al
+    lea rcx, [rip + .Lc1_d7734_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d7923_s_t
+    jmp .Lc1_d7734_s_t
     .p2align 3
-.Lc1_d7923_s:
+.Lc1_d7734_s:
     .p2align 3
-    jmp .Lc1_d7923_j
+    jmp .Lc1_d7734_j
     .p2align 3
-    jmp .Lc1_d7923_j
-    .p2align 3
-    jmp .Lc1_d7923_j
-    .p2align 3
-    jmp .Lc1_d7923_j
-    .p2align 3
-    jmp .Lc1_d7923_j
-    .p2align 3
-    jmp .Lc1_d7923_j
-    .p2align 3
-    jmp .Lc1_d7923_j
-    .p2align 3
-    jmp .Lc1_d7923_j
-    .p2align 3
-    jmp .Lc1_d7923_j
-    .p2align 3
-    jmp .Lc1_d7923_j
-    .p2align 3
-    jmp .Lc1_d7923_j
-    .p2align 3
-    jmp .Lc1_d7923_j
-    .p2align 3
-    jmp .Lc1_d7923_j
-    .p2align 3
-    jmp .Lc1_d7923_j
-    .p2align 3
-    jmp .Lc1_d7923_j
-    .p2align 3
-    jmp .Lc1_d7923_j
-.Lc1_d7923_j:
-    jmp 1f
-1:
-    mov eax, dword ptr [r15 + 320]
+    jmp .Lc1_d7734_j
+.Lc1_d7734_j:
     jmp 1f
 1:
     jmp 1f
 1:
-    mov dword ptr [r15 + 192], 42
+    jmp 1f
+1:
+    mov r8, r11
     mov r9, r11
-    mov rbp, r11
-    and r9, 16320
-    mov byte ptr [r15 + r9 + 15680], r9b
-    and rbp, 1984
-    movzx ecx, byte ptr [r15 + rbp + 1344]
-    mov r9d, ecx
+    and r8, 8128
+    movsxd rcx, dword ptr [r15 + r8 + 7488]
+    movsxd rax, dword ptr [r15 + 448]
+    movzx r8d, byte ptr [r15 + 512]
+    and r9, 448
+    mov rdi, qword ptr [r15 + r9 + 832]
+    mov qword ptr [r15 + 256], rcx
+    jmp 1f
+1:
+    mov ecx, eax
+    jmp 1f
+1:
+    jmp 1f
+1:
+    vpshufd xmm6, xmm6, 27
+    test dword ptr [r15 + 67117723], 1066240
+    jz 1f
+1:
+    movsxd r9, dword ptr [r15 + 64]
+    jmp 1f
+1:
+    mov ecx, r9d
+    movzx eax, dil
+    mov rcx, r8
+    mov qword ptr [r15 + 128], r9
+    add rbp, qword ptr [r15 + 384]
+    mov byte ptr [r15 + 768], dil
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, r11
+    jmp 1f
+1:
+    mov r8d, dword ptr [r15 + 320]
+    and r9, 1984
+    add rdi, qword ptr [r15 + r9 + 1344]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c169:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov ecx, ebp
-    mov ebp, 122
-    mov ebp, 189
-    movzx ebp, dl
-    mov r9d, dword ptr [r15 + 512]
-    movsxd rdx, dword ptr [r15 + 256]
-    jmp 1f
-1:
-    mov byte ptr [r15 + 64], al
+    mov ebp, 183
+    movzx r9d, byte ptr [r15 + 448]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 192
-    mov eax, ecx
-    vmovq xmm10, rcx
     mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], r8b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edi, edi
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx edi, dil
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, 21
+    jmp 1f
+1:
+    mov r8, rbp
+    mov rbp, rdi
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 186
-    mov dword ptr [r15 + 0], 228
-    mov dword ptr [r15 + 448], eax
-    mov eax, 250
-    mov rcx, rdx
-    vmovdqu ymmword ptr [r15 + 320], ymm2
-    vmovdqu ymmword ptr [r15 + 384], ymm10
-    mov rax, rbp
-    vpor xmm10, xmm10, xmm10
-    movzx eax, al
-    jmp 1f
-1:
-    mov dword ptr [r15 + 128], 130
     mov rbp, r11
+    mov rdi, qword ptr [r15 + 320]
+    and rbp, 4032
     mov r8, r11
-    mov rdx, qword ptr [r15 + 64]
-    and r8, 1984
-    movsxd rax, dword ptr [r15 + r8 + 1344]
-    mov r8, r11
-    and rbp, 448
-    movsxd rdi, dword ptr [r15 + rbp + 832]
-    and r8, 4032
-    and ebp, dword ptr [r15 + r8 + 3392]
-    mov r8, qword ptr [r15 + 768]
-    mov esi, esi
+    movsxd rax, dword ptr [r15 + rbp + 3392]
+    movzx ecx, r9b
+    and r8, 448
+    mov rdx, qword ptr [r15 + r8 + 832]
+    mov r8d, dword ptr [r15 + 512]
+    mov qword ptr [r15 + 576], r8
+    mov r9, rbp
+    mov rbp, r9
+    mov rbp, rsi
+    mov rbp, qword ptr [r15 + 64]
+    mov rsi, qword ptr [r15 + 64]
+    jmp 1f
+1:
+    mov r8, qword ptr [r15 + 384]
+    mov r9, r11
+    mov dword ptr [r15 + 256], edx
+    and r9, 1984
+    mov rdx, qword ptr [r15 + r9 + 1344]
+    mov r9, qword ptr [r15 + 128]
+    movsxd r9, dword ptr [r15 + 192]
     add r11, 64
     inc rbx
     dec r13
@@ -10164,116 +9842,96 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d8011_j]
+    lea rcx, [rip + .Lc1_d7828_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d8011_j_t
-.Lc1_d8011_j:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], ecx
+    jmp .Lc1_d7828_j_t
+.Lc1_d7828_j:
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], cl
-    mov rax, rax
-    jmp 1f
-1:
-    jmp 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 65
-    mov eax, ecx
-    movzx eax, cl
-    mov qword ptr [r15 + 512], rax
-    mov eax, 246
-    movzx ecx, al
-    mov eax, 252
-    test dword ptr [r15 + 67117724], 201331712
+    vmovdqu ymmword ptr [r15 + 0], ymm6
+    mov r9, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, cl
+    and r9, 8128
+    vmovdqu ymmword ptr [r15 + r9 + 7488], ymm6
+    jmp 1f
+1:
+    mov r9d, 150
+    and edx, dword ptr [r15 + 64]
+    and r9d, dword ptr [r15 + 384]
+    mov ecx, 135
+    vpcmpeqb xmm6, xmm6, xmm2
+    test dword ptr [r15 + 67117724], 1
     jz 1f
 1:
     jmp 1f
 1:
+    movsxd r9, dword ptr [r15 + 192]
+    add rcx, qword ptr [r15 + 256]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov qword ptr [r15 + 640], rdx
+    mov dword ptr [r15 + 448], 49
     mov rbp, r11
+    movsxd rdx, dword ptr [r15 + 512]
+    mov dword ptr [r15 + 128], 185
+    and rbp, 16320
+    mov rsi, qword ptr [r15 + rbp + 15680]
+    mov r8d, dword ptr [r15 + 128]
     jmp 1f
 1:
-    mov eax, eax
-    and rbp, 4032
-    movzx eax, byte ptr [r15 + rbp + 3392]
-    add rax, qword ptr [r15 + 64]
-    jmp 1f
-1:
-    mov rbp, r11
-    movsxd rcx, dword ptr [r15 + 256]
-    mov byte ptr [r15 + 128], cl
-    mov rcx, qword ptr [r15 + 320]
-    and rbp, 8128
-    mov qword ptr [r15 + rbp + 7488], rbp
-    movsxd rbp, dword ptr [r15 + 384]
-    mov qword ptr [r15 + 576], rcx
-    mov dword ptr [r15 + 448], 70
-    jmp 1f
-1:
-    mov byte ptr [r15 + 192], bpl
-    mov rcx, r9
-    jmp 1f
-1:
+    movzx ebp, byte ptr [r15 + 320]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c171:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, 95
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 136
-    jmp 1f
-1:
-    mov byte ptr [r15 + 256], cl
-    mov rbp, r11
-    mov r9d, ebp
-    and r9d, dword ptr [r15 + 128]
+    movsxd rbp, dword ptr [r15 + 384]
+    mov dword ptr [r15 + 320], esi
+    mov rsi, r8
+    movzx esi, byte ptr [r15 + 320]
+    mov r8, r8
+    movzx r8d, bpl
     mov r8, r11
-    and rbp, 448
-    mov dword ptr [r15 + rbp + 832], 210
-    mov rbp, r11
+    mov rcx, qword ptr [r15 + 768]
+    and r8, 8128
+    mov rdx, qword ptr [r15 + r8 + 7488]
+    mov qword ptr [r15 + 64], rdx
+    mov r8d, 161
+    mov r8, r11
+    movsxd rdx, dword ptr [r15 + 192]
+    movsxd r9, dword ptr [r15 + 448]
+    mov r9, r11
     and r8, 1984
-    mov ecx, dword ptr [r15 + r8 + 1344]
-    mov r8d, r9d
-    and rbp, 8128
-    and ecx, dword ptr [r15 + rbp + 7488]
-    movzx ebp, r9b
-    mov dword ptr [r15 + 448], ebp
-    mov qword ptr [r15 + 64], r8
-    movsxd rbp, dword ptr [r15 + 320]
+    mov edi, dword ptr [r15 + r8 + 1344]
+    mov r8d, 10
+    and r9, 448
+    mov r8, qword ptr [r15 + r9 + 832]
+    movsxd r9, dword ptr [r15 + 704]
     jmp 1f
 1:
+    mov rax, r9
+    mov dword ptr [r15 + 128], 216
     jmp 1f
 1:
-    mov byte ptr [r15 + 384], cl
-    mov rcx, r8
-    mov r8d, ecx
-    mov byte ptr [r15 + 384], r8b
-    mov dword ptr [r15 + 192], 88
-    movzx r8d, r8b
-    mov rcx, qword ptr [r15 + 704]
-    vmovq xmm10, rdi
-    mov qword ptr [r15 + 512], rbp
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r8d, dword ptr [r15 + 640]
+    movsxd rax, dword ptr [r15 + 64]
+    .byte 0x0f, 0x1f, 0x40, 0x00
+    mov dword ptr [r15 + 512], edi
+    mov dword ptr [r15 + 384], eax
+    mov eax, 168
+    mov eax, 102
+    movzx eax, al
     add r11, 64
     inc rbx
     dec r13
@@ -10283,160 +9941,156 @@ ditto_body_c1:
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
     xor eax, eax
-    test dword ptr [r15 + 67117723], 262144
+    test dword ptr [r15 + 67117724], 268435456
     setz al
-    lea rcx, [rip + .Lc1_d8109_s]
+    lea rcx, [rip + .Lc1_d7915_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d8109_s_t
+    jmp .Lc1_d7915_s_t
     .p2align 3
-.Lc1_d8109_s:
+.Lc1_d7915_s:
     .p2align 3
-    jmp .Lc1_d8109_j
+    jmp .Lc1_d7915_j
     .p2align 3
-    jmp .Lc1_d8109_j
-.Lc1_d8109_j:
+    jmp .Lc1_d7915_j
+.Lc1_d7915_j:
     mov r8, r11
-    and r8, 448
+    mov ecx, 125
+    and r8, 8128
+    mov dword ptr [r15 + r8 + 7488], r8d
+    mov eax, r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    lea r8, [r11 + r11*1]
+    mov eax, 116
+    mov rax, qword ptr [r15 + 320]
+    and r8, 4032
+    mov dword ptr [r15 + r8 + 3456], r8d
+    movzx ecx, byte ptr [r15 + 576]
+    jmp 1f
+1:
+    mov ebp, 242
+    mov dword ptr [r15 + 64], eax
+    mov rax, rax
     mov rbp, r11
-    mov eax, dword ptr [r15 + r8 + 832]
-    movzx r8d, al
-    mov qword ptr [r15 + 768], r8
-    and rbp, 4032
-    vmovdqu ymmword ptr [r15 + rbp + 3392], ymm10
-    mov r9, r11
-    mov dword ptr [r15 + 512], 253
-    movsxd rbp, dword ptr [r15 + 128]
-    and r9, 8128
-    mov dword ptr [r15 + r9 + 7488], eax
-    mov r8d, eax
-    movsxd rax, dword ptr [r15 + 64]
-    mov r8d, ebp
-    mov dword ptr [r15 + 0], 76
-    test dword ptr [r15 + 67117723], 1073743872
-    jnz 1f
-1:
-    mov qword ptr [r15 + 0], r8
-    mov dword ptr [r15 + 192], eax
-    mov rbp, qword ptr [r15 + 320]
+    mov edi, dword ptr [r15 + 512]
+    mov rax, qword ptr [r15 + 128]
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov rdx, r8
-    movzx r8d, al
-    mov dword ptr [r15 + 384], ebp
-    vmovdqu ymmword ptr [r15 + 448], ymm10
-    movzx edi, dl
+    and rbp, 1984
+    mov byte ptr [r15 + rbp + 1344], cl
+    mov ecx, dword ptr [r15 + r8 + 3392]
+    mov byte ptr [r15 + 192], r8b
+    movzx r8d, sil
+    inc dword ptr [r15 + 256]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c173:
-    vpcmpeqb xmm3, xmm3, xmm10
-    mov dword ptr [r15 + 0], 129
-    add rbp, qword ptr [r15 + 0]
+    mov rbp, r11
+    and rbp, 1984
+    mov r8d, dword ptr [r15 + rbp + 1344]
+    movzx esi, byte ptr [r15 + 64]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov edx, r8d
     mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, 234
     jmp 1f
 1:
-    mov r8d, edx
-    mov r8, r11
-    mov rdx, rdi
-    mov byte ptr [r15 + 0], dl
-    and r8, 8128
-    movzx edi, byte ptr [r15 + r8 + 7488]
-    mov r8d, dword ptr [r15 + 64]
-    mov dword ptr [r15 + 512], r8d
-    lea r8, [r11 + r11*1]
-    mov edx, 89
-    and r8, 1984
-    mov edx, dword ptr [r15 + r8 + 1344]
-    and edx, dword ptr [r15 + 576]
-    mov rax, qword ptr [r15 + 128]
-    mov rcx, qword ptr [r15 + r8 + 1408]
-    movsxd r8, dword ptr [r15 + 256]
-    mov qword ptr [r15 + 384], rdi
-    movsxd rdi, dword ptr [r15 + 192]
-    mov r9d, edx
+    movzx r8d, r8b
+    mov dword ptr [r15 + 0], 181
+    mov r8d, 42
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 320], r8
+    movzx ebp, bpl
+    mov dword ptr [r15 + 512], esi
+    mov qword ptr [r15 + 192], rbp
     jmp 1f
 1:
-    mov r9, rcx
-    jmp 1f
-1:
-    mov r9d, dword ptr [r15 + 320]
-    jmp 1f
+    test ebx, 1073741824
+    jz 1f
 1:
     jmp 1f
 1:
+    mov qword ptr [r15 + 448], rbp
+    mov rbp, rdx
     jmp 1f
 1:
-    mov dword ptr [r15 + 320], edi
-    mov rsi, r9
+    mov rbp, r11
     mov r9, r11
-    mov edi, dword ptr [r15 + 640]
+    and rbp, 4032
+    mov dword ptr [r15 + rbp + 3392], r8d
+    mov ebp, 150
     and r9, 448
-    movzx edx, byte ptr [r15 + r9 + 832]
-    mov byte ptr [r15 + 448], sil
-    movzx esi, dl
-    jmp 1f
-1:
+    movzx r8d, byte ptr [r15 + r9 + 832]
+    mov rbp, qword ptr [r15 + 384]
+    movsxd r9, dword ptr [r15 + 256]
+    movsxd rdx, dword ptr [r15 + 128]
+    mov esi, edx
+    and r8d, dword ptr [r15 + 384]
+    movzx esi, bpl
+    vmovdqu ymmword ptr [r15 + 128], ymm6
+    mov ebp, 224
+    movzx ebp, byte ptr [r15 + 640]
+    mov rax, r8
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c174:
-    lea rcx, [rip + .Lc1_d8199_j]
+    lea rcx, [rip + .Lc1_d8003_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d8199_j_t
-.Lc1_d8199_j:
-    vpmovmskb ecx, xmm3
-    mov byte ptr [r15 + 704], r9b
+    jmp .Lc1_d8003_j_t
+.Lc1_d8003_j:
+    mov dword ptr [r15 + 64], ecx
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    movzx r8d, cl
     jmp 1f
 1:
-    mov r9, rsi
-    mov qword ptr [r15 + 0], r9
-    jmp 1f
-1:
-    mov r9, r9
-    mov esi, r9d
+    mov r8, r8
+    add rax, qword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx edx, cl
-    and edx, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 768], eax
+    mov eax, 129
+    nop
+    mov r8, qword ptr [r15 + 512]
+    mov eax, 167
+    mov edx, r8d
     jmp 1f
 1:
-    add rdx, qword ptr [r15 + 0]
-    vmovdqu ymmword ptr [r15 + 256], ymm3
     mov r9, r11
-    test ebx, 1073741824
-    jz 1f
+    mov dword ptr [r15 + 704], 5
+    movzx r8d, byte ptr [r15 + 448]
+    and r9, 448
+    movzx eax, byte ptr [r15 + r9 + 832]
+    and edx, dword ptr [r15 + 128]
+    mov rcx, rcx
+    movsxd rcx, dword ptr [r15 + 320]
+    mov r9, r11
+    mov dword ptr [r15 + 256], 23
+    mov esi, 224
+    and r9, 8128
+    mov rbp, qword ptr [r15 + r9 + 7488]
+    mov r9d, 223
+    jmp 1f
 1:
-    mov ecx, 181
-    and r9, 4032
-    add rdx, qword ptr [r15 + r9 + 3392]
-    mov r9d, 194
-    mov r8, r11
-    vmovdqu ymmword ptr [r15 + 128], ymm3
-    mov byte ptr [r15 + 512], r8b
-    movsxd rcx, dword ptr [r15 + 384]
-    and r8, 1984
-    mov byte ptr [r15 + r8 + 1344], r8b
-    mov r8d, 121
-    mov r8d, dword ptr [r15 + 64]
-    mov r9d, 224
+    mov dword ptr [r15 + 64], edx
+    movzx r9d, r9b
+    jmp 1f
+1:
+    movzx r9d, r9b
     mov byte ptr [r15 + 384], r9b
-    movsxd rsi, dword ptr [r15 + 448]
-    .byte 0x0f, 0x1f, 0x00
-    mov r9d, dword ptr [r15 + 192]
-    mov dword ptr [r15 + 128], ecx
-    add rcx, qword ptr [r15 + 320]
     jmp 1f
 1:
     add r11, 64
@@ -10444,111 +10098,107 @@ ditto_body_c1:
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c175:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r9d, r9b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, r9d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov ecx, 181
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r9d, 45
+    mov dword ptr [r15 + 448], 90
+    and ecx, dword ptr [r15 + 64]
+    vmovq qword ptr [r15 + 512], xmm6
+    mov r9d, dword ptr [r15 + 320]
+    test ebx, 1024
+    jnz 1f
+1:
+    movzx ecx, byte ptr [r15 + 192]
+    mov qword ptr [r15 + 576], rcx
+    mov ecx, ecx
     mov r9, r11
-    mov rcx, r9
-    mov ecx, dword ptr [r15 + 64]
-    and r9, 448
-    movzx r8d, byte ptr [r15 + r9 + 832]
+    mov rcx, qword ptr [r15 + 320]
+    and r9, 4032
+    movzx r8d, byte ptr [r15 + r9 + 3392]
+    movsxd rdx, dword ptr [r15 + 384]
+    mov r9d, 236
+    movzx r9d, r9b
     jmp 1f
 1:
-    mov rdi, qword ptr [r15 + 576]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r9, rcx
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], r9
-    jmp 1f
-1:
-    mov r9d, dword ptr [r15 + 384]
+    mov r9, r11
     mov rbp, r11
-    mov ecx, r8d
+    mov rax, r8
+    and r9, 448
+    mov r8d, dword ptr [r15 + r9 + 832]
     jmp 1f
 1:
-    and rbp, 4032
-    add rcx, qword ptr [r15 + rbp + 3392]
-    movsxd rbp, dword ptr [r15 + 448]
+    and rbp, 1984
+    mov r9d, dword ptr [r15 + rbp + 1344]
     jmp 1f
 1:
-    mov r8, r8
-    mov byte ptr [r15 + 768], r8b
-    movsxd rdx, dword ptr [r15 + 192]
-    movsxd r8, dword ptr [r15 + 128]
-    mov eax, r8d
-    mov r8d, r9d
-    mov byte ptr [r15 + 256], r8b
-    and r8d, dword ptr [r15 + 64]
     jmp 1f
 1:
-    mov r9, r11
-    jmp 1f
-1:
-    mov dword ptr [r15 + 320], edx
-    mov edx, r9d
-    and r9, 8128
-    add rax, qword ptr [r15 + r9 + 7488]
-    and eax, dword ptr [r15 + 512]
+    and eax, dword ptr [r15 + 256]
+    mov rbp, qword ptr [r15 + 128]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c176:
-    lea rcx, [rip + .Lc1_d8298_j]
+    lea rcx, [rip + .Lc1_d8098_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d8298_j_t
-.Lc1_d8298_j:
-    and edx, dword ptr [r15 + 0]
+    jmp .Lc1_d8098_j_t
+.Lc1_d8098_j:
     jmp 1f
 1:
-    mov ecx, edx
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, r9d
+    mov rax, rcx
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, ecx
-    mov byte ptr [r15 + 0], al
-    add qword ptr [r15 + 0], rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and ecx, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 133
+    mov rbp, r11
+    mov qword ptr [r15 + 384], r8
+    and rbp, 8128
     mov r8, r11
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu xmm6, xmmword ptr [r15 + rbp + 7488]
+    and ebp, dword ptr [r15 + 128]
+    mov dword ptr [r15 + 64], 45
     and r8, 1984
-    movzx ecx, byte ptr [r15 + r8 + 1344]
-    add rsi, qword ptr [r15 + 320]
-    vpor xmm10, xmm10, xmm3
-    mov dword ptr [r15 + 128], esi
-    inc dword ptr [r15 + 640]
-    mov r8, r11
-    movsxd rsi, dword ptr [r15 + 320]
-    and r8, 448
-    mov eax, dword ptr [r15 + r8 + 832]
-    movzx r8d, al
-    mov eax, dword ptr [r15 + 384]
-    mov r9d, esi
-    mov dword ptr [r15 + 128], 201
-    mov dword ptr [r15 + 64], r9d
-    movsxd r9, dword ptr [r15 + 192]
-    mov dword ptr [r15 + 448], 111
+    mov byte ptr [r15 + r8 + 1344], cl
+    movzx r8d, byte ptr [r15 + 448]
+    jmp 1f
+1:
+    mov byte ptr [r15 + 640], cl
+    vmovdqu xmmword ptr [r15 + 512], xmm6
+    movzx ecx, byte ptr [r15 + 256]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 192], ecx
+    mov ecx, dword ptr [r15 + 320]
+    .byte 0x0f, 0x1f, 0x00
+    mov edi, 10
+    movzx edi, dil
+    mov edi, ebp
     jmp 1f
 1:
     mov rbp, r11
-    mov dword ptr [r15 + 256], esi
-    and rbp, 8128
-    mov byte ptr [r15 + rbp + 7488], bpl
-    mov esi, dword ptr [r15 + 512]
+    mov byte ptr [r15 + 128], r8b
+    and rbp, 4032
+    mov byte ptr [r15 + rbp + 3392], bpl
+    movzx r8d, dil
+    mov ebp, r8d
     jmp 1f
 1:
     add r11, 64
@@ -10556,907 +10206,915 @@ ditto_body_c1:
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c177:
-    movsxd rbp, dword ptr [r15 + 320]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], ebp
-    vpcmpeqb xmm10, xmm10, xmm3
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, rsi
-    movsxd rsi, dword ptr [r15 + 448]
-    movsxd rax, dword ptr [r15 + 512]
-    vpor xmm3, xmm3, xmm10
-    movzx edx, al
-    mov eax, 103
-    mov dword ptr [r15 + 192], 159
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx ebp, byte ptr [r15 + 384]
-    mov eax, 69
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov eax, 7
     jmp 1f
 1:
-    movzx esi, byte ptr [r15 + 768]
-    mov eax, 188
-    mov r8, r11
-    movzx eax, r8b
-    movsxd rcx, dword ptr [r15 + 704]
-    and r8, 1984
-    mov byte ptr [r15 + r8 + 1344], r8b
-    mov r8, r11
-    lea r9, [r11 + r11*1]
-    and r8, 8128
-    mov rdx, qword ptr [r15 + r8 + 7488]
-    mov byte ptr [r15 + 256], bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx edi, al
     jmp 1f
 1:
-    and r9, 4032
-    movsxd r8, dword ptr [r15 + r9 + 3456]
-    movsxd rax, dword ptr [r15 + r9 + 3392]
-    movsxd rbp, dword ptr [r15 + 64]
-    movzx r9d, bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], dil
+    mov dword ptr [r15 + 0], 233
+    mov edi, ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 704], edi
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov rbp, r11
+    jmp 1f
+1:
+    and rbp, 8128
+    mov edi, dword ptr [r15 + rbp + 7488]
+    test dword ptr [r15 + 67117724], 34078720
+    jnz 1f
+1:
+    movsxd rbp, dword ptr [r15 + 768]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 128], ebp
+    mov rdi, qword ptr [r15 + 512]
+    mov ebp, edi
+    jmp 1f
+1:
+    mov ebp, ebp
+    movsxd rdx, dword ptr [r15 + 64]
+    mov byte ptr [r15 + 448], al
+    mov rbp, r11
+    mov rax, rbp
+    mov eax, 111
+    and rbp, 448
+    movsxd rax, dword ptr [r15 + rbp + 832]
+    mov rcx, qword ptr [r15 + 320]
+    vmovdqu ymmword ptr [r15 + 384], ymm6
+    mov ebp, ecx
+    mov rbp, r11
+    mov r8d, dword ptr [r15 + 192]
+    and rbp, 1984
+    movzx r9d, byte ptr [r15 + rbp + 1344]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c178:
-    lea rcx, [rip + .Lc1_d8386_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d8386_j_t
-.Lc1_d8386_j:
-    movzx ecx, byte ptr [r15 + 576]
-    mov qword ptr [r15 + 320], rbp
-    mov ebp, edi
-    movzx ebp, bpl
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 15
+    lea rcx, [rip + .Lc1_d8195_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d8195_s_t
+    .p2align 3
+.Lc1_d8195_s:
+    .p2align 3
+    jmp .Lc1_d8195_j
+    .p2align 3
+    jmp .Lc1_d8195_j
+    .p2align 3
+    jmp .Lc1_d8195_j
+    .p2align 3
+    jmp .Lc1_d8195_j
+    .p2align 3
+    jmp .Lc1_d8195_j
+    .p2align 3
+    jmp .Lc1_d8195_j
+    .p2align 3
+    jmp .Lc1_d8195_j
+    .p2align 3
+    jmp .Lc1_d8195_j
+    .p2align 3
+    jmp .Lc1_d8195_j
+    .p2align 3
+    jmp .Lc1_d8195_j
+    .p2align 3
+    jmp .Lc1_d8195_j
+    .p2align 3
+    jmp .Lc1_d8195_j
+    .p2align 3
+    jmp .Lc1_d8195_j
+    .p2align 3
+    jmp .Lc1_d8195_j
+    .p2align 3
+    jmp .Lc1_d8195_j
+    .p2align 3
+    jmp .Lc1_d8195_j
+.Lc1_d8195_j:
+    mov rbp, r11
     jmp 1f
 1:
-    add rax, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, dword ptr [r15 + 64]
+    and rbp, 4032
+    mov dword ptr [r15 + rbp + 3392], eax
     movzx ebp, dil
     jmp 1f
 1:
-    mov qword ptr [r15 + 0], rcx
-    movzx edi, sil
-    movzx ecx, dil
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], edi
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rdi, rdi
-    jmp 1f
-1:
-    movsxd rdi, dword ptr [r15 + 384]
-    mov rcx, rax
-    mov rbp, r11
-    jmp 1f
-1:
-    mov dword ptr [r15 + 512], ebp
-    mov esi, 226
-    and rbp, 1984
-    movzx eax, byte ptr [r15 + rbp + 1344]
-    mov rbp, rax
-    mov eax, dword ptr [r15 + 448]
-    mov esi, eax
+    movzx eax, byte ptr [r15 + 384]
+    mov rdi, qword ptr [r15 + 128]
+    mov ebp, edi
+    movzx edi, byte ptr [r15 + 256]
     mov r8, r11
-    mov rax, qword ptr [r15 + 128]
-    mov r9, qword ptr [r15 + 64]
     jmp 1f
 1:
     and r8, 448
-    mov rbp, r11
-    mov rdx, qword ptr [r15 + r8 + 832]
-    mov r8, qword ptr [r15 + 128]
-    and rbp, 16320
-    mov ecx, dword ptr [r15 + rbp + 15680]
-    mov ebp, dword ptr [r15 + 192]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 256], ebp
-    movzx ebp, byte ptr [r15 + 384]
-    jmp 1f
-1:
+    mov r9, qword ptr [r15 + r8 + 832]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c179:
-    mov ebp, 207
-    mov byte ptr [r15 + 640], dl
     jmp 1f
 1:
     jmp 1f
 1:
+    vmovdqu ymmword ptr [r15 + 128], ymm6
+    mov r8d, dword ptr [r15 + 576]
+    mov edi, 188
     jmp 1f
 1:
+    mov qword ptr [r15 + 0], rbp
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 92
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edi, r8d
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov edx, r9d
-    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r8d, r8b
+    mov dword ptr [r15 + 0], esi
+    mov dword ptr [r15 + 640], edi
+    mov edi, dword ptr [r15 + 256]
     jmp 1f
 1:
-    mov edx, edx
-    movzx r9d, dil
+    mov r8d, 29
+    movzx ebp, r8b
+    movzx ebp, byte ptr [r15 + 448]
+    mov r8d, 135
+    jmp 1f
+1:
+    movzx r8d, r9b
+    mov r9d, edi
     jmp 1f
 1:
     jmp 1f
 1:
-    mov edx, r9d
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r11
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, 192
-    and rbp, 4032
-    mov dword ptr [r15 + rbp + 3392], 81
-    mov rbp, r11
-    movsxd rdx, dword ptr [r15 + 320]
-    mov r9d, 131
-    mov rdi, rbp
-    and rbp, 8128
-    mov rdi, qword ptr [r15 + rbp + 7488]
+    mov byte ptr [r15 + 512], r8b
     mov r8, r11
-    mov rbp, r8
-    and r8, 448
-    mov dword ptr [r15 + r8 + 832], 115
-    mov dword ptr [r15 + 128], 154
-    mov byte ptr [r15 + 448], bpl
-    mov dword ptr [r15 + 512], r8d
-    mov byte ptr [r15 + 256], dil
-    mov r8, rdx
-    mov r8, r8
-    vmovq xmm3, rbp
+    mov r9, qword ptr [r15 + 448]
+    and r8, 1984
+    mov dword ptr [r15 + r8 + 1344], edi
+    mov dword ptr [r15 + 320], 227
+    movzx edi, dl
+    mov rdi, qword ptr [r15 + 192]
+    movzx r8d, byte ptr [r15 + 64]
+    mov rdx, qword ptr [r15 + 64]
+    and r8d, dword ptr [r15 + 384]
+    mov rcx, qword ptr [r15 + 320]
+    mov eax, ecx
+    movzx ecx, al
     jmp 1f
 1:
-    movzx r8d, byte ptr [r15 + 384]
-    add r8, qword ptr [r15 + 64]
+    mov rbp, r11
+    movzx ecx, bpl
+    and rbp, 8128
+    mov ecx, dword ptr [r15 + rbp + 7488]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c180:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 33554432
-    setz al
-    lea rcx, [rip + .Lc1_d8492_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d8492_s_t
-    .p2align 3
-.Lc1_d8492_s:
-    .p2align 3
-    jmp .Lc1_d8492_j
-    .p2align 3
-    jmp .Lc1_d8492_j
-.Lc1_d8492_j:
-    jmp 1f
-1:
+    lea rcx, [rip + .Lc1_d8288_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d8288_j_t
+.Lc1_d8288_j:
     mov ecx, ecx
-    mov dword ptr [r15 + 384], 73
-    mov dword ptr [r15 + 320], 147
+    mov qword ptr [r15 + 384], rsi
     jmp 1f
 1:
-    mov r8, r11
-    mov dword ptr [r15 + 192], 228
-    movzx eax, al
     mov rcx, qword ptr [r15 + 128]
-    and r8, 1984
-    movzx eax, byte ptr [r15 + r8 + 1344]
+    mov dword ptr [r15 + 128], ebp
     mov rbp, r11
-    mov r8, r11
+    mov byte ptr [r15 + 512], bpl
+    and rbp, 448
+    mov dword ptr [r15 + rbp + 832], ebp
+    mov esi, 110
+    vmovdqu ymmword ptr [r15 + 384], ymm6
+    mov rbp, qword ptr [r15 + 448]
+    movzx esi, byte ptr [r15 + 320]
+    movsxd rax, dword ptr [r15 + 256]
     jmp 1f
 1:
-    mov dword ptr [r15 + 704], r8d
+    jmp 1f
+1:
+    movzx edx, al
+    movsxd rax, dword ptr [r15 + 192]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1536
+    jnz 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, eax
+    movzx ecx, sil
+    mov byte ptr [r15 + 0], dl
+    mov rbp, r11
+    mov dword ptr [r15 + 0], edx
     and rbp, 8128
-    mov dword ptr [r15 + rbp + 7488], ebp
-    and r8, 448
-    mov rbp, qword ptr [r15 + r8 + 832]
-    movzx edx, bpl
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + rbp + 7488], r9d
+    mov rbp, r11
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov r8, rdx
-    mov rbp, rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r8d, sil
-    mov rdx, qword ptr [r15 + 512]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r8d, ecx
-    jmp 1f
-1:
-    movzx r8d, byte ptr [r15 + 64]
+    mov r9d, 214
+    mov ecx, dword ptr [r15 + 64]
+    and rbp, 4032
+    vmovdqu xmm6, xmmword ptr [r15 + rbp + 3392]
+    mov ebp, r8d
+    nop
+    movzx r8d, bpl
+    movzx r8d, byte ptr [r15 + 704]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c181:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    movsxd rax, dword ptr [r15 + 256]
-    movzx r8d, byte ptr [r15 + 320]
-    mov esi, 153
-    mov byte ptr [r15 + 0], dl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rsi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu xmm3, xmmword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
     mov rbp, r11
-    movzx esi, byte ptr [r15 + 512]
-    mov qword ptr [r15 + 576], r8
     and rbp, 1984
-    mov byte ptr [r15 + rbp + 1344], r8b
-    test dword ptr [r15 + 67117724], 142606592
-    jz 1f
+    mov r8d, dword ptr [r15 + rbp + 1344]
+    mov rbp, qword ptr [r15 + 192]
+    mov dword ptr [r15 + 0], ebp
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
 1:
     jmp 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, ebp
+    mov ebp, 72
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 85
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, rbp
     mov rbp, r11
-    movzx esi, bpl
-    and rbp, 8128
-    mov r8, qword ptr [r15 + rbp + 7488]
-    mov byte ptr [r15 + 192], r8b
-    movzx esi, byte ptr [r15 + 128]
-    mov ebp, 120
-    mov qword ptr [r15 + 64], rbp
-    mov rbp, r11
-    mov dword ptr [r15 + 320], 68
+    mov esi, ebp
+    jmp 1f
+1:
     and rbp, 4032
-    add qword ptr [r15 + rbp + 3392], rsi
+    mov dword ptr [r15 + rbp + 3392], 189
+    and esi, dword ptr [r15 + 768]
+    mov rax, r8
+    mov rbp, r8
+    mov dword ptr [r15 + 256], 147
     jmp 1f
 1:
-    mov dword ptr [r15 + 448], r8d
-    mov rsi, qword ptr [r15 + 768]
-    mov r8d, esi
-    mov dword ptr [r15 + 384], 215
+    jmp 1f
+1:
+    mov r8d, dword ptr [r15 + 128]
+    movsxd rbp, dword ptr [r15 + 512]
+    mov r9, qword ptr [r15 + 448]
+    mov rdx, qword ptr [r15 + 576]
+    mov rdi, qword ptr [r15 + 64]
+    mov rbp, r11
+    jmp 1f
+1:
+    mov dword ptr [r15 + 320], ebp
+    and rbp, 16320
+    mov byte ptr [r15 + rbp + 15680], bpl
+    jmp 1f
+1:
+    add r8, qword ptr [r15 + 384]
+    mov rcx, r9
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c182:
-    lea rcx, [rip + .Lc1_d8581_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d8581_j_t
-.Lc1_d8581_j:
-    mov r8d, dword ptr [r15 + 384]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 217
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 256], edi
-    mov ecx, ecx
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 1073741824
+    setz al
+    lea rcx, [rip + .Lc1_d8390_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d8390_s_t
+    .p2align 3
+.Lc1_d8390_s:
+    .p2align 3
+    jmp .Lc1_d8390_j
+    .p2align 3
+    jmp .Lc1_d8390_j
+.Lc1_d8390_j:
+    mov byte ptr [r15 + 192], bpl
+    mov ebp, ecx
     jmp 1f
 1:
-    movzx ecx, byte ptr [r15 + 320]
-    mov rsi, rcx
-    mov byte ptr [r15 + 640], sil
-    mov rsi, rcx
-    mov edi, 6
-    mov rcx, rdi
-    movzx esi, cl
-    mov dword ptr [r15 + 64], 57
+    mov rax, qword ptr [r15 + 64]
+    mov rbp, rax
     jmp 1f
 1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx edi, sil
-    and edi, dword ptr [r15 + 448]
-    jmp 1f
-1:
-    movzx esi, byte ptr [r15 + 512]
-    mov ecx, 100
-    mov ecx, edi
-    jmp 1f
-1:
-    mov ecx, dword ptr [r15 + 64]
-    mov rdx, qword ptr [r15 + 192]
-    mov rbp, r11
-    jmp 1f
-1:
-    and rbp, 4032
     mov r9, r11
-    movsxd rax, dword ptr [r15 + rbp + 3392]
+    mov byte ptr [r15 + 640], r9b
+    and r9, 448
+    movzx eax, byte ptr [r15 + r9 + 832]
+    jmp 1f
+1:
+    mov r9, r11
+    movzx ecx, r9b
+    and r9, 8128
+    mov dword ptr [r15 + r9 + 7488], 144
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    movzx r9d, byte ptr [r15 + 512]
+    movsxd r8, dword ptr [r15 + 384]
+    movsxd rax, dword ptr [r15 + 128]
+    jmp 1f
+1:
+    movzx ecx, cl
+    mov ecx, 214
+    mov dword ptr [r15 + 320], r8d
     mov rbp, r11
-    and r9, 1984
-    movzx r8d, byte ptr [r15 + r9 + 1344]
-    and rbp, 448
-    mov dword ptr [r15 + rbp + 832], eax
-    movzx r9d, byte ptr [r15 + 128]
-    movzx eax, cl
-    jmp 1f
-1:
-    jmp 1f
-1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 1984
+    mov rdi, qword ptr [r15 + rbp + 1344]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c183:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 7
-    lea rcx, [rip + .Lc1_d8634_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d8634_s_t
-    .p2align 3
-.Lc1_d8634_s:
-    .p2align 3
-    jmp .Lc1_d8634_j
-    .p2align 3
-    jmp .Lc1_d8634_j
-    .p2align 3
-    jmp .Lc1_d8634_j
-    .p2align 3
-    jmp .Lc1_d8634_j
-    .p2align 3
-    jmp .Lc1_d8634_j
-    .p2align 3
-    jmp .Lc1_d8634_j
-    .p2align 3
-    jmp .Lc1_d8634_j
-    .p2align 3
-    jmp .Lc1_d8634_j
-.Lc1_d8634_j:
-    mov rcx, qword ptr [r15 + 128]
-    mov dword ptr [r15 + 0], 46
+    mov rbp, rdi
+    mov r8, r11
+    mov qword ptr [r15 + 320], rdi
+    and r8, 448
+    mov qword ptr [r15 + r8 + 832], r8
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 384], 117
-    mov qword ptr [r15 + 448], rcx
-    mov rcx, qword ptr [r15 + 704]
-    mov rbp, r11
-    mov eax, dword ptr [r15 + 320]
-    mov r9, rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, 94
+    vmovdqu ymmword ptr [r15 + 0], ymm6
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    mov qword ptr [r15 + 0], r8
+    jmp 1f
+1:
+    movzx r8d, r8b
+    movsxd rdi, dword ptr [r15 + 192]
+    mov r8, r11
+    mov dword ptr [r15 + 128], r8d
+    mov ebp, ebp
+    and r8, 4032
+    movsxd rsi, dword ptr [r15 + r8 + 3392]
+    jmp 1f
+1:
+    mov r8, qword ptr [r15 + 448]
+    mov rdx, rbp
+    mov qword ptr [r15 + 704], rdx
+    movzx edx, dil
+    mov rdx, rdx
+    mov rbp, r11
+    mov edi, 89
+    movzx eax, byte ptr [r15 + 384]
     and rbp, 8128
-    movzx eax, byte ptr [r15 + rbp + 7488]
-    mov dword ptr [r15 + 256], 212
-    mov rbp, r11
-    mov esi, ebp
-    and rbp, 448
-    mov esi, dword ptr [r15 + rbp + 832]
-    mov ebp, 50
+    mov byte ptr [r15 + rbp + 7488], bpl
+    mov qword ptr [r15 + 64], rdx
     jmp 1f
 1:
-    movzx ebp, bpl
-    mov rbp, rbp
-    mov qword ptr [r15 + 512], rbp
+    mov ebp, 105
+    mov qword ptr [r15 + 512], rcx
+    mov qword ptr [r15 + 256], rax
+    jmp 1f
+1:
+    and ebp, dword ptr [r15 + 64]
+    movsxd rax, dword ptr [r15 + 320]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c184:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d8482_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d8482_j_t
+.Lc1_d8482_j:
+    jmp 1f
+1:
+    mov ecx, 126
+    mov ecx, 141
+    jmp 1f
+1:
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, rcx
+    add rcx, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], ecx
+    mov rax, rax
     mov r12, qword ptr [r15 + r12 + 56]
-    add rax, qword ptr [r15 + 0]
-    vmovq qword ptr [r15 + 0], xmm3
-    mov dword ptr [r15 + 0], 252
     mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 0], ymm3
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 4
-    mov byte ptr [r15 + 0], al
-    mov dword ptr [r15 + 128], ecx
-    mov dword ptr [r15 + 320], 248
-    jmp 1f
-1:
-    add r8, qword ptr [r15 + 192]
-    movzx ecx, byte ptr [r15 + 384]
-    jmp 1f
-1:
-    mov eax, 86
-    test ebx, 1073741824
+    mov edx, dword ptr [r15 + 128]
+    movzx r9d, cl
+    vpxor xmm1, xmm1, xmm6
+    movzx ecx, r9b
+    mov ecx, ecx
+    mov r9, r11
+    test dword ptr [r15 + 67117724], 8929280
     jz 1f
 1:
-    movsxd rax, dword ptr [r15 + 64]
-    vpaddq xmm3, xmm3, xmmword ptr [r15 + 576]
+    mov rbp, r11
+    and r9, 448
+    mov r8, qword ptr [r15 + r9 + 832]
+    mov eax, ecx
+    and rbp, 8128
+    mov dword ptr [r15 + rbp + 7488], ebp
+    mov ecx, 212
     jmp 1f
 1:
-    movzx r8d, al
+    mov ecx, dword ptr [r15 + 256]
+    mov byte ptr [r15 + 128], cl
+    mov rcx, qword ptr [r15 + 512]
     jmp 1f
 1:
-    mov r8, r11
-    mov ecx, dword ptr [r15 + 64]
-    jmp 1f
-1:
-    and r8, 1984
-    mov edi, dword ptr [r15 + r8 + 1344]
-    movsxd r8, dword ptr [r15 + 448]
-    mov rbp, rcx
-    mov dword ptr [r15 + 256], ebp
-    mov ebp, eax
-    movzx ebp, byte ptr [r15 + 512]
+    movsxd rbp, dword ptr [r15 + 768]
+    mov dword ptr [r15 + 64], 112
     mov r9, r11
-    movsxd rcx, dword ptr [r15 + 384]
-    mov esi, edi
-    vmovdqu ymmword ptr [r15 + 768], ymm3
-    and r9, 4032
-    mov dword ptr [r15 + r9 + 3392], edx
-    mov r9, r9
+    mov rax, qword ptr [r15 + 448]
+    mov rdx, rcx
+    and r9, 1984
+    mov ecx, dword ptr [r15 + r9 + 1344]
+    jmp 1f
+1:
+    movzx r9d, byte ptr [r15 + 384]
+    movsxd rdi, dword ptr [r15 + 320]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c185:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 16777216
-    setz al
-    lea rcx, [rip + .Lc1_d8723_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d8723_s_t
-    .p2align 3
-.Lc1_d8723_s:
-    .p2align 3
-    jmp .Lc1_d8723_j
-    .p2align 3
-    jmp .Lc1_d8723_j
-.Lc1_d8723_j:
     jmp 1f
 1:
-    vmovdqu ymmword ptr [r15 + 640], ymm3
-    mov qword ptr [r15 + 0], rdx
     mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, 46
-    mov dword ptr [r15 + 320], edi
-    mov edx, 105
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edx, 5
+    mov edx, edx
+    vpaddq xmm1, xmm1, xmmword ptr [r15 + 0]
+    mov rcx, rdx
+    lock xadd qword ptr [r15 + 0], rcx
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
     mov edx, dword ptr [r15 + 448]
-    mov byte ptr [r15 + 64], dl
-    mov rbp, r11
-    movzx edx, bpl
-    mov dword ptr [r15 + 192], 192
+    mov qword ptr [r15 + 64], rdi
+    mov r9d, dword ptr [r15 + 128]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 448], ecx
+    movsxd rcx, dword ptr [r15 + 64]
+    jmp 1f
+1:
+    mov rdi, rax
+    mov byte ptr [r15 + 576], dil
+    movzx ebp, byte ptr [r15 + 128]
+    jmp 1f
+1:
+    movsxd rax, dword ptr [r15 + 320]
+    mov dword ptr [r15 + 256], eax
+    lea r8, [r11 + r11*1]
+    movsxd rax, dword ptr [r15 + 384]
+    mov rdi, rcx
     mov r9, r11
-    mov edi, r9d
-    and rbp, 448
-    mov rdx, qword ptr [r15 + rbp + 832]
-    and r9, 8128
-    mov rbp, qword ptr [r15 + r9 + 7488]
-    mov r8, r11
-    mov qword ptr [r15 + 384], r8
+    mov rdi, r9
     and r8, 4032
-    mov eax, dword ptr [r15 + r8 + 3392]
-    mov edi, edi
-    mov r8d, 37
-    mov edi, 251
-    movzx esi, dil
-    mov edi, esi
-    vpaddq xmm3, xmm3, xmmword ptr [r15 + 128]
+    mov rdi, qword ptr [r15 + r8 + 3392]
+    and r9, 1984
+    movsxd rsi, dword ptr [r15 + r9 + 1344]
+    mov r9d, dword ptr [r15 + 512]
+    mov edi, dword ptr [r15 + 640]
+    mov esi, dword ptr [r15 + r8 + 3456]
+    mov r8d, edx
+    mov r8d, dword ptr [r15 + 192]
+    jmp 1f
+1:
+    nop
+    jmp 1f
+1:
+    movsxd r8, dword ptr [r15 + 192]
+    movzx r8d, byte ptr [r15 + 384]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c186:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d8581_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d8581_j_t
+.Lc1_d8581_j:
     mov r8, r11
-    and eax, dword ptr [r15 + 64]
     and r8, 1984
-    mov qword ptr [r15 + r8 + 1344], rcx
+    mov qword ptr [r15 + r8 + 1344], r8
+    mov dword ptr [r15 + 128], ecx
+    and eax, dword ptr [r15 + 704]
+    and ebp, dword ptr [r15 + 256]
+    mov r8, rcx
+    mov r8d, ecx
+    mov ecx, r8d
+    mov r8d, eax
+    mov qword ptr [r15 + 64], rax
+    mov r8, qword ptr [r15 + 384]
     jmp 1f
 1:
-    mov byte ptr [r15 + 256], dil
-    movzx r8d, dil
-    mov r8d, dword ptr [r15 + 192]
-    movsxd r9, dword ptr [r15 + 384]
-    mov qword ptr [r15 + 448], r9
+    movzx eax, byte ptr [r15 + 512]
+    mov ecx, 254
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 67117723], 524288
-    jz 1f
+    test ebx, 1024
+    jnz 1f
 1:
-    mov r9, r9
+    vmovdqu xmmword ptr [r15 + 0], xmm1
+    movzx ecx, r9b
     jmp 1f
 1:
-    add r9, qword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], r9d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, r11
+    mov rcx, r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r8, 448
     mov r9, r11
-    mov r8, qword ptr [r15 + 512]
-    movsxd rax, dword ptr [r15 + 704]
+    mov ecx, dword ptr [r15 + r8 + 832]
     and r9, 8128
-    mov byte ptr [r15 + r9 + 7488], bpl
-    mov edi, ebp
-    movzx ecx, dil
-    mov rbp, r11
-    mov rcx, qword ptr [r15 + 512]
-    mov qword ptr [r15 + 320], rcx
+    mov byte ptr [r15 + r9 + 7488], r9b
+    movzx r8d, r9b
+    mov ebp, dword ptr [r15 + 320]
+    mov dword ptr [r15 + 320], ebp
     jmp 1f
 1:
-    and rbp, 448
-    and ecx, dword ptr [r15 + rbp + 832]
-    movsxd rdi, dword ptr [r15 + 128]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
+    movzx r8d, byte ptr [r15 + 64]
+    mov r9d, dword ptr [r15 + 448]
+    mov ebp, r9d
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c187:
-    lea rcx, [rip + .Lc1_d8814_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d8814_j_t
-.Lc1_d8814_j:
-    jmp 1f
-1:
-    mov ecx, dword ptr [r15 + 192]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movsxd rdi, dword ptr [r15 + 384]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], edi
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov byte ptr [r15 + 0], cl
+    movzx r9d, byte ptr [r15 + 64]
+    movzx r8d, byte ptr [r15 + 448]
     mov rbp, r11
+    movsxd rdx, dword ptr [r15 + 384]
+    and rbp, 448
+    mov qword ptr [r15 + rbp + 832], r9
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 160
+    jmp 1f
+1:
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, 143
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 512], ebp
+    movsxd rax, dword ptr [r15 + 768]
+    mov r9d, eax
+    mov r9, r11
+    mov rbp, qword ptr [r15 + 128]
+    jmp 1f
+1:
+    and r9, 4032
+    mov rcx, qword ptr [r15 + r9 + 3392]
+    movzx r9d, byte ptr [r15 + 384]
+    movzx edi, byte ptr [r15 + 256]
+    mov rsi, qword ptr [r15 + 192]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov rbp, r11
+    mov qword ptr [r15 + 128], rax
     and rbp, 8128
-    and esi, dword ptr [r15 + rbp + 7488]
-    mov ecx, edi
-    mov rbp, r11
-    mov edi, ebp
-    and rbp, 4032
-    mov byte ptr [r15 + rbp + 3392], bpl
-    mov qword ptr [r15 + 448], rbp
-    mov rbp, qword ptr [r15 + 384]
-    mov rdi, qword ptr [r15 + 128]
-    movsxd rcx, dword ptr [r15 + 512]
-    mov r8, r11
-    mov r9, qword ptr [r15 + 128]
-    movzx eax, byte ptr [r15 + 64]
-    vpmovmskb edx, xmm3
-    and r8, 1984
-    mov dword ptr [r15 + r8 + 1344], r8d
-    mov qword ptr [r15 + 320], rbp
-    mov r8d, esi
-    movzx r8d, byte ptr [r15 + 576]
-    and eax, dword ptr [r15 + 256]
-    jmp 1f
-1:
-    mov qword ptr [r15 + 768], rbp
-    mov rbp, qword ptr [r15 + 320]
+    mov rax, qword ptr [r15 + rbp + 7488]
+    mov ebp, esi
+    movzx ebp, byte ptr [r15 + 320]
+    mov rbp, qword ptr [r15 + 576]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c188:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 67108864
+    setz al
+    lea rcx, [rip + .Lc1_d8677_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d8677_s_t
+    .p2align 3
+.Lc1_d8677_s:
+    .p2align 3
+    jmp .Lc1_d8677_j
+    .p2align 3
+    jmp .Lc1_d8677_j
+.Lc1_d8677_j:
+    mov ecx, dword ptr [r15 + 512]
     jmp 1f
 1:
-    vpor xmm3, xmm3, xmm3
-    movzx edx, bpl
-    mov eax, 241
-    mov eax, 169
-    mov ebp, dword ptr [r15 + 448]
-    mov eax, ebp
-    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
-1:
-    mov ebp, ebp
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, bpl
-    mov edx, 91
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, dil
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
 1:
     mov rbp, r11
-    mov eax, edx
-    mov r9, r11
-    and rbp, 448
-    mov edx, dword ptr [r15 + rbp + 832]
-    and r9, 4032
-    mov rbp, qword ptr [r15 + r9 + 3392]
-    mov dword ptr [r15 + 640], eax
-    mov edi, 202
+    mov eax, 5
+    mov byte ptr [r15 + 320], al
+    and rbp, 4032
+    mov qword ptr [r15 + rbp + 3392], rbp
+    mov byte ptr [r15 + 256], cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edi, ecx
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r8, r11
-    movzx eax, byte ptr [r15 + 192]
-    movzx r9d, byte ptr [r15 + 64]
+    mov qword ptr [r15 + 0], rax
+    mov eax, dword ptr [r15 + 192]
     and r8, 1984
-    mov byte ptr [r15 + r8 + 1344], r8b
-    mov dword ptr [r15 + 384], r8d
-    mov dword ptr [r15 + 256], 254
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movsxd r8, dword ptr [r15 + 512]
-    mov byte ptr [r15 + 128], bpl
-    movzx ebp, dl
+    vmovdqu ymmword ptr [r15 + r8 + 1344], ymm1
+    movzx ebp, dil
     movzx ebp, bpl
+    mov qword ptr [r15 + 128], rdi
+    and ecx, dword ptr [r15 + 64]
+    mov ebp, 77
+    mov rbp, r11
     jmp 1f
 1:
-    mov qword ptr [r15 + 320], r9
+    and rbp, 8128
+    mov dword ptr [r15 + rbp + 7488], ebp
+    movzx edi, byte ptr [r15 + 640]
+    jmp 1f
+1:
+    mov rbp, rcx
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c189:
-    lea rcx, [rip + .Lc1_d8908_j]
+    lea rcx, [rip + .Lc1_d8719_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d8908_j_t
-.Lc1_d8908_j:
+    jmp .Lc1_d8719_j_t
+.Lc1_d8719_j:
+    mov qword ptr [r15 + 512], rcx
+    add rcx, qword ptr [r15 + 0]
+    movzx ebp, bpl
     jmp 1f
 1:
-    movzx edx, cl
+    mov dword ptr [r15 + 0], 28
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov qword ptr [r15 + 0], rdx
-    mov dword ptr [r15 + 0], 35
-    and ebp, dword ptr [r15 + 0]
-    mov rdx, rcx
-    movzx ecx, cl
+    mov ebp, ebp
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx r9d, dl
-    mov ecx, esi
-    jmp 1f
-1:
-    mov esi, 166
-    movzx esi, bpl
-    jmp 1f
-1:
-    mov esi, 56
-    mov esi, 50
-    mov dword ptr [r15 + 0], 212
-    mov r9, r11
-    mov dword ptr [r15 + 384], r9d
-    mov esi, 243
-    and r9, 448
     mov r8, r11
-    movsxd rsi, dword ptr [r15 + r9 + 832]
-    and r8, 4032
-    mov qword ptr [r15 + r8 + 3392], rcx
-    mov r8d, dword ptr [r15 + 192]
-    mov r9, r11
-    movsxd rcx, dword ptr [r15 + 64]
-    and r9, 8128
-    mov rdx, qword ptr [r15 + r9 + 7488]
-    mov r9d, 34
-    mov rax, qword ptr [r15 + 256]
-    .byte 0x0f, 0x1f, 0x00
-    movzx r9d, sil
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    movsxd r9, dword ptr [r15 + 704]
-    mov dword ptr [r15 + 448], r9d
+    and r8, 1984
+    mov rax, qword ptr [r15 + r8 + 1344]
+    mov rbp, rax
+    and ecx, dword ptr [r15 + 384]
+    mov dword ptr [r15 + 64], 143
+    mov eax, dword ptr [r15 + 448]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov qword ptr [r15 + 384], rcx
+    mov r8, rbp
+    mov r8, rcx
+    mov r8d, dword ptr [r15 + 128]
+    movsxd rcx, dword ptr [r15 + 192]
+    mov rbp, rax
+    mov rbp, r11
     jmp 1f
 1:
+    movzx eax, bpl
+    mov r9d, dword ptr [r15 + 64]
+    and rbp, 448
+    mov dword ptr [r15 + rbp + 832], 54
+    mov dword ptr [r15 + 704], 78
+    movsxd rax, dword ptr [r15 + 256]
+    mov ebp, ecx
     jmp 1f
 1:
-    movzx r9d, byte ptr [r15 + 320]
-    mov edi, dword ptr [r15 + 128]
+    mov dword ptr [r15 + 320], 97
+    mov ebp, 111
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c190:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, edi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 129
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], dil
-    vmovq xmm3, r9
-    mov rbp, r11
-    movsxd rdi, dword ptr [r15 + 64]
-    and rbp, 16320
-    mov dword ptr [r15 + rbp + 15680], ebp
-    jmp 1f
-1:
-    mov r9d, 187
-    movsxd rsi, dword ptr [r15 + 320]
-    jmp 1f
-1:
-    mov r9, qword ptr [r15 + 320]
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx r9d, r9b
-    movzx r9d, r9b
-    movsxd rcx, dword ptr [r15 + 256]
-    mov qword ptr [r15 + 64], rcx
-    mov dword ptr [r15 + 512], esi
     mov r8, r11
     jmp 1f
 1:
+    and r8, 1984
+    movsxd rbp, dword ptr [r15 + r8 + 1344]
+    movsxd r8, dword ptr [r15 + 448]
+    movsxd rax, dword ptr [r15 + 384]
     jmp 1f
 1:
-    and r8, 1984
-    mov qword ptr [r15 + r8 + 1344], rsi
-    mov rsi, r8
+    mov ecx, 155
+    mov rsi, qword ptr [r15 + 256]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], sil
+    add r9, qword ptr [r15 + 0]
+    and ebp, dword ptr [r15 + 0]
+    add r9, qword ptr [r15 + 0]
+    mov rsi, rdi
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 320], r9
+    movzx r9d, r9b
+    jmp 1f
+1:
+    mov dword ptr [r15 + 576], 233
+    mov byte ptr [r15 + 320], bpl
+    jmp 1f
+1:
+    mov byte ptr [r15 + 192], r9b
+    mov r9, r11
     mov rbp, r11
     jmp 1f
 1:
+    mov byte ptr [r15 + 128], bpl
+    and rbp, 4032
+    mov dword ptr [r15 + rbp + 3392], ebp
+    and r9, 8128
+    mov dword ptr [r15 + r9 + 7488], 62
     jmp 1f
 1:
-    vmovq qword ptr [r15 + 768], xmm3
-    and rbp, 8128
-    mov r8d, dword ptr [r15 + rbp + 7488]
-    movzx edi, byte ptr [r15 + 448]
-    mov ebp, 13
-    movzx ebp, byte ptr [r15 + 128]
-    movzx esi, byte ptr [r15 + 384]
+    mov r9d, 23
+    vmovq qword ptr [r15 + 512], xmm6
+    mov ebp, 182
+    movsxd rbp, dword ptr [r15 + 768]
+    mov r9, qword ptr [r15 + 64]
+    jmp 1f
+1:
+    mov esi, dword ptr [r15 + 128]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c191:
-    lea rcx, [rip + .Lc1_d9006_j]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d8815_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d9006_j_t
-.Lc1_d9006_j:
-    mov rbp, r11
+    jmp .Lc1_d8815_j_t
+.Lc1_d8815_j:
+    jmp 1f
+1:
+    movsxd rax, dword ptr [r15 + 320]
+    mov rcx, qword ptr [r15 + 512]
+    nop
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + 128], ymm6
+    mov qword ptr [r15 + 0], rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ebp, al
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r8, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r11 + r11*1]
+    or qword ptr [r15 + 384], 29
+    and r8, 4032
+    mov rsi, qword ptr [r15 + r8 + 3392]
+    test dword ptr [r15 + 67117724], 69210120
+    jz 1f
+1:
     and rbp, 448
-    mov dword ptr [r15 + rbp + 832], ebp
-    mov rbp, qword ptr [r15 + 512]
-    mov ecx, 211
-    movsxd rsi, dword ptr [r15 + 640]
-    mov ecx, ebp
-    vpshufd xmm3, xmm3, 115
+    mov r8d, dword ptr [r15 + rbp + 896]
     jmp 1f
 1:
     jmp 1f
 1:
-    mov rbp, r11
-    add rcx, qword ptr [r15 + 128]
-    and rbp, 4032
-    mov dword ptr [r15 + rbp + 3392], 78
-    mov ebp, dword ptr [r15 + 192]
-    movsxd r8, dword ptr [r15 + 576]
-    mov qword ptr [r15 + 320], rsi
+    mov rax, rbp
+    movzx edi, sil
     jmp 1f
 1:
-    mov rsi, qword ptr [r15 + 448]
-    mov byte ptr [r15 + 384], cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 226
-    mov eax, ebp
-    jmp 1f
-1:
-    movzx ebp, bpl
-    movzx ecx, byte ptr [r15 + 256]
-    mov ebp, 252
-    jmp 1f
-1:
-    mov rbp, r11
-    movzx edx, bpl
-    jmp 1f
-1:
-    and rbp, 1984
-    mov qword ptr [r15 + rbp + 1344], rbp
-    jmp 1f
-1:
+    mov r9, r11
+    mov esi, dword ptr [r15 + rbp + 832]
+    and r9, 1984
+    mov ecx, dword ptr [r15 + r9 + 1344]
+    mov r9d, 216
+    movzx edi, r8b
+    mov rbp, qword ptr [r15 + 448]
+    mov dword ptr [r15 + 192], 69
+    mov qword ptr [r15 + 640], rsi
+    mov rsi, qword ptr [r15 + 64]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c192:
-    mov ebp, ebp
-    mov rbp, qword ptr [r15 + 448]
+    mov dword ptr [r15 + 384], esi
+    vmovq xmm6, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], ecx
     jmp 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    and edi, dword ptr [r15 + 0]
+    vmovdqu ymmword ptr [r15 + 0], ymm6
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, sil
+    mov rcx, qword ptr [r15 + 704]
+    movzx esi, cl
+    mov r9d, 15
+    mov ecx, 221
+    mov rcx, rdi
+    movzx ecx, dil
+    mov rbp, r11
+    mov edi, dword ptr [r15 + 768]
     mov r8, r11
-    movzx ecx, r8b
-    and r8, 8128
-    movzx ecx, byte ptr [r15 + r8 + 7488]
+    vmovdqu ymmword ptr [r15 + 64], ymm6
+    and rbp, 8128
+    movzx r9d, byte ptr [r15 + rbp + 7488]
+    and r8, 16320
+    mov rbp, qword ptr [r15 + r8 + 15680]
+    mov dword ptr [r15 + 256], 3
     jmp 1f
 1:
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov r8, qword ptr [r15 + 192]
-    jmp 1f
-1:
-    mov rsi, qword ptr [r15 + 384]
-    and ecx, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 25
-    mov byte ptr [r15 + 0], bpl
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov ebp, 204
-    mov ebp, r8d
-    jmp 1f
-1:
-    movzx edi, bpl
-    mov byte ptr [r15 + 64], bpl
-    add rbp, qword ptr [r15 + 64]
-    jmp 1f
-1:
-    mov r8d, dword ptr [r15 + 512]
-    mov ecx, r8d
-    mov r8, r11
-    mov r9, r11
-    and r8, 1984
-    mov dword ptr [r15 + r8 + 1344], ebp
-    jmp 1f
-1:
-    and r9, 448
-    and edi, dword ptr [r15 + r9 + 832]
-    mov ebp, 51
-    movsxd r9, dword ptr [r15 + 128]
-    jmp 1f
-1:
-    movsxd rbp, dword ptr [r15 + 320]
-    movzx r8d, dil
-    mov r8, rcx
-    movzx ecx, byte ptr [r15 + 704]
+    mov byte ptr [r15 + 384], bpl
+    movzx ebp, byte ptr [r15 + 64]
+    mov r8, qword ptr [r15 + 320]
+    movzx eax, byte ptr [r15 + 448]
+    mov dword ptr [r15 + 128], 37
+    mov rbp, r11
+    add r9, qword ptr [r15 + 192]
+    mov qword ptr [r15 + 512], rcx
+    movzx ecx, al
+    and rbp, 448
+    mov rcx, qword ptr [r15 + rbp + 832]
     jmp 1f
 1:
     add r11, 64
@@ -11468,275 +11126,254 @@ ditto_body_c1:
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
     xor eax, eax
-    test dword ptr [r15 + 67117723], 8388608
+    test dword ptr [r15 + 67117724], 536870912
     setz al
-    lea rcx, [rip + .Lc1_d9109_s]
+    lea rcx, [rip + .Lc1_d8905_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d9109_s_t
+    jmp .Lc1_d8905_s_t
     .p2align 3
-.Lc1_d9109_s:
+.Lc1_d8905_s:
     .p2align 3
-    jmp .Lc1_d9109_j
+    jmp .Lc1_d8905_j
     .p2align 3
-    jmp .Lc1_d9109_j
-.Lc1_d9109_j:
-    vmovdqu ymmword ptr [r15 + 0], ymm3
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 126
-    mov rbp, r11
-    mov dword ptr [r15 + 0], 78
-    and rbp, 8128
-    mov dword ptr [r15 + rbp + 7488], eax
-    mov ecx, ebp
-    mov rcx, rax
-    movzx ecx, byte ptr [r15 + 64]
-    jmp 1f
-1:
-    movzx ebp, cl
-    mov ebp, dword ptr [r15 + 128]
+    jmp .Lc1_d8905_j
+.Lc1_d8905_j:
+    mov byte ptr [r15 + 576], r9b
+    mov ecx, eax
+    movzx r9d, byte ptr [r15 + 512]
     jmp 1f
 1:
     mov eax, dword ptr [r15 + 192]
-    vmovdqu ymmword ptr [r15 + 256], ymm3
+    movzx ecx, byte ptr [r15 + 448]
+    mov dword ptr [r15 + 64], ecx
+    mov rbp, r11
+    mov ecx, dword ptr [r15 + 384]
+    mov esi, 126
+    and rbp, 1984
+    mov esi, dword ptr [r15 + rbp + 1344]
     jmp 1f
 1:
-    mov r8, rax
-    mov dword ptr [r15 + 768], 126
-    mov r9, r11
-    mov qword ptr [r15 + 448], rcx
-    and r9, 4032
-    movzx ecx, byte ptr [r15 + r9 + 3392]
-    mov r9, rcx
+    mov dword ptr [r15 + 256], esi
+    mov esi, 34
+    mov rbp, r11
     jmp 1f
 1:
-    movzx eax, byte ptr [r15 + 384]
-    mov rcx, qword ptr [r15 + 320]
-    mov dword ptr [r15 + 512], 115
+    mov rsi, qword ptr [r15 + 128]
+    and rbp, 4032
+    add rax, qword ptr [r15 + rbp + 3392]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rbp, dword ptr [r15 + 320]
+    and r8, 8128
+    add rax, qword ptr [r15 + r8 + 7488]
+    mov r8d, eax
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c194:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov edi, eax
+    mov byte ptr [r15 + 0], bpl
     mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], r8d
+    vpmovmskb r9d, xmm6
+    mov dword ptr [r15 + 0], r8d
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], r9
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, r11
-    mov qword ptr [r15 + 0], r9
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r9, 1984
-    mov dword ptr [r15 + r9 + 1344], r9d
-    add r9, qword ptr [r15 + 128]
-    mov byte ptr [r15 + 384], r9b
-    mov r9, qword ptr [r15 + 384]
-    vpxor xmm3, xmm3, xmm2
-    mov rax, r9
-    mov r8, r11
-    mov dword ptr [r15 + 576], r8d
-    and r8, 448
-    mov byte ptr [r15 + r8 + 832], r8b
-    mov r8d, r9d
-    mov dword ptr [r15 + 128], r8d
-    mov dword ptr [r15 + 448], eax
+    mov ebp, 113
     jmp 1f
 1:
-    mov r8d, 251
-    mov dword ptr [r15 + 512], 129
-    movsxd r8, dword ptr [r15 + 640]
-    mov dword ptr [r15 + 320], r8d
-    mov r8, rax
-    mov r8, r11
-    mov byte ptr [r15 + 256], al
-    and r8, 4032
-    movsxd rax, dword ptr [r15 + r8 + 3392]
-    mov dword ptr [r15 + 64], eax
-    movzx r8d, r8b
+    vmovdqu ymmword ptr [r15 + 0], ymm6
+    mov dword ptr [r15 + 640], edi
     jmp 1f
 1:
-    mov qword ptr [r15 + 192], r9
+    mov rbp, r11
     jmp 1f
 1:
+    mov byte ptr [r15 + 128], al
+    jmp 1f
+1:
+    and rbp, 448
+    mov eax, dword ptr [r15 + rbp + 832]
+    test dword ptr [r15 + 67117723], 38
+    jz 1f
+1:
+    mov rbp, r11
+    jmp 1f
+1:
+    and rbp, 1984
+    mov rdi, qword ptr [r15 + rbp + 1344]
+    mov rbp, r11
+    mov dword ptr [r15 + 128], 150
+    and rbp, 4032
+    mov eax, dword ptr [r15 + rbp + 3392]
+    jmp 1f
+1:
+    mov r8d, 236
+    mov ebp, 244
+    vmovdqu ymmword ptr [r15 + 320], ymm6
+    vmovdqu ymmword ptr [r15 + 64], ymm6
+    movzx ebp, byte ptr [r15 + 448]
+    movzx r8d, bpl
+    mov ebp, dword ptr [r15 + 256]
+    movzx esi, byte ptr [r15 + 384]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov ecx, dword ptr [r15 + 512]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c195:
-    lea rcx, [rip + .Lc1_d9193_j]
+    lea rcx, [rip + .Lc1_d8992_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d9193_j_t
-.Lc1_d9193_j:
+    jmp .Lc1_d8992_j_t
+.Lc1_d8992_j:
+    and ecx, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
+    mov r9d, ecx
+    mov ecx, 126
+    mov ecx, ebp
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], ecx
+    movzx ecx, sil
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, cl
+    movsxd rcx, dword ptr [r15 + 128]
+    movzx esi, byte ptr [r15 + 704]
+    lea rbp, [r11 + r11*1]
+    vmovdqu xmmword ptr [r15 + 448], xmm6
+    and rbp, 8128
+    and esi, dword ptr [r15 + rbp + 7488]
+    mov dword ptr [r15 + 384], r9d
+    mov r9d, esi
     mov r8, r11
-    mov r9, r11
-    movzx ebp, cl
+    mov r9, r8
     jmp 1f
 1:
     and r8, 1984
-    mov dword ptr [r15 + r8 + 1344], 124
-    and r9, 448
-    mov dword ptr [r15 + r9 + 832], 135
-    mov r9d, 117
-    mov qword ptr [r15 + 192], r9
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov qword ptr [r15 + 320], r9
-    movzx r8d, byte ptr [r15 + 320]
-    mov r9, qword ptr [r15 + 64]
-    mov rbp, r11
-    movzx ecx, cl
+    mov dword ptr [r15 + r8 + 1344], r8d
+    mov r8, qword ptr [r15 + 256]
+    movzx r9d, byte ptr [r15 + 320]
+    vmovdqu ymmword ptr [r15 + rbp + 7552], ymm6
+    movzx ebp, byte ptr [r15 + 64]
+    movzx eax, sil
     jmp 1f
 1:
-    and rbp, 8128
-    add r8, qword ptr [r15 + rbp + 7488]
-    movsxd rdx, dword ptr [r15 + 256]
-    mov ebp, dword ptr [r15 + 128]
-    movsxd rcx, dword ptr [r15 + 448]
-    movzx eax, byte ptr [r15 + 704]
-    mov dword ptr [r15 + 384], edi
-    mov qword ptr [r15 + 512], rax
-    mov eax, eax
+    mov rax, rax
+    mov rbp, r11
+    movsxd rdi, dword ptr [r15 + 320]
+    and rbp, 448
+    add rax, qword ptr [r15 + rbp + 832]
+    and ebp, dword ptr [r15 + 64]
+    mov dword ptr [r15 + 512], r9d
+    add rbp, qword ptr [r15 + 192]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c196:
-    mov eax, 187
-    mov edi, ecx
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov qword ptr [r15 + 512], rcx
-    mov dword ptr [r15 + 768], ecx
+    mov dword ptr [r15 + 384], 126
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, cl
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], ecx
-    mov qword ptr [r15 + 0], rax
+    mov dword ptr [r15 + 0], ebp
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu xmmword ptr [r15 + 0], xmm3
-    mov eax, ecx
-    mov r9, r11
-    mov dword ptr [r15 + 64], r9d
-    mov ecx, 143
+    mov rbp, rbp
+    vmovq qword ptr [r15 + 0], xmm6
+    movzx ebp, al
+    add rbp, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], bpl
+    mov qword ptr [r15 + 0], rdi
+    movsxd rdi, dword ptr [r15 + 768]
+    mov qword ptr [r15 + 64], rdi
+    mov edi, edi
+    mov edi, edi
+    mov byte ptr [r15 + 576], bpl
+    mov byte ptr [r15 + 384], bpl
+    mov byte ptr [r15 + 128], bpl
+    mov eax, ebp
     mov rbp, r11
     jmp 1f
 1:
-    and r9, 4032
-    mov byte ptr [r15 + r9 + 3392], sil
-    and rbp, 8128
-    movzx r9d, byte ptr [r15 + rbp + 7488]
-    mov rbp, r9
-    movsxd rdx, dword ptr [r15 + 256]
-    jmp 1f
-1:
-    mov esi, edx
-    mov rdx, r8
-    mov r8d, 81
+    and rbp, 1984
+    mov eax, dword ptr [r15 + rbp + 1344]
+    or qword ptr [r15 + 64], 78
+    mov byte ptr [r15 + 128], al
+    mov dword ptr [r15 + 448], 142
     jmp 1f
 1:
     jmp 1f
 1:
-    mov rdx, rcx
+    mov rdi, qword ptr [r15 + 192]
+    and ebp, dword ptr [r15 + 320]
     mov r8, r11
-    mov rdx, r9
-    and r8, 1984
-    mov dword ptr [r15 + r8 + 1344], 157
-    mov dword ptr [r15 + 448], r9d
-    mov r8d, 249
-    mov dword ptr [r15 + 384], 244
+    mov eax, 106
+    mov dword ptr [r15 + 256], 114
     jmp 1f
 1:
-    movzx r9d, r8b
-    jmp 1f
-1:
-    and r9d, dword ptr [r15 + 128]
-    vmovq qword ptr [r15 + 320], xmm3
-    jmp 1f
-1:
+    and r8, 4032
+    add rdi, qword ptr [r15 + r8 + 3392]
+    mov r8d, ebp
+    mov dword ptr [r15 + 192], 85
+    add r8, qword ptr [r15 + 512]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c197:
-    lea rcx, [rip + .Lc1_d9291_j]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d9083_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d9291_j_t
-.Lc1_d9291_j:
-    mov qword ptr [r15 + 256], r8
-    mov ecx, dword ptr [r15 + 512]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 253
-    mov dword ptr [r15 + 0], 35
+    jmp .Lc1_d9083_j_t
+.Lc1_d9083_j:
+    vmovq qword ptr [r15 + 448], xmm6
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    vmovdqu xmmword ptr [r15 + 0], xmm3
-    vpshufd xmm3, xmm3, 115
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, qword ptr [r15 + 384]
-    mov dword ptr [r15 + 64], 32
+    mov edx, dword ptr [r15 + 256]
+    mov ecx, 140
+    mov ecx, ecx
+    mov byte ptr [r15 + 128], al
     mov r9, r11
-    mov rbp, r11
+    mov eax, eax
+    and r9, 4032
+    mov byte ptr [r15 + r9 + 3392], cl
+    mov qword ptr [r15 + 512], r9
+    mov r9d, ecx
+    mov dword ptr [r15 + 64], eax
+    mov r9, rcx
     jmp 1f
 1:
-    mov byte ptr [r15 + 320], cl
-    and rbp, 8128
-    mov byte ptr [r15 + rbp + 7488], bpl
-    and r9, 4032
-    vmovq qword ptr [r15 + r9 + 3392], xmm3
-    test ebx, 1073741824
+    mov r9, r11
+    test dword ptr [r15 + 67117724], 16
     jz 1f
 1:
-    vpmovmskb r9d, xmm3
-    mov r9d, edi
-    mov r9, qword ptr [r15 + 192]
-    movzx ebp, r9b
-    add rbp, qword ptr [r15 + 64]
-    jmp 1f
-1:
-    mov r9, qword ptr [r15 + 128]
-    mov r8, r11
-    mov edi, dword ptr [r15 + 640]
-    jmp 1f
-1:
-    mov ecx, dword ptr [r15 + 448]
-    and r8, 448
-    mov qword ptr [r15 + r8 + 832], r8
-    mov r8, rdi
+    and r9, 448
+    mov dword ptr [r15 + r9 + 832], 35
+    mov rdx, r9
+    mov ecx, dword ptr [r15 + 640]
+    movsxd rdx, dword ptr [r15 + 704]
+    movzx r9d, byte ptr [r15 + 128]
+    movzx eax, byte ptr [r15 + 320]
     jmp 1f
 1:
     jmp 1f
 1:
-    mov dword ptr [r15 + 576], 12
     jmp 1f
 1:
+    mov dword ptr [r15 + 384], 237
+    mov rbp, r11
+    mov edi, 250
+    and rbp, 8128
+    movzx edi, byte ptr [r15 + rbp + 7488]
+    mov ebp, 249
     add r11, 64
     inc rbx
     dec r13
@@ -11744,56 +11381,56 @@ ditto_body_c1:
 .Lc1_b1_c198:
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], r8b
-    mov r8, r8
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, al
-    jmp 1f
-1:
-    mov rbp, r8
-    jmp 1f
-1:
-    mov r8, rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, 12
-    mov ebp, ecx
-    mov ebp, ebp
-    mov r8, r11
-    movsxd rbp, dword ptr [r15 + 704]
+    vpxor xmm6, xmm6, xmm4
+    mov ebp, dword ptr [r15 + 320]
+    mov eax, 154
     mov r9, r11
-    and r8, 1984
-    and ecx, dword ptr [r15 + r8 + 1344]
+    mov r8d, 158
+    mov ecx, r8d
+    and r9, 8128
+    movsxd rsi, dword ptr [r15 + r9 + 7488]
+    mov dword ptr [r15 + 0], 190
+    mov dword ptr [r15 + 0], 206
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r9d, dil
+    movzx r8d, cl
+    jmp 1f
+1:
+    mov r9d, 36
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, r11
+    movzx edi, byte ptr [r15 + 128]
+    and r9, 1984
+    movzx r8d, byte ptr [r15 + r9 + 1344]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 256], 115
+    jmp 1f
+1:
+    mov ecx, dword ptr [r15 + 192]
+    mov r9, qword ptr [r15 + 512]
+    vpmovmskb eax, xmm6
+    jmp 1f
+1:
+    mov r9, r11
+    movsxd rax, dword ptr [r15 + 768]
     and r9, 448
-    movzx r8d, byte ptr [r15 + r9 + 832]
-    movsxd rax, dword ptr [r15 + 192]
-    mov r9d, dword ptr [r15 + 128]
-    movzx edi, byte ptr [r15 + 320]
-    mov rbp, r11
-    mov edx, 55
-    and rbp, 4032
-    mov byte ptr [r15 + rbp + 3392], bpl
+    mov dword ptr [r15 + r9 + 832], 147
     jmp 1f
 1:
-    movzx esi, cl
-    movzx ebp, byte ptr [r15 + 384]
-    mov rcx, rbp
-    mov ecx, dword ptr [r15 + 384]
-    mov qword ptr [r15 + 512], rcx
-    mov ecx, 35
-    mov dword ptr [r15 + 64], ecx
-    mov rcx, qword ptr [r15 + 256]
-    movzx edx, dl
-    mov rdx, rdx
-    jmp 1f
-1:
+    mov r9d, dword ptr [r15 + 384]
+    vmovdqu xmm6, xmmword ptr [r15 + 448]
+    movzx edx, al
+    mov byte ptr [r15 + 64], al
+    mov eax, 19
     add r11, 64
     inc rbx
     dec r13
@@ -11803,517 +11440,530 @@ ditto_body_c1:
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
     mov eax, dword ptr [r15 + 67117724]
-    and eax, 15
-    lea rcx, [rip + .Lc1_d9392_s]
+    and eax, 7
+    lea rcx, [rip + .Lc1_d9176_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d9392_s_t
+    jmp .Lc1_d9176_s_t
     .p2align 3
-.Lc1_d9392_s:
+.Lc1_d9176_s:
     .p2align 3
-    jmp .Lc1_d9392_j
+    jmp .Lc1_d9176_j
     .p2align 3
-    jmp .Lc1_d9392_j
+    jmp .Lc1_d9176_j
     .p2align 3
-    jmp .Lc1_d9392_j
+    jmp .Lc1_d9176_j
     .p2align 3
-    jmp .Lc1_d9392_j
+    jmp .Lc1_d9176_j
     .p2align 3
-    jmp .Lc1_d9392_j
+    jmp .Lc1_d9176_j
     .p2align 3
-    jmp .Lc1_d9392_j
+    jmp .Lc1_d9176_j
     .p2align 3
-    jmp .Lc1_d9392_j
+    jmp .Lc1_d9176_j
     .p2align 3
-    jmp .Lc1_d9392_j
-    .p2align 3
-    jmp .Lc1_d9392_j
-    .p2align 3
-    jmp .Lc1_d9392_j
-    .p2align 3
-    jmp .Lc1_d9392_j
-    .p2align 3
-    jmp .Lc1_d9392_j
-    .p2align 3
-    jmp .Lc1_d9392_j
-    .p2align 3
-    jmp .Lc1_d9392_j
-    .p2align 3
-    jmp .Lc1_d9392_j
-    .p2align 3
-    jmp .Lc1_d9392_j
-.Lc1_d9392_j:
+    jmp .Lc1_d9176_j
+.Lc1_d9176_j:
     jmp 1f
 1:
-    mov ecx, dword ptr [r15 + 320]
-    vmovq xmm3, rcx
-    vpcmpeqb xmm3, xmm3, xmm4
-    mov ecx, eax
-    mov rbp, r11
-    mov byte ptr [r15 + 192], al
-    mov byte ptr [r15 + 448], bpl
-    mov rax, qword ptr [r15 + 768]
-    and rbp, 1984
-    mov ecx, dword ptr [r15 + rbp + 1344]
-    movsxd rbp, dword ptr [r15 + 128]
+    imul rax, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 158
+    mov r9, r11
+    vmovdqu ymmword ptr [r15 + 0], ymm6
+    and r9, 1984
+    and eax, dword ptr [r15 + r9 + 1344]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    vmovdqu xmmword ptr [r15 + 320], xmm6
+    mov byte ptr [r15 + 576], al
+    jmp 1f
+1:
+    mov byte ptr [r15 + 448], cl
+    mov rax, rax
+    mov byte ptr [r15 + 128], r9b
+    mov r9, r11
+    jmp 1f
+1:
+    mov ecx, dword ptr [r15 + 64]
+    jmp 1f
+1:
+    and r9, 4032
+    movzx eax, byte ptr [r15 + r9 + 3392]
+    movsxd r9, dword ptr [r15 + 384]
+    and ecx, dword ptr [r15 + 192]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c200:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 4194304
-    setz al
-    lea rcx, [rip + .Lc1_d9433_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d9433_s_t
-    .p2align 3
-.Lc1_d9433_s:
-    .p2align 3
-    jmp .Lc1_d9433_j
-    .p2align 3
-    jmp .Lc1_d9433_j
-.Lc1_d9433_j:
-    mov ecx, dword ptr [r15 + 256]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, r11
+    and r9, 4032
+    mov ecx, dword ptr [r15 + r9 + 3392]
+    and ecx, dword ptr [r15 + 512]
     jmp 1f
 1:
-    movzx eax, al
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r11
+    movzx r9d, cl
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 448
-    mov r8, r11
-    mov dword ptr [r15 + rbp + 832], ecx
-    movsxd rax, dword ptr [r15 + 320]
-    and r8, 4032
-    mov rbp, qword ptr [r15 + r8 + 3392]
-    mov dword ptr [r15 + 576], eax
-    mov eax, ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov ecx, ecx
+    mov r9d, 31
+    mov r9d, eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, r9
+    mov r9d, 112
+    mov r9d, r9d
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    mov r9, r11
+    mov rsi, qword ptr [r15 + 384]
+    and r9, 448
+    vmovdqu ymmword ptr [r15 + r9 + 832], ymm6
     jmp 1f
 1:
     jmp 1f
 1:
-    mov r8, rax
-    mov byte ptr [r15 + 64], bpl
-    mov rcx, qword ptr [r15 + 384]
+    movzx r9d, cl
+    vmovdqu ymmword ptr [r15 + 448], ymm6
+    movzx ecx, byte ptr [r15 + 64]
+    mov r9, r11
+    movzx eax, byte ptr [r15 + 320]
+    and r9, 8128
+    imul rax, qword ptr [r15 + r9 + 7488]
+    movzx r9d, byte ptr [r15 + 64]
+    mov dword ptr [r15 + 256], 237
+    mov rdi, qword ptr [r15 + 640]
+    mov r8d, esi
     jmp 1f
 1:
-    mov r8, r11
-    mov rbp, r8
-    vpaddq xmm3, xmm3, xmmword ptr [r15 + 512]
-    mov ebp, 235
-    and r8, 8128
-    mov ebp, dword ptr [r15 + r8 + 7488]
-    mov qword ptr [r15 + 128], rbp
     jmp 1f
 1:
+    mov byte ptr [r15 + 128], r8b
     jmp 1f
 1:
-    mov rbp, rcx
-    mov qword ptr [r15 + 448], r8
+    mov r8d, edx
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c201:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d9268_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d9268_j_t
+.Lc1_d9268_j:
+    movzx edi, dl
+    mov qword ptr [r15 + 384], rdi
+    mov r8, r11
+    mov edi, dword ptr [r15 + 64]
+    and r8, 8128
+    mov rdx, qword ptr [r15 + r8 + 7488]
+    mov qword ptr [r15 + 512], rcx
+    mov qword ptr [r15 + 0], rdx
+    movzx edx, dl
+    mov dword ptr [r15 + 0], ecx
+    and r8d, dword ptr [r15 + 0]
+    mov rcx, r8
+    mov rcx, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rcx
+    mov dword ptr [r15 + 0], 61
+    mov qword ptr [r15 + 128], rax
+    jmp 1f
+1:
+    mov ecx, dword ptr [r15 + 192]
+    mov r8d, 160
+    mov rax, qword ptr [r15 + 704]
+    mov dword ptr [r15 + 128], eax
+    mov dword ptr [r15 + 448], 78
+    vmovdqu ymmword ptr [r15 + 320], ymm6
+    mov esi, dword ptr [r15 + 320]
+    mov eax, 10
     mov rbp, r11
-    and rbp, 448
-    mov ecx, dword ptr [r15 + rbp + 832]
-    jmp 1f
-1:
-    movzx r8d, byte ptr [r15 + 192]
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 0], ymm3
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, 170
-    vmovdqu xmm3, xmmword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 384], dl
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov eax, 161
-    mov ebp, eax
-    test dword ptr [r15 + 67117724], 524290
-    jnz 1f
-1:
-    mov eax, r8d
-    mov ecx, dword ptr [r15 + 448]
-    vpor xmm3, xmm3, xmm3
-    movsxd rax, dword ptr [r15 + 64]
-    jmp 1f
-1:
-    movzx edx, al
-    movsxd rdx, dword ptr [r15 + 512]
-    mov rbp, r11
-    mov r8d, dword ptr [r15 + 320]
-    vpshufd xmm3, xmm3, 178
-    and rbp, 8128
-    mov dword ptr [r15 + rbp + 7488], ebp
-    mov qword ptr [r15 + 128], rbp
-    mov rbp, r11
-    xor dword ptr [r15 + 640], r8d
+    mov edx, ebp
+    and esi, dword ptr [r15 + 256]
+    mov edx, esi
     and rbp, 1984
-    mov dword ptr [r15 + rbp + 1344], 67
-    mov ebp, 194
+    mov r8, r11
+    mov rsi, qword ptr [r15 + rbp + 1344]
+    jmp 1f
+1:
+    and r8, 448
+    movsxd rax, dword ptr [r15 + r8 + 832]
+    mov r8d, 207
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c202:
-    lea rcx, [rip + .Lc1_d9523_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d9523_j_t
-.Lc1_d9523_j:
-    mov dword ptr [r15 + 256], 27
-    jmp 1f
-1:
-    mov rdx, qword ptr [r15 + 64]
-    mov rcx, rdx
-    mov rdx, qword ptr [r15 + 384]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 26
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, ecx
-    vmovdqu ymmword ptr [r15 + 448], ymm3
     mov rbp, r11
     jmp 1f
 1:
-    mov qword ptr [r15 + 384], rbp
-    and rbp, 4032
-    mov r8, qword ptr [r15 + rbp + 3392]
+    mov byte ptr [r15 + 384], sil
+    and rbp, 1984
+    mov qword ptr [r15 + rbp + 1344], rsi
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    movzx r8d, bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu xmmword ptr [r15 + 0], xmm6
+    mov dword ptr [r15 + 0], 37
+    movzx esi, r8b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ebp, byte ptr [r15 + 448]
+    and ebp, dword ptr [r15 + 256]
+    mov r8, r11
+    test ebx, 466944
+    jz 1f
+1:
+    jmp 1f
+1:
+    and r8, 4032
+    mov ebp, dword ptr [r15 + r8 + 3392]
+    jmp 1f
+1:
+    movzx r8d, byte ptr [r15 + 512]
+    mov qword ptr [r15 + 768], rsi
+    movzx ecx, r8b
+    vmovdqu ymmword ptr [r15 + 384], ymm6
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 192], ecx
+    mov rcx, rbp
+    movzx ecx, byte ptr [r15 + 128]
+    mov r8d, dword ptr [r15 + 320]
+    mov dword ptr [r15 + 64], ebp
+    mov esi, dword ptr [r15 + 576]
+    jmp 1f
+1:
     jmp 1f
 1:
     mov rbp, r8
-    jmp 1f
-1:
-    mov rbp, r11
-    movzx eax, byte ptr [r15 + 512]
-    movzx r9d, r8b
-    mov dword ptr [r15 + 192], 201
-    and rbp, 16320
-    mov r8d, dword ptr [r15 + rbp + 15680]
-    vpcmpeqb xmm3, xmm3, xmmword ptr [r15 + 320]
-    mov ebp, dword ptr [r15 + 256]
-    movzx edi, r9b
-    mov r9, rdi
-    mov rdi, qword ptr [r15 + 704]
-    mov r9, r11
-    mov qword ptr [r15 + 128], r9
-    jmp 1f
-1:
-    and r9, 1984
-    movzx esi, byte ptr [r15 + r9 + 1344]
-    mov r9d, esi
+    movzx ebp, byte ptr [r15 + 64]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c203:
-    mov r9d, 85
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx r9d, r9b
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, 218
-    mov r9d, r9d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, 180
-    jmp 1f
-1:
-    mov r9d, edi
-    movzx edi, r9b
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r8d, r9b
-    mov esi, r9d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, r11
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 1048576
+    setz al
+    lea rcx, [rip + .Lc1_d9365_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d9365_s_t
+    .p2align 3
+.Lc1_d9365_s:
+    .p2align 3
+    jmp .Lc1_d9365_j
+    .p2align 3
+    jmp .Lc1_d9365_j
+.Lc1_d9365_j:
+    mov eax, edi
+    mov rcx, qword ptr [r15 + 512]
+    mov rax, rcx
+    mov ecx, dword ptr [r15 + 640]
+    mov rdi, rcx
+    mov edi, edx
+    vpmovmskb edi, xmm6
     mov rbp, r11
-    test ebx, 1073741824
-    jz 1f
-1:
-    and rbp, 448
-    mov rdi, qword ptr [r15 + rbp + 832]
-    and r9, 8128
-    mov dword ptr [r15 + r9 + 7488], 162
-    movzx eax, r9b
-    mov r9, qword ptr [r15 + 768]
+    movzx edi, bpl
     jmp 1f
 1:
-    movzx ebp, sil
-    movzx esi, byte ptr [r15 + 320]
-    jmp 1f
-1:
-    mov rcx, rsi
-    mov ebp, 19
+    movzx edi, byte ptr [r15 + 384]
+    and rbp, 8128
     mov r8, r11
-    mov byte ptr [r15 + 512], al
-    mov dword ptr [r15 + 128], 149
-    movzx eax, cl
+    mov edx, dword ptr [r15 + rbp + 7488]
     and r8, 4032
-    movzx eax, byte ptr [r15 + r8 + 3392]
-    mov dword ptr [r15 + 384], 113
-    mov dword ptr [r15 + 192], eax
+    mov rbp, qword ptr [r15 + r8 + 3392]
+    mov r8, r11
+    mov esi, dword ptr [r15 + 448]
     jmp 1f
 1:
-    movzx eax, byte ptr [r15 + 64]
+    movzx r9d, byte ptr [r15 + 128]
+    and r8, 448
+    mov ebp, dword ptr [r15 + r8 + 832]
+    movzx r8d, bpl
+    mov ebp, r8d
     jmp 1f
 1:
+    mov ebp, dword ptr [r15 + 320]
+    vpmovmskb ebp, xmm6
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ebp, byte ptr [r15 + 192]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov rbp, qword ptr [r15 + 64]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c204:
-    lea rcx, [rip + .Lc1_d9618_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d9618_j_t
-.Lc1_d9618_j:
-    mov dword ptr [r15 + 448], 141
     jmp 1f
 1:
-    mov dword ptr [r15 + 192], 64
-    vmovdqu xmmword ptr [r15 + 64], xmm3
-    movzx edi, cl
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], rax
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 512], bpl
+    vpxor xmm10, xmm10, xmm6
     jmp 1f
 1:
     jmp 1f
 1:
+    movzx ecx, bpl
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 205
     mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, ecx
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov rcx, r8
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 384], rdi
+    mov qword ptr [r15 + 0], rcx
+    movzx ebp, cl
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], rcx
+    test ebx, 1024
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, dword ptr [r15 + 128]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 384], ebp
+    mov ecx, dword ptr [r15 + 320]
+    mov ebp, r8d
+    mov ebp, ebp
     mov r8, r11
-    mov byte ptr [r15 + 512], r8b
-    mov rbp, r11
-    and r8, 448
-    movzx edi, byte ptr [r15 + r8 + 832]
-    vmovdqu ymmword ptr [r15 + 256], ymm3
-    and rbp, 1984
+    add qword ptr [r15 + 128], r8
+    mov edx, 98
+    and r8, 16320
+    mov r9, r11
+    mov rdx, qword ptr [r15 + r8 + 15680]
+    add qword ptr [r15 + 64], rcx
     mov r8, r11
-    or qword ptr [r15 + rbp + 1344], 25
-    vmovdqu xmmword ptr [r15 + 640], xmm3
+    and r9, 1984
+    mov dword ptr [r15 + r9 + 1344], r9d
+    jmp 1f
+1:
     and r8, 8128
-    vmovdqu ymmword ptr [r15 + r8 + 7488], ymm3
-    and r8d, dword ptr [r15 + 128]
-    mov ebp, edx
-    mov rbp, qword ptr [r15 + 320]
-    mov byte ptr [r15 + 576], dil
+    mov byte ptr [r15 + r8 + 7488], cl
+    mov ecx, r8d
     jmp 1f
 1:
+    movzx r8d, byte ptr [r15 + 192]
+    movzx ecx, byte ptr [r15 + 704]
+    mov dword ptr [r15 + 448], ecx
+    mov dword ptr [r15 + 256], 113
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c205:
-    jmp 1f
-1:
-    mov r8, r11
-    mov edi, ebp
-    mov rbp, rdi
-    and r8, 4032
-    mov ebp, dword ptr [r15 + r8 + 3392]
-    vpaddd xmm3, xmm3, xmm3
-    jmp 1f
-1:
-    mov edx, 48
-    mov dword ptr [r15 + 320], 172
-    mov r12, qword ptr [r15 + r12 + 56]
+    lea rcx, [rip + .Lc1_d9463_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d9463_j_t
+.Lc1_d9463_j:
+    mov dword ptr [r15 + 0], 82
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], r9
-    mov edi, edx
-    mov edi, r8d
-    movzx r9d, bpl
-    mov r9d, 118
+    mov rcx, rcx
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, rbp
+    jmp 1f
+1:
+    mov rbp, rcx
+    mov ebp, ecx
+    movzx ecx, r8b
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 19
+    movzx ecx, cl
+    mov rbp, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    and rbp, 1984
+    movsxd r8, dword ptr [r15 + rbp + 1344]
+    mov rbp, r11
+    movzx ecx, byte ptr [r15 + 128]
+    and rbp, 4032
+    mov dword ptr [r15 + rbp + 3392], 218
     test ebx, 1073741824
     jz 1f
 1:
+    mov rbp, r8
+    movsxd rcx, dword ptr [r15 + 768]
     jmp 1f
 1:
     jmp 1f
 1:
-    movzx ebp, r9b
-    mov qword ptr [r15 + 0], r9
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 384], r8
+    mov r8, r11
+    mov dword ptr [r15 + 256], 244
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rbp, dword ptr [r15 + 320]
+    and r8, 448
+    mov r9, qword ptr [r15 + r8 + 832]
+    mov r8, r9
+    mov r9d, 80
+    mov esi, 87
+    mov qword ptr [r15 + 64], rax
     jmp 1f
 1:
-    mov rbp, r11
-    movzx r9d, byte ptr [r15 + 384]
-    and rbp, 1984
-    and r9d, dword ptr [r15 + rbp + 1344]
-    or qword ptr [r15 + 128], 73
-    mov dword ptr [r15 + 704], r9d
-    mov byte ptr [r15 + 64], bpl
-    mov rbp, qword ptr [r15 + 64]
-    movsxd r9, dword ptr [r15 + 448]
-    mov dword ptr [r15 + 320], 227
-    mov r8d, dword ptr [r15 + 256]
-    mov qword ptr [r15 + 512], rdi
+    movzx eax, byte ptr [r15 + 512]
+    mov r9, qword ptr [r15 + 192]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c206:
-    lea rcx, [rip + .Lc1_d9710_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d9710_j_t
-.Lc1_d9710_j:
+    movzx eax, byte ptr [r15 + 320]
     jmp 1f
 1:
-    mov rcx, rcx
-    mov ecx, r9d
+    movzx r9d, byte ptr [r15 + 640]
+    mov r8d, 244
+    mov ebp, 180
+    mov dword ptr [r15 + 512], esi
+    movzx ebp, byte ptr [r15 + 448]
+    mov esi, ebp
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
     and esi, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], r8b
-    mov dword ptr [r15 + 0], esi
-    mov dword ptr [r15 + 64], 157
-    mov r8, rsi
-    mov r8d, dword ptr [r15 + 192]
     jmp 1f
 1:
-    mov rsi, rcx
-    mov ecx, 142
-    mov dword ptr [r15 + 512], 40
-    vpmovmskb ecx, xmm3
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ebp, r9b
     jmp 1f
 1:
+    movzx ebp, byte ptr [r15 + 576]
     jmp 1f
 1:
+    movzx r8d, bpl
+    mov ebp, dword ptr [r15 + 384]
+    mov ecx, 131
+    vmovq qword ptr [r15 + 320], xmm10
     mov rbp, r11
-    movzx ecx, byte ptr [r15 + 384]
-    and rbp, 8128
-    add rcx, qword ptr [r15 + rbp + 7488]
+    mov qword ptr [r15 + 128], rsi
     jmp 1f
 1:
-    mov rbp, rsi
-    jmp 1f
-1:
-    mov rsi, rbp
-    mov rbp, r11
-    mov qword ptr [r15 + 320], rbp
+    mov edi, dword ptr [r15 + 256]
     and rbp, 448
-    movzx esi, byte ptr [r15 + rbp + 832]
+    mov rsi, qword ptr [r15 + rbp + 832]
+    movzx ebp, r8b
+    mov dword ptr [r15 + 64], 119
+    mov rdx, qword ptr [r15 + 64]
+    mov r8, r11
+    mov rcx, r8
+    and r8, 4032
+    mov dword ptr [r15 + r8 + 3392], 157
+    mov r8, r11
     jmp 1f
 1:
-    vmovdqu ymmword ptr [r15 + 128], ymm3
+    and r8, 8128
+    vmovdqu ymmword ptr [r15 + r8 + 7488], ymm10
     jmp 1f
 1:
-    mov rbp, r11
-    mov r9, qword ptr [r15 + 256]
-    mov byte ptr [r15 + 448], r9b
-    and rbp, 4032
-    movzx r9d, byte ptr [r15 + rbp + 3392]
-    vmovdqu ymmword ptr [r15 + 768], ymm3
-    jmp 1f
-1:
-    jmp 1f
-1:
-    vpcmpeqb xmm3, xmm3, xmm5
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c207:
+    lea rcx, [rip + .Lc1_d9558_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d9558_j_t
+.Lc1_d9558_j:
+    movzx ecx, cl
     jmp 1f
 1:
-    movsxd rbp, dword ptr [r15 + 320]
-    movzx r9d, r9b
-    mov byte ptr [r15 + 0], r9b
+    jmp 1f
+1:
+    xor dword ptr [r15 + 64], ecx
+    movzx ecx, cl
+    mov ecx, 200
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov ecx, 73
+    mov byte ptr [r15 + 256], dl
+    mov ecx, 133
+    mov ecx, dword ptr [r15 + 512]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov byte ptr [r15 + 448], cl
+    movzx ecx, byte ptr [r15 + 192]
+    mov edx, 201
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, 63
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, rbp
-    jmp 1f
-1:
-    mov r9d, 158
-    movzx esi, r9b
-    jmp 1f
-1:
-    movzx r9d, bpl
-    mov r9, r9
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov byte ptr [r15 + 0], r9b
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov byte ptr [r15 + 64], r9b
-    test ebx, 4608
-    jnz 1f
-1:
-    movzx r9d, r9b
+    vmovdqu ymmword ptr [r15 + 0], ymm10
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rdx, rdx
+    mov rbp, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx edx, byte ptr [r15 + 384]
+    and rbp, 1984
+    movzx esi, byte ptr [r15 + rbp + 1344]
+    mov ebp, 202
+    mov ebp, ebp
     mov r8, r11
-    mov r9, r11
+    jmp 1f
+1:
+    mov rbp, qword ptr [r15 + 320]
+    mov rdi, rbp
     and r8, 448
-    movsxd rbp, dword ptr [r15 + r8 + 832]
-    and r9, 8128
-    movzx r8d, byte ptr [r15 + r9 + 7488]
-    mov r9d, esi
-    vmovdqu xmmword ptr [r15 + 384], xmm3
-    jmp 1f
-1:
-    movzx r9d, sil
-    jmp 1f
-1:
-    jmp 1f
-1:
-    vpshufd xmm3, xmm3, 125
-    jmp 1f
-1:
-    movzx esi, byte ptr [r15 + 192]
-    mov r9d, edi
-    mov dword ptr [r15 + 448], r9d
-    mov dword ptr [r15 + 128], r9d
-    mov r9d, 27
-    mov byte ptr [r15 + 576], r9b
-    mov r9, r11
-    vpor xmm3, xmm3, xmm3
-    mov edi, 124
-    and r9, 1984
-    movzx edi, byte ptr [r15 + r9 + 1344]
+    mov eax, dword ptr [r15 + r8 + 832]
+    mov r8, r11
+    movzx ebp, byte ptr [r15 + 704]
+    mov dword ptr [r15 + 128], ebp
+    and r8, 8128
+    mov dword ptr [r15 + r8 + 7488], 252
     add r11, 64
     inc rbx
     dec r13
@@ -12322,338 +11972,337 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 8
-    setz al
-    lea rcx, [rip + .Lc1_d9816_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d9816_s_t
-    .p2align 3
-.Lc1_d9816_s:
-    .p2align 3
-    jmp .Lc1_d9816_j
-    .p2align 3
-    jmp .Lc1_d9816_j
-.Lc1_d9816_j:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    vpor xmm10, xmm10, xmm10
+    mov eax, eax
+    mov r8, qword ptr [r15 + 384]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 320], 132
+    vpaddd xmm10, xmm10, xmm10
+    mov rbp, r11
+    movzx eax, byte ptr [r15 + 384]
+    and rbp, 1984
+    movzx edx, byte ptr [r15 + rbp + 1344]
+    mov r9, qword ptr [r15 + 128]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, qword ptr [r15 + 256]
-    movzx eax, byte ptr [r15 + 192]
-    mov dword ptr [r15 + 128], eax
-    mov rax, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, rbp
+    and rbp, 4032
+    mov rcx, qword ptr [r15 + rbp + 3392]
+    test dword ptr [r15 + 67117723], 1024
+    jz 1f
+1:
+    mov r8, rbp
+    mov ebp, r9d
+    mov byte ptr [r15 + 64], cl
+    movzx ecx, byte ptr [r15 + 448]
+    mov r9, qword ptr [r15 + 192]
+    movzx ebp, byte ptr [r15 + 64]
+    mov eax, 103
+    mov eax, 111
+    add rax, qword ptr [r15 + 128]
     jmp 1f
 1:
-    mov r9, r11
-    movsxd rcx, dword ptr [r15 + 384]
-    and r9, 4032
-    vmovdqu ymmword ptr [r15 + r9 + 3392], ymm3
-    vmovdqu ymmword ptr [r15 + 640], ymm3
-    vmovdqu xmm3, xmmword ptr [r15 + 512]
-    mov edi, eax
-    mov r9, r11
-    mov qword ptr [r15 + 448], r9
-    and r9, 1984
-    mov dword ptr [r15 + r9 + 1344], ecx
+    mov byte ptr [r15 + 768], bpl
+    mov ebp, dword ptr [r15 + 256]
     jmp 1f
 1:
     jmp 1f
 1:
-    mov r9d, dword ptr [r15 + 64]
-    mov dword ptr [r15 + 320], r9d
+    mov qword ptr [r15 + 512], rbp
     jmp 1f
 1:
-    mov rcx, qword ptr [r15 + 704]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c209:
-    mov r9d, dword ptr [r15 + 128]
-    mov byte ptr [r15 + 64], r9b
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 8192
+    setz al
+    lea rcx, [rip + .Lc1_d9657_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d9657_s_t
+    .p2align 3
+.Lc1_d9657_s:
+    .p2align 3
+    jmp .Lc1_d9657_j
+    .p2align 3
+    jmp .Lc1_d9657_j
+.Lc1_d9657_j:
     jmp 1f
 1:
-    mov r9, r9
-    mov r9d, ecx
+    mov rax, qword ptr [r15 + 192]
+    or qword ptr [r15 + 448], 41
+    and eax, dword ptr [r15 + 640]
     jmp 1f
 1:
-    movzx ecx, byte ptr [r15 + 384]
-    mov r9, rcx
-    movzx r9d, byte ptr [r15 + 512]
+    jmp 1f
+1:
+    mov ecx, 184
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, cl
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov qword ptr [r15 + 0], r9
-    mov eax, r9d
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 122
-    mov r9d, 114
-    mov byte ptr [r15 + 0], al
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov eax, r9d
-    jmp 1f
-1:
-    mov r9, r11
-    add qword ptr [r15 + 0], rax
-    and eax, dword ptr [r15 + 384]
-    and r9, 1984
-    movzx ecx, byte ptr [r15 + r9 + 1344]
-    movsxd r9, dword ptr [r15 + 128]
-    mov rdi, qword ptr [r15 + 320]
-    mov dword ptr [r15 + 256], 106
-    mov rsi, rdi
+    mov ecx, 129
     mov rbp, r11
+    mov r8, r11
+    and rbp, 4032
+    mov dword ptr [r15 + rbp + 3392], ebp
     jmp 1f
 1:
-    and rbp, 8128
-    mov dword ptr [r15 + rbp + 7488], 184
-    movzx ebp, bpl
-    mov byte ptr [r15 + 448], bpl
-    mov rbp, r11
-    movsxd rsi, dword ptr [r15 + 512]
+    mov ebp, eax
+    and r8, 448
+    mov dword ptr [r15 + r8 + 832], 210
+    mov r8, r11
+    mov rax, qword ptr [r15 + 128]
+    mov dword ptr [r15 + 576], eax
+    and r8, 8128
+    mov rax, qword ptr [r15 + r8 + 7488]
+    movsxd r8, dword ptr [r15 + 384]
     jmp 1f
 1:
-    mov byte ptr [r15 + 768], al
-    and rbp, 448
-    movsxd rax, dword ptr [r15 + rbp + 832]
-    jmp 1f
-1:
-    mov rbp, rax
-    movsxd rbp, dword ptr [r15 + 192]
+    movzx ecx, byte ptr [r15 + 320]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c210:
-    lea rcx, [rip + .Lc1_d9908_j]
+    lea rcx, [rip + .Lc1_d9698_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d9908_j_t
-.Lc1_d9908_j:
-    mov dword ptr [r15 + 512], eax
-    mov dword ptr [r15 + 384], 191
-    mov byte ptr [r15 + 320], cl
-    mov dword ptr [r15 + 192], ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], bpl
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, cl
-    mov r12, qword ptr [r15 + r12 + 56]
+    jmp .Lc1_d9698_j_t
+.Lc1_d9698_j:
+    mov r8, r11
+    mov byte ptr [r15 + 256], r8b
     mov rbp, r11
+    and r8, 448
+    and eax, dword ptr [r15 + r8 + 832]
+    mov r8d, dword ptr [r15 + 384]
+    and rbp, 8128
+    mov ecx, dword ptr [r15 + rbp + 7488]
+    mov rbp, rcx
+    mov dword ptr [r15 + 0], eax
+    jmp 1f
+1:
+    movzx eax, cl
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 448
-    mov dword ptr [r15 + rbp + 832], 212
-    movzx edx, bpl
-    mov eax, 208
-    movzx ebp, byte ptr [r15 + 576]
-    mov r8, r11
-    add rcx, qword ptr [r15 + 64]
-    and r8, 8128
-    mov rax, qword ptr [r15 + r8 + 7488]
-    mov r9, qword ptr [r15 + 256]
-    vmovdqu ymmword ptr [r15 + 640], ymm3
-    mov r8, r11
-    mov dword ptr [r15 + 448], 32
-    mov edi, dword ptr [r15 + 320]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, ecx
+    mov dword ptr [r15 + 0], ebp
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx edi, byte ptr [r15 + 64]
     jmp 1f
 1:
-    and r8, 4032
-    mov byte ptr [r15 + r8 + 3392], dl
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx r8d, sil
-    and ebp, dword ptr [r15 + 128]
+    mov rcx, rdi
+    mov rbp, r11
+    mov rcx, qword ptr [r15 + 128]
+    and rbp, 1984
+    mov dword ptr [r15 + rbp + 1344], 178
+    mov dword ptr [r15 + 192], ebp
+    mov rbp, qword ptr [r15 + 512]
+    movzx r8d, cl
+    mov r8d, 33
+    movsxd r8, dword ptr [r15 + 704]
+    mov rax, r8
+    mov qword ptr [r15 + 512], rcx
+    movzx r8d, byte ptr [r15 + 320]
+    movzx ecx, byte ptr [r15 + 448]
+    mov byte ptr [r15 + 64], bpl
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c211:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov qword ptr [r15 + 512], rcx
+    mov byte ptr [r15 + 0], cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov rax, rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 191
+    mov rbp, qword ptr [r15 + 64]
+    movzx r8d, byte ptr [r15 + 320]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + 768], ymm10
+    jmp 1f
+1:
+    movzx eax, byte ptr [r15 + 256]
     mov r9, r11
-    movzx ebp, byte ptr [r15 + 704]
+    mov ecx, dword ptr [r15 + 128]
+    movzx edi, cl
+    and r9, 4032
+    movzx ecx, byte ptr [r15 + r9 + 3392]
+    mov r9d, dword ptr [r15 + 64]
+    and ebp, dword ptr [r15 + 128]
+    mov r9, r11
+    mov rsi, qword ptr [r15 + 384]
+    mov edx, dword ptr [r15 + 320]
+    and r9, 8128
+    mov qword ptr [r15 + r9 + 7488], rax
+    mov eax, edi
+    mov byte ptr [r15 + 192], sil
+    movzx edi, dil
+    jmp 1f
+1:
+    mov r9, r11
+    mov dword ptr [r15 + 448], 97
     jmp 1f
 1:
     and r9, 1984
-    mov dword ptr [r15 + r9 + 1344], 113
+    mov dword ptr [r15 + r9 + 1344], ebp
     jmp 1f
 1:
-    jmp 1f
-1:
-    inc dword ptr [r15 + 512]
-    movzx r9d, r8b
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 123
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r9d, r9b
-    jmp 1f
-1:
-    jmp 1f
-1:
-    vmovdqu ymmword ptr [r15 + 0], ymm3
-    xor dword ptr [r15 + 0], r9d
-    mov r9d, 91
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, 47
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r9, r11
-    mov dword ptr [r15 + 128], 61
-    mov r8d, ebp
-    nop
-    and r9, 8128
-    movsxd r8, dword ptr [r15 + r9 + 7488]
-    movsxd rbp, dword ptr [r15 + 384]
-    mov r9d, edi
-    mov r9, r11
-    mov qword ptr [r15 + 256], r8
-    jmp 1f
-1:
-    and r9, 4032
-    mov byte ptr [r15 + r9 + 3392], r8b
-    jmp 1f
-1:
-    mov r8d, dword ptr [r15 + 64]
-    vmovdqu ymmword ptr [r15 + 320], ymm3
-    mov r9, r8
-    mov byte ptr [r15 + 448], r9b
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c212:
-    lea rcx, [rip + .Lc1_d10000_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d10000_j_t
-.Lc1_d10000_j:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], r8
-    mov byte ptr [r15 + 0], r8b
-    jmp 1f
-1:
-    mov byte ptr [r15 + 0], cl
-    mov dword ptr [r15 + 0], ecx
-    mov ecx, r9d
-    mov dword ptr [r15 + 0], r8d
-    vpaddd xmm3, xmm3, xmm3
-    mov byte ptr [r15 + 0], r9b
-    mov ecx, 227
-    mov rbp, r11
-    mov ecx, dword ptr [r15 + 384]
-    and rbp, 1984
-    movsxd r8, dword ptr [r15 + rbp + 1344]
-    mov ebp, r8d
-    mov byte ptr [r15 + 256], bpl
-    mov qword ptr [r15 + 512], r9
-    jmp 1f
-1:
-    mov byte ptr [r15 + 320], bpl
-    mov r8, qword ptr [r15 + 128]
-    jmp 1f
-1:
-    and ecx, dword ptr [r15 + 64]
-    mov ebp, dword ptr [r15 + 64]
-    jmp 1f
-1:
-    and ebp, dword ptr [r15 + 576]
-    mov qword ptr [r15 + 192], rax
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 15
+    lea rcx, [rip + .Lc1_d9797_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d9797_s_t
+    .p2align 3
+.Lc1_d9797_s:
+    .p2align 3
+    jmp .Lc1_d9797_j
+    .p2align 3
+    jmp .Lc1_d9797_j
+    .p2align 3
+    jmp .Lc1_d9797_j
+    .p2align 3
+    jmp .Lc1_d9797_j
+    .p2align 3
+    jmp .Lc1_d9797_j
+    .p2align 3
+    jmp .Lc1_d9797_j
+    .p2align 3
+    jmp .Lc1_d9797_j
+    .p2align 3
+    jmp .Lc1_d9797_j
+    .p2align 3
+    jmp .Lc1_d9797_j
+    .p2align 3
+    jmp .Lc1_d9797_j
+    .p2align 3
+    jmp .Lc1_d9797_j
+    .p2align 3
+    jmp .Lc1_d9797_j
+    .p2align 3
+    jmp .Lc1_d9797_j
+    .p2align 3
+    jmp .Lc1_d9797_j
+    .p2align 3
+    jmp .Lc1_d9797_j
+    .p2align 3
+    jmp .Lc1_d9797_j
+.Lc1_d9797_j:
+    mov rbp, qword ptr [r15 + 576]
     mov r9, r11
-    jmp 1f
-1:
-    mov dword ptr [r15 + 384], 227
+    mov qword ptr [r15 + 256], r9
+    movzx ecx, byte ptr [r15 + 128]
     and r9, 448
-    mov rbp, r11
-    mov eax, dword ptr [r15 + r9 + 832]
-    mov edi, r9d
-    and rbp, 4032
-    mov dword ptr [r15 + rbp + 3392], 33
-    add rbp, qword ptr [r15 + 192]
-    mov dword ptr [r15 + 768], ecx
-    jmp 1f
-1:
-    mov byte ptr [r15 + 448], r9b
-    jmp 1f
-1:
+    mov byte ptr [r15 + r9 + 832], r9b
+    movsxd r9, dword ptr [r15 + 384]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rsi, qword ptr [r15 + 448]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c213:
+    mov r9d, 125
+    movsxd rax, dword ptr [r15 + 640]
+    mov r9, qword ptr [r15 + 448]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov rcx, rsi
+    mov qword ptr [r15 + 0], rsi
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], dil
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, 207
-    mov dword ptr [r15 + 0], 126
-    jmp 1f
-1:
+    mov rbp, r11
+    mov dword ptr [r15 + 0], ecx
+    mov r8, r11
+    movsxd rcx, dword ptr [r15 + 64]
+    and rbp, 4032
+    mov dword ptr [r15 + rbp + 3392], 226
+    and r8, 1984
+    mov esi, dword ptr [r15 + r8 + 1344]
+    and r9d, dword ptr [r15 + 512]
+    mov dword ptr [r15 + 384], ecx
+    movzx ebp, cl
+    movsxd rcx, dword ptr [r15 + 128]
+    mov ebp, 144
+    mov r8, r8
+    vmovdqu xmm10, xmmword ptr [r15 + 192]
+    mov edi, 166
+    mov ebp, 69
     jmp 1f
 1:
     jmp 1f
 1:
     mov rbp, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, dword ptr [r15 + 256]
+    jmp 1f
+1:
+    jmp 1f
+1:
     and rbp, 8128
-    add rdi, qword ptr [r15 + rbp + 7488]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 512], 118
-    jmp 1f
-1:
-    mov dword ptr [r15 + 64], 14
-    mov byte ptr [r15 + 320], bpl
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov byte ptr [r15 + 448], bpl
-    mov ebp, ebp
-    jmp 1f
-1:
-    mov r8, r11
-    nop
-    and r8, 16320
-    mov byte ptr [r15 + r8 + 15680], dil
-    mov dword ptr [r15 + 320], 84
-    jmp 1f
-1:
-    mov r8, r11
-    mov dword ptr [r15 + 384], 137
-    jmp 1f
-1:
-    .byte 0x0f, 0x1f, 0x00
-    and r8, 448
-    movsxd rbp, dword ptr [r15 + r8 + 832]
-    mov dword ptr [r15 + 640], 113
-    and ebp, dword ptr [r15 + 128]
-    movzx r8d, bpl
-    mov byte ptr [r15 + 256], dil
+    mov byte ptr [r15 + rbp + 7488], dil
+    mov rbp, qword ptr [r15 + 64]
+    mov rdi, qword ptr [r15 + 320]
+    mov byte ptr [r15 + 320], r8b
+    mov r8d, edi
     add r11, 64
     inc rbx
     dec r13
@@ -12662,457 +12311,443 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 8388608
-    setz al
-    lea rcx, [rip + .Lc1_d10098_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d10098_s_t
-    .p2align 3
-.Lc1_d10098_s:
-    .p2align 3
-    jmp .Lc1_d10098_j
-    .p2align 3
-    jmp .Lc1_d10098_j
-.Lc1_d10098_j:
-    jmp 1f
-1:
-    mov ecx, dword ptr [r15 + 192]
-    mov eax, ebp
-    mov qword ptr [r15 + 128], r9
-    mov ebp, ebp
-    vpaddq xmm3, xmm3, xmmword ptr [r15 + 704]
-    movzx eax, byte ptr [r15 + 256]
-    mov ebp, dword ptr [r15 + 64]
+    lea rcx, [rip + .Lc1_d9884_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d9884_j_t
+.Lc1_d9884_j:
+    mov byte ptr [r15 + 256], cl
+    mov dword ptr [r15 + 128], 85
+    and r8d, dword ptr [r15 + 320]
+    mov dword ptr [r15 + 64], r8d
     mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], r8b
-    test ebx, 1073741824
-    jz 1f
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
 1:
     mov rbp, r11
-    mov r8d, 124
-    and rbp, 1984
-    mov r8, r11
-    mov rcx, qword ptr [r15 + rbp + 1344]
-    mov rbp, rcx
-    and r8, 8128
-    vpcmpeqb xmm3, xmm3, xmmword ptr [r15 + r8 + 7488]
-    movsxd r8, dword ptr [r15 + 448]
-    mov ebp, dword ptr [r15 + 320]
-    mov r9, r11
-    mov dword ptr [r15 + 384], 214
     jmp 1f
 1:
-    mov rax, rcx
+    and rbp, 448
+    movzx r8d, byte ptr [r15 + rbp + 832]
+    mov rbp, qword ptr [r15 + 448]
+    movzx ecx, bpl
+    movzx ecx, byte ptr [r15 + 768]
+    mov r9, r11
+    test dword ptr [r15 + 67117723], 33589248
+    jz 1f
+1:
+    mov ebp, r9d
+    and r9, 1984
+    vmovq qword ptr [r15 + r9 + 1344], xmm10
+    add qword ptr [r15 + 384], rcx
+    movzx ecx, r9b
+    mov r9d, ecx
+    mov r9, r11
+    movzx ecx, byte ptr [r15 + 512]
+    mov byte ptr [r15 + 192], bpl
     and r9, 4032
-    movzx ecx, byte ptr [r15 + r9 + 3392]
+    mov qword ptr [r15 + r9 + 3392], r9
+    mov byte ptr [r15 + 704], r9b
+    mov r9d, ebp
+    mov r9d, 204
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c215:
-    lea rcx, [rip + .Lc1_d10139_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d10139_j_t
-.Lc1_d10139_j:
-    movsxd rdi, dword ptr [r15 + 128]
-    mov rbp, r11
-    movsxd r9, dword ptr [r15 + 576]
-    and rbp, 4032
-    mov dword ptr [r15 + rbp + 3392], ebp
-    mov dword ptr [r15 + 448], 114
-    mov ecx, 1
+    mov r9, r11
     mov rbp, r11
     jmp 1f
 1:
     and rbp, 448
-    add qword ptr [r15 + rbp + 832], rdi
-    mov byte ptr [r15 + 64], bpl
-    jmp 1f
-1:
+    movsxd rcx, dword ptr [r15 + rbp + 832]
+    and r9, 16320
+    movzx ebp, byte ptr [r15 + r9 + 15680]
+    .byte 0x0f, 0x1f, 0x40, 0x00
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rdi, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], ebp
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    mov dword ptr [r15 + 0], 113
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, ecx
-    movzx esi, bpl
-    mov rbp, rsi
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    add r9, qword ptr [r15 + 128]
+    mov ebp, 92
+    jmp 1f
+1:
+    movsxd rbp, dword ptr [r15 + 384]
+    mov r8d, ebp
+    mov esi, dword ptr [r15 + 384]
     mov rbp, r11
+    mov edi, 76
+    mov edi, r9d
+    mov dword ptr [r15 + 128], r9d
+    and rbp, 8128
+    mov byte ptr [r15 + rbp + 7488], r8b
+    mov dword ptr [r15 + 320], 3
     jmp 1f
 1:
-    mov dword ptr [r15 + 192], edi
-    and rbp, 1984
-    mov byte ptr [r15 + rbp + 1344], dil
-    mov byte ptr [r15 + 512], dil
-    movzx esi, byte ptr [r15 + 128]
-    movzx ebp, byte ptr [r15 + 320]
-    mov byte ptr [r15 + 384], cl
-    movzx ecx, cl
-    mov edi, 148
-    movzx ecx, byte ptr [r15 + 768]
+    vmovdqu ymmword ptr [r15 + 192], ymm10
+    mov qword ptr [r15 + 576], rbp
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    and edi, dword ptr [r15 + 512]
+    jmp 1f
+1:
+    mov byte ptr [r15 + 64], dil
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 64], 24
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c216:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 33554432
+    setz al
+    lea rcx, [rip + .Lc1_d9977_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d9977_s_t
+    .p2align 3
+.Lc1_d9977_s:
+    .p2align 3
+    jmp .Lc1_d9977_j
+    .p2align 3
+    jmp .Lc1_d9977_j
+.Lc1_d9977_j:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 256], 141
+    mov byte ptr [r15 + 512], dl
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rdx, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu ymmword ptr [r15 + 0], ymm10
+    movzx edx, byte ptr [r15 + 384]
+    mov rcx, qword ptr [r15 + 640]
     mov rbp, r11
-    mov dword ptr [r15 + 320], 9
-    and rbp, 448
-    mov qword ptr [r15 + rbp + 832], rbp
-    mov edi, 191
-    movzx ebp, byte ptr [r15 + 192]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 384], 30
-    mov edi, ebp
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 0], ymm3
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, rbp
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, rdi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx edi, bpl
-    vmovq qword ptr [r15 + 0], xmm3
-    mov rbp, r11
-    mov dword ptr [r15 + 384], ecx
-    and rbp, 1984
-    and edi, dword ptr [r15 + rbp + 1344]
-    mov dword ptr [r15 + 256], ecx
-    mov dword ptr [r15 + 448], ecx
-    jmp 1f
-1:
-    vpor xmm3, xmm3, xmm3
-    mov byte ptr [r15 + 128], dil
-    mov byte ptr [r15 + 512], dil
-    mov rbp, r11
-    movzx edi, byte ptr [r15 + 64]
-    jmp 1f
-1:
+    mov eax, dword ptr [r15 + 448]
     and rbp, 8128
-    mov ecx, dword ptr [r15 + rbp + 7488]
-    movzx edx, byte ptr [r15 + 640]
+    mov dword ptr [r15 + rbp + 7488], ebp
+    vpaddq xmm10, xmm10, xmmword ptr [r15 + 320]
+    mov rbp, qword ptr [r15 + 128]
+    mov r8, r11
+    add rcx, qword ptr [r15 + 64]
+    mov r9, r11
+    and r8, 4032
+    movzx edi, byte ptr [r15 + r8 + 3392]
+    mov qword ptr [r15 + 192], rdx
+    and r9, 1984
+    mov dword ptr [r15 + r9 + 1344], 115
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c217:
-    lea rcx, [rip + .Lc1_d10226_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d10226_j_t
-.Lc1_d10226_j:
-    mov rcx, qword ptr [r15 + 384]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov rbp, r11
+    vpmovmskb edx, xmm10
+    movzx r9d, dl
+    mov edx, 225
+    and rbp, 448
+    mov edx, dword ptr [r15 + rbp + 832]
+    mov ebp, dword ptr [r15 + 64]
+    movzx eax, byte ptr [r15 + 128]
+    mov rcx, rdi
+    mov r8d, dword ptr [r15 + 768]
+    mov r9, r11
+    mov rcx, r9
+    and r9, 1984
+    mov dword ptr [r15 + r9 + 1344], 233
     jmp 1f
 1:
-    mov ebp, dword ptr [r15 + 192]
-    mov rdi, rdx
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], ecx
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 103
-    mov r8, r11
-    test ebx, 1073741824
+    mov dword ptr [r15 + 704], ebp
+    mov r9d, ebp
+    movsxd rbp, dword ptr [r15 + 256]
+    movzx r9d, byte ptr [r15 + 192]
+    test dword ptr [r15 + 67117723], 4194336
     jz 1f
 1:
-    mov rbp, r8
-    and r8, 8128
-    vmovdqu ymmword ptr [r15 + r8 + 7488], ymm3
-    mov ecx, dword ptr [r15 + 448]
-    mov r8d, 161
-    mov r8d, 173
-    add rbp, qword ptr [r15 + 704]
-    movsxd r8, dword ptr [r15 + 512]
-    mov edx, dword ptr [r15 + 128]
-    mov r9, r11
-    movsxd rdi, dword ptr [r15 + 320]
-    and r9, 448
-    mov dword ptr [r15 + r9 + 832], ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 4032
+    mov byte ptr [r15 + rbp + 3392], bpl
+    mov dword ptr [r15 + 448], 28
     jmp 1f
 1:
-    movsxd r9, dword ptr [r15 + 64]
-    mov r9, r11
-    movzx ecx, al
     jmp 1f
 1:
-    and r9, 4032
-    mov eax, dword ptr [r15 + r9 + 3392]
-    mov rcx, qword ptr [r15 + 256]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov rdi, qword ptr [r15 + 320]
+    movsxd rbp, dword ptr [r15 + 384]
+    movsxd r9, dword ptr [r15 + 512]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c218:
+    lea rcx, [rip + .Lc1_d10058_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d10058_j_t
+.Lc1_d10058_j:
+    mov dword ptr [r15 + 448], 80
     jmp 1f
 1:
-    mov byte ptr [r15 + 0], dil
+    mov ecx, 126
+    mov rcx, rcx
+    mov ecx, dword ptr [r15 + 256]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, 179
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov edi, 205
-    movzx r9d, dil
-    mov rax, rcx
-    mov r9, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, rdi
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, 167
-    mov dword ptr [r15 + 128], edi
-    mov r9, r11
-    vpxor xmm3, xmm3, xmm9
     jmp 1f
 1:
-    mov edi, 255
-    and r9, 8128
-    mov edi, dword ptr [r15 + r9 + 7488]
-    mov rcx, qword ptr [r15 + 448]
-    mov dword ptr [r15 + 768], 20
-    mov dword ptr [r15 + 320], 27
-    jmp 1f
-1:
-    mov dword ptr [r15 + 512], 37
-    jmp 1f
-1:
-    mov byte ptr [r15 + 384], dil
-    mov rbp, r11
-    mov rdi, rbp
-    add rdi, qword ptr [r15 + 256]
-    jmp 1f
-1:
-    and rbp, 4032
-    and edi, dword ptr [r15 + rbp + 3392]
-    mov r9, r11
-    mov esi, r9d
-    mov ebp, 135
-    mov dword ptr [r15 + 64], ecx
-    and r9, 1984
-    and edi, dword ptr [r15 + r9 + 1344]
-    mov dword ptr [r15 + 64], 149
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx r9d, dil
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c219:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 7
-    lea rcx, [rip + .Lc1_d10329_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d10329_s_t
-    .p2align 3
-.Lc1_d10329_s:
-    .p2align 3
-    jmp .Lc1_d10329_j
-    .p2align 3
-    jmp .Lc1_d10329_j
-    .p2align 3
-    jmp .Lc1_d10329_j
-    .p2align 3
-    jmp .Lc1_d10329_j
-    .p2align 3
-    jmp .Lc1_d10329_j
-    .p2align 3
-    jmp .Lc1_d10329_j
-    .p2align 3
-    jmp .Lc1_d10329_j
-    .p2align 3
-    jmp .Lc1_d10329_j
-.Lc1_d10329_j:
-    mov r9, r11
-    movzx eax, r9b
-    movzx ebp, r8b
-    and r9, 1984
-    mov dword ptr [r15 + r9 + 1344], r9d
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movsxd r9, dword ptr [r15 + 576]
-    mov r8d, ecx
-    mov r8d, dword ptr [r15 + 192]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, dword ptr [r15 + 384]
+    mov qword ptr [r15 + 384], rcx
+    movsxd rcx, dword ptr [r15 + 64]
     mov rbp, r11
     jmp 1f
 1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx edi, byte ptr [r15 + 320]
+    mov r9, rbp
+    mov rdi, rcx
     and rbp, 448
-    mov byte ptr [r15 + rbp + 832], r8b
-    vpshufd xmm3, xmm3, 87
-    mov ebp, edx
+    mov dword ptr [r15 + rbp + 832], ebp
+    movzx ecx, cl
+    mov rbp, qword ptr [r15 + 576]
+    movsxd rsi, dword ptr [r15 + 128]
     jmp 1f
 1:
-    mov ebp, dword ptr [r15 + 512]
+    movzx ecx, byte ptr [r15 + 320]
+    mov r9, r11
+    mov r8d, dword ptr [r15 + 512]
+    movzx edx, byte ptr [r15 + 320]
+    mov r8, r11
+    and r9, 1984
+    mov eax, dword ptr [r15 + r9 + 1344]
+    mov r9d, ecx
+    movzx ecx, sil
+    and r8, 8128
+    mov dword ptr [r15 + r8 + 7488], edx
     jmp 1f
 1:
-    jmp 1f
-1:
-    jmp 1f
-1:
+    mov r8d, esi
     movzx r8d, byte ptr [r15 + 128]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
-.Lc1_b1_c220:
+.Lc1_b1_c219:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx esi, r8b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    add r8, qword ptr [r15 + 0]
+    jmp 1f
+1:
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, bpl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r8, rsi
+    mov r8, rsi
+    mov byte ptr [r15 + 0], dil
+    movzx esi, r8b
+    movzx r8d, sil
+    mov dword ptr [r15 + 0], r8d
+    movzx r8d, byte ptr [r15 + 64]
+    mov esi, edi
+    mov edi, 235
+    mov edi, 109
+    mov esi, dword ptr [r15 + 192]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov esi, dword ptr [r15 + 640]
+    jmp 1f
+1:
+    mov r8, r11
+    jmp 1f
+1:
     jmp 1f
 1:
     mov rbp, r11
-    vmovdqu ymmword ptr [r15 + 0], ymm3
-    vmovdqu ymmword ptr [r15 + 0], ymm3
-    and rbp, 8128
-    movsxd rdi, dword ptr [r15 + rbp + 7488]
-    jmp 1f
-1:
-    movzx ebp, byte ptr [r15 + 448]
+    and r8, 4032
+    mov edi, dword ptr [r15 + r8 + 3392]
+    mov r8, r11
+    and rbp, 448
+    mov edx, dword ptr [r15 + rbp + 832]
+    and r8, 8128
+    mov rbp, qword ptr [r15 + r8 + 7488]
+    movsxd r8, dword ptr [r15 + 128]
     jmp 1f
 1:
     movzx r9d, r8b
+    vmovdqu ymmword ptr [r15 + 256], ymm10
     jmp 1f
 1:
-    mov dword ptr [r15 + 704], 144
-    movzx r9d, r9b
-    movzx r8d, r8b
+    mov dword ptr [r15 + 384], r9d
+    mov eax, 132
+    mov r9d, dword ptr [r15 + 320]
+    mov r8, qword ptr [r15 + 448]
+    mov eax, dword ptr [r15 + 64]
     jmp 1f
 1:
+    mov rcx, rax
+    movzx ecx, cl
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c220:
+    lea rcx, [rip + .Lc1_d10158_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d10158_j_t
+.Lc1_d10158_j:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    movsxd r9, dword ptr [r15 + 640]
-    movzx ecx, byte ptr [r15 + 320]
-    movzx eax, byte ptr [r15 + 64]
-    mov byte ptr [r15 + 256], r8b
-    movsxd r8, dword ptr [r15 + 512]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov qword ptr [r15 + 128], rbp
-    movzx ebp, r8b
-    movzx r8d, cl
-    mov r8, r11
+    mov ecx, ecx
+    mov dword ptr [r15 + 0], ecx
+    mov dword ptr [r15 + 0], ecx
+    mov rbp, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, dword ptr [r15 + 128]
+    and rbp, 4032
+    and r8d, dword ptr [r15 + rbp + 3392]
+    mov r9, r11
+    movsxd rbp, dword ptr [r15 + 512]
+    movzx eax, byte ptr [r15 + 512]
+    mov byte ptr [r15 + 64], cl
+    and r9, 1984
+    mov dword ptr [r15 + r9 + 1344], 161
     jmp 1f
 1:
-    mov rdx, r9
-    and r8, 4032
-    movsxd r9, dword ptr [r15 + r8 + 3392]
-    mov r8, r11
-    movzx esi, r8b
-    and r8, 448
-    movzx esi, byte ptr [r15 + r8 + 832]
-    mov r8, qword ptr [r15 + 192]
-    mov r9, qword ptr [r15 + 384]
+    mov rcx, qword ptr [r15 + 384]
+    mov r9, r8
+    mov byte ptr [r15 + 384], r9b
+    add qword ptr [r15 + 192], rbp
     jmp 1f
 1:
-    mov r9, r9
-    mov rax, rdx
+    mov dword ptr [r15 + 768], r9d
+    mov r9, qword ptr [r15 + 256]
+    mov rbp, qword ptr [r15 + 448]
+    mov r8, r8
+    jmp 1f
+1:
+    mov r8d, 207
+    and r8d, dword ptr [r15 + 320]
+    mov edx, dword ptr [r15 + 704]
+    jmp 1f
+1:
+    mov edi, ecx
+    mov edi, 19
+    vpcmpeqb xmm10, xmm10, xmmword ptr [r15 + 128]
+    vpaddd xmm10, xmm10, xmm15
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c221:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 16384
-    setz al
-    lea rcx, [rip + .Lc1_d10428_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d10428_s_t
-    .p2align 3
-.Lc1_d10428_s:
-    .p2align 3
-    jmp .Lc1_d10428_j
-    .p2align 3
-    jmp .Lc1_d10428_j
-.Lc1_d10428_j:
-    mov dword ptr [r15 + 64], 103
     mov rbp, r11
-    mov dword ptr [r15 + 192], 37
-    movsxd rax, dword ptr [r15 + 512]
-    mov r9d, dword ptr [r15 + 320]
     and rbp, 1984
-    mov qword ptr [r15 + rbp + 1344], rbp
-    mov byte ptr [r15 + 256], cl
+    vmovq qword ptr [r15 + rbp + 1344], xmm10
+    movsxd r8, dword ptr [r15 + 256]
     jmp 1f
 1:
-    mov ebp, 12
+    and ebp, dword ptr [r15 + 320]
     jmp 1f
 1:
-    movzx ebp, byte ptr [r15 + 448]
-    mov ecx, eax
+    mov rcx, rbp
+    mov qword ptr [r15 + 64], rcx
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 448], 145
+    mov byte ptr [r15 + 0], r8b
+    mov qword ptr [r15 + 0], r8
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], r8
+    mov rcx, r8
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r8d, r8b
+    mov r8, rbp
+    test ebx, 1536
+    jnz 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    test dword ptr [r15 + 67117724], 590080
-    jz 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rcx
     mov rbp, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 448
+    movsxd rsi, dword ptr [r15 + rbp + 832]
+    mov r8, r11
+    and ebp, dword ptr [r15 + 192]
+    mov qword ptr [r15 + 64], rcx
+    mov rcx, qword ptr [r15 + 512]
+    and r8, 8128
+    mov byte ptr [r15 + r8 + 7488], r8b
+    movzx r9d, sil
+    movzx esi, sil
+    movzx r8d, byte ptr [r15 + 384]
+    mov dword ptr [r15 + 576], r8d
+    mov r8, qword ptr [r15 + 128]
     jmp 1f
 1:
-    mov dword ptr [r15 + 384], ebp
-    and rbp, 4032
-    movsxd rcx, dword ptr [r15 + rbp + 3392]
-    movzx ebp, byte ptr [r15 + 128]
-    mov eax, dword ptr [r15 + 768]
-    jmp 1f
-1:
-    movzx r8d, al
-    movzx eax, cl
-    jmp 1f
-1:
-    vpmovmskb eax, xmm3
+    vmovq qword ptr [r15 + 320], xmm10
     jmp 1f
 1:
     add r11, 64
@@ -13120,412 +12755,408 @@ ditto_body_c1:
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c222:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 536870912
+    setz al
+    lea rcx, [rip + .Lc1_d10257_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d10257_s_t
+    .p2align 3
+.Lc1_d10257_s:
+    .p2align 3
+    jmp .Lc1_d10257_j
+    .p2align 3
+    jmp .Lc1_d10257_j
+.Lc1_d10257_j:
     mov rbp, r11
-    jmp 1f
-1:
     and rbp, 1984
-    mov edi, dword ptr [r15 + rbp + 1344]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, eax
-    mov ebp, r8d
+    movsxd rax, dword ptr [r15 + rbp + 1344]
+    mov dword ptr [r15 + 192], ecx
+    or qword ptr [r15 + 448], 63
     jmp 1f
 1:
-    mov qword ptr [r15 + 0], rax
+    movzx ecx, byte ptr [r15 + 64]
+    mov ebp, 134
     jmp 1f
 1:
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], 120
+    mov rbp, rax
+    mov dword ptr [r15 + 640], 71
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov eax, edi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, rax
-    mov eax, 160
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 128], 224
-    vpor xmm3, xmm3, xmm3
-    movzx eax, byte ptr [r15 + 448]
-    mov qword ptr [r15 + 576], rax
-    mov rax, qword ptr [r15 + 192]
     mov rbp, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, 225
+    and rbp, 4032
+    mov r8d, dword ptr [r15 + rbp + 3392]
     jmp 1f
 1:
-    mov qword ptr [r15 + 256], rbp
-    add rax, qword ptr [r15 + 64]
-    and rbp, 8128
-    mov r8, r11
-    mov rcx, qword ptr [r15 + rbp + 7488]
-    movsxd rbp, dword ptr [r15 + 512]
-    and r8, 448
-    mov r9, qword ptr [r15 + r8 + 832]
+    movzx ebp, dil
+    mov edi, ebp
     jmp 1f
 1:
+    mov r9, r11
+    mov dword ptr [r15 + 128], 110
+    and r9, 8128
+    movsxd rdi, dword ptr [r15 + r9 + 7488]
     jmp 1f
 1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r8d, dword ptr [r15 + 320]
-    movsxd rdx, dword ptr [r15 + 320]
-    jmp 1f
-1:
-    mov esi, dword ptr [r15 + 384]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
+    mov r9d, dword ptr [r15 + 384]
+    .byte 0x0f, 0x1f, 0x40, 0x00
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c223:
-    lea rcx, [rip + .Lc1_d10523_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d10523_j_t
-.Lc1_d10523_j:
-    jmp 1f
-1:
-    movzx ecx, byte ptr [r15 + 384]
-    movsxd rax, dword ptr [r15 + 384]
-    mov qword ptr [r15 + 0], rsi
+    mov r9d, 125
     mov r12, qword ptr [r15 + r12 + 56]
-    vpor xmm3, xmm3, xmm3
-    mov r12, qword ptr [r15 + r12 + 56]
+    add rdi, qword ptr [r15 + 0]
+    vmovdqu ymmword ptr [r15 + 0], ymm10
+    mov dword ptr [r15 + 0], 18
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], r8d
-    mov dword ptr [r15 + 0], 146
+    mov r9d, 245
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
     mov rbp, r11
-    mov qword ptr [r15 + 0], rcx
-    and rbp, 448
-    mov dword ptr [r15 + rbp + 832], edi
-    mov rbp, r11
-    movsxd rcx, dword ptr [r15 + 128]
+    jmp 1f
+1:
     and rbp, 4032
-    mov esi, dword ptr [r15 + rbp + 3392]
-    test ebx, 1409024
+    mov dword ptr [r15 + rbp + 3392], 248
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov ebp, dword ptr [r15 + 64]
+    nop
+    jmp 1f
+1:
+    xor dword ptr [r15 + 192], r9d
+    jmp 1f
+1:
+    test ebx, 2048
     jz 1f
 1:
+    movzx r9d, byte ptr [r15 + 448]
+    mov esi, dword ptr [r15 + 256]
+    mov rcx, rsi
+    mov dword ptr [r15 + 320], 4
+    mov rbp, r11
+    movzx edx, byte ptr [r15 + 320]
+    movzx esi, byte ptr [r15 + 768]
+    and rbp, 1984
+    mov dword ptr [r15 + rbp + 1344], 177
     jmp 1f
 1:
-    mov rbp, rsi
-    movsxd rcx, dword ptr [r15 + 704]
-    mov rsi, rax
     jmp 1f
 1:
-    movsxd rdi, dword ptr [r15 + 256]
-    mov r8, r11
-    and eax, dword ptr [r15 + 64]
-    add rbp, qword ptr [r15 + 320]
-    and r8, 8128
-    mov dword ptr [r15 + r8 + 7488], 94
+    mov rbp, r11
+    movzx edi, r9b
     jmp 1f
 1:
-    mov qword ptr [r15 + 448], r8
     jmp 1f
 1:
-    mov dword ptr [r15 + 512], 223
-    mov r8, qword ptr [r15 + 640]
-    movzx esi, byte ptr [r15 + 64]
+    and rbp, 448
+    mov dword ptr [r15 + rbp + 832], esi
+    mov byte ptr [r15 + 384], bpl
+    mov edi, dword ptr [r15 + 128]
+    jmp 1f
+1:
+    mov byte ptr [r15 + 512], sil
+    mov rsi, qword ptr [r15 + 128]
+    movsxd rbp, dword ptr [r15 + 704]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c224:
-    mov ebp, r9d
-    movzx r9d, byte ptr [r15 + 128]
-    mov r12, qword ptr [r15 + r12 + 56]
+    lea rcx, [rip + .Lc1_d10349_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d10349_j_t
+.Lc1_d10349_j:
+    mov qword ptr [r15 + 448], rcx
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 0], ymm3
-    mov qword ptr [r15 + 0], r9
+    mov ebp, 174
     jmp 1f
 1:
-    movzx r9d, sil
-    mov dword ptr [r15 + 0], r8d
-    mov r9d, r8d
+    mov qword ptr [r15 + 0], rcx
+    mov ecx, ebp
+    vmovdqu ymmword ptr [r15 + 0], ymm10
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 118
-    mov r9d, ebp
     mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], r9
-    mov r9, r9
-    mov rbp, rsi
-    jmp 1f
-1:
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov rbp, r11
     jmp 1f
 1:
-    jmp 1f
-1:
-    and rbp, 4032
-    mov qword ptr [r15 + rbp + 3392], rsi
-    movzx ebp, byte ptr [r15 + 512]
-    movzx r9d, r9b
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 8128
+    mov r9, r11
+    mov rcx, qword ptr [r15 + rbp + 7488]
+    add rbp, qword ptr [r15 + 192]
+    and r9, 4032
+    movsxd rsi, dword ptr [r15 + r9 + 3392]
     mov r8, r11
-    mov r9d, 16
-    and r8, 16320
-    movsxd r9, dword ptr [r15 + r8 + 15680]
-    mov r8, r11
-    mov dword ptr [r15 + 384], r8d
     jmp 1f
 1:
-    and r8, 1984
-    mov dword ptr [r15 + r8 + 1344], 103
-    mov dword ptr [r15 + 448], 111
+    mov r9, qword ptr [r15 + 128]
+    and r8, 448
+    vmovdqu ymmword ptr [r15 + r8 + 832], ymm10
     jmp 1f
 1:
-    add rbp, qword ptr [r15 + 768]
-    mov r8d, dword ptr [r15 + 256]
-    mov byte ptr [r15 + 320], r8b
-    movsxd r8, dword ptr [r15 + 64]
-    movsxd rsi, dword ptr [r15 + 192]
-    mov dword ptr [r15 + 128], r9d
+    mov qword ptr [r15 + 320], r9
+    mov edx, r9d
+    movsxd r9, dword ptr [r15 + 256]
+    jmp 1f
+1:
+    movzx r8d, byte ptr [r15 + 384]
+    mov rdx, r8
+    mov qword ptr [r15 + 576], rdx
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movsxd rdx, dword ptr [r15 + 512]
+    jmp 1f
+1:
+    mov r8d, 214
+    and eax, dword ptr [r15 + 64]
+    mov edi, 96
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c225:
-    lea rcx, [rip + .Lc1_d10617_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d10617_j_t
-.Lc1_d10617_j:
-    mov qword ptr [r15 + 192], rcx
-    movsxd r9, dword ptr [r15 + 64]
-    movzx ecx, bpl
-    movzx ebp, byte ptr [r15 + 320]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov qword ptr [r15 + 192], rdx
+    mov r8, r11
+    movzx eax, r8b
+    and r8, 8128
+    movsxd rdx, dword ptr [r15 + r8 + 7488]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov eax, ebp
+    vmovdqu ymmword ptr [r15 + 0], ymm10
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 223
+    mov qword ptr [r15 + 0], rbp
+    mov byte ptr [r15 + 640], al
+    vmovdqu ymmword ptr [r15 + 512], ymm10
+    mov rbp, qword ptr [r15 + 320]
+    mov eax, dword ptr [r15 + 256]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rax
-    mov eax, eax
-    mov byte ptr [r15 + 384], al
-    movzx ecx, bpl
-    test ebx, 2560
+    vmovdqu ymmword ptr [r15 + 64], ymm10
+    jmp 1f
+1:
+    test dword ptr [r15 + 67117724], 33792
     jnz 1f
 1:
-    mov qword ptr [r15 + 512], rcx
-    mov r8, r11
-    jmp 1f
-1:
-    vmovdqu ymmword ptr [r15 + 256], ymm3
-    and r8, 1984
-    mov ecx, dword ptr [r15 + r8 + 1344]
-    and eax, dword ptr [r15 + 320]
-    mov r8, r11
-    mov qword ptr [r15 + 448], rbp
-    and r8, 8128
-    movsxd rbp, dword ptr [r15 + r8 + 7488]
-    jmp 1f
-1:
-    mov r8, rcx
-    jmp 1f
-1:
-    mov byte ptr [r15 + 128], r8b
-    movzx ecx, r8b
-    mov r8, r11
-    mov byte ptr [r15 + 576], r8b
-    .byte 0x66, 0x90
-    and r8, 448
-    mov dword ptr [r15 + r8 + 832], 72
-    jmp 1f
-1:
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c226:
-    movzx eax, byte ptr [r15 + 512]
-    mov r8, rax
-    mov eax, ecx
-    mov rax, rax
-    movsxd rax, dword ptr [r15 + 64]
-    movzx ecx, al
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 167
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rdx, r8
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 62
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 223
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, dword ptr [r15 + 128]
-    mov r8d, eax
-    movsxd rax, dword ptr [r15 + 320]
-    mov rbp, qword ptr [r15 + 704]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movsxd rsi, dword ptr [r15 + 640]
-    mov r9d, dword ptr [r15 + 192]
-    jmp 1f
-1:
-    mov edi, dword ptr [r15 + 448]
-    jmp 1f
-1:
-    mov r9, r11
-    jmp 1f
-1:
-    and r9, 4032
-    mov rax, qword ptr [r15 + r9 + 3392]
-    mov r9, r11
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov ebp, r9d
-    and r9, 8128
-    mov ebp, dword ptr [r15 + r9 + 7488]
-    mov r9, r11
-    mov byte ptr [r15 + 256], dil
-    movzx edi, r9b
-    add rax, qword ptr [r15 + 384]
-    and r9, 1984
-    mov dword ptr [r15 + r9 + 1344], r8d
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c227:
-    lea rcx, [rip + .Lc1_d10714_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d10714_j_t
-.Lc1_d10714_j:
-    mov r12, qword ptr [r15 + r12 + 56]
-    .byte 0x0f, 0x1f, 0x40, 0x00
-    jmp 1f
-1:
-    movzx ecx, cl
-    mov ecx, edi
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, 247
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 110
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, edi
-    jmp 1f
-1:
-    movzx ecx, al
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r9, r11
-    jmp 1f
-1:
-    and r9, 4032
-    movzx ecx, byte ptr [r15 + r9 + 3392]
-    vmovdqu ymmword ptr [r15 + 384], ymm3
-    movzx edi, byte ptr [r15 + 192]
-    mov rbp, r11
-    movsxd r9, dword ptr [r15 + 768]
-    mov rax, r9
-    and rbp, 448
-    movsxd r9, dword ptr [r15 + rbp + 832]
-    movsxd rbp, dword ptr [r15 + 320]
-    vpmovmskb esi, xmm3
-    and esi, dword ptr [r15 + 128]
-    mov r8d, dword ptr [r15 + 64]
-    mov r9, r11
-    movzx edx, cl
-    and r9, 8128
-    mov byte ptr [r15 + r9 + 7488], cl
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    vmovdqu ymmword ptr [r15 + 448], ymm3
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c228:
-    mov byte ptr [r15 + 320], r8b
-    mov r8, rdx
-    mov rbp, r11
-    jmp 1f
-1:
-    mov edx, ebp
-    jmp 1f
-1:
-    and rbp, 1984
-    mov qword ptr [r15 + rbp + 1344], rax
-    mov ebp, dword ptr [r15 + 192]
-    mov qword ptr [r15 + 384], r8
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 64], ebp
-    vpaddq xmm3, xmm3, xmmword ptr [r15 + 576]
-    mov dword ptr [r15 + 256], ebp
-    movzx ebp, bpl
-    mov r12, qword ptr [r15 + r12 + 56]
-    and ebp, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, 127
-    mov r8d, 150
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 384], r8d
-    mov r8d, 164
-    mov byte ptr [r15 + 64], r8b
-    jmp 1f
-1:
-    movzx r8d, byte ptr [r15 + 512]
-    jmp 1f
-1:
-    vpcmpeqb xmm3, xmm3, xmm0
+    mov r8d, dword ptr [r15 + 128]
     jmp 1f
 1:
     jmp 1f
 1:
     mov dword ptr [r15 + 128], r8d
-    mov r8d, 224
+    jmp 1f
+1:
+    mov r8d, 249
+    mov r8, r8
+    movsxd r8, dword ptr [r15 + 448]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 64], r8d
     mov r8, r11
-    mov eax, 117
-    movzx eax, al
-    movzx eax, byte ptr [r15 + 448]
+    mov rbp, r11
     and r8, 448
-    add rax, qword ptr [r15 + r8 + 832]
+    mov qword ptr [r15 + r8 + 832], r8
+    jmp 1f
+1:
+    and rbp, 1984
+    mov r8, qword ptr [r15 + rbp + 1344]
+    mov ebp, dword ptr [r15 + 384]
+    mov byte ptr [r15 + 384], bpl
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c226:
+    lea rcx, [rip + .Lc1_d10447_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d10447_j_t
+.Lc1_d10447_j:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ebp, cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], bpl
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, 221
+    mov dword ptr [r15 + 512], 233
+    mov r8, r11
+    mov qword ptr [r15 + 384], rcx
+    mov qword ptr [r15 + 704], rcx
+    mov rbp, qword ptr [r15 + 256]
+    and r8, 4032
+    vpaddq xmm10, xmm10, xmmword ptr [r15 + r8 + 3392]
+    mov ecx, dword ptr [r15 + 448]
+    mov r8, r11
+    jmp 1f
+1:
+    jmp 1f
+1:
+    and r8, 1984
+    mov rax, qword ptr [r15 + r8 + 1344]
+    mov r8d, 4
+    movsxd r8, dword ptr [r15 + 128]
+    mov r9, qword ptr [r15 + 320]
+    movzx edx, byte ptr [r15 + 64]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 768], 110
+    mov byte ptr [r15 + 64], al
+    mov eax, edx
+    mov rbp, r11
+    mov eax, dword ptr [r15 + 320]
+    and rbp, 16320
+    mov dword ptr [r15 + rbp + 15680], 122
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c227:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    movzx ebp, al
+    movzx edx, byte ptr [r15 + 448]
+    mov eax, r9d
+    movsxd rax, dword ptr [r15 + 384]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 256], 75
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, rdx
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, dword ptr [r15 + 512]
+    mov rbp, rbp
+    test dword ptr [r15 + 67117723], 131072
+    jnz 1f
+1:
+    movsxd rbp, dword ptr [r15 + 576]
+    jmp 1f
+1:
+    mov r9, r11
+    mov edx, r9d
+    mov r8d, 38
+    and r9, 8128
+    xchg qword ptr [r15 + r9 + 7488], rbp
+    jmp 1f
+1:
+    mov r9d, 26
+    mov r9d, eax
+    mov qword ptr [r15 + 128], rax
+    mov r8, r11
+    add r9, qword ptr [r15 + 192]
+    mov r9, r11
+    and r8, 448
+    mov byte ptr [r15 + r8 + 832], r8b
+    and r9, 4032
+    vmovdqu ymmword ptr [r15 + r9 + 3392], ymm10
+    mov dword ptr [r15 + 64], edx
+    jmp 1f
+1:
+    mov edx, dword ptr [r15 + 320]
+    jmp 1f
+1:
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c228:
+    lea rcx, [rip + .Lc1_d10539_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d10539_j_t
+.Lc1_d10539_j:
+    movzx ecx, byte ptr [r15 + 192]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edx, 27
+    vmovq qword ptr [r15 + 0], xmm10
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx edx, byte ptr [r15 + 128]
+    mov r9d, edx
+    jmp 1f
+1:
+    movsxd r9, dword ptr [r15 + 704]
+    jmp 1f
+1:
+    mov r8, r11
+    jmp 1f
+1:
+    and r8, 8128
+    movzx ebp, byte ptr [r15 + r8 + 7488]
+    mov r8, r11
+    movzx eax, byte ptr [r15 + 384]
+    movzx esi, al
+    mov rbp, r11
+    and r8, 1984
+    mov rax, qword ptr [r15 + r8 + 1344]
+    jmp 1f
+1:
+    mov r8d, dword ptr [r15 + 512]
+    and rbp, 448
+    mov dword ptr [r15 + rbp + 832], 106
+    mov dword ptr [r15 + 448], 79
+    mov ebp, 79
+    mov dword ptr [r15 + 128], 243
+    movzx ebp, byte ptr [r15 + 256]
+    jmp 1f
+1:
+    add rdi, qword ptr [r15 + 640]
+    mov edi, dword ptr [r15 + 320]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r8, rcx
+    mov dword ptr [r15 + 64], 124
     add r11, 64
     inc rbx
     dec r13
@@ -13535,154 +13166,166 @@ ditto_body_c1:
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
     xor eax, eax
-    test dword ptr [r15 + 67117724], 4194304
+    test dword ptr [r15 + 67117723], 262144
     setz al
-    lea rcx, [rip + .Lc1_d10815_s]
+    lea rcx, [rip + .Lc1_d10588_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d10815_s_t
+    jmp .Lc1_d10588_s_t
     .p2align 3
-.Lc1_d10815_s:
+.Lc1_d10588_s:
     .p2align 3
-    jmp .Lc1_d10815_j
+    jmp .Lc1_d10588_j
     .p2align 3
-    jmp .Lc1_d10815_j
-.Lc1_d10815_j:
-    movzx eax, al
-    mov r8, r11
+    jmp .Lc1_d10588_j
+.Lc1_d10588_j:
+    mov ecx, 237
     jmp 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, eax
+    mov eax, 193
+    jmp 1f
+1:
+    movsxd rsi, dword ptr [r15 + 128]
+    jmp 1f
+1:
+    mov rbp, r11
+    mov r8, r11
+    mov dword ptr [r15 + 320], 67
     and r8, 8128
-    mov qword ptr [r15 + r8 + 7488], r8
+    and ecx, dword ptr [r15 + r8 + 7488]
     jmp 1f
 1:
-    mov r8, qword ptr [r15 + 320]
-    mov qword ptr [r15 + 448], r8
-    mov r8, r11
-    movzx r9d, byte ptr [r15 + 128]
-    and r8, 1984
-    movsxd rcx, dword ptr [r15 + r8 + 1344]
-    mov eax, dword ptr [r15 + 640]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r9
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r8, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    and edx, dword ptr [r15 + 384]
-    and r8, 4032
-    mov byte ptr [r15 + r8 + 3392], al
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov rax, r8
-    jmp 1f
-1:
-    mov qword ptr [r15 + 512], rsi
-    movzx eax, byte ptr [r15 + 256]
+    and rbp, 1984
+    mov byte ptr [r15 + rbp + 1344], sil
+    movzx esi, byte ptr [r15 + 64]
+    mov rbp, r11
+    vpshufd xmm10, xmm10, 126
+    mov dword ptr [r15 + 384], 203
+    mov r8d, 110
+    and rbp, 4032
+    mov dword ptr [r15 + rbp + 3392], 235
+    movzx ebp, byte ptr [r15 + 192]
+    mov dword ptr [r15 + 512], 71
+    vpshufd xmm10, xmm10, 84
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c230:
-    lea rcx, [rip + .Lc1_d10860_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d10860_j_t
-.Lc1_d10860_j:
-    mov rax, qword ptr [r15 + 64]
-    mov qword ptr [r15 + 320], rcx
-    and ecx, dword ptr [r15 + 768]
-    mov qword ptr [r15 + 256], rbp
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, 229
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, rcx
+    mov ebp, 189
+    vmovdqu xmm10, xmmword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     and ebp, dword ptr [r15 + 0]
-    movsxd rcx, dword ptr [r15 + 448]
     jmp 1f
 1:
-    mov r8, r11
-    mov edx, r8d
-    add rdx, qword ptr [r15 + 64]
-    and r8, 4032
-    movzx r9d, byte ptr [r15 + r8 + 3392]
-    and r9d, dword ptr [r15 + 384]
-    mov r8, r9
-    mov r8d, r8d
-    movsxd r8, dword ptr [r15 + 128]
-    movzx esi, byte ptr [r15 + 320]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rbp
+    mov byte ptr [r15 + 448], bpl
+    mov ecx, dword ptr [r15 + 320]
+    and ecx, dword ptr [r15 + 384]
+    mov dword ptr [r15 + 384], ecx
+    mov byte ptr [r15 + 448], r8b
+    mov byte ptr [r15 + 192], cl
+    movzx ecx, cl
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    movsxd r8, dword ptr [r15 + 576]
+    mov byte ptr [r15 + 64], dl
+    mov edx, 7
+    mov qword ptr [r15 + 512], rcx
+    jmp 1f
+1:
     mov rbp, r11
-    mov edi, 127
+    mov rdx, qword ptr [r15 + 128]
+    mov ecx, ecx
+    mov r9, r11
     and rbp, 448
-    movsxd rdi, dword ptr [r15 + rbp + 832]
-    movzx ebp, byte ptr [r15 + 192]
+    mov eax, dword ptr [r15 + rbp + 832]
+    movzx ebp, al
     mov rbp, r11
-    movsxd rdx, dword ptr [r15 + 704]
+    and r9, 4032
+    mov qword ptr [r15 + r9 + 3392], r8
     and rbp, 1984
-    mov byte ptr [r15 + rbp + 1344], dil
-    mov qword ptr [r15 + 512], rdi
-    mov edi, edi
+    movsxd rcx, dword ptr [r15 + rbp + 1344]
+    mov r9d, dword ptr [r15 + 768]
     jmp 1f
 1:
+    mov ebp, r9d
+    jmp 1f
+1:
+    mov ebp, dword ptr [r15 + 256]
+    mov r8d, 186
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c231:
-    add rdi, qword ptr [r15 + 0]
-    vmovq qword ptr [r15 + 0], xmm3
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 0], ymm3
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
+    lea rcx, [rip + .Lc1_d10673_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d10673_j_t
+.Lc1_d10673_j:
     mov rbp, r11
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 512], 126
     and rbp, 448
-    mov byte ptr [r15 + rbp + 832], dil
-    mov r8d, dword ptr [r15 + 512]
-    mov dword ptr [r15 + 576], 36
-    mov dword ptr [r15 + 64], ebp
-    mov ebp, dword ptr [r15 + 384]
-    movsxd rdi, dword ptr [r15 + 640]
-    mov rdx, rdi
-    mov qword ptr [r15 + 256], r8
-    mov byte ptr [r15 + 128], r8b
-    vmovdqu ymmword ptr [r15 + 192], ymm3
+    mov qword ptr [r15 + rbp + 832], rcx
     jmp 1f
 1:
-    mov dword ptr [r15 + 448], 231
+    mov r8, rbp
+    mov dword ptr [r15 + 256], 55
     jmp 1f
 1:
-    mov edi, 73
-    mov dword ptr [r15 + 128], 106
     mov r8, r11
-    mov r9, r11
+    and ebp, dword ptr [r15 + 448]
+    movzx ecx, bpl
     and r8, 4032
-    movsxd rdi, dword ptr [r15 + r8 + 3392]
+    mov ebp, dword ptr [r15 + r8 + 3392]
     jmp 1f
 1:
+    mov r8d, dword ptr [r15 + 64]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    movzx r9d, r8b
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    add rcx, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], esi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, r9
+    mov r9d, 44
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    and r8d, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 640], 152
+    mov r9, r11
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov rsi, qword ptr [r15 + 128]
     and r9, 8128
-    mov r8d, dword ptr [r15 + r9 + 7488]
-    mov rcx, r8
-    mov r9d, dword ptr [r15 + 320]
+    mov rax, qword ptr [r15 + r9 + 7488]
+    mov r9d, dword ptr [r15 + 192]
+    jmp 1f
+1:
+    mov byte ptr [r15 + 128], r9b
+    movsxd r9, dword ptr [r15 + 320]
+    mov rdx, r9
+    mov r9d, edx
+    mov edi, 240
+    mov r9d, dword ptr [r15 + 384]
+    movzx edi, byte ptr [r15 + 64]
     add r11, 64
     inc rbx
     dec r13
@@ -13691,743 +13334,724 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 15
-    lea rcx, [rip + .Lc1_d10948_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d10948_s_t
-    .p2align 3
-.Lc1_d10948_s:
-    .p2align 3
-    jmp .Lc1_d10948_j
-    .p2align 3
-    jmp .Lc1_d10948_j
-    .p2align 3
-    jmp .Lc1_d10948_j
-    .p2align 3
-    jmp .Lc1_d10948_j
-    .p2align 3
-    jmp .Lc1_d10948_j
-    .p2align 3
-    jmp .Lc1_d10948_j
-    .p2align 3
-    jmp .Lc1_d10948_j
-    .p2align 3
-    jmp .Lc1_d10948_j
-    .p2align 3
-    jmp .Lc1_d10948_j
-    .p2align 3
-    jmp .Lc1_d10948_j
-    .p2align 3
-    jmp .Lc1_d10948_j
-    .p2align 3
-    jmp .Lc1_d10948_j
-    .p2align 3
-    jmp .Lc1_d10948_j
-    .p2align 3
-    jmp .Lc1_d10948_j
-    .p2align 3
-    jmp .Lc1_d10948_j
-    .p2align 3
-    jmp .Lc1_d10948_j
-.Lc1_d10948_j:
-    mov r9, r11
-    mov ecx, 139
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edi, eax
+    mov eax, 141
+    mov dword ptr [r15 + 0], 192
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    movzx eax, byte ptr [r15 + 512]
-    and r9, 8128
-    mov dword ptr [r15 + r9 + 7488], 248
-    mov byte ptr [r15 + 384], r9b
-    movzx ecx, byte ptr [r15 + 192]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, esi
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 320], 68
+    mov qword ptr [r15 + 704], rax
+    mov ebp, dword ptr [r15 + 64]
+    test dword ptr [r15 + 67117724], 4194433
+    jz 1f
+1:
+    mov byte ptr [r15 + 384], bpl
     mov rbp, r11
-    mov r9d, ebp
-    and rbp, 448
-    mov qword ptr [r15 + rbp + 832], rbp
+    jmp 1f
+1:
+    and rbp, 8128
+    vmovdqu ymmword ptr [r15 + rbp + 7488], ymm10
+    mov ebp, 106
+    movsxd rbp, dword ptr [r15 + 128]
+    jmp 1f
+1:
+    mov rax, qword ptr [r15 + 192]
+    mov qword ptr [r15 + 320], rax
+    mov r8, r11
+    mov eax, dword ptr [r15 + 256]
+    lock add qword ptr [r15 + 512], rax
+    and r8, 1984
+    mov r9, r11
+    vmovdqu ymmword ptr [r15 + r8 + 1344], ymm10
+    jmp 1f
+1:
+    and r9, 448
+    mov rax, qword ptr [r15 + r9 + 832]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c233:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 147
-    mov ebp, ebp
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], rbp
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], ebp
-    mov ecx, ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rcx, dword ptr [r15 + 128]
-    mov rbp, rcx
-    movzx ebp, bpl
-    mov ecx, 214
-    movsxd rcx, dword ptr [r15 + 192]
-    jmp 1f
-1:
-    movsxd r9, dword ptr [r15 + 256]
-    mov rax, qword ptr [r15 + 320]
-    mov edx, eax
-    test ebx, 1073741824
-    jz 1f
-1:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 7
+    lea rcx, [rip + .Lc1_d10771_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d10771_s_t
+    .p2align 3
+.Lc1_d10771_s:
+    .p2align 3
+    jmp .Lc1_d10771_j
+    .p2align 3
+    jmp .Lc1_d10771_j
+    .p2align 3
+    jmp .Lc1_d10771_j
+    .p2align 3
+    jmp .Lc1_d10771_j
+    .p2align 3
+    jmp .Lc1_d10771_j
+    .p2align 3
+    jmp .Lc1_d10771_j
+    .p2align 3
+    jmp .Lc1_d10771_j
+    .p2align 3
+    jmp .Lc1_d10771_j
+.Lc1_d10771_j:
     mov r9, r11
-    mov qword ptr [r15 + 512], r9
-    jmp 1f
-1:
     jmp 1f
 1:
     and r9, 4032
-    and eax, dword ptr [r15 + r9 + 3392]
-    mov r9d, dword ptr [r15 + 64]
-    mov byte ptr [r15 + 704], bpl
+    mov dword ptr [r15 + r9 + 3392], 109
+    mov r9, qword ptr [r15 + 64]
+    mov ecx, 144
+    mov ecx, 238
+    mov rax, qword ptr [r15 + 768]
+    mov r8, r11
+    movzx ecx, byte ptr [r15 + 64]
+    mov ebp, dword ptr [r15 + 384]
+    mov rsi, qword ptr [r15 + 128]
+    and r8, 1984
+    movsxd rdi, dword ptr [r15 + r8 + 1344]
+    movzx edx, byte ptr [r15 + 512]
+    mov r8d, edx
+    mov byte ptr [r15 + 448], sil
+    mov qword ptr [r15 + 576], rbp
     jmp 1f
 1:
-    mov dword ptr [r15 + 384], ecx
-    mov dword ptr [r15 + 448], edx
-    mov rdx, r9
-    movzx edx, dl
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx ecx, byte ptr [r15 + 320]
-    mov edx, 110
-    lea rbp, [r11 + r11*1]
-    jmp 1f
-1:
-    and rbp, 1984
-    mov dword ptr [r15 + rbp + 1344], ebp
-    mov rdx, rax
-    mov edx, 73
-    mov dword ptr [r15 + rbp + 1408], 109
-    mov qword ptr [r15 + 64], rcx
+    movzx esi, byte ptr [r15 + 256]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c234:
-    lea rcx, [rip + .Lc1_d11038_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d11038_j_t
-.Lc1_d11038_j:
-    movzx ecx, cl
-    mov ecx, 215
+    mov qword ptr [r15 + 64], r8
     jmp 1f
 1:
-    mov rcx, qword ptr [r15 + 384]
-    mov ebp, 116
-    mov ebp, dword ptr [r15 + 512]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx edx, bpl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], dl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 576], ymm3
-    vmovdqu ymmword ptr [r15 + 256], ymm3
-    mov qword ptr [r15 + 192], rdx
-    movzx edx, byte ptr [r15 + 320]
-    mov rax, rdx
+    mov byte ptr [r15 + 448], sil
+    mov dword ptr [r15 + 512], esi
+    mov rsi, rdi
     jmp 1f
 1:
-    movzx edx, byte ptr [r15 + 128]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], r8d
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], sil
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     mov rbp, r11
-    vmovq qword ptr [r15 + 64], xmm3
+    mov dword ptr [r15 + 0], ebp
+    mov qword ptr [r15 + 0], rsi
+    mov r8d, dword ptr [r15 + 128]
+    and rbp, 4032
+    mov rsi, qword ptr [r15 + rbp + 3392]
+    mov rdx, rsi
+    mov rbp, qword ptr [r15 + 320]
+    mov qword ptr [r15 + 320], r8
+    mov r8, r11
+    mov rsi, qword ptr [r15 + 384]
+    and r8, 448
+    mov dword ptr [r15 + r8 + 832], 40
     jmp 1f
 1:
-    and rbp, 448
-    mov r9d, dword ptr [r15 + rbp + 832]
-    mov rbp, qword ptr [r15 + 384]
-    mov r8, r11
-    mov qword ptr [r15 + 768], r8
-    mov byte ptr [r15 + 128], r8b
-    and r8, 8128
-    mov dword ptr [r15 + r8 + 7488], 185
-    mov byte ptr [r15 + 448], al
-    mov r8d, 147
-    mov eax, ebp
+    vmovdqu ymmword ptr [r15 + 640], ymm10
+    mov dword ptr [r15 + 128], 169
+    and r8d, dword ptr [r15 + 256]
+    mov edi, 139
+    jmp 1f
+1:
+    movsxd rcx, dword ptr [r15 + 192]
+    mov r9, r11
+    movzx edi, dl
+    mov rdi, rdi
+    mov qword ptr [r15 + 384], r8
+    and r9, 8128
+    mov dword ptr [r15 + r9 + 7488], r9d
+    mov rdx, rcx
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c235:
-    mov r8, r11
-    mov eax, dword ptr [r15 + 320]
+    lea rcx, [rip + .Lc1_d10855_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d10855_j_t
+.Lc1_d10855_j:
     jmp 1f
 1:
-    and r8, 1984
-    movzx ebp, byte ptr [r15 + r8 + 1344]
-    mov byte ptr [r15 + 0], bpl
+    mov qword ptr [r15 + 768], rcx
+    movzx ecx, dil
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov ecx, ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, ecx
+    mov rcx, rcx
+    add r9, qword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    vpshufd xmm10, xmm10, 85
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 229
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], rbp
-    mov r8d, 156
-    mov dword ptr [r15 + 0], 169
-    jmp 1f
+    test ebx, 1073741824
+    jz 1f
 1:
     jmp 1f
 1:
-    movzx r8d, r8b
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 0], ymm3
-    mov dword ptr [r15 + 0], ebp
-    mov r8, r11
-    mov byte ptr [r15 + 320], r8b
-    and r8, 8128
-    add rbp, qword ptr [r15 + r8 + 7488]
-    movzx r8d, byte ptr [r15 + 256]
-    mov rdx, qword ptr [r15 + 192]
-    mov ecx, 75
-    mov byte ptr [r15 + 384], cl
+    mov ecx, dword ptr [r15 + 192]
+    and r9d, dword ptr [r15 + 384]
+    movzx edx, r9b
+    vmovdqu xmmword ptr [r15 + 512], xmm10
+    jmp 1f
+1:
     mov r9, r11
-    mov byte ptr [r15 + 640], dil
-    jmp 1f
-1:
-    vmovq qword ptr [r15 + 704], xmm3
-    and r9, 4032
-    mov dword ptr [r15 + r9 + 3392], 235
-    movzx ecx, byte ptr [r15 + 512]
-    mov byte ptr [r15 + 448], cl
-    jmp 1f
-1:
-    add r9, qword ptr [r15 + 64]
-    mov dword ptr [r15 + 128], 225
+    mov byte ptr [r15 + 64], r9b
+    movzx edi, dl
+    mov rbp, r11
+    and r9, 448
+    mov byte ptr [r15 + r9 + 832], cl
+    mov r9, qword ptr [r15 + 448]
+    mov rcx, qword ptr [r15 + 128]
+    and rbp, 8128
+    mov dword ptr [r15 + rbp + 7488], 60
+    mov ebp, dword ptr [r15 + 320]
+    mov r8, r11
+    mov byte ptr [r15 + 704], dl
+    mov edx, 110
+    and r8, 1984
+    movzx edx, byte ptr [r15 + r8 + 1344]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c236:
-    lea rcx, [rip + .Lc1_d11123_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d11123_j_t
-.Lc1_d11123_j:
-    movzx ecx, r9b
-    mov dword ptr [r15 + 64], 46
-    movzx r9d, cl
-    movzx edi, byte ptr [r15 + 320]
-    mov byte ptr [r15 + 0], sil
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, 46
+    mov r8, r11
     jmp 1f
 1:
     jmp 1f
 1:
-    mov qword ptr [r15 + 0], rbp
-    movzx ebp, r9b
-    vmovdqu ymmword ptr [r15 + 0], ymm3
-    mov rcx, rbp
-    mov rbp, r11
-    jmp 1f
-1:
-    mov dword ptr [r15 + 256], 29
-    jmp 1f
-1:
-    and rbp, 448
-    mov r9, qword ptr [r15 + rbp + 832]
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx ebp, bpl
-    mov ebp, dword ptr [r15 + 384]
-    mov byte ptr [r15 + 448], bpl
-    mov rsi, qword ptr [r15 + 512]
-    mov rbp, r11
-    jmp 1f
-1:
-    and rbp, 16320
+    and r8, 16320
+    mov dword ptr [r15 + r8 + 15680], ebp
     mov r9, r11
-    mov dword ptr [r15 + rbp + 15680], 251
-    and r9, 1984
-    mov rbp, qword ptr [r15 + r9 + 1344]
     jmp 1f
 1:
-    mov byte ptr [r15 + 768], bpl
+    and r9, 4032
+    mov dword ptr [r15 + r9 + 3392], 115
+    mov qword ptr [r15 + 0], rdx
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovq qword ptr [r15 + 0], xmm10
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], r9b
+    vmovq xmm10, r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], r9
+    mov r9d, dword ptr [r15 + 320]
+    movzx r8d, byte ptr [r15 + 512]
     jmp 1f
 1:
+    movzx ebp, r8b
+    mov r8d, r9d
+    movzx r8d, byte ptr [r15 + 448]
+    mov rbp, r11
+    movzx edx, dl
+    nop
+    and rbp, 1984
+    add rdx, qword ptr [r15 + rbp + 1344]
+    movzx ebp, byte ptr [r15 + 64]
+    movsxd rcx, dword ptr [r15 + 192]
+    mov qword ptr [r15 + 64], rcx
+    add r9, qword ptr [r15 + 576]
+    vpmovmskb ecx, xmm10
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movzx ecx, r9b
+    movzx r9d, sil
     mov r9, rbp
+    mov r9d, dword ptr [r15 + 128]
+    mov rsi, qword ptr [r15 + 384]
+    mov edi, 70
+    mov edi, dword ptr [r15 + 320]
     jmp 1f
 1:
-    mov ebp, ebp
-    jmp 1f
-1:
-    mov dword ptr [r15 + 128], ebp
-    jmp 1f
-1:
-    mov rbp, rcx
+    movzx eax, byte ptr [r15 + 256]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c237:
-    mov rbp, qword ptr [r15 + 384]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, rbp
-    mov ecx, r9d
-    mov byte ptr [r15 + 0], cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 132
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 134217728
+    setz al
+    lea rcx, [rip + .Lc1_d10955_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d10955_s_t
+    .p2align 3
+.Lc1_d10955_s:
+    .p2align 3
+    jmp .Lc1_d10955_j
+    .p2align 3
+    jmp .Lc1_d10955_j
+.Lc1_d10955_j:
+    mov rax, rax
+    mov dword ptr [r15 + 640], 64
     jmp 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, qword ptr [r15 + 576]
+    vmovq qword ptr [r15 + 0], xmm10
+    jmp 1f
+1:
+    movzx eax, cl
+    movsxd rcx, dword ptr [r15 + 128]
+    mov qword ptr [r15 + 256], rcx
+    movzx ebp, al
+    mov dword ptr [r15 + 384], 48
+    movsxd rax, dword ptr [r15 + 448]
     mov rbp, r11
-    add rcx, qword ptr [r15 + 448]
+    mov ecx, 211
+    jmp 1f
+1:
     and rbp, 8128
-    vmovdqu xmmword ptr [r15 + rbp + 7488], xmm3
-    movsxd rbp, dword ptr [r15 + 64]
-    mov dword ptr [r15 + 320], ebp
-    mov dword ptr [r15 + 384], ecx
-    jmp 1f
-1:
-    mov dword ptr [r15 + 128], 105
-    vpshufd xmm3, xmm3, 208
-    movsxd rcx, dword ptr [r15 + 192]
-    mov qword ptr [r15 + 64], rcx
+    movzx r9d, byte ptr [r15 + rbp + 7488]
     mov rbp, r11
-    vpmovmskb ecx, xmm3
-    lea r9, [r11 + r11*1]
-    and rbp, 448
-    mov dword ptr [r15 + rbp + 832], esi
-    add qword ptr [r15 + 256], rbp
-    and r9, 4032
-    mov byte ptr [r15 + r9 + 3392], r9b
     jmp 1f
 1:
-    mov ecx, dword ptr [r15 + 512]
-    mov qword ptr [r15 + r9 + 3456], rcx
+    mov r8, r11
+    movzx esi, byte ptr [r15 + 64]
+    and rbp, 1984
+    movzx ecx, byte ptr [r15 + rbp + 1344]
+    and r8, 448
+    mov dword ptr [r15 + r8 + 832], r9d
+    jmp 1f
+1:
+    and eax, dword ptr [r15 + 192]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c238:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 1
-    setz al
-    lea rcx, [rip + .Lc1_d11219_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d11219_s_t
-    .p2align 3
-.Lc1_d11219_s:
-    .p2align 3
-    jmp .Lc1_d11219_j
-    .p2align 3
-    jmp .Lc1_d11219_j
-.Lc1_d11219_j:
-    mov r9d, dword ptr [r15 + 192]
-    mov eax, 116
-    mov byte ptr [r15 + 128], bpl
     mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    add r8, qword ptr [r15 + 0]
+    add rax, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rcx
+    jmp 1f
+1:
+    mov rcx, qword ptr [r15 + 320]
+    mov byte ptr [r15 + 384], dl
+    jmp 1f
+1:
+    add rax, qword ptr [r15 + 128]
+    mov ebp, 247
+    jmp 1f
+1:
+    mov rbp, rbp
+    vmovdqu ymmword ptr [r15 + 192], ymm10
+    test ebx, 1073741824
+    jz 1f
+1:
+    movsxd rbp, dword ptr [r15 + 64]
+    mov eax, ebp
     mov rbp, r11
-    mov qword ptr [r15 + 0], rbp
+    mov dword ptr [r15 + 512], ebp
+    and rbp, 8128
+    mov rcx, qword ptr [r15 + rbp + 7488]
+    mov rbp, qword ptr [r15 + 256]
+    .byte 0x66, 0x90
     jmp 1f
 1:
     jmp 1f
 1:
-    and rbp, 1984
-    movzx esi, byte ptr [r15 + rbp + 1344]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 64], esi
-    mov byte ptr [r15 + 320], bpl
-    jmp 1f
-1:
-    mov rbp, r11
-    mov rsi, qword ptr [r15 + 640]
-    and rbp, 448
-    vmovq qword ptr [r15 + rbp + 832], xmm3
-    mov r8, rbp
-    jmp 1f
-1:
-    mov rbp, r8
+    mov edx, dword ptr [r15 + 128]
+    mov dword ptr [r15 + 704], 163
     mov r8, r11
-    movzx ebp, byte ptr [r15 + 256]
-    mov rcx, qword ptr [r15 + 512]
-    and r8, 8128
-    mov dword ptr [r15 + r8 + 7488], 23
-    vpaddd xmm3, xmm3, xmm3
-    movzx r8d, byte ptr [r15 + 448]
+    mov dword ptr [r15 + 448], 231
+    mov r9d, dword ptr [r15 + 320]
+    and r8, 4032
+    mov byte ptr [r15 + r8 + 3392], dil
+    jmp 1f
+1:
+    mov r8d, 223
+    mov r8, r11
+    movzx edi, byte ptr [r15 + 64]
+    and r8, 448
+    mov esi, dword ptr [r15 + r8 + 832]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c239:
-    vmovdqu ymmword ptr [r15 + 0], ymm3
+    lea rcx, [rip + .Lc1_d11042_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d11042_j_t
+.Lc1_d11042_j:
+    movzx ecx, byte ptr [r15 + 64]
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx r8d, r8b
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 384], r8b
-    mov r8, qword ptr [r15 + 320]
-    movzx esi, byte ptr [r15 + 448]
     jmp 1f
 1:
+    mov r8d, 137
+    vmovq qword ptr [r15 + 0], xmm10
+    and r8d, dword ptr [r15 + 0]
+    mov rbp, rsi
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov ebp, dword ptr [r15 + 64]
-    mov qword ptr [r15 + 768], rbp
-    jmp 1f
-1:
-    mov rax, r8
-    movzx r8d, byte ptr [r15 + 128]
-    mov ebp, 141
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    vmovdqu ymmword ptr [r15 + 512], ymm3
-    mov dword ptr [r15 + 192], 18
+    mov esi, ecx
+    mov qword ptr [r15 + 0], rsi
+    mov r12, qword ptr [r15 + r12 + 56]
     mov rbp, r11
-    jmp 1f
-1:
-    mov r8d, r8d
+    movzx esi, cl
+    mov dword ptr [r15 + 768], 37
+    and rbp, 1984
+    mov byte ptr [r15 + rbp + 1344], bpl
+    mov rbp, r11
+    mov dword ptr [r15 + 384], 77
+    vmovdqu ymmword ptr [r15 + 320], ymm10
     and rbp, 4032
-    movzx esi, byte ptr [r15 + rbp + 3392]
+    mov esi, dword ptr [r15 + rbp + 3392]
     jmp 1f
 1:
+    mov ecx, esi
+    mov esi, 209
+    movzx ebp, sil
+    and ecx, dword ptr [r15 + 448]
     jmp 1f
 1:
-    mov r8, r11
+    movzx ebp, byte ptr [r15 + 384]
     jmp 1f
 1:
-    movzx eax, r8b
-    movsxd rbp, dword ptr [r15 + 704]
-    and r8, 1984
     mov r9, r11
-    vmovdqu ymmword ptr [r15 + r8 + 1344], ymm3
-    mov r8, r9
+    movsxd rdi, dword ptr [r15 + 512]
+    mov byte ptr [r15 + 256], sil
+    mov byte ptr [r15 + 128], dil
     and r9, 8128
-    mov r8, qword ptr [r15 + r9 + 7488]
+    mov qword ptr [r15 + r9 + 7488], rbp
+    add r9, qword ptr [r15 + 576]
     jmp 1f
 1:
-    mov r9d, 56
-    mov r9d, dword ptr [r15 + 384]
-    mov eax, r9d
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c240:
-    lea rcx, [rip + .Lc1_d11309_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d11309_j_t
-.Lc1_d11309_j:
-    mov byte ptr [r15 + 448], cl
-    mov ecx, dword ptr [r15 + 128]
-    movsxd r9, dword ptr [r15 + 512]
-    mov dword ptr [r15 + 64], eax
-    mov eax, 214
-    movzx esi, al
-    movzx eax, byte ptr [r15 + 384]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov r9d, dword ptr [r15 + 640]
+    movzx eax, dil
+    mov rax, qword ptr [r15 + 64]
+    mov rdi, qword ptr [r15 + 192]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], edi
+    mov rdi, rdi
+    movzx esi, r9b
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu xmm3, xmmword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], ecx
-    mov ecx, 222
-    mov r8d, r9d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 256], al
+    mov rax, rax
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    vpaddd xmm3, xmm3, xmm3
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
+    mov r9d, dword ptr [r15 + 448]
+    test dword ptr [r15 + 67117724], 2097152
+    jz 1f
 1:
-    movsxd r9, dword ptr [r15 + 192]
-    vmovdqu ymmword ptr [r15 + 576], ymm3
-    mov rcx, rcx
-    mov ecx, ecx
-    mov rbp, r11
     mov r9, r11
-    mov rcx, r9
-    mov dword ptr [r15 + 320], 76
-    and r9, 1984
-    mov rcx, qword ptr [r15 + r9 + 1344]
-    and rbp, 448
-    mov qword ptr [r15 + rbp + 832], rbp
-    mov ebp, ebp
     jmp 1f
 1:
+    mov eax, eax
+    mov rax, rsi
+    and r9, 448
+    vpaddq xmm10, xmm10, xmmword ptr [r15 + r9 + 832]
     jmp 1f
 1:
-    movsxd r9, dword ptr [r15 + 256]
+    vpcmpeqb xmm0, xmm0, xmm10
+    mov eax, 218
     jmp 1f
 1:
-    mov rbp, qword ptr [r15 + 320]
-    movzx esi, bpl
+    movzx r9d, al
+    mov dword ptr [r15 + 128], edi
+    mov rbp, r11
+    mov qword ptr [r15 + 128], rbp
+    jmp 1f
+1:
+    and rbp, 1984
+    mov dword ptr [r15 + rbp + 1344], 241
+    movzx edi, byte ptr [r15 + 512]
+    mov dword ptr [r15 + 320], 147
+    mov ebp, dword ptr [r15 + 512]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c241:
-    mov rbp, r11
+    lea rcx, [rip + .Lc1_d11134_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d11134_j_t
+.Lc1_d11134_j:
     jmp 1f
 1:
-    and rbp, 4032
-    movsxd rcx, dword ptr [r15 + rbp + 3392]
-    mov byte ptr [r15 + 0], r9b
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], rsi
-    mov esi, ecx
-    mov qword ptr [r15 + 0], rsi
-    mov byte ptr [r15 + 0], sil
+    movzx ecx, byte ptr [r15 + 192]
+    mov ebp, dword ptr [r15 + 448]
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r9d, ebp
+    movzx edi, bpl
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, ebp
-    movzx ecx, r9b
-    mov dword ptr [r15 + 0], ecx
+    mov ebp, 120
+    mov r9d, edx
+    mov dword ptr [r15 + 0], edx
+    mov rbp, r9
     jmp 1f
 1:
-    mov ecx, r9d
     jmp 1f
 1:
-    test ebx, 1073741824
-    jz 1f
+    mov r9, rdi
+    jmp 1f
 1:
     mov r9, r11
-    mov rcx, qword ptr [r15 + 512]
-    jmp 1f
-1:
-    and r9, 8128
-    mov rbp, qword ptr [r15 + r9 + 7488]
-    add rbp, qword ptr [r15 + 704]
-    mov r9, r11
-    and ebp, dword ptr [r15 + 320]
+    and edi, dword ptr [r15 + 768]
     and r9, 448
-    mov dword ptr [r15 + r9 + 832], 110
-    jmp 1f
-1:
-    movzx r9d, byte ptr [r15 + 128]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov byte ptr [r15 + 384], r9b
+    movsxd rbp, dword ptr [r15 + r9 + 832]
+    movsxd r9, dword ptr [r15 + 128]
+    mov qword ptr [r15 + 256], r9
     mov r9, qword ptr [r15 + 64]
+    mov r8, r11
+    mov rax, qword ptr [r15 + 384]
+    movzx esi, byte ptr [r15 + 704]
+    add qword ptr [r15 + 384], rsi
+    and r8, 4032
+    mov byte ptr [r15 + r8 + 3392], r8b
+    mov r8d, dword ptr [r15 + 320]
+    mov qword ptr [r15 + 64], r8
     jmp 1f
 1:
-    mov rsi, qword ptr [r15 + 640]
-    movzx eax, byte ptr [r15 + 256]
-    inc dword ptr [r15 + 128]
     jmp 1f
 1:
-    mov byte ptr [r15 + 192], bpl
-    mov rbp, rsi
-    movzx esi, byte ptr [r15 + 448]
+    mov r8, r11
+    vpor xmm0, xmm0, xmm0
+    and r8, 8128
+    mov rsi, qword ptr [r15 + r8 + 7488]
+    jmp 1f
+1:
+    mov r8d, 61
+    jmp 1f
+1:
+    movsxd r8, dword ptr [r15 + 320]
+    jmp 1f
+1:
+    mov rdx, r9
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c242:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 2097152
-    setz al
-    lea rcx, [rip + .Lc1_d11413_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d11413_s_t
-    .p2align 3
-.Lc1_d11413_s:
-    .p2align 3
-    jmp .Lc1_d11413_j
-    .p2align 3
-    jmp .Lc1_d11413_j
-.Lc1_d11413_j:
-    movzx ecx, sil
-    mov qword ptr [r15 + 320], rbp
-    vmovdqu ymmword ptr [r15 + 0], ymm3
-    mov ecx, 221
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], eax
-    mov eax, eax
-    mov dword ptr [r15 + 128], eax
-    mov rsi, rcx
-    mov rbp, r11
-    movsxd rax, dword ptr [r15 + 384]
-    mov dword ptr [r15 + 768], 254
-    add rcx, qword ptr [r15 + 256]
-    and rbp, 8128
-    mov dword ptr [r15 + rbp + 7488], 108
-    mov rbp, r11
-    and esi, dword ptr [r15 + 64]
-    movsxd r9, dword ptr [r15 + 448]
-    mov r8d, ecx
-    and rbp, 4032
-    mov rcx, qword ptr [r15 + rbp + 3392]
-    mov ebp, ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], dl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov ecx, ebp
-    mov ecx, ecx
-    mov rbp, r11
+    mov edx, 248
     jmp 1f
 1:
-    vpcmpeqb xmm3, xmm3, xmm7
-    and rbp, 1984
-    mov dword ptr [r15 + rbp + 1344], ebp
+    mov dword ptr [r15 + 0], edx
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], rdx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 192], r9d
+    movzx edx, byte ptr [r15 + 448]
+    mov r9, rdx
+    movzx r9d, r9b
+    mov rdx, qword ptr [r15 + 128]
+    add rdx, qword ptr [r15 + 320]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r9, r11
+    mov dword ptr [r15 + 64], r9d
+    and r9, 4032
+    mov rdx, qword ptr [r15 + r9 + 3392]
+    jmp 1f
+1:
+    mov byte ptr [r15 + 128], dl
+    movzx esi, sil
+    mov dword ptr [r15 + 512], esi
+    mov edx, dword ptr [r15 + 256]
+    mov r9, r11
+    jmp 1f
+1:
+    mov byte ptr [r15 + 576], r9b
+    and r9, 1984
+    mov byte ptr [r15 + r9 + 1344], sil
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r8, r11
+    movsxd rsi, dword ptr [r15 + 512]
+    mov r9, qword ptr [r15 + 384]
+    mov dword ptr [r15 + 384], r9d
+    and r8, 8128
+    mov r9, qword ptr [r15 + r8 + 7488]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c243:
-    mov dword ptr [r15 + 192], 246
-    mov rbp, r11
-    mov dword ptr [r15 + 512], ebp
-    mov rcx, rbp
-    and rbp, 448
-    mov rcx, qword ptr [r15 + rbp + 832]
-    mov rbp, rdi
-    mov ebp, 115
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 134217728
+    setz al
+    lea rcx, [rip + .Lc1_d11237_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d11237_s_t
+    .p2align 3
+.Lc1_d11237_s:
+    .p2align 3
+    jmp .Lc1_d11237_j
+    .p2align 3
+    jmp .Lc1_d11237_j
+.Lc1_d11237_j:
+    mov rcx, qword ptr [r15 + 640]
+    mov r8, r11
+    movsxd rax, dword ptr [r15 + 256]
+    jmp 1f
+1:
+    and r8, 1984
+    mov qword ptr [r15 + r8 + 1344], r8
+    mov r8, rsi
+    mov r8, qword ptr [r15 + 128]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r9, r11
+    and r8d, dword ptr [r15 + 64]
+    mov rsi, r8
+    mov dword ptr [r15 + 384], 166
+    and r9, 4032
+    mov r8d, dword ptr [r15 + r9 + 3392]
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, bpl
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], rsi
-    mov dword ptr [r15 + 0], ebp
-    vpcmpeqb xmm3, xmm3, xmm8
-    jmp 1f
-1:
-    mov rbp, rbp
-    jmp 1f
-1:
-    mov rbp, rcx
-    mov rbp, rcx
-    jmp 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, ebp
-    movzx ebp, cl
-    mov ecx, r8d
-    add rsi, qword ptr [r15 + 0]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov byte ptr [r15 + 0], bpl
-    vmovdqu xmm12, xmmword ptr [r15 + 64]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd r9, dword ptr [r15 + 192]
+    vmovq qword ptr [r15 + 320], xmm0
     jmp 1f
 1:
-    mov r9, qword ptr [r15 + 320]
-    mov rbp, r11
-    vmovdqu ymmword ptr [r15 + 256], ymm3
-    and rbp, 1984
-    inc dword ptr [r15 + rbp + 1344]
-    mov rsi, rbp
-    mov esi, 49
-    or qword ptr [r15 + 384], 69
-    movzx esi, bpl
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx ebp, byte ptr [r15 + 448]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov esi, ebp
-    mov dword ptr [r15 + 576], 33
-    jmp 1f
-1:
-    mov rbp, rsi
-    mov r8d, 137
-    vmovdqu ymmword ptr [r15 + 128], ymm12
-    mov esi, 225
+    mov qword ptr [r15 + 64], r9
+    mov r9, r11
+    mov rdx, qword ptr [r15 + 448]
+    and r9, 448
+    inc dword ptr [r15 + r9 + 832]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c244:
-    lea rcx, [rip + .Lc1_d11511_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d11511_j_t
-.Lc1_d11511_j:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    and r8d, dword ptr [r15 + 0]
-    mov ecx, 183
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 56
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r11
-    movsxd rcx, dword ptr [r15 + 640]
-    mov esi, 246
-    movzx edi, bpl
-    and rbp, 448
-    mov dword ptr [r15 + rbp + 832], 29
-    mov rbp, r11
-    jmp 1f
-1:
-    mov esi, 248
-    and rbp, 4032
-    vmovdqu ymmword ptr [r15 + rbp + 3392], ymm12
-    test ebx, 1073741824
-    jz 1f
-1:
-    add rbp, qword ptr [r15 + 384]
-    and ecx, dword ptr [r15 + 128]
-    jmp 1f
-1:
+    movzx eax, r9b
     mov r9, r11
-    movzx esi, r9b
+    mov eax, 110
+    jmp 1f
+1:
+    jmp 1f
+1:
     and r9, 8128
-    movzx esi, byte ptr [r15 + r9 + 7488]
+    mov r8, qword ptr [r15 + r9 + 7488]
+    vmovdqu xmmword ptr [r15 + 64], xmm0
+    mov rax, rdx
     jmp 1f
 1:
-    movsxd r9, dword ptr [r15 + 192]
-    movsxd r8, dword ptr [r15 + 64]
+    add r8, qword ptr [r15 + 192]
     jmp 1f
 1:
-    movzx edi, r8b
-    mov r8d, dword ptr [r15 + 448]
-    mov byte ptr [r15 + 384], r8b
-    mov r8d, dword ptr [r15 + 320]
-    mov rax, qword ptr [r15 + 512]
-    mov edx, edx
+    movzx r9d, dl
+    mov r9, r9
+    jmp 1f
+1:
+    inc dword ptr [r15 + 704]
+    mov edx, 67
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test dword ptr [r15 + 67117723], 4097
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, 20
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, r11
+    mov edx, 157
+    mov dword ptr [r15 + 448], 145
+    and r9, 448
+    mov rdx, qword ptr [r15 + r9 + 832]
+    jmp 1f
+1:
+    movzx r9d, dl
+    mov rdx, qword ptr [r15 + 512]
+    mov r8, r11
+    jmp 1f
+1:
+    and r8, 1984
+    mov qword ptr [r15 + r8 + 1344], r8
+    movzx r8d, byte ptr [r15 + 128]
+    mov byte ptr [r15 + 320], r9b
     jmp 1f
 1:
     add r11, 64
@@ -14435,187 +14059,161 @@ ditto_body_c1:
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c245:
-    lea rcx, [rip + .Lc1_d11559_j]
+    lea rcx, [rip + .Lc1_d11328_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d11559_j_t
-.Lc1_d11559_j:
+    jmp .Lc1_d11328_j_t
+.Lc1_d11328_j:
+    add rdi, qword ptr [r15 + 192]
+    mov ecx, edi
     jmp 1f
 1:
-    mov qword ptr [r15 + 320], rdi
-    movsxd rcx, dword ptr [r15 + 128]
+    mov byte ptr [r15 + 448], r8b
     jmp 1f
 1:
-    mov rdi, rdx
+    mov ecx, dword ptr [r15 + 64]
+    jmp 1f
+1:
+    mov r8d, edi
+    vpaddq xmm10, xmm10, xmmword ptr [r15 + 768]
+    mov edi, 35
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 91
+    mov edi, esi
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rdx, rdi
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, dl
-    mov rax, rbp
-    mov rbp, rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], bpl
-    movzx eax, bpl
+    add qword ptr [r15 + 0], rdi
+    and edi, dword ptr [r15 + 0]
     jmp 1f
 1:
     jmp 1f
 1:
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    movzx esi, byte ptr [r15 + 256]
     jmp 1f
 1:
-    and edx, dword ptr [r15 + 512]
+    movsxd rdx, dword ptr [r15 + 384]
     mov rbp, r11
-    mov edi, ebp
+    mov qword ptr [r15 + 384], rbp
+    mov r9, rbp
     and rbp, 8128
-    mov dword ptr [r15 + rbp + 7488], ebp
-    jmp 1f
-1:
-    mov dword ptr [r15 + 256], 97
-    jmp 1f
-1:
-    movzx ebp, byte ptr [r15 + 384]
-    mov edi, dword ptr [r15 + 64]
-    mov r8, rdi
-    movzx r8d, byte ptr [r15 + 704]
-    mov esi, 254
+    mov r9d, dword ptr [r15 + rbp + 7488]
+    mov rbp, r11
+    mov rax, qword ptr [r15 + 128]
+    movsxd rax, dword ptr [r15 + 320]
     mov r9, r11
-    jmp 1f
-1:
-    mov r8, r11
-    mov rax, qword ptr [r15 + 192]
-    and r8, 4032
-    mov esi, dword ptr [r15 + r8 + 3392]
-    and r9, 1984
-    mov r8, qword ptr [r15 + r9 + 1344]
-    jmp 1f
-1:
+    and rbp, 4032
+    movsxd rsi, dword ptr [r15 + rbp + 3392]
+    and r9, 448
+    mov ebp, dword ptr [r15 + r9 + 832]
+    movsxd r9, dword ptr [r15 + 576]
+    mov r9, qword ptr [r15 + 512]
+    mov r9d, 161
+    and ebp, dword ptr [r15 + 128]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c246:
-    mov r8d, dword ptr [r15 + 320]
     mov r12, qword ptr [r15 + r12 + 56]
-    add r8, qword ptr [r15 + 0]
-    movzx r9d, r8b
+    mov dword ptr [r15 + 0], 163
+    mov rbp, r9
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 140
+    and ebp, dword ptr [r15 + 0]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd r9, dword ptr [r15 + 320]
     mov r8, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], r8d
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 16320
-    movsxd rdx, dword ptr [r15 + r8 + 15680]
-    mov r8, r9
-    mov dword ptr [r15 + 576], r8d
+    vpxor xmm9, xmm9, xmm10
+    and r8, 4032
+    mov rdx, qword ptr [r15 + r8 + 3392]
+    mov eax, dword ptr [r15 + 384]
     jmp 1f
 1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    test ebx, 1024
-    jz 1f
-1:
-    movzx r8d, byte ptr [r15 + 128]
-    mov r9d, r8d
-    vpor xmm12, xmm12, xmm12
-    mov dword ptr [r15 + 512], r9d
+    mov r8, qword ptr [r15 + 640]
+    imul r8, qword ptr [r15 + 128]
     mov r8, r11
-    mov r9d, r8d
-    movzx r9d, byte ptr [r15 + 256]
-    mov rdx, qword ptr [r15 + 64]
-    and r8, 448
-    mov rbp, qword ptr [r15 + r8 + 832]
-    mov r8, rdx
-    mov edx, r9d
-    mov rdx, qword ptr [r15 + 384]
-    mov rbp, r11
-    mov rdi, r9
-    and rbp, 1984
-    mov ecx, dword ptr [r15 + rbp + 1344]
-    vmovq xmm12, rdx
-    mov dword ptr [r15 + 448], 231
-    movsxd rbp, dword ptr [r15 + 192]
+    mov esi, 145
+    and r8, 8128
+    and esi, dword ptr [r15 + r8 + 7488]
+    movzx r8d, sil
+    vmovdqu ymmword ptr [r15 + 256], ymm9
     jmp 1f
 1:
-    mov dword ptr [r15 + 768], ebp
+    mov dword ptr [r15 + 320], esi
+    mov r8d, 33
+    mov rsi, qword ptr [r15 + 64]
+    mov byte ptr [r15 + 512], sil
+    mov r8, r11
+    mov qword ptr [r15 + 64], rax
+    lock or dword ptr [r15 + 448], 68
+    and r8, 1984
+    and esi, dword ptr [r15 + r8 + 1344]
+    movzx r8d, sil
+    movsxd rsi, dword ptr [r15 + 192]
+    mov eax, 71
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c247:
-    lea rcx, [rip + .Lc1_d11659_j]
+    lea rcx, [rip + .Lc1_d11420_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d11659_j_t
-.Lc1_d11659_j:
+    jmp .Lc1_d11420_j_t
+.Lc1_d11420_j:
+    mov dword ptr [r15 + 512], ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, ecx
+    movzx r8d, sil
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov dword ptr [r15 + 0], ecx
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, ecx
-    mov ecx, ebp
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov rbp, rdi
-    mov byte ptr [r15 + 0], dl
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx edi, cl
-    inc dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rcx, dword ptr [r15 + 128]
-    mov rbp, r11
-    mov edx, 13
-    jmp 1f
-1:
-    and rbp, 8128
+    mov r8d, 248
     mov r8, r11
-    movsxd rdx, dword ptr [r15 + rbp + 7488]
-    and r8, 4032
-    mov byte ptr [r15 + r8 + 3392], r8b
-    mov r8, rsi
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rcx, dword ptr [r15 + 384]
+    mov rbp, r11
+    and r8, 1984
+    mov dword ptr [r15 + r8 + 1344], eax
+    and rbp, 16320
+    mov dword ptr [r15 + rbp + 15680], ebp
+    mov ebp, ebp
     jmp 1f
 1:
-    mov byte ptr [r15 + 384], bpl
-    mov r8d, dword ptr [r15 + 64]
-    mov rbp, r8
-    mov esi, dword ptr [r15 + 320]
-    mov r8d, edx
-    mov edx, dword ptr [r15 + 320]
-    mov edi, 11
-    mov edi, dword ptr [r15 + 512]
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    mov rbp, rbp
+    jmp 1f
+1:
+    mov qword ptr [r15 + 256], rbp
+    movzx r8d, byte ptr [r15 + 64]
+    mov dword ptr [r15 + 768], r8d
+    movsxd r8, dword ptr [r15 + 448]
+    mov rax, qword ptr [r15 + 192]
+    movsxd rbp, dword ptr [r15 + 320]
+    mov ecx, dword ptr [r15 + 128]
+    jmp 1f
+1:
+    movzx esi, byte ptr [r15 + 128]
     mov r9, r11
-    jmp 1f
-1:
+    movsxd rdx, dword ptr [r15 + 704]
     and r9, 448
-    mov eax, dword ptr [r15 + r9 + 832]
-    mov r9, qword ptr [r15 + 64]
-    jmp 1f
-1:
-    movzx r9d, byte ptr [r15 + 448]
-    mov qword ptr [r15 + 640], rdi
-    mov qword ptr [r15 + 256], r9
+    mov qword ptr [r15 + r9 + 832], r8
+    mov r9d, dword ptr [r15 + 384]
     add r11, 64
     inc rbx
     dec r13
@@ -14624,463 +14222,425 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 128]
-    movzx r9d, r9b
-    inc dword ptr [r15 + 704]
-    mov r9d, dword ptr [r15 + 448]
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 15
+    lea rcx, [rip + .Lc1_d11469_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d11469_s_t
+    .p2align 3
+.Lc1_d11469_s:
+    .p2align 3
+    jmp .Lc1_d11469_j
+    .p2align 3
+    jmp .Lc1_d11469_j
+    .p2align 3
+    jmp .Lc1_d11469_j
+    .p2align 3
+    jmp .Lc1_d11469_j
+    .p2align 3
+    jmp .Lc1_d11469_j
+    .p2align 3
+    jmp .Lc1_d11469_j
+    .p2align 3
+    jmp .Lc1_d11469_j
+    .p2align 3
+    jmp .Lc1_d11469_j
+    .p2align 3
+    jmp .Lc1_d11469_j
+    .p2align 3
+    jmp .Lc1_d11469_j
+    .p2align 3
+    jmp .Lc1_d11469_j
+    .p2align 3
+    jmp .Lc1_d11469_j
+    .p2align 3
+    jmp .Lc1_d11469_j
+    .p2align 3
+    jmp .Lc1_d11469_j
+    .p2align 3
+    jmp .Lc1_d11469_j
+    .p2align 3
+    jmp .Lc1_d11469_j
+.Lc1_d11469_j:
+    mov r9, r11
+    and r9, 4032
+    movzx ecx, byte ptr [r15 + r9 + 3392]
     jmp 1f
 1:
+    mov rbp, r11
+    movsxd r9, dword ptr [r15 + 320]
+    and rbp, 8128
+    mov r8d, dword ptr [r15 + rbp + 7488]
+    movzx ebp, byte ptr [r15 + 512]
     jmp 1f
 1:
-    lea rbp, [r11 + r11*1]
-    nop
-    and rbp, 1984
-    mov byte ptr [r15 + rbp + 1344], r9b
-    mov esi, ebp
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], r9d
-    mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 67117723], 2098180
-    jz 1f
-1:
-    mov byte ptr [r15 + 320], sil
-    vmovq xmm12, rdx
-    mov esi, dword ptr [r15 + 192]
-    movsxd rdx, dword ptr [r15 + 512]
-    mov r9, rdx
-    mov r9d, 38
-    mov r8, r11
-    movsxd r9, dword ptr [r15 + 448]
-    jmp 1f
-1:
-    mov qword ptr [r15 + 64], rsi
-    and r8, 8128
-    mov dword ptr [r15 + r8 + 7488], esi
-    mov rsi, qword ptr [r15 + 256]
-    mov qword ptr [r15 + rbp + 1408], rcx
-    mov r8, r11
-    add rcx, qword ptr [r15 + 384]
-    jmp 1f
-1:
-    mov rbp, rcx
-    and r8, 4032
-    mov ecx, dword ptr [r15 + r8 + 3392]
+    mov byte ptr [r15 + 64], dil
+    mov edi, ebp
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c249:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 65536
-    setz al
-    lea rcx, [rip + .Lc1_d11762_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d11762_s_t
-    .p2align 3
-.Lc1_d11762_s:
-    .p2align 3
-    jmp .Lc1_d11762_j
-    .p2align 3
-    jmp .Lc1_d11762_j
-.Lc1_d11762_j:
-    and eax, dword ptr [r15 + 0]
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov byte ptr [r15 + 0], dil
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov rbp, rcx
+    mov r8, r11
+    mov rbp, qword ptr [r15 + 640]
+    mov rcx, rcx
+    mov ecx, dword ptr [r15 + 384]
+    and r8, 448
+    mov edi, dword ptr [r15 + r8 + 832]
+    mov dword ptr [r15 + 128], ebp
+    mov qword ptr [r15 + 576], rdi
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 512], ebp
+    mov ebp, eax
+    mov r9d, dword ptr [r15 + 128]
+    and r9d, dword ptr [r15 + 64]
+    mov rdi, rax
+    jmp 1f
+1:
+    mov eax, edi
+    mov rax, rax
+    vmovdqu ymmword ptr [r15 + 448], ymm10
     mov rbp, r11
-    mov ecx, ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    imul rcx, qword ptr [r15 + 768]
-    and rbp, 8128
-    movsxd rdi, dword ptr [r15 + rbp + 7488]
-    mov ebp, dword ptr [r15 + 320]
-    mov r9, r11
-    mov qword ptr [r15 + 128], r9
-    movzx r8d, r9b
-    jmp 1f
-1:
-    and r9, 448
-    movzx r8d, byte ptr [r15 + r9 + 832]
-    jmp 1f
-1:
-    movzx r9d, al
-    mov byte ptr [r15 + 384], r9b
-    movzx edx, byte ptr [r15 + 512]
-    jmp 1f
-1:
-    movzx r9d, dl
-    mov r9d, dword ptr [r15 + 384]
-    mov dword ptr [r15 + 256], r9d
-    vpxor xmm12, xmm12, xmm3
-    jmp 1f
-1:
-    mov dword ptr [r15 + 192], 113
-    mov r9d, 93
-    jmp 1f
-1:
-    movsxd r9, dword ptr [r15 + 576]
-    movsxd rax, dword ptr [r15 + 64]
+    mov eax, dword ptr [r15 + 320]
+    and rbp, 4032
+    movsxd rdi, dword ptr [r15 + rbp + 3392]
+    mov rbp, r11
+    movzx r8d, byte ptr [r15 + 192]
+    movzx esi, byte ptr [r15 + 256]
+    mov byte ptr [r15 + 384], al
+    and rbp, 1984
+    mov dword ptr [r15 + rbp + 1344], eax
+    mov ebp, 23
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c250:
+    lea rcx, [rip + .Lc1_d11554_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d11554_j_t
+.Lc1_d11554_j:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, ebp
+    mov ecx, 79
     mov rbp, r11
-    movsxd rdx, dword ptr [r15 + 192]
-    mov r9, rdi
-    and rbp, 4032
-    mov dword ptr [r15 + rbp + 3392], 164
+    mov dword ptr [r15 + 192], ebp
+    and rbp, 8128
+    mov byte ptr [r15 + rbp + 7488], r8b
+    movzx r8d, bpl
+    movsxd rbp, dword ptr [r15 + 384]
+    mov r8d, 238
     mov r8, r11
-    mov qword ptr [r15 + 128], r8
-    movzx r9d, r8b
-    and r8, 1984
-    movsxd rdi, dword ptr [r15 + r8 + 1344]
-    mov ebp, 232
-    mov r8d, 197
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, r8d
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    vpor xmm12, xmm12, xmm3
+    mov ecx, r8d
+    and r8, 448
+    vmovdqu xmmword ptr [r15 + r8 + 832], xmm10
     jmp 1f
 1:
+    movsxd r8, dword ptr [r15 + 512]
     jmp 1f
 1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r8, r8
-    mov r12, qword ptr [r15 + r12 + 56]
-    vpxor xmm12, xmm12, xmm3
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, r8
-    jmp 1f
-1:
-    mov rbp, r11
-    mov rdi, qword ptr [r15 + 384]
-    and rbp, 448
-    movzx r8d, byte ptr [r15 + rbp + 832]
-    mov rbp, qword ptr [r15 + 128]
-    mov qword ptr [r15 + 64], rbp
-    mov qword ptr [r15 + 448], rbp
-    vpaddq xmm12, xmm12, xmmword ptr [r15 + 320]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov rbp, qword ptr [r15 + 512]
-    mov qword ptr [r15 + 640], rbp
-    jmp 1f
-1:
-    jmp 1f
-1:
+    movsxd rcx, dword ptr [r15 + 256]
+    mov r9, r11
+    mov rax, qword ptr [r15 + 448]
+    mov rdi, rax
+    and r9, 1984
+    mov eax, dword ptr [r15 + r9 + 1344]
+    vpshufd xmm10, xmm9, 255
+    mov r9d, dword ptr [r15 + 64]
+    vmovdqu xmmword ptr [r15 + 64], xmm10
+    and r9d, dword ptr [r15 + 128]
+    mov esi, dword ptr [r15 + 704]
+    mov byte ptr [r15 + 320], al
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c251:
-    lea rcx, [rip + .Lc1_d11853_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d11853_j_t
-.Lc1_d11853_j:
-    mov ecx, ecx
-    mov qword ptr [r15 + 704], rbp
-    mov dword ptr [r15 + 384], 115
-    add rcx, qword ptr [r15 + 320]
-    mov ebp, ecx
-    mov ebp, edi
+    mov dword ptr [r15 + 320], ecx
     jmp 1f
 1:
-    add r8, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], r8
-    mov edi, 202
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     jmp 1f
 1:
-    mov dword ptr [r15 + 192], edi
-    movzx edi, dil
-    mov dword ptr [r15 + 448], edi
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu xmmword ptr [r15 + 0], xmm10
+    mov ecx, 240
+    mov r9, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rcx
     jmp 1f
 1:
-    mov r8, r11
-    jmp 1f
-1:
-    mov rdi, qword ptr [r15 + 512]
-    and r8, 4032
-    movzx ebp, byte ptr [r15 + r8 + 3392]
-    mov r8, r11
-    movsxd rdx, dword ptr [r15 + 320]
-    and r8, 448
-    movsxd r9, dword ptr [r15 + r8 + 832]
+    and r9, 4032
+    mov byte ptr [r15 + r9 + 3392], sil
     mov dword ptr [r15 + 128], r9d
-    mov r8, r11
-    vpcmpeqb xmm12, xmm12, xmmword ptr [r15 + 256]
-    mov byte ptr [r15 + 64], bpl
-    mov ebp, r8d
-    and r8, 8128
-    mov qword ptr [r15 + r8 + 7488], r8
+    add rdi, qword ptr [r15 + 192]
+    mov byte ptr [r15 + 320], dil
+    mov rdi, qword ptr [r15 + 448]
+    test ebx, 114688
+    jz 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r9d, dword ptr [r15 + 384]
+    add r9, qword ptr [r15 + 768]
+    mov rbp, r11
+    mov dword ptr [r15 + 256], 172
+    vmovq qword ptr [r15 + 576], xmm10
+    movzx esi, byte ptr [r15 + 128]
+    and rbp, 8128
+    and esi, dword ptr [r15 + rbp + 7488]
+    mov dword ptr [r15 + 64], 142
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov ebp, esi
+    mov esi, ebp
+    mov rbp, r11
+    mov rax, rbp
+    and rbp, 1984
+    mov eax, dword ptr [r15 + rbp + 1344]
+    jmp 1f
+1:
+    and edi, dword ptr [r15 + 512]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c252:
-    mov rbp, qword ptr [r15 + 64]
-    jmp 1f
-1:
-    vpmovmskb r8d, xmm12
-    movzx r8d, byte ptr [r15 + 512]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 1073741824
+    setz al
+    lea rcx, [rip + .Lc1_d11647_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d11647_s_t
+    .p2align 3
+.Lc1_d11647_s:
+    .p2align 3
+    jmp .Lc1_d11647_j
+    .p2align 3
+    jmp .Lc1_d11647_j
+.Lc1_d11647_j:
+    mov r12, qword ptr [r15 + r12 + 56]
+    add rax, qword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, r9
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, dword ptr [r15 + 768]
-    mov dword ptr [r15 + 384], r9d
-    movzx edx, bpl
-    mov r9, r11
-    jmp 1f
-1:
-    movsxd rbp, dword ptr [r15 + 256]
-    jmp 1f
-1:
-    and r9, 8128
-    movzx esi, byte ptr [r15 + r9 + 7488]
-    mov r9, r11
-    mov ecx, r9d
-    and r9, 1984
-    mov dword ptr [r15 + r9 + 1344], 64
-    jmp 1f
-1:
-    mov r9, qword ptr [r15 + 448]
-    mov rdi, rbp
-    mov qword ptr [r15 + 128], rdx
-    jmp 1f
-1:
+    xor dword ptr [r15 + 0], ecx
+    mov dword ptr [r15 + 256], eax
     movzx eax, byte ptr [r15 + 320]
-    mov byte ptr [r15 + 192], al
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov edx, 150
-    jmp 1f
-1:
-    movzx eax, dl
-    jmp 1f
-1:
-    mov eax, dword ptr [r15 + 576]
-    jmp 1f
-1:
     mov rbp, r11
-    mov edx, ebp
-    and rbp, 4032
-    mov edx, dword ptr [r15 + rbp + 3392]
+    mov r9, r11
+    mov r8, r11
+    and r9, 1984
+    mov ecx, dword ptr [r15 + r9 + 1344]
+    and rbp, 448
+    mov qword ptr [r15 + rbp + 832], rdi
+    and r8, 4032
+    movzx ebp, byte ptr [r15 + r8 + 3392]
+    movzx r9d, byte ptr [r15 + 384]
+    movzx edx, byte ptr [r15 + 192]
+    mov r8d, dword ptr [r15 + 128]
+    movzx edi, byte ptr [r15 + 512]
+    add rsi, qword ptr [r15 + 640]
+    mov edx, dword ptr [r15 + 448]
+    movsxd rsi, dword ptr [r15 + 64]
+    mov r8d, esi
+    mov dword ptr [r15 + 64], r8d
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c253:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 7
-    lea rcx, [rip + .Lc1_d11951_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d11951_s_t
-    .p2align 3
-.Lc1_d11951_s:
-    .p2align 3
-    jmp .Lc1_d11951_j
-    .p2align 3
-    jmp .Lc1_d11951_j
-    .p2align 3
-    jmp .Lc1_d11951_j
-    .p2align 3
-    jmp .Lc1_d11951_j
-    .p2align 3
-    jmp .Lc1_d11951_j
-    .p2align 3
-    jmp .Lc1_d11951_j
-    .p2align 3
-    jmp .Lc1_d11951_j
-    .p2align 3
-    jmp .Lc1_d11951_j
-.Lc1_d11951_j:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 448], 33
     mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], edx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, esi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 201
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], sil
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], ecx
-    mov byte ptr [r15 + 64], al
+    mov edx, edi
+    mov rax, qword ptr [r15 + 320]
+    mov dword ptr [r15 + 704], 245
+    mov rdx, r8
+    mov r8, r11
+    movzx edx, byte ptr [r15 + 448]
+    and r8, 448
+    lock or dword ptr [r15 + r8 + 832], 88
+    mov qword ptr [r15 + 128], rax
+    mov r8d, dword ptr [r15 + 384]
+    mov dword ptr [r15 + 768], 63
+    mov eax, dword ptr [r15 + 64]
+    mov dword ptr [r15 + 256], ecx
+    mov ecx, dword ptr [r15 + 128]
     jmp 1f
 1:
-    mov ecx, dword ptr [r15 + 384]
-    add rsi, qword ptr [r15 + 256]
-    test ebx, 3584
-    jz 1f
-1:
-    mov ecx, edx
-    mov edx, ecx
+    mov byte ptr [r15 + 448], r8b
     jmp 1f
 1:
-    mov rcx, qword ptr [r15 + 640]
     mov rbp, r11
-    movzx r8d, r8b
-    mov rsi, qword ptr [r15 + 320]
-    and rbp, 1984
+    mov r8d, dword ptr [r15 + 192]
+    mov rsi, qword ptr [r15 + 512]
+    jmp 1f
+1:
+    and rbp, 8128
     mov r9, r11
-    mov qword ptr [r15 + rbp + 1344], r9
-    mov rbp, rdi
-    and r9, 448
-    mov dword ptr [r15 + r9 + 832], r9d
+    movsxd rdi, dword ptr [r15 + rbp + 7488]
+    and r9, 4032
+    movzx ebp, byte ptr [r15 + r9 + 3392]
+    movzx r9d, byte ptr [r15 + 384]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c254:
-    mov r9d, 68
-    jmp 1f
-1:
-    mov dword ptr [r15 + 192], 154
-    mov byte ptr [r15 + 64], r9b
-    movzx r9d, sil
-    vpmovmskb r9d, xmm12
-    jmp 1f
-1:
-    jmp 1f
-1:
-    and ecx, dword ptr [r15 + 320]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rdi
-    mov byte ptr [r15 + 0], cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], ecx
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rcx, dword ptr [r15 + 128]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r9d, dword ptr [r15 + 448]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d11729_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d11729_j_t
+.Lc1_d11729_j:
     mov rbp, r11
-    mov rdi, qword ptr [r15 + 128]
-    movzx esi, byte ptr [r15 + 256]
-    vmovdqu ymmword ptr [r15 + 512], ymm12
     and rbp, 1984
-    mov edx, dword ptr [r15 + rbp + 1344]
+    mov rcx, qword ptr [r15 + rbp + 1344]
     jmp 1f
 1:
-    movzx ebp, byte ptr [r15 + 704]
+    jmp 1f
+1:
+    mov ebp, ecx
+    movzx ecx, byte ptr [r15 + 384]
     mov r8, r11
-    mov qword ptr [r15 + 384], rcx
+    add rax, qword ptr [r15 + 320]
+    mov r9, r9
+    mov dword ptr [r15 + 128], r9d
+    and r8, 448
+    movzx r9d, byte ptr [r15 + r8 + 832]
+    xor dword ptr [r15 + 192], eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, ebp
+    movzx ebp, al
+    test dword ptr [r15 + 67117723], 2106368
+    jz 1f
+1:
+    movzx esi, r9b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    add qword ptr [r15 + 576], rsi
+    mov dword ptr [r15 + 448], r8d
+    mov r8, r11
     jmp 1f
 1:
-    mov ecx, 25
+    inc dword ptr [r15 + 320]
+    mov esi, dword ptr [r15 + 64]
     and r8, 8128
-    mov r9, r11
-    mov ecx, dword ptr [r15 + r8 + 7488]
-    and r9, 4032
-    movzx r8d, byte ptr [r15 + r9 + 3392]
+    mov rax, qword ptr [r15 + r8 + 7488]
     jmp 1f
 1:
-    mov r9d, ebp
+    mov r8, qword ptr [r15 + 512]
+    add r8, qword ptr [r15 + 64]
+    mov qword ptr [r15 + 256], rbp
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c255:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d12046_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d12046_j_t
-.Lc1_d12046_j:
-    movzx ecx, byte ptr [r15 + 192]
-    mov qword ptr [r15 + 512], rcx
-    mov byte ptr [r15 + 0], cl
-    mov ecx, 204
+    movzx r8d, r8b
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 104
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
+    movzx ebp, r8b
+    movzx r8d, r8b
+    mov dword ptr [r15 + 0], eax
     mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, bpl
+    mov dword ptr [r15 + 0], 118
+    mov byte ptr [r15 + 0], sil
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx r8d, al
-    vmovdqu ymmword ptr [r15 + 0], ymm12
-    add r8, qword ptr [r15 + 0]
+    mov eax, eax
+    mov qword ptr [r15 + 0], rax
     jmp 1f
 1:
-    movsxd rax, dword ptr [r15 + 448]
+    mov rbp, r11
+    mov eax, r8d
+    and rbp, 8128
+    movsxd r8, dword ptr [r15 + rbp + 7488]
     jmp 1f
 1:
-    test dword ptr [r15 + 67117723], 817922728
-    jz 1f
+    mov rbp, r8
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r8d, dword ptr [r15 + 128]
+    jmp 1f
 1:
     mov r9, r11
-    mov r8d, ecx
-    mov qword ptr [r15 + 128], r8
-    and r9, 8128
-    movzx r8d, byte ptr [r15 + r9 + 7488]
-    mov r9d, 124
-    mov byte ptr [r15 + 384], r9b
     jmp 1f
 1:
-    movzx ecx, byte ptr [r15 + 64]
+    mov rax, qword ptr [r15 + 64]
+    and r9, 4032
+    mov esi, dword ptr [r15 + r9 + 3392]
+    mov r9d, esi
+    mov byte ptr [r15 + 320], r8b
+    mov r9, r11
+    mov r8d, 206
+    and r9, 1984
+    mov r8, qword ptr [r15 + r9 + 1344]
+    mov r9d, ebp
+    vmovdqu ymmword ptr [r15 + 256], ymm10
+    mov r9d, eax
     jmp 1f
 1:
-    mov dword ptr [r15 + 768], 158
-    mov rbp, r11
     jmp 1f
 1:
-    movzx r9d, byte ptr [r15 + 320]
-    mov dword ptr [r15 + 384], 208
-    and rbp, 448
-    movsxd rax, dword ptr [r15 + rbp + 832]
-    movzx ebp, r8b
-    movzx ebp, bpl
+    movzx r9d, byte ptr [r15 + 640]
+    vpcmpeqb xmm10, xmm10, xmmword ptr [r15 + 512]
+    and r9d, dword ptr [r15 + 384]
+    mov qword ptr [r15 + 128], rsi
+    mov dword ptr [r15 + 448], 89
     add r11, 64
     inc rbx
     dec r13
@@ -15097,68 +14657,69 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d12098_j]
+    lea rcx, [rip + .Lc1_d11829_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d12098_j_t
-.Lc1_d12098_j:
-    movsxd rdx, dword ptr [r15 + 384]
+    jmp .Lc1_d11829_j_t
+.Lc1_d11829_j:
+    vmovdqu ymmword ptr [r15 + 512], ymm10
     test ebx, 1073741824
     jnz 1f
 1:
-    mov dword ptr [r15 + 576], ecx
-    test ebx, 10240
-    jz 1f
-1:
+    mov ecx, eax
     test ebx, 1073741824
     jnz 1f
 1:
-    mov ecx, 200
-    mov rbp, r10
-    test dword ptr [r15 + 67117723], 134217728
-    jz 1f
-1:
-    and rbp, 8128
-    mov ecx, dword ptr [r15 + rbp + 7488]
-    test ebx, 256
-    jz 1f
-1:
-    test ebx, 20416
-    jnz 1f
-1:
-    movzx ebp, dl
-    test dword ptr [r15 + 67117724], 215273728
-    jnz 1f
-1:
+    mov rax, qword ptr [r15 + 448]
     test ebx, 1073741824
-    jz 1f
-1:
-    mov byte ptr [r15 + 192], sil
-    test dword ptr [r15 + 67117724], 131136
     jnz 1f
 1:
-    movsxd rbp, dword ptr [r15 + 256]
-    test ebx, 13312
+    test dword ptr [r15 + 67117724], 512
+    jz 1f
+1:
+    mov edi, 115
+    test ebx, 1344
+    jz 1f
+1:
+    mov rcx, qword ptr [r15 + 192]
+    test ebx, 6144
     jz 1f
 1:
     test ebx, 1073741824
     jnz 1f
 1:
-    vmovdqu xmm12, xmmword ptr [r15 + 512]
+    movzx edi, byte ptr [r15 + 128]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov eax, dword ptr [r15 + 640]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    test dword ptr [r15 + 67117724], 134217728
+    jz 1f
+1:
     mov r8, r10
-    test dword ptr [r15 + 67117723], 256
+    mov ecx, dword ptr [r15 + 576]
+    test ebx, 1073741824
     jz 1f
 1:
     and r8, 4032
-    movzx ebp, byte ptr [r15 + r8 + 3392]
-    test ebx, 1073741824
+    mov dword ptr [r15 + r8 + 3392], edi
+    test dword ptr [r15 + 67117724], 67109888
     jnz 1f
 1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    vmovq qword ptr [r15 + 448], xmm12
-    test ebx, 1073741824
+    test ebx, 2552
     jz 1f
+1:
+    mov edi, 232
+    mov r9, r10
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and r9, 448
+    mov dword ptr [r15 + r9 + 832], edi
+    test ebx, 32376
+    jnz 1f
 1:
     add r11, 64
     add r10, r11
@@ -15178,125 +14739,129 @@ ditto_body_c1:
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
     xor eax, eax
-    test dword ptr [r15 + 67117724], 128
+    test dword ptr [r15 + 67117723], 65536
     setz al
-    lea rcx, [rip + .Lc1_d12159_s]
+    lea rcx, [rip + .Lc1_d11891_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d12159_s_t
+    jmp .Lc1_d11891_s_t
     .p2align 3
-.Lc1_d12159_s:
+.Lc1_d11891_s:
     .p2align 3
-    jmp .Lc1_d12159_j
+    jmp .Lc1_d11891_j
     .p2align 3
-    jmp .Lc1_d12159_j
-.Lc1_d12159_j:
-    mov byte ptr [r15 + 64], al
-    mov byte ptr [r15 + 320], al
+    jmp .Lc1_d11891_j
+.Lc1_d11891_j:
+    mov rax, rdx
+    movzx edi, byte ptr [r15 + 128]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rax, rcx
+    mov byte ptr [r15 + 512], cl
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rcx, qword ptr [r15 + 192]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rbp, r10
-    mov dword ptr [r15 + 448], 187
-    test ebx, 1073741824
+    vmovdqu xmm9, xmmword ptr [r15 + 64]
+    lea rbp, [r10 + r10*1]
+    test ebx, 8192
     jz 1f
 1:
     and rbp, 1984
-    add qword ptr [r15 + rbp + 1344], rcx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov ecx, dword ptr [r15 + 128]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r8, r10
-    mov esi, ebp
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and r8, 448
-    mov ecx, dword ptr [r15 + r8 + 832]
-    test dword ptr [r15 + 67117724], 4718592
-    jnz 1f
-1:
-    movzx r8d, byte ptr [r15 + 640]
+    movzx ecx, byte ptr [r15 + rbp + 1408]
+    lea r8, [r10 + r10*1]
+    mov qword ptr [r15 + 448], rax
     test ebx, 1073741824
     jz 1f
 1:
-    mov rbp, qword ptr [r15 + 512]
+    and r8, 8128
+    mov dword ptr [r15 + r8 + 7552], r8d
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov eax, dword ptr [r15 + 384]
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx edx, byte ptr [r15 + 64]
+    movsxd rcx, dword ptr [r15 + 256]
+    mov qword ptr [r15 + 64], rbp
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov ecx, 227
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx ecx, byte ptr [r15 + r8 + 7488]
+    test ebx, 256
+    jz 1f
+1:
+    movsxd rax, dword ptr [r15 + rbp + 1344]
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b3_done
 .Lc1_b3_c1:
-    lea rcx, [rip + .Lc1_d12209_j]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d11943_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d12209_j_t
-.Lc1_d12209_j:
+    jmp .Lc1_d11943_j_t
+.Lc1_d11943_j:
+    mov rax, qword ptr [r15 + 320]
+    mov ecx, dword ptr [r15 + 128]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov eax, 250
+    test ebx, 1073741824
+    jnz 1f
+1:
     mov rbp, r10
-    movzx r8d, byte ptr [r15 + 448]
-    and rbp, 8128
-    movsxd rcx, dword ptr [r15 + rbp + 7488]
-    test ebx, 440
-    jz 1f
-1:
-    mov rbp, qword ptr [r15 + 384]
-    lock or dword ptr [r15 + 256], 109
-    mov r8, r10
+    mov eax, 68
+    vmovq xmm10, rcx
     test ebx, 1073741824
     jnz 1f
 1:
-    and r8, 1984
-    vmovdqu ymmword ptr [r15 + r8 + 1344], ymm12
-    mov edx, dword ptr [r15 + 128]
+    and rbp, 448
+    vmovq qword ptr [r15 + rbp + 832], xmm9
     test ebx, 1073741824
     jz 1f
 1:
-    mov qword ptr [r15 + 128], rcx
-    mov byte ptr [r15 + 384], r8b
+    mov ecx, ecx
+    mov rax, qword ptr [r15 + 448]
     test ebx, 1073741824
     jnz 1f
 1:
-    vpmovmskb ecx, xmm12
-    vmovdqu ymmword ptr [r15 + 576], ymm12
+    mov dword ptr [r15 + 384], ebp
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx ecx, cl
-    mov r8d, dword ptr [r15 + 64]
+    mov dword ptr [r15 + 384], ebp
+    test dword ptr [r15 + 67117723], 16
+    jz 1f
+1:
+    movzx edx, byte ptr [r15 + 192]
+    mov ebp, 205
     test ebx, 1073741824
     jz 1f
 1:
-    mov rdx, r8
-    movsxd rcx, dword ptr [r15 + 128]
+    mov dword ptr [r15 + 320], edi
     test ebx, 1073741824
     jnz 1f
 1:
-    mov dword ptr [r15 + 512], 196
-    mov ecx, edx
+    mov r9, r10
+    movzx ebp, byte ptr [r15 + 256]
+    mov rcx, r8
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx r8d, byte ptr [r15 + 768]
-    mov dword ptr [r15 + 320], 251
+    and r9, 8128
+    mov ecx, dword ptr [r15 + r9 + 7488]
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
-    mov r8, qword ptr [r15 + 704]
-    movzx edx, byte ptr [r15 + 64]
+    .byte 0x0f, 0x1f, 0x40, 0x00
     add r11, 64
     add r10, r11
     inc rbx
@@ -15314,113 +14879,114 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    movsxd rcx, dword ptr [r15 + 704]
-    movzx eax, byte ptr [r15 + 512]
-    mov r8d, 19
-    mov dword ptr [r15 + 448], 90
-    add rdx, qword ptr [r15 + 320]
-    mov rbp, r11
-    and edi, dword ptr [r15 + 0]
-    test dword ptr [r15 + 67117723], 268435584
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 32768
+    setz al
+    lea rcx, [rip + .Lc1_d12003_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d12003_s_t
+    .p2align 3
+.Lc1_d12003_s:
+    .p2align 3
+    jmp .Lc1_d12003_j
+    .p2align 3
+    jmp .Lc1_d12003_j
+.Lc1_d12003_j:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, eax
+    vpshufd xmm9, xmm9, 154
+    mov dword ptr [r15 + 64], 94
+    test dword ptr [r15 + 67117724], 1064
+    jz 1f
+1:
+    mov rax, rax
+    movsxd rcx, dword ptr [r15 + 128]
+    mov rax, rax
+    mov dword ptr [r15 + 192], 23
+    test ebx, 1073741824
     jnz 1f
 1:
-    mov rcx, rax
-    and rbp, 8128
-    mov dword ptr [r15 + rbp + 7488], ecx
-    mov rdi, r8
+    mov edi, 44
+    movsxd rcx, dword ptr [r15 + 384]
     mov rbp, r11
-    mov dword ptr [r15 + 384], 183
+    mov qword ptr [r15 + 320], rdi
     and rbp, 448
-    vmovdqu ymmword ptr [r15 + rbp + 832], ymm12
-    mov byte ptr [r15 + 256], dil
-    mov r8, r11
-    test dword ptr [r15 + 67117724], 67584
+    movzx edi, byte ptr [r15 + rbp + 832]
+    and ecx, dword ptr [r15 + 768]
+    mov rbp, r11
+    test ebx, 1073741824
     jz 1f
 1:
-    mov edi, dword ptr [r15 + 192]
-    jmp 1f
-1:
-    and r8, 1984
-    mov dword ptr [r15 + r8 + 1344], ebp
-    jmp 1f
-1:
-    mov ebp, ebp
-    mov dword ptr [r15 + 64], 158
-    test dword ptr [r15 + 67117723], 1073741824
-    jz 1f
-1:
-    mov qword ptr [r15 + 128], rdi
-    mov qword ptr [r15 + 448], r8
-    mov qword ptr [r15 + 256], rbp
-    mov ebp, dword ptr [r15 + 768]
-    movzx esi, r9b
+    mov r8, qword ptr [r15 + 256]
+    movsxd rcx, dword ptr [r15 + 448]
+    and rbp, 4032
+    mov dword ptr [r15 + rbp + 3392], r8d
+    mov r8d, dword ptr [r15 + 704]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b4_done
 .Lc1_b4_c1:
-    lea rcx, [rip + .Lc1_d12307_j]
+    lea rcx, [rip + .Lc1_d12044_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d12307_j_t
-.Lc1_d12307_j:
-    mov ebp, esi
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, bpl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    movsxd rsi, dword ptr [r15 + 320]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov qword ptr [r15 + 576], rsi
-    mov esi, dword ptr [r15 + 128]
-    mov ecx, dword ptr [r15 + 448]
-    movzx ebp, bpl
-    movsxd r9, dword ptr [r15 + 512]
-    movzx eax, byte ptr [r15 + 192]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r9, r11
-    jmp 1f
-1:
-    mov esi, ebp
-    mov qword ptr [r15 + 384], rcx
-    and r9, 8128
-    mov ecx, dword ptr [r15 + r9 + 7488]
-    jmp 1f
-1:
-    vmovdqu ymmword ptr [r15 + 320], ymm12
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rbp, r10
-    jmp 1f
-1:
-    mov byte ptr [r15 + 64], r9b
+    jmp .Lc1_d12044_j_t
+.Lc1_d12044_j:
+    mov rbp, r11
+    mov ecx, 238
     and rbp, 4032
-    inc dword ptr [r15 + rbp + 3392]
+    mov byte ptr [r15 + rbp + 3392], cl
+    mov dword ptr [r15 + 256], 199
+    mov qword ptr [r15 + 576], rbp
+    mov r8d, dword ptr [r15 + 64]
     jmp 1f
 1:
-    mov rbp, rcx
-    mov r9d, ecx
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    movzx ecx, cl
+    mov dword ptr [r15 + 0], 38
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, ecx
+    jmp 1f
+1:
+    mov ecx, ecx
+    mov r9, r11
+    mov rbp, qword ptr [r15 + 384]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    vpcmpeqb xmm9, xmm9, xmm10
+    and r9, 1984
+    movsxd rcx, dword ptr [r15 + r9 + 1344]
+    movzx r8d, bpl
+    mov r8, qword ptr [r15 + 512]
+    mov r9d, dword ptr [r15 + 448]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rbp, r11
+    jmp 1f
+1:
+    mov r9, qword ptr [r15 + 128]
+    and rbp, 8128
+    mov dword ptr [r15 + rbp + 7488], ecx
+    mov byte ptr [r15 + 320], r8b
+    mov ecx, dword ptr [r15 + 64]
     add r11, 64
-    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b4_done
@@ -15428,108 +14994,115 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 228
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 64], 236
-    mov rbp, r11
-    jmp 1f
-1:
-    vpaddq xmm12, xmm12, xmmword ptr [r15 + 640]
-    test dword ptr [r15 + 67117724], 536870912
-    jnz 1f
-1:
-    and rbp, 4032
-    movzx eax, byte ptr [r15 + rbp + 3392]
-    mov ebp, 251
-    jmp 1f
-1:
-    jmp 1f
-1:
     mov r8, r11
-    mov qword ptr [r15 + 192], rax
     jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
 1:
     and r8, 1984
-    mov eax, dword ptr [r15 + r8 + 1344]
-    mov ebp, dword ptr [r15 + 128]
-    vpaddd xmm12, xmm12, xmm12
-    add rax, qword ptr [r15 + 448]
-    add rbp, qword ptr [r15 + 128]
-    mov r8, r11
-    mov byte ptr [r15 + 256], al
+    mov dword ptr [r15 + r8 + 1344], edx
     jmp 1f
 1:
+    mov dword ptr [r15 + 640], 139
+    mov byte ptr [r15 + 320], cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, 181
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    test dword ptr [r15 + 67117723], 2176
+    jz 1f
+1:
+    vpmovmskb ebp, xmm9
+    vpxor xmm9, xmm9, xmm10
+    jmp 1f
+1:
+    add qword ptr [r15 + 256], rbp
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov rbp, r11
+    mov rcx, rax
+    mov dword ptr [r15 + 320], 108
+    and rbp, 448
+    mov eax, dword ptr [r15 + rbp + 832]
     test ebx, 1073741824
     jz 1f
 1:
-    and r8, 448
-    movzx r9d, byte ptr [r15 + r8 + 832]
-    mov r8, rax
-    movsxd rax, dword ptr [r15 + 512]
-    mov r8d, r9d
-    mov dword ptr [r15 + 384], 12
-    mov dword ptr [r15 + 320], eax
+    mov ebp, ecx
+    mov rbp, r11
+    mov dword ptr [r15 + 448], eax
+    mov byte ptr [r15 + 64], al
+    and rbp, 4032
+    mov qword ptr [r15 + rbp + 3392], rax
+    vmovdqu ymmword ptr [r15 + 128], ymm10
+    mov rcx, qword ptr [r15 + 192]
+    vmovdqu ymmword ptr [r15 + 512], ymm9
+    mov ebp, ebp
+    mov byte ptr [r15 + 384], al
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b4_done
 .Lc1_b4_c3:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 262144
-    setz al
-    lea rcx, [rip + .Lc1_d12408_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d12408_s_t
-    .p2align 3
-.Lc1_d12408_s:
-    .p2align 3
-    jmp .Lc1_d12408_j
-    .p2align 3
-    jmp .Lc1_d12408_j
-.Lc1_d12408_j:
+    lea rcx, [rip + .Lc1_d12140_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d12140_j_t
+.Lc1_d12140_j:
+    mov ecx, ecx
+    mov byte ptr [r15 + 512], bpl
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    vmovdqu ymmword ptr [r15 + 0], ymm9
     mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rcx
-    mov rax, rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, qword ptr [r15 + 320]
-    mov rbp, r11
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx r8d, byte ptr [r15 + 384]
-    and rbp, 448
-    mov rax, qword ptr [r15 + rbp + 832]
-    mov ecx, dword ptr [r15 + 704]
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov ebp, dword ptr [r15 + 64]
     test ebx, 1073741824
     jz 1f
 1:
-    mov r9, r11
+    and r9d, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edx, r9d
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r9, qword ptr [r15 + 64]
+    or qword ptr [r15 + 192], 41
+    mov rcx, r8
+    mov r8d, 69
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rbp, r11
+    mov qword ptr [r15 + 128], rdx
+    jmp 1f
+1:
+    and rbp, 8128
+    mov dword ptr [r15 + rbp + 7488], 215
+    mov dword ptr [r15 + 128], 15
+    mov rbp, rdi
+    mov edx, eax
     mov r8, r11
-    and r9, 1984
-    mov ebp, dword ptr [r15 + r9 + 1344]
-    mov byte ptr [r15 + 128], cl
-    movzx ecx, cl
-    and r8, 8128
-    movsxd rcx, dword ptr [r15 + r8 + 7488]
-    mov dword ptr [r15 + 256], r9d
-    mov dword ptr [r15 + 512], ecx
+    test ebx, 1073741824
+    jz 1f
+1:
+    and r8, 1984
+    movsxd rdx, dword ptr [r15 + r8 + 1344]
+    mov dword ptr [r15 + 320], 219
+    mov qword ptr [r15 + 384], rbp
+    mov r8d, 191
+    movzx r8d, byte ptr [r15 + 704]
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
@@ -15543,118 +15116,117 @@ ditto_body_c1:
     jmp .Lc1_b5_c0
     .p2align 6
 .Lc1_b5_c0:
-    lea rcx, [rip + .Lc1_d12455_j]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d12199_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d12455_j_t
-.Lc1_d12455_j:
+    jmp .Lc1_d12199_j_t
+.Lc1_d12199_j:
+    mov rax, qword ptr [r15 + 64]
+    movzx r8d, sil
+    mov r8d, dword ptr [r15 + 640]
+    jmp 1f
+1:
+    mov ecx, 197
+    mov dword ptr [r15 + 576], 234
     mov rbp, r11
-    mov dword ptr [r15 + 384], 110
-    and rbp, 1984
-    mov rsi, qword ptr [r15 + rbp + 1344]
-    mov dword ptr [r15 + 320], 242
-    movsxd rbp, dword ptr [r15 + 192]
-    mov dword ptr [r15 + 576], esi
-    mov esi, 4
-    mov esi, dword ptr [r15 + 512]
-    movzx edi, sil
-    test ebx, 1073741824
+    movzx ecx, r8b
+    test bl, 48
     jz 1f
 1:
-    mov rdi, rcx
-    movsxd rcx, dword ptr [r15 + 640]
-    add r8, qword ptr [r15 + 256]
+    mov byte ptr [r15 + 320], r8b
+    and rbp, 8128
+    movzx ecx, byte ptr [r15 + rbp + 7488]
+    mov ebp, dword ptr [r15 + 448]
+    movzx r8d, al
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, r8b
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
+    test dword ptr [r15 + 67117723], 20971520
     jnz 1f
 1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 197
-    mov esi, ebp
-    jmp 1f
-1:
-    mov r8d, 220
-    jmp 1f
-1:
-    movzx r8d, bpl
-    vmovdqu ymmword ptr [r15 + 0], ymm12
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r11
+    mov eax, ebp
+    and rbp, 1984
+    mov r8, qword ptr [r15 + rbp + 1344]
+    mov rdi, rcx
+    mov byte ptr [r15 + 512], sil
+    xor dword ptr [r15 + 128], eax
     test ebx, 1073741824
     jz 1f
 1:
-    mov dword ptr [r15 + 0], esi
-    mov ebp, dword ptr [r15 + 448]
-    mov dword ptr [r15 + 64], 144
+    mov dword ptr [r15 + 128], ebp
+    mov r8d, dword ptr [r15 + 192]
+    mov eax, dword ptr [r15 + 384]
+    movzx ecx, r8b
+    mov dword ptr [r15 + 256], ebp
     jmp 1f
 1:
-    mov r9, r11
-    mov edi, dword ptr [r15 + 128]
-    mov esi, dword ptr [r15 + 384]
-    and r9, 8128
-    mov byte ptr [r15 + r9 + 7488], dil
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b5_done
 .Lc1_b5_c1:
-    lea rcx, [rip + .Lc1_d12503_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d12503_j_t
-.Lc1_d12503_j:
-    mov dword ptr [r15 + 128], 161
-    mov r9, r11
+    mov rdx, rax
+    mov rcx, rdi
+    mov ebp, dword ptr [r15 + 320]
     jmp 1f
 1:
-    and r9, 1984
-    mov dword ptr [r15 + r9 + 1344], ecx
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov dword ptr [r15 + 64], ecx
-    movzx ecx, r9b
+    jmp 1f
+1:
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx r8d, bpl
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 132
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    vmovdqu ymmword ptr [r15 + 0], ymm12
+    mov rbp, r11
     mov r12, qword ptr [r15 + r12 + 56]
-    vpshufd xmm12, xmm12, 121
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 448
+    mov r8, r11
+    add rcx, qword ptr [r15 + rbp + 832]
+    mov ebp, esi
+    jmp 1f
+1:
+    and r8, 1984
+    mov ebp, dword ptr [r15 + r8 + 1344]
+    jmp 1f
+1:
     test ebx, 1073741824
     jz 1f
 1:
-    mov r9, r11
-    mov dword ptr [r15 + 0], r8d
-    mov byte ptr [r15 + 512], r8b
-    and r9, 4032
-    mov dword ptr [r15 + r9 + 3392], r8d
-    mov byte ptr [r15 + 256], r9b
     jmp 1f
 1:
-    mov dword ptr [r15 + 704], ecx
+    mov ecx, dword ptr [r15 + 512]
+    mov r8d, 137
+    movsxd rdi, dword ptr [r15 + 704]
+    mov dword ptr [r15 + 64], 24
+    mov r8, qword ptr [r15 + 128]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r9, r11
-    movsxd rcx, dword ptr [r15 + 384]
-    mov rsi, r8
-    mov qword ptr [r15 + 320], r9
-    and r9, 448
-    mov dword ptr [r15 + r9 + 832], 49
-    movzx r8d, cl
+    mov ebp, 11
+    movsxd rbp, dword ptr [r15 + 192]
+    mov r8, r11
+    mov dword ptr [r15 + 448], 91
+    and r8, 4032
+    movzx esi, byte ptr [r15 + r8 + 3392]
+    movzx r9d, r8b
+    mov dword ptr [r15 + 384], 210
     add r11, 64
     inc rbx
     dec r13
@@ -15663,57 +15235,66 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], rax
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, r11
-    mov qword ptr [r15 + 0], rax
-    mov rax, qword ptr [r15 + 320]
-    test dword ptr [r15 + 67117724], 1073741840
-    jnz 1f
-1:
-    and r8, 448
-    mov rsi, qword ptr [r15 + r8 + 832]
-    mov r8d, eax
-    mov ebp, eax
-    mov dword ptr [r15 + 448], esi
-    movsxd rsi, dword ptr [r15 + 64]
-    movzx r8d, byte ptr [r15 + 448]
-    mov dword ptr [r15 + 320], 99
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 1048576
+    setz al
+    lea rcx, [rip + .Lc1_d12295_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d12295_s_t
+    .p2align 3
+.Lc1_d12295_s:
+    .p2align 3
+    jmp .Lc1_d12295_j
+    .p2align 3
+    jmp .Lc1_d12295_j
+.Lc1_d12295_j:
     mov rbp, r11
+    jmp 1f
+1:
+    and rbp, 8128
+    movsxd rax, dword ptr [r15 + rbp + 7488]
+    jmp 1f
+1:
+    mov ebp, edx
+    jmp 1f
+1:
+    mov dword ptr [r15 + 64], eax
+    mov eax, dword ptr [r15 + 384]
+    mov ebp, ebp
     test ebx, 1073741824
     jz 1f
 1:
-    and rbp, 8128
-    mov rsi, qword ptr [r15 + rbp + 7488]
-    movzx ebp, byte ptr [r15 + 192]
-    mov r8, r11
-    jmp 1f
-1:
-    and r8, 16320
-    mov eax, dword ptr [r15 + r8 + 15680]
-    mov r9, qword ptr [r15 + 768]
-    mov ecx, dword ptr [r15 + 512]
-    jmp 1f
-1:
-    mov r8d, eax
+    movzx eax, bpl
+    mov dword ptr [r15 + 320], 236
+    mov dword ptr [r15 + 192], esi
+    mov esi, ebp
+    mov dword ptr [r15 + 64], esi
+    mov edx, eax
+    .byte 0x66, 0x90
     test ebx, 1073741824
     jnz 1f
 1:
-    mov byte ptr [r15 + 256], r9b
-    mov rbp, rbp
-    movzx r9d, byte ptr [r15 + 128]
-    movsxd rax, dword ptr [r15 + 384]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 51
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov byte ptr [r15 + 64], cl
-    mov rcx, rax
+    mov byte ptr [r15 + 768], dl
+    jmp 1f
+1:
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rdx, qword ptr [r15 + 128]
+    mov rsi, rdx
+    jmp 1f
+1:
+    mov qword ptr [r15 + 512], rsi
+    mov rsi, rsi
+    movsxd rsi, dword ptr [r15 + 320]
+    movsxd rcx, dword ptr [r15 + 256]
     add r11, 64
     inc rbx
     dec r13
@@ -15722,55 +15303,60 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 1
-    setz al
-    lea rcx, [rip + .Lc1_d12605_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d12605_s_t
-    .p2align 3
-.Lc1_d12605_s:
-    .p2align 3
-    jmp .Lc1_d12605_j
-    .p2align 3
-    jmp .Lc1_d12605_j
-.Lc1_d12605_j:
-    movsxd rax, dword ptr [r15 + 384]
-    mov qword ptr [r15 + 192], rcx
-    mov ecx, 88
-    mov r9, rbp
-    mov qword ptr [r15 + 128], r8
-    test ebx, 2048
-    jz 1f
-1:
-    mov r8, r9
-    mov rbp, r11
-    mov rcx, rax
-    mov ecx, r8d
-    and rbp, 1984
-    movsxd r9, dword ptr [r15 + rbp + 1344]
-    mov qword ptr [r15 + 320], rax
-    mov rbp, r11
-    test dword ptr [r15 + 67117723], 75497472
-    jnz 1f
-1:
-    and rbp, 4032
-    mov rdx, qword ptr [r15 + rbp + 3392]
-    mov rbp, r11
+    mov rsi, rdx
+    movzx ecx, byte ptr [r15 + 512]
     jmp 1f
 1:
-    and edx, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 117
-    and rbp, 8128
-    and edx, dword ptr [r15 + rbp + 7488]
+    movzx eax, dil
+    mov r12, qword ptr [r15 + r12 + 56]
+    .byte 0x0f, 0x1f, 0x00
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rbp, r9
+    mov rdx, rsi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], eax
+    movzx edx, byte ptr [r15 + 320]
     jmp 1f
 1:
-    mov qword ptr [r15 + 576], rdx
-    mov rdx, qword ptr [r15 + 512]
+    test dword ptr [r15 + 67117724], 405407892
+    jz 1f
+1:
+    mov edx, ecx
+    movsxd rax, dword ptr [r15 + 448]
+    mov rbp, r11
+    jmp 1f
+1:
+    mov rdx, rax
+    mov r8, r11
+    and rbp, 1984
+    mov edi, dword ptr [r15 + rbp + 1344]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    and r8, 4032
+    mov qword ptr [r15 + r8 + 3392], rax
+    jmp 1f
+1:
+    mov rbp, r11
+    mov r8, qword ptr [r15 + 384]
+    mov eax, dword ptr [r15 + 128]
+    and rbp, 448
+    add rax, qword ptr [r15 + rbp + 832]
+    movsxd rbp, dword ptr [r15 + 128]
+    test bl, 64
+    jz 1f
+1:
+    jmp 1f
+1:
+    movzx edi, byte ptr [r15 + 64]
+    mov r8, qword ptr [r15 + 256]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 576], r9d
     add r11, 64
     inc rbx
     dec r13
@@ -15779,107 +15365,108 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    movzx eax, al
-    mov r9, qword ptr [r15 + 640]
-    mov r8, r11
-    mov eax, 178
-    movzx ecx, byte ptr [r15 + 384]
-    mov dword ptr [r15 + 256], edi
-    and r8, 448
-    and edx, dword ptr [r15 + r8 + 832]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + 64], 22
-    mov rdx, r9
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, eax
-    mov rbp, r9
-    test dword ptr [r15 + 67117724], 16
-    jnz 1f
-1:
-    vmovdqu ymmword ptr [r15 + 0], ymm12
-    mov r9, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r9, 4032
-    inc dword ptr [r15 + r9 + 3392]
-    movzx edi, byte ptr [r15 + 192]
-    mov rbp, r11
-    movsxd r9, dword ptr [r15 + 448]
-    and rbp, 1984
-    mov dword ptr [r15 + rbp + 1344], 177
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rbp, qword ptr [r15 + 64]
-    mov dword ptr [r15 + 704], ecx
-    popcnt rcx, rsi
-    movsxd r9, dword ptr [r15 + 128]
-    mov dword ptr [r15 + 320], 84
+    lea rcx, [rip + .Lc1_d12398_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d12398_j_t
+.Lc1_d12398_j:
+    mov byte ptr [r15 + 192], al
     jmp 1f
 1:
+    mov r8, r11
+    movsxd rcx, dword ptr [r15 + 256]
+    movsxd rax, dword ptr [r15 + 384]
+    and r8, 16320
+    mov dword ptr [r15 + r8 + 15680], 22
+    mov rdi, qword ptr [r15 + 64]
+    test dword ptr [r15 + 67117724], 65536
+    jnz 1f
+1:
+    mov byte ptr [r15 + 320], al
+    mov rsi, qword ptr [r15 + 512]
+    jmp 1f
+1:
+    mov ecx, esi
+    mov esi, r8d
+    movzx eax, r8b
+    test dword ptr [r15 + 67117724], 1048592
+    jnz 1f
+1:
+    mov byte ptr [r15 + 704], r8b
+    jmp 1f
+1:
+    movzx eax, r8b
+    mov rbp, r11
+    movzx eax, byte ptr [r15 + 640]
+    and rbp, 448
+    mov r8, qword ptr [r15 + rbp + 832]
+    jmp 1f
+1:
+    test dword ptr [r15 + 67117723], 131072
+    jz 1f
+1:
+    mov ebp, eax
+    jmp 1f
+1:
+    mov rbp, rsi
+    mov rbp, r11
+    mov qword ptr [r15 + 448], rdx
+    mov rax, qword ptr [r15 + 128]
+    and rbp, 8128
+    movzx esi, byte ptr [r15 + rbp + 7488]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b5_done
 .Lc1_b5_c5:
-    lea rcx, [rip + .Lc1_d12692_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d12692_j_t
-.Lc1_d12692_j:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov rbp, r11
+    and rbp, 4032
+    mov dword ptr [r15 + rbp + 3392], 172
+    jmp 1f
+1:
+    mov dword ptr [r15 + 768], esi
+    mov esi, ebp
+    and edx, dword ptr [r15 + 0]
+    mov rsi, rsi
     mov r12, qword ptr [r15 + r12 + 56]
-    add rsi, qword ptr [r15 + 0]
-    jmp 1f
-1:
-    movzx ecx, cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], rsi
-    jmp 1f
-1:
     test ebx, 1073741824
     jnz 1f
 1:
+    mov ebp, esi
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov ecx, dword ptr [r15 + 512]
-    mov esi, 36
-    movsxd rsi, dword ptr [r15 + 448]
-    mov ebp, 105
-    mov rbp, rcx
-    mov ebp, 218
-    test bl, 64
-    jz 1f
-1:
-    add rbp, qword ptr [r15 + 768]
-    mov ecx, 140
-    mov edi, 193
-    mov ecx, 134
-    mov rsi, qword ptr [r15 + 128]
-    jmp 1f
-1:
-    mov r8, r11
-    mov rdi, qword ptr [r15 + 320]
-    and r8, 8128
-    mov ecx, dword ptr [r15 + r8 + 7488]
+    movzx edx, sil
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rbp
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
-    movzx ecx, byte ptr [r15 + 384]
     jmp 1f
 1:
-    mov r9, r11
     mov rbp, r11
-    movzx edi, cl
-    and r9, 1984
-    mov dword ptr [r15 + r9 + 1344], esi
-    and rbp, 448
-    movzx esi, byte ptr [r15 + rbp + 832]
-    mov r9, r8
-    mov r9d, dword ptr [r15 + 256]
+    mov dword ptr [r15 + 512], edx
+    and rbp, 8128
+    vmovdqu ymmword ptr [r15 + rbp + 7488], ymm9
+    mov ebp, 245
+    movzx edx, byte ptr [r15 + 192]
+    mov rbp, qword ptr [r15 + 256]
+    mov dword ptr [r15 + 320], 49
+    test dword ptr [r15 + 67117723], 8388608
+    jz 1f
+1:
+    mov rbp, r11
+    mov edx, 16
+    movzx esi, byte ptr [r15 + 384]
+    and rbp, 1984
+    mov dword ptr [r15 + rbp + 1344], 147
+    mov dword ptr [r15 + 128], edx
+    mov dword ptr [r15 + 64], 190
+    mov r9d, dword ptr [r15 + 448]
+    movzx edx, dl
     add r11, 64
     inc rbx
     dec r13
@@ -15888,53 +15475,50 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov qword ptr [r15 + 64], rax
-    movzx edi, byte ptr [r15 + 384]
+    lea rcx, [rip + .Lc1_d12492_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d12492_j_t
+.Lc1_d12492_j:
+    mov rdx, rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, byte ptr [r15 + 192]
+    mov rcx, rcx
+    test ebx, 1073741824
+    jz 1f
+1:
     jmp 1f
 1:
-    mov rax, rax
-    movzx r8d, byte ptr [r15 + 64]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 384], edx
+    movzx edx, byte ptr [r15 + 512]
+    mov qword ptr [r15 + 128], rax
+    mov ebp, 112
+    movzx eax, cl
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov rdx, qword ptr [r15 + 384]
+    add rbp, qword ptr [r15 + 320]
+    vmovdqu ymmword ptr [r15 + 64], ymm9
+    mov r9, r11
     jmp 1f
 1:
-    mov rax, r8
-    mov r8d, dword ptr [r15 + 192]
-    mov eax, edi
-    movsxd rax, dword ptr [r15 + 448]
-    jmp 1f
+    mov rcx, qword ptr [r15 + 448]
+    and r9, 448
+    mov qword ptr [r15 + r9 + 832], rax
+    mov r9, r11
+    test dword ptr [r15 + 67117724], 256
+    jnz 1f
 1:
     mov rbp, r11
-    vpor xmm12, xmm12, xmm12
-    test dword ptr [r15 + 67117724], 67380224
-    jz 1f
-1:
-    mov rax, r8
-    and rbp, 4032
-    mov byte ptr [r15 + rbp + 3392], r8b
-    vmovdqu xmm12, xmmword ptr [r15 + 256]
-    mov edi, edx
-    mov dword ptr [r15 + 384], 17
-    mov dword ptr [r15 + 512], eax
-    movzx edx, r8b
-    mov rdx, qword ptr [r15 + 320]
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx edx, bpl
-    mov edx, 7
-    mov r9d, edx
-    mov rbp, r11
-    mov dword ptr [r15 + 576], 134
-    mov byte ptr [r15 + 128], bpl
-    and rbp, 8128
-    mov qword ptr [r15 + rbp + 7488], rbp
-    mov edi, edx
+    and r9, 4032
+    mov dword ptr [r15 + r9 + 3392], 145
+    mov byte ptr [r15 + 64], r8b
+    and rbp, 1984
+    mov qword ptr [r15 + rbp + 1344], rcx
+    add rcx, qword ptr [r15 + 576]
+    movzx ebp, bpl
     add r11, 64
     inc rbx
     dec r13
@@ -15943,54 +15527,65 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d12794_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d12794_j_t
-.Lc1_d12794_j:
-    jmp 1f
-1:
-    mov rdx, rbp
-    mov dword ptr [r15 + 128], 240
     mov rbp, r11
-    mov r9, r11
-    mov byte ptr [r15 + 320], cl
+    mov eax, 21
     and rbp, 1984
-    mov qword ptr [r15 + rbp + 1344], rax
+    mov dword ptr [r15 + rbp + 1344], 165
+    mov qword ptr [r15 + 64], rbp
+    movzx ecx, byte ptr [r15 + 320]
+    mov r9, r11
+    movsxd rbp, dword ptr [r15 + 128]
+    mov eax, r9d
     and r9, 448
-    movsxd rax, dword ptr [r15 + r9 + 832]
-    test ebx, 288
+    mov dword ptr [r15 + r9 + 832], ecx
+    mov byte ptr [r15 + 384], cl
+    test ebx, 1073741824
     jz 1f
 1:
-    mov dword ptr [r15 + 192], ebp
+    movzx ebp, al
+    mov eax, dword ptr [r15 + 256]
     jmp 1f
 1:
-    mov eax, 253
-    movzx ebp, r9b
+    mov dword ptr [r15 + 640], ecx
+    mov r9d, dword ptr [r15 + 448]
     jmp 1f
 1:
-    mov ecx, 125
-    test bl, 32
-    jnz 1f
+    lea r8, [r11 + r11*1]
+    jmp 1f
 1:
-    movzx r9d, byte ptr [r15 + 384]
-    mov r8, r11
-    mov dword ptr [r15 + 64], 186
-    mov rax, r9
-    mov r9, qword ptr [r15 + 640]
-    and r8, 4032
-    mov rbp, qword ptr [r15 + r8 + 3392]
-    mov r8d, ecx
-    test dword ptr [r15 + 67117723], 33554432
+    jmp 1f
+1:
+    test ebx, 1073741824
     jz 1f
 1:
+    and r8, 8128
+    movsxd r9, dword ptr [r15 + r8 + 7552]
+    movzx eax, al
+    jmp 1f
+1:
+    movsxd rcx, dword ptr [r15 + r8 + 7488]
+    mov dword ptr [r15 + 512], 85
+    mov qword ptr [r15 + 192], r9
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    test dword ptr [r15 + 67117724], 67108864
+    jz 1f
+1:
+    mov rax, rcx
+    mov rcx, qword ptr [r15 + 128]
     jmp 1f
 1:
     jmp 1f
 1:
-    mov byte ptr [r15 + 512], r8b
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
@@ -16007,99 +15602,98 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d12846_j]
+    lea rcx, [rip + .Lc1_d12594_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d12846_j_t
-.Lc1_d12846_j:
-    movsxd rcx, dword ptr [r15 + 320]
-    mov dword ptr [r15 + 320], r8d
-    mov dword ptr [r15 + 704], 107
-    mov rax, qword ptr [r15 + 640]
+    jmp .Lc1_d12594_j_t
+.Lc1_d12594_j:
+    lea rbp, [r10 + r10*4]
+    movsxd rcx, dword ptr [r15 + 384]
+    and rbp, 4032
+    imul r9, qword ptr [r15 + rbp + 3520]
+    mov eax, dword ptr [r15 + 128]
+    mov r8, qword ptr [r15 + rbp + 3648]
     test ebx, 1073741824
-    jnz 1f
-1:
-    movsxd r8, dword ptr [r15 + 576]
-    movsxd rax, dword ptr [r15 + 64]
-    mov rbp, r10
-    mov rdx, qword ptr [r15 + 512]
-    and rbp, 8128
-    mov ecx, dword ptr [r15 + rbp + 7488]
-    test ebx, 4864
     jz 1f
 1:
-    movzx r9d, dl
-    mov byte ptr [r15 + 384], cl
-    mov dword ptr [r15 + 384], 189
     lea r8, [r10 + r10*1]
-    mov r9, r10
-    mov rbp, qword ptr [r15 + 448]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and r9, 448
-    mov qword ptr [r15 + r9 + 832], rcx
+    mov qword ptr [r15 + 384], rdx
     and r8, 1984
-    mov eax, dword ptr [r15 + r8 + 1344]
-    mov dword ptr [r15 + 192], 146
-    mov qword ptr [r15 + 448], r9
-    test dword ptr [r15 + 67117723], 324
+    mov byte ptr [r15 + r8 + 1344], r9b
+    vmovdqu ymmword ptr [r15 + rbp + 3456], ymm9
+    movzx ecx, byte ptr [r15 + 320]
+    test ebx, 1073741824
     jz 1f
 1:
-    mov r9, qword ptr [r15 + 128]
-    mov dword ptr [r15 + r8 + 1408], 150
-    mov r8d, 21
+    mov r9, r10
+    mov ecx, dword ptr [r15 + rbp + 3392]
+    vpcmpeqb xmm9, xmm9, xmm10
+    and r9, 8128
+    mov byte ptr [r15 + r9 + 7488], cl
+    mov qword ptr [r15 + 576], r8
+    test bl, 80
+    jnz 1f
+1:
+    mov r9, qword ptr [r15 + 448]
+    mov edi, dword ptr [r15 + rbp + 3584]
+    mov ebp, dword ptr [r15 + 64]
+    mov qword ptr [r15 + 320], rcx
+    test dword ptr [r15 + 67117723], 16
+    jz 1f
+1:
+    mov rcx, qword ptr [r15 + 128]
+    mov ebp, r9d
+    mov r9, qword ptr [r15 + r8 + 1408]
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b6_done
 .Lc1_b6_c1:
-    vmovdqu ymmword ptr [r15 + 128], ymm12
-    mov r8, r8
-    mov r9d, 228
-    lea rbp, [r10 + r10*1]
-    mov esi, ebp
-    mov r8d, ecx
-    and rbp, 4032
-    mov r8d, dword ptr [r15 + rbp + 3392]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r8d, 73
-    mov rcx, r8
-    mov qword ptr [r15 + 64], rsi
-    mov rcx, qword ptr [r15 + 128]
-    movzx r8d, byte ptr [r15 + 384]
-    mov esi, 56
-    mov r9, r10
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r8, r8
-    and r9, 1984
-    mov dword ptr [r15 + r9 + 1344], 192
-    mov r9, qword ptr [r15 + 576]
-    mov dword ptr [r15 + 640], 127
-    mov qword ptr [r15 + 256], rcx
-    test ebx, 1073741824
-    jz 1f
-1:
-    movsxd rcx, dword ptr [r15 + 128]
-    mov qword ptr [r15 + 64], rcx
-    mov r9d, dword ptr [r15 + 512]
-    mov dword ptr [r15 + 768], ecx
-    mov ecx, dword ptr [r15 + rbp + 3456]
+    lea rcx, [rip + .Lc1_d12636_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d12636_j_t
+.Lc1_d12636_j:
+    lea r8, [r10 + r10*4]
+    and r8, 4032
     mov rbp, r10
-    movsxd rsi, dword ptr [r15 + 320]
+    mov rdx, qword ptr [r15 + r8 + 3456]
+    mov ecx, r8d
+    mov qword ptr [r15 + 192], rbp
+    and rbp, 1984
+    mov rcx, qword ptr [r15 + rbp + 1344]
+    mov r9, qword ptr [r15 + 384]
     test ebx, 1073741824
     jnz 1f
 1:
-    and rbp, 448
-    mov r8, qword ptr [r15 + rbp + 832]
-    movzx ecx, byte ptr [r15 + 384]
-    mov r9, r8
-    mov eax, 106
-    movzx r8d, byte ptr [r15 + 320]
+    movzx ebp, byte ptr [r15 + r8 + 3392]
+    movzx ecx, byte ptr [r15 + 256]
+    mov r9d, 22
+    mov r9d, dword ptr [r15 + r8 + 3584]
+    mov dword ptr [r15 + 320], 179
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r9, qword ptr [r15 + 192]
+    movzx ebp, cl
+    mov ecx, dword ptr [r15 + 256]
+    mov dword ptr [r15 + r8 + 3520], 247
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rdx, rcx
+    mov qword ptr [r15 + 640], rcx
+    mov rbp, qword ptr [r15 + 128]
+    mov edx, dword ptr [r15 + 64]
+    mov ecx, r9d
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r9, qword ptr [r15 + 256]
+    mov rbp, r10
+    movsxd rax, dword ptr [r15 + r8 + 3648]
+    mov r8, r9
+    and rbp, 16320
+    mov dword ptr [r15 + rbp + 15680], 192
     add r11, 64
     add r10, r11
     inc rbx
@@ -16109,55 +15703,53 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 7
-    lea rcx, [rip + .Lc1_d12938_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d12938_s_t
-    .p2align 3
-.Lc1_d12938_s:
-    .p2align 3
-    jmp .Lc1_d12938_j
-    .p2align 3
-    jmp .Lc1_d12938_j
-    .p2align 3
-    jmp .Lc1_d12938_j
-    .p2align 3
-    jmp .Lc1_d12938_j
-    .p2align 3
-    jmp .Lc1_d12938_j
-    .p2align 3
-    jmp .Lc1_d12938_j
-    .p2align 3
-    jmp .Lc1_d12938_j
-    .p2align 3
-    jmp .Lc1_d12938_j
-.Lc1_d12938_j:
-    mov qword ptr [r15 + 448], r8
-    lea rbp, [r10 + r10*1]
-    lea r8, [r10 + r10*1]
-    and rbp, 448
-    mov byte ptr [r15 + rbp + 832], r8b
-    mov rcx, qword ptr [r15 + 256]
+    mov rbp, r10
+    movsxd rax, dword ptr [r15 + 768]
+    mov r8, rbp
+    and rbp, 8128
+    mov dword ptr [r15 + rbp + 7488], eax
+    mov dword ptr [r15 + 576], 208
+    movzx ebp, cl
     test ebx, 1073741824
     jnz 1f
 1:
-    and r8, 1984
-    movzx ecx, byte ptr [r15 + r8 + 1408]
-    movsxd rax, dword ptr [r15 + 192]
-    movzx r9d, byte ptr [r15 + 384]
+    mov ecx, eax
+    mov eax, eax
+    mov rcx, rcx
+    mov rbp, rax
+    mov r9, r10
     test ebx, 1073741824
     jz 1f
 1:
-    mov qword ptr [r15 + 192], rbp
-    mov r9d, dword ptr [r15 + r8 + 1344]
-    movsxd r8, dword ptr [r15 + 64]
+    mov eax, eax
+    mov edi, dword ptr [r15 + 512]
+    and r9, 1984
+    mov rcx, qword ptr [r15 + r9 + 1344]
+    mov eax, dword ptr [r15 + 64]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rcx, qword ptr [r15 + rbp + 896]
-    movzx ebp, byte ptr [r15 + 512]
-    mov r8, r9
+    movzx r9d, bpl
+    mov r9, qword ptr [r15 + 640]
+    mov rbp, qword ptr [r15 + 384]
+    mov rax, rax
+    movsxd rax, dword ptr [r15 + 128]
+    test dword ptr [r15 + 67117723], 8388608
+    jz 1f
+1:
+    mov dword ptr [r15 + 448], 237
+    movsxd rbp, dword ptr [r15 + 512]
+    mov qword ptr [r15 + 320], rax
+    mov eax, ecx
+    mov r9, r10
+    test bl, 32
+    jz 1f
+1:
+    and r9, 4032
+    mov eax, dword ptr [r15 + r9 + 3392]
+    mov r9, qword ptr [r15 + 448]
+    mov edi, dword ptr [r15 + 192]
+    mov ecx, dword ptr [r15 + 704]
     add r11, 64
     add r10, r11
     inc rbx
@@ -16167,102 +15759,107 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rbp, [r10*4]
-    mov byte ptr [r15 + 320], cl
-    and rbp, 1984
-    mov ecx, dword ptr [r15 + rbp + 1344]
-    movsxd rax, dword ptr [r15 + rbp + 1536]
-    mov rdi, qword ptr [r15 + 128]
-    mov qword ptr [r15 + 64], rdx
-    test dword ptr [r15 + 67117723], 142606336
+    lea rcx, [rip + .Lc1_d12735_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d12735_j_t
+.Lc1_d12735_j:
+    movsxd r9, dword ptr [r15 + 384]
+    vmovdqu ymmword ptr [r15 + 512], ymm9
+    mov qword ptr [r15 + 320], r9
+    add qword ptr [r15 + 256], r9
+    movsxd rcx, dword ptr [r15 + 128]
+    test dword ptr [r15 + 67117723], 12292
     jz 1f
 1:
-    movzx ecx, r9b
-    mov dword ptr [r15 + 128], 6
-    mov byte ptr [r15 + 384], dil
-    mov rdi, rdi
-    movsxd rdi, dword ptr [r15 + 320]
-    test ebx, 14336
+    movzx ecx, byte ptr [r15 + 448]
+    mov edi, r9d
+    mov r9, qword ptr [r15 + 384]
+    mov byte ptr [r15 + 384], cl
+    mov dword ptr [r15 + 704], eax
+    test dword ptr [r15 + 67117723], 132096
     jz 1f
 1:
-    vmovq xmm12, rcx
-    mov r8, r10
-    movsxd rdi, dword ptr [r15 + 128]
+    mov r9, r10
+    mov eax, 233
     movzx ecx, byte ptr [r15 + 64]
-    and r8, 4032
-    movsxd r9, dword ptr [r15 + r8 + 3392]
+    and r9, 8128
+    mov eax, dword ptr [r15 + r9 + 7488]
+    movzx r9d, dl
+    test dword ptr [r15 + 67117723], 524288
+    jz 1f
+1:
+    movzx r9d, sil
+    mov edx, 241
+    mov qword ptr [r15 + 128], rcx
+    mov ecx, 107
+    mov r9d, dword ptr [r15 + 320]
     test ebx, 1073741824
     jz 1f
 1:
-    mov byte ptr [r15 + 448], r9b
-    movzx r9d, byte ptr [r15 + 704]
-    mov rax, r8
-    mov r8, r10
-    movzx edx, dl
-    mov rcx, rdi
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and r8, 8128
-    mov dword ptr [r15 + r8 + 7488], 105
-    movsxd r8, dword ptr [r15 + rbp + 1408]
-    mov dword ptr [r15 + rbp + 1472], r9d
-    mov r9d, 112
+    movzx edx, cl
+    mov ecx, 150
+    mov dword ptr [r15 + 64], 73
+    mov byte ptr [r15 + 320], cl
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b6_done
 .Lc1_b6_c4:
-    lea rcx, [rip + .Lc1_d13024_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d13024_j_t
-.Lc1_d13024_j:
-    mov r8, r10
-    and r8, 4032
-    movzx ecx, byte ptr [r15 + r8 + 3392]
-    mov r8, r9
-    mov r9d, dword ptr [r15 + 384]
-    movzx ebp, al
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov ebp, 64
-    movsxd rax, dword ptr [r15 + 64]
-    mov ebp, dword ptr [r15 + 128]
-    mov qword ptr [r15 + 512], r9
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r8, qword ptr [r15 + 768]
-    movsxd r9, dword ptr [r15 + 320]
-    movzx eax, sil
-    mov rax, r9
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov dword ptr [r15 + 256], 222
+    mov dword ptr [r15 + 64], r9d
+    vpshufd xmm9, xmm9, 189
     lea rbp, [r10 + r10*2]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and rbp, 1984
-    lea r8, [r10 + r10*1]
-    movzx ecx, byte ptr [r15 + rbp + 1408]
-    movsxd r9, dword ptr [r15 + 128]
-    mov qword ptr [r15 + 256], rsi
-    and r8, 448
-    movzx esi, byte ptr [r15 + r8 + 832]
+    movzx r9d, dl
+    and rbp, 448
+    movsxd rdx, dword ptr [r15 + rbp + 896]
     test ebx, 1073741824
     jz 1f
 1:
-    movzx esi, r9b
-    movzx eax, byte ptr [r15 + rbp + 1344]
-    mov esi, 133
-    movzx esi, cl
+    mov eax, dword ptr [r15 + rbp + 832]
+    mov edx, 196
+    mov edx, 89
+    movzx edx, bpl
+    movzx edx, byte ptr [r15 + 768]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov edx, dword ptr [r15 + rbp + 1472]
-    mov ebp, 217
-    vmovdqu ymmword ptr [r15 + r8 + 896], ymm12
-    mov ebp, dword ptr [r15 + 64]
+    vmovdqu ymmword ptr [r15 + 320], ymm9
+    mov r9, qword ptr [r15 + 64]
+    mov byte ptr [r15 + rbp + 960], r8b
+    .byte 0x66, 0x90
+    mov ebp, edx
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rdx, rax
+    mov rax, rax
+    mov ebp, 35
+    mov dword ptr [r15 + 384], edx
+    mov r8d, dword ptr [r15 + 512]
+    test bl, 224
+    jz 1f
+1:
+    movzx edx, byte ptr [r15 + 192]
+    mov rax, rdx
+    mov rdx, r9
+    mov r9, r10
+    mov rdx, r8
+    and r9, 4032
+    mov edx, dword ptr [r15 + r9 + 3392]
+    test dword ptr [r15 + 67117724], 163840
+    jnz 1f
+1:
+    mov r9, qword ptr [r15 + 384]
+    mov dword ptr [r15 + 128], r8d
+    mov rbp, r10
+    movzx edx, r9b
+    and rbp, 1984
+    movzx r8d, byte ptr [r15 + rbp + 1344]
+    movzx ebp, al
     add r11, 64
     add r10, r11
     inc rbx
@@ -16272,162 +15869,153 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov eax, 144
-    vmovdqu ymmword ptr [r15 + 320], ymm12
-    movzx edx, byte ptr [r15 + 384]
-    mov r8, rax
-    mov rax, qword ptr [r15 + 448]
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 512
+    setz al
+    lea rcx, [rip + .Lc1_d12834_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d12834_s_t
+    .p2align 3
+.Lc1_d12834_s:
+    .p2align 3
+    jmp .Lc1_d12834_j
+    .p2align 3
+    jmp .Lc1_d12834_j
+.Lc1_d12834_j:
+    movzx eax, byte ptr [r15 + 640]
+    vmovdqu ymmword ptr [r15 + 64], ymm9
+    movzx ecx, dil
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
-    mov rax, qword ptr [r15 + 576]
-    mov qword ptr [r15 + 64], rax
-    lea rbp, [r10 + r10*1]
-    movzx r9d, r8b
+    movzx ecx, r9b
+    mov rbp, r10
+    mov ecx, dword ptr [r15 + 128]
     and rbp, 1984
-    movzx r8d, byte ptr [r15 + rbp + 1344]
-    movzx eax, dl
-    mov r9, r10
-    test dword ptr [r15 + 67117723], 270848
-    jz 1f
+    vmovdqu ymmword ptr [r15 + rbp + 1344], ymm9
+    test dword ptr [r15 + 67117723], 536871168
+    jnz 1f
 1:
-    mov edx, dword ptr [r15 + 384]
-    and r9, 4032
-    movzx eax, byte ptr [r15 + r9 + 3392]
-    movzx r9d, byte ptr [r15 + 192]
+    vpxor xmm9, xmm9, xmm1
     mov r8, r10
-    mov ecx, dword ptr [r15 + rbp + 1408]
+    movsxd rbp, dword ptr [r15 + 320]
+    and r8, 4032
+    mov qword ptr [r15 + r8 + 3392], rax
     test ebx, 1073741824
     jz 1f
 1:
-    mov ebp, r8d
-    and r8, 8128
-    mov qword ptr [r15 + r8 + 7488], r8
-    movzx r8d, al
-    mov r9, rdi
-    mov dword ptr [r15 + 448], ecx
-    test dword ptr [r15 + 67117723], 18
-    jnz 1f
+    mov r8, r10
+    movzx eax, byte ptr [r15 + 128]
+    mov dword ptr [r15 + 64], eax
+    and r8, 448
+    movzx eax, byte ptr [r15 + r8 + 832]
+    test dword ptr [r15 + 67117724], 8
+    jz 1f
 1:
-    mov rdx, qword ptr [r15 + 320]
-    movzx r8d, byte ptr [r15 + 512]
-    mov r9d, 29
-    vmovdqu ymmword ptr [r15 + 512], ymm12
+    vmovdqu ymmword ptr [r15 + 576], ymm10
+    movzx eax, byte ptr [r15 + 448]
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b6_done
 .Lc1_b6_c6:
-    lea rcx, [rip + .Lc1_d13118_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d13118_j_t
-.Lc1_d13118_j:
-    lea r8, [r10 + r10*1]
-    mov rdi, rdx
-    and r8, 4032
-    movsxd rdx, dword ptr [r15 + r8 + 3392]
-    movsxd rcx, dword ptr [r15 + 320]
-    movzx edi, r9b
-    mov r9d, r9d
-    mov edi, dword ptr [r15 + 128]
-    test bl, 80
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov r8d, dword ptr [r15 + 384]
+    mov rbp, r10
+    movzx eax, al
+    movzx eax, cl
+    and rbp, 448
+    mov dword ptr [r15 + rbp + 832], r8d
+    movzx ecx, byte ptr [r15 + 320]
+    lea rbp, [r10 + r10*1]
+    test dword ptr [r15 + 67117723], 96
     jnz 1f
 1:
-    mov rbp, r10
-    movsxd r9, dword ptr [r15 + 448]
-    and rbp, 1984
-    mov edi, dword ptr [r15 + rbp + 1344]
-    lea rdi, [r15 + 67109504]
-    mov ecx, 6
-    rep stosb
-    movzx eax, r8b
-    movzx eax, bpl
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rax, rbp
-    mov rbp, r10
-    mov rax, r9
-    mov r9d, 88
     and rbp, 16320
-    movsxd rdx, dword ptr [r15 + rbp + 15680]
-    movsxd rbp, dword ptr [r15 + 256]
+    mov dword ptr [r15 + rbp + 15680], 169
+    lea r8, [r10 + r10*1]
+    movzx eax, byte ptr [r15 + 384]
+    and r8, 8128
+    mov dword ptr [r15 + r8 + 7552], 6
+    mov dword ptr [r15 + 64], r8d
     test ebx, 1073741824
     jnz 1f
 1:
-    mov qword ptr [r15 + 384], rcx
-    movsxd rcx, dword ptr [r15 + 64]
-    movzx ebp, al
-    mov rax, r9
-    mov r9d, ebp
+    movsxd rax, dword ptr [r15 + 512]
+    mov rcx, r8
+    mov ecx, dword ptr [r15 + 128]
+    mov dword ptr [r15 + rbp + 15744], 101
     test ebx, 1073741824
+    jnz 1f
+1:
+    mov ebp, 59
+    mov eax, 112
+    mov ebp, 29
+    mov ebp, dword ptr [r15 + r8 + 7488]
+    test dword ptr [r15 + 67117723], 134217732
     jz 1f
 1:
-    mov dword ptr [r15 + r8 + 3456], 65
-    mov ebp, dword ptr [r15 + 128]
-    vmovdqu ymmword ptr [r15 + 512], ymm12
-    mov r9, qword ptr [r15 + 640]
-    mov r8, qword ptr [r15 + 384]
+    mov rbp, qword ptr [r15 + 448]
+    mov r8d, 109
+    movzx edi, dil
+    mov dword ptr [r15 + 192], 16
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b6_done
 .Lc1_b6_c7:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d13172_j]
+    lea rcx, [rip + .Lc1_d12919_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d13172_j_t
-.Lc1_d13172_j:
-    lea rbp, [r10 + r10*1]
-    and rbp, 1984
-    movsxd rcx, dword ptr [r15 + rbp + 1344]
-    mov eax, dword ptr [r15 + 192]
-    movzx r9d, bpl
-    mov dword ptr [r15 + 704], eax
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx r9d, r9b
-    mov r9d, 253
-    mov r9, qword ptr [r15 + 448]
-    mov r8, r10
-    movzx eax, bpl
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and r8, 8128
-    mov eax, dword ptr [r15 + r8 + 7488]
-    mov r8d, dword ptr [r15 + 64]
-    mov ecx, dword ptr [r15 + rbp + 1408]
-    mov qword ptr [r15 + 512], rcx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx edx, r9b
-    mov dword ptr [r15 + 128], esi
-    mov r9d, 151
-    movsxd rdi, dword ptr [r15 + 320]
+    jmp .Lc1_d12919_j_t
+.Lc1_d12919_j:
+    mov rbp, r11
+    mov ecx, dword ptr [r15 + 256]
+    mov edi, 50
+    and rbp, 4032
+    movsxd r8, dword ptr [r15 + rbp + 3392]
+    mov ebp, dword ptr [r15 + 384]
+    sete dil
+    lea r9, [r11 + r11*2]
+    mov rbp, r11
     test ebx, 1073741824
     jz 1f
 1:
-    mov rbp, r11
-    movzx r9d, byte ptr [r15 + 256]
-    and rbp, 8128
-    mov qword ptr [r15 + rbp + 7488], rdi
-    mov ebp, 49
-    mov edi, 195
-    test dword ptr [r15 + 67117723], 18
+    and rbp, 16320
+    movsxd rdi, dword ptr [r15 + rbp + 15680]
+    and r9, 1984
+    mov ebp, dword ptr [r15 + r9 + 1472]
+    mov qword ptr [r15 + 512], r9
+    mov byte ptr [r15 + 64], r8b
+    mov ecx, edi
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rdi, qword ptr [r15 + 192]
+    mov dword ptr [r15 + 768], ebp
+    mov dword ptr [r15 + 704], 70
+    mov ebp, dword ptr [r15 + r9 + 1344]
+    mov r8, rcx
+    test ebx, 8192
+    jz 1f
+1:
+    mov ecx, r8d
+    movsxd rcx, dword ptr [r15 + 448]
+    mov r8, qword ptr [r15 + 128]
+    movzx edi, byte ptr [r15 + 64]
+    or qword ptr [r15 + 128], 101
+    test ebx, 1073741824
     jnz 1f
 1:
-    mov dword ptr [r15 + 768], 104
-    mov edx, dword ptr [r15 + 576]
-    mov rax, r9
+    movzx r8d, byte ptr [r15 + 320]
+    mov byte ptr [r15 + 320], bpl
+    mov ebp, ebp
+    movzx ebp, cl
+    movsxd rbp, dword ptr [r15 + r9 + 1408]
     add r11, 64
-    add r10, r11
     inc rbx
     dec r13
     jnz .Lc1_b6_c0
@@ -16440,127 +16028,109 @@ ditto_body_c1:
     jmp .Lc1_b7_c0
     .p2align 6
 .Lc1_b7_c0:
-    mov qword ptr [r15 + 384], rdx
-    mov qword ptr [r15 + 448], rsi
-    mov dword ptr [r15 + 256], 196
-    mov ecx, ecx
+    mov rcx, qword ptr [r15 + 384]
+    mov dword ptr [r15 + 448], 108
+    movzx ebp, byte ptr [r15 + 64]
+    mov r9d, 58
+    mov r8d, dword ptr [r15 + 256]
+    mov r9d, 214
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov ecx, 196
-    mov rcx, rcx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx eax, byte ptr [r15 + 320]
-    mov rcx, rbp
-    .byte 0x66, 0x90
-    mov ecx, 21
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, rcx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, ebp
-    and rbp, 16320
-    movsxd rcx, dword ptr [r15 + rbp + 15680]
-    mov rdi, qword ptr [r15 + 128]
     test ebx, 1073741824
     jz 1f
 1:
+    mov rcx, r9
+    mov qword ptr [r15 + 0], r8
+    mov qword ptr [r15 + 0], rdx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r9d, r8b
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov rbp, r11
-    movzx ecx, cl
-    and rbp, 448
-    movzx ecx, byte ptr [r15 + rbp + 832]
-    vmovdqu ymmword ptr [r15 + 192], ymm12
-    mov ebp, 160
-    mov r9, r10
-    mov ebp, 131
     test ebx, 1073741824
     jnz 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r9d, byte ptr [r15 + 128]
+    mov rbp, r11
+    movzx r8d, byte ptr [r15 + 704]
+    mov qword ptr [r15 + 192], rcx
+    mov dword ptr [r15 + 768], ecx
+    and rbp, 8128
+    mov dword ptr [r15 + rbp + 7488], r8d
+    mov dword ptr [r15 + 640], r9d
+    mov byte ptr [r15 + 384], cl
+    test ebx, 1073741824
+    jnz 1f
+1:
+    add rbp, qword ptr [r15 + 512]
+    mov byte ptr [r15 + 64], r8b
+    mov r8d, ebp
+    mov r8, qword ptr [r15 + 128]
+    mov r9, rbp
+    mov qword ptr [r15 + 320], rcx
+    mov r9, r11
     jmp 1f
 1:
-    and r9, 4032
-    movzx ecx, byte ptr [r15 + r9 + 3392]
-    mov eax, r9d
-    mov dword ptr [r15 + 512], eax
-    jmp 1f
-1:
-    mov eax, 37
+    and r9, 1984
+    mov byte ptr [r15 + r9 + 1344], bpl
     add r11, 64
-    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b7_done
 .Lc1_b7_c1:
-    mov rbp, r11
-    and rbp, 1984
-    or qword ptr [r15 + rbp + 1344], 35
-    mov ebp, 138
-    movsxd rdi, dword ptr [r15 + 384]
-    movzx ecx, cl
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 7
-    mov rbp, rsi
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d13021_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d13021_j_t
+.Lc1_d13021_j:
+    mov r9, r11
+    mov rcx, qword ptr [r15 + 512]
+    movzx eax, byte ptr [r15 + 384]
+    and r9, 1984
+    mov dword ptr [r15 + r9 + 1344], ecx
+    mov rcx, qword ptr [r15 + 576]
+    movzx edx, al
+    mov edi, 102
     test ebx, 1073741824
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 88
-    mov rsi, rbp
-    jmp 1f
-1:
-    and eax, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    jmp 1f
-1:
+    movzx eax, byte ptr [r15 + 320]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, esi
-    inc dword ptr [r15 + 128]
-    mov qword ptr [r15 + 768], rax
-    and eax, dword ptr [r15 + 64]
-    mov esi, dword ptr [r15 + 320]
-    mov ebp, 146
-    mov ebp, 132
+    mov rcx, rsi
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rbp, r11
-    mov rax, qword ptr [r15 + 448]
-    mov esi, dword ptr [r15 + 192]
+    movsxd rcx, dword ptr [r15 + 128]
     mov r9, r11
-    movzx ecx, dil
-    and rbp, 4032
-    mov dword ptr [r15 + rbp + 3392], 105
-    and r9, 448
-    mov byte ptr [r15 + r9 + 832], bpl
-    mov ecx, ecx
     jmp 1f
 1:
-    mov byte ptr [r15 + 512], bpl
-    mov rbp, rcx
+    vmovq xmm9, rdi
+    and r9, 16320
+    mov dword ptr [r15 + r9 + 15680], ecx
+    mov qword ptr [r15 + 64], rax
+    movzx eax, byte ptr [r15 + 128]
+    test dword ptr [r15 + 67117724], 2064
+    jnz 1f
+1:
+    mov rbp, r11
+    movzx esi, byte ptr [r15 + 256]
+    jmp 1f
+1:
+    movzx r9d, al
+    and rbp, 4032
+    vmovdqu ymmword ptr [r15 + rbp + 3392], ymm9
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
@@ -16569,161 +16139,152 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d13332_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d13332_j_t
-.Lc1_d13332_j:
-    jmp 1f
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 65536
+    setz al
+    lea rcx, [rip + .Lc1_d13067_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d13067_s_t
+    .p2align 3
+.Lc1_d13067_s:
+    .p2align 3
+    jmp .Lc1_d13067_j
+    .p2align 3
+    jmp .Lc1_d13067_j
+.Lc1_d13067_j:
+    mov rbp, r11
+    and rbp, 448
+    mov ecx, dword ptr [r15 + rbp + 832]
+    mov rbp, r11
+    mov dword ptr [r15 + 256], 40
+    and rbp, 1984
+    movzx eax, byte ptr [r15 + rbp + 1344]
+    mov dword ptr [r15 + 320], 206
+    test dword ptr [r15 + 67117724], 1024
+    jz 1f
 1:
-    mov dword ptr [r15 + 384], ebp
-    and eax, dword ptr [r15 + 256]
-    mov ebp, dword ptr [r15 + 64]
-    mov rcx, qword ptr [r15 + 320]
-    mov rsi, rbp
-    mov rsi, rcx
+    .byte 0x0f, 0x1f, 0x40, 0x00
+    mov dword ptr [r15 + 640], 105
+    movzx ebp, byte ptr [r15 + 64]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movsxd rax, dword ptr [r15 + 448]
+    mov r8, r11
+    mov dword ptr [r15 + 192], ecx
+    and r8, 8128
+    mov dword ptr [r15 + r8 + 7488], 40
     test ebx, 1073741824
     jz 1f
 1:
-    mov qword ptr [r15 + 384], rsi
-    mov dword ptr [r15 + 0], 19
-    mov r12, qword ptr [r15 + r12 + 56]
+    and r8d, dword ptr [r15 + 128]
+    and ecx, dword ptr [r15 + 384]
     jmp 1f
 1:
-    mov esi, eax
-    mov esi, ebp
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 288
-    jnz 1f
-1:
-    mov rbp, rsi
-    mov rbp, rsi
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov rsi, qword ptr [r15 + 640]
-    mov r8, r11
-    test dword ptr [r15 + 67117723], 2097152
-    jz 1f
-1:
-    and r8, 8128
-    mov byte ptr [r15 + r8 + 7488], sil
-    mov dword ptr [r15 + 448], 121
-    movsxd r8, dword ptr [r15 + 64]
-    vmovdqu ymmword ptr [r15 + 128], ymm12
-    mov rbp, r11
-    movzx esi, byte ptr [r15 + 576]
-    and rbp, 1984
-    mov dword ptr [r15 + rbp + 1344], 174
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b7_done
 .Lc1_b7_c3:
-    mov rbp, r11
-    and rbp, 8128
-    movzx r8d, byte ptr [r15 + rbp + 7488]
-    mov dword ptr [r15 + 0], esi
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 201
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r11
-    mov byte ptr [r15 + 0], r8b
-    mov r8d, 48
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
     mov r8, r11
-    and rbp, 448
-    movsxd rsi, dword ptr [r15 + rbp + 832]
+    mov eax, 182
     and r8, 4032
-    movsxd rbp, dword ptr [r15 + r8 + 3392]
-    jmp 1f
-1:
-    movzx r8d, byte ptr [r15 + 192]
+    mov rcx, qword ptr [r15 + r8 + 3392]
+    vmovdqu ymmword ptr [r15 + 384], ymm9
+    movzx r8d, al
+    mov dword ptr [r15 + 512], 48
+    mov byte ptr [r15 + 704], cl
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov dword ptr [r15 + 448], 145
-    mov dword ptr [r15 + 64], 11
-    movzx r8d, byte ptr [r15 + 512]
-    movzx ebp, sil
-    mov esi, edx
-    mov dword ptr [r15 + 256], 243
+    mov r12, qword ptr [r15 + r12 + 56]
+    vpcmpeqb xmm9, xmm9, xmm14
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 100
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, r11
+    mov ecx, 154
+    mov r12, qword ptr [r15 + r12 + 56]
+    test dword ptr [r15 + 67117723], 128
+    jnz 1f
+1:
+    and r8, 448
+    mov dword ptr [r15 + r8 + 832], 86
+    mov r8d, dword ptr [r15 + 512]
     jmp 1f
 1:
+    mov eax, dword ptr [r15 + 64]
+    mov ecx, ecx
+    mov byte ptr [r15 + 192], bpl
+    mov ebp, 36
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx edi, byte ptr [r15 + 384]
-    vmovdqu ymmword ptr [r15 + 704], ymm12
-    mov qword ptr [r15 + 128], rsi
-    movsxd rdx, dword ptr [r15 + 512]
-    mov rsi, qword ptr [r15 + 320]
-    movzx ebp, byte ptr [r15 + 192]
+    and ebp, dword ptr [r15 + 448]
+    mov ecx, dword ptr [r15 + 128]
+    mov rax, rax
+    mov r8d, 163
+    mov rax, qword ptr [r15 + 320]
+    mov r8, rbp
+    mov r8, rbp
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b7_done
 .Lc1_b7_c4:
-    lea rcx, [rip + .Lc1_d13420_j]
+    lea rcx, [rip + .Lc1_d13150_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d13420_j_t
-.Lc1_d13420_j:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rcx, dword ptr [r15 + 128]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov byte ptr [r15 + 320], cl
-    mov ecx, 15
+    jmp .Lc1_d13150_j_t
+.Lc1_d13150_j:
     mov rbp, r11
     jmp 1f
 1:
-    mov ecx, ebp
-    movsxd r9, dword ptr [r15 + 448]
-    and rbp, 4032
-    mov byte ptr [r15 + rbp + 3392], sil
-    movzx esi, r9b
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rbp, qword ptr [r15 + 320]
-    mov r9, r9
-    mov r9, r11
-    mov rsi, rsi
-    jmp 1f
-1:
-    mov r8, r11
-    mov rsi, qword ptr [r15 + 384]
-    and r9, 1984
-    mov ecx, dword ptr [r15 + r9 + 1344]
-    and r8, 448
-    mov qword ptr [r15 + r8 + 832], rbp
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov ebp, dword ptr [r15 + 256]
-    mov r8d, ebp
-    mov ebp, 97
-    jmp 1f
-1:
+    and rbp, 1984
+    movzx ecx, byte ptr [r15 + rbp + 1344]
+    vmovq qword ptr [r15 + 128], xmm9
     movzx ebp, byte ptr [r15 + 768]
-    mov dword ptr [r15 + 64], 200
-    movzx edi, byte ptr [r15 + 576]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r8d, cl
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 320], 124
+    mov rcx, rdi
+    movzx esi, byte ptr [r15 + 64]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 384], esi
+    mov esi, dword ptr [r15 + 64]
+    mov r8, r11
+    mov rcx, qword ptr [r15 + 320]
+    and r8, 8128
+    mov dword ptr [r15 + r8 + 7488], 66
+    mov r8d, dword ptr [r15 + 448]
+    mov rbp, r11
+    mov edi, esi
+    test ebx, 1073741824
+    jz 1f
+1:
+    and rbp, 4032
+    mov esi, dword ptr [r15 + rbp + 3392]
+    mov edi, 196
+    mov rbp, qword ptr [r15 + 256]
+    movzx edi, dil
+    jmp 1f
+1:
+    add rdi, qword ptr [r15 + 192]
     add r11, 64
     inc rbx
     dec r13
@@ -16732,50 +16293,52 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov rax, rdi
+    movzx eax, dil
     jmp 1f
 1:
-    vmovq qword ptr [r15 + 448], xmm12
-    mov qword ptr [r15 + 384], r8
-    jmp 1f
-1:
-    .byte 0x0f, 0x1f, 0x40, 0x00
-    movzx eax, byte ptr [r15 + 320]
-    test ebx, 1073741824
+    vmovdqu ymmword ptr [r15 + 320], ymm9
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], al
+    mov r12, qword ptr [r15 + r12 + 56]
+    test dword ptr [r15 + 67117723], 16777216
     jz 1f
 1:
-    mov eax, 238
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 0], ymm12
-    mov rax, rbp
-    test dword ptr [r15 + 67117724], 270337
-    jz 1f
-1:
-    mov dword ptr [r15 + 512], 201
-    mov qword ptr [r15 + 128], rax
+    movsxd rax, dword ptr [r15 + 448]
+    movsxd rcx, dword ptr [r15 + 576]
     jmp 1f
 1:
+    mov byte ptr [r15 + 128], al
     jmp 1f
 1:
-    mov byte ptr [r15 + 192], al
-    mov qword ptr [r15 + 640], rax
-    movzx edx, byte ptr [r15 + 64]
+    movsxd rax, dword ptr [r15 + 640]
+    movsxd rdi, dword ptr [r15 + 384]
+    mov rbp, r11
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx eax, byte ptr [r15 + 256]
-    mov edx, 76
-    mov rbp, r11
-    mov dword ptr [r15 + 128], 2
-    mov r8, r11
     and rbp, 8128
-    mov r9d, dword ptr [r15 + rbp + 7488]
-    and r8, 1984
-    add r9, qword ptr [r15 + r8 + 1344]
-    vmovdqu ymmword ptr [r15 + 512], ymm12
+    mov eax, dword ptr [r15 + rbp + 7488]
+    mov ebp, dword ptr [r15 + 192]
+    mov rdi, rbp
+    mov qword ptr [r15 + 256], rax
+    mov rax, rax
+    mov rbp, r11
+    mov r8, r11
+    mov ecx, 52
+    and rbp, 1984
+    movsxd rax, dword ptr [r15 + rbp + 1344]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and r8, 448
+    mov dword ptr [r15 + r8 + 832], ebp
+    mov rbp, rax
+    movzx ebp, byte ptr [r15 + 128]
+    jmp 1f
+1:
+    movzx eax, byte ptr [r15 + 512]
+    mov qword ptr [r15 + 64], rax
     add r11, 64
     inc rbx
     dec r13
@@ -16784,67 +16347,57 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 16384
-    setz al
-    lea rcx, [rip + .Lc1_d13515_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d13515_s_t
-    .p2align 3
-.Lc1_d13515_s:
-    .p2align 3
-    jmp .Lc1_d13515_j
-    .p2align 3
-    jmp .Lc1_d13515_j
-.Lc1_d13515_j:
-    mov ecx, r9d
-    jmp 1f
-1:
-    mov ecx, dword ptr [r15 + 64]
-    mov r9, rcx
-    movzx eax, al
-    test dword ptr [r15 + 67117724], 65536
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov qword ptr [r15 + 704], rcx
-    jmp 1f
-1:
-    vmovdqu ymmword ptr [r15 + 192], ymm11
-    mov qword ptr [r15 + 448], r9
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx r9d, al
-    vpxor xmm7, xmm7, xmm0
-    mov r9, r11
+    lea rcx, [rip + .Lc1_d13245_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d13245_j_t
+.Lc1_d13245_j:
     mov rbp, r11
-    and r9, 448
-    mov qword ptr [r15 + r9 + 832], rbp
+    mov ecx, eax
+    mov rax, rax
     and rbp, 4032
-    movsxd r9, dword ptr [r15 + rbp + 3392]
-    test bl, 80
-    jnz 1f
-1:
-    mov ebp, dword ptr [r15 + 384]
-    jmp 1f
-1:
-    movzx r9d, sil
-    jmp 1f
-1:
-    mov r9, rax
-    mov r9, r11
+    mov byte ptr [r15 + rbp + 3392], cl
+    mov dword ptr [r15 + 448], 249
+    movsxd rbp, dword ptr [r15 + 384]
+    add rcx, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
+    mov r9, r11
+    movsxd rcx, dword ptr [r15 + 704]
+    and r9, 448
+    mov dword ptr [r15 + r9 + 832], esi
     jmp 1f
 1:
+    jmp 1f
+1:
+    mov r9d, 217
+    mov r9d, 175
+    jmp 1f
+1:
+    test dword ptr [r15 + 67117724], 2048
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov r9, r11
+    mov edx, ecx
+    mov rcx, rdx
+    mov rdx, r9
     and r9, 1984
-    mov byte ptr [r15 + r9 + 1344], bpl
-    jmp 1f
+    mov edx, dword ptr [r15 + r9 + 1344]
+    mov dword ptr [r15 + 256], 96
+    mov r9d, ecx
+    test dword ptr [r15 + 67117724], 536870976
+    jnz 1f
 1:
-    mov r9, rbp
+    mov dword ptr [r15 + 128], 81
+    mov r9d, 188
+    mov r9d, esi
+    mov byte ptr [r15 + 512], dl
+    add qword ptr [r15 + 320], rcx
+    mov rcx, rdx
+    movzx edx, byte ptr [r15 + 64]
     add r11, 64
     inc rbx
     dec r13
@@ -16853,55 +16406,52 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov rbp, qword ptr [r15 + 384]
-    mov dword ptr [r15 + 0], ebp
+    mov r9, r11
+    mov qword ptr [r15 + 256], rax
+    and r9, 8128
+    movzx eax, byte ptr [r15 + r9 + 7488]
+    movzx r9d, al
+    movzx esi, dl
     mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, 198
-    movzx ebp, sil
-    add rbp, qword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rsi, rax
-    test dword ptr [r15 + 67117724], 1026
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, dword ptr [r15 + 128]
     jmp 1f
 1:
-    and esi, dword ptr [r15 + 320]
+    test dword ptr [r15 + 67117723], 4160
+    jnz 1f
+1:
+    jmp 1f
+1:
     mov r9, r11
-    movsxd rbp, dword ptr [r15 + 512]
+    vpshufd xmm9, xmm9, 19
+    mov qword ptr [r15 + 0], rax
+    add rcx, qword ptr [r15 + 448]
+    and r9, 448
+    mov eax, dword ptr [r15 + r9 + 832]
+    mov qword ptr [r15 + 384], rsi
+    mov r9, r11
+    mov esi, ecx
+    test bl, 32
+    jz 1f
+1:
+    movsxd rcx, dword ptr [r15 + 320]
     and r9, 4032
-    mov dword ptr [r15 + r9 + 3392], r8d
-    movzx edx, byte ptr [r15 + 64]
+    movsxd rsi, dword ptr [r15 + r9 + 3392]
+    mov dword ptr [r15 + 64], r8d
+    movzx r9d, cl
+    jmp 1f
+1:
+    mov ebp, 21
+    mov rcx, rax
     test ebx, 1073741824
     jz 1f
 1:
-    mov r9, qword ptr [r15 + 320]
-    mov rsi, r9
-    movzx edx, byte ptr [r15 + 448]
-    movzx r9d, bpl
-    jmp 1f
-1:
-    mov r9, r11
-    vpmovmskb ebp, xmm7
-    and r9, 448
-    mov byte ptr [r15 + r9 + 832], dl
-    mov qword ptr [r15 + 128], rdx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rbp, r11
-    jmp 1f
-1:
-    jmp 1f
-1:
-    and rbp, 8128
-    mov qword ptr [r15 + rbp + 7488], rsi
-    movsxd rsi, dword ptr [r15 + 192]
-    mov qword ptr [r15 + 768], r9
-    movzx r9d, r9b
-    movzx ebp, byte ptr [r15 + 256]
+    mov rax, qword ptr [r15 + 384]
+    movzx ecx, byte ptr [r15 + 512]
+    mov esi, dword ptr [r15 + 768]
+    mov r9, rcx
+    mov qword ptr [r15 + 192], rbp
+    mov rbp, qword ptr [r15 + 64]
+    and r9d, dword ptr [r15 + 128]
     add r11, 64
     inc rbx
     dec r13
@@ -16919,57 +16469,60 @@ ditto_body_c1:
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
     xor eax, eax
-    test dword ptr [r15 + 67117724], 2048
-    setz al
-    lea rcx, [rip + .Lc1_d13622_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d13622_s_t
-    .p2align 3
-.Lc1_d13622_s:
-    .p2align 3
-    jmp .Lc1_d13622_j
-    .p2align 3
-    jmp .Lc1_d13622_j
-.Lc1_d13622_j:
-    mov rbp, r10
-    mov qword ptr [r15 + 320], rax
-    and rbp, 1984
-    movsxd rax, dword ptr [r15 + rbp + 1344]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov ebp, edi
-    test dword ptr [r15 + 67117724], 16777216
-    jz 1f
-1:
-    movsxd rax, dword ptr [r15 + 192]
-    mov rbp, r10
-    mov rcx, qword ptr [r15 + 128]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and rbp, 4032
-    mov rax, qword ptr [r15 + rbp + 3392]
     test dword ptr [r15 + 67117724], 128
+    setz al
+    lea rcx, [rip + .Lc1_d13348_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d13348_s_t
+    .p2align 3
+.Lc1_d13348_s:
+    .p2align 3
+    jmp .Lc1_d13348_j
+    .p2align 3
+    jmp .Lc1_d13348_j
+.Lc1_d13348_j:
+    movzx eax, byte ptr [r15 + 64]
+    vmovq xmm9, rcx
+    mov esi, 88
+    test ebx, 1073741824
     jz 1f
 1:
-    mov rbp, rcx
-    vmovq xmm7, rcx
+    movsxd rcx, dword ptr [r15 + 704]
+    movzx r8d, r8b
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
-    lea rbp, [r10 + r10*1]
-    mov ecx, dword ptr [r15 + 64]
+    mov r8d, eax
+    movzx ebp, al
+    movsxd rsi, dword ptr [r15 + 192]
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
-    and rbp, 448
-    movzx eax, byte ptr [r15 + rbp + 896]
-    mov byte ptr [r15 + rbp + 832], r8b
-    test ebx, 1073741824
-    jnz 1f
+    mov byte ptr [r15 + 256], cl
+    mov ecx, esi
+    test ebx, 256
+    jz 1f
 1:
-    mov qword ptr [r15 + 256], rbp
+    mov byte ptr [r15 + 768], r8b
+    mov r8, rsi
+    test ebx, 28624
+    jz 1f
+1:
+    mov r9d, dword ptr [r15 + 256]
+    mov rbp, r10
+    mov rsi, rcx
+    and rbp, 8128
+    mov ecx, dword ptr [r15 + rbp + 7488]
+    test dword ptr [r15 + 67117723], 147456
+    jz 1f
+1:
+    movzx ebp, byte ptr [r15 + 448]
+    mov dword ptr [r15 + 192], 191
+    test dword ptr [r15 + 67117723], 4104
+    jz 1f
+1:
+    movzx r8d, byte ptr [r15 + 512]
+    mov ebp, ecx
     add r11, 64
     add r10, r11
     inc rbx
@@ -16979,57 +16532,57 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rbp, [r10 + r10*1]
-    and rbp, 448
-    movsxd r8, dword ptr [r15 + rbp + 832]
-    mov eax, eax
-    movsxd rax, dword ptr [r15 + 704]
-    test ebx, 28144
-    jz 1f
+    movsxd rax, dword ptr [r15 + 576]
+    mov byte ptr [r15 + 320], r8b
+    mov r8d, r8d
+    test ebx, 1073741824
+    jnz 1f
 1:
-    mov rax, rbp
-    movsxd rcx, dword ptr [r15 + 64]
-    mov dword ptr [r15 + 640], ebp
+    mov dword ptr [r15 + 448], r8d
+    mov r9, r10
+    mov r8d, 35
+    and r9, 448
+    movzx ecx, byte ptr [r15 + r9 + 832]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx r9d, r9b
+    mov qword ptr [r15 + 384], rax
+    mov r9d, dword ptr [r15 + 384]
     test ebx, 1073741824
     jz 1f
 1:
-    mov dword ptr [r15 + 448], ecx
-    mov dword ptr [r15 + 384], ecx
+    mov r9, rcx
+    movsxd rcx, dword ptr [r15 + 192]
+    mov dword ptr [r15 + 128], 178
     test dword ptr [r15 + 67117724], 532480
-    jz 1f
+    jnz 1f
 1:
-    movzx ecx, byte ptr [r15 + 256]
-    lea r8, [r10 + r10*1]
-    movsxd rax, dword ptr [r15 + 64]
-    and r8, 4032
-    mov rdx, qword ptr [r15 + r8 + 3456]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rcx, rax
-    movsxd rax, dword ptr [r15 + rbp + 896]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rax, rcx
-    mov eax, 113
-    mov rax, qword ptr [r15 + r8 + 3392]
-    test bl, 16
-    jz 1f
-1:
-    mov rbp, rdi
-    movsxd r8, dword ptr [r15 + 320]
+    mov dword ptr [r15 + 512], r9d
+    mov r9, qword ptr [r15 + 128]
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx ecx, byte ptr [r15 + 128]
-    mov r8, rax
-    mov qword ptr [r15 + 320], rbp
+    movzx ecx, al
+    mov eax, 201
+    mov edx, r9d
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rdi, qword ptr [r15 + 320]
+    movsxd r9, dword ptr [r15 + 64]
+    movzx eax, byte ptr [r15 + 256]
+    test dword ptr [r15 + 67117724], 1
+    jz 1f
+1:
+    movzx r9d, byte ptr [r15 + 384]
+    mov r8, rdx
+    movzx edx, byte ptr [r15 + 320]
     test ebx, 1073741824
     jnz 1f
 1:
-    vmovdqu ymmword ptr [r15 + 192], ymm7
-    mov ebp, dword ptr [r15 + 384]
+    movsxd rbp, dword ptr [r15 + 64]
+    mov eax, esi
     add r11, 64
     add r10, r11
     inc rbx
@@ -17041,60 +16594,62 @@ ditto_body_c1:
     mov qword ptr [r15 + 67117720], rax
     mov eax, dword ptr [r15 + 67117724]
     and eax, 15
-    lea rcx, [rip + .Lc1_d13722_s]
+    lea rcx, [rip + .Lc1_d13451_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d13722_s_t
+    jmp .Lc1_d13451_s_t
     .p2align 3
-.Lc1_d13722_s:
+.Lc1_d13451_s:
     .p2align 3
-    jmp .Lc1_d13722_j
+    jmp .Lc1_d13451_j
     .p2align 3
-    jmp .Lc1_d13722_j
+    jmp .Lc1_d13451_j
     .p2align 3
-    jmp .Lc1_d13722_j
+    jmp .Lc1_d13451_j
     .p2align 3
-    jmp .Lc1_d13722_j
+    jmp .Lc1_d13451_j
     .p2align 3
-    jmp .Lc1_d13722_j
+    jmp .Lc1_d13451_j
     .p2align 3
-    jmp .Lc1_d13722_j
+    jmp .Lc1_d13451_j
     .p2align 3
-    jmp .Lc1_d13722_j
+    jmp .Lc1_d13451_j
     .p2align 3
-    jmp .Lc1_d13722_j
+    jmp .Lc1_d13451_j
     .p2align 3
-    jmp .Lc1_d13722_j
+    jmp .Lc1_d13451_j
     .p2align 3
-    jmp .Lc1_d13722_j
+    jmp .Lc1_d13451_j
     .p2align 3
-    jmp .Lc1_d13722_j
+    jmp .Lc1_d13451_j
     .p2align 3
-    jmp .Lc1_d13722_j
+    jmp .Lc1_d13451_j
     .p2align 3
-    jmp .Lc1_d13722_j
+    jmp .Lc1_d13451_j
     .p2align 3
-    jmp .Lc1_d13722_j
+    jmp .Lc1_d13451_j
     .p2align 3
-    jmp .Lc1_d13722_j
+    jmp .Lc1_d13451_j
     .p2align 3
-    jmp .Lc1_d13722_j
-.Lc1_d13722_j:
-    mov dword ptr [r15 + 64], 207
-    mov ecx, 241
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + 512], 66
-    mov edx, dword ptr [r15 + 128]
+    jmp .Lc1_d13451_j
+.Lc1_d13451_j:
+    mov rbp, r10
+    and rbp, 1984
+    mov qword ptr [r15 + rbp + 1344], rax
+    mov dword ptr [r15 + 640], 109
     test ebx, 1073741824
     jz 1f
 1:
-    movsxd rcx, dword ptr [r15 + 128]
-    mov eax, dword ptr [r15 + 192]
+    mov rbp, qword ptr [r15 + 128]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov ebp, r9d
+    movzx eax, byte ptr [r15 + 320]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx eax, bpl
+    add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
@@ -17102,51 +16657,51 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    movzx edx, dl
-    mov qword ptr [r15 + 320], rcx
-    mov rbp, r10
-    movzx ecx, byte ptr [r15 + 256]
-    lea r8, [r10 + r10*1]
-    test dword ptr [r15 + 67117723], 128
-    jz 1f
-1:
-    and r8, 8128
-    mov qword ptr [r15 + r8 + 7552], rax
-    and rbp, 16320
-    mov qword ptr [r15 + rbp + 15680], r8
+    mov byte ptr [r15 + 64], bpl
+    mov eax, 166
+    lea rbp, [r10 + r10*1]
+    mov rax, qword ptr [r15 + 512]
     test ebx, 1073741824
     jnz 1f
 1:
-    movsxd rbp, dword ptr [r15 + 448]
-    mov rax, r8
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rbp, r10
+    and rbp, 1984
+    mov byte ptr [r15 + rbp + 1408], al
     movzx eax, al
-    and rbp, 448
-    mov dword ptr [r15 + rbp + 832], r8d
+    mov r8, r10
+    test ebx, 1073741824
+    jz 1f
+1:
+    vmovdqu ymmword ptr [r15 + 64], ymm9
+    and r8, 448
+    mov rax, qword ptr [r15 + r8 + 832]
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx esi, byte ptr [r15 + 768]
-    mov qword ptr [r15 + 192], r9
-    mov rbp, qword ptr [r15 + 512]
+    mov r8, qword ptr [r15 + 448]
+    mov dword ptr [r15 + 128], 247
+    mov r9, r10
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx r8d, byte ptr [r15 + 256]
+    and r9, 8128
+    movzx eax, byte ptr [r15 + r9 + 7488]
+    mov r9d, dword ptr [r15 + 192]
     test ebx, 1073741824
     jz 1f
 1:
-    mov qword ptr [r15 + 512], rax
-    mov rax, qword ptr [r15 + 384]
-    test bl, 24
+    mov r9d, dword ptr [r15 + 512]
+    mov r8d, r9d
+    test ebx, 1073741824
+    jnz 1f
+1:
+    or qword ptr [r15 + rbp + 1344], 85
+    mov dword ptr [r15 + 704], 89
+    test dword ptr [r15 + 67117723], 1073741834
     jz 1f
 1:
-    movzx edx, byte ptr [r15 + 256]
-    mov dword ptr [r15 + 64], 240
-    test dword ptr [r15 + 67117723], 4
-    jz 1f
-1:
-    movzx ecx, byte ptr [r15 + 448]
-    mov dword ptr [r15 + r8 + 7488], eax
+    mov byte ptr [r15 + 192], sil
+    mov rbp, qword ptr [r15 + 768]
     add r11, 64
     add r10, r11
     inc rbx
@@ -17164,43 +16719,42 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 0]
+    mov eax, dword ptr [r15 + 320]
     test ebx, 1073741824
     jnz 1f
 1:
-    sub r8, rcx
     test ebx, 28576
     jz 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    mov rcx, rcx
     test ebx, 1073741824
     jnz 1f
 1:
+    mov rax, rax
     test ebx, 1073741824
     jnz 1f
 1:
-    add rax, qword ptr [r15 + 0]
     test dword ptr [r15 + 67117724], 16777472
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    sub rcx, rbp
     test bl, 4
     jnz 1f
 1:
     test ebx, 1073741824
     jz 1f
 1:
-    mov dword ptr [r15 + 320], eax
+    add rcx, qword ptr [r15 + 0]
     test ebx, 1073741824
     jnz 1f
 1:
     test ebx, 1073741824
     jnz 1f
 1:
-    mov eax, 246
+    mov dword ptr [r15 + 64], eax
     test ebx, 1073741824
     jz 1f
 1:
@@ -17216,50 +16770,49 @@ ditto_body_c1:
     jmp .Lc1_b10_c0
     .p2align 6
 .Lc1_b10_c0:
-    mov rax, qword ptr [r15 + 192]
-    mov rcx, rcx
-    mov dword ptr [r15 + 128], 82
-    mov dword ptr [r15 + 384], 210
-    mov qword ptr [r15 + 640], rax
-    mov rcx, qword ptr [r15 + 448]
-    lea r8, [r10 + r10*1]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov byte ptr [r15 + 384], cl
-    and r8, 4032
-    mov rsi, qword ptr [r15 + r8 + 3392]
-    mov dword ptr [r15 + 256], 194
-    mov ecx, dword ptr [r15 + 320]
-    movzx ebp, byte ptr [r15 + 256]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov eax, r8d
+    lea rbp, [r10 + r10*2]
+    mov rax, rcx
+    and rbp, 4032
+    mov dword ptr [r15 + rbp + 3520], 180
+    movsxd r8, dword ptr [r15 + rbp + 3456]
     mov r9, r11
+    mov r8, r11
+    and r9, 1984
+    mov ecx, dword ptr [r15 + r9 + 1344]
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx ecx, byte ptr [r15 + 64]
-    and r9, 8128
-    mov rax, qword ptr [r15 + r9 + 7488]
-    mov esi, r9d
-    movsxd rbp, dword ptr [r15 + 128]
-    movzx esi, sil
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov ecx, r8d
-    mov ecx, r9d
-    mov rsi, qword ptr [r15 + 320]
-    mov qword ptr [r15 + 64], rcx
-    mov ecx, 120
+    and r8, 8128
+    mov dword ptr [r15 + r8 + 7488], r8d
+    mov qword ptr [r15 + 320], r9
+    mov ecx, 18
+    mov qword ptr [r15 + 576], r9
     test ebx, 1073741824
     jz 1f
 1:
-    mov qword ptr [r15 + 192], rdx
-    mov rbp, r10
-    mov byte ptr [r15 + r8 + 3456], sil
-    mov byte ptr [r15 + 704], al
-    mov rcx, rdx
-    and rbp, 8128
-    movzx r9d, byte ptr [r15 + rbp + 7488]
+    mov eax, 6
+    mov r8, qword ptr [r15 + 64]
+    mov r9, r9
+    mov eax, ecx
+    movsxd rsi, dword ptr [r15 + 192]
+    test dword ptr [r15 + 67117724], 524480
+    jz 1f
+1:
+    movsxd r8, dword ptr [r15 + 256]
+    mov dword ptr [r15 + 448], 221
+    mov qword ptr [r15 + 128], r9
+    mov dword ptr [r15 + 384], 144
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r9, qword ptr [r15 + rbp + 3392]
+    mov dword ptr [r15 + 256], r8d
+    mov rcx, qword ptr [r15 + 512]
+    or qword ptr [r15 + 128], 36
     add r11, 64
     add r10, r11
     inc rbx
@@ -17269,52 +16822,59 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 1048576
-    setz al
-    lea rcx, [rip + .Lc1_d13899_s]
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 7
+    lea rcx, [rip + .Lc1_d13628_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d13899_s_t
+    jmp .Lc1_d13628_s_t
     .p2align 3
-.Lc1_d13899_s:
+.Lc1_d13628_s:
     .p2align 3
-    jmp .Lc1_d13899_j
+    jmp .Lc1_d13628_j
     .p2align 3
-    jmp .Lc1_d13899_j
-.Lc1_d13899_j:
-    mov r9, qword ptr [r15 + 256]
-    movzx eax, byte ptr [r15 + 128]
-    vmovdqu ymmword ptr [r15 + 512], ymm7
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov byte ptr [r15 + 384], al
-    movsxd rdx, dword ptr [r15 + 512]
-    mov rax, r9
+    jmp .Lc1_d13628_j
+    .p2align 3
+    jmp .Lc1_d13628_j
+    .p2align 3
+    jmp .Lc1_d13628_j
+    .p2align 3
+    jmp .Lc1_d13628_j
+    .p2align 3
+    jmp .Lc1_d13628_j
+    .p2align 3
+    jmp .Lc1_d13628_j
+    .p2align 3
+    jmp .Lc1_d13628_j
+.Lc1_d13628_j:
+    mov r8d, eax
+    mov r9, rbp
+    mov rbp, r10
+    mov r9d, r9d
+    and rbp, 8128
+    movzx ecx, byte ptr [r15 + rbp + 7488]
+    mov eax, 253
     test ebx, 1073741824
     jz 1f
 1:
-    mov r9, r10
-    mov rbp, r11
-    mov ecx, 33
-    and rbp, 448
-    mov rdx, qword ptr [r15 + rbp + 832]
-    and r9, 448
-    movzx ecx, byte ptr [r15 + r9 + 832]
+    mov r8, qword ptr [r15 + 448]
+    mov qword ptr [r15 + 320], rcx
+    mov edi, 31
+    mov r9d, dword ptr [r15 + 128]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov byte ptr [r15 + 64], dl
-    movzx eax, byte ptr [r15 + 64]
-    mov rbp, r11
-    vpor xmm7, xmm7, xmm7
+    mov ecx, dword ptr [r15 + 512]
+    movzx r9d, byte ptr [r15 + 640]
+    mov ebp, dword ptr [r15 + 384]
+    mov rsi, rcx
+    movsxd rax, dword ptr [r15 + 512]
     test ebx, 1073741824
     jnz 1f
 1:
-    and rbp, 8128
-    movzx eax, byte ptr [r15 + rbp + 7488]
-    mov edx, dword ptr [r15 + 192]
-    mov dword ptr [r15 + 448], r9d
+    mov qword ptr [r15 + 192], rsi
+    mov ecx, r9d
+    movzx edi, sil
+    mov byte ptr [r15 + 64], cl
     add r11, 64
     add r10, r11
     inc rbx
@@ -17324,44 +16884,52 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    movzx eax, al
-    movzx ecx, byte ptr [r15 + 768]
-    mov qword ptr [r15 + 128], rdx
-    movsxd rsi, dword ptr [r15 + 384]
+    lea rcx, [rip + .Lc1_d13676_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d13676_j_t
+.Lc1_d13676_j:
+    mov rbp, r10
+    mov r9d, dword ptr [r15 + 128]
+    and rbp, 4032
+    movzx esi, byte ptr [r15 + rbp + 3392]
+    mov eax, 56
+    mov dword ptr [r15 + 768], ebp
+    test dword ptr [r15 + 67117724], 8192
+    jnz 1f
+1:
+    mov r8, r10
+    mov rbp, qword ptr [r15 + 64]
+    and r8, 8128
+    movsxd rdi, dword ptr [r15 + r8 + 7488]
+    mov r8d, eax
+    mov r9, r10
     test ebx, 1073741824
     jz 1f
 1:
-    mov edx, esi
-    mov esi, dword ptr [r15 + 576]
-    mov eax, 73
-    mov qword ptr [r15 + 448], rcx
-    test dword ptr [r15 + 67117723], 537133184
+    and r9, 1984
+    mov eax, dword ptr [r15 + r9 + 1344]
+    movzx r9d, dil
+    movzx ebp, al
+    mov qword ptr [r15 + 64], rdi
+    test ebx, 1073741824
     jz 1f
 1:
-    mov dword ptr [r15 + 448], 213
-    movzx edx, byte ptr [r15 + 512]
-    lea rbp, [r11 + r11*1]
-    vmovdqu ymmword ptr [r15 + 192], ymm7
-    and rbp, 448
-    mov r9, r10
-    mov rax, qword ptr [r15 + rbp + 896]
+    movzx ebp, byte ptr [r15 + 384]
+    mov qword ptr [r15 + 320], r9
+    mov byte ptr [r15 + 256], bpl
     test ebx, 1073741824
     jnz 1f
 1:
-    and r9, 1984
-    mov dword ptr [r15 + r9 + 1344], 221
-    mov qword ptr [r15 + rbp + 832], rsi
-    movzx r8d, byte ptr [r15 + 320]
-    movzx ecx, al
-    mov r9, r11
-    test dword ptr [r15 + 67117724], 536870912
-    jz 1f
+    mov byte ptr [r15 + 448], bpl
+    mov qword ptr [r15 + 384], rbp
+    mov r9d, 136
+    mov ecx, ecx
+    test ebx, 1073741824
+    jnz 1f
 1:
-    and r9, 1984
-    movsxd rcx, dword ptr [r15 + r9 + 1344]
-    mov rbp, qword ptr [r15 + 320]
-    mov byte ptr [r15 + 64], cl
-    mov byte ptr [r15 + 256], cl
+    vpxor xmm9, xmm9, xmm14
+    mov dword ptr [r15 + 704], r9d
+    movzx edi, byte ptr [r15 + 512]
     add r11, 64
     add r10, r11
     inc rbx
@@ -17371,48 +16939,42 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d13987_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d13987_j_t
-.Lc1_d13987_j:
-    lea rbp, [r10 + r10*1]
-    mov r8d, 217
+    vmovdqu ymmword ptr [r15 + 320], ymm9
+    mov r9, rax
+    mov dword ptr [r15 + 384], 7
+    mov rdi, qword ptr [r15 + 256]
+    mov dword ptr [r15 + 576], 250
+    mov rax, r8
+    test dword ptr [r15 + 67117724], 540672
+    jnz 1f
+1:
     mov r9, r10
-    and rbp, 4032
-    mov ecx, dword ptr [r15 + rbp + 3392]
-    and r9, 8128
-    movsxd r8, dword ptr [r15 + r9 + 7488]
-    movsxd rax, dword ptr [r15 + 256]
-    vmovdqu ymmword ptr [r15 + 384], ymm7
-    test dword ptr [r15 + 67117723], 67109120
+    mov dword ptr [r15 + 512], ecx
+    mov rsi, rsi
+    and r9, 448
+    mov rax, qword ptr [r15 + r9 + 832]
+    mov rbp, r11
+    mov r9, qword ptr [r15 + 448]
+    mov rsi, qword ptr [r15 + 384]
+    test ebx, 1073741824
     jz 1f
 1:
-    mov byte ptr [r15 + 640], bpl
-    mov dword ptr [r15 + 64], 209
-    mov ecx, 131
-    mov r9d, eax
-    test dword ptr [r15 + 67117723], 4
-    jz 1f
-1:
-    mov r8, qword ptr [r15 + 704]
-    mov rax, r9
-    mov dword ptr [r15 + 128], 30
-    movsxd r9, dword ptr [r15 + 192]
-    movzx eax, sil
+    and rbp, 448
+    movsxd r8, dword ptr [r15 + rbp + 832]
+    lock xadd qword ptr [r15 + 256], rbp
+    movzx eax, byte ptr [r15 + 320]
+    mov r9d, 221
+    mov r9, r10
+    mov byte ptr [r15 + 192], bpl
     test ebx, 1073741824
     jnz 1f
 1:
-    mov edx, ecx
-    movzx ecx, byte ptr [r15 + 512]
-    movsxd r9, dword ptr [r15 + 384]
-    mov byte ptr [r15 + 320], cl
-    test dword ptr [r15 + 67117723], 512
-    jnz 1f
-1:
-    vmovq xmm7, rcx
-    or qword ptr [r15 + rbp + 3456], 70
-    mov r8, r9
-    mov rax, r9
+    and r9, 8128
+    movzx eax, byte ptr [r15 + r9 + 7488]
+    mov r9d, r9d
+    movzx r9d, byte ptr [r15 + 192]
+    mov dword ptr [r15 + 192], 26
+    mov rdi, qword ptr [r15 + 128]
     add r11, 64
     add r10, r11
     inc rbx
@@ -17422,46 +16984,52 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov dword ptr [r15 + 192], r9d
-    movzx ecx, byte ptr [r15 + 768]
-    lea rbp, [r10 + r10*1]
-    mov eax, dword ptr [r15 + 128]
-    movzx r9d, byte ptr [r15 + 384]
-    and rbp, 448
-    mov byte ptr [r15 + rbp + 896], r9b
-    test dword ptr [r15 + 67117723], 570425344
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 8388608
+    setz al
+    lea rcx, [rip + .Lc1_d13766_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d13766_s_t
+    .p2align 3
+.Lc1_d13766_s:
+    .p2align 3
+    jmp .Lc1_d13766_j
+    .p2align 3
+    jmp .Lc1_d13766_j
+.Lc1_d13766_j:
+    mov ebp, ecx
+    movzx ebp, bpl
+    vmovdqu ymmword ptr [r15 + 384], ymm9
+    test dword ptr [r15 + 67117723], 536870944
     jnz 1f
 1:
-    mov byte ptr [r15 + 64], bpl
-    mov r8, r10
-    movsxd r9, dword ptr [r15 + rbp + 832]
-    vpxor xmm7, xmm7, xmm12
-    and r8, 8128
-    mov dword ptr [r15 + r8 + 7488], r9d
-    mov r8, r10
+    mov eax, 81
+    movsxd rdi, dword ptr [r15 + 128]
+    mov rax, qword ptr [r15 + 640]
+    test dword ptr [r15 + 67117723], 67239936
+    jnz 1f
+1:
+    mov dword ptr [r15 + 128], 224
+    mov r9d, dword ptr [r15 + 128]
+    mov qword ptr [r15 + 320], rax
     test ebx, 1073741824
     jz 1f
 1:
-    and r8, 1984
-    mov dword ptr [r15 + r8 + 1344], r9d
-    mov edx, dword ptr [r15 + 320]
-    mov r8, qword ptr [r15 + 448]
-    mov r9, rdx
-    mov dword ptr [r15 + 448], edx
+    movzx eax, byte ptr [r15 + 64]
+    mov rbp, r10
+    mov ecx, dword ptr [r15 + 64]
+    mov r8, r10
+    and rbp, 1984
+    mov dword ptr [r15 + rbp + 1344], r8d
     test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + 256], r9d
-    movzx r9d, byte ptr [r15 + 576]
-    inc dword ptr [r15 + 128]
-    movzx edx, r8b
-    test dword ptr [r15 + 67117724], 4096
     jnz 1f
 1:
-    movsxd rbp, dword ptr [r15 + 64]
-    movsxd rdx, dword ptr [r15 + 512]
-    mov r9d, 65
-    mov byte ptr [r15 + 320], bpl
+    mov rbp, r10
+    and r8, 448
+    movzx ecx, byte ptr [r15 + r8 + 832]
+    mov r8d, dword ptr [r15 + 64]
+    and rbp, 4032
+    movzx eax, byte ptr [r15 + rbp + 3392]
     add r11, 64
     add r10, r11
     inc rbx
@@ -17471,52 +17039,49 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 16777216
-    setz al
-    lea rcx, [rip + .Lc1_d14077_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d14077_s_t
-    .p2align 3
-.Lc1_d14077_s:
-    .p2align 3
-    jmp .Lc1_d14077_j
-    .p2align 3
-    jmp .Lc1_d14077_j
-.Lc1_d14077_j:
-    mov dword ptr [r15 + 384], r9d
-    mov r9d, 65
-    mov ebp, 13
-    mov r9d, dword ptr [r15 + 448]
+    mov r8, qword ptr [r15 + 448]
+    mov dword ptr [r15 + 512], eax
+    mov rbp, rbp
+    movzx ebp, bpl
+    movsxd rcx, dword ptr [r15 + 704]
+    test ebx, 98304
+    jz 1f
+1:
+    mov r9, r11
+    mov dword ptr [r15 + 64], r9d
+    mov r8, r11
+    mov ecx, r9d
+    and r9, 4032
+    movsxd rdi, dword ptr [r15 + r9 + 3392]
+    mov esi, dword ptr [r15 + 768]
+    and r8, 8128
+    mov byte ptr [r15 + r8 + 7488], bpl
     test ebx, 1073741824
+    jz 1f
+1:
+    movsxd r8, dword ptr [r15 + 512]
+    vpmovmskb eax, xmm9
+    mov byte ptr [r15 + 384], bpl
+    mov r9d, dword ptr [r15 + 320]
+    movzx ebp, cl
+    test ebx, 227328
     jz 1f
 1:
     mov r8, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r11
-    mov r9, r10
-    and rbp, 8128
-    mov qword ptr [r15 + rbp + 7488], r8
+    mov qword ptr [r15 + 448], rcx
     and r8, 1984
-    mov dword ptr [r15 + r8 + 1344], ebp
-    and r9, 4032
-    mov ebp, dword ptr [r15 + r9 + 3392]
-    test ebx, 1073741824
+    mov r9d, dword ptr [r15 + r8 + 1344]
+    mov rdi, rbp
+    mov ecx, 32
+    vpshufd xmm9, xmm9, 169
+    test dword ptr [r15 + 67117723], 537133056
     jnz 1f
 1:
-    mov byte ptr [r15 + 192], al
-    inc dword ptr [r15 + 320]
-    movsxd rbp, dword ptr [r15 + 512]
-    mov qword ptr [r15 + 640], rbp
-    test ebx, 22528
-    jz 1f
-1:
-    mov ebp, 71
-    movzx ebp, r9b
-    movsxd rcx, dword ptr [r15 + 128]
-    mov r9d, dword ptr [r15 + 64]
+    mov ecx, dword ptr [r15 + 256]
+    movsxd r8, dword ptr [r15 + 512]
+    mov byte ptr [r15 + 448], bpl
+    movzx r9d, byte ptr [r15 + 128]
     add r11, 64
-    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b10_done
@@ -17524,263 +17089,248 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov rcx, r9
-    movzx r9d, al
-    mov eax, dword ptr [r15 + 384]
-    movzx r9d, cl
-    test dword ptr [r15 + 67117723], 16793600
-    jz 1f
+    lea rcx, [rip + .Lc1_d13857_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d13857_j_t
+.Lc1_d13857_j:
+    movzx ebp, cl
+    mov ecx, dword ptr [r15 + 576]
+    mov ebp, dword ptr [r15 + 320]
+    mov rax, qword ptr [r15 + 448]
+    movzx r8d, byte ptr [r15 + 256]
+    test dword ptr [r15 + 67117724], 540672
+    jnz 1f
 1:
-    mov rsi, rdx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], esi
-    mov edx, 130
-    test dword ptr [r15 + 67117724], 8192
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 320], rsi
-    mov rcx, rdx
-    .byte 0x66, 0x90
+    mov dword ptr [r15 + 192], 11
+    movzx eax, byte ptr [r15 + 640]
+    mov edi, dword ptr [r15 + 320]
+    lea rbp, [r10 + r10*1]
+    mov dword ptr [r15 + 256], eax
+    and rbp, 448
+    movzx eax, byte ptr [r15 + rbp + 896]
+    mov r9, r10
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r8, r10
-    mov ebp, r8d
-    and r8, 4032
-    movsxd rbp, dword ptr [r15 + r8 + 3392]
-    vmovdqu ymmword ptr [r15 + 64], ymm7
-    mov rdx, qword ptr [r15 + 256]
-    test ebx, 1152
-    jnz 1f
-1:
-    mov r8, rdx
-    movsxd rdx, dword ptr [r15 + 192]
-    movzx esi, byte ptr [r15 + 448]
-    movsxd rax, dword ptr [r15 + 704]
-    mov rbp, r10
+    mov eax, dword ptr [r15 + 128]
+    and r9, 1984
+    vmovq qword ptr [r15 + r9 + 1344], xmm9
+    vpxor xmm9, xmm9, xmm8
+    mov byte ptr [r15 + rbp + 832], al
     test ebx, 1073741824
     jz 1f
 1:
-    and rbp, 1984
-    mov dword ptr [r15 + rbp + 1344], esi
-    mov byte ptr [r15 + 128], r8b
-    mov r8, r11
-    mov qword ptr [r15 + 512], rbp
-    and r8, 448
-    movzx ebp, byte ptr [r15 + r8 + 832]
+    movzx ecx, al
+    mov qword ptr [r15 + 192], r9
+    mov r9, r9
+    mov ebp, ebp
+    mov ecx, dword ptr [r15 + 64]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movsxd rax, dword ptr [r15 + 128]
+    mov r9, qword ptr [r15 + 64]
+    inc dword ptr [r15 + 512]
+    movsxd rbp, dword ptr [r15 + 384]
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b10_done
 .Lc1_b10_c7:
-    lea rcx, [rip + .Lc1_d14167_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d14167_j_t
-.Lc1_d14167_j:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, r8d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    vpmovmskb edx, xmm7
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, r8d
-    mov byte ptr [r15 + 0], r9b
-    mov ebp, r8d
-    mov r9d, dword ptr [r15 + 256]
-    mov r8, qword ptr [r15 + 192]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    movzx eax, byte ptr [r15 + 384]
+    mov qword ptr [r15 + 384], rbp
+    mov r9, qword ptr [r15 + 128]
+    mov rbp, qword ptr [r15 + 448]
     test ebx, 1073741824
     jz 1f
 1:
-    mov edx, 251
-    mov r8, r11
-    mov ecx, r9d
-    movzx r9d, r8b
-    and r8, 1984
-    mov r9d, dword ptr [r15 + r8 + 1344]
-    mov ebp, ebp
-    movzx r8d, byte ptr [r15 + 768]
+    mov dword ptr [r15 + 64], 187
+    movzx eax, byte ptr [r15 + 128]
+    mov rbp, r10
+    mov qword ptr [r15 + 320], rax
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx ebp, r8b
-    movzx r8d, byte ptr [r15 + 320]
-    mov ebp, esi
-    movsxd rsi, dword ptr [r15 + 64]
-    mov qword ptr [r15 + 128], rcx
-    mov qword ptr [r15 + 512], rdx
-    mov rbp, r11
-    test ebx, 1073741824
-    jz 1f
-1:
-    and rbp, 448
-    mov dword ptr [r15 + rbp + 832], 110
-    mov rbp, r11
-    mov eax, dword ptr [r15 + 384]
-    movzx r9d, byte ptr [r15 + 576]
-    mov ecx, eax
     and rbp, 8128
-    mov dword ptr [r15 + rbp + 7488], r9d
+    movzx eax, byte ptr [r15 + rbp + 7488]
+    mov ebp, 253
+    mov ebp, esi
+    mov r8, r11
+    mov dword ptr [r15 + 64], r9d
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and r8, 8128
+    mov rax, qword ptr [r15 + r8 + 7488]
+    movzx ebp, bpl
+    movzx r8d, byte ptr [r15 + 320]
+    test dword ptr [r15 + 67117724], 8
+    jz 1f
+1:
+    mov dword ptr [r15 + 512], 218
+    mov r9, rbp
+    mov dword ptr [r15 + 192], r8d
+    mov r8d, 224
+    test dword ptr [r15 + 67117723], 2097220
+    jz 1f
+1:
+    mov r8, r10
+    movzx ebp, byte ptr [r15 + 256]
+    mov rax, qword ptr [r15 + 704]
+    and r8, 4032
+    movzx esi, byte ptr [r15 + r8 + 3392]
     add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b10_done
 .Lc1_b10_c8:
-    mov dword ptr [r15 + 0], 50
+    lea rcx, [rip + .Lc1_d13946_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d13946_j_t
+.Lc1_d13946_j:
+    mov rbp, r10
+    and rbp, 8128
+    mov dword ptr [r15 + rbp + 7488], ecx
+    mov r9, r10
+    mov ebp, dword ptr [r15 + 448]
+    and r9, 4032
+    movzx ecx, byte ptr [r15 + r9 + 3392]
+    mov r9d, dword ptr [r15 + 64]
+    mov r8d, dword ptr [r15 + 384]
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, bpl
-    mov esi, 18
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rsi, rsi
-    movzx r8d, dl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r11
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov byte ptr [r15 + 0], r8b
-    and rbp, 4032
-    movsxd rax, dword ptr [r15 + rbp + 3392]
-    mov ecx, dword ptr [r15 + 320]
-    mov edx, dword ptr [r15 + 640]
-    mov dword ptr [r15 + 256], 67
-    mov r8, r11
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + 448], r8d
-    mov rdx, qword ptr [r15 + 384]
-    and r8, 8128
-    mov dword ptr [r15 + r8 + 7488], 225
-    mov eax, edx
     test ebx, 1073741824
     jz 1f
 1:
-    mov byte ptr [r15 + 512], cl
-    movzx eax, al
-    mov ecx, edx
-    mov rdx, r8
-    mov rdx, qword ptr [r15 + 128]
-    mov r8, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    vpaddq xmm9, xmm9, xmmword ptr [r15 + 768]
+    mov qword ptr [r15 + 576], r8
+    movzx r9d, byte ptr [r15 + 448]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rdi, qword ptr [r15 + 128]
+    mov r8d, ecx
+    lea r8, [r10 + r10*1]
+    mov ecx, dword ptr [r15 + 64]
+    and r8, 1984
+    vmovdqu ymmword ptr [r15 + r8 + 1408], ymm9
+    movzx r9d, byte ptr [r15 + 384]
+    mov ebp, dword ptr [r15 + 256]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov eax, 107
-    and r8, 16320
-    mov qword ptr [r15 + r8 + 15680], rax
-    .byte 0x0f, 0x1f, 0x00
-    mov dword ptr [r15 + 64], 212
+    mov dword ptr [r15 + r8 + 1344], 185
+    xchg qword ptr [r15 + 512], r9
+    movzx ebp, r8b
+    lock add qword ptr [r15 + 192], r9
+    mov byte ptr [r15 + 320], r9b
     add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b10_done
 .Lc1_b10_c9:
-    lea rcx, [rip + .Lc1_d14265_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d14265_j_t
-.Lc1_d14265_j:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    .byte 0x0f, 0x1f, 0x40, 0x00
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov r8d, 21
+    mov rbp, r11
+    lea r9, [r11 + r11*2]
+    and rbp, 16320
+    mov eax, dword ptr [r15 + rbp + 15680]
+    mov r8, r9
+    vmovq qword ptr [r15 + 640], xmm9
+    and r9, 448
+    movzx r8d, byte ptr [r15 + r9 + 896]
+    test dword ptr [r15 + 67117724], 32768
     jz 1f
 1:
-    mov dword ptr [r15 + 0], r9d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 128], 236
-    mov dword ptr [r15 + 320], 125
-    mov ecx, 166
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx r9d, cl
-    movzx ecx, byte ptr [r15 + 704]
-    mov r9, rax
-    mov eax, ecx
-    mov dword ptr [r15 + 192], ecx
-    mov r9, r11
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and r9, 1984
-    mov dword ptr [r15 + r9 + 1344], 26
     mov rbp, r11
-    mov rax, qword ptr [r15 + 448]
-    movzx edx, bpl
-    mov dword ptr [r15 + 256], 34
-    and rbp, 448
-    mov edx, dword ptr [r15 + rbp + 832]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx ecx, byte ptr [r15 + 64]
-    mov rbp, r11
-    mov byte ptr [r15 + 512], dl
-    mov dword ptr [r15 + 384], 41
+    mov r8, qword ptr [r15 + 128]
+    mov rax, rsi
+    vmovdqu xmm9, xmmword ptr [r15 + r9 + 960]
     and rbp, 4032
-    vmovdqu ymmword ptr [r15 + rbp + 3392], ymm7
+    mov dword ptr [r15 + rbp + 3392], 123
+    mov byte ptr [r15 + r9 + 832], al
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov eax, dword ptr [r15 + 128]
+    vpaddd xmm9, xmm9, xmm9
+    mov r9d, dword ptr [r15 + 192]
+    mov qword ptr [r15 + 0], rbp
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov esi, 250
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, qword ptr [r15 + 448]
+    movsxd rax, dword ptr [r15 + 256]
+    mov byte ptr [r15 + 384], r9b
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rax, rax
+    mov qword ptr [r15 + 320], rax
+    mov qword ptr [r15 + 64], r9
+    mov qword ptr [r15 + 512], rax
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b10_done
 .Lc1_b10_c10:
-    movzx ecx, byte ptr [r15 + 192]
-    mov edx, dword ptr [r15 + 64]
-    mov dword ptr [r15 + 0], r9d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 59
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d14036_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d14036_j_t
+.Lc1_d14036_j:
+    mov rcx, rcx
+    movsxd r9, dword ptr [r15 + 320]
+    mov dword ptr [r15 + 192], 176
+    mov ecx, 254
     test ebx, 1073741824
     jnz 1f
 1:
+    movzx eax, cl
+    mov qword ptr [r15 + 512], rdi
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, 222
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r11
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 12
     test ebx, 1073741824
     jz 1f
 1:
-    movzx edx, byte ptr [r15 + 768]
-    and rbp, 448
-    movzx r9d, byte ptr [r15 + rbp + 832]
-    mov r8, r11
-    mov edi, ebp
-    and r8, 1984
-    mov dword ptr [r15 + r8 + 1344], r9d
-    mov byte ptr [r15 + 128], dil
-    mov ecx, esi
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov byte ptr [r15 + 384], cl
-    movzx ecx, sil
-    mov rdx, r9
-    vmovdqu ymmword ptr [r15 + 320], ymm7
-    mov r8, r8
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + 384], r8d
     mov rbp, r11
-    movzx edi, byte ptr [r15 + 512]
-    mov rcx, qword ptr [r15 + 448]
-    mov edx, 63
+    mov qword ptr [r15 + 768], rax
+    mov rax, rbp
+    mov r9, r10
     and rbp, 8128
-    movsxd r8, dword ptr [r15 + rbp + 7488]
+    mov dword ptr [r15 + rbp + 7488], eax
+    and r9, 4032
+    mov byte ptr [r15 + r9 + 3392], al
+    mov r9, r11
+    test dword ptr [r15 + 67117723], 2
+    jnz 1f
+1:
+    mov ebp, ebp
+    and r9, 1984
+    mov byte ptr [r15 + r9 + 1344], al
+    mov rcx, qword ptr [r15 + 64]
+    mov byte ptr [r15 + 128], bpl
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx ecx, byte ptr [r15 + 256]
+    mov dword ptr [r15 + 384], 59
+    vmovdqu ymmword ptr [r15 + 704], ymm9
     add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b10_done
@@ -17788,50 +17338,54 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d14359_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d14359_j_t
-.Lc1_d14359_j:
-    mov rcx, rsi
-    mov rsi, rcx
-    mov rdx, qword ptr [r15 + 576]
-    mov rcx, rcx
-    movsxd rbp, dword ptr [r15 + 256]
+    mov r9d, 124
+    mov qword ptr [r15 + 64], rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, 116
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
-    movsxd r9, dword ptr [r15 + 192]
-    mov rbp, r11
-    mov ecx, dword ptr [r15 + 128]
-    mov qword ptr [r15 + 320], r9
-    movzx edi, r9b
-    and rbp, 8128
-    mov r9d, dword ptr [r15 + rbp + 7488]
-    test dword ptr [r15 + 67117723], 1081344
-    jnz 1f
-1:
-    movzx eax, dil
-    mov r8d, dword ptr [r15 + 640]
-    mov qword ptr [r15 + 448], rcx
-    mov qword ptr [r15 + 0], r9
+    mov eax, 251
+    mov r9, rbp
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov dword ptr [r15 + 0], r8d
-    mov r8, rbp
-    mov byte ptr [r15 + 512], cl
-    movsxd r8, dword ptr [r15 + 320]
-    mov rbp, r11
-    mov r9d, dword ptr [r15 + 64]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], al
+    movsxd rbp, dword ptr [r15 + 128]
+    mov r9, r11
+    mov rax, qword ptr [r15 + 320]
     test ebx, 1073741824
     jz 1f
 1:
-    and rbp, 4032
-    mov dword ptr [r15 + rbp + 3392], 70
-    mov rdx, qword ptr [r15 + 128]
-    mov dword ptr [r15 + 384], 18
-    mov ebp, 216
+    mov edi, r9d
+    and r9, 448
+    mov dword ptr [r15 + r9 + 832], edi
+    mov byte ptr [r15 + 576], al
+    mov dword ptr [r15 + 448], edi
+    test ebx, 1152
+    jz 1f
+1:
+    mov rax, qword ptr [r15 + 320]
+    mov byte ptr [r15 + 384], r9b
+    mov rbp, r11
+    mov rdi, qword ptr [r15 + 512]
+    and rbp, 1984
+    vmovdqu ymmword ptr [r15 + rbp + 1344], ymm9
+    movsxd rcx, dword ptr [r15 + 192]
+    test dword ptr [r15 + 67117724], 8192
+    jnz 1f
+1:
+    mov rbp, r11
+    movsxd rdi, dword ptr [r15 + 64]
+    and rbp, 8128
+    movsxd rax, dword ptr [r15 + rbp + 7488]
+    mov ebp, r8d
+    mov r8, rcx
     add r11, 64
     inc rbx
     dec r13
@@ -17840,46 +17394,55 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov ebp, 65
-    mov edx, 252
-    mov dword ptr [r15 + 320], 105
-    mov rdx, qword ptr [r15 + 704]
-    test dword ptr [r15 + 67117724], 25427968
-    jz 1f
-1:
-    movzx ebp, bpl
-    mov rcx, qword ptr [r15 + 192]
-    inc dword ptr [r15 + 512]
-    mov rax, qword ptr [r15 + 448]
-    vpshufd xmm7, xmm7, 93
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 128
+    setz al
+    lea rcx, [rip + .Lc1_d14131_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d14131_s_t
+    .p2align 3
+.Lc1_d14131_s:
+    .p2align 3
+    jmp .Lc1_d14131_j
+    .p2align 3
+    jmp .Lc1_d14131_j
+.Lc1_d14131_j:
+    movzx eax, cl
+    mov rbp, rbp
+    mov edx, 6
+    movsxd rcx, dword ptr [r15 + 448]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov byte ptr [r15 + 256], dl
-    mov rcx, rax
+    movsxd rdx, dword ptr [r15 + 256]
+    mov ecx, dword ptr [r15 + 384]
+    movsxd r8, dword ptr [r15 + 640]
     mov rbp, r11
-    mov r8, r11
-    vmovdqu ymmword ptr [r15 + 384], ymm7
-    and r8, 4032
-    mov dword ptr [r15 + r8 + 3392], r8d
+    mov rax, rax
     test ebx, 1073741824
     jnz 1f
 1:
     and rbp, 448
-    vmovdqu ymmword ptr [r15 + rbp + 832], ymm7
+    mov ecx, dword ptr [r15 + rbp + 832]
+    mov rdi, r8
+    mov r9, rcx
+    mov r9, r11
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r8, qword ptr [r15 + 128]
+    and r9, 4032
     mov rbp, r11
-    movsxd rdx, dword ptr [r15 + 64]
-    movsxd rcx, dword ptr [r15 + 128]
-    and rbp, 1984
-    mov qword ptr [r15 + rbp + 1344], rcx
+    mov ecx, dword ptr [r15 + r9 + 3392]
+    and rbp, 8128
+    vmovq qword ptr [r15 + rbp + 7488], xmm9
+    mov dword ptr [r15 + 320], ebp
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov qword ptr [r15 + 64], r8
+    mov rcx, qword ptr [r15 + 512]
+    mov eax, r8d
     add r11, 64
     inc rbx
     dec r13
@@ -17888,56 +17451,46 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 33554432
-    setz al
-    lea rcx, [rip + .Lc1_d14449_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d14449_s_t
-    .p2align 3
-.Lc1_d14449_s:
-    .p2align 3
-    jmp .Lc1_d14449_j
-    .p2align 3
-    jmp .Lc1_d14449_j
-.Lc1_d14449_j:
-    mov rbp, r11
-    and rbp, 8128
-    movzx r8d, byte ptr [r15 + rbp + 7488]
-    mov ecx, ebp
-    mov rbp, r9
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r9, r11
-    movzx edx, r9b
-    and r9, 1984
-    movsxd rbp, dword ptr [r15 + r9 + 1344]
-    mov qword ptr [r15 + 256], rsi
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + 384], 174
-    movzx r8d, bpl
-    mov rax, qword ptr [r15 + 448]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov ebp, dword ptr [r15 + 320]
-    mov rax, qword ptr [r15 + 64]
-    movzx ecx, bpl
-    test dword ptr [r15 + 67117724], 268435457
-    jnz 1f
-1:
-    mov rbp, qword ptr [r15 + 128]
-    mov byte ptr [r15 + 768], cl
-    mov ecx, 134
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rdx, rax
+    mov dword ptr [r15 + 128], 214
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rsi, r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, eax
+    mov rax, rcx
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, qword ptr [r15 + 384]
+    movsxd rcx, dword ptr [r15 + 64]
+    mov rbp, r11
+    mov dword ptr [r15 + 704], 116
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rax, qword ptr [r15 + 192]
+    and rbp, 4032
+    mov qword ptr [r15 + rbp + 3392], rax
+    mov edx, ecx
+    mov rbp, r11
+    movzx eax, byte ptr [r15 + 256]
+    movzx r8d, dl
+    test dword ptr [r15 + 67117723], 67112962
+    jz 1f
+1:
+    and rbp, 1984
+    mov dword ptr [r15 + rbp + 1344], 181
+    mov rax, rdx
+    mov rbp, qword ptr [r15 + 128]
+    mov dword ptr [r15 + 320], 102
+    vmovq qword ptr [r15 + 512], xmm9
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov edx, 27
+    mov dword ptr [r15 + 384], ebp
+    mov byte ptr [r15 + 448], al
+    mov ecx, edx
     add r11, 64
     inc rbx
     dec r13
@@ -17946,47 +17499,47 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d14497_j]
+    lea rcx, [rip + .Lc1_d14222_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d14497_j_t
-.Lc1_d14497_j:
+    jmp .Lc1_d14222_j_t
+.Lc1_d14222_j:
     mov rbp, r11
-    movsxd rdx, dword ptr [r15 + 64]
-    mov ecx, dword ptr [r15 + 256]
-    movzx eax, byte ptr [r15 + 512]
-    and rbp, 8128
-    movzx esi, byte ptr [r15 + rbp + 7488]
-    test dword ptr [r15 + 67117724], 2304
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, r11
+    and rbp, 1984
+    movsxd rcx, dword ptr [r15 + rbp + 1344]
+    movzx eax, r8b
+    test ebx, 384
     jnz 1f
 1:
-    mov ebp, ebp
-    mov byte ptr [r15 + 192], r9b
-    mov rax, rdx
-    mov dword ptr [r15 + 320], 118
+    and r8, 448
+    movsxd rdx, dword ptr [r15 + r8 + 832]
+    vmovq xmm9, r8
+    mov r8d, 59
+    mov dword ptr [r15 + 512], 169
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rbp, qword ptr [r15 + 768]
+    mov r8d, 51
+    movzx ecx, byte ptr [r15 + 64]
+    mov r8, r11
+    movsxd rsi, dword ptr [r15 + 128]
+    test dword ptr [r15 + 67117724], 536870916
+    jnz 1f
+1:
+    and r8, 8128
+    mov dword ptr [r15 + r8 + 7488], 120
+    mov dword ptr [r15 + 256], 201
+    movzx r8d, sil
+    movsxd r8, dword ptr [r15 + 448]
     test ebx, 1073741824
     jz 1f
 1:
-    mov dword ptr [r15 + 0], ebp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 640], eax
-    test ebx, 65536
-    jz 1f
-1:
-    mov rbp, r11
-    mov r8, r11
-    and rbp, 4032
-    vmovdqu ymmword ptr [r15 + rbp + 3392], ymm7
-    mov qword ptr [r15 + 128], rbp
-    and r8, 448
-    mov dword ptr [r15 + r8 + 832], 24
-    movsxd rdx, dword ptr [r15 + 576]
-    test ebx, 36864
-    jz 1f
-1:
-    mov byte ptr [r15 + 384], r8b
-    movzx edx, dl
-    movzx edx, byte ptr [r15 + 448]
+    mov r8, qword ptr [r15 + 192]
+    mov esi, 255
+    mov edx, dword ptr [r15 + 320]
     add r11, 64
     inc rbx
     dec r13
@@ -17995,149 +17548,169 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov dword ptr [r15 + 0], 73
-    mov eax, edx
+    mov ebp, 172
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 256
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 4032
-    mov qword ptr [r15 + rbp + 3392], rax
-    mov ebp, ebp
-    mov rbp, r11
-    movzx eax, bpl
-    and rbp, 448
-    movsxd rsi, dword ptr [r15 + rbp + 832]
-    movzx ebp, byte ptr [r15 + 128]
+    mov eax, esi
+    movzx eax, sil
     test ebx, 1073741824
     jnz 1f
 1:
-    mov qword ptr [r15 + 192], rax
-    movsxd rdx, dword ptr [r15 + 256]
-    mov dword ptr [r15 + 512], 109
-    movzx eax, byte ptr [r15 + 64]
-    movzx ebp, al
-    imul rbp, qword ptr [r15 + 384]
-    test dword ptr [r15 + 67117724], 8388608
+    mov qword ptr [r15 + 0], rdx
+    mov dword ptr [r15 + 0], 178
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, dword ptr [r15 + 576]
+    mov dword ptr [r15 + 64], 154
+    test ebx, 1073741824
     jnz 1f
 1:
     mov qword ptr [r15 + 448], rbp
-    mov r9, r11
-    movzx edx, byte ptr [r15 + 320]
-    vmovdqu ymmword ptr [r15 + 384], ymm7
-    movzx ebp, byte ptr [r15 + 704]
-    and r9, 1984
-    movsxd rax, dword ptr [r15 + r9 + 1344]
-    movzx r9d, bpl
+    mov rbp, r11
+    vpaddd xmm9, xmm9, xmm9
+    vpor xmm9, xmm9, xmm10
+    mov dword ptr [r15 + 64], ebp
+    and rbp, 4032
+    vpcmpeqb xmm9, xmm9, xmmword ptr [r15 + rbp + 3392]
+    test ebx, 438272
+    jz 1f
+1:
+    mov rbp, r11
+    movsxd rdx, dword ptr [r15 + 192]
+    movzx eax, bpl
+    and rbp, 8128
+    vmovdqu ymmword ptr [r15 + rbp + 7488], ymm9
+    movzx ebp, byte ptr [r15 + 640]
+    mov eax, r8d
+    test ebx, 1073741824
+    jz 1f
+1:
+    movsxd rbp, dword ptr [r15 + 384]
+    mov r8d, ebp
+    movsxd rbp, dword ptr [r15 + 256]
+    movzx esi, dl
+    mov dword ptr [r15 + 128], eax
+    test dword ptr [r15 + 67117724], 134283268
+    jz 1f
+1:
+    mov r8d, 93
+    mov byte ptr [r15 + 384], sil
+    mov esi, dword ptr [r15 + 320]
+    movzx r8d, dil
+    mov r8, rbp
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b10_done
 .Lc1_b10_c16:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d14584_j]
+    lea rcx, [rip + .Lc1_d14314_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d14584_j_t
-.Lc1_d14584_j:
-    mov rbp, r11
-    mov esi, 88
+    jmp .Lc1_d14314_j_t
+.Lc1_d14314_j:
+    mov rbp, r10
+    mov dword ptr [r15 + 384], ecx
+    mov rcx, rcx
     and rbp, 1984
-    movzx eax, byte ptr [r15 + rbp + 1344]
-    .byte 0x0f, 0x1f, 0x40, 0x00
-    test dword ptr [r15 + 67117723], 8912960
-    jz 1f
-1:
-    mov rbp, r11
-    mov dword ptr [r15 + 192], ebp
-    and rbp, 8128
-    movsxd rax, dword ptr [r15 + rbp + 7488]
-    mov rsi, qword ptr [r15 + 384]
-    test dword ptr [r15 + 67117724], 688128
-    jz 1f
-1:
-    mov dword ptr [r15 + 64], 137
-    movzx esi, byte ptr [r15 + 64]
-    movsxd rbp, dword ptr [r15 + 512]
+    movsxd rsi, dword ptr [r15 + rbp + 1344]
+    mov rcx, qword ptr [r15 + 512]
+    movzx edi, sil
     test ebx, 1073741824
     jz 1f
 1:
-    movzx r9d, byte ptr [r15 + 128]
-    movzx eax, sil
-    movzx ecx, byte ptr [r15 + 320]
+    mov rsi, rdi
+    mov rsi, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, esi
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov qword ptr [r15 + 0], rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edi, dword ptr [r15 + 128]
     mov rbp, r11
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r9, qword ptr [r15 + 448]
-    movzx esi, al
+    mov byte ptr [r15 + 704], bpl
+    mov byte ptr [r15 + 320], bpl
     and rbp, 448
-    movzx ecx, byte ptr [r15 + rbp + 832]
+    mov rdi, qword ptr [r15 + rbp + 832]
+    mov esi, ebp
+    test ebx, 640
+    jz 1f
+1:
+    mov r8, r11
+    mov rcx, qword ptr [r15 + 128]
+    mov rbp, qword ptr [r15 + 192]
+    and r8, 4032
+    mov dword ptr [r15 + r8 + 3392], 131
+    movzx edi, sil
     test ebx, 1073741824
     jz 1f
 1:
-    mov esi, 33
-    movsxd rsi, dword ptr [r15 + 768]
-    mov r9d, 82
+    movzx r8d, dil
+    movsxd rdx, dword ptr [r15 + 64]
+    mov r9d, dword ptr [r15 + 320]
+    mov r8d, dword ptr [r15 + 448]
     add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b10_done
 .Lc1_b10_c17:
-    movzx r9d, r9b
-    movsxd r9, dword ptr [r15 + 128]
-    mov eax, dword ptr [r15 + 320]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx edx, r9b
-    test ebx, 1073741824
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 33554432
+    setz al
+    lea rcx, [rip + .Lc1_d14367_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d14367_s_t
+    .p2align 3
+.Lc1_d14367_s:
+    .p2align 3
+    jmp .Lc1_d14367_j
+    .p2align 3
+    jmp .Lc1_d14367_j
+.Lc1_d14367_j:
+    mov rbp, r10
+    and rbp, 8128
+    mov rcx, qword ptr [r15 + rbp + 7488]
+    mov ebp, eax
+    mov r8d, eax
+    mov dword ptr [r15 + 64], eax
+    test ebx, 640
     jnz 1f
 1:
-    mov r9, rdx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], r9b
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx r8d, byte ptr [r15 + 512]
-    mov r9, r11
-    mov rcx, r8
-    movzx ebp, cl
-    and r9, 4032
-    mov dword ptr [r15 + r9 + 3392], 32
-    mov r8d, dword ptr [r15 + 384]
-    mov rbp, r11
-    mov rdx, qword ptr [r15 + 448]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx edx, r9b
-    and rbp, 1984
-    mov dword ptr [r15 + rbp + 1344], r8d
-    mov r8, qword ptr [r15 + 256]
-    vpor xmm7, xmm7, xmm7
-    movzx r9d, byte ptr [r15 + 192]
-    xor dword ptr [r15 + 576], ecx
+    mov ecx, r8d
+    mov r8, qword ptr [r15 + 768]
+    mov dword ptr [r15 + 448], 183
     test ebx, 1073741824
     jz 1f
 1:
+    mov rbp, r11
+    vmovdqu xmmword ptr [r15 + 384], xmm9
+    and rbp, 448
+    mov r8d, dword ptr [r15 + rbp + 832]
+    movzx eax, byte ptr [r15 + 192]
+    mov qword ptr [r15 + 512], rcx
+    test dword ptr [r15 + 67117723], 65536
+    jz 1f
+1:
+    mov dword ptr [r15 + 128], eax
+    mov eax, r8d
+    movzx r9d, al
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov eax, r8d
     mov r9, r11
-    mov dword ptr [r15 + 320], 26
-    mov r8d, 195
-    and r9, 8128
-    mov byte ptr [r15 + r9 + 7488], r9b
-    mov rbp, qword ptr [r15 + 64]
-    movzx r9d, r9b
+    mov qword ptr [r15 + 256], rsi
+    and r9, 1984
+    movzx eax, byte ptr [r15 + r9 + 1344]
     add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b10_done
@@ -18145,51 +17718,47 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d14676_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d14676_j_t
-.Lc1_d14676_j:
-    mov rbp, r11
-    and rbp, 448
-    movzx edx, byte ptr [r15 + rbp + 832]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], bpl
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
+    mov dword ptr [r15 + 512], 76
+    mov r9, r11
+    mov esi, dword ptr [r15 + 256]
+    and r9, 4032
+    mov qword ptr [r15 + r9 + 3392], rax
+    mov eax, 119
+    movzx r8d, byte ptr [r15 + 384]
+    mov r9, r11
+    test dword ptr [r15 + 67117724], 4194304
     jz 1f
 1:
-    mov qword ptr [r15 + 0], rax
-    mov eax, dword ptr [r15 + 512]
-    mov ecx, 231
-    mov qword ptr [r15 + 384], rax
-    mov rax, rax
-    test dword ptr [r15 + 67117724], 16384
-    jz 1f
-1:
-    mov dword ptr [r15 + 448], ecx
-    mov edx, dword ptr [r15 + 128]
-    movsxd rcx, dword ptr [r15 + 256]
-    mov r9, qword ptr [r15 + 704]
-    mov byte ptr [r15 + 640], dl
+    and r9, 8128
+    mov eax, dword ptr [r15 + r9 + 7488]
+    mov qword ptr [r15 + 0], r8
+    mov r9d, 62
+    mov dword ptr [r15 + 0], r8d
     test ebx, 1073741824
     jnz 1f
 1:
-    mov edx, dword ptr [r15 + 64]
-    mov rsi, rax
-    mov rax, qword ptr [r15 + 384]
-    mov r8, r11
-    movsxd rcx, dword ptr [r15 + 320]
-    and r8, 4032
-    mov dword ptr [r15 + r8 + 3392], ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r10
+    mov r9d, r9d
+    and rbp, 1984
+    movzx r9d, byte ptr [r15 + rbp + 1344]
+    test dword ptr [r15 + 67117724], 2
+    jz 1f
+1:
+    movsxd rbp, dword ptr [r15 + 320]
+    movsxd r8, dword ptr [r15 + 448]
+    movzx r9d, bpl
+    mov r9, qword ptr [r15 + 640]
     test ebx, 1073741824
     jz 1f
 1:
-    mov byte ptr [r15 + 192], cl
-    mov ecx, esi
-    mov r9d, 161
-    mov rsi, rcx
+    mov dword ptr [r15 + 64], 84
+    mov dword ptr [r15 + 576], ebp
+    vmovdqu ymmword ptr [r15 + 320], ymm9
+    mov dword ptr [r15 + 128], r9d
     add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b10_done
@@ -18197,107 +17766,101 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov esi, 123
-    mov rax, r9
-    mov rsi, qword ptr [r15 + 256]
-    movsxd rax, dword ptr [r15 + 128]
-    movzx edx, sil
-    test dword ptr [r15 + 67117724], 134217732
-    jnz 1f
-1:
-    movzx eax, r9b
+    lea rcx, [rip + .Lc1_d14458_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d14458_j_t
+.Lc1_d14458_j:
+    mov qword ptr [r15 + 64], rax
+    mov ecx, dword ptr [r15 + 64]
+    mov eax, r8d
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, esi
-    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, cl
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r9, r11
-    mov dword ptr [r15 + 0], r9d
-    movzx esi, r9b
-    and r9, 448
-    mov qword ptr [r15 + r9 + 832], rsi
-    mov edx, eax
-    test ebx, 1073741824
-    jnz 1f
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, 207
+    test ebx, 256
+    jz 1f
 1:
-    vmovdqu ymmword ptr [r15 + 768], ymm7
-    movzx edx, byte ptr [r15 + 192]
-    mov r9d, esi
-    mov qword ptr [r15 + 512], rsi
-    mov rbp, r11
+    movsxd rax, dword ptr [r15 + 320]
+    mov ecx, dword ptr [r15 + 128]
+    movsxd r8, dword ptr [r15 + 704]
+    mov ebp, r9d
+    movsxd rbp, dword ptr [r15 + 384]
     test ebx, 1073741824
     jz 1f
 1:
-    movsxd rdx, dword ptr [r15 + 384]
-    mov dword ptr [r15 + 320], ebp
-    and rbp, 1984
-    mov dword ptr [r15 + rbp + 1344], edx
-    mov rdx, qword ptr [r15 + 64]
-    test ebx, 1073741824
+    movzx r9d, bpl
+    mov r9, r10
+    mov rcx, rcx
+    mov ecx, r9d
+    movzx ecx, byte ptr [r15 + 192]
+    and r9, 448
+    mov r8, qword ptr [r15 + r9 + 832]
+    test dword ptr [r15 + 67117723], 8192
     jnz 1f
 1:
-    movsxd rbp, dword ptr [r15 + 128]
-    movzx edx, r9b
-    mov r8, r11
-    mov r9, r9
-    and r8, 8128
-    mov dword ptr [r15 + r8 + 7488], 148
+    mov rbp, r11
+    mov r8d, dword ptr [r15 + 512]
+    mov r9, qword ptr [r15 + 256]
+    and rbp, 4032
+    mov ecx, dword ptr [r15 + rbp + 3392]
+    movsxd rbp, dword ptr [r15 + 448]
     add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b10_done
 .Lc1_b10_c20:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 262144
-    setz al
-    lea rcx, [rip + .Lc1_d14771_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d14771_s_t
-    .p2align 3
-.Lc1_d14771_s:
-    .p2align 3
-    jmp .Lc1_d14771_j
-    .p2align 3
-    jmp .Lc1_d14771_j
-.Lc1_d14771_j:
-    mov qword ptr [r15 + 256], rax
-    mov qword ptr [r15 + 0], rax
-    mov rax, rsi
-    vmovdqu ymmword ptr [r15 + 0], ymm7
-    test ebx, 294912
+    mov r9, qword ptr [r15 + 512]
+    movzx ebp, byte ptr [r15 + 384]
+    mov byte ptr [r15 + 0], sil
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
     jnz 1f
 1:
-    mov rsi, qword ptr [r15 + 576]
+    mov ecx, r9d
+    add qword ptr [r15 + 0], rcx
+    vpxor xmm9, xmm9, xmm0
+    movzx r9d, cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov dword ptr [r15 + 320], 81
+    mov r8, r9
+    movzx r9d, byte ptr [r15 + 128]
+    mov qword ptr [r15 + 192], rcx
+    mov dword ptr [r15 + 128], r8d
     mov rbp, r11
-    movsxd rax, dword ptr [r15 + 448]
+    movzx r8d, byte ptr [r15 + 256]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and rbp, 448
+    mov byte ptr [r15 + rbp + 832], r8b
+    movzx ebp, bpl
+    mov dword ptr [r15 + 64], 212
+    mov rdx, qword ptr [r15 + 768]
+    mov qword ptr [r15 + 384], rsi
+    mov rbp, r11
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov qword ptr [r15 + 64], rbp
     and rbp, 8128
-    movzx edx, byte ptr [r15 + rbp + 7488]
-    test ebx, 1073741824
-    jz 1f
-1:
-    movsxd rcx, dword ptr [r15 + 512]
-    movzx ebp, r8b
-    vmovdqu ymmword ptr [r15 + 320], ymm7
-    mov r8, r11
-    test dword ptr [r15 + 67117724], 573440
-    jz 1f
-1:
-    mov rbp, qword ptr [r15 + 384]
-    mov ecx, ebp
+    mov r8, qword ptr [r15 + rbp + 7488]
+    mov rbp, rdx
     mov rbp, r11
-    and r8, 16320
-    movzx r9d, byte ptr [r15 + r8 + 15680]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and rbp, 4032
-    mov edx, dword ptr [r15 + rbp + 3392]
-    mov byte ptr [r15 + 64], r8b
-    movzx r8d, dl
+    vmovdqu ymmword ptr [r15 + 448], ymm9
+    and rbp, 1984
+    movsxd r9, dword ptr [r15 + rbp + 1344]
     add r11, 64
     inc rbx
     dec r13
@@ -18306,48 +17869,48 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r8d, byte ptr [r15 + 128]
-    vpmovmskb eax, xmm7
-    mov r9, r11
-    vmovdqu ymmword ptr [r15 + 640], ymm7
-    test dword ptr [r15 + 67117723], 196608
+    lea rcx, [rip + .Lc1_d14551_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d14551_j_t
+.Lc1_d14551_j:
+    mov rbp, r11
+    mov ecx, 163
+    and rbp, 4032
+    mov qword ptr [r15 + rbp + 3392], rcx
+    mov byte ptr [r15 + 192], dil
+    mov ebp, dword ptr [r15 + 128]
+    test ebx, 1073741824
     jz 1f
 1:
-    and r9, 448
-    mov dword ptr [r15 + r9 + 832], r9d
-    mov edi, r8d
-    mov r9, r11
-    mov esi, 58
-    movzx edi, dil
-    and r9, 1984
-    mov dword ptr [r15 + r9 + 1344], 142
+    mov ebp, 237
+    mov dword ptr [r15 + 0], ecx
+    mov rcx, qword ptr [r15 + 512]
+    mov ebp, eax
+    test dword ptr [r15 + 67117723], 536879105
+    jz 1f
+1:
+    mov dword ptr [r15 + 448], ebp
+    mov byte ptr [r15 + 384], cl
+    movzx ebp, bpl
+    mov eax, ebp
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r8d, 137
-    movzx r8d, byte ptr [r15 + 192]
-    movzx esi, r8b
-    mov r8d, dword ptr [r15 + 320]
-    mov rbp, qword ptr [r15 + 384]
+    mov rcx, qword ptr [r15 + 256]
+    mov qword ptr [r15 + 320], rax
+    vpmovmskb r9d, xmm9
+    mov dword ptr [r15 + 64], 18
     mov r9, r11
-    test dword ptr [r15 + 67117723], 536870912
+    test dword ptr [r15 + 67117723], 537919488
     jnz 1f
 1:
-    mov dword ptr [r15 + 256], esi
-    movsxd rbp, dword ptr [r15 + 448]
-    and r9, 4032
-    mov eax, dword ptr [r15 + r9 + 3392]
-    vpor xmm7, xmm7, xmm7
-    mov qword ptr [r15 + 64], r9
-    test dword ptr [r15 + 67117723], 131072
-    jz 1f
-1:
-    mov eax, 139
-    mov qword ptr [r15 + 128], rax
-    movzx eax, byte ptr [r15 + 512]
-    mov r8, qword ptr [r15 + 704]
+    and r9, 16320
+    mov rbp, r11
+    movzx ecx, byte ptr [r15 + r9 + 15680]
+    and rbp, 8128
+    mov dword ptr [r15 + rbp + 7488], esi
+    mov qword ptr [r15 + 640], rbp
+    movzx esi, byte ptr [r15 + 576]
     add r11, 64
     inc rbx
     dec r13
@@ -18356,49 +17919,55 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d14862_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d14862_j_t
-.Lc1_d14862_j:
-    mov dword ptr [r15 + 64], ecx
-    movsxd rcx, dword ptr [r15 + 128]
-    mov eax, 247
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, ecx
-    test dword ptr [r15 + 67117724], 64
+    mov rbp, r11
+    mov r8d, 216
+    and rbp, 4032
+    mov dword ptr [r15 + rbp + 3392], r8d
+    movzx ebp, sil
+    movzx esi, bpl
+    mov edi, r8d
+    test ebx, 1073741824
     jnz 1f
 1:
+    mov esi, r8d
+    mov dword ptr [r15 + 128], 126
     mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, dil
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r10
-    mov qword ptr [r15 + 320], rbp
-    mov ecx, 228
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], edi
+    lea rbp, [r11 + r11*1]
+    mov dword ptr [r15 + 0], eax
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
     and rbp, 1984
-    mov ecx, dword ptr [r15 + rbp + 1344]
-    .byte 0x66, 0x90
-    mov dword ptr [r15 + 384], ebp
-    mov ebp, dword ptr [r15 + 192]
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx ecx, bpl
-    mov byte ptr [r15 + 512], cl
-    mov eax, 188
-    movzx ecx, bpl
-    mov rbp, r10
+    mov rax, qword ptr [r15 + rbp + 1344]
+    mov edi, dword ptr [r15 + 320]
+    mov dword ptr [r15 + 704], 48
+    mov r9d, dword ptr [r15 + 320]
+    movsxd rdx, dword ptr [r15 + 384]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rcx, qword ptr [r15 + 448]
-    mov r9, r11
-    and rbp, 8128
-    mov dword ptr [r15 + rbp + 7488], r9d
-    mov dword ptr [r15 + 768], 243
-    and r9, 448
-    mov rbp, qword ptr [r15 + r9 + 832]
+    mov eax, r9d
+    movsxd r9, dword ptr [r15 + 256]
+    mov qword ptr [r15 + 192], rax
+    mov rax, qword ptr [r15 + rbp + 1408]
+    mov rbp, r10
+    mov esi, edx
+    test dword ptr [r15 + 67117724], 288
+    jnz 1f
+1:
+    mov byte ptr [r15 + 512], bpl
+    and rbp, 448
+    mov byte ptr [r15 + rbp + 832], al
+    mov r9, qword ptr [r15 + 64]
+    mov ebp, eax
     add r11, 64
     add r10, r11
     inc rbx
@@ -18408,107 +17977,100 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov r8, r11
-    and r8, 1984
-    movsxd rax, dword ptr [r15 + r8 + 1344]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, r11
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx eax, byte ptr [r15 + 448]
-    mov ebp, 36
-    and r8, 8128
-    mov qword ptr [r15 + r8 + 7488], rbp
-    movzx ebp, r9b
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r8, r11
-    mov ebp, ebp
-    movsxd rax, dword ptr [r15 + 64]
-    mov rbp, qword ptr [r15 + 384]
-    and r8, 4032
-    mov r9, qword ptr [r15 + r8 + 3392]
-    mov edi, 137
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rax, qword ptr [r15 + 256]
-    .byte 0x0f, 0x1f, 0x00
-    vpmovmskb r8d, xmm7
-    mov ebp, eax
-    test dword ptr [r15 + 67117723], 2080
-    jnz 1f
-1:
-    mov qword ptr [r15 + 320], rdi
-    mov edi, 120
-    mov rdi, r8
-    mov rdi, rdi
-    mov edi, edi
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r8d, 111
-    mov byte ptr [r15 + 576], dil
-    vpor xmm7, xmm7, xmm7
-    vpaddd xmm7, xmm7, xmm7
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b10_done
-.Lc1_b10_c24:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d14959_j]
+    lea rcx, [rip + .Lc1_d14648_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d14959_j_t
-.Lc1_d14959_j:
-    mov dword ptr [r15 + 192], 64
-    mov r8d, dword ptr [r15 + 640]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, r8b
-    mov dword ptr [r15 + 0], 232
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov ebp, r8d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 320], al
-    movsxd rcx, dword ptr [r15 + 512]
-    mov edi, dword ptr [r15 + 128]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rax, r8
-    mov r8d, edi
-    movzx ecx, dl
-    mov r8, qword ptr [r15 + 128]
-    movzx edx, byte ptr [r15 + 384]
-    test dword ptr [r15 + 67117724], 2129920
+    jmp .Lc1_d14648_j_t
+.Lc1_d14648_j:
+    mov dword ptr [r15 + 576], 60
+    mov ebp, dword ptr [r15 + 64]
+    movsxd rcx, dword ptr [r15 + 448]
+    mov rdx, rax
+    mov eax, dword ptr [r15 + 448]
+    test dword ptr [r15 + 67117723], 4096
     jnz 1f
 1:
-    mov qword ptr [r15 + 256], rcx
-    mov ecx, dword ptr [r15 + 448]
-    movsxd r8, dword ptr [r15 + 320]
-    vmovq qword ptr [r15 + 192], xmm7
-    mov rbp, r11
-    mov edx, dword ptr [r15 + 512]
+    movsxd rsi, dword ptr [r15 + 320]
+    mov rax, rax
+    movzx eax, byte ptr [r15 + 768]
+    imul rcx, qword ptr [r15 + 64]
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx ecx, dl
+    mov esi, ebp
+    mov qword ptr [r15 + 128], rbp
+    mov rbp, r10
+    vmovdqu xmmword ptr [r15 + 384], xmm9
+    vmovdqu ymmword ptr [r15 + 192], ymm9
+    test dword ptr [r15 + 67117723], 10485760
+    jz 1f
+1:
+    and rbp, 8128
+    mov rcx, qword ptr [r15 + rbp + 7488]
+    mov dword ptr [r15 + 512], ebp
+    movzx eax, sil
+    mov ebp, 231
+    mov rbp, r10
     test ebx, 1073741824
     jnz 1f
 1:
     and rbp, 448
-    mov rax, qword ptr [r15 + rbp + 832]
-    mov r9, r11
-    movsxd rbp, dword ptr [r15 + 64]
-    mov rcx, rax
-    and r9, 1984
-    mov eax, dword ptr [r15 + r9 + 1344]
+    movsxd rdi, dword ptr [r15 + rbp + 832]
+    mov dword ptr [r15 + 128], 132
+    mov ebp, r8d
+    mov byte ptr [r15 + 384], dil
     add r11, 64
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b10_done
+.Lc1_b10_c24:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], eax
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r11
+    mov eax, eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 8128
+    mov rcx, qword ptr [r15 + rbp + 7488]
+    mov rbp, rdi
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov ebp, 87
+    vmovdqu ymmword ptr [r15 + 128], ymm9
+    mov ebp, dword ptr [r15 + 640]
+    mov qword ptr [r15 + 64], rbp
+    mov rdi, rcx
+    mov r8, r10
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov byte ptr [r15 + 448], dil
+    and r8, 1984
+    mov dword ptr [r15 + r8 + 1344], 137
+    mov dword ptr [r15 + 320], 56
+    mov byte ptr [r15 + 384], dil
+    mov r8d, dword ptr [r15 + 512]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movsxd rdi, dword ptr [r15 + 128]
+    mov dword ptr [r15 + 256], 247
+    mov dword ptr [r15 + 192], r8d
+    mov rbp, r11
+    mov r8d, 60
+    and rbp, 4032
+    mov eax, dword ptr [r15 + rbp + 3392]
+    add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b10_done
@@ -18516,48 +18078,56 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov rax, qword ptr [r15 + 384]
-    mov byte ptr [r15 + 128], sil
-    mov ecx, eax
-    mov dword ptr [r15 + 0], 242
-    mov ebp, 213
-    test ebx, 512
-    jz 1f
-1:
-    mov ebp, r9d
-    movzx r9d, r9b
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    .byte 0x0f, 0x1f, 0x00
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 7
+    lea rcx, [rip + .Lc1_d14739_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d14739_s_t
+    .p2align 3
+.Lc1_d14739_s:
+    .p2align 3
+    jmp .Lc1_d14739_j
+    .p2align 3
+    jmp .Lc1_d14739_j
+    .p2align 3
+    jmp .Lc1_d14739_j
+    .p2align 3
+    jmp .Lc1_d14739_j
+    .p2align 3
+    jmp .Lc1_d14739_j
+    .p2align 3
+    jmp .Lc1_d14739_j
+    .p2align 3
+    jmp .Lc1_d14739_j
+    .p2align 3
+    jmp .Lc1_d14739_j
+.Lc1_d14739_j:
+    mov r9, r11
+    xor dword ptr [r15 + 64], r9d
+    and r9, 448
+    mov rbp, r11
+    mov dword ptr [r15 + r9 + 832], ebp
+    mov r9d, dword ptr [r15 + 512]
     test ebx, 1073741824
     jz 1f
 1:
     mov r8, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, dword ptr [r15 + 64]
-    movzx r9d, byte ptr [r15 + 256]
-    and r8, 8128
-    mov dword ptr [r15 + r8 + 7488], ebp
-    mov rbp, r11
-    movzx r8d, r9b
+    and rbp, 1984
+    movsxd r9, dword ptr [r15 + rbp + 1344]
+    and r8, 4032
+    movsxd rbp, dword ptr [r15 + r8 + 3392]
+    mov qword ptr [r15 + 320], rax
     test ebx, 1073741824
     jnz 1f
 1:
-    mov ecx, ebp
-    and rbp, 4032
-    mov r9, r11
-    mov byte ptr [r15 + rbp + 3392], r8b
-    mov qword ptr [r15 + 704], rax
-    and r9, 448
-    mov dword ptr [r15 + r9 + 832], ecx
-    mov rbp, qword ptr [r15 + 448]
-    test dword ptr [r15 + 67117723], 2097152
+    movzx r8d, bpl
+    mov rbp, r8
+    vpxor xmm9, xmm9, xmm11
+    test ebx, 1073741824
     jz 1f
 1:
-    mov ebp, 186
-    mov rdx, qword ptr [r15 + 768]
-    movsxd rbp, dword ptr [r15 + 320]
-    mov dword ptr [r15 + 384], 209
+    mov qword ptr [r15 + 704], r8
+    mov r8d, dword ptr [r15 + 256]
     add r11, 64
     inc rbx
     dec r13
@@ -18566,54 +18136,44 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 256
-    setz al
-    lea rcx, [rip + .Lc1_d15051_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d15051_s_t
-    .p2align 3
-.Lc1_d15051_s:
-    .p2align 3
-    jmp .Lc1_d15051_j
-    .p2align 3
-    jmp .Lc1_d15051_j
-.Lc1_d15051_j:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 384], 77
-    movsxd rcx, dword ptr [r15 + 64]
+    nop
+    mov dword ptr [r15 + 320], 179
+    mov r8d, dword ptr [r15 + 384]
+    mov dword ptr [r15 + 128], 45
+    mov rax, qword ptr [r15 + 256]
     test ebx, 1073741824
     jz 1f
 1:
-    mov qword ptr [r15 + 320], rdi
-    mov ecx, 143
-    mov ecx, ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov qword ptr [r15 + 768], r8
+    mov r8, r11
+    mov ebp, r8d
     mov rbp, r11
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov byte ptr [r15 + 192], al
-    mov rdx, qword ptr [r15 + 512]
+    and r8, 448
+    mov dword ptr [r15 + r8 + 832], 64
     and rbp, 8128
-    mov qword ptr [r15 + rbp + 7488], rcx
-    mov edi, dword ptr [r15 + 576]
-    mov r8, r11
-    test ebx, 1073741824
+    mov dword ptr [r15 + rbp + 7488], 151
+    movsxd rdx, dword ptr [r15 + 128]
+    test dword ptr [r15 + 67117723], 8192
     jz 1f
 1:
-    and r8, 4032
-    mov byte ptr [r15 + r8 + 3392], dl
-    mov rdx, qword ptr [r15 + 256]
-    movzx r8d, byte ptr [r15 + 448]
-    test ebx, 1073741824
-    jnz 1f
+    mov rbp, qword ptr [r15 + 448]
+    mov eax, 189
+    movzx eax, dl
+    mov rdx, qword ptr [r15 + 192]
+    test dword ptr [r15 + 67117723], 524288
+    jz 1f
 1:
-    mov rdi, qword ptr [r15 + 128]
-    mov r8, r11
-    mov edx, r8d
-    and r8, 1984
-    movsxd rdx, dword ptr [r15 + r8 + 1344]
+    movzx r8d, byte ptr [r15 + 64]
+    or qword ptr [r15 + 384], 99
+    movzx edx, al
+    mov edx, dword ptr [r15 + 512]
     add r11, 64
     inc rbx
     dec r13
@@ -18622,108 +18182,102 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    movzx eax, dil
-    mov edi, 54
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, 87
-    add qword ptr [r15 + 0], rbp
-    test ebx, 1073741824
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 16384
+    setz al
+    lea rcx, [rip + .Lc1_d14824_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d14824_s_t
+    .p2align 3
+.Lc1_d14824_s:
+    .p2align 3
+    jmp .Lc1_d14824_j
+    .p2align 3
+    jmp .Lc1_d14824_j
+.Lc1_d14824_j:
+    mov ecx, 182
+    lea rdi, [r15 + 67109504]
+    lea rsi, [r15 + 67113600]
+    mov ecx, 12
+    rep movsb
+    mov edi, 139
+    mov rbp, r11
+    test dword ptr [r15 + 67117724], 536870976
     jnz 1f
 1:
-    movzx ebp, r8b
-    mov r8, rax
-    cmovne rax, rdi
-    mov rdi, rdi
-    vpaddd xmm7, xmm7, xmm7
-    test ebx, 1073741824
+    movzx edi, dil
+    and rbp, 1984
+    mov rdi, qword ptr [r15 + rbp + 1344]
+    mov rbp, qword ptr [r15 + 64]
+    test dword ptr [r15 + 67117723], 64
+    jz 1f
+1:
+    mov rsi, qword ptr [r15 + 448]
+    movzx ecx, byte ptr [r15 + 320]
+    movzx ebp, byte ptr [r15 + 192]
+    test ebx, 256
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 162
-    mov eax, ebp
-    mov ebp, 202
-    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu ymmword ptr [r15 + 576], ymm9
+    mov byte ptr [r15 + 384], r9b
+    movzx edi, bpl
+    mov rbp, r11
     test ebx, 1073741824
     jz 1f
 1:
-    mov ebp, eax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], eax
-    vmovdqu ymmword ptr [r15 + 640], ymm7
-    mov r8d, 240
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rdi, rbp
-    mov rdi, rbp
-    movzx ebp, dil
-    movsxd rdi, dword ptr [r15 + 192]
-    mov r9, r11
-    mov r8, r11
-    mov ebp, dword ptr [r15 + 128]
-    test dword ptr [r15 + 67117723], 10
-    jnz 1f
-1:
-    and r8, 1984
-    add qword ptr [r15 + r8 + 1344], rbp
-    and r9, 448
-    mov r8d, dword ptr [r15 + r9 + 832]
-    movsxd rbp, dword ptr [r15 + 64]
-    movzx r9d, byte ptr [r15 + 320]
-    mov dword ptr [r15 + 512], 28
+    and rbp, 8128
+    movsxd r9, dword ptr [r15 + rbp + 7488]
+    movzx esi, byte ptr [r15 + 128]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b10_done
 .Lc1_b10_c28:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d15149_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d15149_j_t
-.Lc1_d15149_j:
     mov rbp, r11
-    mov ecx, dword ptr [r15 + 256]
-    mov r9, r10
+    movzx r9d, r8b
+    and rbp, 1984
+    vmovq qword ptr [r15 + rbp + 1344], xmm9
+    movzx edx, r8b
+    mov rbp, r10
+    mov qword ptr [r15 + 512], r9
+    movzx r9d, byte ptr [r15 + 128]
+    and rbp, 448
+    movsxd r8, dword ptr [r15 + rbp + 832]
+    mov rbp, r11
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r8d, 31
+    movzx r8d, byte ptr [r15 + 320]
     and rbp, 4032
-    mov rax, qword ptr [r15 + rbp + 3392]
-    mov rdi, qword ptr [r15 + 320]
-    and r9, 448
-    mov byte ptr [r15 + r9 + 832], dil
+    movsxd r9, dword ptr [r15 + rbp + 3392]
+    movzx ebp, r8b
+    mov dword ptr [r15 + 64], 206
     test ebx, 1152
     jnz 1f
 1:
-    mov edi, r9d
-    mov r9, qword ptr [r15 + 64]
-    movzx edi, byte ptr [r15 + 384]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rbp, r9
-    mov rbp, r11
-    mov qword ptr [r15 + 128], rcx
-    mov rcx, qword ptr [r15 + 448]
-    test dword ptr [r15 + 67117724], 1114112
-    jz 1f
-1:
-    and rbp, 8128
-    movsxd r9, dword ptr [r15 + rbp + 7488]
-    mov rbp, rbp
-    movzx ebp, byte ptr [r15 + 448]
-    movzx ecx, r9b
+    vpcmpeqb xmm9, xmm9, xmmword ptr [r15 + 640]
+    mov dword ptr [r15 + 0], 69
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 136
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ebp, r9b
     test ebx, 1073741824
     jnz 1f
 1:
-    mov qword ptr [r15 + 192], r9
-    mov r9, qword ptr [r15 + 384]
-    mov eax, 6
-    test ebx, 256
-    jz 1f
+    movzx r9d, r8b
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd r9, dword ptr [r15 + 256]
+    mov r8d, dword ptr [r15 + 192]
+    mov rbp, r9
+    test ebx, 1073741824
+    jnz 1f
 1:
-    movsxd rbp, dword ptr [r15 + 512]
-    mov dword ptr [r15 + 704], r9d
-    mov dword ptr [r15 + 64], 55
+    mov edx, 191
+    vpaddd xmm9, xmm9, xmm9
+    mov r9, r8
+    mov dword ptr [r15 + 448], eax
+    movzx eax, byte ptr [r15 + 384]
     add r11, 64
     add r10, r11
     inc rbx
@@ -18733,47 +18287,47 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    movsxd rax, dword ptr [r15 + 768]
-    mov dword ptr [r15 + 0], eax
-    movzx eax, al
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], bpl
+    lea rcx, [rip + .Lc1_d14915_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d14915_j_t
+.Lc1_d14915_j:
+    mov dword ptr [r15 + 512], 135
+    mov edx, 100
+    movsxd rcx, dword ptr [r15 + 448]
+    mov byte ptr [r15 + 320], al
     test ebx, 1073741824
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, byte ptr [r15 + 512]
-    mov eax, dword ptr [r15 + 64]
-    .byte 0x0f, 0x1f, 0x40, 0x00
-    mov dword ptr [r15 + 384], 195
-    test dword ptr [r15 + 67117723], 16777216
-    jnz 1f
-1:
-    movsxd rdx, dword ptr [r15 + 320]
-    movsxd r9, dword ptr [r15 + 192]
-    mov dword ptr [r15 + 256], 38
-    movzx ebp, bpl
-    test ebx, 3328
+    mov dword ptr [r15 + 0], ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r9d, byte ptr [r15 + 704]
+    test dword ptr [r15 + 67117723], 3072
     jz 1f
 1:
-    movzx ebp, byte ptr [r15 + 576]
-    mov r9, r11
-    mov rax, qword ptr [r15 + 448]
-    and r9, 1984
-    mov dword ptr [r15 + r9 + 1344], eax
-    mov rdx, rax
-    mov r9, r11
-    mov r8, r10
-    mov eax, dword ptr [r15 + 128]
+    mov r9, r10
+    mov rcx, qword ptr [r15 + 128]
+    mov byte ptr [r15 + 256], r9b
+    mov rbp, r11
+    and r9, 448
+    mov dword ptr [r15 + r9 + 832], ebp
+    and rbp, 8128
+    mov r9, qword ptr [r15 + rbp + 7488]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rbp, qword ptr [r15 + 192]
+    mov ecx, 62
+    mov dword ptr [r15 + 64], ebp
+    mov ebp, ebp
+    mov r8, r11
     test ebx, 1073741824
     jnz 1f
 1:
-    and r9, 8128
-    mov dword ptr [r15 + r9 + 7488], 246
     and r8, 4032
-    mov rbp, qword ptr [r15 + r8 + 3392]
-    mov r8d, 199
-    movzx r8d, dil
+    vmovdqu xmmword ptr [r15 + r8 + 3392], xmm9
+    mov r8d, dword ptr [r15 + 64]
+    movzx eax, byte ptr [r15 + 384]
     add r11, 64
     add r10, r11
     inc rbx
@@ -18783,166 +18337,155 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 7
-    lea rcx, [rip + .Lc1_d15242_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d15242_s_t
-    .p2align 3
-.Lc1_d15242_s:
-    .p2align 3
-    jmp .Lc1_d15242_j
-    .p2align 3
-    jmp .Lc1_d15242_j
-    .p2align 3
-    jmp .Lc1_d15242_j
-    .p2align 3
-    jmp .Lc1_d15242_j
-    .p2align 3
-    jmp .Lc1_d15242_j
-    .p2align 3
-    jmp .Lc1_d15242_j
-    .p2align 3
-    jmp .Lc1_d15242_j
-    .p2align 3
-    jmp .Lc1_d15242_j
-.Lc1_d15242_j:
-    movzx eax, byte ptr [r15 + 256]
-    mov rdi, rcx
-    movsxd rcx, dword ptr [r15 + 640]
-    mov rsi, qword ptr [r15 + 384]
-    mov rbp, r10
-    test dword ptr [r15 + 67117724], 16384
+    mov eax, dword ptr [r15 + 576]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rdx, qword ptr [r15 + 384]
+    mov r8, r8
+    mov rdi, rax
+    test dword ptr [r15 + 67117723], 67371520
     jz 1f
 1:
-    movzx ecx, al
-    movsxd r8, dword ptr [r15 + 128]
-    and rbp, 448
-    inc dword ptr [r15 + rbp + 832]
+    mov dword ptr [r15 + 64], 213
+    mov r8d, edx
+    mov rbp, r11
+    movzx r8d, dil
+    mov ecx, 38
+    and rbp, 8128
+    mov edi, dword ptr [r15 + rbp + 7488]
     test ebx, 1073741824
     jz 1f
 1:
-    vpcmpeqb xmm7, xmm7, xmm9
-    mov qword ptr [r15 + 64], rcx
-    movzx esi, byte ptr [r15 + 512]
-    mov dword ptr [r15 + 320], 38
-    test dword ptr [r15 + 67117723], 73729
-    jz 1f
+    .byte 0x0f, 0x1f, 0x00
+    movzx eax, byte ptr [r15 + 512]
+    mov rbp, r11
+    mov byte ptr [r15 + 320], al
+    mov eax, ebp
+    and rbp, 4032
+    mov qword ptr [r15 + rbp + 3392], r8
+    test ebx, 1073741824
+    jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rdx, rsi
-    vpshufd xmm7, xmm7, 248
+    movsxd r8, dword ptr [r15 + 128]
+    movsxd rbp, dword ptr [r15 + 256]
+    mov r9, r11
+    mov eax, esi
+    and r9, 1984
+    movsxd rax, dword ptr [r15 + r9 + 1344]
+    mov rsi, rbp
+    test dword ptr [r15 + 67117723], 9437184
+    jnz 1f
+1:
+    mov eax, 107
+    movsxd rax, dword ptr [r15 + 768]
+    mov rcx, r8
+    mov ebp, esi
+    movzx r9d, byte ptr [r15 + 128]
     add r11, 64
-    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b10_done
 .Lc1_b10_c31:
-    lea rcx, [rip + .Lc1_d15283_j]
+    lea rcx, [rip + .Lc1_d15004_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d15283_j_t
-.Lc1_d15283_j:
-    mov ecx, dword ptr [r15 + 320]
-    mov esi, ecx
-    mov r9, r10
-    movzx ecx, cl
-    mov ecx, 65
-    and r9, 1984
-    mov dword ptr [r15 + r9 + 1344], 212
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov edx, 236
-    mov edx, 179
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, 3
-    mov dword ptr [r15 + 0], 163
-    mov r9d, r9d
-    mov r9, rcx
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov ecx, edx
-    mov rdx, qword ptr [r15 + 704]
-    mov dword ptr [r15 + 448], 40
-    mov esi, r9d
-    mov r9, r11
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and r9, 4032
-    movzx esi, byte ptr [r15 + r9 + 3392]
-    mov r9d, dword ptr [r15 + 128]
-    mov edx, ecx
+    jmp .Lc1_d15004_j_t
+.Lc1_d15004_j:
+    mov r8, r11
     mov rbp, r11
-    movsxd rcx, dword ptr [r15 + 384]
-    mov rdx, rsi
-    test ebx, 519424
+    and r8, 448
+    mov rcx, qword ptr [r15 + r8 + 832]
+    and rbp, 1984
+    movzx r8d, byte ptr [r15 + rbp + 1344]
+    movzx ebp, byte ptr [r15 + 320]
+    mov qword ptr [r15 + 0], rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov ecx, ecx
+    mov ecx, ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, 41
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
     jz 1f
 1:
-    and rbp, 8128
-    mov edx, dword ptr [r15 + rbp + 7488]
-    mov dword ptr [r15 + 192], r9d
-    mov rbp, rax
-    mov ebp, eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, r8d
+    mov qword ptr [r15 + 0], rbp
+    movzx ebp, byte ptr [r15 + 512]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx ebp, bpl
+    mov qword ptr [r15 + 448], rcx
+    mov ebp, r8d
+    mov ebp, dword ptr [r15 + 640]
+    mov dword ptr [r15 + 256], ebp
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rbp, rcx
+    mov dword ptr [r15 + 64], ecx
+    mov qword ptr [r15 + 448], rbp
+    movsxd rbp, dword ptr [r15 + 320]
+    mov dword ptr [r15 + 192], 172
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx r8d, bpl
+    movsxd rcx, dword ptr [r15 + 128]
+    mov byte ptr [r15 + 384], dil
+    mov dword ptr [r15 + 64], ebp
     add r11, 64
-    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b10_done
 .Lc1_b10_c32:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d15057_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d15057_j_t
+.Lc1_d15057_j:
+    movsxd rcx, dword ptr [r15 + 192]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test dword ptr [r15 + 67117724], 8454656
+    jz 1f
+1:
     mov rbp, r11
+    movzx r8d, byte ptr [r15 + 704]
+    mov dword ptr [r15 + 320], 109
     mov r9, r11
-    and rbp, 1984
-    mov qword ptr [r15 + rbp + 1344], r9
-    mov ebp, dword ptr [r15 + 320]
-    and r9, 16320
-    mov edx, dword ptr [r15 + r9 + 15680]
-    mov byte ptr [r15 + 64], bpl
-    mov ebp, ecx
-    mov dword ptr [r15 + 0], edx
+    and rbp, 448
+    mov qword ptr [r15 + rbp + 832], rcx
+    and r9, 4032
+    mov qword ptr [r15 + r9 + 3392], rbp
     test ebx, 1073741824
     jnz 1f
 1:
-    mov ebp, 170
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rdx
-    mov edx, 140
+    mov dword ptr [r15 + 256], r9d
+    mov r8, r9
+    mov r9d, 69
+    movzx r9d, byte ptr [r15 + 512]
     test ebx, 1073741824
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 384], dl
-    mov rbp, r11
-    mov qword ptr [r15 + 320], r8
-    and rbp, 448
-    mov byte ptr [r15 + rbp + 832], bpl
+    mov r9, r8
+    vpshufd xmm9, xmm9, 23
+    movsxd r9, dword ptr [r15 + 128]
+    movzx ebp, byte ptr [r15 + 384]
+    mov r8, r11
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
-    movzx ebp, dl
-    mov byte ptr [r15 + 512], bpl
-    mov r9, qword ptr [r15 + 128]
-    mov qword ptr [r15 + 448], rbp
-    mov dword ptr [r15 + 64], ebp
-    mov ebp, 71
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + 192], 145
-    mov qword ptr [r15 + 768], rbp
-    mov r9d, 137
-    mov byte ptr [r15 + 256], bpl
-    jmp 1f
-1:
+    movzx r9d, bpl
+    vmovdqu ymmword ptr [r15 + 64], ymm9
+    and r8, 16320
+    movzx r9d, byte ptr [r15 + r8 + 15680]
     add r11, 64
     inc rbx
     dec r13
@@ -18951,49 +18494,48 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d15384_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d15384_j_t
-.Lc1_d15384_j:
+    lea rbp, [r11 + r11*1]
+    and rbp, 8128
+    mov qword ptr [r15 + rbp + 7552], rax
+    movzx r9d, bpl
+    mov qword ptr [r15 + 768], rax
+    mov dword ptr [r15 + 128], 204
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and eax, dword ptr [r15 + 0]
     mov r9, r11
-    and r9, 448
-    mov ecx, dword ptr [r15 + r9 + 832]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r9d, cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx edx, cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rsi, rdx
+    vmovdqu ymmword ptr [r15 + 0], ymm9
+    movsxd r8, dword ptr [r15 + 320]
+    mov rcx, rax
+    and r9, 4032
+    mov ecx, dword ptr [r15 + r9 + 3392]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov dword ptr [r15 + 576], esi
-    movsxd rsi, dword ptr [r15 + 512]
-    mov rax, qword ptr [r15 + 384]
-    mov rdx, qword ptr [r15 + 320]
-    test dword ptr [r15 + 67117723], 37748736
-    jnz 1f
-1:
-    movzx edx, byte ptr [r15 + 128]
-    mov rsi, qword ptr [r15 + 448]
-    mov dword ptr [r15 + 256], 240
+    mov eax, r9d
+    movzx ecx, byte ptr [r15 + rbp + 7488]
+    xor dword ptr [r15 + 448], ecx
     jmp 1f
 1:
-    mov r8, r11
+    test dword ptr [r15 + 67117724], 134479936
+    jz 1f
+1:
+    mov r8, qword ptr [r15 + 384]
+    mov eax, 57
+    movzx eax, r8b
+    movsxd rax, dword ptr [r15 + 192]
+    movsxd r9, dword ptr [r15 + 64]
+    mov rbp, r11
     test ebx, 1073741824
     jz 1f
 1:
-    and r8, 8128
-    movsxd rsi, dword ptr [r15 + r8 + 7488]
-    mov rax, r8
-    mov r8, r11
-    mov dword ptr [r15 + 64], 0
-    and r8, 4032
-    mov r9, qword ptr [r15 + r8 + 3392]
+    vmovdqu xmmword ptr [r15 + 512], xmm9
+    and rbp, 1984
+    movzx r8d, byte ptr [r15 + rbp + 1344]
+    movzx eax, byte ptr [r15 + 576]
+    mov rbp, qword ptr [r15 + 128]
     add r11, 64
     inc rbx
     dec r13
@@ -19002,50 +18544,54 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov byte ptr [r15 + 320], r8b
-    mov dword ptr [r15 + 640], 150
-    mov edx, 237
-    mov rax, qword ptr [r15 + 448]
-    mov byte ptr [r15 + 192], cl
-    mov ecx, 31
-    test ebx, 1073741824
-    jz 1f
-1:
-    movsxd r8, dword ptr [r15 + 128]
-    movzx ecx, byte ptr [r15 + 256]
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 64
+    setz al
+    lea rcx, [rip + .Lc1_d15145_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d15145_s_t
+    .p2align 3
+.Lc1_d15145_s:
+    .p2align 3
+    jmp .Lc1_d15145_j
+    .p2align 3
+    jmp .Lc1_d15145_j
+.Lc1_d15145_j:
+    mov ecx, ecx
     mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, edx
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r10
+    mov dword ptr [r15 + 0], ecx
+    vpaddd xmm9, xmm9, xmm9
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 12
-    mov eax, 51
-    movzx ebp, byte ptr [r15 + 512]
-    mov r9, r11
-    test dword ptr [r15 + 67117724], 16
-    jnz 1f
-1:
-    and r9, 1984
-    mov edx, dword ptr [r15 + r9 + 1344]
-    mov r9, rax
-    mov eax, 168
-    mov eax, 107
-    mov rbp, r11
-    mov r8d, 65
-    test ebx, 30464
+    and rbp, 1984
+    mov qword ptr [r15 + rbp + 1344], rbp
+    mov eax, dword ptr [r15 + 384]
+    mov qword ptr [r15 + 384], rbp
+    mov rbp, r10
+    test ebx, 1073741824
     jz 1f
 1:
-    movzx ecx, byte ptr [r15 + 384]
-    and rbp, 8128
-    movzx edi, byte ptr [r15 + rbp + 7488]
-    mov r9d, 99
-    vpshufd xmm7, xmm7, 189
-    movzx r8d, cl
+    mov dword ptr [r15 + 512], 89
+    mov rcx, qword ptr [r15 + 320]
+    and rbp, 448
+    mov rsi, qword ptr [r15 + rbp + 832]
+    movsxd rbp, dword ptr [r15 + 448]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov eax, dword ptr [r15 + 640]
+    mov ebp, 122
+    mov dword ptr [r15 + 128], ecx
+    test ebx, 384
+    jnz 1f
+1:
+    mov rcx, qword ptr [r15 + 192]
+    mov ebp, dword ptr [r15 + 64]
+    vmovdqu ymmword ptr [r15 + 256], ymm9
     add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b10_done
@@ -19053,52 +18599,54 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 268435456
-    setz al
-    lea rcx, [rip + .Lc1_d15474_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d15474_s_t
-    .p2align 3
-.Lc1_d15474_s:
-    .p2align 3
-    jmp .Lc1_d15474_j
-    .p2align 3
-    jmp .Lc1_d15474_j
-.Lc1_d15474_j:
-    mov r8, r11
-    and r8, 448
-    mov rcx, qword ptr [r15 + r8 + 832]
-    movzx r8d, byte ptr [r15 + 704]
-    mov eax, 8
     mov rbp, r11
+    and rbp, 448
+    movsxd rcx, dword ptr [r15 + rbp + 832]
+    mov rbp, rbp
+    mov byte ptr [r15 + 448], cl
+    movzx esi, byte ptr [r15 + 256]
+    mov dword ptr [r15 + 0], 123
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    vmovdqu ymmword ptr [r15 + 512], ymm7
-    and rbp, 1984
-    mov r8d, dword ptr [r15 + rbp + 1344]
-    mov r9, r11
-    mov ebp, 147
+    mov eax, ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rsi, rax
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    and r9, 4032
-    vmovdqu ymmword ptr [r15 + r9 + 3392], ymm7
-    vpmovmskb r9d, xmm7
-    mov dword ptr [r15 + 128], ebp
-    test ebx, 1073741824
+    mov ebp, 162
+    jmp 1f
+1:
+    movzx ebp, byte ptr [r15 + 384]
+    add rax, qword ptr [r15 + 128]
+    jmp 1f
+1:
+    mov rcx, qword ptr [r15 + 64]
+    test dword ptr [r15 + 67117724], 4096
+    jz 1f
+1:
+    mov rbp, r11
+    mov eax, 109
+    and rbp, 4032
+    mov esi, dword ptr [r15 + rbp + 3392]
+    mov eax, eax
+    mov eax, r9d
+    mov r8, qword ptr [r15 + 64]
+    test dword ptr [r15 + 67117724], 268435458
     jnz 1f
 1:
-    mov r9d, 8
-    mov edi, dword ptr [r15 + 320]
-    movsxd r8, dword ptr [r15 + 384]
-    test ebx, 1073741824
-    jnz 1f
+    mov r8, r11
+    movzx esi, byte ptr [r15 + 704]
+    jmp 1f
 1:
-    movzx r8d, bpl
-    mov dword ptr [r15 + 64], 245
-    mov ebp, dword ptr [r15 + 192]
+    mov eax, dword ptr [r15 + 320]
+    and r8, 8128
+    mov rbp, qword ptr [r15 + r8 + 7488]
+    mov rdi, r8
     add r11, 64
     inc rbx
     dec r13
@@ -19107,51 +18655,54 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov rax, qword ptr [r15 + 768]
-    mov rbp, r11
-    movsxd r8, dword ptr [r15 + 256]
-    movsxd r9, dword ptr [r15 + 128]
-    and rbp, 8128
-    vmovdqu ymmword ptr [r15 + rbp + 7488], ymm7
-    movzx ebp, byte ptr [r15 + 64]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rdi, rbp
-    mov ebp, ebp
-    add qword ptr [r15 + 0], rdi
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
+    lea rcx, [rip + .Lc1_d15239_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d15239_j_t
+.Lc1_d15239_j:
+    mov edi, dword ptr [r15 + 64]
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], edi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 384], bpl
-    mov rbp, r11
-    movzx eax, byte ptr [r15 + 64]
-    mov r8, r11
-    test dword ptr [r15 + 67117723], 40
-    jnz 1f
-1:
-    and r8, 448
-    mov edi, dword ptr [r15 + r8 + 832]
-    and rbp, 4032
-    mov r8d, dword ptr [r15 + rbp + 3392]
-    movzx eax, byte ptr [r15 + 192]
-    mov qword ptr [r15 + 448], r9
-    mov qword ptr [r15 + 320], rcx
-    test dword ptr [r15 + 67117723], 134217728
+    mov rbp, r10
+    mov ecx, 117
+    and rbp, 8128
+    mov eax, dword ptr [r15 + rbp + 7488]
+    test dword ptr [r15 + 67117724], 32768
     jz 1f
 1:
-    mov r8d, edi
-    mov ecx, 87
-    mov edi, 124
-    mov ebp, dword ptr [r15 + 512]
-    movzx edi, r8b
+    mov rbp, r11
+    jmp 1f
+1:
+    and rbp, 1984
+    vmovdqu ymmword ptr [r15 + rbp + 1344], ymm9
+    mov r8d, dword ptr [r15 + 768]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    or qword ptr [r15 + 512], 43
+    mov byte ptr [r15 + 384], r9b
+    mov rbp, r10
+    mov dword ptr [r15 + 448], r8d
+    test ebx, 1073741824
+    jz 1f
+1:
+    and rbp, 4032
+    movzx esi, byte ptr [r15 + rbp + 3392]
+    mov edi, dword ptr [r15 + 256]
+    mov eax, dword ptr [r15 + 320]
+    test ebx, 256
+    jnz 1f
+1:
+    mov r8d, 144
+    vmovdqu ymmword ptr [r15 + 320], ymm9
+    mov dword ptr [r15 + 128], 246
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov ebp, 236
+    vmovq xmm9, r9
+    mov rbp, qword ptr [r15 + 192]
     add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b10_done
@@ -19159,54 +18710,51 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d15565_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d15565_j_t
-.Lc1_d15565_j:
-    mov rcx, rbp
-    mov dword ptr [r15 + 0], 74
-    movsxd rbp, dword ptr [r15 + 320]
-    movzx eax, al
-    mov edx, 67
-    mov r9, r10
-    test dword ptr [r15 + 67117723], 2052
-    jz 1f
+    and esi, dword ptr [r15 + 192]
+    mov dword ptr [r15 + 512], 217
+    or qword ptr [r15 + 128], 26
+    mov ebp, 232
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, sil
+    test ebx, 512
+    jnz 1f
 1:
-    movzx eax, al
-    and r9, 4032
-    mov dword ptr [r15 + r9 + 3392], eax
-    jmp 1f
+    mov rsi, rsi
+    mov esi, eax
+    mov r8d, 87
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test dword ptr [r15 + 67117724], 33587200
+    jnz 1f
 1:
-    movzx edx, byte ptr [r15 + 384]
-    vmovdqu ymmword ptr [r15 + 128], ymm7
-    test dword ptr [r15 + 67117723], 16520
-    jz 1f
-1:
-    mov r8, r10
-    mov byte ptr [r15 + 64], dl
-    mov edx, 212
-    mov rbp, r11
-    and r8, 8128
-    mov rdx, qword ptr [r15 + r8 + 7488]
-    and rbp, 1984
-    mov rdi, qword ptr [r15 + rbp + 1344]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, sil
+    mov r9d, r8d
+    mov byte ptr [r15 + 128], al
+    mov r8d, dword ptr [r15 + 640]
+    mov r9, r11
+    mov byte ptr [r15 + 64], r8b
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx r8d, byte ptr [r15 + 256]
-    movzx ebp, cl
-    mov qword ptr [r15 + 640], rcx
-    movsxd r9, dword ptr [r15 + 448]
-    mov rax, r8
-    test ebx, 1073741824
+    movzx r8d, r9b
+    and r9, 448
+    movzx eax, byte ptr [r15 + r9 + 832]
+    mov r9d, dword ptr [r15 + 576]
+    mov r8, qword ptr [r15 + 384]
+    mov esi, eax
+    test dword ptr [r15 + 67117724], 268435456
     jz 1f
 1:
-    mov r8d, dword ptr [r15 + 192]
-    movzx eax, byte ptr [r15 + 384]
-    mov ecx, dword ptr [r15 + 512]
-    mov r9d, dword ptr [r15 + 576]
+    jmp 1f
+1:
+    mov eax, dword ptr [r15 + 448]
+    mov r9, qword ptr [r15 + 256]
+    mov r8, r11
+    mov rsi, rcx
+    and r8, 1984
+    mov byte ptr [r15 + r8 + 1344], sil
     add r11, 64
-    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b10_done
@@ -19214,51 +18762,59 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov qword ptr [r15 + 0], rsi
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 4194304
+    setz al
+    lea rcx, [rip + .Lc1_d15332_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d15332_s_t
+    .p2align 3
+.Lc1_d15332_s:
+    .p2align 3
+    jmp .Lc1_d15332_j
+    .p2align 3
+    jmp .Lc1_d15332_j
+.Lc1_d15332_j:
+    mov r8, r10
+    and r8, 4032
+    vpcmpeqb xmm9, xmm9, xmmword ptr [r15 + r8 + 3392]
+    mov r8, r11
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r10
-    mov dword ptr [r15 + 0], ecx
-    test dword ptr [r15 + 67117724], 268435456
-    jz 1f
-1:
-    and rbp, 1984
-    movsxd rcx, dword ptr [r15 + rbp + 1344]
-    mov dword ptr [r15 + 320], eax
-    movzx esi, al
-    mov dword ptr [r15 + 448], 249
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r8d, dword ptr [r15 + 704]
-    mov ebp, dword ptr [r15 + 128]
-    mov esi, 109
-    mov r9, r10
-    vpor xmm7, xmm7, xmm7
-    test ebx, 1073741824
-    jnz 1f
-1:
+    and r8, 8128
+    movsxd rcx, dword ptr [r15 + r8 + 7488]
+    mov r9, r11
+    mov qword ptr [r15 + 512], r8
     and r9, 448
-    movzx eax, byte ptr [r15 + r9 + 832]
-    mov r9, qword ptr [r15 + 64]
-    mov rsi, qword ptr [r15 + 384]
-    mov ebp, dword ptr [r15 + 768]
+    mov r8, qword ptr [r15 + r9 + 832]
     test ebx, 1073741824
     jz 1f
 1:
-    mov ebp, dword ptr [r15 + 192]
-    mov qword ptr [r15 + 128], rsi
-    mov eax, 78
-    mov rsi, qword ptr [r15 + 320]
-    test ebx, 640
+    mov dword ptr [r15 + 128], 29
+    mov dword ptr [r15 + 448], r8d
+    mov r8d, 31
+    movsxd rsi, dword ptr [r15 + 320]
+    test ebx, 1073741824
     jnz 1f
 1:
-    mov r8d, dword ptr [r15 + 256]
-    mov dword ptr [r15 + 512], 170
-    mov r9d, esi
     jmp 1f
 1:
+    .byte 0x66, 0x90
+    mov r9d, ebp
+    mov r9, r9
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r9, r8
+    mov r8d, r8d
+    mov r8, qword ptr [r15 + 192]
+    mov esi, esi
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov esi, dword ptr [r15 + 704]
+    movsxd rcx, dword ptr [r15 + 384]
+    mov rbp, qword ptr [r15 + 64]
+    mov byte ptr [r15 + 320], dil
     add r11, 64
     add r10, r11
     inc rbx
@@ -19268,110 +18824,106 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 512
-    setz al
-    lea rcx, [rip + .Lc1_d15661_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d15661_s_t
-    .p2align 3
-.Lc1_d15661_s:
-    .p2align 3
-    jmp .Lc1_d15661_j
-    .p2align 3
-    jmp .Lc1_d15661_j
-.Lc1_d15661_j:
-    mov dword ptr [r15 + 256], 232
-    mov ecx, 152
-    .byte 0x0f, 0x1f, 0x00
-    mov rcx, rax
-    test dword ptr [r15 + 67117723], 9437184
-    jnz 1f
+    mov ecx, eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, esi
+    mov eax, eax
+    movzx esi, bpl
+    test dword ptr [r15 + 67117723], 524288
+    jz 1f
 1:
     mov rbp, r11
-    mov ecx, ecx
-    and rbp, 448
-    mov rcx, qword ptr [r15 + rbp + 832]
-    vmovdqu ymmword ptr [r15 + 512], ymm7
-    mov r8, r11
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and r8, 8128
-    movsxd rcx, dword ptr [r15 + r8 + 7488]
-    mov eax, dword ptr [r15 + 576]
-    mov r8d, dword ptr [r15 + 384]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rbp, r10
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rsi, qword ptr [r15 + 64]
-    and rbp, 4032
-    mov ecx, dword ptr [r15 + rbp + 3392]
+    mov dword ptr [r15 + 0], esi
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 8128
+    mov esi, dword ptr [r15 + rbp + 7488]
+    test ebx, 311296
+    jz 1f
+1:
+    mov rbp, qword ptr [r15 + 384]
+    mov ecx, ecx
+    mov qword ptr [r15 + 64], r9
+    jmp 1f
+1:
     test ebx, 1073741824
     jz 1f
 1:
-    mov dword ptr [r15 + 448], esi
-    mov byte ptr [r15 + 320], sil
-    mov rax, rcx
+    jmp 1f
+1:
+    mov rbp, r11
+    vpcmpeqb xmm9, xmm9, xmmword ptr [r15 + 256]
+    and rbp, 1984
+    mov byte ptr [r15 + rbp + 1344], sil
+    movsxd rax, dword ptr [r15 + 64]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r8d, dword ptr [r15 + 448]
+    jmp 1f
+1:
+    mov qword ptr [r15 + 128], rax
+    mov rbp, r11
+    mov dword ptr [r15 + 192], ebp
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and rbp, 4032
+    vmovdqu ymmword ptr [r15 + rbp + 3392], ymm9
+    mov rbp, qword ptr [r15 + 512]
+    mov rsi, qword ptr [r15 + 768]
+    mov dword ptr [r15 + 320], 193
     add r11, 64
-    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b10_done
 .Lc1_b10_c40:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    movzx eax, byte ptr [r15 + 192]
-    mov dword ptr [r15 + 0], eax
-    movzx ebp, cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
+    lea rcx, [rip + .Lc1_d15429_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d15429_j_t
+.Lc1_d15429_j:
+    mov rbp, r11
+    mov dword ptr [r15 + 640], 175
+    mov ecx, dword ptr [r15 + 384]
+    and rbp, 1984
+    mov dword ptr [r15 + rbp + 1344], esi
+    mov esi, 193
+    mov ebp, ebp
+    test ebx, 1073741824
+    jz 1f
 1:
-    movzx ecx, cl
+    mov ebp, ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
     mov dword ptr [r15 + 0], ebp
-    mov dword ptr [r15 + 0], 165
-    mov ebp, 244
-    mov dword ptr [r15 + 0], ebp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r11
+    mov dword ptr [r15 + 0], 7
+    and rbp, 448
+    mov r8, qword ptr [r15 + rbp + 832]
+    vmovdqu ymmword ptr [r15 + 512], ymm9
+    mov rsi, qword ptr [r15 + 448]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov dword ptr [r15 + 0], ecx
-    movzx ebp, byte ptr [r15 + 512]
     jmp 1f
 1:
-    movzx eax, byte ptr [r15 + 256]
-    movzx r8d, al
+    and ebp, dword ptr [r15 + 320]
+    movzx r8d, byte ptr [r15 + 128]
+    mov dword ptr [r15 + 576], 146
+    movzx esi, r8b
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
-    mov qword ptr [r15 + 128], r8
-    mov rbp, r11
-    mov byte ptr [r15 + 128], cl
-    mov rcx, rbp
-    mov dword ptr [r15 + 320], ecx
-    and rbp, 8128
-    movzx ecx, byte ptr [r15 + rbp + 7488]
-    movzx ebp, byte ptr [r15 + 448]
-    test dword ptr [r15 + 67117723], 671088644
-    jz 1f
-1:
-    mov r9, r11
-    mov rbp, r11
-    mov dword ptr [r15 + 640], r9d
-    and rbp, 4032
-    movsxd r8, dword ptr [r15 + rbp + 3392]
-    and r9, 1984
-    mov rdx, qword ptr [r15 + r9 + 1344]
-    mov qword ptr [r15 + 64], rcx
-    mov rax, qword ptr [r15 + 384]
+    movsxd r8, dword ptr [r15 + 256]
+    mov byte ptr [r15 + 384], bpl
+    mov dword ptr [r15 + 192], ebp
+    mov dword ptr [r15 + 128], ebp
+    mov byte ptr [r15 + 64], r9b
     add r11, 64
     inc rbx
     dec r13
@@ -19380,172 +18932,164 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d15757_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d15757_j_t
-.Lc1_d15757_j:
-    movsxd rcx, dword ptr [r15 + 768]
-    movzx r9d, byte ptr [r15 + 512]
-    movzx eax, dl
-    mov rbp, qword ptr [r15 + 192]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rbp, qword ptr [r15 + 704]
+    movzx r8d, sil
+    movzx ebp, al
+    vpaddq xmm9, xmm9, xmmword ptr [r15 + 64]
+    mov dword ptr [r15 + 512], eax
     jmp 1f
 1:
-    mov byte ptr [r15 + 0], al
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1152
-    jz 1f
-1:
-    movzx edx, bpl
-    mov ebp, ebp
-    mov edx, dword ptr [r15 + 256]
-    mov r9, r10
-    mov dword ptr [r15 + 128], edx
+    movzx esi, bpl
     test dword ptr [r15 + 67117724], 2
-    jnz 1f
-1:
-    mov r8, r10
-    and r9, 448
-    mov rax, qword ptr [r15 + r9 + 832]
-    and r8, 1984
-    mov rcx, qword ptr [r15 + r8 + 1344]
-    mov rdx, rbp
-    mov byte ptr [r15 + 384], r8b
-    test dword ptr [r15 + 67117723], 2097152
     jz 1f
 1:
-    mov r8, qword ptr [r15 + 64]
-    mov dword ptr [r15 + 320], r9d
-    vmovdqu ymmword ptr [r15 + 448], ymm7
+    movzx ebp, sil
     jmp 1f
 1:
+    mov esi, ebp
+    mov dword ptr [r15 + 0], 255
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, r11
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov dword ptr [r15 + 0], 55
+    vmovdqu ymmword ptr [r15 + 128], ymm9
+    and r9, 8128
+    movsxd rsi, dword ptr [r15 + r9 + 7488]
+    mov r9, r9
+    movzx r8d, bpl
+    vpxor xmm9, xmm9, xmm6
     test ebx, 1073741824
     jnz 1f
 1:
-    vmovdqu ymmword ptr [r15 + 64], ymm7
-    movzx r9d, byte ptr [r15 + 384]
+    mov rbp, qword ptr [r15 + 320]
+    mov dword ptr [r15 + 256], r9d
+    mov r8, r11
     jmp 1f
 1:
+    mov r9d, 76
+    mov r9, r10
+    and r8, 4032
+    movzx esi, byte ptr [r15 + r8 + 3392]
+    test dword ptr [r15 + 67117724], 8192
+    jz 1f
+1:
+    and r9, 448
+    mov dword ptr [r15 + r9 + 832], esi
+    mov rbp, rcx
+    movzx ebp, byte ptr [r15 + 704]
+    mov r9, rsi
+    movzx r9d, byte ptr [r15 + 384]
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b10_done
 .Lc1_b10_c42:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, 78
-    mov dword ptr [r15 + 0], 112
-    mov eax, r9d
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 195
-    movzx r9d, byte ptr [r15 + 320]
-    mov r8, r11
-    movzx edi, byte ptr [r15 + 576]
-    mov qword ptr [r15 + 384], rax
-    test dword ptr [r15 + 67117724], 256
-    jnz 1f
-1:
-    and r8, 4032
-    movzx eax, byte ptr [r15 + r8 + 3392]
-    mov byte ptr [r15 + 128], r9b
-    mov dword ptr [r15 + 192], 9
-    movzx r9d, r9b
-    movzx r9d, r8b
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r8d, dword ptr [r15 + 448]
-    mov dword ptr [r15 + 64], 36
-    mov r9d, r9d
-    mov r9, r8
-    jmp 1f
-1:
+    lea rcx, [rip + .Lc1_d15523_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d15523_j_t
+.Lc1_d15523_j:
+    mov rbp, r11
     mov r9, r10
+    and rbp, 4032
+    mov rcx, qword ptr [r15 + rbp + 3392]
+    mov dword ptr [r15 + 64], r8d
+    and r9, 1984
+    movzx esi, byte ptr [r15 + r9 + 1344]
+    mov r8d, 197
     test ebx, 1073741824
     jz 1f
 1:
-    movsxd r8, dword ptr [r15 + 320]
-    and r9, 8128
-    mov rbp, r10
-    mov eax, dword ptr [r15 + r9 + 7488]
-    and rbp, 1984
-    mov r9d, dword ptr [r15 + rbp + 1344]
-    mov byte ptr [r15 + 512], al
+    mov dword ptr [r15 + 0], 6
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov ebp, 175
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovq qword ptr [r15 + 256], xmm9
+    mov r8d, r9d
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + 448], esi
+    mov rbp, qword ptr [r15 + 128]
+    mov rsi, r8
+    mov rsi, qword ptr [r15 + 64]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov dword ptr [r15 + 320], r8d
+    mov r8d, eax
+    mov rcx, qword ptr [r15 + 512]
+    mov eax, dword ptr [r15 + 192]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rbp, r11
+    movzx r9d, bpl
+    and rbp, 8128
+    mov edi, dword ptr [r15 + rbp + 7488]
+    movzx esi, byte ptr [r15 + 768]
+    mov qword ptr [r15 + 384], rdi
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b10_done
 .Lc1_b10_c43:
-    lea rcx, [rip + .Lc1_d15849_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d15849_j_t
-.Lc1_d15849_j:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 200
+    mov eax, 199
     jmp 1f
 1:
-    mov byte ptr [r15 + 0], r9b
-    mov qword ptr [r15 + 0], rcx
-    vpshufd xmm7, xmm7, 98
     test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], ecx
-    mov rbp, r11
-    mov ecx, 49
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 16320
-    mov qword ptr [r15 + rbp + 15680], rbp
-    lea r8, [r10 + r10*1]
-    test ebx, 256
     jz 1f
 1:
-    mov dword ptr [r15 + 320], r8d
-    mov r9, rbp
-    mov r9, r10
-    and r8, 448
-    movzx ebp, byte ptr [r15 + r8 + 832]
-    jmp 1f
+    mov esi, eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 320], 87
+    movzx ecx, byte ptr [r15 + 128]
+    vpcmpeqb xmm9, xmm9, xmm5
+    test dword ptr [r15 + 67117724], 4718592
+    jnz 1f
 1:
-    and r9, 8128
-    mov dword ptr [r15 + r9 + 7488], 211
+    mov byte ptr [r15 + 384], cl
+    movsxd rcx, dword ptr [r15 + 512]
+    mov rax, qword ptr [r15 + 448]
+    mov dword ptr [r15 + 128], r8d
+    mov rbp, r11
+    mov r8d, dword ptr [r15 + 64]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rdx, qword ptr [r15 + 192]
-    vmovdqu xmmword ptr [r15 + 128], xmm7
-    mov edi, dword ptr [r15 + 64]
-    mov r9, rdi
+    mov ecx, dword ptr [r15 + 192]
+    mov r9, r11
+    and rbp, 448
+    mov r8, r11
+    mov eax, dword ptr [r15 + rbp + 832]
+    and r9, 1984
+    mov rbp, qword ptr [r15 + r9 + 1344]
+    and r8, 16320
+    mov r9, qword ptr [r15 + r8 + 15680]
+    jmp 1f
+1:
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
-    mov rdi, qword ptr [r15 + 640]
-    xor dword ptr [r15 + 384], r9d
-    mov dword ptr [r15 + r8 + 896], 69
-    mov byte ptr [r15 + 256], r9b
-    jmp 1f
-1:
-    test ebx, 640
-    jnz 1f
-1:
-    mov rdi, rdx
-    jmp 1f
-1:
-    movsxd rsi, dword ptr [r15 + 448]
-    mov edi, edx
+    mov r8, rcx
+    vpaddd xmm9, xmm9, xmm9
+    mov r8, qword ptr [r15 + 320]
+    mov rcx, qword ptr [r15 + 576]
     add r11, 64
-    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b10_done
@@ -19553,60 +19097,58 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov rbp, r11
-    and rbp, 4032
-    mov r8, qword ptr [r15 + rbp + 3392]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 536870912
+    setz al
+    lea rcx, [rip + .Lc1_d15620_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d15620_s_t
+    .p2align 3
+.Lc1_d15620_s:
+    .p2align 3
+    jmp .Lc1_d15620_j
+    .p2align 3
+    jmp .Lc1_d15620_j
+.Lc1_d15620_j:
     jmp 1f
 1:
+    movsxd rcx, dword ptr [r15 + 448]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
+    jnz 1f
+1:
+    vpcmpeqb xmm9, xmm9, xmmword ptr [r15 + 384]
+    mov ebp, ecx
+    mov ecx, ecx
+    test ebx, 384
     jz 1f
 1:
-    mov byte ptr [r15 + 0], r8b
-    vmovdqu ymmword ptr [r15 + 0], ymm7
-    mov qword ptr [r15 + 0], rbp
-    movzx ebp, byte ptr [r15 + 448]
-    mov dword ptr [r15 + 704], eax
-    mov qword ptr [r15 + 256], r8
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov eax, 103
-    jmp 1f
-1:
-    movzx esi, bpl
-    mov rbp, qword ptr [r15 + 768]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 64], esi
+    mov dword ptr [r15 + 64], ecx
+    mov dword ptr [r15 + 192], 122
+    mov rbp, r10
+    mov rcx, qword ptr [r15 + 640]
     mov r8, r11
+    and rbp, 4032
+    mov rax, qword ptr [r15 + rbp + 3392]
     test ebx, 1073741824
     jnz 1f
 1:
-    and r8, 8128
-    mov dword ptr [r15 + r8 + 7488], esi
-    mov rdx, qword ptr [r15 + 384]
-    movsxd rcx, dword ptr [r15 + 512]
-    mov rsi, qword ptr [r15 + 128]
-    jmp 1f
+    and r8, 1984
+    mov ebp, dword ptr [r15 + r8 + 1344]
+    movzx r8d, cl
+    movzx ecx, sil
+    test ebx, 1073741824
+    jz 1f
 1:
-    jmp 1f
-1:
-    test dword ptr [r15 + 67117723], 268437504
-    jnz 1f
-1:
-    mov esi, 24
-    mov rbp, r11
-    movzx r8d, byte ptr [r15 + 320]
-    jmp 1f
-1:
-    and rbp, 1984
-    mov byte ptr [r15 + rbp + 1344], r8b
-    movsxd r8, dword ptr [r15 + 128]
+    mov r9, r11
+    mov qword ptr [r15 + 320], r8
+    and r9, 8128
+    mov rcx, qword ptr [r15 + r9 + 7488]
+    mov r9, qword ptr [r15 + 256]
     add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b10_done
@@ -19614,223 +19156,212 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 33554432
-    setz al
-    lea rcx, [rip + .Lc1_d15954_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d15954_s_t
-    .p2align 3
-.Lc1_d15954_s:
-    .p2align 3
-    jmp .Lc1_d15954_j
-    .p2align 3
-    jmp .Lc1_d15954_j
-.Lc1_d15954_j:
-    mov dword ptr [r15 + 320], r8d
-    mov r8d, edx
-    mov qword ptr [r15 + 576], rax
-    mov rbp, r11
+    mov byte ptr [r15 + 256], al
+    mov qword ptr [r15 + 0], rdi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 174
+    movzx r9d, al
     test ebx, 1073741824
     jz 1f
 1:
-    mov dword ptr [r15 + 512], r8d
-    and rbp, 4032
-    mov dword ptr [r15 + rbp + 3392], ebp
-    mov rsi, qword ptr [r15 + 192]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, dword ptr [r15 + 192]
+    movzx eax, byte ptr [r15 + 320]
+    mov rbp, qword ptr [r15 + 128]
+    mov r8, qword ptr [r15 + 704]
     test ebx, 1073741824
     jnz 1f
 1:
-    movsxd rbp, dword ptr [r15 + 64]
-    mov r8d, 8
-    mov r9, r11
-    test ebx, 1073741824
-    jz 1f
-1:
-    and r9, 448
-    mov eax, dword ptr [r15 + r9 + 832]
-    mov r9, r11
+    movsxd r8, dword ptr [r15 + 128]
+    mov eax, 68
     jmp 1f
 1:
-    movzx edi, byte ptr [r15 + 448]
-    test ebx, 1073741824
+    mov r9, r11
+    mov rax, qword ptr [r15 + 512]
+    mov dword ptr [r15 + 64], 241
+    test dword ptr [r15 + 67117723], 67108864
     jnz 1f
 1:
-    and r9, 1984
-    mov byte ptr [r15 + r9 + 1344], dil
+    and r9, 8128
+    mov eax, dword ptr [r15 + r9 + 7488]
     jmp 1f
 1:
-    mov edi, dword ptr [r15 + 384]
-    test ebx, 2304
-    jz 1f
+    mov r9d, 171
+    vmovdqu ymmword ptr [r15 + 384], ymm9
+    mov r9d, dword ptr [r15 + 768]
+    movzx r8d, byte ptr [r15 + 512]
+    test ebx, 1280
+    jnz 1f
 1:
-    mov rax, qword ptr [r15 + 256]
-    mov rdi, rdi
+    mov r9d, dword ptr [r15 + 448]
+    movsxd rdi, dword ptr [r15 + 64]
+    mov r8, r11
+    mov ebp, eax
+    mov rcx, r9
+    and r8, 448
+    mov dword ptr [r15 + r8 + 832], ecx
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b10_done
 .Lc1_b10_c46:
-    lea rcx, [rip + .Lc1_d15999_j]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d15715_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d15999_j_t
-.Lc1_d15999_j:
-    movzx ecx, cl
+    jmp .Lc1_d15715_j_t
+.Lc1_d15715_j:
+    mov rbp, r11
+    and rbp, 448
+    mov edi, dword ptr [r15 + rbp + 832]
+    mov byte ptr [r15 + 448], bpl
+    vmovdqu ymmword ptr [r15 + 256], ymm9
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], edi
-    mov eax, 255
-    test ebx, 1073741824
-    jnz 1f
+    test dword ptr [r15 + 67117723], 1048576
+    jz 1f
 1:
+    mov rbp, r11
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rcx
-    movsxd rdi, dword ptr [r15 + 448]
+    mov eax, dword ptr [r15 + 384]
+    and rbp, 4032
+    mov byte ptr [r15 + rbp + 3392], cl
     test ebx, 1073741824
     jz 1f
 1:
-    mov r9, r11
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov eax, dword ptr [r15 + 128]
-    and r9, 8128
-    mov ecx, dword ptr [r15 + r9 + 7488]
-    mov r9d, dword ptr [r15 + 640]
+    movsxd rcx, dword ptr [r15 + 384]
+    mov r8, r10
+    movsxd rbp, dword ptr [r15 + 64]
+    and r8, 1984
+    mov eax, dword ptr [r15 + r8 + 1344]
+    movzx r8d, bpl
     test ebx, 1073741824
     jnz 1f
 1:
-    movsxd r9, dword ptr [r15 + 512]
-    mov dword ptr [r15 + 384], ecx
     jmp 1f
 1:
-    mov rdx, qword ptr [r15 + 192]
-    movzx eax, byte ptr [r15 + 64]
-    test ebx, 1073741824
-    jnz 1f
+    jmp 1f
 1:
-    movzx ecx, byte ptr [r15 + 256]
-    mov eax, 93
-    mov r9, r11
-    mov rbp, r11
-    and r9, 1984
-    movzx edi, byte ptr [r15 + r9 + 1344]
-    mov qword ptr [r15 + 320], rcx
-    and rbp, 4032
-    vmovq qword ptr [r15 + rbp + 3392], xmm7
+    mov dword ptr [r15 + 320], 10
+    test ebx, 507136
+    jz 1f
+1:
+    mov rbp, rax
+    jmp 1f
+1:
+    mov edi, eax
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx eax, byte ptr [r15 + 576]
+    mov qword ptr [r15 + 128], rbp
+    mov byte ptr [r15 + 128], al
     add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b10_done
 .Lc1_b10_c47:
-    movzx ecx, bpl
-    mov rbp, rbp
-    jmp 1f
-1:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov dword ptr [r15 + 256], 148
+    vmovdqu ymmword ptr [r15 + 0], ymm9
     mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 110
-    mov dword ptr [r15 + 0], 7
-    test ebx, 1073741824
+    mov edi, eax
+    mov eax, 182
+    test dword ptr [r15 + 67117724], 128
     jz 1f
 1:
-    movzx ebp, dil
     mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, eax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
+    mov byte ptr [r15 + 448], dil
+    mov rdi, rdi
+    mov rbp, r11
+    mov rax, qword ptr [r15 + 640]
     test ebx, 1073741824
     jnz 1f
 1:
-    jmp 1f
-1:
-    mov rax, rbp
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], edx
-    mov rdx, rdx
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 448], al
-    vmovdqu ymmword ptr [r15 + 704], ymm7
-    mov eax, edx
-    mov rax, qword ptr [r15 + 384]
+    and eax, dword ptr [r15 + 192]
+    and rbp, 4032
+    movzx edi, byte ptr [r15 + rbp + 3392]
+    movsxd rbp, dword ptr [r15 + 512]
+    movzx ecx, al
     mov r8, r11
-    mov dword ptr [r15 + 128], 109
-    test ebx, 1073741824
+    mov r9, r11
+    mov rax, rdi
+    test dword ptr [r15 + 67117723], 71303168
     jnz 1f
 1:
-    and r8, 448
-    mov rax, qword ptr [r15 + r8 + 832]
-    movzx edi, dl
-    movzx r8d, al
-    jmp 1f
+    and r9, 448
+    mov dword ptr [r15 + r9 + 832], eax
+    and r8, 8128
+    mov qword ptr [r15 + r8 + 7488], rcx
+    mov r8, r8
+    movzx ebp, byte ptr [r15 + 64]
+    test dword ptr [r15 + 67117723], 4
+    jnz 1f
 1:
-    mov r8, qword ptr [r15 + 512]
-    mov edi, 152
-    test ebx, 3200
-    jz 1f
-1:
-    mov byte ptr [r15 + 128], r8b
-    vmovq qword ptr [r15 + 64], xmm7
-    mov byte ptr [r15 + 192], dil
-    mov byte ptr [r15 + 320], r8b
-    mov dword ptr [r15 + 384], 211
+    mov qword ptr [r15 + 320], r8
+    mov eax, 78
+    movsxd r8, dword ptr [r15 + 384]
+    mov dword ptr [r15 + 128], r8d
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b10_done
 .Lc1_b10_c48:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d16100_j]
+    lea rcx, [rip + .Lc1_d15804_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d16100_j_t
-.Lc1_d16100_j:
-    mov ecx, dword ptr [r15 + 768]
-    mov dword ptr [r15 + 0], 15
-    vmovdqu ymmword ptr [r15 + 0], ymm7
-    mov r8, r11
-    mov dword ptr [r15 + 256], r8d
+    jmp .Lc1_d15804_j_t
+.Lc1_d15804_j:
     mov rbp, r11
-    test dword ptr [r15 + 67117724], 4198400
-    jnz 1f
-1:
-    and r8, 8128
-    mov rax, qword ptr [r15 + r8 + 7488]
-    and rbp, 448
-    mov r8d, dword ptr [r15 + rbp + 832]
-    mov rbp, r11
-    mov byte ptr [r15 + 576], al
-    mov eax, ebp
-    test dword ptr [r15 + 67117723], 66
-    jnz 1f
-1:
-    and rbp, 1984
-    mov eax, dword ptr [r15 + rbp + 1344]
-    mov dword ptr [r15 + 320], 107
-    mov dword ptr [r15 + 448], 94
+    movzx eax, cl
+    and rbp, 4032
+    mov rcx, qword ptr [r15 + rbp + 3392]
+    movsxd rax, dword ptr [r15 + 64]
+    movzx edi, r8b
+    mov dword ptr [r15 + 320], r8d
     test ebx, 1073741824
     jz 1f
 1:
-    mov edi, dword ptr [r15 + 128]
-    vpcmpeqb xmm7, xmm7, xmmword ptr [r15 + 384]
-    movzx r8d, r8b
-    mov dword ptr [r15 + 64], eax
+    movzx r8d, r9b
+    mov r9, r11
+    mov rbp, qword ptr [r15 + 256]
+    mov r8, rbp
+    and r9, 1984
+    mov byte ptr [r15 + r9 + 1344], r8b
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx r8d, byte ptr [r15 + 192]
-    movzx eax, dil
-    mov eax, dword ptr [r15 + 512]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, r9
+    mov byte ptr [r15 + 0], r8b
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r8d, byte ptr [r15 + 64]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov ebp, dword ptr [r15 + 384]
+    vpcmpeqb xmm9, xmm9, xmmword ptr [r15 + 448]
+    add qword ptr [r15 + 512], r8
+    mov eax, ebp
+    mov dword ptr [r15 + 768], 246
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r8, r11
+    movzx ebp, byte ptr [r15 + 192]
+    movzx r9d, byte ptr [r15 + 704]
+    mov dword ptr [r15 + 128], 118
+    and r8, 8128
+    mov dword ptr [r15 + r8 + 7488], ebp
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
@@ -19839,56 +19370,63 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea r8, [r11 + r11*1]
-    and r8, 4032
-    mov dword ptr [r15 + r8 + 3456], eax
-    mov dword ptr [r15 + 0], r9d
-    jmp 1f
-1:
-    movzx eax, al
-    mov byte ptr [r15 + 0], bpl
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 640
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rax
-    mov byte ptr [r15 + 512], al
-    mov eax, eax
-    mov qword ptr [r15 + 640], r8
-    test ebx, 1664
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 15
+    lea rcx, [rip + .Lc1_d15854_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d15854_s_t
+    .p2align 3
+.Lc1_d15854_s:
+    .p2align 3
+    jmp .Lc1_d15854_j
+    .p2align 3
+    jmp .Lc1_d15854_j
+    .p2align 3
+    jmp .Lc1_d15854_j
+    .p2align 3
+    jmp .Lc1_d15854_j
+    .p2align 3
+    jmp .Lc1_d15854_j
+    .p2align 3
+    jmp .Lc1_d15854_j
+    .p2align 3
+    jmp .Lc1_d15854_j
+    .p2align 3
+    jmp .Lc1_d15854_j
+    .p2align 3
+    jmp .Lc1_d15854_j
+    .p2align 3
+    jmp .Lc1_d15854_j
+    .p2align 3
+    jmp .Lc1_d15854_j
+    .p2align 3
+    jmp .Lc1_d15854_j
+    .p2align 3
+    jmp .Lc1_d15854_j
+    .p2align 3
+    jmp .Lc1_d15854_j
+    .p2align 3
+    jmp .Lc1_d15854_j
+    .p2align 3
+    jmp .Lc1_d15854_j
+.Lc1_d15854_j:
+    mov ebp, dword ptr [r15 + 384]
+    mov r9d, 147
+    mov rcx, rcx
+    mov r9, r10
+    test dword ptr [r15 + 67117724], 2097184
     jz 1f
 1:
-    mov qword ptr [r15 + 128], rax
-    mov rbp, r11
-    mov eax, 220
-    movzx esi, byte ptr [r15 + 256]
-    mov r9, r11
-    and rbp, 8128
-    and esi, dword ptr [r15 + rbp + 7488]
-    jmp 1f
-1:
+    mov byte ptr [r15 + 128], cl
     and r9, 1984
-    movzx ecx, byte ptr [r15 + r9 + 1344]
+    movzx ebp, byte ptr [r15 + r9 + 1344]
     test ebx, 1073741824
     jz 1f
 1:
-    mov r9d, dword ptr [r15 + 64]
-    jmp 1f
-1:
-    add rsi, qword ptr [r15 + r8 + 3392]
-    vpxor xmm7, xmm7, xmm4
-    mov r8, qword ptr [r15 + 320]
-    test dword ptr [r15 + 67117724], 4194304
-    jz 1f
-1:
-    jmp 1f
-1:
-    movsxd r8, dword ptr [r15 + 448]
-    mov r9, r8
-    mov r8d, dword ptr [r15 + 320]
-    movzx esi, byte ptr [r15 + 384]
+    mov byte ptr [r15 + 320], bpl
+    mov rax, rbp
     add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b10_done
@@ -19896,63 +19434,51 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 15
-    lea rcx, [rip + .Lc1_d16191_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d16191_s_t
-    .p2align 3
-.Lc1_d16191_s:
-    .p2align 3
-    jmp .Lc1_d16191_j
-    .p2align 3
-    jmp .Lc1_d16191_j
-    .p2align 3
-    jmp .Lc1_d16191_j
-    .p2align 3
-    jmp .Lc1_d16191_j
-    .p2align 3
-    jmp .Lc1_d16191_j
-    .p2align 3
-    jmp .Lc1_d16191_j
-    .p2align 3
-    jmp .Lc1_d16191_j
-    .p2align 3
-    jmp .Lc1_d16191_j
-    .p2align 3
-    jmp .Lc1_d16191_j
-    .p2align 3
-    jmp .Lc1_d16191_j
-    .p2align 3
-    jmp .Lc1_d16191_j
-    .p2align 3
-    jmp .Lc1_d16191_j
-    .p2align 3
-    jmp .Lc1_d16191_j
-    .p2align 3
-    jmp .Lc1_d16191_j
-    .p2align 3
-    jmp .Lc1_d16191_j
-    .p2align 3
-    jmp .Lc1_d16191_j
-.Lc1_d16191_j:
-    mov r8, rcx
-    jmp 1f
-1:
-    movzx edx, byte ptr [r15 + 384]
-    test dword ptr [r15 + 67117724], 64
+    mov r8, r11
+    mov dword ptr [r15 + 128], 223
+    movsxd r9, dword ptr [r15 + 384]
+    and r8, 448
+    movzx eax, byte ptr [r15 + r8 + 832]
+    mov r8d, r9d
+    mov r8, r10
+    mov rbp, rdi
+    test dword ptr [r15 + 67117724], 4456452
     jz 1f
 1:
-    movsxd r9, dword ptr [r15 + 64]
-    mov dword ptr [r15 + 128], 201
-    movsxd rcx, dword ptr [r15 + 192]
-    test ebx, 1073741824
+    and r8, 8128
+    mov dword ptr [r15 + r8 + 7488], edi
+    mov rdi, rbp
+    mov r8, r10
+    mov byte ptr [r15 + 640], bpl
+    and r8, 1984
+    movsxd rbp, dword ptr [r15 + r8 + 1344]
+    mov ecx, 102
+    test dword ptr [r15 + 67117724], 1073741824
     jnz 1f
+1:
+    mov eax, 117
+    mov qword ptr [r15 + 256], rax
+    mov qword ptr [r15 + 64], rdi
+    vmovdqu ymmword ptr [r15 + 512], ymm9
+    test ebx, 2432
+    jz 1f
+1:
+    mov rdi, qword ptr [r15 + 192]
+    mov byte ptr [r15 + 448], al
+    or qword ptr [r15 + 320], 8
+    mov qword ptr [r15 + 64], rdi
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
 1:
     jmp 1f
 1:
-    mov ecx, 29
-    vmovq qword ptr [r15 + 704], xmm7
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 576], 19
+    movsxd rcx, dword ptr [r15 + 512]
+    add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b10_done
@@ -19960,59 +19486,61 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea r9, [r10 + r10*1]
-    mov r8, r10
-    and r9, 448
-    mov rax, qword ptr [r15 + r9 + 832]
-    mov rcx, qword ptr [r15 + 768]
-    and r8, 8128
-    mov rbp, qword ptr [r15 + r8 + 7488]
-    movsxd r8, dword ptr [r15 + 192]
+    lea rcx, [rip + .Lc1_d15942_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d15942_j_t
+.Lc1_d15942_j:
     jmp 1f
 1:
-    test dword ptr [r15 + 67117723], 65536
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], r8d
     mov r12, qword ptr [r15 + r12 + 56]
-    vpmovmskb r8d, xmm7
-    mov r8, r9
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
     test ebx, 1073741824
     jz 1f
 1:
-    mov r8, r10
+    movzx ecx, cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rax, qword ptr [r15 + 448]
     jmp 1f
 1:
-    mov rax, qword ptr [r15 + 128]
-    movzx ecx, bpl
-    and r8, 1984
-    mov rbp, qword ptr [r15 + r8 + 1344]
+    jmp 1f
+1:
+    mov ecx, ecx
     test ebx, 1073741824
+    jnz 1f
+1:
+    movzx ecx, byte ptr [r15 + 64]
+    movzx eax, al
+    mov rbp, r10
+    mov esi, 255
+    and rbp, 4032
+    mov qword ptr [r15 + rbp + 3392], rsi
+    mov rsi, qword ptr [r15 + 704]
+    test ebx, 2432
     jz 1f
 1:
-    movzx r8d, al
+    mov dword ptr [r15 + 192], esi
+    mov byte ptr [r15 + 320], bpl
+    mov r8, r11
+    mov dword ptr [r15 + 128], ecx
+    and r8, 448
+    movsxd rcx, dword ptr [r15 + r8 + 832]
+    test dword ptr [r15 + 67117724], 8388608
+    jz 1f
+1:
+    add rcx, qword ptr [r15 + 384]
+    mov r8d, dword ptr [r15 + 512]
+    mov rax, rbp
     jmp 1f
 1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movsxd r8, dword ptr [r15 + r9 + 896]
-    test dword ptr [r15 + 67117724], 128
-    jnz 1f
-1:
-    mov r8, qword ptr [r15 + 320]
-    mov dword ptr [r15 + 512], r8d
-    mov ebp, dword ptr [r15 + 448]
-    mov rdx, qword ptr [r15 + 256]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx r8d, byte ptr [r15 + 384]
-    movzx ebp, byte ptr [r15 + 64]
-    jmp 1f
-1:
-    movsxd rax, dword ptr [r15 + 320]
     add r11, 64
     add r10, r11
     inc rbx
@@ -20022,164 +19550,173 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d16282_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d16282_j_t
-.Lc1_d16282_j:
-    mov dword ptr [r15 + 512], 214
+    mov byte ptr [r15 + 128], cl
     jmp 1f
-1:
-    mov byte ptr [r15 + 256], bpl
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx eax, cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
 1:
     mov qword ptr [r15 + 384], rax
-    movzx eax, byte ptr [r15 + 320]
-    mov qword ptr [r15 + 448], r9
-    .byte 0x0f, 0x1f, 0x40, 0x00
-    mov rbp, r11
-    test dword ptr [r15 + 67117724], 328192
+    movzx eax, byte ptr [r15 + 192]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
     jz 1f
 1:
-    imul rcx, qword ptr [r15 + 192]
-    and rbp, 4032
-    mov qword ptr [r15 + rbp + 3392], rbp
-    mov dword ptr [r15 + 576], 138
-    movsxd rbp, dword ptr [r15 + 64]
-    test ebx, 1073741824
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 256], 248
+    mov r8, r11
+    movsxd rax, dword ptr [r15 + 768]
+    test dword ptr [r15 + 67117723], 1073741952
     jnz 1f
 1:
-    movzx ecx, cl
     mov rbp, r11
-    mov r8, r11
-    mov qword ptr [r15 + 128], rbp
-    and rbp, 8128
-    mov dword ptr [r15 + rbp + 7488], ecx
     and r8, 1984
-    mov dword ptr [r15 + r8 + 1344], ebp
+    movzx eax, byte ptr [r15 + r8 + 1344]
+    mov byte ptr [r15 + 256], cl
+    and rbp, 4032
+    mov qword ptr [r15 + rbp + 3392], r8
+    mov byte ptr [r15 + 448], bpl
+    test ebx, 256
+    jz 1f
+1:
+    mov dword ptr [r15 + 320], 110
+    mov byte ptr [r15 + 512], al
+    mov rbp, r11
+    mov rdx, qword ptr [r15 + 320]
+    and rbp, 8128
+    mov r8, qword ptr [r15 + rbp + 7488]
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx eax, byte ptr [r15 + 64]
+    movzx ebp, byte ptr [r15 + 128]
+    jmp 1f
+1:
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b10_done
 .Lc1_b10_c53:
-    mov dword ptr [r15 + 320], 159
-    mov r8d, 181
-    mov r9, rbp
-    mov r8d, dword ptr [r15 + 128]
-    mov dword ptr [r15 + 0], ebp
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov byte ptr [r15 + 0], r8b
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, 219
-    mov qword ptr [r15 + 0], r9
-    test ebx, 1073741824
-    jz 1f
-1:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 2097152
+    setz al
+    lea rcx, [rip + .Lc1_d16036_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d16036_s_t
+    .p2align 3
+.Lc1_d16036_s:
+    .p2align 3
+    jmp .Lc1_d16036_j
+    .p2align 3
+    jmp .Lc1_d16036_j
+.Lc1_d16036_j:
     mov rbp, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rdx, dword ptr [r15 + 64]
-    and rbp, 448
-    movzx edi, byte ptr [r15 + rbp + 832]
-    movsxd rbp, dword ptr [r15 + 384]
-    vpor xmm7, xmm7, xmm7
-    test ebx, 256
-    jnz 1f
-1:
-    mov r9d, 187
-    vmovdqu ymmword ptr [r15 + 256], ymm7
-    mov r9d, 109
-    mov r9d, r8d
-    mov dword ptr [r15 + 512], 225
-    test ebx, 1073741824
-    jnz 1f
-1:
-    vmovdqu ymmword ptr [r15 + 640], ymm7
-    mov r9, r11
-    mov r8, qword ptr [r15 + 192]
-    and r9, 4032
-    mov rbp, qword ptr [r15 + r9 + 3392]
-    movsxd rax, dword ptr [r15 + 64]
-    movzx r9d, byte ptr [r15 + 704]
-    test ebx, 1073741824
+    mov eax, 82
+    and rbp, 1984
+    mov dword ptr [r15 + rbp + 1344], 71
+    mov eax, ebp
+    mov rax, rax
+    test ebx, 2432
     jz 1f
 1:
-    mov r8d, edx
-    mov dword ptr [r15 + 448], 103
-    mov eax, r8d
-    mov rdi, r8
-    mov rdi, rbp
+    movsxd rbp, dword ptr [r15 + 384]
+    mov r8, r11
+    jmp 1f
+1:
+    and r8, 448
+    movzx edx, byte ptr [r15 + r8 + 832]
+    mov r8d, esi
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov ebp, dword ptr [r15 + 192]
+    mov eax, dword ptr [r15 + 320]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov qword ptr [r15 + 128], rbp
+    jmp 1f
+1:
+    mov esi, 84
+    test dword ptr [r15 + 67117723], 4096
+    jnz 1f
+1:
+    mov r8d, 187
+    jmp 1f
+1:
+    mov ebp, dword ptr [r15 + 576]
+    mov eax, dword ptr [r15 + 448]
+    test dword ptr [r15 + 67117724], 4
+    jz 1f
+1:
+    vmovq xmm9, rax
+    mov dword ptr [r15 + 64], r8d
+    mov r8d, esi
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b10_done
 .Lc1_b10_c54:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 128
-    setz al
-    lea rcx, [rip + .Lc1_d16376_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d16376_s_t
-    .p2align 3
-.Lc1_d16376_s:
-    .p2align 3
-    jmp .Lc1_d16376_j
-    .p2align 3
-    jmp .Lc1_d16376_j
-.Lc1_d16376_j:
-    mov rbp, r11
-    mov ecx, dword ptr [r15 + 448]
-    and rbp, 8128
-    mov r8, r10
-    mov qword ptr [r15 + rbp + 7488], rax
-    movzx eax, byte ptr [r15 + 320]
-    test ebx, 1152
-    jnz 1f
-1:
-    and r8, 16320
-    add rcx, qword ptr [r15 + r8 + 15680]
     jmp 1f
 1:
-    or qword ptr [r15 + 256], 41
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    movzx r8d, byte ptr [r15 + 512]
-    mov dword ptr [r15 + 384], ebp
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 128], 168
-    mov r8, r11
-    movzx ebp, cl
-    test ebx, 311296
-    jz 1f
-1:
-    mov qword ptr [r15 + 768], r8
-    and r8, 1984
-    mov dword ptr [r15 + r8 + 1344], 225
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r8, r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd r8, dword ptr [r15 + 192]
+    mov rbp, r11
+    mov eax, dword ptr [r15 + 640]
+    and rbp, 8128
+    movzx esi, byte ptr [r15 + rbp + 7488]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    mov ebp, 18
+    mov byte ptr [r15 + 320], dil
+    mov rbp, r11
+    jmp 1f
+1:
+    and rbp, 448
+    movsxd rdx, dword ptr [r15 + rbp + 832]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov edi, dword ptr [r15 + 128]
+    mov qword ptr [r15 + 704], rbp
+    jmp 1f
+1:
+    mov rdx, qword ptr [r15 + 384]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 512], 173
+    mov rbp, r11
+    test ebx, 640
+    jz 1f
+1:
+    and rbp, 4032
+    mov byte ptr [r15 + rbp + 3392], bpl
+    vmovdqu ymmword ptr [r15 + 64], ymm9
+    mov dword ptr [r15 + 256], 82
+    movsxd rbp, dword ptr [r15 + 448]
+    movsxd r8, dword ptr [r15 + 64]
     add r11, 64
-    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b10_done
@@ -20187,105 +19724,112 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov rbp, qword ptr [r15 + 320]
-    mov ecx, 5
-    movzx edi, r8b
-    mov r8, rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 67117723], 2048
-    jz 1f
+    lea rcx, [rip + .Lc1_d16134_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d16134_j_t
+.Lc1_d16134_j:
+    mov rcx, rax
+    mov ebp, dword ptr [r15 + 128]
+    mov eax, dword ptr [r15 + 320]
+    movzx r8d, r8b
+    test dword ptr [r15 + 67117724], 16777218
+    jnz 1f
 1:
-    mov eax, 241
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, 214
-    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    jmp 1f
+1:
+    vpor xmm9, xmm9, xmm9
+    movzx r8d, cl
     mov r9, r11
-    test dword ptr [r15 + 67117724], 2
+    test ebx, 1073741824
     jz 1f
 1:
-    mov qword ptr [r15 + 256], rbp
-    mov rbp, r11
-    and r9, 448
-    vmovdqu ymmword ptr [r15 + r9 + 832], ymm7
-    xor dword ptr [r15 + 576], r9d
-    and rbp, 4032
-    vmovdqu xmm10, xmmword ptr [r15 + rbp + 3392]
-    mov qword ptr [r15 + 64], rbp
+    mov eax, 1
+    jmp 1f
+1:
+    and r9, 4032
+    and edx, dword ptr [r15 + r9 + 3392]
+    movzx eax, byte ptr [r15 + 384]
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx r8d, byte ptr [r15 + 512]
-    movzx ebp, r8b
-    movzx r9d, byte ptr [r15 + 384]
-    jmp 1f
-1:
-    mov rbp, r8
+    vpxor xmm9, xmm9, xmm14
+    mov dword ptr [r15 + 448], 55
+    mov qword ptr [r15 + 512], r8
+    mov rax, qword ptr [r15 + 64]
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
-    mov r8, qword ptr [r15 + 128]
     mov rbp, r11
-    mov eax, r9d
-    and rbp, 1984
-    mov dword ptr [r15 + rbp + 1344], r9d
-    movzx ecx, byte ptr [r15 + 192]
+    mov r8d, 190
+    mov r9, r11
+    and rbp, 8128
+    mov dword ptr [r15 + rbp + 7488], r8d
+    and r9, 1984
+    mov dword ptr [r15 + r9 + 1344], ebp
+    mov byte ptr [r15 + 768], bpl
+    test ebx, 1073741824
+    jnz 1f
+1:
+    vpmovmskb edx, xmm9
+    mov qword ptr [r15 + 256], r9
+    mov r9d, esi
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b10_done
 .Lc1_b10_c56:
-    lea rcx, [rip + .Lc1_d16464_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d16464_j_t
-.Lc1_d16464_j:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 512
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 320], cl
-    mov ecx, dword ptr [r15 + 384]
-    jmp 1f
-1:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
     mov rbp, r11
-    movsxd r8, dword ptr [r15 + 384]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r9, r11
-    and rbp, 448
-    mov ecx, dword ptr [r15 + rbp + 832]
-    mov dword ptr [r15 + 512], r9d
+    and rbp, 16320
+    mov r9d, dword ptr [r15 + rbp + 15680]
+    mov ebp, dword ptr [r15 + 320]
+    mov qword ptr [r15 + 64], rax
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    and r9, 8128
-    vmovq qword ptr [r15 + r9 + 7488], xmm10
-    mov r8, r11
-    mov dword ptr [r15 + 192], 78
     test ebx, 1073741824
     jz 1f
 1:
-    and r8, 4032
-    movzx edi, byte ptr [r15 + r8 + 3392]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r8d, dword ptr [r15 + 640]
-    mov r9d, 189
-    mov r9d, dword ptr [r15 + 128]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r8, r8
-    movsxd r8, dword ptr [r15 + 448]
-    movsxd r9, dword ptr [r15 + 64]
     jmp 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, 179
+    mov rbp, r9
+    mov qword ptr [r15 + 128], rbp
+    mov r9, r11
+    test dword ptr [r15 + 67117723], 1028
+    jnz 1f
+1:
+    and r9, 1984
+    movzx eax, byte ptr [r15 + r9 + 1344]
+    jmp 1f
+1:
+    mov rbp, r11
+    vmovdqu ymmword ptr [r15 + 192], ymm9
+    and rbp, 448
+    mov esi, dword ptr [r15 + rbp + 832]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movsxd rbp, dword ptr [r15 + 128]
+    mov r9, qword ptr [r15 + 576]
+    mov dword ptr [r15 + 384], eax
+    vmovq qword ptr [r15 + 512], xmm9
     jmp 1f
 1:
     add r11, 64
@@ -20293,221 +19837,229 @@ ditto_body_c1:
     dec r13
     jz .Lc1_b10_done
 .Lc1_b10_c57:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov rax, rax
+    lea rcx, [rip + .Lc1_d16227_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d16227_j_t
+.Lc1_d16227_j:
     mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 133
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, r11
     jmp 1f
 1:
-    mov rbp, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 4032
-    and r9d, dword ptr [r15 + rbp + 3392]
-    test dword ptr [r15 + 67117724], 4194304
-    jz 1f
-1:
-    mov r8, r11
-    mov rbp, r11
-    vmovdqu ymmword ptr [r15 + 512], ymm10
-    mov r9d, dword ptr [r15 + 448]
-    and rbp, 8128
-    movzx eax, byte ptr [r15 + rbp + 7488]
-    and r8, 1984
-    movzx ebp, byte ptr [r15 + r8 + 1344]
-    mov r8d, dword ptr [r15 + 704]
     test ebx, 1073741824
     jz 1f
 1:
-    movzx esi, al
-    movzx eax, bpl
-    movzx ebp, byte ptr [r15 + 64]
-    movzx ecx, byte ptr [r15 + 256]
-    add rsi, qword ptr [r15 + 192]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r9, 448
+    mov r8, qword ptr [r15 + r9 + 832]
+    movsxd r9, dword ptr [r15 + 320]
+    movzx ecx, byte ptr [r15 + 512]
+    mov byte ptr [r15 + 128], r8b
+    test ebx, 2304
+    jnz 1f
+1:
+    add r8, qword ptr [r15 + 640]
+    mov dword ptr [r15 + 64], 225
+    mov eax, dword ptr [r15 + 448]
+    jmp 1f
+1:
+    mov r9, rcx
+    mov rbp, r11
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov eax, dword ptr [r15 + 384]
+    mov r9, r11
+    and rbp, 8128
+    mov dword ptr [r15 + rbp + 7488], 193
+    and r9, 4032
+    movzx ebp, byte ptr [r15 + r9 + 3392]
+    movzx r9d, al
+    jmp 1f
+1:
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rcx, rcx
-    movzx ecx, bpl
+    or qword ptr [r15 + 192], 105
+    mov qword ptr [r15 + 256], rbp
+    mov dword ptr [r15 + 384], eax
     jmp 1f
 1:
-    movzx ecx, bpl
-    vmovdqu xmm10, xmmword ptr [r15 + 384]
-    test dword ptr [r15 + 67117724], 256
-    jz 1f
-1:
-    mov ebp, 140
-    jmp 1f
-1:
-    movzx edi, byte ptr [r15 + 320]
-    mov ebp, dword ptr [r15 + 128]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b10_done
 .Lc1_b10_c58:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d16559_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d16559_j_t
-.Lc1_d16559_j:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], eax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 29
-    mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 67117724], 262144
-    jnz 1f
-1:
-    movzx eax, al
-    mov eax, r9d
-    mov dword ptr [r15 + 320], 188
     mov rbp, r11
-    mov dword ptr [r15 + 64], 173
-    mov r9d, dword ptr [r15 + 384]
-    test dword ptr [r15 + 67117724], 8192
-    jz 1f
-1:
+    and rbp, 8128
+    mov qword ptr [r15 + rbp + 7488], rbp
+    mov dword ptr [r15 + 448], 176
+    mov rbp, r11
+    mov qword ptr [r15 + 704], rdi
+    movzx r9d, byte ptr [r15 + 64]
     and rbp, 1984
-    mov byte ptr [r15 + rbp + 1344], r9b
+    mov byte ptr [r15 + rbp + 1344], al
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov r9, r9
     test ebx, 1073741824
     jz 1f
 1:
-    mov rax, qword ptr [r15 + 448]
-    mov dword ptr [r15 + 576], 30
-    mov r9d, dword ptr [r15 + 64]
-    mov rbp, r11
-    mov byte ptr [r15 + 768], r9b
-    and rbp, 448
-    mov r9d, dword ptr [r15 + rbp + 832]
+    movsxd r9, dword ptr [r15 + 192]
+    mov r12, qword ptr [r15 + r12 + 56]
+    vpaddq xmm9, xmm9, xmmword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov ebp, 240
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 256
+    jnz 1f
+1:
+    movzx eax, bpl
+    mov r8, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    lock add qword ptr [r15 + 0], rax
+    mov dword ptr [r15 + 64], 159
+    and r8, 4032
+    inc dword ptr [r15 + r8 + 3392]
+    mov r8d, eax
     test ebx, 1073741824
     jnz 1f
 1:
-    mov edi, dword ptr [r15 + 512]
-    mov r9d, 56
-    movzx r9d, byte ptr [r15 + 256]
-    mov qword ptr [r15 + 128], rax
+    mov byte ptr [r15 + 320], bpl
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 512], 145
+    mov r8d, dword ptr [r15 + 384]
+    mov eax, r8d
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r8, r9
+    mov dword ptr [r15 + 128], 194
+    mov esi, dword ptr [r15 + 256]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r9d, 234
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b10_done
 .Lc1_b10_c59:
-    mov rax, qword ptr [r15 + 128]
-    movzx ebp, bpl
-    mov ebp, dword ptr [r15 + 320]
-    mov byte ptr [r15 + 384], r9b
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, rax
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], 36
-    movzx eax, byte ptr [r15 + 192]
-    movzx r9d, bpl
-    movzx ebp, byte ptr [r15 + 320]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov qword ptr [r15 + 640], rbp
-    mov r8, r11
-    mov rbp, r8
-    mov qword ptr [r15 + 64], rax
-    mov rbp, r11
-    and r8, 8128
-    mov qword ptr [r15 + r8 + 7488], rax
-    and rbp, 4032
-    mov byte ptr [r15 + rbp + 3392], bpl
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx r8d, bpl
-    mov ebp, 120
-    mov eax, eax
-    mov rbp, r11
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rax, qword ptr [r15 + 256]
-    and rbp, 448
-    mov byte ptr [r15 + rbp + 832], r8b
-    mov r8, qword ptr [r15 + 448]
-    movzx ebp, al
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b10_done
-.Lc1_b10_c60:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
     xor eax, eax
     test dword ptr [r15 + 67117724], 32
     setz al
-    lea rcx, [rip + .Lc1_d16653_s]
+    lea rcx, [rip + .Lc1_d16324_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d16653_s_t
+    jmp .Lc1_d16324_s_t
     .p2align 3
-.Lc1_d16653_s:
+.Lc1_d16324_s:
     .p2align 3
-    jmp .Lc1_d16653_j
+    jmp .Lc1_d16324_j
     .p2align 3
-    jmp .Lc1_d16653_j
-.Lc1_d16653_j:
-    mov rdi, qword ptr [r15 + 384]
-    mov ecx, ecx
-    mov rcx, qword ptr [r15 + 704]
-    mov eax, dword ptr [r15 + 256]
-    test dword ptr [r15 + 67117724], 32770
+    jmp .Lc1_d16324_j
+.Lc1_d16324_j:
+    mov qword ptr [r15 + 448], r9
+    mov r9d, dword ptr [r15 + 256]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
     jz 1f
 1:
-    mov dword ptr [r15 + 192], 171
-    mov ecx, ecx
-    mov rdi, qword ptr [r15 + 448]
+    mov esi, 93
+    mov qword ptr [r15 + 0], rcx
+    mov r8, r11
+    and esi, dword ptr [r15 + 0]
+    test ebx, 1073741824
+    jz 1f
+1:
+    and r8, 448
+    mov qword ptr [r15 + r8 + 832], rsi
+    mov r8, r8
     jmp 1f
 1:
     test ebx, 1073741824
+    jnz 1f
+1:
+    movsxd rcx, dword ptr [r15 + 320]
+    mov r9, r11
+    mov rsi, qword ptr [r15 + 64]
+    and r9, 1984
+    and eax, dword ptr [r15 + r9 + 1344]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + 384], r8d
+    mov qword ptr [r15 + 128], r8
+    mov r8d, dword ptr [r15 + 768]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r9d, ecx
+    movsxd rcx, dword ptr [r15 + 576]
+    mov r9d, 251
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b10_done
+.Lc1_b10_c60:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r9d, r8b
+    mov r8d, 231
+    mov qword ptr [r15 + 0], rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], ecx
+    test ebx, 1073741824
     jz 1f
 1:
-    movzx ecx, dil
-    mov edi, dword ptr [r15 + 512]
-    mov rcx, rax
-    mov dword ptr [r15 + 128], eax
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx eax, cl
-    mov dword ptr [r15 + 64], 186
-    mov ecx, edi
-    mov dword ptr [r15 + 0], 111
-    mov rbp, r11
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r8, r11
     mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 8128
-    mov dword ptr [r15 + r8 + 7488], r8d
-    and rbp, 1984
-    movsxd rdi, dword ptr [r15 + rbp + 1344]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 512], r9b
+    mov dword ptr [r15 + 640], r8d
+    test ebx, 384
+    jnz 1f
+1:
+    mov r8, qword ptr [r15 + 320]
+    movzx ebp, byte ptr [r15 + 384]
+    mov qword ptr [r15 + 128], rcx
+    jmp 1f
+1:
+    mov r9, r11
+    movsxd rdx, dword ptr [r15 + 256]
+    and r9, 448
+    mov rcx, qword ptr [r15 + r9 + 832]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov qword ptr [r15 + 192], r8
+    mov rcx, qword ptr [r15 + 64]
+    mov eax, esi
+    mov r8d, ecx
+    mov dword ptr [r15 + 448], r9d
+    mov rbp, r9
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r9, r11
+    mov dword ptr [r15 + 128], edx
+    mov rbp, r11
+    and r9, 8128
+    mov rdx, qword ptr [r15 + r9 + 7488]
+    and rbp, 4032
+    vmovdqu ymmword ptr [r15 + rbp + 3392], ymm9
+    mov qword ptr [r15 + 512], rbp
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
@@ -20516,58 +20068,64 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d16700_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d16700_j_t
-.Lc1_d16700_j:
-    movsxd rcx, dword ptr [r15 + 192]
-    movzx r8d, cl
-    vpcmpeqb xmm10, xmm10, xmm7
-    jmp 1f
-1:
-    mov dword ptr [r15 + 448], 138
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 7
+    lea rcx, [rip + .Lc1_d16420_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d16420_s_t
+    .p2align 3
+.Lc1_d16420_s:
+    .p2align 3
+    jmp .Lc1_d16420_j
+    .p2align 3
+    jmp .Lc1_d16420_j
+    .p2align 3
+    jmp .Lc1_d16420_j
+    .p2align 3
+    jmp .Lc1_d16420_j
+    .p2align 3
+    jmp .Lc1_d16420_j
+    .p2align 3
+    jmp .Lc1_d16420_j
+    .p2align 3
+    jmp .Lc1_d16420_j
+    .p2align 3
+    jmp .Lc1_d16420_j
+.Lc1_d16420_j:
     mov rbp, r11
-    test dword ptr [r15 + 67117723], 1216348160
-    jz 1f
-1:
-    movzx edx, byte ptr [r15 + 384]
-    and rbp, 4032
-    mov qword ptr [r15 + rbp + 3392], rdx
-    jmp 1f
-1:
-    jmp 1f
-1:
+    and rbp, 1984
+    movsxd rdi, dword ptr [r15 + rbp + 1344]
+    mov rbp, r11
+    movsxd rax, dword ptr [r15 + 384]
+    and rbp, 8128
+    movsxd rcx, dword ptr [r15 + rbp + 7488]
     test ebx, 1073741824
     jz 1f
 1:
-    mov eax, dword ptr [r15 + 64]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rcx, dword ptr [r15 + 128]
     jmp 1f
 1:
-    movzx ebp, al
-    mov rbp, r10
-    test dword ptr [r15 + 67117724], 40960
+    movzx esi, byte ptr [r15 + 448]
+    test dword ptr [r15 + 67117723], 4196352
     jz 1f
 1:
-    mov eax, dword ptr [r15 + 320]
-    and rbp, 1984
-    movsxd rdx, dword ptr [r15 + rbp + 1344]
-    mov ebp, dword ptr [r15 + 768]
-    movsxd rcx, dword ptr [r15 + 128]
-    mov r9, r11
-    test ebx, 640
+    jmp 1f
+1:
+    mov dword ptr [r15 + 704], eax
+    movzx eax, byte ptr [r15 + 320]
+    test ebx, 1073741824
     jnz 1f
 1:
-    jmp 1f
+    movzx eax, al
+    movzx ebp, sil
+    mov rcx, rax
+    test ebx, 256
+    jz 1f
 1:
-    jmp 1f
-1:
-    and r9, 448
-    vmovq qword ptr [r15 + r9 + 832], xmm10
-    movzx r9d, byte ptr [r15 + 512]
+    mov esi, dword ptr [r15 + 64]
+    mov eax, dword ptr [r15 + 192]
+    movzx ebp, sil
     add r11, 64
-    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b10_done
@@ -20575,49 +20133,55 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    movsxd rcx, dword ptr [r15 + 576]
-    mov byte ptr [r15 + 512], al
-    jmp 1f
-1:
-    mov r9, r11
-    mov eax, 118
-    mov rax, rax
-    test dword ptr [r15 + 67117723], 8388608
-    jz 1f
-1:
-    and r9, 448
-    movzx ebp, byte ptr [r15 + r9 + 832]
-    mov byte ptr [r15 + 256], r9b
-    mov eax, r9d
-    mov r8, r11
-    mov dword ptr [r15 + 384], ecx
-    and r8, 8128
-    mov byte ptr [r15 + r8 + 7488], cl
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov qword ptr [r15 + 128], r8
-    mov dword ptr [r15 + 320], 7
-    mov dword ptr [r15 + 320], r8d
-    mov r8d, dword ptr [r15 + 64]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov byte ptr [r15 + 0], al
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 192], r8d
-    movzx r8d, byte ptr [r15 + 448]
-    test dword ptr [r15 + 67117724], 16777216
-    jnz 1f
-1:
-    mov qword ptr [r15 + 640], r8
-    jmp 1f
-1:
     mov rbp, r11
-    vpshufd xmm10, xmm10, 158
+    mov dword ptr [r15 + 128], eax
+    mov eax, 79
+    movzx edi, bpl
+    and rbp, 448
+    mov dword ptr [r15 + rbp + 832], eax
+    mov rax, qword ptr [r15 + 768]
+    mov ebp, dword ptr [r15 + 320]
+    test dword ptr [r15 + 67117724], 8389120
+    jnz 1f
+1:
+    jmp 1f
+1:
+    movzx eax, dil
+    mov dword ptr [r15 + 448], eax
+    mov rbp, r11
+    mov byte ptr [r15 + 192], al
+    movzx eax, al
+    test dword ptr [r15 + 67117724], 536870977
+    jz 1f
+1:
     and rbp, 4032
-    movzx r8d, byte ptr [r15 + rbp + 3392]
+    vmovdqu ymmword ptr [r15 + rbp + 3392], ymm9
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 3
+    mov r12, qword ptr [r15 + r12 + 56]
+    and edi, dword ptr [r15 + 64]
+    movzx eax, byte ptr [r15 + 64]
+    mov rbp, r11
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rsi, qword ptr [r15 + 320]
+    jmp 1f
+1:
+    and rbp, 1984
+    mov dword ptr [r15 + rbp + 1344], edi
+    mov dword ptr [r15 + 256], 146
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    movsxd rdi, dword ptr [r15 + 384]
+    movzx ebp, r9b
+    movzx ebp, sil
+    mov qword ptr [r15 + 512], rdi
     add r11, 64
     inc rbx
     dec r13
@@ -20626,66 +20190,57 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 7
-    lea rcx, [rip + .Lc1_d16792_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d16792_s_t
-    .p2align 3
-.Lc1_d16792_s:
-    .p2align 3
-    jmp .Lc1_d16792_j
-    .p2align 3
-    jmp .Lc1_d16792_j
-    .p2align 3
-    jmp .Lc1_d16792_j
-    .p2align 3
-    jmp .Lc1_d16792_j
-    .p2align 3
-    jmp .Lc1_d16792_j
-    .p2align 3
-    jmp .Lc1_d16792_j
-    .p2align 3
-    jmp .Lc1_d16792_j
-    .p2align 3
-    jmp .Lc1_d16792_j
-.Lc1_d16792_j:
+    lea rcx, [rip + .Lc1_d16516_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d16516_j_t
+.Lc1_d16516_j:
     jmp 1f
 1:
-    mov byte ptr [r15 + 320], r8b
-    movzx r8d, byte ptr [r15 + 64]
-    movzx eax, dl
-    mov rbp, r10
+    mov ecx, dword ptr [r15 + 384]
+    mov esi, dword ptr [r15 + 64]
+    mov rbp, r11
+    movsxd rax, dword ptr [r15 + 192]
     test ebx, 1073741824
+    jz 1f
+1:
+    and rbp, 4032
+    mov qword ptr [r15 + rbp + 3392], rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    test dword ptr [r15 + 67117723], 1142161408
+    jz 1f
+1:
+    mov rbp, rbp
+    and eax, dword ptr [r15 + 576]
+    mov ebp, dword ptr [r15 + 512]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov eax, esi
+    mov rax, r9
+    mov byte ptr [r15 + 320], r8b
+    mov rbp, r11
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    and rbp, 448
+    mov esi, dword ptr [r15 + rbp + 832]
+    movzx ebp, bpl
+    mov ebp, 145
+    mov rbp, r11
+    mov dword ptr [r15 + 128], 134
+    test ebx, 256
     jz 1f
 1:
     and rbp, 8128
-    mov qword ptr [r15 + rbp + 7488], r8
-    mov ebp, dword ptr [r15 + 256]
-    mov r8, r10
-    movsxd rcx, dword ptr [r15 + 512]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx ebp, r8b
-    and r8, 1984
-    movzx ebp, byte ptr [r15 + r8 + 1344]
-    jmp 1f
-1:
-    test ebx, 15360
-    jz 1f
-1:
-    mov rbp, qword ptr [r15 + 128]
-    movsxd rdi, dword ptr [r15 + 384]
-    mov byte ptr [r15 + 0], bpl
-    test dword ptr [r15 + 67117723], 16777224
-    jnz 1f
-1:
-    mov edx, 43
-    mov dword ptr [r15 + 0], ebp
-    mov rbp, qword ptr [r15 + 704]
+    mov qword ptr [r15 + rbp + 7488], rbp
+    mov byte ptr [r15 + 256], sil
+    mov byte ptr [r15 + 448], sil
     add r11, 64
-    add r10, r11
     inc rbx
     dec r13
     jnz .Lc1_b10_c0
@@ -20757,385 +20312,375 @@ ditto_body_init_c1:
 
     .section .text.ditto_indirect,"ax",@progbits
     .p2align 9, 0xcc
-.Lc1_d12098_j_t:
+.Lc1_d11829_j_t:
     jmp rcx
-.Lc1_d12159_s_t:
+.Lc1_d11891_s_t:
     jmp rcx
-.Lc1_d12209_j_t:
+.Lc1_d11943_j_t:
     jmp rcx
-.Lc1_d13622_s_t:
+.Lc1_d13348_s_t:
     jmp rcx
-.Lc1_d13722_s_t:
+.Lc1_d13451_s_t:
     jmp rcx
-.Lc1_d12846_j_t:
+.Lc1_d12594_j_t:
     jmp rcx
-.Lc1_d12938_s_t:
+.Lc1_d12636_j_t:
     jmp rcx
-.Lc1_d13024_j_t:
+.Lc1_d12735_j_t:
     jmp rcx
-.Lc1_d13118_j_t:
+.Lc1_d12834_s_t:
     jmp rcx
-.Lc1_d13172_j_t:
+.Lc1_d12919_j_t:
     jmp rcx
 .Lc1_d35_s_t:
     jmp rcx
 .Lc1_b1_stubs_t:
     jmp rcx
-.Lc1_d12307_j_t:
+.Lc1_d12003_s_t:
     jmp rcx
-.Lc1_d12408_s_t:
+.Lc1_d12044_j_t:
     jmp rcx
-.Lc1_d12455_j_t:
+.Lc1_d12140_j_t:
     jmp rcx
-.Lc1_d12503_j_t:
+.Lc1_d12199_j_t:
     jmp rcx
-.Lc1_d12605_s_t:
+.Lc1_d12295_s_t:
     jmp rcx
-.Lc1_d12692_j_t:
+.Lc1_d12398_j_t:
     jmp rcx
-.Lc1_d12794_j_t:
+.Lc1_d12492_j_t:
     jmp rcx
-.Lc1_d13332_j_t:
+.Lc1_d13021_j_t:
     jmp rcx
-.Lc1_d13420_j_t:
+.Lc1_d13067_s_t:
     jmp rcx
-.Lc1_d13515_s_t:
+.Lc1_d13150_j_t:
     jmp rcx
-.Lc1_d13899_s_t:
+.Lc1_d13245_j_t:
     jmp rcx
-.Lc1_d13987_j_t:
+.Lc1_d13628_s_t:
     jmp rcx
-.Lc1_d14077_s_t:
+.Lc1_d13676_j_t:
     jmp rcx
-.Lc1_d14167_j_t:
+.Lc1_d13766_s_t:
     jmp rcx
-.Lc1_d14265_j_t:
+.Lc1_d13857_j_t:
     jmp rcx
-.Lc1_d14359_j_t:
+.Lc1_d13946_j_t:
     jmp rcx
-.Lc1_d14449_s_t:
+.Lc1_d14036_j_t:
     jmp rcx
-.Lc1_d14497_j_t:
+.Lc1_d14131_s_t:
     jmp rcx
-.Lc1_d14584_j_t:
+.Lc1_d14222_j_t:
     jmp rcx
-.Lc1_d14676_j_t:
+.Lc1_d14314_j_t:
     jmp rcx
-.Lc1_d14771_s_t:
+.Lc1_d14367_s_t:
     jmp rcx
-.Lc1_d14862_j_t:
+.Lc1_d14458_j_t:
     jmp rcx
-.Lc1_d14959_j_t:
+.Lc1_d14551_j_t:
     jmp rcx
-.Lc1_d15051_s_t:
+.Lc1_d14648_j_t:
     jmp rcx
-.Lc1_d15149_j_t:
+.Lc1_d14739_s_t:
     jmp rcx
-.Lc1_d15242_s_t:
+.Lc1_d14824_s_t:
     jmp rcx
-.Lc1_d15283_j_t:
+.Lc1_d14915_j_t:
     jmp rcx
-.Lc1_d15384_j_t:
+.Lc1_d15004_j_t:
     jmp rcx
-.Lc1_d15474_s_t:
+.Lc1_d15057_j_t:
     jmp rcx
-.Lc1_d15565_j_t:
+.Lc1_d15145_s_t:
     jmp rcx
-.Lc1_d15661_s_t:
+.Lc1_d15239_j_t:
     jmp rcx
-.Lc1_d15757_j_t:
+.Lc1_d15332_s_t:
     jmp rcx
-.Lc1_d15849_j_t:
+.Lc1_d15429_j_t:
     jmp rcx
-.Lc1_d15954_s_t:
+.Lc1_d15523_j_t:
     jmp rcx
-.Lc1_d15999_j_t:
+.Lc1_d15620_s_t:
     jmp rcx
-.Lc1_d16100_j_t:
+.Lc1_d15715_j_t:
     jmp rcx
-.Lc1_d16191_s_t:
+.Lc1_d15804_j_t:
     jmp rcx
-.Lc1_d16282_j_t:
+.Lc1_d15854_s_t:
     jmp rcx
-.Lc1_d16376_s_t:
+.Lc1_d15942_j_t:
     jmp rcx
-.Lc1_d16464_j_t:
+.Lc1_d16036_s_t:
     jmp rcx
-.Lc1_d16559_j_t:
+.Lc1_d16134_j_t:
     jmp rcx
-.Lc1_d16653_s_t:
+.Lc1_d16227_j_t:
     jmp rcx
-.Lc1_d16700_j_t:
+.Lc1_d16324_s_t:
     jmp rcx
-.Lc1_d16792_s_t:
+.Lc1_d16420_s_t:
     jmp rcx
-.Lc1_d247_j_t:
+.Lc1_d16516_j_t:
     jmp rcx
-.Lc1_d346_s_t:
+.Lc1_d623_s_t:
     jmp rcx
-.Lc1_d425_j_t:
+.Lc1_d711_s_t:
     jmp rcx
-.Lc1_d523_s_t:
+.Lc1_d751_s_t:
     jmp rcx
-.Lc1_d604_j_t:
+.Lc1_d840_s_t:
     jmp rcx
-.Lc1_d652_s_t:
+.Lc1_d934_s_t:
     jmp rcx
-.Lc1_d739_j_t:
+.Lc1_d1014_s_t:
     jmp rcx
-.Lc1_d838_j_t:
+.Lc1_d1097_s_t:
     jmp rcx
-.Lc1_d939_s_t:
+.Lc1_d1181_s_t:
     jmp rcx
-.Lc1_d1023_s_t:
+.Lc1_d1273_j_t:
     jmp rcx
-.Lc1_d1105_s_t:
+.Lc1_d1366_j_t:
     jmp rcx
-.Lc1_d1185_j_t:
+.Lc1_d1460_s_t:
     jmp rcx
-.Lc1_d1284_j_t:
+.Lc1_d1504_s_t:
     jmp rcx
-.Lc1_d1381_j_t:
+.Lc1_d1590_s_t:
     jmp rcx
-.Lc1_d1481_j_t:
+.Lc1_d1670_s_t:
     jmp rcx
-.Lc1_d1527_j_t:
+.Lc1_d1759_j_t:
     jmp rcx
-.Lc1_d1622_s_t:
+.Lc1_d1860_j_t:
     jmp rcx
-.Lc1_d1699_j_t:
+.Lc1_d1957_s_t:
     jmp rcx
-.Lc1_d1801_j_t:
+.Lc1_d2045_j_t:
     jmp rcx
-.Lc1_d1890_s_t:
+.Lc1_d2146_s_t:
     jmp rcx
-.Lc1_d1990_s_t:
+.Lc1_d2235_j_t:
     jmp rcx
-.Lc1_d2076_j_t:
+.Lc1_d2326_j_t:
     jmp rcx
-.Lc1_d2180_s_t:
+.Lc1_d2416_j_t:
     jmp rcx
-.Lc1_d2268_s_t:
+.Lc1_d2503_j_t:
     jmp rcx
-.Lc1_d2315_j_t:
+.Lc1_d2552_j_t:
     jmp rcx
-.Lc1_d2417_j_t:
+.Lc1_d2641_s_t:
     jmp rcx
-.Lc1_d2514_s_t:
+.Lc1_d2725_j_t:
     jmp rcx
-.Lc1_d2602_j_t:
+.Lc1_d2816_j_t:
     jmp rcx
-.Lc1_d2692_j_t:
+.Lc1_d2911_s_t:
     jmp rcx
-.Lc1_d2780_j_t:
+.Lc1_d2999_s_t:
     jmp rcx
-.Lc1_d2878_j_t:
+.Lc1_d3087_j_t:
     jmp rcx
-.Lc1_d2977_j_t:
+.Lc1_d3172_j_t:
     jmp rcx
-.Lc1_d3066_j_t:
+.Lc1_d3268_s_t:
     jmp rcx
-.Lc1_d3157_j_t:
+.Lc1_d3354_j_t:
     jmp rcx
-.Lc1_d3201_j_t:
+.Lc1_d3441_j_t:
     jmp rcx
-.Lc1_d3304_s_t:
+.Lc1_d3534_s_t:
     jmp rcx
-.Lc1_d3391_j_t:
+.Lc1_d3616_j_t:
     jmp rcx
-.Lc1_d3482_s_t:
+.Lc1_d3669_j_t:
     jmp rcx
-.Lc1_d3577_j_t:
+.Lc1_d3758_s_t:
     jmp rcx
-.Lc1_d3675_s_t:
+.Lc1_d3847_j_t:
     jmp rcx
-.Lc1_d3767_j_t:
+.Lc1_d3946_j_t:
     jmp rcx
-.Lc1_d3864_s_t:
+.Lc1_d4044_s_t:
     jmp rcx
-.Lc1_d3951_j_t:
+.Lc1_d4122_j_t:
     jmp rcx
-.Lc1_d4051_j_t:
+.Lc1_d4212_s_t:
     jmp rcx
-.Lc1_d4100_j_t:
+.Lc1_d4303_j_t:
     jmp rcx
-.Lc1_d4190_j_t:
+.Lc1_d4389_j_t:
     jmp rcx
-.Lc1_d4279_j_t:
+.Lc1_d4489_s_t:
     jmp rcx
-.Lc1_d4373_s_t:
+.Lc1_d4581_j_t:
     jmp rcx
-.Lc1_d4455_j_t:
+.Lc1_d4674_j_t:
     jmp rcx
-.Lc1_d4553_s_t:
+.Lc1_d4725_s_t:
     jmp rcx
-.Lc1_d4645_s_t:
+.Lc1_d4810_j_t:
     jmp rcx
-.Lc1_d4740_j_t:
+.Lc1_d4901_j_t:
     jmp rcx
-.Lc1_d4834_j_t:
+.Lc1_d4988_j_t:
     jmp rcx
-.Lc1_d4883_s_t:
+.Lc1_d5094_j_t:
     jmp rcx
-.Lc1_d4975_s_t:
+.Lc1_d5190_s_t:
     jmp rcx
-.Lc1_d5065_j_t:
+.Lc1_d5276_j_t:
     jmp rcx
-.Lc1_d5155_j_t:
+.Lc1_d5378_s_t:
     jmp rcx
-.Lc1_d5261_j_t:
+.Lc1_d5463_j_t:
     jmp rcx
-.Lc1_d5361_s_t:
+.Lc1_d5553_j_t:
     jmp rcx
-.Lc1_d5448_j_t:
+.Lc1_d5651_s_t:
     jmp rcx
-.Lc1_d5542_j_t:
+.Lc1_d5733_j_t:
     jmp rcx
-.Lc1_d5641_j_t:
+.Lc1_d5777_j_t:
     jmp rcx
-.Lc1_d5693_s_t:
+.Lc1_d5874_s_t:
     jmp rcx
-.Lc1_d5786_j_t:
+.Lc1_d5967_s_t:
     jmp rcx
-.Lc1_d5878_j_t:
+.Lc1_d6068_j_t:
     jmp rcx
-.Lc1_d5968_j_t:
+.Lc1_d6161_j_t:
     jmp rcx
-.Lc1_d6061_s_t:
+.Lc1_d6257_j_t:
     jmp rcx
-.Lc1_d6154_j_t:
+.Lc1_d6349_s_t:
     jmp rcx
-.Lc1_d6257_s_t:
+.Lc1_d6427_j_t:
     jmp rcx
-.Lc1_d6349_j_t:
+.Lc1_d6516_j_t:
     jmp rcx
-.Lc1_d6404_s_t:
+.Lc1_d6611_s_t:
     jmp rcx
-.Lc1_d6485_j_t:
+.Lc1_d6702_j_t:
     jmp rcx
-.Lc1_d6576_j_t:
+.Lc1_d6748_s_t:
     jmp rcx
-.Lc1_d6676_s_t:
+.Lc1_d6833_j_t:
     jmp rcx
-.Lc1_d6771_s_t:
+.Lc1_d6933_j_t:
     jmp rcx
-.Lc1_d6864_j_t:
+.Lc1_d7035_s_t:
     jmp rcx
-.Lc1_d6948_j_t:
+.Lc1_d7134_j_t:
     jmp rcx
-.Lc1_d7049_j_t:
+.Lc1_d7228_j_t:
     jmp rcx
-.Lc1_d7147_j_t:
+.Lc1_d7327_s_t:
     jmp rcx
-.Lc1_d7203_s_t:
+.Lc1_d7419_j_t:
     jmp rcx
-.Lc1_d7294_j_t:
+.Lc1_d7512_s_t:
     jmp rcx
-.Lc1_d7393_j_t:
+.Lc1_d7601_j_t:
     jmp rcx
-.Lc1_d7488_s_t:
+.Lc1_d7689_j_t:
     jmp rcx
-.Lc1_d7576_j_t:
+.Lc1_d7734_s_t:
     jmp rcx
-.Lc1_d7666_j_t:
+.Lc1_d7828_j_t:
     jmp rcx
-.Lc1_d7781_s_t:
+.Lc1_d7915_s_t:
     jmp rcx
-.Lc1_d7872_j_t:
+.Lc1_d8003_j_t:
     jmp rcx
-.Lc1_d7923_s_t:
+.Lc1_d8098_j_t:
     jmp rcx
-.Lc1_d8011_j_t:
+.Lc1_d8195_s_t:
     jmp rcx
-.Lc1_d8109_s_t:
+.Lc1_d8288_j_t:
     jmp rcx
-.Lc1_d8199_j_t:
+.Lc1_d8390_s_t:
     jmp rcx
-.Lc1_d8298_j_t:
-    jmp rcx
-.Lc1_d8386_j_t:
-    jmp rcx
-.Lc1_d8492_s_t:
+.Lc1_d8482_j_t:
     jmp rcx
 .Lc1_d8581_j_t:
     jmp rcx
-.Lc1_d8634_s_t:
+.Lc1_d8677_s_t:
     jmp rcx
-.Lc1_d8723_s_t:
+.Lc1_d8719_j_t:
     jmp rcx
-.Lc1_d8814_j_t:
+.Lc1_d8815_j_t:
     jmp rcx
-.Lc1_d8908_j_t:
+.Lc1_d8905_s_t:
     jmp rcx
-.Lc1_d9006_j_t:
+.Lc1_d8992_j_t:
     jmp rcx
-.Lc1_d9109_s_t:
+.Lc1_d9083_j_t:
     jmp rcx
-.Lc1_d9193_j_t:
+.Lc1_d9176_s_t:
     jmp rcx
-.Lc1_d9291_j_t:
+.Lc1_d9268_j_t:
     jmp rcx
-.Lc1_d9392_s_t:
+.Lc1_d9365_s_t:
     jmp rcx
-.Lc1_d9433_s_t:
+.Lc1_d9463_j_t:
     jmp rcx
-.Lc1_d9523_j_t:
+.Lc1_d9558_j_t:
     jmp rcx
-.Lc1_d9618_j_t:
+.Lc1_d9657_s_t:
     jmp rcx
-.Lc1_d9710_j_t:
+.Lc1_d9698_j_t:
     jmp rcx
-.Lc1_d9816_s_t:
+.Lc1_d9797_s_t:
     jmp rcx
-.Lc1_d9908_j_t:
+.Lc1_d9884_j_t:
     jmp rcx
-.Lc1_d10000_j_t:
+.Lc1_d9977_s_t:
     jmp rcx
-.Lc1_d10098_s_t:
+.Lc1_d10058_j_t:
     jmp rcx
-.Lc1_d10139_j_t:
+.Lc1_d10158_j_t:
     jmp rcx
-.Lc1_d10226_j_t:
+.Lc1_d10257_s_t:
     jmp rcx
-.Lc1_d10329_s_t:
+.Lc1_d10349_j_t:
     jmp rcx
-.Lc1_d10428_s_t:
+.Lc1_d10447_j_t:
     jmp rcx
-.Lc1_d10523_j_t:
+.Lc1_d10539_j_t:
     jmp rcx
-.Lc1_d10617_j_t:
+.Lc1_d10588_s_t:
     jmp rcx
-.Lc1_d10714_j_t:
+.Lc1_d10673_j_t:
     jmp rcx
-.Lc1_d10815_s_t:
+.Lc1_d10771_s_t:
     jmp rcx
-.Lc1_d10860_j_t:
+.Lc1_d10855_j_t:
     jmp rcx
-.Lc1_d10948_s_t:
+.Lc1_d10955_s_t:
     jmp rcx
-.Lc1_d11038_j_t:
+.Lc1_d11042_j_t:
     jmp rcx
-.Lc1_d11123_j_t:
+.Lc1_d11134_j_t:
     jmp rcx
-.Lc1_d11219_s_t:
+.Lc1_d11237_s_t:
     jmp rcx
-.Lc1_d11309_j_t:
+.Lc1_d11328_j_t:
     jmp rcx
-.Lc1_d11413_s_t:
+.Lc1_d11420_j_t:
     jmp rcx
-.Lc1_d11511_j_t:
+.Lc1_d11469_s_t:
     jmp rcx
-.Lc1_d11559_j_t:
+.Lc1_d11554_j_t:
     jmp rcx
-.Lc1_d11659_j_t:
+.Lc1_d11647_s_t:
     jmp rcx
-.Lc1_d11762_s_t:
-    jmp rcx
-.Lc1_d11853_j_t:
-    jmp rcx
-.Lc1_d11951_s_t:
-    jmp rcx
-.Lc1_d12046_j_t:
+.Lc1_d11729_j_t:
     jmp rcx
     .text
 
