@@ -356,6 +356,12 @@ const KNOB_MAX: f64 = 100.0;
 /// The instruction working set moving by more than this halves the branch group's step; another
 /// group's knob further than this from where it was makes an iteration no reference for backtracking.
 const KNOB_COUPLING: f64 = 1.25;
+/// Groups held while the instruction count moves by more than `KNOB_COUPLING`, and what moves with
+/// the count for each (see `adjust_with`).
+const WAITS_FOR_THE_COUNT: &[(Knob, &str)] = &[
+    (Knob::DataDependent, "branch mispredictions move with it"),
+    (Knob::InstructionWorkingSet, "the static code with it"),
+];
 
 /// One knob change (or a decision not to change).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -852,17 +858,16 @@ pub fn adjust_with(
         // code probed ×2 together, missed its L1i 4.2 and 5.8 times the original's rate in two runs.
         let ic_factor = factor(&moved, Knob::InstructionScale);
         let count_moves = ic_factor.ln().abs() > KNOB_COUPLING.ln();
+        let waits_because = WAITS_FOR_THE_COUNT
+            .iter()
+            .find(|(k, _)| *k == g.knob && count_moves)
+            .map(|(_, what)| what);
         let decision = if !tuned.iter().any(|t| t == g.driver) {
             Err(format!("held: {} is not tuned", g.driver))
-        } else if g.knob == Knob::DataDependent && count_moves {
+        } else if let Some(what) = waits_because {
             Err(format!(
-                "held: the instruction count moves ×{ic_factor:.3} this iteration, and branch \
-                 mispredictions move with it; this group waits for it"
-            ))
-        } else if g.knob == Knob::InstructionWorkingSet && count_moves {
-            Err(format!(
-                "held: the instruction count moves ×{ic_factor:.3} this iteration, and the static \
-                 code with it; this group waits for it"
+                "held: the instruction count moves ×{ic_factor:.3} this iteration, and {what}; \
+                 this group waits for it"
             ))
         } else {
             match (o, c) {
