@@ -138,7 +138,7 @@ pub fn render_clone(
         // does beyond the skeleton, in every distribution.
         let residual = match (found, skeleton) {
             (Some(b), Some(s)) if cl.role == "DITTO_ROLE_WORKER" => {
-                let (r, w) = residual::subtract(b, s);
+                let (r, w) = residual::subtract(b, s, knobs.instructions.per_request_scale);
                 warnings.extend(w);
                 Some(r)
             }
