@@ -126,7 +126,24 @@ pub fn grid_curve(curve: &[(u64, f64)], scale: f64, cap: u64) -> Vec<(u64, f64)>
         out.push((s, hit_at(&pts, (s as f64).log2() - scale.log2())));
         s *= 2;
     }
+    if footprint > top as f64 {
+        keep_reuses_at_the_cap(&mut out, pts.last().map_or(1.0, |p| p.1));
+    }
     out
+}
+
+/// A stretch the buffer cap cut short leaves the accesses whose reuse it moved past the cap
+/// missing at the curve's last point, where they would read as first touches (`add_cold_class`):
+/// a stream of lines never touched again, which misses every cache. They are reuses, so they stay
+/// at the cap: the last point keeps the uncut curve's top hit rate, and only the original's own
+/// cold share is left beyond it. (memcached's tuning moved `mid_scale` to ×4.4 with the data
+/// footprint at the cap; 0.3 % of its worker body's accesses became first touches through a
+/// 32 MiB region, 2.5 of the clone's 3.3 LLC misses a request, and `tail_scale` could not bring
+/// them back, since shrinking the curve only moved more of them past its new top.)
+fn keep_reuses_at_the_cap(out: &mut [(u64, f64)], uncut_top: f64) {
+    if let Some(last) = out.last_mut() {
+        last.1 = last.1.max(uncut_top);
+    }
 }
 
 /// The hit rate at log2 size `x` of a curve given as (log2 size, hit rate) points in increasing
@@ -178,6 +195,9 @@ pub fn stretch_above(grid: &[(u64, f64)], from: u64, scale: f64, cap: u64) -> Ve
         best = best.max(h);
         out.push((s, best));
         s *= 2;
+    }
+    if top as f64 * scale > new_top as f64 {
+        keep_reuses_at_the_cap(&mut out, pts.last().map_or(1.0, |p| p.1));
     }
     out
 }
@@ -1601,6 +1621,45 @@ mod tests {
             stretch_above(&grid, 256, 64.0, 8192).last().map(|p| p.0),
             Some(8192)
         );
+    }
+
+    /// A stretch past `limits.max_buffer_bytes` keeps the accesses it moves beyond the cap as
+    /// reuses at the cap: only the profile's own cold share becomes first touches, however far
+    /// `size_scale` or `mid_scale` stretch and however far `tail_scale` then shrinks.
+    #[test]
+    fn a_stretch_cut_by_the_buffer_cap_makes_no_first_touches() {
+        // 0.01 % of the accesses are cold (miss at the 1 MiB footprint).
+        let grid = grid_curve(
+            &[(64, 0.4), (256, 0.9), (4096, 0.99), (1 << 20, 0.9999)],
+            1.0,
+            1 << 20,
+        );
+        let cold = |g: &[(u64, f64)]| -> f64 {
+            let mut classes = data_classes(g);
+            add_cold_class(&mut classes, g, 1 << 20);
+            classes
+                .iter()
+                .filter(|c| c.first_touch)
+                .map(|c| c.share)
+                .sum()
+        };
+        assert!(
+            (cold(&grid) - 0.0).abs() < 1e-12,
+            "top at the cap: no cold class"
+        );
+        let stretched = grid_curve(
+            &[(64, 0.4), (256, 0.9), (4096, 0.99), (1 << 20, 0.9999)],
+            8.0,
+            1 << 20,
+        );
+        assert_eq!(stretched.last(), Some(&(1 << 20, 0.9999)), "{stretched:?}");
+        let mid = stretch_above(&grid, 256, 8.0, 1 << 20);
+        assert_eq!(mid.last(), Some(&(1 << 20, 0.9999)), "{mid:?}");
+        // The tail brought in after the cut: the footprint falls to 256 KiB and only the 0.01 %
+        // is cold.
+        let tail = stretch_above(&mid, 4096, 0.25, 1 << 20);
+        assert_eq!(tail.last().map(|p| p.0), Some(1 << 18), "{tail:?}");
+        assert!((cold(&tail) - 0.0001).abs() < 1e-9, "{}", cold(&tail));
     }
 
     #[test]
