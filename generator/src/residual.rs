@@ -546,13 +546,9 @@ mod tests {
         assert!(warnings[0].contains("not subtracted"), "{warnings:?}");
     }
 
-    /// A skeleton that misses nothing beyond 256 B leaves the body all of the original's far misses:
-    /// the body's miss rate there is the original's times a_o / a_b, not the original's rate.
-    #[test]
-    fn the_body_makes_the_far_misses_the_skeleton_does_not() {
-        // Original: 1,000 accesses per request (2,000 × 0.5), 1 % of them missing 1 MiB. Skeleton:
-        // 400 accesses (1,000 × 0.4), all hitting from 256 B on. The body has 600 accesses to make
-        // the 10 misses (less the skeleton's share of the cache, under 256 B of 1 MiB).
+    /// Original: 1,000 accesses per request (2,000 instructions × 0.5), 1 % of them missing 1 MiB.
+    /// Skeleton: 400 accesses (1,000 × 0.4), all hitting from 256 B on.
+    fn far_miss_pair() -> (ClusterBody, ClusterBody) {
         let skeleton = body(
             1000.0,
             0.4,
@@ -567,6 +563,16 @@ mod tests {
             &[(64, 0.5), (256, 0.9), (1 << 20, 0.99)],
             0.0,
         );
+        (skeleton, original)
+    }
+
+    /// A skeleton that misses nothing beyond 256 B leaves the body all of the original's far misses:
+    /// the body's miss rate there is the original's times a_o / a_b, not the original's rate.
+    #[test]
+    fn the_body_makes_the_far_misses_the_skeleton_does_not() {
+        // The body has 600 accesses to make the original's 10 far misses (less the skeleton's
+        // share of the cache, under 256 B of 1 MiB).
+        let (skeleton, original) = far_miss_pair();
         let (r, warnings) = subtract(&original, &skeleton, 1.0);
         assert!(warnings.is_empty(), "{warnings:?}");
         let at = |size: f64| hit_at(&r.data_working_set, size).expect("point");
@@ -584,20 +590,7 @@ mod tests {
     /// closer to the original's, and its far misses are twice the original's less the skeleton's.
     #[test]
     fn the_instruction_scale_multiplies_the_original_before_the_skeleton_is_subtracted() {
-        let skeleton = body(
-            1000.0,
-            0.4,
-            vec![1.0],
-            &[(64, 0.5), (256, 1.0), (1 << 20, 1.0)],
-            0.0,
-        );
-        let original = body(
-            2000.0,
-            0.5,
-            vec![1.0],
-            &[(64, 0.5), (256, 0.9), (1 << 20, 0.99)],
-            0.0,
-        );
+        let (skeleton, original) = far_miss_pair();
         let (r, warnings) = subtract(&original, &skeleton, 2.0);
         assert!(warnings.is_empty(), "{warnings:?}");
         // Scaled original: 4,000 instructions, 2,000 accesses, 20 missing 1 MiB. The body: 3,000
