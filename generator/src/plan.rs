@@ -127,7 +127,7 @@ pub fn grid_curve(curve: &[(u64, f64)], scale: f64, cap: u64) -> Vec<(u64, f64)>
         s *= 2;
     }
     if footprint > top as f64 {
-        keep_reuses_at_the_cap(&mut out, pts.last().map_or(1.0, |p| p.1));
+        keep_reuses_at_the_cap(&mut out, &pts);
     }
     out
 }
@@ -140,9 +140,9 @@ pub fn grid_curve(curve: &[(u64, f64)], scale: f64, cap: u64) -> Vec<(u64, f64)>
 /// footprint at the cap; 0.3 % of its worker body's accesses became first touches through a
 /// 32 MiB region, 2.5 of the clone's 3.3 LLC misses a request, and `tail_scale` could not bring
 /// them back, since shrinking the curve only moved more of them past its new top.)
-fn keep_reuses_at_the_cap(out: &mut [(u64, f64)], uncut_top: f64) {
-    if let Some(last) = out.last_mut() {
-        last.1 = last.1.max(uncut_top);
+fn keep_reuses_at_the_cap(out: &mut [(u64, f64)], uncut: &[(f64, f64)]) {
+    if let (Some(last), Some(top)) = (out.last_mut(), uncut.last()) {
+        last.1 = last.1.max(top.1);
     }
 }
 
@@ -197,7 +197,7 @@ pub fn stretch_above(grid: &[(u64, f64)], from: u64, scale: f64, cap: u64) -> Ve
         s *= 2;
     }
     if top as f64 * scale > new_top as f64 {
-        keep_reuses_at_the_cap(&mut out, pts.last().map_or(1.0, |p| p.1));
+        keep_reuses_at_the_cap(&mut out, &pts);
     }
     out
 }

@@ -860,7 +860,8 @@ pub fn adjust_with(
         let count_moves = ic_factor.ln().abs() > KNOB_COUPLING.ln();
         let waits_because = WAITS_FOR_THE_COUNT
             .iter()
-            .find(|(k, _)| *k == g.knob && count_moves)
+            .find(|(k, _)| *k == g.knob)
+            .filter(|_| count_moves)
             .map(|(_, what)| what);
         let decision = if !tuned.iter().any(|t| t == g.driver) {
             Err(format!("held: {} is not tuned", g.driver))
