@@ -557,10 +557,16 @@ impl Tolerances {
 }
 
 /// The reference of several runs of the original: the first run with every metric of `CPU_METRICS`
-/// replaced by its mean over the runs that measured it; and each tuned metric's spread,
-/// (max − min) / mean. memcached's simulated L1d was 0.0137 in one run and 0.0349–0.0387 in others of
-/// the same command, far more than a 10 % tolerance: with one run as the reference the tuner chased
-/// that noise.
+/// replaced by its mean over the runs; and each tuned metric's spread, (max − min) / mean.
+/// memcached's simulated L1d was 0.0137 in one run and 0.0349–0.0387 in others of the same command,
+/// far more than a 10 % tolerance: with one run as the reference the tuner chased that noise.
+///
+/// A metric some runs leave undefined (no accesses at its level) and others measure rests on a
+/// handful of events: it is undefined in the reference too, with a note. nginx's LLC miss rate was
+/// 1.0 in one run (its L2 missed on 1.6 · 10⁻⁷ of its accesses) and undefined in the other; as the
+/// mean of the one, it sent the tail ×2, ×3, ×2, ×2, and with the tail moving every iteration no
+/// earlier L1d measurement was comparable, so the data size stepped at its assumed elasticity and
+/// crossed the L1d's cliff back and forth (0.0029, 0.0153, 0.0002, 0.0024, 0.0120 against 0.0046).
 pub fn reference_of(
     runs: &[CounterFigures],
     tuned: &[String],
@@ -570,6 +576,15 @@ pub fn reference_of(
     for &key in CPU_METRICS {
         let values: Vec<f64> = runs.iter().filter_map(|r| figure(r, key)).collect();
         if values.is_empty() {
+            continue;
+        }
+        if values.len() < runs.len() {
+            set_figure(&mut reference, key, None);
+            reference.notes.push(format!(
+                "{key}: undefined in {} of the original's {} runs (no accesses at its level), so undefined in the reference",
+                runs.len() - values.len(),
+                runs.len()
+            ));
             continue;
         }
         let mean = values.iter().sum::<f64>() / values.len() as f64;
@@ -1131,6 +1146,23 @@ pub fn tune(
         runs.push(backend.measure_original(status)?);
     }
     let (original, spread) = reference_of(&runs, &settings.tuned_metrics);
+    // A metric the reference leaves undefined has nothing to match: tuned, it would hold its group
+    // and keep the run from converging.
+    let tuned: Vec<String> = settings
+        .tuned_metrics
+        .iter()
+        .filter(|k| {
+            let defined = figure(&original, k).is_some();
+            if !defined {
+                status(&format!(
+                    "the original's {k} is undefined (see its notes): not tuned"
+                ));
+            }
+            defined
+        })
+        .cloned()
+        .collect();
+    history.tuned_metrics = tuned.clone();
     for (k, v) in &spread {
         if *v > settings.tolerance {
             status(&format!(
@@ -1143,8 +1175,7 @@ pub fn tune(
         base: settings.tolerance,
         widened: spread,
     };
-    history.tolerances = settings
-        .tuned_metrics
+    history.tolerances = tuned
         .iter()
         .map(|k| (k.clone(), tolerances.of(k)))
         .collect();
@@ -1175,8 +1206,7 @@ pub fn tune(
         ));
         let figures = backend.measure_clone(status)?;
         let errors = errors_of(&original, &figures);
-        let tuned_errors: Vec<Option<f64>> = settings
-            .tuned_metrics
+        let tuned_errors: Vec<Option<f64>> = tuned
             .iter()
             .map(|k| errors.get(k).copied().flatten())
             .collect();
@@ -1185,8 +1215,7 @@ pub fn tune(
             .map(|e| e.unwrap_or(f64::INFINITY))
             .reduce(f64::max)
             .filter(|e| e.is_finite());
-        let within_tolerance = settings
-            .tuned_metrics
+        let within_tolerance = tuned
             .iter()
             .all(|k| within(k, &original, &figures, tolerances.of(k)));
         history.iterations.push(Iteration {
@@ -1199,8 +1228,7 @@ pub fn tune(
             adjustments: Vec::new(),
             elapsed_s: 0.0,
         });
-        let summary = settings
-            .tuned_metrics
+        let summary = tuned
             .iter()
             .zip(&tuned_errors)
             .map(|(k, e)| {
@@ -1220,13 +1248,8 @@ pub fn tune(
                 100.0 * settings.tolerance
             );
         } else if i < settings.max_iterations {
-            let (next, adjustments) = adjust_with(
-                &history.iterations,
-                &original,
-                &settings.tuned_metrics,
-                &tolerances,
-                levers,
-            );
+            let (next, adjustments) =
+                adjust_with(&history.iterations, &original, &tuned, &tolerances, levers);
             let moved = adjustments.iter().any(|a| a.to != a.from);
             if let Some(last) = history.iterations.last_mut() {
                 last.adjustments = adjustments;
@@ -1255,8 +1278,8 @@ pub fn tune(
         .iter()
         .min_by(|a, b| {
             let (ra, rb) = (
-                rank(a, &original, &settings.tuned_metrics, &tolerances),
-                rank(b, &original, &settings.tuned_metrics, &tolerances),
+                rank(a, &original, &tuned, &tolerances),
+                rank(b, &original, &tuned, &tolerances),
             );
             ra.better(&rb)
         })
@@ -1292,6 +1315,24 @@ mod tests {
         history_on_disk: bool,
         /// Clone measurements made while no history was on disk: an interruption there lost it.
         measured_without_history: usize,
+        /// Runs of the original measured so far.
+        original_runs: usize,
+        /// The original's second and later runs have no LLC accesses (its LLC rate is undefined).
+        llc_undefined_after_the_first_run: bool,
+    }
+
+    impl Model {
+        fn new() -> Self {
+            Model {
+                knobs: Knobs::default(),
+                saved: 0,
+                regenerated: 0,
+                history_on_disk: false,
+                measured_without_history: 0,
+                original_runs: 0,
+                llc_undefined_after_the_first_run: false,
+            }
+        }
     }
 
     fn figures_of(k: &Knobs) -> CounterFigures {
@@ -1318,13 +1359,15 @@ mod tests {
             &mut self,
             _: &mut dyn FnMut(&str),
         ) -> Result<CounterFigures, ValidateError> {
+            self.original_runs += 1;
+            let llc_undefined = self.llc_undefined_after_the_first_run && self.original_runs > 1;
             Ok(CounterFigures {
                 source: "model".into(),
                 instructions_per_request: Some(9000.0),
                 l1i_miss_rate: Some(0.025),
                 l1d_miss_rate: Some(0.03),
                 branch_mispredict_rate: Some(0.027),
-                llc_miss_rate: Some(0.12),
+                llc_miss_rate: (!llc_undefined).then_some(0.12),
                 ..CounterFigures::default()
             })
         }
@@ -1386,13 +1429,7 @@ mod tests {
 
     #[test]
     fn feedback_converges_on_a_model_clone() {
-        let mut m = Model {
-            knobs: Knobs::default(),
-            saved: 0,
-            regenerated: 0,
-            history_on_disk: false,
-            measured_without_history: 0,
-        };
+        let mut m = Model::new();
         let settings = TuneSettings {
             tolerance: 0.05,
             max_iterations: 10,
@@ -1442,6 +1479,54 @@ mod tests {
             .expect("pointer chase listed");
         assert_eq!(held.from, held.to);
         assert!(held.reason.starts_with("held"));
+    }
+
+    #[test]
+    fn a_metric_one_run_of_the_original_leaves_undefined_is_not_tuned_and_its_knob_stays() {
+        let mut m = Model {
+            llc_undefined_after_the_first_run: true,
+            ..Model::new()
+        };
+        let settings = TuneSettings {
+            tolerance: 0.05,
+            max_iterations: 10,
+            tuned_metrics: default_tuned_metrics(false, false),
+            original_runs: 2,
+        };
+        let mut said = Vec::new();
+        let h = tune(
+            &settings,
+            Knobs::default(),
+            empty_history(),
+            &mut m,
+            &mut |s| said.push(s.to_string()),
+        )
+        .expect("tunes");
+        let original = h.original.as_ref().expect("reference");
+        assert_eq!(original.llc_miss_rate, None);
+        assert!(
+            original.notes.iter().any(|n| n.contains("llc_miss_rate")
+                && n.contains("undefined in 1 of the original's 2 runs")),
+            "{:?}",
+            original.notes
+        );
+        assert!(!h.tuned_metrics.iter().any(|k| k == "llc_miss_rate"));
+        assert!(said
+            .iter()
+            .any(|s| s.contains("llc_miss_rate is undefined")));
+        // The other metrics converge, and the tail, which only the LLC drives, never moved.
+        assert!(h.converged, "stopped: {}", h.stop_reason);
+        assert!(h
+            .iterations
+            .iter()
+            .all(|it| it.knobs.data_working_set.tail_scale == 1.0));
+        // With every run measuring it, the LLC is tuned as before.
+        let (reference, _) = reference_of(
+            &[figures_of(&Knobs::default()), figures_of(&Knobs::default())],
+            &settings.tuned_metrics,
+        );
+        assert!(reference.llc_miss_rate.is_some());
+        assert!(reference.notes.is_empty());
     }
 
     #[test]
