@@ -2271,24 +2271,27 @@ mod tests {
         );
     }
 
-    /// The data size the L1d group steps to from `history` (the L1d tuned alone, 5 % tolerance),
+    /// The value `knob` steps to from `history` (its group's `driver` tuned alone, 5 % tolerance),
     /// and the adjustment's reason.
-    fn l1d_step(history: &[Iteration], original_l1d: f64) -> (f64, String) {
-        let original = CounterFigures {
-            l1d_miss_rate: Some(original_l1d),
-            ..CounterFigures::default()
-        };
+    fn group_step(history: &[Iteration], knob: Knob, driver: &str, original: f64) -> (f64, String) {
+        let mut figures = CounterFigures::default();
+        set_figure(&mut figures, driver, Some(original));
         let (k, adj) = adjust(
             history,
-            &original,
-            &["l1d_miss_rate".to_string()],
+            &figures,
+            &[driver.to_string()],
             &Tolerances::uniform(0.05),
         );
         let a = adj
             .iter()
-            .find(|a| a.knob == "data_working_set.size_scale")
+            .find(|a| a.knob == knob.name())
             .expect("adjusted");
-        (k.data_working_set.size_scale, a.reason.clone())
+        (knob.get(&k), a.reason.clone())
+    }
+
+    /// The data size the L1d group steps to.
+    fn l1d_step(history: &[Iteration], original_l1d: f64) -> (f64, String) {
+        group_step(history, Knob::DataWorkingSet, "l1d_miss_rate", original_l1d)
     }
 
     #[test]
@@ -2357,22 +2360,7 @@ mod tests {
             mk(3, 2.616, 0.674, 0.0432),
             mk(4, 2.093, 1.179, 0.0193),
         ];
-        let original = CounterFigures {
-            l2_miss_rate: Some(0.0279),
-            ..CounterFigures::default()
-        };
-        let (k, adj) = adjust(
-            &h,
-            &original,
-            &["l2_miss_rate".to_string()],
-            &Tolerances::uniform(0.05),
-        );
-        let mid = k.data_working_set.mid_scale;
-        let reason = &adj
-            .iter()
-            .find(|a| a.knob == "data_working_set.mid_scale")
-            .expect("adjusted")
-            .reason;
+        let (mid, reason) = group_step(&h, Knob::DataMid, "l2_miss_rate", 0.0279);
         assert!(mid > 2.093 && mid < 2.616, "{mid}: {reason}");
         assert!(reason.contains("interpolated"), "{reason}");
     }
