@@ -1209,7 +1209,7 @@ pub fn tune(
             let defined = figure(&original, k).is_some();
             if !defined {
                 status(&format!(
-                    "the original's {k} is undefined (see its notes): not tuned"
+                    "the original's {k} is undefined (this backend does not measure it, or the reference's notes say why): not tuned"
                 ));
             }
             defined
