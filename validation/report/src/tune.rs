@@ -1186,7 +1186,6 @@ pub fn tune(
     settings.check()?;
     history.tolerance = settings.tolerance;
     history.max_iterations = settings.max_iterations;
-    history.tuned_metrics = settings.tuned_metrics.clone();
     let mut runs = Vec::with_capacity(settings.original_runs);
     for n in 1..=settings.original_runs {
         status(&if settings.original_runs > 1 {
