@@ -21,6 +21,14 @@ pub fn stream_id(name: &str) -> u64 {
     h
 }
 
+/// The id of one part of stream `stream` (e.g. one chunk of a body, or one concern within it): a
+/// part's draws then depend only on its own id, not on how many draws the parts before it took.
+pub fn substream(stream: u64, part: u64) -> u64 {
+    let mut s = stream;
+    let mut t = splitmix64(&mut s) ^ part;
+    splitmix64(&mut t)
+}
+
 #[derive(Debug, Clone)]
 pub struct Rng {
     s: [u64; 4],

@@ -52,7 +52,7 @@ use crate::isa::{
 };
 use crate::knobs::Knobs;
 use crate::plan::{BodyPlan, DataClass, BINS, LINE};
-use crate::rng::{stream_id, Rng};
+use crate::rng::{stream_id, substream, Rng};
 use ditto_profile::IndirectBranches;
 
 /// Indirect jumps one chunk may start with. A few keep a hot one-chunk loop near the profile's
@@ -335,6 +335,8 @@ struct Chunk {
     groups: Vec<Group>,
     instrs: u64,
     bytes: u64,
+    /// The chunk's own random stream (`Draws::for_chunk`), which the renderer's choices follow too.
+    stream: u64,
 }
 
 /// One generated instruction block, for the clone's README.
@@ -951,11 +953,51 @@ fn window_scale(count: u32) -> u32 {
         .unwrap_or(9)
 }
 
+/// The composer's random choices, one stream per concern, each re-seeded at every chunk from the
+/// chunk's place in the body (`Draws::for_chunk`). The tuner regenerates a clone with one knob group
+/// changed and reads the other groups' metrics as if they had stayed put; from one shared stream, a
+/// data knob that changed one access's class shifted every later draw, so every later branch, mask
+/// and instruction was redrawn and the code moved (nginx's tuned clone: its branch misprediction rate
+/// moved 17.7 % with the data size at ±10 %, more than with another seed,
+/// `validation/bench/regeneration-noise.sh`). Per concern and per chunk, a change stays in the chunk
+/// it happens in and in the concern it belongs to, as far as the deficits it leaves allow.
+#[derive(Clone)]
+struct Draws {
+    /// Instruction classes and templates.
+    mix: Rng,
+    /// Data classes, buffers, windows and pointer chasing.
+    data: Rng,
+    /// Pattern and data-dependent branches, their masks and directions, and indirect dispatches.
+    branches: Rng,
+    /// The order of the chunk's instructions.
+    order: Rng,
+}
+
+impl Draws {
+    /// The stream of chunk `chunk` of block `block` (its index before the blocks are shuffled).
+    fn chunk_stream(body_stream: u64, block: usize, chunk: u64) -> u64 {
+        substream(substream(body_stream, block as u64), chunk)
+    }
+
+    fn for_chunk(seed: u64, chunk_stream: u64) -> Draws {
+        let concern = |part: u64| Rng::new(seed, substream(chunk_stream, part));
+        Draws {
+            mix: concern(1),
+            data: concern(2),
+            branches: concern(3),
+            order: concern(4),
+        }
+    }
+}
+
 #[derive(Clone)]
 struct Composer<'a> {
     plan: &'a BodyPlan,
     knobs: &'a Knobs,
-    rng: Rng,
+    seed: u64,
+    /// The body's stream (`stream_id` of its name), from which every chunk's is derived.
+    body_stream: u64,
+    draws: Draws,
     mix: Deficit,
     mix_keys: Vec<(Class, Opnd)>,
     data: Deficit,
@@ -1063,14 +1105,15 @@ impl Composer<'_> {
         } else {
             target
         };
-        let majority_taken = self.rng.f64() < p;
+        let majority_taken = self.draws.branches.f64() < p;
         self.count_majority(bin, w, majority_taken);
         Some(majority_taken)
     }
 
     /// Composes one chunk of `target_bytes` executed `w` times per call, in a block of `ring` chunks,
     /// whose loop branch exits at `loop_rate` of its executions (`loop_exit_rate`) and is taken more
-    /// often than not when `loop_majority_taken` (`loop_taken_share`).
+    /// often than not when `loop_majority_taken` (`loop_taken_share`), drawing from `stream`
+    /// (`Draws::chunk_stream`).
     fn chunk(
         &mut self,
         target_bytes: u64,
@@ -1078,12 +1121,15 @@ impl Composer<'_> {
         loop_rate: f64,
         loop_majority_taken: bool,
         ring: u64,
+        stream: u64,
     ) -> Chunk {
+        self.draws = Draws::for_chunk(self.seed, stream);
         let mut c = Chunk {
             items: Vec::new(),
             groups: Vec::new(),
             instrs: 0,
             bytes: 0,
+            stream,
         };
         // Loop control: dec r13; jz/jnz (the rP/rQ/rbx updates are added once the chunk is known).
         self.account((Class::Alu, Opnd::Reg), w);
@@ -1167,7 +1213,7 @@ impl Composer<'_> {
                 continue;
             }
             let before = instrs;
-            let Some(i) = self.mix.pick(&mut self.rng, w, |_| true) else {
+            let Some(i) = self.mix.pick(&mut self.draws.mix, w, |_| true) else {
                 break;
             };
             let (class, opnd) = self.mix_keys[i];
@@ -1177,7 +1223,7 @@ impl Composer<'_> {
                 self.account((class, opnd), w);
                 continue;
             }
-            let t = tpls[self.rng.below(tpls.len() as u64) as usize];
+            let t = tpls[self.draws.mix.below(tpls.len() as u64) as usize];
             let mut mem = None;
             let mut rep_count = 0;
             let mut extra_bytes = 0;
@@ -1200,7 +1246,7 @@ impl Composer<'_> {
                 // class at about 72 % of its share). The histogram is what the caches see; the chase
                 // only sets how many of those loads wait on each other.
                 let chaseable = class == Class::Mov && opnd == Opnd::Load;
-                let want_chase = self.chase.pick(&mut self.rng, w, |_| true) == Some(1);
+                let want_chase = self.chase.pick(&mut self.draws.data, w, |_| true) == Some(1);
                 let want_chase = chaseable && want_chase;
                 let drawn = (want_chase && self.data.deficit(self.chase_class, w) < 0.0)
                     .then(|| self.pick_data_class(&c, w));
@@ -1277,7 +1323,7 @@ impl Composer<'_> {
 
         // Order: the sampled instructions shuffled; pattern branches spread evenly; each window a
         // few instructions before its first use; loop control last.
-        self.rng.shuffle(&mut body);
+        self.draws.order.shuffle(&mut body);
         self.runs_of_same_line(&mut body);
         let n = body.len();
         let mut ordered: Vec<Item> = Vec::with_capacity(n + patterns.len() + 8);
@@ -1302,7 +1348,7 @@ impl Composer<'_> {
                 // The mask right before the first use (the offset is never used unbounded); the
                 // offset itself 1–3 instructions earlier, so the two are not back to back.
                 ordered.insert(first, Item::WindowMask { group: g });
-                let back = 1 + self.rng.below(3) as usize;
+                let back = 1 + self.draws.order.below(3) as usize;
                 ordered.insert(first.saturating_sub(back), Item::Window { group: g });
             }
         }
@@ -1372,12 +1418,15 @@ impl Composer<'_> {
 
     /// One pattern branch: a taken-rate bin and a feasible transition-rate bin, realised as a mask.
     fn pattern(&mut self, w: f64, shift: u32) -> Item {
-        let t = self.taken.pick(&mut self.rng, w, |_| true).unwrap_or(0);
+        let t = self
+            .taken
+            .pick(&mut self.draws.branches, w, |_| true)
+            .unwrap_or(0);
         // A transition rate above twice the minority rate is impossible (each minority run has two
         // edges): only those transition bins are allowed.
         let r = self
             .transition
-            .pick(&mut self.rng, w, |r| r + 1 >= t)
+            .pick(&mut self.draws.branches, w, |r| r + 1 >= t)
             .unwrap_or(t.saturating_sub(1));
         if t == BINS - 1 {
             return self.never_branch(w);
@@ -1410,14 +1459,14 @@ impl Composer<'_> {
         // gives branches of one rate different masks, so they are not synchronised.
         let top = (low + m + 1).min(30);
         let mut free: Vec<u32> = ((low + 1)..=top).collect();
-        self.rng.shuffle(&mut free);
+        self.draws.branches.shuffle(&mut free);
         for bit in free.into_iter().take(m as usize - 1) {
             mask |= 1 << bit;
         }
         // `test` sets ZF, all mask bits clear, 2^−M of the time: `jz` is taken in the minority.
         let jz = match self.majority_taken(bin, w) {
             Some(majority_taken) => !majority_taken,
-            None => self.rng.below(2) == 0,
+            None => self.draws.branches.below(2) == 0,
         };
         self.account((Class::Alu, Opnd::Reg), w);
         self.account((Class::Branch, Opnd::Reg), w);
@@ -1445,7 +1494,7 @@ impl Composer<'_> {
         } else {
             (scale - 1.0).clamp(0.0, 1.0)
         };
-        p > 0.0 && self.rng.f64() < p
+        p > 0.0 && self.draws.branches.f64() < p
     }
 
     /// A data-dependent branch of taken-rate bin `t` (not "never"): `test` of M random bits of the
@@ -1460,11 +1509,11 @@ impl Composer<'_> {
         // `test` sets ZF when all mask bits are clear, 2^−M of the time: `jz` is taken in the minority.
         let jz = match self.majority_taken(t, w) {
             Some(majority_taken) => !majority_taken,
-            None => self.rng.below(2) == 0,
+            None => self.draws.branches.below(2) == 0,
         };
         // Bytes 3 and 4 of the word: their dwords hold bits 24–62 of the multiplicative generator,
         // whose low bits have short periods.
-        let byte = 3 + self.rng.below(2) as u8;
+        let byte = 3 + self.draws.branches.below(2) as u8;
         self.account((Class::Alu, Opnd::Load), w);
         self.account((Class::Branch, Opnd::Reg), w);
         self.header_access(w, true);
@@ -1481,7 +1530,7 @@ impl Composer<'_> {
     /// clear with probability 2^−m in the pseudo-random word.
     fn random_mask(&mut self, m: u32) -> u32 {
         let mut bits: Vec<u32> = (0..31).collect();
-        self.rng.shuffle(&mut bits);
+        self.draws.branches.shuffle(&mut bits);
         bits.into_iter()
             .take(m as usize)
             .fold(0u32, |acc, b| acc | 1 << b)
@@ -1514,14 +1563,14 @@ impl Composer<'_> {
         let deficit = |i: usize| self.indirect.deficit(i, w);
         let bin = self
             .indirect
-            .pick(&mut self.rng, w, |i| deficit(i) >= 0.5 * w)
+            .pick(&mut self.draws.branches, w, |i| deficit(i) >= 0.5 * w)
             .or_else(|| (0..self.indirect.len()).max_by(|&a, &b| deficit(a).total_cmp(&deficit(b))))
             .unwrap_or(0);
         let mut d = Dispatch::for_bin(bin);
         if let Dispatch::Two { mask, .. } = d {
             // M random bits of bytes 3–6 of the word (bits 24–62), as the data-dependent branches'.
             let mask = self.random_mask(mask.count_ones());
-            let byte = 3 + self.rng.below(2) as u8;
+            let byte = 3 + self.draws.branches.below(2) as u8;
             d = Dispatch::Two { mask, byte };
         }
         let rate = d.change_rate();
@@ -1581,7 +1630,7 @@ impl Composer<'_> {
         // Bit 30 stays clear, ZF stays set: `jz` is always taken.
         let jz = match self.majority_taken(BINS - 1, w) {
             Some(majority_taken) => majority_taken,
-            None => self.rng.below(2) == 0,
+            None => self.draws.branches.below(2) == 0,
         };
         self.account((Class::Alu, Opnd::Reg), w);
         self.account((Class::Branch, Opnd::Reg), w);
@@ -1624,7 +1673,7 @@ impl Composer<'_> {
                 .any(|g| g.class == k && g.count < MAX_GROUP.min((classes[k].size / LINE) as u32))
         };
         self.data
-            .pick_least_overshoot(&mut self.rng, w, |k| {
+            .pick_least_overshoot(&mut self.draws.data, w, |k| {
                 is_static(&classes[k]) || can_open || has_room(k)
             })
             .unwrap_or(0)
@@ -1642,7 +1691,7 @@ impl Composer<'_> {
     ) -> (Mem, u64) {
         let buf = if class == Class::Lock {
             Buf::Priv // locked operations stay on the private buffer
-        } else if self.buffer.pick(&mut self.rng, w, |_| true) == Some(1) {
+        } else if self.buffer.pick(&mut self.draws.data, w, |_| true) == Some(1) {
             Buf::Shared
         } else {
             Buf::Priv
@@ -1678,7 +1727,7 @@ impl Composer<'_> {
         };
         let r = self
             .regular
-            .pick(&mut self.rng, w, |r| open_ok(r == 1, c))
+            .pick(&mut self.draws.data, w, |r| open_ok(r == 1, c))
             .unwrap_or(0);
         let irregular = r == 1;
         let feasible = open_ok(irregular, c);
@@ -1865,6 +1914,8 @@ struct Renderer<'a> {
     name: String,
     plan: &'a BodyPlan,
     layout: Layout,
+    seed: u64,
+    /// Re-seeded at every chunk (`Renderer::chunk`).
     rng: Rng,
     deps: Deps,
     out: String,
@@ -2454,6 +2505,9 @@ impl Renderer<'_> {
     }
 
     fn chunk(&mut self, c: &Chunk, labels: &ChunkLabels) -> Result<()> {
+        // The chunk's register and immediate choices follow its own stream, as its composition does
+        // (`Draws`): a chunk composed the same renders the same wherever the body changed.
+        self.rng = Rng::new(self.seed, substream(c.stream, 5));
         self.cur_groups = c.groups.clone();
         self.temps = vec![None; c.groups.len()];
         self.masked = vec![false; c.groups.len()];
@@ -2650,7 +2704,9 @@ pub fn synthesize(name: &str, plan: &BodyPlan, knobs: &Knobs, seed: u64) -> Resu
     let mut comp = Composer {
         plan,
         knobs,
-        rng: Rng::new(seed, stream_id(name) ^ 0x636f_6d70),
+        seed,
+        body_stream: stream_id(name) ^ 0x636f_6d70,
+        draws: Draws::for_chunk(seed, stream_id(name) ^ 0x636f_6d70),
         mix: Deficit::new(&mix_shares),
         mix_keys: mix_keys.clone(),
         data: Deficit::new(&classes.iter().map(|c| c.share).collect::<Vec<_>>()),
@@ -2737,7 +2793,8 @@ pub fn synthesize(name: &str, plan: &BodyPlan, knobs: &Knobs, seed: u64) -> Resu
             for j in 0..ring {
                 let rate = loop_exit_rate(j, x, ring, aligned);
                 let majority_taken = loop_taken_share(j, x, ring, aligned) > 0.5;
-                chunks.push(comp.chunk(chunk_bytes, w, rate, majority_taken, ring));
+                let stream = Draws::chunk_stream(comp.body_stream, bi, j);
+                chunks.push(comp.chunk(chunk_bytes, w, rate, majority_taken, ring, stream));
             }
             let b = &mut blocks[bi];
             b.chunks = chunks;
@@ -2791,6 +2848,7 @@ pub fn synthesize(name: &str, plan: &BodyPlan, knobs: &Knobs, seed: u64) -> Resu
         name: name.to_string(),
         plan,
         layout: layout.clone(),
+        seed,
         rng: Rng::new(seed, stream_id(name) ^ 0x7265_6e64),
         deps: Deps::new(plan),
         out: String::new(),
@@ -3409,6 +3467,7 @@ mod tests {
                 groups: Vec::new(),
                 instrs: n,
                 bytes: 0,
+                stream: 0,
             })
             .collect();
         b

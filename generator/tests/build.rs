@@ -295,8 +295,10 @@ fn nearby_knobs_give_the_same_simulated_instruction_count() {
 
 /// Threads of one body start their walks at phases drawn from their streams. Each of memcached's
 /// bodies, run as two threads with the same stream on fresh buffers, writes the same lines of its
-/// shared buffer; with streams 1 and 2, its acceptor body (c0, whose walks write most) writes mostly
-/// different ones. Started together, the threads went over the same lines one after another, and
+/// shared buffer; with streams 1 and 2, the body whose walks write most lines writes mostly
+/// different ones. (Which body that is follows the draws: its windowed stores into the largest
+/// shared class are what 2,000 calls cannot cover whatever the phase; the smaller classes' walks
+/// cover all their lines from any phase.) Started together, the threads went over the same lines one after another, and
 /// all but the first found them cached (memcached's clone missed its L2 on a quarter of the accesses
 /// to an 8 MiB shared region).
 #[test]
@@ -328,12 +330,12 @@ fn threads_with_different_streams_walk_the_shared_buffer_apart() {
         );
     }
     let apart = lines("1", "2");
-    let (_, written, only_one) = apart
+    let (name, written, only_one) = apart
         .iter()
-        .find(|b| b.0 == "c0")
-        .unwrap_or_else(|| panic!("no c0 in {apart:?}"));
+        .max_by_key(|b| b.1)
+        .unwrap_or_else(|| panic!("no body in {apart:?}"));
     assert!(
         *only_one as f64 > 0.5 * *written as f64,
-        "streams 1 and 2: {only_one} of {written} lines written by only one"
+        "streams 1 and 2: {only_one} of {name}'s {written} lines written by only one"
     );
 }

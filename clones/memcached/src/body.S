@@ -52,180 +52,172 @@ ditto_body_c0:
     pxor xmm13, xmm13
     pxor xmm14, xmm14
     pxor xmm15, xmm15
-// block 0: 256 bytes, 1 chunk(s), 2 chunk executions per call
+// block 0: 256 bytes, 1 chunk(s), 1 chunk executions per call
     mov rbx, qword ptr [r15 + 32667112]
-    lea rcx, [rbx + 2]
+    lea rcx, [rbx + 1]
     mov qword ptr [r15 + 32667112], rcx
-    mov r13d, 2
+    mov r13d, 1
     jmp .Lc0_b0_c0
     .p2align 6
 .Lc0_b0_c0:
-    mov rax, qword ptr [r15 + 32667096]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 32667096], rax
-    xor eax, eax
-    test dword ptr [r15 + 32667099], 604111872
-    setz al
-    lea rcx, [rip + .Lc0_d50_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc0_d50_s_t
-    .p2align 3
-.Lc0_d50_s:
-    .p2align 3
-    jmp .Lc0_d50_j
-    .p2align 3
-    jmp .Lc0_d50_j
-.Lc0_d50_j:
-    xor eax, eax
-    test dword ptr [r15 + 32667100], 268705800
-    setz al
-    lea rcx, [rip + .Lc0_d59_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc0_d59_s_t
-    .p2align 3
-.Lc0_d59_s:
-    .p2align 3
-    jmp .Lc0_d59_j
-    .p2align 3
-    jmp .Lc0_d59_j
-.Lc0_d59_j:
-    xor eax, eax
-    test dword ptr [r15 + 32667100], 2113794
-    setz al
-    lea rcx, [rip + .Lc0_d68_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc0_d68_s_t
-    .p2align 3
-.Lc0_d68_s:
-    .p2align 3
-    jmp .Lc0_d68_j
-    .p2align 3
-    jmp .Lc0_d68_j
-.Lc0_d68_j:
-    lea rcx, [rip + .Lc0_d77_j]
-    add rcx, qword ptr [r15 + 32667104]
-    jmp .Lc0_d77_j_t
-.Lc0_d77_j:
-    mov rax, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, rdi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, rbp
+    test ebx, 4096
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 27
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
+    imul ebp, r9d, 17
+    mov ecx, 220
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], edx
+    test ebx, 4096
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, rdx
+    mov rdx, rbp
+    movzx eax, al
+    test ebx, 4096
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r8, [r11 + r11*1]
+    mov edx, ebp
+    add rdx, qword ptr [r15 + 320]
+    and r8, 448
+    mov dword ptr [r15 + r8 + 1920], 45
+    test ebx, 4096
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + r8 + 1856], r8d
+    mov byte ptr [r15 + 512], al
+    mov dword ptr [r15 + 448], 193
     test ebx, 1073741824
     jnz 1f
 1:
+    mov dword ptr [r15 + 320], 15
+    mov dword ptr [r15 + 384], edx
+    mov qword ptr [r15 + 192], rdx
+    and r8d, dword ptr [r15 + 384]
     test ebx, 1073741824
     jnz 1f
 1:
-    test ebx, 1073741824
-    jnz 1f
+    mov r8d, r8d
+    jmp 1f
 1:
-    test ebx, 1073741824
-    jnz 1f
+    jmp 1f
 1:
-    test ebx, 1073741824
-    jnz 1f
+    jmp 1f
 1:
-    test ebx, 1073741824
-    jnz 1f
-1:
+    add r11, 64
     inc rbx
     dec r13
     jnz .Lc0_b0_c0
 .Lc0_b0_done:
-// block 1: 64 bytes, 1 chunk(s), 2209 chunk executions per call
+// block 1: 64 bytes, 1 chunk(s), 2216 chunk executions per call
     mov rbx, qword ptr [r15 + 32667120]
-    lea rcx, [rbx + 2209]
+    lea rcx, [rbx + 2216]
     mov qword ptr [r15 + 32667120], rcx
-    mov r13d, 2209
+    mov r13d, 2216
     jmp .Lc0_b1_c0
     .p2align 6
 .Lc0_b1_c0:
-    shr ecx, 20
-    movsxd rbp, dword ptr [r15 + 64]
-    cmovne rbp, rbp
     jmp 1f
 1:
-    cmp rcx, rax
+    test ecx, r8d
     mov ecx, dword ptr [r14 + 0]
+    mov r8, qword ptr [r15 + 64]
+    and ecx, dword ptr [r15 + 192]
+    jmp 1f
+1:
     test ebx, 1073741824
     jnz 1f
 1:
-    add rax, qword ptr [r15 + 192]
-    movsxd rbp, dword ptr [r15 + 320]
-    pxor xmm12, xmm10
-    mov qword ptr [r15 + 448], rbp
-    movzx ecx, bpl
-    mov qword ptr [r15 + 0], rdx
+    mov rcx, rcx
+    popcnt rbp, rcx
+    mov dword ptr [r15 + 0], 212
+    movsxd rbp, dword ptr [r15 + 448]
+    movsxd rdx, dword ptr [r15 + 320]
+    shl r8, 4
     inc rbx
     dec r13
     jnz .Lc0_b1_c0
 .Lc0_b1_done:
-// block 2: 64 bytes, 1 chunk(s), 1526 chunk executions per call
+// block 2: 64 bytes, 1 chunk(s), 1628 chunk executions per call
     mov rbx, qword ptr [r15 + 32667128]
-    lea rcx, [rbx + 1526]
+    lea rcx, [rbx + 1628]
     mov qword ptr [r15 + 32667128], rcx
-    mov r13d, 1526
+    mov r13d, 1628
     jmp .Lc0_b2_c0
     .p2align 6
 .Lc0_b2_c0:
-    lea rcx, [rip + .Lc0_d126_j]
+    lea rcx, [rip + .Lc0_d127_j]
     add rcx, qword ptr [r15 + 32667104]
-    jmp .Lc0_d126_j_t
-.Lc0_d126_j:
-    mov qword ptr [r14 + 576], r8
-    mov rax, rcx
-    mov rbp, r10
+    jmp .Lc0_d127_j_t
+.Lc0_d127_j:
+    mov r9, r10
+    mov dword ptr [r14 + 576], 162
     test ebx, 1073741824
     jnz 1f
 1:
-    and rbp, 448
-    mov eax, dword ptr [r15 + rbp + 832]
+    and r9, 448
+    mov rcx, qword ptr [r15 + r9 + 832]
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jnz .Lc0_b2_c0
 .Lc0_b2_done:
-// block 3: 64 bytes, 1 chunk(s), 708 chunk executions per call
-    mov rbx, qword ptr [r15 + 32667136]
-    lea rcx, [rbx + 708]
-    mov qword ptr [r15 + 32667136], rcx
-    mov r13d, 708
+// block 3: 64 bytes, 1 chunk(s), 849 chunk executions per call
+    mov r13d, 849
     jmp .Lc0_b3_c0
     .p2align 6
 .Lc0_b3_c0:
+    mov r9d, dword ptr [r15 + 192]
+    movsxd rax, dword ptr [r15 + 128]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 192], rcx
-    movsxd rbp, dword ptr [r15 + 384]
-    movdqu xmm12, xmmword ptr [r15 + 512]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx ebp, byte ptr [r14 + 128]
-    movsxd rdx, dword ptr [r15 + 448]
-    mov eax, dword ptr [r15 + 256]
-    inc rbx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, rax
+    mov eax, dword ptr [r15 + 448]
+    mov dword ptr [r15 + 384], eax
     dec r13
     jnz .Lc0_b3_c0
 .Lc0_b3_done:
-// block 4: 64 bytes, 1 chunk(s), 963 chunk executions per call
+// block 4: 64 bytes, 1 chunk(s), 770 chunk executions per call
     mov rbx, qword ptr [r15 + 32667144]
-    lea rcx, [rbx + 963]
+    lea rcx, [rbx + 770]
     mov qword ptr [r15 + 32667144], rcx
-    mov r13d, 963
+    mov r13d, 770
     jmp .Lc0_b4_c0
     .p2align 6
 .Lc0_b4_c0:
-    mov dword ptr [r15 + 512], 167
+    movzx esi, cl
+    movzx esi, sil
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, 195
-    test bl, 8
-    jnz 1f
+    test ebx, 1073741824
+    jz 1f
 1:
-    mov r8d, dword ptr [r15 + 192]
-    mov dword ptr [r15 + 640], r8d
-    mov qword ptr [r15 + 64], r8
+    mov qword ptr [r14 + 64], rsi
+    mov rsi, rsi
+    mov byte ptr [r15 + 192], sil
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx esi, byte ptr [r15 + 320]
+    mov dword ptr [r15 + 640], esi
     inc rbx
     dec r13
     jnz .Lc0_b4_c0
@@ -238,206 +230,118 @@ ditto_body_c0:
     jmp .Lc0_b5_c0
     .p2align 6
 .Lc0_b5_c0:
-    mov rax, qword ptr [r15 + 32667096]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 32667096], rax
-    xor eax, eax
-    test dword ptr [r15 + 32667100], 1085441
-    setz al
-    lea rcx, [rip + .Lc0_d184_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc0_d184_s_t
-    .p2align 3
-.Lc0_d184_s:
-    .p2align 3
-    jmp .Lc0_d184_j
-    .p2align 3
-    jmp .Lc0_d184_j
-.Lc0_d184_j:
-    xor eax, eax
-    test dword ptr [r15 + 32667099], 139840
-    setz al
-    lea rcx, [rip + .Lc0_d193_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc0_d193_s_t
-    .p2align 3
-.Lc0_d193_s:
-    .p2align 3
-    jmp .Lc0_d193_j
-    .p2align 3
-    jmp .Lc0_d193_j
-.Lc0_d193_j:
-    xor eax, eax
-    test dword ptr [r15 + 32667099], 570426496
-    setz al
-    lea rcx, [rip + .Lc0_d202_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc0_d202_s_t
-    .p2align 3
-.Lc0_d202_s:
-    .p2align 3
-    jmp .Lc0_d202_j
-    .p2align 3
-    jmp .Lc0_d202_j
-.Lc0_d202_j:
-    xor eax, eax
-    test dword ptr [r15 + 32667100], 672137232
-    setz al
-    lea rcx, [rip + .Lc0_d211_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc0_d211_s_t
-    .p2align 3
-.Lc0_d211_s:
-    .p2align 3
-    jmp .Lc0_d211_j
-    .p2align 3
-    jmp .Lc0_d211_j
-.Lc0_d211_j:
-    mov rax, qword ptr [r15 + 64]
-    test ebx, 1073741824
-    jnz 1f
+    movzx edx, cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 153
+    jmp 1f
 1:
     test ebx, 1073741824
     jnz 1f
 1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    test ebx, 4096
-    jz 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    test ebx, 4096
-    jz 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, cl
+    mov ecx, r9d
+    mov r12, qword ptr [r15 + r12 + 56]
     inc rbx
     dec r13
     jnz .Lc0_b5_c0
 .Lc0_b5_done:
-// block 6: 64 bytes, 1 chunk(s), 436 chunk executions per call
-    mov rbx, qword ptr [r15 + 32667160]
-    lea rcx, [rbx + 436]
-    mov qword ptr [r15 + 32667160], rcx
-    mov r13d, 436
+// block 6: 64 bytes, 1 chunk(s), 537 chunk executions per call
+    mov r13d, 537
     jmp .Lc0_b6_c0
     .p2align 6
 .Lc0_b6_c0:
-    mov rbp, r11
-    movsxd rcx, dword ptr [r14 + 768]
-    and rbp, 448
-    inc dword ptr [r15 + rbp + 832]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov qword ptr [r15 + 256], rbp
-    mov dword ptr [r15 + 0], ecx
-    test ebx, 1073741824
-    jnz 1f
-1:
+    mov rbp, r10
     jmp 1f
 1:
-    movzx ecx, cl
+    and rbp, 448
+    lock xadd qword ptr [r15 + rbp + 832], r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 256], rbp
+    mov dword ptr [r14 + 64], ebp
     add r11, 64
-    inc rbx
+    add r10, r11
     dec r13
     jnz .Lc0_b6_c0
 .Lc0_b6_done:
-// block 7: 64 bytes, 1 chunk(s), 832 chunk executions per call
-    mov rbx, qword ptr [r15 + 32667168]
-    lea rcx, [rbx + 832]
-    mov qword ptr [r15 + 32667168], rcx
-    mov r13d, 832
+// block 7: 64 bytes, 1 chunk(s), 1318 chunk executions per call
+    mov r13d, 1318
     jmp .Lc0_b7_c0
     .p2align 6
 .Lc0_b7_c0:
     mov rbp, r10
+    mov dword ptr [r15 + 512], 145
     and rbp, 8128
-    mov ecx, dword ptr [r15 + rbp + 12096]
-    jmp 1f
-1:
-    mov ebp, ecx
-    mov r8, r10
-    imul eax, esi, 74
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and r8, 448
-    movzx eax, byte ptr [r14 + r8 + 1344]
-    jmp 1f
-1:
-    movzx ecx, byte ptr [r15 + 128]
-    mov r8, rcx
+    mov r9, r10
+    movsxd rcx, dword ptr [r15 + rbp + 12096]
+    and r9, 448
+    mov qword ptr [r15 + r9 + 1344], rbp
+    mov r12, qword ptr [r15 + r12 + 56]
     add r11, 64
     add r10, r11
-    inc rbx
     dec r13
     jnz .Lc0_b7_c0
 .Lc0_b7_done:
-// block 8: 64 bytes, 1 chunk(s), 484 chunk executions per call
+// block 8: 64 bytes, 1 chunk(s), 516 chunk executions per call
     mov rbx, qword ptr [r15 + 32667176]
-    lea rcx, [rbx + 484]
+    lea rcx, [rbx + 516]
     mov qword ptr [r15 + 32667176], rcx
-    mov r13d, 484
+    mov r13d, 516
     jmp .Lc0_b8_c0
     .p2align 6
 .Lc0_b8_c0:
-    movzx eax, r8b
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, eax
-    jmp 1f
-1:
-    movsxd r8, dword ptr [r15 + 64]
-    mov dword ptr [r15 + 320], 202
+    mov qword ptr [r15 + 512], rbp
+    movzx ebp, byte ptr [r15 + 320]
+    movsxd rsi, dword ptr [r14 + 768]
     test ebx, 1073741824
+    jnz 1f
+1:
+    mov ebp, ecx
+    mov ecx, esi
+    mov esi, dword ptr [r14 + 576]
+    test ebx, 4096
     jz 1f
 1:
-    mov r8d, r8d
-    movzx eax, r8b
-    movzx eax, byte ptr [r15 + 576]
-    mov dword ptr [r14 + 0], ebp
-    mov rbp, rbp
+    mov dword ptr [r15 + 0], 252
+    mov rdx, rdx
     inc rbx
     dec r13
     jnz .Lc0_b8_c0
 .Lc0_b8_done:
-// block 9: 64 bytes, 1 chunk(s), 1515 chunk executions per call
+// block 9: 64 bytes, 1 chunk(s), 1414 chunk executions per call
     mov rbx, qword ptr [r15 + 32667184]
-    lea rcx, [rbx + 1515]
+    lea rcx, [rbx + 1414]
     mov qword ptr [r15 + 32667184], rcx
-    mov r13d, 1515
+    mov r13d, 1414
     jmp .Lc0_b9_c0
     .p2align 6
 .Lc0_b9_c0:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov eax, dword ptr [r15 + 256]
-    mov r8d, 182
+    movdqu xmmword ptr [r14 + 384], xmm6
+    movzx r9d, cl
+    movzx r9d, byte ptr [r15 + 704]
+    mov rcx, r9
+    mov r9d, r9d
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
-    mov ebp, eax
-    mov ecx, 38
-    mov dword ptr [r15 + 384], ecx
-    mov rbp, qword ptr [r15 + 704]
+    pcmpeqb xmm7, xmmword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, ecx
+    mov dword ptr [r15 + 256], r9d
+    mov esi, dword ptr [r15 + 128]
     inc rbx
     dec r13
     jnz .Lc0_b9_c0
 .Lc0_b9_done:
-// block 10: 1024 bytes, 4 chunk(s), 480 chunk executions per call
+// block 10: 1024 bytes, 4 chunk(s), 444 chunk executions per call
     mov rbx, qword ptr [r15 + 32667192]
-    lea rcx, [rbx + 480]
+    lea rcx, [rbx + 444]
     mov qword ptr [r15 + 32667192], rcx
-    mov r13d, 480
+    mov r13d, 444
     jmp .Lc0_b10_c0
     .p2align 6
 .Lc0_b10_c0:
@@ -445,285 +349,318 @@ ditto_body_c0:
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 32667096], rax
     xor eax, eax
-    test dword ptr [r15 + 32667099], 524834
+    test dword ptr [r15 + 32667099], 1589252
     setz al
-    lea rcx, [rip + .Lc0_d333_s]
+    lea rcx, [rip + .Lc0_d271_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc0_d333_s_t
+    jmp .Lc0_d271_s_t
     .p2align 3
-.Lc0_d333_s:
+.Lc0_d271_s:
     .p2align 3
-    jmp .Lc0_d333_j
+    jmp .Lc0_d271_j
     .p2align 3
-    jmp .Lc0_d333_j
-.Lc0_d333_j:
-    lea rcx, [rip + .Lc0_d342_j]
+    jmp .Lc0_d271_j
+.Lc0_d271_j:
+    lea rcx, [rip + .Lc0_d280_j]
     add rcx, qword ptr [r15 + 32667104]
-    jmp .Lc0_d342_j_t
-.Lc0_d342_j:
-    lea rcx, [rip + .Lc0_d346_j]
-    add rcx, qword ptr [r15 + 32667104]
-    jmp .Lc0_d346_j_t
-.Lc0_d346_j:
-    mov r8, r10
-    and r8, 448
-    movzx eax, byte ptr [r15 + r8 + 1856]
-    movzx r8d, byte ptr [r15 + 448]
+    jmp .Lc0_d280_j_t
+.Lc0_d280_j:
+    jmp 1f
+1:
+    mov byte ptr [r15 + 512], cl
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov esi, ecx
+    mov rcx, rsi
     test ebx, 1073741824
     jz 1f
 1:
     jmp 1f
 1:
+    mov esi, eax
     test ebx, 1073741824
     jz 1f
 1:
-    mov rbp, r10
-    mov r8d, dword ptr [r14 + 512]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rcx, r8
-    and rbp, 960
-    movdqu xmmword ptr [r15 + rbp + 20288], xmm12
+    mov rdi, rsi
+    mov esi, 186
     test ebx, 1073741824
     jz 1f
 1:
     jmp 1f
 1:
-    mov rbp, r10
-    test ebx, 16384
-    jz 1f
-1:
-    and rbp, 8128
-    mov dword ptr [r15 + rbp + 3904], ebp
+    movzx esi, sil
     test ebx, 1073741824
     jz 1f
 1:
-    movzx ecx, r8b
+    mov r9, r11
+    jmp 1f
+1:
+    movsxd rsi, dword ptr [r15 + 384]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and r9, 8128
+    mov byte ptr [r15 + r9 + 3904], sil
+    mov rdi, qword ptr [r15 + 448]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r9, r11
+    mov esi, edi
+    or qword ptr [r15 + 448], 17
+    test ebx, 1073741824
+    jz 1f
+1:
+    and r9, 960
+    mov rsi, qword ptr [r15 + r9 + 20288]
     add r11, 64
-    add r10, r11
     inc rbx
     dec r13
     jz .Lc0_b10_done
 .Lc0_b10_c1:
-    lea rcx, [rip + .Lc0_d382_j]
+    lea rcx, [rip + .Lc0_d325_j]
     add rcx, qword ptr [r15 + 32667104]
-    jmp .Lc0_d382_j_t
-.Lc0_d382_j:
-    mov ecx, dword ptr [r15 + 64]
-    mov ebp, dword ptr [r15 + 128]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
+    jmp .Lc0_d325_j_t
+.Lc0_d325_j:
+    mov ecx, dword ptr [r14 + 256]
+    jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov rsi, qword ptr [r15 + 192]
+    mov r9d, 253
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movsxd rsi, dword ptr [r15 + 64]
+    mov r9, r10
+    imul ecx, edi, 39
+    and r9, 960
+    mov ecx, dword ptr [r15 + r9 + 2880]
+    test ebx, 116736
+    jnz 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
     jmp 1f
 1:
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 384], ebp
-    movsxd rcx, dword ptr [r15 + 128]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rbp, r10
-    mov qword ptr [r15 + 448], rbp
-    and rbp, 448
-    mov eax, dword ptr [r15 + rbp + 1856]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r14 + 640], 16
-    movzx r8d, byte ptr [r15 + 512]
-    mov byte ptr [r14 + 384], r8b
+    mov r9, qword ptr [r15 + 512]
+    mov rcx, qword ptr [r15 + 576]
+    mov esi, dword ptr [r15 + 320]
     test ebx, 1073741824
     jz 1f
 1:
-    mov r8, r10
-    mov ebp, 34
-    movsxd rcx, dword ptr [r15 + 192]
-    test ebx, 1073741824
-    jz 1f
+    mov ecx, 197
+    jmp 1f
 1:
-    and r8, 960
-    mov rbp, r11
-    mov ecx, dword ptr [r15 + r8 + 2880]
-    and rbp, 131008
-    mov r8, qword ptr [r15 + rbp + 32527168]
+    lea r8, [r11 + r11*1]
+    mov edi, dword ptr [r15 + 128]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx edi, dil
+    and r8, 448
+    mov qword ptr [r15 + r8 + 1920], rdi
+    movzx eax, byte ptr [r15 + 192]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r9, r11
+    jmp 1f
+1:
+    mov edi, r8d
+    and r9, 131008
+    mov rax, qword ptr [r15 + r9 + 32527168]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx esi, byte ptr [r15 + r8 + 1856]
+    movzx r8d, r9b
     jmp 1f
 1:
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
-    or dword ptr [r15 + 320], 1
-    xor edx, edx
-    div dword ptr [r15 + 320]
-    mov edx, 115
+    mov qword ptr [r15 + 640], r8
+    jmp 1f
+1:
+    .byte 0x66, 0x90
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc0_b10_done
 .Lc0_b10_c2:
-    lea rcx, [rip + .Lc0_d433_j]
+    lea rcx, [rip + .Lc0_d384_j]
     add rcx, qword ptr [r15 + 32667104]
-    jmp .Lc0_d433_j_t
-.Lc0_d433_j:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    jmp .Lc0_d384_j_t
+.Lc0_d384_j:
+    mov r8, r10
+    mov ecx, dword ptr [r15 + 64]
+    mov r9d, 161
+    lea r9, [r10 + r10*1]
+    and r8, 448
+    movsxd rdi, dword ptr [r15 + r8 + 2368]
+    por xmm7, xmm7
     test ebx, 1073741824
     jz 1f
 1:
-    mov qword ptr [r15 + 0], r9
-    nop
-    mov r9, qword ptr [r15 + 448]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov byte ptr [r15 + 384], r9b
-    mov dword ptr [r15 + 576], r9d
-    mov byte ptr [r15 + 192], r9b
-    and ecx, dword ptr [r15 + 256]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov ecx, 122
-    mov r9, qword ptr [r14 + 320]
-    and ecx, dword ptr [r14 + 256]
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx ecx, cl
-    mov r9, r11
-    jmp 1f
-1:
-    mov qword ptr [r15 + 448], r9
     and r9, 8128
-    movzx ecx, byte ptr [r15 + r9 + 3904]
+    mov ecx, dword ptr [r15 + r9 + 3904]
+    movq xmm7, rcx
+    mov rcx, r9
     test ebx, 1073741824
     jnz 1f
 1:
-    mov byte ptr [r15 + 64], al
-    mov ecx, 7
-    movsxd r9, dword ptr [r14 + 512]
-    test ebx, 1073741824
-    jnz 1f
-1:
+    movsxd rcx, dword ptr [r15 + 128]
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov rdx, rcx
-    mov rax, rdx
+    mov dword ptr [r14 + 384], 77
+    movsxd r8, dword ptr [r15 + 320]
     test ebx, 1073741824
     jz 1f
 1:
-    mov r9, r11
-    mov rdx, r9
-    and r9, 448
-    mov qword ptr [r15 + r9 + 2368], rax
-    mov r9d, 184
+    movzx r8d, byte ptr [r15 + 512]
+    .byte 0x0f, 0x1f, 0x40, 0x00
+    mov rdi, r8
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movsxd r8, dword ptr [r14 + r9 + 3968]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov rdi, r9
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    mov edi, dword ptr [r15 + 192]
+    movsxd rax, dword ptr [r14 + 384]
+    test ebx, 47104
+    jnz 1f
+1:
+    mov qword ptr [r15 + 256], rdi
+    mov byte ptr [r15 + 640], r9b
+    jmp 1f
+1:
+    movsxd rdi, dword ptr [r15 + 256]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rdi, rdi
+    mov dword ptr [r15 + 448], edi
+    mov r9d, 138
     add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc0_b10_done
 .Lc0_b10_c3:
-    mov r12, qword ptr [r15 + r12 + 56]
-    add r9, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
+    lea rcx, [rip + .Lc0_d439_j]
+    add rcx, qword ptr [r15 + 32667104]
+    jmp .Lc0_d439_j_t
+.Lc0_d439_j:
     jmp 1f
 1:
     jmp 1f
 1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r9d, ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    .byte 0x0f, 0x1f, 0x40, 0x00
-    movzx r9d, r9b
+    mov ecx, dword ptr [r14 + 64]
+    movzx edi, byte ptr [r14 + 192]
     test ebx, 1073741824
     jnz 1f
 1:
+    mov ecx, 247
+    mov byte ptr [r15 + 256], dil
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov rcx, r9
-    test ebx, 16384
-    jz 1f
-1:
-    mov r9, r11
-    jmp 1f
-1:
-    mov qword ptr [r15 + 512], r9
-    and r9, 8128
-    movzx edx, byte ptr [r15 + r9 + 3904]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r9, r11
-    movsxd rdx, dword ptr [r15 + 64]
-    mov ecx, dword ptr [r14 + 192]
-    jmp 1f
-1:
-    and r9, 448
-    movzx eax, byte ptr [r15 + r9 + 832]
-    add rcx, qword ptr [r14 + 192]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov ecx, edx
-    .byte 0x0f, 0x1f, 0x40, 0x00
-    movsxd rax, dword ptr [r14 + 576]
-    mov dword ptr [r15 + 128], ecx
-    test ebx, 1073741824
-    jnz 1f
+    jmp 1f
 1:
-    mov dword ptr [r15 + 256], 160
-    or qword ptr [r15 + 320], 97
-    movsxd rax, dword ptr [r14 + 384]
-    mov dword ptr [r15 + 640], eax
+    mov rcx, rcx
+    jmp 1f
+1:
     test ebx, 1073741824
     jz 1f
 1:
-    movzx eax, al
+    mov ecx, 186
     jmp 1f
 1:
-    movsxd rax, dword ptr [r15 + 128]
-    mov qword ptr [r15 + 704], rax
+    mov dword ptr [r15 + 0], 190
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 45056
+    jnz 1f
+1:
+    mov qword ptr [r15 + 0], rcx
+    movzx eax, byte ptr [r15 + 576]
+    mov rcx, rax
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    movzx ecx, byte ptr [r15 + 128]
+    movzx ebp, cl
+    test ebx, 1073741824
+    jz 1f
+1:
+    inc dword ptr [r15 + 448]
+    mov rbp, r10
+    jmp 1f
+1:
+    and rbp, 448
+    mov dword ptr [r14 + rbp + 832], ebp
+    mov esi, ebp
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx ebp, byte ptr [r15 + 320]
+    mov dword ptr [r15 + 384], esi
+    and ebp, dword ptr [r15 + 704]
+    mov r9, r10
+    test ebx, 1073741824
+    jz 1f
+1:
+    and r9, 960
+    inc dword ptr [r15 + r9 + 20288]
+    nop
+    jmp 1f
+1:
     add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jnz .Lc0_b10_c0
 .Lc0_b10_done:
-// block 11: 64 bytes, 1 chunk(s), 619 chunk executions per call
+// block 11: 64 bytes, 1 chunk(s), 580 chunk executions per call
     mov rbx, qword ptr [r15 + 32667200]
-    lea rcx, [rbx + 619]
+    lea rcx, [rbx + 580]
     mov qword ptr [r15 + 32667200], rcx
-    mov r13d, 619
+    mov r13d, 580
     jmp .Lc0_b11_c0
     .p2align 6
 .Lc0_b11_c0:
-    lea rcx, [rip + .Lc0_d548_j]
+    lea rcx, [rip + .Lc0_d503_j]
     add rcx, qword ptr [r15 + 32667104]
-    jmp .Lc0_d548_j_t
-.Lc0_d548_j:
-    xchg qword ptr [r15 + 320], rcx
-    mov r9, r11
-    mov r12, qword ptr [r15 + r12 + 56]
+    jmp .Lc0_d503_j_t
+.Lc0_d503_j:
+    mov rbp, r10
+    and rbp, 8128
+    mov byte ptr [r15 + rbp + 3904], bpl
+    mov rcx, qword ptr [r15 + 256]
     test ebx, 1073741824
     jnz 1f
 1:
-    and r9, 8128
-    mov byte ptr [r14 + r9 + 3904], r9b
+    mov ecx, ecx
     add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jnz .Lc0_b11_c0
@@ -864,65 +801,67 @@ ditto_body_c1:
     add rcx, qword ptr [r15 + 25710304]
     jmp .Lc1_d40_j_t
 .Lc1_d40_j:
-    mov rcx, rcx
-    add rax, 64
-    mov qword ptr [r15 + 64], r9
-    mov byte ptr [r15 + 640], cl
+    shr ecx, 12
+    add r9, rsi
+    jmp 1f
+1:
+    mov r9d, eax
     test ebx, 1073741824
     jz 1f
 1:
     jmp 1f
 1:
-    lea rcx, [r9 + rdx*2 + 85]
-    mov edi, dword ptr [r14 + 1536]
-    and rcx, rdx
+    mov qword ptr [r15 + 192], rcx
+    inc esi
+    movzx ebp, byte ptr [r15 + 704]
     test ebx, 1073741824
     jnz 1f
 1:
-    shr edx, 4
-    mov byte ptr [r14 + 512], al
-    mov rax, rbp
+    movzx esi, byte ptr [r14 + 448]
+    cmp rdx, rcx
+    and esi, dword ptr [r14 + 0]
     test ebx, 1073741824
     jnz 1f
 1:
-    vpaddd ymm1, ymm4, ymmword ptr [r15 + 320]
-    mov rax, rdx
-    add rcx, qword ptr [r14 + 0]
-    mov rdi, qword ptr [r15 + 192]
-    test ebx, 720
-    jnz 1f
-1:
-    movsxd rcx, dword ptr [r14 + 256]
-    lea rax, [rax + rdi*2 + 16]
-    mov byte ptr [r15 + 704], al
-    test ebx, 1073741824
+    mov qword ptr [r15 + 576], rdi
+    shl rsi, 6
+    mov esi, esi
+    sub rdi, rsi
+    test ebx, 96256
     jz 1f
 1:
-    shr edx, 27
-    add r8, 63
-    movzx edx, byte ptr [r15 + 1024]
-    movzx r8d, bpl
-    test dword ptr [r15 + 25710300], 584597504
-    jz 1f
+    shr ebp, 8
+    movsxd rsi, dword ptr [r15 + 128]
+    mov rdx, qword ptr [r14 + 256]
+    movsxd rcx, dword ptr [r15 + 256]
+    test bl, 96
+    jnz 1f
 1:
+    xor eax, esi
+    or qword ptr [r15 + 320], 108
     jmp 1f
 1:
-    test r9d, r8d
-    or r8d, edx
     test ebx, 1073741824
     jnz 1f
 1:
-    mov dword ptr [r15 + 0], 162
-    add rax, 121
-    mov esi, eax
+    cmp rcx, rcx
     jmp 1f
 1:
-    test bl, 160
+    mov rdx, qword ptr [r15 + 64]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test dword ptr [r15 + 25710300], 164034
+    jz 1f
+1:
+    mov dword ptr [r14 + 512], 122
+    mov rcx, rax
+    cmp r9, rcx
+    mov rcx, r8
+    test ebx, 1073741824
     jnz 1f
 1:
-    mov rsi, rsi
-    mov rsi, qword ptr [r14 + 128]
-    and ebp, dword ptr [r14 + 256]
+    movzx r9d, byte ptr [r14 + 960]
+    or ecx, r9d
+    mov edx, 70
     inc rbx
     dec r13
     jz .Lc1_b0_done
@@ -930,136 +869,144 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 25710296]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 25710296], rax
-    lea rcx, [rip + .Lc1_d98_j]
+    lea rcx, [rip + .Lc1_d99_j]
     add rcx, qword ptr [r15 + 25710304]
-    jmp .Lc1_d98_j_t
-.Lc1_d98_j:
-    shl rbp, 25
-    movzx r9d, byte ptr [r15 + 320]
-    jmp 1f
-1:
-    mov ebp, 113
-    mov ecx, 221
-    test dword ptr [r15 + 25710300], 6657
-    jnz 1f
-1:
-    lock or dword ptr [r15 + 0], 57
-    add rax, qword ptr [r15 + 0]
-    sub r9, rdi
-    vmovdqu ymm4, ymmword ptr [r15 + 0]
+    jmp .Lc1_d99_j_t
+.Lc1_d99_j:
+    or r9d, r8d
+    movzx edx, byte ptr [r14 + 64]
+    and ecx, dword ptr [r15 + 320]
+    neg rcx
     test ebx, 1073741824
     jz 1f
 1:
-    xor r9d, eax
-    jmp 1f
+    mov rcx, r8
+    mov ecx, dword ptr [r15 + 1280]
+    mov r9, rdx
+    xor edx, ecx
+    test dword ptr [r15 + 25710299], 6332424
+    jz 1f
 1:
-    mov r9, r9
+    mov rcx, r9
+    lea rdx, [rcx + rcx*2 + 110]
     jmp 1f
 1:
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r9, qword ptr [r15 + 128]
-    movzx ecx, al
-    mov eax, 171
-    mov rax, qword ptr [r14 + 768]
-    test ebx, 1073741824
-    jnz 1f
+    lock add qword ptr [r15 + 448], rcx
+    mov r9, r10
+    add r8, 53
+    and r9, 448
+    movzx ebp, byte ptr [r14 + r9 + 1600]
+    jmp 1f
 1:
-    shl r9, 14
-    mov rdi, qword ptr [r15 + 1280]
-    mov dword ptr [r15 + 384], 207
-    add rdi, 7
     test ebx, 1073741824
     jz 1f
 1:
-    mov edi, edx
-    movzx ecx, byte ptr [r14 + 448]
-    mov edi, dword ptr [r15 + 64]
-    movzx edx, dil
+    mov r9d, dword ptr [r15 + 192]
+    mov r8, qword ptr [r15 + 1024]
+    movzx ebp, r8b
+    test ebx, 1073741824
+    jnz 1f
+1:
+    add rbp, rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    add rbp, rbp
+    mov eax, 86
+    test ebx, 720
+    jnz 1f
+1:
+    add rbp, rsi
+    mov r9, rax
+    mov rsi, r9
+    test ebx, 81920
+    jnz 1f
+1:
+    mov eax, r9d
+    sub rsi, rdi
+    mov byte ptr [r14 + 1344], r9b
+    mov qword ptr [r15 + 384], rbp
     test ebx, 1073741824
     jnz 1f
 1:
     jmp 1f
 1:
-    shl rsi, 7
+    movzx ebp, al
     jmp 1f
 1:
-    movsxd r8, dword ptr [r14 + 256]
-    test ebx, 1073741824
-    jz 1f
-1:
-    add qword ptr [r15 + 192], r8
-    inc dword ptr [r15 + 576]
-    jmp 1f
-1:
-    mov r8d, 151
+    add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c2:
-    lea rcx, [rip + .Lc1_d152_j]
+    lea rcx, [rip + .Lc1_d158_j]
     add rcx, qword ptr [r15 + 25710304]
-    jmp .Lc1_d152_j_t
-.Lc1_d152_j:
-    mov r8, rcx
-    mov rsi, r8
+    jmp .Lc1_d158_j_t
+.Lc1_d158_j:
+    mov ecx, ebp
+    and eax, dword ptr [r15 + 512]
+    mov rdi, rdi
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 288
-    jnz 1f
-1:
-    add rcx, qword ptr [r15 + 0]
-    mov r8, rsi
-    vmovdqu ymmword ptr [r15 + 0], ymm4
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rsi, r8
-    movzx r8d, cl
-    or ecx, r9d
-    inc esi
-    test ebx, 464
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    add qword ptr [r15 + 256], rsi
-    xor esi, r8d
-    movsxd rcx, dword ptr [r15 + 384]
-    mov dword ptr [r14 + 832], ecx
     test ebx, 1073741824
     jz 1f
 1:
-    movzx edi, byte ptr [r14 + 640]
-    inc edi
-    neg rcx
-    test bl, 160
+    add rdi, rdi
+    mov esi, ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    or qword ptr [r15 + 0], 3
+    test ebx, 912
     jnz 1f
 1:
-    inc esi
-    mov r8, r10
-    mov qword ptr [r14 + 1344], r8
-    movsxd r9, dword ptr [r15 + 192]
-    and r8, 448
-    and r9d, dword ptr [r15 + r8 + 1600]
+    cmp rsi, rdi
+    mov rsi, rsi
+    mov edi, esi
+    sub rsi, rdi
+    add rax, rsi
     test ebx, 1073741824
     jnz 1f
 1:
-    mov qword ptr [r14 + 64], r9
+    movzx edi, bpl
     jmp 1f
 1:
-    mov dword ptr [r15 + 1088], 129
+    mov r12, qword ptr [r15 + r12 + 56]
+    sub r9, rdi
     test ebx, 1073741824
     jz 1f
 1:
-    xchg qword ptr [r15 + 512], r9
-    mov qword ptr [r15 + 128], r9
-    and rsi, r9
+    movzx ecx, sil
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov rax, qword ptr [r15 + 640]
+    mov r9, r10
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rcx, qword ptr [r15 + 64]
+    and r9, 1984
+    mov dword ptr [r14 + r9 + 3136], edi
+    or qword ptr [r14 + 256], 93
+    movzx r8d, al
+    mov eax, r9d
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rsi, qword ptr [r15 + 128]
+    mov qword ptr [r14 + 384], rsi
+    jmp 1f
+1:
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx r8d, byte ptr [r14 + 768]
+    mov rax, rdx
+    mov dword ptr [r15 + 128], 23
+    mov dword ptr [r15 + 576], eax
     add r11, 64
     add r10, r11
     inc rbx
@@ -1069,276 +1016,284 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 25710296]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 25710296], rax
-    lea rcx, [rip + .Lc1_d213_j]
-    add rcx, qword ptr [r15 + 25710304]
-    jmp .Lc1_d213_j_t
-.Lc1_d213_j:
-    movzx ecx, al
-    lock xadd qword ptr [r15 + 576], rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    shr eax, 22
+    mov eax, ebp
+    jmp 1f
+1:
+    cmp rax, rax
+    add rax, rax
+    mov rax, rax
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, eax
-    mov rcx, rdx
-    mov edx, ecx
-    test ebx, 1073741824
+    mov dword ptr [r14 + 640], esi
+    .byte 0x0f, 0x1f, 0x40, 0x00
+    mov esi, dword ptr [r15 + 256]
+    movsxd rax, dword ptr [r15 + 192]
+    test dword ptr [r15 + 25710299], 33348
     jnz 1f
 1:
-    mov rcx, rax
+    and eax, dword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], al
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 110592
+    jnz 1f
+1:
+    shr esi, 1
+    jmp 1f
+1:
+    and esi, dword ptr [r15 + 1088]
+    xor eax, ecx
+    test dword ptr [r15 + 25710299], 2359302
+    jnz 1f
+1:
+    jmp 1f
+1:
+    movzx eax, dl
+    mov dword ptr [r15 + 128], eax
+    add rax, 40
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx ecx, cl
-    sub rdx, rbp
-    add qword ptr [r15 + 1216], rcx
-    movzx edx, dl
-    test ebx, 464
+    movzx esi, byte ptr [r14 + 448]
+    neg rax
+    mov r8d, eax
+    movsxd rax, dword ptr [r15 + 832]
+    test ebx, 1073741824
     jnz 1f
 1:
-    cmp rcx, rcx
-    vmovdqu ymm4, ymmword ptr [r15 + 256]
-    movsxd rcx, dword ptr [r15 + 128]
-    and ecx, dword ptr [r15 + 192]
-    test dword ptr [r15 + 25710299], 1342444544
+    mov eax, dword ptr [r14 + 1216]
+    add rax, rax
+    jmp 1f
+1:
+    movsxd rsi, dword ptr [r15 + 320]
+    test ebx, 1073741824
     jz 1f
 1:
-    mov dword ptr [r14 + 320], ecx
-    mov edx, 40
-    mov ecx, ecx
-    mov rdx, qword ptr [r14 + 512]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov qword ptr [r14 + 1152], rdx
-    xor r8d, edx
+    and r8d, dword ptr [r14 + 192]
     jmp 1f
 1:
+    movzx edi, al
     jmp 1f
 1:
-    test ebx, 10240
+    test dword ptr [r15 + 25710299], 8651040
     jnz 1f
 1:
-    movsxd rdi, dword ptr [r14 + 64]
-    lea rdx, [rbp + rdi*2 + 92]
-    mov edx, dword ptr [r15 + 448]
+    mov esi, dword ptr [r15 + 64]
+    add rax, 36
+    mov r8, qword ptr [r14 + 384]
+    mov edi, 107
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c4:
-    mov rax, qword ptr [r15 + 25710296]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 25710296], rax
-    lea rcx, [rip + .Lc1_d268_j]
+    lea rcx, [rip + .Lc1_d277_j]
     add rcx, qword ptr [r15 + 25710304]
-    jmp .Lc1_d268_j_t
-.Lc1_d268_j:
-    movsxd rdi, dword ptr [r14 + 896]
-    and rcx, rdi
-    or qword ptr [r15 + 0], 97
-    lock or dword ptr [r15 + 0], 38
+    jmp .Lc1_d277_j_t
+.Lc1_d277_j:
+    mov ecx, 47
+    add rcx, rcx
+    shl rcx, 23
+    jmp 1f
+1:
+    test ebx, 247808
+    jz 1f
+1:
+    movsxd rcx, dword ptr [r15 + 64]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], ecx
     test ebx, 1073741824
     jz 1f
 1:
-    mov dword ptr [r15 + 0], edi
-    sub rax, rcx
-    mov byte ptr [r15 + 128], dil
-    mov edi, eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx edi, cl
+    and rdx, rdi
     test ebx, 1073741824
     jnz 1f
 1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    lock add qword ptr [r15 + 0], rcx
+    mov r8d, 157
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    add rdi, rdi
-    movzx edx, byte ptr [r15 + 448]
-    movzx edi, al
-    add rdi, 10
-    test dword ptr [r15 + 25710300], 33555616
+    add r8, r8
+    or r8d, r8d
+    shr r8d, 10
+    or qword ptr [r15 + 0], 124
+    test ebx, 1073741824
     jnz 1f
 1:
-    inc edi
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov eax, 97
-    test dword ptr [r15 + 25710299], 412115072
+    movzx edi, byte ptr [r14 + 1152]
+    mov r8d, 162
+    movsxd rcx, dword ptr [r14 + 512]
+    test ebx, 1073741824
     jnz 1f
 1:
-    jmp 1f
-1:
-    add rax, 118
-    mov edx, dword ptr [r14 + 192]
+    mov dword ptr [r15 + 576], edi
+    add r9, qword ptr [r15 + 128]
+    movzx r8d, dil
+    shl rcx, 30
     test ebx, 1073741824
     jz 1f
 1:
-    add rax, rdx
-    movzx eax, al
-    mov byte ptr [r15 + 64], al
-    sub rdi, rdx
-    test ebx, 912
+    jmp 1f
+1:
+    mov rsi, rcx
+    mov dword ptr [r14 + 1408], esi
+    mov qword ptr [r14 + 320], rsi
+    test bl, 96
     jnz 1f
 1:
-    movsxd rdx, dword ptr [r14 + 320]
-    mov dword ptr [r14 + 256], edx
-    neg rdx
-    mov eax, 16
-    test ebx, 1073741824
-    jnz 1f
-1:
-    vmovdqu ymmword ptr [r15 + 640], ymm4
-    lock or dword ptr [r15 + 384], 114
-    mov eax, 108
+    movsxd rsi, dword ptr [r15 + 192]
+    mov edi, dword ptr [r15 + 256]
+    mov dword ptr [r15 + 256], 164
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c5:
-    mov rax, qword ptr [r15 + 25710296]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 25710296], rax
-    lea rcx, [rip + .Lc1_d327_j]
+    lea rcx, [rip + .Lc1_d333_j]
     add rcx, qword ptr [r15 + 25710304]
-    jmp .Lc1_d327_j_t
-.Lc1_d327_j:
-    movzx r9d, byte ptr [r15 + 1408]
+    jmp .Lc1_d333_j_t
+.Lc1_d333_j:
+    mov edi, ecx
     jmp 1f
-1:
-    mov ecx, dword ptr [r14 + 192]
-    inc ecx
-    test ebx, 1073741824
-    jz 1f
-1:
-    lea rcx, [rcx + rcx*2 + 97]
-    jmp 1f
-1:
-    mov r9, rcx
-    mov dword ptr [r15 + 704], 179
-    test ebx, 1073741824
-    jnz 1f
-1:
-    sub rcx, r9
-    jmp 1f
-1:
-    mov r9d, r9d
-    xor ebp, r9d
-    test dword ptr [r15 + 25710300], 269222400
-    jnz 1f
-1:
-    mov r9, qword ptr [r14 + 64]
-    mov r8d, r9d
-    mov esi, r8d
-    mov r9, qword ptr [r15 + 1280]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r8d, r9d
-    and r8d, dword ptr [r14 + 960]
-    mov rsi, rsi
-    test bl, 192
-    jnz 1f
-1:
-    mov r8d, 139
-    xor dword ptr [r15 + 256], r9d
-    sub r8, rsi
-    lea r8, [rsi + r8*2 + 37]
-    test ebx, 1073741824
-    jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, 219
-    shl rsi, 9
-    movzx r8d, byte ptr [r15 + 576]
-    test dword ptr [r15 + 25710299], 42598656
-    jz 1f
+    test ecx, ecx
+    mov r8d, 104
+    test ebx, 118784
+    jnz 1f
 1:
-    movsxd rsi, dword ptr [r14 + 512]
-    shr esi, 8
-    and r8d, dword ptr [r15 + 384]
-    mov r9d, r8d
+    inc ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r8, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    and r8, rsi
-    xor edi, r8d
-    shr edi, 28
+    mov rdi, rcx
+    mov byte ptr [r15 + 0], dil
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea rdi, [rdi + rdi*2 + 25]
+    test ebx, 1073741824
+    jz 1f
+1:
+    lea rcx, [rdi + rdi*2 + 86]
+    cmp rbp, rcx
+    jmp 1f
+1:
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rcx, rcx
+    mov dword ptr [r15 + 192], ecx
+    mov ebp, dword ptr [r14 + 448]
+    mov r9d, 54
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    lea rdi, [r9 + rdi*2 + 86]
+    jmp 1f
+1:
+    add r9, qword ptr [r14 + 0]
+    mov rdx, r9
+    test bl, 96
+    jnz 1f
+1:
+    xor dword ptr [r15 + 640], r9d
+    movzx r9d, byte ptr [r14 + 64]
+    mov rdi, rdx
+    mov byte ptr [r15 + 256], dil
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov qword ptr [r15 + 384], rdx
+    movzx edi, byte ptr [r14 + 128]
+    shl rdi, 19
+    mov edx, 117
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov edx, dword ptr [r15 + 1280]
+    movzx edi, dil
+    jmp 1f
+1:
+    add rdx, qword ptr [r15 + 896]
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c6:
-    mov rax, qword ptr [r15 + 25710296]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 25710296], rax
-    lea rcx, [rip + .Lc1_d387_j]
+    lea rcx, [rip + .Lc1_d394_j]
     add rcx, qword ptr [r15 + 25710304]
-    jmp .Lc1_d387_j_t
-.Lc1_d387_j:
-    mov r12, qword ptr [r15 + r12 + 56]
-    sub rcx, rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    add rcx, rcx
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r14 + 1024], 90
-    inc dword ptr [r14 + 448]
-    movzx eax, cl
-    mov eax, 137
+    jmp .Lc1_d394_j_t
+.Lc1_d394_j:
+    mov r9, r10
+    movzx ecx, r9b
+    and r9, 8388544
+    movsxd rcx, dword ptr [r14 + r9 + 17312832]
+    mov edx, ecx
+    movzx eax, byte ptr [r15 + 512]
     test ebx, 1073741824
     jnz 1f
 1:
-    movsxd rcx, dword ptr [r15 + 384]
-    movsxd rax, dword ptr [r15 + 192]
-    mov dword ptr [r14 + 128], eax
-    mov rax, rax
+    neg rdx
+    mov r9, r10
+    mov byte ptr [r14 + 960], r9b
+    test r9d, ecx
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rax, rax
-    mov qword ptr [r14 + 0], rdx
-    test eax, eax
-    mov qword ptr [r14 + 0], rax
+    and r9, 448
+    add qword ptr [r15 + r9 + 1600], r9
+    and ecx, dword ptr [r15 + 192]
+    movzx r9d, byte ptr [r15 + 64]
+    and ecx, dword ptr [r15 + 384]
     test ebx, 1073741824
     jz 1f
 1:
-    movsxd rdx, dword ptr [r15 + 640]
-    movsxd rax, dword ptr [r15 + 64]
-    mov ecx, 158
+    neg r9
+    mov dword ptr [r15 + 0], r9d
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    cmp rcx, r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 203
+    lea rdx, [rcx + rcx*2 + 66]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r9d, r9d
+    mov r9, r10
     jmp 1f
 1:
-    test dword ptr [r15 + 25710299], 1228996608
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
     jz 1f
 1:
-    mov eax, ecx
-    or ecx, eax
-    mov rax, qword ptr [r15 + 320]
-    mov ecx, dword ptr [r15 + 192]
+    and r9, 2097088
+    movzx ecx, byte ptr [r15 + r9 + 15215680]
+    mov byte ptr [r14 + 0], cl
+    and r9d, dword ptr [r15 + 320]
+    and r9, r9
     test ebx, 1073741824
     jnz 1f
 1:
-    add rdx, rcx
-    mov r9d, edx
-    vpaddd ymm4, ymm4, ymmword ptr [r15 + 256]
+    and r9d, dword ptr [r15 + 576]
     jmp 1f
 1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    add r9, 2
-    shr eax, 14
-    mov rcx, qword ptr [r15 + 128]
+    mov rcx, r9
+    add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
@@ -1346,121 +1301,123 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 25710296]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 25710296], rax
-    lea rcx, [rip + .Lc1_d442_j]
+    lea rcx, [rip + .Lc1_d454_j]
     add rcx, qword ptr [r15 + 25710304]
-    jmp .Lc1_d442_j_t
-.Lc1_d442_j:
-    mov r9, r10
-    and r9, 2097088
-    mov rcx, qword ptr [r15 + r9 + 15215680]
-    cmp rax, rcx
-    mov dword ptr [r15 + 768], ecx
-    test dword ptr [r15 + 25710300], 9045000
-    jz 1f
-1:
-    jmp 1f
-1:
-    xor dword ptr [r14 + 512], ecx
-    neg rax
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov eax, 11
-    or ecx, ecx
-    test dword ptr [r15 + 25710300], 134234178
-    jnz 1f
-1:
-    neg rcx
-    xor ecx, eax
-    mov rax, qword ptr [r14 + 320]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov edi, eax
-    movsxd rax, dword ptr [r14 + 256]
-    movzx ecx, byte ptr [r15 + 64]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rax, rax
-    jmp 1f
-1:
-    shl rcx, 24
-    test dword ptr [r15 + 25710299], 266756
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov ecx, ecx
+    jmp .Lc1_d454_j_t
+.Lc1_d454_j:
     add rax, rcx
+    lock add qword ptr [r15 + 128], rax
+    mov esi, 218
+    mov rax, qword ptr [r15 + 256]
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    movzx esi, al
+    movzx eax, sil
+    test dword ptr [r15 + 25710299], 679485440
+    jnz 1f
+1:
+    movzx eax, al
+    movzx esi, al
+    xor dword ptr [r14 + 1216], esi
+    test ebx, 912
+    jnz 1f
+1:
+    and rcx, rsi
+    mov rsi, rcx
+    mov eax, 241
+    mov rax, qword ptr [r14 + 448]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov edi, eax
-    mov ecx, 24
-    test eax, ecx
+    cmp rax, rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, byte ptr [r15 + 320]
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    mov eax, 218
+    mov ebp, ecx
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov eax, 102
+    mov dword ptr [r15 + 192], eax
+    neg rbp
+    test ebx, 1504
+    jz 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    or eax, eax
     mov rbp, r10
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
-    neg rax
-    vmovdqu ymm4, ymmword ptr [r15 + 576]
-    and rbp, 8388544
-    mov dword ptr [r15 + rbp + 17312832], 240
+    and rbp, 960
+    movsxd rax, dword ptr [r14 + rbp + 2112]
+    jmp 1f
+1:
+    movzx ebp, byte ptr [r15 + 704]
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jnz .Lc1_b0_c0
 .Lc1_b0_done:
-// block 1: 128 bytes, 1 chunk(s), 16 chunk executions per call
+// block 1: 128 bytes, 1 chunk(s), 13 chunk executions per call
     mov rbx, qword ptr [r15 + 25710320]
-    lea rcx, [rbx + 16]
+    lea rcx, [rbx + 13]
     mov qword ptr [r15 + 25710320], rcx
-    mov r13d, 16
+    mov r13d, 13
     jmp .Lc1_b1_c0
     .p2align 6
 .Lc1_b1_c0:
-    movzx esi, byte ptr [r14 + 0]
-    mov dword ptr [r14 + 0], 38
-    movsxd rbp, dword ptr [r15 + 64]
-    cmp rbp, rbp
-    mov ecx, ebp
-    inc edi
-    mov byte ptr [r15 + 0], bpl
-    test ebx, 30976
-    jz 1f
-1:
-    xor ebp, edi
-    test ebp, ebp
-    add rbp, qword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
+    neg rbp
+    vmovdqu ymmword ptr [r15 + 0], ymm5
+    mov r8d, ebp
+    mov rbp, r8
     jmp 1f
 1:
-    add rbp, 25
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov dword ptr [r15 + 0], 88
+    imul r8d, ebp, 111
+    jmp 1f
+1:
+    and ebp, dword ptr [r15 + 0]
+    mov rdi, qword ptr [r14 + 0]
+    add rdi, 50
     test ebx, 1073741824
     jnz 1f
 1:
-    jmp 1f
-1:
-    movzx ebp, cl
-    mov ecx, 113
+    vpaddd ymm8, ymm10, ymmword ptr [r15 + 192]
+    mov edi, dword ptr [r15 + 448]
+    movsxd rbp, dword ptr [r15 + 64]
     imul rbp, qword ptr [r15 + 576]
-    .byte 0x66, 0x90
-    or qword ptr [r15 + 192], 41
+    mov dword ptr [r14 + 320], 119
+    mov r8d, 185
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
-    mov ebp, 214
-    and eax, dword ptr [r15 + 448]
+    inc r8d
+    mov r8d, r8d
     jmp 1f
 1:
     jmp 1f
 1:
-    movzx ecx, byte ptr [r15 + 320]
-    add rbp, 90
+    shl r8, 31
+    test r8d, r8d
     inc rbx
     dec r13
     jnz .Lc1_b1_c0
@@ -1476,150 +1433,136 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 25710296]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 25710296], rax
-    lea rcx, [rip + .Lc1_d545_j]
+    lea rcx, [rip + .Lc1_d557_j]
     add rcx, qword ptr [r15 + 25710304]
-    jmp .Lc1_d545_j_t
-.Lc1_d545_j:
-    jmp 1f
-1:
-    neg rcx
-    mov ebp, 196
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx ecx, bpl
-    mov rbp, r10
-    vpaddd ymm4, ymm4, ymmword ptr [r14 + 768]
-    and rbp, 960
-    movzx ecx, byte ptr [r14 + rbp + 2112]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    lea rdi, [r15 + 25702080]
-    mov ecx, 68
-    rep stosb
-    movzx ebp, byte ptr [r15 + 896]
-    vpaddd ymm4, ymm4, ymmword ptr [r14 + 1024]
-    test dword ptr [r15 + 25710300], 1149370368
-    jnz 1f
-1:
+    jmp .Lc1_d557_j_t
+.Lc1_d557_j:
+    add rcx, qword ptr [r14 + 1024]
+    neg r8
+    movsxd rbp, dword ptr [r14 + 1344]
     mov rax, rbp
-    vpaddd ymm4, ymm4, ymmword ptr [r15 + 1216]
-    mov rax, rdi
+    test ebx, 23296
+    jz 1f
+1:
+    lock or dword ptr [r15 + 896], 6
+    mov edi, eax
+    movsxd r9, dword ptr [r14 + 192]
+    inc dword ptr [r15 + 1408]
+    test dword ptr [r15 + 25710300], 16910352
+    jnz 1f
+1:
+    movsxd rax, dword ptr [r14 + 256]
+    movzx r8d, byte ptr [r15 + 704]
+    sub rax, r8
     test ebx, 1073741824
+    jz 1f
+1:
+    lock add qword ptr [r15 + 1216], r8
+    mov dword ptr [r14 + 768], 146
+    and edi, dword ptr [r15 + 1088]
+    and edi, dword ptr [r15 + 64]
+    test bl, 30
     jnz 1f
 1:
-    movsxd rdi, dword ptr [r14 + 128]
-    jmp 1f
+    or qword ptr [r15 + 832], 106
+    neg r8
+    mov r8, rdi
+    test bl, 54
+    jnz 1f
 1:
-    vmovdqu xmm4, xmmword ptr [r15 + 1280]
+    .byte 0x0f, 0x1f, 0x00
+    inc r8d
+    movzx r9d, byte ptr [r15 + 256]
+    and edi, dword ptr [r14 + 128]
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
-    mov qword ptr [r14 + 1344], rax
-    mov byte ptr [r14 + 832], dil
-    mov rbp, rdi
-    test ebx, 1073741824
-    jnz 1f
-1:
-    lock or dword ptr [r15 + 64], 53
-    imul rbp, rbp
-    mov ebp, 170
-    test bl, 12
-    jnz 1f
-1:
-    mov esi, ebp
-    lock or dword ptr [r15 + 960], 103
+    mov r9, r10
+    mov eax, dword ptr [r14 + 1280]
+    sub rax, r9
+    and r9, 960
+    or qword ptr [r14 + r9 + 2112], 7
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jnz .Lc1_b2_c0
 .Lc1_b2_done:
-// block 3: 1024 bytes, 4 chunk(s), 2 chunk executions per call
+// block 3: 1024 bytes, 4 chunk(s), 4 chunk executions per call
     mov rbx, qword ptr [r15 + 25710336]
-    lea rcx, [rbx + 2]
+    lea rcx, [rbx + 4]
     mov qword ptr [r15 + 25710336], rcx
-    mov r13d, 2
-    mov eax, ebx
-    and eax, 3
-    lea rcx, [rip + .Lc1_b3_stubs]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_b3_stubs_t
-    .p2align 3
-.Lc1_b3_stubs:
-    .p2align 3
+    mov r13d, 4
     jmp .Lc1_b3_c0
-    .p2align 3
-    jmp .Lc1_b3_c1
-    .p2align 3
-    jmp .Lc1_b3_c2
-    .p2align 3
-    jmp .Lc1_b3_c3
     .p2align 6
 .Lc1_b3_c0:
-    lea rcx, [rip + .Lc1_d605_j]
+    mov rax, qword ptr [r15 + 25710296]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 25710296], rax
+    lea rcx, [rip + .Lc1_d613_j]
     add rcx, qword ptr [r15 + 25710304]
-    jmp .Lc1_d605_j_t
-.Lc1_d605_j:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    jmp .Lc1_d613_j_t
+.Lc1_d613_j:
+    mov ecx, 89
+    mov dword ptr [r14 + 640], ecx
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    test dword ptr [r15 + 25710299], 69206034
+    jnz 1f
+1:
+    add qword ptr [r15 + 512], rcx
+    jmp 1f
+1:
+    xor eax, ecx
+    mov ecx, 168
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rdi, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test bl, 216
+    inc dword ptr [r15 + 64]
+    jmp 1f
+1:
+    movzx eax, cl
+    test ebx, 1073741824
     jnz 1f
 1:
-    mov byte ptr [r15 + 1088], dil
-    movzx esi, cl
-    mov rsi, qword ptr [r14 + 512]
-    shr edi, 10
+    nop
+    mov rax, rax
+    mov r8, rax
+    nop
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov eax, 205
+    mov qword ptr [r15 + 832], rcx
+    movzx eax, cl
     test ebx, 1073741824
     jz 1f
 1:
-    jmp 1f
+    mov r12, qword ptr [r15 + r12 + 56]
+    sub rax, r8
+    mov ecx, 186
+    mov r12, qword ptr [r15 + r12 + 56]
+    test bl, 232
+    jnz 1f
 1:
-    add rsi, 41
-    mov dword ptr [r15 + 64], esi
-    mov byte ptr [r14 + 448], sil
+    movsxd r8, dword ptr [r15 + 384]
+    and rdi, rax
+    mov edi, 131
     test ebx, 1073741824
     jnz 1f
 1:
-    add rsi, qword ptr [r14 + 1152]
-    movzx edi, byte ptr [r14 + 384]
-    movzx ecx, dil
-    neg rdi
+    mov r8d, edi
+    mov r8d, dword ptr [r15 + 192]
+    add r8, qword ptr [r15 + 256]
+    movzx edi, byte ptr [r14 + 1280]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rcx, rcx
-    movzx ebp, byte ptr [r15 + 128]
-    mov ecx, edi
-    mov qword ptr [r15 + 256], rcx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    add rbp, rcx
-    jmp 1f
-1:
-    jmp 1f
-1:
-    add rsi, 1
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + 832], esi
-    movsxd rsi, dword ptr [r15 + 320]
-    and esi, dword ptr [r14 + 192]
-    mov dword ptr [r15 + 192], 94
+    mov qword ptr [r14 + 256], rdi
+    mov qword ptr [r15 + 1088], rdi
+    shl rbp, 13
     inc rbx
     dec r13
     jz .Lc1_b3_done
@@ -1627,147 +1570,124 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 25710296]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 25710296], rax
-    mov eax, dword ptr [r15 + 25710300]
-    and eax, 15
-    lea rcx, [rip + .Lc1_d662_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d662_s_t
-    .p2align 3
-.Lc1_d662_s:
-    .p2align 3
-    jmp .Lc1_d662_j
-    .p2align 3
-    jmp .Lc1_d662_j
-    .p2align 3
-    jmp .Lc1_d662_j
-    .p2align 3
-    jmp .Lc1_d662_j
-    .p2align 3
-    jmp .Lc1_d662_j
-    .p2align 3
-    jmp .Lc1_d662_j
-    .p2align 3
-    jmp .Lc1_d662_j
-    .p2align 3
-    jmp .Lc1_d662_j
-    .p2align 3
-    jmp .Lc1_d662_j
-    .p2align 3
-    jmp .Lc1_d662_j
-    .p2align 3
-    jmp .Lc1_d662_j
-    .p2align 3
-    jmp .Lc1_d662_j
-    .p2align 3
-    jmp .Lc1_d662_j
-    .p2align 3
-    jmp .Lc1_d662_j
-    .p2align 3
-    jmp .Lc1_d662_j
-    .p2align 3
-    jmp .Lc1_d662_j
-.Lc1_d662_j:
-    mov eax, eax
+    lea rcx, [rip + .Lc1_d671_j]
+    add rcx, qword ptr [r15 + 25710304]
+    jmp .Lc1_d671_j_t
+.Lc1_d671_j:
     jmp 1f
 1:
-    xor ecx, eax
+    mov qword ptr [r15 + 384], rax
+    and ecx, dword ptr [r14 + 192]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    test ecx, ecx
-    mov rsi, qword ptr [r14 + 640]
-    test dword ptr [r15 + 25710300], 201334792
-    jnz 1f
-1:
-    add qword ptr [r15 + 1280], rsi
-    xor esi, ecx
-    inc esi
+    lea rax, [rcx + rcx*2 + 116]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
-    and esi, dword ptr [r15 + 448]
-    movzx eax, sil
-    test bl, 232
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 1536], eax
+    test dword ptr [r15 + 25710299], 8405536
     jnz 1f
 1:
     jmp 1f
 1:
-    mov rcx, rax
+    lock or dword ptr [r15 + 320], 114
+    mov ecx, ecx
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov qword ptr [r14 + 1152], rcx
+    mov dword ptr [r15 + 64], 167
+    mov ecx, dword ptr [r15 + 576]
+    mov eax, 242
+    test ebx, 456
+    jnz 1f
+1:
+    add r9, 30
+    or eax, r9d
+    jmp 1f
+1:
+    test ebx, 127744
+    jnz 1f
+1:
+    mov r9d, 213
+    movsxd rax, dword ptr [r14 + 448]
+    mov rcx, qword ptr [r14 + 256]
+    test dword ptr [r15 + 25710300], 305139712
+    jz 1f
+1:
+    inc dword ptr [r15 + 128]
+    mov eax, dword ptr [r14 + 128]
+    movzx r9d, cl
     inc rbx
     dec r13
     jz .Lc1_b3_done
 .Lc1_b3_c2:
-    lea rcx, [rip + .Lc1_d707_j]
-    add rcx, qword ptr [r15 + 25710304]
-    jmp .Lc1_d707_j_t
-.Lc1_d707_j:
-    mov rbp, rcx
-    jmp 1f
-1:
-    mov dword ptr [r14 + 128], ecx
-    mov rcx, rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
+    mov rax, qword ptr [r15 + 25710296]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 25710296], rax
+    mov eax, dword ptr [r15 + 25710300]
+    and eax, 15
+    lea rcx, [rip + .Lc1_d721_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d721_s_t
+    .p2align 3
+.Lc1_d721_s:
+    .p2align 3
+    jmp .Lc1_d721_j
+    .p2align 3
+    jmp .Lc1_d721_j
+    .p2align 3
+    jmp .Lc1_d721_j
+    .p2align 3
+    jmp .Lc1_d721_j
+    .p2align 3
+    jmp .Lc1_d721_j
+    .p2align 3
+    jmp .Lc1_d721_j
+    .p2align 3
+    jmp .Lc1_d721_j
+    .p2align 3
+    jmp .Lc1_d721_j
+    .p2align 3
+    jmp .Lc1_d721_j
+    .p2align 3
+    jmp .Lc1_d721_j
+    .p2align 3
+    jmp .Lc1_d721_j
+    .p2align 3
+    jmp .Lc1_d721_j
+    .p2align 3
+    jmp .Lc1_d721_j
+    .p2align 3
+    jmp .Lc1_d721_j
+    .p2align 3
+    jmp .Lc1_d721_j
+    .p2align 3
+    jmp .Lc1_d721_j
+.Lc1_d721_j:
+    mov byte ptr [r14 + 192], al
+    neg rcx
+    test bl, 120
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, bpl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 195
+    movsxd rax, dword ptr [r15 + 64]
+    mov ecx, dword ptr [r14 + 320]
     test ebx, 1073741824
     jz 1f
 1:
-    mov ebp, ebp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    test bl, 232
-    jnz 1f
-1:
-    imul rcx, rbp
-    movzx ebp, byte ptr [r14 + 256]
-    neg r8
-    mov dword ptr [r15 + 896], ecx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx ebp, r8b
-    mov rbp, r8
-    movzx ebp, bpl
-    lea r8, [rbp + rbp*2 + 27]
-    mov r8d, dword ptr [r15 + 192]
-    test ebx, 1073741824
+    add rax, qword ptr [r15 + 1216]
+    mov ecx, dword ptr [r15 + 512]
+    test dword ptr [r15 + 25710300], 4260048
     jz 1f
 1:
-    mov ecx, r8d
-    add rcx, qword ptr [r15 + 256]
-    movsxd rbp, dword ptr [r14 + 128]
-    test r8d, ebp
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    add rbp, qword ptr [r15 + 512]
-    vmovdqu ymmword ptr [r15 + 384], ymm4
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    cmp rbp, rbp
-    add r8, 52
-    jmp 1f
-1:
-    mov ebp, dword ptr [r14 + 64]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    add rbp, 5
-    movzx r8d, bpl
-    test r8d, r8d
-    cmp rbp, rbp
+    movsxd rax, dword ptr [r15 + 896]
+    mov ecx, 34
     inc rbx
     dec r13
     jz .Lc1_b3_done
@@ -1775,64 +1695,75 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 25710296]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 25710296], rax
-    lea rcx, [rip + .Lc1_d771_j]
+    lea rcx, [rip + .Lc1_d763_j]
     add rcx, qword ptr [r15 + 25710304]
-    jmp .Lc1_d771_j_t
-.Lc1_d771_j:
-    mov r12, qword ptr [r15 + r12 + 56]
-    add rax, 47
-    mov r12, qword ptr [r15 + r12 + 56]
-    and eax, dword ptr [r15 + 0]
+    jmp .Lc1_d763_j_t
+.Lc1_d763_j:
+    jmp 1f
+1:
+    mov ecx, 135
+    mov rcx, rax
+    mov rcx, rcx
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    lea rdi, [r15 + 25702080]
+    lea rsi, [r15 + 25706176]
+    mov ecx, 45
+    rep movsb
+    lea rdi, [rdi + rcx*2 + 100]
+    movzx eax, byte ptr [r14 + 256]
     test ebx, 1073741824
     jz 1f
 1:
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    inc ecx
-    movzx eax, al
+    test ecx, esi
     test ebx, 1073741824
     jnz 1f
 1:
-    mov ebp, ecx
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov eax, ecx
     mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 960], rbp
-    mov ecx, 24
-    test bl, 184
+    test ebx, 1073741824
     jnz 1f
 1:
-    add rcx, qword ptr [r15 + 64]
-    mov eax, 210
-    mov dword ptr [r15 + 1216], eax
+    jmp 1f
+1:
+    mov rcx, rax
+    cmp rax, rax
+    test dword ptr [r15 + 25710300], 117440528
+    jnz 1f
+1:
+    sub rax, rdi
+    and rcx, rax
+    movzx edi, al
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    mov eax, dword ptr [r15 + 192]
-    movsxd rsi, dword ptr [r14 + 448]
-    jmp 1f
+    mov rax, rdi
+    mov edi, eax
+    mov r9d, edi
+    test dword ptr [r15 + 25710300], 34705408
+    jz 1f
 1:
-    mov r8, rsi
-    test ebx, 288
+    mov rax, qword ptr [r15 + 128]
+    cmp rax, r9
+    mov r9d, r9d
+    lock or dword ptr [r15 + 192], 9
+    test bl, 144
     jnz 1f
 1:
-    jmp 1f
-1:
-    mov dword ptr [r14 + 384], 218
-    mov ecx, 234
-    mov esi, 218
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + 576], esi
-    jmp 1f
-1:
-    vmovdqu ymmword ptr [r15 + 128], ymm4
-    xor ecx, esi
-    test dword ptr [r15 + 25710300], 1611137088
-    jnz 1f
-1:
-    add rcx, rsi
-    movsxd rcx, dword ptr [r14 + 320]
-    shr esi, 21
+    mov esi, r9d
+    mov qword ptr [r14 + 384], rsi
+    add qword ptr [r15 + 640], rsi
     inc rbx
     dec r13
     jnz .Lc1_b3_c0
@@ -1845,66 +1776,66 @@ ditto_body_c1:
     jmp .Lc1_b4_c0
     .p2align 6
 .Lc1_b4_c0:
-    lea rcx, [rip + .Lc1_d827_j]
+    lea rcx, [rip + .Lc1_d826_j]
     add rcx, qword ptr [r15 + 25710304]
-    jmp .Lc1_d827_j_t
-.Lc1_d827_j:
-    movsxd rax, dword ptr [r15 + 128]
-    mov byte ptr [r15 + 256], sil
-    movzx r8d, al
-    mov rbp, rax
+    jmp .Lc1_d826_j_t
+.Lc1_d826_j:
+    mov esi, dword ptr [r15 + 192]
+    mov r9, r10
+    lock or dword ptr [r15 + 128], 85
+    movzx edx, r9b
+    and r9, 524224
+    and edx, dword ptr [r15 + r9 + 14691392]
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
-    jmp 1f
-1:
-    mov rsi, rbp
-    mov ebp, esi
+    movzx edx, r9b
+    vpaddq xmm8, xmm8, xmmword ptr [r15 + 768]
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
+    test ebx, 12032
     jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r9d, dl
+    shr r9d, 15
+    test esi, edx
+    test ebx, 1073741824
+    jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov esi, esi
-    mov esi, esi
+    mov qword ptr [r15 + 0], r9
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx edi, byte ptr [r14 + 64]
+    mov dword ptr [r14 + 512], 50
+    mov r9d, edi
+    mov qword ptr [r15 + 384], rdi
+    test ebx, 23808
+    jz 1f
+1:
+    lock add qword ptr [r15 + 1024], r9
+    inc r9d
+    xor dword ptr [r15 + 1472], r9d
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    add rdi, qword ptr [r14 + 128]
+    movsxd r9, dword ptr [r15 + 704]
+    mov rdx, r9
     test ebx, 1073741824
     jz 1f
 1:
     jmp 1f
 1:
-    movzx ebp, byte ptr [r14 + 64]
-    mov r8, r10
-    vmovdqu ymmword ptr [r15 + 192], ymm4
-    mov rsi, qword ptr [r15 + 960]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and r8, 448
-    mov ebp, dword ptr [r15 + r8 + 1600]
-    mov r8d, dword ptr [r15 + 192]
-    movzx esi, r8b
-    movzx esi, byte ptr [r14 + 320]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    lock or dword ptr [r15 + 1280], 51
-    jmp 1f
-1:
-    mov rbp, r10
-    jmp 1f
-1:
-    imul rdx, r8
-    mov r8, r10
-    test ebx, 1073741824
-    jz 1f
-1:
-    and rbp, 1984
-    movzx edx, byte ptr [r15 + rbp + 3136]
-    and r8, 524224
-    mov byte ptr [r14 + r8 + 14691392], dl
-    vmovdqu ymmword ptr [r15 + 1472], ymm4
+    mov r9, r10
+    mov rcx, r9
+    and r9, 448
+    mov rdi, qword ptr [r14 + r9 + 1600]
     add r11, 64
     add r10, r11
     inc rbx
@@ -1923,7 +1854,7 @@ ditto_body_c1:
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 25710296], rax
     xor eax, eax
-    test dword ptr [r15 + 25710299], 102893568
+    test dword ptr [r15 + 25710300], 809631745
     setz al
     lea rcx, [rip + .Lc1_d889_s]
     lea rcx, [rcx + rax*8]
@@ -1935,127 +1866,131 @@ ditto_body_c1:
     .p2align 3
     jmp .Lc1_d889_j
 .Lc1_d889_j:
-    mov rbp, r10
+    movsxd rax, dword ptr [r14 + 320]
+    mov ecx, ebp
+    and ecx, dword ptr [r15 + 128]
+    test ebx, 1073741824
+    jnz 1f
+1:
     jmp 1f
 1:
-    and edx, dword ptr [r15 + 1024]
-    and rbp, 8388544
-    mov dword ptr [r14 + rbp + 17312832], eax
-    test ebx, 1073741824
+    mov rcx, rcx
+    mov ecx, 163
+    test ebx, 440
+    jz 1f
+1:
+    jmp 1f
+1:
+    add qword ptr [r15 + 64], rcx
+    add rcx, qword ptr [r14 + 0]
+    test ebx, 576
     jnz 1f
 1:
+    mov dword ptr [r15 + 1216], ecx
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, rdx
-    test bl, 116
-    jnz 1f
-1:
-    mov edx, 248
-    add rdx, qword ptr [r14 + 320]
-    movsxd rax, dword ptr [r14 + 384]
-    test dword ptr [r15 + 25710300], 156237824
-    jnz 1f
-1:
-    mov qword ptr [r14 + 256], rax
-    mov rbp, r10
     jmp 1f
 1:
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rdx, qword ptr [r15 + 384]
-    and rbp, 4032
-    mov rax, qword ptr [r15 + rbp + 5184]
+    mov ecx, ecx
+    jmp 1f
+1:
     test ebx, 1073741824
     jnz 1f
 1:
-    mov ebp, 139
-    mov rdx, qword ptr [r15 + 128]
+    mov ecx, 113
+    jmp 1f
+1:
+    movsxd rcx, dword ptr [r14 + 192]
+    test ebx, 55808
+    jz 1f
+1:
+    movzx ecx, sil
+    mov byte ptr [r15 + 256], al
+    mov r9, r10
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and r9, 8388544
+    add rcx, qword ptr [r15 + r9 + 17312832]
+    mov qword ptr [r15 + 256], rcx
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rcx, r9
+    mov eax, ecx
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b5_done
 .Lc1_b5_c1:
-    lea rcx, [rip + .Lc1_d935_j]
+    mov rax, qword ptr [r15 + 25710296]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 25710296], rax
+    lea rcx, [rip + .Lc1_d949_j]
     add rcx, qword ptr [r15 + 25710304]
-    jmp .Lc1_d935_j_t
-.Lc1_d935_j:
-    mov rcx, rdx
-    add rdi, qword ptr [r14 + 64]
-    mov eax, 146
-    mov rdx, rdx
-    test ebx, 1073741824
+    jmp .Lc1_d949_j_t
+.Lc1_d949_j:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, 134
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test dword ptr [r15 + 25710299], 268453896
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    xor edx, edi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rdx, rdx
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    and eax, dword ptr [r15 + 0]
     jmp 1f
 1:
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, al
-    and ebp, dword ptr [r15 + 192]
-    mov eax, 176
-    test bl, 92
-    jnz 1f
-1:
-    mov byte ptr [r15 + 320], al
-    and eax, dword ptr [r15 + 64]
-    mov rdi, rax
-    test bl, 156
-    jnz 1f
-1:
-    mov rdx, qword ptr [r15 + 256]
-    mov eax, ebp
-    mov byte ptr [r14 + 512], dil
-    mov ebp, eax
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov edi, dword ptr [r15 + 1216]
-    jmp 1f
-1:
-    mov esi, 110
-    movzx esi, sil
+    xor ecx, r9d
+    movzx ecx, cl
     test ebx, 1073741824
     jz 1f
 1:
     jmp 1f
 1:
-    mov edx, 229
-    mov rdx, r8
-    movzx ebp, sil
+    mov dword ptr [r15 + 320], 175
+    mov r9, r10
+    movzx ecx, r9b
+    and r9, 1984
+    mov eax, dword ptr [r14 + r9 + 3136]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rsi, qword ptr [r15 + 768]
-    jmp 1f
-1:
-    mov ebp, 49
-    movzx ebp, dl
+    movsxd r9, dword ptr [r14 + 64]
+    movzx eax, cl
+    mov eax, eax
     test ebx, 1073741824
     jz 1f
 1:
-    vpaddd ymm4, ymm4, ymmword ptr [r14 + 128]
+    mov rcx, rax
     jmp 1f
 1:
-    mov rax, rsi
+    mov ecx, dword ptr [r14 + 128]
+    mov rax, rcx
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r9, r10
+    mov qword ptr [r15 + 192], r9
+    mov rcx, r9
+    jmp 1f
+1:
+    and r9, 4032
+    and ecx, dword ptr [r15 + r9 + 5184]
+    test bl, 24
+    jnz 1f
+1:
+    movsxd r9, dword ptr [r14 + 448]
+    add rax, qword ptr [r15 + 384]
+    popcnt rcx, rcx
+    add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jnz .Lc1_b5_c0
@@ -2071,53 +2006,60 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 25710296]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 25710296], rax
-    lea rcx, [rip + .Lc1_d1006_j]
+    lea rcx, [rip + .Lc1_d1008_j]
     add rcx, qword ptr [r15 + 25710304]
-    jmp .Lc1_d1006_j_t
-.Lc1_d1006_j:
-    mov rax, qword ptr [r15 + 1152]
-    sete al
+    jmp .Lc1_d1008_j_t
+.Lc1_d1008_j:
+    mov qword ptr [r14 + 256], rcx
+    mov ecx, eax
+    add qword ptr [r14 + 128], rcx
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rcx, rcx
     jmp 1f
 1:
-    mov r9, r10
+    mov rcx, qword ptr [r15 + 1216]
+    test ebx, 7680
+    jnz 1f
+1:
+    mov eax, dword ptr [r14 + 256]
+    mov ecx, dword ptr [r15 + 320]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    add rcx, qword ptr [r14 + 1280]
+    movzx eax, cl
+    and r9d, dword ptr [r15 + 192]
+    mov rbp, r10
     test ebx, 1073741824
     jz 1f
 1:
-    mov eax, eax
-    vmovdqu ymmword ptr [r15 + 192], ymm4
-    and r9, 2097088
-    movzx r8d, byte ptr [r15 + r9 + 15215680]
-    test dword ptr [r15 + 25710300], 1050756
+    and rbp, 2097088
+    mov rcx, qword ptr [r15 + rbp + 15215680]
+    mov dword ptr [r15 + 1152], eax
+    mov edx, dword ptr [r15 + 64]
+    test ebx, 27392
+    jz 1f
+1:
+    xor ecx, ebp
+    movzx ecx, cl
+    mov dword ptr [r15 + 960], ecx
+    mov rbp, r10
+    test bl, 20
     jnz 1f
 1:
-    mov r8d, dword ptr [r14 + 1408]
-    vpaddd ymm4, ymm4, ymmword ptr [r14 + 256]
-    movsxd r9, dword ptr [r15 + 384]
-    test ebx, 22016
+    add rcx, 52
+    and rbp, 448
+    mov edx, dword ptr [r15 + rbp + 1600]
+    mov ebp, 134
+    test dword ptr [r15 + 25710299], 538050561
     jnz 1f
 1:
-    movsxd rax, dword ptr [r15 + 64]
-    mov r8d, dword ptr [r15 + 1088]
-    mov r9d, 23
-    test bl, 40
-    jnz 1f
-1:
-    lock add qword ptr [r15 + 704], r8
-    mov r8, qword ptr [r15 + 128]
-    mov r9d, dword ptr [r14 + 256]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov byte ptr [r15 + 192], r9b
-    mov r8, r10
-    mov byte ptr [r15 + 1216], r8b
-    and r8, 448
-    mov qword ptr [r14 + r8 + 1600], r8
-    test ebx, 1073741824
-    jnz 1f
-1:
-    imul r8, r8
-    mov qword ptr [r14 + 256], r8
+    mov ebp, 247
+    xor dword ptr [r15 + 384], ebp
+    inc dword ptr [r15 + 192]
     add r11, 64
     add r10, r11
     inc rbx
@@ -2135,19 +2077,19 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 25710296]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 25710296], rax
-    lea rcx, [rip + .Lc1_d1059_j]
+    lea rcx, [rip + .Lc1_d1067_j]
     add rcx, qword ptr [r15 + 25710304]
-    jmp .Lc1_d1059_j_t
-.Lc1_d1059_j:
-    lea rcx, [rip + .Lc1_d1063_j]
+    jmp .Lc1_d1067_j_t
+.Lc1_d1067_j:
+    lea rcx, [rip + .Lc1_d1071_j]
     add rcx, qword ptr [r15 + 25710304]
-    jmp .Lc1_d1063_j_t
-.Lc1_d1063_j:
-    mov ecx, dword ptr [r14 + 704]
-    test ebx, 1073741824
-    jnz 1f
+    jmp .Lc1_d1071_j_t
+.Lc1_d1071_j:
+    and eax, dword ptr [r14 + 960]
+    test dword ptr [r15 + 25710300], 270663692
+    jz 1f
 1:
-    test dword ptr [r15 + 25710300], 8437888
+    test ebx, 1472
     jnz 1f
 1:
     inc rbx
@@ -2200,137 +2142,141 @@ ditto_body_c1:
     jmp .Lc1_b8_c15
     .p2align 6
 .Lc1_b8_c0:
-    lea rcx, [rip + .Lc1_d1085_j]
+    mov rax, qword ptr [r15 + 25710296]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 25710296], rax
+    lea rcx, [rip + .Lc1_d1096_j]
     add rcx, qword ptr [r15 + 25710304]
-    jmp .Lc1_d1085_j_t
-.Lc1_d1085_j:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov ecx, eax
-    mov r12, qword ptr [r15 + r12 + 56]
-    inc edx
-    jmp 1f
-1:
+    jmp .Lc1_d1096_j_t
+.Lc1_d1096_j:
+    lea rcx, [rip + .Lc1_d1100_j]
+    add rcx, qword ptr [r15 + 25710304]
+    jmp .Lc1_d1100_j_t
+.Lc1_d1100_j:
+    and eax, dword ptr [r14 + 256]
+    movsxd rcx, dword ptr [r14 + 192]
+    movsxd rbp, dword ptr [r15 + 384]
+    lea r9, [rbp + rcx*2 + 112]
     test ebx, 1073741824
     jz 1f
 1:
+    mov qword ptr [r15 + 64], rcx
+    movzx eax, byte ptr [r15 + 1472]
+    add rax, rax
+    test ebx, 504832
+    jz 1f
+1:
+    mov rbp, rax
+    movzx eax, byte ptr [r15 + 512]
+    mov byte ptr [r14 + 64], cl
+    test ebx, 1073741824
+    jnz 1f
+1:
+    add qword ptr [r14 + 128], rax
+    movzx eax, al
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, r10
-    mov dword ptr [r15 + 640], 118
-    add rcx, qword ptr [r15 + 256]
     test ebx, 1073741824
     jnz 1f
 1:
-    and r8, 960
-    movzx ebp, byte ptr [r15 + r8 + 2112]
-    mov r8, rbp
-    mov byte ptr [r14 + 448], dil
-    mov r8d, 189
+    mov ebp, eax
+    or ebp, ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    test dword ptr [r15 + 25710299], 14696448
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    or ebp, ebp
+    mov ebp, eax
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r8d, dword ptr [r14 + 1216]
-    mov qword ptr [r15 + 128], r8
-    jmp 1f
+    or eax, ebp
+    mov dword ptr [r14 + 1024], r9d
+    mov ecx, dword ptr [r15 + 320]
+    test dword ptr [r15 + 25710300], 168321024
+    jz 1f
 1:
-    test r8d, r8d
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rbp, qword ptr [r15 + 384]
-    lock or dword ptr [r15 + 1088], 8
-    mov r8d, r8d
-    test ebx, 1632
-    jnz 1f
-1:
-    movzx r8d, r8b
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov edi, 197
-    mov r8, r10
-    test ebx, 1248
-    jnz 1f
-1:
-    mov ebp, dword ptr [r15 + 64]
-    mov edi, dword ptr [r14 + 192]
-    and r8, 448
-    vmovdqu ymmword ptr [r15 + r8 + 1600], ymm4
-    add r11, 64
-    add r10, r11
+    lock add qword ptr [r15 + 768], rcx
+    mov ecx, eax
+    mov ecx, dword ptr [r15 + 640]
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c1:
-    lea rcx, [rip + .Lc1_d1141_j]
+    mov rax, qword ptr [r15 + 25710296]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 25710296], rax
+    lea rcx, [rip + .Lc1_d1149_j]
     add rcx, qword ptr [r15 + 25710304]
-    jmp .Lc1_d1141_j_t
-.Lc1_d1141_j:
+    jmp .Lc1_d1149_j_t
+.Lc1_d1149_j:
+    add rcx, qword ptr [r15 + 576]
     jmp 1f
 1:
-    mov dword ptr [r15 + 256], 63
-    vmovdqu ymm5, ymmword ptr [r14 + 576]
+    shr ecx, 4
     mov r12, qword ptr [r15 + r12 + 56]
-    neg rdi
     test ebx, 1073741824
     jz 1f
 1:
+    mov rcx, rcx
+    mov eax, 159
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], edi
-    mov edi, edi
+    jmp 1f
+1:
     test ebx, 1073741824
     jz 1f
 1:
-    add rdi, qword ptr [r15 + 0]
-    inc dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
+    mov ecx, ecx
+    or ebp, eax
+    jmp 1f
+1:
+    movzx edx, byte ptr [r14 + 1280]
+    test dword ptr [r15 + 25710299], 69730306
     jnz 1f
 1:
-    mov edi, edi
-    mov qword ptr [r14 + 64], rdi
-    add rdi, qword ptr [r15 + 1152]
-    add rdi, qword ptr [r15 + 128]
-    test ebx, 1440
+    movsxd rcx, dword ptr [r14 + 256]
+    mov rax, qword ptr [r15 + 1088]
+    mov ebp, 81
+    movzx edx, al
+    test ebx, 576
     jnz 1f
 1:
-    mov qword ptr [r14 + 1472], rdi
-    cmp rdi, rdi
-    mov dword ptr [r15 + 832], edi
-    movsxd rax, dword ptr [r14 + 1280]
-    mov dword ptr [r14 + 320], 30
+    mov rax, rdi
+    jmp 1f
+1:
+    mov qword ptr [r15 + 448], rbp
+    or ebp, eax
     test ebx, 1073741824
     jz 1f
 1:
-    add rax, rax
+    .byte 0x0f, 0x1f, 0x40, 0x00
     jmp 1f
 1:
-    or qword ptr [r14 + 192], 125
-    mov eax, 196
-    test bl, 192
-    jnz 1f
-1:
-    movzx edi, al
-    lea rcx, [rsi + rdi*2 + 57]
-    jmp 1f
-1:
-    movsxd r8, dword ptr [r15 + 512]
+    mov rcx, rax
+    mov qword ptr [r15 + 384], rbp
     test ebx, 1073741824
     jnz 1f
 1:
-    mov eax, dword ptr [r15 + 384]
-    mov edi, ecx
-    mov edi, edi
-    xor r8d, edi
+    mov rbp, rdx
+    jmp 1f
+1:
+    mov rbp, rbp
+    mov eax, ebp
+    test ebx, 1632
+    jnz 1f
+1:
+    or eax, ebp
+    and rcx, rax
+    jmp 1f
+1:
+    add rcx, 25
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov eax, dword ptr [r15 + 128]
+    movzx ebp, byte ptr [r14 + 192]
+    mov ecx, 145
+    and rdx, rax
     inc rbx
     dec r13
     jz .Lc1_b8_done
@@ -2338,79 +2284,70 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 25710296]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 25710296], rax
-    lea rcx, [rip + .Lc1_d1199_j]
+    lea rcx, [rip + .Lc1_d1211_j]
     add rcx, qword ptr [r15 + 25710304]
-    jmp .Lc1_d1199_j_t
-.Lc1_d1199_j:
-    inc ecx
-    add r8, rax
-    inc ecx
-    movsxd r8, dword ptr [r14 + 64]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    xor ecx, r8d
-    movzx ecx, cl
+    jmp .Lc1_d1211_j_t
+.Lc1_d1211_j:
     jmp 1f
 1:
-    mov rcx, r8
+    mov byte ptr [r14 + 512], al
+    add rdx, qword ptr [r15 + 64]
+    cmp rcx, rdx
     test ebx, 1073741824
     jnz 1f
 1:
-    add rcx, qword ptr [r15 + 384]
-    add rcx, rcx
-    mov byte ptr [r14 + 128], cl
-    test ebx, 1073741824
-    jz 1f
-1:
-    vmovdqu ymmword ptr [r14 + 320], ymm5
-    mov ecx, ecx
-    or ecx, r8d
-    mov ebp, dword ptr [r15 + 192]
-    test dword ptr [r15 + 25710300], 218104320
-    jnz 1f
-1:
-    mov ecx, 19
-    jmp 1f
-1:
-    mov r8, qword ptr [r15 + 448]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    cmp rcx, r8
-    mov r8, rbp
-    jmp 1f
-1:
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov ecx, r9d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, rcx
-    add rbp, rdx
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov ecx, ecx
-    mov r12, qword ptr [r15 + r12 + 56]
     xor ebp, ecx
+    mov ebp, dword ptr [r15 + 128]
+    shr ebp, 16
+    jmp 1f
+1:
+    test dword ptr [r15 + 25710300], 545522816
+    jz 1f
+1:
+    jmp 1f
+1:
+    inc dword ptr [r15 + 1152]
+    or ebp, ebp
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    mov qword ptr [r14 + 256], rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    xor dword ptr [r15 + 0], ebp
     test ebx, 1073741824
     jnz 1f
 1:
-    lock or dword ptr [r15 + 896], 35
-    jmp 1f
+    mov r12, qword ptr [r15 + r12 + 56]
+    cmp rbp, rbp
+    mov rbp, rbp
+    test ebx, 1073741824
+    jnz 1f
 1:
-    jmp 1f
-1:
-    inc ebp
-    test ebx, 6848
+    lea rbp, [rbp + rbp*2 + 74]
+    mov r12, qword ptr [r15 + r12 + 56]
+    shl rbp, 28
+    movzx ebp, dl
+    test ebx, 1073741824
     jz 1f
 1:
-    movsxd rbp, dword ptr [r15 + 640]
-    and ecx, dword ptr [r15 + 256]
-    mov r8, rbp
+    xor edx, ebp
+    mov dword ptr [r15 + 192], ebp
+    movsxd rdx, dword ptr [r14 + 64]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov ebp, edx
+    mov rax, qword ptr [r15 + 320]
+    xchg qword ptr [r15 + 832], rdx
+    mov dword ptr [r14 + 640], edx
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rbp, rbp
+    mov dword ptr [r15 + 448], eax
+    or qword ptr [r14 + 0], 40
     inc rbx
     dec r13
     jz .Lc1_b8_done
@@ -2418,65 +2355,67 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 25710296]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 25710296], rax
-    lea rcx, [rip + .Lc1_d1263_j]
+    lea rcx, [rip + .Lc1_d1269_j]
     add rcx, qword ptr [r15 + 25710304]
-    jmp .Lc1_d1263_j_t
-.Lc1_d1263_j:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 166
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 99
-    test dword ptr [r15 + 25710299], 553713666
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rcx
-    mov qword ptr [r14 + 0], rax
-    mov dword ptr [r15 + 576], edx
-    test ebx, 1073741824
-    jnz 1f
-1:
+    jmp .Lc1_d1269_j_t
+.Lc1_d1269_j:
+    mov eax, dword ptr [r14 + 128]
+    mov ecx, 106
     movzx ebp, cl
-    add qword ptr [r14 + 128], rbp
-    mov dword ptr [r15 + 512], r8d
-    mov rcx, r9
+    mov byte ptr [r15 + 1536], bpl
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rcx, rcx
+    mov qword ptr [r15 + 0], rcx
+    xor ecx, ebp
+    shr ecx, 21
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    sub rax, rcx
+    test dword ptr [r15 + 25710299], 570441732
+    jnz 1f
+1:
+    movzx ebp, al
+    mov edx, 96
+    movzx edx, byte ptr [r15 + 1216]
+    lea r9, [rdx + rax*2 + 115]
     test ebx, 1073741824
     jz 1f
 1:
-    and rcx, rbp
-    mov ecx, dword ptr [r15 + 960]
-    mov rbp, rdx
-    movsxd r8, dword ptr [r15 + 320]
+    mov rdi, qword ptr [r14 + 256]
+    mov rdx, rdi
+    mov rax, rbp
     test ebx, 1073741824
     jz 1f
 1:
-    jmp 1f
-1:
-    neg rbp
-    mov rcx, rbp
-    or qword ptr [r14 + 64], 112
-    test dword ptr [r15 + 25710299], 537100288
+    shr eax, 1
+    inc ebp
+    movzx r9d, r9b
+    add r9, rbp
+    test bl, 192
     jnz 1f
 1:
-    shr ecx, 17
-    add rcx, rbp
-    movzx ebp, byte ptr [r15 + 192]
-    jmp 1f
-1:
+    mov edx, dword ptr [r14 + 576]
+    lea rbp, [rax + rdx*2 + 6]
+    shr edx, 24
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r8d, dword ptr [r14 + 192]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 1536], r8d
-    movzx r8d, bpl
+    movzx eax, byte ptr [r15 + 896]
+    add rax, qword ptr [r15 + 384]
+    or eax, eax
+    mov dword ptr [r15 + 512], 32
     test ebx, 1073741824
     jnz 1f
 1:
-    mov ecx, r8d
-    mov rbp, qword ptr [r15 + 256]
-    movzx r9d, bpl
+    movsxd r9, dword ptr [r14 + 192]
+    lea rax, [r9 + rax*2 + 30]
+    neg rax
     inc rbx
     dec r13
     jz .Lc1_b8_done
@@ -2484,70 +2423,71 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 25710296]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 25710296], rax
-    lea rcx, [rip + .Lc1_d1318_j]
+    lea rcx, [rip + .Lc1_d1327_j]
     add rcx, qword ptr [r15 + 25710304]
-    jmp .Lc1_d1318_j_t
-.Lc1_d1318_j:
-    mov rcx, rcx
-    mov qword ptr [r15 + 384], rax
-    neg r8
-    and r8d, dword ptr [r15 + 128]
-    mov rbp, r10
+    jmp .Lc1_d1327_j_t
+.Lc1_d1327_j:
+    mov r9, r10
+    mov eax, 121
+    and r9, 448
+    movzx ebp, byte ptr [r14 + r9 + 1600]
+    and r9d, dword ptr [r15 + 0]
+    movzx ecx, cl
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov ecx, 214
     test ebx, 1073741824
     jz 1f
 1:
-    inc r8d
-    add qword ptr [r14 + 704], r8
-    and rbp, 448
-    mov r9d, dword ptr [r15 + rbp + 1600]
+    and r9, rcx
+    movzx r9d, r9b
+    add r9, 17
     test ebx, 1073741824
     jnz 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r14 + 320], rcx
+    test r9d, r9d
     jmp 1f
 1:
-    jmp 1f
+    test ebx, 1073741824
+    jz 1f
 1:
-    shr r9d, 7
+    mov r9, r9
+    or ecx, r9d
+    and r9d, dword ptr [r15 + 64]
     test ebx, 1073741824
     jnz 1f
 1:
-    lea rcx, [r9 + r9*2 + 16]
-    mov edx, ecx
+    mov r9d, r9d
+    mov ebp, dword ptr [r15 + 960]
+    lock or dword ptr [r15 + 448], 24
+    mov ecx, 130
+    test ebx, 1073741824
+    jnz 1f
+1:
     neg rbp
+    or ebp, ebp
+    sub rbp, r9
+    test dword ptr [r15 + 25710299], 17828480
+    jz 1f
+1:
+    mov rcx, qword ptr [r15 + 256]
+    mov ebp, ecx
+    mov rax, rbp
+    mov r9d, ebp
     test ebx, 1073741824
     jz 1f
 1:
-    mov dword ptr [r14 + 448], ebp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    shl rdx, 14
-    test dword ptr [r15 + 25710300], 69206337
-    jz 1f
-1:
-    add r9, rdx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r14 + 640], 105
-    test ebx, 1248
-    jnz 1f
-1:
-    mov rdx, rcx
-    mov rdx, r9
-    and rdx, rdx
-    test dword ptr [r15 + 25710300], 73770
-    jz 1f
-1:
+    inc dword ptr [r15 + 640]
+    cmp r9, r9
     jmp 1f
 1:
-    movsxd r9, dword ptr [r15 + 1216]
-    mov rdx, r9
-    test bl, 192
-    jnz 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov rbp, qword ptr [r14 + 256]
     add r11, 64
     add r10, r11
     inc rbx
@@ -2557,65 +2497,71 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 25710296]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 25710296], rax
-    lea rcx, [rip + .Lc1_d1377_j]
+    lea rcx, [rip + .Lc1_d1389_j]
     add rcx, qword ptr [r15 + 25710304]
-    jmp .Lc1_d1377_j_t
-.Lc1_d1377_j:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    jmp .Lc1_d1389_j_t
+.Lc1_d1389_j:
+    mov dword ptr [r15 + 512], 124
+    sub rax, rcx
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 25710299], 17174536
-    jz 1f
-1:
-    cmp rax, rcx
     jmp 1f
 1:
-    mov ebp, 213
-    mov eax, 27
+    mov qword ptr [r14 + 192], rax
     test ebx, 1073741824
     jz 1f
 1:
-    mov r9d, 162
+    movzx eax, al
+    add rcx, 85
     jmp 1f
 1:
-    xor edx, ecx
-    mov rsi, rbp
+    and ecx, dword ptr [r15 + 192]
     test ebx, 1073741824
     jnz 1f
 1:
-    add rdx, qword ptr [r15 + 192]
+    mov dword ptr [r15 + 128], ecx
+    neg rcx
+    mov r9, rdx
+    and eax, dword ptr [r15 + 256]
+    test dword ptr [r15 + 25710299], 135267368
+    jz 1f
+1:
+    mov eax, ecx
+    mov eax, edi
+    add rcx, rax
+    add rax, r9
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rax, rax
     jmp 1f
 1:
-    movzx ebp, byte ptr [r15 + 192]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
     test ebx, 1073741824
     jnz 1f
 1:
-    vpaddd ymm5, ymm5, ymmword ptr [r14 + 576]
-    lock or dword ptr [r15 + 384], 121
-    movzx edx, bpl
-    mov byte ptr [r15 + 320], dl
+    mov rax, qword ptr [r14 + 384]
+    movsxd rcx, dword ptr [r14 + 320]
+    movzx r9d, al
+    mov dword ptr [r15 + 128], 185
     test ebx, 1073741824
     jz 1f
 1:
-    movzx edx, byte ptr [r15 + 512]
-    lea rax, [rbp + rdx*2 + 91]
-    shr eax, 28
-    vmovdqu ymmword ptr [r15 + 128], ymm5
-    test ebx, 1073741824
+    xor dword ptr [r15 + 576], r9d
+    mov qword ptr [r14 + 704], rax
+    add r9, 79
+    add rax, r9
+    test dword ptr [r15 + 25710300], 35684353
     jnz 1f
 1:
-    mov qword ptr [r14 + 64], rbp
-    inc edx
-    xor dword ptr [r14 + 256], edx
-    vpaddd ymm5, ymm5, ymmword ptr [r14 + 1024]
-    test ebx, 1073741824
-    jz 1f
+    mov eax, ecx
+    jmp 1f
 1:
-    add rdx, rdx
-    and rax, rax
-    movsxd rdx, dword ptr [r15 + 768]
+    movzx ebp, byte ptr [r14 + 64]
+    jmp 1f
+1:
     inc rbx
     dec r13
     jz .Lc1_b8_done
@@ -2623,62 +2569,68 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 25710296]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 25710296], rax
-    lea rcx, [rip + .Lc1_d1431_j]
+    lea rcx, [rip + .Lc1_d1446_j]
     add rcx, qword ptr [r15 + 25710304]
-    jmp .Lc1_d1431_j_t
-.Lc1_d1431_j:
-    lea rsi, [rax + rcx*2 + 74]
-    mov edx, esi
-    mov ecx, edx
+    jmp .Lc1_d1446_j_t
+.Lc1_d1446_j:
+    mov byte ptr [r15 + 0], cl
+    neg rcx
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    inc ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 50
-    mov ecx, ecx
+    add r9, rcx
+    movzx ecx, r9b
+    cmp rax, rcx
+    test dword ptr [r15 + 25710300], 33824800
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov rcx, qword ptr [r15 + 1280]
+    movzx r9d, byte ptr [r15 + 320]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx eax, byte ptr [r15 + 64]
+    mov rcx, rcx
+    jmp 1f
+1:
+    mov edx, r9d
+    test ebx, 736
+    jnz 1f
+1:
+    xor edx, ecx
+    movsxd rdx, dword ptr [r14 + 256]
+    mov rbp, qword ptr [r14 + 128]
     test ebx, 1073741824
     jnz 1f
 1:
     jmp 1f
 1:
-    or edx, ecx
-    mov dword ptr [r15 + 448], 22
-    add rdx, qword ptr [r15 + 320]
-    test dword ptr [r15 + 25710300], 25198594
-    jnz 1f
-1:
-    movzx ecx, byte ptr [r14 + 640]
-    shr r9d, 26
-    mov r9d, edx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    xor dword ptr [r14 + 0], ecx
-    mov qword ptr [r14 + 64], r9
-    mov dword ptr [r14 + 1088], 133
-    movzx ecx, cl
-    test ebx, 225280
-    jz 1f
-1:
-    and r9, rdx
-    movzx r9d, byte ptr [r15 + 256]
-    movzx edx, dl
-    inc ecx
-    test dword ptr [r15 + 25710299], 45072
-    jnz 1f
-1:
-    neg rcx
-    shr edx, 24
-    mov rdx, r9
-    movzx edx, byte ptr [r15 + 512]
+    movzx ebp, bpl
+    sub rax, rbp
     test ebx, 1073741824
     jz 1f
 1:
-    movsxd rdx, dword ptr [r15 + 1280]
-    mov ebp, dword ptr [r15 + 128]
-    lock xadd qword ptr [r15 + 192], rdx
+    movzx edx, byte ptr [r15 + 448]
+    mov eax, 231
+    movzx eax, al
+    mov ebp, ecx
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 192], 68
+    mov edx, 171
+    test dword ptr [r15 + 25710299], 536911890
+    jz 1f
+1:
+    movzx edx, byte ptr [r14 + 1024]
+    mov ebp, dword ptr [r14 + 640]
+    or qword ptr [r15 + 384], 72
     inc rbx
     dec r13
     jz .Lc1_b8_done
@@ -2686,73 +2638,70 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 25710296]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 25710296], rax
-    lea rcx, [rip + .Lc1_d1485_j]
+    lea rcx, [rip + .Lc1_d1502_j]
     add rcx, qword ptr [r15 + 25710304]
-    jmp .Lc1_d1485_j_t
-.Lc1_d1485_j:
-    sub rax, rcx
-    mov rbp, rax
-    movsxd rax, dword ptr [r14 + 384]
-    mov rbp, rcx
+    jmp .Lc1_d1502_j_t
+.Lc1_d1502_j:
+    mov ecx, dword ptr [r14 + 768]
+    add rcx, rbp
+    and rbp, rcx
+    lock xadd qword ptr [r15 + 256], rbp
+    test ebx, 320
+    jnz 1f
+1:
+    sub rbp, rdx
+    or eax, ebp
+    mov r9, qword ptr [r14 + 192]
+    mov edx, 230
     test ebx, 1073741824
     jnz 1f
 1:
-    add r8, 33
-    mov ecx, dword ptr [r15 + 64]
-    mov r8d, dword ptr [r15 + 832]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    lea r8, [rax + rcx*2 + 109]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, r8d
-    shl rcx, 24
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    sub rbp, rcx
-    add r8, 113
-    jmp 1f
-1:
+    or edx, r9d
+    mov dword ptr [r15 + 384], edx
+    neg rdx
+    shl rdx, 22
     test ebx, 1073741824
     jz 1f
 1:
-    mov rsi, r8
-    movzx r8d, sil
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, ecx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    shr r8d, 31
-    mov dword ptr [r14 + 0], esi
-    and rbp, rsi
-    movzx esi, byte ptr [r14 + 256]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov esi, 62
-    mov esi, 22
-    movzx esi, byte ptr [r15 + 128]
-    add rsi, rsi
-    test ebx, 1073741824
-    jz 1f
-1:
-    xor esi, r8d
-    movzx r8d, bpl
-    sub r8, rbp
-    or ebp, r8d
-    test dword ptr [r15 + 25710300], 302063620
-    jz 1f
-1:
-    mov qword ptr [r15 + 1344], rbp
-    mov qword ptr [r15 + 448], rbp
-    and r8, r8
+    xor ebp, edx
     jmp 1f
 1:
+    shl rcx, 28
+    movzx ebp, bpl
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov byte ptr [r15 + 0], bpl
+    mov edx, 11
+    mov r12, qword ptr [r15 + r12 + 56]
+    test dword ptr [r15 + 25710300], 67174407
+    jz 1f
+1:
+    mov dword ptr [r15 + 0], 187
+    movzx ebp, dl
+    mov ebp, 188
+    jmp 1f
+1:
+    test dword ptr [r15 + 25710300], 68681746
+    jz 1f
+1:
+    xor ebp, edx
+    mov dword ptr [r15 + 0], eax
+    .byte 0x66, 0x90
+    movzx edx, byte ptr [r15 + 1344]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov edx, ebp
+    mov rbp, qword ptr [r14 + 512]
+    movzx edx, byte ptr [r14 + 1088]
+    mov rax, rcx
+    test ebx, 1073741824
+    jnz 1f
+1:
+    shr eax, 20
+    xor dword ptr [r15 + 64], eax
+    or edi, eax
     inc rbx
     dec r13
     jz .Lc1_b8_done
@@ -2760,71 +2709,75 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 25710296]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 25710296], rax
-    lea rcx, [rip + .Lc1_d1547_j]
+    lea rcx, [rip + .Lc1_d1562_j]
     add rcx, qword ptr [r15 + 25710304]
-    jmp .Lc1_d1547_j_t
-.Lc1_d1547_j:
-    jmp 1f
+    jmp .Lc1_d1562_j_t
+.Lc1_d1562_j:
+    mov eax, 168
+    mov eax, 218
+    movzx r9d, byte ptr [r15 + 320]
+    mov ecx, dword ptr [r15 + 128]
+    test dword ptr [r15 + 25710300], 135432
+    jnz 1f
 1:
-    jmp 1f
-1:
-    mov ecx, eax
-    mov ecx, 211
+    movsxd rax, dword ptr [r15 + 448]
+    neg rax
+    sub r9, rdx
+    mov edx, dword ptr [r15 + 128]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rsi, rcx
-    jmp 1f
-1:
-    mov byte ptr [r14 + 0], sil
+    inc ecx
+    mov ecx, 82
+    movsxd rax, dword ptr [r15 + 64]
+    mov r9, rsi
     test ebx, 1073741824
     jz 1f
 1:
-    vmovdqu ymmword ptr [r15 + 896], ymm5
-    add rsi, qword ptr [r15 + 1216]
-    jmp 1f
-1:
+    movsxd rdx, dword ptr [r15 + 192]
+    movsxd r9, dword ptr [r15 + 576]
+    movsxd rcx, dword ptr [r14 + 1216]
+    or qword ptr [r14 + 256], 17
     test ebx, 1073741824
     jnz 1f
 1:
-    add qword ptr [r15 + 64], rsi
-    xor esi, ecx
-    mov ecx, ecx
-    or esi, eax
-    test dword ptr [r15 + 25710300], 291504384
+    jmp 1f
+1:
+    shr edx, 5
+    neg r9
+    test ebx, 1073741824
+    jnz 1f
+1:
+    inc ebp
+    mov edx, r9d
+    mov r9d, r9d
+    jmp 1f
+1:
+    test bl, 192
+    jnz 1f
+1:
+    mov rcx, r9
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r14 + 832], 51
+    test dword ptr [r15 + 25710300], 67109913
     jz 1f
 1:
-    mov edi, 135
-    movzx ebp, byte ptr [r15 + 384]
     jmp 1f
 1:
-    test dword ptr [r15 + 25710299], 142639120
-    jnz 1f
+    movzx r9d, cl
+    jmp 1f
 1:
-    lock xadd qword ptr [r15 + 1152], rcx
-    lea rdi, [rbp + rcx*2 + 46]
-    movsxd rsi, dword ptr [r14 + 512]
+    mov byte ptr [r15 + 0], r9b
     test ebx, 1073741824
     jnz 1f
 1:
-    mov ecx, 77
-    vpaddd ymm5, ymm5, ymmword ptr [r14 + 192]
+    lea r9, [r9 + r9*2 + 58]
     jmp 1f
 1:
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx edi, byte ptr [r15 + 256]
-    sub rsi, rcx
-    mov dword ptr [r15 + 576], 93
-    test ebx, 1073741824
-    jz 1f
-1:
-    add qword ptr [r15 + 128], rsi
-    mov rcx, qword ptr [r14 + 192]
-    movsxd rsi, dword ptr [r14 + 320]
+    shl rcx, 27
     inc rbx
     dec r13
     jz .Lc1_b8_done
@@ -2832,67 +2785,65 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 25710296]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 25710296], rax
-    lea rcx, [rip + .Lc1_d1603_j]
+    lea rcx, [rip + .Lc1_d1622_j]
     add rcx, qword ptr [r15 + 25710304]
-    jmp .Lc1_d1603_j_t
-.Lc1_d1603_j:
-    movzx ebp, byte ptr [r14 + 64]
-    or eax, eax
-    mov ecx, 20
-    movzx ecx, byte ptr [r15 + 640]
-    cmp rax, rcx
+    jmp .Lc1_d1622_j_t
+.Lc1_d1622_j:
+    and rax, rcx
+    inc r9d
+    jmp 1f
+1:
+    mov r9d, dword ptr [r15 + 640]
     test ebx, 1073741824
     jz 1f
 1:
-    neg rcx
-    neg rcx
-    jmp 1f
-1:
-    lea rax, [rcx + rcx*2 + 19]
-    test ebx, 1073741824
+    movsxd rsi, dword ptr [r15 + 1152]
+    mov r9, qword ptr [r14 + 64]
+    add r9, 64
+    mov rax, rsi
+    test ebx, 736
     jnz 1f
 1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 192], 80
+    inc esi
+    test dword ptr [r15 + 25710300], 569600
+    jz 1f
+1:
+    mov byte ptr [r14 + 128], al
     mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 76
-    movzx ecx, al
-    mov qword ptr [r15 + 0], rbp
-    test dword ptr [r15 + 25710300], 1073791040
-    jnz 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
-    add rcx, rax
-    mov byte ptr [r15 + 384], cl
-    add rdx, 30
-    test dword ptr [r15 + 25710299], 22020108
+    cmp rax, rsi
+    test dword ptr [r15 + 25710300], 1577232
+    jz 1f
+1:
+    mov eax, esi
+    mov esi, r9d
+    movzx esi, sil
+    mov esi, 86
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx esi, byte ptr [r14 + 384]
+    sub rsi, rax
+    lea rdi, [r15 + 25702080]
+    mov ecx, 45
+    rep stosb
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movsxd rax, dword ptr [r15 + 512]
+    mov dword ptr [r14 + 0], 163
+    mov rsi, qword ptr [r15 + 256]
+    shl rcx, 11
+    test ebx, 1073741824
     jz 1f
 1:
     jmp 1f
 1:
-    mov edi, ecx
-    xor edi, ecx
-    mov rax, qword ptr [r14 + 192]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    lea rcx, [rdx + rax*2 + 100]
-    mov rdx, rcx
-    mov rdx, rax
-    add rdx, qword ptr [r14 + 256]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + 320], 193
-    lea rax, [rcx + rcx*2 + 82]
-    mov rcx, qword ptr [r14 + 448]
-    add rcx, 18
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov esi, ecx
-    jmp 1f
-1:
-    movzx edx, byte ptr [r15 + 960]
-    mov dword ptr [r15 + 128], edx
+    mov dword ptr [r14 + 320], 28
+    shl rsi, 21
     inc rbx
     dec r13
     jz .Lc1_b8_done
@@ -2901,66 +2852,59 @@ ditto_body_c1:
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 25710296], rax
     xor eax, eax
-    test dword ptr [r15 + 25710300], 12600384
+    test dword ptr [r15 + 25710300], 5800000
     setz al
-    lea rcx, [rip + .Lc1_d1660_s]
+    lea rcx, [rip + .Lc1_d1677_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d1660_s_t
+    jmp .Lc1_d1677_s_t
     .p2align 3
-.Lc1_d1660_s:
+.Lc1_d1677_s:
     .p2align 3
-    jmp .Lc1_d1660_j
+    jmp .Lc1_d1677_j
     .p2align 3
-    jmp .Lc1_d1660_j
-.Lc1_d1660_j:
-    mov rbp, r10
-    or qword ptr [r15 + 64], 4
-    and rbp, 524224
-    movsxd rcx, dword ptr [r15 + rbp + 14691392]
-    mov dword ptr [r14 + 1280], ecx
-    test dword ptr [r15 + 25710300], 536881184
+    jmp .Lc1_d1677_j
+.Lc1_d1677_j:
+    movzx eax, sil
+    movzx edi, al
+    mov r9, qword ptr [r15 + 384]
+    test dword ptr [r15 + 25710299], 268437509
     jnz 1f
 1:
-    and rbp, rcx
-    mov rsi, rbp
-    mov ecx, 173
+    vpaddd ymm0, ymm10, ymmword ptr [r15 + 1408]
+    movsxd r9, dword ptr [r15 + 448]
+    mov rax, r9
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    movsxd r9, dword ptr [r14 + 256]
+    test dword ptr [r15 + 25710299], 524425
+    jnz 1f
+1:
+    and rax, rbp
+    mov esi, eax
+    mov r9, r10
+    lock xadd qword ptr [r15 + 896], rax
     test ebx, 1073741824
     jz 1f
 1:
-    movzx ebp, al
-    neg r9
+    xor dword ptr [r14 + 1280], esi
+    and r9, 1984
+    movzx ebp, byte ptr [r15 + r9 + 3136]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov eax, edx
-    jmp 1f
-1:
-    mov rdx, rsi
+    sub rbp, r9
     mov rbp, r10
-    test ebx, 1073741824
-    jnz 1f
-1:
-    neg rdx
-    movzx esi, r8b
+    or esi, r9d
     and rbp, 448
-    movzx edx, byte ptr [r14 + rbp + 1600]
+    mov qword ptr [r15 + rbp + 1600], rdi
     test ebx, 1073741824
     jnz 1f
 1:
-    inc edx
-    movzx ebp, byte ptr [r15 + 512]
-    test ebx, 1824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov byte ptr [r15 + 576], bpl
-    cmp rbp, rdx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rbp, qword ptr [r15 + 1408]
-    movsxd rdx, dword ptr [r15 + 256]
+    lea r8, [rbp + rsi*2 + 27]
+    or eax, r8d
     add r11, 64
     add r10, r11
     inc rbx
@@ -2970,130 +2914,130 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 25710296]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 25710296], rax
-    lea rcx, [rip + .Lc1_d1716_j]
+    lea rcx, [rip + .Lc1_d1728_j]
     add rcx, qword ptr [r15 + 25710304]
-    jmp .Lc1_d1716_j_t
-.Lc1_d1716_j:
-    movsxd rcx, dword ptr [r14 + 640]
+    jmp .Lc1_d1728_j_t
+.Lc1_d1728_j:
     jmp 1f
 1:
-    mov rbp, r10
-    shl rcx, 18
-    test ebx, 320
-    jnz 1f
-1:
-    mov byte ptr [r14 + 320], r8b
-    and rbp, 2097088
-    movsxd r9, dword ptr [r14 + rbp + 15215680]
-    movzx ebp, byte ptr [r14 + 1024]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rbp, r9
-    jmp 1f
-1:
-    test dword ptr [r15 + 25710300], 2101777
-    jz 1f
-1:
-    add rdi, qword ptr [r15 + 128]
-    test ecx, ebp
-    xor dword ptr [r15 + 192], ebp
-    test ebx, 576
-    jnz 1f
-1:
-    mov rbp, r10
-    mov edi, ebp
-    mov ecx, r9d
-    and rbp, 1984
-    vmovdqu ymmword ptr [r15 + rbp + 3136], ymm5
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov qword ptr [r15 + 384], rcx
-    movsxd rcx, dword ptr [r15 + 704]
+    and rcx, rbp
+    mov ebp, ecx
     test ebx, 1073741824
     jnz 1f
 1:
+    add rax, qword ptr [r14 + 640]
+    mov ecx, ecx
+    mov r8d, r9d
+    test dword ptr [r15 + 25710299], 2687024
+    jz 1f
+1:
+    shr ebp, 21
     mov rbp, r10
-    movzx esi, dil
+    popcnt rax, rax
+    movzx r8d, byte ptr [r15 + 960]
+    test ebx, 1073741824
+    jz 1f
+1:
     and rbp, 960
-    mov edi, dword ptr [r15 + rbp + 2112]
+    mov rax, qword ptr [r15 + rbp + 2112]
+    mov byte ptr [r15 + 576], al
+    mov r8, r10
+    add qword ptr [r15 + 64], r8
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx eax, r8b
+    and r8, 524224
+    add rax, qword ptr [r15 + r8 + 14691392]
+    mov r8, r10
+    movsxd rbp, dword ptr [r15 + 512]
+    test ebx, 1073741824
+    jz 1f
+1:
+    and r8, 2097088
+    mov dword ptr [r15 + r8 + 15215680], 160
+    movsxd rax, dword ptr [r14 + 192]
     jmp 1f
 1:
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, sil
+    mov rax, rax
+    vpaddd ymm10, ymm0, ymmword ptr [r14 + 128]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r8, qword ptr [r14 + 256]
+    mov ebp, eax
+    and eax, dword ptr [r15 + 320]
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c12:
-    mov rax, qword ptr [r15 + 25710296]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 25710296], rax
-    lea rcx, [rip + .Lc1_d1769_j]
+    lea rcx, [rip + .Lc1_d1781_j]
     add rcx, qword ptr [r15 + 25710304]
-    jmp .Lc1_d1769_j_t
-.Lc1_d1769_j:
-    mov rax, rax
-    mov rcx, rcx
+    jmp .Lc1_d1781_j_t
+.Lc1_d1781_j:
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx ecx, dl
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx edx, dl
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edx, 234
+    mov edx, 253
+    test ebx, 640
+    jnz 1f
+1:
     movzx ecx, cl
+    mov eax, edx
+    mov dword ptr [r14 + 576], edx
+    mov rcx, qword ptr [r15 + 256]
+    test ebx, 1920
+    jnz 1f
+1:
+    mov rdx, rax
+    jmp 1f
+1:
+    mov dword ptr [r15 + 192], ecx
+    mov dword ptr [r14 + 128], edx
     test ebx, 1073741824
     jz 1f
 1:
-    jmp 1f
-1:
-    mov rbp, rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    test dword ptr [r15 + 25710300], 536920080
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rax, dword ptr [r15 + 320]
-    mov ebp, ebp
-    inc dword ptr [r15 + 1216]
-    test dword ptr [r15 + 25710299], 537003520
-    jnz 1f
-1:
-    lock xadd qword ptr [r15 + 192], rax
-    movzx r9d, byte ptr [r14 + 128]
-    movsxd rbp, dword ptr [r14 + 768]
-    mov dword ptr [r14 + 64], ebp
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    movsxd rcx, dword ptr [r14 + 64]
-    lea rbp, [rcx + rcx*2 + 47]
-    mov dword ptr [r15 + 576], ebp
-    test ebx, 98304
-    jnz 1f
-1:
-    mov r9d, ecx
-    mov ecx, r9d
-    mov edi, ecx
-    mov ecx, edi
+    add rcx, rax
+    lock or dword ptr [r15 + 1216], 40
+    inc dword ptr [r14 + 64]
+    movzx eax, dil
     test ebx, 1073741824
     jnz 1f
 1:
-    movsxd rcx, dword ptr [r15 + 256]
-    jmp 1f
-1:
-    xor ebp, ecx
-    movsxd r9, dword ptr [r15 + 448]
-    test dword ptr [r15 + 25710299], 84166785
+    movzx edx, byte ptr [r15 + 384]
+    neg rcx
+    mov ecx, 215
+    and eax, dword ptr [r15 + 1024]
+    test ebx, 1073741824
     jnz 1f
 1:
-    mov rbp, rcx
-    vpaddd ymm5, ymm5, ymmword ptr [r15 + 256]
-    test edi, ecx
+    mov rax, qword ptr [r14 + 704]
+    mov byte ptr [r15 + 448], dl
+    mov ecx, 108
+    jmp 1f
+1:
     inc rbx
     dec r13
     jz .Lc1_b8_done
@@ -3101,219 +3045,217 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 25710296]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 25710296], rax
-    lea rcx, [rip + .Lc1_d1824_j]
+    lea rcx, [rip + .Lc1_d1837_j]
     add rcx, qword ptr [r15 + 25710304]
-    jmp .Lc1_d1824_j_t
-.Lc1_d1824_j:
-    cmp rcx, rax
+    jmp .Lc1_d1837_j_t
+.Lc1_d1837_j:
+    mov qword ptr [r15 + 256], rcx
+    mov ecx, 245
+    movzx eax, byte ptr [r14 + 64]
+    xor dword ptr [r14 + 320], eax
+    test dword ptr [r15 + 25710299], 356516096
+    jz 1f
+1:
+    mov edx, eax
+    mov rsi, rdx
+    mov eax, dword ptr [r15 + 192]
+    test ebx, 1073741824
+    jz 1f
+1:
     jmp 1f
+1:
+    jmp 1f
+1:
+    mov eax, 240
+    test ebx, 1073741824
+    jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
+    and rsi, rax
+    mov eax, 61
+    and rsi, rsi
+    test dword ptr [r15 + 25710299], 70016
+    jnz 1f
+1:
+    imul r9, qword ptr [r15 + 0]
+    movsxd rsi, dword ptr [r14 + 768]
+    sub r9, rsi
+    test ebx, 1073741824
+    jz 1f
+1:
+    cmp rax, rsi
+    neg r9
+    mov byte ptr [r15 + 640], sil
+    test dword ptr [r15 + 25710300], 543162912
+    jz 1f
+1:
+    mov esi, 2
     jmp 1f
 1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rdx, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    xor dword ptr [r15 + 640], ecx
-    lock add qword ptr [r15 + 512], rax
-    test ebx, 1073741824
+    mov byte ptr [r14 + 1472], sil
+    shl rsi, 5
+    test ebx, 446464
     jz 1f
 1:
-    mov ecx, 195
-    mov byte ptr [r15 + 320], bpl
-    cmp rcx, rcx
-    mov byte ptr [r14 + 256], dl
-    test dword ptr [r15 + 25710300], 537935874
-    jnz 1f
-1:
-    movzx ecx, cl
-    xor ecx, edx
-    movzx edx, byte ptr [r14 + 1088]
-    vpaddd ymm5, ymm5, ymmword ptr [r14 + 0]
+    inc esi
+    movsxd rdi, dword ptr [r14 + 128]
+    or edi, edi
     test ebx, 1073741824
     jnz 1f
 1:
-    inc ecx
-    and ecx, dword ptr [r15 + 64]
-    mov dword ptr [r15 + 384], 137
-    or ecx, ecx
-    test ebx, 372736
-    jz 1f
-1:
-    mov edx, ecx
-    lea rdx, [rdx + rdx*2 + 24]
-    mov rdx, qword ptr [r14 + 448]
-    mov rcx, rdx
-    test ebx, 1073741824
-    jz 1f
-1:
-    shl rcx, 14
-    sub rcx, rdx
-    movzx ecx, cl
-    mov r8, qword ptr [r15 + 1472]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r8, qword ptr [r14 + 192]
-    jmp 1f
-1:
-    movsxd r9, dword ptr [r15 + 128]
+    mov dword ptr [r15 + 384], 223
+    neg rsi
+    mov rsi, qword ptr [r15 + 512]
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c14:
-    lea rcx, [rip + .Lc1_d1876_j]
+    mov rax, qword ptr [r15 + 25710296]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 25710296], rax
+    lea rcx, [rip + .Lc1_d1893_j]
     add rcx, qword ptr [r15 + 25710304]
-    jmp .Lc1_d1876_j_t
-.Lc1_d1876_j:
-    mov r12, qword ptr [r15 + r12 + 56]
-    shl rcx, 3
+    jmp .Lc1_d1893_j_t
+.Lc1_d1893_j:
+    and rax, rcx
+    xor eax, esi
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    test eax, eax
     test ebx, 1073741824
     jz 1f
 1:
+    xchg qword ptr [r15 + 576], rcx
+    add qword ptr [r14 + 1088], rsi
     mov r12, qword ptr [r15 + r12 + 56]
-    test ecx, ecx
+    shl rcx, 27
+    test dword ptr [r15 + 25710299], 1610612928
+    jnz 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
+    movzx edi, cl
+    jmp 1f
+1:
+    mov ecx, edi
     test ebx, 1073741824
     jnz 1f
 1:
-    mov ecx, ecx
-    mov rbp, r10
-    movzx r8d, r8b
-    or r9d, ecx
-    and rbp, 4032
-    vmovdqu ymmword ptr [r14 + rbp + 5184], ymm5
-    test ebx, 640
+    mov dword ptr [r15 + 128], ecx
+    mov edi, esi
+    add rcx, rdi
+    mov esi, 66
+    test dword ptr [r15 + 25710299], 268448000
     jnz 1f
 1:
+    mov qword ptr [r14 + 256], rcx
+    mov r9, r10
     jmp 1f
 1:
-    and ebp, dword ptr [r14 + 384]
-    jmp 1f
+    mov rcx, qword ptr [r14 + 1280]
+    and r9, 4032
+    inc dword ptr [r15 + r9 + 5184]
+    test ebx, 1073741824
+    jnz 1f
 1:
+    mov r9, qword ptr [r15 + 320]
+    xor ebp, ecx
+    mov edi, dword ptr [r15 + 64]
+    sub r9, rdi
     test ebx, 1073741824
     jz 1f
 1:
-    add rbp, rbp
-    shr ecx, 30
-    mov qword ptr [r15 + 1280], r8
-    xor ecx, ebp
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx ebp, byte ptr [r15 + 256]
-    movzx r8d, bpl
+    movsxd r9, dword ptr [r15 + 192]
     jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
 1:
     jmp 1f
 1:
-    mov byte ptr [r15 + 832], bpl
-    movsxd rbp, dword ptr [r15 + 512]
-    mov r8, qword ptr [r15 + 128]
+    mov rbp, qword ptr [r15 + 448]
     test ebx, 1073741824
     jnz 1f
 1:
-    and rcx, rcx
-    mov ebp, ebp
-    mov byte ptr [r15 + 192], bpl
-    test ebx, 1073741824
-    jz 1f
-1:
-    shr ebp, 27
-    movzx ebp, byte ptr [r15 + 1152]
-    imul r8, qword ptr [r14 + 0]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov r8d, ebp
-    mov rdx, r8
+    movzx ebp, bpl
+    mov rdi, rbp
+    movzx eax, byte ptr [r15 + 192]
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c15:
-    lea rcx, [rip + .Lc1_d1940_j]
+    mov rax, qword ptr [r15 + 25710296]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 25710296], rax
+    lea rcx, [rip + .Lc1_d1952_j]
     add rcx, qword ptr [r15 + 25710304]
-    jmp .Lc1_d1940_j_t
-.Lc1_d1940_j:
-    movzx r8d, cl
-    xor r8d, ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rdx, rcx
-    movzx r8d, dl
+    jmp .Lc1_d1952_j_t
+.Lc1_d1952_j:
+    mov qword ptr [r14 + 0], rcx
+    mov ecx, eax
+    mov ecx, 32
+    add rax, qword ptr [r14 + 0]
+    test ebx, 576
+    jnz 1f
+1:
+    movzx ecx, cl
+    .byte 0x66, 0x90
+    mov rax, r9
+    shr eax, 15
     test ebx, 1073741824
     jz 1f
 1:
-    mov edx, 47
-    cmp rax, r8
+    jmp 1f
+1:
+    imul rcx, qword ptr [r15 + 832]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and ecx, dword ptr [r15 + 0]
+    movzx eax, al
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, ecx
-    mov dword ptr [r15 + 0], r8d
+    mov r8, r8
     test ebx, 1073741824
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
     mov r8d, r8d
+    mov rcx, qword ptr [r14 + 320]
     test ebx, 1073741824
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r8d, r8b
-    mov ecx, r8d
-    mov r12, qword ptr [r15 + r12 + 56]
-    sub r8, rcx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r14 + 576], 155
-    mov rcx, r8
-    mov qword ptr [r15 + 64], rcx
-    mov eax, r8d
     jmp 1f
 1:
+    jmp 1f
+1:
+    shr r8d, 10
+    inc dword ptr [r15 + 512]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r8d, 179
-    mov dword ptr [r14 + 896], 122
-    mov r8, r10
-    and eax, dword ptr [r14 + 448]
     movzx ecx, al
-    test ebx, 1073741824
+    shl r8, 8
+    movsxd rax, dword ptr [r14 + 384]
+    mov r8d, ecx
+    test dword ptr [r15 + 25710300], 402654224
     jnz 1f
 1:
-    and r8, 448
-    mov dword ptr [r15 + r8 + 1600], 39
-    or qword ptr [r14 + 0], 102
-    mov edx, dword ptr [r15 + 192]
-    or qword ptr [r15 + 128], 64
-    xchg qword ptr [r15 + 256], r8
+    or r8d, ecx
+    inc ecx
+    shr eax, 19
+    test dword ptr [r15 + 25710300], 19267584
+    jnz 1f
+1:
+    add rcx, 25
+    vpaddd ymm10, ymm10, ymmword ptr [r15 + 256]
+    inc edx
+    mov ecx, edx
     test ebx, 1073741824
     jz 1f
 1:
-    and edx, dword ptr [r15 + 320]
-    jmp 1f
-1:
-    shr edx, 27
-    sub rax, rdx
-    add r11, 64
-    add r10, r11
+    neg rdx
+    shr edx, 18
+    movsxd r8, dword ptr [r15 + 64]
     inc rbx
     dec r13
     jnz .Lc1_b8_c0
@@ -3435,43 +3377,41 @@ ditto_body_c2:
     jmp .Lc2_b0_c0
     .p2align 6
 .Lc2_b0_c0:
-    lea rcx, [rip + .Lc2_d47_j]
-    add rcx, qword ptr [r15 + 15317216]
-    jmp .Lc2_d47_j_t
-.Lc2_d47_j:
-    mov ecx, ecx
-    and ecx, dword ptr [r15 + 832]
-    mov edi, dword ptr [r14 + 1344]
+    mov dword ptr [r14 + 0], 219
+    mov ecx, 175
+    mov rdi, rax
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx ecx, dil
-    mov ecx, dword ptr [r15 + 192]
+    mov byte ptr [r15 + 1344], dl
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 4096
+    jnz 1f
+1:
+    mov qword ptr [r15 + 64], rdi
+    jmp 1f
+1:
     inc rbx
     dec r13
     jnz .Lc2_b0_c0
 .Lc2_b0_done:
 // block 1: 64 bytes, 1 chunk(s), 2 chunk executions per call
-    mov rbx, qword ptr [r15 + 15317232]
-    lea rcx, [rbx + 2]
-    mov qword ptr [r15 + 15317232], rcx
     mov r13d, 2
     jmp .Lc2_b1_c0
     .p2align 6
 .Lc2_b1_c0:
-    pcmpeqb xmm12, xmm9
-    cvtsi2sd xmm12, ecx
-    mov ecx, ecx
-    mov byte ptr [r15 + 256], dil
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r14 + 960], 243
+    mov rax, rdi
+    movsd qword ptr [r15 + 0], xmm8
     mov r12, qword ptr [r15 + r12 + 56]
-    and ecx, dword ptr [r15 + 384]
-    add rcx, qword ptr [r15 + 320]
-    inc rbx
+    mov rbp, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 8128
+    mov byte ptr [r15 + rbp + 22080], al
+    movzx edi, bpl
+    add rdi, qword ptr [r15 + 1216]
+    and ebp, dword ptr [r15 + 768]
+    add r11, 64
     dec r13
     jnz .Lc2_b1_c0
 .Lc2_b1_done:
@@ -3483,27 +3423,25 @@ ditto_body_c2:
     jmp .Lc2_b2_c0
     .p2align 6
 .Lc2_b2_c0:
-    mov rax, qword ptr [r15 + 15317208]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 15317208], rax
-    mov qword ptr [r15 + 128], rsi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    test ebx, 19968
+    mov rax, rcx
+    mov rcx, rcx
+    add rax, qword ptr [r15 + 448]
+    mov rdx, rax
+    test ebx, 1073741824
     jnz 1f
 1:
-    mov rax, rax
-    mov esi, ecx
-    mov esi, esi
-    test dword ptr [r15 + 15317211], 1077299200
-    jz 1f
+    or eax, 1
+    xor edx, edx
+    div eax
+    mov byte ptr [r14 + 0], cl
+    mov eax, 233
+    test ebx, 1073741824
+    jnz 1f
 1:
     jmp 1f
 1:
-    mov dword ptr [r15 + 1024], eax
-    pxor xmm14, xmm12
+    mov rax, rdx
+    and eax, dword ptr [r15 + 512]
     inc rbx
     dec r13
     jnz .Lc2_b2_c0
@@ -3516,69 +3454,70 @@ ditto_body_c2:
     jmp .Lc2_b3_c0
     .p2align 6
 .Lc2_b3_c0:
-    mov qword ptr [r15 + 384], rax
-    movsd xmm14, qword ptr [r14 + 64]
-    mov dword ptr [r15 + 0], ecx
-    add rcx, qword ptr [r15 + 0]
-    imul esi, ecx, 86
+    mov rbp, r11
+    paddd xmm2, xmm13
+    and rbp, 8128
+    and ecx, dword ptr [r15 + rbp + 22080]
+    pxor xmm4, xmm2
     test ebx, 1073741824
     jnz 1f
 1:
-    mov dword ptr [r15 + 128], 154
-    mov dword ptr [r15 + 64], esi
-    and ebp, dword ptr [r15 + 320]
+    mov dword ptr [r15 + 256], ecx
+    mov rdx, rcx
+    mov ecx, ebp
+    test ebx, 1073741824
+    jnz 1f
+1:
     jmp 1f
 1:
-    mov edx, 68
+    and ecx, dword ptr [r14 + 192]
+    jmp 1f
+1:
+    add r11, 64
     inc rbx
     dec r13
     jnz .Lc2_b3_c0
 .Lc2_b3_done:
-// block 4: 64 bytes, 1 chunk(s), 23 chunk executions per call
+// block 4: 64 bytes, 1 chunk(s), 25 chunk executions per call
     mov rbx, qword ptr [r15 + 15317256]
-    lea rcx, [rbx + 23]
+    lea rcx, [rbx + 25]
     mov qword ptr [r15 + 15317256], rcx
-    mov r13d, 23
+    mov r13d, 25
     jmp .Lc2_b4_c0
     .p2align 6
 .Lc2_b4_c0:
-    mov r8, r10
-    movzx ebp, r8b
-    and r8, 16320
-    mov dword ptr [r14 + r8 + 5696], 90
+    movzx edi, cl
     mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r14 + 448], rdi
+    jmp 1f
+1:
+    mov ecx, edi
     test ebx, 1073741824
     jnz 1f
 1:
-    movq xmm14, rbp
-    mov ebp, 205
-    and edx, dword ptr [r15 + 704]
-    add r11, 64
-    add r10, r11
+    movzx ecx, byte ptr [r15 + 512]
+    movdqu xmmword ptr [r15 + 704], xmm2
+    mov dword ptr [r15 + 384], ecx
+    and ecx, dword ptr [r15 + 256]
     inc rbx
     dec r13
     jnz .Lc2_b4_c0
 .Lc2_b4_done:
-// block 5: 64 bytes, 1 chunk(s), 16 chunk executions per call
-    mov rbx, qword ptr [r15 + 15317264]
-    lea rcx, [rbx + 16]
-    mov qword ptr [r15 + 15317264], rcx
-    mov r13d, 16
+// block 5: 64 bytes, 1 chunk(s), 19 chunk executions per call
+    mov r13d, 19
     jmp .Lc2_b5_c0
     .p2align 6
 .Lc2_b5_c0:
-    add rbp, qword ptr [r15 + 1216]
+    and ecx, dword ptr [r15 + 320]
+    and ecx, dword ptr [r15 + 512]
+    movzx edi, cl
+    mov byte ptr [r15 + 128], dil
+    mov dword ptr [r15 + 384], edi
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, r11
-    mov rcx, qword ptr [r14 + 384]
-    test ebx, 1073741824
-    jnz 1f
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
 1:
-    and r8, 16320
-    mov rbp, qword ptr [r15 + r8 + 5696]
-    movsxd r8, dword ptr [r15 + 320]
-    add r11, 64
-    inc rbx
+    and ecx, dword ptr [r14 + 832]
     dec r13
     jnz .Lc2_b5_c0
 .Lc2_b5_done:
@@ -3590,94 +3529,104 @@ ditto_body_c2:
     jmp .Lc2_b6_c0
     .p2align 6
 .Lc2_b6_c0:
-    addsd xmm14, xmm14
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rcx
-    mov ecx, ebp
-    test ebx, 31696
-    jz 1f
+    mov r12, qword ptr [r15 + r12 + 56]
+    pxor xmm2, xmm4
+    test ebx, 1073741824
+    jnz 1f
 1:
-    mov dword ptr [r14 + 512], 215
-    mov dword ptr [r15 + 448], 164
-    mulsd xmm14, qword ptr [r14 + 1088]
-    mov ecx, 221
+    mov dword ptr [r14 + 192], 86
+    mov ecx, 225
+    and ecx, dword ptr [r14 + 256]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov ebp, ecx
+    jmp 1f
+1:
+    mov ecx, 39
     inc rbx
     dec r13
     jnz .Lc2_b6_c0
 .Lc2_b6_done:
-// block 7: 64 bytes, 1 chunk(s), 70 chunk executions per call
+// block 7: 64 bytes, 1 chunk(s), 79 chunk executions per call
     mov rbx, qword ptr [r15 + 15317280]
-    lea rcx, [rbx + 70]
+    lea rcx, [rbx + 79]
     mov qword ptr [r15 + 15317280], rcx
-    mov r13d, 70
+    mov r13d, 79
     jmp .Lc2_b7_c0
     .p2align 6
 .Lc2_b7_c0:
-    movsd xmm9, qword ptr [r14 + 0]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    pcmpeqb xmm9, xmm14
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx ecx, cl
-    add rcx, rcx
-    add rcx, r8
-    mov byte ptr [r15 + 192], cl
-    test ebx, 1073741824
+    lea rcx, [rip + .Lc2_d183_j]
+    add rcx, qword ptr [r15 + 15317216]
+    jmp .Lc2_d183_j_t
+.Lc2_d183_j:
+    lea rdx, [rcx + rbp*2 + 10]
+    cmp rcx, rcx
+    movzx edx, cl
+    mov edx, dword ptr [r15 + 576]
+    test ebx, 7680
     jnz 1f
 1:
-    add rcx, qword ptr [r15 + 128]
-    mov ebp, dword ptr [r15 + 576]
-    movzx r9d, byte ptr [r15 + 0]
+    maxsd xmm2, xmm2
+    mov dword ptr [r15 + 0], 21
+    movzx ecx, byte ptr [r15 + 128]
     inc rbx
     dec r13
     jnz .Lc2_b7_c0
 .Lc2_b7_done:
-// block 8: 64 bytes, 1 chunk(s), 50 chunk executions per call
+// block 8: 64 bytes, 1 chunk(s), 46 chunk executions per call
     mov rbx, qword ptr [r15 + 15317288]
-    lea rcx, [rbx + 50]
+    lea rcx, [rbx + 46]
     mov qword ptr [r15 + 15317288], rcx
-    mov r13d, 50
+    mov r13d, 46
     jmp .Lc2_b8_c0
     .p2align 6
 .Lc2_b8_c0:
-    lea rcx, [rip + .Lc2_d209_j]
-    add rcx, qword ptr [r15 + 15317216]
-    jmp .Lc2_d209_j_t
-.Lc2_d209_j:
-    mov byte ptr [r15 + 512], cl
-    mov rbp, r11
-    mov r8, qword ptr [r15 + 256]
+    mov rbp, r10
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 16320
+    mov dword ptr [r14 + rbp + 5696], ebp
+    .byte 0x66, 0x90
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
+    mov rbp, r10
+    test ebp, ecx
     and rbp, 4032
-    mov rcx, qword ptr [r15 + rbp + 1600]
+    and ecx, dword ptr [r14 + rbp + 1600]
     add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jnz .Lc2_b8_c0
 .Lc2_b8_done:
-// block 9: 64 bytes, 1 chunk(s), 144 chunk executions per call
-    mov r13d, 144
+// block 9: 64 bytes, 1 chunk(s), 110 chunk executions per call
+    mov rbx, qword ptr [r15 + 15317296]
+    lea rcx, [rbx + 110]
+    mov qword ptr [r15 + 15317296], rcx
+    mov r13d, 110
     jmp .Lc2_b9_c0
     .p2align 6
 .Lc2_b9_c0:
-    mov ebp, 155
-    shl rcx, 17
-    mov r12, qword ptr [r15 + r12 + 56]
-    sub rax, r9
+    movzx ecx, cl
+    pcmpeqb xmm2, xmmword ptr [r15 + 192]
+    addsd xmm2, qword ptr [r15 + 0]
+    xor dword ptr [r15 + 0], ecx
+    pmovmskb ebp, xmm2
+    mov rcx, qword ptr [r14 + 0]
+    test ebx, 20224
+    jnz 1f
+1:
+    cmp rcx, rcx
+    xchg qword ptr [r15 + 448], rbp
+    mov byte ptr [r15 + 64], bpl
     jmp 1f
 1:
-    lock or dword ptr [r15 + 0], 127
-    or qword ptr [r15 + 64], 77
-    movdqu xmm9, xmmword ptr [r15 + 448]
-    mov dword ptr [r14 + 0], eax
-    movdqu xmmword ptr [r15 + 320], xmm9
-    and r9, rdi
+    movsxd rcx, dword ptr [r15 + 320]
+    jmp 1f
+1:
+    inc rbx
     dec r13
     jnz .Lc2_b9_c0
 .Lc2_b9_done:
@@ -3745,115 +3694,95 @@ ditto_body_init_c2:
 
     .section .text.ditto_indirect,"ax",@progbits
     .p2align 9, 0xcc
-.Lc2_d209_j_t:
-    jmp rcx
-.Lc2_d47_j_t:
+.Lc2_d183_j_t:
     jmp rcx
 .Lc1_b0_stubs_t:
     jmp rcx
-.Lc1_d545_j_t:
+.Lc1_d557_j_t:
     jmp rcx
-.Lc1_b3_stubs_t:
+.Lc1_d613_j_t:
     jmp rcx
-.Lc1_d827_j_t:
+.Lc1_d671_j_t:
+    jmp rcx
+.Lc1_d721_s_t:
+    jmp rcx
+.Lc1_d763_j_t:
+    jmp rcx
+.Lc1_d826_j_t:
     jmp rcx
 .Lc1_d889_s_t:
     jmp rcx
-.Lc1_d935_j_t:
+.Lc1_d949_j_t:
     jmp rcx
-.Lc1_d1006_j_t:
+.Lc1_d1008_j_t:
     jmp rcx
-.Lc1_d1059_j_t:
+.Lc1_d1067_j_t:
     jmp rcx
-.Lc1_d1063_j_t:
+.Lc1_d1071_j_t:
     jmp rcx
 .Lc1_b8_stubs_t:
     jmp rcx
 .Lc1_d40_j_t:
     jmp rcx
-.Lc1_d98_j_t:
+.Lc1_d99_j_t:
     jmp rcx
-.Lc1_d152_j_t:
+.Lc1_d158_j_t:
     jmp rcx
-.Lc1_d213_j_t:
+.Lc1_d277_j_t:
     jmp rcx
-.Lc1_d268_j_t:
+.Lc1_d333_j_t:
     jmp rcx
-.Lc1_d327_j_t:
+.Lc1_d394_j_t:
     jmp rcx
-.Lc1_d387_j_t:
+.Lc1_d454_j_t:
     jmp rcx
-.Lc1_d442_j_t:
+.Lc1_d1096_j_t:
     jmp rcx
-.Lc1_d605_j_t:
+.Lc1_d1100_j_t:
     jmp rcx
-.Lc1_d662_s_t:
+.Lc1_d1149_j_t:
     jmp rcx
-.Lc1_d707_j_t:
+.Lc1_d1211_j_t:
     jmp rcx
-.Lc1_d771_j_t:
+.Lc1_d1269_j_t:
     jmp rcx
-.Lc1_d1085_j_t:
+.Lc1_d1327_j_t:
     jmp rcx
-.Lc1_d1141_j_t:
+.Lc1_d1389_j_t:
     jmp rcx
-.Lc1_d1199_j_t:
+.Lc1_d1446_j_t:
     jmp rcx
-.Lc1_d1263_j_t:
+.Lc1_d1502_j_t:
     jmp rcx
-.Lc1_d1318_j_t:
+.Lc1_d1562_j_t:
     jmp rcx
-.Lc1_d1377_j_t:
+.Lc1_d1622_j_t:
     jmp rcx
-.Lc1_d1431_j_t:
+.Lc1_d1677_s_t:
     jmp rcx
-.Lc1_d1485_j_t:
+.Lc1_d1728_j_t:
     jmp rcx
-.Lc1_d1547_j_t:
+.Lc1_d1781_j_t:
     jmp rcx
-.Lc1_d1603_j_t:
+.Lc1_d1837_j_t:
     jmp rcx
-.Lc1_d1660_s_t:
+.Lc1_d1893_j_t:
     jmp rcx
-.Lc1_d1716_j_t:
+.Lc1_d1952_j_t:
     jmp rcx
-.Lc1_d1769_j_t:
+.Lc0_d127_j_t:
     jmp rcx
-.Lc1_d1824_j_t:
+.Lc0_d503_j_t:
     jmp rcx
-.Lc1_d1876_j_t:
+.Lc0_d271_s_t:
     jmp rcx
-.Lc1_d1940_j_t:
+.Lc0_d280_j_t:
     jmp rcx
-.Lc0_d126_j_t:
+.Lc0_d325_j_t:
     jmp rcx
-.Lc0_d548_j_t:
+.Lc0_d384_j_t:
     jmp rcx
-.Lc0_d333_s_t:
-    jmp rcx
-.Lc0_d342_j_t:
-    jmp rcx
-.Lc0_d346_j_t:
-    jmp rcx
-.Lc0_d382_j_t:
-    jmp rcx
-.Lc0_d433_j_t:
-    jmp rcx
-.Lc0_d50_s_t:
-    jmp rcx
-.Lc0_d59_s_t:
-    jmp rcx
-.Lc0_d68_s_t:
-    jmp rcx
-.Lc0_d77_j_t:
-    jmp rcx
-.Lc0_d184_s_t:
-    jmp rcx
-.Lc0_d193_s_t:
-    jmp rcx
-.Lc0_d202_s_t:
-    jmp rcx
-.Lc0_d211_s_t:
+.Lc0_d439_j_t:
     jmp rcx
     .text
 

@@ -45,39 +45,18 @@ ditto_body_c1:
     jmp .Lc1_b0_c0
     .p2align 6
 .Lc1_b0_c0:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 7
-    lea rcx, [rip + .Lc1_d35_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d35_s_t
-    .p2align 3
-.Lc1_d35_s:
-    .p2align 3
-    jmp .Lc1_d35_j
-    .p2align 3
-    jmp .Lc1_d35_j
-    .p2align 3
-    jmp .Lc1_d35_j
-    .p2align 3
-    jmp .Lc1_d35_j
-    .p2align 3
-    jmp .Lc1_d35_j
-    .p2align 3
-    jmp .Lc1_d35_j
-    .p2align 3
-    jmp .Lc1_d35_j
-    .p2align 3
-    jmp .Lc1_d35_j
-.Lc1_d35_j:
+    lea rcx, [rip + .Lc1_d32_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d32_j_t
+.Lc1_d32_j:
     mov rbp, r10
     and rbp, 1984
-    mov qword ptr [r15 + rbp + 1344], rcx
+    movsxd rcx, dword ptr [r15 + rbp + 1344]
+    movsxd rdi, dword ptr [r15 + 384]
     test ebx, 1073741824
     jnz 1f
 1:
+    movsxd rbp, dword ptr [r15 + 768]
     add r11, 64
     add r10, r11
     inc rbx
@@ -610,528 +589,586 @@ ditto_body_c1:
     jmp .Lc1_b1_c255
     .p2align 6
 .Lc1_b1_c0:
-    lea rbp, [r11 + r11*1]
-    jmp 1f
-1:
-    mov qword ptr [r15 + 192], rax
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 256
+    setz al
+    lea rcx, [rip + .Lc1_d61_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d61_s_t
+    .p2align 3
+.Lc1_d61_s:
+    .p2align 3
+    jmp .Lc1_d61_j
+    .p2align 3
+    jmp .Lc1_d61_j
+.Lc1_d61_j:
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 256
+    setz al
+    lea rcx, [rip + .Lc1_d70_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d70_s_t
+    .p2align 3
+.Lc1_d70_s:
+    .p2align 3
+    jmp .Lc1_d70_j
+    .p2align 3
+    jmp .Lc1_d70_j
+.Lc1_d70_j:
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 1048576
+    setz al
+    lea rcx, [rip + .Lc1_d79_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d79_s_t
+    .p2align 3
+.Lc1_d79_s:
+    .p2align 3
+    jmp .Lc1_d79_j
+    .p2align 3
+    jmp .Lc1_d79_j
+.Lc1_d79_j:
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 15
+    lea rcx, [rip + .Lc1_d88_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d88_s_t
+    .p2align 3
+.Lc1_d88_s:
+    .p2align 3
+    jmp .Lc1_d88_j
+    .p2align 3
+    jmp .Lc1_d88_j
+    .p2align 3
+    jmp .Lc1_d88_j
+    .p2align 3
+    jmp .Lc1_d88_j
+    .p2align 3
+    jmp .Lc1_d88_j
+    .p2align 3
+    jmp .Lc1_d88_j
+    .p2align 3
+    jmp .Lc1_d88_j
+    .p2align 3
+    jmp .Lc1_d88_j
+    .p2align 3
+    jmp .Lc1_d88_j
+    .p2align 3
+    jmp .Lc1_d88_j
+    .p2align 3
+    jmp .Lc1_d88_j
+    .p2align 3
+    jmp .Lc1_d88_j
+    .p2align 3
+    jmp .Lc1_d88_j
+    .p2align 3
+    jmp .Lc1_d88_j
+    .p2align 3
+    jmp .Lc1_d88_j
+    .p2align 3
+    jmp .Lc1_d88_j
+.Lc1_d88_j:
+    mov rbp, r11
     and rbp, 4032
-    lea r8, [r11*4]
-    mov ecx, dword ptr [r15 + rbp + 3456]
-    movzx edi, byte ptr [r15 + 256]
-    and r8, 448
-    movsxd rax, dword ptr [r15 + r8 + 960]
-    movzx r9d, dil
-    vpor xmm15, xmm15, xmm7
-    mov r9, r11
-    jmp 1f
-1:
-    movzx esi, dl
-    and r9, 33554368
-    mov byte ptr [r15 + r9 + 33554432], sil
-    movsxd rsi, dword ptr [r15 + 256]
-    vmovq qword ptr [r15 + r8 + 1024], xmm15
-    jmp 1f
-1:
-    mov byte ptr [r15 + 448], sil
-    mov r9d, 70
-    mov esi, dword ptr [r15 + 256]
-    jmp 1f
-1:
-    mov dword ptr [r15 + r8 + 896], 128
-    movsxd r9, dword ptr [r15 + 576]
-    mov dword ptr [r15 + 640], 78
-    mov rdx, rsi
-    movzx edx, byte ptr [r15 + 384]
-    jmp 1f
-1:
-    mov byte ptr [r15 + 192], sil
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov rsi, rdx
-    jmp 1f
-1:
-    mov edx, 167
-    mov qword ptr [r15 + r8 + 832], r9
-    movzx r9d, r9b
-    mov r9, qword ptr [r15 + 512]
-    mov r8, qword ptr [r15 + 768]
-    mov edx, edx
-    movzx edx, byte ptr [r15 + rbp + 3392]
+    movzx ecx, byte ptr [r15 + rbp + 3392]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c1:
-    movzx edx, byte ptr [r15 + 192]
-    mov r8, qword ptr [r15 + 256]
-    mov dword ptr [r15 + 704], 230
-    mov byte ptr [r15 + 512], dl
-    lea r9, [r11 + r11*2]
-    mov ebp, 34
-    mov edx, 54
-    and r9, 4032
-    mov ecx, dword ptr [r15 + r9 + 3520]
-    lea rbp, [r11*4]
-    mov rsi, r8
-    and rbp, 448
-    mov esi, dword ptr [r15 + rbp + 896]
-    movzx edx, byte ptr [r15 + 448]
-    movzx edi, byte ptr [r15 + 448]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 4194304
+    setz al
+    lea rcx, [rip + .Lc1_d120_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d120_s_t
+    .p2align 3
+.Lc1_d120_s:
+    .p2align 3
+    jmp .Lc1_d120_j
+    .p2align 3
+    jmp .Lc1_d120_j
+.Lc1_d120_j:
+    lea rbp, [r11 + r11*2]
+    and rbp, 8128
+    mov dword ptr [r15 + rbp + 7488], 121
+    mov eax, dword ptr [r15 + rbp + 7616]
+    mov ecx, dword ptr [r15 + 64]
+    mov esi, 169
+    mov esi, edx
+    mov qword ptr [r15 + rbp + 7552], rax
+    mov rbp, r11
+    mov eax, esi
+    and rbp, 4032
+    vmovdqu xmm8, xmmword ptr [r15 + rbp + 3392]
     jmp 1f
 1:
-    mov dword ptr [r15 + 320], 220
-    mov eax, edi
-    movzx edi, r9b
-    test ebx, 1073741824
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movsxd rdx, dword ptr [r15 + 448]
+    jmp 1f
+1:
+    movzx eax, cl
+    test ebx, 1024
     jnz 1f
 1:
-    movzx eax, byte ptr [r15 + 384]
-    movzx r8d, byte ptr [r15 + r9 + 3392]
-    mov qword ptr [r15 + rbp + 1024], rsi
-    mov byte ptr [r15 + rbp + 832], dil
+    movsxd rax, dword ptr [r15 + 448]
     jmp 1f
 1:
+    mov edx, edx
+    mov edx, eax
+    mov rcx, rax
     jmp 1f
 1:
-    add rdx, qword ptr [r15 + 192]
-    lea r8, [r11 + r11*1]
-    movzx edi, byte ptr [r15 + 320]
-    and r8, 16320
-    mov dword ptr [r15 + r8 + 15680], 235
+    mov edx, 22
+    mov rbp, r11
     jmp 1f
 1:
-    mov rsi, qword ptr [r15 + rbp + 960]
-    mov qword ptr [r15 + 384], rax
-    mov eax, dword ptr [r15 + r9 + 3456]
-    mov qword ptr [r15 + r8 + 15744], rcx
+    mov eax, 157
+    jmp 1f
+1:
+    and rbp, 33554368
+    mov dword ptr [r15 + rbp + 33554432], 230
+    jmp 1f
+1:
+    mov rax, qword ptr [r15 + 512]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c2:
-    movsxd rcx, dword ptr [r15 + 512]
-    lea r8, [r11 + r11*1]
-    movzx edi, byte ptr [r15 + 320]
-    mov rax, qword ptr [r15 + 256]
-    mov rsi, qword ptr [r15 + 320]
-    and r8, 8128
-    and edx, dword ptr [r15 + r8 + 7488]
-    mov rbp, qword ptr [r15 + 512]
+    lea rbp, [r11 + r11*2]
+    mov rax, rax
+    and rbp, 1984
+    movsxd rax, dword ptr [r15 + rbp + 1408]
+    mov dword ptr [r15 + 512], edx
+    add rcx, qword ptr [r15 + rbp + 1344]
+    mov byte ptr [r15 + 128], bpl
+    mov rdx, qword ptr [r15 + 512]
+    mov esi, ecx
     jmp 1f
 1:
-    add rdx, qword ptr [r15 + 128]
-    jmp 1f
-1:
-    mov r9d, dword ptr [r15 + 64]
-    mov qword ptr [r15 + 768], rsi
-    mov esi, dword ptr [r15 + 576]
-    jmp 1f
-1:
-    mov esi, eax
-    movsxd rax, dword ptr [r15 + 384]
-    mov rdi, qword ptr [r15 + 640]
-    mov dword ptr [r15 + 192], esi
-    jmp 1f
-1:
-    vpcmpeqb xmm15, xmm15, xmmword ptr [r15 + 128]
-    xor dword ptr [r15 + 64], eax
-    mov rax, qword ptr [r15 + 256]
-    jmp 1f
-1:
-    mov byte ptr [r15 + 448], dil
-    mov dword ptr [r15 + r8 + 7552], esi
-    jmp 1f
-1:
-    movzx edi, byte ptr [r15 + 64]
-    vmovdqu ymmword ptr [r15 + 128], ymm15
-    movzx r8d, dil
-    mov edi, dword ptr [r15 + 320]
-    jmp 1f
-1:
-    movsxd rsi, dword ptr [r15 + 192]
+    mov byte ptr [r15 + 320], al
+    mov eax, eax
+    mov dword ptr [r15 + rbp + 1472], 229
+    mov eax, 251
+    lea rbp, [r11*4]
+    mov dword ptr [r15 + 384], 255
+    and rbp, 4032
+    movzx eax, byte ptr [r15 + rbp + 3584]
+    movzx ecx, byte ptr [r15 + 128]
+    movzx r9d, byte ptr [r15 + rbp + 3520]
+    mov dword ptr [r15 + 64], 57
+    mov rdi, rax
+    mov byte ptr [r15 + 448], r9b
+    mov r9d, dword ptr [r15 + 384]
+    vmovdqu ymmword ptr [r15 + rbp + 3456], ymm8
     mov r8, r11
+    mov edi, dword ptr [r15 + 512]
+    movsxd rdi, dword ptr [r15 + rbp + 3392]
+    mov byte ptr [r15 + 448], dl
+    and r8, 8128
+    movzx ebp, byte ptr [r15 + r8 + 7488]
     jmp 1f
 1:
-    movsxd rdi, dword ptr [r15 + 384]
-    and r8, 4032
-    mov byte ptr [r15 + r8 + 3392], al
+    movzx edx, al
+    mov dword ptr [r15 + 448], ecx
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov r8d, 163
-    mov r8d, esi
+    movzx edx, dl
+    mov eax, edi
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c3:
-    lea r8, [r11 + r11*1]
-    and r8, 8128
-    mov qword ptr [r15 + r8 + 7552], rsi
-    vmovq qword ptr [r15 + r8 + 7488], xmm15
-    movsxd rsi, dword ptr [r15 + 256]
-    mov r8, rdi
-    movsxd r9, dword ptr [r15 + 512]
-    movsxd r8, dword ptr [r15 + 448]
-    mov dword ptr [r15 + 448], r8d
-    mov r8d, 239
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 32
+    setz al
+    lea rcx, [rip + .Lc1_d212_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d212_s_t
+    .p2align 3
+.Lc1_d212_s:
+    .p2align 3
+    jmp .Lc1_d212_j
+    .p2align 3
+    jmp .Lc1_d212_j
+.Lc1_d212_j:
+    mov qword ptr [r15 + 384], rax
+    lea rbp, [r11 + r11*2]
+    jmp 1f
+1:
+    mov eax, eax
+    and rbp, 4032
+    vmovdqu ymmword ptr [r15 + rbp + 3520], ymm8
+    mov rcx, qword ptr [r15 + 512]
+    jmp 1f
+1:
+    movzx edi, al
+    jmp 1f
+1:
+    mov rax, rcx
+    mov ecx, ecx
+    mov edx, ecx
+    movzx ecx, byte ptr [r15 + 128]
+    jmp 1f
+1:
+    test dword ptr [r15 + 67117724], 2
+    jnz 1f
+1:
+    mov dword ptr [r15 + rbp + 3456], 156
+    jmp 1f
+1:
     mov r8, r11
-    mov edi, dword ptr [r15 + 64]
-    movsxd rax, dword ptr [r15 + 128]
-    mov ecx, 80
-    and r8, 448
-    mov rdx, qword ptr [r15 + r8 + 832]
-    movzx ecx, r9b
-    mov qword ptr [r15 + 384], r8
-    movzx r9d, byte ptr [r15 + 512]
+    mov rax, qword ptr [r15 + 64]
+    and r8, 8128
+    movsxd rsi, dword ptr [r15 + r8 + 7488]
+    mov r8, rax
+    mov eax, dword ptr [r15 + rbp + 3392]
+    mov rbp, qword ptr [r15 + 448]
+    mov dword ptr [r15 + 320], 63
     jmp 1f
 1:
-    movzx r8d, byte ptr [r15 + 192]
-    mov dword ptr [r15 + 768], 110
-    movzx ebp, byte ptr [r15 + 512]
-    mov r8, r8
-    mov rbp, r11
-    movzx r8d, bpl
-    and rbp, 16320
-    movzx r8d, byte ptr [r15 + rbp + 15680]
-    mov qword ptr [r15 + 128], rax
-    mov dword ptr [r15 + 64], edx
-    mov rax, r9
-    mov dword ptr [r15 + 576], r8d
-    and eax, dword ptr [r15 + 448]
-    movsxd r8, dword ptr [r15 + 320]
-    movzx r9d, al
-    .byte 0x66, 0x90
-    or qword ptr [r15 + 704], 29
-    jmp 1f
-1:
+    mov rcx, qword ptr [r15 + 320]
+    mov dword ptr [r15 + 192], ecx
+    mov rcx, qword ptr [r15 + 64]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c4:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov rbp, r11
-    lea r8, [r11 + r11*1]
-    and rbp, 448
-    mov edx, dword ptr [r15 + rbp + 832]
+    lea r9, [r11 + r11*4]
+    and r9, 8128
+    mov rcx, qword ptr [r15 + r9 + 7552]
     jmp 1f
 1:
-    jmp 1f
-1:
-    and r8, 4032
-    movsxd rbp, dword ptr [r15 + r8 + 3392]
-    mov rax, rdx
-    mov dword ptr [r15 + 512], r8d
-    mov edx, dword ptr [r15 + 192]
-    mov rcx, r9
-    movsxd r9, dword ptr [r15 + 320]
-    mov byte ptr [r15 + 256], dl
-    jmp 1f
-1:
-    mov edi, r9d
-    jmp 1f
-1:
-    mov r9d, edi
-    jmp 1f
-1:
-    mov qword ptr [r15 + 384], r8
-    test dword ptr [r15 + 67117723], 536871424
-    jnz 1f
-1:
-    mov byte ptr [r15 + r8 + 3456], r9b
-    mov dword ptr [r15 + 640], r9d
-    movzx r9d, r9b
-    movzx edi, r9b
+    mov eax, 120
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 448], 76
-    mov r9, qword ptr [r15 + 384]
+    vpaddq xmm8, xmm8, xmmword ptr [r15 + 448]
     jmp 1f
 1:
-    movzx r8d, byte ptr [r15 + 320]
+    movzx esi, al
+    mov rax, rcx
+    mov esi, dword ptr [r15 + 64]
+    movzx ecx, byte ptr [r15 + r9 + 7744]
     mov edi, r9d
-    mov rbp, r11
-    mov r9d, 181
-    movsxd rcx, dword ptr [r15 + 64]
-    mov dword ptr [r15 + 128], r8d
-    and rbp, 8128
-    vmovdqu ymmword ptr [r15 + rbp + 7488], ymm15
+    mov rbp, r9
+    mov rbp, qword ptr [r15 + 512]
+    mov r8, qword ptr [r15 + r9 + 7616]
+    jmp 1f
+1:
+    mov edi, 120
+    mov edi, eax
+    jmp 1f
+1:
+    movzx eax, al
+    mov rdi, qword ptr [r15 + 448]
+    movzx edx, sil
+    movsxd rsi, dword ptr [r15 + r9 + 7680]
+    mov rdi, rcx
+    mov dword ptr [r15 + 256], 30
+    mov ecx, edx
+    lea rbp, [r11 + r11*1]
+    mov edx, r9d
+    mov byte ptr [r15 + 128], dil
+    movzx edi, byte ptr [r15 + r9 + 7488]
+    and rbp, 4032
+    mov r9, qword ptr [r15 + rbp + 3456]
+    vmovq qword ptr [r15 + 64], xmm8
+    jmp 1f
+1:
+    mov rdx, rdi
+    mov dword ptr [r15 + rbp + 3392], ecx
+    mov dword ptr [r15 + 128], 232
+    mov rbp, qword ptr [r15 + 512]
+    movzx edx, byte ptr [r15 + 128]
+    mov dword ptr [r15 + 384], edi
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c5:
-    and ebp, dword ptr [r15 + 704]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r8, qword ptr [r15 + 384]
-    mov r9, rbp
-    mov ebp, 95
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 15
+    lea rcx, [rip + .Lc1_d305_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d305_s_t
+    .p2align 3
+.Lc1_d305_s:
+    .p2align 3
+    jmp .Lc1_d305_j
+    .p2align 3
+    jmp .Lc1_d305_j
+    .p2align 3
+    jmp .Lc1_d305_j
+    .p2align 3
+    jmp .Lc1_d305_j
+    .p2align 3
+    jmp .Lc1_d305_j
+    .p2align 3
+    jmp .Lc1_d305_j
+    .p2align 3
+    jmp .Lc1_d305_j
+    .p2align 3
+    jmp .Lc1_d305_j
+    .p2align 3
+    jmp .Lc1_d305_j
+    .p2align 3
+    jmp .Lc1_d305_j
+    .p2align 3
+    jmp .Lc1_d305_j
+    .p2align 3
+    jmp .Lc1_d305_j
+    .p2align 3
+    jmp .Lc1_d305_j
+    .p2align 3
+    jmp .Lc1_d305_j
+    .p2align 3
+    jmp .Lc1_d305_j
+    .p2align 3
+    jmp .Lc1_d305_j
+.Lc1_d305_j:
     mov rbp, r11
+    mov r9, r11
+    movsxd rdi, dword ptr [r15 + 64]
+    and rbp, 4032
+    add rax, qword ptr [r15 + rbp + 3392]
+    and r9, 1984
+    mov qword ptr [r15 + r9 + 1344], rdi
+    mov edi, dword ptr [r15 + 320]
+    movzx ebp, cl
     jmp 1f
 1:
-    and rbp, 8128
-    mov dword ptr [r15 + rbp + 7488], r8d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, ebp
-    vpmovmskb ebp, xmm15
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r9
-    mov r12, qword ptr [r15 + r12 + 56]
-    nop
-    mov r9d, 22
-    movzx r8d, r8b
-    mov dword ptr [r15 + 0], ebp
-    mov rbp, r8
-    mov dword ptr [r15 + 0], ecx
-    mov dword ptr [r15 + 64], ecx
-    mov dword ptr [r15 + 320], ebp
-    mov r8, r11
-    jmp 1f
-1:
-    mov esi, 206
-    jmp 1f
-1:
-    and r8, 4032
-    vmovdqu xmmword ptr [r15 + r8 + 3392], xmm15
-    movzx esi, r8b
-    movzx r8d, sil
-    movsxd rcx, dword ptr [r15 + 64]
-    mov r8, r11
-    mov dword ptr [r15 + 128], r8d
-    and r8, 448
-    mov edx, dword ptr [r15 + r8 + 832]
-    jmp 1f
-1:
-    mov esi, dword ptr [r15 + 128]
-    movzx edi, byte ptr [r15 + 192]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov qword ptr [r15 + 256], rcx
-    mov eax, 45
-    mov qword ptr [r15 + 448], rdx
+    mov ecx, 163
+    movsxd rcx, dword ptr [r15 + 192]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c6:
-    mov byte ptr [r15 + 384], r8b
-    mov ecx, r8d
-    add rsi, qword ptr [r15 + 64]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 104
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, ecx
-    movsxd rcx, dword ptr [r15 + 384]
-    mov r8d, 215
-    movzx r8d, sil
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rdx, qword ptr [r15 + 768]
-    mov r8, r11
-    mov qword ptr [r15 + 448], rcx
-    and r8, 4032
-    vpcmpeqb xmm15, xmm15, xmmword ptr [r15 + r8 + 3392]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 192], ecx
-    vpxor xmm15, xmm15, xmm0
-    mov r8, r11
-    mov edi, dword ptr [r15 + 576]
-    and r8, 8128
-    movsxd rcx, dword ptr [r15 + r8 + 7488]
-    mov r8, qword ptr [r15 + 64]
-    mov esi, 96
-    mov dword ptr [r15 + 512], esi
-    vmovq xmm0, rdi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, edi
+    mov edi, 136
+    mov r12, qword ptr [r15 + r12 + 56]
     mov rbp, r11
-    mov dword ptr [r15 + 128], 254
-    and rbp, 448
-    mov qword ptr [r15 + rbp + 832], rbp
-    mov dword ptr [r15 + 256], 143
-    mov esi, dword ptr [r15 + 320]
+    jmp 1f
+1:
+    and rbp, 4032
+    mov byte ptr [r15 + rbp + 3392], dil
+    movsxd rbp, dword ptr [r15 + 512]
+    mov rdi, r8
+    mov r9, r11
+    mov r8d, dword ptr [r15 + 448]
+    and r9, 1984
+    mov dword ptr [r15 + r9 + 1344], r9d
+    mov qword ptr [r15 + 384], r8
+    mov r9d, 244
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 256], r8d
+    mov byte ptr [r15 + 704], bpl
+    jmp 1f
+1:
+    mov qword ptr [r15 + 512], rdi
+    movsxd r9, dword ptr [r15 + 192]
+    movzx edi, r8b
+    mov byte ptr [r15 + 320], r9b
+    mov r8d, 222
+    mov byte ptr [r15 + 448], r8b
+    jmp 1f
+1:
+    mov r8, r11
+    mov qword ptr [r15 + 384], r9
+    mov esi, dword ptr [r15 + 64]
+    and r8, 8128
+    mov byte ptr [r15 + r8 + 7488], r9b
+    mov byte ptr [r15 + 128], r8b
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c7:
-    movzx eax, byte ptr [r15 + 448]
-    mov esi, 85
-    mov esi, 103
-    movzx ebp, bpl
-    mov rbp, rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    nop
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, bpl
-    movzx ebp, sil
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rdx, rax
-    mov dword ptr [r15 + 0], 51
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r8, r11
-    movzx esi, r8b
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 448
-    mov dword ptr [r15 + r8 + 832], r8d
-    jmp 1f
-1:
-    and r8d, dword ptr [r15 + 640]
-    mov qword ptr [r15 + 256], rbp
-    jmp 1f
-1:
-    movsxd rbp, dword ptr [r15 + 128]
-    mov rsi, rbp
-    jmp 1f
-1:
-    mov ebp, edx
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 15
+    lea rcx, [rip + .Lc1_d389_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d389_s_t
+    .p2align 3
+.Lc1_d389_s:
+    .p2align 3
+    jmp .Lc1_d389_j
+    .p2align 3
+    jmp .Lc1_d389_j
+    .p2align 3
+    jmp .Lc1_d389_j
+    .p2align 3
+    jmp .Lc1_d389_j
+    .p2align 3
+    jmp .Lc1_d389_j
+    .p2align 3
+    jmp .Lc1_d389_j
+    .p2align 3
+    jmp .Lc1_d389_j
+    .p2align 3
+    jmp .Lc1_d389_j
+    .p2align 3
+    jmp .Lc1_d389_j
+    .p2align 3
+    jmp .Lc1_d389_j
+    .p2align 3
+    jmp .Lc1_d389_j
+    .p2align 3
+    jmp .Lc1_d389_j
+    .p2align 3
+    jmp .Lc1_d389_j
+    .p2align 3
+    jmp .Lc1_d389_j
+    .p2align 3
+    jmp .Lc1_d389_j
+    .p2align 3
+    jmp .Lc1_d389_j
+.Lc1_d389_j:
     mov rbp, r11
-    jmp 1f
-1:
-    jmp 1f
-1:
+    vmovdqu xmm8, xmmword ptr [r15 + 320]
+    mov qword ptr [r15 + 128], r9
     and rbp, 4032
-    mov rdx, qword ptr [r15 + rbp + 3392]
-    mov ebp, edx
-    mov qword ptr [r15 + 320], rsi
-    movzx edx, byte ptr [r15 + 384]
-    movsxd rsi, dword ptr [r15 + 320]
-    movzx edi, r8b
-    mov r8, qword ptr [r15 + 128]
-    mov byte ptr [r15 + 512], dl
-    mov rdx, rdx
-    mov qword ptr [r15 + 192], rsi
+    mov r9, qword ptr [r15 + rbp + 3392]
+    mov qword ptr [r15 + 192], rax
+    mov rax, rcx
+    mov dword ptr [r15 + 384], 24
     jmp 1f
 1:
-    nop
-    mov rdx, rdx
-    jmp 1f
-1:
-    mov dword ptr [r15 + 64], 113
-    movsxd rdx, dword ptr [r15 + 512]
+    mov eax, dword ptr [r15 + 256]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c8:
-    movzx ebp, byte ptr [r15 + 384]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov edx, edx
-    movzx edx, dil
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, rdx
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov edx, 32
     mov r12, qword ptr [r15 + r12 + 56]
-    vpmovmskb edx, xmm15
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    movzx edx, byte ptr [r15 + 448]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx edx, byte ptr [r15 + 768]
-    movzx edi, byte ptr [r15 + 64]
-    mov dword ptr [r15 + 704], 176
-    movzx ebp, bpl
-    mov rbp, r11
-    mov ecx, dword ptr [r15 + 192]
-    movzx esi, byte ptr [r15 + 128]
-    and rbp, 448
-    mov r8, qword ptr [r15 + rbp + 832]
-    and ecx, dword ptr [r15 + 256]
-    mov rbp, rdi
-    movsxd rdi, dword ptr [r15 + 384]
-    movzx eax, r8b
-    mov r8, rdx
-    mov r8d, 114
     mov r8, r11
-    movsxd r9, dword ptr [r15 + 320]
-    mov byte ptr [r15 + 512], sil
-    and r8, 8128
-    movzx esi, byte ptr [r15 + r8 + 7488]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r8, 1984
+    mov qword ptr [r15 + r8 + 1344], rax
+    mov r8, qword ptr [r15 + 128]
+    movzx eax, byte ptr [r15 + 256]
+    movzx r9d, byte ptr [r15 + 64]
+    mov rbp, r11
+    movsxd rcx, dword ptr [r15 + 512]
+    vmovdqu ymmword ptr [r15 + 128], ymm8
+    and rbp, 448
+    mov edi, dword ptr [r15 + rbp + 832]
+    jmp 1f
+1:
+    movzx ebp, byte ptr [r15 + 768]
+    mov esi, 117
+    mov rsi, qword ptr [r15 + 64]
+    vpaddq xmm8, xmm8, xmmword ptr [r15 + 640]
+    mov qword ptr [r15 + 320], rcx
+    mov ecx, 218
+    mov edx, 10
+    mov ecx, 46
+    mov ecx, ecx
+    jmp 1f
+1:
+    mov ecx, 29
+    movzx ecx, byte ptr [r15 + 576]
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + 64], ymm8
+    .byte 0x66, 0x90
+    mov dword ptr [r15 + 320], 177
+    movsxd rdx, dword ptr [r15 + 384]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c9:
-    mov esi, dword ptr [r15 + 576]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 2
+    setz al
+    lea rcx, [rip + .Lc1_d470_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d470_s_t
+    .p2align 3
+.Lc1_d470_s:
+    .p2align 3
+    jmp .Lc1_d470_j
+    .p2align 3
+    jmp .Lc1_d470_j
+.Lc1_d470_j:
+    mov rcx, rcx
+    mov byte ptr [r15 + 704], cl
+    mov esi, ecx
     jmp 1f
 1:
-    mov r8d, ebp
-    mov r9d, 76
-    mov r9d, dword ptr [r15 + 128]
-    movzx r8d, sil
-    mov esi, eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, ecx
+    movzx ecx, sil
+    movzx esi, cl
     jmp 1f
 1:
-    mov rsi, rbp
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 151
-    add rsi, qword ptr [r15 + 0]
-    mov ebp, 51
-    mov qword ptr [r15 + 0], r8
-    mov dword ptr [r15 + 0], 9
-    mov r8d, 21
-    mov rbp, r11
     mov r12, qword ptr [r15 + r12 + 56]
-    vpshufd xmm15, xmm0, 36
-    mov r8d, esi
-    and rbp, 1984
-    xchg qword ptr [r15 + rbp + 1344], r8
-    mov ebp, dword ptr [r15 + 320]
-    mov esi, 14
-    movzx esi, byte ptr [r15 + 448]
-    vmovdqu xmmword ptr [r15 + 64], xmm15
+    mov byte ptr [r15 + 192], sil
+    mov dword ptr [r15 + 320], edx
+    test dword ptr [r15 + 67117723], 32768
+    jnz 1f
+1:
+    mov edx, 114
     mov rbp, r11
-    movzx eax, r9b
-    or qword ptr [r15 + 192], 68
-    mov r9, qword ptr [r15 + 256]
+    mov dword ptr [r15 + 448], edx
+    mov rdx, rdx
+    mov rax, rcx
     and rbp, 8128
-    mov byte ptr [r15 + rbp + 7488], r8b
-    mov r8d, r8d
-    mov r8, qword ptr [r15 + 64]
-    mov ebp, dword ptr [r15 + 512]
+    mov rdx, qword ptr [r15 + rbp + 7488]
+    mov esi, eax
+    nop
+    mov dword ptr [r15 + 128], eax
+    mov eax, dword ptr [r15 + 448]
+    movsxd rbp, dword ptr [r15 + 384]
     mov r8, r11
     jmp 1f
 1:
-    mov dword ptr [r15 + 128], 68
-    mov qword ptr [r15 + 384], r9
-    and r8, 4032
-    movzx r9d, byte ptr [r15 + r8 + 3392]
-    jmp 1f
-1:
+    and r8, 448
+    mov qword ptr [r15 + r8 + 832], rbp
+    mov byte ptr [r15 + 512], sil
     add r11, 64
     inc rbx
     dec r13
@@ -1140,107 +1177,104 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    add rax, qword ptr [r15 + 0]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r8d, r9d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r8d, 189
-    movzx r8d, al
-    mov dword ptr [r15 + 0], eax
-    mov eax, eax
-    jmp 1f
-1:
-    mov rax, rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 64], r8b
-    mov dword ptr [r15 + 320], 108
-    jmp 1f
-1:
-    test dword ptr [r15 + 67117723], 75792384
-    jz 1f
-1:
-    vmovdqu xmm15, xmmword ptr [r15 + 384]
-    vmovdqu ymmword ptr [r15 + 256], ymm15
-    mov r8, qword ptr [r15 + 704]
-    mov dword ptr [r15 + 448], r8d
-    mov r8, r8
-    mov r9d, r8d
-    jmp 1f
-1:
-    mov dword ptr [r15 + 128], 19
-    mov r8, r11
-    movzx r9d, byte ptr [r15 + 640]
-    .byte 0x0f, 0x1f, 0x00
-    and r8, 448
-    lock xadd qword ptr [r15 + r8 + 832], rdx
-    jmp 1f
-1:
-    jmp 1f
-1:
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 15
+    lea rcx, [rip + .Lc1_d518_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d518_s_t
+    .p2align 3
+.Lc1_d518_s:
+    .p2align 3
+    jmp .Lc1_d518_j
+    .p2align 3
+    jmp .Lc1_d518_j
+    .p2align 3
+    jmp .Lc1_d518_j
+    .p2align 3
+    jmp .Lc1_d518_j
+    .p2align 3
+    jmp .Lc1_d518_j
+    .p2align 3
+    jmp .Lc1_d518_j
+    .p2align 3
+    jmp .Lc1_d518_j
+    .p2align 3
+    jmp .Lc1_d518_j
+    .p2align 3
+    jmp .Lc1_d518_j
+    .p2align 3
+    jmp .Lc1_d518_j
+    .p2align 3
+    jmp .Lc1_d518_j
+    .p2align 3
+    jmp .Lc1_d518_j
+    .p2align 3
+    jmp .Lc1_d518_j
+    .p2align 3
+    jmp .Lc1_d518_j
+    .p2align 3
+    jmp .Lc1_d518_j
+    .p2align 3
+    jmp .Lc1_d518_j
+.Lc1_d518_j:
     mov rbp, r11
-    movsxd r8, dword ptr [r15 + 512]
-    and rbp, 4032
-    mov eax, dword ptr [r15 + rbp + 3392]
-    movzx ebp, r9b
-    vmovq xmm0, rbp
+    and rbp, 1984
+    movsxd rax, dword ptr [r15 + rbp + 1344]
+    mov ebp, 208
+    mov rbp, r11
+    jmp 1f
+1:
+    mov qword ptr [r15 + 512], rbp
+    and rbp, 8128
+    add rax, qword ptr [r15 + rbp + 7488]
+    mov dword ptr [r15 + 768], ecx
+    jmp 1f
+1:
+    mov ebp, ebp
+    movzx ebp, byte ptr [r15 + 64]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c11:
-    mov r9, rax
-    movzx r9d, r8b
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, edx
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r9d, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    jmp 1f
-1:
+    mov rbp, rbp
+    mov ecx, 225
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx edx, byte ptr [r15 + 448]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 512], rcx
+    mov qword ptr [r15 + 576], r9
+    vmovdqu ymmword ptr [r15 + 384], ymm8
+    movsxd r9, dword ptr [r15 + 128]
+    mov r8, r11
+    vmovdqu ymmword ptr [r15 + 256], ymm8
+    and r8, 4032
+    mov dword ptr [r15 + r8 + 3392], 143
+    or qword ptr [r15 + 320], 66
+    mov r8, r9
+    mov r9, qword ptr [r15 + 384]
+    mov rcx, qword ptr [r15 + 640]
+    mov byte ptr [r15 + 128], cl
+    mov ecx, 142
     jmp 1f
 1:
-    mov byte ptr [r15 + 128], dl
-    mov edx, dword ptr [r15 + 384]
-    movzx r8d, bpl
-    or qword ptr [r15 + 768], 1
-    mov ebp, 92
-    .byte 0x66, 0x90
-    mov ebp, r9d
+    mov dword ptr [r15 + 192], 146
     mov rbp, r11
-    mov r8, r11
-    mov eax, 162
-    and rbp, 448
-    movsxd rax, dword ptr [r15 + rbp + 832]
-    and r8, 8128
-    movsxd rbp, dword ptr [r15 + r8 + 7488]
-    movzx r8d, al
-    mov dword ptr [r15 + 512], r8d
-    mov dword ptr [r15 + 256], 121
-    movzx r8d, bpl
-    mov rbp, r8
-    mov rax, qword ptr [r15 + 192]
-    mov r8, r11
-    mov dword ptr [r15 + 320], 133
-    mov esi, r8d
-    mov rsi, qword ptr [r15 + 64]
-    and r8, 1984
-    mov byte ptr [r15 + r8 + 1344], sil
+    mov ecx, r9d
+    and rbp, 1984
+    mov ecx, dword ptr [r15 + rbp + 1344]
+    mov dword ptr [r15 + 192], r9d
+    mov rsi, rcx
+    mov byte ptr [r15 + 256], sil
     mov dword ptr [r15 + 64], ebp
-    vmovdqu ymmword ptr [r15 + 320], ymm0
-    jmp 1f
-1:
+    movsxd rsi, dword ptr [r15 + 320]
+    mov ebp, dword ptr [r15 + 448]
     add r11, 64
     inc rbx
     dec r13
@@ -1251,62 +1285,57 @@ ditto_body_c1:
     mov qword ptr [r15 + 67117720], rax
     mov eax, dword ptr [r15 + 67117724]
     and eax, 15
-    lea rcx, [rip + .Lc1_d623_s]
+    lea rcx, [rip + .Lc1_d600_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d623_s_t
+    jmp .Lc1_d600_s_t
     .p2align 3
-.Lc1_d623_s:
+.Lc1_d600_s:
     .p2align 3
-    jmp .Lc1_d623_j
+    jmp .Lc1_d600_j
     .p2align 3
-    jmp .Lc1_d623_j
+    jmp .Lc1_d600_j
     .p2align 3
-    jmp .Lc1_d623_j
+    jmp .Lc1_d600_j
     .p2align 3
-    jmp .Lc1_d623_j
+    jmp .Lc1_d600_j
     .p2align 3
-    jmp .Lc1_d623_j
+    jmp .Lc1_d600_j
     .p2align 3
-    jmp .Lc1_d623_j
+    jmp .Lc1_d600_j
     .p2align 3
-    jmp .Lc1_d623_j
+    jmp .Lc1_d600_j
     .p2align 3
-    jmp .Lc1_d623_j
+    jmp .Lc1_d600_j
     .p2align 3
-    jmp .Lc1_d623_j
+    jmp .Lc1_d600_j
     .p2align 3
-    jmp .Lc1_d623_j
+    jmp .Lc1_d600_j
     .p2align 3
-    jmp .Lc1_d623_j
+    jmp .Lc1_d600_j
     .p2align 3
-    jmp .Lc1_d623_j
+    jmp .Lc1_d600_j
     .p2align 3
-    jmp .Lc1_d623_j
+    jmp .Lc1_d600_j
     .p2align 3
-    jmp .Lc1_d623_j
+    jmp .Lc1_d600_j
     .p2align 3
-    jmp .Lc1_d623_j
+    jmp .Lc1_d600_j
     .p2align 3
-    jmp .Lc1_d623_j
-.Lc1_d623_j:
-    mov rcx, qword ptr [r15 + 192]
-    mov qword ptr [r15 + 128], rcx
-    movzx eax, byte ptr [r15 + 576]
+    jmp .Lc1_d600_j
+.Lc1_d600_j:
+    movzx ecx, cl
+    mov ecx, 73
+    movsxd rcx, dword ptr [r15 + 128]
+    mov byte ptr [r15 + 256], al
+    mov byte ptr [r15 + 384], cl
+    mov ecx, 34
+    movsxd rax, dword ptr [r15 + 448]
+    mov r9d, dword ptr [r15 + 64]
+    movzx ecx, sil
     jmp 1f
 1:
-    mov rbp, r11
-    jmp 1f
-1:
-    mov rcx, qword ptr [r15 + 384]
-    and rbp, 4032
-    movsxd rdx, dword ptr [r15 + rbp + 3392]
-    jmp 1f
-1:
-    nop
-    mov r9d, dword ptr [r15 + 448]
-    jmp 1f
-1:
-    add r11, 64
+    mov qword ptr [r15 + 64], rsi
+    mov r12, qword ptr [r15 + r12 + 56]
     inc rbx
     dec r13
     jz .Lc1_b1_done
@@ -1315,53 +1344,43 @@ ditto_body_c1:
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov rbp, rbp
-    jmp 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r9, r11
     mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 320], r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, ecx
+    lea r9, [r11 + r11*1]
     jmp 1f
 1:
-    and r9, 1984
-    movsxd rbp, dword ptr [r15 + r9 + 1344]
-    mov r9, qword ptr [r15 + 320]
-    mov dword ptr [r15 + 512], r9d
+    mov dword ptr [r15 + 128], 128
+    and r9, 448
+    mov qword ptr [r15 + r9 + 896], rcx
     jmp 1f
 1:
+    lea rbp, [r11 + r11*1]
+    mov rcx, qword ptr [r15 + 448]
+    movsxd rax, dword ptr [r15 + 704]
+    and rbp, 4032
+    mov dword ptr [r15 + rbp + 3456], 80
+    mov dword ptr [r15 + 768], ebp
+    or qword ptr [r15 + 384], 63
     jmp 1f
 1:
+    movzx esi, cl
+    mov esi, dword ptr [r15 + 64]
+    movsxd r8, dword ptr [r15 + 128]
+    movsxd rdi, dword ptr [r15 + 320]
     jmp 1f
 1:
-    mov r9, qword ptr [r15 + 128]
-    mov r8d, ecx
+    vmovdqu ymmword ptr [r15 + 512], ymm8
     mov r8, r11
-    movsxd rcx, dword ptr [r15 + 256]
-    movzx eax, byte ptr [r15 + 64]
-    movzx esi, al
+    mov edx, dword ptr [r15 + 320]
+    and edx, dword ptr [r15 + rbp + 3392]
+    mov dword ptr [r15 + r9 + 832], r8d
     and r8, 8128
-    mov dword ptr [r15 + r8 + 7488], 54
-    jmp 1f
-1:
-    movsxd r8, dword ptr [r15 + 64]
-    vmovdqu ymmword ptr [r15 + 640], ymm0
-    mov eax, dword ptr [r15 + 448]
-    mov rbp, r11
-    vmovdqu ymmword ptr [r15 + 192], ymm0
-    and rbp, 448
-    mov byte ptr [r15 + rbp + 832], bpl
-    mov ebp, 208
-    mov byte ptr [r15 + 128], al
-    mov eax, 36
-    movzx ebp, byte ptr [r15 + 384]
-    jmp 1f
-1:
-    movzx edx, bpl
+    mov byte ptr [r15 + r8 + 7488], bpl
     add r11, 64
     inc rbx
     dec r13
@@ -1370,726 +1389,713 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 15
-    lea rcx, [rip + .Lc1_d711_s]
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 134217728
+    setz al
+    lea rcx, [rip + .Lc1_d680_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d711_s_t
+    jmp .Lc1_d680_s_t
     .p2align 3
-.Lc1_d711_s:
+.Lc1_d680_s:
     .p2align 3
-    jmp .Lc1_d711_j
+    jmp .Lc1_d680_j
     .p2align 3
-    jmp .Lc1_d711_j
-    .p2align 3
-    jmp .Lc1_d711_j
-    .p2align 3
-    jmp .Lc1_d711_j
-    .p2align 3
-    jmp .Lc1_d711_j
-    .p2align 3
-    jmp .Lc1_d711_j
-    .p2align 3
-    jmp .Lc1_d711_j
-    .p2align 3
-    jmp .Lc1_d711_j
-    .p2align 3
-    jmp .Lc1_d711_j
-    .p2align 3
-    jmp .Lc1_d711_j
-    .p2align 3
-    jmp .Lc1_d711_j
-    .p2align 3
-    jmp .Lc1_d711_j
-    .p2align 3
-    jmp .Lc1_d711_j
-    .p2align 3
-    jmp .Lc1_d711_j
-    .p2align 3
-    jmp .Lc1_d711_j
-    .p2align 3
-    jmp .Lc1_d711_j
-.Lc1_d711_j:
+    jmp .Lc1_d680_j
+.Lc1_d680_j:
+    mov rbp, r11
     jmp 1f
 1:
-    mov ecx, 235
-    mov rcx, rdx
-    add rcx, qword ptr [r15 + 384]
-    mov rbp, r11
+    and rbp, 8128
+    movsxd rcx, dword ptr [r15 + rbp + 7488]
+    lea rbp, [r11 + r11*1]
+    mov r9, qword ptr [r15 + 128]
+    mov rax, qword ptr [r15 + 256]
+    mov edx, 240
+    and rbp, 1984
+    mov dword ptr [r15 + rbp + 1408], 86
+    mov qword ptr [r15 + 192], rdx
+    mov dword ptr [r15 + 384], 82
+    mov rdx, rbp
+    mov dword ptr [r15 + 64], 110
     mov r8, r11
-    movsxd rax, dword ptr [r15 + 704]
-    and rbp, 4032
-    mov rdx, qword ptr [r15 + rbp + 3392]
-    and r8, 1984
-    or qword ptr [r15 + r8 + 1344], 13
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r8, 4032
+    movsxd rdx, dword ptr [r15 + r8 + 3392]
+    add rax, qword ptr [r15 + 576]
+    mov r8, qword ptr [r15 + 320]
+    jmp 1f
+1:
+    mov rsi, qword ptr [r15 + rbp + 1344]
+    mov rbp, qword ptr [r15 + 512]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c15:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 15
-    lea rcx, [rip + .Lc1_d751_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d751_s_t
-    .p2align 3
-.Lc1_d751_s:
-    .p2align 3
-    jmp .Lc1_d751_j
-    .p2align 3
-    jmp .Lc1_d751_j
-    .p2align 3
-    jmp .Lc1_d751_j
-    .p2align 3
-    jmp .Lc1_d751_j
-    .p2align 3
-    jmp .Lc1_d751_j
-    .p2align 3
-    jmp .Lc1_d751_j
-    .p2align 3
-    jmp .Lc1_d751_j
-    .p2align 3
-    jmp .Lc1_d751_j
-    .p2align 3
-    jmp .Lc1_d751_j
-    .p2align 3
-    jmp .Lc1_d751_j
-    .p2align 3
-    jmp .Lc1_d751_j
-    .p2align 3
-    jmp .Lc1_d751_j
-    .p2align 3
-    jmp .Lc1_d751_j
-    .p2align 3
-    jmp .Lc1_d751_j
-    .p2align 3
-    jmp .Lc1_d751_j
-    .p2align 3
-    jmp .Lc1_d751_j
-.Lc1_d751_j:
-    mov r8, r11
-    and r8, 8128
-    movsxd rcx, dword ptr [r15 + r8 + 7488]
-    movzx eax, r8b
-    movzx r8d, cl
-    mov r8, r11
-    and edx, dword ptr [r15 + 512]
+    mov edi, 28
+    mov dword ptr [r15 + 384], 66
+    mov qword ptr [r15 + 128], rbp
+    mov rbp, r11
+    mov r9, r11
+    and rbp, 1984
+    movsxd r8, dword ptr [r15 + rbp + 1344]
+    and r9, 8128
+    movzx ebp, byte ptr [r15 + r9 + 7488]
     jmp 1f
 1:
-    mov dword ptr [r15 + 64], 215
-    and r8, 16320
-    mov rax, qword ptr [r15 + r8 + 15680]
+    mov eax, dword ptr [r15 + 640]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], edi
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov byte ptr [r15 + 192], al
+    mov rdi, rax
+    mov dword ptr [r15 + 64], 21
+    jmp 1f
+1:
+    mov r9, r11
+    mov rdi, qword ptr [r15 + 64]
+    and r9, 448
+    and edi, dword ptr [r15 + r9 + 832]
+    mov edx, dword ptr [r15 + 512]
+    jmp 1f
+1:
+    mov qword ptr [r15 + 192], rdx
+    jmp 1f
+1:
+    mov dword ptr [r15 + 448], 173
+    mov dword ptr [r15 + 320], edi
+    jmp 1f
+1:
+    mov edx, dword ptr [r15 + 256]
+    movzx edi, dil
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c16:
-    vpshufd xmm0, xmm15, 137
-    mov rcx, qword ptr [r15 + 128]
-    mov r8, rcx
-    mov rcx, rdx
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 15
+    lea rcx, [rip + .Lc1_d766_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d766_s_t
+    .p2align 3
+.Lc1_d766_s:
+    .p2align 3
+    jmp .Lc1_d766_j
+    .p2align 3
+    jmp .Lc1_d766_j
+    .p2align 3
+    jmp .Lc1_d766_j
+    .p2align 3
+    jmp .Lc1_d766_j
+    .p2align 3
+    jmp .Lc1_d766_j
+    .p2align 3
+    jmp .Lc1_d766_j
+    .p2align 3
+    jmp .Lc1_d766_j
+    .p2align 3
+    jmp .Lc1_d766_j
+    .p2align 3
+    jmp .Lc1_d766_j
+    .p2align 3
+    jmp .Lc1_d766_j
+    .p2align 3
+    jmp .Lc1_d766_j
+    .p2align 3
+    jmp .Lc1_d766_j
+    .p2align 3
+    jmp .Lc1_d766_j
+    .p2align 3
+    jmp .Lc1_d766_j
+    .p2align 3
+    jmp .Lc1_d766_j
+    .p2align 3
+    jmp .Lc1_d766_j
+.Lc1_d766_j:
+    mov ecx, 238
+    mov ecx, dword ptr [r15 + 320]
     jmp 1f
 1:
-    mov dword ptr [r15 + 192], 65
+    jmp 1f
+1:
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, al
+    movzx r9d, byte ptr [r15 + 448]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, ecx
-    mov edx, dword ptr [r15 + 320]
-    jmp 1f
-1:
-    vpcmpeqb xmm0, xmm0, xmmword ptr [r15 + 448]
-    mov qword ptr [r15 + 320], rsi
-    vmovdqu xmm11, xmmword ptr [r15 + 768]
-    jmp 1f
-1:
-    mov byte ptr [r15 + 256], dl
-    jmp 1f
-1:
-    mov edx, 130
-    jmp 1f
-1:
-    movsxd rdx, dword ptr [r15 + 384]
-    mov rsi, rsi
-    jmp 1f
-1:
-    mov ecx, 24
-    movsxd rsi, dword ptr [r15 + 128]
-    mov rcx, rsi
-    mov dword ptr [r15 + 512], 213
-    mov rbp, r11
-    mov esi, r9d
-    mov r9, r11
-    and rbp, 4032
-    movsxd rsi, dword ptr [r15 + rbp + 3392]
-    and r9, 448
-    mov qword ptr [r15 + r9 + 832], r9
-    mov ebp, 249
-    mov qword ptr [r15 + 64], rbp
-    mov qword ptr [r15 + 256], rbp
-    add r11, 64
+    movzx eax, dil
+    add rdi, qword ptr [r15 + 704]
+    mov eax, dword ptr [r15 + 384]
+    mov qword ptr [r15 + 128], r9
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c17:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 536870912
-    setz al
-    lea rcx, [rip + .Lc1_d840_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d840_s_t
-    .p2align 3
-.Lc1_d840_s:
-    .p2align 3
-    jmp .Lc1_d840_j
-    .p2align 3
-    jmp .Lc1_d840_j
-.Lc1_d840_j:
-    mov rcx, rax
-    vpor xmm11, xmm11, xmm0
-    mov eax, esi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, ecx
+    mov r9, r11
     jmp 1f
 1:
+    mov rdi, qword ptr [r15 + 512]
+    and r9, 4032
+    mov qword ptr [r15 + r9 + 3392], rax
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r9d, 91
+    mov dword ptr [r15 + 128], 1
+    mov r9d, dword ptr [r15 + 192]
+    vpcmpeqb xmm8, xmm8, xmm5
+    mov byte ptr [r15 + 384], r9b
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r11
-    mov dword ptr [r15 + 320], ebp
-    mov dword ptr [r15 + 192], 191
-    movzx eax, byte ptr [r15 + 576]
-    and rbp, 8128
-    mov esi, dword ptr [r15 + rbp + 7488]
+    mov esi, r9d
+    mov r9, r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, esi
     test ebx, 1073741824
     jnz 1f
 1:
+    mov r9, r9
     jmp 1f
 1:
-    movsxd rcx, dword ptr [r15 + 512]
-    mov r8, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov esi, dword ptr [r15 + 448]
     jmp 1f
 1:
-    mov ebp, 160
-    jmp 1f
-1:
-    and r8, 1984
-    mov qword ptr [r15 + r8 + 1344], rbp
-    jmp 1f
-1:
-    mov dword ptr [r15 + 128], r8d
-    movzx ebp, al
-    movsxd rbp, dword ptr [r15 + 448]
-    mov dword ptr [r15 + 64], 186
-    mov r8d, dword ptr [r15 + 384]
+    movsxd r9, dword ptr [r15 + 320]
+    and r9d, dword ptr [r15 + 64]
+    mov rbp, r11
+    movzx eax, byte ptr [r15 + 512]
+    mov dword ptr [r15 + 64], eax
+    mov dword ptr [r15 + 768], esi
+    and rbp, 448
+    mov qword ptr [r15 + rbp + 832], rax
+    mov rbp, r11
+    mov eax, 87
+    mov dword ptr [r15 + 256], esi
+    vpcmpeqb xmm8, xmm8, xmm13
+    and rbp, 1984
+    mov dword ptr [r15 + rbp + 1344], ebp
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c18:
-    mov rbp, r11
-    mov rsi, qword ptr [r15 + 64]
-    vmovdqu ymmword ptr [r15 + 640], ymm11
-    and rbp, 4032
-    imul r8, qword ptr [r15 + rbp + 3392]
-    mov ebp, 130
-    jmp 1f
-1:
-    mov rbp, qword ptr [r15 + 384]
-    mov dword ptr [r15 + 0], ecx
-    jmp 1f
-1:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 2097152
+    setz al
+    lea rcx, [rip + .Lc1_d853_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d853_s_t
+    .p2align 3
+.Lc1_d853_s:
+    .p2align 3
+    jmp .Lc1_d853_j
+    .p2align 3
+    jmp .Lc1_d853_j
+.Lc1_d853_j:
+    mov byte ptr [r15 + 64], cl
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rbp
-    mov byte ptr [r15 + 0], bpl
-    mov rbp, rsi
-    movzx ecx, r8b
+    lea rbp, [r11 + r11*1]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 195
+    mov r9, r11
+    and rbp, 8128
+    mov rcx, qword ptr [r15 + rbp + 7488]
+    and r9, 448
+    mov dword ptr [r15 + r9 + 832], 85
+    mov rax, qword ptr [r15 + rbp + 7552]
     jmp 1f
 1:
+    movsxd rbp, dword ptr [r15 + 384]
+    mov r9d, 207
     jmp 1f
 1:
-    mov byte ptr [r15 + 0], bpl
-    mov rbp, r11
+    mov r9d, dword ptr [r15 + 192]
+    mov dword ptr [r15 + 128], 68
+    mov rsi, r9
     jmp 1f
 1:
-    mov r8, rbp
-    mov r8d, 166
-    and rbp, 448
-    mov rcx, qword ptr [r15 + rbp + 832]
-    mov rbp, r11
-    movzx r8d, byte ptr [r15 + 192]
-    mov dword ptr [r15 + 64], r8d
-    and rbp, 1984
-    mov byte ptr [r15 + rbp + 1344], cl
-    mov rbp, qword ptr [r15 + 448]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx ecx, byte ptr [r15 + 128]
-    mov dword ptr [r15 + 320], r8d
-    movzx r8d, bpl
-    movzx r8d, bpl
-    mov r8d, 79
-    mov r8d, dword ptr [r15 + 704]
-    movzx r9d, byte ptr [r15 + 256]
+    mov r9, rsi
+    mov r9, r11
+    mov edx, dword ptr [r15 + 128]
+    movsxd rdi, dword ptr [r15 + 576]
+    mov r8, rsi
+    and r9, 4032
+    mov rsi, qword ptr [r15 + r9 + 3392]
+    mov r9, qword ptr [r15 + 256]
+    movsxd rbp, dword ptr [r15 + 448]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c19:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 15
-    lea rcx, [rip + .Lc1_d934_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d934_s_t
-    .p2align 3
-.Lc1_d934_s:
-    .p2align 3
-    jmp .Lc1_d934_j
-    .p2align 3
-    jmp .Lc1_d934_j
-    .p2align 3
-    jmp .Lc1_d934_j
-    .p2align 3
-    jmp .Lc1_d934_j
-    .p2align 3
-    jmp .Lc1_d934_j
-    .p2align 3
-    jmp .Lc1_d934_j
-    .p2align 3
-    jmp .Lc1_d934_j
-    .p2align 3
-    jmp .Lc1_d934_j
-    .p2align 3
-    jmp .Lc1_d934_j
-    .p2align 3
-    jmp .Lc1_d934_j
-    .p2align 3
-    jmp .Lc1_d934_j
-    .p2align 3
-    jmp .Lc1_d934_j
-    .p2align 3
-    jmp .Lc1_d934_j
-    .p2align 3
-    jmp .Lc1_d934_j
-    .p2align 3
-    jmp .Lc1_d934_j
-    .p2align 3
-    jmp .Lc1_d934_j
-.Lc1_d934_j:
-    mov r8, r11
-    and r8, 8128
-    mov dword ptr [r15 + r8 + 7488], r8d
-    mov rcx, r8
-    mov r9, qword ptr [r15 + 320]
-    mov dword ptr [r15 + 512], eax
-    movzx eax, byte ptr [r15 + 256]
-    movsxd r8, dword ptr [r15 + 128]
-    mov dword ptr [r15 + 384], 127
+    mov rbp, r11
+    and rbp, 8128
+    movzx esi, byte ptr [r15 + rbp + 7488]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movzx ebp, byte ptr [r15 + 64]
+    jmp 1f
+1:
+    movzx r9d, byte ptr [r15 + 64]
+    jmp 1f
+1:
+    mov rcx, rsi
+    movzx esi, dil
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edi, ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, esi
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx esi, cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 384], esi
+    mov dword ptr [r15 + 320], esi
+    mov rsi, qword ptr [r15 + 448]
+    add r9, qword ptr [r15 + 128]
+    mov ecx, 133
+    movsxd rcx, dword ptr [r15 + 320]
+    mov rbp, r11
+    vmovdqu ymmword ptr [r15 + 512], ymm8
+    and rbp, 448
+    movzx r8d, byte ptr [r15 + rbp + 832]
+    jmp 1f
+1:
+    movzx ebp, r8b
+    mov r8d, 136
+    jmp 1f
+1:
+    mov rdx, rdx
+    jmp 1f
+1:
+    mov byte ptr [r15 + 640], dl
+    mov r8d, 203
+    mov edx, dword ptr [r15 + 256]
+    vmovdqu ymmword ptr [r15 + 384], ymm8
+    mov r8, rcx
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c20:
-    mov eax, dword ptr [r15 + 128]
+    lea rcx, [rip + .Lc1_d942_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d942_j_t
+.Lc1_d942_j:
+    mov r8, r11
+    jmp 1f
+1:
+    mov rcx, qword ptr [r15 + 384]
+    movsxd rdx, dword ptr [r15 + 320]
+    and r8, 4032
+    movsxd rbp, dword ptr [r15 + r8 + 3392]
+    vmovdqu ymmword ptr [r15 + 512], ymm8
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, r8d
+    mov r8, rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, r8d
+    .byte 0x66, 0x90
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu xmmword ptr [r15 + 0], xmm11
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovq qword ptr [r15 + 0], xmm11
-    movzx r8d, byte ptr [r15 + 256]
-    mov rcx, qword ptr [r15 + 320]
-    add rcx, qword ptr [r15 + 576]
     jmp 1f
 1:
-    mov rbp, qword ptr [r15 + 192]
-    movsxd r9, dword ptr [r15 + 448]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, r8d
     jmp 1f
 1:
-    mov r9, r11
-    mov rsi, rax
-    mov dword ptr [r15 + 448], ebp
-    and r9, 1984
-    mov qword ptr [r15 + r9 + 1344], r8
+    test ebx, 10752
+    jz 1f
+1:
     jmp 1f
 1:
-    mov r9, r11
-    movzx r8d, byte ptr [r15 + 512]
-    mov ebp, dword ptr [r15 + 384]
-    and r9, 4032
-    mov byte ptr [r15 + r9 + 3392], cl
-    mov eax, dword ptr [r15 + 384]
-    mov r9d, 145
-    mov qword ptr [r15 + 768], rsi
-    mov rcx, qword ptr [r15 + 64]
-    mov r9, r11
+    lea r8, [r11 + r11*1]
+    movzx ebp, dl
+    mov ebp, edx
+    and r8, 1984
+    mov ebp, dword ptr [r15 + r8 + 1344]
+    movzx edx, byte ptr [r15 + 128]
+    movzx ecx, byte ptr [r15 + 704]
+    movzx edi, bpl
+    mov ebp, dword ptr [r15 + 128]
+    mov qword ptr [r15 + 448], r8
+    mov r9d, 140
+    mov r9, r8
+    movzx eax, byte ptr [r15 + 64]
     jmp 1f
 1:
-    mov esi, r9d
-    and r9, 448
-    vmovdqu ymmword ptr [r15 + r9 + 832], ymm11
-    mov byte ptr [r15 + 64], r9b
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 192], 41
+    mov byte ptr [r15 + r8 + 1408], sil
+    movsxd r8, dword ptr [r15 + 768]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c21:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 15
-    lea rcx, [rip + .Lc1_d1014_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d1014_s_t
-    .p2align 3
-.Lc1_d1014_s:
-    .p2align 3
-    jmp .Lc1_d1014_j
-    .p2align 3
-    jmp .Lc1_d1014_j
-    .p2align 3
-    jmp .Lc1_d1014_j
-    .p2align 3
-    jmp .Lc1_d1014_j
-    .p2align 3
-    jmp .Lc1_d1014_j
-    .p2align 3
-    jmp .Lc1_d1014_j
-    .p2align 3
-    jmp .Lc1_d1014_j
-    .p2align 3
-    jmp .Lc1_d1014_j
-    .p2align 3
-    jmp .Lc1_d1014_j
-    .p2align 3
-    jmp .Lc1_d1014_j
-    .p2align 3
-    jmp .Lc1_d1014_j
-    .p2align 3
-    jmp .Lc1_d1014_j
-    .p2align 3
-    jmp .Lc1_d1014_j
-    .p2align 3
-    jmp .Lc1_d1014_j
-    .p2align 3
-    jmp .Lc1_d1014_j
-    .p2align 3
-    jmp .Lc1_d1014_j
-.Lc1_d1014_j:
+    mov dword ptr [r15 + 192], eax
+    mov eax, r8d
     mov rbp, r11
-    and rbp, 448
-    mov byte ptr [r15 + rbp + 832], cl
-    mov rbp, qword ptr [r15 + 128]
+    vmovdqu xmmword ptr [r15 + 384], xmm8
     jmp 1f
 1:
-    mov r9, r11
-    vpshufd xmm11, xmm0, 4
-    vpxor xmm11, xmm11, xmm0
-    and r9, 8128
-    add rax, qword ptr [r15 + r9 + 7488]
-    mov r9, qword ptr [r15 + 64]
+    and rbp, 448
+    mov qword ptr [r15 + rbp + 832], rbp
+    mov eax, 39
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, eax
+    mov eax, 20
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx esi, al
+    mov rdi, rdx
+    mov eax, 193
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 512], bpl
+    mov qword ptr [r15 + 64], rbp
+    mov rbp, r11
+    mov eax, esi
+    mov dword ptr [r15 + 64], esi
+    mov rsi, rbp
+    and rbp, 8128
+    mov qword ptr [r15 + rbp + 7488], rax
+    mov dword ptr [r15 + 256], ebp
+    mov dword ptr [r15 + 576], esi
+    movsxd rbp, dword ptr [r15 + 128]
+    mov r8, r11
+    mov rsi, qword ptr [r15 + 320]
+    mov dword ptr [r15 + 448], 180
+    mov eax, ebp
+    and r8, 4032
+    mov ebp, dword ptr [r15 + r8 + 3392]
+    mov r8d, ebp
+    jmp 1f
+1:
+    movzx ebp, byte ptr [r15 + 320]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c22:
-    movsxd r9, dword ptr [r15 + 640]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 8
+    setz al
+    lea rcx, [rip + .Lc1_d1039_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d1039_s_t
+    .p2align 3
+.Lc1_d1039_s:
+    .p2align 3
+    jmp .Lc1_d1039_j
+    .p2align 3
+    jmp .Lc1_d1039_j
+.Lc1_d1039_j:
     jmp 1f
 1:
-    movsxd rax, dword ptr [r15 + 448]
-    add r9, qword ptr [r15 + 128]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r9
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r9d, bpl
-    add r9, qword ptr [r15 + 0]
+    movzx ecx, al
+    mov dword ptr [r15 + 256], 232
     mov rbp, r11
-    mov rcx, rax
+    mov byte ptr [r15 + 320], bpl
+    and rbp, 448
+    movzx edx, byte ptr [r15 + rbp + 832]
+    mov rbp, r11
+    mov eax, ebp
+    jmp 1f
+1:
+    and rbp, 4032
+    mov rax, qword ptr [r15 + rbp + 3392]
+    movzx ebp, cl
+    vmovdqu ymmword ptr [r15 + 192], ymm8
+    mov ebp, 11
     mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 1984
-    mov dword ptr [r15 + rbp + 1344], 48
-    mov ebp, dword ptr [r15 + 512]
-    mov rax, qword ptr [r15 + 192]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
     jmp 1f
 1:
-    mov esi, 202
-    movzx esi, byte ptr [r15 + 320]
-    movsxd rdx, dword ptr [r15 + 384]
-    mov r8d, 5
     jmp 1f
 1:
-    mov r8, r11
-    vpcmpeqb xmm11, xmm11, xmm0
-    mov edi, dword ptr [r15 + 64]
-    mov eax, ecx
-    and r8, 4032
-    mov dword ptr [r15 + r8 + 3392], 63
-    mov r8, r11
-    mov byte ptr [r15 + 256], r8b
+    mov rbp, rbp
+    vpor xmm8, xmm8, xmm8
+    movzx ecx, byte ptr [r15 + 640]
+    mov qword ptr [r15 + 384], rax
+    movzx ebp, byte ptr [r15 + 704]
+    movzx eax, cl
+    mov rsi, rax
+    mov rax, qword ptr [r15 + 512]
     jmp 1f
 1:
-    movzx ecx, byte ptr [r15 + 320]
-    and r8, 8128
-    vmovdqu ymmword ptr [r15 + r8 + 7488], ymm11
-    vpaddq xmm11, xmm11, xmmword ptr [r15 + 128]
-    jmp 1f
-1:
-    mov r8, qword ptr [r15 + 704]
+    movzx ecx, byte ptr [r15 + 128]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c23:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 15
-    lea rcx, [rip + .Lc1_d1097_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d1097_s_t
-    .p2align 3
-.Lc1_d1097_s:
-    .p2align 3
-    jmp .Lc1_d1097_j
-    .p2align 3
-    jmp .Lc1_d1097_j
-    .p2align 3
-    jmp .Lc1_d1097_j
-    .p2align 3
-    jmp .Lc1_d1097_j
-    .p2align 3
-    jmp .Lc1_d1097_j
-    .p2align 3
-    jmp .Lc1_d1097_j
-    .p2align 3
-    jmp .Lc1_d1097_j
-    .p2align 3
-    jmp .Lc1_d1097_j
-    .p2align 3
-    jmp .Lc1_d1097_j
-    .p2align 3
-    jmp .Lc1_d1097_j
-    .p2align 3
-    jmp .Lc1_d1097_j
-    .p2align 3
-    jmp .Lc1_d1097_j
-    .p2align 3
-    jmp .Lc1_d1097_j
-    .p2align 3
-    jmp .Lc1_d1097_j
-    .p2align 3
-    jmp .Lc1_d1097_j
-    .p2align 3
-    jmp .Lc1_d1097_j
-.Lc1_d1097_j:
-    mov qword ptr [r15 + 384], rcx
-    mov ecx, dword ptr [r15 + 192]
-    movzx ebp, byte ptr [r15 + 512]
-    jmp 1f
-1:
-    mov r8, r11
-    movzx eax, al
-    movsxd rax, dword ptr [r15 + 768]
-    and r8, 448
-    mov r9, qword ptr [r15 + r8 + 832]
+    mov ecx, dword ptr [r15 + 384]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     jmp 1f
 1:
-    movsxd r8, dword ptr [r15 + 64]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rax, dword ptr [r15 + 128]
+    movzx ebp, al
+    mov r8, rcx
+    mov rbp, qword ptr [r15 + 512]
+    vpaddq xmm8, xmm8, xmmword ptr [r15 + 64]
+    mov rcx, rsi
+    mov byte ptr [r15 + 64], cl
+    lea r9, [r11 + r11*1]
+    mov byte ptr [r15 + 192], al
+    and r9, 1984
+    add rcx, qword ptr [r15 + r9 + 1408]
+    jmp 1f
+1:
+    mov rbp, r11
+    vpcmpeqb xmm8, xmm8, xmm10
+    mov dword ptr [r15 + r9 + 1344], r9d
+    and rbp, 8128
+    add rcx, qword ptr [r15 + rbp + 7488]
+    mov r9d, ecx
+    movsxd rcx, dword ptr [r15 + 384]
+    jmp 1f
+1:
+    mov ebp, edi
+    movzx edi, al
+    mov esi, edi
+    jmp 1f
+1:
+    mov dword ptr [r15 + 128], 178
+    mov dword ptr [r15 + 256], r9d
+    movzx ebp, byte ptr [r15 + 448]
+    mov qword ptr [r15 + 768], rbp
+    mov eax, edi
+    mov rsi, qword ptr [r15 + 320]
+    mov ebp, esi
+    mov edi, edx
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c24:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, r8b
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 16
+    setz al
+    lea rcx, [rip + .Lc1_d1134_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d1134_s_t
+    .p2align 3
+.Lc1_d1134_s:
+    .p2align 3
+    jmp .Lc1_d1134_j
+    .p2align 3
+    jmp .Lc1_d1134_j
+.Lc1_d1134_j:
+    mov qword ptr [r15 + 256], rax
     jmp 1f
 1:
-    jmp 1f
-1:
-    jmp 1f
-1:
+    and ecx, dword ptr [r15 + 320]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], r8
-    mov qword ptr [r15 + 0], rax
-    mov edx, eax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], edx
-    vmovdqu ymmword ptr [r15 + 0], ymm11
-    mov rax, rdx
-    mov byte ptr [r15 + 64], al
-    mov dword ptr [r15 + 320], 192
-    vmovdqu ymmword ptr [r15 + 256], ymm11
-    and eax, dword ptr [r15 + 128]
-    jmp 1f
-1:
-    mov rdx, qword ptr [r15 + 384]
-    mov r8, r11
-    mov ecx, dword ptr [r15 + 512]
-    mov r9, r11
-    and edx, dword ptr [r15 + 128]
-    and r8, 4032
     mov rbp, r11
-    or qword ptr [r15 + r8 + 3392], 32
-    and r9, 1984
-    mov r8, qword ptr [r15 + r9 + 1344]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, rcx
+    and rbp, 448
+    movzx ecx, byte ptr [r15 + rbp + 832]
+    mov rbp, r11
+    mov qword ptr [r15 + 192], rbp
+    mov rdi, rbp
+    and rbp, 4032
+    movsxd rdi, dword ptr [r15 + rbp + 3392]
+    mov qword ptr [r15 + 576], rax
+    mov rbp, r11
+    mov dword ptr [r15 + 512], ecx
     and rbp, 8128
-    vmovdqu ymmword ptr [r15 + rbp + 7488], ymm11
-    mov dword ptr [r15 + 576], ebp
-    mov r9d, 201
-    movzx ebp, byte ptr [r15 + 320]
-    mov r9d, dword ptr [r15 + 192]
-    mov esi, 31
+    mov rcx, qword ptr [r15 + rbp + 7488]
     jmp 1f
 1:
-    mov esi, dword ptr [r15 + 448]
+    jmp 1f
+1:
+    movsxd rax, dword ptr [r15 + 448]
+    mov dword ptr [r15 + 448], 30
+    jmp 1f
+1:
+    mov qword ptr [r15 + 64], rax
+    jmp 1f
+1:
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c25:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 131072
-    setz al
-    lea rcx, [rip + .Lc1_d1181_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d1181_s_t
-    .p2align 3
-.Lc1_d1181_s:
-    .p2align 3
-    jmp .Lc1_d1181_j
-    .p2align 3
-    jmp .Lc1_d1181_j
-.Lc1_d1181_j:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, rcx
+    mov eax, 215
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    vpshufd xmm11, xmm11, 109
-    movzx ecx, cl
-    mov dword ptr [r15 + 256], ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r11
-    mov rcx, qword ptr [r15 + 640]
-    mov eax, ecx
-    mov ecx, dword ptr [r15 + 512]
-    and rbp, 448
-    mov byte ptr [r15 + rbp + 832], bpl
-    mov r9, r11
+    mov byte ptr [r15 + 384], bpl
+    jmp 1f
+1:
+    mov edi, 145
+    mov dword ptr [r15 + 128], 184
+    mov ebp, eax
+    jmp 1f
+1:
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx r8d, byte ptr [r15 + 128]
+    mov edx, 176
+    and r8d, dword ptr [r15 + 384]
     jmp 1f
 1:
+    movzx ebp, r8b
     mov rbp, r11
-    and r9, 1984
-    mov qword ptr [r15 + r9 + 1344], rbp
-    mov byte ptr [r15 + 320], al
+    mov r9d, dword ptr [r15 + 640]
+    and rbp, 1984
+    vmovdqu xmm8, xmmword ptr [r15 + rbp + 1344]
+    mov qword ptr [r15 + 64], rdi
+    or qword ptr [r15 + 192], 31
+    mov rbp, r11
+    movsxd rdi, dword ptr [r15 + 320]
+    mov dword ptr [r15 + 448], 37
+    jmp 1f
+1:
+    mov r8, r11
     and rbp, 4032
     movzx eax, byte ptr [r15 + rbp + 3392]
-    mov ebp, dword ptr [r15 + 448]
+    add rbp, qword ptr [r15 + 256]
+    and r8, 8128
+    mov rcx, qword ptr [r15 + r8 + 7488]
     jmp 1f
 1:
-    and ecx, dword ptr [r15 + 384]
-    jmp 1f
-1:
-    mov r9d, 23
-    mov r9d, dword ptr [r15 + 64]
+    mov qword ptr [r15 + 512], r8
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c26:
+    lea rcx, [rip + .Lc1_d1220_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d1220_j_t
+.Lc1_d1220_j:
     jmp 1f
 1:
-    mov r9, r9
-    movzx eax, byte ptr [r15 + 448]
-    add rdx, qword ptr [r15 + 64]
-    mov ecx, ecx
-    movsxd r9, dword ptr [r15 + 192]
     mov ecx, ebp
+    mov ebp, dword ptr [r15 + 384]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, eax
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rdx
-    mov edx, eax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 6
     jmp 1f
 1:
-    mov byte ptr [r15 + 0], al
-    mov rdx, qword ptr [r15 + 512]
-    mov r8, r11
-    mov eax, dword ptr [r15 + 384]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, ebp
     jmp 1f
 1:
-    and r8, 448
-    movzx ebp, byte ptr [r15 + r8 + 832]
-    vmovq qword ptr [r15 + 384], xmm11
-    mov edi, dword ptr [r15 + 320]
-    add rbp, qword ptr [r15 + 704]
-    mov dword ptr [r15 + 64], eax
-    mov r8, r11
-    mov qword ptr [r15 + 192], rdx
-    and r8, 8128
-    xchg qword ptr [r15 + r8 + 7488], rbp
-    mov rsi, rdi
-    movsxd r8, dword ptr [r15 + 256]
-    mov rdi, rdi
-    mov r9, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    .byte 0x66, 0x90
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, ecx
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    and r9, 1984
-    mov byte ptr [r15 + r9 + 1344], r9b
-    movzx r9d, byte ptr [r15 + 128]
-    movzx edi, bpl
-    mov qword ptr [r15 + 128], r9
-    mov qword ptr [r15 + 768], rbp
+    movzx ebp, r8b
+    jmp 1f
+1:
+    vpshufd xmm8, xmm8, 121
+    lea rbp, [r11 + r11*1]
+    mov r8d, dword ptr [r15 + 768]
+    and rbp, 448
+    mov rdi, qword ptr [r15 + rbp + 896]
+    mov qword ptr [r15 + 64], rcx
+    jmp 1f
+1:
+    movzx ecx, byte ptr [r15 + rbp + 832]
+    mov dword ptr [r15 + 704], ecx
+    mov rbp, rbp
+    vmovdqu ymmword ptr [r15 + 128], ymm8
+    mov ecx, dword ptr [r15 + 128]
+    mov dword ptr [r15 + 256], 201
+    mov r9d, dword ptr [r15 + 448]
+    movsxd rbp, dword ptr [r15 + 320]
+    mov dword ptr [r15 + 512], 3
+    mov rbp, r11
+    mov byte ptr [r15 + 64], cl
+    and rbp, 1984
+    mov rcx, qword ptr [r15 + rbp + 1344]
+    mov ebp, 243
     add r11, 64
     inc rbx
     dec r13
@@ -2098,105 +2104,102 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d1273_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d1273_j_t
-.Lc1_d1273_j:
+    movzx ebp, byte ptr [r15 + 320]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], cl
-    mov qword ptr [r15 + 0], rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 18
-    mov rbp, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 8128
-    movsxd rcx, dword ptr [r15 + rbp + 7488]
-    mov r8, r11
-    mov ebp, ebp
+    mov dword ptr [r15 + 384], 158
     jmp 1f
 1:
-    mov r9, r11
-    and r8, 16320
-    movsxd rbp, dword ptr [r15 + r8 + 15680]
-    and r9, 4032
-    mov edx, dword ptr [r15 + r9 + 3392]
-    movsxd r9, dword ptr [r15 + 128]
-    jmp 1f
-1:
-    movzx r8d, byte ptr [r15 + 64]
-    test dword ptr [r15 + 67117724], 128
+    mov rax, qword ptr [r15 + 128]
+    mov r8, qword ptr [r15 + 64]
+    movsxd rcx, dword ptr [r15 + 448]
+    mov qword ptr [r15 + 576], rbp
+    test dword ptr [r15 + 67117723], 1
     jnz 1f
 1:
-    mov r8d, dword ptr [r15 + 320]
-    movzx r9d, dl
-    add rdx, qword ptr [r15 + 320]
+    mov ecx, 209
+    mov ecx, 118
     jmp 1f
 1:
-    mov dword ptr [r15 + 512], ebp
-    mov byte ptr [r15 + 576], al
+    mov rbp, r11
+    movsxd rsi, dword ptr [r15 + 128]
+    and rbp, 1984
+    movsxd rax, dword ptr [r15 + rbp + 1344]
     jmp 1f
 1:
-    movsxd r9, dword ptr [r15 + 64]
+    mov qword ptr [r15 + 64], r8
     jmp 1f
 1:
-    mov qword ptr [r15 + 256], r9
-    mov r9, r9
-    mov ebp, dword ptr [r15 + 448]
-    movzx r9d, byte ptr [r15 + 384]
-    mov eax, r8d
-    mov r8, rax
+    mov rbp, qword ptr [r15 + 512]
+    mov dword ptr [r15 + 192], 116
+    mov r8, r11
+    mov ecx, 45
+    and r8, 8128
+    vmovdqu ymmword ptr [r15 + r8 + 7488], ymm8
+    mov r9, r11
+    movzx r8d, byte ptr [r15 + 320]
+    and r9, 4032
+    mov dword ptr [r15 + r9 + 3392], esi
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c28:
-    add rax, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], al
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 4194304
+    setz al
+    lea rcx, [rip + .Lc1_d1313_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d1313_s_t
+    .p2align 3
+.Lc1_d1313_s:
+    .p2align 3
+    jmp .Lc1_d1313_j
+    .p2align 3
+    jmp .Lc1_d1313_j
+.Lc1_d1313_j:
+    movsxd rcx, dword ptr [r15 + 256]
+    movsxd rdi, dword ptr [r15 + 512]
+    mov eax, dword ptr [r15 + 384]
+    mov rbp, r11
+    mov dword ptr [r15 + 448], ebp
+    mov qword ptr [r15 + 320], rbp
+    and rbp, 4032
+    mov r8d, dword ptr [r15 + rbp + 3392]
+    mov rbp, rdx
+    mov rbp, r11
+    mov r9d, edi
     jmp 1f
 1:
-    mov r9d, 171
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, qword ptr [r15 + 640]
-    mov qword ptr [r15 + 256], r9
+    mov edx, ecx
+    and rbp, 1984
+    mov dword ptr [r15 + rbp + 1344], 24
+    jmp 1f
+1:
+    movsxd rbp, dword ptr [r15 + 640]
+    mov edi, 247
+    movzx ecx, al
+    mov rcx, qword ptr [r15 + 64]
+    jmp 1f
+1:
+    movzx edi, byte ptr [r15 + 128]
     mov rbp, r11
-    mov esi, dword ptr [r15 + 512]
-    mov r9, r11
-    mov r8d, r8d
+    mov rsi, qword ptr [r15 + 192]
+    movzx edi, dl
     and rbp, 448
-    mov r8, qword ptr [r15 + rbp + 832]
-    vmovq qword ptr [r15 + 64], xmm11
-    and r9, 1984
-    mov qword ptr [r15 + r9 + 1344], rax
+    mov dword ptr [r15 + rbp + 832], edi
     jmp 1f
 1:
-    mov byte ptr [r15 + 448], r9b
-    jmp 1f
-1:
-    mov r9, qword ptr [r15 + 128]
-    mov rbp, rbp
-    movsxd rax, dword ptr [r15 + 704]
-    mov dword ptr [r15 + 384], 175
-    mov qword ptr [r15 + 384], rax
-    mov dword ptr [r15 + 128], 105
-    movzx edi, al
-    vpcmpeqb xmm11, xmm11, xmm0
-    jmp 1f
-1:
-    mov rax, r9
-    mov r9d, 187
-    movsxd rdi, dword ptr [r15 + 448]
-    mov ebp, edi
-    mov rbp, r11
-    mov dword ptr [r15 + 320], ebp
-    mov r9, r9
-    mov ecx, 85
-    and rbp, 8128
-    mov r9d, dword ptr [r15 + rbp + 7488]
-    mov ebp, dword ptr [r15 + 192]
     jmp 1f
 1:
     jmp 1f
@@ -2206,51 +2209,69 @@ ditto_body_c1:
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c29:
-    lea rcx, [rip + .Lc1_d1366_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d1366_j_t
-.Lc1_d1366_j:
-    lea r8, [r11 + r11*1]
-    and r8, 4032
-    mov ecx, dword ptr [r15 + r8 + 3392]
-    mov ebp, dword ptr [r15 + 384]
     jmp 1f
 1:
-    mov dword ptr [r15 + 320], r9d
+    movzx ebp, bpl
+    mov r8, r11
+    mov ebp, r8d
+    mov ebp, 249
+    mov rbp, rdi
+    and r8, 448
+    mov rbp, qword ptr [r15 + r8 + 832]
+    jmp 1f
+1:
+    mov byte ptr [r15 + 64], r8b
+    mov esi, edi
+    jmp 1f
+1:
+    mov rsi, rsi
+    mov dword ptr [r15 + 128], 63
+    mov esi, esi
+    mov r8d, ebp
+    mov rbp, r11
+    and r8d, dword ptr [r15 + 320]
+    and rbp, 8128
+    mov dword ptr [r15 + rbp + 7488], 229
+    movzx esi, sil
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rsi, rsi
+    mov ebp, r8d
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], ecx
-    mov qword ptr [r15 + 0], r8
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, r11
-    mov edi, r9d
-    vpmovmskb ecx, xmm11
+    mov byte ptr [r15 + 512], sil
+    mov qword ptr [r15 + 192], rbp
+    mov ebp, 173
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + 384], ymm8
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movzx ebp, sil
+    movzx esi, bpl
+    jmp 1f
+1:
+    mov rsi, rbp
+    mov rbp, qword ptr [r15 + 128]
     mov rcx, r8
-    and r9, 1984
-    movzx ecx, byte ptr [r15 + r9 + 1344]
-    mov r9, r11
-    mov edx, 30
-    and r9, 448
-    add rdi, qword ptr [r15 + r9 + 832]
-    movzx r9d, byte ptr [r15 + 256]
-    movsxd rax, dword ptr [r15 + 448]
-    mov dword ptr [r15 + 64], edx
-    mov esi, 131
-    mov edx, 121
-    mov edx, dword ptr [r15 + 768]
-    movsxd rsi, dword ptr [r15 + 192]
-    vpaddq xmm11, xmm11, xmmword ptr [r15 + r8 + 3456]
-    mov qword ptr [r15 + 128], rsi
-    movzx r8d, byte ptr [r15 + 64]
-    mov rsi, rax
-    add rsi, qword ptr [r15 + 512]
-    movzx eax, r9b
     jmp 1f
 1:
-    mov r9d, eax
+    jmp 1f
+1:
+    .byte 0x0f, 0x1f, 0x00
+    movsxd rsi, dword ptr [r15 + 256]
+    mov qword ptr [r15 + 704], rbp
     add r11, 64
     inc rbx
     dec r13
@@ -2259,2174 +2280,2233 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    add r9, qword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, dword ptr [r15 + 384]
-    mov rdi, rax
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 4
+    setz al
+    lea rcx, [rip + .Lc1_d1414_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d1414_s_t
+    .p2align 3
+.Lc1_d1414_s:
+    .p2align 3
+    jmp .Lc1_d1414_j
+    .p2align 3
+    jmp .Lc1_d1414_j
+.Lc1_d1414_j:
     mov rbp, r11
     mov r8, r11
-    mov qword ptr [r15 + 192], r9
-    and rbp, 448
-    add rax, qword ptr [r15 + rbp + 832]
-    and r8, 8128
-    mov rbp, qword ptr [r15 + r8 + 7488]
-    movzx r8d, byte ptr [r15 + 256]
-    mov r9d, 106
-    movzx esi, r9b
+    and rbp, 4032
+    mov qword ptr [r15 + rbp + 3392], rbp
+    and r8, 1984
+    movsxd rcx, dword ptr [r15 + r8 + 1344]
+    mov qword ptr [r15 + 192], rax
     jmp 1f
 1:
-    mov r9d, dword ptr [r15 + 128]
-    add qword ptr [r15 + 64], r8
-    test dword ptr [r15 + 67117724], 134234144
-    jz 1f
+    jmp 1f
 1:
-    movzx r8d, byte ptr [r15 + 320]
-    mov r9, r9
-    movsxd r9, dword ptr [r15 + 448]
-    mov ebp, 63
-    mov edx, 191
-    movzx eax, dl
-    mov rdx, rsi
-    movzx esi, cl
-    mov ecx, 26
-    mov qword ptr [r15 + 576], rcx
-    movsxd rcx, dword ptr [r15 + 512]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r8d, ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    and ebp, dword ptr [r15 + 512]
+    xor dword ptr [r15 + 576], ebp
+    jmp 1f
+1:
     mov rbp, r11
-    mov esi, r8d
-    and rbp, 1984
-    mov rsi, qword ptr [r15 + rbp + 1344]
+    movzx ecx, bpl
     jmp 1f
 1:
-    movzx eax, byte ptr [r15 + 640]
+    jmp 1f
+1:
+    and rbp, 8128
+    movsxd rcx, dword ptr [r15 + rbp + 7488]
+    jmp 1f
+1:
+    movsxd r9, dword ptr [r15 + 768]
+    movzx edx, byte ptr [r15 + 64]
+    mov eax, 59
+    and edx, dword ptr [r15 + 128]
+    jmp 1f
+1:
+    movzx ebp, dl
+    mov eax, ebp
+    mov ebp, eax
+    add rax, qword ptr [r15 + 448]
+    mov byte ptr [r15 + 256], cl
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c31:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 2097152
-    setz al
-    lea rcx, [rip + .Lc1_d1460_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d1460_s_t
-    .p2align 3
-.Lc1_d1460_s:
-    .p2align 3
-    jmp .Lc1_d1460_j
-    .p2align 3
-    jmp .Lc1_d1460_j
+    lea rcx, [rip + .Lc1_d1460_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d1460_j_t
 .Lc1_d1460_j:
-    mov ecx, 28
-    movzx eax, dl
-    mov r8, qword ptr [r15 + 192]
-    mov rbp, r11
+    mov dword ptr [r15 + 64], ebp
+    mov ebp, dword ptr [r15 + 640]
     jmp 1f
 1:
-    and rbp, 1984
-    movsxd rcx, dword ptr [r15 + rbp + 1344]
-    mov rbp, qword ptr [r15 + 64]
-    mov edx, ebp
-    mov eax, edx
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 252
-    mov r9, r11
     mov r12, qword ptr [r15 + r12 + 56]
-    and r9, 4032
-    and edx, dword ptr [r15 + r9 + 3392]
-    mov dword ptr [r15 + 704], 67
-    movsxd rbp, dword ptr [r15 + 128]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edx, 220
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edx, 54
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r8d, byte ptr [r15 + 256]
+    jmp 1f
+1:
     mov r9, r11
     jmp 1f
 1:
     jmp 1f
 1:
-    movsxd rax, dword ptr [r15 + 384]
+    mov dword ptr [r15 + 128], r8d
     and r9, 8128
-    mov rsi, qword ptr [r15 + r9 + 7488]
-    movzx r9d, byte ptr [r15 + 320]
-    mov edi, 88
-    mov edi, dword ptr [r15 + 128]
-    movsxd rdx, dword ptr [r15 + 512]
+    mov byte ptr [r15 + r9 + 7488], dl
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r9, r11
+    movzx ecx, byte ptr [r15 + 320]
+    and r9, 448
+    mov qword ptr [r15 + r9 + 832], r9
+    mov edi, r9d
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov edi, 178
+    vmovdqu ymmword ptr [r15 + 320], ymm8
+    mov edx, edi
+    xor dword ptr [r15 + 448], edi
+    mov rbp, r11
+    add rdx, qword ptr [r15 + 384]
+    and rbp, 4032
+    mov dword ptr [r15 + rbp + 3392], 180
+    jmp 1f
+1:
+    mov rbp, rdi
+    mov r9d, edx
+    mov qword ptr [r15 + 384], r9
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c32:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 15
-    lea rcx, [rip + .Lc1_d1504_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d1504_s_t
-    .p2align 3
-.Lc1_d1504_s:
-    .p2align 3
-    jmp .Lc1_d1504_j
-    .p2align 3
-    jmp .Lc1_d1504_j
-    .p2align 3
-    jmp .Lc1_d1504_j
-    .p2align 3
-    jmp .Lc1_d1504_j
-    .p2align 3
-    jmp .Lc1_d1504_j
-    .p2align 3
-    jmp .Lc1_d1504_j
-    .p2align 3
-    jmp .Lc1_d1504_j
-    .p2align 3
-    jmp .Lc1_d1504_j
-    .p2align 3
-    jmp .Lc1_d1504_j
-    .p2align 3
-    jmp .Lc1_d1504_j
-    .p2align 3
-    jmp .Lc1_d1504_j
-    .p2align 3
-    jmp .Lc1_d1504_j
-    .p2align 3
-    jmp .Lc1_d1504_j
-    .p2align 3
-    jmp .Lc1_d1504_j
-    .p2align 3
-    jmp .Lc1_d1504_j
-    .p2align 3
-    jmp .Lc1_d1504_j
-.Lc1_d1504_j:
-    mov rcx, rcx
-    mov rbp, r11
-    nop
-    and rbp, 448
-    movzx ecx, byte ptr [r15 + rbp + 832]
-    movsxd rbp, dword ptr [r15 + 64]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r9d, dl
     jmp 1f
 1:
-    mov r9, rax
-    movzx eax, byte ptr [r15 + 320]
-    mov dword ptr [r15 + 256], ebp
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov ebp, 174
-    vpaddq xmm11, xmm11, xmmword ptr [r15 + 448]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edx, r9d
+    movzx edx, r9b
+    mov r9d, edx
+    movzx edx, dil
+    mov edx, 105
+    mov edi, edx
+    mov r9d, dword ptr [r15 + 704]
+    jmp 1f
+1:
+    mov qword ptr [r15 + 64], r9
+    jmp 1f
+1:
+    mov dword ptr [r15 + 192], r9d
+    movsxd rbp, dword ptr [r15 + 448]
+    mov esi, dword ptr [r15 + 64]
+    jmp 1f
+1:
+    movzx r9d, byte ptr [r15 + 128]
+    mov rdi, r9
     .byte 0x0f, 0x1f, 0x00
+    mov byte ptr [r15 + 512], sil
+    movzx r8d, bpl
+    vpcmpeqb xmm8, xmm8, xmm4
+    jmp 1f
+1:
+    mov rbp, rsi
+    mov rcx, rsi
+    mov dword ptr [r15 + 384], 44
+    mov dword ptr [r15 + 768], 239
+    mov ebp, 26
+    mov qword ptr [r15 + 384], rax
+    mov qword ptr [r15 + 256], r8
+    mov dword ptr [r15 + 320], ebp
+    mov r8, r11
+    mov ebp, r9d
+    and r8, 1984
+    mov qword ptr [r15 + r8 + 1344], rbp
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c33:
-    mov dword ptr [r15 + 768], 168
-    movsxd rbp, dword ptr [r15 + 320]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], ebp
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 0], ymm11
-    mov dword ptr [r15 + 0], 234
-    mov byte ptr [r15 + 0], bpl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, ebp
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    vpcmpeqb xmm11, xmm11, xmmword ptr [r15 + 576]
-    mov qword ptr [r15 + 128], rax
-    mov rbp, qword ptr [r15 + 384]
-    mov rax, qword ptr [r15 + 448]
-    mov r9, qword ptr [r15 + 128]
-    mov ecx, edi
-    mov edi, dword ptr [r15 + 256]
-    mov rcx, qword ptr [r15 + 512]
-    mov r8, r11
-    mov esi, r8d
-    mov edx, dword ptr [r15 + 64]
-    and r8, 8128
-    movzx esi, byte ptr [r15 + r8 + 7488]
-    mov r8, r11
-    movzx eax, byte ptr [r15 + 320]
-    mov rax, rax
-    mov rdi, qword ptr [r15 + 384]
-    and r8, 4032
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d1563_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d1563_j_t
+.Lc1_d1563_j:
     mov rbp, r11
-    movsxd rdi, dword ptr [r15 + r8 + 3392]
-    mov qword ptr [r15 + 192], rdi
-    and rbp, 1984
-    mov byte ptr [r15 + rbp + 1344], r8b
+    and rbp, 448
+    mov ecx, dword ptr [r15 + rbp + 832]
+    mov ebp, dword ptr [r15 + 128]
+    mov r8, r11
+    add rbp, qword ptr [r15 + 384]
+    jmp 1f
+1:
+    mov byte ptr [r15 + 256], al
+    and r8, 1984
+    mov byte ptr [r15 + r8 + 1344], al
+    mov rax, r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, r8
+    test dword ptr [r15 + 67117724], 524288
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r11
+    mov dword ptr [r15 + 576], 122
+    and rbp, 8128
+    mov r8d, dword ptr [r15 + rbp + 7488]
+    mov dword ptr [r15 + 128], 133
+    movsxd rdx, dword ptr [r15 + 512]
+    jmp 1f
+1:
+    mov ebp, dword ptr [r15 + 192]
+    mov ecx, 67
+    mov qword ptr [r15 + 64], rcx
+    movzx ecx, byte ptr [r15 + 320]
+    jmp 1f
+1:
+    movsxd rax, dword ptr [r15 + 320]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c34:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 15
-    lea rcx, [rip + .Lc1_d1590_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d1590_s_t
-    .p2align 3
-.Lc1_d1590_s:
-    .p2align 3
-    jmp .Lc1_d1590_j
-    .p2align 3
-    jmp .Lc1_d1590_j
-    .p2align 3
-    jmp .Lc1_d1590_j
-    .p2align 3
-    jmp .Lc1_d1590_j
-    .p2align 3
-    jmp .Lc1_d1590_j
-    .p2align 3
-    jmp .Lc1_d1590_j
-    .p2align 3
-    jmp .Lc1_d1590_j
-    .p2align 3
-    jmp .Lc1_d1590_j
-    .p2align 3
-    jmp .Lc1_d1590_j
-    .p2align 3
-    jmp .Lc1_d1590_j
-    .p2align 3
-    jmp .Lc1_d1590_j
-    .p2align 3
-    jmp .Lc1_d1590_j
-    .p2align 3
-    jmp .Lc1_d1590_j
-    .p2align 3
-    jmp .Lc1_d1590_j
-    .p2align 3
-    jmp .Lc1_d1590_j
-    .p2align 3
-    jmp .Lc1_d1590_j
-.Lc1_d1590_j:
-    movsxd rsi, dword ptr [r15 + 384]
     jmp 1f
 1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov byte ptr [r15 + 128], cl
+    mov ecx, 237
     mov rbp, r11
-    mov dword ptr [r15 + 192], esi
+    mov rsi, qword ptr [r15 + 128]
     and rbp, 448
-    mov rcx, qword ptr [r15 + rbp + 832]
+    movsxd rax, dword ptr [r15 + rbp + 832]
     jmp 1f
 1:
-    vmovdqu ymmword ptr [r15 + 512], ymm11
-    movsxd rbp, dword ptr [r15 + 64]
+    mov ecx, 197
+    movzx ebp, cl
+    mov byte ptr [r15 + 640], sil
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rsi, rdx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov esi, 195
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 192], ecx
+    mov dword ptr [r15 + 448], 168
+    vpor xmm8, xmm8, xmm8
+    mov rbp, r11
+    mov ecx, dword ptr [r15 + 384]
+    mov edx, 171
+    jmp 1f
+1:
+    and rbp, 1984
+    xor dword ptr [r15 + rbp + 1344], ebp
+    mov dword ptr [r15 + 64], 76
+    movzx r9d, bpl
+    mov dword ptr [r15 + 384], ecx
+    vmovq xmm8, r9
+    movsxd rcx, dword ptr [r15 + 512]
+    mov byte ptr [r15 + 448], bpl
+    movzx ebp, bpl
+    movzx r9d, bpl
+    mov rbp, qword ptr [r15 + 320]
+    mov r9, r11
+    jmp 1f
+1:
+    and r9, 4032
+    mov byte ptr [r15 + r9 + 3392], bpl
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c35:
-    movsxd rbp, dword ptr [r15 + 384]
-    mov rcx, qword ptr [r15 + 704]
-    and ebp, dword ptr [r15 + 64]
-    add rcx, qword ptr [r15 + 640]
-    mov edx, dword ptr [r15 + 448]
-    mov esi, dword ptr [r15 + 256]
-    mov eax, 198
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 1
+    setz al
+    lea rcx, [rip + .Lc1_d1650_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d1650_s_t
+    .p2align 3
+.Lc1_d1650_s:
+    .p2align 3
+    jmp .Lc1_d1650_j
+    .p2align 3
+    jmp .Lc1_d1650_j
+.Lc1_d1650_j:
+    mov qword ptr [r15 + 384], rcx
+    mov ecx, 47
     jmp 1f
 1:
-    mov rax, rcx
-    vpcmpeqb xmm11, xmm11, xmmword ptr [r15 + 0]
+    mov qword ptr [r15 + 64], rcx
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 75
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, dword ptr [r15 + 128]
-    mov r8d, eax
-    mov dword ptr [r15 + 192], 29
-    mov r8, r11
-    mov edi, 178
-    and r8, 8128
-    mov r9, qword ptr [r15 + r8 + 7488]
-    mov r8, r11
-    mov edi, dword ptr [r15 + 320]
-    movsxd rax, dword ptr [r15 + 64]
+    mov ecx, 42
+    mov byte ptr [r15 + 192], al
+    jmp 1f
+1:
+    mov eax, 177
+    mov byte ptr [r15 + 512], cl
+    movzx ecx, al
     mov r9, r11
-    and r8, 1984
-    movzx eax, byte ptr [r15 + r8 + 1344]
-    and r9, 4032
-    movzx r8d, byte ptr [r15 + r9 + 3392]
-    mov dword ptr [r15 + 320], 90
-    mov r9, rdi
-    mov rdi, qword ptr [r15 + 512]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov rbp, r8
+    and r9, 8128
+    movsxd r8, dword ptr [r15 + r9 + 7488]
+    vpaddd xmm8, xmm8, xmm8
+    mov dword ptr [r15 + 256], 150
+    jmp 1f
+1:
+    mov rbp, r11
+    movzx r9d, bpl
+    movsxd rax, dword ptr [r15 + 704]
+    and rbp, 4032
+    movsxd r9, dword ptr [r15 + rbp + 3392]
+    mov qword ptr [r15 + 320], rax
+    mov qword ptr [r15 + 128], r9
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c36:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 134217728
-    setz al
-    lea rcx, [rip + .Lc1_d1670_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d1670_s_t
-    .p2align 3
-.Lc1_d1670_s:
-    .p2align 3
-    jmp .Lc1_d1670_j
-    .p2align 3
-    jmp .Lc1_d1670_j
-.Lc1_d1670_j:
     mov r8, r11
-    mov dword ptr [r15 + 128], 94
+    and r8, 8128
+    mov qword ptr [r15 + r8 + 7488], r9
+    mov dword ptr [r15 + 128], 59
     jmp 1f
-1:
-    and r8, 448
-    mov ecx, dword ptr [r15 + r8 + 832]
-    jmp 1f
-1:
-    vmovdqu ymmword ptr [r15 + 320], ymm11
-    mov r9, r11
-    jmp 1f
-1:
-    and r9, 4032
-    movzx r8d, byte ptr [r15 + r9 + 3392]
-    mov r9d, ecx
-    mov rax, rcx
-    mov r9d, 159
-    test dword ptr [r15 + 67117724], 17039360
-    jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, r11
+    movzx r8d, r8b
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 158
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 512], r8d
+    mov r9d, dword ptr [r15 + 64]
     movzx r8d, byte ptr [r15 + 64]
+    test ebx, 221184
+    jz 1f
+1:
     jmp 1f
 1:
-    and r9, 8128
-    mov rcx, qword ptr [r15 + r9 + 7488]
+    movsxd r8, dword ptr [r15 + 128]
+    mov qword ptr [r15 + 192], r8
+    mov qword ptr [r15 + 576], r9
+    movsxd r8, dword ptr [r15 + 448]
+    mov byte ptr [r15 + 768], r8b
     jmp 1f
 1:
-    movzx r9d, byte ptr [r15 + 256]
-    movsxd rax, dword ptr [r15 + 448]
-    mov edi, dword ptr [r15 + 384]
-    movsxd rbp, dword ptr [r15 + 768]
-    movzx edx, byte ptr [r15 + 512]
+    mov rbp, r11
+    movsxd r9, dword ptr [r15 + 320]
+    and rbp, 1984
+    mov qword ptr [r15 + rbp + 1344], rbp
+    movzx ebp, bpl
+    jmp 1f
+1:
+    mov rbp, r11
+    movzx r8d, byte ptr [r15 + 448]
+    inc dword ptr [r15 + 256]
+    and rbp, 448
+    mov rcx, qword ptr [r15 + rbp + 832]
+    and ebp, dword ptr [r15 + 384]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c37:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rax
-    jmp 1f
-1:
-    mov eax, 26
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, dil
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rax
-    mov r8, r11
-    add rdx, qword ptr [r15 + 0]
-    and r8, 1984
-    mov rbp, r11
-    mov edi, dword ptr [r15 + r8 + 1344]
-    and rbp, 448
-    mov byte ptr [r15 + rbp + 832], al
-    jmp 1f
-1:
-    mov ecx, 134
-    movsxd rax, dword ptr [r15 + 64]
-    mov dword ptr [r15 + 576], eax
-    mov eax, edx
-    movzx esi, byte ptr [r15 + 448]
-    movzx ebp, byte ptr [r15 + 640]
-    mov dword ptr [r15 + 128], edi
-    mov edi, ebp
-    mov dword ptr [r15 + 192], 72
-    add rdx, qword ptr [r15 + 128]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    vpcmpeqb xmm11, xmm11, xmmword ptr [r15 + 384]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 320], edi
-    mov rdi, rdx
-    jmp 1f
-1:
-    mov edi, dword ptr [r15 + 256]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 512], edi
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r9, r11
-    movzx edi, r9b
-    and r9, 8128
-    mov qword ptr [r15 + r9 + 7488], r9
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c38:
-    lea rcx, [rip + .Lc1_d1759_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d1759_j_t
-.Lc1_d1759_j:
-    mov r9, r11
-    vmovdqu xmmword ptr [r15 + 256], xmm11
-    mov dword ptr [r15 + 512], edi
-    and r9, 448
-    movsxd rcx, dword ptr [r15 + r9 + 832]
-    mov rdi, rdi
-    mov rdi, r9
-    mov dword ptr [r15 + 0], edi
-    mov edi, r9d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, edi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rdi, rcx
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rcx
-    mov ecx, 188
-    mov ecx, dword ptr [r15 + 64]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rcx, qword ptr [r15 + 448]
-    movsxd r9, dword ptr [r15 + 192]
-    nop
-    mov edi, edi
-    mov rdi, qword ptr [r15 + 384]
-    mov rbp, r11
-    movsxd rdx, dword ptr [r15 + 704]
-    mov r8, r11
-    jmp 1f
-1:
-    and rbp, 1984
-    mov qword ptr [r15 + rbp + 1344], rcx
-    and r8, 4032
-    mov ecx, dword ptr [r15 + r8 + 3392]
-    mov rbp, r9
-    mov r9, qword ptr [r15 + 64]
-    mov rax, r9
-    mov r9d, edi
-    mov r8d, esi
-    add qword ptr [r15 + 320], r8
-    mov r9, qword ptr [r15 + 128]
-    movzx esi, bpl
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c39:
-    mov byte ptr [r15 + 0], sil
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovq qword ptr [r15 + 0], xmm11
-    mov rsi, r9
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, 198
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 320], ymm11
-    jmp 1f
-1:
-    mov r9, qword ptr [r15 + 256]
-    jmp 1f
-1:
-    mov esi, r9d
-    mov r9, qword ptr [r15 + 64]
-    movsxd rcx, dword ptr [r15 + 384]
-    vpshufd xmm11, xmm11, 30
-    mov r8d, dword ptr [r15 + 384]
-    movzx edi, r8b
-    jmp 1f
-1:
-    movsxd rbp, dword ptr [r15 + 192]
-    mov r8d, r9d
-    mov r9d, 109
-    movsxd r9, dword ptr [r15 + 512]
-    jmp 1f
-1:
-    movsxd rax, dword ptr [r15 + 128]
-    movzx edx, sil
-    movzx esi, r9b
-    vmovdqu ymmword ptr [r15 + 448], ymm11
-    jmp 1f
-1:
-    mov esi, esi
-    mov r9, r11
-    mov r8, rax
-    jmp 1f
-1:
-    mov r8, r11
-    and r9, 1984
-    and esi, dword ptr [r15 + r9 + 1344]
-    mov r9, r11
-    and r8, 8128
-    mov rax, qword ptr [r15 + r8 + 7488]
-    and eax, dword ptr [r15 + 768]
-    and r9, 16320
-    mov dword ptr [r15 + r9 + 15680], esi
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c40:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d1860_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d1860_j_t
-.Lc1_d1860_j:
-    movzx ecx, cl
-    mov dword ptr [r15 + 320], 127
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r9d, dword ptr [r15 + 0]
-    vmovdqu xmmword ptr [r15 + 0], xmm11
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 448
-    movsxd rcx, dword ptr [r15 + r8 + 832]
-    mov r8d, 122
-    mov eax, 105
-    mov r8, r11
-    jmp 1f
-1:
-    mov rbp, r11
-    and r8, 8128
-    mov dword ptr [r15 + r8 + 7488], 65
-    and rbp, 4032
-    mov r8, qword ptr [r15 + rbp + 3392]
-    mov rbp, r8
-    mov rsi, rax
-    test dword ptr [r15 + 67117723], 537935880
-    jz 1f
-1:
-    mov dword ptr [r15 + 448], esi
-    mov esi, 108
-    mov rsi, qword ptr [r15 + 384]
-    add r8, qword ptr [r15 + 64]
-    jmp 1f
-1:
-    mov ebp, dword ptr [r15 + 576]
-    mov eax, dword ptr [r15 + 192]
-    mov edx, dword ptr [r15 + 512]
-    mov dword ptr [r15 + 128], 242
-    movzx edi, r8b
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r9d, 24
-    movsxd r8, dword ptr [r15 + 128]
-    jmp 1f
-1:
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c41:
-    mov ecx, dword ptr [r15 + 128]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx esi, cl
-    mov esi, esi
-    mov r8, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rsi, r8
-    and r8, 1984
-    mov r9, r11
-    mov qword ptr [r15 + r8 + 1344], rcx
-    mov r8d, 50
-    and r9, 4032
-    mov r8, qword ptr [r15 + r9 + 3392]
-    mov dword ptr [r15 + 448], r9d
-    mov r9d, 242
-    mov r9d, r9d
-    mov r9, r9
-    jmp 1f
-1:
-    mov r9, r11
-    mov ecx, 45
-    movzx esi, sil
-    mov byte ptr [r15 + 512], r8b
-    and r9, 448
-    mov dword ptr [r15 + r9 + 832], r9d
-    movzx esi, byte ptr [r15 + 384]
-    mov r8d, 186
-    mov r9d, r8d
-    jmp 1f
-1:
-    movzx ebp, sil
-    mov r9, qword ptr [r15 + 64]
-    mov ebp, dword ptr [r15 + 320]
-    mov dword ptr [r15 + 64], 38
-    mov r8, rbp
-    movzx ebp, byte ptr [r15 + 192]
-    mov rcx, rsi
-    mov rsi, qword ptr [r15 + 640]
-    movzx eax, byte ptr [r15 + 704]
-    jmp 1f
-1:
-    movzx edi, byte ptr [r15 + 320]
-    movsxd rdx, dword ptr [r15 + 256]
-    mov rbp, rdx
-    movzx edx, dil
-    mov rdx, rdx
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c42:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
     xor eax, eax
     test dword ptr [r15 + 67117724], 262144
     setz al
-    lea rcx, [rip + .Lc1_d1957_s]
+    lea rcx, [rip + .Lc1_d1738_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d1957_s_t
+    jmp .Lc1_d1738_s_t
     .p2align 3
-.Lc1_d1957_s:
+.Lc1_d1738_s:
     .p2align 3
-    jmp .Lc1_d1957_j
+    jmp .Lc1_d1738_j
     .p2align 3
-    jmp .Lc1_d1957_j
-.Lc1_d1957_j:
-    mov rdx, rcx
+    jmp .Lc1_d1738_j
+.Lc1_d1738_j:
+    mov ebp, dword ptr [r15 + 64]
+    mov rsi, r9
+    mov r8, r11
+    mov rcx, qword ptr [r15 + 320]
+    and r8, 448
+    and eax, dword ptr [r15 + r8 + 832]
+    movzx r8d, al
+    mov r8d, r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, 106
+    mov r8, rax
+    jmp 1f
+1:
+    mov eax, dword ptr [r15 + 256]
+    mov r9, r11
+    movzx esi, bpl
+    mov rbp, r8
+    vmovdqu ymmword ptr [r15 + 384], ymm8
+    and r9, 1984
+    mov byte ptr [r15 + r9 + 1344], bpl
+    mov r8, r11
+    mov byte ptr [r15 + 512], al
+    movzx r9d, r8b
+    and r8, 4032
+    mov r9, qword ptr [r15 + r8 + 3392]
+    mov byte ptr [r15 + 128], r9b
+    mov r9d, 214
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c38:
+    mov r8, r11
+    and r9d, dword ptr [r15 + 320]
+    and r8, 4032
+    movsxd rsi, dword ptr [r15 + r8 + 3392]
+    mov r8, r9
+    movzx r9d, byte ptr [r15 + 448]
+    mov eax, 66
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    movzx eax, al
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, rsi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov rbp, r11
+    jmp 1f
+1:
+    and rbp, 8128
+    mov dword ptr [r15 + rbp + 7488], 206
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov byte ptr [r15 + 320], bpl
+    jmp 1f
+1:
+    mov ebp, ebp
+    mov rbp, rbp
+    mov dword ptr [r15 + 256], ebp
+    mov ebp, 26
+    jmp 1f
+1:
+    movzx ebp, byte ptr [r15 + 64]
+    jmp 1f
+1:
+    vpcmpeqb xmm8, xmm8, xmm6
+    movzx eax, byte ptr [r15 + 384]
+    mov rcx, qword ptr [r15 + 128]
+    jmp 1f
+1:
+    mov rdx, qword ptr [r15 + 640]
+    mov edi, r9d
+    mov r9, r11
+    mov byte ptr [r15 + 448], r9b
+    mov dword ptr [r15 + 192], 188
+    mov rax, qword ptr [r15 + 512]
+    and r9, 1984
+    mov qword ptr [r15 + r9 + 1344], r8
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c39:
+    lea rcx, [rip + .Lc1_d1826_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d1826_j_t
+.Lc1_d1826_j:
+    mov ecx, dword ptr [r15 + 384]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, 205
+    mov r9d, r9d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r8d, r9b
+    mov r9, r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, qword ptr [r15 + 64]
+    mov r8d, dword ptr [r15 + 704]
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    mov r9, r11
+    mov qword ptr [r15 + 128], r8
+    mov qword ptr [r15 + 320], r9
+    mov r8, r8
+    and r9, 4032
+    mov ecx, dword ptr [r15 + r9 + 3392]
+    mov byte ptr [r15 + 768], dl
+    mov dword ptr [r15 + 256], 88
+    jmp 1f
+1:
     mov r8, r11
+    mov dword ptr [r15 + 64], 238
+    mov r9d, 99
+    and r8, 448
+    or qword ptr [r15 + r8 + 832], 117
+    mov r9, r11
+    vpcmpeqb xmm8, xmm8, xmmword ptr [r15 + 192]
+    and r9, 8128
+    vmovq qword ptr [r15 + r9 + 7488], xmm7
+    movzx r8d, byte ptr [r15 + 512]
+    jmp 1f
+1:
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c40:
+    mov dword ptr [r15 + 448], r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r9d, r8b
+    mov r8d, r8d
+    vpaddd xmm8, xmm8, xmm8
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, r8d
+    mov r9, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 128], 190
+    and r9, 1984
+    mov r8d, dword ptr [r15 + r9 + 1344]
+    mov r9, r11
+    jmp 1f
+1:
+    and r9, 448
+    add r8, qword ptr [r15 + r9 + 832]
+    movzx edx, byte ptr [r15 + 64]
+    mov rbp, r11
+    mov dword ptr [r15 + 192], ebp
     and rbp, 4032
-    mov ecx, dword ptr [r15 + rbp + 3392]
-    and r8, 1984
-    mov ebp, dword ptr [r15 + r8 + 1344]
-    mov r8d, edx
+    mov byte ptr [r15 + rbp + 3392], bpl
+    jmp 1f
+1:
+    and ebp, dword ptr [r15 + 128]
+    jmp 1f
+1:
+    mov byte ptr [r15 + 384], bpl
+    movzx ebp, bpl
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 576], 78
+    mov ebp, ebp
+    jmp 1f
+1:
+    movzx ebp, byte ptr [r15 + 640]
+    mov r9, qword ptr [r15 + 320]
+    movzx esi, byte ptr [r15 + 512]
+    movsxd rcx, dword ptr [r15 + 448]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c41:
+    lea rcx, [rip + .Lc1_d1917_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d1917_j_t
+.Lc1_d1917_j:
+    jmp 1f
+1:
+    mov ebp, ecx
+    mov dword ptr [r15 + 320], esi
+    and ecx, dword ptr [r15 + 192]
+    jmp 1f
+1:
+    mov qword ptr [r15 + 128], rcx
+    mov rsi, qword ptr [r15 + 256]
+    .byte 0x0f, 0x1f, 0x00
+    movsxd rcx, dword ptr [r15 + 768]
+    mov dword ptr [r15 + 512], 90
+    mov byte ptr [r15 + 64], cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, esi
+    mov dword ptr [r15 + 0], 46
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rdi, rcx
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, rdi
+    mov r12, qword ptr [r15 + r12 + 56]
+    add rcx, qword ptr [r15 + 0]
+    mov qword ptr [r15 + 704], rsi
+    jmp 1f
+1:
+    mov rsi, rcx
+    mov rbp, rdi
+    mov edi, edi
+    vpmovmskb edi, xmm8
+    mov dword ptr [r15 + 384], edi
+    mov rbp, r11
+    mov qword ptr [r15 + 256], rsi
+    and rbp, 1984
+    mov qword ptr [r15 + rbp + 1344], rdi
+    mov rbp, r11
+    vmovq qword ptr [r15 + 64], xmm8
+    jmp 1f
+1:
+    mov dword ptr [r15 + 384], edi
+    and rbp, 8128
+    add rsi, qword ptr [r15 + rbp + 7488]
+    mov edi, esi
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c42:
+    mov dword ptr [r15 + 448], edi
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    .byte 0x0f, 0x1f, 0x00
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r11
+    jmp 1f
+1:
+    and rbp, 4032
+    mov dword ptr [r15 + rbp + 3392], edi
+    mov qword ptr [r15 + 192], rbp
+    mov qword ptr [r15 + 128], rsi
+    movzx esi, sil
+    vmovq qword ptr [r15 + 576], xmm8
+    mov dword ptr [r15 + 384], 236
+    mov ebp, 226
+    mov rbp, qword ptr [r15 + 128]
     mov r8, r11
+    movsxd rsi, dword ptr [r15 + 512]
+    and r8, 448
+    movsxd rdi, dword ptr [r15 + r8 + 832]
+    mov r8d, dword ptr [r15 + 320]
+    mov dword ptr [r15 + 448], 213
     jmp 1f
 1:
+    mov rcx, rbp
     jmp 1f
 1:
-    and r8, 8128
-    movsxd rdx, dword ptr [r15 + r8 + 7488]
-    mov r8, qword ptr [r15 + 384]
-    vmovq qword ptr [r15 + 768], xmm11
+    movzx ebp, byte ptr [r15 + 320]
+    mov r9, r11
     jmp 1f
 1:
-    mov dword ptr [r15 + 64], 127
-    mov dword ptr [r15 + 256], 12
-    jmp 1f
-1:
-    mov rdi, rdx
-    jmp 1f
-1:
-    mov rdx, qword ptr [r15 + 128]
-    mov byte ptr [r15 + 192], r8b
-    mov qword ptr [r15 + 448], rdi
+    and r9, 8128
+    and ebp, dword ptr [r15 + r9 + 7488]
+    mov r9d, 10
+    movzx r9d, byte ptr [r15 + 64]
+    mov edx, ebp
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c43:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 94
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, edx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, 199
-    movzx edx, dil
-    mov r8d, 128
-    vpcmpeqb xmm11, xmm11, xmm10
+    lea rcx, [rip + .Lc1_d2011_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d2011_j_t
+.Lc1_d2011_j:
+    mov qword ptr [r15 + 256], rcx
+    movzx ecx, byte ptr [r15 + 128]
     jmp 1f
 1:
+    mov byte ptr [r15 + 64], cl
+    mov rcx, qword ptr [r15 + 64]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], cl
+    mov rbp, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 576], 199
-    mov edi, 180
-    mov byte ptr [r15 + 320], dil
-    mov rdi, qword ptr [r15 + 512]
+    mov r9d, 78
+    movzx ecx, r9b
+    jmp 1f
+1:
     test ebx, 1073741824
     jz 1f
 1:
-    mov byte ptr [r15 + 128], dl
-    mov edi, dword ptr [r15 + 384]
-    mov dword ptr [r15 + 256], edx
     jmp 1f
 1:
-    mov r8, qword ptr [r15 + 128]
+    jmp 1f
+1:
+    mov r9, r11
+    mov ecx, 118
+    mov ecx, ecx
+    movzx ecx, byte ptr [r15 + 448]
     mov rbp, r11
-    mov r9d, dword ptr [r15 + 448]
-    movzx edx, dil
-    and rbp, 448
-    mov dword ptr [r15 + rbp + 832], ebp
-    mov rbp, r11
-    mov r8, r11
-    mov rdi, rdx
+    and r9, 448
+    mov rsi, qword ptr [r15 + r9 + 832]
     and rbp, 8128
-    movzx edi, byte ptr [r15 + rbp + 7488]
+    mov r9d, dword ptr [r15 + rbp + 7488]
+    jmp 1f
+1:
+    movzx edx, byte ptr [r15 + 320]
+    mov ebp, dword ptr [r15 + 512]
+    mov r8, r11
+    jmp 1f
+1:
+    mov edi, r8d
     and r8, 1984
-    mov dword ptr [r15 + r8 + 1344], 246
-    movzx r8d, byte ptr [r15 + 64]
-    mov rbp, r9
+    movsxd rdi, dword ptr [r15 + r8 + 1344]
     jmp 1f
 1:
-    mov r9d, dword ptr [r15 + 320]
-    jmp 1f
-1:
-    mov ecx, 48
+    movsxd r8, dword ptr [r15 + 640]
+    movzx eax, byte ptr [r15 + 384]
+    mov r8, qword ptr [r15 + 192]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c44:
-    lea rcx, [rip + .Lc1_d2045_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d2045_j_t
-.Lc1_d2045_j:
-    mov rbp, r11
-    and rbp, 448
-    movzx ecx, byte ptr [r15 + rbp + 832]
-    movsxd rbp, dword ptr [r15 + 64]
-    vpaddq xmm11, xmm11, xmmword ptr [r15 + 64]
-    inc dword ptr [r15 + 384]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r9, rbp
+    vpxor xmm8, xmm8, xmm0
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, 148
-    mov rdx, rbp
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rdx, dword ptr [r15 + 704]
+    mov qword ptr [r15 + 448], rdx
+    movzx eax, byte ptr [r15 + 384]
+    mov rdx, qword ptr [r15 + 768]
+    mov r8, rdx
     mov r8, r11
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], 201
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 4032
-    mov qword ptr [r15 + r8 + 3392], r8
+    mov edi, dword ptr [r15 + 192]
     jmp 1f
 1:
-    mov ecx, dword ptr [r15 + 512]
-    mov r8, rcx
-    movsxd rcx, dword ptr [r15 + 704]
-    mov rbp, rcx
-    mov ecx, r8d
-    mov r8d, dword ptr [r15 + 192]
-    mov qword ptr [r15 + 128], r8
-    mov dword ptr [r15 + 384], r9d
-    mov r9, rbp
-    mov r8d, ebp
-    mov byte ptr [r15 + 256], r8b
-    mov rbp, rax
-    mov r8, qword ptr [r15 + 320]
-    movsxd rbp, dword ptr [r15 + 640]
-    vmovdqu ymmword ptr [r15 + 448], ymm11
+    and r8, 4032
+    mov byte ptr [r15 + r8 + 3392], dl
+    mov dword ptr [r15 + 320], 114
+    mov dword ptr [r15 + 256], r8d
+    mov qword ptr [r15 + 64], rax
+    movzx eax, byte ptr [r15 + 384]
+    mov edx, dword ptr [r15 + 512]
+    mov byte ptr [r15 + 128], r9b
+    movsxd r9, dword ptr [r15 + 128]
+    mov r8, r11
+    vpmovmskb ebp, xmm8
+    mov rbp, r11
+    and r8, 448
+    mov ecx, dword ptr [r15 + r8 + 832]
+    jmp 1f
+1:
+    and rbp, 1984
+    movsxd r8, dword ptr [r15 + rbp + 1344]
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c45:
-    jmp 1f
-1:
-    mov r9d, dword ptr [r15 + 64]
-    mov byte ptr [r15 + 384], bpl
-    mov rax, rbp
-    mov r8d, 7
-    mov r8, r11
-    jmp 1f
-1:
-    and r8, 8128
-    movzx ebp, byte ptr [r15 + r8 + 7488]
-    mov r8, rbp
-    mov ebp, r8d
-    mov r8, qword ptr [r15 + 192]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, rbp
-    mov ebp, 1
-    movzx ebp, dil
-    jmp 1f
-1:
-    mov rbp, r8
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1536
-    jnz 1f
-1:
-    mov esi, 92
-    mov r8d, ebp
-    mov r8d, r8d
-    jmp 1f
-1:
-    mov r9, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovq xmm11, r9
-    mov qword ptr [r15 + 0], rax
-    and r9, 4032
-    and r8d, dword ptr [r15 + r9 + 3392]
-    movsxd rdi, dword ptr [r15 + 512]
-    movzx r9d, byte ptr [r15 + 128]
-    mov byte ptr [r15 + 256], sil
-    movzx ebp, byte ptr [r15 + 448]
-    mov esi, dword ptr [r15 + 128]
-    mov r8, r11
-    mov rcx, qword ptr [r15 + 768]
-    jmp 1f
-1:
-    movzx eax, byte ptr [r15 + 320]
-    and r8, 1984
-    mov dword ptr [r15 + r8 + 1344], 241
-    mov r8d, 114
-    jmp 1f
-1:
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c46:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 1
-    setz al
-    lea rcx, [rip + .Lc1_d2146_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d2146_s_t
-    .p2align 3
-.Lc1_d2146_s:
-    .p2align 3
-    jmp .Lc1_d2146_j
-    .p2align 3
-    jmp .Lc1_d2146_j
-.Lc1_d2146_j:
-    mov rbp, r11
-    mov eax, dword ptr [r15 + 512]
-    movzx ecx, byte ptr [r15 + 192]
-    and rbp, 1984
-    mov byte ptr [r15 + rbp + 1344], sil
-    mov rbp, r11
-    jmp 1f
-1:
-    mov esi, 142
-    mov esi, 157
-    and rbp, 448
-    mov esi, dword ptr [r15 + rbp + 832]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, esi
-    mov rbp, rcx
-    jmp 1f
-1:
-    mov rcx, rsi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, eax
-    movzx esi, byte ptr [r15 + 576]
-    movzx r8d, sil
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx esi, byte ptr [r15 + 384]
-    mov r9, r11
-    movsxd rdx, dword ptr [r15 + 64]
-    movsxd rdi, dword ptr [r15 + 320]
-    jmp 1f
-1:
-    and r9, 8128
-    mov byte ptr [r15 + r9 + 7488], cl
-    mov ecx, dword ptr [r15 + 128]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c47:
-    mov dword ptr [r15 + 64], 119
-    mov eax, dword ptr [r15 + 448]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov ecx, edx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov edx, dword ptr [r15 + 256]
-    movsxd rcx, dword ptr [r15 + 448]
-    mov r8, r11
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rdx, r8
-    and r8, 4032
-    mov byte ptr [r15 + r8 + 3392], cl
-    mov dword ptr [r15 + 128], r8d
-    mov r8, r11
-    movsxd rcx, dword ptr [r15 + 640]
-    and edx, dword ptr [r15 + 64]
-    mov eax, edx
-    and r8, 1984
-    mov byte ptr [r15 + r8 + 1344], dl
-    movzx edx, r8b
-    add rax, qword ptr [r15 + 512]
-    mov dword ptr [r15 + 320], eax
-    mov rsi, qword ptr [r15 + 384]
-    mov rdi, qword ptr [r15 + 704]
-    mov r8d, dword ptr [r15 + 192]
-    mov rbp, r11
-    jmp 1f
-1:
-    jmp 1f
-1:
-    and rbp, 448
-    mov edx, dword ptr [r15 + rbp + 832]
-    mov dword ptr [r15 + 320], ecx
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c48:
-    lea rcx, [rip + .Lc1_d2235_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d2235_j_t
-.Lc1_d2235_j:
-    mov byte ptr [r15 + 384], dil
-    vmovdqu ymmword ptr [r15 + 512], ymm11
-    jmp 1f
-1:
-    jmp 1f
-1:
-    vmovdqu ymmword ptr [r15 + 768], ymm11
-    mov edi, ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rdi, rcx
-    mov byte ptr [r15 + 0], cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rdi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, qword ptr [r15 + 128]
-    jmp 1f
-1:
-    mov r9, r11
-    movzx edi, byte ptr [r15 + 256]
-    movzx eax, byte ptr [r15 + 64]
-    and r9, 448
-    movzx ebp, byte ptr [r15 + r9 + 832]
-    mov edx, 114
-    vpxor xmm11, xmm11, xmm14
-    mov dword ptr [r15 + 128], edx
-    movzx r9d, byte ptr [r15 + 192]
-    jmp 1f
-1:
-    mov r8, r11
-    jmp 1f
-1:
-    mov esi, dword ptr [r15 + 448]
-    mov edx, 58
-    and r8, 8128
-    mov rbp, r11
-    mov dword ptr [r15 + r8 + 7488], 119
-    and rbp, 4032
-    mov byte ptr [r15 + rbp + 3392], r9b
-    jmp 1f
-1:
-    movzx edx, bpl
-    vmovdqu xmmword ptr [r15 + 320], xmm11
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c49:
-    mov r12, qword ptr [r15 + r12 + 56]
-    xor dword ptr [r15 + 0], esi
-    mov esi, 58
-    vmovq qword ptr [r15 + 0], xmm11
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, rsi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, r11
-    movzx esi, dl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, r11
-    jmp 1f
-1:
-    and r8, 8128
-    mov qword ptr [r15 + r8 + 7488], rsi
-    and r9, 4032
-    mov qword ptr [r15 + r9 + 3392], r9
-    mov r9d, r9d
-    mov dword ptr [r15 + 64], 8
-    mov ebp, 169
-    movsxd r9, dword ptr [r15 + 384]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    vmovdqu ymmword ptr [r15 + 384], ymm11
-    mov r9d, 143
-    mov r9d, ebp
-    mov r8, r11
-    mov dword ptr [r15 + 576], r8d
-    and r8, 1984
-    mov byte ptr [r15 + r8 + 1344], dl
-    mov byte ptr [r15 + 256], bpl
-    mov r8, r8
-    mov edx, 232
-    and r9d, dword ptr [r15 + 128]
-    jmp 1f
-1:
-    mov byte ptr [r15 + 320], r9b
-    mov qword ptr [r15 + 192], r8
-    mov ebp, dword ptr [r15 + 448]
-    jmp 1f
-1:
-    movzx r9d, r9b
-    jmp 1f
-1:
-    mov dword ptr [r15 + 512], 190
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c50:
-    lea rcx, [rip + .Lc1_d2326_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d2326_j_t
-.Lc1_d2326_j:
-    mov r9, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, qword ptr [r15 + 256]
-    movzx r9d, byte ptr [r15 + 64]
-    or qword ptr [r15 + 384], 80
-    movzx ebp, byte ptr [r15 + 640]
-    movzx r8d, byte ptr [r15 + 192]
-    mov rdx, rcx
-    movsxd rcx, dword ptr [r15 + 320]
-    mov byte ptr [r15 + 64], cl
-    mov r8, r11
-    mov rbp, r11
-    and r8, 1984
-    vmovdqu ymmword ptr [r15 + r8 + 1344], ymm11
-    mov qword ptr [r15 + 128], r8
-    and rbp, 16320
-    mov r8, r11
-    mov qword ptr [r15 + rbp + 15680], r8
-    mov ecx, dword ptr [r15 + 512]
-    jmp 1f
-1:
-    and r8, 448
-    mov rbp, qword ptr [r15 + r8 + 832]
-    movsxd r8, dword ptr [r15 + 448]
-    and ecx, dword ptr [r15 + 704]
-    mov rdi, rdx
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c51:
-    mov edx, dword ptr [r15 + 512]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu xmmword ptr [r15 + 64], xmm11
-    mov ecx, edx
-    mov rbp, r11
-    and ecx, dword ptr [r15 + 256]
-    mov rdx, rdx
-    jmp 1f
-1:
-    and rbp, 448
-    movzx edx, byte ptr [r15 + rbp + 832]
-    movsxd rbp, dword ptr [r15 + 320]
-    movsxd r8, dword ptr [r15 + 192]
-    jmp 1f
-1:
-    vpcmpeqb xmm11, xmm11, xmm10
-    movzx esi, bpl
-    mov rbp, r11
-    movsxd r9, dword ptr [r15 + 128]
-    jmp 1f
-1:
-    and rbp, 8128
-    mov dword ptr [r15 + rbp + 7488], ecx
-    mov byte ptr [r15 + 320], cl
-    mov ebp, r8d
-    mov rbp, r11
-    movzx ecx, byte ptr [r15 + 384]
-    jmp 1f
-1:
-    mov byte ptr [r15 + 768], dl
-    and rbp, 4032
-    mov rdx, qword ptr [r15 + rbp + 3392]
-    .byte 0x66, 0x90
-    mov byte ptr [r15 + 448], dl
-    or qword ptr [r15 + 128], 97
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c52:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d2416_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d2416_j_t
-.Lc1_d2416_j:
-    mov ecx, dword ptr [r15 + 64]
-    movzx eax, cl
-    mov qword ptr [r15 + 512], rdx
-    jmp 1f
-1:
-    mov rcx, qword ptr [r15 + 256]
-    mov rdx, qword ptr [r15 + 384]
-    movzx r8d, byte ptr [r15 + 128]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, r8d
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], rax
-    jmp 1f
-1:
-    mov eax, 1
-    test dword ptr [r15 + 67117724], 134349824
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov rdx, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, r11
-    mov rcx, r9
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 320], ymm11
-    and r9, 1984
-    vpcmpeqb xmm11, xmm11, xmmword ptr [r15 + r9 + 1344]
-    mov r9, r11
-    mov byte ptr [r15 + 64], dl
-    mov rbp, r11
-    and r9, 4032
-    mov edx, dword ptr [r15 + r9 + 3392]
-    jmp 1f
-1:
-    and rbp, 8128
-    mov r8, qword ptr [r15 + rbp + 7488]
-    mov qword ptr [r15 + 576], rcx
-    mov qword ptr [r15 + 384], r8
-    mov ecx, r9d
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c53:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, r9d
-    jmp 1f
-1:
-    mov byte ptr [r15 + 0], r9b
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, r11
-    mov qword ptr [r15 + 0], rcx
-    and rbp, 1984
-    mov rcx, qword ptr [r15 + rbp + 1344]
-    and r8, 448
-    imul rcx, qword ptr [r15 + r8 + 832]
-    jmp 1f
-1:
-    mov r9d, 51
-    mov dword ptr [r15 + 384], 62
-    jmp 1f
-1:
-    vmovdqu ymmword ptr [r15 + 128], ymm11
-    mov ebp, 86
-    movzx r8d, byte ptr [r15 + 128]
-    mov edx, dword ptr [r15 + 448]
-    mov byte ptr [r15 + 256], bpl
-    mov rbp, qword ptr [r15 + 64]
-    movzx r9d, byte ptr [r15 + 704]
-    movzx eax, byte ptr [r15 + 320]
-    mov qword ptr [r15 + 640], rdx
-    movzx esi, byte ptr [r15 + 448]
-    vmovq qword ptr [r15 + 320], xmm11
-    mov rdx, rbp
-    jmp 1f
-1:
-    mov rbp, r11
-    and r8d, dword ptr [r15 + 192]
-    and rbp, 8128
-    mov rdi, qword ptr [r15 + rbp + 7488]
-    mov ebp, dword ptr [r15 + 512]
-    mov rcx, rbp
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c54:
-    lea rcx, [rip + .Lc1_d2503_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d2503_j_t
-.Lc1_d2503_j:
-    mov ecx, 252
-    mov rbp, r11
-    jmp 1f
-1:
-    and rbp, 448
-    mov dword ptr [r15 + rbp + 832], 208
-    mov ebp, 177
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, bpl
-    mov ebp, ecx
-    mov ebp, ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    vpor xmm11, xmm11, xmm11
-    mov byte ptr [r15 + 0], bpl
-    mov rcx, qword ptr [r15 + 192]
-    mov r8, qword ptr [r15 + 768]
-    mov dword ptr [r15 + 128], 116
-    add rbp, qword ptr [r15 + 512]
-    mov qword ptr [r15 + 320], rdi
-    movzx edi, byte ptr [r15 + 448]
-    mov r9, r11
-    mov r8, r11
-    and r9, 1984
-    mov qword ptr [r15 + r9 + 1344], r9
-    vmovdqu ymmword ptr [r15 + 64], ymm11
-    movsxd r9, dword ptr [r15 + 384]
-    and r8, 4032
-    movzx edx, byte ptr [r15 + r8 + 3392]
-    mov r8d, 230
-    mov eax, r9d
-    jmp 1f
-1:
-    mov eax, 229
-    vmovdqu xmmword ptr [r15 + 256], xmm11
-    jmp 1f
-1:
-    mov esi, dword ptr [r15 + 64]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c55:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d2552_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d2552_j_t
-.Lc1_d2552_j:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 576], rcx
-    jmp 1f
-1:
-    and eax, dword ptr [r15 + 448]
-    movzx ecx, byte ptr [r15 + 256]
-    mov r8d, 139
-    mov rbp, r11
-    jmp 1f
-1:
-    jmp 1f
-1:
-    and rbp, 4032
-    mov r8, r11
-    mov qword ptr [r15 + rbp + 3392], r8
-    test dword ptr [r15 + 67117723], 4194304
-    jnz 1f
-1:
-    mov rbp, r11
-    and r8, 448
-    mov rcx, qword ptr [r15 + r8 + 832]
-    mov r8d, 2
-    and rbp, 8128
-    mov dword ptr [r15 + rbp + 7488], ecx
-    add rdx, qword ptr [r15 + 128]
-    mov dword ptr [r15 + 192], r9d
-    movzx ebp, byte ptr [r15 + 320]
-    mov rcx, rbp
-    movsxd rbp, dword ptr [r15 + 384]
-    movsxd rsi, dword ptr [r15 + 64]
-    movzx r8d, sil
-    mov qword ptr [r15 + 512], rdx
-    movzx esi, byte ptr [r15 + 640]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c56:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    vpshufd xmm11, xmm11, 106
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], r8
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    add rsi, qword ptr [r15 + 192]
-    vpcmpeqb xmm11, xmm11, xmm15
-    jmp 1f
-1:
-    mov r8d, 45
-    mov ebp, 160
-    jmp 1f
-1:
-    movzx r8d, byte ptr [r15 + 128]
-    mov qword ptr [r15 + 384], r8
-    mov r8d, r8d
-    mov ecx, dword ptr [r15 + 704]
-    jmp 1f
-1:
-    mov r9, qword ptr [r15 + 512]
-    vpshufd xmm15, xmm11, 121
-    and ecx, dword ptr [r15 + 384]
-    mov r8d, 164
-    mov r8d, dword ptr [r15 + 448]
-    mov dword ptr [r15 + 64], 116
-    movzx ebp, r9b
-    movzx r9d, byte ptr [r15 + 320]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 128], r9d
-    mov r9, r11
-    mov edi, ecx
-    and r9, 8128
-    mov qword ptr [r15 + r9 + 7488], r9
-    mov r9, r11
-    mov ecx, 138
-    mov rbp, r11
-    jmp 1f
-1:
-    and r9, 1984
-    mov rcx, qword ptr [r15 + r9 + 1344]
-    and rbp, 4032
-    and ecx, dword ptr [r15 + rbp + 3392]
-    jmp 1f
-1:
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c57:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 15
-    lea rcx, [rip + .Lc1_d2641_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d2641_s_t
-    .p2align 3
-.Lc1_d2641_s:
-    .p2align 3
-    jmp .Lc1_d2641_j
-    .p2align 3
-    jmp .Lc1_d2641_j
-    .p2align 3
-    jmp .Lc1_d2641_j
-    .p2align 3
-    jmp .Lc1_d2641_j
-    .p2align 3
-    jmp .Lc1_d2641_j
-    .p2align 3
-    jmp .Lc1_d2641_j
-    .p2align 3
-    jmp .Lc1_d2641_j
-    .p2align 3
-    jmp .Lc1_d2641_j
-    .p2align 3
-    jmp .Lc1_d2641_j
-    .p2align 3
-    jmp .Lc1_d2641_j
-    .p2align 3
-    jmp .Lc1_d2641_j
-    .p2align 3
-    jmp .Lc1_d2641_j
-    .p2align 3
-    jmp .Lc1_d2641_j
-    .p2align 3
-    jmp .Lc1_d2641_j
-    .p2align 3
-    jmp .Lc1_d2641_j
-    .p2align 3
-    jmp .Lc1_d2641_j
-.Lc1_d2641_j:
-    mov rbp, r11
-    jmp 1f
-1:
-    mov rcx, qword ptr [r15 + 64]
-    jmp 1f
-1:
-    and rbp, 1984
-    mov r9, r11
-    mov eax, dword ptr [r15 + rbp + 1344]
-    movsxd rbp, dword ptr [r15 + 768]
-    and r9, 448
-    mov qword ptr [r15 + r9 + 832], r9
-    add rcx, qword ptr [r15 + 256]
-    movzx esi, cl
-    jmp 1f
-1:
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c58:
-    mov dword ptr [r15 + 0], 21
-    mov rsi, rbp
-    mov ecx, esi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rsi, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    movsxd rbp, dword ptr [r15 + 64]
-    mov rcx, qword ptr [r15 + 64]
-    mov esi, dword ptr [r15 + 256]
-    mov qword ptr [r15 + 512], rbp
-    movzx ebp, byte ptr [r15 + 384]
-    jmp 1f
-1:
-    mov r9, r11
-    movsxd rax, dword ptr [r15 + 448]
-    movzx r8d, cl
-    and r9, 8128
-    mov dword ptr [r15 + r9 + 7488], ebp
-    jmp 1f
-1:
-    mov ecx, dword ptr [r15 + 128]
-    mov edx, ecx
-    jmp 1f
-1:
-    mov dword ptr [r15 + 512], 17
-    jmp 1f
-1:
-    movzx ebp, byte ptr [r15 + 128]
-    mov ecx, 142
-    mov qword ptr [r15 + 384], rcx
-    movzx ecx, byte ptr [r15 + 320]
-    mov r9, r11
-    mov dword ptr [r15 + 320], 11
-    mov edi, r8d
-    jmp 1f
-1:
-    and r9, 4032
-    mov r8, qword ptr [r15 + r9 + 3392]
-    mov r9, qword ptr [r15 + 576]
-    mov rcx, rax
-    mov rax, qword ptr [r15 + 192]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c59:
-    lea rcx, [rip + .Lc1_d2725_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d2725_j_t
-.Lc1_d2725_j:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov ecx, 31
-    jmp 1f
-1:
-    and edi, dword ptr [r15 + 640]
-    mov ecx, edi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 1
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 66
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rdi
-    movzx edi, sil
-    add rcx, qword ptr [r15 + 64]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rdi, qword ptr [r15 + 192]
-    mov r8, r11
-    movzx ecx, r9b
-    mov edx, 252
-    mov r9, qword ptr [r15 + 256]
-    and r8, 8128
-    mov dword ptr [r15 + r8 + 7488], 235
-    movsxd rsi, dword ptr [r15 + 384]
-    movzx r8d, byte ptr [r15 + 448]
-    mov rbp, r11
-    jmp 1f
-1:
-    and rbp, 448
-    mov qword ptr [r15 + rbp + 832], r9
-    mov rbp, r11
-    mov r9, rbp
-    mov r9d, ecx
-    jmp 1f
-1:
-    and rbp, 1984
-    movsxd r9, dword ptr [r15 + rbp + 1344]
-    jmp 1f
-1:
-    movsxd rbp, dword ptr [r15 + 320]
-    mov edx, dword ptr [r15 + 128]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c60:
-    movzx r9d, bpl
-    movzx ebp, byte ptr [r15 + 192]
-    movsxd r9, dword ptr [r15 + 448]
-    movzx ecx, cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], r9d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, qword ptr [r15 + 512]
-    movzx ecx, r9b
-    mov rax, rbp
-    movsxd rsi, dword ptr [r15 + 128]
-    movzx r9d, byte ptr [r15 + 128]
-    mov eax, 243
-    mov eax, dword ptr [r15 + 256]
-    mov rdi, qword ptr [r15 + 704]
-    mov r8, r11
-    mov r9, r11
-    mov edx, 28
-    and r9, 448
-    mov edx, dword ptr [r15 + r9 + 832]
-    and r8, 4032
-    mov r9, r11
-    movsxd rbp, dword ptr [r15 + r8 + 3392]
-    movsxd r8, dword ptr [r15 + 320]
-    and r9, 1984
-    mov qword ptr [r15 + r9 + 1344], rdx
-    jmp 1f
-1:
-    mov r9d, dword ptr [r15 + 64]
-    jmp 1f
-1:
-    mov qword ptr [r15 + 320], r8
-    movsxd rdx, dword ptr [r15 + 384]
-    mov r8d, 49
-    jmp 1f
-1:
-    mov dword ptr [r15 + 768], 134
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c61:
-    lea rcx, [rip + .Lc1_d2816_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d2816_j_t
-.Lc1_d2816_j:
-    add r8, qword ptr [r15 + 128]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, r8d
-    or qword ptr [r15 + 0], 1
-    mov edx, 186
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, r8d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 109
-    mov dword ptr [r15 + 0], r8d
-    movzx r8d, dil
-    mov r8, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 64], ymm11
-    and r8, 4032
-    mov qword ptr [r15 + r8 + 3392], r8
-    mov dword ptr [r15 + 512], r8d
-    vmovdqu ymmword ptr [r15 + 448], ymm15
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    and ecx, dword ptr [r15 + 320]
-    movzx r8d, cl
-    jmp 1f
-1:
-    mov qword ptr [r15 + 192], rdx
-    .byte 0x0f, 0x1f, 0x40, 0x00
-    mov dword ptr [r15 + 576], r8d
-    movzx ecx, cl
-    mov edx, r8d
-    jmp 1f
-1:
-    movzx r8d, dl
-    movsxd rcx, dword ptr [r15 + 384]
-    mov r8, r11
-    mov edi, r8d
-    mov rdx, qword ptr [r15 + 64]
-    mov rbp, r11
-    and r8, 8128
-    mov esi, dword ptr [r15 + r8 + 7488]
-    and rbp, 16320
-    mov dword ptr [r15 + rbp + 15680], 132
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c62:
-    mov rbp, r11
-    and rbp, 448
-    mov r8d, dword ptr [r15 + rbp + 832]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], dl
-    mov dword ptr [r15 + 0], 3
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], rbp
-    lea r9, [r11 + r11*1]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    add r8, qword ptr [r15 + 0]
-    and r9, 1984
-    mov qword ptr [r15 + r9 + 1408], r9
-    mov rbp, r11
-    movzx edx, byte ptr [r15 + 128]
-    mov eax, 219
-    and rbp, 8128
-    mov qword ptr [r15 + rbp + 7488], rbp
-    mov byte ptr [r15 + 512], cl
-    movsxd rbp, dword ptr [r15 + 320]
-    imul rbp, qword ptr [r15 + 256]
-    movsxd rcx, dword ptr [r15 + 512]
-    mov edi, ecx
-    jmp 1f
-1:
-    movzx ecx, byte ptr [r15 + 64]
-    jmp 1f
-1:
-    mov byte ptr [r15 + 192], cl
-    jmp 1f
-1:
-    mov qword ptr [r15 + 640], rcx
-    jmp 1f
-1:
-    mov rcx, qword ptr [r15 + 384]
-    mov eax, ecx
-    movsxd rcx, dword ptr [r15 + 384]
-    movsxd rsi, dword ptr [r15 + 128]
-    mov dword ptr [r15 + 448], 203
-    jmp 1f
-1:
-    mov rcx, qword ptr [r15 + r9 + 1344]
-    mov r9, rdi
-    mov dword ptr [r15 + 704], 250
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c63:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 33554432
-    setz al
-    lea rcx, [rip + .Lc1_d2911_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d2911_s_t
-    .p2align 3
-.Lc1_d2911_s:
-    .p2align 3
-    jmp .Lc1_d2911_j
-    .p2align 3
-    jmp .Lc1_d2911_j
-.Lc1_d2911_j:
-    mov r9, r11
-    mov rax, qword ptr [r15 + 256]
-    movzx ecx, byte ptr [r15 + 192]
-    and r9, 8128
-    vmovdqu ymmword ptr [r15 + r9 + 7488], ymm11
-    mov dword ptr [r15 + 64], 155
-    mov r12, qword ptr [r15 + r12 + 56]
-    vpaddd xmm15, xmm15, xmm15
-    mov edi, 97
-    mov r9d, edi
-    mov rbp, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rdi, dword ptr [r15 + 448]
-    mov r9, r11
-    and rbp, 448
-    movsxd r8, dword ptr [r15 + rbp + 832]
-    and r9, 4032
-    mov rsi, qword ptr [r15 + r9 + 3392]
-    mov ebp, edi
-    movzx ebp, bpl
-    mov dword ptr [r15 + 320], 235
-    jmp 1f
-1:
-    and ebp, dword ptr [r15 + 768]
-    mov edi, dword ptr [r15 + 128]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c64:
-    mov rbp, r11
-    mov ecx, 124
-    movzx r9d, cl
-    and rbp, 448
-    mov r9d, dword ptr [r15 + rbp + 832]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov edx, 95
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r8, r11
-    mov ebp, ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 4032
-    mov byte ptr [r15 + r8 + 3392], dl
-    mov ecx, edx
-    mov byte ptr [r15 + 128], r9b
-    mov r8, r11
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx edx, byte ptr [r15 + 256]
-    and r8, 1984
-    mov dword ptr [r15 + r8 + 1344], ebp
-    mov byte ptr [r15 + 64], dl
-    vmovdqu xmmword ptr [r15 + 64], xmm15
-    mov ebp, 37
-    mov r8, qword ptr [r15 + 576]
-    mov edx, dword ptr [r15 + 384]
-    mov ebp, ecx
-    .byte 0x0f, 0x1f, 0x00
-    movzx ecx, byte ptr [r15 + 192]
-    mov dword ptr [r15 + 448], r9d
-    movzx r9d, byte ptr [r15 + 512]
-    movsxd rax, dword ptr [r15 + 320]
-    mov esi, dword ptr [r15 + 384]
-    jmp 1f
-1:
-    mov rbp, rbp
-    mov ebp, ebp
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c65:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
     xor eax, eax
     test dword ptr [r15 + 67117723], 1048576
     setz al
-    lea rcx, [rip + .Lc1_d2999_s]
+    lea rcx, [rip + .Lc1_d2107_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d2999_s_t
+    jmp .Lc1_d2107_s_t
     .p2align 3
-.Lc1_d2999_s:
+.Lc1_d2107_s:
     .p2align 3
-    jmp .Lc1_d2999_j
+    jmp .Lc1_d2107_j
     .p2align 3
-    jmp .Lc1_d2999_j
-.Lc1_d2999_j:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], al
+    jmp .Lc1_d2107_j
+.Lc1_d2107_j:
+    mov rcx, qword ptr [r15 + 384]
+    movsxd rax, dword ptr [r15 + 192]
+    mov r8d, r8d
+    mov r8, rdx
+    mov r8d, ebp
+    movzx r8d, byte ptr [r15 + 256]
+    mov rdx, rcx
+    mov qword ptr [r15 + 576], rdx
+    mov rdx, qword ptr [r15 + 512]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, byte ptr [r15 + 128]
-    mov byte ptr [r15 + 512], al
-    jmp 1f
-1:
-    mov eax, edi
-    movzx edi, byte ptr [r15 + 128]
-    jmp 1f
-1:
-    movzx ebp, byte ptr [r15 + 320]
-    jmp 1f
-1:
-    mov byte ptr [r15 + 256], bpl
-    mov rbp, qword ptr [r15 + 640]
-    movzx eax, byte ptr [r15 + 64]
-    mov r8, r11
-    mov byte ptr [r15 + 320], r8b
-    movzx r9d, byte ptr [r15 + 384]
+    mov ecx, 225
     mov rbp, r11
-    and r8, 1984
-    movzx edx, byte ptr [r15 + r8 + 1344]
-    movsxd rsi, dword ptr [r15 + 448]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r9, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 1984
+    movzx ecx, byte ptr [r15 + rbp + 1344]
+    and r9, 4032
+    mov dword ptr [r15 + r9 + 3392], 198
+    mov r9, qword ptr [r15 + 320]
+    mov rbp, r11
+    mov rdi, qword ptr [r15 + 64]
+    movzx esi, dl
+    mov rdx, qword ptr [r15 + 128]
     and rbp, 8128
-    mov dword ptr [r15 + rbp + 7488], 246
-    mov ebp, ebp
+    mov dword ptr [r15 + rbp + 7488], ebp
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c46:
+    mov qword ptr [r15 + 256], rdi
+    mov r9d, 202
+    jmp 1f
+1:
+    movzx r9d, byte ptr [r15 + 512]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], edx
+    mov qword ptr [r15 + 0], rbp
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edi, 134
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, r11
+    vmovdqu ymmword ptr [r15 + 320], ymm8
+    mov byte ptr [r15 + 128], r9b
+    mov rbp, r11
+    movzx edi, byte ptr [r15 + 64]
+    and r9, 448
+    mov dword ptr [r15 + r9 + 832], r9d
+    and rbp, 8128
+    mov qword ptr [r15 + rbp + 7488], rdi
+    mov edx, dword ptr [r15 + 320]
+    mov dword ptr [r15 + 640], r9d
+    mov qword ptr [r15 + 384], rdx
+    mov dword ptr [r15 + 64], 11
+    mov dword ptr [r15 + 448], esi
+    mov byte ptr [r15 + 128], dl
+    mov rbp, r11
+    vpmovmskb edx, xmm8
+    and rbp, 4032
+    mov byte ptr [r15 + rbp + 3392], r9b
+    movzx r9d, byte ptr [r15 + 192]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c47:
+    lea rcx, [rip + .Lc1_d2189_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d2189_j_t
+.Lc1_d2189_j:
+    lea rbp, [r11 + r11*1]
+    and rbp, 1984
+    movzx ecx, byte ptr [r15 + rbp + 1344]
+    mov qword ptr [r15 + 64], rcx
+    mov qword ptr [r15 + 384], rcx
+    jmp 1f
+1:
+    mov dword ptr [r15 + 768], 221
+    mov qword ptr [r15 + 0], rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov rcx, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 64], 248
+    vmovdqu xmmword ptr [r15 + 256], xmm8
+    mov byte ptr [r15 + rbp + 1408], bpl
+    mov ebp, ecx
+    movsxd rcx, dword ptr [r15 + 704]
+    mov dword ptr [r15 + 128], 187
+    jmp 1f
+1:
+    mov rbp, r11
+    mov dword ptr [r15 + 448], ebp
+    jmp 1f
+1:
+    jmp 1f
+1:
+    and rbp, 448
+    mov edi, dword ptr [r15 + rbp + 832]
+    vmovq qword ptr [r15 + 512], xmm8
+    mov dword ptr [r15 + 320], 196
+    mov ebp, 2
+    mov rbp, r11
+    jmp 1f
+1:
+    and rbp, 8128
+    mov byte ptr [r15 + rbp + 7488], bpl
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c48:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, rdi
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    movzx edi, cl
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rdi, dword ptr [r15 + 192]
+    mov rbp, r11
+    mov rcx, qword ptr [r15 + 64]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    and rbp, 448
+    and ecx, dword ptr [r15 + rbp + 832]
+    movzx ebp, byte ptr [r15 + 512]
+    movsxd r9, dword ptr [r15 + 448]
+    mov rax, qword ptr [r15 + 192]
+    movzx edx, bpl
+    jmp 1f
+1:
+    mov dword ptr [r15 + 128], 131
+    mov r8, r11
+    mov rbp, rdi
+    and r8, 4032
+    movzx ebp, byte ptr [r15 + r8 + 3392]
+    mov dword ptr [r15 + 256], ebp
+    movzx ebp, byte ptr [r15 + 320]
+    mov r8d, ebp
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movzx esi, cl
+    mov ecx, dword ptr [r15 + 384]
+    mov byte ptr [r15 + 448], r9b
+    jmp 1f
+1:
+    mov ebp, edx
+    movzx ebp, byte ptr [r15 + 576]
+    mov r9d, 174
+    mov r9, r9
+    mov qword ptr [r15 + 128], r9
+    movsxd r9, dword ptr [r15 + 384]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c49:
+    lea rcx, [rip + .Lc1_d2279_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d2279_j_t
+.Lc1_d2279_j:
+    mov rbp, r11
+    and rbp, 1984
+    mov dword ptr [r15 + rbp + 1344], 216
+    jmp 1f
+1:
+    mov ecx, eax
+    mov ebp, ecx
+    mov rcx, qword ptr [r15 + 320]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], cl
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rsi, rcx
+    mov rbp, qword ptr [r15 + 640]
+    jmp 1f
+1:
+    movsxd rax, dword ptr [r15 + 128]
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    movzx eax, al
+    movzx ecx, byte ptr [r15 + 512]
+    jmp 1f
+1:
+    .byte 0x0f, 0x1f, 0x40, 0x00
+    mov rbp, r11
+    mov eax, ebp
+    and rbp, 8128
+    mov dword ptr [r15 + rbp + 7488], esi
+    jmp 1f
+1:
+    mov ebp, 157
+    mov rbp, qword ptr [r15 + 384]
+    jmp 1f
+1:
+    mov eax, dword ptr [r15 + 704]
+    mov qword ptr [r15 + 64], rcx
+    mov ecx, 185
+    and edx, dword ptr [r15 + 256]
+    mov rcx, rsi
+    mov r8, r11
+    jmp 1f
+1:
+    and r8, 4032
+    mov dword ptr [r15 + r8 + 3392], 165
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c50:
+    inc dword ptr [r15 + 512]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rsi, rdx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov edx, esi
+    mov r8, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r8, 8128
+    mov edx, dword ptr [r15 + r8 + 7488]
+    mov r8d, 73
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r8, r11
+    mov dword ptr [r15 + 320], 101
+    and r8, 1984
+    mov esi, dword ptr [r15 + r8 + 1344]
+    movzx r8d, byte ptr [r15 + 320]
+    mov qword ptr [r15 + 128], rsi
+    mov rbp, r11
+    jmp 1f
+1:
+    mov esi, 171
+    and rbp, 448
+    mov rsi, qword ptr [r15 + rbp + 832]
+    movzx ecx, byte ptr [r15 + 768]
+    mov rbp, qword ptr [r15 + 256]
+    movsxd rax, dword ptr [r15 + 448]
+    mov dword ptr [r15 + 384], 171
+    movzx edi, byte ptr [r15 + 64]
+    movsxd r9, dword ptr [r15 + 448]
+    movzx ebp, cl
+    movzx ebp, bpl
+    mov dword ptr [r15 + 192], ebp
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c51:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 2048
+    setz al
+    lea rcx, [rip + .Lc1_d2375_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d2375_s_t
+    .p2align 3
+.Lc1_d2375_s:
+    .p2align 3
+    jmp .Lc1_d2375_j
+    .p2align 3
+    jmp .Lc1_d2375_j
+.Lc1_d2375_j:
+    movzx ebp, byte ptr [r15 + 64]
+    mov dword ptr [r15 + 576], 245
+    mov eax, 220
+    jmp 1f
+1:
+    mov rcx, rax
+    mov r9, r11
+    mov r8, r11
+    jmp 1f
+1:
+    and r9, 8128
+    mov qword ptr [r15 + r9 + 7488], r9
+    and r8, 4032
+    movsxd r9, dword ptr [r15 + r8 + 3392]
+    movzx ecx, byte ptr [r15 + 320]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, 1
+    mov eax, 120
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 2048
+    jnz 1f
+1:
+    mov rbp, r11
+    mov dword ptr [r15 + 128], ebp
+    mov r8d, dword ptr [r15 + 384]
+    and rbp, 448
+    and eax, dword ptr [r15 + rbp + 832]
+    jmp 1f
+1:
+    mov ebp, eax
+    mov byte ptr [r15 + 512], bpl
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movzx ebp, bpl
+    mov rax, rax
+    mov qword ptr [r15 + 64], r8
+    mov r8, rax
+    mov byte ptr [r15 + 192], al
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c52:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], r8b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, 40
+    mov r8, rbp
+    mov r8d, 173
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, 49
+    mov eax, dword ptr [r15 + 320]
+    jmp 1f
+1:
+    mov rbp, r11
+    mov byte ptr [r15 + 256], r8b
+    mov r8, r11
+    and rbp, 448
+    mov rcx, qword ptr [r15 + rbp + 832]
+    mov ebp, dword ptr [r15 + 448]
+    and r8, 1984
+    mov dword ptr [r15 + r8 + 1344], 72
+    movzx r8d, r8b
+    mov r8d, eax
+    mov eax, dword ptr [r15 + 512]
+    mov r9, qword ptr [r15 + 128]
+    mov edx, dword ptr [r15 + 192]
+    movzx esi, byte ptr [r15 + 64]
+    movsxd rdi, dword ptr [r15 + 640]
+    add rax, qword ptr [r15 + 384]
+    mov eax, 183
+    mov rbp, r11
+    jmp 1f
+1:
+    and rbp, 4032
+    mov rax, qword ptr [r15 + rbp + 3392]
+    mov rbp, qword ptr [r15 + 384]
+    jmp 1f
+1:
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c53:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d2469_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d2469_j_t
+.Lc1_d2469_j:
+    movsxd rcx, dword ptr [r15 + 704]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, rcx
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov ecx, eax
+    mov rbp, r11
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 167
+    and rbp, 4032
+    mov ecx, dword ptr [r15 + rbp + 3392]
+    movsxd r8, dword ptr [r15 + 256]
+    mov rbp, qword ptr [r15 + 64]
+    mov byte ptr [r15 + 320], al
+    test dword ptr [r15 + 67117724], 33564672
+    jz 1f
+1:
+    mov rcx, qword ptr [r15 + 128]
+    mov r8, rcx
+    mov rax, qword ptr [r15 + 192]
+    jmp 1f
+1:
+    mov ecx, dword ptr [r15 + 512]
+    mov rbp, r11
+    mov r9d, ebp
+    movsxd rdx, dword ptr [r15 + 128]
+    and rbp, 8128
+    movsxd r9, dword ptr [r15 + rbp + 7488]
+    mov dword ptr [r15 + 448], eax
+    mov rsi, rax
+    mov rbp, r11
+    mov eax, ebp
+    mov eax, ecx
+    movzx ecx, r9b
+    and rbp, 1984
+    movzx r9d, byte ptr [r15 + rbp + 1344]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c54:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 65536
+    setz al
+    lea rcx, [rip + .Lc1_d2517_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d2517_s_t
+    .p2align 3
+.Lc1_d2517_s:
+    .p2align 3
+    jmp .Lc1_d2517_j
+    .p2align 3
+    jmp .Lc1_d2517_j
+.Lc1_d2517_j:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rcx, dword ptr [r15 + 384]
+    mov dword ptr [r15 + 64], ecx
+    mov rcx, rax
+    movsxd rcx, dword ptr [r15 + 128]
+    mov rbp, r11
+    mov rax, qword ptr [r15 + 128]
+    mov r8, r11
+    jmp 1f
+1:
+    and rbp, 4032
+    movzx r9d, byte ptr [r15 + rbp + 3392]
+    mov rbp, qword ptr [r15 + 384]
+    and r8, 448
+    movzx esi, byte ptr [r15 + r8 + 832]
+    mov r8, r11
+    movsxd rdx, dword ptr [r15 + 320]
+    mov qword ptr [r15 + 64], rdx
+    and r8, 1984
+    movsxd rdx, dword ptr [r15 + r8 + 1344]
+    mov r8d, dword ptr [r15 + 576]
+    movsxd rdi, dword ptr [r15 + 448]
+    mov ebp, 126
+    mov byte ptr [r15 + 256], sil
+    jmp 1f
+1:
+    mov byte ptr [r15 + 768], bpl
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c55:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 320], 107
+    add r8, qword ptr [r15 + 256]
+    vmovdqu ymmword ptr [r15 + 128], ymm8
+    jmp 1f
+1:
+    movzx esi, r8b
+    lea rbp, [r11 + r11*1]
+    mov edi, 187
+    and r8d, dword ptr [r15 + 192]
+    mov esi, 115
+    mov r9, r11
+    and rbp, 8128
+    and r8d, dword ptr [r15 + rbp + 7488]
+    mov rdx, qword ptr [r15 + 64]
+    and r9, 448
+    movzx esi, byte ptr [r15 + r9 + 832]
+    vmovdqu xmmword ptr [r15 + rbp + 7552], xmm8
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, esi
+    vmovq qword ptr [r15 + 0], xmm7
+    mov r9d, esi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rsi, qword ptr [r15 + 448]
+    movzx ebp, byte ptr [r15 + 640]
+    mov dword ptr [r15 + 512], edx
+    mov rbp, r11
+    and esi, dword ptr [r15 + 320]
+    movsxd rdx, dword ptr [r15 + 384]
+    jmp 1f
+1:
+    and rbp, 1984
+    movsxd rcx, dword ptr [r15 + rbp + 1344]
+    jmp 1f
+1:
+    movzx ebp, byte ptr [r15 + 64]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c56:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 15
+    lea rcx, [rip + .Lc1_d2601_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d2601_s_t
+    .p2align 3
+.Lc1_d2601_s:
+    .p2align 3
+    jmp .Lc1_d2601_j
+    .p2align 3
+    jmp .Lc1_d2601_j
+    .p2align 3
+    jmp .Lc1_d2601_j
+    .p2align 3
+    jmp .Lc1_d2601_j
+    .p2align 3
+    jmp .Lc1_d2601_j
+    .p2align 3
+    jmp .Lc1_d2601_j
+    .p2align 3
+    jmp .Lc1_d2601_j
+    .p2align 3
+    jmp .Lc1_d2601_j
+    .p2align 3
+    jmp .Lc1_d2601_j
+    .p2align 3
+    jmp .Lc1_d2601_j
+    .p2align 3
+    jmp .Lc1_d2601_j
+    .p2align 3
+    jmp .Lc1_d2601_j
+    .p2align 3
+    jmp .Lc1_d2601_j
+    .p2align 3
+    jmp .Lc1_d2601_j
+    .p2align 3
+    jmp .Lc1_d2601_j
+    .p2align 3
+    jmp .Lc1_d2601_j
+.Lc1_d2601_j:
+    movzx eax, bpl
+    movzx ebp, cl
+    movzx eax, cl
+    mov qword ptr [r15 + 192], rax
+    mov rcx, qword ptr [r15 + 128]
+    mov r8, r11
+    movsxd rdx, dword ptr [r15 + 704]
+    and r8, 4032
+    mov rbp, qword ptr [r15 + r8 + 3392]
+    mov r8d, edx
+    vmovdqu ymmword ptr [r15 + 384], ymm4
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c57:
+    and ebp, dword ptr [r15 + 384]
+    mov r8d, eax
+    mov dword ptr [r15 + 0], esi
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov eax, ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 256], r8d
+    mov esi, eax
+    mov byte ptr [r15 + 320], al
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    vmovq qword ptr [r15 + 128], xmm3
+    movsxd rax, dword ptr [r15 + 448]
+    movzx r8d, sil
+    .byte 0x0f, 0x1f, 0x40, 0x00
+    mov rsi, r8
+    jmp 1f
+1:
+    movzx esi, byte ptr [r15 + 512]
+    jmp 1f
+1:
+    mov byte ptr [r15 + 768], sil
+    jmp 1f
+1:
+    mov r8, r11
+    jmp 1f
+1:
+    mov esi, 250
+    mov dword ptr [r15 + 320], 186
+    and r8, 448
+    mov byte ptr [r15 + r8 + 832], r8b
+    mov rbp, r11
+    jmp 1f
+1:
+    mov byte ptr [r15 + 64], al
+    mov byte ptr [r15 + 512], bpl
+    and rbp, 8128
+    vmovdqu xmmword ptr [r15 + rbp + 7488], xmm0
+    mov dword ptr [r15 + 448], esi
+    mov rdi, rbp
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c58:
+    lea rcx, [rip + .Lc1_d2690_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d2690_j_t
+.Lc1_d2690_j:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movsxd rcx, dword ptr [r15 + 320]
     mov rbp, rbp
+    jmp 1f
+1:
+    mov rbp, r11
+    mov byte ptr [r15 + 64], cl
+    mov ecx, 176
+    and rbp, 1984
+    mov rcx, qword ptr [r15 + rbp + 1344]
+    mov dword ptr [r15 + 640], 206
+    mov ebp, dword ptr [r15 + 192]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rsi, rcx
+    vmovdqu ymmword ptr [r15 + 0], ymm5
+    mov ecx, dword ptr [r15 + 512]
+    vpcmpeqb xmm2, xmm2, xmm6
+    mov r8d, 188
+    mov r9d, dword ptr [r15 + 128]
+    jmp 1f
+1:
+    movzx r8d, bpl
+    mov rbp, r11
+    mov dword ptr [r15 + 256], 216
+    and rbp, 4032
+    movsxd rdi, dword ptr [r15 + rbp + 3392]
+    movzx edx, byte ptr [r15 + 384]
+    movzx ebp, byte ptr [r15 + 64]
+    mov dword ptr [r15 + 576], 154
+    jmp 1f
+1:
+    add qword ptr [r15 + 384], rax
+    mov rax, qword ptr [r15 + 128]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c59:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 256], 70
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r11
+    jmp 1f
+1:
+    mov qword ptr [r15 + 448], rdi
+    and rbp, 8128
+    movsxd rdi, dword ptr [r15 + rbp + 7488]
+    mov r8, r11
+    movsxd rbp, dword ptr [r15 + 512]
+    mov eax, dword ptr [r15 + 384]
+    jmp 1f
+1:
+    and r8, 448
+    movzx edx, byte ptr [r15 + r8 + 832]
+    mov r8, r11
+    mov dword ptr [r15 + 192], 112
+    and r8, 1984
+    mov byte ptr [r15 + r8 + 1344], r8b
+    mov r8d, r8d
+    movzx r8d, byte ptr [r15 + 64]
+    mov dword ptr [r15 + 320], edx
+    mov rdx, qword ptr [r15 + 704]
+    mov byte ptr [r15 + 128], bpl
+    movzx ebp, bpl
+    jmp 1f
+1:
+    mov ebp, 8
+    movzx r9d, al
+    jmp 1f
+1:
+    mov eax, 73
+    mov byte ptr [r15 + 448], al
+    mov ebp, 255
+    vpcmpeqb xmm2, xmm2, xmm3
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c60:
+    lea rcx, [rip + .Lc1_d2778_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d2778_j_t
+.Lc1_d2778_j:
+    mov rbp, r11
+    add rcx, qword ptr [r15 + 768]
+    mov dword ptr [r15 + 64], r9d
+    and rbp, 1984
+    mov byte ptr [r15 + rbp + 1344], bpl
+    mov rbp, r11
+    movzx r9d, byte ptr [r15 + 512]
+    mov edi, dword ptr [r15 + 128]
+    and rbp, 448
+    mov rdx, qword ptr [r15 + rbp + 832]
+    mov ebp, edi
+    mov rbp, r11
+    jmp 1f
+1:
+    and rbp, 4032
+    mov dword ptr [r15 + rbp + 3392], 118
+    movzx ebp, dil
+    jmp 1f
+1:
+    movsxd rbp, dword ptr [r15 + 64]
+    jmp 1f
+1:
+    movzx eax, r9b
+    movsxd r9, dword ptr [r15 + 192]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, rbp
+    mov qword ptr [r15 + 448], rsi
+    mov dword ptr [r15 + 384], ebp
+    movsxd rdi, dword ptr [r15 + 320]
+    movsxd rbp, dword ptr [r15 + 256]
+    mov r9d, r9d
+    jmp 1f
+1:
+    movsxd r9, dword ptr [r15 + 576]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c61:
+    mov dword ptr [r15 + 320], edi
+    vmovdqu xmm2, xmmword ptr [r15 + 128]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, 102
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 188
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edi, ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], r9b
+    mov r9d, 49
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r9
+    mov edi, dword ptr [r15 + 640]
+    or qword ptr [r15 + 128], 64
+    mov dword ptr [r15 + 320], 244
+    jmp 1f
+1:
+    mov r9, rdi
+    jmp 1f
+1:
+    mov r9, r11
+    mov r8, r11
+    and ebp, dword ptr [r15 + 384]
+    and r8, 8128
+    and ebp, dword ptr [r15 + r8 + 7488]
+    jmp 1f
+1:
+    and r9, 4032
+    mov r8, qword ptr [r15 + r9 + 3392]
+    mov r9d, ecx
+    movzx ecx, byte ptr [r15 + 192]
+    movzx esi, byte ptr [r15 + 256]
+    mov r9, r11
+    jmp 1f
+1:
+    and r9, 1984
+    vmovdqu xmmword ptr [r15 + r9 + 1344], xmm2
+    jmp 1f
+1:
+    mov byte ptr [r15 + 64], r9b
+    jmp 1f
+1:
+    mov qword ptr [r15 + 512], rsi
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c62:
+    lea rcx, [rip + .Lc1_d2869_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d2869_j_t
+.Lc1_d2869_j:
+    mov edi, ecx
+    movzx edi, r9b
+    movsxd rcx, dword ptr [r15 + 448]
+    mov rbp, r11
+    mov dword ptr [r15 + 320], 215
+    and rbp, 4032
+    add r8, qword ptr [r15 + rbp + 3392]
+    mov qword ptr [r15 + 192], rsi
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, rbp
+    mov qword ptr [r15 + 0], rdi
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r8, rax
+    vmovdqu ymmword ptr [r15 + 64], ymm2
+    vpor xmm2, xmm2, xmm2
+    mov qword ptr [r15 + 256], rbp
+    mov r8, r11
+    mov rbp, r11
+    and r8, 8128
+    vpcmpeqb xmm2, xmm2, xmmword ptr [r15 + r8 + 7488]
+    and rbp, 448
+    mov byte ptr [r15 + rbp + 832], bpl
+    mov rbp, qword ptr [r15 + 128]
+    mov eax, dword ptr [r15 + 64]
+    mov dword ptr [r15 + 704], 146
+    jmp 1f
+1:
+    movzx edi, bpl
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 512], 70
+    vmovdqu ymmword ptr [r15 + 384], ymm2
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c63:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ebp, dil
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, r11
+    vmovq qword ptr [r15 + 0], xmm2
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r9, 8128
+    mov dword ptr [r15 + r9 + 7488], r9d
+    mov dword ptr [r15 + 320], ebp
+    mov qword ptr [r15 + 128], rbp
+    mov r9, rbp
+    vmovdqu ymmword ptr [r15 + 512], ymm2
+    mov r9, qword ptr [r15 + 64]
+    mov rbp, r11
+    mov dword ptr [r15 + 576], 114
+    and rbp, 448
+    and edi, dword ptr [r15 + rbp + 832]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 768], edi
+    mov dword ptr [r15 + 448], 46
+    movzx edi, byte ptr [r15 + 384]
+    jmp 1f
+1:
+    mov rbp, qword ptr [r15 + 256]
+    movzx r8d, dil
+    mov r8, r9
+    jmp 1f
+1:
+    movzx r9d, byte ptr [r15 + 384]
+    mov r8, r11
+    mov dword ptr [r15 + 192], r8d
+    and r8, 1984
+    add r9, qword ptr [r15 + r8 + 1344]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c64:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 15
+    lea rcx, [rip + .Lc1_d2963_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d2963_s_t
+    .p2align 3
+.Lc1_d2963_s:
+    .p2align 3
+    jmp .Lc1_d2963_j
+    .p2align 3
+    jmp .Lc1_d2963_j
+    .p2align 3
+    jmp .Lc1_d2963_j
+    .p2align 3
+    jmp .Lc1_d2963_j
+    .p2align 3
+    jmp .Lc1_d2963_j
+    .p2align 3
+    jmp .Lc1_d2963_j
+    .p2align 3
+    jmp .Lc1_d2963_j
+    .p2align 3
+    jmp .Lc1_d2963_j
+    .p2align 3
+    jmp .Lc1_d2963_j
+    .p2align 3
+    jmp .Lc1_d2963_j
+    .p2align 3
+    jmp .Lc1_d2963_j
+    .p2align 3
+    jmp .Lc1_d2963_j
+    .p2align 3
+    jmp .Lc1_d2963_j
+    .p2align 3
+    jmp .Lc1_d2963_j
+    .p2align 3
+    jmp .Lc1_d2963_j
+    .p2align 3
+    jmp .Lc1_d2963_j
+.Lc1_d2963_j:
+    jmp 1f
+1:
+    mov esi, dword ptr [r15 + 448]
+    add rcx, qword ptr [r15 + 128]
+    mov rax, rdx
+    mov rbp, r11
+    add rax, qword ptr [r15 + 320]
+    movsxd r9, dword ptr [r15 + 192]
+    jmp 1f
+1:
+    and rbp, 4032
+    mov r8, qword ptr [r15 + rbp + 3392]
+    movsxd rbp, dword ptr [r15 + 64]
+    mov edx, ebp
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c65:
+    jmp 1f
+1:
+    mov rcx, rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 128], 2
+    and rbp, 448
+    mov rax, qword ptr [r15 + rbp + 832]
+    jmp 1f
+1:
+    movzx ebp, al
+    jmp 1f
+1:
+    movzx ecx, byte ptr [r15 + 64]
+    jmp 1f
+1:
+    mov r8, r11
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov byte ptr [r15 + 704], r8b
+    and r8, 1984
+    movsxd rbp, dword ptr [r15 + r8 + 1344]
+    mov r8, rbp
+    jmp 1f
+1:
+    mov dword ptr [r15 + 448], 207
+    mov ebp, dword ptr [r15 + 384]
+    movsxd r9, dword ptr [r15 + 320]
+    mov qword ptr [r15 + 384], r9
+    mov qword ptr [r15 + 256], r9
+    mov r9, rbp
+    movsxd rbp, dword ptr [r15 + 512]
+    vmovdqu ymmword ptr [r15 + 640], ymm2
+    movsxd rdx, dword ptr [r15 + 128]
+    mov rbp, r11
+    jmp 1f
+1:
+    and rbp, 8128
+    imul rcx, qword ptr [r15 + rbp + 7488]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c66:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, 108
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 16777216
+    setz al
+    lea rcx, [rip + .Lc1_d3048_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d3048_s_t
+    .p2align 3
+.Lc1_d3048_s:
+    .p2align 3
+    jmp .Lc1_d3048_j
+    .p2align 3
+    jmp .Lc1_d3048_j
+.Lc1_d3048_j:
+    mov ecx, 97
     mov rbp, r11
-    and edi, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, qword ptr [r15 + 448]
+    movzx eax, sil
     and rbp, 448
-    mov r8, qword ptr [r15 + rbp + 832]
-    mov dword ptr [r15 + 512], r8d
-    vmovdqu ymmword ptr [r15 + 448], ymm15
-    mov r9, r11
-    mov r8d, dword ptr [r15 + 64]
-    mov ebp, ebp
-    and r9, 4032
-    mov edx, dword ptr [r15 + r9 + 3392]
+    mov eax, dword ptr [r15 + rbp + 832]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rsi, qword ptr [r15 + 768]
     mov rbp, r11
-    mov r9d, dword ptr [r15 + 384]
-    movsxd rcx, dword ptr [r15 + 128]
-    add qword ptr [r15 + 768], rdi
-    and rbp, 8128
-    mov edi, dword ptr [r15 + rbp + 7488]
+    mov edx, dword ptr [r15 + 64]
+    and rbp, 4032
+    movsxd r8, dword ptr [r15 + rbp + 3392]
+    movsxd r9, dword ptr [r15 + 256]
+    mov rbp, r11
+    .byte 0x66, 0x90
+    mov edi, ecx
+    mov ecx, dword ptr [r15 + 320]
+    and rbp, 1984
+    mov rcx, qword ptr [r15 + rbp + 1344]
+    mov byte ptr [r15 + 192], dl
+    movzx ebp, cl
     jmp 1f
 1:
-    mov qword ptr [r15 + 320], r8
-    jmp 1f
-1:
-    mov byte ptr [r15 + 704], r8b
-    movzx ebp, byte ptr [r15 + 384]
-    movzx r8d, dil
-    mov dword ptr [r15 + 64], r8d
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx r8d, r8b
-    mov edi, 151
-    movzx r8d, bpl
-    mov rbp, qword ptr [r15 + 256]
-    mov dword ptr [r15 + 192], r9d
+    mov qword ptr [r15 + 128], rbp
+    mov byte ptr [r15 + 512], dil
+    mov qword ptr [r15 + 384], rcx
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c67:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d3087_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d3087_j_t
-.Lc1_d3087_j:
-    mov dword ptr [r15 + 0], 123
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], r9b
     mov r12, qword ptr [r15 + r12 + 56]
     mov rbp, r11
-    jmp 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 512], bpl
-    and rbp, 448
-    movsxd rcx, dword ptr [r15 + rbp + 832]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov dword ptr [r15 + 192], eax
+    and rbp, 1984
+    mov dword ptr [r15 + rbp + 1344], 225
     jmp 1f
 1:
-    test dword ptr [r15 + 67117724], 268959744
+    mov rbp, qword ptr [r15 + 512]
+    movzx r9d, dil
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 320], eax
+    mov eax, 42
+    vmovdqu ymmword ptr [r15 + 64], ymm2
+    movzx edi, byte ptr [r15 + 192]
+    mov dword ptr [r15 + 64], 7
+    mov eax, r9d
+    mov r9, r11
+    test ebx, 3072
     jnz 1f
 1:
-    movzx ecx, byte ptr [r15 + 448]
-    mov rbp, rbp
-    movzx eax, byte ptr [r15 + 384]
-    mov rbp, qword ptr [r15 + 320]
-    mov r9, qword ptr [r15 + 64]
-    mov r8, r11
-    mov dword ptr [r15 + 128], 90
-    mov dword ptr [r15 + 128], r8d
-    mov edi, dword ptr [r15 + 576]
-    and r8, 4032
-    and esi, dword ptr [r15 + r8 + 3392]
-    mov r8, r11
-    mov edx, r8d
-    mov qword ptr [r15 + 256], rdx
-    and r8, 1984
-    and edx, dword ptr [r15 + r8 + 1344]
+    movzx ebp, byte ptr [r15 + 128]
+    mov eax, ebp
+    and r9, 4032
+    mov rax, qword ptr [r15 + r9 + 3392]
+    mov edi, edi
+    movsxd r9, dword ptr [r15 + 384]
+    jmp 1f
+1:
+    inc dword ptr [r15 + 448]
+    jmp 1f
+1:
+    mov qword ptr [r15 + 576], r9
+    jmp 1f
+1:
+    movzx edi, dil
+    jmp 1f
+1:
+    mov r9, r11
+    mov edi, 148
+    and r9, 8128
+    mov dword ptr [r15 + r9 + 7488], ebp
+    jmp 1f
+1:
+    mov r8d, 176
+    mov edi, 242
+    mov esi, 204
+    mov edx, r9d
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c68:
-    mov rdi, qword ptr [r15 + 64]
-    movzx r8d, byte ptr [r15 + 640]
-    mov rdx, r8
-    movsxd rsi, dword ptr [r15 + 512]
-    movzx r8d, byte ptr [r15 + 128]
+    lea rcx, [rip + .Lc1_d3138_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d3138_j_t
+.Lc1_d3138_j:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, eax
-    mov eax, 128
+    mov rcx, r8
+    mov ecx, 170
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 149
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, esi
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], edi
-    movzx edi, al
-    movzx esi, dil
-    mov eax, 116
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rsi, rcx
+    mov rcx, qword ptr [r15 + 128]
+    jmp 1f
+1:
+    movsxd r8, dword ptr [r15 + 64]
+    mov rsi, qword ptr [r15 + 128]
+    mov dword ptr [r15 + 384], 242
+    mov r9d, edi
+    movsxd rdi, dword ptr [r15 + 256]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov eax, r9d
+    mov r9, qword ptr [r15 + 192]
+    mov dword ptr [r15 + 512], r9d
+    mov r9, rcx
+    mov r9d, 125
     mov rbp, r11
-    mov byte ptr [r15 + 0], r8b
+    mov dword ptr [r15 + 448], eax
+    and rbp, 448
+    movsxd r9, dword ptr [r15 + rbp + 832]
+    movzx ebp, r8b
+    jmp 1f
+1:
     mov r8, r11
-    movsxd rax, dword ptr [r15 + 64]
-    and rbp, 1984
-    add rsi, qword ptr [r15 + rbp + 1344]
-    and esi, dword ptr [r15 + 704]
-    mov r9, r11
+    mov rax, qword ptr [r15 + 640]
+    jmp 1f
+1:
     and r8, 8128
-    mov rbp, qword ptr [r15 + r8 + 7488]
+    movsxd rdx, dword ptr [r15 + r8 + 7488]
+    mov r8, rdx
+    mov rdx, r8
     jmp 1f
 1:
-    and r9, 4032
-    mov dword ptr [r15 + r9 + 3392], eax
-    jmp 1f
-1:
-    movzx r8d, byte ptr [r15 + 448]
-    movzx r9d, r8b
-    mov rax, qword ptr [r15 + 320]
-    mov r8, rax
-    mov rax, rsi
-    mov eax, 137
-    mov rax, qword ptr [r15 + 192]
-    mov edi, 15
-    mov rdi, qword ptr [r15 + 256]
-    movzx ecx, byte ptr [r15 + 384]
-    mov byte ptr [r15 + 320], cl
+    vmovdqu ymmword ptr [r15 + 320], ymm2
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c69:
-    lea rcx, [rip + .Lc1_d3172_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d3172_j_t
-.Lc1_d3172_j:
-    mov eax, ecx
     jmp 1f
 1:
-    mov dword ptr [r15 + 192], eax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rcx
     jmp 1f
 1:
+    mov rdx, r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rdx, rdx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rdx
+    movzx r8d, byte ptr [r15 + 192]
+    mov edx, r9d
+    jmp 1f
+1:
+    vmovq xmm2, r9
+    mov qword ptr [r15 + 128], r8
+    mov edx, dword ptr [r15 + 768]
+    movsxd r8, dword ptr [r15 + 512]
+    .byte 0x0f, 0x1f, 0x00
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov qword ptr [r15 + 320], rdx
+    jmp 1f
+1:
+    mov rdx, qword ptr [r15 + 704]
     mov rbp, r11
-    xor dword ptr [r15 + 0], ebp
-    mov esi, ebp
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 8128
-    mov dword ptr [r15 + rbp + 7488], ecx
-    movsxd rbp, dword ptr [r15 + 448]
-    mov dword ptr [r15 + 128], ebp
-    mov rsi, rbp
-    mov eax, 79
-    movzx ecx, byte ptr [r15 + 768]
-    mov byte ptr [r15 + 128], cl
-    mov edx, 252
+    mov qword ptr [r15 + 64], r8
+    and rbp, 4032
+    mov r8d, dword ptr [r15 + rbp + 3392]
     jmp 1f
 1:
-    mov rbp, r11
-    mov ecx, ebp
-    mov edi, 58
-    and rbp, 1984
-    vmovq qword ptr [r15 + rbp + 1344], xmm15
-    mov rcx, rbp
+    mov ebp, dword ptr [r15 + 448]
     jmp 1f
 1:
-    movzx eax, byte ptr [r15 + 320]
-    mov rbp, r11
-    vmovdqu ymmword ptr [r15 + 384], ymm15
-    mov rcx, qword ptr [r15 + 64]
-    vmovdqu ymmword ptr [r15 + 512], ymm15
-    and rbp, 448
-    movzx r9d, byte ptr [r15 + rbp + 832]
-    mov byte ptr [r15 + 256], r9b
-    jmp 1f
-1:
+    mov esi, edx
+    mov edx, edx
+    mov r9, r11
+    mov ecx, dword ptr [r15 + 384]
+    and r9, 1984
+    mov edx, dword ptr [r15 + r9 + 1344]
+    mov r9d, edi
+    mov r9, r11
+    movsxd rdi, dword ptr [r15 + 256]
+    mov byte ptr [r15 + 320], dl
+    mov rdx, rdi
+    and r9, 448
+    mov dword ptr [r15 + r9 + 832], 247
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c70:
-    mov ebp, 27
-    mov ebp, ebp
-    mov dword ptr [r15 + 384], ecx
-    mov r9, r11
-    mov rcx, qword ptr [r15 + 512]
-    mov rbp, rax
-    and r9, 8128
-    vmovdqu xmmword ptr [r15 + r9 + 7488], xmm15
-    mov rbp, r11
-    mov rax, qword ptr [r15 + 640]
-    mov r9, r8
+    lea rcx, [rip + .Lc1_d3237_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d3237_j_t
+.Lc1_d3237_j:
+    movsxd r9, dword ptr [r15 + 448]
+    mov edi, edx
+    mov rcx, qword ptr [r15 + 64]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rdx, rcx
+    mov qword ptr [r15 + 0], rdx
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, byte ptr [r15 + 512]
+    movsxd rdx, dword ptr [r15 + 64]
+    mov ebp, edx
+    jmp 1f
+1:
+    movzx edx, bpl
+    mov r8, r11
+    mov rbp, r11
+    mov dword ptr [r15 + 576], 85
+    vpshufd xmm3, xmm2, 207
     and rbp, 4032
-    movsxd r9, dword ptr [r15 + rbp + 3392]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, 79
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, ebp
-    jmp 1f
-1:
-    vpor xmm15, xmm15, xmm15
-    and r8d, dword ptr [r15 + 0]
-    mov ebp, 139
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx edi, r9b
-    mov ebp, 156
-    mov byte ptr [r15 + 0], r9b
-    mov r8d, 249
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, 96
-    mov dword ptr [r15 + 0], 143
-    mov qword ptr [r15 + 128], r8
-    movsxd r9, dword ptr [r15 + 64]
-    mov dword ptr [r15 + 384], edi
-    mov r8d, dword ptr [r15 + 192]
-    mov edi, dword ptr [r15 + 448]
-    mov ebp, dword ptr [r15 + 320]
+    mov qword ptr [r15 + rbp + 3392], rcx
+    and r8, 8128
+    mov dword ptr [r15 + r8 + 7488], 223
+    mov dword ptr [r15 + 320], edx
+    mov dword ptr [r15 + 384], 74
+    movzx r8d, byte ptr [r15 + 128]
     mov rbp, r11
-    mov eax, 148
-    and rbp, 448
-    mov dword ptr [r15 + rbp + 832], r9d
-    mov rbp, qword ptr [r15 + 576]
-    mov r9d, 250
+    movzx edx, byte ptr [r15 + 384]
+    and rbp, 1984
+    mov rcx, qword ptr [r15 + rbp + 1344]
+    mov esi, dword ptr [r15 + 256]
+    mov ebp, r8d
+    movzx eax, r8b
     add r11, 64
     inc rbx
     dec r13
@@ -4435,627 +4515,678 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 2
-    setz al
-    lea rcx, [rip + .Lc1_d3268_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d3268_s_t
-    .p2align 3
-.Lc1_d3268_s:
-    .p2align 3
-    jmp .Lc1_d3268_j
-    .p2align 3
-    jmp .Lc1_d3268_j
-.Lc1_d3268_j:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov rcx, rax
-    mov rbp, r11
-    mov dword ptr [r15 + 128], ebp
-    and rbp, 1984
-    mov rcx, qword ptr [r15 + rbp + 1344]
-    movzx ebp, byte ptr [r15 + 512]
-    mov eax, 52
+    movzx r8d, byte ptr [r15 + 128]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, r8b
     mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, 171
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, rsi
+    mov dword ptr [r15 + 0], 29
+    mov byte ptr [r15 + 256], bpl
+    mov qword ptr [r15 + 640], r8
     jmp 1f
 1:
-    mov r9, qword ptr [r15 + 704]
+    mov edi, 18
+    mov dword ptr [r15 + 512], 99
     jmp 1f
 1:
-    vmovdqu ymmword ptr [r15 + 320], ymm15
-    jmp 1f
-1:
-    movsxd rax, dword ptr [r15 + 256]
-    mov r8, r11
-    jmp 1f
-1:
-    and r8, 4032
-    mov rbp, r11
-    movsxd rdi, dword ptr [r15 + r8 + 3392]
-    and rbp, 448
-    mov r8d, dword ptr [r15 + rbp + 832]
-    mov rbp, r8
-    jmp 1f
-1:
-    movzx esi, dil
-    jmp 1f
-1:
-    mov ebp, r9d
     mov edi, eax
-    mov edi, dword ptr [r15 + 64]
+    jmp 1f
+1:
+    mov qword ptr [r15 + 64], rax
+    test dword ptr [r15 + 67117724], 201326592
+    jnz 1f
+1:
+    mov r8, r11
+    mov rbp, rcx
+    jmp 1f
+1:
+    mov rbp, r11
+    jmp 1f
+1:
+    and r8, 448
+    movsxd rax, dword ptr [r15 + r8 + 832]
+    and rbp, 8128
+    and ecx, dword ptr [r15 + rbp + 7488]
+    mov ebp, ecx
+    mov dword ptr [r15 + 128], ebp
+    vpshufd xmm2, xmm3, 121
+    movsxd rbp, dword ptr [r15 + 192]
+    mov byte ptr [r15 + 320], bpl
+    jmp 1f
+1:
+    mov edi, r8d
+    mov rbp, r11
+    movzx r8d, cl
+    mov r8d, eax
+    jmp 1f
+1:
+    and rbp, 4032
+    movsxd rax, dword ptr [r15 + rbp + 3392]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c72:
-    mov rax, qword ptr [r15 + 320]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov byte ptr [r15 + 0], dl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 64
+    setz al
+    lea rcx, [rip + .Lc1_d3332_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d3332_s_t
+    .p2align 3
+.Lc1_d3332_s:
+    .p2align 3
+    jmp .Lc1_d3332_j
+    .p2align 3
+    jmp .Lc1_d3332_j
+.Lc1_d3332_j:
+    mov rbp, r11
+    and rbp, 448
+    movsxd rcx, dword ptr [r15 + rbp + 832]
+    mov qword ptr [r15 + 512], rcx
+    and ecx, dword ptr [r15 + 768]
+    movsxd rax, dword ptr [r15 + 320]
+    mov qword ptr [r15 + 128], r8
     mov rbp, r11
     mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, eax
-    mov r9d, dword ptr [r15 + 768]
     and rbp, 1984
-    mov dword ptr [r15 + rbp + 1344], 121
-    movsxd rax, dword ptr [r15 + 64]
-    mov ebp, 158
-    test ebx, 1073741824
-    jz 1f
+    mov r8, qword ptr [r15 + rbp + 1344]
+    mov byte ptr [r15 + 704], r9b
+    vpor xmm2, xmm2, xmm2
+    mov qword ptr [r15 + 64], rax
+    mov rax, r8
+    movsxd r8, dword ptr [r15 + 448]
+    mov ebp, 108
+    mov r9d, ecx
+    jmp 1f
 1:
-    mov eax, dword ptr [r15 + 512]
-    mov r8, r11
-    mov rdx, rbp
-    and r8, 16320
-    mov dword ptr [r15 + r8 + 15680], 2
-    mov r9, r11
-    vmovdqu xmm15, xmmword ptr [r15 + 384]
-    and r9, 8128
-    mov dword ptr [r15 + r9 + 7488], 89
-    mov byte ptr [r15 + 256], r9b
-    add r8, qword ptr [r15 + 448]
-    mov dword ptr [r15 + 384], r8d
-    vmovdqu ymmword ptr [r15 + 192], ymm15
-    mov ebp, r8d
-    movsxd r9, dword ptr [r15 + 64]
-    movzx ebp, byte ptr [r15 + 192]
-    movzx r8d, bpl
-    movzx ecx, byte ptr [r15 + 128]
+    mov ecx, r9d
+    jmp 1f
+1:
+    mov rbp, r11
+    mov qword ptr [r15 + 192], rbp
+    and rbp, 8128
+    mov dword ptr [r15 + rbp + 7488], 60
+    movzx ecx, cl
+    mov r9, qword ptr [r15 + 384]
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c73:
-    lea rcx, [rip + .Lc1_d3354_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d3354_j_t
-.Lc1_d3354_j:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
     mov rbp, r11
+    jmp 1f
+1:
+    and rbp, 4032
+    mov byte ptr [r15 + rbp + 3392], bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    nop
+    mov ebp, 112
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rbp
+    add rax, qword ptr [r15 + 192]
+    vpxor xmm2, xmm2, xmm3
+    movzx ebp, byte ptr [r15 + 128]
+    mov ecx, r9d
+    mov r9d, eax
+    mov r9d, dword ptr [r15 + 64]
+    test dword ptr [r15 + 67117724], 131077
+    jz 1f
+1:
+    mov qword ptr [r15 + 320], rbp
+    jmp 1f
+1:
+    mov qword ptr [r15 + 64], rax
+    movsxd rbp, dword ptr [r15 + 256]
+    movzx r9d, r9b
+    jmp 1f
+1:
+    mov rax, rax
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r9, rax
+    mov dword ptr [r15 + 384], 209
+    jmp 1f
+1:
+    mov byte ptr [r15 + 576], r9b
+    .byte 0x0f, 0x1f, 0x00
+    vpcmpeqb xmm2, xmm2, xmm3
+    movzx r9d, byte ptr [r15 + 384]
     mov r8, r11
-    and rbp, 448
-    mov rsi, qword ptr [r15 + rbp + 832]
-    movzx ebp, r9b
-    and r8, 8128
-    movzx ebp, byte ptr [r15 + r8 + 7488]
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov r8d, esi
-    movsxd rsi, dword ptr [r15 + 384]
-    movsxd r9, dword ptr [r15 + 320]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, r9
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, ecx
-    mov rcx, qword ptr [r15 + 320]
-    mov dword ptr [r15 + 128], 163
-    mov rdx, r9
-    mov r9d, dword ptr [r15 + 512]
-    jmp 1f
-1:
-    mov eax, dword ptr [r15 + 256]
-    mov r9, r11
-    mov qword ptr [r15 + 128], r8
-    and r9, 4032
-    mov dword ptr [r15 + r9 + 3392], 246
-    mov r8d, edx
-    mov r9d, r8d
-    jmp 1f
-1:
-    movzx edx, byte ptr [r15 + 64]
-    xor dword ptr [r15 + 448], edx
-    movsxd rdi, dword ptr [r15 + 576]
+    mov eax, 191
+    and r8, 1984
+    vmovdqu ymmword ptr [r15 + r8 + 1344], ymm2
+    mov eax, dword ptr [r15 + 448]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c74:
-    movsxd rdx, dword ptr [r15 + 64]
-    jmp 1f
-1:
-    mov r9d, r8d
-    vmovdqu ymmword ptr [r15 + 448], ymm15
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, 165
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov ebp, 13
-    mov dword ptr [r15 + 0], 53
-    mov dword ptr [r15 + 640], ebp
-    mov dword ptr [r15 + 192], r9d
-    movsxd rbp, dword ptr [r15 + 64]
+    lea rcx, [rip + .Lc1_d3426_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d3426_j_t
+.Lc1_d3426_j:
     mov r8, r11
-    movsxd r9, dword ptr [r15 + 384]
-    mov rsi, rbp
-    imul rbp, qword ptr [r15 + 256]
+    movzx ecx, r9b
     and r8, 448
-    mov esi, dword ptr [r15 + r8 + 832]
-    movzx r8d, byte ptr [r15 + 512]
-    mov rcx, qword ptr [r15 + 704]
-    mov r8, r11
-    mov rax, r8
+    mov rbp, r11
+    mov rcx, qword ptr [r15 + r8 + 832]
+    and rbp, 8128
+    mov byte ptr [r15 + rbp + 7488], bpl
+    mov r9, rbp
+    jmp 1f
+1:
+    mov rbp, qword ptr [r15 + 128]
     mov r9, r11
-    and r8, 4032
-    movzx eax, byte ptr [r15 + r8 + 3392]
+    mov r8d, r9d
     and r9, 1984
-    mov qword ptr [r15 + r9 + 1344], rcx
-    mov dword ptr [r15 + 128], 116
-    movzx edi, byte ptr [r15 + 320]
-    movzx r8d, al
+    mov r8, qword ptr [r15 + r9 + 1344]
+    mov r9, qword ptr [r15 + 320]
+    movzx eax, byte ptr [r15 + 128]
+    mov dword ptr [r15 + 64], 197
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx edi, r8b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r8d, edi
+    mov edi, r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], al
+    mov dword ptr [r15 + 192], r8d
+    mov rsi, qword ptr [r15 + 320]
+    mov edx, dword ptr [r15 + 512]
+    jmp 1f
+1:
+    mov r8, qword ptr [r15 + 512]
+    mov rdi, r8
+    mov byte ptr [r15 + 384], dil
+    mov byte ptr [r15 + 640], dl
+    mov rax, qword ptr [r15 + 448]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movsxd rdi, dword ptr [r15 + 256]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c75:
-    lea rcx, [rip + .Lc1_d3441_j]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d3475_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d3441_j_t
-.Lc1_d3441_j:
-    movsxd rcx, dword ptr [r15 + 192]
-    movzx edx, cl
-    movzx eax, byte ptr [r15 + 256]
-    movzx ecx, byte ptr [r15 + 448]
-    movzx r8d, cl
-    mov r8d, dword ptr [r15 + 128]
-    movzx ebp, byte ptr [r15 + 384]
-    movzx r9d, bpl
-    movzx ebp, r9b
-    mov rsi, qword ptr [r15 + 384]
-    mov r9, r11
-    movzx edi, cl
-    and r9, 1984
-    mov byte ptr [r15 + r9 + 1344], r9b
-    mov ecx, esi
-    mov dword ptr [r15 + 320], 207
-    movsxd rcx, dword ptr [r15 + 768]
-    test ebx, 1024
-    jz 1f
-1:
+    jmp .Lc1_d3475_j_t
+.Lc1_d3475_j:
+    mov ecx, 137
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, rcx
     jmp 1f
 1:
-    vpaddq xmm15, xmm15, xmmword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    and ecx, dword ptr [r15 + 0]
-    mov r9, rcx
-    mov r9, r11
     mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rcx
-    and r9, 8128
-    vpcmpeqb xmm15, xmm15, xmmword ptr [r15 + r9 + 7488]
-    mov dword ptr [r15 + 64], edi
+    mov ecx, ecx
+    mov rax, r9
+    mov r9, r8
+    jmp 1f
+1:
+    mov r9d, 62
+    mov r8d, 5
+    movsxd r9, dword ptr [r15 + 320]
+    jmp 1f
+1:
+    mov r8, r9
+    test dword ptr [r15 + 67117723], 8388608
+    jnz 1f
+1:
+    movsxd r8, dword ptr [r15 + 384]
+    movsxd r9, dword ptr [r15 + 448]
+    mov dword ptr [r15 + 256], 112
+    mov rcx, r9
     mov rbp, r11
     jmp 1f
 1:
-    mov dword ptr [r15 + 128], ebp
-    movzx edi, byte ptr [r15 + 512]
     and rbp, 4032
-    movzx esi, byte ptr [r15 + rbp + 3392]
+    mov r9, r11
+    inc dword ptr [r15 + rbp + 3392]
+    movsxd rbp, dword ptr [r15 + 128]
+    and r9, 8128
+    mov dword ptr [r15 + r9 + 7488], 120
     jmp 1f
 1:
+    mov r9, qword ptr [r15 + 64]
+    mov r9, r11
+    mov edi, ebp
+    and r9, 448
+    mov edx, dword ptr [r15 + r9 + 832]
+    jmp 1f
+1:
+    mov qword ptr [r15 + 704], rcx
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c76:
-    mov r8, r11
-    and r8, 1984
-    mov byte ptr [r15 + r8 + 1344], r8b
-    mov ebp, dword ptr [r15 + 256]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, ebp
     jmp 1f
 1:
-    mov r8d, ebp
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    movzx r9d, sil
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r8
-    mov dword ptr [r15 + 0], ebp
+    mov dword ptr [r15 + 0], 56
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, dword ptr [r15 + 128]
-    mov r8d, 141
-    movzx edx, dil
-    mov r8d, edi
-    mov esi, edi
-    movsxd rbp, dword ptr [r15 + 512]
-    mov edi, dword ptr [r15 + 640]
-    mov r8, rdi
-    mov dword ptr [r15 + 64], 183
-    mov rdi, qword ptr [r15 + 384]
-    mov rsi, qword ptr [r15 + 192]
-    mov dword ptr [r15 + 576], 148
-    movsxd rdx, dword ptr [r15 + 448]
+    mov byte ptr [r15 + 64], r9b
+    mov r9, r9
+    movzx ecx, dil
+    and ebp, dword ptr [r15 + 320]
+    jmp 1f
+1:
+    mov esi, ecx
+    mov edi, edi
+    movsxd rcx, dword ptr [r15 + 192]
+    mov rax, rcx
+    jmp 1f
+1:
+    mov r9, qword ptr [r15 + 512]
+    movzx ecx, byte ptr [r15 + 192]
+    mov rdi, rdi
+    movsxd rdi, dword ptr [r15 + 576]
+    movzx esi, bpl
     mov rbp, r11
     jmp 1f
 1:
-    movsxd rcx, dword ptr [r15 + 64]
-    and rbp, 8128
-    vmovdqu ymmword ptr [r15 + rbp + 7488], ymm15
-    add qword ptr [r15 + 320], rdi
-    mov dword ptr [r15 + 448], r8d
-    jmp 1f
-1:
-    movzx ebp, bpl
+    and rbp, 1984
+    mov byte ptr [r15 + rbp + 1344], cl
+    mov r8, rbp
+    vmovdqu xmm3, xmmword ptr [r15 + 64]
+    mov rbp, qword ptr [r15 + 448]
+    mov rcx, qword ptr [r15 + 768]
+    mov r8, r9
+    mov byte ptr [r15 + 384], dil
+    mov r9, r11
+    mov edi, 248
+    and r9, 4032
     mov rbp, r11
-    jmp 1f
-1:
+    movsxd rdi, dword ptr [r15 + r9 + 3392]
+    movzx r9d, byte ptr [r15 + 256]
+    movsxd rdx, dword ptr [r15 + 128]
     and rbp, 448
-    movzx r8d, byte ptr [r15 + rbp + 832]
+    movsxd r9, dword ptr [r15 + rbp + 832]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c77:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 536870912
-    setz al
-    lea rcx, [rip + .Lc1_d3534_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d3534_s_t
-    .p2align 3
-.Lc1_d3534_s:
-    .p2align 3
-    jmp .Lc1_d3534_j
-    .p2align 3
-    jmp .Lc1_d3534_j
-.Lc1_d3534_j:
-    mov eax, dword ptr [r15 + 320]
-    mov edi, 5
+    lea rcx, [rip + .Lc1_d3566_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d3566_j_t
+.Lc1_d3566_j:
     jmp 1f
 1:
     movzx ecx, cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, qword ptr [r15 + 384]
     mov rbp, r11
+    movzx ecx, bpl
+    and rbp, 4032
+    movsxd rsi, dword ptr [r15 + rbp + 3392]
+    mov byte ptr [r15 + 0], sil
     jmp 1f
 1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    and rbp, 1984
-    mov rdi, qword ptr [r15 + rbp + 1344]
+    mov r12, qword ptr [r15 + r12 + 56]
     mov ebp, eax
     jmp 1f
 1:
-    mov qword ptr [r15 + 64], rdi
-    mov rbp, r11
-    mov byte ptr [r15 + 704], cl
-    movzx edi, byte ptr [r15 + 192]
-    and rbp, 4032
-    mov ecx, dword ptr [r15 + rbp + 3392]
-    mov edx, dword ptr [r15 + 128]
-    mov ebp, dword ptr [r15 + 128]
-    mov dword ptr [r15 + 512], eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r8, 1984
+    mov dword ptr [r15 + r8 + 1344], ebp
+    mov dword ptr [r15 + 128], 171
+    mov r8d, dword ptr [r15 + 320]
+    mov dword ptr [r15 + 384], ebp
+    test ebx, 1073741824
+    jz 1f
+1:
     mov r8, r11
     jmp 1f
 1:
-    and r8, 448
-    xor dword ptr [r15 + r8 + 832], edi
+    mov eax, 110
+    and r8, 8128
+    mov byte ptr [r15 + r8 + 7488], al
+    mov qword ptr [r15 + 384], rax
     jmp 1f
 1:
+    mov byte ptr [r15 + 448], al
+    mov qword ptr [r15 + 128], rax
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov rax, qword ptr [r15 + 64]
+    mov r8d, edx
+    movsxd r8, dword ptr [r15 + 512]
+    jmp 1f
+1:
+    mov rdx, r8
+    mov r8d, 138
+    and eax, dword ptr [r15 + 640]
+    movzx r8d, byte ptr [r15 + 256]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c78:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    movzx eax, byte ptr [r15 + 768]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx edx, al
+    mov dword ptr [r15 + 0], 90
+    mov r8, r11
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     jmp 1f
 1:
-    mov byte ptr [r15 + 0], r8b
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 167
-    mov r8, qword ptr [r15 + 512]
-    mov rdi, qword ptr [r15 + 192]
-    test dword ptr [r15 + 67117724], 32
-    jz 1f
+    and r8, 1984
+    add rax, qword ptr [r15 + r8 + 1344]
+    mov qword ptr [r15 + 128], rdx
+    mov dword ptr [r15 + 704], 104
+    add rsi, qword ptr [r15 + 192]
+    movzx r8d, sil
+    vmovdqu ymmword ptr [r15 + 512], ymm3
+    mov edx, 103
+    jmp 1f
+1:
+    mov dword ptr [r15 + 768], esi
+    mov r8, r11
+    mov edx, eax
+    and r8, 8128
+    vmovdqu ymmword ptr [r15 + r8 + 7488], ymm3
+    mov rdx, rsi
+    mov esi, edx
+    mov qword ptr [r15 + 256], rsi
+    mov dword ptr [r15 + 320], edx
+    jmp 1f
+1:
+    movzx edx, sil
+    mov qword ptr [r15 + 64], rsi
+    jmp 1f
 1:
     mov r8, r11
-    mov ebp, 11
-    mov dword ptr [r15 + 384], ebp
-    and edx, dword ptr [r15 + 320]
+    mov rsi, qword ptr [r15 + 64]
     and r8, 448
-    mov byte ptr [r15 + r8 + 832], dil
-    mov edi, 161
-    movzx r8d, byte ptr [r15 + 128]
-    mov rbp, r11
-    mov rax, qword ptr [r15 + 320]
-    and rbp, 4032
-    mov qword ptr [r15 + rbp + 3392], rdx
-    mov rbp, r11
-    mov byte ptr [r15 + 64], dl
-    movzx edx, byte ptr [r15 + 448]
-    and rbp, 8128
-    mov dword ptr [r15 + rbp + 7488], 202
-    movzx edi, byte ptr [r15 + 256]
+    mov qword ptr [r15 + r8 + 832], rdi
+    mov ebp, dword ptr [r15 + 448]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 384], 16
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c79:
-    lea rcx, [rip + .Lc1_d3616_j]
+    lea rcx, [rip + .Lc1_d3661_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d3616_j_t
-.Lc1_d3616_j:
-    vmovdqu xmmword ptr [r15 + 128], xmm15
-    mov ecx, dword ptr [r15 + 128]
-    mov edx, dword ptr [r15 + 640]
-    jmp 1f
-1:
-    movzx ebp, byte ptr [r15 + 384]
-    movsxd rdi, dword ptr [r15 + 448]
-    vmovdqu xmm0, xmmword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rdi
-    mov byte ptr [r15 + 0], dil
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, 81
+    jmp .Lc1_d3661_j_t
+.Lc1_d3661_j:
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    and ecx, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rsi, rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r8
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + 0], ymm3
+    movzx ebp, byte ptr [r15 + 512]
+    mov byte ptr [r15 + 128], sil
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movzx esi, byte ptr [r15 + 320]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rbp, r11
     mov r8, r11
-    mov rdi, qword ptr [r15 + 384]
-    mov dword ptr [r15 + 320], 96
-    or qword ptr [r15 + 64], 67
-    and r8, 8128
-    mov qword ptr [r15 + r8 + 7488], rbp
-    movzx eax, dil
+    mov qword ptr [r15 + 192], r8
+    and rbp, 8128
+    mov byte ptr [r15 + rbp + 7488], sil
+    and r8, 448
+    mov dword ptr [r15 + r8 + 832], 148
+    jmp 1f
+1:
+    mov esi, esi
+    mov qword ptr [r15 + 64], r8
+    jmp 1f
+1:
+    mov dword ptr [r15 + 576], esi
     jmp 1f
 1:
     jmp 1f
 1:
-    mov qword ptr [r15 + 576], rax
     jmp 1f
 1:
-    mov ebp, dword ptr [r15 + 64]
-    movsxd rdi, dword ptr [r15 + 448]
-    mov r8d, 234
-    movzx eax, byte ptr [r15 + 512]
-    mov qword ptr [r15 + 256], rdx
-    mov r9, r11
-    mov edx, 124
-    jmp 1f
-1:
-    mov r8, r11
-    and r9, 4032
-    vmovdqu ymmword ptr [r15 + r9 + 3392], ymm0
-    jmp 1f
-1:
-    and r8, 1984
-    movsxd r9, dword ptr [r15 + r8 + 1344]
-    jmp 1f
-1:
-    mov qword ptr [r15 + 192], rax
-    jmp 1f
-1:
+    mov rbp, r11
+    movzx esi, bpl
+    and rbp, 4032
+    mov rdi, qword ptr [r15 + rbp + 3392]
+    mov rbp, qword ptr [r15 + 448]
+    mov byte ptr [r15 + 256], r8b
+    movzx r8d, byte ptr [r15 + 320]
+    mov rsi, r8
+    movzx edx, byte ptr [r15 + 384]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c80:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d3669_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d3669_j_t
-.Lc1_d3669_j:
-    mov r8, r11
-    mov ecx, r9d
+    mov r9, r11
+    and r9, 1984
+    mov qword ptr [r15 + r9 + 1344], rsi
+    mov qword ptr [r15 + 256], rdx
+    mov dword ptr [r15 + 640], 230
     jmp 1f
 1:
-    mov ecx, 64
-    and r8, 8128
-    mov qword ptr [r15 + r8 + 7488], r8
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, r8
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], eax
+    mov r9d, 223
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 85
-    mov ecx, dword ptr [r15 + 320]
-    mov r8, qword ptr [r15 + 704]
-    mov dword ptr [r15 + 256], ecx
-    test dword ptr [r15 + 67117724], 802816
-    jz 1f
+    inc dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 82
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
 1:
+    movzx r9d, r9b
+    add r8, qword ptr [r15 + 0]
+    mov edi, esi
+    mov dword ptr [r15 + 128], 231
+    mov r9d, edi
+    mov dword ptr [r15 + 64], 226
+    vmovdqu ymmword ptr [r15 + 320], ymm3
+    mov qword ptr [r15 + 384], r8
+    mov r9, r8
+    jmp 1f
+1:
+    movzx r8d, byte ptr [r15 + 512]
+    mov edi, edi
     jmp 1f
 1:
     jmp 1f
 1:
-    add rcx, qword ptr [r15 + 64]
-    vmovdqu xmmword ptr [r15 + 512], xmm0
-    add r8, qword ptr [r15 + 384]
-    mov rax, rcx
-    movzx r9d, al
-    mov rbp, r11
+    mov rdi, qword ptr [r15 + 128]
+    mov byte ptr [r15 + 448], dil
+    mov dword ptr [r15 + 192], 31
+    mov rdi, rdi
+    .byte 0x66, 0x90
     jmp 1f
 1:
-    mov rax, qword ptr [r15 + 192]
-    and rbp, 1984
-    mov ecx, dword ptr [r15 + rbp + 1344]
-    mov rbp, r11
-    jmp 1f
-1:
-    jmp 1f
-1:
-    and rbp, 448
-    mov byte ptr [r15 + rbp + 832], bpl
-    mov qword ptr [r15 + 128], rax
+    mov r9, r11
+    mov esi, 118
+    mov dword ptr [r15 + 384], 213
+    and r9, 4032
+    movzx edi, byte ptr [r15 + r9 + 3392]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c81:
-    mov ebp, dword ptr [r15 + 64]
-    vmovdqu ymmword ptr [r15 + 256], ymm0
-    mov ecx, dword ptr [r15 + 64]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d3763_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d3763_j_t
+.Lc1_d3763_j:
+    movzx r9d, cl
+    movzx r8d, r9b
+    mov qword ptr [r15 + 0], r8
     mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], r9
-    mov rax, rcx
-    vpor xmm0, xmm0, xmm0
-    jmp 1f
-1:
-    add rax, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 320], 213
-    mov qword ptr [r15 + 128], rcx
-    movsxd r9, dword ptr [r15 + 384]
-    mov rcx, qword ptr [r15 + 448]
+    add rdi, qword ptr [r15 + 0]
     mov r8, r11
-    movzx edi, r8b
-    mov r9, r11
-    mov dword ptr [r15 + 448], 57
+    mov dword ptr [r15 + 0], 103
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r8, 448
+    and edi, dword ptr [r15 + r8 + 832]
+    movsxd r8, dword ptr [r15 + 448]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movzx edx, dil
+    mov qword ptr [r15 + 512], rbp
+    mov edi, dword ptr [r15 + 384]
+    test dword ptr [r15 + 67117724], 335544388
+    jz 1f
+1:
+    mov r8, r11
+    jmp 1f
+1:
     and r8, 1984
-    mov rdx, qword ptr [r15 + r8 + 1344]
+    mov dword ptr [r15 + r8 + 1344], 218
+    mov r8d, dword ptr [r15 + 128]
+    mov rbp, rdx
+    movsxd rbp, dword ptr [r15 + 768]
+    vmovdqu ymmword ptr [r15 + 64], ymm3
     jmp 1f
 1:
-    and r9, 4032
-    mov r8, qword ptr [r15 + r9 + 3392]
-    mov byte ptr [r15 + 384], sil
-    mov byte ptr [r15 + 576], dl
+    jmp 1f
+1:
     mov r9, r11
+    mov dword ptr [r15 + 192], 75
+    movsxd rdx, dword ptr [r15 + 704]
+    movzx edi, byte ptr [r15 + 64]
+    and r9, 8128
+    movzx ecx, byte ptr [r15 + r9 + 7488]
+    movsxd rax, dword ptr [r15 + 320]
     jmp 1f
 1:
-    and r9, 448
-    mov edx, dword ptr [r15 + r9 + 832]
-    jmp 1f
-1:
-    movsxd r9, dword ptr [r15 + 320]
-    mov rsi, qword ptr [r15 + 768]
-    movsxd rdi, dword ptr [r15 + 128]
-    mov dword ptr [r15 + 192], 61
-    and r8d, dword ptr [r15 + 512]
-    mov r8d, ecx
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c82:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 4096
-    setz al
-    lea rcx, [rip + .Lc1_d3758_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d3758_s_t
-    .p2align 3
-.Lc1_d3758_s:
-    .p2align 3
-    jmp .Lc1_d3758_j
-    .p2align 3
-    jmp .Lc1_d3758_j
-.Lc1_d3758_j:
-    movsxd rbp, dword ptr [r15 + 128]
+    mov r9, r11
+    and r9, 448
+    mov byte ptr [r15 + r9 + 832], r9b
     jmp 1f
 1:
-    movsxd rcx, dword ptr [r15 + 320]
-    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd r9, dword ptr [r15 + 256]
+    movsxd rdx, dword ptr [r15 + 64]
+    mov dword ptr [r15 + 448], 117
+    mov qword ptr [r15 + 576], rdx
+    movsxd rdx, dword ptr [r15 + 128]
     jmp 1f
 1:
-    add qword ptr [r15 + 0], rcx
-    mov r8, r11
-    mov dword ptr [r15 + 0], r8d
-    and r8, 4032
-    mov byte ptr [r15 + r8 + 3392], al
-    mov ecx, 62
-    mov eax, ecx
-    jmp 1f
-1:
-    mov dword ptr [r15 + 192], 138
-    mov rcx, rbp
-    mov dword ptr [r15 + 512], r8d
+    mov eax, 7
     mov rbp, r11
-    mov rax, qword ptr [r15 + 256]
+    vmovdqu xmmword ptr [r15 + 256], xmm3
+    mov r8d, dword ptr [r15 + 384]
+    movzx eax, byte ptr [r15 + 128]
     and rbp, 8128
-    movsxd rdx, dword ptr [r15 + rbp + 7488]
-    vpshufd xmm0, xmm0, 167
+    mov dword ptr [r15 + rbp + 7488], ebp
     jmp 1f
 1:
-    vmovdqu ymmword ptr [r15 + 640], ymm0
-    mov r8d, 60
     jmp 1f
 1:
-    mov rbp, qword ptr [r15 + 64]
+    mov dword ptr [r15 + 512], 52
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movzx ebp, byte ptr [r15 + 512]
+    add r8, qword ptr [r15 + 320]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 192], r8d
+    movzx r8d, r8b
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    or qword ptr [r15 + 0], 10
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 64], r8d
+    vpmovmskb r8d, xmm2
     mov r8, r11
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov esi, dword ptr [r15 + 384]
-    and r8, 16320
-    mov r9, qword ptr [r15 + r8 + 15680]
+    mov rdi, qword ptr [r15 + 320]
+    and r8, 4032
+    movzx ecx, byte ptr [r15 + r8 + 3392]
     add r11, 64
     inc rbx
     dec r13
@@ -5064,279 +5195,255 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov r9, qword ptr [r15 + 192]
-    mov qword ptr [r15 + 64], rsi
-    mov eax, 185
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx esi, r9b
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov rbp, r11
-    movzx esi, r9b
-    vmovdqu ymmword ptr [r15 + 384], ymm0
-    and rbp, 448
-    mov byte ptr [r15 + rbp + 832], bpl
-    test dword ptr [r15 + 67117724], 1051136
-    jz 1f
-1:
-    jmp 1f
-1:
-    movzx ebp, byte ptr [r15 + 128]
-    mov r9d, dword ptr [r15 + 64]
-    mov esi, dword ptr [r15 + 256]
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 268435456
+    setz al
+    lea rcx, [rip + .Lc1_d3855_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d3855_s_t
+    .p2align 3
+.Lc1_d3855_s:
+    .p2align 3
+    jmp .Lc1_d3855_j
+    .p2align 3
+    jmp .Lc1_d3855_j
+.Lc1_d3855_j:
     mov r8, r11
-    mov edi, r8d
-    jmp 1f
-1:
     and r8, 1984
-    mov eax, dword ptr [r15 + r8 + 1344]
-    movzx ecx, byte ptr [r15 + 320]
-    mov r8d, 145
-    mov r8, r11
-    mov byte ptr [r15 + 448], r8b
-    mov dword ptr [r15 + 512], 183
-    and r8, 8128
-    mov dword ptr [r15 + r8 + 7488], r9d
-    mov byte ptr [r15 + 704], r8b
+    mov qword ptr [r15 + r8 + 1344], r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 143
+    vmovdqu ymmword ptr [r15 + 0], ymm2
     jmp 1f
 1:
+    and r8d, dword ptr [r15 + 704]
+    movzx ecx, r8b
+    mov r8d, dword ptr [r15 + 448]
+    mov r9, qword ptr [r15 + 640]
+    mov eax, r9d
+    mov rbp, r11
+    mov r9d, dword ptr [r15 + 128]
+    and rbp, 16320
+    mov edx, dword ptr [r15 + rbp + 15680]
+    vmovdqu ymmword ptr [r15 + 320], ymm2
+    mov rbp, qword ptr [r15 + 384]
+    mov rdi, qword ptr [r15 + 64]
+    mov r8, r11
+    mov esi, 29
+    mov rsi, rsi
+    and r8, 4032
+    vmovq qword ptr [r15 + r8 + 3392], xmm2
+    mov esi, 138
+    mov dword ptr [r15 + 192], ebp
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c84:
-    lea rcx, [rip + .Lc1_d3847_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d3847_j_t
-.Lc1_d3847_j:
-    jmp 1f
-1:
-    mov ecx, 175
-    vmovdqu ymmword ptr [r15 + 0], ymm0
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx r8d, al
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], cl
-    mov byte ptr [r15 + 128], r8b
-    jmp 1f
-1:
-    movzx r8d, byte ptr [r15 + 320]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov ecx, r8d
-    jmp 1f
-1:
-    mov r8, r8
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
     mov rbp, r11
-    movsxd r8, dword ptr [r15 + 768]
-    movzx eax, byte ptr [r15 + 256]
-    and rbp, 4032
-    mov byte ptr [r15 + rbp + 3392], bpl
+    and rbp, 1984
+    add rdi, qword ptr [r15 + rbp + 1344]
+    mov rax, qword ptr [r15 + 448]
+    mov rbp, qword ptr [r15 + 384]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, rbp
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, qword ptr [r15 + 768]
+    mov rbp, rcx
+    mov r9, r11
+    mov ecx, dword ptr [r15 + 320]
+    mov edx, dword ptr [r15 + 512]
+    and r9, 448
+    movsxd rsi, dword ptr [r15 + r9 + 832]
+    movsxd r9, dword ptr [r15 + 256]
+    jmp 1f
+1:
+    jmp 1f
+1:
     mov rbp, r11
-    mov qword ptr [r15 + 384], rbp
-    and rbp, 448
-    movzx r9d, byte ptr [r15 + rbp + 832]
-    jmp 1f
-1:
-    movzx ebp, r9b
-    jmp 1f
+    test dword ptr [r15 + 67117724], 33554720
+    jz 1f
 1:
     jmp 1f
 1:
-    and eax, dword ptr [r15 + 128]
+    mov r9d, 158
+    and rbp, 8128
+    mov dword ptr [r15 + rbp + 7488], edx
+    mov r9d, dword ptr [r15 + 128]
+    movzx ecx, r9b
+    mov edx, esi
     jmp 1f
 1:
-    mov r9d, 94
-    mov byte ptr [r15 + 576], r8b
-    and ebp, dword ptr [r15 + 512]
-    movzx r9d, al
-    mov rdi, rax
-    mov r8d, 172
+    mov rdi, rdx
     jmp 1f
 1:
-    movzx edx, byte ptr [r15 + 448]
-    mov r8, r11
-    movzx r9d, byte ptr [r15 + 64]
-    and r8, 1984
-    mov rax, qword ptr [r15 + r8 + 1344]
+    mov ebp, 29
+    jmp 1f
+1:
+    mov rbp, r9
+    jmp 1f
+1:
+    mov r9d, 97
+    movzx esi, byte ptr [r15 + 64]
+    and r8d, dword ptr [r15 + 128]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c85:
-    mov qword ptr [r15 + 192], rdx
-    mov ebp, 25
+    lea rcx, [rip + .Lc1_d3942_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d3942_j_t
+.Lc1_d3942_j:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 39
+    mov ecx, 177
+    mov rcx, qword ptr [r15 + 512]
     jmp 1f
-1:
-    mov r8, r11
-    jmp 1f
-1:
-    and r8, 1984
-    movsxd rdx, dword ptr [r15 + r8 + 1344]
-    movsxd rcx, dword ptr [r15 + 640]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, 40
-    mov r9, r8
-    jmp 1f
-1:
-    mov ebp, 85
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, r9d
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
 1:
     jmp 1f
 1:
-    movzx edx, cl
-    mov dword ptr [r15 + 0], 67
-    mov dword ptr [r15 + 320], 142
-    mov rsi, r8
+    mov r9, qword ptr [r15 + 384]
+    mov esi, dword ptr [r15 + 256]
+    .byte 0x0f, 0x1f, 0x40, 0x00
+    movsxd rdx, dword ptr [r15 + 384]
+    mov dword ptr [r15 + 320], 42
+    mov dword ptr [r15 + 128], 134
+    movzx r8d, sil
+    jmp 1f
+1:
+    mov r8d, 16
+    jmp 1f
+1:
+    movzx r8d, r9b
+    mov byte ptr [r15 + 448], dl
+    mov dword ptr [r15 + 64], esi
+    mov r9, r11
+    movsxd rsi, dword ptr [r15 + 192]
+    and r9, 4032
     mov rbp, r11
-    movzx r8d, r8b
+    movsxd rdx, dword ptr [r15 + r9 + 3392]
+    jmp 1f
+1:
     and rbp, 448
-    and ecx, dword ptr [r15 + rbp + 832]
-    mov r8d, 143
-    mov rbp, qword ptr [r15 + 64]
-    mov qword ptr [r15 + 448], rbp
-    movzx ebp, byte ptr [r15 + 512]
-    mov rax, rcx
-    mov r8, r11
-    movsxd r9, dword ptr [r15 + 320]
-    mov dword ptr [r15 + 384], r9d
-    movzx ecx, byte ptr [r15 + 128]
-    and r8, 8128
-    movsxd r9, dword ptr [r15 + r8 + 7488]
-    mov edx, 249
+    movsxd r9, dword ptr [r15 + rbp + 832]
+    mov rbp, r11
+    vmovdqu ymmword ptr [r15 + 576], ymm3
+    and rbp, 8128
+    movzx edi, byte ptr [r15 + rbp + 7488]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c86:
-    lea rcx, [rip + .Lc1_d3946_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d3946_j_t
-.Lc1_d3946_j:
-    mov r8, r11
-    movsxd rcx, dword ptr [r15 + 64]
-    mov r9d, dword ptr [r15 + 384]
-    and r8, 8128
-    mov edx, dword ptr [r15 + r8 + 7488]
-    mov qword ptr [r15 + 192], rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], edx
-    mov edx, 232
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, rdx
-    mov dword ptr [r15 + 0], ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, qword ptr [r15 + 128]
-    movsxd rbp, dword ptr [r15 + 320]
-    movsxd rdx, dword ptr [r15 + 384]
-    movzx r8d, dl
-    movzx edx, byte ptr [r15 + 704]
-    movsxd rax, dword ptr [r15 + 448]
-    mov r8, r11
-    movsxd rsi, dword ptr [r15 + 256]
+    lea r8, [r11 + r11*1]
+    mov rbp, r11
+    mov dword ptr [r15 + 384], 4
     and r8, 1984
-    mov rdi, qword ptr [r15 + r8 + 1344]
-    mov r8, rbp
-    mov r8, r11
-    movsxd rdx, dword ptr [r15 + 256]
-    mov ebp, dword ptr [r15 + 64]
+    mov qword ptr [r15 + r8 + 1408], r8
+    and rbp, 4032
+    mov rax, qword ptr [r15 + rbp + 3392]
+    movsxd rbp, dword ptr [r15 + r8 + 1344]
     jmp 1f
 1:
-    and r8, 4032
-    and edx, dword ptr [r15 + r8 + 3392]
+    mov r8d, dword ptr [r15 + 320]
+    mov qword ptr [r15 + 192], r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx edi, dl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r8d, r8b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, 232
+    movzx r8d, byte ptr [r15 + 64]
     jmp 1f
 1:
-    movsxd r8, dword ptr [r15 + 512]
+    mov edx, dword ptr [r15 + 640]
+    movzx edi, dil
+    jmp 1f
+1:
+    mov r9, qword ptr [r15 + 704]
+    mov dword ptr [r15 + 256], 123
+    mov rbp, r11
+    mov rdi, qword ptr [r15 + 64]
+    jmp 1f
+1:
+    movsxd rsi, dword ptr [r15 + 320]
+    and rbp, 448
+    mov qword ptr [r15 + rbp + 832], rbp
+    add rdx, qword ptr [r15 + 512]
+    movsxd rbp, dword ptr [r15 + 128]
+    movzx ecx, byte ptr [r15 + 448]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c87:
-    mov r8d, r8d
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 256
+    setz al
+    lea rcx, [rip + .Lc1_d4029_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d4029_s_t
+    .p2align 3
+.Lc1_d4029_s:
+    .p2align 3
+    jmp .Lc1_d4029_j
+    .p2align 3
+    jmp .Lc1_d4029_j
+.Lc1_d4029_j:
+    mov eax, dword ptr [r15 + 128]
+    mov dword ptr [r15 + 0], eax
+    mov eax, esi
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx ecx, dl
-    movzx r9d, r8b
-    mov r8d, ebp
     mov r12, qword ptr [r15 + r12 + 56]
-    vpshufd xmm0, xmm0, 149
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, 56
+    movzx eax, cl
+    mov eax, dword ptr [r15 + 512]
+    mov rbp, r11
+    movsxd rsi, dword ptr [r15 + 768]
+    mov ecx, dword ptr [r15 + 64]
+    and rbp, 8128
+    mov r8, r11
+    mov dword ptr [r15 + rbp + 7488], 143
+    and r8, 4032
+    mov ebp, dword ptr [r15 + r8 + 3392]
+    and ecx, dword ptr [r15 + 448]
+    test dword ptr [r15 + 67117724], 8388608
+    jnz 1f
+1:
+    mov byte ptr [r15 + 256], sil
+    jmp 1f
+1:
+    mov r8, qword ptr [r15 + 384]
+    jmp 1f
+1:
+    mov rcx, qword ptr [r15 + 320]
+    jmp 1f
+1:
+    mov qword ptr [r15 + 192], rsi
+    vpor xmm8, xmm8, xmm4
     jmp 1f
 1:
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov rcx, rbp
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r9, r11
-    mov ebp, r9d
-    mov r8, qword ptr [r15 + 320]
-    and r9, 8128
-    mov byte ptr [r15 + r9 + 7488], cl
-    movzx ecx, r9b
-    mov byte ptr [r15 + 192], bpl
-    mov r9, r11
-    mov byte ptr [r15 + 384], bpl
-    jmp 1f
-1:
-    and r9, 448
-    mov dword ptr [r15 + r9 + 832], r9d
-    mov r9, r11
-    mov dword ptr [r15 + 512], r9d
-    mov rbp, qword ptr [r15 + 448]
-    mov ecx, 57
-    and r9, 4032
-    mov rcx, qword ptr [r15 + r9 + 3392]
-    mov dword ptr [r15 + 64], 24
-    movsxd r9, dword ptr [r15 + 128]
-    movzx edi, byte ptr [r15 + 768]
-    movzx esi, bpl
-    jmp 1f
-1:
-    sete sil
+    mov byte ptr [r15 + 128], r8b
     jmp 1f
 1:
     add r11, 64
@@ -5344,105 +5451,109 @@ ditto_body_c1:
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c88:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 15
-    lea rcx, [rip + .Lc1_d4044_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d4044_s_t
-    .p2align 3
-.Lc1_d4044_s:
-    .p2align 3
-    jmp .Lc1_d4044_j
-    .p2align 3
-    jmp .Lc1_d4044_j
-    .p2align 3
-    jmp .Lc1_d4044_j
-    .p2align 3
-    jmp .Lc1_d4044_j
-    .p2align 3
-    jmp .Lc1_d4044_j
-    .p2align 3
-    jmp .Lc1_d4044_j
-    .p2align 3
-    jmp .Lc1_d4044_j
-    .p2align 3
-    jmp .Lc1_d4044_j
-    .p2align 3
-    jmp .Lc1_d4044_j
-    .p2align 3
-    jmp .Lc1_d4044_j
-    .p2align 3
-    jmp .Lc1_d4044_j
-    .p2align 3
-    jmp .Lc1_d4044_j
-    .p2align 3
-    jmp .Lc1_d4044_j
-    .p2align 3
-    jmp .Lc1_d4044_j
-    .p2align 3
-    jmp .Lc1_d4044_j
-    .p2align 3
-    jmp .Lc1_d4044_j
-.Lc1_d4044_j:
-    movzx ecx, sil
-    mov dword ptr [r15 + 256], 178
-    movzx edx, cl
-    mov esi, 168
-    mov rax, qword ptr [r15 + 128]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r8d, cl
     jmp 1f
 1:
-    mov rcx, qword ptr [r15 + 320]
+    mov r8d, ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovq qword ptr [r15 + 0], xmm8
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r8d, r8b
     jmp 1f
 1:
-    mov rbp, qword ptr [r15 + 64]
+    mov r8d, dword ptr [r15 + 64]
+    mov rcx, rcx
+    movzx esi, sil
+    movsxd rsi, dword ptr [r15 + 64]
+    mov ecx, ebp
+    mov qword ptr [r15 + 448], r8
+    and r8d, dword ptr [r15 + 512]
+    mov dword ptr [r15 + 576], ebp
+    mov r9, r11
     jmp 1f
 1:
-    movzx esi, byte ptr [r15 + 576]
-    vpaddq xmm0, xmm0, xmmword ptr [r15 + 448]
+    jmp 1f
+1:
+    and r9, 1984
+    movzx ebp, byte ptr [r15 + r9 + 1344]
+    mov r9d, r8d
+    mov qword ptr [r15 + 320], r8
+    mov r9, r11
+    jmp 1f
+1:
+    and r9, 8128
+    mov qword ptr [r15 + r9 + 7488], rbp
+    movzx ebp, r9b
+    mov r9, r8
+    mov edi, dword ptr [r15 + 384]
+    mov r8, r11
+    mov r9d, 178
+    movzx ebp, byte ptr [r15 + 128]
+    and r8, 448
+    movzx r9d, byte ptr [r15 + r8 + 832]
+    jmp 1f
+1:
+    mov byte ptr [r15 + 192], r9b
+    mov r9, rbp
+    mov byte ptr [r15 + 384], r9b
+    jmp 1f
+1:
+    inc dword ptr [r15 + 256]
+    add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c89:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rsi, rsi
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovq qword ptr [r15 + 0], xmm0
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    inc dword ptr [r15 + 0]
-    movzx esi, sil
-    mov rbp, r11
-    vmovdqu xmmword ptr [r15 + 0], xmm0
-    and rbp, 1984
-    mov r9, r11
-    movsxd rsi, dword ptr [r15 + rbp + 1344]
-    mov qword ptr [r15 + 384], rsi
-    mov rbp, r11
-    movzx esi, bpl
-    and r9, 448
-    and ecx, dword ptr [r15 + r9 + 832]
-    and rbp, 4032
-    movzx r9d, byte ptr [r15 + rbp + 3392]
-    mov rsi, qword ptr [r15 + 704]
-    mov ebp, dword ptr [r15 + 448]
-    movzx eax, bpl
-    mov qword ptr [r15 + 512], rax
-    mov dword ptr [r15 + 64], ecx
-    mov rbp, qword ptr [r15 + 640]
-    mov byte ptr [r15 + 128], cl
-    mov byte ptr [r15 + 320], cl
-    mov dword ptr [r15 + 256], r9d
-    movzx r9d, bpl
-    mov ebp, dword ptr [r15 + 192]
-    mov rcx, qword ptr [r15 + 384]
-    movzx eax, byte ptr [r15 + 128]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d4124_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d4124_j_t
+.Lc1_d4124_j:
+    mov ecx, dword ptr [r15 + 448]
+    mov eax, dword ptr [r15 + 640]
+    mov dword ptr [r15 + 64], 245
+    mov rbp, r9
+    movzx ebp, bpl
+    mov ebp, ecx
     jmp 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, al
+    mov eax, eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    vpaddq xmm8, xmm8, xmmword ptr [r15 + 0]
+    and eax, dword ptr [r15 + 128]
+    test dword ptr [r15 + 67117724], 524288
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 320], ebp
+    mov rbp, r11
+    jmp 1f
+1:
+    mov r8, r11
+    mov dword ptr [r15 + 384], 24
+    and rbp, 448
+    mov rax, qword ptr [r15 + rbp + 832]
+    and r8, 1984
+    vmovdqu ymmword ptr [r15 + r8 + 1344], ymm8
+    mov r8d, dword ptr [r15 + 192]
+    mov ebp, 200
+    jmp 1f
+1:
+    mov r9, r11
+    vpcmpeqb xmm8, xmm8, xmmword ptr [r15 + 512]
+    and r9, 4032
+    movzx ebp, byte ptr [r15 + r9 + 3392]
+    mov dword ptr [r15 + 704], 172
     jmp 1f
 1:
     add r11, 64
@@ -5450,363 +5561,409 @@ ditto_body_c1:
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c90:
-    lea rcx, [rip + .Lc1_d4122_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d4122_j_t
-.Lc1_d4122_j:
-    movzx ecx, cl
-    mov dword ptr [r15 + 128], eax
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov ecx, ecx
     mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rcx
-    mov rbp, r11
     mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rcx
-    and rbp, 1984
-    mov dword ptr [r15 + rbp + 1344], ebp
-    movzx ebp, byte ptr [r15 + 128]
-    mov ecx, dword ptr [r15 + 320]
+    mov r9, rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 320], r9
+    mov qword ptr [r15 + 64], r9
+    mov rbp, qword ptr [r15 + 448]
+    mov ecx, dword ptr [r15 + 64]
+    mov r9, qword ptr [r15 + 256]
     jmp 1f
 1:
-    lea r8, [r11 + r11*1]
-    mov dword ptr [r15 + 768], ecx
+    mov dword ptr [r15 + 128], r8d
     jmp 1f
 1:
-    and r8, 8128
-    mov ecx, dword ptr [r15 + r8 + 7488]
-    movzx eax, cl
-    mov r9, r11
-    mov ecx, dword ptr [r15 + 448]
-    and r9, 448
-    mov esi, dword ptr [r15 + r9 + 832]
-    mov r9d, dword ptr [r15 + r8 + 7552]
-    movsxd rdx, dword ptr [r15 + 384]
-    mov r8, qword ptr [r15 + 192]
-    movzx edi, cl
-    mov rcx, qword ptr [r15 + 256]
-    movzx r9d, byte ptr [r15 + 64]
-    add rdi, qword ptr [r15 + 512]
-    mov qword ptr [r15 + 320], rsi
     jmp 1f
 1:
-    mov rsi, qword ptr [r15 + 64]
+    mov r8, r11
+    mov qword ptr [r15 + 256], rdi
+    movzx eax, bpl
+    and r8, 1984
+    mov qword ptr [r15 + r8 + 1344], rcx
+    lea rbp, [r11 + r11*1]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    and rbp, 8128
+    mov r8, r11
+    movsxd rcx, dword ptr [r15 + rbp + 7488]
+    mov edi, ecx
+    jmp 1f
+1:
+    and r8, 4032
+    mov rdi, qword ptr [r15 + r8 + 3392]
+    movsxd r8, dword ptr [r15 + 512]
+    mov dword ptr [r15 + 192], r8d
+    mov qword ptr [r15 + 320], rcx
+    mov r8d, ecx
+    mov dword ptr [r15 + rbp + 7552], ecx
+    mov rcx, rcx
+    mov ecx, 134
+    movzx ecx, byte ptr [r15 + 768]
+    mov dword ptr [r15 + 384], ecx
+    jmp 1f
+1:
+    mov dword ptr [r15 + 128], 12
+    mov r8d, 120
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c91:
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 0], ymm0
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx esi, sil
-    mov ecx, 73
-    mov r12, qword ptr [r15 + r12 + 56]
-    and ebp, dword ptr [r15 + 0]
-    movzx esi, dil
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rsi
-    mov byte ptr [r15 + 320], dl
-    mov edx, dword ptr [r15 + 640]
-    mov dword ptr [r15 + 576], eax
-    movsxd rsi, dword ptr [r15 + 384]
-    mov r8, r11
-    movzx edi, cl
-    mov rcx, qword ptr [r15 + 64]
-    and r8, 448
-    mov qword ptr [r15 + r8 + 832], r8
-    mov r9, qword ptr [r15 + 448]
-    mov eax, dword ptr [r15 + 192]
+    lea rcx, [rip + .Lc1_d4213_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d4213_j_t
+.Lc1_d4213_j:
+    mov rcx, qword ptr [r15 + 512]
+    mov qword ptr [r15 + 384], r8
     jmp 1f
 1:
-    mov r8, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r8d, r8b
     jmp 1f
 1:
-    inc dword ptr [r15 + 512]
-    movzx edi, byte ptr [r15 + 64]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], edi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    or qword ptr [r15 + 0], 27
+    mov dword ptr [r15 + 0], 81
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rdi, qword ptr [r15 + 192]
+    mov byte ptr [r15 + 448], r8b
+    mov rbp, r11
+    mov r8, qword ptr [r15 + 576]
+    jmp 1f
+1:
+    mov r9d, dword ptr [r15 + 64]
+    mov r8, r11
+    and rbp, 4032
+    mov esi, dword ptr [r15 + rbp + 3392]
+    jmp 1f
+1:
     and r8, 1984
-    movsxd rdi, dword ptr [r15 + r8 + 1344]
-    mov r8d, 161
+    mov rbp, qword ptr [r15 + r8 + 1344]
+    movzx r8d, byte ptr [r15 + 384]
+    mov rax, qword ptr [r15 + 256]
+    mov rdx, qword ptr [r15 + 640]
+    mov ebp, dword ptr [r15 + 320]
+    movzx edi, cl
+    movsxd rcx, dword ptr [r15 + 128]
+    mov rbp, r11
     jmp 1f
 1:
-    lea r8, [r11 + r11*1]
-    mov edi, dword ptr [r15 + 128]
-    mov rdi, qword ptr [r15 + 384]
-    and r8, 4032
-    mov eax, dword ptr [r15 + r8 + 3392]
-    movsxd rcx, dword ptr [r15 + r8 + 3456]
-    vmovdqu xmmword ptr [r15 + 256], xmm0
+    mov qword ptr [r15 + 128], rbp
+    mov r8d, 11
+    and rbp, 448
+    mov dword ptr [r15 + rbp + 832], 24
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c92:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 512
-    setz al
-    lea rcx, [rip + .Lc1_d4212_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d4212_s_t
-    .p2align 3
-.Lc1_d4212_s:
-    .p2align 3
-    jmp .Lc1_d4212_j
-    .p2align 3
-    jmp .Lc1_d4212_j
-.Lc1_d4212_j:
-    and eax, dword ptr [r15 + 320]
-    mov ecx, dword ptr [r15 + 448]
+    mov rbp, r11
+    mov byte ptr [r15 + 384], r8b
+    movzx ecx, dil
+    and rbp, 8128
+    mov qword ptr [r15 + rbp + 7488], rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], r8b
+    mov ebp, ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    add rcx, qword ptr [r15 + 0]
+    movzx r8d, cl
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], cl
+    mov dword ptr [r15 + 0], 10
+    movzx ecx, al
+    mov edi, ecx
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    movzx ecx, byte ptr [r15 + 256]
-    or qword ptr [r15 + 128], 46
-    mov r8d, 31
-    jmp 1f
-1:
-    test ebx, 9728
+    mov eax, dword ptr [r15 + 704]
+    mov rcx, qword ptr [r15 + 128]
+    mov edi, r8d
+    test ebx, 1073741824
     jz 1f
 1:
-    movsxd r8, dword ptr [r15 + 64]
-    movsxd rcx, dword ptr [r15 + 192]
+    and r8d, dword ptr [r15 + 64]
+    movzx ecx, byte ptr [r15 + 320]
+    mov eax, dword ptr [r15 + 128]
+    mov dword ptr [r15 + 512], eax
+    mov eax, 206
+    mov qword ptr [r15 + 512], r8
+    movsxd rax, dword ptr [r15 + 256]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movzx r8d, cl
+    movzx edi, byte ptr [r15 + 448]
+    mov r8d, dword ptr [r15 + 192]
     mov rbp, r11
-    movzx eax, al
-    and rbp, 8128
-    mov eax, dword ptr [r15 + rbp + 7488]
-    mov r9, r11
-    mov ebp, ecx
-    movzx edx, byte ptr [r15 + 512]
-    mov byte ptr [r15 + 384], dl
-    and r9, 1984
-    mov dword ptr [r15 + r9 + 1344], 100
-    mov ecx, 205
-    mov rcx, qword ptr [r15 + 704]
-    mov esi, 166
+    mov r9d, ecx
+    movzx ecx, r9b
+    and rbp, 448
+    mov byte ptr [r15 + rbp + 832], al
+    mov dword ptr [r15 + 64], eax
+    mov dword ptr [r15 + 320], ecx
+    jmp 1f
+1:
+    mov r9d, r8d
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c93:
-    mov qword ptr [r15 + 448], rdx
-    mov edx, 104
+    lea rcx, [rip + .Lc1_d4308_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d4308_j_t
+.Lc1_d4308_j:
+    jmp 1f
+1:
+    jmp 1f
+1:
     mov rbp, r11
-    jmp 1f
-1:
-    and rbp, 4032
-    mov dword ptr [r15 + rbp + 3392], ebp
-    mov ebp, 44
-    mov dword ptr [r15 + 128], ebp
-    jmp 1f
-1:
-    jmp 1f
-1:
-    vpcmpeqb xmm0, xmm0, xmmword ptr [r15 + 0]
+    mov eax, r9d
+    mov dword ptr [r15 + 192], 112
+    and rbp, 448
+    movsxd r9, dword ptr [r15 + rbp + 832]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], bpl
-    movzx ebp, dl
+    mov dword ptr [r15 + 0], 124
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 135
-    vmovq qword ptr [r15 + 0], xmm0
-    mov qword ptr [r15 + 0], rax
-    mov dword ptr [r15 + 192], 101
-    vpcmpeqb xmm0, xmm0, xmm3
     jmp 1f
 1:
-    mov ebp, dword ptr [r15 + 128]
-    movzx eax, dil
+    mov rbp, r11
+    mov dword ptr [r15 + 0], esi
+    add r9, qword ptr [r15 + 0]
+    movsxd rsi, dword ptr [r15 + 64]
+    and rbp, 1984
+    vpcmpeqb xmm8, xmm8, xmmword ptr [r15 + rbp + 1344]
+    mov rbp, rbp
+    movzx ebp, byte ptr [r15 + 512]
+    mov dword ptr [r15 + 320], r9d
+    mov dword ptr [r15 + 384], 166
+    mov byte ptr [r15 + 256], bpl
+    jmp 1f
+1:
+    movzx r9d, byte ptr [r15 + 448]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 576], 58
+    mov rbp, r9
+    mov dword ptr [r15 + 768], r9d
     mov r8, r11
+    mov r9, qword ptr [r15 + 128]
     jmp 1f
 1:
-    jmp 1f
-1:
-    movzx edx, byte ptr [r15 + 512]
-    and r8, 448
-    movsxd rdi, dword ptr [r15 + r8 + 832]
-    movsxd rax, dword ptr [r15 + 576]
-    mov dword ptr [r15 + 384], ebp
-    mov r8, r11
-    mov ebp, 171
-    jmp 1f
-1:
-    mov dword ptr [r15 + 320], 240
-    and r8, 16320
-    movzx ebp, byte ptr [r15 + r8 + 15680]
-    movzx r8d, bpl
-    and r8d, dword ptr [r15 + 768]
-    mov ebp, eax
-    mov eax, ebp
-    movsxd rcx, dword ptr [r15 + 64]
+    and r8, 4032
+    mov rbp, qword ptr [r15 + r8 + 3392]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c94:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d4303_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d4303_j_t
-.Lc1_d4303_j:
-    mov ebp, dword ptr [r15 + 128]
+    mov r8d, 195
+    jmp 1f
+1:
+    mov r8d, r8d
+    mov dword ptr [r15 + 0], 242
+    jmp 1f
+1:
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, eax
-    mov eax, ecx
-    movzx r8d, bpl
+    mov r8, r8
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, sil
-    and r8, 1984
-    movsxd rsi, dword ptr [r15 + r8 + 1344]
-    mov r8, r11
-    mov byte ptr [r15 + 256], r8b
+    add r8, qword ptr [r15 + 0]
+    vmovdqu ymmword ptr [r15 + 640], ymm8
+    vmovdqu ymmword ptr [r15 + 384], ymm8
+    movzx r9d, bpl
     jmp 1f
 1:
-    and r8, 8128
-    movzx ecx, byte ptr [r15 + r8 + 7488]
-    mov r8d, ecx
-    test dword ptr [r15 + 67117723], 2176
+    mov rbp, rbp
+    movzx ebp, bpl
+    movzx ebp, byte ptr [r15 + 384]
+    lea r9, [r11 + r11*1]
+    mov ecx, 225
+    test ebx, 1024
     jnz 1f
 1:
-    mov ebp, dword ptr [r15 + 320]
-    mov eax, dword ptr [r15 + 192]
-    mov ecx, dword ptr [r15 + 384]
-    mov r8, rsi
+    and r9, 8128
+    movzx esi, byte ptr [r15 + r9 + 7552]
+    jmp 1f
+1:
+    and esi, dword ptr [r15 + 64]
+    mov r8, qword ptr [r15 + 448]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov rbp, r11
+    jmp 1f
+1:
+    and rbp, 4032
+    movzx ecx, byte ptr [r15 + rbp + 3392]
+    mov rbp, qword ptr [r15 + 128]
+    jmp 1f
+1:
+    movzx eax, byte ptr [r15 + 192]
     jmp 1f
 1:
     mov r8, r11
-    mov esi, 141
-    movzx esi, sil
-    movsxd rsi, dword ptr [r15 + 640]
-    and r8, 448
-    mov rdi, qword ptr [r15 + r8 + 832]
-    movzx r8d, dil
-    mov edx, eax
+    movsxd rdi, dword ptr [r15 + 320]
+    and r8, 16320
+    movzx edx, byte ptr [r15 + r8 + 15680]
+    movzx r8d, byte ptr [r15 + 64]
     jmp 1f
 1:
-    movsxd rdi, dword ptr [r15 + 64]
-    mov eax, dword ptr [r15 + 512]
+    mov ebp, 177
+    jmp 1f
+1:
+    mov rbp, qword ptr [r15 + r9 + 7488]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c95:
-    add r9, qword ptr [r15 + 64]
-    movsxd rcx, dword ptr [r15 + 192]
-    movzx eax, byte ptr [r15 + 384]
-    mov rsi, qword ptr [r15 + 256]
-    mov dword ptr [r15 + 0], esi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, esi
-    mov qword ptr [r15 + 0], rsi
-    vmovdqu ymmword ptr [r15 + 128], ymm0
-    vmovdqu ymmword ptr [r15 + 64], ymm0
-    mov rsi, rsi
+    lea rcx, [rip + .Lc1_d4403_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d4403_j_t
+.Lc1_d4403_j:
+    mov qword ptr [r15 + 448], rdx
+    movzx ecx, cl
     jmp 1f
 1:
-    mov r8d, eax
-    mov dword ptr [r15 + 448], 1
+    mov rcx, qword ptr [r15 + 512]
     jmp 1f
 1:
-    mov r8d, 73
-    mov rbp, r11
-    movzx r8d, byte ptr [r15 + 512]
-    mov dword ptr [r15 + 704], r8d
-    vmovq xmm0, r8
+    movzx edx, byte ptr [r15 + 192]
+    mov dword ptr [r15 + 0], ebp
+    mov r9d, 159
+    mov qword ptr [r15 + 0], rcx
+    jmp 1f
+1:
+    and esi, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov byte ptr [r15 + 0], sil
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov dword ptr [r15 + 128], esi
+    mov qword ptr [r15 + 704], rsi
+    vpaddd xmm8, xmm8, xmm8
+    mov eax, 16
+    mov r9, r11
+    jmp 1f
+1:
+    jmp 1f
+1:
+    lea rbp, [r11 + r11*1]
+    and r9, 448
+    movsxd rsi, dword ptr [r15 + r9 + 832]
+    vmovdqu ymmword ptr [r15 + 768], ymm10
     and rbp, 1984
-    movzx r8d, byte ptr [r15 + rbp + 1344]
-    mov rbp, r11
-    mov dword ptr [r15 + 128], 215
-    movzx esi, byte ptr [r15 + 448]
-    and rbp, 4032
-    movzx edi, byte ptr [r15 + rbp + 3392]
+    mov byte ptr [r15 + rbp + 1344], r8b
+    vmovdqu ymmword ptr [r15 + 256], ymm8
+    mov byte ptr [r15 + 64], r9b
+    mov qword ptr [r15 + 384], rbp
+    movzx r8d, byte ptr [r15 + 320]
+    mov r9, qword ptr [r15 + 128]
+    vpor xmm8, xmm8, xmm8
+    mov rcx, qword ptr [r15 + rbp + 1408]
     jmp 1f
 1:
-    mov rbp, r11
-    mov rdx, qword ptr [r15 + 320]
-    mov dword ptr [r15 + 320], r8d
-    and rbp, 8128
-    movsxd r8, dword ptr [r15 + rbp + 7488]
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c96:
-    lea rcx, [rip + .Lc1_d4389_j]
+    lea rcx, [rip + .Lc1_d4454_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d4389_j_t
-.Lc1_d4389_j:
-    movsxd rcx, dword ptr [r15 + 384]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx r8d, byte ptr [r15 + 192]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    .byte 0x0f, 0x1f, 0x00
-    mov dword ptr [r15 + 0], eax
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 146
-    mov byte ptr [r15 + 0], r8b
-    jmp 1f
-1:
-    movzx r8d, cl
-    mov dword ptr [r15 + 0], r8d
-    .byte 0x0f, 0x1f, 0x00
-    mov r9, r11
-    jmp 1f
-1:
-    mov r8, qword ptr [r15 + 384]
-    vmovdqu ymmword ptr [r15 + 512], ymm0
-    and r9, 448
-    mov qword ptr [r15 + r9 + 832], r9
+    jmp .Lc1_d4454_j_t
+.Lc1_d4454_j:
     mov rbp, r11
-    mov dword ptr [r15 + 768], r8d
-    movzx r8d, byte ptr [r15 + 448]
-    and rbp, 4032
-    movzx r9d, byte ptr [r15 + rbp + 3392]
-    movzx ecx, r9b
-    mov r9, r8
-    mov byte ptr [r15 + 64], r9b
-    and r9d, dword ptr [r15 + 320]
+    and rbp, 448
+    mov rcx, qword ptr [r15 + rbp + 832]
+    vmovq qword ptr [r15 + 576], xmm8
+    mov ebp, ecx
+    vmovdqu xmmword ptr [r15 + 128], xmm8
+    mov ecx, ebp
+    jmp 1f
+1:
+    jmp 1f
+1:
     mov rbp, r11
-    mov r8d, ecx
+    mov byte ptr [r15 + 320], bpl
+    jmp 1f
+1:
+    jmp 1f
+1:
     and rbp, 8128
-    vmovdqu xmm0, xmmword ptr [r15 + rbp + 7488]
-    movsxd r8, dword ptr [r15 + 576]
+    mov r8, qword ptr [r15 + rbp + 7488]
+    mov ebp, r8d
     jmp 1f
 1:
-    movzx ebp, byte ptr [r15 + 64]
+    vpcmpeqb xmm8, xmm8, xmmword ptr [r15 + 64]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 225
+    mov ebp, 158
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], bpl
+    mov qword ptr [r15 + 384], rbp
+    mov ecx, 175
     jmp 1f
 1:
-    mov rax, qword ptr [r15 + 256]
-    mov rsi, qword ptr [r15 + 128]
-    mov rdi, rsi
+    mov dword ptr [r15 + 64], ecx
+    jmp 1f
+1:
+    inc dword ptr [r15 + 448]
+    jmp 1f
+1:
+    mov qword ptr [r15 + 192], rcx
+    mov byte ptr [r15 + 512], bpl
+    jmp 1f
+1:
+    mov rbp, r11
+    vmovdqu ymmword ptr [r15 + 320], ymm8
+    jmp 1f
+1:
+    and rbp, 4032
+    movsxd rcx, dword ptr [r15 + rbp + 3392]
+    jmp 1f
+1:
+    xor dword ptr [r15 + 256], edi
+    mov edi, r8d
     add r11, 64
     inc rbx
     dec r13
@@ -5815,57 +5972,56 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx esi, r8b
-    movzx r8d, sil
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, edi
-    mov byte ptr [r15 + 0], al
     jmp 1f
 1:
-    mov eax, esi
+    mov qword ptr [r15 + 256], rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, 206
+    mov dword ptr [r15 + 0], 198
     jmp 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov byte ptr [r15 + 512], al
+    mov eax, 234
+    mov byte ptr [r15 + 0], bpl
+    movzx ebp, al
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, r11
+    add rcx, qword ptr [r15 + 0]
     mov rbp, r11
-    mov rax, qword ptr [r15 + 384]
-    mov rsi, rax
-    and rbp, 4032
-    movzx eax, byte ptr [r15 + rbp + 3392]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r8, 4032
+    and ecx, dword ptr [r15 + r8 + 3392]
+    and rbp, 1984
+    mov r8, qword ptr [r15 + rbp + 1344]
+    test dword ptr [r15 + 67117724], 262144
+    jnz 1f
+1:
+    mov dword ptr [r15 + 320], ebp
+    mov qword ptr [r15 + 512], rax
+    mov rbp, r8
+    movsxd r8, dword ptr [r15 + 512]
+    jmp 1f
+1:
+    jmp 1f
+1:
     mov ebp, dword ptr [r15 + 448]
-    mov ecx, ecx
-    test dword ptr [r15 + 67117723], 268435584
-    jz 1f
-1:
-    movzx ebp, byte ptr [r15 + 320]
+    mov dword ptr [r15 + 64], 92
+    mov qword ptr [r15 + 128], rbp
     jmp 1f
 1:
-    mov dword ptr [r15 + 64], 5
+    mov eax, 29
+    mov ecx, dword ptr [r15 + 192]
     jmp 1f
 1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    lea r8, [r11 + r11*1]
-    mov byte ptr [r15 + 256], r8b
-    jmp 1f
-1:
-    and r8, 1984
-    movzx ecx, byte ptr [r15 + r8 + 1344]
+    movzx ebp, cl
     mov r9, r11
-    mov rdx, qword ptr [r15 + 640]
+    and eax, dword ptr [r15 + 384]
     and r9, 448
-    mov esi, dword ptr [r15 + r9 + 832]
-    movsxd rax, dword ptr [r15 + 128]
-    mov rdi, qword ptr [r15 + r8 + 1408]
-    mov r9d, dword ptr [r15 + 192]
-    vpcmpeqb xmm0, xmm0, xmm7
+    mov qword ptr [r15 + r9 + 832], r8
+    mov ecx, dword ptr [r15 + 640]
     add r11, 64
     inc rbx
     dec r13
@@ -5874,434 +6030,456 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 8
-    setz al
-    lea rcx, [rip + .Lc1_d4489_s]
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 15
+    lea rcx, [rip + .Lc1_d4557_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d4489_s_t
+    jmp .Lc1_d4557_s_t
     .p2align 3
-.Lc1_d4489_s:
+.Lc1_d4557_s:
     .p2align 3
-    jmp .Lc1_d4489_j
+    jmp .Lc1_d4557_j
     .p2align 3
-    jmp .Lc1_d4489_j
-.Lc1_d4489_j:
-    mov dword ptr [r15 + 128], 43
-    vpshufd xmm7, xmm0, 52
-    jmp 1f
-1:
-    vmovdqu xmmword ptr [r15 + 512], xmm0
-    mov ecx, ecx
-    mov rcx, rax
+    jmp .Lc1_d4557_j
+    .p2align 3
+    jmp .Lc1_d4557_j
+    .p2align 3
+    jmp .Lc1_d4557_j
+    .p2align 3
+    jmp .Lc1_d4557_j
+    .p2align 3
+    jmp .Lc1_d4557_j
+    .p2align 3
+    jmp .Lc1_d4557_j
+    .p2align 3
+    jmp .Lc1_d4557_j
+    .p2align 3
+    jmp .Lc1_d4557_j
+    .p2align 3
+    jmp .Lc1_d4557_j
+    .p2align 3
+    jmp .Lc1_d4557_j
+    .p2align 3
+    jmp .Lc1_d4557_j
+    .p2align 3
+    jmp .Lc1_d4557_j
+    .p2align 3
+    jmp .Lc1_d4557_j
+    .p2align 3
+    jmp .Lc1_d4557_j
+    .p2align 3
+    jmp .Lc1_d4557_j
+.Lc1_d4557_j:
     mov rbp, r11
-    movzx ecx, byte ptr [r15 + 64]
+    vmovdqu ymmword ptr [r15 + 384], ymm8
     jmp 1f
 1:
-    and rbp, 448
-    vmovdqu ymmword ptr [r15 + rbp + 832], ymm7
-    mov dword ptr [r15 + 256], ebp
-    mov rbp, rbp
-    movsxd rax, dword ptr [r15 + 704]
     jmp 1f
 1:
-    mov ebp, ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], rbp
-    mov r9d, ebp
-    mov dword ptr [r15 + 384], 46
-    movsxd rcx, dword ptr [r15 + 320]
-    mov r8d, eax
-    mov r8, r11
-    jmp 1f
-1:
-    mov ebp, dword ptr [r15 + 448]
-    and r8, 8128
-    mov dword ptr [r15 + r8 + 7488], esi
-    mov r8, r8
-    movzx esi, r8b
-    jmp 1f
-1:
-    add rsi, qword ptr [r15 + 128]
+    and rbp, 8128
+    mov dword ptr [r15 + rbp + 7488], 104
+    mov rax, rax
+    mov eax, dword ptr [r15 + 256]
+    mov dword ptr [r15 + 128], 115
+    mov byte ptr [r15 + 64], al
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c99:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
+    jmp 1f
+1:
+    mov r8, r11
+    mov byte ptr [r15 + 704], bpl
+    and r8, 448
+    movsxd rbp, dword ptr [r15 + r8 + 832]
+    mov dword ptr [r15 + 0], 188
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 153
+    mov qword ptr [r15 + 0], rbp
+    mov ebp, 34
+    mov dword ptr [r15 + 0], 243
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov rsi, rsi
-    vmovdqu ymmword ptr [r15 + 0], ymm7
-    mov rbp, r11
-    jmp 1f
-1:
-    and rbp, 8128
-    vmovdqu ymmword ptr [r15 + rbp + 7488], ymm7
-    mov esi, 134
-    mov rbp, rsi
-    jmp 1f
-1:
-    mov esi, eax
-    mov rbp, r11
-    and esi, dword ptr [r15 + 256]
-    mov eax, esi
-    mov rsi, rax
-    and rbp, 4032
-    mov dword ptr [r15 + rbp + 3392], ebp
-    test dword ptr [r15 + 67117723], 537001984
-    jnz 1f
-1:
-    mov dword ptr [r15 + 512], esi
-    mov qword ptr [r15 + 768], rbp
     mov byte ptr [r15 + 192], bpl
+    mov rbp, qword ptr [r15 + 320]
+    movzx r8d, dil
     jmp 1f
 1:
-    movzx esi, byte ptr [r15 + 320]
-    mov rbp, r11
+    mov r8, qword ptr [r15 + 512]
+    jmp 1f
+1:
+    mov r9, r11
+    vmovdqu ymmword ptr [r15 + 384], ymm8
+    movzx edi, byte ptr [r15 + 64]
+    mov rsi, rbp
+    and r9, 1984
+    mov qword ptr [r15 + r9 + 1344], r9
+    mov rbp, qword ptr [r15 + 448]
+    mov r9, r11
+    jmp 1f
+1:
     movzx eax, byte ptr [r15 + 320]
-    mov ecx, 197
-    jmp 1f
-1:
-    and rbp, 1984
-    mov dword ptr [r15 + rbp + 1344], esi
-    vmovdqu xmmword ptr [r15 + 384], xmm0
-    mov ebp, ebp
-    movzx esi, al
-    movsxd rsi, dword ptr [r15 + 64]
-    mov ebp, dword ptr [r15 + 128]
-    movzx ecx, bpl
-    mov ebp, eax
+    and r9, 4032
+    movsxd rcx, dword ptr [r15 + r9 + 3392]
+    movzx edx, byte ptr [r15 + 128]
+    movzx r9d, bpl
+    movsxd r9, dword ptr [r15 + 128]
+    mov r9, rdi
+    mov r9d, edi
+    mov dword ptr [r15 + 448], 89
+    vpcmpeqb xmm8, xmm8, xmmword ptr [r15 + 768]
+    mov qword ptr [r15 + 384], rbp
+    mov ebp, 156
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c100:
-    lea rcx, [rip + .Lc1_d4581_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d4581_j_t
-.Lc1_d4581_j:
-    mov rax, qword ptr [r15 + 384]
-    mov byte ptr [r15 + 192], al
-    mov rbp, rax
-    mov rax, rsi
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 1024
+    setz al
+    lea rcx, [rip + .Lc1_d4641_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d4641_s_t
+    .p2align 3
+.Lc1_d4641_s:
+    .p2align 3
+    jmp .Lc1_d4641_j
+    .p2align 3
+    jmp .Lc1_d4641_j
+.Lc1_d4641_j:
     jmp 1f
 1:
     jmp 1f
 1:
-    mov qword ptr [r15 + 128], rcx
-    mov dword ptr [r15 + 320], eax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], ebp
-    mov byte ptr [r15 + 0], cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], eax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, qword ptr [r15 + 448]
     jmp 1f
 1:
-    inc dword ptr [r15 + 64]
-    mov dword ptr [r15 + 128], ebp
-    mov rcx, qword ptr [r15 + 576]
-    mov esi, dword ptr [r15 + 256]
+    movzx eax, byte ptr [r15 + 320]
+    movzx ecx, al
+    mov byte ptr [r15 + 512], cl
+    jmp 1f
+1:
+    movzx edi, bpl
     mov rbp, r11
-    add rsi, qword ptr [r15 + 512]
     jmp 1f
 1:
-    and rbp, 4032
-    mov dword ptr [r15 + rbp + 3392], 58
+    and rbp, 1984
+    movzx eax, byte ptr [r15 + rbp + 1344]
+    inc dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 576], 250
+    movsxd rbp, dword ptr [r15 + 64]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 256], 213
+    mov qword ptr [r15 + 128], rbp
+    jmp 1f
+1:
+    mov rbp, qword ptr [r15 + 192]
     mov r8, r11
-    jmp 1f
-1:
-    and r8, 8128
-    mov ebp, dword ptr [r15 + r8 + 7488]
-    movsxd r8, dword ptr [r15 + 640]
-    movzx r9d, sil
+    movzx edi, byte ptr [r15 + 640]
+    mov ecx, 7
     mov r9, r11
-    mov rdi, qword ptr [r15 + 448]
-    jmp 1f
-1:
-    movzx edx, byte ptr [r15 + 64]
-    and r9, 448
-    movzx r8d, byte ptr [r15 + r9 + 832]
+    and r8, 8128
+    movsxd rsi, dword ptr [r15 + r8 + 7488]
+    and r9, 4032
+    movzx r8d, byte ptr [r15 + r9 + 3392]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c101:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 11
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], rdx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 704], r8
+    mov qword ptr [r15 + 384], r9
+    movsxd rax, dword ptr [r15 + 192]
+    mov byte ptr [r15 + 384], bpl
+    mov qword ptr [r15 + 64], rax
+    movsxd rax, dword ptr [r15 + 512]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    vpaddd xmm8, xmm8, xmm8
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, 20
-    movsxd rdx, dword ptr [r15 + 448]
-    vmovdqu ymmword ptr [r15 + 512], ymm0
-    mov rbp, r11
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 197
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, 68
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r8, r11
-    mov r9, qword ptr [r15 + 128]
-    mov rsi, qword ptr [r15 + 64]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r9d, byte ptr [r15 + 320]
+    and r8, 8128
+    mov dword ptr [r15 + r8 + 7488], 156
+    movzx r8d, byte ptr [r15 + 128]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 64], 179
+    mov rbp, r11
+    mov dword ptr [r15 + 448], r9d
+    and rbp, 1984
+    movsxd rcx, dword ptr [r15 + rbp + 1344]
+    movzx ebp, cl
+    mov r9, qword ptr [r15 + 256]
+    jmp 1f
+1:
+    mov rbp, r11
+    jmp 1f
+1:
     and rbp, 448
-    mov rax, qword ptr [r15 + rbp + 832]
-    and r8, 1984
-    mov byte ptr [r15 + r8 + 1344], r8b
-    mov edi, 131
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx r8d, dil
-    mov ebp, dword ptr [r15 + 704]
-    mov r9, r11
-    jmp 1f
-1:
-    movsxd rdi, dword ptr [r15 + 320]
-    and r9, 4032
-    mov rdx, qword ptr [r15 + r9 + 3392]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov ecx, 203
-    jmp 1f
-1:
-    mov r9d, edi
-    jmp 1f
-1:
-    mov dword ptr [r15 + 384], edx
-    jmp 1f
-1:
-    movzx r9d, byte ptr [r15 + 192]
-    jmp 1f
-1:
-    mov rdx, r9
-    movzx r8d, dil
-    mov byte ptr [r15 + 384], r9b
+    movzx edi, byte ptr [r15 + rbp + 832]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c102:
-    lea rcx, [rip + .Lc1_d4674_j]
+    lea rcx, [rip + .Lc1_d4725_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d4674_j_t
-.Lc1_d4674_j:
+    jmp .Lc1_d4725_j_t
+.Lc1_d4725_j:
+    mov rbp, r11
+    and rbp, 8128
+    mov byte ptr [r15 + rbp + 7488], cl
+    movsxd rsi, dword ptr [r15 + 320]
+    jmp 1f
+1:
+    movzx ecx, byte ptr [r15 + 128]
+    mov ebp, ebp
+    mov byte ptr [r15 + 0], bpl
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 73
+    mov qword ptr [r15 + 0], rcx
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rcx
-    jmp 1f
-1:
+    mov rax, rsi
+    vmovdqu ymmword ptr [r15 + 0], ymm8
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 74
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], ecx
-    mov rcx, rcx
+    mov esi, dword ptr [r15 + 192]
     jmp 1f
 1:
-    jmp 1f
+    mov byte ptr [r15 + 448], sil
+    mov byte ptr [r15 + 384], bpl
+    mov rbp, r11
+    test ebx, 1073741824
+    jz 1f
 1:
-    mov ecx, 36
-    jmp 1f
-1:
-    movzx r9d, byte ptr [r15 + 128]
+    vmovq qword ptr [r15 + 256], xmm8
+    and rbp, 448
+    movsxd rsi, dword ptr [r15 + rbp + 832]
     mov rcx, qword ptr [r15 + 64]
     jmp 1f
 1:
-    mov qword ptr [r15 + 64], r8
-    mov rdi, qword ptr [r15 + 320]
-    mov r8, r11
-    mov edx, dword ptr [r15 + 256]
-    mov ebp, 119
+    vpcmpeqb xmm0, xmm0, xmm8
     jmp 1f
 1:
-    and r8, 8128
-    movzx ebp, byte ptr [r15 + r8 + 7488]
-    mov r8, rbp
-    mov dword ptr [r15 + 192], 209
-    mov r8, r11
     jmp 1f
 1:
-    and r8, 1984
-    mov byte ptr [r15 + r8 + 1344], r9b
-    mov r8d, 63
-    mov eax, 106
-    vmovdqu ymmword ptr [r15 + 384], ymm0
-    movzx esi, byte ptr [r15 + 576]
-    movsxd r9, dword ptr [r15 + 512]
-    movzx r8d, dl
-    vmovdqu ymmword ptr [r15 + 768], ymm0
-    mov rdx, rbp
+    movsxd rbp, dword ptr [r15 + 128]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r8, r11
+    mov byte ptr [r15 + 512], r8b
+    and r8, 4032
+    movzx r9d, byte ptr [r15 + r8 + 3392]
+    movzx r8d, byte ptr [r15 + 320]
+    vpshufd xmm0, xmm0, 110
+    add rbp, qword ptr [r15 + 768]
+    mov edi, 156
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c103:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 256
-    setz al
-    lea rcx, [rip + .Lc1_d4725_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d4725_s_t
-    .p2align 3
-.Lc1_d4725_s:
-    .p2align 3
-    jmp .Lc1_d4725_j
-    .p2align 3
-    jmp .Lc1_d4725_j
-.Lc1_d4725_j:
-    mov qword ptr [r15 + 448], rdx
-    mov eax, dword ptr [r15 + 512]
-    jmp 1f
-1:
-    mov rdx, qword ptr [r15 + 640]
-    movzx r9d, byte ptr [r15 + 320]
-    jmp 1f
-1:
-    mov rcx, qword ptr [r15 + 256]
-    movzx r8d, byte ptr [r15 + 128]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], r8d
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r8d, r8b
+    mov r9, r11
+    mov ebp, r9d
+    and r9, 1984
+    mov ebp, dword ptr [r15 + r9 + 1344]
+    mov r9d, ebp
+    movzx ebp, byte ptr [r15 + 640]
+    mov r8d, 2
     mov r8, r11
-    movsxd rbp, dword ptr [r15 + 64]
-    and r8, 8128
-    and ebp, dword ptr [r15 + r8 + 7488]
-    mov dword ptr [r15 + 320], ebp
-    mov rbp, r11
-    vmovq xmm0, r8
-    and rbp, 4032
-    mov r8, qword ptr [r15 + rbp + 3392]
-    mov rbp, r11
-    mov edi, dword ptr [r15 + 384]
-    and rbp, 448
-    movzx esi, byte ptr [r15 + rbp + 832]
-    mov ebp, esi
-    movzx ebp, byte ptr [r15 + 192]
+    jmp 1f
+1:
+    and r8, 4032
+    mov dword ptr [r15 + r8 + 3392], 219
+    mov r8d, 118
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    vpxor xmm0, xmm0, xmm8
+    mov r12, qword ptr [r15 + r12 + 56]
+    and edx, dword ptr [r15 + 0]
+    vmovdqu ymmword ptr [r15 + 0], ymm0
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, 20
+    mov rsi, r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov ecx, r8d
+    vmovdqu ymmword ptr [r15 + 448], ymm0
+    mov r8, qword ptr [r15 + 256]
+    movzx eax, r8b
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movsxd r8, dword ptr [r15 + 128]
+    movzx ecx, byte ptr [r15 + 320]
+    add r8, qword ptr [r15 + 384]
+    movsxd rsi, dword ptr [r15 + 576]
+    jmp 1f
+1:
+    mov byte ptr [r15 + 512], al
+    mov qword ptr [r15 + 64], rcx
+    mov byte ptr [r15 + 64], sil
+    jmp 1f
+1:
+    mov r8, r11
+    jmp 1f
+1:
+    and r8, 448
+    movsxd rsi, dword ptr [r15 + r8 + 832]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c104:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, edi
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 268435456
+    setz al
+    lea rcx, [rip + .Lc1_d4824_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d4824_s_t
+    .p2align 3
+.Lc1_d4824_s:
+    .p2align 3
+    jmp .Lc1_d4824_j
+    .p2align 3
+    jmp .Lc1_d4824_j
+.Lc1_d4824_j:
     jmp 1f
 1:
-    mov rdi, rsi
-    mov dword ptr [r15 + 0], edi
-    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov edi, 157
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], r8
-    mov r8d, r9d
-    lea r8, [r11 + r11*1]
+    mov qword ptr [r15 + 64], rcx
     jmp 1f
 1:
-    jmp 1f
-1:
+    .byte 0x66, 0x90
+    mov r8, r11
+    mov qword ptr [r15 + 704], r8
+    mov rbp, r11
     and r8, 1984
-    mov byte ptr [r15 + r8 + 1344], dil
-    mov rbp, r11
-    test ebx, 1073741824
-    jz 1f
-1:
-    and rbp, 16320
-    movsxd r9, dword ptr [r15 + rbp + 15680]
-    mov edi, dword ptr [r15 + 192]
+    mov qword ptr [r15 + r8 + 1344], r8
+    mov ecx, eax
+    and rbp, 8128
+    mov eax, dword ptr [r15 + rbp + 7488]
     movzx ebp, r8b
-    mov rbp, r11
-    vmovq qword ptr [r15 + r8 + 1408], xmm0
-    mov esi, ebp
-    movsxd r8, dword ptr [r15 + 64]
-    and rbp, 448
-    add r9, qword ptr [r15 + rbp + 832]
-    mov qword ptr [r15 + 704], rdi
-    vmovdqu xmmword ptr [r15 + 128], xmm0
-    mov rdi, qword ptr [r15 + 384]
-    mov rbp, qword ptr [r15 + 512]
-    mov esi, ebp
-    mov dword ptr [r15 + 448], 24
-    mov rbp, qword ptr [r15 + 320]
-    add r9, qword ptr [r15 + 256]
-    mov ecx, dword ptr [r15 + 128]
+    jmp 1f
+1:
+    movsxd rbp, dword ptr [r15 + 128]
+    mov r8, r8
+    mov qword ptr [r15 + 192], r8
+    test dword ptr [r15 + 67117723], 536870912
+    jnz 1f
+1:
+    mov byte ptr [r15 + 320], cl
+    jmp 1f
+1:
+    vmovdqu xmmword ptr [r15 + 384], xmm0
+    mov ebp, ecx
+    .byte 0x0f, 0x1f, 0x40, 0x00
+    mov ebp, ebp
+    and r8d, dword ptr [r15 + 256]
+    jmp 1f
+1:
+    mov rbp, qword ptr [r15 + 448]
+    mov rcx, qword ptr [r15 + 512]
+    mov eax, ecx
+    mov r9, r11
+    mov dword ptr [r15 + 0], r9d
+    and r9, 16320
+    movzx ecx, byte ptr [r15 + r9 + 15680]
+    mov esi, 125
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c105:
-    lea rcx, [rip + .Lc1_d4810_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d4810_j_t
-.Lc1_d4810_j:
-    mov rcx, rdi
+    movzx ebp, byte ptr [r15 + 448]
+    add rbp, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r8, r11
-    mov rcx, rsi
-    and r8, 8128
-    movsxd rcx, dword ptr [r15 + r8 + 7488]
-    mov dword ptr [r15 + 384], ecx
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov qword ptr [r15 + 512], rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov byte ptr [r15 + 0], cl
-    vmovdqu xmmword ptr [r15 + 0], xmm0
-    mov rcx, r8
-    mov dword ptr [r15 + 256], 65
-    movzx ecx, cl
-    movzx edx, r8b
-    mov r8, r8
+    and r8, 4032
+    movsxd r9, dword ptr [r15 + r8 + 3392]
+    mov byte ptr [r15 + 768], bpl
+    vmovq xmm0, rbp
     mov rbp, r11
     jmp 1f
 1:
-    and rbp, 448
-    and edx, dword ptr [r15 + rbp + 832]
-    xchg qword ptr [r15 + 448], r8
-    movsxd rbp, dword ptr [r15 + 64]
-    mov ecx, dword ptr [r15 + 64]
-    movsxd rsi, dword ptr [r15 + 128]
-    mov edi, 246
-    xor dword ptr [r15 + 320], edi
-    mov eax, 255
-    mov rdi, rax
-    mov dword ptr [r15 + 576], 123
-    mov eax, 102
-    mov rax, rcx
-    mov eax, dword ptr [r15 + 768]
-    mov r9, r11
     jmp 1f
 1:
-    and r9, 4032
-    mov dword ptr [r15 + r9 + 3392], 94
+    and rbp, 8128
+    mov byte ptr [r15 + rbp + 7488], sil
+    mov dword ptr [r15 + 512], r9d
+    mov ebp, r9d
+    jmp 1f
+1:
+    mov ebp, 146
+    movsxd r9, dword ptr [r15 + 256]
+    vmovdqu ymmword ptr [r15 + 192], ymm0
+    mov rbp, qword ptr [r15 + 64]
+    mov r8d, 243
+    jmp 1f
+1:
+    mov esi, 227
+    jmp 1f
+1:
+    movzx esi, byte ptr [r15 + 128]
+    jmp 1f
+1:
+    mov r8d, 108
+    mov rcx, r8
+    mov byte ptr [r15 + 320], sil
+    mov r8, r11
+    jmp 1f
+1:
+    movzx esi, sil
+    mov rsi, qword ptr [r15 + 384]
+    and r8, 448
+    mov qword ptr [r15 + r8 + 832], rbp
+    jmp 1f
+1:
+    mov byte ptr [r15 + 128], cl
     add r11, 64
     inc rbx
     dec r13
@@ -6310,390 +6488,366 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d4924_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d4924_j_t
+.Lc1_d4924_j:
+    movzx r9d, byte ptr [r15 + 128]
+    mov dword ptr [r15 + 320], 253
+    mov r8d, 23
+    mov rcx, qword ptr [r15 + 448]
+    vmovdqu ymmword ptr [r15 + 64], ymm0
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, r11
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r9, 4032
-    mov rax, qword ptr [r15 + r9 + 3392]
-    movsxd r9, dword ptr [r15 + 128]
-    jmp 1f
-1:
-    mov ecx, r9d
-    mov r9, r9
-    movsxd rcx, dword ptr [r15 + 640]
-    jmp 1f
-1:
-    mov rdi, rax
-    test dword ptr [r15 + 67117724], 262145
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 320], 15
-    mov dword ptr [r15 + 512], 181
-    movsxd rax, dword ptr [r15 + 64]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    vmovdqu xmm0, xmmword ptr [r15 + 128]
-    mov r9, r11
-    or qword ptr [r15 + 384], 92
-    mov rdi, qword ptr [r15 + 448]
-    movzx ebp, cl
     mov r8, r11
-    and r9, 1984
-    mov ecx, dword ptr [r15 + r9 + 1344]
-    movsxd r9, dword ptr [r15 + 192]
-    and r8, 8128
-    mov dword ptr [r15 + r8 + 7488], 111
-    movzx edx, r8b
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r8, 4032
+    mov dword ptr [r15 + r8 + 3392], r8d
+    jmp 1f
+1:
+    mov r8, r11
+    mov rax, qword ptr [r15 + 192]
+    and r8, 1984
+    mov byte ptr [r15 + r8 + 1344], r8b
+    test dword ptr [r15 + 67117724], 1073752320
+    jz 1f
+1:
+    mov r8d, r8d
+    mov r9, r11
+    mov r8, rcx
+    and r9, 8128
+    mov r8d, dword ptr [r15 + r9 + 7488]
+    movzx r9d, r8b
+    mov ecx, 188
+    mov r9d, dword ptr [r15 + 576]
+    jmp 1f
+1:
+    movsxd rcx, dword ptr [r15 + 512]
+    add r9, qword ptr [r15 + 384]
+    mov eax, r9d
+    mov r9d, 245
+    mov r9d, dword ptr [r15 + 384]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c107:
-    lea rcx, [rip + .Lc1_d4901_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d4901_j_t
-.Lc1_d4901_j:
-    mov rcx, qword ptr [r15 + 448]
+    movsxd r9, dword ptr [r15 + 128]
+    mov r8d, 100
+    mov dword ptr [r15 + 128], 147
+    mov byte ptr [r15 + 640], al
+    mov eax, 183
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], al
+    mov byte ptr [r15 + 0], al
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, qword ptr [r15 + 256]
+    vmovdqu ymmword ptr [r15 + 0], ymm0
+    mov dword ptr [r15 + 0], eax
     jmp 1f
 1:
-    mov r9d, dword ptr [r15 + 320]
-    movsxd rax, dword ptr [r15 + 192]
     jmp 1f
 1:
+    jmp 1f
+1:
+    mov ebp, dword ptr [r15 + 64]
+    mov eax, 102
+    mov eax, 212
+    movzx r8d, bpl
+    movzx ebp, r9b
+    jmp 1f
+1:
+    mov dword ptr [r15 + 704], 72
+    mov r9, r9
     mov rbp, r11
-    mov rdx, qword ptr [r15 + 704]
-    mov dword ptr [r15 + 64], edx
-    vmovdqu ymmword ptr [r15 + 512], ymm0
-    and rbp, 4032
-    mov qword ptr [r15 + rbp + 3392], r8
-    mov r8, r11
-    movsxd rbp, dword ptr [r15 + 128]
-    mov rdx, r9
-    movzx r9d, byte ptr [r15 + 64]
-    and r8, 1984
-    movzx edi, byte ptr [r15 + r8 + 1344]
+    mov dword ptr [r15 + 320], 90
+    and eax, dword ptr [r15 + 448]
+    and rbp, 448
+    mov dword ptr [r15 + rbp + 832], r8d
+    vpshufd xmm0, xmm0, 253
+    movzx ebp, bpl
+    mov r8, rbp
+    mov dword ptr [r15 + 64], 205
+    mov qword ptr [r15 + 256], r8
     .byte 0x0f, 0x1f, 0x40, 0x00
-    and eax, dword ptr [r15 + 256]
-    mov r8d, ebp
-    movsxd r8, dword ptr [r15 + 320]
-    add r8, qword ptr [r15 + 384]
-    mov r8, r11
-    mov dword ptr [r15 + 384], r9d
-    movzx r9d, bpl
-    and r8, 448
-    add rbp, qword ptr [r15 + r8 + 832]
-    .byte 0x66, 0x90
+    jmp 1f
+1:
+    mov byte ptr [r15 + 192], r9b
+    mov ebp, dword ptr [r15 + 512]
+    mov r9, r11
+    mov dword ptr [r15 + 320], eax
+    mov byte ptr [r15 + 384], r9b
+    and r9, 1984
+    mov qword ptr [r15 + r9 + 1344], r8
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c108:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 128], eax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, 255
-    mov r12, qword ptr [r15 + r12 + 56]
-    add r8, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovq qword ptr [r15 + 0], xmm0
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, bpl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, r11
-    movzx ebp, byte ptr [r15 + 64]
-    mov edi, 236
-    jmp 1f
-1:
-    and r9, 1984
-    mov qword ptr [r15 + r9 + 1344], r9
+    lea rcx, [rip + .Lc1_d5010_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d5010_j_t
+.Lc1_d5010_j:
     jmp 1f
 1:
     jmp 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    add rdi, qword ptr [r15 + 576]
-    mov dword ptr [r15 + 256], 48
-    movzx eax, byte ptr [r15 + 512]
-    movzx r9d, al
-    mov r9, r11
-    movsxd rdx, dword ptr [r15 + 320]
-    and r9, 8128
-    mov byte ptr [r15 + r9 + 7488], r9b
-    mov qword ptr [r15 + 128], r9
-    and edx, dword ptr [r15 + 192]
-    nop
-    mov r9, qword ptr [r15 + 768]
-    mov byte ptr [r15 + 384], dil
-    mov r9, r11
-    mov rdi, r9
-    movzx edi, byte ptr [r15 + 448]
-    and r9, 448
-    mov dword ptr [r15 + r9 + 832], 142
+    mov r12, qword ptr [r15 + r12 + 56]
+    and ecx, dword ptr [r15 + 0]
+    movzx r9d, cl
+    movzx ecx, sil
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r11
+    mov byte ptr [r15 + 128], r9b
+    and rbp, 8128
+    mov byte ptr [r15 + rbp + 7488], r9b
+    mov rbp, qword ptr [r15 + 384]
+    mov ecx, ebp
+    movzx ecx, cl
+    mov rbp, qword ptr [r15 + 448]
+    test ebx, 116736
+    jz 1f
+1:
+    mov esi, 180
+    mov rbp, r11
+    mov qword ptr [r15 + 256], rcx
+    and rbp, 4032
+    vmovdqu ymmword ptr [r15 + rbp + 3392], ymm0
+    mov rbp, rbp
+    jmp 1f
+1:
+    vpor xmm0, xmm0, xmm0
+    mov qword ptr [r15 + 768], rcx
+    jmp 1f
+1:
+    .byte 0x0f, 0x1f, 0x40, 0x00
+    mov rbp, r11
+    mov dword ptr [r15 + 64], ebp
+    jmp 1f
+1:
+    movsxd rsi, dword ptr [r15 + 192]
+    and rbp, 448
+    mov rcx, qword ptr [r15 + rbp + 832]
+    movzx ebp, byte ptr [r15 + 320]
+    mov r9, rbp
+    movzx ebp, sil
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c109:
-    lea rcx, [rip + .Lc1_d4988_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d4988_j_t
-.Lc1_d4988_j:
-    mov rbp, r11
-    and rbp, 4032
-    add rcx, qword ptr [r15 + rbp + 3392]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], r9b
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov dword ptr [r15 + 256], ecx
+    mov r9d, r9d
+    mov dword ptr [r15 + 0], 240
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 384], r9d
+    mov r9, r11
+    mov qword ptr [r15 + 256], rbp
+    and r9, 448
+    mov dword ptr [r15 + r9 + 832], esi
+    mov r9d, dword ptr [r15 + 192]
+    mov ebp, 255
+    mov ebp, 21
+    movzx ebp, byte ptr [r15 + 640]
+    mov esi, 229
+    mov r8, r11
+    movsxd rax, dword ptr [r15 + 576]
+    lea rbp, [r11 + r11*1]
+    and r8, 8128
+    movzx ecx, byte ptr [r15 + r8 + 7488]
+    mov qword ptr [r15 + 320], rcx
+    and rbp, 1984
+    mov rsi, qword ptr [r15 + rbp + 1344]
+    mov rcx, qword ptr [r15 + 64]
+    mov qword ptr [r15 + 448], rdi
+    mov dword ptr [r15 + rbp + 1408], 246
+    mov qword ptr [r15 + 64], rbp
+    mov rdi, qword ptr [r15 + 512]
     movzx ebp, bpl
-    jmp 1f
-1:
-    mov ecx, ebp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], cl
-    mov ecx, 199
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 8128
-    and eax, dword ptr [r15 + rbp + 7488]
-    vmovdqu ymmword ptr [r15 + 384], ymm0
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov qword ptr [r15 + 192], rcx
-    mov ecx, dword ptr [r15 + 128]
-    mov rbp, rcx
-    jmp 1f
-1:
-    add rbp, qword ptr [r15 + 512]
-    mov ecx, 109
-    mov eax, dword ptr [r15 + 384]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 64], r9d
-    movsxd r9, dword ptr [r15 + 64]
-    mov dword ptr [r15 + 640], ebp
-    mov dword ptr [r15 + 448], r9d
-    movzx ecx, r9b
-    jmp 1f
-1:
-    mov r9d, ebp
-    mov ebp, 95
-    jmp 1f
-1:
-    mov ebp, dword ptr [r15 + 320]
-    jmp 1f
-1:
+    mov r8, r8
+    mov dword ptr [r15 + 128], 235
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c110:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d5102_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d5102_j_t
+.Lc1_d5102_j:
+    vpmovmskb ecx, xmm0
+    mov ecx, dword ptr [r15 + 320]
+    mov r8d, r8d
+    mov dword ptr [r15 + 384], ebp
+    and eax, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r8d, al
     jmp 1f
 1:
-    jmp 1f
-1:
-    movzx r9d, byte ptr [r15 + 512]
-    jmp 1f
-1:
-    movzx ebp, r9b
-    mov eax, 23
-    mov ebp, 82
-    movzx eax, bpl
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, ebp
+    jmp 1f
+1:
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, r9d
-    mov qword ptr [r15 + 384], rbp
-    movzx ebp, byte ptr [r15 + 448]
-    mov qword ptr [r15 + 320], rbp
-    mov r8, r11
-    test dword ptr [r15 + 67117723], 2097668
-    jz 1f
-1:
-    and r8, 1984
-    movsxd r9, dword ptr [r15 + r8 + 1344]
-    movsxd r8, dword ptr [r15 + 128]
-    mov rdx, rbp
-    mov ebp, 214
-    mov rax, qword ptr [r15 + 192]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx ebp, al
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov rax, qword ptr [r15 + 704]
-    jmp 1f
-1:
-    mov edx, eax
+    mov dword ptr [r15 + 0], 215
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, 94
     mov rbp, r11
-    movzx eax, bpl
-    mov r8, r11
-    jmp 1f
-1:
-    and rbp, 8128
-    mov dword ptr [r15 + rbp + 7488], edx
-    mov eax, 55
-    and r8, 448
-    movsxd rbp, dword ptr [r15 + r8 + 832]
-    mov byte ptr [r15 + 64], bpl
+    movsxd rdi, dword ptr [r15 + 64]
+    mov eax, eax
+    lea r9, [r11 + r11*1]
+    and rbp, 448
+    movsxd rax, dword ptr [r15 + rbp + 832]
+    and r9, 4032
+    mov rbp, qword ptr [r15 + r9 + 3392]
+    mov esi, 247
+    mov rdx, rsi
+    mov esi, dword ptr [r15 + 704]
+    mov byte ptr [r15 + 448], al
+    movsxd rax, dword ptr [r15 + 512]
+    mov byte ptr [r15 + 512], al
+    vpaddq xmm0, xmm0, xmmword ptr [r15 + 128]
+    mov eax, dword ptr [r15 + 384]
+    or qword ptr [r15 + r9 + 3456], 99
+    mov r9, r11
+    mov edx, dword ptr [r15 + 128]
+    and r9, 8128
+    mov qword ptr [r15 + r9 + 7488], r9
+    movzx r9d, byte ptr [r15 + 256]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c111:
-    lea rcx, [rip + .Lc1_d5094_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d5094_j_t
-.Lc1_d5094_j:
-    mov ecx, dword ptr [r15 + 128]
-    mov ebp, eax
-    mov qword ptr [r15 + 0], r8
-    mov byte ptr [r15 + 0], al
+    mov r9d, dword ptr [r15 + 256]
+    mov eax, 251
+    mov rax, qword ptr [r15 + 448]
+    movzx ebp, byte ptr [r15 + 512]
+    mov dword ptr [r15 + 128], 115
+    mov esi, r8d
+    jmp 1f
+1:
+    movzx esi, byte ptr [r15 + 576]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    inc dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], rsi
+    mov dword ptr [r15 + 0], 214
+    jmp 1f
+1:
+    mov rsi, rsi
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov dword ptr [r15 + 320], ebp
+    jmp 1f
+1:
+    jmp 1f
+1:
     mov rbp, r11
+    add rsi, qword ptr [r15 + 768]
+    mov r8d, 58
+    and rbp, 1984
+    mov dword ptr [r15 + rbp + 1344], 233
     jmp 1f
 1:
-    movsxd rax, dword ptr [r15 + 768]
-    and rbp, 448
-    movsxd r8, dword ptr [r15 + rbp + 832]
-    vmovq qword ptr [r15 + 64], xmm0
+    movsxd rbp, dword ptr [r15 + 192]
+    movsxd r8, dword ptr [r15 + 320]
+    mov r9d, dword ptr [r15 + 192]
+    mov eax, 173
+    movzx eax, al
     jmp 1f
 1:
+    mov rax, qword ptr [r15 + 128]
+    movzx ecx, byte ptr [r15 + 64]
+    mov dword ptr [r15 + 64], r9d
     jmp 1f
 1:
-    mov dword ptr [r15 + 256], 134
-    movsxd rdx, dword ptr [r15 + 512]
-    mov ebp, 102
-    jmp 1f
-1:
-    lea r9, [r11 + r11*1]
-    mov qword ptr [r15 + 320], rdx
-    and r9, 4032
-    and ebp, dword ptr [r15 + r9 + 3456]
-    mov edx, dword ptr [r15 + 192]
-    jmp 1f
-1:
-    mov edi, 182
-    movzx esi, dil
-    mov r8, r11
-    jmp 1f
-1:
-    mov rdi, qword ptr [r15 + r9 + 3392]
-    jmp 1f
-1:
-    and r8, 1984
-    mov dword ptr [r15 + r8 + 1344], r8d
-    movsxd r9, dword ptr [r15 + 384]
-    vmovq qword ptr [r15 + 448], xmm0
-    mov r8, rcx
-    mov rcx, qword ptr [r15 + 576]
-    mov dword ptr [r15 + 320], 238
-    mov dword ptr [r15 + 128], ecx
+    mov dword ptr [r15 + 384], 228
+    vpaddd xmm0, xmm0, xmm0
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c112:
-    mov r8, r11
+    lea rcx, [rip + .Lc1_d5195_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d5195_j_t
+.Lc1_d5195_j:
     jmp 1f
 1:
-    movzx ecx, r8b
-    and r8, 448
-    mov dword ptr [r15 + r8 + 832], 4
+    movzx ecx, byte ptr [r15 + 448]
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov eax, ecx
-    mov rcx, r9
-    mov dword ptr [r15 + 448], ecx
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 208
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, r8d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], ecx
-    mov r8, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov rcx, qword ptr [r15 + 64]
     mov rbp, r11
+    movzx r9d, byte ptr [r15 + 320]
+    vpcmpeqb xmm0, xmm0, xmm8
+    and rbp, 4032
+    mov rsi, qword ptr [r15 + rbp + 3392]
+    mov dword ptr [r15 + 0], 140
+    mov byte ptr [r15 + 0], sil
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 69
+    mov esi, dword ptr [r15 + 640]
+    and rbp, 448
+    movzx eax, byte ptr [r15 + rbp + 832]
+    mov ebp, eax
+    mov eax, 51
+    mov edx, dword ptr [r15 + 256]
+    mov r8, r11
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + 64], ymm0
     and r8, 8128
-    mov r9d, dword ptr [r15 + r8 + 7488]
-    and rbp, 1984
-    mov r8, qword ptr [r15 + rbp + 1344]
-    mov byte ptr [r15 + 128], al
-    mov eax, r8d
-    mov dword ptr [r15 + 256], eax
-    mov byte ptr [r15 + 640], al
-    movzx eax, byte ptr [r15 + 192]
-    movzx ebp, byte ptr [r15 + 384]
-    jmp 1f
-1:
-    mov edx, 162
-    and eax, dword ptr [r15 + 512]
-    mov byte ptr [r15 + 320], bpl
-    movzx r8d, al
+    mov dword ptr [r15 + r8 + 7488], 216
+    mov rax, rsi
+    mov r8, rax
+    mov r8, qword ptr [r15 + 384]
+    movzx edi, r8b
+    mov r8, qword ptr [r15 + 128]
+    mov rax, r8
+    mov eax, dword ptr [r15 + 512]
+    mov ebp, ebp
+    vmovdqu ymmword ptr [r15 + 384], ymm0
     jmp 1f
 1:
     jmp 1f
 1:
-    movsxd rbp, dword ptr [r15 + 64]
     add r11, 64
     inc rbx
     dec r13
@@ -6702,226 +6856,206 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 67108864
-    setz al
-    lea rcx, [rip + .Lc1_d5190_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d5190_s_t
-    .p2align 3
-.Lc1_d5190_s:
-    .p2align 3
-    jmp .Lc1_d5190_j
-    .p2align 3
-    jmp .Lc1_d5190_j
-.Lc1_d5190_j:
-    mov byte ptr [r15 + 384], cl
-    mov r8, qword ptr [r15 + 384]
-    movsxd rax, dword ptr [r15 + 256]
+    mov rax, rax
+    vpshufd xmm0, xmm0, 203
+    mov qword ptr [r15 + 256], rax
     jmp 1f
 1:
-    or qword ptr [r15 + 64], 124
-    mov byte ptr [r15 + 768], cl
-    mov dword ptr [r15 + 0], eax
+    jmp 1f
+1:
+    mov byte ptr [r15 + 192], bpl
+    mov dword ptr [r15 + 128], eax
+    mov rax, qword ptr [r15 + 384]
+    mov edx, 223
     mov rbp, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 4032
-    mov dword ptr [r15 + rbp + 3392], ebp
-    movzx ebp, byte ptr [r15 + 128]
-    mov rax, rbp
+    mov edi, dword ptr [r15 + 448]
+    and rbp, 8128
+    and esi, dword ptr [r15 + rbp + 7488]
+    mov ebp, esi
     jmp 1f
 1:
-    test dword ptr [r15 + 67117723], 138412032
+    mov esi, 226
+    mov esi, 253
+    test dword ptr [r15 + 67117723], 8388608
     jnz 1f
 1:
-    mov ebp, dword ptr [r15 + 128]
-    mov r8, r11
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov byte ptr [r15 + 448], bpl
-    and r8, 8128
-    mov dword ptr [r15 + r8 + 7488], 157
-    mov r8, qword ptr [r15 + 320]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx ebp, byte ptr [r15 + 704]
-    mov eax, 141
-    movzx ecx, cl
+    mov rbp, r11
+    mov eax, 213
+    and rbp, 448
+    mov rsi, qword ptr [r15 + rbp + 832]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ebp, r9b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, 212
+    mov qword ptr [r15 + 64], rbp
+    lea r8, [r11 + r11*1]
+    vmovq qword ptr [r15 + 704], xmm0
+    movsxd rax, dword ptr [r15 + 320]
+    and r8, 1984
+    mov dword ptr [r15 + r8 + 1408], 238
+    mov rbp, rsi
+    and ebp, dword ptr [r15 + r8 + 1344]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c114:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 1
+    setz al
+    lea rcx, [rip + .Lc1_d5288_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d5288_s_t
+    .p2align 3
+.Lc1_d5288_s:
+    .p2align 3
+    jmp .Lc1_d5288_j
+    .p2align 3
+    jmp .Lc1_d5288_j
+.Lc1_d5288_j:
+    mov qword ptr [r15 + 448], rcx
+    jmp 1f
+1:
+    add rax, qword ptr [r15 + 64]
+    movsxd rcx, dword ptr [r15 + 320]
+    imul rax, qword ptr [r15 + 64]
+    vpaddd xmm0, xmm0, xmm0
+    mov r8, qword ptr [r15 + 384]
+    mov rdx, qword ptr [r15 + 128]
+    mov ebp, 10
+    mov esi, dword ptr [r15 + 576]
+    movzx r9d, cl
+    mov rbp, qword ptr [r15 + 128]
+    mov ecx, ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov rcx, rbp
+    mov dword ptr [r15 + 0], ecx
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ebp, byte ptr [r15 + 256]
+    movzx ecx, sil
     mov rbp, r11
-    mov r9d, dword ptr [r15 + 64]
-    mov r8, r11
-    and rbp, 448
-    mov rcx, qword ptr [r15 + rbp + 832]
-    and r8, 8128
-    movsxd rbp, dword ptr [r15 + r8 + 7488]
     jmp 1f
 1:
-    mov r8d, 4
-    movzx eax, byte ptr [r15 + 128]
-    mov qword ptr [r15 + 512], r9
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], al
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, rax
+    and rbp, 4032
+    mov dword ptr [r15 + rbp + 3392], 203
+    movsxd rbp, dword ptr [r15 + 192]
+    mov ecx, dword ptr [r15 + 512]
     jmp 1f
 1:
-    jmp 1f
-1:
-    vmovq qword ptr [r15 + 0], xmm0
-    movzx eax, al
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, eax
-    mov r8, r11
-    mov r9d, dword ptr [r15 + 448]
-    jmp 1f
-1:
-    and r8, 1984
-    mov rdi, qword ptr [r15 + r8 + 1344]
-    mov dword ptr [r15 + 384], 124
-    mov byte ptr [r15 + 320], dil
-    mov rax, qword ptr [r15 + 512]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 576], 224
-    movzx r8d, dil
-    mov esi, dword ptr [r15 + 256]
-    mov dword ptr [r15 + 192], 122
-    jmp 1f
-1:
-    mov qword ptr [r15 + 64], rsi
+    mov rdi, qword ptr [r15 + 768]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c115:
-    lea rcx, [rip + .Lc1_d5276_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d5276_j_t
-.Lc1_d5276_j:
+    mov byte ptr [r15 + 0], cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 114
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov rcx, qword ptr [r15 + 64]
     mov rbp, r11
-    movsxd rcx, dword ptr [r15 + 512]
-    mov edi, 166
     jmp 1f
 1:
-    and rbp, 16320
+    and rbp, 4032
+    movzx esi, byte ptr [r15 + rbp + 3392]
+    movsxd rbp, dword ptr [r15 + 512]
+    jmp 1f
+1:
+    mov rax, qword ptr [r15 + 128]
     mov r8, r11
-    mov dword ptr [r15 + rbp + 15680], ecx
+    movsxd r9, dword ptr [r15 + 192]
+    mov dword ptr [r15 + 640], 2
     and r8, 1984
-    mov dword ptr [r15 + r8 + 1344], 71
+    movzx edi, byte ptr [r15 + r8 + 1344]
     jmp 1f
 1:
-    mov r8d, edi
-    mov r8d, r8d
-    jmp 1f
-1:
-    mov esi, dword ptr [r15 + 384]
-    mov r9d, ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], r9d
-    mov r9d, 211
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, sil
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, r11
-    movzx ecx, byte ptr [r15 + 192]
-    movsxd rdx, dword ptr [r15 + 320]
-    and r8, 4032
-    mov rdi, qword ptr [r15 + r8 + 3392]
-    jmp 1f
-1:
-    mov qword ptr [r15 + 640], rdi
-    movzx edi, r8b
-    mov rdi, qword ptr [r15 + 320]
-    mov eax, edi
-    movzx r8d, byte ptr [r15 + 64]
-    mov rdi, rdx
+    movsxd r8, dword ptr [r15 + 320]
+    mov rdx, r8
+    movzx r8d, byte ptr [r15 + 384]
     jmp 1f
 1:
     jmp 1f
 1:
-    and eax, dword ptr [r15 + 128]
-    mov qword ptr [r15 + 256], rcx
-    mov rdi, qword ptr [r15 + 448]
+    mov dword ptr [r15 + 320], 231
+    mov qword ptr [r15 + 448], rsi
+    movzx esi, dl
+    mov esi, r8d
+    jmp 1f
+1:
+    mov r8d, esi
+    movzx esi, dl
+    jmp 1f
+1:
+    movzx edx, sil
+    mov qword ptr [r15 + 512], rdi
+    mov rbp, r11
+    mov byte ptr [r15 + 64], bpl
+    and rbp, 8128
+    mov rdi, qword ptr [r15 + rbp + 7488]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c116:
-    mov rbp, r11
-    and rbp, 4032
-    vmovdqu ymmword ptr [r15 + rbp + 3392], ymm0
+    lea rcx, [rip + .Lc1_d5377_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d5377_j_t
+.Lc1_d5377_j:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    movzx ebp, r8b
+    mov rcx, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rbp
     movzx ebp, bpl
-    jmp 1f
-1:
-    mov r8d, ebp
-    movzx r8d, dil
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 128], 106
-    mov qword ptr [r15 + 0], r8
-    movzx r8d, bpl
-    vpaddq xmm0, xmm0, xmmword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 109
+    mov r8, r11
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, 199
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, ecx
-    mov ebp, 69
-    mov rcx, r8
-    mov r8d, 166
-    mov r9, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r9, 8128
-    vmovq qword ptr [r15 + r9 + 7488], xmm0
-    movsxd rcx, dword ptr [r15 + 704]
-    mov r9d, dword ptr [r15 + 768]
-    jmp 1f
+    and r8, 1984
+    add rdi, qword ptr [r15 + r8 + 1344]
+    mov dword ptr [r15 + 704], 202
+    mov ebp, 20
+    mov byte ptr [r15 + 128], bpl
+    vmovdqu ymmword ptr [r15 + 448], ymm0
+    test ebx, 1073741824
+    jz 1f
 1:
-    mov r8d, 65
-    mov r8, qword ptr [r15 + 384]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 320], r8d
-    mov r8d, 69
-    jmp 1f
-1:
-    movsxd r8, dword ptr [r15 + 192]
-    mov qword ptr [r15 + 128], r8
+    mov edi, ecx
+    movzx edi, byte ptr [r15 + 64]
+    movsxd rbp, dword ptr [r15 + 384]
+    movzx ecx, byte ptr [r15 + 192]
+    mov r8d, dword ptr [r15 + 512]
+    mov esi, 243
+    and edx, dword ptr [r15 + 128]
+    mov byte ptr [r15 + 256], bpl
+    lea r9, [r11 + r11*1]
+    mov ebp, dword ptr [r15 + 320]
+    and r9, 448
+    mov byte ptr [r15 + r9 + 896], r9b
     mov rbp, r11
-    mov dword ptr [r15 + 64], 152
-    movzx r8d, byte ptr [r15 + 448]
-    and rbp, 448
-    mov dword ptr [r15 + rbp + 832], ecx
+    jmp 1f
+1:
+    and rbp, 16320
+    mov rsi, qword ptr [r15 + rbp + 15680]
+    mov qword ptr [r15 + r9 + 832], r9
     add r11, 64
     inc rbx
     dec r13
@@ -6931,312 +7065,329 @@ ditto_body_c1:
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
     xor eax, eax
-    test dword ptr [r15 + 67117724], 32
+    test dword ptr [r15 + 67117724], 16384
     setz al
-    lea rcx, [rip + .Lc1_d5378_s]
+    lea rcx, [rip + .Lc1_d5423_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d5378_s_t
+    jmp .Lc1_d5423_s_t
     .p2align 3
-.Lc1_d5378_s:
+.Lc1_d5423_s:
     .p2align 3
-    jmp .Lc1_d5378_j
+    jmp .Lc1_d5423_j
     .p2align 3
-    jmp .Lc1_d5378_j
-.Lc1_d5378_j:
+    jmp .Lc1_d5423_j
+.Lc1_d5423_j:
+    mov r9, qword ptr [r15 + 64]
+    lea rbp, [r11 + r11*1]
+    mov eax, 147
+    mov eax, 195
+    mov ecx, dword ptr [r15 + 320]
+    and rbp, 8128
+    movzx eax, byte ptr [r15 + rbp + 7488]
+    vmovdqu ymmword ptr [r15 + 768], ymm0
+    mov byte ptr [r15 + 256], al
     jmp 1f
 1:
-    movsxd rcx, dword ptr [r15 + 64]
-    mov edi, dword ptr [r15 + 448]
-    jmp 1f
-1:
-    add rax, qword ptr [r15 + 0]
-    jmp 1f
-1:
+    movzx eax, r9b
     mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rbp
+    mov qword ptr [r15 + 448], r9
+    mov rax, qword ptr [r15 + 576]
+    jmp 1f
+1:
+    movsxd r9, dword ptr [r15 + rbp + 7552]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 128], ebp
+    mov dword ptr [r15 + 192], 114
+    mov rbp, rax
     mov rbp, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 576], cl
-    and rbp, 448
-    mov r8, r11
-    mov dword ptr [r15 + rbp + 832], r8d
-    movzx ebp, byte ptr [r15 + 256]
-    and r8, 8128
-    mov rcx, qword ptr [r15 + r8 + 7488]
-    vmovq qword ptr [r15 + 128], xmm0
-    mov r8, rcx
-    mov r9, r11
-    mov dword ptr [r15 + 320], 242
-    and r9, 1984
-    mov r8, qword ptr [r15 + r9 + 1344]
-    mov dword ptr [r15 + 192], 220
-    mov qword ptr [r15 + 384], rbp
-    mov r9d, dword ptr [r15 + 512]
+    mov edx, r9d
+    vmovdqu xmmword ptr [r15 + 384], xmm0
+    movzx r9d, al
+    and rbp, 4032
+    add rdx, qword ptr [r15 + rbp + 3392]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c118:
-    mov ebp, ebp
-    jmp 1f
-1:
-    mov ebp, ebp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
     mov rbp, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rbp
-    and rbp, 4032
-    mov r8, r11
-    mov byte ptr [r15 + rbp + 3392], bpl
+    mov eax, dword ptr [r15 + 64]
     jmp 1f
 1:
-    and r8, 448
-    mov ebp, dword ptr [r15 + r8 + 832]
+    and rbp, 448
+    movsxd r9, dword ptr [r15 + rbp + 832]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r8d, dword ptr [r15 + 128]
-    mov dword ptr [r15 + 384], r9d
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov ebp, 164
+    mov edx, 40
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, rdx
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], r9
+    mov r9, rdx
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    mov dword ptr [r15 + 512], r8d
-    mov edi, ebp
-    mov ebp, dword ptr [r15 + 320]
+    mov edx, 203
+    mov r9, r11
+    mov edx, dword ptr [r15 + 320]
     jmp 1f
 1:
-    mov r9, r8
-    movsxd r8, dword ptr [r15 + 256]
-    vmovdqu ymmword ptr [r15 + 448], ymm0
-    movzx r9d, r8b
-    vmovdqu ymmword ptr [r15 + 640], ymm0
-    .byte 0x0f, 0x1f, 0x00
-    and ebp, dword ptr [r15 + 64]
-    mov r8d, 113
-    mov qword ptr [r15 + 192], r8
-    mov r8, r11
-    mov byte ptr [r15 + 64], r9b
-    mov dword ptr [r15 + 384], edi
-    and r8, 1984
-    mov qword ptr [r15 + r8 + 1344], r8
+    and r9, 4032
+    mov esi, dword ptr [r15 + r9 + 3392]
+    mov r9d, 188
     jmp 1f
 1:
+    mov qword ptr [r15 + 256], rdx
+    add rax, qword ptr [r15 + 384]
+    mov byte ptr [r15 + 128], al
+    mov r9, r11
+    vmovdqu ymmword ptr [r15 + 512], ymm0
+    mov rdx, rdx
+    and r9, 1984
+    movzx edx, byte ptr [r15 + r9 + 1344]
+    movsxd rdi, dword ptr [r15 + 448]
+    mov r9d, 236
+    movzx eax, byte ptr [r15 + 384]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 640], 237
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c119:
-    lea rcx, [rip + .Lc1_d5463_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d5463_j_t
-.Lc1_d5463_j:
-    nop
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 64
+    setz al
+    lea rcx, [rip + .Lc1_d5516_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d5516_s_t
+    .p2align 3
+.Lc1_d5516_s:
+    .p2align 3
+    jmp .Lc1_d5516_j
+    .p2align 3
+    jmp .Lc1_d5516_j
+.Lc1_d5516_j:
+    mov r9, r11
+    and r9, 1984
+    vmovdqu ymmword ptr [r15 + r9 + 1344], ymm0
+    mov r9, qword ptr [r15 + 320]
+    mov eax, r9d
     jmp 1f
 1:
-    mov rcx, qword ptr [r15 + 128]
+    mov dword ptr [r15 + 256], 237
+    movzx r9d, byte ptr [r15 + 512]
+    movsxd rcx, dword ptr [r15 + 192]
+    jmp 1f
+1:
+    movzx edx, al
+    mov edx, 244
+    mov rbp, r11
+    jmp 1f
+1:
+    and rbp, 448
+    movsxd r8, dword ptr [r15 + rbp + 832]
+    movsxd rbp, dword ptr [r15 + 64]
     mov r8, r11
-    mov rbp, r11
-    mov r9d, dword ptr [r15 + 192]
-    and r8, 4032
-    mov dword ptr [r15 + r8 + 3392], ecx
-    and rbp, 8128
-    movsxd r8, dword ptr [r15 + rbp + 7488]
+    jmp 1f
+1:
+    mov byte ptr [r15 + 704], r9b
+    and r8, 8128
+    vpcmpeqb xmm0, xmm0, xmmword ptr [r15 + r8 + 7488]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     jmp 1f
 1:
-    mov ecx, 150
     jmp 1f
 1:
-    movsxd rdi, dword ptr [r15 + 448]
+    mov dword ptr [r15 + 384], 240
     jmp 1f
 1:
-    mov ecx, edi
-    mov edi, r8d
-    mov rdx, rax
-    mov eax, edx
-    movzx edi, byte ptr [r15 + 64]
-    vpcmpeqb xmm0, xmm0, xmm6
-    mov qword ptr [r15 + 128], rdi
-    movsxd rdi, dword ptr [r15 + 704]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, r8d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], dil
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and edx, dword ptr [r15 + 256]
-    mov rbp, r11
-    mov dword ptr [r15 + 384], ebp
-    mov r8d, dword ptr [r15 + 320]
-    mov dword ptr [r15 + 768], edi
-    and rbp, 1984
-    movzx edi, byte ptr [r15 + rbp + 1344]
-    mov dword ptr [r15 + 512], edi
+    mov r8, qword ptr [r15 + 128]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c120:
-    jmp 1f
-1:
-    movzx edx, bpl
-    mov rbp, r11
-    mov rdx, qword ptr [r15 + 128]
-    vmovdqu ymmword ptr [r15 + 320], ymm0
-    and rbp, 4032
-    vmovdqu xmmword ptr [r15 + rbp + 3392], xmm0
+    mov qword ptr [r15 + 0], r8
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, rdi
-    movzx ecx, dil
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 93
     mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], r8
     mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rbp
-    mov rbp, r11
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx edi, byte ptr [r15 + 448]
-    and rbp, 8128
-    mov rcx, qword ptr [r15 + rbp + 7488]
-    mov ebp, dword ptr [r15 + 256]
     jmp 1f
 1:
-    mov qword ptr [r15 + 64], rbp
-    mov rbp, rcx
-    mov dword ptr [r15 + 320], 117
-    mov dword ptr [r15 + 384], 70
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, dword ptr [r15 + 128]
+    jmp 1f
+1:
+    mov r9, qword ptr [r15 + 64]
+    movzx ebp, byte ptr [r15 + 768]
+    mov dword ptr [r15 + 320], ebp
+    mov rbp, r8
+    xor dword ptr [r15 + 384], r8d
+    mov dword ptr [r15 + 64], ebp
+    mov r8d, dword ptr [r15 + 192]
+    jmp 1f
+1:
+    mov byte ptr [r15 + 256], bpl
+    movzx eax, r9b
+    jmp 1f
+1:
+    mov r9d, 201
     mov r9, r11
-    mov byte ptr [r15 + 512], cl
-    and r9, 448
-    mov dword ptr [r15 + r9 + 832], 67
-    movzx ecx, byte ptr [r15 + 64]
-    mov dword ptr [r15 + 576], 122
-    mov eax, 16
-    movzx ebp, al
-    mov edx, 142
+    mov edx, r9d
+    and r9, 8128
+    mov rbp, qword ptr [r15 + r9 + 7488]
+    jmp 1f
+1:
+    movzx r9d, bpl
+    vmovq xmm0, r9
+    movzx r9d, r9b
+    mov rbp, r11
+    mov dword ptr [r15 + 512], ebp
+    and rbp, 4032
+    mov dword ptr [r15 + rbp + 3392], 58
+    mov ebp, ebp
+    mov r9d, 227
+    mov rbp, r11
+    mov r9, rdx
+    and rbp, 1984
+    mov dword ptr [r15 + rbp + 1344], edx
+    movsxd rdx, dword ptr [r15 + 448]
+    mov ecx, 186
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c121:
-    lea rcx, [rip + .Lc1_d5553_j]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d5610_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d5553_j_t
-.Lc1_d5553_j:
-    jmp 1f
-1:
-    mov rax, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 247
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, rdx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, rax
-    mov r8, r11
-    mov eax, 38
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 1984
-    mov byte ptr [r15 + r8 + 1344], r8b
-    vpaddq xmm0, xmm0, xmmword ptr [r15 + 256]
-    jmp 1f
-1:
-    movsxd r8, dword ptr [r15 + 384]
-    mov rax, qword ptr [r15 + 192]
-    movzx edx, byte ptr [r15 + 64]
-    mov ecx, 171
-    mov dword ptr [r15 + 448], ecx
-    mov byte ptr [r15 + 512], bpl
-    mov ebp, 166
-    mov ecx, ebp
-    mov dword ptr [r15 + 128], r8d
-    mov r8, rdx
+    jmp .Lc1_d5610_j_t
+.Lc1_d5610_j:
     mov rbp, r11
-    movzx r8d, dl
+    and rbp, 4032
+    movsxd rcx, dword ptr [r15 + rbp + 3392]
+    mov eax, eax
     jmp 1f
 1:
+    mov rdx, rcx
+    movsxd rsi, dword ptr [r15 + 320]
+    jmp 1f
+1:
+    mov rcx, rsi
+    mov rbp, rax
+    jmp 1f
+1:
+    mov rax, qword ptr [r15 + 512]
+    mov esi, 144
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test dword ptr [r15 + 67117723], 64
+    jnz 1f
+1:
+    mov dword ptr [r15 + 64], 237
+    mov dword ptr [r15 + 64], eax
+    movsxd rcx, dword ptr [r15 + 640]
+    mov rbp, r11
+    mov rax, qword ptr [r15 + 384]
+    movzx esi, byte ptr [r15 + 320]
     and rbp, 448
-    inc dword ptr [r15 + rbp + 832]
-    mov rbp, r11
-    vpshufd xmm6, xmm0, 193
-    mov r8d, 211
-    and rbp, 8128
-    mov rcx, qword ptr [r15 + rbp + 7488]
-    vmovdqu ymmword ptr [r15 + 640], ymm6
-    movzx ebp, dl
+    movzx edx, byte ptr [r15 + rbp + 832]
     jmp 1f
 1:
+    movzx ebp, dl
+    mov rbp, qword ptr [r15 + 128]
+    mov r9, qword ptr [r15 + 128]
+    movsxd r8, dword ptr [r15 + 448]
+    vmovdqu xmmword ptr [r15 + 448], xmm0
+    mov edi, dword ptr [r15 + 192]
+    movsxd rax, dword ptr [r15 + 576]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c122:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov eax, 161
-    mov qword ptr [r15 + 64], r8
+    mov edx, 241
+    mov byte ptr [r15 + 0], r8b
+    mov qword ptr [r15 + 0], rdi
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    inc dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 0], ymm6
-    mov byte ptr [r15 + 0], bpl
-    mov dword ptr [r15 + 0], 211
-    add rdi, qword ptr [r15 + 0]
-    mov ebp, 36
-    vmovdqu ymmword ptr [r15 + 512], ymm6
-    mov rbp, qword ptr [r15 + 448]
+    mov r12, qword ptr [r15 + r12 + 56]
+    add rdx, qword ptr [r15 + 704]
+    mov rax, qword ptr [r15 + 384]
     jmp 1f
 1:
+    movzx r9d, al
+    vpcmpeqb xmm0, xmm0, xmmword ptr [r15 + 512]
     jmp 1f
 1:
-    movzx eax, bpl
-    and eax, dword ptr [r15 + 128]
-    mov r8, qword ptr [r15 + 384]
-    mov ebp, ebp
-    vpxor xmm6, xmm6, xmm0
-    test dword ptr [r15 + 67117724], 67108866
-    jnz 1f
-1:
-    mov rbp, r11
-    mov edi, 183
+    mov qword ptr [r15 + 128], rdx
     jmp 1f
 1:
-    add rdi, qword ptr [r15 + 128]
-    and rbp, 1984
-    mov dword ptr [r15 + rbp + 1344], 157
-    mov rax, qword ptr [r15 + 256]
-    vmovdqu ymmword ptr [r15 + 320], ymm6
-    jmp 1f
-1:
-    mov rbp, qword ptr [r15 + 192]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx r8d, byte ptr [r15 + 704]
     mov r9, r11
-    mov rsi, rdi
-    vpaddd xmm6, xmm6, xmm6
-    and r9, 4032
-    movsxd rdi, dword ptr [r15 + r9 + 3392]
-    movsxd rdx, dword ptr [r15 + 320]
-    mov r9d, edx
+    mov byte ptr [r15 + 256], r9b
+    mov edx, dword ptr [r15 + 320]
+    and r9, 1984
+    mov edi, dword ptr [r15 + r9 + 1344]
+    mov r9d, dword ptr [r15 + 384]
     jmp 1f
 1:
+    mov r8d, 43
+    mov qword ptr [r15 + 128], r8
+    mov rcx, qword ptr [r15 + 64]
+    mov byte ptr [r15 + 448], cl
+    mov r8d, 68
+    add rdx, qword ptr [r15 + 256]
+    mov r8, r11
+    mov qword ptr [r15 + 192], r8
+    mov rbp, r11
+    and r8, 448
+    mov dword ptr [r15 + r8 + 832], 229
+    jmp 1f
+1:
+    and rbp, 8128
+    mov dword ptr [r15 + rbp + 7488], 114
     add r11, 64
     inc rbx
     dec r13
@@ -7245,675 +7396,650 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 15
-    lea rcx, [rip + .Lc1_d5651_s]
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 536870912
+    setz al
+    lea rcx, [rip + .Lc1_d5699_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d5651_s_t
+    jmp .Lc1_d5699_s_t
     .p2align 3
-.Lc1_d5651_s:
+.Lc1_d5699_s:
     .p2align 3
-    jmp .Lc1_d5651_j
+    jmp .Lc1_d5699_j
     .p2align 3
-    jmp .Lc1_d5651_j
-    .p2align 3
-    jmp .Lc1_d5651_j
-    .p2align 3
-    jmp .Lc1_d5651_j
-    .p2align 3
-    jmp .Lc1_d5651_j
-    .p2align 3
-    jmp .Lc1_d5651_j
-    .p2align 3
-    jmp .Lc1_d5651_j
-    .p2align 3
-    jmp .Lc1_d5651_j
-    .p2align 3
-    jmp .Lc1_d5651_j
-    .p2align 3
-    jmp .Lc1_d5651_j
-    .p2align 3
-    jmp .Lc1_d5651_j
-    .p2align 3
-    jmp .Lc1_d5651_j
-    .p2align 3
-    jmp .Lc1_d5651_j
-    .p2align 3
-    jmp .Lc1_d5651_j
-    .p2align 3
-    jmp .Lc1_d5651_j
-    .p2align 3
-    jmp .Lc1_d5651_j
-.Lc1_d5651_j:
-    mov r9, r11
-    mov rax, rbp
+    jmp .Lc1_d5699_j
+.Lc1_d5699_j:
     jmp 1f
 1:
-    and r9, 8128
-    vmovdqu ymmword ptr [r15 + r9 + 7488], ymm6
+    mov qword ptr [r15 + 320], rcx
+    jmp 1f
+1:
+    movzx eax, byte ptr [r15 + 768]
+    movzx ecx, bpl
+    mov r8, rcx
+    mov byte ptr [r15 + 512], r8b
+    mov r8, r11
+    and ecx, dword ptr [r15 + 128]
+    jmp 1f
+1:
+    mov rbp, rax
+    and r8, 1984
+    movsxd rsi, dword ptr [r15 + r8 + 1344]
+    mov ebp, 145
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov qword ptr [r15 + 384], rax
+    mov ecx, 93
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r11
     mov r9, r11
-    mov rax, qword ptr [r15 + 768]
-    and r9, 448
-    mov rcx, qword ptr [r15 + r9 + 832]
-    mov r9d, dword ptr [r15 + 64]
-    mov byte ptr [r15 + 384], r8b
+    and esi, dword ptr [r15 + 0]
+    and rbp, 8128
+    mov eax, dword ptr [r15 + rbp + 7488]
+    jmp 1f
+1:
+    and r9, 4032
+    vmovdqu ymmword ptr [r15 + r9 + 3392], ymm0
+    movsxd r8, dword ptr [r15 + 192]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov qword ptr [r15 + 64], rbp
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c124:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov r9d, 21
-    movsxd r8, dword ptr [r15 + 192]
     mov r9d, eax
-    movzx r9d, byte ptr [r15 + 320]
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, r9b
-    mov qword ptr [r15 + 0], rcx
-    mov dword ptr [r15 + 0], eax
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, r9
+    mov rbp, r11
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r9, r11
-    mov ecx, dword ptr [r15 + 384]
-    movzx eax, byte ptr [r15 + 320]
-    mov qword ptr [r15 + 512], rax
-    and r9, 1984
-    movsxd rbp, dword ptr [r15 + r9 + 1344]
-    mov byte ptr [r15 + 192], cl
+    mov r9, qword ptr [r15 + 128]
+    and rbp, 448
+    mov qword ptr [r15 + rbp + 832], rax
+    movsxd rbp, dword ptr [r15 + 64]
     jmp 1f
 1:
+    mov r8, r11
+    mov rax, qword ptr [r15 + 256]
+    and r8, 4032
+    movsxd rsi, dword ptr [r15 + r8 + 3392]
+    mov r8d, ebp
     jmp 1f
 1:
+    mov qword ptr [r15 + 64], r8
+    mov dword ptr [r15 + 384], ebp
+    mov rbp, r11
+    mov r8d, eax
     jmp 1f
 1:
-    mov qword ptr [r15 + 576], r9
-    vmovdqu ymmword ptr [r15 + 64], ymm6
-    mov ecx, 100
-    mov qword ptr [r15 + 448], rax
-    mov r9, r11
-    movsxd rax, dword ptr [r15 + 128]
-    and r9, 4032
-    mov rcx, qword ptr [r15 + r9 + 3392]
-    mov edx, dword ptr [r15 + 128]
-    .byte 0x66, 0x90
-    movsxd r9, dword ptr [r15 + 640]
-    mov dword ptr [r15 + 512], 238
-    mov r9, r11
-    mov byte ptr [r15 + 256], cl
-    mov edi, 200
-    and r9, 448
-    movsxd rcx, dword ptr [r15 + r9 + 832]
+    and rbp, 1984
+    movzx eax, byte ptr [r15 + rbp + 1344]
+    movzx edx, byte ptr [r15 + 320]
+    mov qword ptr [r15 + 640], rsi
+    jmp 1f
+1:
+    add r8, qword ptr [r15 + 320]
+    mov qword ptr [r15 + 576], r8
+    mov rsi, qword ptr [r15 + 448]
+    movsxd rbp, dword ptr [r15 + 512]
+    movsxd rdi, dword ptr [r15 + 192]
+    mov r8d, 11
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c125:
-    lea rcx, [rip + .Lc1_d5733_j]
+    lea rcx, [rip + .Lc1_d5787_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d5733_j_t
-.Lc1_d5733_j:
+    jmp .Lc1_d5787_j_t
+.Lc1_d5787_j:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], ecx
+    mov ecx, ecx
+    mov qword ptr [r15 + 0], rbp
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, 137
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, 154
+    mov byte ptr [r15 + 0], bpl
+    mov ecx, dword ptr [r15 + 256]
+    mov ebp, ecx
+    add rax, qword ptr [r15 + 704]
+    mov qword ptr [r15 + 512], r8
+    mov dword ptr [r15 + 384], 224
+    mov r8d, dword ptr [r15 + 192]
+    jmp 1f
+1:
+    mov ebp, dword ptr [r15 + 448]
     jmp 1f
 1:
     mov r9, r11
-    mov dword ptr [r15 + 704], 135
-    mov ecx, ecx
-    and r9, 1984
-    mov byte ptr [r15 + r9 + 1344], dil
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], r9b
-    mov dword ptr [r15 + 0], 13
-    vpmovmskb edi, xmm6
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, r9b
-    mov qword ptr [r15 + 0], rsi
+    mov esi, dword ptr [r15 + 128]
     jmp 1f
 1:
-    vmovdqu ymmword ptr [r15 + 0], ymm6
-    mov r9d, dword ptr [r15 + 128]
-    jmp 1f
-1:
-    mov rcx, qword ptr [r15 + 512]
+    and r9, 448
     mov rbp, r11
-    mov edi, dword ptr [r15 + 128]
-    mov r8, r11
-    mov esi, r9d
-    and r8, 4032
-    mov qword ptr [r15 + r8 + 3392], r8
-    and rbp, 8128
-    vmovdqu ymmword ptr [r15 + rbp + 7488], ymm6
-    mov dword ptr [r15 + 448], 90
-    movzx r9d, byte ptr [r15 + 320]
-    movzx r8d, byte ptr [r15 + 384]
-    movzx ebp, r8b
-    inc dword ptr [r15 + 256]
-    mov r8d, ebp
-    movsxd r8, dword ptr [r15 + 64]
-    mov rax, qword ptr [r15 + 384]
-    mov byte ptr [r15 + 64], dil
+    mov dword ptr [r15 + r9 + 832], 9
+    mov r9, r11
+    movsxd rdi, dword ptr [r15 + 320]
+    and rbp, 4032
+    movzx edx, byte ptr [r15 + rbp + 3392]
+    and ebp, dword ptr [r15 + 448]
+    and r9, 8128
+    mov dword ptr [r15 + r9 + 7488], r9d
+    and r9d, dword ptr [r15 + 128]
+    jmp 1f
+1:
+    mov rdx, qword ptr [r15 + 64]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c126:
-    lea rcx, [rip + .Lc1_d5777_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d5777_j_t
-.Lc1_d5777_j:
-    movzx r8d, r8b
-    movsxd rbp, dword ptr [r15 + 256]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    jmp 1f
+1:
+    mov eax, 226
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov ecx, eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], edx
+    jmp 1f
+1:
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, ecx
-    movzx eax, byte ptr [r15 + 320]
-    mov r8, rax
-    jmp 1f
-1:
-    movzx eax, byte ptr [r15 + 128]
-    movzx ecx, byte ptr [r15 + 384]
-    mov r9, r11
-    jmp 1f
-1:
-    test ebx, 1024
+    mov rdx, rax
+    mov edx, edx
+    vmovdqu ymmword ptr [r15 + 256], ymm0
+    movsxd rax, dword ptr [r15 + 384]
+    mov rbp, r11
+    vmovdqu ymmword ptr [r15 + 768], ymm0
+    test dword ptr [r15 + 67117724], 131136
     jnz 1f
 1:
-    and r9, 448
-    and eax, dword ptr [r15 + r9 + 832]
-    mov r9d, eax
+    and edx, dword ptr [r15 + 576]
+    and rbp, 448
+    vmovq qword ptr [r15 + rbp + 832], xmm0
+    mov rcx, qword ptr [r15 + 320]
+    and ecx, dword ptr [r15 + 448]
     jmp 1f
 1:
-    vpcmpeqb xmm6, xmm6, xmmword ptr [r15 + 448]
-    jmp 1f
-1:
-    mov rbp, r11
-    mov qword ptr [r15 + 192], rax
-    and rbp, 16320
-    movzx eax, byte ptr [r15 + rbp + 15680]
-    jmp 1f
-1:
-    mov ebp, eax
-    movzx r9d, bpl
-    mov rcx, rcx
-    mov r9, r11
-    mov ecx, dword ptr [r15 + 768]
-    vmovdqu xmmword ptr [r15 + 512], xmm6
-    and r9, 8128
-    mov qword ptr [r15 + r9 + 7488], rax
-    mov qword ptr [r15 + 64], rbp
-    movzx ebp, bpl
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c127:
-    mov rcx, qword ptr [r15 + 576]
-    mov r9d, ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov ecx, r9d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx edx, cl
-    movzx ecx, cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov byte ptr [r15 + 0], dl
-    mov r9, r11
-    movzx edx, cl
-    jmp 1f
-1:
-    and r9, 4032
-    mov qword ptr [r15 + r9 + 3392], r9
-    movzx r9d, byte ptr [r15 + 320]
-    vmovdqu ymmword ptr [r15 + 320], ymm6
-    movsxd r8, dword ptr [r15 + 448]
-    vpcmpeqb xmm6, xmm6, xmm0
-    mov byte ptr [r15 + 256], r8b
-    mov dword ptr [r15 + 64], r8d
-    movzx r8d, byte ptr [r15 + 192]
-    mov rbp, r11
-    movzx edx, dl
-    jmp 1f
-1:
-    and rbp, 1984
-    movzx ecx, byte ptr [r15 + rbp + 1344]
     mov ebp, dword ptr [r15 + 64]
-    mov rdx, qword ptr [r15 + 128]
-    mov dword ptr [r15 + 384], 229
-    mov rbp, r11
-    jmp 1f
-1:
-    jmp 1f
-1:
-    and rbp, 448
-    vmovq qword ptr [r15 + rbp + 832], xmm6
-    movsxd rbp, dword ptr [r15 + 640]
-    movzx eax, bpl
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c128:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 1024
-    setz al
-    lea rcx, [rip + .Lc1_d5874_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d5874_s_t
-    .p2align 3
-.Lc1_d5874_s:
-    .p2align 3
-    jmp .Lc1_d5874_j
-    .p2align 3
-    jmp .Lc1_d5874_j
-.Lc1_d5874_j:
-    mov rax, qword ptr [r15 + 64]
-    movzx ecx, byte ptr [r15 + 384]
-    movsxd rdx, dword ptr [r15 + 512]
-    movzx ebp, byte ptr [r15 + 320]
-    movzx r8d, cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    vmovq xmm6, rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, eax
-    and ebp, dword ptr [r15 + 704]
-    mov r8, r11
-    mov eax, 153
-    and r8, 1984
-    movsxd rax, dword ptr [r15 + r8 + 1344]
+    mov r8d, dword ptr [r15 + 128]
     mov r9, r11
-    jmp 1f
-1:
-    and r9, 8128
-    movsxd r8, dword ptr [r15 + r9 + 7488]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov qword ptr [r15 + 192], rbp
-    movzx ebp, dil
-    mov rbp, r11
-    mov edi, edi
-    mov rdi, qword ptr [r15 + 128]
-    jmp 1f
-1:
-    and rbp, 4032
-    mov dword ptr [r15 + rbp + 3392], r9d
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c129:
-    jmp 1f
-1:
-    mov edi, 208
-    movzx ebp, dil
-    jmp 1f
-1:
-    mov rbp, r11
-    jmp 1f
-1:
-    and r9d, dword ptr [r15 + 512]
-    mov dword ptr [r15 + 320], edi
-    and rbp, 1984
-    mov rdi, qword ptr [r15 + rbp + 1344]
-    movsxd rbp, dword ptr [r15 + 768]
-    mov ecx, dword ptr [r15 + 448]
-    movzx r8d, byte ptr [r15 + 128]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], r8b
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx esi, r9b
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1024
-    jnz 1f
-1:
-    movzx r8d, sil
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 448], r8d
-    and r8, 448
-    add rcx, qword ptr [r15 + r8 + 832]
-    mov byte ptr [r15 + 384], cl
-    jmp 1f
-1:
-    mov dword ptr [r15 + 192], 28
-    movzx r9d, cl
-    mov qword ptr [r15 + 128], rsi
-    mov qword ptr [r15 + 64], r9
-    mov r9, r11
-    movsxd r8, dword ptr [r15 + 256]
-    and r9, 8128
-    mov rsi, qword ptr [r15 + r9 + 7488]
-    jmp 1f
-1:
-    mov edx, ecx
-    mov r9, rcx
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c130:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 128
-    setz al
-    lea rcx, [rip + .Lc1_d5967_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d5967_s_t
-    .p2align 3
-.Lc1_d5967_s:
-    .p2align 3
-    jmp .Lc1_d5967_j
-    .p2align 3
-    jmp .Lc1_d5967_j
-.Lc1_d5967_j:
-    vpcmpeqb xmm6, xmm6, xmm0
-    movsxd rcx, dword ptr [r15 + 320]
-    movsxd rax, dword ptr [r15 + 128]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx r9d, cl
-    vpaddd xmm6, xmm6, xmm6
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r9, r11
-    and ecx, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, 218
-    and r9, 4032
-    mov rbp, r11
-    movzx r8d, byte ptr [r15 + r9 + 3392]
-    movsxd rdx, dword ptr [r15 + 384]
-    and rbp, 448
-    mov r9d, dword ptr [r15 + rbp + 832]
-    vmovq qword ptr [r15 + 576], xmm6
-    movzx ebp, byte ptr [r15 + 448]
-    movzx edi, byte ptr [r15 + 512]
-    movsxd rsi, dword ptr [r15 + 256]
-    mov ebp, esi
-    mov ebp, ecx
-    movzx ecx, r9b
-    jmp 1f
-1:
-    mov r9, qword ptr [r15 + 64]
-    mov r9d, 162
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c131:
-    mov r9d, 120
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx esi, r9b
-    mov ecx, esi
-    mov byte ptr [r15 + 0], cl
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov ecx, esi
-    mov byte ptr [r15 + 320], r9b
-    mov rbp, r9
-    mov r9d, ebp
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r9d, dword ptr [r15 + 512]
-    movzx esi, byte ptr [r15 + 640]
-    jmp 1f
-1:
-    movzx eax, byte ptr [r15 + 64]
-    mov ebp, dword ptr [r15 + 384]
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov rbp, r11
-    jmp 1f
-1:
-    and rbp, 4032
-    mov byte ptr [r15 + rbp + 3392], al
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx eax, byte ptr [r15 + 192]
-    mov ebp, 205
-    jmp 1f
-1:
-    movzx ebp, bpl
-    mov dword ptr [r15 + 256], ebp
-    mov r9, r11
-    jmp 1f
-1:
-    jmp 1f
-1:
-    and r9, 8128
-    mov byte ptr [r15 + r9 + 7488], r9b
-    mov rbp, qword ptr [r15 + 128]
-    mov r9d, ebp
-    jmp 1f
-1:
-    movzx r9d, al
-    movzx r9d, r9b
-    mov r9, r11
-    jmp 1f
-1:
+    movzx eax, byte ptr [r15 + 512]
+    mov rsi, rcx
     and r9, 1984
-    vmovq qword ptr [r15 + r9 + 1344], xmm6
+    movsxd rcx, dword ptr [r15 + r9 + 1344]
+    mov r9, r11
     jmp 1f
 1:
+    and r9, 8128
+    movsxd rdi, dword ptr [r15 + r9 + 7488]
+    mov r9d, r8d
+    mov r9, qword ptr [r15 + 384]
     mov r9d, dword ptr [r15 + 64]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
-.Lc1_b1_c132:
-    lea rcx, [rip + .Lc1_d6068_j]
+.Lc1_b1_c127:
+    lea rcx, [rip + .Lc1_d5877_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d6068_j_t
-.Lc1_d6068_j:
-    movzx eax, byte ptr [r15 + 704]
-    movzx ecx, r9b
+    jmp .Lc1_d5877_j_t
+.Lc1_d5877_j:
     jmp 1f
 1:
-    mov dword ptr [r15 + 384], 209
-    add r9, qword ptr [r15 + 256]
-    vpor xmm6, xmm6, xmm6
-    mov rcx, qword ptr [r15 + 768]
-    mov dword ptr [r15 + 0], 221
+    add rdi, qword ptr [r15 + 256]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 192], 50
+    mov dword ptr [r15 + 0], r9d
     mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov ecx, edi
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, r9
+    mov qword ptr [r15 + 0], r9
+    lea r8, [r11 + r11*1]
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, 39
-    mov dword ptr [r15 + 0], esi
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx esi, sil
+    mov dword ptr [r15 + 128], r8d
+    and r8, 4032
+    mov dword ptr [r15 + r8 + 3392], 116
+    mov rbp, r11
+    jmp 1f
+1:
+    and rbp, 1984
+    mov rdi, qword ptr [r15 + rbp + 1344]
+    add qword ptr [r15 + 512], rdi
+    mov edi, 255
+    mov r9, qword ptr [r15 + 640]
+    mov rdi, qword ptr [r15 + 448]
+    mov dword ptr [r15 + 128], 185
+    mov ebp, dword ptr [r15 + r8 + 3456]
+    jmp 1f
+1:
+    mov byte ptr [r15 + 320], r8b
+    mov r8, r11
+    mov dword ptr [r15 + 64], r9d
+    mov r9, qword ptr [r15 + 192]
+    jmp 1f
+1:
+    and r8, 16320
+    movzx edx, byte ptr [r15 + r8 + 15680]
+    mov byte ptr [r15 + 384], bpl
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c128:
     jmp 1f
 1:
     mov rbp, r11
+    jmp 1f
+1:
+    and rbp, 448
+    add rdx, qword ptr [r15 + rbp + 832]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, 231
-    mov rsi, qword ptr [r15 + 320]
+    mov dword ptr [r15 + 0], r9d
+    mov r8d, 237
+    mov r8, r8
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r8d, bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 448], r8b
+    vmovdqu ymmword ptr [r15 + 768], ymm0
+    mov r8d, 63
+    mov rbp, r11
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov dword ptr [r15 + 704], 185
     and rbp, 8128
-    movsxd rdx, dword ptr [r15 + rbp + 7488]
-    mov ebp, 237
-    mov ebp, 8
-    mov rdi, qword ptr [r15 + 384]
-    mov ebp, dword ptr [r15 + 64]
-    jmp 1f
-1:
     mov r8, r11
-    mov dword ptr [r15 + 448], r8d
+    movzx r9d, byte ptr [r15 + rbp + 7488]
+    movzx edi, byte ptr [r15 + 320]
     jmp 1f
 1:
-    lock add qword ptr [r15 + 512], r8
-    and r8, 448
-    mov ebp, dword ptr [r15 + r8 + 832]
-    mov dword ptr [r15 + 128], 169
-    movsxd r8, dword ptr [r15 + 192]
+    and r8, 1984
+    mov rbp, qword ptr [r15 + r8 + 1344]
+    movsxd rax, dword ptr [r15 + 512]
+    mov r8d, eax
+    jmp 1f
+1:
+    vpor xmm0, xmm0, xmm0
+    movzx edx, byte ptr [r15 + 64]
+    mov r8, qword ptr [r15 + 128]
+    mov dword ptr [r15 + 320], ebp
+    mov qword ptr [r15 + 256], r8
+    mov dword ptr [r15 + 384], 12
+    mov r8, r8
+    mov dword ptr [r15 + 64], 3
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c129:
+    lea rcx, [rip + .Lc1_d5965_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d5965_j_t
+.Lc1_d5965_j:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], r8b
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r8, r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov ebp, 200
+    mov rcx, rcx
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 128], rdx
+    .byte 0x66, 0x90
+    mov byte ptr [r15 + 384], cl
+    mov rbp, r11
+    jmp 1f
+1:
+    and rbp, 8128
+    and r8d, dword ptr [r15 + rbp + 7488]
+    mov dword ptr [r15 + 64], 236
+    mov rdx, r8
+    mov rbp, r11
+    mov r8d, 97
+    and rbp, 4032
+    mov dword ptr [r15 + rbp + 3392], 1
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movsxd rcx, dword ptr [r15 + 320]
+    jmp 1f
+1:
+    mov byte ptr [r15 + 192], cl
+    jmp 1f
+1:
+    mov rbp, r11
+    mov byte ptr [r15 + 256], dl
+    and rbp, 448
+    mov r8, qword ptr [r15 + rbp + 832]
+    mov dword ptr [r15 + 512], 130
+    mov ebp, ecx
+    mov byte ptr [r15 + 576], cl
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c130:
+    movsxd rbp, dword ptr [r15 + 320]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 172
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, rbp
+    mov r8, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r8, 1984
+    mov qword ptr [r15 + r8 + 1344], r8
+    mov rdx, rcx
+    jmp 1f
+1:
+    mov ecx, ebp
+    mov rbp, r11
+    mov ecx, dword ptr [r15 + 512]
+    mov r8, r11
+    mov r9, qword ptr [r15 + 64]
+    and rbp, 448
+    mov eax, dword ptr [r15 + rbp + 832]
+    and r8, 8128
+    and eax, dword ptr [r15 + r8 + 7488]
+    mov qword ptr [r15 + 256], r9
+    jmp 1f
+1:
+    mov qword ptr [r15 + 448], rax
+    movzx eax, byte ptr [r15 + 192]
+    jmp 1f
+1:
+    mov r8, qword ptr [r15 + 448]
+    mov dword ptr [r15 + 128], edi
+    movzx ebp, cl
+    movzx ebp, bpl
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov ecx, dword ptr [r15 + 640]
+    vmovdqu ymmword ptr [r15 + 128], ymm0
+    mov dword ptr [r15 + 384], 119
+    mov byte ptr [r15 + 384], cl
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c131:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d6061_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d6061_j_t
+.Lc1_d6061_j:
+    mov rbp, r11
+    and rbp, 1984
+    add rax, qword ptr [r15 + rbp + 1344]
+    movzx ecx, cl
+    mov dword ptr [r15 + 768], ebp
+    movzx ebp, bpl
+    mov rbp, rbp
+    vmovdqu ymmword ptr [r15 + 0], ymm0
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ebp, cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], bpl
+    mov rbp, rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, bpl
+    mov rbp, r11
+    test dword ptr [r15 + 67117724], 262272
+    jnz 1f
+1:
+    and rbp, 4032
+    movzx ecx, byte ptr [r15 + rbp + 3392]
+    mov qword ptr [r15 + 448], rax
+    movzx eax, al
+    mov dword ptr [r15 + 512], 89
+    mov dword ptr [r15 + 320], 184
+    movzx eax, byte ptr [r15 + 384]
+    mov dword ptr [r15 + 128], 137
+    mov rbp, qword ptr [r15 + 192]
+    mov rdi, rcx
+    add rsi, qword ptr [r15 + 704]
+    vmovdqu ymmword ptr [r15 + 64], ymm0
+    mov byte ptr [r15 + 64], cl
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c132:
+    mov rbp, r11
+    jmp 1f
+1:
+    mov esi, 196
+    mov ecx, dword ptr [r15 + 256]
+    and rbp, 8128
+    mov r8, r11
+    vmovdqu xmm0, xmmword ptr [r15 + rbp + 7488]
+    and r8, 4032
+    mov dword ptr [r15 + r8 + 3392], r8d
+    mov dword ptr [r15 + 128], 115
+    vmovdqu ymmword ptr [r15 + 0], ymm0
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ebp, sil
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rbp
+    jmp 1f
+1:
+    mov r8, qword ptr [r15 + 64]
+    mov byte ptr [r15 + 192], bpl
+    mov ebp, r8d
+    jmp 1f
+1:
+    mov r8d, dword ptr [r15 + 128]
+    mov esi, edi
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov esi, 186
+    jmp 1f
+1:
+    mov dword ptr [r15 + 320], ecx
+    movsxd rcx, dword ptr [r15 + 320]
+    mov rsi, rcx
+    mov rsi, qword ptr [r15 + 448]
+    jmp 1f
+1:
+    movzx edi, sil
+    mov edx, edi
+    mov r9, r11
+    jmp 1f
+1:
+    and r9, 448
+    add rcx, qword ptr [r15 + r9 + 832]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 512], 11
+    movzx esi, byte ptr [r15 + 384]
+    jmp 1f
+1:
+    movzx edi, byte ptr [r15 + 576]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c133:
-    movsxd r8, dword ptr [r15 + 576]
-    movzx ebp, r8b
-    and ebp, dword ptr [r15 + 128]
-    mov dword ptr [r15 + 320], ebp
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, r8b
-    mov byte ptr [r15 + 0], r8b
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, ebp
-    mov ebp, 224
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 15
+    lea rcx, [rip + .Lc1_d6152_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d6152_s_t
+    .p2align 3
+.Lc1_d6152_s:
+    .p2align 3
+    jmp .Lc1_d6152_j
+    .p2align 3
+    jmp .Lc1_d6152_j
+    .p2align 3
+    jmp .Lc1_d6152_j
+    .p2align 3
+    jmp .Lc1_d6152_j
+    .p2align 3
+    jmp .Lc1_d6152_j
+    .p2align 3
+    jmp .Lc1_d6152_j
+    .p2align 3
+    jmp .Lc1_d6152_j
+    .p2align 3
+    jmp .Lc1_d6152_j
+    .p2align 3
+    jmp .Lc1_d6152_j
+    .p2align 3
+    jmp .Lc1_d6152_j
+    .p2align 3
+    jmp .Lc1_d6152_j
+    .p2align 3
+    jmp .Lc1_d6152_j
+    .p2align 3
+    jmp .Lc1_d6152_j
+    .p2align 3
+    jmp .Lc1_d6152_j
+    .p2align 3
+    jmp .Lc1_d6152_j
+    .p2align 3
+    jmp .Lc1_d6152_j
+.Lc1_d6152_j:
     mov r9, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r8d, bpl
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r9, 448
-    mov byte ptr [r15 + r9 + 832], r9b
-    mov rbp, r9
-    mov ecx, dword ptr [r15 + 448]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov qword ptr [r15 + 192], rcx
-    mov r9d, ecx
-    mov r8, r11
-    mov rbp, r8
-    movzx ebp, byte ptr [r15 + 128]
-    mov ecx, 26
-    mov r9, r11
-    and r8, 1984
-    mov dword ptr [r15 + r8 + 1344], r8d
-    mov rcx, r8
-    and r9, 4032
-    mov byte ptr [r15 + r9 + 3392], r9b
-    jmp 1f
-1:
-    movzx r8d, cl
-    jmp 1f
-1:
-    mov r9d, ebp
-    mov dword ptr [r15 + 512], r9d
-    movzx r9d, byte ptr [r15 + 64]
-    movzx ecx, r8b
-    mov r8d, 72
-    mov rdx, qword ptr [r15 + 384]
-    jmp 1f
-1:
+    and r9, 8128
+    movsxd rcx, dword ptr [r15 + r9 + 7488]
+    mov rbp, r11
+    mov r9d, dword ptr [r15 + 384]
+    and rbp, 1984
+    mov rax, qword ptr [r15 + rbp + 1344]
+    movzx ebp, cl
+    movsxd rdi, dword ptr [r15 + 640]
+    movzx ecx, byte ptr [r15 + 64]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c134:
-    lea rcx, [rip + .Lc1_d6161_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d6161_j_t
-.Lc1_d6161_j:
-    mov ecx, ecx
+    movzx ecx, bpl
+    movzx ebp, cl
     jmp 1f
 1:
+    mov r9d, dword ptr [r15 + 64]
+    jmp 1f
+1:
+    mov ebp, 214
+    jmp 1f
+1:
+    mov qword ptr [r15 + 384], rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r9
+    mov ebp, ebp
+    movzx ebp, r9b
+    mov r9, r11
+    mov rcx, qword ptr [r15 + 320]
+    movzx esi, al
+    mov dword ptr [r15 + 704], 164
+    and r9, 4032
     mov r8, r11
-    jmp 1f
-1:
-    mov rbp, r11
+    vmovdqu ymmword ptr [r15 + r9 + 3392], ymm0
+    movzx r9d, r8b
     and r8, 1984
-    mov dword ptr [r15 + r8 + 1344], r8d
-    movzx ecx, r8b
-    and rbp, 8128
-    mov dword ptr [r15 + rbp + 7488], 38
-    mov r8, rbp
-    mov rbp, r11
-    vmovq xmm6, rbp
-    add qword ptr [r15 + 512], rcx
-    mov qword ptr [r15 + 640], rbp
-    and rbp, 4032
-    vpcmpeqb xmm6, xmm6, xmmword ptr [r15 + rbp + 3392]
-    movzx ebp, byte ptr [r15 + 384]
-    mov r8, rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, ebp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 448], ymm6
+    movsxd rax, dword ptr [r15 + r8 + 1344]
     jmp 1f
 1:
     jmp 1f
 1:
+    mov r9d, 227
     jmp 1f
 1:
-    vmovdqu xmmword ptr [r15 + 320], xmm6
-    mov rsi, qword ptr [r15 + 64]
-    mov ebp, ebp
+    movzx r8d, al
+    mov r8, r11
+    movsxd rdx, dword ptr [r15 + 192]
+    mov byte ptr [r15 + 128], cl
+    and r8, 448
+    mov r9, qword ptr [r15 + r8 + 832]
+    mov r8d, dword ptr [r15 + 256]
+    mov ecx, 129
+    mov ecx, dword ptr [r15 + 256]
     jmp 1f
 1:
-    mov rbp, r8
-    mov r8, qword ptr [r15 + 128]
-    movzx ecx, sil
-    vmovdqu xmmword ptr [r15 + 192], xmm6
-    mov ecx, 10
-    mov rcx, qword ptr [r15 + 256]
+    movzx esi, cl
+    jmp 1f
+1:
+    mov rcx, qword ptr [r15 + 512]
+    movzx edi, byte ptr [r15 + 448]
     add r11, 64
     inc rbx
     dec r13
@@ -7922,105 +8048,114 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov dword ptr [r15 + 384], eax
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 65536
+    setz al
+    lea rcx, [rip + .Lc1_d6240_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d6240_s_t
+    .p2align 3
+.Lc1_d6240_s:
+    .p2align 3
+    jmp .Lc1_d6240_j
+    .p2align 3
+    jmp .Lc1_d6240_j
+.Lc1_d6240_j:
+    add rcx, qword ptr [r15 + 320]
     jmp 1f
 1:
-    movzx r8d, byte ptr [r15 + 320]
-    mov rax, rbp
-    mov rbp, r11
-    movsxd rsi, dword ptr [r15 + 192]
-    and rbp, 8128
-    mov byte ptr [r15 + rbp + 7488], cl
-    vpaddd xmm6, xmm6, xmm6
-    mov rbp, r11
-    mov rax, qword ptr [r15 + 768]
-    mov rcx, rsi
-    and rbp, 1984
-    mov rsi, qword ptr [r15 + rbp + 1344]
-    mov dword ptr [r15 + 256], esi
-    mov r9d, 134
+    mov r8, r11
+    movzx eax, byte ptr [r15 + 128]
+    and r8, 4032
+    movzx r9d, byte ptr [r15 + r8 + 3392]
+    movzx r8d, r9b
+    mov r9, qword ptr [r15 + 512]
+    add rcx, qword ptr [r15 + 0]
+    movzx ebp, sil
+    and esi, dword ptr [r15 + 0]
     jmp 1f
 1:
-    mov byte ptr [r15 + 64], r8b
+    mov ebp, 239
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov ebp, ebp
-    test dword ptr [r15 + 67117724], 33555460
+    test ebx, 1073741824
     jz 1f
 1:
-    mov qword ptr [r15 + 0], rbp
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    add qword ptr [r15 + 0], r9
-    mov ebp, ebp
-    xchg qword ptr [r15 + 0], rax
-    mov ebp, dword ptr [r15 + 512]
-    mov r9, r9
+    mov rbp, r11
     jmp 1f
 1:
-    nop
-    movsxd r8, dword ptr [r15 + 128]
+    and rbp, 8128
+    mov rax, qword ptr [r15 + rbp + 7488]
     jmp 1f
 1:
-    mov r9, r11
-    movzx ecx, al
-    movsxd rcx, dword ptr [r15 + 704]
-    and r9, 448
-    movsxd rsi, dword ptr [r15 + r9 + 832]
-    mov qword ptr [r15 + 448], r8
-    mov r8, qword ptr [r15 + 64]
+    mov byte ptr [r15 + 128], al
+    mov qword ptr [r15 + 192], rax
+    and eax, dword ptr [r15 + 768]
+    .byte 0x0f, 0x1f, 0x00
+    mov dword ptr [r15 + 64], 245
+    mov rbp, r11
+    mov r9, rax
+    mov qword ptr [r15 + 384], r9
+    and rbp, 448
+    mov qword ptr [r15 + rbp + 832], rbp
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c136:
-    lea rcx, [rip + .Lc1_d6257_j]
+    lea rcx, [rip + .Lc1_d6286_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d6257_j_t
-.Lc1_d6257_j:
-    movsxd rax, dword ptr [r15 + 64]
-    movzx ecx, byte ptr [r15 + 576]
+    jmp .Lc1_d6286_j_t
+.Lc1_d6286_j:
+    mov ebp, dword ptr [r15 + 64]
+    movsxd r9, dword ptr [r15 + 512]
+    mov rcx, rdx
+    mov dword ptr [r15 + 0], 9
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, r9b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    and r8d, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, 176
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r9d, byte ptr [r15 + 320]
-    mov rbp, qword ptr [r15 + 128]
-    movzx esi, byte ptr [r15 + 384]
+    mov dword ptr [r15 + 0], r9d
+    movzx r9d, byte ptr [r15 + 64]
+    jmp 1f
+1:
     mov r8, r11
+    movzx edx, r8b
+    and r8, 8128
+    mov rdx, qword ptr [r15 + r8 + 7488]
+    mov ecx, 80
+    mov r8, rdi
+    mov r8d, r8d
+    mov dword ptr [r15 + 320], 48
+    movzx r8d, r8b
     jmp 1f
 1:
-    and r8, 448
-    mov rdx, qword ptr [r15 + r8 + 832]
-    mov byte ptr [r15 + 448], dl
+    xor dword ptr [r15 + 576], r8d
+    mov rdi, qword ptr [r15 + 192]
+    mov dword ptr [r15 + 320], 30
+    nop
     mov r8, r11
+    mov qword ptr [r15 + 448], rcx
+    mov byte ptr [r15 + 256], dil
     jmp 1f
 1:
-    movzx edx, r9b
-    mov r9, qword ptr [r15 + 512]
-    and r8, 4032
-    mov r9, r11
-    mov qword ptr [r15 + r8 + 3392], rdx
-    movsxd r8, dword ptr [r15 + 192]
-    and r9, 1984
-    mov byte ptr [r15 + r9 + 1344], r9b
-    jmp 1f
-1:
-    mov edx, edx
-    mov dword ptr [r15 + 320], 253
-    mov r9, qword ptr [r15 + 384]
-    movsxd rdx, dword ptr [r15 + 128]
-    movsxd rdi, dword ptr [r15 + 256]
+    and r8, 1984
+    mov ecx, dword ptr [r15 + r8 + 1344]
+    movzx r8d, byte ptr [r15 + 128]
+    vmovdqu ymmword ptr [r15 + 384], ymm0
+    mov qword ptr [r15 + 448], rcx
     add r11, 64
     inc rbx
     dec r13
@@ -8029,342 +8164,392 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    movzx eax, byte ptr [r15 + 448]
-    .byte 0x0f, 0x1f, 0x40, 0x00
-    mov r9, r11
-    mov dword ptr [r15 + 384], 32
-    and r9, 4032
-    movsxd rdx, dword ptr [r15 + r9 + 3392]
-    mov r8d, 71
-    mov r8d, 95
-    mov r8, r8
-    mov r8d, dword ptr [r15 + 640]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, rdx
-    mov dword ptr [r15 + 0], r9d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 67117723], 4
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, qword ptr [r15 + 64]
-    jmp 1f
-1:
-    mov r8d, r9d
-    mov qword ptr [r15 + 64], r8
-    mov dword ptr [r15 + 128], r8d
-    mov qword ptr [r15 + 512], rdx
-    mov r9, r11
-    and edx, dword ptr [r15 + 256]
-    and r9, 8128
     mov r8, r11
-    mov ecx, dword ptr [r15 + r9 + 7488]
-    mov dword ptr [r15 + 320], 98
-    mov r9, rcx
-    and r8, 16320
-    mov dword ptr [r15 + r8 + 15680], edx
-    movzx edx, bpl
+    movsxd rax, dword ptr [r15 + 384]
     jmp 1f
 1:
-    mov rbp, rdx
+    and r8, 4032
+    mov rcx, qword ptr [r15 + r8 + 3392]
+    mov r8, r11
+    jmp 1f
+1:
+    movsxd rdi, dword ptr [r15 + 128]
+    and r8, 1984
+    mov byte ptr [r15 + r8 + 1344], al
+    mov dword ptr [r15 + 640], 127
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], edi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, ecx
+    movzx edi, r8b
+    test dword ptr [r15 + 67117724], 262656
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 64], 217
+    jmp 1f
+1:
+    mov ebp, dword ptr [r15 + 320]
+    mov r8, qword ptr [r15 + 256]
+    movzx edi, byte ptr [r15 + 512]
+    mov eax, 245
+    jmp 1f
+1:
+    mov ecx, 230
+    mov r9, r11
+    mov dword ptr [r15 + 704], 32
+    mov rcx, qword ptr [r15 + 192]
+    and r9, 448
+    mov dword ptr [r15 + r9 + 832], 249
+    movzx r9d, bpl
+    mov ebp, ebp
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c138:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 32
-    setz al
-    lea rcx, [rip + .Lc1_d6349_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d6349_s_t
-    .p2align 3
-.Lc1_d6349_s:
-    .p2align 3
-    jmp .Lc1_d6349_j
-    .p2align 3
-    jmp .Lc1_d6349_j
-.Lc1_d6349_j:
-    mov rbp, r11
-    mov ecx, dword ptr [r15 + 704]
-    mov r8, r11
-    and rbp, 1984
-    mov dword ptr [r15 + rbp + 1344], 232
-    mov rbp, r11
-    and r8, 8128
-    mov eax, dword ptr [r15 + r8 + 7488]
-    movzx r8d, byte ptr [r15 + 448]
-    movzx r9d, byte ptr [r15 + 128]
-    and rbp, 448
-    mov qword ptr [r15 + rbp + 832], rbp
-    mov byte ptr [r15 + 768], bpl
-    mov ebp, dword ptr [r15 + 64]
-    movzx edx, byte ptr [r15 + 512]
-    mov qword ptr [r15 + 320], rdi
-    mov rdi, rdx
-    mov edx, edi
-    add qword ptr [r15 + 256], rdx
-    mov rdx, qword ptr [r15 + 128]
-    mov qword ptr [r15 + 384], r8
-    mov rdi, rdx
-    mov byte ptr [r15 + 192], r9b
+    lea rcx, [rip + .Lc1_d6377_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d6377_j_t
+.Lc1_d6377_j:
     mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 227
+    jmp 1f
+1:
+    mov rcx, rcx
+    and r8d, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    add qword ptr [r15 + 64], rcx
+    mov rcx, rcx
+    mov dword ptr [r15 + 384], ecx
+    mov rbp, r11
+    movzx r9d, byte ptr [r15 + 512]
+    and rbp, 8128
+    movsxd rcx, dword ptr [r15 + rbp + 7488]
+    mov ebp, 99
+    movsxd rdx, dword ptr [r15 + 64]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 256], edx
+    movsxd rdx, dword ptr [r15 + 320]
+    mov byte ptr [r15 + 128], r9b
+    mov r9, qword ptr [r15 + 128]
+    mov ebp, 179
+    jmp 1f
+1:
+    mov rbp, r11
+    vpaddd xmm0, xmm0, xmm0
+    mov eax, 48
+    and rbp, 16320
+    movzx eax, byte ptr [r15 + rbp + 15680]
+    jmp 1f
+1:
+    mov byte ptr [r15 + 384], al
+    mov rbp, r11
+    vmovdqu ymmword ptr [r15 + 768], ymm0
+    and rbp, 448
+    movzx eax, byte ptr [r15 + rbp + 832]
+    mov qword ptr [r15 + 448], rax
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c139:
-    movzx edx, dil
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, 231
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, edi
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, 81
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, r9
+    mov dword ptr [r15 + 576], 222
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx edi, r9b
+    mov r9d, r9d
+    mov qword ptr [r15 + 0], rbp
+    vmovdqu xmmword ptr [r15 + 0], xmm0
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx r9d, byte ptr [r15 + 320]
-    movzx edi, byte ptr [r15 + 576]
-    and edx, dword ptr [r15 + 192]
-    mov dword ptr [r15 + 512], 197
-    mov rbp, r11
     jmp 1f
 1:
-    and rbp, 448
-    mov dword ptr [r15 + rbp + 832], 162
-    mov byte ptr [r15 + 128], dil
-    jmp 1f
-1:
+    mov byte ptr [r15 + 0], r9b
+    movzx ebp, r9b
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r8, r11
-    mov qword ptr [r15 + 448], r9
-    mov r9, r11
-    mov qword ptr [r15 + 256], rsi
-    and r8, 4032
-    mov esi, dword ptr [r15 + r8 + 3392]
-    and r9, 1984
-    movsxd rcx, dword ptr [r15 + r9 + 1344]
-    add r8, qword ptr [r15 + 64]
-    mov r9d, 36
-    mov edi, dword ptr [r15 + 64]
-    movsxd rbp, dword ptr [r15 + 384]
-    mov dword ptr [r15 + 320], 29
+    movzx ebp, r9b
+    and r8, 8128
+    mov dword ptr [r15 + r8 + 7488], 208
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movsxd r9, dword ptr [r15 + 256]
+    test ebx, 59392
+    jz 1f
+1:
+    mov eax, eax
+    movsxd rsi, dword ptr [r15 + 192]
+    mov rbp, r11
+    mov r9, rdi
+    lea r8, [r11 + r11*1]
+    and rbp, 4032
+    mov rdx, qword ptr [r15 + rbp + 3392]
+    vmovq qword ptr [r15 + 384], xmm0
+    and r8, 1984
+    movsxd rbp, dword ptr [r15 + r8 + 1408]
+    jmp 1f
+1:
+    movzx eax, byte ptr [r15 + 128]
+    movzx r9d, byte ptr [r15 + r8 + 1344]
+    mov dword ptr [r15 + 448], esi
+    mov r8, r9
+    jmp 1f
+1:
+    vpaddq xmm0, xmm0, xmmword ptr [r15 + 512]
+    mov byte ptr [r15 + 64], r9b
+    movzx r9d, r8b
+    mov r9d, r8d
+    mov r8d, r9d
+    mov r9, qword ptr [r15 + 320]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c140:
-    lea rcx, [rip + .Lc1_d6427_j]
+    lea rcx, [rip + .Lc1_d6471_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d6427_j_t
-.Lc1_d6427_j:
-    mov r8, rsi
+    jmp .Lc1_d6471_j_t
+.Lc1_d6471_j:
+    mov r8, r11
+    and r8, 448
+    movsxd rdi, dword ptr [r15 + r8 + 832]
+    mov rcx, qword ptr [r15 + 384]
+    mov r9d, r9d
     jmp 1f
 1:
-    movzx esi, dil
-    mov dword ptr [r15 + 320], ebp
-    vmovdqu xmmword ptr [r15 + 0], xmm6
+    movsxd r8, dword ptr [r15 + 320]
     mov r12, qword ptr [r15 + r12 + 56]
+    and r8d, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rsi
-    mov qword ptr [r15 + 0], rcx
+    mov esi, r9d
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r11 + r11*1]
-    mov dword ptr [r15 + 0], esi
-    and esi, dword ptr [r15 + 128]
-    mov rcx, qword ptr [r15 + 512]
-    and r8, 8128
-    add rdi, qword ptr [r15 + r8 + 7552]
-    and r9d, dword ptr [r15 + 384]
-    movzx ebp, byte ptr [r15 + 192]
+    mov r9d, esi
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
     mov r9, r11
-    movsxd rdx, dword ptr [r15 + 704]
-    mov rax, qword ptr [r15 + 128]
+    mov esi, r8d
+    mov r8, r11
     and r9, 4032
-    mov dword ptr [r15 + r9 + 3392], 187
-    movzx r9d, byte ptr [r15 + 640]
-    movsxd rdi, dword ptr [r15 + 448]
+    mov ebp, dword ptr [r15 + r9 + 3392]
+    and ecx, dword ptr [r15 + 192]
+    and r8, 8128
+    mov dword ptr [r15 + r8 + 7488], 9
+    mov r8d, dword ptr [r15 + 448]
     jmp 1f
 1:
-    mov edi, dword ptr [r15 + 256]
-    mov esi, ebp
-    mov qword ptr [r15 + 64], rsi
-    mov rbp, r11
+    mov r9, rsi
+    movsxd rsi, dword ptr [r15 + 256]
+    and edi, dword ptr [r15 + 704]
+    mov qword ptr [r15 + 512], rdi
     jmp 1f
 1:
-    and rbp, 1984
-    mov qword ptr [r15 + rbp + 1344], r9
-    mov r9, qword ptr [r15 + r8 + 7488]
-    mov esi, dword ptr [r15 + 384]
+    movzx edi, byte ptr [r15 + 128]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 320], ebp
+    mov dword ptr [r15 + 128], 75
+    mov ebp, dword ptr [r15 + 640]
+    mov dword ptr [r15 + 448], edi
+    jmp 1f
+1:
+    movzx edx, byte ptr [r15 + 64]
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c141:
-    movsxd rbp, dword ptr [r15 + 512]
+    movsxd rdi, dword ptr [r15 + 256]
+    mov byte ptr [r15 + 64], dil
+    mov dword ptr [r15 + 0], edx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, 54
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edi, r8d
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], sil
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rsi, rbp
-    mov dword ptr [r15 + 0], r9d
-    mov ebp, esi
+    movzx edx, dil
     jmp 1f
 1:
+    movzx edi, r8b
+    jmp 1f
+1:
+    mov r9, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r9, 1984
     mov rbp, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, 120
+    mov dword ptr [r15 + r9 + 1344], r8d
     jmp 1f
+1:
+    test ebx, 5120
+    jnz 1f
 1:
     and rbp, 4032
-    movzx r8d, byte ptr [r15 + rbp + 3392]
-    test ebx, 1073741824
-    jz 1f
+    mov byte ptr [r15 + rbp + 3392], bpl
+    mov rbp, r11
+    jmp 1f
 1:
+    and rbp, 448
+    mov r9, qword ptr [r15 + rbp + 832]
+    mov dword ptr [r15 + 384], 11
+    movzx ebp, r9b
+    movsxd rbp, dword ptr [r15 + 768]
+    mov r8d, ebp
+    mov ebp, r9d
     movsxd rbp, dword ptr [r15 + 128]
-    mov dword ptr [r15 + 320], 60
-    mov r9d, dword ptr [r15 + 384]
-    movzx eax, dil
-    mov rdi, qword ptr [r15 + 128]
-    mov dword ptr [r15 + 256], r8d
-    add r8, qword ptr [r15 + 448]
-    mov r8, r11
-    mov esi, ebp
-    and r8, 1984
-    movsxd rbp, dword ptr [r15 + r8 + 1344]
-    mov byte ptr [r15 + 64], r9b
-    mov r8, r11
-    mov edx, dword ptr [r15 + 192]
-    and r8, 448
-    mov dword ptr [r15 + r8 + 832], r8d
-    mov r9d, dword ptr [r15 + 64]
-    movzx r8d, byte ptr [r15 + 768]
-    mov rax, r8
-    mov r8d, dword ptr [r15 + 320]
+    mov edi, 172
+    jmp 1f
+1:
+    movzx ecx, dil
+    jmp 1f
+1:
+    movzx edi, byte ptr [r15 + 320]
+    vpcmpeqb xmm0, xmm0, xmmword ptr [r15 + 64]
+    movzx edx, byte ptr [r15 + 192]
+    mov dword ptr [r15 + 512], ebp
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c142:
-    lea rcx, [rip + .Lc1_d6516_j]
+    lea rcx, [rip + .Lc1_d6571_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d6516_j_t
-.Lc1_d6516_j:
-    mov rcx, r8
-    movzx ecx, byte ptr [r15 + 64]
-    movzx r8d, al
-    mov eax, dword ptr [r15 + 384]
+    jmp .Lc1_d6571_j_t
+.Lc1_d6571_j:
+    movzx ecx, cl
+    jmp 1f
+1:
+    movzx ecx, dl
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov byte ptr [r15 + 384], dl
+    mov dword ptr [r15 + 0], 41
+    mov rcx, rcx
+    mov dword ptr [r15 + 0], 86
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 127
+    jmp 1f
+1:
+    mov ecx, ecx
+    jmp 1f
+1:
+    mov edx, ecx
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    vpaddd xmm6, xmm6, xmm6
-    mov byte ptr [r15 + 0], cl
-    mov dword ptr [r15 + 0], 49
-    movsxd rcx, dword ptr [r15 + 512]
-    mov r8d, ecx
+    mov dword ptr [r15 + 448], edx
+    mov rcx, qword ptr [r15 + 640]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    and ecx, dword ptr [r15 + 64]
     mov rbp, r11
-    mov r9, qword ptr [r15 + 192]
-    mov dword ptr [r15 + 384], 23
-    and rbp, 4032
-    vmovdqu xmmword ptr [r15 + rbp + 3392], xmm6
-    mov ecx, dword ptr [r15 + 576]
-    movzx ebp, al
-    mov dword ptr [r15 + 640], eax
-    mov ebp, dword ptr [r15 + 448]
-    jmp 1f
-1:
-    mov rbp, r11
-    jmp 1f
-1:
-    mov eax, dword ptr [r15 + 128]
+    mov rdx, qword ptr [r15 + 192]
+    and rbp, 448
+    movzx r9d, byte ptr [r15 + rbp + 832]
+    mov ebp, dword ptr [r15 + 320]
+    mov eax, ebp
+    mov rbp, qword ptr [r15 + 576]
+    mov esi, 233
     mov r8, r11
-    and rbp, 8128
-    mov qword ptr [r15 + rbp + 7488], rcx
-    mov ecx, dword ptr [r15 + 320]
-    mov dword ptr [r15 + 256], 218
-    and r8, 448
-    mov qword ptr [r15 + r8 + 832], r8
+    mov dword ptr [r15 + 512], r8d
+    movsxd rdi, dword ptr [r15 + 384]
+    and r8, 8128
+    mov rbp, r11
+    add rsi, qword ptr [r15 + r8 + 7488]
+    and rbp, 1984
+    mov dword ptr [r15 + rbp + 1344], 196
+    mov r8d, dword ptr [r15 + 128]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c143:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    add rsi, qword ptr [r15 + 64]
-    mov rax, qword ptr [r15 + 704]
-    mov byte ptr [r15 + 0], r8b
-    mov r8, rax
+    mov ebp, dword ptr [r15 + 128]
+    mov rdx, qword ptr [r15 + 128]
+    mov dword ptr [r15 + 0], 228
     mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], dil
+    add r9, qword ptr [r15 + 0]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx r8d, al
-    mov qword ptr [r15 + 0], r8
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, sil
-    mov r8, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx esi, byte ptr [r15 + 192]
-    and r8, 8128
-    mov byte ptr [r15 + r8 + 7488], r8b
+    mov byte ptr [r15 + 0], r9b
+    mov eax, r9d
     jmp 1f
 1:
-    movzx eax, byte ptr [r15 + 128]
-    test dword ptr [r15 + 67117724], 67108864
-    jz 1f
-1:
-    and ecx, dword ptr [r15 + 320]
-    mov r8, r11
-    mov byte ptr [r15 + 448], sil
-    mov qword ptr [r15 + 128], r8
-    and r8, 1984
-    movsxd rsi, dword ptr [r15 + r8 + 1344]
-    jmp 1f
-1:
-    movsxd r8, dword ptr [r15 + 512]
-    mov eax, dword ptr [r15 + 256]
-    mov ebp, eax
-    mov qword ptr [r15 + 384], rcx
-    mov byte ptr [r15 + 448], bpl
-    jmp 1f
+    movzx r9d, al
+    mov eax, 6
+    mov qword ptr [r15 + 256], rax
+    mov byte ptr [r15 + 256], r9b
+    test ebx, 294912
+    jnz 1f
 1:
     mov rbp, r11
-    mov ecx, ebp
-    and rbp, 448
-    mov rdi, qword ptr [r15 + rbp + 832]
     jmp 1f
 1:
-    mov rbp, rbp
-    add r9, qword ptr [r15 + 64]
-    vpmovmskb edx, xmm6
+    mov rax, r9
+    movzx eax, byte ptr [r15 + 64]
+    and rbp, 1984
+    mov dword ptr [r15 + rbp + 1344], ebp
+    inc dword ptr [r15 + 320]
+    mov r9, r9
+    jmp 1f
+1:
+    movzx r9d, byte ptr [r15 + 192]
+    mov ebp, dword ptr [r15 + 704]
+    mov dword ptr [r15 + 384], ebp
+    mov dword ptr [r15 + 64], eax
+    mov rbp, r11
+    jmp 1f
+1:
+    mov dword ptr [r15 + 448], 46
+    vmovdqu xmm0, xmmword ptr [r15 + 512]
+    mov r8, r11
+    and rbp, 4032
+    mov dword ptr [r15 + rbp + 3392], 30
+    and r8, 8128
+    mov ebp, dword ptr [r15 + r8 + 7488]
     add r11, 64
     inc rbx
     dec r13
@@ -8374,110 +8559,115 @@ ditto_body_c1:
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
     xor eax, eax
-    test dword ptr [r15 + 67117724], 1024
+    test dword ptr [r15 + 67117724], 2097152
     setz al
-    lea rcx, [rip + .Lc1_d6611_s]
+    lea rcx, [rip + .Lc1_d6667_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d6611_s_t
+    jmp .Lc1_d6667_s_t
     .p2align 3
-.Lc1_d6611_s:
+.Lc1_d6667_s:
     .p2align 3
-    jmp .Lc1_d6611_j
+    jmp .Lc1_d6667_j
     .p2align 3
-    jmp .Lc1_d6611_j
-.Lc1_d6611_j:
-    mov rcx, qword ptr [r15 + 192]
-    mov dword ptr [r15 + 576], ecx
-    mov rcx, qword ptr [r15 + 768]
-    mov dword ptr [r15 + 128], 52
-    movzx eax, byte ptr [r15 + 320]
-    mov r9, qword ptr [r15 + 384]
+    jmp .Lc1_d6667_j
+.Lc1_d6667_j:
     jmp 1f
 1:
-    movsxd rbp, dword ptr [r15 + 64]
-    mov r8, r11
-    jmp 1f
-1:
-    mov rbp, r11
-    jmp 1f
-1:
-    and r8, 448
-    mov rsi, qword ptr [r15 + r8 + 832]
-    and rbp, 1984
-    mov byte ptr [r15 + rbp + 1344], bpl
-    movzx edi, cl
+    mov ecx, eax
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
+    imul rcx, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 320], 237
+    mov byte ptr [r15 + 320], cl
+    mov ecx, dword ptr [r15 + 128]
     mov rbp, r11
-    mov dword ptr [r15 + 256], 166
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movzx eax, byte ptr [r15 + 192]
+    and rbp, 448
+    mov r8d, dword ptr [r15 + rbp + 832]
+    mov rbp, r11
+    mov r9, rbp
+    jmp 1f
+1:
+    mov r9, qword ptr [r15 + 768]
     and rbp, 4032
-    mov r8d, dword ptr [r15 + rbp + 3392]
+    mov byte ptr [r15 + rbp + 3392], r8b
+    mov rbp, qword ptr [r15 + 384]
+    mov r8, qword ptr [r15 + 512]
+    jmp 1f
+1:
+    movzx esi, r8b
+    movzx r8d, byte ptr [r15 + 128]
+    mov rdi, rax
+    mov rax, qword ptr [r15 + 448]
+    mov dword ptr [r15 + 64], r9d
     jmp 1f
 1:
     jmp 1f
 1:
-    mov ecx, dword ptr [r15 + 320]
-    movsxd rbp, dword ptr [r15 + 512]
+    mov r9d, eax
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c145:
-    mov dword ptr [r15 + 256], 121
-    mov ebp, dword ptr [r15 + 64]
-    movzx ecx, bpl
+    mov rax, r9
+    movzx r8d, r9b
+    .byte 0x0f, 0x1f, 0x00
+    mov r9d, r9d
+    mov qword ptr [r15 + 576], rdi
+    movzx edi, byte ptr [r15 + 512]
+    movzx r9d, byte ptr [r15 + 640]
+    mov ecx, 178
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    vpcmpeqb xmm0, xmm0, xmm1
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, r8b
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    vpaddq xmm6, xmm6, xmmword ptr [r15 + 0]
-    add rbp, qword ptr [r15 + 0]
-    mov r8d, 22
-    mov rax, rcx
+    mov ebp, eax
+    movzx r8d, r8b
     jmp 1f
 1:
-    vmovdqu xmmword ptr [r15 + 0], xmm6
-    mov r8, r8
-    movzx ecx, byte ptr [r15 + 192]
-    jmp 1f
-1:
+    mov r8d, r9d
+    mov dword ptr [r15 + 0], 55
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r8, r11
-    jmp 1f
+    test ebx, 1073741824
+    jz 1f
 1:
-    movzx esi, al
-    jmp 1f
-1:
-    and r8, 4032
-    mov rax, qword ptr [r15 + r8 + 3392]
-    jmp 1f
-1:
-    mov r8d, dword ptr [r15 + 448]
-    mov r9, qword ptr [r15 + 384]
-    jmp 1f
-1:
-    mov rdi, qword ptr [r15 + 640]
-    jmp 1f
-1:
-    vmovdqu ymmword ptr [r15 + 320], ymm6
-    jmp 1f
-1:
-    mov rdx, qword ptr [r15 + 128]
-    movzx eax, dl
-    mov qword ptr [r15 + 64], rax
-    mov rbp, r11
-    mov r8, r11
-    jmp 1f
-1:
-    and rbp, 8128
-    movzx edx, byte ptr [r15 + rbp + 7488]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 192], r8b
     and r8, 1984
-    mov dword ptr [r15 + r8 + 1344], 95
-    mov ebp, dword ptr [r15 + 384]
-    mov r8d, dword ptr [r15 + 512]
+    movzx eax, byte ptr [r15 + r8 + 1344]
+    jmp 1f
+1:
+    mov r8, r11
+    mov r9d, ebp
+    movzx ebp, byte ptr [r15 + 128]
+    and r8, 448
+    mov edx, dword ptr [r15 + r8 + 832]
+    jmp 1f
+1:
+    mov r8, r11
+    mov qword ptr [r15 + 64], r8
+    and edx, dword ptr [r15 + 256]
+    and r8, 8128
+    mov edi, dword ptr [r15 + r8 + 7488]
+    mov byte ptr [r15 + 448], bpl
+    movzx ebp, al
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movsxd rax, dword ptr [r15 + 384]
+    movzx r8d, r9b
+    add r9, qword ptr [r15 + 320]
     add r11, 64
     inc rbx
     dec r13
@@ -8486,405 +8676,366 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d6702_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d6702_j_t
-.Lc1_d6702_j:
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 2
+    setz al
+    lea rcx, [rip + .Lc1_d6764_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d6764_s_t
+    .p2align 3
+.Lc1_d6764_s:
+    .p2align 3
+    jmp .Lc1_d6764_j
+    .p2align 3
+    jmp .Lc1_d6764_j
+.Lc1_d6764_j:
+    mov r9, r11
+    mov eax, 254
+    and r9, 1984
+    mov ecx, dword ptr [r15 + r9 + 1344]
+    mov byte ptr [r15 + 64], al
+    mov dword ptr [r15 + 256], 80
     jmp 1f
 1:
+    mov qword ptr [r15 + 512], r9
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, r8
+    mov dword ptr [r15 + 320], 105
     jmp 1f
 1:
-    mov rbp, r11
-    jmp 1f
-1:
-    and rbp, 448
-    mov rcx, qword ptr [r15 + rbp + 832]
-    mov dword ptr [r15 + 512], 165
-    mov byte ptr [r15 + 128], dl
-    mov byte ptr [r15 + 192], cl
-    mov rbp, r11
-    jmp 1f
-1:
-    mov ecx, esi
-    and rbp, 8128
-    mov byte ptr [r15 + rbp + 7488], bpl
-    test dword ptr [r15 + 67117724], 16384
-    jz 1f
-1:
-    mov edi, 50
-    mov rbp, qword ptr [r15 + 320]
-    jmp 1f
-1:
-    mov ecx, dword ptr [r15 + 768]
-    mov rdx, rax
-    movsxd rdx, dword ptr [r15 + 128]
+    mov qword ptr [r15 + 128], rax
+    mov eax, 20
+    mov qword ptr [r15 + 384], r9
     mov r8, r11
-    mov esi, 235
-    mov rsi, qword ptr [r15 + 64]
-    movzx eax, byte ptr [r15 + 384]
-    and r8, 4032
-    mov dword ptr [r15 + r8 + 3392], r8d
-    movsxd r8, dword ptr [r15 + 704]
-    mov edi, edi
+    mov byte ptr [r15 + 704], r8b
+    mov r9d, 177
     movsxd rdi, dword ptr [r15 + 448]
+    and r8, 8128
+    add rdi, qword ptr [r15 + r8 + 7488]
+    mov r8, r11
+    movzx r9d, r8b
+    and r8, 4032
+    movsxd rax, dword ptr [r15 + r8 + 3392]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c147:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 15
-    lea rcx, [rip + .Lc1_d6748_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d6748_s_t
-    .p2align 3
-.Lc1_d6748_s:
-    .p2align 3
-    jmp .Lc1_d6748_j
-    .p2align 3
-    jmp .Lc1_d6748_j
-    .p2align 3
-    jmp .Lc1_d6748_j
-    .p2align 3
-    jmp .Lc1_d6748_j
-    .p2align 3
-    jmp .Lc1_d6748_j
-    .p2align 3
-    jmp .Lc1_d6748_j
-    .p2align 3
-    jmp .Lc1_d6748_j
-    .p2align 3
-    jmp .Lc1_d6748_j
-    .p2align 3
-    jmp .Lc1_d6748_j
-    .p2align 3
-    jmp .Lc1_d6748_j
-    .p2align 3
-    jmp .Lc1_d6748_j
-    .p2align 3
-    jmp .Lc1_d6748_j
-    .p2align 3
-    jmp .Lc1_d6748_j
-    .p2align 3
-    jmp .Lc1_d6748_j
-    .p2align 3
-    jmp .Lc1_d6748_j
-    .p2align 3
-    jmp .Lc1_d6748_j
-.Lc1_d6748_j:
-    mov r9d, ecx
+    mov r8d, eax
+    mov byte ptr [r15 + 0], r8b
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 219
+    mov edi, r8d
+    vmovq qword ptr [r15 + 0], xmm0
+    mov byte ptr [r15 + 0], dil
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rdi, rdi
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r8d, dl
+    mov rdi, r8
+    mov qword ptr [r15 + 0], r9
+    mov qword ptr [r15 + 0], r9
+    mov dword ptr [r15 + 448], edi
+    mov edi, 241
+    movzx r8d, byte ptr [r15 + 192]
+    mov dword ptr [r15 + 512], 156
+    jmp 1f
+1:
+    mov dword ptr [r15 + 64], eax
+    jmp 1f
+1:
+    movzx esi, byte ptr [r15 + 320]
+    mov rax, rsi
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movzx eax, sil
+    jmp 1f
+1:
+    vmovdqu xmmword ptr [r15 + 384], xmm0
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movsxd rsi, dword ptr [r15 + 128]
+    mov dword ptr [r15 + 384], edi
+    movsxd rdi, dword ptr [r15 + 768]
     mov r9, r11
-    jmp 1f
-1:
-    mov rcx, qword ptr [r15 + 64]
-    jmp 1f
-1:
-    and r9, 1984
-    mov byte ptr [r15 + r9 + 1344], al
-    jmp 1f
-1:
-    mov r9d, eax
-    jmp 1f
-1:
-    movzx eax, byte ptr [r15 + 256]
-    mov r9d, dword ptr [r15 + 448]
-    mov dword ptr [r15 + 320], 210
+    movzx edx, byte ptr [r15 + 256]
+    mov dword ptr [r15 + 128], esi
+    and r9, 448
+    mov rbp, r11
+    mov rcx, qword ptr [r15 + r9 + 832]
+    mov qword ptr [r15 + 64], rdi
+    and rbp, 4032
+    inc dword ptr [r15 + rbp + 3392]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c148:
-    mov r9, r11
-    and r9, 448
-    mov qword ptr [r15 + r9 + 832], r9
-    mov byte ptr [r15 + 128], al
-    mov r9, qword ptr [r15 + 384]
-    mov r8, qword ptr [r15 + 576]
-    movzx eax, r8b
-    jmp 1f
-1:
-    mov ebp, dword ptr [r15 + 448]
-    movzx r8d, byte ptr [r15 + 64]
-    mov dword ptr [r15 + 0], 126
-    mov edi, eax
-    jmp 1f
-1:
-    mov rdi, rdi
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov eax, 142
-    jmp 1f
-1:
-    mov ecx, 159
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, edx
-    mov dword ptr [r15 + 0], 118
-    vpaddd xmm6, xmm6, xmm6
-    mov eax, eax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d6854_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d6854_j_t
+.Lc1_d6854_j:
     mov rbp, r11
-    jmp 1f
-1:
-    mov r8, r11
     and rbp, 8128
-    movsxd rdx, dword ptr [r15 + rbp + 7488]
-    add rcx, qword ptr [r15 + 256]
-    mov dword ptr [r15 + 512], ecx
-    and r8, 16320
-    mov rcx, qword ptr [r15 + r8 + 15680]
-    mov qword ptr [r15 + 128], rax
-    movzx ebp, byte ptr [r15 + 320]
-    movzx r8d, al
+    mov eax, dword ptr [r15 + rbp + 7488]
+    movsxd rbp, dword ptr [r15 + 320]
     jmp 1f
 1:
-    mov dword ptr [r15 + 192], 75
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edi, ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, rax
+    mov rcx, rcx
+    jmp 1f
+1:
+    movzx eax, byte ptr [r15 + 256]
+    jmp 1f
+1:
+    mov rdx, qword ptr [r15 + 384]
+    test dword ptr [r15 + 67117723], 268697600
+    jnz 1f
+1:
+    vpshufd xmm0, xmm0, 167
+    movsxd rcx, dword ptr [r15 + 448]
+    jmp 1f
+1:
+    mov rbp, r11
+    movzx eax, dil
+    mov edi, dword ptr [r15 + 192]
+    vpmovmskb esi, xmm0
+    and rbp, 1984
+    mov dword ptr [r15 + rbp + 1344], ecx
+    movzx r9d, byte ptr [r15 + 64]
+    mov r8, r11
+    mov dword ptr [r15 + 576], 203
+    and r8, 448
+    mov qword ptr [r15 + r8 + 832], r8
+    mov rbp, qword ptr [r15 + 128]
+    mov r8d, ebp
+    mov ecx, edx
+    mov rdx, qword ptr [r15 + 512]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c149:
-    lea rcx, [rip + .Lc1_d6833_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d6833_j_t
-.Lc1_d6833_j:
+    movzx edx, r8b
+    movzx ebp, byte ptr [r15 + 640]
+    mov qword ptr [r15 + 320], rcx
+    mov rcx, qword ptr [r15 + 320]
+    mov r8d, 216
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r8, qword ptr [r15 + 64]
-    mov byte ptr [r15 + 320], bpl
-    movsxd rax, dword ptr [r15 + 384]
-    mov qword ptr [r15 + 128], rcx
-    mov rdx, rdx
-    jmp 1f
-1:
-    mov rdx, rdx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, edx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, rax
-    mov eax, dword ptr [r15 + 192]
-    mov rdx, qword ptr [r15 + 384]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov qword ptr [r15 + 640], rax
-    vmovdqu xmmword ptr [r15 + 512], xmm6
-    movzx eax, dl
-    jmp 1f
-1:
-    mov r8, rax
+    mov qword ptr [r15 + 0], rbp
     mov rbp, r11
-    mov rax, rbp
-    mov r9, r11
-    mov rax, qword ptr [r15 + 448]
-    and r9, 1984
-    mov rdx, qword ptr [r15 + r9 + 1344]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, r11
+    mov r12, qword ptr [r15 + r12 + 56]
     and rbp, 4032
-    movsxd r9, dword ptr [r15 + rbp + 3392]
-    mov qword ptr [r15 + 704], r9
-    mov r9, r11
-    mov ebp, 181
-    and r9, 8128
-    movsxd rbp, dword ptr [r15 + r9 + 7488]
-    mov r9d, 245
-    mov r9d, 125
-    movzx r9d, r9b
-    mov rsi, rdx
+    movzx edx, byte ptr [r15 + rbp + 3392]
+    and r8, 1984
+    mov ebp, dword ptr [r15 + r8 + 1344]
+    mov r8, qword ptr [r15 + 512]
+    jmp 1f
+1:
+    mov edi, edx
+    jmp 1f
+1:
+    mov dword ptr [r15 + 384], 143
+    movzx edi, byte ptr [r15 + 448]
+    mov dword ptr [r15 + 256], 15
+    mov dword ptr [r15 + 64], 211
+    mov dword ptr [r15 + 704], 144
+    mov eax, dword ptr [r15 + 192]
+    movzx r9d, al
+    movzx eax, bpl
+    movsxd rbp, dword ptr [r15 + 128]
+    mov r8, r11
+    mov dword ptr [r15 + 64], r8d
+    jmp 1f
+1:
+    and r8, 16320
+    movsxd rsi, dword ptr [r15 + r8 + 15680]
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c150:
-    jmp 1f
-1:
+    lea rcx, [rip + .Lc1_d6939_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d6939_j_t
+.Lc1_d6939_j:
+    mov qword ptr [r15 + 0], rcx
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, r9
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], rsi
-    mov edx, r9d
-    mov r9, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rsi, qword ptr [r15 + 320]
-    and r9, 448
-    mov ebp, dword ptr [r15 + r9 + 832]
-    mov edi, ebp
-    mov ebp, 24
-    mov dword ptr [r15 + 768], 132
-    jmp 1f
-1:
-    mov dword ptr [r15 + 64], 31
-    mov rbp, rbp
+    lea rbp, [r11 + r11*1]
+    vpor xmm0, xmm0, xmm0
+    mov dword ptr [r15 + 0], 104
+    mov qword ptr [r15 + 0], rdx
+    and rbp, 8128
+    vmovdqu ymmword ptr [r15 + rbp + 7488], ymm0
+    mov ecx, ebp
     mov r8, r11
+    movzx edx, byte ptr [r15 + 384]
     jmp 1f
 1:
-    mov ebp, 127
-    and r8, 1984
-    movzx ebp, byte ptr [r15 + r8 + 1344]
-    mov r8, rdi
+    and r8, 448
+    movzx ecx, byte ptr [r15 + r8 + 832]
+    mov r8, r11
+    mov dword ptr [r15 + 192], r8d
+    and r8, 4032
+    mov byte ptr [r15 + r8 + 3392], r8b
     jmp 1f
 1:
-    movzx r8d, byte ptr [r15 + 256]
-    add rax, qword ptr [r15 + 64]
+    mov r8, rdx
+    mov edx, 54
     jmp 1f
 1:
-    mov byte ptr [r15 + 384], dil
+    movzx edx, dl
+    mov qword ptr [r15 + 64], r8
+    mov dword ptr [r15 + rbp + 7552], r8d
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov rdi, rcx
-    mov r9, r11
-    jmp 1f
-1:
-    jmp 1f
-1:
-    and r9, 4032
-    mov dword ptr [r15 + r9 + 3392], ebp
-    jmp 1f
-1:
-    mov dword ptr [r15 + 192], 70
-    mov rbp, qword ptr [r15 + 512]
-    mov r9, r8
-    jmp 1f
-1:
-    movzx r8d, r9b
-    mov r9, qword ptr [r15 + 128]
-    movzx edi, dil
-    mov rcx, rdi
+    mov r8d, dword ptr [r15 + 128]
+    mov edx, 183
+    mov edx, 218
+    movzx edx, byte ptr [r15 + 128]
+    movzx ebp, byte ptr [r15 + 768]
+    add rdi, qword ptr [r15 + 384]
+    mov qword ptr [r15 + 320], rcx
+    mov ecx, dword ptr [r15 + 512]
+    mov eax, 50
+    mov byte ptr [r15 + 448], r8b
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c151:
-    lea rcx, [rip + .Lc1_d6933_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d6933_j_t
-.Lc1_d6933_j:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
     mov rbp, r11
-    movzx ecx, bpl
+    jmp 1f
+1:
+    mov dword ptr [r15 + 384], 55
     mov r8, r11
-    mov rcx, rdi
-    and rbp, 8128
-    vmovdqu ymmword ptr [r15 + rbp + 7488], ymm6
-    and r8, 1984
-    mov ecx, dword ptr [r15 + r8 + 1344]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], dil
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    .byte 0x66, 0x90
-    mov edi, 15
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 10752
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov rdi, r8
-    mov rbp, r11
-    vmovdqu ymmword ptr [r15 + 0], ymm6
     and rbp, 448
-    mov qword ptr [r15 + rbp + 832], rbp
-    movzx ebp, byte ptr [r15 + 128]
-    add rbp, qword ptr [r15 + 256]
-    mov byte ptr [r15 + 192], bpl
-    mov rdi, qword ptr [r15 + 448]
-    mov rbp, rbp
-    mov qword ptr [r15 + 64], rbp
+    vmovdqu ymmword ptr [r15 + rbp + 832], ymm0
     jmp 1f
 1:
-    mov dword ptr [r15 + 384], r8d
+    and r8, 1984
+    mov byte ptr [r15 + r8 + 1344], r8b
     jmp 1f
 1:
-    vmovdqu xmmword ptr [r15 + 576], xmm6
+    .byte 0x0f, 0x1f, 0x40, 0x00
+    mov dword ptr [r15 + 576], r8d
     jmp 1f
 1:
-    mov r8, qword ptr [r15 + 320]
-    movsxd rbp, dword ptr [r15 + 512]
+    mov qword ptr [r15 + 448], rax
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov ebp, 234
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    test dword ptr [r15 + 67117723], 1074790400
+    jnz 1f
+1:
+    mov dword ptr [r15 + 0], 182
+    mov qword ptr [r15 + 128], rax
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov rbp, qword ptr [r15 + 256]
+    movzx eax, al
+    movzx edx, byte ptr [r15 + 64]
+    mov r8, r8
+    mov r9, r11
+    mov qword ptr [r15 + 512], rbp
+    mov qword ptr [r15 + 320], r9
+    movsxd rax, dword ptr [r15 + 192]
+    and r9, 4032
+    mov dword ptr [r15 + r9 + 3392], r8d
+    vpxor xmm0, xmm0, xmm7
+    jmp 1f
+1:
+    movzx ebp, byte ptr [r15 + 640]
+    jmp 1f
+1:
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c152:
+    lea rcx, [rip + .Lc1_d7033_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d7033_j_t
+.Lc1_d7033_j:
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, ebp
     mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], r8
+    mov ecx, ebp
     mov r12, qword ptr [r15 + r12 + 56]
+    mov edx, 20
+    mov dword ptr [r15 + 0], 172
+    movzx ebp, bpl
+    mov rbp, r11
+    mov ecx, 88
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, 63
-    movzx r8d, bpl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, r8
-    mov r8d, 180
-    movsxd rbp, dword ptr [r15 + 384]
-    movzx r8d, byte ptr [r15 + 512]
+    add r8, qword ptr [r15 + 0]
+    and rbp, 448
+    mov qword ptr [r15 + rbp + 832], rdx
+    mov rbp, r11
+    mov rdx, rdi
+    mov dword ptr [r15 + 64], 179
+    and rbp, 1984
+    movzx edi, byte ptr [r15 + rbp + 1344]
+    jmp 1f
+1:
+    mov rbp, qword ptr [r15 + 704]
+    or qword ptr [r15 + 192], 85
     mov r9, r11
-    mov edi, ebp
+    mov edx, 129
     and r9, 8128
-    movzx ebp, byte ptr [r15 + r9 + 7488]
-    mov dword ptr [r15 + 128], r8d
-    mov r9, r11
-    nop
-    mov r8d, 85
-    and r9, 448
-    mov r8d, dword ptr [r15 + r9 + 832]
-    mov r9d, 234
-    mov r9d, 194
-    jmp 1f
-1:
-    mov r9d, 46
-    mov r9d, 133
+    mov dword ptr [r15 + r9 + 7488], 38
+    add rdi, qword ptr [r15 + 320]
+    mov dword ptr [r15 + 448], r8d
+    vpor xmm0, xmm0, xmm0
     jmp 1f
 1:
     jmp 1f
 1:
-    movzx r9d, byte ptr [r15 + 64]
-    movzx esi, r8b
-    mov r8, r11
-    movzx ecx, byte ptr [r15 + 128]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    and r8, 4032
-    mov qword ptr [r15 + r8 + 3392], r9
-    jmp 1f
-1:
-    movzx edx, r8b
-    mov byte ptr [r15 + 640], dl
-    mov edx, edx
-    vmovdqu ymmword ptr [r15 + 256], ymm6
-    movzx edx, byte ptr [r15 + 320]
-    vmovdqu xmmword ptr [r15 + 448], xmm6
+    movzx r8d, r9b
+    mov r8, qword ptr [r15 + 64]
+    mov r9d, dword ptr [r15 + 384]
+    movsxd rdx, dword ptr [r15 + 256]
+    movsxd rcx, dword ptr [r15 + 128]
     jmp 1f
 1:
     add r11, 64
@@ -8892,575 +9043,553 @@ ditto_body_c1:
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c153:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 67108864
-    setz al
-    lea rcx, [rip + .Lc1_d7035_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d7035_s_t
-    .p2align 3
-.Lc1_d7035_s:
-    .p2align 3
-    jmp .Lc1_d7035_j
-    .p2align 3
-    jmp .Lc1_d7035_j
-.Lc1_d7035_j:
+    mov r9, r11
+    mov r8d, 123
+    and r9, 1984
+    movsxd r8, dword ptr [r15 + r9 + 1344]
+    mov r9d, 122
+    mov r9, rdx
+    mov qword ptr [r15 + 192], rdx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rdx, r9
+    vpor xmm0, xmm0, xmm0
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov eax, dword ptr [r15 + 384]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 235
+    mov rdx, r9
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, r11
-    jmp 1f
-1:
-    and r8, 1984
-    movsxd rcx, dword ptr [r15 + r8 + 1344]
+    vpxor xmm0, xmm0, xmm7
+    add rdx, qword ptr [r15 + 768]
+    mov r9, rdx
     mov rbp, r11
-    imul rcx, qword ptr [r15 + 512]
+    movzx edx, byte ptr [r15 + 512]
+    test ebx, 1073741824
+    jz 1f
+1:
     mov edx, dword ptr [r15 + 256]
-    and edi, dword ptr [r15 + 128]
     and rbp, 4032
-    mov byte ptr [r15 + rbp + 3392], al
-    mov dword ptr [r15 + 448], 134
-    test dword ptr [r15 + 67117724], 8388608
-    jnz 1f
-1:
-    and edi, dword ptr [r15 + 192]
+    movzx r9d, byte ptr [r15 + rbp + 3392]
+    mov dword ptr [r15 + 64], eax
     jmp 1f
 1:
+    mov eax, r8d
     jmp 1f
 1:
+    mov rax, r9
+    mov eax, dword ptr [r15 + 320]
     jmp 1f
 1:
-    mov ebp, edi
-    movsxd rdi, dword ptr [r15 + 768]
-    movsxd rcx, dword ptr [r15 + 320]
-    mov eax, edx
-    mov byte ptr [r15 + 704], al
-    mov eax, dword ptr [r15 + 64]
-    jmp 1f
-1:
+    mov ebp, ebp
+    mov ebp, dword ptr [r15 + 320]
+    mov r8, r11
+    mov rdi, qword ptr [r15 + 384]
+    mov ecx, dword ptr [r15 + 128]
+    mov dword ptr [r15 + 448], ecx
+    and r8, 8128
+    movzx ecx, byte ptr [r15 + r8 + 7488]
+    .byte 0x0f, 0x1f, 0x40, 0x00
+    mov r8d, dword ptr [r15 + 128]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c154:
-    mov rax, rax
-    movzx edx, byte ptr [r15 + 64]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 65536
+    setz al
+    lea rcx, [rip + .Lc1_d7128_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d7128_s_t
+    .p2align 3
+.Lc1_d7128_s:
+    .p2align 3
+    jmp .Lc1_d7128_j
+    .p2align 3
+    jmp .Lc1_d7128_j
+.Lc1_d7128_j:
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rax
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    .byte 0x0f, 0x1f, 0x40, 0x00
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov edi, dword ptr [r15 + 576]
-    mov qword ptr [r15 + 448], rax
-    mov eax, 212
-    vmovdqu ymmword ptr [r15 + 384], ymm6
-    mov byte ptr [r15 + 128], al
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx eax, al
-    movzx eax, al
-    jmp 1f
-1:
-    mov rax, rdi
-    mov edi, 72
-    movzx edi, byte ptr [r15 + 64]
-    jmp 1f
-1:
-    mov r8d, edi
-    jmp 1f
-1:
-    jmp 1f
-1:
+    movsxd rax, dword ptr [r15 + 256]
     mov rbp, r11
-    mov edi, dword ptr [r15 + 320]
-    mov rcx, r8
-    and rbp, 8128
-    mov r9, qword ptr [r15 + rbp + 7488]
+    vmovq xmm0, rbp
+    and rbp, 4032
+    movsxd rcx, dword ptr [r15 + rbp + 3392]
+    vpaddd xmm0, xmm0, xmm0
+    mov rbp, rcx
+    mov dword ptr [r15 + 320], eax
+    jmp 1f
+1:
+    mov r9d, ebp
+    mov dword ptr [r15 + 640], 133
+    mov rcx, qword ptr [r15 + 64]
+    mov r9, r11
+    add rcx, qword ptr [r15 + 576]
+    jmp 1f
+1:
+    and r9, 448
+    movzx eax, byte ptr [r15 + r9 + 832]
+    mov qword ptr [r15 + 128], rax
+    mov rax, rbp
+    mov eax, eax
+    jmp 1f
+1:
+    mov byte ptr [r15 + 0], r9b
     jmp 1f
 1:
     jmp 1f
 1:
-    mov rbp, r11
-    movzx r8d, byte ptr [r15 + 320]
-    and rbp, 1984
-    mov dword ptr [r15 + rbp + 1344], edi
-    mov edi, r9d
     jmp 1f
 1:
-    mov rdi, r8
-    mov rbp, r11
+    mov dword ptr [r15 + 0], 60
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, 67
     jmp 1f
 1:
-    and rbp, 448
-    mov edi, dword ptr [r15 + rbp + 832]
-    mov ebp, dword ptr [r15 + 192]
+    mov rbp, qword ptr [r15 + 512]
+    mov r9d, dword ptr [r15 + 384]
+    mov rdx, qword ptr [r15 + 448]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c155:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d7134_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d7134_j_t
-.Lc1_d7134_j:
+    movzx r9d, byte ptr [r15 + 512]
+    mov ebp, ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    vpor xmm0, xmm0, xmm0
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], eax
-    vmovdqu ymmword ptr [r15 + 0], ymm6
+    mov ebp, 97
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    vmovdqu ymmword ptr [r15 + 0], ymm0
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, rax
-    jmp 1f
-1:
-    movzx eax, byte ptr [r15 + 64]
-    movsxd r9, dword ptr [r15 + 384]
-    movsxd rcx, dword ptr [r15 + 256]
-    mov byte ptr [r15 + 640], al
-    test dword ptr [r15 + 67117723], 2097153
+    mov rbp, r11
+    movsxd rax, dword ptr [r15 + 192]
+    mov ecx, dword ptr [r15 + 384]
+    and rbp, 1984
+    mov rdx, qword ptr [r15 + rbp + 1344]
+    test ebx, 1073741824
     jz 1f
 1:
-    vpor xmm6, xmm6, xmm6
-    mov qword ptr [r15 + 128], rcx
-    movsxd rcx, dword ptr [r15 + 192]
-    vmovq qword ptr [r15 + 512], xmm6
-    mov dword ptr [r15 + 320], 81
-    mov r8, r11
-    mov eax, 174
-    and r8, 4032
-    mov rbp, qword ptr [r15 + r8 + 3392]
-    mov r8, r11
-    mov r9, r11
-    mov eax, 36
-    and r9, 8128
-    mov dword ptr [r15 + r9 + 7488], r9d
-    mov r9d, r8d
-    and r8, 448
-    vmovq qword ptr [r15 + r8 + 832], xmm6
+    mov byte ptr [r15 + 64], cl
+    mov rbp, qword ptr [r15 + 256]
+    mov qword ptr [r15 + 320], rcx
+    mov ecx, 169
+    mov dword ptr [r15 + 448], 148
+    mov ecx, dword ptr [r15 + 704]
     jmp 1f
 1:
-    vmovdqu xmmword ptr [r15 + 448], xmm6
+    mov r9, r11
+    mov r8, r11
+    and r9, 448
+    and ebp, dword ptr [r15 + r9 + 832]
+    jmp 1f
+1:
+    movzx r9d, dl
+    and r8, 8128
+    mov edx, dword ptr [r15 + r8 + 7488]
+    jmp 1f
+1:
+    mov edi, dword ptr [r15 + 128]
+    mov r8d, 81
+    movzx r8d, r8b
+    mov qword ptr [r15 + 64], r8
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c156:
+    lea rcx, [rip + .Lc1_d7219_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d7219_j_t
+.Lc1_d7219_j:
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu ymmword ptr [r15 + 0], ymm0
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, r8d
+    mov dword ptr [r15 + 0], 62
+    movzx r8d, cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rcx, dword ptr [r15 + 128]
     mov rbp, r11
-    and rbp, 4032
-    movzx r9d, byte ptr [r15 + rbp + 3392]
-    mov ebp, dword ptr [r15 + 192]
     jmp 1f
 1:
-    vpaddq xmm6, xmm6, xmmword ptr [r15 + 768]
-    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 8128
+    mov byte ptr [r15 + rbp + 7488], r8b
+    add rcx, qword ptr [r15 + 384]
+    mov qword ptr [r15 + 768], rcx
+    mov r9, r11
+    movsxd r8, dword ptr [r15 + 448]
+    vmovq xmm0, rbp
     jmp 1f
 1:
-    mov r8d, 177
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], r8b
-    mov dword ptr [r15 + 0], 165
+    and r9, 1984
+    mov qword ptr [r15 + r9 + 1344], r9
+    mov dword ptr [r15 + 512], 54
+    movzx ebp, r9b
+    mov r9, r11
+    mov dword ptr [r15 + 384], ecx
+    and r9, 4032
+    mov qword ptr [r15 + r9 + 3392], r9
+    movzx ecx, byte ptr [r15 + 256]
+    imul r8, qword ptr [r15 + 320]
+    mov dword ptr [r15 + 128], r8d
+    mov dword ptr [r15 + 192], r8d
+    mov r8, rcx
     jmp 1f
 1:
-    mov qword ptr [r15 + 0], rdi
-    jmp 1f
-1:
-    mov r8, r8
-    mov r8, r11
-    jmp 1f
-1:
-    movzx edi, byte ptr [r15 + 128]
-    movsxd rax, dword ptr [r15 + 704]
-    and r8, 1984
-    mov rcx, qword ptr [r15 + r8 + 1344]
-    mov r8d, ecx
-    mov r8d, r9d
-    mov qword ptr [r15 + 320], rax
-    mov eax, r8d
-    movzx r8d, dl
-    vmovdqu ymmword ptr [r15 + 512], ymm6
-    jmp 1f
-1:
-    movsxd r9, dword ptr [r15 + 512]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r8d, dword ptr [r15 + 128]
-    mov byte ptr [r15 + 64], r8b
-    mov r8, rax
-    mov r8d, eax
-    mov r8d, dword ptr [r15 + 64]
-    movzx edx, r9b
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 448], edx
-    vmovdqu ymmword ptr [r15 + 256], ymm6
-    jmp 1f
-1:
-    mov rsi, qword ptr [r15 + 384]
-    movzx r9d, r9b
-    movzx edx, byte ptr [r15 + 384]
+    movsxd r8, dword ptr [r15 + 64]
+    mov r9d, 226
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c157:
-    lea rcx, [rip + .Lc1_d7228_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d7228_j_t
-.Lc1_d7228_j:
-    jmp 1f
-1:
-    movzx ecx, byte ptr [r15 + 448]
-    mov r8, rdx
-    mov byte ptr [r15 + 256], r9b
-    mov r8, r8
-    movzx r9d, r9b
-    jmp 1f
-1:
-    vpmovmskb eax, xmm6
-    movzx eax, byte ptr [r15 + 64]
-    jmp 1f
-1:
-    movzx r9d, al
-    mov dword ptr [r15 + 0], 0
-    mov dword ptr [r15 + 0], r9d
-    mov qword ptr [r15 + 0], r8
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r8, rax
-    vmovdqu ymmword ptr [r15 + 0], ymm6
-    test ebx, 1024
-    jnz 1f
-1:
-    mov byte ptr [r15 + 320], r8b
-    mov dword ptr [r15 + 128], r9d
-    mov eax, r8d
-    jmp 1f
-1:
-    mov dword ptr [r15 + 512], eax
-    jmp 1f
-1:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 15
+    lea rcx, [rip + .Lc1_d7266_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d7266_s_t
+    .p2align 3
+.Lc1_d7266_s:
+    .p2align 3
+    jmp .Lc1_d7266_j
+    .p2align 3
+    jmp .Lc1_d7266_j
+    .p2align 3
+    jmp .Lc1_d7266_j
+    .p2align 3
+    jmp .Lc1_d7266_j
+    .p2align 3
+    jmp .Lc1_d7266_j
+    .p2align 3
+    jmp .Lc1_d7266_j
+    .p2align 3
+    jmp .Lc1_d7266_j
+    .p2align 3
+    jmp .Lc1_d7266_j
+    .p2align 3
+    jmp .Lc1_d7266_j
+    .p2align 3
+    jmp .Lc1_d7266_j
+    .p2align 3
+    jmp .Lc1_d7266_j
+    .p2align 3
+    jmp .Lc1_d7266_j
+    .p2align 3
+    jmp .Lc1_d7266_j
+    .p2align 3
+    jmp .Lc1_d7266_j
+    .p2align 3
+    jmp .Lc1_d7266_j
+    .p2align 3
+    jmp .Lc1_d7266_j
+.Lc1_d7266_j:
     mov r8, r11
-    jmp 1f
-1:
-    mov r9, r11
-    and r8, 8128
-    mov rax, qword ptr [r15 + r8 + 7488]
-    and r9, 1984
-    mov dword ptr [r15 + r9 + 1344], 165
-    mov dword ptr [r15 + 128], ecx
-    mov dword ptr [r15 + 384], 172
-    mov r8, r11
+    movsxd rax, dword ptr [r15 + 64]
+    movzx ecx, al
     jmp 1f
 1:
     and r8, 448
-    mov r9d, dword ptr [r15 + r8 + 832]
-    mov ecx, dword ptr [r15 + 192]
-    mov r8d, eax
-    mov esi, dword ptr [r15 + 576]
+    mov rax, qword ptr [r15 + r8 + 832]
+    movsxd r9, dword ptr [r15 + 576]
+    mov r8, qword ptr [r15 + 320]
+    mov qword ptr [r15 + 512], r8
+    mov r8d, 210
+    mov ebp, edi
     jmp 1f
 1:
+    mov r8d, ebp
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c158:
-    mov dword ptr [r15 + 320], 58
     mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, rbp
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r8d, r8d
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 0], ymm6
-    mov r8, rcx
-    mov ecx, 95
-    jmp 1f
-1:
+    mov ebp, eax
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov byte ptr [r15 + 0], cl
+    movzx edi, bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r8d, bpl
+    add r8, qword ptr [r15 + 0]
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], 208
-    mov rcx, qword ptr [r15 + 64]
-    movsxd r8, dword ptr [r15 + 192]
-    mov eax, 61
+    mov rbp, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], bpl
+    jmp 1f
+1:
+    and rbp, 1984
+    movsxd rax, dword ptr [r15 + rbp + 1344]
+    mov ebp, dword ptr [r15 + 320]
+    movzx edi, byte ptr [r15 + 384]
+    jmp 1f
+1:
+    jmp 1f
+1:
     mov r9, r11
-    mov eax, dword ptr [r15 + 64]
-    and r9, 448
-    movzx ebp, byte ptr [r15 + r9 + 832]
-    mov r9, r11
-    add qword ptr [r15 + 704], r9
-    movzx edx, byte ptr [r15 + 640]
+    mov byte ptr [r15 + 64], r8b
     and r9, 4032
-    mov rsi, qword ptr [r15 + r9 + 3392]
-    and ecx, dword ptr [r15 + 320]
-    mov r9, qword ptr [r15 + 128]
+    mov dword ptr [r15 + r9 + 3392], 251
     jmp 1f
 1:
-    mov dword ptr [r15 + 256], r9d
-    mov r9d, ecx
+    movzx r8d, byte ptr [r15 + 192]
+    vmovdqu ymmword ptr [r15 + 512], ymm0
+    mov dword ptr [r15 + 128], eax
+    movsxd rax, dword ptr [r15 + 448]
     jmp 1f
 1:
     mov r9, r11
-    movzx edi, r9b
-    mov dword ptr [r15 + 384], ecx
-    add rdi, qword ptr [r15 + 448]
+    movzx esi, r8b
     and r9, 8128
-    movzx ecx, byte ptr [r15 + r9 + 7488]
-    mov byte ptr [r15 + 512], sil
+    add rcx, qword ptr [r15 + r9 + 7488]
+    movsxd r9, dword ptr [r15 + 256]
+    jmp 1f
+1:
+    mov r8, r8
+    mov r8d, dword ptr [r15 + 128]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 384], 124
+    mov qword ptr [r15 + 640], rsi
+    mov esi, ecx
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c159:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 2097152
-    setz al
-    lea rcx, [rip + .Lc1_d7327_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d7327_s_t
-    .p2align 3
-.Lc1_d7327_s:
-    .p2align 3
-    jmp .Lc1_d7327_j
-    .p2align 3
-    jmp .Lc1_d7327_j
-.Lc1_d7327_j:
-    mov rbp, r11
-    mov eax, 175
+    lea rcx, [rip + .Lc1_d7352_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d7352_j_t
+.Lc1_d7352_j:
     jmp 1f
 1:
-    and rbp, 4032
-    mov dword ptr [r15 + rbp + 3392], 77
+    mov byte ptr [r15 + 448], cl
+    vmovdqu ymmword ptr [r15 + 64], ymm0
     jmp 1f
 1:
+    mov ecx, dword ptr [r15 + 768]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov esi, ebp
-    jmp 1f
-1:
-    mov ebp, dword ptr [r15 + 128]
-    mov esi, 67
-    vmovdqu ymmword ptr [r15 + 64], ymm6
-    mov esi, dword ptr [r15 + 256]
-    mov rdx, rbp
-    test dword ptr [r15 + 67117723], 64
-    jz 1f
-1:
-    mov rbp, r11
+    and ecx, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r8, r11
-    and rbp, 1984
-    mov rsi, qword ptr [r15 + rbp + 1344]
-    and r8, 16320
-    mov qword ptr [r15 + r8 + 15680], r8
-    mov ebp, dword ptr [r15 + 448]
-    jmp 1f
+    mov r9, qword ptr [r15 + 384]
+    and r8, 448
+    mov rsi, qword ptr [r15 + r8 + 832]
+    movzx r8d, byte ptr [r15 + 128]
+    mov eax, dword ptr [r15 + 256]
+    test ebx, 1073741824
+    jz 1f
 1:
-    mov r8d, ebp
-    mov dword ptr [r15 + 768], 150
-    mov dword ptr [r15 + 384], r8d
-    movzx ebp, byte ptr [r15 + 320]
-    mov r8, rsi
-    mov rsi, rsi
+    mov r8, r11
+    mov ecx, 120
+    mov ecx, 112
+    movzx ecx, r9b
+    and r8, 4032
+    mov byte ptr [r15 + r8 + 3392], r8b
+    mov r8, r8
+    mov rdx, rsi
+    mov r8d, r9d
+    mov r8d, dword ptr [r15 + 192]
+    mov r9, r11
+    movsxd rsi, dword ptr [r15 + 704]
+    and r9, 1984
+    movzx ecx, byte ptr [r15 + r9 + 1344]
+    movzx r9d, cl
+    mov edx, dword ptr [r15 + 64]
+    mov dword ptr [r15 + 512], 89
+    movzx ecx, byte ptr [r15 + 320]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c160:
-    mov rbp, r11
     mov r9, r11
-    and rbp, 448
-    imul rdx, qword ptr [r15 + rbp + 832]
-    movzx ebp, dl
-    and r9, 1984
-    movzx ebp, byte ptr [r15 + r9 + 1344]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, esi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx esi, r8b
-    mov esi, r8d
-    jmp 1f
-1:
-    mov r8, r8
-    mov qword ptr [r15 + 512], r9
-    mov r8d, r8d
-    jmp 1f
-1:
-    mov r9, qword ptr [r15 + 320]
-    jmp 1f
-1:
-    movzx r8d, dl
-    movzx edx, r8b
-    vmovdqu ymmword ptr [r15 + 128], ymm6
-    mov esi, dword ptr [r15 + 64]
-    mov r8, qword ptr [r15 + 448]
-    mov dword ptr [r15 + 384], r9d
-    mov r9, r11
-    jmp 1f
-1:
     and r9, 8128
-    mov rax, qword ptr [r15 + r9 + 7488]
-    movzx r9d, byte ptr [r15 + 192]
-    mov edi, dword ptr [r15 + 576]
-    mov ecx, dword ptr [r15 + 256]
-    .byte 0x66, 0x90
-    mov r9, rcx
-    mov r9d, 140
+    movzx r8d, byte ptr [r15 + r9 + 7488]
+    movzx esi, byte ptr [r15 + 320]
     jmp 1f
 1:
-    mov r9, rdi
-    and edi, dword ptr [r15 + 128]
-    .byte 0x0f, 0x1f, 0x00
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r9d, 126
+    mov qword ptr [r15 + 0], r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edx, edi
+    and eax, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, r11
+    jmp 1f
+1:
+    and r9, 448
+    add rax, qword ptr [r15 + r9 + 832]
+    mov byte ptr [r15 + 448], dl
+    mov r9d, 179
+    mov r9, qword ptr [r15 + 256]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    and r9d, dword ptr [r15 + 64]
+    mov rdx, r9
+    mov byte ptr [r15 + 128], dl
+    mov dword ptr [r15 + 128], edx
+    mov r9, r11
+    mov dword ptr [r15 + 576], r9d
+    and r9, 16320
+    and r8d, dword ptr [r15 + r9 + 15680]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 384], 166
+    jmp 1f
+1:
+    mov r9, r9
+    mov edx, 70
+    mov r9d, dword ptr [r15 + 512]
+    add rdx, qword ptr [r15 + 192]
+    mov dword ptr [r15 + 320], 174
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c161:
-    lea rcx, [rip + .Lc1_d7419_j]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d7447_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d7419_j_t
-.Lc1_d7419_j:
+    jmp .Lc1_d7447_j_t
+.Lc1_d7447_j:
     mov r9, r11
+    mov r8, r11
     and r9, 4032
-    movzx ecx, byte ptr [r15 + r9 + 3392]
-    movzx r9d, dil
-    mov rdx, r9
+    add rsi, qword ptr [r15 + r9 + 3392]
+    mov r9d, dword ptr [r15 + 256]
+    and r8, 8128
+    mov qword ptr [r15 + r8 + 7488], rbp
+    jmp 1f
+1:
+    mov ebp, ecx
+    movsxd rax, dword ptr [r15 + 64]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, r9
+    mov dword ptr [r15 + 0], eax
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    inc dword ptr [r15 + 0]
-    add r9, qword ptr [r15 + 0]
-    mov dword ptr [r15 + 256], r9d
-    mov edi, dword ptr [r15 + 512]
-    and edx, dword ptr [r15 + 192]
-    mov r9, r11
-    mov r8d, dword ptr [r15 + 448]
-    test ebx, 1073741824
-    jz 1f
+    mov eax, edi
+    test dword ptr [r15 + 67117723], 8192
+    jnz 1f
 1:
-    and r9, 448
-    mov dword ptr [r15 + r9 + 832], edx
-    mov edi, dword ptr [r15 + 320]
-    movsxd rdx, dword ptr [r15 + 384]
-    jmp 1f
-1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, qword ptr [r15 + 448]
+    movzx edi, byte ptr [r15 + 128]
+    imul rdi, qword ptr [r15 + 320]
     mov rbp, r11
-    movzx r9d, bpl
+    mov r8d, ebp
     and rbp, 1984
-    add rdx, qword ptr [r15 + rbp + 1344]
-    movsxd rbp, dword ptr [r15 + 64]
-    mov dword ptr [r15 + 384], 153
-    jmp 1f
-1:
-    mov qword ptr [r15 + 128], rdx
-    jmp 1f
-1:
-    mov dword ptr [r15 + 640], r9d
-    mov edx, edx
-    mov edx, r9d
-    jmp 1f
-1:
+    movzx edx, byte ptr [r15 + rbp + 1344]
+    mov ebp, edx
+    movsxd rdx, dword ptr [r15 + 192]
+    movzx r8d, byte ptr [r15 + 512]
+    mov dword ptr [r15 + 384], 114
+    mov rsi, r8
+    movsxd r9, dword ptr [r15 + 640]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c162:
-    mov r8, r11
-    and r8, 4032
-    mov edx, dword ptr [r15 + r8 + 3392]
-    mov r8, qword ptr [r15 + 512]
-    mov byte ptr [r15 + 64], r9b
-    mov r9, qword ptr [r15 + 384]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    add rbp, qword ptr [r15 + 0]
+    add rbp, qword ptr [r15 + 0]
+    mov edx, ebp
     mov r12, qword ptr [r15 + r12 + 56]
+    add r8, qword ptr [r15 + 0]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 53
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11 + r11*1]
+    vmovdqu ymmword ptr [r15 + 0], ymm0
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    and rbp, 8128
-    mov dword ptr [r15 + rbp + 7488], 151
-    mov ecx, eax
-    vmovdqu ymmword ptr [r15 + 64], ymm6
-    movsxd rcx, dword ptr [r15 + 320]
-    movzx eax, cl
-    movzx eax, bpl
-    movsxd rax, dword ptr [r15 + rbp + 7552]
-    mov byte ptr [r15 + 768], al
-    mov eax, 125
+    movzx ebp, r8b
+    add r8, qword ptr [r15 + 320]
+    mov byte ptr [r15 + 384], r8b
+    mov dword ptr [r15 + 384], ebp
+    mov qword ptr [r15 + 192], rcx
     jmp 1f
 1:
     jmp 1f
 1:
-    mov rax, qword ptr [r15 + 704]
+    mov dword ptr [r15 + 128], ebp
+    mov rbp, r11
     jmp 1f
 1:
-    mov ebp, dword ptr [r15 + 128]
-    mov r8, r11
-    movzx edi, byte ptr [r15 + 192]
-    movzx esi, dil
-    mov esi, 182
-    and r8, 448
-    mov dword ptr [r15 + r8 + 832], 82
-    mov dword ptr [r15 + 448], eax
+    jmp 1f
+1:
+    and rbp, 4032
+    mov ecx, dword ptr [r15 + rbp + 3392]
+    mov qword ptr [r15 + 512], rcx
+    mov r8, qword ptr [r15 + 128]
+    movzx ecx, byte ptr [r15 + 448]
+    movsxd rbp, dword ptr [r15 + 64]
+    mov r9d, ebp
+    mov rbp, r11
+    lea r9, [r11 + r11*1]
+    and rbp, 1984
+    mov eax, dword ptr [r15 + rbp + 1344]
+    mov rbp, qword ptr [r15 + 320]
+    movsxd rdi, dword ptr [r15 + 768]
+    and r9, 448
+    mov esi, dword ptr [r15 + r9 + 832]
+    jmp 1f
+1:
+    movzx ecx, sil
+    mov rsi, qword ptr [r15 + 704]
+    mov qword ptr [r15 + 64], rsi
+    mov rsi, qword ptr [r15 + 256]
+    mov ebp, dword ptr [r15 + r9 + 896]
     add r11, 64
     inc rbx
     dec r13
@@ -9469,162 +9598,156 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 7
-    lea rcx, [rip + .Lc1_d7512_s]
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 16777216
+    setz al
+    lea rcx, [rip + .Lc1_d7540_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d7512_s_t
+    jmp .Lc1_d7540_s_t
     .p2align 3
-.Lc1_d7512_s:
+.Lc1_d7540_s:
     .p2align 3
-    jmp .Lc1_d7512_j
+    jmp .Lc1_d7540_j
     .p2align 3
-    jmp .Lc1_d7512_j
-    .p2align 3
-    jmp .Lc1_d7512_j
-    .p2align 3
-    jmp .Lc1_d7512_j
-    .p2align 3
-    jmp .Lc1_d7512_j
-    .p2align 3
-    jmp .Lc1_d7512_j
-    .p2align 3
-    jmp .Lc1_d7512_j
-    .p2align 3
-    jmp .Lc1_d7512_j
-.Lc1_d7512_j:
-    mov eax, r8d
+    jmp .Lc1_d7540_j
+.Lc1_d7540_j:
+    add rcx, qword ptr [r15 + 64]
+    mov rax, qword ptr [r15 + 576]
+    mov rsi, qword ptr [r15 + 320]
     mov rbp, r11
-    jmp 1f
-1:
+    movzx edi, byte ptr [r15 + 128]
+    mov r9d, dword ptr [r15 + 448]
+    movsxd r8, dword ptr [r15 + 384]
     and rbp, 1984
-    movzx eax, byte ptr [r15 + rbp + 1344]
-    movzx ecx, byte ptr [r15 + 320]
+    movzx edx, byte ptr [r15 + rbp + 1344]
+    mov rbp, qword ptr [r15 + 64]
+    mov ebp, ebp
+    mov rbp, r11
+    mov r9, rbp
+    mov r9d, r9d
+    movzx r9d, byte ptr [r15 + 192]
+    mov r9, r11
+    and rbp, 8128
+    mov eax, dword ptr [r15 + rbp + 7488]
+    and r9, 4032
+    mov ebp, dword ptr [r15 + r9 + 3392]
+    vpshufd xmm0, xmm0, 142
+    and ebp, dword ptr [r15 + 512]
+    mov dword ptr [r15 + 0], 55
+    mov r9d, r9d
+    mov r9d, 162
     jmp 1f
 1:
-    mov rbp, qword ptr [r15 + 128]
-    mov dword ptr [r15 + 256], 86
-    imul rdi, qword ptr [r15 + 384]
-    and ecx, dword ptr [r15 + 576]
-    mov r8d, esi
-    jmp 1f
-1:
-    movsxd r8, dword ptr [r15 + 320]
-    mov esi, dword ptr [r15 + 128]
-    mov byte ptr [r15 + 448], sil
-    mov rsi, qword ptr [r15 + 512]
-    mov byte ptr [r15 + 64], cl
-    vpaddd xmm6, xmm6, xmm6
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], rsi
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c164:
-    vmovdqu ymmword ptr [r15 + 256], ymm6
-    mov r12, qword ptr [r15 + r12 + 56]
-    add rsi, qword ptr [r15 + 0]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
     jmp 1f
 1:
-    mov rcx, rsi
+    movzx eax, al
+    movsxd rax, dword ptr [r15 + 640]
+    movsxd rsi, dword ptr [r15 + 384]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, 19
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx esi, cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, cl
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, qword ptr [r15 + 384]
-    .byte 0x0f, 0x1f, 0x00
-    movsxd r8, dword ptr [r15 + 128]
-    mov ebp, r8d
-    mov r8d, dword ptr [r15 + 448]
-    mov r9, r11
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r9d, eax
+    test dword ptr [r15 + 67117724], 541065280
+    jz 1f
+1:
     mov rbp, r11
-    movzx edi, bpl
+    mov eax, 166
+    and rbp, 8128
+    mov qword ptr [r15 + rbp + 7488], r9
+    mov qword ptr [r15 + 64], r9
+    jmp 1f
+1:
+    mov ecx, 32
+    movzx r9d, bpl
+    mov r9, r11
+    movzx eax, al
+    and r9, 1984
+    movsxd rbp, dword ptr [r15 + r9 + 1344]
+    and esi, dword ptr [r15 + 704]
+    vmovq qword ptr [r15 + 128], xmm0
+    movsxd r9, dword ptr [r15 + 448]
     mov r8, r11
-    and r9, 448
-    mov eax, dword ptr [r15 + r9 + 832]
-    and r8, 1984
-    mov byte ptr [r15 + r8 + 1344], r8b
-    and rbp, 4032
-    movzx edx, byte ptr [r15 + rbp + 3392]
-    mov r9d, dword ptr [r15 + 384]
-    movsxd r8, dword ptr [r15 + 64]
+    mov dword ptr [r15 + 192], 37
     jmp 1f
 1:
-    mov rbp, r8
-    mov r8, qword ptr [r15 + 192]
-    mov rdi, r8
-    and r8d, dword ptr [r15 + 512]
-    jmp 1f
-1:
-    and ebp, dword ptr [r15 + 640]
-    movzx edi, byte ptr [r15 + 320]
-    movsxd r8, dword ptr [r15 + 192]
-    movzx r8d, byte ptr [r15 + 64]
+    and r8, 448
+    movzx eax, byte ptr [r15 + r8 + 832]
+    movsxd r8, dword ptr [r15 + 256]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c165:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d7601_j]
+    lea rcx, [rip + .Lc1_d7625_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d7601_j_t
-.Lc1_d7601_j:
+    jmp .Lc1_d7625_j_t
+.Lc1_d7625_j:
+    mov byte ptr [r15 + 512], r8b
+    movsxd r8, dword ptr [r15 + 384]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov rcx, r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, 250
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], r9d
+    mov r9d, dword ptr [r15 + 512]
+    mov r8d, dword ptr [r15 + 320]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov esi, dword ptr [r15 + 192]
+    jmp 1f
+1:
     mov rbp, r11
-    and rbp, 448
-    mov byte ptr [r15 + rbp + 832], bpl
-    mov dword ptr [r15 + 256], 225
-    jmp 1f
-1:
-    mov eax, dword ptr [r15 + 768]
-    lock add qword ptr [r15 + 704], rax
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov qword ptr [r15 + 128], rax
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 138
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11 + r11*1]
-    movzx eax, byte ptr [r15 + 512]
-    test dword ptr [r15 + 67117724], 16384
-    jz 1f
-1:
-    movzx eax, al
+    mov rax, r9
+    mov eax, dword ptr [r15 + 448]
     and rbp, 8128
-    mov qword ptr [r15 + rbp + 7488], rbp
+    movsxd rdi, dword ptr [r15 + rbp + 7488]
+    movzx ebp, byte ptr [r15 + 320]
+    mov edx, 124
+    mov edx, r8d
+    movsxd r8, dword ptr [r15 + 64]
+    movsxd r9, dword ptr [r15 + 256]
+    mov r8, r9
+    mov r9, r11
+    mov rbp, r11
+    mov rcx, rbp
+    and r9, 448
+    mov dword ptr [r15 + r9 + 832], edi
+    mov rdi, qword ptr [r15 + 768]
+    and rbp, 4032
+    mov ecx, dword ptr [r15 + rbp + 3392]
+    mov qword ptr [r15 + 128], rcx
     jmp 1f
 1:
-    vmovdqu ymmword ptr [r15 + rbp + 7552], ymm6
-    mov dword ptr [r15 + 64], eax
-    mov ebp, ebp
-    mov dword ptr [r15 + 128], eax
-    add rbp, qword ptr [r15 + 320]
-    mov r8, r11
     jmp 1f
 1:
-    movzx eax, r8b
-    jmp 1f
-1:
-    and r8, 4032
-    movzx eax, byte ptr [r15 + r8 + 3392]
+    movsxd rbp, dword ptr [r15 + 128]
+    vpshufd xmm0, xmm0, 105
+    mov rcx, rbp
     jmp 1f
 1:
     add r11, 64
@@ -9632,465 +9755,526 @@ ditto_body_c1:
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c166:
-    movsxd r8, dword ptr [r15 + 384]
-    lea rbp, [r11 + r11*1]
+    mov r9d, 158
+    mov qword ptr [r15 + 192], rdi
+    mov edi, ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, rdi
     jmp 1f
 1:
-    and rbp, 1984
-    vmovdqu ymmword ptr [r15 + rbp + 1408], ymm6
-    movzx eax, bpl
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 154
-    mov eax, eax
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 0], ymm6
-    add rsi, qword ptr [r15 + 0]
-    and esi, dword ptr [r15 + 448]
-    mov byte ptr [r15 + 192], bpl
-    mov rdi, rbp
-    mov dword ptr [r15 + 576], eax
-    mov eax, dword ptr [r15 + 192]
-    mov rcx, rsi
-    movzx esi, byte ptr [r15 + 512]
-    mov edi, dword ptr [r15 + 128]
-    movsxd r9, dword ptr [r15 + rbp + 1344]
-    mov dword ptr [r15 + 320], r9d
-    vmovdqu ymmword ptr [r15 + 64], ymm6
-    mov rbp, r11
-    jmp 1f
-1:
-    mov r9, r11
-    and rbp, 4032
-    mov dword ptr [r15 + rbp + 3392], edi
-    and r9, 448
-    mov ebp, dword ptr [r15 + r9 + 832]
-    mov r9, rdi
-    mov r9d, r9d
-    movzx r9d, byte ptr [r15 + 448]
-    mov edi, r9d
-    movzx r9d, dil
-    jmp 1f
-1:
-    mov byte ptr [r15 + 384], r9b
-    movzx r9d, byte ptr [r15 + 320]
-    mov dword ptr [r15 + 256], r9d
-    jmp 1f
-1:
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c167:
-    lea rcx, [rip + .Lc1_d7689_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d7689_j_t
-.Lc1_d7689_j:
-    jmp 1f
-1:
-    vpcmpeqb xmm6, xmm6, xmm4
-    movsxd rcx, dword ptr [r15 + 192]
-    movsxd rbp, dword ptr [r15 + 64]
-    vmovdqu ymmword ptr [r15 + 64], ymm6
-    mov r9, r11
-    mov dword ptr [r15 + 128], 169
-    mov esi, ecx
-    and r9, 4032
-    mov dword ptr [r15 + r9 + 3392], r9d
-    jmp 1f
-1:
-    add rsi, qword ptr [r15 + 256]
-    mov ecx, 119
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], ebp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 0], ymm6
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, dword ptr [r15 + 320]
-    movsxd rcx, dword ptr [r15 + 704]
-    vmovdqu ymmword ptr [r15 + 448], ymm6
-    mov r9d, 12
-    movzx edi, byte ptr [r15 + 512]
-    mov dword ptr [r15 + 384], 179
-    mov qword ptr [r15 + 640], rdi
-    mov r9, r11
-    mov byte ptr [r15 + 128], cl
-    and r9, 8128
-    mov byte ptr [r15 + r9 + 7488], r9b
-    mov r9d, 196
-    mov ecx, 225
-    mov edi, dword ptr [r15 + 384]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c168:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 536870912
-    setz al
-    lea rcx, [rip + .Lc1_d7734_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d7734_s_t
-    .p2align 3
-.Lc1_d7734_s:
-    .p2align 3
-    jmp .Lc1_d7734_j
-    .p2align 3
-    jmp .Lc1_d7734_j
-.Lc1_d7734_j:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r8, r11
-    mov r9, r11
-    and r8, 8128
-    movsxd rcx, dword ptr [r15 + r8 + 7488]
-    movsxd rax, dword ptr [r15 + 448]
-    movzx r8d, byte ptr [r15 + 512]
-    and r9, 448
-    mov rdi, qword ptr [r15 + r9 + 832]
-    mov qword ptr [r15 + 256], rcx
-    jmp 1f
-1:
-    mov ecx, eax
-    jmp 1f
-1:
-    jmp 1f
-1:
-    vpshufd xmm6, xmm6, 27
-    test dword ptr [r15 + 67117723], 1066240
-    jz 1f
-1:
-    movsxd r9, dword ptr [r15 + 64]
-    jmp 1f
-1:
-    mov ecx, r9d
-    movzx eax, dil
-    mov rcx, r8
-    mov qword ptr [r15 + 128], r9
-    add rbp, qword ptr [r15 + 384]
-    mov byte ptr [r15 + 768], dil
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, r11
-    jmp 1f
-1:
-    mov r8d, dword ptr [r15 + 320]
-    and r9, 1984
-    add rdi, qword ptr [r15 + r9 + 1344]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c169:
-    mov ebp, 183
-    movzx r9d, byte ptr [r15 + 448]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], r8b
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, edi
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx edi, dil
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, 21
-    jmp 1f
-1:
-    mov r8, rbp
-    mov rbp, rdi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov rbp, r11
-    mov rdi, qword ptr [r15 + 320]
-    and rbp, 4032
-    mov r8, r11
-    movsxd rax, dword ptr [r15 + rbp + 3392]
-    movzx ecx, r9b
-    and r8, 448
-    mov rdx, qword ptr [r15 + r8 + 832]
-    mov r8d, dword ptr [r15 + 512]
-    mov qword ptr [r15 + 576], r8
-    mov r9, rbp
-    mov rbp, r9
-    mov rbp, rsi
-    mov rbp, qword ptr [r15 + 64]
-    mov rsi, qword ptr [r15 + 64]
-    jmp 1f
-1:
-    mov r8, qword ptr [r15 + 384]
-    mov r9, r11
-    mov dword ptr [r15 + 256], edx
-    and r9, 1984
-    mov rdx, qword ptr [r15 + r9 + 1344]
-    mov r9, qword ptr [r15 + 128]
-    movsxd r9, dword ptr [r15 + 192]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c170:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d7828_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d7828_j_t
-.Lc1_d7828_j:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 0], ymm6
-    mov r9, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, cl
-    and r9, 8128
-    vmovdqu ymmword ptr [r15 + r9 + 7488], ymm6
-    jmp 1f
-1:
-    mov r9d, 150
-    and edx, dword ptr [r15 + 64]
-    and r9d, dword ptr [r15 + 384]
-    mov ecx, 135
-    vpcmpeqb xmm6, xmm6, xmm2
-    test dword ptr [r15 + 67117724], 1
-    jz 1f
-1:
-    jmp 1f
-1:
-    movsxd r9, dword ptr [r15 + 192]
-    add rcx, qword ptr [r15 + 256]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov qword ptr [r15 + 640], rdx
-    mov dword ptr [r15 + 448], 49
-    mov rbp, r11
-    movsxd rdx, dword ptr [r15 + 512]
-    mov dword ptr [r15 + 128], 185
-    and rbp, 16320
-    mov rsi, qword ptr [r15 + rbp + 15680]
-    mov r8d, dword ptr [r15 + 128]
-    jmp 1f
-1:
-    movzx ebp, byte ptr [r15 + 320]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c171:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, 95
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rbp, dword ptr [r15 + 384]
-    mov dword ptr [r15 + 320], esi
-    mov rsi, r8
-    movzx esi, byte ptr [r15 + 320]
-    mov r8, r8
-    movzx r8d, bpl
-    mov r8, r11
-    mov rcx, qword ptr [r15 + 768]
-    and r8, 8128
-    mov rdx, qword ptr [r15 + r8 + 7488]
-    mov qword ptr [r15 + 64], rdx
-    mov r8d, 161
-    mov r8, r11
-    movsxd rdx, dword ptr [r15 + 192]
-    movsxd r9, dword ptr [r15 + 448]
-    mov r9, r11
-    and r8, 1984
-    mov edi, dword ptr [r15 + r8 + 1344]
-    mov r8d, 10
-    and r9, 448
-    mov r8, qword ptr [r15 + r9 + 832]
-    movsxd r9, dword ptr [r15 + 704]
-    jmp 1f
-1:
-    mov rax, r9
-    mov dword ptr [r15 + 128], 216
-    jmp 1f
-1:
-    movsxd rax, dword ptr [r15 + 64]
-    .byte 0x0f, 0x1f, 0x40, 0x00
-    mov dword ptr [r15 + 512], edi
-    mov dword ptr [r15 + 384], eax
-    mov eax, 168
-    mov eax, 102
-    movzx eax, al
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c172:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 268435456
-    setz al
-    lea rcx, [rip + .Lc1_d7915_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d7915_s_t
-    .p2align 3
-.Lc1_d7915_s:
-    .p2align 3
-    jmp .Lc1_d7915_j
-    .p2align 3
-    jmp .Lc1_d7915_j
-.Lc1_d7915_j:
-    mov r8, r11
-    mov ecx, 125
-    and r8, 8128
-    mov dword ptr [r15 + r8 + 7488], r8d
-    mov eax, r8d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    lea r8, [r11 + r11*1]
-    mov eax, 116
-    mov rax, qword ptr [r15 + 320]
-    and r8, 4032
-    mov dword ptr [r15 + r8 + 3456], r8d
-    movzx ecx, byte ptr [r15 + 576]
-    jmp 1f
-1:
-    mov ebp, 242
-    mov dword ptr [r15 + 64], eax
-    mov rax, rax
-    mov rbp, r11
-    mov edi, dword ptr [r15 + 512]
-    mov rax, qword ptr [r15 + 128]
-    jmp 1f
-1:
-    and rbp, 1984
-    mov byte ptr [r15 + rbp + 1344], cl
-    mov ecx, dword ptr [r15 + r8 + 3392]
-    mov byte ptr [r15 + 192], r8b
-    movzx r8d, sil
-    inc dword ptr [r15 + 256]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c173:
-    mov rbp, r11
-    and rbp, 1984
-    mov r8d, dword ptr [r15 + rbp + 1344]
-    movzx esi, byte ptr [r15 + 64]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 448], dil
+    mov ecx, 75
     jmp 1f
 1:
-    mov edx, r8d
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    movzx r8d, r8b
-    mov dword ptr [r15 + 0], 181
-    mov r8d, 42
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 320], r8
-    movzx ebp, bpl
-    mov dword ptr [r15 + 512], esi
-    mov qword ptr [r15 + 192], rbp
+    movsxd rdi, dword ptr [r15 + 384]
     jmp 1f
 1:
     test ebx, 1073741824
     jz 1f
 1:
+    mov r8d, 122
+    mov rbp, r11
+    mov rdi, qword ptr [r15 + 384]
     jmp 1f
 1:
-    mov qword ptr [r15 + 448], rbp
-    mov rbp, rdx
+    mov r8, r11
+    mov rsi, rcx
+    and rbp, 1984
+    mov dword ptr [r15 + rbp + 1344], 59
+    and r8, 8128
+    mov ebp, dword ptr [r15 + r8 + 7488]
+    jmp 1f
+1:
+    mov r8d, dword ptr [r15 + 320]
+    movzx ecx, byte ptr [r15 + 512]
+    mov rsi, qword ptr [r15 + 128]
+    mov byte ptr [r15 + 576], bpl
+    add rdi, qword ptr [r15 + 256]
+    mov rbp, r11
+    mov dword ptr [r15 + 64], eax
+    mov rax, rbp
+    mov rax, rcx
+    and rbp, 4032
+    and ecx, dword ptr [r15 + rbp + 3392]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    add rsi, qword ptr [r15 + 64]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c167:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 1024
+    setz al
+    lea rcx, [rip + .Lc1_d7727_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d7727_s_t
+    .p2align 3
+.Lc1_d7727_s:
+    .p2align 3
+    jmp .Lc1_d7727_j
+    .p2align 3
+    jmp .Lc1_d7727_j
+.Lc1_d7727_j:
+    mov rbp, r11
+    and rbp, 1984
+    movzx ecx, byte ptr [r15 + rbp + 1344]
+    mov qword ptr [r15 + 64], rdx
+    movzx ebp, byte ptr [r15 + 256]
+    movzx r9d, byte ptr [r15 + 512]
+    movsxd rax, dword ptr [r15 + 128]
+    jmp 1f
+1:
+    mov rsi, rcx
+    mov ecx, dword ptr [r15 + 640]
+    mov rdx, qword ptr [r15 + 320]
+    mov r8d, edx
+    mov edx, 159
+    mov rdi, qword ptr [r15 + 448]
+    add r8, qword ptr [r15 + 384]
+    mov dword ptr [r15 + 0], 180
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov rdx, r8
+    mov r8, r11
+    vmovq qword ptr [r15 + 0], xmm0
+    and r8, 4032
+    mov dword ptr [r15 + r8 + 3392], edx
+    movsxd r8, dword ptr [r15 + 704]
+    jmp 1f
+1:
+    mov r8, r11
+    jmp 1f
+1:
+    mov byte ptr [r15 + 128], dl
+    mov edx, 22
+    and r8, 448
+    movsxd rdx, dword ptr [r15 + r8 + 832]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c168:
+    vmovdqu xmmword ptr [r15 + 192], xmm0
+    mov r8d, r8d
+    mov r8d, ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, r9d
+    mov r8, rcx
+    mov r8d, r8d
+    mov dword ptr [r15 + 0], 134
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, rdx
+    mov edx, 208
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], edx
+    mov rdx, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 384], edx
+    jmp 1f
+1:
+    movzx edx, byte ptr [r15 + 512]
+    test ebx, 2048
+    jnz 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov byte ptr [r15 + 320], r8b
+    mov rbp, r11
+    mov r8d, dword ptr [r15 + 256]
+    mov ecx, dword ptr [r15 + 64]
+    movsxd rdx, dword ptr [r15 + 768]
+    and rbp, 448
+    mov r9d, dword ptr [r15 + rbp + 832]
     jmp 1f
 1:
     mov rbp, r11
+    jmp 1f
+1:
     mov r9, r11
+    and rbp, 1984
+    mov eax, dword ptr [r15 + rbp + 1344]
+    mov rbp, qword ptr [r15 + 64]
+    jmp 1f
+1:
+    and r9, 8128
+    movzx edi, byte ptr [r15 + r9 + 7488]
+    mov r9, qword ptr [r15 + 448]
+    movsxd rsi, dword ptr [r15 + 128]
+    mov rbp, qword ptr [r15 + 320]
+    mov ebp, 206
+    jmp 1f
+1:
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c169:
+    lea rcx, [rip + .Lc1_d7820_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d7820_j_t
+.Lc1_d7820_j:
+    movzx ecx, byte ptr [r15 + 64]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], dl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edx, ecx
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], rdx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r11
+    jmp 1f
+1:
+    mov r9, r11
+    mov rcx, r9
+    and rbp, 1984
+    mov qword ptr [r15 + rbp + 1344], rdx
+    jmp 1f
+1:
+    and r9, 8128
+    movsxd rbp, dword ptr [r15 + r9 + 7488]
+    jmp 1f
+1:
+    movsxd r9, dword ptr [r15 + 192]
+    movzx edx, byte ptr [r15 + 384]
+    jmp 1f
+1:
+    mov ecx, ecx
+    and ebp, dword ptr [r15 + 320]
+    movsxd rcx, dword ptr [r15 + 256]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r8, r11
+    mov rax, r9
+    and r8, 4032
+    mov dword ptr [r15 + r8 + 3392], r9d
+    jmp 1f
+1:
+    mov eax, dword ptr [r15 + 512]
+    mov qword ptr [r15 + 128], rax
+    mov eax, dword ptr [r15 + 640]
+    mov r9d, dword ptr [r15 + 576]
+    mov dword ptr [r15 + 448], 76
+    mov r8, qword ptr [r15 + 384]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c170:
+    mov dword ptr [r15 + 448], 137
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov eax, r8d
+    jmp 1f
+1:
+    mov r8d, 54
+    mov ebp, r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, 241
+    mov dword ptr [r15 + 0], ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 320], rdi
+    mov qword ptr [r15 + 704], rax
+    vmovdqu ymmword ptr [r15 + 64], ymm0
+    mov eax, 98
+    mov dword ptr [r15 + 384], 249
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov eax, eax
+    mov ebp, eax
+    jmp 1f
+1:
+    movzx edi, r8b
+    mov dword ptr [r15 + 128], 68
+    mov r8, r11
+    mov qword ptr [r15 + 192], r8
+    jmp 1f
+1:
+    jmp 1f
+1:
+    and r8, 4032
+    mov dword ptr [r15 + r8 + 3392], r8d
+    mov r8, r11
+    vmovq xmm0, r8
+    and r8, 16320
+    mov qword ptr [r15 + r8 + 15680], rdi
+    mov byte ptr [r15 + 128], al
+    mov rdi, rax
+    jmp 1f
+1:
+    mov r8, r11
+    jmp 1f
+1:
+    and r8, 448
+    mov dword ptr [r15 + r8 + 832], r8d
+    jmp 1f
+1:
+    mov edi, dword ptr [r15 + 256]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c171:
+    lea rcx, [rip + .Lc1_d7916_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d7916_j_t
+.Lc1_d7916_j:
+    mov r8, r11
+    and r8, 448
+    mov dword ptr [r15 + r8 + 832], r8d
+    and r8d, dword ptr [r15 + 192]
+    mov ecx, edi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov edi, r8d
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov qword ptr [r15 + 768], rdi
+    movzx r8d, dil
+    mov byte ptr [r15 + 512], r8b
+    mov byte ptr [r15 + 64], cl
+    mov r8, r11
+    jmp 1f
+1:
+    mov qword ptr [r15 + 320], rdi
+    mov dword ptr [r15 + 448], 12
+    and r8, 8128
+    movzx ecx, byte ptr [r15 + r8 + 7488]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov edi, ecx
+    movsxd rcx, dword ptr [r15 + 384]
+    movzx r8d, byte ptr [r15 + 256]
+    mov rbp, r11
+    movsxd rax, dword ptr [r15 + 128]
+    and rbp, 1984
+    mov dword ptr [r15 + rbp + 1344], 167
+    jmp 1f
+1:
+    vpxor xmm0, xmm0, xmm7
+    and edi, dword ptr [r15 + 64]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c172:
+    mov dword ptr [r15 + 64], edi
+    mov dword ptr [r15 + 576], edi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    vpxor xmm0, xmm0, xmm5
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx edi, dil
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rdi, qword ptr [r15 + 640]
+    jmp 1f
+1:
+    mov rbp, r11
+    vmovdqu ymmword ptr [r15 + 192], ymm0
+    jmp 1f
+1:
     and rbp, 4032
-    mov dword ptr [r15 + rbp + 3392], r8d
-    mov ebp, 150
-    and r9, 448
-    movzx r8d, byte ptr [r15 + r9 + 832]
-    mov rbp, qword ptr [r15 + 384]
-    movsxd r9, dword ptr [r15 + 256]
-    movsxd rdx, dword ptr [r15 + 128]
-    mov esi, edx
-    and r8d, dword ptr [r15 + 384]
-    movzx esi, bpl
-    vmovdqu ymmword ptr [r15 + 128], ymm6
-    mov ebp, 224
-    movzx ebp, byte ptr [r15 + 640]
-    mov rax, r8
+    mov qword ptr [r15 + rbp + 3392], rdi
+    mov byte ptr [r15 + 320], dil
+    mov dword ptr [r15 + 128], 194
+    mov edi, 251
+    vpor xmm0, xmm0, xmm0
+    mov edi, 106
+    jmp 1f
+1:
+    mov rbp, r11
+    mov r8, r11
+    jmp 1f
+1:
+    mov rdi, qword ptr [r15 + 448]
+    and rbp, 1984
+    mov dword ptr [r15 + rbp + 1344], 132
+    and r8, 8128
+    mov qword ptr [r15 + r8 + 7488], r8
+    jmp 1f
+1:
+    mov ebp, dword ptr [r15 + 512]
+    movsxd r8, dword ptr [r15 + 128]
+    and r8d, dword ptr [r15 + 320]
+    mov rcx, qword ptr [r15 + 384]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c173:
+    lea rcx, [rip + .Lc1_d8005_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d8005_j_t
+.Lc1_d8005_j:
+    mov ecx, 89
+    mov rbp, r11
+    movzx ecx, r8b
+    and rbp, 448
+    movzx ecx, byte ptr [r15 + rbp + 832]
+    jmp 1f
+1:
+    mov byte ptr [r15 + 192], cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, 219
+    vmovq xmm0, r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov ecx, r8d
+    mov qword ptr [r15 + 0], r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, 198
+    jmp 1f
+1:
+    mov ebp, 248
+    test ebx, 6656
+    jz 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 320], ecx
+    mov qword ptr [r15 + 448], rcx
+    jmp 1f
+1:
+    mov dword ptr [r15 + 128], 171
+    mov r8, qword ptr [r15 + 512]
+    mov rcx, r8
+    mov ebp, ebp
+    jmp 1f
+1:
+    mov edi, dword ptr [r15 + 704]
+    mov qword ptr [r15 + 384], rdi
+    add r8, qword ptr [r15 + 256]
+    mov rbp, r11
+    mov ecx, ecx
+    mov r9, r11
+    and rbp, 8128
+    vpcmpeqb xmm0, xmm0, xmmword ptr [r15 + rbp + 7488]
+    jmp 1f
+1:
+    mov ebp, ecx
+    and r9, 4032
+    movzx ecx, byte ptr [r15 + r9 + 3392]
+    mov dword ptr [r15 + 64], 119
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c174:
-    lea rcx, [rip + .Lc1_d8003_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d8003_j_t
-.Lc1_d8003_j:
-    mov dword ptr [r15 + 64], ecx
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, r9
     jmp 1f
 1:
-    movzx r8d, cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, r11
+    mov rbp, rcx
+    and r9, 1984
+    movsxd rsi, dword ptr [r15 + r9 + 1344]
     jmp 1f
 1:
-    mov r8, r8
-    add rax, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    vpaddq xmm0, xmm0, xmmword ptr [r15 + 448]
+    jmp 1f
+1:
+    mov ecx, 209
+    jmp 1f
+1:
+    movzx ecx, byte ptr [r15 + 192]
+    movsxd rax, dword ptr [r15 + 384]
+    mov dword ptr [r15 + 512], 61
+    mov rbp, r11
+    jmp 1f
+1:
+    and rbp, 448
+    and ecx, dword ptr [r15 + rbp + 832]
     mov dword ptr [r15 + 768], eax
-    mov eax, 129
-    nop
-    mov r8, qword ptr [r15 + 512]
-    mov eax, 167
-    mov edx, r8d
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx eax, byte ptr [r15 + 320]
     jmp 1f
 1:
-    mov r9, r11
-    mov dword ptr [r15 + 704], 5
-    movzx r8d, byte ptr [r15 + 448]
-    and r9, 448
-    movzx eax, byte ptr [r15 + r9 + 832]
-    and edx, dword ptr [r15 + 128]
-    mov rcx, rcx
-    movsxd rcx, dword ptr [r15 + 320]
-    mov r9, r11
-    mov dword ptr [r15 + 256], 23
-    mov esi, 224
-    and r9, 8128
-    mov rbp, qword ptr [r15 + r9 + 7488]
-    mov r9d, 223
+    movzx ebp, byte ptr [r15 + 64]
     jmp 1f
 1:
-    mov dword ptr [r15 + 64], edx
-    movzx r9d, r9b
     jmp 1f
 1:
-    movzx r9d, r9b
-    mov byte ptr [r15 + 384], r9b
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movzx ecx, bpl
+    vpmovmskb ebp, xmm0
+    mov ebp, eax
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov byte ptr [r15 + 384], al
+    jmp 1f
+1:
+    and edx, dword ptr [r15 + 64]
+    mov ebp, edx
+    mov dword ptr [r15 + 256], 139
+    jmp 1f
+1:
+    mov edx, dword ptr [r15 + 128]
     jmp 1f
 1:
     add r11, 64
@@ -10098,235 +10282,228 @@ ditto_body_c1:
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c175:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r9d, r9b
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, r9d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov ecx, 181
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r9d, 45
-    mov dword ptr [r15 + 448], 90
-    and ecx, dword ptr [r15 + 64]
-    vmovq qword ptr [r15 + 512], xmm6
-    mov r9d, dword ptr [r15 + 320]
-    test ebx, 1024
-    jnz 1f
-1:
-    movzx ecx, byte ptr [r15 + 192]
-    mov qword ptr [r15 + 576], rcx
-    mov ecx, ecx
-    mov r9, r11
-    mov rcx, qword ptr [r15 + 320]
-    and r9, 4032
-    movzx r8d, byte ptr [r15 + r9 + 3392]
-    movsxd rdx, dword ptr [r15 + 384]
-    mov r9d, 236
-    movzx r9d, r9b
-    jmp 1f
-1:
-    mov r9, r11
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 536870912
+    setz al
+    lea rcx, [rip + .Lc1_d8113_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d8113_s_t
+    .p2align 3
+.Lc1_d8113_s:
+    .p2align 3
+    jmp .Lc1_d8113_j
+    .p2align 3
+    jmp .Lc1_d8113_j
+.Lc1_d8113_j:
     mov rbp, r11
-    mov rax, r8
-    and r9, 448
-    mov r8d, dword ptr [r15 + r9 + 832]
-    jmp 1f
-1:
+    movzx ecx, al
+    mov r9, r11
     and rbp, 1984
-    mov r9d, dword ptr [r15 + rbp + 1344]
+    movsxd rax, dword ptr [r15 + rbp + 1344]
+    and r9, 8128
+    mov ebp, dword ptr [r15 + r9 + 7488]
+    mov r9d, dword ptr [r15 + 448]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, dword ptr [r15 + 128]
+    movzx edx, byte ptr [r15 + 256]
+    vpshufd xmm0, xmm0, 194
+    mov r8, qword ptr [r15 + 384]
     jmp 1f
 1:
     jmp 1f
 1:
-    and eax, dword ptr [r15 + 256]
-    mov rbp, qword ptr [r15 + 128]
+    mov dword ptr [r15 + 576], 201
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov byte ptr [r15 + 320], r8b
+    mov dword ptr [r15 + 64], r8d
+    mov r8, r11
+    movzx edi, byte ptr [r15 + 512]
+    movzx esi, cl
+    and r8, 4032
+    mov ecx, dword ptr [r15 + r8 + 3392]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c176:
-    lea rcx, [rip + .Lc1_d8098_j]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d8157_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d8098_j_t
-.Lc1_d8098_j:
+    jmp .Lc1_d8157_j_t
+.Lc1_d8157_j:
+    jmp 1f
+1:
+    add rdx, qword ptr [r15 + 64]
+    add rdx, qword ptr [r15 + 320]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, rcx
+    movzx r9d, dl
+    movzx edx, cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    and ecx, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 133
-    mov rbp, r11
-    mov qword ptr [r15 + 384], r8
-    and rbp, 8128
-    mov r8, r11
-    vmovdqu xmm6, xmmword ptr [r15 + rbp + 7488]
-    and ebp, dword ptr [r15 + 128]
-    mov dword ptr [r15 + 64], 45
-    and r8, 1984
-    mov byte ptr [r15 + r8 + 1344], cl
-    movzx r8d, byte ptr [r15 + 448]
     jmp 1f
 1:
-    mov byte ptr [r15 + 640], cl
-    vmovdqu xmmword ptr [r15 + 512], xmm6
-    movzx ecx, byte ptr [r15 + 256]
+    and r9d, dword ptr [r15 + 0]
+    mov rdx, r9
+    mov rsi, rsi
+    mov r9, r11
+    mov esi, ecx
+    test dword ptr [r15 + 67117723], 16
+    jz 1f
+1:
+    mov ecx, dword ptr [r15 + 448]
+    and r9, 448
+    mov esi, dword ptr [r15 + r9 + 832]
     jmp 1f
 1:
-    mov dword ptr [r15 + 192], ecx
-    mov ecx, dword ptr [r15 + 320]
-    .byte 0x0f, 0x1f, 0x00
-    mov edi, 10
-    movzx edi, dil
-    mov edi, ebp
     jmp 1f
 1:
-    mov rbp, r11
-    mov byte ptr [r15 + 128], r8b
-    and rbp, 4032
-    mov byte ptr [r15 + rbp + 3392], bpl
-    movzx r8d, dil
-    mov ebp, r8d
+    mov dword ptr [r15 + 640], r9d
+    mov r9, r9
+    movsxd r9, dword ptr [r15 + 704]
+    mov qword ptr [r15 + 192], r9
+    movsxd r9, dword ptr [r15 + 384]
+    mov edx, 219
+    vpaddd xmm0, xmm0, xmm0
+    movzx eax, dl
     jmp 1f
 1:
+    mov dword ptr [r15 + 512], eax
+    mov byte ptr [r15 + 256], dl
+    mov edx, r9d
+    movzx r9d, byte ptr [r15 + 128]
+    movzx eax, byte ptr [r15 + 128]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c177:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov eax, 7
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx edi, al
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], dil
-    mov dword ptr [r15 + 0], 233
-    mov edi, ebp
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 704], edi
-    jmp 1f
-1:
+    mov r9, qword ptr [r15 + 320]
+    mov qword ptr [r15 + 192], rax
+    add r9, qword ptr [r15 + 256]
+    mov rax, rdx
     jmp 1f
 1:
     mov rbp, r11
-    jmp 1f
-1:
-    and rbp, 8128
-    mov edi, dword ptr [r15 + rbp + 7488]
-    test dword ptr [r15 + 67117724], 34078720
-    jnz 1f
-1:
-    movsxd rbp, dword ptr [r15 + 768]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 128], ebp
-    mov rdi, qword ptr [r15 + 512]
-    mov ebp, edi
-    jmp 1f
-1:
-    mov ebp, ebp
-    movsxd rdx, dword ptr [r15 + 64]
-    mov byte ptr [r15 + 448], al
-    mov rbp, r11
-    mov rax, rbp
-    mov eax, 111
+    vpshufd xmm0, xmm0, 201
     and rbp, 448
-    movsxd rax, dword ptr [r15 + rbp + 832]
-    mov rcx, qword ptr [r15 + 320]
-    vmovdqu ymmword ptr [r15 + 384], ymm6
-    mov ebp, ecx
+    mov eax, dword ptr [r15 + rbp + 832]
+    movsxd rbp, dword ptr [r15 + 128]
+    movzx edx, r9b
+    mov r9d, 124
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    and r9d, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 112
+    mov r8, rdi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edi, 236
+    mov dword ptr [r15 + 0], edi
+    mov r8, r11
+    mov edi, r9d
+    mov r9d, 108
+    and r8, 4032
+    movzx r9d, byte ptr [r15 + r8 + 3392]
+    movsxd rcx, dword ptr [r15 + 320]
+    and ecx, dword ptr [r15 + 768]
+    mov r8d, 55
+    mov r8d, dword ptr [r15 + 384]
+    mov dword ptr [r15 + 64], 180
+    vmovq qword ptr [r15 + 448], xmm0
+    mov esi, 247
+    movzx esi, byte ptr [r15 + 64]
+    movzx ecx, byte ptr [r15 + 512]
     mov rbp, r11
-    mov r8d, dword ptr [r15 + 192]
+    mov ecx, r8d
     and rbp, 1984
-    movzx r9d, byte ptr [r15 + rbp + 1344]
+    mov r8d, dword ptr [r15 + rbp + 1344]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c178:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 15
-    lea rcx, [rip + .Lc1_d8195_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d8195_s_t
-    .p2align 3
-.Lc1_d8195_s:
-    .p2align 3
-    jmp .Lc1_d8195_j
-    .p2align 3
-    jmp .Lc1_d8195_j
-    .p2align 3
-    jmp .Lc1_d8195_j
-    .p2align 3
-    jmp .Lc1_d8195_j
-    .p2align 3
-    jmp .Lc1_d8195_j
-    .p2align 3
-    jmp .Lc1_d8195_j
-    .p2align 3
-    jmp .Lc1_d8195_j
-    .p2align 3
-    jmp .Lc1_d8195_j
-    .p2align 3
-    jmp .Lc1_d8195_j
-    .p2align 3
-    jmp .Lc1_d8195_j
-    .p2align 3
-    jmp .Lc1_d8195_j
-    .p2align 3
-    jmp .Lc1_d8195_j
-    .p2align 3
-    jmp .Lc1_d8195_j
-    .p2align 3
-    jmp .Lc1_d8195_j
-    .p2align 3
-    jmp .Lc1_d8195_j
-    .p2align 3
-    jmp .Lc1_d8195_j
-.Lc1_d8195_j:
-    mov rbp, r11
+    lea rcx, [rip + .Lc1_d8251_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d8251_j_t
+.Lc1_d8251_j:
+    movsxd rcx, dword ptr [r15 + 128]
+    mov r8, rcx
+    movsxd rcx, dword ptr [r15 + 64]
+    mov r9d, dword ptr [r15 + 320]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov ecx, dword ptr [r15 + 64]
-    and rbp, 4032
-    mov dword ptr [r15 + rbp + 3392], eax
-    movzx ebp, dil
     jmp 1f
 1:
-    movzx eax, byte ptr [r15 + 384]
-    mov rdi, qword ptr [r15 + 128]
-    mov ebp, edi
-    movzx edi, byte ptr [r15 + 256]
+    mov ebp, r9d
+    mov r9d, 255
+    mov dword ptr [r15 + 0], r9d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, r9
+    mov byte ptr [r15 + 0], bpl
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 512], r9b
+    test ebx, 1073741824
+    jz 1f
+1:
     mov r8, r11
+    mov ebp, ebp
+    mov r9, r11
+    and r8, 4032
+    movzx esi, byte ptr [r15 + r8 + 3392]
+    mov ebp, 56
+    and r9, 1984
+    mov qword ptr [r15 + r9 + 1344], r9
+    mov r9, qword ptr [r15 + 128]
     jmp 1f
 1:
-    and r8, 448
-    mov r9, qword ptr [r15 + r8 + 832]
+    jmp 1f
+1:
+    lea rbp, [r11 + r11*1]
+    vpcmpeqb xmm0, xmm0, xmmword ptr [r15 + 384]
+    movzx r8d, byte ptr [r15 + 192]
+    and rbp, 8128
+    mov rcx, qword ptr [r15 + rbp + 7552]
+    mov dword ptr [r15 + 448], 149
+    jmp 1f
+1:
+    vpaddd xmm0, xmm0, xmm0
+    mov edi, dword ptr [r15 + 576]
+    movsxd rdx, dword ptr [r15 + rbp + 7488]
+    jmp 1f
+1:
+    mov ebp, edx
     add r11, 64
     inc rbx
     dec r13
@@ -10334,181 +10511,163 @@ ditto_body_c1:
 .Lc1_b1_c179:
     jmp 1f
 1:
-    jmp 1f
-1:
-    vmovdqu ymmword ptr [r15 + 128], ymm6
-    mov r8d, dword ptr [r15 + 576]
-    mov edi, 188
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], rbp
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 92
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, r8d
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    movzx r8d, r8b
-    mov dword ptr [r15 + 0], esi
-    mov dword ptr [r15 + 640], edi
-    mov edi, dword ptr [r15 + 256]
-    jmp 1f
-1:
-    mov r8d, 29
-    movzx ebp, r8b
-    movzx ebp, byte ptr [r15 + 448]
-    mov r8d, 135
-    jmp 1f
-1:
-    movzx r8d, r9b
-    mov r9d, edi
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov byte ptr [r15 + 512], r8b
-    mov r8, r11
-    mov r9, qword ptr [r15 + 448]
-    and r8, 1984
-    mov dword ptr [r15 + r8 + 1344], edi
-    mov dword ptr [r15 + 320], 227
-    movzx edi, dl
-    mov rdi, qword ptr [r15 + 192]
-    movzx r8d, byte ptr [r15 + 64]
-    mov rdx, qword ptr [r15 + 64]
-    and r8d, dword ptr [r15 + 384]
-    mov rcx, qword ptr [r15 + 320]
-    mov eax, ecx
-    movzx ecx, al
-    jmp 1f
-1:
+    mov dword ptr [r15 + 640], ebp
     mov rbp, r11
-    movzx ecx, bpl
-    and rbp, 8128
-    mov ecx, dword ptr [r15 + rbp + 7488]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    and rbp, 4032
+    mov dword ptr [r15 + rbp + 3392], 134
+    jmp 1f
+1:
+    movzx ebp, dil
+    movsxd rdx, dword ptr [r15 + 192]
+    jmp 1f
+1:
+    movsxd rax, dword ptr [r15 + 704]
+    mov rbp, r8
+    mov dword ptr [r15 + 0], 193
+    mov r8d, ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], r8b
+    mov edi, edx
+    mov ebp, 154
+    mov qword ptr [r15 + 0], rdx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edx, dword ptr [r15 + 64]
+    jmp 1f
+1:
+    mov r8, rdi
+    mov dword ptr [r15 + 64], r8d
+    vmovdqu ymmword ptr [r15 + 128], ymm0
+    mov r8, r11
+    vmovdqu xmmword ptr [r15 + 384], xmm0
+    and r8, 1984
+    mov dword ptr [r15 + r8 + 1344], 116
+    vpaddd xmm0, xmm0, xmm0
+    movzx r8d, byte ptr [r15 + 320]
+    mov edi, dword ptr [r15 + 256]
+    mov ebp, ebp
+    mov qword ptr [r15 + 512], rbp
+    mov r9, r11
+    jmp 1f
+1:
+    add r8, qword ptr [r15 + 384]
+    and r9, 448
+    movzx ebp, byte ptr [r15 + r9 + 832]
+    mov r9d, 102
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c180:
-    lea rcx, [rip + .Lc1_d8288_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d8288_j_t
-.Lc1_d8288_j:
-    mov ecx, ecx
-    mov qword ptr [r15 + 384], rsi
-    jmp 1f
-1:
-    mov rcx, qword ptr [r15 + 128]
-    mov dword ptr [r15 + 128], ebp
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 2097152
+    setz al
+    lea rcx, [rip + .Lc1_d8351_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d8351_s_t
+    .p2align 3
+.Lc1_d8351_s:
+    .p2align 3
+    jmp .Lc1_d8351_j
+    .p2align 3
+    jmp .Lc1_d8351_j
+.Lc1_d8351_j:
+    mov dword ptr [r15 + 768], eax
+    and ecx, dword ptr [r15 + 64]
+    mov rdx, rcx
+    mov dword ptr [r15 + 192], 43
+    movzx ecx, dl
     mov rbp, r11
-    mov byte ptr [r15 + 512], bpl
-    and rbp, 448
-    mov dword ptr [r15 + rbp + 832], ebp
-    mov esi, 110
-    vmovdqu ymmword ptr [r15 + 384], ymm6
-    mov rbp, qword ptr [r15 + 448]
-    movzx esi, byte ptr [r15 + 320]
-    movsxd rax, dword ptr [r15 + 256]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx edx, al
-    movsxd rax, dword ptr [r15 + 192]
+    movsxd rcx, dword ptr [r15 + 512]
+    and rbp, 1984
+    mov rax, qword ptr [r15 + rbp + 1344]
+    mov rbp, qword ptr [r15 + 256]
+    mov r9, qword ptr [r15 + 128]
+    mov edi, edx
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1536
-    jnz 1f
-1:
-    jmp 1f
-1:
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, eax
-    movzx ecx, sil
-    mov byte ptr [r15 + 0], dl
+    mov byte ptr [r15 + 0], al
+    mov edx, eax
+    mov r8, r11
     mov rbp, r11
-    mov dword ptr [r15 + 0], edx
+    and r8, 448
+    mov dword ptr [r15 + r8 + 832], edi
+    mov dword ptr [r15 + 448], r8d
+    mov edi, dword ptr [r15 + 128]
     and rbp, 8128
-    mov dword ptr [r15 + rbp + 7488], r9d
-    mov rbp, r11
-    jmp 1f
-1:
-    mov r9d, 214
-    mov ecx, dword ptr [r15 + 64]
-    and rbp, 4032
-    vmovdqu xmm6, xmmword ptr [r15 + rbp + 3392]
-    mov ebp, r8d
-    nop
-    movzx r8d, bpl
-    movzx r8d, byte ptr [r15 + 704]
+    movsxd r8, dword ptr [r15 + rbp + 7488]
+    mov qword ptr [r15 + 384], r8
+    mov r8d, dword ptr [r15 + 320]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c181:
-    mov rbp, r11
-    and rbp, 1984
-    mov r8d, dword ptr [r15 + rbp + 1344]
-    mov rbp, qword ptr [r15 + 192]
-    mov dword ptr [r15 + 0], ebp
+    mov rbp, qword ptr [r15 + 320]
+    mov dword ptr [r15 + 0], 169
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, ebp
-    mov ebp, 72
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 85
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
+    movzx edi, bpl
+    mov dword ptr [r15 + 0], 106
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, rbp
-    mov rbp, r11
-    mov esi, ebp
-    jmp 1f
+    vpxor xmm0, xmm0, xmm2
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, rdi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov esi, 142
+    mov edi, r9d
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r9d, byte ptr [r15 + 256]
+    and r9d, dword ptr [r15 + 192]
+    mov byte ptr [r15 + 576], r9b
+    test ebx, 1073741824
+    jz 1f
 1:
-    and rbp, 4032
-    mov dword ptr [r15 + rbp + 3392], 189
-    and esi, dword ptr [r15 + 768]
-    mov rax, r8
-    mov rbp, r8
-    mov dword ptr [r15 + 256], 147
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r8d, dword ptr [r15 + 128]
-    movsxd rbp, dword ptr [r15 + 512]
-    mov r9, qword ptr [r15 + 448]
-    mov rdx, qword ptr [r15 + 576]
-    mov rdi, qword ptr [r15 + 64]
-    mov rbp, r11
-    jmp 1f
-1:
-    mov dword ptr [r15 + 320], ebp
-    and rbp, 16320
-    mov byte ptr [r15 + rbp + 15680], bpl
-    jmp 1f
-1:
-    add r8, qword ptr [r15 + 384]
+    mov r9, r11
     mov rcx, r9
+    and r9, 16320
+    movsxd rcx, dword ptr [r15 + r9 + 15680]
+    mov qword ptr [r15 + 512], rdx
+    mov qword ptr [r15 + 384], rdx
+    jmp 1f
+1:
+    mov r9d, edi
+    movsxd rdx, dword ptr [r15 + 448]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r8, r11
+    jmp 1f
+1:
+    and r8, 4032
+    mov r9d, dword ptr [r15 + r8 + 3392]
+    mov rbp, r11
+    vpcmpeqb xmm0, xmm0, xmmword ptr [r15 + 128]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    and rbp, 8128
+    mov dword ptr [r15 + rbp + 7488], 229
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + 64], ymm0
     jmp 1f
 1:
     add r11, 64
@@ -10516,295 +10675,298 @@ ditto_body_c1:
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c182:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 1073741824
-    setz al
-    lea rcx, [rip + .Lc1_d8390_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d8390_s_t
-    .p2align 3
-.Lc1_d8390_s:
-    .p2align 3
-    jmp .Lc1_d8390_j
-    .p2align 3
-    jmp .Lc1_d8390_j
-.Lc1_d8390_j:
-    mov byte ptr [r15 + 192], bpl
-    mov ebp, ecx
+    lea rcx, [rip + .Lc1_d8440_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d8440_j_t
+.Lc1_d8440_j:
+    lea rbp, [r11 + r11*1]
     jmp 1f
 1:
-    mov rax, qword ptr [r15 + 64]
-    mov rbp, rax
+    and rbp, 448
+    mov ecx, dword ptr [r15 + rbp + 896]
+    movsxd r8, dword ptr [r15 + 320]
+    movsxd rdi, dword ptr [r15 + 128]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 106
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], dil
+    mov r12, qword ptr [r15 + r12 + 56]
+    add rcx, qword ptr [r15 + 256]
+    mov byte ptr [r15 + 384], bpl
+    movzx edx, byte ptr [r15 + 64]
+    mov dword ptr [r15 + 448], 95
+    movzx edi, byte ptr [r15 + 704]
     jmp 1f
 1:
     mov r9, r11
-    mov byte ptr [r15 + 640], r9b
-    and r9, 448
-    movzx eax, byte ptr [r15 + r9 + 832]
-    jmp 1f
-1:
+    mov eax, dword ptr [r15 + 640]
+    mov rsi, rax
+    mov rax, qword ptr [r15 + 512]
+    and r9, 4032
+    movzx r8d, byte ptr [r15 + r9 + 3392]
+    mov dword ptr [r15 + 64], 249
     mov r9, r11
-    movzx ecx, r9b
-    and r9, 8128
-    mov dword ptr [r15 + r9 + 7488], 144
-    test ebx, 1073741824
-    jz 1f
-1:
+    movzx eax, byte ptr [r15 + rbp + 832]
+    and r9, 1984
+    mov ebp, dword ptr [r15 + r9 + 1344]
     jmp 1f
 1:
-    movzx r9d, byte ptr [r15 + 512]
-    movsxd r8, dword ptr [r15 + 384]
-    movsxd rax, dword ptr [r15 + 128]
+    mov r9d, ebp
+    and esi, dword ptr [r15 + 320]
     jmp 1f
 1:
-    movzx ecx, cl
-    mov ecx, 214
-    mov dword ptr [r15 + 320], r8d
-    mov rbp, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 1984
-    mov rdi, qword ptr [r15 + rbp + 1344]
+    mov r9d, 85
+    mov r9d, r8d
+    mov r9, rcx
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c183:
-    mov rbp, rdi
+    mov r8d, dword ptr [r15 + 448]
+    mov r9d, r9d
+    jmp 1f
+1:
+    movzx r9d, byte ptr [r15 + 128]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov ebp, r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, 165
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, 14
     mov r8, r11
-    mov qword ptr [r15 + 320], rdi
-    and r8, 448
-    mov qword ptr [r15 + r8 + 832], r8
+    mov esi, 147
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, 94
-    vmovdqu ymmword ptr [r15 + 0], ymm6
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    and r8, 8128
+    mov byte ptr [r15 + r8 + 7488], r8b
+    test ebx, 1073741824
+    jz 1f
+1:
     jmp 1f
 1:
-    mov qword ptr [r15 + 0], r8
+    movsxd r8, dword ptr [r15 + 320]
+    mov qword ptr [r15 + 128], rsi
+    mov esi, dword ptr [r15 + 192]
     jmp 1f
 1:
-    movzx r8d, r8b
-    movsxd rdi, dword ptr [r15 + 192]
-    mov r8, r11
-    mov dword ptr [r15 + 128], r8d
-    mov ebp, ebp
-    and r8, 4032
-    movsxd rsi, dword ptr [r15 + r8 + 3392]
-    jmp 1f
-1:
-    mov r8, qword ptr [r15 + 448]
-    mov rdx, rbp
-    mov qword ptr [r15 + 704], rdx
-    movzx edx, dil
-    mov rdx, rdx
     mov rbp, r11
-    mov edi, 89
-    movzx eax, byte ptr [r15 + 384]
-    and rbp, 8128
-    mov byte ptr [r15 + rbp + 7488], bpl
-    mov qword ptr [r15 + 64], rdx
     jmp 1f
 1:
-    mov ebp, 105
-    mov qword ptr [r15 + 512], rcx
-    mov qword ptr [r15 + 256], rax
     jmp 1f
 1:
-    and ebp, dword ptr [r15 + 64]
-    movsxd rax, dword ptr [r15 + 320]
+    and rbp, 1984
+    mov edx, dword ptr [r15 + rbp + 1344]
+    movsxd rbp, dword ptr [r15 + 384]
+    movzx r9d, byte ptr [r15 + 768]
+    movzx eax, byte ptr [r15 + 256]
+    mov r8, r11
+    mov rcx, qword ptr [r15 + 512]
+    mov dword ptr [r15 + 64], 114
+    jmp 1f
+1:
+    and r8, 4032
+    mov byte ptr [r15 + r8 + 3392], dil
+    mov r8d, 130
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c184:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d8482_j]
+    lea rcx, [rip + .Lc1_d8531_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d8482_j_t
-.Lc1_d8482_j:
-    jmp 1f
-1:
-    mov ecx, 126
-    mov ecx, 141
-    jmp 1f
-1:
+    jmp .Lc1_d8531_j_t
+.Lc1_d8531_j:
+    movzx r8d, byte ptr [r15 + 128]
+    mov dword ptr [r15 + 384], edi
+    mov rcx, qword ptr [r15 + 256]
+    mov byte ptr [r15 + 0], cl
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rcx
-    add rcx, qword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], ecx
-    mov rax, rax
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, dword ptr [r15 + 128]
-    movzx r9d, cl
-    vpxor xmm1, xmm1, xmm6
-    movzx ecx, r9b
-    mov ecx, ecx
-    mov r9, r11
-    test dword ptr [r15 + 67117724], 8929280
-    jz 1f
+    vmovq qword ptr [r15 + 0], xmm0
+    movzx edi, cl
+    jmp 1f
 1:
     mov rbp, r11
-    and r9, 448
-    mov r8, qword ptr [r15 + r9 + 832]
-    mov eax, ecx
+    mov qword ptr [r15 + 0], rbp
+    and rbp, 448
+    mov byte ptr [r15 + rbp + 832], dil
+    mov dword ptr [r15 + 64], 150
+    mov dword ptr [r15 + 64], ecx
+    mov rbp, r11
+    mov ecx, dword ptr [r15 + 384]
+    mov rdi, rcx
+    mov ecx, edi
     and rbp, 8128
-    mov dword ptr [r15 + rbp + 7488], ebp
-    mov ecx, 212
+    mov rcx, qword ptr [r15 + rbp + 7488]
     jmp 1f
 1:
-    mov ecx, dword ptr [r15 + 256]
-    mov byte ptr [r15 + 128], cl
-    mov rcx, qword ptr [r15 + 512]
-    jmp 1f
-1:
-    movsxd rbp, dword ptr [r15 + 768]
-    mov dword ptr [r15 + 64], 112
+    movzx ebp, dil
     mov r9, r11
-    mov rax, qword ptr [r15 + 448]
-    mov rdx, rcx
+    add rbp, qword ptr [r15 + 320]
+    mov byte ptr [r15 + 192], dil
+    add rdi, qword ptr [r15 + 576]
     and r9, 1984
-    mov ecx, dword ptr [r15 + r9 + 1344]
+    mov dword ptr [r15 + r9 + 1344], r9d
+    and ebp, dword ptr [r15 + 512]
+    movzx r9d, bpl
+    mov dword ptr [r15 + 448], 111
+    mov ebp, r9d
     jmp 1f
 1:
-    movzx r9d, byte ptr [r15 + 384]
-    movsxd rdi, dword ptr [r15 + 320]
+    mov ebp, dword ptr [r15 + 640]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c185:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov dword ptr [r15 + 0], 119
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    and r9d, dword ptr [r15 + 0]
+    mov eax, 220
+    mov eax, 162
+    mov ebp, eax
+    vmovdqu ymmword ptr [r15 + 0], ymm0
+    mov rax, rbp
+    mov eax, 57
+    and eax, dword ptr [r15 + 0]
     jmp 1f
 1:
+    mov dword ptr [r15 + 64], 137
+    mov byte ptr [r15 + 512], al
+    mov eax, eax
+    mov rbp, r11
+    mov eax, r9d
+    and rbp, 448
+    movzx ecx, byte ptr [r15 + rbp + 832]
+    mov r9d, 184
+    movsxd r9, dword ptr [r15 + 128]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, 5
-    mov edx, edx
-    vpaddq xmm1, xmm1, xmmword ptr [r15 + 0]
-    mov rcx, rdx
-    lock xadd qword ptr [r15 + 0], rcx
-    jmp 1f
+    test dword ptr [r15 + 67117723], 4
+    jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, dword ptr [r15 + 448]
-    mov qword ptr [r15 + 64], rdi
-    mov r9d, dword ptr [r15 + 128]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 448], ecx
-    movsxd rcx, dword ptr [r15 + 64]
-    jmp 1f
-1:
-    mov rdi, rax
-    mov byte ptr [r15 + 576], dil
-    movzx ebp, byte ptr [r15 + 128]
-    jmp 1f
-1:
-    movsxd rax, dword ptr [r15 + 320]
-    mov dword ptr [r15 + 256], eax
-    lea r8, [r11 + r11*1]
-    movsxd rax, dword ptr [r15 + 384]
-    mov rdi, rcx
+    mov ebp, esi
+    mov rbp, r11
+    mov dword ptr [r15 + 384], r9d
     mov r9, r11
-    mov rdi, r9
-    and r8, 4032
-    mov rdi, qword ptr [r15 + r8 + 3392]
-    and r9, 1984
-    movsxd rsi, dword ptr [r15 + r9 + 1344]
-    mov r9d, dword ptr [r15 + 512]
-    mov edi, dword ptr [r15 + 640]
-    mov esi, dword ptr [r15 + r8 + 3456]
-    mov r8d, edx
-    mov r8d, dword ptr [r15 + 192]
+    and rbp, 8128
+    movzx esi, byte ptr [r15 + rbp + 7488]
+    and r9, 4032
+    mov ebp, dword ptr [r15 + r9 + 3392]
     jmp 1f
 1:
-    nop
+    movzx r9d, bpl
     jmp 1f
 1:
-    movsxd r8, dword ptr [r15 + 192]
-    movzx r8d, byte ptr [r15 + 384]
+    jmp 1f
+1:
+    mov r8d, dword ptr [r15 + 320]
+    jmp 1f
+1:
+    add qword ptr [r15 + 192], r8
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 256], esi
+    jmp 1f
+1:
+    movsxd r8, dword ptr [r15 + 448]
+    movzx esi, bpl
+    mov eax, esi
+    mov dword ptr [r15 + 704], eax
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c186:
-    lea rcx, [rip + .Lc1_d8581_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d8581_j_t
-.Lc1_d8581_j:
-    mov r8, r11
-    and r8, 1984
-    mov qword ptr [r15 + r8 + 1344], r8
-    mov dword ptr [r15 + 128], ecx
-    and eax, dword ptr [r15 + 704]
-    and ebp, dword ptr [r15 + 256]
-    mov r8, rcx
-    mov r8d, ecx
-    mov ecx, r8d
-    mov r8d, eax
-    mov qword ptr [r15 + 64], rax
-    mov r8, qword ptr [r15 + 384]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 8192
+    setz al
+    lea rcx, [rip + .Lc1_d8633_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d8633_s_t
+    .p2align 3
+.Lc1_d8633_s:
+    .p2align 3
+    jmp .Lc1_d8633_j
+    .p2align 3
+    jmp .Lc1_d8633_j
+.Lc1_d8633_j:
+    movzx ecx, byte ptr [r15 + 384]
     jmp 1f
 1:
-    movzx eax, byte ptr [r15 + 512]
-    mov ecx, 254
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rax, dword ptr [r15 + 128]
     jmp 1f
 1:
-    test ebx, 1024
-    jnz 1f
+    jmp 1f
 1:
-    vmovdqu xmmword ptr [r15 + 0], xmm1
-    movzx ecx, r9b
+    mov r8d, 52
+    mov qword ptr [r15 + 128], r8
+    mov byte ptr [r15 + 192], dil
+    mov dword ptr [r15 + 64], 220
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, r11
-    mov rcx, r8
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 448
+    mov r8, qword ptr [r15 + 768]
+    mov rbp, r11
     mov r9, r11
-    mov ecx, dword ptr [r15 + r8 + 832]
-    and r9, 8128
-    mov byte ptr [r15 + r9 + 7488], r9b
-    movzx r8d, r9b
-    mov ebp, dword ptr [r15 + 320]
-    mov dword ptr [r15 + 320], ebp
     jmp 1f
 1:
-    movzx r8d, byte ptr [r15 + 64]
-    mov r9d, dword ptr [r15 + 448]
-    mov ebp, r9d
+    and r9, 4032
+    vmovdqu ymmword ptr [r15 + r9 + 3392], ymm0
+    movzx r9d, byte ptr [r15 + 320]
+    and rbp, 1984
+    mov rdi, qword ptr [r15 + rbp + 1344]
+    and r9d, dword ptr [r15 + 448]
+    movzx ebp, dl
+    jmp 1f
+1:
+    mov rbp, r11
+    jmp 1f
+1:
+    and rbp, 8128
+    mov byte ptr [r15 + rbp + 7488], r8b
+    mov dword ptr [r15 + 512], 208
+    mov edx, ebp
+    movsxd rdx, dword ptr [r15 + 320]
+    mov ebp, 224
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c187:
-    movzx r9d, byte ptr [r15 + 64]
-    movzx r8d, byte ptr [r15 + 448]
-    mov rbp, r11
-    movsxd rdx, dword ptr [r15 + 384]
-    and rbp, 448
-    mov qword ptr [r15 + rbp + 832], r9
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    add rbp, qword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rcx
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
@@ -10812,311 +10974,333 @@ ditto_body_c1:
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], ebp
+    mov rbp, qword ptr [r15 + 64]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, 143
-    jmp 1f
+    mov rcx, qword ptr [r15 + 576]
+    mov r8, r11
+    movsxd rax, dword ptr [r15 + 448]
+    test dword ptr [r15 + 67117724], 5
+    jnz 1f
 1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 512], ebp
-    movsxd rax, dword ptr [r15 + 768]
-    mov r9d, eax
+    movsxd rbp, dword ptr [r15 + 192]
+    and r8, 448
+    mov rax, qword ptr [r15 + r8 + 832]
     mov r9, r11
-    mov rbp, qword ptr [r15 + 128]
+    mov qword ptr [r15 + 384], r9
     jmp 1f
 1:
-    and r9, 4032
-    mov rcx, qword ptr [r15 + r9 + 3392]
-    movzx r9d, byte ptr [r15 + 384]
-    movzx edi, byte ptr [r15 + 256]
-    mov rsi, qword ptr [r15 + 192]
-    jmp 1f
-1:
+    vpmovmskb r8d, xmm0
+    and r9, 1984
+    mov rdx, qword ptr [r15 + r9 + 1344]
     jmp 1f
 1:
     jmp 1f
 1:
-    mov rbp, r11
-    mov qword ptr [r15 + 128], rax
-    and rbp, 8128
-    mov rax, qword ptr [r15 + rbp + 7488]
-    mov ebp, esi
-    movzx ebp, byte ptr [r15 + 320]
-    mov rbp, qword ptr [r15 + 576]
+    jmp 1f
+1:
+    mov byte ptr [r15 + 640], dl
+    jmp 1f
+1:
+    add rdx, qword ptr [r15 + 256]
+    vmovdqu ymmword ptr [r15 + 320], ymm0
+    mov r9d, dword ptr [r15 + 512]
+    movsxd r8, dword ptr [r15 + 384]
+    mov dword ptr [r15 + 128], 225
+    mov byte ptr [r15 + 64], r8b
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c188:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 67108864
-    setz al
-    lea rcx, [rip + .Lc1_d8677_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d8677_s_t
-    .p2align 3
-.Lc1_d8677_s:
-    .p2align 3
-    jmp .Lc1_d8677_j
-    .p2align 3
-    jmp .Lc1_d8677_j
-.Lc1_d8677_j:
-    mov ecx, dword ptr [r15 + 512]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov rbp, r11
-    mov eax, 5
-    mov byte ptr [r15 + 320], al
-    and rbp, 4032
-    mov qword ptr [r15 + rbp + 3392], rbp
-    mov byte ptr [r15 + 256], cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, ecx
-    mov r12, qword ptr [r15 + r12 + 56]
+    lea rcx, [rip + .Lc1_d8724_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d8724_j_t
+.Lc1_d8724_j:
     mov r8, r11
-    mov qword ptr [r15 + 0], rax
-    mov eax, dword ptr [r15 + 192]
-    and r8, 1984
-    vmovdqu ymmword ptr [r15 + r8 + 1344], ymm1
-    movzx ebp, dil
-    movzx ebp, bpl
-    mov qword ptr [r15 + 128], rdi
-    and ecx, dword ptr [r15 + 64]
-    mov ebp, 77
+    mov dword ptr [r15 + 512], r8d
+    and r8, 4032
+    and ecx, dword ptr [r15 + r8 + 3392]
+    mov r8, qword ptr [r15 + 320]
+    mov r9d, dword ptr [r15 + 64]
+    mov rdx, rax
+    mov eax, edx
+    mov rax, qword ptr [r15 + 64]
+    vmovdqu ymmword ptr [r15 + 704], ymm0
+    mov qword ptr [r15 + 448], rcx
+    mov ecx, 243
+    vmovdqu ymmword ptr [r15 + 320], ymm0
     mov rbp, r11
     jmp 1f
 1:
+    movzx ecx, byte ptr [r15 + 384]
     and rbp, 8128
-    mov dword ptr [r15 + rbp + 7488], ebp
-    movzx edi, byte ptr [r15 + 640]
+    vmovdqu xmm0, xmmword ptr [r15 + rbp + 7488]
+    mov rbp, rdx
+    mov edx, edx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r11
+    vpaddq xmm0, xmm0, xmmword ptr [r15 + 192]
     jmp 1f
 1:
-    mov rbp, rcx
+    and rbp, 448
+    mov rsi, qword ptr [r15 + rbp + 832]
+    mov qword ptr [r15 + 256], rdx
+    mov dword ptr [r15 + 128], 190
+    mov dword ptr [r15 + 128], ebp
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c189:
-    lea rcx, [rip + .Lc1_d8719_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d8719_j_t
-.Lc1_d8719_j:
-    mov qword ptr [r15 + 512], rcx
-    add rcx, qword ptr [r15 + 0]
-    movzx ebp, bpl
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 28
+    mov byte ptr [r15 + 448], bpl
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov ebp, ebp
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], esi
+    jmp 1f
+1:
+    movzx esi, sil
+    mov dword ptr [r15 + 0], 103
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov esi, dword ptr [r15 + 320]
+    mov ebp, dword ptr [r15 + 512]
     mov r8, r11
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov edx, r8d
+    mov dword ptr [r15 + 576], edx
+    and r8, 4032
+    mov eax, dword ptr [r15 + r8 + 3392]
     jmp 1f
 1:
-    and r8, 1984
-    mov rax, qword ptr [r15 + r8 + 1344]
-    mov rbp, rax
-    and ecx, dword ptr [r15 + 384]
-    mov dword ptr [r15 + 64], 143
-    mov eax, dword ptr [r15 + 448]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov qword ptr [r15 + 384], rcx
-    mov r8, rbp
-    mov r8, rcx
-    mov r8d, dword ptr [r15 + 128]
-    movsxd rcx, dword ptr [r15 + 192]
-    mov rbp, rax
-    mov rbp, r11
+    mov r9, r11
+    mov r8d, dword ptr [r15 + 768]
+    vpor xmm0, xmm0, xmm0
+    and r9, 8128
+    movsxd rdx, dword ptr [r15 + r9 + 7488]
+    mov r9d, 43
+    mov dword ptr [r15 + 64], 15
+    mov r9, rsi
+    mov dword ptr [r15 + 128], r8d
     jmp 1f
 1:
-    movzx eax, bpl
-    mov r9d, dword ptr [r15 + 64]
-    and rbp, 448
-    mov dword ptr [r15 + rbp + 832], 54
-    mov dword ptr [r15 + 704], 78
-    movsxd rax, dword ptr [r15 + 256]
-    mov ebp, ecx
+    mov r9, r11
     jmp 1f
 1:
-    mov dword ptr [r15 + 320], 97
-    mov ebp, 111
+    movsxd r8, dword ptr [r15 + 256]
+    and r9, 1984
+    mov rdi, qword ptr [r15 + r9 + 1344]
+    movzx ecx, byte ptr [r15 + 384]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r9d, 188
+    jmp 1f
+1:
+    and edx, dword ptr [r15 + 192]
+    jmp 1f
+1:
+    mov r9d, r8d
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c190:
-    mov r8, r11
-    jmp 1f
-1:
-    and r8, 1984
-    movsxd rbp, dword ptr [r15 + r8 + 1344]
-    movsxd r8, dword ptr [r15 + 448]
-    movsxd rax, dword ptr [r15 + 384]
-    jmp 1f
-1:
-    mov ecx, 155
-    mov rsi, qword ptr [r15 + 256]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], sil
-    add r9, qword ptr [r15 + 0]
-    and ebp, dword ptr [r15 + 0]
-    add r9, qword ptr [r15 + 0]
-    mov rsi, rdi
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 320], r9
-    movzx r9d, r9b
-    jmp 1f
-1:
-    mov dword ptr [r15 + 576], 233
-    mov byte ptr [r15 + 320], bpl
-    jmp 1f
-1:
-    mov byte ptr [r15 + 192], r9b
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 15
+    lea rcx, [rip + .Lc1_d8817_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d8817_s_t
+    .p2align 3
+.Lc1_d8817_s:
+    .p2align 3
+    jmp .Lc1_d8817_j
+    .p2align 3
+    jmp .Lc1_d8817_j
+    .p2align 3
+    jmp .Lc1_d8817_j
+    .p2align 3
+    jmp .Lc1_d8817_j
+    .p2align 3
+    jmp .Lc1_d8817_j
+    .p2align 3
+    jmp .Lc1_d8817_j
+    .p2align 3
+    jmp .Lc1_d8817_j
+    .p2align 3
+    jmp .Lc1_d8817_j
+    .p2align 3
+    jmp .Lc1_d8817_j
+    .p2align 3
+    jmp .Lc1_d8817_j
+    .p2align 3
+    jmp .Lc1_d8817_j
+    .p2align 3
+    jmp .Lc1_d8817_j
+    .p2align 3
+    jmp .Lc1_d8817_j
+    .p2align 3
+    jmp .Lc1_d8817_j
+    .p2align 3
+    jmp .Lc1_d8817_j
+    .p2align 3
+    jmp .Lc1_d8817_j
+.Lc1_d8817_j:
     mov r9, r11
-    mov rbp, r11
-    jmp 1f
-1:
-    mov byte ptr [r15 + 128], bpl
-    and rbp, 4032
-    mov dword ptr [r15 + rbp + 3392], ebp
-    and r9, 8128
-    mov dword ptr [r15 + r9 + 7488], 62
-    jmp 1f
-1:
-    mov r9d, 23
-    vmovq qword ptr [r15 + 512], xmm6
-    mov ebp, 182
-    movsxd rbp, dword ptr [r15 + 768]
-    mov r9, qword ptr [r15 + 64]
-    jmp 1f
-1:
-    mov esi, dword ptr [r15 + 128]
+    movzx ecx, byte ptr [r15 + 448]
+    mov r8, r11
+    movzx eax, byte ptr [r15 + 256]
+    and r9, 1984
+    or qword ptr [r15 + r9 + 1344], 116
+    movsxd rsi, dword ptr [r15 + 128]
+    and r8, 448
+    mov r9, qword ptr [r15 + r8 + 832]
+    mov rdx, qword ptr [r15 + 384]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c191:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d8815_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d8815_j_t
-.Lc1_d8815_j:
+    movsxd rcx, dword ptr [r15 + 448]
     jmp 1f
 1:
-    movsxd rax, dword ptr [r15 + 320]
-    mov rcx, qword ptr [r15 + 512]
-    nop
-    jmp 1f
-1:
-    vmovdqu ymmword ptr [r15 + 128], ymm6
-    mov qword ptr [r15 + 0], rbp
+    mov byte ptr [r15 + 0], cl
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, al
+    jmp 1f
+1:
+    vpaddq xmm0, xmm0, xmmword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 64
+    jmp 1f
+1:
+    mov byte ptr [r15 + 0], cl
+    mov dword ptr [r15 + 0], 215
+    jmp 1f
+1:
+    mov rcx, qword ptr [r15 + 512]
+    mov eax, dword ptr [r15 + 256]
+    mov dword ptr [r15 + 320], 245
+    mov r8, r11
+    mov r9, r11
+    movsxd rdx, dword ptr [r15 + 192]
+    and r8, 4032
+    movzx esi, byte ptr [r15 + r8 + 3392]
+    and r9, 8128
+    mov r8, qword ptr [r15 + r9 + 7488]
+    vpcmpeqb xmm0, xmm0, xmm8
+    test ebx, 1073741824
+    jz 1f
+1:
     jmp 1f
 1:
     jmp 1f
 1:
     mov r8, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11 + r11*1]
-    or qword ptr [r15 + 384], 29
-    and r8, 4032
-    mov rsi, qword ptr [r15 + r8 + 3392]
-    test dword ptr [r15 + 67117724], 69210120
-    jz 1f
-1:
-    and rbp, 448
-    mov r8d, dword ptr [r15 + rbp + 896]
     jmp 1f
 1:
+    mov byte ptr [r15 + 64], r9b
     jmp 1f
 1:
-    mov rax, rbp
-    movzx edi, sil
-    jmp 1f
-1:
-    mov r9, r11
-    mov esi, dword ptr [r15 + rbp + 832]
-    and r9, 1984
-    mov ecx, dword ptr [r15 + r9 + 1344]
-    mov r9d, 216
-    movzx edi, r8b
-    mov rbp, qword ptr [r15 + 448]
-    mov dword ptr [r15 + 192], 69
+    and r8, 448
+    mov r9, qword ptr [r15 + r8 + 832]
+    mov r8, rsi
+    mov esi, esi
     mov qword ptr [r15 + 640], rsi
-    mov rsi, qword ptr [r15 + 64]
+    jmp 1f
+1:
+    mov rsi, qword ptr [r15 + 320]
+    mov qword ptr [r15 + 704], rsi
+    mov r8, qword ptr [r15 + 128]
+    mov esi, 180
+    movsxd rbp, dword ptr [r15 + 64]
+    or qword ptr [r15 + 384], 84
+    mov dword ptr [r15 + 128], esi
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c192:
-    mov dword ptr [r15 + 384], esi
-    vmovq xmm6, rcx
+    lea rcx, [rip + .Lc1_d8901_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d8901_j_t
+.Lc1_d8901_j:
+    mov ecx, dword ptr [r15 + 448]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], ecx
+    mov esi, r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov esi, esi
     jmp 1f
 1:
+    add rdx, qword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    and edi, dword ptr [r15 + 0]
-    vmovdqu ymmword ptr [r15 + 0], ymm6
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r8, rsi
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, sil
-    mov rcx, qword ptr [r15 + 704]
-    movzx esi, cl
-    mov r9d, 15
-    mov ecx, 221
-    mov rcx, rdi
-    movzx ecx, dil
-    mov rbp, r11
-    mov edi, dword ptr [r15 + 768]
+    movsxd rsi, dword ptr [r15 + 384]
+    jmp 1f
+1:
+    mov r8d, 61
     mov r8, r11
-    vmovdqu ymmword ptr [r15 + 64], ymm6
-    and rbp, 8128
-    movzx r9d, byte ptr [r15 + rbp + 7488]
-    and r8, 16320
-    mov rbp, qword ptr [r15 + r8 + 15680]
-    mov dword ptr [r15 + 256], 3
     jmp 1f
 1:
+    and r8, 1984
+    mov dword ptr [r15 + r8 + 1344], 34
+    mov r8d, edx
     jmp 1f
 1:
-    mov byte ptr [r15 + 384], bpl
-    movzx ebp, byte ptr [r15 + 64]
-    mov r8, qword ptr [r15 + 320]
-    movzx eax, byte ptr [r15 + 448]
-    mov dword ptr [r15 + 128], 37
+    mov r8d, 139
+    mov r8d, edx
+    mov r8d, dword ptr [r15 + 64]
+    movzx r9d, sil
+    mov eax, dword ptr [r15 + 192]
+    mov r9d, 253
+    jmp 1f
+1:
+    mov r9, r11
+    and r8d, dword ptr [r15 + 768]
+    and r9, 8128
+    mov dword ptr [r15 + r9 + 7488], ecx
+    mov byte ptr [r15 + 128], al
+    movzx eax, byte ptr [r15 + 320]
+    mov rcx, rax
     mov rbp, r11
-    add r9, qword ptr [r15 + 192]
-    mov qword ptr [r15 + 512], rcx
-    movzx ecx, al
-    and rbp, 448
-    mov rcx, qword ptr [r15 + rbp + 832]
     jmp 1f
 1:
+    mov rax, r8
+    jmp 1f
+1:
+    and rbp, 16320
+    mov r8d, dword ptr [r15 + rbp + 15680]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov rbp, qword ptr [r15 + 512]
+    mov r9, rax
     add r11, 64
     inc rbx
     dec r13
@@ -11125,1065 +11309,1068 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 536870912
-    setz al
-    lea rcx, [rip + .Lc1_d8905_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d8905_s_t
-    .p2align 3
-.Lc1_d8905_s:
-    .p2align 3
-    jmp .Lc1_d8905_j
-    .p2align 3
-    jmp .Lc1_d8905_j
-.Lc1_d8905_j:
-    mov byte ptr [r15 + 576], r9b
-    mov ecx, eax
-    movzx r9d, byte ptr [r15 + 512]
-    jmp 1f
-1:
-    mov eax, dword ptr [r15 + 192]
-    movzx ecx, byte ptr [r15 + 448]
-    mov dword ptr [r15 + 64], ecx
     mov rbp, r11
-    mov ecx, dword ptr [r15 + 384]
-    mov esi, 126
-    and rbp, 1984
-    mov esi, dword ptr [r15 + rbp + 1344]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 256], esi
-    mov esi, 34
-    mov rbp, r11
-    jmp 1f
-1:
-    mov rsi, qword ptr [r15 + 128]
     and rbp, 4032
-    add rax, qword ptr [r15 + rbp + 3392]
+    mov byte ptr [r15 + rbp + 3392], bpl
     mov r12, qword ptr [r15 + r12 + 56]
+    movzx ebp, bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], edx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edi, ebp
+    movzx eax, dil
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu ymmword ptr [r15 + 64], ymm0
+    movzx edi, byte ptr [r15 + 256]
+    mov rbp, r11
+    mov eax, dword ptr [r15 + 64]
+    test dword ptr [r15 + 67117724], 5767168
+    jz 1f
+1:
+    mov byte ptr [r15 + 320], bpl
+    and rbp, 1984
+    mov dword ptr [r15 + rbp + 1344], 12
+    movsxd rdi, dword ptr [r15 + 448]
     mov r8, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rbp, dword ptr [r15 + 320]
-    and r8, 8128
-    add rax, qword ptr [r15 + r8 + 7488]
-    mov r8d, eax
+    mov edx, 24
+    mov rbp, qword ptr [r15 + 576]
+    mov esi, 1
+    and r8, 448
+    movsxd rax, dword ptr [r15 + r8 + 832]
+    movzx r8d, dil
+    mov dword ptr [r15 + 512], r8d
+    mov qword ptr [r15 + 192], rcx
+    mov edx, edi
+    mov dword ptr [r15 + 384], r9d
+    movzx edi, byte ptr [r15 + 128]
+    jmp 1f
+1:
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c194:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov edi, eax
-    mov byte ptr [r15 + 0], bpl
+    lea rcx, [rip + .Lc1_d8999_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d8999_j_t
+.Lc1_d8999_j:
+    mov r8, r11
+    and r8, 8128
+    mov byte ptr [r15 + r8 + 7488], cl
+    mov r9, qword ptr [r15 + 640]
+    mov r8d, dword ptr [r15 + 384]
+    movsxd rcx, dword ptr [r15 + 448]
+    mov qword ptr [r15 + 704], rcx
+    movzx ecx, byte ptr [r15 + 128]
+    mov ebp, r9d
+    mov edi, dword ptr [r15 + 384]
+    movzx ebp, dil
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], r8d
-    vpmovmskb r9d, xmm6
-    mov dword ptr [r15 + 0], r8d
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, 113
-    jmp 1f
-1:
-    vmovdqu ymmword ptr [r15 + 0], ymm6
-    mov dword ptr [r15 + 640], edi
-    jmp 1f
-1:
+    movzx edi, r9b
+    mov rdi, rcx
+    movzx edi, dil
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, edi
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx edx, byte ptr [r15 + 320]
+    mov edi, edx
     mov rbp, r11
     jmp 1f
 1:
-    mov byte ptr [r15 + 128], al
+    movzx edx, bpl
+    mov edx, dword ptr [r15 + 64]
+    and rbp, 4032
+    mov eax, dword ptr [r15 + rbp + 3392]
+    mov ebp, dword ptr [r15 + 512]
+    mov rbp, r11
+    mov rsi, qword ptr [r15 + 192]
+    movzx ecx, byte ptr [r15 + 128]
+    movzx ecx, dil
+    and rbp, 448
+    and eax, dword ptr [r15 + rbp + 832]
+    jmp 1f
+1:
+    mov edi, dword ptr [r15 + 256]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c195:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 512
+    setz al
+    lea rcx, [rip + .Lc1_d9048_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d9048_s_t
+    .p2align 3
+.Lc1_d9048_s:
+    .p2align 3
+    jmp .Lc1_d9048_j
+    .p2align 3
+    jmp .Lc1_d9048_j
+.Lc1_d9048_j:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov ecx, 177
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov ecx, dword ptr [r15 + 512]
+    mov rbp, r11
+    vmovdqu ymmword ptr [r15 + 448], ymm0
+    and rbp, 8128
+    movzx eax, byte ptr [r15 + rbp + 7488]
+    mov rbp, rsi
+    mov rsi, rdi
+    movsxd rbp, dword ptr [r15 + 320]
+    mov r8, r11
+    mov rsi, r8
+    and ebp, dword ptr [r15 + 64]
+    and r8, 1984
+    mov rdi, qword ptr [r15 + r8 + 1344]
+    mov dword ptr [r15 + 256], 159
+    mov esi, dword ptr [r15 + 384]
+    mov r8d, esi
+    mov r8, r11
+    mov r9d, dword ptr [r15 + 768]
+    movsxd rdx, dword ptr [r15 + 128]
+    and r8, 4032
+    mov dword ptr [r15 + r8 + 3392], edi
+    mov edi, 246
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c196:
+    mov dword ptr [r15 + 576], ecx
+    mov edi, dword ptr [r15 + 320]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    and edi, dword ptr [r15 + 256]
+    mov dword ptr [r15 + 512], edi
+    mov ecx, dword ptr [r15 + 320]
+    mov edi, ecx
+    mov dword ptr [r15 + 0], edi
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 176
+    vmovdqu ymmword ptr [r15 + 0], ymm0
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, rax
+    jmp 1f
+1:
+    mov eax, r9d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], edi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 217
+    test ebx, 1073741824
+    jz 1f
+1:
+    movsxd rax, dword ptr [r15 + 128]
+    mov dword ptr [r15 + 384], 152
+    jmp 1f
+1:
+    movzx edi, cl
+    movsxd rcx, dword ptr [r15 + 448]
+    jmp 1f
+1:
+    movzx edi, al
+    mov r9d, edi
+    jmp 1f
+1:
+    mov edi, 135
+    mov rdi, qword ptr [r15 + 64]
+    mov eax, 50
+    mov byte ptr [r15 + 64], cl
+    mov eax, eax
+    mov rbp, r11
+    mov eax, 100
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r8, r11
+    and rbp, 448
+    mov dword ptr [r15 + rbp + 832], r9d
+    mov rdx, rdi
+    and r8, 1984
+    vmovdqu xmmword ptr [r15 + r8 + 1344], xmm0
+    movsxd rcx, dword ptr [r15 + 192]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c197:
+    lea rcx, [rip + .Lc1_d9141_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d9141_j_t
+.Lc1_d9141_j:
+    mov dword ptr [r15 + 192], edx
+    movzx ecx, cl
+    mov rcx, qword ptr [r15 + 256]
+    mov edx, 229
+    mov dword ptr [r15 + 64], 48
+    jmp 1f
+1:
+    movsxd r8, dword ptr [r15 + 320]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edx, 5
+    movzx edx, cl
+    jmp 1f
+1:
+    movzx edx, dl
+    mov rbp, r11
+    mov qword ptr [r15 + 0], r8
+    mov dword ptr [r15 + 448], 85
+    and rbp, 4032
+    mov r8, r11
+    mov edx, dword ptr [r15 + rbp + 3392]
+    mov rbp, rdx
+    mov rbp, rsi
+    and r8, 448
+    add rcx, qword ptr [r15 + r8 + 832]
+    mov r8, r11
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + 704], ymm0
+    and r8, 8128
+    movzx esi, byte ptr [r15 + r8 + 7488]
+    mov ebp, edx
+    movzx edx, bpl
+    movsxd rbp, dword ptr [r15 + 128]
+    movzx r8d, byte ptr [r15 + 640]
+    mov qword ptr [r15 + 384], r8
+    vmovdqu xmm0, xmmword ptr [r15 + 512]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c198:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rbp, [r11 + r11*1]
+    mov dword ptr [r15 + 128], eax
+    and rbp, 1984
+    mov dword ptr [r15 + rbp + 1408], 161
+    mov rdi, qword ptr [r15 + 768]
+    mov r9d, 46
+    mov eax, 134
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], r8
+    lock or dword ptr [r15 + 0], 30
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    movzx eax, al
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 64], eax
+    mov r9, r11
+    test dword ptr [r15 + 67117723], 34816
+    jnz 1f
+1:
+    jmp 1f
+1:
+    and r9, 8128
+    mov rax, qword ptr [r15 + r9 + 7488]
+    and r9d, dword ptr [r15 + 512]
+    movsxd r8, dword ptr [r15 + 128]
+    movzx ecx, byte ptr [r15 + 256]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 64], 41
+    mov dword ptr [r15 + 320], r8d
+    jmp 1f
+1:
+    mov r8, r11
+    mov dword ptr [r15 + 384], 68
+    mov qword ptr [r15 + rbp + 1344], r8
+    movsxd rbp, dword ptr [r15 + 192]
+    and r8, 4032
+    vmovdqu ymmword ptr [r15 + r8 + 3392], ymm0
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c199:
+    lea rcx, [rip + .Lc1_d9228_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d9228_j_t
+.Lc1_d9228_j:
+    vmovdqu ymmword ptr [r15 + 640], ymm0
+    jmp 1f
+1:
+    nop
+    nop
+    vpor xmm0, xmm0, xmm0
+    jmp 1f
+1:
+    mov ecx, 129
+    jmp 1f
+1:
+    mov r9d, 181
+    mov dword ptr [r15 + 0], r9d
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    movzx r9d, r9b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], r8
+    .byte 0x0f, 0x1f, 0x40, 0x00
+    mov dword ptr [r15 + 0], ecx
+    mov ecx, dword ptr [r15 + 448]
+    mov r8d, dword ptr [r15 + 128]
+    movzx r9d, bpl
+    movzx ebp, r9b
+    mov dword ptr [r15 + 320], ebp
+    mov ebp, dword ptr [r15 + 384]
+    mov r9, r11
+    mov eax, dword ptr [r15 + 448]
+    jmp 1f
+1:
+    and r9, 8128
+    movzx edi, byte ptr [r15 + r9 + 7488]
+    movsxd r9, dword ptr [r15 + 64]
+    mov edx, r9d
+    mov r9, rsi
+    add r9, qword ptr [r15 + 512]
+    mov dword ptr [r15 + 384], ecx
+    movsxd rcx, dword ptr [r15 + 576]
+    movzx esi, byte ptr [r15 + 192]
+    mov r8, r11
+    jmp 1f
+1:
+    movsxd rsi, dword ptr [r15 + 256]
+    jmp 1f
+1:
+    and r8, 448
+    movzx esi, byte ptr [r15 + r8 + 832]
+    mov dword ptr [r15 + 128], esi
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c200:
+    add r8, qword ptr [r15 + 320]
+    mov dword ptr [r15 + 64], r8d
+    mov dword ptr [r15 + 320], 208
+    mov ecx, ecx
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movsxd rsi, dword ptr [r15 + 128]
+    vmovq xmm0, rsi
+    mov ecx, 247
+    jmp 1f
+1:
+    mov ecx, dword ptr [r15 + 384]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + 0], ymm0
+    movzx esi, cl
+    mov rsi, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    test ebx, 9216
+    jnz 1f
+1:
+    mov qword ptr [r15 + 0], rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edi, ecx
+    mov rbp, r11
+    jmp 1f
+1:
+    and rbp, 4032
+    mov qword ptr [r15 + rbp + 3392], rbp
+    mov r8, r11
+    mov esi, 88
+    mov dword ptr [r15 + 192], 106
+    mov rbp, r11
+    and r8, 1984
+    mov rsi, qword ptr [r15 + r8 + 1344]
     jmp 1f
 1:
     and rbp, 448
-    mov eax, dword ptr [r15 + rbp + 832]
-    test dword ptr [r15 + 67117723], 38
+    movsxd r8, dword ptr [r15 + rbp + 832]
+    jmp 1f
+1:
+    add rsi, qword ptr [r15 + 512]
+    movzx ebp, sil
+    mov esi, dword ptr [r15 + 448]
+    jmp 1f
+1:
+    movsxd rcx, dword ptr [r15 + 704]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c201:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 524288
+    setz al
+    lea rcx, [rip + .Lc1_d9332_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d9332_s_t
+    .p2align 3
+.Lc1_d9332_s:
+    .p2align 3
+    jmp .Lc1_d9332_j
+    .p2align 3
+    jmp .Lc1_d9332_j
+.Lc1_d9332_j:
+    mov rbp, r11
+    and rbp, 4032
+    mov qword ptr [r15 + rbp + 3392], rax
+    movzx ebp, cl
+    mov ebp, ebp
+    mov eax, dword ptr [r15 + 384]
+    mov rbp, rax
+    mov r8, rbp
+    mov dword ptr [r15 + 256], r9d
+    movzx eax, byte ptr [r15 + 64]
+    movsxd rbp, dword ptr [r15 + 768]
+    mov dword ptr [r15 + 512], ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov esi, ecx
+    jmp 1f
+1:
+    movzx ecx, sil
+    vmovq qword ptr [r15 + 0], xmm0
+    mov rsi, rcx
+    jmp 1f
+1:
+    mov r9, r11
+    mov dword ptr [r15 + 320], r9d
+    movsxd rcx, dword ptr [r15 + 128]
+    and r9, 1984
+    movsxd rsi, dword ptr [r15 + r9 + 1344]
+    mov r9, qword ptr [r15 + 64]
+    mov rbp, r11
+    mov edi, ebp
+    and rbp, 8128
+    mov edi, dword ptr [r15 + rbp + 7488]
+    jmp 1f
+1:
+    movsxd rbp, dword ptr [r15 + 192]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c202:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov rax, qword ptr [r15 + 128]
+    mov rbp, r11
+    jmp 1f
+1:
+    and rbp, 1984
+    mov dword ptr [r15 + rbp + 1344], edi
+    jmp 1f
+1:
+    mov ebp, dword ptr [r15 + 576]
+    mov qword ptr [r15 + 384], rbp
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov rdi, rbp
+    mov ebp, dword ptr [r15 + 384]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, edi
+    mov qword ptr [r15 + 0], rax
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rsi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rsi, r9
+    jmp 1f
+1:
+    test dword ptr [r15 + 67117723], 4104
     jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov edi, esi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r11
+    xor dword ptr [r15 + 512], r9d
+    jmp 1f
+1:
+    mov esi, dword ptr [r15 + 192]
+    and rbp, 448
+    mov dword ptr [r15 + rbp + 832], 253
+    mov byte ptr [r15 + 320], dil
+    mov ebp, ebp
+    mov qword ptr [r15 + 64], rbp
+    mov r8, r11
+    jmp 1f
+1:
+    and r8, 8128
+    mov rbp, qword ptr [r15 + r8 + 7488]
+    movzx eax, byte ptr [r15 + 448]
+    movzx ecx, dl
+    jmp 1f
+1:
+    mov r8, qword ptr [r15 + 256]
+    mov ecx, r8d
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c203:
+    lea rcx, [rip + .Lc1_d9428_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d9428_j_t
+.Lc1_d9428_j:
+    jmp 1f
+1:
+    mov ecx, ecx
+    movsxd rdx, dword ptr [r15 + 448]
+    mov ecx, edx
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], ecx
+    movzx ecx, cl
+    movzx r8d, dl
+    mov qword ptr [r15 + 0], rdx
+    mov dword ptr [r15 + 0], r8d
+    mov r8, r11
+    mov rbp, r11
+    movzx edx, bpl
+    and rbp, 16320
+    mov dword ptr [r15 + rbp + 15680], 27
+    vpaddq xmm0, xmm0, xmmword ptr [r15 + 704]
+    and r8, 448
+    mov edx, dword ptr [r15 + r8 + 832]
+    mov ecx, dword ptr [r15 + 512]
+    mov dword ptr [r15 + 256], ecx
+    movsxd r8, dword ptr [r15 + 128]
+    mov byte ptr [r15 + 64], bpl
+    movzx ecx, byte ptr [r15 + 640]
+    mov qword ptr [r15 + 320], rdx
+    movzx ebp, cl
+    mov ebp, dword ptr [r15 + 320]
+    mov r9, r11
+    movzx edx, byte ptr [r15 + 192]
+    jmp 1f
+1:
+    and r9, 4032
+    mov dword ptr [r15 + r9 + 3392], r9d
+    movzx esi, byte ptr [r15 + 128]
+    movsxd r9, dword ptr [r15 + 64]
+    movzx eax, byte ptr [r15 + 384]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c204:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    movzx r9d, dl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, rdi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r9d, eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, r11
+    mov rax, r9
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + 0], ymm0
+    and r9, 1984
+    mov byte ptr [r15 + r9 + 1344], r9b
+    mov rax, r9
+    mov rdi, qword ptr [r15 + 128]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 384], 230
+    and edi, dword ptr [r15 + 128]
+    mov qword ptr [r15 + 768], r9
+    test ebx, 1536
+    jnz 1f
+1:
+    mov r9, r11
+    mov qword ptr [r15 + 320], rax
+    mov rax, rsi
+    jmp 1f
+1:
+    and r9, 8128
+    movzx esi, byte ptr [r15 + r9 + 7488]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov edi, dword ptr [r15 + 256]
+    movzx r9d, dil
+    mov r9, r9
+    jmp 1f
+1:
+    mov dword ptr [r15 + 64], esi
+    jmp 1f
+1:
+    mov r9, r11
+    movzx esi, al
+    and r9, 4032
+    mov rsi, qword ptr [r15 + r9 + 3392]
+    movzx r9d, byte ptr [r15 + 512]
+    add rsi, qword ptr [r15 + 448]
+    mov eax, 239
+    movzx eax, byte ptr [r15 + 192]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c205:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 7
+    lea rcx, [rip + .Lc1_d9529_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d9529_s_t
+    .p2align 3
+.Lc1_d9529_s:
+    .p2align 3
+    jmp .Lc1_d9529_j
+    .p2align 3
+    jmp .Lc1_d9529_j
+    .p2align 3
+    jmp .Lc1_d9529_j
+    .p2align 3
+    jmp .Lc1_d9529_j
+    .p2align 3
+    jmp .Lc1_d9529_j
+    .p2align 3
+    jmp .Lc1_d9529_j
+    .p2align 3
+    jmp .Lc1_d9529_j
+    .p2align 3
+    jmp .Lc1_d9529_j
+.Lc1_d9529_j:
+    mov r9, r11
+    and r9, 8128
+    mov byte ptr [r15 + r9 + 7488], r9b
+    jmp 1f
 1:
     mov rbp, r11
     jmp 1f
 1:
     and rbp, 1984
     mov rdi, qword ptr [r15 + rbp + 1344]
+    mov dword ptr [r15 + 256], 77
+    mov r9d, dword ptr [r15 + 448]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 576], 107
+    mov ebp, r9d
     mov rbp, r11
-    mov dword ptr [r15 + 128], 150
-    and rbp, 4032
-    mov eax, dword ptr [r15 + rbp + 3392]
-    jmp 1f
-1:
-    mov r8d, 236
-    mov ebp, 244
-    vmovdqu ymmword ptr [r15 + 320], ymm6
-    vmovdqu ymmword ptr [r15 + 64], ymm6
-    movzx ebp, byte ptr [r15 + 448]
-    movzx r8d, bpl
-    mov ebp, dword ptr [r15 + 256]
-    movzx esi, byte ptr [r15 + 384]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov ecx, dword ptr [r15 + 512]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c195:
-    lea rcx, [rip + .Lc1_d8992_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d8992_j_t
-.Lc1_d8992_j:
-    and ecx, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, ecx
-    mov ecx, 126
-    mov ecx, ebp
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, sil
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rcx, dword ptr [r15 + 128]
-    movzx esi, byte ptr [r15 + 704]
-    lea rbp, [r11 + r11*1]
-    vmovdqu xmmword ptr [r15 + 448], xmm6
-    and rbp, 8128
-    and esi, dword ptr [r15 + rbp + 7488]
-    mov dword ptr [r15 + 384], r9d
-    mov r9d, esi
-    mov r8, r11
-    mov r9, r8
-    jmp 1f
-1:
-    and r8, 1984
-    mov dword ptr [r15 + r8 + 1344], r8d
-    mov r8, qword ptr [r15 + 256]
-    movzx r9d, byte ptr [r15 + 320]
-    vmovdqu ymmword ptr [r15 + rbp + 7552], ymm6
-    movzx ebp, byte ptr [r15 + 64]
-    movzx eax, sil
-    jmp 1f
-1:
-    mov rax, rax
-    mov rbp, r11
-    movsxd rdi, dword ptr [r15 + 320]
-    and rbp, 448
-    add rax, qword ptr [r15 + rbp + 832]
-    and ebp, dword ptr [r15 + 64]
-    mov dword ptr [r15 + 512], r9d
-    add rbp, qword ptr [r15 + 192]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c196:
-    mov dword ptr [r15 + 384], 126
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], ebp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, rbp
-    vmovq qword ptr [r15 + 0], xmm6
-    movzx ebp, al
-    add rbp, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], bpl
-    mov qword ptr [r15 + 0], rdi
-    movsxd rdi, dword ptr [r15 + 768]
-    mov qword ptr [r15 + 64], rdi
-    mov edi, edi
-    mov edi, edi
-    mov byte ptr [r15 + 576], bpl
-    mov byte ptr [r15 + 384], bpl
-    mov byte ptr [r15 + 128], bpl
-    mov eax, ebp
-    mov rbp, r11
-    jmp 1f
-1:
-    and rbp, 1984
-    mov eax, dword ptr [r15 + rbp + 1344]
-    or qword ptr [r15 + 64], 78
-    mov byte ptr [r15 + 128], al
-    mov dword ptr [r15 + 448], 142
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov rdi, qword ptr [r15 + 192]
-    and ebp, dword ptr [r15 + 320]
-    mov r8, r11
-    mov eax, 106
-    mov dword ptr [r15 + 256], 114
-    jmp 1f
-1:
-    and r8, 4032
-    add rdi, qword ptr [r15 + r8 + 3392]
-    mov r8d, ebp
-    mov dword ptr [r15 + 192], 85
-    add r8, qword ptr [r15 + 512]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c197:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d9083_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d9083_j_t
-.Lc1_d9083_j:
-    vmovq qword ptr [r15 + 448], xmm6
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov edx, dword ptr [r15 + 256]
-    mov ecx, 140
-    mov ecx, ecx
-    mov byte ptr [r15 + 128], al
-    mov r9, r11
-    mov eax, eax
-    and r9, 4032
-    mov byte ptr [r15 + r9 + 3392], cl
-    mov qword ptr [r15 + 512], r9
-    mov r9d, ecx
-    mov dword ptr [r15 + 64], eax
-    mov r9, rcx
-    jmp 1f
-1:
-    mov r9, r11
-    test dword ptr [r15 + 67117724], 16
-    jz 1f
-1:
-    and r9, 448
-    mov dword ptr [r15 + r9 + 832], 35
-    mov rdx, r9
-    mov ecx, dword ptr [r15 + 640]
-    movsxd rdx, dword ptr [r15 + 704]
-    movzx r9d, byte ptr [r15 + 128]
-    movzx eax, byte ptr [r15 + 320]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 384], 237
-    mov rbp, r11
-    mov edi, 250
-    and rbp, 8128
-    movzx edi, byte ptr [r15 + rbp + 7488]
-    mov ebp, 249
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c198:
-    jmp 1f
-1:
-    vpxor xmm6, xmm6, xmm4
-    mov ebp, dword ptr [r15 + 320]
-    mov eax, 154
-    mov r9, r11
-    mov r8d, 158
-    mov ecx, r8d
-    and r9, 8128
-    movsxd rsi, dword ptr [r15 + r9 + 7488]
-    mov dword ptr [r15 + 0], 190
-    mov dword ptr [r15 + 0], 206
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r9d, dil
-    movzx r8d, cl
-    jmp 1f
-1:
-    mov r9d, 36
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, r11
-    movzx edi, byte ptr [r15 + 128]
-    and r9, 1984
-    movzx r8d, byte ptr [r15 + r9 + 1344]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 256], 115
-    jmp 1f
-1:
-    mov ecx, dword ptr [r15 + 192]
-    mov r9, qword ptr [r15 + 512]
-    vpmovmskb eax, xmm6
-    jmp 1f
-1:
-    mov r9, r11
-    movsxd rax, dword ptr [r15 + 768]
-    and r9, 448
-    mov dword ptr [r15 + r9 + 832], 147
-    jmp 1f
-1:
-    mov r9d, dword ptr [r15 + 384]
-    vmovdqu xmm6, xmmword ptr [r15 + 448]
-    movzx edx, al
-    mov byte ptr [r15 + 64], al
-    mov eax, 19
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c199:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 7
-    lea rcx, [rip + .Lc1_d9176_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d9176_s_t
-    .p2align 3
-.Lc1_d9176_s:
-    .p2align 3
-    jmp .Lc1_d9176_j
-    .p2align 3
-    jmp .Lc1_d9176_j
-    .p2align 3
-    jmp .Lc1_d9176_j
-    .p2align 3
-    jmp .Lc1_d9176_j
-    .p2align 3
-    jmp .Lc1_d9176_j
-    .p2align 3
-    jmp .Lc1_d9176_j
-    .p2align 3
-    jmp .Lc1_d9176_j
-    .p2align 3
-    jmp .Lc1_d9176_j
-.Lc1_d9176_j:
-    jmp 1f
-1:
-    imul rax, qword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 158
-    mov r9, r11
-    vmovdqu ymmword ptr [r15 + 0], ymm6
-    and r9, 1984
-    and eax, dword ptr [r15 + r9 + 1344]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    vmovdqu xmmword ptr [r15 + 320], xmm6
-    mov byte ptr [r15 + 576], al
-    jmp 1f
-1:
-    mov byte ptr [r15 + 448], cl
-    mov rax, rax
-    mov byte ptr [r15 + 128], r9b
-    mov r9, r11
-    jmp 1f
-1:
-    mov ecx, dword ptr [r15 + 64]
-    jmp 1f
-1:
-    and r9, 4032
-    movzx eax, byte ptr [r15 + r9 + 3392]
-    movsxd r9, dword ptr [r15 + 384]
-    and ecx, dword ptr [r15 + 192]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c200:
-    mov r9, r11
-    and r9, 4032
-    mov ecx, dword ptr [r15 + r9 + 3392]
-    and ecx, dword ptr [r15 + 512]
-    jmp 1f
-1:
-    movzx r9d, cl
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov ecx, ecx
-    mov r9d, 31
-    mov r9d, eax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, r9
-    mov r9d, 112
-    mov r9d, r9d
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov r9, r11
-    mov rsi, qword ptr [r15 + 384]
-    and r9, 448
-    vmovdqu ymmword ptr [r15 + r9 + 832], ymm6
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx r9d, cl
-    vmovdqu ymmword ptr [r15 + 448], ymm6
     movzx ecx, byte ptr [r15 + 64]
-    mov r9, r11
-    movzx eax, byte ptr [r15 + 320]
-    and r9, 8128
-    imul rax, qword ptr [r15 + r9 + 7488]
-    movzx r9d, byte ptr [r15 + 64]
-    mov dword ptr [r15 + 256], 237
-    mov rdi, qword ptr [r15 + 640]
-    mov r8d, esi
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov byte ptr [r15 + 128], r8b
-    jmp 1f
-1:
-    mov r8d, edx
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c201:
-    lea rcx, [rip + .Lc1_d9268_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d9268_j_t
-.Lc1_d9268_j:
-    movzx edi, dl
-    mov qword ptr [r15 + 384], rdi
-    mov r8, r11
-    mov edi, dword ptr [r15 + 64]
-    and r8, 8128
-    mov rdx, qword ptr [r15 + r8 + 7488]
-    mov qword ptr [r15 + 512], rcx
-    mov qword ptr [r15 + 0], rdx
-    movzx edx, dl
-    mov dword ptr [r15 + 0], ecx
-    and r8d, dword ptr [r15 + 0]
-    mov rcx, r8
-    mov rcx, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rcx
-    mov dword ptr [r15 + 0], 61
-    mov qword ptr [r15 + 128], rax
-    jmp 1f
-1:
-    mov ecx, dword ptr [r15 + 192]
-    mov r8d, 160
-    mov rax, qword ptr [r15 + 704]
-    mov dword ptr [r15 + 128], eax
-    mov dword ptr [r15 + 448], 78
-    vmovdqu ymmword ptr [r15 + 320], ymm6
-    mov esi, dword ptr [r15 + 320]
-    mov eax, 10
-    mov rbp, r11
-    mov edx, ebp
-    and esi, dword ptr [r15 + 256]
-    mov edx, esi
-    and rbp, 1984
-    mov r8, r11
-    mov rsi, qword ptr [r15 + rbp + 1344]
-    jmp 1f
-1:
-    and r8, 448
-    movsxd rax, dword ptr [r15 + r8 + 832]
-    mov r8d, 207
-    jmp 1f
-1:
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c202:
-    mov rbp, r11
-    jmp 1f
-1:
-    mov byte ptr [r15 + 384], sil
-    and rbp, 1984
-    mov qword ptr [r15 + rbp + 1344], rsi
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    movzx r8d, bpl
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], ebp
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu xmmword ptr [r15 + 0], xmm6
-    mov dword ptr [r15 + 0], 37
-    movzx esi, r8b
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, byte ptr [r15 + 448]
-    and ebp, dword ptr [r15 + 256]
-    mov r8, r11
-    test ebx, 466944
-    jz 1f
-1:
-    jmp 1f
-1:
-    and r8, 4032
-    mov ebp, dword ptr [r15 + r8 + 3392]
-    jmp 1f
-1:
-    movzx r8d, byte ptr [r15 + 512]
-    mov qword ptr [r15 + 768], rsi
-    movzx ecx, r8b
-    vmovdqu ymmword ptr [r15 + 384], ymm6
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 192], ecx
-    mov rcx, rbp
-    movzx ecx, byte ptr [r15 + 128]
-    mov r8d, dword ptr [r15 + 320]
-    mov dword ptr [r15 + 64], ebp
-    mov esi, dword ptr [r15 + 576]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov rbp, r8
-    movzx ebp, byte ptr [r15 + 64]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c203:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 1048576
-    setz al
-    lea rcx, [rip + .Lc1_d9365_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d9365_s_t
-    .p2align 3
-.Lc1_d9365_s:
-    .p2align 3
-    jmp .Lc1_d9365_j
-    .p2align 3
-    jmp .Lc1_d9365_j
-.Lc1_d9365_j:
-    mov eax, edi
-    mov rcx, qword ptr [r15 + 512]
-    mov rax, rcx
-    mov ecx, dword ptr [r15 + 640]
-    mov rdi, rcx
-    mov edi, edx
-    vpmovmskb edi, xmm6
-    mov rbp, r11
-    movzx edi, bpl
-    jmp 1f
-1:
-    movzx edi, byte ptr [r15 + 384]
-    and rbp, 8128
-    mov r8, r11
-    mov edx, dword ptr [r15 + rbp + 7488]
-    and r8, 4032
-    mov rbp, qword ptr [r15 + r8 + 3392]
-    mov r8, r11
-    mov esi, dword ptr [r15 + 448]
-    jmp 1f
-1:
-    movzx r9d, byte ptr [r15 + 128]
-    and r8, 448
-    mov ebp, dword ptr [r15 + r8 + 832]
-    movzx r8d, bpl
-    mov ebp, r8d
-    jmp 1f
-1:
-    mov ebp, dword ptr [r15 + 320]
-    vpmovmskb ebp, xmm6
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, byte ptr [r15 + 192]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov rbp, qword ptr [r15 + 64]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c204:
-    jmp 1f
-1:
-    mov byte ptr [r15 + 512], bpl
-    vpxor xmm10, xmm10, xmm6
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx ecx, bpl
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, ecx
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov rcx, r8
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rcx
-    movzx ebp, cl
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], rcx
-    test ebx, 1024
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, dword ptr [r15 + 128]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 384], ebp
-    mov ecx, dword ptr [r15 + 320]
-    mov ebp, r8d
-    mov ebp, ebp
-    mov r8, r11
-    add qword ptr [r15 + 128], r8
-    mov edx, 98
-    and r8, 16320
-    mov r9, r11
-    mov rdx, qword ptr [r15 + r8 + 15680]
-    add qword ptr [r15 + 64], rcx
-    mov r8, r11
-    and r9, 1984
-    mov dword ptr [r15 + r9 + 1344], r9d
-    jmp 1f
-1:
-    and r8, 8128
-    mov byte ptr [r15 + r8 + 7488], cl
-    mov ecx, r8d
-    jmp 1f
-1:
-    movzx r8d, byte ptr [r15 + 192]
-    movzx ecx, byte ptr [r15 + 704]
-    mov dword ptr [r15 + 448], ecx
-    mov dword ptr [r15 + 256], 113
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c205:
-    lea rcx, [rip + .Lc1_d9463_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d9463_j_t
-.Lc1_d9463_j:
-    mov dword ptr [r15 + 0], 82
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov rbp, rcx
-    mov ebp, ecx
-    movzx ecx, r8b
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 19
-    movzx ecx, cl
-    mov rbp, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    and rbp, 1984
-    movsxd r8, dword ptr [r15 + rbp + 1344]
-    mov rbp, r11
-    movzx ecx, byte ptr [r15 + 128]
-    and rbp, 4032
-    mov dword ptr [r15 + rbp + 3392], 218
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rbp, r8
-    movsxd rcx, dword ptr [r15 + 768]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov qword ptr [r15 + 384], r8
-    mov r8, r11
-    mov dword ptr [r15 + 256], 244
-    jmp 1f
-1:
-    movsxd rbp, dword ptr [r15 + 320]
-    and r8, 448
-    mov r9, qword ptr [r15 + r8 + 832]
-    mov r8, r9
-    mov r9d, 80
-    mov esi, 87
-    mov qword ptr [r15 + 64], rax
-    jmp 1f
-1:
-    movzx eax, byte ptr [r15 + 512]
-    mov r9, qword ptr [r15 + 192]
+    mov dword ptr [r15 + 384], 127
+    and rbp, 448
+    mov rax, qword ptr [r15 + rbp + 832]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c206:
-    movzx eax, byte ptr [r15 + 320]
     jmp 1f
 1:
-    movzx r9d, byte ptr [r15 + 640]
-    mov r8d, 244
-    mov ebp, 180
-    mov dword ptr [r15 + 512], esi
-    movzx ebp, byte ptr [r15 + 448]
-    mov esi, ebp
     jmp 1f
 1:
+    mov dword ptr [r15 + 0], 51
+    movzx edx, al
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
-    and esi, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
+    mov eax, 110
+    mov dword ptr [r15 + 0], 14
+    vmovdqu ymmword ptr [r15 + 0], ymm0
+    add rbp, qword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, r9b
+    movzx eax, byte ptr [r15 + 256]
     jmp 1f
 1:
-    movzx ebp, byte ptr [r15 + 576]
-    jmp 1f
-1:
-    movzx r8d, bpl
-    mov ebp, dword ptr [r15 + 384]
-    mov ecx, 131
-    vmovq qword ptr [r15 + 320], xmm10
+    mov r9, r11
+    movzx r8d, byte ptr [r15 + 384]
+    inc dword ptr [r15 + 512]
     mov rbp, r11
-    mov qword ptr [r15 + 128], rsi
+    and r9, 448
+    mov qword ptr [r15 + r9 + 832], rax
+    and rbp, 4032
+    mov dword ptr [r15 + rbp + 3392], eax
+    or qword ptr [r15 + 64], 98
     jmp 1f
 1:
-    mov edi, dword ptr [r15 + 256]
-    and rbp, 448
-    mov rsi, qword ptr [r15 + rbp + 832]
-    movzx ebp, r8b
-    mov dword ptr [r15 + 64], 119
-    mov rdx, qword ptr [r15 + 64]
-    mov r8, r11
-    mov rcx, r8
-    and r8, 4032
-    mov dword ptr [r15 + r8 + 3392], 157
-    mov r8, r11
+    movzx eax, byte ptr [r15 + 128]
+    mov rbp, rbp
+    mov rdx, qword ptr [r15 + 320]
+    vmovdqu ymmword ptr [r15 + 128], ymm0
+    add rdx, qword ptr [r15 + 448]
+    movzx ebp, byte ptr [r15 + 640]
+    mov dword ptr [r15 + 192], r8d
+    mov dword ptr [r15 + 512], 135
+    mov r8d, dword ptr [r15 + 704]
     jmp 1f
 1:
-    and r8, 8128
-    vmovdqu ymmword ptr [r15 + r8 + 7488], ymm10
     jmp 1f
 1:
+    mov r9, r11
+    jmp 1f
+1:
+    and r9, 1984
+    mov dword ptr [r15 + r9 + 1344], 177
+    mov byte ptr [r15 + 320], dl
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c207:
-    lea rcx, [rip + .Lc1_d9558_j]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d9612_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d9558_j_t
-.Lc1_d9558_j:
-    movzx ecx, cl
-    jmp 1f
-1:
-    jmp 1f
-1:
-    xor dword ptr [r15 + 64], ecx
-    movzx ecx, cl
-    mov ecx, 200
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov ecx, 73
-    mov byte ptr [r15 + 256], dl
-    mov ecx, 133
-    mov ecx, dword ptr [r15 + 512]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov byte ptr [r15 + 448], cl
-    movzx ecx, byte ptr [r15 + 192]
-    mov edx, 201
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    vmovdqu ymmword ptr [r15 + 0], ymm10
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rdx, rdx
+    jmp .Lc1_d9612_j_t
+.Lc1_d9612_j:
+    movsxd rax, dword ptr [r15 + 192]
+    movsxd rcx, dword ptr [r15 + 128]
+    movzx r9d, byte ptr [r15 + 448]
+    mov byte ptr [r15 + 64], r9b
     mov rbp, r11
+    movzx r9d, byte ptr [r15 + 384]
+    and rbp, 4032
+    mov byte ptr [r15 + rbp + 3392], al
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx edx, byte ptr [r15 + 384]
-    and rbp, 1984
-    movzx esi, byte ptr [r15 + rbp + 1344]
-    mov ebp, 202
-    mov ebp, ebp
+    mov r8d, eax
+    mov dword ptr [r15 + 0], 129
+    mov eax, r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, rax
+    add rcx, qword ptr [r15 + 0]
+    mov rbp, rcx
+    test dword ptr [r15 + 67117724], 1
+    jz 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov rbp, r11
+    jmp 1f
+1:
+    and rbp, 448
+    mov dword ptr [r15 + rbp + 832], 255
+    mov qword ptr [r15 + 64], rbp
+    mov dword ptr [r15 + 320], 69
     mov r8, r11
     jmp 1f
 1:
-    mov rbp, qword ptr [r15 + 320]
-    mov rdi, rbp
-    and r8, 448
-    mov eax, dword ptr [r15 + r8 + 832]
-    mov r8, r11
-    movzx ebp, byte ptr [r15 + 704]
-    mov dword ptr [r15 + 128], ebp
+    movsxd rbp, dword ptr [r15 + 512]
+    mov dword ptr [r15 + 768], ecx
     and r8, 8128
-    mov dword ptr [r15 + r8 + 7488], 252
+    mov ecx, dword ptr [r15 + r8 + 7488]
+    mov r8, r9
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c208:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    vpor xmm10, xmm10, xmm10
-    mov eax, eax
-    mov r8, qword ptr [r15 + 384]
+    movsxd r9, dword ptr [r15 + 256]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov dword ptr [r15 + 320], 132
-    vpaddd xmm10, xmm10, xmm10
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     mov rbp, r11
-    movzx eax, byte ptr [r15 + 384]
+    mov qword ptr [r15 + 0], r8
+    mov byte ptr [r15 + 640], bpl
+    mov r8, r11
     and rbp, 1984
-    movzx edx, byte ptr [r15 + rbp + 1344]
-    mov r9, qword ptr [r15 + 128]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, dword ptr [r15 + rbp + 1344]
     mov rbp, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rbp
-    and rbp, 4032
-    mov rcx, qword ptr [r15 + rbp + 3392]
-    test dword ptr [r15 + 67117723], 1024
-    jz 1f
-1:
-    mov r8, rbp
-    mov ebp, r9d
-    mov byte ptr [r15 + 64], cl
-    movzx ecx, byte ptr [r15 + 448]
-    mov r9, qword ptr [r15 + 192]
-    movzx ebp, byte ptr [r15 + 64]
-    mov eax, 103
-    mov eax, 111
-    add rax, qword ptr [r15 + 128]
+    and r8, 4032
+    movsxd rax, dword ptr [r15 + r8 + 3392]
+    mov r8, rax
+    and rbp, 8128
+    movsxd rax, dword ptr [r15 + rbp + 7488]
+    movzx edx, cl
     jmp 1f
 1:
-    mov byte ptr [r15 + 768], bpl
-    mov ebp, dword ptr [r15 + 256]
+    mov ebp, dword ptr [r15 + 576]
+    mov dword ptr [r15 + 192], ebp
+    mov qword ptr [r15 + 128], rbp
+    jmp 1f
+1:
+    mov ebp, dword ptr [r15 + 128]
     jmp 1f
 1:
     jmp 1f
 1:
-    mov qword ptr [r15 + 512], rbp
+    mov dword ptr [r15 + 512], ebp
     jmp 1f
 1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov rbp, rbp
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov ebp, 36
+    vmovdqu ymmword ptr [r15 + 64], ymm0
+    mov dword ptr [r15 + 448], 141
+    movsxd rbp, dword ptr [r15 + 384]
+    mov rdx, qword ptr [r15 + 320]
+    mov esi, eax
+    mov eax, eax
+    jmp 1f
+1:
+    movsxd rax, dword ptr [r15 + 384]
+    movzx edi, al
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c209:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 8192
-    setz al
-    lea rcx, [rip + .Lc1_d9657_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d9657_s_t
-    .p2align 3
-.Lc1_d9657_s:
-    .p2align 3
-    jmp .Lc1_d9657_j
-    .p2align 3
-    jmp .Lc1_d9657_j
-.Lc1_d9657_j:
-    jmp 1f
-1:
-    mov rax, qword ptr [r15 + 192]
-    or qword ptr [r15 + 448], 41
-    and eax, dword ptr [r15 + 640]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov ecx, 184
+    lea rcx, [rip + .Lc1_d9704_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d9704_j_t
+.Lc1_d9704_j:
+    vmovdqu ymmword ptr [r15 + 0], ymm0
+    mov rcx, rsi
+    mov qword ptr [r15 + 0], rcx
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, cl
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rdi
     jmp 1f
 1:
-    mov ecx, 129
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu ymmword ptr [r15 + 0], ymm0
     mov rbp, r11
-    mov r8, r11
-    and rbp, 4032
-    mov dword ptr [r15 + rbp + 3392], ebp
     jmp 1f
 1:
-    mov ebp, eax
-    and r8, 448
-    mov dword ptr [r15 + r8 + 832], 210
-    mov r8, r11
-    mov rax, qword ptr [r15 + 128]
-    mov dword ptr [r15 + 576], eax
-    and r8, 8128
-    mov rax, qword ptr [r15 + r8 + 7488]
-    movsxd r8, dword ptr [r15 + 384]
     jmp 1f
 1:
-    movzx ecx, byte ptr [r15 + 320]
+    jmp 1f
+1:
+    and rbp, 448
+    mov dword ptr [r15 + rbp + 832], ebp
+    mov r9, r11
+    mov byte ptr [r15 + 64], bpl
+    movsxd rbp, dword ptr [r15 + 704]
+    jmp 1f
+1:
+    and r9, 8128
+    mov dword ptr [r15 + r9 + 7488], r9d
+    mov r9, r9
+    mov dword ptr [r15 + 320], ecx
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    add r9, qword ptr [r15 + 128]
+    mov rbp, r11
+    jmp 1f
+1:
+    and rbp, 1984
+    mov dword ptr [r15 + rbp + 1344], 103
+    mov ebp, r9d
+    movzx ebp, r9b
+    jmp 1f
+1:
+    mov ebp, r9d
+    movzx r9d, byte ptr [r15 + 320]
+    mov byte ptr [r15 + 192], r8b
+    mov qword ptr [r15 + 448], rsi
+    movsxd rsi, dword ptr [r15 + 384]
+    mov r8d, dword ptr [r15 + 64]
+    mov byte ptr [r15 + 512], r8b
+    movsxd rcx, dword ptr [r15 + 256]
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c210:
-    lea rcx, [rip + .Lc1_d9698_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d9698_j_t
-.Lc1_d9698_j:
-    mov r8, r11
-    mov byte ptr [r15 + 256], r8b
+    mov dword ptr [r15 + 0], 155
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, esi
+    mov r8d, ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    and r8d, dword ptr [r15 + 0]
+    mov ecx, dword ptr [r15 + 64]
+    mov rdx, rbp
+    mov esi, r8d
+    vmovdqu ymmword ptr [r15 + 320], ymm0
+    mov r8, rsi
     mov rbp, r11
-    and r8, 448
-    and eax, dword ptr [r15 + r8 + 832]
-    mov r8d, dword ptr [r15 + 384]
-    and rbp, 8128
-    mov ecx, dword ptr [r15 + rbp + 7488]
-    mov rbp, rcx
-    mov dword ptr [r15 + 0], eax
-    jmp 1f
-1:
-    movzx eax, cl
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, ecx
-    mov dword ptr [r15 + 0], ebp
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx edi, byte ptr [r15 + 64]
-    jmp 1f
-1:
-    mov rcx, rdi
-    mov rbp, r11
-    mov rcx, qword ptr [r15 + 128]
+    mov r8d, ecx
+    or qword ptr [r15 + 128], 65
     and rbp, 1984
-    mov dword ptr [r15 + rbp + 1344], 178
-    mov dword ptr [r15 + 192], ebp
-    mov rbp, qword ptr [r15 + 512]
-    movzx r8d, cl
-    mov r8d, 33
-    movsxd r8, dword ptr [r15 + 704]
-    mov rax, r8
-    mov qword ptr [r15 + 512], rcx
-    movzx r8d, byte ptr [r15 + 320]
-    movzx ecx, byte ptr [r15 + 448]
-    mov byte ptr [r15 + 64], bpl
+    mov rcx, qword ptr [r15 + rbp + 1344]
+    mov dword ptr [r15 + 192], 200
+    mov qword ptr [r15 + 768], r8
+    mov rbp, r11
+    movzx r8d, byte ptr [r15 + 448]
+    mov byte ptr [r15 + 256], r8b
+    and rbp, 448
+    mov dword ptr [r15 + rbp + 832], 95
+    mov ebp, esi
+    mov edx, 5
+    mov esi, 166
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r8, r11
+    jmp 1f
+1:
+    mov eax, r8d
+    and r8, 4032
+    mov qword ptr [r15 + r8 + 3392], rbp
+    mov dword ptr [r15 + 512], r8d
+    mov esi, 216
+    mov r8d, dword ptr [r15 + 128]
+    mov byte ptr [r15 + 384], r8b
+    .byte 0x0f, 0x1f, 0x00
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c211:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov qword ptr [r15 + 512], rcx
-    mov byte ptr [r15 + 0], cl
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 32768
+    setz al
+    lea rcx, [rip + .Lc1_d9806_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d9806_s_t
+    .p2align 3
+.Lc1_d9806_s:
+    .p2align 3
+    jmp .Lc1_d9806_j
+    .p2align 3
+    jmp .Lc1_d9806_j
+.Lc1_d9806_j:
+    mov rcx, rsi
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov rax, rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, rax
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, bpl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 191
-    mov rbp, qword ptr [r15 + 64]
-    movzx r8d, byte ptr [r15 + 320]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    vmovdqu ymmword ptr [r15 + 768], ymm10
-    jmp 1f
-1:
-    movzx eax, byte ptr [r15 + 256]
+    mov r8, r11
+    mov qword ptr [r15 + 256], r8
     mov r9, r11
-    mov ecx, dword ptr [r15 + 128]
-    movzx edi, cl
-    and r9, 4032
-    movzx ecx, byte ptr [r15 + r9 + 3392]
-    mov r9d, dword ptr [r15 + 64]
-    and ebp, dword ptr [r15 + 128]
-    mov r9, r11
-    mov rsi, qword ptr [r15 + 384]
-    mov edx, dword ptr [r15 + 320]
-    and r9, 8128
-    mov qword ptr [r15 + r9 + 7488], rax
-    mov eax, edi
-    mov byte ptr [r15 + 192], sil
-    movzx edi, dil
+    and r8, 8128
+    add qword ptr [r15 + r8 + 7488], rax
+    and r9, 448
+    add r8, qword ptr [r15 + r9 + 832]
     jmp 1f
 1:
-    mov r9, r11
-    mov dword ptr [r15 + 448], 97
     jmp 1f
 1:
-    and r9, 1984
-    mov dword ptr [r15 + r9 + 1344], ebp
+    mov r9, r9
+    movsxd r9, dword ptr [r15 + 448]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov byte ptr [r15 + 64], r8b
+    mov byte ptr [r15 + 384], r9b
+    jmp 1f
+1:
+    mov r9d, 223
+    mov dword ptr [r15 + 576], 234
+    mov r9d, dword ptr [r15 + 320]
+    mov qword ptr [r15 + 128], r9
+    mov rbp, r11
+    jmp 1f
+1:
+    jmp 1f
+1:
+    and rbp, 4032
+    or qword ptr [r15 + rbp + 3392], 17
     jmp 1f
 1:
     add r11, 64
@@ -12191,118 +12378,106 @@ ditto_body_c1:
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c212:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 15
-    lea rcx, [rip + .Lc1_d9797_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d9797_s_t
-    .p2align 3
-.Lc1_d9797_s:
-    .p2align 3
-    jmp .Lc1_d9797_j
-    .p2align 3
-    jmp .Lc1_d9797_j
-    .p2align 3
-    jmp .Lc1_d9797_j
-    .p2align 3
-    jmp .Lc1_d9797_j
-    .p2align 3
-    jmp .Lc1_d9797_j
-    .p2align 3
-    jmp .Lc1_d9797_j
-    .p2align 3
-    jmp .Lc1_d9797_j
-    .p2align 3
-    jmp .Lc1_d9797_j
-    .p2align 3
-    jmp .Lc1_d9797_j
-    .p2align 3
-    jmp .Lc1_d9797_j
-    .p2align 3
-    jmp .Lc1_d9797_j
-    .p2align 3
-    jmp .Lc1_d9797_j
-    .p2align 3
-    jmp .Lc1_d9797_j
-    .p2align 3
-    jmp .Lc1_d9797_j
-    .p2align 3
-    jmp .Lc1_d9797_j
-    .p2align 3
-    jmp .Lc1_d9797_j
-.Lc1_d9797_j:
-    mov rbp, qword ptr [r15 + 576]
-    mov r9, r11
-    mov qword ptr [r15 + 256], r9
-    movzx ecx, byte ptr [r15 + 128]
-    and r9, 448
-    mov byte ptr [r15 + r9 + 832], r9b
-    movsxd r9, dword ptr [r15 + 384]
+    vmovdqu xmmword ptr [r15 + 0], xmm0
+    mov dword ptr [r15 + 0], 66
+    mov ebp, 94
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movzx ebp, bpl
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rsi, qword ptr [r15 + 448]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], r9b
+    mov ebp, ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    add rbp, qword ptr [r15 + 0]
+    jmp 1f
+1:
+    movzx r9d, byte ptr [r15 + 64]
+    jmp 1f
+1:
+    movsxd r8, dword ptr [r15 + 704]
+    and r8d, dword ptr [r15 + 512]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov rcx, qword ptr [r15 + 320]
+    mov r8, r11
+    movzx eax, byte ptr [r15 + 192]
+    movsxd rsi, dword ptr [r15 + 128]
+    mov edi, dword ptr [r15 + 128]
+    and r8, 1984
+    movzx edx, byte ptr [r15 + r8 + 1344]
+    mov qword ptr [r15 + 640], rax
+    mov r8, r11
+    mov eax, r8d
+    and r8, 8128
+    add rsi, qword ptr [r15 + r8 + 7488]
+    mov r8d, esi
+    mov dword ptr [r15 + 448], r8d
+    jmp 1f
+1:
+    movsxd r8, dword ptr [r15 + 256]
+    mov esi, r8d
+    mov dword ptr [r15 + 384], esi
+    movsxd rsi, dword ptr [r15 + 512]
+    mov dword ptr [r15 + 384], 168
+    mov dword ptr [r15 + 64], 247
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c213:
-    mov r9d, 125
-    movsxd rax, dword ptr [r15 + 640]
-    mov r9, qword ptr [r15 + 448]
+    lea rcx, [rip + .Lc1_d9896_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d9896_j_t
+.Lc1_d9896_j:
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov rcx, rsi
-    mov qword ptr [r15 + 0], rsi
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
+    or qword ptr [r15 + 0], 82
+    mov byte ptr [r15 + 0], sil
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r11
-    mov dword ptr [r15 + 0], ecx
+    mov byte ptr [r15 + 0], cl
     mov r8, r11
-    movsxd rcx, dword ptr [r15 + 64]
-    and rbp, 4032
-    mov dword ptr [r15 + rbp + 3392], 226
-    and r8, 1984
-    mov esi, dword ptr [r15 + r8 + 1344]
-    and r9d, dword ptr [r15 + 512]
-    mov dword ptr [r15 + 384], ecx
-    movzx ebp, cl
-    movsxd rcx, dword ptr [r15 + 128]
-    mov ebp, 144
-    mov r8, r8
-    vmovdqu xmm10, xmmword ptr [r15 + 192]
-    mov edi, 166
-    mov ebp, 69
+    mov ecx, dword ptr [r15 + 64]
+    jmp 1f
+1:
+    and r8, 4032
+    movzx esi, byte ptr [r15 + r8 + 3392]
+    mov eax, dword ptr [r15 + 192]
+    mov r8, r11
+    mov dword ptr [r15 + 384], r8d
+    and r8, 448
+    mov r9d, dword ptr [r15 + r8 + 832]
+    mov qword ptr [r15 + 448], rsi
+    movzx r8d, byte ptr [r15 + 192]
+    movzx esi, al
+    jmp 1f
+1:
+    mov esi, dword ptr [r15 + 512]
+    jmp 1f
+1:
+    mov rbp, r8
+    movzx r8d, byte ptr [r15 + 256]
+    movsxd rdi, dword ptr [r15 + 128]
+    movzx edx, byte ptr [r15 + 576]
+    mov eax, dword ptr [r15 + 768]
+    mov r9, r11
+    movsxd rax, dword ptr [r15 + 320]
+    and r9, 1984
+    mov qword ptr [r15 + r9 + 1344], r9
+    mov r9, rdx
+    movsxd rdx, dword ptr [r15 + 320]
+    vmovdqu ymmword ptr [r15 + 64], ymm0
     jmp 1f
 1:
     jmp 1f
 1:
-    mov rbp, r11
-    mov r8d, dword ptr [r15 + 256]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    and rbp, 8128
-    mov byte ptr [r15 + rbp + 7488], dil
-    mov rbp, qword ptr [r15 + 64]
-    mov rdi, qword ptr [r15 + 320]
-    mov byte ptr [r15 + 320], r8b
-    mov r8d, edi
     add r11, 64
     inc rbx
     dec r13
@@ -12311,45 +12486,49 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d9884_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d9884_j_t
-.Lc1_d9884_j:
-    mov byte ptr [r15 + 256], cl
-    mov dword ptr [r15 + 128], 85
-    and r8d, dword ptr [r15 + 320]
-    mov dword ptr [r15 + 64], r8d
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 268435456
+    setz al
+    lea rcx, [rip + .Lc1_d9944_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d9944_s_t
+    .p2align 3
+.Lc1_d9944_s:
+    .p2align 3
+    jmp .Lc1_d9944_j
+    .p2align 3
+    jmp .Lc1_d9944_j
+.Lc1_d9944_j:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 320], rax
+    mov dword ptr [r15 + 128], 44
+    mov ecx, dword ptr [r15 + 256]
+    mov r9, rcx
+    mov rax, qword ptr [r15 + 640]
+    and esi, dword ptr [r15 + 384]
+    mov r9, r11
     jmp 1f
 1:
-    mov rbp, r11
     jmp 1f
 1:
-    and rbp, 448
-    movzx r8d, byte ptr [r15 + rbp + 832]
-    mov rbp, qword ptr [r15 + 448]
-    movzx ecx, bpl
-    movzx ecx, byte ptr [r15 + 768]
-    mov r9, r11
-    test dword ptr [r15 + 67117723], 33589248
-    jz 1f
+    and r9, 16320
+    movsxd rdx, dword ptr [r15 + r9 + 15680]
+    test dword ptr [r15 + 67117723], 2050
+    jnz 1f
 1:
-    mov ebp, r9d
-    and r9, 1984
-    vmovq qword ptr [r15 + r9 + 1344], xmm10
-    add qword ptr [r15 + 384], rcx
-    movzx ecx, r9b
-    mov r9d, ecx
+    mov rax, rcx
+    mov ecx, 198
     mov r9, r11
-    movzx ecx, byte ptr [r15 + 512]
-    mov byte ptr [r15 + 192], bpl
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + 448], ymm0
+    and r9, 448
+    vmovdqu ymmword ptr [r15 + r9 + 832], ymm0
+    mov r9, r11
+    mov dword ptr [r15 + 64], 41
+    mov edi, dword ptr [r15 + 384]
     and r9, 4032
-    mov qword ptr [r15 + r9 + 3392], r9
-    mov byte ptr [r15 + 704], r9b
-    mov r9d, ebp
-    mov r9d, 204
+    mov byte ptr [r15 + r9 + 3392], al
     jmp 1f
 1:
     add r11, 64
@@ -12357,397 +12536,401 @@ ditto_body_c1:
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c215:
-    mov r9, r11
+    add r9, qword ptr [r15 + 384]
+    mov eax, dword ptr [r15 + 192]
+    mov esi, eax
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], edi
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    movzx edi, r9b
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r9d, r9b
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], rax
+    jmp 1f
+1:
+    mov r9, rdi
+    vmovdqu ymmword ptr [r15 + 128], ymm13
+    mov r9d, dword ptr [r15 + 704]
+    vmovdqu ymmword ptr [r15 + 448], ymm14
+    mov rax, rdi
     mov rbp, r11
+    jmp 1f
+1:
     jmp 1f
 1:
     and rbp, 448
-    movsxd rcx, dword ptr [r15 + rbp + 832]
-    and r9, 16320
-    movzx ebp, byte ptr [r15 + r9 + 15680]
-    .byte 0x0f, 0x1f, 0x40, 0x00
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], ebp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 113
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    add r9, qword ptr [r15 + 128]
-    mov ebp, 92
-    jmp 1f
-1:
-    movsxd rbp, dword ptr [r15 + 384]
-    mov r8d, ebp
-    mov esi, dword ptr [r15 + 384]
+    mov dword ptr [r15 + rbp + 832], 238
+    mov byte ptr [r15 + 128], al
+    mov eax, r9d
+    mov dword ptr [r15 + 64], eax
+    mov ebp, 62
     mov rbp, r11
-    mov edi, 76
-    mov edi, r9d
-    mov dword ptr [r15 + 128], r9d
-    and rbp, 8128
-    mov byte ptr [r15 + rbp + 7488], r8b
-    mov dword ptr [r15 + 320], 3
-    jmp 1f
-1:
-    vmovdqu ymmword ptr [r15 + 192], ymm10
-    mov qword ptr [r15 + 576], rbp
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    and edi, dword ptr [r15 + 512]
-    jmp 1f
-1:
-    mov byte ptr [r15 + 64], dil
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 64], 24
-    jmp 1f
-1:
+    lea r9, [r11 + r11*1]
+    and rbp, 1984
+    mov dword ptr [r15 + rbp + 1344], 99
+    mov edi, dword ptr [r15 + 320]
+    mov rbp, qword ptr [r15 + 256]
+    and r9, 8128
+    mov eax, dword ptr [r15 + r9 + 7552]
+    mov dword ptr [r15 + 512], edi
+    mov edi, dword ptr [r15 + r9 + 7488]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c216:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 33554432
-    setz al
-    lea rcx, [rip + .Lc1_d9977_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d9977_s_t
-    .p2align 3
-.Lc1_d9977_s:
-    .p2align 3
-    jmp .Lc1_d9977_j
-    .p2align 3
-    jmp .Lc1_d9977_j
-.Lc1_d9977_j:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 256], 141
-    mov byte ptr [r15 + 512], dl
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rdx, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 0], ymm10
-    movzx edx, byte ptr [r15 + 384]
-    mov rcx, qword ptr [r15 + 640]
-    mov rbp, r11
-    mov eax, dword ptr [r15 + 448]
-    and rbp, 8128
-    mov dword ptr [r15 + rbp + 7488], ebp
-    vpaddq xmm10, xmm10, xmmword ptr [r15 + 320]
-    mov rbp, qword ptr [r15 + 128]
-    mov r8, r11
-    add rcx, qword ptr [r15 + 64]
-    mov r9, r11
-    and r8, 4032
-    movzx edi, byte ptr [r15 + r8 + 3392]
-    mov qword ptr [r15 + 192], rdx
-    and r9, 1984
-    mov dword ptr [r15 + r9 + 1344], 115
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c217:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov rbp, r11
-    vpmovmskb edx, xmm10
-    movzx r9d, dl
-    mov edx, 225
-    and rbp, 448
-    mov edx, dword ptr [r15 + rbp + 832]
-    mov ebp, dword ptr [r15 + 64]
-    movzx eax, byte ptr [r15 + 128]
-    mov rcx, rdi
-    mov r8d, dword ptr [r15 + 768]
-    mov r9, r11
-    mov rcx, r9
-    and r9, 1984
-    mov dword ptr [r15 + r9 + 1344], 233
-    jmp 1f
-1:
-    mov dword ptr [r15 + 704], ebp
-    mov r9d, ebp
-    movsxd rbp, dword ptr [r15 + 256]
-    movzx r9d, byte ptr [r15 + 192]
-    test dword ptr [r15 + 67117723], 4194336
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 4032
-    mov byte ptr [r15 + rbp + 3392], bpl
-    mov dword ptr [r15 + 448], 28
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov rdi, qword ptr [r15 + 320]
-    movsxd rbp, dword ptr [r15 + 384]
-    movsxd r9, dword ptr [r15 + 512]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c218:
-    lea rcx, [rip + .Lc1_d10058_j]
+    lea rcx, [rip + .Lc1_d10031_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d10058_j_t
-.Lc1_d10058_j:
-    mov dword ptr [r15 + 448], 80
+    jmp .Lc1_d10031_j_t
+.Lc1_d10031_j:
+    mov dword ptr [r15 + 320], ecx
+    mov r9, rcx
     jmp 1f
 1:
-    mov ecx, 126
-    mov rcx, rcx
-    mov ecx, dword ptr [r15 + 256]
-    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, dword ptr [r15 + 512]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov qword ptr [r15 + 384], rcx
-    movsxd rcx, dword ptr [r15 + 64]
+    vmovdqu ymmword ptr [r15 + 768], ymm2
+    mov ecx, r9d
+    mov ecx, 23
+    mov ebp, 234
+    vpcmpeqb xmm11, xmm11, xmmword ptr [r15 + 384]
     mov rbp, r11
-    jmp 1f
-1:
-    mov r9, rbp
-    mov rdi, rcx
-    and rbp, 448
-    mov dword ptr [r15 + rbp + 832], ebp
-    movzx ecx, cl
-    mov rbp, qword ptr [r15 + 576]
-    movsxd rsi, dword ptr [r15 + 128]
-    jmp 1f
-1:
-    movzx ecx, byte ptr [r15 + 320]
-    mov r9, r11
-    mov r8d, dword ptr [r15 + 512]
-    movzx edx, byte ptr [r15 + 320]
-    mov r8, r11
-    and r9, 1984
-    mov eax, dword ptr [r15 + r9 + 1344]
-    mov r9d, ecx
-    movzx ecx, sil
-    and r8, 8128
-    mov dword ptr [r15 + r8 + 7488], edx
-    jmp 1f
-1:
-    mov r8d, esi
-    movzx r8d, byte ptr [r15 + 128]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c219:
+    mov dword ptr [r15 + 192], ebp
+    and rbp, 1984
+    movsxd rcx, dword ptr [r15 + rbp + 1344]
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx esi, r8b
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r8, rsi
-    mov r8, rsi
-    mov byte ptr [r15 + 0], dil
-    movzx esi, r8b
-    movzx r8d, sil
-    mov dword ptr [r15 + 0], r8d
-    movzx r8d, byte ptr [r15 + 64]
-    mov esi, edi
-    mov edi, 235
-    mov edi, 109
-    mov esi, dword ptr [r15 + 192]
+    mov ebp, ecx
+    mov r8d, 202
+    mov edi, 5
+    mov ecx, r9d
     jmp 1f
 1:
     test ebx, 1073741824
     jz 1f
 1:
-    mov esi, dword ptr [r15 + 640]
+    mov byte ptr [r15 + 0], dil
     jmp 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edi, edi
+    mov rdi, rdi
+    mov r9d, edi
+    mov rbp, r11
+    mov rdi, rbp
+    and rbp, 8128
+    vmovdqu xmmword ptr [r15 + rbp + 7488], xmm11
+    movzx ecx, dl
+    movzx ebp, cl
+    movsxd rcx, dword ptr [r15 + 448]
+    mov ebp, 247
+    movzx ebp, byte ptr [r15 + 64]
     mov r8, r11
+    mov edi, r9d
+    and r8, 4032
+    movsxd r9, dword ptr [r15 + r8 + 3392]
+    mov byte ptr [r15 + 128], r9b
     jmp 1f
 1:
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c217:
+    mov dword ptr [r15 + 128], 47
+    add r9, qword ptr [r15 + 320]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    movzx edx, r9b
+    jmp 1f
+1:
+    vpaddd xmm11, xmm11, xmm11
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], r9d
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 64], dl
+    mov rdx, qword ptr [r15 + 64]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movzx r9d, r9b
+    jmp 1f
+1:
+    mov r9, r11
+    mov qword ptr [r15 + 256], r9
+    jmp 1f
+1:
+    and r9, 1984
+    mov r8, qword ptr [r15 + r9 + 1344]
+    mov r9d, 60
+    vpaddd xmm11, xmm11, xmm11
+    mov dword ptr [r15 + 512], 237
+    mov r9, r11
+    jmp 1f
+1:
+    mov rdi, rdx
+    and r9, 448
+    mov dword ptr [r15 + r9 + 832], 159
+    mov r9, qword ptr [r15 + 576]
     jmp 1f
 1:
     mov rbp, r11
-    and r8, 4032
-    mov edi, dword ptr [r15 + r8 + 3392]
+    mov dword ptr [r15 + 192], 43
+    mov byte ptr [r15 + 448], dil
+    mov rdi, qword ptr [r15 + 384]
+    and rbp, 4032
+    vmovdqu ymmword ptr [r15 + rbp + 3392], ymm11
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c218:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d10134_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d10134_j_t
+.Lc1_d10134_j:
+    mov dword ptr [r15 + 448], 130
+    jmp 1f
+1:
+    mov dword ptr [r15 + 64], 51
+    add qword ptr [r15 + 384], rbp
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, byte ptr [r15 + 640]
+    jmp 1f
+1:
+    test dword ptr [r15 + 67117723], 268435472
+    jnz 1f
+1:
+    mov ebp, ecx
+    movsxd r8, dword ptr [r15 + 320]
+    mov rbp, qword ptr [r15 + 128]
+    jmp 1f
+1:
+    movzx r9d, dl
+    and ebp, dword ptr [r15 + 704]
+    mov rcx, qword ptr [r15 + 512]
+    mov r9, r11
+    mov edx, 93
+    and r9, 8128
+    movzx edi, byte ptr [r15 + r9 + 7488]
+    mov r9, r11
+    mov edx, r9d
+    mov dword ptr [r15 + 256], ebp
+    mov dword ptr [r15 + 320], edx
+    and r9, 448
+    mov qword ptr [r15 + r9 + 832], rsi
+    mov r9d, 246
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c219:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rdx, r9
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], esi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 20
+    mov r9d, dword ptr [r15 + 384]
+    jmp 1f
+1:
+    mov rbp, r11
+    jmp 1f
+1:
+    mov edx, 177
+    and rbp, 4032
+    mov rcx, qword ptr [r15 + rbp + 3392]
+    mov byte ptr [r15 + 768], dil
+    jmp 1f
+1:
+    mov dword ptr [r15 + 192], edx
+    mov rsi, r9
+    jmp 1f
+1:
+    mov dword ptr [r15 + 448], r9d
+    movzx ebp, byte ptr [r15 + 128]
+    mov qword ptr [r15 + 64], rdx
+    mov r9, r11
+    mov byte ptr [r15 + 384], r9b
+    and r9, 8128
+    movzx edx, byte ptr [r15 + r9 + 7488]
+    mov dword ptr [r15 + 320], edx
     mov r8, r11
-    and rbp, 448
-    mov edx, dword ptr [r15 + rbp + 832]
-    and r8, 8128
-    mov rbp, qword ptr [r15 + r8 + 7488]
-    movsxd r8, dword ptr [r15 + 128]
+    mov edx, dword ptr [r15 + 512]
+    mov qword ptr [r15 + 128], rax
     jmp 1f
 1:
-    movzx r9d, r8b
-    vmovdqu ymmword ptr [r15 + 256], ymm10
+    and r8, 1984
+    mov dword ptr [r15 + r8 + 1344], r8d
     jmp 1f
 1:
-    mov dword ptr [r15 + 384], r9d
-    mov eax, 132
-    mov r9d, dword ptr [r15 + 320]
-    mov r8, qword ptr [r15 + 448]
-    mov eax, dword ptr [r15 + 64]
+    movzx r8d, byte ptr [r15 + 192]
+    vpcmpeqb xmm11, xmm11, xmm8
     jmp 1f
 1:
-    mov rcx, rax
-    movzx ecx, cl
+    jmp 1f
+1:
+    mov r9, qword ptr [r15 + 256]
+    vmovq xmm8, rdx
+    movzx edx, dl
+    mov eax, 229
+    and esi, dword ptr [r15 + 64]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c220:
-    lea rcx, [rip + .Lc1_d10158_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d10158_j_t
-.Lc1_d10158_j:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov ecx, ecx
-    mov dword ptr [r15 + 0], ecx
-    mov dword ptr [r15 + 0], ecx
-    mov rbp, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, dword ptr [r15 + 128]
-    and rbp, 4032
-    and r8d, dword ptr [r15 + rbp + 3392]
-    mov r9, r11
-    movsxd rbp, dword ptr [r15 + 512]
-    movzx eax, byte ptr [r15 + 512]
-    mov byte ptr [r15 + 64], cl
-    and r9, 1984
-    mov dword ptr [r15 + r9 + 1344], 161
-    jmp 1f
-1:
-    mov rcx, qword ptr [r15 + 384]
-    mov r9, r8
-    mov byte ptr [r15 + 384], r9b
-    add qword ptr [r15 + 192], rbp
-    jmp 1f
-1:
-    mov dword ptr [r15 + 768], r9d
-    mov r9, qword ptr [r15 + 256]
-    mov rbp, qword ptr [r15 + 448]
-    mov r8, r8
-    jmp 1f
-1:
-    mov r8d, 207
-    and r8d, dword ptr [r15 + 320]
-    mov edx, dword ptr [r15 + 704]
-    jmp 1f
-1:
-    mov edi, ecx
-    mov edi, 19
-    vpcmpeqb xmm10, xmm10, xmmword ptr [r15 + 128]
-    vpaddd xmm10, xmm10, xmm15
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 15
+    lea rcx, [rip + .Lc1_d10227_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d10227_s_t
+    .p2align 3
+.Lc1_d10227_s:
+    .p2align 3
+    jmp .Lc1_d10227_j
+    .p2align 3
+    jmp .Lc1_d10227_j
+    .p2align 3
+    jmp .Lc1_d10227_j
+    .p2align 3
+    jmp .Lc1_d10227_j
+    .p2align 3
+    jmp .Lc1_d10227_j
+    .p2align 3
+    jmp .Lc1_d10227_j
+    .p2align 3
+    jmp .Lc1_d10227_j
+    .p2align 3
+    jmp .Lc1_d10227_j
+    .p2align 3
+    jmp .Lc1_d10227_j
+    .p2align 3
+    jmp .Lc1_d10227_j
+    .p2align 3
+    jmp .Lc1_d10227_j
+    .p2align 3
+    jmp .Lc1_d10227_j
+    .p2align 3
+    jmp .Lc1_d10227_j
+    .p2align 3
+    jmp .Lc1_d10227_j
+    .p2align 3
+    jmp .Lc1_d10227_j
+    .p2align 3
+    jmp .Lc1_d10227_j
+.Lc1_d10227_j:
+    mov r8, r11
+    and r8, 448
+    mov byte ptr [r15 + r8 + 832], cl
+    mov r8, r11
+    vmovdqu ymmword ptr [r15 + 512], ymm11
+    and r8, 4032
+    mov ecx, dword ptr [r15 + r8 + 3392]
+    mov esi, 144
+    vpaddq xmm11, xmm11, xmmword ptr [r15 + 576]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c221:
-    mov rbp, r11
-    and rbp, 1984
-    vmovq qword ptr [r15 + rbp + 1344], xmm10
-    movsxd r8, dword ptr [r15 + 256]
-    jmp 1f
-1:
-    and ebp, dword ptr [r15 + 320]
-    jmp 1f
-1:
-    mov rcx, rbp
-    mov qword ptr [r15 + 64], rcx
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 448], 145
-    mov byte ptr [r15 + 0], r8b
-    mov qword ptr [r15 + 0], r8
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], r8
-    mov rcx, r8
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r8d, r8b
-    mov r8, rbp
-    test ebx, 1536
-    jnz 1f
-1:
+    mov dword ptr [r15 + 0], ecx
+    mov byte ptr [r15 + 0], cl
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    mov byte ptr [r15 + 0], cl
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rcx
-    mov rbp, r11
     mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 448
-    movsxd rsi, dword ptr [r15 + rbp + 832]
+    mov byte ptr [r15 + 0], sil
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu ymmword ptr [r15 + 320], ymm11
+    and esi, dword ptr [r15 + 128]
+    movsxd rcx, dword ptr [r15 + 64]
+    mov r8, r8
+    mov dword ptr [r15 + 320], 64
+    mov eax, esi
+    vpcmpeqb xmm11, xmm11, xmm8
+    mov dword ptr [r15 + 192], ecx
+    xor dword ptr [r15 + 384], eax
     mov r8, r11
-    and ebp, dword ptr [r15 + 192]
-    mov qword ptr [r15 + 64], rcx
-    mov rcx, qword ptr [r15 + 512]
-    and r8, 8128
-    mov byte ptr [r15 + r8 + 7488], r8b
-    movzx r9d, sil
-    movzx esi, sil
-    movzx r8d, byte ptr [r15 + 384]
-    mov dword ptr [r15 + 576], r8d
-    mov r8, qword ptr [r15 + 128]
     jmp 1f
 1:
-    vmovq qword ptr [r15 + 320], xmm10
+    movsxd rcx, dword ptr [r15 + 640]
+    jmp 1f
+1:
+    and r8, 8128
+    movzx eax, byte ptr [r15 + r8 + 7488]
+    mov r8d, dword ptr [r15 + 384]
+    mov rbp, r11
+    vmovdqu ymmword ptr [r15 + 448], ymm11
+    and rbp, 1984
+    vmovdqu ymmword ptr [r15 + rbp + 1344], ymm11
+    mov ebp, 65
+    movzx esi, bpl
+    mov esi, eax
+    movsxd rax, dword ptr [r15 + 256]
+    mov rbp, r8
+    movzx ebp, cl
+    jmp 1f
+1:
+    mov ebp, dword ptr [r15 + 128]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 64], 182
+    movzx edi, byte ptr [r15 + 512]
+    jmp 1f
+1:
     jmp 1f
 1:
     add r11, 64
@@ -12759,404 +12942,374 @@ ditto_body_c1:
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
     xor eax, eax
-    test dword ptr [r15 + 67117723], 536870912
+    test dword ptr [r15 + 67117724], 33554432
     setz al
-    lea rcx, [rip + .Lc1_d10257_s]
+    lea rcx, [rip + .Lc1_d10312_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d10257_s_t
+    jmp .Lc1_d10312_s_t
     .p2align 3
-.Lc1_d10257_s:
+.Lc1_d10312_s:
     .p2align 3
-    jmp .Lc1_d10257_j
+    jmp .Lc1_d10312_j
     .p2align 3
-    jmp .Lc1_d10257_j
-.Lc1_d10257_j:
+    jmp .Lc1_d10312_j
+.Lc1_d10312_j:
+    mov ecx, eax
+    and r9d, dword ptr [r15 + 192]
+    mov dword ptr [r15 + 0], 138
+    mov dword ptr [r15 + 0], eax
+    mov rax, r9
+    jmp 1f
+1:
+    movsxd rax, dword ptr [r15 + 64]
+    mov dword ptr [r15 + 128], eax
+    mov rax, qword ptr [r15 + 768]
+    jmp 1f
+1:
+    mov r8, r11
+    mov byte ptr [r15 + 320], r8b
+    test ebx, 1073741824
+    jz 1f
+1:
     mov rbp, r11
-    and rbp, 1984
-    movsxd rax, dword ptr [r15 + rbp + 1344]
-    mov dword ptr [r15 + 192], ecx
-    or qword ptr [r15 + 448], 63
+    and r8, 4032
+    mov r9, qword ptr [r15 + r8 + 3392]
+    and rbp, 448
+    mov rdi, qword ptr [r15 + rbp + 832]
     jmp 1f
 1:
-    movzx ecx, byte ptr [r15 + 64]
-    mov ebp, 134
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov rbp, rax
-    mov dword ptr [r15 + 640], 71
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, 225
-    and rbp, 4032
-    mov r8d, dword ptr [r15 + rbp + 3392]
-    jmp 1f
-1:
-    movzx ebp, dil
-    mov edi, ebp
-    jmp 1f
-1:
-    mov r9, r11
-    mov dword ptr [r15 + 128], 110
-    and r9, 8128
-    movsxd rdi, dword ptr [r15 + r9 + 7488]
-    jmp 1f
-1:
-    mov r9d, dword ptr [r15 + 384]
-    .byte 0x0f, 0x1f, 0x40, 0x00
+    mov r8, r11
+    movsxd rax, dword ptr [r15 + 256]
+    mov ebp, ecx
+    mov byte ptr [r15 + 448], r9b
+    and r8, 1984
+    mov dword ptr [r15 + r8 + 1344], 240
+    mov ecx, 160
+    mov r8, rcx
+    mov ecx, 18
+    mov dword ptr [r15 + 704], 124
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c223:
-    mov r9d, 125
-    mov r12, qword ptr [r15 + r12 + 56]
-    add rdi, qword ptr [r15 + 0]
-    vmovdqu ymmword ptr [r15 + 0], ymm10
-    mov dword ptr [r15 + 0], 18
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, 245
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, r11
     mov rbp, r11
-    jmp 1f
-1:
+    and r8, 8128
+    add rcx, qword ptr [r15 + r8 + 7488]
+    mov r9d, ecx
     and rbp, 4032
-    mov dword ptr [r15 + rbp + 3392], 248
+    movsxd r8, dword ptr [r15 + rbp + 3392]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, r8d
+    mov dword ptr [r15 + 0], r9d
+    mov r9, rbp
+    mov ebp, r9d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov ebp, r9d
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     jmp 1f
 1:
-    mov ebp, dword ptr [r15 + 64]
-    nop
-    jmp 1f
-1:
-    xor dword ptr [r15 + 192], r9d
-    jmp 1f
-1:
-    test ebx, 2048
-    jz 1f
-1:
-    movzx r9d, byte ptr [r15 + 448]
-    mov esi, dword ptr [r15 + 256]
-    mov rcx, rsi
-    mov dword ptr [r15 + 320], 4
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 64], sil
+    mov rbp, r9
+    movsxd r9, dword ptr [r15 + 256]
     mov rbp, r11
-    movzx edx, byte ptr [r15 + 320]
-    movzx esi, byte ptr [r15 + 768]
-    and rbp, 1984
-    mov dword ptr [r15 + rbp + 1344], 177
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov rbp, r11
-    movzx edi, r9b
-    jmp 1f
-1:
-    jmp 1f
-1:
+    mov esi, ebp
     and rbp, 448
-    mov dword ptr [r15 + rbp + 832], esi
-    mov byte ptr [r15 + 384], bpl
-    mov edi, dword ptr [r15 + 128]
+    movzx esi, byte ptr [r15 + rbp + 832]
+    movzx ebp, byte ptr [r15 + 512]
+    mov r8d, dword ptr [r15 + 128]
+    vmovq xmm11, r8
+    and r9d, dword ptr [r15 + 576]
+    mov dword ptr [r15 + 384], 107
+    mov r8, r9
     jmp 1f
 1:
-    mov byte ptr [r15 + 512], sil
-    mov rsi, qword ptr [r15 + 128]
-    movsxd rbp, dword ptr [r15 + 704]
+    jmp 1f
+1:
+    mov r9, rsi
+    and ebp, dword ptr [r15 + 448]
+    mov r9d, 47
+    mov r9d, 39
+    mov r9, r9
+    mov dword ptr [r15 + 320], r9d
+    jmp 1f
+1:
+    movzx r9d, byte ptr [r15 + 384]
+    mov byte ptr [r15 + 128], r8b
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c224:
-    lea rcx, [rip + .Lc1_d10349_j]
+    lea rcx, [rip + .Lc1_d10404_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d10349_j_t
-.Lc1_d10349_j:
-    mov qword ptr [r15 + 448], rcx
+    jmp .Lc1_d10404_j_t
+.Lc1_d10404_j:
+    mov byte ptr [r15 + 128], r9b
+    movzx ecx, byte ptr [r15 + 64]
+    mov dword ptr [r15 + 192], 33
+    mov dword ptr [r15 + 320], ecx
+    and ecx, dword ptr [r15 + 0]
+    movzx r9d, r9b
+    mov dword ptr [r15 + 0], ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, ecx
+    mov qword ptr [r15 + 0], r8
     jmp 1f
 1:
-    mov ebp, 174
+    mov dword ptr [r15 + 0], 94
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov qword ptr [r15 + 0], rcx
-    mov ecx, ebp
-    vmovdqu ymmword ptr [r15 + 0], ymm10
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
+    mov dword ptr [r15 + 0], ebp
+    and r9d, dword ptr [r15 + 512]
+    mov ebp, 40
+    test ebx, 1073741824
+    jz 1f
 1:
     mov rbp, r11
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, 107
+    and rbp, 1984
+    mov qword ptr [r15 + rbp + 1344], r9
+    mov rbp, r11
+    mov dword ptr [r15 + 640], ebp
+    mov r9d, 121
+    mov rcx, qword ptr [r15 + 320]
     and rbp, 8128
-    mov r9, r11
-    mov rcx, qword ptr [r15 + rbp + 7488]
-    add rbp, qword ptr [r15 + 192]
-    and r9, 4032
-    movsxd rsi, dword ptr [r15 + r9 + 3392]
-    mov r8, r11
+    mov byte ptr [r15 + rbp + 7488], r9b
+    movsxd rbp, dword ptr [r15 + 448]
+    movzx r9d, bpl
+    movsxd r8, dword ptr [r15 + 512]
+    movsxd rbp, dword ptr [r15 + 384]
+    mov esi, 184
     jmp 1f
 1:
-    mov r9, qword ptr [r15 + 128]
-    and r8, 448
-    vmovdqu ymmword ptr [r15 + r8 + 832], ymm10
+    mov esi, edi
     jmp 1f
 1:
-    mov qword ptr [r15 + 320], r9
-    mov edx, r9d
-    movsxd r9, dword ptr [r15 + 256]
-    jmp 1f
-1:
-    movzx r8d, byte ptr [r15 + 384]
-    mov rdx, r8
-    mov qword ptr [r15 + 576], rdx
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movsxd rdx, dword ptr [r15 + 512]
-    jmp 1f
-1:
-    mov r8d, 214
-    and eax, dword ptr [r15 + 64]
-    mov edi, 96
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
+    movsxd rsi, dword ptr [r15 + 64]
+    movzx edi, byte ptr [r15 + 256]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c225:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov qword ptr [r15 + 192], rdx
-    mov r8, r11
-    movzx eax, r8b
-    and r8, 8128
-    movsxd rdx, dword ptr [r15 + r8 + 7488]
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    vmovdqu ymmword ptr [r15 + 0], ymm10
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 223
-    mov qword ptr [r15 + 0], rbp
-    mov byte ptr [r15 + 640], al
-    vmovdqu ymmword ptr [r15 + 512], ymm10
-    mov rbp, qword ptr [r15 + 320]
-    mov eax, dword ptr [r15 + 256]
+    add r9, qword ptr [r15 + 0]
     jmp 1f
 1:
-    vmovdqu ymmword ptr [r15 + 64], ymm10
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rdi, rsi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rsi, qword ptr [r15 + 512]
+    mov ebp, dword ptr [r15 + 704]
+    mov edi, ebp
+    movzx edi, byte ptr [r15 + 128]
     jmp 1f
 1:
-    test dword ptr [r15 + 67117724], 33792
-    jnz 1f
-1:
-    mov r8d, dword ptr [r15 + 128]
     jmp 1f
 1:
+    mov r8d, edi
+    mov r8d, r9d
+    movzx r9d, byte ptr [r15 + 384]
+    mov rcx, r9
+    mov byte ptr [r15 + 448], cl
+    mov rcx, rcx
+    mov r9, r11
+    movzx edx, r8b
     jmp 1f
 1:
-    mov dword ptr [r15 + 128], r8d
+    mov qword ptr [r15 + 256], rdx
+    and r9, 448
+    mov rcx, qword ptr [r15 + r9 + 832]
+    mov dword ptr [r15 + 192], 80
+    mov r8, rcx
+    mov ecx, dword ptr [r15 + 64]
+    movzx r9d, byte ptr [r15 + 768]
     jmp 1f
 1:
-    mov r8d, 249
-    mov r8, r8
-    movsxd r8, dword ptr [r15 + 448]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 64], r8d
+    mov r9, r11
+    mov eax, dword ptr [r15 + 320]
     mov r8, r11
-    mov rbp, r11
-    and r8, 448
-    mov qword ptr [r15 + r8 + 832], r8
+    and r9, 4032
+    mov qword ptr [r15 + r9 + 3392], rdx
+    and r8, 1984
+    vmovdqu ymmword ptr [r15 + r8 + 1344], ymm11
     jmp 1f
 1:
-    and rbp, 1984
-    mov r8, qword ptr [r15 + rbp + 1344]
-    mov ebp, dword ptr [r15 + 384]
-    mov byte ptr [r15 + 384], bpl
+    add r8, qword ptr [r15 + 128]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c226:
-    lea rcx, [rip + .Lc1_d10447_j]
+    lea rcx, [rip + .Lc1_d10499_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d10447_j_t
-.Lc1_d10447_j:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], bpl
+    jmp .Lc1_d10499_j_t
+.Lc1_d10499_j:
+    mov ecx, ecx
+    and r9d, dword ptr [r15 + 384]
+    mov rcx, r8
+    movsxd rcx, dword ptr [r15 + 128]
+    mov dword ptr [r15 + 512], r8d
+    mov byte ptr [r15 + 0], cl
+    movzx r8d, r9b
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, 221
-    mov dword ptr [r15 + 512], 233
-    mov r8, r11
-    mov qword ptr [r15 + 384], rcx
-    mov qword ptr [r15 + 704], rcx
-    mov rbp, qword ptr [r15 + 256]
-    and r8, 4032
-    vpaddq xmm10, xmm10, xmmword ptr [r15 + r8 + 3392]
-    mov ecx, dword ptr [r15 + 448]
-    mov r8, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, qword ptr [r15 + 576]
+    add rbp, qword ptr [r15 + 64]
+    mov r8d, 241
+    jmp 1f
+1:
+    add r9, qword ptr [r15 + 192]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r9, r11
+    movzx ebp, r9b
+    and eax, dword ptr [r15 + 320]
+    mov edx, 35
+    and r9, 16320
+    mov dword ptr [r15 + r9 + 15680], r8d
+    mov r9, r11
+    mov ebp, dword ptr [r15 + 256]
+    mov r8d, r8d
+    and r9, 1984
+    add r8, qword ptr [r15 + r9 + 1344]
+    jmp 1f
+1:
+    movzx r9d, r8b
+    mov r9, r11
+    mov rdx, rax
+    mov eax, dword ptr [r15 + 64]
+    and r9, 8128
+    mov edi, dword ptr [r15 + r9 + 7488]
+    mov qword ptr [r15 + 384], rdi
+    add rdi, qword ptr [r15 + 448]
     jmp 1f
 1:
     jmp 1f
 1:
-    and r8, 1984
-    mov rax, qword ptr [r15 + r8 + 1344]
-    mov r8d, 4
-    movsxd r8, dword ptr [r15 + 128]
-    mov r9, qword ptr [r15 + 320]
-    movzx edx, byte ptr [r15 + 64]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 768], 110
-    mov byte ptr [r15 + 64], al
-    mov eax, edx
-    mov rbp, r11
-    mov eax, dword ptr [r15 + 320]
-    and rbp, 16320
-    mov dword ptr [r15 + rbp + 15680], 122
+    mov r9, rdi
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c227:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    movzx ebp, al
-    movzx edx, byte ptr [r15 + 448]
-    mov eax, r9d
-    movsxd rax, dword ptr [r15 + 384]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 256], 75
+    mov r8, qword ptr [r15 + 640]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, rdx
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, r8
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, dword ptr [r15 + 512]
-    mov rbp, rbp
-    test dword ptr [r15 + 67117723], 131072
-    jnz 1f
-1:
-    movsxd rbp, dword ptr [r15 + 576]
-    jmp 1f
-1:
     mov r9, r11
-    mov edx, r9d
-    mov r8d, 38
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 33
     and r9, 8128
-    xchg qword ptr [r15 + r9 + 7488], rbp
+    movsxd rax, dword ptr [r15 + r9 + 7488]
     jmp 1f
 1:
-    mov r9d, 26
-    mov r9d, eax
-    mov qword ptr [r15 + 128], rax
-    mov r8, r11
-    add r9, qword ptr [r15 + 192]
-    mov r9, r11
+    jmp 1f
+1:
+    mov r9, qword ptr [r15 + 128]
+    vpcmpeqb xmm11, xmm11, xmm8
+    lea rbp, [r11 + r11*1]
+    jmp 1f
+1:
+    mov qword ptr [r15 + 192], rbp
+    and rbp, 4032
+    movsxd rdi, dword ptr [r15 + rbp + 3392]
+    mov ecx, dword ptr [r15 + rbp + 3456]
+    mov ebp, dword ptr [r15 + 256]
+    mov byte ptr [r15 + 320], bpl
+    movzx ebp, bpl
+    and r8d, dword ptr [r15 + 704]
+    mov ebp, r8d
+    lea r8, [r11 + r11*1]
+    mov edx, dword ptr [r15 + 448]
+    vmovdqu ymmword ptr [r15 + 384], ymm11
+    vmovq qword ptr [r15 + 64], xmm11
     and r8, 448
-    mov byte ptr [r15 + r8 + 832], r8b
-    and r9, 4032
-    vmovdqu ymmword ptr [r15 + r9 + 3392], ymm10
-    mov dword ptr [r15 + 64], edx
-    jmp 1f
-1:
-    mov edx, dword ptr [r15 + 320]
-    jmp 1f
-1:
+    mov esi, dword ptr [r15 + r8 + 832]
+    mov qword ptr [r15 + 128], rsi
+    mov qword ptr [r15 + 512], rbp
+    movzx esi, byte ptr [r15 + r8 + 896]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c228:
-    lea rcx, [rip + .Lc1_d10539_j]
+    lea rcx, [rip + .Lc1_d10591_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d10539_j_t
-.Lc1_d10539_j:
-    movzx ecx, byte ptr [r15 + 192]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
+    jmp .Lc1_d10591_j_t
+.Lc1_d10591_j:
+    mov ecx, 83
+    mov esi, dword ptr [r15 + 256]
+    mov qword ptr [r15 + 0], rsi
+    mov rsi, r8
     mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, 27
-    vmovq qword ptr [r15 + 0], xmm10
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx edx, byte ptr [r15 + 128]
-    mov r9d, edx
+    mov dword ptr [r15 + 0], ebp
     jmp 1f
 1:
-    movsxd r9, dword ptr [r15 + 704]
     jmp 1f
 1:
+    lea rbp, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 1984
+    mov esi, dword ptr [r15 + rbp + 1344]
+    mov dword ptr [r15 + 64], ecx
+    movsxd rcx, dword ptr [r15 + 64]
+    mov r8, qword ptr [r15 + 768]
+    jmp 1f
+1:
+    mov qword ptr [r15 + 384], r9
+    mov byte ptr [r15 + 320], cl
+    mov rcx, qword ptr [r15 + 320]
+    mov r9, r11
+    movzx eax, bpl
+    and r9, 8128
     mov r8, r11
+    mov dword ptr [r15 + r9 + 7488], ecx
+    mov ecx, dword ptr [r15 + 128]
+    and r8, 448
+    movzx r9d, byte ptr [r15 + r8 + 832]
+    mov r8, qword ptr [r15 + 448]
     jmp 1f
 1:
-    and r8, 8128
-    movzx ebp, byte ptr [r15 + r8 + 7488]
-    mov r8, r11
-    movzx eax, byte ptr [r15 + 384]
-    movzx esi, al
-    mov rbp, r11
-    and r8, 1984
-    mov rax, qword ptr [r15 + r8 + 1344]
+    movsxd rax, dword ptr [r15 + rbp + 1408]
+    mov edx, 146
+    movzx ebp, dl
     jmp 1f
 1:
-    mov r8d, dword ptr [r15 + 512]
-    and rbp, 448
-    mov dword ptr [r15 + rbp + 832], 106
-    mov dword ptr [r15 + 448], 79
-    mov ebp, 79
-    mov dword ptr [r15 + 128], 243
-    movzx ebp, byte ptr [r15 + 256]
-    jmp 1f
-1:
-    add rdi, qword ptr [r15 + 640]
-    mov edi, dword ptr [r15 + 320]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r8, rcx
-    mov dword ptr [r15 + 64], 124
+    movsxd rdx, dword ptr [r15 + 192]
     add r11, 64
     inc rbx
     dec r13
@@ -13165,601 +13318,642 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 262144
-    setz al
-    lea rcx, [rip + .Lc1_d10588_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d10588_s_t
-    .p2align 3
-.Lc1_d10588_s:
-    .p2align 3
-    jmp .Lc1_d10588_j
-    .p2align 3
-    jmp .Lc1_d10588_j
-.Lc1_d10588_j:
-    mov ecx, 237
+    mov rbp, r11
+    jmp 1f
+1:
+    and rbp, 4032
+    mov qword ptr [r15 + rbp + 3392], rbp
+    xor dword ptr [r15 + 512], ebp
+    mov dword ptr [r15 + 192], eax
+    mov rbp, rbp
+    mov qword ptr [r15 + 384], rdx
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, eax
-    mov eax, 193
     jmp 1f
 1:
-    movsxd rsi, dword ptr [r15 + 128]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    movzx edx, bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    vmovq qword ptr [r15 + 0], xmm11
+    movzx edx, dl
+    mov r12, qword ptr [r15 + r12 + 56]
+    test dword ptr [r15 + 67117723], 16777320
+    jz 1f
+1:
+    and eax, dword ptr [r15 + 320]
+    movzx edx, byte ptr [r15 + 448]
+    mov ebp, 44
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov byte ptr [r15 + 384], dl
+    jmp 1f
+1:
+    movsxd rdx, dword ptr [r15 + 128]
+    jmp 1f
+1:
+    add rax, qword ptr [r15 + 256]
+    mov ebp, 183
+    add rdx, qword ptr [r15 + 128]
+    and edx, dword ptr [r15 + 512]
     jmp 1f
 1:
     mov rbp, r11
-    mov r8, r11
-    mov dword ptr [r15 + 320], 67
-    and r8, 8128
-    and ecx, dword ptr [r15 + r8 + 7488]
-    jmp 1f
-1:
-    and rbp, 1984
-    mov byte ptr [r15 + rbp + 1344], sil
-    movzx esi, byte ptr [r15 + 64]
-    mov rbp, r11
-    vpshufd xmm10, xmm10, 126
-    mov dword ptr [r15 + 384], 203
-    mov r8d, 110
-    and rbp, 4032
-    mov dword ptr [r15 + rbp + 3392], 235
-    movzx ebp, byte ptr [r15 + 192]
-    mov dword ptr [r15 + 512], 71
-    vpshufd xmm10, xmm10, 84
+    mov r8d, dword ptr [r15 + 576]
+    movzx r9d, r8b
+    mov byte ptr [r15 + 64], dl
+    and rbp, 8128
+    mov dword ptr [r15 + rbp + 7488], ebp
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c230:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, 189
-    vmovdqu xmm10, xmmword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and ebp, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rbp
-    mov byte ptr [r15 + 448], bpl
-    mov ecx, dword ptr [r15 + 320]
-    and ecx, dword ptr [r15 + 384]
-    mov dword ptr [r15 + 384], ecx
-    mov byte ptr [r15 + 448], r8b
-    mov byte ptr [r15 + 192], cl
-    movzx ecx, cl
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    movsxd r8, dword ptr [r15 + 576]
-    mov byte ptr [r15 + 64], dl
-    mov edx, 7
-    mov qword ptr [r15 + 512], rcx
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 4194304
+    setz al
+    lea rcx, [rip + .Lc1_d10688_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d10688_s_t
+    .p2align 3
+.Lc1_d10688_s:
+    .p2align 3
+    jmp .Lc1_d10688_j
+    .p2align 3
+    jmp .Lc1_d10688_j
+.Lc1_d10688_j:
     jmp 1f
 1:
     mov rbp, r11
-    mov rdx, qword ptr [r15 + 128]
-    mov ecx, ecx
-    mov r9, r11
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + 704], ymm11
     and rbp, 448
-    mov eax, dword ptr [r15 + rbp + 832]
-    movzx ebp, al
+    vmovdqu xmmword ptr [r15 + rbp + 832], xmm11
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov ebp, 68
+    jmp 1f
+1:
+    movzx ebp, bpl
+    movsxd rdx, dword ptr [r15 + 640]
+    mov rbp, rcx
+    mov rcx, r9
+    mov byte ptr [r15 + 128], cl
+    movsxd rcx, dword ptr [r15 + 448]
+    movsxd r9, dword ptr [r15 + 192]
     mov rbp, r11
-    and r9, 4032
-    mov qword ptr [r15 + r9 + 3392], r8
-    and rbp, 1984
-    movsxd rcx, dword ptr [r15 + rbp + 1344]
-    mov r9d, dword ptr [r15 + 768]
     jmp 1f
 1:
-    mov ebp, r9d
+    and rbp, 4032
+    mov rax, qword ptr [r15 + rbp + 3392]
+    mov dword ptr [r15 + 384], 69
+    mov r8, r11
+    add rdi, qword ptr [r15 + 64]
+    and r8, 1984
+    mov ebp, dword ptr [r15 + r8 + 1344]
+    movsxd r8, dword ptr [r15 + 320]
     jmp 1f
 1:
-    mov ebp, dword ptr [r15 + 256]
-    mov r8d, 186
+    jmp 1f
+1:
+    movzx esi, al
+    mov eax, 96
+    mov rax, rax
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c231:
-    lea rcx, [rip + .Lc1_d10673_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d10673_j_t
-.Lc1_d10673_j:
-    mov rbp, r11
-    mov dword ptr [r15 + 512], 126
-    and rbp, 448
-    mov qword ptr [r15 + rbp + 832], rcx
+    mov rdi, qword ptr [r15 + 320]
+    mov dword ptr [r15 + 64], r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r8, rbp
-    mov dword ptr [r15 + 256], 55
+    mov dword ptr [r15 + 0], edi
     jmp 1f
 1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rdi, rdi
+    jmp 1f
+1:
+    movzx r8d, r8b
+    jmp 1f
+1:
+    jmp 1f
+1:
+    vpshufd xmm11, xmm11, 207
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    vpcmpeqb xmm11, xmm11, xmmword ptr [r15 + 512]
     mov r8, r11
-    and ebp, dword ptr [r15 + 448]
-    movzx ecx, bpl
-    and r8, 4032
-    mov ebp, dword ptr [r15 + r8 + 3392]
     jmp 1f
 1:
-    mov r8d, dword ptr [r15 + 64]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 64], r8d
     jmp 1f
 1:
-    movzx r9d, r8b
-    mov r12, qword ptr [r15 + r12 + 56]
+    and r8, 8128
+    mov byte ptr [r15 + r8 + 7488], r8b
+    mov r8, r11
     jmp 1f
 1:
-    add rcx, qword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], esi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, r9
-    mov r9d, 44
+    and r8, 448
+    movsxd rdi, dword ptr [r15 + r8 + 832]
+    mov r8d, 102
+    mov r8d, 67
+    mov dword ptr [r15 + 448], 64
+    movsxd r8, dword ptr [r15 + 768]
+    mov rbp, r11
+    mov rax, qword ptr [r15 + 256]
+    mov dword ptr [r15 + 192], 138
     jmp 1f
 1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    and r8d, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 640], 152
-    mov r9, r11
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov rsi, qword ptr [r15 + 128]
-    and r9, 8128
-    mov rax, qword ptr [r15 + r9 + 7488]
-    mov r9d, dword ptr [r15 + 192]
-    jmp 1f
-1:
-    mov byte ptr [r15 + 128], r9b
-    movsxd r9, dword ptr [r15 + 320]
+    and rbp, 1984
+    movzx ecx, byte ptr [r15 + rbp + 1344]
+    add rbp, qword ptr [r15 + 384]
+    mov r9d, dword ptr [r15 + 128]
     mov rdx, r9
-    mov r9d, edx
-    mov edi, 240
-    mov r9d, dword ptr [r15 + 384]
-    movzx edi, byte ptr [r15 + 64]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c232:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, eax
-    mov eax, 141
-    mov dword ptr [r15 + 0], 192
-    mov r12, qword ptr [r15 + r12 + 56]
+    lea rcx, [rip + .Lc1_d10782_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d10782_j_t
+.Lc1_d10782_j:
+    mov rbp, qword ptr [r15 + 512]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], ebp
+    mov byte ptr [r15 + 0], bpl
     mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, esi
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 4
+    mov byte ptr [r15 + 0], bpl
     jmp 1f
 1:
-    mov dword ptr [r15 + 320], 68
-    mov qword ptr [r15 + 704], rax
-    mov ebp, dword ptr [r15 + 64]
-    test dword ptr [r15 + 67117724], 4194433
-    jz 1f
-1:
-    mov byte ptr [r15 + 384], bpl
-    mov rbp, r11
+    mov rcx, rbp
     jmp 1f
 1:
-    and rbp, 8128
-    vmovdqu ymmword ptr [r15 + rbp + 7488], ymm10
-    mov ebp, 106
-    movsxd rbp, dword ptr [r15 + 128]
+    movzx ebp, byte ptr [r15 + 448]
     jmp 1f
 1:
-    mov rax, qword ptr [r15 + 192]
-    mov qword ptr [r15 + 320], rax
     mov r8, r11
-    mov eax, dword ptr [r15 + 256]
-    lock add qword ptr [r15 + 512], rax
-    and r8, 1984
-    mov r9, r11
-    vmovdqu ymmword ptr [r15 + r8 + 1344], ymm10
+    mov qword ptr [r15 + 128], r9
+    movzx r9d, byte ptr [r15 + 64]
+    and r8, 4032
+    vmovdqu xmm11, xmmword ptr [r15 + r8 + 3392]
+    mov edx, 28
     jmp 1f
 1:
-    and r9, 448
-    mov rax, qword ptr [r15 + r9 + 832]
+    jmp 1f
+1:
+    mov r8d, 212
+    mov dword ptr [r15 + 128], r8d
+    mov r8, r11
+    mov edi, dword ptr [r15 + 320]
+    mov dword ptr [r15 + 192], 174
+    and r8, 8128
+    mov dword ptr [r15 + r8 + 7488], r8d
+    mov byte ptr [r15 + 256], r9b
+    and r8d, dword ptr [r15 + 576]
+    mov qword ptr [r15 + 320], rdi
+    mov r9, r11
+    mov edi, dword ptr [r15 + 384]
+    and r9, 1984
+    mov rcx, qword ptr [r15 + r9 + 1344]
+    movzx esi, byte ptr [r15 + 512]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c233:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 7
-    lea rcx, [rip + .Lc1_d10771_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d10771_s_t
-    .p2align 3
-.Lc1_d10771_s:
-    .p2align 3
-    jmp .Lc1_d10771_j
-    .p2align 3
-    jmp .Lc1_d10771_j
-    .p2align 3
-    jmp .Lc1_d10771_j
-    .p2align 3
-    jmp .Lc1_d10771_j
-    .p2align 3
-    jmp .Lc1_d10771_j
-    .p2align 3
-    jmp .Lc1_d10771_j
-    .p2align 3
-    jmp .Lc1_d10771_j
-    .p2align 3
-    jmp .Lc1_d10771_j
-.Lc1_d10771_j:
+    lea rcx, [rip + .Lc1_d10826_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d10826_j_t
+.Lc1_d10826_j:
+    mov ecx, dword ptr [r15 + 64]
+    vmovdqu ymmword ptr [r15 + 448], ymm11
+    movzx esi, al
+    mov esi, 21
+    mov r9d, 99
+    jmp 1f
+1:
+    mov eax, 224
+    jmp 1f
+1:
+    mov eax, 47
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 94
+    jmp 1f
+1:
+    mov edi, 118
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, 41
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, 171
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov byte ptr [r15 + 0], sil
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, dword ptr [r15 + 256]
+    mov dword ptr [r15 + 320], ecx
+    movsxd rcx, dword ptr [r15 + 704]
+    jmp 1f
+1:
+    mov esi, 164
+    movzx esi, byte ptr [r15 + 64]
+    movsxd rax, dword ptr [r15 + 384]
+    mov dword ptr [r15 + 128], ecx
+    jmp 1f
+1:
+    jmp 1f
+1:
     mov r9, r11
     jmp 1f
 1:
+    vmovdqu ymmword ptr [r15 + 640], ymm11
     and r9, 4032
-    mov dword ptr [r15 + r9 + 3392], 109
-    mov r9, qword ptr [r15 + 64]
-    mov ecx, 144
-    mov ecx, 238
-    mov rax, qword ptr [r15 + 768]
-    mov r8, r11
-    movzx ecx, byte ptr [r15 + 64]
-    mov ebp, dword ptr [r15 + 384]
-    mov rsi, qword ptr [r15 + 128]
-    and r8, 1984
-    movsxd rdi, dword ptr [r15 + r8 + 1344]
-    movzx edx, byte ptr [r15 + 512]
-    mov r8d, edx
-    mov byte ptr [r15 + 448], sil
-    mov qword ptr [r15 + 576], rbp
+    mov qword ptr [r15 + r9 + 3392], rcx
+    mov r9d, r9d
+    mov r9, r11
     jmp 1f
 1:
-    movzx esi, byte ptr [r15 + 256]
+    and r9, 448
+    mov ecx, dword ptr [r15 + r9 + 832]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c234:
-    mov qword ptr [r15 + 64], r8
+    mov r9, r9
+    movzx esi, al
     jmp 1f
 1:
-    mov byte ptr [r15 + 448], sil
-    mov dword ptr [r15 + 512], esi
-    mov rsi, rdi
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], r8d
-    jmp 1f
-1:
-    jmp 1f
-1:
+    mov r9, qword ptr [r15 + 320]
+    mov dword ptr [r15 + 64], r9d
+    mov rcx, r9
+    movzx r9d, byte ptr [r15 + 256]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], sil
+    mov rax, r9
+    jmp 1f
+1:
+    movzx r9d, al
+    mov byte ptr [r15 + 0], r9b
+    mov byte ptr [r15 + 0], r9b
+    mov dword ptr [r15 + 0], 83
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    movsxd r9, dword ptr [r15 + 448]
+    mov eax, dword ptr [r15 + 128]
+    mov rdi, rcx
+    jmp 1f
+1:
     mov rbp, r11
-    mov dword ptr [r15 + 0], ebp
-    mov qword ptr [r15 + 0], rsi
-    mov r8d, dword ptr [r15 + 128]
-    and rbp, 4032
-    mov rsi, qword ptr [r15 + rbp + 3392]
-    mov rdx, rsi
-    mov rbp, qword ptr [r15 + 320]
-    mov qword ptr [r15 + 320], r8
     mov r8, r11
-    mov rsi, qword ptr [r15 + 384]
+    mov ecx, 229
+    jmp 1f
+1:
+    and rbp, 8128
+    mov byte ptr [r15 + rbp + 7488], bpl
+    and r8, 1984
+    mov byte ptr [r15 + r8 + 1344], r8b
+    jmp 1f
+1:
+    mov r8, r8
+    jmp 1f
+1:
+    movzx r8d, al
+    mov r8d, 35
+    mov r8, r11
+    jmp 1f
+1:
+    and edx, dword ptr [r15 + 512]
     and r8, 448
-    mov dword ptr [r15 + r8 + 832], 40
+    vmovdqu xmmword ptr [r15 + r8 + 832], xmm11
+    mov r8d, 246
+    add rcx, qword ptr [r15 + 192]
     jmp 1f
 1:
-    vmovdqu ymmword ptr [r15 + 640], ymm10
-    mov dword ptr [r15 + 128], 169
-    and r8d, dword ptr [r15 + 256]
-    mov edi, 139
     jmp 1f
 1:
-    movsxd rcx, dword ptr [r15 + 192]
-    mov r9, r11
-    movzx edi, dl
-    mov rdi, rdi
-    mov qword ptr [r15 + 384], r8
-    and r9, 8128
-    mov dword ptr [r15 + r9 + 7488], r9d
-    mov rdx, rcx
+    mov byte ptr [r15 + 768], sil
+    jmp 1f
+1:
+    jmp 1f
+1:
+    vpcmpeqb xmm11, xmm11, xmmword ptr [r15 + 384]
+    mov r8d, dword ptr [r15 + 384]
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c235:
-    lea rcx, [rip + .Lc1_d10855_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d10855_j_t
-.Lc1_d10855_j:
-    jmp 1f
-1:
-    mov qword ptr [r15 + 768], rcx
-    movzx ecx, dil
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov ecx, ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, ecx
-    mov rcx, rcx
-    add r9, qword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    vpshufd xmm10, xmm10, 85
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov ecx, dword ptr [r15 + 192]
-    and r9d, dword ptr [r15 + 384]
-    movzx edx, r9b
-    vmovdqu xmmword ptr [r15 + 512], xmm10
-    jmp 1f
-1:
-    mov r9, r11
-    mov byte ptr [r15 + 64], r9b
-    movzx edi, dl
-    mov rbp, r11
-    and r9, 448
-    mov byte ptr [r15 + r9 + 832], cl
-    mov r9, qword ptr [r15 + 448]
-    mov rcx, qword ptr [r15 + 128]
-    and rbp, 8128
-    mov dword ptr [r15 + rbp + 7488], 60
-    mov ebp, dword ptr [r15 + 320]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 131072
+    setz al
+    lea rcx, [rip + .Lc1_d10931_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d10931_s_t
+    .p2align 3
+.Lc1_d10931_s:
+    .p2align 3
+    jmp .Lc1_d10931_j
+    .p2align 3
+    jmp .Lc1_d10931_j
+.Lc1_d10931_j:
     mov r8, r11
-    mov byte ptr [r15 + 704], dl
-    mov edx, 110
     and r8, 1984
-    movzx edx, byte ptr [r15 + r8 + 1344]
+    movsxd rdi, dword ptr [r15 + r8 + 1344]
+    movzx eax, byte ptr [r15 + 64]
+    mov dword ptr [r15 + 0], eax
+    mov byte ptr [r15 + 0], r8b
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 220
+    jmp 1f
+1:
+    mov ecx, dword ptr [r15 + 448]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r8, r11
+    mov eax, 37
+    and r8, 4032
+    movsxd rax, dword ptr [r15 + r8 + 3392]
+    test dword ptr [r15 + 67117724], 268435456
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 512], eax
+    mov rax, qword ptr [r15 + 576]
+    mov r8, r11
+    jmp 1f
+1:
+    movsxd rcx, dword ptr [r15 + 192]
+    and r8, 16320
+    mov byte ptr [r15 + r8 + 15680], al
+    movsxd rax, dword ptr [r15 + 320]
+    jmp 1f
+1:
+    mov r8d, ecx
+    mov rcx, rsi
+    movzx ecx, byte ptr [r15 + 128]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c236:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    inc dword ptr [r15 + 0]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov rsi, rax
+    jmp 1f
+1:
+    mov esi, eax
+    jmp 1f
+1:
+    jmp 1f
+1:
+    vpxor xmm11, xmm11, xmm12
+    mov dword ptr [r15 + 0], 81
+    mov eax, esi
+    vmovdqu xmmword ptr [r15 + 0], xmm5
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, byte ptr [r15 + 256]
+    jmp 1f
+1:
+    mov esi, dword ptr [r15 + 192]
+    mov qword ptr [r15 + 128], r8
+    mov r8, rsi
+    mov esi, r8d
+    test dword ptr [r15 + 67117724], 1073774592
+    jz 1f
+1:
+    mov qword ptr [r15 + 128], rax
+    vmovdqu ymmword ptr [r15 + 640], ymm11
+    mov esi, 70
+    jmp 1f
+1:
+    mov eax, esi
+    movsxd rax, dword ptr [r15 + 384]
+    jmp 1f
+1:
+    mov rsi, rsi
+    movzx esi, r8b
+    mov rsi, r8
+    mov r8, r11
+    mov rsi, qword ptr [r15 + 512]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    and r8, 8128
+    mov dword ptr [r15 + r8 + 7488], 201
+    mov r8d, eax
     mov r8, r11
     jmp 1f
 1:
+    and r8, 4032
+    mov dword ptr [r15 + r8 + 3392], 110
+    mov r8, r11
+    mov rcx, qword ptr [r15 + 64]
+    mov dword ptr [r15 + 320], 68
+    and r8, 448
+    mov dword ptr [r15 + r8 + 832], r8d
     jmp 1f
 1:
-    and r8, 16320
-    mov dword ptr [r15 + r8 + 15680], ebp
-    mov r9, r11
-    jmp 1f
-1:
-    and r9, 4032
-    mov dword ptr [r15 + r9 + 3392], 115
-    mov qword ptr [r15 + 0], rdx
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovq qword ptr [r15 + 0], xmm10
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], r9b
-    vmovq xmm10, r8
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], r9
-    mov r9d, dword ptr [r15 + 320]
-    movzx r8d, byte ptr [r15 + 512]
-    jmp 1f
-1:
-    movzx ebp, r8b
-    mov r8d, r9d
-    movzx r8d, byte ptr [r15 + 448]
-    mov rbp, r11
-    movzx edx, dl
-    nop
-    and rbp, 1984
-    add rdx, qword ptr [r15 + rbp + 1344]
-    movzx ebp, byte ptr [r15 + 64]
-    movsxd rcx, dword ptr [r15 + 192]
-    mov qword ptr [r15 + 64], rcx
-    add r9, qword ptr [r15 + 576]
-    vpmovmskb ecx, xmm10
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx ecx, r9b
-    movzx r9d, sil
-    mov r9, rbp
-    mov r9d, dword ptr [r15 + 128]
-    mov rsi, qword ptr [r15 + 384]
-    mov edi, 70
-    mov edi, dword ptr [r15 + 320]
-    jmp 1f
-1:
-    movzx eax, byte ptr [r15 + 256]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c237:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 134217728
-    setz al
-    lea rcx, [rip + .Lc1_d10955_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d10955_s_t
-    .p2align 3
-.Lc1_d10955_s:
-    .p2align 3
-    jmp .Lc1_d10955_j
-    .p2align 3
-    jmp .Lc1_d10955_j
-.Lc1_d10955_j:
-    mov rax, rax
-    mov dword ptr [r15 + 640], 64
+    lea rcx, [rip + .Lc1_d11032_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d11032_j_t
+.Lc1_d11032_j:
+    mov ecx, 162
+    mov ecx, r8d
+    mov ecx, dword ptr [r15 + 704]
+    vpcmpeqb xmm11, xmm11, xmm0
+    mov r8d, 247
+    movsxd r8, dword ptr [r15 + 256]
+    mov dword ptr [r15 + 192], r8d
+    mov r8, r11
+    mov esi, r8d
+    and r9d, dword ptr [r15 + 512]
+    and r8, 448
+    movzx esi, byte ptr [r15 + r8 + 832]
     jmp 1f
 1:
+    mov edi, dword ptr [r15 + 384]
+    movzx r8d, byte ptr [r15 + 64]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    vmovq qword ptr [r15 + 0], xmm10
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    movzx eax, cl
-    movsxd rcx, dword ptr [r15 + 128]
-    mov qword ptr [r15 + 256], rcx
-    movzx ebp, al
-    mov dword ptr [r15 + 384], 48
-    movsxd rax, dword ptr [r15 + 448]
     mov rbp, r11
-    mov ecx, 211
-    jmp 1f
-1:
-    and rbp, 8128
-    movzx r9d, byte ptr [r15 + rbp + 7488]
-    mov rbp, r11
-    jmp 1f
-1:
-    mov r8, r11
-    movzx esi, byte ptr [r15 + 64]
+    movzx eax, dl
+    mov qword ptr [r15 + 768], rax
     and rbp, 1984
-    movzx ecx, byte ptr [r15 + rbp + 1344]
-    and r8, 448
-    mov dword ptr [r15 + r8 + 832], r9d
+    add rax, qword ptr [r15 + rbp + 1344]
+    mov dword ptr [r15 + 64], edi
     jmp 1f
 1:
-    and eax, dword ptr [r15 + 192]
+    movzx ebp, dil
+    jmp 1f
+1:
+    vpor xmm11, xmm11, xmm11
+    mov rbp, rax
+    jmp 1f
+1:
+    movzx eax, byte ptr [r15 + 128]
+    mov edx, 98
+    mov byte ptr [r15 + 320], r9b
+    mov r9, r11
+    mov edx, dword ptr [r15 + 448]
+    mov dword ptr [r15 + 384], edx
+    and r9, 8128
+    mov edx, dword ptr [r15 + r9 + 7488]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c238:
+    mov qword ptr [r15 + 0], rdx
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    add r9, qword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    add r8, qword ptr [r15 + 0]
-    add rax, qword ptr [r15 + 0]
+    movzx edx, dl
     mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov rcx, qword ptr [r15 + 320]
-    mov byte ptr [r15 + 384], dl
+    xchg qword ptr [r15 + 448], rdx
     jmp 1f
 1:
-    add rax, qword ptr [r15 + 128]
-    mov ebp, 247
-    jmp 1f
-1:
-    mov rbp, rbp
-    vmovdqu ymmword ptr [r15 + 192], ymm10
-    test ebx, 1073741824
-    jz 1f
-1:
+    movzx edi, byte ptr [r15 + 448]
+    movsxd rax, dword ptr [r15 + 384]
+    mov r8, r11
+    mov dword ptr [r15 + 128], r8d
+    and r8, 1984
+    movsxd rbp, dword ptr [r15 + r8 + 1344]
+    mov dword ptr [r15 + 128], 27
+    mov r8d, dword ptr [r15 + 512]
+    mov r9, r11
+    mov qword ptr [r15 + 192], rdx
+    add r8, qword ptr [r15 + 320]
+    and r9, 8128
+    movsxd rdx, dword ptr [r15 + r9 + 7488]
+    mov r9, r11
+    mov esi, ebp
     movsxd rbp, dword ptr [r15 + 64]
-    mov eax, ebp
-    mov rbp, r11
-    mov dword ptr [r15 + 512], ebp
-    and rbp, 8128
-    mov rcx, qword ptr [r15 + rbp + 7488]
-    mov rbp, qword ptr [r15 + 256]
-    .byte 0x66, 0x90
+    add rbp, qword ptr [r15 + 320]
+    and r9, 4032
+    mov dword ptr [r15 + r9 + 3392], r9d
+    mov r9d, 195
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov edx, dword ptr [r15 + 128]
-    mov dword ptr [r15 + 704], 163
-    mov r8, r11
-    mov dword ptr [r15 + 448], 231
-    mov r9d, dword ptr [r15 + 320]
-    and r8, 4032
-    mov byte ptr [r15 + r8 + 3392], dil
-    jmp 1f
-1:
-    mov r8d, 223
-    mov r8, r11
-    movzx edi, byte ptr [r15 + 64]
-    and r8, 448
-    mov esi, dword ptr [r15 + r8 + 832]
+    mov r9d, dword ptr [r15 + 256]
+    mov qword ptr [r15 + 576], rcx
+    mov ecx, 130
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c239:
-    lea rcx, [rip + .Lc1_d11042_j]
+    lea rcx, [rip + .Lc1_d11122_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d11042_j_t
-.Lc1_d11042_j:
-    movzx ecx, byte ptr [r15 + 64]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r8d, 137
-    vmovq qword ptr [r15 + 0], xmm10
-    and r8d, dword ptr [r15 + 0]
-    mov rbp, rsi
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov esi, ecx
-    mov qword ptr [r15 + 0], rsi
-    mov r12, qword ptr [r15 + r12 + 56]
+    jmp .Lc1_d11122_j_t
+.Lc1_d11122_j:
     mov rbp, r11
-    movzx esi, cl
-    mov dword ptr [r15 + 768], 37
-    and rbp, 1984
-    mov byte ptr [r15 + rbp + 1344], bpl
-    mov rbp, r11
-    mov dword ptr [r15 + 384], 77
-    vmovdqu ymmword ptr [r15 + 320], ymm10
-    and rbp, 4032
-    mov esi, dword ptr [r15 + rbp + 3392]
+    and rbp, 448
+    mov byte ptr [r15 + rbp + 832], bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ebp, cl
     jmp 1f
 1:
-    mov ecx, esi
-    mov esi, 209
-    movzx ebp, sil
-    and ecx, dword ptr [r15 + 448]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 253
+    movsxd rbp, dword ptr [r15 + 704]
+    mov dword ptr [r15 + 128], ecx
+    mov r9d, 197
+    mov qword ptr [r15 + 64], r9
     jmp 1f
 1:
-    movzx ebp, byte ptr [r15 + 384]
-    jmp 1f
+    mov qword ptr [r15 + 384], rax
+    movzx esi, byte ptr [r15 + 192]
+    test ebx, 1073741824
+    jz 1f
 1:
+    movzx r9d, r9b
+    mov r9d, dword ptr [r15 + 448]
+    mov byte ptr [r15 + 256], bpl
+    vmovdqu ymmword ptr [r15 + 640], ymm11
+    mov eax, r9d
     mov r9, r11
-    movsxd rdi, dword ptr [r15 + 512]
-    mov byte ptr [r15 + 256], sil
-    mov byte ptr [r15 + 128], dil
-    and r9, 8128
-    mov qword ptr [r15 + r9 + 7488], rbp
-    add r9, qword ptr [r15 + 576]
+    mov dword ptr [r15 + 64], ebp
+    mov dword ptr [r15 + 320], 167
+    mov rbp, r9
+    mov r8, r11
+    and r9, 4032
+    mov dword ptr [r15 + r9 + 3392], esi
+    and r8, 1984
+    mov r9d, dword ptr [r15 + r8 + 1344]
+    mov dword ptr [r15 + 512], 207
     jmp 1f
 1:
+    movzx r8d, r9b
     jmp 1f
 1:
     add r11, 64
@@ -13767,113 +13961,112 @@ ditto_body_c1:
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c240:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov r9d, dword ptr [r15 + 640]
-    movzx eax, dil
-    mov rax, qword ptr [r15 + 64]
-    mov rdi, qword ptr [r15 + 192]
+    mov dword ptr [r15 + 384], 12
+    mov dword ptr [r15 + 384], 94
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], edi
-    mov rdi, rdi
-    movzx esi, r9b
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 256], al
-    mov rax, rax
+    vpshufd xmm11, xmm11, 22
+    mov esi, r8d
     jmp 1f
 1:
-    mov r9d, dword ptr [r15 + 448]
-    test dword ptr [r15 + 67117724], 2097152
-    jz 1f
-1:
-    mov r9, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, rsi
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov eax, eax
-    mov rax, rsi
-    and r9, 448
-    vpaddq xmm10, xmm10, xmmword ptr [r15 + r9 + 832]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx esi, dil
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    vpcmpeqb xmm0, xmm0, xmm10
-    mov eax, 218
-    jmp 1f
-1:
-    movzx r9d, al
-    mov dword ptr [r15 + 128], edi
+    mov r12, qword ptr [r15 + r12 + 56]
     mov rbp, r11
-    mov qword ptr [r15 + 128], rbp
+    and r8d, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 128], r9d
+    and rbp, 448
+    movzx edi, byte ptr [r15 + rbp + 832]
+    mov r9d, r9d
+    mov dword ptr [r15 + 128], esi
     jmp 1f
 1:
-    and rbp, 1984
-    mov dword ptr [r15 + rbp + 1344], 241
-    movzx edi, byte ptr [r15 + 512]
-    mov dword ptr [r15 + 320], 147
-    mov ebp, dword ptr [r15 + 512]
+    movzx r9d, byte ptr [r15 + 64]
+    mov rsi, qword ptr [r15 + 768]
+    mov ebp, dword ptr [r15 + 448]
+    add rbp, qword ptr [r15 + 256]
+    .byte 0x66, 0x90
+    jmp 1f
+1:
+    mov qword ptr [r15 + 192], rbp
+    movsxd rbp, dword ptr [r15 + 512]
+    mov rbp, r11
+    jmp 1f
+1:
+    movzx eax, sil
+    mov rcx, qword ptr [r15 + 320]
+    and rbp, 8128
+    mov esi, dword ptr [r15 + rbp + 7488]
+    mov rbp, r11
+    jmp 1f
+1:
+    and rbp, 4032
+    mov dword ptr [r15 + rbp + 3392], ebp
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c241:
-    lea rcx, [rip + .Lc1_d11134_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d11134_j_t
-.Lc1_d11134_j:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 7
+    lea rcx, [rip + .Lc1_d11215_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d11215_s_t
+    .p2align 3
+.Lc1_d11215_s:
+    .p2align 3
+    jmp .Lc1_d11215_j
+    .p2align 3
+    jmp .Lc1_d11215_j
+    .p2align 3
+    jmp .Lc1_d11215_j
+    .p2align 3
+    jmp .Lc1_d11215_j
+    .p2align 3
+    jmp .Lc1_d11215_j
+    .p2align 3
+    jmp .Lc1_d11215_j
+    .p2align 3
+    jmp .Lc1_d11215_j
+    .p2align 3
+    jmp .Lc1_d11215_j
+.Lc1_d11215_j:
+    mov ebp, ebp
+    movzx ecx, byte ptr [r15 + 320]
+    movsxd r9, dword ptr [r15 + 128]
+    mov qword ptr [r15 + 256], rax
+    movzx eax, byte ptr [r15 + 64]
+    mov ebp, ebp
+    mov byte ptr [r15 + 576], sil
+    .byte 0x0f, 0x1f, 0x00
     jmp 1f
 1:
-    movzx ecx, byte ptr [r15 + 192]
-    mov ebp, dword ptr [r15 + 448]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx edi, bpl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, 120
-    mov r9d, edx
-    mov dword ptr [r15 + 0], edx
+    movsxd rsi, dword ptr [r15 + 384]
     mov rbp, r9
     jmp 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r11
     jmp 1f
 1:
-    mov r9, rdi
-    jmp 1f
-1:
-    mov r9, r11
-    and edi, dword ptr [r15 + 768]
-    and r9, 448
-    movsxd rbp, dword ptr [r15 + r9 + 832]
-    movsxd r9, dword ptr [r15 + 128]
-    mov qword ptr [r15 + 256], r9
-    mov r9, qword ptr [r15 + 64]
+    mov dword ptr [r15 + 0], 42
     mov r8, r11
-    mov rax, qword ptr [r15 + 384]
-    movzx esi, byte ptr [r15 + 704]
-    add qword ptr [r15 + 384], rsi
-    and r8, 4032
-    mov byte ptr [r15 + r8 + 3392], r8b
-    mov r8d, dword ptr [r15 + 320]
-    mov qword ptr [r15 + 64], r8
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r8, r11
-    vpor xmm0, xmm0, xmm0
-    and r8, 8128
-    mov rsi, qword ptr [r15 + r8 + 7488]
-    jmp 1f
-1:
-    mov r8d, 61
-    jmp 1f
-1:
-    movsxd r8, dword ptr [r15 + 320]
-    jmp 1f
-1:
-    mov rdx, r9
+    and rbp, 8128
+    movsxd rdi, dword ptr [r15 + rbp + 7488]
+    mov dword ptr [r15 + 512], r8d
+    movzx ebp, r8b
+    and r8, 1984
+    inc dword ptr [r15 + r8 + 1344]
     jmp 1f
 1:
     add r11, 64
@@ -13881,655 +14074,683 @@ ditto_body_c1:
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c242:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], dl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov edx, 248
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], edx
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], rdx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 192], r9d
-    movzx edx, byte ptr [r15 + 448]
-    mov r9, rdx
-    movzx r9d, r9b
-    mov rdx, qword ptr [r15 + 128]
-    add rdx, qword ptr [r15 + 320]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r9, r11
-    mov dword ptr [r15 + 64], r9d
-    and r9, 4032
-    mov rdx, qword ptr [r15 + r9 + 3392]
-    jmp 1f
-1:
-    mov byte ptr [r15 + 128], dl
-    movzx esi, sil
-    mov dword ptr [r15 + 512], esi
-    mov edx, dword ptr [r15 + 256]
-    mov r9, r11
-    jmp 1f
-1:
-    mov byte ptr [r15 + 576], r9b
-    and r9, 1984
-    mov byte ptr [r15 + r9 + 1344], sil
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r8, r11
-    movsxd rsi, dword ptr [r15 + 512]
-    mov r9, qword ptr [r15 + 384]
-    mov dword ptr [r15 + 384], r9d
-    and r8, 8128
-    mov r9, qword ptr [r15 + r8 + 7488]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c243:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 134217728
-    setz al
-    lea rcx, [rip + .Lc1_d11237_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d11237_s_t
-    .p2align 3
-.Lc1_d11237_s:
-    .p2align 3
-    jmp .Lc1_d11237_j
-    .p2align 3
-    jmp .Lc1_d11237_j
-.Lc1_d11237_j:
-    mov rcx, qword ptr [r15 + 640]
-    mov r8, r11
-    movsxd rax, dword ptr [r15 + 256]
-    jmp 1f
-1:
-    and r8, 1984
-    mov qword ptr [r15 + r8 + 1344], r8
-    mov r8, rsi
-    mov r8, qword ptr [r15 + 128]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r9, r11
-    and r8d, dword ptr [r15 + 64]
-    mov rsi, r8
-    mov dword ptr [r15 + 384], 166
-    and r9, 4032
-    mov r8d, dword ptr [r15 + r9 + 3392]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd r9, dword ptr [r15 + 192]
-    vmovq qword ptr [r15 + 320], xmm0
-    jmp 1f
-1:
-    mov qword ptr [r15 + 64], r9
-    mov r9, r11
-    mov rdx, qword ptr [r15 + 448]
-    and r9, 448
-    inc dword ptr [r15 + r9 + 832]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c244:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    jmp 1f
-1:
-    movzx eax, r9b
-    mov r9, r11
-    mov eax, 110
-    jmp 1f
-1:
-    jmp 1f
-1:
-    and r9, 8128
-    mov r8, qword ptr [r15 + r9 + 7488]
-    vmovdqu xmmword ptr [r15 + 64], xmm0
-    mov rax, rdx
+    movzx ecx, bpl
+    movsxd rbp, dword ptr [r15 + 64]
+    mov r8d, dword ptr [r15 + 320]
     jmp 1f
 1:
     add r8, qword ptr [r15 + 192]
     jmp 1f
 1:
-    movzx r9d, dl
-    mov r9, r9
+    mov rcx, r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    inc dword ptr [r15 + 704]
-    mov edx, 67
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 67117723], 4097
+    test ebx, 5120
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, 20
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, r11
-    mov edx, 157
-    mov dword ptr [r15 + 448], 145
-    and r9, 448
-    mov rdx, qword ptr [r15 + r9 + 832]
-    jmp 1f
-1:
-    movzx r9d, dl
-    mov rdx, qword ptr [r15 + 512]
+    mov r8, r8
     mov r8, r11
+    mov byte ptr [r15 + 448], r8b
     jmp 1f
 1:
+    and r8, 448
+    movzx ebp, byte ptr [r15 + r8 + 832]
+    movzx eax, byte ptr [r15 + 384]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 640], eax
+    mov r8, r11
+    vmovdqu ymmword ptr [r15 + 512], ymm11
     and r8, 1984
-    mov qword ptr [r15 + r8 + 1344], r8
-    movzx r8d, byte ptr [r15 + 128]
-    mov byte ptr [r15 + 320], r9b
+    mov dword ptr [r15 + r8 + 1344], r8d
+    movsxd r8, dword ptr [r15 + 64]
+    mov esi, dword ptr [r15 + 128]
+    mov r9, r11
+    vpaddq xmm11, xmm11, xmmword ptr [r15 + 704]
+    and r9, 4032
+    movsxd rax, dword ptr [r15 + r9 + 3392]
     jmp 1f
 1:
+    mov dword ptr [r15 + 256], 59
+    mov rdi, qword ptr [r15 + 320]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c243:
+    lea rcx, [rip + .Lc1_d11301_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d11301_j_t
+.Lc1_d11301_j:
+    mov dword ptr [r15 + 0], 6
+    jmp 1f
+1:
+    add rcx, qword ptr [r15 + 0]
+    mov r9, rdi
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], edi
+    mov dword ptr [r15 + 0], edi
+    jmp 1f
+1:
+    mov r9, r11
+    mov dword ptr [r15 + 0], edi
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r8d, byte ptr [r15 + 448]
+    and r9, 4032
+    mov edi, dword ptr [r15 + r9 + 3392]
+    mov rbp, r11
+    mov eax, edx
+    mov r9d, eax
+    and rbp, 448
+    inc dword ptr [r15 + rbp + 832]
+    mov rdx, qword ptr [r15 + 128]
+    mov rbp, r11
+    movzx esi, byte ptr [r15 + 192]
+    jmp 1f
+1:
+    and rbp, 8128
+    movsxd r9, dword ptr [r15 + rbp + 7488]
+    mov ebp, 204
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movzx ebp, sil
+    add r9, qword ptr [r15 + 256]
+    movzx esi, byte ptr [r15 + 768]
+    mov rax, qword ptr [r15 + 320]
+    mov r8, qword ptr [r15 + 384]
+    jmp 1f
+1:
+    mov rsi, r8
+    mov esi, edx
+    movzx esi, byte ptr [r15 + 64]
+    jmp 1f
+1:
+    mov r8d, esi
+    mov esi, dword ptr [r15 + 128]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 512], r9d
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c244:
+    movzx esi, byte ptr [r15 + 64]
+    add rsi, qword ptr [r15 + 576]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 128], r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    movzx r8d, sil
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], r8
+    mov dword ptr [r15 + 0], r8d
+    mov byte ptr [r15 + 384], r8b
+    jmp 1f
+1:
+    test ebx, 1024
+    jz 1f
+1:
+    mov rdx, qword ptr [r15 + 640]
+    mov r8, rdx
+    movsxd r9, dword ptr [r15 + 320]
+    jmp 1f
+1:
+    mov qword ptr [r15 + 64], r9
+    jmp 1f
+1:
+    and r9d, dword ptr [r15 + 512]
+    movzx edx, byte ptr [r15 + 384]
+    mov esi, 247
+    mov rsi, qword ptr [r15 + 192]
+    mov rax, qword ptr [r15 + 448]
+    mov rbp, r11
+    movzx edi, byte ptr [r15 + 256]
+    mov r9, r11
+    and rbp, 8128
+    mov r8, r11
+    mov dword ptr [r15 + rbp + 7488], r8d
+    and r8, 448
+    add rbp, qword ptr [r15 + r8 + 832]
+    vpmovmskb ecx, xmm11
+    and r9, 1984
+    mov byte ptr [r15 + r9 + 1344], bpl
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c245:
-    lea rcx, [rip + .Lc1_d11328_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d11328_j_t
-.Lc1_d11328_j:
-    add rdi, qword ptr [r15 + 192]
-    mov ecx, edi
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 1024
+    setz al
+    lea rcx, [rip + .Lc1_d11400_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d11400_s_t
+    .p2align 3
+.Lc1_d11400_s:
+    .p2align 3
+    jmp .Lc1_d11400_j
+    .p2align 3
+    jmp .Lc1_d11400_j
+.Lc1_d11400_j:
     jmp 1f
 1:
-    mov byte ptr [r15 + 448], r8b
-    jmp 1f
-1:
-    mov ecx, dword ptr [r15 + 64]
-    jmp 1f
-1:
-    mov r8d, edi
-    vpaddq xmm10, xmm10, xmmword ptr [r15 + 768]
-    mov edi, 35
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 91
-    mov edi, esi
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    add qword ptr [r15 + 0], rdi
-    and edi, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx esi, byte ptr [r15 + 256]
-    jmp 1f
-1:
-    movsxd rdx, dword ptr [r15 + 384]
+    mov dword ptr [r15 + 704], 201
     mov rbp, r11
-    mov qword ptr [r15 + 384], rbp
-    mov r9, rbp
+    jmp 1f
+1:
+    mov rax, rax
+    jmp 1f
+1:
     and rbp, 8128
-    mov r9d, dword ptr [r15 + rbp + 7488]
-    mov rbp, r11
-    mov rax, qword ptr [r15 + 128]
-    movsxd rax, dword ptr [r15 + 320]
+    mov dword ptr [r15 + rbp + 7488], ecx
+    mov ecx, dword ptr [r15 + 512]
+    jmp 1f
+1:
+    mov r8, r11
+    add rax, qword ptr [r15 + 384]
+    and eax, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r8, 4032
+    mov rbp, qword ptr [r15 + r8 + 3392]
+    movsxd r8, dword ptr [r15 + 192]
     mov r9, r11
-    and rbp, 4032
-    movsxd rsi, dword ptr [r15 + rbp + 3392]
-    and r9, 448
-    mov ebp, dword ptr [r15 + r9 + 832]
-    movsxd r9, dword ptr [r15 + 576]
-    mov r9, qword ptr [r15 + 512]
-    mov r9d, 161
-    and ebp, dword ptr [r15 + 128]
+    mov edx, 108
+    mov edi, dword ptr [r15 + 320]
+    movzx edx, cl
+    and r9, 1984
+    mov dword ptr [r15 + r9 + 1344], r9d
+    mov r9, qword ptr [r15 + 64]
+    or qword ptr [r15 + 448], 26
+    mov ecx, 103
+    mov ecx, dword ptr [r15 + 128]
+    mov esi, 205
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c246:
+    mov rcx, rcx
+    jmp 1f
+1:
+    mov dword ptr [r15 + 256], ecx
+    mov dword ptr [r15 + 512], edi
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 163
-    mov rbp, r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, sil
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + 0], ymm11
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 140
-    and ebp, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 153
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd r9, dword ptr [r15 + 320]
+    movzx ecx, cl
+    mov dword ptr [r15 + 384], 68
     mov r8, r11
-    vpxor xmm9, xmm9, xmm10
-    and r8, 4032
-    mov rdx, qword ptr [r15 + r8 + 3392]
-    mov eax, dword ptr [r15 + 384]
-    jmp 1f
-1:
-    mov r8, qword ptr [r15 + 640]
-    imul r8, qword ptr [r15 + 128]
-    mov r8, r11
-    mov esi, 145
-    and r8, 8128
-    and esi, dword ptr [r15 + r8 + 7488]
-    movzx r8d, sil
-    vmovdqu ymmword ptr [r15 + 256], ymm9
-    jmp 1f
-1:
-    mov dword ptr [r15 + 320], esi
-    mov r8d, 33
-    mov rsi, qword ptr [r15 + 64]
-    mov byte ptr [r15 + 512], sil
-    mov r8, r11
-    mov qword ptr [r15 + 64], rax
-    lock or dword ptr [r15 + 448], 68
+    mov ecx, dword ptr [r15 + 320]
+    mov rdi, qword ptr [r15 + 64]
     and r8, 1984
-    and esi, dword ptr [r15 + r8 + 1344]
-    movzx r8d, sil
-    movsxd rsi, dword ptr [r15 + 192]
-    mov eax, 71
+    mov rsi, qword ptr [r15 + r8 + 1344]
+    mov r8d, 97
+    movzx r8d, byte ptr [r15 + 448]
+    mov r9, r11
+    mov rbp, qword ptr [r15 + 128]
+    and r9, 16320
+    movzx eax, byte ptr [r15 + r9 + 15680]
+    movsxd r9, dword ptr [r15 + 128]
+    jmp 1f
+1:
+    mov qword ptr [r15 + 192], r9
+    mov r9, r11
+    mov edx, r8d
+    mov qword ptr [r15 + 320], rdx
+    mov edx, 102
+    and r9, 448
+    mov dword ptr [r15 + r9 + 832], ebp
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 768], eax
+    mov edx, ebp
+    mov edx, 135
+    mov edx, 98
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c247:
-    lea rcx, [rip + .Lc1_d11420_j]
+    lea rcx, [rip + .Lc1_d11487_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d11420_j_t
-.Lc1_d11420_j:
-    mov dword ptr [r15 + 512], ecx
+    jmp .Lc1_d11487_j_t
+.Lc1_d11487_j:
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edx, 192
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx edx, byte ptr [r15 + 320]
+    jmp 1f
+1:
     mov ecx, ecx
-    movzx r8d, sil
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, 248
-    mov r8, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rcx, dword ptr [r15 + 384]
-    mov rbp, r11
-    and r8, 1984
-    mov dword ptr [r15 + r8 + 1344], eax
-    and rbp, 16320
-    mov dword ptr [r15 + rbp + 15680], ebp
-    mov ebp, ebp
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov rbp, rbp
-    jmp 1f
-1:
-    mov qword ptr [r15 + 256], rbp
-    movzx r8d, byte ptr [r15 + 64]
-    mov dword ptr [r15 + 768], r8d
-    movsxd r8, dword ptr [r15 + 448]
-    mov rax, qword ptr [r15 + 192]
-    movsxd rbp, dword ptr [r15 + 320]
-    mov ecx, dword ptr [r15 + 128]
-    jmp 1f
-1:
-    movzx esi, byte ptr [r15 + 128]
     mov r9, r11
-    movsxd rdx, dword ptr [r15 + 704]
+    jmp 1f
+1:
     and r9, 448
-    mov qword ptr [r15 + r9 + 832], r8
-    mov r9d, dword ptr [r15 + 384]
+    mov qword ptr [r15 + r9 + 832], rdx
+    mov r9, r11
+    mov ecx, dword ptr [r15 + 576]
+    and r9, 4032
+    mov edx, dword ptr [r15 + r9 + 3392]
+    nop
+    vmovdqu ymmword ptr [r15 + 384], ymm11
+    test ebx, 1536
+    jnz 1f
+1:
+    mov dword ptr [r15 + 64], edx
+    mov r9, r9
+    jmp 1f
+1:
+    mov edx, edx
+    mov r9, r8
+    jmp 1f
+1:
+    mov r9, r11
+    movzx edx, cl
+    and r9, 8128
+    mov qword ptr [r15 + r9 + 7488], rcx
+    mov dword ptr [r15 + 64], ecx
+    mov dword ptr [r15 + 128], 45
+    mov r9, qword ptr [r15 + 512]
+    jmp 1f
+1:
+    mov edx, 167
+    add rcx, qword ptr [r15 + 448]
+    vpcmpeqb xmm11, xmm11, xmmword ptr [r15 + 256]
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c248:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 15
-    lea rcx, [rip + .Lc1_d11469_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d11469_s_t
-    .p2align 3
-.Lc1_d11469_s:
-    .p2align 3
-    jmp .Lc1_d11469_j
-    .p2align 3
-    jmp .Lc1_d11469_j
-    .p2align 3
-    jmp .Lc1_d11469_j
-    .p2align 3
-    jmp .Lc1_d11469_j
-    .p2align 3
-    jmp .Lc1_d11469_j
-    .p2align 3
-    jmp .Lc1_d11469_j
-    .p2align 3
-    jmp .Lc1_d11469_j
-    .p2align 3
-    jmp .Lc1_d11469_j
-    .p2align 3
-    jmp .Lc1_d11469_j
-    .p2align 3
-    jmp .Lc1_d11469_j
-    .p2align 3
-    jmp .Lc1_d11469_j
-    .p2align 3
-    jmp .Lc1_d11469_j
-    .p2align 3
-    jmp .Lc1_d11469_j
-    .p2align 3
-    jmp .Lc1_d11469_j
-    .p2align 3
-    jmp .Lc1_d11469_j
-    .p2align 3
-    jmp .Lc1_d11469_j
-.Lc1_d11469_j:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    add rdx, qword ptr [r15 + 0]
+    movzx ecx, cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov ecx, 159
+    jmp 1f
+1:
+    vpshufd xmm11, xmm11, 218
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r9, r11
-    and r9, 4032
-    movzx ecx, byte ptr [r15 + r9 + 3392]
+    mov dword ptr [r15 + 0], 1
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 64], 226
+    and r9, 1984
+    vmovdqu xmm11, xmmword ptr [r15 + r9 + 1344]
     jmp 1f
 1:
+    vmovdqu xmmword ptr [r15 + 128], xmm11
+    vmovdqu ymmword ptr [r15 + 256], ymm11
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 192], 83
+    jmp 1f
+1:
+    add rdi, qword ptr [r15 + 320]
+    vpcmpeqb xmm11, xmm11, xmm13
+    jmp 1f
+1:
+    mov r9, qword ptr [r15 + 640]
+    mov rcx, qword ptr [r15 + 448]
+    mov dword ptr [r15 + 384], ecx
     mov rbp, r11
-    movsxd r9, dword ptr [r15 + 320]
-    and rbp, 8128
-    mov r8d, dword ptr [r15 + rbp + 7488]
-    movzx ebp, byte ptr [r15 + 512]
+    mov r8, r11
+    mov esi, r8d
+    mov ecx, 191
+    and r8, 8128
+    add r9, qword ptr [r15 + r8 + 7488]
+    and rbp, 4032
+    and r9d, dword ptr [r15 + rbp + 3392]
     jmp 1f
 1:
-    mov byte ptr [r15 + 64], dil
-    mov edi, ebp
+    jmp 1f
+1:
+    mov dword ptr [r15 + 704], 190
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c249:
-    jmp 1f
-1:
+    lea rcx, [rip + .Lc1_d11585_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d11585_j_t
+.Lc1_d11585_j:
+    mov rcx, qword ptr [r15 + 384]
+    vmovdqu xmm11, xmmword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov byte ptr [r15 + 0], dil
+    movzx r8d, cl
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], ebp
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov rbp, rcx
+    mov ecx, r8d
+    jmp 1f
+1:
+    movsxd r8, dword ptr [r15 + 320]
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + 192], ymm11
+    movzx r9d, byte ptr [r15 + 64]
+    jmp 1f
+1:
+    test ebx, 2048
+    jz 1f
+1:
+    movsxd rbp, dword ptr [r15 + 512]
+    jmp 1f
+1:
+    jmp 1f
+1:
     mov r8, r11
-    mov rbp, qword ptr [r15 + 640]
-    mov rcx, rcx
-    mov ecx, dword ptr [r15 + 384]
-    and r8, 448
-    mov edi, dword ptr [r15 + r8 + 832]
-    mov dword ptr [r15 + 128], ebp
-    mov qword ptr [r15 + 576], rdi
+    mov rcx, qword ptr [r15 + 128]
+    and r8, 4032
+    mov dword ptr [r15 + r8 + 3392], 115
+    movsxd r8, dword ptr [r15 + 128]
+    .byte 0x0f, 0x1f, 0x00
+    mov r9, r11
+    mov edi, 5
+    mov dword ptr [r15 + 448], 55
     jmp 1f
 1:
+    and r9, 448
+    mov rdi, qword ptr [r15 + r9 + 832]
+    movsxd r9, dword ptr [r15 + 256]
     jmp 1f
 1:
-    mov dword ptr [r15 + 512], ebp
-    mov ebp, eax
-    mov r9d, dword ptr [r15 + 128]
-    and r9d, dword ptr [r15 + 64]
-    mov rdi, rax
+    mov r9, r11
     jmp 1f
 1:
-    mov eax, edi
-    mov rax, rax
-    vmovdqu ymmword ptr [r15 + 448], ymm10
-    mov rbp, r11
-    mov eax, dword ptr [r15 + 320]
-    and rbp, 4032
-    movsxd rdi, dword ptr [r15 + rbp + 3392]
-    mov rbp, r11
-    movzx r8d, byte ptr [r15 + 192]
-    movzx esi, byte ptr [r15 + 256]
-    mov byte ptr [r15 + 384], al
-    and rbp, 1984
-    mov dword ptr [r15 + rbp + 1344], eax
-    mov ebp, 23
+    and r9, 1984
+    mov rdx, qword ptr [r15 + r9 + 1344]
+    mov dword ptr [r15 + 768], edx
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c250:
-    lea rcx, [rip + .Lc1_d11554_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d11554_j_t
-.Lc1_d11554_j:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, ebp
-    mov ecx, 79
-    mov rbp, r11
-    mov dword ptr [r15 + 192], ebp
-    and rbp, 8128
-    mov byte ptr [r15 + rbp + 7488], r8b
-    movzx r8d, bpl
-    movsxd rbp, dword ptr [r15 + 384]
-    mov r8d, 238
-    mov r8, r11
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 2048
+    setz al
+    lea rcx, [rip + .Lc1_d11636_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d11636_s_t
+    .p2align 3
+.Lc1_d11636_s:
+    .p2align 3
+    jmp .Lc1_d11636_j
+    .p2align 3
+    jmp .Lc1_d11636_j
+.Lc1_d11636_j:
     jmp 1f
 1:
-    mov ecx, r8d
-    and r8, 448
-    vmovdqu xmmword ptr [r15 + r8 + 832], xmm10
-    jmp 1f
-1:
-    movsxd r8, dword ptr [r15 + 512]
-    jmp 1f
-1:
-    movsxd rcx, dword ptr [r15 + 256]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, al
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r9, r11
-    mov rax, qword ptr [r15 + 448]
-    mov rdi, rax
-    and r9, 1984
-    mov eax, dword ptr [r15 + r9 + 1344]
-    vpshufd xmm10, xmm9, 255
-    mov r9d, dword ptr [r15 + 64]
-    vmovdqu xmmword ptr [r15 + 64], xmm10
-    and r9d, dword ptr [r15 + 128]
-    mov esi, dword ptr [r15 + 704]
-    mov byte ptr [r15 + 320], al
+    mov dword ptr [r15 + 0], r9d
+    mov byte ptr [r15 + 512], al
+    mov eax, 233
+    and r9, 448
+    movsxd rax, dword ptr [r15 + r9 + 832]
+    jmp 1f
+1:
+    movsxd r9, dword ptr [r15 + 320]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movzx ecx, r9b
+    mov qword ptr [r15 + 576], rax
+    mov qword ptr [r15 + 192], rax
+    mov r9d, dword ptr [r15 + 448]
+    mov rbp, r11
+    mov eax, 113
+    movzx eax, cl
+    and rbp, 8128
+    movzx eax, byte ptr [r15 + rbp + 7488]
+    jmp 1f
+1:
+    movzx esi, cl
+    mov rbp, rsi
+    mov byte ptr [r15 + 384], r9b
+    jmp 1f
+1:
+    mov rsi, qword ptr [r15 + 64]
+    jmp 1f
+1:
+    mov rbp, qword ptr [r15 + 128]
+    add rbp, qword ptr [r15 + 384]
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c251:
-    mov dword ptr [r15 + 320], ecx
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    movzx ebp, r8b
+    mov qword ptr [r15 + 0], rsi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], sil
+    mov dword ptr [r15 + 0], ebp
+    jmp 1f
+1:
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu xmmword ptr [r15 + 0], xmm10
-    mov ecx, 240
+    mov rsi, qword ptr [r15 + 320]
+    jmp 1f
+1:
+    add rbp, qword ptr [r15 + 256]
+    mov rcx, qword ptr [r15 + 384]
     mov r9, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rcx
+    movzx r8d, byte ptr [r15 + 128]
     jmp 1f
 1:
     and r9, 4032
-    mov byte ptr [r15 + r9 + 3392], sil
-    mov dword ptr [r15 + 128], r9d
-    add rdi, qword ptr [r15 + 192]
-    mov byte ptr [r15 + 320], dil
-    mov rdi, qword ptr [r15 + 448]
-    test ebx, 114688
+    movsxd rax, dword ptr [r15 + r9 + 3392]
+    mov r9, r11
+    test ebx, 1024
     jz 1f
 1:
+    and r9, 1984
+    and eax, dword ptr [r15 + r9 + 1344]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 640], eax
+    vmovdqu ymmword ptr [r15 + 320], ymm11
     jmp 1f
 1:
     jmp 1f
 1:
-    mov r9d, dword ptr [r15 + 384]
-    add r9, qword ptr [r15 + 768]
+    jmp 1f
+1:
+    mov r9d, r8d
+    mov r8d, dword ptr [r15 + 64]
+    mov rax, qword ptr [r15 + 64]
+    mov r9d, 43
+    jmp 1f
+1:
+    movzx r9d, byte ptr [r15 + 448]
+    mov rbp, qword ptr [r15 + 192]
+    movsxd rsi, dword ptr [r15 + 512]
     mov rbp, r11
-    mov dword ptr [r15 + 256], 172
-    vmovq qword ptr [r15 + 576], xmm10
-    movzx esi, byte ptr [r15 + 128]
+    jmp 1f
+1:
     and rbp, 8128
-    and esi, dword ptr [r15 + rbp + 7488]
-    mov dword ptr [r15 + 64], 142
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov ebp, esi
-    mov esi, ebp
-    mov rbp, r11
-    mov rax, rbp
-    and rbp, 1984
-    mov eax, dword ptr [r15 + rbp + 1344]
-    jmp 1f
-1:
-    and edi, dword ptr [r15 + 512]
+    or qword ptr [r15 + rbp + 7488], 52
+    movzx ebp, byte ptr [r15 + 704]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c252:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 1073741824
-    setz al
-    lea rcx, [rip + .Lc1_d11647_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d11647_s_t
-    .p2align 3
-.Lc1_d11647_s:
-    .p2align 3
-    jmp .Lc1_d11647_j
-    .p2align 3
-    jmp .Lc1_d11647_j
-.Lc1_d11647_j:
-    mov r12, qword ptr [r15 + r12 + 56]
-    add rax, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
+    lea rcx, [rip + .Lc1_d11731_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d11731_j_t
+.Lc1_d11731_j:
+    xor dword ptr [r15 + 128], ebp
+    mov dword ptr [r15 + 64], ecx
+    mov rbp, r11
+    mov r9d, ebp
+    and rbp, 4032
+    mov rcx, qword ptr [r15 + rbp + 3392]
+    mov dword ptr [r15 + 192], esi
+    mov dword ptr [r15 + 256], 147
     jmp 1f
 1:
-    xor dword ptr [r15 + 0], ecx
-    mov dword ptr [r15 + 256], eax
-    movzx eax, byte ptr [r15 + 320]
-    mov rbp, r11
+    jmp 1f
+1:
+    mov ebp, 148
+    movzx ebp, bpl
+    mov dword ptr [r15 + 448], ecx
+    mov dword ptr [r15 + 0], ebp
+    add rbp, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 179
+    mov dword ptr [r15 + 0], 202
     mov r9, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r9, 448
+    mov rcx, qword ptr [r15 + r9 + 832]
+    mov r8d, dword ptr [r15 + 320]
+    vmovdqu ymmword ptr [r15 + 512], ymm11
+    movzx esi, byte ptr [r15 + 128]
+    movsxd r9, dword ptr [r15 + 768]
+    add rcx, qword ptr [r15 + 384]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 64], ecx
+    mov rcx, rcx
     mov r8, r11
-    and r9, 1984
-    mov ecx, dword ptr [r15 + r9 + 1344]
-    and rbp, 448
-    mov qword ptr [r15 + rbp + 832], rdi
-    and r8, 4032
-    movzx ebp, byte ptr [r15 + r8 + 3392]
-    movzx r9d, byte ptr [r15 + 384]
-    movzx edx, byte ptr [r15 + 192]
-    mov r8d, dword ptr [r15 + 128]
-    movzx edi, byte ptr [r15 + 512]
-    add rsi, qword ptr [r15 + 640]
-    mov edx, dword ptr [r15 + 448]
-    movsxd rsi, dword ptr [r15 + 64]
-    mov r8d, esi
-    mov dword ptr [r15 + 64], r8d
+    mov ecx, r8d
+    and r8, 1984
+    add rax, qword ptr [r15 + r8 + 1344]
+    vmovdqu ymmword ptr [r15 + 384], ymm11
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c253:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], edx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, esi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 201
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], sil
-    jmp 1f
-1:
-    mov edx, edi
-    mov rax, qword ptr [r15 + 320]
-    mov dword ptr [r15 + 704], 245
-    mov rdx, r8
-    mov r8, r11
-    movzx edx, byte ptr [r15 + 448]
-    and r8, 448
-    lock or dword ptr [r15 + r8 + 832], 88
-    mov qword ptr [r15 + 128], rax
-    mov r8d, dword ptr [r15 + 384]
-    mov dword ptr [r15 + 768], 63
-    mov eax, dword ptr [r15 + 64]
-    mov dword ptr [r15 + 256], ecx
-    mov ecx, dword ptr [r15 + 128]
-    jmp 1f
-1:
-    mov byte ptr [r15 + 448], r8b
-    jmp 1f
-1:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
     mov rbp, r11
-    mov r8d, dword ptr [r15 + 192]
-    mov rsi, qword ptr [r15 + 512]
     jmp 1f
 1:
-    and rbp, 8128
+    and rbp, 1984
+    vpaddq xmm11, xmm11, xmmword ptr [r15 + rbp + 1344]
+    jmp 1f
+1:
+    mov byte ptr [r15 + 64], r8b
+    mov r8, rbp
+    mov r8, r11
+    mov ebp, 147
+    jmp 1f
+1:
     mov r9, r11
-    movsxd rdi, dword ptr [r15 + rbp + 7488]
-    and r9, 4032
-    movzx ebp, byte ptr [r15 + r9 + 3392]
-    movzx r9d, byte ptr [r15 + 384]
+    and r8, 8128
+    mov rbp, qword ptr [r15 + r8 + 7488]
+    and r9, 448
+    mov rax, qword ptr [r15 + r9 + 832]
+    mov dword ptr [r15 + 512], 31
+    mov r12, qword ptr [r15 + r12 + 56]
+    add rbp, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    test dword ptr [r15 + 67117724], 268435456
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ebp, bpl
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rax, dword ptr [r15 + 576]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 256], 1
+    movsxd rbp, dword ptr [r15 + 192]
+    movzx r9d, byte ptr [r15 + 448]
+    mov r8, r9
+    jmp 1f
+1:
+    add r8, qword ptr [r15 + 384]
+    mov r9, qword ptr [r15 + 128]
+    mov rcx, qword ptr [r15 + 320]
     add r11, 64
     inc rbx
     dec r13
@@ -14538,188 +14759,193 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d11729_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d11729_j_t
-.Lc1_d11729_j:
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 15
+    lea rcx, [rip + .Lc1_d11822_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d11822_s_t
+    .p2align 3
+.Lc1_d11822_s:
+    .p2align 3
+    jmp .Lc1_d11822_j
+    .p2align 3
+    jmp .Lc1_d11822_j
+    .p2align 3
+    jmp .Lc1_d11822_j
+    .p2align 3
+    jmp .Lc1_d11822_j
+    .p2align 3
+    jmp .Lc1_d11822_j
+    .p2align 3
+    jmp .Lc1_d11822_j
+    .p2align 3
+    jmp .Lc1_d11822_j
+    .p2align 3
+    jmp .Lc1_d11822_j
+    .p2align 3
+    jmp .Lc1_d11822_j
+    .p2align 3
+    jmp .Lc1_d11822_j
+    .p2align 3
+    jmp .Lc1_d11822_j
+    .p2align 3
+    jmp .Lc1_d11822_j
+    .p2align 3
+    jmp .Lc1_d11822_j
+    .p2align 3
+    jmp .Lc1_d11822_j
+    .p2align 3
+    jmp .Lc1_d11822_j
+    .p2align 3
+    jmp .Lc1_d11822_j
+.Lc1_d11822_j:
+    mov r9, r11
+    mov eax, dword ptr [r15 + 512]
+    jmp 1f
+1:
+    and r9, 8128
+    movsxd rcx, dword ptr [r15 + r9 + 7488]
+    mov r9, qword ptr [r15 + 128]
     mov rbp, r11
-    and rbp, 1984
-    mov rcx, qword ptr [r15 + rbp + 1344]
+    vmovq qword ptr [r15 + 640], xmm11
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov ebp, ecx
-    movzx ecx, byte ptr [r15 + 384]
-    mov r8, r11
-    add rax, qword ptr [r15 + 320]
-    mov r9, r9
-    mov dword ptr [r15 + 128], r9d
-    and r8, 448
-    movzx r9d, byte ptr [r15 + r8 + 832]
-    xor dword ptr [r15 + 192], eax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, ebp
-    movzx ebp, al
-    test dword ptr [r15 + 67117723], 2106368
-    jz 1f
-1:
-    movzx esi, r9b
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    add qword ptr [r15 + 576], rsi
-    mov dword ptr [r15 + 448], r8d
-    mov r8, r11
-    jmp 1f
-1:
-    inc dword ptr [r15 + 320]
-    mov esi, dword ptr [r15 + 64]
-    and r8, 8128
-    mov rax, qword ptr [r15 + r8 + 7488]
-    jmp 1f
-1:
-    mov r8, qword ptr [r15 + 512]
-    add r8, qword ptr [r15 + 64]
-    mov qword ptr [r15 + 256], rbp
+    and rbp, 4032
+    mov byte ptr [r15 + rbp + 3392], bpl
+    mov ebp, dword ptr [r15 + 320]
+    mov r8d, dword ptr [r15 + 64]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c255:
-    movzx r8d, r8b
+    mov rdx, qword ptr [r15 + 704]
+    mov byte ptr [r15 + 384], dl
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], 104
+    movzx r9d, r9b
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, r8b
-    movzx r8d, r8b
-    mov dword ptr [r15 + 0], eax
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, bpl
-    mov dword ptr [r15 + 0], 118
-    mov byte ptr [r15 + 0], sil
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, eax
-    mov qword ptr [r15 + 0], rax
+    mov r9d, 61
     jmp 1f
 1:
+    mov r9d, 132
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 203
     mov rbp, r11
-    mov eax, r8d
-    and rbp, 8128
-    movsxd r8, dword ptr [r15 + rbp + 7488]
+    mov r8, r11
+    mov rdx, r9
     jmp 1f
 1:
-    mov rbp, r8
+    and r8, 4032
+    mov dword ptr [r15 + r8 + 3392], ebp
+    and rbp, 1984
+    mov dword ptr [r15 + rbp + 1344], 53
+    movsxd r9, dword ptr [r15 + 768]
+    mov ebp, dword ptr [r15 + 128]
+    mov r8, r11
+    movsxd rdx, dword ptr [r15 + 512]
+    mov dword ptr [r15 + 384], 251
+    and r8, 448
+    mov ecx, dword ptr [r15 + r8 + 832]
+    mov dword ptr [r15 + 256], 111
+    mov r8d, dword ptr [r15 + 448]
+    movzx eax, byte ptr [r15 + 320]
+    movzx esi, byte ptr [r15 + 256]
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov r8d, dword ptr [r15 + 128]
-    jmp 1f
-1:
-    mov r9, r11
-    jmp 1f
-1:
-    mov rax, qword ptr [r15 + 64]
-    and r9, 4032
-    mov esi, dword ptr [r15 + r9 + 3392]
-    mov r9d, esi
-    mov byte ptr [r15 + 320], r8b
-    mov r9, r11
-    mov r8d, 206
-    and r9, 1984
-    mov r8, qword ptr [r15 + r9 + 1344]
-    mov r9d, ebp
-    vmovdqu ymmword ptr [r15 + 256], ymm10
-    mov r9d, eax
+    mov rdi, qword ptr [r15 + 128]
+    mov dword ptr [r15 + 64], edi
     jmp 1f
 1:
     jmp 1f
 1:
-    movzx r9d, byte ptr [r15 + 640]
-    vpcmpeqb xmm10, xmm10, xmmword ptr [r15 + 512]
-    and r9d, dword ptr [r15 + 384]
-    mov qword ptr [r15 + 128], rsi
-    mov dword ptr [r15 + 448], 89
+    movzx edi, r9b
+    jmp 1f
+1:
+    movzx r9d, byte ptr [r15 + 192]
     add r11, 64
     inc rbx
     dec r13
     jnz .Lc1_b1_c0
 .Lc1_b1_done:
-// block 2: 256 bytes, 1 chunk(s), 13 chunk executions per call
+// block 2: 256 bytes, 1 chunk(s), 12 chunk executions per call
     mov rbx, qword ptr [r15 + 67117752]
-    lea rcx, [rbx + 13]
+    lea rcx, [rbx + 12]
     mov qword ptr [r15 + 67117752], rcx
-    mov r13d, 13
+    mov r13d, 12
     jmp .Lc1_b2_c0
     .p2align 6
 .Lc1_b2_c0:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d11829_j]
+    lea rcx, [rip + .Lc1_d11912_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d11829_j_t
-.Lc1_d11829_j:
-    vmovdqu ymmword ptr [r15 + 512], ymm10
-    test ebx, 1073741824
+    jmp .Lc1_d11912_j_t
+.Lc1_d11912_j:
+    movzx ecx, cl
+    test ebx, 13312
+    jz 1f
+1:
+    mov esi, 213
+    test dword ptr [r15 + 67117723], 536870912
     jnz 1f
 1:
-    mov ecx, eax
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rax, qword ptr [r15 + 448]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    test dword ptr [r15 + 67117724], 512
+    test bl, 4
     jz 1f
 1:
-    mov edi, 115
-    test ebx, 1344
-    jz 1f
-1:
-    mov rcx, qword ptr [r15 + 192]
-    test ebx, 6144
-    jz 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx edi, byte ptr [r15 + 128]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov eax, dword ptr [r15 + 640]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    test dword ptr [r15 + 67117724], 134217728
-    jz 1f
-1:
-    mov r8, r10
-    mov ecx, dword ptr [r15 + 576]
-    test ebx, 1073741824
-    jz 1f
-1:
-    and r8, 4032
-    mov dword ptr [r15 + r8 + 3392], edi
-    test dword ptr [r15 + 67117724], 67109888
-    jnz 1f
-1:
-    test ebx, 2552
-    jz 1f
-1:
-    mov edi, 232
+    mov eax, 56
     mov r9, r10
     test ebx, 1073741824
     jnz 1f
 1:
-    and r9, 448
-    mov dword ptr [r15 + r9 + 832], edi
-    test ebx, 32376
+    test ebx, 1073741824
     jnz 1f
+1:
+    and r9, 8128
+    movsxd r8, dword ptr [r15 + r9 + 7488]
+    test dword ptr [r15 + 67117724], 8388608
+    jz 1f
+1:
+    mov r9, qword ptr [r15 + 128]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    test dword ptr [r15 + 67117723], 512
+    jnz 1f
+1:
+    movsxd rsi, dword ptr [r15 + 576]
+    test dword ptr [r15 + 67117723], 2162688
+    jz 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    movsxd r9, dword ptr [r15 + 384]
+    test ebx, 4096
+    jz 1f
+1:
+    mov dword ptr [r15 + 192], 70
+    mov r8, r10
+    test ebx, 22464
+    jnz 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and r8, 4032
+    mov qword ptr [r15 + r8 + 3392], rsi
+    test ebx, 1073741824
+    jnz 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov edi, 21
+    test bl, 6
+    jz 1f
 1:
     add r11, 64
     add r10, r11
@@ -14739,129 +14965,130 @@ ditto_body_c1:
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
     xor eax, eax
-    test dword ptr [r15 + 67117723], 65536
+    test dword ptr [r15 + 67117723], 67108864
     setz al
-    lea rcx, [rip + .Lc1_d11891_s]
+    lea rcx, [rip + .Lc1_d11975_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d11891_s_t
+    jmp .Lc1_d11975_s_t
     .p2align 3
-.Lc1_d11891_s:
+.Lc1_d11975_s:
     .p2align 3
-    jmp .Lc1_d11891_j
+    jmp .Lc1_d11975_j
     .p2align 3
-    jmp .Lc1_d11891_j
-.Lc1_d11891_j:
-    mov rax, rdx
-    movzx edi, byte ptr [r15 + 128]
+    jmp .Lc1_d11975_j
+.Lc1_d11975_j:
+    mov eax, 27
+    mov esi, dword ptr [r15 + 320]
     test ebx, 1073741824
-    jnz 1f
-1:
-    mov byte ptr [r15 + 512], cl
-    test ebx, 1073741824
-    jnz 1f
-1:
-    vmovdqu xmm9, xmmword ptr [r15 + 64]
-    lea rbp, [r10 + r10*1]
-    test ebx, 8192
     jz 1f
 1:
-    and rbp, 1984
-    movzx ecx, byte ptr [r15 + rbp + 1408]
-    lea r8, [r10 + r10*1]
-    mov qword ptr [r15 + 448], rax
+    mov r8, r10
+    mov ecx, dword ptr [r15 + 512]
     test ebx, 1073741824
     jz 1f
 1:
     and r8, 8128
-    mov dword ptr [r15 + r8 + 7552], r8d
+    mov dword ptr [r15 + r8 + 7488], esi
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx r8d, byte ptr [r15 + 128]
     test ebx, 1073741824
     jz 1f
 1:
-    mov eax, dword ptr [r15 + 384]
+    mov esi, ecx
+    mov rbp, r10
     test ebx, 1073741824
     jnz 1f
 1:
-    movsxd rcx, dword ptr [r15 + 256]
-    mov qword ptr [r15 + 64], rbp
-    test ebx, 1073741824
+    and rbp, 448
+    mov ecx, dword ptr [r15 + rbp + 832]
+    mov esi, dword ptr [r15 + 384]
+    test ebx, 768
     jnz 1f
 1:
-    mov ecx, 227
+    mov rbp, qword ptr [r15 + 640]
     test ebx, 1073741824
-    jnz 1f
-1:
-    movzx ecx, byte ptr [r15 + r8 + 7488]
-    test ebx, 256
     jz 1f
 1:
-    movsxd rax, dword ptr [r15 + rbp + 1344]
+    mov byte ptr [r15 + 320], r8b
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx ebp, cl
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + 64], r9d
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov qword ptr [r15 + 256], r9
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b3_done
 .Lc1_b3_c1:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d11943_j]
+    lea rcx, [rip + .Lc1_d12026_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d11943_j_t
-.Lc1_d11943_j:
-    mov rax, qword ptr [r15 + 320]
-    mov ecx, dword ptr [r15 + 128]
+    jmp .Lc1_d12026_j_t
+.Lc1_d12026_j:
+    mov rbp, rcx
+    mov ebp, 51
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx ecx, byte ptr [r15 + 64]
+    lea rbp, [r10 + r10*1]
+    mov rsi, qword ptr [r15 + 704]
     test ebx, 1073741824
     jz 1f
-1:
-    mov eax, 250
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rbp, r10
-    mov eax, 68
-    vmovq xmm10, rcx
-    test ebx, 1073741824
-    jnz 1f
 1:
     and rbp, 448
-    vmovq qword ptr [r15 + rbp + 832], xmm9
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov ecx, ecx
-    mov rax, qword ptr [r15 + 448]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + 384], ebp
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + 384], ebp
-    test dword ptr [r15 + 67117723], 16
-    jz 1f
-1:
-    movzx edx, byte ptr [r15 + 192]
-    mov ebp, 205
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + 320], edi
-    test ebx, 1073741824
-    jnz 1f
-1:
+    movzx ecx, byte ptr [r15 + rbp + 896]
     mov r9, r10
-    movzx ebp, byte ptr [r15 + 256]
-    mov rcx, r8
+    movsxd rsi, dword ptr [r15 + 64]
     test ebx, 1073741824
     jnz 1f
 1:
-    and r9, 8128
-    mov ecx, dword ptr [r15 + r9 + 7488]
+    and r9, 4032
+    movsxd rcx, dword ptr [r15 + r9 + 3392]
     test ebx, 1073741824
     jnz 1f
 1:
-    .byte 0x0f, 0x1f, 0x40, 0x00
+    mov r9d, dword ptr [r15 + 128]
+    movzx esi, byte ptr [r15 + 192]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movsxd r9, dword ptr [r15 + 256]
+    mov r8, qword ptr [r15 + 192]
+    mov r8, r10
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx r9d, sil
+    and r8, 1984
+    movsxd rdx, dword ptr [r15 + r8 + 1344]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r8, r9
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx esi, byte ptr [r15 + 384]
+    mov r9d, dword ptr [r15 + 768]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r9d, edx
+    mov r9, qword ptr [r15 + rbp + 832]
+    test bl, 20
+    jnz 1f
+1:
+    mov r8, qword ptr [r15 + 256]
     add r11, 64
     add r10, r11
     inc rbx
@@ -14879,230 +15106,233 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 32768
-    setz al
-    lea rcx, [rip + .Lc1_d12003_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d12003_s_t
-    .p2align 3
-.Lc1_d12003_s:
-    .p2align 3
-    jmp .Lc1_d12003_j
-    .p2align 3
-    jmp .Lc1_d12003_j
-.Lc1_d12003_j:
+    lea rcx, [rip + .Lc1_d12088_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d12088_j_t
+.Lc1_d12088_j:
+    mov dword ptr [r15 + 0], 32
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, dword ptr [r15 + 128]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, eax
-    vpshufd xmm9, xmm9, 154
-    mov dword ptr [r15 + 64], 94
-    test dword ptr [r15 + 67117724], 1064
-    jz 1f
-1:
-    mov rax, rax
-    movsxd rcx, dword ptr [r15 + 128]
-    mov rax, rax
-    mov dword ptr [r15 + 192], 23
     test ebx, 1073741824
     jnz 1f
 1:
-    mov edi, 44
-    movsxd rcx, dword ptr [r15 + 384]
-    mov rbp, r11
-    mov qword ptr [r15 + 320], rdi
-    and rbp, 448
-    movzx edi, byte ptr [r15 + rbp + 832]
-    and ecx, dword ptr [r15 + 768]
-    mov rbp, r11
+    mov byte ptr [r15 + 192], cl
+    mov r8, r11
+    movzx ebp, al
+    mov eax, r9d
+    mov r9, r11
+    and r8, 1984
+    mov dword ptr [r15 + r8 + 1344], ebp
+    and r9, 8128
+    mov rax, qword ptr [r15 + r9 + 7488]
     test ebx, 1073741824
     jz 1f
 1:
-    mov r8, qword ptr [r15 + 256]
-    movsxd rcx, dword ptr [r15 + 448]
-    and rbp, 4032
-    mov dword ptr [r15 + rbp + 3392], r8d
-    mov r8d, dword ptr [r15 + 704]
+    mov dword ptr [r15 + 320], eax
+    movzx eax, byte ptr [r15 + 128]
+    mov ecx, dword ptr [r15 + 640]
+    mov dword ptr [r15 + 256], eax
+    jmp 1f
+1:
+    mov rbp, r11
+    mov qword ptr [r15 + 64], rax
+    test dword ptr [r15 + 67117723], 655376
+    jz 1f
+1:
+    and rbp, 448
+    vmovdqu xmmword ptr [r15 + rbp + 832], xmm11
+    mov eax, dword ptr [r15 + 576]
+    mov ebp, dword ptr [r15 + 512]
+    mov ecx, dword ptr [r15 + 64]
+    movzx r8d, byte ptr [r15 + 384]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b4_done
 .Lc1_b4_c1:
-    lea rcx, [rip + .Lc1_d12044_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d12044_j_t
-.Lc1_d12044_j:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r8, r11
+    mov byte ptr [r15 + 128], r8b
+    and r8, 8128
+    mov ebp, dword ptr [r15 + r8 + 7488]
+    mov r8, rax
+    mov r8d, 6
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov eax, eax
+    mov dword ptr [r15 + 0], r8d
+    jmp 1f
+1:
+    add r8, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rsi, dword ptr [r15 + 192]
+    mov rax, qword ptr [r15 + 704]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx r8d, r8b
+    mov qword ptr [r15 + 512], rsi
+    jmp 1f
+1:
+    movsxd rsi, dword ptr [r15 + 384]
+    mov r8, qword ptr [r15 + 64]
+    jmp 1f
+1:
+    jmp 1f
+1:
     mov rbp, r11
-    mov ecx, 238
-    and rbp, 4032
-    mov byte ptr [r15 + rbp + 3392], cl
-    mov dword ptr [r15 + 256], 199
-    mov qword ptr [r15 + 576], rbp
-    mov r8d, dword ptr [r15 + 64]
-    jmp 1f
-1:
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
-    jmp 1f
-1:
-    movzx ecx, cl
-    mov dword ptr [r15 + 0], 38
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, ecx
-    jmp 1f
-1:
-    mov ecx, ecx
-    mov r9, r11
+    and rbp, 1984
+    mov r8, qword ptr [r15 + rbp + 1344]
     mov rbp, qword ptr [r15 + 384]
+    mov rsi, r8
+    jmp 1f
+1:
+    mov rsi, rsi
+    mov esi, ebp
+    mov r9, r11
+    mov eax, dword ptr [r15 + 256]
     test ebx, 1073741824
     jnz 1f
 1:
-    vpcmpeqb xmm9, xmm9, xmm10
-    and r9, 1984
-    movsxd rcx, dword ptr [r15 + r9 + 1344]
-    movzx r8d, bpl
-    mov r8, qword ptr [r15 + 512]
-    mov r9d, dword ptr [r15 + 448]
+    and r9, 4032
+    mov dword ptr [r15 + r9 + 3392], ebp
     jmp 1f
 1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rbp, r11
-    jmp 1f
-1:
-    mov r9, qword ptr [r15 + 128]
-    and rbp, 8128
-    mov dword ptr [r15 + rbp + 7488], ecx
-    mov byte ptr [r15 + 320], r8b
-    mov ecx, dword ptr [r15 + 64]
+    mov dword ptr [r15 + 64], edx
+    mov byte ptr [r15 + 448], sil
+    movsxd rsi, dword ptr [r15 + 448]
+    mov r8d, 163
+    add rcx, qword ptr [r15 + 320]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b4_done
 .Lc1_b4_c2:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov r8, r11
+    lea rcx, [rip + .Lc1_d12184_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d12184_j_t
+.Lc1_d12184_j:
+    add qword ptr [r15 + 0], rsi
+    mov dword ptr [r15 + 0], 226
     jmp 1f
 1:
-    and r8, 1984
-    mov dword ptr [r15 + r8 + 1344], edx
-    jmp 1f
-1:
-    mov dword ptr [r15 + 640], 139
-    mov byte ptr [r15 + 320], cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 181
-    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 67117723], 2176
-    jz 1f
-1:
-    vpmovmskb ebp, xmm9
-    vpxor xmm9, xmm9, xmm10
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    add qword ptr [r15 + 256], rbp
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov rbp, r11
-    mov rcx, rax
-    mov dword ptr [r15 + 320], 108
-    and rbp, 448
-    mov eax, dword ptr [r15 + rbp + 832]
     test ebx, 1073741824
     jz 1f
 1:
-    mov ebp, ecx
-    mov rbp, r11
-    mov dword ptr [r15 + 448], eax
-    mov byte ptr [r15 + 64], al
-    and rbp, 4032
-    mov qword ptr [r15 + rbp + 3392], rax
-    vmovdqu ymmword ptr [r15 + 128], ymm10
-    mov rcx, qword ptr [r15 + 192]
-    vmovdqu ymmword ptr [r15 + 512], ymm9
-    mov ebp, ebp
-    mov byte ptr [r15 + 384], al
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movzx esi, byte ptr [r15 + 192]
+    mov dword ptr [r15 + 256], r8d
+    and ebp, dword ptr [r15 + 768]
+    movzx r9d, byte ptr [r15 + 448]
+    mov r8, r11
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rbp, qword ptr [r15 + 512]
+    and r8, 448
+    mov r9, r11
+    movsxd rsi, dword ptr [r15 + r8 + 832]
+    movzx r8d, dil
+    and r9, 4032
+    mov r8d, dword ptr [r15 + r9 + 3392]
+    mov r9, r11
+    movsxd rax, dword ptr [r15 + 64]
+    mov qword ptr [r15 + 384], rbp
+    and r9, 8128
+    mov ebp, dword ptr [r15 + r9 + 7488]
+    mov byte ptr [r15 + 320], cl
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov r8d, dword ptr [r15 + 128]
+    jmp 1f
+1:
+    .byte 0x0f, 0x1f, 0x00
+    mov r9, rbp
+    jmp 1f
+1:
+    mov ecx, ebp
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b4_done
 .Lc1_b4_c3:
-    lea rcx, [rip + .Lc1_d12140_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d12140_j_t
-.Lc1_d12140_j:
-    mov ecx, ecx
-    mov byte ptr [r15 + 512], bpl
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, r11
     jmp 1f
 1:
-    vmovdqu ymmword ptr [r15 + 0], ymm9
-    mov r12, qword ptr [r15 + r12 + 56]
+    add rsi, qword ptr [r15 + 128]
+    and r9, 448
+    mov ebp, dword ptr [r15 + r9 + 832]
+    mov dword ptr [r15 + 0], 135
+    mov byte ptr [r15 + 0], r8b
+    mov r9, rsi
     jmp 1f
 1:
+    mov qword ptr [r15 + 0], rcx
+    test bl, 16
+    jz 1f
+1:
+    mov r8, rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, 241
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r8d, bpl
     test ebx, 1073741824
     jz 1f
 1:
-    and r9d, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, r9d
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r9, qword ptr [r15 + 64]
-    or qword ptr [r15 + 192], 41
-    mov rcx, r8
-    mov r8d, 69
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rbp, r11
-    mov qword ptr [r15 + 128], rdx
-    jmp 1f
-1:
-    and rbp, 8128
-    mov dword ptr [r15 + rbp + 7488], 215
-    mov dword ptr [r15 + 128], 15
-    mov rbp, rdi
-    mov edx, eax
+    mov dword ptr [r15 + 512], 210
     mov r8, r11
-    test ebx, 1073741824
-    jz 1f
-1:
-    and r8, 1984
-    movsxd rdx, dword ptr [r15 + r8 + 1344]
-    mov dword ptr [r15 + 320], 219
-    mov qword ptr [r15 + 384], rbp
-    mov r8d, 191
-    movzx r8d, byte ptr [r15 + 704]
+    movsxd rbp, dword ptr [r15 + 320]
     jmp 1f
 1:
+    mov rcx, qword ptr [r15 + 128]
+    and r8, 16320
+    movzx edi, byte ptr [r15 + r8 + 15680]
+    mov r8d, dword ptr [r15 + 192]
+    movzx r9d, sil
+    test ebx, 256
+    jz 1f
+1:
+    mov qword ptr [r15 + 320], r9
+    mov r8d, dword ptr [r15 + 384]
+    mov dword ptr [r15 + 256], 46
+    mov rbp, r11
+    vmovdqu ymmword ptr [r15 + 576], ymm11
+    mov byte ptr [r15 + 640], r9b
+    and rbp, 1984
+    mov qword ptr [r15 + rbp + 1344], r8
+    movzx r8d, byte ptr [r15 + 64]
     add r11, 64
     inc rbx
     dec r13
@@ -15119,115 +15349,116 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d12199_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d12199_j_t
-.Lc1_d12199_j:
-    mov rax, qword ptr [r15 + 64]
-    movzx r8d, sil
-    mov r8d, dword ptr [r15 + 640]
-    jmp 1f
-1:
-    mov ecx, 197
-    mov dword ptr [r15 + 576], 234
+    vmovdqu ymmword ptr [r15 + 320], ymm11
     mov rbp, r11
-    movzx ecx, r8b
-    test bl, 48
-    jz 1f
-1:
-    mov byte ptr [r15 + 320], r8b
-    and rbp, 8128
-    movzx ecx, byte ptr [r15 + rbp + 7488]
-    mov ebp, dword ptr [r15 + 448]
-    movzx r8d, al
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 67117723], 20971520
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r11
-    mov eax, ebp
+    movzx eax, byte ptr [r15 + 384]
+    mov edi, 193
     and rbp, 1984
-    mov r8, qword ptr [r15 + rbp + 1344]
-    mov rdi, rcx
-    mov byte ptr [r15 + 512], sil
-    xor dword ptr [r15 + 128], eax
+    mov rdx, qword ptr [r15 + rbp + 1344]
+    mov rbp, qword ptr [r15 + 64]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], ecx
+    mov r8, r11
     test ebx, 1073741824
     jz 1f
 1:
-    mov dword ptr [r15 + 128], ebp
-    mov r8d, dword ptr [r15 + 192]
-    mov eax, dword ptr [r15 + 384]
-    movzx ecx, r8b
-    mov dword ptr [r15 + 256], ebp
     jmp 1f
 1:
+    and r8, 8128
+    movzx eax, byte ptr [r15 + r8 + 7488]
+    jmp 1f
+1:
+    mov rcx, qword ptr [r15 + 512]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov qword ptr [r15 + 192], rsi
+    test dword ptr [r15 + 67117723], 134250752
+    jz 1f
+1:
+    mov r8d, ecx
+    mov byte ptr [r15 + 768], sil
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov rcx, qword ptr [r15 + 256]
+    movsxd r8, dword ptr [r15 + 448]
+    test dword ptr [r15 + 67117723], 1073741824
+    jz 1f
+1:
+    mov rcx, qword ptr [r15 + 64]
+    jmp 1f
+1:
+    mov qword ptr [r15 + 320], rdx
+    mov rbp, r11
+    movsxd rdx, dword ptr [r15 + 128]
+    and rbp, 16320
+    movzx eax, byte ptr [r15 + rbp + 15680]
+    mov rbp, rcx
+    mov dword ptr [r15 + 704], r8d
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b5_done
 .Lc1_b5_c1:
-    mov rdx, rax
-    mov rcx, rdi
-    mov ebp, dword ptr [r15 + 320]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d12335_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d12335_j_t
+.Lc1_d12335_j:
+    mov rbp, rdx
+    vmovq xmm12, rax
     jmp 1f
 1:
+    mov ebp, dword ptr [r15 + 192]
+    mov rax, rax
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 132
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rbp, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    and rbp, 448
-    mov r8, r11
-    add rcx, qword ptr [r15 + rbp + 832]
-    mov ebp, esi
-    jmp 1f
-1:
-    and r8, 1984
-    mov ebp, dword ptr [r15 + r8 + 1344]
-    jmp 1f
-1:
     test ebx, 1073741824
     jz 1f
 1:
+    mov eax, dword ptr [r15 + 384]
+    mov rbp, r11
+    mov rcx, qword ptr [r15 + 512]
+    movzx edx, al
     jmp 1f
 1:
-    mov ecx, dword ptr [r15 + 512]
-    mov r8d, 137
-    movsxd rdi, dword ptr [r15 + 704]
-    mov dword ptr [r15 + 64], 24
-    mov r8, qword ptr [r15 + 128]
+    and rbp, 448
+    mov eax, dword ptr [r15 + rbp + 832]
+    mov qword ptr [r15 + 448], rcx
+    mov rbp, r10
     test ebx, 1073741824
     jnz 1f
 1:
-    mov ebp, 11
-    movsxd rbp, dword ptr [r15 + 192]
-    mov r8, r11
-    mov dword ptr [r15 + 448], 91
-    and r8, 4032
-    movzx esi, byte ptr [r15 + r8 + 3392]
-    movzx r9d, r8b
-    mov dword ptr [r15 + 384], 210
+    mov r9, r11
+    jmp 1f
+1:
+    and rbp, 1984
+    mov rax, qword ptr [r15 + rbp + 1344]
+    and r9, 4032
+    movzx ebp, byte ptr [r15 + r9 + 3392]
+    vmovdqu ymmword ptr [r15 + 384], ymm12
+    jmp 1f
+1:
+    mov qword ptr [r15 + 576], rdx
+    test dword ptr [r15 + 67117723], 4227072
+    jnz 1f
+1:
+    mov rdx, rbp
+    jmp 1f
+1:
+    mov edi, 146
+    mov dword ptr [r15 + 64], edi
+    mov qword ptr [r15 + 320], rbp
+    mov rsi, qword ptr [r15 + 128]
     add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b5_done
@@ -15235,67 +15466,62 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 1048576
-    setz al
-    lea rcx, [rip + .Lc1_d12295_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d12295_s_t
-    .p2align 3
-.Lc1_d12295_s:
-    .p2align 3
-    jmp .Lc1_d12295_j
-    .p2align 3
-    jmp .Lc1_d12295_j
-.Lc1_d12295_j:
-    mov rbp, r11
     jmp 1f
 1:
-    and rbp, 8128
-    movsxd rax, dword ptr [r15 + rbp + 7488]
+    mov dword ptr [r15 + 64], esi
+    movzx esi, dil
+    movsxd rdi, dword ptr [r15 + 320]
+    mov r8, r10
     jmp 1f
 1:
-    mov ebp, edx
-    jmp 1f
-1:
-    mov dword ptr [r15 + 64], eax
-    mov eax, dword ptr [r15 + 384]
-    mov ebp, ebp
-    test ebx, 1073741824
+    and r8, 1984
+    mov rcx, qword ptr [r15 + r8 + 1344]
+    test dword ptr [r15 + 67117723], 256
     jz 1f
 1:
-    movzx eax, bpl
-    mov dword ptr [r15 + 320], 236
-    mov dword ptr [r15 + 192], esi
-    mov esi, ebp
-    mov dword ptr [r15 + 64], esi
-    mov edx, eax
-    .byte 0x66, 0x90
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov edx, dword ptr [r15 + 512]
+    mov rbp, r11
+    mov r9d, dword ptr [r15 + 448]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 8128
+    mov qword ptr [r15 + rbp + 7488], rdi
+    test dword ptr [r15 + 67117723], 8192
+    jnz 1f
+1:
+    mov rdi, r9
+    mov r9, rdi
+    mov r8d, edi
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r8, r11
+    movzx ebp, byte ptr [r15 + 128]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 51
-    mov r12, qword ptr [r15 + r12 + 56]
+    and r8, 448
+    movsxd rdi, dword ptr [r15 + r8 + 832]
+    mov r8d, ebp
+    mov ecx, dword ptr [r15 + 128]
+    movzx r9d, bpl
+    mov rdx, rsi
+    movsxd r8, dword ptr [r15 + 640]
+    test dword ptr [r15 + 67117724], 266240
+    jz 1f
+1:
+    mov rsi, qword ptr [r15 + 256]
+    add rbp, qword ptr [r15 + 192]
     jmp 1f
 1:
-    mov byte ptr [r15 + 768], dl
-    jmp 1f
-1:
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rdx, qword ptr [r15 + 128]
-    mov rsi, rdx
-    jmp 1f
-1:
-    mov qword ptr [r15 + 512], rsi
-    mov rsi, rsi
-    movsxd rsi, dword ptr [r15 + 320]
-    movsxd rcx, dword ptr [r15 + 256]
+    mov rax, qword ptr [r15 + 384]
+    mov edi, r8d
     add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b5_done
@@ -15303,61 +15529,60 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov rsi, rdx
-    movzx ecx, byte ptr [r15 + 512]
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 7
+    lea rcx, [rip + .Lc1_d12435_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d12435_s_t
+    .p2align 3
+.Lc1_d12435_s:
+    .p2align 3
+    jmp .Lc1_d12435_j
+    .p2align 3
+    jmp .Lc1_d12435_j
+    .p2align 3
+    jmp .Lc1_d12435_j
+    .p2align 3
+    jmp .Lc1_d12435_j
+    .p2align 3
+    jmp .Lc1_d12435_j
+    .p2align 3
+    jmp .Lc1_d12435_j
+    .p2align 3
+    jmp .Lc1_d12435_j
+    .p2align 3
+    jmp .Lc1_d12435_j
+.Lc1_d12435_j:
+    movsxd rcx, dword ptr [r15 + 256]
+    vmovdqu ymmword ptr [r15 + 448], ymm12
+    mov rax, qword ptr [r15 + 320]
+    or qword ptr [r15 + 64], 122
     jmp 1f
 1:
-    movzx eax, dil
-    mov r12, qword ptr [r15 + r12 + 56]
-    .byte 0x0f, 0x1f, 0x00
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rdx, rsi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], eax
-    movzx edx, byte ptr [r15 + 320]
-    jmp 1f
-1:
-    test dword ptr [r15 + 67117724], 405407892
-    jz 1f
-1:
-    mov edx, ecx
-    movsxd rax, dword ptr [r15 + 448]
-    mov rbp, r11
-    jmp 1f
-1:
-    mov rdx, rax
-    mov r8, r11
-    and rbp, 1984
-    mov edi, dword ptr [r15 + rbp + 1344]
-    jmp 1f
-1:
+    mov rbp, r10
+    movzx eax, byte ptr [r15 + 128]
+    mov byte ptr [r15 + 704], bpl
+    and rbp, 8128
+    and ecx, dword ptr [r15 + rbp + 7488]
+    mov esi, eax
+    mov ebp, 6
     test ebx, 1073741824
     jz 1f
 1:
-    and r8, 4032
-    mov qword ptr [r15 + r8 + 3392], rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r10
     jmp 1f
 1:
-    mov rbp, r11
-    mov r8, qword ptr [r15 + 384]
-    mov eax, dword ptr [r15 + 128]
-    and rbp, 448
-    add rax, qword ptr [r15 + rbp + 832]
-    movsxd rbp, dword ptr [r15 + 128]
-    test bl, 64
-    jz 1f
-1:
+    mov dword ptr [r15 + 0], 93
+    and rbp, 4032
+    movzx eax, byte ptr [r15 + rbp + 3392]
     jmp 1f
 1:
-    movzx edi, byte ptr [r15 + 64]
-    mov r8, qword ptr [r15 + 256]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 576], r9d
     add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b5_done
@@ -15365,54 +15590,51 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d12398_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d12398_j_t
-.Lc1_d12398_j:
-    mov byte ptr [r15 + 192], al
-    jmp 1f
-1:
-    mov r8, r11
-    movsxd rcx, dword ptr [r15 + 256]
-    movsxd rax, dword ptr [r15 + 384]
-    and r8, 16320
-    mov dword ptr [r15 + r8 + 15680], 22
-    mov rdi, qword ptr [r15 + 64]
-    test dword ptr [r15 + 67117724], 65536
-    jnz 1f
-1:
-    mov byte ptr [r15 + 320], al
-    mov rsi, qword ptr [r15 + 512]
-    jmp 1f
-1:
-    mov ecx, esi
-    mov esi, r8d
-    movzx eax, r8b
-    test dword ptr [r15 + 67117724], 1048592
-    jnz 1f
-1:
-    mov byte ptr [r15 + 704], r8b
-    jmp 1f
-1:
-    movzx eax, r8b
-    mov rbp, r11
-    movzx eax, byte ptr [r15 + 640]
-    and rbp, 448
-    mov r8, qword ptr [r15 + rbp + 832]
-    jmp 1f
-1:
-    test dword ptr [r15 + 67117723], 131072
+    movzx eax, byte ptr [r15 + 128]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ebp, cl
+    test ebx, 1073741824
     jz 1f
 1:
-    mov ebp, eax
+    mov qword ptr [r15 + 64], rax
+    mov rbp, r11
+    mov eax, 19
+    and rbp, 4032
+    movzx eax, byte ptr [r15 + rbp + 3392]
+    movsxd rcx, dword ptr [r15 + 320]
+    movsxd rbp, dword ptr [r15 + 512]
+    mov rsi, qword ptr [r15 + 448]
+    mov r8d, 203
+    test ebx, 1073741824
+    jnz 1f
+1:
     jmp 1f
 1:
-    mov rbp, rsi
+    mov qword ptr [r15 + 192], rsi
     mov rbp, r11
-    mov qword ptr [r15 + 448], rdx
-    mov rax, qword ptr [r15 + 128]
-    and rbp, 8128
-    movzx esi, byte ptr [r15 + rbp + 7488]
+    mov r8, r11
+    movsxd rsi, dword ptr [r15 + 384]
+    movsxd rcx, dword ptr [r15 + 768]
+    and r8, 1984
+    mov byte ptr [r15 + r8 + 1344], bpl
+    and rbp, 448
+    movzx r8d, byte ptr [r15 + rbp + 832]
+    movsxd rdx, dword ptr [r15 + 384]
+    test dword ptr [r15 + 67117724], 128
+    jz 1f
+1:
+    mov dword ptr [r15 + 64], esi
+    xor dword ptr [r15 + 256], ecx
+    jmp 1f
+1:
+    mov rcx, rsi
+    mov esi, 39
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
@@ -15421,104 +15643,106 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 536870912
+    setz al
+    lea rcx, [rip + .Lc1_d12526_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d12526_s_t
+    .p2align 3
+.Lc1_d12526_s:
+    .p2align 3
+    jmp .Lc1_d12526_j
+    .p2align 3
+    jmp .Lc1_d12526_j
+.Lc1_d12526_j:
+    mov edx, dword ptr [r15 + 512]
+    mov dword ptr [r15 + 320], 125
+    jmp 1f
+1:
+    mov dword ptr [r15 + 192], eax
     mov rbp, r11
-    and rbp, 4032
-    mov dword ptr [r15 + rbp + 3392], 172
-    jmp 1f
-1:
-    mov dword ptr [r15 + 768], esi
-    mov esi, ebp
-    and edx, dword ptr [r15 + 0]
-    mov rsi, rsi
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, dword ptr [r15 + 128]
     test ebx, 1073741824
-    jnz 1f
-1:
-    mov ebp, esi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    movzx edx, sil
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rbp
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov rbp, r11
-    mov dword ptr [r15 + 512], edx
-    and rbp, 8128
-    vmovdqu ymmword ptr [r15 + rbp + 7488], ymm9
-    mov ebp, 245
-    movzx edx, byte ptr [r15 + 192]
-    mov rbp, qword ptr [r15 + 256]
-    mov dword ptr [r15 + 320], 49
-    test dword ptr [r15 + 67117723], 8388608
     jz 1f
 1:
-    mov rbp, r11
-    mov edx, 16
-    movzx esi, byte ptr [r15 + 384]
     and rbp, 1984
-    mov dword ptr [r15 + rbp + 1344], 147
-    mov dword ptr [r15 + 128], edx
-    mov dword ptr [r15 + 64], 190
-    mov r9d, dword ptr [r15 + 448]
-    movzx edx, dl
+    movsxd rax, dword ptr [r15 + rbp + 1344]
+    mov rcx, rcx
+    movzx ecx, byte ptr [r15 + 448]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rsi, qword ptr [r15 + 384]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r8, r11
+    mov ecx, dword ptr [r15 + 640]
+    add rsi, qword ptr [r15 + 576]
+    and r8, 448
+    mov ebp, dword ptr [r15 + r8 + 832]
+    jmp 1f
+1:
+    mov r8d, 208
+    mov r9, r11
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r8, rcx
+    mov rdx, qword ptr [r15 + 64]
+    and r9, 8128
+    mov dword ptr [r15 + r9 + 7488], 149
+    mov r9d, 51
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b5_done
 .Lc1_b5_c6:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d12492_j]
+    lea rcx, [rip + .Lc1_d12570_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d12492_j_t
-.Lc1_d12492_j:
-    mov rdx, rax
+    jmp .Lc1_d12570_j_t
+.Lc1_d12570_j:
+    movzx ecx, byte ptr [r15 + 512]
+    movzx r9d, cl
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, byte ptr [r15 + 192]
-    mov rcx, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r11
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    vpshufd xmm12, xmm12, 224
+    and rbp, 8128
+    movzx edx, byte ptr [r15 + rbp + 7488]
+    jmp 1f
+1:
+    mov r8d, ebp
+    mov rbp, qword ptr [r15 + 192]
+    mov dword ptr [r15 + 320], edx
+    test bl, 96
+    jnz 1f
+1:
+    vmovdqu xmmword ptr [r15 + 320], xmm12
+    movzx ebp, byte ptr [r15 + 448]
+    mov r9, r11
+    mov dword ptr [r15 + 256], r8d
+    mov r8d, r9d
+    mov r8d, dword ptr [r15 + 64]
+    and r9, 4032
+    movsxd rdx, dword ptr [r15 + r9 + 3392]
+    mov r9d, dword ptr [r15 + 704]
     test ebx, 1073741824
     jz 1f
 1:
+    mov r8, rbp
+    mov dword ptr [r15 + 128], 59
+    vpcmpeqb xmm12, xmm12, xmmword ptr [r15 + 128]
+    mov ebp, 244
     jmp 1f
 1:
-    mov dword ptr [r15 + 384], edx
-    movzx edx, byte ptr [r15 + 512]
-    mov qword ptr [r15 + 128], rax
-    mov ebp, 112
-    movzx eax, cl
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rdx, qword ptr [r15 + 384]
-    add rbp, qword ptr [r15 + 320]
-    vmovdqu ymmword ptr [r15 + 64], ymm9
-    mov r9, r11
-    jmp 1f
-1:
-    mov rcx, qword ptr [r15 + 448]
-    and r9, 448
-    mov qword ptr [r15 + r9 + 832], rax
-    mov r9, r11
-    test dword ptr [r15 + 67117724], 256
-    jnz 1f
-1:
-    mov rbp, r11
-    and r9, 4032
-    mov dword ptr [r15 + r9 + 3392], 145
-    mov byte ptr [r15 + 64], r8b
-    and rbp, 1984
-    mov qword ptr [r15 + rbp + 1344], rcx
-    add rcx, qword ptr [r15 + 576]
-    movzx ebp, bpl
+    mov qword ptr [r15 + 384], rdx
     add r11, 64
     inc rbx
     dec r13
@@ -15528,62 +15752,52 @@ ditto_body_c1:
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
     mov rbp, r11
-    mov eax, 21
-    and rbp, 1984
-    mov dword ptr [r15 + rbp + 1344], 165
-    mov qword ptr [r15 + 64], rbp
-    movzx ecx, byte ptr [r15 + 320]
-    mov r9, r11
-    movsxd rbp, dword ptr [r15 + 128]
-    mov eax, r9d
-    and r9, 448
-    mov dword ptr [r15 + r9 + 832], ecx
-    mov byte ptr [r15 + 384], cl
+    and rbp, 448
+    mov rax, qword ptr [r15 + rbp + 832]
+    mov qword ptr [r15 + 512], r8
+    movzx edx, bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, 252
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
-    jz 1f
-1:
-    movzx ebp, al
-    mov eax, dword ptr [r15 + 256]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 640], ecx
-    mov r9d, dword ptr [r15 + 448]
-    jmp 1f
-1:
-    lea r8, [r11 + r11*1]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    and r8, 8128
-    movsxd r9, dword ptr [r15 + r8 + 7552]
-    movzx eax, al
-    jmp 1f
-1:
-    movsxd rcx, dword ptr [r15 + r8 + 7488]
-    mov dword ptr [r15 + 512], 85
-    mov qword ptr [r15 + 192], r9
-    jmp 1f
+    jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 67117724], 67108864
+    mov dword ptr [r15 + 0], 189
+    movzx eax, byte ptr [r15 + 256]
+    mov ebp, 94
+    jmp 1f
+1:
+    mov r8, qword ptr [r15 + 768]
+    add rbp, qword ptr [r15 + 384]
+    test ebx, 1073741824
     jz 1f
 1:
-    mov rax, rcx
-    mov rcx, qword ptr [r15 + 128]
+    jmp 1f
+1:
+    mov edx, ebp
+    mov rbp, r11
+    mov qword ptr [r15 + 64], r8
+    movzx r8d, byte ptr [r15 + 320]
+    movzx edx, dl
+    and rbp, 1984
+    movsxd rax, dword ptr [r15 + rbp + 1344]
+    mov ebp, 30
+    test dword ptr [r15 + 67117723], 8192
+    jnz 1f
+1:
+    mov dword ptr [r15 + 448], r8d
     jmp 1f
 1:
     jmp 1f
 1:
+    mov r8, qword ptr [r15 + 128]
+    mov rbp, r11
     jmp 1f
 1:
-    jmp 1f
-1:
-    jmp 1f
-1:
+    and rbp, 4032
+    mov dword ptr [r15 + rbp + 3392], r8d
     jmp 1f
 1:
     add r11, 64
@@ -15591,109 +15805,117 @@ ditto_body_c1:
     dec r13
     jnz .Lc1_b5_c0
 .Lc1_b5_done:
-// block 6: 2048 bytes, 8 chunk(s), 16 chunk executions per call
+// block 6: 2048 bytes, 8 chunk(s), 24 chunk executions per call
     mov rbx, qword ptr [r15 + 67117784]
-    lea rcx, [rbx + 16]
+    lea rcx, [rbx + 24]
     mov qword ptr [r15 + 67117784], rcx
-    mov r13d, 16
+    mov r13d, 24
     jmp .Lc1_b6_c0
     .p2align 6
 .Lc1_b6_c0:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d12594_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d12594_j_t
-.Lc1_d12594_j:
-    lea rbp, [r10 + r10*4]
-    movsxd rcx, dword ptr [r15 + 384]
-    and rbp, 4032
-    imul r9, qword ptr [r15 + rbp + 3520]
-    mov eax, dword ptr [r15 + 128]
-    mov r8, qword ptr [r15 + rbp + 3648]
+    mov rbp, r10
+    mov qword ptr [r15 + 320], r8
+    movsxd rax, dword ptr [r15 + 256]
+    and rbp, 1984
+    mov edi, dword ptr [r15 + rbp + 1344]
+    mov ebp, dword ptr [r15 + 192]
+    mov r8d, dword ptr [r15 + 192]
     test ebx, 1073741824
-    jz 1f
-1:
-    lea r8, [r10 + r10*1]
-    mov qword ptr [r15 + 384], rdx
-    and r8, 1984
-    mov byte ptr [r15 + r8 + 1344], r9b
-    vmovdqu ymmword ptr [r15 + rbp + 3456], ymm9
-    movzx ecx, byte ptr [r15 + 320]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r9, r10
-    mov ecx, dword ptr [r15 + rbp + 3392]
-    vpcmpeqb xmm9, xmm9, xmm10
-    and r9, 8128
-    mov byte ptr [r15 + r9 + 7488], cl
-    mov qword ptr [r15 + 576], r8
-    test bl, 80
     jnz 1f
 1:
-    mov r9, qword ptr [r15 + 448]
-    mov edi, dword ptr [r15 + rbp + 3584]
-    mov ebp, dword ptr [r15 + 64]
-    mov qword ptr [r15 + 320], rcx
-    test dword ptr [r15 + 67117723], 16
+    mov ebp, edi
+    mov ecx, 238
+    mov byte ptr [r15 + 448], al
+    movzx ebp, byte ptr [r15 + 640]
+    lea r8, [r10 + r10*1]
+    test dword ptr [r15 + 67117723], 256
     jz 1f
 1:
-    mov rcx, qword ptr [r15 + 128]
-    mov ebp, r9d
-    mov r9, qword ptr [r15 + r8 + 1408]
+    mov byte ptr [r15 + 320], cl
+    lea rbp, [r10 + r10*1]
+    and r8, 448
+    mov byte ptr [r15 + r8 + 832], bpl
+    and rbp, 8128
+    mov ecx, dword ptr [r15 + rbp + 7488]
+    mov eax, 98
+    mov r9, qword ptr [r15 + 384]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx eax, al
+    mov qword ptr [r15 + 256], rax
+    movsxd rax, dword ptr [r15 + 576]
+    add qword ptr [r15 + rbp + 7552], r9
+    test ebx, 1073741824
+    jnz 1f
+1:
+    add r9, qword ptr [r15 + 128]
+    mov dword ptr [r15 + 64], 73
+    mov ebp, dword ptr [r15 + r8 + 896]
+    mov eax, ebp
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b6_done
 .Lc1_b6_c1:
-    lea rcx, [rip + .Lc1_d12636_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d12636_j_t
-.Lc1_d12636_j:
-    lea r8, [r10 + r10*4]
-    and r8, 4032
-    mov rbp, r10
-    mov rdx, qword ptr [r15 + r8 + 3456]
-    mov ecx, r8d
-    mov qword ptr [r15 + 192], rbp
-    and rbp, 1984
-    mov rcx, qword ptr [r15 + rbp + 1344]
-    mov r9, qword ptr [r15 + 384]
-    test ebx, 1073741824
-    jnz 1f
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 7
+    lea rcx, [rip + .Lc1_d12714_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d12714_s_t
+    .p2align 3
+.Lc1_d12714_s:
+    .p2align 3
+    jmp .Lc1_d12714_j
+    .p2align 3
+    jmp .Lc1_d12714_j
+    .p2align 3
+    jmp .Lc1_d12714_j
+    .p2align 3
+    jmp .Lc1_d12714_j
+    .p2align 3
+    jmp .Lc1_d12714_j
+    .p2align 3
+    jmp .Lc1_d12714_j
+    .p2align 3
+    jmp .Lc1_d12714_j
+    .p2align 3
+    jmp .Lc1_d12714_j
+.Lc1_d12714_j:
+    mov ebp, 134
+    mov qword ptr [r15 + 512], rbp
+    movzx ebp, al
+    mov r9, r10
+    test dword ptr [r15 + 67117723], 268451848
+    jz 1f
 1:
-    movzx ebp, byte ptr [r15 + r8 + 3392]
-    movzx ecx, byte ptr [r15 + 256]
-    mov r9d, 22
-    mov r9d, dword ptr [r15 + r8 + 3584]
-    mov dword ptr [r15 + 320], 179
+    and r9, 1984
+    mov dword ptr [r15 + r9 + 1344], 7
+    movsxd r9, dword ptr [r15 + 64]
+    mov dword ptr [r15 + 256], 13
     test ebx, 1073741824
     jz 1f
 1:
-    mov r9, qword ptr [r15 + 192]
-    movzx ebp, cl
-    mov ecx, dword ptr [r15 + 256]
-    mov dword ptr [r15 + r8 + 3520], 247
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rdx, rcx
-    mov qword ptr [r15 + 640], rcx
-    mov rbp, qword ptr [r15 + 128]
-    mov edx, dword ptr [r15 + 64]
-    mov ecx, r9d
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r9, qword ptr [r15 + 256]
+    movzx ecx, cl
     mov rbp, r10
-    movsxd rax, dword ptr [r15 + r8 + 3648]
-    mov r8, r9
-    and rbp, 16320
-    mov dword ptr [r15 + rbp + 15680], 192
+    mov ecx, dword ptr [r15 + 704]
+    and rbp, 4032
+    mov eax, dword ptr [r15 + rbp + 3392]
+    mov rbp, r10
+    test ebx, 1073741824
+    jz 1f
+1:
+    and rbp, 448
+    movsxd rdx, dword ptr [r15 + rbp + 832]
+    mov rbp, rax
+    .byte 0x0f, 0x1f, 0x40, 0x00
     add r11, 64
     add r10, r11
     inc rbx
@@ -15703,103 +15925,104 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov rbp, r10
-    movsxd rax, dword ptr [r15 + 768]
-    mov r8, rbp
-    and rbp, 8128
-    mov dword ptr [r15 + rbp + 7488], eax
-    mov dword ptr [r15 + 576], 208
-    movzx ebp, cl
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov ecx, eax
-    mov eax, eax
-    mov rcx, rcx
-    mov rbp, rax
-    mov r9, r10
+    lea rcx, [rip + .Lc1_d12760_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d12760_j_t
+.Lc1_d12760_j:
+    mov byte ptr [r15 + 64], cl
+    vmovq qword ptr [r15 + 768], xmm12
+    mov eax, dword ptr [r15 + 512]
+    mov ecx, dword ptr [r15 + 192]
+    movzx ebp, dl
     test ebx, 1073741824
     jz 1f
 1:
-    mov eax, eax
-    mov edi, dword ptr [r15 + 512]
-    and r9, 1984
-    mov rcx, qword ptr [r15 + r9 + 1344]
-    mov eax, dword ptr [r15 + 64]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx r9d, bpl
-    mov r9, qword ptr [r15 + 640]
-    mov rbp, qword ptr [r15 + 384]
-    mov rax, rax
-    movsxd rax, dword ptr [r15 + 128]
-    test dword ptr [r15 + 67117723], 8388608
-    jz 1f
-1:
-    mov dword ptr [r15 + 448], 237
-    movsxd rbp, dword ptr [r15 + 512]
-    mov qword ptr [r15 + 320], rax
+    mov rdx, rax
     mov eax, ecx
-    mov r9, r10
-    test bl, 32
-    jz 1f
+    mov byte ptr [r15 + 128], sil
+    mov rdx, qword ptr [r15 + 448]
+    mov rax, rbp
+    mov r8, r10
+    test ebx, 1073741824
+    jnz 1f
 1:
-    and r9, 4032
-    mov eax, dword ptr [r15 + r9 + 3392]
-    mov r9, qword ptr [r15 + 448]
-    mov edi, dword ptr [r15 + 192]
-    mov ecx, dword ptr [r15 + 704]
+    mov dword ptr [r15 + 448], edx
+    mov qword ptr [r15 + 128], r8
+    and r8, 1984
+    mov eax, dword ptr [r15 + r8 + 1344]
+    add rbp, qword ptr [r15 + 256]
+    lea r8, [r10 + r10*1]
+    mov edx, eax
+    test dword ptr [r15 + 67117723], 131088
+    jnz 1f
+1:
+    and r8, 8128
+    mov esi, dword ptr [r15 + r8 + 7488]
+    mov eax, dword ptr [r15 + 64]
+    mov r9, qword ptr [r15 + 128]
+    movzx edx, byte ptr [r15 + r8 + 7552]
+    mov r8, rbp
+    test dword ptr [r15 + 67117723], 545259520
+    jnz 1f
+1:
+    mov rbp, rbp
+    movzx r9d, byte ptr [r15 + 512]
+    movzx edi, dl
+    mov edx, eax
+    movsxd rdx, dword ptr [r15 + 64]
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b6_done
 .Lc1_b6_c3:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d12735_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d12735_j_t
-.Lc1_d12735_j:
-    movsxd r9, dword ptr [r15 + 384]
-    vmovdqu ymmword ptr [r15 + 512], ymm9
-    mov qword ptr [r15 + 320], r9
-    add qword ptr [r15 + 256], r9
-    movsxd rcx, dword ptr [r15 + 128]
-    test dword ptr [r15 + 67117723], 12292
-    jz 1f
-1:
-    movzx ecx, byte ptr [r15 + 448]
-    mov edi, r9d
-    mov r9, qword ptr [r15 + 384]
-    mov byte ptr [r15 + 384], cl
-    mov dword ptr [r15 + 704], eax
-    test dword ptr [r15 + 67117723], 132096
-    jz 1f
-1:
-    mov r9, r10
-    mov eax, 233
-    movzx ecx, byte ptr [r15 + 64]
-    and r9, 8128
-    mov eax, dword ptr [r15 + r9 + 7488]
-    movzx r9d, dl
-    test dword ptr [r15 + 67117723], 524288
-    jz 1f
-1:
-    movzx r9d, sil
-    mov edx, 241
-    mov qword ptr [r15 + 128], rcx
-    mov ecx, 107
-    mov r9d, dword ptr [r15 + 320]
+    movzx eax, byte ptr [r15 + 640]
+    vpcmpeqb xmm12, xmm12, xmmword ptr [r15 + 448]
+    movsxd r9, dword ptr [r15 + 128]
+    mov edi, ebp
+    mov ebp, dword ptr [r15 + 320]
+    mov r8, r10
     test ebx, 1073741824
     jz 1f
 1:
-    movzx edx, cl
-    mov ecx, 150
-    mov dword ptr [r15 + 64], 73
-    mov byte ptr [r15 + 320], cl
+    lea rbp, [r10 + r10*1]
+    and r8, 448
+    mov rsi, qword ptr [r15 + r8 + 832]
+    movsxd rax, dword ptr [r15 + 384]
+    and rbp, 4032
+    movzx r8d, byte ptr [r15 + rbp + 3456]
+    mov rdi, qword ptr [r15 + 384]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r9d, r9d
+    movzx r9d, byte ptr [r15 + 320]
+    mov rdi, rax
+    mov eax, dword ptr [r15 + 192]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx ecx, byte ptr [r15 + 384]
+    mov edi, 136
+    movzx r9d, byte ptr [r15 + 256]
+    lea r8, [r10 + r10*1]
+    mov qword ptr [r15 + 576], rbp
+    movzx eax, byte ptr [r15 + 704]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and r8, 1984
+    movsxd r9, dword ptr [r15 + r8 + 1408]
+    mov eax, 1
+    mov byte ptr [r15 + 320], dil
+    mov edi, 17
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx edi, byte ptr [r15 + r8 + 1344]
+    mov r8, qword ptr [r15 + rbp + 3392]
+    movzx ebp, dil
+    mov r9d, r9d
     add r11, 64
     add r10, r11
     inc rbx
@@ -15809,57 +16032,58 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov dword ptr [r15 + 256], 222
-    mov dword ptr [r15 + 64], r9d
-    vpshufd xmm9, xmm9, 189
-    lea rbp, [r10 + r10*2]
-    movzx r9d, dl
-    and rbp, 448
-    movsxd rdx, dword ptr [r15 + rbp + 896]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov eax, dword ptr [r15 + rbp + 832]
-    mov edx, 196
-    mov edx, 89
-    movzx edx, bpl
-    movzx edx, byte ptr [r15 + 768]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    vmovdqu ymmword ptr [r15 + 320], ymm9
-    mov r9, qword ptr [r15 + 64]
-    mov byte ptr [r15 + rbp + 960], r8b
-    .byte 0x66, 0x90
-    mov ebp, edx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rdx, rax
-    mov rax, rax
-    mov ebp, 35
-    mov dword ptr [r15 + 384], edx
-    mov r8d, dword ptr [r15 + 512]
-    test bl, 224
-    jz 1f
-1:
-    movzx edx, byte ptr [r15 + 192]
-    mov rax, rdx
-    mov rdx, r9
-    mov r9, r10
-    mov rdx, r8
-    and r9, 4032
-    mov edx, dword ptr [r15 + r9 + 3392]
-    test dword ptr [r15 + 67117724], 163840
-    jnz 1f
-1:
-    mov r9, qword ptr [r15 + 384]
-    mov dword ptr [r15 + 128], r8d
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 7
+    lea rcx, [rip + .Lc1_d12856_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d12856_s_t
+    .p2align 3
+.Lc1_d12856_s:
+    .p2align 3
+    jmp .Lc1_d12856_j
+    .p2align 3
+    jmp .Lc1_d12856_j
+    .p2align 3
+    jmp .Lc1_d12856_j
+    .p2align 3
+    jmp .Lc1_d12856_j
+    .p2align 3
+    jmp .Lc1_d12856_j
+    .p2align 3
+    jmp .Lc1_d12856_j
+    .p2align 3
+    jmp .Lc1_d12856_j
+    .p2align 3
+    jmp .Lc1_d12856_j
+.Lc1_d12856_j:
     mov rbp, r10
-    movzx edx, r9b
-    and rbp, 1984
-    movzx r8d, byte ptr [r15 + rbp + 1344]
-    movzx ebp, al
+    and rbp, 4032
+    lock add qword ptr [r15 + rbp + 3392], rcx
+    mov rcx, rax
+    mov qword ptr [r15 + 192], rbp
+    mov qword ptr [r15 + 256], rcx
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov ecx, 40
+    mov ecx, eax
+    mov qword ptr [r15 + 512], rdx
+    mov ecx, ecx
+    test dword ptr [r15 + 67117723], 83886080
+    jnz 1f
+1:
+    mov ecx, ecx
+    mov rax, qword ptr [r15 + 768]
+    mov ecx, ebp
+    mov dword ptr [r15 + 64], 81
+    mov rbp, r10
+    test ebx, 416
+    jz 1f
+1:
+    and rbp, 8128
+    movzx r8d, byte ptr [r15 + rbp + 7488]
+    mov ebp, ebp
+    mov rax, rcx
     add r11, 64
     add r10, r11
     inc rbx
@@ -15869,51 +16093,46 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 512
-    setz al
-    lea rcx, [rip + .Lc1_d12834_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d12834_s_t
-    .p2align 3
-.Lc1_d12834_s:
-    .p2align 3
-    jmp .Lc1_d12834_j
-    .p2align 3
-    jmp .Lc1_d12834_j
-.Lc1_d12834_j:
-    movzx eax, byte ptr [r15 + 640]
-    vmovdqu ymmword ptr [r15 + 64], ymm9
-    movzx ecx, dil
-    test ebx, 1073741824
+    mov eax, dword ptr [r15 + 128]
+    movsxd rdx, dword ptr [r15 + 448]
+    mov byte ptr [r15 + 64], bpl
+    mov dword ptr [r15 + 64], edx
+    movsxd rbp, dword ptr [r15 + 384]
+    movzx edx, al
+    test dword ptr [r15 + 67117723], 33554432
     jz 1f
 1:
-    movzx ecx, r9b
-    mov rbp, r10
-    mov ecx, dword ptr [r15 + 128]
-    and rbp, 1984
-    vmovdqu ymmword ptr [r15 + rbp + 1344], ymm9
-    test dword ptr [r15 + 67117723], 536871168
+    vmovdqu xmmword ptr [r15 + 384], xmm12
+    mov rdx, rax
+    mov qword ptr [r15 + 448], rax
+    mov dword ptr [r15 + 768], 168
+    movsxd rax, dword ptr [r15 + 320]
+    lea rbp, [r10 + r10*1]
+    test ebx, 1073741824
     jnz 1f
 1:
-    vpxor xmm9, xmm9, xmm1
-    mov r8, r10
-    movsxd rbp, dword ptr [r15 + 320]
-    and r8, 4032
-    mov qword ptr [r15 + r8 + 3392], rax
-    test ebx, 1073741824
+    and rbp, 1984
+    mov rcx, qword ptr [r15 + rbp + 1344]
+    mov eax, ebp
+    mov edx, ebp
+    and eax, dword ptr [r15 + 512]
+    mov dword ptr [r15 + 320], r8d
+    test dword ptr [r15 + 67117724], 513
+    jnz 1f
+1:
+    movzx edx, byte ptr [r15 + 576]
+    mov r8, rbp
+    mov dword ptr [r15 + 384], eax
+    mov eax, dword ptr [r15 + rbp + 1408]
+    mov ebp, r9d
+    test dword ptr [r15 + 67117723], 134234176
     jz 1f
 1:
-    mov r8, r10
-    movzx eax, byte ptr [r15 + 128]
-    mov dword ptr [r15 + 64], eax
-    and r8, 448
-    movzx eax, byte ptr [r15 + r8 + 832]
-    test dword ptr [r15 + 67117724], 8
-    jz 1f
-1:
-    vmovdqu ymmword ptr [r15 + 576], ymm10
-    movzx eax, byte ptr [r15 + 448]
+    mov ebp, dword ptr [r15 + 320]
+    movzx eax, byte ptr [r15 + 640]
+    mov r9, rcx
+    mov dword ptr [r15 + 704], 55
+    mov qword ptr [r15 + 128], r8
     add r11, 64
     add r10, r11
     inc rbx
@@ -15923,99 +16142,100 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov r8d, dword ptr [r15 + 384]
-    mov rbp, r10
-    movzx eax, al
-    movzx eax, cl
-    and rbp, 448
-    mov dword ptr [r15 + rbp + 832], r8d
-    movzx ecx, byte ptr [r15 + 320]
-    lea rbp, [r10 + r10*1]
-    test dword ptr [r15 + 67117723], 96
-    jnz 1f
-1:
-    and rbp, 16320
-    mov dword ptr [r15 + rbp + 15680], 169
-    lea r8, [r10 + r10*1]
-    movzx eax, byte ptr [r15 + 384]
-    and r8, 8128
-    mov dword ptr [r15 + r8 + 7552], 6
-    mov dword ptr [r15 + 64], r8d
+    lea rcx, [rip + .Lc1_d12947_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d12947_j_t
+.Lc1_d12947_j:
+    mov r9, r10
+    and r9, 8128
+    mov edx, dword ptr [r15 + r9 + 7488]
+    mov r9, r10
+    movzx esi, cl
+    and r9, 448
+    mov dword ptr [r15 + r9 + 832], ecx
+    movzx ecx, dil
     test ebx, 1073741824
-    jnz 1f
-1:
-    movsxd rax, dword ptr [r15 + 512]
-    mov rcx, r8
-    mov ecx, dword ptr [r15 + 128]
-    mov dword ptr [r15 + rbp + 15744], 101
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov ebp, 59
-    mov eax, 112
-    mov ebp, 29
-    mov ebp, dword ptr [r15 + r8 + 7488]
-    test dword ptr [r15 + 67117723], 134217732
     jz 1f
 1:
-    mov rbp, qword ptr [r15 + 448]
-    mov r8d, 109
-    movzx edi, dil
-    mov dword ptr [r15 + 192], 16
+    mov rdi, rcx
+    mov rcx, qword ptr [r15 + 256]
+    movzx esi, byte ptr [r15 + 256]
+    movsxd r9, dword ptr [r15 + 448]
+    mov rbp, r10
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r9d, dword ptr [r15 + 384]
+    movzx eax, byte ptr [r15 + 192]
+    and rbp, 1984
+    mov qword ptr [r15 + rbp + 1344], r9
+    mov r9, qword ptr [r15 + 512]
+    test dword ptr [r15 + 67117724], 1
+    jz 1f
+1:
+    mov ebp, r8d
+    mov byte ptr [r15 + 576], sil
+    mov edx, edi
+    vmovdqu xmmword ptr [r15 + 128], xmm12
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rdi, qword ptr [r15 + 192]
+    mov byte ptr [r15 + 128], al
+    movsxd rax, dword ptr [r15 + 192]
+    movzx esi, byte ptr [r15 + 64]
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b6_done
 .Lc1_b6_c7:
-    lea rcx, [rip + .Lc1_d12919_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d12919_j_t
-.Lc1_d12919_j:
-    mov rbp, r11
-    mov ecx, dword ptr [r15 + 256]
-    mov edi, 50
-    and rbp, 4032
-    movsxd r8, dword ptr [r15 + rbp + 3392]
-    mov ebp, dword ptr [r15 + 384]
-    sete dil
-    lea r9, [r11 + r11*2]
-    mov rbp, r11
-    test ebx, 1073741824
-    jz 1f
-1:
-    and rbp, 16320
-    movsxd rdi, dword ptr [r15 + rbp + 15680]
+    lea rbp, [r10 + r10*1]
+    mov rsi, qword ptr [r15 + 128]
+    mov r9, r10
+    and rbp, 448
+    mov eax, dword ptr [r15 + rbp + 832]
+    mov edi, 1
     and r9, 1984
-    mov ebp, dword ptr [r15 + r9 + 1472]
-    mov qword ptr [r15 + 512], r9
-    mov byte ptr [r15 + 64], r8b
-    mov ecx, edi
+    movsxd rdi, dword ptr [r15 + r9 + 1344]
+    mov r9, r8
+    mov r8d, dword ptr [r15 + 320]
     test ebx, 1073741824
     jz 1f
 1:
-    mov rdi, qword ptr [r15 + 192]
-    mov dword ptr [r15 + 768], ebp
-    mov dword ptr [r15 + 704], 70
-    mov ebp, dword ptr [r15 + r9 + 1344]
-    mov r8, rcx
-    test ebx, 8192
+    lea r8, [r10 + r10*1]
+    mov r9, r9
+    mov dword ptr [r15 + 64], 82
+    mov dword ptr [r15 + 320], 8
+    and r8, 8128
+    movsxd r9, dword ptr [r15 + r8 + 7552]
+    movzx ecx, byte ptr [r15 + 256]
+    test ebx, 1073741824
     jz 1f
 1:
-    mov ecx, r8d
-    movsxd rcx, dword ptr [r15 + 448]
-    mov r8, qword ptr [r15 + 128]
-    movzx edi, byte ptr [r15 + 64]
-    or qword ptr [r15 + 128], 101
+    movzx edx, dil
+    mov dword ptr [r15 + 512], r8d
+    movsxd rdi, dword ptr [r15 + r8 + 7488]
+    mov r8d, dword ptr [r15 + 448]
+    mov qword ptr [r15 + 64], rcx
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx r8d, byte ptr [r15 + 320]
-    mov byte ptr [r15 + 320], bpl
-    mov ebp, ebp
-    movzx ebp, cl
-    movsxd rbp, dword ptr [r15 + r9 + 1408]
+    mov dword ptr [r15 + rbp + 896], ecx
+    add r9, qword ptr [r15 + 128]
+    mov ebp, dword ptr [r15 + 384]
+    mov ecx, dword ptr [r15 + 64]
+    mov r8, rax
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx ecx, bpl
+    and ecx, dword ptr [r15 + 640]
+    mov dword ptr [r15 + 448], 89
+    vmovdqu xmm12, xmmword ptr [r15 + 512]
+    movzx ebp, al
     add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jnz .Lc1_b6_c0
@@ -16028,263 +16248,291 @@ ditto_body_c1:
     jmp .Lc1_b7_c0
     .p2align 6
 .Lc1_b7_c0:
-    mov rcx, qword ptr [r15 + 384]
-    mov dword ptr [r15 + 448], 108
-    movzx ebp, byte ptr [r15 + 64]
-    mov r9d, 58
-    mov r8d, dword ptr [r15 + 256]
-    mov r9d, 214
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 7
+    lea rcx, [rip + .Lc1_d13043_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d13043_s_t
+    .p2align 3
+.Lc1_d13043_s:
+    .p2align 3
+    jmp .Lc1_d13043_j
+    .p2align 3
+    jmp .Lc1_d13043_j
+    .p2align 3
+    jmp .Lc1_d13043_j
+    .p2align 3
+    jmp .Lc1_d13043_j
+    .p2align 3
+    jmp .Lc1_d13043_j
+    .p2align 3
+    jmp .Lc1_d13043_j
+    .p2align 3
+    jmp .Lc1_d13043_j
+    .p2align 3
+    jmp .Lc1_d13043_j
+.Lc1_d13043_j:
+    mov rbp, r11
+    and rbp, 448
+    add rax, qword ptr [r15 + rbp + 832]
+    mov ebp, 131
+    movsxd rcx, dword ptr [r15 + 448]
+    movzx ebp, byte ptr [r15 + 256]
+    mov r8, r11
+    test dword ptr [r15 + 67117723], 2097168
+    jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    and r8, 16320
+    and edi, dword ptr [r15 + r8 + 15680]
+    mov r8d, dword ptr [r15 + 64]
+    mov rbp, r11
+    mov edx, 193
+    and rbp, 4032
+    mov rsi, qword ptr [r15 + rbp + 3392]
     test ebx, 1073741824
     jz 1f
 1:
-    mov rcx, r9
-    mov qword ptr [r15 + 0], r8
-    mov qword ptr [r15 + 0], rdx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r9d, r8b
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r9d, byte ptr [r15 + 128]
-    mov rbp, r11
-    movzx r8d, byte ptr [r15 + 704]
-    mov qword ptr [r15 + 192], rcx
-    mov dword ptr [r15 + 768], ecx
-    and rbp, 8128
-    mov dword ptr [r15 + rbp + 7488], r8d
-    mov dword ptr [r15 + 640], r9d
-    mov byte ptr [r15 + 384], cl
-    test ebx, 1073741824
-    jnz 1f
-1:
-    add rbp, qword ptr [r15 + 512]
-    mov byte ptr [r15 + 64], r8b
-    mov r8d, ebp
-    mov r8, qword ptr [r15 + 128]
-    mov r9, rbp
-    mov qword ptr [r15 + 320], rcx
-    mov r9, r11
-    jmp 1f
-1:
-    and r9, 1984
-    mov byte ptr [r15 + r9 + 1344], bpl
+    mov rbp, rcx
+    movsxd rcx, dword ptr [r15 + 384]
+    vpmovmskb ebp, xmm12
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b7_done
 .Lc1_b7_c1:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d13021_j]
+    lea rcx, [rip + .Lc1_d13082_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d13021_j_t
-.Lc1_d13021_j:
-    mov r9, r11
-    mov rcx, qword ptr [r15 + 512]
-    movzx eax, byte ptr [r15 + 384]
-    and r9, 1984
-    mov dword ptr [r15 + r9 + 1344], ecx
-    mov rcx, qword ptr [r15 + 576]
-    movzx edx, al
-    mov edi, 102
+    jmp .Lc1_d13082_j_t
+.Lc1_d13082_j:
+    mov r12, qword ptr [r15 + r12 + 56]
+    and esi, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov ecx, dword ptr [r15 + 256]
+    mov esi, dword ptr [r15 + 448]
+    add rdi, qword ptr [r15 + 320]
+    vmovdqu ymmword ptr [r15 + 128], ymm12
+    mov r9d, dword ptr [r15 + 192]
+    mov ebp, 199
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov edi, dword ptr [r15 + 640]
+    mov ecx, 114
+    mov rbp, r11
+    mov r8, qword ptr [r15 + 384]
+    and rbp, 4032
+    mov dword ptr [r15 + rbp + 3392], 254
+    jmp 1f
+1:
     test ebx, 1073741824
     jz 1f
 1:
-    movzx eax, byte ptr [r15 + 320]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rsi
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movsxd rcx, dword ptr [r15 + 128]
-    mov r9, r11
-    jmp 1f
-1:
-    vmovq xmm9, rdi
-    and r9, 16320
-    mov dword ptr [r15 + r9 + 15680], ecx
-    mov qword ptr [r15 + 64], rax
-    movzx eax, byte ptr [r15 + 128]
-    test dword ptr [r15 + 67117724], 2064
-    jnz 1f
-1:
-    mov rbp, r11
-    movzx esi, byte ptr [r15 + 256]
-    jmp 1f
-1:
-    movzx r9d, al
-    and rbp, 4032
-    vmovdqu ymmword ptr [r15 + rbp + 3392], ymm9
-    jmp 1f
-1:
+    mov r9, r10
+    mov rbp, qword ptr [r15 + 128]
+    movsxd rdi, dword ptr [r15 + 64]
+    vmovq qword ptr [r15 + 512], xmm12
+    mov r8, r11
+    and r9, 1984
+    movzx esi, byte ptr [r15 + r9 + 1344]
+    and r8, 448
+    mov r9, qword ptr [r15 + r8 + 832]
+    movzx r8d, r8b
     add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b7_done
 .Lc1_b7_c2:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 65536
-    setz al
-    lea rcx, [rip + .Lc1_d13067_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d13067_s_t
-    .p2align 3
-.Lc1_d13067_s:
-    .p2align 3
-    jmp .Lc1_d13067_j
-    .p2align 3
-    jmp .Lc1_d13067_j
-.Lc1_d13067_j:
     mov rbp, r11
-    and rbp, 448
-    mov ecx, dword ptr [r15 + rbp + 832]
-    mov rbp, r11
-    mov dword ptr [r15 + 256], 40
     and rbp, 1984
-    movzx eax, byte ptr [r15 + rbp + 1344]
-    mov dword ptr [r15 + 320], 206
-    test dword ptr [r15 + 67117724], 1024
+    mov dword ptr [r15 + rbp + 1344], 131
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
     jz 1f
 1:
-    .byte 0x0f, 0x1f, 0x40, 0x00
-    mov dword ptr [r15 + 640], 105
-    movzx ebp, byte ptr [r15 + 64]
+    mov dword ptr [r15 + 0], 58
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    vpor xmm12, xmm12, xmm12
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 320], ebp
     test ebx, 1073741824
     jnz 1f
 1:
-    movsxd rax, dword ptr [r15 + 448]
-    mov r8, r11
-    mov dword ptr [r15 + 192], ecx
-    and r8, 8128
-    mov dword ptr [r15 + r8 + 7488], 40
-    test ebx, 1073741824
-    jz 1f
-1:
-    and r8d, dword ptr [r15 + 128]
-    and ecx, dword ptr [r15 + 384]
+    mov ebp, dword ptr [r15 + 704]
+    imul rbp, qword ptr [r15 + 512]
     jmp 1f
 1:
+    mov r8, qword ptr [r15 + 128]
+    movsxd r9, dword ptr [r15 + 256]
+    movzx edi, byte ptr [r15 + 64]
+    mov dword ptr [r15 + 64], r8d
+    movsxd r8, dword ptr [r15 + 768]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov byte ptr [r15 + 192], dil
+    mov r8, r11
+    movzx edi, byte ptr [r15 + 448]
+    and r8, 8128
+    and ebp, dword ptr [r15 + r8 + 7488]
+    movsxd r8, dword ptr [r15 + 512]
+    mov r9d, dword ptr [r15 + 320]
+    mov byte ptr [r15 + 384], al
+    movzx eax, dil
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b7_done
 .Lc1_b7_c3:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov r8, r11
-    mov eax, 182
-    and r8, 4032
-    mov rcx, qword ptr [r15 + r8 + 3392]
-    vmovdqu ymmword ptr [r15 + 384], ymm9
-    movzx r8d, al
-    mov dword ptr [r15 + 512], 48
-    mov byte ptr [r15 + 704], cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    vpcmpeqb xmm9, xmm9, xmm14
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 100
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, r11
-    mov ecx, 154
-    mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 67117723], 128
-    jnz 1f
-1:
-    and r8, 448
-    mov dword ptr [r15 + r8 + 832], 86
-    mov r8d, dword ptr [r15 + 512]
+    lea rcx, [rip + .Lc1_d13172_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d13172_j_t
+.Lc1_d13172_j:
     jmp 1f
 1:
-    mov eax, dword ptr [r15 + 64]
-    mov ecx, ecx
-    mov byte ptr [r15 + 192], bpl
-    mov ebp, 36
+    mov rbp, r11
+    vpaddd xmm12, xmm12, xmm12
+    jmp 1f
+1:
+    and rbp, 448
+    movzx r9d, byte ptr [r15 + rbp + 832]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov rbp, rbp
     test ebx, 1073741824
     jnz 1f
 1:
-    and ebp, dword ptr [r15 + 448]
-    mov ecx, dword ptr [r15 + 128]
-    mov rax, rax
-    mov r8d, 163
-    mov rax, qword ptr [r15 + 320]
-    mov r8, rbp
-    mov r8, rbp
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r9
+    mov ebp, r9d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov byte ptr [r15 + 128], dl
+    jmp 1f
+1:
+    mov ebp, dword ptr [r15 + 320]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r9, r11
+    add rcx, qword ptr [r15 + 192]
+    mov rdx, qword ptr [r15 + 64]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and r9, 4032
+    mov rbp, qword ptr [r15 + r9 + 3392]
+    movzx r9d, cl
+    jmp 1f
+1:
+    mov rcx, qword ptr [r15 + 576]
+    mov r9d, 26
+    or qword ptr [r15 + 448], 74
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    vmovdqu ymmword ptr [r15 + 384], ymm12
+    mov r9, r11
+    movzx ecx, byte ptr [r15 + 128]
+    mov ebp, edx
+    and r9, 1984
+    movsxd rsi, dword ptr [r15 + r9 + 1344]
+    mov r9, rax
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b7_done
 .Lc1_b7_c4:
-    lea rcx, [rip + .Lc1_d13150_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d13150_j_t
-.Lc1_d13150_j:
-    mov rbp, r11
-    jmp 1f
-1:
-    and rbp, 1984
-    movzx ecx, byte ptr [r15 + rbp + 1344]
-    vmovq qword ptr [r15 + 128], xmm9
-    movzx ebp, byte ptr [r15 + 768]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r8d, cl
-    test ebx, 1073741824
-    jz 1f
-1:
+    vmovdqu ymmword ptr [r15 + 0], ymm12
+    mov dword ptr [r15 + 0], ecx
+    mov qword ptr [r15 + 0], rbp
+    mov ecx, r9d
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 320], 124
-    mov rcx, rdi
-    movzx esi, byte ptr [r15 + 64]
+    mov ecx, r9d
+    and ebp, dword ptr [r15 + 0]
+    mov r9, r11
     test ebx, 1073741824
     jnz 1f
 1:
     jmp 1f
 1:
-    mov dword ptr [r15 + 384], esi
-    mov esi, dword ptr [r15 + 64]
-    mov r8, r11
-    mov rcx, qword ptr [r15 + 320]
-    and r8, 8128
-    mov dword ptr [r15 + r8 + 7488], 66
-    mov r8d, dword ptr [r15 + 448]
-    mov rbp, r11
-    mov edi, esi
+    jmp 1f
+1:
+    and r9, 4032
+    movzx eax, byte ptr [r15 + r9 + 3392]
+    mov rdx, qword ptr [r15 + 384]
+    mov r9d, 38
+    mov dword ptr [r15 + 448], 67
+    mov r9, rax
+    mov byte ptr [r15 + 384], bpl
     test ebx, 1073741824
     jz 1f
 1:
-    and rbp, 4032
-    mov esi, dword ptr [r15 + rbp + 3392]
-    mov edi, 196
-    mov rbp, qword ptr [r15 + 256]
-    movzx edi, dil
+    movzx eax, r8b
+    mov r8d, eax
+    mov rbp, r11
+    movsxd rax, dword ptr [r15 + 64]
+    and rbp, 448
+    add rax, qword ptr [r15 + rbp + 832]
+    mov dword ptr [r15 + 320], 28
     jmp 1f
 1:
-    add rdi, qword ptr [r15 + 192]
+    mov rbp, rax
+    mov ebp, ebp
+    movzx ebp, byte ptr [r15 + 512]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + 192], r8d
+    mov r8d, 162
+    mov r9, r11
+    mov eax, dword ptr [r15 + 256]
+    mov r8d, dword ptr [r15 + 640]
+    mov ebp, 188
+    and r9, 8128
+    vmovq qword ptr [r15 + r9 + 7488], xmm12
+    jmp 1f
+1:
+    mov r9, qword ptr [r15 + 128]
     add r11, 64
     inc rbx
     dec r13
@@ -16293,52 +16541,57 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    movzx eax, dil
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 8
+    setz al
+    lea rcx, [rip + .Lc1_d13281_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d13281_s_t
+    .p2align 3
+.Lc1_d13281_s:
+    .p2align 3
+    jmp .Lc1_d13281_j
+    .p2align 3
+    jmp .Lc1_d13281_j
+.Lc1_d13281_j:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx esi, byte ptr [r15 + 704]
     jmp 1f
 1:
-    vmovdqu ymmword ptr [r15 + 320], ymm9
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], al
-    mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 67117723], 16777216
+    movzx eax, cl
+    movzx ecx, byte ptr [r15 + 320]
+    vmovq xmm12, rsi
+    mov rbp, r11
+    test dword ptr [r15 + 67117724], 524305
     jz 1f
 1:
-    movsxd rax, dword ptr [r15 + 448]
-    movsxd rcx, dword ptr [r15 + 576]
     jmp 1f
 1:
-    mov byte ptr [r15 + 128], al
-    jmp 1f
-1:
-    movsxd rax, dword ptr [r15 + 640]
-    movsxd rdi, dword ptr [r15 + 384]
-    mov rbp, r11
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and rbp, 8128
-    mov eax, dword ptr [r15 + rbp + 7488]
-    mov ebp, dword ptr [r15 + 192]
-    mov rdi, rbp
-    mov qword ptr [r15 + 256], rax
-    mov rax, rax
-    mov rbp, r11
     mov r8, r11
-    mov ecx, 52
     and rbp, 1984
-    movsxd rax, dword ptr [r15 + rbp + 1344]
+    movsxd rcx, dword ptr [r15 + rbp + 1344]
+    and r8, 8128
+    mov dword ptr [r15 + r8 + 7488], eax
+    movsxd r9, dword ptr [r15 + 128]
+    mov r8, r9
     test ebx, 1073741824
     jnz 1f
 1:
-    and r8, 448
-    mov dword ptr [r15 + r8 + 832], ebp
-    mov rbp, rax
-    movzx ebp, byte ptr [r15 + 128]
+    movzx esi, r8b
+    mov rcx, qword ptr [r15 + 64]
+    mov r8d, dword ptr [r15 + 64]
+    mov byte ptr [r15 + 384], bpl
+    mov ebp, 30
+    test dword ptr [r15 + 67117724], 128
+    jz 1f
+1:
     jmp 1f
 1:
-    movzx eax, byte ptr [r15 + 512]
-    mov qword ptr [r15 + 64], rax
+    mov r9d, 248
+    mov byte ptr [r15 + 512], bpl
+    jmp 1f
+1:
+    mov rbp, qword ptr [r15 + 256]
     add r11, 64
     inc rbx
     dec r13
@@ -16347,57 +16600,47 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d13245_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d13245_j_t
-.Lc1_d13245_j:
-    mov rbp, r11
-    mov ecx, eax
-    mov rax, rax
-    and rbp, 4032
-    mov byte ptr [r15 + rbp + 3392], cl
-    mov dword ptr [r15 + 448], 249
-    movsxd rbp, dword ptr [r15 + 384]
-    add rcx, qword ptr [r15 + 0]
+    mov rax, qword ptr [r15 + 576]
+    mov ebp, dword ptr [r15 + 192]
+    inc dword ptr [r15 + 384]
+    mov qword ptr [r15 + 64], rbp
+    mov ebp, dword ptr [r15 + 448]
+    movsxd r9, dword ptr [r15 + 256]
+    test dword ptr [r15 + 67117723], 1048576
+    jz 1f
+1:
+    mov ebp, eax
+    mov r8, r11
+    movzx esi, r9b
+    and r8, 1984
+    mov dword ptr [r15 + r8 + 1344], 201
+    jmp 1f
+1:
+    mov byte ptr [r15 + 0], r8b
     mov r12, qword ptr [r15 + r12 + 56]
+    test dword ptr [r15 + 67117724], 1073741888
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r9d, dword ptr [r15 + 448]
+    mov dword ptr [r15 + 320], 107
+    mov rbp, r11
+    movsxd r8, dword ptr [r15 + 512]
+    and rbp, 4032
+    mov qword ptr [r15 + rbp + 3392], rbp
+    movzx ebp, byte ptr [r15 + 128]
     test ebx, 1073741824
     jz 1f
 1:
-    mov r9, r11
-    movsxd rcx, dword ptr [r15 + 704]
-    and r9, 448
-    mov dword ptr [r15 + r9 + 832], esi
     jmp 1f
 1:
+    mov rbp, r11
+    mov r9, qword ptr [r15 + 128]
     jmp 1f
 1:
-    mov r9d, 217
-    mov r9d, 175
-    jmp 1f
-1:
-    test dword ptr [r15 + 67117724], 2048
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov r9, r11
-    mov edx, ecx
-    mov rcx, rdx
-    mov rdx, r9
-    and r9, 1984
-    mov edx, dword ptr [r15 + r9 + 1344]
-    mov dword ptr [r15 + 256], 96
-    mov r9d, ecx
-    test dword ptr [r15 + 67117724], 536870976
-    jnz 1f
-1:
-    mov dword ptr [r15 + 128], 81
-    mov r9d, 188
-    mov r9d, esi
-    mov byte ptr [r15 + 512], dl
-    add qword ptr [r15 + 320], rcx
-    mov rcx, rdx
-    movzx edx, byte ptr [r15 + 64]
+    and rbp, 448
+    movzx eax, byte ptr [r15 + rbp + 832]
+    mov dword ptr [r15 + 768], 36
     add r11, 64
     inc rbx
     dec r13
@@ -16406,52 +16649,53 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov r9, r11
-    mov qword ptr [r15 + 256], rax
-    and r9, 8128
-    movzx eax, byte ptr [r15 + r9 + 7488]
-    movzx r9d, al
-    movzx esi, dl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    test dword ptr [r15 + 67117723], 4160
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov r9, r11
-    vpshufd xmm9, xmm9, 19
-    mov qword ptr [r15 + 0], rax
-    add rcx, qword ptr [r15 + 448]
-    and r9, 448
-    mov eax, dword ptr [r15 + r9 + 832]
-    mov qword ptr [r15 + 384], rsi
-    mov r9, r11
-    mov esi, ecx
-    test bl, 32
-    jz 1f
-1:
-    movsxd rcx, dword ptr [r15 + 320]
-    and r9, 4032
-    movsxd rsi, dword ptr [r15 + r9 + 3392]
-    mov dword ptr [r15 + 64], r8d
-    movzx r9d, cl
-    jmp 1f
-1:
-    mov ebp, 21
+    lea rcx, [rip + .Lc1_d13370_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d13370_j_t
+.Lc1_d13370_j:
+    mov rbp, r11
     mov rcx, rax
+    jmp 1f
+1:
+    mov dword ptr [r15 + 192], 217
+    mov r8, r11
+    and rbp, 8128
+    mov dword ptr [r15 + rbp + 7488], 75
+    and r8, 448
+    mov byte ptr [r15 + r8 + 832], r8b
+    jmp 1f
+1:
     test ebx, 1073741824
     jz 1f
 1:
-    mov rax, qword ptr [r15 + 384]
+    mov r8d, ebp
+    mov dword ptr [r15 + 0], 50
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 248
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    vpor xmm12, xmm12, xmm12
+    mov r8d, r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], ecx
+    mov qword ptr [r15 + 64], r8
     movzx ecx, byte ptr [r15 + 512]
-    mov esi, dword ptr [r15 + 768]
-    mov r9, rcx
-    mov qword ptr [r15 + 192], rbp
-    mov rbp, qword ptr [r15 + 64]
-    and r9d, dword ptr [r15 + 128]
+    test dword ptr [r15 + 67117724], 1779073
+    jz 1f
+1:
+    mov rbp, r11
+    mov dword ptr [r15 + 256], 73
+    mov dword ptr [r15 + 320], 122
+    movsxd rcx, dword ptr [r15 + 128]
+    and rbp, 4032
+    vmovdqu ymmword ptr [r15 + rbp + 3392], ymm12
+    mov ebp, dword ptr [r15 + 384]
+    mov r8, qword ptr [r15 + 640]
     add r11, 64
     inc rbx
     dec r13
@@ -16468,61 +16712,52 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 128
-    setz al
-    lea rcx, [rip + .Lc1_d13348_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d13348_s_t
-    .p2align 3
-.Lc1_d13348_s:
-    .p2align 3
-    jmp .Lc1_d13348_j
-    .p2align 3
-    jmp .Lc1_d13348_j
-.Lc1_d13348_j:
-    movzx eax, byte ptr [r15 + 64]
-    vmovq xmm9, rcx
-    mov esi, 88
+    mov rbp, r10
+    mov byte ptr [r15 + 448], cl
+    and rbp, 16320
+    movzx r8d, byte ptr [r15 + rbp + 15680]
+    mov r9, r10
+    movzx ebp, bpl
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
-    movsxd rcx, dword ptr [r15 + 704]
+    and r9, 448
+    mov ebp, dword ptr [r15 + r9 + 832]
+    mov r9, r9
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movsxd r9, dword ptr [r15 + 256]
+    mov rbp, rbp
     movzx r8d, r8b
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
-    mov r8d, eax
-    movzx ebp, al
-    movsxd rsi, dword ptr [r15 + 192]
+    lea r9, [r10 + r10*1]
+    mov dword ptr [r15 + 512], 171
+    and r9, 1984
+    mov dword ptr [r15 + r9 + 1408], 146
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov esi, dword ptr [r15 + 640]
+    mov rbp, qword ptr [r15 + 448]
     test ebx, 1073741824
     jz 1f
 1:
-    mov byte ptr [r15 + 256], cl
-    mov ecx, esi
-    test ebx, 256
+    mov dword ptr [r15 + 512], r8d
+    mov r8, qword ptr [r15 + 128]
+    movsxd rbp, dword ptr [r15 + 576]
+    test dword ptr [r15 + 67117723], 8192
     jz 1f
 1:
-    mov byte ptr [r15 + 768], r8b
-    mov r8, rsi
-    test ebx, 28624
+    vmovq qword ptr [r15 + r9 + 1344], xmm12
+    movzx r9d, byte ptr [r15 + 320]
+    test dword ptr [r15 + 67117724], 64
     jz 1f
 1:
-    mov r9d, dword ptr [r15 + 256]
-    mov rbp, r10
-    mov rsi, rcx
-    and rbp, 8128
-    mov ecx, dword ptr [r15 + rbp + 7488]
-    test dword ptr [r15 + 67117723], 147456
-    jz 1f
-1:
-    movzx ebp, byte ptr [r15 + 448]
-    mov dword ptr [r15 + 192], 191
-    test dword ptr [r15 + 67117723], 4104
-    jz 1f
-1:
-    movzx r8d, byte ptr [r15 + 512]
-    mov ebp, ecx
+    mov r9d, r9d
+    movzx r9d, byte ptr [r15 + 192]
     add r11, 64
     add r10, r11
     inc rbx
@@ -16532,57 +16767,60 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    movsxd rax, dword ptr [r15 + 576]
-    mov byte ptr [r15 + 320], r8b
-    mov r8d, r8d
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + 448], r8d
-    mov r9, r10
-    mov r8d, 35
-    and r9, 448
-    movzx ecx, byte ptr [r15 + r9 + 832]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx r9d, r9b
-    mov qword ptr [r15 + 384], rax
-    mov r9d, dword ptr [r15 + 384]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r9, rcx
-    movsxd rcx, dword ptr [r15 + 192]
-    mov dword ptr [r15 + 128], 178
-    test dword ptr [r15 + 67117724], 532480
-    jnz 1f
-1:
-    mov dword ptr [r15 + 512], r9d
-    mov r9, qword ptr [r15 + 128]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx ecx, al
-    mov eax, 201
-    mov edx, r9d
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 2
+    setz al
+    lea rcx, [rip + .Lc1_d13469_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d13469_s_t
+    .p2align 3
+.Lc1_d13469_s:
+    .p2align 3
+    jmp .Lc1_d13469_j
+    .p2align 3
+    jmp .Lc1_d13469_j
+.Lc1_d13469_j:
+    mov rbp, r10
+    and rbp, 448
+    mov ecx, dword ptr [r15 + rbp + 832]
+    mov rbp, qword ptr [r15 + 448]
     test ebx, 1073741824
     jz 1f
 1:
-    mov rdi, qword ptr [r15 + 320]
-    movsxd r9, dword ptr [r15 + 64]
-    movzx eax, byte ptr [r15 + 256]
-    test dword ptr [r15 + 67117724], 1
-    jz 1f
-1:
-    movzx r9d, byte ptr [r15 + 384]
-    mov r8, rdx
-    movzx edx, byte ptr [r15 + 320]
+    mov r9d, eax
+    movzx r9d, r8b
     test ebx, 1073741824
     jnz 1f
 1:
+    mov r9, qword ptr [r15 + 320]
+    mov r8d, dword ptr [r15 + 512]
+    test dword ptr [r15 + 67117724], 512
+    jnz 1f
+1:
+    movsxd rsi, dword ptr [r15 + 192]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movsxd rax, dword ptr [r15 + 448]
+    mov r8, r10
     movsxd rbp, dword ptr [r15 + 64]
-    mov eax, esi
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rbp, r10
+    and r8, 4032
+    movsxd rcx, dword ptr [r15 + r8 + 3392]
+    and rbp, 8128
+    movzx r8d, byte ptr [r15 + rbp + 7488]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + 256], ecx
+    mov dword ptr [r15 + 384], 20
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov qword ptr [r15 + 384], rdi
     add r11, 64
     add r10, r11
     inc rbx
@@ -16594,60 +16832,65 @@ ditto_body_c1:
     mov qword ptr [r15 + 67117720], rax
     mov eax, dword ptr [r15 + 67117724]
     and eax, 15
-    lea rcx, [rip + .Lc1_d13451_s]
+    lea rcx, [rip + .Lc1_d13520_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d13451_s_t
+    jmp .Lc1_d13520_s_t
     .p2align 3
-.Lc1_d13451_s:
+.Lc1_d13520_s:
     .p2align 3
-    jmp .Lc1_d13451_j
+    jmp .Lc1_d13520_j
     .p2align 3
-    jmp .Lc1_d13451_j
+    jmp .Lc1_d13520_j
     .p2align 3
-    jmp .Lc1_d13451_j
+    jmp .Lc1_d13520_j
     .p2align 3
-    jmp .Lc1_d13451_j
+    jmp .Lc1_d13520_j
     .p2align 3
-    jmp .Lc1_d13451_j
+    jmp .Lc1_d13520_j
     .p2align 3
-    jmp .Lc1_d13451_j
+    jmp .Lc1_d13520_j
     .p2align 3
-    jmp .Lc1_d13451_j
+    jmp .Lc1_d13520_j
     .p2align 3
-    jmp .Lc1_d13451_j
+    jmp .Lc1_d13520_j
     .p2align 3
-    jmp .Lc1_d13451_j
+    jmp .Lc1_d13520_j
     .p2align 3
-    jmp .Lc1_d13451_j
+    jmp .Lc1_d13520_j
     .p2align 3
-    jmp .Lc1_d13451_j
+    jmp .Lc1_d13520_j
     .p2align 3
-    jmp .Lc1_d13451_j
+    jmp .Lc1_d13520_j
     .p2align 3
-    jmp .Lc1_d13451_j
+    jmp .Lc1_d13520_j
     .p2align 3
-    jmp .Lc1_d13451_j
+    jmp .Lc1_d13520_j
     .p2align 3
-    jmp .Lc1_d13451_j
+    jmp .Lc1_d13520_j
     .p2align 3
-    jmp .Lc1_d13451_j
-.Lc1_d13451_j:
+    jmp .Lc1_d13520_j
+.Lc1_d13520_j:
     mov rbp, r10
     and rbp, 1984
-    mov qword ptr [r15 + rbp + 1344], rax
-    mov dword ptr [r15 + 640], 109
+    mov rcx, qword ptr [r15 + rbp + 1344]
+    test ebx, 1280
+    jnz 1f
+1:
+    .byte 0x66, 0x90
     test ebx, 1073741824
     jz 1f
 1:
-    mov rbp, qword ptr [r15 + 128]
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx eax, byte ptr [r15 + 320]
+    movzx ebp, byte ptr [r15 + 128]
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx eax, bpl
+    mov ecx, 147
+    test dword ptr [r15 + 67117723], 1078094465
+    jz 1f
+1:
     add r11, 64
     add r10, r11
     inc rbx
@@ -16657,105 +16900,112 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov byte ptr [r15 + 64], bpl
-    mov eax, 166
     lea rbp, [r10 + r10*1]
-    mov rax, qword ptr [r15 + 512]
-    test ebx, 1073741824
-    jnz 1f
-1:
     and rbp, 1984
-    mov byte ptr [r15 + rbp + 1408], al
-    movzx eax, al
+    mov dword ptr [r15 + rbp + 1344], ebp
+    mov qword ptr [r15 + 128], rcx
+    mov ecx, dword ptr [r15 + 64]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov eax, dword ptr [r15 + 512]
+    mov byte ptr [r15 + 64], bpl
+    mov esi, dword ptr [r15 + 128]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rdi, qword ptr [r15 + 320]
+    mov r8, rbp
+    movsxd rcx, dword ptr [r15 + 384]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov ecx, r8d
+    movzx r8d, r8b
+    mov r8d, esi
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r8d, r8d
+    mov qword ptr [r15 + 512], rcx
+    mov edx, 100
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx ecx, byte ptr [r15 + 320]
+    movzx r8d, dil
+    mov byte ptr [r15 + 64], dl
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + rbp + 1408], 217
     mov r8, r10
-    test ebx, 1073741824
+    mov dword ptr [r15 + 192], edx
+    and r8, 4032
+    mov dword ptr [r15 + r8 + 3392], ecx
+    test dword ptr [r15 + 67117724], 4225
     jz 1f
 1:
-    vmovdqu ymmword ptr [r15 + 64], ymm9
-    and r8, 448
-    mov rax, qword ptr [r15 + r8 + 832]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r8, qword ptr [r15 + 448]
-    mov dword ptr [r15 + 128], 247
-    mov r9, r10
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx r8d, byte ptr [r15 + 256]
-    and r9, 8128
-    movzx eax, byte ptr [r15 + r9 + 7488]
-    mov r9d, dword ptr [r15 + 192]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r9d, dword ptr [r15 + 512]
-    mov r8d, r9d
-    test ebx, 1073741824
-    jnz 1f
-1:
-    or qword ptr [r15 + rbp + 1344], 85
-    mov dword ptr [r15 + 704], 89
-    test dword ptr [r15 + 67117723], 1073741834
-    jz 1f
-1:
-    mov byte ptr [r15 + 192], sil
-    mov rbp, qword ptr [r15 + 768]
+    mov r8d, dword ptr [r15 + 128]
+    mov dword ptr [r15 + 448], edx
+    movzx edx, byte ptr [r15 + 704]
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jnz .Lc1_b8_c0
 .Lc1_b8_done:
-// block 9: 128 bytes, 1 chunk(s), 40 chunk executions per call
+// block 9: 128 bytes, 1 chunk(s), 29 chunk executions per call
     mov rbx, qword ptr [r15 + 67117808]
-    lea rcx, [rbx + 40]
+    lea rcx, [rbx + 29]
     mov qword ptr [r15 + 67117808], rcx
-    mov r13d, 40
+    mov r13d, 29
     jmp .Lc1_b9_c0
     .p2align 6
 .Lc1_b9_c0:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 320]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    test ebx, 28576
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, qword ptr [r15 + 0]
     test ebx, 1073741824
     jz 1f
 1:
+    vpcmpeqb xmm12, xmm12, xmm7
+    test ebx, 7416
+    jz 1f
+1:
+    mov byte ptr [r15 + 0], al
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rax, rax
     test ebx, 1073741824
     jnz 1f
 1:
-    test dword ptr [r15 + 67117724], 16777472
+    mov dword ptr [r15 + 0], 83
+    test ebx, 1073741824
     jnz 1f
 1:
-    sub rcx, rbp
-    test bl, 4
+    mov eax, 131
+    test ebx, 6144
     jnz 1f
 1:
+    mov eax, eax
     test ebx, 1073741824
     jz 1f
 1:
-    add rcx, qword ptr [r15 + 0]
     test ebx, 1073741824
     jnz 1f
 1:
+    mov dword ptr [r15 + 320], eax
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx ecx, byte ptr [r15 + 448]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov dword ptr [r15 + 64], eax
-    test ebx, 1073741824
+    vmovdqu ymmword ptr [r15 + 64], ymm12
+    test dword ptr [r15 + 67117724], 307365824
     jz 1f
 1:
     inc rbx
@@ -16770,111 +17020,100 @@ ditto_body_c1:
     jmp .Lc1_b10_c0
     .p2align 6
 .Lc1_b10_c0:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov eax, r8d
-    lea rbp, [r10 + r10*2]
-    mov rax, rcx
-    and rbp, 4032
-    mov dword ptr [r15 + rbp + 3520], 180
-    movsxd r8, dword ptr [r15 + rbp + 3456]
-    mov r9, r11
-    mov r8, r11
-    and r9, 1984
-    mov ecx, dword ptr [r15 + r9 + 1344]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and r8, 8128
-    mov dword ptr [r15 + r8 + 7488], r8d
-    mov qword ptr [r15 + 320], r9
-    mov ecx, 18
-    mov qword ptr [r15 + 576], r9
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov eax, 6
-    mov r8, qword ptr [r15 + 64]
-    mov r9, r9
-    mov eax, ecx
-    movsxd rsi, dword ptr [r15 + 192]
-    test dword ptr [r15 + 67117724], 524480
-    jz 1f
-1:
+    lea rcx, [rip + .Lc1_d13660_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d13660_j_t
+.Lc1_d13660_j:
+    movzx ecx, byte ptr [r15 + 384]
+    movzx eax, byte ptr [r15 + 192]
     movsxd r8, dword ptr [r15 + 256]
-    mov dword ptr [r15 + 448], 221
-    mov qword ptr [r15 + 128], r9
-    mov dword ptr [r15 + 384], 144
+    mov edx, edx
+    movsxd rdx, dword ptr [r15 + 64]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r9, qword ptr [r15 + rbp + 3392]
-    mov dword ptr [r15 + 256], r8d
-    mov rcx, qword ptr [r15 + 512]
-    or qword ptr [r15 + 128], 36
+    mov rdx, qword ptr [r15 + 384]
+    mov qword ptr [r15 + 320], r8
+    mov dword ptr [r15 + 128], r8d
+    mov dword ptr [r15 + 512], edx
+    mov eax, 248
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rcx, rdx
+    mov r8, r10
+    movzx ecx, cl
+    and r8, 448
+    mov dword ptr [r15 + r8 + 832], 217
+    lea rbp, [r10 + r10*1]
+    mov r8, rax
+    test ebx, 1073741824
+    jz 1f
+1:
+    and rbp, 8128
+    mov dword ptr [r15 + rbp + 7488], eax
+    mov eax, dword ptr [r15 + 128]
+    mov r8d, dword ptr [r15 + 768]
+    mov edi, dword ptr [r15 + 64]
+    mov rdx, qword ptr [r15 + 704]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov qword ptr [r15 + 576], r9
+    movsxd r9, dword ptr [r15 + 320]
+    mov r8, r10
+    vpcmpeqb xmm12, xmm12, xmmword ptr [r15 + rbp + 7552]
+    and r8, 1984
+    movsxd rbp, dword ptr [r15 + r8 + 1344]
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b10_done
 .Lc1_b10_c1:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 7
-    lea rcx, [rip + .Lc1_d13628_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d13628_s_t
-    .p2align 3
-.Lc1_d13628_s:
-    .p2align 3
-    jmp .Lc1_d13628_j
-    .p2align 3
-    jmp .Lc1_d13628_j
-    .p2align 3
-    jmp .Lc1_d13628_j
-    .p2align 3
-    jmp .Lc1_d13628_j
-    .p2align 3
-    jmp .Lc1_d13628_j
-    .p2align 3
-    jmp .Lc1_d13628_j
-    .p2align 3
-    jmp .Lc1_d13628_j
-    .p2align 3
-    jmp .Lc1_d13628_j
-.Lc1_d13628_j:
-    mov r8d, eax
-    mov r9, rbp
-    mov rbp, r10
-    mov r9d, r9d
-    and rbp, 8128
-    movzx ecx, byte ptr [r15 + rbp + 7488]
-    mov eax, 253
+    movzx r8d, byte ptr [r15 + 128]
+    mov dword ptr [r15 + 384], 38
+    .byte 0x0f, 0x1f, 0x00
+    mov r9d, ebp
+    movsxd rdi, dword ptr [r15 + 128]
     test ebx, 1073741824
     jz 1f
 1:
-    mov r8, qword ptr [r15 + 448]
-    mov qword ptr [r15 + 320], rcx
-    mov edi, 31
-    mov r9d, dword ptr [r15 + 128]
+    movzx ebp, byte ptr [r15 + 576]
+    and edi, dword ptr [r15 + 64]
+    mov dword ptr [r15 + 192], 16
+    mov r8d, r8d
+    movzx ecx, byte ptr [r15 + 448]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov ecx, dword ptr [r15 + 512]
-    movzx r9d, byte ptr [r15 + 640]
-    mov ebp, dword ptr [r15 + 384]
-    mov rsi, rcx
-    movsxd rax, dword ptr [r15 + 512]
+    lea r8, [r10 + r10*1]
+    mov edx, dword ptr [r15 + 384]
+    and r8, 4032
+    mov rbp, r10
+    movzx edi, byte ptr [r15 + r8 + 3392]
+    mov dword ptr [r15 + r8 + 3456], 85
+    and rbp, 448
+    mov rcx, qword ptr [r15 + rbp + 832]
+    mov r8d, 164
     test ebx, 1073741824
     jnz 1f
 1:
-    mov qword ptr [r15 + 192], rsi
-    mov ecx, r9d
-    movzx edi, sil
-    mov byte ptr [r15 + 64], cl
+    mov byte ptr [r15 + 64], dl
+    movzx edx, byte ptr [r15 + 640]
+    mov ebp, 226
+    mov ebp, dword ptr [r15 + 256]
+    mov r9, r10
+    or qword ptr [r15 + 768], 11
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and r9, 16320
+    mov edi, dword ptr [r15 + r9 + 15680]
+    mov byte ptr [r15 + 704], r9b
+    mov dword ptr [r15 + 64], ebp
+    mov qword ptr [r15 + 128], rdi
+    inc dword ptr [r15 + 320]
     add r11, 64
     add r10, r11
     inc rbx
@@ -16884,52 +17123,51 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d13676_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d13676_j_t
-.Lc1_d13676_j:
-    mov rbp, r10
-    mov r9d, dword ptr [r15 + 128]
-    and rbp, 4032
-    movzx esi, byte ptr [r15 + rbp + 3392]
-    mov eax, 56
-    mov dword ptr [r15 + 768], ebp
-    test dword ptr [r15 + 67117724], 8192
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 16
+    setz al
+    lea rcx, [rip + .Lc1_d13753_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d13753_s_t
+    .p2align 3
+.Lc1_d13753_s:
+    .p2align 3
+    jmp .Lc1_d13753_j
+    .p2align 3
+    jmp .Lc1_d13753_j
+.Lc1_d13753_j:
+    movzx eax, byte ptr [r15 + 320]
+    mov r9, rcx
+    mov r8, r10
+    mov dword ptr [r15 + 320], esi
+    and r8, 8128
+    movzx ecx, byte ptr [r15 + r8 + 7488]
+    test ebx, 384
     jnz 1f
 1:
     mov r8, r10
-    mov rbp, qword ptr [r15 + 64]
-    and r8, 8128
-    movsxd rdi, dword ptr [r15 + r8 + 7488]
-    mov r8d, eax
-    mov r9, r10
+    mov dword ptr [r15 + 192], 244
+    movzx r9d, byte ptr [r15 + 384]
+    and r8, 4032
+    mov rcx, qword ptr [r15 + r8 + 3392]
     test ebx, 1073741824
     jz 1f
 1:
-    and r9, 1984
-    mov eax, dword ptr [r15 + r9 + 1344]
-    movzx r9d, dil
-    movzx ebp, al
-    mov qword ptr [r15 + 64], rdi
+    vmovdqu ymmword ptr [r15 + 448], ymm12
+    mov esi, 144
+    movzx r8d, byte ptr [r15 + 256]
+    test dword ptr [r15 + 67117724], 1342177284
+    jz 1f
+1:
+    mov qword ptr [r15 + 512], r9
+    mov r9d, 119
+    mov r8, r9
     test ebx, 1073741824
     jz 1f
 1:
-    movzx ebp, byte ptr [r15 + 384]
-    mov qword ptr [r15 + 320], r9
-    mov byte ptr [r15 + 256], bpl
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov byte ptr [r15 + 448], bpl
-    mov qword ptr [r15 + 384], rbp
-    mov r9d, 136
-    mov ecx, ecx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    vpxor xmm9, xmm9, xmm14
-    mov dword ptr [r15 + 704], r9d
-    movzx edi, byte ptr [r15 + 512]
+    mov r9d, dword ptr [r15 + 512]
+    movsxd rax, dword ptr [r15 + 448]
+    movzx ecx, cl
     add r11, 64
     add r10, r11
     inc rbx
@@ -16939,42 +17177,45 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    vmovdqu ymmword ptr [r15 + 320], ymm9
-    mov r9, rax
-    mov dword ptr [r15 + 384], 7
-    mov rdi, qword ptr [r15 + 256]
-    mov dword ptr [r15 + 576], 250
-    mov rax, r8
-    test dword ptr [r15 + 67117724], 540672
+    lea r8, [r10 + r10*1]
+    mov r9, r10
+    and r8, 4032
+    mov eax, dword ptr [r15 + r8 + 3392]
+    mov ecx, dword ptr [r15 + 192]
+    and r9, 448
+    mov esi, dword ptr [r15 + r9 + 832]
+    mov qword ptr [r15 + 384], rax
+    lea r9, [r10 + r10*1]
+    mov rax, rax
+    test dword ptr [r15 + 67117723], 16640
     jnz 1f
 1:
-    mov r9, r10
-    mov dword ptr [r15 + 512], ecx
-    mov rsi, rsi
-    and r9, 448
-    mov rax, qword ptr [r15 + r9 + 832]
-    mov rbp, r11
-    mov r9, qword ptr [r15 + 448]
-    mov rsi, qword ptr [r15 + 384]
-    test ebx, 1073741824
+    movzx eax, byte ptr [r15 + 128]
+    and r9, 1984
+    movzx ecx, byte ptr [r15 + r9 + 1344]
+    mov dword ptr [r15 + r8 + 3456], r9d
+    mov esi, 227
+    test dword ptr [r15 + 67117723], 524288
     jz 1f
 1:
-    and rbp, 448
-    movsxd r8, dword ptr [r15 + rbp + 832]
-    lock xadd qword ptr [r15 + 256], rbp
-    movzx eax, byte ptr [r15 + 320]
-    mov r9d, 221
-    mov r9, r10
-    mov byte ptr [r15 + 192], bpl
+    movzx eax, byte ptr [r15 + 704]
+    movzx r8d, byte ptr [r15 + 512]
+    movzx ecx, sil
+    mov ecx, dword ptr [r15 + 512]
     test ebx, 1073741824
     jnz 1f
 1:
-    and r9, 8128
-    movzx eax, byte ptr [r15 + r9 + 7488]
-    mov r9d, r9d
-    movzx r9d, byte ptr [r15 + 192]
-    mov dword ptr [r15 + 192], 26
-    mov rdi, qword ptr [r15 + 128]
+    movzx esi, cl
+    movzx ecx, byte ptr [r15 + 448]
+    movsxd rsi, dword ptr [r15 + 64]
+    movsxd r8, dword ptr [r15 + r9 + 1408]
+    test dword ptr [r15 + 67117724], 1048576
+    jz 1f
+1:
+    movsxd rsi, dword ptr [r15 + 576]
+    mov r9, r8
+    mov qword ptr [r15 + 768], r8
+    movsxd r8, dword ptr [r15 + 640]
     add r11, 64
     add r10, r11
     inc rbx
@@ -16984,52 +17225,46 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 8388608
-    setz al
-    lea rcx, [rip + .Lc1_d13766_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d13766_s_t
-    .p2align 3
-.Lc1_d13766_s:
-    .p2align 3
-    jmp .Lc1_d13766_j
-    .p2align 3
-    jmp .Lc1_d13766_j
-.Lc1_d13766_j:
-    mov ebp, ecx
-    movzx ebp, bpl
-    vmovdqu ymmword ptr [r15 + 384], ymm9
-    test dword ptr [r15 + 67117723], 536870944
-    jnz 1f
-1:
-    mov eax, 81
-    movsxd rdi, dword ptr [r15 + 128]
-    mov rax, qword ptr [r15 + 640]
-    test dword ptr [r15 + 67117723], 67239936
-    jnz 1f
-1:
-    mov dword ptr [r15 + 128], 224
-    mov r9d, dword ptr [r15 + 128]
-    mov qword ptr [r15 + 320], rax
+    lea rcx, [rip + .Lc1_d13841_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d13841_j_t
+.Lc1_d13841_j:
+    movzx ecx, byte ptr [r15 + 384]
+    mov dword ptr [r15 + 320], ecx
+    mov rbp, r10
+    lea r9, [r10 + r10*1]
+    and rbp, 4032
+    mov qword ptr [r15 + rbp + 3392], rcx
+    and r9, 8128
+    movsxd rax, dword ptr [r15 + r9 + 7552]
+    mov dword ptr [r15 + 128], r9d
+    mov rcx, qword ptr [r15 + 256]
     test ebx, 1073741824
     jz 1f
 1:
-    movzx eax, byte ptr [r15 + 64]
-    mov rbp, r10
-    mov ecx, dword ptr [r15 + 64]
-    mov r8, r10
-    and rbp, 1984
-    mov dword ptr [r15 + rbp + 1344], r8d
+    mov ecx, 104
+    movsxd rcx, dword ptr [r15 + 192]
+    mov qword ptr [r15 + 512], rdi
+    movzx edi, al
+    mov edi, 198
+    test dword ptr [r15 + 67117723], 4
+    jz 1f
+1:
+    mov byte ptr [r15 + 320], bpl
+    lock xadd qword ptr [r15 + 256], rax
+    mov rbp, qword ptr [r15 + 384]
+    mov edi, edi
+    mov dword ptr [r15 + 128], edx
     test ebx, 1073741824
     jnz 1f
 1:
+    mov edi, dword ptr [r15 + r9 + 7488]
+    mov r9d, dword ptr [r15 + 448]
     mov rbp, r10
-    and r8, 448
-    movzx ecx, byte ptr [r15 + r8 + 832]
-    mov r8d, dword ptr [r15 + 64]
-    and rbp, 4032
-    movzx eax, byte ptr [r15 + rbp + 3392]
+    mov dword ptr [r15 + 64], 236
+    and rbp, 448
+    movzx eax, byte ptr [r15 + rbp + 832]
+    mov rbp, r9
     add r11, 64
     add r10, r11
     inc rbx
@@ -17039,49 +17274,53 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov r8, qword ptr [r15 + 448]
-    mov dword ptr [r15 + 512], eax
-    mov rbp, rbp
-    movzx ebp, bpl
-    movsxd rcx, dword ptr [r15 + 704]
-    test ebx, 98304
-    jz 1f
-1:
-    mov r9, r11
-    mov dword ptr [r15 + 64], r9d
-    mov r8, r11
-    mov ecx, r9d
-    and r9, 4032
-    movsxd rdi, dword ptr [r15 + r9 + 3392]
-    mov esi, dword ptr [r15 + 768]
-    and r8, 8128
-    mov byte ptr [r15 + r8 + 7488], bpl
+    lea rcx, [rip + .Lc1_d13886_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d13886_j_t
+.Lc1_d13886_j:
+    mov byte ptr [r15 + 512], al
+    movsxd rsi, dword ptr [r15 + 640]
+    mov dword ptr [r15 + 128], 104
+    mov r8d, dword ptr [r15 + 64]
+    mov rbp, r10
     test ebx, 1073741824
     jz 1f
 1:
-    movsxd r8, dword ptr [r15 + 512]
-    vpmovmskb eax, xmm9
-    mov byte ptr [r15 + 384], bpl
-    mov r9d, dword ptr [r15 + 320]
-    movzx ebp, cl
-    test ebx, 227328
-    jz 1f
-1:
-    mov r8, r11
-    mov qword ptr [r15 + 448], rcx
-    and r8, 1984
-    mov r9d, dword ptr [r15 + r8 + 1344]
-    mov rdi, rbp
-    mov ecx, 32
-    vpshufd xmm9, xmm9, 169
-    test dword ptr [r15 + 67117723], 537133056
+    and r9d, dword ptr [r15 + 448]
+    mov rax, r9
+    and rbp, 448
+    movsxd r9, dword ptr [r15 + rbp + 832]
+    test ebx, 1073741824
     jnz 1f
 1:
-    mov ecx, dword ptr [r15 + 256]
-    movsxd r8, dword ptr [r15 + 512]
-    mov byte ptr [r15 + 448], bpl
-    movzx r9d, byte ptr [r15 + 128]
+    mov rbp, rax
+    mov rax, qword ptr [r15 + 256]
+    movsxd rbp, dword ptr [r15 + 64]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movsxd rdx, dword ptr [r15 + 192]
+    mov r9d, 245
+    movsxd rcx, dword ptr [r15 + 320]
+    mov dword ptr [r15 + 192], eax
+    lea rbp, [r10 + r10*1]
+    mov r8, r10
+    test dword ptr [r15 + 67117724], 32
+    jz 1f
+1:
+    and r8, 8128
+    mov eax, dword ptr [r15 + r8 + 7488]
+    and rbp, 1984
+    mov dword ptr [r15 + rbp + 1344], edx
+    movsxd rdx, dword ptr [r15 + rbp + 1408]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov edx, edx
+    mov qword ptr [r15 + 384], rax
+    mov rdx, rbp
     add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b10_done
@@ -17089,49 +17328,45 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d13857_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d13857_j_t
-.Lc1_d13857_j:
-    movzx ebp, cl
-    mov ecx, dword ptr [r15 + 576]
-    mov ebp, dword ptr [r15 + 320]
-    mov rax, qword ptr [r15 + 448]
-    movzx r8d, byte ptr [r15 + 256]
-    test dword ptr [r15 + 67117724], 540672
-    jnz 1f
+    mov rbp, r10
+    mov rax, qword ptr [r15 + 384]
+    and rbp, 8128
+    mov edx, dword ptr [r15 + rbp + 7488]
+    mov r8, r10
+    movsxd rbp, dword ptr [r15 + 192]
+    and r8, 4032
+    mov ecx, dword ptr [r15 + r8 + 3392]
+    mov esi, dword ptr [r15 + 768]
+    test dword ptr [r15 + 67117723], 2048
+    jz 1f
 1:
-    mov dword ptr [r15 + 192], 11
-    movzx eax, byte ptr [r15 + 640]
-    mov edi, dword ptr [r15 + 320]
-    lea rbp, [r10 + r10*1]
-    mov dword ptr [r15 + 256], eax
-    and rbp, 448
-    movzx eax, byte ptr [r15 + rbp + 896]
-    mov r9, r10
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov eax, dword ptr [r15 + 128]
-    and r9, 1984
-    vmovq qword ptr [r15 + r9 + 1344], xmm9
-    vpxor xmm9, xmm9, xmm8
-    mov byte ptr [r15 + rbp + 832], al
+    mov qword ptr [r15 + 320], rax
+    movsxd rbp, dword ptr [r15 + 64]
+    mov rax, qword ptr [r15 + 384]
+    mov r8, qword ptr [r15 + 320]
     test ebx, 1073741824
     jz 1f
 1:
-    movzx ecx, al
-    mov qword ptr [r15 + 192], r9
-    mov r9, r9
-    mov ebp, ebp
-    mov ecx, dword ptr [r15 + 64]
+    mov byte ptr [r15 + 320], al
+    movsxd rax, dword ptr [r15 + 448]
+    mov r8, qword ptr [r15 + 128]
+    movsxd rdx, dword ptr [r15 + 128]
     test ebx, 1073741824
     jnz 1f
 1:
-    movsxd rax, dword ptr [r15 + 128]
-    mov r9, qword ptr [r15 + 64]
-    inc dword ptr [r15 + 512]
-    movsxd rbp, dword ptr [r15 + 384]
+    mov rbp, r10
+    mov dword ptr [r15 + 512], edx
+    mov edx, dword ptr [r15 + 64]
+    and rbp, 448
+    mov eax, dword ptr [r15 + rbp + 832]
+    mov ebp, 66
+    test dword ptr [r15 + 67117724], 2
+    jz 1f
+1:
+    mov ebp, 214
+    mov edx, r8d
+    mov dword ptr [r15 + 704], 196
+    vmovdqu xmmword ptr [r15 + 256], xmm12
     add r11, 64
     add r10, r11
     inc rbx
@@ -17141,95 +17376,98 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    movzx eax, byte ptr [r15 + 384]
-    mov qword ptr [r15 + 384], rbp
-    mov r9, qword ptr [r15 + 128]
-    mov rbp, qword ptr [r15 + 448]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + 64], 187
-    movzx eax, byte ptr [r15 + 128]
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 1048576
+    setz al
+    lea rcx, [rip + .Lc1_d13977_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d13977_s_t
+    .p2align 3
+.Lc1_d13977_s:
+    .p2align 3
+    jmp .Lc1_d13977_j
+    .p2align 3
+    jmp .Lc1_d13977_j
+.Lc1_d13977_j:
+    nop
+    vpcmpeqb xmm12, xmm12, xmmword ptr [r15 + 448]
+    mov ecx, edi
+    mov ecx, dword ptr [r15 + 128]
     mov rbp, r10
-    mov qword ptr [r15 + 320], rax
     test ebx, 1073741824
     jnz 1f
 1:
-    and rbp, 8128
-    movzx eax, byte ptr [r15 + rbp + 7488]
-    mov ebp, 253
-    mov ebp, esi
-    mov r8, r11
-    mov dword ptr [r15 + 64], r9d
+    mov ecx, dword ptr [r15 + 64]
+    mov byte ptr [r15 + 256], bpl
+    and rbp, 4032
+    mov dword ptr [r15 + rbp + 3392], 68
     test ebx, 1073741824
-    jnz 1f
-1:
-    and r8, 8128
-    mov rax, qword ptr [r15 + r8 + 7488]
-    movzx ebp, bpl
-    movzx r8d, byte ptr [r15 + 320]
-    test dword ptr [r15 + 67117724], 8
     jz 1f
 1:
-    mov dword ptr [r15 + 512], 218
-    mov r9, rbp
-    mov dword ptr [r15 + 192], r8d
-    mov r8d, 224
-    test dword ptr [r15 + 67117723], 2097220
+    vpcmpeqb xmm12, xmm12, xmmword ptr [r15 + 192]
+    mov ecx, dword ptr [r15 + 384]
+    vmovdqu ymmword ptr [r15 + 576], ymm12
+    test dword ptr [r15 + 67117723], 262144
     jz 1f
 1:
+    mov ebp, dword ptr [r15 + 512]
+    mov ecx, edi
+    movsxd rcx, dword ptr [r15 + 448]
     mov r8, r10
-    movzx ebp, byte ptr [r15 + 256]
-    mov rax, qword ptr [r15 + 704]
-    and r8, 4032
-    movzx esi, byte ptr [r15 + r8 + 3392]
+    test dword ptr [r15 + 67117723], 536875008
+    jnz 1f
+1:
+    movzx eax, byte ptr [r15 + 128]
+    and r8, 1984
+    mov dword ptr [r15 + r8 + 1344], ecx
+    mov rcx, qword ptr [r15 + 320]
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b10_done
 .Lc1_b10_c8:
-    lea rcx, [rip + .Lc1_d13946_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d13946_j_t
-.Lc1_d13946_j:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov rax, qword ptr [r15 + 384]
+    mov rcx, qword ptr [r15 + 512]
+    or qword ptr [r15 + 768], 46
+    movzx r8d, byte ptr [r15 + 384]
+    mov qword ptr [r15 + 256], rbp
     mov rbp, r10
+    mov byte ptr [r15 + 320], al
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov qword ptr [r15 + 128], rcx
     and rbp, 8128
-    mov dword ptr [r15 + rbp + 7488], ecx
-    mov r9, r10
-    mov ebp, dword ptr [r15 + 448]
-    and r9, 4032
-    movzx ecx, byte ptr [r15 + r9 + 3392]
-    mov r9d, dword ptr [r15 + 64]
-    mov r8d, dword ptr [r15 + 384]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    vpaddq xmm9, xmm9, xmmword ptr [r15 + 768]
-    mov qword ptr [r15 + 576], r8
-    movzx r9d, byte ptr [r15 + 448]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rdi, qword ptr [r15 + 128]
-    mov r8d, ecx
-    lea r8, [r10 + r10*1]
-    mov ecx, dword ptr [r15 + 64]
-    and r8, 1984
-    vmovdqu ymmword ptr [r15 + r8 + 1408], ymm9
-    movzx r9d, byte ptr [r15 + 384]
-    mov ebp, dword ptr [r15 + 256]
+    mov rcx, qword ptr [r15 + rbp + 7488]
+    mov r8, r10
+    mov rbp, rax
+    movsxd rax, dword ptr [r15 + 192]
+    mov rbp, qword ptr [r15 + 320]
+    and r8, 448
+    mov edi, dword ptr [r15 + r8 + 832]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov dword ptr [r15 + r8 + 1344], 185
-    xchg qword ptr [r15 + 512], r9
-    movzx ebp, r8b
-    lock add qword ptr [r15 + 192], r9
-    mov byte ptr [r15 + 320], r9b
+    mov r8d, 188
+    mov rcx, r8
+    mov rsi, qword ptr [r15 + 640]
+    mov r8, r10
+    movsxd rbp, dword ptr [r15 + 704]
+    mov rax, rdx
+    and r8, 16320
+    movzx edx, byte ptr [r15 + r8 + 15680]
+    test dword ptr [r15 + 67117723], 150994944
+    jnz 1f
+1:
+    mov r8, qword ptr [r15 + 448]
+    movzx edx, byte ptr [r15 + 64]
+    movzx eax, byte ptr [r15 + 512]
+    mov rbp, qword ptr [r15 + 64]
+    mov byte ptr [r15 + 128], r8b
     add r11, 64
     add r10, r11
     inc rbx
@@ -17239,48 +17477,54 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov r8d, 21
-    mov rbp, r11
-    lea r9, [r11 + r11*2]
-    and rbp, 16320
-    mov eax, dword ptr [r15 + rbp + 15680]
-    mov r8, r9
-    vmovq qword ptr [r15 + 640], xmm9
-    and r9, 448
-    movzx r8d, byte ptr [r15 + r9 + 896]
-    test dword ptr [r15 + 67117724], 32768
-    jz 1f
-1:
-    mov rbp, r11
-    mov r8, qword ptr [r15 + 128]
-    mov rax, rsi
-    vmovdqu xmm9, xmmword ptr [r15 + r9 + 960]
-    and rbp, 4032
-    mov dword ptr [r15 + rbp + 3392], 123
-    mov byte ptr [r15 + r9 + 832], al
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov eax, dword ptr [r15 + 128]
-    vpaddd xmm9, xmm9, xmm9
-    mov r9d, dword ptr [r15 + 192]
-    mov qword ptr [r15 + 0], rbp
+    lea rcx, [rip + .Lc1_d14065_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d14065_j_t
+.Lc1_d14065_j:
+    lea rbp, [r10 + r10*1]
+    and rbp, 1984
+    mov rcx, qword ptr [r15 + rbp + 1408]
+    mov qword ptr [r15 + 64], rax
+    mov qword ptr [r15 + 192], r9
+    mov eax, ecx
     test ebx, 1073741824
     jz 1f
 1:
-    mov esi, 250
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, qword ptr [r15 + 448]
-    movsxd rax, dword ptr [r15 + 256]
-    mov byte ptr [r15 + 384], r9b
+    mov r8, r10
+    mov esi, 110
+    and r8, 8128
+    movzx eax, byte ptr [r15 + r8 + 7488]
+    movsxd rsi, dword ptr [r15 + 448]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rax, rax
-    mov qword ptr [r15 + 320], rax
-    mov qword ptr [r15 + 64], r9
-    mov qword ptr [r15 + 512], rax
+    movsxd r8, dword ptr [r15 + rbp + 1344]
+    mov ebp, 216
+    mov esi, dword ptr [r15 + 64]
+    movsxd rbp, dword ptr [r15 + 128]
+    test dword ptr [r15 + 67117724], 67108864
+    jz 1f
+1:
+    mov rax, r8
+    mov r8, rbp
+    mov r8, r10
+    mov rbp, rdi
+    test ebx, 4096
+    jnz 1f
+1:
+    and r8, 4032
+    movzx edi, byte ptr [r15 + r8 + 3392]
+    mov r8d, dword ptr [r15 + 384]
+    mov ebp, r9d
+    mov byte ptr [r15 + 0], dil
+    test ebx, 1073741824
+    jnz 1f
+1:
+    vmovq qword ptr [r15 + 576], xmm12
+    mov byte ptr [r15 + 320], r8b
+    movzx r9d, byte ptr [r15 + 256]
     add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b10_done
@@ -17288,47 +17532,48 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d14036_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d14036_j_t
-.Lc1_d14036_j:
-    mov rcx, rcx
-    movsxd r9, dword ptr [r15 + 320]
-    mov dword ptr [r15 + 192], 176
-    mov ecx, 254
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx eax, cl
-    mov qword ptr [r15 + 512], rdi
+    movzx eax, r8b
+    add rax, qword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 12
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu ymmword ptr [r15 + 0], ymm12
     test ebx, 1073741824
     jz 1f
 1:
-    mov rbp, r11
-    mov qword ptr [r15 + 768], rax
-    mov rax, rbp
+    add rax, qword ptr [r15 + 384]
+    lea rbp, [r10 + r10*1]
+    mov r8d, dword ptr [r15 + 192]
+    and rbp, 448
+    movzx edi, byte ptr [r15 + rbp + 896]
+    mov dword ptr [r15 + 448], ebp
+    mov r9, rax
     mov r9, r10
-    and rbp, 8128
-    mov dword ptr [r15 + rbp + 7488], eax
-    and r9, 4032
-    mov byte ptr [r15 + r9 + 3392], al
-    mov r9, r11
-    test dword ptr [r15 + 67117723], 2
-    jnz 1f
+    test dword ptr [r15 + 67117724], 536870912
+    jz 1f
 1:
-    mov ebp, ebp
-    and r9, 1984
-    mov byte ptr [r15 + r9 + 1344], al
-    mov rcx, qword ptr [r15 + 64]
-    mov byte ptr [r15 + 128], bpl
+    mov byte ptr [r15 + 512], r9b
+    and r9, 4032
+    mov byte ptr [r15 + r9 + 3392], r9b
+    mov r9, r8
+    vmovdqu ymmword ptr [r15 + 640], ymm12
+    mov dword ptr [r15 + 320], ebp
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx ecx, byte ptr [r15 + 256]
-    mov dword ptr [r15 + 384], 59
-    vmovdqu ymmword ptr [r15 + 704], ymm9
+    movzx r9d, byte ptr [r15 + 128]
+    mov r8d, 111
+    movzx eax, dil
+    movsxd r8, dword ptr [r15 + 256]
+    mov byte ptr [r15 + 64], al
+    test ebx, 256
+    jz 1f
+1:
+    mov r8, r10
+    movzx r9d, bpl
+    and r8, 8128
+    movzx r9d, byte ptr [r15 + r8 + 7488]
+    mov rax, qword ptr [r15 + rbp + 832]
+    mov rdi, qword ptr [r15 + 128]
     add r11, 64
     add r10, r11
     inc rbx
@@ -17338,55 +17583,52 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov r9d, 124
-    mov qword ptr [r15 + 64], rax
+    lea rcx, [rip + .Lc1_d14160_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d14160_j_t
+.Lc1_d14160_j:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, 116
     mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, qword ptr [r15 + 64]
     test ebx, 1073741824
     jz 1f
 1:
-    mov eax, 251
-    mov r9, rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 320], ecx
+    mov byte ptr [r15 + 192], cl
+    mov esi, 49
+    mov r8, rsi
+    mov r8, r10
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], al
-    movsxd rbp, dword ptr [r15 + 128]
-    mov r9, r11
-    mov rax, qword ptr [r15 + 320]
-    test ebx, 1073741824
+    mov dword ptr [r15 + 256], esi
+    and r8, 1984
+    movzx esi, byte ptr [r15 + r8 + 1344]
+    movsxd rdi, dword ptr [r15 + 768]
+    mov qword ptr [r15 + 448], rbp
+    mov r8, qword ptr [r15 + 384]
+    test dword ptr [r15 + 67117724], 1140850752
     jz 1f
 1:
-    mov edi, r9d
-    and r9, 448
-    mov dword ptr [r15 + r9 + 832], edi
-    mov byte ptr [r15 + 576], al
-    mov dword ptr [r15 + 448], edi
-    test ebx, 1152
-    jz 1f
-1:
-    mov rax, qword ptr [r15 + 320]
-    mov byte ptr [r15 + 384], r9b
-    mov rbp, r11
-    mov rdi, qword ptr [r15 + 512]
-    and rbp, 1984
-    vmovdqu ymmword ptr [r15 + rbp + 1344], ymm9
-    movsxd rcx, dword ptr [r15 + 192]
-    test dword ptr [r15 + 67117724], 8192
-    jnz 1f
-1:
-    mov rbp, r11
-    movsxd rdi, dword ptr [r15 + 64]
+    mov rbp, qword ptr [r15 + 384]
+    mov qword ptr [r15 + 704], rbp
+    mov rbp, r10
+    mov r8, rsi
     and rbp, 8128
-    movsxd rax, dword ptr [r15 + rbp + 7488]
-    mov ebp, r8d
-    mov r8, rcx
+    mov dword ptr [r15 + rbp + 7488], 173
+    test dword ptr [r15 + 67117723], 16
+    jz 1f
+1:
+    movsxd r8, dword ptr [r15 + 512]
+    mov r9, r10
+    mov byte ptr [r15 + 128], dil
+    mov edi, r8d
+    and r9, 4032
+    mov byte ptr [r15 + r9 + 3392], r8b
     add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b10_done
@@ -17394,56 +17636,49 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 128
-    setz al
-    lea rcx, [rip + .Lc1_d14131_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d14131_s_t
-    .p2align 3
-.Lc1_d14131_s:
-    .p2align 3
-    jmp .Lc1_d14131_j
-    .p2align 3
-    jmp .Lc1_d14131_j
-.Lc1_d14131_j:
-    movzx eax, cl
-    mov rbp, rbp
-    mov edx, 6
-    movsxd rcx, dword ptr [r15 + 448]
+    mov rbp, r10
+    mov rax, qword ptr [r15 + 384]
+    and rbp, 4032
+    mov edi, dword ptr [r15 + rbp + 3392]
+    mov r9d, r9d
+    movzx r9d, byte ptr [r15 + 448]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test dword ptr [r15 + 67117723], 545259520
+    jnz 1f
+1:
+    mov r9, rdi
+    movzx r9d, bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    or qword ptr [r15 + 64], 96
     test ebx, 1073741824
     jnz 1f
 1:
-    movsxd rdx, dword ptr [r15 + 256]
-    mov ecx, dword ptr [r15 + 384]
-    movsxd r8, dword ptr [r15 + 640]
-    mov rbp, r11
-    mov rax, rax
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and rbp, 448
-    mov ecx, dword ptr [r15 + rbp + 832]
-    mov rdi, r8
-    mov r9, rcx
-    mov r9, r11
+    movzx ebp, byte ptr [r15 + 512]
+    mov r9d, dword ptr [r15 + 512]
+    movsxd r8, dword ptr [r15 + 320]
+    mov qword ptr [r15 + 64], rdi
+    mov r8, r10
+    mov rbp, r10
     test ebx, 1073741824
     jz 1f
 1:
-    mov r8, qword ptr [r15 + 128]
-    and r9, 4032
-    mov rbp, r11
-    mov ecx, dword ptr [r15 + r9 + 3392]
-    and rbp, 8128
-    vmovq qword ptr [r15 + rbp + 7488], xmm9
-    mov dword ptr [r15 + 320], ebp
+    and rbp, 448
+    movzx r9d, byte ptr [r15 + rbp + 832]
+    and r8, 1984
+    mov qword ptr [r15 + r8 + 1344], r9
+    mov byte ptr [r15 + 576], r9b
+    mov r9, qword ptr [r15 + 256]
+    xor dword ptr [r15 + 192], ecx
     test ebx, 1073741824
     jnz 1f
 1:
-    mov qword ptr [r15 + 64], r8
-    mov rcx, qword ptr [r15 + 512]
-    mov eax, r8d
+    movzx r9d, r9b
+    mov rcx, r8
+    movsxd r8, dword ptr [r15 + 128]
+    mov byte ptr [r15 + 320], bpl
     add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b10_done
@@ -17451,96 +17686,103 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov dword ptr [r15 + 128], 214
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, eax
-    mov rax, rcx
+    lea rcx, [rip + .Lc1_d14253_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d14253_j_t
+.Lc1_d14253_j:
+    movzx ecx, cl
+    mov qword ptr [r15 + 320], rax
+    or qword ptr [r15 + 256], 117
+    vmovdqu ymmword ptr [r15 + 448], ymm12
     test ebx, 1073741824
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, qword ptr [r15 + 384]
-    movsxd rcx, dword ptr [r15 + 64]
-    mov rbp, r11
-    mov dword ptr [r15 + 704], 116
+    movzx ecx, cl
+    movzx eax, cl
+    mov edi, 57
     test ebx, 1073741824
     jz 1f
 1:
-    mov rax, qword ptr [r15 + 192]
-    and rbp, 4032
-    mov qword ptr [r15 + rbp + 3392], rax
-    mov edx, ecx
-    mov rbp, r11
-    movzx eax, byte ptr [r15 + 256]
-    movzx r8d, dl
-    test dword ptr [r15 + 67117723], 67112962
+    mov rcx, qword ptr [r15 + 384]
+    mov dword ptr [r15 + 640], edi
+    mov edi, dword ptr [r15 + 128]
+    test dword ptr [r15 + 67117724], 536903681
     jz 1f
 1:
-    and rbp, 1984
-    mov dword ptr [r15 + rbp + 1344], 181
-    mov rax, rdx
-    mov rbp, qword ptr [r15 + 128]
-    mov dword ptr [r15 + 320], 102
-    vmovq qword ptr [r15 + 512], xmm9
+    vmovdqu xmm12, xmmword ptr [r15 + 0]
+    mov r8, r10
+    mov dword ptr [r15 + 0], edi
+    movzx edi, al
+    and r8, 448
+    movzx eax, byte ptr [r15 + r8 + 832]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov edx, 27
-    mov dword ptr [r15 + 384], ebp
-    mov byte ptr [r15 + 448], al
-    mov ecx, edx
+    vpcmpeqb xmm12, xmm12, xmmword ptr [r15 + 64]
+    mov r8, rax
+    mov dword ptr [r15 + 128], 170
+    test dword ptr [r15 + 67117724], 1536
+    jnz 1f
+1:
+    mov rbp, r10
+    mov r8, r10
+    mov eax, 82
+    and r8, 1984
+    movsxd rax, dword ptr [r15 + r8 + 1344]
+    and rbp, 8128
+    mov byte ptr [r15 + rbp + 7488], dil
     add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b10_done
 .Lc1_b10_c14:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d14222_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d14222_j_t
-.Lc1_d14222_j:
-    mov rbp, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
     mov r8, r11
-    and rbp, 1984
-    movsxd rcx, dword ptr [r15 + rbp + 1344]
-    movzx eax, r8b
-    test ebx, 384
+    mov dword ptr [r15 + 704], 91
+    vmovq qword ptr [r15 + 320], xmm12
+    and r8, 1984
+    mov byte ptr [r15 + r8 + 1344], bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
     jnz 1f
 1:
-    and r8, 448
-    movsxd rdx, dword ptr [r15 + r8 + 832]
-    vmovq xmm9, r8
-    mov r8d, 59
-    mov dword ptr [r15 + 512], 169
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rbp
+    mov ebp, 25
+    mov rbp, rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r8d, dword ptr [r15 + 128]
+    mov rbp, r11
+    movsxd rdi, dword ptr [r15 + 512]
+    mov dword ptr [r15 + 192], 69
+    mov eax, 23
+    and rbp, 8128
+    mov dword ptr [r15 + rbp + 7488], 66
     test ebx, 1073741824
     jnz 1f
 1:
     mov rbp, qword ptr [r15 + 768]
-    mov r8d, 51
-    movzx ecx, byte ptr [r15 + 64]
-    mov r8, r11
-    movsxd rsi, dword ptr [r15 + 128]
-    test dword ptr [r15 + 67117724], 536870916
+    mov byte ptr [r15 + 256], dil
+    mov eax, eax
+    mov eax, edi
+    movzx edi, byte ptr [r15 + 64]
+    test ebx, 1073741824
     jnz 1f
 1:
-    and r8, 8128
-    mov dword ptr [r15 + r8 + 7488], 120
-    mov dword ptr [r15 + 256], 201
-    movzx r8d, sil
-    movsxd r8, dword ptr [r15 + 448]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r8, qword ptr [r15 + 192]
-    mov esi, 255
-    mov edx, dword ptr [r15 + 320]
+    inc dword ptr [r15 + 384]
+    mov eax, 197
+    mov rbp, qword ptr [r15 + 448]
+    mov r8, r10
+    mov rax, rdi
+    and r8, 4032
+    movsxd rdi, dword ptr [r15 + r8 + 3392]
     add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b10_done
@@ -17548,110 +17790,104 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov ebp, 172
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, esi
-    movzx eax, sil
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov qword ptr [r15 + 0], rdx
-    mov dword ptr [r15 + 0], 178
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, dword ptr [r15 + 576]
-    mov dword ptr [r15 + 64], 154
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov qword ptr [r15 + 448], rbp
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 2
+    setz al
+    lea rcx, [rip + .Lc1_d14346_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d14346_s_t
+    .p2align 3
+.Lc1_d14346_s:
+    .p2align 3
+    jmp .Lc1_d14346_j
+    .p2align 3
+    jmp .Lc1_d14346_j
+.Lc1_d14346_j:
     mov rbp, r11
-    vpaddd xmm9, xmm9, xmm9
-    vpor xmm9, xmm9, xmm10
-    mov dword ptr [r15 + 64], ebp
+    mov rcx, rdi
     and rbp, 4032
-    vpcmpeqb xmm9, xmm9, xmmword ptr [r15 + rbp + 3392]
-    test ebx, 438272
+    mov edi, dword ptr [r15 + rbp + 3392]
+    mov dword ptr [r15 + 128], ecx
+    movsxd rcx, dword ptr [r15 + 192]
+    test dword ptr [r15 + 67117723], 1073742208
     jz 1f
 1:
-    mov rbp, r11
-    movsxd rdx, dword ptr [r15 + 192]
-    movzx eax, bpl
-    and rbp, 8128
-    vmovdqu ymmword ptr [r15 + rbp + 7488], ymm9
-    movzx ebp, byte ptr [r15 + 640]
-    mov eax, r8d
+    mov rcx, qword ptr [r15 + 384]
+    mov r8, rcx
+    mov r9, rcx
+    movzx ecx, bpl
+    test dword ptr [r15 + 67117724], 17825792
+    jnz 1f
+1:
+    mov ecx, dword ptr [r15 + 576]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ebp, byte ptr [r15 + 512]
     test ebx, 1073741824
     jz 1f
 1:
-    movsxd rbp, dword ptr [r15 + 384]
-    mov r8d, ebp
-    movsxd rbp, dword ptr [r15 + 256]
-    movzx esi, dl
-    mov dword ptr [r15 + 128], eax
-    test dword ptr [r15 + 67117724], 134283268
-    jz 1f
+    mov qword ptr [r15 + 256], rbp
+    movsxd rbp, dword ptr [r15 + 64]
+    vmovdqu ymmword ptr [r15 + 448], ymm12
+    movzx ecx, byte ptr [r15 + 64]
+    test ebx, 1073741824
+    jnz 1f
 1:
-    mov r8d, 93
-    mov byte ptr [r15 + 384], sil
-    mov esi, dword ptr [r15 + 320]
-    movzx r8d, dil
-    mov r8, rbp
+    mov rbp, r10
+    movsxd rcx, dword ptr [r15 + 320]
+    and rbp, 448
+    mov byte ptr [r15 + rbp + 832], dil
+    mov edi, ecx
     add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b10_done
 .Lc1_b10_c16:
-    lea rcx, [rip + .Lc1_d14314_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d14314_j_t
-.Lc1_d14314_j:
-    mov rbp, r10
-    mov dword ptr [r15 + 384], ecx
-    mov rcx, rcx
-    and rbp, 1984
-    movsxd rsi, dword ptr [r15 + rbp + 1344]
-    mov rcx, qword ptr [r15 + 512]
-    movzx edi, sil
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rsi, rdi
-    mov rsi, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, esi
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov dword ptr [r15 + 64], 15
+    mov dword ptr [r15 + 0], 66
+    mov byte ptr [r15 + 0], bpl
+    movzx r9d, al
+    movzx edi, al
     test ebx, 1073741824
     jnz 1f
 1:
-    mov qword ptr [r15 + 0], rbp
+    mov qword ptr [r15 + 0], rdi
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, dword ptr [r15 + 128]
+    mov rdi, qword ptr [r15 + 384]
+    mov r9, rdi
+    mov byte ptr [r15 + 320], al
+    mov r9, r10
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rbp, r9
+    and r9, 1984
+    mov dword ptr [r15 + r9 + 1344], 219
+    mov dword ptr [r15 + 192], 100
+    movzx r9d, byte ptr [r15 + 640]
     mov rbp, r11
+    movzx eax, byte ptr [r15 + 384]
+    test dword ptr [r15 + 67117724], 16
+    jz 1f
+1:
+    mov dword ptr [r15 + 448], 85
+    and rbp, 8128
+    mov qword ptr [r15 + rbp + 7488], rcx
+    movzx ecx, byte ptr [r15 + 128]
+    mov ebp, 47
+    mov r8, r10
+    mov esi, ecx
     test ebx, 1073741824
     jnz 1f
 1:
-    mov byte ptr [r15 + 704], bpl
-    mov byte ptr [r15 + 320], bpl
-    and rbp, 448
-    mov rdi, qword ptr [r15 + rbp + 832]
-    mov esi, ebp
-    test ebx, 640
-    jz 1f
-1:
-    mov r8, r11
-    mov rcx, qword ptr [r15 + 128]
-    mov rbp, qword ptr [r15 + 192]
-    and r8, 4032
-    mov dword ptr [r15 + r8 + 3392], 131
-    movzx edi, sil
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx r8d, dil
-    movsxd rdx, dword ptr [r15 + 64]
-    mov r9d, dword ptr [r15 + 320]
-    mov r8d, dword ptr [r15 + 448]
+    and r8, 448
+    mov dword ptr [r15 + r8 + 832], esi
+    mov eax, dword ptr [r15 + 512]
+    mov r8, r8
+    mov rsi, rax
     add r11, 64
     add r10, r11
     inc rbx
@@ -17661,54 +17897,46 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 33554432
-    setz al
-    lea rcx, [rip + .Lc1_d14367_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d14367_s_t
-    .p2align 3
-.Lc1_d14367_s:
-    .p2align 3
-    jmp .Lc1_d14367_j
-    .p2align 3
-    jmp .Lc1_d14367_j
-.Lc1_d14367_j:
-    mov rbp, r10
-    and rbp, 8128
-    mov rcx, qword ptr [r15 + rbp + 7488]
-    mov ebp, eax
-    mov r8d, eax
-    mov dword ptr [r15 + 64], eax
-    test ebx, 640
-    jnz 1f
-1:
-    mov ecx, r8d
-    mov r8, qword ptr [r15 + 768]
-    mov dword ptr [r15 + 448], 183
-    test ebx, 1073741824
-    jz 1f
-1:
+    lea rcx, [rip + .Lc1_d14439_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d14439_j_t
+.Lc1_d14439_j:
+    mov dword ptr [r15 + 256], 215
+    mov ecx, 92
+    movsxd rcx, dword ptr [r15 + 320]
     mov rbp, r11
-    vmovdqu xmmword ptr [r15 + 384], xmm9
-    and rbp, 448
-    mov r8d, dword ptr [r15 + rbp + 832]
-    movzx eax, byte ptr [r15 + 192]
-    mov qword ptr [r15 + 512], rcx
-    test dword ptr [r15 + 67117723], 65536
+    movsxd rdi, dword ptr [r15 + 128]
+    test ebx, 1073741824
     jz 1f
 1:
-    mov dword ptr [r15 + 128], eax
-    mov eax, r8d
-    movzx r9d, al
+    mov byte ptr [r15 + 128], bpl
+    and rbp, 4032
+    movzx edi, byte ptr [r15 + rbp + 3392]
+    mov dword ptr [r15 + 704], 210
+    mov r12, qword ptr [r15 + r12 + 56]
+    test dword ptr [r15 + 67117724], 536875008
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, 240
+    mov r8, r11
+    test ebx, 1073741824
+    jz 1f
+1:
+    and r8, 1984
+    mov rbp, qword ptr [r15 + r8 + 1344]
+    mov r8, r10
+    movsxd rdi, dword ptr [r15 + 64]
+    mov r9d, dword ptr [r15 + 192]
+    and r8, 8128
+    add rbp, qword ptr [r15 + r8 + 7488]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov eax, r8d
-    mov r9, r11
-    mov qword ptr [r15 + 256], rsi
-    and r9, 1984
-    movzx eax, byte ptr [r15 + r9 + 1344]
+    movzx edx, r8b
+    mov rdx, qword ptr [r15 + 512]
+    movsxd r8, dword ptr [r15 + 384]
     add r11, 64
     add r10, r11
     inc rbx
@@ -17718,45 +17946,49 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov dword ptr [r15 + 512], 76
-    mov r9, r11
-    mov esi, dword ptr [r15 + 256]
-    and r9, 4032
-    mov qword ptr [r15 + r9 + 3392], rax
-    mov eax, 119
-    movzx r8d, byte ptr [r15 + 384]
-    mov r9, r11
-    test dword ptr [r15 + 67117724], 4194304
-    jz 1f
-1:
-    and r9, 8128
-    mov eax, dword ptr [r15 + r9 + 7488]
-    mov qword ptr [r15 + 0], r8
-    mov r9d, 62
-    mov dword ptr [r15 + 0], r8d
+    mov qword ptr [r15 + 448], rax
+    mov rbp, rdx
+    mov qword ptr [r15 + 128], r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, r10
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r10
-    mov r9d, r9d
-    and rbp, 1984
-    movzx r9d, byte ptr [r15 + rbp + 1344]
-    test dword ptr [r15 + 67117724], 2
-    jz 1f
-1:
-    movsxd rbp, dword ptr [r15 + 320]
-    movsxd r8, dword ptr [r15 + 448]
-    movzx r9d, bpl
-    mov r9, qword ptr [r15 + 640]
+    and r9, 448
+    movsxd rdi, dword ptr [r15 + r9 + 832]
+    mov rbp, rcx
+    movsxd rbp, dword ptr [r15 + 64]
+    mov r9, rax
+    mov r8, r11
+    mov r9d, ebp
     test ebx, 1073741824
     jz 1f
 1:
-    mov dword ptr [r15 + 64], 84
-    mov dword ptr [r15 + 576], ebp
-    vmovdqu ymmword ptr [r15 + 320], ymm9
-    mov dword ptr [r15 + 128], r9d
+    mov ebp, 108
+    and r8, 16320
+    mov dword ptr [r15 + r8 + 15680], ebp
+    movzx ebp, sil
+    mov eax, dword ptr [r15 + 256]
+    mov edi, 6
+    mov rbp, qword ptr [r15 + 192]
+    test dword ptr [r15 + 67117723], 64
+    jnz 1f
+1:
+    mov ebp, r8d
+    or qword ptr [r15 + 64], 7
+    mov dword ptr [r15 + 576], 42
+    mov dword ptr [r15 + 768], 180
+    movzx ebp, r9b
+    test dword ptr [r15 + 67117723], 65536
+    jnz 1f
+1:
+    mov ebp, 83
+    movzx r8d, r8b
+    mov byte ptr [r15 + 320], al
+    vmovdqu ymmword ptr [r15 + 384], ymm12
+    mov qword ptr [r15 + 512], rax
     add r11, 64
     add r10, r11
     inc rbx
@@ -17766,101 +17998,95 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d14458_j]
+    lea rcx, [rip + .Lc1_d14530_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d14458_j_t
-.Lc1_d14458_j:
-    mov qword ptr [r15 + 64], rax
-    mov ecx, dword ptr [r15 + 64]
-    mov eax, r8d
+    jmp .Lc1_d14530_j_t
+.Lc1_d14530_j:
+    mov r8, r10
+    mov rdi, rax
+    and r8, 448
+    mov qword ptr [r15 + r8 + 832], rdi
+    mov rbp, rdx
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, cl
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 207
-    test ebx, 256
+    test dword ptr [r15 + 67117724], 128
     jz 1f
 1:
-    movsxd rax, dword ptr [r15 + 320]
-    mov ecx, dword ptr [r15 + 128]
-    movsxd r8, dword ptr [r15 + 704]
-    mov ebp, r9d
-    movsxd rbp, dword ptr [r15 + 384]
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx r9d, bpl
-    mov r9, r10
-    mov rcx, rcx
-    mov ecx, r9d
-    movzx ecx, byte ptr [r15 + 192]
-    and r9, 448
-    mov r8, qword ptr [r15 + r9 + 832]
-    test dword ptr [r15 + 67117723], 8192
-    jnz 1f
-1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd r8, dword ptr [r15 + 320]
+    mov dword ptr [r15 + 128], 136
     mov rbp, r11
-    mov r8d, dword ptr [r15 + 512]
-    mov r9, qword ptr [r15 + 256]
-    and rbp, 4032
-    mov ecx, dword ptr [r15 + rbp + 3392]
-    movsxd rbp, dword ptr [r15 + 448]
+    test ebx, 1073741824
+    jz 1f
+1:
+    and rbp, 1984
+    mov rdx, qword ptr [r15 + rbp + 1344]
+    movsxd rbp, dword ptr [r15 + 512]
+    movsxd rdi, dword ptr [r15 + 384]
+    inc dword ptr [r15 + 128]
+    mov r8, r11
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and r8, 8128
+    mov rbp, qword ptr [r15 + r8 + 7488]
+    mov dword ptr [r15 + 320], 231
+    mov dword ptr [r15 + 256], 161
+    test ebx, 1073741824
+    jnz 1f
+1:
+    vpaddq xmm12, xmm12, xmmword ptr [r15 + 64]
+    mov byte ptr [r15 + 448], r8b
+    movzx edi, byte ptr [r15 + 640]
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b10_done
 .Lc1_b10_c20:
-    mov r9, qword ptr [r15 + 512]
-    movzx ebp, byte ptr [r15 + 384]
-    mov byte ptr [r15 + 0], sil
+    mov dword ptr [r15 + 0], ebp
     mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], cl
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov ecx, r9d
-    add qword ptr [r15 + 0], rcx
-    vpxor xmm9, xmm9, xmm0
-    movzx r9d, cl
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and edi, dword ptr [r15 + 0]
     test ebx, 1073741824
     jz 1f
 1:
-    mov dword ptr [r15 + 320], 81
-    mov r8, r9
-    movzx r9d, byte ptr [r15 + 128]
-    mov qword ptr [r15 + 192], rcx
-    mov dword ptr [r15 + 128], r8d
-    mov rbp, r11
-    movzx r8d, byte ptr [r15 + 256]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ebp, byte ptr [r15 + 384]
+    movzx edi, byte ptr [r15 + 192]
+    mov r8, r8
+    mov r8d, dword ptr [r15 + 704]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov byte ptr [r15 + 64], r8b
+    mov dword ptr [r15 + 512], 158
+    lea rbp, [r11 + r11*1]
+    mov r8d, r9d
+    and rbp, 4032
+    mov r8, qword ptr [r15 + rbp + 3456]
+    mov byte ptr [r15 + 64], bpl
     test ebx, 1073741824
     jnz 1f
 1:
-    and rbp, 448
-    mov byte ptr [r15 + rbp + 832], r8b
-    movzx ebp, bpl
-    mov dword ptr [r15 + 64], 212
-    mov rdx, qword ptr [r15 + 768]
-    mov qword ptr [r15 + 384], rsi
-    mov rbp, r11
+    mov r8, r11
+    movzx edi, sil
+    movsxd rsi, dword ptr [r15 + rbp + 3392]
+    mov rbp, rcx
+    and r8, 1984
+    mov rbp, qword ptr [r15 + r8 + 1344]
+    mov byte ptr [r15 + 128], dil
     test ebx, 1073741824
     jnz 1f
 1:
-    mov qword ptr [r15 + 64], rbp
-    and rbp, 8128
-    mov r8, qword ptr [r15 + rbp + 7488]
-    mov rbp, rdx
-    mov rbp, r11
-    vmovdqu ymmword ptr [r15 + 448], ymm9
-    and rbp, 1984
-    movsxd r9, dword ptr [r15 + rbp + 1344]
+    movzx r8d, byte ptr [r15 + 320]
+    movzx ebp, byte ptr [r15 + 384]
+    mov r9, r11
+    mov rcx, qword ptr [r15 + 256]
+    and r9, 8128
+    mov rdi, qword ptr [r15 + r9 + 7488]
+    mov r9, qword ptr [r15 + 448]
     add r11, 64
     inc rbx
     dec r13
@@ -17869,105 +18095,102 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d14551_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d14551_j_t
-.Lc1_d14551_j:
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 536870912
+    setz al
+    lea rcx, [rip + .Lc1_d14617_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d14617_s_t
+    .p2align 3
+.Lc1_d14617_s:
+    .p2align 3
+    jmp .Lc1_d14617_j
+    .p2align 3
+    jmp .Lc1_d14617_j
+.Lc1_d14617_j:
+    movzx r9d, byte ptr [r15 + 576]
+    mov dword ptr [r15 + 64], eax
+    mov rax, rsi
+    movsxd rsi, dword ptr [r15 + 384]
     mov rbp, r11
-    mov ecx, 163
+    test dword ptr [r15 + 67117723], 65792
+    jnz 1f
+1:
+    mov dword ptr [r15 + 448], eax
+    mov eax, dword ptr [r15 + 768]
     and rbp, 4032
-    mov qword ptr [r15 + rbp + 3392], rcx
-    mov byte ptr [r15 + 192], dil
-    mov ebp, dword ptr [r15 + 128]
-    test ebx, 1073741824
+    mov dword ptr [r15 + rbp + 3392], 245
+    test dword ptr [r15 + 67117724], 16
     jz 1f
 1:
-    mov ebp, 237
-    mov dword ptr [r15 + 0], ecx
-    mov rcx, qword ptr [r15 + 512]
-    mov ebp, eax
-    test dword ptr [r15 + 67117723], 536879105
-    jz 1f
-1:
-    mov dword ptr [r15 + 448], ebp
-    mov byte ptr [r15 + 384], cl
-    movzx ebp, bpl
-    mov eax, ebp
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rcx, qword ptr [r15 + 256]
-    mov qword ptr [r15 + 320], rax
-    vpmovmskb r9d, xmm9
-    mov dword ptr [r15 + 64], 18
     mov r9, r11
-    test dword ptr [r15 + 67117723], 537919488
+    movsxd rbp, dword ptr [r15 + 512]
+    movsxd r8, dword ptr [r15 + 128]
+    mov esi, ebp
+    and r9, 448
+    movzx ebp, byte ptr [r15 + r9 + 832]
+    test dword ptr [r15 + 67117723], 65536
     jnz 1f
 1:
-    and r9, 16320
-    mov rbp, r11
-    movzx ecx, byte ptr [r15 + r9 + 15680]
-    and rbp, 8128
-    mov dword ptr [r15 + rbp + 7488], esi
-    mov qword ptr [r15 + 640], rbp
-    movzx esi, byte ptr [r15 + 576]
+    mov r9d, eax
+    mov rax, rdx
+    mov r9d, 164
+    test dword ptr [r15 + 67117723], 256
+    jz 1f
+1:
+    mov byte ptr [r15 + 320], al
+    mov ecx, dword ptr [r15 + 192]
+    mov r8d, 245
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b10_done
 .Lc1_b10_c22:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d14659_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d14659_j_t
+.Lc1_d14659_j:
+    mov dword ptr [r15 + 512], 143
+    vmovdqu xmmword ptr [r15 + 0], xmm12
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov edi, ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rcx, dword ptr [r15 + 64]
+    xor dword ptr [r15 + 384], edi
     mov rbp, r11
-    mov r8d, 216
-    and rbp, 4032
-    mov dword ptr [r15 + rbp + 3392], r8d
-    movzx ebp, sil
-    movzx esi, bpl
-    mov edi, r8d
+    mov qword ptr [r15 + 128], rdi
     test ebx, 1073741824
     jnz 1f
 1:
-    mov esi, r8d
-    mov dword ptr [r15 + 128], 126
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, dil
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], edi
-    lea rbp, [r11 + r11*1]
-    mov dword ptr [r15 + 0], eax
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    and rbp, 1984
-    mov rax, qword ptr [r15 + rbp + 1344]
-    mov edi, dword ptr [r15 + 320]
-    mov dword ptr [r15 + 704], 48
-    mov r9d, dword ptr [r15 + 320]
-    movsxd rdx, dword ptr [r15 + 384]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov eax, r9d
-    movsxd r9, dword ptr [r15 + 256]
-    mov qword ptr [r15 + 192], rax
-    mov rax, qword ptr [r15 + rbp + 1408]
-    mov rbp, r10
-    mov esi, edx
-    test dword ptr [r15 + 67117724], 288
-    jnz 1f
-1:
-    mov byte ptr [r15 + 512], bpl
+    mov dword ptr [r15 + 640], ecx
     and rbp, 448
-    mov byte ptr [r15 + rbp + 832], al
-    mov r9, qword ptr [r15 + 64]
-    mov ebp, eax
+    mov ecx, dword ptr [r15 + rbp + 832]
+    mov r8, r11
+    mov rbp, r10
+    and r8, 8128
+    mov byte ptr [r15 + r8 + 7488], cl
+    and rbp, 1984
+    mov r8d, dword ptr [r15 + rbp + 1344]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rbp, rbp
+    mov dword ptr [r15 + 256], ebp
+    mov r8d, ebp
+    mov dword ptr [r15 + 320], esi
+    vmovdqu xmm12, xmmword ptr [r15 + 448]
+    test ebx, 32256
+    jz 1f
+1:
+    movzx esi, r8b
+    mov r8, qword ptr [r15 + 256]
+    mov byte ptr [r15 + 128], sil
+    mov byte ptr [r15 + 192], sil
     add r11, 64
     add r10, r11
     inc rbx
@@ -17977,100 +18200,101 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d14648_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d14648_j_t
-.Lc1_d14648_j:
-    mov dword ptr [r15 + 576], 60
-    mov ebp, dword ptr [r15 + 64]
-    movsxd rcx, dword ptr [r15 + 448]
-    mov rdx, rax
-    mov eax, dword ptr [r15 + 448]
-    test dword ptr [r15 + 67117723], 4096
-    jnz 1f
-1:
-    movsxd rsi, dword ptr [r15 + 320]
-    mov rax, rax
-    movzx eax, byte ptr [r15 + 768]
-    imul rcx, qword ptr [r15 + 64]
+    movzx eax, r8b
+    mov eax, eax
+    mov r8d, dword ptr [r15 + 512]
+    mov byte ptr [r15 + 64], sil
+    mov esi, dword ptr [r15 + 320]
+    movsxd rcx, dword ptr [r15 + 192]
     test ebx, 1073741824
     jz 1f
 1:
-    movzx ecx, dl
-    mov esi, ebp
-    mov qword ptr [r15 + 128], rbp
-    mov rbp, r10
-    vmovdqu xmmword ptr [r15 + 384], xmm9
-    vmovdqu ymmword ptr [r15 + 192], ymm9
-    test dword ptr [r15 + 67117723], 10485760
-    jz 1f
-1:
-    and rbp, 8128
-    mov rcx, qword ptr [r15 + rbp + 7488]
-    mov dword ptr [r15 + 512], ebp
-    movzx eax, sil
-    mov ebp, 231
-    mov rbp, r10
-    test ebx, 1073741824
+    mov rdi, qword ptr [r15 + 320]
+    movzx ecx, cl
+    mov ecx, eax
+    mov byte ptr [r15 + 704], dil
+    mov esi, esi
+    test dword ptr [r15 + 67117723], 67108872
     jnz 1f
 1:
-    and rbp, 448
-    movsxd rdi, dword ptr [r15 + rbp + 832]
-    mov dword ptr [r15 + 128], 132
+    mov edi, dword ptr [r15 + 768]
+    mov r8, r11
+    mov dword ptr [r15 + 384], edi
+    mov rdi, rcx
+    movsxd rdi, dword ptr [r15 + 128]
+    and r8, 1984
+    mov dword ptr [r15 + r8 + 1344], 226
+    test dword ptr [r15 + 67117724], 134217728
+    jnz 1f
+1:
+    mov dword ptr [r15 + 64], r8d
+    mov r12, qword ptr [r15 + r12 + 56]
     mov ebp, r8d
-    mov byte ptr [r15 + 384], dil
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r8d, sil
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rbp, r11
+    movsxd rsi, dword ptr [r15 + 448]
+    and rbp, 8128
+    mov qword ptr [r15 + rbp + 7488], r8
+    mov rbp, r11
+    mov ecx, 127
+    mov r9, rbp
+    and rbp, 4032
+    mov dword ptr [r15 + rbp + 3392], r8d
     add r11, 64
-    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b10_done
 .Lc1_b10_c24:
+    lea rcx, [rip + .Lc1_d14752_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d14752_j_t
+.Lc1_d14752_j:
+    mov rcx, rcx
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, rax
+    mov ecx, r9d
     mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], r9
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + 0], 157
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, 135
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], eax
+    movsxd r9, dword ptr [r15 + 128]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movsxd rcx, dword ptr [r15 + 192]
+    mov r9, r11
+    movsxd rbp, dword ptr [r15 + 384]
+    and r9, 4032
+    mov dword ptr [r15 + r9 + 3392], 225
+    mov qword ptr [r15 + 128], rcx
+    mov r9, r11
     test ebx, 1073741824
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 512], ecx
+    mov ebp, 53
+    and r9, 1984
+    mov dword ptr [r15 + r9 + 1344], ebp
+    mov qword ptr [r15 + 448], rbp
+    vmovdqu ymmword ptr [r15 + 576], ymm12
+    test ebx, 1073741824
+    jnz 1f
+1:
     mov rbp, r11
-    mov eax, eax
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 8128
-    mov rcx, qword ptr [r15 + rbp + 7488]
-    mov rbp, rdi
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov ebp, 87
-    vmovdqu ymmword ptr [r15 + 128], ymm9
-    mov ebp, dword ptr [r15 + 640]
-    mov qword ptr [r15 + 64], rbp
-    mov rdi, rcx
-    mov r8, r10
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov byte ptr [r15 + 448], dil
-    and r8, 1984
-    mov dword ptr [r15 + r8 + 1344], 137
-    mov dword ptr [r15 + 320], 56
-    mov byte ptr [r15 + 384], dil
-    mov r8d, dword ptr [r15 + 512]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movsxd rdi, dword ptr [r15 + 128]
-    mov dword ptr [r15 + 256], 247
-    mov dword ptr [r15 + 192], r8d
-    mov rbp, r11
-    mov r8d, 60
-    and rbp, 4032
-    mov eax, dword ptr [r15 + rbp + 3392]
+    mov dword ptr [r15 + 64], ebp
+    movzx r8d, byte ptr [r15 + 256]
+    and rbp, 448
+    movsxd r9, dword ptr [r15 + rbp + 832]
+    movsxd rbp, dword ptr [r15 + 320]
     add r11, 64
-    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b10_done
@@ -18078,56 +18302,47 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 7
-    lea rcx, [rip + .Lc1_d14739_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d14739_s_t
-    .p2align 3
-.Lc1_d14739_s:
-    .p2align 3
-    jmp .Lc1_d14739_j
-    .p2align 3
-    jmp .Lc1_d14739_j
-    .p2align 3
-    jmp .Lc1_d14739_j
-    .p2align 3
-    jmp .Lc1_d14739_j
-    .p2align 3
-    jmp .Lc1_d14739_j
-    .p2align 3
-    jmp .Lc1_d14739_j
-    .p2align 3
-    jmp .Lc1_d14739_j
-    .p2align 3
-    jmp .Lc1_d14739_j
-.Lc1_d14739_j:
-    mov r9, r11
-    xor dword ptr [r15 + 64], r9d
-    and r9, 448
-    mov rbp, r11
-    mov dword ptr [r15 + r9 + 832], ebp
-    mov r9d, dword ptr [r15 + 512]
+    mov r8, r11
+    movzx r9d, byte ptr [r15 + 512]
+    and r8, 448
+    mov eax, dword ptr [r15 + r8 + 832]
+    mov qword ptr [r15 + 320], r9
+    or qword ptr [r15 + 448], 105
+    mov r8d, eax
     test ebx, 1073741824
     jz 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r8, r11
-    and rbp, 1984
-    movsxd r9, dword ptr [r15 + rbp + 1344]
-    and r8, 4032
-    movsxd rbp, dword ptr [r15 + r8 + 3392]
-    mov qword ptr [r15 + 320], rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, r8
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx r8d, bpl
-    mov rbp, r8
-    vpxor xmm9, xmm9, xmm11
-    test ebx, 1073741824
+    and r8, 8128
+    mov rbp, r11
+    movsxd r9, dword ptr [r15 + r8 + 7488]
+    movsxd r8, dword ptr [r15 + 640]
+    and rbp, 1984
+    movzx eax, byte ptr [r15 + rbp + 1344]
+    mov ebp, dword ptr [r15 + 64]
+    test dword ptr [r15 + 67117723], 16
     jz 1f
 1:
-    mov qword ptr [r15 + 704], r8
-    mov r8d, dword ptr [r15 + 256]
+    mov rax, r8
+    mov r8d, dword ptr [r15 + 384]
+    movsxd rax, dword ptr [r15 + 64]
+    mov dword ptr [r15 + 384], 137
+    mov rbp, qword ptr [r15 + 256]
+    test ebx, 256
+    jz 1f
+1:
+    mov rbp, r9
+    mov ebp, dword ptr [r15 + 128]
+    mov r9d, dword ptr [r15 + 192]
+    movzx eax, bpl
     add r11, 64
     inc rbx
     dec r13
@@ -18136,44 +18351,56 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    nop
-    mov dword ptr [r15 + 320], 179
-    mov r8d, dword ptr [r15 + 384]
-    mov dword ptr [r15 + 128], 45
-    mov rax, qword ptr [r15 + 256]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 7
+    lea rcx, [rip + .Lc1_d14844_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d14844_s_t
+    .p2align 3
+.Lc1_d14844_s:
+    .p2align 3
+    jmp .Lc1_d14844_j
+    .p2align 3
+    jmp .Lc1_d14844_j
+    .p2align 3
+    jmp .Lc1_d14844_j
+    .p2align 3
+    jmp .Lc1_d14844_j
+    .p2align 3
+    jmp .Lc1_d14844_j
+    .p2align 3
+    jmp .Lc1_d14844_j
+    .p2align 3
+    jmp .Lc1_d14844_j
+    .p2align 3
+    jmp .Lc1_d14844_j
+.Lc1_d14844_j:
+    movsxd rbp, dword ptr [r15 + 320]
+    mov qword ptr [r15 + 128], rbp
+    mov rbp, r9
+    mov r8, r11
+    test dword ptr [r15 + 67117724], 41943040
     jnz 1f
 1:
-    mov qword ptr [r15 + 768], r8
+    and r8, 8128
+    movzx ebp, byte ptr [r15 + r8 + 7488]
+    movzx r8d, byte ptr [r15 + 704]
+    mov r9, r11
+    mov qword ptr [r15 + 256], r8
     mov r8, r11
-    mov ebp, r8d
-    mov rbp, r11
+    test ebx, 1073741824
+    jz 1f
+1:
+    and r9, 4032
+    mov dword ptr [r15 + r9 + 3392], r8d
     and r8, 448
-    mov dword ptr [r15 + r8 + 832], 64
-    and rbp, 8128
-    mov dword ptr [r15 + rbp + 7488], 151
-    movsxd rdx, dword ptr [r15 + 128]
-    test dword ptr [r15 + 67117723], 8192
-    jz 1f
+    vmovdqu ymmword ptr [r15 + r8 + 832], ymm12
+    movzx r8d, bpl
+    test dword ptr [r15 + 67117724], 256
+    jnz 1f
 1:
-    mov rbp, qword ptr [r15 + 448]
-    mov eax, 189
-    movzx eax, dl
-    mov rdx, qword ptr [r15 + 192]
-    test dword ptr [r15 + 67117723], 524288
-    jz 1f
-1:
-    movzx r8d, byte ptr [r15 + 64]
-    or qword ptr [r15 + 384], 99
-    movzx edx, al
-    mov edx, dword ptr [r15 + 512]
+    mov r8d, 120
+    mov dword ptr [r15 + 448], 35
     add r11, 64
     inc rbx
     dec r13
@@ -18182,102 +18409,103 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 16384
-    setz al
-    lea rcx, [rip + .Lc1_d14824_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d14824_s_t
-    .p2align 3
-.Lc1_d14824_s:
-    .p2align 3
-    jmp .Lc1_d14824_j
-    .p2align 3
-    jmp .Lc1_d14824_j
-.Lc1_d14824_j:
-    mov ecx, 182
-    lea rdi, [r15 + 67109504]
-    lea rsi, [r15 + 67113600]
-    mov ecx, 12
-    rep movsb
-    mov edi, 139
-    mov rbp, r11
-    test dword ptr [r15 + 67117724], 536870976
+    vmovdqu ymmword ptr [r15 + 0], ymm12
+    mov r8d, r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r8d, r8b
+    test ebx, 1073741824
     jnz 1f
 1:
-    movzx edi, dil
-    and rbp, 1984
-    mov rdi, qword ptr [r15 + rbp + 1344]
-    mov rbp, qword ptr [r15 + 64]
-    test dword ptr [r15 + 67117723], 64
-    jz 1f
-1:
-    mov rsi, qword ptr [r15 + 448]
-    movzx ecx, byte ptr [r15 + 320]
-    movzx ebp, byte ptr [r15 + 192]
-    test ebx, 256
-    jnz 1f
-1:
-    vmovdqu ymmword ptr [r15 + 576], ymm9
-    mov byte ptr [r15 + 384], r9b
-    movzx edi, bpl
-    mov rbp, r11
+    mov byte ptr [r15 + 0], r8b
+    mov rax, rax
+    mov rcx, rax
+    mov dword ptr [r15 + 0], 161
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    and rbp, 8128
-    movsxd r9, dword ptr [r15 + rbp + 7488]
-    movzx esi, byte ptr [r15 + 128]
+    movsxd rax, dword ptr [r15 + 128]
+    mov r8d, dword ptr [r15 + 64]
+    mov qword ptr [r15 + 320], r9
+    mov byte ptr [r15 + 512], al
+    test ebx, 25600
+    jz 1f
+1:
+    mov rax, qword ptr [r15 + 256]
+    mov r8d, ecx
+    mov dword ptr [r15 + 384], 112
+    mov r8, rax
+    movsxd rax, dword ptr [r15 + 448]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rcx, qword ptr [r15 + 768]
+    vpaddq xmm12, xmm12, xmmword ptr [r15 + 64]
+    mov r8, r11
+    movsxd rax, dword ptr [r15 + 384]
+    and r8, 4032
+    and ecx, dword ptr [r15 + r8 + 3392]
+    mov dword ptr [r15 + 192], ebp
+    test dword ptr [r15 + 67117724], 83886080
+    jz 1f
+1:
+    mov r8, r11
+    vpmovmskb edi, xmm12
+    mov ecx, 8
+    and r8, 1984
+    mov rbp, qword ptr [r15 + r8 + 1344]
+    mov r9d, ecx
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b10_done
 .Lc1_b10_c28:
-    mov rbp, r11
-    movzx r9d, r8b
-    and rbp, 1984
-    vmovq qword ptr [r15 + rbp + 1344], xmm9
-    movzx edx, r8b
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 32
+    setz al
+    lea rcx, [rip + .Lc1_d14937_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d14937_s_t
+    .p2align 3
+.Lc1_d14937_s:
+    .p2align 3
+    jmp .Lc1_d14937_j
+    .p2align 3
+    jmp .Lc1_d14937_j
+.Lc1_d14937_j:
+    movsxd rax, dword ptr [r15 + 576]
+    mov ecx, eax
+    add rax, qword ptr [r15 + 320]
     mov rbp, r10
-    mov qword ptr [r15 + 512], r9
-    movzx r9d, byte ptr [r15 + 128]
-    and rbp, 448
-    movsxd r8, dword ptr [r15 + rbp + 832]
-    mov rbp, r11
+    vmovdqu xmmword ptr [r15 + 128], xmm12
+    test ebx, 1664
+    jz 1f
+1:
+    and rbp, 1984
+    movsxd rsi, dword ptr [r15 + rbp + 1344]
+    mov dword ptr [r15 + 384], 154
+    mov r8, r10
+    mov byte ptr [r15 + 192], al
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
-    mov r8d, 31
-    movzx r8d, byte ptr [r15 + 320]
-    and rbp, 4032
-    movsxd r9, dword ptr [r15 + rbp + 3392]
-    movzx ebp, r8b
-    mov dword ptr [r15 + 64], 206
-    test ebx, 1152
-    jnz 1f
+    and r8, 448
+    mov qword ptr [r15 + r8 + 832], rcx
+    mov dword ptr [r15 + 64], r8d
+    mov r8, r10
+    mov dword ptr [r15 + 128], 135
+    and r8, 8128
+    mov dword ptr [r15 + r8 + 7488], 104
+    test dword ptr [r15 + 67117723], 8388608
+    jz 1f
 1:
-    vpcmpeqb xmm9, xmm9, xmmword ptr [r15 + 640]
-    mov dword ptr [r15 + 0], 69
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 136
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, r9b
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx r9d, r8b
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd r9, dword ptr [r15 + 256]
-    mov r8d, dword ptr [r15 + 192]
-    mov rbp, r9
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov edx, 191
-    vpaddd xmm9, xmm9, xmm9
-    mov r9, r8
-    mov dword ptr [r15 + 448], eax
-    movzx eax, byte ptr [r15 + 384]
+    mov byte ptr [r15 + 448], r8b
+    vmovq qword ptr [r15 + 640], xmm12
+    movzx r8d, byte ptr [r15 + 512]
     add r11, 64
     add r10, r11
     inc rbx
@@ -18287,49 +18515,51 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d14915_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d14915_j_t
-.Lc1_d14915_j:
-    mov dword ptr [r15 + 512], 135
-    mov edx, 100
-    movsxd rcx, dword ptr [r15 + 448]
-    mov byte ptr [r15 + 320], al
-    test ebx, 1073741824
+    mov byte ptr [r15 + 128], r8b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 61952
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r9d, byte ptr [r15 + 704]
-    test dword ptr [r15 + 67117723], 3072
-    jz 1f
-1:
-    mov r9, r10
-    mov rcx, qword ptr [r15 + 128]
-    mov byte ptr [r15 + 256], r9b
-    mov rbp, r11
-    and r9, 448
-    mov dword ptr [r15 + r9 + 832], ebp
-    and rbp, 8128
-    mov r9, qword ptr [r15 + rbp + 7488]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rbp, qword ptr [r15 + 192]
-    mov ecx, 62
-    mov dword ptr [r15 + 64], ebp
-    mov ebp, ebp
     mov r8, r11
+    mov dword ptr [r15 + 0], eax
+    mov eax, 128
+    and r8, 16320
+    movzx eax, byte ptr [r15 + r8 + 15680]
     test ebx, 1073741824
     jnz 1f
 1:
-    and r8, 4032
-    vmovdqu xmmword ptr [r15 + r8 + 3392], xmm9
-    mov r8d, dword ptr [r15 + 64]
-    movzx eax, byte ptr [r15 + 384]
+    .byte 0x0f, 0x1f, 0x40, 0x00
+    mov eax, 20
+    mov dword ptr [r15 + 64], edi
+    mov qword ptr [r15 + 320], r8
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r8d, dword ptr [r15 + 256]
+    mov rbp, r11
+    mov qword ptr [r15 + 704], r8
+    vpxor xmm12, xmm12, xmm6
+    and rbp, 8128
+    mov r8d, dword ptr [r15 + rbp + 7488]
+    test dword ptr [r15 + 67117723], 65536
+    jz 1f
+1:
+    mov r9, r11
+    movzx ebp, bpl
+    and r9, 4032
+    movzx ebp, byte ptr [r15 + r9 + 3392]
+    mov esi, 141
+    movzx r9d, r8b
+    test ebx, 1073741824
+    jz 1f
+1:
+    vmovdqu ymmword ptr [r15 + 384], ymm12
+    vpaddq xmm12, xmm12, xmmword ptr [r15 + 448]
+    mov byte ptr [r15 + 512], r9b
     add r11, 64
-    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b10_done
@@ -18337,106 +18567,102 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 576]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rdx, qword ptr [r15 + 384]
-    mov r8, r8
-    mov rdi, rax
-    test dword ptr [r15 + 67117723], 67371520
-    jz 1f
-1:
-    mov dword ptr [r15 + 64], 213
-    mov r8d, edx
+    lea rcx, [rip + .Lc1_d15026_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d15026_j_t
+.Lc1_d15026_j:
+    mov dword ptr [r15 + 384], eax
+    mov esi, ecx
+    mov rcx, r9
     mov rbp, r11
-    movzx r8d, dil
-    mov ecx, 38
-    and rbp, 8128
-    mov edi, dword ptr [r15 + rbp + 7488]
-    test ebx, 1073741824
-    jz 1f
-1:
-    .byte 0x0f, 0x1f, 0x00
-    movzx eax, byte ptr [r15 + 512]
-    mov rbp, r11
-    mov byte ptr [r15 + 320], al
-    mov eax, ebp
-    and rbp, 4032
-    mov qword ptr [r15 + rbp + 3392], r8
+    mov r8, r10
+    movzx ecx, sil
+    and r8, 1984
+    lock or dword ptr [r15 + r8 + 1344], 112
     test ebx, 1073741824
     jnz 1f
 1:
-    movsxd r8, dword ptr [r15 + 128]
-    movsxd rbp, dword ptr [r15 + 256]
-    mov r9, r11
-    mov eax, esi
-    and r9, 1984
-    movsxd rax, dword ptr [r15 + r9 + 1344]
-    mov rsi, rbp
-    test dword ptr [r15 + 67117723], 9437184
+    and rbp, 448
+    vmovq qword ptr [r15 + rbp + 832], xmm12
+    mov dword ptr [r15 + 64], 116
+    mov ebp, r8d
+    mov ebp, r8d
+    movzx ebp, cl
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx ebp, byte ptr [r15 + 64]
+    movzx ecx, byte ptr [r15 + 192]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, qword ptr [r15 + 320]
+    mov byte ptr [r15 + 128], bpl
+    test dword ptr [r15 + 67117724], 2056
     jnz 1f
 1:
-    mov eax, 107
-    movsxd rax, dword ptr [r15 + 768]
-    mov rcx, r8
-    mov ebp, esi
-    movzx r9d, byte ptr [r15 + 128]
+    mov r9d, 61
+    movzx r9d, cl
+    mov qword ptr [r15 + 768], rcx
+    mov ecx, 122
+    mov dword ptr [r15 + 320], 1
+    test ebx, 1073741824
+    jnz 1f
+1:
+    vpaddd xmm12, xmm12, xmm12
+    mov r9d, r9d
+    mov r9, qword ptr [r15 + 192]
+    movsxd rcx, dword ptr [r15 + 256]
+    movsxd rbp, dword ptr [r15 + 512]
     add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b10_done
 .Lc1_b10_c31:
-    lea rcx, [rip + .Lc1_d15004_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d15004_j_t
-.Lc1_d15004_j:
-    mov r8, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 156
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rax
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, ecx
+    mov eax, 126
+    test ebx, 1073741824
+    jnz 1f
+1:
     mov rbp, r11
+    mov byte ptr [r15 + 448], r8b
+    and rbp, 8128
+    mov dword ptr [r15 + rbp + 7488], 143
+    mov rax, rbp
+    mov ebp, ebp
+    mov rbp, qword ptr [r15 + 128]
+    test ebx, 1073741824
+    jz 1f
+1:
+    movsxd rbp, dword ptr [r15 + 384]
+    mov r8, r11
+    mov ecx, dword ptr [r15 + 320]
+    movzx eax, al
+    mov rax, qword ptr [r15 + 128]
     and r8, 448
-    mov rcx, qword ptr [r15 + r8 + 832]
-    and rbp, 1984
-    movzx r8d, byte ptr [r15 + rbp + 1344]
-    movzx ebp, byte ptr [r15 + 320]
-    mov qword ptr [r15 + 0], rcx
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, dword ptr [r15 + r8 + 832]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov ecx, ecx
-    mov ecx, ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, 41
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, r8d
-    mov qword ptr [r15 + 0], rbp
-    movzx ebp, byte ptr [r15 + 512]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx ebp, bpl
-    mov qword ptr [r15 + 448], rcx
-    mov ebp, r8d
-    mov ebp, dword ptr [r15 + 640]
-    mov dword ptr [r15 + 256], ebp
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rbp, rcx
-    mov dword ptr [r15 + 64], ecx
-    mov qword ptr [r15 + 448], rbp
-    movsxd rbp, dword ptr [r15 + 320]
-    mov dword ptr [r15 + 192], 172
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx r8d, bpl
-    movsxd rcx, dword ptr [r15 + 128]
-    mov byte ptr [r15 + 384], dil
-    mov dword ptr [r15 + 64], ebp
+    mov rbp, r11
+    mov dword ptr [r15 + 256], 59
+    imul r8, qword ptr [r15 + 64]
+    mov dword ptr [r15 + 576], 65
+    and rbp, 4032
+    mov r9d, dword ptr [r15 + rbp + 3392]
+    mov dword ptr [r15 + 512], 155
     add r11, 64
     inc rbx
     dec r13
@@ -18445,47 +18671,48 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d15057_j]
+    lea rcx, [rip + .Lc1_d15119_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d15057_j_t
-.Lc1_d15057_j:
-    movsxd rcx, dword ptr [r15 + 192]
+    jmp .Lc1_d15119_j_t
+.Lc1_d15119_j:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 50
     mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 67117724], 8454656
+    mov rbp, r11
+    test ebx, 1073741824
     jz 1f
 1:
-    mov rbp, r11
-    movzx r8d, byte ptr [r15 + 704]
-    mov dword ptr [r15 + 320], 109
-    mov r9, r11
-    and rbp, 448
-    mov qword ptr [r15 + rbp + 832], rcx
-    and r9, 4032
-    mov qword ptr [r15 + r9 + 3392], rbp
+    and rbp, 4032
+    mov rax, qword ptr [r15 + rbp + 3392]
+    mov rbp, qword ptr [r15 + 448]
+    mov r8, r11
+    mov ecx, esi
+    and r8, 1984
+    mov ecx, dword ptr [r15 + r8 + 1344]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov dword ptr [r15 + 256], r9d
-    mov r8, r9
-    mov r9d, 69
-    movzx r9d, byte ptr [r15 + 512]
+    mov rsi, rbp
+    mov rbp, qword ptr [r15 + 640]
+    mov dword ptr [r15 + 512], eax
+    mov dword ptr [r15 + 256], 66
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
-    mov r9, r8
-    vpshufd xmm9, xmm9, 23
-    movsxd r9, dword ptr [r15 + 128]
-    movzx ebp, byte ptr [r15 + 384]
-    mov r8, r11
-    test ebx, 1073741824
-    jz 1f
+    mov eax, 62
+    vmovdqu ymmword ptr [r15 + 64], ymm12
+    mov eax, dword ptr [r15 + 384]
+    mov r8, qword ptr [r15 + 192]
+    test dword ptr [r15 + 67117724], 16779264
+    jnz 1f
 1:
-    movzx r9d, bpl
-    vmovdqu ymmword ptr [r15 + 64], ymm9
-    and r8, 16320
-    movzx r9d, byte ptr [r15 + r8 + 15680]
+    mov ebp, eax
+    mov qword ptr [r15 + 128], r8
+    mov rbp, r11
+    mov r8, qword ptr [r15 + 320]
+    and rbp, 8128
+    mov eax, dword ptr [r15 + rbp + 7488]
     add r11, 64
     inc rbx
     dec r13
@@ -18494,48 +18721,51 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rbp, [r11 + r11*1]
-    and rbp, 8128
-    mov qword ptr [r15 + rbp + 7552], rax
-    movzx r9d, bpl
-    mov qword ptr [r15 + 768], rax
-    mov dword ptr [r15 + 128], 204
+    mov r8d, ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, eax
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
-    and eax, dword ptr [r15 + 0]
-    mov r9, r11
-    vmovdqu ymmword ptr [r15 + 0], ymm9
-    movsxd r8, dword ptr [r15 + 320]
-    mov rcx, rax
-    and r9, 4032
-    mov ecx, dword ptr [r15 + r9 + 3392]
+    mov r12, qword ptr [r15 + r12 + 56]
+    vpxor xmm12, xmm12, xmm13
+    movsxd rax, dword ptr [r15 + 64]
+    mov qword ptr [r15 + 512], r8
+    test ebx, 896
+    jz 1f
+1:
+    mov r8, r11
+    movsxd rax, dword ptr [r15 + 704]
+    and r8, 1984
+    movsxd rbp, dword ptr [r15 + r8 + 1344]
+    mov r8, rax
+    vpcmpeqb xmm12, xmm12, xmmword ptr [r15 + 448]
     test ebx, 1073741824
+    jz 1f
+1:
+    mov dword ptr [r15 + 768], 97
+    movzx r8d, byte ptr [r15 + 128]
+    movzx eax, al
+    movsxd rax, dword ptr [r15 + 384]
+    test dword ptr [r15 + 67117724], 8388608
+    jz 1f
+1:
+    mov edi, eax
+    mov rcx, qword ptr [r15 + 384]
+    mov eax, 164
+    mov dword ptr [r15 + 320], r8d
+    test dword ptr [r15 + 67117723], 8192
     jnz 1f
 1:
-    mov eax, r9d
-    movzx ecx, byte ptr [r15 + rbp + 7488]
-    xor dword ptr [r15 + 448], ecx
+    mov r8, r11
+    .byte 0x0f, 0x1f, 0x40, 0x00
+    movzx eax, byte ptr [r15 + 192]
     jmp 1f
 1:
-    test dword ptr [r15 + 67117724], 134479936
-    jz 1f
-1:
-    mov r8, qword ptr [r15 + 384]
-    mov eax, 57
-    movzx eax, r8b
-    movsxd rax, dword ptr [r15 + 192]
-    movsxd r9, dword ptr [r15 + 64]
-    mov rbp, r11
-    test ebx, 1073741824
-    jz 1f
-1:
-    vmovdqu xmmword ptr [r15 + 512], xmm9
-    and rbp, 1984
-    movzx r8d, byte ptr [r15 + rbp + 1344]
-    movzx eax, byte ptr [r15 + 576]
-    mov rbp, qword ptr [r15 + 128]
+    and r8, 448
+    mov byte ptr [r15 + r8 + 832], r9b
     add r11, 64
     inc rbx
     dec r13
@@ -18545,53 +18775,54 @@ ditto_body_c1:
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
     xor eax, eax
-    test dword ptr [r15 + 67117723], 64
+    test dword ptr [r15 + 67117723], 4
     setz al
-    lea rcx, [rip + .Lc1_d15145_s]
+    lea rcx, [rip + .Lc1_d15210_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d15145_s_t
+    jmp .Lc1_d15210_s_t
     .p2align 3
-.Lc1_d15145_s:
+.Lc1_d15210_s:
     .p2align 3
-    jmp .Lc1_d15145_j
+    jmp .Lc1_d15210_j
     .p2align 3
-    jmp .Lc1_d15145_j
-.Lc1_d15145_j:
-    mov ecx, ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r10
-    mov dword ptr [r15 + 0], ecx
-    vpaddd xmm9, xmm9, xmm9
+    jmp .Lc1_d15210_j
+.Lc1_d15210_j:
+    mov r8, r11
+    and r8, 4032
+    movsxd rcx, dword ptr [r15 + r8 + 3392]
+    mov r9d, dword ptr [r15 + 192]
+    movzx r8d, al
+    vmovdqu ymmword ptr [r15 + 256], ymm12
     test ebx, 1073741824
     jnz 1f
 1:
-    and rbp, 1984
-    mov qword ptr [r15 + rbp + 1344], rbp
-    mov eax, dword ptr [r15 + 384]
-    mov qword ptr [r15 + 384], rbp
-    mov rbp, r10
+    and ebp, dword ptr [r15 + 576]
+    mov r8d, 145
+    mov r8, qword ptr [r15 + 128]
     test ebx, 1073741824
     jz 1f
 1:
-    mov dword ptr [r15 + 512], 89
-    mov rcx, qword ptr [r15 + 320]
-    and rbp, 448
-    mov rsi, qword ptr [r15 + rbp + 832]
-    movsxd rbp, dword ptr [r15 + 448]
+    movzx ecx, cl
+    mov rcx, rbp
+    mov r8d, r9d
+    mov r9d, ecx
     test ebx, 1073741824
     jnz 1f
 1:
-    mov eax, dword ptr [r15 + 640]
-    mov ebp, 122
-    mov dword ptr [r15 + 128], ecx
-    test ebx, 384
+    mov rbp, r11
+    movsxd rcx, dword ptr [r15 + 320]
+    mov r9, rbp
+    and rbp, 8128
+    mov dword ptr [r15 + rbp + 7488], 136
+    mov r8, r11
+    test ebx, 1073741824
     jnz 1f
 1:
-    mov rcx, qword ptr [r15 + 192]
-    mov ebp, dword ptr [r15 + 64]
-    vmovdqu ymmword ptr [r15 + 256], ymm9
+    mov rbp, qword ptr [r15 + 64]
+    and r8, 448
+    mov rcx, qword ptr [r15 + r8 + 832]
+    movsxd r8, dword ptr [r15 + 448]
     add r11, 64
-    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b10_done
@@ -18599,110 +18830,108 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
+    movzx eax, al
     mov rbp, r11
-    and rbp, 448
-    movsxd rcx, dword ptr [r15 + rbp + 832]
-    mov rbp, rbp
-    mov byte ptr [r15 + 448], cl
-    movzx esi, byte ptr [r15 + 256]
-    mov dword ptr [r15 + 0], 123
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov eax, ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rsi, rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov ebp, 162
+    mov r8d, 16
     jmp 1f
 1:
-    movzx ebp, byte ptr [r15 + 384]
-    add rax, qword ptr [r15 + 128]
-    jmp 1f
-1:
-    mov rcx, qword ptr [r15 + 64]
-    test dword ptr [r15 + 67117724], 4096
-    jz 1f
-1:
-    mov rbp, r11
-    mov eax, 109
+    vmovdqu ymmword ptr [r15 + 384], ymm12
     and rbp, 4032
-    mov esi, dword ptr [r15 + rbp + 3392]
-    mov eax, eax
-    mov eax, r9d
-    mov r8, qword ptr [r15 + 64]
-    test dword ptr [r15 + 67117724], 268435458
+    add qword ptr [r15 + rbp + 3392], rax
+    test ebx, 1073741824
     jnz 1f
+1:
+    lock add qword ptr [r15 + 0], r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r8d, byte ptr [r15 + 64]
+    test dword ptr [r15 + 67117724], 192
+    jz 1f
 1:
     mov r8, r11
-    movzx esi, byte ptr [r15 + 704]
-    jmp 1f
-1:
-    mov eax, dword ptr [r15 + 320]
+    mov rbp, r11
+    movzx eax, r8b
     and r8, 8128
-    mov rbp, qword ptr [r15 + r8 + 7488]
-    mov rdi, r8
+    vmovdqu ymmword ptr [r15 + r8 + 7488], ymm12
+    and rbp, 1984
+    movzx r8d, byte ptr [r15 + rbp + 1344]
+    mov qword ptr [r15 + 384], rax
+    mov edi, eax
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rbp, qword ptr [r15 + 640]
+    mov r8d, dword ptr [r15 + 320]
+    mov rax, qword ptr [r15 + 64]
+    add qword ptr [r15 + 448], rdi
+    mov dword ptr [r15 + 512], eax
+    test dword ptr [r15 + 67117723], 8912896
+    jnz 1f
+1:
+    movzx eax, byte ptr [r15 + 256]
+    mov edi, 27
+    mov rbp, rax
+    mov byte ptr [r15 + 128], r8b
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b10_done
 .Lc1_b10_c36:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d15239_j]
+    lea rcx, [rip + .Lc1_d15299_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d15239_j_t
-.Lc1_d15239_j:
-    mov edi, dword ptr [r15 + 64]
-    jmp 1f
-1:
-    mov rbp, r10
-    mov ecx, 117
-    and rbp, 8128
-    mov eax, dword ptr [r15 + rbp + 7488]
-    test dword ptr [r15 + 67117724], 32768
-    jz 1f
-1:
-    mov rbp, r11
-    jmp 1f
-1:
-    and rbp, 1984
-    vmovdqu ymmword ptr [r15 + rbp + 1344], ymm9
-    mov r8d, dword ptr [r15 + 768]
+    jmp .Lc1_d15299_j_t
+.Lc1_d15299_j:
+    movzx ecx, byte ptr [r15 + 320]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 219
+    movzx r8d, al
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    or qword ptr [r15 + 512], 43
-    mov byte ptr [r15 + 384], r9b
-    mov rbp, r10
+    movzx ecx, bpl
+    mov ebp, ecx
+    mov byte ptr [r15 + 0], cl
+    vmovdqu ymmword ptr [r15 + 0], ymm12
+    mov ecx, ebp
+    test ebx, 1073741824
+    jnz 1f
+1:
+    add rcx, qword ptr [r15 + 128]
+    mov qword ptr [r15 + 128], rcx
+    mov ecx, dword ptr [r15 + 704]
     mov dword ptr [r15 + 448], r8d
-    test ebx, 1073741824
-    jz 1f
-1:
-    and rbp, 4032
-    movzx esi, byte ptr [r15 + rbp + 3392]
-    mov edi, dword ptr [r15 + 256]
-    mov eax, dword ptr [r15 + 320]
+    mov rbp, r11
     test ebx, 256
-    jnz 1f
+    jz 1f
 1:
-    mov r8d, 144
-    vmovdqu ymmword ptr [r15 + 320], ymm9
-    mov dword ptr [r15 + 128], 246
+    movsxd r8, dword ptr [r15 + 320]
+    and rbp, 448
+    mov qword ptr [r15 + rbp + 832], r8
+    mov ebp, ecx
+    mov ecx, ecx
+    movzx ecx, byte ptr [r15 + 192]
     test ebx, 1073741824
     jz 1f
 1:
-    mov ebp, 236
-    vmovq xmm9, r9
-    mov rbp, qword ptr [r15 + 192]
+    mov dword ptr [r15 + 768], r9d
+    mov r8, r11
+    movsxd rcx, dword ptr [r15 + 384]
+    jmp 1f
+1:
+    mov ebp, dword ptr [r15 + 512]
+    and r8, 1984
+    movzx r9d, byte ptr [r15 + r8 + 1344]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r9, qword ptr [r15 + 64]
+    mov r8d, esi
+    vmovdqu ymmword ptr [r15 + 256], ymm12
+    movzx ecx, r8b
     add r11, 64
-    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b10_done
@@ -18710,51 +18939,52 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    and esi, dword ptr [r15 + 192]
-    mov dword ptr [r15 + 512], 217
-    or qword ptr [r15 + 128], 26
-    mov ebp, 232
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, sil
-    test ebx, 512
+    mov rbp, r11
+    mov r8, r11
+    and rbp, 8128
+    mov eax, dword ptr [r15 + rbp + 7488]
+    jmp 1f
+1:
+    and r8, 4032
+    mov dword ptr [r15 + r8 + 3392], 85
+    mov r8d, dword ptr [r15 + 320]
+    mov rcx, rcx
+    test dword ptr [r15 + 67117724], 2097160
     jnz 1f
 1:
-    mov rsi, rsi
-    mov esi, eax
-    mov r8d, 87
+    movsxd rbp, dword ptr [r15 + 576]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 67117724], 33587200
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, sil
-    mov r9d, r8d
-    mov byte ptr [r15 + 128], al
-    mov r8d, dword ptr [r15 + 640]
-    mov r9, r11
-    mov byte ptr [r15 + 64], r8b
+    movzx ecx, r8b
+    mov r8, r10
+    mov esi, ebp
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx r8d, r9b
-    and r9, 448
-    movzx eax, byte ptr [r15 + r9 + 832]
-    mov r9d, dword ptr [r15 + 576]
-    mov r8, qword ptr [r15 + 384]
-    mov esi, eax
-    test dword ptr [r15 + 67117724], 268435456
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r8, 448
+    movzx ebp, byte ptr [r15 + r8 + 832]
+    mov r8, qword ptr [r15 + 512]
+    mov dword ptr [r15 + 128], 40
+    mov ecx, dword ptr [r15 + 384]
+    test ebx, 1152
+    jnz 1f
+1:
+    mov byte ptr [r15 + 64], cl
+    mov rcx, qword ptr [r15 + 448]
+    mov r8d, ecx
+    mov rcx, qword ptr [r15 + 64]
+    mov ebp, 142
+    test ebx, 1073741824
     jz 1f
 1:
-    jmp 1f
-1:
-    mov eax, dword ptr [r15 + 448]
-    mov r9, qword ptr [r15 + 256]
-    mov r8, r11
-    mov rsi, rcx
-    and r8, 1984
-    mov byte ptr [r15 + r8 + 1344], sil
+    mov ebp, 225
+    mov rbp, qword ptr [r15 + 192]
+    mov r8d, r8d
+    movzx r8d, cl
+    mov byte ptr [r15 + 256], sil
     add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b10_done
@@ -18762,61 +18992,52 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 4194304
-    setz al
-    lea rcx, [rip + .Lc1_d15332_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d15332_s_t
-    .p2align 3
-.Lc1_d15332_s:
-    .p2align 3
-    jmp .Lc1_d15332_j
-    .p2align 3
-    jmp .Lc1_d15332_j
-.Lc1_d15332_j:
-    mov r8, r10
-    and r8, 4032
-    vpcmpeqb xmm9, xmm9, xmmword ptr [r15 + r8 + 3392]
-    mov r8, r11
+    lea rcx, [rip + .Lc1_d15399_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d15399_j_t
+.Lc1_d15399_j:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 384], 132
+    movzx ecx, r8b
+    mov ecx, 129
+    mov dword ptr [r15 + 0], 168
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov byte ptr [r15 + 0], r9b
     mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 8128
-    movsxd rcx, dword ptr [r15 + r8 + 7488]
-    mov r9, r11
-    mov qword ptr [r15 + 512], r8
-    and r9, 448
-    mov r8, qword ptr [r15 + r9 + 832]
+    mov r12, qword ptr [r15 + r12 + 56]
+    vpor xmm12, xmm12, xmm12
+    mov qword ptr [r15 + 0], r8
     test ebx, 1073741824
     jz 1f
 1:
-    mov dword ptr [r15 + 128], 29
-    mov dword ptr [r15 + 448], r8d
-    mov r8d, 31
-    movsxd rsi, dword ptr [r15 + 320]
+    mov rbp, r11
+    mov r8d, dword ptr [r15 + 320]
+    and rbp, 4032
+    mov ecx, dword ptr [r15 + rbp + 3392]
+    movsxd rdx, dword ptr [r15 + 640]
+    mov ebp, 237
+    mov r9, r11
     test ebx, 1073741824
     jnz 1f
 1:
+    mov dword ptr [r15 + 192], 104
+    and r9, 1984
+    mov dword ptr [r15 + r9 + 1344], 227
+    movzx r9d, byte ptr [r15 + 128]
+    movzx eax, r8b
+    movzx r8d, byte ptr [r15 + 512]
+    test dword ptr [r15 + 67117723], 33554690
+    jz 1f
+1:
+    mov r8d, eax
+    movzx ebp, byte ptr [r15 + 64]
     jmp 1f
 1:
-    .byte 0x66, 0x90
-    mov r9d, ebp
-    mov r9, r9
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r9, r8
-    mov r8d, r8d
-    mov r8, qword ptr [r15 + 192]
-    mov esi, esi
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov esi, dword ptr [r15 + 704]
-    movsxd rcx, dword ptr [r15 + 384]
-    mov rbp, qword ptr [r15 + 64]
-    mov byte ptr [r15 + 320], dil
+    vpaddq xmm12, xmm12, xmmword ptr [r15 + 448]
     add r11, 64
-    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b10_done
@@ -18824,106 +19045,112 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov ecx, eax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, esi
-    mov eax, eax
-    movzx esi, bpl
-    test dword ptr [r15 + 67117723], 524288
-    jz 1f
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 16777216
+    setz al
+    lea rcx, [rip + .Lc1_d15445_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d15445_s_t
+    .p2align 3
+.Lc1_d15445_s:
+    .p2align 3
+    jmp .Lc1_d15445_j
+    .p2align 3
+    jmp .Lc1_d15445_j
+.Lc1_d15445_j:
+    mov ecx, 190
+    mov rax, qword ptr [r15 + 64]
+    movsxd rcx, dword ptr [r15 + 192]
+    movzx r8d, byte ptr [r15 + 384]
+    mov rbp, r10
+    test ebx, 1073741824
+    jnz 1f
 1:
-    mov rbp, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], esi
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, r10
     and rbp, 8128
-    mov esi, dword ptr [r15 + rbp + 7488]
-    test ebx, 311296
-    jz 1f
-1:
-    mov rbp, qword ptr [r15 + 384]
-    mov ecx, ecx
-    mov qword ptr [r15 + 64], r9
+    vmovq qword ptr [r15 + rbp + 7488], xmm12
+    and r8, 448
+    mov dword ptr [r15 + r8 + 832], 123
     jmp 1f
 1:
+    mov r8, qword ptr [r15 + 320]
     test ebx, 1073741824
     jz 1f
 1:
     jmp 1f
 1:
-    mov rbp, r11
-    vpcmpeqb xmm9, xmm9, xmmword ptr [r15 + 256]
+    movzx r8d, sil
+    movsxd r8, dword ptr [r15 + 256]
+    mov rbp, r10
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
     and rbp, 1984
-    mov byte ptr [r15 + rbp + 1344], sil
-    movsxd rax, dword ptr [r15 + 64]
+    movzx r8d, byte ptr [r15 + rbp + 1344]
+    mov rcx, qword ptr [r15 + 128]
+    mov rbp, qword ptr [r15 + 704]
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
-    mov r8d, dword ptr [r15 + 448]
-    jmp 1f
-1:
-    mov qword ptr [r15 + 128], rax
-    mov rbp, r11
-    mov dword ptr [r15 + 192], ebp
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and rbp, 4032
-    vmovdqu ymmword ptr [r15 + rbp + 3392], ymm9
-    mov rbp, qword ptr [r15 + 512]
-    mov rsi, qword ptr [r15 + 768]
-    mov dword ptr [r15 + 320], 193
+    mov byte ptr [r15 + 512], bpl
+    mov rbp, rbp
+    mov ebp, ecx
     add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b10_done
 .Lc1_b10_c40:
-    lea rcx, [rip + .Lc1_d15429_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d15429_j_t
-.Lc1_d15429_j:
+    mov rbp, rbp
+    mov ecx, r8d
+    mov r8d, dword ptr [r15 + 320]
     mov rbp, r11
-    mov dword ptr [r15 + 640], 175
-    mov ecx, dword ptr [r15 + 384]
+    mov ecx, 192
     and rbp, 1984
-    mov dword ptr [r15 + rbp + 1344], esi
-    mov esi, 193
-    mov ebp, ebp
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov ebp, ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], ebp
-    mov rbp, r11
-    mov dword ptr [r15 + 0], 7
-    and rbp, 448
-    mov r8, qword ptr [r15 + rbp + 832]
-    vmovdqu ymmword ptr [r15 + 512], ymm9
-    mov rsi, qword ptr [r15 + 448]
+    movzx esi, byte ptr [r15 + rbp + 1344]
     test ebx, 1073741824
     jnz 1f
 1:
+    movsxd rbp, dword ptr [r15 + 128]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 59
+    mov rbp, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 256], 232
+    test ebx, 1073741824
+    jz 1f
+1:
+    and rbp, 4032
+    mov qword ptr [r15 + rbp + 3392], rbp
+    movsxd rbp, dword ptr [r15 + 512]
+    movzx ecx, r8b
+    mov rcx, qword ptr [r15 + 128]
+    mov r8d, ecx
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx ebp, byte ptr [r15 + 448]
+    mov r8, qword ptr [r15 + 576]
+    mov ecx, 69
     jmp 1f
 1:
-    and ebp, dword ptr [r15 + 320]
-    movzx r8d, byte ptr [r15 + 128]
-    mov dword ptr [r15 + 576], 146
-    movzx esi, r8b
     test ebx, 1073741824
     jnz 1f
 1:
-    movsxd r8, dword ptr [r15 + 256]
-    mov byte ptr [r15 + 384], bpl
-    mov dword ptr [r15 + 192], ebp
-    mov dword ptr [r15 + 128], ebp
-    mov byte ptr [r15 + 64], r9b
+    mov r8, qword ptr [r15 + 64]
+    mov rbp, r11
+    mov qword ptr [r15 + 384], rcx
+    movzx ecx, byte ptr [r15 + 768]
+    and rbp, 8128
+    mov esi, dword ptr [r15 + rbp + 7488]
     add r11, 64
     inc rbx
     dec r13
@@ -18932,112 +19159,110 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    movzx r8d, sil
-    movzx ebp, al
-    vpaddq xmm9, xmm9, xmmword ptr [r15 + 64]
-    mov dword ptr [r15 + 512], eax
-    jmp 1f
-1:
-    movzx esi, bpl
-    test dword ptr [r15 + 67117724], 2
-    jz 1f
-1:
-    movzx ebp, sil
-    jmp 1f
-1:
-    mov esi, ebp
-    mov dword ptr [r15 + 0], 255
+    lea rcx, [rip + .Lc1_d15540_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d15540_j_t
+.Lc1_d15540_j:
+    mov rbp, r11
+    movzx ecx, al
+    and rbp, 16320
+    mov dword ptr [r15 + rbp + 15680], 72
+    mov rax, rax
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, r11
-    test ebx, 1073741824
-    jz 1f
+    jmp 1f
 1:
-    mov dword ptr [r15 + 0], 55
-    vmovdqu ymmword ptr [r15 + 128], ymm9
-    and r9, 8128
-    movsxd rsi, dword ptr [r15 + r9 + 7488]
-    mov r9, r9
-    movzx r8d, bpl
-    vpxor xmm9, xmm9, xmm6
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rbp, qword ptr [r15 + 320]
-    mov dword ptr [r15 + 256], r9d
-    mov r8, r11
+    mov ecx, eax
     jmp 1f
 1:
-    mov r9d, 76
-    mov r9, r10
-    and r8, 4032
-    movzx esi, byte ptr [r15 + r8 + 3392]
-    test dword ptr [r15 + 67117724], 8192
+    mov qword ptr [r15 + 0], rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rax, dword ptr [r15 + 384]
+    test ebx, 1073741824
     jz 1f
 1:
-    and r9, 448
-    mov dword ptr [r15 + r9 + 832], esi
-    mov rbp, rcx
-    movzx ebp, byte ptr [r15 + 704]
-    mov r9, rsi
-    movzx r9d, byte ptr [r15 + 384]
+    movsxd rax, dword ptr [r15 + 640]
+    mov qword ptr [r15 + 64], rcx
+    mov byte ptr [r15 + 128], al
+    movzx ecx, al
+    mov dword ptr [r15 + 64], ebp
+    and eax, dword ptr [r15 + 256]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx eax, bpl
+    mov ebp, eax
+    movsxd rax, dword ptr [r15 + 384]
+    mov qword ptr [r15 + 448], rbp
+    mov ebp, 206
+    test dword ptr [r15 + 67117724], 184549376
+    jz 1f
+1:
+    mov rbp, qword ptr [r15 + 320]
+    mov eax, 253
+    jmp 1f
+1:
+    mov r8, r11
+    mov qword ptr [r15 + 192], rax
+    and r8, 448
+    movzx ecx, byte ptr [r15 + r8 + 832]
     add r11, 64
-    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b10_done
 .Lc1_b10_c42:
-    lea rcx, [rip + .Lc1_d15523_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d15523_j_t
-.Lc1_d15523_j:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov rax, qword ptr [r15 + 256]
+    mov r8d, dword ptr [r15 + 320]
     mov rbp, r11
-    mov r9, r10
-    and rbp, 4032
-    mov rcx, qword ptr [r15 + rbp + 3392]
-    mov dword ptr [r15 + 64], r8d
-    and r9, 1984
-    movzx esi, byte ptr [r15 + r9 + 1344]
-    mov r8d, 197
+    mov rcx, rax
+    mov qword ptr [r15 + 192], rax
     test ebx, 1073741824
     jz 1f
 1:
-    mov dword ptr [r15 + 0], 6
+    and rbp, 8128
+    movzx eax, byte ptr [r15 + rbp + 7488]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ebp, cl
+    mov r8, r11
+    test dword ptr [r15 + 67117723], 16777216
+    jnz 1f
+1:
+    and r8, 1984
+    mov qword ptr [r15 + r8 + 1344], rcx
+    movsxd r8, dword ptr [r15 + 704]
+    mov byte ptr [r15 + 448], dl
+    movzx edx, byte ptr [r15 + 64]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov qword ptr [r15 + 128], rsi
+    mov byte ptr [r15 + 128], dl
+    vmovq xmm12, rdx
+    mov edx, dword ptr [r15 + 384]
+    mov rbp, r11
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movsxd rdx, dword ptr [r15 + 512]
+    mov r8d, ebp
+    and rbp, 4032
+    mov r8d, dword ptr [r15 + rbp + 3392]
+    and ebp, dword ptr [r15 + 512]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov ebp, 246
     jmp 1f
 1:
-    mov ebp, 175
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovq qword ptr [r15 + 256], xmm9
-    mov r8d, r9d
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + 448], esi
-    mov rbp, qword ptr [r15 + 128]
-    mov rsi, r8
-    mov rsi, qword ptr [r15 + 64]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + 320], r8d
-    mov r8d, eax
-    mov rcx, qword ptr [r15 + 512]
-    mov eax, dword ptr [r15 + 192]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rbp, r11
-    movzx r9d, bpl
-    and rbp, 8128
-    mov edi, dword ptr [r15 + rbp + 7488]
-    movzx esi, byte ptr [r15 + 768]
-    mov qword ptr [r15 + 384], rdi
+    mov rbp, r8
     add r11, 64
-    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b10_done
@@ -19045,50 +19270,54 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 200
-    mov eax, 199
+    lea rcx, [rip + .Lc1_d15636_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d15636_j_t
+.Lc1_d15636_j:
     jmp 1f
 1:
+    vmovq qword ptr [r15 + 0], xmm12
+    mov byte ptr [r15 + 0], al
+    movzx eax, cl
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    mov esi, eax
+    lea rbp, [r11 + r11*1]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 320], 87
-    movzx ecx, byte ptr [r15 + 128]
-    vpcmpeqb xmm9, xmm9, xmm5
-    test dword ptr [r15 + 67117724], 4718592
-    jnz 1f
-1:
-    mov byte ptr [r15 + 384], cl
-    movsxd rcx, dword ptr [r15 + 512]
-    mov rax, qword ptr [r15 + 448]
-    mov dword ptr [r15 + 128], r8d
-    mov rbp, r11
-    mov r8d, dword ptr [r15 + 64]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov ecx, dword ptr [r15 + 192]
-    mov r9, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     and rbp, 448
+    movsxd r9, dword ptr [r15 + rbp + 832]
+    movzx r8d, byte ptr [r15 + 128]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov byte ptr [r15 + 320], r8b
+    mov r9, qword ptr [r15 + 192]
+    imul r8, qword ptr [r15 + rbp + 896]
+    mov dword ptr [r15 + 448], 26
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rbp, r11
+    movzx r8d, r9b
+    and rbp, 8128
+    movzx r9d, byte ptr [r15 + rbp + 7488]
+    mov ebp, dword ptr [r15 + 64]
+    .byte 0x0f, 0x1f, 0x00
     mov r8, r11
-    mov eax, dword ptr [r15 + rbp + 832]
-    and r9, 1984
-    mov rbp, qword ptr [r15 + r9 + 1344]
-    and r8, 16320
-    mov r9, qword ptr [r15 + r8 + 15680]
     jmp 1f
 1:
-    test ebx, 1073741824
-    jz 1f
+    test dword ptr [r15 + 67117724], 16448
+    jnz 1f
 1:
-    mov r8, rcx
-    vpaddd xmm9, xmm9, xmm9
-    mov r8, qword ptr [r15 + 320]
-    mov rcx, qword ptr [r15 + 576]
+    and r8, 4032
+    mov dword ptr [r15 + r8 + 3392], edx
+    mov qword ptr [r15 + 384], rcx
+    mov r8d, dword ptr [r15 + 768]
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
@@ -19097,58 +19326,61 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 536870912
-    setz al
-    lea rcx, [rip + .Lc1_d15620_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d15620_s_t
-    .p2align 3
-.Lc1_d15620_s:
-    .p2align 3
-    jmp .Lc1_d15620_j
-    .p2align 3
-    jmp .Lc1_d15620_j
-.Lc1_d15620_j:
+    mov rbp, r11
     jmp 1f
 1:
-    movsxd rcx, dword ptr [r15 + 448]
-    jmp 1f
-1:
+    mov rax, qword ptr [r15 + 64]
+    and rbp, 4032
+    vmovdqu ymmword ptr [r15 + rbp + 3392], ymm12
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    vpcmpeqb xmm9, xmm9, xmmword ptr [r15 + 384]
-    mov ebp, ecx
-    mov ecx, ecx
-    test ebx, 384
+    add qword ptr [r15 + 0], rax
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 320], edx
+    test ebx, 256
     jz 1f
 1:
-    mov dword ptr [r15 + 64], ecx
-    mov dword ptr [r15 + 192], 122
-    mov rbp, r10
-    mov rcx, qword ptr [r15 + 640]
+    mov qword ptr [r15 + 320], rbp
+    jmp 1f
+1:
+    movzx ebp, al
+    mov rbp, r8
+    mov r8d, 125
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov edx, 186
+    mov rax, qword ptr [r15 + 640]
+    mov r8, qword ptr [r15 + 192]
+    mov rdx, rbp
+    mov rbp, r11
+    mov qword ptr [r15 + 384], rax
+    test ebx, 1073741824
+    jz 1f
+1:
+    and rbp, 1984
+    movzx eax, byte ptr [r15 + rbp + 1344]
+    mov byte ptr [r15 + 128], bpl
+    mov rbp, qword ptr [r15 + 256]
+    mov r8d, 158
     mov r8, r11
-    and rbp, 4032
-    mov rax, qword ptr [r15 + rbp + 3392]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and r8, 1984
-    mov ebp, dword ptr [r15 + r8 + 1344]
-    movzx r8d, cl
-    movzx ecx, sil
-    test ebx, 1073741824
+    and eax, dword ptr [r15 + 448]
+    test dword ptr [r15 + 67117724], 268500992
     jz 1f
 1:
-    mov r9, r11
-    mov qword ptr [r15 + 320], r8
-    and r9, 8128
-    mov rcx, qword ptr [r15 + r9 + 7488]
-    mov r9, qword ptr [r15 + 256]
+    and ebp, dword ptr [r15 + 64]
+    and r8, 8128
+    vmovdqu ymmword ptr [r15 + r8 + 7488], ymm12
+    add qword ptr [r15 + 576], rax
+    mov eax, dword ptr [r15 + 512]
     add r11, 64
-    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b10_done
@@ -19156,53 +19388,55 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov byte ptr [r15 + 256], al
-    mov qword ptr [r15 + 0], rdi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 174
-    movzx r9d, al
-    test ebx, 1073741824
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 16
+    setz al
+    lea rcx, [rip + .Lc1_d15736_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d15736_s_t
+    .p2align 3
+.Lc1_d15736_s:
+    .p2align 3
+    jmp .Lc1_d15736_j
+    .p2align 3
+    jmp .Lc1_d15736_j
+.Lc1_d15736_j:
+    mov rbp, r10
+    mov r8, r10
+    jmp 1f
+1:
+    and rbp, 1984
+    movsxd rax, dword ptr [r15 + rbp + 1344]
+    movzx ebp, byte ptr [r15 + 192]
+    and r8, 448
+    mov dword ptr [r15 + r8 + 832], 41
+    test dword ptr [r15 + 67117724], 809828438
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, dword ptr [r15 + 192]
-    movzx eax, byte ptr [r15 + 320]
-    mov rbp, qword ptr [r15 + 128]
+    jmp 1f
+1:
+    mov r8d, ecx
+    movzx ecx, byte ptr [r15 + 448]
+    test ebx, 512
+    jnz 1f
+1:
+    movzx ecx, byte ptr [r15 + 256]
+    mov qword ptr [r15 + 64], r8
+    mov rbp, qword ptr [r15 + 320]
+    test dword ptr [r15 + 67117724], 2
+    jz 1f
+1:
+    mov byte ptr [r15 + 384], cl
+    mov dword ptr [r15 + 512], 28
+    .byte 0x0f, 0x1f, 0x00
+    test dword ptr [r15 + 67117723], 1342177792
+    jz 1f
+1:
+    mov ecx, ecx
     mov r8, qword ptr [r15 + 704]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movsxd r8, dword ptr [r15 + 128]
-    mov eax, 68
-    jmp 1f
-1:
-    mov r9, r11
-    mov rax, qword ptr [r15 + 512]
-    mov dword ptr [r15 + 64], 241
-    test dword ptr [r15 + 67117723], 67108864
-    jnz 1f
-1:
-    and r9, 8128
-    mov eax, dword ptr [r15 + r9 + 7488]
-    jmp 1f
-1:
-    mov r9d, 171
-    vmovdqu ymmword ptr [r15 + 384], ymm9
-    mov r9d, dword ptr [r15 + 768]
-    movzx r8d, byte ptr [r15 + 512]
-    test ebx, 1280
-    jnz 1f
-1:
-    mov r9d, dword ptr [r15 + 448]
-    movsxd rdi, dword ptr [r15 + 64]
-    mov r8, r11
-    mov ebp, eax
-    mov rcx, r9
-    and r8, 448
-    mov dword ptr [r15 + r8 + 832], ecx
+    movsxd rcx, dword ptr [r15 + 128]
     add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b10_done
@@ -19210,56 +19444,58 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d15715_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d15715_j_t
-.Lc1_d15715_j:
-    mov rbp, r11
-    and rbp, 448
-    mov edi, dword ptr [r15 + rbp + 832]
-    mov byte ptr [r15 + 448], bpl
-    vmovdqu ymmword ptr [r15 + 256], ymm9
-    mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 67117723], 1048576
-    jz 1f
-1:
-    mov rbp, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, dword ptr [r15 + 384]
-    and rbp, 4032
-    mov byte ptr [r15 + rbp + 3392], cl
-    test ebx, 1073741824
-    jz 1f
-1:
-    movsxd rcx, dword ptr [r15 + 384]
-    mov r8, r10
-    movsxd rbp, dword ptr [r15 + 64]
-    and r8, 1984
-    mov eax, dword ptr [r15 + r8 + 1344]
+    movzx eax, al
+    mov ebp, dword ptr [r15 + 128]
+    mov r8d, 120
+    movzx eax, byte ptr [r15 + 64]
     movzx r8d, bpl
+    mov rbp, r11
     test ebx, 1073741824
     jnz 1f
 1:
     jmp 1f
 1:
-    jmp 1f
+    and rbp, 4032
+    mov qword ptr [r15 + rbp + 3392], rbp
+    mov qword ptr [r15 + 320], r8
+    mov r8, r10
+    mov ebp, eax
+    and r8, 1984
+    movsxd rbp, dword ptr [r15 + r8 + 1344]
+    test ebx, 1073741824
+    jnz 1f
 1:
-    mov dword ptr [r15 + 320], 10
-    test ebx, 507136
-    jz 1f
+    movzx r9d, byte ptr [r15 + 128]
+    movzx ebp, byte ptr [r15 + 512]
+    mov qword ptr [r15 + 448], r8
+    mov r8, r8
+    test dword ptr [r15 + 67117723], 526336
+    jnz 1f
 1:
-    mov rbp, rax
-    jmp 1f
-1:
-    mov edi, eax
-    jmp 1f
-1:
+    mov eax, dword ptr [r15 + 384]
+    mov r9d, r9d
+    movzx r9d, r8b
+    mov dword ptr [r15 + 384], 219
+    mov rbp, r8
     test ebx, 1073741824
     jz 1f
 1:
-    movzx eax, byte ptr [r15 + 576]
-    mov qword ptr [r15 + 128], rbp
-    mov byte ptr [r15 + 128], al
+    jmp 1f
+1:
+    mov r8d, r8d
+    mov ebp, 227
+    mov r8d, r9d
+    mov r9, r11
+    mov eax, dword ptr [r15 + 256]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r8d, 107
+    and r9, 8128
+    mov ebp, dword ptr [r15 + r9 + 7488]
+    movsxd r9, dword ptr [r15 + 768]
+    jmp 1f
+1:
     add r11, 64
     add r10, r11
     inc rbx
@@ -19269,216 +19505,244 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov dword ptr [r15 + 256], 148
-    vmovdqu ymmword ptr [r15 + 0], ymm9
+    lea rcx, [rip + .Lc1_d15833_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d15833_j_t
+.Lc1_d15833_j:
+    mov rbp, r10
+    mov ecx, 130
+    mov qword ptr [r15 + 128], rax
+    and rbp, 448
+    mov dword ptr [r15 + rbp + 832], 169
+    jmp 1f
+1:
+    mov rbp, r10
+    jmp 1f
+1:
+    jmp 1f
+1:
+    test dword ptr [r15 + 67117723], 268435456
+    jnz 1f
+1:
+    and rbp, 8128
+    movzx ecx, byte ptr [r15 + rbp + 7488]
+    mov rbp, rbp
     mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, eax
-    mov eax, 182
-    test dword ptr [r15 + 67117724], 128
+    mov rbp, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 1984
+    mov qword ptr [r15 + rbp + 1344], rcx
+    test ebx, 1073741824
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 448], dil
-    mov rdi, rdi
-    mov rbp, r11
-    mov rax, qword ptr [r15 + 640]
+    mov dword ptr [r15 + 320], ebp
+    mov r8, r9
+    mov dword ptr [r15 + 512], 125
+    mov qword ptr [r15 + 448], rbp
+    jmp 1f
+1:
     test ebx, 1073741824
     jnz 1f
 1:
-    and eax, dword ptr [r15 + 192]
-    and rbp, 4032
-    movzx edi, byte ptr [r15 + rbp + 3392]
-    movsxd rbp, dword ptr [r15 + 512]
-    movzx ecx, al
-    mov r8, r11
-    mov r9, r11
-    mov rax, rdi
-    test dword ptr [r15 + 67117723], 71303168
+    mov ebp, r8d
+    mov dword ptr [r15 + 192], r8d
+    mov r8d, dword ptr [r15 + 576]
+    mov r9d, 25
+    movsxd rcx, dword ptr [r15 + 384]
+    test ebx, 1073741824
     jnz 1f
 1:
-    and r9, 448
-    mov dword ptr [r15 + r9 + 832], eax
-    and r8, 8128
-    mov qword ptr [r15 + r8 + 7488], rcx
-    mov r8, r8
-    movzx ebp, byte ptr [r15 + 64]
-    test dword ptr [r15 + 67117723], 4
-    jnz 1f
-1:
-    mov qword ptr [r15 + 320], r8
-    mov eax, 78
-    movsxd r8, dword ptr [r15 + 384]
-    mov dword ptr [r15 + 128], r8d
+    mov r9d, ebp
+    mov ebp, r8d
+    vmovdqu ymmword ptr [r15 + 64], ymm12
+    movsxd rcx, dword ptr [r15 + 256]
+    mov r8d, 31
     add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b10_done
 .Lc1_b10_c48:
-    lea rcx, [rip + .Lc1_d15804_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d15804_j_t
-.Lc1_d15804_j:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
     mov rbp, r11
-    movzx eax, cl
-    and rbp, 4032
-    mov rcx, qword ptr [r15 + rbp + 3392]
-    movsxd rax, dword ptr [r15 + 64]
-    movzx edi, r8b
-    mov dword ptr [r15 + 320], r8d
+    vpmovmskb ecx, xmm12
+    and rbp, 448
+    mov dword ptr [r15 + rbp + 832], 123
+    mov ebp, r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], ebp
     test ebx, 1073741824
     jz 1f
 1:
-    movzx r8d, r9b
-    mov r9, r11
-    mov rbp, qword ptr [r15 + 256]
-    mov r8, rbp
-    and r9, 1984
-    mov byte ptr [r15 + r9 + 1344], r8b
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, r9
-    mov byte ptr [r15 + 0], r8b
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r8d, byte ptr [r15 + 64]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov ebp, dword ptr [r15 + 384]
-    vpcmpeqb xmm9, xmm9, xmmword ptr [r15 + 448]
-    add qword ptr [r15 + 512], r8
-    mov eax, ebp
-    mov dword ptr [r15 + 768], 246
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r8, r11
-    movzx ebp, byte ptr [r15 + 192]
-    movzx r9d, byte ptr [r15 + 704]
-    mov dword ptr [r15 + 128], 118
-    and r8, 8128
-    mov dword ptr [r15 + r8 + 7488], ebp
     jmp 1f
 1:
+    mov rcx, rcx
+    movzx ecx, dl
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx ecx, bpl
+    mov ebp, dword ptr [r15 + 640]
+    movzx r8d, cl
+    mov rcx, qword ptr [r15 + 704]
+    test dword ptr [r15 + 67117723], 134479872
+    jnz 1f
+1:
+    mov rcx, qword ptr [r15 + 320]
+    movzx r8d, byte ptr [r15 + 64]
+    mov rbp, qword ptr [r15 + 128]
+    mov byte ptr [r15 + 128], al
+    test dword ptr [r15 + 67117724], 33816576
+    jz 1f
+1:
+    mov eax, dword ptr [r15 + 448]
+    mov dword ptr [r15 + 384], 207
+    mov rbp, r11
+    mov dword ptr [r15 + 192], ecx
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    and rbp, 4032
+    mov dword ptr [r15 + rbp + 3392], eax
+    movsxd rbp, dword ptr [r15 + 256]
+    movsxd rax, dword ptr [r15 + 512]
+    mov r8, qword ptr [r15 + 64]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b10_done
 .Lc1_b10_c49:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 15
-    lea rcx, [rip + .Lc1_d15854_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d15854_s_t
-    .p2align 3
-.Lc1_d15854_s:
-    .p2align 3
-    jmp .Lc1_d15854_j
-    .p2align 3
-    jmp .Lc1_d15854_j
-    .p2align 3
-    jmp .Lc1_d15854_j
-    .p2align 3
-    jmp .Lc1_d15854_j
-    .p2align 3
-    jmp .Lc1_d15854_j
-    .p2align 3
-    jmp .Lc1_d15854_j
-    .p2align 3
-    jmp .Lc1_d15854_j
-    .p2align 3
-    jmp .Lc1_d15854_j
-    .p2align 3
-    jmp .Lc1_d15854_j
-    .p2align 3
-    jmp .Lc1_d15854_j
-    .p2align 3
-    jmp .Lc1_d15854_j
-    .p2align 3
-    jmp .Lc1_d15854_j
-    .p2align 3
-    jmp .Lc1_d15854_j
-    .p2align 3
-    jmp .Lc1_d15854_j
-    .p2align 3
-    jmp .Lc1_d15854_j
-    .p2align 3
-    jmp .Lc1_d15854_j
-.Lc1_d15854_j:
-    mov ebp, dword ptr [r15 + 384]
-    mov r9d, 147
+    lea rcx, [rip + .Lc1_d15928_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d15928_j_t
+.Lc1_d15928_j:
+    mov ecx, dword ptr [r15 + 128]
+    mov rbp, rcx
     mov rcx, rcx
-    mov r9, r10
-    test dword ptr [r15 + 67117724], 2097184
-    jz 1f
+    mov eax, r8d
+    jmp 1f
 1:
-    mov byte ptr [r15 + 128], cl
-    and r9, 1984
-    movzx ebp, byte ptr [r15 + r9 + 1344]
     test ebx, 1073741824
     jz 1f
 1:
-    mov byte ptr [r15 + 320], bpl
-    mov rax, rbp
+    movsxd r8, dword ptr [r15 + 768]
+    mov rax, rcx
+    mov dword ptr [r15 + 0], 178
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    vpshufd xmm12, xmm12, 171
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov byte ptr [r15 + 0], al
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rax, r8
+    mov qword ptr [r15 + 192], rax
+    jmp 1f
+1:
+    movsxd r8, dword ptr [r15 + 320]
+    mov eax, dword ptr [r15 + 320]
+    mov rbp, r10
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + 384], eax
+    and rbp, 8128
+    mov r8, qword ptr [r15 + rbp + 7488]
+    mov ebp, r9d
+    mov rbp, qword ptr [r15 + 64]
+    mov r9, r10
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov qword ptr [r15 + 512], r9
+    and r9, 1984
+    mov eax, dword ptr [r15 + r9 + 1344]
+    mov r8, r11
+    mov edx, ecx
+    and r8, 4032
+    movsxd r9, dword ptr [r15 + r8 + 3392]
+    mov r8d, 71
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b10_done
 .Lc1_b10_c50:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov r8, r11
-    mov dword ptr [r15 + 128], 223
-    movsxd r9, dword ptr [r15 + 384]
-    and r8, 448
-    movzx eax, byte ptr [r15 + r8 + 832]
-    mov r8d, r9d
-    mov r8, r10
-    mov rbp, rdi
-    test dword ptr [r15 + 67117724], 4456452
-    jz 1f
-1:
-    and r8, 8128
-    mov dword ptr [r15 + r8 + 7488], edi
-    mov rdi, rbp
-    mov r8, r10
-    mov byte ptr [r15 + 640], bpl
-    and r8, 1984
-    movsxd rbp, dword ptr [r15 + r8 + 1344]
-    mov ecx, 102
-    test dword ptr [r15 + 67117724], 1073741824
-    jnz 1f
-1:
-    mov eax, 117
-    mov qword ptr [r15 + 256], rax
-    mov qword ptr [r15 + 64], rdi
-    vmovdqu ymmword ptr [r15 + 512], ymm9
-    test ebx, 2432
-    jz 1f
-1:
-    mov rdi, qword ptr [r15 + 192]
-    mov byte ptr [r15 + 448], al
-    or qword ptr [r15 + 320], 8
-    mov qword ptr [r15 + 64], rdi
+    mov r8d, r8d
     jmp 1f
 1:
+    mov dword ptr [r15 + 0], eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, edx
+    mov dword ptr [r15 + 0], 87
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov eax, r9d
+    mov eax, r8d
+    mov dword ptr [r15 + 0], r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 12288
+    jnz 1f
+1:
+    mov r8d, 173
+    vmovdqu ymmword ptr [r15 + 0], ymm10
+    jmp 1f
+1:
+    mov byte ptr [r15 + 576], al
+    mov rax, r8
+    mov r8d, 84
     test ebx, 1073741824
     jz 1f
 1:
+    mov r8, qword ptr [r15 + 128]
+    mov r9, r11
+    mov qword ptr [r15 + 384], r9
+    mov rax, rax
+    mov dword ptr [r15 + 448], 215
+    and r9, 8128
+    movsxd rax, dword ptr [r15 + r9 + 7488]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx r9d, byte ptr [r15 + 512]
+    mov rbp, r11
+    mov rax, r8
+    and rbp, 448
+    mov qword ptr [r15 + rbp + 832], r8
+    mov r8, r11
+    mov dword ptr [r15 + 64], ebp
+    and r8, 1984
+    movsxd rbp, dword ptr [r15 + r8 + 1344]
+    mov qword ptr [r15 + 192], rcx
+    test ebx, 1073741824
+    jnz 1f
+1:
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 576], 19
-    movsxd rcx, dword ptr [r15 + 512]
+    mov qword ptr [r15 + 256], r9
+    movzx eax, byte ptr [r15 + 320]
+    jmp 1f
+1:
+    jmp 1f
+1:
     add r11, 64
-    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b10_done
@@ -19486,112 +19750,123 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d15942_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d15942_j_t
-.Lc1_d15942_j:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 15
+    lea rcx, [rip + .Lc1_d16039_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d16039_s_t
+    .p2align 3
+.Lc1_d16039_s:
+    .p2align 3
+    jmp .Lc1_d16039_j
+    .p2align 3
+    jmp .Lc1_d16039_j
+    .p2align 3
+    jmp .Lc1_d16039_j
+    .p2align 3
+    jmp .Lc1_d16039_j
+    .p2align 3
+    jmp .Lc1_d16039_j
+    .p2align 3
+    jmp .Lc1_d16039_j
+    .p2align 3
+    jmp .Lc1_d16039_j
+    .p2align 3
+    jmp .Lc1_d16039_j
+    .p2align 3
+    jmp .Lc1_d16039_j
+    .p2align 3
+    jmp .Lc1_d16039_j
+    .p2align 3
+    jmp .Lc1_d16039_j
+    .p2align 3
+    jmp .Lc1_d16039_j
+    .p2align 3
+    jmp .Lc1_d16039_j
+    .p2align 3
+    jmp .Lc1_d16039_j
+    .p2align 3
+    jmp .Lc1_d16039_j
+    .p2align 3
+    jmp .Lc1_d16039_j
+.Lc1_d16039_j:
+    mov qword ptr [r15 + 64], rax
+    movsxd rax, dword ptr [r15 + 256]
+    mov rcx, qword ptr [r15 + 448]
     test ebx, 1073741824
     jz 1f
 1:
-    movzx ecx, cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r11
+    mov eax, dword ptr [r15 + 384]
+    vmovdqu ymmword ptr [r15 + 640], ymm12
+    and rbp, 448
+    movsxd rcx, dword ptr [r15 + rbp + 832]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rax, qword ptr [r15 + 448]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov ecx, ecx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx ecx, byte ptr [r15 + 64]
-    movzx eax, al
-    mov rbp, r10
-    mov esi, 255
-    and rbp, 4032
-    mov qword ptr [r15 + rbp + 3392], rsi
-    mov rsi, qword ptr [r15 + 704]
-    test ebx, 2432
-    jz 1f
-1:
-    mov dword ptr [r15 + 192], esi
-    mov byte ptr [r15 + 320], bpl
-    mov r8, r11
-    mov dword ptr [r15 + 128], ecx
-    and r8, 448
-    movsxd rcx, dword ptr [r15 + r8 + 832]
-    test dword ptr [r15 + 67117724], 8388608
-    jz 1f
-1:
-    add rcx, qword ptr [r15 + 384]
-    mov r8d, dword ptr [r15 + 512]
-    mov rax, rbp
+    mov r9, rax
     jmp 1f
 1:
     add r11, 64
-    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b10_done
 .Lc1_b10_c52:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov byte ptr [r15 + 128], cl
-    jmp 1f
-1:
-    mov qword ptr [r15 + 384], rax
-    movzx eax, byte ptr [r15 + 192]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, cl
+    mov byte ptr [r15 + 0], cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, rbp
     test ebx, 1073741824
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 256], 248
-    mov r8, r11
-    movsxd rax, dword ptr [r15 + 768]
-    test dword ptr [r15 + 67117723], 1073741952
+    mov rdx, r9
+    mov qword ptr [r15 + 0], r9
+    mov dword ptr [r15 + 128], r8d
+    mov dword ptr [r15 + 64], edx
+    mov rbp, r11
+    test ebx, 1073741824
     jnz 1f
 1:
-    mov rbp, r11
-    and r8, 1984
-    movzx eax, byte ptr [r15 + r8 + 1344]
-    mov byte ptr [r15 + 256], cl
-    and rbp, 4032
-    mov qword ptr [r15 + rbp + 3392], r8
-    mov byte ptr [r15 + 448], bpl
-    test ebx, 256
-    jz 1f
-1:
-    mov dword ptr [r15 + 320], 110
-    mov byte ptr [r15 + 512], al
-    mov rbp, r11
-    mov rdx, qword ptr [r15 + 320]
+    mov r9, r11
+    mov qword ptr [r15 + 384], rbp
     and rbp, 8128
-    mov r8, qword ptr [r15 + rbp + 7488]
+    mov rdx, qword ptr [r15 + rbp + 7488]
+    and r9, 1984
+    movsxd rcx, dword ptr [r15 + r9 + 1344]
+    mov r9d, edx
+    mov r9d, ebp
     test ebx, 1073741824
     jz 1f
 1:
-    movzx eax, byte ptr [r15 + 64]
-    movzx ebp, byte ptr [r15 + 128]
+    mov ebp, ebp
+    mov qword ptr [r15 + 704], rcx
+    mov dword ptr [r15 + 448], ecx
+    mov byte ptr [r15 + 320], dl
+    .byte 0x66, 0x90
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov ebp, dword ptr [r15 + 128]
+    mov ecx, r9d
+    mov ecx, 33
     jmp 1f
 1:
+    mov ecx, 127
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + 512], 183
+    mov dword ptr [r15 + 192], 107
     jmp 1f
 1:
+    mov rbp, r11
+    jmp 1f
+1:
+    and rbp, 4032
+    mov r9d, dword ptr [r15 + rbp + 3392]
     add r11, 64
     inc rbx
     dec r13
@@ -19600,122 +19875,106 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 2097152
-    setz al
-    lea rcx, [rip + .Lc1_d16036_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d16036_s_t
-    .p2align 3
-.Lc1_d16036_s:
-    .p2align 3
-    jmp .Lc1_d16036_j
-    .p2align 3
-    jmp .Lc1_d16036_j
-.Lc1_d16036_j:
+    lea rcx, [rip + .Lc1_d16133_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d16133_j_t
+.Lc1_d16133_j:
     mov rbp, r11
-    mov eax, 82
-    and rbp, 1984
-    mov dword ptr [r15 + rbp + 1344], 71
-    mov eax, ebp
-    mov rax, rax
-    test ebx, 2432
+    movsxd rcx, dword ptr [r15 + 320]
+    and rbp, 448
+    movzx eax, byte ptr [r15 + rbp + 832]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 256], 175
+    mov r9, r11
+    test dword ptr [r15 + 67117724], 1024
     jz 1f
 1:
     movsxd rbp, dword ptr [r15 + 384]
-    mov r8, r11
-    jmp 1f
-1:
-    and r8, 448
-    movzx edx, byte ptr [r15 + r8 + 832]
-    mov r8d, esi
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov ebp, dword ptr [r15 + 192]
-    mov eax, dword ptr [r15 + 320]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov qword ptr [r15 + 128], rbp
-    jmp 1f
-1:
-    mov esi, 84
-    test dword ptr [r15 + 67117723], 4096
-    jnz 1f
-1:
-    mov r8d, 187
-    jmp 1f
-1:
-    mov ebp, dword ptr [r15 + 576]
     mov eax, dword ptr [r15 + 448]
-    test dword ptr [r15 + 67117724], 4
+    and r9, 16320
+    mov ecx, dword ptr [r15 + r9 + 15680]
+    test dword ptr [r15 + 67117724], 538968064
+    jnz 1f
+1:
+    mov dword ptr [r15 + 576], ebp
+    mov rbp, r10
+    movzx r9d, byte ptr [r15 + 192]
+    movsxd rax, dword ptr [r15 + 64]
+    and rbp, 4032
+    mov byte ptr [r15 + rbp + 3392], cl
+    test ebx, 1073741824
     jz 1f
 1:
-    vmovq xmm9, rax
-    mov dword ptr [r15 + 64], r8d
-    mov r8d, esi
+    mov dword ptr [r15 + 768], ebp
+    movzx ebp, byte ptr [r15 + 64]
+    movsxd rcx, dword ptr [r15 + 128]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + 512], r9d
+    mov byte ptr [r15 + 320], al
+    jmp 1f
+1:
     add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b10_done
 .Lc1_b10_c54:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov rax, qword ptr [r15 + 384]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, r8b
+    movzx ebp, al
     jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r8, r8
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd r8, dword ptr [r15 + 192]
-    mov rbp, r11
-    mov eax, dword ptr [r15 + 640]
-    and rbp, 8128
-    movzx esi, byte ptr [r15 + rbp + 7488]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
 1:
     jmp 1f
 1:
-    mov ebp, 18
-    mov byte ptr [r15 + 320], dil
-    mov rbp, r11
-    jmp 1f
-1:
-    and rbp, 448
-    movsxd rdx, dword ptr [r15 + rbp + 832]
-    test ebx, 1073741824
+    test ebx, 1152
     jnz 1f
 1:
-    mov edi, dword ptr [r15 + 128]
-    mov qword ptr [r15 + 704], rbp
+    mov eax, eax
+    mov ecx, ebp
     jmp 1f
 1:
-    mov rdx, qword ptr [r15 + 384]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 512], 173
-    mov rbp, r11
-    test ebx, 640
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test dword ptr [r15 + 67117723], 131076
     jz 1f
 1:
-    and rbp, 4032
-    mov byte ptr [r15 + rbp + 3392], bpl
-    vmovdqu ymmword ptr [r15 + 64], ymm9
-    mov dword ptr [r15 + 256], 82
-    movsxd rbp, dword ptr [r15 + 448]
-    movsxd r8, dword ptr [r15 + 64]
+    jmp 1f
+1:
+    movzx ebp, al
+    mov rbp, qword ptr [r15 + 320]
+    movsxd rax, dword ptr [r15 + 64]
+    mov qword ptr [r15 + 256], rdx
+    jmp 1f
+1:
+    mov r9, r11
+    mov r8, r11
+    test dword ptr [r15 + 67117723], 8389122
+    jz 1f
+1:
+    movzx ebp, cl
+    and r9, 4032
+    mov ecx, dword ptr [r15 + r9 + 3392]
+    and r8, 8128
+    mov dword ptr [r15 + r8 + 7488], 92
+    movsxd r9, dword ptr [r15 + 128]
+    mov rbp, r11
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    and rbp, 1984
+    mov qword ptr [r15 + rbp + 1344], r9
+    mov rbp, qword ptr [r15 + 192]
+    mov dword ptr [r15 + 512], 169
+    movzx r9d, byte ptr [r15 + 128]
+    mov rcx, r8
     add r11, 64
     inc rbx
     dec r13
@@ -19724,58 +19983,59 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d16134_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d16134_j_t
-.Lc1_d16134_j:
-    mov rcx, rax
-    mov ebp, dword ptr [r15 + 128]
-    mov eax, dword ptr [r15 + 320]
-    movzx r8d, r8b
-    test dword ptr [r15 + 67117724], 16777218
-    jnz 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    vpor xmm9, xmm9, xmm9
-    movzx r8d, cl
-    mov r9, r11
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 2
+    setz al
+    lea rcx, [rip + .Lc1_d16224_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d16224_s_t
+    .p2align 3
+.Lc1_d16224_s:
+    .p2align 3
+    jmp .Lc1_d16224_j
+    .p2align 3
+    jmp .Lc1_d16224_j
+.Lc1_d16224_j:
+    mov ecx, dword ptr [r15 + 384]
+    mov qword ptr [r15 + 64], rax
+    mov eax, dword ptr [r15 + 256]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    mov eax, 1
+    lea rdi, [r15 + 67109504]
+    lea rsi, [r15 + 67113600]
+    mov ecx, 12
+    rep movsb
     jmp 1f
 1:
-    and r9, 4032
-    and edx, dword ptr [r15 + r9 + 3392]
-    movzx eax, byte ptr [r15 + 384]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    vpxor xmm9, xmm9, xmm14
-    mov dword ptr [r15 + 448], 55
-    mov qword ptr [r15 + 512], r8
-    mov rax, qword ptr [r15 + 64]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov qword ptr [r15 + 448], rcx
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rbp, r11
-    mov r8d, 190
-    mov r9, r11
-    and rbp, 8128
-    mov dword ptr [r15 + rbp + 7488], r8d
-    and r9, 1984
-    mov dword ptr [r15 + r9 + 1344], ebp
-    mov byte ptr [r15 + 768], bpl
+    mov dword ptr [r15 + 704], r8d
+    movzx eax, byte ptr [r15 + 512]
+    mov byte ptr [r15 + 640], al
+    mov rbp, r10
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
-    vpmovmskb edx, xmm9
-    mov qword ptr [r15 + 256], r9
-    mov r9d, esi
+    mov r8, r10
+    and rbp, 1984
+    mov eax, dword ptr [r15 + rbp + 1344]
+    and r8, 448
+    mov dword ptr [r15 + r8 + 832], esi
+    movzx esi, byte ptr [r15 + 128]
     add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b10_done
@@ -19783,169 +20043,166 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov rbp, r11
-    and rbp, 16320
-    mov r9d, dword ptr [r15 + rbp + 15680]
-    mov ebp, dword ptr [r15 + 320]
-    mov qword ptr [r15 + 64], rax
-    mov r12, qword ptr [r15 + r12 + 56]
+    lea rcx, [rip + .Lc1_d16272_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d16272_j_t
+.Lc1_d16272_j:
     jmp 1f
 1:
+    mov dword ptr [r15 + 512], r8d
+    mov byte ptr [r15 + 320], al
+    mov rbp, r11
+    mov eax, dword ptr [r15 + 64]
+    test dword ptr [r15 + 67117724], 512
+    jz 1f
+1:
+    and rbp, 8128
+    mov dword ptr [r15 + rbp + 7488], 28
+    jmp 1f
+1:
+    mov rbp, r10
+    movzx eax, byte ptr [r15 + 448]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test dword ptr [r15 + 67117724], 128
+    jz 1f
+1:
+    and rbp, 4032
+    mov r8, r11
+    mov dword ptr [r15 + rbp + 3392], 29
+    jmp 1f
+1:
+    and r8, 448
+    vpaddq xmm12, xmm12, xmmword ptr [r15 + r8 + 832]
     test ebx, 1073741824
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    test ebx, 1073741824
+    vmovdqu ymmword ptr [r15 + 256], ymm12
+    movsxd r8, dword ptr [r15 + 192]
+    mov dword ptr [r15 + 320], r8d
+    mov qword ptr [r15 + 768], rax
+    test dword ptr [r15 + 67117723], 4456448
     jnz 1f
 1:
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, 179
-    mov rbp, r9
-    mov qword ptr [r15 + 128], rbp
-    mov r9, r11
-    test dword ptr [r15 + 67117723], 1028
-    jnz 1f
-1:
-    and r9, 1984
-    movzx eax, byte ptr [r15 + r9 + 1344]
-    jmp 1f
-1:
-    mov rbp, r11
-    vmovdqu ymmword ptr [r15 + 192], ymm9
-    and rbp, 448
-    mov esi, dword ptr [r15 + rbp + 832]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movsxd rbp, dword ptr [r15 + 128]
-    mov r9, qword ptr [r15 + 576]
-    mov dword ptr [r15 + 384], eax
-    vmovq qword ptr [r15 + 512], xmm9
-    jmp 1f
-1:
+    movzx r8d, byte ptr [r15 + 128]
+    mov byte ptr [r15 + 384], bpl
     add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b10_done
 .Lc1_b10_c57:
-    lea rcx, [rip + .Lc1_d16227_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d16227_j_t
-.Lc1_d16227_j:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 133
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, r11
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    vpcmpeqb xmm12, xmm12, xmmword ptr [r15 + 0]
     jmp 1f
 1:
-    test ebx, 1073741824
-    jz 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
-    and r9, 448
-    mov r8, qword ptr [r15 + r9 + 832]
-    movsxd r9, dword ptr [r15 + 320]
-    movzx ecx, byte ptr [r15 + 512]
-    mov byte ptr [r15 + 128], r8b
-    test ebx, 2304
-    jnz 1f
-1:
-    add r8, qword ptr [r15 + 640]
-    mov dword ptr [r15 + 64], 225
-    mov eax, dword ptr [r15 + 448]
-    jmp 1f
-1:
-    mov r9, rcx
-    mov rbp, r11
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov eax, dword ptr [r15 + 384]
-    mov r9, r11
-    and rbp, 8128
-    mov dword ptr [r15 + rbp + 7488], 193
-    and r9, 4032
-    movzx ebp, byte ptr [r15 + r9 + 3392]
-    movzx r9d, al
-    jmp 1f
-1:
+    movzx eax, dl
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    or qword ptr [r15 + 192], 105
-    mov qword ptr [r15 + 256], rbp
-    mov dword ptr [r15 + 384], eax
+    mov rbp, r10
+    mov dword ptr [r15 + 128], eax
+    and eax, dword ptr [r15 + 512]
+    and rbp, 4032
+    mov r8d, dword ptr [r15 + rbp + 3392]
+    mov rbp, rax
+    test dword ptr [r15 + 67117724], 1024
+    jnz 1f
+1:
+    mov r9, r11
+    mov dword ptr [r15 + 384], 223
+    mov r8d, 168
     jmp 1f
 1:
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b10_done
-.Lc1_b10_c58:
-    mov rbp, r11
-    and rbp, 8128
-    mov qword ptr [r15 + rbp + 7488], rbp
-    mov dword ptr [r15 + 448], 176
-    mov rbp, r11
-    mov qword ptr [r15 + 704], rdi
-    movzx r9d, byte ptr [r15 + 64]
-    and rbp, 1984
-    mov byte ptr [r15 + rbp + 1344], al
-    jmp 1f
-1:
+    and r9, 8128
+    mov qword ptr [r15 + r9 + 7488], rax
     test ebx, 1073741824
     jz 1f
 1:
     movsxd r9, dword ptr [r15 + 192]
-    mov r12, qword ptr [r15 + r12 + 56]
-    vpaddq xmm9, xmm9, xmmword ptr [r15 + 0]
+    mov rax, qword ptr [r15 + 64]
+    movzx edx, byte ptr [r15 + 448]
     jmp 1f
 1:
-    mov ebp, 240
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 256
+    test ebx, 1073741824
     jnz 1f
 1:
-    movzx eax, bpl
+    mov eax, dword ptr [r15 + 64]
+    movzx esi, byte ptr [r15 + 320]
+    mov r9, r8
+    movzx r8d, r8b
+    test ebx, 1073741824
+    jnz 1f
+1:
     mov r8, r11
+    vmovdqu ymmword ptr [r15 + 576], ymm12
+    jmp 1f
+1:
+    and r8, 1984
+    mov byte ptr [r15 + r8 + 1344], r9b
+    mov r8d, 26
+    add r11, 64
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b10_done
+.Lc1_b10_c58:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d16365_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d16365_j_t
+.Lc1_d16365_j:
+    movsxd rsi, dword ptr [r15 + 448]
     mov r12, qword ptr [r15 + r12 + 56]
-    lock add qword ptr [r15 + 0], rax
-    mov dword ptr [r15 + 64], 159
-    and r8, 4032
-    inc dword ptr [r15 + r8 + 3392]
-    mov r8d, eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, sil
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov byte ptr [r15 + 320], bpl
+    movzx esi, byte ptr [r15 + 64]
     jmp 1f
 1:
+    mov eax, 130
+    movzx r8d, byte ptr [r15 + 256]
     jmp 1f
 1:
-    mov dword ptr [r15 + 512], 145
-    mov r8d, dword ptr [r15 + 384]
-    mov eax, r8d
+    test ebx, 384
+    jnz 1f
+1:
+    mov r8, qword ptr [r15 + 384]
+    mov rbp, r11
+    mov rax, rsi
+    add rsi, qword ptr [r15 + 384]
+    and rbp, 1984
+    mov dword ptr [r15 + rbp + 1344], 218
+    mov rbp, r8
+    test dword ptr [r15 + 67117723], 1
+    jz 1f
+1:
+    mov dword ptr [r15 + 192], 139
+    mov r8, r11
+    jmp 1f
+1:
+    movsxd rsi, dword ptr [r15 + 512]
+    and r8, 448
+    mov byte ptr [r15 + r8 + 832], r8b
+    movsxd r8, dword ptr [r15 + 128]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r8, r9
-    mov dword ptr [r15 + 128], 194
-    mov esi, dword ptr [r15 + 256]
+    movsxd rax, dword ptr [r15 + 320]
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov r9d, 234
+    xchg rax, rax
+    mov dword ptr [r15 + 640], 232
     add r11, 64
     inc rbx
     dec r13
@@ -19954,113 +20211,119 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 32
-    setz al
-    lea rcx, [rip + .Lc1_d16324_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d16324_s_t
-    .p2align 3
-.Lc1_d16324_s:
-    .p2align 3
-    jmp .Lc1_d16324_j
-    .p2align 3
-    jmp .Lc1_d16324_j
-.Lc1_d16324_j:
-    mov qword ptr [r15 + 448], r9
-    mov r9d, dword ptr [r15 + 256]
+    vmovq qword ptr [r15 + 768], xmm12
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov esi, 93
-    mov qword ptr [r15 + 0], rcx
-    mov r8, r11
-    and esi, dword ptr [r15 + 0]
-    test ebx, 1073741824
-    jz 1f
-1:
-    and r8, 448
-    mov qword ptr [r15 + r8 + 832], rsi
-    mov r8, r8
+    mov eax, eax
     jmp 1f
 1:
     test ebx, 1073741824
+    jz 1f
+1:
+    mov dword ptr [r15 + 0], eax
+    movzx eax, al
+    mov eax, 27
+    movzx eax, al
+    test ebx, 1073741824
     jnz 1f
+1:
+    mov eax, dword ptr [r15 + 448]
+    mov r8d, 133
+    mov r8d, 65
+    mov rbp, r11
+    movsxd rcx, dword ptr [r15 + 128]
+    test ebx, 1073741824
+    jz 1f
+1:
+    movsxd rax, dword ptr [r15 + 704]
+    mov r8, r11
+    and rbp, 4032
+    vmovq qword ptr [r15 + rbp + 3392], xmm12
+    mov ebp, 114
+    and r8, 448
+    mov qword ptr [r15 + r8 + 832], rbp
+    mov byte ptr [r15 + 64], bpl
+    test dword ptr [r15 + 67117724], 1048672
+    jz 1f
+1:
+    mov dword ptr [r15 + 128], eax
+    jmp 1f
+1:
+    mov rbp, r11
+    mov rax, r8
+    and rbp, 8128
+    add rcx, qword ptr [r15 + rbp + 7488]
+    test dword ptr [r15 + 67117724], 256
+    jz 1f
+1:
+    jmp 1f
 1:
     movsxd rcx, dword ptr [r15 + 320]
-    mov r9, r11
-    mov rsi, qword ptr [r15 + 64]
-    and r9, 1984
-    and eax, dword ptr [r15 + r9 + 1344]
-    test ebx, 1073741824
-    jnz 1f
+    add rbp, qword ptr [r15 + 256]
+    jmp 1f
 1:
-    mov dword ptr [r15 + 384], r8d
-    mov qword ptr [r15 + 128], r8
-    mov r8d, dword ptr [r15 + 768]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r9d, ecx
-    movsxd rcx, dword ptr [r15 + 576]
-    mov r9d, 251
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b10_done
 .Lc1_b10_c60:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r9d, r8b
-    mov r8d, 231
-    mov qword ptr [r15 + 0], rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], ecx
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, r8d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 512], r9b
-    mov dword ptr [r15 + 640], r8d
-    test ebx, 384
-    jnz 1f
-1:
-    mov r8, qword ptr [r15 + 320]
-    movzx ebp, byte ptr [r15 + 384]
-    mov qword ptr [r15 + 128], rcx
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 2048
+    setz al
+    lea rcx, [rip + .Lc1_d16461_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d16461_s_t
+    .p2align 3
+.Lc1_d16461_s:
+    .p2align 3
+    jmp .Lc1_d16461_j
+    .p2align 3
+    jmp .Lc1_d16461_j
+.Lc1_d16461_j:
+    movzx eax, byte ptr [r15 + 576]
+    movsxd rcx, dword ptr [r15 + 320]
+    mov ebp, dword ptr [r15 + 384]
     jmp 1f
 1:
-    mov r9, r11
-    movsxd rdx, dword ptr [r15 + 256]
-    and r9, 448
-    mov rcx, qword ptr [r15 + r9 + 832]
+    mov r8, rcx
+    test ebx, 256
+    jnz 1f
+1:
+    mov rbp, r10
+    movsxd rcx, dword ptr [r15 + 192]
+    movsxd rax, dword ptr [r15 + 64]
+    movzx r8d, byte ptr [r15 + 448]
+    and rbp, 1984
+    movsxd rdi, dword ptr [r15 + rbp + 1344]
     test ebx, 1073741824
     jz 1f
 1:
-    mov qword ptr [r15 + 192], r8
-    mov rcx, qword ptr [r15 + 64]
+    mov rbp, rax
+    mov rbp, r10
+    mov eax, eax
+    and rbp, 8128
+    mov dword ptr [r15 + rbp + 7488], eax
     mov eax, esi
-    mov r8d, ecx
-    mov dword ptr [r15 + 448], r9d
-    mov rbp, r9
+    vpcmpeqb xmm12, xmm12, xmm8
     test ebx, 1073741824
+    jz 1f
+1:
+    vpcmpeqb xmm12, xmm12, xmm2
+    mov ebp, dword ptr [r15 + 384]
+    mov rax, qword ptr [r15 + 128]
+    mov ecx, 138
+    test dword ptr [r15 + 67117724], 4097
     jnz 1f
 1:
-    mov r9, r11
-    mov dword ptr [r15 + 128], edx
-    mov rbp, r11
-    and r9, 8128
-    mov rdx, qword ptr [r15 + r9 + 7488]
-    and rbp, 4032
-    vmovdqu ymmword ptr [r15 + rbp + 3392], ymm9
-    mov qword ptr [r15 + 512], rbp
-    jmp 1f
-1:
+    movzx ebp, dil
+    movsxd rdi, dword ptr [r15 + 512]
+    movsxd r8, dword ptr [r15 + 256]
+    mov rsi, rdi
     add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b10_done
@@ -20068,64 +20331,59 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 7
-    lea rcx, [rip + .Lc1_d16420_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d16420_s_t
-    .p2align 3
-.Lc1_d16420_s:
-    .p2align 3
-    jmp .Lc1_d16420_j
-    .p2align 3
-    jmp .Lc1_d16420_j
-    .p2align 3
-    jmp .Lc1_d16420_j
-    .p2align 3
-    jmp .Lc1_d16420_j
-    .p2align 3
-    jmp .Lc1_d16420_j
-    .p2align 3
-    jmp .Lc1_d16420_j
-    .p2align 3
-    jmp .Lc1_d16420_j
-    .p2align 3
-    jmp .Lc1_d16420_j
-.Lc1_d16420_j:
-    mov rbp, r11
+    mov rbp, r10
+    mov rax, qword ptr [r15 + 192]
+    mov edi, ebp
+    mov dword ptr [r15 + 256], 31
     and rbp, 1984
-    movsxd rdi, dword ptr [r15 + rbp + 1344]
-    mov rbp, r11
-    movsxd rax, dword ptr [r15 + 384]
-    and rbp, 8128
-    movsxd rcx, dword ptr [r15 + rbp + 7488]
-    test ebx, 1073741824
-    jz 1f
-1:
-    movsxd rcx, dword ptr [r15 + 128]
-    jmp 1f
-1:
-    movzx esi, byte ptr [r15 + 448]
-    test dword ptr [r15 + 67117723], 4196352
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 704], eax
-    movzx eax, byte ptr [r15 + 320]
+    movzx esi, byte ptr [r15 + rbp + 1344]
+    mov ebp, 58
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx eax, al
-    movzx ebp, sil
-    mov rcx, rax
-    test ebx, 256
+    mov byte ptr [r15 + 0], dil
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx edi, sil
+    mov dword ptr [r15 + 64], eax
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov rdi, rdi
+    mov rdi, rdi
+    mov qword ptr [r15 + 64], rbp
+    test dword ptr [r15 + 67117724], 2816
     jz 1f
 1:
-    mov esi, dword ptr [r15 + 64]
-    mov eax, dword ptr [r15 + 192]
-    movzx ebp, sil
+    mov dword ptr [r15 + 128], 124
+    mov rbp, r11
+    jmp 1f
+1:
+    mov byte ptr [r15 + 640], r8b
+    mov r8d, dword ptr [r15 + 384]
+    and rbp, 448
+    movsxd rax, dword ptr [r15 + rbp + 832]
+    test ebx, 2304
+    jz 1f
+1:
+    jmp 1f
+1:
+    popcnt rbp, rdi
+    jmp 1f
+1:
+    mov byte ptr [r15 + 320], bpl
+    mov r9, r10
+    test ebx, 1073741824
+    jz 1f
+1:
+    and r9, 4032
+    mov qword ptr [r15 + r9 + 3392], r8
+    mov r8d, dword ptr [r15 + 512]
+    movzx ebp, al
+    mov ebp, 141
     add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b10_done
@@ -20133,113 +20391,113 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov rbp, r11
-    mov dword ptr [r15 + 128], eax
-    mov eax, 79
-    movzx edi, bpl
-    and rbp, 448
-    mov dword ptr [r15 + rbp + 832], eax
-    mov rax, qword ptr [r15 + 768]
-    mov ebp, dword ptr [r15 + 320]
-    test dword ptr [r15 + 67117724], 8389120
+    lea rcx, [rip + .Lc1_d16562_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d16562_j_t
+.Lc1_d16562_j:
+    movzx ecx, bpl
+    mov ebp, eax
+    movzx eax, byte ptr [r15 + 64]
+    mov r8, r10
+    mov dword ptr [r15 + 192], edx
+    movzx edx, dil
+    test ebx, 1073741824
     jnz 1f
 1:
-    jmp 1f
-1:
-    movzx eax, dil
-    mov dword ptr [r15 + 448], eax
-    mov rbp, r11
-    mov byte ptr [r15 + 192], al
-    movzx eax, al
-    test dword ptr [r15 + 67117724], 536870977
+    and r8, 8128
+    movzx edx, byte ptr [r15 + r8 + 7488]
+    mov dword ptr [r15 + 0], 89
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], dl
+    mov edx, 22
+    test dword ptr [r15 + 67117724], 273678368
     jz 1f
 1:
-    and rbp, 4032
-    vmovdqu ymmword ptr [r15 + rbp + 3392], ymm9
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 3
-    mov r12, qword ptr [r15 + r12 + 56]
-    and edi, dword ptr [r15 + 64]
-    movzx eax, byte ptr [r15 + 64]
-    mov rbp, r11
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rsi, qword ptr [r15 + 320]
-    jmp 1f
-1:
-    and rbp, 1984
-    mov dword ptr [r15 + rbp + 1344], edi
-    mov dword ptr [r15 + 256], 146
+    mov edx, dword ptr [r15 + 384]
+    mov dword ptr [r15 + 704], r8d
+    movzx r8d, byte ptr [r15 + 512]
     jmp 1f
 1:
     test ebx, 1073741824
+    jz 1f
+1:
+    mov r8d, dword ptr [r15 + 320]
+    mov rdx, rdx
+    movzx edx, byte ptr [r15 + 128]
+    mov dword ptr [r15 + 448], r8d
+    mov ebp, 170
+    mov r9, r10
+    test ebx, 1073741824
     jnz 1f
 1:
+    mov r8, r10
     jmp 1f
 1:
-    movsxd rdi, dword ptr [r15 + 384]
-    movzx ebp, r9b
-    movzx ebp, sil
-    mov qword ptr [r15 + 512], rdi
+    and r8, 448
+    mov byte ptr [r15 + r8 + 832], dl
+    and r9, 4032
+    and r8d, dword ptr [r15 + r9 + 3392]
+    mov r9, r9
     add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b10_done
 .Lc1_b10_c63:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d16516_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d16516_j_t
-.Lc1_d16516_j:
-    jmp 1f
-1:
-    mov ecx, dword ptr [r15 + 384]
-    mov esi, dword ptr [r15 + 64]
+    mov r8d, esi
+    mov esi, dword ptr [r15 + 320]
+    mov r9d, 203
+    lock or dword ptr [r15 + 448], 76
+    mov qword ptr [r15 + 320], r9
     mov rbp, r11
-    movsxd rax, dword ptr [r15 + 192]
-    test ebx, 1073741824
-    jz 1f
-1:
-    and rbp, 4032
-    mov qword ptr [r15 + rbp + 3392], rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    test dword ptr [r15 + 67117723], 1142161408
-    jz 1f
-1:
-    mov rbp, rbp
-    and eax, dword ptr [r15 + 576]
-    mov ebp, dword ptr [r15 + 512]
+    mov r9d, dword ptr [r15 + 256]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov eax, esi
-    mov rax, r9
-    mov byte ptr [r15 + 320], r8b
-    mov rbp, r11
-    jmp 1f
-1:
+    and rbp, 1984
+    mov r9, r11
+    mov edi, dword ptr [r15 + rbp + 1344]
+    mov rbp, rbp
+    and r9, 8128
+    mov dword ptr [r15 + r9 + 7488], r8d
+    mov ebp, r9d
+    and r8d, dword ptr [r15 + 128]
     test ebx, 1073741824
     jz 1f
 1:
-    and rbp, 448
-    mov esi, dword ptr [r15 + rbp + 832]
-    movzx ebp, bpl
-    mov ebp, 145
-    mov rbp, r11
-    mov dword ptr [r15 + 128], 134
-    test ebx, 256
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, 102
+    mov byte ptr [r15 + 0], dil
+    mov dword ptr [r15 + 0], 158
+    test ebx, 1073741824
     jz 1f
 1:
-    and rbp, 8128
-    mov qword ptr [r15 + rbp + 7488], rbp
-    mov byte ptr [r15 + 256], sil
-    mov byte ptr [r15 + 448], sil
+    mov edi, r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu ymmword ptr [r15 + 0], ymm12
+    and edi, dword ptr [r15 + 128]
+    mov r8d, ebp
+    mov rbp, r9
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    inc dword ptr [r15 + 384]
+    movsxd rbp, dword ptr [r15 + 768]
+    mov byte ptr [r15 + 512], bpl
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    movzx ebp, bpl
+    mov dword ptr [r15 + 192], 33
+    movzx ebp, byte ptr [r15 + 64]
+    mov byte ptr [r15 + 576], dil
     add r11, 64
     inc rbx
     dec r13
@@ -20312,375 +20570,393 @@ ditto_body_init_c1:
 
     .section .text.ditto_indirect,"ax",@progbits
     .p2align 9, 0xcc
-.Lc1_d11829_j_t:
+.Lc1_d11912_j_t:
     jmp rcx
-.Lc1_d11891_s_t:
+.Lc1_d11975_s_t:
     jmp rcx
-.Lc1_d11943_j_t:
+.Lc1_d12026_j_t:
     jmp rcx
-.Lc1_d13348_s_t:
+.Lc1_d13469_s_t:
     jmp rcx
-.Lc1_d13451_s_t:
+.Lc1_d13520_s_t:
     jmp rcx
-.Lc1_d12594_j_t:
+.Lc1_d12714_s_t:
     jmp rcx
-.Lc1_d12636_j_t:
+.Lc1_d12760_j_t:
     jmp rcx
-.Lc1_d12735_j_t:
+.Lc1_d12856_s_t:
     jmp rcx
-.Lc1_d12834_s_t:
+.Lc1_d12947_j_t:
     jmp rcx
-.Lc1_d12919_j_t:
-    jmp rcx
-.Lc1_d35_s_t:
+.Lc1_d32_j_t:
     jmp rcx
 .Lc1_b1_stubs_t:
     jmp rcx
-.Lc1_d12003_s_t:
+.Lc1_d12088_j_t:
     jmp rcx
-.Lc1_d12044_j_t:
+.Lc1_d12184_j_t:
     jmp rcx
-.Lc1_d12140_j_t:
+.Lc1_d12335_j_t:
     jmp rcx
-.Lc1_d12199_j_t:
+.Lc1_d12435_s_t:
     jmp rcx
-.Lc1_d12295_s_t:
+.Lc1_d12526_s_t:
     jmp rcx
-.Lc1_d12398_j_t:
+.Lc1_d12570_j_t:
     jmp rcx
-.Lc1_d12492_j_t:
+.Lc1_d13043_s_t:
     jmp rcx
-.Lc1_d13021_j_t:
+.Lc1_d13082_j_t:
     jmp rcx
-.Lc1_d13067_s_t:
+.Lc1_d13172_j_t:
     jmp rcx
-.Lc1_d13150_j_t:
+.Lc1_d13281_s_t:
     jmp rcx
-.Lc1_d13245_j_t:
+.Lc1_d13370_j_t:
     jmp rcx
-.Lc1_d13628_s_t:
+.Lc1_d13660_j_t:
     jmp rcx
-.Lc1_d13676_j_t:
+.Lc1_d13753_s_t:
     jmp rcx
-.Lc1_d13766_s_t:
+.Lc1_d13841_j_t:
     jmp rcx
-.Lc1_d13857_j_t:
+.Lc1_d13886_j_t:
     jmp rcx
-.Lc1_d13946_j_t:
+.Lc1_d13977_s_t:
     jmp rcx
-.Lc1_d14036_j_t:
+.Lc1_d14065_j_t:
     jmp rcx
-.Lc1_d14131_s_t:
+.Lc1_d14160_j_t:
     jmp rcx
-.Lc1_d14222_j_t:
+.Lc1_d14253_j_t:
     jmp rcx
-.Lc1_d14314_j_t:
+.Lc1_d14346_s_t:
     jmp rcx
-.Lc1_d14367_s_t:
+.Lc1_d14439_j_t:
     jmp rcx
-.Lc1_d14458_j_t:
+.Lc1_d14530_j_t:
     jmp rcx
-.Lc1_d14551_j_t:
+.Lc1_d14617_s_t:
     jmp rcx
-.Lc1_d14648_j_t:
+.Lc1_d14659_j_t:
     jmp rcx
-.Lc1_d14739_s_t:
+.Lc1_d14752_j_t:
     jmp rcx
-.Lc1_d14824_s_t:
+.Lc1_d14844_s_t:
     jmp rcx
-.Lc1_d14915_j_t:
+.Lc1_d14937_s_t:
     jmp rcx
-.Lc1_d15004_j_t:
+.Lc1_d15026_j_t:
     jmp rcx
-.Lc1_d15057_j_t:
+.Lc1_d15119_j_t:
     jmp rcx
-.Lc1_d15145_s_t:
+.Lc1_d15210_s_t:
     jmp rcx
-.Lc1_d15239_j_t:
+.Lc1_d15299_j_t:
     jmp rcx
-.Lc1_d15332_s_t:
+.Lc1_d15399_j_t:
     jmp rcx
-.Lc1_d15429_j_t:
+.Lc1_d15445_s_t:
     jmp rcx
-.Lc1_d15523_j_t:
+.Lc1_d15540_j_t:
     jmp rcx
-.Lc1_d15620_s_t:
+.Lc1_d15636_j_t:
     jmp rcx
-.Lc1_d15715_j_t:
+.Lc1_d15736_s_t:
     jmp rcx
-.Lc1_d15804_j_t:
+.Lc1_d15833_j_t:
     jmp rcx
-.Lc1_d15854_s_t:
+.Lc1_d15928_j_t:
     jmp rcx
-.Lc1_d15942_j_t:
+.Lc1_d16039_s_t:
     jmp rcx
-.Lc1_d16036_s_t:
+.Lc1_d16133_j_t:
     jmp rcx
-.Lc1_d16134_j_t:
+.Lc1_d16224_s_t:
     jmp rcx
-.Lc1_d16227_j_t:
+.Lc1_d16272_j_t:
     jmp rcx
-.Lc1_d16324_s_t:
+.Lc1_d16365_j_t:
     jmp rcx
-.Lc1_d16420_s_t:
+.Lc1_d16461_s_t:
     jmp rcx
-.Lc1_d16516_j_t:
+.Lc1_d16562_j_t:
     jmp rcx
-.Lc1_d623_s_t:
+.Lc1_d61_s_t:
     jmp rcx
-.Lc1_d711_s_t:
+.Lc1_d70_s_t:
     jmp rcx
-.Lc1_d751_s_t:
+.Lc1_d79_s_t:
     jmp rcx
-.Lc1_d840_s_t:
+.Lc1_d88_s_t:
     jmp rcx
-.Lc1_d934_s_t:
+.Lc1_d120_s_t:
     jmp rcx
-.Lc1_d1014_s_t:
+.Lc1_d212_s_t:
     jmp rcx
-.Lc1_d1097_s_t:
+.Lc1_d305_s_t:
     jmp rcx
-.Lc1_d1181_s_t:
+.Lc1_d389_s_t:
     jmp rcx
-.Lc1_d1273_j_t:
+.Lc1_d470_s_t:
     jmp rcx
-.Lc1_d1366_j_t:
+.Lc1_d518_s_t:
     jmp rcx
-.Lc1_d1460_s_t:
+.Lc1_d600_s_t:
     jmp rcx
-.Lc1_d1504_s_t:
+.Lc1_d680_s_t:
     jmp rcx
-.Lc1_d1590_s_t:
+.Lc1_d766_s_t:
     jmp rcx
-.Lc1_d1670_s_t:
+.Lc1_d853_s_t:
     jmp rcx
-.Lc1_d1759_j_t:
+.Lc1_d942_j_t:
     jmp rcx
-.Lc1_d1860_j_t:
+.Lc1_d1039_s_t:
     jmp rcx
-.Lc1_d1957_s_t:
+.Lc1_d1134_s_t:
     jmp rcx
-.Lc1_d2045_j_t:
+.Lc1_d1220_j_t:
     jmp rcx
-.Lc1_d2146_s_t:
+.Lc1_d1313_s_t:
     jmp rcx
-.Lc1_d2235_j_t:
+.Lc1_d1414_s_t:
     jmp rcx
-.Lc1_d2326_j_t:
+.Lc1_d1460_j_t:
     jmp rcx
-.Lc1_d2416_j_t:
+.Lc1_d1563_j_t:
     jmp rcx
-.Lc1_d2503_j_t:
+.Lc1_d1650_s_t:
     jmp rcx
-.Lc1_d2552_j_t:
+.Lc1_d1738_s_t:
     jmp rcx
-.Lc1_d2641_s_t:
+.Lc1_d1826_j_t:
     jmp rcx
-.Lc1_d2725_j_t:
+.Lc1_d1917_j_t:
     jmp rcx
-.Lc1_d2816_j_t:
+.Lc1_d2011_j_t:
     jmp rcx
-.Lc1_d2911_s_t:
+.Lc1_d2107_s_t:
     jmp rcx
-.Lc1_d2999_s_t:
+.Lc1_d2189_j_t:
     jmp rcx
-.Lc1_d3087_j_t:
+.Lc1_d2279_j_t:
     jmp rcx
-.Lc1_d3172_j_t:
+.Lc1_d2375_s_t:
     jmp rcx
-.Lc1_d3268_s_t:
+.Lc1_d2469_j_t:
     jmp rcx
-.Lc1_d3354_j_t:
+.Lc1_d2517_s_t:
     jmp rcx
-.Lc1_d3441_j_t:
+.Lc1_d2601_s_t:
     jmp rcx
-.Lc1_d3534_s_t:
+.Lc1_d2690_j_t:
     jmp rcx
-.Lc1_d3616_j_t:
+.Lc1_d2778_j_t:
     jmp rcx
-.Lc1_d3669_j_t:
+.Lc1_d2869_j_t:
     jmp rcx
-.Lc1_d3758_s_t:
+.Lc1_d2963_s_t:
     jmp rcx
-.Lc1_d3847_j_t:
+.Lc1_d3048_s_t:
     jmp rcx
-.Lc1_d3946_j_t:
+.Lc1_d3138_j_t:
     jmp rcx
-.Lc1_d4044_s_t:
+.Lc1_d3237_j_t:
     jmp rcx
-.Lc1_d4122_j_t:
+.Lc1_d3332_s_t:
     jmp rcx
-.Lc1_d4212_s_t:
+.Lc1_d3426_j_t:
     jmp rcx
-.Lc1_d4303_j_t:
+.Lc1_d3475_j_t:
     jmp rcx
-.Lc1_d4389_j_t:
+.Lc1_d3566_j_t:
     jmp rcx
-.Lc1_d4489_s_t:
+.Lc1_d3661_j_t:
     jmp rcx
-.Lc1_d4581_j_t:
+.Lc1_d3763_j_t:
     jmp rcx
-.Lc1_d4674_j_t:
+.Lc1_d3855_s_t:
     jmp rcx
-.Lc1_d4725_s_t:
+.Lc1_d3942_j_t:
     jmp rcx
-.Lc1_d4810_j_t:
+.Lc1_d4029_s_t:
     jmp rcx
-.Lc1_d4901_j_t:
+.Lc1_d4124_j_t:
     jmp rcx
-.Lc1_d4988_j_t:
+.Lc1_d4213_j_t:
     jmp rcx
-.Lc1_d5094_j_t:
+.Lc1_d4308_j_t:
     jmp rcx
-.Lc1_d5190_s_t:
+.Lc1_d4403_j_t:
     jmp rcx
-.Lc1_d5276_j_t:
+.Lc1_d4454_j_t:
     jmp rcx
-.Lc1_d5378_s_t:
+.Lc1_d4557_s_t:
     jmp rcx
-.Lc1_d5463_j_t:
+.Lc1_d4641_s_t:
     jmp rcx
-.Lc1_d5553_j_t:
+.Lc1_d4725_j_t:
     jmp rcx
-.Lc1_d5651_s_t:
+.Lc1_d4824_s_t:
     jmp rcx
-.Lc1_d5733_j_t:
+.Lc1_d4924_j_t:
     jmp rcx
-.Lc1_d5777_j_t:
+.Lc1_d5010_j_t:
     jmp rcx
-.Lc1_d5874_s_t:
+.Lc1_d5102_j_t:
     jmp rcx
-.Lc1_d5967_s_t:
+.Lc1_d5195_j_t:
     jmp rcx
-.Lc1_d6068_j_t:
+.Lc1_d5288_s_t:
     jmp rcx
-.Lc1_d6161_j_t:
+.Lc1_d5377_j_t:
     jmp rcx
-.Lc1_d6257_j_t:
+.Lc1_d5423_s_t:
     jmp rcx
-.Lc1_d6349_s_t:
+.Lc1_d5516_s_t:
     jmp rcx
-.Lc1_d6427_j_t:
+.Lc1_d5610_j_t:
     jmp rcx
-.Lc1_d6516_j_t:
+.Lc1_d5699_s_t:
     jmp rcx
-.Lc1_d6611_s_t:
+.Lc1_d5787_j_t:
     jmp rcx
-.Lc1_d6702_j_t:
+.Lc1_d5877_j_t:
     jmp rcx
-.Lc1_d6748_s_t:
+.Lc1_d5965_j_t:
     jmp rcx
-.Lc1_d6833_j_t:
+.Lc1_d6061_j_t:
     jmp rcx
-.Lc1_d6933_j_t:
+.Lc1_d6152_s_t:
     jmp rcx
-.Lc1_d7035_s_t:
+.Lc1_d6240_s_t:
     jmp rcx
-.Lc1_d7134_j_t:
+.Lc1_d6286_j_t:
     jmp rcx
-.Lc1_d7228_j_t:
+.Lc1_d6377_j_t:
     jmp rcx
-.Lc1_d7327_s_t:
+.Lc1_d6471_j_t:
     jmp rcx
-.Lc1_d7419_j_t:
+.Lc1_d6571_j_t:
     jmp rcx
-.Lc1_d7512_s_t:
+.Lc1_d6667_s_t:
     jmp rcx
-.Lc1_d7601_j_t:
+.Lc1_d6764_s_t:
     jmp rcx
-.Lc1_d7689_j_t:
+.Lc1_d6854_j_t:
     jmp rcx
-.Lc1_d7734_s_t:
+.Lc1_d6939_j_t:
     jmp rcx
-.Lc1_d7828_j_t:
+.Lc1_d7033_j_t:
     jmp rcx
-.Lc1_d7915_s_t:
+.Lc1_d7128_s_t:
     jmp rcx
-.Lc1_d8003_j_t:
+.Lc1_d7219_j_t:
     jmp rcx
-.Lc1_d8098_j_t:
+.Lc1_d7266_s_t:
     jmp rcx
-.Lc1_d8195_s_t:
+.Lc1_d7352_j_t:
     jmp rcx
-.Lc1_d8288_j_t:
+.Lc1_d7447_j_t:
     jmp rcx
-.Lc1_d8390_s_t:
+.Lc1_d7540_s_t:
     jmp rcx
-.Lc1_d8482_j_t:
+.Lc1_d7625_j_t:
     jmp rcx
-.Lc1_d8581_j_t:
+.Lc1_d7727_s_t:
     jmp rcx
-.Lc1_d8677_s_t:
+.Lc1_d7820_j_t:
     jmp rcx
-.Lc1_d8719_j_t:
+.Lc1_d7916_j_t:
     jmp rcx
-.Lc1_d8815_j_t:
+.Lc1_d8005_j_t:
     jmp rcx
-.Lc1_d8905_s_t:
+.Lc1_d8113_s_t:
     jmp rcx
-.Lc1_d8992_j_t:
+.Lc1_d8157_j_t:
     jmp rcx
-.Lc1_d9083_j_t:
+.Lc1_d8251_j_t:
     jmp rcx
-.Lc1_d9176_s_t:
+.Lc1_d8351_s_t:
     jmp rcx
-.Lc1_d9268_j_t:
+.Lc1_d8440_j_t:
     jmp rcx
-.Lc1_d9365_s_t:
+.Lc1_d8531_j_t:
     jmp rcx
-.Lc1_d9463_j_t:
+.Lc1_d8633_s_t:
     jmp rcx
-.Lc1_d9558_j_t:
+.Lc1_d8724_j_t:
     jmp rcx
-.Lc1_d9657_s_t:
+.Lc1_d8817_s_t:
     jmp rcx
-.Lc1_d9698_j_t:
+.Lc1_d8901_j_t:
     jmp rcx
-.Lc1_d9797_s_t:
+.Lc1_d8999_j_t:
     jmp rcx
-.Lc1_d9884_j_t:
+.Lc1_d9048_s_t:
     jmp rcx
-.Lc1_d9977_s_t:
+.Lc1_d9141_j_t:
     jmp rcx
-.Lc1_d10058_j_t:
+.Lc1_d9228_j_t:
     jmp rcx
-.Lc1_d10158_j_t:
+.Lc1_d9332_s_t:
     jmp rcx
-.Lc1_d10257_s_t:
+.Lc1_d9428_j_t:
     jmp rcx
-.Lc1_d10349_j_t:
+.Lc1_d9529_s_t:
     jmp rcx
-.Lc1_d10447_j_t:
+.Lc1_d9612_j_t:
     jmp rcx
-.Lc1_d10539_j_t:
+.Lc1_d9704_j_t:
     jmp rcx
-.Lc1_d10588_s_t:
+.Lc1_d9806_s_t:
     jmp rcx
-.Lc1_d10673_j_t:
+.Lc1_d9896_j_t:
     jmp rcx
-.Lc1_d10771_s_t:
+.Lc1_d9944_s_t:
     jmp rcx
-.Lc1_d10855_j_t:
+.Lc1_d10031_j_t:
     jmp rcx
-.Lc1_d10955_s_t:
+.Lc1_d10134_j_t:
     jmp rcx
-.Lc1_d11042_j_t:
+.Lc1_d10227_s_t:
     jmp rcx
-.Lc1_d11134_j_t:
+.Lc1_d10312_s_t:
     jmp rcx
-.Lc1_d11237_s_t:
+.Lc1_d10404_j_t:
     jmp rcx
-.Lc1_d11328_j_t:
+.Lc1_d10499_j_t:
     jmp rcx
-.Lc1_d11420_j_t:
+.Lc1_d10591_j_t:
     jmp rcx
-.Lc1_d11469_s_t:
+.Lc1_d10688_s_t:
     jmp rcx
-.Lc1_d11554_j_t:
+.Lc1_d10782_j_t:
     jmp rcx
-.Lc1_d11647_s_t:
+.Lc1_d10826_j_t:
     jmp rcx
-.Lc1_d11729_j_t:
+.Lc1_d10931_s_t:
+    jmp rcx
+.Lc1_d11032_j_t:
+    jmp rcx
+.Lc1_d11122_j_t:
+    jmp rcx
+.Lc1_d11215_s_t:
+    jmp rcx
+.Lc1_d11301_j_t:
+    jmp rcx
+.Lc1_d11400_s_t:
+    jmp rcx
+.Lc1_d11487_j_t:
+    jmp rcx
+.Lc1_d11585_j_t:
+    jmp rcx
+.Lc1_d11636_s_t:
+    jmp rcx
+.Lc1_d11731_j_t:
+    jmp rcx
+.Lc1_d11822_s_t:
     jmp rcx
     .text
 

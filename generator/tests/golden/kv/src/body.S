@@ -48,51 +48,52 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    movzx ebp, byte ptr [r15 + 576]
-    movsxd rax, dword ptr [r15 + 384]
-    cmovne rsi, rdx
-    movzx edx, al
+    mov byte ptr [r15 + 896], al
+    mov qword ptr [r15 + 128], rsi
+    vpaddd ymm15, ymm5, ymmword ptr [r14 + 256]
+    test ebx, 2304
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     test bl, 128
     jz 1f
 1:
-    mov r8d, dword ptr [r15 + 768]
-    mov eax, 24
-    mov r9, r10
-    mov qword ptr [r15 + 512], rax
-    test dword ptr [r15 + 67117723], 67108864
+    mov r9d, eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    inc dword ptr [r15 + 320]
+    test dword ptr [r15 + 67117724], 67108864
     jnz 1f
 1:
-    and r9, 4032
-    mov ecx, dword ptr [r15 + r9 + 3008]
-    movzx edi, byte ptr [r15 + 64]
-    movsxd rsi, dword ptr [r14 + 192]
+    mov esi, 126
+    sete dil
     mov rbp, r10
+    bt rsi, rdi
+    test dword ptr [r15 + 67117724], 16
+    jz 1f
+1:
+    movzx eax, byte ptr [r15 + 832]
+    and rbp, 448
+    mov r9, qword ptr [r15 + rbp + 960]
+    movsxd rdx, dword ptr [r15 + 768]
     test ebx, 1024
     jz 1f
 1:
-    and rbp, 448
-    mov rdx, qword ptr [r15 + rbp + 960]
-    mov r9, rbp
-    mov eax, dword ptr [r15 + 0]
-    movsxd rdi, dword ptr [r15 + 0]
-    test ebx, 13056
-    jnz 1f
+    lea rdi, [r15 + 67109504]
+    mov ecx, 735
+    rep stosb
+    movzx ebp, byte ptr [r15 + 64]
+    mov rax, qword ptr [r15 + 128]
+    test ebx, 2304
+    jz 1f
 1:
-    mov dword ptr [r15 + 0], edi
-    mov ecx, 220
-    mov dword ptr [r15 + 0], 49
-    test dword ptr [r15 + 67117723], 65796
-    jnz 1f
-1:
-    mov byte ptr [r15 + 384], cl
-    mov rsi, qword ptr [r15 + 640]
-    movzx r8d, byte ptr [r15 + 128]
-    test dword ptr [r15 + 67117724], 4098
-    jnz 1f
-1:
-    movsxd rdx, dword ptr [r15 + 320]
-    mov dword ptr [r15 + 448], r8d
-    movsxd r9, dword ptr [r15 + 256]
+    lea rdi, [r15 + 67109504]
+    lea rsi, [r15 + 67113600]
+    mov ecx, 735
+    rep movsb
+    movzx ebp, byte ptr [r15 + 448]
+    mov dword ptr [r15 + 192], esi
     add r11, 64
     add r10, r11
     inc rbx
@@ -102,61 +103,57 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    movsxd rdi, dword ptr [r14 + 128]
-    mov ebp, eax
-    mov dword ptr [r15 + 0], 121
-    mov esi, 239
-    test ebx, 2816
-    jz 1f
-1:
-    movsxd rsi, dword ptr [r15 + 0]
-    mov edx, ebp
-    mov r9d, dword ptr [r15 + 0]
-    mov r8d, dword ptr [r15 + 0]
-    test ebx, 2048
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 537396352
+    setz al
+    lea rcx, [rip + .Lc1_d83_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d83_s_t
+    .p2align 3
+.Lc1_d83_s:
+    .p2align 3
+    jmp .Lc1_d83_j
+    .p2align 3
+    jmp .Lc1_d83_j
+.Lc1_d83_j:
+    movzx ebp, byte ptr [r15 + 192]
+    movzx r9d, bpl
+    bt rax, rax
+    test ebx, 512
     jnz 1f
 1:
-    movzx eax, byte ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    .byte 0x66, 0x90
-    mov ecx, dword ptr [r15 + 0]
-    test ebx, 3056
-    jz 1f
-1:
-    movsxd rbp, dword ptr [r15 + 0]
-    movsxd r9, dword ptr [r15 + 128]
-    movzx esi, cl
-    test ebx, 6896
-    jnz 1f
-1:
-    mov edi, dword ptr [r15 + 320]
-    mov edx, esi
-    mov byte ptr [r15 + 192], dil
-    mov r8, qword ptr [r15 + 448]
-    test bl, 32
-    jz 1f
-1:
-    mov eax, dword ptr [r15 + 64]
-    movzx esi, dil
-    mov rbp, r10
-    mov r9d, dword ptr [r14 + 0]
-    and rbp, 448
-    mov rcx, qword ptr [r15 + rbp + 960]
-    test dword ptr [r15 + 67117723], 558924336
-    jz 1f
-1:
-    mov edi, 71
-    mov r9d, dword ptr [r15 + 512]
-    mov dword ptr [r15 + 704], edi
-    movzx esi, byte ptr [r15 + 256]
-    test ebx, 320
-    jnz 1f
-1:
+    movzx r8d, byte ptr [r15 + 320]
+    vpaddq xmm14, xmm14, xmmword ptr [r15 + 128]
     mov edx, dword ptr [r15 + 576]
-    mov ebp, dword ptr [r15 + 384]
-    mov byte ptr [r15 + 832], sil
-    add r11, 64
-    add r10, r11
+    test dword ptr [r15 + 67117723], 536870912
+    jz 1f
+1:
+    mov rsi, qword ptr [r15 + 704]
+    mov qword ptr [r15 + 384], rbp
+    test dword ptr [r15 + 67117723], 34
+    jnz 1f
+1:
+    mov qword ptr [r15 + 512], rsi
+    or esi, 1
+    xor edx, edx
+    div esi
+    mov r9d, edx
+    test dword ptr [r15 + 67117723], 537016708
+    jz 1f
+1:
+    mov r8, rax
+    mov rcx, rbp
+    test dword ptr [r15 + 67117724], 8388612
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r14 + 64], 15
+    test bl, 64
+    jz 1f
+1:
+    mov edi, dword ptr [r15 + 256]
+    mov ebp, 205
     inc rbx
     dec r13
     jz .Lc1_b0_done
@@ -164,61 +161,59 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 142607232
-    setz al
-    lea rcx, [rip + .Lc1_d136_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d136_s_t
-    .p2align 3
-.Lc1_d136_s:
-    .p2align 3
-    jmp .Lc1_d136_j
-    .p2align 3
-    jmp .Lc1_d136_j
-.Lc1_d136_j:
-    mov ebp, dword ptr [r15 + 320]
-    mov r8, rbp
-    inc dword ptr [r15 + 0]
-    test dword ptr [r15 + 67117724], 268435456
-    jz 1f
-1:
-    mov edx, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 10
+    mov r8, r10
+    and r8, 448
+    mov qword ptr [r14 + r8 + 960], rax
+    vmovdqu xmm5, xmmword ptr [r15 + 64]
+    mov r12, qword ptr [r15 + r12 + 56]
+    bswap rdi
     test bl, 32
     jz 1f
 1:
-    movzx edx, byte ptr [r15 + 0]
-    mov edi, 72
-    mov qword ptr [r15 + 256], rcx
-    test ebx, 672
-    jnz 1f
-1:
-    movzx esi, byte ptr [r15 + 640]
-    mov r9, r10
-    .byte 0x0f, 0x1f, 0x00
+    mov r9, rdx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     test bl, 32
-    jnz 1f
-1:
-    movsxd rcx, dword ptr [r14 + 768]
-    and r9, 448
-    movsxd rbp, dword ptr [r15 + r9 + 1472]
-    test bl, 32
-    jnz 1f
-1:
-    mov rdx, qword ptr [r14 + 128]
-    movsxd r8, dword ptr [r15 + 192]
-    movzx eax, byte ptr [r15 + 448]
-    test ebx, 2048
-    jnz 1f
-1:
-    mov edi, eax
-    movzx r9d, byte ptr [r15 + 64]
-    test dword ptr [r15 + 67117723], 11092296
     jz 1f
 1:
-    mov edx, r9d
-    mov ecx, 131
+    xchg rdx, rsi
+    movzx ecx, sil
+    mov rbp, rsi
+    mov r12, qword ptr [r15 + r12 + 56]
+    test bl, 128
+    jz 1f
+1:
+    mov ecx, edx
+    mov r12, qword ptr [r15 + r12 + 56]
+    sete dil
+    test ebx, 512
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, rdi
+    mov r8, r10
+    test ebx, 57072
+    jnz 1f
+1:
+    mov ecx, ebp
+    mov r9d, r8d
+    and r8, 4032
+    mov rax, qword ptr [r14 + r8 + 3008]
+    test bl, 64
+    jz 1f
+1:
+    mov byte ptr [r15 + 768], r8b
+    mov dword ptr [r15 + 448], 116
+    mov rsi, qword ptr [r15 + 128]
+    movsxd rcx, dword ptr [r15 + 384]
+    test dword ptr [r15 + 67117724], 293643274
+    jnz 1f
+1:
+    mov rax, qword ptr [r15 + 192]
+    movzx r9d, sil
+    or qword ptr [r15 + 832], 79
     add r11, 64
     add r10, r11
     inc rbx
@@ -228,50 +223,50 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov r9d, dword ptr [r15 + 896]
-    mov byte ptr [r15 + 704], al
-    mov eax, eax
-    movsxd rdx, dword ptr [r15 + 0]
-    test dword ptr [r15 + 67117724], 4456448
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rsi, qword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 202
+    lea rcx, [rip + .Lc1_d184_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d184_j_t
+.Lc1_d184_j:
     mov rbp, r10
-    mov dword ptr [r15 + 64], 38
+    and rbp, 960
+    movsxd rsi, dword ptr [r15 + rbp + 1984]
+    mov dword ptr [r15 + 512], 168
+    mov edx, edx
     test bl, 32
     jz 1f
 1:
-    and rbp, 8128
-    movsxd r8, dword ptr [r15 + rbp + 7104]
-    movsxd rax, dword ptr [r15 + 192]
-    movzx ebp, r8b
-    sete cl
-    test dword ptr [r15 + 67117724], 33554432
-    jz 1f
-1:
-    mov qword ptr [r15 + 576], rcx
-    mov r9d, 243
-    mov rbp, r10
-    movzx r8d, r9b
-    and rbp, 4032
-    not qword ptr [r15 + rbp + 3008]
-    test dword ptr [r15 + 67117724], 144
+    mov r8, r10
+    movzx r9d, byte ptr [r15 + 576]
+    and r8, 4032
+    mov dword ptr [r14 + r8 + 3008], 26
+    test ebx, 2784
     jnz 1f
 1:
-    .byte 0x66, 0x90
-    mov edi, dword ptr [r15 + 512]
-    mov r9, r10
-    mov ecx, dword ptr [r15 + 384]
-    mov dword ptr [r15 + 128], eax
-    test ebx, 816
+    mov byte ptr [r15 + 320], r8b
+    mov rbp, r10
+    mov dword ptr [r15 + 192], esi
+    test dword ptr [r15 + 67117724], 16777728
     jz 1f
 1:
-    and r9, 448
-    mov qword ptr [r14 + r9 + 960], r9
-    mov rdx, rdi
-    mov eax, dword ptr [r14 + 320]
+    and rbp, 448
+    movzx edi, byte ptr [r15 + rbp + 1472]
+    mov byte ptr [r14 + 640], bpl
+    mov r9d, edi
+    test ebx, 6000
+    jz 1f
+1:
+    mov ebp, 219
+    mov r9, qword ptr [r15 + 128]
+    test dword ptr [r15 + 67117723], 149192720
+    jnz 1f
+1:
+    popcnt rax, rbp
+    movzx r9d, byte ptr [r15 + 256]
+    test dword ptr [r15 + 67117723], 134845568
+    jnz 1f
+1:
+    mov ecx, dword ptr [r15 + 384]
+    vpcmpeqb xmm14, xmm14, xmmword ptr [r15 + 64]
     add r11, 64
     add r10, r11
     inc rbx
@@ -281,59 +276,48 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 3
-    lea rcx, [rip + .Lc1_d235_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d235_s_t
-    .p2align 3
-.Lc1_d235_s:
-    .p2align 3
-    jmp .Lc1_d235_j
-    .p2align 3
-    jmp .Lc1_d235_j
-    .p2align 3
-    jmp .Lc1_d235_j
-    .p2align 3
-    jmp .Lc1_d235_j
-.Lc1_d235_j:
-    mov rax, rcx
-    mov esi, 48
-    mov edx, dword ptr [r15 + 64]
-    test ebx, 320
-    jnz 1f
-1:
-    mov byte ptr [r15 + 0], dl
-    mov rbp, qword ptr [r15 + 0]
-    test ebx, 1024
-    jnz 1f
-1:
-    mov r8d, dword ptr [r15 + 640]
-    bt rbp, r8
-    test bl, 128
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test dword ptr [r15 + 67117724], 8388640
     jz 1f
 1:
-    mov rdi, qword ptr [r15 + 768]
-    mov edx, ebp
-    test dword ptr [r15 + 67117723], 2048
-    jnz 1f
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx esi, byte ptr [r15 + 640]
+    mov edx, dword ptr [r15 + 256]
+    test dword ptr [r15 + 67117723], 538970152
+    jz 1f
 1:
-    movzx edx, r8b
+    mov qword ptr [r15 + 448], rsi
+    movzx ecx, byte ptr [r15 + 192]
+    mov r8d, 138
+    xchg rsi, rdi
+    test bl, 32
+    jz 1f
+1:
+    movzx eax, r8b
     mov r9, r10
-    movzx esi, byte ptr [r14 + 448]
-    test dword ptr [r15 + 67117723], 33554432
+    movzx ebp, al
+    mov rdx, qword ptr [r15 + 64]
+    and r9, 33554368
+    movzx ecx, byte ptr [r15 + r9 + 33554432]
+    test ebx, 64944
     jnz 1f
 1:
-    and r9, 448
-    mov rdi, qword ptr [r15 + r9 + 1472]
-    mov rbp, r10
-    mov esi, 151
-    test dword ptr [r15 + 67117724], 8
+    mov esi, 239
+    mov edx, 128
+    mov ecx, dword ptr [r15 + 512]
+    mov rbp, qword ptr [r15 + 896]
+    test dword ptr [r15 + 67117724], 2013282497
     jz 1f
 1:
-    and rbp, 960
-    movsxd rax, dword ptr [r15 + rbp + 1984]
-    mov rcx, qword ptr [r15 + 256]
+    movsxd rdi, dword ptr [r15 + 320]
+    or qword ptr [r14 + 128], 25
+    mov r8d, dword ptr [r15 + 768]
+    vmovdqu xmm3, xmmword ptr [r15 + 704]
     add r11, 64
     add r10, r11
     inc rbx
@@ -343,50 +327,50 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    movzx esi, byte ptr [r15 + 128]
-    mov dword ptr [r15 + 0], 52
-    movzx r9d, byte ptr [r15 + 0]
-    mov r8, qword ptr [r15 + 0]
-    test dword ptr [r15 + 67117723], 32
-    jnz 1f
+    lea rcx, [rip + .Lc1_d275_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d275_j_t
+.Lc1_d275_j:
+    mov rdx, qword ptr [r14 + 384]
+    vsubsd xmm11, xmm11, xmm3
+    movsxd rbp, dword ptr [r15 + 256]
+    test bl, 128
+    jz 1f
 1:
+    mov r8d, dword ptr [r15 + 704]
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, r8b
-    mov edx, 40
+    lea rbp, [r10 + r10*1]
+    mov r12, qword ptr [r15 + r12 + 56]
     test dword ptr [r15 + 67117724], 8192
+    jz 1f
+1:
+    and rbp, 448
+    movsxd rax, dword ptr [r15 + rbp + 1024]
+    mov edx, dword ptr [r15 + 448]
+    mov rsi, qword ptr [r15 + 128]
+    test dword ptr [r15 + 67117723], 541065218
     jnz 1f
 1:
-    mov eax, dword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], bpl
-    mov byte ptr [r15 + 320], cl
-    mov edi, 138
-    test bl, 128
+    mov edi, dword ptr [r15 + 64]
+    vpcmpeqb xmm11, xmm11, xmmword ptr [r15 + 576]
+    mov r8d, dword ptr [r15 + 192]
+    test dword ptr [r15 + 67117724], 536870920
     jz 1f
 1:
-    movsxd rsi, dword ptr [r15 + 576]
-    movsxd r9, dword ptr [r15 + 704]
-    movzx edi, byte ptr [r15 + 256]
-    mov r8, r10
-    test dword ptr [r15 + 67117724], 16384
+    mov qword ptr [r15 + rbp + 960], rdi
+    movsxd rax, dword ptr [r15 + 832]
+    mov r9, r8
+    test dword ptr [r15 + 67117724], 201345794
     jz 1f
 1:
-    mov byte ptr [r15 + 128], dl
-    and r8, 448
-    mov rcx, qword ptr [r15 + r8 + 960]
-    movsxd rsi, dword ptr [r15 + 64]
-    mov dword ptr [r14 + 512], 67
-    test bl, 128
+    mov edx, 78
+    mov rsi, rdx
+    mov ecx, dword ptr [r15 + 320]
+    test dword ptr [r15 + 67117723], 131072
     jz 1f
 1:
-    mov rdi, rsi
-    mov dword ptr [r15 + 832], 119
-    mov rdx, rdi
-    test dword ptr [r15 + 67117724], 32
-    jnz 1f
-1:
-    mov ebp, 17
-    mov qword ptr [r15 + 384], rbp
-    mov eax, dword ptr [r15 + 192]
+    movsxd rax, dword ptr [r14 + 64]
+    mov r9d, 54
     add r11, 64
     add r10, r11
     inc rbx
@@ -396,59 +380,52 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 2099249
-    setz al
-    lea rcx, [rip + .Lc1_d330_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d330_s_t
-    .p2align 3
-.Lc1_d330_s:
-    .p2align 3
-    jmp .Lc1_d330_j
-    .p2align 3
-    jmp .Lc1_d330_j
-.Lc1_d330_j:
-    movzx r9d, byte ptr [r15 + 768]
-    mov rbp, r9
-    mov edx, 113
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     test bl, 32
-    jnz 1f
-1:
-    movsxd r8, dword ptr [r15 + 0]
-    mov rsi, rbp
-    movzx ecx, r8b
-    test ebx, 15200
     jz 1f
 1:
-    mov edi, dword ptr [r15 + 256]
-    mov r8d, 183
-    mov edx, edi
-    mov rbp, r10
-    test ebx, 30192
+    movzx ecx, al
+    mov esi, 22
+    mov edi, ecx
+    test dword ptr [r15 + 67117723], 17318185
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd r8, dword ptr [r15 + 192]
+    test dword ptr [r15 + 67117724], 10750513
+    jz 1f
+1:
+    or eax, 1
+    xor edx, edx
+    div eax
+    mov rbp, rax
+    movzx r9d, byte ptr [r15 + 64]
+    test bl, 32
+    jz 1f
+1:
+    movzx esi, byte ptr [r15 + 256]
+    mov ecx, dword ptr [r14 + 640]
+    mov dword ptr [r15 + 768], 12
+    mov r8, r10
+    test ebx, 2432
     jnz 1f
 1:
-    movsxd rax, dword ptr [r14 + 896]
-    and rbp, 448
-    mov r9d, dword ptr [r15 + rbp + 960]
-    movzx r8d, al
-    test dword ptr [r15 + 67117724], 2
+    mov rbp, qword ptr [r15 + 512]
+    and r8, 448
+    movzx r9d, byte ptr [r15 + r8 + 1472]
+    mov edx, dword ptr [r15 + 320]
+    mov r8, r10
+    test dword ptr [r15 + 67117724], 16777216
     jnz 1f
 1:
-    popcnt rdx, rax
-    movsxd rdi, dword ptr [r15 + 64]
-    mov byte ptr [r14 + 384], dl
-    test ebx, 6400
-    jnz 1f
-1:
-    movzx eax, byte ptr [r15 + 320]
-    mov rdx, qword ptr [r15 + 448]
-    mov esi, dword ptr [r15 + 640]
-    test dword ptr [r15 + 67117723], 1
-    jnz 1f
-1:
-    mov ebp, r9d
-    mov r9, qword ptr [r15 + 192]
+    movsxd rdi, dword ptr [r14 + 128]
+    mov eax, dword ptr [r15 + 384]
+    and r8, 4032
+    mov byte ptr [r15 + r8 + 3008], bpl
     add r11, 64
     add r10, r11
     inc rbx
@@ -458,169 +435,168 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov r8, r10
-    movzx ecx, r8b
-    mov esi, 44
-    and r8, 960
-    mov edi, dword ptr [r15 + r8 + 1984]
-    mov r9d, 180
-    test bl, 32
-    jnz 1f
-1:
-    mov ebp, 180
-    mov rsi, r9
-    mov edx, 112
-    test ebx, 912
-    jz 1f
-1:
-    mov byte ptr [r15 + 0], dl
+    lea rcx, [rip + .Lc1_d369_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d369_j_t
+.Lc1_d369_j:
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, byte ptr [r15 + 0]
-    test ebx, 7168
+    movzx esi, cl
+    movzx ebp, r8b
+    movzx r9d, sil
+    test ebx, 8080
     jz 1f
 1:
-    mov esi, eax
-    movzx ecx, al
-    popcnt r8, rax
-    test ebx, 576
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rdi, qword ptr [r14 + 896]
+    test bl, 32
     jz 1f
 1:
-    movsxd r9, dword ptr [r15 + 0]
-    mov rax, qword ptr [r15 + 0]
-    mov edi, 215
-    cmovne r8, rsi
-    mov rbp, r10
-    test ebx, 7600
-    jz 1f
-1:
-    mov r9, r10
-    and rbp, 4032
-    mov edx, dword ptr [r15 + rbp + 3008]
-    mov rcx, qword ptr [r15 + 192]
-    and r9, 448
-    mov rsi, qword ptr [r15 + r9 + 1472]
-    test ebx, 432
-    jz 1f
-1:
-    bt rsi, rsi
-    movsxd r9, dword ptr [r14 + 704]
-    movzx edi, byte ptr [r15 + 384]
-    test dword ptr [r15 + 67117724], 73730
+    mov r9d, 207
+    mov ebp, edi
+    mov r8, r10
+    cmovne rdi, r9
+    test dword ptr [r15 + 67117723], 285212672
     jnz 1f
 1:
-    movsxd rax, dword ptr [r15 + 128]
-    mov rcx, qword ptr [r15 + 576]
-    mov rbp, qword ptr [r15 + 512]
+    movsxd rcx, dword ptr [r15 + 704]
+    and r8, 960
+    movsxd rdx, dword ptr [r15 + r8 + 1984]
+    mov r8, rbp
+    test bl, 64
+    jnz 1f
+1:
+    mov qword ptr [r15 + 448], r8
+    add qword ptr [r15 + 384], r8
+    mov dword ptr [r15 + 576], r8d
+    mov rbp, r10
+    test bl, 128
+    jnz 1f
+1:
+    movzx r9d, bpl
+    or qword ptr [r15 + 128], 19
+    and rbp, 448
+    xor dword ptr [r15 + rbp + 960], ebp
+    test dword ptr [r15 + 67117724], 3145728
+    jz 1f
+1:
+    mov eax, 29
+    mov rsi, r9
+    mov dword ptr [r15 + 256], r9d
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jnz .Lc1_b0_c0
 .Lc1_b0_done:
-// block 1: 128 bytes, 1 chunk(s), 101 chunk executions per call
+// block 1: 128 bytes, 1 chunk(s), 97 chunk executions per call
     mov rbx, qword ptr [r15 + 67117744]
-    lea rcx, [rbx + 101]
+    lea rcx, [rbx + 97]
     mov qword ptr [r15 + 67117744], rcx
-    mov r13d, 101
+    mov r13d, 97
     jmp .Lc1_b1_c0
     .p2align 6
 .Lc1_b1_c0:
-    movzx ecx, byte ptr [r15 + 0]
-    and edi, dword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rdi
-    shr edx, 18
-    movzx r8d, byte ptr [r15 + 0]
-    jmp 1f
-1:
-    test bl, 8
-    jz 1f
-1:
-    vpxor xmm7, xmm7, xmm3
-    shr edx, 9
-    vpcmpeqb xmm7, xmm7, xmmword ptr [r15 + 0]
-    movzx r9d, byte ptr [r15 + 0]
-    vmovdqu ymm3, ymmword ptr [r15 + 64]
-    test ebx, 6144
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    vpcmpeqb xmm14, xmm14, xmm11
+    movzx edx, byte ptr [r15 + 0]
+    and ecx, dword ptr [r15 + 0]
+    test edx, ecx
+    mov dword ptr [r15 + 0], 88
+    test ebx, 3648
     jnz 1f
 1:
-    movsxd r9, dword ptr [r15 + 320]
-    mov dword ptr [r15 + 704], r9d
-    mov r8d, r9d
-    mov esi, dword ptr [r15 + 576]
-    lock add qword ptr [r15 + 192], rbp
-    xchg rcx, rbp
-    test bl, 220
+    movsxd rcx, dword ptr [r15 + 0]
+    movsxd rsi, dword ptr [r15 + 64]
+    mov edi, ecx
+    mov rax, qword ptr [r14 + 0]
+    neg r9
+    test bl, 16
     jnz 1f
 1:
-    movzx eax, cl
+    mov r8d, 167
     jmp 1f
 1:
-    or qword ptr [r15 + 448], 108
-    neg rbp
-    and edx, dword ptr [r14 + 0]
+    add rdi, 44
+    mov ecx, dword ptr [r15 + 192]
+    crc32 rsi, r8
+    test dword ptr [r15 + 67117724], 278414373
+    jnz 1f
+1:
+    mov byte ptr [r15 + 320], r8b
+    movsxd rdx, dword ptr [r15 + 704]
+    movsxd rax, dword ptr [r15 + 448]
+    jmp 1f
+1:
+    .byte 0x0f, 0x1f, 0x00
     inc rbx
     dec r13
     jnz .Lc1_b1_c0
 .Lc1_b1_done:
-// block 2: 256 bytes, 1 chunk(s), 35 chunk executions per call
+// block 2: 256 bytes, 1 chunk(s), 34 chunk executions per call
     mov rbx, qword ptr [r15 + 67117752]
-    lea rcx, [rbx + 35]
+    lea rcx, [rbx + 34]
     mov qword ptr [r15 + 67117752], rcx
-    mov r13d, 35
+    mov r13d, 34
     jmp .Lc1_b2_c0
     .p2align 6
 .Lc1_b2_c0:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d476_j]
+    lea rcx, [rip + .Lc1_d461_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d476_j_t
-.Lc1_d476_j:
-    lea rcx, [rip + .Lc1_d480_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d480_j_t
-.Lc1_d480_j:
-    or ebp, 1
-    xor edx, edx
-    div ebp
-    movsxd r8, dword ptr [r14 + 832]
-    test dword ptr [r15 + 67117723], 1116160
+    jmp .Lc1_d461_j_t
+.Lc1_d461_j:
+    movzx r8d, cl
+    mov ebp, 213
+    xor ecx, r8d
+    test ebx, 23296
     jz 1f
 1:
-    lea r9, [r10 + r10*1]
-    mov rcx, qword ptr [r15 + 256]
-    mov r8, qword ptr [r15 + 64]
-    test dword ptr [r15 + 67117723], 285879080
-    jnz 1f
-1:
-    and r9, 448
-    mov eax, dword ptr [r15 + r9 + 960]
-    mov rbp, r10
-    nop
-    test ebx, 7996
+    movsxd r8, dword ptr [r15 + 64]
+    mov r9, r9
+    test dword ptr [r15 + 67117724], 2064
     jz 1f
 1:
-    and rbp, 960
-    movsxd rdx, dword ptr [r15 + rbp + 1984]
-    mov esi, dword ptr [r15 + 384]
+    movsxd rbp, dword ptr [r14 + 576]
+    mov r8d, 212
+    neg rax
     test ebx, 1073741824
     jnz 1f
 1:
+    mov byte ptr [r15 + 384], al
+    mov esi, 252
+    test bl, 14
+    jz 1f
+1:
+    mov rbp, r10
+    movsxd rcx, dword ptr [r15 + 832]
+    movzx eax, sil
+    and rbp, 8128
+    xchg qword ptr [r15 + rbp + 7104], rax
+    mov r9, r10
+    test bl, 4
+    jnz 1f
+1:
+    and r9, 448
+    mov dword ptr [r15 + r9 + 1472], 225
+    mov edx, edx
     mov r8, r10
-    movzx ebp, sil
-    and r8, 33554368
-    mov dword ptr [r15 + r8 + 33554432], ebp
-    test dword ptr [r15 + 67117723], 773914664
+    test dword ptr [r15 + 67117723], 8388672
+    jz 1f
+1:
+    and r8, 960
+    vpcmpeqb xmm1, xmm1, xmmword ptr [r15 + r8 + 1984]
+    or qword ptr [r15 + 128], 33
+    mov rdi, qword ptr [r14 + 640]
+    test bl, 8
     jnz 1f
 1:
-    mov byte ptr [r15 + r9 + 1024], bpl
-    mov rdi, qword ptr [r14 + 128]
-    test dword ptr [r15 + 67117724], 512
-    jnz 1f
-1:
-    mov edx, 106
-    movzx edi, dl
+    popcnt rsi, rdi
+    cmovne rax, r8
     add r11, 64
     add r10, r11
     inc rbx
@@ -676,58 +652,55 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 1074016256
-    setz al
-    lea rcx, [rip + .Lc1_d536_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d536_s_t
-    .p2align 3
-.Lc1_d536_s:
-    .p2align 3
-    jmp .Lc1_d536_j
-    .p2align 3
-    jmp .Lc1_d536_j
-.Lc1_d536_j:
-    movzx edi, byte ptr [r14 + 0]
-    .byte 0x66, 0x90
-    mov eax, dword ptr [r14 + 64]
-    test dword ptr [r15 + 67117723], 1745029440
-    jz 1f
-1:
-    mov rcx, qword ptr [r15 + 128]
-    mov r9d, eax
-    test ebx, 1248
+    mov dword ptr [r14 + 640], 89
+    mov r12, qword ptr [r15 + r12 + 56]
+    bswap rdx
+    test dword ptr [r15 + 67117723], 68165632
     jnz 1f
 1:
-    mov rdi, qword ptr [r15 + 768]
-    mov rbp, r10
-    mov eax, dword ptr [r15 + 448]
-    and rbp, 8128
-    mov edx, dword ptr [r15 + rbp + 7104]
-    test ebx, 46976
-    jz 1f
+    mov r9d, edx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r9
+    test ebx, 2048
+    jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], edx
-    test bl, 64
+    mov edi, 144
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 11744
     jz 1f
 1:
-    mov rdx, qword ptr [r15 + 512]
-    movzx ebp, dl
-    movsxd rdi, dword ptr [r15 + 64]
-    test ebx, 4096
-    jz 1f
-1:
-    mov dword ptr [r15 + 832], edi
-    mov ebp, 6
-    mov r9, r10
-    test ebx, 256
+    mov ebp, 164
+    popcnt r8, rdi
+    movzx esi, r8b
+    test ebx, 1152
     jnz 1f
 1:
-    movsxd rsi, dword ptr [r15 + 256]
-    and r9, 448
-    mov r8d, dword ptr [r15 + r9 + 960]
+    mov qword ptr [r15 + 320], r8
+    mov ecx, dword ptr [r15 + 512]
+    cmovne rdx, rcx
+    test ebx, 1024
+    jnz 1f
+1:
+    sete bpl
+    mov byte ptr [r15 + 64], dl
+    mov rsi, rbp
+    mov r9, r10
+    test dword ptr [r15 + 67117724], 1107923969
+    jz 1f
+1:
+    mov qword ptr [r14 + 192], rbp
+    and r9, 33554368
+    movzx edi, byte ptr [r15 + r9 + 33554432]
+    mov byte ptr [r15 + 448], sil
+    test dword ptr [r15 + 67117724], 256
+    jz 1f
+1:
+    movsxd rsi, dword ptr [r15 + 128]
+    mov r8, r10
+    mov rcx, qword ptr [r15 + 768]
+    and r8, 448
+    mov rax, qword ptr [r15 + r8 + 1472]
     add r11, 64
     add r10, r11
     inc rbx
@@ -737,56 +710,54 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov r9d, dword ptr [r15 + 896]
-    movsxd rbp, dword ptr [r15 + 128]
-    mov ecx, 2
-    mov rdx, qword ptr [r15 + 192]
-    test dword ptr [r15 + 67117724], 1
-    jnz 1f
-1:
-    mov dword ptr [r15 + 576], r9d
-    movzx eax, byte ptr [r15 + 0]
-    lea rdi, [r15 + 67109504]
-    mov ecx, 818
-    rep stosb
-    test bl, 96
-    jz 1f
-1:
-    movsxd r9, dword ptr [r15 + 0]
-    movsxd rsi, dword ptr [r15 + 0]
-    mov edi, edx
-    movzx eax, byte ptr [r15 + 0]
-    test ebx, 86016
-    jz 1f
-1:
-    bswap rax
-    mov dword ptr [r15 + 0], 23
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 73728
+    mov edi, 41
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 288
     jnz 1f
 1:
-    mov rsi, rax
-    mov rax, rax
-    mov edx, dword ptr [r15 + 0]
-    test dword ptr [r15 + 67117723], 1056768
-    jnz 1f
-1:
-    mov dword ptr [r15 + 448], r9d
-    mov r9d, dword ptr [r15 + 320]
-    mov rdi, r9
-    mov rcx, qword ptr [r14 + 640]
-    test ebx, 1632
-    jnz 1f
-1:
-    mov byte ptr [r15 + 704], cl
-    mov rsi, qword ptr [r15 + 64]
-    mov dword ptr [r15 + 384], edi
-    test dword ptr [r15 + 67117723], 8522829
+    popcnt rcx, rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test dword ptr [r15 + 67117724], 11698248
     jz 1f
 1:
-    mov r8d, dword ptr [r15 + 256]
-    mov dword ptr [r15 + 128], 21
-    movzx r9d, r8b
+    mov qword ptr [r15 + 0], rcx
+    mov rdx, qword ptr [r15 + 192]
+    mov rcx, qword ptr [r15 + 384]
+    mov eax, eax
+    mov rbp, r10
+    test bl, 96
+    jnz 1f
+1:
+    mov byte ptr [r15 + 704], al
+    mov eax, ebp
+    and rbp, 448
+    movsxd r9, dword ptr [r15 + rbp + 1472]
+    test bl, 64
+    jz 1f
+1:
+    mov edi, 182
+    or qword ptr [r14 + 512], 56
+    mov dword ptr [r15 + 256], r9d
+    mov r8, r10
+    movzx edx, byte ptr [r15 + 768]
+    test ebx, 704
+    jz 1f
+1:
+    mov byte ptr [r15 + 128], r8b
+    and r8, 448
+    movsxd rsi, dword ptr [r15 + r8 + 960]
+    mov byte ptr [r15 + 64], r8b
+    test bl, 64
+    jnz 1f
+1:
+    movzx r8d, byte ptr [r15 + 576]
+    mov rdi, qword ptr [r14 + 832]
+    movzx ebp, r8b
+    add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b3_done
@@ -794,54 +765,51 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov rdi, qword ptr [r15 + 192]
-    btc dword ptr [r14 + 256], 1
-    mov rcx, qword ptr [r15 + 0]
-    movzx eax, byte ptr [r15 + 0]
-    test bl, 64
-    jnz 1f
-1:
-    movzx esi, byte ptr [r15 + 0]
-    mov rbp, qword ptr [r15 + 0]
-    movsxd r8, dword ptr [r15 + 0]
-    mov rax, qword ptr [r15 + 0]
-    test dword ptr [r15 + 67117724], 8388608
-    jz 1f
-1:
-    mov qword ptr [r15 + 0], r8
-    mov r8, qword ptr [r15 + 512]
-    mov dword ptr [r15 + 320], esi
-    mov esi, edi
-    test dword ptr [r15 + 67117723], 524288
-    jz 1f
-1:
-    mov esi, r8d
-    movsxd rdx, dword ptr [r15 + 384]
-    movzx ecx, al
-    test dword ptr [r15 + 67117724], 621543522
-    jnz 1f
-1:
-    mov rdi, qword ptr [r15 + 192]
-    mov rbp, r10
-    mov eax, 187
-    mov dword ptr [r15 + 640], edi
-    and rbp, 448
-    mov rdx, qword ptr [r15 + rbp + 1472]
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 69730320
+    setz al
+    lea rcx, [rip + .Lc1_d621_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d621_s_t
+    .p2align 3
+.Lc1_d621_s:
+    .p2align 3
+    jmp .Lc1_d621_j
+    .p2align 3
+    jmp .Lc1_d621_j
+.Lc1_d621_j:
     mov r9, r10
-    test ebx, 11520
+    mov rdx, qword ptr [r15 + 192]
+    movsxd rdi, dword ptr [r14 + 256]
+    and r9, 4032
+    mov dword ptr [r15 + r9 + 3008], 58
+    test ebx, 2048
     jz 1f
 1:
-    movsxd rcx, dword ptr [r15 + 64]
-    mov edx, 50
-    and r9, 448
-    movsxd rdx, dword ptr [r14 + r9 + 960]
-    mov esi, edx
-    test ebx, 1344
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r10
+    test dword ptr [r15 + 67117724], 2097152
     jz 1f
 1:
-    mov dword ptr [r15 + 768], r9d
-    mov rbp, qword ptr [r15 + 128]
-    movzx r8d, byte ptr [r14 + 448]
+    mov byte ptr [r15 + 64], bpl
+    and rbp, 960
+    mov dword ptr [r15 + rbp + 1984], edx
+    test dword ptr [r15 + 67117723], 880803904
+    jz 1f
+1:
+    movsxd rsi, dword ptr [r15 + 64]
+    vmovdqu xmm14, xmmword ptr [r15 + 384]
+    test dword ptr [r15 + 67117724], 32768
+    jz 1f
+1:
+    movsxd rdx, dword ptr [r15 + 640]
+    mov ecx, dword ptr [r15 + 320]
+    test ebx, 576
+    jnz 1f
+1:
+    mov edi, dword ptr [r15 + 448]
+    movzx eax, byte ptr [r15 + 128]
     add r11, 64
     add r10, r11
     inc rbx
@@ -851,54 +819,58 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 3
-    lea rcx, [rip + .Lc1_d685_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d685_s_t
-    .p2align 3
-.Lc1_d685_s:
-    .p2align 3
-    jmp .Lc1_d685_j
-    .p2align 3
-    jmp .Lc1_d685_j
-    .p2align 3
-    jmp .Lc1_d685_j
-    .p2align 3
-    jmp .Lc1_d685_j
-.Lc1_d685_j:
-    mov rbp, qword ptr [r15 + 256]
-    movzx edi, byte ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 7648
-    jz 1f
+    movsxd rsi, dword ptr [r15 + 448]
+    mov r8, rdx
+    mov dword ptr [r15 + 512], edx
+    mov edx, r8d
+    test ebx, 1344
+    jnz 1f
 1:
-    mov rsi, rdi
-    mov r8d, dword ptr [r15 + 64]
-    test dword ptr [r15 + 67117724], 16384
-    jz 1f
+    inc dword ptr [r15 + 128]
+    mov eax, esi
+    add qword ptr [r15 + 576], rax
+    test ebx, 576
+    jnz 1f
 1:
-    movzx edi, byte ptr [r15 + 128]
-    mov qword ptr [r15 + 576], r8
-    test dword ptr [r15 + 67117723], 8192
-    jz 1f
-1:
-    mov qword ptr [r14 + 832], rbp
-    mov rbp, r10
-    mov r9, r10
-    movsxd rdx, dword ptr [r15 + 704]
+    or r9d, 1
+    xor edx, edx
+    div r9d
+    movzx edi, byte ptr [r14 + 704]
+    mov qword ptr [r15 + 896], r8
+    bt rdx, rdi
     test bl, 64
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, 94
+    movzx esi, dil
+    test dword ptr [r15 + 67117724], 201850948
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, rdi
+    bswap rdi
+    test dword ptr [r15 + 67117723], 64
+    jz 1f
+1:
+    mov rbp, rsi
+    bt rdi, rbp
+    sete sil
+    mov r12, qword ptr [r15 + r12 + 56]
+    test dword ptr [r15 + 67117724], 268436032
     jnz 1f
 1:
-    and rbp, 448
-    mov qword ptr [r15 + rbp + 960], rbp
-    and r9, 8128
-    mov qword ptr [r15 + r9 + 7104], rdx
-    test dword ptr [r15 + 67117724], 67108884
-    jnz 1f
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu xmm1, xmmword ptr [r15 + 320]
+    vpaddd ymm14, ymm14, ymmword ptr [r14 + 256]
+    mov r8, r10
+    test ebx, 13696
+    jz 1f
 1:
-    mov r9, qword ptr [r15 + 512]
-    mov dword ptr [r15 + 320], r9d
+    and r8, 448
+    mov dword ptr [r15 + r8 + 960], r8d
+    mov rcx, qword ptr [r15 + 64]
+    mov r9, rcx
     add r11, 64
     add r10, r11
     inc rbx
@@ -908,53 +880,50 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov r8, r10
-    and r8, 4032
-    mov dword ptr [r15 + r8 + 3008], r8d
-    mov byte ptr [r15 + 0], r8b
+    lea rcx, [rip + .Lc1_d718_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d718_j_t
+.Lc1_d718_j:
+    mov edx, dword ptr [r15 + 512]
+    movsxd rcx, dword ptr [r14 + 64]
+    movzx edi, dl
+    mov byte ptr [r15 + 640], dil
+    test ebx, 288
+    jz 1f
+1:
+    bt rax, rax
+    mov r9d, edi
+    mov eax, r9d
+    test dword ptr [r15 + 67117724], 2048
+    jnz 1f
+1:
+    xor dword ptr [r15 + 128], r9d
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, r8b
-    test dword ptr [r15 + 67117724], 1024
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, rax
+    test dword ptr [r15 + 67117724], 67633280
     jnz 1f
 1:
-    mov rbp, qword ptr [r15 + 0]
-    mov ecx, dword ptr [r15 + 384]
-    bswap rdx
-    test dword ptr [r15 + 67117723], 131072
-    jnz 1f
-1:
-    movsxd rsi, dword ptr [r15 + 768]
-    mov qword ptr [r15 + 448], rdx
-    mov edi, 111
-    test ebx, 14336
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edi, dword ptr [r15 + 768]
+    movsxd rsi, dword ptr [r15 + 832]
+    test bl, 128
     jz 1f
 1:
-    movzx esi, byte ptr [r14 + 64]
-    mov r8, r10
-    mov ebp, dword ptr [r14 + 128]
-    mov rax, qword ptr [r15 + 640]
-    and r8, 960
-    xor dword ptr [r15 + r8 + 1984], ebp
-    test dword ptr [r15 + 67117723], 276963974
-    jnz 1f
-1:
-    mov r9d, dword ptr [r15 + 320]
-    movzx esi, bpl
     mov rbp, r10
-    bt rsi, rdi
-    test dword ptr [r15 + 67117724], 64
+    mov r8d, 218
+    mov dword ptr [r15 + 384], 238
+    and rbp, 448
+    mov r9, r10
+    movzx ecx, byte ptr [r15 + rbp + 1472]
+    mov edx, r9d
+    test dword ptr [r15 + 67117723], 4
     jz 1f
 1:
-    mov r9, rsi
-    and rbp, 448
-    mov edi, dword ptr [r15 + rbp + 1472]
-    mov rdx, rdi
-    test bl, 64
-    jnz 1f
-1:
-    mov rbp, qword ptr [r15 + 192]
-    movzx ecx, dl
-    mov eax, ecx
+    and r9, 33554368
+    movsxd rbp, dword ptr [r15 + r9 + 33554432]
+    mov dword ptr [r15 + 192], 174
+    mov r9d, 28
     add r11, 64
     add r10, r11
     inc rbx
@@ -964,59 +933,46 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 3
-    lea rcx, [rip + .Lc1_d779_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d779_s_t
-    .p2align 3
-.Lc1_d779_s:
-    .p2align 3
-    jmp .Lc1_d779_j
-    .p2align 3
-    jmp .Lc1_d779_j
-    .p2align 3
-    jmp .Lc1_d779_j
-    .p2align 3
-    jmp .Lc1_d779_j
-.Lc1_d779_j:
-    mov qword ptr [r15 + 704], rcx
-    mov rsi, qword ptr [r15 + 576]
-    bswap rbp
-    test ebx, 4096
+    mov r8, r10
+    mov esi, 248
+    and r8, 960
+    mov dword ptr [r15 + r8 + 1984], 101
+    mov ebp, 41
+    test dword ptr [r15 + 67117724], 537022492
     jnz 1f
 1:
-    movsxd rax, dword ptr [r15 + 192]
-    sete dl
-    test ebx, 96000
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx edi, byte ptr [r15 + 576]
+    test dword ptr [r15 + 67117723], 1082130501
+    jnz 1f
+1:
+    vpaddd ymm1, ymm14, ymmword ptr [r15 + 384]
+    movsxd rax, dword ptr [r15 + 704]
+    test dword ptr [r15 + 67117724], 1073743872
+    jnz 1f
+1:
+    mov qword ptr [r15 + 256], rax
+    mov r9, r10
+    mov byte ptr [r15 + 320], r9b
+    and r9, 448
+    mov rsi, qword ptr [r15 + r9 + 960]
+    test dword ptr [r15 + 67117723], 16777216
     jz 1f
 1:
-    mov edi, 41
-    mov rbp, r10
-    mov r8, qword ptr [r15 + 512]
-    and rbp, 448
-    mov byte ptr [r14 + rbp + 960], dil
-    test dword ptr [r15 + 67117723], 536870960
-    jnz 1f
-1:
-    mov r9d, dword ptr [r15 + 64]
-    movzx edi, byte ptr [r15 + 384]
-    test ebx, 3840
-    jnz 1f
-1:
-    mov esi, edi
-    vmulsd xmm3, xmm3, xmm7
-    movzx edi, bpl
-    test dword ptr [r15 + 67117723], 2
-    jnz 1f
-1:
-    mov r9d, dword ptr [r15 + 896]
-    mov qword ptr [r15 + 256], r9
-    test dword ptr [r15 + 67117723], 1048576
+    mov rax, rdi
+    movzx edi, al
+    test dword ptr [r15 + 67117723], 1073741836
     jz 1f
 1:
-    mov r8d, dword ptr [r15 + 0]
-    movzx edi, r9b
+    movsxd r8, dword ptr [r14 + 64]
+    movsxd rcx, dword ptr [r15 + 448]
+    vmovdqu xmm1, xmmword ptr [r15 + 256]
+    test dword ptr [r15 + 67117723], 8388608
+    jnz 1f
+1:
+    vpaddq xmm14, xmm14, xmmword ptr [r14 + 128]
+    mov edx, dword ptr [r15 + 192]
     add r11, 64
     add r10, r11
     inc rbx
@@ -1026,55 +982,45 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    movsxd r9, dword ptr [r14 + 64]
-    mov rcx, rdi
-    mov ebp, 234
-    mov r8d, 215
-    movzx esi, byte ptr [r15 + 128]
-    test ebx, 256
+    inc dword ptr [r15 + 128]
+    mov byte ptr [r15 + 448], al
+    movsxd rsi, dword ptr [r15 + 192]
+    test bl, 64
     jnz 1f
 1:
-    movzx edx, byte ptr [r15 + 640]
-    sete al
-    mov r9, qword ptr [r15 + 768]
-    mov edi, eax
-    test dword ptr [r15 + 67117723], 16384
-    jnz 1f
-1:
-    mov byte ptr [r15 + 448], cl
-    mov ebp, 45
-    mov r8d, dword ptr [r15 + 192]
-    movzx edi, byte ptr [r15 + 128]
-    test dword ptr [r15 + 67117724], 536936512
-    jnz 1f
-1:
-    movzx ecx, byte ptr [r15 + 0]
-    mov esi, dword ptr [r15 + 0]
-    movsxd rdx, dword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], r9
-    test ebx, 48992
+    movsxd rdx, dword ptr [r14 + 512]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 7040
     jz 1f
 1:
-    mov dword ptr [r15 + 0], 162
-    movsxd r8, dword ptr [r15 + 0]
-    mov r9d, dword ptr [r15 + 384]
-    movzx edi, byte ptr [r15 + 256]
-    test dword ptr [r15 + 67117723], 772
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r10
+    test dword ptr [r15 + 67117723], 1024
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 448
+    mov rsi, qword ptr [r15 + rbp + 960]
+    test dword ptr [r15 + 67117723], 21004288
     jnz 1f
 1:
-    movzx ecx, cl
     mov r8, r10
-    movsxd rax, dword ptr [r15 + 320]
-    movzx ebp, r9b
-    and r8, 448
-    movsxd rdx, dword ptr [r14 + r8 + 960]
-    test dword ptr [r15 + 67117724], 73728
+    mov byte ptr [r15 + 640], r8b
+    and r8, 4032
+    vpaddd ymm14, ymm14, ymmword ptr [r15 + r8 + 3008]
+    mov ecx, ebp
+    mov r9, r10
+    test ebx, 1024
     jz 1f
 1:
-    mov dword ptr [r15 + 832], edx
-    cmovne rdi, rbp
-    mov rcx, rbp
-    nop
+    mov dword ptr [r14 + 320], 9
+    add qword ptr [r15 + 768], rsi
+    and r9, 448
+    movzx edx, byte ptr [r15 + r9 + 1472]
     add r11, 64
     add r10, r11
     inc rbx
@@ -1084,58 +1030,55 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 67404288
-    setz al
-    lea rcx, [rip + .Lc1_d879_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d879_s_t
-    .p2align 3
-.Lc1_d879_s:
-    .p2align 3
-    jmp .Lc1_d879_j
-    .p2align 3
-    jmp .Lc1_d879_j
-.Lc1_d879_j:
-    mov edi, 186
-    mov dword ptr [r15 + 512], 248
-    xchg rbp, rax
-    test ebx, 480
-    jnz 1f
-1:
-    mov rcx, rdi
-    mov dword ptr [r15 + 0], 107
-    mov r9, r10
-    test bl, 64
-    jnz 1f
-1:
-    mov rdx, qword ptr [r14 + 64]
-    and r9, 960
-    mov esi, dword ptr [r15 + r9 + 1984]
-    test ebx, 1376
-    jnz 1f
-1:
-    btc dword ptr [r15 + 128], 18
-    mov dword ptr [r15 + 256], esi
-    test dword ptr [r15 + 67117723], 1073750016
+    lea rcx, [rip + .Lc1_d849_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d849_j_t
+.Lc1_d849_j:
+    movsxd rdi, dword ptr [r15 + 256]
+    movsxd rbp, dword ptr [r15 + 576]
+    movsxd rdx, dword ptr [r15 + 768]
+    mov byte ptr [r15 + 384], dl
+    test bl, 224
     jz 1f
 1:
-    mov r8, qword ptr [r15 + 576]
-    mov eax, dword ptr [r15 + 704]
-    test dword ptr [r15 + 67117723], 247660548
-    jz 1f
-1:
-    popcnt rdx, r8
-    vmulsd xmm3, xmm3, xmm3
-    mov rbp, r10
+    mov esi, edx
+    mov dword ptr [r15 + 640], 50
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edi, esi
     test ebx, 288
     jnz 1f
 1:
-    mov r8d, 84
-    and rbp, 448
-    mov rcx, qword ptr [r15 + rbp + 1472]
-    add r11, 64
-    add r10, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, rsi
+    mov r12, qword ptr [r15 + r12 + 56]
+    test dword ptr [r15 + 67117724], 1073807395
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], r9b
+    mov dword ptr [r15 + 128], 72
+    vpcmpeqb xmm1, xmm1, xmmword ptr [r14 + 128]
+    test ebx, 2048
+    jz 1f
+1:
+    mov dword ptr [r15 + 64], esi
+    mov rbp, rdi
+    mov qword ptr [r15 + 192], rdi
+    test ebx, 15968
+    jnz 1f
+1:
+    sete cl
+    mov rax, qword ptr [r14 + 64]
+    or ecx, 1
+    xor edx, edx
+    div ecx
+    movsxd rdi, dword ptr [r15 + 704]
+    test bl, 128
+    jz 1f
+1:
+    movzx esi, byte ptr [r15 + 512]
+    mov ecx, dword ptr [r15 + 896]
+    mov r8d, dword ptr [r15 + 320]
     inc rbx
     dec r13
     jz .Lc1_b3_done
@@ -1143,56 +1086,50 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    movsxd rdi, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rdi
-    test ebx, 480
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 288
     jnz 1f
 1:
-    mov r9, qword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], edi
-    movzx edx, cl
-    test ebx, 256
-    jnz 1f
-1:
-    mov byte ptr [r15 + 0], sil
-    movzx edx, byte ptr [r15 + 0]
-    mov ebp, 159
-    test ebx, 6656
-    jz 1f
-1:
-    mov dword ptr [r15 + 320], 89
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r9, r10
-    mov r8d, dword ptr [r15 + 384]
-    movzx edx, r8b
-    test ebx, 256
-    jz 1f
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 120800
+    jnz 1f
+1:
+    and r9, 448
+    mov dword ptr [r15 + r9 + 960], 109
+    mov qword ptr [r15 + 64], r9
+    mov r8d, 77
+    mov rbp, r10
+    test bl, 64
+    jnz 1f
+1:
+    and rbp, 448
+    mov rsi, qword ptr [r15 + rbp + 1472]
+    sete cl
+    mov r9, r10
+    mov edx, eax
+    test dword ptr [r15 + 67117723], 2
+    jnz 1f
 1:
     and r9, 4032
-    mov rbp, r10
-    mov byte ptr [r15 + r9 + 3008], dl
-    and rbp, 33554368
-    mov dword ptr [r15 + rbp + 33554432], 249
-    mov rsi, qword ptr [r15 + 64]
-    mov r8, r10
-    test ebx, 256
+    mov dword ptr [r15 + r9 + 3008], 241
+    bt rcx, rdx
+    mov byte ptr [r15 + 384], al
+    test bl, 64
+    jz 1f
+1:
+    movsxd r8, dword ptr [r15 + 256]
+    movsxd rdi, dword ptr [r15 + 832]
+    mov rax, qword ptr [r14 + 448]
+    test bl, 128
     jnz 1f
 1:
-    movzx ebp, byte ptr [r15 + 192]
-    mov esi, 159
-    and r8, 448
-    mov eax, dword ptr [r15 + r8 + 960]
-    test dword ptr [r15 + 67117723], 33554432
-    jz 1f
-1:
-    movzx ecx, byte ptr [r15 + 448]
-    mov edi, ecx
-    mov eax, dword ptr [r14 + 0]
-    test ebx, 31552
-    jz 1f
-1:
-    mov dword ptr [r15 + 768], edi
-    movzx edx, al
+    movsxd rbp, dword ptr [r15 + 192]
+    mov esi, 219
     add r11, 64
     add r10, r11
     inc rbx
@@ -1202,54 +1139,49 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 3
-    lea rcx, [rip + .Lc1_d978_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d978_s_t
-    .p2align 3
-.Lc1_d978_s:
-    .p2align 3
-    jmp .Lc1_d978_j
-    .p2align 3
-    jmp .Lc1_d978_j
-    .p2align 3
-    jmp .Lc1_d978_j
-    .p2align 3
-    jmp .Lc1_d978_j
-.Lc1_d978_j:
-    movzx r9d, r9b
-    movsxd rdx, dword ptr [r14 + 64]
-    mov qword ptr [r15 + 576], rcx
-    test dword ptr [r15 + 67117724], 1073741824
-    jz 1f
-1:
-    mov eax, 80
+    lea rcx, [rip + .Lc1_d944_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d944_j_t
+.Lc1_d944_j:
     mov rbp, r10
-    mov rdx, qword ptr [r14 + 256]
-    test dword ptr [r15 + 67117724], 17670912
-    jz 1f
-1:
-    and rbp, 8128
-    mov byte ptr [r15 + rbp + 7104], bpl
-    movzx edi, al
-    mov r8, qword ptr [r15 + 128]
-    test ebx, 256
-    jz 1f
-1:
-    movzx r9d, byte ptr [r15 + 896]
-    mov dword ptr [r15 + 640], r8d
-    test ebx, 56256
-    jz 1f
-1:
-    mov esi, dword ptr [r15 + 192]
-    mov ecx, dword ptr [r15 + 704]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 67117723], 16
+    movsxd r9, dword ptr [r15 + 576]
+    and rbp, 33554368
+    movsxd rax, dword ptr [r15 + rbp + 33554432]
+    mov r8, r10
+    mov rsi, r9
+    test dword ptr [r15 + 67117723], 2048
     jnz 1f
 1:
-    mov rdi, qword ptr [r15 + 320]
-    mov rdx, qword ptr [r15 + 512]
+    movzx r9d, byte ptr [r15 + 320]
+    and r8, 960
+    movsxd rdi, dword ptr [r15 + r8 + 1984]
+    mov dword ptr [r14 + 256], 76
+    test dword ptr [r15 + 67117723], 540672
+    jnz 1f
+1:
+    mov dword ptr [r15 + 704], r8d
+    mov rcx, r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    test dword ptr [r15 + 67117724], 12714128
+    jz 1f
+1:
+    mov edx, ecx
+    mov edi, 149
+    mov rsi, qword ptr [r15 + 64]
+    test ebx, 576
+    jnz 1f
+1:
+    mov rcx, qword ptr [r15 + 512]
+    movzx eax, byte ptr [r15 + 128]
+    movzx ebp, byte ptr [r15 + 896]
+    test dword ptr [r15 + 67117724], 1083392
+    jnz 1f
+1:
+    vsubsd xmm1, xmm1, xmm1
+    mov r8, r10
+    mov edi, 90
+    and r8, 448
+    mov rsi, qword ptr [r15 + r8 + 960]
     add r11, 64
     add r10, r11
     inc rbx
@@ -1259,55 +1191,51 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov dword ptr [r14 + 0], 33
-    movzx r8d, al
-    movsxd rax, dword ptr [r15 + 512]
-    .byte 0x0f, 0x1f, 0x40, 0x00
-    test ebx, 1376
+    mov qword ptr [r15 + 448], rax
+    mov ecx, 182
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 256
+    jnz 1f
+1:
+    mov edi, eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 130272
+    jnz 1f
+1:
+    mov eax, 42
+    mov r12, qword ptr [r15 + r12 + 56]
+    cmovne rbp, rax
+    test ebx, 6112
     jz 1f
 1:
-    movzx edx, r8b
-    xchg rdi, rax
-    movsxd rsi, dword ptr [r14 + 768]
-    mov dword ptr [r15 + 256], edx
-    test dword ptr [r15 + 67117724], 262144
+    mov r9d, dword ptr [r15 + 320]
+    mov qword ptr [r14 + 704], rax
+    mov edx, 213
+    btc dword ptr [r15 + 192], 21
+    test dword ptr [r15 + 67117724], 32
     jz 1f
 1:
-    movzx ebp, sil
-    mov r9d, 155
+    mov edi, edx
+    mov rsi, qword ptr [r15 + 256]
+    mov r9d, dword ptr [r15 + 640]
     mov r8, r10
-    movzx ecx, byte ptr [r15 + 64]
-    test ebx, 16384
-    jz 1f
+    test ebx, 256
+    jnz 1f
 1:
-    movzx ebp, byte ptr [r15 + 832]
+    mov rsi, qword ptr [r14 + 384]
+    mov edx, r8d
     and r8, 448
-    movzx eax, byte ptr [r15 + r8 + 960]
-    mov byte ptr [r15 + 0], r8b
-    mov r9d, eax
-    test ebx, 448
-    jnz 1f
-1:
-    mov byte ptr [r15 + 0], r9b
-    mov byte ptr [r15 + 192], r9b
-    mov byte ptr [r15 + 640], al
-    test dword ptr [r15 + 67117724], 4096
-    jnz 1f
-1:
-    mov rbp, r10
-    lea rdi, [r15 + 67109504]
-    mov ecx, 827
-    rep stosb
-    mov edx, dword ptr [r15 + 448]
-    mov r9d, dword ptr [r15 + 128]
-    and rbp, 448
-    mov rsi, qword ptr [r15 + rbp + 1472]
-    test dword ptr [r15 + 67117723], 4
+    movzx eax, byte ptr [r14 + r8 + 1472]
+    movzx ebp, byte ptr [r15 + 768]
+    test dword ptr [r15 + 67117723], 262144
     jz 1f
 1:
-    mov rax, rbp
-    mov ebp, dword ptr [r15 + 384]
-    mov r8, r9
+    mov rdi, qword ptr [r15 + 128]
+    mov qword ptr [r15 + 64], rbp
+    movzx ebp, byte ptr [r15 + 576]
     add r11, 64
     add r10, r11
     inc rbx
@@ -1317,55 +1245,57 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 4
-    setz al
-    lea rcx, [rip + .Lc1_d1074_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d1074_s_t
-    .p2align 3
-.Lc1_d1074_s:
-    .p2align 3
-    jmp .Lc1_d1074_j
-    .p2align 3
-    jmp .Lc1_d1074_j
-.Lc1_d1074_j:
-    mov qword ptr [r15 + 704], rcx
-    movsxd r9, dword ptr [r15 + 320]
-    test dword ptr [r15 + 67117723], 16777216
-    jz 1f
-1:
-    mov r8d, 34
-    movzx ecx, byte ptr [r15 + 448]
-    test ebx, 448
-    jnz 1f
-1:
-    mov dword ptr [r15 + 64], 6
-    movzx edx, byte ptr [r15 + 256]
-    test ebx, 1248
-    jnz 1f
-1:
-    mov rbp, r10
-    mov r8, qword ptr [r15 + 384]
-    mov r9, r10
-    and rbp, 960
-    mov rcx, qword ptr [r15 + rbp + 1984]
-    test dword ptr [r15 + 67117724], 36864
-    jz 1f
-1:
-    mov rax, r9
-    and r9, 4032
-    movzx ebp, byte ptr [r15 + r9 + 3008]
-    test ebx, 256
-    jnz 1f
-1:
-    movzx edx, r8b
+    lea rcx, [rip + .Lc1_d1037_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d1037_j_t
+.Lc1_d1037_j:
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 56704
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx esi, cl
+    test bl, 128
+    jnz 1f
+1:
+    movzx ecx, byte ptr [r15 + 512]
+    mov ebp, 219
+    mov r9, r10
+    movzx r8d, cl
+    test dword ptr [r15 + 67117723], 1048576
     jz 1f
 1:
-    mov r8d, dword ptr [r14 + 0]
-    movzx esi, byte ptr [r15 + 128]
+    and r9, 448
+    mov byte ptr [r15 + r9 + 960], cl
+    mov rsi, r9
+    test ebx, 2560
+    jnz 1f
+1:
+    mov edi, esi
+    mov byte ptr [r15 + 64], dil
+    mov r8d, dword ptr [r15 + 384]
+    test ebx, 288
+    jnz 1f
+1:
+    mov edx, dword ptr [r15 + 192]
+    lea rdi, [r15 + 67109504]
+    lea rsi, [r15 + 67113600]
+    mov ecx, 735
+    rep movsb
+    mov ebp, 43
+    test dword ptr [r15 + 67117723], 169934976
+    jz 1f
+1:
+    mov eax, 253
+    mov r8d, 18
+    test bl, 64
+    jz 1f
+1:
+    movsxd rdx, dword ptr [r15 + 128]
+    mov qword ptr [r15 + 832], rax
+    mov eax, 127
+    test bl, 64
+    jnz 1f
+1:
+    vmovdqu xmm1, xmmword ptr [r15 + 768]
+    mov r9d, eax
     add r11, 64
     add r10, r11
     inc rbx
@@ -1375,55 +1305,47 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov edi, edi
-    mov rax, qword ptr [r15 + 128]
-    movsxd rsi, dword ptr [r15 + 512]
-    mov edi, 215
-    test dword ptr [r15 + 67117723], 8
-    jnz 1f
-1:
-    movsxd rax, dword ptr [r15 + 64]
-    mov r8, rsi
-    mov rdx, qword ptr [r15 + 768]
-    movsxd rcx, dword ptr [r15 + 0]
-    test ebx, 256
-    jnz 1f
-1:
-    mov rdi, qword ptr [r15 + 0]
-    movsxd r9, dword ptr [r15 + 0]
-    movzx r8d, byte ptr [r15 + 0]
-    movzx edx, dil
-    test dword ptr [r15 + 67117724], 33554432
-    jnz 1f
+    mov r8d, dword ptr [r15 + 128]
+    mov ebp, 182
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edx, ebp
+    test dword ptr [r15 + 67117724], 1048576
+    jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, 14
-    mov edi, dword ptr [r15 + 0]
-    mov ebp, 121
-    mov r9, r10
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test dword ptr [r15 + 67117723], 1119393
+    jnz 1f
+1:
+    mov rbp, rax
+    mov r9d, dword ptr [r15 + 512]
+    movzx edi, dl
+    test ebx, 127968
+    jnz 1f
+1:
+    mov byte ptr [r15 + 192], dil
+    movsxd r8, dword ptr [r15 + 448]
+    mov dword ptr [r14 + 64], r8d
+    vmovdqu ymm1, ymmword ptr [r15 + 384]
+    mov rbp, r10
     test bl, 64
     jz 1f
 1:
-    mov eax, ebp
-    mov qword ptr [r15 + 192], rax
-    and r9, 448
-    movsxd rdx, dword ptr [r15 + r9 + 1472]
-    mov rdi, rbp
-    test ebx, 256
+    mov qword ptr [r14 + 640], r8
+    and rbp, 960
+    mov rax, qword ptr [r15 + rbp + 1984]
+    mov r8d, dword ptr [r15 + 576]
+    mov edx, dword ptr [r15 + 256]
+    test dword ptr [r15 + 67117723], 810550416
     jnz 1f
 1:
-    mov r8, r10
-    mov edx, dword ptr [r15 + 640]
-    mov byte ptr [r14 + 256], dil
-    movsxd rsi, dword ptr [r15 + 320]
-    and r8, 448
-    mov rdi, qword ptr [r14 + r8 + 960]
-    test ebx, 256
-    jz 1f
-1:
-    movsxd rcx, dword ptr [r15 + 576]
-    mov dword ptr [r15 + 896], r9d
-    mov rdx, rdi
+    mov rbp, r10
+    mov byte ptr [r15 + 320], bpl
+    and rbp, 4032
+    vpcmpeqb xmm1, xmm1, xmmword ptr [r15 + rbp + 3008]
+    popcnt rsi, rbp
     add r11, 64
     add r10, r11
     inc rbx
@@ -1433,62 +1355,55 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 537002512
-    setz al
-    lea rcx, [rip + .Lc1_d1172_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d1172_s_t
-    .p2align 3
-.Lc1_d1172_s:
-    .p2align 3
-    jmp .Lc1_d1172_j
-    .p2align 3
-    jmp .Lc1_d1172_j
-.Lc1_d1172_j:
-    movzx ebp, byte ptr [r15 + 448]
-    mov qword ptr [r15 + 0], rbp
-    movzx r9d, cl
-    test dword ptr [r15 + 67117724], 262144
-    jnz 1f
+    lea rcx, [rip + .Lc1_d1133_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d1133_j_t
+.Lc1_d1133_j:
+    mov r9, r10
+    and r9, 448
+    movsxd rdi, dword ptr [r15 + r9 + 960]
+    mov eax, 66
+    mov r9d, 60
+    test dword ptr [r15 + 67117724], 1745666048
+    jz 1f
 1:
-    mov rdx, qword ptr [r15 + 0]
-    mov rsi, qword ptr [r15 + 0]
-    test dword ptr [r15 + 67117723], 32768
-    jnz 1f
-1:
-    movzx ecx, byte ptr [r15 + 0]
-    movzx r8d, sil
-    mov edx, 117
+    lea rdi, [r15 + 67109504]
+    lea rsi, [r15 + 67113600]
+    mov ecx, 734
+    rep movsb
+    movsxd rdx, dword ptr [r15 + 64]
     test bl, 64
     jnz 1f
 1:
-    mov qword ptr [r15 + 0], r8
-    mov dword ptr [r15 + 0], edx
-    test dword ptr [r15 + 67117723], 2
-    jnz 1f
-1:
-    mov qword ptr [r15 + 128], rcx
-    mov esi, dword ptr [r15 + 704]
-    mov r8d, 76
-    test ebx, 640
-    jnz 1f
-1:
-    movsxd rax, dword ptr [r15 + 64]
-    mov ecx, eax
-    mov rbp, r10
-    test ebx, 288
+    mov rbp, qword ptr [r15 + 320]
+    mov byte ptr [r15 + 256], bpl
+    test dword ptr [r15 + 67117723], 67108864
     jz 1f
 1:
-    mov edi, dword ptr [r15 + 384]
-    and rbp, 8128
-    mov rdx, qword ptr [r15 + rbp + 7104]
-    mov ebp, dword ptr [r14 + 192]
-    test ebx, 3584
+    mov dword ptr [r15 + 896], ebp
+    mov r8d, 115
+    test ebx, 256
+    jz 1f
+1:
+    movzx edi, bpl
+    vpaddq xmm1, xmm1, xmmword ptr [r15 + 0]
+    test dword ptr [r15 + 67117723], 8193
+    jz 1f
+1:
+    mov r9, r10
+    mov rbp, rdi
+    mov byte ptr [r14 + 704], r9b
+    test ebx, 320
     jnz 1f
 1:
-    mov eax, edi
-    mov rsi, rax
+    and r9, 448
+    mov byte ptr [r15 + r9 + 1472], r9b
+    mov edi, 79
+    test dword ptr [r15 + 67117724], 33554432
+    jnz 1f
+1:
+    mov edx, dword ptr [r15 + 128]
+    mov eax, 211
     add r11, 64
     add r10, r11
     inc rbx
@@ -1498,50 +1413,52 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov dword ptr [r15 + 128], 191
-    mov dword ptr [r15 + 384], 254
-    mov dword ptr [r15 + 512], 22
-    test ebx, 30592
+    movsxd r8, dword ptr [r15 + 64]
+    mov qword ptr [r15 + 704], rdi
+    mov qword ptr [r14 + 512], rax
+    mov edx, dword ptr [r15 + 0]
+    test dword ptr [r15 + 67117724], 268587146
     jz 1f
 1:
+    movzx ecx, dl
     mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], al
-    mov esi, dword ptr [r15 + 0]
-    test dword ptr [r15 + 67117723], 16777216
+    mov rsi, rcx
+    test dword ptr [r15 + 67117723], 40
+    jnz 1f
+1:
+    movzx r9d, byte ptr [r15 + 0]
+    mov edi, dword ptr [r15 + 0]
+    mov r8d, dword ptr [r15 + 0]
+    mov rbp, r10
+    mov ecx, dword ptr [r15 + 768]
+    test dword ptr [r15 + 67117723], 1
     jz 1f
+1:
+    and rbp, 448
+    mov rax, qword ptr [r15 + rbp + 960]
+    mov r9, qword ptr [r15 + 384]
+    mov r8d, esi
+    test ebx, 608
+    jnz 1f
 1:
     mov rbp, r10
-    mov esi, esi
-    mov eax, 16
-    and rbp, 448
-    mov r8, r10
-    mov r9d, dword ptr [r15 + rbp + 960]
-    test ebx, 13824
+    cmovne rdx, r8
+    and rbp, 33554368
+    movsxd rdi, dword ptr [r14 + rbp + 33554432]
+    movsxd rsi, dword ptr [r15 + 128]
+    mov dword ptr [r14 + 0], 134
+    test bl, 96
     jz 1f
 1:
-    mov r9, qword ptr [r15 + 576]
-    and r8, 960
-    mov edx, dword ptr [r15 + r8 + 1984]
-    vcvtsi2sd xmm3, xmm3, eax
-    test bl, 64
+    movzx ecx, byte ptr [r15 + 640]
+    mov r9d, dword ptr [r15 + 832]
+    movzx eax, byte ptr [r15 + 448]
+    test ebx, 14816
     jz 1f
 1:
-    mov ecx, dword ptr [r15 + 192]
-    movsxd rdi, dword ptr [r15 + 256]
-    movsxd rbp, dword ptr [r15 + 64]
-    test ebx, 2048
-    jnz 1f
-1:
-    mov r9, qword ptr [r15 + 832]
-    mov rdx, rdx
-    movzx esi, byte ptr [r15 + 320]
-    mov r8, r10
-    test ebx, 928
-    jnz 1f
-1:
-    and r8, 33554368
-    mov dword ptr [r14 + r8 + 33554432], 200
-    mov eax, 4
+    mov qword ptr [r15 + 256], rax
+    mov r8, qword ptr [r15 + 192]
+    cmovne rbp, r9
     add r11, 64
     add r10, r11
     inc rbx
@@ -1551,57 +1468,49 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 3
-    lea rcx, [rip + .Lc1_d1271_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d1271_s_t
-    .p2align 3
-.Lc1_d1271_s:
-    .p2align 3
-    jmp .Lc1_d1271_j
-    .p2align 3
-    jmp .Lc1_d1271_j
-    .p2align 3
-    jmp .Lc1_d1271_j
-    .p2align 3
-    jmp .Lc1_d1271_j
-.Lc1_d1271_j:
-    movzx r8d, byte ptr [r14 + 640]
-    mov r9d, dword ptr [r15 + 320]
-    xor dword ptr [r15 + 128], r8d
-    test dword ptr [r15 + 67117723], 32768
+    lea rcx, [rip + .Lc1_d1231_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d1231_j_t
+.Lc1_d1231_j:
+    mov qword ptr [r15 + 320], rbp
+    movzx esi, cl
+    mov r8, rax
+    mov dword ptr [r15 + 576], 133
+    test dword ptr [r15 + 67117724], 131152
+    jz 1f
+1:
+    xor dword ptr [r15 + 640], r8d
+    xor dword ptr [r15 + 64], r8d
+    mov edx, 111
+    test dword ptr [r15 + 67117724], 538973216
     jnz 1f
 1:
-    mov edx, r9d
-    .byte 0x0f, 0x1f, 0x40, 0x00
+    mov r9d, dword ptr [r14 + 448]
+    mov edi, 159
+    mov esi, 194
     test bl, 64
-    jz 1f
+    jnz 1f
 1:
-    cmovne rcx, rcx
     mov r8, r10
-    mov edi, dword ptr [r15 + 768]
-    test dword ptr [r15 + 67117724], 16393
-    jz 1f
-1:
-    and r8, 4032
-    mov rbp, qword ptr [r15 + r8 + 3008]
-    mov r9, r10
-    mov rcx, qword ptr [r14 + 448]
-    and r9, 448
-    movzx eax, byte ptr [r15 + r9 + 1472]
-    test dword ptr [r15 + 67117724], 1150061056
-    jz 1f
-1:
     mov rbp, r10
-    mov edx, dword ptr [r15 + 256]
-    mov r8d, r8d
-    test bl, 64
+    mov dword ptr [r15 + 384], 79
+    and rbp, 960
+    mov rdi, qword ptr [r15 + rbp + 1984]
+    and r8, 4032
+    movzx ecx, byte ptr [r15 + r8 + 3008]
+    cmovne rdx, rbp
+    test dword ptr [r15 + 67117724], 131136
+    jnz 1f
+1:
+    mov r9d, esi
+    mov qword ptr [r15 + 256], r8
+    mov rax, qword ptr [r15 + 128]
+    test dword ptr [r15 + 67117723], 12583040
     jz 1f
 1:
-    and rbp, 448
-    mov dword ptr [r15 + rbp + 960], 163
-    mov ecx, edx
+    mov edi, edx
+    mov r9d, dword ptr [r15 + 0]
+    vmovdqu xmm1, xmmword ptr [r15 + 192]
     add r11, 64
     add r10, r11
     inc rbx
@@ -1619,57 +1528,59 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov rsi, qword ptr [r15 + 64]
-    movsxd rdi, dword ptr [r15 + 64]
-    mov qword ptr [r15 + 128], rcx
-    test ebx, 304
-    jz 1f
-1:
-    movzx r9d, byte ptr [r15 + 128]
-    mov r8d, edi
-    mov esi, r8d
-    test ebx, 336
-    jz 1f
-1:
-    movzx edx, byte ptr [r15 + 704]
-    mov rcx, rsi
-    mov rax, qword ptr [r15 + 192]
-    test dword ptr [r15 + 67117724], 4194304
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 70
+    setz al
+    lea rcx, [rip + .Lc1_d1282_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d1282_s_t
+    .p2align 3
+.Lc1_d1282_s:
+    .p2align 3
+    jmp .Lc1_d1282_j
+    .p2align 3
+    jmp .Lc1_d1282_j
+.Lc1_d1282_j:
+    lea rdi, [r15 + 67109504]
+    mov ecx, 735
+    rep stosb
+    mov r9, qword ptr [r15 + 576]
+    mov esi, eax
+    test ebx, 512
     jnz 1f
 1:
-    mov qword ptr [r15 + 320], rcx
-    movzx r9d, byte ptr [r15 + 128]
-    mov r8, r10
-    movzx ebp, byte ptr [r15 + 768]
-    test bl, 184
+    mov dword ptr [r15 + 256], esi
+    mov rdx, rsi
+    movzx r8d, byte ptr [r15 + 64]
+    test dword ptr [r15 + 67117723], 71426080
     jz 1f
 1:
-    and r8, 960
-    mov edi, dword ptr [r15 + r8 + 1984]
-    movzx ecx, r8b
-    mov rsi, rcx
-    test ebx, 424
+    movzx eax, dl
+    movsxd rbp, dword ptr [r15 + 64]
+    mov edi, dword ptr [r15 + 128]
+    test ebx, 1344
     jnz 1f
 1:
-    movzx eax, byte ptr [r15 + 832]
-    mov byte ptr [r15 + 64], sil
-    mov ecx, ebp
-    test dword ptr [r15 + 67117723], 32768
+    mov r9, r8
+    movzx ebp, byte ptr [r15 + 320]
+    mov r8d, eax
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movsxd rcx, dword ptr [r15 + 256]
+    movzx r9d, r8b
+    mov dword ptr [r15 + 384], 41
+    test ebx, 1073741824
     jz 1f
 1:
-    mov edx, 254
-    mov rbp, r10
-    mov r9d, 145
-    movzx eax, byte ptr [r15 + 128]
-    test dword ptr [r15 + 67117723], 138727496
-    jnz 1f
+    movsxd rbp, dword ptr [r15 + 448]
+    popcnt rsi, rcx
+    movzx edx, dil
+    test dword ptr [r15 + 67117724], 201326592
+    jz 1f
 1:
-    and rbp, 448
-    movsxd rdi, dword ptr [r15 + rbp + 960]
-    movzx esi, byte ptr [r15 + 768]
-    movsxd r8, dword ptr [r15 + 64]
-    add r11, 64
-    add r10, r11
+    mov r9, qword ptr [r15 + 192]
+    movzx ebp, byte ptr [r15 + 128]
     inc rbx
     dec r13
     jz .Lc1_b4_done
@@ -1677,115 +1588,107 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 268534304
-    setz al
-    lea rcx, [rip + .Lc1_d1374_s]
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 3
+    lea rcx, [rip + .Lc1_d1331_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d1374_s_t
+    jmp .Lc1_d1331_s_t
     .p2align 3
-.Lc1_d1374_s:
+.Lc1_d1331_s:
     .p2align 3
-    jmp .Lc1_d1374_j
+    jmp .Lc1_d1331_j
     .p2align 3
-    jmp .Lc1_d1374_j
-.Lc1_d1374_j:
-    mov ebp, eax
-    mov byte ptr [r15 + 64], cl
-    movsxd r9, dword ptr [r15 + 128]
-    test bl, 64
+    jmp .Lc1_d1331_j
+    .p2align 3
+    jmp .Lc1_d1331_j
+    .p2align 3
+    jmp .Lc1_d1331_j
+.Lc1_d1331_j:
+    mov r9d, dword ptr [r15 + 832]
+    mov r8, qword ptr [r15 + 512]
+    mov ecx, ecx
+    test ebx, 1952
     jnz 1f
 1:
-    mov ecx, 21
-    mov dword ptr [r14 + 896], ebp
-    mov r8, r10
-    test ebx, 14240
-    jnz 1f
-1:
-    mov rdx, r8
-    mov r9, qword ptr [r15 + 256]
-    and r8, 960
-    movsxd rdi, dword ptr [r15 + r8 + 1984]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx eax, byte ptr [r15 + 448]
-    movzx ecx, dil
-    test ebx, 3056
+    movzx ebp, r9b
+    mov rsi, qword ptr [r15 + 384]
+    test dword ptr [r15 + 67117723], 16
     jz 1f
 1:
-    .byte 0x0f, 0x1f, 0x00
-    mov rsi, qword ptr [r15 + 320]
-    mov rdx, qword ptr [r15 + 64]
-    lea rbp, [r10 + r10*1]
-    test bl, 16
+    mov edx, dword ptr [r15 + 640]
+    movsxd rdi, dword ptr [r15 + 192]
+    test dword ptr [r15 + 67117723], 1621099778
     jnz 1f
 1:
-    and rbp, 448
-    movzx r9d, byte ptr [r15 + rbp + 1024]
-    movzx edi, byte ptr [r15 + 384]
-    test ebx, 6896
+    lea r8, [r10 + r10*1]
+    movsxd rbp, dword ptr [r14 + 448]
+    movsxd rax, dword ptr [r15 + 64]
+    and r8, 448
+    movsxd rsi, dword ptr [r15 + r8 + 1472]
+    test dword ptr [r15 + 67117724], 81921
     jnz 1f
 1:
-    mov r8, qword ptr [r15 + 704]
-    mov edx, dword ptr [r15 + rbp + 960]
+    movzx edx, byte ptr [r15 + r8 + 1536]
+    vmovdqu xmm1, xmmword ptr [r15 + 256]
+    test dword ptr [r15 + 67117724], 67445057
+    jnz 1f
+1:
+    vpcmpeqb xmm1, xmm1, xmmword ptr [r15 + 512]
+    mov qword ptr [r15 + 320], rdx
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b4_done
 .Lc1_b4_c2:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, edx
-    mov r9d, 214
-    mov ecx, edx
-    test ebx, 3544
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    bswap rax
+    movsxd r9, dword ptr [r15 + 448]
+    mov rsi, rax
+    movzx ecx, byte ptr [r14 + 128]
+    test dword ptr [r15 + 67117723], 266240
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r9, r10
-    mov rdx, qword ptr [r14 + 64]
-    mov ebp, r9d
-    movsxd r8, dword ptr [r15 + 384]
-    and r9, 448
-    mov esi, dword ptr [r15 + r9 + 960]
-    test bl, 64
+    bt rax, rsi
+    movsxd rdx, dword ptr [r15 + 64]
+    vucomisd xmm1, xmm1
+    test ebx, 704
     jz 1f
 1:
-    mov rbp, r10
-    mov dword ptr [r15 + 576], r8d
-    movzx esi, byte ptr [r15 + 192]
-    movzx edx, dl
+    lea rbp, [r10 + r10*2]
+    mov eax, dword ptr [r15 + 768]
+    mov r8, r10
     and rbp, 448
-    mov r8d, dword ptr [r15 + rbp + 1472]
-    test bl, 64
+    movzx ecx, byte ptr [r15 + rbp + 1600]
+    and r8, 960
+    movzx esi, byte ptr [r15 + r8 + 1984]
+    test ebx, 256
     jz 1f
 1:
-    mov ecx, dword ptr [r15 + 768]
-    mov eax, 131
-    mov rdi, qword ptr [r15 + 256]
-    mov esi, 105
-    test bl, 112
+    movsxd rdx, dword ptr [r15 + 384]
+    movsxd r9, dword ptr [r14 + 704]
+    mov r8d, 163
+    mov edi, r9d
+    test dword ptr [r15 + 67117723], 33556736
     jnz 1f
 1:
-    mov ebp, dword ptr [r15 + 640]
-    mov byte ptr [r15 + 128], dl
-    mov dword ptr [r15 + 128], 135
-    mov r9, r10
-    movzx r8d, sil
-    test ebx, 7600
+    mov ecx, 181
+    or qword ptr [r15 + rbp + 1536], 48
+    movsxd rax, dword ptr [r15 + 576]
+    test dword ptr [r15 + 67117724], 1107296256
     jnz 1f
 1:
-    mov esi, dword ptr [r15 + 512]
-    and r9, 4032
-    movzx ebp, byte ptr [r15 + r9 + 3008]
-    movzx edx, r9b
+    mov rsi, rax
+    movzx edi, sil
+    mov rax, qword ptr [r15 + rbp + 1472]
+    test dword ptr [r15 + 67117724], 16777216
+    jz 1f
+1:
+    movsxd rcx, dword ptr [r15 + 192]
+    movzx ebp, byte ptr [r15 + 256]
+    vpaddq xmm1, xmm1, xmmword ptr [r15 + 192]
     add r11, 64
     add r10, r11
     inc rbx
@@ -1795,60 +1698,53 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 537434112
-    setz al
-    lea rcx, [rip + .Lc1_d1474_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d1474_s_t
-    .p2align 3
-.Lc1_d1474_s:
-    .p2align 3
-    jmp .Lc1_d1474_j
-    .p2align 3
-    jmp .Lc1_d1474_j
-.Lc1_d1474_j:
-    mov byte ptr [r15 + 256], al
-    mov rdi, rcx
-    mov rbp, rcx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 67117723], 67108864
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rax, dword ptr [r15 + 832]
-    test dword ptr [r15 + 67117724], 524288
-    jnz 1f
-1:
-    mov dword ptr [r15 + 192], 208
-    mov r8d, edi
-    test bl, 16
-    jz 1f
-1:
-    mov rsi, rax
-    mov rdi, qword ptr [r15 + 64]
-    mov dword ptr [r15 + 704], 121
+    mov edi, 155
+    mov ecx, ecx
+    mov edx, dword ptr [r14 + 256]
+    lea rdi, [r15 + 67109504]
+    lea rsi, [r15 + 67113600]
+    mov ecx, 734
+    rep movsb
     mov r9, r10
-    test ebx, 1073741824
+    test ebx, 2552
     jz 1f
 1:
-    mov ecx, r9d
-    and r9, 8128
-    mov edx, dword ptr [r15 + r9 + 7104]
+    and r9, 448
+    mov edx, dword ptr [r15 + r9 + 960]
+    mov r8d, dword ptr [r14 + 320]
+    vpcmpeqb xmm7, xmm7, xmmword ptr [r15 + 704]
+    test dword ptr [r15 + 67117724], 269028357
+    jz 1f
+1:
+    movzx edx, byte ptr [r15 + 512]
+    mov rax, qword ptr [r15 + 128]
+    movzx ecx, r8b
+    mov rbp, r10
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx ebp, byte ptr [r14 + 448]
-    mov r8, rdx
-    test dword ptr [r15 + 67117724], 262144
+    mov edx, eax
+    and rbp, 960
+    movsxd rdi, dword ptr [r15 + rbp + 1984]
+    movzx esi, bpl
+    test bl, 24
+    jnz 1f
+1:
+    mov qword ptr [r15 + 64], rdi
+    mov edx, esi
+    xor dword ptr [r15 + 192], eax
+    test ebx, 640
     jz 1f
 1:
-    mov dword ptr [r15 + 320], r8d
-    mov r9, r8
+    mov qword ptr [r15 + 448], rdx
+    vmovdqu ymm6, ymmword ptr [r15 + 128]
+    mov r9d, edx
+    test dword ptr [r15 + 67117724], 8454160
+    jnz 1f
+1:
+    vsubsd xmm1, xmm1, xmm6
+    mov byte ptr [r15 + 896], r9b
+    movzx ecx, byte ptr [r15 + 768]
     add r11, 64
     add r10, r11
     inc rbx
@@ -1866,52 +1762,55 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, eax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 5376
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 352
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rsi, dword ptr [r15 + 128]
-    movzx ebp, al
-    mov r9d, 18
-    test bl, 128
-    jnz 1f
-1:
-    movzx ecx, byte ptr [r15 + 896]
-    mov r8d, dword ptr [r15 + 64]
-    mov rdi, r8
-    test ebx, 15776
-    jz 1f
-1:
-    mov rax, qword ptr [r15 + 512]
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 4195333
+    setz al
+    lea rcx, [rip + .Lc1_d1476_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d1476_s_t
+    .p2align 3
+.Lc1_d1476_s:
+    .p2align 3
+    jmp .Lc1_d1476_j
+    .p2align 3
+    jmp .Lc1_d1476_j
+.Lc1_d1476_j:
     mov rbp, r10
-    mov dword ptr [r15 + 640], eax
-    and rbp, 448
-    movzx edx, byte ptr [r14 + rbp + 1472]
-    mov dword ptr [r15 + 384], 114
-    test dword ptr [r15 + 67117723], 67108884
+    movzx r8d, byte ptr [r15 + 128]
+    mov ecx, dword ptr [r15 + 640]
+    and rbp, 4032
+    mov eax, dword ptr [r15 + rbp + 3008]
+    test dword ptr [r15 + 67117724], 16777216
     jnz 1f
 1:
-    mov r8, r10
-    mov esi, r8d
-    and r8, 448
-    mov r9, qword ptr [r14 + r8 + 960]
-    movzx ecx, byte ptr [r15 + 576]
-    test bl, 192
+    mov r9, qword ptr [r15 + 192]
+    add qword ptr [r15 + 576], rax
+    test dword ptr [r15 + 67117724], 1052704
     jnz 1f
 1:
-    mov rdi, rax
-    mov rbp, qword ptr [r15 + 768]
-    mov rdx, rsi
+    mov qword ptr [r15 + 64], r9
+    mov ebp, dword ptr [r14 + 256]
+    test ebx, 7744
+    jz 1f
+1:
+    inc dword ptr [r15 + 256]
+    cmovne rsi, r8
+    movzx eax, sil
+    test dword ptr [r15 + 67117724], 79966212
+    jz 1f
+1:
+    movsxd rdi, dword ptr [r15 + 512]
+    mov esi, 24
+    test dword ptr [r15 + 67117723], 268435466
+    jz 1f
+1:
+    movsxd rdx, dword ptr [r15 + 768]
+    vucomisd xmm1, xmm6
+    test bl, 48
+    jz 1f
+1:
+    mov ecx, 181
+    mov r8d, dword ptr [r15 + 64]
     add r11, 64
     add r10, r11
     inc rbx
@@ -1922,53 +1821,51 @@ ditto_body_c1:
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
     xor eax, eax
-    test dword ptr [r15 + 67117723], 16960
+    test dword ptr [r15 + 67117724], 131072
     setz al
-    lea rcx, [rip + .Lc1_d1578_s]
+    lea rcx, [rip + .Lc1_d1523_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d1578_s_t
+    jmp .Lc1_d1523_s_t
     .p2align 3
-.Lc1_d1578_s:
+.Lc1_d1523_s:
     .p2align 3
-    jmp .Lc1_d1578_j
+    jmp .Lc1_d1523_j
     .p2align 3
-    jmp .Lc1_d1578_j
-.Lc1_d1578_j:
-    mov r9, qword ptr [r15 + 320]
-    mov dword ptr [r15 + 448], edx
-    mov r8d, 23
-    test bl, 128
+    jmp .Lc1_d1523_j
+.Lc1_d1523_j:
+    movzx edi, cl
+    mov qword ptr [r15 + 192], rcx
+    movsxd rcx, dword ptr [r15 + 832]
+    test dword ptr [r15 + 67117723], 33554432
     jnz 1f
 1:
-    mov ecx, 70
-    movzx edi, dil
-    mov dword ptr [r14 + 64], eax
+    mov eax, dword ptr [r14 + 256]
+    mov r9d, dword ptr [r15 + 704]
+    mov r8, r10
+    test dword ptr [r15 + 67117723], 5242880
+    jz 1f
+1:
+    and r8, 33554368
+    mov byte ptr [r15 + r8 + 33554432], r8b
+    movzx ecx, al
+    test ebx, 6592
+    jz 1f
+1:
+    mov rsi, rcx
+    mov dword ptr [r15 + 320], 55
+    movsxd rdx, dword ptr [r15 + 128]
     mov rbp, r10
-    test ebx, 7904
+    test dword ptr [r15 + 67117723], 1224745122
+    jz 1f
+1:
+    and rbp, 448
+    mov r8, qword ptr [r15 + rbp + 960]
+    mov dword ptr [r15 + 448], 17
+    test ebx, 1073741824
     jnz 1f
 1:
-    mov qword ptr [r15 + 256], r9
-    and rbp, 960
-    movsxd r9, dword ptr [r15 + rbp + 1984]
-    mov dword ptr [r14 + 384], 159
-    test ebx, 672
-    jnz 1f
-1:
-    movzx esi, r9b
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test bl, 32
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r8d, byte ptr [r15 + 128]
-    mov rdx, qword ptr [r15 + 704]
-    test ebx, 720
-    jnz 1f
-1:
-    mov dword ptr [r15 + 512], 128
-    movzx ecx, dl
-    movzx eax, byte ptr [r15 + 192]
+    mov edx, 149
+    not qword ptr [r15 + 384]
     add r11, 64
     add r10, r11
     inc rbx
@@ -1978,55 +1875,58 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov rbp, r10
+    movzx ecx, byte ptr [r15 + 512]
+    mov edi, dword ptr [r15 + 512]
+    btc dword ptr [r15 + 320], 1
+    movsxd rax, dword ptr [r15 + 128]
+    lea rbp, [r10 + r10*1]
+    test bl, 176
+    jz 1f
+1:
     and rbp, 448
-    mov dword ptr [r15 + rbp + 960], 130
-    mov byte ptr [r15 + 768], bpl
-    mov r9, rbp
-    test ebx, 4608
-    jnz 1f
+    vpcmpeqb xmm10, xmm10, xmmword ptr [r15 + rbp + 1536]
+    mov rcx, rsi
+    mov r9d, eax
+    mov rdx, rax
+    test ebx, 2560
+    jz 1f
 1:
-    mov r8, qword ptr [r15 + 256]
     mov edi, r9d
-    movzx eax, r8b
-    test bl, 32
+    mov qword ptr [r15 + 192], rdx
+    mov r8, qword ptr [r15 + 256]
+    test dword ptr [r15 + 67117723], 8704
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 30528
-    jz 1f
-1:
-    cmovne rbp, rdi
-    mov rsi, r9
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 7888
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, dword ptr [r15 + 128]
-    mov esi, dword ptr [r15 + 448]
-    test dword ptr [r15 + 67117723], 16777216
-    jz 1f
-1:
-    mov dword ptr [r15 + 576], ecx
-    xchg rbp, r9
-    mov byte ptr [r15 + 192], r8b
-    test ebx, 7904
-    jz 1f
-1:
-    mov edi, dword ptr [r15 + 832]
-    mov esi, 153
-    movsxd rcx, dword ptr [r14 + 320]
-    mov r8, r10
-    test dword ptr [r15 + 67117723], 4096
+    mov edi, dword ptr [r15 + 64]
+    movzx ecx, r8b
+    bswap rax
+    mov esi, 235
+    test ebx, 512
     jnz 1f
 1:
-    mov r9d, ebp
-    mov rbp, rdx
-    and r8, 4032
-    mov edx, dword ptr [r15 + r8 + 3008]
+    movzx edi, al
+    xor dword ptr [r15 + 384], r9d
+    movzx r9d, byte ptr [r15 + 448]
+    mov r8d, dword ptr [r15 + 768]
+    test ebx, 3904
+    jz 1f
+1:
+    mov edi, edi
+    mov rcx, r8
+    mov edx, dword ptr [r15 + 64]
+    test ebx, 1952
+    jz 1f
+1:
+    cmovne rsi, r8
+    mov rcx, qword ptr [r15 + rbp + 1472]
+    mov r8d, dword ptr [r15 + 640]
+    mov byte ptr [r14 + 192], r8b
+    test dword ptr [r15 + 67117723], 1076887552
+    jnz 1f
+1:
+    mov rbp, r8
+    movzx eax, byte ptr [r15 + 576]
+    popcnt r8, rdi
     add r11, 64
     add r10, r11
     inc rbx
@@ -2037,53 +1937,58 @@ ditto_body_c1:
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
     xor eax, eax
-    test dword ptr [r15 + 67117724], 48
+    test dword ptr [r15 + 67117723], 1073807360
     setz al
-    lea rcx, [rip + .Lc1_d1675_s]
+    lea rcx, [rip + .Lc1_d1621_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d1675_s_t
+    jmp .Lc1_d1621_s_t
     .p2align 3
-.Lc1_d1675_s:
+.Lc1_d1621_s:
     .p2align 3
-    jmp .Lc1_d1675_j
+    jmp .Lc1_d1621_j
     .p2align 3
-    jmp .Lc1_d1675_j
-.Lc1_d1675_j:
+    jmp .Lc1_d1621_j
+.Lc1_d1621_j:
+    mov r9, r10
     mov rbp, r10
-    mov r8, r10
-    and r8, 448
-    movsxd rdx, dword ptr [r15 + r8 + 960]
-    and rbp, 448
-    mov rsi, qword ptr [r15 + rbp + 1472]
-    mov dword ptr [r15 + 704], 226
-    test dword ptr [r15 + 67117723], 268435456
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
+    mov edx, r9d
+    and r9, 448
+    movsxd rdi, dword ptr [r15 + r9 + 960]
+    and rbp, 4032
+    mov r8, qword ptr [r15 + rbp + 3008]
+    test ebx, 7984
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 512], rdi
-    test ebx, 848
+    mov esi, dword ptr [r15 + 64]
+    mov rdx, qword ptr [r15 + 448]
+    mov rbp, r10
+    test bl, 32
     jnz 1f
 1:
-    mov ecx, dword ptr [r15 + 128]
-    mov rbp, qword ptr [r15 + 640]
-    movzx edi, byte ptr [r15 + 64]
-    test ebx, 1024
+    and rbp, 960
+    movzx r8d, byte ptr [r15 + rbp + 1984]
+    movzx ecx, byte ptr [r14 + 128]
+    test dword ptr [r15 + 67117723], 66048
+    jnz 1f
+1:
+    movzx eax, cl
+    mov edx, 223
+    mov ecx, 171
+    test dword ptr [r15 + 67117723], 556019968
     jz 1f
 1:
-    mov r9d, 178
-    movzx ebp, r8b
-    movsxd rax, dword ptr [r15 + 384]
+    movzx edi, byte ptr [r14 + 384]
+    mov ebp, dword ptr [r15 + 256]
+    test dword ptr [r15 + 67117724], 69206016
+    jz 1f
+1:
+    mov esi, eax
+    mov edx, 136
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r8d, dword ptr [r14 + 192]
-    mov dword ptr [r14 + 64], r8d
+    mov r8d, ecx
+    mov qword ptr [r15 + 704], r8
     add r11, 64
     add r10, r11
     inc rbx
@@ -2093,51 +1998,56 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    not qword ptr [r15 + 640]
-    mov byte ptr [r15 + 896], al
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 912
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test bl, 32
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, al
-    test bl, 128
-    jnz 1f
-1:
-    movzx r8d, al
-    mov rbp, r10
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r14 + 64], 101
-    and rbp, 960
-    mov rax, qword ptr [r15 + rbp + 1984]
+    mov byte ptr [r15 + 832], sil
+    movzx edi, al
+    mov qword ptr [r15 + 320], rax
+    mov edx, 176
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx r8d, byte ptr [r15 + 192]
-    movzx ebp, byte ptr [r15 + 128]
-    mov dword ptr [r15 + 320], eax
-    test dword ptr [r15 + 67117724], 262145
+    vpaddd ymm1, ymm10, ymmword ptr [r15 + 384]
+    mov r9d, eax
+    mov ecx, r9d
+    mov rbp, rcx
+    test dword ptr [r15 + 67117723], 67108864
     jz 1f
 1:
-    movzx r8d, bpl
-    mov dword ptr [r15 + 768], 197
-    mov qword ptr [r15 + 256], rbp
-    test ebx, 13056
+    mov qword ptr [r15 + 640], rbp
+    sete dl
+    movsxd rdi, dword ptr [r15 + 896]
+    test dword ptr [r15 + 67117724], 1024
     jnz 1f
 1:
-    mov rsi, qword ptr [r15 + 448]
-    mov edx, dword ptr [r15 + 128]
-    movzx eax, byte ptr [r15 + 576]
-    add r11, 64
-    add r10, r11
+    mov rax, rbp
+    mov r8d, edi
+    mov esi, dword ptr [r15 + 128]
+    vmovdqu ymm10, ymmword ptr [r14 + 768]
+    test ebx, 2560
+    jz 1f
+1:
+    mov r8d, 45
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 4048
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, r8d
+    mov rdx, r8
+    test bl, 64
+    jnz 1f
+1:
+    vpaddq xmm6, xmm6, xmmword ptr [r15 + 256]
+    sete r9b
+    mov r8d, edx
+    movsxd rdx, dword ptr [r15 + 64]
+    test dword ptr [r15 + 67117723], 2048
+    jnz 1f
+1:
+    mov dword ptr [r15 + 128], 141
+    mov rbp, qword ptr [r15 + 192]
+    vmovdqu xmm7, xmmword ptr [r15 + 512]
     inc rbx
     dec r13
     jz .Lc1_b5_done
@@ -2145,112 +2055,114 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 1
-    setz al
-    lea rcx, [rip + .Lc1_d1767_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d1767_s_t
-    .p2align 3
-.Lc1_d1767_s:
-    .p2align 3
-    jmp .Lc1_d1767_j
-    .p2align 3
-    jmp .Lc1_d1767_j
-.Lc1_d1767_j:
-    mov dword ptr [r15 + 704], 165
+    lea rdi, [r15 + 67109504]
+    mov ecx, 735
+    rep stosb
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 832], ecx
-    test ebx, 15776
-    jnz 1f
-1:
-    mov qword ptr [r14 + 0], rax
-    mov dword ptr [r15 + 64], ecx
-    test dword ptr [r15 + 67117723], 16384
+    movzx eax, dil
+    mov edx, eax
+    test dword ptr [r15 + 67117723], 33554432
     jz 1f
+1:
+    cmovne rbp, rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test dword ptr [r15 + 67117723], 327681
+    jz 1f
+1:
+    movsxd rax, dword ptr [r15 + 64]
+    mov esi, eax
+    mov r8d, ebp
+    test ebx, 7984
+    jz 1f
+1:
+    mov r9, rsi
+    mov rdx, r9
+    mov esi, dword ptr [r15 + 704]
+    test ebx, 2976
+    jnz 1f
 1:
     mov rbp, r10
-    mov rdi, qword ptr [r15 + 256]
+    vmovdqu xmm6, xmmword ptr [r14 + 576]
     and rbp, 448
-    mov r9, qword ptr [r14 + rbp + 960]
-    test bl, 32
+    vpaddq xmm6, xmm6, xmmword ptr [r15 + rbp + 1472]
+    movzx r8d, byte ptr [r15 + 448]
+    test dword ptr [r15 + 67117724], 536870976
     jnz 1f
 1:
-    movsxd rsi, dword ptr [r15 + 192]
-    mov r8, r10
-    movsxd rbp, dword ptr [r15 + 384]
-    test ebx, 608
-    jnz 1f
-1:
-    and r8, 8128
-    mov dword ptr [r15 + r8 + 7104], ebp
-    movsxd rax, dword ptr [r15 + 512]
-    test ebx, 432
-    jnz 1f
-1:
-    mov rcx, qword ptr [r15 + 320]
-    mov ebp, 9
-    test ebx, 12800
+    mov qword ptr [r15 + 512], r8
+    mov dword ptr [r15 + 640], r8d
+    mov r9, r10
+    mov rcx, r9
+    test dword ptr [r15 + 67117724], 143688721
     jz 1f
 1:
-    mov edx, 169
-    mov r9d, 220
+    mov dword ptr [r15 + 192], esi
+    and r9, 448
+    movzx edi, byte ptr [r15 + r9 + 960]
+    mov edx, dword ptr [r14 + 320]
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b5_done
 .Lc1_b5_c6:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov rbp, r10
-    and rbp, 4032
-    mov dword ptr [r15 + rbp + 3008], ecx
-    mov esi, 165
+    lea rcx, [rip + .Lc1_d1766_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d1766_j_t
+.Lc1_d1766_j:
+    cmovne rsi, rcx
     mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], bpl
-    test ebx, 2048
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, sil
+    test ebx, 3296
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, esi
     mov r12, qword ptr [r15 + r12 + 56]
-    test bl, 32
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, 208
-    mov rbp, r10
-    movzx edx, byte ptr [r15 + 0]
-    test ebx, 6000
+    vmaxsd xmm7, xmm7, xmm6
+    test ebx, 65328
     jz 1f
 1:
-    mov rsi, qword ptr [r15 + 384]
-    and rbp, 448
-    mov rax, qword ptr [r15 + rbp + 1472]
-    movzx r9d, byte ptr [r14 + 64]
-    mov byte ptr [r15 + 128], dil
-    test dword ptr [r15 + 67117724], 2
-    jz 1f
-1:
-    popcnt rdi, r9
-    mov rdx, qword ptr [r15 + 256]
-    mov r8d, ebp
+    mov edx, eax
+    mov byte ptr [r15 + 0], dl
+    mov eax, edi
+    movzx esi, sil
     test bl, 128
     jz 1f
 1:
-    mov ecx, dword ptr [r15 + 576]
-    mov edx, r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd r9, dword ptr [r15 + 256]
     mov rbp, r10
-    mov qword ptr [r15 + 768], rdx
-    test dword ptr [r15 + 67117724], 1048576
+    test ebx, 2688
     jnz 1f
 1:
-    and rbp, 448
-    mov dword ptr [r15 + rbp + 960], 148
-    mov qword ptr [r15 + 448], rbp
-    movzx r9d, dl
+    mov r8, qword ptr [r15 + 128]
+    and rbp, 33554368
+    vmovdqu xmm10, xmmword ptr [r15 + rbp + 33554432]
+    mov dword ptr [r15 + 576], ebp
+    test bl, 64
+    jnz 1f
+1:
+    vmovdqu xmm1, xmmword ptr [r15 + 384]
+    vpaddd ymm11, ymm10, ymmword ptr [r14 + 64]
+    mov rdi, qword ptr [r15 + 896]
+    movzx ecx, byte ptr [r15 + 768]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movsxd r8, dword ptr [r15 + 448]
+    or r9d, 1
+    xor edx, edx
+    div r9d
+    mov esi, dword ptr [r15 + 192]
+    test ebx, 7536
+    jnz 1f
+1:
+    movzx ecx, r9b
+    mov rbp, rsi
+    inc dword ptr [r15 + 128]
     add r11, 64
     add r10, r11
     inc rbx
@@ -2260,179 +2172,172 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 671089408
-    setz al
-    lea rcx, [rip + .Lc1_d1864_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d1864_s_t
-    .p2align 3
-.Lc1_d1864_s:
-    .p2align 3
-    jmp .Lc1_d1864_j
-    .p2align 3
-    jmp .Lc1_d1864_j
-.Lc1_d1864_j:
-    mov r8, qword ptr [r15 + 64]
-    movzx esi, byte ptr [r15 + 896]
-    mov eax, ebp
-    test dword ptr [r15 + 67117724], 2097152
-    jnz 1f
+    mov rdx, rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 63
+    test ebx, 47088
+    jz 1f
 1:
-    mov rbp, rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r10
+    cmovne r8, rbp
+    test dword ptr [r15 + 67117723], 1880631296
+    jz 1f
+1:
+    and rbp, 448
+    vmovdqu ymm6, ymmword ptr [r15 + rbp + 960]
+    movsxd rcx, dword ptr [r15 + 320]
+    mov edi, 253
     mov r9, r10
-    mov ecx, 95
-    movsxd rdi, dword ptr [r15 + 320]
-    test bl, 32
+    movzx ebp, bpl
+    test bl, 80
     jnz 1f
 1:
     and r9, 960
-    movzx edx, byte ptr [r15 + r9 + 1984]
-    movzx eax, byte ptr [r15 + 640]
-    vcvtsi2sd xmm7, xmm7, edi
-    test ebx, 27584
+    vmovdqu ymm7, ymmword ptr [r15 + r9 + 1984]
+    mov r8, r10
+    mov dword ptr [r15 + 64], 199
+    and r8, 448
+    vpaddd ymm6, ymm7, ymmword ptr [r15 + r8 + 1472]
+    test ebx, 1760
     jz 1f
 1:
-    mov esi, dword ptr [r15 + 704]
-    movsxd r8, dword ptr [r15 + 128]
-    movzx ebp, r8b
-    test dword ptr [r15 + 67117724], 4096
+    mov edi, dword ptr [r14 + 704]
+    movzx eax, r8b
+    mov dword ptr [r15 + 512], 16
+    movzx esi, byte ptr [r15 + 640]
+    test ebx, 1073741824
     jnz 1f
 1:
-    mov byte ptr [r14 + 512], bpl
-    movsxd rdi, dword ptr [r14 + 0]
-    movsxd r9, dword ptr [r15 + 192]
-    test bl, 32
-    jz 1f
-1:
-    mov rsi, qword ptr [r15 + 0]
-    mov ebp, 171
-    mov r8, rax
-    test ebx, 320
-    jz 1f
-1:
-    vmulsd xmm7, xmm7, xmm7
-    mov ebp, 172
+    mov rcx, rsi
+    movzx edx, dil
+    xor dword ptr [r14 + 256], ecx
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jnz .Lc1_b5_c0
 .Lc1_b5_done:
-// block 6: 512 bytes, 2 chunk(s), 26 chunk executions per call
+// block 6: 512 bytes, 2 chunk(s), 28 chunk executions per call
     mov rbx, qword ptr [r15 + 67117784]
-    lea rcx, [rbx + 26]
+    lea rcx, [rbx + 28]
     mov qword ptr [r15 + 67117784], rcx
-    mov r13d, 26
+    mov r13d, 28
     jmp .Lc1_b6_c0
     .p2align 6
 .Lc1_b6_c0:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    movzx esi, bpl
-    lea r8, [r10 + r10*1]
-    mov qword ptr [r15 + 512], r8
-    mov rdx, qword ptr [r15 + 448]
-    test ebx, 988
-    jz 1f
-1:
-    and r8, 448
-    mov ecx, dword ptr [r15 + r8 + 1472]
-    mov rbp, r10
-    mov rax, rdx
-    mov esi, dword ptr [r15 + 832]
-    test bl, 32
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 1342183425
+    setz al
+    lea rcx, [rip + .Lc1_d1873_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d1873_s_t
+    .p2align 3
+.Lc1_d1873_s:
+    .p2align 3
+    jmp .Lc1_d1873_j
+    .p2align 3
+    jmp .Lc1_d1873_j
+.Lc1_d1873_j:
+    lea rcx, [rip + .Lc1_d1882_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d1882_j_t
+.Lc1_d1882_j:
+    lea rbp, [r10 + r10*2]
+    mov edi, 6
+    and rbp, 448
+    mov r8d, dword ptr [r15 + rbp + 960]
+    mov r9, r10
+    test ebx, 256
     jnz 1f
 1:
-    and rbp, 8128
-    movzx eax, byte ptr [r15 + rbp + 7104]
-    lea rbp, [r10 + r10*1]
-    movzx edx, r8b
-    mov esi, ecx
-    test dword ptr [r15 + 67117723], 262144
+    and r9, 4032
+    mov edx, dword ptr [r15 + r9 + 3008]
+    test ebx, 920
     jz 1f
 1:
-    and rbp, 4032
-    movzx ecx, byte ptr [r15 + rbp + 3008]
-    mov r9d, dword ptr [r15 + 192]
-    movzx edi, al
-    test ebx, 3264
+    xor dword ptr [r15 + 896], r9d
+    mov rcx, qword ptr [r15 + 128]
+    test dword ptr [r15 + 67117724], 138215681
+    jz 1f
+1:
+    inc dword ptr [r15 + rbp + 1024]
+    mov r8, r10
+    test bl, 128
     jnz 1f
 1:
-    mov eax, dword ptr [r15 + 128]
-    crc32 esi, dil
-    .byte 0x66, 0x90
-    test dword ptr [r15 + 67117723], 67108864
+    and r8, 33554368
+    vpaddq xmm7, xmm7, xmmword ptr [r15 + r8 + 33554432]
+    mov esi, dword ptr [r15 + rbp + 1088]
+    test ebx, 16048
     jz 1f
 1:
-    mov r9, rsi
-    movsxd rdx, dword ptr [r15 + rbp + 3072]
-    mov dword ptr [r15 + r8 + 1536], 115
-    test bl, 8
+    mov ebp, esi
+    test ebx, 448
     jnz 1f
 1:
-    mov r9, rdx
-    mov rcx, rdx
-    mov rdi, qword ptr [r15 + 896]
-    test dword ptr [r15 + 67117724], 67239940
-    jz 1f
-1:
-    mov r9d, dword ptr [r15 + 64]
-    mov eax, 165
+    add qword ptr [r15 + 576], rbp
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b6_done
 .Lc1_b6_c1:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea r8, [r10 + r10*1]
-    and r8, 448
-    movsxd rdi, dword ptr [r15 + r8 + 1536]
-    movzx eax, dil
-    mov rdx, qword ptr [r15 + 384]
-    movzx edi, bpl
-    test bl, 32
-    jnz 1f
+    lea r9, [r10 + r10*2]
+    and r9, 448
+    mov qword ptr [r15 + r9 + 1088], r9
+    mov r8d, r9d
+    mov rbp, rsi
+    mov esi, dword ptr [r15 + 512]
+    mov r8, r10
+    lea rbp, [r10 + r10*1]
+    test ebx, 16272
+    jz 1f
 1:
-    movzx r9d, byte ptr [r15 + 128]
-    movsxd rsi, dword ptr [r14 + 256]
-    movsxd rcx, dword ptr [r15 + r8 + 1472]
+    mov edx, ebp
+    and r8, 33554368
+    mov qword ptr [r15 + r8 + 33554432], rdx
+    and rbp, 4032
+    movsxd r8, dword ptr [r15 + rbp + 3008]
+    mov rdi, qword ptr [r15 + 832]
     test bl, 8
     jz 1f
 1:
-    mov ebp, dword ptr [r15 + 512]
-    mov r9, rbp
-    sete al
-    mov r8, r10
-    mov ebp, dword ptr [r15 + 192]
-    test dword ptr [r15 + 67117723], 1073874944
+    mov rcx, qword ptr [r15 + 256]
+    mov eax, 220
+    movzx esi, bpl
+    mov rdx, qword ptr [r15 + 192]
+    test bl, 8
+    jz 1f
+1:
+    mov edi, dword ptr [r15 + 128]
+    mov r8, rdi
+    mov byte ptr [r15 + 640], r8b
+    test bl, 8
     jnz 1f
 1:
-    mov edi, 184
-    and r8, 8128
-    movsxd rbp, dword ptr [r15 + r8 + 7104]
-    movsxd r9, dword ptr [r15 + 320]
-    test ebx, 2496
+    movzx eax, byte ptr [r15 + 896]
+    movsxd rsi, dword ptr [r15 + 192]
+    bt rdi, rax
+    add qword ptr [r15 + 640], r8
+    test bl, 16
     jz 1f
 1:
-    mov rsi, rbp
-    nop
-    mov rbp, r10
-    mov qword ptr [r15 + 640], rsi
-    lea rdi, [r15 + 67109504]
-    mov ecx, 827
-    rep stosb
-    test dword ptr [r15 + 67117723], 1073741824
+    movzx edi, byte ptr [r15 + r9 + 1024]
+    mov byte ptr [r15 + 256], al
+    mov rdx, qword ptr [r15 + r9 + 960]
+    mov qword ptr [r14 + rbp + 3072], rax
+    test ebx, 12268
     jz 1f
 1:
-    and rbp, 4032
-    movzx r9d, byte ptr [r15 + rbp + 3008]
-    movzx edx, byte ptr [r15 + 896]
-    mov dword ptr [r14 + 256], ebp
+    movsxd rcx, dword ptr [r15 + 320]
+    movsxd rsi, dword ptr [r15 + 64]
+    mov r9d, dword ptr [r15 + 576]
     add r11, 64
     add r10, r11
     inc rbx
@@ -2447,19 +2352,18 @@ ditto_body_c1:
     jmp .Lc1_b7_c0
     .p2align 6
 .Lc1_b7_c0:
-    .byte 0x66, 0x90
-    mov eax, ecx
+    lea rcx, [rip + .Lc1_d1973_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d1973_j_t
+.Lc1_d1973_j:
+    mov rbp, r10
+    and rbp, 4032
+    movsxd rdx, dword ptr [r15 + rbp + 3008]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, rcx
-    test bl, 16
+    test ebx, 824
     jnz 1f
 1:
-    mov r8, r10
-    bt rcx, r9
-    mov dword ptr [r15 + 0], r8d
-    and r8, 448
-    mov qword ptr [r15 + r8 + 1472], rcx
-    movzx esi, byte ptr [r15 + 256]
+    movsxd rdi, dword ptr [r15 + 384]
     add r11, 64
     add r10, r11
     inc rbx
@@ -2515,52 +2419,57 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov ecx, 233
-    mov r8d, eax
-    mov esi, dword ptr [r15 + 0]
-    mov rdx, qword ptr [r15 + 0]
-    test dword ptr [r15 + 67117724], 8388608
+    movsxd rcx, dword ptr [r15 + 896]
+    movzx eax, al
+    mov qword ptr [r15 + 768], rdi
+    test ebx, 3968
     jz 1f
 1:
+    movsxd rsi, dword ptr [r15 + 192]
+    mov byte ptr [r15 + 768], cl
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, byte ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 162
-    add qword ptr [r15 + 0], r8
-    test dword ptr [r15 + 67117723], 152187968
-    jnz 1f
-1:
-    mov byte ptr [r15 + 0], al
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 5
-    mov ebp, dword ptr [r15 + 640]
-    test ebx, 736
-    jnz 1f
-1:
-    mov r8d, dword ptr [r15 + 128]
-    mov r9, qword ptr [r15 + 704]
-    mov dword ptr [r15 + 512], 215
-    mov dword ptr [r15 + 896], ebp
-    test ebx, 640
+    test ebx, 1024
     jz 1f
 1:
-    mov ebp, r8d
-    mov edi, dword ptr [r15 + 576]
-    mov esi, dword ptr [r14 + 448]
-    mov r8d, dword ptr [r15 + 64]
-    test dword ptr [r15 + 67117723], 8192
+    movzx r8d, byte ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edx, dword ptr [r15 + 0]
+    test bl, 64
     jnz 1f
 1:
-    movzx ebp, byte ptr [r14 + 0]
-    mov r8d, esi
-    mov eax, dword ptr [r15 + 64]
-    mov edx, dword ptr [r15 + 384]
-    test dword ptr [r15 + 67117724], 2
-    jnz 1f
+    lea r8, [r10 + r10*1]
+    mov dword ptr [r15 + 0], eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r8, 448
+    mov rbp, r10
+    movzx edi, byte ptr [r14 + r8 + 1536]
+    test ebx, 1024
+    jz 1f
 1:
-    movsxd rsi, dword ptr [r15 + 832]
-    mov ecx, dword ptr [r15 + 192]
-    mov r8, qword ptr [r15 + 896]
-    bswap r9
+    mov r9, qword ptr [r15 + 128]
+    and rbp, 448
+    mov eax, dword ptr [r15 + rbp + 960]
+    sete dl
+    test dword ptr [r15 + 67117724], 4194304
+    jz 1f
+1:
+    movsxd rsi, dword ptr [r15 + r8 + 1472]
+    mov r8d, dword ptr [r15 + 448]
+    mov edx, esi
+    test ebx, 704
+    jz 1f
+1:
+    movzx esi, byte ptr [r15 + 128]
+    mov r9d, edx
+    mov rcx, qword ptr [r15 + 64]
+    test dword ptr [r15 + 67117723], 4128
+    jz 1f
+1:
+    mov edi, dword ptr [r15 + 704]
+    mov r9d, edx
+    movzx ebp, byte ptr [r15 + 512]
+    add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
@@ -2568,59 +2477,54 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov byte ptr [r15 + 704], al
-    mov esi, edi
-    mov edx, 201
-    movzx ecx, byte ptr [r14 + 768]
-    test bl, 64
+    movzx esi, byte ptr [r15 + 0]
+    mov r8, rsi
+    mov edx, dword ptr [r15 + 0]
+    movzx r9d, dl
+    test dword ptr [r15 + 67117724], 54561028
     jnz 1f
 1:
-    mov rbp, qword ptr [r15 + 0]
-    mov edx, 61
-    mov qword ptr [r15 + 0], rcx
-    mov r8d, edx
-    test bl, 96
-    jz 1f
-1:
-    movsxd rdi, dword ptr [r15 + 0]
-    mov r9, rdi
-    movzx eax, bpl
+    mov edi, 16
     mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 67117724], 32768
+    mov ebp, dword ptr [r15 + 0]
+    test ebx, 608
     jnz 1f
 1:
-    not qword ptr [r15 + 0]
-    mov rbp, qword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], r8d
-    mov ecx, 87
-    test dword ptr [r15 + 67117723], 196864
+    movzx ecx, byte ptr [r15 + 448]
+    mov r9d, ebp
+    mov rdx, qword ptr [r15 + 192]
+    mov dword ptr [r15 + 128], r9d
+    test dword ptr [r15 + 67117724], 4194304
     jnz 1f
 1:
-    movsxd rdx, dword ptr [r15 + 832]
-    mov r8, qword ptr [r15 + 64]
-    movzx r9d, byte ptr [r15 + 192]
-    mov edi, dword ptr [r15 + 768]
-    test ebx, 1152
+    mov rbp, r10
+    mov r8, qword ptr [r15 + 320]
+    and rbp, 448
+    mov rax, qword ptr [r15 + rbp + 960]
+    bswap rdx
+    test dword ptr [r15 + 67117724], 8536084
+    jnz 1f
+1:
+    mov edi, dword ptr [r15 + 832]
+    mov dword ptr [r15 + 64], r8d
+    movzx ecx, byte ptr [r14 + 384]
+    popcnt r8, rcx
+    test dword ptr [r15 + 67117723], 545657860
+    jnz 1f
+1:
+    mov r9, rcx
+    vmovdqu xmm10, xmmword ptr [r15 + 704]
+    mov eax, dword ptr [r15 + 512]
+    mov rbp, r10
+    test dword ptr [r15 + 67117723], 1048640
     jz 1f
 1:
-    movsxd rax, dword ptr [r15 + 128]
-    movsxd rsi, dword ptr [r15 + 320]
-    mov ebp, eax
-    mov edx, 242
-    test ebx, 1152
-    jnz 1f
-1:
-    mov ecx, ebp
-    movsxd rdi, dword ptr [r15 + 384]
-    mov r8d, dword ptr [r15 + 256]
-    mov rdx, qword ptr [r14 + 128]
-    test bl, 64
-    jnz 1f
-1:
-    mov r9d, ebp
-    mov eax, dword ptr [r15 + 576]
-    mov dword ptr [r15 + 512], 42
-    movsxd rbp, dword ptr [r15 + 64]
+    and rbp, 448
+    mov dword ptr [r14 + rbp + 1472], ebp
+    mov esi, dword ptr [r15 + 256]
+    mov edx, eax
+    add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
@@ -2628,57 +2532,56 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 0]
-    mov rsi, qword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 83
-    mov rdi, qword ptr [r15 + 0]
-    test dword ptr [r15 + 67117723], 603979780
-    jnz 1f
-1:
-    mov rdx, rdi
-    movzx edi, dil
-    mov r9d, dword ptr [r15 + 0]
-    mov eax, dword ptr [r15 + 0]
-    test dword ptr [r15 + 67117724], 32
-    jz 1f
-1:
-    vmaxsd xmm7, xmm7, xmm7
-    movzx ecx, byte ptr [r15 + 0]
-    .byte 0x66, 0x90
-    mov rsi, rcx
-    test bl, 64
-    jnz 1f
-1:
-    mov qword ptr [r15 + 0], rcx
-    movzx r8d, byte ptr [r15 + 448]
-    movzx ecx, byte ptr [r15 + 640]
+    vpaddq xmm10, xmm10, xmmword ptr [r15 + 192]
+    mov qword ptr [r15 + 768], rdx
+    movzx edi, byte ptr [r15 + 576]
+    movsxd r9, dword ptr [r15 + 0]
     test ebx, 256
     jnz 1f
 1:
-    mov edx, dword ptr [r15 + 384]
-    mov dword ptr [r15 + 128], 114
-    mov ecx, edx
-    movzx eax, dl
-    test dword ptr [r15 + 67117724], 516
+    xchg r8, rdx
+    movzx esi, byte ptr [r15 + 0]
+    mov qword ptr [r15 + 0], r8
+    mov ecx, dword ptr [r15 + 0]
+    test bl, 64
     jnz 1f
 1:
-    inc dword ptr [r15 + 320]
-    movzx ebp, byte ptr [r14 + 0]
-    movsxd rsi, dword ptr [r15 + 704]
+    xchg qword ptr [r15 + 0], rdi
+    mov dword ptr [r15 + 0], ecx
+    mov ebp, dword ptr [r15 + 0]
+    movzx eax, dil
+    test dword ptr [r15 + 67117724], 16388
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rsi, dword ptr [r15 + 448]
+    mov r9, qword ptr [r15 + 256]
+    mov ebp, dword ptr [r14 + 704]
+    test dword ptr [r15 + 67117723], 1342308352
+    jz 1f
+1:
+    mov dword ptr [r15 + 128], 108
+    mov qword ptr [r15 + 320], r9
+    mov rsi, r9
     mov r9d, dword ptr [r15 + 64]
-    test ebx, 864
+    test dword ptr [r15 + 67117724], 8192
+    jnz 1f
+1:
+    mov eax, dword ptr [r15 + 384]
+    mov rdx, qword ptr [r15 + 64]
+    mov byte ptr [r14 + 512], sil
+    bt rax, rdx
+    test ebx, 608
     jz 1f
 1:
-    mov edx, ecx
-    mov dword ptr [r15 + 512], edx
-    movzx ecx, byte ptr [r15 + 192]
-    movsxd r8, dword ptr [r15 + 128]
-    test dword ptr [r15 + 67117724], 671275072
-    jz 1f
-1:
-    movzx ebp, byte ptr [r15 + 256]
-    mov dword ptr [r14 + 896], 219
-    movsxd rdi, dword ptr [r15 + 576]
+    xor dword ptr [r15 + 640], edx
+    mov rbp, rax
+    mov r8, r10
+    vmaxsd xmm7, xmm7, xmm10
+    and r8, 448
+    mov ecx, dword ptr [r15 + r8 + 960]
+    add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
@@ -2686,53 +2589,53 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov r9, r10
-    and r9, 448
-    movzx esi, byte ptr [r15 + r9 + 1472]
-    movzx r8d, byte ptr [r15 + 128]
-    mov edi, dword ptr [r15 + 768]
-    movzx ebp, bpl
-    test ebx, 9728
-    jz 1f
+    mov rdx, qword ptr [r15 + 768]
+    mov ecx, dword ptr [r15 + 0]
+    vucomisd xmm7, xmm7
+    mov dword ptr [r15 + 0], 65
+    test bl, 128
+    jnz 1f
 1:
-    mov edx, ebp
-    mov esi, dword ptr [r15 + 0]
+    movzx r8d, dl
+    mov rdi, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], ecx
+    mov edx, 102
+    test dword ptr [r15 + 67117723], 16404
+    jnz 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 67117724], 2048
+    movzx ebp, byte ptr [r15 + 0]
+    add qword ptr [r15 + 0], rbp
+    movzx eax, byte ptr [r15 + 128]
+    test bl, 128
     jz 1f
 1:
-    movzx eax, byte ptr [r15 + 0]
-    mov byte ptr [r15 + 0], sil
-    mov dword ptr [r15 + 320], edx
-    test ebx, 57088
+    mov r9, qword ptr [r15 + 384]
+    mov ecx, dword ptr [r15 + 512]
+    mov rsi, rcx
+    movsxd rdi, dword ptr [r14 + 256]
+    test dword ptr [r15 + 67117723], 1212450880
     jnz 1f
 1:
-    mov rsi, rax
-    mov r8d, dword ptr [r15 + 192]
-    mov ebp, dword ptr [r14 + 64]
-    movsxd rdi, dword ptr [r15 + 384]
-    test ebx, 43008
+    mov dword ptr [r15 + 896], 240
+    movsxd r8, dword ptr [r15 + 320]
+    movzx edx, byte ptr [r15 + 576]
+    movzx r9d, sil
+    test ebx, 576
     jnz 1f
 1:
-    mov r9, r10
-    mov dword ptr [r15 + 256], 162
-    and r9, 448
-    movsxd rcx, dword ptr [r15 + r9 + 960]
-    mov r8d, ebp
-    test ebx, 864
-    jnz 1f
-1:
-    movzx eax, r9b
-    movsxd rdx, dword ptr [r15 + 448]
-    movsxd r9, dword ptr [r15 + 640]
+    mov rax, qword ptr [r15 + 320]
+    movsxd rsi, dword ptr [r15 + 64]
+    mov rcx, rax
     mov rbp, r10
-    test dword ptr [r15 + 67117723], 4096
-    jnz 1f
+    mov rax, qword ptr [r14 + 0]
+    test ebx, 800
+    jz 1f
 1:
-    and rbp, 4032
-    mov rdi, qword ptr [r15 + rbp + 3008]
-    mov r8d, eax
-    mov esi, r8d
+    movzx edi, byte ptr [r15 + 832]
+    and rbp, 448
+    mov eax, dword ptr [r15 + rbp + 1472]
+    mov qword ptr [r15 + 192], rbp
     add r11, 64
     add r10, r11
     inc rbx
@@ -2742,52 +2645,57 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    movzx ebp, byte ptr [r15 + 320]
-    movzx r9d, byte ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rax
-    mov byte ptr [r15 + 0], bpl
-    test ebx, 4096
+    lea rcx, [rip + .Lc1_d2199_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d2199_j_t
+.Lc1_d2199_j:
+    mov r9, qword ptr [r15 + 128]
+    movzx edi, bpl
+    mov r8, qword ptr [r15 + 192]
+    test ebx, 704
+    jnz 1f
+1:
+    mov dword ptr [r15 + 256], r8d
+    mov rsi, qword ptr [r15 + 64]
+    movsxd rax, dword ptr [r15 + 128]
+    test dword ptr [r15 + 67117724], 159780930
+    jnz 1f
+1:
+    lea rdi, [r15 + 67109504]
+    mov ecx, 736
+    rep stosb
+    movsxd r9, dword ptr [r15 + 0]
+    vpaddq xmm10, xmm10, xmmword ptr [r15 + 0]
+    test dword ptr [r15 + 67117724], 679741440
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], r8b
-    mov rcx, r9
-    test dword ptr [r15 + 67117724], 536870912
-    jnz 1f
-1:
-    mov esi, dword ptr [r15 + 576]
-    movzx edi, byte ptr [r14 + 832]
-    mov rdx, rcx
-    test ebx, 256
-    jnz 1f
-1:
-    mov edi, 199
-    mov byte ptr [r15 + 704], dl
-    mov rcx, qword ptr [r15 + 64]
-    test dword ptr [r15 + 67117724], 16777216
-    jnz 1f
-1:
-    movzx edi, byte ptr [r15 + 512]
-    mov rbp, r10
-    mov byte ptr [r15 + 128], cl
-    mov r9, r10
-    and rbp, 960
-    movsxd r8, dword ptr [r15 + rbp + 1984]
-    test ebx, 1632
-    jnz 1f
-1:
-    and r9, 8128
-    mov rcx, qword ptr [r15 + r9 + 7104]
-    mov rsi, r9
-    mov rbp, r10
-    mov rdi, qword ptr [r14 + 256]
-    test dword ptr [r15 + 67117724], 32768
+    mov rdx, qword ptr [r15 + 0]
+    movzx eax, dl
+    test dword ptr [r15 + 67117723], 268435456
     jz 1f
 1:
-    and rbp, 33554368
-    mov byte ptr [r15 + rbp + 33554432], dil
-    mov esi, 24
-    mov eax, esi
+    mov rbp, qword ptr [r15 + 384]
+    mov r9, qword ptr [r15 + 704]
+    mov r8, rbp
+    test ebx, 1536
+    jz 1f
+1:
+    mov esi, r8d
+    mov byte ptr [r14 + 640], bpl
+    mov rbp, r10
+    movsxd rcx, dword ptr [r15 + 448]
+    test dword ptr [r15 + 67117724], 1784
+    jz 1f
+1:
+    and rbp, 448
+    mov r9, qword ptr [r15 + rbp + 960]
+    mov edi, 47
+    mov rdx, qword ptr [r14 + 0]
+    test ebx, 11136
+    jz 1f
+1:
+    mov r9d, 95
+    mov ecx, edx
     add r11, 64
     add r10, r11
     inc rbx
@@ -2797,58 +2705,62 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 32770
-    setz al
-    lea rcx, [rip + .Lc1_d2295_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d2295_s_t
-    .p2align 3
-.Lc1_d2295_s:
-    .p2align 3
-    jmp .Lc1_d2295_j
-    .p2align 3
-    jmp .Lc1_d2295_j
-.Lc1_d2295_j:
-    mov dword ptr [r15 + 64], r8d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], ecx
-    test ebx, 256
+    mov byte ptr [r15 + 896], al
+    mov ebp, ecx
+    mov rdx, qword ptr [r15 + 0]
+    mov rsi, qword ptr [r15 + 0]
+    test ebx, 126880
     jz 1f
 1:
-    mov rcx, qword ptr [r15 + 128]
-    mov edx, 77
-    mov r9d, eax
-    mov r8, r10
-    test dword ptr [r15 + 67117723], 1024
-    jnz 1f
-1:
-    and r8, 448
-    mov edi, dword ptr [r15 + r8 + 960]
-    movzx ebp, r9b
-    mov rdx, r8
-    test ebx, 23040
-    jz 1f
-1:
-    movsxd rsi, dword ptr [r15 + 768]
-    movzx eax, byte ptr [r15 + 192]
-    test dword ptr [r15 + 67117724], 1226848512
-    jnz 1f
-1:
-    mov edi, dword ptr [r15 + 640]
-    mov ecx, 111
-    mov byte ptr [r15 + 256], cl
-    test ebx, 6112
-    jnz 1f
-1:
-    movzx edx, cl
-    mov rbp, qword ptr [r14 + 448]
-    mov esi, dword ptr [r15 + 512]
+    movzx r9d, byte ptr [r15 + 0]
+    mov rsi, qword ptr [r15 + 0]
+    movzx r8d, byte ptr [r15 + 0]
+    movsxd rcx, dword ptr [r15 + 0]
     test bl, 64
     jz 1f
 1:
-    movzx ecx, byte ptr [r15 + 384]
-    mov r8, rsi
+    movsxd rdi, dword ptr [r15 + 0]
+    movzx r9d, sil
+    add qword ptr [r15 + 0], rcx
+    mov dword ptr [r15 + 0], 251
+    test ebx, 6656
+    jnz 1f
+1:
+    mov r9, r9
+    mov ebp, edi
+    mov r12, qword ptr [r15 + r12 + 56]
+    xchg rdx, r8
+    test ebx, 7040
+    jz 1f
+1:
+    mov dword ptr [r15 + 448], r8d
+    mov eax, edx
+    mov byte ptr [r15 + 256], al
+    mov r9, r10
+    mov byte ptr [r15 + 576], bpl
+    test bl, 128
+    jnz 1f
+1:
+    and r9, 448
+    movsxd rbp, dword ptr [r15 + r9 + 1472]
+    mov rsi, qword ptr [r15 + 768]
+    mov ecx, dword ptr [r15 + 128]
+    mov rdi, rdx
+    test ebx, 64992
+    jz 1f
+1:
+    vmovdqu xmm6, xmmword ptr [r15 + 384]
+    mov dword ptr [r14 + 64], 12
+    mov r8, qword ptr [r15 + 320]
+    mov rbp, r10
+    mov rsi, qword ptr [r14 + 704]
+    test dword ptr [r15 + 67117724], 33554432
+    jz 1f
+1:
+    and rbp, 448
+    mov rax, qword ptr [r15 + rbp + 960]
+    movzx ecx, r8b
+    vpaddq xmm6, xmm6, xmmword ptr [r15 + 512]
     add r11, 64
     add r10, r11
     inc rbx
@@ -2858,60 +2770,53 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
+    mov rdx, qword ptr [r15 + 640]
+    vpcmpeqb xmm10, xmm10, xmmword ptr [r15 + 768]
+    movzx r8d, dl
+    mov esi, edx
+    test ebx, 640
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], sil
     mov r9, r10
-    inc dword ptr [r15 + 320]
-    and r9, 448
-    movzx esi, byte ptr [r15 + r9 + 960]
-    mov r8, qword ptr [r15 + 0]
-    mov ecx, 64
+    mov qword ptr [r15 + 0], r8
+    test dword ptr [r15 + 67117724], 8392768
+    jnz 1f
+1:
+    movzx ecx, r9b
+    and r9, 960
+    movsxd rdi, dword ptr [r15 + r9 + 1984]
+    mov rbp, r10
+    bt rdi, r8
     test bl, 64
     jnz 1f
 1:
-    mov byte ptr [r15 + 0], cl
-    mov dword ptr [r15 + 0], ecx
-    mov ebp, esi
-    mov rax, rbp
-    test dword ptr [r15 + 67117724], 256
-    jz 1f
-1:
-    mov rdi, qword ptr [r15 + 0]
-    movzx r8d, byte ptr [r15 + 448]
-    bswap rax
-    test ebx, 8192
-    jz 1f
-1:
-    mov rdx, rax
-    .byte 0x0f, 0x1f, 0x00
-    movsxd rax, dword ptr [r15 + 64]
-    mov edi, dword ptr [r15 + 576]
-    test ebx, 704
+    and rbp, 4032
+    mov rdx, qword ptr [r15 + rbp + 3008]
+    mov r8, r10
+    mov dword ptr [r15 + 512], 156
+    movzx esi, byte ptr [r15 + 192]
+    and r8, 33554368
+    vpaddd ymm7, ymm10, ymmword ptr [r15 + r8 + 33554432]
+    test ebx, 5632
     jnz 1f
 1:
-    mov rcx, qword ptr [r15 + 192]
-    mov r9, r10
-    mov ebp, dword ptr [r15 + 896]
-    movzx edx, byte ptr [r15 + 704]
-    and r9, 448
-    mov rdi, qword ptr [r14 + r9 + 1472]
-    test ebx, 448
-    jz 1f
+    movzx ecx, byte ptr [r15 + 64]
+    mov dword ptr [r15 + 320], 7
+    mov rax, r8
+    test ebx, 608
+    jnz 1f
 1:
-    mov rdx, r9
-    mov r8, rdx
-    mov esi, 212
-    test ebx, 26592
-    jz 1f
+    movzx r8d, byte ptr [r15 + 256]
+    mov edi, eax
+    movzx r9d, dil
+    test dword ptr [r15 + 67117723], 2656320
+    jnz 1f
 1:
-    mov byte ptr [r14 + 0], dl
-    movsxd rdi, dword ptr [r15 + 256]
-    cmovne r8, r8
-    mov eax, 231
-    test dword ptr [r15 + 67117723], 1073743104
-    jz 1f
-1:
-    movzx r9d, r8b
-    movzx edx, byte ptr [r15 + 384]
-    xchg rdi, r9
+    mov ebp, r9d
+    movzx ecx, byte ptr [r14 + 128]
+    mov esi, 171
     add r11, 64
     add r10, r11
     inc rbx
@@ -2921,54 +2826,56 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 2097824
-    setz al
-    lea rcx, [rip + .Lc1_d2400_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d2400_s_t
-    .p2align 3
-.Lc1_d2400_s:
-    .p2align 3
-    jmp .Lc1_d2400_j
-    .p2align 3
-    jmp .Lc1_d2400_j
-.Lc1_d2400_j:
-    mov ebp, dword ptr [r15 + 128]
-    movsxd rsi, dword ptr [r15 + 512]
-    test dword ptr [r15 + 67117724], 128
+    lea rcx, [rip + .Lc1_d2357_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d2357_j_t
+.Lc1_d2357_j:
+    mov qword ptr [r15 + 832], rax
+    mov esi, dword ptr [r15 + 192]
+    movzx r8d, byte ptr [r14 + 256]
+    test dword ptr [r15 + 67117724], 1
     jz 1f
 1:
-    movzx eax, byte ptr [r15 + 640]
+    mov edx, 99
+    movzx ebp, sil
+    movzx r9d, dl
+    test ebx, 5056
+    jz 1f
+1:
     mov r8, r10
-    mov qword ptr [r14 + 192], rsi
-    test dword ptr [r15 + 67117723], 268435456
-    jnz 1f
-1:
-    mov rsi, rbp
-    and r8, 4032
-    movzx ecx, byte ptr [r15 + r8 + 3008]
-    test ebx, 32064
+    mov qword ptr [r15 + 576], r9
+    and r8, 448
+    mov rax, qword ptr [r15 + r8 + 960]
+    test dword ptr [r15 + 67117724], 272
     jz 1f
 1:
-    mov ebp, dword ptr [r15 + 320]
-    mov r8, qword ptr [r15 + 768]
-    test dword ptr [r15 + 67117723], 269807632
+    mov edi, r8d
+    mov rdx, qword ptr [r15 + 0]
+    movzx ecx, dil
+    test dword ptr [r15 + 67117723], 4325413
     jnz 1f
 1:
-    movzx r9d, byte ptr [r15 + 64]
-    movzx edx, r9b
-    test dword ptr [r15 + 67117723], 8
+    mov esi, 90
+    mov rbp, rcx
+    sete r9b
+    test ebx, 13952
     jz 1f
 1:
-    mov rbp, r10
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 960
-    mov dword ptr [r15 + rbp + 1984], 221
-    test ebx, 832
-    jnz 1f
+    mov dword ptr [r15 + 64], ecx
+    mov byte ptr [r15 + 384], sil
+    test bl, 64
+    jz 1f
 1:
-    mov rax, rbp
+    bswap rbp
+    movsxd rax, dword ptr [r15 + 448]
+    mov r8, r10
+    mov rdx, qword ptr [r15 + 320]
+    test dword ptr [r15 + 67117723], 64
+    jz 1f
+1:
+    and r8, 8128
+    mov dword ptr [r14 + r8 + 7104], ebp
+    mov edi, dword ptr [r15 + 128]
     add r11, 64
     add r10, r11
     inc rbx
@@ -2978,52 +2885,58 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    movzx edi, al
-    .byte 0x66, 0x90
-    mov dword ptr [r15 + 704], ebp
-    mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 67117723], 67108864
-    jnz 1f
-1:
-    movzx esi, byte ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 172
-    mov r9, rsi
-    test dword ptr [r15 + 67117723], 2
+    mov ebp, eax
+    mov r9d, 247
+    mov ecx, 237
+    xor dword ptr [r15 + 640], ecx
+    test dword ptr [r15 + 67117724], 131072
     jz 1f
 1:
-    mov r8, qword ptr [r15 + 832]
-    mov edi, r8d
-    movsxd rcx, dword ptr [r15 + 128]
-    mov qword ptr [r14 + 0], r8
-    test dword ptr [r15 + 67117724], 1048576
-    jnz 1f
-1:
-    movzx edi, r8b
-    mov r9d, dword ptr [r15 + 384]
-    mov edx, dword ptr [r15 + 64]
-    test dword ptr [r15 + 67117724], 12296
-    jnz 1f
-1:
-    mov rbp, qword ptr [r15 + 256]
-    mov rax, r9
-    mov dword ptr [r15 + 576], 212
-    mov esi, 198
-    test ebx, 14848
+    movzx edx, byte ptr [r15 + 384]
+    mov esi, 230
+    mov edi, 25
+    movsxd r8, dword ptr [r15 + 0]
+    test ebx, 9728
     jz 1f
 1:
-    movzx r9d, cl
-    mov r8, r10
-    movsxd rcx, dword ptr [r15 + 448]
-    and r8, 448
+    mov qword ptr [r15 + 0], r8
+    movzx ecx, byte ptr [r15 + 192]
+    or edi, 1
+    xor edx, edx
+    div edi
+    mov dword ptr [r15 + 64], 63
+    test ebx, 608
+    jz 1f
+1:
+    mov r8, rbp
+    mov ebp, eax
+    mov esi, dword ptr [r15 + 704]
+    mov r9, r10
     mov rbp, r10
-    mov r9d, dword ptr [r15 + r8 + 960]
-    test bl, 64
+    test dword ptr [r15 + 67117723], 1
+    jz 1f
+1:
+    and r9, 448
+    movsxd rdi, dword ptr [r15 + r9 + 960]
+    mov edx, 197
+    and rbp, 448
+    mov dword ptr [r14 + rbp + 1472], 245
+    movzx ecx, al
+    test ebx, 3008
     jnz 1f
 1:
-    and rbp, 448
-    mov edx, dword ptr [r14 + rbp + 1472]
-    mov r9d, dword ptr [r15 + 192]
-    movsxd rbp, dword ptr [r15 + 128]
+    movsxd rsi, dword ptr [r15 + 128]
+    vmaxsd xmm7, xmm7, xmm7
+    mov ecx, 193
+    mov r9d, 147
+    test ebx, 256
+    jnz 1f
+1:
+    or esi, 1
+    xor edx, edx
+    div esi
+    mov dword ptr [r15 + 512], 161
+    sete r8b
     add r11, 64
     add r10, r11
     inc rbx
@@ -3034,60 +2947,59 @@ ditto_body_c1:
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
     xor eax, eax
-    test dword ptr [r15 + 67117723], 33424
+    test dword ptr [r15 + 67117723], 1080041472
     setz al
-    lea rcx, [rip + .Lc1_d2494_s]
+    lea rcx, [rip + .Lc1_d2462_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d2494_s_t
+    jmp .Lc1_d2462_s_t
     .p2align 3
-.Lc1_d2494_s:
+.Lc1_d2462_s:
     .p2align 3
-    jmp .Lc1_d2494_j
+    jmp .Lc1_d2462_j
     .p2align 3
-    jmp .Lc1_d2494_j
-.Lc1_d2494_j:
-    mov dword ptr [r15 + 0], ecx
-    mov rbp, rcx
-    movsxd rsi, dword ptr [r15 + 0]
-    test bl, 64
-    jnz 1f
-1:
-    xor dword ptr [r15 + 0], esi
-    mov ecx, dword ptr [r15 + 0]
-    movsxd rax, dword ptr [r15 + 0]
-    test ebx, 8192
-    jnz 1f
-1:
-    mov esi, dword ptr [r14 + 0]
-    movzx r8d, byte ptr [r15 + 384]
-    mov ebp, dword ptr [r15 + 256]
-    test ebx, 13824
-    jnz 1f
-1:
-    mov rdx, qword ptr [r15 + 512]
-    movzx r9d, dl
-    movsxd rcx, dword ptr [r15 + 320]
-    test dword ptr [r15 + 67117723], 768
-    jnz 1f
-1:
-    mov rdi, qword ptr [r15 + 64]
-    movsxd rax, dword ptr [r15 + 768]
-    mov edx, edi
-    mov rbp, r10
-    test ebx, 108544
-    jnz 1f
-1:
-    movzx r9d, r9b
-    and rbp, 8128
+    jmp .Lc1_d2462_j
+.Lc1_d2462_j:
+    mov byte ptr [r15 + 896], cl
+    mov rbp, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r8, r10
-    mov esi, dword ptr [r15 + rbp + 7104]
-    and r8, 33554368
-    mov qword ptr [r14 + r8 + 33554432], r8
-    test dword ptr [r15 + 67117724], 604110848
+    test bl, 128
+    jz 1f
+1:
+    mov edi, dword ptr [r15 + 768]
+    and r8, 4032
+    movzx esi, byte ptr [r15 + r8 + 3008]
+    test dword ptr [r15 + 67117723], 143155267
+    jz 1f
+1:
+    mov r9, rsi
+    mov ebp, 128
+    test ebx, 8096
     jnz 1f
 1:
-    mov r9, rcx
-    movsxd rax, dword ptr [r15 + 896]
+    vpaddq xmm6, xmm6, xmmword ptr [r15 + 256]
+    movsxd rdx, dword ptr [r15 + 448]
+    test dword ptr [r15 + 67117724], 32768
+    jz 1f
+1:
+    mov esi, 195
+    mov rdi, rsi
+    mov eax, esi
+    test bl, 64
+    jz 1f
+1:
+    or qword ptr [r15 + 64], 31
+    popcnt r8, rsi
+    test ebx, 64480
+    jnz 1f
+1:
+    mov ecx, 40
+    movzx ebp, byte ptr [r15 + 576]
+    test dword ptr [r15 + 67117724], 262144
+    jnz 1f
+1:
+    mov edx, r9d
+    movsxd r9, dword ptr [r14 + 320]
     add r11, 64
     add r10, r11
     inc rbx
@@ -3097,52 +3009,53 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov dword ptr [r15 + 0], 36
-    not qword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], eax
+    vpaddq xmm6, xmm6, xmmword ptr [r15 + 640]
+    xor dword ptr [r15 + 0], ecx
+    mov dword ptr [r15 + 0], ebp
+    movsxd rdi, dword ptr [r15 + 0]
+    test bl, 64
+    jnz 1f
+1:
+    bswap rax
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1632
-    jz 1f
+    mov edx, eax
+    mov r8, qword ptr [r15 + 704]
+    test dword ptr [r15 + 67117724], 557852672
+    jnz 1f
 1:
-    mov dword ptr [r15 + 0], r9d
-    movzx ecx, byte ptr [r15 + 128]
-    bt rcx, r9
     mov rbp, r10
-    test bl, 64
-    jz 1f
-1:
-    movzx r9d, byte ptr [r15 + 640]
+    movsxd rcx, dword ptr [r15 + 64]
     and rbp, 448
-    mov dword ptr [r15 + rbp + 960], 242
-    mov edi, dword ptr [r15 + 704]
-    test ebx, 928
-    jnz 1f
-1:
-    mov rsi, rdi
-    movzx r8d, byte ptr [r15 + 576]
-    mov rcx, qword ptr [r15 + 512]
-    mov r9, r10
-    test dword ptr [r15 + 67117723], 268959746
-    jnz 1f
-1:
-    mov rax, qword ptr [r15 + 192]
-    and r9, 4032
-    mov rbp, r10
-    mov rdx, qword ptr [r14 + r9 + 3008]
-    and rbp, 960
-    mov rcx, qword ptr [r15 + rbp + 1984]
-    test ebx, 288
-    jnz 1f
-1:
-    mov edi, ebp
-    mov dword ptr [r15 + 320], ecx
-    mov qword ptr [r15 + 64], rax
+    mov rax, qword ptr [r14 + rbp + 960]
+    mov dword ptr [r15 + 128], ebp
     test bl, 64
+    jnz 1f
+1:
+    mov esi, dword ptr [r15 + 384]
+    bswap r9
+    movzx ecx, al
+    movzx edx, cl
+    test dword ptr [r15 + 67117723], 1048576
+    jnz 1f
+1:
+    movzx edi, byte ptr [r15 + 512]
+    mov eax, edi
+    mov r8, qword ptr [r15 + 320]
+    test dword ptr [r15 + 67117723], 537158275
+    jnz 1f
+1:
+    movsxd rsi, dword ptr [r15 + 832]
+    mov ebp, dword ptr [r14 + 0]
+    mov r9, r10
+    movsxd rdi, dword ptr [r15 + 256]
+    mov rdx, rbp
+    test dword ptr [r15 + 67117724], 170131576
     jz 1f
 1:
-    mov esi, 144
-    mov edx, dword ptr [r15 + 448]
-    add qword ptr [r15 + 256], rsi
+    and r9, 960
+    mov qword ptr [r15 + r9 + 1984], rdx
+    movzx r8d, r9b
+    mov dword ptr [r15 + 192], 74
     add r11, 64
     add r10, r11
     inc rbx
@@ -3152,55 +3065,56 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 134180
-    setz al
-    lea rcx, [rip + .Lc1_d2595_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d2595_s_t
-    .p2align 3
-.Lc1_d2595_s:
-    .p2align 3
-    jmp .Lc1_d2595_j
-    .p2align 3
-    jmp .Lc1_d2595_j
-.Lc1_d2595_j:
-    mov r8, r10
-    and r8, 448
-    mov byte ptr [r15 + r8 + 1472], cl
-    mov r9d, dword ptr [r15 + 64]
-    test ebx, 7424
+    lea rcx, [rip + .Lc1_d2562_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d2562_j_t
+.Lc1_d2562_j:
+    movzx r9d, byte ptr [r15 + 512]
+    popcnt rsi, rcx
+    mov r8d, dword ptr [r15 + 64]
+    test dword ptr [r15 + 67117724], 26
     jnz 1f
 1:
-    mov eax, dword ptr [r14 + 384]
-    movsxd rbp, dword ptr [r15 + 640]
-    test dword ptr [r15 + 67117723], 133120
+    movzx edx, cl
+    mov edi, r8d
+    mov rsi, qword ptr [r15 + 128]
+    test ebx, 7360
     jnz 1f
 1:
-    mov edx, dword ptr [r15 + 0]
-    mov rdi, qword ptr [r15 + 832]
-    test dword ptr [r15 + 67117723], 258
+    mov dword ptr [r15 + 0], 42
+    lea rdi, [r15 + 67109504]
+    mov ecx, 735
+    rep stosb
+    test bl, 128
     jnz 1f
 1:
-    movzx ecx, byte ptr [r15 + 320]
-    mov dword ptr [r14 + 0], 241
-    test ebx, 288
+    inc dword ptr [r15 + 0]
+    movsxd rbp, dword ptr [r15 + 0]
+    movzx eax, byte ptr [r15 + 768]
+    test dword ptr [r15 + 67117724], 1075078208
     jnz 1f
 1:
-    mov esi, 203
-    mov rax, qword ptr [r15 + 128]
+    mov dword ptr [r15 + 576], eax
+    vpaddq xmm15, xmm15, xmmword ptr [r14 + 0]
+    mov edi, ebp
+    test dword ptr [r15 + 67117724], 8388608
+    jnz 1f
+1:
+    mov qword ptr [r15 + 128], rax
+    mov rsi, rdi
     test bl, 64
-    jz 1f
-1:
-    movzx r8d, byte ptr [r15 + 192]
-    mov qword ptr [r15 + 768], r9
-    test ebx, 27584
     jnz 1f
 1:
-    mov rbp, r10
-    mov edx, 69
-    and rbp, 448
-    mov ecx, dword ptr [r15 + rbp + 960]
+    movsxd rdx, dword ptr [r14 + 448]
+    mov r8, r10
+    mov qword ptr [r15 + 384], rsi
+    and r8, 448
+    vpaddq xmm15, xmm15, xmmword ptr [r15 + r8 + 1472]
+    test dword ptr [r15 + 67117723], 512
+    jnz 1f
+1:
+    movzx ebp, byte ptr [r15 + 256]
+    movsxd r9, dword ptr [r15 + 192]
     add r11, 64
     add r10, r11
     inc rbx
@@ -3210,59 +3124,54 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    movzx r9d, byte ptr [r15 + 64]
-    mov rbp, rax
-    mov edx, dword ptr [r14 + 384]
-    mov rdi, qword ptr [r15 + 0]
-    test ebx, 13568
-    jnz 1f
-1:
-    movsxd rax, dword ptr [r15 + 0]
-    movsxd rdx, dword ptr [r15 + 0]
-    mov r8, rsi
-    mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 67117723], 268435456
+    mov ecx, dword ptr [r15 + 448]
+    mov dword ptr [r15 + 0], r9d
+    mov byte ptr [r15 + 0], cl
+    mov dword ptr [r15 + 0], ecx
+    test bl, 64
     jz 1f
 1:
-    movzx edx, byte ptr [r15 + 0]
-    mov rcx, qword ptr [r15 + 0]
-    mov rbp, rdx
-    mov edi, 190
-    test dword ptr [r15 + 67117724], 9437200
+    mov rbp, qword ptr [r15 + 192]
+    mov dword ptr [r15 + 896], ebp
+    movzx edx, byte ptr [r15 + 320]
+    test dword ptr [r15 + 67117723], 1050624
     jnz 1f
 1:
-    mov dword ptr [r15 + 0], edx
-    mov eax, dword ptr [r15 + 0]
-    movzx edx, cl
-    mov rsi, qword ptr [r15 + 0]
-    test ebx, 14336
+    popcnt r8, rdx
+    mov edi, dword ptr [r15 + 128]
+    movsxd rdx, dword ptr [r15 + 704]
+    test ebx, 13184
     jnz 1f
 1:
-    .byte 0x0f, 0x1f, 0x40, 0x00
-    mov ecx, dword ptr [r15 + 704]
-    mov edx, 71
-    mov r8d, 82
-    test ebx, 12000
-    jnz 1f
-1:
-    mov dword ptr [r15 + 448], edx
-    movsxd rax, dword ptr [r15 + 512]
-    mov rdx, qword ptr [r15 + 256]
-    mov qword ptr [r15 + 576], r8
-    test ebx, 256
+    mov rsi, qword ptr [r15 + 384]
+    mov r9, r10
+    mov eax, esi
+    and r9, 33554368
+    mov r8, qword ptr [r14 + r9 + 33554432]
+    test dword ptr [r15 + 67117723], 1024
     jz 1f
 1:
-    movsxd rdi, dword ptr [r15 + 128]
-    mov r9d, 163
-    .byte 0x0f, 0x1f, 0x00
-    mov dword ptr [r14 + 896], edi
-    test dword ptr [r15 + 67117723], 4
+    mov rbp, r10
+    xchg rdx, rcx
+    and rbp, 8128
+    movsxd rdi, dword ptr [r15 + rbp + 7104]
+    movzx eax, byte ptr [r15 + 64]
+    test dword ptr [r15 + 67117723], 8260
     jnz 1f
 1:
-    mov rax, qword ptr [r15 + 192]
-    mov ebp, dword ptr [r15 + 256]
-    mov byte ptr [r15 + 128], dil
-    mov esi, eax
+    mov r9, qword ptr [r15 + 640]
+    mov r8d, 96
+    mov esi, 81
+    mov rbp, r10
+    test bl, 64
+    jnz 1f
+1:
+    movzx ecx, sil
+    movzx eax, cl
+    and rbp, 448
+    movsxd rsi, dword ptr [r15 + rbp + 960]
+    add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
@@ -3270,54 +3179,52 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 8389120
-    setz al
-    lea rcx, [rip + .Lc1_d2694_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d2694_s_t
-    .p2align 3
-.Lc1_d2694_s:
-    .p2align 3
-    jmp .Lc1_d2694_j
-    .p2align 3
-    jmp .Lc1_d2694_j
-.Lc1_d2694_j:
+    lea rcx, [rip + .Lc1_d2661_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d2661_j_t
+.Lc1_d2661_j:
+    mov r8, r10
+    and r8, 960
+    mov edx, dword ptr [r15 + r8 + 1984]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edi, dword ptr [r15 + 0]
+    test bl, 64
+    jnz 1f
+1:
+    movsxd r9, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r14 + 256], r8d
+    test ebx, 122784
+    jnz 1f
+1:
+    mov edx, 197
+    movsxd rdi, dword ptr [r15 + 832]
     mov rbp, r10
-    mov r9d, dword ptr [r15 + 768]
-    and rbp, 4032
-    movsxd rsi, dword ptr [r15 + rbp + 3008]
-    mov r8, rcx
-    test dword ptr [r15 + 67117723], 16777216
+    test ebx, 13184
     jz 1f
 1:
-    mov rbp, r10
-    mov r9d, 4
+    mov r8d, dword ptr [r14 + 512]
     and rbp, 448
-    mov rdi, qword ptr [r15 + rbp + 1472]
-    test dword ptr [r15 + 67117723], 16777216
-    jnz 1f
+    movzx eax, byte ptr [r15 + rbp + 1472]
+    mov ecx, dword ptr [r15 + 320]
+    test dword ptr [r15 + 67117724], 24576
+    jz 1f
 1:
-    mov esi, dword ptr [r15 + 640]
-    bt rsi, rsi
-    test ebx, 9984
-    jnz 1f
-1:
-    mov rcx, rdx
-    movzx r9d, byte ptr [r15 + 448]
-    mov r8, qword ptr [r15 + 320]
-    test bl, 160
-    jnz 1f
-1:
-    movzx edi, byte ptr [r15 + 64]
-    mov byte ptr [r14 + 192], r8b
+    mov rsi, qword ptr [r15 + 768]
+    movsxd r9, dword ptr [r15 + 192]
     mov rbp, r10
-    test ebx, 22016
-    jnz 1f
+    test ebx, 7360
+    jz 1f
 1:
-    and rbp, 448
-    mov eax, dword ptr [r15 + rbp + 960]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, qword ptr [r15 + 64]
+    mov edi, 246
+    and rbp, 4032
+    mov qword ptr [r15 + rbp + 3008], rdi
+    test dword ptr [r15 + 67117724], 33554432
+    jz 1f
+1:
+    mov edi, 127
+    movsxd rdx, dword ptr [r15 + 576]
     add r11, 64
     add r10, r11
     inc rbx
@@ -3327,56 +3234,54 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov edi, 58
-    mov r9, rdi
-    mov edx, dword ptr [r15 + 0]
-    test dword ptr [r15 + 67117724], 139002065
+    mov r9, qword ptr [r15 + 704]
+    mov byte ptr [r14 + 640], al
+    mov rax, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test dword ptr [r15 + 67117724], 1275331658
     jz 1f
 1:
+    movzx esi, al
+    mov r8d, edx
+    mov byte ptr [r15 + 0], sil
     mov rdi, qword ptr [r15 + 0]
-    mov r9d, dword ptr [r15 + 0]
-    mov ecx, dword ptr [r15 + 0]
-    test ebx, 256
+    test dword ptr [r15 + 67117724], 128
     jz 1f
 1:
-    mov dword ptr [r15 + 0], r9d
-    mov byte ptr [r15 + 0], cl
-    mov rbp, r10
-    movzx esi, byte ptr [r15 + 576]
-    test ebx, 448
-    jz 1f
-1:
-    and rbp, 33554368
-    inc dword ptr [r14 + rbp + 33554432]
-    mov r9d, esi
-    mov dword ptr [r15 + 320], r9d
-    mov r8, r10
-    mov rbp, r10
-    test ebx, 1376
+    mov ecx, dword ptr [r15 + 128]
+    mov qword ptr [r15 + 256], rdi
+    mov r9, qword ptr [r14 + 0]
+    mov ebp, 9
+    test bl, 160
     jnz 1f
 1:
-    and rbp, 8128
-    movzx ecx, byte ptr [r15 + rbp + 7104]
-    mov esi, dword ptr [r14 + 512]
-    and r8, 960
-    mov rdx, qword ptr [r15 + r8 + 1984]
-    test dword ptr [r15 + 67117724], 4211200
-    jnz 1f
-1:
-    movzx r9d, byte ptr [r15 + 256]
-    mov eax, r9d
-    or qword ptr [r15 + 832], 83
-    test ebx, 48096
+    popcnt rdx, rdi
+    lea rdi, [r15 + 67109504]
+    mov ecx, 735
+    rep stosb
+    mov rsi, qword ptr [r15 + 384]
+    test dword ptr [r15 + 67117724], 134217808
     jz 1f
 1:
-    mov ecx, dword ptr [r15 + 64]
-    mov dword ptr [r15 + 128], eax
     movzx r8d, cl
-    test bl, 64
+    mov rax, qword ptr [r15 + 192]
+    mov r9d, ebp
+    mov edx, dword ptr [r15 + 320]
+    test dword ptr [r15 + 67117724], 524288
     jnz 1f
 1:
-    movzx edi, byte ptr [r15 + 384]
-    movsxd rsi, dword ptr [r15 + 704]
+    mov r8d, dword ptr [r15 + 448]
+    mov rbp, r10
+    vmulsd xmm10, xmm10, xmm6
+    and rbp, 448
+    movsxd r9, dword ptr [r15 + rbp + 960]
+    xor dword ptr [r15 + 64], ebp
+    test dword ptr [r15 + 67117724], 1343492225
+    jnz 1f
+1:
+    mov rsi, r9
+    mov ecx, dword ptr [r15 + 128]
+    movzx r8d, byte ptr [r15 + 512]
     add r11, 64
     add r10, r11
     inc rbx
@@ -3386,60 +3291,56 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov rdx, qword ptr [r15 + 64]
-    mov rbp, rax
-    nop
-    movzx edi, byte ptr [r15 + 0]
-    test ebx, 256
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 4
+    setz al
+    lea rcx, [rip + .Lc1_d2759_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d2759_s_t
+    .p2align 3
+.Lc1_d2759_s:
+    .p2align 3
+    jmp .Lc1_d2759_j
+    .p2align 3
+    jmp .Lc1_d2759_j
+.Lc1_d2759_j:
+    mov rdi, qword ptr [r15 + 256]
+    movzx r8d, cl
+    bt rdi, rdi
+    test ebx, 576
     jz 1f
 1:
-    movzx esi, byte ptr [r15 + 0]
-    movzx r9d, byte ptr [r15 + 0]
-    mov r8, rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 256
+    mov r8, qword ptr [r15 + 448]
+    mov dword ptr [r15 + 64], 15
+    test bl, 128
+    jz 1f
+1:
+    mov edx, dword ptr [r15 + 896]
+    mov dword ptr [r15 + 576], 193
+    movzx r9d, byte ptr [r15 + 384]
+    test ebx, 3008
     jnz 1f
 1:
-    movzx ecx, byte ptr [r15 + 0]
-    mov dword ptr [r15 + 0], r8d
-    nop
-    test ebx, 24032
-    jz 1f
-1:
-    mov eax, 234
-    mov edi, ecx
-    movzx edx, al
-    bt rdx, rax
-    test ebx, 1216
+    mov rbp, r9
+    movsxd rsi, dword ptr [r14 + 768]
+    test dword ptr [r15 + 67117723], 1
     jnz 1f
 1:
-    mov dword ptr [r15 + 0], 158
-    mov ebp, dword ptr [r15 + 0]
-    mov qword ptr [r15 + 192], r8
-    movzx edi, bpl
-    mov r8, r10
-    test ebx, 256
-    jz 1f
+    mov edi, 49
+    mov dword ptr [r15 + 128], 45
+    sete sil
+    test dword ptr [r15 + 67117724], 33
+    jnz 1f
 1:
-    mov r9d, 223
-    movzx ecx, byte ptr [r15 + 768]
-    and r8, 448
-    mov esi, dword ptr [r15 + r8 + 960]
-    test dword ptr [r15 + 67117723], 20971521
-    jz 1f
-1:
-    mov edi, dword ptr [r15 + 256]
-    mov rax, rdi
-    mov esi, dword ptr [r15 + 128]
+    mov byte ptr [r15 + 0], bpl
+    movsxd r8, dword ptr [r15 + 0]
     mov rbp, r10
-    mov rdx, qword ptr [r15 + 640]
-    test bl, 96
+    test bl, 64
     jnz 1f
 1:
+    movzx eax, r8b
     and rbp, 448
-    mov r8d, dword ptr [r15 + rbp + 1472]
-    mov byte ptr [r14 + 384], bpl
-    movzx r9d, byte ptr [r15 + 448]
+    mov edx, dword ptr [r15 + rbp + 960]
     add r11, 64
     add r10, r11
     inc rbx
@@ -3548,79 +3449,81 @@ ditto_body_c2:
     jmp .Lc2_b0_c0
     .p2align 6
 .Lc2_b0_c0:
-    mov ecx, dword ptr [r14 + 256]
-    mov eax, r9d
-    add qword ptr [r14 + 64], rcx
-    lea rbp, [rbp + rcx*2 + 26]
-    test ebx, 1073741824
+    movzx esi, byte ptr [r15 + 0]
+    mov rdi, rsi
+    .byte 0x66, 0x90
+    mov qword ptr [r15 + 0], rax
+    test ebx, 1018
     jz 1f
 1:
-    mov rdx, qword ptr [r14 + 384]
-    movsxd rdi, dword ptr [r14 + 0]
-    jmp 1f
+    mov edi, esi
+    mov edx, edi
+    movsxd rax, dword ptr [r14 + 256]
+    mov edi, 86
+    test bl, 128
+    jnz 1f
 1:
-    mov r9, qword ptr [r15 + 0]
-    test bl, 116
-    jz 1f
-1:
-    vpaddd xmm6, xmm6, xmm4
-    shl rsi, 3
-    mov r8d, dword ptr [r15 + 0]
+    movsxd rdi, dword ptr [r15 + 64]
+    mov rbp, qword ptr [r14 + 0]
+    mov r9d, dword ptr [r15 + 384]
     inc rbx
     dec r13
     jnz .Lc2_b0_c0
 .Lc2_b0_done:
-// block 1: 64 bytes, 1 chunk(s), 13 chunk executions per call
+// block 1: 64 bytes, 1 chunk(s), 14 chunk executions per call
     mov rbx, qword ptr [r15 + 9456]
-    lea rcx, [rbx + 13]
+    lea rcx, [rbx + 14]
     mov qword ptr [r15 + 9456], rcx
-    mov r13d, 13
+    mov r13d, 14
     jmp .Lc2_b1_c0
     .p2align 6
 .Lc2_b1_c0:
-    jmp 1f
+    mov rbp, qword ptr [r14 + 0]
+    and eax, dword ptr [r15 + 0]
+    movzx esi, byte ptr [r15 + 0]
+    xchg r8, r8
+    mov qword ptr [r15 + 0], rsi
+    mov edi, ebp
+    inc dword ptr [r15 + 64]
+    test bl, 8
+    jz 1f
 1:
-    shr eax, 25
-    movsxd rdx, dword ptr [r15 + 192]
-    mov esi, dword ptr [r14 + 320]
-    popcnt r9, rdx
-    vpcmpeqb xmm8, xmm8, xmmword ptr [r15 + 0]
-    shl rsi, 13
-    test ebx, 24000
-    jnz 1f
-1:
-    mov qword ptr [r15 + 0], r8
-    mov edi, esi
-    movzx r8d, byte ptr [r14 + 0]
-    and r9d, dword ptr [r14 + 0]
-    nop
-    mov rbp, qword ptr [r15 + 64]
+    imul r9d, eax, 86
+    movzx edx, byte ptr [r14 + 192]
+    mov r8, rcx
+    xor eax, edx
+    movzx esi, byte ptr [r15 + 320]
+    xor ecx, esi
     inc rbx
     dec r13
     jnz .Lc2_b1_c0
 .Lc2_b1_done:
-// block 2: 64 bytes, 1 chunk(s), 12 chunk executions per call
+// block 2: 64 bytes, 1 chunk(s), 10 chunk executions per call
     mov rbx, qword ptr [r15 + 9464]
-    lea rcx, [rbx + 12]
+    lea rcx, [rbx + 10]
     mov qword ptr [r15 + 9464], rcx
-    mov r13d, 12
+    mov r13d, 10
     jmp .Lc2_b2_c0
     .p2align 6
 .Lc2_b2_c0:
-    mov rax, qword ptr [r15 + 9432]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 9432], rax
-    mov edi, eax
-    movzx ebp, byte ptr [r15 + 0]
-    vcvtsi2sd xmm13, xmm13, edi
-    mov dword ptr [r15 + 0], 121
-    test dword ptr [r15 + 9436], 512
+    vpcmpeqb xmm10, xmm10, xmmword ptr [r15 + 0]
+    movzx edi, byte ptr [r15 + 0]
+    jmp 1f
+1:
+    sub rcx, rdi
+    add rdi, qword ptr [r15 + 0]
+    vpxor xmm3, xmm3, xmm10
+    lock add qword ptr [r15 + 0], rcx
+    test ebx, 1073741824
     jnz 1f
 1:
-    mov rdi, qword ptr [r15 + 0]
-    xchg qword ptr [r15 + 128], rdx
-    mov byte ptr [r15 + 448], dil
-    mov esi, ebp
+    test edi, ecx
+    mov ebp, ecx
+    mov dword ptr [r14 + 128], edi
+    jmp 1f
+1:
+    mov byte ptr [r15 + 448], bpl
+    movzx r9d, byte ptr [r14 + 0]
     inc rbx
     dec r13
     jnz .Lc2_b2_c0
@@ -3676,57 +3579,63 @@ ditto_body_init_c2:
 
     .section .text.ditto_indirect,"ax",@progbits
     .p2align 9, 0xcc
-.Lc1_d476_j_t:
+.Lc1_d461_j_t:
     jmp rcx
-.Lc1_d480_j_t:
+.Lc1_d1873_s_t:
     jmp rcx
-.Lc1_d1374_s_t:
+.Lc1_d1882_j_t:
     jmp rcx
-.Lc1_d1474_s_t:
+.Lc1_d1282_s_t:
     jmp rcx
-.Lc1_d1578_s_t:
+.Lc1_d1331_s_t:
     jmp rcx
-.Lc1_d1675_s_t:
+.Lc1_d1476_s_t:
     jmp rcx
-.Lc1_d1767_s_t:
+.Lc1_d1523_s_t:
     jmp rcx
-.Lc1_d1864_s_t:
+.Lc1_d1621_s_t:
     jmp rcx
-.Lc1_d136_s_t:
+.Lc1_d1766_j_t:
     jmp rcx
-.Lc1_d235_s_t:
+.Lc1_d83_s_t:
     jmp rcx
-.Lc1_d330_s_t:
+.Lc1_d184_j_t:
+    jmp rcx
+.Lc1_d275_j_t:
+    jmp rcx
+.Lc1_d369_j_t:
     jmp rcx
 .Lc1_b3_stubs_t:
     jmp rcx
+.Lc1_d1973_j_t:
+    jmp rcx
 .Lc1_b8_stubs_t:
     jmp rcx
-.Lc1_d536_s_t:
+.Lc1_d621_s_t:
     jmp rcx
-.Lc1_d685_s_t:
+.Lc1_d718_j_t:
     jmp rcx
-.Lc1_d779_s_t:
+.Lc1_d849_j_t:
     jmp rcx
-.Lc1_d879_s_t:
+.Lc1_d944_j_t:
     jmp rcx
-.Lc1_d978_s_t:
+.Lc1_d1037_j_t:
     jmp rcx
-.Lc1_d1074_s_t:
+.Lc1_d1133_j_t:
     jmp rcx
-.Lc1_d1172_s_t:
+.Lc1_d1231_j_t:
     jmp rcx
-.Lc1_d1271_s_t:
+.Lc1_d2199_j_t:
     jmp rcx
-.Lc1_d2295_s_t:
+.Lc1_d2357_j_t:
     jmp rcx
-.Lc1_d2400_s_t:
+.Lc1_d2462_s_t:
     jmp rcx
-.Lc1_d2494_s_t:
+.Lc1_d2562_j_t:
     jmp rcx
-.Lc1_d2595_s_t:
+.Lc1_d2661_j_t:
     jmp rcx
-.Lc1_d2694_s_t:
+.Lc1_d2759_s_t:
     jmp rcx
     .text
 
