@@ -217,6 +217,10 @@ pub enum NoError {
     NotMeasured,
     /// The original is 0 and the clone is not: the relative error is unbounded.
     OriginalZero,
+    /// The backend measures the metric, but the original's first run left it undefined (a cache
+    /// level no access reached: nginx's LLC when its L2 never missed), while another run or the clone
+    /// has a value.
+    ReferenceUndefined,
 }
 
 impl NoError {
@@ -224,6 +228,9 @@ impl NoError {
         match self {
             NoError::NotMeasured => "n/a: not measured by this backend",
             NoError::OriginalZero => "n/a: the original is 0 and the clone is not",
+            NoError::ReferenceUndefined => {
+                "n/a: undefined in the original's first run (e.g. no access reached this cache level)"
+            }
         }
     }
 }
@@ -288,8 +295,14 @@ impl MetricRow {
             Some(second) => relative_error(original, *second).ok(),
             None => None,
         };
-        if error.is_none() && original.is_none() && clone.is_none() {
-            note = Some(NoError::NotMeasured.describe().to_string());
+        if original.is_none() {
+            let measured_elsewhere = clone.is_some() || original_runs.iter().any(Option::is_some);
+            let why = if measured_elsewhere {
+                NoError::ReferenceUndefined
+            } else {
+                NoError::NotMeasured
+            };
+            note = Some(why.describe().to_string());
         }
         MetricRow {
             key: def.key.to_string(),
@@ -373,6 +386,23 @@ mod tests {
         assert_eq!(row.original_variation, None);
         assert!(row.note.as_deref().unwrap_or("").starts_with("n/a"));
         assert!(!row.within(1.0, 0.0));
+    }
+
+    #[test]
+    fn a_reference_run_that_left_the_metric_undefined_is_not_called_unmeasured() {
+        // nginx's LLC: no L2 misses in the first run, one in the second.
+        let def = metric("llc_miss_rate").expect("metric");
+        let row = MetricRow::new(def, "sim", vec![None, Some(1.0)], Some(0.033));
+        assert_eq!(row.error, None);
+        assert_eq!(
+            row.note.as_deref(),
+            Some(NoError::ReferenceUndefined.describe())
+        );
+        let unmeasured = MetricRow::new(def, "sim", vec![None, None], None);
+        assert_eq!(
+            unmeasured.note.as_deref(),
+            Some(NoError::NotMeasured.describe())
+        );
     }
 
     #[test]
