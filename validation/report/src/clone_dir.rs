@@ -107,6 +107,19 @@ impl CloneDir {
             .unwrap_or(false)
     }
 
+    /// The L1i miss rate's elasticity in the code-size knob that the profile's bodies predict at an
+    /// L1i of `l1i_bytes` (`tune::code_elasticity`); `None` without a readable profile or curves.
+    pub fn code_elasticity(&self, l1i_bytes: u64) -> Option<f64> {
+        let profile = ditto_profile::Profile::load(&self.profile_path).ok()?;
+        let body = profile.body.as_ref()?;
+        crate::tune::code_elasticity(
+            body.clusters
+                .iter()
+                .map(|c| (c.instructions_per_request, &c.instruction_working_set)),
+            l1i_bytes,
+        )
+    }
+
     /// Regenerates the clone in place with `knobs` (same profile and seed) and builds it. The
     /// directory is replaced as a whole by the generator, so files kept in it (the tuning history)
     /// must be written again afterwards.

@@ -271,8 +271,8 @@ pub const GROUPS: &[Group] = &[
         // 0.00023 to 0.0015 between code size ×1 and ×1.13 (d ln / d ln ≈ 15) and from 0.0028 to
         // 0.0048 between ×1 and ×1.2 with more instructions per call (≈ 3)
         // (validation/bench/code-size-sweep.sh). Assumed 1, its first step from 82 % under was
-        // ×4 and it landed 15 times over. With 3 a clone as smooth as Pix's (≈ 1) takes a third of
-        // its step, and the secant takes over from the second iteration.
+        // ×4 and it landed 15 times over. 3 is the fallback: where the backend knows the L1i's
+        // size, the profile's curves give the clone's own (`code_elasticity`, `Levers`).
         elasticity: 3.0,
         followers: &[],
         held: &[],
@@ -482,6 +482,11 @@ pub trait TuneBackend {
     /// ([`Levers`]).
     fn has_background_body(&self) -> bool {
         false
+    }
+    /// The instruction working set's elasticity the clone's profile predicts ([`code_elasticity`]),
+    /// `None` where it cannot tell.
+    fn code_elasticity(&self) -> Option<f64> {
+        None
     }
 }
 
@@ -853,6 +858,54 @@ pub struct Levers {
     /// (validation/bench/miss-attribution.sh), all hitting the L2, and tuned that way the clone's
     /// L1d stayed 23–102 % over the original's and its L2 misses per L1d miss 65–79 % under.
     pub background_body: bool,
+    /// The instruction working set's elasticity as the profile predicts it ([`code_elasticity`]),
+    /// assumed before a secant exists instead of the group's fixed one.
+    pub code_elasticity: Option<f64>,
+}
+
+/// Range of [`code_elasticity`]: a curve flat across the L1i size still takes steps no larger than
+/// at 0.1 (and at most [`MAX_STEP`]); a steep one no smaller than at 10.
+const CODE_ELASTICITY_RANGE: (f64, f64) = (0.1, 10.0);
+
+/// The L1i miss rate's elasticity in the code-size knob that the profile's instruction hit curves
+/// predict: the clone's body stretches each curve along the size axis (H′(s) = H(s / scale)), so
+/// d ln miss / d ln scale at scale 1 is minus the curve's log–log slope at the L1i size, taken over
+/// the chord from half to twice that size, with the bodies weighted by their instructions per
+/// request. `None` without both sizes in every curve or without misses at half the size.
+///
+/// Why not one figure for every target: the group's assumed 3 is memcached's cliff (its profile
+/// predicts 7), while Pix's request bodies' curves fall 0.2 per octave around 32 KiB. Pix
+/// baseline's tuning never had two comparable code measurements for a secant (the branch knobs or
+/// the count moved in between), so at 3 it stepped ×0.93, ×0.94, ×0.93 from 24 % over and ended
+/// 13 % over; its measured response was about 0.4 (0.0464 → 0.0424 for ×1 → ×0.81).
+pub fn code_elasticity<'a>(
+    bodies: impl IntoIterator<Item = (f64, &'a ditto_profile::HitCurve)>,
+    l1i_bytes: u64,
+) -> Option<f64> {
+    let (half, double) = (l1i_bytes / 2, l1i_bytes.checked_mul(2)?);
+    let (mut below, mut above, mut weight) = (0.0, 0.0, 0.0);
+    for (instructions, curve) in bodies {
+        if !(instructions.is_finite() && instructions > 0.0) {
+            continue;
+        }
+        let miss_at = |size: u64| {
+            curve
+                .points
+                .iter()
+                .find(|p| p.size == size)
+                .map(|p| (1.0 - p.hit_rate).max(0.0))
+        };
+        below += instructions * miss_at(half)?;
+        above += instructions * miss_at(double)?;
+        weight += instructions;
+    }
+    if weight <= 0.0 || below <= 0.0 {
+        return None;
+    }
+    // Past the L1i a curve can reach 0 misses: a floor of one miss in a million keeps the chord finite.
+    let floor = 1e-6 * weight;
+    let e = (below.max(floor) / above.max(floor)).ln() / 4f64.ln();
+    Some(e.clamp(CODE_ELASTICITY_RANGE.0, CODE_ELASTICITY_RANGE.1))
 }
 
 /// The background knob's share of the instruction count's log step (see [`Levers`]).
@@ -873,6 +926,12 @@ const ALL_BODIES_ELASTICITY: f64 = 1.5;
 /// The group `g` as it runs this iteration: the instruction count moves the background body with
 /// the request bodies where [`Levers::background_body`] says there is one.
 fn lead_of(g: &Group, levers: Levers) -> Group {
+    if let (Knob::InstructionWorkingSet, Some(e)) = (g.knob, levers.code_elasticity) {
+        return Group {
+            elasticity: e,
+            ..*g
+        };
+    }
     if g.knob != Knob::InstructionScale || !levers.background_body {
         return *g;
     }
@@ -1239,6 +1298,7 @@ pub fn tune(
     // What the clone offers does not change between iterations (the profile is the same).
     let levers = Levers {
         background_body: backend.has_background_body(),
+        code_elasticity: backend.code_elasticity(),
     };
     history.stop_reason = format!("reached the iteration cap ({})", settings.max_iterations);
     for i in 1..=settings.max_iterations {
@@ -1962,13 +2022,100 @@ mod tests {
             &original,
             &["instructions_per_request".to_string()],
             &Tolerances::uniform(0.02),
-            Levers { background_body },
+            Levers {
+                background_body,
+                ..Levers::default()
+            },
         );
         let a = adj
             .into_iter()
             .find(|a| a.group == "instruction count")
             .expect("the instruction count group reports");
         (k, a)
+    }
+
+    fn committed_profile_code_elasticity(name: &str) -> Option<f64> {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../../profiles")
+            .join(format!("{name}.json"));
+        let profile = ditto_profile::Profile::load(&path).expect("a committed profile");
+        let body = profile.body.expect("a body section");
+        code_elasticity(
+            body.clusters
+                .iter()
+                .map(|c| (c.instructions_per_request, &c.instruction_working_set)),
+            32 * 1024,
+        )
+    }
+
+    #[test]
+    fn the_profiles_instruction_curves_predict_a_flat_code_response_for_pix_and_a_cliff_for_memcached(
+    ) {
+        // Pix's request bodies miss 0.055 at 16 KiB and 0.040 at 64 KiB; memcached's worker 0.028
+        // and 0.00001.
+        for name in ["pix-baseline", "pix-optimized"] {
+            let e = committed_profile_code_elasticity(name).expect("curves at 16 and 64 KiB");
+            assert!((0.15..0.35).contains(&e), "{name}: {e}");
+        }
+        let e = committed_profile_code_elasticity("memcached").expect("memcached's curves");
+        assert!(e > 5.0, "memcached: {e}");
+    }
+
+    #[test]
+    fn code_elasticity_needs_both_sizes_and_some_misses() {
+        let curve = |points: &[(u64, f64)]| ditto_profile::HitCurve {
+            points: points
+                .iter()
+                .map(|&(size, hit_rate)| ditto_profile::HitPoint { size, hit_rate })
+                .collect(),
+            ..ditto_profile::HitCurve::default()
+        };
+        let whole = curve(&[(16384, 0.96), (65536, 0.99)]);
+        // 0.04 → 0.01 over two octaves: a slope of 1.
+        let e = code_elasticity([(100.0, &whole)], 32768).expect("elasticity");
+        assert!((e - 1.0).abs() < 1e-9, "{e}");
+        assert_eq!(
+            code_elasticity([(100.0, &curve(&[(16384, 0.96)]))], 32768),
+            None
+        );
+        assert_eq!(
+            code_elasticity([(100.0, &curve(&[(16384, 1.0), (65536, 1.0)]))], 32768),
+            None
+        );
+        // Nothing missed past the L1i: the floor of one miss in a million keeps it finite.
+        let cliff = curve(&[(16384, 0.9), (65536, 1.0)]);
+        let e = code_elasticity([(1.0, &cliff)], 32768).expect("elasticity");
+        assert!((e - (0.1f64 / 1e-6).ln() / 4f64.ln()).abs() < 1e-9, "{e}");
+    }
+
+    #[test]
+    fn the_code_group_steps_by_the_profiles_elasticity_before_a_secant_exists() {
+        // Pix baseline's second iteration: L1i 0.0464 against 0.0374, no comparable earlier one.
+        let original = CounterFigures {
+            l1i_miss_rate: Some(0.0374),
+            ..CounterFigures::default()
+        };
+        let first = iteration_with(
+            1,
+            (Knob::InstructionWorkingSet, 1.0),
+            ("l1i_miss_rate", 0.0464),
+        );
+        let step = |code_elasticity| {
+            let (k, _) = adjust_with(
+                std::slice::from_ref(&first),
+                &original,
+                &["l1i_miss_rate".to_string()],
+                &Tolerances::uniform(0.1),
+                Levers {
+                    code_elasticity,
+                    ..Levers::default()
+                },
+            );
+            k.instruction_working_set.size_scale
+        };
+        let ratio: f64 = 0.0374 / 0.0464;
+        assert!((step(None) - ratio.powf(1.0 / 3.0)).abs() < 1e-9);
+        assert!((step(Some(0.25)) - ratio.powf(4.0)).abs() < 1e-9);
     }
 
     #[test]

@@ -397,6 +397,14 @@ impl crate::tune::TuneBackend for CloneTuneBackend {
         self.clone.has_background_body()
     }
 
+    fn code_elasticity(&self) -> Option<f64> {
+        // The perf backend does not say the L1i's size.
+        let CounterBackend::Sim(platform) = &self.backend else {
+            return None;
+        };
+        self.clone.code_elasticity(platform.l1i.size)
+    }
+
     fn measure_original(
         &mut self,
         status: &mut dyn FnMut(&str),
