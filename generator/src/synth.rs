@@ -2701,12 +2701,14 @@ pub fn synthesize(name: &str, plan: &BodyPlan, knobs: &Knobs, seed: u64) -> Resu
         }
         ring
     };
+    let body_stream = stream_id(name) ^ 0x636f_6d70;
     let mut comp = Composer {
         plan,
         knobs,
         seed,
-        body_stream: stream_id(name) ^ 0x636f_6d70,
-        draws: Draws::for_chunk(seed, stream_id(name) ^ 0x636f_6d70),
+        body_stream,
+        // Replaced at every chunk (`Composer::chunk`).
+        draws: Draws::for_chunk(seed, body_stream),
         mix: Deficit::new(&mix_shares),
         mix_keys: mix_keys.clone(),
         data: Deficit::new(&classes.iter().map(|c| c.share).collect::<Vec<_>>()),

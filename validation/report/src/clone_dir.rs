@@ -112,12 +112,7 @@ impl CloneDir {
     pub fn code_elasticity(&self, l1i_bytes: u64) -> Option<f64> {
         let profile = ditto_profile::Profile::load(&self.profile_path).ok()?;
         let body = profile.body.as_ref()?;
-        crate::tune::code_elasticity(
-            body.clusters
-                .iter()
-                .map(|c| (c.instructions_per_request, &c.instruction_working_set)),
-            l1i_bytes,
-        )
+        crate::tune::code_elasticity(&body.clusters, l1i_bytes)
     }
 
     /// Regenerates the clone in place with `knobs` (same profile and seed) and builds it. The

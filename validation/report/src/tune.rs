@@ -874,22 +874,20 @@ const CODE_ELASTICITY_RANGE: (f64, f64) = (0.1, 10.0);
 /// request. `None` without both sizes in every curve or without misses at half the size.
 ///
 /// Why not one figure for every target: the group's assumed 3 is memcached's cliff (its profile
-/// predicts 7), while Pix's request bodies' curves fall 0.2 per octave around 32 KiB. Pix
+/// predicts 5.5), while Pix's request bodies' curves fall 0.2 per octave around 32 KiB. Pix
 /// baseline's tuning never had two comparable code measurements for a secant (the branch knobs or
 /// the count moved in between), so at 3 it stepped ×0.93, ×0.94, ×0.93 from 24 % over and ended
 /// 13 % over; its measured response was about 0.4 (0.0464 → 0.0424 for ×1 → ×0.81).
-pub fn code_elasticity<'a>(
-    bodies: impl IntoIterator<Item = (f64, &'a ditto_profile::HitCurve)>,
-    l1i_bytes: u64,
-) -> Option<f64> {
+pub fn code_elasticity(bodies: &[ditto_profile::ClusterBody], l1i_bytes: u64) -> Option<f64> {
     let (half, double) = (l1i_bytes / 2, l1i_bytes.checked_mul(2)?);
     let (mut below, mut above, mut weight) = (0.0, 0.0, 0.0);
-    for (instructions, curve) in bodies {
+    for body in bodies {
+        let instructions = body.instructions_per_request;
         if !(instructions.is_finite() && instructions > 0.0) {
             continue;
         }
         let miss_at = |size: u64| {
-            curve
+            body.instruction_working_set
                 .points
                 .iter()
                 .find(|p| p.size == size)
@@ -2040,12 +2038,7 @@ mod tests {
             .join(format!("{name}.json"));
         let profile = ditto_profile::Profile::load(&path).expect("a committed profile");
         let body = profile.body.expect("a body section");
-        code_elasticity(
-            body.clusters
-                .iter()
-                .map(|c| (c.instructions_per_request, &c.instruction_working_set)),
-            32 * 1024,
-        )
+        code_elasticity(&body.clusters, 32 * 1024)
     }
 
     #[test]
@@ -2063,28 +2056,32 @@ mod tests {
 
     #[test]
     fn code_elasticity_needs_both_sizes_and_some_misses() {
-        let curve = |points: &[(u64, f64)]| ditto_profile::HitCurve {
-            points: points
-                .iter()
-                .map(|&(size, hit_rate)| ditto_profile::HitPoint { size, hit_rate })
-                .collect(),
-            ..ditto_profile::HitCurve::default()
+        // One body of `instructions` per request with these (size, hit rate) points.
+        let body = |instructions: f64, points: &[(u64, f64)]| {
+            vec![ditto_profile::ClusterBody {
+                instructions_per_request: instructions,
+                instruction_working_set: ditto_profile::HitCurve {
+                    points: points
+                        .iter()
+                        .map(|&(size, hit_rate)| ditto_profile::HitPoint { size, hit_rate })
+                        .collect(),
+                    ..ditto_profile::HitCurve::default()
+                },
+                ..ditto_profile::ClusterBody::default()
+            }]
         };
-        let whole = curve(&[(16384, 0.96), (65536, 0.99)]);
         // 0.04 → 0.01 over two octaves: a slope of 1.
-        let e = code_elasticity([(100.0, &whole)], 32768).expect("elasticity");
+        let whole = body(100.0, &[(16384, 0.96), (65536, 0.99)]);
+        let e = code_elasticity(&whole, 32768).expect("elasticity");
         assert!((e - 1.0).abs() < 1e-9, "{e}");
+        assert_eq!(code_elasticity(&body(100.0, &[(16384, 0.96)]), 32768), None);
         assert_eq!(
-            code_elasticity([(100.0, &curve(&[(16384, 0.96)]))], 32768),
-            None
-        );
-        assert_eq!(
-            code_elasticity([(100.0, &curve(&[(16384, 1.0), (65536, 1.0)]))], 32768),
+            code_elasticity(&body(100.0, &[(16384, 1.0), (65536, 1.0)]), 32768),
             None
         );
         // Nothing missed past the L1i: the floor of one miss in a million keeps it finite.
-        let cliff = curve(&[(16384, 0.9), (65536, 1.0)]);
-        let e = code_elasticity([(1.0, &cliff)], 32768).expect("elasticity");
+        let cliff = body(1.0, &[(16384, 0.9), (65536, 1.0)]);
+        let e = code_elasticity(&cliff, 32768).expect("elasticity");
         assert!((e - (0.1f64 / 1e-6).ln() / 4f64.ln()).abs() < 1e-9, "{e}");
     }
 
