@@ -33,7 +33,7 @@ int ditto_worker_init(struct ditto_worker *w, const struct ditto_rt *rt,
     w->rng = ditto_rng_seed(cfg->seed, stream);
     w->ctx.shared = rt->shared;
     w->ctx.stream = stream;
-    w->ctx.priv = ditto_alloc_aligned(cfg->priv_bytes);
+    w->ctx.priv = ditto_buffer_alloc(cfg->priv_bytes);
     if (w->ctx.priv == NULL) {
         ditto_warn("out of memory for a %zu-byte private buffer", cfg->priv_bytes);
         goto fail;
@@ -98,7 +98,8 @@ fail:
 
 void ditto_worker_free(struct ditto_worker *w)
 {
-    free(w->ctx.priv);
+    if (w->ctx.priv != NULL)
+        ditto_buffer_free(w->ctx.priv, w->rt->cfg->priv_bytes);
     free(w->acc);
     free(w->scratch);
     free(w->stage);
