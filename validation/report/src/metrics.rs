@@ -295,6 +295,19 @@ impl MetricRow {
             Some(second) => relative_error(original, *second).ok(),
             None => None,
         };
+        // Two rates that are both about 0 (nginx's L2 at 0.00001 % against 0.013 %) give a relative
+        // error in the hundred-thousands of percent that says nothing; the tuner already counts them
+        // as matched (`within`), and the row says why.
+        if let (Some(o), Some(c), Some(e)) = (original, clone, error) {
+            let floor = abs_floor(def);
+            if floor > 0.0 && e > 0.0 && (c - o).abs() <= floor {
+                note = Some(format!(
+                    "{:.3} points apart, under the absolute floor of {:.2}: counted as matched",
+                    100.0 * (c - o).abs(),
+                    100.0 * floor
+                ));
+            }
+        }
         if original.is_none() {
             let measured_elsewhere = clone.is_some() || original_runs.iter().any(Option::is_some);
             let why = if measured_elsewhere {
@@ -403,6 +416,26 @@ mod tests {
             unmeasured.note.as_deref(),
             Some(NoError::NotMeasured.describe())
         );
+    }
+
+    #[test]
+    fn a_row_under_the_absolute_floor_says_so_beside_its_relative_error() {
+        let def = metric("l2_miss_rate").expect("metric");
+        let row = MetricRow::new(def, "sim", vec![Some(0.000_000_1)], Some(0.000_13));
+        assert!(row.error.is_some_and(|e| e > 100.0));
+        assert!(row
+            .note
+            .as_deref()
+            .is_some_and(|n| n.contains("absolute floor")));
+        let apart = MetricRow::new(def, "sim", vec![Some(0.01)], Some(0.02));
+        assert_eq!(apart.note, None);
+        let count = MetricRow::new(
+            metric("instructions_per_request").expect("metric"),
+            "sim",
+            vec![Some(1.0)],
+            Some(1.0001),
+        );
+        assert_eq!(count.note, None);
     }
 
     #[test]
