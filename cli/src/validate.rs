@@ -74,13 +74,18 @@ pub struct SimFlags {
     #[arg(long, default_value = "epyc-host")]
     pub platform: String,
     /// Simulated rate as a fraction of the level's native rate (cachegrind is ~40× slower); raised
-    /// where needed to fit --sim-requests into a 15 s run.
+    /// where needed to fit --sim-requests into a run of --sim-seconds.
     #[arg(long, default_value_t = SimSettings::default().rate_scale)]
     pub sim_rate_scale: f64,
     /// Requests each simulated differential covers (the faster run serves this many more than the
-    /// slower one; each run lasts 5-15 s accordingly).
+    /// slower one; each run lasts 5 s to --sim-seconds accordingly).
     #[arg(long, default_value_t = SimSettings::default().min_requests)]
     pub sim_requests: u64,
+    /// Longest measured seconds of one simulated run. More requests at the same rate: a server that
+    /// cachegrind cannot run faster (memcached keeps up with about 2,000 req/s) is measured with less
+    /// noise by raising this together with --sim-requests (docs/validation.md).
+    #[arg(long, default_value_t = SimSettings::default().max_duration_s)]
+    pub sim_seconds: f64,
 }
 
 impl SimFlags {
@@ -112,6 +117,7 @@ impl SimFlags {
         SimSettings {
             rate_scale: self.sim_rate_scale,
             min_requests: self.sim_requests,
+            max_duration_s: self.sim_seconds,
             with_l2,
             ..SimSettings::default()
         }

@@ -6,6 +6,9 @@
 # out/bench/tuned/TARGET-validate/{report.json,index.html}. Prints one summary line per target.
 # Each target takes 15-30 minutes on a 2-vCPU machine (the simulated counters run under cachegrind).
 # Usage: validation/bench/tune-validate.sh [TARGET...]   (default: memcached nginx pix-baseline pix-optimized)
+# SIM_FLAGS adds flags of the simulated backend to both commands, e.g. SIM_FLAGS="--sim-requests 60000
+# --sim-seconds 45" for a differential three times as long (docs/validation.md, "Noise of the simulated
+# differential"); TUNE_ITERATIONS sets the iteration cap (5).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 targets=("$@")
@@ -20,10 +23,12 @@ for t in "${targets[@]}"; do
   rm -rf "${out:?}/$t" "$out/$t-validate"
   cp -r "clones/$t" "$out/$t"
   start=$(date +%s)
-  "$ditto" tune "$out/$t" --target "targets/$t.toml" --max-iterations "${TUNE_ITERATIONS:-5}"
+  # shellcheck disable=SC2086 # SIM_FLAGS is a list of flags
+  "$ditto" tune "$out/$t" --target "targets/$t.toml" --max-iterations "${TUNE_ITERATIONS:-5}" ${SIM_FLAGS:-}
   tuned=$(date +%s)
+  # shellcheck disable=SC2086
   "$ditto" validate --target "targets/$t.toml" --clone "$out/$t" --levels low,medium --no-saturation \
-    --out "$out/$t-validate"
+    --out "$out/$t-validate" ${SIM_FLAGS:-}
   echo "tune-validate: $t tuned in $((tuned - start)) s, validated in $(($(date +%s) - tuned)) s;" \
     "history $out/$t/tune-history.json, dashboard $out/$t-validate/index.html"
 done

@@ -494,7 +494,10 @@ impl SimSettings {
             && self.min_duration_s > 0.0
             && self.max_duration_s >= self.min_duration_s)
         {
-            return bad("simulated durations must be positive, the maximum at least the minimum");
+            return Err(MeasureError::Counters(format!(
+                "the longest simulated run (--sim-seconds, {} s) must be at least the shortest ({} s)",
+                self.max_duration_s, self.min_duration_s
+            )));
         }
         if !(self.max_simulated_instructions_per_s.is_finite()
             && self.max_simulated_instructions_per_s > 0.0)
@@ -924,6 +927,38 @@ mod tests {
             ..SimSettings::default()
         };
         assert!(SimPlan::for_level(&p, &level, &bad).is_err());
+    }
+
+    #[test]
+    fn longer_simulated_runs_cover_more_requests_at_the_same_rate() {
+        // memcached's differential at 60,000 requests: in 15 s runs the rate would be 4,000 req/s
+        // (6,000 in the faster run, more than cachegrind keeps up with); with 45 s it stays at the
+        // 1,333 of the default 20,000 in 15 s.
+        let p = Platform::by_name_or_path("epyc-host").expect("platform");
+        let level = ResolvedLevel {
+            level: Level::Low,
+            rate: 2000.0,
+            connections: 8,
+            warmup_s: 1.0,
+            duration_s: 10.0,
+            arrival: ditto_load::Arrival::Poisson,
+        };
+        let longer = SimSettings {
+            min_requests: 60_000,
+            max_duration_s: 45.0,
+            ..SimSettings::default()
+        };
+        let plan = SimPlan::for_level(&p, &level, &longer).expect("plan");
+        assert!((plan.rate - 20000.0 / 15.0).abs() < 1e-9, "{}", plan.rate);
+        assert!((plan.duration_s - 45.0).abs() < 1e-9, "{}", plan.duration_s);
+        let too_short = SimSettings {
+            max_duration_s: 2.0,
+            ..SimSettings::default()
+        };
+        let err = SimPlan::for_level(&p, &level, &too_short)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("--sim-seconds"), "{err}");
     }
 
     #[test]
