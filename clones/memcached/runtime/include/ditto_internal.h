@@ -290,8 +290,8 @@ struct ditto_background *ditto_background_start(const struct ditto_rt *rt);
 void ditto_background_stop(struct ditto_background *bg);
 
 /* ---- main.c: helpers shared by the models ---- */
-/* A zeroed, page-aligned buffer of `bytes` (at least 64), mapped lazily; NULL on failure. Freed
- * with ditto_buffer_free and the same size. */
+/* A zeroed, page-aligned buffer of `bytes` (at least 64), every line written once; NULL on failure.
+ * Freed with ditto_buffer_free and the same size. */
 void *ditto_buffer_alloc(size_t bytes);
 void ditto_buffer_free(void *p, size_t bytes);
 /* Per-process setup after a prefork fork() or at start: shared buffer. */
