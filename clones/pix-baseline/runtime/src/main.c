@@ -12,7 +12,7 @@
 
 #include "ditto_internal.h"
 
-/* Anonymous mappings, each line then written once (one word per 64 bytes, in address order).
+/* Anonymous mappings, each line then written once (one byte per 64, in address order).
  *
  * Why the writes: they leave the caches and the resident pages as a memset would (every line touched,
  * in the same order, every page faulted in before the first request), so a simulated cache sees the
@@ -48,7 +48,7 @@ void *ditto_buffer_alloc(size_t bytes)
     if (p == MAP_FAILED)
         return NULL;
     for (size_t off = 0; off < n; off += 64)
-        *(volatile uint64_t *)((uint8_t *)p + off) = 0;
+        ((volatile uint8_t *)p)[off] = 0;
     return p;
 }
 
