@@ -643,7 +643,30 @@ const MAX_BRANCH_DENSITY: f64 = 0.4;
 /// Compositions at most per body while the static branch count is corrected: one correction.
 /// (More steps do not converge where the loop branches' floor or the cap binds: nginx's body without
 /// its skeleton stays at 1,365 against 1,080.)
-const DENSITY_PASSES: usize = 2;
+const COMPOSE_PASSES: usize = 3;
+
+/// The bytes per instruction the next pass places dispatches by: `current`, corrected by how many
+/// dispatch executions per call its pass made against those owed (`owed`, the profile's indirect
+/// jumps less the ring entries), rounded to a sixteenth of the profile's mean length.
+///
+/// Why one rounded number: a chunk's dispatches are owed per planned instruction and run as often as
+/// its instructions come out fewer than planned, so their count needs the composed length. Taken
+/// as the running mean of the chunks composed so far, it made every chunk's dispatch count depend
+/// on the data layout before it (memory operands' displacements, windows' set-up code): at nginx's
+/// tuned knobs, data size ×1.1 gave 534 of its 869 chunks another number of dispatches, and a data
+/// knob step moved the branch misprediction rate by up to 5.7 %. One rounded length is the same for
+/// most data steps, and then every dispatch stays where it was. The first pass uses the profile's
+/// mean; a longer length counts each dispatch as more executions, so fewer are placed.
+fn dispatch_length(current: f64, realised: f64, owed: f64, plan_len: f64) -> f64 {
+    let plan_len = plan_len.max(1.0);
+    if realised <= 0.0 || owed <= 0.0 || !current.is_finite() {
+        return current;
+    }
+    let steps = (16.0 * current * realised / owed / plan_len)
+        .round()
+        .max(1.0);
+    steps * plan_len / 16.0
+}
 
 /// What `branch_densities` needs of a block.
 #[derive(Debug, Clone, Copy)]
@@ -1018,6 +1041,9 @@ struct Composer<'a> {
     /// the body's bytes per instruction as composed.
     composed_bytes: f64,
     composed_instrs: f64,
+    /// The bytes per instruction dispatches are placed by (`chunk`): one number for the whole body,
+    /// corrected between passes (`dispatch_length`).
+    dispatch_len: f64,
     /// Executions per call of the dispatches so far, and of those that changed target (expected).
     indirect_execs: f64,
     indirect_changes: f64,
@@ -1160,15 +1186,13 @@ impl Composer<'_> {
         // instructions once composed, fell with it. That loop count makes the block run its
         // planned instructions a call, so a chunk of `target_bytes` owes jumps for its planned
         // share of them, and a dispatch in it runs as often as the chunk's instructions come out
-        // fewer than planned (estimated bytes per instruction exceed the profile's mean:
-        // memcached's worker chunks held 55 instructions for 67 planned). One per chunk, on top
-        // and weighed at the planned runs, left that body at 23 jumps a call against 32.5.
+        // fewer than planned (bytes per instruction exceed the profile's mean: memcached's worker
+        // chunks held 55 instructions for 67 planned). One per chunk, on top and weighed at the
+        // planned runs, left that body at 23 jumps a call against 32.5. The length is the body's
+        // one corrected figure (`dispatch_length`), not this chunk's, so that where dispatches go
+        // does not depend on the data layout of the chunks before it.
         let plan_len = self.plan.mean_instruction_bytes.max(1.0);
-        let est_len = if self.composed_instrs > 0.0 {
-            self.composed_bytes / self.composed_instrs
-        } else {
-            plan_len
-        };
+        let est_len = self.dispatch_len.max(1.0);
         let owed_here = target_bytes as f64 / plan_len * w * self.plan.indirect_ratio;
         let w_run = w * est_len / plan_len;
         let mut dispatches = Vec::new();
@@ -2722,6 +2746,7 @@ pub fn synthesize(name: &str, plan: &BodyPlan, knobs: &Knobs, seed: u64) -> Resu
         indirect_acc: 0.0,
         composed_bytes: 0.0,
         composed_instrs: 0.0,
+        dispatch_len: mean_len,
         indirect_execs: 0.0,
         indirect_changes: 0.0,
         rep_execs: 0.0,
@@ -2739,12 +2764,11 @@ pub fn synthesize(name: &str, plan: &BodyPlan, knobs: &Knobs, seed: u64) -> Resu
         used_shared: false,
     };
     let absorber = align_windows(&mut blocks, &ring_of, mean_len);
-    comp.charge_ring_entries(
-        blocks
-            .iter()
-            .filter(|b| enters_mid_ring(ring_of(b.bytes), b.planned_x))
-            .count() as f64,
-    );
+    let ring_entries = blocks
+        .iter()
+        .filter(|b| enters_mid_ring(ring_of(b.bytes), b.planned_x))
+        .count() as f64;
+    comp.charge_ring_entries(ring_entries);
     // Heaviest chunks first: they get the proportional draws, light ones settle the remainder.
     let mut order: Vec<usize> = (0..blocks.len()).collect();
     order.sort_by(|&a, &b| {
@@ -2769,21 +2793,34 @@ pub fn synthesize(name: &str, plan: &BodyPlan, knobs: &Knobs, seed: u64) -> Resu
     // Chunks are cut by bytes at the profile's mean instruction length, and the clone's instructions
     // are longer (nginx: 5.3 bytes against 3.7), so the densities' static estimate is off (nginx:
     // 701 static branches against 1,091). The target is corrected by a ratio step, recomposing from
-    // the same state, when the count is more than 10 % off (`DENSITY_PASSES`).
+    // the same state, when the count is more than 10 % off; and the dispatches are placed by the
+    // previous pass's composed length (`dispatch_length`), at most `COMPOSE_PASSES` in all.
     let aligned = absorber.is_some();
     let (comp_start, blocks_start) = (comp.clone(), blocks.clone());
     let want = plan.static_branches as f64;
     let mut static_target = plan.static_branches;
-    for pass in 0..DENSITY_PASSES {
+    let mut dispatch_len = mean_len;
+    for pass in 0..COMPOSE_PASSES {
         if pass > 0 {
             let got = comp.static_cond as f64;
-            if want == 0.0 || got == 0.0 || (got - want).abs() <= 0.1 * want {
+            let density_ok = want == 0.0 || got == 0.0 || (got - want).abs() <= 0.1 * want;
+            let composed_len = dispatch_length(
+                dispatch_len,
+                executions_per_call(&blocks, |i| matches!(i, Item::Indirect(_))),
+                plan.indirect_ratio * plan.instructions - ring_entries,
+                mean_len,
+            );
+            if density_ok && composed_len == dispatch_len {
                 break;
             }
-            static_target = (static_target as f64 * want / got).round() as u64;
+            if !density_ok {
+                static_target = (static_target as f64 * want / got).round() as u64;
+            }
+            dispatch_len = composed_len;
             comp = comp_start.clone();
             blocks = blocks_start.clone();
         }
+        comp.dispatch_len = dispatch_len;
         let densities = branch_densities(&shapes, plan.cond_branch_ratio, static_target);
         for &bi in &order {
             comp.density = densities[bi];

@@ -322,13 +322,20 @@ fn threads_with_different_streams_walk_the_shared_buffer_apart() {
     };
     let same = lines("3", "3");
     assert_eq!(same.len(), 3, "{same:?}");
+    // How many lines a body's windowed stores write follows the draws (the background body c2
+    // wrote more than 20 before the dispatches were placed by one length per body, 12 after); what
+    // is checked is that none differs.
     for (name, written, only_one) in &same {
-        assert!(*written > 20, "{name}: {written} lines written");
+        assert!(*written > 0, "{name}: no lines written");
         assert_eq!(
             *only_one, 0,
             "{name}: the same stream wrote different lines"
         );
     }
+    assert!(
+        same.iter().any(|b| b.1 > 20),
+        "no body wrote more than 20 lines: {same:?}"
+    );
     let apart = lines("1", "2");
     let (name, written, only_one) = apart
         .iter()

@@ -60,67 +60,66 @@ ditto_body_c0:
     jmp .Lc0_b0_c0
     .p2align 6
 .Lc0_b0_c0:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, rdi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rbp
+    mov dword ptr [r14 + 448], r8d
+    mov r8, rcx
+    mov dword ptr [r14 + 128], 17
+    movzx ecx, byte ptr [r14 + 64]
+    test ebx, 4096
+    jnz 1f
+1:
+    mov rcx, r9
+    imul r9d, r8d, 118
+    mov eax, r9d
+    mov r8, rcx
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r14 + 256], 135
+    mov dword ptr [r14 + 256], 236
+    jmp 1f
+1:
+    movzx eax, r9b
+    test ebx, 4096
+    jnz 1f
+1:
+    mov dword ptr [r14 + 448], 142
+    jmp 1f
+1:
+    and r9d, dword ptr [r14 + 384]
+    mov eax, 139
+    test ebx, 4096
+    jnz 1f
+1:
+    mov r9, qword ptr [r14 + 320]
+    mov byte ptr [r14 + 320], r8b
+    jmp 1f
+1:
+    mov eax, r9d
     test ebx, 4096
     jnz 1f
 1:
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], 27
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r9d, dword ptr [r14 + 64]
+    movzx eax, byte ptr [r14 + 512]
     test ebx, 1073741824
     jnz 1f
 1:
-    imul ebp, r9d, 17
-    mov ecx, 220
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], edx
-    test ebx, 4096
+    mov eax, dword ptr [r14 + 192]
+    mov r9d, dword ptr [r14 + 384]
+    mov r8, rax
+    mov rax, qword ptr [r14 + 512]
+    test ebx, 1073741824
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, rdx
-    mov rdx, rbp
-    movzx eax, al
-    test ebx, 4096
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r11 + r11*1]
-    mov edx, ebp
-    add rdx, qword ptr [r15 + 320]
+    movsxd r9, dword ptr [r14 + 192]
+    mov qword ptr [r14 + 448], rax
+    mov r8, r11
+    movzx eax, byte ptr [r14 + 512]
     and r8, 448
-    mov dword ptr [r15 + r8 + 1920], 45
-    test ebx, 4096
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + r8 + 1856], r8d
-    mov byte ptr [r15 + 512], al
-    mov dword ptr [r15 + 448], 193
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + 320], 15
-    mov dword ptr [r15 + 384], edx
-    mov qword ptr [r15 + 192], rdx
-    and r8d, dword ptr [r15 + 384]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r8d, r8d
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
+    mov dword ptr [r14 + r8 + 1856], edx
     add r11, 64
     inc rbx
     dec r13
@@ -136,21 +135,21 @@ ditto_body_c0:
 .Lc0_b1_c0:
     jmp 1f
 1:
-    test ecx, r8d
+    test ecx, r9d
     mov ecx, dword ptr [r14 + 0]
-    mov r8, qword ptr [r15 + 64]
-    and ecx, dword ptr [r15 + 192]
+    mov r9, qword ptr [r15 + 64]
+    and eax, dword ptr [r15 + 192]
     jmp 1f
 1:
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rcx, rcx
-    popcnt rbp, rcx
+    mov rax, rax
+    popcnt rax, rax
     mov dword ptr [r15 + 0], 212
-    movsxd rbp, dword ptr [r15 + 448]
+    movsxd r9, dword ptr [r15 + 448]
     movsxd rdx, dword ptr [r15 + 320]
-    shl r8, 4
+    shl r9, 4
     inc rbx
     dec r13
     jnz .Lc0_b1_c0
@@ -163,17 +162,17 @@ ditto_body_c0:
     jmp .Lc0_b2_c0
     .p2align 6
 .Lc0_b2_c0:
-    lea rcx, [rip + .Lc0_d127_j]
+    lea rcx, [rip + .Lc0_d126_j]
     add rcx, qword ptr [r15 + 32667104]
-    jmp .Lc0_d127_j_t
-.Lc0_d127_j:
-    mov r9, r10
+    jmp .Lc0_d126_j_t
+.Lc0_d126_j:
+    mov r8, r10
     mov dword ptr [r14 + 576], 162
     test ebx, 1073741824
     jnz 1f
 1:
-    and r9, 448
-    mov rcx, qword ptr [r15 + r9 + 832]
+    and r8, 448
+    mov rcx, qword ptr [r15 + r8 + 832]
     add r11, 64
     add r10, r11
     inc rbx
@@ -185,7 +184,7 @@ ditto_body_c0:
     jmp .Lc0_b3_c0
     .p2align 6
 .Lc0_b3_c0:
-    mov r9d, dword ptr [r15 + 192]
+    mov r8d, dword ptr [r15 + 192]
     movsxd rax, dword ptr [r15 + 128]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
@@ -231,19 +230,19 @@ ditto_body_c0:
     .p2align 6
 .Lc0_b5_c0:
     movzx edx, cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 153
+    movsxd rax, dword ptr [r14 + 128]
+    mov edx, dword ptr [r14 + 384]
+    mov ecx, 79
     jmp 1f
 1:
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, cl
-    mov ecx, r9d
-    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rcx, dword ptr [r14 + 512]
+    mov edi, dword ptr [r14 + 320]
+    movzx eax, dil
+    mov edi, edi
+    movsxd rsi, dword ptr [r14 + 64]
     inc rbx
     dec r13
     jnz .Lc0_b5_c0
@@ -257,9 +256,9 @@ ditto_body_c0:
     jmp 1f
 1:
     and rbp, 448
-    lock xadd qword ptr [r15 + rbp + 832], r9
+    lock xadd qword ptr [r15 + rbp + 832], r8
     mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rbp
+    mov qword ptr [r15 + 0], r8
     mov r12, qword ptr [r15 + r12 + 56]
     mov qword ptr [r15 + 256], rbp
     mov dword ptr [r14 + 64], ebp
@@ -276,10 +275,10 @@ ditto_body_c0:
     mov rbp, r10
     mov dword ptr [r15 + 512], 145
     and rbp, 8128
-    mov r9, r10
-    movsxd rcx, dword ptr [r15 + rbp + 12096]
-    and r9, 448
-    mov qword ptr [r15 + r9 + 1344], rbp
+    mov r8, r10
+    movsxd rdi, dword ptr [r15 + rbp + 12096]
+    and r8, 448
+    mov qword ptr [r15 + r8 + 1344], rbp
     mov r12, qword ptr [r15 + r12 + 56]
     add r11, 64
     add r10, r11
@@ -294,20 +293,20 @@ ditto_body_c0:
     jmp .Lc0_b8_c0
     .p2align 6
 .Lc0_b8_c0:
-    mov qword ptr [r15 + 512], rbp
-    movzx ebp, byte ptr [r15 + 320]
-    movsxd rsi, dword ptr [r14 + 768]
+    mov qword ptr [r15 + 512], rdi
+    movzx edi, byte ptr [r15 + 320]
+    movsxd rbp, dword ptr [r14 + 768]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov ebp, ecx
-    mov ecx, esi
-    mov esi, dword ptr [r14 + 576]
+    mov edi, ecx
+    mov ecx, ebp
+    mov ebp, dword ptr [r14 + 576]
     test ebx, 4096
     jz 1f
 1:
     mov dword ptr [r15 + 0], 252
-    mov rdx, rdx
+    mov rdx, rax
     inc rbx
     dec r13
     jnz .Lc0_b8_c0
@@ -321,18 +320,18 @@ ditto_body_c0:
     .p2align 6
 .Lc0_b9_c0:
     movdqu xmmword ptr [r14 + 384], xmm6
-    movzx r9d, cl
-    movzx r9d, byte ptr [r15 + 704]
-    mov rcx, r9
-    mov r9d, r9d
+    movzx eax, cl
+    movzx edx, byte ptr [r15 + 704]
+    mov rcx, rdx
+    mov edx, eax
     test ebx, 1073741824
     jnz 1f
 1:
     pcmpeqb xmm7, xmmword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, ecx
-    mov dword ptr [r15 + 256], r9d
-    mov esi, dword ptr [r15 + 128]
+    mov edx, eax
+    mov dword ptr [r15 + 256], edx
+    mov ecx, dword ptr [r15 + 128]
     inc rbx
     dec r13
     jnz .Lc0_b9_c0
@@ -351,290 +350,288 @@ ditto_body_c0:
     xor eax, eax
     test dword ptr [r15 + 32667099], 1589252
     setz al
-    lea rcx, [rip + .Lc0_d271_s]
+    lea rcx, [rip + .Lc0_d270_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc0_d271_s_t
+    jmp .Lc0_d270_s_t
     .p2align 3
-.Lc0_d271_s:
+.Lc0_d270_s:
     .p2align 3
-    jmp .Lc0_d271_j
+    jmp .Lc0_d270_j
     .p2align 3
-    jmp .Lc0_d271_j
-.Lc0_d271_j:
-    lea rcx, [rip + .Lc0_d280_j]
+    jmp .Lc0_d270_j
+.Lc0_d270_j:
+    lea rcx, [rip + .Lc0_d279_j]
     add rcx, qword ptr [r15 + 32667104]
-    jmp .Lc0_d280_j_t
-.Lc0_d280_j:
+    jmp .Lc0_d279_j_t
+.Lc0_d279_j:
+    lea rcx, [rip + .Lc0_d283_j]
+    add rcx, qword ptr [r15 + 32667104]
+    jmp .Lc0_d283_j_t
+.Lc0_d283_j:
+    mov rbp, r11
     jmp 1f
 1:
-    mov byte ptr [r15 + 512], cl
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov esi, ecx
-    mov rcx, rsi
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov esi, eax
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rdi, rsi
-    mov esi, 186
+    and rbp, 960
+    mov rdx, qword ptr [r15 + rbp + 20288]
     test ebx, 1073741824
     jz 1f
 1:
     jmp 1f
 1:
-    movzx esi, sil
+    mov ebp, edx
     test ebx, 1073741824
     jz 1f
 1:
-    mov r9, r11
+    mov ebp, ebp
+    mov rdi, rax
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov ebp, 164
+    mov byte ptr [r15 + 320], dil
+    test ebx, 1073741824
+    jz 1f
+1:
     jmp 1f
 1:
-    movsxd rsi, dword ptr [r15 + 384]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rbp, rax
+    mov rbp, r11
+    movsxd rax, dword ptr [r15 + 384]
     test ebx, 1073741824
     jnz 1f
 1:
-    and r9, 8128
-    mov byte ptr [r15 + r9 + 3904], sil
-    mov rdi, qword ptr [r15 + 448]
+    and rbp, 8128
+    mov byte ptr [r15 + rbp + 3904], al
+    jmp 1f
+1:
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r9, r11
-    mov esi, edi
-    or qword ptr [r15 + 448], 17
+    movzx ebp, bpl
+    or qword ptr [r15 + 448], 74
     test ebx, 1073741824
     jz 1f
 1:
-    and r9, 960
-    mov rsi, qword ptr [r15 + r9 + 20288]
+    mov rax, qword ptr [r15 + 512]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc0_b10_done
 .Lc0_b10_c1:
-    lea rcx, [rip + .Lc0_d325_j]
+    lea rcx, [rip + .Lc0_d327_j]
     add rcx, qword ptr [r15 + 32667104]
-    jmp .Lc0_d325_j_t
-.Lc0_d325_j:
-    mov ecx, dword ptr [r14 + 256]
+    jmp .Lc0_d327_j_t
+.Lc0_d327_j:
     jmp 1f
 1:
-    mov rsi, qword ptr [r15 + 192]
-    mov r9d, 253
+    mov qword ptr [r15 + 384], rcx
+    mov ecx, 17
     test ebx, 1073741824
     jnz 1f
 1:
-    movsxd rsi, dword ptr [r15 + 64]
-    mov r9, r10
-    imul ecx, edi, 39
-    and r9, 960
-    mov ecx, dword ptr [r15 + r9 + 2880]
+    mov ecx, dword ptr [r14 + 64]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    lea r9, [r11 + r11*1]
     test ebx, 116736
     jnz 1f
 1:
-    jmp 1f
-1:
-    jmp 1f
-1:
+    and r9, 448
+    movzx ecx, byte ptr [r15 + r9 + 1856]
+    mov ebp, dword ptr [r14 + 256]
     jmp 1f
 1:
     test ebx, 1073741824
     jz 1f
 1:
-    mov r9, qword ptr [r15 + 512]
-    mov rcx, qword ptr [r15 + 576]
-    mov esi, dword ptr [r15 + 320]
+    movzx edi, bpl
+    mov rdx, qword ptr [r15 + 576]
+    mov rbp, r10
+    jmp 1f
+1:
     test ebx, 1073741824
     jz 1f
 1:
-    mov ecx, 197
-    jmp 1f
-1:
-    lea r8, [r11 + r11*1]
-    mov edi, dword ptr [r15 + 128]
+    and rbp, 960
+    mov ecx, dword ptr [r15 + rbp + 2880]
+    mov rbp, qword ptr [r15 + 448]
+    mov r8, r10
+    .byte 0x66, 0x90
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx edi, dil
+    mov ebp, 197
     and r8, 448
-    mov qword ptr [r15 + r8 + 1920], rdi
-    movzx eax, byte ptr [r15 + 192]
+    inc dword ptr [r15 + r8 + 2368]
+    movzx edx, byte ptr [r15 + 192]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r9, r11
+    movsxd r8, dword ptr [r15 + 512]
+    mov rbp, qword ptr [r15 + 128]
     jmp 1f
 1:
-    mov edi, r8d
-    and r9, 131008
-    mov rax, qword ptr [r15 + r9 + 32527168]
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx esi, byte ptr [r15 + r8 + 1856]
-    movzx r8d, r9b
     jmp 1f
 1:
+    movzx ebp, al
+    mov r8, qword ptr [r15 + r9 + 1920]
     test ebx, 1073741824
     jz 1f
 1:
     mov qword ptr [r15 + 640], r8
-    jmp 1f
-1:
-    .byte 0x66, 0x90
+    por xmm7, xmm7
+    mov edx, r8d
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc0_b10_done
 .Lc0_b10_c2:
-    lea rcx, [rip + .Lc0_d384_j]
+    lea rcx, [rip + .Lc0_d385_j]
     add rcx, qword ptr [r15 + 32667104]
-    jmp .Lc0_d384_j_t
-.Lc0_d384_j:
-    mov r8, r10
-    mov ecx, dword ptr [r15 + 64]
-    mov r9d, 161
-    lea r9, [r10 + r10*1]
-    and r8, 448
-    movsxd rdi, dword ptr [r15 + r8 + 2368]
+    jmp .Lc0_d385_j_t
+.Lc0_d385_j:
+    lea rbp, [r10 + r10*1]
+    mov r8d, dword ptr [r15 + 64]
+    mov edx, 161
+    mov r9, r10
+    and rbp, 8128
+    movsxd rcx, dword ptr [r15 + rbp + 3968]
     por xmm7, xmm7
     test ebx, 1073741824
     jz 1f
 1:
-    and r9, 8128
-    mov ecx, dword ptr [r15 + r9 + 3904]
-    movq xmm7, rcx
-    mov rcx, r9
+    and r9, 131008
+    mov eax, dword ptr [r15 + r9 + 32527168]
+    imul r9d, eax, 43
+    mov r9, r9
     test ebx, 1073741824
     jnz 1f
 1:
-    movsxd rcx, dword ptr [r15 + 128]
+    movsxd rdx, dword ptr [r15 + 128]
     jmp 1f
 1:
-    mov dword ptr [r14 + 384], 77
-    movsxd r8, dword ptr [r15 + 320]
+    mov dword ptr [r14 + 384], 128
+    movsxd rax, dword ptr [r15 + 448]
     test ebx, 1073741824
     jz 1f
 1:
-    movzx r8d, byte ptr [r15 + 512]
+    movzx eax, byte ptr [r15 + 512]
     .byte 0x0f, 0x1f, 0x40, 0x00
-    mov rdi, r8
+    mov rcx, rax
     test ebx, 1073741824
     jnz 1f
 1:
-    movsxd r8, dword ptr [r14 + r9 + 3968]
+    movsxd rax, dword ptr [r14 + rbp + 3904]
     jmp 1f
 1:
     jmp 1f
 1:
-    mov rdi, r9
+    mov rbp, rax
     test ebx, 1073741824
     jz 1f
 1:
-    jmp 1f
-1:
-    mov edi, dword ptr [r15 + 192]
-    movsxd rax, dword ptr [r14 + 384]
+    movq xmm7, rbp
+    mov r9d, dword ptr [r15 + 192]
+    movsxd rax, dword ptr [r15 + 192]
     test ebx, 47104
     jnz 1f
 1:
-    mov qword ptr [r15 + 256], rdi
-    mov byte ptr [r15 + 640], r9b
+    mov qword ptr [r15 + 256], rax
+    mov byte ptr [r15 + 640], al
     jmp 1f
 1:
-    movsxd rdi, dword ptr [r15 + 256]
+    movsxd rax, dword ptr [r15 + 256]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rdi, rdi
-    mov dword ptr [r15 + 448], edi
-    mov r9d, 138
+    mov rax, rax
+    mov dword ptr [r15 + 320], edx
+    mov eax, 123
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc0_b10_done
 .Lc0_b10_c3:
-    lea rcx, [rip + .Lc0_d439_j]
+    lea rcx, [rip + .Lc0_d440_j]
     add rcx, qword ptr [r15 + 32667104]
-    jmp .Lc0_d439_j_t
-.Lc0_d439_j:
+    jmp .Lc0_d440_j_t
+.Lc0_d440_j:
+    mov rbp, r11
+    movzx r9d, byte ptr [r15 + 320]
     jmp 1f
 1:
     jmp 1f
 1:
-    mov ecx, dword ptr [r14 + 64]
-    movzx edi, byte ptr [r14 + 192]
+    and rbp, 448
+    mov dword ptr [r15 + rbp + 832], 24
     test ebx, 1073741824
     jnz 1f
 1:
-    mov ecx, 247
-    mov byte ptr [r15 + 256], dil
+    jmp 1f
+1:
+    movzx ebp, byte ptr [r14 + 576]
+    nop
+    test ebx, 1073741824
+    jnz 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
     jmp 1f
 1:
-    mov rcx, rcx
-    jmp 1f
-1:
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    mov ecx, 186
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 190
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, 152
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 45056
     jnz 1f
 1:
-    mov qword ptr [r15 + 0], rcx
-    movzx eax, byte ptr [r15 + 576]
-    mov rcx, rax
+    mov rbp, r8
+    movzx ebp, r8b
+    mov r8, rbp
+    mov qword ptr [r15 + 128], r8
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + 704], 5
+    mov r8d, dword ptr [r15 + 384]
+    mov dword ptr [r14 + 448], r8d
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    mov esi, 151
+    jmp 1f
+1:
     test ebx, 1073741824
     jnz 1f
 1:
     jmp 1f
 1:
-    movzx ecx, byte ptr [r15 + 128]
-    movzx ebp, cl
+    mov ebp, esi
+    inc dword ptr [r15 + 192]
     test ebx, 1073741824
     jz 1f
 1:
-    inc dword ptr [r15 + 448]
-    mov rbp, r10
-    jmp 1f
-1:
-    and rbp, 448
-    mov dword ptr [r14 + rbp + 832], ebp
-    mov esi, ebp
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx ebp, byte ptr [r15 + 320]
-    mov dword ptr [r15 + 384], esi
-    and ebp, dword ptr [r15 + 704]
-    mov r9, r10
-    test ebx, 1073741824
-    jz 1f
-1:
-    and r9, 960
-    inc dword ptr [r15 + r9 + 20288]
-    nop
+    mov rbp, r11
+    mov dword ptr [r15 + 256], ebp
+    and rbp, 960
+    mov byte ptr [r15 + rbp + 20288], bpl
     jmp 1f
 1:
     add r11, 64
-    add r10, r11
     inc rbx
     dec r13
     jnz .Lc0_b10_c0
@@ -647,18 +644,18 @@ ditto_body_c0:
     jmp .Lc0_b11_c0
     .p2align 6
 .Lc0_b11_c0:
-    lea rcx, [rip + .Lc0_d503_j]
+    lea rcx, [rip + .Lc0_d502_j]
     add rcx, qword ptr [r15 + 32667104]
-    jmp .Lc0_d503_j_t
-.Lc0_d503_j:
+    jmp .Lc0_d502_j_t
+.Lc0_d502_j:
     mov rbp, r10
     and rbp, 8128
     mov byte ptr [r15 + rbp + 3904], bpl
-    mov rcx, qword ptr [r15 + 256]
+    mov rbp, qword ptr [r15 + 256]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov ecx, ecx
+    mov ebp, ebp
     add r11, 64
     add r10, r11
     inc rbx
@@ -801,67 +798,61 @@ ditto_body_c1:
     add rcx, qword ptr [r15 + 25710304]
     jmp .Lc1_d40_j_t
 .Lc1_d40_j:
-    shr ecx, 12
-    add r9, rsi
-    jmp 1f
-1:
-    mov r9d, eax
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov qword ptr [r15 + 192], rcx
-    inc esi
-    movzx ebp, byte ptr [r15 + 704]
+    lea rcx, [rip + .Lc1_d44_j]
+    add rcx, qword ptr [r15 + 25710304]
+    jmp .Lc1_d44_j_t
+.Lc1_d44_j:
+    lea rcx, [rax + r9*2 + 98]
+    movzx eax, sil
+    mov rcx, qword ptr [r15 + 256]
+    add rdi, rdi
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx esi, byte ptr [r14 + 448]
-    cmp rdx, rcx
-    and esi, dword ptr [r14 + 0]
-    test ebx, 1073741824
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r14 + 256], 85
+    mov dword ptr [r14 + 576], 125
+    and edi, dword ptr [r15 + 192]
+    test ebx, 147456
     jnz 1f
 1:
-    mov qword ptr [r15 + 576], rdi
-    shl rsi, 6
-    mov esi, esi
-    sub rdi, rsi
+    xor edi, ebp
+    mov qword ptr [r15 + 320], rcx
+    mov edi, eax
     test ebx, 96256
     jz 1f
 1:
-    shr ebp, 8
-    movsxd rsi, dword ptr [r15 + 128]
-    mov rdx, qword ptr [r14 + 256]
-    movsxd rcx, dword ptr [r15 + 256]
+    shr edi, 7
+    mov rax, rcx
+    cmp rsi, r8
+    mov rdi, qword ptr [r15 + 64]
     test bl, 96
     jnz 1f
 1:
-    xor eax, esi
-    or qword ptr [r15 + 320], 108
     jmp 1f
 1:
+    mov edi, 194
+    test edi, edi
+    shl rbp, 19
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
-    cmp rcx, rcx
-    jmp 1f
-1:
-    mov rdx, qword ptr [r15 + 64]
-    mov r12, qword ptr [r15 + r12 + 56]
+    or r8d, edi
+    cmp rsi, r8
+    sub rdi, rdx
     test dword ptr [r15 + 25710300], 164034
     jz 1f
 1:
-    mov dword ptr [r14 + 512], 122
-    mov rcx, rax
-    cmp r9, rcx
-    mov rcx, r8
+    shr ecx, 10
+    mov rdi, rsi
+    mov rsi, qword ptr [r15 + 768]
+    mov ecx, 83
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx r9d, byte ptr [r14 + 960]
-    or ecx, r9d
-    mov edx, 70
+    movzx ebp, byte ptr [r14 + 960]
+    mov rcx, qword ptr [r15 + 128]
+    mov dword ptr [r14 + 512], ebp
     inc rbx
     dec r13
     jz .Lc1_b0_done
@@ -869,144 +860,141 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 25710296]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 25710296], rax
-    lea rcx, [rip + .Lc1_d99_j]
+    lea rcx, [rip + .Lc1_d97_j]
     add rcx, qword ptr [r15 + 25710304]
-    jmp .Lc1_d99_j_t
-.Lc1_d99_j:
-    or r9d, r8d
-    movzx edx, byte ptr [r14 + 64]
-    and ecx, dword ptr [r15 + 320]
-    neg rcx
+    jmp .Lc1_d97_j_t
+.Lc1_d97_j:
+    xor ebp, edx
+    mov r8, rsi
+    lea r8, [rcx + r8*2 + 118]
+    lock add qword ptr [r15 + 512], rbp
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx ecx, r8b
+    movzx r8d, byte ptr [r14 + 448]
+    movzx ecx, dl
     test ebx, 1073741824
     jz 1f
 1:
-    mov rcx, r8
-    mov ecx, dword ptr [r15 + 1280]
-    mov r9, rdx
-    xor edx, ecx
-    test dword ptr [r15 + 25710299], 6332424
+    mov rdi, r9
+    mov ecx, dword ptr [r15 + 384]
+    add rcx, 110
+    test ebx, 1073741824
+    jnz 1f
+1:
+    add rcx, r9
+    mov dword ptr [r14 + 1280], ecx
+    mov rdi, rdi
+    or qword ptr [r15 + 0], 111
+    test dword ptr [r15 + 25710299], 273219712
     jz 1f
 1:
-    mov rcx, r9
-    lea rdx, [rcx + rcx*2 + 110]
+    mov qword ptr [r15 + 0], rcx
     jmp 1f
 1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    lock add qword ptr [r15 + 448], rcx
-    mov r9, r10
-    add r8, 53
-    and r9, 448
-    movzx ebp, byte ptr [r14 + r9 + 1600]
-    jmp 1f
-1:
+    add rsi, rcx
     test ebx, 1073741824
     jz 1f
 1:
-    mov r9d, dword ptr [r15 + 192]
-    mov r8, qword ptr [r15 + 1024]
-    movzx ebp, r8b
-    test ebx, 1073741824
-    jnz 1f
+    jmp 1f
 1:
-    add rbp, rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    add rbp, rbp
-    mov eax, 86
-    test ebx, 720
-    jnz 1f
+    mov qword ptr [r15 + 0], rsi
+    mov esi, 18
+    test ebx, 186368
+    jz 1f
 1:
-    add rbp, rsi
+    add rcx, rsi
+    mov rax, rcx
+    jmp 1f
+1:
     mov r9, rax
-    mov rsi, r9
-    test ebx, 81920
-    jnz 1f
-1:
-    mov eax, r9d
-    sub rsi, rdi
-    mov byte ptr [r14 + 1344], r9b
-    mov qword ptr [r15 + 384], rbp
+    mov r8, r10
     test ebx, 1073741824
     jnz 1f
 1:
-    jmp 1f
+    and r8, 448
+    movzx esi, byte ptr [r15 + r8 + 1600]
+    mov rcx, qword ptr [r14 + 1024]
+    movzx r8d, byte ptr [r15 + 64]
+    test ebx, 624
+    jnz 1f
 1:
-    movzx ebp, al
-    jmp 1f
-1:
+    mov eax, dword ptr [r14 + 128]
+    mov ecx, esi
+    mov esi, dword ptr [r15 + 192]
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c2:
-    lea rcx, [rip + .Lc1_d158_j]
+    lea rcx, [rip + .Lc1_d154_j]
     add rcx, qword ptr [r15 + 25710304]
-    jmp .Lc1_d158_j_t
-.Lc1_d158_j:
-    mov ecx, ebp
-    and eax, dword ptr [r15 + 512]
-    mov rdi, rdi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    jmp .Lc1_d154_j_t
+.Lc1_d154_j:
+    add rcx, rsi
+    mov dword ptr [r15 + 192], ecx
+    lock xadd qword ptr [r15 + 320], rsi
+    mov rdx, rsi
     test ebx, 1073741824
     jz 1f
 1:
-    add rdi, rdi
-    mov esi, ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    or qword ptr [r15 + 0], 3
+    mov r9d, edi
+    mov rsi, r9
+    movzx edi, r9b
+    jmp 1f
+1:
+    mov r8, r10
     test ebx, 912
     jnz 1f
 1:
-    cmp rsi, rdi
-    mov rsi, rsi
-    mov edi, esi
-    sub rsi, rdi
-    add rax, rsi
+    and r8, 1984
+    mov dword ptr [r14 + r8 + 3136], r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r9d, r8b
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx edi, bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r8d, dword ptr [r15 + 0]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    sub r8, r9
+    mov r9, r9
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    sub r9, rdi
+    jmp 1f
+1:
     test ebx, 1073741824
     jz 1f
 1:
-    movzx ecx, sil
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
+    movzx edx, byte ptr [r15 + 1344]
+    mov dword ptr [r14 + 576], 247
     mov rax, qword ptr [r15 + 640]
-    mov r9, r10
+    test ebx, 1073741824
+    jnz 1f
+1:
+    xor esi, edx
+    mov r9, qword ptr [r15 + 256]
+    mov ecx, edx
+    mov edx, edx
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + 256], eax
+    mov rax, qword ptr [r14 + 64]
+    and esi, dword ptr [r14 + 448]
+    mov ecx, esi
     test ebx, 1073741824
     jz 1f
 1:
-    mov rcx, qword ptr [r15 + 64]
-    and r9, 1984
-    mov dword ptr [r14 + r9 + 3136], edi
-    or qword ptr [r14 + 256], 93
-    movzx r8d, al
-    mov eax, r9d
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rsi, qword ptr [r15 + 128]
-    mov qword ptr [r14 + 384], rsi
-    jmp 1f
-1:
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx r8d, byte ptr [r14 + 768]
-    mov rax, rdx
-    mov dword ptr [r15 + 128], 23
-    mov dword ptr [r15 + 576], eax
+    and edx, dword ptr [r15 + 832]
+    add rdx, rdx
+    sub rdx, rsi
     add r11, 64
     add r10, r11
     inc rbx
@@ -1016,282 +1004,266 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 25710296]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 25710296], rax
-    mov eax, ebp
+    lea rcx, [rip + .Lc1_d217_j]
+    add rcx, qword ptr [r15 + 25710304]
+    jmp .Lc1_d217_j_t
+.Lc1_d217_j:
+    lea rcx, [rip + .Lc1_d221_j]
+    add rcx, qword ptr [r15 + 25710304]
+    jmp .Lc1_d221_j_t
+.Lc1_d221_j:
+    or qword ptr [r15 + 512], 48
     jmp 1f
 1:
-    cmp rax, rax
-    add rax, rax
-    mov rax, rax
+    lea rcx, [rcx + rcx*2 + 122]
+    neg rcx
     test ebx, 1073741824
     jnz 1f
 1:
-    mov dword ptr [r14 + 640], esi
-    .byte 0x0f, 0x1f, 0x40, 0x00
-    mov esi, dword ptr [r15 + 256]
-    movsxd rax, dword ptr [r15 + 192]
-    test dword ptr [r15 + 25710299], 33348
+    jmp 1f
+1:
+    mov ecx, ecx
+    jmp 1f
+1:
+    test ebx, 1073741824
     jnz 1f
 1:
-    and eax, dword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], al
+    mov qword ptr [r14 + 640], rcx
+    movsxd rbp, dword ptr [r14 + 256]
+    movzx ecx, byte ptr [r14 + 384]
     jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    add rcx, qword ptr [r15 + 1088]
+    mov eax, dword ptr [r15 + 64]
+    movzx ebp, dil
+    test ebx, 848
+    jnz 1f
+1:
+    movsxd rcx, dword ptr [r15 + 192]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edi, 223
+    test dword ptr [r15 + 25710300], 593952
+    jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 110592
-    jnz 1f
-1:
-    shr esi, 1
-    jmp 1f
-1:
-    and esi, dword ptr [r15 + 1088]
-    xor eax, ecx
-    test dword ptr [r15 + 25710299], 2359302
-    jnz 1f
-1:
-    jmp 1f
-1:
-    movzx eax, dl
-    mov dword ptr [r15 + 128], eax
-    add rax, 40
+    add rdi, 90
+    add rdx, 101
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx esi, byte ptr [r14 + 448]
-    neg rax
-    mov r8d, eax
-    movsxd rax, dword ptr [r15 + 832]
+    mov qword ptr [r14 + 1216], rdx
+    mov rdx, rdi
+    mov edx, ecx
     test ebx, 1073741824
     jnz 1f
 1:
-    mov eax, dword ptr [r14 + 1216]
-    add rax, rax
-    jmp 1f
-1:
-    movsxd rsi, dword ptr [r15 + 320]
-    test ebx, 1073741824
-    jz 1f
-1:
-    and r8d, dword ptr [r14 + 192]
-    jmp 1f
-1:
-    movzx edi, al
-    jmp 1f
-1:
-    test dword ptr [r15 + 25710299], 8651040
-    jnz 1f
-1:
-    mov esi, dword ptr [r15 + 64]
-    add rax, 36
-    mov r8, qword ptr [r14 + 384]
-    mov edi, 107
+    mov byte ptr [r15 + 128], cl
+    movzx edi, dl
+    .byte 0x0f, 0x1f, 0x40, 0x00
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c4:
-    lea rcx, [rip + .Lc1_d277_j]
+    lea rcx, [rip + .Lc1_d269_j]
     add rcx, qword ptr [r15 + 25710304]
-    jmp .Lc1_d277_j_t
-.Lc1_d277_j:
-    mov ecx, 47
+    jmp .Lc1_d269_j_t
+.Lc1_d269_j:
+    movsxd rcx, dword ptr [r15 + 896]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 912
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     add rcx, rcx
-    shl rcx, 23
-    jmp 1f
-1:
-    test ebx, 247808
-    jz 1f
-1:
-    movsxd rcx, dword ptr [r15 + 64]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], ecx
     test ebx, 1073741824
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx edi, cl
-    and rdx, rdi
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
     lock add qword ptr [r15 + 0], rcx
-    mov r8d, 157
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
+    mov qword ptr [r15 + 192], rcx
+    movzx edx, cl
+    jmp 1f
 1:
-    add r8, r8
-    or r8d, r8d
-    shr r8d, 10
-    or qword ptr [r15 + 0], 124
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx edi, byte ptr [r14 + 1152]
-    mov r8d, 162
-    movsxd rcx, dword ptr [r14 + 512]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + 576], edi
-    add r9, qword ptr [r15 + 128]
-    movzx r8d, dil
-    shl rcx, 30
     test ebx, 1073741824
     jz 1f
 1:
-    jmp 1f
-1:
-    mov rsi, rcx
-    mov dword ptr [r14 + 1408], esi
-    mov qword ptr [r14 + 320], rsi
-    test bl, 96
+    mov ecx, 25
+    movzx edx, dl
+    movsxd rdx, dword ptr [r15 + 64]
+    mov ecx, dword ptr [r14 + 1152]
+    test ebx, 1073741824
     jnz 1f
 1:
-    movsxd rsi, dword ptr [r15 + 192]
-    mov edi, dword ptr [r15 + 256]
-    mov dword ptr [r15 + 256], 164
+    mov rbp, rdx
+    mov edx, 86
+    and rdx, rcx
+    or ebp, ecx
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov ecx, 227
+    mov qword ptr [r15 + 256], rbp
+    shl rbp, 6
+    movsxd r9, dword ptr [r15 + 384]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + 576], ecx
+    shr ebp, 2
+    add r9, qword ptr [r15 + 320]
+    add qword ptr [r15 + 320], rcx
+    test ebx, 1073741824
+    jnz 1f
+1:
+    shl rcx, 9
+    or qword ptr [r14 + 448], 27
+    mov dword ptr [r14 + 128], 105
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c5:
-    lea rcx, [rip + .Lc1_d333_j]
+    mov rax, qword ptr [r15 + 25710296]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 25710296], rax
+    lea rcx, [rip + .Lc1_d324_j]
     add rcx, qword ptr [r15 + 25710304]
-    jmp .Lc1_d333_j_t
-.Lc1_d333_j:
-    mov edi, ecx
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ecx, ecx
-    mov r8d, 104
-    test ebx, 118784
-    jnz 1f
-1:
-    inc ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r8, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rdi, rcx
-    mov byte ptr [r15 + 0], dil
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea rdi, [rdi + rdi*2 + 25]
+    jmp .Lc1_d324_j_t
+.Lc1_d324_j:
+    lea rcx, [rip + .Lc1_d328_j]
+    add rcx, qword ptr [r15 + 25710304]
+    jmp .Lc1_d328_j_t
+.Lc1_d328_j:
+    mov r8, rcx
+    cmp rax, rcx
+    mov r8, r8
+    or r8d, r8d
     test ebx, 1073741824
     jz 1f
 1:
-    lea rcx, [rdi + rdi*2 + 86]
-    cmp rbp, rcx
-    jmp 1f
-1:
-    jmp 1f
-1:
-    test ebx, 1073741824
+    and r8, rax
+    mov qword ptr [r14 + 512], rcx
+    mov rax, r8
+    test ebx, 220672
     jz 1f
 1:
-    mov rcx, rcx
-    mov dword ptr [r15 + 192], ecx
-    mov ebp, dword ptr [r14 + 448]
-    mov r9d, 54
+    cmp rax, rax
     jmp 1f
 1:
+    mov eax, eax
+    mov r8, qword ptr [r15 + 704]
+    test dword ptr [r15 + 25710299], 1132544
+    jnz 1f
+1:
+    mov ecx, 78
+    movsxd rax, dword ptr [r15 + 256]
+    movsxd rcx, dword ptr [r14 + 64]
     test ebx, 1073741824
     jnz 1f
 1:
-    lea rdi, [r9 + rdi*2 + 86]
     jmp 1f
 1:
-    add r9, qword ptr [r14 + 0]
-    mov rdx, r9
+    lea rcx, [r8 + rax*2 + 125]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, dword ptr [r15 + 192]
+    test dword ptr [r15 + 25710300], 16785936
+    jnz 1f
+1:
+    movzx edx, r8b
+    jmp 1f
+1:
+    mov r8d, dword ptr [r14 + 128]
     test bl, 96
     jnz 1f
 1:
-    xor dword ptr [r15 + 640], r9d
-    movzx r9d, byte ptr [r14 + 64]
-    mov rdi, rdx
-    mov byte ptr [r15 + 256], dil
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov qword ptr [r15 + 384], rdx
-    movzx edi, byte ptr [r14 + 128]
-    shl rdi, 19
-    mov edx, 117
-    test ebx, 1073741824
+    mov byte ptr [r14 + 0], dl
+    movzx ecx, byte ptr [r15 + 384]
+    mov edi, 129
+    lea rdx, [rdi + rdx*2 + 6]
+    test ebx, 624
     jz 1f
 1:
-    mov edx, dword ptr [r15 + 1280]
-    movzx edi, dil
-    jmp 1f
-1:
-    add rdx, qword ptr [r15 + 896]
+    mov r8d, dword ptr [r15 + 1280]
+    add rdx, r8
+    mov dword ptr [r14 + 1408], 22
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c6:
-    lea rcx, [rip + .Lc1_d394_j]
+    lea rcx, [rip + .Lc1_d377_j]
     add rcx, qword ptr [r15 + 25710304]
-    jmp .Lc1_d394_j_t
-.Lc1_d394_j:
-    mov r9, r10
-    movzx ecx, r9b
-    and r9, 8388544
-    movsxd rcx, dword ptr [r14 + r9 + 17312832]
-    mov edx, ecx
-    movzx eax, byte ptr [r15 + 512]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    neg rdx
-    mov r9, r10
-    mov byte ptr [r14 + 960], r9b
-    test r9d, ecx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and r9, 448
-    add qword ptr [r15 + r9 + 1600], r9
-    and ecx, dword ptr [r15 + 192]
-    movzx r9d, byte ptr [r15 + 64]
-    and ecx, dword ptr [r15 + 384]
+    jmp .Lc1_d377_j_t
+.Lc1_d377_j:
+    cmp rcx, r8
+    mov rcx, rcx
+    mov byte ptr [r14 + 128], cl
+    mov dword ptr [r14 + 0], ecx
     test ebx, 1073741824
     jz 1f
 1:
-    neg r9
-    mov dword ptr [r15 + 0], r9d
-    mov r12, qword ptr [r15 + r12 + 56]
+    add qword ptr [r14 + 0], rcx
+    and edx, dword ptr [r15 + 64]
+    mov rbp, r10
+    test ebp, ebp
+    and rbp, 2097088
+    movzx ecx, byte ptr [r15 + rbp + 15215680]
     test ebx, 1073741824
     jnz 1f
 1:
-    cmp rcx, r9
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 203
-    lea rdx, [rcx + rcx*2 + 66]
+    movzx ebp, byte ptr [r15 + 960]
+    mov edx, 79
+    neg rdi
+    mov edi, 13
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r9d, r9d
-    mov r9, r10
+    mov rcx, qword ptr [r15 + 448]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov esi, dword ptr [r15 + 320]
+    movzx edx, r9b
     test ebx, 1073741824
     jz 1f
 1:
-    and r9, 2097088
-    movzx ecx, byte ptr [r15 + r9 + 15215680]
-    mov byte ptr [r14 + 0], cl
-    and r9d, dword ptr [r15 + 320]
-    and r9, r9
+    mov byte ptr [r15 + 0], sil
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov esi, esi
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    and r9d, dword ptr [r15 + 576]
+    add rdi, 79
+    mov ecx, edi
+    test ecx, edi
+    xor dword ptr [r15 + 0], ecx
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov ecx, 152
+    mov dword ptr [r15 + 640], 186
+    movzx ecx, byte ptr [r15 + 192]
+    mov byte ptr [r14 + 384], cl
+    test ebx, 1073741824
+    jnz 1f
+1:
     jmp 1f
 1:
-    mov rcx, r9
+    neg rcx
+    neg rdi
+    and rdx, rcx
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r9, rdx
+    movzx ecx, byte ptr [r15 + 256]
+    neg rcx
+    mov eax, edx
     add r11, 64
     add r10, r11
     inc rbx
@@ -1301,123 +1273,113 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 25710296]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 25710296], rax
-    lea rcx, [rip + .Lc1_d454_j]
+    lea rcx, [rip + .Lc1_d443_j]
     add rcx, qword ptr [r15 + 25710304]
-    jmp .Lc1_d454_j_t
-.Lc1_d454_j:
-    add rax, rcx
-    lock add qword ptr [r15 + 128], rax
-    mov esi, 218
-    mov rax, qword ptr [r15 + 256]
+    jmp .Lc1_d443_j_t
+.Lc1_d443_j:
+    movzx r9d, byte ptr [r14 + 1024]
+    add rcx, rax
+    mov r8d, ecx
     test ebx, 1073741824
     jz 1f
 1:
-    jmp 1f
-1:
-    movzx esi, al
-    movzx eax, sil
-    test dword ptr [r15 + 25710299], 679485440
-    jnz 1f
-1:
-    movzx eax, al
-    movzx esi, al
-    xor dword ptr [r14 + 1216], esi
-    test ebx, 912
-    jnz 1f
-1:
-    and rcx, rsi
-    mov rsi, rcx
-    mov eax, 241
-    mov rax, qword ptr [r14 + 448]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    cmp rax, rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, byte ptr [r15 + 320]
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov eax, 218
-    mov ebp, ecx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov eax, 102
-    mov dword ptr [r15 + 192], eax
-    neg rbp
-    test ebx, 1504
-    jz 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    or eax, eax
+    movzx eax, r8b
     mov rbp, r10
+    mov r8, qword ptr [r15 + 512]
+    movzx eax, bpl
+    test dword ptr [r15 + 25710299], 3170304
+    jnz 1f
+1:
+    and rbp, 8388544
+    movsxd r8, dword ptr [r15 + rbp + 17312832]
+    jmp 1f
+1:
+    xor dword ptr [r15 + 256], eax
     test ebx, 1073741824
     jnz 1f
 1:
-    and rbp, 960
-    movsxd rax, dword ptr [r14 + rbp + 2112]
+    neg rbp
     jmp 1f
 1:
-    movzx ebp, byte ptr [r15 + 704]
+    add rdx, qword ptr [r15 + 768]
+    test dword ptr [r15 + 25710299], 67518472
+    jz 1f
+1:
+    lock add qword ptr [r15 + 192], rdx
+    movzx edx, dl
+    or edx, edx
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r9, r10
+    mov ebp, 30
+    mov dword ptr [r14 + 576], 154
+    and r9, 448
+    movzx edx, byte ptr [r14 + r9 + 1600]
+    test ebx, 3872
+    jz 1f
+1:
+    mov r9, qword ptr [r14 + 1216]
+    jmp 1f
+1:
+    mov edx, 157
+    test dword ptr [r15 + 25710300], 69271744
+    jz 1f
+1:
+    mov r9, qword ptr [r15 + 128]
+    jmp 1f
+1:
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jnz .Lc1_b0_c0
 .Lc1_b0_done:
-// block 1: 128 bytes, 1 chunk(s), 13 chunk executions per call
+// block 1: 128 bytes, 1 chunk(s), 17 chunk executions per call
     mov rbx, qword ptr [r15 + 25710320]
-    lea rcx, [rbx + 13]
+    lea rcx, [rbx + 17]
     mov qword ptr [r15 + 25710320], rcx
-    mov r13d, 13
+    mov r13d, 17
     jmp .Lc1_b1_c0
     .p2align 6
 .Lc1_b1_c0:
     mov r12, qword ptr [r15 + r12 + 56]
-    neg rbp
+    neg r9
     vmovdqu ymmword ptr [r15 + 0], ymm5
-    mov r8d, ebp
-    mov rbp, r8
+    mov edi, r9d
+    mov r9, rdi
     jmp 1f
 1:
     test ebx, 1073741824
     jz 1f
 1:
     mov dword ptr [r15 + 0], 88
-    imul r8d, ebp, 111
+    imul r9d, edx, 111
     jmp 1f
 1:
-    and ebp, dword ptr [r15 + 0]
-    mov rdi, qword ptr [r14 + 0]
-    add rdi, 50
+    and edi, dword ptr [r15 + 0]
+    mov rdx, qword ptr [r14 + 0]
+    add rdx, 50
     test ebx, 1073741824
     jnz 1f
 1:
     vpaddd ymm8, ymm10, ymmword ptr [r15 + 192]
-    mov edi, dword ptr [r15 + 448]
-    movsxd rbp, dword ptr [r15 + 64]
-    imul rbp, qword ptr [r15 + 576]
+    mov esi, dword ptr [r15 + 448]
+    movsxd rdx, dword ptr [r15 + 64]
+    imul rdx, qword ptr [r15 + 576]
     mov dword ptr [r14 + 320], 119
-    mov r8d, 185
+    mov edi, 185
     test ebx, 1073741824
     jnz 1f
 1:
-    inc r8d
-    mov r8d, r8d
+    inc edi
+    mov edi, edi
     jmp 1f
 1:
     jmp 1f
 1:
-    shl r8, 31
-    test r8d, r8d
+    shl rdi, 31
+    test edi, edi
     inc rbx
     dec r13
     jnz .Lc1_b1_c0
@@ -1433,47 +1395,47 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 25710296]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 25710296], rax
-    lea rcx, [rip + .Lc1_d557_j]
+    lea rcx, [rip + .Lc1_d539_j]
     add rcx, qword ptr [r15 + 25710304]
-    jmp .Lc1_d557_j_t
-.Lc1_d557_j:
+    jmp .Lc1_d539_j_t
+.Lc1_d539_j:
     add rcx, qword ptr [r14 + 1024]
-    neg r8
-    movsxd rbp, dword ptr [r14 + 1344]
-    mov rax, rbp
+    neg rcx
+    movsxd rdi, dword ptr [r14 + 1344]
+    mov rax, rdi
     test ebx, 23296
     jz 1f
 1:
     lock or dword ptr [r15 + 896], 6
-    mov edi, eax
-    movsxd r9, dword ptr [r14 + 192]
+    mov r9d, eax
+    movsxd rsi, dword ptr [r14 + 192]
     inc dword ptr [r15 + 1408]
     test dword ptr [r15 + 25710300], 16910352
     jnz 1f
 1:
     movsxd rax, dword ptr [r14 + 256]
-    movzx r8d, byte ptr [r15 + 704]
-    sub rax, r8
+    movzx edi, byte ptr [r15 + 704]
+    sub rax, rdi
     test ebx, 1073741824
     jz 1f
 1:
-    lock add qword ptr [r15 + 1216], r8
+    lock add qword ptr [r15 + 1216], rdi
     mov dword ptr [r14 + 768], 146
-    and edi, dword ptr [r15 + 1088]
-    and edi, dword ptr [r15 + 64]
+    and esi, dword ptr [r15 + 1088]
+    and esi, dword ptr [r15 + 64]
     test bl, 30
     jnz 1f
 1:
     or qword ptr [r15 + 832], 106
-    neg r8
-    mov r8, rdi
+    neg rdi
+    mov rdi, rsi
     test bl, 54
     jnz 1f
 1:
     .byte 0x0f, 0x1f, 0x00
     inc r8d
     movzx r9d, byte ptr [r15 + 256]
-    and edi, dword ptr [r14 + 128]
+    and esi, dword ptr [r14 + 128]
     test ebx, 1073741824
     jz 1f
 1:
@@ -1488,206 +1450,226 @@ ditto_body_c1:
     dec r13
     jnz .Lc1_b2_c0
 .Lc1_b2_done:
-// block 3: 1024 bytes, 4 chunk(s), 4 chunk executions per call
+// block 3: 1024 bytes, 4 chunk(s), 2 chunk executions per call
     mov rbx, qword ptr [r15 + 25710336]
-    lea rcx, [rbx + 4]
+    lea rcx, [rbx + 2]
     mov qword ptr [r15 + 25710336], rcx
-    mov r13d, 4
+    mov r13d, 2
+    mov eax, ebx
+    and eax, 3
+    lea rcx, [rip + .Lc1_b3_stubs]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_b3_stubs_t
+    .p2align 3
+.Lc1_b3_stubs:
+    .p2align 3
     jmp .Lc1_b3_c0
+    .p2align 3
+    jmp .Lc1_b3_c1
+    .p2align 3
+    jmp .Lc1_b3_c2
+    .p2align 3
+    jmp .Lc1_b3_c3
     .p2align 6
 .Lc1_b3_c0:
     mov rax, qword ptr [r15 + 25710296]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 25710296], rax
-    lea rcx, [rip + .Lc1_d613_j]
+    lea rcx, [rip + .Lc1_d600_j]
     add rcx, qword ptr [r15 + 25710304]
-    jmp .Lc1_d613_j_t
-.Lc1_d613_j:
-    mov ecx, 89
-    mov dword ptr [r14 + 640], ecx
+    jmp .Lc1_d600_j_t
+.Lc1_d600_j:
     jmp 1f
 1:
     jmp 1f
 1:
-    test dword ptr [r15 + 25710299], 69206034
-    jnz 1f
-1:
-    add qword ptr [r15 + 512], rcx
-    jmp 1f
-1:
-    xor eax, ecx
-    mov ecx, 168
-    test ebx, 1073741824
-    jnz 1f
-1:
-    inc dword ptr [r15 + 64]
-    jmp 1f
-1:
-    movzx eax, cl
-    test ebx, 1073741824
-    jnz 1f
-1:
+    movsxd rcx, dword ptr [r15 + 832]
     nop
-    mov rax, rax
-    mov r8, rax
-    nop
-    test ebx, 1073741824
-    jnz 1f
+    test dword ptr [r15 + 25710299], 606076946
+    jz 1f
 1:
-    mov eax, 205
-    mov qword ptr [r15 + 832], rcx
-    movzx eax, cl
+    add qword ptr [r14 + 512], rcx
+    mov r9d, 85
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
+    sub r9, rcx
+    mov rdi, r9
+    mov ecx, ecx
     mov r12, qword ptr [r15 + r12 + 56]
-    sub rax, r8
-    mov ecx, 186
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx edi, dil
     mov r12, qword ptr [r15 + r12 + 56]
+    add qword ptr [r15 + 128], rcx
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov qword ptr [r15 + 256], rdi
+    mov dword ptr [r15 + 192], edi
+    mov r9, r10
+    mov edx, 56
+    test ebx, 1073741824
+    jz 1f
+1:
+    and r9, 4032
+    movzx edi, byte ptr [r14 + r9 + 5184]
+    inc dword ptr [r14 + 128]
+    mov r9d, dword ptr [r15 + 256]
+    mov byte ptr [r15 + 1088], r9b
     test bl, 232
     jnz 1f
 1:
-    movsxd r8, dword ptr [r15 + 384]
-    and rdi, rax
-    mov edi, 131
+    or qword ptr [r15 + 320], 109
+    jmp 1f
+1:
+    movsxd rdi, dword ptr [r15 + 64]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r8d, edi
-    mov r8d, dword ptr [r15 + 192]
-    add r8, qword ptr [r15 + 256]
-    movzx edi, byte ptr [r14 + 1280]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov qword ptr [r14 + 256], rdi
-    mov qword ptr [r15 + 1088], rdi
-    shl rbp, 13
+    mov r9, qword ptr [r14 + 384]
+    mov rsi, rdx
+    nop
+    add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b3_done
 .Lc1_b3_c1:
-    mov rax, qword ptr [r15 + 25710296]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 25710296], rax
-    lea rcx, [rip + .Lc1_d671_j]
+    lea rcx, [rip + .Lc1_d652_j]
     add rcx, qword ptr [r15 + 25710304]
-    jmp .Lc1_d671_j_t
-.Lc1_d671_j:
+    jmp .Lc1_d652_j_t
+.Lc1_d652_j:
+    lea rcx, [rip + .Lc1_d656_j]
+    add rcx, qword ptr [r15 + 25710304]
+    jmp .Lc1_d656_j_t
+.Lc1_d656_j:
+    mov r9d, 41
+    mov byte ptr [r15 + 1280], cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 30720
+    jnz 1f
+1:
+    movzx ecx, r9b
+    mov r9, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 116736
+    jnz 1f
+1:
+    add rcx, 13
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov qword ptr [r15 + 384], rax
-    and ecx, dword ptr [r14 + 192]
-    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    lea rax, [rcx + rcx*2 + 116]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 1536], eax
-    test dword ptr [r15 + 25710299], 8405536
-    jnz 1f
-1:
     jmp 1f
 1:
-    lock or dword ptr [r15 + 320], 114
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, ecx
     mov ecx, ecx
     test ebx, 1073741824
     jnz 1f
 1:
-    mov qword ptr [r14 + 1152], rcx
-    mov dword ptr [r15 + 64], 167
-    mov ecx, dword ptr [r15 + 576]
-    mov eax, 242
-    test ebx, 456
+    mov esi, ecx
+    mov ecx, 153
+    mov rsi, rcx
+    test ebx, 1073741824
     jnz 1f
 1:
-    add r9, 30
-    or eax, r9d
+    movsxd rcx, dword ptr [r15 + 896]
     jmp 1f
 1:
-    test ebx, 127744
-    jnz 1f
+    jmp 1f
 1:
-    mov r9d, 213
-    movsxd rax, dword ptr [r14 + 448]
-    mov rcx, qword ptr [r14 + 256]
-    test dword ptr [r15 + 25710300], 305139712
+    test ebx, 1073741824
     jz 1f
 1:
-    inc dword ptr [r15 + 128]
-    mov eax, dword ptr [r14 + 128]
-    movzx r9d, cl
+    shl rcx, 12
+    movzx ecx, sil
+    mov rcx, qword ptr [r14 + 192]
+    mov dword ptr [r15 + 640], 212
+    test ebx, 55296
+    jnz 1f
+1:
+    mov esi, dword ptr [r14 + 256]
+    add qword ptr [r15 + 384], rsi
+    mov esi, dword ptr [r15 + 128]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r14 + 64], esi
+    add rsi, rsi
+    movzx ecx, byte ptr [r14 + 448]
     inc rbx
     dec r13
     jz .Lc1_b3_done
 .Lc1_b3_c2:
-    mov rax, qword ptr [r15 + 25710296]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 25710296], rax
-    mov eax, dword ptr [r15 + 25710300]
-    and eax, 15
-    lea rcx, [rip + .Lc1_d721_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d721_s_t
-    .p2align 3
-.Lc1_d721_s:
-    .p2align 3
-    jmp .Lc1_d721_j
-    .p2align 3
-    jmp .Lc1_d721_j
-    .p2align 3
-    jmp .Lc1_d721_j
-    .p2align 3
-    jmp .Lc1_d721_j
-    .p2align 3
-    jmp .Lc1_d721_j
-    .p2align 3
-    jmp .Lc1_d721_j
-    .p2align 3
-    jmp .Lc1_d721_j
-    .p2align 3
-    jmp .Lc1_d721_j
-    .p2align 3
-    jmp .Lc1_d721_j
-    .p2align 3
-    jmp .Lc1_d721_j
-    .p2align 3
-    jmp .Lc1_d721_j
-    .p2align 3
-    jmp .Lc1_d721_j
-    .p2align 3
-    jmp .Lc1_d721_j
-    .p2align 3
-    jmp .Lc1_d721_j
-    .p2align 3
-    jmp .Lc1_d721_j
-    .p2align 3
-    jmp .Lc1_d721_j
-.Lc1_d721_j:
-    mov byte ptr [r14 + 192], al
-    neg rcx
-    test bl, 120
+    lea rcx, [rip + .Lc1_d709_j]
+    add rcx, qword ptr [r15 + 25710304]
+    jmp .Lc1_d709_j_t
+.Lc1_d709_j:
+    jmp 1f
+1:
+    shr esi, 3
+    mov esi, 58
+    mov esi, dword ptr [r15 + 512]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 48896
     jnz 1f
 1:
-    movsxd rax, dword ptr [r15 + 64]
-    mov ecx, dword ptr [r14 + 320]
+    mov esi, esi
+    mov ecx, 45
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    add rax, qword ptr [r15 + 1216]
-    mov ecx, dword ptr [r15 + 512]
-    test dword ptr [r15 + 25710300], 4260048
+    lea rsi, [rcx + rsi*2 + 5]
+    mov ecx, 78
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    add rsi, qword ptr [r15 + 0]
+    xor dword ptr [r15 + 0], esi
+    neg rsi
+    movzx ecx, sil
+    test ebx, 1073741824
     jz 1f
 1:
-    movsxd rax, dword ptr [r15 + 896]
-    mov ecx, 34
+    mov r12, qword ptr [r15 + r12 + 56]
+    cmp rcx, rcx
+    mov byte ptr [r15 + 576], sil
+    movsxd rcx, dword ptr [r14 + 1152]
+    vpaddq xmm8, xmm8, xmmword ptr [r15 + 448]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov qword ptr [r15 + 384], rcx
+    mov rax, rcx
+    mov dword ptr [r15 + 128], ecx
+    mov rax, rax
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx ecx, al
+    add rsi, qword ptr [r15 + 256]
+    mov eax, dword ptr [r14 + 1536]
+    mov byte ptr [r15 + 192], cl
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx eax, byte ptr [r14 + 64]
+    mov ecx, dword ptr [r14 + 320]
+    jmp 1f
+1:
+    mov esi, ecx
     inc rbx
     dec r13
     jz .Lc1_b3_done
@@ -1695,75 +1677,69 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 25710296]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 25710296], rax
-    lea rcx, [rip + .Lc1_d763_j]
+    lea rcx, [rip + .Lc1_d767_j]
     add rcx, qword ptr [r15 + 25710304]
-    jmp .Lc1_d763_j_t
-.Lc1_d763_j:
-    jmp 1f
-1:
-    mov ecx, 135
-    mov rcx, rax
-    mov rcx, rcx
+    jmp .Lc1_d767_j_t
+.Lc1_d767_j:
+    movsxd rcx, dword ptr [r14 + 384]
+    mov rax, rsi
+    add rsi, qword ptr [r14 + 320]
     test ebx, 1073741824
     jnz 1f
 1:
-    jmp 1f
-1:
-    lea rdi, [r15 + 25702080]
-    lea rsi, [r15 + 25706176]
-    mov ecx, 45
-    rep movsb
-    lea rdi, [rdi + rcx*2 + 100]
-    movzx eax, byte ptr [r14 + 256]
+    mov eax, ecx
+    inc dword ptr [r15 + 64]
+    mov eax, eax
     test ebx, 1073741824
     jz 1f
 1:
+    add qword ptr [r14 + 192], rsi
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ecx, esi
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov eax, ecx
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
+    sub rsi, rax
     jmp 1f
 1:
-    mov rcx, rax
-    cmp rax, rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov eax, 126
+    movzx eax, sil
+    mov r12, qword ptr [r15 + r12 + 56]
     test dword ptr [r15 + 25710300], 117440528
     jnz 1f
 1:
-    sub rax, rdi
-    and rcx, rax
-    movzx edi, al
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov rsi, rsi
+    jmp 1f
+1:
+    mov rcx, rsi
     test ebx, 1073741824
     jz 1f
 1:
-    mov rax, rdi
-    mov edi, eax
-    mov r9d, edi
+    mov rcx, qword ptr [r15 + 704]
+    lea rdi, [r15 + 25702080]
+    lea rsi, [r15 + 25706176]
+    mov ecx, 68
+    rep movsb
+    lock or dword ptr [r15 + 1216], 85
     test dword ptr [r15 + 25710300], 34705408
     jz 1f
 1:
-    mov rax, qword ptr [r15 + 128]
-    cmp rax, r9
-    mov r9d, r9d
-    lock or dword ptr [r15 + 192], 9
-    test bl, 144
+    test edi, edi
+    jmp 1f
+1:
+    jmp 1f
+1:
+    test dword ptr [r15 + 25710300], 134743044
     jnz 1f
 1:
-    mov esi, r9d
-    mov qword ptr [r14 + 384], rsi
-    add qword ptr [r15 + 640], rsi
+    add rsi, qword ptr [r14 + 640]
+    mov qword ptr [r15 + 128], rsi
+    mov rsi, rsi
     inc rbx
     dec r13
     jnz .Lc1_b3_c0
@@ -1776,66 +1752,66 @@ ditto_body_c1:
     jmp .Lc1_b4_c0
     .p2align 6
 .Lc1_b4_c0:
-    lea rcx, [rip + .Lc1_d826_j]
+    mov rax, qword ptr [r15 + 25710296]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 25710296], rax
+    lea rcx, [rip + .Lc1_d828_j]
     add rcx, qword ptr [r15 + 25710304]
-    jmp .Lc1_d826_j_t
-.Lc1_d826_j:
-    mov esi, dword ptr [r15 + 192]
-    mov r9, r10
-    lock or dword ptr [r15 + 128], 85
-    movzx edx, r9b
-    and r9, 524224
-    and edx, dword ptr [r15 + r9 + 14691392]
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx edx, r9b
-    vpaddq xmm8, xmm8, xmmword ptr [r15 + 768]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 12032
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r9d, dl
-    shr r9d, 15
-    test esi, edx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], r9
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx edi, byte ptr [r14 + 64]
-    mov dword ptr [r14 + 512], 50
-    mov r9d, edi
-    mov qword ptr [r15 + 384], rdi
-    test ebx, 23808
-    jz 1f
-1:
-    lock add qword ptr [r15 + 1024], r9
-    inc r9d
-    xor dword ptr [r15 + 1472], r9d
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    add rdi, qword ptr [r14 + 128]
-    movsxd r9, dword ptr [r15 + 704]
+    jmp .Lc1_d828_j_t
+.Lc1_d828_j:
+    movzx edi, byte ptr [r14 + 256]
+    mov r9, qword ptr [r15 + 256]
     mov rdx, r9
+    test edx, edx
+    test ebx, 29440
+    jz 1f
+1:
+    inc r9d
+    mov rdx, r9
+    movzx edi, dl
+    test dword ptr [r15 + 25710300], 33572872
+    jnz 1f
+1:
+    lock add qword ptr [r15 + 384], rbp
+    movzx edi, r9b
+    jmp 1f
+1:
+    test bl, 36
+    jnz 1f
+1:
+    mov r9, r10
+    shr edi, 7
+    and r9, 448
+    mov qword ptr [r15 + r9 + 1600], rdi
+    mov qword ptr [r15 + 1024], rdx
+    test dword ptr [r15 + 25710300], 8397060
+    jnz 1f
+1:
+    xor dword ptr [r15 + 0], r9d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, edi
+    test ebx, 29952
+    jz 1f
+1:
+    mov edi, r9d
+    mov r9, r10
+    movzx edi, r9b
+    and r9, 524224
+    mov rax, qword ptr [r15 + r9 + 14691392]
     test ebx, 1073741824
     jz 1f
 1:
+    mov dword ptr [r14 + 1472], 106
+    add rdx, qword ptr [r14 + 128]
+    lock or dword ptr [r15 + 64], 23
+    test ebx, 1073741824
+    jnz 1f
+1:
     jmp 1f
 1:
-    mov r9, r10
-    mov rcx, r9
-    and r9, 448
-    mov rdi, qword ptr [r14 + r9 + 1600]
+    jmp 1f
+1:
+    mov rax, qword ptr [r15 + 192]
     add r11, 64
     add r10, r11
     inc rbx
@@ -1854,76 +1830,73 @@ ditto_body_c1:
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 25710296], rax
     xor eax, eax
-    test dword ptr [r15 + 25710300], 809631745
+    test dword ptr [r15 + 25710300], 4457477
     setz al
-    lea rcx, [rip + .Lc1_d889_s]
+    lea rcx, [rip + .Lc1_d888_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d889_s_t
+    jmp .Lc1_d888_s_t
     .p2align 3
-.Lc1_d889_s:
+.Lc1_d888_s:
     .p2align 3
-    jmp .Lc1_d889_j
+    jmp .Lc1_d888_j
     .p2align 3
-    jmp .Lc1_d889_j
-.Lc1_d889_j:
-    movsxd rax, dword ptr [r14 + 320]
-    mov ecx, ebp
-    and ecx, dword ptr [r15 + 128]
-    test ebx, 1073741824
-    jnz 1f
-1:
+    jmp .Lc1_d888_j
+.Lc1_d888_j:
+    lea rcx, [rip + .Lc1_d897_j]
+    add rcx, qword ptr [r15 + 25710304]
+    jmp .Lc1_d897_j_t
+.Lc1_d897_j:
     jmp 1f
 1:
-    mov rcx, rcx
-    mov ecx, 163
-    test ebx, 440
-    jz 1f
-1:
-    jmp 1f
-1:
-    add qword ptr [r15 + 64], rcx
-    add rcx, qword ptr [r14 + 0]
-    test ebx, 576
-    jnz 1f
-1:
-    mov dword ptr [r15 + 1216], ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov ecx, ecx
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov ecx, 113
-    jmp 1f
-1:
-    movsxd rcx, dword ptr [r14 + 192]
-    test ebx, 55808
-    jz 1f
-1:
-    movzx ecx, sil
-    mov byte ptr [r15 + 256], al
     mov r9, r10
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
+    movsxd rbp, dword ptr [r14 + 320]
     and r9, 8388544
-    add rcx, qword ptr [r15 + r9 + 17312832]
-    mov qword ptr [r15 + 256], rcx
-    jmp 1f
+    mov dword ptr [r15 + r9 + 17312832], r9d
+    test ebx, 44544
+    jz 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, ebp
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rcx, r9
-    mov eax, ecx
+    mov ebp, 140
+    jmp 1f
+1:
+    mov byte ptr [r15 + 512], bpl
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    and r9d, dword ptr [r15 + 192]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov ebp, ebp
+    mov r9d, 83
+    mov rbp, rbp
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx ebp, r9b
+    mov qword ptr [r14 + 64], r9
+    movsxd r9, dword ptr [r14 + 1216]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    test bl, 212
+    jnz 1f
+1:
+    test ebp, r9d
+    mov ebp, r9d
     add r11, 64
     add r10, r11
     inc rbx
@@ -1933,62 +1906,64 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 25710296]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 25710296], rax
-    lea rcx, [rip + .Lc1_d949_j]
-    add rcx, qword ptr [r15 + 25710304]
-    jmp .Lc1_d949_j_t
-.Lc1_d949_j:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, 134
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 25710299], 268453896
-    jnz 1f
+    mov eax, dword ptr [r15 + 25710300]
+    and eax, 15
+    lea rcx, [rip + .Lc1_d947_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d947_s_t
+    .p2align 3
+.Lc1_d947_s:
+    .p2align 3
+    jmp .Lc1_d947_j
+    .p2align 3
+    jmp .Lc1_d947_j
+    .p2align 3
+    jmp .Lc1_d947_j
+    .p2align 3
+    jmp .Lc1_d947_j
+    .p2align 3
+    jmp .Lc1_d947_j
+    .p2align 3
+    jmp .Lc1_d947_j
+    .p2align 3
+    jmp .Lc1_d947_j
+    .p2align 3
+    jmp .Lc1_d947_j
+    .p2align 3
+    jmp .Lc1_d947_j
+    .p2align 3
+    jmp .Lc1_d947_j
+    .p2align 3
+    jmp .Lc1_d947_j
+    .p2align 3
+    jmp .Lc1_d947_j
+    .p2align 3
+    jmp .Lc1_d947_j
+    .p2align 3
+    jmp .Lc1_d947_j
+    .p2align 3
+    jmp .Lc1_d947_j
+    .p2align 3
+    jmp .Lc1_d947_j
+.Lc1_d947_j:
+    mov ebp, 134
+    add rcx, qword ptr [r14 + 448]
+    test dword ptr [r15 + 25710299], 268453928
+    jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    xor ecx, r9d
-    movzx ecx, cl
+    mov rax, rbp
+    mov ebp, dword ptr [r14 + 768]
     test ebx, 1073741824
     jz 1f
 1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 320], 175
-    mov r9, r10
-    movzx ecx, r9b
-    and r9, 1984
-    mov eax, dword ptr [r14 + r9 + 3136]
+    mov rbp, r10
+    movzx ecx, bpl
+    and rbp, 1984
+    movsxd rax, dword ptr [r15 + rbp + 3136]
     test ebx, 1073741824
     jnz 1f
 1:
-    movsxd r9, dword ptr [r14 + 64]
-    movzx eax, cl
-    mov eax, eax
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rcx, rax
-    jmp 1f
-1:
-    mov ecx, dword ptr [r14 + 128]
-    mov rax, rcx
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r9, r10
-    mov qword ptr [r15 + 192], r9
-    mov rcx, r9
-    jmp 1f
-1:
-    and r9, 4032
-    and ecx, dword ptr [r15 + r9 + 5184]
-    test bl, 24
-    jnz 1f
-1:
-    movsxd r9, dword ptr [r14 + 448]
-    add rax, qword ptr [r15 + 384]
-    popcnt rcx, rcx
+    popcnt rbp, rax
     add r11, 64
     add r10, r11
     inc rbx
@@ -2003,63 +1978,61 @@ ditto_body_c1:
     jmp .Lc1_b6_c0
     .p2align 6
 .Lc1_b6_c0:
-    mov rax, qword ptr [r15 + 25710296]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 25710296], rax
-    lea rcx, [rip + .Lc1_d1008_j]
+    lea rcx, [rip + .Lc1_d994_j]
     add rcx, qword ptr [r15 + 25710304]
-    jmp .Lc1_d1008_j_t
-.Lc1_d1008_j:
-    mov qword ptr [r14 + 256], rcx
-    mov ecx, eax
-    add qword ptr [r14 + 128], rcx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rcx, rcx
-    jmp 1f
-1:
-    mov rcx, qword ptr [r15 + 1216]
-    test ebx, 7680
-    jnz 1f
-1:
-    mov eax, dword ptr [r14 + 256]
-    mov ecx, dword ptr [r15 + 320]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    add rcx, qword ptr [r14 + 1280]
-    movzx eax, cl
-    and r9d, dword ptr [r15 + 192]
+    jmp .Lc1_d994_j_t
+.Lc1_d994_j:
+    lea rcx, [rip + .Lc1_d998_j]
+    add rcx, qword ptr [r15 + 25710304]
+    jmp .Lc1_d998_j_t
+.Lc1_d998_j:
     mov rbp, r10
+    mov rcx, qword ptr [r15 + 64]
+    and rbp, 448
+    mov eax, dword ptr [r15 + rbp + 1600]
+    add qword ptr [r14 + 128], rax
+    test ebx, 18432
+    jnz 1f
+1:
+    mov eax, dword ptr [r14 + 1216]
+    shl rcx, 13
+    mov rbp, qword ptr [r15 + 960]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and rbp, rcx
+    mov dword ptr [r14 + 1280], ebp
+    xor dword ptr [r15 + 192], ebp
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov qword ptr [r15 + 320], rbp
+    mov esi, dword ptr [r15 + 256]
     test ebx, 1073741824
     jz 1f
 1:
-    and rbp, 2097088
-    mov rcx, qword ptr [r15 + rbp + 15215680]
-    mov dword ptr [r15 + 1152], eax
-    mov edx, dword ptr [r15 + 64]
-    test ebx, 27392
+    mov eax, dword ptr [r15 + 1152]
+    mov rbp, rax
+    mov ebp, 197
+    test ebx, 364
     jz 1f
 1:
-    xor ecx, ebp
-    movzx ecx, cl
-    mov dword ptr [r15 + 960], ecx
+    mov eax, ebp
+    mov byte ptr [r15 + 704], al
+    mov eax, dword ptr [r15 + 192]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx esi, al
+    mov esi, 18
     mov rbp, r10
+    mov rax, qword ptr [r14 + 128]
     test bl, 20
     jnz 1f
 1:
-    add rcx, 52
-    and rbp, 448
-    mov edx, dword ptr [r15 + rbp + 1600]
-    mov ebp, 134
-    test dword ptr [r15 + 25710299], 538050561
-    jnz 1f
-1:
-    mov ebp, 247
-    xor dword ptr [r15 + 384], ebp
-    inc dword ptr [r15 + 192]
+    and rbp, 2097088
+    add rsi, qword ptr [r15 + rbp + 15215680]
+    and ebp, dword ptr [r15 + 384]
     add r11, 64
     add r10, r11
     inc rbx
@@ -2077,14 +2050,14 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 25710296]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 25710296], rax
-    lea rcx, [rip + .Lc1_d1067_j]
+    lea rcx, [rip + .Lc1_d1055_j]
     add rcx, qword ptr [r15 + 25710304]
-    jmp .Lc1_d1067_j_t
-.Lc1_d1067_j:
-    lea rcx, [rip + .Lc1_d1071_j]
+    jmp .Lc1_d1055_j_t
+.Lc1_d1055_j:
+    lea rcx, [rip + .Lc1_d1059_j]
     add rcx, qword ptr [r15 + 25710304]
-    jmp .Lc1_d1071_j_t
-.Lc1_d1071_j:
+    jmp .Lc1_d1059_j_t
+.Lc1_d1059_j:
     and eax, dword ptr [r14 + 960]
     test dword ptr [r15 + 25710300], 270663692
     jz 1f
@@ -2145,60 +2118,64 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 25710296]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 25710296], rax
-    lea rcx, [rip + .Lc1_d1096_j]
+    lea rcx, [rip + .Lc1_d1084_j]
     add rcx, qword ptr [r15 + 25710304]
-    jmp .Lc1_d1096_j_t
-.Lc1_d1096_j:
-    lea rcx, [rip + .Lc1_d1100_j]
+    jmp .Lc1_d1084_j_t
+.Lc1_d1084_j:
+    lea rcx, [rip + .Lc1_d1088_j]
     add rcx, qword ptr [r15 + 25710304]
-    jmp .Lc1_d1100_j_t
-.Lc1_d1100_j:
-    and eax, dword ptr [r14 + 256]
-    movsxd rcx, dword ptr [r14 + 192]
-    movsxd rbp, dword ptr [r15 + 384]
-    lea r9, [rbp + rcx*2 + 112]
+    jmp .Lc1_d1088_j_t
+.Lc1_d1088_j:
+    movsxd rax, dword ptr [r14 + 384]
+    movzx ecx, cl
+    jmp 1f
+1:
     test ebx, 1073741824
     jz 1f
 1:
-    mov qword ptr [r15 + 64], rcx
-    movzx eax, byte ptr [r15 + 1472]
-    add rax, rax
-    test ebx, 504832
+    mov r12, qword ptr [r15 + r12 + 56]
+    vpaddq xmm8, xmm8, xmmword ptr [r15 + 64]
+    test eax, ecx
+    test ebx, 320
+    jnz 1f
+1:
+    movzx ecx, byte ptr [r15 + 128]
+    mov byte ptr [r15 + 832], cl
+    mov rcx, rcx
+    test ebx, 1073741824
     jz 1f
 1:
-    mov rbp, rax
-    movzx eax, byte ptr [r15 + 512]
-    mov byte ptr [r14 + 64], cl
-    test ebx, 1073741824
+    mov qword ptr [r14 + 1472], rcx
+    mov dword ptr [r14 + 640], ecx
+    lea rax, [rcx + rcx*2 + 29]
+    test dword ptr [r15 + 25710300], 460800
     jnz 1f
 1:
-    add qword ptr [r14 + 128], rax
-    movzx eax, al
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov ebp, eax
-    or ebp, ebp
-    mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 25710299], 14696448
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    or ebp, ebp
-    mov ebp, eax
-    test ebx, 1073741824
-    jnz 1f
-1:
-    or eax, ebp
-    mov dword ptr [r14 + 1024], r9d
-    mov ecx, dword ptr [r15 + 320]
-    test dword ptr [r15 + 25710300], 168321024
+    or eax, eax
+    or eax, eax
+    mov rbp, r10
+    lock add qword ptr [r15 + 256], rbp
+    test ebx, 225280
     jz 1f
 1:
-    lock add qword ptr [r15 + 768], rcx
+    and rbp, 960
+    movzx eax, byte ptr [r15 + rbp + 2112]
+    add rbp, rcx
     mov ecx, eax
-    mov ecx, dword ptr [r15 + 640]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    or ebp, ebp
+    mov ecx, eax
+    mov eax, dword ptr [r14 + 448]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx eax, byte ptr [r15 + 192]
+    mov ecx, eax
+    mov ecx, dword ptr [r15 + 320]
+    add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
@@ -2206,77 +2183,80 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 25710296]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 25710296], rax
-    lea rcx, [rip + .Lc1_d1149_j]
+    lea rcx, [rip + .Lc1_d1140_j]
     add rcx, qword ptr [r15 + 25710304]
-    jmp .Lc1_d1149_j_t
-.Lc1_d1149_j:
-    add rcx, qword ptr [r15 + 576]
+    jmp .Lc1_d1140_j_t
+.Lc1_d1140_j:
+    xor dword ptr [r15 + 0], ecx
     jmp 1f
 1:
-    shr ecx, 4
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rcx, rcx
-    mov eax, 159
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
+    shr eax, 21
     mov ecx, ecx
-    or ebp, eax
-    jmp 1f
-1:
-    movzx edx, byte ptr [r14 + 1280]
-    test dword ptr [r15 + 25710299], 69730306
-    jnz 1f
-1:
-    movsxd rcx, dword ptr [r14 + 256]
-    mov rax, qword ptr [r15 + 1088]
-    mov ebp, 81
-    movzx edx, al
-    test ebx, 576
-    jnz 1f
-1:
-    mov rax, rdi
-    jmp 1f
-1:
-    mov qword ptr [r15 + 448], rbp
-    or ebp, eax
     test ebx, 1073741824
     jz 1f
 1:
+    mov rbp, rcx
+    mov ebp, 16
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov ecx, ebp
+    or ebp, ecx
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rcx, dword ptr [r15 + 64]
+    mov rbp, qword ptr [r15 + 576]
+    mov eax, 251
+    test dword ptr [r15 + 25710299], 270598146
+    jnz 1f
+1:
+    movzx ebp, al
+    mov rax, rbp
+    jmp 1f
+1:
+    test ebx, 446464
+    jz 1f
+1:
+    mov qword ptr [r15 + 320], rbp
+    mov qword ptr [r15 + 256], rbp
     .byte 0x0f, 0x1f, 0x40, 0x00
     jmp 1f
 1:
-    mov rcx, rax
-    mov qword ptr [r15 + 384], rbp
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rbp, rdx
+    mov rbp, rax
+    add rbp, qword ptr [r14 + 192]
+    mov rax, rax
     jmp 1f
 1:
-    mov rbp, rbp
-    mov eax, ebp
-    test ebx, 1632
-    jnz 1f
-1:
-    or eax, ebp
-    and rcx, rax
-    jmp 1f
-1:
-    add rcx, 25
     test ebx, 1073741824
     jnz 1f
 1:
-    mov eax, dword ptr [r15 + 128]
-    movzx ebp, byte ptr [r14 + 192]
-    mov ecx, 145
-    and rdx, rax
+    mov rcx, rbp
+    mov r9d, ecx
+    or r9d, r9d
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and rbp, r9
+    jmp 1f
+1:
+    mov eax, dword ptr [r14 + 128]
+    mov byte ptr [r15 + 512], al
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx eax, byte ptr [r14 + 1088]
+    mov r9d, 155
+    and rbp, rbp
     inc rbx
     dec r13
     jz .Lc1_b8_done
@@ -2284,70 +2264,68 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 25710296]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 25710296], rax
-    lea rcx, [rip + .Lc1_d1211_j]
-    add rcx, qword ptr [r15 + 25710304]
-    jmp .Lc1_d1211_j_t
-.Lc1_d1211_j:
-    jmp 1f
-1:
-    mov byte ptr [r14 + 512], al
-    add rdx, qword ptr [r15 + 64]
-    cmp rcx, rdx
-    test ebx, 1073741824
-    jnz 1f
-1:
+    xor eax, eax
+    test dword ptr [r15 + 25710299], 302514242
+    setz al
+    lea rcx, [rip + .Lc1_d1204_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d1204_s_t
+    .p2align 3
+.Lc1_d1204_s:
+    .p2align 3
+    jmp .Lc1_d1204_j
+    .p2align 3
+    jmp .Lc1_d1204_j
+.Lc1_d1204_j:
+    mov dword ptr [r15 + 0], eax
     xor ebp, ecx
-    mov ebp, dword ptr [r15 + 128]
-    shr ebp, 16
-    jmp 1f
-1:
-    test dword ptr [r15 + 25710300], 545522816
-    jz 1f
-1:
-    jmp 1f
-1:
-    inc dword ptr [r15 + 1152]
-    or ebp, ebp
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov qword ptr [r14 + 256], rbp
     mov r12, qword ptr [r15 + r12 + 56]
-    xor dword ptr [r15 + 0], ebp
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    cmp rbp, rbp
-    mov rbp, rbp
+    movsxd rcx, dword ptr [r15 + 384]
+    add rbp, qword ptr [r14 + 448]
     test ebx, 1073741824
     jnz 1f
 1:
-    lea rbp, [rbp + rbp*2 + 74]
-    mov r12, qword ptr [r15 + r12 + 56]
-    shl rbp, 28
-    movzx ebp, dl
-    test ebx, 1073741824
-    jz 1f
+    jmp 1f
 1:
-    xor edx, ebp
-    mov dword ptr [r15 + 192], ebp
-    movsxd rdx, dword ptr [r14 + 64]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov ebp, edx
-    mov rax, qword ptr [r15 + 320]
-    xchg qword ptr [r15 + 832], rdx
-    mov dword ptr [r14 + 640], edx
+    mov byte ptr [r15 + 1280], cl
+    mov dword ptr [r14 + 128], ecx
     test ebx, 1073741824
     jz 1f
 1:
     mov rbp, rbp
-    mov dword ptr [r15 + 448], eax
-    or qword ptr [r14 + 0], 40
+    shr ecx, 29
+    movzx eax, bpl
+    test ebx, 1073741824
+    jnz 1f
+1:
+    xchg qword ptr [r15 + 64], rax
+    add rax, qword ptr [r15 + 192]
+    shl rbp, 4
+    test ebx, 1073741824
+    jz 1f
+1:
+    and ecx, dword ptr [r15 + 320]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rcx, qword ptr [r15 + 896]
+    xor ebp, eax
+    mov rax, qword ptr [r14 + 640]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rbp, rax
+    or eax, ebp
+    xor dword ptr [r15 + 256], ebp
     inc rbx
     dec r13
     jz .Lc1_b8_done
@@ -2355,67 +2333,62 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 25710296]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 25710296], rax
-    lea rcx, [rip + .Lc1_d1269_j]
+    lea rcx, [rip + .Lc1_d1258_j]
     add rcx, qword ptr [r15 + 25710304]
-    jmp .Lc1_d1269_j_t
-.Lc1_d1269_j:
-    mov eax, dword ptr [r14 + 128]
-    mov ecx, 106
-    movzx ebp, cl
-    mov byte ptr [r15 + 1536], bpl
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rcx, rcx
+    jmp .Lc1_d1258_j_t
+.Lc1_d1258_j:
+    lea rcx, [rip + .Lc1_d1262_j]
+    add rcx, qword ptr [r15 + 25710304]
+    jmp .Lc1_d1262_j_t
+.Lc1_d1262_j:
     mov qword ptr [r15 + 0], rcx
-    xor ecx, ebp
-    shr ecx, 21
+    or qword ptr [r15 + 0], 35
+    mov dword ptr [r15 + 0], 171
+    movzx ecx, cl
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
+    movzx eax, cl
+    shr ecx, 20
+    mov rbp, rcx
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov ecx, 3
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    sub rax, rcx
-    test dword ptr [r15 + 25710299], 570441732
+    mov ecx, dword ptr [r15 + 192]
+    mov eax, dword ptr [r15 + 576]
+    test ebx, 1632
     jnz 1f
 1:
-    movzx ebp, al
-    mov edx, 96
-    movzx edx, byte ptr [r15 + 1216]
-    lea r9, [rdx + rax*2 + 115]
+    lea rcx, [rcx + rax*2 + 123]
+    mov ecx, 210
+    or ecx, eax
     test ebx, 1073741824
+    jnz 1f
+1:
+    mov rax, rcx
+    mov qword ptr [r15 + 64], rax
+    movzx eax, byte ptr [r14 + 384]
+    test dword ptr [r15 + 25710300], 269552128
     jz 1f
 1:
-    mov rdi, qword ptr [r14 + 256]
-    mov rdx, rdi
-    mov rax, rbp
-    test ebx, 1073741824
+    shr eax, 7
+    inc eax
+    movzx eax, al
+    mov qword ptr [r14 + 512], rax
+    test dword ptr [r15 + 25710300], 34603089
     jz 1f
 1:
-    shr eax, 1
-    inc ebp
-    movzx r9d, r9b
-    add r9, rbp
-    test bl, 192
-    jnz 1f
+    shr r8d, 1
+    mov rbp, r8
+    mov rcx, qword ptr [r14 + 1152]
+    test dword ptr [r15 + 25710300], 2163464
+    jz 1f
 1:
-    mov edx, dword ptr [r14 + 576]
-    lea rbp, [rax + rdx*2 + 6]
-    shr edx, 24
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx eax, byte ptr [r15 + 896]
-    add rax, qword ptr [r15 + 384]
-    or eax, eax
-    mov dword ptr [r15 + 512], 32
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movsxd r9, dword ptr [r14 + 192]
-    lea rax, [r9 + rax*2 + 30]
-    neg rax
+    xor ebp, r8d
+    movzx ecx, byte ptr [r14 + 1536]
+    xor ebp, r8d
     inc rbx
     dec r13
     jz .Lc1_b8_done
@@ -2423,73 +2396,77 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 25710296]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 25710296], rax
-    lea rcx, [rip + .Lc1_d1327_j]
+    lea rcx, [rip + .Lc1_d1313_j]
     add rcx, qword ptr [r15 + 25710304]
-    jmp .Lc1_d1327_j_t
-.Lc1_d1327_j:
-    mov r9, r10
-    mov eax, 121
-    and r9, 448
-    movzx ebp, byte ptr [r14 + r9 + 1600]
-    and r9d, dword ptr [r15 + 0]
-    movzx ecx, cl
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    jmp .Lc1_d1313_j_t
+.Lc1_d1313_j:
     jmp 1f
 1:
-    mov ecx, 214
-    test ebx, 1073741824
-    jz 1f
-1:
-    and r9, rcx
-    movzx r9d, r9b
-    add r9, 17
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r14 + 320], rcx
-    test r9d, r9d
     jmp 1f
 1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r9, r9
-    or ecx, r9d
-    and r9d, dword ptr [r15 + 64]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r9d, r9d
-    mov ebp, dword ptr [r15 + 960]
-    lock or dword ptr [r15 + 448], 24
-    mov ecx, 130
-    test ebx, 1073741824
-    jnz 1f
-1:
-    neg rbp
-    or ebp, ebp
-    sub rbp, r9
-    test dword ptr [r15 + 25710299], 17828480
-    jz 1f
-1:
-    mov rcx, qword ptr [r15 + 256]
-    mov ebp, ecx
+    or ecx, eax
+    lea rbp, [rax + rax*2 + 105]
     mov rax, rbp
-    mov r9d, ebp
     test ebx, 1073741824
     jz 1f
 1:
-    inc dword ptr [r15 + 640]
-    cmp r9, r9
+    mov eax, r9d
+    mov dword ptr [r14 + 0], eax
+    mov ecx, eax
+    mov ecx, 34
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov ebp, 171
+    mov qword ptr [r15 + 320], rax
+    movzx eax, bpl
+    neg r8
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and rax, rcx
     jmp 1f
 1:
-    add r11, 64
-    add r10, r11
+    movzx eax, r8b
+    mov ebp, eax
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov ecx, 233
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov ecx, 15
+    test ebx, 1073741824
+    jz 1f
+1:
+    or ecx, ecx
+    cmp rcx, r9
+    sub rax, rcx
+    movzx ecx, byte ptr [r14 + 192]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + 0], 127
+    test ecx, ecx
+    mov r8, qword ptr [r15 + 256]
+    mov ecx, dword ptr [r15 + 1216]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rax, qword ptr [r15 + 704]
+    mov rcx, qword ptr [r14 + 64]
+    jmp 1f
+1:
+    mov r9, qword ptr [r14 + 448]
+    test dword ptr [r15 + 25710300], 134283360
+    jnz 1f
+1:
+    movzx eax, r9b
+    add rcx, 41
+    mov rcx, qword ptr [r15 + 128]
+    shl rcx, 14
     inc rbx
     dec r13
     jz .Lc1_b8_done
@@ -2497,71 +2474,68 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 25710296]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 25710296], rax
-    lea rcx, [rip + .Lc1_d1389_j]
+    lea rcx, [rip + .Lc1_d1376_j]
     add rcx, qword ptr [r15 + 25710304]
-    jmp .Lc1_d1389_j_t
-.Lc1_d1389_j:
-    mov dword ptr [r15 + 512], 124
-    sub rax, rcx
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov qword ptr [r14 + 192], rax
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx eax, al
-    add rcx, 85
-    jmp 1f
-1:
-    and ecx, dword ptr [r15 + 192]
+    jmp .Lc1_d1376_j_t
+.Lc1_d1376_j:
+    mov eax, ecx
+    inc dword ptr [r14 + 640]
+    movsxd rax, dword ptr [r15 + 960]
+    movzx ecx, al
     test ebx, 1073741824
     jnz 1f
 1:
-    mov dword ptr [r15 + 128], ecx
-    neg rcx
-    mov r9, rdx
-    and eax, dword ptr [r15 + 256]
-    test dword ptr [r15 + 25710299], 135267368
+    mov r9, qword ptr [r15 + 192]
+    test eax, r9d
+    mov rax, qword ptr [r15 + 256]
+    test ebx, 1073741824
     jz 1f
 1:
-    mov eax, ecx
-    mov eax, edi
+    mov qword ptr [r15 + 64], r9
+    add rcx, rdx
+    movzx eax, cl
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r14 + 320], esi
+    mov rcx, r9
+    mov rcx, rcx
+    test dword ptr [r15 + 25710300], 73761
+    jnz 1f
+1:
+    add rcx, 16
+    shr ecx, 11
+    mov r9, r10
+    lea rcx, [r9 + rcx*2 + 32]
+    test ebx, 1073741824
+    jz 1f
+1:
+    and r9, 448
+    xchg qword ptr [r15 + r9 + 1600], r9
+    inc dword ptr [r15 + 384]
+    movsxd rcx, dword ptr [r14 + 128]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    add rcx, 37
+    jmp 1f
+1:
+    sub r9, rcx
+    test dword ptr [r15 + 25710299], 171982848
+    jnz 1f
+1:
+    movzx eax, byte ptr [r14 + 512]
     add rcx, rax
-    add rax, r9
-    test ebx, 1073741824
+    mov r9d, dword ptr [r15 + 768]
+    test ebx, 1152
     jnz 1f
 1:
-    mov rax, rax
+    mov eax, r9d
+    inc ecx
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rax, qword ptr [r14 + 384]
-    movsxd rcx, dword ptr [r14 + 320]
-    movzx r9d, al
-    mov dword ptr [r15 + 128], 185
-    test ebx, 1073741824
-    jz 1f
-1:
-    xor dword ptr [r15 + 576], r9d
-    mov qword ptr [r14 + 704], rax
-    add r9, 79
-    add rax, r9
-    test dword ptr [r15 + 25710300], 35684353
-    jnz 1f
-1:
-    mov eax, ecx
-    jmp 1f
-1:
-    movzx ebp, byte ptr [r14 + 64]
-    jmp 1f
-1:
+    add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
@@ -2569,68 +2543,63 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 25710296]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 25710296], rax
-    lea rcx, [rip + .Lc1_d1446_j]
+    lea rcx, [rip + .Lc1_d1434_j]
     add rcx, qword ptr [r15 + 25710304]
-    jmp .Lc1_d1446_j_t
-.Lc1_d1446_j:
-    mov byte ptr [r15 + 0], cl
-    neg rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    add r9, rcx
-    movzx ecx, r9b
-    cmp rax, rcx
-    test dword ptr [r15 + 25710300], 33824800
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov rcx, qword ptr [r15 + 1280]
-    movzx r9d, byte ptr [r15 + 320]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx eax, byte ptr [r15 + 64]
-    mov rcx, rcx
-    jmp 1f
-1:
-    mov edx, r9d
-    test ebx, 736
-    jnz 1f
-1:
-    xor edx, ecx
-    movsxd rdx, dword ptr [r14 + 256]
-    mov rbp, qword ptr [r14 + 128]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    movzx ebp, bpl
-    sub rax, rbp
+    jmp .Lc1_d1434_j_t
+.Lc1_d1434_j:
+    mov eax, dword ptr [r15 + 25710300]
+    and eax, 15
+    lea rcx, [rip + .Lc1_d1438_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d1438_s_t
+    .p2align 3
+.Lc1_d1438_s:
+    .p2align 3
+    jmp .Lc1_d1438_j
+    .p2align 3
+    jmp .Lc1_d1438_j
+    .p2align 3
+    jmp .Lc1_d1438_j
+    .p2align 3
+    jmp .Lc1_d1438_j
+    .p2align 3
+    jmp .Lc1_d1438_j
+    .p2align 3
+    jmp .Lc1_d1438_j
+    .p2align 3
+    jmp .Lc1_d1438_j
+    .p2align 3
+    jmp .Lc1_d1438_j
+    .p2align 3
+    jmp .Lc1_d1438_j
+    .p2align 3
+    jmp .Lc1_d1438_j
+    .p2align 3
+    jmp .Lc1_d1438_j
+    .p2align 3
+    jmp .Lc1_d1438_j
+    .p2align 3
+    jmp .Lc1_d1438_j
+    .p2align 3
+    jmp .Lc1_d1438_j
+    .p2align 3
+    jmp .Lc1_d1438_j
+    .p2align 3
+    jmp .Lc1_d1438_j
+.Lc1_d1438_j:
+    mov ecx, 189
     test ebx, 1073741824
     jz 1f
 1:
-    movzx edx, byte ptr [r15 + 448]
-    mov eax, 231
-    movzx eax, al
-    mov ebp, ecx
+    mov rax, qword ptr [r14 + 576]
     test ebx, 1073741824
     jnz 1f
 1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 192], 68
-    mov edx, 171
-    test dword ptr [r15 + 25710299], 536911890
+    movzx eax, cl
+    test dword ptr [r15 + 25710300], 1086325000
     jz 1f
 1:
-    movzx edx, byte ptr [r14 + 1024]
-    mov ebp, dword ptr [r14 + 640]
-    or qword ptr [r15 + 384], 72
+    movzx ecx, byte ptr [r15 + 256]
     inc rbx
     dec r13
     jz .Lc1_b8_done
@@ -2638,70 +2607,61 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 25710296]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 25710296], rax
-    lea rcx, [rip + .Lc1_d1502_j]
+    lea rcx, [rip + .Lc1_d1476_j]
     add rcx, qword ptr [r15 + 25710304]
-    jmp .Lc1_d1502_j_t
-.Lc1_d1502_j:
-    mov ecx, dword ptr [r14 + 768]
-    add rcx, rbp
-    and rbp, rcx
-    lock xadd qword ptr [r15 + 256], rbp
+    jmp .Lc1_d1476_j_t
+.Lc1_d1476_j:
+    movzx eax, cl
+    mov ecx, 141
+    mov eax, 218
+    mov rcx, qword ptr [r15 + 128]
     test ebx, 320
     jnz 1f
 1:
-    sub rbp, rdx
-    or eax, ebp
-    mov r9, qword ptr [r14 + 192]
-    mov edx, 230
+    mov qword ptr [r15 + 256], rax
+    mov byte ptr [r15 + 320], cl
+    mov eax, dword ptr [r14 + 128]
     test ebx, 1073741824
     jnz 1f
 1:
-    or edx, r9d
-    mov dword ptr [r15 + 384], edx
-    neg rdx
-    shl rdx, 22
-    test ebx, 1073741824
-    jz 1f
-1:
-    xor ebp, edx
-    jmp 1f
-1:
-    shl rcx, 28
-    movzx ebp, bpl
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov byte ptr [r15 + 0], bpl
-    mov edx, 11
-    mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 25710300], 67174407
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], 187
-    movzx ebp, dl
-    mov ebp, 188
-    jmp 1f
-1:
-    test dword ptr [r15 + 25710300], 68681746
-    jz 1f
-1:
-    xor ebp, edx
-    mov dword ptr [r15 + 0], eax
-    .byte 0x66, 0x90
-    movzx edx, byte ptr [r15 + 1344]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov edx, ebp
-    mov rbp, qword ptr [r14 + 512]
-    movzx edx, byte ptr [r14 + 1088]
-    mov rax, rcx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    shr eax, 20
     xor dword ptr [r15 + 64], eax
-    or edi, eax
+    mov rcx, qword ptr [r15 + 1280]
+    sub r9, rcx
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx ecx, r9b
+    mov byte ptr [r15 + 640], cl
+    movsxd rcx, dword ptr [r14 + 384]
+    test dword ptr [r15 + 25710300], 4107
+    jnz 1f
+1:
+    or ecx, r9d
+    mov eax, dword ptr [r15 + 192]
+    mov rdx, rax
+    inc dword ptr [r15 + 448]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx edx, byte ptr [r15 + 1344]
+    mov esi, edx
+    movzx r9d, cl
+    test ebx, 1073741824
+    jz 1f
+1:
+    add r9, rcx
+    or r9d, r9d
+    lea rdi, [r15 + 25702080]
+    lea rsi, [r15 + 25706176]
+    mov ecx, 67
+    rep movsb
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rsi, qword ptr [r14 + 1024]
+    jmp 1f
+1:
+    mov edi, dword ptr [r14 + 512]
     inc rbx
     dec r13
     jz .Lc1_b8_done
@@ -2709,75 +2669,73 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 25710296]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 25710296], rax
-    lea rcx, [rip + .Lc1_d1562_j]
+    lea rcx, [rip + .Lc1_d1529_j]
     add rcx, qword ptr [r15 + 25710304]
-    jmp .Lc1_d1562_j_t
-.Lc1_d1562_j:
-    mov eax, 168
-    mov eax, 218
-    movzx r9d, byte ptr [r15 + 320]
-    mov ecx, dword ptr [r15 + 128]
-    test dword ptr [r15 + 25710300], 135432
+    jmp .Lc1_d1529_j_t
+.Lc1_d1529_j:
+    inc eax
+    jmp 1f
+1:
+    movzx esi, byte ptr [r15 + 384]
+    neg rdi
+    test dword ptr [r15 + 25710300], 401416
     jnz 1f
 1:
-    movsxd rax, dword ptr [r15 + 448]
-    neg rax
-    sub r9, rdx
-    mov edx, dword ptr [r15 + 128]
+    mov rdx, rcx
+    add rax, qword ptr [r15 + 448]
+    lock xadd qword ptr [r15 + 0], rcx
+    mov edi, 229
     test ebx, 1073741824
     jnz 1f
 1:
-    inc ecx
-    mov ecx, 82
-    movsxd rax, dword ptr [r15 + 64]
-    mov r9, rsi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edi, esi
+    lea rsi, [rdi + rdi*2 + 82]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movsxd rdi, dword ptr [r14 + 256]
+    shr edx, 3
+    movsxd rcx, dword ptr [r14 + 64]
+    jmp 1f
+1:
     test ebx, 1073741824
     jz 1f
 1:
-    movsxd rdx, dword ptr [r15 + 192]
-    movsxd r9, dword ptr [r15 + 576]
-    movsxd rcx, dword ptr [r14 + 1216]
-    or qword ptr [r14 + 256], 17
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    shr edx, 5
-    neg r9
-    test ebx, 1073741824
-    jnz 1f
-1:
+    movsxd rax, dword ptr [r15 + 192]
+    mov ebp, dword ptr [r14 + 832]
     inc ebp
-    mov edx, r9d
-    mov r9d, r9d
-    jmp 1f
-1:
-    test bl, 192
-    jnz 1f
-1:
-    mov rcx, r9
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r14 + 832], 51
-    test dword ptr [r15 + 25710300], 67109913
+    mov edx, dword ptr [r15 + 1216]
+    test ebx, 1073741824
     jz 1f
 1:
+    mov r8d, 169
+    mov ebp, r8d
+    mov rcx, rdx
+    test ebx, 356352
+    jz 1f
+1:
+    movsxd rax, dword ptr [r15 + 1088]
+    neg rcx
+    mov byte ptr [r14 + 128], al
     jmp 1f
 1:
-    movzx r9d, cl
-    jmp 1f
-1:
-    mov byte ptr [r15 + 0], r9b
     test ebx, 1073741824
     jnz 1f
 1:
-    lea r9, [r9 + r9*2 + 58]
     jmp 1f
 1:
-    shl rcx, 27
+    movzx edx, cl
+    jmp 1f
+1:
+    mov dword ptr [r15 + 576], 124
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov ecx, 181
+    jmp 1f
+1:
+    shl rcx, 28
     inc rbx
     dec r13
     jz .Lc1_b8_done
@@ -2785,65 +2743,63 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 25710296]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 25710296], rax
-    lea rcx, [rip + .Lc1_d1622_j]
+    lea rcx, [rip + .Lc1_d1588_j]
     add rcx, qword ptr [r15 + 25710304]
-    jmp .Lc1_d1622_j_t
-.Lc1_d1622_j:
-    and rax, rcx
-    inc r9d
-    jmp 1f
-1:
-    mov r9d, dword ptr [r15 + 640]
-    test ebx, 1073741824
-    jz 1f
-1:
-    movsxd rsi, dword ptr [r15 + 1152]
-    mov r9, qword ptr [r14 + 64]
-    add r9, 64
-    mov rax, rsi
-    test ebx, 736
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 192], 80
-    inc esi
-    test dword ptr [r15 + 25710300], 569600
-    jz 1f
-1:
-    mov byte ptr [r14 + 128], al
+    jmp .Lc1_d1588_j_t
+.Lc1_d1588_j:
+    lea rcx, [rip + .Lc1_d1592_j]
+    add rcx, qword ptr [r15 + 25710304]
+    jmp .Lc1_d1592_j_t
+.Lc1_d1592_j:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    cmp rax, rsi
-    test dword ptr [r15 + 25710300], 1577232
-    jz 1f
-1:
-    mov eax, esi
-    mov esi, r9d
-    movzx esi, sil
-    mov esi, 86
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx esi, byte ptr [r14 + 384]
-    sub rsi, rax
-    lea rdi, [r15 + 25702080]
-    mov ecx, 45
-    rep stosb
+    mov dword ptr [r15 + 0], 107
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    movsxd rax, dword ptr [r15 + 512]
-    mov dword ptr [r14 + 0], 163
-    mov rsi, qword ptr [r15 + 256]
-    shl rcx, 11
+    mov rdx, rax
+    mov byte ptr [r15 + 640], cl
+    movzx eax, cl
     test ebx, 1073741824
     jz 1f
 1:
+    shl rax, 15
+    mov dword ptr [r14 + 64], 241
+    or qword ptr [r15 + 256], 34
+    test dword ptr [r15 + 25710300], 1208090656
+    jnz 1f
+1:
+    add rdx, 106
+    mov dword ptr [r15 + 128], 7
+    mov ecx, edx
+    test ebx, 1376
+    jnz 1f
+1:
+    movsxd rdx, dword ptr [r15 + 320]
+    mov rcx, qword ptr [r15 + 896]
     jmp 1f
 1:
-    mov dword ptr [r14 + 320], 28
-    shl rsi, 21
+    cmp rax, rax
+    test ebx, 495616
+    jz 1f
+1:
+    mov eax, 124
+    movzx edx, byte ptr [r14 + 192]
+    inc edx
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov edx, edx
+    mov eax, 255
+    shl rcx, 13
+    test ebx, 1073741824
+    jnz 1f
+1:
+    .byte 0x0f, 0x1f, 0x00
+    movsxd rax, dword ptr [r14 + 512]
+    jmp 1f
+1:
     inc rbx
     dec r13
     jz .Lc1_b8_done
@@ -2851,62 +2807,71 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 25710296]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 25710296], rax
-    xor eax, eax
-    test dword ptr [r15 + 25710300], 5800000
-    setz al
-    lea rcx, [rip + .Lc1_d1677_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d1677_s_t
-    .p2align 3
-.Lc1_d1677_s:
-    .p2align 3
-    jmp .Lc1_d1677_j
-    .p2align 3
-    jmp .Lc1_d1677_j
-.Lc1_d1677_j:
-    movzx eax, sil
-    movzx edi, al
-    mov r9, qword ptr [r15 + 384]
-    test dword ptr [r15 + 25710299], 268437509
+    lea rcx, [rip + .Lc1_d1642_j]
+    add rcx, qword ptr [r15 + 25710304]
+    jmp .Lc1_d1642_j_t
+.Lc1_d1642_j:
+    movsxd rax, dword ptr [r15 + 64]
+    mov qword ptr [r15 + 1152], rdx
+    movsxd r9, dword ptr [r14 + 384]
+    movzx edx, al
+    test ebx, 1073741824
+    jz 1f
+1:
+    xor eax, r9d
+    mov edx, dword ptr [r14 + 320]
+    add rax, rdx
+    cmp r9, rdx
+    test ebx, 1073741824
+    jz 1f
+1:
+    xor dword ptr [r14 + 0], edx
+    lea rdi, [rax + rax*2 + 63]
+    mov qword ptr [r14 + 0], rdi
+    movzx eax, dl
+    test ebx, 1073741824
     jnz 1f
 1:
-    vpaddd ymm0, ymm10, ymmword ptr [r15 + 1408]
-    movsxd r9, dword ptr [r15 + 448]
-    mov rax, r9
+    movzx eax, al
+    test eax, edi
+    mov edi, edx
+    sub r8, rdi
     test ebx, 1073741824
+    jz 1f
+1:
+    mov ecx, r8d
+    shl rcx, 16
+    and rcx, rdx
+    test dword ptr [r15 + 25710299], 268435856
     jnz 1f
 1:
     jmp 1f
 1:
-    movsxd r9, dword ptr [r14 + 256]
-    test dword ptr [r15 + 25710299], 524425
-    jnz 1f
-1:
-    and rax, rbp
-    mov esi, eax
-    mov r9, r10
-    lock xadd qword ptr [r15 + 896], rax
-    test ebx, 1073741824
+    mov ecx, dword ptr [r15 + 256]
+    bswap rdi
+    or qword ptr [r15 + 192], 117
+    test dword ptr [r15 + 25710299], 2179144
     jz 1f
 1:
-    xor dword ptr [r14 + 1280], esi
-    and r9, 1984
-    movzx ebp, byte ptr [r15 + r9 + 3136]
+    movsxd rbp, dword ptr [r15 + 448]
+    mov rcx, rdi
+    sub rbp, rcx
+    jmp 1f
+1:
+    test dword ptr [r15 + 25710300], 32852
+    jnz 1f
+1:
+    movzx ebp, dil
+    neg rcx
+    or edx, ecx
+    or eax, ecx
     test ebx, 1073741824
     jnz 1f
 1:
-    sub rbp, r9
-    mov rbp, r10
-    or esi, r9d
-    and rbp, 448
-    mov qword ptr [r15 + rbp + 1600], rdi
-    test ebx, 1073741824
-    jnz 1f
+    mov dword ptr [r14 + 128], 50
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
 1:
-    lea r8, [rbp + rsi*2 + 27]
-    or eax, r8d
-    add r11, 64
-    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
@@ -2914,197 +2879,197 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 25710296]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 25710296], rax
-    lea rcx, [rip + .Lc1_d1728_j]
+    lea rcx, [rip + .Lc1_d1702_j]
     add rcx, qword ptr [r15 + 25710304]
-    jmp .Lc1_d1728_j_t
-.Lc1_d1728_j:
-    jmp 1f
-1:
-    and rcx, rbp
-    mov ebp, ecx
+    jmp .Lc1_d1702_j_t
+.Lc1_d1702_j:
+    lock or dword ptr [r15 + 1408], 30
+    add rcx, qword ptr [r14 + 1280]
+    xor ecx, ebp
+    and rcx, rcx
     test ebx, 1073741824
     jnz 1f
 1:
-    add rax, qword ptr [r14 + 640]
-    mov ecx, ecx
-    mov r8d, r9d
-    test dword ptr [r15 + 25710299], 2687024
-    jz 1f
+    jmp 1f
 1:
-    shr ebp, 21
+    movzx edx, byte ptr [r15 + 512]
+    and eax, dword ptr [r15 + 192]
     mov rbp, r10
-    popcnt rax, rax
-    movzx r8d, byte ptr [r15 + 960]
     test ebx, 1073741824
     jz 1f
 1:
-    and rbp, 960
-    mov rax, qword ptr [r15 + rbp + 2112]
-    mov byte ptr [r15 + 576], al
-    mov r8, r10
-    add qword ptr [r15 + 64], r8
+    mov r8, qword ptr [r14 + 384]
+    mov rcx, r8
+    and rbp, 524224
+    mov r8, qword ptr [r15 + rbp + 14691392]
+    test ebx, 1152
+    jnz 1f
+1:
+    movzx r9d, sil
+    mov ebp, ebp
+    movsxd rbp, dword ptr [r15 + 704]
+    test ebx, 1152
+    jnz 1f
+1:
+    inc edx
+    mov eax, edx
+    shr ecx, 20
+    neg rbp
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx eax, r8b
-    and r8, 524224
-    add rax, qword ptr [r15 + r8 + 14691392]
-    mov r8, r10
-    movsxd rbp, dword ptr [r15 + 512]
+    mov r9d, ecx
+    movsxd rbp, dword ptr [r15 + 576]
+    jmp 1f
+1:
+    mov r9, r10
     test ebx, 1073741824
+    jnz 1f
+1:
+    mov rbp, rbp
+    and r9, 1984
+    vmovdqu ymm11, ymmword ptr [r15 + r9 + 3136]
+    mov r9, r10
+    jmp 1f
+1:
+    test dword ptr [r15 + 25710300], 310902785
     jz 1f
 1:
-    and r8, 2097088
-    mov dword ptr [r15 + r8 + 15215680], 160
-    movsxd rax, dword ptr [r14 + 192]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rax, rax
-    vpaddd ymm10, ymm0, ymmword ptr [r14 + 128]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r8, qword ptr [r14 + 256]
-    mov ebp, eax
-    and eax, dword ptr [r15 + 320]
+    add rbp, qword ptr [r15 + 256]
+    and r9, 448
+    mov edx, dword ptr [r15 + r9 + 1600]
+    shr r9d, 10
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c12:
-    lea rcx, [rip + .Lc1_d1781_j]
+    mov rax, qword ptr [r15 + 25710296]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 25710296], rax
+    lea rcx, [rip + .Lc1_d1760_j]
     add rcx, qword ptr [r15 + 25710304]
-    jmp .Lc1_d1781_j_t
-.Lc1_d1781_j:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    jmp .Lc1_d1760_j_t
+.Lc1_d1760_j:
+    lea rcx, [rip + .Lc1_d1764_j]
+    add rcx, qword ptr [r15 + 25710304]
+    jmp .Lc1_d1764_j_t
+.Lc1_d1764_j:
+    shr ecx, 31
+    cmp rsi, rax
+    jmp 1f
+1:
+    test dword ptr [r15 + 25710299], 276890116
+    jz 1f
+1:
+    jmp 1f
+1:
+    mov r8, r10
+    mov rcx, qword ptr [r14 + 192]
     test ebx, 1073741824
     jz 1f
 1:
-    movzx ecx, dl
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx edx, dl
-    jmp 1f
-1:
+    and r8, 2097088
+    movsxd rax, dword ptr [r14 + r8 + 15215680]
+    mov r8d, 57
+    mov r9d, dword ptr [r14 + 320]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, 234
-    mov edx, 253
-    test ebx, 640
+    mov rcx, qword ptr [r15 + 640]
+    mov r8d, r8d
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx r8d, r8b
+    lock or dword ptr [r15 + 128], 48
+    mov r9, r10
+    movzx eax, r9b
+    test ebx, 1073741824
     jnz 1f
 1:
-    movzx ecx, cl
-    mov eax, edx
-    mov dword ptr [r14 + 576], edx
+    movsxd rax, dword ptr [r14 + 64]
+    and r9, 960
+    mov byte ptr [r15 + r9 + 2112], cl
+    test ebx, 1073741824
+    jnz 1f
+1:
     mov rcx, qword ptr [r15 + 256]
-    test ebx, 1920
-    jnz 1f
-1:
-    mov rdx, rax
-    jmp 1f
-1:
-    mov dword ptr [r15 + 192], ecx
-    mov dword ptr [r14 + 128], edx
+    movzx esi, byte ptr [r15 + 448]
+    and r9, r8
     test ebx, 1073741824
     jz 1f
 1:
-    add rcx, rax
-    lock or dword ptr [r15 + 1216], 40
-    inc dword ptr [r14 + 64]
-    movzx eax, dil
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx edx, byte ptr [r15 + 384]
-    neg rcx
-    mov ecx, 215
-    and eax, dword ptr [r15 + 1024]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rax, qword ptr [r14 + 704]
-    mov byte ptr [r15 + 448], dl
-    mov ecx, 108
-    jmp 1f
-1:
+    mov dword ptr [r15 + 960], 158
+    mov r9d, 215
+    add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c13:
-    mov rax, qword ptr [r15 + 25710296]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 25710296], rax
-    lea rcx, [rip + .Lc1_d1837_j]
+    lea rcx, [rip + .Lc1_d1811_j]
     add rcx, qword ptr [r15 + 25710304]
-    jmp .Lc1_d1837_j_t
-.Lc1_d1837_j:
-    mov qword ptr [r15 + 256], rcx
-    mov ecx, 245
-    movzx eax, byte ptr [r14 + 64]
-    xor dword ptr [r14 + 320], eax
-    test dword ptr [r15 + 25710299], 356516096
-    jz 1f
-1:
-    mov edx, eax
-    mov rsi, rdx
-    mov eax, dword ptr [r15 + 192]
+    jmp .Lc1_d1811_j_t
+.Lc1_d1811_j:
+    mov dword ptr [r15 + 384], 65
+    mov dword ptr [r14 + 128], ecx
+    mov dword ptr [r14 + 64], ecx
+    movsxd rsi, dword ptr [r14 + 1024]
+    neg rsi
     test ebx, 1073741824
     jz 1f
 1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov eax, 240
+    mov dword ptr [r15 + 192], esi
+    mov esi, 252
+    movsxd rsi, dword ptr [r15 + 320]
+    add qword ptr [r15 + 0], rsi
     test ebx, 1073741824
+    jnz 1f
+1:
+    mov esi, esi
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1152
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    and rsi, rax
-    mov eax, 61
-    and rsi, rsi
-    test dword ptr [r15 + 25710299], 70016
+    mov r9d, 232
+    shl rsi, 21
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
     jnz 1f
 1:
-    imul r9, qword ptr [r15 + 0]
-    movsxd rsi, dword ptr [r14 + 768]
-    sub r9, rsi
+    mov esi, 213
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 1216], esi
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
-    cmp rax, rsi
-    neg r9
-    mov byte ptr [r15 + 640], sil
-    test dword ptr [r15 + 25710300], 543162912
-    jz 1f
-1:
-    mov esi, 2
+    mov rdi, r9
     jmp 1f
 1:
-    mov byte ptr [r14 + 1472], sil
-    shl rsi, 5
-    test ebx, 446464
+    mov r9d, 219
+    mov r9d, esi
+    test ebx, 1073741824
     jz 1f
 1:
-    inc esi
-    movsxd rdi, dword ptr [r14 + 128]
-    or edi, edi
+    or qword ptr [r15 + 256], 17
+    or r9d, r9d
+    jmp 1f
+1:
+    mov dword ptr [r14 + 576], 24
     test ebx, 1073741824
     jnz 1f
 1:
-    mov dword ptr [r15 + 384], 223
-    neg rsi
+    mov r9, qword ptr [r14 + 768]
+    jmp 1f
+1:
+    mov rsi, rdi
     mov rsi, qword ptr [r15 + 512]
     inc rbx
     dec r13
@@ -3113,71 +3078,70 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 25710296]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 25710296], rax
-    lea rcx, [rip + .Lc1_d1893_j]
+    lea rcx, [rip + .Lc1_d1868_j]
     add rcx, qword ptr [r15 + 25710304]
-    jmp .Lc1_d1893_j_t
-.Lc1_d1893_j:
-    and rax, rcx
-    xor eax, esi
-    jmp 1f
-1:
-    test eax, eax
+    jmp .Lc1_d1868_j_t
+.Lc1_d1868_j:
+    mov dword ptr [r14 + 832], eax
+    and r9d, dword ptr [r15 + 640]
+    shl rax, 27
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    xchg qword ptr [r15 + 576], rcx
-    add qword ptr [r14 + 1088], rsi
     mov r12, qword ptr [r15 + r12 + 56]
-    shl rcx, 27
-    test dword ptr [r15 + 25710299], 1610612928
-    jnz 1f
+    mov rsi, qword ptr [r15 + 128]
+    xor ecx, r9d
+    sub rax, rcx
+    test dword ptr [r15 + 25710299], 1612710080
+    jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx edi, cl
     jmp 1f
 1:
-    mov ecx, edi
+    mov rsi, qword ptr [r15 + 384]
+    mov ecx, 123
     test ebx, 1073741824
     jnz 1f
 1:
-    mov dword ptr [r15 + 128], ecx
-    mov edi, esi
-    add rcx, rdi
-    mov esi, 66
+    mov dword ptr [r15 + 192], eax
+    mov eax, ecx
+    test ecx, esi
+    xor eax, esi
     test dword ptr [r15 + 25710299], 268448000
     jnz 1f
 1:
-    mov qword ptr [r14 + 256], rcx
-    mov r9, r10
-    jmp 1f
-1:
-    mov rcx, qword ptr [r14 + 1280]
-    and r9, 4032
-    inc dword ptr [r15 + r9 + 5184]
+    add rax, rax
+    mov esi, esi
+    xchg qword ptr [r15 + 1472], rsi
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r9, qword ptr [r15 + 320]
-    xor ebp, ecx
-    mov edi, dword ptr [r15 + 64]
-    sub r9, rdi
+    vpaddd ymm6, ymm11, ymmword ptr [r14 + 448]
+    movzx edi, sil
+    jmp 1f
+1:
+    xor eax, edi
     test ebx, 1073741824
     jz 1f
 1:
-    movsxd r9, dword ptr [r15 + 192]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov rbp, qword ptr [r15 + 448]
+    movzx eax, byte ptr [r14 + 256]
+    mov edi, dword ptr [r14 + 64]
+    add rdi, rsi
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx ebp, bpl
-    mov rdi, rbp
-    movzx eax, byte ptr [r15 + 192]
-    add r11, 64
-    add r10, r11
+    mov edi, 231
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov rdi, rax
+    test dword ptr [r15 + 25710300], 6422592
+    jnz 1f
+1:
+    movzx ecx, r8b
+    mov r9, rcx
+    mov ecx, 174
     inc rbx
     dec r13
     jz .Lc1_b8_done
@@ -3185,77 +3149,66 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 25710296]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 25710296], rax
-    lea rcx, [rip + .Lc1_d1952_j]
+    lea rcx, [rip + .Lc1_d1926_j]
     add rcx, qword ptr [r15 + 25710304]
-    jmp .Lc1_d1952_j_t
-.Lc1_d1952_j:
-    mov qword ptr [r14 + 0], rcx
-    mov ecx, eax
-    mov ecx, 32
-    add rax, qword ptr [r14 + 0]
-    test ebx, 576
-    jnz 1f
-1:
-    movzx ecx, cl
-    .byte 0x66, 0x90
-    mov rax, r9
-    shr eax, 15
+    jmp .Lc1_d1926_j_t
+.Lc1_d1926_j:
+    lea rcx, [rip + .Lc1_d1930_j]
+    add rcx, qword ptr [r15 + 25710304]
+    jmp .Lc1_d1930_j_t
+.Lc1_d1930_j:
+    mov eax, dword ptr [r15 + 320]
+    or qword ptr [r15 + 512], 76
+    mov ecx, ecx
+    mov byte ptr [r15 + 576], cl
     test ebx, 1073741824
     jz 1f
 1:
-    jmp 1f
-1:
-    imul rcx, qword ptr [r15 + 832]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and ecx, dword ptr [r15 + 0]
-    movzx eax, al
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, r8
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, r8d
-    mov rcx, qword ptr [r14 + 320]
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    shr r8d, 10
-    inc dword ptr [r15 + 512]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx ecx, al
-    shl r8, 8
-    movsxd rax, dword ptr [r14 + 384]
-    mov r8d, ecx
-    test dword ptr [r15 + 25710300], 402654224
-    jnz 1f
-1:
-    or r8d, ecx
-    inc ecx
-    shr eax, 19
-    test dword ptr [r15 + 25710300], 19267584
-    jnz 1f
-1:
-    add rcx, 25
-    vpaddd ymm10, ymm10, ymmword ptr [r15 + 256]
     inc edx
-    mov ecx, edx
+    movsxd r9, dword ptr [r14 + 64]
+    mov qword ptr [r15 + 1088], rcx
+    test dword ptr [r15 + 25710300], 1076363520
+    jnz 1f
+1:
+    mov rax, rcx
+    jmp 1f
+1:
+    mov rax, rax
+    test ebx, 736
+    jnz 1f
+1:
+    movsxd rcx, dword ptr [r14 + 1280]
+    mov r9, r10
+    or eax, edx
+    movzx r8d, dl
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and r9, 4032
+    mov r8, qword ptr [r15 + r9 + 5184]
+    inc eax
+    or qword ptr [r15 + 192], 81
+    movzx r9d, al
     test ebx, 1073741824
     jz 1f
 1:
-    neg rdx
-    shr edx, 18
-    movsxd r8, dword ptr [r15 + 64]
+    shr edi, 15
+    imul r8, qword ptr [r14 + 256]
+    mov edi, dword ptr [r14 + 128]
+    test dword ptr [r15 + 25710300], 16787459
+    jz 1f
+1:
+    test r9d, edi
+    shr r8d, 28
+    neg r8
+    test ebx, 1376
+    jnz 1f
+1:
+    sub rdi, r8
+    .byte 0x66, 0x90
+    mov r9d, 155
+    add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jnz .Lc1_b8_c0
@@ -3698,91 +3651,119 @@ ditto_body_init_c2:
     jmp rcx
 .Lc1_b0_stubs_t:
     jmp rcx
-.Lc1_d557_j_t:
+.Lc1_d539_j_t:
     jmp rcx
-.Lc1_d613_j_t:
+.Lc1_b3_stubs_t:
     jmp rcx
-.Lc1_d671_j_t:
+.Lc1_d828_j_t:
     jmp rcx
-.Lc1_d721_s_t:
+.Lc1_d888_s_t:
     jmp rcx
-.Lc1_d763_j_t:
+.Lc1_d897_j_t:
     jmp rcx
-.Lc1_d826_j_t:
+.Lc1_d947_s_t:
     jmp rcx
-.Lc1_d889_s_t:
+.Lc1_d994_j_t:
     jmp rcx
-.Lc1_d949_j_t:
+.Lc1_d998_j_t:
     jmp rcx
-.Lc1_d1008_j_t:
+.Lc1_d1055_j_t:
     jmp rcx
-.Lc1_d1067_j_t:
-    jmp rcx
-.Lc1_d1071_j_t:
+.Lc1_d1059_j_t:
     jmp rcx
 .Lc1_b8_stubs_t:
     jmp rcx
 .Lc1_d40_j_t:
     jmp rcx
-.Lc1_d99_j_t:
+.Lc1_d44_j_t:
     jmp rcx
-.Lc1_d158_j_t:
+.Lc1_d97_j_t:
     jmp rcx
-.Lc1_d277_j_t:
+.Lc1_d154_j_t:
     jmp rcx
-.Lc1_d333_j_t:
+.Lc1_d217_j_t:
     jmp rcx
-.Lc1_d394_j_t:
+.Lc1_d221_j_t:
     jmp rcx
-.Lc1_d454_j_t:
+.Lc1_d269_j_t:
     jmp rcx
-.Lc1_d1096_j_t:
+.Lc1_d324_j_t:
     jmp rcx
-.Lc1_d1100_j_t:
+.Lc1_d328_j_t:
     jmp rcx
-.Lc1_d1149_j_t:
+.Lc1_d377_j_t:
     jmp rcx
-.Lc1_d1211_j_t:
+.Lc1_d443_j_t:
     jmp rcx
-.Lc1_d1269_j_t:
+.Lc1_d600_j_t:
     jmp rcx
-.Lc1_d1327_j_t:
+.Lc1_d652_j_t:
     jmp rcx
-.Lc1_d1389_j_t:
+.Lc1_d656_j_t:
     jmp rcx
-.Lc1_d1446_j_t:
+.Lc1_d709_j_t:
     jmp rcx
-.Lc1_d1502_j_t:
+.Lc1_d767_j_t:
     jmp rcx
-.Lc1_d1562_j_t:
+.Lc1_d1084_j_t:
     jmp rcx
-.Lc1_d1622_j_t:
+.Lc1_d1088_j_t:
     jmp rcx
-.Lc1_d1677_s_t:
+.Lc1_d1140_j_t:
     jmp rcx
-.Lc1_d1728_j_t:
+.Lc1_d1204_s_t:
     jmp rcx
-.Lc1_d1781_j_t:
+.Lc1_d1258_j_t:
     jmp rcx
-.Lc1_d1837_j_t:
+.Lc1_d1262_j_t:
     jmp rcx
-.Lc1_d1893_j_t:
+.Lc1_d1313_j_t:
     jmp rcx
-.Lc1_d1952_j_t:
+.Lc1_d1376_j_t:
     jmp rcx
-.Lc0_d127_j_t:
+.Lc1_d1434_j_t:
     jmp rcx
-.Lc0_d503_j_t:
+.Lc1_d1438_s_t:
     jmp rcx
-.Lc0_d271_s_t:
+.Lc1_d1476_j_t:
     jmp rcx
-.Lc0_d280_j_t:
+.Lc1_d1529_j_t:
     jmp rcx
-.Lc0_d325_j_t:
+.Lc1_d1588_j_t:
     jmp rcx
-.Lc0_d384_j_t:
+.Lc1_d1592_j_t:
     jmp rcx
-.Lc0_d439_j_t:
+.Lc1_d1642_j_t:
+    jmp rcx
+.Lc1_d1702_j_t:
+    jmp rcx
+.Lc1_d1760_j_t:
+    jmp rcx
+.Lc1_d1764_j_t:
+    jmp rcx
+.Lc1_d1811_j_t:
+    jmp rcx
+.Lc1_d1868_j_t:
+    jmp rcx
+.Lc1_d1926_j_t:
+    jmp rcx
+.Lc1_d1930_j_t:
+    jmp rcx
+.Lc0_d126_j_t:
+    jmp rcx
+.Lc0_d502_j_t:
+    jmp rcx
+.Lc0_d270_s_t:
+    jmp rcx
+.Lc0_d279_j_t:
+    jmp rcx
+.Lc0_d283_j_t:
+    jmp rcx
+.Lc0_d327_j_t:
+    jmp rcx
+.Lc0_d385_j_t:
+    jmp rcx
+.Lc0_d440_j_t:
     jmp rcx
     .text
 

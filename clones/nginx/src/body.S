@@ -38,28 +38,20 @@ ditto_body_c1:
     xor r9d, r9d
     vzeroall
 // block 0: 64 bytes, 1 chunk(s), 1 chunk executions per call
-    mov rbx, qword ptr [r15 + 67117736]
-    lea rcx, [rbx + 1]
-    mov qword ptr [r15 + 67117736], rcx
     mov r13d, 1
     jmp .Lc1_b0_c0
     .p2align 6
 .Lc1_b0_c0:
-    lea rcx, [rip + .Lc1_d32_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d32_j_t
-.Lc1_d32_j:
-    mov rbp, r10
-    and rbp, 1984
-    movsxd rcx, dword ptr [r15 + rbp + 1344]
-    movsxd rdi, dword ptr [r15 + 384]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movsxd rbp, dword ptr [r15 + 768]
+    mov rbp, r11
+    movsxd rdi, dword ptr [r15 + 256]
+    and rbp, 448
+    movsxd rax, dword ptr [r15 + rbp + 832]
+    mov rbp, r11
+    imul rsi, qword ptr [r15 + 192]
+    and rbp, 8128
+    mov qword ptr [r15 + rbp + 7488], rbp
+    movsxd rbp, dword ptr [r15 + 704]
     add r11, 64
-    add r10, r11
-    inc rbx
     dec r13
     jnz .Lc1_b0_c0
 .Lc1_b0_done:
@@ -595,86 +587,67 @@ ditto_body_c1:
     xor eax, eax
     test dword ptr [r15 + 67117723], 256
     setz al
-    lea rcx, [rip + .Lc1_d61_s]
+    lea rcx, [rip + .Lc1_d54_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d61_s_t
+    jmp .Lc1_d54_s_t
     .p2align 3
-.Lc1_d61_s:
+.Lc1_d54_s:
     .p2align 3
-    jmp .Lc1_d61_j
+    jmp .Lc1_d54_j
     .p2align 3
-    jmp .Lc1_d61_j
-.Lc1_d61_j:
+    jmp .Lc1_d54_j
+.Lc1_d54_j:
     xor eax, eax
     test dword ptr [r15 + 67117724], 256
     setz al
-    lea rcx, [rip + .Lc1_d70_s]
+    lea rcx, [rip + .Lc1_d63_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d70_s_t
+    jmp .Lc1_d63_s_t
     .p2align 3
-.Lc1_d70_s:
+.Lc1_d63_s:
     .p2align 3
-    jmp .Lc1_d70_j
+    jmp .Lc1_d63_j
     .p2align 3
-    jmp .Lc1_d70_j
-.Lc1_d70_j:
+    jmp .Lc1_d63_j
+.Lc1_d63_j:
     xor eax, eax
     test dword ptr [r15 + 67117723], 1048576
     setz al
-    lea rcx, [rip + .Lc1_d79_s]
+    lea rcx, [rip + .Lc1_d72_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d79_s_t
+    jmp .Lc1_d72_s_t
     .p2align 3
-.Lc1_d79_s:
+.Lc1_d72_s:
     .p2align 3
-    jmp .Lc1_d79_j
+    jmp .Lc1_d72_j
     .p2align 3
-    jmp .Lc1_d79_j
-.Lc1_d79_j:
+    jmp .Lc1_d72_j
+.Lc1_d72_j:
     mov eax, dword ptr [r15 + 67117724]
-    and eax, 15
-    lea rcx, [rip + .Lc1_d88_s]
+    and eax, 7
+    lea rcx, [rip + .Lc1_d81_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d88_s_t
+    jmp .Lc1_d81_s_t
     .p2align 3
-.Lc1_d88_s:
+.Lc1_d81_s:
     .p2align 3
-    jmp .Lc1_d88_j
+    jmp .Lc1_d81_j
     .p2align 3
-    jmp .Lc1_d88_j
+    jmp .Lc1_d81_j
     .p2align 3
-    jmp .Lc1_d88_j
+    jmp .Lc1_d81_j
     .p2align 3
-    jmp .Lc1_d88_j
+    jmp .Lc1_d81_j
     .p2align 3
-    jmp .Lc1_d88_j
+    jmp .Lc1_d81_j
     .p2align 3
-    jmp .Lc1_d88_j
+    jmp .Lc1_d81_j
     .p2align 3
-    jmp .Lc1_d88_j
+    jmp .Lc1_d81_j
     .p2align 3
-    jmp .Lc1_d88_j
-    .p2align 3
-    jmp .Lc1_d88_j
-    .p2align 3
-    jmp .Lc1_d88_j
-    .p2align 3
-    jmp .Lc1_d88_j
-    .p2align 3
-    jmp .Lc1_d88_j
-    .p2align 3
-    jmp .Lc1_d88_j
-    .p2align 3
-    jmp .Lc1_d88_j
-    .p2align 3
-    jmp .Lc1_d88_j
-    .p2align 3
-    jmp .Lc1_d88_j
-.Lc1_d88_j:
-    mov rbp, r11
-    and rbp, 4032
-    movzx ecx, byte ptr [r15 + rbp + 3392]
-    add r11, 64
+    jmp .Lc1_d81_j
+.Lc1_d81_j:
+    movzx ecx, byte ptr [r15 + 576]
     inc rbx
     dec r13
     jz .Lc1_b1_done
@@ -685,106 +658,108 @@ ditto_body_c1:
     xor eax, eax
     test dword ptr [r15 + 67117724], 4194304
     setz al
-    lea rcx, [rip + .Lc1_d120_s]
+    lea rcx, [rip + .Lc1_d102_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d120_s_t
+    jmp .Lc1_d102_s_t
     .p2align 3
-.Lc1_d120_s:
+.Lc1_d102_s:
     .p2align 3
-    jmp .Lc1_d120_j
+    jmp .Lc1_d102_j
     .p2align 3
-    jmp .Lc1_d120_j
-.Lc1_d120_j:
-    lea rbp, [r11 + r11*2]
+    jmp .Lc1_d102_j
+.Lc1_d102_j:
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 524288
+    setz al
+    lea rcx, [rip + .Lc1_d111_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d111_s_t
+    .p2align 3
+.Lc1_d111_s:
+    .p2align 3
+    jmp .Lc1_d111_j
+    .p2align 3
+    jmp .Lc1_d111_j
+.Lc1_d111_j:
+    lea rbp, [r11 + r11*1]
     and rbp, 8128
     mov dword ptr [r15 + rbp + 7488], 121
-    mov eax, dword ptr [r15 + rbp + 7616]
-    mov ecx, dword ptr [r15 + 64]
-    mov esi, 169
-    mov esi, edx
-    mov qword ptr [r15 + rbp + 7552], rax
-    mov rbp, r11
-    mov eax, esi
-    and rbp, 4032
-    vmovdqu xmm8, xmmword ptr [r15 + rbp + 3392]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movsxd rdx, dword ptr [r15 + 448]
-    jmp 1f
-1:
-    movzx eax, cl
-    test ebx, 1024
+    mov r8, r11
+    vmovq qword ptr [r15 + rbp + 7552], xmm11
+    movsxd rax, dword ptr [r15 + 64]
+    and r8, 33554368
+    vmovdqu xmmword ptr [r15 + r8 + 33554432], xmm12
+    mov ebp, eax
+    mov rbp, qword ptr [r15 + 512]
+    test dword ptr [r15 + 67117724], 2
     jnz 1f
 1:
-    movsxd rax, dword ptr [r15 + 448]
+    mov eax, ebp
+    mov ebp, dword ptr [r15 + 64]
     jmp 1f
 1:
-    mov edx, edx
-    mov edx, eax
-    mov rcx, rax
-    jmp 1f
-1:
-    mov edx, 22
-    mov rbp, r11
-    jmp 1f
-1:
-    mov eax, 157
-    jmp 1f
-1:
-    and rbp, 33554368
-    mov dword ptr [r15 + rbp + 33554432], 230
-    jmp 1f
-1:
-    mov rax, qword ptr [r15 + 512]
+    mov qword ptr [r15 + 448], rdi
+    mov edi, 223
+    mov dword ptr [r15 + 128], 58
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c2:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 7
+    lea rcx, [rip + .Lc1_d145_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d145_s_t
+    .p2align 3
+.Lc1_d145_s:
+    .p2align 3
+    jmp .Lc1_d145_j
+    .p2align 3
+    jmp .Lc1_d145_j
+    .p2align 3
+    jmp .Lc1_d145_j
+    .p2align 3
+    jmp .Lc1_d145_j
+    .p2align 3
+    jmp .Lc1_d145_j
+    .p2align 3
+    jmp .Lc1_d145_j
+    .p2align 3
+    jmp .Lc1_d145_j
+    .p2align 3
+    jmp .Lc1_d145_j
+.Lc1_d145_j:
     lea rbp, [r11 + r11*2]
-    mov rax, rax
-    and rbp, 1984
-    movsxd rax, dword ptr [r15 + rbp + 1408]
-    mov dword ptr [r15 + 512], edx
-    add rcx, qword ptr [r15 + rbp + 1344]
-    mov byte ptr [r15 + 128], bpl
-    mov rdx, qword ptr [r15 + 512]
-    mov esi, ecx
+    and rbp, 8128
+    mov ecx, dword ptr [r15 + rbp + 7616]
+    movzx eax, byte ptr [r15 + 448]
+    mov dword ptr [r15 + 64], ebp
+    movzx r8d, cl
+    mov ecx, dword ptr [r15 + 64]
+    mov dword ptr [r15 + 384], 110
     jmp 1f
 1:
-    mov byte ptr [r15 + 320], al
-    mov eax, eax
-    mov dword ptr [r15 + rbp + 1472], 229
-    mov eax, 251
-    lea rbp, [r11*4]
-    mov dword ptr [r15 + 384], 255
-    and rbp, 4032
-    movzx eax, byte ptr [r15 + rbp + 3584]
-    movzx ecx, byte ptr [r15 + 128]
-    movzx r9d, byte ptr [r15 + rbp + 3520]
-    mov dword ptr [r15 + 64], 57
-    mov rdi, rax
-    mov byte ptr [r15 + 448], r9b
-    mov r9d, dword ptr [r15 + 384]
-    vmovdqu ymmword ptr [r15 + rbp + 3456], ymm8
-    mov r8, r11
-    mov edi, dword ptr [r15 + 512]
-    movsxd rdi, dword ptr [r15 + rbp + 3392]
-    mov byte ptr [r15 + 448], dl
-    and r8, 8128
-    movzx ebp, byte ptr [r15 + r8 + 7488]
+    movsxd rdi, dword ptr [r15 + 640]
+    mov esi, 180
+    mov byte ptr [r15 + 128], sil
+    test dword ptr [r15 + 67117724], 136
+    jnz 1f
+1:
+    movzx esi, sil
+    vpshufd xmm12, xmm3, 255
+    mov dword ptr [r15 + rbp + 7488], esi
+    mov esi, edi
     jmp 1f
 1:
-    movzx edx, al
-    mov dword ptr [r15 + 448], ecx
+    mov edi, esi
     jmp 1f
 1:
-    movzx edx, dl
-    mov eax, edi
+    mov byte ptr [r15 + 128], cl
+    mov rcx, qword ptr [r15 + rbp + 7552]
     add r11, 64
     inc rbx
     dec r13
@@ -793,109 +768,112 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 32
-    setz al
-    lea rcx, [rip + .Lc1_d212_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d212_s_t
-    .p2align 3
-.Lc1_d212_s:
-    .p2align 3
-    jmp .Lc1_d212_j
-    .p2align 3
-    jmp .Lc1_d212_j
-.Lc1_d212_j:
-    mov qword ptr [r15 + 384], rax
+    movzx r8d, byte ptr [r15 + 512]
+    mov eax, 229
+    jmp 1f
+1:
+    jmp 1f
+1:
     lea rbp, [r11 + r11*2]
-    jmp 1f
-1:
-    mov eax, eax
-    and rbp, 4032
-    vmovdqu ymmword ptr [r15 + rbp + 3520], ymm8
-    mov rcx, qword ptr [r15 + 512]
-    jmp 1f
-1:
-    movzx edi, al
-    jmp 1f
-1:
-    mov rax, rcx
-    mov ecx, ecx
-    mov edx, ecx
-    movzx ecx, byte ptr [r15 + 128]
-    jmp 1f
-1:
-    test dword ptr [r15 + 67117724], 2
-    jnz 1f
-1:
-    mov dword ptr [r15 + rbp + 3456], 156
-    jmp 1f
-1:
-    mov r8, r11
-    mov rax, qword ptr [r15 + 64]
-    and r8, 8128
-    movsxd rsi, dword ptr [r15 + r8 + 7488]
+    mov rdi, r8
+    and rbp, 8128
+    mov rcx, qword ptr [r15 + rbp + 7552]
     mov r8, rax
-    mov eax, dword ptr [r15 + rbp + 3392]
-    mov rbp, qword ptr [r15 + 448]
-    mov dword ptr [r15 + 320], 63
+    mov rax, qword ptr [r15 + 128]
+    mov r8, qword ptr [r15 + 448]
+    movsxd rsi, dword ptr [r15 + 576]
+    mov dword ptr [r15 + 64], 100
+    mov byte ptr [r15 + 512], sil
+    mov esi, ebp
+    mov esi, r8d
+    mov r8, qword ptr [r15 + 128]
+    mov edx, dword ptr [r15 + 704]
+    mov dword ptr [r15 + rbp + 7488], 5
+    imul rdi, qword ptr [r15 + 128]
+    test dword ptr [r15 + 67117724], 8388613
+    jz 1f
+1:
     jmp 1f
 1:
-    mov rcx, qword ptr [r15 + 320]
-    mov dword ptr [r15 + 192], ecx
-    mov rcx, qword ptr [r15 + 64]
+    mov rax, rdi
+    mov qword ptr [r15 + 128], rdx
+    mov r9, r11
+    movzx edx, dil
+    mov rdi, rdx
+    and r9, 1984
+    mov dword ptr [r15 + r9 + 1344], edx
+    mov r9, qword ptr [r15 + rbp + 7616]
+    mov byte ptr [r15 + 64], r9b
+    vpaddq xmm12, xmm12, xmmword ptr [r15 + 64]
+    movzx edx, byte ptr [r15 + 320]
+    mov esi, r9d
+    jmp 1f
+1:
+    mov r9, qword ptr [r15 + 768]
+    jmp 1f
+1:
+    mov edi, eax
+    movsxd rax, dword ptr [r15 + 64]
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c4:
-    lea r9, [r11 + r11*4]
-    and r9, 8128
-    mov rcx, qword ptr [r15 + r9 + 7552]
-    jmp 1f
-1:
-    mov eax, 120
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    vpaddq xmm8, xmm8, xmmword ptr [r15 + 448]
-    jmp 1f
-1:
-    movzx esi, al
-    mov rax, rcx
-    mov esi, dword ptr [r15 + 64]
-    movzx ecx, byte ptr [r15 + r9 + 7744]
-    mov edi, r9d
-    mov rbp, r9
-    mov rbp, qword ptr [r15 + 512]
-    mov r8, qword ptr [r15 + r9 + 7616]
-    jmp 1f
-1:
-    mov edi, 120
-    mov edi, eax
-    jmp 1f
-1:
-    movzx eax, al
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 7
+    lea rcx, [rip + .Lc1_d237_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d237_s_t
+    .p2align 3
+.Lc1_d237_s:
+    .p2align 3
+    jmp .Lc1_d237_j
+    .p2align 3
+    jmp .Lc1_d237_j
+    .p2align 3
+    jmp .Lc1_d237_j
+    .p2align 3
+    jmp .Lc1_d237_j
+    .p2align 3
+    jmp .Lc1_d237_j
+    .p2align 3
+    jmp .Lc1_d237_j
+    .p2align 3
+    jmp .Lc1_d237_j
+    .p2align 3
+    jmp .Lc1_d237_j
+.Lc1_d237_j:
+    mov rsi, qword ptr [r15 + 64]
+    inc dword ptr [r15 + 704]
+    mov ecx, esi
+    movzx eax, byte ptr [r15 + 128]
     mov rdi, qword ptr [r15 + 448]
-    movzx edx, sil
-    movsxd rsi, dword ptr [r15 + r9 + 7680]
-    mov rdi, rcx
-    mov dword ptr [r15 + 256], 30
-    mov ecx, edx
-    lea rbp, [r11 + r11*1]
-    mov edx, r9d
-    mov byte ptr [r15 + 128], dil
-    movzx edi, byte ptr [r15 + r9 + 7488]
-    and rbp, 4032
-    mov r9, qword ptr [r15 + rbp + 3456]
-    vmovq qword ptr [r15 + 64], xmm8
+    mov rcx, qword ptr [r15 + 320]
+    mov rbp, r9
+    mov dword ptr [r15 + 512], ebp
+    mov rbp, r11
+    mov r9d, dword ptr [r15 + 64]
+    and rbp, 8128
+    mov r8, qword ptr [r15 + rbp + 7488]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rsi, r8
+    mov rbp, r9
+    mov dword ptr [r15 + 128], 189
     jmp 1f
 1:
-    mov rdx, rdi
-    mov dword ptr [r15 + rbp + 3392], ecx
-    mov dword ptr [r15 + 128], 232
-    mov rbp, qword ptr [r15 + 512]
-    movzx edx, byte ptr [r15 + 128]
-    mov dword ptr [r15 + 384], edi
+    movzx edx, cl
+    mov dword ptr [r15 + 384], ebp
+    mov rbp, rdx
+    mov ecx, r8d
+    mov rdx, qword ptr [r15 + 384]
+    movzx r8d, byte ptr [r15 + 640]
     add r11, 64
     inc rbx
     dec r13
@@ -904,214 +882,209 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 15
-    lea rcx, [rip + .Lc1_d305_s]
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 4096
+    setz al
+    lea rcx, [rip + .Lc1_d282_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d305_s_t
+    jmp .Lc1_d282_s_t
     .p2align 3
-.Lc1_d305_s:
+.Lc1_d282_s:
     .p2align 3
-    jmp .Lc1_d305_j
+    jmp .Lc1_d282_j
     .p2align 3
-    jmp .Lc1_d305_j
-    .p2align 3
-    jmp .Lc1_d305_j
-    .p2align 3
-    jmp .Lc1_d305_j
-    .p2align 3
-    jmp .Lc1_d305_j
-    .p2align 3
-    jmp .Lc1_d305_j
-    .p2align 3
-    jmp .Lc1_d305_j
-    .p2align 3
-    jmp .Lc1_d305_j
-    .p2align 3
-    jmp .Lc1_d305_j
-    .p2align 3
-    jmp .Lc1_d305_j
-    .p2align 3
-    jmp .Lc1_d305_j
-    .p2align 3
-    jmp .Lc1_d305_j
-    .p2align 3
-    jmp .Lc1_d305_j
-    .p2align 3
-    jmp .Lc1_d305_j
-    .p2align 3
-    jmp .Lc1_d305_j
-    .p2align 3
-    jmp .Lc1_d305_j
-.Lc1_d305_j:
-    mov rbp, r11
-    mov r9, r11
-    movsxd rdi, dword ptr [r15 + 64]
-    and rbp, 4032
-    add rax, qword ptr [r15 + rbp + 3392]
-    and r9, 1984
-    mov qword ptr [r15 + r9 + 1344], rdi
-    mov edi, dword ptr [r15 + 320]
-    movzx ebp, cl
+    jmp .Lc1_d282_j
+.Lc1_d282_j:
     jmp 1f
 1:
-    mov ecx, 163
-    movsxd rcx, dword ptr [r15 + 192]
+    mov qword ptr [r15 + 768], rax
+    movzx edi, cl
+    movsxd rcx, dword ptr [r15 + 448]
+    movzx r9d, al
+    mov eax, 39
+    movsxd rax, dword ptr [r15 + 576]
+    mov r9d, dword ptr [r15 + 64]
+    mov rbp, r11
+    movsxd rdi, dword ptr [r15 + 64]
+    mov r8d, edi
+    and rbp, 8128
+    mov r8, r11
+    movsxd rdx, dword ptr [r15 + rbp + 7488]
+    vpshufd xmm12, xmm12, 216
+    and r8, 448
+    vmovdqu ymmword ptr [r15 + r8 + 832], ymm12
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov byte ptr [r15 + 640], dil
+    mov rdi, qword ptr [r15 + 704]
+    mov ebp, dword ptr [r15 + 128]
+    movzx esi, byte ptr [r15 + 128]
+    mov edx, dword ptr [r15 + 64]
+    mov r8d, 6
+    movsxd rcx, dword ptr [r15 + 320]
+    jmp 1f
+1:
+    mov r8, rdx
+    mov dword ptr [r15 + 256], ecx
+    movzx edx, byte ptr [r15 + 128]
+    movzx r9d, dl
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c6:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, edi
-    mov edi, 136
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r11
-    jmp 1f
-1:
-    and rbp, 4032
-    mov byte ptr [r15 + rbp + 3392], dil
-    movsxd rbp, dword ptr [r15 + 512]
-    mov rdi, r8
-    mov r9, r11
-    mov r8d, dword ptr [r15 + 448]
-    and r9, 1984
-    mov dword ptr [r15 + r9 + 1344], r9d
-    mov qword ptr [r15 + 384], r8
-    mov r9d, 244
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 256], r8d
-    mov byte ptr [r15 + 704], bpl
-    jmp 1f
-1:
-    mov qword ptr [r15 + 512], rdi
-    movsxd r9, dword ptr [r15 + 192]
-    movzx edi, r8b
-    mov byte ptr [r15 + 320], r9b
-    mov r8d, 222
-    mov byte ptr [r15 + 448], r8b
-    jmp 1f
-1:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov edx, 117
+    mov qword ptr [r15 + 128], r9
     mov r8, r11
-    mov qword ptr [r15 + 384], r9
-    mov esi, dword ptr [r15 + 64]
-    and r8, 8128
-    mov byte ptr [r15 + r8 + 7488], r9b
-    mov byte ptr [r15 + 128], r8b
+    mov dword ptr [r15 + 128], eax
+    mov rcx, qword ptr [r15 + 512]
+    mov rax, qword ptr [r15 + 384]
+    and r8, 448
+    mov rdx, qword ptr [r15 + r8 + 832]
+    lea rbp, [r11 + r11*1]
+    mov qword ptr [r15 + 320], rdi
+    and rbp, 1984
+    movsxd rdi, dword ptr [r15 + rbp + 1344]
+    mov byte ptr [r15 + 384], dil
+    movsxd r9, dword ptr [r15 + 320]
+    mov r8d, dword ptr [r15 + 512]
+    jmp 1f
+1:
+    mov byte ptr [r15 + 192], bpl
+    mov rsi, r9
+    test dword ptr [r15 + 67117723], 1090519040
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov r9d, ebp
+    mov eax, 27
+    movzx r8d, byte ptr [r15 + 448]
+    mov esi, dword ptr [r15 + 256]
+    movzx r9d, dil
+    mov dword ptr [r15 + 192], edi
+    mov r9d, 136
+    mov byte ptr [r15 + 768], r9b
+    mov r9, r11
+    mov byte ptr [r15 + rbp + 1408], r9b
+    mov byte ptr [r15 + 64], r9b
+    and r9, 8128
+    mov byte ptr [r15 + r9 + 7488], al
+    vpaddq xmm7, xmm7, xmmword ptr [r15 + 448]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c7:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 15
-    lea rcx, [rip + .Lc1_d389_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d389_s_t
-    .p2align 3
-.Lc1_d389_s:
-    .p2align 3
-    jmp .Lc1_d389_j
-    .p2align 3
-    jmp .Lc1_d389_j
-    .p2align 3
-    jmp .Lc1_d389_j
-    .p2align 3
-    jmp .Lc1_d389_j
-    .p2align 3
-    jmp .Lc1_d389_j
-    .p2align 3
-    jmp .Lc1_d389_j
-    .p2align 3
-    jmp .Lc1_d389_j
-    .p2align 3
-    jmp .Lc1_d389_j
-    .p2align 3
-    jmp .Lc1_d389_j
-    .p2align 3
-    jmp .Lc1_d389_j
-    .p2align 3
-    jmp .Lc1_d389_j
-    .p2align 3
-    jmp .Lc1_d389_j
-    .p2align 3
-    jmp .Lc1_d389_j
-    .p2align 3
-    jmp .Lc1_d389_j
-    .p2align 3
-    jmp .Lc1_d389_j
-    .p2align 3
-    jmp .Lc1_d389_j
-.Lc1_d389_j:
-    mov rbp, r11
-    vmovdqu xmm8, xmmword ptr [r15 + 320]
-    mov qword ptr [r15 + 128], r9
-    and rbp, 4032
-    mov r9, qword ptr [r15 + rbp + 3392]
-    mov qword ptr [r15 + 192], rax
-    mov rax, rcx
-    mov dword ptr [r15 + 384], 24
+    lea rcx, [rip + .Lc1_d369_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d369_j_t
+.Lc1_d369_j:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov esi, ecx
+    mov rsi, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov eax, dword ptr [r15 + 256]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, rsi
+    mov r8, r11
+    add rcx, qword ptr [r15 + 576]
+    and r8, 448
+    mov edx, dword ptr [r15 + r8 + 832]
+    jmp 1f
+1:
+    lea r8, [r11 + r11*1]
+    mov qword ptr [r15 + 128], r8
+    and r8, 8128
+    mov dword ptr [r15 + r8 + 7488], 6
+    mov qword ptr [r15 + 512], rdx
+    mov byte ptr [r15 + 320], sil
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    movzx esi, byte ptr [r15 + 640]
+    mov rdx, qword ptr [r15 + 64]
+    jmp 1f
+1:
+    mov rbp, r11
+    mov rcx, rbp
+    mov r9d, dword ptr [r15 + r8 + 7552]
+    and rbp, 4032
+    movzx r8d, byte ptr [r15 + rbp + 3392]
+    vmovdqu ymmword ptr [r15 + 448], ymm7
+    jmp 1f
+1:
+    mov qword ptr [r15 + 256], rsi
+    movsxd rsi, dword ptr [r15 + 384]
+    vpaddq xmm7, xmm7, xmmword ptr [r15 + 192]
+    mov rdi, qword ptr [r15 + 64]
+    mov rbp, r9
+    mov dword ptr [r15 + 384], ebp
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c8:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, rdx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 7
+    lea rcx, [rip + .Lc1_d418_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d418_s_t
+    .p2align 3
+.Lc1_d418_s:
+    .p2align 3
+    jmp .Lc1_d418_j
+    .p2align 3
+    jmp .Lc1_d418_j
+    .p2align 3
+    jmp .Lc1_d418_j
+    .p2align 3
+    jmp .Lc1_d418_j
+    .p2align 3
+    jmp .Lc1_d418_j
+    .p2align 3
+    jmp .Lc1_d418_j
+    .p2align 3
+    jmp .Lc1_d418_j
+    .p2align 3
+    jmp .Lc1_d418_j
+.Lc1_d418_j:
     mov r8, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, byte ptr [r15 + 704]
+    vmovdqu xmm12, xmmword ptr [r15 + 320]
+    mov eax, 251
     and r8, 1984
-    mov qword ptr [r15 + r8 + 1344], rax
-    mov r8, qword ptr [r15 + 128]
-    movzx eax, byte ptr [r15 + 256]
-    movzx r9d, byte ptr [r15 + 64]
-    mov rbp, r11
-    movsxd rcx, dword ptr [r15 + 512]
-    vmovdqu ymmword ptr [r15 + 128], ymm8
-    and rbp, 448
-    mov edi, dword ptr [r15 + rbp + 832]
+    mov qword ptr [r15 + r8 + 1344], r8
+    mov r8d, 218
+    mov esi, 25
+    mov r8d, 135
+    test dword ptr [r15 + 67117723], 2097664
+    jnz 1f
+1:
+    movzx r8d, byte ptr [r15 + 128]
+    vpor xmm5, xmm5, xmm12
+    mov r9, r11
     jmp 1f
 1:
-    movzx ebp, byte ptr [r15 + 768]
-    mov esi, 117
-    mov rsi, qword ptr [r15 + 64]
-    vpaddq xmm8, xmm8, xmmword ptr [r15 + 640]
-    mov qword ptr [r15 + 320], rcx
-    mov ecx, 218
-    mov edx, 10
-    mov ecx, 46
-    mov ecx, ecx
-    jmp 1f
-1:
-    mov ecx, 29
-    movzx ecx, byte ptr [r15 + 576]
-    jmp 1f
-1:
-    vmovdqu ymmword ptr [r15 + 64], ymm8
-    .byte 0x66, 0x90
-    mov dword ptr [r15 + 320], 177
-    movsxd rdx, dword ptr [r15 + 384]
+    mov eax, dword ptr [r15 + 256]
+    and r9, 8128
+    movzx ecx, byte ptr [r15 + r9 + 7488]
+    movzx r9d, byte ptr [r15 + 512]
+    mov ebp, dword ptr [r15 + 64]
     add r11, 64
     inc rbx
     dec r13
@@ -1120,161 +1093,152 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 2
-    setz al
-    lea rcx, [rip + .Lc1_d470_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d470_s_t
-    .p2align 3
-.Lc1_d470_s:
-    .p2align 3
-    jmp .Lc1_d470_j
-    .p2align 3
-    jmp .Lc1_d470_j
-.Lc1_d470_j:
-    mov rcx, rcx
-    mov byte ptr [r15 + 704], cl
-    mov esi, ecx
+    mov rbp, r11
+    and rbp, 1984
+    mov byte ptr [r15 + rbp + 1344], bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, ebp
     jmp 1f
 1:
+    movzx eax, al
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, ecx
-    movzx ecx, sil
-    movzx esi, cl
+    mov qword ptr [r15 + 0], rbp
+    mov rax, rax
+    mov rax, qword ptr [r15 + 448]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 192], sil
-    mov dword ptr [r15 + 320], edx
-    test dword ptr [r15 + 67117723], 32768
+    mov ebp, ebp
+    mov rdi, rax
+    mov r8, r11
+    mov eax, 208
+    and r8, 4032
+    mov byte ptr [r15 + r8 + 3392], r8b
+    test dword ptr [r15 + 67117723], 8388608
     jnz 1f
 1:
-    mov edx, 114
-    mov rbp, r11
-    mov dword ptr [r15 + 448], edx
-    mov rdx, rdx
-    mov rax, rcx
-    and rbp, 8128
-    mov rdx, qword ptr [r15 + rbp + 7488]
-    mov esi, eax
-    nop
-    mov dword ptr [r15 + 128], eax
-    mov eax, dword ptr [r15 + 448]
-    movsxd rbp, dword ptr [r15 + 384]
+    movzx r8d, r9b
+    mov dword ptr [r15 + 768], r8d
+    mov dword ptr [r15 + 192], r8d
+    mov qword ptr [r15 + 384], r8
+    movzx edx, r8b
     mov r8, r11
+    mov dword ptr [r15 + 64], eax
+    mov rax, rdi
+    and r8, 448
+    movsxd rax, dword ptr [r15 + r8 + 832]
+    mov edi, eax
+    mov r9, rdi
+    mov dword ptr [r15 + 512], 187
+    mov byte ptr [r15 + 128], dl
+    movsxd rdi, dword ptr [r15 + 384]
+    nop
     jmp 1f
 1:
-    and r8, 448
-    mov qword ptr [r15 + r8 + 832], rbp
-    mov byte ptr [r15 + 512], sil
+    movzx r8d, byte ptr [r15 + 320]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c10:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 15
-    lea rcx, [rip + .Lc1_d518_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d518_s_t
-    .p2align 3
-.Lc1_d518_s:
-    .p2align 3
-    jmp .Lc1_d518_j
-    .p2align 3
-    jmp .Lc1_d518_j
-    .p2align 3
-    jmp .Lc1_d518_j
-    .p2align 3
-    jmp .Lc1_d518_j
-    .p2align 3
-    jmp .Lc1_d518_j
-    .p2align 3
-    jmp .Lc1_d518_j
-    .p2align 3
-    jmp .Lc1_d518_j
-    .p2align 3
-    jmp .Lc1_d518_j
-    .p2align 3
-    jmp .Lc1_d518_j
-    .p2align 3
-    jmp .Lc1_d518_j
-    .p2align 3
-    jmp .Lc1_d518_j
-    .p2align 3
-    jmp .Lc1_d518_j
-    .p2align 3
-    jmp .Lc1_d518_j
-    .p2align 3
-    jmp .Lc1_d518_j
-    .p2align 3
-    jmp .Lc1_d518_j
-    .p2align 3
-    jmp .Lc1_d518_j
-.Lc1_d518_j:
-    mov rbp, r11
-    and rbp, 1984
-    movsxd rax, dword ptr [r15 + rbp + 1344]
-    mov ebp, 208
-    mov rbp, r11
+    lea rcx, [rip + .Lc1_d503_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d503_j_t
+.Lc1_d503_j:
+    mov ecx, r8d
+    mov rcx, qword ptr [r15 + 384]
+    mov r8, qword ptr [r15 + 576]
     jmp 1f
 1:
-    mov qword ptr [r15 + 512], rbp
+    mov rdi, qword ptr [r15 + 64]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 320], 167
+    mov dword ptr [r15 + 192], edi
+    movzx edi, byte ptr [r15 + 64]
+    jmp 1f
+1:
+    mov rbp, r11
+    mov dword ptr [r15 + 128], edi
+    and rbp, 4032
+    movzx edi, byte ptr [r15 + rbp + 3392]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov qword ptr [r15 + 256], rdi
+    mov rbp, r11
+    mov edi, 153
+    movzx edx, byte ptr [r15 + 448]
+    mov qword ptr [r15 + 320], rcx
     and rbp, 8128
-    add rax, qword ptr [r15 + rbp + 7488]
-    mov dword ptr [r15 + 768], ecx
+    movsxd rcx, dword ptr [r15 + rbp + 7488]
     jmp 1f
 1:
-    mov ebp, ebp
-    movzx ebp, byte ptr [r15 + 64]
+    mov rbp, qword ptr [r15 + 128]
+    mov r9, r11
+    mov r8d, 88
+    jmp 1f
+1:
+    jmp 1f
+1:
+    and r9, 448
+    vmovdqu ymmword ptr [r15 + r9 + 832], ymm7
+    jmp 1f
+1:
+    movzx r9d, r9b
+    and ebp, dword ptr [r15 + 512]
+    mov edi, ebp
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c11:
+    mov ebp, 67
+    mov dword ptr [r15 + 704], 145
     mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, 225
+    mov r8d, r9d
+    mov r9d, r9d
     jmp 1f
 1:
-    mov rbp, rbp
-    mov ecx, 225
+    mov rcx, rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu xmm7, xmmword ptr [r15 + 0]
+    and ecx, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, rcx
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 512], rcx
-    mov qword ptr [r15 + 576], r9
-    vmovdqu ymmword ptr [r15 + 384], ymm8
-    movsxd r9, dword ptr [r15 + 128]
-    mov r8, r11
-    vmovdqu ymmword ptr [r15 + 256], ymm8
-    and r8, 4032
-    mov dword ptr [r15 + r8 + 3392], 143
-    or qword ptr [r15 + 320], 66
-    mov r8, r9
-    mov r9, qword ptr [r15 + 384]
-    mov rcx, qword ptr [r15 + 640]
-    mov byte ptr [r15 + 128], cl
-    mov ecx, 142
-    jmp 1f
-1:
-    mov dword ptr [r15 + 192], 146
     mov rbp, r11
-    mov ecx, r9d
-    and rbp, 1984
-    mov ecx, dword ptr [r15 + rbp + 1344]
-    mov dword ptr [r15 + 192], r9d
-    mov rsi, rcx
-    mov byte ptr [r15 + 256], sil
-    mov dword ptr [r15 + 64], ebp
-    movsxd rsi, dword ptr [r15 + 320]
-    mov ebp, dword ptr [r15 + 448]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 8128
+    movzx ecx, byte ptr [r15 + rbp + 7488]
+    lea r8, [r11 + r11*1]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rbp, r8
+    and r8, 1984
+    vpcmpeqb xmm7, xmm7, xmmword ptr [r15 + r8 + 1344]
+    movzx ebp, cl
+    movsxd rax, dword ptr [r15 + 512]
+    mov byte ptr [r15 + r8 + 1408], al
+    mov r8, qword ptr [r15 + 192]
+    jmp 1f
+1:
+    mov qword ptr [r15 + 320], rbp
+    mov dword ptr [r15 + 448], 179
+    movzx ebp, byte ptr [r15 + 256]
+    mov edx, eax
+    mov qword ptr [r15 + 64], rax
+    mov eax, 89
+    movzx ecx, byte ptr [r15 + 128]
+    mov r9d, dword ptr [r15 + 640]
+    mov eax, dword ptr [r15 + 384]
+    mov edi, dword ptr [r15 + 128]
     add r11, 64
     inc rbx
     dec r13
@@ -1283,210 +1247,213 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 15
-    lea rcx, [rip + .Lc1_d600_s]
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 1073741824
+    setz al
+    lea rcx, [rip + .Lc1_d596_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d600_s_t
+    jmp .Lc1_d596_s_t
     .p2align 3
-.Lc1_d600_s:
+.Lc1_d596_s:
     .p2align 3
-    jmp .Lc1_d600_j
+    jmp .Lc1_d596_j
     .p2align 3
-    jmp .Lc1_d600_j
-    .p2align 3
-    jmp .Lc1_d600_j
-    .p2align 3
-    jmp .Lc1_d600_j
-    .p2align 3
-    jmp .Lc1_d600_j
-    .p2align 3
-    jmp .Lc1_d600_j
-    .p2align 3
-    jmp .Lc1_d600_j
-    .p2align 3
-    jmp .Lc1_d600_j
-    .p2align 3
-    jmp .Lc1_d600_j
-    .p2align 3
-    jmp .Lc1_d600_j
-    .p2align 3
-    jmp .Lc1_d600_j
-    .p2align 3
-    jmp .Lc1_d600_j
-    .p2align 3
-    jmp .Lc1_d600_j
-    .p2align 3
-    jmp .Lc1_d600_j
-    .p2align 3
-    jmp .Lc1_d600_j
-    .p2align 3
-    jmp .Lc1_d600_j
-.Lc1_d600_j:
-    movzx ecx, cl
-    mov ecx, 73
-    movsxd rcx, dword ptr [r15 + 128]
-    mov byte ptr [r15 + 256], al
-    mov byte ptr [r15 + 384], cl
-    mov ecx, 34
-    movsxd rax, dword ptr [r15 + 448]
-    mov r9d, dword ptr [r15 + 64]
-    movzx ecx, sil
+    jmp .Lc1_d596_j
+.Lc1_d596_j:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov qword ptr [r15 + 64], rsi
-    mov r12, qword ptr [r15 + r12 + 56]
+    nop
+    jmp 1f
+1:
+    mov rbp, r11
+    mov byte ptr [r15 + 320], bpl
+    and rbp, 4032
+    mov esi, dword ptr [r15 + rbp + 3392]
+    movsxd rbp, dword ptr [r15 + 64]
+    mov dword ptr [r15 + 768], 112
+    movsxd rcx, dword ptr [r15 + 448]
+    mov qword ptr [r15 + 128], rcx
+    mov ecx, 231
+    test dword ptr [r15 + 67117724], 1610612740
+    jz 1f
+1:
+    movzx ecx, cl
+    jmp 1f
+1:
+    movzx edx, byte ptr [r15 + 384]
+    mov rbp, r11
+    and ecx, dword ptr [r15 + 512]
+    mov byte ptr [r15 + 256], sil
+    and rbp, 448
+    mov byte ptr [r15 + rbp + 832], bpl
+    mov r9d, edx
+    mov esi, 100
+    movzx esi, dl
+    mov qword ptr [r15 + 384], rdx
+    mov qword ptr [r15 + 192], rsi
+    add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c13:
-    mov r12, qword ptr [r15 + r12 + 56]
+    lea rcx, [rip + .Lc1_d638_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d638_j_t
+.Lc1_d638_j:
+    mov rcx, rcx
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], ecx
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, ecx
-    lea r9, [r11 + r11*1]
+    mov dword ptr [r15 + 0], ecx
+    mov edx, ecx
     jmp 1f
 1:
-    mov dword ptr [r15 + 128], 128
-    and r9, 448
-    mov qword ptr [r15 + r9 + 896], rcx
+    mov dword ptr [r15 + 64], 67
+    mov qword ptr [r15 + 320], rdx
     jmp 1f
 1:
-    lea rbp, [r11 + r11*1]
-    mov rcx, qword ptr [r15 + 448]
-    movsxd rax, dword ptr [r15 + 704]
+    mov rbp, r11
+    movsxd rdx, dword ptr [r15 + 384]
+    test ebx, 1073741824
+    jnz 1f
+1:
     and rbp, 4032
-    mov dword ptr [r15 + rbp + 3456], 80
-    mov dword ptr [r15 + 768], ebp
-    or qword ptr [r15 + 384], 63
+    mov rcx, qword ptr [r15 + rbp + 3392]
+    movzx edx, byte ptr [r15 + 640]
+    movsxd rbp, dword ptr [r15 + 448]
+    and ecx, dword ptr [r15 + 512]
+    mov r9, r11
     jmp 1f
 1:
-    movzx esi, cl
-    mov esi, dword ptr [r15 + 64]
-    movsxd r8, dword ptr [r15 + 128]
-    movsxd rdi, dword ptr [r15 + 320]
+    movzx esi, dl
+    and r9, 1984
+    mov edx, dword ptr [r15 + r9 + 1344]
+    movsxd r9, dword ptr [r15 + 64]
+    vmovq xmm7, r9
     jmp 1f
 1:
-    vmovdqu ymmword ptr [r15 + 512], ymm8
+    movsxd r9, dword ptr [r15 + 128]
     mov r8, r11
-    mov edx, dword ptr [r15 + 320]
-    and edx, dword ptr [r15 + rbp + 3392]
-    mov dword ptr [r15 + r9 + 832], r8d
+    mov eax, dword ptr [r15 + 256]
+    mov edi, dword ptr [r15 + 128]
+    mov byte ptr [r15 + 576], dl
     and r8, 8128
-    mov byte ptr [r15 + r8 + 7488], bpl
+    mov byte ptr [r15 + r8 + 7488], r8b
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c14:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 134217728
-    setz al
-    lea rcx, [rip + .Lc1_d680_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d680_s_t
-    .p2align 3
-.Lc1_d680_s:
-    .p2align 3
-    jmp .Lc1_d680_j
-    .p2align 3
-    jmp .Lc1_d680_j
-.Lc1_d680_j:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, eax
+    or qword ptr [r15 + 0], 105
+    mov qword ptr [r15 + 0], rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 512], r8
+    mov dword ptr [r15 + 320], 10
+    movzx r8d, dl
+    mov rdx, qword ptr [r15 + 704]
+    mov dword ptr [r15 + 64], 77
+    jmp 1f
+1:
+    movzx r8d, byte ptr [r15 + 128]
+    mov r9, r11
+    mov rax, r9
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and r9, 8128
+    movzx ecx, byte ptr [r15 + r9 + 7488]
+    mov r9, qword ptr [r15 + 256]
+    movzx edx, dl
+    movsxd rdx, dword ptr [r15 + 384]
+    mov r8d, edx
+    lea r8, [r11 + r11*1]
+    mov rax, qword ptr [r15 + 448]
+    movsxd rbp, dword ptr [r15 + 192]
+    and r8, 448
+    mov rsi, qword ptr [r15 + r8 + 832]
+    jmp 1f
+1:
+    movsxd rdi, dword ptr [r15 + 64]
+    jmp 1f
+1:
     mov rbp, r11
     jmp 1f
 1:
-    and rbp, 8128
-    movsxd rcx, dword ptr [r15 + rbp + 7488]
-    lea rbp, [r11 + r11*1]
-    mov r9, qword ptr [r15 + 128]
-    mov rax, qword ptr [r15 + 256]
-    mov edx, 240
     and rbp, 1984
-    mov dword ptr [r15 + rbp + 1408], 86
-    mov qword ptr [r15 + 192], rdx
-    mov dword ptr [r15 + 384], 82
-    mov rdx, rbp
-    mov dword ptr [r15 + 64], 110
-    mov r8, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 4032
-    movsxd rdx, dword ptr [r15 + r8 + 3392]
-    add rax, qword ptr [r15 + 576]
-    mov r8, qword ptr [r15 + 320]
-    jmp 1f
-1:
-    mov rsi, qword ptr [r15 + rbp + 1344]
-    mov rbp, qword ptr [r15 + 512]
+    vmovdqu ymmword ptr [r15 + rbp + 1344], ymm7
+    mov qword ptr [r15 + 320], rsi
+    mov esi, 139
+    movsxd rbp, dword ptr [r15 + r8 + 896]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c15:
+    lea rcx, [rip + .Lc1_d728_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d728_j_t
+.Lc1_d728_j:
     mov edi, 28
-    mov dword ptr [r15 + 384], 66
-    mov qword ptr [r15 + 128], rbp
+    mov rcx, rdi
+    vmovdqu ymmword ptr [r15 + 64], ymm7
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 159
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
     mov rbp, r11
-    mov r9, r11
-    and rbp, 1984
-    movsxd r8, dword ptr [r15 + rbp + 1344]
-    and r9, 8128
-    movzx ebp, byte ptr [r15 + r9 + 7488]
     jmp 1f
 1:
-    mov eax, dword ptr [r15 + 640]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rcx
     mov dword ptr [r15 + 0], edi
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
+    and rbp, 1984
+    movsxd rdi, dword ptr [r15 + rbp + 1344]
+    test ebx, 1073741824
+    jnz 1f
 1:
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, dword ptr [r15 + 256]
+    mov rbp, r11
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov byte ptr [r15 + 192], al
-    mov rdi, rax
-    mov dword ptr [r15 + 64], 21
-    jmp 1f
-1:
+    vmovdqu xmm7, xmmword ptr [r15 + 192]
+    movzx edi, byte ptr [r15 + 448]
+    and rbp, 8128
+    movsxd r8, dword ptr [r15 + rbp + 7488]
+    movzx ebp, byte ptr [r15 + 128]
     mov r9, r11
-    mov rdi, qword ptr [r15 + 64]
-    and r9, 448
-    and edi, dword ptr [r15 + r9 + 832]
-    mov edx, dword ptr [r15 + 512]
+    mov rdx, qword ptr [r15 + 384]
     jmp 1f
 1:
-    mov qword ptr [r15 + 192], rdx
+    and r9, 4032
+    mov dword ptr [r15 + r9 + 3392], 173
+    movsxd r9, dword ptr [r15 + 320]
+    movzx esi, byte ptr [r15 + 768]
+    mov qword ptr [r15 + 384], rdi
+    mov edi, dword ptr [r15 + 512]
     jmp 1f
 1:
-    mov dword ptr [r15 + 448], 173
-    mov dword ptr [r15 + 320], edi
-    jmp 1f
-1:
-    mov edx, dword ptr [r15 + 256]
-    movzx edi, dil
     add r11, 64
     inc rbx
     dec r13
@@ -1495,607 +1462,613 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 15
-    lea rcx, [rip + .Lc1_d766_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d766_s_t
-    .p2align 3
-.Lc1_d766_s:
-    .p2align 3
-    jmp .Lc1_d766_j
-    .p2align 3
-    jmp .Lc1_d766_j
-    .p2align 3
-    jmp .Lc1_d766_j
-    .p2align 3
-    jmp .Lc1_d766_j
-    .p2align 3
-    jmp .Lc1_d766_j
-    .p2align 3
-    jmp .Lc1_d766_j
-    .p2align 3
-    jmp .Lc1_d766_j
-    .p2align 3
-    jmp .Lc1_d766_j
-    .p2align 3
-    jmp .Lc1_d766_j
-    .p2align 3
-    jmp .Lc1_d766_j
-    .p2align 3
-    jmp .Lc1_d766_j
-    .p2align 3
-    jmp .Lc1_d766_j
-    .p2align 3
-    jmp .Lc1_d766_j
-    .p2align 3
-    jmp .Lc1_d766_j
-    .p2align 3
-    jmp .Lc1_d766_j
-    .p2align 3
-    jmp .Lc1_d766_j
-.Lc1_d766_j:
-    mov ecx, 238
-    mov ecx, dword ptr [r15 + 320]
+    lea rcx, [rip + .Lc1_d778_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d778_j_t
+.Lc1_d778_j:
     jmp 1f
 1:
     jmp 1f
 1:
-    jmp 1f
-1:
+    movzx ecx, byte ptr [r15 + 640]
+    movsxd rax, dword ptr [r15 + 64]
+    movzx ebp, r9b
+    mov qword ptr [r15 + 0], rbp
+    vpshufd xmm7, xmm7, 218
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, al
-    movzx r9d, byte ptr [r15 + 448]
+    mov r8d, 170
     jmp 1f
 1:
-    movzx eax, dil
-    add rdi, qword ptr [r15 + 704]
-    mov eax, dword ptr [r15 + 384]
-    mov qword ptr [r15 + 128], r9
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov ebp, 110
+    vpaddq xmm7, xmm7, xmmword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], bpl
+    mov rbp, r11
+    mov ecx, 121
+    vmovq xmm12, rax
+    jmp 1f
+1:
+    and rbp, 448
+    mov dword ptr [r15 + rbp + 832], r8d
+    mov qword ptr [r15 + 192], rcx
+    movzx ebp, cl
+    mov ecx, dword ptr [r15 + 384]
+    mov byte ptr [r15 + 256], cl
+    test dword ptr [r15 + 67117724], 50176
+    jz 1f
+1:
+    movzx r8d, byte ptr [r15 + 576]
+    movzx ebp, cl
+    jmp 1f
+1:
+    movzx ebp, byte ptr [r15 + 512]
+    movzx ecx, al
+    mov byte ptr [r15 + 320], cl
+    movzx r9d, byte ptr [r15 + 128]
+    mov rbp, r11
+    mov ecx, dword ptr [r15 + 128]
+    mov eax, dword ptr [r15 + 448]
+    and rbp, 4032
+    mov dword ptr [r15 + rbp + 3392], esi
+    add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c17:
-    mov r9, r11
+    mov rbp, r9
+    mov ebp, 34
+    mov r9d, dword ptr [r15 + 128]
+    vmovdqu ymmword ptr [r15 + 512], ymm12
+    vpaddq xmm12, xmm12, xmmword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    add rbp, qword ptr [r15 + 0]
     jmp 1f
 1:
-    mov rdi, qword ptr [r15 + 512]
-    and r9, 4032
-    mov qword ptr [r15 + r9 + 3392], rax
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r9d, 91
-    mov dword ptr [r15 + 128], 1
-    mov r9d, dword ptr [r15 + 192]
-    vpcmpeqb xmm8, xmm8, xmm5
-    mov byte ptr [r15 + 384], r9b
+    mov dword ptr [r15 + 0], ebp
+    mov ebp, 27
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, r9d
-    mov r9, r9
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, esi
+    add rbp, qword ptr [r15 + 0]
+    mov rax, rbp
+    mov rbp, r11
+    mov esi, ebp
+    mov byte ptr [r15 + 704], sil
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r9, r9
+    and rbp, 8128
+    mov r9, qword ptr [r15 + rbp + 7488]
+    mov rbp, qword ptr [r15 + 128]
+    mov r8, r11
+    mov qword ptr [r15 + 192], rax
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, dword ptr [r15 + 448]
-    jmp 1f
-1:
-    movsxd r9, dword ptr [r15 + 320]
-    and r9d, dword ptr [r15 + 64]
-    mov rbp, r11
-    movzx eax, byte ptr [r15 + 512]
+    mov byte ptr [r15 + 320], r8b
+    and r8, 1984
+    movzx eax, byte ptr [r15 + r8 + 1344]
+    mov r8, r11
+    movzx esi, byte ptr [r15 + 320]
+    mov dword ptr [r15 + 64], r9d
+    mov dword ptr [r15 + 384], esi
+    and r8, 448
+    mov dword ptr [r15 + r8 + 832], 87
+    mov qword ptr [r15 + 448], rax
     mov dword ptr [r15 + 64], eax
-    mov dword ptr [r15 + 768], esi
-    and rbp, 448
-    mov qword ptr [r15 + rbp + 832], rax
-    mov rbp, r11
-    mov eax, 87
-    mov dword ptr [r15 + 256], esi
-    vpcmpeqb xmm8, xmm8, xmm13
-    and rbp, 1984
-    mov dword ptr [r15 + rbp + 1344], ebp
+    mov eax, 12
+    movsxd r8, dword ptr [r15 + 448]
+    mov eax, esi
+    vmovdqu ymmword ptr [r15 + 256], ymm7
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c18:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 2097152
-    setz al
-    lea rcx, [rip + .Lc1_d853_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d853_s_t
-    .p2align 3
-.Lc1_d853_s:
-    .p2align 3
-    jmp .Lc1_d853_j
-    .p2align 3
-    jmp .Lc1_d853_j
-.Lc1_d853_j:
-    mov byte ptr [r15 + 64], cl
+    lea rcx, [rip + .Lc1_d870_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d870_j_t
+.Lc1_d870_j:
+    jmp 1f
+1:
+    mov rcx, rcx
     mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11 + r11*1]
     mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, dword ptr [r15 + 512]
+    mov rcx, qword ptr [r15 + 64]
+    jmp 1f
+1:
+    mov byte ptr [r15 + 128], cl
+    mov rcx, rax
+    lea r8, [r11 + r11*1]
+    mov ecx, 9
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and r8, 4032
+    mov dword ptr [r15 + r8 + 3456], r8d
+    mov dword ptr [r15 + r8 + 3392], 36
+    mov r8, qword ptr [r15 + 256]
+    movsxd rcx, dword ptr [r15 + 768]
+    mov eax, eax
+    mov rbp, r11
+    movsxd rax, dword ptr [r15 + 384]
+    mov rsi, rcx
+    and rbp, 16320
+    movsxd rcx, dword ptr [r15 + rbp + 15680]
+    jmp 1f
+1:
+    movsxd rdx, dword ptr [r15 + 576]
     mov r9, r11
-    and rbp, 8128
-    mov rcx, qword ptr [r15 + rbp + 7488]
-    and r9, 448
-    mov dword ptr [r15 + r9 + 832], 85
-    mov rax, qword ptr [r15 + rbp + 7552]
     jmp 1f
 1:
-    movsxd rbp, dword ptr [r15 + 384]
-    mov r9d, 207
-    jmp 1f
-1:
-    mov r9d, dword ptr [r15 + 192]
-    mov dword ptr [r15 + 128], 68
-    mov rsi, r9
-    jmp 1f
-1:
-    mov r9, rsi
-    mov r9, r11
-    mov edx, dword ptr [r15 + 128]
-    movsxd rdi, dword ptr [r15 + 576]
-    mov r8, rsi
-    and r9, 4032
-    mov rsi, qword ptr [r15 + r9 + 3392]
-    mov r9, qword ptr [r15 + 256]
-    movsxd rbp, dword ptr [r15 + 448]
+    movzx edi, byte ptr [r15 + 320]
+    and r9, 8128
+    mov dword ptr [r15 + r9 + 7488], 252
+    mov r9, rdx
+    mov rdx, qword ptr [r15 + 192]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c19:
-    mov rbp, r11
-    and rbp, 8128
-    movzx esi, byte ptr [r15 + rbp + 7488]
+    jmp 1f
+1:
+    mov r9, qword ptr [r15 + 64]
+    jmp 1f
+1:
+    mov qword ptr [r15 + 512], rdi
+    movzx edi, byte ptr [r15 + 384]
+    jmp 1f
+1:
+    movzx edx, byte ptr [r15 + 320]
+    movzx esi, dl
+    lea rbp, [r11 + r11*1]
+    jmp 1f
+1:
+    and rbp, 1984
+    movzx edx, byte ptr [r15 + rbp + 1408]
     jmp 1f
 1:
     jmp 1f
 1:
-    movzx ebp, byte ptr [r15 + 64]
     jmp 1f
 1:
-    movzx r9d, byte ptr [r15 + 64]
-    jmp 1f
-1:
-    mov rcx, rsi
-    movzx esi, dil
-    jmp 1f
+    mov ecx, edx
+    mov rdx, qword ptr [r15 + 640]
+    mov r8d, 198
+    movzx eax, r8b
+    movzx r8d, al
+    mov byte ptr [r15 + 0], r9b
+    movzx r8d, r8b
+    test ebx, 1073741824
+    jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, ebp
+    mov r8, r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovq xmm14, r8
+    mov r8, r8
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, esi
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx esi, cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, r11
+    mov eax, r9d
+    and r8, 8128
+    mov dword ptr [r15 + r8 + 7488], r9d
+    movsxd r9, dword ptr [r15 + 128]
+    mov dword ptr [r15 + rbp + 1344], r9d
+    mov r8d, 239
     jmp 1f
 1:
-    mov dword ptr [r15 + 384], esi
-    mov dword ptr [r15 + 320], esi
-    mov rsi, qword ptr [r15 + 448]
-    add r9, qword ptr [r15 + 128]
-    mov ecx, 133
-    movsxd rcx, dword ptr [r15 + 320]
-    mov rbp, r11
-    vmovdqu ymmword ptr [r15 + 512], ymm8
-    and rbp, 448
-    movzx r8d, byte ptr [r15 + rbp + 832]
+    mov r8, r11
+    mov r9d, 9
+    mov r9d, dword ptr [r15 + 192]
+    and r8, 448
+    mov ebp, dword ptr [r15 + r8 + 832]
+    vpmovmskb r8d, xmm14
+    mov edi, dword ptr [r15 + 448]
     jmp 1f
 1:
-    movzx ebp, r8b
-    mov r8d, 136
-    jmp 1f
-1:
-    mov rdx, rdx
-    jmp 1f
-1:
-    mov byte ptr [r15 + 640], dl
-    mov r8d, 203
-    mov edx, dword ptr [r15 + 256]
-    vmovdqu ymmword ptr [r15 + 384], ymm8
-    mov r8, rcx
+    mov r8, rdi
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c20:
-    lea rcx, [rip + .Lc1_d942_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d942_j_t
-.Lc1_d942_j:
-    mov r8, r11
-    jmp 1f
-1:
-    mov rcx, qword ptr [r15 + 384]
-    movsxd rdx, dword ptr [r15 + 320]
-    and r8, 4032
-    movsxd rbp, dword ptr [r15 + r8 + 3392]
-    vmovdqu ymmword ptr [r15 + 512], ymm8
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 512
+    setz al
+    lea rcx, [rip + .Lc1_d971_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d971_s_t
+    .p2align 3
+.Lc1_d971_s:
+    .p2align 3
+    jmp .Lc1_d971_j
+    .p2align 3
+    jmp .Lc1_d971_j
+.Lc1_d971_j:
+    movzx eax, cl
+    mov ecx, ecx
+    mov r9d, 45
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, r8d
-    mov r8, rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, r8d
-    .byte 0x66, 0x90
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, r8d
+    mov ecx, eax
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r9, r11
     jmp 1f
 1:
-    test ebx, 10752
-    jz 1f
+    movsxd rcx, dword ptr [r15 + 448]
+    movsxd rax, dword ptr [r15 + 64]
+    and r9, 4032
+    mov edi, dword ptr [r15 + r9 + 3392]
+    mov r9, rdi
+    jmp 1f
+1:
+    movzx edi, cl
+    mov rbp, r11
+    mov ecx, dword ptr [r15 + 384]
+    and rbp, 448
+    mov byte ptr [r15 + rbp + 832], al
+    test ebx, 1073741824
+    jnz 1f
+1:
+    vpaddq xmm14, xmm14, xmmword ptr [r15 + 320]
+    movsxd r9, dword ptr [r15 + 128]
+    mov rbp, rbp
+    movzx ebp, byte ptr [r15 + 256]
+    mov qword ptr [r15 + 704], rdi
+    jmp 1f
 1:
     jmp 1f
 1:
-    lea r8, [r11 + r11*1]
-    movzx ebp, dl
-    mov ebp, edx
-    and r8, 1984
-    mov ebp, dword ptr [r15 + r8 + 1344]
-    movzx edx, byte ptr [r15 + 128]
-    movzx ecx, byte ptr [r15 + 704]
-    movzx edi, bpl
-    mov ebp, dword ptr [r15 + 128]
-    mov qword ptr [r15 + 448], r8
-    mov r9d, 140
-    mov r9, r8
-    movzx eax, byte ptr [r15 + 64]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 192], 41
-    mov byte ptr [r15 + r8 + 1408], sil
-    movsxd r8, dword ptr [r15 + 768]
+    mov edi, ebp
+    mov ebp, r9d
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c21:
-    mov dword ptr [r15 + 192], eax
-    mov eax, r8d
-    mov rbp, r11
-    vmovdqu xmmword ptr [r15 + 384], xmm8
+    lea rcx, [rip + .Lc1_d1019_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d1019_j_t
+.Lc1_d1019_j:
+    mov ebp, edi
+    mov edi, ebp
+    mov rbp, rdi
+    mov qword ptr [r15 + 0], rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rcx
+    mov ecx, 168
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 218
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, r8b
     jmp 1f
 1:
-    and rbp, 448
-    mov qword ptr [r15 + rbp + 832], rbp
-    mov eax, 39
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, eax
-    mov eax, 20
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx esi, al
-    mov rdi, rdx
-    mov eax, 193
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 512], bpl
-    mov qword ptr [r15 + 64], rbp
     mov rbp, r11
-    mov eax, esi
-    mov dword ptr [r15 + 64], esi
-    mov rsi, rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 320], edi
+    and rbp, 1984
+    xor dword ptr [r15 + rbp + 1344], ecx
+    movsxd r9, dword ptr [r15 + 192]
+    mov r8, rbp
+    mov rbp, r11
+    mov ecx, 189
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rcx, qword ptr [r15 + 128]
     and rbp, 8128
-    mov qword ptr [r15 + rbp + 7488], rax
-    mov dword ptr [r15 + 256], ebp
-    mov dword ptr [r15 + 576], esi
-    movsxd rbp, dword ptr [r15 + 128]
-    mov r8, r11
-    mov rsi, qword ptr [r15 + 320]
-    mov dword ptr [r15 + 448], 180
-    mov eax, ebp
-    and r8, 4032
-    mov ebp, dword ptr [r15 + r8 + 3392]
-    mov r8d, ebp
+    mov r8d, dword ptr [r15 + rbp + 7488]
+    mov byte ptr [r15 + 768], cl
+    mov ecx, esi
+    mov dword ptr [r15 + 128], ecx
+    mov dword ptr [r15 + 384], ecx
+    movzx ecx, byte ptr [r15 + 64]
+    movsxd rbp, dword ptr [r15 + 256]
+    mov qword ptr [r15 + 448], rbp
+    mov edi, dword ptr [r15 + 384]
+    mov ebp, edi
+    mov rdi, rbp
+    mov ebp, r8d
+    movsxd rbp, dword ptr [r15 + 512]
+    movsxd r9, dword ptr [r15 + 64]
     jmp 1f
 1:
-    movzx ebp, byte ptr [r15 + 320]
+    mov esi, dword ptr [r15 + 192]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c22:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 8
-    setz al
-    lea rcx, [rip + .Lc1_d1039_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d1039_s_t
-    .p2align 3
-.Lc1_d1039_s:
-    .p2align 3
-    jmp .Lc1_d1039_j
-    .p2align 3
-    jmp .Lc1_d1039_j
-.Lc1_d1039_j:
-    jmp 1f
-1:
-    movzx ecx, al
-    mov dword ptr [r15 + 256], 232
-    mov rbp, r11
-    mov byte ptr [r15 + 320], bpl
-    and rbp, 448
-    movzx edx, byte ptr [r15 + rbp + 832]
-    mov rbp, r11
-    mov eax, ebp
-    jmp 1f
-1:
-    and rbp, 4032
-    mov rax, qword ptr [r15 + rbp + 3392]
-    movzx ebp, cl
-    vmovdqu ymmword ptr [r15 + 192], ymm8
-    mov ebp, 11
+    mov edi, ebp
+    mov qword ptr [r15 + 576], rbp
+    mov ebp, 218
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovq xmm14, rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], bpl
+    mov rsi, rsi
+    movsxd rdx, dword ptr [r15 + 640]
+    and ebp, dword ptr [r15 + 128]
+    mov rsi, qword ptr [r15 + 448]
+    movzx edi, sil
+    mov r9, r11
+    mov rsi, rdx
+    and r9, 4032
+    movzx r8d, byte ptr [r15 + r9 + 3392]
+    mov r9, r11
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
+1:
+    and r9, 448
+    mov r8, r11
+    mov dword ptr [r15 + r9 + 832], 106
+    and r8, 1984
+    movzx r9d, byte ptr [r15 + r8 + 1344]
+    mov ebp, dword ptr [r15 + 256]
+    movzx edx, byte ptr [r15 + 384]
+    movzx esi, byte ptr [r15 + 64]
+    movzx r8d, dil
+    mov r8d, 147
+    jmp 1f
+1:
+    jmp 1f
 1:
     jmp 1f
 1:
     jmp 1f
 1:
-    mov rbp, rbp
-    vpor xmm8, xmm8, xmm8
-    movzx ecx, byte ptr [r15 + 640]
-    mov qword ptr [r15 + 384], rax
-    movzx ebp, byte ptr [r15 + 704]
-    movzx eax, cl
-    mov rsi, rax
-    mov rax, qword ptr [r15 + 512]
+    movzx edi, r9b
+    mov r9d, 14
+    movzx r9d, r9b
     jmp 1f
 1:
-    movzx ecx, byte ptr [r15 + 128]
+    add rdx, qword ptr [r15 + 512]
+    vmovdqu ymmword ptr [r15 + 320], ymm14
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c23:
-    mov ecx, dword ptr [r15 + 384]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 16777216
+    setz al
+    lea rcx, [rip + .Lc1_d1117_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d1117_s_t
+    .p2align 3
+.Lc1_d1117_s:
+    .p2align 3
+    jmp .Lc1_d1117_j
+    .p2align 3
+    jmp .Lc1_d1117_j
+.Lc1_d1117_j:
+    movzx ecx, byte ptr [r15 + 128]
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
+    mov rax, rax
+    mov eax, ecx
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rax, dword ptr [r15 + 128]
-    movzx ebp, al
-    mov r8, rcx
-    mov rbp, qword ptr [r15 + 512]
-    vpaddq xmm8, xmm8, xmmword ptr [r15 + 64]
-    mov rcx, rsi
-    mov byte ptr [r15 + 64], cl
-    lea r9, [r11 + r11*1]
-    mov byte ptr [r15 + 192], al
-    and r9, 1984
-    add rcx, qword ptr [r15 + r9 + 1408]
-    jmp 1f
+    mov rcx, qword ptr [r15 + 192]
+    movsxd rdx, dword ptr [r15 + 384]
+    mov r9, rdx
+    movzx r8d, byte ptr [r15 + 704]
+    mov edx, eax
+    test ebx, 1073741824
+    jnz 1f
 1:
     mov rbp, r11
-    vpcmpeqb xmm8, xmm8, xmm10
-    mov dword ptr [r15 + r9 + 1344], r9d
-    and rbp, 8128
-    add rcx, qword ptr [r15 + rbp + 7488]
-    mov r9d, ecx
-    movsxd rcx, dword ptr [r15 + 384]
-    jmp 1f
-1:
-    mov ebp, edi
-    movzx edi, al
-    mov esi, edi
-    jmp 1f
-1:
-    mov dword ptr [r15 + 128], 178
-    mov dword ptr [r15 + 256], r9d
-    movzx ebp, byte ptr [r15 + 448]
-    mov qword ptr [r15 + 768], rbp
-    mov eax, edi
-    mov rsi, qword ptr [r15 + 320]
-    mov ebp, esi
-    mov edi, edx
+    movzx edx, dl
+    and rbp, 4032
+    and edi, dword ptr [r15 + rbp + 3392]
+    mov edx, edi
+    mov dword ptr [r15 + 320], r8d
+    mov qword ptr [r15 + 512], rsi
+    mov edx, ebp
+    mov r8, r11
+    mov rbp, r11
+    movzx ecx, dil
+    mov edx, r9d
+    and rbp, 448
+    vmovdqu ymmword ptr [r15 + rbp + 832], ymm14
+    and r8, 8128
+    mov dword ptr [r15 + r8 + 7488], ecx
+    inc dword ptr [r15 + 64]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c24:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 16
-    setz al
-    lea rcx, [rip + .Lc1_d1134_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d1134_s_t
-    .p2align 3
-.Lc1_d1134_s:
-    .p2align 3
-    jmp .Lc1_d1134_j
-    .p2align 3
-    jmp .Lc1_d1134_j
-.Lc1_d1134_j:
-    mov qword ptr [r15 + 256], rax
+    lea rcx, [rip + .Lc1_d1160_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d1160_j_t
+.Lc1_d1160_j:
+    mov dword ptr [r15 + 320], 140
     jmp 1f
 1:
-    and ecx, dword ptr [r15 + 320]
+    mov ecx, 129
+    jmp 1f
+1:
+    mov ecx, r8d
+    mov r8, r11
+    jmp 1f
+1:
+    and r8, 1984
+    mov dword ptr [r15 + r8 + 1344], 138
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r11
     mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu ymmword ptr [r15 + 0], ymm14
+    mov r8, r8
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, rcx
-    and rbp, 448
-    movzx ecx, byte ptr [r15 + rbp + 832]
-    mov rbp, r11
-    mov qword ptr [r15 + 192], rbp
-    mov rdi, rbp
-    and rbp, 4032
-    movsxd rdi, dword ptr [r15 + rbp + 3392]
-    mov qword ptr [r15 + 576], rax
-    mov rbp, r11
-    mov dword ptr [r15 + 512], ecx
-    and rbp, 8128
-    mov rcx, qword ptr [r15 + rbp + 7488]
     jmp 1f
 1:
     jmp 1f
 1:
-    movsxd rax, dword ptr [r15 + 448]
-    mov dword ptr [r15 + 448], 30
-    jmp 1f
-1:
-    mov qword ptr [r15 + 64], rax
-    jmp 1f
-1:
-    jmp 1f
-1:
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c25:
+    mov qword ptr [r15 + 0], r8
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, rcx
-    mov eax, 215
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov byte ptr [r15 + 384], bpl
-    jmp 1f
-1:
-    mov edi, 145
-    mov dword ptr [r15 + 128], 184
-    mov ebp, eax
     jmp 1f
 1:
     test ebx, 1073741824
     jnz 1f
 1:
-    mov edx, 176
-    and r8d, dword ptr [r15 + 384]
+    vmovq qword ptr [r15 + 448], xmm14
+    mov qword ptr [r15 + 64], r8
+    movsxd rcx, dword ptr [r15 + 128]
+    mov r8d, dword ptr [r15 + 64]
+    mov edx, 194
+    mov edx, edx
+    movzx ebp, byte ptr [r15 + 448]
     jmp 1f
 1:
-    movzx ebp, r8b
-    mov rbp, r11
-    mov r9d, dword ptr [r15 + 640]
-    and rbp, 1984
-    vmovdqu xmm8, xmmword ptr [r15 + rbp + 1344]
-    mov qword ptr [r15 + 64], rdi
-    or qword ptr [r15 + 192], 31
-    mov rbp, r11
-    movsxd rdi, dword ptr [r15 + 320]
-    mov dword ptr [r15 + 448], 37
-    jmp 1f
-1:
+    mov rdx, qword ptr [r15 + 192]
+    mov esi, edx
+    mov rax, qword ptr [r15 + 512]
+    movzx edx, byte ptr [r15 + 320]
+    mov rdi, rdx
+    mov r9d, dword ptr [r15 + 384]
+    mov rdx, qword ptr [r15 + 256]
+    mov r9, r11
+    movzx r8d, byte ptr [r15 + 768]
+    and r9, 8128
+    mov edx, dword ptr [r15 + r9 + 7488]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c25:
+    mov r9d, 91
     mov r8, r11
-    and rbp, 4032
-    movzx eax, byte ptr [r15 + rbp + 3392]
-    add rbp, qword ptr [r15 + 256]
-    and r8, 8128
-    mov rcx, qword ptr [r15 + r8 + 7488]
     jmp 1f
 1:
-    mov qword ptr [r15 + 512], r8
+    mov r9, rdi
+    jmp 1f
+1:
+    and r8, 1984
+    mov r9d, dword ptr [r15 + r8 + 1344]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rdi, rbp
+    mov dword ptr [r15 + 0], 18
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov rbp, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r8d, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 448
+    mov dword ptr [r15 + rbp + 832], 210
+    mov edi, dword ptr [r15 + 192]
+    movsxd rbp, dword ptr [r15 + 384]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r9d, 99
+    add r9, qword ptr [r15 + 64]
+    jmp 1f
+1:
+    movzx ebp, byte ptr [r15 + 320]
+    movzx r8d, r9b
+    mov qword ptr [r15 + 256], rdi
+    movsxd rdi, dword ptr [r15 + 512]
+    mov r9d, 71
+    jmp 1f
+1:
+    mov dword ptr [r15 + 448], 167
+    movsxd r9, dword ptr [r15 + 128]
+    jmp 1f
+1:
+    movzx edx, byte ptr [r15 + 128]
+    mov rbp, r11
+    mov qword ptr [r15 + 576], rbp
+    mov esi, r9d
+    mov r9d, 108
+    and rbp, 4032
+    mov qword ptr [r15 + rbp + 3392], rbp
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c26:
-    lea rcx, [rip + .Lc1_d1220_j]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d1258_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d1220_j_t
-.Lc1_d1220_j:
+    jmp .Lc1_d1258_j_t
+.Lc1_d1258_j:
+    jmp 1f
+1:
+    vmovdqu xmmword ptr [r15 + 64], xmm14
+    and ebp, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov ecx, ebp
-    mov ebp, dword ptr [r15 + 384]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
+    mov ebp, eax
+    test ebx, 1073741824
+    jz 1f
 1:
+    mov esi, 201
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, ebp
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    .byte 0x66, 0x90
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    movzx ebp, r8b
-    jmp 1f
-1:
-    vpshufd xmm8, xmm8, 121
-    lea rbp, [r11 + r11*1]
-    mov r8d, dword ptr [r15 + 768]
-    and rbp, 448
-    mov rdi, qword ptr [r15 + rbp + 896]
-    mov qword ptr [r15 + 64], rcx
-    jmp 1f
-1:
-    movzx ecx, byte ptr [r15 + rbp + 832]
-    mov dword ptr [r15 + 704], ecx
-    mov rbp, rbp
-    vmovdqu ymmword ptr [r15 + 128], ymm8
+    vpmovmskb ebp, xmm14
+    movzx ebp, byte ptr [r15 + 640]
+    mov r9, r11
+    mov rax, qword ptr [r15 + 256]
+    vmovdqu ymmword ptr [r15 + 384], ymm14
+    and r9, 448
+    mov dword ptr [r15 + r9 + 832], 130
+    movsxd r9, dword ptr [r15 + 512]
     mov ecx, dword ptr [r15 + 128]
-    mov dword ptr [r15 + 256], 201
-    mov r9d, dword ptr [r15 + 448]
-    movsxd rbp, dword ptr [r15 + 320]
-    mov dword ptr [r15 + 512], 3
+    mov r8, r11
+    test dword ptr [r15 + 67117724], 139264
+    jnz 1f
+1:
+    and r8, 8128
+    mov r9d, dword ptr [r15 + r8 + 7488]
     mov rbp, r11
-    mov byte ptr [r15 + 64], cl
-    and rbp, 1984
-    mov rcx, qword ptr [r15 + rbp + 1344]
-    mov ebp, 243
+    mov edi, ebp
+    mov dword ptr [r15 + 320], 189
+    mov r8, qword ptr [r15 + 192]
+    and rbp, 4032
+    vmovdqu ymmword ptr [r15 + rbp + 3392], ymm14
+    mov byte ptr [r15 + 704], cl
+    movzx ecx, r8b
+    .byte 0x66, 0x90
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
@@ -2104,49 +2077,48 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    movzx ebp, byte ptr [r15 + 320]
+    movzx eax, byte ptr [r15 + 384]
+    mov ecx, dword ptr [r15 + 448]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, qword ptr [r15 + 768]
     jmp 1f
 1:
-    mov dword ptr [r15 + 384], 158
+    mov dword ptr [r15 + 512], 223
+    mov rbp, r11
     jmp 1f
 1:
-    mov rax, qword ptr [r15 + 128]
-    mov r8, qword ptr [r15 + 64]
-    movsxd rcx, dword ptr [r15 + 448]
-    mov qword ptr [r15 + 576], rbp
+    and rbp, 1984
+    mov r8, qword ptr [r15 + rbp + 1344]
+    mov rbp, qword ptr [r15 + 128]
+    mov edx, dword ptr [r15 + 64]
+    mov rdi, qword ptr [r15 + 192]
     test dword ptr [r15 + 67117723], 1
     jnz 1f
 1:
-    mov ecx, 209
-    mov ecx, 118
+    mov ebp, 252
+    mov ebp, 227
     jmp 1f
 1:
+    mov qword ptr [r15 + 256], rbp
     mov rbp, r11
-    movsxd rsi, dword ptr [r15 + 128]
-    and rbp, 1984
-    movsxd rax, dword ptr [r15 + rbp + 1344]
-    jmp 1f
-1:
-    mov qword ptr [r15 + 64], r8
-    jmp 1f
-1:
-    mov rbp, qword ptr [r15 + 512]
-    mov dword ptr [r15 + 192], 116
+    movsxd rdi, dword ptr [r15 + 448]
+    and rbp, 8128
     mov r8, r11
-    mov ecx, 45
-    and r8, 8128
-    vmovdqu ymmword ptr [r15 + r8 + 7488], ymm8
-    mov r9, r11
-    movzx r8d, byte ptr [r15 + 320]
-    and r9, 4032
-    mov dword ptr [r15 + r9 + 3392], esi
+    movsxd rax, dword ptr [r15 + rbp + 7488]
+    and r8, 448
+    vmovdqu xmmword ptr [r15 + r8 + 832], xmm12
+    jmp 1f
+1:
+    mov rbp, qword ptr [r15 + 128]
+    movsxd r8, dword ptr [r15 + 384]
+    mov ecx, 94
+    vpcmpeqb xmm14, xmm14, xmm12
+    mov dword ptr [r15 + 64], 142
+    mov dword ptr [r15 + 320], ecx
     add r11, 64
     inc rbx
     dec r13
@@ -2156,48 +2128,51 @@ ditto_body_c1:
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
     xor eax, eax
-    test dword ptr [r15 + 67117723], 4194304
+    test dword ptr [r15 + 67117724], 32
     setz al
-    lea rcx, [rip + .Lc1_d1313_s]
+    lea rcx, [rip + .Lc1_d1351_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d1313_s_t
+    jmp .Lc1_d1351_s_t
     .p2align 3
-.Lc1_d1313_s:
+.Lc1_d1351_s:
     .p2align 3
-    jmp .Lc1_d1313_j
+    jmp .Lc1_d1351_j
     .p2align 3
-    jmp .Lc1_d1313_j
-.Lc1_d1313_j:
-    movsxd rcx, dword ptr [r15 + 256]
-    movsxd rdi, dword ptr [r15 + 512]
-    mov eax, dword ptr [r15 + 384]
-    mov rbp, r11
-    mov dword ptr [r15 + 448], ebp
-    mov qword ptr [r15 + 320], rbp
-    and rbp, 4032
-    mov r8d, dword ptr [r15 + rbp + 3392]
-    mov rbp, rdx
-    mov rbp, r11
-    mov r9d, edi
+    jmp .Lc1_d1351_j
+.Lc1_d1351_j:
+    movsxd rcx, dword ptr [r15 + 64]
+    movsxd rbp, dword ptr [r15 + 576]
+    mov eax, dword ptr [r15 + 320]
+    mov r8, r11
+    mov dword ptr [r15 + 512], r8d
+    mov qword ptr [r15 + 64], r8
+    and r8, 8128
+    mov r9d, dword ptr [r15 + r8 + 7488]
+    mov r8, rsi
+    mov r8, r11
+    mov esi, eax
     jmp 1f
 1:
-    mov edx, ecx
+    mov eax, ecx
+    and r8, 4032
+    mov dword ptr [r15 + r8 + 3392], 24
+    jmp 1f
+1:
+    test ebx, 2560
+    jnz 1f
+1:
+    movsxd r8, dword ptr [r15 + 320]
+    mov eax, 247
+    movzx ecx, sil
+    mov rax, qword ptr [r15 + 128]
+    jmp 1f
+1:
+    movzx ecx, byte ptr [r15 + 256]
+    mov rbp, r11
+    mov rsi, qword ptr [r15 + 384]
+    movzx r9d, r8b
     and rbp, 1984
-    mov dword ptr [r15 + rbp + 1344], 24
-    jmp 1f
-1:
-    movsxd rbp, dword ptr [r15 + 640]
-    mov edi, 247
-    movzx ecx, al
-    mov rcx, qword ptr [r15 + 64]
-    jmp 1f
-1:
-    movzx edi, byte ptr [r15 + 128]
-    mov rbp, r11
-    mov rsi, qword ptr [r15 + 192]
-    movzx edi, dl
-    and rbp, 448
-    mov dword ptr [r15 + rbp + 832], edi
+    mov dword ptr [r15 + rbp + 1344], ebp
     jmp 1f
 1:
     jmp 1f
@@ -2209,69 +2184,65 @@ ditto_body_c1:
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c29:
-    jmp 1f
-1:
-    movzx ebp, bpl
-    mov r8, r11
-    mov ebp, r8d
-    mov ebp, 249
-    mov rbp, rdi
-    and r8, 448
-    mov rbp, qword ptr [r15 + r8 + 832]
-    jmp 1f
-1:
-    mov byte ptr [r15 + 64], r8b
-    mov esi, edi
-    jmp 1f
-1:
-    mov rsi, rsi
-    mov dword ptr [r15 + 128], 63
-    mov esi, esi
-    mov r8d, ebp
-    mov rbp, r11
-    and r8d, dword ptr [r15 + 320]
-    and rbp, 8128
-    mov dword ptr [r15 + rbp + 7488], 229
-    movzx esi, sil
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rsi, rsi
-    mov ebp, r8d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 512], sil
-    mov qword ptr [r15 + 192], rbp
-    mov ebp, 173
-    jmp 1f
-1:
-    vmovdqu ymmword ptr [r15 + 384], ymm8
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx ebp, sil
-    movzx esi, bpl
-    jmp 1f
-1:
-    mov rsi, rbp
-    mov rbp, qword ptr [r15 + 128]
-    mov rcx, r8
-    jmp 1f
-1:
-    jmp 1f
-1:
+    lea rcx, [rip + .Lc1_d1396_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d1396_j_t
+.Lc1_d1396_j:
     .byte 0x0f, 0x1f, 0x00
-    movsxd rsi, dword ptr [r15 + 256]
-    mov qword ptr [r15 + 704], rbp
+    movzx ecx, cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, ebp
+    mov rcx, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], rcx
+    jmp 1f
+1:
+    mov rbp, r11
+    mov r9, r11
+    mov qword ptr [r15 + 512], r9
+    and rbp, 448
+    movzx ecx, byte ptr [r15 + rbp + 832]
+    mov rbp, r11
+    and r9, 4032
+    mov byte ptr [r15 + r9 + 3392], dl
+    and rbp, 16320
+    mov rdx, qword ptr [r15 + rbp + 15680]
+    mov rdi, rdx
+    mov edx, 121
+    vmovdqu ymmword ptr [r15 + 192], ymm14
+    mov r9d, r9d
+    movzx edx, bpl
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov dword ptr [r15 + 128], 186
+    mov edx, edx
+    vmovdqu xmmword ptr [r15 + 384], xmm14
+    jmp 1f
+1:
+    mov rbp, rdx
+    jmp 1f
+1:
+    movzx r9d, dl
+    mov rdx, rdi
+    mov edx, edx
+    vpmovmskb r9d, xmm14
+    mov rdx, qword ptr [r15 + 448]
+    jmp 1f
+1:
+    mov edi, ecx
+    mov rax, qword ptr [r15 + 640]
+    movzx edi, r9b
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r9d, 160
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
@@ -2280,817 +2251,829 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 4
-    setz al
-    lea rcx, [rip + .Lc1_d1414_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d1414_s_t
-    .p2align 3
-.Lc1_d1414_s:
-    .p2align 3
-    jmp .Lc1_d1414_j
-    .p2align 3
-    jmp .Lc1_d1414_j
-.Lc1_d1414_j:
-    mov rbp, r11
+    mov qword ptr [r15 + 256], rdi
+    jmp 1f
+1:
+    movzx edi, al
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov rdi, qword ptr [r15 + 64]
+    mov dword ptr [r15 + 384], 151
+    mov eax, edi
+    mov byte ptr [r15 + 192], dil
+    jmp 1f
+1:
+    mov qword ptr [r15 + 704], rax
+    movzx edi, al
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edi, 248
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, eax
+    jmp 1f
+1:
+    mov r8d, eax
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    add r8, qword ptr [r15 + 64]
+    movzx eax, byte ptr [r15 + 448]
+    test dword ptr [r15 + 67117723], 1073742336
+    jnz 1f
+1:
+    mov r8d, eax
+    jmp 1f
+1:
+    jmp 1f
+1:
     mov r8, r11
-    and rbp, 4032
-    mov qword ptr [r15 + rbp + 3392], rbp
-    and r8, 1984
-    movsxd rcx, dword ptr [r15 + r8 + 1344]
-    mov qword ptr [r15 + 192], rax
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r8d, ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    and ebp, dword ptr [r15 + 512]
-    xor dword ptr [r15 + 576], ebp
+    movsxd rcx, dword ptr [r15 + 320]
     jmp 1f
 1:
     mov rbp, r11
-    movzx ecx, bpl
-    jmp 1f
-1:
-    jmp 1f
-1:
+    and r8, 1984
+    movsxd rax, dword ptr [r15 + r8 + 1344]
+    mov qword ptr [r15 + 128], rax
     and rbp, 8128
-    movsxd rcx, dword ptr [r15 + rbp + 7488]
-    jmp 1f
-1:
-    movsxd r9, dword ptr [r15 + 768]
-    movzx edx, byte ptr [r15 + 64]
-    mov eax, 59
-    and edx, dword ptr [r15 + 128]
-    jmp 1f
-1:
-    movzx ebp, dl
-    mov eax, ebp
-    mov ebp, eax
-    add rax, qword ptr [r15 + 448]
-    mov byte ptr [r15 + 256], cl
+    mov qword ptr [r15 + rbp + 7488], rbp
+    movzx eax, dil
+    mov dword ptr [r15 + 320], 207
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c31:
-    lea rcx, [rip + .Lc1_d1460_j]
+    lea rcx, [rip + .Lc1_d1500_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d1460_j_t
-.Lc1_d1460_j:
-    mov dword ptr [r15 + 64], ebp
-    mov ebp, dword ptr [r15 + 640]
+    jmp .Lc1_d1500_j_t
+.Lc1_d1500_j:
+    mov dword ptr [r15 + 0], r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 512], ecx
+    add r9, qword ptr [r15 + 192]
+    movzx r8d, byte ptr [r15 + 128]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, 220
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, 54
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r8d, byte ptr [r15 + 256]
-    jmp 1f
-1:
-    mov r9, r11
+    movzx ecx, r8b
+    mov rbp, r11
+    mov r8d, eax
+    and rbp, 1984
+    movzx eax, byte ptr [r15 + rbp + 1344]
+    vpor xmm14, xmm14, xmm14
     jmp 1f
 1:
     jmp 1f
 1:
-    mov dword ptr [r15 + 128], r8d
-    and r9, 8128
-    mov byte ptr [r15 + r9 + 7488], dl
+    mov dword ptr [r15 + 320], 228
+    mov ebp, dword ptr [r15 + 448]
+    jmp 1f
+1:
+    movzx r8d, byte ptr [r15 + 384]
     test ebx, 1073741824
     jnz 1f
 1:
+    mov r9d, 240
+    vmovdqu ymmword ptr [r15 + 256], ymm14
+    mov r8d, 244
     jmp 1f
 1:
+    movzx r8d, byte ptr [r15 + 64]
     jmp 1f
 1:
-    mov r9, r11
-    movzx ecx, byte ptr [r15 + 320]
-    and r9, 448
-    mov qword ptr [r15 + r9 + 832], r9
-    mov edi, r9d
+    mov ebp, 156
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov edi, 178
-    vmovdqu ymmword ptr [r15 + 320], ymm8
-    mov edx, edi
-    xor dword ptr [r15 + 448], edi
+    mov ecx, edx
+    mov qword ptr [r15 + 768], rbp
     mov rbp, r11
-    add rdx, qword ptr [r15 + 384]
+    vmovdqu ymmword ptr [r15 + 576], ymm14
     and rbp, 4032
-    mov dword ptr [r15 + rbp + 3392], 180
+    mov r9d, dword ptr [r15 + rbp + 3392]
     jmp 1f
 1:
-    mov rbp, rdi
-    mov r9d, edx
-    mov qword ptr [r15 + 384], r9
+    mov rbp, r9
+    mov rbp, r11
+    mov edx, r9d
+    and rbp, 448
+    mov qword ptr [r15 + rbp + 832], rbp
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c32:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r9d, dl
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, r9d
-    movzx edx, r9b
-    mov r9d, edx
-    movzx edx, dil
-    mov edx, 105
-    mov edi, edx
-    mov r9d, dword ptr [r15 + 704]
-    jmp 1f
-1:
-    mov qword ptr [r15 + 64], r9
-    jmp 1f
-1:
-    mov dword ptr [r15 + 192], r9d
-    movsxd rbp, dword ptr [r15 + 448]
-    mov esi, dword ptr [r15 + 64]
-    jmp 1f
-1:
-    movzx r9d, byte ptr [r15 + 128]
-    mov rdi, r9
-    .byte 0x0f, 0x1f, 0x00
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 7
+    lea rcx, [rip + .Lc1_d1552_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d1552_s_t
+    .p2align 3
+.Lc1_d1552_s:
+    .p2align 3
+    jmp .Lc1_d1552_j
+    .p2align 3
+    jmp .Lc1_d1552_j
+    .p2align 3
+    jmp .Lc1_d1552_j
+    .p2align 3
+    jmp .Lc1_d1552_j
+    .p2align 3
+    jmp .Lc1_d1552_j
+    .p2align 3
+    jmp .Lc1_d1552_j
+    .p2align 3
+    jmp .Lc1_d1552_j
+    .p2align 3
+    jmp .Lc1_d1552_j
+.Lc1_d1552_j:
+    mov esi, dword ptr [r15 + 128]
     mov byte ptr [r15 + 512], sil
-    movzx r8d, bpl
-    vpcmpeqb xmm8, xmm8, xmm4
+    mov ecx, eax
+    mov ebp, esi
+    mov rax, rbp
+    movzx ecx, sil
+    mov eax, 105
+    movzx esi, al
+    vmovdqu ymmword ptr [r15 + 384], ymm14
+    movzx esi, sil
     jmp 1f
 1:
-    mov rbp, rsi
-    mov rcx, rsi
-    mov dword ptr [r15 + 384], 44
-    mov dword ptr [r15 + 768], 239
-    mov ebp, 26
-    mov qword ptr [r15 + 384], rax
-    mov qword ptr [r15 + 256], r8
-    mov dword ptr [r15 + 320], ebp
-    mov r8, r11
-    mov ebp, r9d
-    and r8, 1984
-    mov qword ptr [r15 + r8 + 1344], rbp
+    test ebx, 1073741824
+    jz 1f
+1:
+    vmovdqu xmm14, xmmword ptr [r15 + 64]
+    mov edi, dword ptr [r15 + 640]
+    mov esi, dword ptr [r15 + 320]
+    mov rbp, r11
     jmp 1f
 1:
+    movzx eax, cl
+    and rbp, 8128
+    mov dword ptr [r15 + rbp + 7488], ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 256], rdi
+    mov ebp, eax
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c33:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d1563_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d1563_j_t
-.Lc1_d1563_j:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 512], bpl
     mov rbp, r11
-    and rbp, 448
-    mov ecx, dword ptr [r15 + rbp + 832]
-    mov ebp, dword ptr [r15 + 128]
-    mov r8, r11
-    add rbp, qword ptr [r15 + 384]
+    mov byte ptr [r15 + 256], bpl
     jmp 1f
 1:
-    mov byte ptr [r15 + 256], al
-    and r8, 1984
-    mov byte ptr [r15 + r8 + 1344], al
-    mov rax, r8
-    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 4032
+    mov eax, dword ptr [r15 + rbp + 3392]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, r8
-    test dword ptr [r15 + 67117724], 524288
+    mov dword ptr [r15 + 704], 241
+    jmp 1f
+1:
+    mov qword ptr [r15 + 192], rax
+    mov ebp, 173
+    test ebx, 1073741824
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
     mov rbp, r11
-    mov dword ptr [r15 + 576], 122
-    and rbp, 8128
-    mov r8d, dword ptr [r15 + rbp + 7488]
-    mov dword ptr [r15 + 128], 133
-    movsxd rdx, dword ptr [r15 + 512]
+    mov qword ptr [r15 + 384], rax
+    mov byte ptr [r15 + 64], bpl
+    and rbp, 1984
+    mov rax, qword ptr [r15 + rbp + 1344]
+    mov ebp, dword ptr [r15 + 128]
+    mov rdi, rbp
+    movzx edx, byte ptr [r15 + 128]
+    mov rbp, rbp
+    mov rbp, r11
+    mov qword ptr [r15 + 448], rbp
+    movzx ecx, bpl
+    and rbp, 448
+    mov rcx, qword ptr [r15 + rbp + 832]
+    mov dword ptr [r15 + 320], 165
+    movsxd rbp, dword ptr [r15 + 448]
     jmp 1f
 1:
-    mov ebp, dword ptr [r15 + 192]
-    mov ecx, 67
-    mov qword ptr [r15 + 64], rcx
-    movzx ecx, byte ptr [r15 + 320]
-    jmp 1f
-1:
-    movsxd rax, dword ptr [r15 + 320]
+    mov rsi, rcx
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c34:
-    jmp 1f
-1:
-    mov ecx, 237
-    mov rbp, r11
-    mov rsi, qword ptr [r15 + 128]
-    and rbp, 448
-    movsxd rax, dword ptr [r15 + rbp + 832]
-    jmp 1f
-1:
-    mov ecx, 197
-    movzx ebp, cl
-    mov byte ptr [r15 + 640], sil
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rsi, rdx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, 195
+    lea rcx, [rip + .Lc1_d1639_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d1639_j_t
+.Lc1_d1639_j:
+    mov dword ptr [r15 + 0], ecx
+    add rbp, qword ptr [r15 + 0]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 192], ecx
-    mov dword ptr [r15 + 448], 168
-    vpor xmm8, xmm8, xmm8
-    mov rbp, r11
-    mov ecx, dword ptr [r15 + 384]
-    mov edx, 171
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, cl
+    mov ecx, 107
+    mov r8, r11
     jmp 1f
 1:
-    and rbp, 1984
-    xor dword ptr [r15 + rbp + 1344], ebp
-    mov dword ptr [r15 + 64], 76
-    movzx r9d, bpl
-    mov dword ptr [r15 + 384], ecx
-    vmovq xmm8, r9
-    movsxd rcx, dword ptr [r15 + 512]
-    mov byte ptr [r15 + 448], bpl
-    movzx ebp, bpl
-    movzx r9d, bpl
-    mov rbp, qword ptr [r15 + 320]
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r9, r11
+    and r8, 8128
+    mov ecx, dword ptr [r15 + r8 + 7488]
+    and r9, 448
+    add rax, qword ptr [r15 + r9 + 832]
+    mov r9d, 246
+    mov r8d, 104
     jmp 1f
 1:
-    and r9, 4032
-    mov byte ptr [r15 + r9 + 3392], bpl
+    mov r8, rcx
+    movzx r9d, cl
+    mov r8, r11
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and r8, 4032
+    mov byte ptr [r15 + r8 + 3392], cl
+    mov dword ptr [r15 + 128], 188
+    mov edx, dword ptr [r15 + 384]
+    movzx r8d, cl
+    movsxd r8, dword ptr [r15 + 64]
+    mov dword ptr [r15 + 384], 160
+    movzx ecx, r8b
+    jmp 1f
+1:
+    mov r8, qword ptr [r15 + 512]
+    movsxd r9, dword ptr [r15 + 64]
+    jmp 1f
+1:
+    movzx eax, cl
+    movsxd rcx, dword ptr [r15 + 192]
+    movzx ebp, cl
+    and eax, dword ptr [r15 + 320]
+    mov byte ptr [r15 + 768], al
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c35:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 1
-    setz al
-    lea rcx, [rip + .Lc1_d1650_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d1650_s_t
-    .p2align 3
-.Lc1_d1650_s:
-    .p2align 3
-    jmp .Lc1_d1650_j
-    .p2align 3
-    jmp .Lc1_d1650_j
-.Lc1_d1650_j:
-    mov qword ptr [r15 + 384], rcx
-    mov ecx, 47
-    jmp 1f
-1:
-    mov qword ptr [r15 + 64], rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 42
-    mov byte ptr [r15 + 192], al
-    jmp 1f
-1:
-    mov eax, 177
-    mov byte ptr [r15 + 512], cl
-    movzx ecx, al
-    mov r9, r11
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov rbp, r8
-    and r9, 8128
-    movsxd r8, dword ptr [r15 + r9 + 7488]
-    vpaddd xmm8, xmm8, xmm8
-    mov dword ptr [r15 + 256], 150
     jmp 1f
 1:
     mov rbp, r11
-    movzx r9d, bpl
-    movsxd rax, dword ptr [r15 + 704]
-    and rbp, 4032
-    movsxd r9, dword ptr [r15 + rbp + 3392]
-    mov qword ptr [r15 + 320], rax
-    mov qword ptr [r15 + 128], r9
+    lea r8, [r11 + r11*1]
+    mov byte ptr [r15 + 576], r8b
+    and rbp, 448
+    movsxd rax, dword ptr [r15 + rbp + 832]
+    and r8, 1984
+    mov qword ptr [r15 + r8 + 1344], r8
+    add rcx, qword ptr [r15 + 0]
+    movzx ebp, dil
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 176
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rbp
+    mov ebp, 115
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edi, 227
+    mov r9, r8
+    mov edi, r9d
+    mov ebp, 224
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx eax, cl
+    mov qword ptr [r15 + 128], rbp
+    movzx ebp, byte ptr [r15 + 512]
+    jmp 1f
+1:
+    mov dword ptr [r15 + r8 + 1408], 154
+    mov qword ptr [r15 + 64], rbp
+    mov r8d, dword ptr [r15 + 384]
+    mov ebp, dword ptr [r15 + 192]
+    movsxd rcx, dword ptr [r15 + 256]
+    jmp 1f
+1:
+    mov r9, r11
+    mov dword ptr [r15 + 128], 156
+    vmovdqu ymmword ptr [r15 + 448], ymm14
+    and r9, 8128
+    mov rdi, qword ptr [r15 + r9 + 7488]
+    jmp 1f
+1:
+    mov r9, rdi
+    inc dword ptr [r15 + 640]
+    vpcmpeqb xmm14, xmm14, xmmword ptr [r15 + 320]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c36:
-    mov r8, r11
-    and r8, 8128
-    mov qword ptr [r15 + r8 + 7488], r9
-    mov dword ptr [r15 + 128], 59
-    jmp 1f
-1:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 4096
+    setz al
+    lea rcx, [rip + .Lc1_d1736_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d1736_s_t
+    .p2align 3
+.Lc1_d1736_s:
+    .p2align 3
+    jmp .Lc1_d1736_j
+    .p2align 3
+    jmp .Lc1_d1736_j
+.Lc1_d1736_j:
+    mov byte ptr [r15 + 512], r9b
+    mov qword ptr [r15 + 128], rcx
+    movzx ecx, al
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx r8d, r8b
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 158
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, r11
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 512], r8d
-    mov r9d, dword ptr [r15 + 64]
-    movzx r8d, byte ptr [r15 + 64]
-    test ebx, 221184
+    and r9, 8128
+    movzx ecx, byte ptr [r15 + r9 + 7488]
+    mov dword ptr [r15 + 192], 81
+    test ebx, 1073741824
     jz 1f
 1:
+    mov qword ptr [r15 + 704], rcx
+    and eax, dword ptr [r15 + 320]
+    mov r9, r11
+    movzx ecx, byte ptr [r15 + 448]
+    vmovdqu ymmword ptr [r15 + 64], ymm14
+    and r9, 4032
+    mov edi, dword ptr [r15 + r9 + 3392]
+    movzx r9d, byte ptr [r15 + 256]
+    movsxd r8, dword ptr [r15 + 384]
+    movzx ebp, al
     jmp 1f
 1:
-    movsxd r8, dword ptr [r15 + 128]
-    mov qword ptr [r15 + 192], r8
-    mov qword ptr [r15 + 576], r9
-    movsxd r8, dword ptr [r15 + 448]
-    mov byte ptr [r15 + 768], r8b
-    jmp 1f
-1:
-    mov rbp, r11
-    movsxd r9, dword ptr [r15 + 320]
-    and rbp, 1984
-    mov qword ptr [r15 + rbp + 1344], rbp
-    movzx ebp, bpl
-    jmp 1f
-1:
-    mov rbp, r11
-    movzx r8d, byte ptr [r15 + 448]
-    inc dword ptr [r15 + 256]
-    and rbp, 448
-    mov rcx, qword ptr [r15 + rbp + 832]
-    and ebp, dword ptr [r15 + 384]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c37:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 262144
-    setz al
-    lea rcx, [rip + .Lc1_d1738_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d1738_s_t
-    .p2align 3
-.Lc1_d1738_s:
-    .p2align 3
-    jmp .Lc1_d1738_j
-    .p2align 3
-    jmp .Lc1_d1738_j
-.Lc1_d1738_j:
-    mov ebp, dword ptr [r15 + 64]
-    mov rsi, r9
-    mov r8, r11
-    mov rcx, qword ptr [r15 + 320]
-    and r8, 448
-    and eax, dword ptr [r15 + r8 + 832]
-    movzx r8d, al
-    mov r8d, r8d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, 106
-    mov r8, rax
+    lea rcx, [rip + .Lc1_d1774_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d1774_j_t
+.Lc1_d1774_j:
     jmp 1f
 1:
-    mov eax, dword ptr [r15 + 256]
-    mov r9, r11
-    movzx esi, bpl
-    mov rbp, r8
-    vmovdqu ymmword ptr [r15 + 384], ymm8
-    and r9, 1984
-    mov byte ptr [r15 + r9 + 1344], bpl
+    mov byte ptr [r15 + 128], dil
+    jmp 1f
+1:
+    mov byte ptr [r15 + 0], cl
+    mov rdi, r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rdi, rdi
+    mov edi, 142
+    vpxor xmm14, xmm14, xmm9
+    mov ecx, edi
+    jmp 1f
+1:
+    mov rbp, r11
+    mov dword ptr [r15 + 0], 108
+    mov r8d, ebp
+    movsxd rdi, dword ptr [r15 + 320]
+    and rbp, 1984
+    mov byte ptr [r15 + rbp + 1344], bpl
+    mov rcx, qword ptr [r15 + 64]
+    mov ebp, 156
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov eax, ecx
+    mov rcx, qword ptr [r15 + 320]
+    mov byte ptr [r15 + 256], cl
+    mov qword ptr [r15 + 512], rdi
+    mov ecx, dword ptr [r15 + 768]
+    mov edi, ecx
+    mov rbp, rdi
+    movzx ecx, byte ptr [r15 + 384]
+    mov rbp, r11
+    mov rax, rax
+    and rbp, 4032
+    movzx eax, byte ptr [r15 + rbp + 3392]
+    movzx ebp, al
+    jmp 1f
+1:
+    movzx ebp, bpl
     mov r8, r11
-    mov byte ptr [r15 + 512], al
-    movzx r9d, r8b
-    and r8, 4032
-    mov r9, qword ptr [r15 + r8 + 3392]
-    mov byte ptr [r15 + 128], r9b
-    mov r9d, 214
+    mov qword ptr [r15 + 64], r8
+    mov ebp, dword ptr [r15 + 448]
+    movzx r9d, cl
+    and r8, 448
+    mov ecx, dword ptr [r15 + r8 + 832]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c38:
-    mov r8, r11
-    and r9d, dword ptr [r15 + 320]
-    and r8, 4032
-    movsxd rsi, dword ptr [r15 + r8 + 3392]
-    mov r8, r9
-    movzx r9d, byte ptr [r15 + 448]
-    mov eax, 66
+    mov dword ptr [r15 + 0], r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, rbp
+    mov r8d, 154
     jmp 1f
 1:
-    movzx eax, al
+    add r8, qword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, rsi
+    mov rbp, rcx
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r11
-    jmp 1f
-1:
-    and rbp, 8128
-    mov dword ptr [r15 + rbp + 7488], 206
     jmp 1f
 1:
     jmp 1f
 1:
-    mov byte ptr [r15 + 320], bpl
+    movzx ebp, byte ptr [r15 + 320]
+    mov byte ptr [r15 + 448], bpl
     jmp 1f
 1:
-    mov ebp, ebp
+    jmp 1f
+1:
+    test ebx, 4608
+    jnz 1f
+1:
+    mov byte ptr [r15 + 640], r8b
+    mov r8d, ebp
     mov rbp, rbp
-    mov dword ptr [r15 + 256], ebp
-    mov ebp, 26
-    jmp 1f
-1:
-    movzx ebp, byte ptr [r15 + 64]
-    jmp 1f
-1:
-    vpcmpeqb xmm8, xmm8, xmm6
-    movzx eax, byte ptr [r15 + 384]
-    mov rcx, qword ptr [r15 + 128]
-    jmp 1f
-1:
-    mov rdx, qword ptr [r15 + 640]
-    mov edi, r9d
-    mov r9, r11
-    mov byte ptr [r15 + 448], r9b
-    mov dword ptr [r15 + 192], 188
+    movzx ecx, byte ptr [r15 + 192]
+    mov ebp, 13
+    mov edi, dword ptr [r15 + 64]
+    mov rbp, r11
+    mov dword ptr [r15 + 576], 182
+    and rbp, 8128
+    movzx r8d, byte ptr [r15 + rbp + 7488]
     mov rax, qword ptr [r15 + 512]
+    mov r9, r11
+    jmp 1f
+1:
     and r9, 1984
-    mov qword ptr [r15 + r9 + 1344], r8
+    mov ebp, dword ptr [r15 + r9 + 1344]
+    mov qword ptr [r15 + 256], rbp
+    mov rbp, qword ptr [r15 + 128]
+    mov r9, r11
+    mov esi, ecx
+    and r9, 448
+    vmovdqu ymmword ptr [r15 + r9 + 832], ymm14
+    mov dword ptr [r15 + 384], 148
+    movzx r9d, sil
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c39:
-    lea rcx, [rip + .Lc1_d1826_j]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d1876_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d1826_j_t
-.Lc1_d1826_j:
-    mov ecx, dword ptr [r15 + 384]
+    jmp .Lc1_d1876_j_t
+.Lc1_d1876_j:
     mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, rcx
+    mov dword ptr [r15 + 0], 95
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, 205
-    mov r9d, r9d
-    mov r12, qword ptr [r15 + r12 + 56]
+    and ecx, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx r8d, r9b
-    mov r9, r8
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, qword ptr [r15 + 64]
-    mov r8d, dword ptr [r15 + 704]
+    mov eax, ecx
+    mov rax, rcx
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
+1:
+    movsxd rax, dword ptr [r15 + 256]
+    mov ecx, dword ptr [r15 + 384]
+    mov esi, dword ptr [r15 + 64]
+    mov r9d, dword ptr [r15 + 704]
+    mov ebp, dword ptr [r15 + 192]
+    movsxd r8, dword ptr [r15 + 384]
+    jmp 1f
+1:
+    mov rbp, r11
+    jmp 1f
+1:
+    mov byte ptr [r15 + 448], r9b
+    and rbp, 4032
+    mov dword ptr [r15 + rbp + 3392], 224
+    test dword ptr [r15 + 67117724], 20
+    jnz 1f
 1:
     jmp 1f
 1:
-    mov r9, r11
-    mov qword ptr [r15 + 128], r8
-    mov qword ptr [r15 + 320], r9
-    mov r8, r8
-    and r9, 4032
-    mov ecx, dword ptr [r15 + r9 + 3392]
-    mov byte ptr [r15 + 768], dl
-    mov dword ptr [r15 + 256], 88
-    jmp 1f
-1:
-    mov r8, r11
-    mov dword ptr [r15 + 64], 238
-    mov r9d, 99
-    and r8, 448
-    or qword ptr [r15 + r8 + 832], 117
-    mov r9, r11
-    vpcmpeqb xmm8, xmm8, xmmword ptr [r15 + 192]
-    and r9, 8128
-    vmovq qword ptr [r15 + r9 + 7488], xmm7
-    movzx r8d, byte ptr [r15 + 512]
-    jmp 1f
-1:
+    mov ebp, 102
+    and ecx, dword ptr [r15 + 128]
+    mov ebp, 134
+    mov rbp, r11
+    mov r9, qword ptr [r15 + 320]
+    mov rsi, qword ptr [r15 + 512]
+    and rbp, 8128
+    inc dword ptr [r15 + rbp + 7488]
+    movzx ebp, bpl
+    movzx ebp, byte ptr [r15 + 128]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c40:
-    mov dword ptr [r15 + 448], r8d
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r9d, r8b
-    mov r8d, r8d
-    vpaddd xmm8, xmm8, xmm8
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, r8d
-    mov r9, r11
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 64
+    setz al
+    lea rcx, [rip + .Lc1_d1924_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d1924_s_t
+    .p2align 3
+.Lc1_d1924_s:
+    .p2align 3
+    jmp .Lc1_d1924_j
+    .p2align 3
+    jmp .Lc1_d1924_j
+.Lc1_d1924_j:
+    mov dword ptr [r15 + 320], ecx
     mov dword ptr [r15 + 128], 190
-    and r9, 1984
-    mov r8d, dword ptr [r15 + r9 + 1344]
-    mov r9, r11
-    jmp 1f
-1:
-    and r9, 448
-    add r8, qword ptr [r15 + r9 + 832]
-    movzx edx, byte ptr [r15 + 64]
     mov rbp, r11
-    mov dword ptr [r15 + 192], ebp
-    and rbp, 4032
-    mov byte ptr [r15 + rbp + 3392], bpl
-    jmp 1f
-1:
-    and ebp, dword ptr [r15 + 128]
-    jmp 1f
-1:
-    mov byte ptr [r15 + 384], bpl
-    movzx ebp, bpl
     jmp 1f
 1:
     jmp 1f
 1:
-    mov dword ptr [r15 + 576], 78
+    and rbp, 1984
+    mov rcx, qword ptr [r15 + rbp + 1344]
     mov ebp, ebp
+    mov byte ptr [r15 + 384], bpl
+    mov ebp, dword ptr [r15 + 448]
+    add rsi, qword ptr [r15 + 64]
     jmp 1f
 1:
-    movzx ebp, byte ptr [r15 + 640]
-    mov r9, qword ptr [r15 + 320]
-    movzx esi, byte ptr [r15 + 512]
-    movsxd rcx, dword ptr [r15 + 448]
+    movzx eax, byte ptr [r15 + 64]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov r8, r11
+    jmp 1f
+1:
+    movzx eax, r8b
+    mov r9d, dword ptr [r15 + 192]
+    and r8, 448
+    mov dword ptr [r15 + r8 + 832], 240
+    movzx edx, al
+    mov rbp, r11
+    mov eax, dword ptr [r15 + 768]
+    jmp 1f
+1:
+    and rbp, 4032
+    mov r8, qword ptr [r15 + rbp + 3392]
+    mov ecx, r8d
+    mov ebp, dword ptr [r15 + 512]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c41:
-    lea rcx, [rip + .Lc1_d1917_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d1917_j_t
-.Lc1_d1917_j:
+    mov r9, r11
+    mov rbp, r9
+    movsxd r8, dword ptr [r15 + 512]
+    and r9, 1984
+    and r8d, dword ptr [r15 + r9 + 1344]
+    mov qword ptr [r15 + 0], rbp
+    mov dword ptr [r15 + 0], 172
+    mov dword ptr [r15 + 0], r9d
     jmp 1f
 1:
-    mov ebp, ecx
-    mov dword ptr [r15 + 320], esi
-    and ecx, dword ptr [r15 + 192]
+    mov ebp, ebp
     jmp 1f
 1:
-    mov qword ptr [r15 + 128], rcx
-    mov rsi, qword ptr [r15 + 256]
-    .byte 0x0f, 0x1f, 0x00
-    movsxd rcx, dword ptr [r15 + 768]
-    mov dword ptr [r15 + 512], 90
-    mov byte ptr [r15 + 64], cl
+    mov qword ptr [r15 + 0], r8
+    inc dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rbp
+    mov ebp, ebp
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, esi
-    mov dword ptr [r15 + 0], 46
+    mov r8, rsi
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rdi, rcx
+    mov ebp, dword ptr [r15 + 192]
+    jmp 1f
+1:
+    mov r8, rbp
     test ebx, 1073741824
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rdi
-    mov r12, qword ptr [r15 + r12 + 56]
-    add rcx, qword ptr [r15 + 0]
-    mov qword ptr [r15 + 704], rsi
+    mov rbp, r11
+    mov dword ptr [r15 + 384], 98
+    mov qword ptr [r15 + 128], rbp
+    movzx r8d, byte ptr [r15 + 256]
+    and rbp, 16320
+    mov dword ptr [r15 + rbp + 15680], ebp
+    mov r9d, ebp
     jmp 1f
 1:
-    mov rsi, rcx
-    mov rbp, rdi
-    mov edi, edi
-    vpmovmskb edi, xmm8
-    mov dword ptr [r15 + 384], edi
-    mov rbp, r11
-    mov qword ptr [r15 + 256], rsi
-    and rbp, 1984
-    mov qword ptr [r15 + rbp + 1344], rdi
-    mov rbp, r11
-    vmovq qword ptr [r15 + 64], xmm8
-    jmp 1f
-1:
-    mov dword ptr [r15 + 384], edi
-    and rbp, 8128
-    add rsi, qword ptr [r15 + rbp + 7488]
-    mov edi, esi
+    mov r9, r8
+    .byte 0x0f, 0x1f, 0x00
+    mov r9d, dword ptr [r15 + 320]
+    mov rsi, r9
+    mov r9d, ebp
+    mov rbp, qword ptr [r15 + 640]
+    mov rax, qword ptr [r15 + 128]
+    mov qword ptr [r15 + 320], rax
+    mov rax, qword ptr [r15 + 448]
+    mov r9, r11
+    mov dword ptr [r15 + 576], r9d
+    and r9, 8128
+    mov dword ptr [r15 + r9 + 7488], r9d
+    movsxd rdi, dword ptr [r15 + 64]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c42:
-    mov dword ptr [r15 + 448], edi
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    lea rcx, [rip + .Lc1_d2017_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d2017_j_t
+.Lc1_d2017_j:
+    movzx ecx, byte ptr [r15 + 448]
     .byte 0x0f, 0x1f, 0x00
+    jmp 1f
+1:
+    mov r9d, 1
+    mov rbp, r11
+    mov r9, qword ptr [r15 + 192]
+    vmovdqu ymmword ptr [r15 + 256], ymm14
+    mov eax, edi
+    and rbp, 448
+    mov qword ptr [r15 + rbp + 832], rcx
+    or qword ptr [r15 + 512], 113
+    jmp 1f
+1:
+    mov dword ptr [r15 + 704], 219
     mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1024
+    jnz 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov rbp, r11
-    jmp 1f
-1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx edi, bpl
+    mov ecx, dword ptr [r15 + 64]
     and rbp, 4032
-    mov dword ptr [r15 + rbp + 3392], edi
-    mov qword ptr [r15 + 192], rbp
-    mov qword ptr [r15 + 128], rsi
-    movzx esi, sil
-    vmovq qword ptr [r15 + 576], xmm8
-    mov dword ptr [r15 + 384], 236
-    mov ebp, 226
-    mov rbp, qword ptr [r15 + 128]
-    mov r8, r11
-    movsxd rsi, dword ptr [r15 + 512]
-    and r8, 448
-    movsxd rdi, dword ptr [r15 + r8 + 832]
-    mov r8d, dword ptr [r15 + 320]
-    mov dword ptr [r15 + 448], 213
+    mov dword ptr [r15 + rbp + 3392], ebp
     jmp 1f
 1:
-    mov rcx, rbp
-    jmp 1f
-1:
-    movzx ebp, byte ptr [r15 + 320]
+    movsxd r8, dword ptr [r15 + 320]
+    movsxd rbp, dword ptr [r15 + 128]
+    mov rdi, rcx
+    mov byte ptr [r15 + 64], cl
     mov r9, r11
+    movzx ecx, r9b
+    and r9, 8128
+    mov rax, qword ptr [r15 + r9 + 7488]
     jmp 1f
 1:
-    and r9, 8128
-    and ebp, dword ptr [r15 + r9 + 7488]
-    mov r9d, 10
-    movzx r9d, byte ptr [r15 + 64]
-    mov edx, ebp
+    mov qword ptr [r15 + 384], rbp
+    mov r9d, 237
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c43:
-    lea rcx, [rip + .Lc1_d2011_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d2011_j_t
-.Lc1_d2011_j:
-    mov qword ptr [r15 + 256], rcx
-    movzx ecx, byte ptr [r15 + 128]
-    jmp 1f
-1:
-    mov byte ptr [r15 + 64], cl
-    mov rcx, qword ptr [r15 + 64]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov eax, r9d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, 127
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], cl
-    mov rbp, rcx
+    mov eax, r9d
+    jmp 1f
+1:
+    mov r9, rax
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r9d, 78
-    movzx ecx, r9b
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
     mov r9, r11
-    mov ecx, 118
-    mov ecx, ecx
-    movzx ecx, byte ptr [r15 + 448]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r9, 1984
+    movsxd rax, dword ptr [r15 + r9 + 1344]
+    mov r9, qword ptr [r15 + 320]
+    vmovdqu ymmword ptr [r15 + 128], ymm14
+    jmp 1f
+1:
+    test dword ptr [r15 + 67117724], 1074266112
+    jnz 1f
+1:
+    movsxd r9, dword ptr [r15 + 448]
     mov rbp, r11
-    and r9, 448
-    mov rsi, qword ptr [r15 + r9 + 832]
-    and rbp, 8128
-    mov r9d, dword ptr [r15 + rbp + 7488]
-    jmp 1f
-1:
-    movzx edx, byte ptr [r15 + 320]
-    mov ebp, dword ptr [r15 + 512]
+    movzx eax, byte ptr [r15 + 64]
+    and rbp, 4032
+    movzx ecx, byte ptr [r15 + rbp + 3392]
+    mov ebp, dword ptr [r15 + 768]
     mov r8, r11
+    movzx edi, cl
+    movzx ecx, byte ptr [r15 + 384]
+    and r8, 448
+    mov rsi, qword ptr [r15 + r8 + 832]
+    mov r8d, dword ptr [r15 + 256]
+    mov edx, 60
     jmp 1f
 1:
-    mov edi, r8d
-    and r8, 1984
-    movsxd rdi, dword ptr [r15 + r8 + 1344]
-    jmp 1f
-1:
-    movsxd r8, dword ptr [r15 + 640]
-    movzx eax, byte ptr [r15 + 384]
-    mov r8, qword ptr [r15 + 192]
+    movzx edx, byte ptr [r15 + 512]
+    mov byte ptr [r15 + 192], dl
+    mov edx, edi
+    movzx edx, byte ptr [r15 + 128]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c44:
+    lea rcx, [rip + .Lc1_d2108_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d2108_j_t
+.Lc1_d2108_j:
     jmp 1f
 1:
-    vpxor xmm8, xmm8, xmm0
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rdx, dword ptr [r15 + 704]
-    mov qword ptr [r15 + 448], rdx
-    movzx eax, byte ptr [r15 + 384]
-    mov rdx, qword ptr [r15 + 768]
-    mov r8, rdx
     mov r8, r11
-    jmp 1f
-1:
-    mov edi, dword ptr [r15 + 192]
-    jmp 1f
-1:
-    and r8, 4032
-    mov byte ptr [r15 + r8 + 3392], dl
-    mov dword ptr [r15 + 320], 114
-    mov dword ptr [r15 + 256], r8d
-    mov qword ptr [r15 + 64], rax
-    movzx eax, byte ptr [r15 + 384]
-    mov edx, dword ptr [r15 + 512]
-    mov byte ptr [r15 + 128], r9b
-    movsxd r9, dword ptr [r15 + 128]
-    mov r8, r11
-    vpmovmskb ebp, xmm8
-    mov rbp, r11
+    movsxd rdi, dword ptr [r15 + 256]
     and r8, 448
-    mov ecx, dword ptr [r15 + r8 + 832]
+    add rdi, qword ptr [r15 + r8 + 832]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rdi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rdi, rdi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, byte ptr [r15 + 576]
+    movzx edi, byte ptr [r15 + 64]
+    test ebx, 251904
+    jz 1f
+1:
+    movzx edi, byte ptr [r15 + 192]
+    mov r8, r11
+    mov eax, dword ptr [r15 + 384]
+    and r8, 8128
+    mov byte ptr [r15 + r8 + 7488], cl
+    movsxd rcx, dword ptr [r15 + 384]
+    jmp 1f
+1:
+    movsxd r8, dword ptr [r15 + 640]
+    mov esi, dword ptr [r15 + 128]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov rbp, r11
+    mov r9d, dword ptr [r15 + 448]
+    mov edx, dword ptr [r15 + 512]
     and rbp, 1984
-    movsxd r8, dword ptr [r15 + rbp + 1344]
-    jmp 1f
-1:
+    and r9d, dword ptr [r15 + rbp + 1344]
+    mov qword ptr [r15 + 320], r9
+    mov rbp, qword ptr [r15 + 64]
     add r11, 64
     inc rbx
     dec r13
@@ -3099,58 +3082,69 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 1048576
-    setz al
-    lea rcx, [rip + .Lc1_d2107_s]
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 15
+    lea rcx, [rip + .Lc1_d2155_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d2107_s_t
+    jmp .Lc1_d2155_s_t
     .p2align 3
-.Lc1_d2107_s:
+.Lc1_d2155_s:
     .p2align 3
-    jmp .Lc1_d2107_j
+    jmp .Lc1_d2155_j
     .p2align 3
-    jmp .Lc1_d2107_j
-.Lc1_d2107_j:
-    mov rcx, qword ptr [r15 + 384]
-    movsxd rax, dword ptr [r15 + 192]
-    mov r8d, r8d
-    mov r8, rdx
-    mov r8d, ebp
-    movzx r8d, byte ptr [r15 + 256]
-    mov rdx, rcx
-    mov qword ptr [r15 + 576], rdx
-    mov rdx, qword ptr [r15 + 512]
-    jmp 1f
-1:
-    mov ecx, 225
+    jmp .Lc1_d2155_j
+    .p2align 3
+    jmp .Lc1_d2155_j
+    .p2align 3
+    jmp .Lc1_d2155_j
+    .p2align 3
+    jmp .Lc1_d2155_j
+    .p2align 3
+    jmp .Lc1_d2155_j
+    .p2align 3
+    jmp .Lc1_d2155_j
+    .p2align 3
+    jmp .Lc1_d2155_j
+    .p2align 3
+    jmp .Lc1_d2155_j
+    .p2align 3
+    jmp .Lc1_d2155_j
+    .p2align 3
+    jmp .Lc1_d2155_j
+    .p2align 3
+    jmp .Lc1_d2155_j
+    .p2align 3
+    jmp .Lc1_d2155_j
+    .p2align 3
+    jmp .Lc1_d2155_j
+    .p2align 3
+    jmp .Lc1_d2155_j
+    .p2align 3
+    jmp .Lc1_d2155_j
+.Lc1_d2155_j:
     mov rbp, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r9, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 1984
-    movzx ecx, byte ptr [r15 + rbp + 1344]
-    and r9, 4032
-    mov dword ptr [r15 + r9 + 3392], 198
-    mov r9, qword ptr [r15 + 320]
-    mov rbp, r11
-    mov rdi, qword ptr [r15 + 64]
-    movzx esi, dl
-    mov rdx, qword ptr [r15 + 128]
     and rbp, 8128
-    mov dword ptr [r15 + rbp + 7488], ebp
+    mov dword ptr [r15 + rbp + 7488], eax
+    mov rbp, qword ptr [r15 + 320]
+    mov rax, qword ptr [r15 + 128]
+    mov r8, r11
+    movzx ecx, byte ptr [r15 + 256]
+    and r8, 4032
+    movzx edi, byte ptr [r15 + r8 + 3392]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c46:
-    mov qword ptr [r15 + 256], rdi
+    mov qword ptr [r15 + 0], rbp
     mov r9d, 202
     jmp 1f
 1:
-    movzx r9d, byte ptr [r15 + 512]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    vpshufd xmm14, xmm14, 230
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
@@ -3158,363 +3152,359 @@ ditto_body_c1:
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], edx
-    mov qword ptr [r15 + 0], rbp
-    jmp 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, 134
+    movzx ebp, byte ptr [r15 + 128]
+    mov ecx, 74
     test ebx, 1073741824
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
     mov r9, r11
-    vmovdqu ymmword ptr [r15 + 320], ymm8
-    mov byte ptr [r15 + 128], r9b
-    mov rbp, r11
-    movzx edi, byte ptr [r15 + 64]
+    mov rcx, qword ptr [r15 + 192]
+    mov byte ptr [r15 + 256], bpl
+    mov ebp, dword ptr [r15 + 64]
     and r9, 448
-    mov dword ptr [r15 + r9 + 832], r9d
-    and rbp, 8128
-    mov qword ptr [r15 + rbp + 7488], rdi
-    mov edx, dword ptr [r15 + 320]
-    mov dword ptr [r15 + 640], r9d
-    mov qword ptr [r15 + 384], rdx
-    mov dword ptr [r15 + 64], 11
-    mov dword ptr [r15 + 448], esi
-    mov byte ptr [r15 + 128], dl
-    mov rbp, r11
-    vpmovmskb edx, xmm8
-    and rbp, 4032
-    mov byte ptr [r15 + rbp + 3392], r9b
-    movzx r9d, byte ptr [r15 + 192]
+    mov r8, r11
+    mov qword ptr [r15 + r9 + 832], r8
+    and r8, 4032
+    movzx r9d, byte ptr [r15 + r8 + 3392]
+    mov dword ptr [r15 + 384], ecx
+    mov qword ptr [r15 + 64], rcx
+    mov edx, dword ptr [r15 + 384]
+    mov dword ptr [r15 + 448], edx
+    mov rdx, qword ptr [r15 + 320]
+    mov r8, r11
+    mov dword ptr [r15 + 448], 167
+    mov dword ptr [r15 + 704], ebp
+    mov byte ptr [r15 + 768], r8b
+    and r8, 1984
+    and ebp, dword ptr [r15 + r8 + 1344]
+    mov byte ptr [r15 + 512], bpl
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c47:
-    lea rcx, [rip + .Lc1_d2189_j]
+    lea rcx, [rip + .Lc1_d2232_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d2189_j_t
-.Lc1_d2189_j:
-    lea rbp, [r11 + r11*1]
-    and rbp, 1984
-    movzx ecx, byte ptr [r15 + rbp + 1344]
+    jmp .Lc1_d2232_j_t
+.Lc1_d2232_j:
+    movsxd rcx, dword ptr [r15 + 576]
+    mov rbp, rcx
+    mov r8d, ebp
+    vmovdqu ymmword ptr [r15 + 0], ymm14
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 33
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], cl
+    mov r8, r11
+    mov qword ptr [r15 + 128], rbp
+    movsxd rbp, dword ptr [r15 + 448]
+    jmp 1f
+1:
+    and r8, 1984
+    mov qword ptr [r15 + r8 + 1344], r8
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    xor dword ptr [r15 + 192], r8d
+    movsxd rcx, dword ptr [r15 + 256]
     mov qword ptr [r15 + 64], rcx
-    mov qword ptr [r15 + 384], rcx
-    jmp 1f
-1:
-    mov dword ptr [r15 + 768], 221
-    mov qword ptr [r15 + 0], rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov rcx, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 64], 248
-    vmovdqu xmmword ptr [r15 + 256], xmm8
-    mov byte ptr [r15 + rbp + 1408], bpl
-    mov ebp, ecx
-    movsxd rcx, dword ptr [r15 + 704]
-    mov dword ptr [r15 + 128], 187
-    jmp 1f
-1:
+    mov byte ptr [r15 + 320], r8b
     mov rbp, r11
-    mov dword ptr [r15 + 448], ebp
-    jmp 1f
-1:
-    jmp 1f
-1:
-    and rbp, 448
-    mov edi, dword ptr [r15 + rbp + 832]
-    vmovq qword ptr [r15 + 512], xmm8
-    mov dword ptr [r15 + 320], 196
-    mov ebp, 2
-    mov rbp, r11
+    mov dword ptr [r15 + 320], r8d
+    mov ecx, 230
     jmp 1f
 1:
     and rbp, 8128
-    mov byte ptr [r15 + rbp + 7488], bpl
+    mov ecx, dword ptr [r15 + rbp + 7488]
+    mov rbp, r11
+    or qword ptr [r15 + 384], 52
+    mov dword ptr [r15 + 128], 89
+    mov dword ptr [r15 + 512], 81
+    and rbp, 448
+    mov dword ptr [r15 + rbp + 832], 232
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c48:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rdi
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    movzx edi, cl
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rdi, dword ptr [r15 + 192]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 16
+    setz al
+    lea rcx, [rip + .Lc1_d2279_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d2279_s_t
+    .p2align 3
+.Lc1_d2279_s:
+    .p2align 3
+    jmp .Lc1_d2279_j
+    .p2align 3
+    jmp .Lc1_d2279_j
+.Lc1_d2279_j:
     mov rbp, r11
-    mov rcx, qword ptr [r15 + 64]
+    movzx eax, al
+    and rbp, 1984
+    movzx r8d, byte ptr [r15 + rbp + 1344]
     jmp 1f
+1:
+    mov rbp, r11
+    mov eax, dword ptr [r15 + 64]
+    and rbp, 8128
+    movzx ecx, byte ptr [r15 + rbp + 7488]
+    mov qword ptr [r15 + 384], r8
+    movzx r8d, byte ptr [r15 + 512]
+    movzx ebp, byte ptr [r15 + 320]
+    movzx r9d, byte ptr [r15 + 192]
+    test dword ptr [r15 + 67117724], 65544
+    jnz 1f
 1:
     jmp 1f
 1:
-    and rbp, 448
-    and ecx, dword ptr [r15 + rbp + 832]
-    movzx ebp, byte ptr [r15 + 512]
-    movsxd r9, dword ptr [r15 + 448]
-    mov rax, qword ptr [r15 + 192]
-    movzx edx, bpl
-    jmp 1f
-1:
-    mov dword ptr [r15 + 128], 131
+    mov byte ptr [r15 + 640], al
+    mov dword ptr [r15 + 128], 34
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r8, r11
-    mov rbp, rdi
+    mov eax, 132
+    mov rdx, qword ptr [r15 + 704]
     and r8, 4032
     movzx ebp, byte ptr [r15 + r8 + 3392]
-    mov dword ptr [r15 + 256], ebp
-    movzx ebp, byte ptr [r15 + 320]
-    mov r8d, ebp
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx esi, cl
-    mov ecx, dword ptr [r15 + 384]
-    mov byte ptr [r15 + 448], r9b
-    jmp 1f
-1:
-    mov ebp, edx
-    movzx ebp, byte ptr [r15 + 576]
-    mov r9d, 174
-    mov r9, r9
-    mov qword ptr [r15 + 128], r9
-    movsxd r9, dword ptr [r15 + 384]
+    mov eax, 4
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c49:
-    lea rcx, [rip + .Lc1_d2279_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d2279_j_t
-.Lc1_d2279_j:
-    mov rbp, r11
-    and rbp, 1984
-    mov dword ptr [r15 + rbp + 1344], 216
-    jmp 1f
-1:
-    mov ecx, eax
-    mov ebp, ecx
-    mov rcx, qword ptr [r15 + 320]
+    mov r8d, edx
     jmp 1f
 1:
     jmp 1f
 1:
+    mov r8, r8
     mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 12
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edx, 1
+    mov dword ptr [r15 + 0], 214
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], cl
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rsi, rcx
-    mov rbp, qword ptr [r15 + 640]
-    jmp 1f
-1:
-    movsxd rax, dword ptr [r15 + 128]
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    movzx eax, al
-    movzx ecx, byte ptr [r15 + 512]
-    jmp 1f
-1:
-    .byte 0x0f, 0x1f, 0x40, 0x00
-    mov rbp, r11
-    mov eax, ebp
-    and rbp, 8128
-    mov dword ptr [r15 + rbp + 7488], esi
-    jmp 1f
-1:
-    mov ebp, 157
-    mov rbp, qword ptr [r15 + 384]
-    jmp 1f
-1:
-    mov eax, dword ptr [r15 + 704]
-    mov qword ptr [r15 + 64], rcx
-    mov ecx, 185
-    and edx, dword ptr [r15 + 256]
-    mov rcx, rsi
+    mov qword ptr [r15 + 448], rdx
     mov r8, r11
     jmp 1f
 1:
-    and r8, 4032
-    mov dword ptr [r15 + r8 + 3392], 165
+    .byte 0x0f, 0x1f, 0x40, 0x00
+    and r8, 448
+    mov r9, r11
+    vmovdqu ymmword ptr [r15 + r8 + 832], ymm14
+    jmp 1f
+1:
+    and r9, 4032
+    mov dword ptr [r15 + r9 + 3392], 216
+    test ebx, 1024
+    jnz 1f
+1:
+    movsxd r9, dword ptr [r15 + 320]
+    mov r8d, dword ptr [r15 + 64]
+    mov rdx, qword ptr [r15 + 256]
+    mov rbp, rbp
+    movzx ebp, bpl
+    mov eax, 89
+    mov dword ptr [r15 + 384], r9d
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov rbp, r11
+    jmp 1f
+1:
+    mov r9d, ebp
+    and rbp, 8128
+    movsxd r9, dword ptr [r15 + rbp + 7488]
+    mov rbp, qword ptr [r15 + 192]
+    jmp 1f
+1:
+    movzx edi, byte ptr [r15 + 64]
+    mov eax, 195
+    mov rcx, qword ptr [r15 + 512]
+    mov byte ptr [r15 + 768], bpl
+    movsxd rbp, dword ptr [r15 + 128]
+    mov esi, edx
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c50:
-    inc dword ptr [r15 + 512]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rsi, rdx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    lea rcx, [rip + .Lc1_d2369_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d2369_j_t
+.Lc1_d2369_j:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov edx, esi
-    mov r8, r11
     mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 8128
-    mov edx, dword ptr [r15 + r8 + 7488]
-    mov r8d, 73
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r8, r11
-    mov dword ptr [r15 + 320], 101
-    and r8, 1984
-    mov esi, dword ptr [r15 + r8 + 1344]
-    movzx r8d, byte ptr [r15 + 320]
+    mov ecx, 211
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     mov qword ptr [r15 + 128], rsi
+    mov esi, dword ptr [r15 + 256]
+    and esi, dword ptr [r15 + 512]
     mov rbp, r11
+    movzx ecx, byte ptr [r15 + 192]
+    mov rdx, qword ptr [r15 + 384]
+    and rbp, 1984
+    mov r9, qword ptr [r15 + rbp + 1344]
+    mov ebp, r8d
+    test ebx, 1024
+    jnz 1f
+1:
+    mov rbp, r11
+    mov r9, r11
     jmp 1f
 1:
-    mov esi, 171
-    and rbp, 448
-    mov rsi, qword ptr [r15 + rbp + 832]
-    movzx ecx, byte ptr [r15 + 768]
-    mov rbp, qword ptr [r15 + 256]
-    movsxd rax, dword ptr [r15 + 448]
-    mov dword ptr [r15 + 384], 171
-    movzx edi, byte ptr [r15 + 64]
-    movsxd r9, dword ptr [r15 + 448]
-    movzx ebp, cl
-    movzx ebp, bpl
-    mov dword ptr [r15 + 192], ebp
+    and rbp, 4032
+    movsxd rsi, dword ptr [r15 + rbp + 3392]
+    and r9, 448
+    movsxd rbp, dword ptr [r15 + r9 + 832]
+    mov dword ptr [r15 + 128], 203
+    mov r8d, 144
+    mov r9d, dword ptr [r15 + 320]
+    jmp 1f
+1:
+    mov r8, qword ptr [r15 + 384]
+    mov dword ptr [r15 + 64], ebp
+    mov dword ptr [r15 + 576], 1
+    movzx ebp, byte ptr [r15 + 448]
+    movzx edx, r9b
+    movzx r9d, dl
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c51:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 2048
-    setz al
-    lea rcx, [rip + .Lc1_d2375_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d2375_s_t
-    .p2align 3
-.Lc1_d2375_s:
-    .p2align 3
-    jmp .Lc1_d2375_j
-    .p2align 3
-    jmp .Lc1_d2375_j
-.Lc1_d2375_j:
-    movzx ebp, byte ptr [r15 + 64]
-    mov dword ptr [r15 + 576], 245
-    mov eax, 220
+    mov r9, r8
+    movzx r9d, dl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, 188
+    mov qword ptr [r15 + 0], rdx
+    mov edx, 128
+    mov byte ptr [r15 + 0], bpl
+    mov dword ptr [r15 + 0], ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rdx
     jmp 1f
 1:
-    mov rcx, rax
-    mov r9, r11
-    mov r8, r11
+    nop
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov dword ptr [r15 + 0], 0
+    mov edx, 120
     jmp 1f
 1:
-    and r9, 8128
-    mov qword ptr [r15 + r9 + 7488], r9
-    and r8, 4032
-    movsxd r9, dword ptr [r15 + r8 + 3392]
-    movzx ecx, byte ptr [r15 + 320]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, 1
-    mov eax, 120
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 2048
-    jnz 1f
-1:
+    movzx edx, byte ptr [r15 + 384]
+    mov rbp, r9
     mov rbp, r11
-    mov dword ptr [r15 + 128], ebp
-    mov r8d, dword ptr [r15 + 384]
-    and rbp, 448
-    and eax, dword ptr [r15 + rbp + 832]
     jmp 1f
 1:
-    mov ebp, eax
-    mov byte ptr [r15 + 512], bpl
+    mov dword ptr [r15 + 704], 38
+    mov r9d, 15
+    and rbp, 8128
+    mov byte ptr [r15 + rbp + 7488], bpl
     jmp 1f
 1:
+    mov ebp, dword ptr [r15 + 448]
+    mov r9, qword ptr [r15 + 512]
+    mov r8, r11
+    test ebx, 1073741824
+    jz 1f
+1:
+    and r8, 1984
+    mov dword ptr [r15 + r8 + 1344], r8d
+    mov r9, r8
+    mov r8d, r9d
+    mov byte ptr [r15 + 64], r8b
+    movsxd r8, dword ptr [r15 + 640]
     jmp 1f
 1:
-    movzx ebp, bpl
-    mov rax, rax
-    mov qword ptr [r15 + 64], r8
-    mov r8, rax
-    mov byte ptr [r15 + 192], al
+    mov r9, r11
+    jmp 1f
+1:
+    movsxd rbp, dword ptr [r15 + 128]
+    mov dword ptr [r15 + 64], 231
+    and r9, 448
+    and ebp, dword ptr [r15 + r9 + 832]
+    movzx r9d, byte ptr [r15 + 256]
+    mov byte ptr [r15 + 320], r9b
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c52:
+    lea rcx, [rip + .Lc1_d2464_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d2464_j_t
+.Lc1_d2464_j:
+    mov ecx, 184
+    mov r8, qword ptr [r15 + 320]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, eax
+    mov r9d, r8d
+    mov r9d, r9d
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    jmp 1f
-1:
+    mov byte ptr [r15 + 0], r9b
+    mov r8d, r9d
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], r8b
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 40
-    mov r8, rbp
-    mov r8d, 173
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, 49
-    mov eax, dword ptr [r15 + 320]
-    jmp 1f
-1:
+    mov dword ptr [r15 + 0], 197
     mov rbp, r11
-    mov byte ptr [r15 + 256], r8b
-    mov r8, r11
-    and rbp, 448
-    mov rcx, qword ptr [r15 + rbp + 832]
-    mov ebp, dword ptr [r15 + 448]
-    and r8, 1984
-    mov dword ptr [r15 + r8 + 1344], 72
-    movzx r8d, r8b
-    mov r8d, eax
-    mov eax, dword ptr [r15 + 512]
     mov r9, qword ptr [r15 + 128]
-    mov edx, dword ptr [r15 + 192]
-    movzx esi, byte ptr [r15 + 64]
-    movsxd rdi, dword ptr [r15 + 640]
-    add rax, qword ptr [r15 + 384]
-    mov eax, 183
+    movsxd rcx, dword ptr [r15 + 448]
+    and rbp, 16320
+    movzx r8d, byte ptr [r15 + rbp + 15680]
     mov rbp, r11
     jmp 1f
 1:
-    and rbp, 4032
-    mov rax, qword ptr [r15 + rbp + 3392]
-    mov rbp, qword ptr [r15 + 384]
+    and rbp, 8128
+    mov rdx, qword ptr [r15 + rbp + 7488]
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    mov ebp, dword ptr [r15 + 64]
+    movzx r9d, byte ptr [r15 + 256]
+    mov ecx, 123
+    mov ecx, 127
+    mov ecx, dword ptr [r15 + 512]
+    mov r8, r8
+    mov edi, 170
+    mov byte ptr [r15 + 192], dil
+    mov r8, r11
+    movsxd rdi, dword ptr [r15 + 384]
+    movzx esi, cl
+    mov dword ptr [r15 + 320], esi
+    and r8, 4032
+    movsxd rcx, dword ptr [r15 + r8 + 3392]
+    mov eax, dword ptr [r15 + 768]
+    jmp 1f
+1:
     jmp 1f
 1:
     add r11, 64
@@ -3525,594 +3515,600 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d2469_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d2469_j_t
-.Lc1_d2469_j:
-    movsxd rcx, dword ptr [r15 + 704]
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 524288
+    setz al
+    lea rcx, [rip + .Lc1_d2515_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d2515_s_t
+    .p2align 3
+.Lc1_d2515_s:
+    .p2align 3
+    jmp .Lc1_d2515_j
+    .p2align 3
+    jmp .Lc1_d2515_j
+.Lc1_d2515_j:
+    mov byte ptr [r15 + 384], cl
+    mov ecx, esi
+    mov ecx, 144
+    movsxd rcx, dword ptr [r15 + 448]
+    movsxd rax, dword ptr [r15 + 576]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, rcx
+    mov esi, dword ptr [r15 + 512]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, dword ptr [r15 + 128]
+    movzx edi, byte ptr [r15 + 64]
+    movzx r9d, cl
+    jmp 1f
+1:
+    mov rcx, r9
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r9, qword ptr [r15 + 192]
+    jmp 1f
+1:
     jmp 1f
 1:
     mov ecx, eax
+    mov rax, rcx
+    mov dword ptr [r15 + 320], eax
+    mov r8, r11
     mov rbp, r11
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 167
-    and rbp, 4032
-    mov ecx, dword ptr [r15 + rbp + 3392]
-    movsxd r8, dword ptr [r15 + 256]
-    mov rbp, qword ptr [r15 + 64]
-    mov byte ptr [r15 + 320], al
-    test dword ptr [r15 + 67117724], 33564672
-    jz 1f
-1:
-    mov rcx, qword ptr [r15 + 128]
-    mov r8, rcx
-    mov rax, qword ptr [r15 + 192]
-    jmp 1f
-1:
-    mov ecx, dword ptr [r15 + 512]
-    mov rbp, r11
-    mov r9d, ebp
-    movsxd rdx, dword ptr [r15 + 128]
-    and rbp, 8128
-    movsxd r9, dword ptr [r15 + rbp + 7488]
-    mov dword ptr [r15 + 448], eax
-    mov rsi, rax
-    mov rbp, r11
-    mov eax, ebp
-    mov eax, ecx
-    movzx ecx, r9b
+    and r8, 448
+    mov eax, dword ptr [r15 + r8 + 832]
+    movzx r8d, al
     and rbp, 1984
-    movzx r9d, byte ptr [r15 + rbp + 1344]
+    movsxd rax, dword ptr [r15 + rbp + 1344]
+    mov ebp, eax
+    mov ebp, ebp
+    mov rax, qword ptr [r15 + 128]
+    mov rcx, r9
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c54:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 65536
-    setz al
-    lea rcx, [rip + .Lc1_d2517_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d2517_s_t
-    .p2align 3
-.Lc1_d2517_s:
-    .p2align 3
-    jmp .Lc1_d2517_j
-    .p2align 3
-    jmp .Lc1_d2517_j
-.Lc1_d2517_j:
+    mov r8, rbp
+    mov dword ptr [r15 + 64], 25
+    mov r8, r11
+    mov qword ptr [r15 + 256], r8
+    jmp 1f
+1:
+    mov rbp, r8
+    and r8, 8128
+    mov dword ptr [r15 + r8 + 7488], ebp
+    mov r9, qword ptr [r15 + 640]
+    mov ebp, ecx
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rcx, dword ptr [r15 + 384]
-    mov dword ptr [r15 + 64], ecx
-    mov rcx, rax
-    movsxd rcx, dword ptr [r15 + 128]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov ecx, 122
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 51
+    mov dword ptr [r15 + 0], r9d
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov qword ptr [r15 + 0], rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, rcx
+    jmp 1f
+1:
+    mov dword ptr [r15 + 128], 232
+    movzx ecx, byte ptr [r15 + 448]
+    movzx r9d, byte ptr [r15 + 384]
+    jmp 1f
+1:
+    mov r8, r11
+    movsxd rbp, dword ptr [r15 + 192]
+    mov eax, dword ptr [r15 + 704]
     mov rbp, r11
-    mov rax, qword ptr [r15 + 128]
-    mov r8, r11
-    jmp 1f
-1:
-    and rbp, 4032
-    movzx r9d, byte ptr [r15 + rbp + 3392]
-    mov rbp, qword ptr [r15 + 384]
-    and r8, 448
-    movzx esi, byte ptr [r15 + r8 + 832]
-    mov r8, r11
-    movsxd rdx, dword ptr [r15 + 320]
-    mov qword ptr [r15 + 64], rdx
     and r8, 1984
-    movsxd rdx, dword ptr [r15 + r8 + 1344]
-    mov r8d, dword ptr [r15 + 576]
-    movsxd rdi, dword ptr [r15 + 448]
-    mov ebp, 126
-    mov byte ptr [r15 + 256], sil
-    jmp 1f
-1:
-    mov byte ptr [r15 + 768], bpl
+    mov byte ptr [r15 + r8 + 1344], r8b
+    and rbp, 4032
+    mov r8, qword ptr [r15 + rbp + 3392]
+    movzx ebp, byte ptr [r15 + 320]
+    movzx esi, r9b
+    movsxd r9, dword ptr [r15 + 64]
+    movzx edi, byte ptr [r15 + 512]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c55:
+    lea rcx, [rip + .Lc1_d2606_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d2606_j_t
+.Lc1_d2606_j:
+    mov dword ptr [r15 + 0], ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, cl
+    mov ecx, 230
     jmp 1f
 1:
-    mov dword ptr [r15 + 320], 107
-    add r8, qword ptr [r15 + 256]
-    vmovdqu ymmword ptr [r15 + 128], ymm8
-    jmp 1f
-1:
-    movzx esi, r8b
-    lea rbp, [r11 + r11*1]
-    mov edi, 187
-    and r8d, dword ptr [r15 + 192]
-    mov esi, 115
-    mov r9, r11
-    and rbp, 8128
-    and r8d, dword ptr [r15 + rbp + 7488]
-    mov rdx, qword ptr [r15 + 64]
-    and r9, 448
-    movzx esi, byte ptr [r15 + r9 + 832]
-    vmovdqu xmmword ptr [r15 + rbp + 7552], xmm8
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, esi
-    vmovq qword ptr [r15 + 0], xmm7
-    mov r9d, esi
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rsi, qword ptr [r15 + 448]
-    movzx ebp, byte ptr [r15 + 640]
-    mov dword ptr [r15 + 512], edx
+    jmp 1f
+1:
+    movzx r8d, byte ptr [r15 + 384]
+    movzx ecx, byte ptr [r15 + 768]
     mov rbp, r11
-    and esi, dword ptr [r15 + 320]
-    movsxd rdx, dword ptr [r15 + 384]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    vpcmpeqb xmm14, xmm14, xmm6
+    and rbp, 4032
+    mov rcx, qword ptr [r15 + rbp + 3392]
+    mov rbp, qword ptr [r15 + 64]
+    mov dword ptr [r15 + 256], 22
+    mov r8, r11
+    mov r9d, r8d
+    and r8, 448
+    mov dword ptr [r15 + r8 + 832], r9d
+    movzx r8d, byte ptr [r15 + 128]
+    mov r9, qword ptr [r15 + 384]
+    mov rbp, r11
     jmp 1f
 1:
     and rbp, 1984
-    movsxd rcx, dword ptr [r15 + rbp + 1344]
-    jmp 1f
-1:
-    movzx ebp, byte ptr [r15 + 64]
+    mov dword ptr [r15 + rbp + 1344], 138
+    mov dword ptr [r15 + 320], 104
+    mov dword ptr [r15 + 192], 66
+    vmovq qword ptr [r15 + 448], xmm14
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c56:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 15
-    lea rcx, [rip + .Lc1_d2601_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d2601_s_t
-    .p2align 3
-.Lc1_d2601_s:
-    .p2align 3
-    jmp .Lc1_d2601_j
-    .p2align 3
-    jmp .Lc1_d2601_j
-    .p2align 3
-    jmp .Lc1_d2601_j
-    .p2align 3
-    jmp .Lc1_d2601_j
-    .p2align 3
-    jmp .Lc1_d2601_j
-    .p2align 3
-    jmp .Lc1_d2601_j
-    .p2align 3
-    jmp .Lc1_d2601_j
-    .p2align 3
-    jmp .Lc1_d2601_j
-    .p2align 3
-    jmp .Lc1_d2601_j
-    .p2align 3
-    jmp .Lc1_d2601_j
-    .p2align 3
-    jmp .Lc1_d2601_j
-    .p2align 3
-    jmp .Lc1_d2601_j
-    .p2align 3
-    jmp .Lc1_d2601_j
-    .p2align 3
-    jmp .Lc1_d2601_j
-    .p2align 3
-    jmp .Lc1_d2601_j
-    .p2align 3
-    jmp .Lc1_d2601_j
-.Lc1_d2601_j:
-    movzx eax, bpl
-    movzx ebp, cl
-    movzx eax, cl
-    mov qword ptr [r15 + 192], rax
-    mov rcx, qword ptr [r15 + 128]
+    lea rcx, [rip + .Lc1_d2648_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d2648_j_t
+.Lc1_d2648_j:
     mov r8, r11
-    movsxd rdx, dword ptr [r15 + 704]
-    and r8, 4032
-    mov rbp, qword ptr [r15 + r8 + 3392]
-    mov r8d, edx
-    vmovdqu ymmword ptr [r15 + 384], ymm4
+    movzx ecx, bpl
+    movzx ecx, bpl
+    and r8, 448
+    movzx ecx, byte ptr [r15 + r8 + 832]
+    movzx r8d, byte ptr [r15 + 320]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ebp, bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], r8b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, 39
+    vpcmpeqb xmm14, xmm14, xmmword ptr [r15 + 512]
+    mov byte ptr [r15 + 192], r8b
+    vmovdqu ymmword ptr [r15 + 256], ymm14
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov byte ptr [r15 + 64], r8b
+    jmp 1f
+1:
+    mov r8, r11
+    mov dword ptr [r15 + 128], ebp
+    and r8, 1984
+    movsxd rbp, dword ptr [r15 + r8 + 1344]
+    mov qword ptr [r15 + 128], rbp
+    mov byte ptr [r15 + 448], cl
+    jmp 1f
+1:
+    movzx ecx, bpl
+    mov r9, r11
+    mov dword ptr [r15 + 512], 21
+    and r9, 8128
+    mov r8, qword ptr [r15 + r9 + 7488]
+    movsxd r9, dword ptr [r15 + 576]
+    mov byte ptr [r15 + 384], cl
+    mov ebp, ebp
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c57:
-    and ebp, dword ptr [r15 + 384]
-    mov r8d, eax
-    mov dword ptr [r15 + 0], esi
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov dword ptr [r15 + 704], eax
     jmp 1f
 1:
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov eax, ebp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 256], r8d
-    mov esi, eax
+    mov byte ptr [r15 + 320], al
+    movzx eax, byte ptr [r15 + 640]
     mov byte ptr [r15 + 320], al
     jmp 1f
 1:
+    mov byte ptr [r15 + 384], al
+    mov rax, rax
+    mov rbp, r11
+    mov r8, r11
+    movzx eax, r8b
+    and r8, 448
+    movzx ecx, byte ptr [r15 + r8 + 832]
+    and rbp, 8128
+    mov dword ptr [r15 + rbp + 7488], eax
     test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + 0], 182
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, 127
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov eax, eax
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    test dword ptr [r15 + 67117723], 268435456
     jz 1f
 1:
-    jmp 1f
-1:
-    vmovq qword ptr [r15 + 128], xmm3
-    movsxd rax, dword ptr [r15 + 448]
-    movzx r8d, sil
-    .byte 0x0f, 0x1f, 0x40, 0x00
-    mov rsi, r8
-    jmp 1f
-1:
-    movzx esi, byte ptr [r15 + 512]
-    jmp 1f
-1:
-    mov byte ptr [r15 + 768], sil
-    jmp 1f
-1:
-    mov r8, r11
-    jmp 1f
-1:
-    mov esi, 250
-    mov dword ptr [r15 + 320], 186
-    and r8, 448
-    mov byte ptr [r15 + r8 + 832], r8b
     mov rbp, r11
+    xor dword ptr [r15 + 64], ebp
+    mov byte ptr [r15 + 448], al
+    and rbp, 4032
+    vmovdqu xmmword ptr [r15 + rbp + 3392], xmm14
+    mov eax, dword ptr [r15 + 64]
+    mov ebp, ecx
+    inc dword ptr [r15 + 128]
+    mov byte ptr [r15 + 256], bpl
     jmp 1f
 1:
-    mov byte ptr [r15 + 64], al
-    mov byte ptr [r15 + 512], bpl
-    and rbp, 8128
-    vmovdqu xmmword ptr [r15 + rbp + 7488], xmm0
-    mov dword ptr [r15 + 448], esi
-    mov rdi, rbp
+    mov ebp, r8d
+    jmp 1f
+1:
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c58:
-    lea rcx, [rip + .Lc1_d2690_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d2690_j_t
-.Lc1_d2690_j:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 128
+    setz al
+    lea rcx, [rip + .Lc1_d2746_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d2746_s_t
+    .p2align 3
+.Lc1_d2746_s:
+    .p2align 3
+    jmp .Lc1_d2746_j
+    .p2align 3
+    jmp .Lc1_d2746_j
+.Lc1_d2746_j:
+    mov rbp, r11
+    and rbp, 8128
+    mov rcx, qword ptr [r15 + rbp + 7488]
+    mov r8, r11
     jmp 1f
 1:
+    add rax, qword ptr [r15 + 128]
+    and r8, 1984
+    movsxd rbp, dword ptr [r15 + r8 + 1344]
+    mov r8d, 176
     jmp 1f
 1:
+    mov r8, r11
+    movzx r9d, byte ptr [r15 + 384]
     jmp 1f
 1:
+    and r8, 4032
+    mov dword ptr [r15 + r8 + 3392], 165
+    mov r8, r8
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r8d, dword ptr [r15 + 192]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 213
+    mov dword ptr [r15 + 512], 154
     movsxd rcx, dword ptr [r15 + 320]
-    mov rbp, rbp
-    jmp 1f
-1:
-    mov rbp, r11
-    mov byte ptr [r15 + 64], cl
-    mov ecx, 176
-    and rbp, 1984
-    mov rcx, qword ptr [r15 + rbp + 1344]
-    mov dword ptr [r15 + 640], 206
-    mov ebp, dword ptr [r15 + 192]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rsi, rcx
-    vmovdqu ymmword ptr [r15 + 0], ymm5
-    mov ecx, dword ptr [r15 + 512]
-    vpcmpeqb xmm2, xmm2, xmm6
-    mov r8d, 188
-    mov r9d, dword ptr [r15 + 128]
-    jmp 1f
-1:
-    movzx r8d, bpl
-    mov rbp, r11
-    mov dword ptr [r15 + 256], 216
-    and rbp, 4032
-    movsxd rdi, dword ptr [r15 + rbp + 3392]
-    movzx edx, byte ptr [r15 + 384]
-    movzx ebp, byte ptr [r15 + 64]
-    mov dword ptr [r15 + 576], 154
-    jmp 1f
-1:
-    add qword ptr [r15 + 384], rax
-    mov rax, qword ptr [r15 + 128]
+    mov esi, dword ptr [r15 + 256]
+    mov rbp, qword ptr [r15 + 64]
+    add rdi, qword ptr [r15 + 448]
+    mov rdx, qword ptr [r15 + 768]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c59:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 256], 70
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r11
-    jmp 1f
-1:
-    mov qword ptr [r15 + 448], rdi
-    and rbp, 8128
-    movsxd rdi, dword ptr [r15 + rbp + 7488]
+    lea rcx, [rip + .Lc1_d2786_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d2786_j_t
+.Lc1_d2786_j:
+    mov byte ptr [r15 + 384], cl
+    mov edi, 128
     mov r8, r11
-    movsxd rbp, dword ptr [r15 + 512]
-    mov eax, dword ptr [r15 + 384]
+    mov rdi, qword ptr [r15 + 128]
+    movzx ecx, byte ptr [r15 + 192]
     jmp 1f
 1:
-    and r8, 448
-    movzx edx, byte ptr [r15 + r8 + 832]
-    mov r8, r11
-    mov dword ptr [r15 + 192], 112
     and r8, 1984
-    mov byte ptr [r15 + r8 + 1344], r8b
-    mov r8d, r8d
-    movzx r8d, byte ptr [r15 + 64]
-    mov dword ptr [r15 + 320], edx
-    mov rdx, qword ptr [r15 + 704]
-    mov byte ptr [r15 + 128], bpl
-    movzx ebp, bpl
+    mov rbp, qword ptr [r15 + r8 + 1344]
+    mov edx, 74
     jmp 1f
 1:
-    mov ebp, 8
-    movzx r9d, al
+    vmovdqu ymmword ptr [r15 + 0], ymm14
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov eax, 73
-    mov byte ptr [r15 + 448], al
-    mov ebp, 255
-    vpcmpeqb xmm2, xmm2, xmm3
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd r8, dword ptr [r15 + 64]
+    mov r9, r11
+    mov eax, ebp
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rbp, qword ptr [r15 + 512]
+    and r9, 448
+    mov r8d, dword ptr [r15 + r9 + 832]
+    jmp 1f
+1:
+    movzx ecx, al
+    mov eax, dword ptr [r15 + 576]
+    mov byte ptr [r15 + 320], sil
+    mov r9, r11
+    mov rcx, qword ptr [r15 + 128]
+    and r9, 4032
+    and eax, dword ptr [r15 + r9 + 3392]
+    mov dword ptr [r15 + 256], 48
+    movzx esi, r9b
+    mov r9d, 250
+    mov r9d, 206
+    movzx r9d, byte ptr [r15 + 448]
+    jmp 1f
+1:
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c60:
-    lea rcx, [rip + .Lc1_d2778_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d2778_j_t
-.Lc1_d2778_j:
-    mov rbp, r11
-    add rcx, qword ptr [r15 + 768]
+    mov rax, r9
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + 0], ymm14
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r9d, r9b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     mov dword ptr [r15 + 64], r9d
-    and rbp, 1984
-    mov byte ptr [r15 + rbp + 1344], bpl
-    mov rbp, r11
-    movzx r9d, byte ptr [r15 + 512]
-    mov edi, dword ptr [r15 + 128]
-    and rbp, 448
-    mov rdx, qword ptr [r15 + rbp + 832]
-    mov ebp, edi
-    mov rbp, r11
-    jmp 1f
-1:
-    and rbp, 4032
-    mov dword ptr [r15 + rbp + 3392], 118
-    movzx ebp, dil
-    jmp 1f
-1:
-    movsxd rbp, dword ptr [r15 + 64]
-    jmp 1f
-1:
-    movzx eax, r9b
-    movsxd r9, dword ptr [r15 + 192]
-    jmp 1f
-1:
+    movsxd rsi, dword ptr [r15 + 384]
+    mov dword ptr [r15 + 448], r9d
+    mov r9, r11
+    mov qword ptr [r15 + 256], r9
+    movzx eax, byte ptr [r15 + 192]
+    mov rcx, rsi
+    and r9, 8128
+    movsxd rsi, dword ptr [r15 + r9 + 7488]
+    vmovdqu ymmword ptr [r15 + 128], ymm14
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, 136
+    mov edx, dword ptr [r15 + 704]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, esi
+    mov qword ptr [r15 + 384], rcx
+    mov rsi, qword ptr [r15 + 640]
+    movsxd rcx, dword ptr [r15 + 320]
+    mov rbp, r11
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, rbp
-    mov qword ptr [r15 + 448], rsi
-    mov dword ptr [r15 + 384], ebp
-    movsxd rdi, dword ptr [r15 + 320]
-    movsxd rbp, dword ptr [r15 + 256]
-    mov r9d, r9d
     jmp 1f
 1:
-    movsxd r9, dword ptr [r15 + 576]
+    jmp 1f
+1:
+    mov r9, r11
+    and rbp, 448
+    mov eax, dword ptr [r15 + rbp + 832]
+    and r9, 1984
+    mov qword ptr [r15 + r9 + 1344], rsi
+    movzx esi, r9b
+    mov ebp, ebp
+    movsxd r9, dword ptr [r15 + 512]
+    mov rdi, qword ptr [r15 + 64]
+    mov esi, edi
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c61:
-    mov dword ptr [r15 + 320], edi
-    vmovdqu xmm2, xmmword ptr [r15 + 128]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, 102
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 188
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, r9
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, ebp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], r9b
-    mov r9d, 49
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r9
-    mov edi, dword ptr [r15 + 640]
-    or qword ptr [r15 + 128], 64
-    mov dword ptr [r15 + 320], 244
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 15
+    lea rcx, [rip + .Lc1_d2883_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d2883_s_t
+    .p2align 3
+.Lc1_d2883_s:
+    .p2align 3
+    jmp .Lc1_d2883_j
+    .p2align 3
+    jmp .Lc1_d2883_j
+    .p2align 3
+    jmp .Lc1_d2883_j
+    .p2align 3
+    jmp .Lc1_d2883_j
+    .p2align 3
+    jmp .Lc1_d2883_j
+    .p2align 3
+    jmp .Lc1_d2883_j
+    .p2align 3
+    jmp .Lc1_d2883_j
+    .p2align 3
+    jmp .Lc1_d2883_j
+    .p2align 3
+    jmp .Lc1_d2883_j
+    .p2align 3
+    jmp .Lc1_d2883_j
+    .p2align 3
+    jmp .Lc1_d2883_j
+    .p2align 3
+    jmp .Lc1_d2883_j
+    .p2align 3
+    jmp .Lc1_d2883_j
+    .p2align 3
+    jmp .Lc1_d2883_j
+    .p2align 3
+    jmp .Lc1_d2883_j
+    .p2align 3
+    jmp .Lc1_d2883_j
+.Lc1_d2883_j:
+    mov r8, qword ptr [r15 + 128]
+    add qword ptr [r15 + 512], rsi
+    mov ecx, 102
+    mov rbp, r11
     jmp 1f
 1:
-    mov r9, rdi
-    jmp 1f
-1:
-    mov r9, r11
-    mov r8, r11
-    and ebp, dword ptr [r15 + 384]
-    and r8, 8128
-    and ebp, dword ptr [r15 + r8 + 7488]
-    jmp 1f
-1:
-    and r9, 4032
-    mov r8, qword ptr [r15 + r9 + 3392]
-    mov r9d, ecx
-    movzx ecx, byte ptr [r15 + 192]
-    movzx esi, byte ptr [r15 + 256]
-    mov r9, r11
-    jmp 1f
-1:
-    and r9, 1984
-    vmovdqu xmmword ptr [r15 + r9 + 1344], xmm2
-    jmp 1f
-1:
-    mov byte ptr [r15 + 64], r9b
-    jmp 1f
-1:
-    mov qword ptr [r15 + 512], rsi
+    mov rcx, rbp
+    and rbp, 8128
+    mov byte ptr [r15 + rbp + 7488], al
+    mov eax, ecx
+    mov rbp, r11
+    mov ecx, 13
+    movzx eax, byte ptr [r15 + 320]
+    and rbp, 4032
+    mov rsi, qword ptr [r15 + rbp + 3392]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c62:
-    lea rcx, [rip + .Lc1_d2869_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d2869_j_t
-.Lc1_d2869_j:
-    mov edi, ecx
-    movzx edi, r9b
-    movsxd rcx, dword ptr [r15 + 448]
-    mov rbp, r11
-    mov dword ptr [r15 + 320], 215
-    and rbp, 4032
-    add r8, qword ptr [r15 + rbp + 3392]
-    mov qword ptr [r15 + 192], rsi
+    mov rdi, rbp
     jmp 1f
 1:
+    vpaddq xmm14, xmm14, xmmword ptr [r15 + 384]
     mov r12, qword ptr [r15 + r12 + 56]
+    and ebp, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rbp
     jmp 1f
 1:
+    mov byte ptr [r15 + 0], dil
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edx, esi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 192], dl
+    vmovdqu xmm6, xmmword ptr [r15 + 64]
+    mov r8d, dword ptr [r15 + 512]
+    mov esi, dword ptr [r15 + 576]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, r8d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, rbp
-    mov qword ptr [r15 + 0], rdi
-    test ebx, 1073741824
-    jz 1f
+    mov qword ptr [r15 + 384], rdx
+    test ebx, 1536
+    jnz 1f
 1:
-    mov r8, rax
-    vmovdqu ymmword ptr [r15 + 64], ymm2
-    vpor xmm2, xmm2, xmm2
-    mov qword ptr [r15 + 256], rbp
     mov r8, r11
-    mov rbp, r11
-    and r8, 8128
-    vpcmpeqb xmm2, xmm2, xmmword ptr [r15 + r8 + 7488]
-    and rbp, 448
-    mov byte ptr [r15 + rbp + 832], bpl
-    mov rbp, qword ptr [r15 + 128]
-    mov eax, dword ptr [r15 + 64]
-    mov dword ptr [r15 + 704], 146
+    mov dword ptr [r15 + 320], 195
+    mov rdi, qword ptr [r15 + 64]
+    and r8, 448
+    add rax, qword ptr [r15 + r8 + 832]
     jmp 1f
 1:
-    movzx edi, bpl
+    mov qword ptr [r15 + 128], rax
+    mov dword ptr [r15 + 768], 242
+    mov rdx, rax
+    mov r8, r11
     jmp 1f
 1:
+    vpmovmskb eax, xmm6
+    mov dword ptr [r15 + 448], 225
+    and r8, 1984
+    mov dword ptr [r15 + r8 + 1344], 235
+    mov rsi, qword ptr [r15 + 256]
     jmp 1f
 1:
-    mov dword ptr [r15 + 512], 70
-    vmovdqu ymmword ptr [r15 + 384], ymm2
+    movzx ebp, sil
+    mov esi, 79
+    movzx r8d, dl
+    jmp 1f
+1:
+    mov r8d, eax
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c63:
+    lea rcx, [rip + .Lc1_d2970_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d2970_j_t
+.Lc1_d2970_j:
+    mov dword ptr [r15 + 640], esi
+    movsxd rdx, dword ptr [r15 + 512]
+    mov rcx, rdx
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, dil
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, r11
-    vmovq qword ptr [r15 + 0], xmm2
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r9, 8128
-    mov dword ptr [r15 + r9 + 7488], r9d
-    mov dword ptr [r15 + 320], ebp
-    mov qword ptr [r15 + 128], rbp
-    mov r9, rbp
-    vmovdqu ymmword ptr [r15 + 512], ymm2
-    mov r9, qword ptr [r15 + 64]
+    mov dword ptr [r15 + 0], esi
+    mov qword ptr [r15 + 0], rdx
+    movzx ecx, r8b
+    vmovdqu ymmword ptr [r15 + 0], ymm6
+    movzx ecx, dl
+    or qword ptr [r15 + 0], 64
     mov rbp, r11
-    mov dword ptr [r15 + 576], 114
-    and rbp, 448
-    and edi, dword ptr [r15 + rbp + 832]
     jmp 1f
 1:
-    mov dword ptr [r15 + 768], edi
-    mov dword ptr [r15 + 448], 46
-    movzx edi, byte ptr [r15 + 384]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 8128
+    vmovdqu xmm6, xmmword ptr [r15 + rbp + 7488]
+    movsxd rdx, dword ptr [r15 + 128]
+    mov r9, r11
+    test ebx, 1073741824
+    jz 1f
+1:
     jmp 1f
 1:
-    mov rbp, qword ptr [r15 + 256]
-    movzx r8d, dil
-    mov r8, r9
+    and r9, 16320
+    mov rbp, qword ptr [r15 + r9 + 15680]
     jmp 1f
 1:
-    movzx r9d, byte ptr [r15 + 384]
+    jmp 1f
+1:
+    mov r9d, dword ptr [r15 + 384]
+    mov dword ptr [r15 + 320], edx
+    mov rdi, rdx
+    mov dword ptr [r15 + 448], 206
+    mov dword ptr [r15 + 64], 126
+    vpcmpeqb xmm6, xmm6, xmmword ptr [r15 + 128]
     mov r8, r11
-    mov dword ptr [r15 + 192], r8d
-    and r8, 1984
-    add r9, qword ptr [r15 + r8 + 1344]
+    movzx edx, byte ptr [r15 + 192]
+    movsxd rdi, dword ptr [r15 + 256]
     jmp 1f
 1:
-    jmp 1f
-1:
+    and r8, 4032
+    mov dword ptr [r15 + r8 + 3392], ebp
     add r11, 64
     inc rbx
     dec r13
@@ -4121,392 +4117,393 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 15
-    lea rcx, [rip + .Lc1_d2963_s]
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 268435456
+    setz al
+    lea rcx, [rip + .Lc1_d3018_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d2963_s_t
+    jmp .Lc1_d3018_s_t
     .p2align 3
-.Lc1_d2963_s:
+.Lc1_d3018_s:
     .p2align 3
-    jmp .Lc1_d2963_j
+    jmp .Lc1_d3018_j
     .p2align 3
-    jmp .Lc1_d2963_j
-    .p2align 3
-    jmp .Lc1_d2963_j
-    .p2align 3
-    jmp .Lc1_d2963_j
-    .p2align 3
-    jmp .Lc1_d2963_j
-    .p2align 3
-    jmp .Lc1_d2963_j
-    .p2align 3
-    jmp .Lc1_d2963_j
-    .p2align 3
-    jmp .Lc1_d2963_j
-    .p2align 3
-    jmp .Lc1_d2963_j
-    .p2align 3
-    jmp .Lc1_d2963_j
-    .p2align 3
-    jmp .Lc1_d2963_j
-    .p2align 3
-    jmp .Lc1_d2963_j
-    .p2align 3
-    jmp .Lc1_d2963_j
-    .p2align 3
-    jmp .Lc1_d2963_j
-    .p2align 3
-    jmp .Lc1_d2963_j
-    .p2align 3
-    jmp .Lc1_d2963_j
-.Lc1_d2963_j:
-    jmp 1f
-1:
-    mov esi, dword ptr [r15 + 448]
-    add rcx, qword ptr [r15 + 128]
-    mov rax, rdx
+    jmp .Lc1_d3018_j
+.Lc1_d3018_j:
+    mov rbp, rcx
+    mov rax, r9
+    movzx r9d, byte ptr [r15 + 704]
+    movzx eax, dil
     mov rbp, r11
-    add rax, qword ptr [r15 + 320]
-    movsxd r9, dword ptr [r15 + 192]
+    mov edi, ebp
+    and rbp, 1984
+    mov qword ptr [r15 + rbp + 1344], r9
+    movzx edi, bpl
+    mov r9, qword ptr [r15 + 192]
     jmp 1f
 1:
-    and rbp, 4032
-    mov r8, qword ptr [r15 + rbp + 3392]
-    movsxd rbp, dword ptr [r15 + 64]
-    mov edx, ebp
+    movsxd rcx, dword ptr [r15 + 128]
+    test dword ptr [r15 + 67117724], 536870912
+    jnz 1f
+1:
+    mov byte ptr [r15 + 64], dil
+    mov r9, r11
+    mov rbp, r11
+    and r9, 4032
+    mov dword ptr [r15 + r9 + 3392], r9d
+    and rbp, 448
+    mov r9d, dword ptr [r15 + rbp + 832]
+    movzx ebp, byte ptr [r15 + 384]
+    vmovq qword ptr [r15 + 448], xmm6
+    movsxd rax, dword ptr [r15 + 320]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx edi, byte ptr [r15 + 512]
+    mov qword ptr [r15 + 64], rdi
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c65:
-    jmp 1f
-1:
-    mov rcx, rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 128], 2
-    and rbp, 448
-    mov rax, qword ptr [r15 + rbp + 832]
-    jmp 1f
-1:
-    movzx ebp, al
-    jmp 1f
-1:
-    movzx ecx, byte ptr [r15 + 64]
-    jmp 1f
-1:
-    mov r8, r11
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov byte ptr [r15 + 704], r8b
-    and r8, 1984
-    movsxd rbp, dword ptr [r15 + r8 + 1344]
-    mov r8, rbp
-    jmp 1f
-1:
-    mov dword ptr [r15 + 448], 207
-    mov ebp, dword ptr [r15 + 384]
-    movsxd r9, dword ptr [r15 + 320]
-    mov qword ptr [r15 + 384], r9
-    mov qword ptr [r15 + 256], r9
-    mov r9, rbp
-    movsxd rbp, dword ptr [r15 + 512]
-    vmovdqu ymmword ptr [r15 + 640], ymm2
-    movsxd rdx, dword ptr [r15 + 128]
-    mov rbp, r11
-    jmp 1f
-1:
-    and rbp, 8128
-    imul rcx, qword ptr [r15 + rbp + 7488]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c66:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 16777216
-    setz al
-    lea rcx, [rip + .Lc1_d3048_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d3048_s_t
-    .p2align 3
-.Lc1_d3048_s:
-    .p2align 3
-    jmp .Lc1_d3048_j
-    .p2align 3
-    jmp .Lc1_d3048_j
-.Lc1_d3048_j:
-    mov ecx, 97
+    jmp 1f
+1:
+    mov rax, rbp
     mov rbp, r11
-    mov rcx, qword ptr [r15 + 448]
-    movzx eax, sil
-    and rbp, 448
-    mov eax, dword ptr [r15 + rbp + 832]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rsi, qword ptr [r15 + 768]
-    mov rbp, r11
-    mov edx, dword ptr [r15 + 64]
-    and rbp, 4032
-    movsxd r8, dword ptr [r15 + rbp + 3392]
-    movsxd r9, dword ptr [r15 + 256]
-    mov rbp, r11
-    .byte 0x66, 0x90
-    mov edi, ecx
-    mov ecx, dword ptr [r15 + 320]
-    and rbp, 1984
-    mov rcx, qword ptr [r15 + rbp + 1344]
-    mov byte ptr [r15 + 192], dl
-    movzx ebp, cl
+    mov edx, dword ptr [r15 + 448]
     jmp 1f
 1:
-    mov qword ptr [r15 + 128], rbp
-    mov byte ptr [r15 + 512], dil
-    mov qword ptr [r15 + 384], rcx
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c67:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], r9b
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    and rbp, 1984
-    mov dword ptr [r15 + rbp + 1344], 225
-    jmp 1f
-1:
-    mov rbp, qword ptr [r15 + 512]
-    movzx r9d, dil
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 320], eax
-    mov eax, 42
-    vmovdqu ymmword ptr [r15 + 64], ymm2
-    movzx edi, byte ptr [r15 + 192]
-    mov dword ptr [r15 + 64], 7
-    mov eax, r9d
-    mov r9, r11
-    test ebx, 3072
-    jnz 1f
-1:
-    movzx ebp, byte ptr [r15 + 128]
-    mov eax, ebp
-    and r9, 4032
-    mov rax, qword ptr [r15 + r9 + 3392]
-    mov edi, edi
-    movsxd r9, dword ptr [r15 + 384]
-    jmp 1f
-1:
-    inc dword ptr [r15 + 448]
-    jmp 1f
-1:
-    mov qword ptr [r15 + 576], r9
-    jmp 1f
-1:
-    movzx edi, dil
-    jmp 1f
-1:
-    mov r9, r11
-    mov edi, 148
-    and r9, 8128
-    mov dword ptr [r15 + r9 + 7488], ebp
-    jmp 1f
-1:
-    mov r8d, 176
-    mov edi, 242
-    mov esi, 204
-    mov edx, r9d
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c68:
-    lea rcx, [rip + .Lc1_d3138_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d3138_j_t
-.Lc1_d3138_j:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, r8
-    mov ecx, 170
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 149
-    jmp 1f
-1:
+    mov dword ptr [r15 + 768], 31
+    and rbp, 8128
+    mov rax, qword ptr [r15 + rbp + 7488]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rsi, rcx
-    mov rcx, qword ptr [r15 + 128]
-    jmp 1f
-1:
-    movsxd r8, dword ptr [r15 + 64]
-    mov rsi, qword ptr [r15 + 128]
-    mov dword ptr [r15 + 384], 242
-    mov r9d, edi
-    movsxd rdi, dword ptr [r15 + 256]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov eax, r9d
-    mov r9, qword ptr [r15 + 192]
-    mov dword ptr [r15 + 512], r9d
-    mov r9, rcx
-    mov r9d, 125
-    mov rbp, r11
-    mov dword ptr [r15 + 448], eax
-    and rbp, 448
-    movsxd r9, dword ptr [r15 + rbp + 832]
-    movzx ebp, r8b
-    jmp 1f
-1:
-    mov r8, r11
-    mov rax, qword ptr [r15 + 640]
-    jmp 1f
-1:
-    and r8, 8128
-    movsxd rdx, dword ptr [r15 + r8 + 7488]
-    mov r8, rdx
-    mov rdx, r8
-    jmp 1f
-1:
-    vmovdqu ymmword ptr [r15 + 320], ymm2
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c69:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov rdx, r8
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rdx, rdx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rdx
-    movzx r8d, byte ptr [r15 + 192]
-    mov edx, r9d
-    jmp 1f
-1:
-    vmovq xmm2, r9
-    mov qword ptr [r15 + 128], r8
-    mov edx, dword ptr [r15 + 768]
-    movsxd r8, dword ptr [r15 + 512]
-    .byte 0x0f, 0x1f, 0x00
-    jmp 1f
-1:
+    add rbp, qword ptr [r15 + 0]
     test ebx, 1073741824
     jz 1f
 1:
     jmp 1f
 1:
+    movzx ebp, bpl
     jmp 1f
 1:
-    mov qword ptr [r15 + 320], rdx
+    mov byte ptr [r15 + 320], bpl
     jmp 1f
 1:
-    mov rdx, qword ptr [r15 + 704]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movsxd rax, dword ptr [r15 + 320]
+    mov dword ptr [r15 + 384], 58
+    mov rbp, rax
+    jmp 1f
+1:
+    test dword ptr [r15 + 67117724], 65680
+    jz 1f
+1:
     mov rbp, r11
-    mov qword ptr [r15 + 64], r8
-    and rbp, 4032
-    mov r8d, dword ptr [r15 + rbp + 3392]
+    mov rax, qword ptr [r15 + 512]
+    and rbp, 1984
+    mov qword ptr [r15 + rbp + 1344], rbp
+    movsxd rbp, dword ptr [r15 + 256]
+    mov edx, 71
+    vpor xmm6, xmm6, xmm6
+    mov rsi, rdx
+    movsxd rdx, dword ptr [r15 + 64]
+    mov r9, r11
+    movsxd rdi, dword ptr [r15 + 192]
+    mov esi, dword ptr [r15 + 128]
     jmp 1f
 1:
-    mov ebp, dword ptr [r15 + 448]
-    jmp 1f
-1:
-    mov esi, edx
-    mov edx, edx
-    mov r9, r11
-    mov ecx, dword ptr [r15 + 384]
-    and r9, 1984
-    mov edx, dword ptr [r15 + r9 + 1344]
-    mov r9d, edi
-    mov r9, r11
-    movsxd rdi, dword ptr [r15 + 256]
-    mov byte ptr [r15 + 320], dl
-    mov rdx, rdi
     and r9, 448
-    mov dword ptr [r15 + r9 + 832], 247
+    movsxd rcx, dword ptr [r15 + r9 + 832]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c66:
+    lea rcx, [rip + .Lc1_d3109_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d3109_j_t
+.Lc1_d3109_j:
+    mov ecx, dword ptr [r15 + 512]
+    .byte 0x66, 0x90
+    mov r9, r11
+    movzx eax, r9b
+    and r9, 448
+    movsxd rax, dword ptr [r15 + r9 + 832]
+    movsxd r9, dword ptr [r15 + 640]
+    mov edx, dword ptr [r15 + 128]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rdx
+    mov ebp, eax
+    mov eax, 70
+    movzx esi, cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], sil
+    mov r8, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r8, 8128
+    movsxd rcx, dword ptr [r15 + r8 + 7488]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r8d, dword ptr [r15 + 448]
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + 320], ymm6
+    mov rbp, r11
+    mov ecx, dword ptr [r15 + 384]
+    mov eax, dword ptr [r15 + 64]
+    mov esi, ebp
+    and rbp, 4032
+    mov r9, qword ptr [r15 + rbp + 3392]
+    mov ebp, 111
+    mov edx, dword ptr [r15 + 384]
+    mov rdi, qword ptr [r15 + 128]
+    mov byte ptr [r15 + 576], dil
+    movzx ebp, al
+    mov byte ptr [r15 + 256], al
+    jmp 1f
+1:
+    mov qword ptr [r15 + 192], rsi
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c67:
+    lea rcx, [rip + .Lc1_d3155_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d3155_j_t
+.Lc1_d3155_j:
+    mov qword ptr [r15 + 448], r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 116
+    movzx esi, r9b
+    mov r9d, r9d
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, ecx
+    mov r9, r11
+    and eax, dword ptr [r15 + 384]
+    and r9, 1984
+    mov byte ptr [r15 + r9 + 1344], cl
+    movzx ecx, byte ptr [r15 + 128]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 256], 114
+    jmp 1f
+1:
+    mov dword ptr [r15 + 704], ecx
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov ecx, eax
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movsxd rax, dword ptr [r15 + 320]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movzx r9d, byte ptr [r15 + 192]
+    mov rbp, r11
+    movzx esi, bpl
+    mov esi, 111
+    mov r8, r11
+    and rbp, 8128
+    mov rcx, qword ptr [r15 + rbp + 7488]
+    mov dword ptr [r15 + 64], edx
+    and r8, 4032
+    movsxd rdx, dword ptr [r15 + r8 + 3392]
+    mov ebp, 229
+    mov edi, 234
+    jmp 1f
+1:
+    movzx ebp, dil
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c68:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], ebp
+    mov edi, ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov rbp, rax
+    movsxd r8, dword ptr [r15 + 128]
+    mov rbp, rdi
+    vmovdqu ymmword ptr [r15 + 256], ymm6
+    mov dword ptr [r15 + 384], 25
+    jmp 1f
+1:
+    mov rax, r8
+    mov dword ptr [r15 + 320], 222
+    mov r9, r11
+    mov dword ptr [r15 + 192], 118
+    test ebx, 1073741824
+    jz 1f
+1:
+    and r9, 1984
+    mov rax, qword ptr [r15 + r9 + 1344]
+    mov ebp, ebp
+    jmp 1f
+1:
+    movsxd r9, dword ptr [r15 + 64]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov rbp, rbp
+    mov ebp, 106
+    jmp 1f
+1:
+    movsxd r8, dword ptr [r15 + 512]
+    movzx edi, r8b
+    mov r8d, 229
+    mov rbp, r11
+    mov rcx, qword ptr [r15 + 64]
+    movsxd r8, dword ptr [r15 + 128]
+    and rbp, 448
+    mov edx, dword ptr [r15 + rbp + 832]
+    movsxd rbp, dword ptr [r15 + 768]
+    mov rsi, rcx
+    mov rcx, qword ptr [r15 + 448]
+    vpshufd xmm6, xmm6, 230
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c69:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 7
+    lea rcx, [rip + .Lc1_d3257_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d3257_s_t
+    .p2align 3
+.Lc1_d3257_s:
+    .p2align 3
+    jmp .Lc1_d3257_j
+    .p2align 3
+    jmp .Lc1_d3257_j
+    .p2align 3
+    jmp .Lc1_d3257_j
+    .p2align 3
+    jmp .Lc1_d3257_j
+    .p2align 3
+    jmp .Lc1_d3257_j
+    .p2align 3
+    jmp .Lc1_d3257_j
+    .p2align 3
+    jmp .Lc1_d3257_j
+    .p2align 3
+    jmp .Lc1_d3257_j
+.Lc1_d3257_j:
+    mov qword ptr [r15 + 320], rax
+    mov rax, rax
+    mov rbp, r11
+    mov r8, r11
+    and rbp, 4032
+    mov rax, qword ptr [r15 + rbp + 3392]
+    and r8, 8128
+    mov r9d, dword ptr [r15 + r8 + 7488]
+    .byte 0x0f, 0x1f, 0x00
+    mov rbp, r11
+    jmp 1f
+1:
+    and rbp, 1984
+    mov r8d, dword ptr [r15 + rbp + 1344]
+    mov ecx, r8d
+    test dword ptr [r15 + 67117724], 2621440
+    jnz 1f
+1:
+    mov r8d, dword ptr [r15 + 448]
+    vpaddq xmm6, xmm6, xmmword ptr [r15 + 512]
+    jmp 1f
+1:
+    mov rbp, qword ptr [r15 + 384]
+    movsxd rcx, dword ptr [r15 + 64]
+    movsxd rax, dword ptr [r15 + 576]
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c70:
-    lea rcx, [rip + .Lc1_d3237_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d3237_j_t
-.Lc1_d3237_j:
-    movsxd r9, dword ptr [r15 + 448]
-    mov edi, edx
-    mov rcx, qword ptr [r15 + 64]
+    movzx r8d, byte ptr [r15 + 448]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 172
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], r8d
+    mov r8d, r8d
     jmp 1f
 1:
+    movzx r8d, al
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, ecx
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rdx, rcx
-    mov qword ptr [r15 + 0], rdx
-    jmp 1f
+    movzx ecx, byte ptr [r15 + 320]
+    movsxd rax, dword ptr [r15 + 128]
+    movsxd rbp, dword ptr [r15 + 704]
+    test ebx, 1073741824
+    jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, byte ptr [r15 + 512]
-    movsxd rdx, dword ptr [r15 + 64]
-    mov ebp, edx
-    jmp 1f
-1:
-    movzx edx, bpl
+    mov qword ptr [r15 + 64], rax
+    mov eax, dword ptr [r15 + 128]
     mov r8, r11
-    mov rbp, r11
-    mov dword ptr [r15 + 576], 85
-    vpshufd xmm3, xmm2, 207
-    and rbp, 4032
-    mov qword ptr [r15 + rbp + 3392], rcx
+    mov rcx, qword ptr [r15 + 384]
+    and r8, 4032
+    movsxd rbp, dword ptr [r15 + r8 + 3392]
+    movsxd r9, dword ptr [r15 + 192]
+    jmp 1f
+1:
+    mov r8, r11
+    and edx, dword ptr [r15 + 640]
+    mov edi, ecx
+    jmp 1f
+1:
     and r8, 8128
-    mov dword ptr [r15 + r8 + 7488], 223
-    mov dword ptr [r15 + 320], edx
-    mov dword ptr [r15 + 384], 74
-    movzx r8d, byte ptr [r15 + 128]
-    mov rbp, r11
-    movzx edx, byte ptr [r15 + 384]
-    and rbp, 1984
-    mov rcx, qword ptr [r15 + rbp + 1344]
-    mov esi, dword ptr [r15 + 256]
-    mov ebp, r8d
-    movzx eax, r8b
+    movsxd rcx, dword ptr [r15 + r8 + 7488]
+    mov r8, r11
+    jmp 1f
+1:
+    movzx esi, byte ptr [r15 + 512]
+    and r8, 448
+    movsxd rdx, dword ptr [r15 + r8 + 832]
+    jmp 1f
+1:
+    mov r8, rax
+    mov rax, qword ptr [r15 + 256]
+    movzx ecx, al
     add r11, 64
     inc rbx
     dec r13
@@ -4515,55 +4512,51 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    movzx r8d, byte ptr [r15 + 128]
+    lea rcx, [rip + .Lc1_d3347_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d3347_j_t
+.Lc1_d3347_j:
+    mov dword ptr [r15 + 448], 164
+    mov eax, ecx
+    mov dword ptr [r15 + 64], 88
+    mov qword ptr [r15 + 320], rax
+    mov byte ptr [r15 + 768], bpl
+    mov rcx, rdi
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, r8b
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, rsi
-    mov dword ptr [r15 + 0], 29
-    mov byte ptr [r15 + 256], bpl
-    mov qword ptr [r15 + 640], r8
+    and ecx, dword ptr [r15 + 0]
     jmp 1f
 1:
-    mov edi, 18
-    mov dword ptr [r15 + 512], 99
-    jmp 1f
-1:
-    mov edi, eax
-    jmp 1f
-1:
-    mov qword ptr [r15 + 64], rax
-    test dword ptr [r15 + 67117724], 201326592
-    jnz 1f
-1:
-    mov r8, r11
-    mov rbp, rcx
-    jmp 1f
-1:
-    mov rbp, r11
-    jmp 1f
-1:
-    and r8, 448
-    movsxd rax, dword ptr [r15 + r8 + 832]
-    and rbp, 8128
-    and ecx, dword ptr [r15 + rbp + 7488]
     mov ebp, ecx
-    mov dword ptr [r15 + 128], ebp
-    vpshufd xmm2, xmm3, 121
-    movsxd rbp, dword ptr [r15 + 192]
-    mov byte ptr [r15 + 320], bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], bpl
     jmp 1f
 1:
-    mov edi, r8d
-    mov rbp, r11
-    movzx r8d, cl
-    mov r8d, eax
+    mov r9, r11
     jmp 1f
 1:
-    and rbp, 4032
-    movsxd rax, dword ptr [r15 + rbp + 3392]
+    test dword ptr [r15 + 67117724], 512
+    jz 1f
+1:
+    and r9, 448
+    movzx ebp, byte ptr [r15 + r9 + 832]
+    mov edi, r9d
+    vmovdqu ymmword ptr [r15 + 256], ymm6
+    movzx ecx, r9b
+    movsxd r9, dword ptr [r15 + 64]
+    movzx ecx, r9b
+    mov rax, rcx
+    mov dword ptr [r15 + 512], edi
+    movsxd rcx, dword ptr [r15 + 320]
+    mov dword ptr [r15 + 128], 38
+    mov eax, dword ptr [r15 + 192]
+    mov r8, r11
+    jmp 1f
+1:
+    and r8, 1984
+    movsxd rdi, dword ptr [r15 + r8 + 1344]
+    vmovdqu ymmword ptr [r15 + 384], ymm6
     add r11, 64
     inc rbx
     dec r13
@@ -4575,45 +4568,43 @@ ditto_body_c1:
     xor eax, eax
     test dword ptr [r15 + 67117723], 64
     setz al
-    lea rcx, [rip + .Lc1_d3332_s]
+    lea rcx, [rip + .Lc1_d3393_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d3332_s_t
+    jmp .Lc1_d3393_s_t
     .p2align 3
-.Lc1_d3332_s:
+.Lc1_d3393_s:
     .p2align 3
-    jmp .Lc1_d3332_j
+    jmp .Lc1_d3393_j
     .p2align 3
-    jmp .Lc1_d3332_j
-.Lc1_d3332_j:
+    jmp .Lc1_d3393_j
+.Lc1_d3393_j:
     mov rbp, r11
-    and rbp, 448
-    movsxd rcx, dword ptr [r15 + rbp + 832]
-    mov qword ptr [r15 + 512], rcx
-    and ecx, dword ptr [r15 + 768]
-    movsxd rax, dword ptr [r15 + 320]
-    mov qword ptr [r15 + 128], r8
-    mov rbp, r11
-    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rcx, dword ptr [r15 + 320]
+    mov rax, rcx
     and rbp, 1984
-    mov r8, qword ptr [r15 + rbp + 1344]
-    mov byte ptr [r15 + 704], r9b
-    vpor xmm2, xmm2, xmm2
-    mov qword ptr [r15 + 64], rax
-    mov rax, r8
-    movsxd r8, dword ptr [r15 + 448]
-    mov ebp, 108
-    mov r9d, ecx
-    jmp 1f
-1:
-    mov ecx, r9d
-    jmp 1f
-1:
+    movsxd r8, dword ptr [r15 + rbp + 1344]
+    mov r9d, 205
     mov rbp, r11
-    mov qword ptr [r15 + 192], rbp
+    movsxd rdi, dword ptr [r15 + 576]
+    mov rcx, qword ptr [r15 + 256]
     and rbp, 8128
-    mov dword ptr [r15 + rbp + 7488], 60
-    movzx ecx, cl
-    mov r9, qword ptr [r15 + 384]
+    mov rdx, qword ptr [r15 + rbp + 7488]
+    add rax, qword ptr [r15 + 512]
+    mov qword ptr [r15 + 64], rdi
+    mov ebp, eax
+    test dword ptr [r15 + 67117724], 4194320
+    jnz 1f
+1:
+    mov qword ptr [r15 + 384], rbp
+    mov qword ptr [r15 + 128], rbp
+    mov r8, r11
+    mov edi, r8d
+    and r8, 4032
+    movzx edx, byte ptr [r15 + r8 + 3392]
+    mov qword ptr [r15 + 128], rax
+    vmovdqu ymmword ptr [r15 + 192], ymm6
+    movzx ebp, dil
+    mov dword ptr [r15 + 0], 170
     jmp 1f
 1:
     add r11, 64
@@ -4621,120 +4612,124 @@ ditto_body_c1:
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c73:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov rbp, r11
-    jmp 1f
-1:
-    and rbp, 4032
-    mov byte ptr [r15 + rbp + 3392], bpl
+    mov ebp, dword ptr [r15 + 448]
+    mov dword ptr [r15 + 0], edx
+    mov byte ptr [r15 + 0], dil
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    nop
-    mov ebp, 112
+    movzx edi, dl
     mov r12, qword ptr [r15 + r12 + 56]
     mov qword ptr [r15 + 0], rbp
-    add rax, qword ptr [r15 + 192]
-    vpxor xmm2, xmm2, xmm3
-    movzx ebp, byte ptr [r15 + 128]
-    mov ecx, r9d
-    mov r9d, eax
-    mov r9d, dword ptr [r15 + 64]
-    test dword ptr [r15 + 67117724], 131077
-    jz 1f
-1:
-    mov qword ptr [r15 + 320], rbp
+    mov dword ptr [r15 + 0], 173
     jmp 1f
 1:
-    mov qword ptr [r15 + 64], rax
-    movsxd rbp, dword ptr [r15 + 256]
-    movzx r9d, r9b
-    jmp 1f
-1:
-    mov rax, rax
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r9, rax
-    mov dword ptr [r15 + 384], 209
-    jmp 1f
-1:
-    mov byte ptr [r15 + 576], r9b
-    .byte 0x0f, 0x1f, 0x00
-    vpcmpeqb xmm2, xmm2, xmm3
-    movzx r9d, byte ptr [r15 + 384]
+    vpshufd xmm5, xmm6, 152
     mov r8, r11
+    mov edx, r8d
+    and r8, 4032
+    add rbp, qword ptr [r15 + r8 + 3392]
+    mov qword ptr [r15 + 384], rbp
+    nop
+    test ebx, 1073741824
+    jnz 1f
+1:
     jmp 1f
 1:
-    mov eax, 191
-    and r8, 1984
-    vmovdqu ymmword ptr [r15 + r8 + 1344], ymm2
-    mov eax, dword ptr [r15 + 448]
+    mov qword ptr [r15 + 256], rdi
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov esi, r8d
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movzx r8d, byte ptr [r15 + 320]
+    .byte 0x0f, 0x1f, 0x00
+    movzx ebp, byte ptr [r15 + 512]
+    mov edi, dword ptr [r15 + 64]
+    mov byte ptr [r15 + 128], dl
+    jmp 1f
+1:
+    mov rdx, rbp
+    test ebx, 3072
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov r9, r11
+    jmp 1f
+1:
+    mov rbp, r9
+    and r9, 448
+    and eax, dword ptr [r15 + r9 + 832]
+    jmp 1f
+1:
+    mov r9d, dword ptr [r15 + 704]
+    mov ebp, 191
+    jmp 1f
+1:
+    mov qword ptr [r15 + 192], rbp
+    mov ebp, 35
+    mov r8, r11
+    movzx ecx, byte ptr [r15 + 640]
+    and r8, 8128
+    mov rdi, qword ptr [r15 + r8 + 7488]
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c74:
-    lea rcx, [rip + .Lc1_d3426_j]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d3491_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d3426_j_t
-.Lc1_d3426_j:
+    jmp .Lc1_d3491_j_t
+.Lc1_d3491_j:
+    mov eax, ecx
+    mov r8d, eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
     mov r8, r11
-    movzx ecx, r9b
-    and r8, 448
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, edx
+    and r8, 1984
+    mov rax, qword ptr [r15 + r8 + 1344]
+    jmp 1f
+1:
+    mov r8d, dword ptr [r15 + 384]
+    mov dword ptr [r15 + 768], 247
+    mov rcx, r8
+    movzx r8d, byte ptr [r15 + 64]
+    test dword ptr [r15 + 67117724], 256
+    jnz 1f
+1:
+    mov r8, qword ptr [r15 + 128]
+    mov rdx, r8
+    mov r8, qword ptr [r15 + 448]
     mov rbp, r11
-    mov rcx, qword ptr [r15 + r8 + 832]
-    and rbp, 8128
-    mov byte ptr [r15 + rbp + 7488], bpl
-    mov r9, rbp
+    mov byte ptr [r15 + 128], cl
+    and rbp, 448
+    movzx esi, byte ptr [r15 + rbp + 832]
     jmp 1f
 1:
-    mov rbp, qword ptr [r15 + 128]
-    mov r9, r11
-    mov r8d, r9d
-    and r9, 1984
-    mov r8, qword ptr [r15 + r9 + 1344]
-    mov r9, qword ptr [r15 + 320]
-    movzx eax, byte ptr [r15 + 128]
-    mov dword ptr [r15 + 64], 197
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx edi, r8b
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 320], sil
+    movzx ecx, sil
+    mov dword ptr [r15 + 512], edx
+    mov r9, qword ptr [r15 + 384]
     jmp 1f
 1:
-    mov r8d, edi
-    mov edi, r8d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], al
-    mov dword ptr [r15 + 192], r8d
-    mov rsi, qword ptr [r15 + 320]
-    mov edx, dword ptr [r15 + 512]
-    jmp 1f
-1:
-    mov r8, qword ptr [r15 + 512]
-    mov rdi, r8
-    mov byte ptr [r15 + 384], dil
-    mov byte ptr [r15 + 640], dl
-    mov rax, qword ptr [r15 + 448]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movsxd rdi, dword ptr [r15 + 256]
+    mov byte ptr [r15 + 256], r9b
+    mov r9, qword ptr [r15 + 192]
+    movsxd rdx, dword ptr [r15 + 64]
     add r11, 64
     inc rbx
     dec r13
@@ -4743,341 +4738,331 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d3475_j]
+    lea rcx, [rip + .Lc1_d3537_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d3475_j_t
-.Lc1_d3475_j:
-    mov ecx, 137
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, rcx
+    jmp .Lc1_d3537_j_t
+.Lc1_d3537_j:
+    mov r9, r11
+    mov esi, 210
+    and r9, 4032
+    movzx ecx, byte ptr [r15 + r9 + 3392]
+    mov r9, rdx
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, ecx
-    mov rax, r9
-    mov r9, r8
+    movsxd rdx, dword ptr [r15 + 256]
+    movsxd rdi, dword ptr [r15 + 576]
+    mov r8d, esi
+    mov r8, r8
+    mov rsi, rcx
     jmp 1f
 1:
-    mov r9d, 62
-    mov r8d, 5
-    movsxd r9, dword ptr [r15 + 320]
+    mov rbp, r11
+    mov r8d, 78
+    mov ecx, 63
+    and rbp, 16320
+    movzx eax, byte ptr [r15 + rbp + 15680]
     jmp 1f
 1:
-    mov r8, r9
-    test dword ptr [r15 + 67117723], 8388608
+    mov rbp, rax
+    test dword ptr [r15 + 67117723], 8388864
     jnz 1f
 1:
-    movsxd r8, dword ptr [r15 + 384]
-    movsxd r9, dword ptr [r15 + 448]
-    mov dword ptr [r15 + 256], 112
-    mov rcx, r9
-    mov rbp, r11
+    movsxd rax, dword ptr [r15 + 384]
+    movsxd r9, dword ptr [r15 + 64]
+    mov dword ptr [r15 + 448], 120
+    mov rbp, r9
     jmp 1f
 1:
-    and rbp, 4032
+    and edi, dword ptr [r15 + 320]
+    mov r9d, 47
+    mov dword ptr [r15 + 512], 226
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, eax
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r9, r11
-    inc dword ptr [r15 + rbp + 3392]
-    movsxd rbp, dword ptr [r15 + 128]
+    jmp 1f
+1:
     and r9, 8128
-    mov dword ptr [r15 + r9 + 7488], 120
-    jmp 1f
-1:
-    mov r9, qword ptr [r15 + 64]
-    mov r9, r11
-    mov edi, ebp
-    and r9, 448
-    mov edx, dword ptr [r15 + r9 + 832]
-    jmp 1f
-1:
-    mov qword ptr [r15 + 704], rcx
+    mov r8, qword ptr [r15 + r9 + 7488]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c76:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
     mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, rsi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 320], al
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r9d, sil
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 56
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 64], r9b
-    mov r9, r9
-    movzx ecx, dil
-    and ebp, dword ptr [r15 + 320]
-    jmp 1f
-1:
-    mov esi, ecx
-    mov edi, edi
-    movsxd rcx, dword ptr [r15 + 192]
-    mov rax, rcx
-    jmp 1f
-1:
-    mov r9, qword ptr [r15 + 512]
-    movzx ecx, byte ptr [r15 + 192]
-    mov rdi, rdi
-    movsxd rdi, dword ptr [r15 + 576]
-    movzx esi, bpl
+    movzx eax, r8b
+    mov esi, r9d
+    mov edi, esi
+    mov rax, qword ptr [r15 + 192]
+    movzx esi, byte ptr [r15 + 704]
     mov rbp, r11
+    movzx edi, byte ptr [r15 + 448]
+    and rbp, 8128
+    mov dword ptr [r15 + rbp + 7488], 225
+    movzx r9d, bpl
+    movzx r8d, byte ptr [r15 + 64]
+    test dword ptr [r15 + 67117724], 2049
+    jnz 1f
+1:
+    mov byte ptr [r15 + 128], cl
+    mov r8, r11
+    movsxd rcx, dword ptr [r15 + 384]
+    lea r9, [r11 + r11*1]
+    and r8, 448
+    movsxd rbp, dword ptr [r15 + r8 + 832]
+    movzx r8d, dil
+    mov r8, rcx
+    and r9, 1984
+    mov rdi, qword ptr [r15 + r9 + 1344]
+    mov byte ptr [r15 + 640], dil
+    movsxd rcx, dword ptr [r15 + 128]
     jmp 1f
 1:
-    and rbp, 1984
-    mov byte ptr [r15 + rbp + 1344], cl
-    mov r8, rbp
-    vmovdqu xmm3, xmmword ptr [r15 + 64]
-    mov rbp, qword ptr [r15 + 448]
-    mov rcx, qword ptr [r15 + 768]
-    mov r8, r9
-    mov byte ptr [r15 + 384], dil
-    mov r9, r11
-    mov edi, 248
-    and r9, 4032
-    mov rbp, r11
-    movsxd rdi, dword ptr [r15 + r9 + 3392]
-    movzx r9d, byte ptr [r15 + 256]
-    movsxd rdx, dword ptr [r15 + 128]
-    and rbp, 448
-    movsxd r9, dword ptr [r15 + rbp + 832]
+    movsxd rdi, dword ptr [r15 + r9 + 1408]
+    jmp 1f
+1:
+    mov rsi, rbp
+    mov r9d, 139
+    add rcx, qword ptr [r15 + 320]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c77:
-    lea rcx, [rip + .Lc1_d3566_j]
+    lea rcx, [rip + .Lc1_d3626_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d3566_j_t
-.Lc1_d3566_j:
+    jmp .Lc1_d3626_j_t
+.Lc1_d3626_j:
+    mov rdi, qword ptr [r15 + 320]
+    mov r9, r11
+    movzx ecx, sil
+    and r9, 4032
+    mov byte ptr [r15 + r9 + 3392], r9b
+    movzx esi, r9b
     jmp 1f
 1:
-    movzx ecx, cl
-    mov rbp, r11
-    movzx ecx, bpl
-    and rbp, 4032
-    movsxd rsi, dword ptr [r15 + rbp + 3392]
-    mov byte ptr [r15 + 0], sil
+    mov byte ptr [r15 + 448], sil
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov esi, ecx
+    vmovdqu ymmword ptr [r15 + 0], ymm5
     jmp 1f
 1:
+    vpor xmm5, xmm5, xmm5
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, eax
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 1984
-    mov dword ptr [r15 + r8 + 1344], ebp
-    mov dword ptr [r15 + 128], 171
-    mov r8d, dword ptr [r15 + 320]
-    mov dword ptr [r15 + 384], ebp
+    mov dword ptr [r15 + 0], esi
+    mov qword ptr [r15 + 0], r9
+    mov rsi, qword ptr [r15 + 384]
+    mov r9, qword ptr [r15 + 64]
     test ebx, 1073741824
     jz 1f
 1:
-    mov r8, r11
+    mov dword ptr [r15 + 64], 25
+    mov qword ptr [r15 + 512], r9
     jmp 1f
 1:
-    mov eax, 110
-    and r8, 8128
-    mov byte ptr [r15 + r8 + 7488], al
-    mov qword ptr [r15 + 384], rax
+    mov ecx, 34
     jmp 1f
 1:
-    mov byte ptr [r15 + 448], al
-    mov qword ptr [r15 + 128], rax
+    mov byte ptr [r15 + 192], cl
+    vmovq qword ptr [r15 + 256], xmm6
+    mov ecx, 85
+    jmp 1f
+1:
+    movzx r9d, byte ptr [r15 + 128]
+    mov rcx, r9
+    mov esi, esi
+    vmovq qword ptr [r15 + 768], xmm5
+    movsxd r9, dword ptr [r15 + 512]
+    mov dword ptr [r15 + 256], r9d
+    mov rbp, r11
     jmp 1f
 1:
     jmp 1f
 1:
-    mov rax, qword ptr [r15 + 64]
-    mov r8d, edx
-    movsxd r8, dword ptr [r15 + 512]
-    jmp 1f
-1:
-    mov rdx, r8
-    mov r8d, 138
-    and eax, dword ptr [r15 + 640]
-    movzx r8d, byte ptr [r15 + 256]
+    and rbp, 448
+    mov byte ptr [r15 + rbp + 832], bpl
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c78:
+    mov ebp, dword ptr [r15 + 320]
+    mov r9, r11
+    vpaddd xmm5, xmm5, xmm5
+    movsxd rsi, dword ptr [r15 + 128]
+    and r9, 8128
+    vmovdqu xmm5, xmmword ptr [r15 + r9 + 7488]
+    mov ecx, dword ptr [r15 + 64]
+    movzx edx, cl
+    mov r9d, esi
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], rsi
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, rax
+    mov r9d, 139
+    test ebx, 1073741824
+    jz 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 18
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx edx, al
-    mov dword ptr [r15 + 0], 90
+    mov r9, rcx
+    mov dword ptr [r15 + 0], r9d
+    mov qword ptr [r15 + 384], rcx
     mov r8, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
+    movsxd rsi, dword ptr [r15 + 448]
     and r8, 1984
-    add rax, qword ptr [r15 + r8 + 1344]
-    mov qword ptr [r15 + 128], rdx
-    mov dword ptr [r15 + 704], 104
-    add rsi, qword ptr [r15 + 192]
-    movzx r8d, sil
-    vmovdqu ymmword ptr [r15 + 512], ymm3
-    mov edx, 103
+    movsxd rcx, dword ptr [r15 + r8 + 1344]
+    mov r8d, esi
+    mov dword ptr [r15 + 384], 80
+    test ebx, 2560
+    jnz 1f
+1:
+    movzx esi, r8b
+    vpaddq xmm5, xmm5, xmmword ptr [r15 + 192]
+    mov qword ptr [r15 + 128], r8
+    mov r9, r9
     jmp 1f
 1:
-    mov dword ptr [r15 + 768], esi
-    mov r8, r11
-    mov edx, eax
-    and r8, 8128
-    vmovdqu ymmword ptr [r15 + r8 + 7488], ymm3
-    mov rdx, rsi
-    mov esi, edx
-    mov qword ptr [r15 + 256], rsi
-    mov dword ptr [r15 + 320], edx
+    mov qword ptr [r15 + 640], r9
+    mov rbp, r11
+    movsxd r9, dword ptr [r15 + 512]
+    and rbp, 4032
+    mov r8, qword ptr [r15 + rbp + 3392]
+    mov dword ptr [r15 + 576], 143
     jmp 1f
 1:
-    movzx edx, sil
-    mov qword ptr [r15 + 64], rsi
-    jmp 1f
-1:
-    mov r8, r11
-    mov rsi, qword ptr [r15 + 64]
-    and r8, 448
-    mov qword ptr [r15 + r8 + 832], rdi
-    mov ebp, dword ptr [r15 + 448]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 384], 16
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c79:
-    lea rcx, [rip + .Lc1_d3661_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d3661_j_t
-.Lc1_d3661_j:
-    jmp 1f
-1:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 1024
+    setz al
+    lea rcx, [rip + .Lc1_d3724_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d3724_s_t
+    .p2align 3
+.Lc1_d3724_s:
+    .p2align 3
+    jmp .Lc1_d3724_j
+    .p2align 3
+    jmp .Lc1_d3724_j
+.Lc1_d3724_j:
+    movzx ecx, byte ptr [r15 + 64]
+    mov rbp, r11
+    movzx eax, byte ptr [r15 + 192]
+    movzx r8d, byte ptr [r15 + 128]
+    vmovdqu ymmword ptr [r15 + 256], ymm5
+    and rbp, 448
+    movzx r9d, byte ptr [r15 + rbp + 832]
+    mov dword ptr [r15 + 384], 192
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    and ecx, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rsi, rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r8
+    vmovq qword ptr [r15 + 0], xmm5
+    mov rbp, qword ptr [r15 + 320]
     jmp 1f
 1:
     jmp 1f
 1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    vmovdqu ymmword ptr [r15 + 0], ymm3
-    movzx ebp, byte ptr [r15 + 512]
-    mov byte ptr [r15 + 128], sil
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx esi, byte ptr [r15 + 320]
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
+    jmp 1f
+1:
+    mov rax, rbp
     mov rbp, r11
+    movzx eax, byte ptr [r15 + 448]
+    and rbp, 1984
+    mov ecx, dword ptr [r15 + rbp + 1344]
+    jmp 1f
+1:
+    mov rbp, qword ptr [r15 + 704]
+    jmp 1f
+1:
+    jmp 1f
+1:
     mov r8, r11
-    mov qword ptr [r15 + 192], r8
-    and rbp, 8128
-    mov byte ptr [r15 + rbp + 7488], sil
-    and r8, 448
-    mov dword ptr [r15 + r8 + 832], 148
     jmp 1f
 1:
-    mov esi, esi
-    mov qword ptr [r15 + 64], r8
-    jmp 1f
-1:
-    mov dword ptr [r15 + 576], esi
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov rbp, r11
-    movzx esi, bpl
-    and rbp, 4032
-    mov rdi, qword ptr [r15 + rbp + 3392]
-    mov rbp, qword ptr [r15 + 448]
-    mov byte ptr [r15 + 256], r8b
-    movzx r8d, byte ptr [r15 + 320]
-    mov rsi, r8
-    movzx edx, byte ptr [r15 + 384]
+    and r8, 8128
+    movzx r9d, byte ptr [r15 + r8 + 7488]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c80:
-    mov r9, r11
-    and r9, 1984
-    mov qword ptr [r15 + r9 + 1344], rsi
-    mov qword ptr [r15 + 256], rdx
-    mov dword ptr [r15 + 640], 230
+    lea rcx, [rip + .Lc1_d3766_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d3766_j_t
+.Lc1_d3766_j:
+    mov rbp, r11
+    and rbp, 448
+    mov rcx, qword ptr [r15 + rbp + 832]
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, 223
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    inc dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 82
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    movzx r9d, r9b
-    add r8, qword ptr [r15 + 0]
-    mov edi, esi
-    mov dword ptr [r15 + 128], 231
-    mov r9d, edi
-    mov dword ptr [r15 + 64], 226
-    vmovdqu ymmword ptr [r15 + 320], ymm3
-    mov qword ptr [r15 + 384], r8
-    mov r9, r8
-    jmp 1f
-1:
-    movzx r8d, byte ptr [r15 + 512]
-    mov edi, edi
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov rdi, qword ptr [r15 + 128]
-    mov byte ptr [r15 + 448], dil
-    mov dword ptr [r15 + 192], 31
-    mov rdi, rdi
     .byte 0x66, 0x90
+    mov esi, 38
+    movzx ebp, byte ptr [r15 + 320]
+    and r9d, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, 52
+    jmp 1f
+1:
+    mov byte ptr [r15 + 0], cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov rcx, r9
+    mov ecx, ecx
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 226
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, qword ptr [r15 + 512]
+    mov r9d, ecx
+    mov dword ptr [r15 + 64], 204
+    mov ecx, r9d
+    movzx ebp, byte ptr [r15 + 768]
+    mov dword ptr [r15 + 448], 45
+    mov dword ptr [r15 + 128], 185
+    mov r9, r11
+    mov dword ptr [r15 + 64], r9d
+    movzx r8d, cl
+    mov rcx, rsi
+    and r9, 4032
+    movzx esi, byte ptr [r15 + r9 + 3392]
+    mov dword ptr [r15 + 256], 217
     jmp 1f
 1:
     mov r9, r11
-    mov esi, 118
-    mov dword ptr [r15 + 384], 213
-    and r9, 4032
-    movzx edi, byte ptr [r15 + r9 + 3392]
+    jmp 1f
+1:
+    and r9, 8128
+    mov qword ptr [r15 + r9 + 7488], rcx
+    imul rdx, qword ptr [r15 + 384]
     add r11, 64
     inc rbx
     dec r13
@@ -5086,52 +5071,47 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d3763_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d3763_j_t
-.Lc1_d3763_j:
-    movzx r9d, cl
-    movzx r8d, r9b
-    mov qword ptr [r15 + 0], r8
-    mov r12, qword ptr [r15 + r12 + 56]
-    add rdi, qword ptr [r15 + 0]
-    mov r8, r11
-    mov dword ptr [r15 + 0], 103
+    movzx edx, al
+    movzx ecx, dl
+    mov qword ptr [r15 + 256], rcx
+    mov dword ptr [r15 + 192], 214
+    movsxd rax, dword ptr [r15 + 64]
+    mov qword ptr [r15 + 512], rax
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 448
-    and edi, dword ptr [r15 + r8 + 832]
-    movsxd r8, dword ptr [r15 + 448]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    jmp 1f
-1:
-    movzx edx, dil
-    mov qword ptr [r15 + 512], rbp
-    mov edi, dword ptr [r15 + 384]
-    test dword ptr [r15 + 67117724], 335544388
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, dl
+    movsxd rdx, dword ptr [r15 + 384]
+    mov eax, dword ptr [r15 + 128]
+    test dword ptr [r15 + 67117724], 32848
     jz 1f
 1:
-    mov r8, r11
-    jmp 1f
-1:
-    and r8, 1984
-    mov dword ptr [r15 + r8 + 1344], 218
-    mov r8d, dword ptr [r15 + 128]
-    mov rbp, rdx
-    movsxd rbp, dword ptr [r15 + 768]
-    vmovdqu ymmword ptr [r15 + 64], ymm3
-    jmp 1f
-1:
-    jmp 1f
-1:
     mov r9, r11
-    mov dword ptr [r15 + 192], 75
-    movsxd rdx, dword ptr [r15 + 704]
-    movzx edi, byte ptr [r15 + 64]
-    and r9, 8128
-    movzx ecx, byte ptr [r15 + r9 + 7488]
-    movsxd rax, dword ptr [r15 + 320]
+    jmp 1f
+1:
+    and r9, 448
+    vmovdqu ymmword ptr [r15 + r9 + 832], ymm5
+    vpxor xmm5, xmm5, xmm6
+    mov r9, r9
+    mov qword ptr [r15 + 128], rdx
+    movsxd r9, dword ptr [r15 + 448]
+    jmp 1f
+1:
+    mov rbp, r11
+    jmp 1f
+1:
+    mov dword ptr [r15 + 320], 91
+    mov r8, r11
+    mov dword ptr [r15 + 576], 62
+    and rbp, 1984
+    movsxd rdx, dword ptr [r15 + rbp + 1344]
+    and r8, 4032
+    movsxd rbp, dword ptr [r15 + r8 + 3392]
+    movzx r8d, byte ptr [r15 + 320]
     jmp 1f
 1:
     add r11, 64
@@ -5139,54 +5119,54 @@ ditto_body_c1:
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c82:
-    mov r9, r11
-    and r9, 448
-    mov byte ptr [r15 + r9 + 832], r9b
-    jmp 1f
-1:
-    movsxd r9, dword ptr [r15 + 256]
-    movsxd rdx, dword ptr [r15 + 64]
-    mov dword ptr [r15 + 448], 117
-    mov qword ptr [r15 + 576], rdx
-    movsxd rdx, dword ptr [r15 + 128]
-    jmp 1f
-1:
-    mov eax, 7
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 16777216
+    setz al
+    lea rcx, [rip + .Lc1_d3864_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d3864_s_t
+    .p2align 3
+.Lc1_d3864_s:
+    .p2align 3
+    jmp .Lc1_d3864_j
+    .p2align 3
+    jmp .Lc1_d3864_j
+.Lc1_d3864_j:
+    add qword ptr [r15 + 512], rcx
     mov rbp, r11
-    vmovdqu xmmword ptr [r15 + 256], xmm3
-    mov r8d, dword ptr [r15 + 384]
-    movzx eax, byte ptr [r15 + 128]
+    mov dword ptr [r15 + 320], ebp
     and rbp, 8128
     mov dword ptr [r15 + rbp + 7488], ebp
+    vmovdqu xmm5, xmmword ptr [r15 + 384]
+    mov dword ptr [r15 + 256], 10
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 512], 52
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx ebp, byte ptr [r15 + 512]
-    add r8, qword ptr [r15 + 320]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 192], r8d
-    movzx r8d, r8b
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    or qword ptr [r15 + 0], 10
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, r8
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 64], r8d
-    vpmovmskb r8d, xmm2
+    mov rbp, r11
+    mov dword ptr [r15 + 192], 129
+    and rbp, 1984
+    movzx ecx, byte ptr [r15 + rbp + 1344]
+    movzx ebp, byte ptr [r15 + 64]
     mov r8, r11
-    mov rdi, qword ptr [r15 + 320]
+    mov eax, dword ptr [r15 + 128]
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
     and r8, 4032
-    movzx ecx, byte ptr [r15 + r8 + 3392]
+    mov byte ptr [r15 + r8 + 3392], al
+    jmp 1f
+1:
+    movzx r8d, r8b
+    and ebp, dword ptr [r15 + 704]
+    mov eax, 247
+    mov qword ptr [r15 + 448], rax
+    mov dword ptr [r15 + 640], eax
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
@@ -5195,199 +5175,205 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 268435456
-    setz al
-    lea rcx, [rip + .Lc1_d3855_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d3855_s_t
-    .p2align 3
-.Lc1_d3855_s:
-    .p2align 3
-    jmp .Lc1_d3855_j
-    .p2align 3
-    jmp .Lc1_d3855_j
-.Lc1_d3855_j:
-    mov r8, r11
-    and r8, 1984
-    mov qword ptr [r15 + r8 + 1344], r8
+    lea rcx, [rip + .Lc1_d3907_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d3907_j_t
+.Lc1_d3907_j:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 143
-    vmovdqu ymmword ptr [r15 + 0], ymm2
+    mov rcx, rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, rax
+    mov eax, 6
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    and r8d, dword ptr [r15 + 704]
-    movzx ecx, r8b
-    mov r8d, dword ptr [r15 + 448]
-    mov r9, qword ptr [r15 + 640]
-    mov eax, r9d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 102
     mov rbp, r11
-    mov r9d, dword ptr [r15 + 128]
-    and rbp, 16320
-    mov edx, dword ptr [r15 + rbp + 15680]
-    vmovdqu ymmword ptr [r15 + 320], ymm2
-    mov rbp, qword ptr [r15 + 384]
-    mov rdi, qword ptr [r15 + 64]
-    mov r8, r11
-    mov esi, 29
-    mov rsi, rsi
-    and r8, 4032
-    vmovq qword ptr [r15 + r8 + 3392], xmm2
-    mov esi, 138
-    mov dword ptr [r15 + 192], ebp
+    mov rax, rdx
+    and rbp, 448
+    inc dword ptr [r15 + rbp + 832]
+    mov ebp, 51
+    vpaddd xmm5, xmm5, xmm5
+    mov ebp, ebp
+    mov rdx, qword ptr [r15 + 64]
+    test dword ptr [r15 + 67117724], 269484032
+    jnz 1f
+1:
+    mov esi, edx
+    mov edx, eax
+    mov qword ptr [r15 + 64], rdx
+    mov edx, dword ptr [r15 + 384]
+    vpmovmskb ebp, xmm5
+    movzx eax, al
+    movsxd rbp, dword ptr [r15 + 192]
+    mov r9d, dword ptr [r15 + 512]
+    mov eax, dword ptr [r15 + 768]
+    movzx ecx, bpl
+    mov rbp, r11
+    mov dword ptr [r15 + 128], ebp
+    mov qword ptr [r15 + 448], r8
+    mov dword ptr [r15 + 320], 249
+    and rbp, 8128
+    mov r8d, dword ptr [r15 + rbp + 7488]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c84:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov rbp, r11
-    and rbp, 1984
-    add rdi, qword ptr [r15 + rbp + 1344]
-    mov rax, qword ptr [r15 + 448]
-    mov rbp, qword ptr [r15 + 384]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, rbp
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movzx r8d, r8b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, 217
+    mov edx, ebp
+    mov ebp, 12
+    mov ebp, ebp
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, qword ptr [r15 + 768]
-    mov rbp, rcx
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movsxd rbp, dword ptr [r15 + 384]
+    mov r8d, dword ptr [r15 + 64]
+    mov eax, dword ptr [r15 + 128]
+    mov rcx, qword ptr [r15 + 256]
     mov r9, r11
-    mov ecx, dword ptr [r15 + 320]
-    mov edx, dword ptr [r15 + 512]
-    and r9, 448
-    movsxd rsi, dword ptr [r15 + r9 + 832]
-    movsxd r9, dword ptr [r15 + 256]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov rbp, r11
-    test dword ptr [r15 + 67117724], 33554720
+    mov byte ptr [r15 + 448], bpl
+    test ebx, 1073741824
     jz 1f
 1:
+    and r9, 1984
+    mov r8, r11
+    mov dword ptr [r15 + r9 + 1344], r8d
+    movsxd rbp, dword ptr [r15 + 384]
+    and r8, 448
+    mov byte ptr [r15 + r8 + 832], r8b
+    movsxd r9, dword ptr [r15 + 320]
+    mov r8d, 227
+    mov r8, rcx
+    vpxor xmm5, xmm5, xmm11
     jmp 1f
 1:
-    mov r9d, 158
-    and rbp, 8128
-    mov dword ptr [r15 + rbp + 7488], edx
-    mov r9d, dword ptr [r15 + 128]
-    movzx ecx, r9b
-    mov edx, esi
+    mov r8, r11
+    mov rcx, r9
+    and r8, 4032
+    mov rcx, qword ptr [r15 + r8 + 3392]
+    mov r8, qword ptr [r15 + 192]
+    mov rdx, r9
+    mov rdx, rsi
     jmp 1f
 1:
-    mov rdi, rdx
+    mov rsi, qword ptr [r15 + 576]
     jmp 1f
 1:
-    mov ebp, 29
-    jmp 1f
-1:
-    mov rbp, r9
-    jmp 1f
-1:
-    mov r9d, 97
-    movzx esi, byte ptr [r15 + 64]
-    and r8d, dword ptr [r15 + 128]
+    .byte 0x0f, 0x1f, 0x00
+    mov qword ptr [r15 + 128], rsi
+    mov qword ptr [r15 + 512], rsi
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c85:
-    lea rcx, [rip + .Lc1_d3942_j]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d4004_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d3942_j_t
-.Lc1_d3942_j:
+    jmp .Lc1_d4004_j_t
+.Lc1_d4004_j:
     mov r12, qword ptr [r15 + r12 + 56]
+    vpcmpeqb xmm5, xmm5, xmmword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 39
-    mov ecx, 177
-    mov rcx, qword ptr [r15 + 512]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r9, qword ptr [r15 + 384]
-    mov esi, dword ptr [r15 + 256]
-    .byte 0x0f, 0x1f, 0x40, 0x00
-    movsxd rdx, dword ptr [r15 + 384]
-    mov dword ptr [r15 + 320], 42
-    mov dword ptr [r15 + 128], 134
-    movzx r8d, sil
-    jmp 1f
-1:
-    mov r8d, 16
-    jmp 1f
-1:
-    movzx r8d, r9b
-    mov byte ptr [r15 + 448], dl
-    mov dword ptr [r15 + 64], esi
-    mov r9, r11
-    movsxd rsi, dword ptr [r15 + 192]
-    and r9, 4032
+    mov eax, dword ptr [r15 + 448]
     mov rbp, r11
-    movsxd rdx, dword ptr [r15 + r9 + 3392]
-    jmp 1f
-1:
-    and rbp, 448
-    movsxd r9, dword ptr [r15 + rbp + 832]
-    mov rbp, r11
-    vmovdqu ymmword ptr [r15 + 576], ymm3
+    mov ecx, 72
     and rbp, 8128
-    movzx edi, byte ptr [r15 + rbp + 7488]
+    movsxd r9, dword ptr [r15 + rbp + 7488]
+    mov byte ptr [r15 + 384], al
+    vmovq xmm11, r9
+    mov rbp, qword ptr [r15 + 256]
+    jmp 1f
+1:
+    movzx eax, al
+    .byte 0x0f, 0x1f, 0x40, 0x00
+    test dword ptr [r15 + 67117724], 16777216
+    jz 1f
+1:
+    mov eax, 99
+    mov r9d, dword ptr [r15 + 512]
+    jmp 1f
+1:
+    mov rbp, r11
+    mov dword ptr [r15 + 128], 205
+    and rbp, 4032
+    movzx eax, byte ptr [r15 + rbp + 3392]
+    movsxd rbp, dword ptr [r15 + 640]
+    mov r8, r11
+    movsxd rcx, dword ptr [r15 + 64]
+    and r8, 1984
+    mov rsi, qword ptr [r15 + r8 + 1344]
+    mov dword ptr [r15 + 320], r9d
+    mov r9d, 177
+    jmp 1f
+1:
+    movsxd r9, dword ptr [r15 + 192]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c86:
-    lea r8, [r11 + r11*1]
+    mov dword ptr [r15 + 384], 200
+    mov qword ptr [r15 + 448], r9
+    mov r9, qword ptr [r15 + 128]
+    movsxd r8, dword ptr [r15 + 704]
+    jmp 1f
+1:
+    mov ebp, dword ptr [r15 + 320]
+    mov qword ptr [r15 + 64], rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ebp, r9b
+    mov r9d, ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ebp, r8b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r9d, 91
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    movzx r8d, byte ptr [r15 + 768]
+    movzx ebp, bpl
+    jmp 1f
+1:
+    mov r9, r11
+    mov rbp, qword ptr [r15 + 192]
+    and r9, 16320
+    mov rcx, qword ptr [r15 + r9 + 15680]
+    mov r9, r11
+    mov dword ptr [r15 + 512], 177
+    jmp 1f
+1:
+    mov qword ptr [r15 + 64], rbp
+    and r9, 448
     mov rbp, r11
-    mov dword ptr [r15 + 384], 4
-    and r8, 1984
-    mov qword ptr [r15 + r8 + 1408], r8
-    and rbp, 4032
-    mov rax, qword ptr [r15 + rbp + 3392]
-    movsxd rbp, dword ptr [r15 + r8 + 1344]
-    jmp 1f
-1:
-    mov r8d, dword ptr [r15 + 320]
-    mov qword ptr [r15 + 192], r8
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], r8
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx edi, dl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r8d, r8b
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, 232
-    movzx r8d, byte ptr [r15 + 64]
-    jmp 1f
-1:
-    mov edx, dword ptr [r15 + 640]
-    movzx edi, dil
-    jmp 1f
-1:
-    mov r9, qword ptr [r15 + 704]
-    mov dword ptr [r15 + 256], 123
-    mov rbp, r11
-    mov rdi, qword ptr [r15 + 64]
-    jmp 1f
-1:
-    movsxd rsi, dword ptr [r15 + 320]
-    and rbp, 448
-    mov qword ptr [r15 + rbp + 832], rbp
-    add rdx, qword ptr [r15 + 512]
-    movsxd rbp, dword ptr [r15 + 128]
-    movzx ecx, byte ptr [r15 + 448]
+    mov qword ptr [r15 + r9 + 832], rbp
+    movsxd r9, dword ptr [r15 + 256]
+    mov rax, qword ptr [r15 + 320]
+    and rbp, 1984
+    movsxd rdx, dword ptr [r15 + rbp + 1344]
     add r11, 64
     inc rbx
     dec r13
@@ -5397,53 +5383,53 @@ ditto_body_c1:
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
     xor eax, eax
-    test dword ptr [r15 + 67117724], 256
+    test dword ptr [r15 + 67117724], 128
     setz al
-    lea rcx, [rip + .Lc1_d4029_s]
+    lea rcx, [rip + .Lc1_d4090_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d4029_s_t
+    jmp .Lc1_d4090_s_t
     .p2align 3
-.Lc1_d4029_s:
+.Lc1_d4090_s:
     .p2align 3
-    jmp .Lc1_d4029_j
+    jmp .Lc1_d4090_j
     .p2align 3
-    jmp .Lc1_d4029_j
-.Lc1_d4029_j:
-    mov eax, dword ptr [r15 + 128]
-    mov dword ptr [r15 + 0], eax
-    mov eax, esi
+    jmp .Lc1_d4090_j
+.Lc1_d4090_j:
+    jmp 1f
+1:
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, cl
-    mov eax, dword ptr [r15 + 512]
-    mov rbp, r11
-    movsxd rsi, dword ptr [r15 + 768]
-    mov ecx, dword ptr [r15 + 64]
-    and rbp, 8128
+    mov ecx, eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    add rcx, qword ptr [r15 + 576]
     mov r8, r11
-    mov dword ptr [r15 + rbp + 7488], 143
-    and r8, 4032
-    mov ebp, dword ptr [r15 + r8 + 3392]
-    and ecx, dword ptr [r15 + 448]
-    test dword ptr [r15 + 67117724], 8388608
+    movsxd rax, dword ptr [r15 + 64]
+    and r8, 8128
+    mov byte ptr [r15 + r8 + 7488], r8b
+    mov rbp, r11
+    movzx r8d, bpl
+    test ebx, 1073741824
     jnz 1f
 1:
-    mov byte ptr [r15 + 256], sil
+    and rbp, 4032
+    mov ecx, dword ptr [r15 + rbp + 3392]
+    mov ebp, dword ptr [r15 + 256]
+    mov r8, qword ptr [r15 + 512]
     jmp 1f
 1:
-    mov r8, qword ptr [r15 + 384]
+    mov esi, 81
+    mov qword ptr [r15 + 128], rax
+    mov r9, r11
     jmp 1f
 1:
-    mov rcx, qword ptr [r15 + 320]
-    jmp 1f
-1:
-    mov qword ptr [r15 + 192], rsi
-    vpor xmm8, xmm8, xmm4
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov byte ptr [r15 + 128], r8b
+    mov byte ptr [r15 + 320], dl
+    and r9, 448
+    mov byte ptr [r15 + r9 + 832], cl
+    mov dword ptr [r15 + 384], 2
     jmp 1f
 1:
     add r11, 64
@@ -5451,58 +5437,55 @@ ditto_body_c1:
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c88:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], r8d
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r8d, cl
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d4136_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d4136_j_t
+.Lc1_d4136_j:
+    mov edx, 100
+    mov r9, r11
+    mov rcx, qword ptr [r15 + 448]
+    mov eax, ecx
     jmp 1f
 1:
-    mov r8d, ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovq qword ptr [r15 + 0], xmm8
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r8d, r8b
+    and r9, 4032
+    vmovdqu xmmword ptr [r15 + r9 + 3392], xmm11
+    movsxd rcx, dword ptr [r15 + 512]
+    mov byte ptr [r15 + 384], al
+    mov dword ptr [r15 + 640], ecx
     jmp 1f
 1:
-    mov r8d, dword ptr [r15 + 64]
+    test dword ptr [r15 + 67117723], 256
+    jnz 1f
+1:
     mov rcx, rcx
-    movzx esi, sil
-    movsxd rsi, dword ptr [r15 + 64]
-    mov ecx, ebp
-    mov qword ptr [r15 + 448], r8
-    and r8d, dword ptr [r15 + 512]
-    mov dword ptr [r15 + 576], ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, r9
     mov r9, r11
-    jmp 1f
-1:
-    jmp 1f
-1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, r9d
+    mov rbp, r11
     and r9, 1984
-    movzx ebp, byte ptr [r15 + r9 + 1344]
-    mov r9d, r8d
-    mov qword ptr [r15 + 320], r8
-    mov r9, r11
+    mov byte ptr [r15 + r9 + 1344], cl
+    and rbp, 8128
+    mov qword ptr [r15 + rbp + 7488], rbp
+    movzx ecx, al
     jmp 1f
 1:
-    and r9, 8128
-    mov qword ptr [r15 + r9 + 7488], rbp
-    movzx ebp, r9b
-    mov r9, r8
-    mov edi, dword ptr [r15 + 384]
-    mov r8, r11
-    mov r9d, 178
-    movzx ebp, byte ptr [r15 + 128]
-    and r8, 448
-    movzx r9d, byte ptr [r15 + r8 + 832]
+    test dword ptr [r15 + 67117723], 131144
+    jz 1f
+1:
+    movzx eax, bpl
     jmp 1f
 1:
-    mov byte ptr [r15 + 192], r9b
-    mov r9, rbp
-    mov byte ptr [r15 + 384], r9b
-    jmp 1f
-1:
-    inc dword ptr [r15 + 256]
+    movzx eax, byte ptr [r15 + 192]
+    mov byte ptr [r15 + 64], cl
+    mov dword ptr [r15 + 320], eax
+    mov eax, dword ptr [r15 + 128]
+    movzx ecx, al
+    mov qword ptr [r15 + 256], rcx
     add r11, 64
     inc rbx
     dec r13
@@ -5511,49 +5494,50 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d4124_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d4124_j_t
-.Lc1_d4124_j:
-    mov ecx, dword ptr [r15 + 448]
-    mov eax, dword ptr [r15 + 640]
-    mov dword ptr [r15 + 64], 245
-    mov rbp, r9
-    movzx ebp, bpl
-    mov ebp, ecx
     jmp 1f
 1:
+    mov eax, dword ptr [r15 + 128]
+    mov ecx, dword ptr [r15 + 64]
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, al
-    mov eax, eax
     mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, 12
+    mov r9d, ebp
     mov r12, qword ptr [r15 + r12 + 56]
-    vpaddq xmm8, xmm8, xmmword ptr [r15 + 0]
-    and eax, dword ptr [r15 + 128]
-    test dword ptr [r15 + 67117724], 524288
-    jnz 1f
-1:
+    movzx ebp, r9b
     jmp 1f
 1:
-    mov dword ptr [r15 + 320], ebp
+    add qword ptr [r15 + 0], rcx
+    mov r9, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, r9
+    and r9, 1984
+    mov dword ptr [r15 + r9 + 1344], 121
+    movsxd r9, dword ptr [r15 + 448]
     mov rbp, r11
     jmp 1f
 1:
-    mov r8, r11
-    mov dword ptr [r15 + 384], 24
+    test dword ptr [r15 + 67117723], 294912
+    jnz 1f
+1:
     and rbp, 448
-    mov rax, qword ptr [r15 + rbp + 832]
-    and r8, 1984
-    vmovdqu ymmword ptr [r15 + r8 + 1344], ymm8
-    mov r8d, dword ptr [r15 + 192]
-    mov ebp, 200
+    movzx ecx, byte ptr [r15 + rbp + 832]
+    movzx ebp, r9b
+    and ebp, dword ptr [r15 + 384]
+    mov r9, r11
+    mov rax, qword ptr [r15 + 512]
+    and r9, 8128
+    mov dword ptr [r15 + r9 + 7488], 7
+    mov dword ptr [r15 + 704], ebp
+    mov rbp, rbp
+    mov dword ptr [r15 + 320], 216
+    mov dword ptr [r15 + 192], 180
+    mov ebp, ebp
+    mov byte ptr [r15 + 64], dl
+    mov ebp, ebp
+    inc dword ptr [r15 + 128]
     jmp 1f
 1:
-    mov r9, r11
-    vpcmpeqb xmm8, xmm8, xmmword ptr [r15 + 512]
-    and r9, 4032
-    movzx ebp, byte ptr [r15 + r9 + 3392]
-    mov dword ptr [r15 + 704], 172
+    movzx ebp, r9b
     jmp 1f
 1:
     add r11, 64
@@ -5561,216 +5545,222 @@ ditto_body_c1:
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c90:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d4230_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d4230_j_t
+.Lc1_d4230_j:
+    jmp 1f
+1:
+    mov rbp, r11
+    mov rcx, qword ptr [r15 + 128]
+    and rbp, 1984
+    mov qword ptr [r15 + rbp + 1344], rbp
+    mov qword ptr [r15 + 320], rax
+    mov dword ptr [r15 + 192], eax
+    jmp 1f
+1:
+    movzx ebp, byte ptr [r15 + 576]
+    mov dword ptr [r15 + 256], 215
+    mov rax, rax
+    mov eax, 199
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], edx
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 320], r9
-    mov qword ptr [r15 + 64], r9
-    mov rbp, qword ptr [r15 + 448]
-    mov ecx, dword ptr [r15 + 64]
-    mov r9, qword ptr [r15 + 256]
-    jmp 1f
+    test dword ptr [r15 + 67117724], 262144
+    jz 1f
 1:
-    mov dword ptr [r15 + 128], r8d
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r8, r11
-    mov qword ptr [r15 + 256], rdi
-    movzx eax, bpl
-    and r8, 1984
-    mov qword ptr [r15 + r8 + 1344], rcx
-    lea rbp, [r11 + r11*1]
+    mov rbp, r11
+    movsxd rax, dword ptr [r15 + 64]
+    mov edx, dword ptr [r15 + 256]
+    mov ecx, 40
+    and rbp, 448
+    mov dword ptr [r15 + rbp + 832], ebp
+    movzx ebp, byte ptr [r15 + 512]
+    mov ecx, ebp
+    movzx ebp, byte ptr [r15 + 448]
+    mov qword ptr [r15 + 128], rcx
+    movsxd rcx, dword ptr [r15 + 768]
     jmp 1f
 1:
     jmp 1f
 1:
-    and rbp, 8128
-    mov r8, r11
-    movsxd rcx, dword ptr [r15 + rbp + 7488]
-    mov edi, ecx
-    jmp 1f
-1:
-    and r8, 4032
-    mov rdi, qword ptr [r15 + r8 + 3392]
-    movsxd r8, dword ptr [r15 + 512]
-    mov dword ptr [r15 + 192], r8d
-    mov qword ptr [r15 + 320], rcx
-    mov r8d, ecx
-    mov dword ptr [r15 + rbp + 7552], ecx
-    mov rcx, rcx
-    mov ecx, 134
-    movzx ecx, byte ptr [r15 + 768]
-    mov dword ptr [r15 + 384], ecx
-    jmp 1f
-1:
-    mov dword ptr [r15 + 128], 12
-    mov r8d, 120
+    mov r9, r11
+    mov r8, qword ptr [r15 + 384]
+    movzx esi, r8b
+    and r9, 4032
+    movsxd r8, dword ptr [r15 + r9 + 3392]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c91:
-    lea rcx, [rip + .Lc1_d4213_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d4213_j_t
-.Lc1_d4213_j:
-    mov rcx, qword ptr [r15 + 512]
-    mov qword ptr [r15 + 384], r8
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 15
+    lea rcx, [rip + .Lc1_d4277_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d4277_s_t
+    .p2align 3
+.Lc1_d4277_s:
+    .p2align 3
+    jmp .Lc1_d4277_j
+    .p2align 3
+    jmp .Lc1_d4277_j
+    .p2align 3
+    jmp .Lc1_d4277_j
+    .p2align 3
+    jmp .Lc1_d4277_j
+    .p2align 3
+    jmp .Lc1_d4277_j
+    .p2align 3
+    jmp .Lc1_d4277_j
+    .p2align 3
+    jmp .Lc1_d4277_j
+    .p2align 3
+    jmp .Lc1_d4277_j
+    .p2align 3
+    jmp .Lc1_d4277_j
+    .p2align 3
+    jmp .Lc1_d4277_j
+    .p2align 3
+    jmp .Lc1_d4277_j
+    .p2align 3
+    jmp .Lc1_d4277_j
+    .p2align 3
+    jmp .Lc1_d4277_j
+    .p2align 3
+    jmp .Lc1_d4277_j
+    .p2align 3
+    jmp .Lc1_d4277_j
+    .p2align 3
+    jmp .Lc1_d4277_j
+.Lc1_d4277_j:
+    movzx ecx, r8b
     movzx r8d, r8b
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], edi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    or qword ptr [r15 + 0], 27
-    mov dword ptr [r15 + 0], 81
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rdi, qword ptr [r15 + 192]
-    mov byte ptr [r15 + 448], r8b
-    mov rbp, r11
-    mov r8, qword ptr [r15 + 576]
-    jmp 1f
-1:
-    mov r9d, dword ptr [r15 + 64]
-    mov r8, r11
-    and rbp, 4032
-    mov esi, dword ptr [r15 + rbp + 3392]
-    jmp 1f
-1:
-    and r8, 1984
-    mov rbp, qword ptr [r15 + r8 + 1344]
-    movzx r8d, byte ptr [r15 + 384]
-    mov rax, qword ptr [r15 + 256]
-    mov rdx, qword ptr [r15 + 640]
-    mov ebp, dword ptr [r15 + 320]
-    movzx edi, cl
-    movsxd rcx, dword ptr [r15 + 128]
+    movsxd rax, dword ptr [r15 + 320]
+    mov r8d, 24
     mov rbp, r11
     jmp 1f
 1:
-    mov qword ptr [r15 + 128], rbp
-    mov r8d, 11
-    and rbp, 448
-    mov dword ptr [r15 + rbp + 832], 24
+    mov rdx, qword ptr [r15 + 448]
+    mov dword ptr [r15 + 384], 249
+    and rbp, 8128
+    mov dword ptr [r15 + rbp + 7488], 222
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c92:
-    mov rbp, r11
-    mov byte ptr [r15 + 384], r8b
-    movzx ecx, dil
-    and rbp, 8128
-    mov qword ptr [r15 + rbp + 7488], rbp
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r8d, cl
+    movzx r8d, r8b
+    mov r8d, r8d
+    mov r8d, 163
     mov r12, qword ptr [r15 + r12 + 56]
     mov byte ptr [r15 + 0], r8b
-    mov ebp, ecx
     mov r12, qword ptr [r15 + r12 + 56]
-    add rcx, qword ptr [r15 + 0]
-    movzx r8d, cl
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 10
-    movzx ecx, al
-    mov edi, ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, dword ptr [r15 + 704]
-    mov rcx, qword ptr [r15 + 128]
-    mov edi, r8d
+    mov r8, r11
+    movzx ebp, byte ptr [r15 + 64]
+    mov ecx, dword ptr [r15 + 320]
+    mov r9, r11
+    mov eax, dword ptr [r15 + 64]
+    and r8, 4032
+    mov rdx, qword ptr [r15 + r8 + 3392]
+    and r9, 448
+    movzx r8d, byte ptr [r15 + r9 + 832]
+    mov r9d, dword ptr [r15 + 640]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 384], ebp
     test ebx, 1073741824
     jz 1f
 1:
-    and r8d, dword ptr [r15 + 64]
-    movzx ecx, byte ptr [r15 + 320]
-    mov eax, dword ptr [r15 + 128]
-    mov dword ptr [r15 + 512], eax
-    mov eax, 206
-    mov qword ptr [r15 + 512], r8
-    movsxd rax, dword ptr [r15 + 256]
+    mov byte ptr [r15 + 448], r9b
+    mov ebp, ebp
+    mov r9d, dword ptr [r15 + 704]
     jmp 1f
 1:
+    mov r8, qword ptr [r15 + 192]
+    movzx ebp, byte ptr [r15 + 512]
     jmp 1f
 1:
-    movzx r8d, cl
-    movzx edi, byte ptr [r15 + 448]
-    mov r8d, dword ptr [r15 + 192]
     mov rbp, r11
-    mov r9d, ecx
-    movzx ecx, r9b
-    and rbp, 448
-    mov byte ptr [r15 + rbp + 832], al
-    mov dword ptr [r15 + 64], eax
-    mov dword ptr [r15 + 320], ecx
-    jmp 1f
-1:
-    mov r9d, r8d
+    mov ecx, r9d
+    and rbp, 1984
+    mov byte ptr [r15 + rbp + 1344], bpl
+    movzx r9d, r8b
+    mov ebp, r8d
+    movzx ebp, byte ptr [r15 + 128]
+    movzx r8d, r9b
+    mov byte ptr [r15 + 384], r8b
+    mov r8d, r8d
+    mov qword ptr [r15 + 256], r9
+    mov dword ptr [r15 + 128], r8d
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c93:
-    lea rcx, [rip + .Lc1_d4308_j]
+    lea rcx, [rip + .Lc1_d4360_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d4308_j_t
-.Lc1_d4308_j:
-    jmp 1f
-1:
-    jmp 1f
-1:
+    jmp .Lc1_d4360_j_t
+.Lc1_d4360_j:
     mov rbp, r11
-    mov eax, r9d
-    mov dword ptr [r15 + 192], 112
-    and rbp, 448
-    movsxd r9, dword ptr [r15 + rbp + 832]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r9d, r8d
+    and rbp, 4032
+    movsxd r8, dword ptr [r15 + rbp + 3392]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 124
+    mov r12, qword ptr [r15 + r12 + 56]
+    and ebp, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], sil
+    mov r9, r11
     jmp 1f
 1:
-    mov rbp, r11
-    mov dword ptr [r15 + 0], esi
-    add r9, qword ptr [r15 + 0]
-    movsxd rsi, dword ptr [r15 + 64]
-    and rbp, 1984
-    vpcmpeqb xmm8, xmm8, xmmword ptr [r15 + rbp + 1344]
-    mov rbp, rbp
-    movzx ebp, byte ptr [r15 + 512]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r9, 1984
+    mov dword ptr [r15 + r9 + 1344], 62
+    movsxd rsi, dword ptr [r15 + 768]
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx r9d, byte ptr [r15 + 256]
+    mov rsi, r9
+    mov dword ptr [r15 + 384], esi
+    mov dword ptr [r15 + 512], 197
+    movzx r9d, byte ptr [r15 + 128]
+    mov dword ptr [r15 + 448], 166
+    jmp 1f
+1:
+    mov dword ptr [r15 + 64], r9d
+    jmp 1f
+1:
+    movsxd rsi, dword ptr [r15 + 192]
+    mov r9, rbp
     mov dword ptr [r15 + 320], r9d
-    mov dword ptr [r15 + 384], 166
-    mov byte ptr [r15 + 256], bpl
+    mov rbp, r11
+    mov dword ptr [r15 + 64], r8d
     jmp 1f
 1:
-    movzx r9d, byte ptr [r15 + 448]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 576], 58
-    mov rbp, r9
-    mov dword ptr [r15 + 768], r9d
-    mov r8, r11
-    mov r9, qword ptr [r15 + 128]
-    jmp 1f
-1:
-    and r8, 4032
-    mov rbp, qword ptr [r15 + r8 + 3392]
+    and rbp, 8128
+    mov r8, qword ptr [r15 + rbp + 7488]
     add r11, 64
     inc rbx
     dec r13
@@ -5779,191 +5769,187 @@ ditto_body_c1:
     mov r8d, 195
     jmp 1f
 1:
+    jmp 1f
+1:
+    jmp 1f
+1:
     mov r8d, r8d
-    mov dword ptr [r15 + 0], 242
-    jmp 1f
-1:
-    jmp 1f
-1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu ymmword ptr [r15 + 0], ymm5
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, r8
+    movzx r8d, bpl
     mov r12, qword ptr [r15 + r12 + 56]
-    add r8, qword ptr [r15 + 0]
-    vmovdqu ymmword ptr [r15 + 640], ymm8
-    vmovdqu ymmword ptr [r15 + 384], ymm8
-    movzx r9d, bpl
-    jmp 1f
-1:
-    mov rbp, rbp
-    movzx ebp, bpl
-    movzx ebp, byte ptr [r15 + 384]
-    lea r9, [r11 + r11*1]
-    mov ecx, 225
+    movzx r9d, r8b
     test ebx, 1024
-    jnz 1f
+    jz 1f
 1:
-    and r9, 8128
-    movzx esi, byte ptr [r15 + r9 + 7552]
-    jmp 1f
-1:
-    and esi, dword ptr [r15 + 64]
-    mov r8, qword ptr [r15 + 448]
-    jmp 1f
-1:
-    jmp 1f
-1:
+    movzx r8d, byte ptr [r15 + 320]
+    mov edx, 122
+    mov r9, rdx
+    mov rdx, r9
+    mov byte ptr [r15 + 320], sil
+    movzx r9d, byte ptr [r15 + 192]
     mov rbp, r11
+    movzx edx, byte ptr [r15 + 128]
+    mov esi, 194
+    and rbp, 8128
+    movsxd rsi, dword ptr [r15 + rbp + 7488]
     jmp 1f
 1:
-    and rbp, 4032
-    movzx ecx, byte ptr [r15 + rbp + 3392]
-    mov rbp, qword ptr [r15 + 128]
-    jmp 1f
-1:
-    movzx eax, byte ptr [r15 + 192]
-    jmp 1f
-1:
+    mov rbp, qword ptr [r15 + 384]
     mov r8, r11
-    movsxd rdi, dword ptr [r15 + 320]
-    and r8, 16320
-    movzx edx, byte ptr [r15 + r8 + 15680]
-    movzx r8d, byte ptr [r15 + 64]
+    vpaddq xmm5, xmm5, xmmword ptr [r15 + 640]
     jmp 1f
 1:
-    mov ebp, 177
+    test ebx, 1073741824
+    jz 1f
+1:
+    and r8, 448
+    vmovdqu xmm5, xmmword ptr [r15 + r8 + 832]
     jmp 1f
 1:
-    mov rbp, qword ptr [r15 + r9 + 7488]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movzx r8d, cl
+    movzx r8d, byte ptr [r15 + 512]
+    mov dword ptr [r15 + 448], 75
+    jmp 1f
+1:
+    vpaddq xmm5, xmm5, xmmword ptr [r15 + 128]
+    mov qword ptr [r15 + 64], r8
+    jmp 1f
+1:
+    mov r8, qword ptr [r15 + 576]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c95:
-    lea rcx, [rip + .Lc1_d4403_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d4403_j_t
-.Lc1_d4403_j:
-    mov qword ptr [r15 + 448], rdx
-    movzx ecx, cl
-    jmp 1f
-1:
-    mov rcx, qword ptr [r15 + 512]
-    jmp 1f
-1:
-    movzx edx, byte ptr [r15 + 192]
-    mov dword ptr [r15 + 0], ebp
-    mov r9d, 159
-    mov qword ptr [r15 + 0], rcx
-    jmp 1f
-1:
-    and esi, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov byte ptr [r15 + 0], sil
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 512
+    setz al
+    lea rcx, [rip + .Lc1_d4459_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d4459_s_t
+    .p2align 3
+.Lc1_d4459_s:
+    .p2align 3
+    jmp .Lc1_d4459_j
+    .p2align 3
+    jmp .Lc1_d4459_j
+.Lc1_d4459_j:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 121
+    add rcx, qword ptr [r15 + 704]
+    mov rax, qword ptr [r15 + 64]
+    movsxd r8, dword ptr [r15 + 256]
+    jmp 1f
+1:
+    movsxd rdx, dword ptr [r15 + 384]
+    mov rbp, r11
+    jmp 1f
+1:
+    and rbp, 4032
+    mov byte ptr [r15 + rbp + 3392], r8b
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
-    mov dword ptr [r15 + 128], esi
-    mov qword ptr [r15 + 704], rsi
-    vpaddd xmm8, xmm8, xmm8
-    mov eax, 16
-    mov r9, r11
+    mov byte ptr [r15 + 320], r8b
+    mov r8, r11
+    mov rbp, qword ptr [r15 + 192]
+    and r8, 1984
+    mov qword ptr [r15 + r8 + 1344], rcx
+    jmp 1f
+1:
+    mov r8, r11
     jmp 1f
 1:
     jmp 1f
 1:
-    lea rbp, [r11 + r11*1]
-    and r9, 448
-    movsxd rsi, dword ptr [r15 + r9 + 832]
-    vmovdqu ymmword ptr [r15 + 768], ymm10
-    and rbp, 1984
-    mov byte ptr [r15 + rbp + 1344], r8b
-    vmovdqu ymmword ptr [r15 + 256], ymm8
-    mov byte ptr [r15 + 64], r9b
-    mov qword ptr [r15 + 384], rbp
-    movzx r8d, byte ptr [r15 + 320]
-    mov r9, qword ptr [r15 + 128]
-    vpor xmm8, xmm8, xmm8
-    mov rcx, qword ptr [r15 + rbp + 1408]
+    mov byte ptr [r15 + 128], r8b
+    and r8, 448
+    mov rcx, qword ptr [r15 + r8 + 832]
+    vpmovmskb r8d, xmm5
     jmp 1f
 1:
-    jmp 1f
-1:
+    mov rdx, qword ptr [r15 + 512]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c96:
-    lea rcx, [rip + .Lc1_d4454_j]
+    lea rcx, [rip + .Lc1_d4502_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d4454_j_t
-.Lc1_d4454_j:
-    mov rbp, r11
-    and rbp, 448
-    mov rcx, qword ptr [r15 + rbp + 832]
-    vmovq qword ptr [r15 + 576], xmm8
-    mov ebp, ecx
-    vmovdqu xmmword ptr [r15 + 128], xmm8
-    mov ecx, ebp
+    jmp .Lc1_d4502_j_t
+.Lc1_d4502_j:
+    mov rcx, qword ptr [r15 + 64]
+    or qword ptr [r15 + 320], 112
+    mov r8d, r8d
+    add qword ptr [r15 + 0], r8
+    mov r8d, ecx
     jmp 1f
 1:
     jmp 1f
 1:
-    mov rbp, r11
-    mov byte ptr [r15 + 320], bpl
-    jmp 1f
-1:
-    jmp 1f
-1:
-    and rbp, 8128
-    mov r8, qword ptr [r15 + rbp + 7488]
-    mov ebp, r8d
-    jmp 1f
-1:
-    vpcmpeqb xmm8, xmm8, xmmword ptr [r15 + 64]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 225
-    mov ebp, 158
+    jmp 1f
+1:
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, ecx
+    mov r8d, r8d
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], bpl
-    mov qword ptr [r15 + 384], rbp
-    mov ecx, 175
-    jmp 1f
+    mov r8, r11
+    add rcx, qword ptr [r15 + 0]
+    and r8, 8128
+    mov byte ptr [r15 + r8 + 7488], dl
+    mov r8d, 110
+    mov rax, qword ptr [r15 + 768]
+    mov r8d, eax
+    test ebx, 1073741824
+    jnz 1f
 1:
-    mov dword ptr [r15 + 64], ecx
-    jmp 1f
-1:
-    inc dword ptr [r15 + 448]
-    jmp 1f
-1:
-    mov qword ptr [r15 + 192], rcx
-    mov byte ptr [r15 + 512], bpl
-    jmp 1f
-1:
+    and ecx, dword ptr [r15 + 192]
+    movzx eax, byte ptr [r15 + 384]
+    mov qword ptr [r15 + 512], rax
     mov rbp, r11
-    vmovdqu ymmword ptr [r15 + 320], ymm8
+    mov eax, 120
     jmp 1f
 1:
     and rbp, 4032
-    movsxd rcx, dword ptr [r15 + rbp + 3392]
+    mov dword ptr [r15 + rbp + 3392], 147
     jmp 1f
 1:
-    xor dword ptr [r15 + 256], edi
-    mov edi, r8d
+    mov dword ptr [r15 + 256], eax
+    jmp 1f
+1:
+    vpcmpeqb xmm5, xmm5, xmm11
+    and r8d, dword ptr [r15 + 128]
+    jmp 1f
+1:
+    mov qword ptr [r15 + 64], rax
+    mov r9, r11
+    jmp 1f
+1:
+    mov byte ptr [r15 + 448], r9b
+    jmp 1f
+1:
+    and r9, 1984
+    movzx eax, byte ptr [r15 + r9 + 1344]
+    mov ebp, r9d
     add r11, 64
     inc rbx
     dec r13
@@ -5972,56 +5958,49 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
+    mov byte ptr [r15 + 384], al
     jmp 1f
 1:
-    mov qword ptr [r15 + 256], rax
     mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 206
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], rax
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], r9
     mov dword ptr [r15 + 0], 198
+    mov r9d, 234
+    mov r9d, 195
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov eax, 234
-    mov byte ptr [r15 + 0], bpl
-    movzx ebp, al
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, r11
-    add rcx, qword ptr [r15 + 0]
-    mov rbp, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 4032
-    and ecx, dword ptr [r15 + r8 + 3392]
-    and rbp, 1984
-    mov r8, qword ptr [r15 + rbp + 1344]
+    mov r9d, 187
+    movzx edx, al
+    mov r9, r11
     test dword ptr [r15 + 67117724], 262144
     jnz 1f
 1:
-    mov dword ptr [r15 + 320], ebp
-    mov qword ptr [r15 + 512], rax
-    mov rbp, r8
-    movsxd r8, dword ptr [r15 + 512]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov ebp, dword ptr [r15 + 448]
-    mov dword ptr [r15 + 64], 92
-    mov qword ptr [r15 + 128], rbp
-    jmp 1f
-1:
-    mov eax, 29
-    mov ecx, dword ptr [r15 + 192]
-    jmp 1f
-1:
-    movzx ebp, cl
-    mov r9, r11
-    and eax, dword ptr [r15 + 384]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 128], 69
     and r9, 448
-    mov qword ptr [r15 + r9 + 832], r8
-    mov ecx, dword ptr [r15 + 640]
+    mov qword ptr [r15 + r9 + 832], rdx
+    mov rbp, r11
+    mov r9, qword ptr [r15 + 128]
+    mov dword ptr [r15 + 384], r9d
+    mov dword ptr [r15 + 512], 242
+    mov r9, r11
+    and rbp, 8128
+    mov qword ptr [r15 + rbp + 7488], rbp
+    jmp 1f
+1:
+    and r9, 16320
+    mov ebp, dword ptr [r15 + r9 + 15680]
+    mov qword ptr [r15 + 576], rdx
+    mov r9d, dword ptr [r15 + 256]
+    movzx edx, byte ptr [r15 + 64]
+    mov dword ptr [r15 + 448], 97
+    mov eax, dword ptr [r15 + 320]
     add r11, 64
     inc rbx
     dec r13
@@ -6031,332 +6010,337 @@ ditto_body_c1:
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
     mov eax, dword ptr [r15 + 67117724]
-    and eax, 15
-    lea rcx, [rip + .Lc1_d4557_s]
+    and eax, 7
+    lea rcx, [rip + .Lc1_d4601_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d4557_s_t
+    jmp .Lc1_d4601_s_t
     .p2align 3
-.Lc1_d4557_s:
+.Lc1_d4601_s:
     .p2align 3
-    jmp .Lc1_d4557_j
+    jmp .Lc1_d4601_j
     .p2align 3
-    jmp .Lc1_d4557_j
+    jmp .Lc1_d4601_j
     .p2align 3
-    jmp .Lc1_d4557_j
+    jmp .Lc1_d4601_j
     .p2align 3
-    jmp .Lc1_d4557_j
+    jmp .Lc1_d4601_j
     .p2align 3
-    jmp .Lc1_d4557_j
+    jmp .Lc1_d4601_j
     .p2align 3
-    jmp .Lc1_d4557_j
+    jmp .Lc1_d4601_j
     .p2align 3
-    jmp .Lc1_d4557_j
+    jmp .Lc1_d4601_j
     .p2align 3
-    jmp .Lc1_d4557_j
-    .p2align 3
-    jmp .Lc1_d4557_j
-    .p2align 3
-    jmp .Lc1_d4557_j
-    .p2align 3
-    jmp .Lc1_d4557_j
-    .p2align 3
-    jmp .Lc1_d4557_j
-    .p2align 3
-    jmp .Lc1_d4557_j
-    .p2align 3
-    jmp .Lc1_d4557_j
-    .p2align 3
-    jmp .Lc1_d4557_j
-    .p2align 3
-    jmp .Lc1_d4557_j
-.Lc1_d4557_j:
+    jmp .Lc1_d4601_j
+.Lc1_d4601_j:
+    inc dword ptr [r15 + 448]
+    mov dword ptr [r15 + 192], 249
+    mov ecx, dword ptr [r15 + 320]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 640], 243
+    jmp 1f
+1:
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
     mov rbp, r11
-    vmovdqu ymmword ptr [r15 + 384], ymm8
+    mov r9, r11
+    and rbp, 1984
+    mov r8, r11
+    movzx ecx, byte ptr [r15 + rbp + 1344]
+    and r8, 448
+    movzx ebp, byte ptr [r15 + r8 + 832]
+    and r9, 4032
+    movsxd r8, dword ptr [r15 + r9 + 3392]
+    mov r9, rsi
+    mov byte ptr [r15 + 64], r9b
     jmp 1f
 1:
-    jmp 1f
-1:
-    and rbp, 8128
-    mov dword ptr [r15 + rbp + 7488], 104
-    mov rax, rax
-    mov eax, dword ptr [r15 + 256]
-    mov dword ptr [r15 + 128], 115
-    mov byte ptr [r15 + 64], al
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c99:
+    lea rcx, [rip + .Lc1_d4640_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d4640_j_t
+.Lc1_d4640_j:
     jmp 1f
 1:
+    mov byte ptr [r15 + 256], r9b
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov esi, 68
+    mov qword ptr [r15 + 0], rsi
+    movzx ecx, sil
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    movzx ecx, cl
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov ecx, 90
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r8, r11
-    mov byte ptr [r15 + 704], bpl
-    and r8, 448
-    movsxd rbp, dword ptr [r15 + r8 + 832]
-    mov dword ptr [r15 + 0], 188
+    test ebx, 1073741824
+    jnz 1f
+1:
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rbp
-    mov ebp, 34
-    mov dword ptr [r15 + 0], 243
+    and r8, 1984
+    movzx esi, byte ptr [r15 + r8 + 1344]
+    movsxd r9, dword ptr [r15 + 704]
+    movzx r8d, byte ptr [r15 + 128]
+    movzx ecx, byte ptr [r15 + 64]
+    mov qword ptr [r15 + 128], rbp
+    vpxor xmm5, xmm5, xmm7
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov byte ptr [r15 + 192], bpl
-    mov rbp, qword ptr [r15 + 320]
-    movzx r8d, dil
-    jmp 1f
-1:
-    mov r8, qword ptr [r15 + 512]
-    jmp 1f
-1:
+    movsxd rbp, dword ptr [r15 + 768]
+    mov rax, r8
+    and eax, dword ptr [r15 + 384]
+    mov dword ptr [r15 + 384], 114
+    mov dword ptr [r15 + 512], 127
+    mov r8, qword ptr [r15 + 448]
     mov r9, r11
-    vmovdqu ymmword ptr [r15 + 384], ymm8
-    movzx edi, byte ptr [r15 + 64]
-    mov rsi, rbp
-    and r9, 1984
-    mov qword ptr [r15 + r9 + 1344], r9
-    mov rbp, qword ptr [r15 + 448]
-    mov r9, r11
-    jmp 1f
-1:
-    movzx eax, byte ptr [r15 + 320]
-    and r9, 4032
-    movsxd rcx, dword ptr [r15 + r9 + 3392]
-    movzx edx, byte ptr [r15 + 128]
-    movzx r9d, bpl
-    movsxd r9, dword ptr [r15 + 128]
-    mov r9, rdi
-    mov r9d, edi
-    mov dword ptr [r15 + 448], 89
-    vpcmpeqb xmm8, xmm8, xmmword ptr [r15 + 768]
-    mov qword ptr [r15 + 384], rbp
-    mov ebp, 156
+    mov rdx, qword ptr [r15 + 320]
+    mov edi, edx
+    and r9, 8128
+    movsxd rdx, dword ptr [r15 + r9 + 7488]
+    mov r9, r8
+    mov r8, qword ptr [r15 + 192]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c100:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 1024
-    setz al
-    lea rcx, [rip + .Lc1_d4641_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d4641_s_t
-    .p2align 3
-.Lc1_d4641_s:
-    .p2align 3
-    jmp .Lc1_d4641_j
-    .p2align 3
-    jmp .Lc1_d4641_j
-.Lc1_d4641_j:
     jmp 1f
 1:
+    mov dword ptr [r15 + 512], 215
+    movzx r8d, r9b
+    movzx r8d, byte ptr [r15 + 192]
+    movzx r9d, r9b
     jmp 1f
 1:
-    jmp 1f
-1:
-    movzx eax, byte ptr [r15 + 320]
-    movzx ecx, al
-    mov byte ptr [r15 + 512], cl
-    jmp 1f
-1:
-    movzx edi, bpl
-    mov rbp, r11
-    jmp 1f
-1:
-    and rbp, 1984
-    movzx eax, byte ptr [r15 + rbp + 1344]
+    vmovdqu xmm5, xmmword ptr [r15 + 64]
+    mov dword ptr [r15 + 64], edx
     inc dword ptr [r15 + 0]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movzx edi, r9b
+    jmp 1f
+1:
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 576], 250
-    movsxd rbp, dword ptr [r15 + 64]
     jmp 1f
 1:
-    mov dword ptr [r15 + 256], 213
-    mov qword ptr [r15 + 128], rbp
-    jmp 1f
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
 1:
-    mov rbp, qword ptr [r15 + 192]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu ymmword ptr [r15 + 0], ymm5
     mov r8, r11
-    movzx edi, byte ptr [r15 + 640]
-    mov ecx, 7
+    mov dword ptr [r15 + 0], edi
+    and r8, 448
+    mov dword ptr [r15 + r8 + 832], 143
     mov r9, r11
-    and r8, 8128
-    movsxd rsi, dword ptr [r15 + r8 + 7488]
+    movzx edi, byte ptr [r15 + 320]
+    and r9, 8128
+    and edi, dword ptr [r15 + r9 + 7488]
+    mov r9, r11
+    mov qword ptr [r15 + 576], r8
+    mov r8, qword ptr [r15 + 448]
     and r9, 4032
-    movzx r8d, byte ptr [r15 + r9 + 3392]
+    vmovdqu ymmword ptr [r15 + r9 + 3392], ymm5
+    mov r9d, r9d
+    movsxd r9, dword ptr [r15 + 256]
+    jmp 1f
+1:
+    mov edx, 117
+    mov eax, 95
+    mov byte ptr [r15 + 128], r8b
+    vmovdqu ymmword ptr [r15 + 384], ymm5
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c101:
-    mov qword ptr [r15 + 704], r8
-    mov qword ptr [r15 + 384], r9
-    movsxd rax, dword ptr [r15 + 192]
-    mov byte ptr [r15 + 384], bpl
-    mov qword ptr [r15 + 64], rax
-    movsxd rax, dword ptr [r15 + 512]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    vpaddd xmm8, xmm8, xmm8
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 197
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, 68
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 4096
+    setz al
+    lea rcx, [rip + .Lc1_d4741_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d4741_s_t
+    .p2align 3
+.Lc1_d4741_s:
+    .p2align 3
+    jmp .Lc1_d4741_j
+    .p2align 3
+    jmp .Lc1_d4741_j
+.Lc1_d4741_j:
     mov r8, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r9d, byte ptr [r15 + 320]
-    and r8, 8128
-    mov dword ptr [r15 + r8 + 7488], 156
-    movzx r8d, byte ptr [r15 + 128]
+    vmovdqu ymmword ptr [r15 + 512], ymm5
+    and r8, 1984
+    movzx eax, byte ptr [r15 + r8 + 1344]
+    mov r8, r11
+    mov r9, r11
+    and r8, 448
+    movzx ecx, byte ptr [r15 + r8 + 832]
+    and r9, 4032
+    mov qword ptr [r15 + r9 + 3392], rax
+    mov dword ptr [r15 + 0], 246
+    mov rax, r9
+    movzx r8d, byte ptr [r15 + 448]
+    add r8, qword ptr [r15 + 64]
+    mov dword ptr [r15 + 640], 226
+    test dword ptr [r15 + 67117724], 4112
+    jz 1f
+1:
+    mov r9, r8
     jmp 1f
 1:
-    mov dword ptr [r15 + 64], 179
-    mov rbp, r11
-    mov dword ptr [r15 + 448], r9d
-    and rbp, 1984
-    movsxd rcx, dword ptr [r15 + rbp + 1344]
-    movzx ebp, cl
-    mov r9, qword ptr [r15 + 256]
+    movzx edx, r8b
+    movsxd rsi, dword ptr [r15 + 256]
+    mov r8, qword ptr [r15 + 384]
+    mov dword ptr [r15 + 128], r8d
     jmp 1f
 1:
-    mov rbp, r11
     jmp 1f
 1:
-    and rbp, 448
-    movzx edi, byte ptr [r15 + rbp + 832]
+    movzx r8d, byte ptr [r15 + 320]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c102:
-    lea rcx, [rip + .Lc1_d4725_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d4725_j_t
-.Lc1_d4725_j:
-    mov rbp, r11
-    and rbp, 8128
-    mov byte ptr [r15 + rbp + 7488], cl
-    movsxd rsi, dword ptr [r15 + 320]
+    mov r8, qword ptr [r15 + 512]
     jmp 1f
 1:
-    movzx ecx, byte ptr [r15 + 128]
-    mov ebp, ebp
-    mov byte ptr [r15 + 0], bpl
     mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, rsi
-    vmovdqu ymmword ptr [r15 + 0], ymm8
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, dword ptr [r15 + 192]
     jmp 1f
 1:
-    mov byte ptr [r15 + 448], sil
-    mov byte ptr [r15 + 384], bpl
-    mov rbp, r11
-    test ebx, 1073741824
+    mov eax, r8d
+    mov byte ptr [r15 + 0], r8b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], r8b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 128], al
+    mov r8, r11
+    jmp 1f
+1:
+    vmovq qword ptr [r15 + 320], xmm5
+    movzx eax, byte ptr [r15 + 192]
+    and r8, 4032
+    mov r9d, dword ptr [r15 + r8 + 3392]
+    test ebx, 1024
     jz 1f
 1:
-    vmovq qword ptr [r15 + 256], xmm8
-    and rbp, 448
-    movsxd rsi, dword ptr [r15 + rbp + 832]
-    mov rcx, qword ptr [r15 + 64]
+    mov qword ptr [r15 + 384], rax
+    vpcmpeqb xmm5, xmm5, xmm15
+    mov rbp, r11
+    or qword ptr [r15 + 64], 91
+    mov rax, rbp
+    and rbp, 1984
+    movzx edi, byte ptr [r15 + rbp + 1344]
     jmp 1f
 1:
-    vpcmpeqb xmm0, xmm0, xmm8
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movsxd rbp, dword ptr [r15 + 128]
-    jmp 1f
-1:
+    and edi, dword ptr [r15 + 768]
+    movzx ebp, byte ptr [r15 + 128]
+    movsxd rax, dword ptr [r15 + 704]
     jmp 1f
 1:
     mov r8, r11
-    mov byte ptr [r15 + 512], r8b
-    and r8, 4032
-    movzx r9d, byte ptr [r15 + r8 + 3392]
-    movzx r8d, byte ptr [r15 + 320]
-    vpshufd xmm0, xmm0, 110
-    add rbp, qword ptr [r15 + 768]
-    mov edi, 156
+    mov qword ptr [r15 + 320], r8
+    mov r9d, 41
+    and r8, 8128
+    mov r9, qword ptr [r15 + r8 + 7488]
+    add rbp, qword ptr [r15 + 256]
+    jmp 1f
+1:
+    movsxd r8, dword ptr [r15 + 448]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c103:
+    lea rcx, [rip + .Lc1_d4825_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d4825_j_t
+.Lc1_d4825_j:
+    movzx ecx, byte ptr [r15 + 64]
+    mov rbp, r11
+    mov dword ptr [r15 + 512], ebp
+    mov r8d, ecx
+    and rbp, 448
+    mov r8d, dword ptr [r15 + rbp + 832]
+    mov qword ptr [r15 + 64], r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov ebp, 222
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 128], bpl
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov ebp, 18
+    movzx edi, bpl
+    mov byte ptr [r15 + 448], bpl
     mov r9, r11
-    mov ebp, r9d
-    and r9, 1984
-    mov ebp, dword ptr [r15 + r9 + 1344]
-    mov r9d, ebp
-    movzx ebp, byte ptr [r15 + 640]
-    mov r8d, 2
-    mov r8, r11
+    mov ebp, edi
+    and r9, 8128
+    add rbp, qword ptr [r15 + r9 + 7488]
+    movsxd rdi, dword ptr [r15 + 192]
+    mov byte ptr [r15 + 256], dil
+    movsxd rdx, dword ptr [r15 + 320]
+    mov ecx, r9d
+    vpxor xmm5, xmm5, xmm2
+    mov dword ptr [r15 + 576], 20
+    mov r9d, 116
     jmp 1f
 1:
-    and r8, 4032
-    mov dword ptr [r15 + r8 + 3392], 219
-    mov r8d, 118
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    vpxor xmm0, xmm0, xmm8
-    mov r12, qword ptr [r15 + r12 + 56]
-    and edx, dword ptr [r15 + 0]
-    vmovdqu ymmword ptr [r15 + 0], ymm0
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, 20
-    mov rsi, r8
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov ecx, r8d
-    vmovdqu ymmword ptr [r15 + 448], ymm0
-    mov r8, qword ptr [r15 + 256]
-    movzx eax, r8b
+    vpshufd xmm5, xmm5, 184
+    mov r9, r9
+    movsxd r9, dword ptr [r15 + 384]
     jmp 1f
 1:
     jmp 1f
 1:
-    jmp 1f
-1:
-    movsxd r8, dword ptr [r15 + 128]
-    movzx ecx, byte ptr [r15 + 320]
-    add r8, qword ptr [r15 + 384]
-    movsxd rsi, dword ptr [r15 + 576]
-    jmp 1f
-1:
-    mov byte ptr [r15 + 512], al
-    mov qword ptr [r15 + 64], rcx
-    mov byte ptr [r15 + 64], sil
-    jmp 1f
-1:
-    mov r8, r11
-    jmp 1f
-1:
-    and r8, 448
-    movsxd rsi, dword ptr [r15 + r8 + 832]
     add r11, 64
     inc rbx
     dec r13
@@ -6365,280 +6349,275 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 268435456
-    setz al
-    lea rcx, [rip + .Lc1_d4824_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d4824_s_t
-    .p2align 3
-.Lc1_d4824_s:
-    .p2align 3
-    jmp .Lc1_d4824_j
-    .p2align 3
-    jmp .Lc1_d4824_j
-.Lc1_d4824_j:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov qword ptr [r15 + 64], rcx
-    jmp 1f
-1:
-    .byte 0x66, 0x90
+    lea rcx, [rip + .Lc1_d4878_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d4878_j_t
+.Lc1_d4878_j:
     mov r8, r11
-    mov qword ptr [r15 + 704], r8
-    mov rbp, r11
-    and r8, 1984
-    mov qword ptr [r15 + r8 + 1344], r8
-    mov ecx, eax
-    and rbp, 8128
-    mov eax, dword ptr [r15 + rbp + 7488]
-    movzx ebp, r8b
+    and r8, 4032
+    mov rcx, qword ptr [r15 + r8 + 3392]
     jmp 1f
 1:
-    movsxd rbp, dword ptr [r15 + 128]
-    mov r8, r8
-    mov qword ptr [r15 + 192], r8
-    test dword ptr [r15 + 67117723], 536870912
+    movzx eax, al
+    mov r8d, eax
+    jmp 1f
+1:
+    mov r8d, r8d
+    mov qword ptr [r15 + 320], rcx
+    mov r8, r11
+    jmp 1f
+1:
+    mov ecx, ecx
+    and r8, 1984
+    mov eax, dword ptr [r15 + r8 + 1344]
+    test dword ptr [r15 + 67117723], 18874368
     jnz 1f
 1:
-    mov byte ptr [r15 + 320], cl
     jmp 1f
 1:
-    vmovdqu xmmword ptr [r15 + 384], xmm0
-    mov ebp, ecx
+    mov r8, r8
+    movsxd r8, dword ptr [r15 + 384]
+    mov rbp, r11
+    mov qword ptr [r15 + 128], rcx
+    and rbp, 448
+    mov rcx, qword ptr [r15 + rbp + 832]
+    mov edx, esi
+    mov qword ptr [r15 + 640], rdx
+    xor dword ptr [r15 + 192], r8d
+    .byte 0x66, 0x90
     .byte 0x0f, 0x1f, 0x40, 0x00
-    mov ebp, ebp
-    and r8d, dword ptr [r15 + 256]
+    test ebx, 1073741824
+    jnz 1f
+1:
     jmp 1f
 1:
-    mov rbp, qword ptr [r15 + 448]
+    mov dword ptr [r15 + 256], ecx
+    jmp 1f
+1:
     mov rcx, qword ptr [r15 + 512]
-    mov eax, ecx
-    mov r9, r11
-    mov dword ptr [r15 + 0], r9d
-    and r9, 16320
-    movzx ecx, byte ptr [r15 + r9 + 15680]
-    mov esi, 125
+    mov edx, 19
+    mov dword ptr [r15 + 64], 1
+    movzx r8d, byte ptr [r15 + 448]
+    movsxd rdx, dword ptr [r15 + 384]
+    mov byte ptr [r15 + 0], al
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c105:
-    movzx ebp, byte ptr [r15 + 448]
-    add rbp, qword ptr [r15 + 0]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    jmp 1f
+1:
+    movsxd rsi, dword ptr [r15 + 704]
+    mov eax, 255
+    movzx r9d, byte ptr [r15 + 512]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, r9
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rdx
+    mov edx, 145
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, r11
+    movzx edx, byte ptr [r15 + 768]
     jmp 1f
 1:
-    and r8, 4032
-    movsxd r9, dword ptr [r15 + r8 + 3392]
-    mov byte ptr [r15 + 768], bpl
-    vmovq xmm0, rbp
+    mov rdi, qword ptr [r15 + 64]
+    mov r9d, 146
+    test dword ptr [r15 + 67117724], 50331650
+    jz 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    add rdi, qword ptr [r15 + 128]
+    mov r9, r11
+    mov edx, 216
+    and r9, 1984
+    mov byte ptr [r15 + r9 + 1344], al
     mov rbp, r11
-    jmp 1f
-1:
-    jmp 1f
-1:
+    movzx r9d, dil
     and rbp, 8128
-    mov byte ptr [r15 + rbp + 7488], sil
-    mov dword ptr [r15 + 512], r9d
-    mov ebp, r9d
-    jmp 1f
-1:
-    mov ebp, 146
-    movsxd r9, dword ptr [r15 + 256]
-    vmovdqu ymmword ptr [r15 + 192], ymm0
-    mov rbp, qword ptr [r15 + 64]
-    mov r8d, 243
-    jmp 1f
-1:
-    mov esi, 227
-    jmp 1f
-1:
-    movzx esi, byte ptr [r15 + 128]
-    jmp 1f
-1:
-    mov r8d, 108
-    mov rcx, r8
-    mov byte ptr [r15 + 320], sil
+    and edx, dword ptr [r15 + rbp + 7488]
+    mov ebp, edx
     mov r8, r11
+    vmovq xmm5, r9
+    and r8, 4032
+    mov byte ptr [r15 + r8 + 3392], r8b
     jmp 1f
 1:
-    movzx esi, sil
-    mov rsi, qword ptr [r15 + 384]
-    and r8, 448
-    mov qword ptr [r15 + r8 + 832], rbp
+    mov byte ptr [r15 + 320], dil
     jmp 1f
 1:
-    mov byte ptr [r15 + 128], cl
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov rdi, qword ptr [r15 + 192]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c106:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d4924_j]
+    lea rcx, [rip + .Lc1_d4973_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d4924_j_t
-.Lc1_d4924_j:
-    movzx r9d, byte ptr [r15 + 128]
-    mov dword ptr [r15 + 320], 253
-    mov r8d, 23
-    mov rcx, qword ptr [r15 + 448]
-    vmovdqu ymmword ptr [r15 + 64], ymm0
+    jmp .Lc1_d4973_j_t
+.Lc1_d4973_j:
+    mov rbp, r11
+    mov r8d, dword ptr [r15 + 128]
+    and rbp, 8128
+    mov ecx, dword ptr [r15 + rbp + 7488]
+    mov ebp, dword ptr [r15 + 256]
+    mov edi, dword ptr [r15 + 64]
+    mov r9d, edi
+    mov dword ptr [r15 + 0], 197
+    mov edi, 132
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 4032
-    mov dword ptr [r15 + r8 + 3392], r8d
     jmp 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 320], 62
+    mov r9, r11
+    movzx edi, byte ptr [r15 + 576]
+    movzx edx, r8b
     mov r8, r11
-    mov rax, qword ptr [r15 + 192]
-    and r8, 1984
-    mov byte ptr [r15 + r8 + 1344], r8b
-    test dword ptr [r15 + 67117724], 1073752320
+    and r9, 1984
+    movsxd rax, dword ptr [r15 + r9 + 1344]
+    test ebx, 1073741824
     jz 1f
 1:
+    and r8, 448
+    mov r9, qword ptr [r15 + r8 + 832]
+    mov r8, qword ptr [r15 + 128]
+    mov byte ptr [r15 + 384], dil
+    mov dword ptr [r15 + 384], r8d
+    vpor xmm5, xmm5, xmm5
+    mov edi, 17
+    mov edi, 21
     mov r8d, r8d
-    mov r9, r11
-    mov r8, rcx
-    and r9, 8128
-    mov r8d, dword ptr [r15 + r9 + 7488]
-    movzx r9d, r8b
-    mov ecx, 188
-    mov r9d, dword ptr [r15 + 576]
+    mov qword ptr [r15 + 192], r8
+    movsxd r8, dword ptr [r15 + 448]
+    movsxd rdi, dword ptr [r15 + 512]
     jmp 1f
 1:
-    movsxd rcx, dword ptr [r15 + 512]
-    add r9, qword ptr [r15 + 384]
-    mov eax, r9d
-    mov r9d, 245
-    mov r9d, dword ptr [r15 + 384]
+    movsxd rbp, dword ptr [r15 + 64]
+    mov rdx, r9
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c107:
-    movsxd r9, dword ptr [r15 + 128]
-    mov r8d, 100
-    mov dword ptr [r15 + 128], 147
-    mov byte ptr [r15 + 640], al
-    mov eax, 183
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], al
-    mov byte ptr [r15 + 0], al
-    jmp 1f
-1:
-    vmovdqu ymmword ptr [r15 + 0], ymm0
-    mov dword ptr [r15 + 0], eax
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov ebp, dword ptr [r15 + 64]
-    mov eax, 102
-    mov eax, 212
-    movzx r8d, bpl
-    movzx ebp, r9b
-    jmp 1f
-1:
-    mov dword ptr [r15 + 704], 72
-    mov r9, r9
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 128
+    setz al
+    lea rcx, [rip + .Lc1_d5021_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d5021_s_t
+    .p2align 3
+.Lc1_d5021_s:
+    .p2align 3
+    jmp .Lc1_d5021_j
+    .p2align 3
+    jmp .Lc1_d5021_j
+.Lc1_d5021_j:
     mov rbp, r11
-    mov dword ptr [r15 + 320], 90
-    and eax, dword ptr [r15 + 448]
-    and rbp, 448
-    mov dword ptr [r15 + rbp + 832], r8d
-    vpshufd xmm0, xmm0, 253
-    movzx ebp, bpl
-    mov r8, rbp
-    mov dword ptr [r15 + 64], 205
-    mov qword ptr [r15 + 256], r8
-    .byte 0x0f, 0x1f, 0x40, 0x00
+    mov dword ptr [r15 + 320], ebp
+    and rbp, 4032
+    mov qword ptr [r15 + rbp + 3392], rax
+    movzx ebp, al
+    mov eax, 183
     jmp 1f
 1:
-    mov byte ptr [r15 + 192], r9b
-    mov ebp, dword ptr [r15 + 512]
-    mov r9, r11
-    mov dword ptr [r15 + 320], eax
-    mov byte ptr [r15 + 384], r9b
-    and r9, 1984
-    mov qword ptr [r15 + r9 + 1344], r8
+    mov eax, dword ptr [r15 + 192]
+    mov r8, r11
+    mov dword ptr [r15 + 64], 65
+    mov byte ptr [r15 + 448], cl
+    and r8, 448
+    mov byte ptr [r15 + r8 + 832], bpl
+    mov ecx, 34
+    mov byte ptr [r15 + 0], cl
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, rbp
+    jmp 1f
+1:
+    mov rbp, qword ptr [r15 + 256]
+    .byte 0x0f, 0x1f, 0x40, 0x00
+    mov dword ptr [r15 + 384], 230
+    mov rcx, rcx
+    movsxd rcx, dword ptr [r15 + 640]
+    jmp 1f
+1:
+    and r9d, dword ptr [r15 + 512]
+    movsxd r8, dword ptr [r15 + 128]
+    vpcmpeqb xmm5, xmm5, xmm4
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c108:
-    lea rcx, [rip + .Lc1_d5010_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d5010_j_t
-.Lc1_d5010_j:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov rax, qword ptr [r15 + 320]
+    add rax, qword ptr [r15 + 0]
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    and ecx, dword ptr [r15 + 0]
-    movzx r9d, cl
-    movzx ecx, sil
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r11
-    mov byte ptr [r15 + 128], r9b
-    and rbp, 8128
-    mov byte ptr [r15 + rbp + 7488], r9b
-    mov rbp, qword ptr [r15 + 384]
-    mov ecx, ebp
     movzx ecx, cl
+    mov rsi, r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r11
+    movzx ecx, cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 8128
+    mov dword ptr [r15 + rbp + 7488], ebp
+    vpcmpeqb xmm5, xmm5, xmm11
+    jmp 1f
+1:
+    movsxd r9, dword ptr [r15 + 128]
     mov rbp, qword ptr [r15 + 448]
-    test ebx, 116736
-    jz 1f
+    movzx ecx, bpl
+    jmp 1f
 1:
-    mov esi, 180
+    test dword ptr [r15 + 67117724], 524288
+    jnz 1f
+1:
+    mov qword ptr [r15 + 384], rcx
+    jmp 1f
+1:
+    movzx ebp, cl
+    movzx ecx, byte ptr [r15 + 512]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov ebp, dword ptr [r15 + 704]
+    mov r8, r11
+    mov r9, qword ptr [r15 + 128]
+    and r8, 4032
+    movzx eax, byte ptr [r15 + r8 + 3392]
+    mov r8, qword ptr [r15 + 256]
+    and ecx, dword ptr [r15 + 64]
+    mov esi, ecx
     mov rbp, r11
-    mov qword ptr [r15 + 256], rcx
-    and rbp, 4032
-    vmovdqu ymmword ptr [r15 + rbp + 3392], ymm0
-    mov rbp, rbp
-    jmp 1f
-1:
-    vpor xmm0, xmm0, xmm0
-    mov qword ptr [r15 + 768], rcx
-    jmp 1f
-1:
-    .byte 0x0f, 0x1f, 0x40, 0x00
-    mov rbp, r11
-    mov dword ptr [r15 + 64], ebp
-    jmp 1f
-1:
-    movsxd rsi, dword ptr [r15 + 192]
-    and rbp, 448
-    mov rcx, qword ptr [r15 + rbp + 832]
-    movzx ebp, byte ptr [r15 + 320]
-    mov r9, rbp
-    movzx ebp, sil
+    mov ecx, 124
+    movzx ecx, byte ptr [r15 + 320]
+    and rbp, 1984
+    vpaddq xmm5, xmm5, xmmword ptr [r15 + rbp + 1344]
     jmp 1f
 1:
     add r11, 64
@@ -6646,208 +6625,202 @@ ditto_body_c1:
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c109:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], r9b
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r9d, r9d
-    mov dword ptr [r15 + 0], 240
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 384], r9d
-    mov r9, r11
-    mov qword ptr [r15 + 256], rbp
-    and r9, 448
-    mov dword ptr [r15 + r9 + 832], esi
-    mov r9d, dword ptr [r15 + 192]
-    mov ebp, 255
-    mov ebp, 21
-    movzx ebp, byte ptr [r15 + 640]
-    mov esi, 229
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d5114_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d5114_j_t
+.Lc1_d5114_j:
+    movsxd rbp, dword ptr [r15 + 64]
+    mov ecx, r9d
     mov r8, r11
-    movsxd rax, dword ptr [r15 + 576]
-    lea rbp, [r11 + r11*1]
-    and r8, 8128
-    movzx ecx, byte ptr [r15 + r8 + 7488]
-    mov qword ptr [r15 + 320], rcx
-    and rbp, 1984
-    mov rsi, qword ptr [r15 + rbp + 1344]
-    mov rcx, qword ptr [r15 + 64]
-    mov qword ptr [r15 + 448], rdi
-    mov dword ptr [r15 + rbp + 1408], 246
-    mov qword ptr [r15 + 64], rbp
-    mov rdi, qword ptr [r15 + 512]
-    movzx ebp, bpl
-    mov r8, r8
-    mov dword ptr [r15 + 128], 235
+    movzx ecx, byte ptr [r15 + 64]
+    and r8, 1984
+    movzx r9d, byte ptr [r15 + r8 + 1344]
+    mov qword ptr [r15 + 576], r9
+    movsxd r8, dword ptr [r15 + 384]
+    mov rdi, r8
+    movzx r8d, dil
+    mov dword ptr [r15 + 448], 192
+    mov qword ptr [r15 + 512], r8
+    mov qword ptr [r15 + 0], rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, r11
+    test dword ptr [r15 + 67117724], 8225
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r9, 16320
+    mov byte ptr [r15 + r9 + 15680], dl
+    mov ecx, dword ptr [r15 + 320]
+    jmp 1f
+1:
+    mov qword ptr [r15 + 128], rcx
+    mov r8, r11
+    mov rdx, qword ptr [r15 + 192]
+    and r8, 448
+    mov rcx, qword ptr [r15 + r8 + 832]
+    mov dword ptr [r15 + 256], 220
+    movzx r8d, cl
+    mov r8d, 30
+    mov dword ptr [r15 + 768], edx
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c110:
-    lea rcx, [rip + .Lc1_d5102_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d5102_j_t
-.Lc1_d5102_j:
-    vpmovmskb ecx, xmm0
-    mov ecx, dword ptr [r15 + 320]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movsxd rax, dword ptr [r15 + 128]
+    mov ecx, dword ptr [r15 + 640]
+    and ecx, dword ptr [r15 + 448]
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r8d, r8d
-    mov dword ptr [r15 + 384], ebp
-    and eax, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx r8d, al
-    jmp 1f
-1:
+    movzx r8d, r8b
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    mov dword ptr [r15 + 128], r8d
+    movsxd r8, dword ptr [r15 + 384]
+    test dword ptr [r15 + 67117724], 128
+    jz 1f
+1:
+    lea rbp, [r11 + r11*1]
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 215
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 94
-    mov rbp, r11
-    movsxd rdi, dword ptr [r15 + 64]
-    mov eax, eax
-    lea r9, [r11 + r11*1]
-    and rbp, 448
-    movsxd rax, dword ptr [r15 + rbp + 832]
-    and r9, 4032
-    mov rbp, qword ptr [r15 + r9 + 3392]
-    mov esi, 247
-    mov rdx, rsi
-    mov esi, dword ptr [r15 + 704]
-    mov byte ptr [r15 + 448], al
-    movsxd rax, dword ptr [r15 + 512]
-    mov byte ptr [r15 + 512], al
-    vpaddq xmm0, xmm0, xmmword ptr [r15 + 128]
-    mov eax, dword ptr [r15 + 384]
-    or qword ptr [r15 + r9 + 3456], 99
+    mov r8, r8
+    and rbp, 8128
+    mov rcx, qword ptr [r15 + rbp + 7488]
+    mov byte ptr [r15 + 64], cl
+    mov r8d, 88
+    mov edx, r8d
+    add r8, qword ptr [r15 + 512]
     mov r9, r11
-    mov edx, dword ptr [r15 + 128]
-    and r9, 8128
-    mov qword ptr [r15 + r9 + 7488], r9
-    movzx r9d, byte ptr [r15 + 256]
+    and eax, dword ptr [r15 + rbp + 7552]
+    and r9, 448
+    mov dword ptr [r15 + r9 + 832], 30
+    mov r9d, dword ptr [r15 + 192]
+    mov byte ptr [r15 + 384], bpl
+    mov rbp, r11
+    mov ecx, dword ptr [r15 + 256]
+    movsxd rdx, dword ptr [r15 + 320]
+    and rbp, 4032
+    movzx edi, byte ptr [r15 + rbp + 3392]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c111:
-    mov r9d, dword ptr [r15 + 256]
-    mov eax, 251
-    mov rax, qword ptr [r15 + 448]
-    movzx ebp, byte ptr [r15 + 512]
-    mov dword ptr [r15 + 128], 115
-    mov esi, r8d
+    lea rcx, [rip + .Lc1_d5196_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d5196_j_t
+.Lc1_d5196_j:
+    mov dword ptr [r15 + 768], 170
+    movzx ecx, cl
+    mov dword ptr [r15 + 448], esi
+    vmovdqu xmm5, xmmword ptr [r15 + 64]
     jmp 1f
 1:
-    movzx esi, byte ptr [r15 + 576]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], ecx
+    mov dword ptr [r15 + 0], 115
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    inc dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, dword ptr [r15 + 256]
+    mov edi, 36
     jmp 1f
 1:
-    mov qword ptr [r15 + 0], rsi
-    mov dword ptr [r15 + 0], 214
+    test ebx, 2560
+    jnz 1f
+1:
+    mov ecx, dword ptr [r15 + 704]
+    mov ebp, dword ptr [r15 + 320]
+    mov r8, r11
     jmp 1f
 1:
-    mov rsi, rsi
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + 320], ebp
+    and r8, 1984
+    add r9, qword ptr [r15 + r8 + 1344]
     jmp 1f
 1:
     jmp 1f
 1:
-    mov rbp, r11
-    add rsi, qword ptr [r15 + 768]
-    mov r8d, 58
-    and rbp, 1984
-    mov dword ptr [r15 + rbp + 1344], 233
-    jmp 1f
-1:
-    movsxd rbp, dword ptr [r15 + 192]
-    movsxd r8, dword ptr [r15 + 320]
-    mov r9d, dword ptr [r15 + 192]
-    mov eax, 173
-    movzx eax, al
-    jmp 1f
-1:
-    mov rax, qword ptr [r15 + 128]
-    movzx ecx, byte ptr [r15 + 64]
-    mov dword ptr [r15 + 64], r9d
-    jmp 1f
-1:
-    mov dword ptr [r15 + 384], 228
-    vpaddd xmm0, xmm0, xmm0
+    mov r8d, dword ptr [r15 + 128]
+    and r8d, dword ptr [r15 + 384]
+    mov edi, 233
+    movzx eax, byte ptr [r15 + 320]
+    mov dword ptr [r15 + 192], 11
+    mov r8, r11
+    movzx edi, byte ptr [r15 + 512]
+    mov rdx, r9
+    and r8, 4032
+    mov r9, qword ptr [r15 + r8 + 3392]
+    mov esi, 153
+    mov r8d, edi
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c112:
-    lea rcx, [rip + .Lc1_d5195_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d5195_j_t
-.Lc1_d5195_j:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 512
+    setz al
+    lea rcx, [rip + .Lc1_d5245_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d5245_s_t
+    .p2align 3
+.Lc1_d5245_s:
+    .p2align 3
+    jmp .Lc1_d5245_j
+    .p2align 3
+    jmp .Lc1_d5245_j
+.Lc1_d5245_j:
+    vmovdqu xmm5, xmmword ptr [r15 + 384]
+    and eax, dword ptr [r15 + 320]
+    mov rcx, rax
+    movzx edi, dil
+    mov edi, edi
+    mov ecx, edi
     jmp 1f
 1:
-    movzx ecx, byte ptr [r15 + 448]
-    jmp 1f
-1:
-    mov rbp, r11
-    movzx r9d, byte ptr [r15 + 320]
-    vpcmpeqb xmm0, xmm0, xmm8
-    and rbp, 4032
-    mov rsi, qword ptr [r15 + rbp + 3392]
-    mov dword ptr [r15 + 0], 140
-    mov byte ptr [r15 + 0], sil
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 69
-    mov esi, dword ptr [r15 + 640]
-    and rbp, 448
-    movzx eax, byte ptr [r15 + rbp + 832]
-    mov ebp, eax
-    mov eax, 51
-    mov edx, dword ptr [r15 + 256]
+    mov rcx, rcx
     mov r8, r11
-    jmp 1f
-1:
-    vmovdqu ymmword ptr [r15 + 64], ymm0
-    and r8, 8128
-    mov dword ptr [r15 + r8 + 7488], 216
-    mov rax, rsi
-    mov r8, rax
-    mov r8, qword ptr [r15 + 384]
-    movzx edi, r8b
-    mov r8, qword ptr [r15 + 128]
-    mov rax, r8
-    mov eax, dword ptr [r15 + 512]
-    mov ebp, ebp
-    vmovdqu ymmword ptr [r15 + 384], ymm0
-    jmp 1f
+    mov rbp, r11
+    mov rcx, qword ptr [r15 + 448]
+    and r8, 448
+    mov dword ptr [r15 + r8 + 832], 174
+    and rbp, 1984
+    movzx edi, byte ptr [r15 + rbp + 1344]
+    test dword ptr [r15 + 67117723], 4202560
+    jz 1f
 1:
     jmp 1f
 1:
+    mov rbp, rcx
+    mov r9, r11
+    mov ebp, dword ptr [r15 + 576]
+    mov ecx, dword ptr [r15 + 64]
+    and r9, 8128
+    mov r8, qword ptr [r15 + r9 + 7488]
+    mov rax, qword ptr [r15 + 192]
+    imul rbp, qword ptr [r15 + 128]
+    movzx r9d, byte ptr [r15 + 64]
+    mov rdi, r9
+    mov r9d, 174
     add r11, 64
     inc rbx
     dec r13
@@ -6856,206 +6829,205 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov rax, rax
-    vpshufd xmm0, xmm0, 203
-    mov qword ptr [r15 + 256], rax
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov byte ptr [r15 + 192], bpl
-    mov dword ptr [r15 + 128], eax
-    mov rax, qword ptr [r15 + 384]
-    mov edx, 223
+    movsxd rax, dword ptr [r15 + 512]
+    mov r9, rax
+    and edi, dword ptr [r15 + 64]
+    mov rax, rbp
+    mov r8, r11
     mov rbp, r11
-    mov edi, dword ptr [r15 + 448]
-    and rbp, 8128
-    and esi, dword ptr [r15 + rbp + 7488]
-    mov ebp, esi
-    jmp 1f
-1:
-    mov esi, 226
-    mov esi, 253
-    test dword ptr [r15 + 67117723], 8388608
+    mov eax, r9d
+    and r8, 4032
+    movsxd rax, dword ptr [r15 + r8 + 3392]
+    and rbp, 448
+    mov dword ptr [r15 + rbp + 832], r9d
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r9d, al
+    mov qword ptr [r15 + 0], rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], dil
+    mov edi, dword ptr [r15 + 512]
+    mov eax, dword ptr [r15 + 320]
+    mov edx, 174
+    test dword ptr [r15 + 67117723], 8388609
     jnz 1f
 1:
-    mov rbp, r11
-    mov eax, 213
-    and rbp, 448
-    mov rsi, qword ptr [r15 + rbp + 832]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, r9b
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, 212
-    mov qword ptr [r15 + 64], rbp
-    lea r8, [r11 + r11*1]
-    vmovq qword ptr [r15 + 704], xmm0
-    movsxd rax, dword ptr [r15 + 320]
-    and r8, 1984
-    mov dword ptr [r15 + r8 + 1408], 238
-    mov rbp, rsi
-    and ebp, dword ptr [r15 + r8 + 1344]
+    jmp 1f
+1:
+    mov ebp, 144
+    jmp 1f
+1:
+    or qword ptr [r15 + 384], 123
+    mov r9d, 251
+    mov qword ptr [r15 + 640], rdi
+    jmp 1f
+1:
+    mov r9, r11
+    mov edi, 228
+    mov byte ptr [r15 + 256], dl
+    movzx ebp, bpl
+    and r9, 1984
+    movsxd rdi, dword ptr [r15 + r9 + 1344]
+    mov edx, dword ptr [r15 + 128]
+    mov r9d, 173
+    mov byte ptr [r15 + 192], sil
+    mov r9, qword ptr [r15 + 448]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c114:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 1
-    setz al
-    lea rcx, [rip + .Lc1_d5288_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d5288_s_t
-    .p2align 3
-.Lc1_d5288_s:
-    .p2align 3
-    jmp .Lc1_d5288_j
-    .p2align 3
-    jmp .Lc1_d5288_j
-.Lc1_d5288_j:
-    mov qword ptr [r15 + 448], rcx
-    jmp 1f
-1:
-    add rax, qword ptr [r15 + 64]
-    movsxd rcx, dword ptr [r15 + 320]
-    imul rax, qword ptr [r15 + 64]
-    vpaddd xmm0, xmm0, xmm0
-    mov r8, qword ptr [r15 + 384]
-    mov rdx, qword ptr [r15 + 128]
-    mov ebp, 10
-    mov esi, dword ptr [r15 + 576]
-    movzx r9d, cl
-    mov rbp, qword ptr [r15 + 128]
-    mov ecx, ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov rcx, rbp
-    mov dword ptr [r15 + 0], ecx
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], ebp
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, byte ptr [r15 + 256]
-    movzx ecx, sil
+    lea rcx, [rip + .Lc1_d5333_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d5333_j_t
+.Lc1_d5333_j:
     mov rbp, r11
+    and rbp, 8128
+    add rdx, qword ptr [r15 + rbp + 7488]
+    mov ebp, 87
+    mov rbp, rbp
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    and rbp, 4032
-    mov dword ptr [r15 + rbp + 3392], 203
-    movsxd rbp, dword ptr [r15 + 192]
-    mov ecx, dword ptr [r15 + 512]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ebp, dl
     jmp 1f
 1:
-    mov rdi, qword ptr [r15 + 768]
+    and edi, dword ptr [r15 + 0]
+    vpcmpeqb xmm5, xmm5, xmmword ptr [r15 + 0]
+    mov rdx, qword ptr [r15 + 192]
+    mov ecx, esi
+    mov r8, r11
+    add rax, qword ptr [r15 + 128]
+    test ebx, 1073741824
+    jz 1f
+1:
+    and r8, 4032
+    mov ecx, dword ptr [r15 + r8 + 3392]
+    movsxd rsi, dword ptr [r15 + 448]
+    mov rax, qword ptr [r15 + 704]
+    mov dword ptr [r15 + 128], eax
+    mov rax, qword ptr [r15 + 64]
+    jmp 1f
+1:
+    mov qword ptr [r15 + 320], rax
+    movzx r8d, dl
+    mov dword ptr [r15 + 64], 197
+    mov r8d, r8d
+    mov rbp, r11
+    mov r8d, dword ptr [r15 + 384]
+    mov eax, dword ptr [r15 + 384]
+    vmovdqu ymmword ptr [r15 + 256], ymm5
+    and rbp, 448
+    mov rdx, qword ptr [r15 + rbp + 832]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c115:
-    mov byte ptr [r15 + 0], cl
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d5381_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d5381_j_t
+.Lc1_d5381_j:
+    mov dword ptr [r15 + 64], 16
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], 114
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 31
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rcx, dword ptr [r15 + 320]
     jmp 1f
 1:
-    mov rcx, qword ptr [r15 + 64]
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movzx ecx, byte ptr [r15 + 128]
+    mov qword ptr [r15 + 576], rax
+    mov eax, ecx
     mov rbp, r11
+    movzx ecx, bpl
+    and rbp, 1984
+    vmovq qword ptr [r15 + rbp + 1344], xmm5
+    .byte 0x66, 0x90
+    mov ebp, dword ptr [r15 + 448]
     jmp 1f
 1:
-    and rbp, 4032
-    movzx esi, byte ptr [r15 + rbp + 3392]
-    movsxd rbp, dword ptr [r15 + 512]
-    jmp 1f
+    test dword ptr [r15 + 67117724], 33554432
+    jz 1f
 1:
-    mov rax, qword ptr [r15 + 128]
+    movzx ebp, byte ptr [r15 + 512]
+    mov ecx, dword ptr [r15 + 192]
     mov r8, r11
-    movsxd r9, dword ptr [r15 + 192]
-    mov dword ptr [r15 + 640], 2
-    and r8, 1984
-    movzx edi, byte ptr [r15 + r8 + 1344]
+    movzx eax, al
+    vmovdqu ymmword ptr [r15 + 256], ymm5
+    movsxd rax, dword ptr [r15 + 384]
+    and r8, 8128
+    mov rsi, qword ptr [r15 + r8 + 7488]
+    mov edx, dword ptr [r15 + 512]
     jmp 1f
 1:
-    movsxd r8, dword ptr [r15 + 320]
-    mov rdx, r8
-    movzx r8d, byte ptr [r15 + 384]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 320], 231
-    mov qword ptr [r15 + 448], rsi
-    movzx esi, dl
-    mov esi, r8d
-    jmp 1f
-1:
-    mov r8d, esi
-    movzx esi, dl
-    jmp 1f
-1:
-    movzx edx, sil
-    mov qword ptr [r15 + 512], rdi
-    mov rbp, r11
-    mov byte ptr [r15 + 64], bpl
-    and rbp, 8128
-    mov rdi, qword ptr [r15 + rbp + 7488]
+    mov r8, qword ptr [r15 + 768]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c116:
-    lea rcx, [rip + .Lc1_d5377_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d5377_j_t
-.Lc1_d5377_j:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov dword ptr [r15 + 448], edx
+    mov r8, rdx
+    mov edx, 144
+    mov edx, 41
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov rcx, rcx
+    vpmovmskb eax, xmm5
     mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rbp
-    movzx ebp, bpl
-    mov dword ptr [r15 + 0], 109
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, r8d
     mov r8, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 1984
-    add rdi, qword ptr [r15 + r8 + 1344]
-    mov dword ptr [r15 + 704], 202
-    mov ebp, 20
-    mov byte ptr [r15 + 128], bpl
-    vmovdqu ymmword ptr [r15 + 448], ymm0
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov edi, ecx
-    movzx edi, byte ptr [r15 + 64]
-    movsxd rbp, dword ptr [r15 + 384]
-    movzx ecx, byte ptr [r15 + 192]
-    mov r8d, dword ptr [r15 + 512]
-    mov esi, 243
-    and edx, dword ptr [r15 + 128]
-    mov byte ptr [r15 + 256], bpl
-    lea r9, [r11 + r11*1]
-    mov ebp, dword ptr [r15 + 320]
-    and r9, 448
-    mov byte ptr [r15 + r9 + 896], r9b
-    mov rbp, r11
+    mov edx, dword ptr [r15 + 64]
     jmp 1f
 1:
-    and rbp, 16320
-    mov rsi, qword ptr [r15 + rbp + 15680]
-    mov qword ptr [r15 + r9 + 832], r9
+    mov byte ptr [r15 + 640], sil
+    and r8, 8128
+    mov qword ptr [r15 + r8 + 7488], rdi
+    test dword ptr [r15 + 67117723], 2064
+    jnz 1f
+1:
+    mov r8, r11
+    mov esi, dword ptr [r15 + 192]
+    mov dword ptr [r15 + 64], 125
+    and r8, 448
+    movsxd rdi, dword ptr [r15 + r8 + 832]
+    mov r8d, dword ptr [r15 + 128]
+    mov qword ptr [r15 + 320], r8
+    mov dword ptr [r15 + 384], 243
+    mov r8, r11
+    mov edx, 22
+    and r8, 4032
+    movzx edx, byte ptr [r15 + r8 + 3392]
+    mov r8, qword ptr [r15 + 320]
+    mov byte ptr [r15 + 512], r8b
+    mov byte ptr [r15 + 256], dil
+    jmp 1f
+1:
+    mov r8, qword ptr [r15 + 128]
+    movzx ebp, r8b
     add r11, 64
     inc rbx
     dec r13
@@ -7065,111 +7037,116 @@ ditto_body_c1:
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
     xor eax, eax
-    test dword ptr [r15 + 67117724], 16384
+    test dword ptr [r15 + 67117723], 8192
     setz al
-    lea rcx, [rip + .Lc1_d5423_s]
+    lea rcx, [rip + .Lc1_d5473_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d5423_s_t
+    jmp .Lc1_d5473_s_t
     .p2align 3
-.Lc1_d5423_s:
+.Lc1_d5473_s:
     .p2align 3
-    jmp .Lc1_d5423_j
+    jmp .Lc1_d5473_j
     .p2align 3
-    jmp .Lc1_d5423_j
-.Lc1_d5423_j:
-    mov r9, qword ptr [r15 + 64]
-    lea rbp, [r11 + r11*1]
-    mov eax, 147
-    mov eax, 195
-    mov ecx, dword ptr [r15 + 320]
-    and rbp, 8128
-    movzx eax, byte ptr [r15 + rbp + 7488]
-    vmovdqu ymmword ptr [r15 + 768], ymm0
-    mov byte ptr [r15 + 256], al
-    jmp 1f
-1:
-    movzx eax, r9b
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rbp
-    mov qword ptr [r15 + 448], r9
-    mov rax, qword ptr [r15 + 576]
-    jmp 1f
-1:
-    movsxd r9, dword ptr [r15 + rbp + 7552]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 128], ebp
-    mov dword ptr [r15 + 192], 114
-    mov rbp, rax
+    jmp .Lc1_d5473_j
+.Lc1_d5473_j:
     mov rbp, r11
-    mov edx, r9d
-    vmovdqu xmmword ptr [r15 + 384], xmm0
-    movzx r9d, al
+    movzx ecx, al
+    mov byte ptr [r15 + 384], cl
     and rbp, 4032
-    add rdx, qword ptr [r15 + rbp + 3392]
+    mov ecx, dword ptr [r15 + rbp + 3392]
+    jmp 1f
+1:
+    mov ebp, 18
+    movzx ebp, r9b
+    lea rbp, [r11 + r11*1]
+    mov r8, r11
+    add qword ptr [r15 + 704], rcx
+    and rbp, 1984
+    mov dword ptr [r15 + rbp + 1408], ecx
+    and r8, 448
+    mov rcx, qword ptr [r15 + r8 + 832]
+    jmp 1f
+1:
+    mov r8, qword ptr [r15 + 128]
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 256], 3
+    jmp 1f
+1:
+    mov dword ptr [r15 + rbp + 1344], r8d
+    mov qword ptr [r15 + 320], r8
+    movzx r9d, r8b
+    mov r9, r9
+    movzx r9d, bpl
+    vpmovmskb r9d, xmm5
+    mov r9d, 137
+    mov r9, qword ptr [r15 + 448]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c118:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], r9d
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r8, r9
+    mov r9d, 164
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 8
+    mov r9d, 240
+    mov r9d, 176
+    mov r12, qword ptr [r15 + r12 + 56]
     mov rbp, r11
-    mov eax, dword ptr [r15 + 64]
-    jmp 1f
-1:
-    and rbp, 448
-    movsxd r9, dword ptr [r15 + rbp + 832]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov ebp, 164
-    mov edx, 40
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, rdx
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 128], r8
+    mov byte ptr [r15 + 128], bpl
+    and rbp, 8128
+    movsxd r8, dword ptr [r15 + rbp + 7488]
+    mov rsi, r8
+    vmovdqu ymmword ptr [r15 + 576], ymm5
+    mov r8d, dword ptr [r15 + 320]
     jmp 1f
 1:
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], r9
-    mov r9, rdx
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    mov edx, 203
-    mov r9, r11
-    mov edx, dword ptr [r15 + 320]
+    mov ebp, r9d
+    mov r9d, 59
+    mov r9d, 147
     jmp 1f
 1:
-    and r9, 4032
-    mov esi, dword ptr [r15 + r9 + 3392]
-    mov r9d, 188
+    movsxd r8, dword ptr [r15 + 192]
+    mov rax, rsi
+    movzx edi, byte ptr [r15 + 768]
+    movzx r9d, byte ptr [r15 + 256]
+    mov rsi, rdx
+    mov esi, 160
     jmp 1f
 1:
-    mov qword ptr [r15 + 256], rdx
-    add rax, qword ptr [r15 + 384]
-    mov byte ptr [r15 + 128], al
-    mov r9, r11
-    vmovdqu ymmword ptr [r15 + 512], ymm0
-    mov rdx, rdx
-    and r9, 1984
-    movzx edx, byte ptr [r15 + r9 + 1344]
-    movsxd rdi, dword ptr [r15 + 448]
-    mov r9d, 236
-    movzx eax, byte ptr [r15 + 384]
+    mov edx, dword ptr [r15 + 512]
+    movzx esi, byte ptr [r15 + 448]
+    movzx ebp, byte ptr [r15 + 64]
+    jmp 1f
+1:
+    movsxd rax, dword ptr [r15 + 64]
+    vmovdqu ymmword ptr [r15 + 384], ymm5
     jmp 1f
 1:
     jmp 1f
 1:
-    mov dword ptr [r15 + 640], 237
+    vpaddd xmm5, xmm5, xmm5
+    mov ecx, 197
     add r11, 64
     inc rbx
     dec r13
@@ -7178,45 +7155,34 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 64
-    setz al
-    lea rcx, [rip + .Lc1_d5516_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d5516_s_t
-    .p2align 3
-.Lc1_d5516_s:
-    .p2align 3
-    jmp .Lc1_d5516_j
-    .p2align 3
-    jmp .Lc1_d5516_j
-.Lc1_d5516_j:
-    mov r9, r11
-    and r9, 1984
-    vmovdqu ymmword ptr [r15 + r9 + 1344], ymm0
-    mov r9, qword ptr [r15 + 320]
-    mov eax, r9d
-    jmp 1f
-1:
-    mov dword ptr [r15 + 256], 237
-    movzx r9d, byte ptr [r15 + 512]
-    movsxd rcx, dword ptr [r15 + 192]
-    jmp 1f
-1:
-    movzx edx, al
-    mov edx, 244
+    lea rcx, [rip + .Lc1_d5570_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d5570_j_t
+.Lc1_d5570_j:
     mov rbp, r11
     jmp 1f
 1:
-    and rbp, 448
-    movsxd r8, dword ptr [r15 + rbp + 832]
-    movsxd rbp, dword ptr [r15 + 64]
-    mov r8, r11
+    movzx ecx, bpl
+    and rbp, 4032
+    movzx eax, byte ptr [r15 + rbp + 3392]
     jmp 1f
 1:
-    mov byte ptr [r15 + 704], r9b
-    and r8, 8128
-    vpcmpeqb xmm0, xmm0, xmmword ptr [r15 + r8 + 7488]
+    and eax, dword ptr [r15 + 320]
+    mov rbp, r11
+    mov r8, qword ptr [r15 + 64]
+    and rbp, 1984
+    movsxd rcx, dword ptr [r15 + rbp + 1344]
+    vmovdqu ymmword ptr [r15 + 384], ymm5
+    jmp 1f
+1:
+    movsxd rbp, dword ptr [r15 + 384]
+    mov r9, rbp
+    mov dword ptr [r15 + 448], 252
+    mov byte ptr [r15 + 0], cl
+    mov ebp, 211
+    test dword ptr [r15 + 67117724], 262144
+    jnz 1f
+1:
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
@@ -7224,170 +7190,180 @@ ditto_body_c1:
 1:
     jmp 1f
 1:
+    mov rcx, qword ptr [r15 + 192]
+    movzx edx, cl
+    mov r8, r11
+    movzx ebp, byte ptr [r15 + 128]
+    and r8, 448
+    movsxd rcx, dword ptr [r15 + r8 + 832]
+    vpcmpeqb xmm5, xmm5, xmmword ptr [r15 + 512]
     jmp 1f
 1:
-    mov dword ptr [r15 + 384], 240
     jmp 1f
 1:
-    mov r8, qword ptr [r15 + 128]
+    mov dword ptr [r15 + 640], 86
+    mov r8d, r8d
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c120:
-    mov qword ptr [r15 + 0], r8
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 15
+    lea rcx, [rip + .Lc1_d5617_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d5617_s_t
+    .p2align 3
+.Lc1_d5617_s:
+    .p2align 3
+    jmp .Lc1_d5617_j
+    .p2align 3
+    jmp .Lc1_d5617_j
+    .p2align 3
+    jmp .Lc1_d5617_j
+    .p2align 3
+    jmp .Lc1_d5617_j
+    .p2align 3
+    jmp .Lc1_d5617_j
+    .p2align 3
+    jmp .Lc1_d5617_j
+    .p2align 3
+    jmp .Lc1_d5617_j
+    .p2align 3
+    jmp .Lc1_d5617_j
+    .p2align 3
+    jmp .Lc1_d5617_j
+    .p2align 3
+    jmp .Lc1_d5617_j
+    .p2align 3
+    jmp .Lc1_d5617_j
+    .p2align 3
+    jmp .Lc1_d5617_j
+    .p2align 3
+    jmp .Lc1_d5617_j
+    .p2align 3
+    jmp .Lc1_d5617_j
+    .p2align 3
+    jmp .Lc1_d5617_j
+    .p2align 3
+    jmp .Lc1_d5617_j
+.Lc1_d5617_j:
+    movzx ecx, byte ptr [r15 + 320]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], r8
-    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, cl
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, dword ptr [r15 + 128]
-    jmp 1f
-1:
-    mov r9, qword ptr [r15 + 64]
-    movzx ebp, byte ptr [r15 + 768]
-    mov dword ptr [r15 + 320], ebp
-    mov rbp, r8
-    xor dword ptr [r15 + 384], r8d
-    mov dword ptr [r15 + 64], ebp
-    mov r8d, dword ptr [r15 + 192]
-    jmp 1f
-1:
-    mov byte ptr [r15 + 256], bpl
-    movzx eax, r9b
-    jmp 1f
-1:
-    mov r9d, 201
     mov r9, r11
-    mov edx, r9d
+    movsxd rcx, dword ptr [r15 + 704]
+    mov dword ptr [r15 + 256], 30
+    movsxd r8, dword ptr [r15 + 64]
     and r9, 8128
     mov rbp, qword ptr [r15 + r9 + 7488]
-    jmp 1f
-1:
-    movzx r9d, bpl
-    vmovq xmm0, r9
-    movzx r9d, r9b
-    mov rbp, r11
-    mov dword ptr [r15 + 512], ebp
-    and rbp, 4032
-    mov dword ptr [r15 + rbp + 3392], 58
-    mov ebp, ebp
-    mov r9d, 227
-    mov rbp, r11
-    mov r9, rdx
-    and rbp, 1984
-    mov dword ptr [r15 + rbp + 1344], edx
-    movsxd rdx, dword ptr [r15 + 448]
-    mov ecx, 186
+    mov qword ptr [r15 + 512], rbp
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c121:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d5610_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d5610_j_t
-.Lc1_d5610_j:
+    mov dword ptr [r15 + 512], 195
+    jmp 1f
+1:
+    vmovdqu xmm5, xmmword ptr [r15 + 192]
+    movsxd rbp, dword ptr [r15 + 128]
+    mov dword ptr [r15 + 384], 140
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, ebp
+    jmp 1f
+1:
+    mov ebp, 24
+    mov r12, qword ptr [r15 + r12 + 56]
+    xor dword ptr [r15 + 0], ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     mov rbp, r11
-    and rbp, 4032
-    movsxd rcx, dword ptr [r15 + rbp + 3392]
-    mov eax, eax
     jmp 1f
 1:
-    mov rdx, rcx
-    movsxd rsi, dword ptr [r15 + 320]
-    jmp 1f
-1:
-    mov rcx, rsi
-    mov rbp, rax
-    jmp 1f
-1:
-    mov rax, qword ptr [r15 + 512]
-    mov esi, 144
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 67117723], 64
+    test ebx, 1073741824
     jnz 1f
 1:
-    mov dword ptr [r15 + 64], 237
-    mov dword ptr [r15 + 64], eax
-    movsxd rcx, dword ptr [r15 + 640]
-    mov rbp, r11
-    mov rax, qword ptr [r15 + 384]
-    movzx esi, byte ptr [r15 + 320]
-    and rbp, 448
-    movzx edx, byte ptr [r15 + rbp + 832]
-    jmp 1f
-1:
-    movzx ebp, dl
-    mov rbp, qword ptr [r15 + 128]
-    mov r9, qword ptr [r15 + 128]
-    movsxd r8, dword ptr [r15 + 448]
-    vmovdqu xmmword ptr [r15 + 448], xmm0
-    mov edi, dword ptr [r15 + 192]
-    movsxd rax, dword ptr [r15 + 576]
+    movsxd rsi, dword ptr [r15 + 128]
+    and rbp, 4032
+    movsxd rax, dword ptr [r15 + rbp + 3392]
+    mov rbp, qword ptr [r15 + 384]
+    movzx r9d, r9b
+    mov r9, rdi
+    mov r9d, dword ptr [r15 + 64]
+    mov rdi, r9
+    mov rdi, rdi
+    movzx edi, byte ptr [r15 + 256]
+    movzx r8d, dil
+    mov rdi, qword ptr [r15 + 320]
+    mov r8, r11
+    mov dword ptr [r15 + 448], ebp
+    mov rbp, qword ptr [r15 + 768]
+    and r8, 16320
+    mov r9, r11
+    movsxd rcx, dword ptr [r15 + r8 + 15680]
+    and r9, 448
+    movzx r8d, byte ptr [r15 + r9 + 832]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c122:
-    mov edx, 241
+    lea rcx, [rip + .Lc1_d5697_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d5697_j_t
+.Lc1_d5697_j:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov rcx, qword ptr [r15 + 384]
+    mov qword ptr [r15 + 320], r9
+    and r9d, dword ptr [r15 + 0]
     mov byte ptr [r15 + 0], r8b
-    mov qword ptr [r15 + 0], rdi
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], eax
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    inc dword ptr [r15 + 0]
+    movzx r8d, r9b
     mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], r9d
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    add rdx, qword ptr [r15 + 704]
-    mov rax, qword ptr [r15 + 384]
+    lea rbp, [r11 + r11*1]
     jmp 1f
 1:
-    movzx r9d, al
-    vpcmpeqb xmm0, xmm0, xmmword ptr [r15 + 512]
+    mov r9d, dword ptr [r15 + 256]
+    and rbp, 1984
+    mov qword ptr [r15 + rbp + 1408], rbp
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov dword ptr [r15 + 448], 250
+    mov ecx, 31
+    mov qword ptr [r15 + rbp + 1344], rcx
+    mov r8, qword ptr [r15 + 512]
     jmp 1f
 1:
-    mov qword ptr [r15 + 128], rdx
-    jmp 1f
-1:
-    mov r9, r11
-    mov byte ptr [r15 + 256], r9b
-    mov edx, dword ptr [r15 + 320]
-    and r9, 1984
-    mov edi, dword ptr [r15 + r9 + 1344]
-    mov r9d, dword ptr [r15 + 384]
-    jmp 1f
-1:
-    mov r8d, 43
-    mov qword ptr [r15 + 128], r8
-    mov rcx, qword ptr [r15 + 64]
-    mov byte ptr [r15 + 448], cl
-    mov r8d, 68
-    add rdx, qword ptr [r15 + 256]
-    mov r8, r11
-    mov qword ptr [r15 + 192], r8
+    mov qword ptr [r15 + 128], rbp
     mov rbp, r11
-    and r8, 448
-    mov dword ptr [r15 + r8 + 832], 229
-    jmp 1f
-1:
-    and rbp, 8128
-    mov dword ptr [r15 + rbp + 7488], 114
+    lea r9, [r11 + r11*1]
+    mov ecx, 88
+    mov dword ptr [r15 + 576], 42
+    and rbp, 448
+    and ecx, dword ptr [r15 + rbp + 832]
+    and r9, 8128
+    vmovdqu ymmword ptr [r15 + r9 + 7488], ymm5
+    mov ebp, dword ptr [r15 + 64]
+    movzx edi, byte ptr [r15 + 64]
+    mov byte ptr [r15 + r9 + 7552], r8b
+    mov r9d, dword ptr [r15 + 192]
     add r11, 64
     inc rbx
     dec r13
@@ -7399,54 +7375,60 @@ ditto_body_c1:
     xor eax, eax
     test dword ptr [r15 + 67117723], 536870912
     setz al
-    lea rcx, [rip + .Lc1_d5699_s]
+    lea rcx, [rip + .Lc1_d5744_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d5699_s_t
+    jmp .Lc1_d5744_s_t
     .p2align 3
-.Lc1_d5699_s:
+.Lc1_d5744_s:
     .p2align 3
-    jmp .Lc1_d5699_j
+    jmp .Lc1_d5744_j
     .p2align 3
-    jmp .Lc1_d5699_j
-.Lc1_d5699_j:
+    jmp .Lc1_d5744_j
+.Lc1_d5744_j:
+    mov dword ptr [r15 + 192], 133
+    mov r9, qword ptr [r15 + 640]
+    movzx ecx, dil
+    mov r8, rax
+    mov qword ptr [r15 + 320], r8
+    mov r8d, 80
+    mov rax, rsi
+    mov byte ptr [r15 + 448], al
     jmp 1f
 1:
-    mov qword ptr [r15 + 320], rcx
-    jmp 1f
-1:
-    movzx eax, byte ptr [r15 + 768]
-    movzx ecx, bpl
-    mov r8, rcx
-    mov byte ptr [r15 + 512], r8b
-    mov r8, r11
-    and ecx, dword ptr [r15 + 128]
-    jmp 1f
-1:
-    mov rbp, rax
-    and r8, 1984
-    movsxd rsi, dword ptr [r15 + r8 + 1344]
-    mov ebp, 145
+    movzx r8d, byte ptr [r15 + 384]
     test ebx, 1073741824
     jz 1f
 1:
-    mov qword ptr [r15 + 384], rax
-    mov ecx, 93
+    mov r8, r11
+    movsxd rax, dword ptr [r15 + 64]
+    and r8, 4032
+    movzx r9d, byte ptr [r15 + r8 + 3392]
+    jmp 1f
+1:
+    mov r8, rcx
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r11
+    mov qword ptr [r15 + 0], rcx
+    movzx r8d, r8b
+    mov dword ptr [r15 + 0], 208
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r8, qword ptr [r15 + 128]
+    mov ecx, 193
+    vpor xmm5, xmm5, xmm5
     mov r9, r11
-    and esi, dword ptr [r15 + 0]
-    and rbp, 8128
-    mov eax, dword ptr [r15 + rbp + 7488]
-    jmp 1f
-1:
-    and r9, 4032
-    vmovdqu ymmword ptr [r15 + r9 + 3392], ymm0
-    movsxd r8, dword ptr [r15 + 192]
     jmp 1f
 1:
     jmp 1f
 1:
-    mov qword ptr [r15 + 64], rbp
+    movsxd rcx, dword ptr [r15 + 128]
+    and r9, 1984
+    mov eax, dword ptr [r15 + r9 + 1344]
+    movzx r9d, byte ptr [r15 + 704]
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
@@ -7460,310 +7442,314 @@ ditto_body_c1:
     mov r9d, eax
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rcx
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, r9
-    mov rbp, r11
+    mov rcx, r9
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r9, qword ptr [r15 + 128]
-    and rbp, 448
-    mov qword ptr [r15 + rbp + 832], rax
-    movsxd rbp, dword ptr [r15 + 64]
+    movsxd rsi, dword ptr [r15 + 192]
+    mov rcx, qword ptr [r15 + 64]
+    mov r9, qword ptr [r15 + 768]
     jmp 1f
 1:
+    mov qword ptr [r15 + 512], r9
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movsxd r9, dword ptr [r15 + 512]
     mov r8, r11
-    mov rax, qword ptr [r15 + 256]
-    and r8, 4032
-    movsxd rsi, dword ptr [r15 + r8 + 3392]
-    mov r8d, ebp
-    jmp 1f
-1:
-    mov qword ptr [r15 + 64], r8
-    mov dword ptr [r15 + 384], ebp
     mov rbp, r11
-    mov r8d, eax
+    mov ecx, ebp
     jmp 1f
 1:
-    and rbp, 1984
-    movzx eax, byte ptr [r15 + rbp + 1344]
-    movzx edx, byte ptr [r15 + 320]
-    mov qword ptr [r15 + 640], rsi
+    and rbp, 8128
+    mov rcx, qword ptr [r15 + rbp + 7488]
+    and r8, 448
+    movsxd rbp, dword ptr [r15 + r8 + 832]
+    mov r8d, r9d
+    mov r9, r11
     jmp 1f
 1:
-    add r8, qword ptr [r15 + 320]
-    mov qword ptr [r15 + 576], r8
-    mov rsi, qword ptr [r15 + 448]
-    movsxd rbp, dword ptr [r15 + 512]
-    movsxd rdi, dword ptr [r15 + 192]
-    mov r8d, 11
+    and r9, 4032
+    mov qword ptr [r15 + r9 + 3392], rdi
+    mov r9d, dword ptr [r15 + 384]
+    mov dword ptr [r15 + 128], ecx
+    jmp 1f
+1:
+    movzx ecx, byte ptr [r15 + 64]
+    mov qword ptr [r15 + 448], rbp
+    mov qword ptr [r15 + 256], rbp
+    mov rdi, qword ptr [r15 + 320]
+    mov rbp, qword ptr [r15 + 320]
+    mov eax, 216
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c125:
-    lea rcx, [rip + .Lc1_d5787_j]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d5842_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d5787_j_t
-.Lc1_d5787_j:
+    jmp .Lc1_d5842_j_t
+.Lc1_d5842_j:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], ecx
-    mov ecx, ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r11
     mov qword ptr [r15 + 0], rbp
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, r8d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, 137
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, 154
-    mov byte ptr [r15 + 0], bpl
-    mov ecx, dword ptr [r15 + 256]
-    mov ebp, ecx
-    add rax, qword ptr [r15 + 704]
-    mov qword ptr [r15 + 512], r8
-    mov dword ptr [r15 + 384], 224
-    mov r8d, dword ptr [r15 + 192]
-    jmp 1f
-1:
-    mov ebp, dword ptr [r15 + 448]
-    jmp 1f
-1:
-    mov r9, r11
-    mov esi, dword ptr [r15 + 128]
-    jmp 1f
-1:
-    and r9, 448
+    and rbp, 448
+    mov dword ptr [r15 + rbp + 832], 58
+    mov dword ptr [r15 + 576], 37
     mov rbp, r11
-    mov dword ptr [r15 + r9 + 832], 9
-    mov r9, r11
-    movsxd rdi, dword ptr [r15 + 320]
-    and rbp, 4032
-    movzx edx, byte ptr [r15 + rbp + 3392]
-    and ebp, dword ptr [r15 + 448]
-    and r9, 8128
-    mov dword ptr [r15 + r9 + 7488], r9d
-    and r9d, dword ptr [r15 + 128]
+    vmovdqu xmm5, xmmword ptr [r15 + 320]
+    mov dword ptr [r15 + 448], ecx
+    and rbp, 1984
+    mov dword ptr [r15 + rbp + 1344], ebp
+    mov r8, r11
+    mov rbp, rbp
+    and r8, 4032
+    mov ebp, dword ptr [r15 + r8 + 3392]
+    test dword ptr [r15 + 67117723], 33587200
+    jnz 1f
+1:
+    mov qword ptr [r15 + 64], r8
+    mov ebp, dword ptr [r15 + 128]
     jmp 1f
 1:
-    mov rdx, qword ptr [r15 + 64]
+    mov dword ptr [r15 + 192], ebp
+    mov dword ptr [r15 + 384], 231
+    movsxd rbp, dword ptr [r15 + 640]
+    mov dword ptr [r15 + 256], 200
+    mov r8d, r8d
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movzx ecx, byte ptr [r15 + 128]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c126:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
+    vmovq qword ptr [r15 + 192], xmm5
+    mov qword ptr [r15 + 0], rcx
+    mov rbp, rcx
+    mov ecx, 19
+    mov ebp, r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], r8d
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov eax, 226
+    mov r8d, ecx
+    mov dword ptr [r15 + 0], ecx
+    mov ecx, 231
+    vpmovmskb ecx, xmm5
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], edx
-    jmp 1f
+    movsxd rcx, dword ptr [r15 + 512]
+    test ebx, 382976
+    jz 1f
 1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rdx, rax
-    mov edx, edx
-    vmovdqu ymmword ptr [r15 + 256], ymm0
-    movsxd rax, dword ptr [r15 + 384]
-    mov rbp, r11
-    vmovdqu ymmword ptr [r15 + 768], ymm0
-    test dword ptr [r15 + 67117724], 131136
-    jnz 1f
-1:
-    and edx, dword ptr [r15 + 576]
-    and rbp, 448
-    vmovq qword ptr [r15 + rbp + 832], xmm0
-    mov rcx, qword ptr [r15 + 320]
-    and ecx, dword ptr [r15 + 448]
-    jmp 1f
-1:
-    mov ebp, dword ptr [r15 + 64]
-    mov r8d, dword ptr [r15 + 128]
     mov r9, r11
-    movzx eax, byte ptr [r15 + 512]
-    mov rsi, rcx
-    and r9, 1984
-    movsxd rcx, dword ptr [r15 + r9 + 1344]
-    mov r9, r11
+    mov r8, r11
+    and r9, 448
+    mov eax, dword ptr [r15 + r9 + 832]
+    mov rcx, rbp
+    and r8, 1984
+    inc dword ptr [r15 + r8 + 1344]
+    lea r8, [r11 + r11*1]
+    add qword ptr [r15 + 384], r8
+    and r8, 8128
+    mov rbp, qword ptr [r15 + r8 + 7552]
+    mov rdx, qword ptr [r15 + 704]
     jmp 1f
 1:
-    and r9, 8128
-    movsxd rdi, dword ptr [r15 + r9 + 7488]
-    mov r9d, r8d
-    mov r9, qword ptr [r15 + 384]
+    mov byte ptr [r15 + 512], r9b
+    movsxd rcx, dword ptr [r15 + 128]
+    jmp 1f
+1:
     mov r9d, dword ptr [r15 + 64]
+    mov edi, r9d
+    mov byte ptr [r15 + 384], al
+    mov rax, qword ptr [r15 + r8 + 7488]
+    vmovq qword ptr [r15 + 256], xmm5
+    mov r9d, dword ptr [r15 + 64]
+    movsxd r8, dword ptr [r15 + 448]
+    movsxd rsi, dword ptr [r15 + 320]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c127:
-    lea rcx, [rip + .Lc1_d5877_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d5877_j_t
-.Lc1_d5877_j:
-    jmp 1f
-1:
-    add rdi, qword ptr [r15 + 256]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 192], 50
-    mov dword ptr [r15 + 0], r9d
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov ecx, edi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, r9
-    mov qword ptr [r15 + 0], r9
-    lea r8, [r11 + r11*1]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 128], r8d
-    and r8, 4032
-    mov dword ptr [r15 + r8 + 3392], 116
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 7
+    lea rcx, [rip + .Lc1_d5932_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d5932_s_t
+    .p2align 3
+.Lc1_d5932_s:
+    .p2align 3
+    jmp .Lc1_d5932_j
+    .p2align 3
+    jmp .Lc1_d5932_j
+    .p2align 3
+    jmp .Lc1_d5932_j
+    .p2align 3
+    jmp .Lc1_d5932_j
+    .p2align 3
+    jmp .Lc1_d5932_j
+    .p2align 3
+    jmp .Lc1_d5932_j
+    .p2align 3
+    jmp .Lc1_d5932_j
+    .p2align 3
+    jmp .Lc1_d5932_j
+.Lc1_d5932_j:
     mov rbp, r11
+    add rax, qword ptr [r15 + 384]
     jmp 1f
 1:
-    and rbp, 1984
-    mov rdi, qword ptr [r15 + rbp + 1344]
-    add qword ptr [r15 + 512], rdi
-    mov edi, 255
-    mov r9, qword ptr [r15 + 640]
-    mov rdi, qword ptr [r15 + 448]
-    mov dword ptr [r15 + 128], 185
-    mov ebp, dword ptr [r15 + r8 + 3456]
+    and rbp, 4032
+    mov rcx, qword ptr [r15 + rbp + 3392]
+    movzx r8d, cl
+    mov dword ptr [r15 + 0], eax
+    vmovdqu ymmword ptr [r15 + 0], ymm5
     jmp 1f
 1:
-    mov byte ptr [r15 + 320], r8b
-    mov r8, r11
-    mov dword ptr [r15 + 64], r9d
-    mov r9, qword ptr [r15 + 192]
-    jmp 1f
+    mov dword ptr [r15 + 768], 89
+    test ebx, 9216
+    jz 1f
 1:
-    and r8, 16320
-    movzx edx, byte ptr [r15 + r8 + 15680]
-    mov byte ptr [r15 + 384], bpl
+    mov r9, r11
+    mov rax, r8
+    mov byte ptr [r15 + 448], al
+    mov rax, qword ptr [r15 + 64]
+    and r9, 1984
+    movzx r8d, byte ptr [r15 + r9 + 1344]
+    mov edx, 245
+    mov r9d, dword ptr [r15 + 256]
+    mov rbp, qword ptr [r15 + 320]
+    mov qword ptr [r15 + 128], rbp
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c128:
-    jmp 1f
-1:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d5975_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d5975_j_t
+.Lc1_d5975_j:
     mov rbp, r11
     jmp 1f
 1:
-    and rbp, 448
-    add rdx, qword ptr [r15 + rbp + 832]
+    mov rcx, r9
+    and rbp, 8128
+    mov rax, qword ptr [r15 + rbp + 7488]
+    movzx r9d, al
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], r9d
-    mov r8d, 237
-    mov r8, r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, 220
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r8d, bpl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 448], r8b
-    vmovdqu ymmword ptr [r15 + 768], ymm0
-    mov r8d, 63
-    mov rbp, r11
-    test ebx, 1073741824
+    mov qword ptr [r15 + 448], rcx
+    movsxd rcx, dword ptr [r15 + 64]
+    mov dword ptr [r15 + 512], 146
+    test dword ptr [r15 + 67117724], 2101252
     jz 1f
 1:
-    mov dword ptr [r15 + 704], 185
-    and rbp, 8128
-    mov r8, r11
-    movzx r9d, byte ptr [r15 + rbp + 7488]
-    movzx edi, byte ptr [r15 + 320]
+    mov rcx, rcx
+    mov rbp, r11
+    mov r8d, ebp
     jmp 1f
 1:
-    and r8, 1984
-    mov rbp, qword ptr [r15 + r8 + 1344]
-    movsxd rax, dword ptr [r15 + 512]
-    mov r8d, eax
-    jmp 1f
-1:
-    vpor xmm0, xmm0, xmm0
-    movzx edx, byte ptr [r15 + 64]
-    mov r8, qword ptr [r15 + 128]
-    mov dword ptr [r15 + 320], ebp
-    mov qword ptr [r15 + 256], r8
-    mov dword ptr [r15 + 384], 12
-    mov r8, r8
-    mov dword ptr [r15 + 64], 3
+    mov eax, dword ptr [r15 + 128]
+    and rbp, 448
+    add rcx, qword ptr [r15 + rbp + 832]
+    mov dword ptr [r15 + 320], r8d
+    movsxd r8, dword ptr [r15 + 256]
+    movsxd rbp, dword ptr [r15 + 576]
+    movzx r9d, byte ptr [r15 + 192]
+    mov rbp, r11
+    mov dword ptr [r15 + 384], 75
+    and rbp, 4032
+    add rsi, qword ptr [r15 + rbp + 3392]
+    mov ebp, 208
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c129:
-    lea rcx, [rip + .Lc1_d5965_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d5965_j_t
-.Lc1_d5965_j:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], r8b
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    movzx ebp, byte ptr [r15 + 704]
+    mov qword ptr [r15 + 192], r9
+    mov byte ptr [r15 + 512], sil
+    mov dword ptr [r15 + 320], 51
     jmp 1f
 1:
-    mov r8, r8
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, r11
+    mov r9, rsi
+    and r8, 448
+    movsxd r9, dword ptr [r15 + r8 + 832]
     jmp 1f
 1:
-    mov ebp, 200
-    mov rcx, rcx
+    mov r8d, 82
+    mov r8, rbp
     jmp 1f
 1:
+    mov dword ptr [r15 + 0], 249
     mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 128], rdx
     .byte 0x66, 0x90
-    mov byte ptr [r15 + 384], cl
-    mov rbp, r11
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    and rbp, 8128
-    and r8d, dword ptr [r15 + rbp + 7488]
-    mov dword ptr [r15 + 64], 236
-    mov rdx, r8
-    mov rbp, r11
-    mov r8d, 97
-    and rbp, 4032
-    mov dword ptr [r15 + rbp + 3392], 1
-    jmp 1f
+    movsxd r8, dword ptr [r15 + 448]
+    movsxd rsi, dword ptr [r15 + 384]
+    test dword ptr [r15 + 67117724], 1
+    jz 1f
 1:
-    jmp 1f
-1:
-    movsxd rcx, dword ptr [r15 + 320]
-    jmp 1f
-1:
-    mov byte ptr [r15 + 192], cl
-    jmp 1f
-1:
-    mov rbp, r11
-    mov byte ptr [r15 + 256], dl
-    and rbp, 448
-    mov r8, qword ptr [r15 + rbp + 832]
-    mov dword ptr [r15 + 512], 130
-    mov ebp, ecx
-    mov byte ptr [r15 + 576], cl
+    mov rsi, r9
+    mov r9d, 11
+    mov byte ptr [r15 + 128], al
     jmp 1f
 1:
     jmp 1f
 1:
+    mov byte ptr [r15 + 640], dil
+    jmp 1f
+1:
+    mov r9, rsi
+    jmp 1f
+1:
+    mov r9d, dword ptr [r15 + 256]
+    mov r8, r11
+    mov byte ptr [r15 + 320], r8b
+    and r8, 1984
+    mov dword ptr [r15 + r8 + 1344], 26
+    mov esi, r8d
+    mov byte ptr [r15 + 128], r9b
+    jmp 1f
+1:
+    vpaddq xmm5, xmm5, xmmword ptr [r15 + 64]
     jmp 1f
 1:
     add r11, 64
@@ -7771,53 +7757,57 @@ ditto_body_c1:
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c130:
-    movsxd rbp, dword ptr [r15 + 320]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 172
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rbp
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 67108864
+    setz al
+    lea rcx, [rip + .Lc1_d6067_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d6067_s_t
+    .p2align 3
+.Lc1_d6067_s:
+    .p2align 3
+    jmp .Lc1_d6067_j
+    .p2align 3
+    jmp .Lc1_d6067_j
+.Lc1_d6067_j:
     mov r8, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 1984
-    mov qword ptr [r15 + r8 + 1344], r8
-    mov rdx, rcx
-    jmp 1f
-1:
-    mov ecx, ebp
-    mov rbp, r11
-    mov ecx, dword ptr [r15 + 512]
-    mov r8, r11
-    mov r9, qword ptr [r15 + 64]
-    and rbp, 448
-    mov eax, dword ptr [r15 + rbp + 832]
     and r8, 8128
-    and eax, dword ptr [r15 + r8 + 7488]
-    mov qword ptr [r15 + 256], r9
+    mov qword ptr [r15 + r8 + 7488], rcx
     jmp 1f
 1:
-    mov qword ptr [r15 + 448], rax
-    movzx eax, byte ptr [r15 + 192]
+    movzx eax, al
+    mov rcx, qword ptr [r15 + 320]
+    vpor xmm5, xmm5, xmm5
     jmp 1f
 1:
-    mov r8, qword ptr [r15 + 448]
-    mov dword ptr [r15 + 128], edi
-    movzx ebp, cl
-    movzx ebp, bpl
+    mov rax, r8
+    mov r8, r11
+    mov rax, qword ptr [r15 + 512]
+    movzx esi, byte ptr [r15 + 128]
+    mov dword ptr [r15 + 448], 158
+    and r8, 1984
+    mov r9d, dword ptr [r15 + r8 + 1344]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r8d, dword ptr [r15 + 768]
+    mov rcx, r8
+    mov rdi, qword ptr [r15 + 384]
+    mov dword ptr [r15 + 64], 20
     jmp 1f
 1:
+    mov r8d, dword ptr [r15 + 192]
+    mov r9, r11
+    mov eax, eax
     jmp 1f
 1:
-    mov ecx, dword ptr [r15 + 640]
-    vmovdqu ymmword ptr [r15 + 128], ymm0
-    mov dword ptr [r15 + 384], 119
-    mov byte ptr [r15 + 384], cl
+    movzx eax, al
+    and r9, 4032
+    mov qword ptr [r15 + r9 + 3392], r8
+    mov r12, qword ptr [r15 + r12 + 56]
     add r11, 64
     inc rbx
     dec r13
@@ -7826,336 +7816,332 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d6061_j]
+    lea rcx, [rip + .Lc1_d6113_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d6061_j_t
-.Lc1_d6061_j:
-    mov rbp, r11
-    and rbp, 1984
-    add rax, qword ptr [r15 + rbp + 1344]
+    jmp .Lc1_d6113_j_t
+.Lc1_d6113_j:
+    mov dword ptr [r15 + 512], 252
+    mov qword ptr [r15 + 320], r9
+    movzx r9d, cl
     movzx ecx, cl
-    mov dword ptr [r15 + 768], ebp
-    movzx ebp, bpl
-    mov rbp, rbp
-    vmovdqu ymmword ptr [r15 + 0], ymm0
+    mov r9d, 17
+    mov dword ptr [r15 + 128], 25
+    movzx r9d, byte ptr [r15 + 576]
+    mov ecx, r9d
+    mov rax, rax
+    mov rax, rdi
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], bpl
-    mov rbp, rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, bpl
-    mov rbp, r11
-    test dword ptr [r15 + 67117724], 262272
-    jnz 1f
+    mov dword ptr [r15 + 0], r9d
+    mov r9, rax
+    mov rax, r8
+    mov dword ptr [r15 + 0], 38
+    test dword ptr [r15 + 67117724], 393344
+    jz 1f
 1:
-    and rbp, 4032
-    movzx ecx, byte ptr [r15 + rbp + 3392]
-    mov qword ptr [r15 + 448], rax
-    movzx eax, al
-    mov dword ptr [r15 + 512], 89
-    mov dword ptr [r15 + 320], 184
-    movzx eax, byte ptr [r15 + 384]
-    mov dword ptr [r15 + 128], 137
-    mov rbp, qword ptr [r15 + 192]
-    mov rdi, rcx
-    add rsi, qword ptr [r15 + 704]
-    vmovdqu ymmword ptr [r15 + 64], ymm0
-    mov byte ptr [r15 + 64], cl
+    mov byte ptr [r15 + 0], cl
+    vpor xmm5, xmm5, xmm5
+    mov rcx, qword ptr [r15 + 384]
+    jmp 1f
+1:
+    vmovq xmm5, rcx
+    movzx ecx, al
+    movzx edi, cl
+    mov dword ptr [r15 + 64], eax
+    movzx ecx, cl
+    mov r9, r11
+    mov r8, r11
+    movzx ecx, r8b
+    movzx ecx, byte ptr [r15 + 256]
+    and r8, 4032
+    mov byte ptr [r15 + r8 + 3392], dil
+    and r9, 448
+    mov edi, dword ptr [r15 + r9 + 832]
+    mov dword ptr [r15 + 64], ecx
+    mov r9, qword ptr [r15 + 192]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c132:
-    mov rbp, r11
-    jmp 1f
-1:
-    mov esi, 196
-    mov ecx, dword ptr [r15 + 256]
-    and rbp, 8128
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
     mov r8, r11
-    vmovdqu xmm0, xmmword ptr [r15 + rbp + 7488]
-    and r8, 4032
-    mov dword ptr [r15 + r8 + 3392], r8d
-    mov dword ptr [r15 + 128], 115
-    vmovdqu ymmword ptr [r15 + 0], ymm0
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, sil
+    movzx eax, dil
+    and r8, 8128
+    mov dword ptr [r15 + r8 + 7488], edi
+    mov dword ptr [r15 + 256], 129
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r8, r11
+    mov eax, 161
+    mov edi, dword ptr [r15 + 384]
+    movsxd rax, dword ptr [r15 + 448]
+    and r8, 16320
+    add rcx, qword ptr [r15 + r8 + 15680]
+    mov r8d, 43
+    movzx r8d, byte ptr [r15 + 320]
+    mov byte ptr [r15 + 64], r8b
+    mov dword ptr [r15 + 128], r8d
+    vpmovmskb r8d, xmm5
+    mov r8, r11
+    jmp 1f
+1:
+    mov r9d, 77
+    mov r9d, r9d
+    and r8, 1984
+    movsxd r9, dword ptr [r15 + r8 + 1344]
+    test dword ptr [r15 + 67117724], 1073741824
+    jz 1f
+1:
+    mov r8d, ecx
+    movzx ecx, sil
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov ecx, dword ptr [r15 + 384]
+    jmp 1f
+1:
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rbp
-    jmp 1f
-1:
-    mov r8, qword ptr [r15 + 64]
-    mov byte ptr [r15 + 192], bpl
-    mov ebp, r8d
-    jmp 1f
-1:
-    mov r8d, dword ptr [r15 + 128]
-    mov esi, edi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, rcx
+    mov rcx, qword ptr [r15 + 512]
     jmp 1f
 1:
     jmp 1f
 1:
-    mov esi, 186
+    mov dword ptr [r15 + 128], ecx
+    mov qword ptr [r15 + 640], r8
     jmp 1f
 1:
-    mov dword ptr [r15 + 320], ecx
-    movsxd rcx, dword ptr [r15 + 320]
-    mov rsi, rcx
-    mov rsi, qword ptr [r15 + 448]
     jmp 1f
 1:
-    movzx edi, sil
-    mov edx, edi
-    mov r9, r11
-    jmp 1f
-1:
-    and r9, 448
-    add rcx, qword ptr [r15 + r9 + 832]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 512], 11
-    movzx esi, byte ptr [r15 + 384]
-    jmp 1f
-1:
-    movzx edi, byte ptr [r15 + 576]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c133:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 15
-    lea rcx, [rip + .Lc1_d6152_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d6152_s_t
-    .p2align 3
-.Lc1_d6152_s:
-    .p2align 3
-    jmp .Lc1_d6152_j
-    .p2align 3
-    jmp .Lc1_d6152_j
-    .p2align 3
-    jmp .Lc1_d6152_j
-    .p2align 3
-    jmp .Lc1_d6152_j
-    .p2align 3
-    jmp .Lc1_d6152_j
-    .p2align 3
-    jmp .Lc1_d6152_j
-    .p2align 3
-    jmp .Lc1_d6152_j
-    .p2align 3
-    jmp .Lc1_d6152_j
-    .p2align 3
-    jmp .Lc1_d6152_j
-    .p2align 3
-    jmp .Lc1_d6152_j
-    .p2align 3
-    jmp .Lc1_d6152_j
-    .p2align 3
-    jmp .Lc1_d6152_j
-    .p2align 3
-    jmp .Lc1_d6152_j
-    .p2align 3
-    jmp .Lc1_d6152_j
-    .p2align 3
-    jmp .Lc1_d6152_j
-    .p2align 3
-    jmp .Lc1_d6152_j
-.Lc1_d6152_j:
-    mov r9, r11
-    and r9, 8128
-    movsxd rcx, dword ptr [r15 + r9 + 7488]
+    lea rcx, [rip + .Lc1_d6207_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d6207_j_t
+.Lc1_d6207_j:
+    .byte 0x0f, 0x1f, 0x40, 0x00
+    mov ecx, dword ptr [r15 + 192]
+    movzx esi, r9b
+    movzx esi, byte ptr [r15 + 768]
+    movzx r9d, byte ptr [r15 + 448]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r9d, 210
+    mov r12, qword ptr [r15 + r12 + 56]
     mov rbp, r11
-    mov r9d, dword ptr [r15 + 384]
-    and rbp, 1984
-    mov rax, qword ptr [r15 + rbp + 1344]
-    movzx ebp, cl
-    movsxd rdi, dword ptr [r15 + 640]
-    movzx ecx, byte ptr [r15 + 64]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, r11
+    and ecx, dword ptr [r15 + 320]
+    and r9, 448
+    movsxd rsi, dword ptr [r15 + r9 + 832]
+    and rbp, 4032
+    mov r9, qword ptr [r15 + rbp + 3392]
+    jmp 1f
+1:
+    movzx ebp, r9b
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r9d, 191
+    movsxd r9, dword ptr [r15 + 128]
+    jmp 1f
+1:
+    vmovdqu xmmword ptr [r15 + 256], xmm5
+    mov dword ptr [r15 + 512], esi
+    movzx esi, byte ptr [r15 + 704]
+    mov rbp, r11
+    movsxd rdi, dword ptr [r15 + 64]
+    add rdi, qword ptr [r15 + 384]
+    and rbp, 8128
+    mov dword ptr [r15 + rbp + 7488], esi
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c134:
-    movzx ecx, bpl
-    movzx ebp, cl
-    jmp 1f
-1:
-    mov r9d, dword ptr [r15 + 64]
-    jmp 1f
-1:
-    mov ebp, 214
-    jmp 1f
-1:
-    mov qword ptr [r15 + 384], rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r9
-    mov ebp, ebp
-    movzx ebp, r9b
+    mov rbp, qword ptr [r15 + 576]
     mov r9, r11
-    mov rcx, qword ptr [r15 + 320]
-    movzx esi, al
-    mov dword ptr [r15 + 704], 164
+    jmp 1f
+1:
+    movzx esi, bpl
+    movzx edi, sil
     and r9, 4032
-    mov r8, r11
-    vmovdqu ymmword ptr [r15 + r9 + 3392], ymm0
-    movzx r9d, r8b
-    and r8, 1984
-    movsxd rax, dword ptr [r15 + r8 + 1344]
+    movzx esi, byte ptr [r15 + r9 + 3392]
+    mov rbp, rsi
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov r9d, 227
-    jmp 1f
-1:
-    movzx r8d, al
-    mov r8, r11
-    movsxd rdx, dword ptr [r15 + 192]
-    mov byte ptr [r15 + 128], cl
-    and r8, 448
-    mov r9, qword ptr [r15 + r8 + 832]
-    mov r8d, dword ptr [r15 + 256]
-    mov ecx, 129
-    mov ecx, dword ptr [r15 + 256]
-    jmp 1f
-1:
-    movzx esi, cl
-    jmp 1f
-1:
-    mov rcx, qword ptr [r15 + 512]
-    movzx edi, byte ptr [r15 + 448]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c135:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 65536
-    setz al
-    lea rcx, [rip + .Lc1_d6240_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d6240_s_t
-    .p2align 3
-.Lc1_d6240_s:
-    .p2align 3
-    jmp .Lc1_d6240_j
-    .p2align 3
-    jmp .Lc1_d6240_j
-.Lc1_d6240_j:
-    add rcx, qword ptr [r15 + 320]
-    jmp 1f
-1:
-    mov r8, r11
-    movzx eax, byte ptr [r15 + 128]
-    and r8, 4032
-    movzx r9d, byte ptr [r15 + r8 + 3392]
-    movzx r8d, r9b
-    mov r9, qword ptr [r15 + 512]
-    add rcx, qword ptr [r15 + 0]
-    movzx ebp, sil
-    and esi, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov ebp, 239
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov rsi, rsi
+    movzx r9d, bpl
+    vpshufd xmm5, xmm5, 239
+    mov byte ptr [r15 + 0], r9b
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, r9d
     test ebx, 1073741824
     jz 1f
 1:
     jmp 1f
 1:
+    movzx r9d, r9b
+    mov r9, r11
+    mov rbp, qword ptr [r15 + 320]
+    mov esi, 227
+    and r9, 448
+    movsxd rsi, dword ptr [r15 + r9 + 832]
+    mov r9d, 37
+    mov rdi, qword ptr [r15 + 192]
+    movzx r9d, bpl
+    mov dword ptr [r15 + 128], 177
+    mov r9, r11
+    movzx ecx, byte ptr [r15 + 384]
+    movsxd r8, dword ptr [r15 + 448]
+    and r9, 1984
+    mov rax, qword ptr [r15 + r9 + 1344]
+    mov edx, 61
+    vmovdqu xmmword ptr [r15 + 512], xmm5
+    jmp 1f
+1:
+    movzx r9d, dl
+    jmp 1f
+1:
+    mov r9, qword ptr [r15 + 64]
+    movzx edx, r9b
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c135:
+    lea rcx, [rip + .Lc1_d6303_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d6303_j_t
+.Lc1_d6303_j:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movzx ecx, cl
+    mov byte ptr [r15 + 0], cl
+    movzx ecx, dl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 47
+    mov qword ptr [r15 + 256], r8
+    movzx r8d, byte ptr [r15 + 64]
+    mov qword ptr [r15 + 192], r9
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r9, r9
+    mov byte ptr [r15 + 64], r8b
+    vmovdqu ymmword ptr [r15 + 448], ymm5
+    jmp 1f
+1:
     mov rbp, r11
-    jmp 1f
-1:
-    and rbp, 8128
-    mov rax, qword ptr [r15 + rbp + 7488]
-    jmp 1f
-1:
-    mov byte ptr [r15 + 128], al
-    mov qword ptr [r15 + 192], rax
-    and eax, dword ptr [r15 + 768]
+    mov r9, r11
+    and rbp, 1984
+    mov r8, r11
+    vmovdqu xmm5, xmmword ptr [r15 + rbp + 1344]
+    mov ebp, dword ptr [r15 + 320]
+    and r8, 448
+    mov dword ptr [r15 + r8 + 832], r8d
+    and r9, 8128
+    movsxd rdx, dword ptr [r15 + r9 + 7488]
+    mov qword ptr [r15 + 128], rdx
+    mov qword ptr [r15 + 640], rbp
     .byte 0x0f, 0x1f, 0x00
-    mov dword ptr [r15 + 64], 245
-    mov rbp, r11
-    mov r9, rax
-    mov qword ptr [r15 + 384], r9
-    and rbp, 448
-    mov qword ptr [r15 + rbp + 832], rbp
+    mov byte ptr [r15 + 320], dl
+    mov qword ptr [r15 + 384], rdx
+    mov edx, 109
+    vpxor xmm5, xmm5, xmm13
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c136:
-    lea rcx, [rip + .Lc1_d6286_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d6286_j_t
-.Lc1_d6286_j:
-    mov ebp, dword ptr [r15 + 64]
-    movsxd r9, dword ptr [r15 + 512]
-    mov rcx, rdx
-    mov dword ptr [r15 + 0], 9
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 16
+    setz al
+    lea rcx, [rip + .Lc1_d6353_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d6353_s_t
+    .p2align 3
+.Lc1_d6353_s:
+    .p2align 3
+    jmp .Lc1_d6353_j
+    .p2align 3
+    jmp .Lc1_d6353_j
+.Lc1_d6353_j:
+    mov rbp, r11
+    vpmovmskb ecx, xmm5
+    and rbp, 4032
+    mov ecx, dword ptr [r15 + rbp + 3392]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    movzx eax, byte ptr [r15 + 704]
+    movzx ebp, al
+    add rbp, qword ptr [r15 + 448]
+    mov eax, 131
+    movzx edx, cl
+    mov dword ptr [r15 + 512], 79
     jmp 1f
 1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rcx, rdi
+    mov ecx, dword ptr [r15 + 384]
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], r9d
-    movzx r9d, byte ptr [r15 + 64]
-    jmp 1f
-1:
+    mov dword ptr [r15 + 256], 62
+    mov rbp, r11
     mov r8, r11
-    movzx edx, r8b
+    and rbp, 1984
+    mov rax, qword ptr [r15 + rbp + 1344]
     and r8, 8128
-    mov rdx, qword ptr [r15 + r8 + 7488]
-    mov ecx, 80
-    mov r8, rdi
-    mov r8d, r8d
-    mov dword ptr [r15 + 320], 48
-    movzx r8d, r8b
-    jmp 1f
-1:
-    xor dword ptr [r15 + 576], r8d
-    mov rdi, qword ptr [r15 + 192]
-    mov dword ptr [r15 + 320], 30
-    nop
-    mov r8, r11
-    mov qword ptr [r15 + 448], rcx
-    mov byte ptr [r15 + 256], dil
-    jmp 1f
-1:
-    and r8, 1984
-    mov ecx, dword ptr [r15 + r8 + 1344]
-    movzx r8d, byte ptr [r15 + 128]
-    vmovdqu ymmword ptr [r15 + 384], ymm0
-    mov qword ptr [r15 + 448], rcx
+    mov byte ptr [r15 + r8 + 7488], bpl
+    mov dword ptr [r15 + 64], r8d
+    mov r8, rax
+    mov qword ptr [r15 + 128], rcx
     add r11, 64
     inc rbx
     dec r13
@@ -8164,220 +8150,226 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov r8, r11
-    movsxd rax, dword ptr [r15 + 384]
+    mov eax, ebp
+    mov rax, qword ptr [r15 + 768]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, 180
     jmp 1f
 1:
-    and r8, 4032
-    mov rcx, qword ptr [r15 + r8 + 3392]
-    mov r8, r11
-    jmp 1f
-1:
-    movsxd rdi, dword ptr [r15 + 128]
-    and r8, 1984
-    mov byte ptr [r15 + r8 + 1344], al
-    mov dword ptr [r15 + 640], 127
-    jmp 1f
-1:
+    mov dword ptr [r15 + 0], 56
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    movzx ebp, al
+    mov rbp, r11
+    vmovdqu ymmword ptr [r15 + 0], ymm5
+    mov r8, qword ptr [r15 + 576]
+    mov ecx, eax
+    and rbp, 448
+    mov dword ptr [r15 + rbp + 832], ebp
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], edi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, ecx
-    movzx edi, r8b
+    jmp 1f
+1:
+    mov rbp, r11
+    movsxd rax, dword ptr [r15 + 512]
+    mov byte ptr [r15 + 256], r8b
     test dword ptr [r15 + 67117724], 262656
-    jnz 1f
+    jz 1f
 1:
+    and rbp, 8128
+    movzx r8d, byte ptr [r15 + rbp + 7488]
+    mov ebp, dword ptr [r15 + 448]
+    mov rax, qword ptr [r15 + 384]
+    movsxd rcx, dword ptr [r15 + 192]
     jmp 1f
 1:
-    mov dword ptr [r15 + 64], 217
+    movzx edx, cl
+    mov rcx, qword ptr [r15 + 128]
+    mov edi, 189
     jmp 1f
 1:
-    mov ebp, dword ptr [r15 + 320]
-    mov r8, qword ptr [r15 + 256]
-    movzx edi, byte ptr [r15 + 512]
-    mov eax, 245
+    mov dword ptr [r15 + 320], 173
     jmp 1f
 1:
-    mov ecx, 230
-    mov r9, r11
-    mov dword ptr [r15 + 704], 32
-    mov rcx, qword ptr [r15 + 192]
-    and r9, 448
-    mov dword ptr [r15 + r9 + 832], 249
-    movzx r9d, bpl
-    mov ebp, ebp
+    mov edi, r8d
+    movzx r8d, byte ptr [r15 + 320]
+    jmp 1f
+1:
+    movsxd r9, dword ptr [r15 + 128]
+    mov dword ptr [r15 + 192], 167
+    mov rsi, qword ptr [r15 + 64]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c138:
-    lea rcx, [rip + .Lc1_d6377_j]
+    lea rcx, [rip + .Lc1_d6442_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d6377_j_t
-.Lc1_d6377_j:
+    jmp .Lc1_d6442_j_t
+.Lc1_d6442_j:
+    jmp 1f
+1:
+    mov r8, r11
+    movzx ecx, byte ptr [r15 + 384]
+    and r8, 448
+    mov dword ptr [r15 + r8 + 832], 27
+    mov dword ptr [r15 + 384], r8d
+    mov dword ptr [r15 + 640], r8d
+    mov rbp, qword ptr [r15 + 512]
+    movzx r8d, byte ptr [r15 + 256]
+    mov dword ptr [r15 + 320], r8d
+    jmp 1f
+1:
+    mov r8, rcx
+    jmp 1f
+1:
+    mov r9, r11
+    mov ecx, 193
+    mov ecx, 99
+    and r9, 1984
+    mov dword ptr [r15 + r9 + 1344], 245
+    add rcx, qword ptr [r15 + 128]
+    movzx r9d, byte ptr [r15 + 64]
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov byte ptr [r15 + 448], r8b
+    vpaddd xmm5, xmm5, xmm5
+    mov r8d, r8d
+    mov r8d, 254
+    mov r8, r8
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], ecx
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 227
-    jmp 1f
-1:
-    mov rcx, rcx
-    and r8d, dword ptr [r15 + 0]
+    mov r8, r11
     mov r12, qword ptr [r15 + r12 + 56]
-    add qword ptr [r15 + 64], rcx
-    mov rcx, rcx
-    mov dword ptr [r15 + 384], ecx
-    mov rbp, r11
-    movzx r9d, byte ptr [r15 + 512]
-    and rbp, 8128
-    movsxd rcx, dword ptr [r15 + rbp + 7488]
-    mov ebp, 99
-    movsxd rdx, dword ptr [r15 + 64]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 256], edx
-    movsxd rdx, dword ptr [r15 + 320]
-    mov byte ptr [r15 + 128], r9b
-    mov r9, qword ptr [r15 + 128]
-    mov ebp, 179
-    jmp 1f
-1:
-    mov rbp, r11
-    vpaddd xmm0, xmm0, xmm0
-    mov eax, 48
-    and rbp, 16320
-    movzx eax, byte ptr [r15 + rbp + 15680]
-    jmp 1f
-1:
-    mov byte ptr [r15 + 384], al
-    mov rbp, r11
-    vmovdqu ymmword ptr [r15 + 768], ymm0
-    and rbp, 448
-    movzx eax, byte ptr [r15 + rbp + 832]
-    mov qword ptr [r15 + 448], rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r8, 4032
+    movzx r9d, byte ptr [r15 + r8 + 3392]
+    mov qword ptr [r15 + 64], rax
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c139:
-    mov r9, r9
-    mov dword ptr [r15 + 576], 222
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    lea rcx, [rip + .Lc1_d6489_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d6489_j_t
+.Lc1_d6489_j:
+    movzx ecx, r9b
+    movzx r8d, byte ptr [r15 + 64]
+    mov rcx, r9
+    vmovq qword ptr [r15 + 128], xmm5
+    mov rcx, qword ptr [r15 + 128]
+    mov rbp, r11
     mov r9d, r9d
-    mov qword ptr [r15 + 0], rbp
-    vmovdqu xmmword ptr [r15 + 0], xmm0
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov byte ptr [r15 + 0], r9b
-    movzx ebp, r9b
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, r11
-    movzx ebp, r9b
-    and r8, 8128
-    mov dword ptr [r15 + r8 + 7488], 208
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movsxd r9, dword ptr [r15 + 256]
-    test ebx, 59392
+    mov r9d, r9d
+    and rbp, 1984
+    add qword ptr [r15 + rbp + 1344], r8
+    mov dword ptr [r15 + 448], 3
+    mov r8d, r8d
+    test ebx, 1073741824
     jz 1f
 1:
-    mov eax, eax
+    jmp 1f
+1:
+    movzx esi, r9b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, rsi
+    mov edi, r9d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
     movsxd rsi, dword ptr [r15 + 192]
-    mov rbp, r11
-    mov r9, rdi
-    lea r8, [r11 + r11*1]
-    and rbp, 4032
-    mov rdx, qword ptr [r15 + rbp + 3392]
-    vmovq qword ptr [r15 + 384], xmm0
-    and r8, 1984
-    movsxd rbp, dword ptr [r15 + r8 + 1408]
+    test ebx, 1024
+    jz 1f
+1:
+    add rsi, qword ptr [r15 + 320]
     jmp 1f
 1:
-    movzx eax, byte ptr [r15 + 128]
-    movzx r9d, byte ptr [r15 + r8 + 1344]
-    mov dword ptr [r15 + 448], esi
-    mov r8, r9
     jmp 1f
 1:
-    vpaddq xmm0, xmm0, xmmword ptr [r15 + 512]
-    mov byte ptr [r15 + 64], r9b
-    movzx r9d, r8b
-    mov r9d, r8d
-    mov r8d, r9d
-    mov r9, qword ptr [r15 + 320]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 512], 79
+    mov rax, qword ptr [r15 + 704]
+    mov r9, r11
+    or qword ptr [r15 + 256], 13
+    movzx ebp, sil
+    mov r8, r11
+    and r9, 4032
+    movzx esi, byte ptr [r15 + r9 + 3392]
+    and r8, 8128
+    mov dword ptr [r15 + r8 + 7488], r8d
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c140:
-    lea rcx, [rip + .Lc1_d6471_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d6471_j_t
-.Lc1_d6471_j:
-    mov r8, r11
-    and r8, 448
-    movsxd rdi, dword ptr [r15 + r8 + 832]
-    mov rcx, qword ptr [r15 + 384]
-    mov r9d, r9d
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    movzx r8d, byte ptr [r15 + 768]
     jmp 1f
 1:
-    movsxd r8, dword ptr [r15 + 320]
+    mov rax, qword ptr [r15 + 512]
+    jmp 1f
+1:
+    mov byte ptr [r15 + 0], al
     mov r12, qword ptr [r15 + r12 + 56]
-    and r8d, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov byte ptr [r15 + 0], al
+    mov esi, edx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, dword ptr [r15 + 320]
+    mov edx, r8d
+    mov edx, edx
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movsxd rdx, dword ptr [r15 + 128]
+    test dword ptr [r15 + 67117724], 262144
+    jnz 1f
+1:
+    movsxd r8, dword ptr [r15 + 64]
+    mov r9, r11
+    mov rdx, qword ptr [r15 + 64]
+    and r9, 448
+    mov qword ptr [r15 + r9 + 832], rsi
+    mov r9, r8
+    mov dword ptr [r15 + 256], esi
     mov esi, r9d
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, esi
-    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    movzx esi, byte ptr [r15 + 192]
+    mov r9d, r9d
     jmp 1f
 1:
     mov r9, r11
-    mov esi, r8d
-    mov r8, r11
+    mov dword ptr [r15 + 384], 175
     and r9, 4032
-    mov ebp, dword ptr [r15 + r9 + 3392]
-    and ecx, dword ptr [r15 + 192]
-    and r8, 8128
-    mov dword ptr [r15 + r8 + 7488], 9
-    mov r8d, dword ptr [r15 + 448]
+    movzx eax, byte ptr [r15 + r9 + 3392]
+    mov dword ptr [r15 + 384], 79
+    mov rbp, r11
+    movsxd r9, dword ptr [r15 + 448]
     jmp 1f
 1:
-    mov r9, rsi
-    movsxd rsi, dword ptr [r15 + 256]
-    and edi, dword ptr [r15 + 704]
-    mov qword ptr [r15 + 512], rdi
-    jmp 1f
-1:
-    movzx edi, byte ptr [r15 + 128]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 320], ebp
-    mov dword ptr [r15 + 128], 75
-    mov ebp, dword ptr [r15 + 640]
-    mov dword ptr [r15 + 448], edi
-    jmp 1f
-1:
-    movzx edx, byte ptr [r15 + 64]
+    and rbp, 8128
+    mov dword ptr [r15 + rbp + 7488], esi
     jmp 1f
 1:
     add r11, 64
@@ -8385,289 +8377,280 @@ ditto_body_c1:
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c141:
-    movsxd rdi, dword ptr [r15 + 256]
-    mov byte ptr [r15 + 64], dil
-    mov dword ptr [r15 + 0], edx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, 54
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, r8d
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    movzx edx, dil
-    jmp 1f
-1:
-    movzx edi, r8b
-    jmp 1f
-1:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 65536
+    setz al
+    lea rcx, [rip + .Lc1_d6591_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d6591_s_t
+    .p2align 3
+.Lc1_d6591_s:
+    .p2align 3
+    jmp .Lc1_d6591_j
+    .p2align 3
+    jmp .Lc1_d6591_j
+.Lc1_d6591_j:
+    movzx ecx, cl
+    movzx eax, byte ptr [r15 + 512]
+    movzx ebp, byte ptr [r15 + 384]
     mov r9, r11
+    movsxd rcx, dword ptr [r15 + 64]
+    and ebp, dword ptr [r15 + 576]
+    movzx esi, al
+    and r9, 448
+    mov dword ptr [r15 + r9 + 832], r9d
+    jmp 1f
+1:
+    mov rax, qword ptr [r15 + 320]
+    mov r8, r11
+    mov dword ptr [r15 + 192], ebp
+    and r8, 1984
+    movzx ebp, byte ptr [r15 + r8 + 1344]
+    movsxd r9, dword ptr [r15 + 448]
+    movsxd r8, dword ptr [r15 + 128]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov eax, r8d
+    movsxd r8, dword ptr [r15 + 640]
+    jmp 1f
+1:
+    movzx eax, r9b
     mov r12, qword ptr [r15 + r12 + 56]
-    and r9, 1984
-    mov rbp, r11
-    mov dword ptr [r15 + r9 + 1344], r8d
+    movzx eax, al
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, 172
+    mov r9d, 81
     jmp 1f
 1:
-    test ebx, 5120
-    jnz 1f
-1:
-    and rbp, 4032
-    mov byte ptr [r15 + rbp + 3392], bpl
-    mov rbp, r11
     jmp 1f
 1:
-    and rbp, 448
-    mov r9, qword ptr [r15 + rbp + 832]
-    mov dword ptr [r15 + 384], 11
-    movzx ebp, r9b
-    movsxd rbp, dword ptr [r15 + 768]
-    mov r8d, ebp
-    mov ebp, r9d
-    movsxd rbp, dword ptr [r15 + 128]
-    mov edi, 172
-    jmp 1f
-1:
-    movzx ecx, dil
-    jmp 1f
-1:
-    movzx edi, byte ptr [r15 + 320]
-    vpcmpeqb xmm0, xmm0, xmmword ptr [r15 + 64]
-    movzx edx, byte ptr [r15 + 192]
-    mov dword ptr [r15 + 512], ebp
-    jmp 1f
-1:
+    mov byte ptr [r15 + 0], bpl
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c142:
-    lea rcx, [rip + .Lc1_d6571_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d6571_j_t
-.Lc1_d6571_j:
-    movzx ecx, cl
-    jmp 1f
-1:
-    movzx ecx, dl
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov byte ptr [r15 + 384], dl
-    mov dword ptr [r15 + 0], 41
-    mov rcx, rcx
-    mov dword ptr [r15 + 0], 86
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
     mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, eax
     jmp 1f
 1:
-    mov ecx, ecx
     jmp 1f
 1:
-    mov edx, ecx
+    mov dword ptr [r15 + 0], 72
     jmp 1f
 1:
+    mov byte ptr [r15 + 0], al
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, dword ptr [r15 + 384]
+    movzx r8d, al
+    mov dword ptr [r15 + 192], 108
+    mov dword ptr [r15 + 256], r9d
+    mov rax, rax
     jmp 1f
 1:
-    mov dword ptr [r15 + 448], edx
-    mov rcx, qword ptr [r15 + 640]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    and ecx, dword ptr [r15 + 64]
+    mov r9d, eax
+    vmovdqu ymmword ptr [r15 + 64], ymm5
     mov rbp, r11
-    mov rdx, qword ptr [r15 + 192]
-    and rbp, 448
-    movzx r9d, byte ptr [r15 + rbp + 832]
-    mov ebp, dword ptr [r15 + 320]
-    mov eax, ebp
-    mov rbp, qword ptr [r15 + 576]
-    mov esi, 233
+    test dword ptr [r15 + 67117724], 192
+    jnz 1f
+1:
+    jmp 1f
+1:
+    and rbp, 4032
+    mov dword ptr [r15 + rbp + 3392], 82
+    jmp 1f
+1:
+    mov dword ptr [r15 + 704], ebp
+    jmp 1f
+1:
+    movzx ebp, bpl
+    mov byte ptr [r15 + 320], al
+    movzx eax, byte ptr [r15 + 128]
+    mov ebp, r9d
+    mov rbp, qword ptr [r15 + 320]
+    mov r9, r11
     mov r8, r11
-    mov dword ptr [r15 + 512], r8d
-    movsxd rdi, dword ptr [r15 + 384]
+    and r9, 1984
+    mov qword ptr [r15 + r9 + 1344], rdx
+    movsxd rdx, dword ptr [r15 + 128]
     and r8, 8128
-    mov rbp, r11
-    add rsi, qword ptr [r15 + r8 + 7488]
-    and rbp, 1984
-    mov dword ptr [r15 + rbp + 1344], 196
-    mov r8d, dword ptr [r15 + 128]
+    mov r9, qword ptr [r15 + r8 + 7488]
+    movzx r8d, byte ptr [r15 + 512]
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c143:
-    mov ebp, dword ptr [r15 + 128]
-    mov rdx, qword ptr [r15 + 128]
-    mov dword ptr [r15 + 0], 228
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], dil
-    add r9, qword ptr [r15 + 0]
+    lea rcx, [rip + .Lc1_d6681_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d6681_j_t
+.Lc1_d6681_j:
+    mov qword ptr [r15 + 448], rdx
+    mov qword ptr [r15 + 128], rcx
+    movsxd r9, dword ptr [r15 + 192]
+    jmp 1f
+1:
+    mov byte ptr [r15 + 768], r8b
+    jmp 1f
+1:
+    mov dword ptr [r15 + 384], 170
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], r9b
-    mov eax, r9d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r11
+    mov dword ptr [r15 + 0], esi
     jmp 1f
 1:
-    movzx r9d, al
-    mov eax, 6
-    mov qword ptr [r15 + 256], rax
-    mov byte ptr [r15 + 256], r9b
-    test ebx, 294912
+    and rbp, 16320
+    mov esi, dword ptr [r15 + rbp + 15680]
+    test ebx, 1073741824
     jnz 1f
 1:
-    mov rbp, r11
+    mov rbp, qword ptr [r15 + 320]
+    mov dword ptr [r15 + 384], esi
     jmp 1f
 1:
-    mov rax, r9
-    movzx eax, byte ptr [r15 + 64]
-    and rbp, 1984
-    mov dword ptr [r15 + rbp + 1344], ebp
-    inc dword ptr [r15 + 320]
-    mov r9, r9
-    jmp 1f
-1:
-    movzx r9d, byte ptr [r15 + 192]
-    mov ebp, dword ptr [r15 + 704]
-    mov dword ptr [r15 + 384], ebp
-    mov dword ptr [r15 + 64], eax
-    mov rbp, r11
-    jmp 1f
-1:
-    mov dword ptr [r15 + 448], 46
-    vmovdqu xmm0, xmmword ptr [r15 + 512]
     mov r8, r11
-    and rbp, 4032
-    mov dword ptr [r15 + rbp + 3392], 30
-    and r8, 8128
-    mov ebp, dword ptr [r15 + r8 + 7488]
+    movsxd rdx, dword ptr [r15 + 512]
+    and r8, 4032
+    add rcx, qword ptr [r15 + r8 + 3392]
+    movzx r8d, sil
+    movzx eax, sil
+    mov r8, rax
+    mov r9, r11
+    mov esi, 151
+    and r9, 448
+    and esi, dword ptr [r15 + r9 + 832]
+    movzx r9d, byte ptr [r15 + 256]
+    mov dword ptr [r15 + 64], 18
+    mov eax, r9d
+    movzx r8d, byte ptr [r15 + 64]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c144:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 2097152
-    setz al
-    lea rcx, [rip + .Lc1_d6667_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d6667_s_t
-    .p2align 3
-.Lc1_d6667_s:
-    .p2align 3
-    jmp .Lc1_d6667_j
-    .p2align 3
-    jmp .Lc1_d6667_j
-.Lc1_d6667_j:
-    jmp 1f
-1:
-    mov ecx, eax
+    lea rcx, [rip + .Lc1_d6726_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d6726_j_t
+.Lc1_d6726_j:
     mov r12, qword ptr [r15 + r12 + 56]
-    imul rcx, qword ptr [r15 + 0]
+    mov r9d, ecx
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 320], 237
-    mov byte ptr [r15 + 320], cl
-    mov ecx, dword ptr [r15 + 128]
+    mov byte ptr [r15 + 0], al
+    jmp 1f
+1:
+    mov r8, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r8, 8128
+    vmovdqu ymmword ptr [r15 + r8 + 7488], ymm5
+    mov r8d, dword ptr [r15 + 384]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r8d, r8d
     mov rbp, r11
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx eax, byte ptr [r15 + 192]
-    and rbp, 448
-    mov r8d, dword ptr [r15 + rbp + 832]
-    mov rbp, r11
-    mov r9, rbp
-    jmp 1f
-1:
-    mov r9, qword ptr [r15 + 768]
-    and rbp, 4032
-    mov byte ptr [r15 + rbp + 3392], r8b
-    mov rbp, qword ptr [r15 + 384]
-    mov r8, qword ptr [r15 + 512]
-    jmp 1f
-1:
-    movzx esi, r8b
-    movzx r8d, byte ptr [r15 + 128]
-    mov rdi, rax
     mov rax, qword ptr [r15 + 448]
-    mov dword ptr [r15 + 64], r9d
+    mov r9, rax
     jmp 1f
+1:
+    and rbp, 448
+    mov byte ptr [r15 + rbp + 832], bpl
+    mov rdi, qword ptr [r15 + 320]
+    mov r8d, dword ptr [r15 + 512]
+    jmp 1f
+1:
+    and eax, dword ptr [r15 + 640]
+    mov rbp, qword ptr [r15 + 256]
+    test ebx, 1073741824
+    jz 1f
 1:
     jmp 1f
 1:
-    mov r9d, eax
+    mov dword ptr [r15 + 64], ebp
+    mov eax, ebp
+    mov rcx, rax
     jmp 1f
 1:
+    movzx ebp, bpl
+    movzx ebp, byte ptr [r15 + 128]
+    mov r8, r11
+    vmovq qword ptr [r15 + 576], xmm5
+    jmp 1f
+1:
+    and r8, 1984
+    mov dword ptr [r15 + r8 + 1344], 239
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c145:
-    mov rax, r9
-    movzx r8d, r9b
-    .byte 0x0f, 0x1f, 0x00
-    mov r9d, r9d
-    mov qword ptr [r15 + 576], rdi
-    movzx edi, byte ptr [r15 + 512]
-    movzx r9d, byte ptr [r15 + 640]
-    mov ecx, 178
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    vpcmpeqb xmm0, xmm0, xmm1
+    mov qword ptr [r15 + 128], r8
+    movzx r8d, bpl
+    mov eax, ebp
+    mov dword ptr [r15 + 512], 123
+    mov rbp, rax
+    mov r8d, dword ptr [r15 + 704]
+    mov dword ptr [r15 + 448], 91
+    mov ebp, 33
+    mov r9, r11
     jmp 1f
 1:
-    mov ebp, eax
-    movzx r8d, r8b
+    and r9, 4032
+    and ebp, dword ptr [r15 + r9 + 3392]
+    mov r9d, eax
+    movzx r9d, al
     jmp 1f
 1:
-    mov r8d, r9d
-    mov dword ptr [r15 + 0], 55
+    jmp 1f
+1:
+    movzx r9d, r9b
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, r11
+    mov eax, r9d
     test ebx, 1073741824
     jz 1f
 1:
+    jmp 1f
+1:
+    mov r9d, eax
     mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 192], r8b
-    and r8, 1984
-    movzx eax, byte ptr [r15 + r8 + 1344]
-    jmp 1f
-1:
-    mov r8, r11
-    mov r9d, ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, byte ptr [r15 + 192]
+    mov qword ptr [r15 + 256], r9
     movzx ebp, byte ptr [r15 + 128]
-    and r8, 448
-    mov edx, dword ptr [r15 + r8 + 832]
-    jmp 1f
-1:
-    mov r8, r11
-    mov qword ptr [r15 + 64], r8
-    and edx, dword ptr [r15 + 256]
-    and r8, 8128
-    mov edi, dword ptr [r15 + r8 + 7488]
-    mov byte ptr [r15 + 448], bpl
-    movzx ebp, al
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movsxd rax, dword ptr [r15 + 384]
+    movzx edi, byte ptr [r15 + 384]
+    .byte 0x0f, 0x1f, 0x00
+    mov r9, r11
     movzx r8d, r9b
-    add r9, qword ptr [r15 + 320]
+    mov edx, dword ptr [r15 + 320]
+    and r9, 1984
+    mov r8, r11
+    mov byte ptr [r15 + r9 + 1344], r8b
+    jmp 1f
+1:
+    and r8, 8128
+    mov qword ptr [r15 + r8 + 7488], rdx
+    movzx r8d, byte ptr [r15 + 64]
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
@@ -8676,203 +8659,220 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 2
-    setz al
-    lea rcx, [rip + .Lc1_d6764_s]
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 15
+    lea rcx, [rip + .Lc1_d6825_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d6764_s_t
+    jmp .Lc1_d6825_s_t
     .p2align 3
-.Lc1_d6764_s:
+.Lc1_d6825_s:
     .p2align 3
-    jmp .Lc1_d6764_j
+    jmp .Lc1_d6825_j
     .p2align 3
-    jmp .Lc1_d6764_j
-.Lc1_d6764_j:
-    mov r9, r11
-    mov eax, 254
-    and r9, 1984
-    mov ecx, dword ptr [r15 + r9 + 1344]
+    jmp .Lc1_d6825_j
+    .p2align 3
+    jmp .Lc1_d6825_j
+    .p2align 3
+    jmp .Lc1_d6825_j
+    .p2align 3
+    jmp .Lc1_d6825_j
+    .p2align 3
+    jmp .Lc1_d6825_j
+    .p2align 3
+    jmp .Lc1_d6825_j
+    .p2align 3
+    jmp .Lc1_d6825_j
+    .p2align 3
+    jmp .Lc1_d6825_j
+    .p2align 3
+    jmp .Lc1_d6825_j
+    .p2align 3
+    jmp .Lc1_d6825_j
+    .p2align 3
+    jmp .Lc1_d6825_j
+    .p2align 3
+    jmp .Lc1_d6825_j
+    .p2align 3
+    jmp .Lc1_d6825_j
+    .p2align 3
+    jmp .Lc1_d6825_j
+    .p2align 3
+    jmp .Lc1_d6825_j
+.Lc1_d6825_j:
+    mov rsi, qword ptr [r15 + 768]
+    mov qword ptr [r15 + 448], rsi
+    movsxd rcx, dword ptr [r15 + 192]
     mov byte ptr [r15 + 64], al
-    mov dword ptr [r15 + 256], 80
+    mov eax, 105
+    movsxd rax, dword ptr [r15 + 320]
     jmp 1f
 1:
-    mov qword ptr [r15 + 512], r9
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 320], 105
-    jmp 1f
-1:
-    mov qword ptr [r15 + 128], rax
-    mov eax, 20
-    mov qword ptr [r15 + 384], r9
     mov r8, r11
-    mov byte ptr [r15 + 704], r8b
-    mov r9d, 177
-    movsxd rdi, dword ptr [r15 + 448]
-    and r8, 8128
-    add rdi, qword ptr [r15 + r8 + 7488]
-    mov r8, r11
-    movzx r9d, r8b
-    and r8, 4032
-    movsxd rax, dword ptr [r15 + r8 + 3392]
+    mov esi, 195
+    and r8, 448
+    mov dword ptr [r15 + r8 + 832], 206
+    movzx r8d, cl
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c147:
-    mov r8d, eax
-    mov byte ptr [r15 + 0], r8b
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 32
+    setz al
+    lea rcx, [rip + .Lc1_d6866_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d6866_s_t
+    .p2align 3
+.Lc1_d6866_s:
+    .p2align 3
+    jmp .Lc1_d6866_j
+    .p2align 3
+    jmp .Lc1_d6866_j
+.Lc1_d6866_j:
+    mov r8, r11
+    and ebp, dword ptr [r15 + 64]
+    and r8, 8128
+    mov qword ptr [r15 + r8 + 7488], r8
+    movzx r8d, r8b
+    mov rcx, qword ptr [r15 + 128]
+    mov r8d, dword ptr [r15 + 512]
+    mov rax, r8
     jmp 1f
 1:
+    mov r8, rbp
+    movzx r8d, byte ptr [r15 + 384]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 219
-    mov edi, r8d
-    vmovq qword ptr [r15 + 0], xmm0
-    mov byte ptr [r15 + 0], dil
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r8, r11
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rdi, rdi
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r8d, dl
-    mov rdi, r8
-    mov qword ptr [r15 + 0], r9
-    mov qword ptr [r15 + 0], r9
-    mov dword ptr [r15 + 448], edi
-    mov edi, 241
-    movzx r8d, byte ptr [r15 + 192]
-    mov dword ptr [r15 + 512], 156
+    mov ebp, ecx
+    and r8, 4032
+    movsxd rbp, dword ptr [r15 + r8 + 3392]
     jmp 1f
 1:
-    mov dword ptr [r15 + 64], eax
-    jmp 1f
-1:
-    movzx esi, byte ptr [r15 + 320]
-    mov rax, rsi
+    or qword ptr [r15 + 256], 75
+    movsxd rcx, dword ptr [r15 + 576]
+    mov r8, r11
+    mov dword ptr [r15 + 320], r8d
+    and r8, 1984
+    movsxd rax, dword ptr [r15 + r8 + 1344]
     jmp 1f
 1:
     jmp 1f
 1:
-    movzx eax, sil
-    jmp 1f
-1:
-    vmovdqu xmmword ptr [r15 + 384], xmm0
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movsxd rsi, dword ptr [r15 + 128]
-    mov dword ptr [r15 + 384], edi
-    movsxd rdi, dword ptr [r15 + 768]
-    mov r9, r11
-    movzx edx, byte ptr [r15 + 256]
-    mov dword ptr [r15 + 128], esi
-    and r9, 448
-    mov rbp, r11
-    mov rcx, qword ptr [r15 + r9 + 832]
-    mov qword ptr [r15 + 64], rdi
-    and rbp, 4032
-    inc dword ptr [r15 + rbp + 3392]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c148:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d6854_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d6854_j_t
-.Lc1_d6854_j:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 3
+    mov r8, qword ptr [r15 + 640]
+    mov rdx, qword ptr [r15 + 256]
     mov rbp, r11
-    and rbp, 8128
-    mov eax, dword ptr [r15 + rbp + 7488]
-    movsxd rbp, dword ptr [r15 + 320]
+    mov ecx, eax
+    movsxd rax, dword ptr [r15 + 448]
+    mov esi, eax
+    and rbp, 448
+    movzx eax, byte ptr [r15 + rbp + 832]
+    mov rbp, rax
+    movsxd rcx, dword ptr [r15 + 64]
+    mov ebp, r8d
+    add rbp, qword ptr [r15 + 128]
+    test ebx, 1073741824
+    jz 1f
+1:
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rax
-    mov rcx, rcx
-    jmp 1f
-1:
-    movzx eax, byte ptr [r15 + 256]
-    jmp 1f
-1:
-    mov rdx, qword ptr [r15 + 384]
-    test dword ptr [r15 + 67117723], 268697600
-    jnz 1f
-1:
-    vpshufd xmm0, xmm0, 167
-    movsxd rcx, dword ptr [r15 + 448]
-    jmp 1f
-1:
-    mov rbp, r11
-    movzx eax, dil
-    mov edi, dword ptr [r15 + 192]
-    vpmovmskb esi, xmm0
-    and rbp, 1984
-    mov dword ptr [r15 + rbp + 1344], ecx
-    movzx r9d, byte ptr [r15 + 64]
+    mov ebp, dword ptr [r15 + 384]
+    mov r8, rbp
+    mov ebp, dword ptr [r15 + 192]
+    and ecx, dword ptr [r15 + 320]
+    mov rax, rax
+    mov r9, r11
     mov r8, r11
-    mov dword ptr [r15 + 576], 203
-    and r8, 448
-    mov qword ptr [r15 + r8 + 832], r8
-    mov rbp, qword ptr [r15 + 128]
+    and r9, 4032
+    mov rax, qword ptr [r15 + r9 + 3392]
+    and r8, 1984
+    and ebp, dword ptr [r15 + r8 + 1344]
     mov r8d, ebp
-    mov ecx, edx
-    mov rdx, qword ptr [r15 + 512]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r8, qword ptr [r15 + 512]
+    movzx r9d, r8b
+    mov edx, dword ptr [r15 + 448]
+    mov dword ptr [r15 + 128], eax
+    movzx r8d, dl
+    mov dword ptr [r15 + 384], ebp
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c149:
-    movzx edx, r8b
-    movzx ebp, byte ptr [r15 + 640]
-    mov qword ptr [r15 + 320], rcx
-    mov rcx, qword ptr [r15 + 320]
-    mov r8d, 216
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], rbp
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d6960_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d6960_j_t
+.Lc1_d6960_j:
+    mov r8, r11
     mov rbp, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 4032
-    movzx edx, byte ptr [r15 + rbp + 3392]
     and r8, 1984
-    mov ebp, dword ptr [r15 + r8 + 1344]
-    mov r8, qword ptr [r15 + 512]
+    mov rcx, qword ptr [r15 + r8 + 1344]
+    and rbp, 8128
+    mov qword ptr [r15 + rbp + 7488], r8
+    movzx ebp, byte ptr [r15 + 64]
     jmp 1f
 1:
-    mov edi, edx
+    mov r8d, ebp
+    mov dword ptr [r15 + 192], eax
+    mov r8d, ecx
+    movzx eax, r8b
+    mov r8, qword ptr [r15 + 448]
+    movzx eax, byte ptr [r15 + 128]
+    movsxd rdx, dword ptr [r15 + 512]
+    movzx r9d, dl
+    movzx edx, r8b
     jmp 1f
 1:
-    mov dword ptr [r15 + 384], 143
-    movzx edi, byte ptr [r15 + 448]
-    mov dword ptr [r15 + 256], 15
-    mov dword ptr [r15 + 64], 211
-    mov dword ptr [r15 + 704], 144
-    mov eax, dword ptr [r15 + 192]
-    movzx r9d, al
-    movzx eax, bpl
-    movsxd rbp, dword ptr [r15 + 128]
-    mov r8, r11
-    mov dword ptr [r15 + 64], r8d
+    test dword ptr [r15 + 67117723], 131072
+    jnz 1f
+1:
+    mov dword ptr [r15 + 768], 14
+    mov dword ptr [r15 + 384], 154
+    mov dword ptr [r15 + 320], 7
     jmp 1f
 1:
-    and r8, 16320
-    movsxd rsi, dword ptr [r15 + r8 + 15680]
+    mov edx, dword ptr [r15 + 256]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd r8, dword ptr [r15 + 704]
+    movsxd rax, dword ptr [r15 + 64]
     jmp 1f
 1:
     add r11, 64
@@ -8880,51 +8880,53 @@ ditto_body_c1:
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c150:
-    lea rcx, [rip + .Lc1_d6939_j]
+    lea rcx, [rip + .Lc1_d7001_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d6939_j_t
-.Lc1_d6939_j:
-    mov qword ptr [r15 + 0], rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11 + r11*1]
-    vpor xmm0, xmm0, xmm0
-    mov dword ptr [r15 + 0], 104
-    mov qword ptr [r15 + 0], rdx
-    and rbp, 8128
-    vmovdqu ymmword ptr [r15 + rbp + 7488], ymm0
-    mov ecx, ebp
+    jmp .Lc1_d7001_j_t
+.Lc1_d7001_j:
     mov r8, r11
-    movzx edx, byte ptr [r15 + 384]
-    jmp 1f
-1:
-    and r8, 448
-    movzx ecx, byte ptr [r15 + r8 + 832]
-    mov r8, r11
-    mov dword ptr [r15 + 192], r8d
     and r8, 4032
-    mov byte ptr [r15 + r8 + 3392], r8b
+    movzx edx, byte ptr [r15 + r8 + 3392]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], eax
+    mov qword ptr [r15 + 0], r8
     jmp 1f
 1:
-    mov r8, rdx
-    mov edx, 54
+    movzx eax, r8b
     jmp 1f
 1:
-    movzx edx, dl
-    mov qword ptr [r15 + 64], r8
-    mov dword ptr [r15 + rbp + 7552], r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, r11
+    mov qword ptr [r15 + 0], rcx
+    and r8, 448
+    add qword ptr [r15 + r8 + 832], r8
     jmp 1f
 1:
-    mov r8d, dword ptr [r15 + 128]
-    mov edx, 183
-    mov edx, 218
-    movzx edx, byte ptr [r15 + 128]
-    movzx ebp, byte ptr [r15 + 768]
-    add rdi, qword ptr [r15 + 384]
-    mov qword ptr [r15 + 320], rcx
-    mov ecx, dword ptr [r15 + 512]
-    mov eax, 50
-    mov byte ptr [r15 + 448], r8b
+    mov r8d, 89
+    mov r8, r8
+    movzx r8d, byte ptr [r15 + 320]
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    mov r8d, 222
+    mov byte ptr [r15 + 384], r8b
+    mov qword ptr [r15 + 64], rax
+    mov r8d, r8d
+    mov dword ptr [r15 + 512], ecx
+    mov eax, 46
+    mov r8, r11
+    mov dword ptr [r15 + 128], 212
+    movzx eax, byte ptr [r15 + 128]
+    and r8, 8128
+    mov ecx, dword ptr [r15 + r8 + 7488]
+    mov dword ptr [r15 + 256], ecx
+    mov ecx, 231
+    mov byte ptr [r15 + 192], al
+    mov ebp, dword ptr [r15 + 320]
+    mov qword ptr [r15 + 576], rax
     add r11, 64
     inc rbx
     dec r13
@@ -8934,58 +8936,53 @@ ditto_body_c1:
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
     mov rbp, r11
+    movsxd rax, dword ptr [r15 + 320]
+    movzx ecx, al
+    mov qword ptr [r15 + 256], r8
+    and rbp, 1984
+    mov eax, dword ptr [r15 + rbp + 1344]
     jmp 1f
 1:
-    mov dword ptr [r15 + 384], 55
-    mov r8, r11
-    and rbp, 448
-    vmovdqu ymmword ptr [r15 + rbp + 832], ymm0
+    mov qword ptr [r15 + 192], r8
+    add r8, qword ptr [r15 + 0]
+    movzx ebp, cl
+    vmovq qword ptr [r15 + 0], xmm15
     jmp 1f
 1:
-    and r8, 1984
-    mov byte ptr [r15 + r8 + 1344], r8b
+    mov dword ptr [r15 + 0], 125
     jmp 1f
 1:
-    .byte 0x0f, 0x1f, 0x40, 0x00
-    mov dword ptr [r15 + 576], r8d
-    jmp 1f
-1:
-    mov qword ptr [r15 + 448], rax
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], ebp
+    mov ebp, 152
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov ebp, 234
-    mov r12, qword ptr [r15 + r12 + 56]
+    or qword ptr [r15 + 384], 33
     jmp 1f
 1:
     test dword ptr [r15 + 67117723], 1074790400
     jnz 1f
 1:
-    mov dword ptr [r15 + 0], 182
-    mov qword ptr [r15 + 128], rax
+    mov r8, r11
+    mov qword ptr [r15 + 640], rax
+    movzx eax, byte ptr [r15 + 384]
+    mov rbp, r11
+    and r8, 448
+    mov ecx, dword ptr [r15 + r8 + 832]
+    and rbp, 4032
+    movsxd r8, dword ptr [r15 + rbp + 3392]
+    mov dword ptr [r15 + 128], edx
+    mov rdx, rbp
+    jmp 1f
+1:
+    vpaddq xmm14, xmm14, xmmword ptr [r15 + 64]
     jmp 1f
 1:
     jmp 1f
 1:
-    mov rbp, qword ptr [r15 + 256]
-    movzx eax, al
-    movzx edx, byte ptr [r15 + 64]
-    mov r8, r8
-    mov r9, r11
-    mov qword ptr [r15 + 512], rbp
-    mov qword ptr [r15 + 320], r9
-    movsxd rax, dword ptr [r15 + 192]
-    and r9, 4032
-    mov dword ptr [r15 + r9 + 3392], r8d
-    vpxor xmm0, xmm0, xmm7
+    vmovq qword ptr [r15 + 512], xmm14
+    mov rdx, qword ptr [r15 + 448]
+    movzx ebp, byte ptr [r15 + 64]
     jmp 1f
 1:
-    movzx ebp, byte ptr [r15 + 640]
-    jmp 1f
-1:
+    .byte 0x0f, 0x1f, 0x40, 0x00
     jmp 1f
 1:
     add r11, 64
@@ -8993,104 +8990,100 @@ ditto_body_c1:
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c152:
-    lea rcx, [rip + .Lc1_d7033_j]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d7097_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d7033_j_t
-.Lc1_d7033_j:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, ebp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, ebp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, 20
-    mov dword ptr [r15 + 0], 172
-    movzx ebp, bpl
-    mov rbp, r11
-    mov ecx, 88
-    mov r12, qword ptr [r15 + r12 + 56]
-    add r8, qword ptr [r15 + 0]
-    and rbp, 448
-    mov qword ptr [r15 + rbp + 832], rdx
-    mov rbp, r11
-    mov rdx, rdi
-    mov dword ptr [r15 + 64], 179
-    and rbp, 1984
-    movzx edi, byte ptr [r15 + rbp + 1344]
-    jmp 1f
-1:
-    mov rbp, qword ptr [r15 + 704]
-    or qword ptr [r15 + 192], 85
+    jmp .Lc1_d7097_j_t
+.Lc1_d7097_j:
+    lea rbp, [r11 + r11*1]
+    mov r8d, dword ptr [r15 + 192]
+    and rbp, 8128
+    movzx ecx, byte ptr [r15 + rbp + 7488]
     mov r9, r11
-    mov edx, 129
-    and r9, 8128
-    mov dword ptr [r15 + r9 + 7488], 38
-    add rdi, qword ptr [r15 + 320]
-    mov dword ptr [r15 + 448], r8d
-    vpor xmm0, xmm0, xmm0
+    mov rax, rax
+    and r9, 1984
+    mov dword ptr [r15 + r9 + 1344], 19
+    mov eax, r9d
+    mov rax, qword ptr [r15 + 768]
+    mov r9d, dword ptr [r15 + 64]
     jmp 1f
 1:
+    mov esi, 210
     jmp 1f
 1:
-    movzx r8d, r9b
-    mov r8, qword ptr [r15 + 64]
-    mov r9d, dword ptr [r15 + 384]
-    movsxd rdx, dword ptr [r15 + 256]
-    movsxd rcx, dword ptr [r15 + 128]
+    mov esi, dword ptr [r15 + 320]
+    and esi, dword ptr [r15 + rbp + 7552]
+    test dword ptr [r15 + 67117724], 1073741824
+    jz 1f
+1:
+    mov dword ptr [r15 + 384], 187
+    movsxd rsi, dword ptr [r15 + 704]
+    mov r9, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], r9d
+    and r9, 448
+    mov rax, qword ptr [r15 + r9 + 832]
+    mov r9, qword ptr [r15 + 128]
+    mov dword ptr [r15 + 512], 128
+    mov ebp, 149
+    mov ecx, esi
+    mov edx, dword ptr [r15 + 128]
     jmp 1f
 1:
+    mov rbp, qword ptr [r15 + 448]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c153:
-    mov r9, r11
-    mov r8d, 123
-    and r9, 1984
-    movsxd r8, dword ptr [r15 + r9 + 1344]
-    mov r9d, 122
-    mov r9, rdx
-    mov qword ptr [r15 + 192], rdx
+    movzx esi, byte ptr [r15 + 320]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rdx, r9
-    vpor xmm0, xmm0, xmm0
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, 109
+    mov eax, ecx
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rdx, r9
     mov r12, qword ptr [r15 + r12 + 56]
-    vpxor xmm0, xmm0, xmm7
-    add rdx, qword ptr [r15 + 768]
-    mov r9, rdx
-    mov rbp, r11
-    movzx edx, byte ptr [r15 + 512]
+    jmp 1f
+1:
+    mov rcx, rdx
+    mov rcx, rbp
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    mov edx, dword ptr [r15 + 256]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 2
+    and r9, 448
+    mov ebp, dword ptr [r15 + r9 + 832]
+    mov r9, r11
+    vmovdqu xmmword ptr [r15 + 384], xmm14
+    add rax, qword ptr [r15 + 64]
+    and r9, 1984
+    add rbp, qword ptr [r15 + r9 + 1344]
+    mov r9, qword ptr [r15 + 192]
+    mov dword ptr [r15 + 512], ecx
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r9d, dword ptr [r15 + 576]
+    mov rcx, rbp
+    mov dword ptr [r15 + 256], ecx
+    mov ecx, r8d
+    mov rbp, rbp
+    mov dword ptr [r15 + 128], eax
+    mov rbp, r11
+    mov rdx, rbp
+    mov eax, dword ptr [r15 + 448]
+    mov r8d, dword ptr [r15 + 64]
     and rbp, 4032
-    movzx r9d, byte ptr [r15 + rbp + 3392]
-    mov dword ptr [r15 + 64], eax
-    jmp 1f
-1:
-    mov eax, r8d
-    jmp 1f
-1:
-    mov rax, r9
-    mov eax, dword ptr [r15 + 320]
-    jmp 1f
-1:
-    mov ebp, ebp
-    mov ebp, dword ptr [r15 + 320]
-    mov r8, r11
-    mov rdi, qword ptr [r15 + 384]
-    mov ecx, dword ptr [r15 + 128]
-    mov dword ptr [r15 + 448], ecx
-    and r8, 8128
-    movzx ecx, byte ptr [r15 + r8 + 7488]
-    .byte 0x0f, 0x1f, 0x40, 0x00
-    mov r8d, dword ptr [r15 + 128]
+    mov ecx, dword ptr [r15 + rbp + 3392]
     add r11, 64
     inc rbx
     dec r13
@@ -9102,158 +9095,153 @@ ditto_body_c1:
     xor eax, eax
     test dword ptr [r15 + 67117724], 65536
     setz al
-    lea rcx, [rip + .Lc1_d7128_s]
+    lea rcx, [rip + .Lc1_d7186_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d7128_s_t
+    jmp .Lc1_d7186_s_t
     .p2align 3
-.Lc1_d7128_s:
+.Lc1_d7186_s:
     .p2align 3
-    jmp .Lc1_d7128_j
+    jmp .Lc1_d7186_j
     .p2align 3
-    jmp .Lc1_d7128_j
-.Lc1_d7128_j:
-    jmp 1f
-1:
-    movsxd rax, dword ptr [r15 + 256]
-    mov rbp, r11
-    vmovq xmm0, rbp
-    and rbp, 4032
-    movsxd rcx, dword ptr [r15 + rbp + 3392]
-    vpaddd xmm0, xmm0, xmm0
-    mov rbp, rcx
-    mov dword ptr [r15 + 320], eax
-    jmp 1f
-1:
-    mov r9d, ebp
-    mov dword ptr [r15 + 640], 133
-    mov rcx, qword ptr [r15 + 64]
-    mov r9, r11
-    add rcx, qword ptr [r15 + 576]
-    jmp 1f
-1:
-    and r9, 448
-    movzx eax, byte ptr [r15 + r9 + 832]
-    mov qword ptr [r15 + 128], rax
-    mov rax, rbp
-    mov eax, eax
-    jmp 1f
-1:
-    mov byte ptr [r15 + 0], r9b
+    jmp .Lc1_d7186_j
+.Lc1_d7186_j:
     jmp 1f
 1:
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 60
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, 67
+    mov ecx, ecx
+    mov rcx, qword ptr [r15 + 128]
     jmp 1f
 1:
-    mov rbp, qword ptr [r15 + 512]
-    mov r9d, dword ptr [r15 + 384]
-    mov rdx, qword ptr [r15 + 448]
+    mov rax, rax
+    mov ebp, eax
+    mov dword ptr [r15 + 640], 126
+    mov rbp, r11
+    vmovdqu xmm14, xmmword ptr [r15 + 448]
+    mov r8, r11
+    and rbp, 8128
+    mov r9, qword ptr [r15 + rbp + 7488]
+    test dword ptr [r15 + 67117723], 16777224
+    jnz 1f
+1:
+    and r8, 16320
+    movsxd rbp, dword ptr [r15 + r8 + 15680]
+    jmp 1f
+1:
+    mov r9, r11
+    movsxd rax, dword ptr [r15 + 512]
+    movzx r8d, byte ptr [r15 + 256]
+    mov qword ptr [r15 + 320], r8
+    and r9, 4032
+    mov qword ptr [r15 + r9 + 3392], rbp
+    mov byte ptr [r15 + 384], r8b
+    mov r9d, ebp
+    mov r8, r9
+    mov r8d, 210
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c155:
-    movzx r9d, byte ptr [r15 + 512]
-    mov ebp, ebp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    vpor xmm0, xmm0, xmm0
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov ebp, 97
+    lea rcx, [rip + .Lc1_d7228_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d7228_j_t
+.Lc1_d7228_j:
+    mov rcx, qword ptr [r15 + 64]
+    mov r9d, dword ptr [r15 + 704]
+    mov rbp, qword ptr [r15 + 448]
+    mov r8d, 244
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    vmovdqu ymmword ptr [r15 + 0], ymm0
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r11
-    movsxd rax, dword ptr [r15 + 192]
-    mov ecx, dword ptr [r15 + 384]
-    and rbp, 1984
-    mov rdx, qword ptr [r15 + rbp + 1344]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, 97
+    mov r8d, r9d
     test ebx, 1073741824
     jz 1f
 1:
-    mov byte ptr [r15 + 64], cl
-    mov rbp, qword ptr [r15 + 256]
-    mov qword ptr [r15 + 320], rcx
-    mov ecx, 169
-    mov dword ptr [r15 + 448], 148
-    mov ecx, dword ptr [r15 + 704]
-    jmp 1f
-1:
-    mov r9, r11
     mov r8, r11
-    and r9, 448
-    and ebp, dword ptr [r15 + r9 + 832]
-    jmp 1f
-1:
-    movzx r9d, dl
+    mov r9d, dword ptr [r15 + 512]
+    movzx ebp, byte ptr [r15 + 192]
     and r8, 8128
-    mov edx, dword ptr [r15 + r8 + 7488]
+    mov rcx, qword ptr [r15 + r8 + 7488]
+    mov r8d, dword ptr [r15 + 256]
+    mov dword ptr [r15 + 64], 130
+    mov eax, dword ptr [r15 + 384]
+    mov edx, dword ptr [r15 + 128]
+    mov r8, r11
+    mov rbp, r11
+    movzx esi, cl
+    mov byte ptr [r15 + 320], sil
+    and rbp, 448
+    vpaddq xmm14, xmm14, xmmword ptr [r15 + rbp + 832]
+    and r8, 1984
+    movzx ebp, byte ptr [r15 + r8 + 1344]
     jmp 1f
 1:
-    mov edi, dword ptr [r15 + 128]
-    mov r8d, 81
-    movzx r8d, r8b
-    mov qword ptr [r15 + 64], r8
+    mov qword ptr [r15 + 320], rdi
+    mov edi, 123
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c156:
-    lea rcx, [rip + .Lc1_d7219_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d7219_j_t
-.Lc1_d7219_j:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov rax, rdi
+    and ebp, dword ptr [r15 + 128]
+    movzx eax, dil
     mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 0], ymm0
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    vmovdqu ymmword ptr [r15 + 0], ymm14
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, r8d
-    mov dword ptr [r15 + 0], 62
-    movzx r8d, cl
+    and ebp, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rcx, dword ptr [r15 + 128]
+    mov qword ptr [r15 + 384], rax
+    jmp 1f
+1:
+    mov dword ptr [r15 + 448], 72
+    mov qword ptr [r15 + 128], rbp
+    mov dword ptr [r15 + 768], 146
+    test dword ptr [r15 + 67117724], 2
+    jz 1f
+1:
+    jmp 1f
+1:
+    vmovq xmm14, rbp
+    mov rbp, qword ptr [r15 + 320]
+    jmp 1f
+1:
+    mov byte ptr [r15 + 256], bpl
+    mov r8, r11
+    mov dword ptr [r15 + 64], r8d
+    mov dword ptr [r15 + 512], eax
+    and r8, 1984
+    movsxd rax, dword ptr [r15 + r8 + 1344]
+    mov ebp, 188
+    mov qword ptr [r15 + 192], r8
+    movzx r8d, al
+    mov eax, eax
+    mov rax, rbp
     mov rbp, r11
-    jmp 1f
-1:
-    and rbp, 8128
-    mov byte ptr [r15 + rbp + 7488], r8b
-    add rcx, qword ptr [r15 + 384]
-    mov qword ptr [r15 + 768], rcx
-    mov r9, r11
-    movsxd r8, dword ptr [r15 + 448]
-    vmovq xmm0, rbp
-    jmp 1f
-1:
-    and r9, 1984
-    mov qword ptr [r15 + r9 + 1344], r9
-    mov dword ptr [r15 + 512], 54
-    movzx ebp, r9b
-    mov r9, r11
-    mov dword ptr [r15 + 384], ecx
-    and r9, 4032
-    mov qword ptr [r15 + r9 + 3392], r9
-    movzx ecx, byte ptr [r15 + 256]
-    imul r8, qword ptr [r15 + 320]
-    mov dword ptr [r15 + 128], r8d
-    mov dword ptr [r15 + 192], r8d
-    mov r8, rcx
-    jmp 1f
-1:
-    movsxd r8, dword ptr [r15 + 64]
-    mov r9d, 226
+    mov dword ptr [r15 + 576], ebp
+    and rbp, 4032
+    mov esi, dword ptr [r15 + rbp + 3392]
+    movzx ebp, r8b
     add r11, 64
     inc rbx
     dec r13
@@ -9263,225 +9251,218 @@ ditto_body_c1:
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
     mov eax, dword ptr [r15 + 67117724]
-    and eax, 15
-    lea rcx, [rip + .Lc1_d7266_s]
+    and eax, 7
+    lea rcx, [rip + .Lc1_d7321_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d7266_s_t
+    jmp .Lc1_d7321_s_t
     .p2align 3
-.Lc1_d7266_s:
+.Lc1_d7321_s:
     .p2align 3
-    jmp .Lc1_d7266_j
+    jmp .Lc1_d7321_j
     .p2align 3
-    jmp .Lc1_d7266_j
+    jmp .Lc1_d7321_j
     .p2align 3
-    jmp .Lc1_d7266_j
+    jmp .Lc1_d7321_j
     .p2align 3
-    jmp .Lc1_d7266_j
+    jmp .Lc1_d7321_j
     .p2align 3
-    jmp .Lc1_d7266_j
+    jmp .Lc1_d7321_j
     .p2align 3
-    jmp .Lc1_d7266_j
+    jmp .Lc1_d7321_j
     .p2align 3
-    jmp .Lc1_d7266_j
+    jmp .Lc1_d7321_j
     .p2align 3
-    jmp .Lc1_d7266_j
-    .p2align 3
-    jmp .Lc1_d7266_j
-    .p2align 3
-    jmp .Lc1_d7266_j
-    .p2align 3
-    jmp .Lc1_d7266_j
-    .p2align 3
-    jmp .Lc1_d7266_j
-    .p2align 3
-    jmp .Lc1_d7266_j
-    .p2align 3
-    jmp .Lc1_d7266_j
-    .p2align 3
-    jmp .Lc1_d7266_j
-    .p2align 3
-    jmp .Lc1_d7266_j
-.Lc1_d7266_j:
-    mov r8, r11
-    movsxd rax, dword ptr [r15 + 64]
-    movzx ecx, al
+    jmp .Lc1_d7321_j
+.Lc1_d7321_j:
+    movzx eax, sil
     jmp 1f
 1:
-    and r8, 448
-    mov rax, qword ptr [r15 + r8 + 832]
-    movsxd r9, dword ptr [r15 + 576]
-    mov r8, qword ptr [r15 + 320]
-    mov qword ptr [r15 + 512], r8
-    mov r8d, 210
-    mov ebp, edi
+    mov byte ptr [r15 + 448], al
     jmp 1f
 1:
-    mov r8d, ebp
+    movzx esi, al
+    mov rcx, rsi
+    mov rbp, r11
+    mov esi, ebp
+    and rbp, 8128
+    movsxd rax, dword ptr [r15 + rbp + 7488]
+    mov qword ptr [r15 + 384], rcx
+    movsxd rsi, dword ptr [r15 + 64]
+    mov rbp, qword ptr [r15 + 128]
+    mov r9, r11
+    mov ecx, 11
+    jmp 1f
+1:
+    and r9, 448
+    mov rcx, qword ptr [r15 + r9 + 832]
+    jmp 1f
+1:
+    mov r9d, ebp
+    mov r9, r11
+    mov qword ptr [r15 + 192], r9
+    and r9, 4032
+    mov r8d, dword ptr [r15 + r9 + 3392]
+    mov r9, r8
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c158:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d7367_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d7367_j_t
+.Lc1_d7367_j:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, eax
-    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    movzx edi, bpl
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r8d, bpl
-    add r8, qword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov rbp, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], bpl
-    jmp 1f
-1:
-    and rbp, 1984
-    movsxd rax, dword ptr [r15 + rbp + 1344]
-    mov ebp, dword ptr [r15 + 320]
-    movzx edi, byte ptr [r15 + 384]
+    mov qword ptr [r15 + 320], rcx
     jmp 1f
 1:
     jmp 1f
 1:
-    mov r9, r11
-    mov byte ptr [r15 + 64], r8b
-    and r9, 4032
-    mov dword ptr [r15 + r9 + 3392], 251
+    mov ecx, ecx
+    mov dword ptr [r15 + 256], 208
+    movsxd rcx, dword ptr [r15 + 192]
+    movzx esi, byte ptr [r15 + 320]
     jmp 1f
 1:
-    movzx r8d, byte ptr [r15 + 192]
-    vmovdqu ymmword ptr [r15 + 512], ymm0
-    mov dword ptr [r15 + 128], eax
-    movsxd rax, dword ptr [r15 + 448]
+    test dword ptr [r15 + 67117724], 2113536
+    jnz 1f
+1:
+    mov r8, r11
+    mov rcx, rcx
     jmp 1f
 1:
-    mov r9, r11
-    movzx esi, r8b
-    and r9, 8128
-    add rcx, qword ptr [r15 + r9 + 7488]
-    movsxd r9, dword ptr [r15 + 256]
+    and r8, 448
+    mov byte ptr [r15 + r8 + 832], r8b
+    movzx ecx, dl
+    mov dword ptr [r15 + 64], ecx
+    mov qword ptr [r15 + 384], r8
+    movzx r8d, cl
+    movsxd r8, dword ptr [r15 + 704]
+    movzx ecx, byte ptr [r15 + 448]
     jmp 1f
 1:
-    mov r8, r8
-    mov r8d, dword ptr [r15 + 128]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rcx, rcx
+    mov byte ptr [r15 + 128], sil
+    mov edx, dword ptr [r15 + 64]
+    mov ecx, edx
+    mov r8, r11
+    mov dword ptr [r15 + 640], edx
     jmp 1f
 1:
-    mov dword ptr [r15 + 384], 124
-    mov qword ptr [r15 + 640], rsi
-    mov esi, ecx
+    mov dword ptr [r15 + 384], 17
+    and r8, 1984
+    mov rdx, qword ptr [r15 + r8 + 1344]
+    jmp 1f
+1:
+    movsxd r8, dword ptr [r15 + 512]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c159:
-    lea rcx, [rip + .Lc1_d7352_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d7352_j_t
-.Lc1_d7352_j:
-    jmp 1f
-1:
-    mov byte ptr [r15 + 448], cl
-    vmovdqu ymmword ptr [r15 + 64], ymm0
-    jmp 1f
-1:
-    mov ecx, dword ptr [r15 + 768]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, rax
+    vpcmpeqb xmm14, xmm14, xmm7
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    and ecx, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu xmm14, xmmword ptr [r15 + 768]
+    mov dword ptr [r15 + 192], 150
+    movzx eax, al
     mov r8, r11
-    mov r9, qword ptr [r15 + 384]
-    and r8, 448
-    mov rsi, qword ptr [r15 + r8 + 832]
-    movzx r8d, byte ptr [r15 + 128]
-    mov eax, dword ptr [r15 + 256]
-    test ebx, 1073741824
-    jz 1f
+    jmp 1f
 1:
-    mov r8, r11
-    mov ecx, 120
-    mov ecx, 112
-    movzx ecx, r9b
     and r8, 4032
     mov byte ptr [r15 + r8 + 3392], r8b
-    mov r8, r8
-    mov rdx, rsi
-    mov r8d, r9d
-    mov r8d, dword ptr [r15 + 192]
+    test dword ptr [r15 + 67117723], 131072
+    jnz 1f
+1:
+    and r8d, dword ptr [r15 + 64]
+    mov rbp, r11
+    mov eax, 11
+    and rbp, 1984
+    mov rax, qword ptr [r15 + rbp + 1344]
+    mov rbp, qword ptr [r15 + 128]
+    mov edx, 108
     mov r9, r11
-    movsxd rsi, dword ptr [r15 + 704]
-    and r9, 1984
-    movzx ecx, byte ptr [r15 + r9 + 1344]
-    movzx r9d, cl
-    mov edx, dword ptr [r15 + 64]
-    mov dword ptr [r15 + 512], 89
-    movzx ecx, byte ptr [r15 + 320]
+    mov rdx, r8
+    mov r8d, edx
+    movsxd rsi, dword ptr [r15 + 448]
+    and r9, 8128
+    movsxd r8, dword ptr [r15 + r9 + 7488]
+    movzx r9d, byte ptr [r15 + 256]
+    movzx ecx, r9b
+    mov byte ptr [r15 + 320], cl
+    movzx ecx, byte ptr [r15 + 512]
+    mov r9d, dword ptr [r15 + 384]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c160:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 1048576
+    setz al
+    lea rcx, [rip + .Lc1_d7459_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d7459_s_t
+    .p2align 3
+.Lc1_d7459_s:
+    .p2align 3
+    jmp .Lc1_d7459_j
+    .p2align 3
+    jmp .Lc1_d7459_j
+.Lc1_d7459_j:
     mov r9, r11
-    and r9, 8128
-    movzx r8d, byte ptr [r15 + r9 + 7488]
-    movzx esi, byte ptr [r15 + 320]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r9d, 126
-    mov qword ptr [r15 + 0], r9
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, edi
-    and eax, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], r8d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, r11
-    jmp 1f
-1:
+    movzx ecx, byte ptr [r15 + 576]
+    mov rbp, r11
     and r9, 448
-    add rax, qword ptr [r15 + r9 + 832]
-    mov byte ptr [r15 + 448], dl
-    mov r9d, 179
-    mov r9, qword ptr [r15 + 256]
+    mov dword ptr [r15 + r9 + 832], ecx
+    and rbp, 8128
+    mov qword ptr [r15 + rbp + 7488], rcx
+    vmovdqu ymmword ptr [r15 + 512], ymm14
+    movzx ecx, byte ptr [r15 + 256]
+    mov byte ptr [r15 + 384], r9b
+    mov r8, rax
+    mov ebp, 161
     jmp 1f
 1:
     jmp 1f
 1:
+    test dword ptr [r15 + 67117723], 256
+    jz 1f
+1:
+    mov byte ptr [r15 + 320], cl
+    mov dword ptr [r15 + 64], r9d
+    movzx r9d, byte ptr [r15 + 128]
+    mov ecx, 167
     jmp 1f
 1:
-    and r9d, dword ptr [r15 + 64]
-    mov rdx, r9
-    mov byte ptr [r15 + 128], dl
-    mov dword ptr [r15 + 128], edx
-    mov r9, r11
-    mov dword ptr [r15 + 576], r9d
-    and r9, 16320
-    and r8d, dword ptr [r15 + r9 + 15680]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 384], 166
-    jmp 1f
-1:
-    mov r9, r9
-    mov edx, 70
-    mov r9d, dword ptr [r15 + 512]
-    add rdx, qword ptr [r15 + 192]
-    mov dword ptr [r15 + 320], 174
+    mov ecx, 173
+    mov rbp, r11
+    movzx ecx, byte ptr [r15 + 128]
+    mov rax, r8
+    mov r8d, r9d
+    and rbp, 4032
+    mov byte ptr [r15 + rbp + 3392], r9b
     add r11, 64
     inc rbx
     dec r13
@@ -9490,793 +9471,779 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d7447_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d7447_j_t
-.Lc1_d7447_j:
-    mov r9, r11
-    mov r8, r11
-    and r9, 4032
-    add rsi, qword ptr [r15 + r9 + 3392]
-    mov r9d, dword ptr [r15 + 256]
-    and r8, 8128
-    mov qword ptr [r15 + r8 + 7488], rbp
-    jmp 1f
-1:
-    mov ebp, ecx
-    movsxd rax, dword ptr [r15 + 64]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], eax
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, edi
-    test dword ptr [r15 + 67117723], 8192
-    jnz 1f
-1:
+    mov eax, dword ptr [r15 + 64]
+    mov ebp, eax
+    mov ebp, dword ptr [r15 + 256]
+    mov qword ptr [r15 + 0], rcx
+    mov dword ptr [r15 + 0], r8d
     mov r12, qword ptr [r15 + r12 + 56]
     mov qword ptr [r15 + 0], r8
+    jmp 1f
+1:
+    add rax, qword ptr [r15 + 0]
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, qword ptr [r15 + 448]
-    movzx edi, byte ptr [r15 + 128]
-    imul rdi, qword ptr [r15 + 320]
+    mov r8, qword ptr [r15 + 640]
+    movzx esi, byte ptr [r15 + 448]
+    mov ecx, eax
+    mov ecx, ecx
+    jmp 1f
+1:
+    mov r9, r11
+    mov r8, r11
+    and r9, 8128
+    mov dword ptr [r15 + r9 + 7488], 125
+    test dword ptr [r15 + 67117723], 1073741824
+    jz 1f
+1:
+    and r8, 448
+    movzx r9d, byte ptr [r15 + r8 + 832]
+    movsxd rcx, dword ptr [r15 + 192]
+    mov r8d, ecx
+    movzx ecx, byte ptr [r15 + 512]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 128], 79
+    jmp 1f
+1:
     mov rbp, r11
-    mov r8d, ebp
+    jmp 1f
+1:
     and rbp, 1984
-    movzx edx, byte ptr [r15 + rbp + 1344]
-    mov ebp, edx
-    movsxd rdx, dword ptr [r15 + 192]
-    movzx r8d, byte ptr [r15 + 512]
-    mov dword ptr [r15 + 384], 114
-    mov rsi, r8
-    movsxd r9, dword ptr [r15 + 640]
+    mov rsi, qword ptr [r15 + rbp + 1344]
+    mov ebp, dword ptr [r15 + 64]
+    movzx eax, byte ptr [r15 + 384]
+    mov dword ptr [r15 + 704], esi
+    mov dword ptr [r15 + 320], r9d
+    jmp 1f
+1:
+    mov r9, r8
+    movsxd r8, dword ptr [r15 + 320]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c162:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    add rbp, qword ptr [r15 + 0]
-    add rbp, qword ptr [r15 + 0]
-    mov edx, ebp
-    mov r12, qword ptr [r15 + r12 + 56]
-    add r8, qword ptr [r15 + 0]
-    jmp 1f
-1:
-    vmovdqu ymmword ptr [r15 + 0], ymm0
-    jmp 1f
-1:
-    movzx ebp, r8b
-    add r8, qword ptr [r15 + 320]
-    mov byte ptr [r15 + 384], r8b
-    mov dword ptr [r15 + 384], ebp
-    mov qword ptr [r15 + 192], rcx
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 128], ebp
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d7551_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d7551_j_t
+.Lc1_d7551_j:
     mov rbp, r11
+    mov dword ptr [r15 + 64], r9d
+    mov r9d, ecx
+    and rbp, 1984
+    movzx r9d, byte ptr [r15 + rbp + 1344]
+    mov rax, qword ptr [r15 + 768]
+    vpmovmskb ebp, xmm14
     jmp 1f
 1:
+    mov ebp, ecx
+    movzx ebp, r9b
+    vpaddq xmm14, xmm14, xmmword ptr [r15 + 128]
+    mov rbp, r11
     jmp 1f
 1:
     and rbp, 4032
     mov ecx, dword ptr [r15 + rbp + 3392]
-    mov qword ptr [r15 + 512], rcx
-    mov r8, qword ptr [r15 + 128]
-    movzx ecx, byte ptr [r15 + 448]
-    movsxd rbp, dword ptr [r15 + 64]
-    mov r9d, ebp
-    mov rbp, r11
-    lea r9, [r11 + r11*1]
-    and rbp, 1984
-    mov eax, dword ptr [r15 + rbp + 1344]
-    mov rbp, qword ptr [r15 + 320]
-    movsxd rdi, dword ptr [r15 + 768]
-    and r9, 448
-    mov esi, dword ptr [r15 + r9 + 832]
     jmp 1f
 1:
-    movzx ecx, sil
-    mov rsi, qword ptr [r15 + 704]
-    mov qword ptr [r15 + 64], rsi
-    mov rsi, qword ptr [r15 + 256]
-    mov ebp, dword ptr [r15 + r9 + 896]
+    mov qword ptr [r15 + 512], rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    test dword ptr [r15 + 67117723], 4100
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ebp, bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rbp, dword ptr [r15 + 128]
+    mov r9d, ecx
+    mov qword ptr [r15 + 192], r9
+    mov dword ptr [r15 + 256], ecx
+    jmp 1f
+1:
+    mov r9d, dword ptr [r15 + 448]
+    mov dword ptr [r15 + 384], ecx
+    movsxd rcx, dword ptr [r15 + 320]
+    mov dword ptr [r15 + 384], ebp
+    mov byte ptr [r15 + 576], bpl
+    mov qword ptr [r15 + 448], rbp
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c163:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 16777216
-    setz al
-    lea rcx, [rip + .Lc1_d7540_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d7540_s_t
-    .p2align 3
-.Lc1_d7540_s:
-    .p2align 3
-    jmp .Lc1_d7540_j
-    .p2align 3
-    jmp .Lc1_d7540_j
-.Lc1_d7540_j:
-    add rcx, qword ptr [r15 + 64]
-    mov rax, qword ptr [r15 + 576]
-    mov rsi, qword ptr [r15 + 320]
-    mov rbp, r11
-    movzx edi, byte ptr [r15 + 128]
-    mov r9d, dword ptr [r15 + 448]
-    movsxd r8, dword ptr [r15 + 384]
-    and rbp, 1984
-    movzx edx, byte ptr [r15 + rbp + 1344]
-    mov rbp, qword ptr [r15 + 64]
-    mov ebp, ebp
-    mov rbp, r11
-    mov r9, rbp
-    mov r9d, r9d
-    movzx r9d, byte ptr [r15 + 192]
-    mov r9, r11
-    and rbp, 8128
-    mov eax, dword ptr [r15 + rbp + 7488]
-    and r9, 4032
-    mov ebp, dword ptr [r15 + r9 + 3392]
-    vpshufd xmm0, xmm0, 142
-    and ebp, dword ptr [r15 + 512]
-    mov dword ptr [r15 + 0], 55
-    mov r9d, r9d
-    mov r9d, 162
+    lea rcx, [rip + .Lc1_d7593_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d7593_j_t
+.Lc1_d7593_j:
+    mov byte ptr [r15 + 0], cl
+    mov ecx, r9d
+    mov dword ptr [r15 + 0], 128
+    mov rcx, rcx
+    mov ebp, 147
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, byte ptr [r15 + 192]
+    and r8, 8128
+    mov ebp, dword ptr [r15 + r8 + 7488]
+    mov qword ptr [r15 + 64], rcx
+    mov rcx, qword ptr [r15 + 512]
+    mov r8, r11
+    test ebx, 1073741824
+    jz 1f
+1:
+    and r8, 4032
+    and ecx, dword ptr [r15 + r8 + 3392]
+    mov r9, r11
+    mov r8d, r9d
+    mov r8d, dword ptr [r15 + 64]
+    movzx ebp, byte ptr [r15 + 320]
+    and r9, 448
+    mov eax, dword ptr [r15 + r9 + 832]
+    mov r9, qword ptr [r15 + 384]
+    movzx esi, byte ptr [r15 + 640]
+    jmp 1f
+1:
+    mov qword ptr [r15 + 256], rcx
+    jmp 1f
+1:
+    movsxd rcx, dword ptr [r15 + 448]
+    mov edx, dword ptr [r15 + 128]
+    movsxd rdi, dword ptr [r15 + 128]
+    mov r8d, 212
+    mov r8d, r8d
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c164:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
+    movzx r8d, byte ptr [r15 + 256]
     jmp 1f
 1:
-    movzx eax, al
-    movsxd rax, dword ptr [r15 + 640]
-    movsxd rsi, dword ptr [r15 + 384]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, 19
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, r8d
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov r9d, eax
-    test dword ptr [r15 + 67117724], 541065280
+    lea r8, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rsi
+    movzx esi, r8b
+    mov rbp, r11
+    and r8, 1984
+    mov byte ptr [r15 + r8 + 1408], r8b
+    and rbp, 8128
+    mov dword ptr [r15 + rbp + 7488], 10
+    mov ebp, 209
+    movzx ebp, dil
+    mov rdi, qword ptr [r15 + 512]
+    test ebx, 1073741824
     jz 1f
 1:
+    jmp 1f
+1:
     mov rbp, r11
-    mov eax, 166
-    and rbp, 8128
-    mov qword ptr [r15 + rbp + 7488], r9
-    mov qword ptr [r15 + 64], r9
     jmp 1f
 1:
-    mov ecx, 32
-    movzx r9d, bpl
-    mov r9, r11
-    movzx eax, al
-    and r9, 1984
-    movsxd rbp, dword ptr [r15 + r9 + 1344]
-    and esi, dword ptr [r15 + 704]
-    vmovq qword ptr [r15 + 128], xmm0
-    movsxd r9, dword ptr [r15 + 448]
-    mov r8, r11
-    mov dword ptr [r15 + 192], 37
+    mov r9d, 143
+    movzx r9d, r9b
+    and rbp, 448
+    mov r9d, dword ptr [r15 + rbp + 832]
+    movsxd rbp, dword ptr [r15 + r8 + 1344]
+    movsxd rsi, dword ptr [r15 + 704]
+    mov r8d, 224
     jmp 1f
 1:
-    and r8, 448
-    movzx eax, byte ptr [r15 + r8 + 832]
-    movsxd r8, dword ptr [r15 + 256]
+    movsxd r8, dword ptr [r15 + 384]
+    jmp 1f
+1:
+    movsxd rdi, dword ptr [r15 + 320]
+    mov byte ptr [r15 + 448], dil
+    movsxd rdi, dword ptr [r15 + 320]
+    mov qword ptr [r15 + 128], r9
+    movzx r9d, byte ptr [r15 + 192]
+    inc dword ptr [r15 + 64]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c165:
-    lea rcx, [rip + .Lc1_d7625_j]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d7688_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d7625_j_t
-.Lc1_d7625_j:
-    mov byte ptr [r15 + 512], r8b
-    movsxd r8, dword ptr [r15 + 384]
+    jmp .Lc1_d7688_j_t
+.Lc1_d7688_j:
+    movsxd rax, dword ptr [r15 + 384]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], ecx
+    mov rcx, rax
+    mov byte ptr [r15 + 0], cl
+    mov eax, 201
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r8, r11
+    mov qword ptr [r15 + 64], rdx
     mov rcx, r8
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, 250
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], r9d
-    mov r9d, dword ptr [r15 + 512]
-    mov r8d, dword ptr [r15 + 320]
+    and r8, 448
+    movzx edx, byte ptr [r15 + r8 + 832]
     jmp 1f
 1:
+    movsxd r8, dword ptr [r15 + 512]
+    movzx eax, byte ptr [r15 + 128]
+    movsxd rdi, dword ptr [r15 + 448]
     jmp 1f
 1:
-    mov esi, dword ptr [r15 + 192]
     jmp 1f
 1:
     mov rbp, r11
-    mov rax, r9
-    mov eax, dword ptr [r15 + 448]
-    and rbp, 8128
-    movsxd rdi, dword ptr [r15 + rbp + 7488]
-    movzx ebp, byte ptr [r15 + 320]
-    mov edx, 124
-    mov edx, r8d
-    movsxd r8, dword ptr [r15 + 64]
-    movsxd r9, dword ptr [r15 + 256]
-    mov r8, r9
+    mov ecx, dword ptr [r15 + 320]
+    and rbp, 16320
+    movsxd r9, dword ptr [r15 + rbp + 15680]
+    test dword ptr [r15 + 67117724], 64
+    jz 1f
+1:
+    movsxd rbp, dword ptr [r15 + 192]
+    mov r8, rcx
+    jmp 1f
+1:
+    mov r9, r8
+    mov r8, r8
+    mov edx, dword ptr [r15 + 576]
     mov r9, r11
-    mov rbp, r11
-    mov rcx, rbp
-    and r9, 448
-    mov dword ptr [r15 + r9 + 832], edi
-    mov rdi, qword ptr [r15 + 768]
-    and rbp, 4032
-    mov ecx, dword ptr [r15 + rbp + 3392]
-    mov qword ptr [r15 + 128], rcx
     jmp 1f
 1:
-    jmp 1f
-1:
-    movsxd rbp, dword ptr [r15 + 128]
-    vpshufd xmm0, xmm0, 105
-    mov rcx, rbp
-    jmp 1f
-1:
+    and r8d, dword ptr [r15 + 768]
+    mov ecx, r9d
+    and r9, 4032
+    movzx esi, byte ptr [r15 + r9 + 3392]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c166:
-    mov r9d, 158
-    mov qword ptr [r15 + 192], rdi
-    mov edi, ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rdi
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 512
+    setz al
+    lea rcx, [rip + .Lc1_d7741_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d7741_s_t
+    .p2align 3
+.Lc1_d7741_s:
+    .p2align 3
+    jmp .Lc1_d7741_j
+    .p2align 3
+    jmp .Lc1_d7741_j
+.Lc1_d7741_j:
+    movsxd r9, dword ptr [r15 + 64]
+    mov rcx, qword ptr [r15 + 448]
+    mov dword ptr [r15 + 128], ecx
     jmp 1f
 1:
+    movsxd rcx, dword ptr [r15 + 64]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, r11
+    movzx eax, byte ptr [r15 + 320]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 448], dil
-    mov ecx, 75
-    jmp 1f
-1:
-    movsxd rdi, dword ptr [r15 + 384]
-    jmp 1f
-1:
+    and r8, 8128
+    mov rdx, qword ptr [r15 + r8 + 7488]
+    mov r8, rdx
+    mov byte ptr [r15 + 192], r9b
+    mov rbp, r11
     test ebx, 1073741824
     jz 1f
 1:
-    mov r8d, 122
-    mov rbp, r11
-    mov rdi, qword ptr [r15 + 384]
-    jmp 1f
-1:
-    mov r8, r11
-    mov rsi, rcx
-    and rbp, 1984
-    mov dword ptr [r15 + rbp + 1344], 59
-    and r8, 8128
-    mov ebp, dword ptr [r15 + r8 + 7488]
-    jmp 1f
-1:
-    mov r8d, dword ptr [r15 + 320]
-    movzx ecx, byte ptr [r15 + 512]
-    mov rsi, qword ptr [r15 + 128]
-    mov byte ptr [r15 + 576], bpl
-    add rdi, qword ptr [r15 + 256]
-    mov rbp, r11
-    mov dword ptr [r15 + 64], eax
-    mov rax, rbp
-    mov rax, rcx
+    movsxd rdx, dword ptr [r15 + 256]
+    movzx r8d, byte ptr [r15 + 384]
     and rbp, 4032
-    and ecx, dword ptr [r15 + rbp + 3392]
+    mov dword ptr [r15 + rbp + 3392], 92
     jmp 1f
 1:
+    mov ebp, 141
+    mov ebp, dword ptr [r15 + 640]
     jmp 1f
 1:
-    add rsi, qword ptr [r15 + 64]
+    mov byte ptr [r15 + 512], bpl
+    mov rbp, r11
+    jmp 1f
+1:
+    and rbp, 1984
+    mov dword ptr [r15 + rbp + 1344], ebp
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c167:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 1024
-    setz al
-    lea rcx, [rip + .Lc1_d7727_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d7727_s_t
-    .p2align 3
-.Lc1_d7727_s:
-    .p2align 3
-    jmp .Lc1_d7727_j
-    .p2align 3
-    jmp .Lc1_d7727_j
-.Lc1_d7727_j:
+    mov dword ptr [r15 + 512], 80
+    jmp 1f
+1:
     mov rbp, r11
-    and rbp, 1984
-    movzx ecx, byte ptr [r15 + rbp + 1344]
-    mov qword ptr [r15 + 64], rdx
-    movzx ebp, byte ptr [r15 + 256]
-    movzx r9d, byte ptr [r15 + 512]
-    movsxd rax, dword ptr [r15 + 128]
     jmp 1f
 1:
-    mov rsi, rcx
-    mov ecx, dword ptr [r15 + 640]
-    mov rdx, qword ptr [r15 + 320]
-    mov r8d, edx
-    mov edx, 159
-    mov rdi, qword ptr [r15 + 448]
-    add r8, qword ptr [r15 + 384]
-    mov dword ptr [r15 + 0], 180
+    jmp 1f
+1:
+    and rbp, 8128
+    movsxd r8, dword ptr [r15 + rbp + 7488]
+    mov rbp, r8
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov rdx, r8
-    mov r8, r11
-    vmovq qword ptr [r15 + 0], xmm0
-    and r8, 4032
-    mov dword ptr [r15 + r8 + 3392], edx
-    movsxd r8, dword ptr [r15 + 704]
-    jmp 1f
-1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    inc dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], dil
+    vmovdqu ymmword ptr [r15 + 0], ymm14
     mov r8, r11
     jmp 1f
 1:
-    mov byte ptr [r15 + 128], dl
-    mov edx, 22
+    mov rdi, qword ptr [r15 + 704]
     and r8, 448
-    movsxd rdx, dword ptr [r15 + r8 + 832]
+    movsxd rax, dword ptr [r15 + r8 + 832]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r8, r8
+    mov r8d, r8d
+    movzx edi, byte ptr [r15 + 448]
+    mov rbp, qword ptr [r15 + 128]
+    mov r8, r11
+    movzx r9d, al
+    mov dword ptr [r15 + 192], 35
+    mov rax, qword ptr [r15 + 64]
+    and r8, 1984
+    mov r9, qword ptr [r15 + r8 + 1344]
+    movzx r8d, byte ptr [r15 + 256]
+    mov edx, dword ptr [r15 + 384]
+    mov dword ptr [r15 + 128], eax
+    mov eax, edx
+    mov eax, eax
+    and esi, dword ptr [r15 + 384]
+    mov eax, 165
+    mov dword ptr [r15 + 320], eax
+    mov eax, 10
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c168:
-    vmovdqu xmmword ptr [r15 + 192], xmm0
-    mov r8d, r8d
-    mov r8d, ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, r9d
-    mov r8, rcx
-    mov r8d, r8d
-    mov dword ptr [r15 + 0], 134
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, rdx
-    mov edx, 208
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], edx
-    mov rdx, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 384], edx
+    lea rcx, [rip + .Lc1_d7829_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d7829_j_t
+.Lc1_d7829_j:
     jmp 1f
 1:
-    movzx edx, byte ptr [r15 + 512]
-    test ebx, 2048
-    jnz 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov byte ptr [r15 + 320], r8b
     mov rbp, r11
-    mov r8d, dword ptr [r15 + 256]
-    mov ecx, dword ptr [r15 + 64]
-    movsxd rdx, dword ptr [r15 + 768]
+    mov ecx, dword ptr [r15 + 256]
+    and rbp, 8128
+    movzx esi, byte ptr [r15 + rbp + 7488]
+    movzx ebp, byte ptr [r15 + 64]
+    mov eax, 230
+    mov r8, rdi
+    jmp 1f
+1:
+    mov r8d, dword ptr [r15 + 192]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rbp, r8
+    mov ebp, r9d
+    mov ebp, r8d
+    mov dword ptr [r15 + 512], 90
+    vmovdqu ymmword ptr [r15 + 768], ymm14
+    mov r9d, dword ptr [r15 + 64]
+    xor dword ptr [r15 + 320], ebp
+    vmovdqu ymmword ptr [r15 + 384], ymm14
+    mov rbp, r11
+    mov r8, qword ptr [r15 + 320]
+    mov dword ptr [r15 + 128], esi
     and rbp, 448
-    mov r9d, dword ptr [r15 + rbp + 832]
-    jmp 1f
-1:
+    mov dword ptr [r15 + rbp + 832], esi
     mov rbp, r11
-    jmp 1f
-1:
-    mov r9, r11
-    and rbp, 1984
-    mov eax, dword ptr [r15 + rbp + 1344]
-    mov rbp, qword ptr [r15 + 64]
-    jmp 1f
-1:
-    and r9, 8128
-    movzx edi, byte ptr [r15 + r9 + 7488]
-    mov r9, qword ptr [r15 + 448]
-    movsxd rsi, dword ptr [r15 + 128]
-    mov rbp, qword ptr [r15 + 320]
-    mov ebp, 206
-    jmp 1f
-1:
+    vmovq qword ptr [r15 + 576], xmm14
+    and rbp, 4032
+    movzx esi, byte ptr [r15 + rbp + 3392]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c169:
-    lea rcx, [rip + .Lc1_d7820_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d7820_j_t
-.Lc1_d7820_j:
-    movzx ecx, byte ptr [r15 + 64]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], dl
     mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, ecx
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], rdx
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r11
+    mov qword ptr [r15 + 0], rsi
+    mov esi, esi
     jmp 1f
 1:
-    mov r9, r11
-    mov rcx, r9
-    and rbp, 1984
-    mov qword ptr [r15 + rbp + 1344], rdx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    and r9, 8128
-    movsxd rbp, dword ptr [r15 + r9 + 7488]
+    mov rsi, rsi
+    mov qword ptr [r15 + 448], rbp
     jmp 1f
 1:
-    movsxd r9, dword ptr [r15 + 192]
-    movzx edx, byte ptr [r15 + 384]
+    movsxd rsi, dword ptr [r15 + 320]
     jmp 1f
 1:
-    mov ecx, ecx
-    and ebp, dword ptr [r15 + 320]
-    movsxd rcx, dword ptr [r15 + 256]
-    jmp 1f
-1:
-    jmp 1f
-1:
+    movsxd rbp, dword ptr [r15 + 448]
     mov r8, r11
-    mov rax, r9
-    and r8, 4032
-    mov dword ptr [r15 + r8 + 3392], r9d
+    mov r9, r11
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and r8, 1984
+    movzx esi, byte ptr [r15 + r8 + 1344]
+    and r9, 4032
+    mov byte ptr [r15 + r9 + 3392], r9b
+    mov r9d, r9d
+    mov dword ptr [r15 + 64], 105
+    movsxd r9, dword ptr [r15 + 512]
     jmp 1f
 1:
-    mov eax, dword ptr [r15 + 512]
-    mov qword ptr [r15 + 128], rax
-    mov eax, dword ptr [r15 + 640]
-    mov r9d, dword ptr [r15 + 576]
-    mov dword ptr [r15 + 448], 76
-    mov r8, qword ptr [r15 + 384]
+    jmp 1f
+1:
+    mov r8, rbp
+    vmovdqu ymmword ptr [r15 + 128], ymm14
+    jmp 1f
+1:
+    mov ebp, dword ptr [r15 + 384]
+    mov rdi, qword ptr [r15 + 128]
+    mov r8, r11
+    mov eax, dword ptr [r15 + 192]
+    mov rcx, qword ptr [r15 + 256]
+    mov dword ptr [r15 + 640], 140
+    and r8, 448
+    mov rdx, qword ptr [r15 + r8 + 832]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c170:
-    mov dword ptr [r15 + 448], 137
+    lea rcx, [rip + .Lc1_d7917_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d7917_j_t
+.Lc1_d7917_j:
+    mov rcx, rcx
+    mov r8, r11
+    movzx ecx, r8b
+    and r8, 8128
+    mov dword ptr [r15 + r8 + 7488], 213
+    mov qword ptr [r15 + 0], rdx
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, 14
+    mov edx, edi
+    mov dword ptr [r15 + 0], ecx
     jmp 1f
 1:
-    mov eax, r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edi, ecx
+    mov ecx, 26
+    mov dword ptr [r15 + 128], 71
+    vpmovmskb r9d, xmm14
     jmp 1f
 1:
-    mov r8d, 54
-    mov ebp, r8d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, 241
-    mov dword ptr [r15 + 0], ebp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 320], rdi
-    mov qword ptr [r15 + 704], rax
-    vmovdqu ymmword ptr [r15 + 64], ymm0
-    mov eax, 98
-    mov dword ptr [r15 + 384], 249
+    jmp 1f
+1:
+    mov edx, edx
     test ebx, 1073741824
     jz 1f
 1:
-    mov eax, eax
-    mov ebp, eax
+    mov rdx, qword ptr [r15 + 320]
+    mov rbp, r11
+    and ecx, dword ptr [r15 + 512]
+    and rbp, 4032
+    mov qword ptr [r15 + rbp + 3392], rbp
+    mov ebp, edx
+    movzx edx, byte ptr [r15 + 704]
+    mov edi, dword ptr [r15 + 768]
+    mov r8d, 185
+    mov qword ptr [r15 + 256], rcx
+    mov r9, r11
+    vmovq qword ptr [r15 + 384], xmm14
+    and r9, 1984
+    mov qword ptr [r15 + r9 + 1344], r9
     jmp 1f
 1:
-    movzx edi, r8b
-    mov dword ptr [r15 + 128], 68
-    mov r8, r11
-    mov qword ptr [r15 + 192], r8
+    mov r9, rdi
+    mov byte ptr [r15 + 64], r9b
+    jmp 1f
+1:
+    mov dword ptr [r15 + 64], ebp
     jmp 1f
 1:
     jmp 1f
 1:
-    and r8, 4032
-    mov dword ptr [r15 + r8 + 3392], r8d
-    mov r8, r11
-    vmovq xmm0, r8
-    and r8, 16320
-    mov qword ptr [r15 + r8 + 15680], rdi
-    mov byte ptr [r15 + 128], al
-    mov rdi, rax
-    jmp 1f
-1:
-    mov r8, r11
-    jmp 1f
-1:
-    and r8, 448
-    mov dword ptr [r15 + r8 + 832], r8d
-    jmp 1f
-1:
-    mov edi, dword ptr [r15 + 256]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c171:
-    lea rcx, [rip + .Lc1_d7916_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d7916_j_t
-.Lc1_d7916_j:
-    mov r8, r11
-    and r8, 448
-    mov dword ptr [r15 + r8 + 832], r8d
-    and r8d, dword ptr [r15 + 192]
-    mov ecx, edi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov edi, r8d
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov qword ptr [r15 + 768], rdi
-    movzx r8d, dil
-    mov byte ptr [r15 + 512], r8b
-    mov byte ptr [r15 + 64], cl
-    mov r8, r11
-    jmp 1f
-1:
-    mov qword ptr [r15 + 320], rdi
-    mov dword ptr [r15 + 448], 12
-    and r8, 8128
-    movzx ecx, byte ptr [r15 + r8 + 7488]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov edi, ecx
-    movsxd rcx, dword ptr [r15 + 384]
-    movzx r8d, byte ptr [r15 + 256]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 268435456
+    setz al
+    lea rcx, [rip + .Lc1_d7971_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d7971_s_t
+    .p2align 3
+.Lc1_d7971_s:
+    .p2align 3
+    jmp .Lc1_d7971_j
+    .p2align 3
+    jmp .Lc1_d7971_j
+.Lc1_d7971_j:
+    movsxd rcx, dword ptr [r15 + 256]
     mov rbp, r11
-    movsxd rax, dword ptr [r15 + 128]
-    and rbp, 1984
-    mov dword ptr [r15 + rbp + 1344], 167
+    mov qword ptr [r15 + 64], rbp
     jmp 1f
 1:
-    vpxor xmm0, xmm0, xmm7
-    and edi, dword ptr [r15 + 64]
+    mov byte ptr [r15 + 448], bpl
+    and rbp, 1984
+    movsxd rdi, dword ptr [r15 + rbp + 1344]
+    movsxd rbp, dword ptr [r15 + 320]
+    mov r12, qword ptr [r15 + r12 + 56]
+    add rcx, qword ptr [r15 + 0]
+    mov eax, eax
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, byte ptr [r15 + 384]
+    movzx eax, byte ptr [r15 + 192]
+    movsxd rbp, dword ptr [r15 + 576]
+    mov r8, r11
+    mov dword ptr [r15 + 512], edi
+    and r8, 448
+    mov dword ptr [r15 + r8 + 832], 10
+    jmp 1f
+1:
+    mov r9, r11
+    mov qword ptr [r15 + 128], r8
+    jmp 1f
+1:
+    and r9, 8128
+    mov r8, qword ptr [r15 + r9 + 7488]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c172:
-    mov dword ptr [r15 + 64], edi
-    mov dword ptr [r15 + 576], edi
+    mov dword ptr [r15 + 128], r9d
+    mov dword ptr [r15 + 448], r8d
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    vpxor xmm0, xmm0, xmm5
+    add r8, qword ptr [r15 + 0]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx edi, dil
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rdi, qword ptr [r15 + 640]
     jmp 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r9d, r8b
+    add rdx, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, qword ptr [r15 + 256]
+    jmp 1f
+1:
+    inc dword ptr [r15 + 640]
     mov rbp, r11
-    vmovdqu ymmword ptr [r15 + 192], ymm0
     jmp 1f
 1:
-    and rbp, 4032
-    mov qword ptr [r15 + rbp + 3392], rdi
-    mov byte ptr [r15 + 320], dil
-    mov dword ptr [r15 + 128], 194
-    mov edi, 251
-    vpor xmm0, xmm0, xmm0
-    mov edi, 106
-    jmp 1f
+    test ebx, 5120
+    jnz 1f
 1:
-    mov rbp, r11
     mov r8, r11
+    and rbp, 4032
+    mov qword ptr [r15 + rbp + 3392], r9
+    movzx ebp, byte ptr [r15 + 320]
+    mov r9, r11
+    and r8, 448
+    mov byte ptr [r15 + r8 + 832], dl
+    mov ecx, 20
+    and r9, 8128
+    mov dword ptr [r15 + r9 + 7488], 182
+    mov eax, 252
     jmp 1f
 1:
-    mov rdi, qword ptr [r15 + 448]
-    and rbp, 1984
-    mov dword ptr [r15 + rbp + 1344], 132
-    and r8, 8128
-    mov qword ptr [r15 + r8 + 7488], r8
     jmp 1f
 1:
-    mov ebp, dword ptr [r15 + 512]
-    movsxd r8, dword ptr [r15 + 128]
-    and r8d, dword ptr [r15 + 320]
-    mov rcx, qword ptr [r15 + 384]
+    mov r9d, dword ptr [r15 + 384]
+    mov rdx, qword ptr [r15 + 192]
+    mov dword ptr [r15 + 384], 132
+    jmp 1f
+1:
+    mov qword ptr [r15 + 512], rdx
+    mov dword ptr [r15 + 128], 232
+    mov rdx, qword ptr [r15 + 64]
+    mov r8, qword ptr [r15 + 320]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c173:
-    lea rcx, [rip + .Lc1_d8005_j]
+    lea rcx, [rip + .Lc1_d8057_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d8005_j_t
-.Lc1_d8005_j:
-    mov ecx, 89
-    mov rbp, r11
-    movzx ecx, r8b
-    and rbp, 448
-    movzx ecx, byte ptr [r15 + rbp + 832]
+    jmp .Lc1_d8057_j_t
+.Lc1_d8057_j:
+    movsxd rcx, dword ptr [r15 + 768]
+    mov edx, 78
+    movzx r8d, r8b
+    mov r8d, r8d
+    movzx r9d, byte ptr [r15 + 64]
+    mov r8, r11
+    mov qword ptr [r15 + 128], rcx
     jmp 1f
 1:
-    mov byte ptr [r15 + 192], cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, 219
-    vmovq xmm0, r8
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 320], r9d
+    and r8, 1984
+    movzx ecx, byte ptr [r15 + r8 + 1344]
+    mov dword ptr [r15 + 0], 238
+    mov dword ptr [r15 + 0], 170
     jmp 1f
 1:
-    mov ecx, r8d
-    mov qword ptr [r15 + 0], r8
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, 198
-    jmp 1f
-1:
-    mov ebp, 248
-    test ebx, 6656
+    test ebx, 1073741824
     jz 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, r9d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, 248
     jmp 1f
 1:
-    mov dword ptr [r15 + 320], ecx
-    mov qword ptr [r15 + 448], rcx
+    mov byte ptr [r15 + 0], cl
+    mov r9, qword ptr [r15 + 448]
     jmp 1f
 1:
-    mov dword ptr [r15 + 128], 171
-    mov r8, qword ptr [r15 + 512]
-    mov rcx, r8
-    mov ebp, ebp
-    jmp 1f
-1:
-    mov edi, dword ptr [r15 + 704]
-    mov qword ptr [r15 + 384], rdi
-    add r8, qword ptr [r15 + 256]
-    mov rbp, r11
     mov ecx, ecx
+    mov rcx, qword ptr [r15 + 512]
+    mov rdx, r8
+    test ebx, 1073741824
+    jz 1f
+1:
     mov r9, r11
-    and rbp, 8128
-    vpcmpeqb xmm0, xmm0, xmmword ptr [r15 + rbp + 7488]
+    mov ecx, 60
+    and r9, 4032
+    vmovq qword ptr [r15 + r9 + 3392], xmm3
+    mov ecx, 171
+    and r8d, dword ptr [r15 + 384]
+    mov dword ptr [r15 + 64], r8d
     jmp 1f
 1:
-    mov ebp, ecx
-    and r9, 4032
-    movzx ecx, byte ptr [r15 + r9 + 3392]
-    mov dword ptr [r15 + 64], 119
+    mov r8d, dword ptr [r15 + 704]
+    jmp 1f
+1:
+    mov r9d, r8d
+    mov r9, qword ptr [r15 + 192]
+    mov ecx, 99
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c174:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, r9
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, ebp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, r11
-    mov rbp, rcx
-    and r9, 1984
-    movsxd rsi, dword ptr [r15 + r9 + 1344]
-    jmp 1f
-1:
-    vpaddq xmm0, xmm0, xmmword ptr [r15 + 448]
-    jmp 1f
-1:
-    mov ecx, 209
-    jmp 1f
-1:
-    movzx ecx, byte ptr [r15 + 192]
-    movsxd rax, dword ptr [r15 + 384]
-    mov dword ptr [r15 + 512], 61
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 15
+    lea rcx, [rip + .Lc1_d8111_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d8111_s_t
+    .p2align 3
+.Lc1_d8111_s:
+    .p2align 3
+    jmp .Lc1_d8111_j
+    .p2align 3
+    jmp .Lc1_d8111_j
+    .p2align 3
+    jmp .Lc1_d8111_j
+    .p2align 3
+    jmp .Lc1_d8111_j
+    .p2align 3
+    jmp .Lc1_d8111_j
+    .p2align 3
+    jmp .Lc1_d8111_j
+    .p2align 3
+    jmp .Lc1_d8111_j
+    .p2align 3
+    jmp .Lc1_d8111_j
+    .p2align 3
+    jmp .Lc1_d8111_j
+    .p2align 3
+    jmp .Lc1_d8111_j
+    .p2align 3
+    jmp .Lc1_d8111_j
+    .p2align 3
+    jmp .Lc1_d8111_j
+    .p2align 3
+    jmp .Lc1_d8111_j
+    .p2align 3
+    jmp .Lc1_d8111_j
+    .p2align 3
+    jmp .Lc1_d8111_j
+    .p2align 3
+    jmp .Lc1_d8111_j
+.Lc1_d8111_j:
     mov rbp, r11
-    jmp 1f
-1:
+    mov ecx, edi
     and rbp, 448
-    and ecx, dword ptr [r15 + rbp + 832]
-    mov dword ptr [r15 + 768], eax
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx eax, byte ptr [r15 + 320]
+    movsxd rcx, dword ptr [r15 + rbp + 832]
     jmp 1f
 1:
-    movzx ebp, byte ptr [r15 + 64]
+    movzx ebp, byte ptr [r15 + 448]
+    and ebp, dword ptr [r15 + 256]
     jmp 1f
 1:
+    vpcmpeqb xmm15, xmm15, xmmword ptr [r15 + 128]
+    movzx eax, bpl
+    mov eax, 108
     jmp 1f
 1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx ecx, bpl
-    vpmovmskb ebp, xmm0
-    mov ebp, eax
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov byte ptr [r15 + 384], al
-    jmp 1f
-1:
-    and edx, dword ptr [r15 + 64]
-    mov ebp, edx
-    mov dword ptr [r15 + 256], 139
-    jmp 1f
-1:
-    mov edx, dword ptr [r15 + 128]
-    jmp 1f
-1:
+    mov rax, rcx
     add r11, 64
     inc rbx
     dec r13
@@ -10285,53 +10252,46 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 536870912
-    setz al
-    lea rcx, [rip + .Lc1_d8113_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d8113_s_t
-    .p2align 3
-.Lc1_d8113_s:
-    .p2align 3
-    jmp .Lc1_d8113_j
-    .p2align 3
-    jmp .Lc1_d8113_j
-.Lc1_d8113_j:
-    mov rbp, r11
-    movzx ecx, al
-    mov r9, r11
-    and rbp, 1984
-    movsxd rax, dword ptr [r15 + rbp + 1344]
-    and r9, 8128
-    mov ebp, dword ptr [r15 + r9 + 7488]
-    mov r9d, dword ptr [r15 + 448]
+    movzx eax, byte ptr [r15 + 512]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, dword ptr [r15 + 128]
-    movzx edx, byte ptr [r15 + 256]
-    vpshufd xmm0, xmm0, 194
-    mov r8, qword ptr [r15 + 384]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 576], 201
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov byte ptr [r15 + 320], r8b
-    mov dword ptr [r15 + 64], r8d
     mov r8, r11
-    movzx edi, byte ptr [r15 + 512]
-    movzx esi, cl
-    and r8, 4032
-    mov ecx, dword ptr [r15 + r8 + 3392]
+    movzx ebp, byte ptr [r15 + 192]
+    and r8, 1984
+    movsxd rdi, dword ptr [r15 + r8 + 1344]
+    and edi, dword ptr [r15 + 448]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    and edi, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, dword ptr [r15 + 384]
+    mov rcx, rdi
+    mov rdi, qword ptr [r15 + 640]
+    mov r9, r11
+    test dword ptr [r15 + 67117723], 524801
+    jz 1f
+1:
+    and r9, 4032
+    movsxd rdi, dword ptr [r15 + r9 + 3392]
+    movzx r9d, r8b
+    movsxd r9, dword ptr [r15 + 256]
+    mov r8d, dword ptr [r15 + 64]
+    vpcmpeqb xmm15, xmm15, xmmword ptr [r15 + 384]
+    mov dword ptr [r15 + 320], 40
+    vmovdqu ymmword ptr [r15 + 320], ymm15
+    mov dword ptr [r15 + 576], edi
+    jmp 1f
+1:
+    mov rbp, r11
+    movzx edi, bpl
+    movsxd rdx, dword ptr [r15 + 128]
+    jmp 1f
+1:
+    and rbp, 8128
+    mov edi, dword ptr [r15 + rbp + 7488]
     add r11, 64
     inc rbx
     dec r13
@@ -10340,442 +10300,430 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d8157_j]
+    lea rcx, [rip + .Lc1_d8195_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d8157_j_t
-.Lc1_d8157_j:
+    jmp .Lc1_d8195_j_t
+.Lc1_d8195_j:
+    mov edx, ecx
+    mov ecx, dword ptr [r15 + 128]
+    mov eax, ecx
+    mov ecx, dword ptr [r15 + 64]
     jmp 1f
 1:
-    add rdx, qword ptr [r15 + 64]
-    add rdx, qword ptr [r15 + 320]
+    mov rbp, r11
+    mov edi, 51
+    and rbp, 448
+    mov edi, dword ptr [r15 + rbp + 832]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r9d, dl
-    movzx edx, cl
-    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    and r9d, dword ptr [r15 + 0]
-    mov rdx, r9
-    mov rsi, rsi
+    mov r8, r11
+    movzx ebp, bpl
+    movsxd rbp, dword ptr [r15 + 384]
+    and r8, 1984
+    add rdi, qword ptr [r15 + r8 + 1344]
     mov r9, r11
-    mov esi, ecx
-    test dword ptr [r15 + 67117723], 16
-    jz 1f
+    mov r8, rcx
+    vmovdqu xmmword ptr [r15 + 448], xmm15
+    and r9, 8128
+    mov dword ptr [r15 + r9 + 7488], r9d
+    test dword ptr [r15 + 67117723], 268435472
+    jnz 1f
 1:
-    mov ecx, dword ptr [r15 + 448]
-    and r9, 448
-    mov esi, dword ptr [r15 + r9 + 832]
+    mov qword ptr [r15 + 192], r8
+    mov r9d, 15
+    movzx r9d, r8b
+    mov r8, r9
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 512], r8d
+    movzx r9d, byte ptr [r15 + 320]
     jmp 1f
 1:
     jmp 1f
 1:
-    mov dword ptr [r15 + 640], r9d
-    mov r9, r9
-    movsxd r9, dword ptr [r15 + 704]
-    mov qword ptr [r15 + 192], r9
-    movsxd r9, dword ptr [r15 + 384]
-    mov edx, 219
-    vpaddd xmm0, xmm0, xmm0
-    movzx eax, dl
-    jmp 1f
-1:
-    mov dword ptr [r15 + 512], eax
-    mov byte ptr [r15 + 256], dl
-    mov edx, r9d
-    movzx r9d, byte ptr [r15 + 128]
-    movzx eax, byte ptr [r15 + 128]
+    mov qword ptr [r15 + 64], r8
+    movzx r8d, byte ptr [r15 + 128]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c177:
+    mov dword ptr [r15 + 128], 195
+    mov r9, rcx
+    or qword ptr [r15 + 64], 44
+    mov r9, rsi
     jmp 1f
 1:
-    mov r9, qword ptr [r15 + 320]
-    mov qword ptr [r15 + 192], rax
-    add r9, qword ptr [r15 + 256]
-    mov rax, rdx
-    jmp 1f
+    movzx ecx, r8b
+    mov dword ptr [r15 + 0], r9d
+    mov r8d, 43
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r8d, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov esi, 170
+    mov esi, 215
+    mov r9, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, dword ptr [r15 + 64]
+    mov ebp, dword ptr [r15 + 192]
+    and r9, 1984
+    movzx edi, byte ptr [r15 + r9 + 1344]
+    test ebx, 221184
+    jz 1f
 1:
+    movsxd r8, dword ptr [r15 + 512]
+    mov r9d, 236
+    mov r9d, esi
+    movsxd rsi, dword ptr [r15 + 256]
+    mov rcx, qword ptr [r15 + 448]
+    mov r9, r11
+    mov ebp, edi
     mov rbp, r11
-    vpshufd xmm0, xmm0, 201
-    and rbp, 448
-    mov eax, dword ptr [r15 + rbp + 832]
-    movsxd rbp, dword ptr [r15 + 128]
-    movzx edx, r9b
-    mov r9d, 124
+    and r9, 16320
+    movzx edi, byte ptr [r15 + r9 + 15680]
+    and rbp, 4032
+    mov dword ptr [r15 + rbp + 3392], 162
+    mov ebp, 22
+    movzx r9d, byte ptr [r15 + 768]
+    mov qword ptr [r15 + 384], rsi
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 320], 252
     jmp 1f
 1:
-    jmp 1f
-1:
-    and r9d, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 112
-    mov r8, rdi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, 236
-    mov dword ptr [r15 + 0], edi
-    mov r8, r11
-    mov edi, r9d
-    mov r9d, 108
-    and r8, 4032
-    movzx r9d, byte ptr [r15 + r8 + 3392]
-    movsxd rcx, dword ptr [r15 + 320]
-    and ecx, dword ptr [r15 + 768]
-    mov r8d, 55
-    mov r8d, dword ptr [r15 + 384]
-    mov dword ptr [r15 + 64], 180
-    vmovq qword ptr [r15 + 448], xmm0
-    mov esi, 247
-    movzx esi, byte ptr [r15 + 64]
-    movzx ecx, byte ptr [r15 + 512]
-    mov rbp, r11
-    mov ecx, r8d
-    and rbp, 1984
-    mov r8d, dword ptr [r15 + rbp + 1344]
+    mov esi, 111
+    mov esi, dword ptr [r15 + 704]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c178:
-    lea rcx, [rip + .Lc1_d8251_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d8251_j_t
-.Lc1_d8251_j:
-    movsxd rcx, dword ptr [r15 + 128]
-    mov r8, rcx
-    movsxd rcx, dword ptr [r15 + 64]
-    mov r9d, dword ptr [r15 + 320]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 134217728
+    setz al
+    lea rcx, [rip + .Lc1_d8288_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d8288_s_t
+    .p2align 3
+.Lc1_d8288_s:
+    .p2align 3
+    jmp .Lc1_d8288_j
+    .p2align 3
+    jmp .Lc1_d8288_j
+.Lc1_d8288_j:
+    mov rbp, r11
+    and rbp, 4032
+    mov rcx, qword ptr [r15 + rbp + 3392]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov ebp, r9d
-    mov r9d, 255
-    mov dword ptr [r15 + 0], r9d
+    mov rbp, rcx
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, r9
-    mov byte ptr [r15 + 0], bpl
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 512], r9b
-    test ebx, 1073741824
+    mov rbp, r11
+    mov byte ptr [r15 + 64], al
+    movsxd rsi, dword ptr [r15 + 192]
+    and rbp, 448
+    movsxd rax, dword ptr [r15 + rbp + 832]
+    mov rbp, rcx
+    test ebx, 6656
     jz 1f
 1:
-    mov r8, r11
-    mov ebp, ebp
+    movzx ebp, byte ptr [r15 + 128]
+    and r8d, dword ptr [r15 + 320]
+    jmp 1f
+1:
+    add rbp, qword ptr [r15 + 576]
+    jmp 1f
+1:
+    movzx ecx, byte ptr [r15 + 256]
     mov r9, r11
-    and r8, 4032
-    movzx esi, byte ptr [r15 + r8 + 3392]
-    mov ebp, 56
-    and r9, 1984
-    mov qword ptr [r15 + r9 + 1344], r9
-    mov r9, qword ptr [r15 + 128]
+    mov edi, r9d
+    mov qword ptr [r15 + 512], rdx
+    and r9, 8128
+    movsxd rax, dword ptr [r15 + r9 + 7488]
+    mov r9d, dword ptr [r15 + 384]
     jmp 1f
 1:
-    jmp 1f
-1:
-    lea rbp, [r11 + r11*1]
-    vpcmpeqb xmm0, xmm0, xmmword ptr [r15 + 384]
-    movzx r8d, byte ptr [r15 + 192]
-    and rbp, 8128
-    mov rcx, qword ptr [r15 + rbp + 7552]
-    mov dword ptr [r15 + 448], 149
-    jmp 1f
-1:
-    vpaddd xmm0, xmm0, xmm0
-    mov edi, dword ptr [r15 + 576]
-    movsxd rdx, dword ptr [r15 + rbp + 7488]
-    jmp 1f
-1:
-    mov ebp, edx
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c179:
+    lea rcx, [rip + .Lc1_d8331_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d8331_j_t
+.Lc1_d8331_j:
+    movzx ecx, byte ptr [r15 + 320]
     jmp 1f
 1:
-    mov dword ptr [r15 + 640], ebp
-    mov rbp, r11
     jmp 1f
 1:
-    jmp 1f
-1:
-    and rbp, 4032
-    mov dword ptr [r15 + rbp + 3392], 134
-    jmp 1f
-1:
-    movzx ebp, dil
-    movsxd rdx, dword ptr [r15 + 192]
-    jmp 1f
-1:
-    movsxd rax, dword ptr [r15 + 704]
-    mov rbp, r8
-    mov dword ptr [r15 + 0], 193
-    mov r8d, ebp
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], r8b
-    mov edi, edx
-    mov ebp, 154
-    mov qword ptr [r15 + 0], rdx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, dword ptr [r15 + 64]
-    jmp 1f
-1:
-    mov r8, rdi
-    mov dword ptr [r15 + 64], r8d
-    vmovdqu ymmword ptr [r15 + 128], ymm0
-    mov r8, r11
-    vmovdqu xmmword ptr [r15 + 384], xmm0
-    and r8, 1984
-    mov dword ptr [r15 + r8 + 1344], 116
-    vpaddd xmm0, xmm0, xmm0
-    movzx r8d, byte ptr [r15 + 320]
-    mov edi, dword ptr [r15 + 256]
-    mov ebp, ebp
-    mov qword ptr [r15 + 512], rbp
     mov r9, r11
+    mov dword ptr [r15 + 64], 18
+    mov dword ptr [r15 + 128], 70
+    mov rbp, r11
+    and r9, 1984
+    add rdi, qword ptr [r15 + r9 + 1344]
+    and rbp, 448
+    mov dword ptr [r15 + rbp + 832], r9d
+    mov edx, 247
+    mov byte ptr [r15 + 256], dl
+    mov r9d, dword ptr [r15 + 384]
+    mov ebp, r9d
+    mov rbp, r11
+    movsxd rdx, dword ptr [r15 + 704]
+    vpshufd xmm3, xmm15, 96
+    and rbp, 8128
+    mov qword ptr [r15 + rbp + 7488], r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov dword ptr [r15 + 0], 184
+    mov rbp, r9
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    add r8, qword ptr [r15 + 384]
-    and r9, 448
-    movzx ebp, byte ptr [r15 + r9 + 832]
-    mov r9d, 102
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ebp, byte ptr [r15 + 448]
+    mov r9d, 84
+    vmovq qword ptr [r15 + 512], xmm3
+    xor dword ptr [r15 + 128], edx
+    mov dword ptr [r15 + 640], edx
+    mov r9d, ebp
+    movsxd r9, dword ptr [r15 + 384]
+    mov rdx, r8
+    movzx edx, r8b
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c180:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 2097152
-    setz al
-    lea rcx, [rip + .Lc1_d8351_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d8351_s_t
-    .p2align 3
-.Lc1_d8351_s:
-    .p2align 3
-    jmp .Lc1_d8351_j
-    .p2align 3
-    jmp .Lc1_d8351_j
-.Lc1_d8351_j:
-    mov dword ptr [r15 + 768], eax
-    and ecx, dword ptr [r15 + 64]
-    mov rdx, rcx
-    mov dword ptr [r15 + 192], 43
-    movzx ecx, dl
-    mov rbp, r11
-    movsxd rcx, dword ptr [r15 + 512]
-    and rbp, 1984
-    mov rax, qword ptr [r15 + rbp + 1344]
-    mov rbp, qword ptr [r15 + 256]
-    mov r9, qword ptr [r15 + 128]
-    mov edi, edx
+    mov r9, r11
+    mov rdx, qword ptr [r15 + 768]
+    and r9, 448
+    mov ebp, dword ptr [r15 + r9 + 832]
+    mov qword ptr [r15 + 0], rbp
+    mov ebp, ebp
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    and r9d, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], al
-    mov edx, eax
-    mov r8, r11
+    vmovdqu xmmword ptr [r15 + 0], xmm3
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], r9b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 320], r9d
+    mov dword ptr [r15 + 256], 84
+    mov ebp, r9d
+    mov r9, qword ptr [r15 + 448]
+    mov ebp, r9d
     mov rbp, r11
-    and r8, 448
-    mov dword ptr [r15 + r8 + 832], edi
-    mov dword ptr [r15 + 448], r8d
-    mov edi, dword ptr [r15 + 128]
-    and rbp, 8128
-    movsxd r8, dword ptr [r15 + rbp + 7488]
-    mov qword ptr [r15 + 384], r8
-    mov r8d, dword ptr [r15 + 320]
+    test ebx, 5120
+    jnz 1f
+1:
+    movzx r9d, bpl
+    movsxd rdx, dword ptr [r15 + 512]
+    and rbp, 1984
+    movsxd r9, dword ptr [r15 + rbp + 1344]
+    jmp 1f
+1:
+    mov rbp, qword ptr [r15 + 64]
+    movsxd rdi, dword ptr [r15 + 64]
+    mov r8d, 190
+    mov rcx, rdx
+    mov byte ptr [r15 + 128], dl
+    jmp 1f
+1:
+    mov dword ptr [r15 + 192], ebp
+    mov rbp, rdx
+    mov rbp, r11
+    jmp 1f
+1:
+    mov rdx, rbp
+    mov edx, 6
+    and rbp, 4032
+    mov dword ptr [r15 + rbp + 3392], r9d
+    mov qword ptr [r15 + 384], rbp
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c181:
-    mov rbp, qword ptr [r15 + 320]
-    mov dword ptr [r15 + 0], 169
+    lea rcx, [rip + .Lc1_d8425_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d8425_j_t
+.Lc1_d8425_j:
     jmp 1f
 1:
-    movzx edi, bpl
-    mov dword ptr [r15 + 0], 106
+    movsxd rcx, dword ptr [r15 + 384]
+    mov rbp, rdx
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    vpxor xmm0, xmm0, xmm2
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, rdi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, 142
-    mov edi, r9d
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r9d, byte ptr [r15 + 256]
-    and r9d, dword ptr [r15 + 192]
-    mov byte ptr [r15 + 576], r9b
+    mov ebp, ecx
+    mov qword ptr [r15 + 0], rbp
+    mov qword ptr [r15 + 256], rbp
     test ebx, 1073741824
     jz 1f
 1:
-    mov r9, r11
-    mov rcx, r9
-    and r9, 16320
-    movsxd rcx, dword ptr [r15 + r9 + 15680]
-    mov qword ptr [r15 + 512], rdx
-    mov qword ptr [r15 + 384], rdx
     jmp 1f
 1:
-    mov r9d, edi
-    movsxd rdx, dword ptr [r15 + 448]
+    movzx ebp, al
+    mov ebp, dword ptr [r15 + 320]
     jmp 1f
 1:
-    jmp 1f
-1:
+    mov dword ptr [r15 + 128], 226
+    mov rax, rbp
+    vpmovmskb eax, xmm3
+    mov eax, 236
     mov r8, r11
-    jmp 1f
+    mov dword ptr [r15 + 512], 49
+    and r8, 8128
+    mov r9, r11
+    movsxd rax, dword ptr [r15 + r8 + 7488]
+    test ebx, 1073741824
+    jnz 1f
 1:
-    and r8, 4032
-    mov r9d, dword ptr [r15 + r8 + 3392]
+    and r9, 1984
+    and r8d, dword ptr [r15 + r9 + 1344]
+    mov r9d, eax
     mov rbp, r11
-    vpcmpeqb xmm0, xmm0, xmmword ptr [r15 + 128]
     jmp 1f
 1:
+    add rcx, qword ptr [r15 + 448]
+    vmovdqu ymmword ptr [r15 + 64], ymm15
+    and rbp, 4032
+    mov byte ptr [r15 + rbp + 3392], bpl
+    mov r9, qword ptr [r15 + 576]
+    mov eax, dword ptr [r15 + 192]
     jmp 1f
 1:
-    and rbp, 8128
-    mov dword ptr [r15 + rbp + 7488], 229
-    jmp 1f
-1:
-    vmovdqu ymmword ptr [r15 + 64], ymm0
-    jmp 1f
-1:
+    mov ebp, dword ptr [r15 + 320]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c182:
-    lea rcx, [rip + .Lc1_d8440_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d8440_j_t
-.Lc1_d8440_j:
-    lea rbp, [r11 + r11*1]
-    jmp 1f
-1:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 268435456
+    setz al
+    lea rcx, [rip + .Lc1_d8476_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d8476_s_t
+    .p2align 3
+.Lc1_d8476_s:
+    .p2align 3
+    jmp .Lc1_d8476_j
+    .p2align 3
+    jmp .Lc1_d8476_j
+.Lc1_d8476_j:
+    mov rax, rcx
+    mov rbp, r11
+    mov ecx, 150
+    mov ecx, dword ptr [r15 + 128]
+    mov r8d, dword ptr [r15 + 640]
+    and rbp, 8128
+    mov dword ptr [r15 + rbp + 7488], 214
+    mov rbp, r11
+    mov dword ptr [r15 + 0], r9d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     and rbp, 448
-    mov ecx, dword ptr [r15 + rbp + 896]
-    movsxd r8, dword ptr [r15 + 320]
-    movsxd rdi, dword ptr [r15 + 128]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 106
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], dil
-    mov r12, qword ptr [r15 + r12 + 56]
-    add rcx, qword ptr [r15 + 256]
-    mov byte ptr [r15 + 384], bpl
-    movzx edx, byte ptr [r15 + 64]
-    mov dword ptr [r15 + 448], 95
-    movzx edi, byte ptr [r15 + 704]
-    jmp 1f
-1:
-    mov r9, r11
-    mov eax, dword ptr [r15 + 640]
-    mov rsi, rax
-    mov rax, qword ptr [r15 + 512]
-    and r9, 4032
-    movzx r8d, byte ptr [r15 + r9 + 3392]
-    mov dword ptr [r15 + 64], 249
-    mov r9, r11
-    movzx eax, byte ptr [r15 + rbp + 832]
-    and r9, 1984
-    mov ebp, dword ptr [r15 + r9 + 1344]
-    jmp 1f
-1:
-    mov r9d, ebp
-    and esi, dword ptr [r15 + 320]
-    jmp 1f
-1:
-    mov r9d, 85
-    mov r9d, r8d
-    mov r9, rcx
-    jmp 1f
-1:
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c183:
-    mov r8d, dword ptr [r15 + 448]
-    mov r9d, r9d
-    jmp 1f
-1:
-    movzx r9d, byte ptr [r15 + 128]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov ebp, r8d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, 165
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, 14
-    mov r8, r11
-    mov esi, 147
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 8128
-    mov byte ptr [r15 + r8 + 7488], r8b
+    movzx r9d, byte ptr [r15 + rbp + 832]
+    mov rbp, r9
+    mov byte ptr [r15 + 128], bpl
     test ebx, 1073741824
     jz 1f
 1:
     jmp 1f
 1:
-    movsxd r8, dword ptr [r15 + 320]
-    mov qword ptr [r15 + 128], rsi
-    mov esi, dword ptr [r15 + 192]
     jmp 1f
 1:
-    mov rbp, r11
-    jmp 1f
-1:
-    jmp 1f
-1:
-    and rbp, 1984
-    mov edx, dword ptr [r15 + rbp + 1344]
     movsxd rbp, dword ptr [r15 + 384]
-    movzx r9d, byte ptr [r15 + 768]
-    movzx eax, byte ptr [r15 + 256]
-    mov r8, r11
-    mov rcx, qword ptr [r15 + 512]
-    mov dword ptr [r15 + 64], 114
+    movsxd r9, dword ptr [r15 + 320]
+    vmovdqu xmm15, xmmword ptr [r15 + 192]
+    mov rsi, qword ptr [r15 + 704]
+    mov dword ptr [r15 + 448], 149
+    mov eax, ebp
+    mov ebp, eax
+    mov byte ptr [r15 + 64], r8b
+    movzx r8d, byte ptr [r15 + 512]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c183:
+    movsxd r8, dword ptr [r15 + 512]
+    mov r9, r11
+    vmovdqu ymmword ptr [r15 + 64], ymm15
+    mov rbp, r11
+    and r9, 448
+    movzx eax, byte ptr [r15 + r9 + 832]
+    mov r9d, 173
+    mov r9d, 203
+    and rbp, 4032
+    mov r9d, dword ptr [r15 + rbp + 3392]
+    mov byte ptr [r15 + 256], r9b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    and r8, 4032
-    mov byte ptr [r15 + r8 + 3392], dil
-    mov r8d, 130
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 13
+    mov r9d, 116
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd r9, dword ptr [r15 + 448]
+    jmp 1f
+1:
+    movzx ebp, byte ptr [r15 + 768]
+    mov r8d, dword ptr [r15 + 384]
+    movzx eax, byte ptr [r15 + 192]
+    mov esi, 244
+    mov rbp, r11
+    movsxd rsi, dword ptr [r15 + 320]
+    and rbp, 1984
+    mov qword ptr [r15 + rbp + 1344], rbp
+    mov ebp, r9d
+    jmp 1f
+1:
+    mov ebp, dword ptr [r15 + 128]
     jmp 1f
 1:
     add r11, 64
@@ -10783,51 +10731,52 @@ ditto_body_c1:
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c184:
-    lea rcx, [rip + .Lc1_d8531_j]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d8565_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d8531_j_t
-.Lc1_d8531_j:
-    movzx r8d, byte ptr [r15 + 128]
-    mov dword ptr [r15 + 384], edi
-    mov rcx, qword ptr [r15 + 256]
-    mov byte ptr [r15 + 0], cl
+    jmp .Lc1_d8565_j_t
+.Lc1_d8565_j:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 175
+    mov dword ptr [r15 + 0], ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rsi, rcx
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovq qword ptr [r15 + 0], xmm0
-    movzx edi, cl
-    jmp 1f
+    movsxd rcx, dword ptr [r15 + 256]
+    movzx ebp, al
+    mov qword ptr [r15 + 128], rbp
+    mov dword ptr [r15 + 320], ebp
+    mov eax, eax
+    mov eax, dword ptr [r15 + 384]
+    test dword ptr [r15 + 67117723], 8
+    jnz 1f
 1:
     mov rbp, r11
-    mov qword ptr [r15 + 0], rbp
-    and rbp, 448
-    mov byte ptr [r15 + rbp + 832], dil
-    mov dword ptr [r15 + 64], 150
-    mov dword ptr [r15 + 64], ecx
-    mov rbp, r11
-    mov ecx, dword ptr [r15 + 384]
-    mov rdi, rcx
-    mov ecx, edi
+    movzx eax, byte ptr [r15 + 576]
     and rbp, 8128
     mov rcx, qword ptr [r15 + rbp + 7488]
+    movzx ebp, sil
+    movzx esi, byte ptr [r15 + 64]
     jmp 1f
 1:
-    movzx ebp, dil
-    mov r9, r11
-    add rbp, qword ptr [r15 + 320]
-    mov byte ptr [r15 + 192], dil
-    add rdi, qword ptr [r15 + 576]
-    and r9, 1984
-    mov dword ptr [r15 + r9 + 1344], r9d
-    and ebp, dword ptr [r15 + 512]
-    movzx r9d, bpl
-    mov dword ptr [r15 + 448], 111
-    mov ebp, r9d
+    mov rbp, r11
+    mov byte ptr [r15 + 64], bpl
+    and rbp, 4032
+    movzx r9d, byte ptr [r15 + rbp + 3392]
     jmp 1f
 1:
-    mov ebp, dword ptr [r15 + 640]
+    mov rbp, r11
+    mov edi, dword ptr [r15 + 448]
+    mov byte ptr [r15 + 192], cl
+    and rbp, 1984
+    inc dword ptr [r15 + rbp + 1344]
+    movzx ebp, bpl
+    mov dword ptr [r15 + 384], edi
     add r11, 64
     inc rbx
     dec r13
@@ -10836,123 +10785,112 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov dword ptr [r15 + 0], 119
     jmp 1f
+1:
+    mov eax, 176
+    mov dword ptr [r15 + 384], eax
+    mov byte ptr [r15 + 640], al
+    mov ebp, 162
+    jmp 1f
+1:
+    mov ebp, dword ptr [r15 + 128]
+    vpaddd xmm15, xmm15, xmm15
+    mov eax, eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, al
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov eax, ebp
+    mov rcx, rax
+    mov eax, 168
+    mov ebp, 66
+    mov dword ptr [r15 + 0], edi
+    mov r12, qword ptr [r15 + r12 + 56]
+    test dword ptr [r15 + 67117723], 4
+    jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    and r9d, dword ptr [r15 + 0]
-    mov eax, 220
-    mov eax, 162
-    mov ebp, eax
-    vmovdqu ymmword ptr [r15 + 0], ymm0
-    mov rax, rbp
-    mov eax, 57
-    and eax, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 64], 137
-    mov byte ptr [r15 + 512], al
-    mov eax, eax
-    mov rbp, r11
-    mov eax, r9d
-    and rbp, 448
-    movzx ecx, byte ptr [r15 + rbp + 832]
-    mov r9d, 184
-    movsxd r9, dword ptr [r15 + 128]
-    jmp 1f
-1:
-    test dword ptr [r15 + 67117723], 4
-    jnz 1f
-1:
-    mov ebp, esi
-    mov rbp, r11
-    mov dword ptr [r15 + 384], r9d
+    and ebp, dword ptr [r15 + 512]
     mov r9, r11
-    and rbp, 8128
-    movzx esi, byte ptr [r15 + rbp + 7488]
-    and r9, 4032
-    mov ebp, dword ptr [r15 + r9 + 3392]
     jmp 1f
 1:
-    movzx r9d, bpl
+    and r9, 8128
+    add rbp, qword ptr [r15 + r9 + 7488]
+    mov byte ptr [r15 + 512], cl
+    mov r9d, dword ptr [r15 + 128]
+    mov eax, ecx
     jmp 1f
 1:
+    mov eax, ebp
+    movzx eax, byte ptr [r15 + 448]
+    vmovdqu ymmword ptr [r15 + 320], ymm15
     jmp 1f
 1:
-    mov r8d, dword ptr [r15 + 320]
+    mov r8, r11
+    mov dword ptr [r15 + 64], 55
+    mov rcx, qword ptr [r15 + 256]
     jmp 1f
 1:
-    add qword ptr [r15 + 192], r8
+    and r8, 448
+    movsxd rdi, dword ptr [r15 + r8 + 832]
+    movzx r8d, al
+    mov eax, r8d
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 256], esi
-    jmp 1f
-1:
-    movsxd r8, dword ptr [r15 + 448]
-    movzx esi, bpl
-    mov eax, esi
-    mov dword ptr [r15 + 704], eax
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c186:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 8192
-    setz al
-    lea rcx, [rip + .Lc1_d8633_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d8633_s_t
-    .p2align 3
-.Lc1_d8633_s:
-    .p2align 3
-    jmp .Lc1_d8633_j
-    .p2align 3
-    jmp .Lc1_d8633_j
-.Lc1_d8633_j:
-    movzx ecx, byte ptr [r15 + 384]
-    jmp 1f
-1:
-    movsxd rax, dword ptr [r15 + 128]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r8d, 52
-    mov qword ptr [r15 + 128], r8
-    mov byte ptr [r15 + 192], dil
-    mov dword ptr [r15 + 64], 220
-    jmp 1f
-1:
+    lea rcx, [rip + .Lc1_d8658_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d8658_j_t
+.Lc1_d8658_j:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, qword ptr [r15 + 768]
+    mov ecx, 224
+    mov ecx, 102
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov byte ptr [r15 + 0], al
+    vmovdqu ymmword ptr [r15 + 320], ymm15
+    vmovdqu ymmword ptr [r15 + 64], ymm15
+    mov dword ptr [r15 + 448], 220
+    mov r8, r11
+    movsxd rax, dword ptr [r15 + 704]
     mov rbp, r11
+    and r8, 448
+    mov rcx, qword ptr [r15 + r8 + 832]
+    and rbp, 4032
+    mov dword ptr [r15 + rbp + 3392], 212
+    movzx esi, al
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx edx, byte ptr [r15 + 320]
+    mov dword ptr [r15 + 128], 155
+    mov byte ptr [r15 + 256], r8b
+    vpor xmm15, xmm15, xmm15
+    jmp 1f
+1:
+    movzx r8d, byte ptr [r15 + 384]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov rax, qword ptr [r15 + 64]
+    mov rbp, qword ptr [r15 + 192]
     mov r9, r11
-    jmp 1f
-1:
-    and r9, 4032
-    vmovdqu ymmword ptr [r15 + r9 + 3392], ymm0
-    movzx r9d, byte ptr [r15 + 320]
-    and rbp, 1984
-    mov rdi, qword ptr [r15 + rbp + 1344]
-    and r9d, dword ptr [r15 + 448]
-    movzx ebp, dl
-    jmp 1f
-1:
-    mov rbp, r11
-    jmp 1f
-1:
-    and rbp, 8128
-    mov byte ptr [r15 + rbp + 7488], r8b
-    mov dword ptr [r15 + 512], 208
-    mov edx, ebp
-    movsxd rdx, dword ptr [r15 + 320]
-    mov ebp, 224
+    mov qword ptr [r15 + 768], r9
+    and r9, 1984
+    movsxd rsi, dword ptr [r15 + r9 + 1344]
+    mov r9d, 195
+    mov r9d, r9d
     add r11, 64
     inc rbx
     dec r13
@@ -10961,163 +10899,160 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    add rbp, qword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], ebp
-    mov rbp, qword ptr [r15 + 64]
-    jmp 1f
-1:
-    mov rcx, qword ptr [r15 + 576]
-    mov r8, r11
-    movsxd rax, dword ptr [r15 + 448]
-    test dword ptr [r15 + 67117724], 5
-    jnz 1f
-1:
-    movsxd rbp, dword ptr [r15 + 192]
-    and r8, 448
-    mov rax, qword ptr [r15 + r8 + 832]
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 7
+    lea rcx, [rip + .Lc1_d8706_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d8706_s_t
+    .p2align 3
+.Lc1_d8706_s:
+    .p2align 3
+    jmp .Lc1_d8706_j
+    .p2align 3
+    jmp .Lc1_d8706_j
+    .p2align 3
+    jmp .Lc1_d8706_j
+    .p2align 3
+    jmp .Lc1_d8706_j
+    .p2align 3
+    jmp .Lc1_d8706_j
+    .p2align 3
+    jmp .Lc1_d8706_j
+    .p2align 3
+    jmp .Lc1_d8706_j
+    .p2align 3
+    jmp .Lc1_d8706_j
+.Lc1_d8706_j:
+    mov rbp, r11
     mov r9, r11
-    mov qword ptr [r15 + 384], r9
+    movzx edx, byte ptr [r15 + 448]
+    and rbp, 1984
+    movsxd rcx, dword ptr [r15 + rbp + 1344]
+    and r9, 8128
+    mov qword ptr [r15 + r9 + 7488], rdx
+    mov r9, r11
+    movzx ebp, byte ptr [r15 + 192]
     jmp 1f
 1:
-    vpmovmskb r8d, xmm0
-    and r9, 1984
-    mov rdx, qword ptr [r15 + r9 + 1344]
+    and r9, 4032
+    mov qword ptr [r15 + r9 + 3392], rdx
+    mov dword ptr [r15 + 512], r9d
+    test dword ptr [r15 + 67117724], 3
+    jz 1f
+1:
+    mov rdx, qword ptr [r15 + 128]
+    mov r9, rdx
+    mov rax, qword ptr [r15 + 384]
+    mov byte ptr [r15 + 576], al
     jmp 1f
 1:
     jmp 1f
 1:
     jmp 1f
 1:
-    mov byte ptr [r15 + 640], dl
-    jmp 1f
-1:
-    add rdx, qword ptr [r15 + 256]
-    vmovdqu ymmword ptr [r15 + 320], ymm0
-    mov r9d, dword ptr [r15 + 512]
-    movsxd r8, dword ptr [r15 + 384]
-    mov dword ptr [r15 + 128], 225
-    mov byte ptr [r15 + 64], r8b
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c188:
-    lea rcx, [rip + .Lc1_d8724_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d8724_j_t
-.Lc1_d8724_j:
-    mov r8, r11
-    mov dword ptr [r15 + 512], r8d
-    and r8, 4032
-    and ecx, dword ptr [r15 + r8 + 3392]
-    mov r8, qword ptr [r15 + 320]
-    mov r9d, dword ptr [r15 + 64]
-    mov rdx, rax
+    jmp 1f
+1:
+    vpxor xmm15, xmm15, xmm3
+    vpcmpeqb xmm15, xmm15, xmm3
+    movzx eax, byte ptr [r15 + 384]
+    mov dword ptr [r15 + 128], edx
+    mov qword ptr [r15 + 0], rdx
+    mov edx, eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu ymmword ptr [r15 + 0], ymm15
+    mov qword ptr [r15 + 0], rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
     mov eax, edx
-    mov rax, qword ptr [r15 + 64]
-    vmovdqu ymmword ptr [r15 + 704], ymm0
-    mov qword ptr [r15 + 448], rcx
-    mov ecx, 243
-    vmovdqu ymmword ptr [r15 + 320], ymm0
-    mov rbp, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    add qword ptr [r15 + 256], rax
+    mov r8, r11
+    movsxd rax, dword ptr [r15 + 64]
+    movzx edx, dil
+    test ebx, 1073741824
+    jz 1f
+1:
+    and r8, 16320
+    mov edi, dword ptr [r15 + r8 + 15680]
+    mov rax, rdx
+    vmovdqu ymmword ptr [r15 + 256], ymm15
+    mov rdx, rsi
+    mov edx, r8d
+    mov r8, r11
+    mov rdx, qword ptr [r15 + 320]
     jmp 1f
 1:
-    movzx ecx, byte ptr [r15 + 384]
-    and rbp, 8128
-    vmovdqu xmm0, xmmword ptr [r15 + rbp + 7488]
-    mov rbp, rdx
-    mov edx, edx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
     mov rbp, r11
-    vpaddq xmm0, xmm0, xmmword ptr [r15 + 192]
-    jmp 1f
-1:
+    and r8, 8128
+    movsxd rax, dword ptr [r15 + r8 + 7488]
+    add rcx, qword ptr [r15 + 512]
     and rbp, 448
-    mov rsi, qword ptr [r15 + rbp + 832]
-    mov qword ptr [r15 + 256], rdx
-    mov dword ptr [r15 + 128], 190
-    mov dword ptr [r15 + 128], ebp
+    mov r8, qword ptr [r15 + rbp + 832]
+    mov ebp, 243
+    mov dword ptr [r15 + 448], edx
+    jmp 1f
+1:
+    mov dword ptr [r15 + 640], edx
+    mov byte ptr [r15 + 320], dl
+    mov edx, dword ptr [r15 + 192]
+    mov rbp, qword ptr [r15 + 64]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c189:
-    mov byte ptr [r15 + 448], bpl
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], esi
-    jmp 1f
-1:
-    movzx esi, sil
-    mov dword ptr [r15 + 0], 103
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, dword ptr [r15 + 320]
-    mov ebp, dword ptr [r15 + 512]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d8796_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d8796_j_t
+.Lc1_d8796_j:
     mov r8, r11
-    mov edx, r8d
-    mov dword ptr [r15 + 576], edx
+    jmp 1f
+1:
+    mov ecx, dword ptr [r15 + 448]
     and r8, 4032
-    mov eax, dword ptr [r15 + r8 + 3392]
+    mov rsi, qword ptr [r15 + r8 + 3392]
+    movsxd r8, dword ptr [r15 + 192]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, 14
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r11
     jmp 1f
 1:
-    mov r9, r11
-    mov r8d, dword ptr [r15 + 768]
-    vpor xmm0, xmm0, xmm0
-    and r9, 8128
-    movsxd rdx, dword ptr [r15 + r9 + 7488]
-    mov r9d, 43
-    mov dword ptr [r15 + 64], 15
-    mov r9, rsi
-    mov dword ptr [r15 + 128], r8d
+    vmovdqu ymmword ptr [r15 + 320], ymm15
+    and rbp, 448
+    mov dword ptr [r15 + rbp + 832], 129
+    vmovdqu ymmword ptr [r15 + 512], ymm15
+    test dword ptr [r15 + 67117724], 8192
+    jnz 1f
+1:
+    mov rbp, r11
+    mov byte ptr [r15 + 128], sil
+    mov esi, ebp
+    and rbp, 1984
+    mov esi, dword ptr [r15 + rbp + 1344]
     jmp 1f
 1:
-    mov r9, r11
-    jmp 1f
-1:
-    movsxd r8, dword ptr [r15 + 256]
-    and r9, 1984
-    mov rdi, qword ptr [r15 + r9 + 1344]
-    movzx ecx, byte ptr [r15 + 384]
+    movzx ebp, byte ptr [r15 + 384]
     jmp 1f
 1:
     jmp 1f
 1:
-    mov r9d, 188
-    jmp 1f
-1:
-    and edx, dword ptr [r15 + 192]
-    jmp 1f
-1:
-    mov r9d, r8d
+    mov byte ptr [r15 + 128], sil
+    movzx esi, al
+    mov dword ptr [r15 + 704], ebp
+    mov dword ptr [r15 + 64], esi
+    movzx esi, byte ptr [r15 + 768]
     add r11, 64
     inc rbx
     dec r13
@@ -11126,181 +11061,166 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 15
-    lea rcx, [rip + .Lc1_d8817_s]
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 134217728
+    setz al
+    lea rcx, [rip + .Lc1_d8839_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d8817_s_t
+    jmp .Lc1_d8839_s_t
     .p2align 3
-.Lc1_d8817_s:
+.Lc1_d8839_s:
     .p2align 3
-    jmp .Lc1_d8817_j
+    jmp .Lc1_d8839_j
     .p2align 3
-    jmp .Lc1_d8817_j
-    .p2align 3
-    jmp .Lc1_d8817_j
-    .p2align 3
-    jmp .Lc1_d8817_j
-    .p2align 3
-    jmp .Lc1_d8817_j
-    .p2align 3
-    jmp .Lc1_d8817_j
-    .p2align 3
-    jmp .Lc1_d8817_j
-    .p2align 3
-    jmp .Lc1_d8817_j
-    .p2align 3
-    jmp .Lc1_d8817_j
-    .p2align 3
-    jmp .Lc1_d8817_j
-    .p2align 3
-    jmp .Lc1_d8817_j
-    .p2align 3
-    jmp .Lc1_d8817_j
-    .p2align 3
-    jmp .Lc1_d8817_j
-    .p2align 3
-    jmp .Lc1_d8817_j
-    .p2align 3
-    jmp .Lc1_d8817_j
-    .p2align 3
-    jmp .Lc1_d8817_j
-.Lc1_d8817_j:
-    mov r9, r11
-    movzx ecx, byte ptr [r15 + 448]
-    mov r8, r11
+    jmp .Lc1_d8839_j
+.Lc1_d8839_j:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov rbp, r11
     movzx eax, byte ptr [r15 + 256]
-    and r9, 1984
-    or qword ptr [r15 + r9 + 1344], 116
-    movsxd rsi, dword ptr [r15 + 128]
-    and r8, 448
-    mov r9, qword ptr [r15 + r8 + 832]
-    mov rdx, qword ptr [r15 + 384]
+    and eax, dword ptr [r15 + 128]
+    mov byte ptr [r15 + 64], al
+    and rbp, 4032
+    mov dword ptr [r15 + rbp + 3392], 210
+    and ecx, dword ptr [r15 + 512]
+    movzx r9d, byte ptr [r15 + 384]
+    mov qword ptr [r15 + 320], rsi
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rax, rcx
+    jmp 1f
+1:
+    mov rax, rax
+    and r9d, dword ptr [r15 + 576]
+    mov rbp, r11
+    movsxd rax, dword ptr [r15 + 64]
+    mov dword ptr [r15 + 192], 218
+    jmp 1f
+1:
+    mov r8, r11
+    and rbp, 8128
+    mov rcx, qword ptr [r15 + rbp + 7488]
+    and r8, 1984
+    mov rsi, qword ptr [r15 + r8 + 1344]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c191:
-    movsxd rcx, dword ptr [r15 + 448]
-    jmp 1f
-1:
-    mov byte ptr [r15 + 0], cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], r8b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    vpaddq xmm0, xmm0, xmmword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 64
+    mov dword ptr [r15 + 0], 31
+    mov rbp, r11
     jmp 1f
 1:
-    mov byte ptr [r15 + 0], cl
-    mov dword ptr [r15 + 0], 215
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu ymmword ptr [r15 + 0], ymm15
+    and rbp, 448
+    mov qword ptr [r15 + rbp + 832], rsi
+    movzx ebp, byte ptr [r15 + 256]
+    mov r8d, ecx
+    mov dword ptr [r15 + 448], 124
+    mov rcx, qword ptr [r15 + 192]
     jmp 1f
 1:
-    mov rcx, qword ptr [r15 + 512]
-    mov eax, dword ptr [r15 + 256]
-    mov dword ptr [r15 + 320], 245
-    mov r8, r11
-    mov r9, r11
-    movsxd rdx, dword ptr [r15 + 192]
-    and r8, 4032
-    movzx esi, byte ptr [r15 + r8 + 3392]
-    and r9, 8128
-    mov r8, qword ptr [r15 + r9 + 7488]
-    vpcmpeqb xmm0, xmm0, xmm8
+    movsxd r8, dword ptr [r15 + 320]
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
+    mov r8, r11
+    and ecx, dword ptr [r15 + 64]
     jmp 1f
 1:
+    and r8, 1984
+    mov dword ptr [r15 + r8 + 1344], 3
+    mov byte ptr [r15 + 384], bpl
     jmp 1f
 1:
     mov r8, r11
     jmp 1f
 1:
-    mov byte ptr [r15 + 64], r9b
+    mov rbp, rcx
+    and r8, 8128
+    mov rcx, qword ptr [r15 + r8 + 7488]
+    mov r8d, 52
     jmp 1f
 1:
-    and r8, 448
-    mov r9, qword ptr [r15 + r8 + 832]
-    mov r8, rsi
-    mov esi, esi
-    mov qword ptr [r15 + 640], rsi
+    and esi, dword ptr [r15 + 640]
     jmp 1f
 1:
-    mov rsi, qword ptr [r15 + 320]
-    mov qword ptr [r15 + 704], rsi
-    mov r8, qword ptr [r15 + 128]
-    mov esi, 180
-    movsxd rbp, dword ptr [r15 + 64]
-    or qword ptr [r15 + 384], 84
+    jmp 1f
+1:
+    mov qword ptr [r15 + 128], rsi
+    add rsi, qword ptr [r15 + 512]
     mov dword ptr [r15 + 128], esi
-    jmp 1f
-1:
+    movsxd rsi, dword ptr [r15 + 384]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c192:
-    lea rcx, [rip + .Lc1_d8901_j]
+    lea rcx, [rip + .Lc1_d8925_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d8901_j_t
-.Lc1_d8901_j:
-    mov ecx, dword ptr [r15 + 448]
+    jmp .Lc1_d8925_j_t
+.Lc1_d8925_j:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, r8d
+    mov ecx, 148
     mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, esi
-    jmp 1f
-1:
-    add rdx, qword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov r8, rsi
     mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rsi, dword ptr [r15 + 384]
-    jmp 1f
-1:
-    mov r8d, 61
-    mov r8, r11
-    jmp 1f
-1:
-    and r8, 1984
-    mov dword ptr [r15 + r8 + 1344], 34
-    mov r8d, edx
-    jmp 1f
-1:
-    mov r8d, 139
-    mov r8d, edx
-    mov r8d, dword ptr [r15 + 64]
-    movzx r9d, sil
-    mov eax, dword ptr [r15 + 192]
-    mov r9d, 253
-    jmp 1f
-1:
-    mov r9, r11
-    and r8d, dword ptr [r15 + 768]
-    and r9, 8128
-    mov dword ptr [r15 + r9 + 7488], ecx
-    mov byte ptr [r15 + 128], al
-    movzx eax, byte ptr [r15 + 320]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], ecx
+    mov ecx, 31
     mov rcx, rax
+    jmp 1f
+1:
+    jmp 1f
+1:
     mov rbp, r11
+    mov eax, ecx
+    mov rcx, qword ptr [r15 + 320]
+    and rbp, 4032
+    movsxd rax, dword ptr [r15 + rbp + 3392]
+    mov byte ptr [r15 + 256], al
     jmp 1f
 1:
-    mov rax, r8
-    jmp 1f
-1:
-    and rbp, 16320
-    mov r8d, dword ptr [r15 + rbp + 15680]
-    jmp 1f
+    test ebx, 1073741824
+    jnz 1f
 1:
     jmp 1f
 1:
-    mov rbp, qword ptr [r15 + 512]
-    mov r9, rax
+    movzx ebp, bpl
+    mov eax, eax
+    movsxd rbp, dword ptr [r15 + 704]
+    movsxd rax, dword ptr [r15 + 384]
+    movzx ecx, byte ptr [r15 + 512]
+    mov r8, r11
+    mov esi, dword ptr [r15 + 64]
+    and r8, 448
+    movzx r9d, byte ptr [r15 + r8 + 832]
+    jmp 1f
+1:
+    mov r8, r11
+    mov edi, r8d
+    mov edx, edi
+    and r8, 8128
+    vmovdqu ymmword ptr [r15 + r8 + 7488], ymm15
+    mov rdi, rcx
+    mov r8, r9
+    jmp 1f
+1:
+    vmovdqu xmmword ptr [r15 + 128], xmm15
+    mov r8, qword ptr [r15 + 448]
     add r11, 64
     inc rbx
     dec r13
@@ -11309,99 +11229,110 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov rbp, r11
-    and rbp, 4032
-    mov byte ptr [r15 + rbp + 3392], bpl
+    mov byte ptr [r15 + 320], dl
+    movzx eax, al
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, bpl
-    mov r12, qword ptr [r15 + r12 + 56]
+    movzx edx, cl
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], edx
+    movzx edx, r8b
     mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, ebp
-    movzx eax, dil
-    mov r12, qword ptr [r15 + r12 + 56]
+    movzx edx, al
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 64], ymm0
-    movzx edi, byte ptr [r15 + 256]
-    mov rbp, r11
-    mov eax, dword ptr [r15 + 64]
-    test dword ptr [r15 + 67117724], 5767168
+    movzx edx, dl
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
     jz 1f
 1:
-    mov byte ptr [r15 + 320], bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 448], edx
+    jmp 1f
+1:
+    movsxd rdx, dword ptr [r15 + 256]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 64], edi
+    jmp 1f
+1:
+    movzx edi, byte ptr [r15 + 512]
+    mov rsi, qword ptr [r15 + 128]
+    mov eax, 63
+    vpcmpeqb xmm15, xmm15, xmm8
+    movzx eax, byte ptr [r15 + 192]
+    test dword ptr [r15 + 67117723], 17039376
+    jz 1f
+1:
+    mov esi, eax
+    movsxd rdi, dword ptr [r15 + 64]
+    mov eax, 245
+    jmp 1f
+1:
+    mov dword ptr [r15 + 384], 250
+    mov rbp, r11
+    movzx eax, dl
+    and rbp, 4032
+    mov byte ptr [r15 + rbp + 3392], dl
+    mov rbp, r11
+    mov edx, ecx
+    movsxd rdx, dword ptr [r15 + 768]
     and rbp, 1984
-    mov dword ptr [r15 + rbp + 1344], 12
-    movsxd rdi, dword ptr [r15 + 448]
-    mov r8, r11
-    mov edx, 24
-    mov rbp, qword ptr [r15 + 576]
-    mov esi, 1
-    and r8, 448
-    movsxd rax, dword ptr [r15 + r8 + 832]
-    movzx r8d, dil
-    mov dword ptr [r15 + 512], r8d
-    mov qword ptr [r15 + 192], rcx
-    mov edx, edi
-    mov dword ptr [r15 + 384], r9d
-    movzx edi, byte ptr [r15 + 128]
-    jmp 1f
-1:
-    jmp 1f
-1:
+    mov dword ptr [r15 + rbp + 1344], eax
+    mov qword ptr [r15 + 320], rax
+    mov ecx, dword ptr [r15 + 576]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c194:
-    lea rcx, [rip + .Lc1_d8999_j]
+    lea rcx, [rip + .Lc1_d9026_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d8999_j_t
-.Lc1_d8999_j:
+    jmp .Lc1_d9026_j_t
+.Lc1_d9026_j:
+    mov qword ptr [r15 + 0], rdx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edx, ebp
+    and rbp, 1984
+    mov esi, dword ptr [r15 + rbp + 1344]
+    movzx edx, byte ptr [r15 + 384]
+    mov ebp, dword ptr [r15 + 448]
     mov r8, r11
-    and r8, 8128
-    mov byte ptr [r15 + r8 + 7488], cl
-    mov r9, qword ptr [r15 + 640]
-    mov r8d, dword ptr [r15 + 384]
-    movsxd rcx, dword ptr [r15 + 448]
-    mov qword ptr [r15 + 704], rcx
-    movzx ecx, byte ptr [r15 + 128]
-    mov ebp, r9d
-    mov edi, dword ptr [r15 + 384]
-    movzx ebp, dil
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx edi, r9b
-    mov rdi, rcx
-    movzx edi, dil
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, edi
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx edx, byte ptr [r15 + 320]
+    jmp 1f
+1:
+    and r8, 448
+    mov ecx, dword ptr [r15 + r8 + 832]
+    mov r8d, dword ptr [r15 + 128]
+    mov r9, rdx
+    movsxd rdx, dword ptr [r15 + 256]
+    mov byte ptr [r15 + 128], dl
     mov edi, edx
-    mov rbp, r11
+    movzx edx, al
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r8, r11
+    movzx eax, r8b
+    and r8, 8128
+    mov edx, dword ptr [r15 + r8 + 7488]
     jmp 1f
 1:
-    movzx edx, bpl
-    mov edx, dword ptr [r15 + 64]
-    and rbp, 4032
-    mov eax, dword ptr [r15 + rbp + 3392]
-    mov ebp, dword ptr [r15 + 512]
-    mov rbp, r11
-    mov rsi, qword ptr [r15 + 192]
-    movzx ecx, byte ptr [r15 + 128]
-    movzx ecx, dil
-    and rbp, 448
-    and eax, dword ptr [r15 + rbp + 832]
+    mov r8d, edx
+    movzx r8d, r8b
+    movzx r8d, r8b
+    mov dword ptr [r15 + 320], 122
+    movzx r8d, dil
+    mov r8, qword ptr [r15 + 512]
+    movzx edi, byte ptr [r15 + 64]
     jmp 1f
 1:
-    mov edi, dword ptr [r15 + 256]
+    movzx eax, byte ptr [r15 + 640]
+    mov ebp, dword ptr [r15 + 384]
     jmp 1f
 1:
-    jmp 1f
-1:
+    mov rcx, qword ptr [r15 + 192]
     add r11, 64
     inc rbx
     dec r13
@@ -11413,16 +11344,16 @@ ditto_body_c1:
     xor eax, eax
     test dword ptr [r15 + 67117724], 512
     setz al
-    lea rcx, [rip + .Lc1_d9048_s]
+    lea rcx, [rip + .Lc1_d9076_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d9048_s_t
+    jmp .Lc1_d9076_s_t
     .p2align 3
-.Lc1_d9048_s:
+.Lc1_d9076_s:
     .p2align 3
-    jmp .Lc1_d9048_j
+    jmp .Lc1_d9076_j
     .p2align 3
-    jmp .Lc1_d9048_j
-.Lc1_d9048_j:
+    jmp .Lc1_d9076_j
+.Lc1_d9076_j:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
@@ -11432,654 +11363,657 @@ ditto_body_c1:
 1:
     jmp 1f
 1:
-    mov ecx, dword ptr [r15 + 512]
+    mov r9, r11
+    mov eax, dword ptr [r15 + 448]
+    vmovq xmm15, rcx
+    and r9, 8128
+    movzx ecx, byte ptr [r15 + r9 + 7488]
+    mov r9, rax
     mov rbp, r11
-    vmovdqu ymmword ptr [r15 + 448], ymm0
-    and rbp, 8128
-    movzx eax, byte ptr [r15 + rbp + 7488]
-    mov rbp, rsi
-    mov rsi, rdi
-    movsxd rbp, dword ptr [r15 + 320]
-    mov r8, r11
-    mov rsi, r8
+    mov r9, rbp
+    test ebx, 1073741824
+    jz 1f
+1:
+    and rbp, 4032
+    movsxd r9, dword ptr [r15 + rbp + 3392]
+    mov rbp, r9
     and ebp, dword ptr [r15 + 64]
-    and r8, 1984
-    mov rdi, qword ptr [r15 + r8 + 1344]
-    mov dword ptr [r15 + 256], 159
-    mov esi, dword ptr [r15 + 384]
-    mov r8d, esi
+    mov rcx, qword ptr [r15 + 704]
+    mov dword ptr [r15 + 192], 214
+    mov r9d, dword ptr [r15 + 320]
     mov r8, r11
-    mov r9d, dword ptr [r15 + 768]
-    movsxd rdx, dword ptr [r15 + 128]
-    and r8, 4032
-    mov dword ptr [r15 + r8 + 3392], edi
-    mov edi, 246
+    mov eax, ebp
+    and r8, 448
+    mov ebp, dword ptr [r15 + r8 + 832]
+    movsxd rdx, dword ptr [r15 + 512]
+    mov dword ptr [r15 + 128], r9d
+    mov r8d, 240
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c196:
-    mov dword ptr [r15 + 576], ecx
-    mov edi, dword ptr [r15 + 320]
+    mov r9, r11
+    vpmovmskb ebp, xmm15
+    mov ebp, eax
+    and r9, 4032
+    mov dword ptr [r15 + r9 + 3392], 211
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], r9d
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     jmp 1f
 1:
-    and edi, dword ptr [r15 + 256]
-    mov dword ptr [r15 + 512], edi
-    mov ecx, dword ptr [r15 + 320]
-    mov edi, ecx
-    mov dword ptr [r15 + 0], edi
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], 176
-    vmovdqu ymmword ptr [r15 + 0], ymm0
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rax
     jmp 1f
 1:
-    mov eax, r9d
+    mov r9d, ebp
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r9
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], edi
+    movzx r9d, r8b
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 217
+    mov r9, qword ptr [r15 + 256]
+    mov dword ptr [r15 + 320], r8d
+    mov dword ptr [r15 + 448], 190
+    movsxd rbp, dword ptr [r15 + 512]
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
-    movsxd rax, dword ptr [r15 + 128]
-    mov dword ptr [r15 + 384], 152
-    jmp 1f
-1:
-    movzx edi, cl
-    movsxd rcx, dword ptr [r15 + 448]
-    jmp 1f
-1:
-    movzx edi, al
-    mov r9d, edi
-    jmp 1f
-1:
-    mov edi, 135
-    mov rdi, qword ptr [r15 + 64]
-    mov eax, 50
-    mov byte ptr [r15 + 64], cl
-    mov eax, eax
-    mov rbp, r11
-    mov eax, 100
-    jmp 1f
-1:
-    jmp 1f
-1:
+    mov ebp, dword ptr [r15 + 64]
+    add qword ptr [r15 + 768], r9
+    movzx r8d, r9b
     mov r8, r11
-    and rbp, 448
-    mov dword ptr [r15 + rbp + 832], r9d
-    mov rdx, rdi
+    mov dword ptr [r15 + 192], r8d
+    jmp 1f
+1:
     and r8, 1984
-    vmovdqu xmmword ptr [r15 + r8 + 1344], xmm0
-    movsxd rcx, dword ptr [r15 + 192]
+    mov dword ptr [r15 + r8 + 1344], r9d
+    mov r9d, r8d
+    jmp 1f
+1:
+    mov r8d, 135
+    mov r8d, ebp
+    mov dword ptr [r15 + 128], 17
+    mov ebp, 95
+    mov ebp, dword ptr [r15 + 64]
+    mov r9d, 96
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 576], r8d
+    mov r8, rsi
+    mov byte ptr [r15 + 384], r9b
+    movsxd r8, dword ptr [r15 + 384]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c197:
-    lea rcx, [rip + .Lc1_d9141_j]
+    lea rcx, [rip + .Lc1_d9170_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d9141_j_t
-.Lc1_d9141_j:
-    mov dword ptr [r15 + 192], edx
-    movzx ecx, cl
-    mov rcx, qword ptr [r15 + 256]
-    mov edx, 229
-    mov dword ptr [r15 + 64], 48
-    jmp 1f
-1:
-    movsxd r8, dword ptr [r15 + 320]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, 5
-    movzx edx, cl
-    jmp 1f
-1:
-    movzx edx, dl
+    jmp .Lc1_d9170_j_t
+.Lc1_d9170_j:
     mov rbp, r11
-    mov qword ptr [r15 + 0], r8
-    mov dword ptr [r15 + 448], 85
-    and rbp, 4032
-    mov r8, r11
-    mov edx, dword ptr [r15 + rbp + 3392]
-    mov rbp, rdx
-    mov rbp, rsi
-    and r8, 448
-    add rcx, qword ptr [r15 + r8 + 832]
-    mov r8, r11
+    and rbp, 448
+    mov ecx, dword ptr [r15 + rbp + 832]
+    movzx ebp, r8b
+    mov rbp, qword ptr [r15 + 640]
+    mov esi, 92
+    mov dword ptr [r15 + 0], 242
     jmp 1f
 1:
-    vmovdqu ymmword ptr [r15 + 704], ymm0
-    and r8, 8128
-    movzx esi, byte ptr [r15 + r8 + 7488]
-    mov ebp, edx
-    movzx edx, bpl
-    movsxd rbp, dword ptr [r15 + 128]
-    movzx r8d, byte ptr [r15 + 640]
-    mov qword ptr [r15 + 384], r8
-    vmovdqu xmm0, xmmword ptr [r15 + 512]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov qword ptr [r15 + 0], rbp
+    mov ebp, 219
+    movzx ebp, bpl
+    jmp 1f
+1:
+    movzx ebp, sil
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rbp, dword ptr [r15 + 384]
+    mov esi, dword ptr [r15 + 448]
+    mov rcx, rsi
+    mov rsi, r9
+    test ebx, 501760
+    jz 1f
+1:
+    mov rbp, r11
+    vmovq xmm15, rbp
+    movsxd r9, dword ptr [r15 + 192]
+    and rbp, 8128
+    mov r8d, dword ptr [r15 + rbp + 7488]
+    mov qword ptr [r15 + 256], r8
+    mov r8d, r8d
+    movzx r8d, r8b
+    mov rbp, r11
+    vmovdqu ymmword ptr [r15 + 64], ymm15
+    movzx r8d, byte ptr [r15 + 128]
+    mov qword ptr [r15 + 320], rcx
+    and rbp, 1984
+    add rdx, qword ptr [r15 + rbp + 1344]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c198:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rbp, [r11 + r11*1]
-    mov dword ptr [r15 + 128], eax
-    and rbp, 1984
-    mov dword ptr [r15 + rbp + 1408], 161
-    mov rdi, qword ptr [r15 + 768]
-    mov r9d, 46
-    mov eax, 134
+    lea rcx, [rip + .Lc1_d9219_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d9219_j_t
+.Lc1_d9219_j:
+    mov rbp, r11
+    mov dword ptr [r15 + 448], ecx
+    mov dword ptr [r15 + 320], 161
+    and rbp, 8128
+    mov rax, qword ptr [r15 + rbp + 7488]
+    mov edi, 46
+    mov ebp, 134
     jmp 1f
 1:
-    mov qword ptr [r15 + 0], r8
-    lock or dword ptr [r15 + 0], 30
+    mov qword ptr [r15 + 0], rcx
+    .byte 0x0f, 0x1f, 0x00
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    movzx eax, al
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 64], eax
-    mov r9, r11
-    test dword ptr [r15 + 67117723], 34816
-    jnz 1f
+    movzx ecx, al
+    mov r12, qword ptr [r15 + r12 + 56]
+    vpaddq xmm15, xmm15, xmmword ptr [r15 + 704]
+    test ebx, 1073741824
+    jz 1f
 1:
+    mov rbp, r11
     jmp 1f
 1:
-    and r9, 8128
-    mov rax, qword ptr [r15 + r9 + 7488]
-    and r9d, dword ptr [r15 + 512]
-    movsxd r8, dword ptr [r15 + 128]
-    movzx ecx, byte ptr [r15 + 256]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 64], 41
-    mov dword ptr [r15 + 320], r8d
+    movsxd rax, dword ptr [r15 + 320]
+    and rbp, 448
+    mov byte ptr [r15 + rbp + 832], cl
+    movsxd rbp, dword ptr [r15 + 128]
+    movzx ecx, byte ptr [r15 + 128]
     jmp 1f
 1:
     mov r8, r11
-    mov dword ptr [r15 + 384], 68
-    mov qword ptr [r15 + rbp + 1344], r8
-    movsxd rbp, dword ptr [r15 + 192]
+    mov dword ptr [r15 + 64], 41
+    mov esi, dword ptr [r15 + 256]
+    jmp 1f
+1:
     and r8, 4032
-    vmovdqu ymmword ptr [r15 + r8 + 3392], ymm0
+    mov dword ptr [r15 + r8 + 3392], 68
+    movzx r8d, byte ptr [r15 + 384]
+    mov qword ptr [r15 + 512], rbp
+    vpxor xmm15, xmm15, xmm1
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c199:
-    lea rcx, [rip + .Lc1_d9228_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d9228_j_t
-.Lc1_d9228_j:
-    vmovdqu ymmword ptr [r15 + 640], ymm0
-    jmp 1f
-1:
-    nop
-    nop
-    vpor xmm0, xmm0, xmm0
-    jmp 1f
-1:
-    mov ecx, 129
-    jmp 1f
-1:
-    mov r9d, 181
-    mov dword ptr [r15 + 0], r9d
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov eax, eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    movzx r9d, r9b
     mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], r8
-    .byte 0x0f, 0x1f, 0x40, 0x00
-    mov dword ptr [r15 + 0], ecx
-    mov ecx, dword ptr [r15 + 448]
-    mov r8d, dword ptr [r15 + 128]
-    movzx r9d, bpl
-    movzx ebp, r9b
-    mov dword ptr [r15 + 320], ebp
-    mov ebp, dword ptr [r15 + 384]
-    mov r9, r11
-    mov eax, dword ptr [r15 + 448]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    and r9, 8128
-    movzx edi, byte ptr [r15 + r9 + 7488]
-    movsxd r9, dword ptr [r15 + 64]
-    mov edx, r9d
-    mov r9, rsi
-    add r9, qword ptr [r15 + 512]
-    mov dword ptr [r15 + 384], ecx
-    movsxd rcx, dword ptr [r15 + 576]
-    movzx esi, byte ptr [r15 + 192]
+    movzx eax, byte ptr [r15 + 64]
+    mov rbp, r8
+    mov dword ptr [r15 + 192], r8d
+    jmp 1f
+1:
+    movsxd r8, dword ptr [r15 + 448]
+    nop
+    mov ebp, 85
+    test dword ptr [r15 + 67117724], 33816578
+    jz 1f
+1:
+    mov r8, r11
+    movzx ebp, r8b
+    mov ebp, dword ptr [r15 + 512]
+    movsxd rax, dword ptr [r15 + 320]
+    and r8, 4032
+    mov dword ptr [r15 + r8 + 3392], edi
+    mov r8d, dword ptr [r15 + 768]
+    mov dword ptr [r15 + 384], r8d
+    jmp 1f
+1:
     mov r8, r11
     jmp 1f
 1:
-    movsxd rsi, dword ptr [r15 + 256]
-    jmp 1f
-1:
-    and r8, 448
-    movzx esi, byte ptr [r15 + r8 + 832]
-    mov dword ptr [r15 + 128], esi
+    movzx edi, r8b
+    nop
+    and r8, 1984
+    mov edi, dword ptr [r15 + r8 + 1344]
+    movzx r8d, al
+    mov r8, r11
+    mov qword ptr [r15 + 128], rdi
+    .byte 0x0f, 0x1f, 0x40, 0x00
+    and r8, 16320
+    mov edi, dword ptr [r15 + r8 + 15680]
+    mov r8d, 42
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c200:
-    add r8, qword ptr [r15 + 320]
-    mov dword ptr [r15 + 64], r8d
-    mov dword ptr [r15 + 320], 208
-    mov ecx, ecx
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 262144
+    setz al
+    lea rcx, [rip + .Lc1_d9312_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d9312_s_t
+    .p2align 3
+.Lc1_d9312_s:
+    .p2align 3
+    jmp .Lc1_d9312_j
+    .p2align 3
+    jmp .Lc1_d9312_j
+.Lc1_d9312_j:
+    movzx ecx, cl
+    movsxd rax, dword ptr [r15 + 192]
+    movsxd rsi, dword ptr [r15 + 320]
+    mov rdi, qword ptr [r15 + 128]
+    movsxd rcx, dword ptr [r15 + 256]
     jmp 1f
 1:
     jmp 1f
 1:
-    jmp 1f
-1:
-    movsxd rsi, dword ptr [r15 + 128]
-    vmovq xmm0, rsi
-    mov ecx, 247
-    jmp 1f
-1:
-    mov ecx, dword ptr [r15 + 384]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    vmovdqu ymmword ptr [r15 + 0], ymm0
-    movzx esi, cl
-    mov rsi, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    test ebx, 9216
+    and edi, dword ptr [r15 + 512]
+    mov r8d, 159
+    mov qword ptr [r15 + 576], r8
+    vmovdqu ymmword ptr [r15 + 448], ymm15
+    mov r8, qword ptr [r15 + 64]
+    test ebx, 1073741824
     jnz 1f
 1:
-    mov qword ptr [r15 + 0], rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, ecx
-    mov rbp, r11
-    jmp 1f
-1:
-    and rbp, 4032
-    mov qword ptr [r15 + rbp + 3392], rbp
     mov r8, r11
-    mov esi, 88
-    mov dword ptr [r15 + 192], 106
+    jmp 1f
+1:
+    mov ecx, esi
+    mov esi, 249
+    and r8, 8128
+    mov edx, dword ptr [r15 + r8 + 7488]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 64], edx
+    mov edx, dword ptr [r15 + 384]
+    mov edi, edx
+    mov r8, r11
+    jmp 1f
+1:
     mov rbp, r11
-    and r8, 1984
-    mov rsi, qword ptr [r15 + r8 + 1344]
+    and r8, 448
+    mov dword ptr [r15 + r8 + 832], r8d
+    and rbp, 1984
+    mov r8d, dword ptr [r15 + rbp + 1344]
     jmp 1f
 1:
-    and rbp, 448
-    movsxd r8, dword ptr [r15 + rbp + 832]
-    jmp 1f
-1:
-    add rsi, qword ptr [r15 + 512]
-    movzx ebp, sil
-    mov esi, dword ptr [r15 + 448]
-    jmp 1f
-1:
-    movsxd rcx, dword ptr [r15 + 704]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c201:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 524288
-    setz al
-    lea rcx, [rip + .Lc1_d9332_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d9332_s_t
-    .p2align 3
-.Lc1_d9332_s:
-    .p2align 3
-    jmp .Lc1_d9332_j
-    .p2align 3
-    jmp .Lc1_d9332_j
-.Lc1_d9332_j:
-    mov rbp, r11
-    and rbp, 4032
-    mov qword ptr [r15 + rbp + 3392], rax
-    movzx ebp, cl
-    mov ebp, ebp
-    mov eax, dword ptr [r15 + 384]
-    mov rbp, rax
-    mov r8, rbp
-    mov dword ptr [r15 + 256], r9d
-    movzx eax, byte ptr [r15 + 64]
-    movsxd rbp, dword ptr [r15 + 768]
-    mov dword ptr [r15 + 512], ecx
+    mov edx, dword ptr [r15 + 320]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, ecx
+    mov r8, r8
     jmp 1f
 1:
-    movzx ecx, sil
-    vmovq qword ptr [r15 + 0], xmm0
-    mov rsi, rcx
     jmp 1f
 1:
-    mov r9, r11
-    mov dword ptr [r15 + 320], r9d
-    movsxd rcx, dword ptr [r15 + 128]
-    and r9, 1984
-    movsxd rsi, dword ptr [r15 + r9 + 1344]
-    mov r9, qword ptr [r15 + 64]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r8d, r8b
+    mov rbp, rdx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rdx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx edx, dl
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, qword ptr [r15 + 192]
+    mov edx, 54
     mov rbp, r11
-    mov edi, ebp
+    mov dword ptr [r15 + 512], r8d
+    mov r8d, ebp
+    test ebx, 1073741824
+    jz 1f
+1:
     and rbp, 8128
-    mov edi, dword ptr [r15 + rbp + 7488]
+    mov r8d, dword ptr [r15 + rbp + 7488]
+    movsxd rbp, dword ptr [r15 + 384]
+    mov edx, edx
+    movzx edx, dl
+    movzx edi, dl
+    mov rdx, r8
+    mov r8, r11
+    movzx esi, byte ptr [r15 + 640]
+    and r8, 4032
+    or qword ptr [r15 + r8 + 3392], 59
+    mov dword ptr [r15 + 256], r8d
     jmp 1f
 1:
-    movsxd rbp, dword ptr [r15 + 192]
+    mov dword ptr [r15 + 448], eax
+    mov r8d, dword ptr [r15 + 64]
+    mov r9, r11
+    jmp 1f
+1:
+    mov eax, ebp
+    and r9, 448
+    mov rbp, qword ptr [r15 + r9 + 832]
+    jmp 1f
+1:
+    mov r9d, dword ptr [r15 + 128]
+    movzx ecx, byte ptr [r15 + 704]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c202:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov rax, qword ptr [r15 + 128]
-    mov rbp, r11
+    lea rcx, [rip + .Lc1_d9406_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d9406_j_t
+.Lc1_d9406_j:
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    mov rcx, rcx
+    add rcx, qword ptr [r15 + 0]
+    mov r9d, ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu ymmword ptr [r15 + 0], ymm15
+    movzx edx, byte ptr [r15 + 448]
+    and r9, 448
+    mov qword ptr [r15 + r9 + 832], r9
+    mov qword ptr [r15 + 512], rdx
+    jmp 1f
+1:
+    mov ebp, ecx
+    vmovdqu xmmword ptr [r15 + 384], xmm15
+    jmp 1f
+1:
+    mov dword ptr [r15 + 128], 60
+    mov rcx, r9
+    test ebx, 4608
+    jnz 1f
+1:
+    mov ecx, dword ptr [r15 + 768]
+    mov r9d, dword ptr [r15 + 64]
+    mov rdx, qword ptr [r15 + 64]
+    mov rbp, r11
+    vmovdqu xmmword ptr [r15 + 128], xmm15
     and rbp, 1984
-    mov dword ptr [r15 + rbp + 1344], edi
+    mov qword ptr [r15 + rbp + 1344], rbp
     jmp 1f
 1:
-    mov ebp, dword ptr [r15 + 576]
-    mov qword ptr [r15 + 384], rbp
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov rdi, rbp
-    mov ebp, dword ptr [r15 + 384]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, edi
-    mov qword ptr [r15 + 0], rax
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rsi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rsi, r9
-    jmp 1f
-1:
-    test dword ptr [r15 + 67117723], 4104
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov edi, esi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r11
-    xor dword ptr [r15 + 512], r9d
-    jmp 1f
-1:
-    mov esi, dword ptr [r15 + 192]
-    and rbp, 448
-    mov dword ptr [r15 + rbp + 832], 253
-    mov byte ptr [r15 + 320], dil
     mov ebp, ebp
-    mov qword ptr [r15 + 64], rbp
-    mov r8, r11
+    mov qword ptr [r15 + 192], r9
+    mov rbp, r11
     jmp 1f
 1:
-    and r8, 8128
-    mov rbp, qword ptr [r15 + r8 + 7488]
-    movzx eax, byte ptr [r15 + 448]
-    movzx ecx, dl
+    and rbp, 4032
+    movzx r8d, byte ptr [r15 + rbp + 3392]
     jmp 1f
 1:
-    mov r8, qword ptr [r15 + 256]
-    mov ecx, r8d
+    movzx esi, r9b
+    movzx r9d, byte ptr [r15 + 384]
+    mov ebp, dword ptr [r15 + 256]
+    jmp 1f
+1:
+    mov esi, r8d
+    mov rsi, qword ptr [r15 + 320]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c203:
-    lea rcx, [rip + .Lc1_d9428_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d9428_j_t
-.Lc1_d9428_j:
-    jmp 1f
-1:
-    mov ecx, ecx
-    movsxd rdx, dword ptr [r15 + 448]
-    mov ecx, edx
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], ecx
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 15
+    lea rcx, [rip + .Lc1_d9460_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d9460_s_t
+    .p2align 3
+.Lc1_d9460_s:
+    .p2align 3
+    jmp .Lc1_d9460_j
+    .p2align 3
+    jmp .Lc1_d9460_j
+    .p2align 3
+    jmp .Lc1_d9460_j
+    .p2align 3
+    jmp .Lc1_d9460_j
+    .p2align 3
+    jmp .Lc1_d9460_j
+    .p2align 3
+    jmp .Lc1_d9460_j
+    .p2align 3
+    jmp .Lc1_d9460_j
+    .p2align 3
+    jmp .Lc1_d9460_j
+    .p2align 3
+    jmp .Lc1_d9460_j
+    .p2align 3
+    jmp .Lc1_d9460_j
+    .p2align 3
+    jmp .Lc1_d9460_j
+    .p2align 3
+    jmp .Lc1_d9460_j
+    .p2align 3
+    jmp .Lc1_d9460_j
+    .p2align 3
+    jmp .Lc1_d9460_j
+    .p2align 3
+    jmp .Lc1_d9460_j
+    .p2align 3
+    jmp .Lc1_d9460_j
+.Lc1_d9460_j:
     movzx ecx, cl
-    movzx r8d, dl
-    mov qword ptr [r15 + 0], rdx
-    mov dword ptr [r15 + 0], r8d
-    mov r8, r11
     mov rbp, r11
-    movzx edx, bpl
-    and rbp, 16320
-    mov dword ptr [r15 + rbp + 15680], 27
-    vpaddq xmm0, xmm0, xmmword ptr [r15 + 704]
-    and r8, 448
-    mov edx, dword ptr [r15 + r8 + 832]
-    mov ecx, dword ptr [r15 + 512]
-    mov dword ptr [r15 + 256], ecx
-    movsxd r8, dword ptr [r15 + 128]
-    mov byte ptr [r15 + 64], bpl
-    movzx ecx, byte ptr [r15 + 640]
-    mov qword ptr [r15 + 320], rdx
-    movzx ebp, cl
-    mov ebp, dword ptr [r15 + 320]
-    mov r9, r11
-    movzx edx, byte ptr [r15 + 192]
+    mov r8, r11
+    and rbp, 8128
+    mov ecx, dword ptr [r15 + rbp + 7488]
+    mov ebp, ecx
+    test ebx, 1073741824
+    jz 1f
+1:
+    and r8, 1984
+    movzx ecx, byte ptr [r15 + r8 + 1344]
+    movzx r8d, byte ptr [r15 + 128]
     jmp 1f
 1:
-    and r9, 4032
-    mov dword ptr [r15 + r9 + 3392], r9d
-    movzx esi, byte ptr [r15 + 128]
-    movsxd r9, dword ptr [r15 + 64]
-    movzx eax, byte ptr [r15 + 384]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c204:
+    mov r8d, dword ptr [r15 + 512]
+    jmp 1f
+1:
+    movzx ebp, r8b
+    mov byte ptr [r15 + 256], dil
+    mov r8, rcx
+    mov r8d, dword ptr [r15 + 640]
+    mov rcx, qword ptr [r15 + 64]
+    vmovq qword ptr [r15 + 0], xmm15
+    mov edi, ecx
+    mov qword ptr [r15 + 0], rdi
+    mov r9, rbp
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r8
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    movzx r9d, dl
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, rdi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r9d, eax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, r11
-    mov rax, r9
-    jmp 1f
-1:
-    vmovdqu ymmword ptr [r15 + 0], ymm0
-    and r9, 1984
-    mov byte ptr [r15 + r9 + 1344], r9b
-    mov rax, r9
-    mov rdi, qword ptr [r15 + 128]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 384], 230
-    and edi, dword ptr [r15 + 128]
-    mov qword ptr [r15 + 768], r9
-    test ebx, 1536
+    vmovdqu ymmword ptr [r15 + 0], ymm15
+    movzx r8d, byte ptr [r15 + 576]
+    test ebx, 1073741824
     jnz 1f
 1:
+    mov dword ptr [r15 + 192], 129
+    mov rcx, r9
+    jmp 1f
+1:
+    mov byte ptr [r15 + 384], cl
+    jmp 1f
+1:
+    mov ecx, dword ptr [r15 + 64]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 320], ebp
+    movzx ebp, r8b
+    mov rbp, rbp
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + 384], ymm15
+    movzx r8d, byte ptr [r15 + 448]
+    movzx ebp, r8b
+    mov rbp, r11
+    mov dword ptr [r15 + 320], ecx
     mov r9, r11
-    mov qword ptr [r15 + 320], rax
-    mov rax, rsi
-    jmp 1f
-1:
-    and r9, 8128
-    movzx esi, byte ptr [r15 + r9 + 7488]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov edi, dword ptr [r15 + 256]
-    movzx r9d, dil
-    mov r9, r9
-    jmp 1f
-1:
-    mov dword ptr [r15 + 64], esi
-    jmp 1f
-1:
-    mov r9, r11
-    movzx esi, al
+    movsxd rcx, dword ptr [r15 + 128]
+    and rbp, 448
+    movzx edi, byte ptr [r15 + rbp + 832]
+    mov ebp, 171
     and r9, 4032
-    mov rsi, qword ptr [r15 + r9 + 3392]
-    movzx r9d, byte ptr [r15 + 512]
-    add rsi, qword ptr [r15 + 448]
-    mov eax, 239
-    movzx eax, byte ptr [r15 + 192]
+    inc dword ptr [r15 + r9 + 3392]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c205:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 7
-    lea rcx, [rip + .Lc1_d9529_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d9529_s_t
-    .p2align 3
-.Lc1_d9529_s:
-    .p2align 3
-    jmp .Lc1_d9529_j
-    .p2align 3
-    jmp .Lc1_d9529_j
-    .p2align 3
-    jmp .Lc1_d9529_j
-    .p2align 3
-    jmp .Lc1_d9529_j
-    .p2align 3
-    jmp .Lc1_d9529_j
-    .p2align 3
-    jmp .Lc1_d9529_j
-    .p2align 3
-    jmp .Lc1_d9529_j
-    .p2align 3
-    jmp .Lc1_d9529_j
-.Lc1_d9529_j:
-    mov r9, r11
-    and r9, 8128
-    mov byte ptr [r15 + r9 + 7488], r9b
+    lea rcx, [rip + .Lc1_d9547_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d9547_j_t
+.Lc1_d9547_j:
     jmp 1f
 1:
-    mov rbp, r11
-    jmp 1f
-1:
-    and rbp, 1984
-    mov rdi, qword ptr [r15 + rbp + 1344]
-    mov dword ptr [r15 + 256], 77
-    mov r9d, dword ptr [r15 + 448]
+    mov ecx, edi
+    movzx ebp, bpl
+    mov dword ptr [r15 + 448], 241
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 576], 107
-    mov ebp, r9d
-    mov rbp, r11
-    movzx ecx, byte ptr [r15 + 64]
-    mov dword ptr [r15 + 384], 127
-    and rbp, 448
-    mov rax, qword ptr [r15 + rbp + 832]
+    mov ebp, ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov rbp, r8
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu ymmword ptr [r15 + 0], ymm15
+    mov byte ptr [r15 + 0], bpl
+    mov r8, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 64], bpl
+    and r8, 8128
+    movsxd rbp, dword ptr [r15 + r8 + 7488]
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx r8d, dil
+    jmp 1f
+1:
+    mov r8d, dword ptr [r15 + 256]
+    mov dword ptr [r15 + 768], 14
+    mov r9, r11
+    mov dword ptr [r15 + 192], 127
+    mov byte ptr [r15 + 704], bpl
+    jmp 1f
+1:
+    and r9, 1984
+    mov rbp, qword ptr [r15 + r9 + 1344]
+    mov r9, qword ptr [r15 + 512]
+    mov dword ptr [r15 + 384], r9d
+    mov rdi, qword ptr [r15 + 320]
+    mov dword ptr [r15 + 128], 22
+    mov dword ptr [r15 + 512], 70
+    jmp 1f
+1:
+    movsxd r9, dword ptr [r15 + 128]
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c206:
+    lea rcx, [rip + .Lc1_d9593_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d9593_j_t
+.Lc1_d9593_j:
+    mov r12, qword ptr [r15 + r12 + 56]
+    or qword ptr [r15 + 0], 26
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], r9d
+    jmp 1f
+1:
+    movzx r9d, r9b
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r9d, dword ptr [r15 + 128]
+    movsxd rcx, dword ptr [r15 + 320]
+    movzx ebp, byte ptr [r15 + 64]
+    mov rdi, r9
+    mov r8, r11
+    movsxd rdi, dword ptr [r15 + 192]
+    mov dword ptr [r15 + 448], r9d
+    and r8, 448
+    mov dword ptr [r15 + r8 + 832], ebp
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov byte ptr [r15 + 256], bpl
+    vpshufd xmm15, xmm15, 251
     jmp 1f
 1:
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], 51
-    movzx edx, al
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 110
-    mov dword ptr [r15 + 0], 14
-    vmovdqu ymmword ptr [r15 + 0], ymm0
-    add rbp, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, byte ptr [r15 + 256]
-    jmp 1f
-1:
-    mov r9, r11
     movzx r8d, byte ptr [r15 + 384]
-    inc dword ptr [r15 + 512]
+    jmp 1f
+1:
     mov rbp, r11
-    and r9, 448
-    mov qword ptr [r15 + r9 + 832], rax
+    mov qword ptr [r15 + 576], rbp
+    mov dword ptr [r15 + 64], 95
+    and rbp, 1984
+    mov r9, qword ptr [r15 + rbp + 1344]
+    mov rbp, r11
+    mov ecx, dword ptr [r15 + 512]
     and rbp, 4032
-    mov dword ptr [r15 + rbp + 3392], eax
-    or qword ptr [r15 + 64], 98
-    jmp 1f
-1:
-    movzx eax, byte ptr [r15 + 128]
-    mov rbp, rbp
-    mov rdx, qword ptr [r15 + 320]
-    vmovdqu ymmword ptr [r15 + 128], ymm0
-    add rdx, qword ptr [r15 + 448]
-    movzx ebp, byte ptr [r15 + 640]
-    mov dword ptr [r15 + 192], r8d
-    mov dword ptr [r15 + 512], 135
-    mov r8d, dword ptr [r15 + 704]
+    mov rax, qword ptr [r15 + rbp + 3392]
     jmp 1f
 1:
     jmp 1f
 1:
-    mov r9, r11
-    jmp 1f
-1:
-    and r9, 1984
-    mov dword ptr [r15 + r9 + 1344], 177
-    mov byte ptr [r15 + 320], dl
+    mov dword ptr [r15 + 320], 177
     add r11, 64
     inc rbx
     dec r13
@@ -12088,394 +12022,389 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d9612_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d9612_j_t
-.Lc1_d9612_j:
-    movsxd rax, dword ptr [r15 + 192]
-    movsxd rcx, dword ptr [r15 + 128]
-    movzx r9d, byte ptr [r15 + 448]
-    mov byte ptr [r15 + 64], r9b
+    mov eax, ecx
+    mov qword ptr [r15 + 0], r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 97
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    lea rbp, [r11 + r11*1]
+    mov byte ptr [r15 + 128], bpl
+    and rbp, 8128
+    movzx edi, byte ptr [r15 + rbp + 7488]
+    mov esi, eax
+    mov r9, rax
+    mov rax, r9
+    mov byte ptr [r15 + 384], al
+    test dword ptr [r15 + 67117724], 134348800
+    jnz 1f
+1:
+    mov dword ptr [r15 + 320], 52
+    mov qword ptr [r15 + rbp + 7552], rbp
+    jmp 1f
+1:
     mov rbp, r11
-    movzx r9d, byte ptr [r15 + 384]
-    and rbp, 4032
-    mov byte ptr [r15 + rbp + 3392], al
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, eax
-    mov dword ptr [r15 + 0], 129
-    mov eax, r8d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, rax
-    add rcx, qword ptr [r15 + 0]
+    movsxd r9, dword ptr [r15 + 640]
+    and rbp, 1984
+    vmovdqu xmmword ptr [r15 + rbp + 1344], xmm15
+    mov byte ptr [r15 + 192], cl
+    mov rsi, qword ptr [r15 + 64]
+    movsxd rcx, dword ptr [r15 + 512]
     mov rbp, rcx
-    test dword ptr [r15 + 67117724], 1
-    jz 1f
-1:
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov rbp, r11
-    jmp 1f
-1:
-    and rbp, 448
-    mov dword ptr [r15 + rbp + 832], 255
-    mov qword ptr [r15 + 64], rbp
-    mov dword ptr [r15 + 320], 69
+    mov dword ptr [r15 + 448], r9d
+    mov dword ptr [r15 + 384], 101
     mov r8, r11
-    jmp 1f
-1:
-    movsxd rbp, dword ptr [r15 + 512]
-    mov dword ptr [r15 + 768], ecx
-    and r8, 8128
-    mov ecx, dword ptr [r15 + r8 + 7488]
-    mov r8, r9
+    mov edi, dword ptr [r15 + 256]
+    and r8, 4032
+    movsxd rcx, dword ptr [r15 + r8 + 3392]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c208:
-    movsxd r9, dword ptr [r15 + 256]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 1048576
+    setz al
+    lea rcx, [rip + .Lc1_d9684_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d9684_s_t
+    .p2align 3
+.Lc1_d9684_s:
+    .p2align 3
+    jmp .Lc1_d9684_j
+    .p2align 3
+    jmp .Lc1_d9684_j
+.Lc1_d9684_j:
+    mov dword ptr [r15 + 128], ecx
+    mov rbp, r11
+    mov eax, 186
+    movsxd rsi, dword ptr [r15 + 128]
+    mov r8d, r8d
+    and rbp, 4032
+    movzx r8d, byte ptr [r15 + rbp + 3392]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], bpl
-    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov rbp, r11
-    mov qword ptr [r15 + 0], r8
-    mov byte ptr [r15 + 640], bpl
-    mov r8, r11
-    and rbp, 1984
-    mov ecx, dword ptr [r15 + rbp + 1344]
-    mov rbp, r11
-    and r8, 4032
-    movsxd rax, dword ptr [r15 + r8 + 3392]
-    mov r8, rax
-    and rbp, 8128
-    movsxd rax, dword ptr [r15 + rbp + 7488]
-    movzx edx, cl
     jmp 1f
 1:
-    mov ebp, dword ptr [r15 + 576]
-    mov dword ptr [r15 + 192], ebp
-    mov qword ptr [r15 + 128], rbp
-    jmp 1f
-1:
-    mov ebp, dword ptr [r15 + 128]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 512], ebp
-    jmp 1f
-1:
+    mov rax, rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 448
+    mov rax, qword ptr [r15 + rbp + 832]
     jmp 1f
 1:
     jmp 1f
 1:
     mov rbp, rbp
-    jmp 1f
+    test ebx, 1073741824
+    jnz 1f
 1:
     jmp 1f
 1:
-    mov ebp, 36
-    vmovdqu ymmword ptr [r15 + 64], ymm0
-    mov dword ptr [r15 + 448], 141
-    movsxd rbp, dword ptr [r15 + 384]
-    mov rdx, qword ptr [r15 + 320]
-    mov esi, eax
-    mov eax, eax
+    movzx ebp, byte ptr [r15 + 256]
+    mov eax, dword ptr [r15 + 320]
+    mov r8d, dword ptr [r15 + 64]
     jmp 1f
 1:
-    movsxd rax, dword ptr [r15 + 384]
+    movsxd rcx, dword ptr [r15 + 384]
+    movsxd r9, dword ptr [r15 + 704]
     movzx edi, al
+    mov eax, esi
+    jmp 1f
+1:
+    mov byte ptr [r15 + 768], r8b
+    mov dword ptr [r15 + 448], 50
+    vpshufd xmm15, xmm15, 61
+    jmp 1f
+1:
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c209:
-    lea rcx, [rip + .Lc1_d9704_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d9704_j_t
-.Lc1_d9704_j:
-    vmovdqu ymmword ptr [r15 + 0], ymm0
-    mov rcx, rsi
-    mov qword ptr [r15 + 0], rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rdi
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 0], ymm0
-    mov rbp, r11
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    and rbp, 448
-    mov dword ptr [r15 + rbp + 832], ebp
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
     mov r9, r11
-    mov byte ptr [r15 + 64], bpl
-    movsxd rbp, dword ptr [r15 + 704]
+    mov byte ptr [r15 + 64], dil
+    jmp 1f
+1:
+    and r9, 448
+    mov qword ptr [r15 + r9 + 832], r9
+    mov dword ptr [r15 + 0], edi
+    jmp 1f
+1:
+    mov r9, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     and r9, 8128
-    mov dword ptr [r15 + r9 + 7488], r9d
-    mov r9, r9
-    mov dword ptr [r15 + 320], ecx
-    test ebx, 1073741824
+    mov rcx, qword ptr [r15 + r9 + 7488]
+    mov dword ptr [r15 + 192], ecx
+    mov byte ptr [r15 + 576], cl
+    test dword ptr [r15 + 67117724], 4194304
     jz 1f
 1:
     jmp 1f
 1:
+    mov rdi, qword ptr [r15 + 128]
+    mov ecx, ecx
+    mov byte ptr [r15 + 448], r9b
+    movzx ecx, r9b
+    mov rcx, r9
+    mov dword ptr [r15 + 256], 103
     jmp 1f
 1:
-    add r9, qword ptr [r15 + 128]
-    mov rbp, r11
+    mov r9, r11
     jmp 1f
 1:
-    and rbp, 1984
-    mov dword ptr [r15 + rbp + 1344], 103
-    mov ebp, r9d
-    movzx ebp, r9b
+    and r9, 1984
+    movzx esi, byte ptr [r15 + r9 + 1344]
     jmp 1f
 1:
-    mov ebp, r9d
-    movzx r9d, byte ptr [r15 + 320]
-    mov byte ptr [r15 + 192], r8b
-    mov qword ptr [r15 + 448], rsi
-    movsxd rsi, dword ptr [r15 + 384]
-    mov r8d, dword ptr [r15 + 64]
-    mov byte ptr [r15 + 512], r8b
-    movsxd rcx, dword ptr [r15 + 256]
+    test dword ptr [r15 + 67117724], 128
+    jz 1f
+1:
+    mov qword ptr [r15 + 320], rsi
     jmp 1f
 1:
+    jmp 1f
+1:
+    mov esi, ecx
+    jmp 1f
+1:
+    vmovq xmm15, rax
+    vpshufd xmm15, xmm15, 181
+    mov rsi, r9
+    mov dword ptr [r15 + 384], r9d
+    movsxd rcx, dword ptr [r15 + 512]
+    movsxd r9, dword ptr [r15 + 64]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c210:
-    mov dword ptr [r15 + 0], 155
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, esi
-    mov r8d, ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    and r8d, dword ptr [r15 + 0]
-    mov ecx, dword ptr [r15 + 64]
-    mov rdx, rbp
-    mov esi, r8d
-    vmovdqu ymmword ptr [r15 + 320], ymm0
-    mov r8, rsi
+    lea rcx, [rip + .Lc1_d9784_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d9784_j_t
+.Lc1_d9784_j:
+    mov ecx, r9d
+    and esi, dword ptr [r15 + 320]
+    mov eax, 41
+    mov r9, r11
     mov rbp, r11
-    mov r8d, ecx
-    or qword ptr [r15 + 128], 65
+    and r9, 448
+    movsxd rcx, dword ptr [r15 + r9 + 832]
+    and rbp, 4032
+    mov byte ptr [r15 + rbp + 3392], r8b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 177
+    mov rbp, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
     and rbp, 1984
-    mov rcx, qword ptr [r15 + rbp + 1344]
-    mov dword ptr [r15 + 192], 200
-    mov qword ptr [r15 + 768], r8
-    mov rbp, r11
-    movzx r8d, byte ptr [r15 + 448]
-    mov byte ptr [r15 + 256], r8b
-    and rbp, 448
-    mov dword ptr [r15 + rbp + 832], 95
-    mov ebp, esi
-    mov edx, 5
-    mov esi, 166
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r8, r11
-    jmp 1f
-1:
-    mov eax, r8d
-    and r8, 4032
-    mov qword ptr [r15 + r8 + 3392], rbp
-    mov dword ptr [r15 + 512], r8d
-    mov esi, 216
-    mov r8d, dword ptr [r15 + 128]
-    mov byte ptr [r15 + 384], r8b
+    mov qword ptr [r15 + rbp + 1344], rbp
+    mov r8d, 245
+    mov r9d, ecx
     .byte 0x0f, 0x1f, 0x00
+    mov dword ptr [r15 + 128], 113
+    mov qword ptr [r15 + 512], r9
+    mov ebp, ecx
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r9, r9
+    mov r9, rbp
     jmp 1f
 1:
+    movsxd r9, dword ptr [r15 + 448]
+    movzx ebp, byte ptr [r15 + 640]
+    jmp 1f
+1:
+    movzx ecx, byte ptr [r15 + 384]
+    jmp 1f
+1:
+    vmovq qword ptr [r15 + 192], xmm15
+    mov r8d, ebp
+    mov ebp, dword ptr [r15 + 256]
+    mov eax, 83
+    mov eax, ecx
+    mov eax, ecx
+    mov dword ptr [r15 + 64], 80
+    vpor xmm15, xmm15, xmm15
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c211:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 32768
-    setz al
-    lea rcx, [rip + .Lc1_d9806_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d9806_s_t
-    .p2align 3
-.Lc1_d9806_s:
-    .p2align 3
-    jmp .Lc1_d9806_j
-    .p2align 3
-    jmp .Lc1_d9806_j
-.Lc1_d9806_j:
-    mov rcx, rsi
+    lea rcx, [rip + .Lc1_d9833_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d9833_j_t
+.Lc1_d9833_j:
+    mov dword ptr [r15 + 704], 14
+    mov ecx, 165
     mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 248
+    mov dword ptr [r15 + 0], 191
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], cl
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r11
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 8128
     mov r8, r11
-    mov qword ptr [r15 + 256], r8
-    mov r9, r11
-    and r8, 8128
-    add qword ptr [r15 + r8 + 7488], rax
-    and r9, 448
-    add r8, qword ptr [r15 + r9 + 832]
+    mov byte ptr [r15 + rbp + 7488], r8b
+    and r8, 16320
+    add rbp, qword ptr [r15 + r8 + 15680]
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov r9, r9
-    movsxd r9, dword ptr [r15 + 448]
+    movzx r8d, byte ptr [r15 + 128]
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
-    mov byte ptr [r15 + 64], r8b
-    mov byte ptr [r15 + 384], r9b
+    mov qword ptr [r15 + 320], rbp
+    mov rbp, qword ptr [r15 + 128]
     jmp 1f
 1:
-    mov r9d, 223
-    mov dword ptr [r15 + 576], 234
-    mov r9d, dword ptr [r15 + 320]
-    mov qword ptr [r15 + 128], r9
+    mov dword ptr [r15 + 768], ebp
+    mov r9, rbp
+    and r9d, dword ptr [r15 + 384]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov byte ptr [r15 + 448], r9b
+    mov r9, r9
+    mov qword ptr [r15 + 192], rbp
+    vmovdqu ymmword ptr [r15 + 512], ymm15
+    mov qword ptr [r15 + 64], r8
     mov rbp, r11
     jmp 1f
 1:
-    jmp 1f
-1:
-    and rbp, 4032
-    or qword ptr [r15 + rbp + 3392], 17
-    jmp 1f
-1:
+    and rbp, 1984
+    movsxd r9, dword ptr [r15 + rbp + 1344]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c212:
-    vmovdqu xmmword ptr [r15 + 0], xmm0
-    mov dword ptr [r15 + 0], 66
-    mov ebp, 94
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
     jmp 1f
 1:
-    jmp 1f
-1:
-    movzx ebp, bpl
+    mov eax, 90
+    mov rbp, qword ptr [r15 + 64]
+    vmovdqu ymmword ptr [r15 + 192], ymm15
+    movsxd rax, dword ptr [r15 + 448]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, eax
+    mov eax, r9d
+    mov dword ptr [r15 + 0], 73
+    mov r9, r11
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], r9b
-    mov ebp, ebp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    add rbp, qword ptr [r15 + 0]
-    jmp 1f
-1:
-    movzx r9d, byte ptr [r15 + 64]
-    jmp 1f
-1:
-    movsxd r8, dword ptr [r15 + 704]
-    and r8d, dword ptr [r15 + 512]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov rcx, qword ptr [r15 + 320]
     mov r8, r11
-    movzx eax, byte ptr [r15 + 192]
-    movsxd rsi, dword ptr [r15 + 128]
-    mov edi, dword ptr [r15 + 128]
-    and r8, 1984
-    movzx edx, byte ptr [r15 + r8 + 1344]
-    mov qword ptr [r15 + 640], rax
-    mov r8, r11
-    mov eax, r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r9, 448
+    mov dword ptr [r15 + r9 + 832], 59
     and r8, 8128
-    add rsi, qword ptr [r15 + r8 + 7488]
-    mov r8d, esi
-    mov dword ptr [r15 + 448], r8d
+    mov dword ptr [r15 + r8 + 7488], 180
+    test dword ptr [r15 + 67117724], 268959744
+    jnz 1f
+1:
+    mov dword ptr [r15 + 128], edi
+    mov r8d, dword ptr [r15 + 384]
+    mov edi, 48
+    mov edi, dword ptr [r15 + 320]
     jmp 1f
 1:
-    movsxd r8, dword ptr [r15 + 256]
-    mov esi, r8d
-    mov dword ptr [r15 + 384], esi
-    movsxd rsi, dword ptr [r15 + 512]
-    mov dword ptr [r15 + 384], 168
-    mov dword ptr [r15 + 64], 247
+    jmp 1f
+1:
+    mov byte ptr [r15 + 256], r9b
+    mov r9d, r9d
+    mov r9, r11
+    movzx eax, byte ptr [r15 + 512]
+    and r9, 4032
+    mov dword ptr [r15 + r9 + 3392], r9d
+    mov r9d, edi
+    mov r9d, dword ptr [r15 + 64]
+    movsxd rbp, dword ptr [r15 + 576]
+    mov qword ptr [r15 + 320], rbp
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c213:
-    lea rcx, [rip + .Lc1_d9896_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d9896_j_t
-.Lc1_d9896_j:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 1
+    setz al
+    lea rcx, [rip + .Lc1_d9925_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d9925_s_t
+    .p2align 3
+.Lc1_d9925_s:
+    .p2align 3
+    jmp .Lc1_d9925_j
+    .p2align 3
+    jmp .Lc1_d9925_j
+.Lc1_d9925_j:
+    mov eax, dword ptr [r15 + 256]
     mov r12, qword ptr [r15 + r12 + 56]
-    or qword ptr [r15 + 0], 82
-    mov byte ptr [r15 + 0], sil
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], cl
-    mov r8, r11
-    mov ecx, dword ptr [r15 + 64]
     jmp 1f
 1:
-    and r8, 4032
-    movzx esi, byte ptr [r15 + r8 + 3392]
-    mov eax, dword ptr [r15 + 192]
-    mov r8, r11
-    mov dword ptr [r15 + 384], r8d
-    and r8, 448
-    mov r9d, dword ptr [r15 + r8 + 832]
-    mov qword ptr [r15 + 448], rsi
-    movzx r8d, byte ptr [r15 + 192]
-    movzx esi, al
+    mov rbp, r11
+    mov rcx, rbp
     jmp 1f
 1:
-    mov esi, dword ptr [r15 + 512]
-    jmp 1f
-1:
-    mov rbp, r8
-    movzx r8d, byte ptr [r15 + 256]
-    movsxd rdi, dword ptr [r15 + 128]
-    movzx edx, byte ptr [r15 + 576]
-    mov eax, dword ptr [r15 + 768]
+    movsxd rcx, dword ptr [r15 + 448]
+    and rbp, 4032
     mov r9, r11
-    movsxd rax, dword ptr [r15 + 320]
-    and r9, 1984
-    mov qword ptr [r15 + r9 + 1344], r9
-    mov r9, rdx
-    movsxd rdx, dword ptr [r15 + 320]
-    vmovdqu ymmword ptr [r15 + 64], ymm0
+    mov dword ptr [r15 + rbp + 3392], eax
+    movsxd rbp, dword ptr [r15 + 128]
+    and r9, 8128
+    mov qword ptr [r15 + r9 + 7488], r9
+    test ebx, 1073741824
+    jz 1f
+1:
+    and r9d, dword ptr [r15 + 192]
+    mov ebp, dword ptr [r15 + 384]
+    mov r8, r11
+    mov eax, dword ptr [r15 + 640]
+    mov byte ptr [r15 + 64], al
+    and r8, 1984
+    movsxd rax, dword ptr [r15 + r8 + 1344]
+    vpaddd xmm15, xmm15, xmm15
+    movzx r8d, byte ptr [r15 + 512]
     jmp 1f
 1:
+    mov rcx, qword ptr [r15 + 320]
     jmp 1f
 1:
     add r11, 64
@@ -12486,340 +12415,335 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 268435456
-    setz al
-    lea rcx, [rip + .Lc1_d9944_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d9944_s_t
-    .p2align 3
-.Lc1_d9944_s:
-    .p2align 3
-    jmp .Lc1_d9944_j
-    .p2align 3
-    jmp .Lc1_d9944_j
-.Lc1_d9944_j:
+    lea rcx, [rip + .Lc1_d9969_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d9969_j_t
+.Lc1_d9969_j:
+    mov ecx, 181
+    mov rdi, qword ptr [r15 + 128]
+    mov rax, r8
+    mov qword ptr [r15 + 0], rbp
+    vmovq xmm15, rax
+    mov dword ptr [r15 + 0], 233
+    jmp 1f
+1:
+    movzx eax, dil
     mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 320], rax
-    mov dword ptr [r15 + 128], 44
-    mov ecx, dword ptr [r15 + 256]
-    mov r9, rcx
-    mov rax, qword ptr [r15 + 640]
-    and esi, dword ptr [r15 + 384]
-    mov r9, r11
     jmp 1f
 1:
-    jmp 1f
-1:
-    and r9, 16320
-    movsxd rdx, dword ptr [r15 + r9 + 15680]
-    test dword ptr [r15 + 67117723], 2050
+    mov rax, rsi
+    mov eax, 157
+    movzx eax, byte ptr [r15 + 192]
+    mov rbp, r11
+    mov qword ptr [r15 + 512], rcx
+    test dword ptr [r15 + 67117723], 64
     jnz 1f
 1:
-    mov rax, rcx
-    mov ecx, 198
-    mov r9, r11
+    mov rax, qword ptr [r15 + 64]
+    and rbp, 448
+    mov r8, r11
+    vmovq qword ptr [r15 + rbp + 832], xmm15
     jmp 1f
 1:
-    vmovdqu ymmword ptr [r15 + 448], ymm0
-    and r9, 448
-    vmovdqu ymmword ptr [r15 + r9 + 832], ymm0
-    mov r9, r11
-    mov dword ptr [r15 + 64], 41
-    mov edi, dword ptr [r15 + 384]
-    and r9, 4032
-    mov byte ptr [r15 + r9 + 3392], al
+    and r8, 1984
+    mov dword ptr [r15 + r8 + 1344], ebp
+    mov dword ptr [r15 + 128], 50
     jmp 1f
 1:
+    vpcmpeqb xmm15, xmm15, xmm2
+    mov r8d, 145
+    mov byte ptr [r15 + 384], r8b
+    mov esi, dword ptr [r15 + 256]
+    movzx r8d, byte ptr [r15 + 384]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 704], 162
+    mov rcx, qword ptr [r15 + 320]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c215:
-    add r9, qword ptr [r15 + 384]
-    mov eax, dword ptr [r15 + 192]
-    mov esi, eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, ecx
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], edi
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    movzx edi, r9b
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, rcx
     jmp 1f
 1:
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx r9d, r9b
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 139
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov ecx, r8d
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov qword ptr [r15 + 0], rax
-    jmp 1f
-1:
-    mov r9, rdi
-    vmovdqu ymmword ptr [r15 + 128], ymm13
-    mov r9d, dword ptr [r15 + 704]
-    vmovdqu ymmword ptr [r15 + 448], ymm14
-    mov rax, rdi
+    mov r12, qword ptr [r15 + r12 + 56]
+    xor dword ptr [r15 + 128], r8d
     mov rbp, r11
+    test ebx, 1024
+    jz 1f
+1:
+    movzx r8d, r9b
+    mov dword ptr [r15 + 64], r8d
+    and rbp, 8128
+    mov byte ptr [r15 + rbp + 7488], bpl
+    mov dword ptr [r15 + 384], ecx
+    mov r9d, dword ptr [r15 + 256]
+    mov ebp, dword ptr [r15 + 576]
+    mov r8, rcx
+    mov dword ptr [r15 + 512], ecx
+    vpaddd xmm15, xmm15, xmm15
+    mov r8, r11
+    mov ecx, dword ptr [r15 + 64]
+    and r8, 448
+    vmovdqu xmmword ptr [r15 + r8 + 832], xmm15
     jmp 1f
 1:
-    jmp 1f
-1:
-    and rbp, 448
-    mov dword ptr [r15 + rbp + 832], 238
-    mov byte ptr [r15 + 128], al
-    mov eax, r9d
-    mov dword ptr [r15 + 64], eax
-    mov ebp, 62
+    movzx r8d, r8b
+    mov r8d, 41
+    movzx r8d, byte ptr [r15 + 448]
+    mov qword ptr [r15 + 320], rbp
     mov rbp, r11
-    lea r9, [r11 + r11*1]
-    and rbp, 1984
-    mov dword ptr [r15 + rbp + 1344], 99
-    mov edi, dword ptr [r15 + 320]
-    mov rbp, qword ptr [r15 + 256]
-    and r9, 8128
-    mov eax, dword ptr [r15 + r9 + 7552]
-    mov dword ptr [r15 + 512], edi
-    mov edi, dword ptr [r15 + r9 + 7488]
+    mov esi, dword ptr [r15 + 768]
+    and rbp, 4032
+    mov eax, dword ptr [r15 + rbp + 3392]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c216:
-    lea rcx, [rip + .Lc1_d10031_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d10031_j_t
-.Lc1_d10031_j:
-    mov dword ptr [r15 + 320], ecx
-    mov r9, rcx
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 7
+    lea rcx, [rip + .Lc1_d10062_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d10062_s_t
+    .p2align 3
+.Lc1_d10062_s:
+    .p2align 3
+    jmp .Lc1_d10062_j
+    .p2align 3
+    jmp .Lc1_d10062_j
+    .p2align 3
+    jmp .Lc1_d10062_j
+    .p2align 3
+    jmp .Lc1_d10062_j
+    .p2align 3
+    jmp .Lc1_d10062_j
+    .p2align 3
+    jmp .Lc1_d10062_j
+    .p2align 3
+    jmp .Lc1_d10062_j
+    .p2align 3
+    jmp .Lc1_d10062_j
+.Lc1_d10062_j:
+    mov ecx, dword ptr [r15 + 192]
+    mov dword ptr [r15 + 320], eax
+    mov eax, ecx
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov r9d, dword ptr [r15 + 512]
-    jmp 1f
-1:
-    vmovdqu ymmword ptr [r15 + 768], ymm2
-    mov ecx, r9d
-    mov ecx, 23
-    mov ebp, 234
-    vpcmpeqb xmm11, xmm11, xmmword ptr [r15 + 384]
     mov rbp, r11
-    mov dword ptr [r15 + 192], ebp
-    and rbp, 1984
-    movsxd rcx, dword ptr [r15 + rbp + 1344]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, ecx
-    mov r8d, 202
-    mov edi, 5
-    mov ecx, r9d
+    movzx ecx, cl
     jmp 1f
 1:
+    and rbp, 1984
+    movsxd rax, dword ptr [r15 + rbp + 1344]
+    mov byte ptr [r15 + 128], sil
+    movsxd r8, dword ptr [r15 + 448]
+    mov dword ptr [r15 + 384], esi
     test ebx, 1073741824
     jz 1f
 1:
-    mov byte ptr [r15 + 0], dil
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    movzx esi, al
+    mov esi, 220
+    mov eax, esi
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, edi
-    mov rdi, rdi
-    mov r9d, edi
+    mov r9, r8
     mov rbp, r11
-    mov rdi, rbp
-    and rbp, 8128
-    vmovdqu xmmword ptr [r15 + rbp + 7488], xmm11
-    movzx ecx, dl
-    movzx ebp, cl
-    movsxd rcx, dword ptr [r15 + 448]
-    mov ebp, 247
-    movzx ebp, byte ptr [r15 + 64]
-    mov r8, r11
-    mov edi, r9d
-    and r8, 4032
-    movsxd r9, dword ptr [r15 + r8 + 3392]
-    mov byte ptr [r15 + 128], r9b
-    jmp 1f
-1:
+    vpmovmskb esi, xmm15
+    mov esi, 111
+    and rbp, 4032
+    vmovdqu xmmword ptr [r15 + rbp + 3392], xmm15
+    movzx r8d, bpl
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c217:
-    mov dword ptr [r15 + 128], 47
-    add r9, qword ptr [r15 + 320]
+    mov dword ptr [r15 + 64], 47
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 152
     mov r12, qword ptr [r15 + r12 + 56]
+    movzx ebp, dil
+    mov dword ptr [r15 + 0], 3
     jmp 1f
 1:
-    movzx edx, r9b
-    jmp 1f
-1:
-    vpaddd xmm11, xmm11, xmm11
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], r9d
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 64], dl
-    mov rdx, qword ptr [r15 + 64]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx r9d, r9b
     jmp 1f
 1:
     mov r9, r11
-    mov qword ptr [r15 + 256], r9
-    jmp 1f
-1:
+    mov r12, qword ptr [r15 + r12 + 56]
     and r9, 1984
-    mov r8, qword ptr [r15 + r9 + 1344]
-    mov r9d, 60
-    vpaddd xmm11, xmm11, xmm11
-    mov dword ptr [r15 + 512], 237
+    mov rbp, qword ptr [r15 + r9 + 1344]
+    mov qword ptr [r15 + 256], rbp
+    mov edi, 250
+    add rdi, qword ptr [r15 + 640]
+    mov rbp, r11
+    movzx r8d, dl
+    test ebx, 1073741824
+    jz 1f
+1:
+    and rbp, 448
+    movzx edi, byte ptr [r15 + rbp + 832]
     mov r9, r11
     jmp 1f
 1:
-    mov rdi, rdx
-    and r9, 448
-    mov dword ptr [r15 + r9 + 832], 159
-    mov r9, qword ptr [r15 + 576]
     jmp 1f
 1:
-    mov rbp, r11
-    mov dword ptr [r15 + 192], 43
-    mov byte ptr [r15 + 448], dil
-    mov rdi, qword ptr [r15 + 384]
-    and rbp, 4032
-    vmovdqu ymmword ptr [r15 + rbp + 3392], ymm11
+    mov dword ptr [r15 + 512], r8d
+    and r9, 8128
+    mov rdx, qword ptr [r15 + r9 + 7488]
+    movzx ebp, dl
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov byte ptr [r15 + 384], dil
+    add rbp, qword ptr [r15 + 320]
+    jmp 1f
+1:
+    xor dword ptr [r15 + 448], edi
+    mov r8, qword ptr [r15 + 704]
+    vmovdqu ymmword ptr [r15 + 192], ymm15
+    mov dword ptr [r15 + 64], r8d
+    mov r8, qword ptr [r15 + 128]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c218:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d10134_j]
+    lea rcx, [rip + .Lc1_d10150_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d10134_j_t
-.Lc1_d10134_j:
-    mov dword ptr [r15 + 448], 130
-    jmp 1f
-1:
-    mov dword ptr [r15 + 64], 51
-    add qword ptr [r15 + 384], rbp
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], r8d
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
+    jmp .Lc1_d10150_j_t
+.Lc1_d10150_j:
+    mov dword ptr [r15 + 0], 130
+    mov dword ptr [r15 + 0], 51
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, byte ptr [r15 + 640]
     jmp 1f
 1:
-    test dword ptr [r15 + 67117723], 268435472
-    jnz 1f
+    jmp 1f
 1:
-    mov ebp, ecx
-    movsxd r8, dword ptr [r15 + 320]
+    mov rbp, r11
+    mov r9, r11
+    mov dword ptr [r15 + 0], eax
+    and r9, 448
+    vmovdqu xmm15, xmmword ptr [r15 + r9 + 832]
+    mov dword ptr [r15 + 448], 67
+    and rbp, 8128
+    add r9, qword ptr [r15 + rbp + 7488]
+    movzx r8d, byte ptr [r15 + 256]
+    movzx ebp, byte ptr [r15 + 320]
+    movsxd rcx, dword ptr [r15 + 320]
+    jmp 1f
+1:
+    test ebx, 325632
+    jz 1f
+1:
+    mov rbp, r11
+    mov r8d, ebp
+    and rbp, 4032
+    vmovdqu ymmword ptr [r15 + rbp + 3392], ymm15
     mov rbp, qword ptr [r15 + 128]
     jmp 1f
 1:
-    movzx r9d, dl
-    and ebp, dword ptr [r15 + 704]
-    mov rcx, qword ptr [r15 + 512]
-    mov r9, r11
-    mov edx, 93
-    and r9, 8128
-    movzx edi, byte ptr [r15 + r9 + 7488]
-    mov r9, r11
-    mov edx, r9d
-    mov dword ptr [r15 + 256], ebp
-    mov dword ptr [r15 + 320], edx
-    and r9, 448
-    mov qword ptr [r15 + r9 + 832], rsi
-    mov r9d, 246
+    movzx r9d, bpl
+    mov dword ptr [r15 + 384], ecx
+    movzx ebp, byte ptr [r15 + 768]
+    mov ecx, 255
+    mov rcx, qword ptr [r15 + 64]
+    mov r8d, esi
+    mov r8, qword ptr [r15 + 192]
+    mov dword ptr [r15 + 512], r9d
+    mov qword ptr [r15 + 128], r9
+    mov r9d, 212
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c219:
+    lea rcx, [rip + .Lc1_d10194_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d10194_j_t
+.Lc1_d10194_j:
+    mov r9, qword ptr [r15 + 512]
+    jmp 1f
+1:
+    mov ecx, dword ptr [r15 + 64]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rdx, r9
+    vmovdqu ymmword ptr [r15 + 0], ymm15
+    mov rbp, r11
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], esi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 20
-    mov r9d, dword ptr [r15 + 384]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and rbp, 448
+    mov dword ptr [r15 + rbp + 832], 186
+    mov rbp, r11
+    mov byte ptr [r15 + 128], bpl
+    mov esi, 171
+    and rbp, 4032
+    mov dword ptr [r15 + rbp + 3392], r8d
     jmp 1f
+1:
+    mov dword ptr [r15 + 320], ecx
+    jmp 1f
+1:
+    mov rbp, r9
+    mov ebp, 219
+    mov qword ptr [r15 + 448], rsi
+    test ebx, 1073741824
+    jz 1f
 1:
     mov rbp, r11
     jmp 1f
 1:
-    mov edx, 177
-    and rbp, 4032
-    mov rcx, qword ptr [r15 + rbp + 3392]
-    mov byte ptr [r15 + 768], dil
     jmp 1f
 1:
-    mov dword ptr [r15 + 192], edx
-    mov rsi, r9
+    and rbp, 1984
+    movzx esi, byte ptr [r15 + rbp + 1344]
+    mov rbp, rsi
+    mov esi, dword ptr [r15 + 576]
+    mov qword ptr [r15 + 384], rsi
     jmp 1f
 1:
-    mov dword ptr [r15 + 448], r9d
-    movzx ebp, byte ptr [r15 + 128]
-    mov qword ptr [r15 + 64], rdx
-    mov r9, r11
-    mov byte ptr [r15 + 384], r9b
-    and r9, 8128
-    movzx edx, byte ptr [r15 + r9 + 7488]
-    mov dword ptr [r15 + 320], edx
-    mov r8, r11
-    mov edx, dword ptr [r15 + 512]
-    mov qword ptr [r15 + 128], rax
-    jmp 1f
-1:
-    and r8, 1984
-    mov dword ptr [r15 + r8 + 1344], r8d
-    jmp 1f
-1:
-    movzx r8d, byte ptr [r15 + 192]
-    vpcmpeqb xmm11, xmm11, xmm8
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r9, qword ptr [r15 + 256]
-    vmovq xmm8, rdx
-    movzx edx, dl
-    mov eax, 229
-    and esi, dword ptr [r15 + 64]
+    movzx ecx, bpl
+    mov rbp, qword ptr [r15 + 256]
+    mov dword ptr [r15 + 640], esi
     add r11, 64
     inc rbx
     dec r13
@@ -12828,111 +12752,115 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 15
-    lea rcx, [rip + .Lc1_d10227_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d10227_s_t
-    .p2align 3
-.Lc1_d10227_s:
-    .p2align 3
-    jmp .Lc1_d10227_j
-    .p2align 3
-    jmp .Lc1_d10227_j
-    .p2align 3
-    jmp .Lc1_d10227_j
-    .p2align 3
-    jmp .Lc1_d10227_j
-    .p2align 3
-    jmp .Lc1_d10227_j
-    .p2align 3
-    jmp .Lc1_d10227_j
-    .p2align 3
-    jmp .Lc1_d10227_j
-    .p2align 3
-    jmp .Lc1_d10227_j
-    .p2align 3
-    jmp .Lc1_d10227_j
-    .p2align 3
-    jmp .Lc1_d10227_j
-    .p2align 3
-    jmp .Lc1_d10227_j
-    .p2align 3
-    jmp .Lc1_d10227_j
-    .p2align 3
-    jmp .Lc1_d10227_j
-    .p2align 3
-    jmp .Lc1_d10227_j
-    .p2align 3
-    jmp .Lc1_d10227_j
-    .p2align 3
-    jmp .Lc1_d10227_j
-.Lc1_d10227_j:
+    jmp 1f
+1:
+    mov rbp, r11
+    jmp 1f
+1:
+    and ecx, dword ptr [r15 + 192]
+    jmp 1f
+1:
+    and rbp, 1984
+    vpcmpeqb xmm15, xmm15, xmmword ptr [r15 + rbp + 1344]
+    mov dword ptr [r15 + 448], 199
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov byte ptr [r15 + 704], bpl
+    mov rsi, rbp
+    mov qword ptr [r15 + 256], rbp
+    vpshufd xmm2, xmm15, 14
+    mov ebp, esi
+    movzx eax, cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test dword ptr [r15 + 67117723], 16
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov esi, 147
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov esi, r8d
+    jmp 1f
+1:
     mov r8, r11
-    and r8, 448
-    mov byte ptr [r15 + r8 + 832], cl
-    mov r8, r11
-    vmovdqu ymmword ptr [r15 + 512], ymm11
-    and r8, 4032
-    mov ecx, dword ptr [r15 + r8 + 3392]
-    mov esi, 144
-    vpaddq xmm11, xmm11, xmmword ptr [r15 + 576]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    and r8, 8128
+    and esi, dword ptr [r15 + r8 + 7488]
+    mov r8, qword ptr [r15 + 64]
+    mov ebp, 78
+    movzx ecx, byte ptr [r15 + 384]
+    mov qword ptr [r15 + 512], rax
+    movzx eax, sil
+    movzx eax, byte ptr [r15 + 320]
+    mov qword ptr [r15 + 128], r8
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c221:
-    mov dword ptr [r15 + 0], ecx
-    mov byte ptr [r15 + 0], cl
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 32768
+    setz al
+    lea rcx, [rip + .Lc1_d10293_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d10293_s_t
+    .p2align 3
+.Lc1_d10293_s:
+    .p2align 3
+    jmp .Lc1_d10293_j
+    .p2align 3
+    jmp .Lc1_d10293_j
+.Lc1_d10293_j:
+    movsxd rcx, dword ptr [r15 + 320]
+    mov rbp, r11
+    mov rax, qword ptr [r15 + 768]
+    and rbp, 4032
+    mov r8, qword ptr [r15 + rbp + 3392]
     jmp 1f
 1:
-    mov byte ptr [r15 + 0], cl
+    mov byte ptr [r15 + 64], cl
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], sil
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 320], ymm11
-    and esi, dword ptr [r15 + 128]
-    movsxd rcx, dword ptr [r15 + 64]
-    mov r8, r8
-    mov dword ptr [r15 + 320], 64
-    mov eax, esi
-    vpcmpeqb xmm11, xmm11, xmm8
-    mov dword ptr [r15 + 192], ecx
-    xor dword ptr [r15 + 384], eax
+    jmp 1f
+1:
+    mov rbp, rcx
+    movzx ecx, al
+    mov r9, r11
+    mov ecx, dword ptr [r15 + 512]
+    vpxor xmm10, xmm10, xmm15
+    and r9, 8128
+    vmovdqu xmm10, xmmword ptr [r15 + r9 + 7488]
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 384], 73
+    movzx r9d, byte ptr [r15 + 128]
+    movsxd rcx, dword ptr [r15 + 192]
+    mov rbp, rcx
     mov r8, r11
     jmp 1f
 1:
-    movsxd rcx, dword ptr [r15 + 640]
-    jmp 1f
-1:
-    and r8, 8128
-    movzx eax, byte ptr [r15 + r8 + 7488]
-    mov r8d, dword ptr [r15 + 384]
-    mov rbp, r11
-    vmovdqu ymmword ptr [r15 + 448], ymm11
-    and rbp, 1984
-    vmovdqu ymmword ptr [r15 + rbp + 1344], ymm11
-    mov ebp, 65
-    movzx esi, bpl
-    mov esi, eax
-    movsxd rax, dword ptr [r15 + 256]
-    mov rbp, r8
-    movzx ebp, cl
-    jmp 1f
-1:
-    mov ebp, dword ptr [r15 + 128]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 64], 182
-    movzx edi, byte ptr [r15 + 512]
-    jmp 1f
-1:
-    jmp 1f
-1:
+    movzx ecx, r9b
+    and r8, 448
+    mov dword ptr [r15 + r8 + 832], r8d
+    vpmovmskb r8d, xmm10
+    mov r9d, dword ptr [r15 + 64]
+    mov r8d, r9d
+    mov r8d, edi
     add r11, 64
     inc rbx
     dec r13
@@ -12941,375 +12869,360 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 33554432
-    setz al
-    lea rcx, [rip + .Lc1_d10312_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d10312_s_t
-    .p2align 3
-.Lc1_d10312_s:
-    .p2align 3
-    jmp .Lc1_d10312_j
-    .p2align 3
-    jmp .Lc1_d10312_j
-.Lc1_d10312_j:
+    lea rcx, [rip + .Lc1_d10341_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d10341_j_t
+.Lc1_d10341_j:
     mov ecx, eax
-    and r9d, dword ptr [r15 + 192]
-    mov dword ptr [r15 + 0], 138
-    mov dword ptr [r15 + 0], eax
-    mov rax, r9
-    jmp 1f
-1:
-    movsxd rax, dword ptr [r15 + 64]
-    mov dword ptr [r15 + 128], eax
-    mov rax, qword ptr [r15 + 768]
-    jmp 1f
-1:
-    mov r8, r11
-    mov byte ptr [r15 + 320], r8b
-    test ebx, 1073741824
+    mov byte ptr [r15 + 0], r9b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 239
+    mov eax, 91
+    mov rax, rcx
+    movzx eax, al
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, dword ptr [r15 + 576]
+    mov rcx, rax
+    mov rbp, r11
+    mov dword ptr [r15 + 320], 253
+    and rbp, 4032
+    mov rcx, qword ptr [r15 + rbp + 3392]
+    mov ebp, 137
+    test dword ptr [r15 + 67117724], 268705800
     jz 1f
 1:
+    mov rax, qword ptr [r15 + 256]
+    mov byte ptr [r15 + 384], al
+    mov dword ptr [r15 + 192], edi
+    mov rdi, qword ptr [r15 + 512]
+    mov dword ptr [r15 + 128], 160
+    mov rax, qword ptr [r15 + 448]
     mov rbp, r11
-    and r8, 4032
-    mov r9, qword ptr [r15 + r8 + 3392]
-    and rbp, 448
-    mov rdi, qword ptr [r15 + rbp + 832]
     jmp 1f
 1:
-    mov r8, r11
-    movsxd rax, dword ptr [r15 + 256]
-    mov ebp, ecx
-    mov byte ptr [r15 + 448], r9b
-    and r8, 1984
-    mov dword ptr [r15 + r8 + 1344], 240
-    mov ecx, 160
-    mov r8, rcx
-    mov ecx, 18
-    mov dword ptr [r15 + 704], 124
+    and rbp, 1984
+    mov dword ptr [r15 + rbp + 1344], ebp
+    mov ebp, edi
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movsxd rbp, dword ptr [r15 + 64]
+    vmovdqu xmm10, xmmword ptr [r15 + 128]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c223:
-    mov r8, r11
     mov rbp, r11
-    and r8, 8128
-    add rcx, qword ptr [r15 + r8 + 7488]
-    mov r9d, ecx
-    and rbp, 4032
-    movsxd r8, dword ptr [r15 + rbp + 3392]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, r8d
-    mov dword ptr [r15 + 0], r9d
-    mov r9, rbp
-    mov ebp, r9d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 8128
+    mov dword ptr [r15 + rbp + 7488], ebp
+    mov rdi, qword ptr [r15 + 192]
+    mov rdx, rdi
+    mov dword ptr [r15 + 256], edx
+    mov dword ptr [r15 + 512], 182
     jmp 1f
 1:
-    mov ebp, r9d
+    mov edi, 10
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     jmp 1f
 1:
+    mov edx, ebp
+    mov r9d, edx
     mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 64], sil
     mov rbp, r9
-    movsxd r9, dword ptr [r15 + 256]
+    mov r12, qword ptr [r15 + r12 + 56]
     mov rbp, r11
-    jmp 1f
-1:
-    mov esi, ebp
+    mov r12, qword ptr [r15 + r12 + 56]
     and rbp, 448
-    movzx esi, byte ptr [r15 + rbp + 832]
-    movzx ebp, byte ptr [r15 + 512]
-    mov r8d, dword ptr [r15 + 128]
-    vmovq xmm11, r8
-    and r9d, dword ptr [r15 + 576]
-    mov dword ptr [r15 + 384], 107
-    mov r8, r9
+    movzx r9d, byte ptr [r15 + rbp + 832]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movsxd r9, dword ptr [r15 + 320]
+    mov dword ptr [r15 + 128], edx
+    vmovdqu ymmword ptr [r15 + 384], ymm10
     jmp 1f
 1:
+    mov rbp, r9
+    mov rbp, r9
+    and esi, dword ptr [r15 + 448]
+    mov rbp, qword ptr [r15 + 384]
+    mov edx, ebp
+    mov edx, esi
+    mov edx, ebp
+    mov edx, 175
+    mov dword ptr [r15 + 704], 191
+    movzx edx, byte ptr [r15 + 640]
+    mov edi, dword ptr [r15 + 64]
+    mov r8, r11
     jmp 1f
 1:
-    mov r9, rsi
-    and ebp, dword ptr [r15 + 448]
-    mov r9d, 47
-    mov r9d, 39
-    mov r9, r9
-    mov dword ptr [r15 + 320], r9d
-    jmp 1f
-1:
-    movzx r9d, byte ptr [r15 + 384]
-    mov byte ptr [r15 + 128], r8b
+    and r8, 16320
+    vmovq qword ptr [r15 + r8 + 15680], xmm10
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c224:
-    lea rcx, [rip + .Lc1_d10404_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d10404_j_t
-.Lc1_d10404_j:
-    mov byte ptr [r15 + 128], r9b
-    movzx ecx, byte ptr [r15 + 64]
-    mov dword ptr [r15 + 192], 33
-    mov dword ptr [r15 + 320], ecx
-    and ecx, dword ptr [r15 + 0]
-    movzx r9d, r9b
-    mov dword ptr [r15 + 0], ebp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, ecx
-    mov qword ptr [r15 + 0], r8
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 94
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], rcx
-    mov dword ptr [r15 + 0], ebp
-    and r9d, dword ptr [r15 + 512]
-    mov ebp, 40
-    test ebx, 1073741824
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 131072
+    setz al
+    lea rcx, [rip + .Lc1_d10432_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d10432_s_t
+    .p2align 3
+.Lc1_d10432_s:
+    .p2align 3
+    jmp .Lc1_d10432_j
+    .p2align 3
+    jmp .Lc1_d10432_j
+.Lc1_d10432_j:
+    mov dword ptr [r15 + 768], 157
+    mov dword ptr [r15 + 64], 214
+    mov rbp, r11
+    movsxd rax, dword ptr [r15 + 128]
+    movzx ecx, al
+    mov byte ptr [r15 + 64], cl
+    and rbp, 1984
+    mov rdx, qword ptr [r15 + rbp + 1344]
+    mov qword ptr [r15 + 320], rax
+    mov rbp, r11
+    movsxd rax, dword ptr [r15 + 512]
+    test dword ptr [r15 + 67117723], 512
     jz 1f
 1:
-    mov rbp, r11
-    jmp 1f
-1:
-    mov r9d, 107
-    and rbp, 1984
-    mov qword ptr [r15 + rbp + 1344], r9
-    mov rbp, r11
-    mov dword ptr [r15 + 640], ebp
-    mov r9d, 121
-    mov rcx, qword ptr [r15 + 320]
-    and rbp, 8128
-    mov byte ptr [r15 + rbp + 7488], r9b
-    movsxd rbp, dword ptr [r15 + 448]
-    movzx r9d, bpl
-    movsxd r8, dword ptr [r15 + 512]
-    movsxd rbp, dword ptr [r15 + 384]
-    mov esi, 184
-    jmp 1f
-1:
-    mov esi, edi
-    jmp 1f
-1:
-    movsxd rsi, dword ptr [r15 + 64]
-    movzx edi, byte ptr [r15 + 256]
+    mov dword ptr [r15 + 448], 82
+    and rbp, 4032
+    mov rcx, qword ptr [r15 + rbp + 3392]
+    mov r8, r11
+    mov ebp, dword ptr [r15 + 384]
+    mov dword ptr [r15 + 256], eax
+    mov edx, 73
+    and r8, 448
+    mov rax, qword ptr [r15 + r8 + 832]
+    mov r12, qword ptr [r15 + r12 + 56]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c225:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    add r9, qword ptr [r15 + 0]
+    lea r9, [r11 + r11*1]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rdi, rsi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rsi, qword ptr [r15 + 512]
-    mov ebp, dword ptr [r15 + 704]
-    mov edi, ebp
-    movzx edi, byte ptr [r15 + 128]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r8d, edi
     mov r8d, r9d
-    movzx r9d, byte ptr [r15 + 384]
-    mov rcx, r9
-    mov byte ptr [r15 + 448], cl
-    mov rcx, rcx
-    mov r9, r11
-    movzx edx, r8b
     jmp 1f
 1:
-    mov qword ptr [r15 + 256], rdx
-    and r9, 448
-    mov rcx, qword ptr [r15 + r9 + 832]
-    mov dword ptr [r15 + 192], 80
-    mov r8, rcx
-    mov ecx, dword ptr [r15 + 64]
-    movzx r9d, byte ptr [r15 + 768]
+    and r9, 8128
+    mov r8, qword ptr [r15 + r9 + 7488]
     jmp 1f
 1:
-    mov r9, r11
-    mov eax, dword ptr [r15 + 320]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], al
+    mov qword ptr [r15 + 0], r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, byte ptr [r15 + 192]
+    movzx ebp, byte ptr [r15 + 256]
+    jmp 1f
+1:
+    mov ecx, ebp
+    mov rbp, r8
+    vpshufd xmm10, xmm10, 150
+    mov qword ptr [r15 + 384], rbp
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov qword ptr [r15 + 448], rax
+    mov ebp, ebp
+    mov rbp, qword ptr [r15 + 320]
+    movzx eax, al
+    mov qword ptr [r15 + 320], rax
     mov r8, r11
-    and r9, 4032
-    mov qword ptr [r15 + r9 + 3392], rdx
-    and r8, 1984
-    vmovdqu ymmword ptr [r15 + r8 + 1344], ymm11
+    mov rcx, r8
+    movsxd rsi, dword ptr [r15 + r9 + 7552]
+    mov rcx, rsi
+    and r8, 448
+    mov dword ptr [r15 + r8 + 832], 168
+    movsxd r8, dword ptr [r15 + 64]
+    mov dword ptr [r15 + 128], 232
+    mov esi, dword ptr [r15 + 128]
     jmp 1f
 1:
-    add r8, qword ptr [r15 + 128]
+    mov r9, r11
+    mov rax, r8
+    movzx edi, byte ptr [r15 + 576]
+    and r9, 1984
+    movzx r8d, byte ptr [r15 + r9 + 1344]
+    movsxd rdx, dword ptr [r15 + 512]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c226:
-    lea rcx, [rip + .Lc1_d10499_j]
+    lea rcx, [rip + .Lc1_d10519_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d10499_j_t
-.Lc1_d10499_j:
-    mov ecx, ecx
-    and r9d, dword ptr [r15 + 384]
-    mov rcx, r8
-    movsxd rcx, dword ptr [r15 + 128]
-    mov dword ptr [r15 + 512], r8d
-    mov byte ptr [r15 + 0], cl
-    movzx r8d, r9b
+    jmp .Lc1_d10519_j_t
+.Lc1_d10519_j:
+    movzx ecx, cl
+    mov qword ptr [r15 + 192], rdx
+    mov r8, rdi
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], r9
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, qword ptr [r15 + 576]
-    add rbp, qword ptr [r15 + 64]
-    mov r8d, 241
+    movzx ecx, r9b
+    mov rcx, rcx
+    mov rcx, rdx
     jmp 1f
 1:
-    add r9, qword ptr [r15 + 192]
+    mov qword ptr [r15 + 640], r8
+    mov r8d, dword ptr [r15 + 64]
+    mov byte ptr [r15 + 704], cl
+    movzx ecx, r8b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 27
+    mov ecx, r9d
+    mov r9d, 83
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
-    mov r9, r11
-    movzx ebp, r9b
-    and eax, dword ptr [r15 + 320]
-    mov edx, 35
-    and r9, 16320
-    mov dword ptr [r15 + r9 + 15680], r8d
-    mov r9, r11
-    mov ebp, dword ptr [r15 + 256]
-    mov r8d, r8d
-    and r9, 1984
-    add r8, qword ptr [r15 + r9 + 1344]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    movzx r9d, r8b
-    mov r9, r11
-    mov rdx, rax
-    mov eax, dword ptr [r15 + 64]
-    and r9, 8128
-    mov edi, dword ptr [r15 + r9 + 7488]
-    mov qword ptr [r15 + 384], rdi
-    add rdi, qword ptr [r15 + 448]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 64], r9d
+    mov rbp, r11
+    mov qword ptr [r15 + 512], rbp
+    mov r9d, ecx
+    mov dword ptr [r15 + 256], 192
+    and rbp, 1984
+    mov qword ptr [r15 + rbp + 1344], rcx
+    mov rcx, qword ptr [r15 + 384]
+    mov r8, r11
+    mov ebp, dword ptr [r15 + 320]
+    and r8, 4032
+    mov r9d, dword ptr [r15 + r8 + 3392]
+    mov dword ptr [r15 + 448], ecx
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov r9, rdi
+    vmovdqu ymmword ptr [r15 + 128], ymm10
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c227:
-    mov r8, qword ptr [r15 + 640]
+    lea rcx, [rip + .Lc1_d10566_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d10566_j_t
+.Lc1_d10566_j:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx edi, cl
+    vpaddd xmm10, xmm10, xmm10
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, r8
-    mov r12, qword ptr [r15 + r12 + 56]
+    and ecx, dword ptr [r15 + 448]
+    mov r8, qword ptr [r15 + 192]
+    mov qword ptr [r15 + 128], r8
+    or qword ptr [r15 + 768], 1
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rbp, r11
+    mov r8, r11
+    and rbp, 448
     mov r9, r11
+    mov ecx, dword ptr [r15 + rbp + 832]
+    and r8, 8128
+    movsxd rbp, dword ptr [r15 + r8 + 7488]
+    and r9, 4032
+    movzx eax, byte ptr [r15 + r9 + 3392]
+    mov r9d, dword ptr [r15 + 64]
+    mov r8, rcx
+    mov dword ptr [r15 + 128], 39
+    mov r8d, 13
+    mov qword ptr [r15 + 320], r8
+    mov r8d, ecx
+    movsxd r8, dword ptr [r15 + 384]
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 33
-    and r9, 8128
-    movsxd rax, dword ptr [r15 + r9 + 7488]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r9, qword ptr [r15 + 128]
-    vpcmpeqb xmm11, xmm11, xmm8
-    lea rbp, [r11 + r11*1]
-    jmp 1f
-1:
-    mov qword ptr [r15 + 192], rbp
-    and rbp, 4032
-    movsxd rdi, dword ptr [r15 + rbp + 3392]
-    mov ecx, dword ptr [r15 + rbp + 3456]
-    mov ebp, dword ptr [r15 + 256]
-    mov byte ptr [r15 + 320], bpl
-    movzx ebp, bpl
-    and r8d, dword ptr [r15 + 704]
-    mov ebp, r8d
-    lea r8, [r11 + r11*1]
-    mov edx, dword ptr [r15 + 448]
-    vmovdqu ymmword ptr [r15 + 384], ymm11
-    vmovq qword ptr [r15 + 64], xmm11
-    and r8, 448
-    mov esi, dword ptr [r15 + r8 + 832]
-    mov qword ptr [r15 + 128], rsi
-    mov qword ptr [r15 + 512], rbp
-    movzx esi, byte ptr [r15 + r8 + 896]
+    mov rdi, qword ptr [r15 + 512]
+    vmovdqu ymmword ptr [r15 + 256], ymm10
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c228:
-    lea rcx, [rip + .Lc1_d10591_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d10591_j_t
-.Lc1_d10591_j:
-    mov ecx, 83
-    mov esi, dword ptr [r15 + 256]
-    mov qword ptr [r15 + 0], rsi
-    mov rsi, r8
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], ebp
-    jmp 1f
-1:
-    jmp 1f
-1:
-    lea rbp, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 1984
-    mov esi, dword ptr [r15 + rbp + 1344]
-    mov dword ptr [r15 + 64], ecx
     movsxd rcx, dword ptr [r15 + 64]
-    mov r8, qword ptr [r15 + 768]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, 14
+    mov dword ptr [r15 + 0], edi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r8, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r8, 1984
+    mov rdi, qword ptr [r15 + r8 + 1408]
+    mov rbp, r11
     jmp 1f
 1:
-    mov qword ptr [r15 + 384], r9
-    mov byte ptr [r15 + 320], cl
-    mov rcx, qword ptr [r15 + 320]
-    mov r9, r11
-    movzx eax, bpl
-    and r9, 8128
-    mov r8, r11
-    mov dword ptr [r15 + r9 + 7488], ecx
-    mov ecx, dword ptr [r15 + 128]
-    and r8, 448
-    movzx r9d, byte ptr [r15 + r8 + 832]
-    mov r8, qword ptr [r15 + 448]
+    mov r9d, dword ptr [r15 + 320]
+    movzx eax, cl
+    and rbp, 448
+    mov byte ptr [r15 + rbp + 832], dil
+    mov ebp, dword ptr [r15 + 384]
+    movsxd rcx, dword ptr [r15 + 448]
     jmp 1f
 1:
-    movsxd rax, dword ptr [r15 + rbp + 1408]
-    mov edx, 146
-    movzx ebp, dl
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx ecx, cl
     jmp 1f
 1:
-    movsxd rdx, dword ptr [r15 + 192]
+    movzx ecx, byte ptr [r15 + 256]
+    movzx edx, r8b
+    mov qword ptr [r15 + 384], rdx
+    movzx edi, r9b
+    mov rbp, r11
+    mov dword ptr [r15 + 576], r9d
+    mov rdx, rsi
+    and rbp, 4032
+    movsxd rdx, dword ptr [r15 + rbp + 3392]
+    mov ebp, edx
+    movsxd rax, dword ptr [r15 + r8 + 1344]
+    mov qword ptr [r15 + 192], rdi
+    jmp 1f
+1:
+    mov r8d, 235
+    jmp 1f
+1:
+    mov r8d, dword ptr [r15 + 512]
+    mov edi, dword ptr [r15 + 128]
     add r11, 64
     inc rbx
     dec r13
@@ -13318,59 +13231,60 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 15
+    lea rcx, [rip + .Lc1_d10658_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d10658_s_t
+    .p2align 3
+.Lc1_d10658_s:
+    .p2align 3
+    jmp .Lc1_d10658_j
+    .p2align 3
+    jmp .Lc1_d10658_j
+    .p2align 3
+    jmp .Lc1_d10658_j
+    .p2align 3
+    jmp .Lc1_d10658_j
+    .p2align 3
+    jmp .Lc1_d10658_j
+    .p2align 3
+    jmp .Lc1_d10658_j
+    .p2align 3
+    jmp .Lc1_d10658_j
+    .p2align 3
+    jmp .Lc1_d10658_j
+    .p2align 3
+    jmp .Lc1_d10658_j
+    .p2align 3
+    jmp .Lc1_d10658_j
+    .p2align 3
+    jmp .Lc1_d10658_j
+    .p2align 3
+    jmp .Lc1_d10658_j
+    .p2align 3
+    jmp .Lc1_d10658_j
+    .p2align 3
+    jmp .Lc1_d10658_j
+    .p2align 3
+    jmp .Lc1_d10658_j
+    .p2align 3
+    jmp .Lc1_d10658_j
+.Lc1_d10658_j:
+    movsxd rcx, dword ptr [r15 + 320]
+    movzx eax, dil
+    mov edi, dword ptr [r15 + 640]
+    mov dword ptr [r15 + 64], 218
     mov rbp, r11
-    jmp 1f
-1:
-    and rbp, 4032
-    mov qword ptr [r15 + rbp + 3392], rbp
-    xor dword ptr [r15 + 512], ebp
-    mov dword ptr [r15 + 192], eax
-    mov rbp, rbp
-    mov qword ptr [r15 + 384], rdx
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    movzx edx, bpl
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    vmovq qword ptr [r15 + 0], xmm11
-    movzx edx, dl
-    mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 67117723], 16777320
+    test ebx, 1073741824
     jz 1f
 1:
-    and eax, dword ptr [r15 + 320]
-    movzx edx, byte ptr [r15 + 448]
-    mov ebp, 44
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov byte ptr [r15 + 384], dl
-    jmp 1f
-1:
-    movsxd rdx, dword ptr [r15 + 128]
-    jmp 1f
-1:
-    add rax, qword ptr [r15 + 256]
-    mov ebp, 183
-    add rdx, qword ptr [r15 + 128]
-    and edx, dword ptr [r15 + 512]
-    jmp 1f
-1:
-    mov rbp, r11
-    mov r8d, dword ptr [r15 + 576]
-    movzx r9d, r8b
-    mov byte ptr [r15 + 64], dl
+    movzx r9d, dl
     and rbp, 8128
-    mov dword ptr [r15 + rbp + 7488], ebp
+    mov rdx, qword ptr [r15 + rbp + 7488]
+    mov byte ptr [r15 + 128], cl
     add r11, 64
     inc rbx
     dec r13
@@ -13382,425 +13296,406 @@ ditto_body_c1:
     xor eax, eax
     test dword ptr [r15 + 67117723], 4194304
     setz al
-    lea rcx, [rip + .Lc1_d10688_s]
+    lea rcx, [rip + .Lc1_d10699_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d10688_s_t
+    jmp .Lc1_d10699_s_t
     .p2align 3
-.Lc1_d10688_s:
+.Lc1_d10699_s:
     .p2align 3
-    jmp .Lc1_d10688_j
+    jmp .Lc1_d10699_j
     .p2align 3
-    jmp .Lc1_d10688_j
-.Lc1_d10688_j:
+    jmp .Lc1_d10699_j
+.Lc1_d10699_j:
+    mov rbp, r11
+    and rbp, 8128
+    mov dword ptr [r15 + rbp + 7488], 53
+    movzx eax, cl
+    xor dword ptr [r15 + 448], edx
+    vmovq qword ptr [r15 + 128], xmm10
+    vmovq qword ptr [r15 + 384], xmm10
+    mov edx, 193
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edx, ebp
+    imul rcx, qword ptr [r15 + 704]
+    mov byte ptr [r15 + 512], bpl
+    mov rbp, rax
+    mov rax, rbp
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov eax, 223
+    jmp 1f
+1:
     jmp 1f
 1:
     mov rbp, r11
-    jmp 1f
-1:
-    vmovdqu ymmword ptr [r15 + 704], ymm11
-    and rbp, 448
-    vmovdqu xmmword ptr [r15 + rbp + 832], xmm11
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov ebp, 68
-    jmp 1f
-1:
-    movzx ebp, bpl
-    movsxd rdx, dword ptr [r15 + 640]
-    mov rbp, rcx
-    mov rcx, r9
-    mov byte ptr [r15 + 128], cl
-    movsxd rcx, dword ptr [r15 + 448]
-    movsxd r9, dword ptr [r15 + 192]
-    mov rbp, r11
-    jmp 1f
-1:
+    mov esi, 94
     and rbp, 4032
-    mov rax, qword ptr [r15 + rbp + 3392]
-    mov dword ptr [r15 + 384], 69
-    mov r8, r11
-    add rdi, qword ptr [r15 + 64]
-    and r8, 1984
-    mov ebp, dword ptr [r15 + r8 + 1344]
-    movsxd r8, dword ptr [r15 + 320]
+    mov qword ptr [r15 + rbp + 3392], rdx
+    mov rbp, rbp
+    add rdx, qword ptr [r15 + 64]
+    movsxd rcx, dword ptr [r15 + 320]
+    movsxd r8, dword ptr [r15 + 192]
     jmp 1f
 1:
+    movzx ebp, al
+    vmovdqu xmm10, xmmword ptr [r15 + 256]
     jmp 1f
 1:
-    movzx esi, al
-    mov eax, 96
-    mov rax, rax
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c231:
-    mov rdi, qword ptr [r15 + 320]
-    mov dword ptr [r15 + 64], r8d
+    mov r9, r11
+    mov dword ptr [r15 + 256], r9d
+    and r9, 1984
+    and ebp, dword ptr [r15 + r9 + 1344]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], edi
-    jmp 1f
-1:
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rdi, rdi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ebp, r9b
     jmp 1f
 1:
-    movzx r8d, r8b
-    jmp 1f
-1:
-    jmp 1f
-1:
-    vpshufd xmm11, xmm11, 207
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    vpcmpeqb xmm11, xmm11, xmmword ptr [r15 + 512]
     mov r8, r11
-    jmp 1f
-1:
-    mov dword ptr [r15 + 64], r8d
-    jmp 1f
-1:
-    and r8, 8128
-    mov byte ptr [r15 + r8 + 7488], r8b
-    mov r8, r11
-    jmp 1f
-1:
+    mov r9, rdi
     and r8, 448
-    movsxd rdi, dword ptr [r15 + r8 + 832]
-    mov r8d, 102
-    mov r8d, 67
-    mov dword ptr [r15 + 448], 64
-    movsxd r8, dword ptr [r15 + 768]
-    mov rbp, r11
-    mov rax, qword ptr [r15 + 256]
-    mov dword ptr [r15 + 192], 138
+    and ebp, dword ptr [r15 + r8 + 832]
     jmp 1f
 1:
-    and rbp, 1984
-    movzx ecx, byte ptr [r15 + rbp + 1344]
-    add rbp, qword ptr [r15 + 384]
-    mov r9d, dword ptr [r15 + 128]
-    mov rdx, r9
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov r8, qword ptr [r15 + 64]
+    mov byte ptr [r15 + 192], r8b
+    mov rdi, qword ptr [r15 + 512]
+    mov r8, rbp
+    mov r8d, dword ptr [r15 + 448]
+    jmp 1f
+1:
+    mov ebp, 73
+    jmp 1f
+1:
+    mov dword ptr [r15 + 128], ebp
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + 768], ymm10
+    jmp 1f
+1:
+    mov dword ptr [r15 + 64], 208
+    mov ebp, 3
+    mov dword ptr [r15 + 384], edi
+    vmovdqu ymmword ptr [r15 + 384], ymm10
+    mov dword ptr [r15 + 320], 64
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c232:
-    lea rcx, [rip + .Lc1_d10782_j]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d10794_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d10782_j_t
-.Lc1_d10782_j:
-    mov rbp, qword ptr [r15 + 512]
-    jmp 1f
-1:
+    jmp .Lc1_d10794_j_t
+.Lc1_d10794_j:
+    mov eax, 14
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], ebp
-    mov byte ptr [r15 + 0], bpl
+    mov rax, rax
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 4
-    mov byte ptr [r15 + 0], bpl
     jmp 1f
 1:
-    mov rcx, rbp
+    mov rbp, r11
     jmp 1f
 1:
-    movzx ebp, byte ptr [r15 + 448]
+    mov byte ptr [r15 + 0], cl
+    and rbp, 4032
+    mov byte ptr [r15 + rbp + 3392], bpl
+    mov ebp, dword ptr [r15 + 448]
+    add r8, qword ptr [r15 + 320]
+    mov ecx, 39
+    mov dword ptr [r15 + 640], ecx
+    test dword ptr [r15 + 67117724], 18432
+    jz 1f
+1:
+    mov dword ptr [r15 + 128], ecx
+    movzx ecx, byte ptr [r15 + 64]
     jmp 1f
 1:
     mov r8, r11
-    mov qword ptr [r15 + 128], r9
-    movzx r9d, byte ptr [r15 + 64]
-    and r8, 4032
-    vmovdqu xmm11, xmmword ptr [r15 + r8 + 3392]
-    mov edx, 28
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r8d, 212
-    mov dword ptr [r15 + 128], r8d
-    mov r8, r11
-    mov edi, dword ptr [r15 + 320]
-    mov dword ptr [r15 + 192], 174
-    and r8, 8128
-    mov dword ptr [r15 + r8 + 7488], r8d
-    mov byte ptr [r15 + 256], r9b
-    and r8d, dword ptr [r15 + 576]
-    mov qword ptr [r15 + 320], rdi
+    mov dword ptr [r15 + 128], 61
     mov r9, r11
-    mov edi, dword ptr [r15 + 384]
-    and r9, 1984
-    mov rcx, qword ptr [r15 + r9 + 1344]
-    movzx esi, byte ptr [r15 + 512]
+    and r8, 448
+    mov rbp, qword ptr [r15 + r8 + 832]
+    and r9, 8128
+    mov qword ptr [r15 + r9 + 7488], rcx
+    mov dword ptr [r15 + 320], ecx
+    mov dword ptr [r15 + 192], 174
+    movzx r9d, byte ptr [r15 + 384]
+    mov byte ptr [r15 + 512], cl
+    movzx ecx, byte ptr [r15 + 576]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c233:
-    lea rcx, [rip + .Lc1_d10826_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d10826_j_t
-.Lc1_d10826_j:
-    mov ecx, dword ptr [r15 + 64]
-    vmovdqu ymmword ptr [r15 + 448], ymm11
-    movzx esi, al
-    mov esi, 21
-    mov r9d, 99
+    lea r9, [r11 + r11*1]
+    and r9, 1984
+    mov ecx, dword ptr [r15 + r9 + 1408]
+    add qword ptr [r15 + 704], r8
+    movzx r8d, cl
+    mov ecx, 183
+    mov ecx, 91
     jmp 1f
 1:
-    mov eax, 224
+    mov rbp, r11
+    mov edi, 59
     jmp 1f
 1:
+    mov ecx, 198
+    and rbp, 8128
+    mov rcx, qword ptr [r15 + rbp + 7488]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov ebp, 41
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], ebp
+    mov ebp, 177
+    mov r12, qword ptr [r15 + r12 + 56]
     mov eax, 47
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 94
-    jmp 1f
-1:
-    mov edi, 118
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 41
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, 171
     test ebx, 1073741824
     jz 1f
 1:
-    mov byte ptr [r15 + 0], sil
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, dword ptr [r15 + 256]
-    mov dword ptr [r15 + 320], ecx
-    movsxd rcx, dword ptr [r15 + 704]
-    jmp 1f
-1:
-    mov esi, 164
-    movzx esi, byte ptr [r15 + 64]
-    movsxd rax, dword ptr [r15 + 384]
-    mov dword ptr [r15 + 128], ecx
-    jmp 1f
-1:
+    movsxd rbp, dword ptr [r15 + 512]
+    mov dword ptr [r15 + 320], 158
+    mov eax, dword ptr [r15 + 192]
+    movzx r8d, byte ptr [r15 + r9 + 1344]
+    vpxor xmm10, xmm10, xmm8
     jmp 1f
 1:
     mov r9, r11
-    jmp 1f
-1:
-    vmovdqu ymmword ptr [r15 + 640], ymm11
-    and r9, 4032
-    mov qword ptr [r15 + r9 + 3392], rcx
-    mov r9d, r9d
-    mov r9, r11
-    jmp 1f
-1:
+    mov ecx, 222
+    movsxd rcx, dword ptr [r15 + 448]
     and r9, 448
-    mov ecx, dword ptr [r15 + r9 + 832]
+    mov edi, dword ptr [r15 + r9 + 832]
+    mov r9d, dword ptr [r15 + 256]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movzx esi, byte ptr [r15 + 64]
+    mov rdx, qword ptr [r15 + 384]
+    mov r9d, ecx
+    jmp 1f
+1:
+    mov qword ptr [r15 + 128], r9
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c234:
-    mov r9, r9
-    movzx esi, al
+    lea rcx, [rip + .Lc1_d10881_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d10881_j_t
+.Lc1_d10881_j:
+    mov byte ptr [r15 + 128], r9b
     jmp 1f
 1:
-    mov r9, qword ptr [r15 + 320]
-    mov dword ptr [r15 + 64], r9d
-    mov rcx, r9
-    movzx r9d, byte ptr [r15 + 256]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, r9
-    jmp 1f
-1:
-    movzx r9d, al
-    mov byte ptr [r15 + 0], r9b
-    mov byte ptr [r15 + 0], r9b
-    mov dword ptr [r15 + 0], 83
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    movsxd r9, dword ptr [r15 + 448]
-    mov eax, dword ptr [r15 + 128]
-    mov rdi, rcx
-    jmp 1f
-1:
+    mov r9, rcx
+    mov ecx, 22
+    movzx r9d, byte ptr [r15 + 64]
+    mov rsi, qword ptr [r15 + 320]
+    mov ecx, 9
+    movzx ecx, r8b
     mov rbp, r11
-    mov r8, r11
-    mov ecx, 229
+    vmovdqu ymmword ptr [r15 + 768], ymm10
+    mov byte ptr [r15 + 384], bpl
+    and rbp, 16320
+    vpcmpeqb xmm10, xmm10, xmmword ptr [r15 + rbp + 15680]
     jmp 1f
 1:
-    and rbp, 8128
-    mov byte ptr [r15 + rbp + 7488], bpl
-    and r8, 1984
-    mov byte ptr [r15 + r8 + 1344], r8b
-    jmp 1f
-1:
-    mov r8, r8
-    jmp 1f
-1:
-    movzx r8d, al
-    mov r8d, 35
-    mov r8, r11
-    jmp 1f
-1:
-    and edx, dword ptr [r15 + 512]
-    and r8, 448
-    vmovdqu xmmword ptr [r15 + r8 + 832], xmm11
-    mov r8d, 246
-    add rcx, qword ptr [r15 + 192]
+    mov byte ptr [r15 + 0], cl
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     jmp 1f
 1:
-    mov byte ptr [r15 + 768], sil
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu ymmword ptr [r15 + 0], ymm10
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rcx, rbp
     jmp 1f
 1:
+    mov rbp, rbp
+    mov r9, rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 256], cl
     jmp 1f
 1:
-    vpcmpeqb xmm11, xmm11, xmmword ptr [r15 + 384]
-    mov r8d, dword ptr [r15 + 384]
-    jmp 1f
-1:
+    mov rcx, rbp
+    mov rbp, r11
+    mov byte ptr [r15 + 64], sil
+    vmovdqu ymmword ptr [r15 + 192], ymm10
+    vmovq qword ptr [r15 + 512], xmm10
+    and rbp, 4032
+    add rcx, qword ptr [r15 + rbp + 3392]
+    mov esi, 70
+    mov byte ptr [r15 + 448], sil
+    movzx esi, sil
+    movzx ebp, r9b
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c235:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 131072
-    setz al
-    lea rcx, [rip + .Lc1_d10931_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d10931_s_t
-    .p2align 3
-.Lc1_d10931_s:
-    .p2align 3
-    jmp .Lc1_d10931_j
-    .p2align 3
-    jmp .Lc1_d10931_j
-.Lc1_d10931_j:
+    lea rcx, [rip + .Lc1_d10930_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d10930_j_t
+.Lc1_d10930_j:
+    mov r9, r11
+    mov edx, esi
+    and r9, 448
+    movsxd rsi, dword ptr [r15 + r9 + 832]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, 239
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, esi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov esi, 121
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 57
+    mov byte ptr [r15 + 64], sil
+    mov rsi, rsi
+    movsxd rsi, dword ptr [r15 + 320]
+    movzx r9d, byte ptr [r15 + 256]
+    mov rcx, qword ptr [r15 + 128]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    test ebx, 3584
+    jz 1f
+1:
+    mov r9, r11
+    mov dword ptr [r15 + 384], edx
+    jmp 1f
+1:
     mov r8, r11
-    and r8, 1984
-    movsxd rdi, dword ptr [r15 + r8 + 1344]
-    movzx eax, byte ptr [r15 + 64]
-    mov dword ptr [r15 + 0], eax
-    mov byte ptr [r15 + 0], r8b
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 220
-    jmp 1f
-1:
-    mov ecx, dword ptr [r15 + 448]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r8, r11
-    mov eax, 37
+    and r9, 1984
+    mov dword ptr [r15 + r9 + 1344], esi
     and r8, 4032
-    movsxd rax, dword ptr [r15 + r8 + 3392]
-    test dword ptr [r15 + 67117724], 268435456
-    jnz 1f
+    movzx ecx, byte ptr [r15 + r8 + 3392]
+    jmp 1f
 1:
     jmp 1f
 1:
-    mov dword ptr [r15 + 512], eax
-    mov rax, qword ptr [r15 + 576]
-    mov r8, r11
+    mov byte ptr [r15 + 448], cl
     jmp 1f
 1:
-    movsxd rcx, dword ptr [r15 + 192]
-    and r8, 16320
-    mov byte ptr [r15 + r8 + 15680], al
-    movsxd rax, dword ptr [r15 + 320]
     jmp 1f
 1:
-    mov r8d, ecx
-    mov rcx, rsi
-    movzx ecx, byte ptr [r15 + 128]
+    mov rcx, qword ptr [r15 + 512]
+    movsxd rdi, dword ptr [r15 + 576]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c236:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    inc dword ptr [r15 + 0]
+    mov edx, 154
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov rsi, rax
-    jmp 1f
-1:
-    mov esi, eax
-    jmp 1f
-1:
-    jmp 1f
-1:
-    vpxor xmm11, xmm11, xmm12
-    mov dword ptr [r15 + 0], 81
-    mov eax, esi
-    vmovdqu xmmword ptr [r15 + 0], xmm5
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, byte ptr [r15 + 256]
     jmp 1f
 1:
-    mov esi, dword ptr [r15 + 192]
+    jmp 1f
+1:
+    mov esi, edx
+    vpaddd xmm10, xmm10, xmm10
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + 0], ymm10
+    mov dword ptr [r15 + 0], 114
+    mov edx, esi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, r11
+    mov edx, r8d
+    and r8, 1984
+    mov dword ptr [r15 + r8 + 1344], 208
+    movzx edx, byte ptr [r15 + 640]
+    mov esi, dword ptr [r15 + 384]
+    jmp 1f
+1:
     mov qword ptr [r15 + 128], r8
-    mov r8, rsi
-    mov esi, r8d
-    test dword ptr [r15 + 67117724], 1073774592
+    mov dword ptr [r15 + 128], 174
+    add r8, qword ptr [r15 + 448]
+    test ebx, 251904
     jz 1f
 1:
-    mov qword ptr [r15 + 128], rax
-    vmovdqu ymmword ptr [r15 + 640], ymm11
-    mov esi, 70
-    jmp 1f
-1:
-    mov eax, esi
-    movsxd rax, dword ptr [r15 + 384]
-    jmp 1f
-1:
-    mov rsi, rsi
-    movzx esi, r8b
-    mov rsi, r8
-    mov r8, r11
-    mov rsi, qword ptr [r15 + 512]
+    and r8d, dword ptr [r15 + 704]
     jmp 1f
 1:
     jmp 1f
 1:
-    and r8, 8128
-    mov dword ptr [r15 + r8 + 7488], 201
-    mov r8d, eax
-    mov r8, r11
     jmp 1f
 1:
-    and r8, 4032
-    mov dword ptr [r15 + r8 + 3392], 110
-    mov r8, r11
-    mov rcx, qword ptr [r15 + 64]
-    mov dword ptr [r15 + 320], 68
-    and r8, 448
-    mov dword ptr [r15 + r8 + 832], r8d
+    movsxd rdx, dword ptr [r15 + 384]
+    mov esi, dword ptr [r15 + 256]
+    add rdx, qword ptr [r15 + 192]
+    mov rcx, rbp
+    movzx ecx, cl
+    mov rcx, r8
+    mov r8d, ecx
+    mov rcx, rdx
+    mov dword ptr [r15 + 320], 76
+    mov ebp, edx
+    mov rdx, rdx
+    lea rbp, [r11 + r11*1]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    and rbp, 8128
+    mov dword ptr [r15 + rbp + 7488], 42
+    mov qword ptr [r15 + rbp + 7552], rcx
+    mov edx, dword ptr [r15 + 64]
     jmp 1f
 1:
     add r11, 64
@@ -13808,207 +13703,207 @@ ditto_body_c1:
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c237:
-    lea rcx, [rip + .Lc1_d11032_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d11032_j_t
-.Lc1_d11032_j:
-    mov ecx, 162
-    mov ecx, r8d
-    mov ecx, dword ptr [r15 + 704]
-    vpcmpeqb xmm11, xmm11, xmm0
-    mov r8d, 247
-    movsxd r8, dword ptr [r15 + 256]
-    mov dword ptr [r15 + 192], r8d
-    mov r8, r11
-    mov esi, r8d
-    and r9d, dword ptr [r15 + 512]
-    and r8, 448
-    movzx esi, byte ptr [r15 + r8 + 832]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 32768
+    setz al
+    lea rcx, [rip + .Lc1_d11038_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d11038_s_t
+    .p2align 3
+.Lc1_d11038_s:
+    .p2align 3
+    jmp .Lc1_d11038_j
+    .p2align 3
+    jmp .Lc1_d11038_j
+.Lc1_d11038_j:
+    mov ecx, dword ptr [r15 + 768]
+    mov byte ptr [r15 + 384], al
+    mov eax, 145
     jmp 1f
 1:
-    mov edi, dword ptr [r15 + 384]
-    movzx r8d, byte ptr [r15 + 64]
-    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, al
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
+    add rax, qword ptr [r15 + 0]
+    mov ebp, edi
+    mov ebp, ebp
+    mov rbp, r11
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
+    and rbp, 448
+    movzx edi, byte ptr [r15 + rbp + 832]
+    test dword ptr [r15 + 67117723], 1090519040
+    jnz 1f
 1:
     mov rbp, r11
-    movzx eax, dl
-    mov qword ptr [r15 + 768], rax
-    and rbp, 1984
-    add rax, qword ptr [r15 + rbp + 1344]
-    mov dword ptr [r15 + 64], edi
-    jmp 1f
-1:
-    movzx ebp, dil
-    jmp 1f
-1:
-    vpor xmm11, xmm11, xmm11
+    mov r9d, 46
+    and rbp, 4032
+    mov edi, dword ptr [r15 + rbp + 3392]
+    and edi, dword ptr [r15 + 448]
     mov rbp, rax
+    vmovdqu ymmword ptr [r15 + 192], ymm10
+    mov ebp, dword ptr [r15 + 320]
+    mov eax, 164
     jmp 1f
 1:
-    movzx eax, byte ptr [r15 + 128]
-    mov edx, 98
-    mov byte ptr [r15 + 320], r9b
-    mov r9, r11
-    mov edx, dword ptr [r15 + 448]
-    mov dword ptr [r15 + 384], edx
-    and r9, 8128
-    mov edx, dword ptr [r15 + r9 + 7488]
+    mov eax, 120
+    mov qword ptr [r15 + 128], r9
+    mov dword ptr [r15 + 512], eax
+    movzx eax, byte ptr [r15 + 64]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c238:
-    mov qword ptr [r15 + 0], rdx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    lea rcx, [rip + .Lc1_d11081_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d11081_j_t
+.Lc1_d11081_j:
+    mov ecx, 39
+    .byte 0x0f, 0x1f, 0x40, 0x00
+    mov ecx, eax
     jmp 1f
 1:
-    add r9, qword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 200
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx edx, dl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rcx
     jmp 1f
 1:
-    xchg qword ptr [r15 + 448], rdx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rcx
+    mov eax, dword ptr [r15 + 128]
+    lock or dword ptr [r15 + 448], 80
+    movsxd r9, dword ptr [r15 + 192]
+    movsxd rcx, dword ptr [r15 + 384]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov qword ptr [r15 + 256], rax
+    mov qword ptr [r15 + 576], rdx
+    mov dword ptr [r15 + 64], r9d
+    movzx ecx, byte ptr [r15 + 128]
     jmp 1f
 1:
-    movzx edi, byte ptr [r15 + 448]
-    movsxd rax, dword ptr [r15 + 384]
-    mov r8, r11
-    mov dword ptr [r15 + 128], r8d
-    and r8, 1984
-    movsxd rbp, dword ptr [r15 + r8 + 1344]
-    mov dword ptr [r15 + 128], 27
-    mov r8d, dword ptr [r15 + 512]
+    movzx r9d, r8b
     mov r9, r11
-    mov qword ptr [r15 + 192], rdx
-    add r8, qword ptr [r15 + 320]
-    and r9, 8128
-    movsxd rdx, dword ptr [r15 + r9 + 7488]
+    mov qword ptr [r15 + 64], rax
+    mov eax, r9d
+    movsxd rax, dword ptr [r15 + 512]
+    and r9, 1984
+    mov rbp, r11
+    mov dword ptr [r15 + r9 + 1344], ebp
     mov r9, r11
-    mov esi, ebp
-    movsxd rbp, dword ptr [r15 + 64]
-    add rbp, qword ptr [r15 + 320]
-    and r9, 4032
-    mov dword ptr [r15 + r9 + 3392], r9d
-    mov r9d, 195
-    jmp 1f
-1:
-    mov r9d, dword ptr [r15 + 256]
-    mov qword ptr [r15 + 576], rcx
-    mov ecx, 130
+    and rbp, 8128
+    movsxd r8, dword ptr [r15 + rbp + 7488]
+    mov edi, dword ptr [r15 + 320]
+    and r9, 448
+    movsxd rbp, dword ptr [r15 + r9 + 832]
+    mov qword ptr [r15 + 320], rbp
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c239:
-    lea rcx, [rip + .Lc1_d11122_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d11122_j_t
-.Lc1_d11122_j:
+    movzx ebp, bpl
+    mov qword ptr [r15 + 640], r8
+    movzx r8d, dil
+    mov dword ptr [r15 + 320], 211
+    mov edx, r9d
+    jmp 1f
+1:
+    mov byte ptr [r15 + 256], dl
+    mov dword ptr [r15 + 64], 253
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 10
+    mov r12, qword ptr [r15 + r12 + 56]
+    imul rsi, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], esi
+    mov esi, 2
     mov rbp, r11
-    and rbp, 448
-    mov byte ptr [r15 + rbp + 832], bpl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, cl
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 253
-    movsxd rbp, dword ptr [r15 + 704]
-    mov dword ptr [r15 + 128], ecx
-    mov r9d, 197
-    mov qword ptr [r15 + 64], r9
-    jmp 1f
-1:
-    mov qword ptr [r15 + 384], rax
-    movzx esi, byte ptr [r15 + 192]
+    mov dword ptr [r15 + 0], 3
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
-    movzx r9d, r9b
-    mov r9d, dword ptr [r15 + 448]
-    mov byte ptr [r15 + 256], bpl
-    vmovdqu ymmword ptr [r15 + 640], ymm11
-    mov eax, r9d
-    mov r9, r11
-    mov dword ptr [r15 + 64], ebp
-    mov dword ptr [r15 + 320], 167
-    mov rbp, r9
+    mov byte ptr [r15 + 512], dl
+    and rbp, 1984
+    movsxd r8, dword ptr [r15 + rbp + 1344]
+    jmp 1f
+1:
+    movzx ebp, r8b
+    jmp 1f
+1:
+    mov ebp, dword ptr [r15 + 192]
+    mov dword ptr [r15 + 128], r8d
+    lea r8, [r11 + r11*1]
+    mov r9, qword ptr [r15 + 704]
+    and r8, 4032
+    mov rdx, qword ptr [r15 + r8 + 3392]
+    mov rsi, rdx
+    mov dword ptr [r15 + 384], esi
+    mov rsi, qword ptr [r15 + r8 + 3456]
     mov r8, r11
-    and r9, 4032
-    mov dword ptr [r15 + r9 + 3392], esi
-    and r8, 1984
-    mov r9d, dword ptr [r15 + r8 + 1344]
-    mov dword ptr [r15 + 512], 207
     jmp 1f
 1:
-    movzx r8d, r9b
-    jmp 1f
-1:
+    movsxd rdx, dword ptr [r15 + 448]
+    and r8, 448
+    mov rcx, qword ptr [r15 + r8 + 832]
+    movzx eax, sil
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c240:
-    mov dword ptr [r15 + 384], 12
-    mov dword ptr [r15 + 384], 94
+    lea rcx, [rip + .Lc1_d11170_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d11170_j_t
+.Lc1_d11170_j:
+    movzx ecx, cl
+    add rdi, qword ptr [r15 + 0]
+    mov esi, edi
+    movzx r8d, sil
+    mov dword ptr [r15 + 0], r8d
     mov r12, qword ptr [r15 + r12 + 56]
-    vpshufd xmm11, xmm11, 22
-    mov esi, r8d
+    mov r8, rax
+    vmovdqu xmm10, xmmword ptr [r15 + 0]
+    movzx r8d, sil
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu ymmword ptr [r15 + 0], ymm10
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, rsi
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov esi, dword ptr [r15 + 384]
+    movsxd r8, dword ptr [r15 + 64]
+    lea rbp, [r11 + r11*1]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx esi, dil
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
+    test ebx, 1073741824
+    jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r11
-    and r8d, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 128], r9d
-    and rbp, 448
-    movzx edi, byte ptr [r15 + rbp + 832]
-    mov r9d, r9d
-    mov dword ptr [r15 + 128], esi
-    jmp 1f
-1:
-    movzx r9d, byte ptr [r15 + 64]
-    mov rsi, qword ptr [r15 + 768]
-    mov ebp, dword ptr [r15 + 448]
-    add rbp, qword ptr [r15 + 256]
-    .byte 0x66, 0x90
-    jmp 1f
-1:
-    mov qword ptr [r15 + 192], rbp
-    movsxd rbp, dword ptr [r15 + 512]
-    mov rbp, r11
-    jmp 1f
-1:
-    movzx eax, sil
-    mov rcx, qword ptr [r15 + 320]
+    movsxd rax, dword ptr [r15 + 64]
     and rbp, 8128
-    mov esi, dword ptr [r15 + rbp + 7488]
-    mov rbp, r11
+    mov r8d, dword ptr [r15 + rbp + 7552]
+    mov rsi, r8
     jmp 1f
 1:
-    and rbp, 4032
-    mov dword ptr [r15 + rbp + 3392], ebp
+    movsxd r8, dword ptr [r15 + 768]
+    mov r9, r11
+    movzx edi, byte ptr [r15 + 320]
+    mov r8, r11
+    and r9, 1984
+    and edi, dword ptr [r15 + r9 + 1344]
+    and r8, 448
+    mov qword ptr [r15 + r8 + 832], r8
+    movzx r9d, byte ptr [r15 + 448]
+    movzx r8d, byte ptr [r15 + 128]
+    and r8d, dword ptr [r15 + 256]
+    mov dword ptr [r15 + 512], 250
+    mov edx, dword ptr [r15 + rbp + 7488]
+    mov dword ptr [r15 + 384], edx
+    mov rbp, qword ptr [r15 + 192]
     add r11, 64
     inc rbx
     dec r13
@@ -14017,225 +13912,222 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 7
-    lea rcx, [rip + .Lc1_d11215_s]
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 8388608
+    setz al
+    lea rcx, [rip + .Lc1_d11219_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d11215_s_t
+    jmp .Lc1_d11219_s_t
     .p2align 3
-.Lc1_d11215_s:
+.Lc1_d11219_s:
     .p2align 3
-    jmp .Lc1_d11215_j
+    jmp .Lc1_d11219_j
     .p2align 3
-    jmp .Lc1_d11215_j
-    .p2align 3
-    jmp .Lc1_d11215_j
-    .p2align 3
-    jmp .Lc1_d11215_j
-    .p2align 3
-    jmp .Lc1_d11215_j
-    .p2align 3
-    jmp .Lc1_d11215_j
-    .p2align 3
-    jmp .Lc1_d11215_j
-    .p2align 3
-    jmp .Lc1_d11215_j
-.Lc1_d11215_j:
-    mov ebp, ebp
-    movzx ecx, byte ptr [r15 + 320]
-    movsxd r9, dword ptr [r15 + 128]
-    mov qword ptr [r15 + 256], rax
-    movzx eax, byte ptr [r15 + 64]
-    mov ebp, ebp
-    mov byte ptr [r15 + 576], sil
+    jmp .Lc1_d11219_j
+.Lc1_d11219_j:
     .byte 0x0f, 0x1f, 0x00
-    jmp 1f
-1:
-    movsxd rsi, dword ptr [r15 + 384]
-    mov rbp, r9
+    movzx eax, r8b
+    mov r8, r9
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r11
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], 42
+    mov eax, r8d
+    movzx eax, r8b
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov qword ptr [r15 + 0], r8
     mov r8, r11
-    and rbp, 8128
-    movsxd rdi, dword ptr [r15 + rbp + 7488]
-    mov dword ptr [r15 + 512], r8d
-    movzx ebp, r8b
-    and r8, 1984
-    inc dword ptr [r15 + r8 + 1344]
     jmp 1f
 1:
+    jmp 1f
+1:
+    and r8, 4032
+    and eax, dword ptr [r15 + r8 + 3392]
+    movsxd r8, dword ptr [r15 + 384]
+    movzx ecx, byte ptr [r15 + 576]
+    jmp 1f
+1:
+    movzx r9d, cl
+    jmp 1f
+1:
+    test dword ptr [r15 + 67117723], 2097154
+    jz 1f
+1:
+    movsxd rcx, dword ptr [r15 + 320]
+    add rax, qword ptr [r15 + 192]
+    mov dword ptr [r15 + 512], r8d
+    movsxd r8, dword ptr [r15 + 64]
+    movsxd r9, dword ptr [r15 + 256]
+    mov byte ptr [r15 + 128], r9b
+    movzx edx, byte ptr [r15 + 448]
+    mov dword ptr [r15 + 128], edx
+    mov edx, edx
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c242:
-    movzx ecx, bpl
+    mov rbp, r11
+    movzx edx, bpl
+    and rbp, 1984
+    movsxd r8, dword ptr [r15 + rbp + 1344]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    add r9, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, rdx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 224
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    vpaddq xmm10, xmm10, xmmword ptr [r15 + 384]
+    mov byte ptr [r15 + 512], dil
+    movzx eax, byte ptr [r15 + 320]
+    test ebx, 6656
+    jz 1f
+1:
+    mov rax, rsi
+    vpshufd xmm10, xmm10, 43
+    mov rbp, r11
+    jmp 1f
+1:
+    and rbp, 448
+    movzx eax, byte ptr [r15 + rbp + 832]
+    mov rsi, qword ptr [r15 + 640]
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + 704], ymm10
+    mov dword ptr [r15 + 64], ebp
     movsxd rbp, dword ptr [r15 + 64]
-    mov r8d, dword ptr [r15 + 320]
-    jmp 1f
-1:
-    add r8, qword ptr [r15 + 192]
-    jmp 1f
-1:
-    mov rcx, r8
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 5120
-    jnz 1f
-1:
-    mov r8, r8
+    movzx edi, byte ptr [r15 + 256]
     mov r8, r11
-    mov byte ptr [r15 + 448], r8b
+    mov r9d, dword ptr [r15 + 128]
+    and r8, 8128
+    movsxd rdx, dword ptr [r15 + r8 + 7488]
+    add rsi, qword ptr [r15 + 192]
     jmp 1f
 1:
-    and r8, 448
-    movzx ebp, byte ptr [r15 + r8 + 832]
-    movzx eax, byte ptr [r15 + 384]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 640], eax
-    mov r8, r11
-    vmovdqu ymmword ptr [r15 + 512], ymm11
-    and r8, 1984
-    mov dword ptr [r15 + r8 + 1344], r8d
-    movsxd r8, dword ptr [r15 + 64]
-    mov esi, dword ptr [r15 + 128]
-    mov r9, r11
-    vpaddq xmm11, xmm11, xmmword ptr [r15 + 704]
-    and r9, 4032
-    movsxd rax, dword ptr [r15 + r9 + 3392]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 256], 59
-    mov rdi, qword ptr [r15 + 320]
+    movsxd r8, dword ptr [r15 + 448]
+    movsxd rcx, dword ptr [r15 + 320]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c243:
-    lea rcx, [rip + .Lc1_d11301_j]
+    lea rcx, [rip + .Lc1_d11310_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d11301_j_t
-.Lc1_d11301_j:
-    mov dword ptr [r15 + 0], 6
-    jmp 1f
-1:
-    add rcx, qword ptr [r15 + 0]
-    mov r9, rdi
+    jmp .Lc1_d11310_j_t
+.Lc1_d11310_j:
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], edi
-    mov dword ptr [r15 + 0], edi
-    jmp 1f
-1:
-    mov r9, r11
-    mov dword ptr [r15 + 0], edi
+    mov ecx, ecx
+    mov dword ptr [r15 + 0], r8d
+    mov ecx, 136
+    vmovdqu ymmword ptr [r15 + 0], ymm10
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx r8d, byte ptr [r15 + 448]
-    and r9, 4032
-    mov edi, dword ptr [r15 + r9 + 3392]
-    mov rbp, r11
-    mov eax, edx
-    mov r9d, eax
-    and rbp, 448
-    inc dword ptr [r15 + rbp + 832]
-    mov rdx, qword ptr [r15 + 128]
-    mov rbp, r11
-    movzx esi, byte ptr [r15 + 192]
+    movzx r8d, bpl
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    and rbp, 8128
-    movsxd r9, dword ptr [r15 + rbp + 7488]
-    mov ebp, 204
+    lea r8, [r11 + r11*1]
+    mov rcx, rcx
+    mov dword ptr [r15 + 0], edi
+    and r8, 4032
+    mov ecx, dword ptr [r15 + r8 + 3456]
+    vmovdqu ymmword ptr [r15 + 128], ymm10
+    mov edi, edx
+    movsxd rdx, dword ptr [r15 + r8 + 3392]
     jmp 1f
 1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r8, r11
     jmp 1f
 1:
-    movzx ebp, sil
-    add r9, qword ptr [r15 + 256]
-    movzx esi, byte ptr [r15 + 768]
-    mov rax, qword ptr [r15 + 320]
+    and r8, 448
+    mov dword ptr [r15 + r8 + 832], r8d
     mov r8, qword ptr [r15 + 384]
+    mov rbp, r11
+    mov rdx, rsi
+    and rbp, 1984
+    movzx esi, byte ptr [r15 + rbp + 1344]
     jmp 1f
 1:
-    mov rsi, r8
-    mov esi, edx
-    movzx esi, byte ptr [r15 + 64]
+    movzx edx, byte ptr [r15 + 64]
     jmp 1f
 1:
-    mov r8d, esi
-    mov esi, dword ptr [r15 + 128]
+    mov dword ptr [r15 + 768], 169
+    mov rbp, qword ptr [r15 + 448]
+    and r8d, dword ptr [r15 + 256]
+    mov qword ptr [r15 + 320], rdx
+    mov edx, edi
+    movsxd rcx, dword ptr [r15 + 512]
     jmp 1f
 1:
-    mov dword ptr [r15 + 512], r9d
+    movzx edx, byte ptr [r15 + 128]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c244:
-    movzx esi, byte ptr [r15 + 64]
-    add rsi, qword ptr [r15 + 576]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 128], r8d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    movzx r8d, sil
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], r8
-    mov dword ptr [r15 + 0], r8d
-    mov byte ptr [r15 + 384], r8b
-    jmp 1f
-1:
-    test ebx, 1024
-    jz 1f
-1:
-    mov rdx, qword ptr [r15 + 640]
-    mov r8, rdx
-    movsxd r9, dword ptr [r15 + 320]
-    jmp 1f
-1:
-    mov qword ptr [r15 + 64], r9
-    jmp 1f
-1:
-    and r9d, dword ptr [r15 + 512]
-    movzx edx, byte ptr [r15 + 384]
-    mov esi, 247
-    mov rsi, qword ptr [r15 + 192]
-    mov rax, qword ptr [r15 + 448]
     mov rbp, r11
-    movzx edi, byte ptr [r15 + 256]
-    mov r9, r11
-    and rbp, 8128
+    and rbp, 1984
+    mov dword ptr [r15 + rbp + 1344], 13
+    movsxd rdx, dword ptr [r15 + 640]
+    movzx ebp, byte ptr [r15 + 448]
     mov r8, r11
-    mov dword ptr [r15 + rbp + 7488], r8d
-    and r8, 448
-    add rbp, qword ptr [r15 + r8 + 832]
-    vpmovmskb ecx, xmm11
-    and r9, 1984
-    mov byte ptr [r15 + r9 + 1344], bpl
+    jmp 1f
+1:
+    mov rcx, r8
+    and r8, 16320
+    movzx ecx, byte ptr [r15 + r8 + 15680]
+    movzx r8d, al
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    vpaddq xmm10, xmm10, xmmword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, 84
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1536
+    jnz 1f
+1:
+    mov byte ptr [r15 + 576], al
+    movsxd rax, dword ptr [r15 + 512]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov qword ptr [r15 + 384], r8
+    mov r8, qword ptr [r15 + 192]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 256], r9d
+    jmp 1f
+1:
+    movzx r9d, r9b
+    mov qword ptr [r15 + 64], r8
+    movzx r9d, byte ptr [r15 + 384]
+    mov dword ptr [r15 + 128], r9d
+    mov r9, r11
+    mov qword ptr [r15 + 64], r9
+    and r8d, dword ptr [r15 + 320]
+    and r9, 8128
+    mov byte ptr [r15 + r9 + 7488], al
     add r11, 64
     inc rbx
     dec r13
@@ -14244,288 +14136,284 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 1024
-    setz al
-    lea rcx, [rip + .Lc1_d11400_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d11400_s_t
-    .p2align 3
-.Lc1_d11400_s:
-    .p2align 3
-    jmp .Lc1_d11400_j
-    .p2align 3
-    jmp .Lc1_d11400_j
-.Lc1_d11400_j:
+    lea rcx, [rip + .Lc1_d11406_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d11406_j_t
+.Lc1_d11406_j:
+    mov qword ptr [r15 + 512], r9
+    movzx r9d, r8b
+    mov byte ptr [r15 + 64], r8b
+    mov dword ptr [r15 + 320], r9d
     jmp 1f
 1:
-    mov dword ptr [r15 + 704], 201
-    mov rbp, r11
     jmp 1f
 1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 704], r9d
+    mov dword ptr [r15 + 384], 187
     mov rax, rax
-    jmp 1f
-1:
-    and rbp, 8128
-    mov dword ptr [r15 + rbp + 7488], ecx
-    mov ecx, dword ptr [r15 + 512]
-    jmp 1f
-1:
-    mov r8, r11
-    add rax, qword ptr [r15 + 384]
-    and eax, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 4032
-    mov rbp, qword ptr [r15 + r8 + 3392]
-    movsxd r8, dword ptr [r15 + 192]
+    mov eax, 201
+    test dword ptr [r15 + 67117724], 8388608
+    jz 1f
+1:
     mov r9, r11
-    mov edx, 108
-    mov edi, dword ptr [r15 + 320]
-    movzx edx, cl
-    and r9, 1984
-    mov dword ptr [r15 + r9 + 1344], r9d
-    mov r9, qword ptr [r15 + 64]
-    or qword ptr [r15 + 448], 26
-    mov ecx, 103
-    mov ecx, dword ptr [r15 + 128]
-    mov esi, 205
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r9, 4032
+    mov dword ptr [r15 + r9 + 3392], r9d
+    mov r9d, dword ptr [r15 + 320]
+    mov eax, dword ptr [r15 + 192]
+    mov r8, r11
+    mov rcx, qword ptr [r15 + 128]
+    mov ebp, dword ptr [r15 + 448]
+    jmp 1f
+1:
+    and r8, 448
+    mov r9, r11
+    and ebp, dword ptr [r15 + r8 + 832]
+    and r9, 8128
+    mov r8, qword ptr [r15 + r9 + 7488]
+    movzx r9d, byte ptr [r15 + 256]
+    mov edi, 32
+    mov esi, 194
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c246:
-    mov rcx, rcx
-    jmp 1f
-1:
-    mov dword ptr [r15 + 256], ecx
-    mov dword ptr [r15 + 512], edi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, sil
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    vmovdqu ymmword ptr [r15 + 0], ymm11
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 153
-    jmp 1f
-1:
-    movzx ecx, cl
-    mov dword ptr [r15 + 384], 68
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 7
+    lea rcx, [rip + .Lc1_d11450_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d11450_s_t
+    .p2align 3
+.Lc1_d11450_s:
+    .p2align 3
+    jmp .Lc1_d11450_j
+    .p2align 3
+    jmp .Lc1_d11450_j
+    .p2align 3
+    jmp .Lc1_d11450_j
+    .p2align 3
+    jmp .Lc1_d11450_j
+    .p2align 3
+    jmp .Lc1_d11450_j
+    .p2align 3
+    jmp .Lc1_d11450_j
+    .p2align 3
+    jmp .Lc1_d11450_j
+    .p2align 3
+    jmp .Lc1_d11450_j
+.Lc1_d11450_j:
+    mov rbp, r11
+    movzx ecx, byte ptr [r15 + 64]
+    and rbp, 1984
+    mov dword ptr [r15 + rbp + 1344], ebp
+    mov rbp, qword ptr [r15 + 384]
     mov r8, r11
-    mov ecx, dword ptr [r15 + 320]
-    mov rdi, qword ptr [r15 + 64]
-    and r8, 1984
-    mov rsi, qword ptr [r15 + r8 + 1344]
-    mov r8d, 97
-    movzx r8d, byte ptr [r15 + 448]
+    mov dword ptr [r15 + 512], r8d
     mov r9, r11
-    mov rbp, qword ptr [r15 + 128]
-    and r9, 16320
-    movzx eax, byte ptr [r15 + r9 + 15680]
-    movsxd r9, dword ptr [r15 + 128]
-    jmp 1f
-1:
-    mov qword ptr [r15 + 192], r9
-    mov r9, r11
-    mov edx, r8d
-    mov qword ptr [r15 + 320], rdx
-    mov edx, 102
-    and r9, 448
-    mov dword ptr [r15 + r9 + 832], ebp
-    jmp 1f
+    and r8, 448
+    mov rax, qword ptr [r15 + r8 + 832]
+    and r9, 8128
+    movzx r8d, byte ptr [r15 + r9 + 7488]
+    mov r9d, 68
+    mov qword ptr [r15 + 128], rbp
+    test ebx, 1073741824
+    jz 1f
 1:
     jmp 1f
 1:
-    mov dword ptr [r15 + 768], eax
-    mov edx, ebp
-    mov edx, 135
-    mov edx, 98
+    mov r9d, r9d
+    mov r9, qword ptr [r15 + 768]
+    jmp 1f
+1:
+    vmovdqu xmmword ptr [r15 + 192], xmm10
+    vpor xmm10, xmm10, xmm10
+    mov r8d, 174
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c247:
-    lea rcx, [rip + .Lc1_d11487_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d11487_j_t
-.Lc1_d11487_j:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, 192
+    vpor xmm10, xmm10, xmm10
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx edx, byte ptr [r15 + 320]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, r8
     jmp 1f
 1:
-    mov ecx, ecx
-    mov r9, r11
-    jmp 1f
-1:
-    and r9, 448
-    mov qword ptr [r15 + r9 + 832], rdx
-    mov r9, r11
-    mov ecx, dword ptr [r15 + 576]
-    and r9, 4032
-    mov edx, dword ptr [r15 + r9 + 3392]
+    mov r8d, r9d
+    mov r12, qword ptr [r15 + r12 + 56]
     nop
-    vmovdqu ymmword ptr [r15 + 384], ymm11
-    test ebx, 1536
-    jnz 1f
-1:
-    mov dword ptr [r15 + 64], edx
-    mov r9, r9
+    mov r9d, r8d
+    and r9d, dword ptr [r15 + 448]
+    movzx r8d, r8b
     jmp 1f
 1:
-    mov edx, edx
-    mov r9, r8
+    mov r8, qword ptr [r15 + 512]
+    mov qword ptr [r15 + 384], r9
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r9d, 176
+    mov r8, qword ptr [r15 + 64]
     jmp 1f
 1:
+    mov dword ptr [r15 + 192], ebp
+    mov r9d, 154
+    mov qword ptr [r15 + 128], r9
+    jmp 1f
+1:
+    movzx ebp, byte ptr [r15 + 320]
+    movsxd r9, dword ptr [r15 + 256]
+    mov rbp, r11
+    mov rcx, r8
+    jmp 1f
+1:
+    and rbp, 1984
+    mov r8, qword ptr [r15 + rbp + 1344]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 320], r9d
     mov r9, r11
-    movzx edx, cl
-    and r9, 8128
-    mov qword ptr [r15 + r9 + 7488], rcx
-    mov dword ptr [r15 + 64], ecx
-    mov dword ptr [r15 + 128], 45
-    mov r9, qword ptr [r15 + 512]
+    mov ebp, 217
+    and r9, 4032
+    movsxd rbp, dword ptr [r15 + r9 + 3392]
+    mov dword ptr [r15 + 576], 146
     jmp 1f
 1:
-    mov edx, 167
-    add rcx, qword ptr [r15 + 448]
-    vpcmpeqb xmm11, xmm11, xmmword ptr [r15 + 256]
-    jmp 1f
-1:
+    mov dword ptr [r15 + 128], ecx
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c248:
-    jmp 1f
-1:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d11544_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d11544_j_t
+.Lc1_d11544_j:
+    and ebp, dword ptr [r15 + 0]
+    vmovdqu xmmword ptr [r15 + 0], xmm10
     mov r12, qword ptr [r15 + r12 + 56]
-    add rdx, qword ptr [r15 + 0]
-    movzx ecx, cl
-    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, byte ptr [r15 + 320]
+    add rax, qword ptr [r15 + 640]
+    movzx ecx, byte ptr [r15 + 448]
     jmp 1f
 1:
-    mov ecx, 159
-    jmp 1f
-1:
-    vpshufd xmm11, xmm11, 218
+    xor dword ptr [r15 + 64], ecx
     jmp 1f
 1:
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
     mov r9, r11
-    mov dword ptr [r15 + 0], 1
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 64], 226
-    and r9, 1984
-    vmovdqu xmm11, xmmword ptr [r15 + r9 + 1344]
     jmp 1f
 1:
-    vmovdqu xmmword ptr [r15 + 128], xmm11
-    vmovdqu ymmword ptr [r15 + 256], ymm11
-    jmp 1f
+    and r9, 448
+    mov rcx, qword ptr [r15 + r9 + 832]
+    test dword ptr [r15 + 67117724], 9441282
+    jz 1f
 1:
     jmp 1f
 1:
-    mov dword ptr [r15 + 192], 83
-    jmp 1f
-1:
-    add rdi, qword ptr [r15 + 320]
-    vpcmpeqb xmm11, xmm11, xmm13
-    jmp 1f
-1:
-    mov r9, qword ptr [r15 + 640]
-    mov rcx, qword ptr [r15 + 448]
-    mov dword ptr [r15 + 384], ecx
-    mov rbp, r11
     mov r8, r11
-    mov esi, r8d
-    mov ecx, 191
-    and r8, 8128
-    add r9, qword ptr [r15 + r8 + 7488]
-    and rbp, 4032
-    and r9d, dword ptr [r15 + rbp + 3392]
+    add rcx, qword ptr [r15 + 384]
+    and r8, 4032
+    mov byte ptr [r15 + r8 + 3392], r8b
+    mov r9, qword ptr [r15 + 704]
+    mov r8, qword ptr [r15 + 192]
+    vmovdqu xmmword ptr [r15 + 512], xmm10
+    movzx ebp, r8b
+    vmovdqu ymmword ptr [r15 + 256], ymm10
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 704], 190
-    jmp 1f
-1:
+    vpcmpeqb xmm10, xmm10, xmmword ptr [r15 + 64]
+    mov dword ptr [r15 + 128], 231
+    mov rbp, r11
+    mov eax, 144
+    and rbp, 8128
+    mov rax, qword ptr [r15 + rbp + 7488]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c249:
-    lea rcx, [rip + .Lc1_d11585_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d11585_j_t
-.Lc1_d11585_j:
-    mov rcx, qword ptr [r15 + 384]
-    vmovdqu xmm11, xmmword ptr [r15 + 0]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 65536
+    setz al
+    lea rcx, [rip + .Lc1_d11589_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d11589_s_t
+    .p2align 3
+.Lc1_d11589_s:
+    .p2align 3
+    jmp .Lc1_d11589_j
+    .p2align 3
+    jmp .Lc1_d11589_j
+.Lc1_d11589_j:
+    mov rbp, r11
+    .byte 0x0f, 0x1f, 0x00
+    jmp 1f
+1:
+    and rbp, 448
+    vmovdqu xmmword ptr [r15 + rbp + 832], xmm10
+    jmp 1f
+1:
+    mov ecx, 208
+    vmovq xmm10, rax
+    jmp 1f
+1:
+    mov rax, qword ptr [r15 + 64]
+    mov rbp, r11
+    jmp 1f
+1:
+    and rbp, 8128
+    movsxd rcx, dword ptr [r15 + rbp + 7488]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    movzx r8d, cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov ecx, r8d
-    jmp 1f
-1:
-    movsxd r8, dword ptr [r15 + 320]
-    jmp 1f
-1:
-    vmovdqu ymmword ptr [r15 + 192], ymm11
-    movzx r9d, byte ptr [r15 + 64]
-    jmp 1f
-1:
-    test ebx, 2048
+    movzx ebp, bpl
+    test ebx, 1073741824
     jz 1f
 1:
-    movsxd rbp, dword ptr [r15 + 512]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    jmp 1f
-1:
+    movsxd rbp, dword ptr [r15 + 128]
+    movsxd rax, dword ptr [r15 + 448]
+    movzx ecx, byte ptr [r15 + 320]
+    add rax, qword ptr [r15 + 768]
     mov r8, r11
-    mov rcx, qword ptr [r15 + 128]
-    and r8, 4032
-    mov dword ptr [r15 + r8 + 3392], 115
-    movsxd r8, dword ptr [r15 + 128]
-    .byte 0x0f, 0x1f, 0x00
-    mov r9, r11
-    mov edi, 5
-    mov dword ptr [r15 + 448], 55
+    mov r9, qword ptr [r15 + 384]
+    and r8, 1984
+    mov esi, dword ptr [r15 + r8 + 1344]
+    mov dword ptr [r15 + 512], 121
     jmp 1f
 1:
-    and r9, 448
-    mov rdi, qword ptr [r15 + r9 + 832]
-    movsxd r9, dword ptr [r15 + 256]
-    jmp 1f
-1:
-    mov r9, r11
-    jmp 1f
-1:
-    and r9, 1984
-    mov rdx, qword ptr [r15 + r9 + 1344]
-    mov dword ptr [r15 + 768], edx
+    mov r8, qword ptr [r15 + 256]
+    mov edi, r8d
     add r11, 64
     inc rbx
     dec r13
@@ -14534,223 +14422,213 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 2048
-    setz al
-    lea rcx, [rip + .Lc1_d11636_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d11636_s_t
-    .p2align 3
-.Lc1_d11636_s:
-    .p2align 3
-    jmp .Lc1_d11636_j
-    .p2align 3
-    jmp .Lc1_d11636_j
-.Lc1_d11636_j:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, al
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, r11
-    mov dword ptr [r15 + 0], r9d
-    mov byte ptr [r15 + 512], al
-    mov eax, 233
-    and r9, 448
-    movsxd rax, dword ptr [r15 + r9 + 832]
-    jmp 1f
-1:
-    movsxd r9, dword ptr [r15 + 320]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx ecx, r9b
-    mov qword ptr [r15 + 576], rax
-    mov qword ptr [r15 + 192], rax
-    mov r9d, dword ptr [r15 + 448]
     mov rbp, r11
-    mov eax, 113
-    movzx eax, cl
-    and rbp, 8128
-    movzx eax, byte ptr [r15 + rbp + 7488]
+    and rbp, 4032
+    mov eax, dword ptr [r15 + rbp + 3392]
+    mov qword ptr [r15 + 0], rax
+    mov byte ptr [r15 + 0], al
     jmp 1f
 1:
-    movzx esi, cl
-    mov rbp, rsi
-    mov byte ptr [r15 + 384], r9b
+    vmovdqu ymmword ptr [r15 + 0], ymm10
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov rsi, qword ptr [r15 + 64]
+    movzx eax, bpl
+    movsxd rax, dword ptr [r15 + 384]
+    mov rbp, r11
     jmp 1f
 1:
-    mov rbp, qword ptr [r15 + 128]
-    add rbp, qword ptr [r15 + 384]
+    movzx r8d, bpl
+    mov ecx, dword ptr [r15 + 64]
+    and rbp, 1984
+    vpaddq xmm10, xmm10, xmmword ptr [r15 + rbp + 1344]
+    mov rbp, rbp
+    mov r8, qword ptr [r15 + 128]
+    test dword ptr [r15 + 67117723], 134217729
+    jnz 1f
+1:
+    movzx ebp, byte ptr [r15 + 640]
+    movzx eax, bpl
+    mov qword ptr [r15 + 576], rsi
+    mov esi, 78
+    vmovdqu ymmword ptr [r15 + 64], ymm10
     jmp 1f
 1:
+    movzx esi, byte ptr [r15 + 448]
+    vmovdqu ymmword ptr [r15 + 256], ymm10
+    jmp 1f
+1:
+    mov rbp, qword ptr [r15 + 192]
+    vmovdqu xmmword ptr [r15 + 128], xmm10
+    mov byte ptr [r15 + 512], bpl
+    movzx ebp, bpl
+    mov dword ptr [r15 + 384], ebp
+    mov ebp, 163
+    movsxd rbp, dword ptr [r15 + 320]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c251:
-    mov r12, qword ptr [r15 + r12 + 56]
+    lea rcx, [rip + .Lc1_d11680_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d11680_j_t
+.Lc1_d11680_j:
     jmp 1f
 1:
-    movzx ebp, r8b
-    mov qword ptr [r15 + 0], rsi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], sil
-    mov dword ptr [r15 + 0], ebp
+    mov dword ptr [r15 + 448], ecx
+    jmp 1f
+1:
+    mov rbp, r11
+    mov edi, dword ptr [r15 + 192]
+    and rbp, 4032
+    mov dword ptr [r15 + rbp + 3392], ecx
     jmp 1f
 1:
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rsi, qword ptr [r15 + 320]
-    jmp 1f
-1:
-    add rbp, qword ptr [r15 + 256]
-    mov rcx, qword ptr [r15 + 384]
-    mov r9, r11
-    movzx r8d, byte ptr [r15 + 128]
-    jmp 1f
-1:
-    and r9, 4032
-    movsxd rax, dword ptr [r15 + r9 + 3392]
-    mov r9, r11
-    test ebx, 1024
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
     jz 1f
 1:
-    and r9, 1984
-    and eax, dword ptr [r15 + r9 + 1344]
+    movzx ebp, dil
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rbp
     jmp 1f
 1:
-    mov dword ptr [r15 + 640], eax
-    vmovdqu ymmword ptr [r15 + 320], ymm11
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r9d, r8d
-    mov r8d, dword ptr [r15 + 64]
-    mov rax, qword ptr [r15 + 64]
-    mov r9d, 43
-    jmp 1f
-1:
-    movzx r9d, byte ptr [r15 + 448]
-    mov rbp, qword ptr [r15 + 192]
-    movsxd rsi, dword ptr [r15 + 512]
+    and ebp, dword ptr [r15 + 256]
+    mov byte ptr [r15 + 320], bpl
+    mov r8, r11
     mov rbp, r11
+    mov edi, edi
+    and rbp, 8128
+    movsxd rdi, dword ptr [r15 + rbp + 7488]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and r8, 448
+    mov dword ptr [r15 + r8 + 832], 23
+    mov r8d, dword ptr [r15 + 128]
+    vmovq qword ptr [r15 + 64], xmm10
+    vpxor xmm10, xmm10, xmm1
+    movzx ebp, byte ptr [r15 + 384]
     jmp 1f
 1:
-    and rbp, 8128
-    or qword ptr [r15 + rbp + 7488], 52
-    movzx ebp, byte ptr [r15 + 704]
+    mov edi, dword ptr [r15 + 512]
+    jmp 1f
+1:
+    mov rcx, qword ptr [r15 + 704]
+    movsxd r9, dword ptr [r15 + 320]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c252:
-    lea rcx, [rip + .Lc1_d11731_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d11731_j_t
-.Lc1_d11731_j:
-    xor dword ptr [r15 + 128], ebp
-    mov dword ptr [r15 + 64], ecx
     mov rbp, r11
-    mov r9d, ebp
-    and rbp, 4032
-    mov rcx, qword ptr [r15 + rbp + 3392]
-    mov dword ptr [r15 + 192], esi
-    mov dword ptr [r15 + 256], 147
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov ebp, 148
-    movzx ebp, bpl
-    mov dword ptr [r15 + 448], ecx
-    mov dword ptr [r15 + 0], ebp
-    add rbp, qword ptr [r15 + 0]
+    mov r8d, ebp
+    mov rdi, qword ptr [r15 + 448]
+    mov qword ptr [r15 + 192], r9
+    and rbp, 448
+    add r9, qword ptr [r15 + rbp + 832]
+    lea rbp, [r11 + r11*1]
+    mov rcx, qword ptr [r15 + 256]
+    mov r8, rcx
+    mov rcx, r8
+    and rbp, 1984
+    mov dword ptr [r15 + rbp + 1408], ebp
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 179
-    mov dword ptr [r15 + 0], 202
-    mov r9, r11
+    imul r8, qword ptr [r15 + 0]
+    movzx ecx, cl
+    mov byte ptr [r15 + 0], al
     mov r12, qword ptr [r15 + r12 + 56]
-    and r9, 448
-    mov rcx, qword ptr [r15 + r9 + 832]
-    mov r8d, dword ptr [r15 + 320]
-    vmovdqu ymmword ptr [r15 + 512], ymm11
-    movzx esi, byte ptr [r15 + 128]
-    movsxd r9, dword ptr [r15 + 768]
-    add rcx, qword ptr [r15 + 384]
+    mov dword ptr [r15 + 0], 225
+    mov r12, qword ptr [r15 + r12 + 56]
+    add r9, qword ptr [r15 + 0]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + 128], ebp
+    mov r8d, r9d
     jmp 1f
 1:
-    mov dword ptr [r15 + 64], ecx
-    mov rcx, rcx
+    mov dword ptr [r15 + 64], r8d
+    mov r8d, 94
     mov r8, r11
-    mov ecx, r8d
-    and r8, 1984
-    add rax, qword ptr [r15 + r8 + 1344]
-    vmovdqu ymmword ptr [r15 + 384], ymm11
+    mov r9d, dword ptr [r15 + 128]
+    movzx ecx, byte ptr [r15 + rbp + 1344]
+    and r8, 8128
+    mov qword ptr [r15 + r8 + 7488], r8
+    vmovq xmm10, r8
+    movzx ebp, byte ptr [r15 + 512]
+    mov dword ptr [r15 + 768], r9d
+    jmp 1f
+1:
+    movsxd r9, dword ptr [r15 + 384]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov rax, qword ptr [r15 + 320]
+    mov r8, qword ptr [r15 + 64]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c253:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d11774_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d11774_j_t
+.Lc1_d11774_j:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r8d, dword ptr [r15 + 0]
+    mov rsi, r8
+    movzx ecx, sil
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 448], 95
+    mov r8, qword ptr [r15 + 576]
+    jmp 1f
+1:
+    jmp 1f
+1:
     mov rbp, r11
-    jmp 1f
-1:
-    and rbp, 1984
-    vpaddq xmm11, xmm11, xmmword ptr [r15 + rbp + 1344]
-    jmp 1f
-1:
-    mov byte ptr [r15 + 64], r8b
-    mov r8, rbp
-    mov r8, r11
-    mov ebp, 147
-    jmp 1f
-1:
-    mov r9, r11
-    and r8, 8128
-    mov rbp, qword ptr [r15 + r8 + 7488]
-    and r9, 448
-    mov rax, qword ptr [r15 + r9 + 832]
-    mov dword ptr [r15 + 512], 31
-    mov r12, qword ptr [r15 + r12 + 56]
-    add rbp, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    test dword ptr [r15 + 67117724], 268435456
+    mov r9, qword ptr [r15 + 320]
+    mov dword ptr [r15 + 384], 152
+    test ebx, 4608
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, bpl
+    and rbp, 448
+    mov dword ptr [r15 + rbp + 832], r9d
+    movzx r8d, byte ptr [r15 + 64]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rax, dword ptr [r15 + 576]
+    mov r9, qword ptr [r15 + 256]
+    mov rbp, qword ptr [r15 + 128]
+    mov r8, r11
     jmp 1f
 1:
-    mov dword ptr [r15 + 256], 1
-    movsxd rbp, dword ptr [r15 + 192]
-    movzx r9d, byte ptr [r15 + 448]
-    mov r8, r9
+    mov dword ptr [r15 + 384], ecx
+    movzx ecx, byte ptr [r15 + 512]
+    and r8, 4032
+    mov rsi, qword ptr [r15 + r8 + 3392]
+    mov r8, rsi
+    mov r8, r11
+    vmovq qword ptr [r15 + 640], xmm10
     jmp 1f
 1:
-    add r8, qword ptr [r15 + 384]
-    mov r9, qword ptr [r15 + 128]
-    mov rcx, qword ptr [r15 + 320]
+    and r8, 8128
+    mov rax, qword ptr [r15 + r8 + 7488]
+    movzx r8d, byte ptr [r15 + 192]
     add r11, 64
     inc rbx
     dec r13
@@ -14759,193 +14637,171 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 15
-    lea rcx, [rip + .Lc1_d11822_s]
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 67108864
+    setz al
+    lea rcx, [rip + .Lc1_d11821_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d11822_s_t
+    jmp .Lc1_d11821_s_t
     .p2align 3
-.Lc1_d11822_s:
+.Lc1_d11821_s:
     .p2align 3
-    jmp .Lc1_d11822_j
+    jmp .Lc1_d11821_j
     .p2align 3
-    jmp .Lc1_d11822_j
-    .p2align 3
-    jmp .Lc1_d11822_j
-    .p2align 3
-    jmp .Lc1_d11822_j
-    .p2align 3
-    jmp .Lc1_d11822_j
-    .p2align 3
-    jmp .Lc1_d11822_j
-    .p2align 3
-    jmp .Lc1_d11822_j
-    .p2align 3
-    jmp .Lc1_d11822_j
-    .p2align 3
-    jmp .Lc1_d11822_j
-    .p2align 3
-    jmp .Lc1_d11822_j
-    .p2align 3
-    jmp .Lc1_d11822_j
-    .p2align 3
-    jmp .Lc1_d11822_j
-    .p2align 3
-    jmp .Lc1_d11822_j
-    .p2align 3
-    jmp .Lc1_d11822_j
-    .p2align 3
-    jmp .Lc1_d11822_j
-    .p2align 3
-    jmp .Lc1_d11822_j
-.Lc1_d11822_j:
-    mov r9, r11
-    mov eax, dword ptr [r15 + 512]
+    jmp .Lc1_d11821_j
+.Lc1_d11821_j:
+    mov r8, r11
+    and r8, 1984
+    or qword ptr [r15 + r8 + 1344], 97
+    mov r8d, dword ptr [r15 + 448]
     jmp 1f
 1:
-    and r9, 8128
-    movsxd rcx, dword ptr [r15 + r9 + 7488]
-    mov r9, qword ptr [r15 + 128]
-    mov rbp, r11
-    vmovq qword ptr [r15 + 640], xmm11
+    mov dword ptr [r15 + 256], eax
+    mov eax, r8d
+    mov eax, eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], ecx
+    mov r8, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    and r8, 4032
+    mov byte ptr [r15 + r8 + 3392], r8b
+    movsxd r8, dword ptr [r15 + 128]
+    mov ecx, dword ptr [r15 + 128]
+    movsxd rax, dword ptr [r15 + 384]
+    mov rbp, qword ptr [r15 + 192]
+    mov rsi, qword ptr [r15 + 512]
     jmp 1f
 1:
-    and rbp, 4032
-    mov byte ptr [r15 + rbp + 3392], bpl
-    mov ebp, dword ptr [r15 + 320]
-    mov r8d, dword ptr [r15 + 64]
+    movsxd r9, dword ptr [r15 + 704]
+    vpcmpeqb xmm10, xmm10, xmmword ptr [r15 + 320]
+    mov edx, dword ptr [r15 + 64]
+    mov edi, edx
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c255:
-    mov rdx, qword ptr [r15 + 704]
-    mov byte ptr [r15 + 384], dl
-    jmp 1f
-1:
-    movzx r9d, r9b
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, 61
-    jmp 1f
-1:
-    mov r9d, 132
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 203
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
     mov rbp, r11
-    mov r8, r11
-    mov rdx, r9
-    jmp 1f
-1:
-    and r8, 4032
-    mov dword ptr [r15 + r8 + 3392], ebp
+    movzx eax, r9b
     and rbp, 1984
-    mov dword ptr [r15 + rbp + 1344], 53
-    movsxd r9, dword ptr [r15 + 768]
-    mov ebp, dword ptr [r15 + 128]
+    mov dword ptr [r15 + rbp + 1344], r8d
+    mov r9, rbp
+    movzx ebp, byte ptr [r15 + 64]
+    mov r9d, 197
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r9d, r9d
+    mov r12, qword ptr [r15 + r12 + 56]
+    test dword ptr [r15 + 67117724], 16384
+    jz 1f
+1:
+    mov dword ptr [r15 + 64], 155
+    mov r9d, 8
+    movzx r9d, byte ptr [r15 + 128]
+    jmp 1f
+1:
+    mov rax, qword ptr [r15 + 448]
+    mov rbp, r11
+    jmp 1f
+1:
+    movzx r8d, byte ptr [r15 + 320]
+    and rbp, 8128
     mov r8, r11
-    movsxd rdx, dword ptr [r15 + 512]
-    mov dword ptr [r15 + 384], 251
+    mov rcx, qword ptr [r15 + rbp + 7488]
+    movsxd rbp, dword ptr [r15 + 192]
+    mov dword ptr [r15 + 512], 22
     and r8, 448
-    mov ecx, dword ptr [r15 + r8 + 832]
-    mov dword ptr [r15 + 256], 111
-    mov r8d, dword ptr [r15 + 448]
-    movzx eax, byte ptr [r15 + 320]
-    movzx esi, byte ptr [r15 + 256]
-    jmp 1f
-1:
-    mov rdi, qword ptr [r15 + 128]
-    mov dword ptr [r15 + 64], edi
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx edi, r9b
-    jmp 1f
-1:
-    movzx r9d, byte ptr [r15 + 192]
+    mov edx, dword ptr [r15 + r8 + 832]
+    movzx r8d, r9b
+    movsxd r8, dword ptr [r15 + 384]
+    mov esi, dword ptr [r15 + 768]
     add r11, 64
     inc rbx
     dec r13
     jnz .Lc1_b1_c0
 .Lc1_b1_done:
-// block 2: 256 bytes, 1 chunk(s), 12 chunk executions per call
+// block 2: 256 bytes, 1 chunk(s), 14 chunk executions per call
     mov rbx, qword ptr [r15 + 67117752]
-    lea rcx, [rbx + 12]
+    lea rcx, [rbx + 14]
     mov qword ptr [r15 + 67117752], rcx
-    mov r13d, 12
+    mov r13d, 14
     jmp .Lc1_b2_c0
     .p2align 6
 .Lc1_b2_c0:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d11912_j]
+    lea rcx, [rip + .Lc1_d11913_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d11912_j_t
-.Lc1_d11912_j:
-    movzx ecx, cl
-    test ebx, 13312
+    jmp .Lc1_d11913_j_t
+.Lc1_d11913_j:
+    movzx ecx, byte ptr [r15 + 384]
+    test bl, 10
     jz 1f
 1:
-    mov esi, 213
-    test dword ptr [r15 + 67117723], 536870912
+    mov rbp, r10
+    mov r9d, 143
+    test ebx, 1073741824
     jnz 1f
 1:
-    test bl, 4
-    jz 1f
+    mov r8, r10
+    and rbp, 1984
+    movsxd rax, dword ptr [r15 + rbp + 1344]
+    test dword ptr [r15 + 67117724], 16
+    jnz 1f
 1:
-    mov eax, 56
+    and r8, 8128
+    movsxd rbp, dword ptr [r15 + r8 + 7488]
     mov r9, r10
     test ebx, 1073741824
     jnz 1f
 1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and r9, 8128
-    movsxd r8, dword ptr [r15 + r9 + 7488]
-    test dword ptr [r15 + 67117724], 8388608
+    test ebx, 1276
     jz 1f
 1:
-    mov r9, qword ptr [r15 + 128]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    test dword ptr [r15 + 67117723], 512
-    jnz 1f
-1:
-    movsxd rsi, dword ptr [r15 + 576]
-    test dword ptr [r15 + 67117723], 2162688
+    and r9, 448
+    mov r8, qword ptr [r15 + r9 + 832]
+    test dword ptr [r15 + 67117723], 8388608
     jz 1f
 1:
-    test ebx, 1073741824
+    movsxd rdi, dword ptr [r15 + 512]
+    test dword ptr [r15 + 67117723], 4194304
     jz 1f
 1:
-    movsxd r9, dword ptr [r15 + 384]
+    mov dword ptr [r15 + 128], 234
     test ebx, 4096
     jz 1f
 1:
-    mov dword ptr [r15 + 192], 70
-    mov r8, r10
-    test ebx, 22464
-    jnz 1f
-1:
     test ebx, 1073741824
     jnz 1f
 1:
-    and r8, 4032
-    mov qword ptr [r15 + r8 + 3392], rsi
-    test ebx, 1073741824
-    jnz 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov edi, 21
-    test bl, 6
+    mov dword ptr [r15 + 320], 3
+    test ebx, 2432
     jz 1f
+1:
+    add qword ptr [r15 + 64], rdi
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov edi, 117
+    test ebx, 1073741824
+    jnz 1f
 1:
     add r11, 64
     add r10, r11
@@ -14967,130 +14823,123 @@ ditto_body_c1:
     xor eax, eax
     test dword ptr [r15 + 67117723], 67108864
     setz al
-    lea rcx, [rip + .Lc1_d11975_s]
+    lea rcx, [rip + .Lc1_d11970_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d11975_s_t
+    jmp .Lc1_d11970_s_t
     .p2align 3
-.Lc1_d11975_s:
+.Lc1_d11970_s:
     .p2align 3
-    jmp .Lc1_d11975_j
+    jmp .Lc1_d11970_j
     .p2align 3
-    jmp .Lc1_d11975_j
-.Lc1_d11975_j:
-    mov eax, 27
-    mov esi, dword ptr [r15 + 320]
+    jmp .Lc1_d11970_j
+.Lc1_d11970_j:
+    mov rbp, r10
+    mov eax, dword ptr [r15 + 384]
+    and rbp, 1984
+    mov edi, dword ptr [r15 + rbp + 1344]
     test ebx, 1073741824
     jz 1f
 1:
-    mov r8, r10
-    mov ecx, dword ptr [r15 + 512]
+    mov rbp, qword ptr [r15 + 128]
     test ebx, 1073741824
     jz 1f
 1:
-    and r8, 8128
-    mov dword ptr [r15 + r8 + 7488], esi
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx r8d, byte ptr [r15 + 128]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov esi, ecx
+    mov ecx, dword ptr [r15 + 64]
     mov rbp, r10
     test ebx, 1073741824
     jnz 1f
 1:
-    and rbp, 448
-    mov ecx, dword ptr [r15 + rbp + 832]
-    mov esi, dword ptr [r15 + 384]
-    test ebx, 768
+    and rbp, 4032
+    mov byte ptr [r15 + rbp + 3392], cl
+    test ebx, 1073741824
     jnz 1f
 1:
-    mov rbp, qword ptr [r15 + 640]
+    mov ecx, 136
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov ebp, dword ptr [r15 + 640]
+    mov dword ptr [r15 + 192], ecx
+    test ebx, 384
+    jnz 1f
+1:
+    movzx ebp, bpl
     test ebx, 1073741824
     jz 1f
 1:
-    mov byte ptr [r15 + 320], r8b
+    mov r8, r11
+    mov ecx, ecx
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx ebp, cl
-    test ebx, 1073741824
+    and r8, 4032
+    mov dword ptr [r15 + r8 + 3392], ebp
+    test ebx, 64752
     jnz 1f
 1:
-    mov dword ptr [r15 + 64], r9d
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov qword ptr [r15 + 256], r9
+    mov qword ptr [r15 + 256], rsi
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b3_done
 .Lc1_b3_c1:
-    lea rcx, [rip + .Lc1_d12026_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d12026_j_t
-.Lc1_d12026_j:
-    mov rbp, rcx
-    mov ebp, 51
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx ecx, byte ptr [r15 + 64]
-    lea rbp, [r10 + r10*1]
-    mov rsi, qword ptr [r15 + 704]
-    test ebx, 1073741824
-    jz 1f
-1:
-    and rbp, 448
-    movzx ecx, byte ptr [r15 + rbp + 896]
-    mov r9, r10
-    movsxd rsi, dword ptr [r15 + 64]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and r9, 4032
-    movsxd rcx, dword ptr [r15 + r9 + 3392]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r9d, dword ptr [r15 + 128]
-    movzx esi, byte ptr [r15 + 192]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movsxd r9, dword ptr [r15 + 256]
-    mov r8, qword ptr [r15 + 192]
-    mov r8, r10
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx r9d, sil
-    and r8, 1984
-    movsxd rdx, dword ptr [r15 + r8 + 1344]
+    mov r9, r11
+    and r9, 448
+    mov byte ptr [r15 + r9 + 832], r8b
+    mov r9, r9
+    movzx r9d, r8b
     test ebx, 1073741824
     jz 1f
 1:
     mov r8, r9
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx esi, byte ptr [r15 + 384]
-    mov r9d, dword ptr [r15 + 768]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], r9
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov qword ptr [r15 + 0], r8
+    mov r8, qword ptr [r15 + 128]
     test ebx, 1073741824
     jz 1f
 1:
-    mov r9d, edx
-    mov r9, qword ptr [r15 + rbp + 832]
-    test bl, 20
+    mov dword ptr [r15 + 512], 13
+    mov r9d, 71
+    test ebx, 1073741824
     jnz 1f
 1:
-    mov r8, qword ptr [r15 + 256]
+    mov r8d, r8d
+    mov r9d, dword ptr [r15 + 256]
+    mov r8, qword ptr [r15 + 64]
+    test ebx, 32224
+    jz 1f
+1:
+    vpaddq xmm10, xmm10, xmmword ptr [r15 + 128]
+    movsxd rsi, dword ptr [r15 + 192]
+    mov r8, r11
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov byte ptr [r15 + 320], sil
+    and r8, 8128
+    mov dword ptr [r15 + r8 + 7488], 137
+    mov rbp, r11
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and rbp, 4032
+    mov rsi, qword ptr [r15 + rbp + 3392]
+    mov ebp, dword ptr [r15 + 384]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movsxd rsi, dword ptr [r15 + 448]
+    movzx r8d, byte ptr [r15 + 704]
     add r11, 64
-    add r10, r11
     inc rbx
     dec r13
     jnz .Lc1_b3_c0
@@ -15106,233 +14955,217 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d12088_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d12088_j_t
-.Lc1_d12088_j:
-    mov dword ptr [r15 + 0], 32
+    mov r8, r11
+    mov dword ptr [r15 + 512], esi
+    and r8, 1984
+    add qword ptr [r15 + r8 + 1344], r8
+    mov esi, dword ptr [r15 + 384]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, dword ptr [r15 + 128]
-    jmp 1f
-1:
     test ebx, 1073741824
     jnz 1f
 1:
-    mov byte ptr [r15 + 192], cl
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], edx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov byte ptr [r15 + 256], r8b
+    mov r8d, dword ptr [r15 + 384]
+    movzx ecx, sil
+    mov rbp, r11
+    mov esi, r8d
+    test dword ptr [r15 + 67117723], 262144
+    jz 1f
+1:
+    mov dword ptr [r15 + 320], 160
     mov r8, r11
-    movzx ebp, al
-    mov eax, r9d
-    mov r9, r11
-    and r8, 1984
-    mov dword ptr [r15 + r8 + 1344], ebp
-    and r9, 8128
-    mov rax, qword ptr [r15 + r9 + 7488]
+    and rbp, 448
+    movsxd rax, dword ptr [r15 + rbp + 832]
+    mov qword ptr [r15 + 192], r8
+    and r8, 4032
+    movsxd rbp, dword ptr [r15 + r8 + 3392]
+    mov dword ptr [r15 + 768], eax
     test ebx, 1073741824
     jz 1f
 1:
-    mov dword ptr [r15 + 320], eax
+    mov eax, ebp
+    vmovdqu ymmword ptr [r15 + 64], ymm10
     movzx eax, byte ptr [r15 + 128]
-    mov ecx, dword ptr [r15 + 640]
-    mov dword ptr [r15 + 256], eax
-    jmp 1f
-1:
-    mov rbp, r11
-    mov qword ptr [r15 + 64], rax
-    test dword ptr [r15 + 67117723], 655376
-    jz 1f
-1:
-    and rbp, 448
-    vmovdqu xmmword ptr [r15 + rbp + 832], xmm11
-    mov eax, dword ptr [r15 + 576]
-    mov ebp, dword ptr [r15 + 512]
-    mov ecx, dword ptr [r15 + 64]
-    movzx r8d, byte ptr [r15 + 384]
+    mov ebp, dword ptr [r15 + 448]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b4_done
 .Lc1_b4_c1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r8, r11
-    mov byte ptr [r15 + 128], r8b
-    and r8, 8128
-    mov ebp, dword ptr [r15 + r8 + 7488]
-    mov r8, rax
-    mov r8d, 6
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov eax, eax
-    mov dword ptr [r15 + 0], r8d
-    jmp 1f
-1:
-    add r8, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rsi, dword ptr [r15 + 192]
-    mov rax, qword ptr [r15 + 704]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx r8d, r8b
-    mov qword ptr [r15 + 512], rsi
-    jmp 1f
-1:
-    movsxd rsi, dword ptr [r15 + 384]
-    mov r8, qword ptr [r15 + 64]
-    jmp 1f
-1:
-    jmp 1f
-1:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d12122_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d12122_j_t
+.Lc1_d12122_j:
+    mov dword ptr [r15 + 512], ecx
+    mov rsi, rbp
+    mov dword ptr [r15 + 64], ebp
+    mov qword ptr [r15 + 448], rax
+    mov dword ptr [r15 + 320], eax
     mov rbp, r11
     test ebx, 1073741824
-    jz 1f
-1:
-    and rbp, 1984
-    mov r8, qword ptr [r15 + rbp + 1344]
-    mov rbp, qword ptr [r15 + 384]
-    mov rsi, r8
-    jmp 1f
-1:
-    mov rsi, rsi
-    mov esi, ebp
-    mov r9, r11
-    mov eax, dword ptr [r15 + 256]
-    test ebx, 1073741824
     jnz 1f
 1:
-    and r9, 4032
-    mov dword ptr [r15 + r9 + 3392], ebp
+    mov eax, dword ptr [r15 + 192]
+    and rbp, 448
+    mov dword ptr [r15 + rbp + 832], eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ebp, cl
     jmp 1f
 1:
-    mov dword ptr [r15 + 64], edx
-    mov byte ptr [r15 + 448], sil
-    movsxd rsi, dword ptr [r15 + 448]
-    mov r8d, 163
-    add rcx, qword ptr [r15 + 320]
+    test ebx, 6400
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rax, dword ptr [r15 + 64]
+    mov rbp, rax
+    mov eax, eax
+    mov rbp, qword ptr [r15 + 256]
+    test dword ptr [r15 + 67117723], 2162688
+    jnz 1f
+1:
+    mov rax, qword ptr [r15 + 640]
+    vmovdqu ymmword ptr [r15 + 128], ymm10
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov ecx, 80
+    test bl, 72
+    jz 1f
+1:
+    mov byte ptr [r15 + 576], bpl
+    mov rbp, r11
+    mov eax, ecx
+    and rbp, 8128
+    mov dword ptr [r15 + rbp + 7488], ecx
+    mov byte ptr [r15 + 384], bpl
+    vmovdqu ymmword ptr [r15 + 128], ymm10
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b4_done
 .Lc1_b4_c2:
-    lea rcx, [rip + .Lc1_d12184_j]
+    lea rcx, [rip + .Lc1_d12167_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d12184_j_t
-.Lc1_d12184_j:
-    add qword ptr [r15 + 0], rsi
-    mov dword ptr [r15 + 0], 226
-    jmp 1f
-1:
-    jmp 1f
-1:
+    jmp .Lc1_d12167_j_t
+.Lc1_d12167_j:
+    mov dword ptr [r15 + 0], 192
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, cl
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r11
     test ebx, 1073741824
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx esi, byte ptr [r15 + 192]
-    mov dword ptr [r15 + 256], r8d
-    and ebp, dword ptr [r15 + 768]
-    movzx r9d, byte ptr [r15 + 448]
-    mov r8, r11
+    and rbp, 4032
+    add rcx, qword ptr [r15 + rbp + 3392]
+    movsxd rax, dword ptr [r15 + 448]
+    movsxd rsi, dword ptr [r15 + 192]
+    mov rbp, r11
     test ebx, 1073741824
     jnz 1f
+1:
+    and rbp, 1984
+    movzx ecx, byte ptr [r15 + rbp + 1344]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + 320], ymm10
+    jmp 1f
 1:
     mov rbp, qword ptr [r15 + 512]
-    and r8, 448
-    mov r9, r11
-    movsxd rsi, dword ptr [r15 + r8 + 832]
-    movzx r8d, dil
-    and r9, 4032
-    mov r8d, dword ptr [r15 + r9 + 3392]
-    mov r9, r11
-    movsxd rax, dword ptr [r15 + 64]
-    mov qword ptr [r15 + 384], rbp
-    and r9, 8128
-    mov ebp, dword ptr [r15 + r9 + 7488]
-    mov byte ptr [r15 + 320], cl
     test ebx, 1073741824
     jnz 1f
 1:
+    mov rcx, rcx
+    mov byte ptr [r15 + 256], sil
     jmp 1f
 1:
-    mov r8d, dword ptr [r15 + 128]
+    mov rbp, r11
     jmp 1f
 1:
-    .byte 0x0f, 0x1f, 0x00
-    mov r9, rbp
-    jmp 1f
+    and rbp, 8128
+    mov byte ptr [r15 + rbp + 7488], cl
+    test ebx, 1073741824
+    jnz 1f
 1:
-    mov ecx, ebp
+    mov ecx, dword ptr [r15 + 64]
+    mov dword ptr [r15 + 704], esi
+    mov rsi, rcx
+    mov qword ptr [r15 + 384], rbp
+    vmovdqu ymmword ptr [r15 + 128], ymm10
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b4_done
 .Lc1_b4_c3:
-    mov r9, r11
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov rbp, r11
+    movzx edi, byte ptr [r15 + 192]
+    vpor xmm10, xmm10, xmm10
+    and rbp, 4032
+    movsxd rax, dword ptr [r15 + rbp + 3392]
     jmp 1f
 1:
-    add rsi, qword ptr [r15 + 128]
-    and r9, 448
-    mov ebp, dword ptr [r15 + r9 + 832]
-    mov dword ptr [r15 + 0], 135
-    mov byte ptr [r15 + 0], r8b
-    mov r9, rsi
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], rcx
-    test bl, 16
+    mov ebp, dword ptr [r15 + 128]
+    test dword ptr [r15 + 67117723], 4
     jz 1f
 1:
-    mov r8, rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, 241
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r8d, bpl
+    mov dword ptr [r15 + 384], 211
+    mov qword ptr [r15 + 448], rdi
+    mov eax, dword ptr [r15 + 512]
+    mov rbp, r11
+    jmp 1f
+1:
+    and rbp, 448
+    movzx edi, byte ptr [r15 + rbp + 832]
+    mov r8, r11
+    test dword ptr [r15 + 67117723], 21004416
+    jz 1f
+1:
+    mov ebp, 173
+    movzx ecx, al
+    and r8, 1984
+    mov dword ptr [r15 + r8 + 1344], 214
+    mov qword ptr [r15 + 320], rbp
+    mov rbp, qword ptr [r15 + 64]
     test ebx, 1073741824
     jz 1f
 1:
-    mov dword ptr [r15 + 512], 210
-    mov r8, r11
-    movsxd rbp, dword ptr [r15 + 320]
+    mov qword ptr [r15 + 256], rax
     jmp 1f
 1:
-    mov rcx, qword ptr [r15 + 128]
-    and r8, 16320
-    movzx edi, byte ptr [r15 + r8 + 15680]
-    mov r8d, dword ptr [r15 + 192]
-    movzx r9d, sil
-    test ebx, 256
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, rbp
+    test ebx, 1073741824
     jz 1f
 1:
-    mov qword ptr [r15 + 320], r9
-    mov r8d, dword ptr [r15 + 384]
-    mov dword ptr [r15 + 256], 46
-    mov rbp, r11
-    vmovdqu ymmword ptr [r15 + 576], ymm11
-    mov byte ptr [r15 + 640], r9b
-    and rbp, 1984
-    mov qword ptr [r15 + rbp + 1344], r8
-    movzx r8d, byte ptr [r15 + 64]
+    mov r8, r8
+    mov qword ptr [r15 + 320], r8
+    mov ebp, dword ptr [r15 + 768]
+    movzx r8d, al
     add r11, 64
     inc rbx
     dec r13
@@ -15346,60 +15179,66 @@ ditto_body_c1:
     jmp .Lc1_b5_c0
     .p2align 6
 .Lc1_b5_c0:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    vmovdqu ymmword ptr [r15 + 320], ymm11
-    mov rbp, r11
-    movzx eax, byte ptr [r15 + 384]
-    mov edi, 193
-    and rbp, 1984
-    mov rdx, qword ptr [r15 + rbp + 1344]
-    mov rbp, qword ptr [r15 + 64]
+    mov rcx, qword ptr [r15 + 128]
+    movsxd r8, dword ptr [r15 + 320]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], ecx
-    mov r8, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], r9d
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    jmp 1f
-1:
-    and r8, 8128
-    movzx eax, byte ptr [r15 + r8 + 7488]
-    jmp 1f
-1:
-    mov rcx, qword ptr [r15 + 512]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], r8d
+    mov r9d, ecx
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     jmp 1f
 1:
-    mov qword ptr [r15 + 192], rsi
-    test dword ptr [r15 + 67117723], 134250752
+    jmp 1f
+1:
+    test ebx, 1073741824
     jz 1f
 1:
-    mov r8d, ecx
-    mov byte ptr [r15 + 768], sil
+    vmovdqu ymmword ptr [r15 + 320], ymm10
+    movsxd rcx, dword ptr [r15 + 128]
+    mov qword ptr [r15 + 64], r9
+    mov qword ptr [r15 + 384], r9
+    movsxd r9, dword ptr [r15 + 448]
+    mov r8, qword ptr [r15 + 640]
     jmp 1f
 1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    vpor xmm10, xmm10, xmm10
     jmp 1f
 1:
+    mov r9, r8
+    mov r9, r11
+    mov r8d, 57
     jmp 1f
 1:
-    mov rcx, qword ptr [r15 + 256]
-    movsxd r8, dword ptr [r15 + 448]
-    test dword ptr [r15 + 67117723], 1073741824
-    jz 1f
-1:
-    mov rcx, qword ptr [r15 + 64]
-    jmp 1f
-1:
-    mov qword ptr [r15 + 320], rdx
     mov rbp, r11
-    movsxd rdx, dword ptr [r15 + 128]
-    and rbp, 16320
-    movzx eax, byte ptr [r15 + rbp + 15680]
-    mov rbp, rcx
-    mov dword ptr [r15 + 704], r8d
+    and r9, 448
+    mov byte ptr [r15 + r9 + 832], r8b
+    and rbp, 8128
+    mov dword ptr [r15 + rbp + 7488], r8d
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov ebp, r8d
+    mov r8, qword ptr [r15 + 64]
+    mov byte ptr [r15 + 256], r9b
+    mov dword ptr [r15 + 512], ebp
+    movzx ecx, byte ptr [r15 + 192]
+    mov r9, r11
+    vpcmpeqb xmm10, xmm10, xmm7
+    and r9, 1984
+    movzx ebp, byte ptr [r15 + r9 + 1344]
     add r11, 64
     inc rbx
     dec r13
@@ -15408,57 +15247,58 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d12335_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d12335_j_t
-.Lc1_d12335_j:
-    mov rbp, rdx
-    vmovq xmm12, rax
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 128
+    setz al
+    lea rcx, [rip + .Lc1_d12322_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d12322_s_t
+    .p2align 3
+.Lc1_d12322_s:
+    .p2align 3
+    jmp .Lc1_d12322_j
+    .p2align 3
+    jmp .Lc1_d12322_j
+.Lc1_d12322_j:
+    mov rbp, r11
     jmp 1f
 1:
-    mov ebp, dword ptr [r15 + 192]
-    mov rax, rax
+    mov r8, r11
+    and rbp, 4032
+    movzx eax, byte ptr [r15 + rbp + 3392]
+    mov r9, qword ptr [r15 + 704]
+    and r8, 8128
+    mov dword ptr [r15 + r8 + 7488], ecx
+    mov rbp, r11
+    test bl, 32
+    jnz 1f
+1:
+    and rbp, 1984
+    mov ecx, dword ptr [r15 + rbp + 1344]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    vpaddd xmm10, xmm10, xmm10
+    test dword ptr [r15 + 67117723], 536870912
+    jnz 1f
+1:
+    mov qword ptr [r15 + 384], rax
+    mov rax, qword ptr [r15 + 320]
+    mov r8, rdx
+    jmp 1f
+1:
     test ebx, 1073741824
     jz 1f
 1:
-    mov eax, dword ptr [r15 + 384]
-    mov rbp, r11
-    mov rcx, qword ptr [r15 + 512]
-    movzx edx, al
-    jmp 1f
-1:
-    and rbp, 448
-    mov eax, dword ptr [r15 + rbp + 832]
-    mov qword ptr [r15 + 448], rcx
-    mov rbp, r10
+    mov r8, qword ptr [r15 + 448]
+    movzx eax, byte ptr [r15 + 128]
+    and esi, dword ptr [r15 + 192]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r9, r11
+    mov esi, dword ptr [r15 + 64]
     jmp 1f
 1:
-    and rbp, 1984
-    mov rax, qword ptr [r15 + rbp + 1344]
-    and r9, 4032
-    movzx ebp, byte ptr [r15 + r9 + 3392]
-    vmovdqu ymmword ptr [r15 + 384], ymm12
-    jmp 1f
-1:
-    mov qword ptr [r15 + 576], rdx
-    test dword ptr [r15 + 67117723], 4227072
-    jnz 1f
-1:
-    mov rdx, rbp
-    jmp 1f
-1:
-    mov edi, 146
-    mov dword ptr [r15 + 64], edi
-    mov qword ptr [r15 + 320], rbp
-    mov rsi, qword ptr [r15 + 128]
+    mov eax, 221
     add r11, 64
-    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b5_done
@@ -15466,60 +15306,63 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d12369_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d12369_j_t
+.Lc1_d12369_j:
+    vmovdqu ymmword ptr [r15 + 384], ymm10
+    mov dword ptr [r15 + 0], ecx
+    movzx eax, cl
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov dword ptr [r15 + 64], esi
-    movzx esi, dil
-    movsxd rdi, dword ptr [r15 + 320]
-    mov r8, r10
-    jmp 1f
-1:
-    and r8, 1984
-    mov rcx, qword ptr [r15 + r8 + 1344]
-    test dword ptr [r15 + 67117723], 256
+    test ebx, 1073741824
     jz 1f
 1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov edx, dword ptr [r15 + 512]
-    mov rbp, r11
-    mov r9d, dword ptr [r15 + 448]
     mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 8128
-    mov qword ptr [r15 + rbp + 7488], rdi
-    test dword ptr [r15 + 67117723], 8192
-    jnz 1f
-1:
-    mov rdi, r9
-    mov r9, rdi
-    mov r8d, edi
     jmp 1f
 1:
     jmp 1f
 1:
-    mov r8, r11
-    movzx ebp, byte ptr [r15 + 128]
+    mov rsi, qword ptr [r15 + 128]
+    mov eax, dword ptr [r15 + 64]
+    test dword ptr [r15 + 67117723], 8388608
+    jz 1f
+1:
+    mov esi, dword ptr [r15 + 256]
+    mov r9, qword ptr [r15 + 64]
+    mov rcx, rax
+    mov rax, rax
+    mov eax, r9d
     test ebx, 1073741824
     jnz 1f
 1:
-    and r8, 448
-    movsxd rdi, dword ptr [r15 + r8 + 832]
-    mov r8d, ebp
-    mov ecx, dword ptr [r15 + 128]
-    movzx r9d, bpl
-    mov rdx, rsi
-    movsxd r8, dword ptr [r15 + 640]
-    test dword ptr [r15 + 67117724], 266240
-    jz 1f
-1:
-    mov rsi, qword ptr [r15 + 256]
-    add rbp, qword ptr [r15 + 192]
     jmp 1f
 1:
-    mov rax, qword ptr [r15 + 384]
-    mov edi, r8d
+    jmp 1f
+1:
+    mov qword ptr [r15 + 512], r9
+    movzx r9d, byte ptr [r15 + 448]
+    mov eax, ecx
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov ecx, esi
+    movzx eax, r8b
+    mov r9, r11
+    mov r8, rcx
+    and r9, 4032
+    movsxd rsi, dword ptr [r15 + r9 + 3392]
+    movsxd r8, dword ptr [r15 + 192]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r8, r10
+    mov rcx, qword ptr [r15 + 768]
+    mov qword ptr [r15 + 320], rax
+    and r8, 448
+    vmovq qword ptr [r15 + r8 + 832], xmm10
+    mov esi, eax
     add r11, 64
     add r10, r11
     inc rbx
@@ -15529,60 +15372,57 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 7
-    lea rcx, [rip + .Lc1_d12435_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d12435_s_t
-    .p2align 3
-.Lc1_d12435_s:
-    .p2align 3
-    jmp .Lc1_d12435_j
-    .p2align 3
-    jmp .Lc1_d12435_j
-    .p2align 3
-    jmp .Lc1_d12435_j
-    .p2align 3
-    jmp .Lc1_d12435_j
-    .p2align 3
-    jmp .Lc1_d12435_j
-    .p2align 3
-    jmp .Lc1_d12435_j
-    .p2align 3
-    jmp .Lc1_d12435_j
-    .p2align 3
-    jmp .Lc1_d12435_j
-.Lc1_d12435_j:
-    movsxd rcx, dword ptr [r15 + 256]
-    vmovdqu ymmword ptr [r15 + 448], ymm12
-    mov rax, qword ptr [r15 + 320]
-    or qword ptr [r15 + 64], 122
+    movzx eax, byte ptr [r15 + 384]
+    jmp 1f
+1:
+    mov qword ptr [r15 + 640], rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 244
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    inc dword ptr [r15 + 0]
+    mov rax, rcx
+    movsxd rcx, dword ptr [r15 + 192]
+    movzx r8d, byte ptr [r15 + 256]
+    mov r9, r11
     jmp 1f
 1:
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rbp, r10
-    movzx eax, byte ptr [r15 + 128]
-    mov byte ptr [r15 + 704], bpl
-    and rbp, 8128
-    and ecx, dword ptr [r15 + rbp + 7488]
-    mov esi, eax
-    mov ebp, 6
-    test ebx, 1073741824
+    and r9, 1984
+    mov dword ptr [r15 + r9 + 1344], 120
+    mov r9d, ecx
+    vmovdqu ymmword ptr [r15 + 512], ymm10
+    movsxd r9, dword ptr [r15 + 64]
+    movsxd rcx, dword ptr [r15 + 128]
+    mov eax, dword ptr [r15 + 448]
+    mov byte ptr [r15 + 576], r8b
+    test dword ptr [r15 + 67117723], 16777216
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r10
+    mov dword ptr [r15 + 320], 199
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], 93
-    and rbp, 4032
-    movzx eax, byte ptr [r15 + rbp + 3392]
+    mov r9, r11
+    movzx ecx, cl
+    mov r8, r11
+    and r9, 8128
+    mov ecx, dword ptr [r15 + r9 + 7488]
+    mov byte ptr [r15 + 384], al
+    and r8, 448
+    mov r9d, dword ptr [r15 + r8 + 832]
     jmp 1f
 1:
     add r11, 64
-    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b5_done
@@ -15590,49 +15430,51 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    movzx eax, byte ptr [r15 + 128]
+    lea rcx, [rip + .Lc1_d12472_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d12472_j_t
+.Lc1_d12472_j:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, cl
-    test ebx, 1073741824
-    jz 1f
+    mov r8, r11
+    mov rcx, r9
+    mov qword ptr [r15 + 128], rax
+    and r8, 4032
+    movsxd rax, dword ptr [r15 + r8 + 3392]
+    movsxd r9, dword ptr [r15 + 512]
+    test bl, 32
+    jnz 1f
 1:
-    mov qword ptr [r15 + 64], rax
-    mov rbp, r11
-    mov eax, 19
-    and rbp, 4032
-    movzx eax, byte ptr [r15 + rbp + 3392]
-    movsxd rcx, dword ptr [r15 + 320]
-    movsxd rbp, dword ptr [r15 + 512]
-    mov rsi, qword ptr [r15 + 448]
-    mov r8d, 203
+    movzx r8d, r8b
+    movsxd r8, dword ptr [r15 + 256]
+    jmp 1f
+1:
+    mov ebp, 54
     test ebx, 1073741824
     jnz 1f
 1:
-    jmp 1f
-1:
-    mov qword ptr [r15 + 192], rsi
-    mov rbp, r11
-    mov r8, r11
-    movsxd rsi, dword ptr [r15 + 384]
-    movsxd rcx, dword ptr [r15 + 768]
-    and r8, 1984
-    mov byte ptr [r15 + r8 + 1344], bpl
-    and rbp, 448
-    movzx r8d, byte ptr [r15 + rbp + 832]
-    movsxd rdx, dword ptr [r15 + 384]
-    test dword ptr [r15 + 67117724], 128
+    movsxd r9, dword ptr [r15 + 128]
+    mov byte ptr [r15 + 448], cl
+    mov r8d, dword ptr [r15 + 320]
+    mov ecx, 159
+    movzx ebp, byte ptr [r15 + 192]
+    test dword ptr [r15 + 67117724], 512
     jz 1f
 1:
-    mov dword ptr [r15 + 64], esi
-    xor dword ptr [r15 + 256], ecx
+    mov rbp, r11
+    movsxd rcx, dword ptr [r15 + 704]
+    movzx eax, byte ptr [r15 + 384]
+    movzx esi, r9b
+    and rbp, 8128
+    mov r9, qword ptr [r15 + rbp + 7488]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r8, qword ptr [r15 + 64]
+    mov rbp, r11
     jmp 1f
 1:
-    mov rcx, rsi
-    mov esi, 39
+    and rbp, 1984
+    movsxd r9, dword ptr [r15 + rbp + 1344]
     jmp 1f
 1:
     add r11, 64
@@ -15640,109 +15482,109 @@ ditto_body_c1:
     dec r13
     jz .Lc1_b5_done
 .Lc1_b5_c5:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 536870912
-    setz al
-    lea rcx, [rip + .Lc1_d12526_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d12526_s_t
-    .p2align 3
-.Lc1_d12526_s:
-    .p2align 3
-    jmp .Lc1_d12526_j
-    .p2align 3
-    jmp .Lc1_d12526_j
-.Lc1_d12526_j:
-    mov edx, dword ptr [r15 + 512]
-    mov dword ptr [r15 + 320], 125
+    lea rcx, [rip + .Lc1_d12516_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d12516_j_t
+.Lc1_d12516_j:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov dword ptr [r15 + 192], eax
+    mov rsi, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    test bl, 32
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, rcx
+    movsxd rbp, dword ptr [r15 + 448]
+    mov r8, r11
+    movsxd rcx, dword ptr [r15 + 384]
+    test ebx, 128960
+    jnz 1f
+1:
+    and r8, 1984
+    mov dword ptr [r15 + r8 + 1344], ebp
+    mov qword ptr [r15 + 320], r8
+    mov dword ptr [r15 + 64], esi
+    mov esi, 40
+    mov dword ptr [r15 + 768], 135
     mov rbp, r11
-    mov ecx, dword ptr [r15 + 128]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r8d, dword ptr [r15 + 512]
+    and rbp, 4032
+    mov esi, dword ptr [r15 + rbp + 3392]
+    jmp 1f
+1:
+    mov rbp, rcx
+    mov ecx, dword ptr [r15 + 256]
     test ebx, 1073741824
     jz 1f
 1:
-    and rbp, 1984
-    movsxd rax, dword ptr [r15 + rbp + 1344]
-    mov rcx, rcx
-    movzx ecx, byte ptr [r15 + 448]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rsi, qword ptr [r15 + 384]
-    test ebx, 1073741824
-    jnz 1f
-1:
+    mov edx, 78
     mov r8, r11
-    mov ecx, dword ptr [r15 + 640]
-    add rsi, qword ptr [r15 + 576]
+    mov rcx, qword ptr [r15 + 128]
     and r8, 448
-    mov ebp, dword ptr [r15 + r8 + 832]
-    jmp 1f
-1:
-    mov r8d, 208
-    mov r9, r11
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r8, rcx
-    mov rdx, qword ptr [r15 + 64]
-    and r9, 8128
-    mov dword ptr [r15 + r9 + 7488], 149
-    mov r9d, 51
+    movsxd rbp, dword ptr [r15 + r8 + 832]
+    movzx r8d, cl
+    mov dword ptr [r15 + 64], 59
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b5_done
 .Lc1_b5_c6:
-    lea rcx, [rip + .Lc1_d12570_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d12570_j_t
-.Lc1_d12570_j:
-    movzx ecx, byte ptr [r15 + 512]
-    movzx r9d, cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r11
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    vpshufd xmm12, xmm12, 224
-    and rbp, 8128
-    movzx edx, byte ptr [r15 + rbp + 7488]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
     jmp 1f
 1:
-    mov r8d, ebp
-    mov rbp, qword ptr [r15 + 192]
-    mov dword ptr [r15 + 320], edx
-    test bl, 96
-    jnz 1f
-1:
-    vmovdqu xmmword ptr [r15 + 320], xmm12
-    movzx ebp, byte ptr [r15 + 448]
-    mov r9, r11
-    mov dword ptr [r15 + 256], r8d
-    mov r8d, r9d
-    mov r8d, dword ptr [r15 + 64]
-    and r9, 4032
-    movsxd rdx, dword ptr [r15 + r9 + 3392]
-    mov r9d, dword ptr [r15 + 704]
-    test ebx, 1073741824
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and eax, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 576], ebp
+    test dword ptr [r15 + 67117724], 266276
     jz 1f
 1:
-    mov r8, rbp
-    mov dword ptr [r15 + 128], 59
-    vpcmpeqb xmm12, xmm12, xmmword ptr [r15 + 128]
-    mov ebp, 244
+    mov eax, dword ptr [r15 + 384]
+    mov rbp, qword ptr [r15 + 448]
+    mov qword ptr [r15 + 256], rax
+    mov r8, r11
+    mov r9, rbp
+    and r8, 8128
+    mov dword ptr [r15 + r8 + 7488], eax
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx r8d, r8b
+    movzx r8d, byte ptr [r15 + 320]
+    movsxd rax, dword ptr [r15 + 192]
+    and ebp, dword ptr [r15 + 64]
+    mov ecx, r8d
+    mov r9, r11
+    test dword ptr [r15 + 67117723], 16
+    jz 1f
+1:
+    mov r8d, ebp
+    mov r8d, dword ptr [r15 + 640]
+    mov rbp, r11
+    and r9, 448
+    mov dword ptr [r15 + r9 + 832], 202
+    movsxd rax, dword ptr [r15 + 128]
+    and rbp, 4032
+    movsxd r9, dword ptr [r15 + rbp + 3392]
+    test bl, 144
+    jnz 1f
+1:
+    mov rcx, qword ptr [r15 + 128]
     jmp 1f
 1:
-    mov qword ptr [r15 + 384], rdx
+    mov r8d, 151
+    movzx ebp, byte ptr [r15 + 512]
+    movzx r8d, byte ptr [r15 + 320]
     add r11, 64
     inc rbx
     dec r13
@@ -15751,113 +15593,116 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 256
+    setz al
+    lea rcx, [rip + .Lc1_d12613_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d12613_s_t
+    .p2align 3
+.Lc1_d12613_s:
+    .p2align 3
+    jmp .Lc1_d12613_j
+    .p2align 3
+    jmp .Lc1_d12613_j
+.Lc1_d12613_j:
+    mov qword ptr [r15 + 384], rdx
     mov rbp, r11
-    and rbp, 448
-    mov rax, qword ptr [r15 + rbp + 832]
-    mov qword ptr [r15 + 512], r8
-    movzx edx, bpl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, 252
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 189
-    movzx eax, byte ptr [r15 + 256]
-    mov ebp, 94
-    jmp 1f
-1:
-    mov r8, qword ptr [r15 + 768]
-    add rbp, qword ptr [r15 + 384]
+    movsxd rdx, dword ptr [r15 + 64]
+    vmovdqu ymmword ptr [r15 + 320], ymm10
+    and rbp, 16320
+    mov dword ptr [r15 + rbp + 15680], 231
+    movzx ecx, al
     test ebx, 1073741824
     jz 1f
 1:
+    mov r8, r11
+    movzx ebp, byte ptr [r15 + 192]
+    and r8, 1984
+    mov rcx, qword ptr [r15 + r8 + 1344]
     jmp 1f
 1:
-    mov edx, ebp
-    mov rbp, r11
-    mov qword ptr [r15 + 64], r8
-    movzx r8d, byte ptr [r15 + 320]
     movzx edx, dl
-    and rbp, 1984
-    movsxd rax, dword ptr [r15 + rbp + 1344]
-    mov ebp, 30
-    test dword ptr [r15 + 67117723], 8192
+    test ebx, 1073741824
     jnz 1f
 1:
-    mov dword ptr [r15 + 448], r8d
     jmp 1f
 1:
-    jmp 1f
+    mov edx, 154
+    mov ebp, edx
+    mov rdx, qword ptr [r15 + 128]
+    test ebx, 1073741824
+    jz 1f
 1:
-    mov r8, qword ptr [r15 + 128]
-    mov rbp, r11
-    jmp 1f
-1:
-    and rbp, 4032
-    mov dword ptr [r15 + rbp + 3392], r8d
-    jmp 1f
-1:
+    movzx edx, byte ptr [r15 + 704]
+    mov rbp, r10
+    movsxd r8, dword ptr [r15 + 512]
+    and rbp, 8128
+    mov qword ptr [r15 + rbp + 7488], rsi
+    mov r12, qword ptr [r15 + r12 + 56]
     add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jnz .Lc1_b5_c0
 .Lc1_b5_done:
-// block 6: 2048 bytes, 8 chunk(s), 24 chunk executions per call
+// block 6: 2048 bytes, 8 chunk(s), 16 chunk executions per call
     mov rbx, qword ptr [r15 + 67117784]
-    lea rcx, [rbx + 24]
+    lea rcx, [rbx + 16]
     mov qword ptr [r15 + 67117784], rcx
-    mov r13d, 24
+    mov r13d, 16
     jmp .Lc1_b6_c0
     .p2align 6
 .Lc1_b6_c0:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov rbp, r10
-    mov qword ptr [r15 + 320], r8
-    movsxd rax, dword ptr [r15 + 256]
-    and rbp, 1984
-    mov edi, dword ptr [r15 + rbp + 1344]
-    mov ebp, dword ptr [r15 + 192]
-    mov r8d, dword ptr [r15 + 192]
+    lea rcx, [rip + .Lc1_d12664_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d12664_j_t
+.Lc1_d12664_j:
+    mov qword ptr [r15 + 384], r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
-    jnz 1f
-1:
-    mov ebp, edi
-    mov ecx, 238
-    mov byte ptr [r15 + 448], al
-    movzx ebp, byte ptr [r15 + 640]
-    lea r8, [r10 + r10*1]
-    test dword ptr [r15 + 67117723], 256
     jz 1f
 1:
-    mov byte ptr [r15 + 320], cl
-    lea rbp, [r10 + r10*1]
-    and r8, 448
-    mov byte ptr [r15 + r8 + 832], bpl
-    and rbp, 8128
-    mov ecx, dword ptr [r15 + rbp + 7488]
-    mov eax, 98
-    mov r9, qword ptr [r15 + 384]
+    mov qword ptr [r15 + 0], r9
+    mov r9d, eax
+    mov r9d, 12
+    mov rbp, r11
+    mov r9d, dword ptr [r15 + 320]
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx eax, al
-    mov qword ptr [r15 + 256], rax
-    movsxd rax, dword ptr [r15 + 576]
-    add qword ptr [r15 + rbp + 7552], r9
+    and rbp, 448
+    mov eax, dword ptr [r15 + rbp + 832]
+    mov r9, r11
+    mov byte ptr [r15 + 64], cl
+    and r9, 8128
+    mov byte ptr [r15 + r9 + 7488], r8b
+    test dword ptr [r15 + 67117724], 32768
+    jnz 1f
+1:
+    mov byte ptr [r15 + 576], bpl
+    mov ebp, 142
+    mov eax, dword ptr [r15 + 128]
+    movzx ebp, r9b
     test ebx, 1073741824
     jnz 1f
 1:
-    add r9, qword ptr [r15 + 128]
-    mov dword ptr [r15 + 64], 73
-    mov ebp, dword ptr [r15 + r8 + 896]
-    mov eax, ebp
+    mov rbp, qword ptr [r15 + 256]
+    movsxd rdi, dword ptr [r15 + 768]
+    vpaddd xmm10, xmm10, xmm10
+    add rdi, qword ptr [r15 + 128]
+    test bl, 32
+    jz 1f
+1:
+    mov dword ptr [r15 + 448], 160
+    mov edi, dword ptr [r15 + 512]
+    mov r9d, ebp
     add r11, 64
-    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b6_done
@@ -15867,54 +15712,54 @@ ditto_body_c1:
     mov qword ptr [r15 + 67117720], rax
     mov eax, dword ptr [r15 + 67117724]
     and eax, 7
-    lea rcx, [rip + .Lc1_d12714_s]
+    lea rcx, [rip + .Lc1_d12711_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d12714_s_t
+    jmp .Lc1_d12711_s_t
     .p2align 3
-.Lc1_d12714_s:
+.Lc1_d12711_s:
     .p2align 3
-    jmp .Lc1_d12714_j
+    jmp .Lc1_d12711_j
     .p2align 3
-    jmp .Lc1_d12714_j
+    jmp .Lc1_d12711_j
     .p2align 3
-    jmp .Lc1_d12714_j
+    jmp .Lc1_d12711_j
     .p2align 3
-    jmp .Lc1_d12714_j
+    jmp .Lc1_d12711_j
     .p2align 3
-    jmp .Lc1_d12714_j
+    jmp .Lc1_d12711_j
     .p2align 3
-    jmp .Lc1_d12714_j
+    jmp .Lc1_d12711_j
     .p2align 3
-    jmp .Lc1_d12714_j
+    jmp .Lc1_d12711_j
     .p2align 3
-    jmp .Lc1_d12714_j
-.Lc1_d12714_j:
-    mov ebp, 134
-    mov qword ptr [r15 + 512], rbp
-    movzx ebp, al
+    jmp .Lc1_d12711_j
+.Lc1_d12711_j:
+    movzx ebp, dil
+    movzx edi, r9b
+    mov dword ptr [r15 + 640], 31
+    test dword ptr [r15 + 67117723], 268435464
+    jz 1f
+1:
+    mov qword ptr [r15 + 384], rax
+    mov eax, 14
+    mov dword ptr [r15 + 64], 112
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov eax, dword ptr [r15 + 256]
+    movsxd r9, dword ptr [r15 + 512]
+    test ebx, 1073741824
+    jnz 1f
+1:
     mov r9, r10
-    test dword ptr [r15 + 67117723], 268451848
+    mov edi, dword ptr [r15 + 448]
+    and r9, 8128
+    mov byte ptr [r15 + r9 + 7488], dil
+    movsxd rbp, dword ptr [r15 + 192]
+    test dword ptr [r15 + 67117723], 1753940560
     jz 1f
 1:
-    and r9, 1984
-    mov dword ptr [r15 + r9 + 1344], 7
-    movsxd r9, dword ptr [r15 + 64]
-    mov dword ptr [r15 + 256], 13
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx ecx, cl
-    mov rbp, r10
-    mov ecx, dword ptr [r15 + 704]
-    and rbp, 4032
-    mov eax, dword ptr [r15 + rbp + 3392]
-    mov rbp, r10
-    test ebx, 1073741824
-    jz 1f
-1:
-    and rbp, 448
-    movsxd rdx, dword ptr [r15 + rbp + 832]
-    mov rbp, rax
+    mov rdi, rdi
     .byte 0x0f, 0x1f, 0x40, 0x00
     add r11, 64
     add r10, r11
@@ -15925,104 +15770,106 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d12760_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d12760_j_t
-.Lc1_d12760_j:
-    mov byte ptr [r15 + 64], cl
-    vmovq qword ptr [r15 + 768], xmm12
-    mov eax, dword ptr [r15 + 512]
-    mov ecx, dword ptr [r15 + 192]
-    movzx ebp, dl
+    mov rax, r9
+    movsxd rax, dword ptr [r15 + 192]
+    mov r9, rdi
+    mov r9d, edi
     test ebx, 1073741824
     jz 1f
 1:
-    mov rdx, rax
-    mov eax, ecx
-    mov byte ptr [r15 + 128], sil
-    mov rdx, qword ptr [r15 + 448]
-    mov rax, rbp
-    mov r8, r10
+    mov rdi, qword ptr [r15 + 128]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 320], r9d
+    test dword ptr [r15 + 67117724], 83886080
+    jnz 1f
+1:
+    mov eax, edi
+    mov r9, r10
+    mov rbp, qword ptr [r15 + 384]
+    mov qword ptr [r15 + 448], r9
+    and r9, 1984
+    mov edi, dword ptr [r15 + r9 + 1344]
     test ebx, 1073741824
+    jz 1f
+1:
+    mov r9, r10
+    mov rbp, r11
+    mov edx, dword ptr [r15 + 320]
+    mov edi, eax
+    and rbp, 4032
+    movzx edi, byte ptr [r15 + rbp + 3392]
+    and r9, 448
+    mov ebp, dword ptr [r15 + r9 + 832]
+    test dword ptr [r15 + 67117723], 67108864
+    jz 1f
+1:
+    vmovq qword ptr [r15 + 64], xmm10
+    mov byte ptr [r15 + 704], bpl
+    mov rbp, rdx
+    mov rdx, rdx
+    test bl, 144
     jnz 1f
 1:
-    mov dword ptr [r15 + 448], edx
-    mov qword ptr [r15 + 128], r8
-    and r8, 1984
-    mov eax, dword ptr [r15 + r8 + 1344]
-    add rbp, qword ptr [r15 + 256]
-    lea r8, [r10 + r10*1]
-    mov edx, eax
-    test dword ptr [r15 + 67117723], 131088
-    jnz 1f
-1:
-    and r8, 8128
-    mov esi, dword ptr [r15 + r8 + 7488]
-    mov eax, dword ptr [r15 + 64]
-    mov r9, qword ptr [r15 + 128]
-    movzx edx, byte ptr [r15 + r8 + 7552]
-    mov r8, rbp
-    test dword ptr [r15 + 67117723], 545259520
-    jnz 1f
-1:
-    mov rbp, rbp
-    movzx r9d, byte ptr [r15 + 512]
-    movzx edi, dl
-    mov edx, eax
-    movsxd rdx, dword ptr [r15 + 64]
+    add rdi, qword ptr [r15 + 512]
+    movzx r9d, dil
+    mov byte ptr [r15 + 128], bpl
+    movzx r8d, dl
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b6_done
 .Lc1_b6_c3:
-    movzx eax, byte ptr [r15 + 640]
-    vpcmpeqb xmm12, xmm12, xmmword ptr [r15 + 448]
-    movsxd r9, dword ptr [r15 + 128]
-    mov edi, ebp
-    mov ebp, dword ptr [r15 + 320]
-    mov r8, r10
+    lea rcx, [rip + .Lc1_d12801_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d12801_j_t
+.Lc1_d12801_j:
+    mov r8, r11
+    mov ecx, edi
+    mov ecx, dword ptr [r15 + 384]
+    and r8, 8128
+    mov rbp, r11
+    mov rdi, qword ptr [r15 + r8 + 7488]
+    movzx r8d, byte ptr [r15 + 192]
+    test bl, 48
+    jz 1f
+1:
+    and rbp, 448
+    movzx esi, byte ptr [r15 + rbp + 832]
+    vpmovmskb ebp, xmm10
+    mov dword ptr [r15 + 128], 98
+    mov rbp, rcx
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rcx, qword ptr [r15 + 448]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    lea rbp, [r10 + r10*1]
-    and r8, 448
-    mov rsi, qword ptr [r15 + r8 + 832]
-    movsxd rax, dword ptr [r15 + 384]
-    and rbp, 4032
-    movzx r8d, byte ptr [r15 + rbp + 3456]
-    mov rdi, qword ptr [r15 + 384]
+    mov ebp, 210
+    mov ecx, 111
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov esi, dword ptr [r15 + 64]
+    test ebx, 2304
+    jnz 1f
+1:
+    mov edi, 160
+    mov r9, r10
+    movzx r8d, byte ptr [r15 + 256]
+    and r9, 1984
+    mov qword ptr [r15 + r9 + 1344], rax
+    movsxd rax, dword ptr [r15 + 320]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r9d, r9d
-    movzx r9d, byte ptr [r15 + 320]
-    mov rdi, rax
-    mov eax, dword ptr [r15 + 192]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx ecx, byte ptr [r15 + 384]
-    mov edi, 136
-    movzx r9d, byte ptr [r15 + 256]
-    lea r8, [r10 + r10*1]
-    mov qword ptr [r15 + 576], rbp
-    movzx eax, byte ptr [r15 + 704]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and r8, 1984
-    movsxd r9, dword ptr [r15 + r8 + 1408]
-    mov eax, 1
-    mov byte ptr [r15 + 320], dil
-    mov edi, 17
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx edi, byte ptr [r15 + r8 + 1344]
-    mov r8, qword ptr [r15 + rbp + 3392]
-    movzx ebp, dil
-    mov r9d, r9d
+    mov esi, ebp
+    movzx ebp, byte ptr [r15 + 768]
+    movzx r9d, al
+    mov eax, esi
     add r11, 64
     add r10, r11
     inc rbx
@@ -16032,107 +15879,109 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 7
-    lea rcx, [rip + .Lc1_d12856_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d12856_s_t
-    .p2align 3
-.Lc1_d12856_s:
-    .p2align 3
-    jmp .Lc1_d12856_j
-    .p2align 3
-    jmp .Lc1_d12856_j
-    .p2align 3
-    jmp .Lc1_d12856_j
-    .p2align 3
-    jmp .Lc1_d12856_j
-    .p2align 3
-    jmp .Lc1_d12856_j
-    .p2align 3
-    jmp .Lc1_d12856_j
-    .p2align 3
-    jmp .Lc1_d12856_j
-    .p2align 3
-    jmp .Lc1_d12856_j
-.Lc1_d12856_j:
-    mov rbp, r10
-    and rbp, 4032
-    lock add qword ptr [r15 + rbp + 3392], rcx
-    mov rcx, rax
-    mov qword ptr [r15 + 192], rbp
-    mov qword ptr [r15 + 256], rcx
+    movsxd rdi, dword ptr [r15 + 256]
+    movzx eax, byte ptr [r15 + 384]
+    mov ebp, 225
+    mov qword ptr [r15 + 512], rax
+    mov eax, eax
     test ebx, 1073741824
-    jz 1f
-1:
-    mov ecx, 40
-    mov ecx, eax
-    mov qword ptr [r15 + 512], rdx
-    mov ecx, ecx
-    test dword ptr [r15 + 67117723], 83886080
     jnz 1f
 1:
-    mov ecx, ecx
-    mov rax, qword ptr [r15 + 768]
-    mov ecx, ebp
-    mov dword ptr [r15 + 64], 81
-    mov rbp, r10
-    test ebx, 416
+    mov rsi, qword ptr [r15 + 576]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, al
+    mov eax, edi
+    mov dword ptr [r15 + 0], edx
+    test dword ptr [r15 + 67117723], 746717184
     jz 1f
 1:
-    and rbp, 8128
-    movzx r8d, byte ptr [r15 + rbp + 7488]
-    mov ebp, ebp
-    mov rax, rcx
+    mov rdi, rax
+    mov eax, edi
+    mov dword ptr [r15 + 0], 198
+    mov r9, r11
+    mov rdi, rdi
+    test dword ptr [r15 + 67117724], 1024
+    jz 1f
+1:
+    and r9, 4032
+    mov qword ptr [r15 + r9 + 3392], rdi
+    mov rax, qword ptr [r15 + 320]
+    mov r9d, 113
+    mov byte ptr [r15 + 640], dil
+    mov rdi, qword ptr [r15 + 64]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov edi, edx
+    mov r9, r11
+    movsxd rdx, dword ptr [r15 + 128]
+    mov rdi, rdi
+    and r9, 1984
+    mov edi, dword ptr [r15 + r9 + 1344]
+    mov eax, r9d
+    test dword ptr [r15 + 67117723], 16384
+    jnz 1f
+1:
+    lock add qword ptr [r15 + 64], rdx
+    mov byte ptr [r15 + 192], sil
+    mov qword ptr [r15 + 384], rdx
+    mov dword ptr [r15 + 448], edi
     add r11, 64
-    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b6_done
 .Lc1_b6_c5:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 128]
-    movsxd rdx, dword ptr [r15 + 448]
-    mov byte ptr [r15 + 64], bpl
-    mov dword ptr [r15 + 64], edx
-    movsxd rbp, dword ptr [r15 + 384]
-    movzx edx, al
-    test dword ptr [r15 + 67117723], 33554432
+    lea rcx, [rip + .Lc1_d12899_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d12899_j_t
+.Lc1_d12899_j:
+    mov ecx, dword ptr [r15 + 256]
+    movsxd rdx, dword ptr [r15 + 128]
+    mov byte ptr [r15 + 0], al
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
     jz 1f
 1:
-    vmovdqu xmmword ptr [r15 + 384], xmm12
-    mov rdx, rax
-    mov qword ptr [r15 + 448], rax
-    mov dword ptr [r15 + 768], 168
-    movsxd rax, dword ptr [r15 + 320]
-    lea rbp, [r10 + r10*1]
+    movzx ecx, dl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rdx, rdx
+    mov dword ptr [r15 + 0], 135
     test ebx, 1073741824
     jnz 1f
 1:
-    and rbp, 1984
-    mov rcx, qword ptr [r15 + rbp + 1344]
-    mov eax, ebp
-    mov edx, ebp
-    and eax, dword ptr [r15 + 512]
-    mov dword ptr [r15 + 320], r8d
-    test dword ptr [r15 + 67117724], 513
+    mov qword ptr [r15 + 0], rcx
+    mov dword ptr [r15 + 704], ecx
+    vmovdqu xmmword ptr [r15 + 512], xmm10
+    mov eax, edx
+    test bl, 144
     jnz 1f
 1:
-    movzx edx, byte ptr [r15 + 576]
-    mov r8, rbp
-    mov dword ptr [r15 + 384], eax
-    mov eax, dword ptr [r15 + rbp + 1408]
-    mov ebp, r9d
-    test dword ptr [r15 + 67117723], 134234176
+    mov r9, r11
+    mov edx, eax
+    and r9, 8128
+    mov qword ptr [r15 + r9 + 7488], rax
+    mov r9, r10
+    mov dword ptr [r15 + 192], 13
+    and r9, 448
+    movsxd rax, dword ptr [r15 + r9 + 832]
+    mov r9, rdx
+    mov rbp, r11
+    test ebx, 1073741824
     jz 1f
 1:
-    mov ebp, dword ptr [r15 + 320]
-    movzx eax, byte ptr [r15 + 640]
-    mov r9, rcx
-    mov dword ptr [r15 + 704], 55
-    mov qword ptr [r15 + 128], r8
+    and rbp, 16320
+    mov rdi, qword ptr [r15 + rbp + 15680]
+    and r9d, dword ptr [r15 + 320]
+    mov ebp, eax
+    mov dword ptr [r15 + 64], r9d
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + 448], r9d
+    mov r9, rax
+    mov r9d, dword ptr [r15 + 128]
+    mov eax, dword ptr [r15 + 384]
     add r11, 64
     add r10, r11
     inc rbx
@@ -16142,100 +15991,107 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d12947_j]
+    lea rcx, [rip + .Lc1_d12953_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d12947_j_t
-.Lc1_d12947_j:
-    mov r9, r10
-    and r9, 8128
-    mov edx, dword ptr [r15 + r9 + 7488]
-    mov r9, r10
-    movzx esi, cl
-    and r9, 448
-    mov dword ptr [r15 + r9 + 832], ecx
-    movzx ecx, dil
+    jmp .Lc1_d12953_j_t
+.Lc1_d12953_j:
+    movzx ecx, al
+    movsxd r8, dword ptr [r15 + 320]
+    mov rax, qword ptr [r15 + 128]
+    mov ecx, dword ptr [r15 + 384]
     test ebx, 1073741824
     jz 1f
 1:
-    mov rdi, rcx
-    mov rcx, qword ptr [r15 + 256]
-    movzx esi, byte ptr [r15 + 256]
-    movsxd r9, dword ptr [r15 + 448]
-    mov rbp, r10
+    movzx esi, cl
+    mov dword ptr [r15 + 0], ecx
+    mov rcx, r8
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r9d, dword ptr [r15 + 384]
-    movzx eax, byte ptr [r15 + 192]
-    and rbp, 1984
-    mov qword ptr [r15 + rbp + 1344], r9
-    mov r9, qword ptr [r15 + 512]
+    vmovdqu xmm10, xmmword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r9d, dword ptr [r15 + 768]
+    movzx ecx, byte ptr [r15 + 448]
     test dword ptr [r15 + 67117724], 1
     jz 1f
 1:
-    mov ebp, r8d
-    mov byte ptr [r15 + 576], sil
-    mov edx, edi
-    vmovdqu xmmword ptr [r15 + 128], xmm12
+    mov rbp, r11
+    mov ecx, dword ptr [r15 + 256]
+    and rbp, 1984
+    movzx r9d, byte ptr [r15 + rbp + 1344]
+    mov ebp, esi
+    mov r8, r11
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rdi, qword ptr [r15 + 192]
-    mov byte ptr [r15 + 128], al
-    movsxd rax, dword ptr [r15 + 192]
-    movzx esi, byte ptr [r15 + 64]
+    and r8, 4032
+    mov qword ptr [r15 + r8 + 3392], rsi
+    movsxd rdi, dword ptr [r15 + 320]
+    mov ecx, ecx
+    mov rbp, qword ptr [r15 + 64]
+    mov r8, r10
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov byte ptr [r15 + 512], r9b
+    mov rdi, qword ptr [r15 + 64]
+    and r8, 8128
+    mov dword ptr [r15 + r8 + 7488], r9d
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b6_done
 .Lc1_b6_c7:
-    lea rbp, [r10 + r10*1]
-    mov rsi, qword ptr [r15 + 128]
-    mov r9, r10
+    and edi, dword ptr [r15 + 0]
+    movzx r8d, r8b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r11 + r11*1]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + 0], 193
+    mov r8d, dword ptr [r15 + 128]
     and rbp, 448
-    mov eax, dword ptr [r15 + rbp + 832]
-    mov edi, 1
-    and r9, 1984
-    movsxd rdi, dword ptr [r15 + r9 + 1344]
-    mov r9, r8
-    mov r8d, dword ptr [r15 + 320]
+    movsxd rcx, dword ptr [r15 + rbp + 832]
+    mov r9, r11
+    mov esi, 20
     test ebx, 1073741824
     jz 1f
 1:
-    lea r8, [r10 + r10*1]
-    mov r9, r9
-    mov dword ptr [r15 + 64], 82
-    mov dword ptr [r15 + 320], 8
-    and r8, 8128
-    movsxd r9, dword ptr [r15 + r8 + 7552]
-    movzx ecx, byte ptr [r15 + 256]
+    mov rsi, rdi
+    and r9, 4032
+    mov r8, r11
+    mov edi, dword ptr [r15 + r9 + 3392]
+    movzx r9d, cl
+    and r8, 1984
+    mov dword ptr [r15 + r8 + 1344], 228
+    mov rcx, r8
     test ebx, 1073741824
     jz 1f
 1:
-    movzx edx, dil
-    mov dword ptr [r15 + 512], r8d
-    movsxd rdi, dword ptr [r15 + r8 + 7488]
-    mov r8d, dword ptr [r15 + 448]
-    mov qword ptr [r15 + 64], rcx
+    mov dword ptr [r15 + 320], r8d
+    mov r8d, dword ptr [r15 + 256]
+    movsxd rdi, dword ptr [r15 + 576]
+    mov r9, rsi
     test ebx, 1073741824
     jnz 1f
 1:
-    mov dword ptr [r15 + rbp + 896], ecx
-    add r9, qword ptr [r15 + 128]
-    mov ebp, dword ptr [r15 + 384]
-    mov ecx, dword ptr [r15 + 64]
-    mov r8, rax
+    vmovdqu ymmword ptr [r15 + rbp + 896], ymm10
+    add r8, qword ptr [r15 + 512]
+    mov rbp, qword ptr [r15 + 448]
+    add rdi, qword ptr [r15 + 192]
+    mov dword ptr [r15 + 384], ecx
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx ecx, bpl
-    and ecx, dword ptr [r15 + 640]
-    mov dword ptr [r15 + 448], 89
-    vmovdqu xmm12, xmmword ptr [r15 + 512]
-    movzx ebp, al
+    mov edi, dword ptr [r15 + 640]
+    mov dword ptr [r15 + 64], 164
+    vpaddd xmm10, xmm10, xmm10
+    movzx ebp, r9b
     add r11, 64
-    add r10, r11
     inc rbx
     dec r13
     jnz .Lc1_b6_c0
@@ -16251,227 +16107,233 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 7
-    lea rcx, [rip + .Lc1_d13043_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d13043_s_t
-    .p2align 3
-.Lc1_d13043_s:
-    .p2align 3
-    jmp .Lc1_d13043_j
-    .p2align 3
-    jmp .Lc1_d13043_j
-    .p2align 3
-    jmp .Lc1_d13043_j
-    .p2align 3
-    jmp .Lc1_d13043_j
-    .p2align 3
-    jmp .Lc1_d13043_j
-    .p2align 3
-    jmp .Lc1_d13043_j
-    .p2align 3
-    jmp .Lc1_d13043_j
-    .p2align 3
-    jmp .Lc1_d13043_j
-.Lc1_d13043_j:
-    mov rbp, r11
-    and rbp, 448
-    add rax, qword ptr [r15 + rbp + 832]
-    mov ebp, 131
-    movsxd rcx, dword ptr [r15 + 448]
-    movzx ebp, byte ptr [r15 + 256]
-    mov r8, r11
-    test dword ptr [r15 + 67117723], 2097168
-    jnz 1f
+    lea rcx, [rip + .Lc1_d13054_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d13054_j_t
+.Lc1_d13054_j:
+    jmp 1f
 1:
-    and r8, 16320
-    and edi, dword ptr [r15 + r8 + 15680]
-    mov r8d, dword ptr [r15 + 64]
+    jmp 1f
+1:
+    movsxd rcx, dword ptr [r15 + 768]
+    jmp 1f
+1:
+    vpaddd xmm10, xmm10, xmm10
+    mov eax, 55
+    test dword ptr [r15 + 67117723], 2097168
+    jz 1f
+1:
+    movsxd rax, dword ptr [r15 + 192]
+    mov qword ptr [r15 + 256], r8
+    mov r8, rbp
+    mov r8d, ecx
+    mov qword ptr [r15 + 64], rsi
     mov rbp, r11
-    mov edx, 193
-    and rbp, 4032
-    mov rsi, qword ptr [r15 + rbp + 3392]
     test ebx, 1073741824
     jz 1f
 1:
-    mov rbp, rcx
-    movsxd rcx, dword ptr [r15 + 384]
-    vpmovmskb ebp, xmm12
+    movzx ecx, cl
+    mov r9, r11
+    and rbp, 4032
+    mov qword ptr [r15 + rbp + 3392], rdx
+    mov dword ptr [r15 + 448], ecx
+    and r9, 8128
+    movzx edx, byte ptr [r15 + r9 + 7488]
+    mov byte ptr [r15 + 64], bpl
+    mov r9d, 218
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r9d, dword ptr [r15 + 320]
+    mov ebp, dword ptr [r15 + 320]
+    mov rsi, qword ptr [r15 + 576]
+    mov byte ptr [r15 + 384], cl
+    and esi, dword ptr [r15 + 384]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    movsxd rcx, dword ptr [r15 + 128]
+    mov rsi, qword ptr [r15 + 512]
+    mov r9, qword ptr [r15 + 128]
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b7_done
 .Lc1_b7_c1:
-    lea rcx, [rip + .Lc1_d13082_j]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d13104_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d13082_j_t
-.Lc1_d13082_j:
-    mov r12, qword ptr [r15 + r12 + 56]
-    and esi, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    jmp .Lc1_d13104_j_t
+.Lc1_d13104_j:
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov ecx, dword ptr [r15 + 256]
-    mov esi, dword ptr [r15 + 448]
-    add rdi, qword ptr [r15 + 320]
-    vmovdqu ymmword ptr [r15 + 128], ymm12
-    mov r9d, dword ptr [r15 + 192]
-    mov ebp, 199
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov edi, dword ptr [r15 + 640]
-    mov ecx, 114
-    mov rbp, r11
-    mov r8, qword ptr [r15 + 384]
-    and rbp, 4032
-    mov dword ptr [r15 + rbp + 3392], 254
-    jmp 1f
-1:
+    movzx r9d, cl
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    mov r9, r10
-    mov rbp, qword ptr [r15 + 128]
-    movsxd rdi, dword ptr [r15 + 64]
-    vmovq qword ptr [r15 + 512], xmm12
-    mov r8, r11
-    and r9, 1984
-    movzx esi, byte ptr [r15 + r9 + 1344]
-    and r8, 448
-    mov r9, qword ptr [r15 + r8 + 832]
-    movzx r8d, r8b
+    mov rcx, qword ptr [r15 + 384]
+    mov eax, dword ptr [r15 + 128]
+    mov rbp, r11
+    mov r9d, dword ptr [r15 + 640]
+    and rbp, 8128
+    movsxd rdx, dword ptr [r15 + rbp + 7488]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    inc dword ptr [r15 + 64]
+    mov rbp, r11
+    mov ecx, dword ptr [r15 + 320]
+    and rbp, 448
+    imul rax, qword ptr [r15 + rbp + 832]
+    jmp 1f
+1:
+    mov rbp, r11
+    test ebx, 1073741824
+    jz 1f
+1:
+    and rbp, 1984
+    mov byte ptr [r15 + rbp + 1344], bpl
+    mov dword ptr [r15 + 192], ebp
+    mov rdx, qword ptr [r15 + 512]
+    mov eax, eax
+    test dword ptr [r15 + 67117723], 16896
+    jnz 1f
+1:
+    mov eax, 232
+    movzx ebp, byte ptr [r15 + 512]
+    mov eax, 132
+    vmovdqu ymmword ptr [r15 + 448], ymm10
     add r11, 64
-    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b7_done
 .Lc1_b7_c2:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 67108864
+    setz al
+    lea rcx, [rip + .Lc1_d13150_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d13150_s_t
+    .p2align 3
+.Lc1_d13150_s:
+    .p2align 3
+    jmp .Lc1_d13150_j
+    .p2align 3
+    jmp .Lc1_d13150_j
+.Lc1_d13150_j:
     mov rbp, r11
-    and rbp, 1984
-    mov dword ptr [r15 + rbp + 1344], 131
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
+    mov r9, r11
+    and r9, 4032
+    mov dword ptr [r15 + r9 + 3392], 13
+    and rbp, 8128
+    mov byte ptr [r15 + rbp + 7488], bpl
+    mov byte ptr [r15 + 192], r9b
+    mov byte ptr [r15 + 64], bpl
+    test bl, 160
+    jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
+    mov r9, qword ptr [r15 + 384]
+    movsxd rbp, dword ptr [r15 + 448]
+    movsxd rcx, dword ptr [r15 + 704]
+    mov r8, r11
+    test dword ptr [r15 + 67117724], 4
     jz 1f
 1:
-    mov dword ptr [r15 + 0], 58
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    vpor xmm12, xmm12, xmm12
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 320], ebp
-    test ebx, 1073741824
+    mov r9, qword ptr [r15 + 512]
+    and r8, 448
+    add r9, qword ptr [r15 + r8 + 832]
+    movsxd r8, dword ptr [r15 + 64]
+    mov eax, dword ptr [r15 + 256]
+    test dword ptr [r15 + 67117723], 1140850688
     jnz 1f
 1:
-    mov ebp, dword ptr [r15 + 704]
-    imul rbp, qword ptr [r15 + 512]
+    mov r8d, dword ptr [r15 + 320]
+    movzx eax, byte ptr [r15 + 128]
     jmp 1f
 1:
-    mov r8, qword ptr [r15 + 128]
-    movsxd r9, dword ptr [r15 + 256]
-    movzx edi, byte ptr [r15 + 64]
-    mov dword ptr [r15 + 64], r8d
-    movsxd r8, dword ptr [r15 + 768]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov byte ptr [r15 + 192], dil
-    mov r8, r11
-    movzx edi, byte ptr [r15 + 448]
-    and r8, 8128
-    and ebp, dword ptr [r15 + r8 + 7488]
-    movsxd r8, dword ptr [r15 + 512]
-    mov r9d, dword ptr [r15 + 320]
-    mov byte ptr [r15 + 384], al
-    movzx eax, dil
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b7_done
 .Lc1_b7_c3:
-    lea rcx, [rip + .Lc1_d13172_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d13172_j_t
-.Lc1_d13172_j:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
     jmp 1f
 1:
-    mov rbp, r11
-    vpaddd xmm12, xmm12, xmm12
     jmp 1f
 1:
-    and rbp, 448
-    movzx r9d, byte ptr [r15 + rbp + 832]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 320], rax
+    movzx eax, byte ptr [r15 + 256]
     jmp 1f
 1:
-    mov rbp, rbp
+    jmp 1f
+1:
     test ebx, 1073741824
     jnz 1f
 1:
+    mov r8, rbp
+    mov rbp, rax
+    mov eax, ecx
+    mov byte ptr [r15 + 128], bpl
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r9
-    mov ebp, r9d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, ebp
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov byte ptr [r15 + 128], dl
-    jmp 1f
-1:
-    mov ebp, dword ptr [r15 + 320]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r9, r11
-    add rcx, qword ptr [r15 + 192]
-    mov rdx, qword ptr [r15 + 64]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and r9, 4032
-    mov rbp, qword ptr [r15 + r9 + 3392]
-    movzx r9d, cl
-    jmp 1f
-1:
-    mov rcx, qword ptr [r15 + 576]
-    mov r9d, 26
-    or qword ptr [r15 + 448], 74
-    jmp 1f
-1:
-    test ebx, 1073741824
+    movzx ecx, byte ptr [r15 + 768]
+    test bl, 32
     jz 1f
 1:
-    vmovdqu ymmword ptr [r15 + 384], ymm12
-    mov r9, r11
-    movzx ecx, byte ptr [r15 + 128]
-    mov ebp, edx
-    and r9, 1984
-    movsxd rsi, dword ptr [r15 + r9 + 1344]
-    mov r9, rax
+    jmp 1f
+1:
+    mov dword ptr [r15 + 64], r8d
+    mov r8, rax
+    mov r8d, eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 93
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, r8d
+    movzx eax, sil
+    test bl, 160
+    jz 1f
+1:
+    mov r8, r11
+    mov rbp, r11
+    jmp 1f
+1:
+    movzx eax, byte ptr [r15 + 128]
+    and rbp, 1984
+    mov rcx, qword ptr [r15 + rbp + 1344]
+    and r8, 16320
+    mov rbp, qword ptr [r15 + r8 + 15680]
+    jmp 1f
+1:
+    vpor xmm10, xmm10, xmm10
+    test dword ptr [r15 + 67117724], 50331648
+    jnz 1f
+1:
+    movzx ebp, byte ptr [r15 + 192]
+    mov esi, 219
+    movzx esi, byte ptr [r15 + 448]
+    mov ecx, dword ptr [r15 + 384]
     jmp 1f
 1:
     add r11, 64
@@ -16479,120 +16341,115 @@ ditto_body_c1:
     dec r13
     jz .Lc1_b7_done
 .Lc1_b7_c4:
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 0], ymm12
-    mov dword ptr [r15 + 0], ecx
-    mov qword ptr [r15 + 0], rbp
-    mov ecx, r9d
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov ecx, r9d
-    and ebp, dword ptr [r15 + 0]
-    mov r9, r11
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    and r9, 4032
-    movzx eax, byte ptr [r15 + r9 + 3392]
-    mov rdx, qword ptr [r15 + 384]
-    mov r9d, 38
-    mov dword ptr [r15 + 448], 67
-    mov r9, rax
-    mov byte ptr [r15 + 384], bpl
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d13248_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d13248_j_t
+.Lc1_d13248_j:
+    vpcmpeqb xmm10, xmm10, xmmword ptr [r15 + 576]
+    vpcmpeqb xmm10, xmm10, xmm4
+    mov ecx, eax
+    movsxd rsi, dword ptr [r15 + 448]
+    mov eax, dword ptr [r15 + 384]
     test ebx, 1073741824
     jz 1f
 1:
-    movzx eax, r8b
-    mov r8d, eax
-    mov rbp, r11
-    movsxd rax, dword ptr [r15 + 64]
-    and rbp, 448
-    add rax, qword ptr [r15 + rbp + 832]
-    mov dword ptr [r15 + 320], 28
     jmp 1f
 1:
-    mov rbp, rax
-    mov ebp, ebp
-    movzx ebp, byte ptr [r15 + 512]
+    mov ecx, 12
+    movsxd rax, dword ptr [r15 + 128]
+    mov rbp, r10
+    movzx ecx, cl
+    and rbp, 8128
+    movsxd rcx, dword ptr [r15 + rbp + 7488]
+    test dword ptr [r15 + 67117723], 18874368
+    jnz 1f
+1:
+    mov ebp, eax
+    jmp 1f
+1:
+    mov rax, rcx
+    mov qword ptr [r15 + 640], rsi
     test ebx, 1073741824
     jnz 1f
 1:
-    mov dword ptr [r15 + 192], r8d
-    mov r8d, 162
-    mov r9, r11
-    mov eax, dword ptr [r15 + 256]
-    mov r8d, dword ptr [r15 + 640]
-    mov ebp, 188
-    and r9, 8128
-    vmovq qword ptr [r15 + r9 + 7488], xmm12
-    jmp 1f
+    mov rbp, r10
+    mov r8, r11
+    movzx eax, byte ptr [r15 + 512]
+    and rbp, 448
+    mov ecx, dword ptr [r15 + rbp + 832]
+    and r8, 4032
+    mov ebp, dword ptr [r15 + r8 + 3392]
+    mov r8d, 50
+    mov rsi, qword ptr [r15 + 320]
+    test ebx, 1073741824
+    jnz 1f
 1:
-    mov r9, qword ptr [r15 + 128]
+    mov ebp, edi
+    and eax, dword ptr [r15 + 320]
+    movzx r8d, byte ptr [r15 + 64]
+    movsxd rdi, dword ptr [r15 + 256]
     add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b7_done
 .Lc1_b7_c5:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 8
-    setz al
-    lea rcx, [rip + .Lc1_d13281_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d13281_s_t
-    .p2align 3
-.Lc1_d13281_s:
-    .p2align 3
-    jmp .Lc1_d13281_j
-    .p2align 3
-    jmp .Lc1_d13281_j
-.Lc1_d13281_j:
+    lea rcx, [rip + .Lc1_d13294_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d13294_j_t
+.Lc1_d13294_j:
+    mov r9, r11
+    mov byte ptr [r15 + 192], al
+    and r9, 1984
+    movsxd rax, dword ptr [r15 + r9 + 1344]
+    movzx r9d, r9b
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx esi, byte ptr [r15 + 704]
-    jmp 1f
-1:
-    movzx eax, cl
-    movzx ecx, byte ptr [r15 + 320]
-    vmovq xmm12, rsi
-    mov rbp, r11
-    test dword ptr [r15 + 67117724], 524305
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], ecx
+    test ebx, 1073741824
     jz 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, byte ptr [r15 + 512]
     jmp 1f
 1:
-    mov r8, r11
-    and rbp, 1984
-    movsxd rcx, dword ptr [r15 + rbp + 1344]
-    and r8, 8128
-    mov dword ptr [r15 + r8 + 7488], eax
-    movsxd r9, dword ptr [r15 + 128]
-    mov r8, r9
+    movzx ecx, al
+    mov byte ptr [r15 + 320], al
+    test ebx, 244672
+    jz 1f
+1:
+    mov rbp, r10
+    mov r9, r11
+    mov eax, 178
+    and rbp, 448
+    movsxd rdi, dword ptr [r15 + rbp + 832]
+    mov ecx, 25
+    and r9, 4032
+    movzx ecx, byte ptr [r15 + r9 + 3392]
+    mov r9, qword ptr [r15 + 64]
+    test ebx, 1073741824
+    jz 1f
+1:
+    vmovdqu xmm10, xmmword ptr [r15 + 448]
+    movsxd r9, dword ptr [r15 + 384]
+    mov byte ptr [r15 + 256], dil
+    movzx edx, dil
+    movzx edi, byte ptr [r15 + 64]
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx esi, r8b
-    mov rcx, qword ptr [r15 + 64]
-    mov r8d, dword ptr [r15 + 64]
-    mov byte ptr [r15 + 384], bpl
-    mov ebp, 30
-    test dword ptr [r15 + 67117724], 128
-    jz 1f
-1:
+    mov rdi, rdi
     jmp 1f
 1:
-    mov r9d, 248
-    mov byte ptr [r15 + 512], bpl
+    movzx edi, cl
     jmp 1f
 1:
-    mov rbp, qword ptr [r15 + 256]
+    mov dword ptr [r15 + 128], 178
     add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b7_done
@@ -16600,47 +16457,47 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov rax, qword ptr [r15 + 576]
-    mov ebp, dword ptr [r15 + 192]
-    inc dword ptr [r15 + 384]
-    mov qword ptr [r15 + 64], rbp
-    mov ebp, dword ptr [r15 + 448]
-    movsxd r9, dword ptr [r15 + 256]
-    test dword ptr [r15 + 67117723], 1048576
+    mov rcx, qword ptr [r15 + 320]
+    mov eax, dword ptr [r15 + 512]
+    mov byte ptr [r15 + 448], cl
+    mov rbp, r11
+    mov rdx, qword ptr [r15 + 128]
+    and rbp, 4032
+    mov ecx, dword ptr [r15 + rbp + 3392]
+    movsxd rbp, dword ptr [r15 + 256]
+    test dword ptr [r15 + 67117723], 1048608
     jz 1f
 1:
     mov ebp, eax
-    mov r8, r11
-    movzx esi, r9b
-    and r8, 1984
-    mov dword ptr [r15 + r8 + 1344], 201
+    movzx ebp, bpl
+    mov dword ptr [r15 + 768], 206
     jmp 1f
 1:
-    mov byte ptr [r15 + 0], r8b
-    mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 67117724], 1073741888
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r9d, dword ptr [r15 + 448]
-    mov dword ptr [r15 + 320], 107
-    mov rbp, r11
-    movsxd r8, dword ptr [r15 + 512]
-    and rbp, 4032
-    mov qword ptr [r15 + rbp + 3392], rbp
-    movzx ebp, byte ptr [r15 + 128]
-    test ebx, 1073741824
+    movzx eax, byte ptr [r15 + 128]
+    mov byte ptr [r15 + 704], al
+    test dword ptr [r15 + 67117724], 1073741892
     jz 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 145
+    movsxd rax, dword ptr [r15 + 192]
+    movsxd rbp, dword ptr [r15 + 384]
+    test ebx, 1073741824
+    jnz 1f
+1:
     jmp 1f
 1:
     mov rbp, r11
-    mov r9, qword ptr [r15 + 128]
+    mov qword ptr [r15 + 64], rdx
     jmp 1f
 1:
-    and rbp, 448
-    movzx eax, byte ptr [r15 + rbp + 832]
-    mov dword ptr [r15 + 768], 36
+    and rbp, 8128
+    mov r9, r11
+    movzx edx, byte ptr [r15 + rbp + 7488]
+    and r9, 1984
+    movzx ebp, byte ptr [r15 + r9 + 1344]
     add r11, 64
     inc rbx
     dec r13
@@ -16649,54 +16506,63 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d13370_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d13370_j_t
-.Lc1_d13370_j:
-    mov rbp, r11
-    mov rcx, rax
-    jmp 1f
-1:
-    mov dword ptr [r15 + 192], 217
-    mov r8, r11
-    and rbp, 8128
-    mov dword ptr [r15 + rbp + 7488], 75
-    and r8, 448
-    mov byte ptr [r15 + r8 + 832], r8b
-    jmp 1f
-1:
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 15
+    lea rcx, [rip + .Lc1_d13388_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d13388_s_t
+    .p2align 3
+.Lc1_d13388_s:
+    .p2align 3
+    jmp .Lc1_d13388_j
+    .p2align 3
+    jmp .Lc1_d13388_j
+    .p2align 3
+    jmp .Lc1_d13388_j
+    .p2align 3
+    jmp .Lc1_d13388_j
+    .p2align 3
+    jmp .Lc1_d13388_j
+    .p2align 3
+    jmp .Lc1_d13388_j
+    .p2align 3
+    jmp .Lc1_d13388_j
+    .p2align 3
+    jmp .Lc1_d13388_j
+    .p2align 3
+    jmp .Lc1_d13388_j
+    .p2align 3
+    jmp .Lc1_d13388_j
+    .p2align 3
+    jmp .Lc1_d13388_j
+    .p2align 3
+    jmp .Lc1_d13388_j
+    .p2align 3
+    jmp .Lc1_d13388_j
+    .p2align 3
+    jmp .Lc1_d13388_j
+    .p2align 3
+    jmp .Lc1_d13388_j
+    .p2align 3
+    jmp .Lc1_d13388_j
+.Lc1_d13388_j:
+    mov dword ptr [r15 + 512], 175
+    mov dword ptr [r15 + 384], 186
+    mov dword ptr [r15 + 576], eax
+    mov rbp, r10
     test ebx, 1073741824
     jz 1f
 1:
-    mov r8d, ebp
-    mov dword ptr [r15 + 0], 50
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 248
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, ebp
+    and rbp, 448
+    mov rax, qword ptr [r15 + rbp + 832]
     test ebx, 1073741824
     jnz 1f
 1:
-    vpor xmm12, xmm12, xmm12
-    mov r8d, r8d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], ecx
-    mov qword ptr [r15 + 64], r8
-    movzx ecx, byte ptr [r15 + 512]
-    test dword ptr [r15 + 67117724], 1779073
-    jz 1f
-1:
-    mov rbp, r11
-    mov dword ptr [r15 + 256], 73
-    mov dword ptr [r15 + 320], 122
-    movsxd rcx, dword ptr [r15 + 128]
-    and rbp, 4032
-    vmovdqu ymmword ptr [r15 + rbp + 3392], ymm12
-    mov ebp, dword ptr [r15 + 384]
-    mov r8, qword ptr [r15 + 640]
+    mov rbp, rbp
+    mov ecx, ecx
     add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jnz .Lc1_b7_c0
@@ -16712,52 +16578,64 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov rbp, r10
-    mov byte ptr [r15 + 448], cl
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 15
+    lea rcx, [rip + .Lc1_d13436_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d13436_s_t
+    .p2align 3
+.Lc1_d13436_s:
+    .p2align 3
+    jmp .Lc1_d13436_j
+    .p2align 3
+    jmp .Lc1_d13436_j
+    .p2align 3
+    jmp .Lc1_d13436_j
+    .p2align 3
+    jmp .Lc1_d13436_j
+    .p2align 3
+    jmp .Lc1_d13436_j
+    .p2align 3
+    jmp .Lc1_d13436_j
+    .p2align 3
+    jmp .Lc1_d13436_j
+    .p2align 3
+    jmp .Lc1_d13436_j
+    .p2align 3
+    jmp .Lc1_d13436_j
+    .p2align 3
+    jmp .Lc1_d13436_j
+    .p2align 3
+    jmp .Lc1_d13436_j
+    .p2align 3
+    jmp .Lc1_d13436_j
+    .p2align 3
+    jmp .Lc1_d13436_j
+    .p2align 3
+    jmp .Lc1_d13436_j
+    .p2align 3
+    jmp .Lc1_d13436_j
+    .p2align 3
+    jmp .Lc1_d13436_j
+.Lc1_d13436_j:
+    mov rbp, r11
     and rbp, 16320
-    movzx r8d, byte ptr [r15 + rbp + 15680]
-    mov r9, r10
-    movzx ebp, bpl
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and r9, 448
-    mov ebp, dword ptr [r15 + r9 + 832]
-    mov r9, r9
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movsxd r9, dword ptr [r15 + 256]
-    mov rbp, rbp
-    movzx r8d, r8b
-    test ebx, 1073741824
-    jnz 1f
-1:
-    lea r9, [r10 + r10*1]
-    mov dword ptr [r15 + 512], 171
-    and r9, 1984
-    mov dword ptr [r15 + r9 + 1408], 146
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov esi, dword ptr [r15 + 640]
-    mov rbp, qword ptr [r15 + 448]
+    vmovq qword ptr [r15 + rbp + 15680], xmm10
+    mov r8, r10
     test ebx, 1073741824
     jz 1f
 1:
-    mov dword ptr [r15 + 512], r8d
-    mov r8, qword ptr [r15 + 128]
-    movsxd rbp, dword ptr [r15 + 576]
-    test dword ptr [r15 + 67117723], 8192
+    test ebx, 1073741824
     jz 1f
 1:
-    vmovq qword ptr [r15 + r9 + 1344], xmm12
-    movzx r9d, byte ptr [r15 + 320]
-    test dword ptr [r15 + 67117724], 64
-    jz 1f
+    and r8, 4032
+    movsxd r9, dword ptr [r15 + r8 + 3392]
+    test ebx, 1073741824
+    jnz 1f
 1:
-    mov r9d, r9d
-    movzx r9d, byte ptr [r15 + 192]
+    test ebx, 1073741824
+    jnz 1f
+1:
     add r11, 64
     add r10, r11
     inc rbx
@@ -16767,60 +16645,53 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 2
-    setz al
-    lea rcx, [rip + .Lc1_d13469_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d13469_s_t
-    .p2align 3
-.Lc1_d13469_s:
-    .p2align 3
-    jmp .Lc1_d13469_j
-    .p2align 3
-    jmp .Lc1_d13469_j
-.Lc1_d13469_j:
+    lea rcx, [rip + .Lc1_d13480_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d13480_j_t
+.Lc1_d13480_j:
     mov rbp, r10
     and rbp, 448
-    mov ecx, dword ptr [r15 + rbp + 832]
-    mov rbp, qword ptr [r15 + 448]
+    mov qword ptr [r15 + rbp + 832], rcx
+    mov byte ptr [r15 + 320], cl
     test ebx, 1073741824
     jz 1f
 1:
-    mov r9d, eax
-    movzx r9d, r8b
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r9, qword ptr [r15 + 320]
-    mov r8d, dword ptr [r15 + 512]
-    test dword ptr [r15 + 67117724], 512
-    jnz 1f
-1:
-    movsxd rsi, dword ptr [r15 + 192]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movsxd rax, dword ptr [r15 + 448]
-    mov r8, r10
     movsxd rbp, dword ptr [r15 + 64]
+    mov dword ptr [r15 + 448], 248
+    test dword ptr [r15 + 67117723], 1048576
+    jnz 1f
+1:
+    mov r8d, dword ptr [r15 + 128]
+    movzx r9d, dl
     test ebx, 1073741824
     jz 1f
 1:
-    mov rbp, r10
-    and r8, 4032
-    movsxd rcx, dword ptr [r15 + r8 + 3392]
-    and rbp, 8128
-    movzx r8d, byte ptr [r15 + rbp + 7488]
+    lea rbp, [r10 + r10*1]
+    mov r9, r10
+    mov r8d, dword ptr [r15 + 448]
+    and r9, 8128
+    mov qword ptr [r15 + r9 + 7488], rcx
+    test bl, 16
+    jnz 1f
+1:
+    and rbp, 1984
+    movsxd rax, dword ptr [r15 + rbp + 1344]
+    movsxd rcx, dword ptr [r15 + 256]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov dword ptr [r15 + 256], ecx
-    mov dword ptr [r15 + 384], 20
+    movzx ecx, byte ptr [r15 + 768]
+    mov dword ptr [r15 + 320], eax
     test ebx, 1073741824
     jnz 1f
 1:
-    mov qword ptr [r15 + 384], rdi
+    mov r9, qword ptr [r15 + 384]
+    mov eax, ecx
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movsxd r8, dword ptr [r15 + 512]
+    movsxd rcx, dword ptr [r15 + rbp + 1408]
     add r11, 64
     add r10, r11
     inc rbx
@@ -16830,67 +16701,53 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 15
-    lea rcx, [rip + .Lc1_d13520_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d13520_s_t
-    .p2align 3
-.Lc1_d13520_s:
-    .p2align 3
-    jmp .Lc1_d13520_j
-    .p2align 3
-    jmp .Lc1_d13520_j
-    .p2align 3
-    jmp .Lc1_d13520_j
-    .p2align 3
-    jmp .Lc1_d13520_j
-    .p2align 3
-    jmp .Lc1_d13520_j
-    .p2align 3
-    jmp .Lc1_d13520_j
-    .p2align 3
-    jmp .Lc1_d13520_j
-    .p2align 3
-    jmp .Lc1_d13520_j
-    .p2align 3
-    jmp .Lc1_d13520_j
-    .p2align 3
-    jmp .Lc1_d13520_j
-    .p2align 3
-    jmp .Lc1_d13520_j
-    .p2align 3
-    jmp .Lc1_d13520_j
-    .p2align 3
-    jmp .Lc1_d13520_j
-    .p2align 3
-    jmp .Lc1_d13520_j
-    .p2align 3
-    jmp .Lc1_d13520_j
-    .p2align 3
-    jmp .Lc1_d13520_j
-.Lc1_d13520_j:
-    mov rbp, r10
-    and rbp, 1984
-    mov rcx, qword ptr [r15 + rbp + 1344]
-    test ebx, 1280
-    jnz 1f
+    mov r8, r11
+    and r8, 8128
+    mov byte ptr [r15 + r8 + 7488], al
+    mov byte ptr [r15 + 64], r8b
+    movzx r8d, byte ptr [r15 + 448]
+    test ebx, 1073741824
+    jz 1f
 1:
+    mov rbp, r11
     .byte 0x66, 0x90
+    movzx eax, bpl
     test ebx, 1073741824
     jz 1f
 1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx ebp, byte ptr [r15 + 128]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov ecx, 147
-    test dword ptr [r15 + 67117723], 1078094465
+    and rbp, 4032
+    mov dword ptr [r15 + rbp + 3392], 229
+    mov ebp, 39
+    movsxd rbp, dword ptr [r15 + 256]
+    test dword ptr [r15 + 67117724], 536870920
     jz 1f
 1:
+    mov byte ptr [r15 + 0], bpl
+    mov ebp, 83
+    test dword ptr [r15 + 67117723], 268435456
+    jz 1f
+1:
+    vpcmpeqb xmm10, xmm10, xmm5
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, ebp
+    test dword ptr [r15 + 67117724], 8650752
+    jnz 1f
+1:
+    movsxd rax, dword ptr [r15 + 384]
+    movsxd rbp, dword ptr [r15 + 128]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r8, r10
+    mov rbp, rax
+    mov qword ptr [r15 + 192], r8
+    and r8, 448
+    movsxd rax, dword ptr [r15 + r8 + 832]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r8d, dword ptr [r15 + 512]
+    mov dword ptr [r15 + 576], 62
     add r11, 64
     add r10, r11
     inc rbx
@@ -16900,114 +16757,117 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rbp, [r10 + r10*1]
-    and rbp, 1984
-    mov dword ptr [r15 + rbp + 1344], ebp
-    mov qword ptr [r15 + 128], rcx
-    mov ecx, dword ptr [r15 + 64]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov eax, dword ptr [r15 + 512]
-    mov byte ptr [r15 + 64], bpl
-    mov esi, dword ptr [r15 + 128]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rdi, qword ptr [r15 + 320]
-    mov r8, rbp
-    movsxd rcx, dword ptr [r15 + 384]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov ecx, r8d
-    movzx r8d, r8b
-    mov r8d, esi
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 134217728
+    setz al
+    lea rcx, [rip + .Lc1_d13576_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d13576_s_t
+    .p2align 3
+.Lc1_d13576_s:
+    .p2align 3
+    jmp .Lc1_d13576_j
+    .p2align 3
+    jmp .Lc1_d13576_j
+.Lc1_d13576_j:
+    movzx ecx, byte ptr [r15 + 128]
+    movzx eax, cl
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r8d, r8d
-    mov qword ptr [r15 + 512], rcx
-    mov edx, 100
+    mov byte ptr [r15 + 64], cl
+    mov ecx, dword ptr [r15 + 320]
     test ebx, 1073741824
     jz 1f
 1:
-    movzx ecx, byte ptr [r15 + 320]
-    movzx r8d, dil
-    mov byte ptr [r15 + 64], dl
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + rbp + 1408], 217
+    mov r9, r10
     mov r8, r10
-    mov dword ptr [r15 + 192], edx
-    and r8, 4032
-    mov dword ptr [r15 + r8 + 3392], ecx
-    test dword ptr [r15 + 67117724], 4225
+    mov ecx, 236
+    test ebx, 1073741824
     jz 1f
 1:
-    mov r8d, dword ptr [r15 + 128]
-    mov dword ptr [r15 + 448], edx
-    movzx edx, byte ptr [r15 + 704]
+    and r8, 4032
+    mov edx, dword ptr [r15 + r8 + 3392]
+    and r9, 1984
+    mov dword ptr [r15 + r9 + 1344], eax
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + 320], ecx
+    mov ecx, ecx
+    test ebx, 1073741824
+    jnz 1f
+1:
+    add r8, qword ptr [r15 + 384]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov byte ptr [r15 + 64], dl
+    mov qword ptr [r15 + 512], rcx
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx edx, byte ptr [r15 + 640]
+    mov ebp, edx
+    test ebx, 1073741824
+    jz 1f
+1:
+    add r8, qword ptr [r15 + 192]
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jnz .Lc1_b8_c0
 .Lc1_b8_done:
-// block 9: 128 bytes, 1 chunk(s), 29 chunk executions per call
+// block 9: 128 bytes, 1 chunk(s), 40 chunk executions per call
     mov rbx, qword ptr [r15 + 67117808]
-    lea rcx, [rbx + 29]
+    lea rcx, [rbx + 40]
     mov qword ptr [r15 + 67117808], rcx
-    mov r13d, 29
+    mov r13d, 40
     jmp .Lc1_b9_c0
     .p2align 6
 .Lc1_b9_c0:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov rax, qword ptr [r15 + 0]
+    mov r8, qword ptr [r15 + 0]
+    test ecx, edi
     test ebx, 1073741824
     jz 1f
 1:
-    vpcmpeqb xmm12, xmm12, xmm7
+    mov ecx, 84
     test ebx, 7416
     jz 1f
 1:
-    mov byte ptr [r15 + 0], al
+    mov byte ptr [r15 + 0], r8b
     test ebx, 1073741824
     jnz 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu ymmword ptr [r15 + 64], ymm10
     test ebx, 1073741824
     jnz 1f
 1:
-    mov dword ptr [r15 + 0], 83
+    movsxd r8, dword ptr [r15 + 192]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov eax, 131
+    mov byte ptr [r15 + 448], r8b
     test ebx, 6144
     jnz 1f
 1:
-    mov eax, eax
+    movsxd r8, dword ptr [r15 + 576]
+    and r8d, dword ptr [r15 + 320]
     test ebx, 1073741824
     jz 1f
 1:
+    mov ebp, 36
     test ebx, 1073741824
     jnz 1f
 1:
-    mov dword ptr [r15 + 320], eax
+    jmp 1f
+1:
     test ebx, 1073741824
     jz 1f
 1:
-    movzx ecx, byte ptr [r15 + 448]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    vmovdqu ymmword ptr [r15 + 64], ymm12
-    test dword ptr [r15 + 67117724], 307365824
-    jz 1f
-1:
+    mov ebp, r8d
     inc rbx
     dec r13
     jnz .Lc1_b9_c0
@@ -17020,156 +16880,166 @@ ditto_body_c1:
     jmp .Lc1_b10_c0
     .p2align 6
 .Lc1_b10_c0:
-    lea rcx, [rip + .Lc1_d13660_j]
+    lea rcx, [rip + .Lc1_d13669_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d13660_j_t
-.Lc1_d13660_j:
-    movzx ecx, byte ptr [r15 + 384]
-    movzx eax, byte ptr [r15 + 192]
-    movsxd r8, dword ptr [r15 + 256]
-    mov edx, edx
-    movsxd rdx, dword ptr [r15 + 64]
+    jmp .Lc1_d13669_j_t
+.Lc1_d13669_j:
+    movzx r8d, byte ptr [r15 + 128]
+    movsxd rcx, dword ptr [r15 + 704]
+    movsxd rbp, dword ptr [r15 + 64]
+    mov edx, dword ptr [r15 + 448]
+    mov dword ptr [r15 + 0], r8d
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rdx, qword ptr [r15 + 384]
-    mov qword ptr [r15 + 320], r8
-    mov dword ptr [r15 + 128], r8d
-    mov dword ptr [r15 + 512], edx
-    mov eax, 248
+    mov dword ptr [r15 + 0], edx
+    mov rcx, rdx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + 0], 237
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 128], rcx
+    mov rcx, rcx
+    mov r9, r11
     test ebx, 1073741824
     jz 1f
 1:
-    mov rcx, rdx
-    mov r8, r10
-    movzx ecx, cl
-    and r8, 448
-    mov dword ptr [r15 + r8 + 832], 217
-    lea rbp, [r10 + r10*1]
-    mov r8, rax
+    and r9, 1984
+    mov r8d, dword ptr [r15 + r9 + 1344]
+    mov r9d, eax
+    vpmovmskb r9d, xmm10
+    mov r9d, 129
     test ebx, 1073741824
     jz 1f
+1:
+    mov r9, r11
+    movzx ecx, r8b
+    movzx r8d, al
+    and r9, 4032
+    mov qword ptr [r15 + r9 + 3392], rcx
+    mov rbp, r10
+    mov dword ptr [r15 + 384], r9d
+    test ebx, 1073741824
+    jnz 1f
 1:
     and rbp, 8128
-    mov dword ptr [r15 + rbp + 7488], eax
-    mov eax, dword ptr [r15 + 128]
-    mov r8d, dword ptr [r15 + 768]
-    mov edi, dword ptr [r15 + 64]
-    mov rdx, qword ptr [r15 + 704]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov qword ptr [r15 + 576], r9
-    movsxd r9, dword ptr [r15 + 320]
-    mov r8, r10
-    vpcmpeqb xmm12, xmm12, xmmword ptr [r15 + rbp + 7552]
-    and r8, 1984
-    movsxd rbp, dword ptr [r15 + r8 + 1344]
+    mov r8, qword ptr [r15 + rbp + 7488]
+    mov dword ptr [r15 + 192], ecx
+    mov esi, dword ptr [r15 + 320]
+    movsxd r9, dword ptr [r15 + 512]
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b10_done
 .Lc1_b10_c1:
-    movzx r8d, byte ptr [r15 + 128]
-    mov dword ptr [r15 + 384], 38
-    .byte 0x0f, 0x1f, 0x00
-    mov r9d, ebp
-    movsxd rdi, dword ptr [r15 + 128]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 7
+    lea rcx, [rip + .Lc1_d13722_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d13722_s_t
+    .p2align 3
+.Lc1_d13722_s:
+    .p2align 3
+    jmp .Lc1_d13722_j
+    .p2align 3
+    jmp .Lc1_d13722_j
+    .p2align 3
+    jmp .Lc1_d13722_j
+    .p2align 3
+    jmp .Lc1_d13722_j
+    .p2align 3
+    jmp .Lc1_d13722_j
+    .p2align 3
+    jmp .Lc1_d13722_j
+    .p2align 3
+    jmp .Lc1_d13722_j
+    .p2align 3
+    jmp .Lc1_d13722_j
+.Lc1_d13722_j:
+    mov dword ptr [r15 + 256], eax
+    mov byte ptr [r15 + 512], al
+    test dword ptr [r15 + 67117723], 512
+    jnz 1f
+1:
+    mov dword ptr [r15 + 768], 139
+    mov edi, ecx
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rbp, r10
+    mov dword ptr [r15 + 384], 237
+    movzx ecx, byte ptr [r15 + 128]
     test ebx, 1073741824
     jz 1f
 1:
-    movzx ebp, byte ptr [r15 + 576]
-    and edi, dword ptr [r15 + 64]
-    mov dword ptr [r15 + 192], 16
-    mov r8d, r8d
-    movzx ecx, byte ptr [r15 + 448]
-    test ebx, 1073741824
-    jnz 1f
+    and rbp, 8128
+    mov eax, dword ptr [r15 + rbp + 7488]
+    movzx ebp, byte ptr [r15 + 64]
+    mov r9, r11
+    test ebx, 256
+    jz 1f
 1:
-    lea r8, [r10 + r10*1]
-    mov edx, dword ptr [r15 + 384]
-    and r8, 4032
-    mov rbp, r10
-    movzx edi, byte ptr [r15 + r8 + 3392]
-    mov dword ptr [r15 + r8 + 3456], 85
-    and rbp, 448
-    mov rcx, qword ptr [r15 + rbp + 832]
-    mov r8d, 164
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov byte ptr [r15 + 64], dl
-    movzx edx, byte ptr [r15 + 640]
-    mov ebp, 226
-    mov ebp, dword ptr [r15 + 256]
-    mov r9, r10
-    or qword ptr [r15 + 768], 11
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and r9, 16320
-    mov edi, dword ptr [r15 + r9 + 15680]
-    mov byte ptr [r15 + 704], r9b
-    mov dword ptr [r15 + 64], ebp
-    mov qword ptr [r15 + 128], rdi
-    inc dword ptr [r15 + 320]
+    and r9, 448
+    movzx eax, byte ptr [r15 + r9 + 832]
+    mov edi, edi
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b10_done
 .Lc1_b10_c2:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 16
-    setz al
-    lea rcx, [rip + .Lc1_d13753_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d13753_s_t
-    .p2align 3
-.Lc1_d13753_s:
-    .p2align 3
-    jmp .Lc1_d13753_j
-    .p2align 3
-    jmp .Lc1_d13753_j
-.Lc1_d13753_j:
-    movzx eax, byte ptr [r15 + 320]
-    mov r9, rcx
-    mov r8, r10
-    mov dword ptr [r15 + 320], esi
-    and r8, 8128
-    movzx ecx, byte ptr [r15 + r8 + 7488]
+    mov rbp, r11
+    and rbp, 4032
+    movzx edi, byte ptr [r15 + rbp + 3392]
+    mov dword ptr [r15 + 0], edx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx edi, bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, 117
+    movzx esi, byte ptr [r15 + 320]
     test ebx, 384
     jnz 1f
 1:
-    mov r8, r10
-    mov dword ptr [r15 + 192], 244
-    movzx r9d, byte ptr [r15 + 384]
-    and r8, 4032
-    mov rcx, qword ptr [r15 + r8 + 3392]
+    lock xadd qword ptr [r15 + 256], rdi
+    mov ebp, dword ptr [r15 + 320]
+    mov r9d, 144
+    mov rax, rsi
+    movzx esi, sil
     test ebx, 1073741824
+    jnz 1f
+1:
+    movzx ebp, byte ptr [r15 + 384]
+    mov dword ptr [r15 + 576], eax
+    mov r8, r11
+    mov edi, edi
+    and r8, 1984
+    mov qword ptr [r15 + r8 + 1344], rax
+    mov qword ptr [r15 + 512], rax
+    movzx esi, byte ptr [r15 + 128]
+    test ebx, 640
     jz 1f
 1:
-    vmovdqu ymmword ptr [r15 + 448], ymm12
-    mov esi, 144
-    movzx r8d, byte ptr [r15 + 256]
-    test dword ptr [r15 + 67117724], 1342177284
-    jz 1f
-1:
-    mov qword ptr [r15 + 512], r9
-    mov r9d, 119
-    mov r8, r9
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r9d, dword ptr [r15 + 512]
-    movsxd rax, dword ptr [r15 + 448]
-    movzx ecx, cl
+    movzx esi, byte ptr [r15 + 448]
+    mov eax, 143
+    mov dword ptr [r15 + 192], 138
+    mov r8, qword ptr [r15 + 64]
+    mov dword ptr [r15 + 64], eax
     add r11, 64
-    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b10_done
@@ -17177,47 +17047,52 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea r8, [r10 + r10*1]
-    mov r9, r10
-    and r8, 4032
-    mov eax, dword ptr [r15 + r8 + 3392]
-    mov ecx, dword ptr [r15 + 192]
-    and r9, 448
-    mov esi, dword ptr [r15 + r9 + 832]
-    mov qword ptr [r15 + 384], rax
-    lea r9, [r10 + r10*1]
-    mov rax, rax
-    test dword ptr [r15 + 67117723], 16640
+    lea rcx, [rip + .Lc1_d13810_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d13810_j_t
+.Lc1_d13810_j:
+    mov ecx, dword ptr [r15 + 512]
+    movzx r9d, byte ptr [r15 + 640]
+    mov dword ptr [r15 + 320], r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 256
     jnz 1f
 1:
-    movzx eax, byte ptr [r15 + 128]
-    and r9, 1984
-    movzx ecx, byte ptr [r15 + r9 + 1344]
-    mov dword ptr [r15 + r8 + 3456], r9d
-    mov esi, 227
-    test dword ptr [r15 + 67117723], 524288
-    jz 1f
-1:
-    movzx eax, byte ptr [r15 + 704]
-    movzx r8d, byte ptr [r15 + 512]
-    movzx ecx, sil
-    mov ecx, dword ptr [r15 + 512]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, byte ptr [r15 + 192]
+    mov r9, r11
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx esi, cl
-    movzx ecx, byte ptr [r15 + 448]
-    movsxd rsi, dword ptr [r15 + 64]
-    movsxd r8, dword ptr [r15 + r9 + 1408]
-    test dword ptr [r15 + 67117724], 1048576
+    mov eax, 252
+    and r9, 8128
+    mov r8d, dword ptr [r15 + r9 + 7488]
+    movzx r9d, r9b
+    test ebx, 1073741824
     jz 1f
 1:
-    movsxd rsi, dword ptr [r15 + 576]
+    movzx r9d, cl
+    mov rdi, r8
+    mov dword ptr [r15 + 128], eax
+    mov rbp, r11
+    mov r8d, dword ptr [r15 + 448]
+    mov r9, r11
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and rbp, 448
+    movzx eax, byte ptr [r15 + rbp + 832]
+    and r9, 1984
+    movsxd rdi, dword ptr [r15 + r9 + 1344]
     mov r9, r8
-    mov qword ptr [r15 + 768], r8
-    movsxd r8, dword ptr [r15 + 640]
+    test dword ptr [r15 + 67117723], 562036736
+    jz 1f
+1:
+    mov qword ptr [r15 + 256], rdi
+    mov qword ptr [r15 + 64], r9
+    movsxd r9, dword ptr [r15 + 384]
     add r11, 64
-    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b10_done
@@ -17225,102 +17100,105 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d13841_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d13841_j_t
-.Lc1_d13841_j:
-    movzx ecx, byte ptr [r15 + 384]
-    mov dword ptr [r15 + 320], ecx
-    mov rbp, r10
-    lea r9, [r10 + r10*1]
-    and rbp, 4032
-    mov qword ptr [r15 + rbp + 3392], rcx
-    and r9, 8128
-    movsxd rax, dword ptr [r15 + r9 + 7552]
-    mov dword ptr [r15 + 128], r9d
-    mov rcx, qword ptr [r15 + 256]
+    movzx r8d, byte ptr [r15 + 256]
+    mov rax, rdx
+    add rdi, qword ptr [r15 + 128]
+    mov r9, r11
+    mov qword ptr [r15 + 768], rdi
+    and r9, 4032
+    mov byte ptr [r15 + r9 + 3392], r9b
+    test dword ptr [r15 + 67117723], 69634
+    jz 1f
+1:
+    mov r8, r11
+    movzx r9d, byte ptr [r15 + 192]
+    and r8, 8128
+    mov dword ptr [r15 + r8 + 7488], r9d
+    mov r8d, 240
+    mov r8d, 153
+    test dword ptr [r15 + 67117724], 256
+    jz 1f
+1:
+    mov dword ptr [r15 + 512], r9d
+    mov r8, r11
+    mov r9, qword ptr [r15 + 448]
+    and r8, 448
+    mov eax, dword ptr [r15 + r8 + 832]
+    movsxd r8, dword ptr [r15 + 704]
+    .byte 0x66, 0x90
+    test dword ptr [r15 + 67117723], 1073741824
+    jz 1f
+1:
+    mov rax, qword ptr [r15 + 320]
+    mov r9d, edi
+    movzx edi, r8b
+    movsxd r9, dword ptr [r15 + 384]
     test ebx, 1073741824
     jz 1f
 1:
-    mov ecx, 104
-    movsxd rcx, dword ptr [r15 + 192]
-    mov qword ptr [r15 + 512], rdi
-    movzx edi, al
-    mov edi, 198
-    test dword ptr [r15 + 67117723], 4
-    jz 1f
-1:
-    mov byte ptr [r15 + 320], bpl
-    lock xadd qword ptr [r15 + 256], rax
-    mov rbp, qword ptr [r15 + 384]
-    mov edi, edi
-    mov dword ptr [r15 + 128], edx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov edi, dword ptr [r15 + r9 + 7488]
-    mov r9d, dword ptr [r15 + 448]
-    mov rbp, r10
-    mov dword ptr [r15 + 64], 236
-    and rbp, 448
-    movzx eax, byte ptr [r15 + rbp + 832]
-    mov rbp, r9
+    mov edi, dword ptr [r15 + 384]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 128], rax
+    mov dword ptr [r15 + 64], 167
     add r11, 64
-    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b10_done
 .Lc1_b10_c5:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d13886_j]
+    lea rcx, [rip + .Lc1_d13897_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d13886_j_t
-.Lc1_d13886_j:
-    mov byte ptr [r15 + 512], al
-    movsxd rsi, dword ptr [r15 + 640]
-    mov dword ptr [r15 + 128], 104
-    mov r8d, dword ptr [r15 + 64]
-    mov rbp, r10
+    jmp .Lc1_d13897_j_t
+.Lc1_d13897_j:
+    movsxd r9, dword ptr [r15 + 384]
+    mov dword ptr [r15 + 0], edi
+    mov byte ptr [r15 + 0], r9b
+    mov qword ptr [r15 + 0], rdi
     test ebx, 1073741824
     jz 1f
 1:
-    and r9d, dword ptr [r15 + 448]
-    mov rax, r9
-    and rbp, 448
-    movsxd r9, dword ptr [r15 + rbp + 832]
+    mov dword ptr [r15 + 0], 202
+    mov r8, r9
+    movzx r8d, r9b
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rbp, rax
-    mov rax, qword ptr [r15 + 256]
-    movsxd rbp, dword ptr [r15 + 64]
+    mov r8, r11
+    mov r9d, 103
+    movzx r9d, byte ptr [r15 + 256]
+    and r8, 4032
+    mov dword ptr [r15 + r8 + 3392], ecx
+    mov r8, r11
     test ebx, 1073741824
     jnz 1f
 1:
-    movsxd rdx, dword ptr [r15 + 192]
-    mov r9d, 245
-    movsxd rcx, dword ptr [r15 + 320]
-    mov dword ptr [r15 + 192], eax
-    lea rbp, [r10 + r10*1]
-    mov r8, r10
-    test dword ptr [r15 + 67117724], 32
-    jz 1f
+    and r8, 1984
+    and r9d, dword ptr [r15 + r8 + 1344]
+    mov dword ptr [r15 + 576], r8d
+    mov byte ptr [r15 + 64], r8b
+    mov rsi, r9
+    test ebx, 640
+    jnz 1f
 1:
-    and r8, 8128
-    mov eax, dword ptr [r15 + r8 + 7488]
-    and rbp, 1984
-    mov dword ptr [r15 + rbp + 1344], edx
-    movsxd rdx, dword ptr [r15 + rbp + 1408]
+    movsxd r9, dword ptr [r15 + 64]
+    movsxd rcx, dword ptr [r15 + 192]
+    mov r8, qword ptr [r15 + 128]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movsxd r8, dword ptr [r15 + 320]
+    mov r9d, r8d
+    mov r8d, dword ptr [r15 + 512]
+    movsxd rcx, dword ptr [r15 + 448]
     test ebx, 1073741824
     jz 1f
 1:
-    mov edx, edx
-    mov qword ptr [r15 + 384], rax
-    mov rdx, rbp
+    mov r9, r11
+    mov byte ptr [r15 + 320], sil
+    and r9, 8128
+    mov qword ptr [r15 + r9 + 7488], r8
+    mov r9, r9
     add r11, 64
-    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b10_done
@@ -17328,45 +17206,45 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov rbp, r10
-    mov rax, qword ptr [r15 + 384]
-    and rbp, 8128
-    mov edx, dword ptr [r15 + rbp + 7488]
+    lea rcx, [rip + .Lc1_d13951_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d13951_j_t
+.Lc1_d13951_j:
+    mov r9d, 157
+    mov r9, r10
+    mov rcx, qword ptr [r15 + 64]
+    vmovdqu xmmword ptr [r15 + 128], xmm10
+    and r9, 1984
+    mov dword ptr [r15 + r9 + 1344], 67
+    test dword ptr [r15 + 67117724], 134221856
+    jz 1f
+1:
+    movsxd rcx, dword ptr [r15 + 640]
     mov r8, r10
-    movsxd rbp, dword ptr [r15 + 192]
-    and r8, 4032
-    mov ecx, dword ptr [r15 + r8 + 3392]
-    mov esi, dword ptr [r15 + 768]
-    test dword ptr [r15 + 67117723], 2048
-    jz 1f
-1:
-    mov qword ptr [r15 + 320], rax
-    movsxd rbp, dword ptr [r15 + 64]
-    mov rax, qword ptr [r15 + 384]
-    mov r8, qword ptr [r15 + 320]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov byte ptr [r15 + 320], al
-    movsxd rax, dword ptr [r15 + 448]
-    mov r8, qword ptr [r15 + 128]
-    movsxd rdx, dword ptr [r15 + 128]
-    test ebx, 1073741824
+    mov r9d, dword ptr [r15 + 512]
+    and r8, 448
+    movsxd rax, dword ptr [r15 + r8 + 832]
+    test dword ptr [r15 + 67117723], 2098176
     jnz 1f
 1:
+    mov r8d, ebp
+    mov r8, qword ptr [r15 + 704]
+    mov r9d, dword ptr [r15 + 128]
+    mov rax, qword ptr [r15 + 320]
     mov rbp, r10
-    mov dword ptr [r15 + 512], edx
-    mov edx, dword ptr [r15 + 64]
-    and rbp, 448
-    mov eax, dword ptr [r15 + rbp + 832]
-    mov ebp, 66
     test dword ptr [r15 + 67117724], 2
-    jz 1f
+    jnz 1f
 1:
-    mov ebp, 214
-    mov edx, r8d
-    mov dword ptr [r15 + 704], 196
-    vmovdqu xmmword ptr [r15 + 256], xmm12
+    mov ecx, dword ptr [r15 + 192]
+    and rbp, 4032
+    mov dword ptr [r15 + rbp + 3392], r8d
+    movsxd rax, dword ptr [r15 + 384]
+    test dword ptr [r15 + 67117724], 262656
+    jnz 1f
+1:
+    mov eax, 27
+    mov r8, qword ptr [r15 + 448]
+    mov byte ptr [r15 + 0], bpl
     add r11, 64
     add r10, r11
     inc rbx
@@ -17376,51 +17254,50 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 1048576
-    setz al
-    lea rcx, [rip + .Lc1_d13977_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d13977_s_t
-    .p2align 3
-.Lc1_d13977_s:
-    .p2align 3
-    jmp .Lc1_d13977_j
-    .p2align 3
-    jmp .Lc1_d13977_j
-.Lc1_d13977_j:
+    mov rbp, r10
     nop
-    vpcmpeqb xmm12, xmm12, xmmword ptr [r15 + 448]
-    mov ecx, edi
-    mov ecx, dword ptr [r15 + 128]
+    and rbp, 448
+    mov eax, dword ptr [r15 + rbp + 832]
+    movsxd rbp, dword ptr [r15 + 64]
+    mov dword ptr [r15 + 0], 28
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov byte ptr [r15 + 0], bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 256], ebp
+    mov ebp, dword ptr [r15 + 384]
+    test dword ptr [r15 + 67117723], 256
+    jz 1f
+1:
+    mov eax, ebp
+    vmovq qword ptr [r15 + 768], xmm10
+    mov rbp, qword ptr [r15 + 64]
+    mov r8d, dword ptr [r15 + 128]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx r8d, al
+    vmovq xmm10, rbp
+    mov rbp, qword ptr [r15 + 192]
+    mov r8d, dword ptr [r15 + 320]
+    test dword ptr [r15 + 67117724], 2099200
+    jnz 1f
+1:
+    mov r9, r10
+    vpshufd xmm10, xmm10, 215
+    and r9, 1984
+    mov byte ptr [r15 + r9 + 1344], r8b
+    mov qword ptr [r15 + 512], r9
+    mov eax, r8d
     mov rbp, r10
     test ebx, 1073741824
-    jnz 1f
-1:
-    mov ecx, dword ptr [r15 + 64]
-    mov byte ptr [r15 + 256], bpl
-    and rbp, 4032
-    mov dword ptr [r15 + rbp + 3392], 68
-    test ebx, 1073741824
     jz 1f
 1:
-    vpcmpeqb xmm12, xmm12, xmmword ptr [r15 + 192]
+    and rbp, 8128
+    movzx eax, byte ptr [r15 + rbp + 7488]
+    mov dword ptr [r15 + 448], 98
     mov ecx, dword ptr [r15 + 384]
-    vmovdqu ymmword ptr [r15 + 576], ymm12
-    test dword ptr [r15 + 67117723], 262144
-    jz 1f
-1:
-    mov ebp, dword ptr [r15 + 512]
-    mov ecx, edi
-    movsxd rcx, dword ptr [r15 + 448]
-    mov r8, r10
-    test dword ptr [r15 + 67117723], 536875008
-    jnz 1f
-1:
-    movzx eax, byte ptr [r15 + 128]
-    and r8, 1984
-    mov dword ptr [r15 + r8 + 1344], ecx
-    mov rcx, qword ptr [r15 + 320]
     add r11, 64
     add r10, r11
     inc rbx
@@ -17430,44 +17307,52 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov rax, qword ptr [r15 + 384]
-    mov rcx, qword ptr [r15 + 512]
-    or qword ptr [r15 + 768], 46
-    movzx r8d, byte ptr [r15 + 384]
-    mov qword ptr [r15 + 256], rbp
-    mov rbp, r10
-    mov byte ptr [r15 + 320], al
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 2
+    setz al
+    lea rcx, [rip + .Lc1_d14041_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d14041_s_t
+    .p2align 3
+.Lc1_d14041_s:
+    .p2align 3
+    jmp .Lc1_d14041_j
+    .p2align 3
+    jmp .Lc1_d14041_j
+.Lc1_d14041_j:
+    mov rbp, r11
+    and rbp, 4032
+    mov ecx, dword ptr [r15 + rbp + 3392]
+    movzx ebp, byte ptr [r15 + 192]
+    and eax, dword ptr [r15 + 320]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r9, qword ptr [r15 + 576]
+    mov rax, qword ptr [r15 + 64]
+    mov rbp, qword ptr [r15 + 448]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rcx, qword ptr [r15 + 384]
+    mov r9, rax
+    mov r9, rbp
     test ebx, 1073741824
     jz 1f
 1:
-    mov qword ptr [r15 + 128], rcx
+    mov rbp, r10
+    mov rax, qword ptr [r15 + 128]
     and rbp, 8128
-    mov rcx, qword ptr [r15 + rbp + 7488]
-    mov r8, r10
-    mov rbp, rax
-    movsxd rax, dword ptr [r15 + 192]
-    mov rbp, qword ptr [r15 + 320]
-    and r8, 448
-    mov edi, dword ptr [r15 + r8 + 832]
-    test ebx, 1073741824
-    jnz 1f
+    movsxd r8, dword ptr [r15 + rbp + 7488]
+    movzx edx, byte ptr [r15 + 256]
+    mov rbp, r10
+    test dword ptr [r15 + 67117723], 2048
+    jz 1f
 1:
-    mov r8d, 188
-    mov rcx, r8
-    mov rsi, qword ptr [r15 + 640]
-    mov r8, r10
-    movsxd rbp, dword ptr [r15 + 704]
-    mov rax, rdx
-    and r8, 16320
-    movzx edx, byte ptr [r15 + r8 + 15680]
-    test dword ptr [r15 + 67117723], 150994944
-    jnz 1f
-1:
-    mov r8, qword ptr [r15 + 448]
-    movzx edx, byte ptr [r15 + 64]
-    movzx eax, byte ptr [r15 + 512]
-    mov rbp, qword ptr [r15 + 64]
-    mov byte ptr [r15 + 128], r8b
+    mov qword ptr [r15 + 0], r9
+    mov rax, r8
+    and rbp, 16320
+    movzx edx, byte ptr [r15 + rbp + 15680]
     add r11, 64
     add r10, r11
     inc rbx
@@ -17477,52 +17362,59 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d14065_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d14065_j_t
-.Lc1_d14065_j:
-    lea rbp, [r10 + r10*1]
-    and rbp, 1984
-    mov rcx, qword ptr [r15 + rbp + 1408]
-    mov qword ptr [r15 + 64], rax
-    mov qword ptr [r15 + 192], r9
-    mov eax, ecx
-    test ebx, 1073741824
-    jz 1f
-1:
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 128
+    setz al
+    lea rcx, [rip + .Lc1_d14087_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d14087_s_t
+    .p2align 3
+.Lc1_d14087_s:
+    .p2align 3
+    jmp .Lc1_d14087_j
+    .p2align 3
+    jmp .Lc1_d14087_j
+.Lc1_d14087_j:
+    mov rbp, r10
     mov r8, r10
-    mov esi, 110
-    and r8, 8128
-    movzx eax, byte ptr [r15 + r8 + 7488]
-    movsxd rsi, dword ptr [r15 + 448]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movsxd r8, dword ptr [r15 + rbp + 1344]
-    mov ebp, 216
-    mov esi, dword ptr [r15 + 64]
-    movsxd rbp, dword ptr [r15 + 128]
-    test dword ptr [r15 + 67117724], 67108864
-    jz 1f
-1:
-    mov rax, r8
-    mov r8, rbp
-    mov r8, r10
-    mov rbp, rdi
-    test ebx, 4096
-    jnz 1f
-1:
+    vmovq qword ptr [r15 + 384], xmm10
     and r8, 4032
-    movzx edi, byte ptr [r15 + r8 + 3392]
-    mov r8d, dword ptr [r15 + 384]
-    mov ebp, r9d
-    mov byte ptr [r15 + 0], dil
+    mov byte ptr [r15 + r8 + 3392], al
+    mov rdx, rax
+    and rbp, 448
+    movzx r8d, byte ptr [r15 + rbp + 832]
     test ebx, 1073741824
     jnz 1f
 1:
-    vmovq qword ptr [r15 + 576], xmm12
-    mov byte ptr [r15 + 320], r8b
-    movzx r9d, byte ptr [r15 + 256]
+    movsxd rdx, dword ptr [r15 + 512]
+    mov ebp, 210
+    mov ebp, 58
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov eax, dword ptr [r15 + 64]
+    movsxd r9, dword ptr [r15 + 320]
+    mov rdx, rax
+    test ebx, 7168
+    jz 1f
+1:
+    mov rax, r9
+    mov eax, edx
+    mov eax, edx
+    mov rbp, r10
+    test dword ptr [r15 + 67117724], 1
+    jnz 1f
+1:
+    movzx eax, byte ptr [r15 + 128]
+    and rbp, 1984
+    mov qword ptr [r15 + rbp + 1344], rdx
+    mov rbp, qword ptr [r15 + 448]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movsxd rdx, dword ptr [r15 + 256]
+    mov qword ptr [r15 + 0], rax
+    movzx eax, byte ptr [r15 + 640]
     add r11, 64
     add r10, r11
     inc rbx
@@ -17532,48 +17424,50 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    movzx eax, r8b
-    add rax, qword ptr [r15 + 0]
+    movzx eax, byte ptr [r15 + 64]
+    movzx edx, byte ptr [r15 + 448]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 0], ymm12
     test ebx, 1073741824
     jz 1f
 1:
-    add rax, qword ptr [r15 + 384]
-    lea rbp, [r10 + r10*1]
-    mov r8d, dword ptr [r15 + 192]
-    and rbp, 448
-    movzx edi, byte ptr [r15 + rbp + 896]
-    mov dword ptr [r15 + 448], ebp
-    mov r9, rax
-    mov r9, r10
+    movzx eax, sil
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rax
+    mov rax, rax
     test dword ptr [r15 + 67117724], 536870912
     jz 1f
 1:
-    mov byte ptr [r15 + 512], r9b
-    and r9, 4032
-    mov byte ptr [r15 + r9 + 3392], r9b
-    mov r9, r8
-    vmovdqu ymmword ptr [r15 + 640], ymm12
-    mov dword ptr [r15 + 320], ebp
+    mov byte ptr [r15 + 128], al
+    mov byte ptr [r15 + 320], al
+    vpxor xmm10, xmm10, xmm9
+    add rdx, qword ptr [r15 + 192]
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx r9d, byte ptr [r15 + 128]
-    mov r8d, 111
-    movzx eax, dil
-    movsxd r8, dword ptr [r15 + 256]
-    mov byte ptr [r15 + 64], al
+    mov byte ptr [r15 + 384], dl
+    mov rbp, r10
+    mov rdx, rsi
+    and rbp, 8128
+    mov eax, dword ptr [r15 + rbp + 7488]
+    mov ebp, 39
     test ebx, 256
     jz 1f
 1:
-    mov r8, r10
-    movzx r9d, bpl
-    and r8, 8128
-    movzx r9d, byte ptr [r15 + r8 + 7488]
-    mov rax, qword ptr [r15 + rbp + 832]
-    mov rdi, qword ptr [r15 + 128]
+    movsxd rdx, dword ptr [r15 + 704]
+    movzx r9d, al
+    movzx eax, dl
+    mov r9, r11
+    mov dword ptr [r15 + 128], ebp
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and r9, 1984
+    mov dword ptr [r15 + r9 + 1344], edx
+    mov r9, r11
+    vmovdqu ymmword ptr [r15 + 512], ymm10
+    and r9, 448
+    vmovdqu ymmword ptr [r15 + r9 + 832], ymm10
     add r11, 64
     add r10, r11
     inc rbx
@@ -17583,50 +17477,52 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d14160_j]
+    lea rcx, [rip + .Lc1_d14186_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d14160_j_t
-.Lc1_d14160_j:
+    jmp .Lc1_d14186_j_t
+.Lc1_d14186_j:
+    mov r9, r10
+    mov byte ptr [r15 + 128], al
+    and r9, 8128
+    movsxd rax, dword ptr [r15 + r9 + 7488]
+    mov r9, qword ptr [r15 + 320]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, qword ptr [r15 + 64]
     test ebx, 1073741824
     jz 1f
 1:
-    mov dword ptr [r15 + 320], ecx
-    mov byte ptr [r15 + 192], cl
-    mov esi, 49
-    mov r8, rsi
-    mov r8, r10
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, r11
+    mov dword ptr [r15 + 64], r9d
+    mov dword ptr [r15 + 192], r8d
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
-    mov dword ptr [r15 + 256], esi
-    and r8, 1984
-    movzx esi, byte ptr [r15 + r8 + 1344]
-    movsxd rdi, dword ptr [r15 + 768]
-    mov qword ptr [r15 + 448], rbp
-    mov r8, qword ptr [r15 + 384]
+    and r9, 4032
+    movsxd rax, dword ptr [r15 + r9 + 3392]
+    mov qword ptr [r15 + 576], rcx
+    mov r9, r9
+    movzx r9d, byte ptr [r15 + 384]
     test dword ptr [r15 + 67117724], 1140850752
     jz 1f
 1:
-    mov rbp, qword ptr [r15 + 384]
-    mov qword ptr [r15 + 704], rbp
-    mov rbp, r10
-    mov r8, rsi
-    and rbp, 8128
-    mov dword ptr [r15 + rbp + 7488], 173
+    mov rdx, qword ptr [r15 + 512]
+    mov rax, qword ptr [r15 + 256]
+    movsxd r9, dword ptr [r15 + 448]
     test dword ptr [r15 + 67117723], 16
     jz 1f
 1:
-    movsxd r8, dword ptr [r15 + 512]
-    mov r9, r10
-    mov byte ptr [r15 + 128], dil
-    mov edi, r8d
-    and r9, 4032
-    mov byte ptr [r15 + r9 + 3392], r8b
+    mov rbp, r11
+    mov qword ptr [r15 + 768], rax
+    mov rax, rbp
+    and rbp, 448
+    mov byte ptr [r15 + rbp + 832], dl
+    movsxd rcx, dword ptr [r15 + 320]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov byte ptr [r15 + 64], cl
+    mov edx, r9d
+    mov r9, rdx
     add r11, 64
     add r10, r11
     inc rbx
@@ -17636,49 +17532,52 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov rbp, r10
-    mov rax, qword ptr [r15 + 384]
-    and rbp, 4032
-    mov edi, dword ptr [r15 + rbp + 3392]
-    mov r9d, r9d
-    movzx r9d, byte ptr [r15 + 448]
+    mov ebp, dword ptr [r15 + 128]
+    mov byte ptr [r15 + 192], cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     test dword ptr [r15 + 67117723], 545259520
-    jnz 1f
+    jz 1f
 1:
-    mov r9, rdi
-    movzx r9d, bpl
+    movzx eax, bpl
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    or qword ptr [r15 + 64], 96
+    mov rbp, rax
+    mov rbp, r11
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx ebp, byte ptr [r15 + 512]
-    mov r9d, dword ptr [r15 + 512]
-    movsxd r8, dword ptr [r15 + 320]
-    mov qword ptr [r15 + 64], rdi
-    mov r8, r10
-    mov rbp, r10
+    movzx eax, byte ptr [r15 + 320]
+    and rbp, 1984
+    mov qword ptr [r15 + rbp + 1344], r9
+    vpmovmskb ebp, xmm10
+    vpor xmm10, xmm10, xmm10
+    mov r9, r11
     test ebx, 1073741824
     jz 1f
 1:
-    and rbp, 448
-    movzx r9d, byte ptr [r15 + rbp + 832]
-    and r8, 1984
-    mov qword ptr [r15 + r8 + 1344], r9
-    mov byte ptr [r15 + 576], r9b
-    mov r9, qword ptr [r15 + 256]
-    xor dword ptr [r15 + 192], ecx
+    and r9, 4032
+    mov rbp, qword ptr [r15 + r9 + 3392]
+    movsxd rax, dword ptr [r15 + 128]
+    mov rdi, qword ptr [r15 + 640]
+    mov qword ptr [r15 + 512], r8
+    mov edx, r9d
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx r9d, r9b
-    mov rcx, r8
-    movsxd r8, dword ptr [r15 + 128]
-    mov byte ptr [r15 + 320], bpl
+    movzx r9d, al
+    mov byte ptr [r15 + 384], dl
+    movsxd r9, dword ptr [r15 + 448]
+    mov rax, rdi
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx ebp, dl
+    mov rbp, rax
+    movzx edi, byte ptr [r15 + 256]
+    mov rax, qword ptr [r15 + 64]
     add r11, 64
-    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b10_done
@@ -17686,101 +17585,103 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d14253_j]
+    lea rcx, [rip + .Lc1_d14282_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d14253_j_t
-.Lc1_d14253_j:
-    movzx ecx, cl
-    mov qword ptr [r15 + 320], rax
-    or qword ptr [r15 + 256], 117
-    vmovdqu ymmword ptr [r15 + 448], ymm12
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx ecx, cl
-    movzx eax, cl
-    mov edi, 57
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rcx, qword ptr [r15 + 384]
-    mov dword ptr [r15 + 640], edi
-    mov edi, dword ptr [r15 + 128]
-    test dword ptr [r15 + 67117724], 536903681
-    jz 1f
-1:
-    vmovdqu xmm12, xmmword ptr [r15 + 0]
-    mov r8, r10
-    mov dword ptr [r15 + 0], edi
-    movzx edi, al
-    and r8, 448
-    movzx eax, byte ptr [r15 + r8 + 832]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    vpcmpeqb xmm12, xmm12, xmmword ptr [r15 + 64]
-    mov r8, rax
-    mov dword ptr [r15 + 128], 170
-    test dword ptr [r15 + 67117724], 1536
-    jnz 1f
-1:
-    mov rbp, r10
-    mov r8, r10
-    mov eax, 82
-    and r8, 1984
-    movsxd rax, dword ptr [r15 + r8 + 1344]
+    jmp .Lc1_d14282_j_t
+.Lc1_d14282_j:
+    mov rbp, r11
     and rbp, 8128
-    mov byte ptr [r15 + rbp + 7488], dil
+    mov dword ptr [r15 + rbp + 7488], eax
+    movzx ebp, byte ptr [r15 + 128]
+    mov rax, rcx
+    mov qword ptr [r15 + 512], rcx
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, 220
+    vpshufd xmm10, xmm10, 128
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx ecx, al
+    vmovq xmm10, rcx
+    movzx edi, bpl
+    mov ebp, dword ptr [r15 + 704]
+    test dword ptr [r15 + 67117724], 32769
+    jnz 1f
+1:
+    vmovdqu xmm10, xmmword ptr [r15 + 384]
+    mov dword ptr [r15 + 256], ecx
+    movzx ecx, cl
+    test ebx, 1073741824
+    jnz 1f
+1:
+    vmovdqu ymmword ptr [r15 + 192], ymm10
+    mov ebp, 190
+    movzx ebp, cl
+    movsxd rcx, dword ptr [r15 + 448]
+    mov rbp, r11
+    test dword ptr [r15 + 67117724], 1536
+    jz 1f
+1:
+    mov dword ptr [r15 + 320], 85
+    and rbp, 1984
+    movsxd rcx, dword ptr [r15 + rbp + 1344]
+    mov byte ptr [r15 + 64], bpl
     add r11, 64
-    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b10_done
 .Lc1_b10_c14:
-    mov r8, r11
-    mov dword ptr [r15 + 704], 91
-    vmovq qword ptr [r15 + 320], xmm12
-    and r8, 1984
-    mov byte ptr [r15 + r8 + 1344], bpl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d14328_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d14328_j_t
+.Lc1_d14328_j:
+    movzx ebp, byte ptr [r15 + 768]
+    mov ecx, 200
+    mov eax, dword ptr [r15 + 512]
+    vpcmpeqb xmm10, xmm10, xmmword ptr [r15 + 0]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rbp
-    mov ebp, 25
-    mov rbp, rbp
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, 154
+    mov ecx, eax
+    mov rbp, rax
+    mov r9, r10
     test ebx, 1073741824
     jz 1f
 1:
-    mov r8d, dword ptr [r15 + 128]
-    mov rbp, r11
-    movsxd rdi, dword ptr [r15 + 512]
-    mov dword ptr [r15 + 192], 69
-    mov eax, 23
-    and rbp, 8128
-    mov dword ptr [r15 + rbp + 7488], 66
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 576], r9b
+    and r9, 8128
+    mov dword ptr [r15 + r9 + 7488], 182
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rbp, qword ptr [r15 + 768]
-    mov byte ptr [r15 + 256], dil
-    mov eax, eax
-    mov eax, edi
-    movzx edi, byte ptr [r15 + 64]
-    test ebx, 1073741824
-    jnz 1f
+    mov qword ptr [r15 + 128], r9
+    mov dword ptr [r15 + 64], 121
+    movsxd rax, dword ptr [r15 + 384]
+    vpcmpeqb xmm10, xmm10, xmm1
+    mov r9, r11
+    test dword ptr [r15 + 67117724], 201392128
+    jz 1f
 1:
-    inc dword ptr [r15 + 384]
-    mov eax, 197
-    mov rbp, qword ptr [r15 + 448]
-    mov r8, r10
-    mov rax, rdi
-    and r8, 4032
-    movsxd rdi, dword ptr [r15 + r8 + 3392]
+    mov rax, qword ptr [r15 + 384]
+    and r9, 4032
+    mov ecx, dword ptr [r15 + r9 + 3392]
+    mov dword ptr [r15 + 256], 223
+    mov r9, r11
+    test ebx, 1073741824
+    jz 1f
+1:
+    movsxd rbp, dword ptr [r15 + 320]
+    movsxd rax, dword ptr [r15 + 64]
+    and r9, 448
+    movzx ecx, byte ptr [r15 + r9 + 832]
     add r11, 64
     add r10, r11
     inc rbx
@@ -17790,53 +17691,52 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 2
-    setz al
-    lea rcx, [rip + .Lc1_d14346_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d14346_s_t
-    .p2align 3
-.Lc1_d14346_s:
-    .p2align 3
-    jmp .Lc1_d14346_j
-    .p2align 3
-    jmp .Lc1_d14346_j
-.Lc1_d14346_j:
-    mov rbp, r11
-    mov rcx, rdi
-    and rbp, 4032
-    mov edi, dword ptr [r15 + rbp + 3392]
-    mov dword ptr [r15 + 128], ecx
-    movsxd rcx, dword ptr [r15 + 192]
-    test dword ptr [r15 + 67117723], 1073742208
-    jz 1f
-1:
-    mov rcx, qword ptr [r15 + 384]
-    mov r8, rcx
-    mov r9, rcx
-    movzx ecx, bpl
-    test dword ptr [r15 + 67117724], 17825792
-    jnz 1f
-1:
-    mov ecx, dword ptr [r15 + 576]
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, byte ptr [r15 + 512]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov qword ptr [r15 + 256], rbp
-    movsxd rbp, dword ptr [r15 + 64]
-    vmovdqu ymmword ptr [r15 + 448], ymm12
-    movzx ecx, byte ptr [r15 + 64]
+    mov eax, r9d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rcx
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
+    mov eax, 129
+    vmovdqu ymmword ptr [r15 + 0], ymm10
+    mov dword ptr [r15 + 0], 101
+    movsxd rax, dword ptr [r15 + 256]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov byte ptr [r15 + 320], al
+    movzx ebp, byte ptr [r15 + 448]
+    movzx edx, bpl
+    mov dword ptr [r15 + 384], 124
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rbp, r11
+    mov rax, rdx
+    and rbp, 4032
+    mov qword ptr [r15 + rbp + 3392], rax
+    mov rcx, rbp
+    mov rdx, rbp
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov qword ptr [r15 + 64], rax
+    mov eax, dword ptr [r15 + 512]
+    vpmovmskb edi, xmm10
     mov rbp, r10
-    movsxd rcx, dword ptr [r15 + 320]
+    movsxd rdx, dword ptr [r15 + 128]
+    test dword ptr [r15 + 67117724], 537919488
+    jnz 1f
+1:
+    movzx eax, byte ptr [r15 + 192]
     and rbp, 448
-    mov byte ptr [r15 + rbp + 832], dil
-    mov edi, ecx
+    mov rdx, qword ptr [r15 + rbp + 832]
+    mov rbp, r11
+    mov ecx, dword ptr [r15 + 640]
+    and rbp, 1984
+    mov dword ptr [r15 + rbp + 1344], eax
     add r11, 64
     add r10, r11
     inc rbx
@@ -17846,48 +17746,57 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov dword ptr [r15 + 64], 15
-    mov dword ptr [r15 + 0], 66
-    mov byte ptr [r15 + 0], bpl
-    movzx r9d, al
-    movzx edi, al
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov qword ptr [r15 + 0], rdi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rdi, qword ptr [r15 + 384]
-    mov r9, rdi
-    mov byte ptr [r15 + 320], al
-    mov r9, r10
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rbp, r9
-    and r9, 1984
-    mov dword ptr [r15 + r9 + 1344], 219
-    mov dword ptr [r15 + 192], 100
-    movzx r9d, byte ptr [r15 + 640]
-    mov rbp, r11
-    movzx eax, byte ptr [r15 + 384]
-    test dword ptr [r15 + 67117724], 16
-    jz 1f
-1:
-    mov dword ptr [r15 + 448], 85
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 4194304
+    setz al
+    lea rcx, [rip + .Lc1_d14425_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d14425_s_t
+    .p2align 3
+.Lc1_d14425_s:
+    .p2align 3
+    jmp .Lc1_d14425_j
+    .p2align 3
+    jmp .Lc1_d14425_j
+.Lc1_d14425_j:
+    mov rbp, r10
     and rbp, 8128
     mov qword ptr [r15 + rbp + 7488], rcx
-    movzx ecx, byte ptr [r15 + 128]
-    mov ebp, 47
-    mov r8, r10
-    mov esi, ecx
+    mov dword ptr [r15 + 128], 169
+    mov byte ptr [r15 + 448], sil
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rbp, rcx
+    mov rcx, rbp
+    mov qword ptr [r15 + 384], rax
     test ebx, 1073741824
     jnz 1f
 1:
+    movzx eax, byte ptr [r15 + 320]
+    movzx ebp, cl
+    mov byte ptr [r15 + 192], al
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r8, r11
+    mov ebp, dword ptr [r15 + 64]
+    movzx eax, byte ptr [r15 + 704]
     and r8, 448
-    mov dword ptr [r15 + r8 + 832], esi
-    mov eax, dword ptr [r15 + 512]
-    mov r8, r8
-    mov rsi, rax
+    movsxd rcx, dword ptr [r15 + r8 + 832]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r8d, 86
+    mov ebp, r9d
+    mov rbp, r10
+    mov rdi, rcx
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r8, rax
+    and rbp, 1984
+    movzx eax, byte ptr [r15 + rbp + 1344]
     add r11, 64
     add r10, r11
     inc rbx
@@ -17897,48 +17806,46 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d14439_j]
+    lea rcx, [rip + .Lc1_d14475_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d14439_j_t
-.Lc1_d14439_j:
-    mov dword ptr [r15 + 256], 215
-    mov ecx, 92
-    movsxd rcx, dword ptr [r15 + 320]
+    jmp .Lc1_d14475_j_t
+.Lc1_d14475_j:
+    mov dword ptr [r15 + 512], 215
+    movsxd rbp, dword ptr [r15 + 256]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov ecx, 84
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 512], 136
+    test ebx, 640
+    jnz 1f
+1:
+    movsxd r9, dword ptr [r15 + 320]
+    mov dword ptr [r15 + 128], 93
+    mov eax, 203
+    mov ebp, dword ptr [r15 + 320]
+    test ebx, 1073741824
+    jz 1f
+1:
+    add qword ptr [r15 + 192], rdx
+    mov rcx, qword ptr [r15 + 128]
+    movsxd rdx, dword ptr [r15 + 768]
+    movzx eax, byte ptr [r15 + 448]
+    test dword ptr [r15 + 67117723], 1
+    jnz 1f
+1:
     mov rbp, r11
-    movsxd rdi, dword ptr [r15 + 128]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov byte ptr [r15 + 128], bpl
+    mov rax, qword ptr [r15 + 64]
+    mov rdx, qword ptr [r15 + 576]
     and rbp, 4032
-    movzx edi, byte ptr [r15 + rbp + 3392]
-    mov dword ptr [r15 + 704], 210
-    mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 67117724], 536875008
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, 240
-    mov r8, r11
-    test ebx, 1073741824
-    jz 1f
-1:
-    and r8, 1984
-    mov rbp, qword ptr [r15 + r8 + 1344]
-    mov r8, r10
-    movsxd rdi, dword ptr [r15 + 64]
-    mov r9d, dword ptr [r15 + 192]
-    and r8, 8128
-    add rbp, qword ptr [r15 + r8 + 7488]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx edx, r8b
-    mov rdx, qword ptr [r15 + 512]
-    movsxd r8, dword ptr [r15 + 384]
+    movzx ecx, byte ptr [r15 + rbp + 3392]
+    mov byte ptr [r15 + 384], r9b
     add r11, 64
-    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b10_done
@@ -17946,51 +17853,52 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov qword ptr [r15 + 448], rax
-    mov rbp, rdx
-    mov qword ptr [r15 + 128], r8
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, r10
+    mov rbp, r11
+    and rbp, 448
+    mov qword ptr [r15 + rbp + 832], rbp
+    mov ebp, dword ptr [r15 + 384]
+    movzx eax, dl
+    movsxd rdx, dword ptr [r15 + 128]
+    mov r9, r11
     test ebx, 1073741824
     jnz 1f
 1:
-    and r9, 448
-    movsxd rdi, dword ptr [r15 + r9 + 832]
-    mov rbp, rcx
-    movsxd rbp, dword ptr [r15 + 64]
-    mov r9, rax
-    mov r8, r11
-    mov r9d, ebp
+    mov ebp, 211
+    movsxd rdx, dword ptr [r15 + 320]
+    and r9, 8128
+    mov dword ptr [r15 + r9 + 7488], 15
+    mov rax, qword ptr [r15 + 64]
     test ebx, 1073741824
     jz 1f
 1:
-    mov ebp, 108
-    and r8, 16320
-    mov dword ptr [r15 + r8 + 15680], ebp
-    movzx ebp, sil
-    mov eax, dword ptr [r15 + 256]
-    mov edi, 6
-    mov rbp, qword ptr [r15 + 192]
+    mov rcx, rcx
+    mov byte ptr [r15 + 256], al
+    movzx ecx, cl
+    mov dword ptr [r15 + 192], r9d
+    mov rbp, r11
     test dword ptr [r15 + 67117723], 64
     jnz 1f
 1:
-    mov ebp, r8d
-    or qword ptr [r15 + 64], 7
-    mov dword ptr [r15 + 576], 42
-    mov dword ptr [r15 + 768], 180
-    movzx ebp, r9b
+    mov rdi, rcx
+    and rbp, 1984
+    movsxd rdx, dword ptr [r15 + rbp + 1344]
+    mov dword ptr [r15 + 512], 5
+    mov ebp, 102
     test dword ptr [r15 + 67117723], 65536
+    jz 1f
+1:
+    mov qword ptr [r15 + 64], rbp
+    vpmovmskb ebp, xmm10
+    mov rbp, qword ptr [r15 + 640]
+    movzx r9d, bpl
+    test ebx, 1073741824
     jnz 1f
 1:
-    mov ebp, 83
-    movzx r8d, r8b
-    mov byte ptr [r15 + 320], al
-    vmovdqu ymmword ptr [r15 + 384], ymm12
-    mov qword ptr [r15 + 512], rax
+    mov ecx, edi
+    mov rdx, rdi
+    mov ecx, 136
+    mov qword ptr [r15 + 448], rdi
     add r11, 64
-    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b10_done
@@ -17998,96 +17906,100 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d14530_j]
+    lea rcx, [rip + .Lc1_d14564_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d14530_j_t
-.Lc1_d14530_j:
-    mov r8, r10
-    mov rdi, rax
-    and r8, 448
-    mov qword ptr [r15 + r8 + 832], rdi
-    mov rbp, rdx
-    mov r12, qword ptr [r15 + r12 + 56]
+    jmp .Lc1_d14564_j_t
+.Lc1_d14564_j:
+    mov rbp, r10
+    mov rdx, qword ptr [r15 + 704]
+    and rbp, 1984
+    mov dword ptr [r15 + rbp + 1344], 149
+    mov rbp, r10
+    mov dword ptr [r15 + 192], 44
     test dword ptr [r15 + 67117724], 128
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd r8, dword ptr [r15 + 320]
-    mov dword ptr [r15 + 128], 136
-    mov rbp, r11
+    movsxd rcx, dword ptr [r15 + 128]
+    and rbp, 4032
+    movsxd rdi, dword ptr [r15 + rbp + 3392]
+    mov dword ptr [r15 + 0], 211
     test ebx, 1073741824
     jz 1f
 1:
-    and rbp, 1984
-    mov rdx, qword ptr [r15 + rbp + 1344]
-    movsxd rbp, dword ptr [r15 + 512]
-    movsxd rdi, dword ptr [r15 + 384]
-    inc dword ptr [r15 + 128]
-    mov r8, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, qword ptr [r15 + 128]
     test ebx, 1073741824
     jnz 1f
+1:
+    vmovq qword ptr [r15 + 64], xmm10
+    vpshufd xmm9, xmm10, 67
+    movsxd rdi, dword ptr [r15 + 256]
+    test dword ptr [r15 + 67117724], 301989892
+    jz 1f
+1:
+    mov qword ptr [r15 + 384], rbp
+    mov rax, rcx
+    movsxd rbp, dword ptr [r15 + 448]
+    mov r8, r10
+    test ebx, 1073741824
+    jz 1f
 1:
     and r8, 8128
-    mov rbp, qword ptr [r15 + r8 + 7488]
-    mov dword ptr [r15 + 320], 231
-    mov dword ptr [r15 + 256], 161
-    test ebx, 1073741824
-    jnz 1f
-1:
-    vpaddq xmm12, xmm12, xmmword ptr [r15 + 64]
-    mov byte ptr [r15 + 448], r8b
-    movzx edi, byte ptr [r15 + 640]
+    mov byte ptr [r15 + r8 + 7488], bpl
+    movzx r8d, byte ptr [r15 + 320]
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b10_done
 .Lc1_b10_c20:
-    mov dword ptr [r15 + 0], ebp
+    movzx r8d, byte ptr [r15 + 512]
+    and eax, dword ptr [r15 + 64]
+    mov edi, dword ptr [r15 + 64]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], r8b
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 17
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    and edi, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 384], eax
     test ebx, 1073741824
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, byte ptr [r15 + 384]
-    movzx edi, byte ptr [r15 + 192]
+    lea r8, [r11 + r11*1]
+    movzx ebp, r8b
+    mov eax, dword ptr [r15 + 576]
+    mov qword ptr [r15 + 320], rbp
+    and r8, 448
+    add qword ptr [r15 + r8 + 896], r9
+    mov r9, qword ptr [r15 + 128]
+    mov rbp, qword ptr [r15 + 768]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rbp, r9
+    movsxd r9, dword ptr [r15 + r8 + 832]
     mov r8, r8
-    mov r8d, dword ptr [r15 + 704]
+    mov byte ptr [r15 + 192], al
+    mov byte ptr [r15 + 448], bpl
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
-    mov byte ptr [r15 + 64], r8b
-    mov dword ptr [r15 + 512], 158
-    lea rbp, [r11 + r11*1]
-    mov r8d, r9d
+    mov eax, eax
+    mov rbp, r11
+    mov rax, qword ptr [r15 + 256]
     and rbp, 4032
-    mov r8, qword ptr [r15 + rbp + 3456]
-    mov byte ptr [r15 + 64], bpl
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r8, r11
-    movzx edi, sil
-    movsxd rsi, dword ptr [r15 + rbp + 3392]
-    mov rbp, rcx
-    and r8, 1984
-    mov rbp, qword ptr [r15 + r8 + 1344]
-    mov byte ptr [r15 + 128], dil
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx r8d, byte ptr [r15 + 320]
-    movzx ebp, byte ptr [r15 + 384]
-    mov r9, r11
-    mov rcx, qword ptr [r15 + 256]
-    and r9, 8128
-    mov rdi, qword ptr [r15 + r9 + 7488]
-    mov r9, qword ptr [r15 + 448]
+    movzx r9d, byte ptr [r15 + rbp + 3392]
+    mov r8, r10
+    mov rbp, qword ptr [r15 + 384]
+    and r8, 16320
+    mov rdi, qword ptr [r15 + r8 + 15680]
     add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b10_done
@@ -18098,99 +18010,100 @@ ditto_body_c1:
     xor eax, eax
     test dword ptr [r15 + 67117724], 536870912
     setz al
-    lea rcx, [rip + .Lc1_d14617_s]
+    lea rcx, [rip + .Lc1_d14654_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d14617_s_t
+    jmp .Lc1_d14654_s_t
     .p2align 3
-.Lc1_d14617_s:
+.Lc1_d14654_s:
     .p2align 3
-    jmp .Lc1_d14617_j
+    jmp .Lc1_d14654_j
     .p2align 3
-    jmp .Lc1_d14617_j
-.Lc1_d14617_j:
-    movzx r9d, byte ptr [r15 + 576]
-    mov dword ptr [r15 + 64], eax
-    mov rax, rsi
-    movsxd rsi, dword ptr [r15 + 384]
-    mov rbp, r11
+    jmp .Lc1_d14654_j
+.Lc1_d14654_j:
+    mov edi, dword ptr [r15 + 256]
+    mov dword ptr [r15 + 448], eax
+    mov dword ptr [r15 + 320], edi
     test dword ptr [r15 + 67117723], 65792
     jnz 1f
 1:
-    mov dword ptr [r15 + 448], eax
-    mov eax, dword ptr [r15 + 768]
-    and rbp, 4032
-    mov dword ptr [r15 + rbp + 3392], 245
+    movsxd rax, dword ptr [r15 + 640]
+    mov rdi, rax
+    mov rbp, r11
     test dword ptr [r15 + 67117724], 16
-    jz 1f
-1:
-    mov r9, r11
-    movsxd rbp, dword ptr [r15 + 512]
-    movsxd r8, dword ptr [r15 + 128]
-    mov esi, ebp
-    and r9, 448
-    movzx ebp, byte ptr [r15 + r9 + 832]
-    test dword ptr [r15 + 67117723], 65536
     jnz 1f
 1:
-    mov r9d, eax
-    mov rax, rdx
-    mov r9d, 164
+    mov edi, 245
+    and rbp, 8128
+    mov edi, dword ptr [r15 + rbp + 7488]
+    mov edx, edx
+    test dword ptr [r15 + 67117723], 65536
+    jz 1f
+1:
+    mov dword ptr [r15 + 384], 167
+    mov edi, eax
     test dword ptr [r15 + 67117723], 256
     jz 1f
 1:
-    mov byte ptr [r15 + 320], al
-    mov ecx, dword ptr [r15 + 192]
-    mov r8d, 245
+    mov rdx, rdx
+    mov rbp, r11
+    movzx edx, byte ptr [r15 + 512]
+    movsxd rdi, dword ptr [r15 + 128]
+    test ebx, 1073741824
+    jz 1f
+1:
+    and rbp, 1984
+    mov byte ptr [r15 + rbp + 1344], dil
+    movzx edx, byte ptr [r15 + 64]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b10_done
 .Lc1_b10_c22:
-    lea rcx, [rip + .Lc1_d14659_j]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d14699_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d14659_j_t
-.Lc1_d14659_j:
-    mov dword ptr [r15 + 512], 143
-    vmovdqu xmmword ptr [r15 + 0], xmm12
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov edi, ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rcx, dword ptr [r15 + 64]
-    xor dword ptr [r15 + 384], edi
+    jmp .Lc1_d14699_j_t
+.Lc1_d14699_j:
     mov rbp, r11
-    mov qword ptr [r15 + 128], rdi
+    mov eax, dword ptr [r15 + 512]
+    mov dword ptr [r15 + 128], edx
+    and rbp, 8128
+    mov dword ptr [r15 + rbp + 7488], edx
+    mov edx, dword ptr [r15 + 192]
     test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + 640], ecx
-    and rbp, 448
-    mov ecx, dword ptr [r15 + rbp + 832]
-    mov r8, r11
-    mov rbp, r10
-    and r8, 8128
-    mov byte ptr [r15 + r8 + 7488], cl
-    and rbp, 1984
-    mov r8d, dword ptr [r15 + rbp + 1344]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rbp, rbp
-    mov dword ptr [r15 + 256], ebp
-    mov r8d, ebp
-    mov dword ptr [r15 + 320], esi
-    vmovdqu xmm12, xmmword ptr [r15 + 448]
-    test ebx, 32256
     jz 1f
 1:
-    movzx esi, r8b
-    mov r8, qword ptr [r15 + 256]
-    mov byte ptr [r15 + 128], sil
-    mov byte ptr [r15 + 192], sil
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, rdx
+    vpxor xmm9, xmm9, xmm10
+    mov ebp, edx
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx edx, bpl
+    movsxd rdx, dword ptr [r15 + 128]
+    mov rbp, r10
+    mov qword ptr [r15 + 320], rax
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and rbp, 4032
+    vmovdqu xmm9, xmmword ptr [r15 + rbp + 3392]
+    mov r8, r10
+    mov edx, r9d
+    mov dword ptr [r15 + 448], 244
+    and r8, 1984
+    mov byte ptr [r15 + r8 + 1344], cl
+    test dword ptr [r15 + 67117723], 2163712
+    jz 1f
+1:
+    mov dword ptr [r15 + 704], edx
+    movsxd rbp, dword ptr [r15 + 64]
+    mov byte ptr [r15 + 320], bpl
+    mov byte ptr [r15 + 384], dl
     add r11, 64
     add r10, r11
     inc rbx
@@ -18200,101 +18113,114 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    movzx eax, r8b
-    mov eax, eax
-    mov r8d, dword ptr [r15 + 512]
-    mov byte ptr [r15 + 64], sil
-    mov esi, dword ptr [r15 + 320]
-    movsxd rcx, dword ptr [r15 + 192]
+    vpshufd xmm9, xmm9, 157
+    movzx eax, al
+    mov rdi, rbp
+    mov dword ptr [r15 + 384], 201
     test ebx, 1073741824
     jz 1f
 1:
-    mov rdi, qword ptr [r15 + 320]
-    movzx ecx, cl
-    mov ecx, eax
-    mov byte ptr [r15 + 704], dil
-    mov esi, esi
+    mov ebp, eax
+    mov rdi, qword ptr [r15 + 256]
+    movzx eax, al
+    mov eax, dword ptr [r15 + 128]
     test dword ptr [r15 + 67117723], 67108872
-    jnz 1f
+    jz 1f
 1:
-    mov edi, dword ptr [r15 + 768]
-    mov r8, r11
-    mov dword ptr [r15 + 384], edi
-    mov rdi, rcx
-    movsxd rdi, dword ptr [r15 + 128]
-    and r8, 1984
-    mov dword ptr [r15 + r8 + 1344], 226
+    mov rbp, rdx
+    mov qword ptr [r15 + 192], rdi
+    mov edi, edi
+    mov rbp, r10
     test dword ptr [r15 + 67117724], 134217728
     jnz 1f
 1:
-    mov dword ptr [r15 + 64], r8d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, r8d
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r8d, sil
+    mov edi, 167
+    movsxd rdi, dword ptr [r15 + 512]
+    and rbp, 4032
+    mov dword ptr [r15 + rbp + 3392], edi
+    mov byte ptr [r15 + 0], al
+    mov rbp, r11
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + 0], r9d
+    and rbp, 448
+    mov edi, dword ptr [r15 + rbp + 832]
+    movzx eax, al
     test ebx, 1073741824
     jz 1f
 1:
-    mov rbp, r11
-    movsxd rsi, dword ptr [r15 + 448]
-    and rbp, 8128
-    mov qword ptr [r15 + rbp + 7488], r8
-    mov rbp, r11
-    mov ecx, 127
-    mov r9, rbp
-    and rbp, 4032
-    mov dword ptr [r15 + rbp + 3392], r8d
+    mov eax, dword ptr [r15 + 64]
+    mov rbp, r10
+    movsxd rdi, dword ptr [r15 + 320]
+    mov edx, eax
+    and rbp, 1984
+    movsxd rax, dword ptr [r15 + rbp + 1344]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov ebp, dword ptr [r15 + 448]
+    mov eax, edx
+    mov dword ptr [r15 + 768], edx
     add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b10_done
 .Lc1_b10_c24:
-    lea rcx, [rip + .Lc1_d14752_j]
+    lea rcx, [rip + .Lc1_d14793_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d14752_j_t
-.Lc1_d14752_j:
-    mov rcx, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, r9d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], r9
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], 157
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, 135
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd r9, dword ptr [r15 + 128]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movsxd rcx, dword ptr [r15 + 192]
-    mov r9, r11
-    movsxd rbp, dword ptr [r15 + 384]
-    and r9, 4032
-    mov dword ptr [r15 + r9 + 3392], 225
-    mov qword ptr [r15 + 128], rcx
-    mov r9, r11
+    jmp .Lc1_d14793_j_t
+.Lc1_d14793_j:
+    mov rbp, r10
+    mov dword ptr [r15 + 128], ecx
+    mov ecx, ebp
+    and rbp, 8128
+    movzx eax, byte ptr [r15 + rbp + 7488]
+    movsxd rdi, dword ptr [r15 + 256]
+    mov dword ptr [r15 + 0], 255
     test ebx, 1073741824
     jz 1f
 1:
-    mov dword ptr [r15 + 512], ecx
-    mov ebp, 53
-    and r9, 1984
-    mov dword ptr [r15 + r9 + 1344], ebp
-    mov qword ptr [r15 + 448], rbp
-    vmovdqu ymmword ptr [r15 + 576], ymm12
+    mov qword ptr [r15 + 0], rdi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rdi, rbp
+    mov dword ptr [r15 + 0], r9d
     test ebx, 1073741824
     jnz 1f
 1:
+    mov dword ptr [r15 + 0], 66
+    movsxd rbp, dword ptr [r15 + 576]
+    mov ecx, dword ptr [r15 + 384]
+    movsxd rdi, dword ptr [r15 + 320]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rbp, r10
+    mov edi, 192
+    mov rax, rax
+    movsxd rax, dword ptr [r15 + 192]
+    and rbp, 1984
+    mov ecx, dword ptr [r15 + rbp + 1344]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 64], eax
+    mov qword ptr [r15 + 448], rdi
+    mov ecx, 56
+    test ebx, 1073741824
+    jz 1f
+1:
     mov rbp, r11
-    mov dword ptr [r15 + 64], ebp
-    movzx r8d, byte ptr [r15 + 256]
+    mov ecx, dword ptr [r15 + 64]
     and rbp, 448
-    movsxd r9, dword ptr [r15 + rbp + 832]
-    movsxd rbp, dword ptr [r15 + 320]
+    movsxd rax, dword ptr [r15 + rbp + 832]
+    mov edx, 151
+    add qword ptr [r15 + 512], rbp
     add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b10_done
@@ -18302,48 +18228,56 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov r8, r11
-    movzx r9d, byte ptr [r15 + 512]
-    and r8, 448
-    mov eax, dword ptr [r15 + r8 + 832]
-    mov qword ptr [r15 + 320], r9
-    or qword ptr [r15 + 448], 105
-    mov r8d, eax
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, r8
-    test ebx, 1073741824
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 7
+    lea rcx, [rip + .Lc1_d14846_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d14846_s_t
+    .p2align 3
+.Lc1_d14846_s:
+    .p2align 3
+    jmp .Lc1_d14846_j
+    .p2align 3
+    jmp .Lc1_d14846_j
+    .p2align 3
+    jmp .Lc1_d14846_j
+    .p2align 3
+    jmp .Lc1_d14846_j
+    .p2align 3
+    jmp .Lc1_d14846_j
+    .p2align 3
+    jmp .Lc1_d14846_j
+    .p2align 3
+    jmp .Lc1_d14846_j
+    .p2align 3
+    jmp .Lc1_d14846_j
+.Lc1_d14846_j:
+    mov rbp, r10
+    mov dword ptr [r15 + 128], 244
+    mov eax, dword ptr [r15 + 512]
+    and rbp, 4032
+    mov r8, r10
+    mov rcx, qword ptr [r15 + rbp + 3392]
+    test ebx, 640
     jnz 1f
 1:
     and r8, 8128
-    mov rbp, r11
-    movsxd r9, dword ptr [r15 + r8 + 7488]
+    movsxd rcx, dword ptr [r15 + r8 + 7488]
     movsxd r8, dword ptr [r15 + 640]
-    and rbp, 1984
-    movzx eax, byte ptr [r15 + rbp + 1344]
-    mov ebp, dword ptr [r15 + 64]
-    test dword ptr [r15 + 67117723], 16
+    vmovq qword ptr [r15 + 64], xmm9
+    test ebx, 1073741824
     jz 1f
 1:
-    mov rax, r8
-    mov r8d, dword ptr [r15 + 384]
-    movsxd rax, dword ptr [r15 + 64]
-    mov dword ptr [r15 + 384], 137
+    movzx ebp, r8b
+    mov dword ptr [r15 + 384], ebp
     mov rbp, qword ptr [r15 + 256]
-    test ebx, 256
+    test dword ptr [r15 + 67117724], 128
     jz 1f
 1:
-    mov rbp, r9
-    mov ebp, dword ptr [r15 + 128]
-    mov r9d, dword ptr [r15 + 192]
-    movzx eax, bpl
+    mov qword ptr [r15 + 320], r8
+    mov rbp, rcx
     add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b10_done
@@ -18351,57 +18285,54 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 7
-    lea rcx, [rip + .Lc1_d14844_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d14844_s_t
-    .p2align 3
-.Lc1_d14844_s:
-    .p2align 3
-    jmp .Lc1_d14844_j
-    .p2align 3
-    jmp .Lc1_d14844_j
-    .p2align 3
-    jmp .Lc1_d14844_j
-    .p2align 3
-    jmp .Lc1_d14844_j
-    .p2align 3
-    jmp .Lc1_d14844_j
-    .p2align 3
-    jmp .Lc1_d14844_j
-    .p2align 3
-    jmp .Lc1_d14844_j
-    .p2align 3
-    jmp .Lc1_d14844_j
-.Lc1_d14844_j:
-    movsxd rbp, dword ptr [r15 + 320]
-    mov qword ptr [r15 + 128], rbp
-    mov rbp, r9
-    mov r8, r11
-    test dword ptr [r15 + 67117724], 41943040
-    jnz 1f
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
 1:
-    and r8, 8128
-    movzx ebp, byte ptr [r15 + r8 + 7488]
-    movzx r8d, byte ptr [r15 + 704]
-    mov r9, r11
-    mov qword ptr [r15 + 256], r8
-    mov r8, r11
+    mov r9, rax
+    mov dword ptr [r15 + 0], eax
     test ebx, 1073741824
     jz 1f
 1:
-    and r9, 4032
-    mov dword ptr [r15 + r9 + 3392], r8d
-    and r8, 448
-    vmovdqu ymmword ptr [r15 + r8 + 832], ymm12
-    movzx r8d, bpl
-    test dword ptr [r15 + 67117724], 256
+    mov dword ptr [r15 + 0], 158
+    mov rbp, r10
+    movzx ecx, r9b
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 4032
+    mov qword ptr [r15 + rbp + 3392], rbp
+    mov rbp, r11
+    test ebx, 1073741824
     jnz 1f
 1:
-    mov r8d, 120
-    mov dword ptr [r15 + 448], 35
+    movsxd rcx, dword ptr [r15 + 704]
+    mov r9, rbp
+    and rbp, 448
+    mov dword ptr [r15 + rbp + 832], 146
+    mov rbp, qword ptr [r15 + 64]
+    mov r9, r11
+    test dword ptr [r15 + 67117723], 16842752
+    jnz 1f
+1:
+    mov qword ptr [r15 + 192], rcx
+    mov rcx, qword ptr [r15 + 320]
+    and r9, 1984
+    mov ebp, dword ptr [r15 + r9 + 1344]
+    mov qword ptr [r15 + 384], rax
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov byte ptr [r15 + 256], al
+    movzx eax, bpl
+    mov dword ptr [r15 + 128], r9d
+    mov r9d, r9d
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov edx, 69
+    mov ebp, 19
+    movzx ebp, byte ptr [r15 + 512]
+    movzx eax, byte ptr [r15 + 448]
     add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b10_done
@@ -18409,63 +18340,8 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    vmovdqu ymmword ptr [r15 + 0], ymm12
-    mov r8d, r8d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r8d, r8b
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov byte ptr [r15 + 0], r8b
-    mov rax, rax
-    mov rcx, rax
-    mov dword ptr [r15 + 0], 161
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    movsxd rax, dword ptr [r15 + 128]
-    mov r8d, dword ptr [r15 + 64]
-    mov qword ptr [r15 + 320], r9
-    mov byte ptr [r15 + 512], al
-    test ebx, 25600
-    jz 1f
-1:
-    mov rax, qword ptr [r15 + 256]
-    mov r8d, ecx
-    mov dword ptr [r15 + 384], 112
-    mov r8, rax
-    movsxd rax, dword ptr [r15 + 448]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rcx, qword ptr [r15 + 768]
-    vpaddq xmm12, xmm12, xmmword ptr [r15 + 64]
-    mov r8, r11
-    movsxd rax, dword ptr [r15 + 384]
-    and r8, 4032
-    and ecx, dword ptr [r15 + r8 + 3392]
-    mov dword ptr [r15 + 192], ebp
-    test dword ptr [r15 + 67117724], 83886080
-    jz 1f
-1:
-    mov r8, r11
-    vpmovmskb edi, xmm12
-    mov ecx, 8
-    and r8, 1984
-    mov rbp, qword ptr [r15 + r8 + 1344]
-    mov r9d, ecx
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b10_done
-.Lc1_b10_c28:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
     xor eax, eax
-    test dword ptr [r15 + 67117724], 32
+    test dword ptr [r15 + 67117723], 268435456
     setz al
     lea rcx, [rip + .Lc1_d14937_s]
     lea rcx, [rcx + rax*8]
@@ -18477,35 +18353,103 @@ ditto_body_c1:
     .p2align 3
     jmp .Lc1_d14937_j
 .Lc1_d14937_j:
-    movsxd rax, dword ptr [r15 + 576]
-    mov ecx, eax
-    add rax, qword ptr [r15 + 320]
-    mov rbp, r10
-    vmovdqu xmmword ptr [r15 + 128], xmm12
-    test ebx, 1664
-    jz 1f
-1:
-    and rbp, 1984
-    movsxd rsi, dword ptr [r15 + rbp + 1344]
-    mov dword ptr [r15 + 384], 154
-    mov r8, r10
-    mov byte ptr [r15 + 192], al
+    mov ecx, dword ptr [r15 + 128]
+    mov r9, rcx
+    mov rcx, rdx
+    mov ebp, r9d
     test ebx, 1073741824
     jz 1f
 1:
-    and r8, 448
-    mov qword ptr [r15 + r8 + 832], rcx
-    mov dword ptr [r15 + 64], r8d
-    mov r8, r10
-    mov dword ptr [r15 + 128], 135
-    and r8, 8128
-    mov dword ptr [r15 + r8 + 7488], 104
-    test dword ptr [r15 + 67117723], 8388608
+    mov qword ptr [r15 + 192], r9
+    mov r9, qword ptr [r15 + 128]
+    mov ecx, 115
+    test dword ptr [r15 + 67117723], 131840
     jz 1f
 1:
-    mov byte ptr [r15 + 448], r8b
-    vmovq qword ptr [r15 + 640], xmm12
-    movzx r8d, byte ptr [r15 + 512]
+    mov rax, qword ptr [r15 + 576]
+    vpmovmskb edx, xmm9
+    mov byte ptr [r15 + 768], bpl
+    test dword ptr [r15 + 67117723], 201326592
+    jz 1f
+1:
+    mov r8, rdx
+    jmp 1f
+1:
+    movsxd r8, dword ptr [r15 + 64]
+    mov rbp, r10
+    test ebx, 1073741824
+    jz 1f
+1:
+    and rbp, 8128
+    mov ecx, dword ptr [r15 + rbp + 7488]
+    mov rdx, qword ptr [r15 + 448]
+    mov ebp, eax
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r8, r10
+    and ecx, dword ptr [r15 + 384]
+    and r8, 448
+    mov dword ptr [r15 + r8 + 832], ecx
+    mov ebp, dword ptr [r15 + 320]
+    add r11, 64
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b10_done
+.Lc1_b10_c28:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    jmp 1f
+1:
+    vpor xmm9, xmm9, xmm9
+    jmp 1f
+1:
+    movsxd rcx, dword ptr [r15 + 512]
+    mov dword ptr [r15 + 64], 143
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    mov rbp, r10
+    movzx ecx, byte ptr [r15 + 256]
+    movzx edx, byte ptr [r15 + 320]
+    and rbp, 8128
+    mov dword ptr [r15 + rbp + 7488], ecx
+    test dword ptr [r15 + 67117724], 268435456
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu ymmword ptr [r15 + 0], ymm9
+    mov dword ptr [r15 + 0], 23
+    mov eax, 182
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov ecx, eax
+    movsxd rax, dword ptr [r15 + 640]
+    vmovdqu xmmword ptr [r15 + 384], xmm9
+    movzx ebp, al
+    mov r8, r10
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rbp, r10
+    mov edx, ecx
+    and rbp, 4032
+    mov byte ptr [r15 + rbp + 3392], dl
+    and r8, 1984
+    and ecx, dword ptr [r15 + r8 + 1344]
+    mov qword ptr [r15 + 192], rbp
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov qword ptr [r15 + 448], rcx
+    mov ecx, r8d
+    movzx ecx, byte ptr [r15 + 128]
+    vmovq xmm9, rcx
     add r11, 64
     add r10, r11
     inc rbx
@@ -18515,51 +18459,55 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov byte ptr [r15 + 128], r8b
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 61952
-    jz 1f
+    lea rcx, [rip + .Lc1_d15036_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d15036_j_t
+.Lc1_d15036_j:
+    jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, r11
-    mov dword ptr [r15 + 0], eax
-    mov eax, 128
-    and r8, 16320
-    movzx eax, byte ptr [r15 + r8 + 15680]
-    test ebx, 1073741824
+    mov ecx, 152
+    mov byte ptr [r15 + 704], al
+    mov rcx, rax
+    test dword ptr [r15 + 67117724], 2621440
     jnz 1f
+1:
+    mov ecx, dword ptr [r15 + 384]
+    mov rbp, r11
+    jmp 1f
+1:
+    and rbp, 448
+    mov qword ptr [r15 + rbp + 832], rbp
+    movsxd rbp, dword ptr [r15 + 448]
+    test dword ptr [r15 + 67117723], 67108864
+    jz 1f
 1:
     .byte 0x0f, 0x1f, 0x40, 0x00
-    mov eax, 20
-    mov dword ptr [r15 + 64], edi
-    mov qword ptr [r15 + 320], r8
+    mov eax, dword ptr [r15 + 384]
+    mov dword ptr [r15 + 256], ecx
     test ebx, 1073741824
+    jz 1f
+1:
+    mov qword ptr [r15 + 64], rax
+    movzx edx, byte ptr [r15 + 320]
+    mov esi, 53
+    mov eax, 62
+    test dword ptr [r15 + 67117724], 8388608
+    jz 1f
+1:
+    movzx ecx, bpl
+    mov rbp, r10
+    vmovdqu ymmword ptr [r15 + 192], ymm9
+    and rbp, 1984
+    movzx ecx, byte ptr [r15 + rbp + 1344]
+    movzx ebp, al
+    test ebx, 1152
     jnz 1f
 1:
-    mov r8d, dword ptr [r15 + 256]
-    mov rbp, r11
-    mov qword ptr [r15 + 704], r8
-    vpxor xmm12, xmm12, xmm6
-    and rbp, 8128
-    mov r8d, dword ptr [r15 + rbp + 7488]
-    test dword ptr [r15 + 67117723], 65536
-    jz 1f
-1:
-    mov r9, r11
-    movzx ebp, bpl
-    and r9, 4032
-    movzx ebp, byte ptr [r15 + r9 + 3392]
-    mov esi, 141
-    movzx r9d, r8b
-    test ebx, 1073741824
-    jz 1f
-1:
-    vmovdqu ymmword ptr [r15 + 384], ymm12
-    vpaddq xmm12, xmm12, xmmword ptr [r15 + 448]
-    mov byte ptr [r15 + 512], r9b
+    mov rsi, qword ptr [r15 + 512]
+    mov dword ptr [r15 + 64], eax
+    mov byte ptr [r15 + 128], bpl
     add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b10_done
@@ -18567,102 +18515,110 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d15026_j]
+    lea rcx, [rip + .Lc1_d15084_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d15026_j_t
-.Lc1_d15026_j:
-    mov dword ptr [r15 + 384], eax
-    mov esi, ecx
-    mov rcx, r9
-    mov rbp, r11
-    mov r8, r10
-    movzx ecx, sil
-    and r8, 1984
-    lock or dword ptr [r15 + r8 + 1344], 112
+    jmp .Lc1_d15084_j_t
+.Lc1_d15084_j:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, dword ptr [r15 + 128]
+    mov eax, 86
+    movzx ebp, sil
     test ebx, 1073741824
     jnz 1f
 1:
-    and rbp, 448
-    vmovq qword ptr [r15 + rbp + 832], xmm12
-    mov dword ptr [r15 + 64], 116
-    mov ebp, r8d
-    mov ebp, r8d
-    movzx ebp, cl
+    mov ebp, eax
+    mov esi, eax
+    mov rbp, r10
+    lock or dword ptr [r15 + 64], 62
+    jmp 1f
+1:
     test ebx, 1073741824
     jz 1f
 1:
-    movzx ebp, byte ptr [r15 + 64]
-    movzx ecx, byte ptr [r15 + 192]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, qword ptr [r15 + 320]
-    mov byte ptr [r15 + 128], bpl
+    and rbp, 4032
+    movzx esi, byte ptr [r15 + rbp + 3392]
+    mov ebp, ecx
+    movzx ebp, sil
     test dword ptr [r15 + 67117724], 2056
     jnz 1f
 1:
-    mov r9d, 61
-    movzx r9d, cl
-    mov qword ptr [r15 + 768], rcx
-    mov ecx, 122
-    mov dword ptr [r15 + 320], 1
+    add rbp, qword ptr [r15 + 512]
+    mov esi, 154
+    movzx eax, bpl
+    mov r9, r10
+    mov rbp, rcx
     test ebx, 1073741824
     jnz 1f
 1:
-    vpaddd xmm12, xmm12, xmm12
-    mov r9d, r9d
-    mov r9, qword ptr [r15 + 192]
-    movsxd rcx, dword ptr [r15 + 256]
-    movsxd rbp, dword ptr [r15 + 512]
+    mov rbp, r11
+    and r9, 448
+    mov byte ptr [r15 + r9 + 832], al
+    movsxd rax, dword ptr [r15 + 256]
+    jmp 1f
+1:
+    and rbp, 8128
+    movsxd rsi, dword ptr [r15 + rbp + 7488]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + 384], 1
+    mov dword ptr [r15 + 768], 101
+    mov dword ptr [r15 + 320], esi
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b10_done
 .Lc1_b10_c31:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 156
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rax
+    mov rbp, r11
+    and rbp, 4032
+    movsxd rsi, dword ptr [r15 + rbp + 3392]
+    mov eax, 135
+    mov byte ptr [r15 + 576], r9b
+    mov dword ptr [r15 + 448], 240
+    mov r9, qword ptr [r15 + 640]
     test ebx, 1073741824
     jz 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, ecx
-    mov eax, 126
+    mov dword ptr [r15 + 0], 125
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rbp, r11
-    mov byte ptr [r15 + 448], r8b
-    and rbp, 8128
-    mov dword ptr [r15 + rbp + 7488], 143
-    mov rax, rbp
-    mov ebp, ebp
-    mov rbp, qword ptr [r15 + 128]
+    mov r9d, r9d
+    mov ebp, 201
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    movsxd rbp, dword ptr [r15 + 384]
-    mov r8, r11
-    mov ecx, dword ptr [r15 + 320]
-    movzx eax, al
-    mov rax, qword ptr [r15 + 128]
-    and r8, 448
-    mov r9d, dword ptr [r15 + r8 + 832]
+    mov r9, r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 182
+    mov esi, dword ptr [r15 + 384]
+    movsxd r9, dword ptr [r15 + 128]
+    mov rbp, r11
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rbp, r11
-    mov dword ptr [r15 + 256], 59
-    imul r8, qword ptr [r15 + 64]
-    mov dword ptr [r15 + 576], 65
-    and rbp, 4032
-    mov r9d, dword ptr [r15 + rbp + 3392]
-    mov dword ptr [r15 + 512], 155
+    movzx eax, sil
+    jmp 1f
+1:
+    and rbp, 16320
+    mov esi, dword ptr [r15 + rbp + 15680]
+    movzx eax, byte ptr [r15 + 192]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r9, r11
+    mov ebp, dword ptr [r15 + 64]
+    mov esi, dword ptr [r15 + 320]
+    mov qword ptr [r15 + 512], r9
+    and r9, 1984
+    mov dword ptr [r15 + r9 + 1344], 131
     add r11, 64
     inc rbx
     dec r13
@@ -18671,48 +18627,58 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d15119_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d15119_j_t
-.Lc1_d15119_j:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 50
-    mov r12, qword ptr [r15 + r12 + 56]
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 1024
+    setz al
+    lea rcx, [rip + .Lc1_d15180_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d15180_s_t
+    .p2align 3
+.Lc1_d15180_s:
+    .p2align 3
+    jmp .Lc1_d15180_j
+    .p2align 3
+    jmp .Lc1_d15180_j
+.Lc1_d15180_j:
     mov rbp, r11
+    mov r8, r11
+    and rbp, 1984
+    mov dword ptr [r15 + rbp + 1344], eax
+    and r8, 8128
+    mov ecx, dword ptr [r15 + r8 + 7488]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    and rbp, 4032
-    mov rax, qword ptr [r15 + rbp + 3392]
-    mov rbp, qword ptr [r15 + 448]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, qword ptr [r15 + 192]
+    mov rbp, qword ptr [r15 + 64]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov ebp, dword ptr [r15 + 320]
+    mov eax, eax
+    mov edi, 148
+    test ebx, 640
+    jz 1f
+1:
+    mov rax, qword ptr [r15 + 128]
     mov r8, r11
-    mov ecx, esi
-    and r8, 1984
-    mov ecx, dword ptr [r15 + r8 + 1344]
+    mov dword ptr [r15 + 448], eax
+    mov rax, qword ptr [r15 + 256]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rsi, rbp
-    mov rbp, qword ptr [r15 + 640]
-    mov dword ptr [r15 + 512], eax
-    mov dword ptr [r15 + 256], 66
+    and r8, 448
+    movzx ecx, byte ptr [r15 + r8 + 832]
+    mov rax, r8
+    mov r8d, 22
     test ebx, 1073741824
     jnz 1f
 1:
-    mov eax, 62
-    vmovdqu ymmword ptr [r15 + 64], ymm12
-    mov eax, dword ptr [r15 + 384]
-    mov r8, qword ptr [r15 + 192]
-    test dword ptr [r15 + 67117724], 16779264
-    jnz 1f
+    jmp 1f
 1:
-    mov ebp, eax
-    mov qword ptr [r15 + 128], r8
-    mov rbp, r11
-    mov r8, qword ptr [r15 + 320]
-    and rbp, 8128
-    mov eax, dword ptr [r15 + rbp + 7488]
+    movzx r8d, byte ptr [r15 + 384]
     add r11, 64
     inc rbx
     dec r13
@@ -18721,51 +18687,53 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov r8d, ebp
+    lea rcx, [rip + .Lc1_d15229_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d15229_j_t
+.Lc1_d15229_j:
+    vmovq xmm9, r8
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, eax
+    mov r8, rcx
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    vpxor xmm12, xmm12, xmm13
-    movsxd rax, dword ptr [r15 + 64]
-    mov qword ptr [r15 + 512], r8
-    test ebx, 896
-    jz 1f
-1:
+    mov byte ptr [r15 + 0], al
     mov r8, r11
-    movsxd rax, dword ptr [r15 + 704]
-    and r8, 1984
-    movsxd rbp, dword ptr [r15 + r8 + 1344]
-    mov r8, rax
-    vpcmpeqb xmm12, xmm12, xmmword ptr [r15 + 448]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + 768], 97
-    movzx r8d, byte ptr [r15 + 128]
-    movzx eax, al
-    movsxd rax, dword ptr [r15 + 384]
-    test dword ptr [r15 + 67117724], 8388608
-    jz 1f
-1:
-    mov edi, eax
-    mov rcx, qword ptr [r15 + 384]
-    mov eax, 164
-    mov dword ptr [r15 + 320], r8d
-    test dword ptr [r15 + 67117723], 8192
-    jnz 1f
-1:
-    mov r8, r11
-    .byte 0x0f, 0x1f, 0x40, 0x00
-    movzx eax, byte ptr [r15 + 192]
+    vmovdqu ymmword ptr [r15 + 512], ymm9
     jmp 1f
 1:
-    and r8, 448
-    mov byte ptr [r15 + r8 + 832], r9b
+    and r8, 8128
+    movsxd rcx, dword ptr [r15 + r8 + 7488]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movsxd r8, dword ptr [r15 + 704]
+    mov rbp, r11
+    mov rcx, qword ptr [r15 + 448]
+    movzx eax, r8b
+    and rbp, 4032
+    mov dword ptr [r15 + rbp + 3392], r8d
+    test ebx, 1073741824
+    jnz 1f
+1:
+    .byte 0x0f, 0x1f, 0x40, 0x00
+    movsxd rax, dword ptr [r15 + 320]
+    vmovdqu ymmword ptr [r15 + 64], ymm9
+    movsxd rcx, dword ptr [r15 + 384]
+    test dword ptr [r15 + 67117724], 268435456
+    jnz 1f
+1:
+    mov rdi, qword ptr [r15 + 128]
+    mov rcx, qword ptr [r15 + 128]
+    mov r8d, ebp
+    mov byte ptr [r15 + 256], bpl
+    test dword ptr [r15 + 67117723], 524288
+    jz 1f
+1:
+    mov ebp, 23
+    mov r8d, edi
+    movzx r8d, byte ptr [r15 + 768]
     add r11, 64
     inc rbx
     dec r13
@@ -18774,55 +18742,57 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 4
-    setz al
-    lea rcx, [rip + .Lc1_d15210_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d15210_s_t
-    .p2align 3
-.Lc1_d15210_s:
-    .p2align 3
-    jmp .Lc1_d15210_j
-    .p2align 3
-    jmp .Lc1_d15210_j
-.Lc1_d15210_j:
-    mov r8, r11
-    and r8, 4032
-    movsxd rcx, dword ptr [r15 + r8 + 3392]
-    mov r9d, dword ptr [r15 + 192]
-    movzx r8d, al
-    vmovdqu ymmword ptr [r15 + 256], ymm12
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and ebp, dword ptr [r15 + 576]
-    mov r8d, 145
-    mov r8, qword ptr [r15 + 128]
+    mov eax, dword ptr [r15 + 256]
+    mov rbp, r11
+    mov rdi, qword ptr [r15 + 64]
+    mov r8d, r8d
+    and rbp, 448
+    mov r8, qword ptr [r15 + rbp + 832]
+    mov rbp, qword ptr [r15 + 64]
     test ebx, 1073741824
     jz 1f
 1:
-    movzx ecx, cl
-    mov rcx, rbp
-    mov r8d, r9d
-    mov r9d, ecx
+    mov rbp, rax
+    movzx edi, byte ptr [r15 + 448]
+    mov eax, 115
+    mov r12, qword ptr [r15 + r12 + 56]
+    test dword ptr [r15 + 67117723], 134418781
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rbp, dword ptr [r15 + 576]
+    mov dword ptr [r15 + 192], 38
+    mov r8, r10
+    movzx edi, r8b
+    and r8, 4032
+    mov eax, dword ptr [r15 + r8 + 3392]
     test ebx, 1073741824
     jnz 1f
 1:
+    jmp 1f
+1:
+    mov rbp, qword ptr [r15 + 128]
+    movzx r8d, r9b
+    movzx r8d, byte ptr [r15 + 384]
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx r8d, byte ptr [r15 + 320]
+    mov rbp, rbp
+    movzx edx, r8b
+    movsxd r8, dword ptr [r15 + 512]
+    vpmovmskb ebp, xmm9
     mov rbp, r11
-    movsxd rcx, dword ptr [r15 + 320]
-    mov r9, rbp
-    and rbp, 8128
-    mov dword ptr [r15 + rbp + 7488], 136
-    mov r8, r11
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rbp, qword ptr [r15 + 64]
-    and r8, 448
-    mov rcx, qword ptr [r15 + r8 + 832]
-    movsxd r8, dword ptr [r15 + 448]
+    and rbp, 1984
+    mov r8, qword ptr [r15 + rbp + 1344]
+    vmovdqu ymmword ptr [r15 + 320], ymm9
+    movzx ebp, bpl
+    mov rbp, r8
     add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b10_done
@@ -18830,107 +18800,117 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    movzx eax, al
+    lea rcx, [rip + .Lc1_d15328_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d15328_j_t
+.Lc1_d15328_j:
     mov rbp, r11
-    mov r8d, 16
+    mov eax, 60
+    and rbp, 448
+    movzx eax, byte ptr [r15 + rbp + 832]
     jmp 1f
 1:
-    vmovdqu ymmword ptr [r15 + 384], ymm12
-    and rbp, 4032
-    add qword ptr [r15 + rbp + 3392], rax
+    mov dword ptr [r15 + 640], ecx
     test ebx, 1073741824
-    jnz 1f
-1:
-    lock add qword ptr [r15 + 0], r8
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r8d, byte ptr [r15 + 64]
-    test dword ptr [r15 + 67117724], 192
     jz 1f
 1:
-    mov r8, r11
-    mov rbp, r11
-    movzx eax, r8b
-    and r8, 8128
-    vmovdqu ymmword ptr [r15 + r8 + 7488], ymm12
+    mov rbp, r10
+    vmovdqu xmmword ptr [r15 + 64], xmm9
+    mov r12, qword ptr [r15 + r12 + 56]
     and rbp, 1984
-    movzx r8d, byte ptr [r15 + rbp + 1344]
-    mov qword ptr [r15 + 384], rax
-    mov edi, eax
+    mov rcx, qword ptr [r15 + rbp + 1344]
     test ebx, 1073741824
-    jz 1f
-1:
-    mov rbp, qword ptr [r15 + 640]
-    mov r8d, dword ptr [r15 + 320]
-    mov rax, qword ptr [r15 + 64]
-    add qword ptr [r15 + 448], rdi
-    mov dword ptr [r15 + 512], eax
-    test dword ptr [r15 + 67117723], 8912896
     jnz 1f
 1:
-    movzx eax, byte ptr [r15 + 256]
-    mov edi, 27
-    mov rbp, rax
-    mov byte ptr [r15 + 128], r8b
+    movzx ebp, bpl
+    jmp 1f
+1:
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + 448], ymm9
+    test dword ptr [r15 + 67117723], 1024
+    jz 1f
+1:
+    movzx ebp, byte ptr [r15 + 256]
+    mov byte ptr [r15 + 128], sil
+    mov esi, 148
+    mov r8, r10
+    test ebx, 2688
+    jz 1f
+1:
+    and r8, 8128
+    movzx edx, byte ptr [r15 + r8 + 7488]
+    movzx ebp, byte ptr [r15 + 192]
+    mov r8, qword ptr [r15 + 512]
+    mov esi, dword ptr [r15 + 384]
+    test dword ptr [r15 + 67117723], 268435456
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov r8d, r9d
+    movzx r8d, cl
     add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b10_done
 .Lc1_b10_c36:
-    lea rcx, [rip + .Lc1_d15299_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d15299_j_t
-.Lc1_d15299_j:
-    movzx ecx, byte ptr [r15 + 320]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 219
-    movzx r8d, al
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx ecx, bpl
-    mov ebp, ecx
-    mov byte ptr [r15 + 0], cl
-    vmovdqu ymmword ptr [r15 + 0], ymm12
-    mov ecx, ebp
-    test ebx, 1073741824
-    jnz 1f
-1:
-    add rcx, qword ptr [r15 + 128]
-    mov qword ptr [r15 + 128], rcx
-    mov ecx, dword ptr [r15 + 704]
-    mov dword ptr [r15 + 448], r8d
-    mov rbp, r11
-    test ebx, 256
-    jz 1f
-1:
-    movsxd r8, dword ptr [r15 + 320]
-    and rbp, 448
-    mov qword ptr [r15 + rbp + 832], r8
-    mov ebp, ecx
-    mov ecx, ecx
-    movzx ecx, byte ptr [r15 + 192]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + 768], r9d
-    mov r8, r11
-    movsxd rcx, dword ptr [r15 + 384]
+    mov qword ptr [r15 + 320], r8
     jmp 1f
 1:
-    mov ebp, dword ptr [r15 + 512]
-    and r8, 1984
-    movzx r9d, byte ptr [r15 + r8 + 1344]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, r8d
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    vmovdqu xmm9, xmmword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    mov r9, qword ptr [r15 + 64]
-    mov r8d, esi
-    vmovdqu ymmword ptr [r15 + 256], ymm12
-    movzx ecx, r8b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r8d, byte ptr [r15 + 64]
+    movzx ebp, byte ptr [r15 + 128]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r8d, r8d
+    mov qword ptr [r15 + 384], r9
+    add r8, qword ptr [r15 + 320]
+    mov r9d, r8d
+    mov r9, r11
+    movzx ebp, bpl
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and r9, 4032
+    movsxd rbp, dword ptr [r15 + r9 + 3392]
+    movzx edx, r8b
+    mov r8d, r8d
+    movsxd rsi, dword ptr [r15 + 704]
+    mov r8, r11
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + 128], 85
+    movzx r9d, byte ptr [r15 + 512]
+    and r8, 8128
+    mov dword ptr [r15 + r8 + 7488], ebp
+    mov ebp, edx
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rdx, qword ptr [r15 + 192]
+    mov esi, dword ptr [r15 + 768]
+    jmp 1f
+1:
+    mov byte ptr [r15 + 448], r9b
     add r11, 64
     inc rbx
     dec r13
@@ -18939,52 +18919,59 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 33554432
+    setz al
+    lea rcx, [rip + .Lc1_d15427_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d15427_s_t
+    .p2align 3
+.Lc1_d15427_s:
+    .p2align 3
+    jmp .Lc1_d15427_j
+    .p2align 3
+    jmp .Lc1_d15427_j
+.Lc1_d15427_j:
     mov rbp, r11
-    mov r8, r11
-    and rbp, 8128
-    mov eax, dword ptr [r15 + rbp + 7488]
-    jmp 1f
-1:
-    and r8, 4032
-    mov dword ptr [r15 + r8 + 3392], 85
-    mov r8d, dword ptr [r15 + 320]
-    mov rcx, rcx
-    test dword ptr [r15 + 67117724], 2097160
-    jnz 1f
-1:
-    movsxd rbp, dword ptr [r15 + 576]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, r8b
-    mov r8, r10
-    mov esi, ebp
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 448
-    movzx ebp, byte ptr [r15 + r8 + 832]
-    mov r8, qword ptr [r15 + 512]
-    mov dword ptr [r15 + 128], 40
-    mov ecx, dword ptr [r15 + 384]
-    test ebx, 1152
-    jnz 1f
-1:
-    mov byte ptr [r15 + 64], cl
-    mov rcx, qword ptr [r15 + 448]
-    mov r8d, ecx
-    mov rcx, qword ptr [r15 + 64]
-    mov ebp, 142
+    mov r8d, edx
+    and rbp, 448
+    mov rcx, qword ptr [r15 + rbp + 832]
+    mov r8d, eax
+    movzx eax, cl
     test ebx, 1073741824
     jz 1f
 1:
-    mov ebp, 225
-    mov rbp, qword ptr [r15 + 192]
-    mov r8d, r8d
-    movzx r8d, cl
-    mov byte ptr [r15 + 256], sil
+    mov rax, r8
+    mov rax, qword ptr [r15 + 128]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rbp, r11
+    mov r8, qword ptr [r15 + 384]
+    movsxd rax, dword ptr [r15 + 576]
+    and rbp, 1984
+    mov dword ptr [r15 + rbp + 1344], 40
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movsxd rax, dword ptr [r15 + 256]
+    mov ebp, dword ptr [r15 + 64]
+    movzx r8d, bpl
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 1
+    mov byte ptr [r15 + 192], bpl
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movsxd rbp, dword ptr [r15 + 512]
+    mov r8d, edi
+    mov edi, dword ptr [r15 + 320]
     add r11, 64
-    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b10_done
@@ -18992,51 +18979,49 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d15399_j]
+    lea rcx, [rip + .Lc1_d15476_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d15399_j_t
-.Lc1_d15399_j:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 384], 132
-    movzx ecx, r8b
-    mov ecx, 129
-    mov dword ptr [r15 + 0], 168
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov byte ptr [r15 + 0], r9b
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    vpor xmm12, xmm12, xmm12
-    mov qword ptr [r15 + 0], r8
-    test ebx, 1073741824
-    jz 1f
-1:
+    jmp .Lc1_d15476_j_t
+.Lc1_d15476_j:
+    vmovdqu ymmword ptr [r15 + 640], ymm9
     mov rbp, r11
-    mov r8d, dword ptr [r15 + 320]
-    and rbp, 4032
-    mov ecx, dword ptr [r15 + rbp + 3392]
-    movsxd rdx, dword ptr [r15 + 640]
-    mov ebp, 237
-    mov r9, r11
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + 192], 104
-    and r9, 1984
-    mov dword ptr [r15 + r9 + 1344], 227
-    movzx r9d, byte ptr [r15 + 128]
-    movzx eax, r8b
-    movzx r8d, byte ptr [r15 + 512]
-    test dword ptr [r15 + 67117723], 33554690
-    jz 1f
-1:
-    mov r8d, eax
-    movzx ebp, byte ptr [r15 + 64]
+    movzx edi, byte ptr [r15 + 512]
     jmp 1f
 1:
-    vpaddq xmm12, xmm12, xmmword ptr [r15 + 448]
+    and rbp, 8128
+    mov rax, qword ptr [r15 + rbp + 7488]
+    test dword ptr [r15 + 67117724], 134479872
+    jnz 1f
+1:
+    movzx ebp, cl
+    mov rbp, r11
+    movsxd rcx, dword ptr [r15 + 128]
+    mov r8d, eax
+    and rbp, 4032
+    movzx eax, byte ptr [r15 + rbp + 3392]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov dword ptr [r15 + 64], 177
+    movzx r8d, byte ptr [r15 + 320]
+    mov dword ptr [r15 + 384], 133
+    jmp 1f
+1:
+    test ebx, 1152
+    jnz 1f
+1:
+    movzx ebp, cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 256], 227
+    mov ecx, 57
+    mov r8, r11
+    test ebx, 256
+    jz 1f
+1:
+    mov edi, 51
+    mov dword ptr [r15 + 448], 42
+    and r8, 448
+    mov byte ptr [r15 + r8 + 832], dil
     add r11, 64
     inc rbx
     dec r13
@@ -19045,112 +19030,108 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 16777216
-    setz al
-    lea rcx, [rip + .Lc1_d15445_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d15445_s_t
-    .p2align 3
-.Lc1_d15445_s:
-    .p2align 3
-    jmp .Lc1_d15445_j
-    .p2align 3
-    jmp .Lc1_d15445_j
-.Lc1_d15445_j:
-    mov ecx, 190
-    mov rax, qword ptr [r15 + 64]
-    movsxd rcx, dword ptr [r15 + 192]
-    movzx r8d, byte ptr [r15 + 384]
-    mov rbp, r10
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r8, r10
-    and rbp, 8128
-    vmovq qword ptr [r15 + rbp + 7488], xmm12
-    and r8, 448
-    mov dword ptr [r15 + r8 + 832], 123
-    jmp 1f
-1:
-    mov r8, qword ptr [r15 + 320]
+    mov r8d, 190
+    movzx eax, byte ptr [r15 + 512]
+    movzx r8d, dil
+    mov rdi, rdi
+    mov rdi, qword ptr [r15 + 128]
     test ebx, 1073741824
     jz 1f
 1:
-    jmp 1f
-1:
-    movzx r8d, sil
-    movsxd r8, dword ptr [r15 + 256]
-    mov rbp, r10
+    mov r8, qword ptr [r15 + 64]
+    mov r12, qword ptr [r15 + r12 + 56]
+    .byte 0x0f, 0x1f, 0x40, 0x00
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    and rbp, 1984
-    movzx r8d, byte ptr [r15 + rbp + 1344]
-    mov rcx, qword ptr [r15 + 128]
-    mov rbp, qword ptr [r15 + 704]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r9d, 188
+    mov dword ptr [r15 + 0], 6
+    mov rbp, r11
+    mov byte ptr [r15 + 448], r9b
+    mov r9d, r8d
+    and rbp, 4032
+    mov r9d, dword ptr [r15 + rbp + 3392]
+    test dword ptr [r15 + 67117724], 1
+    jnz 1f
+1:
+    movsxd rbp, dword ptr [r15 + 384]
+    mov r9, qword ptr [r15 + 704]
+    mov dword ptr [r15 + 320], 37
+    vmovdqu ymmword ptr [r15 + 192], ymm9
+    mov r8, r11
     test ebx, 1073741824
     jz 1f
 1:
-    mov byte ptr [r15 + 512], bpl
-    mov rbp, rbp
-    mov ebp, ecx
+    mov rbp, qword ptr [r15 + 256]
+    jmp 1f
+1:
+    and r8, 1984
+    mov dword ptr [r15 + r8 + 1344], 112
+    jmp 1f
+1:
     add r11, 64
-    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b10_done
 .Lc1_b10_c40:
-    mov rbp, rbp
-    mov ecx, r8d
-    mov r8d, dword ptr [r15 + 320]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d15567_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d15567_j_t
+.Lc1_d15567_j:
     mov rbp, r11
-    mov ecx, 192
+    mov r8, r11
     and rbp, 1984
-    movzx esi, byte ptr [r15 + rbp + 1344]
+    mov dword ptr [r15 + rbp + 1344], 170
+    mov qword ptr [r15 + 64], r8
+    and r8, 8128
+    movsxd rcx, dword ptr [r15 + r8 + 7488]
+    mov ebp, 160
     test ebx, 1073741824
     jnz 1f
 1:
-    movsxd rbp, dword ptr [r15 + 128]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, dword ptr [r15 + 320]
+    movzx eax, byte ptr [r15 + 768]
+    mov r8d, 197
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov dword ptr [r15 + 384], 107
+    mov r8, qword ptr [r15 + 128]
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 59
     mov rbp, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 256], 232
-    test ebx, 1073741824
-    jz 1f
-1:
-    and rbp, 4032
-    mov qword ptr [r15 + rbp + 3392], rbp
-    movsxd rbp, dword ptr [r15 + 512]
-    movzx ecx, r8b
-    mov rcx, qword ptr [r15 + 128]
-    mov r8d, ecx
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx ebp, byte ptr [r15 + 448]
-    mov r8, qword ptr [r15 + 576]
-    mov ecx, 69
+    mov rax, r8
+    and rbp, 448
+    movzx r8d, byte ptr [r15 + rbp + 832]
     jmp 1f
 1:
+    movsxd rsi, dword ptr [r15 + 64]
+    test dword ptr [r15 + 67117724], 64
+    jz 1f
+1:
+    mov r8d, dword ptr [r15 + 384]
+    mov eax, esi
+    mov esi, r8d
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r8, qword ptr [r15 + 64]
-    mov rbp, r11
-    mov qword ptr [r15 + 384], rcx
-    movzx ecx, byte ptr [r15 + 768]
-    and rbp, 8128
-    mov esi, dword ptr [r15 + rbp + 7488]
+    mov qword ptr [r15 + 128], rax
+    mov rax, qword ptr [r15 + 192]
+    mov rsi, qword ptr [r15 + 448]
     add r11, 64
     inc rbx
     dec r13
@@ -19159,57 +19140,58 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d15540_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d15540_j_t
-.Lc1_d15540_j:
-    mov rbp, r11
-    movzx ecx, al
-    and rbp, 16320
-    mov dword ptr [r15 + rbp + 15680], 72
-    mov rax, rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov ecx, eax
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rax, dword ptr [r15 + 384]
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 4194304
+    setz al
+    lea rcx, [rip + .Lc1_d15614_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d15614_s_t
+    .p2align 3
+.Lc1_d15614_s:
+    .p2align 3
+    jmp .Lc1_d15614_j
+    .p2align 3
+    jmp .Lc1_d15614_j
+.Lc1_d15614_j:
+    mov qword ptr [r15 + 320], rcx
+    mov rax, rcx
+    mov byte ptr [r15 + 128], cl
     test ebx, 1073741824
     jz 1f
 1:
-    movsxd rax, dword ptr [r15 + 640]
-    mov qword ptr [r15 + 64], rcx
-    mov byte ptr [r15 + 128], al
-    movzx ecx, al
-    mov dword ptr [r15 + 64], ebp
-    and eax, dword ptr [r15 + 256]
+    mov qword ptr [r15 + 448], rax
+    mov eax, eax
+    mov r8, r10
+    mov ecx, 77
+    test ebx, 19456
+    jz 1f
+1:
+    and r8, 8128
+    mov dword ptr [r15 + r8 + 7488], 47
+    movzx r8d, r8b
+    mov r12, qword ptr [r15 + r12 + 56]
+    test dword ptr [r15 + 67117724], 131088
+    jnz 1f
+1:
+    inc dword ptr [r15 + 384]
+    mov r8, r10
+    add rcx, qword ptr [r15 + 64]
+    and r8, 4032
+    mov eax, dword ptr [r15 + r8 + 3392]
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx eax, bpl
-    mov ebp, eax
-    movsxd rax, dword ptr [r15 + 384]
-    mov qword ptr [r15 + 448], rbp
-    mov ebp, 206
-    test dword ptr [r15 + 67117724], 184549376
-    jz 1f
-1:
-    mov rbp, qword ptr [r15 + 320]
-    mov eax, 253
+    movsxd rcx, dword ptr [r15 + 512]
+    mov rax, qword ptr [r15 + 192]
     jmp 1f
 1:
-    mov r8, r11
-    mov qword ptr [r15 + 192], rax
-    and r8, 448
-    movzx ecx, byte ptr [r15 + r8 + 832]
+    test ebx, 1073741824
+    jz 1f
+1:
+    movsxd r8, dword ptr [r15 + 256]
+    movzx ecx, byte ptr [r15 + 576]
     add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b10_done
@@ -19217,51 +19199,48 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov rax, qword ptr [r15 + 256]
-    mov r8d, dword ptr [r15 + 320]
-    mov rbp, r11
-    mov rcx, rax
-    mov qword ptr [r15 + 192], rax
-    test ebx, 1073741824
-    jz 1f
-1:
-    and rbp, 8128
-    movzx eax, byte ptr [r15 + rbp + 7488]
+    mov rax, qword ptr [r15 + 704]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, rcx
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, cl
     mov r8, r11
-    test dword ptr [r15 + 67117723], 16777216
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
     jnz 1f
 1:
+    mov qword ptr [r15 + 640], r8
     and r8, 1984
-    mov qword ptr [r15 + r8 + 1344], rcx
-    movsxd r8, dword ptr [r15 + 704]
-    mov byte ptr [r15 + 448], dl
-    movzx edx, byte ptr [r15 + 64]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov qword ptr [r15 + 128], rsi
-    mov byte ptr [r15 + 128], dl
-    vmovq xmm12, rdx
-    mov edx, dword ptr [r15 + 384]
-    mov rbp, r11
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movsxd rdx, dword ptr [r15 + 512]
-    mov r8d, ebp
-    and rbp, 4032
-    mov r8d, dword ptr [r15 + rbp + 3392]
-    and ebp, dword ptr [r15 + 512]
-    test ebx, 1073741824
+    movzx ecx, byte ptr [r15 + r8 + 1344]
+    movzx r8d, r8b
+    movzx eax, byte ptr [r15 + 192]
+    mov qword ptr [r15 + 512], rcx
+    test dword ptr [r15 + 67117723], 16777216
     jz 1f
 1:
-    mov ebp, 246
+    movsxd r8, dword ptr [r15 + 64]
+    mov byte ptr [r15 + 384], cl
+    mov rbp, r11
+    movzx ecx, byte ptr [r15 + 128]
+    and rbp, 8128
+    mov qword ptr [r15 + rbp + 7488], rax
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov byte ptr [r15 + 320], bpl
+    mov rbp, r11
+    mov eax, dword ptr [r15 + 448]
+    vpcmpeqb xmm9, xmm9, xmmword ptr [r15 + 256]
+    mov ecx, ebp
+    and rbp, 448
+    mov ecx, dword ptr [r15 + rbp + 832]
+    test dword ptr [r15 + 67117723], 4194440
+    jz 1f
+1:
+    and ecx, dword ptr [r15 + 64]
+    mov ebp, 65
     jmp 1f
 1:
-    mov rbp, r8
+    mov rbp, rbp
     add r11, 64
     inc rbx
     dec r13
@@ -19270,54 +19249,53 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d15636_j]
+    lea rcx, [rip + .Lc1_d15706_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d15636_j_t
-.Lc1_d15636_j:
-    jmp 1f
-1:
-    vmovq qword ptr [r15 + 0], xmm12
-    mov byte ptr [r15 + 0], al
-    movzx eax, cl
-    mov r12, qword ptr [r15 + r12 + 56]
+    jmp .Lc1_d15706_j_t
+.Lc1_d15706_j:
+    mov rbp, r11
+    and rbp, 4032
+    movsxd rax, dword ptr [r15 + rbp + 3392]
+    mov byte ptr [r15 + 320], cl
+    movzx ebp, byte ptr [r15 + 320]
+    movzx r8d, dil
     test ebx, 1073741824
     jz 1f
 1:
-    lea rbp, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 448
-    movsxd r9, dword ptr [r15 + rbp + 832]
-    movzx r8d, byte ptr [r15 + 128]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov byte ptr [r15 + 320], r8b
-    mov r9, qword ptr [r15 + 192]
-    imul r8, qword ptr [r15 + rbp + 896]
-    mov dword ptr [r15 + 448], 26
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rbp, r11
-    movzx r8d, r9b
-    and rbp, 8128
-    movzx r9d, byte ptr [r15 + rbp + 7488]
-    mov ebp, dword ptr [r15 + 64]
-    .byte 0x0f, 0x1f, 0x00
-    mov r8, r11
     jmp 1f
 1:
+    jmp 1f
+1:
+    mov r8d, dword ptr [r15 + 384]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx ebp, byte ptr [r15 + 256]
+    and r8, 1984
+    mov rcx, qword ptr [r15 + r8 + 1344]
+    mov dword ptr [r15 + 768], 26
     test dword ptr [r15 + 67117724], 16448
     jnz 1f
 1:
-    and r8, 4032
-    mov dword ptr [r15 + r8 + 3392], edx
-    mov qword ptr [r15 + 384], rcx
-    mov r8d, dword ptr [r15 + 768]
+    mov r8d, dword ptr [r15 + 128]
+    mov rbp, r11
+    mov qword ptr [r15 + 448], r8
+    and rbp, 448
+    mov dword ptr [r15 + rbp + 832], r8d
+    test ebx, 1073741824
+    jnz 1f
+1:
+    vmovq qword ptr [r15 + 64], xmm9
     jmp 1f
 1:
+    mov r8d, dword ptr [r15 + 512]
     add r11, 64
     inc rbx
     dec r13
@@ -19326,60 +19304,54 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov rbp, r11
+    mov r8, qword ptr [r15 + 128]
+    mov rbp, qword ptr [r15 + 128]
     jmp 1f
 1:
-    mov rax, qword ptr [r15 + 64]
-    and rbp, 4032
-    vmovdqu ymmword ptr [r15 + rbp + 3392], ymm12
+    mov byte ptr [r15 + 64], bpl
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r9, r11
+    mov rbp, rax
+    and r9, 8128
+    mov rbp, qword ptr [r15 + r9 + 7488]
+    mov dword ptr [r15 + 384], eax
+    vpxor xmm9, xmm9, xmm14
+    test ebx, 1152
+    jz 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, 246
     mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu ymmword ptr [r15 + 0], ymm9
     test ebx, 1073741824
     jnz 1f
 1:
-    add qword ptr [r15 + 0], rax
-    jmp 1f
+    vmovq xmm9, r8
+    vmovdqu ymmword ptr [r15 + 320], ymm9
+    mov qword ptr [r15 + 512], r8
+    movzx ebp, byte ptr [r15 + 576]
+    test dword ptr [r15 + 67117723], 524288
+    jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 320], edx
-    test ebx, 256
-    jz 1f
-1:
-    mov qword ptr [r15 + 320], rbp
-    jmp 1f
-1:
-    movzx ebp, al
-    mov rbp, r8
-    mov r8d, 125
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov edx, 186
-    mov rax, qword ptr [r15 + 640]
-    mov r8, qword ptr [r15 + 192]
-    mov rdx, rbp
-    mov rbp, r11
-    mov qword ptr [r15 + 384], rax
-    test ebx, 1073741824
-    jz 1f
-1:
-    and rbp, 1984
-    movzx eax, byte ptr [r15 + rbp + 1344]
-    mov byte ptr [r15 + 128], bpl
-    mov rbp, qword ptr [r15 + 256]
-    mov r8d, 158
     mov r8, r11
-    and eax, dword ptr [r15 + 448]
-    test dword ptr [r15 + 67117724], 268500992
+    imul rbp, qword ptr [r15 + 256]
+    jmp 1f
+1:
+    and r8, 16320
+    mov qword ptr [r15 + r8 + 15680], rax
+    mov qword ptr [r15 + 192], r8
+    mov r8, r11
+    test ebx, 1073741824
     jz 1f
 1:
-    and ebp, dword ptr [r15 + 64]
-    and r8, 8128
-    vmovdqu ymmword ptr [r15 + r8 + 7488], ymm12
-    add qword ptr [r15 + 576], rax
-    mov eax, dword ptr [r15 + 512]
+    jmp 1f
+1:
+    and r8, 4032
+    movsxd rbp, dword ptr [r15 + r8 + 3392]
+    vpaddd xmm9, xmm9, xmm9
+    mov r8d, 252
     add r11, 64
     inc rbx
     dec r13
@@ -19388,53 +19360,56 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 16
-    setz al
-    lea rcx, [rip + .Lc1_d15736_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d15736_s_t
-    .p2align 3
-.Lc1_d15736_s:
-    .p2align 3
-    jmp .Lc1_d15736_j
-    .p2align 3
-    jmp .Lc1_d15736_j
-.Lc1_d15736_j:
+    lea rcx, [rip + .Lc1_d15799_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d15799_j_t
+.Lc1_d15799_j:
     mov rbp, r10
-    mov r8, r10
+    and rbp, 1984
+    mov dword ptr [r15 + rbp + 1344], 177
     jmp 1f
 1:
-    and rbp, 1984
-    movsxd rax, dword ptr [r15 + rbp + 1344]
-    movzx ebp, byte ptr [r15 + 192]
-    and r8, 448
-    mov dword ptr [r15 + r8 + 832], 41
-    test dword ptr [r15 + 67117724], 809828438
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
     jz 1f
 1:
-    jmp 1f
-1:
-    mov r8d, ecx
-    movzx ecx, byte ptr [r15 + 448]
-    test ebx, 512
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, eax
+    test ebx, 1073741824
     jnz 1f
 1:
-    movzx ecx, byte ptr [r15 + 256]
-    mov qword ptr [r15 + 64], r8
-    mov rbp, qword ptr [r15 + 320]
-    test dword ptr [r15 + 67117724], 2
-    jz 1f
+    mov eax, ebp
+    mov rax, rbp
+    mov byte ptr [r15 + 256], bpl
+    movzx eax, byte ptr [r15 + 448]
+    test ebx, 1073741824
+    jnz 1f
 1:
-    mov byte ptr [r15 + 384], cl
-    mov dword ptr [r15 + 512], 28
+    mov byte ptr [r15 + 640], al
+    jmp 1f
+1:
+    mov rbp, r10
+    movsxd rcx, dword ptr [r15 + 64]
+    and rbp, 448
+    movsxd rax, dword ptr [r15 + rbp + 832]
+    test dword ptr [r15 + 67117724], 49152
+    jnz 1f
+1:
+    mov dword ptr [r15 + 384], 144
     .byte 0x0f, 0x1f, 0x00
-    test dword ptr [r15 + 67117723], 1342177792
-    jz 1f
+    mov qword ptr [r15 + 512], rcx
+    jmp 1f
 1:
-    mov ecx, ecx
-    mov r8, qword ptr [r15 + 704]
-    movsxd rcx, dword ptr [r15 + 128]
+    test dword ptr [r15 + 67117724], 964694076
+    jnz 1f
+1:
+    movzx ecx, byte ptr [r15 + 128]
+    vmovq qword ptr [r15 + 320], xmm9
+    mov rbp, qword ptr [r15 + 192]
     add r11, 64
     add r10, r11
     inc rbx
@@ -19444,60 +19419,64 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    movzx eax, al
-    mov ebp, dword ptr [r15 + 128]
-    mov r8d, 120
-    movzx eax, byte ptr [r15 + 64]
-    movzx r8d, bpl
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 15
+    lea rcx, [rip + .Lc1_d15848_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d15848_s_t
+    .p2align 3
+.Lc1_d15848_s:
+    .p2align 3
+    jmp .Lc1_d15848_j
+    .p2align 3
+    jmp .Lc1_d15848_j
+    .p2align 3
+    jmp .Lc1_d15848_j
+    .p2align 3
+    jmp .Lc1_d15848_j
+    .p2align 3
+    jmp .Lc1_d15848_j
+    .p2align 3
+    jmp .Lc1_d15848_j
+    .p2align 3
+    jmp .Lc1_d15848_j
+    .p2align 3
+    jmp .Lc1_d15848_j
+    .p2align 3
+    jmp .Lc1_d15848_j
+    .p2align 3
+    jmp .Lc1_d15848_j
+    .p2align 3
+    jmp .Lc1_d15848_j
+    .p2align 3
+    jmp .Lc1_d15848_j
+    .p2align 3
+    jmp .Lc1_d15848_j
+    .p2align 3
+    jmp .Lc1_d15848_j
+    .p2align 3
+    jmp .Lc1_d15848_j
+    .p2align 3
+    jmp .Lc1_d15848_j
+.Lc1_d15848_j:
+    mov ecx, dword ptr [r15 + 704]
+    mov eax, 229
+    mov ebp, ebp
     mov rbp, r11
-    test ebx, 1073741824
-    jnz 1f
+    test dword ptr [r15 + 67117724], 1342177288
+    jz 1f
 1:
-    jmp 1f
-1:
+    movzx ecx, byte ptr [r15 + 128]
     and rbp, 4032
-    mov qword ptr [r15 + rbp + 3392], rbp
-    mov qword ptr [r15 + 320], r8
-    mov r8, r10
-    mov ebp, eax
-    and r8, 1984
-    movsxd rbp, dword ptr [r15 + r8 + 1344]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx r9d, byte ptr [r15 + 128]
-    movzx ebp, byte ptr [r15 + 512]
-    mov qword ptr [r15 + 448], r8
-    mov r8, r8
-    test dword ptr [r15 + 67117723], 526336
-    jnz 1f
-1:
-    mov eax, dword ptr [r15 + 384]
-    mov r9d, r9d
-    movzx r9d, r8b
-    mov dword ptr [r15 + 384], 219
-    mov rbp, r8
-    test ebx, 1073741824
+    mov eax, dword ptr [r15 + rbp + 3392]
+    mov dword ptr [r15 + 384], 193
+    test ebx, 256
     jz 1f
 1:
     jmp 1f
 1:
-    mov r8d, r8d
-    mov ebp, 227
-    mov r8d, r9d
-    mov r9, r11
-    mov eax, dword ptr [r15 + 256]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r8d, 107
-    and r9, 8128
-    mov ebp, dword ptr [r15 + r9 + 7488]
-    movsxd r9, dword ptr [r15 + 768]
-    jmp 1f
-1:
+    mov ebp, dword ptr [r15 + 64]
     add r11, 64
-    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b10_done
@@ -19505,58 +19484,59 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d15833_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d15833_j_t
-.Lc1_d15833_j:
-    mov rbp, r10
-    mov ecx, 130
-    mov qword ptr [r15 + 128], rax
-    and rbp, 448
-    mov dword ptr [r15 + rbp + 832], 169
-    jmp 1f
-1:
-    mov rbp, r10
+    mov dword ptr [r15 + 320], eax
+    mov eax, 141
     jmp 1f
 1:
     jmp 1f
 1:
-    test dword ptr [r15 + 67117723], 268435456
-    jnz 1f
-1:
-    and rbp, 8128
-    movzx ecx, byte ptr [r15 + rbp + 7488]
-    mov rbp, rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 1984
-    mov qword ptr [r15 + rbp + 1344], rcx
     test ebx, 1073741824
     jz 1f
 1:
-    mov dword ptr [r15 + 320], ebp
-    mov r8, r9
-    mov dword ptr [r15 + 512], 125
-    mov qword ptr [r15 + 448], rbp
+    mov qword ptr [r15 + 384], rax
+    mov qword ptr [r15 + 192], rax
+    movsxd rax, dword ptr [r15 + 448]
+    mov rcx, rax
+    test dword ptr [r15 + 67117723], 2097154
+    jnz 1f
+1:
+    mov dword ptr [r15 + 448], ebp
+    mov rbp, r10
     jmp 1f
 1:
+    and rbp, 448
+    mov dword ptr [r15 + rbp + 832], 169
+    test ebx, 768
+    jz 1f
+1:
+    mov r8, r10
+    jmp 1f
+1:
+    mov qword ptr [r15 + 256], r8
+    and r8, 1984
+    mov dword ptr [r15 + r8 + 1344], 247
+    mov ecx, r8d
     test ebx, 1073741824
     jnz 1f
 1:
-    mov ebp, r8d
-    mov dword ptr [r15 + 192], r8d
-    mov r8d, dword ptr [r15 + 576]
-    mov r9d, 25
-    movsxd rcx, dword ptr [r15 + 384]
+    mov rbp, r11
+    mov r8d, dword ptr [r15 + 64]
+    mov rcx, rax
+    and rbp, 8128
+    mov eax, dword ptr [r15 + rbp + 7488]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r9d, ebp
-    mov ebp, r8d
-    vmovdqu ymmword ptr [r15 + 64], ymm12
-    movsxd rcx, dword ptr [r15 + 256]
-    mov r8d, 31
+    mov ebp, 1
+    movzx ebp, byte ptr [r15 + 128]
+    mov r8d, ecx
+    mov eax, ebp
+    test dword ptr [r15 + 67117724], 1049632
+    jz 1f
+1:
+    vmovq qword ptr [r15 + 512], xmm9
+    movsxd r8, dword ptr [r15 + 768]
+    mov ecx, 52
     add r11, 64
     add r10, r11
     inc rbx
@@ -19566,183 +19546,176 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov rbp, r11
-    vpmovmskb ecx, xmm12
-    and rbp, 448
-    mov dword ptr [r15 + rbp + 832], 123
-    mov ebp, r8d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], ebp
+    lea rcx, [rip + .Lc1_d15942_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d15942_j_t
+.Lc1_d15942_j:
+    movzx ebp, cl
+    mov ecx, dword ptr [r15 + 64]
+    mov rdi, qword ptr [r15 + 384]
+    mov rax, r9
+    test ebx, 1152
+    jnz 1f
+1:
+    mov r9d, ecx
+    movzx ecx, al
+    mov eax, r9d
     test ebx, 1073741824
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov rcx, rcx
-    movzx ecx, dl
+    mov rax, qword ptr [r15 + 512]
+    vmovdqu ymmword ptr [r15 + 576], ymm9
+    mov dword ptr [r15 + 192], 163
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx ecx, bpl
-    mov ebp, dword ptr [r15 + 640]
-    movzx r8d, cl
-    mov rcx, qword ptr [r15 + 704]
-    test dword ptr [r15 + 67117723], 134479872
-    jnz 1f
-1:
-    mov rcx, qword ptr [r15 + 320]
-    movzx r8d, byte ptr [r15 + 64]
-    mov rbp, qword ptr [r15 + 128]
-    mov byte ptr [r15 + 128], al
-    test dword ptr [r15 + 67117724], 33816576
-    jz 1f
-1:
-    mov eax, dword ptr [r15 + 448]
-    mov dword ptr [r15 + 384], 207
-    mov rbp, r11
-    mov dword ptr [r15 + 192], ecx
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
+    mov rbp, r10
+    mov dword ptr [r15 + 64], 202
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, r11
     and rbp, 4032
-    mov dword ptr [r15 + rbp + 3392], eax
-    movsxd rbp, dword ptr [r15 + 256]
-    movsxd rax, dword ptr [r15 + 512]
-    mov r8, qword ptr [r15 + 64]
+    mov dword ptr [r15 + rbp + 3392], r9d
+    test dword ptr [r15 + 67117724], 8388608
+    jz 1f
+1:
+    and r9, 1984
+    and esi, dword ptr [r15 + r9 + 1344]
+    movzx ecx, al
+    movzx r9d, r9b
+    mov r9, r10
+    test ebx, 1073741824
+    jz 1f
+1:
+    movsxd rax, dword ptr [r15 + 128]
+    and r9, 8128
+    mov dword ptr [r15 + r9 + 7488], ecx
+    mov r9, qword ptr [r15 + 320]
     add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b10_done
 .Lc1_b10_c49:
-    lea rcx, [rip + .Lc1_d15928_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d15928_j_t
-.Lc1_d15928_j:
-    mov ecx, dword ptr [r15 + 128]
-    mov rbp, rcx
-    mov rcx, rcx
-    mov eax, r8d
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 131072
+    setz al
+    lea rcx, [rip + .Lc1_d15990_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d15990_s_t
+    .p2align 3
+.Lc1_d15990_s:
+    .p2align 3
+    jmp .Lc1_d15990_j
+    .p2align 3
+    jmp .Lc1_d15990_j
+.Lc1_d15990_j:
+    mov ecx, eax
     jmp 1f
 1:
+    mov ecx, eax
+    mov rcx, rax
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and ecx, dword ptr [r15 + 192]
+    jmp 1f
+1:
+    mov rax, qword ptr [r15 + 704]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov byte ptr [r15 + 256], r9b
+    jmp 1f
+1:
+    mov qword ptr [r15 + 64], rax
     test ebx, 1073741824
     jz 1f
 1:
-    movsxd r8, dword ptr [r15 + 768]
     mov rax, rcx
-    mov dword ptr [r15 + 0], 178
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    vpshufd xmm12, xmm12, 171
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov byte ptr [r15 + 0], al
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rax, r8
-    mov qword ptr [r15 + 192], rax
-    jmp 1f
-1:
-    movsxd r8, dword ptr [r15 + 320]
-    mov eax, dword ptr [r15 + 320]
-    mov rbp, r10
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + 384], eax
-    and rbp, 8128
-    mov r8, qword ptr [r15 + rbp + 7488]
-    mov ebp, r9d
-    mov rbp, qword ptr [r15 + 64]
-    mov r9, r10
-    jmp 1f
-1:
+    mov rbp, r11
+    movsxd rcx, dword ptr [r15 + 384]
+    and rbp, 448
+    mov dword ptr [r15 + rbp + 832], 44
+    mov qword ptr [r15 + 512], rcx
     test ebx, 1073741824
     jz 1f
 1:
-    mov qword ptr [r15 + 512], r9
-    and r9, 1984
-    mov eax, dword ptr [r15 + r9 + 1344]
-    mov r8, r11
-    mov edx, ecx
-    and r8, 4032
-    movsxd r9, dword ptr [r15 + r8 + 3392]
-    mov r8d, 71
+    mov rbp, r10
+    mov ecx, dword ptr [r15 + 128]
+    and rbp, 8128
+    movsxd r9, dword ptr [r15 + rbp + 7488]
+    movsxd rax, dword ptr [r15 + 320]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rax, qword ptr [r15 + 448]
+    mov rbp, r11
+    mov r9, qword ptr [r15 + 640]
+    and rbp, 1984
+    mov dword ptr [r15 + rbp + 1344], eax
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b10_done
 .Lc1_b10_c50:
-    mov r8d, r8d
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], eax
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov rbp, r10
+    and rbp, 4032
+    mov qword ptr [r15 + rbp + 3392], rax
+    mov dword ptr [r15 + 64], eax
     mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, edx
-    mov dword ptr [r15 + 0], 87
+    mov ebp, 177
+    mov rcx, rax
+    test dword ptr [r15 + 67117724], 536880128
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, rcx
+    mov dword ptr [r15 + 0], 74
+    mov r12, qword ptr [r15 + r12 + 56]
+    test dword ptr [r15 + 67117724], 4160
+    jz 1f
+1:
+    mov byte ptr [r15 + 256], cl
+    mov dword ptr [r15 + 128], ebp
+    mov dword ptr [r15 + 320], 90
+    mov dword ptr [r15 + 384], ebp
     test ebx, 1073741824
     jnz 1f
 1:
-    mov eax, r9d
-    mov eax, r8d
-    mov dword ptr [r15 + 0], r8d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 12288
+    movzx r9d, cl
+    mov rcx, qword ptr [r15 + 768]
+    mov r9, r10
+    movsxd rbp, dword ptr [r15 + 448]
+    mov eax, eax
+    and r9, 448
+    mov qword ptr [r15 + r9 + 832], rax
+    test ebx, 384
     jnz 1f
 1:
-    mov r8d, 173
-    vmovdqu ymmword ptr [r15 + 0], ymm10
+    vmovdqu ymmword ptr [r15 + 320], ymm9
+    vpcmpeqb xmm9, xmm9, xmmword ptr [r15 + 192]
     jmp 1f
 1:
-    mov byte ptr [r15 + 576], al
-    mov rax, r8
-    mov r8d, 84
+    jmp 1f
+1:
     test ebx, 1073741824
     jz 1f
 1:
-    mov r8, qword ptr [r15 + 128]
-    mov r9, r11
-    mov qword ptr [r15 + 384], r9
-    mov rax, rax
-    mov dword ptr [r15 + 448], 215
-    and r9, 8128
-    movsxd rax, dword ptr [r15 + r9 + 7488]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx r9d, byte ptr [r15 + 512]
-    mov rbp, r11
-    mov rax, r8
-    and rbp, 448
-    mov qword ptr [r15 + rbp + 832], r8
-    mov r8, r11
-    mov dword ptr [r15 + 64], ebp
-    and r8, 1984
-    movsxd rbp, dword ptr [r15 + r8 + 1344]
-    mov qword ptr [r15 + 192], rcx
-    test ebx, 1073741824
-    jnz 1f
-1:
+    mov r9d, r9d
+    mov qword ptr [r15 + 512], rax
     jmp 1f
 1:
-    mov qword ptr [r15 + 256], r9
-    movzx eax, byte ptr [r15 + 320]
-    jmp 1f
-1:
-    jmp 1f
-1:
+    mov r9d, 130
     add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b10_done
@@ -19750,61 +19723,55 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 15
-    lea rcx, [rip + .Lc1_d16039_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d16039_s_t
-    .p2align 3
-.Lc1_d16039_s:
-    .p2align 3
-    jmp .Lc1_d16039_j
-    .p2align 3
-    jmp .Lc1_d16039_j
-    .p2align 3
-    jmp .Lc1_d16039_j
-    .p2align 3
-    jmp .Lc1_d16039_j
-    .p2align 3
-    jmp .Lc1_d16039_j
-    .p2align 3
-    jmp .Lc1_d16039_j
-    .p2align 3
-    jmp .Lc1_d16039_j
-    .p2align 3
-    jmp .Lc1_d16039_j
-    .p2align 3
-    jmp .Lc1_d16039_j
-    .p2align 3
-    jmp .Lc1_d16039_j
-    .p2align 3
-    jmp .Lc1_d16039_j
-    .p2align 3
-    jmp .Lc1_d16039_j
-    .p2align 3
-    jmp .Lc1_d16039_j
-    .p2align 3
-    jmp .Lc1_d16039_j
-    .p2align 3
-    jmp .Lc1_d16039_j
-    .p2align 3
-    jmp .Lc1_d16039_j
-.Lc1_d16039_j:
-    mov qword ptr [r15 + 64], rax
-    movsxd rax, dword ptr [r15 + 256]
-    mov rcx, qword ptr [r15 + 448]
-    test ebx, 1073741824
+    lea rcx, [rip + .Lc1_d16091_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d16091_j_t
+.Lc1_d16091_j:
+    jmp 1f
+1:
+    mov ecx, r9d
+    movsxd rcx, dword ptr [r15 + 448]
+    mov ebp, 200
+    test dword ptr [r15 + 67117723], 16777248
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rax, dword ptr [r15 + 320]
+    mov ecx, dword ptr [r15 + 576]
+    mov qword ptr [r15 + 128], rdi
+    test dword ptr [r15 + 67117723], 8388608
     jz 1f
 1:
+    jmp 1f
+1:
+    vpor xmm9, xmm9, xmm9
     mov rbp, r11
-    mov eax, dword ptr [r15 + 384]
-    vmovdqu ymmword ptr [r15 + 640], ymm12
-    and rbp, 448
-    movsxd rcx, dword ptr [r15 + rbp + 832]
+    popcnt rcx, rbp
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r9, rax
+    mov rax, rax
+    and rbp, 1984
+    movsxd rax, dword ptr [r15 + rbp + 1344]
+    mov rbp, r11
+    mov rcx, rbp
+    and rbp, 4032
+    mov rcx, qword ptr [r15 + rbp + 3392]
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    mov r9, r11
+    mov edi, dword ptr [r15 + 256]
+    and r9, 8128
+    mov dword ptr [r15 + r9 + 7488], ecx
+    mov ecx, dword ptr [r15 + 64]
+    test dword ptr [r15 + 67117723], 1
+    jnz 1f
+1:
+    mov ecx, dword ptr [r15 + 128]
+    movzx ebp, byte ptr [r15 + 384]
     jmp 1f
 1:
     add r11, 64
@@ -19812,62 +19779,70 @@ ditto_body_c1:
     dec r13
     jz .Lc1_b10_done
 .Lc1_b10_c52:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d16140_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d16140_j_t
+.Lc1_d16140_j:
+    mov dword ptr [r15 + 192], 82
+    movsxd rcx, dword ptr [r15 + 448]
+    lea rdi, [r15 + 67109504]
+    lea rsi, [r15 + 67113600]
+    mov ecx, 12
+    rep movsb
+    mov esi, dword ptr [r15 + 512]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov esi, 223
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, cl
-    mov byte ptr [r15 + 0], cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rbp
+    mov dword ptr [r15 + 0], 104
+    jmp 1f
+1:
     test ebx, 1073741824
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rdx, r9
-    mov qword ptr [r15 + 0], r9
-    mov dword ptr [r15 + 128], r8d
-    mov dword ptr [r15 + 64], edx
-    mov rbp, r11
+    mov ebp, 220
+    mov qword ptr [r15 + 0], rbp
+    movzx eax, bpl
+    mov dword ptr [r15 + 0], ebp
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r9, r11
-    mov qword ptr [r15 + 384], rbp
-    and rbp, 8128
-    mov rdx, qword ptr [r15 + rbp + 7488]
-    and r9, 1984
-    movsxd rcx, dword ptr [r15 + r9 + 1344]
-    mov r9d, edx
-    mov r9d, ebp
+    mov byte ptr [r15 + 384], al
+    mov eax, esi
+    mov esi, ebp
+    jmp 1f
+1:
+    mov rbp, r10
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov esi, dword ptr [r15 + 320]
+    and rbp, 1984
+    movsxd rcx, dword ptr [r15 + rbp + 1344]
+    mov ebp, eax
+    mov rbp, rax
     test ebx, 1073741824
     jz 1f
 1:
-    mov ebp, ebp
-    mov qword ptr [r15 + 704], rcx
-    mov dword ptr [r15 + 448], ecx
-    mov byte ptr [r15 + 320], dl
-    .byte 0x66, 0x90
-    test ebx, 1073741824
+    mov byte ptr [r15 + 640], cl
+    jmp 1f
+1:
+    mov r8d, ebp
+    mov rsi, rax
+    mov r8, r10
+    test dword ptr [r15 + 67117724], 65536
     jnz 1f
 1:
-    mov ebp, dword ptr [r15 + 128]
-    mov ecx, r9d
-    mov ecx, 33
-    jmp 1f
-1:
-    mov ecx, 127
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + 512], 183
-    mov dword ptr [r15 + 192], 107
-    jmp 1f
-1:
-    mov rbp, r11
-    jmp 1f
-1:
-    and rbp, 4032
-    mov r9d, dword ptr [r15 + rbp + 3392]
+    mov dword ptr [r15 + 64], r8d
+    mov rcx, qword ptr [r15 + 128]
+    and r8, 448
+    mov ebp, dword ptr [r15 + r8 + 832]
     add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b10_done
@@ -19875,46 +19850,45 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d16133_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d16133_j_t
-.Lc1_d16133_j:
-    mov rbp, r11
-    movsxd rcx, dword ptr [r15 + 320]
+    mov rbp, r10
+    mov dword ptr [r15 + 512], 46
+    and rbp, 8128
+    mov eax, dword ptr [r15 + rbp + 7488]
+    movsxd rbp, dword ptr [r15 + 192]
+    movzx r8d, byte ptr [r15 + 448]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov ebp, dword ptr [r15 + 384]
+    movzx r8d, r9b
+    movsxd r8, dword ptr [r15 + 64]
+    mov dword ptr [r15 + 384], ebp
+    mov rbp, r10
+    test dword ptr [r15 + 67117723], 150994944
+    jz 1f
+1:
+    mov byte ptr [r15 + 768], r8b
+    movsxd r8, dword ptr [r15 + 704]
     and rbp, 448
     movzx eax, byte ptr [r15 + rbp + 832]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 256], 175
-    mov r9, r11
-    test dword ptr [r15 + 67117724], 1024
+    movsxd r9, dword ptr [r15 + 256]
+    test dword ptr [r15 + 67117724], 1073741824
     jz 1f
 1:
-    movsxd rbp, dword ptr [r15 + 384]
-    mov eax, dword ptr [r15 + 448]
-    and r9, 16320
-    mov ecx, dword ptr [r15 + r9 + 15680]
-    test dword ptr [r15 + 67117724], 538968064
-    jnz 1f
-1:
-    mov dword ptr [r15 + 576], ebp
-    mov rbp, r10
-    movzx r9d, byte ptr [r15 + 192]
-    movsxd rax, dword ptr [r15 + 64]
-    and rbp, 4032
-    mov byte ptr [r15 + rbp + 3392], cl
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + 768], ebp
-    movzx ebp, byte ptr [r15 + 64]
-    movsxd rcx, dword ptr [r15 + 128]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + 512], r9d
-    mov byte ptr [r15 + 320], al
+    movsxd r9, dword ptr [r15 + 256]
+    mov eax, dword ptr [r15 + 320]
     jmp 1f
 1:
+    mov dword ptr [r15 + 128], r8d
+    mov rbp, r11
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and rbp, 4032
+    mov byte ptr [r15 + rbp + 3392], bpl
+    movsxd rbp, dword ptr [r15 + 128]
+    vmovdqu ymmword ptr [r15 + 512], ymm9
+    movzx r8d, byte ptr [r15 + 64]
     add r11, 64
     add r10, r11
     inc rbx
@@ -19924,58 +19898,60 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov rax, qword ptr [r15 + 384]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, r8b
-    movzx ebp, al
-    jmp 1f
-1:
-    jmp 1f
-1:
-    test ebx, 1152
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 134217728
+    setz al
+    lea rcx, [rip + .Lc1_d16240_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d16240_s_t
+    .p2align 3
+.Lc1_d16240_s:
+    .p2align 3
+    jmp .Lc1_d16240_j
+    .p2align 3
+    jmp .Lc1_d16240_j
+.Lc1_d16240_j:
+    mov rbp, r10
+    vmovdqu ymmword ptr [r15 + 320], ymm9
+    and rbp, 1984
+    mov qword ptr [r15 + rbp + 1344], rsi
+    movzx esi, byte ptr [r15 + 448]
+    test ebx, 1073741824
     jnz 1f
 1:
-    mov eax, eax
-    mov ecx, ebp
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 67117723], 131076
+    mov r8d, 73
+    mov qword ptr [r15 + 576], rbp
+    test dword ptr [r15 + 67117723], 1069056
     jz 1f
 1:
-    jmp 1f
-1:
-    movzx ebp, al
-    mov rbp, qword ptr [r15 + 320]
-    movsxd rax, dword ptr [r15 + 64]
-    mov qword ptr [r15 + 256], rdx
-    jmp 1f
-1:
-    mov r9, r11
-    mov r8, r11
-    test dword ptr [r15 + 67117723], 8389122
-    jz 1f
-1:
-    movzx ebp, cl
-    and r9, 4032
-    mov ecx, dword ptr [r15 + r9 + 3392]
-    and r8, 8128
-    mov dword ptr [r15 + r8 + 7488], 92
-    movsxd r9, dword ptr [r15 + 128]
-    mov rbp, r11
-    jmp 1f
-1:
+    movzx r8d, r8b
+    mov r8, rsi
     test ebx, 1073741824
     jz 1f
 1:
-    and rbp, 1984
-    mov qword ptr [r15 + rbp + 1344], r9
-    mov rbp, qword ptr [r15 + 192]
-    mov dword ptr [r15 + 512], 169
-    movzx r9d, byte ptr [r15 + 128]
-    mov rcx, r8
+    mov rax, qword ptr [r15 + 192]
+    mov r8, r10
+    mov ebp, eax
+    and r8, 8128
+    mov rbp, r10
+    mov r9d, dword ptr [r15 + r8 + 7488]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx eax, sil
+    and rbp, 4032
+    mov dword ptr [r15 + rbp + 3392], 111
+    movsxd rsi, dword ptr [r15 + 64]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov dword ptr [r15 + 384], 92
+    jmp 1f
+1:
     add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b10_done
@@ -19983,57 +19959,54 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 2
-    setz al
-    lea rcx, [rip + .Lc1_d16224_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d16224_s_t
-    .p2align 3
-.Lc1_d16224_s:
-    .p2align 3
-    jmp .Lc1_d16224_j
-    .p2align 3
-    jmp .Lc1_d16224_j
-.Lc1_d16224_j:
-    mov ecx, dword ptr [r15 + 384]
-    mov qword ptr [r15 + 64], rax
-    mov eax, dword ptr [r15 + 256]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    lea rdi, [r15 + 67109504]
-    lea rsi, [r15 + 67113600]
-    mov ecx, 12
-    rep movsb
+    mov eax, dword ptr [r15 + 64]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov qword ptr [r15 + 448], rcx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + 704], r8d
-    movzx eax, byte ptr [r15 + 512]
-    mov byte ptr [r15 + 640], al
-    mov rbp, r10
-    test ebx, 1073741824
+    mov qword ptr [r15 + 0], rax
+    test dword ptr [r15 + 67117724], 268435456
     jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 15
+    mov dword ptr [r15 + 448], 92
+    mov rbp, r11
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and rbp, 8128
+    mov eax, dword ptr [r15 + rbp + 7488]
+    mov esi, dword ptr [r15 + 640]
+    mov rbp, r11
+    mov byte ptr [r15 + 128], al
+    mov eax, 147
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and rbp, 448
+    mov dword ptr [r15 + rbp + 832], esi
+    vmovq xmm9, rax
+    jmp 1f
 1:
     mov r8, r10
-    and rbp, 1984
-    mov eax, dword ptr [r15 + rbp + 1344]
-    and r8, 448
-    mov dword ptr [r15 + r8 + 832], esi
-    movzx esi, byte ptr [r15 + 128]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx eax, byte ptr [r15 + 512]
+    and r8, 1984
+    lock add qword ptr [r15 + r8 + 1344], rbp
+    jmp 1f
+1:
+    mov dword ptr [r15 + 256], r8d
+    test dword ptr [r15 + 67117723], 1
+    jz 1f
+1:
+    mov r8, qword ptr [r15 + 384]
+    movzx eax, byte ptr [r15 + 128]
+    mov qword ptr [r15 + 320], rsi
     add r11, 64
     add r10, r11
     inc rbx
@@ -20043,109 +20016,112 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d16272_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d16272_j_t
-.Lc1_d16272_j:
-    jmp 1f
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 7
+    lea rcx, [rip + .Lc1_d16336_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d16336_s_t
+    .p2align 3
+.Lc1_d16336_s:
+    .p2align 3
+    jmp .Lc1_d16336_j
+    .p2align 3
+    jmp .Lc1_d16336_j
+    .p2align 3
+    jmp .Lc1_d16336_j
+    .p2align 3
+    jmp .Lc1_d16336_j
+    .p2align 3
+    jmp .Lc1_d16336_j
+    .p2align 3
+    jmp .Lc1_d16336_j
+    .p2align 3
+    jmp .Lc1_d16336_j
+    .p2align 3
+    jmp .Lc1_d16336_j
+.Lc1_d16336_j:
+    mov byte ptr [r15 + 512], r8b
+    movzx ecx, byte ptr [r15 + 256]
+    mov r8, r10
+    vmovdqu ymmword ptr [r15 + 64], ymm9
+    test dword ptr [r15 + 67117724], 16777728
+    jnz 1f
 1:
-    mov dword ptr [r15 + 512], r8d
-    mov byte ptr [r15 + 320], al
-    mov rbp, r11
-    mov eax, dword ptr [r15 + 64]
-    test dword ptr [r15 + 67117724], 512
-    jz 1f
-1:
-    and rbp, 8128
-    mov dword ptr [r15 + rbp + 7488], 28
-    jmp 1f
-1:
-    mov rbp, r10
-    movzx eax, byte ptr [r15 + 448]
-    mov r12, qword ptr [r15 + r12 + 56]
+    and r8, 16320
+    mov byte ptr [r15 + r8 + 15680], r8b
+    vmovdqu ymmword ptr [r15 + 704], ymm9
     test dword ptr [r15 + 67117724], 128
-    jz 1f
+    jnz 1f
 1:
-    and rbp, 4032
-    mov r8, r11
-    mov dword ptr [r15 + rbp + 3392], 29
-    jmp 1f
-1:
-    and r8, 448
-    vpaddq xmm12, xmm12, xmmword ptr [r15 + r8 + 832]
+    mov r8d, 93
+    mov dword ptr [r15 + 192], 63
+    mov r8, r10
     test ebx, 1073741824
     jz 1f
 1:
-    vmovdqu ymmword ptr [r15 + 256], ymm12
-    movsxd r8, dword ptr [r15 + 192]
-    mov dword ptr [r15 + 320], r8d
-    mov qword ptr [r15 + 768], rax
-    test dword ptr [r15 + 67117723], 4456448
-    jnz 1f
-1:
-    jmp 1f
-1:
-    movzx r8d, byte ptr [r15 + 128]
-    mov byte ptr [r15 + 384], bpl
+    mov qword ptr [r15 + 320], r8
+    and r8, 4032
+    mov dword ptr [r15 + r8 + 3392], 120
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b10_done
 .Lc1_b10_c57:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    vpcmpeqb xmm12, xmm12, xmmword ptr [r15 + 0]
+    lea rcx, [rip + .Lc1_d16374_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d16374_j_t
+.Lc1_d16374_j:
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    mov r9, rcx
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, dl
-    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, r8b
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rbp, r10
-    mov dword ptr [r15 + 128], eax
-    and eax, dword ptr [r15 + 512]
-    and rbp, 4032
-    mov r8d, dword ptr [r15 + rbp + 3392]
-    mov rbp, rax
-    test dword ptr [r15 + 67117724], 1024
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovq qword ptr [r15 + 128], xmm9
+    mov r9, r11
+    mov ecx, 193
+    mov rcx, r8
+    test ebx, 1073741824
     jnz 1f
 1:
-    mov r9, r11
-    mov dword ptr [r15 + 384], 223
-    mov r8d, 168
-    jmp 1f
-1:
     and r9, 8128
-    mov qword ptr [r15 + r9 + 7488], rax
+    mov rdi, qword ptr [r15 + r9 + 7488]
+    movzx r9d, byte ptr [r15 + 64]
+    mov ecx, 23
+    or qword ptr [r15 + 384], 30
     test ebx, 1073741824
     jz 1f
 1:
-    movsxd r9, dword ptr [r15 + 192]
-    mov rax, qword ptr [r15 + 64]
-    movzx edx, byte ptr [r15 + 448]
+    movsxd r8, dword ptr [r15 + 768]
     jmp 1f
 1:
+    movzx esi, dil
+    mov rdi, qword ptr [r15 + 384]
+    mov qword ptr [r15 + 192], r9
+    mov r9, r11
     test ebx, 1073741824
     jnz 1f
 1:
-    mov eax, dword ptr [r15 + 64]
-    movzx esi, byte ptr [r15 + 320]
-    mov r9, r8
-    movzx r8d, r8b
+    vpshufd xmm9, xmm9, 61
+    and r9, 1984
+    mov dword ptr [r15 + r9 + 1344], r8d
+    mov r9, qword ptr [r15 + 320]
+    mov dword ptr [r15 + 128], 116
+    mov r8, r10
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
-    mov r8, r11
-    vmovdqu ymmword ptr [r15 + 576], ymm12
+    mov dword ptr [r15 + 512], 6
+    mov byte ptr [r15 + 448], r8b
+    and r8, 448
+    movsxd rdi, dword ptr [r15 + r8 + 832]
     jmp 1f
 1:
-    and r8, 1984
-    mov byte ptr [r15 + r8 + 1344], r9b
-    mov r8d, 26
     add r11, 64
     add r10, r11
     inc rbx
@@ -20155,54 +20131,54 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d16365_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d16365_j_t
-.Lc1_d16365_j:
-    movsxd rsi, dword ptr [r15 + 448]
+    mov edi, 13
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, sil
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx esi, byte ptr [r15 + 64]
-    jmp 1f
+    mov rax, rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 512], dil
+    test ebx, 1073741824
+    jz 1f
 1:
-    mov eax, 130
-    movzx r8d, byte ptr [r15 + 256]
-    jmp 1f
-1:
-    test ebx, 384
+    mov dword ptr [r15 + 128], 188
+    mov r8, rax
+    mov r8, r11
+    .byte 0x0f, 0x1f, 0x40, 0x00
+    and r8, 448
+    movsxd rdi, dword ptr [r15 + r8 + 832]
+    test ebx, 1073741824
     jnz 1f
 1:
-    mov r8, qword ptr [r15 + 384]
-    mov rbp, r11
-    mov rax, rsi
-    add rsi, qword ptr [r15 + 384]
-    and rbp, 1984
-    mov dword ptr [r15 + rbp + 1344], 218
     mov rbp, r8
+    vmovq qword ptr [r15 + 192], xmm9
+    movsxd r9, dword ptr [r15 + 384]
+    mov dword ptr [r15 + 448], r8d
+    vmovdqu ymmword ptr [r15 + 576], ymm9
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movsxd r8, dword ptr [r15 + 320]
+    mov byte ptr [r15 + 64], dil
+    mov rbp, r11
+    movzx edi, bpl
+    mov rdi, r9
     test dword ptr [r15 + 67117723], 1
     jz 1f
 1:
-    mov dword ptr [r15 + 192], 139
-    mov r8, r11
+    and rbp, 4032
+    mov dword ptr [r15 + rbp + 3392], 33
     jmp 1f
 1:
-    movsxd rsi, dword ptr [r15 + 512]
-    and r8, 448
-    mov byte ptr [r15 + r8 + 832], r8b
-    movsxd r8, dword ptr [r15 + 128]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movsxd rax, dword ptr [r15 + 320]
-    jmp 1f
-1:
-    xchg rax, rax
-    mov dword ptr [r15 + 640], 232
+    movsxd rbp, dword ptr [r15 + 256]
+    mov eax, 32
     add r11, 64
     inc rbx
     dec r13
@@ -20211,117 +20187,120 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    vmovq qword ptr [r15 + 768], xmm12
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, eax
+    lea rcx, [rip + .Lc1_d16475_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d16475_j_t
+.Lc1_d16475_j:
+    mov rbp, r11
+    mov ecx, dword ptr [r15 + 384]
+    mov rax, qword ptr [r15 + 320]
     jmp 1f
 1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], eax
-    movzx eax, al
-    mov eax, 27
-    movzx eax, al
-    test ebx, 1073741824
+    and rbp, 8128
+    mov dword ptr [r15 + rbp + 7488], ebp
+    test ebx, 384
     jnz 1f
 1:
-    mov eax, dword ptr [r15 + 448]
-    mov r8d, 133
-    mov r8d, 65
-    mov rbp, r11
-    movsxd rcx, dword ptr [r15 + 128]
-    test ebx, 1073741824
-    jz 1f
-1:
-    movsxd rax, dword ptr [r15 + 704]
-    mov r8, r11
-    and rbp, 4032
-    vmovq qword ptr [r15 + rbp + 3392], xmm12
-    mov ebp, 114
-    and r8, 448
-    mov qword ptr [r15 + r8 + 832], rbp
-    mov byte ptr [r15 + 64], bpl
+    mov edi, 44
+    mov dword ptr [r15 + 448], ecx
+    mov ecx, 128
     test dword ptr [r15 + 67117724], 1048672
     jz 1f
 1:
-    mov dword ptr [r15 + 128], eax
+    vpmovmskb ecx, xmm9
     jmp 1f
+1:
+    mov ebp, 191
+    mov byte ptr [r15 + 64], al
+    test dword ptr [r15 + 67117724], 8448
+    jnz 1f
+1:
+    mov qword ptr [r15 + 704], rdi
+    movsxd rdi, dword ptr [r15 + 128]
+    jmp 1f
+1:
+    test ebx, 2304
+    jnz 1f
 1:
     mov rbp, r11
-    mov rax, r8
-    and rbp, 8128
-    add rcx, qword ptr [r15 + rbp + 7488]
-    test dword ptr [r15 + 67117724], 256
+    jmp 1f
+1:
+    movzx edi, cl
+    mov dword ptr [r15 + 64], ebp
+    and rbp, 1984
+    mov qword ptr [r15 + rbp + 1344], rcx
+    test dword ptr [r15 + 67117724], 134217728
     jz 1f
 1:
-    jmp 1f
+    vmovq xmm9, rbp
+    mov ebp, dword ptr [r15 + 256]
+    movzx ecx, al
+    test ebx, 1073741824
+    jz 1f
 1:
-    movsxd rcx, dword ptr [r15 + 320]
-    add rbp, qword ptr [r15 + 256]
-    jmp 1f
-1:
+    mov ecx, 229
+    mov rax, rdi
+    movsxd rdi, dword ptr [r15 + 640]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b10_done
 .Lc1_b10_c60:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 2048
-    setz al
-    lea rcx, [rip + .Lc1_d16461_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d16461_s_t
-    .p2align 3
-.Lc1_d16461_s:
-    .p2align 3
-    jmp .Lc1_d16461_j
-    .p2align 3
-    jmp .Lc1_d16461_j
-.Lc1_d16461_j:
-    movzx eax, byte ptr [r15 + 576]
-    movsxd rcx, dword ptr [r15 + 320]
-    mov ebp, dword ptr [r15 + 384]
+    lea rcx, [rip + .Lc1_d16523_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d16523_j_t
+.Lc1_d16523_j:
+    mov rbp, r11
+    and rbp, 1984
+    mov edi, dword ptr [r15 + rbp + 1344]
+    mov rax, rcx
+    movsxd rcx, dword ptr [r15 + 64]
+    mov ebp, dword ptr [r15 + 512]
+    mov qword ptr [r15 + 256], rdi
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx ebp, cl
+    mov rcx, rdi
+    movzx eax, byte ptr [r15 + 384]
+    movsxd rcx, dword ptr [r15 + 128]
+    mov ebp, dword ptr [r15 + 768]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    add rax, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r8, rcx
-    test ebx, 256
-    jnz 1f
+    mov r9d, 240
+    test ebx, 512
+    jz 1f
 1:
-    mov rbp, r10
-    movsxd rcx, dword ptr [r15 + 192]
-    movsxd rax, dword ptr [r15 + 64]
-    movzx r8d, byte ptr [r15 + 448]
-    and rbp, 1984
-    movsxd rdi, dword ptr [r15 + rbp + 1344]
+    mov r9, r9
+    movzx ebp, r9b
+    mov r9d, r9d
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
     test ebx, 1073741824
     jz 1f
 1:
-    mov rbp, rax
+    mov ecx, 66
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd r9, dword ptr [r15 + 320]
     mov rbp, r10
-    mov eax, eax
-    and rbp, 8128
-    mov dword ptr [r15 + rbp + 7488], eax
-    mov eax, esi
-    vpcmpeqb xmm12, xmm12, xmm8
+    mov r8, r10
+    mov edi, 83
+    and rbp, 448
+    mov dword ptr [r15 + rbp + 832], r9d
     test ebx, 1073741824
-    jz 1f
-1:
-    vpcmpeqb xmm12, xmm12, xmm2
-    mov ebp, dword ptr [r15 + 384]
-    mov rax, qword ptr [r15 + 128]
-    mov ecx, 138
-    test dword ptr [r15 + 67117724], 4097
     jnz 1f
 1:
-    movzx ebp, dil
-    movsxd rdi, dword ptr [r15 + 512]
-    movsxd r8, dword ptr [r15 + 256]
-    mov rsi, rdi
+    and r8, 4032
+    movsxd r9, dword ptr [r15 + r8 + 3392]
+    mov r8d, r8d
+    mov qword ptr [r15 + 448], rcx
+    movsxd r8, dword ptr [r15 + 192]
     add r11, 64
     add r10, r11
     inc rbx
@@ -20331,59 +20310,56 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov rbp, r10
-    mov rax, qword ptr [r15 + 192]
-    mov edi, ebp
-    mov dword ptr [r15 + 256], 31
-    and rbp, 1984
-    movzx esi, byte ptr [r15 + rbp + 1344]
-    mov ebp, 58
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov byte ptr [r15 + 0], dil
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx edi, sil
-    mov dword ptr [r15 + 64], eax
+    mov eax, eax
+    mov ecx, 174
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov byte ptr [r15 + 384], al
+    movzx eax, cl
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov byte ptr [r15 + 320], al
+    mov ecx, 245
+    jmp 1f
+1:
+    mov r8, r11
+    movzx eax, byte ptr [r15 + 128]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rax, qword ptr [r15 + 128]
+    and r8, 448
+    mov dword ptr [r15 + r8 + 832], eax
+    mov r8, r11
+    mov dword ptr [r15 + 576], 13
+    and r8, 4032
+    mov dword ptr [r15 + r8 + 3392], 188
     test ebx, 1073741824
     jnz 1f
 1:
     jmp 1f
 1:
-    mov rdi, rdi
-    mov rdi, rdi
-    mov qword ptr [r15 + 64], rbp
-    test dword ptr [r15 + 67117724], 2816
-    jz 1f
-1:
-    mov dword ptr [r15 + 128], 124
+    popcnt r8, r8
     mov rbp, r11
-    jmp 1f
-1:
-    mov byte ptr [r15 + 640], r8b
-    mov r8d, dword ptr [r15 + 384]
-    and rbp, 448
-    movsxd rax, dword ptr [r15 + rbp + 832]
-    test ebx, 2304
+    vmovdqu ymmword ptr [r15 + 192], ymm9
+    and rbp, 8128
+    mov byte ptr [r15 + rbp + 7488], r8b
+    test dword ptr [r15 + 67117724], 537395264
     jz 1f
 1:
-    jmp 1f
-1:
-    popcnt rbp, rdi
-    jmp 1f
-1:
-    mov byte ptr [r15 + 320], bpl
-    mov r9, r10
-    test ebx, 1073741824
-    jz 1f
-1:
-    and r9, 4032
-    mov qword ptr [r15 + r9 + 3392], r8
-    mov r8d, dword ptr [r15 + 512]
-    movzx ebp, al
-    mov ebp, 141
+    mov rcx, r8
+    mov rcx, qword ptr [r15 + 64]
+    movzx r8d, r8b
+    mov edi, dword ptr [r15 + 512]
     add r11, 64
-    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b10_done
@@ -20391,113 +20367,122 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d16562_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d16562_j_t
-.Lc1_d16562_j:
-    movzx ecx, bpl
-    mov ebp, eax
-    movzx eax, byte ptr [r15 + 64]
-    mov r8, r10
-    mov dword ptr [r15 + 192], edx
-    movzx edx, dil
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 4096
+    setz al
+    lea rcx, [rip + .Lc1_d16627_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d16627_s_t
+    .p2align 3
+.Lc1_d16627_s:
+    .p2align 3
+    jmp .Lc1_d16627_j
+    .p2align 3
+    jmp .Lc1_d16627_j
+.Lc1_d16627_j:
+    mov rbp, r11
+    movzx r8d, al
+    and rbp, 8128
+    mov r8d, dword ptr [r15 + rbp + 7488]
+    jmp 1f
+1:
+    mov rbp, rcx
     test ebx, 1073741824
     jnz 1f
 1:
-    and r8, 8128
-    movzx edx, byte ptr [r15 + r8 + 7488]
-    mov dword ptr [r15 + 0], 89
+    movzx edi, byte ptr [r15 + 512]
+    movzx r8d, byte ptr [r15 + 384]
+    mov eax, edi
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov dword ptr [r15 + 64], 45
+    movsxd rdi, dword ptr [r15 + 640]
+    movzx eax, al
+    mov rbp, r11
+    test ebx, 256
+    jnz 1f
+1:
+    mov dword ptr [r15 + 320], r8d
+    and rbp, 1984
+    mov dword ptr [r15 + rbp + 1344], r8d
+    mov r8d, dword ptr [r15 + 256]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    movzx edi, byte ptr [r15 + 128]
+    mov byte ptr [r15 + 448], r8b
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r8d, 137
+    mov eax, 248
     mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], dl
-    mov edx, 22
-    test dword ptr [r15 + 67117724], 273678368
-    jz 1f
-1:
-    mov edx, dword ptr [r15 + 384]
-    mov dword ptr [r15 + 704], r8d
-    movzx r8d, byte ptr [r15 + 512]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r8d, dword ptr [r15 + 320]
-    mov rdx, rdx
-    movzx edx, byte ptr [r15 + 128]
-    mov dword ptr [r15 + 448], r8d
-    mov ebp, 170
-    mov r9, r10
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r8, r10
-    jmp 1f
-1:
-    and r8, 448
-    mov byte ptr [r15 + r8 + 832], dl
-    and r9, 4032
-    and r8d, dword ptr [r15 + r9 + 3392]
-    mov r9, r9
     add r11, 64
-    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b10_done
 .Lc1_b10_c63:
-    mov r8d, esi
-    mov esi, dword ptr [r15 + 320]
-    mov r9d, 203
-    lock or dword ptr [r15 + 448], 76
-    mov qword ptr [r15 + 320], r9
-    mov rbp, r11
-    mov r9d, dword ptr [r15 + 256]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and rbp, 1984
-    mov r9, r11
-    mov edi, dword ptr [r15 + rbp + 1344]
-    mov rbp, rbp
-    and r9, 8128
-    mov dword ptr [r15 + r9 + 7488], r8d
-    mov ebp, r9d
-    and r8d, dword ptr [r15 + 128]
-    test ebx, 1073741824
-    jz 1f
-1:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov eax, dword ptr [r15 + 192]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, 102
-    mov byte ptr [r15 + 0], dil
-    mov dword ptr [r15 + 0], 158
-    test ebx, 1073741824
-    jz 1f
-1:
     mov edi, r8d
+    mov dword ptr [r15 + 0], 187
+    test ebx, 1073741824
+    jnz 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 0], ymm12
-    and edi, dword ptr [r15 + 128]
-    mov r8d, ebp
-    mov rbp, r9
+    mov eax, 152
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, 194
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rbp, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov rax, rdi
+    and rbp, 4032
+    movsxd rdi, dword ptr [r15 + rbp + 3392]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    lock or dword ptr [r15 + 448], 42
+    mov rbp, rbp
+    movzx ebp, byte ptr [r15 + 704]
+    movzx edi, dil
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov byte ptr [r15 + 256], al
+    mov byte ptr [r15 + 128], al
+    mov byte ptr [r15 + 384], al
+    mov r8d, eax
     test ebx, 1073741824
     jnz 1f
 1:
     jmp 1f
 1:
-    inc dword ptr [r15 + 384]
-    movsxd rbp, dword ptr [r15 + 768]
-    mov byte ptr [r15 + 512], bpl
     jmp 1f
 1:
-    test ebx, 1073741824
+    mov r8, r11
+    mov dword ptr [r15 + 64], 219
+    mov eax, r8d
+    mov rbp, r11
+    test dword ptr [r15 + 67117723], 478494790
     jnz 1f
 1:
-    jmp 1f
-1:
-    movzx ebp, bpl
-    mov dword ptr [r15 + 192], 33
-    movzx ebp, byte ptr [r15 + 64]
-    mov byte ptr [r15 + 576], dil
+    and r8, 448
+    mov eax, dword ptr [r15 + r8 + 832]
+    and rbp, 1984
+    mov dword ptr [r15 + rbp + 1344], 187
+    mov edi, eax
+    vpcmpeqb xmm9, xmm9, xmmword ptr [r15 + 320]
     add r11, 64
     inc rbx
     dec r13
@@ -20570,393 +20555,463 @@ ditto_body_init_c1:
 
     .section .text.ditto_indirect,"ax",@progbits
     .p2align 9, 0xcc
-.Lc1_d11912_j_t:
+.Lc1_d11913_j_t:
     jmp rcx
-.Lc1_d11975_s_t:
+.Lc1_d11970_s_t:
     jmp rcx
-.Lc1_d12026_j_t:
+.Lc1_d13436_s_t:
     jmp rcx
-.Lc1_d13469_s_t:
+.Lc1_d13480_j_t:
     jmp rcx
-.Lc1_d13520_s_t:
+.Lc1_d13576_s_t:
     jmp rcx
-.Lc1_d12714_s_t:
+.Lc1_d12664_j_t:
     jmp rcx
-.Lc1_d12760_j_t:
+.Lc1_d12711_s_t:
     jmp rcx
-.Lc1_d12856_s_t:
+.Lc1_d12801_j_t:
     jmp rcx
-.Lc1_d12947_j_t:
+.Lc1_d12899_j_t:
     jmp rcx
-.Lc1_d32_j_t:
+.Lc1_d12953_j_t:
     jmp rcx
 .Lc1_b1_stubs_t:
     jmp rcx
-.Lc1_d12088_j_t:
+.Lc1_d12122_j_t:
     jmp rcx
-.Lc1_d12184_j_t:
+.Lc1_d12167_j_t:
     jmp rcx
-.Lc1_d12335_j_t:
+.Lc1_d12322_s_t:
     jmp rcx
-.Lc1_d12435_s_t:
+.Lc1_d12369_j_t:
     jmp rcx
-.Lc1_d12526_s_t:
+.Lc1_d12472_j_t:
     jmp rcx
-.Lc1_d12570_j_t:
+.Lc1_d12516_j_t:
     jmp rcx
-.Lc1_d13043_s_t:
+.Lc1_d12613_s_t:
     jmp rcx
-.Lc1_d13082_j_t:
+.Lc1_d13054_j_t:
     jmp rcx
-.Lc1_d13172_j_t:
+.Lc1_d13104_j_t:
     jmp rcx
-.Lc1_d13281_s_t:
+.Lc1_d13150_s_t:
     jmp rcx
-.Lc1_d13370_j_t:
+.Lc1_d13248_j_t:
     jmp rcx
-.Lc1_d13660_j_t:
+.Lc1_d13294_j_t:
     jmp rcx
-.Lc1_d13753_s_t:
+.Lc1_d13388_s_t:
     jmp rcx
-.Lc1_d13841_j_t:
+.Lc1_d13669_j_t:
     jmp rcx
-.Lc1_d13886_j_t:
+.Lc1_d13722_s_t:
     jmp rcx
-.Lc1_d13977_s_t:
+.Lc1_d13810_j_t:
     jmp rcx
-.Lc1_d14065_j_t:
+.Lc1_d13897_j_t:
     jmp rcx
-.Lc1_d14160_j_t:
+.Lc1_d13951_j_t:
     jmp rcx
-.Lc1_d14253_j_t:
+.Lc1_d14041_s_t:
     jmp rcx
-.Lc1_d14346_s_t:
+.Lc1_d14087_s_t:
     jmp rcx
-.Lc1_d14439_j_t:
+.Lc1_d14186_j_t:
     jmp rcx
-.Lc1_d14530_j_t:
+.Lc1_d14282_j_t:
     jmp rcx
-.Lc1_d14617_s_t:
+.Lc1_d14328_j_t:
     jmp rcx
-.Lc1_d14659_j_t:
+.Lc1_d14425_s_t:
     jmp rcx
-.Lc1_d14752_j_t:
+.Lc1_d14475_j_t:
     jmp rcx
-.Lc1_d14844_s_t:
+.Lc1_d14564_j_t:
+    jmp rcx
+.Lc1_d14654_s_t:
+    jmp rcx
+.Lc1_d14699_j_t:
+    jmp rcx
+.Lc1_d14793_j_t:
+    jmp rcx
+.Lc1_d14846_s_t:
     jmp rcx
 .Lc1_d14937_s_t:
     jmp rcx
-.Lc1_d15026_j_t:
+.Lc1_d15036_j_t:
     jmp rcx
-.Lc1_d15119_j_t:
+.Lc1_d15084_j_t:
     jmp rcx
-.Lc1_d15210_s_t:
+.Lc1_d15180_s_t:
     jmp rcx
-.Lc1_d15299_j_t:
+.Lc1_d15229_j_t:
     jmp rcx
-.Lc1_d15399_j_t:
+.Lc1_d15328_j_t:
     jmp rcx
-.Lc1_d15445_s_t:
+.Lc1_d15427_s_t:
     jmp rcx
-.Lc1_d15540_j_t:
+.Lc1_d15476_j_t:
     jmp rcx
-.Lc1_d15636_j_t:
+.Lc1_d15567_j_t:
     jmp rcx
-.Lc1_d15736_s_t:
+.Lc1_d15614_s_t:
     jmp rcx
-.Lc1_d15833_j_t:
+.Lc1_d15706_j_t:
     jmp rcx
-.Lc1_d15928_j_t:
+.Lc1_d15799_j_t:
     jmp rcx
-.Lc1_d16039_s_t:
+.Lc1_d15848_s_t:
     jmp rcx
-.Lc1_d16133_j_t:
+.Lc1_d15942_j_t:
     jmp rcx
-.Lc1_d16224_s_t:
+.Lc1_d15990_s_t:
     jmp rcx
-.Lc1_d16272_j_t:
+.Lc1_d16091_j_t:
     jmp rcx
-.Lc1_d16365_j_t:
+.Lc1_d16140_j_t:
     jmp rcx
-.Lc1_d16461_s_t:
+.Lc1_d16240_s_t:
     jmp rcx
-.Lc1_d16562_j_t:
+.Lc1_d16336_s_t:
     jmp rcx
-.Lc1_d61_s_t:
+.Lc1_d16374_j_t:
     jmp rcx
-.Lc1_d70_s_t:
+.Lc1_d16475_j_t:
     jmp rcx
-.Lc1_d79_s_t:
+.Lc1_d16523_j_t:
     jmp rcx
-.Lc1_d88_s_t:
+.Lc1_d16627_s_t:
     jmp rcx
-.Lc1_d120_s_t:
+.Lc1_d54_s_t:
     jmp rcx
-.Lc1_d212_s_t:
+.Lc1_d63_s_t:
     jmp rcx
-.Lc1_d305_s_t:
+.Lc1_d72_s_t:
     jmp rcx
-.Lc1_d389_s_t:
+.Lc1_d81_s_t:
     jmp rcx
-.Lc1_d470_s_t:
+.Lc1_d102_s_t:
     jmp rcx
-.Lc1_d518_s_t:
+.Lc1_d111_s_t:
     jmp rcx
-.Lc1_d600_s_t:
+.Lc1_d145_s_t:
     jmp rcx
-.Lc1_d680_s_t:
+.Lc1_d237_s_t:
     jmp rcx
-.Lc1_d766_s_t:
+.Lc1_d282_s_t:
     jmp rcx
-.Lc1_d853_s_t:
+.Lc1_d369_j_t:
     jmp rcx
-.Lc1_d942_j_t:
+.Lc1_d418_s_t:
     jmp rcx
-.Lc1_d1039_s_t:
+.Lc1_d503_j_t:
     jmp rcx
-.Lc1_d1134_s_t:
+.Lc1_d596_s_t:
     jmp rcx
-.Lc1_d1220_j_t:
+.Lc1_d638_j_t:
     jmp rcx
-.Lc1_d1313_s_t:
+.Lc1_d728_j_t:
     jmp rcx
-.Lc1_d1414_s_t:
+.Lc1_d778_j_t:
     jmp rcx
-.Lc1_d1460_j_t:
+.Lc1_d870_j_t:
     jmp rcx
-.Lc1_d1563_j_t:
+.Lc1_d971_s_t:
     jmp rcx
-.Lc1_d1650_s_t:
+.Lc1_d1019_j_t:
     jmp rcx
-.Lc1_d1738_s_t:
+.Lc1_d1117_s_t:
     jmp rcx
-.Lc1_d1826_j_t:
+.Lc1_d1160_j_t:
     jmp rcx
-.Lc1_d1917_j_t:
+.Lc1_d1258_j_t:
     jmp rcx
-.Lc1_d2011_j_t:
+.Lc1_d1351_s_t:
     jmp rcx
-.Lc1_d2107_s_t:
+.Lc1_d1396_j_t:
     jmp rcx
-.Lc1_d2189_j_t:
+.Lc1_d1500_j_t:
     jmp rcx
-.Lc1_d2279_j_t:
+.Lc1_d1552_s_t:
     jmp rcx
-.Lc1_d2375_s_t:
+.Lc1_d1639_j_t:
     jmp rcx
-.Lc1_d2469_j_t:
+.Lc1_d1736_s_t:
     jmp rcx
-.Lc1_d2517_s_t:
+.Lc1_d1774_j_t:
     jmp rcx
-.Lc1_d2601_s_t:
+.Lc1_d1876_j_t:
     jmp rcx
-.Lc1_d2690_j_t:
+.Lc1_d1924_s_t:
     jmp rcx
-.Lc1_d2778_j_t:
+.Lc1_d2017_j_t:
     jmp rcx
-.Lc1_d2869_j_t:
+.Lc1_d2108_j_t:
     jmp rcx
-.Lc1_d2963_s_t:
+.Lc1_d2155_s_t:
     jmp rcx
-.Lc1_d3048_s_t:
+.Lc1_d2232_j_t:
     jmp rcx
-.Lc1_d3138_j_t:
+.Lc1_d2279_s_t:
     jmp rcx
-.Lc1_d3237_j_t:
+.Lc1_d2369_j_t:
     jmp rcx
-.Lc1_d3332_s_t:
+.Lc1_d2464_j_t:
     jmp rcx
-.Lc1_d3426_j_t:
+.Lc1_d2515_s_t:
     jmp rcx
-.Lc1_d3475_j_t:
+.Lc1_d2606_j_t:
     jmp rcx
-.Lc1_d3566_j_t:
+.Lc1_d2648_j_t:
     jmp rcx
-.Lc1_d3661_j_t:
+.Lc1_d2746_s_t:
     jmp rcx
-.Lc1_d3763_j_t:
+.Lc1_d2786_j_t:
     jmp rcx
-.Lc1_d3855_s_t:
+.Lc1_d2883_s_t:
     jmp rcx
-.Lc1_d3942_j_t:
+.Lc1_d2970_j_t:
     jmp rcx
-.Lc1_d4029_s_t:
+.Lc1_d3018_s_t:
     jmp rcx
-.Lc1_d4124_j_t:
+.Lc1_d3109_j_t:
     jmp rcx
-.Lc1_d4213_j_t:
+.Lc1_d3155_j_t:
     jmp rcx
-.Lc1_d4308_j_t:
+.Lc1_d3257_s_t:
     jmp rcx
-.Lc1_d4403_j_t:
+.Lc1_d3347_j_t:
     jmp rcx
-.Lc1_d4454_j_t:
+.Lc1_d3393_s_t:
     jmp rcx
-.Lc1_d4557_s_t:
+.Lc1_d3491_j_t:
     jmp rcx
-.Lc1_d4641_s_t:
+.Lc1_d3537_j_t:
     jmp rcx
-.Lc1_d4725_j_t:
+.Lc1_d3626_j_t:
     jmp rcx
-.Lc1_d4824_s_t:
+.Lc1_d3724_s_t:
     jmp rcx
-.Lc1_d4924_j_t:
+.Lc1_d3766_j_t:
     jmp rcx
-.Lc1_d5010_j_t:
+.Lc1_d3864_s_t:
     jmp rcx
-.Lc1_d5102_j_t:
+.Lc1_d3907_j_t:
     jmp rcx
-.Lc1_d5195_j_t:
+.Lc1_d4004_j_t:
     jmp rcx
-.Lc1_d5288_s_t:
+.Lc1_d4090_s_t:
     jmp rcx
-.Lc1_d5377_j_t:
+.Lc1_d4136_j_t:
     jmp rcx
-.Lc1_d5423_s_t:
+.Lc1_d4230_j_t:
     jmp rcx
-.Lc1_d5516_s_t:
+.Lc1_d4277_s_t:
     jmp rcx
-.Lc1_d5610_j_t:
+.Lc1_d4360_j_t:
     jmp rcx
-.Lc1_d5699_s_t:
+.Lc1_d4459_s_t:
     jmp rcx
-.Lc1_d5787_j_t:
+.Lc1_d4502_j_t:
     jmp rcx
-.Lc1_d5877_j_t:
+.Lc1_d4601_s_t:
     jmp rcx
-.Lc1_d5965_j_t:
+.Lc1_d4640_j_t:
     jmp rcx
-.Lc1_d6061_j_t:
+.Lc1_d4741_s_t:
     jmp rcx
-.Lc1_d6152_s_t:
+.Lc1_d4825_j_t:
     jmp rcx
-.Lc1_d6240_s_t:
+.Lc1_d4878_j_t:
     jmp rcx
-.Lc1_d6286_j_t:
+.Lc1_d4973_j_t:
     jmp rcx
-.Lc1_d6377_j_t:
+.Lc1_d5021_s_t:
     jmp rcx
-.Lc1_d6471_j_t:
+.Lc1_d5114_j_t:
     jmp rcx
-.Lc1_d6571_j_t:
+.Lc1_d5196_j_t:
     jmp rcx
-.Lc1_d6667_s_t:
+.Lc1_d5245_s_t:
     jmp rcx
-.Lc1_d6764_s_t:
+.Lc1_d5333_j_t:
     jmp rcx
-.Lc1_d6854_j_t:
+.Lc1_d5381_j_t:
     jmp rcx
-.Lc1_d6939_j_t:
+.Lc1_d5473_s_t:
     jmp rcx
-.Lc1_d7033_j_t:
+.Lc1_d5570_j_t:
     jmp rcx
-.Lc1_d7128_s_t:
+.Lc1_d5617_s_t:
     jmp rcx
-.Lc1_d7219_j_t:
+.Lc1_d5697_j_t:
     jmp rcx
-.Lc1_d7266_s_t:
+.Lc1_d5744_s_t:
     jmp rcx
-.Lc1_d7352_j_t:
+.Lc1_d5842_j_t:
     jmp rcx
-.Lc1_d7447_j_t:
+.Lc1_d5932_s_t:
     jmp rcx
-.Lc1_d7540_s_t:
+.Lc1_d5975_j_t:
     jmp rcx
-.Lc1_d7625_j_t:
+.Lc1_d6067_s_t:
     jmp rcx
-.Lc1_d7727_s_t:
+.Lc1_d6113_j_t:
     jmp rcx
-.Lc1_d7820_j_t:
+.Lc1_d6207_j_t:
     jmp rcx
-.Lc1_d7916_j_t:
+.Lc1_d6303_j_t:
     jmp rcx
-.Lc1_d8005_j_t:
+.Lc1_d6353_s_t:
     jmp rcx
-.Lc1_d8113_s_t:
+.Lc1_d6442_j_t:
     jmp rcx
-.Lc1_d8157_j_t:
+.Lc1_d6489_j_t:
     jmp rcx
-.Lc1_d8251_j_t:
+.Lc1_d6591_s_t:
     jmp rcx
-.Lc1_d8351_s_t:
+.Lc1_d6681_j_t:
     jmp rcx
-.Lc1_d8440_j_t:
+.Lc1_d6726_j_t:
     jmp rcx
-.Lc1_d8531_j_t:
+.Lc1_d6825_s_t:
     jmp rcx
-.Lc1_d8633_s_t:
+.Lc1_d6866_s_t:
     jmp rcx
-.Lc1_d8724_j_t:
+.Lc1_d6960_j_t:
     jmp rcx
-.Lc1_d8817_s_t:
+.Lc1_d7001_j_t:
     jmp rcx
-.Lc1_d8901_j_t:
+.Lc1_d7097_j_t:
     jmp rcx
-.Lc1_d8999_j_t:
+.Lc1_d7186_s_t:
     jmp rcx
-.Lc1_d9048_s_t:
+.Lc1_d7228_j_t:
     jmp rcx
-.Lc1_d9141_j_t:
+.Lc1_d7321_s_t:
     jmp rcx
-.Lc1_d9228_j_t:
+.Lc1_d7367_j_t:
     jmp rcx
-.Lc1_d9332_s_t:
+.Lc1_d7459_s_t:
     jmp rcx
-.Lc1_d9428_j_t:
+.Lc1_d7551_j_t:
     jmp rcx
-.Lc1_d9529_s_t:
+.Lc1_d7593_j_t:
     jmp rcx
-.Lc1_d9612_j_t:
+.Lc1_d7688_j_t:
     jmp rcx
-.Lc1_d9704_j_t:
+.Lc1_d7741_s_t:
     jmp rcx
-.Lc1_d9806_s_t:
+.Lc1_d7829_j_t:
     jmp rcx
-.Lc1_d9896_j_t:
+.Lc1_d7917_j_t:
     jmp rcx
-.Lc1_d9944_s_t:
+.Lc1_d7971_s_t:
     jmp rcx
-.Lc1_d10031_j_t:
+.Lc1_d8057_j_t:
     jmp rcx
-.Lc1_d10134_j_t:
+.Lc1_d8111_s_t:
     jmp rcx
-.Lc1_d10227_s_t:
+.Lc1_d8195_j_t:
     jmp rcx
-.Lc1_d10312_s_t:
+.Lc1_d8288_s_t:
     jmp rcx
-.Lc1_d10404_j_t:
+.Lc1_d8331_j_t:
     jmp rcx
-.Lc1_d10499_j_t:
+.Lc1_d8425_j_t:
     jmp rcx
-.Lc1_d10591_j_t:
+.Lc1_d8476_s_t:
     jmp rcx
-.Lc1_d10688_s_t:
+.Lc1_d8565_j_t:
     jmp rcx
-.Lc1_d10782_j_t:
+.Lc1_d8658_j_t:
     jmp rcx
-.Lc1_d10826_j_t:
+.Lc1_d8706_s_t:
     jmp rcx
-.Lc1_d10931_s_t:
+.Lc1_d8796_j_t:
     jmp rcx
-.Lc1_d11032_j_t:
+.Lc1_d8839_s_t:
     jmp rcx
-.Lc1_d11122_j_t:
+.Lc1_d8925_j_t:
     jmp rcx
-.Lc1_d11215_s_t:
+.Lc1_d9026_j_t:
     jmp rcx
-.Lc1_d11301_j_t:
+.Lc1_d9076_s_t:
     jmp rcx
-.Lc1_d11400_s_t:
+.Lc1_d9170_j_t:
     jmp rcx
-.Lc1_d11487_j_t:
+.Lc1_d9219_j_t:
     jmp rcx
-.Lc1_d11585_j_t:
+.Lc1_d9312_s_t:
     jmp rcx
-.Lc1_d11636_s_t:
+.Lc1_d9406_j_t:
     jmp rcx
-.Lc1_d11731_j_t:
+.Lc1_d9460_s_t:
     jmp rcx
-.Lc1_d11822_s_t:
+.Lc1_d9547_j_t:
+    jmp rcx
+.Lc1_d9593_j_t:
+    jmp rcx
+.Lc1_d9684_s_t:
+    jmp rcx
+.Lc1_d9784_j_t:
+    jmp rcx
+.Lc1_d9833_j_t:
+    jmp rcx
+.Lc1_d9925_s_t:
+    jmp rcx
+.Lc1_d9969_j_t:
+    jmp rcx
+.Lc1_d10062_s_t:
+    jmp rcx
+.Lc1_d10150_j_t:
+    jmp rcx
+.Lc1_d10194_j_t:
+    jmp rcx
+.Lc1_d10293_s_t:
+    jmp rcx
+.Lc1_d10341_j_t:
+    jmp rcx
+.Lc1_d10432_s_t:
+    jmp rcx
+.Lc1_d10519_j_t:
+    jmp rcx
+.Lc1_d10566_j_t:
+    jmp rcx
+.Lc1_d10658_s_t:
+    jmp rcx
+.Lc1_d10699_s_t:
+    jmp rcx
+.Lc1_d10794_j_t:
+    jmp rcx
+.Lc1_d10881_j_t:
+    jmp rcx
+.Lc1_d10930_j_t:
+    jmp rcx
+.Lc1_d11038_s_t:
+    jmp rcx
+.Lc1_d11081_j_t:
+    jmp rcx
+.Lc1_d11170_j_t:
+    jmp rcx
+.Lc1_d11219_s_t:
+    jmp rcx
+.Lc1_d11310_j_t:
+    jmp rcx
+.Lc1_d11406_j_t:
+    jmp rcx
+.Lc1_d11450_s_t:
+    jmp rcx
+.Lc1_d11544_j_t:
+    jmp rcx
+.Lc1_d11589_s_t:
+    jmp rcx
+.Lc1_d11680_j_t:
+    jmp rcx
+.Lc1_d11774_j_t:
+    jmp rcx
+.Lc1_d11821_s_t:
     jmp rcx
     .text
 

@@ -48,54 +48,52 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov byte ptr [r15 + 896], al
-    mov qword ptr [r15 + 128], rsi
-    vpaddd ymm15, ymm5, ymmword ptr [r14 + 256]
-    test ebx, 2304
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, 94
+    test ebx, 576
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    test bl, 128
+    test bl, 64
     jz 1f
 1:
-    mov r9d, eax
-    mov r12, qword ptr [r15 + r12 + 56]
-    inc dword ptr [r15 + 320]
+    mov ecx, eax
+    sete al
+    movzx ecx, byte ptr [r15 + 704]
     test dword ptr [r15 + 67117724], 67108864
     jnz 1f
 1:
-    mov esi, 126
-    sete dil
-    mov rbp, r10
-    bt rsi, rdi
+    movzx esi, byte ptr [r15 + 64]
+    mov rdi, qword ptr [r15 + 320]
+    mov dword ptr [r15 + 448], esi
+    bt rsi, rdx
     test dword ptr [r15 + 67117724], 16
     jz 1f
 1:
-    movzx eax, byte ptr [r15 + 832]
-    and rbp, 448
-    mov r9, qword ptr [r15 + rbp + 960]
-    movsxd rdx, dword ptr [r15 + 768]
+    vpaddd ymm14, ymm9, ymmword ptr [r15 + 192]
+    mov qword ptr [r15 + 256], r8
+    mov qword ptr [r15 + 384], rsi
     test ebx, 1024
     jz 1f
 1:
+    mov rcx, qword ptr [r15 + 256]
+    movsxd rax, dword ptr [r14 + 512]
     lea rdi, [r15 + 67109504]
-    mov ecx, 735
+    mov ecx, 759
     rep stosb
-    movzx ebp, byte ptr [r15 + 64]
-    mov rax, qword ptr [r15 + 128]
-    test ebx, 2304
+    test ebx, 576
     jz 1f
 1:
     lea rdi, [r15 + 67109504]
     lea rsi, [r15 + 67113600]
-    mov ecx, 735
+    mov ecx, 759
     rep movsb
-    movzx ebp, byte ptr [r15 + 448]
-    mov dword ptr [r15 + 192], esi
-    add r11, 64
-    add r10, r11
+    inc dword ptr [r15 + 128]
+    inc dword ptr [r14 + 768]
     inc rbx
     dec r13
     jz .Lc1_b0_done
@@ -106,114 +104,109 @@ ditto_body_c1:
     xor eax, eax
     test dword ptr [r15 + 67117723], 537396352
     setz al
-    lea rcx, [rip + .Lc1_d83_s]
+    lea rcx, [rip + .Lc1_d81_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d83_s_t
+    jmp .Lc1_d81_s_t
     .p2align 3
-.Lc1_d83_s:
+.Lc1_d81_s:
     .p2align 3
-    jmp .Lc1_d83_j
+    jmp .Lc1_d81_j
     .p2align 3
-    jmp .Lc1_d83_j
-.Lc1_d83_j:
-    movzx ebp, byte ptr [r15 + 192]
-    movzx r9d, bpl
-    bt rax, rax
+    jmp .Lc1_d81_j
+.Lc1_d81_j:
+    mov rbp, rax
+    mov r9, qword ptr [r14 + 320]
     test ebx, 512
     jnz 1f
 1:
-    movzx r8d, byte ptr [r15 + 320]
-    vpaddq xmm14, xmm14, xmmword ptr [r15 + 128]
-    mov edx, dword ptr [r15 + 576]
+    mov r9d, dword ptr [r15 + 128]
+    vpaddq xmm7, xmm7, xmmword ptr [r15 + 256]
     test dword ptr [r15 + 67117723], 536870912
     jz 1f
 1:
-    mov rsi, qword ptr [r15 + 704]
-    mov qword ptr [r15 + 384], rbp
-    test dword ptr [r15 + 67117723], 34
+    mov qword ptr [r15 + 768], r9
+    mov qword ptr [r15 + 640], rbp
+    test dword ptr [r15 + 67117723], 262178
     jnz 1f
 1:
-    mov qword ptr [r15 + 512], rsi
-    or esi, 1
-    xor edx, edx
-    div esi
-    mov r9d, edx
+    mov r12, qword ptr [r15 + r12 + 56]
+    bt r9, rbp
     test dword ptr [r15 + 67117723], 537016708
     jz 1f
 1:
-    mov r8, rax
-    mov rcx, rbp
+    mov edi, 122
+    mov edx, dword ptr [r15 + 896]
     test dword ptr [r15 + 67117724], 8388612
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r14 + 64], 15
+    mov rbp, r10
+    mov dword ptr [r15 + 64], 112
+    and rbp, 448
+    mov rsi, qword ptr [r15 + rbp + 1472]
     test bl, 64
     jz 1f
 1:
-    mov edi, dword ptr [r15 + 256]
-    mov ebp, 205
+    mov edi, dword ptr [r15 + 576]
+    movzx ecx, byte ptr [r14 + 192]
+    add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c2:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov r8, r10
-    and r8, 448
-    mov qword ptr [r14 + r8 + 960], rax
-    vmovdqu xmm5, xmmword ptr [r15 + 64]
+    mov r8, qword ptr [r15 + 512]
+    mov qword ptr [r14 + 192], rdi
+    mov eax, ecx
+    mov rdx, rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    test bl, 32
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx esi, r9b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test bl, 32
+    jz 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
     bswap rdi
-    test bl, 32
-    jz 1f
-1:
-    mov r9, rdx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test bl, 32
-    jz 1f
-1:
-    xchg rdx, rsi
-    movzx ecx, sil
-    mov rbp, rsi
+    mov rcx, rsi
+    xchg rbp, rsi
     mov r12, qword ptr [r15 + r12 + 56]
     test bl, 128
     jz 1f
 1:
-    mov ecx, edx
     mov r12, qword ptr [r15 + r12 + 56]
-    sete dil
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edx, ecx
+    mov r9, r10
     test ebx, 512
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, rdi
+    mov byte ptr [r15 + 640], dl
     mov r8, r10
+    and r9, 4032
+    mov rax, qword ptr [r15 + r9 + 3008]
+    vmovdqu xmm7, xmmword ptr [r15 + 448]
+    and r8, 448
+    or qword ptr [r15 + r8 + 960], 107
+    mov esi, edx
     test ebx, 57072
     jnz 1f
 1:
-    mov ecx, ebp
-    mov r9d, r8d
-    and r8, 4032
-    mov rax, qword ptr [r14 + r8 + 3008]
+    mov ebp, edx
+    movsxd rdi, dword ptr [r15 + 64]
+    movzx eax, byte ptr [r15 + 384]
+    mov dword ptr [r15 + 704], 177
     test bl, 64
     jz 1f
 1:
-    mov byte ptr [r15 + 768], r8b
-    mov dword ptr [r15 + 448], 116
-    mov rsi, qword ptr [r15 + 128]
-    movsxd rcx, dword ptr [r15 + 384]
-    test dword ptr [r15 + 67117724], 293643274
-    jnz 1f
-1:
-    mov rax, qword ptr [r15 + 192]
-    movzx r9d, sil
-    or qword ptr [r15 + 832], 79
+    movzx esi, bpl
+    sete dil
+    mov rcx, qword ptr [r15 + 832]
+    mov rax, rsi
     add r11, 64
     add r10, r11
     inc rbx
@@ -223,50 +216,52 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d184_j]
+    lea rcx, [rip + .Lc1_d178_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d184_j_t
-.Lc1_d184_j:
-    mov rbp, r10
-    and rbp, 960
-    movsxd rsi, dword ptr [r15 + rbp + 1984]
-    mov dword ptr [r15 + 512], 168
-    mov edx, edx
+    jmp .Lc1_d178_j_t
+.Lc1_d178_j:
+    movsxd r8, dword ptr [r15 + 192]
+    mov edx, eax
+    mov byte ptr [r15 + 0], bpl
+    mov r12, qword ptr [r15 + r12 + 56]
     test bl, 32
     jz 1f
 1:
-    mov r8, r10
-    movzx r9d, byte ptr [r15 + 576]
-    and r8, 4032
-    mov dword ptr [r14 + r8 + 3008], 26
-    test ebx, 2784
-    jnz 1f
-1:
-    mov byte ptr [r15 + 320], r8b
+    mov r12, qword ptr [r15 + r12 + 56]
     mov rbp, r10
-    mov dword ptr [r15 + 192], esi
-    test dword ptr [r15 + 67117724], 16777728
-    jz 1f
-1:
+    mov r12, qword ptr [r15 + r12 + 56]
     and rbp, 448
-    movzx edi, byte ptr [r15 + rbp + 1472]
-    mov byte ptr [r14 + 640], bpl
-    mov r9d, edi
-    test ebx, 6000
+    mov r8d, dword ptr [r15 + rbp + 960]
+    test ebx, 7024
     jz 1f
 1:
-    mov ebp, 219
-    mov r9, qword ptr [r15 + 128]
-    test dword ptr [r15 + 67117723], 149192720
+    mov eax, 114
+    mov dword ptr [r14 + 896], 221
+    mov edx, eax
+    test ebx, 32688
+    jz 1f
+1:
+    popcnt rdi, rdx
+    vpcmpeqb xmm7, xmm7, xmmword ptr [r15 + 320]
+    movsxd r9, dword ptr [r15 + 64]
+    test dword ptr [r15 + 67117723], 2
     jnz 1f
 1:
-    popcnt rax, rbp
-    movzx r9d, byte ptr [r15 + 256]
-    test dword ptr [r15 + 67117723], 134845568
+    mov eax, dword ptr [r15 + 384]
+    movsxd r8, dword ptr [r15 + 576]
+    bt r8, r8
+    test dword ptr [r15 + 67117723], 268959776
+    jz 1f
+1:
+    or qword ptr [r15 + 512], 40
+    vaddsd xmm13, xmm13, xmm7
+    mov byte ptr [r15 + 448], r8b
+    test ebx, 65424
     jnz 1f
 1:
-    mov ecx, dword ptr [r15 + 384]
-    vpcmpeqb xmm14, xmm14, xmmword ptr [r15 + 64]
+    movzx edx, byte ptr [r15 + 128]
+    mov dword ptr [r15 + 256], 2
+    mov dword ptr [r15 + 768], edx
     add r11, 64
     add r10, r11
     inc rbx
@@ -276,48 +271,49 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, r10
+    and r8, 4032
+    mov rdx, qword ptr [r14 + r8 + 3008]
+    or qword ptr [r15 + 704], 70
+    movsxd rbp, dword ptr [r14 + 256]
     test dword ptr [r15 + 67117724], 8388640
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx esi, byte ptr [r15 + 640]
-    mov edx, dword ptr [r15 + 256]
-    test dword ptr [r15 + 67117723], 538970152
+    mov r12, qword ptr [r15 + r12 + 56]
+    test dword ptr [r15 + 67117723], 673188136
     jz 1f
 1:
-    mov qword ptr [r15 + 448], rsi
-    movzx ecx, byte ptr [r15 + 192]
-    mov r8d, 138
-    xchg rsi, rdi
+    mov edi, 20
+    mov ebp, 42
+    mov r12, qword ptr [r15 + r12 + 56]
     test bl, 32
     jz 1f
 1:
-    movzx eax, r8b
-    mov r9, r10
-    movzx ebp, al
-    mov rdx, qword ptr [r15 + 64]
-    and r9, 33554368
-    movzx ecx, byte ptr [r15 + r9 + 33554432]
+    mov esi, dword ptr [r15 + 320]
+    mov qword ptr [r15 + 640], rbp
+    movzx ecx, dl
     test ebx, 64944
     jnz 1f
 1:
-    mov esi, 239
-    mov edx, 128
-    mov ecx, dword ptr [r15 + 512]
-    mov rbp, qword ptr [r15 + 896]
+    mov r8, rcx
+    movzx r9d, byte ptr [r15 + 64]
+    movsxd rdx, dword ptr [r15 + 128]
     test dword ptr [r15 + 67117724], 2013282497
     jz 1f
 1:
-    movsxd rdi, dword ptr [r15 + 320]
-    or qword ptr [r14 + 128], 25
-    mov r8d, dword ptr [r15 + 768]
-    vmovdqu xmm3, xmmword ptr [r15 + 704]
+    movsxd rdi, dword ptr [r15 + 192]
+    movsxd rax, dword ptr [r15 + 128]
+    movzx ecx, cl
+    mov rbp, r10
+    test dword ptr [r15 + 67117723], 545399492
+    jnz 1f
+1:
+    xchg r8, r9
+    movzx esi, byte ptr [r15 + 448]
+    and rbp, 448
+    vmovdqu xmm9, xmmword ptr [r15 + rbp + 1472]
     add r11, 64
     add r10, r11
     inc rbx
@@ -327,50 +323,48 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d275_j]
+    lea rcx, [rip + .Lc1_d271_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d275_j_t
-.Lc1_d275_j:
-    mov rdx, qword ptr [r14 + 384]
-    vsubsd xmm11, xmm11, xmm3
-    movsxd rbp, dword ptr [r15 + 256]
+    jmp .Lc1_d271_j_t
+.Lc1_d271_j:
+    mov rbp, r10
+    vsubsd xmm7, xmm7, xmm9
+    and rbp, 960
+    mov qword ptr [r15 + rbp + 1984], rbp
+    mov r12, qword ptr [r15 + r12 + 56]
     test bl, 128
     jz 1f
 1:
-    mov r8d, dword ptr [r15 + 704]
     mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r10 + r10*1]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, r10
+    mov rdi, qword ptr [r15 + 64]
+    movzx edx, byte ptr [r15 + 512]
     test dword ptr [r15 + 67117724], 8192
     jz 1f
 1:
-    and rbp, 448
-    movsxd rax, dword ptr [r15 + rbp + 1024]
-    mov edx, dword ptr [r15 + 448]
-    mov rsi, qword ptr [r15 + 128]
-    test dword ptr [r15 + 67117723], 541065218
+    and r8, 448
+    mov ebp, dword ptr [r15 + r8 + 960]
+    mov rdi, qword ptr [r15 + 128]
+    mov rsi, rdx
+    mov r8, r10
+    test dword ptr [r15 + 67117723], 557973506
     jnz 1f
 1:
-    mov edi, dword ptr [r15 + 64]
-    vpcmpeqb xmm11, xmm11, xmmword ptr [r15 + 576]
-    mov r8d, dword ptr [r15 + 192]
-    test dword ptr [r15 + 67117724], 536870920
+    and r8, 33554368
+    movsxd r9, dword ptr [r15 + r8 + 33554432]
+    movsxd rdi, dword ptr [r15 + 576]
+    movsxd rsi, dword ptr [r14 + 768]
+    test dword ptr [r15 + 67117724], 536871176
     jz 1f
 1:
-    mov qword ptr [r15 + rbp + 960], rdi
-    movsxd rax, dword ptr [r15 + 832]
-    mov r9, r8
-    test dword ptr [r15 + 67117724], 201345794
+    mov r8d, 99
+    mov edx, dword ptr [r14 + 384]
+    mov rax, r8
+    test dword ptr [r15 + 67117724], 469781250
     jz 1f
 1:
-    mov edx, 78
-    mov rsi, rdx
-    mov ecx, dword ptr [r15 + 320]
-    test dword ptr [r15 + 67117723], 131072
-    jz 1f
-1:
-    movsxd rax, dword ptr [r14 + 64]
-    mov r9d, 54
+    vpcmpeqb xmm7, xmm7, xmmword ptr [r15 + 256]
+    mov ecx, 29
     add r11, 64
     add r10, r11
     inc rbx
@@ -380,52 +374,51 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, ecx
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, dword ptr [r15 + 832]
+    mov esi, dword ptr [r15 + 896]
+    movzx r8d, r9b
     mov r12, qword ptr [r15 + r12 + 56]
     test bl, 32
     jz 1f
 1:
-    movzx ecx, al
-    mov esi, 22
-    mov edi, ecx
-    test dword ptr [r15 + 67117723], 17318185
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    test dword ptr [r15 + 67117723], 17326377
     jz 1f
 1:
+    mov edi, eax
+    mov r9, rdi
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd r8, dword ptr [r15 + 192]
     test dword ptr [r15 + 67117724], 10750513
     jz 1f
 1:
-    or eax, 1
-    xor edx, edx
-    div eax
-    mov rbp, rax
-    movzx r9d, byte ptr [r15 + 64]
+    mov rbp, r10
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, qword ptr [r15 + 448]
+    mov esi, 237
+    and rbp, 448
+    add qword ptr [r14 + rbp + 1472], rcx
     test bl, 32
     jz 1f
 1:
-    movzx esi, byte ptr [r15 + 256]
-    mov ecx, dword ptr [r14 + 640]
-    mov dword ptr [r15 + 768], 12
+    mov rcx, qword ptr [r15 + 256]
+    movsxd rax, dword ptr [r15 + 128]
+    movzx ebp, byte ptr [r15 + 320]
     mov r8, r10
-    test ebx, 2432
-    jnz 1f
+    test ebx, 6592
+    jz 1f
 1:
-    mov rbp, qword ptr [r15 + 512]
+    mov dword ptr [r15 + 192], 228
     and r8, 448
-    movzx r9d, byte ptr [r15 + r8 + 1472]
-    mov edx, dword ptr [r15 + 320]
-    mov r8, r10
-    test dword ptr [r15 + 67117724], 16777216
-    jnz 1f
+    mov dword ptr [r15 + r8 + 960], 22
+    movzx esi, byte ptr [r15 + 64]
+    test bl, 144
+    jz 1f
 1:
-    movsxd rdi, dword ptr [r14 + 128]
-    mov eax, dword ptr [r15 + 384]
-    and r8, 4032
-    mov byte ptr [r15 + r8 + 3008], bpl
+    movzx edx, byte ptr [r15 + 384]
+    mov ecx, dword ptr [r15 + 640]
+    mov byte ptr [r15 + 704], bpl
     add r11, 64
     add r10, r11
     inc rbx
@@ -435,99 +428,96 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d369_j]
+    lea rcx, [rip + .Lc1_d363_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d369_j_t
-.Lc1_d369_j:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx esi, cl
-    movzx ebp, r8b
-    movzx r9d, sil
-    test ebx, 8080
+    jmp .Lc1_d363_j_t
+.Lc1_d363_j:
+    mov r9, r10
+    and r9, 960
+    movzx ebp, byte ptr [r15 + r9 + 1984]
+    movzx esi, al
+    mov edi, dword ptr [r15 + 384]
+    test dword ptr [r15 + 67117724], 10229376
+    jnz 1f
+1:
+    or qword ptr [r15 + 128], 89
+    movsxd r8, dword ptr [r14 + 320]
+    mov rcx, r8
+    test dword ptr [r15 + 67117723], 4100
+    jz 1f
+1:
+    movzx edx, r8b
+    mov qword ptr [r15 + 64], rcx
+    movsxd rbp, dword ptr [r15 + 768]
+    test dword ptr [r15 + 67117723], 524288
+    jnz 1f
+1:
+    mov edx, ebp
+    movzx esi, dl
+    test dword ptr [r15 + 67117723], 268451840
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rdi, qword ptr [r14 + 896]
-    test bl, 32
-    jz 1f
+    cmovne rdx, rsi
+    movsxd rax, dword ptr [r15 + 512]
+    test dword ptr [r15 + 67117723], 536874497
+    jnz 1f
 1:
-    mov r9d, 207
-    mov ebp, edi
+    mov dword ptr [r15 + 576], ebp
+    mov rbp, qword ptr [r15 + 192]
+    mov ecx, 52
     mov r8, r10
-    cmovne rdi, r9
-    test dword ptr [r15 + 67117723], 285212672
+    test dword ptr [r15 + 67117724], 1484784786
     jnz 1f
 1:
-    movsxd rcx, dword ptr [r15 + 704]
-    and r8, 960
-    movsxd rdx, dword ptr [r15 + r8 + 1984]
-    mov r8, rbp
-    test bl, 64
-    jnz 1f
-1:
-    mov qword ptr [r15 + 448], r8
-    add qword ptr [r15 + 384], r8
-    mov dword ptr [r15 + 576], r8d
-    mov rbp, r10
-    test bl, 128
-    jnz 1f
-1:
-    movzx r9d, bpl
-    or qword ptr [r15 + 128], 19
-    and rbp, 448
-    xor dword ptr [r15 + rbp + 960], ebp
-    test dword ptr [r15 + 67117724], 3145728
-    jz 1f
-1:
-    mov eax, 29
-    mov rsi, r9
-    mov dword ptr [r15 + 256], r9d
+    and r8, 4032
+    mov dword ptr [r14 + r8 + 3008], ecx
+    mov rsi, rdx
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jnz .Lc1_b0_c0
 .Lc1_b0_done:
-// block 1: 128 bytes, 1 chunk(s), 97 chunk executions per call
+// block 1: 128 bytes, 1 chunk(s), 99 chunk executions per call
     mov rbx, qword ptr [r15 + 67117744]
-    lea rcx, [rbx + 97]
+    lea rcx, [rbx + 99]
     mov qword ptr [r15 + 67117744], rcx
-    mov r13d, 97
+    mov r13d, 99
     jmp .Lc1_b1_c0
     .p2align 6
 .Lc1_b1_c0:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    vpcmpeqb xmm14, xmm14, xmm11
-    movzx edx, byte ptr [r15 + 0]
-    and ecx, dword ptr [r15 + 0]
-    test edx, ecx
+    vpcmpeqb xmm13, xmm13, xmm7
+    movzx edi, byte ptr [r15 + 0]
+    and eax, dword ptr [r15 + 0]
+    test edi, eax
     mov dword ptr [r15 + 0], 88
     test ebx, 3648
     jnz 1f
 1:
-    movsxd rcx, dword ptr [r15 + 0]
+    movsxd rdi, dword ptr [r15 + 0]
     movsxd rsi, dword ptr [r15 + 64]
-    mov edi, ecx
-    mov rax, qword ptr [r14 + 0]
-    neg r9
+    mov r9d, edi
+    mov rbp, qword ptr [r14 + 0]
+    neg r8
     test bl, 16
     jnz 1f
 1:
-    mov r8d, 167
+    mov r9d, 167
     jmp 1f
 1:
     add rdi, 44
-    mov ecx, dword ptr [r15 + 192]
-    crc32 rsi, r8
+    mov eax, dword ptr [r15 + 192]
+    crc32 rsi, r9
     test dword ptr [r15 + 67117724], 278414373
     jnz 1f
 1:
-    mov byte ptr [r15 + 320], r8b
+    mov byte ptr [r15 + 320], r9b
     movsxd rdx, dword ptr [r15 + 704]
-    movsxd rax, dword ptr [r15 + 448]
+    movsxd rcx, dword ptr [r15 + 448]
     jmp 1f
 1:
     .byte 0x0f, 0x1f, 0x00
@@ -546,10 +536,10 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d461_j]
+    lea rcx, [rip + .Lc1_d452_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d461_j_t
-.Lc1_d461_j:
+    jmp .Lc1_d452_j_t
+.Lc1_d452_j:
     movzx r8d, cl
     mov ebp, 213
     xor ecx, r8d
@@ -568,35 +558,35 @@ ditto_body_c1:
     jnz 1f
 1:
     mov byte ptr [r15 + 384], al
-    mov esi, 252
+    mov edx, 252
     test bl, 14
     jz 1f
 1:
     mov rbp, r10
-    movsxd rcx, dword ptr [r15 + 832]
-    movzx eax, sil
+    movsxd r9, dword ptr [r15 + 832]
+    movzx eax, dl
     and rbp, 8128
     xchg qword ptr [r15 + rbp + 7104], rax
-    mov r9, r10
+    mov r8, r10
     test bl, 4
     jnz 1f
 1:
-    and r9, 448
-    mov dword ptr [r15 + r9 + 1472], 225
-    mov edx, edx
-    mov r8, r10
+    and r8, 448
+    mov dword ptr [r15 + r8 + 1472], 225
+    mov r9d, esi
+    mov rbp, r10
     test dword ptr [r15 + 67117723], 8388672
     jz 1f
 1:
-    and r8, 960
-    vpcmpeqb xmm1, xmm1, xmmword ptr [r15 + r8 + 1984]
+    and rbp, 960
+    vpcmpeqb xmm1, xmm1, xmmword ptr [r15 + rbp + 1984]
     or qword ptr [r15 + 128], 33
-    mov rdi, qword ptr [r14 + 640]
+    mov rcx, qword ptr [r14 + 640]
     test bl, 8
     jnz 1f
 1:
-    popcnt rsi, rdi
-    cmovne rax, r8
+    popcnt r9, rcx
+    cmovne rcx, rbp
     add r11, 64
     add r10, r11
     inc rbx
@@ -652,55 +642,50 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov dword ptr [r14 + 640], 89
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r10
+    mov esi, ebp
     bswap rdx
-    test dword ptr [r15 + 67117723], 68165632
+    and rbp, 448
+    mov dword ptr [r15 + rbp + 960], 146
+    mov r8, r10
+    mov rbp, rsi
+    test dword ptr [r15 + 67117723], 202385442
     jnz 1f
 1:
-    mov r9d, edx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r9
-    test ebx, 2048
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, 144
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 11744
-    jz 1f
-1:
-    mov ebp, 164
-    popcnt r8, rdi
-    movzx esi, r8b
-    test ebx, 1152
-    jnz 1f
-1:
-    mov qword ptr [r15 + 320], r8
-    mov ecx, dword ptr [r15 + 512]
-    cmovne rdx, rcx
+    and r8, 448
+    inc dword ptr [r15 + r8 + 1472]
+    movzx edi, byte ptr [r15 + 832]
+    movsxd rsi, dword ptr [r15 + 64]
     test ebx, 1024
     jnz 1f
 1:
     sete bpl
-    mov byte ptr [r15 + 64], dl
-    mov rsi, rbp
-    mov r9, r10
-    test dword ptr [r15 + 67117724], 1107923969
+    mov r9d, 90
+    mov r12, qword ptr [r15 + r12 + 56]
+    test dword ptr [r15 + 67117723], 121901076
     jz 1f
 1:
-    mov qword ptr [r14 + 192], rbp
-    and r9, 33554368
-    movzx edi, byte ptr [r15 + r9 + 33554432]
-    mov byte ptr [r15 + 448], sil
-    test dword ptr [r15 + 67117724], 256
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 448], bpl
+    test bl, 128
     jz 1f
 1:
-    movsxd rsi, dword ptr [r15 + 128]
-    mov r8, r10
-    mov rcx, qword ptr [r15 + 768]
-    and r8, 448
-    mov rax, qword ptr [r15 + r8 + 1472]
+    mov r9d, dword ptr [r15 + 512]
+    movzx edx, r9b
+    mov ebp, dword ptr [r15 + 768]
+    test dword ptr [r15 + 67117723], 33595392
+    jz 1f
+1:
+    mov qword ptr [r14 + 256], rdx
+    popcnt rsi, rbp
+    mov edi, 94
+    test dword ptr [r15 + 67117723], 134217728
+    jz 1f
+1:
+    mov rax, qword ptr [r15 + 704]
+    btc dword ptr [r14 + 192], 31
+    mov qword ptr [r15 + 640], rdi
     add r11, 64
     add r10, r11
     inc rbx
@@ -710,52 +695,53 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d560_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d560_j_t
+.Lc1_d560_j:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, 41
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 288
+    popcnt r8, rcx
+    test dword ptr [r15 + 67117724], 532484
     jnz 1f
 1:
-    popcnt rcx, rax
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 67117724], 11698248
-    jz 1f
+    movzx ecx, r8b
+    mov r9d, r8d
+    test bl, 128
+    jnz 1f
 1:
-    mov qword ptr [r15 + 0], rcx
-    mov rdx, qword ptr [r15 + 192]
-    mov rcx, qword ptr [r15 + 384]
-    mov eax, eax
-    mov rbp, r10
+    mov edx, ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     test bl, 96
     jnz 1f
 1:
-    mov byte ptr [r15 + 704], al
-    mov eax, ebp
-    and rbp, 448
-    movsxd r9, dword ptr [r15 + rbp + 1472]
+    mov byte ptr [r15 + 576], dl
+    mov rbp, r10
+    mov byte ptr [r14 + 320], dl
+    and rbp, 33554368
+    movsxd rdx, dword ptr [r15 + rbp + 33554432]
+    mov r8d, 138
     test bl, 64
     jz 1f
 1:
-    mov edi, 182
-    or qword ptr [r14 + 512], 56
-    mov dword ptr [r15 + 256], r9d
-    mov r8, r10
-    movzx edx, byte ptr [r15 + 768]
-    test ebx, 704
-    jz 1f
+    mov rsi, qword ptr [r15 + 896]
+    mov edi, 153
+    mov dword ptr [r15 + 256], ecx
+    test ebx, 3520
+    jnz 1f
 1:
-    mov byte ptr [r15 + 128], r8b
-    and r8, 448
-    movsxd rsi, dword ptr [r15 + r8 + 960]
-    mov byte ptr [r15 + 64], r8b
+    mov rsi, qword ptr [r15 + 192]
+    or qword ptr [r15 + 704], 24
+    mov byte ptr [r15 + 128], sil
     test bl, 64
     jnz 1f
 1:
-    movzx r8d, byte ptr [r15 + 576]
-    mov rdi, qword ptr [r14 + 832]
-    movzx ebp, r8b
+    movzx eax, byte ptr [r15 + 448]
+    movsxd rdx, dword ptr [r15 + 384]
+    add qword ptr [r15 + 64], rsi
     add r11, 64
     add r10, r11
     inc rbx
@@ -765,51 +751,45 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 69730320
-    setz al
-    lea rcx, [rip + .Lc1_d621_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d621_s_t
-    .p2align 3
-.Lc1_d621_s:
-    .p2align 3
-    jmp .Lc1_d621_j
-    .p2align 3
-    jmp .Lc1_d621_j
-.Lc1_d621_j:
     mov r9, r10
-    mov rdx, qword ptr [r15 + 192]
-    movsxd rdi, dword ptr [r14 + 256]
-    and r9, 4032
-    mov dword ptr [r15 + r9 + 3008], 58
-    test ebx, 2048
-    jz 1f
-1:
+    and r9, 448
+    mov rdx, qword ptr [r15 + r9 + 1472]
+    mov r8d, dword ptr [r15 + 384]
+    vpcmpeqb xmm1, xmm1, xmmword ptr [r15 + 64]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r10
-    test dword ptr [r15 + 67117724], 2097152
-    jz 1f
-1:
-    mov byte ptr [r15 + 64], bpl
-    and rbp, 960
-    mov dword ptr [r15 + rbp + 1984], edx
-    test dword ptr [r15 + 67117723], 880803904
-    jz 1f
-1:
-    movsxd rsi, dword ptr [r15 + 64]
-    vmovdqu xmm14, xmmword ptr [r15 + 384]
-    test dword ptr [r15 + 67117724], 32768
-    jz 1f
-1:
-    movsxd rdx, dword ptr [r15 + 640]
-    mov ecx, dword ptr [r15 + 320]
-    test ebx, 576
+    test dword ptr [r15 + 67117723], 311574664
     jnz 1f
 1:
-    mov edi, dword ptr [r15 + 448]
-    movzx eax, byte ptr [r15 + 128]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test dword ptr [r15 + 67117723], 2
+    jz 1f
+1:
+    mov r8, r10
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r8, 448
+    mov rdx, qword ptr [r15 + r8 + 960]
+    mov edi, dword ptr [r15 + 512]
+    test ebx, 320
+    jz 1f
+1:
+    movsxd rcx, dword ptr [r15 + 320]
+    mov byte ptr [r14 + 256], dil
+    mov eax, dword ptr [r14 + 128]
+    movzx ebp, byte ptr [r15 + 768]
+    test dword ptr [r15 + 67117723], 1677862144
+    jz 1f
+1:
+    vmovdqu xmm7, xmmword ptr [r15 + 192]
+    mov dword ptr [r15 + 576], 77
+    movzx edi, byte ptr [r15 + 64]
+    test bl, 64
+    jnz 1f
+1:
+    mov dword ptr [r15 + 128], edi
+    mov esi, dword ptr [r15 + 640]
+    mov rdx, rsi
     add r11, 64
     add r10, r11
     inc rbx
@@ -819,58 +799,50 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    movsxd rsi, dword ptr [r15 + 448]
-    mov r8, rdx
-    mov dword ptr [r15 + 512], edx
-    mov edx, r8d
-    test ebx, 1344
+    lea rcx, [rip + .Lc1_d651_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d651_j_t
+.Lc1_d651_j:
+    mov r9, r10
+    mov rdi, rax
+    bt rsi, rcx
+    and r9, 448
+    movzx esi, byte ptr [r15 + r9 + 960]
+    test dword ptr [r15 + 67117723], 4541954
     jnz 1f
 1:
-    inc dword ptr [r15 + 128]
-    mov eax, esi
-    add qword ptr [r15 + 576], rax
-    test ebx, 576
+    mov r8, rdi
+    mov dword ptr [r15 + 448], edi
+    inc dword ptr [r15 + 704]
+    test dword ptr [r15 + 67117724], 545611812
     jnz 1f
 1:
-    or r9d, 1
-    xor edx, edx
-    div r9d
-    movzx edi, byte ptr [r14 + 704]
-    mov qword ptr [r15 + 896], r8
-    bt rdx, rdi
-    test bl, 64
+    xor dword ptr [r14 + 256], r8d
+    vpaddd ymm13, ymm1, ymmword ptr [r15 + 832]
+    test dword ptr [r15 + 67117723], 32769
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, 94
-    movzx esi, dil
-    test dword ptr [r15 + 67117724], 201850948
-    jz 1f
+    bt r8, rdi
+    mov qword ptr [r14 + 512], rsi
+    inc dword ptr [r15 + 320]
+    test dword ptr [r15 + 67117723], 134217728
+    jnz 1f
 1:
+    movzx r9d, byte ptr [r15 + 640]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rdi
-    bswap rdi
-    test dword ptr [r15 + 67117723], 64
-    jz 1f
-1:
-    mov rbp, rsi
-    bt rdi, rbp
-    sete sil
-    mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 67117724], 268436032
+    test dword ptr [r15 + 67117723], 16777474
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu xmm1, xmmword ptr [r15 + 320]
-    vpaddd ymm14, ymm14, ymmword ptr [r14 + 256]
     mov r8, r10
-    test ebx, 13696
+    bswap r9
+    add qword ptr [r15 + 128], rdi
+    test dword ptr [r15 + 67117723], 16
     jz 1f
 1:
-    and r8, 448
-    mov dword ptr [r15 + r8 + 960], r8d
-    mov rcx, qword ptr [r15 + 64]
-    mov r9, rcx
+    and r8, 960
+    mov rdx, qword ptr [r15 + r8 + 1984]
+    movzx edi, r8b
     add r11, 64
     add r10, r11
     inc rbx
@@ -880,50 +852,52 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d718_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d718_j_t
-.Lc1_d718_j:
-    mov edx, dword ptr [r15 + 512]
-    movsxd rcx, dword ptr [r14 + 64]
-    movzx edi, dl
-    mov byte ptr [r15 + 640], dil
+    mov ebp, eax
+    movsxd rsi, dword ptr [r15 + 192]
+    mov qword ptr [r15 + 320], rax
+    mov byte ptr [r15 + 64], al
     test ebx, 288
-    jz 1f
-1:
-    bt rax, rax
-    mov r9d, edi
-    mov eax, r9d
-    test dword ptr [r15 + 67117724], 2048
-    jnz 1f
-1:
-    xor dword ptr [r15 + 128], r9d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, rax
-    test dword ptr [r15 + 67117724], 67633280
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, 227
+    mov r12, qword ptr [r15 + r12 + 56]
+    test dword ptr [r15 + 67117724], 1024
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    xor dword ptr [r15 + 256], r8d
+    mov r8d, ebp
+    test ebx, 122592
+    jnz 1f
+1:
+    movsxd rdx, dword ptr [r14 + 384]
+    bt rdx, r8
+    mov rcx, qword ptr [r15 + 896]
+    test ebx, 1344
+    jnz 1f
+1:
+    mov rdx, r8
     mov edi, dword ptr [r15 + 768]
-    movsxd rsi, dword ptr [r15 + 832]
-    test bl, 128
-    jz 1f
-1:
+    mov byte ptr [r15 + 192], r8b
+    mov r9d, 47
     mov rbp, r10
-    mov r8d, 218
-    mov dword ptr [r15 + 384], 238
-    and rbp, 448
-    mov r9, r10
-    movzx ecx, byte ptr [r15 + rbp + 1472]
-    mov edx, r9d
-    test dword ptr [r15 + 67117723], 4
+    test dword ptr [r15 + 67117723], 64
     jz 1f
 1:
-    and r9, 33554368
-    movsxd rbp, dword ptr [r15 + r9 + 33554432]
-    mov dword ptr [r15 + 192], 174
-    mov r9d, 28
+    mov qword ptr [r15 + 128], rbp
+    mov eax, dword ptr [r15 + 576]
+    and rbp, 4032
+    movzx edx, byte ptr [r15 + rbp + 3008]
+    mov dword ptr [r15 + 448], 7
+    test dword ptr [r15 + 67117723], 17408
+    jz 1f
+1:
+    mov dword ptr [r15 + 64], 78
+    movzx ecx, al
+    mov edi, eax
     add r11, 64
     add r10, r11
     inc rbx
@@ -933,46 +907,51 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 16908300
+    setz al
+    lea rcx, [rip + .Lc1_d745_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d745_s_t
+    .p2align 3
+.Lc1_d745_s:
+    .p2align 3
+    jmp .Lc1_d745_j
+    .p2align 3
+    jmp .Lc1_d745_j
+.Lc1_d745_j:
+    mov esi, 124
+    movsxd rdi, dword ptr [r15 + 640]
+    movzx ebp, cl
+    test bl, 96
+    jz 1f
+1:
+    mov rbp, r10
     mov r8, r10
-    mov esi, 248
-    and r8, 960
-    mov dword ptr [r15 + r8 + 1984], 101
-    mov ebp, 41
-    test dword ptr [r15 + 67117724], 537022492
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx edi, byte ptr [r15 + 576]
-    test dword ptr [r15 + 67117723], 1082130501
-    jnz 1f
-1:
-    vpaddd ymm1, ymm14, ymmword ptr [r15 + 384]
-    movsxd rax, dword ptr [r15 + 704]
-    test dword ptr [r15 + 67117724], 1073743872
-    jnz 1f
-1:
-    mov qword ptr [r15 + 256], rax
-    mov r9, r10
-    mov byte ptr [r15 + 320], r9b
-    and r9, 448
-    mov rsi, qword ptr [r15 + r9 + 960]
-    test dword ptr [r15 + 67117723], 16777216
+    and rbp, 448
+    mov byte ptr [r15 + rbp + 1472], r8b
+    and r8, 448
+    movsxd rcx, dword ptr [r15 + r8 + 960]
+    test dword ptr [r15 + 67117724], 1493254273
     jz 1f
 1:
-    mov rax, rdi
-    movzx edi, al
-    test dword ptr [r15 + 67117723], 1073741836
-    jz 1f
-1:
-    movsxd r8, dword ptr [r14 + 64]
-    movsxd rcx, dword ptr [r15 + 448]
-    vmovdqu xmm1, xmmword ptr [r15 + 256]
-    test dword ptr [r15 + 67117723], 8388608
+    vmovdqu xmm1, xmmword ptr [r15 + 384]
+    mov r8d, dword ptr [r15 + 448]
+    test dword ptr [r15 + 67117723], 1
     jnz 1f
 1:
-    vpaddq xmm14, xmm14, xmmword ptr [r14 + 128]
-    mov edx, dword ptr [r15 + 192]
+    vpaddq xmm7, xmm7, xmmword ptr [r15 + 512]
+    vpaddd ymm1, ymm1, ymmword ptr [r15 + 704]
+    test dword ptr [r15 + 67117724], 8388608
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov esi, 221
+    test ebx, 1536
+    jz 1f
+1:
+    mov r9, qword ptr [r14 + 256]
+    movzx ebp, byte ptr [r14 + 128]
     add r11, 64
     add r10, r11
     inc rbx
@@ -982,45 +961,46 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    inc dword ptr [r15 + 128]
-    mov byte ptr [r15 + 448], al
-    movsxd rsi, dword ptr [r15 + 192]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     test bl, 64
     jnz 1f
 1:
-    movsxd rdx, dword ptr [r14 + 512]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 7040
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r10
-    test dword ptr [r15 + 67117723], 1024
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 448
-    mov rsi, qword ptr [r15 + rbp + 960]
-    test dword ptr [r15 + 67117723], 21004288
+    mov rdx, qword ptr [r15 + 768]
+    test dword ptr [r15 + 67117723], 25203268
     jnz 1f
 1:
-    mov r8, r10
-    mov byte ptr [r15 + 640], r8b
-    and r8, 4032
-    vpaddd ymm14, ymm14, ymmword ptr [r15 + r8 + 3008]
-    mov ecx, ebp
-    mov r9, r10
-    test ebx, 1024
+    mov rdi, qword ptr [r14 + 192]
+    movzx r8d, al
+    mov rbp, r10
+    mov dword ptr [r15 + 512], 72
+    mov eax, ebp
+    test ebx, 114400
     jz 1f
 1:
-    mov dword ptr [r14 + 320], 9
-    add qword ptr [r15 + 768], rsi
-    and r9, 448
-    movzx edx, byte ptr [r15 + r9 + 1472]
+    and rbp, 33554368
+    vpaddd ymm13, ymm7, ymmword ptr [r15 + rbp + 33554432]
+    mov rdi, qword ptr [r15 + 128]
+    mov byte ptr [r15 + 64], dil
+    test dword ptr [r15 + 67117723], 42895376
+    jnz 1f
+1:
+    mov r9, qword ptr [r15 + 576]
+    mov r8, r10
+    mov byte ptr [r15 + 64], r8b
+    movzx esi, byte ptr [r14 + 320]
+    and r8, 448
+    movzx edi, byte ptr [r15 + r8 + 960]
+    test dword ptr [r15 + 67117723], 4096
+    jnz 1f
+1:
+    add qword ptr [r15 + 192], rdi
+    inc dword ptr [r15 + 832]
+    movsxd rcx, dword ptr [r15 + 256]
     add r11, 64
     add r10, r11
     inc rbx
@@ -1030,55 +1010,52 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d849_j]
+    lea rcx, [rip + .Lc1_d832_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d849_j_t
-.Lc1_d849_j:
-    movsxd rdi, dword ptr [r15 + 256]
-    movsxd rbp, dword ptr [r15 + 576]
-    movsxd rdx, dword ptr [r15 + 768]
-    mov byte ptr [r15 + 384], dl
-    test bl, 224
-    jz 1f
-1:
-    mov esi, edx
-    mov dword ptr [r15 + 640], 50
+    jmp .Lc1_d832_j_t
+.Lc1_d832_j:
+    mov edx, ecx
+    mov ebp, ecx
     mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, esi
-    test ebx, 288
+    mov r8, r10
+    test ebx, 1984
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
+    and r8, 448
+    mov rdi, qword ptr [r15 + r8 + 960]
+    test dword ptr [r15 + 67117724], 8192
+    jz 1f
+1:
+    mov rbp, r10
+    mov dword ptr [r15 + 384], ebp
+    and rbp, 4032
+    mov dword ptr [r14 + rbp + 3008], 248
+    test dword ptr [r15 + 67117724], 33835331
+    jnz 1f
+1:
+    mov rsi, rdi
+    mov rdi, qword ptr [r15 + 704]
     mov r9, rsi
-    mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 67117724], 1073807395
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], r9b
-    mov dword ptr [r15 + 128], 72
-    vpcmpeqb xmm1, xmm1, xmmword ptr [r14 + 128]
-    test ebx, 2048
-    jz 1f
-1:
-    mov dword ptr [r15 + 64], esi
-    mov rbp, rdi
-    mov qword ptr [r15 + 192], rdi
-    test ebx, 15968
+    test dword ptr [r15 + 67117724], 606869760
     jnz 1f
 1:
-    sete cl
-    mov rax, qword ptr [r14 + 64]
-    or ecx, 1
-    xor edx, edx
-    div ecx
-    movsxd rdi, dword ptr [r15 + 704]
-    test bl, 128
+    movsxd rcx, dword ptr [r15 + 640]
+    mov rbp, r10
+    mov edx, dword ptr [r15 + 256]
+    test ebx, 6848
     jz 1f
 1:
-    movzx esi, byte ptr [r15 + 512]
-    mov ecx, dword ptr [r15 + 896]
-    mov r8d, dword ptr [r15 + 320]
+    mov rsi, qword ptr [r15 + 320]
+    and rbp, 960
+    mov r9d, dword ptr [r15 + rbp + 1984]
+    test dword ptr [r15 + 67117724], 268435456
+    jz 1f
+1:
+    movsxd rbp, dword ptr [r15 + 448]
+    mov byte ptr [r15 + 128], bpl
+    add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b3_done
@@ -1088,48 +1065,49 @@ ditto_body_c1:
     mov qword ptr [r15 + 67117720], rax
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov rdx, rax
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 288
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, r10
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 120800
     jnz 1f
 1:
-    and r9, 448
-    mov dword ptr [r15 + r9 + 960], 109
-    mov qword ptr [r15 + 64], r9
-    mov r8d, 77
     mov rbp, r10
-    test bl, 64
-    jnz 1f
-1:
+    sete dl
+    movsxd r9, dword ptr [r15 + 384]
     and rbp, 448
-    mov rsi, qword ptr [r15 + rbp + 1472]
-    sete cl
-    mov r9, r10
-    mov edx, eax
-    test dword ptr [r15 + 67117723], 2
-    jnz 1f
-1:
-    and r9, 4032
-    mov dword ptr [r15 + r9 + 3008], 241
-    bt rcx, rdx
-    mov byte ptr [r15 + 384], al
-    test bl, 64
-    jz 1f
-1:
-    movsxd r8, dword ptr [r15 + 256]
-    movsxd rdi, dword ptr [r15 + 832]
-    mov rax, qword ptr [r14 + 448]
+    movzx ecx, byte ptr [r15 + rbp + 1472]
     test bl, 128
     jnz 1f
 1:
-    movsxd rbp, dword ptr [r15 + 192]
-    mov esi, 219
+    mov dword ptr [r14 + 896], 55
+    mov byte ptr [r15 + 576], cl
+    add qword ptr [r15 + 512], r9
+    mov r8d, 2
+    test dword ptr [r15 + 67117723], 2
+    jnz 1f
+1:
+    mov edi, 101
+    movsxd rsi, dword ptr [r15 + 320]
+    movsxd rax, dword ptr [r14 + 128]
+    test bl, 64
+    jz 1f
+1:
+    mov edx, dword ptr [r15 + 768]
+    mov dword ptr [r15 + 64], 47
+    mov r8d, 198
+    mov dword ptr [r15 + 64], edi
+    test bl, 128
+    jnz 1f
+1:
+    bt r8, rdx
+    mov rax, qword ptr [r15 + 192]
+    mov ebp, edx
     add r11, 64
     add r10, r11
     inc rbx
@@ -1139,49 +1117,54 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d944_j]
+    lea rcx, [rip + .Lc1_d925_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d944_j_t
-.Lc1_d944_j:
+    jmp .Lc1_d925_j_t
+.Lc1_d925_j:
+    mov r8, rax
     mov rbp, r10
-    movsxd r9, dword ptr [r15 + 576]
-    and rbp, 33554368
-    movsxd rax, dword ptr [r15 + rbp + 33554432]
-    mov r8, r10
-    mov rsi, r9
+    mov dword ptr [r15 + 704], ebp
+    and rbp, 448
+    mov esi, dword ptr [r15 + rbp + 960]
+    mov r9d, ebp
     test dword ptr [r15 + 67117723], 2048
     jnz 1f
 1:
-    movzx r9d, byte ptr [r15 + 320]
-    and r8, 960
-    movsxd rdi, dword ptr [r15 + r8 + 1984]
-    mov dword ptr [r14 + 256], 76
-    test dword ptr [r15 + 67117723], 540672
+    movzx edi, byte ptr [r15 + 832]
+    mov dword ptr [r14 + 0], 76
+    mov rsi, qword ptr [r15 + 64]
+    test ebx, 288
     jnz 1f
 1:
-    mov dword ptr [r15 + 704], r8d
-    mov rcx, r8
+    movsxd r9, dword ptr [r15 + 640]
+    mov edx, edi
+    vsubsd xmm1, xmm1, xmm7
+    test bl, 64
+    jnz 1f
+1:
+    mov r8, qword ptr [r15 + 128]
+    movzx edi, byte ptr [r15 + 448]
     mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 67117724], 12714128
+    test ebx, 2560
+    jnz 1f
+1:
+    mov ecx, 114
+    mov esi, 143
+    mov r12, qword ptr [r15 + r12 + 56]
+    test dword ptr [r15 + 67117724], 125862152
+    jnz 1f
+1:
+    mov rax, qword ptr [r15 + 192]
+    movzx ebp, byte ptr [r15 + 256]
+    mov r9d, 233
+    test bl, 128
     jz 1f
 1:
-    mov edx, ecx
-    mov edi, 149
-    mov rsi, qword ptr [r15 + 64]
-    test ebx, 576
-    jnz 1f
-1:
-    mov rcx, qword ptr [r15 + 512]
-    movzx eax, byte ptr [r15 + 128]
-    movzx ebp, byte ptr [r15 + 896]
-    test dword ptr [r15 + 67117724], 1083392
-    jnz 1f
-1:
-    vsubsd xmm1, xmm1, xmm1
+    mov esi, 193
     mov r8, r10
-    mov edi, 90
+    mov rdi, r8
     and r8, 448
-    mov rsi, qword ptr [r15 + r8 + 960]
+    movzx edx, byte ptr [r15 + r8 + 1472]
     add r11, 64
     add r10, r11
     inc rbx
@@ -1191,51 +1174,50 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov qword ptr [r15 + 448], rax
-    mov ecx, 182
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r10
+    mov eax, ebp
+    and rbp, 960
+    mov r9, qword ptr [r15 + rbp + 1984]
+    mov r8d, 88
+    movsxd rbp, dword ptr [r15 + 256]
     test ebx, 256
     jnz 1f
 1:
-    mov edi, eax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rdx, dword ptr [r15 + 576]
+    mov esi, 187
+    mov qword ptr [r14 + 192], r8
     test ebx, 130272
     jnz 1f
 1:
-    mov eax, 42
+    mov ecx, ebp
     mov r12, qword ptr [r15 + r12 + 56]
-    cmovne rbp, rax
-    test ebx, 6112
+    mov r12, qword ptr [r15 + r12 + 56]
+    test dword ptr [r15 + 67117724], 545412480
     jz 1f
 1:
-    mov r9d, dword ptr [r15 + 320]
-    mov qword ptr [r14 + 704], rax
-    mov edx, 213
-    btc dword ptr [r15 + 192], 21
-    test dword ptr [r15 + 67117724], 32
-    jz 1f
-1:
-    mov edi, edx
-    mov rsi, qword ptr [r15 + 256]
-    mov r9d, dword ptr [r15 + 640]
-    mov r8, r10
-    test ebx, 256
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test dword ptr [r15 + 67117724], 520
     jnz 1f
 1:
-    mov rsi, qword ptr [r14 + 384]
-    mov edx, r8d
-    and r8, 448
-    movzx eax, byte ptr [r14 + r8 + 1472]
-    movzx ebp, byte ptr [r15 + 768]
-    test dword ptr [r15 + 67117723], 262144
-    jz 1f
+    cmovne rsi, rdx
+    btc dword ptr [r15 + 768], 27
+    movzx r9d, byte ptr [r15 + 320]
+    test ebx, 114528
+    jnz 1f
 1:
-    mov rdi, qword ptr [r15 + 128]
-    mov qword ptr [r15 + 64], rbp
-    movzx ebp, byte ptr [r15 + 576]
+    mov rbp, r10
+    mov edi, r9d
+    and rbp, 4032
+    mov qword ptr [r15 + rbp + 3008], rbp
+    mov ecx, 6
+    test dword ptr [r15 + 67117723], 2
+    jnz 1f
+1:
+    mov edx, dword ptr [r15 + 448]
+    movzx edi, byte ptr [r14 + 512]
+    mov r8, qword ptr [r15 + 384]
     add r11, 64
     add r10, r11
     inc rbx
@@ -1245,57 +1227,55 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d1037_j]
+    lea rcx, [rip + .Lc1_d1021_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d1037_j_t
-.Lc1_d1037_j:
+    jmp .Lc1_d1021_j_t
+.Lc1_d1021_j:
+    mov edi, dword ptr [r15 + 64]
+    movsxd rbp, dword ptr [r15 + 256]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx esi, cl
+    mov r8, rdi
     test bl, 128
     jnz 1f
 1:
-    movzx ecx, byte ptr [r15 + 512]
-    mov ebp, 219
-    mov r9, r10
-    movzx r8d, cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 384], dil
+    lock xadd qword ptr [r15 + 704], rbp
     test dword ptr [r15 + 67117723], 1048576
     jz 1f
 1:
-    and r9, 448
-    mov byte ptr [r15 + r9 + 960], cl
-    mov rsi, r9
-    test ebx, 2560
+    movzx esi, bpl
+    mov edi, esi
+    mov r9d, 181
+    test ebx, 640
     jnz 1f
 1:
-    mov edi, esi
-    mov byte ptr [r15 + 64], dil
-    mov r8d, dword ptr [r15 + 384]
+    mov qword ptr [r15 + 128], rdi
+    mov rbp, r10
+    movzx edi, byte ptr [r15 + 128]
+    and rbp, 448
+    mov r8, r10
+    mov edx, dword ptr [r15 + rbp + 960]
+    mov r9d, 63
     test ebx, 288
     jnz 1f
 1:
-    mov edx, dword ptr [r15 + 192]
-    lea rdi, [r15 + 67109504]
-    lea rsi, [r15 + 67113600]
-    mov ecx, 735
-    rep movsb
-    mov ebp, 43
-    test dword ptr [r15 + 67117723], 169934976
+    and r8, 33554368
+    vpcmpeqb xmm6, xmm6, xmmword ptr [r15 + r8 + 33554432]
+    movsxd rax, dword ptr [r14 + 896]
+    mov ecx, 194
+    test dword ptr [r15 + 67117723], 170467456
     jz 1f
 1:
-    mov eax, 253
-    mov r8d, 18
+    mov edi, 231
+    mov r9d, 139
+    vmovdqu xmm6, xmmword ptr [r15 + 512]
     test bl, 64
     jz 1f
 1:
-    movsxd rdx, dword ptr [r15 + 128]
-    mov qword ptr [r15 + 832], rax
-    mov eax, 127
-    test bl, 64
-    jnz 1f
-1:
-    vmovdqu xmm1, xmmword ptr [r15 + 768]
-    mov r9d, eax
+    mov edx, r9d
+    movzx ecx, r9b
+    mov byte ptr [r15 + 640], cl
     add r11, 64
     add r10, r11
     inc rbx
@@ -1305,47 +1285,52 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov r8d, dword ptr [r15 + 128]
-    mov ebp, 182
+    vmovdqu ymm13, ymmword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    vpcmpeqb xmm13, xmm13, xmmword ptr [r15 + 0]
     test dword ptr [r15 + 67117724], 1048576
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 67117723], 1119393
-    jnz 1f
-1:
-    mov rbp, rax
-    mov r9d, dword ptr [r15 + 512]
-    movzx edi, dl
-    test ebx, 127968
-    jnz 1f
-1:
-    mov byte ptr [r15 + 192], dil
-    movsxd r8, dword ptr [r15 + 448]
-    mov dword ptr [r14 + 64], r8d
-    vmovdqu ymm1, ymmword ptr [r15 + 384]
-    mov rbp, r10
-    test bl, 64
+    mov ebp, eax
+    test dword ptr [r15 + 67117724], 271126017
     jz 1f
 1:
-    mov qword ptr [r14 + 640], r8
-    and rbp, 960
-    mov rax, qword ptr [r15 + rbp + 1984]
-    mov r8d, dword ptr [r15 + 576]
-    mov edx, dword ptr [r15 + 256]
-    test dword ptr [r15 + 67117723], 810550416
+    mov dword ptr [r15 + 448], eax
+    mov rsi, rbp
+    mov rax, qword ptr [r15 + 128]
+    mov r9d, ebp
+    test ebx, 1024
     jnz 1f
 1:
+    mov ecx, dword ptr [r15 + 192]
+    mov ebp, 109
+    movsxd r8, dword ptr [r15 + 64]
+    mov r9, r10
+    test ebx, 6848
+    jz 1f
+1:
+    and r9, 448
+    mov eax, dword ptr [r14 + r9 + 960]
+    mov byte ptr [r15 + 64], al
+    mov edi, dword ptr [r15 + 256]
+    mov qword ptr [r14 + 320], rdi
     mov rbp, r10
-    mov byte ptr [r15 + 320], bpl
-    and rbp, 4032
-    vpcmpeqb xmm1, xmm1, xmmword ptr [r15 + rbp + 3008]
-    popcnt rsi, rbp
+    test dword ptr [r15 + 67117724], 1342771200
+    jnz 1f
+1:
+    mov byte ptr [r15 + 384], bpl
+    and rbp, 448
+    mov byte ptr [r15 + rbp + 1472], dil
+    mov edx, dword ptr [r15 + 576]
+    test dword ptr [r15 + 67117723], 16912520
+    jnz 1f
+1:
+    mov r8d, dword ptr [r14 + 768]
+    movzx esi, r8b
+    popcnt rcx, rsi
     add r11, 64
     add r10, r11
     inc rbx
@@ -1355,55 +1340,52 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d1133_j]
+    lea rcx, [rip + .Lc1_d1120_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d1133_j_t
-.Lc1_d1133_j:
-    mov r9, r10
-    and r9, 448
-    movsxd rdi, dword ptr [r15 + r9 + 960]
-    mov eax, 66
-    mov r9d, 60
-    test dword ptr [r15 + 67117724], 1745666048
-    jz 1f
+    jmp .Lc1_d1120_j_t
+.Lc1_d1120_j:
+    movsxd rdx, dword ptr [r15 + 512]
+    mov ecx, 54
+    mov esi, 178
+    test dword ptr [r15 + 67117723], 10904704
+    jnz 1f
 1:
     lea rdi, [r15 + 67109504]
     lea rsi, [r15 + 67113600]
-    mov ecx, 734
+    mov ecx, 759
     rep movsb
-    movsxd rdx, dword ptr [r15 + 64]
-    test bl, 64
+    movsxd rbp, dword ptr [r15 + 128]
+    test dword ptr [r15 + 67117723], 9474448
+    jz 1f
+1:
+    mov qword ptr [r15 + 832], rdi
+    mov byte ptr [r15 + 320], bpl
+    mov dword ptr [r14 + 640], ecx
+    test dword ptr [r15 + 67117724], 65536
     jnz 1f
 1:
-    mov rbp, qword ptr [r15 + 320]
-    mov byte ptr [r15 + 256], bpl
-    test dword ptr [r15 + 67117723], 67108864
-    jz 1f
-1:
-    mov dword ptr [r15 + 896], ebp
-    mov r8d, 115
-    test ebx, 256
-    jz 1f
-1:
-    movzx edi, bpl
-    vpaddq xmm1, xmm1, xmmword ptr [r15 + 0]
-    test dword ptr [r15 + 67117723], 8193
-    jz 1f
-1:
     mov r9, r10
-    mov rbp, rdi
-    mov byte ptr [r14 + 704], r9b
+    mov r8d, 229
+    movzx edx, dil
+    test bl, 128
+    jz 1f
+1:
+    and r9, 4032
+    vpaddq xmm6, xmm6, xmmword ptr [r15 + r9 + 3008]
+    mov rdx, r9
+    mov byte ptr [r15 + 192], r8b
+    mov rbp, r10
+    test ebx, 288
+    jz 1f
+1:
+    and rbp, 960
+    mov byte ptr [r15 + rbp + 1984], bpl
+    mov esi, 188
     test ebx, 320
     jnz 1f
 1:
-    and r9, 448
-    mov byte ptr [r15 + r9 + 1472], r9b
-    mov edi, 79
-    test dword ptr [r15 + 67117724], 33554432
-    jnz 1f
-1:
-    mov edx, dword ptr [r15 + 128]
-    mov eax, 211
+    mov ecx, dword ptr [r15 + 704]
+    mov eax, 29
     add r11, 64
     add r10, r11
     inc rbx
@@ -1413,52 +1395,49 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    movsxd r8, dword ptr [r15 + 64]
-    mov qword ptr [r15 + 704], rdi
-    mov qword ptr [r14 + 512], rax
-    mov edx, dword ptr [r15 + 0]
-    test dword ptr [r15 + 67117724], 268587146
-    jz 1f
-1:
-    movzx ecx, dl
+    mov rdx, qword ptr [r15 + 768]
+    mov edi, dword ptr [r15 + 896]
+    mov ebp, edx
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rsi, rcx
-    test dword ptr [r15 + 67117723], 40
+    test dword ptr [r15 + 67117723], 405898242
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 288
     jnz 1f
 1:
-    movzx r9d, byte ptr [r15 + 0]
-    mov edi, dword ptr [r15 + 0]
-    mov r8d, dword ptr [r15 + 0]
-    mov rbp, r10
-    mov ecx, dword ptr [r15 + 768]
-    test dword ptr [r15 + 67117723], 1
-    jz 1f
-1:
-    and rbp, 448
-    mov rax, qword ptr [r15 + rbp + 960]
-    mov r9, qword ptr [r15 + 384]
-    mov r8d, esi
-    test ebx, 608
+    mov rsi, rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    cmovne rdx, rsi
+    test ebx, 6976
     jnz 1f
 1:
-    mov rbp, r10
-    cmovne rdx, r8
-    and rbp, 33554368
-    movsxd rdi, dword ptr [r14 + rbp + 33554432]
-    movsxd rsi, dword ptr [r15 + 128]
-    mov dword ptr [r14 + 0], 134
-    test bl, 96
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, byte ptr [r15 + 256]
+    mov qword ptr [r14 + 192], rcx
+    test ebx, 1344
     jz 1f
 1:
-    movzx ecx, byte ptr [r15 + 640]
-    mov r9d, dword ptr [r15 + 832]
-    movzx eax, byte ptr [r15 + 448]
-    test ebx, 14816
+    mov qword ptr [r15 + 512], rcx
+    mov r8, r10
+    movsxd rcx, dword ptr [r15 + 448]
+    and r8, 448
+    mov qword ptr [r15 + r8 + 960], rdx
+    test dword ptr [r15 + 67117723], 536870912
+    jnz 1f
+1:
+    mov rdi, qword ptr [r15 + 64]
+    mov dword ptr [r15 + 384], 220
+    movzx r9d, byte ptr [r15 + 64]
+    test dword ptr [r15 + 67117723], 539050505
     jz 1f
 1:
-    mov qword ptr [r15 + 256], rax
-    mov r8, qword ptr [r15 + 192]
-    cmovne rbp, r9
+    mov eax, dword ptr [r15 + 128]
+    mov rcx, qword ptr [r15 + 576]
+    cmovne r8, rdi
     add r11, 64
     add r10, r11
     inc rbx
@@ -1468,49 +1447,54 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d1231_j]
+    lea rcx, [rip + .Lc1_d1213_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d1231_j_t
-.Lc1_d1231_j:
-    mov qword ptr [r15 + 320], rbp
-    movzx esi, cl
-    mov r8, rax
-    mov dword ptr [r15 + 576], 133
+    jmp .Lc1_d1213_j_t
+.Lc1_d1213_j:
+    mov rbp, r10
+    mov qword ptr [r15 + 192], rcx
+    mov rcx, rcx
+    and rbp, 448
+    mov dword ptr [r14 + rbp + 1472], 23
+    mov esi, 133
     test dword ptr [r15 + 67117724], 131152
     jz 1f
 1:
-    xor dword ptr [r15 + 640], r8d
-    xor dword ptr [r15 + 64], r8d
-    mov edx, 111
-    test dword ptr [r15 + 67117724], 538973216
+    mov r9, qword ptr [r15 + 256]
+    mov edx, 70
+    mov r8, rsi
+    test dword ptr [r15 + 67117724], 538973345
     jnz 1f
 1:
-    mov r9d, dword ptr [r14 + 448]
-    mov edi, 159
-    mov esi, 194
+    mov qword ptr [r15 + 640], rbp
+    mov edi, 191
+    cmovne rcx, rdi
+    mov ebp, dword ptr [r15 + 384]
     test bl, 64
     jnz 1f
 1:
-    mov r8, r10
-    mov rbp, r10
-    mov dword ptr [r15 + 384], 79
-    and rbp, 960
-    mov rdi, qword ptr [r15 + rbp + 1984]
-    and r8, 4032
-    movzx ecx, byte ptr [r15 + r8 + 3008]
-    cmovne rdx, rbp
+    mov r9d, ecx
+    movzx edx, r9b
+    mov qword ptr [r15 + 0], rsi
     test dword ptr [r15 + 67117724], 131136
     jnz 1f
 1:
-    mov r9d, esi
-    mov qword ptr [r15 + 256], r8
-    mov rax, qword ptr [r15 + 128]
+    xor dword ptr [r15 + 0], r9d
+    mov r8d, 182
+    mov edx, r8d
+    movzx eax, dl
     test dword ptr [r15 + 67117723], 12583040
     jz 1f
 1:
-    mov edi, edx
-    mov r9d, dword ptr [r15 + 0]
-    vmovdqu xmm1, xmmword ptr [r15 + 192]
+    mov dword ptr [r15 + 0], 148
+    movzx ebp, byte ptr [r15 + 448]
+    mov rax, qword ptr [r15 + 64]
+    test bl, 128
+    jnz 1f
+1:
+    mov edi, dword ptr [r15 + 704]
+    xor dword ptr [r14 + 128], edi
+    vmovdqu xmm13, xmmword ptr [r15 + 320]
     add r11, 64
     add r10, r11
     inc rbx
@@ -1528,59 +1512,55 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 70
-    setz al
-    lea rcx, [rip + .Lc1_d1282_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d1282_s_t
-    .p2align 3
-.Lc1_d1282_s:
-    .p2align 3
-    jmp .Lc1_d1282_j
-    .p2align 3
-    jmp .Lc1_d1282_j
-.Lc1_d1282_j:
+    movzx esi, dil
+    movsxd rbp, dword ptr [r15 + 192]
+    or qword ptr [r15 + 576], 39
+    test bl, 72
+    jz 1f
+1:
+    movzx eax, bpl
+    mov r8, rbp
+    mov r9d, dword ptr [r15 + 640]
+    test ebx, 1528
+    jz 1f
+1:
+    movzx ebp, byte ptr [r15 + 64]
+    mov dword ptr [r15 + 128], 64
+    movzx edi, byte ptr [r15 + 512]
+    test ebx, 15104
+    jnz 1f
+1:
     lea rdi, [r15 + 67109504]
-    mov ecx, 735
+    mov ecx, 759
     rep stosb
-    mov r9, qword ptr [r15 + 576]
-    mov esi, eax
-    test ebx, 512
+    mov r8, r10
+    movzx edx, byte ptr [r15 + 576]
+    mov rbp, r10
+    and r8, 448
+    mov dword ptr [r15 + r8 + 960], edx
+    test dword ptr [r15 + 67117723], 1108344832
     jnz 1f
 1:
-    mov dword ptr [r15 + 256], esi
-    mov rdx, rsi
-    movzx r8d, byte ptr [r15 + 64]
-    test dword ptr [r15 + 67117723], 71426080
-    jz 1f
-1:
-    movzx eax, dl
-    movsxd rbp, dword ptr [r15 + 64]
-    mov edi, dword ptr [r15 + 128]
-    test ebx, 1344
+    and rbp, 960
+    mov r9, r10
+    mov dword ptr [r15 + rbp + 1984], r9d
+    mov rax, qword ptr [r15 + 640]
+    and r9, 448
+    mov rsi, qword ptr [r15 + r9 + 1472]
+    test ebx, 768
     jnz 1f
 1:
-    mov r9, r8
-    movzx ebp, byte ptr [r15 + 320]
-    mov r8d, eax
-    test ebx, 1073741824
+    mov rdx, r9
+    movsxd rbp, dword ptr [r15 + 576]
+    popcnt r9, rdx
+    test ebx, 32440
     jnz 1f
 1:
-    movsxd rcx, dword ptr [r15 + 256]
-    movzx r9d, r8b
-    mov dword ptr [r15 + 384], 41
-    test ebx, 1073741824
-    jz 1f
-1:
-    movsxd rbp, dword ptr [r15 + 448]
-    popcnt rsi, rcx
-    movzx edx, dil
-    test dword ptr [r15 + 67117724], 201326592
-    jz 1f
-1:
-    mov r9, qword ptr [r15 + 192]
-    movzx ebp, byte ptr [r15 + 128]
+    movzx ecx, r9b
+    mov rdx, qword ptr [r15 + 256]
+    mov esi, ecx
+    add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b4_done
@@ -1590,51 +1570,52 @@ ditto_body_c1:
     mov qword ptr [r15 + 67117720], rax
     mov eax, dword ptr [r15 + 67117724]
     and eax, 3
-    lea rcx, [rip + .Lc1_d1331_s]
+    lea rcx, [rip + .Lc1_d1317_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d1331_s_t
+    jmp .Lc1_d1317_s_t
     .p2align 3
-.Lc1_d1331_s:
+.Lc1_d1317_s:
     .p2align 3
-    jmp .Lc1_d1331_j
+    jmp .Lc1_d1317_j
     .p2align 3
-    jmp .Lc1_d1331_j
+    jmp .Lc1_d1317_j
     .p2align 3
-    jmp .Lc1_d1331_j
+    jmp .Lc1_d1317_j
     .p2align 3
-    jmp .Lc1_d1331_j
-.Lc1_d1331_j:
-    mov r9d, dword ptr [r15 + 832]
-    mov r8, qword ptr [r15 + 512]
-    mov ecx, ecx
-    test ebx, 1952
-    jnz 1f
-1:
-    movzx ebp, r9b
-    mov rsi, qword ptr [r15 + 384]
-    test dword ptr [r15 + 67117723], 16
+    jmp .Lc1_d1317_j
+.Lc1_d1317_j:
+    mov qword ptr [r15 + 192], rcx
+    mov rsi, qword ptr [r14 + 384]
+    vpcmpeqb xmm13, xmm13, xmmword ptr [r15 + 256]
+    test ebx, 32320
     jz 1f
 1:
-    mov edx, dword ptr [r15 + 640]
-    movsxd rdi, dword ptr [r15 + 192]
-    test dword ptr [r15 + 67117723], 1621099778
+    mov r8, qword ptr [r15 + 640]
+    lea rbp, [r10 + r10*1]
+    movzx esi, cl
+    test bl, 16
     jnz 1f
 1:
-    lea r8, [r10 + r10*1]
-    movsxd rbp, dword ptr [r14 + 448]
-    movsxd rax, dword ptr [r15 + 64]
-    and r8, 448
-    movsxd rsi, dword ptr [r15 + r8 + 1472]
-    test dword ptr [r15 + 67117724], 81921
-    jnz 1f
+    and rbp, 448
+    movzx edi, byte ptr [r15 + rbp + 1536]
+    movsxd rcx, dword ptr [r15 + rbp + 1472]
+    movsxd r9, dword ptr [r15 + 128]
+    test bl, 16
+    jz 1f
 1:
-    movzx edx, byte ptr [r15 + r8 + 1536]
-    vmovdqu xmm1, xmmword ptr [r15 + 256]
-    test dword ptr [r15 + 67117724], 67445057
-    jnz 1f
+    movsxd rdx, dword ptr [r15 + 640]
+    movsxd rcx, dword ptr [r15 + 64]
+    test dword ptr [r15 + 67117724], 143132978
+    jz 1f
 1:
-    vpcmpeqb xmm1, xmm1, xmmword ptr [r15 + 512]
-    mov qword ptr [r15 + 320], rdx
+    vmovdqu xmm2, xmmword ptr [r15 + 256]
+    mov esi, dword ptr [r15 + 576]
+    mov r8d, esi
+    test dword ptr [r15 + 67117724], 536870912
+    jz 1f
+1:
+    movsxd rax, dword ptr [r15 + 192]
+    mov edi, dword ptr [r15 + 768]
     add r11, 64
     add r10, r11
     inc rbx
@@ -1644,51 +1625,56 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    bswap rax
-    movsxd r9, dword ptr [r15 + 448]
-    mov rsi, rax
-    movzx ecx, byte ptr [r14 + 128]
-    test dword ptr [r15 + 67117723], 266240
+    mov rcx, rax
+    vucomisd xmm2, xmm2
+    mov byte ptr [r15 + 128], al
+    mov edi, eax
+    test dword ptr [r15 + 67117723], 266256
     jz 1f
 1:
-    bt rax, rsi
-    movsxd rdx, dword ptr [r15 + 64]
-    vucomisd xmm1, xmm1
+    bswap rcx
+    movzx r8d, byte ptr [r15 + 448]
+    movsxd rax, dword ptr [r15 + 704]
+    mov rbp, r10
     test ebx, 704
     jz 1f
 1:
-    lea rbp, [r10 + r10*2]
-    mov eax, dword ptr [r15 + 768]
-    mov r8, r10
     and rbp, 448
-    movzx ecx, byte ptr [r15 + rbp + 1600]
-    and r8, 960
-    movzx esi, byte ptr [r15 + r8 + 1984]
-    test ebx, 256
+    movsxd rcx, dword ptr [r15 + rbp + 1472]
+    bt rbp, rcx
+    lea r8, [r10 + r10*2]
+    mov rdx, rax
+    test ebx, 512
     jz 1f
 1:
-    movsxd rdx, dword ptr [r15 + 384]
-    movsxd r9, dword ptr [r14 + 704]
-    mov r8d, 163
-    mov edi, r9d
-    test dword ptr [r15 + 67117723], 33556736
+    and r8, 448
+    movsxd rdi, dword ptr [r15 + r8 + 1024]
+    movsxd rbp, dword ptr [r15 + 64]
+    mov r9, qword ptr [r15 + 256]
+    test ebx, 976
     jnz 1f
 1:
-    mov ecx, 181
-    or qword ptr [r15 + rbp + 1536], 48
+    movzx esi, byte ptr [r15 + r8 + 1088]
+    mov edx, 181
+    or qword ptr [r15 + 320], 48
+    test ebx, 3560
+    jz 1f
+1:
+    movzx ebp, dl
+    vpaddq xmm13, xmm13, xmmword ptr [r15 + 256]
+    movsxd r9, dword ptr [r15 + 512]
+    test dword ptr [r15 + 67117724], 369109768
+    jnz 1f
+1:
+    mov rdx, rbp
+    mov edi, 42
+    mov qword ptr [r15 + 64], rdi
+    test ebx, 1408
+    jz 1f
+1:
+    mov byte ptr [r15 + r8 + 960], dil
     movsxd rax, dword ptr [r15 + 576]
-    test dword ptr [r15 + 67117724], 1107296256
-    jnz 1f
-1:
-    mov rsi, rax
-    movzx edi, sil
-    mov rax, qword ptr [r15 + rbp + 1472]
-    test dword ptr [r15 + 67117724], 16777216
-    jz 1f
-1:
-    movsxd rcx, dword ptr [r15 + 192]
-    movzx ebp, byte ptr [r15 + 256]
-    vpaddq xmm1, xmm1, xmmword ptr [r15 + 192]
+    mov ecx, dword ptr [r14 + 192]
     add r11, 64
     add r10, r11
     inc rbx
@@ -1698,53 +1684,59 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov edi, 155
-    mov ecx, ecx
-    mov edx, dword ptr [r14 + 256]
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 134217728
+    setz al
+    lea rcx, [rip + .Lc1_d1413_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d1413_s_t
+    .p2align 3
+.Lc1_d1413_s:
+    .p2align 3
+    jmp .Lc1_d1413_j
+    .p2align 3
+    jmp .Lc1_d1413_j
+.Lc1_d1413_j:
+    mov r9d, 155
+    mov esi, eax
+    vsubsd xmm13, xmm13, xmm13
+    test ebx, 12032
+    jnz 1f
+1:
+    mov qword ptr [r15 + 192], rsi
+    vpcmpeqb xmm14, xmm14, xmmword ptr [r15 + 64]
+    test dword ptr [r15 + 67117723], 1074266112
+    jz 1f
+1:
+    mov esi, dword ptr [r14 + 384]
+    xor dword ptr [r14 + 832], ecx
+    mov edx, esi
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r9d, edx
+    mov edi, dword ptr [r15 + 384]
+    mov rbp, r10
+    test ebx, 2784
+    jz 1f
+1:
+    movzx esi, sil
+    and rbp, 960
+    movsxd rcx, dword ptr [r15 + rbp + 1984]
     lea rdi, [r15 + 67109504]
     lea rsi, [r15 + 67113600]
-    mov ecx, 734
+    mov ecx, 758
     rep movsb
-    mov r9, r10
-    test ebx, 2552
+    test bl, 16
     jz 1f
 1:
-    and r9, 448
-    mov edx, dword ptr [r15 + r9 + 960]
-    mov r8d, dword ptr [r14 + 320]
-    vpcmpeqb xmm7, xmm7, xmmword ptr [r15 + 704]
-    test dword ptr [r15 + 67117724], 269028357
+    movzx r8d, byte ptr [r15 + 320]
+    movzx r9d, byte ptr [r15 + 640]
+    test ebx, 1016
     jz 1f
 1:
-    movzx edx, byte ptr [r15 + 512]
-    mov rax, qword ptr [r15 + 128]
-    movzx ecx, r8b
-    mov rbp, r10
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov edx, eax
-    and rbp, 960
-    movsxd rdi, dword ptr [r15 + rbp + 1984]
-    movzx esi, bpl
-    test bl, 24
-    jnz 1f
-1:
-    mov qword ptr [r15 + 64], rdi
-    mov edx, esi
-    xor dword ptr [r15 + 192], eax
-    test ebx, 640
-    jz 1f
-1:
-    mov qword ptr [r15 + 448], rdx
-    vmovdqu ymm6, ymmword ptr [r15 + 128]
-    mov r9d, edx
-    test dword ptr [r15 + 67117724], 8454160
-    jnz 1f
-1:
-    vsubsd xmm1, xmm1, xmm6
-    mov byte ptr [r15 + 896], r9b
-    movzx ecx, byte ptr [r15 + 768]
+    mov byte ptr [r15 + 128], r8b
+    vmovdqu ymm6, ymmword ptr [r15 + 448]
     add r11, 64
     add r10, r11
     inc rbx
@@ -1762,55 +1754,53 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 4195333
-    setz al
-    lea rcx, [rip + .Lc1_d1476_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d1476_s_t
-    .p2align 3
-.Lc1_d1476_s:
-    .p2align 3
-    jmp .Lc1_d1476_j
-    .p2align 3
-    jmp .Lc1_d1476_j
-.Lc1_d1476_j:
+    movsxd r9, dword ptr [r15 + 576]
     mov rbp, r10
-    movzx r8d, byte ptr [r15 + 128]
-    mov ecx, dword ptr [r15 + 640]
-    and rbp, 4032
-    mov eax, dword ptr [r15 + rbp + 3008]
-    test dword ptr [r15 + 67117724], 16777216
+    mov ecx, r9d
+    and rbp, 448
+    mov byte ptr [r15 + rbp + 960], cl
+    cmovne rcx, rcx
+    test bl, 144
     jnz 1f
 1:
-    mov r9, qword ptr [r15 + 192]
-    add qword ptr [r15 + 576], rax
-    test dword ptr [r15 + 67117724], 1052704
-    jnz 1f
+    mov rbp, qword ptr [r15 + 192]
+    mov edx, 150
+    add qword ptr [r15 + 896], r9
+    mov qword ptr [r15 + 128], rdx
+    test dword ptr [r15 + 67117724], 32768
+    jz 1f
 1:
-    mov qword ptr [r15 + 64], r9
-    mov ebp, dword ptr [r14 + 256]
-    test ebx, 7744
+    mov r9d, dword ptr [r15 + 64]
+    mov edi, dword ptr [r15 + 256]
+    mov ecx, dword ptr [r15 + 768]
+    lea rbp, [r10 + r10*1]
+    test ebx, 57296
     jz 1f
 1:
     inc dword ptr [r15 + 256]
-    cmovne rsi, r8
-    movzx eax, sil
-    test dword ptr [r15 + 67117724], 79966212
+    and rbp, 448
+    mov r8d, dword ptr [r15 + rbp + 1472]
+    cmovne r9, rdi
+    mov edx, 17
+    test ebx, 4608
     jz 1f
 1:
-    movsxd rdi, dword ptr [r15 + 512]
-    mov esi, 24
-    test dword ptr [r15 + 67117723], 268435466
-    jz 1f
+    vpaddq xmm6, xmm6, xmmword ptr [r15 + rbp + 1536]
+    movsxd rsi, dword ptr [r15 + 832]
+    movzx eax, r8b
+    test bl, 32
+    jnz 1f
 1:
-    movsxd rdx, dword ptr [r15 + 768]
-    vucomisd xmm1, xmm6
-    test bl, 48
-    jz 1f
+    movzx r9d, byte ptr [r15 + 64]
+    vpaddd ymm2, ymm6, ymmword ptr [r15 + 704]
+    mov edi, dword ptr [r14 + 128]
+    mov rcx, qword ptr [r15 + 320]
+    test dword ptr [r15 + 67117723], 65536
+    jnz 1f
 1:
-    mov ecx, 181
-    mov r8d, dword ptr [r15 + 64]
+    vucomisd xmm2, xmm2
+    mov rax, r9
+    mov esi, edi
     add r11, 64
     add r10, r11
     inc rbx
@@ -1821,50 +1811,52 @@ ditto_body_c1:
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
     xor eax, eax
-    test dword ptr [r15 + 67117724], 131072
+    test dword ptr [r15 + 67117724], 139264
     setz al
-    lea rcx, [rip + .Lc1_d1523_s]
+    lea rcx, [rip + .Lc1_d1518_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d1523_s_t
+    jmp .Lc1_d1518_s_t
     .p2align 3
-.Lc1_d1523_s:
+.Lc1_d1518_s:
     .p2align 3
-    jmp .Lc1_d1523_j
+    jmp .Lc1_d1518_j
     .p2align 3
-    jmp .Lc1_d1523_j
-.Lc1_d1523_j:
-    movzx edi, cl
-    mov qword ptr [r15 + 192], rcx
-    movsxd rcx, dword ptr [r15 + 832]
+    jmp .Lc1_d1518_j
+.Lc1_d1518_j:
+    mov esi, dword ptr [r15 + 768]
+    mov qword ptr [r14 + 192], rax
+    mov dword ptr [r15 + 512], 129
     test dword ptr [r15 + 67117723], 33554432
     jnz 1f
 1:
-    mov eax, dword ptr [r14 + 256]
-    mov r9d, dword ptr [r15 + 704]
-    mov r8, r10
+    mov rsi, rsi
+    movsxd r8, dword ptr [r15 + 128]
     test dword ptr [r15 + 67117723], 5242880
     jz 1f
 1:
-    and r8, 33554368
-    mov byte ptr [r15 + r8 + 33554432], r8b
-    movzx ecx, al
+    movzx edx, r8b
+    movzx edi, sil
     test ebx, 6592
     jz 1f
 1:
-    mov rsi, rcx
-    mov dword ptr [r15 + 320], 55
-    movsxd rdx, dword ptr [r15 + 128]
-    mov rbp, r10
+    movsxd rcx, dword ptr [r15 + 704]
+    mov rdx, qword ptr [r15 + 768]
     test dword ptr [r15 + 67117723], 1224745122
     jz 1f
 1:
-    and rbp, 448
-    mov r8, qword ptr [r15 + rbp + 960]
-    mov dword ptr [r15 + 448], 17
-    test ebx, 1073741824
+    mov rbp, r10
+    mov edi, dword ptr [r14 + 320]
+    and rbp, 33554368
+    mov byte ptr [r15 + rbp + 33554432], dil
+    test ebx, 64432
+    jz 1f
+1:
+    mov rcx, qword ptr [r15 + 384]
+    mov dword ptr [r15 + 640], 12
+    test ebx, 1024
     jnz 1f
 1:
-    mov edx, 149
+    mov eax, 109
     not qword ptr [r15 + 384]
     add r11, 64
     add r10, r11
@@ -1875,58 +1867,57 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    movzx ecx, byte ptr [r15 + 512]
-    mov edi, dword ptr [r15 + 512]
-    btc dword ptr [r15 + 320], 1
-    movsxd rax, dword ptr [r15 + 128]
-    lea rbp, [r10 + r10*1]
+    mov rsi, rcx
+    movsxd rcx, dword ptr [r14 + 192]
+    mov rbp, rsi
+    mov r9, r10
+    mov esi, edx
     test bl, 176
     jz 1f
 1:
-    and rbp, 448
-    vpcmpeqb xmm10, xmm10, xmmword ptr [r15 + rbp + 1536]
-    mov rcx, rsi
-    mov r9d, eax
-    mov rdx, rax
+    mov r8, qword ptr [r15 + 128]
+    and r9, 4032
+    mov edi, dword ptr [r15 + r9 + 3008]
+    xor dword ptr [r15 + 448], eax
     test ebx, 2560
     jz 1f
 1:
-    mov edi, r9d
-    mov qword ptr [r15 + 192], rdx
-    mov r8, qword ptr [r15 + 256]
+    mov edx, dword ptr [r15 + 256]
+    mov ebp, r8d
+    mov rax, qword ptr [r15 + 64]
+    mov r8, r10
+    mov qword ptr [r15 + 576], r9
     test dword ptr [r15 + 67117723], 8704
     jz 1f
 1:
-    mov edi, dword ptr [r15 + 64]
-    movzx ecx, r8b
-    bswap rax
-    mov esi, 235
-    test ebx, 512
+    and r8, 448
+    mov r9d, dword ptr [r15 + r8 + 1472]
+    mov esi, dword ptr [r15 + 448]
+    mov rbp, r10
+    mov eax, esi
+    test bl, 64
     jnz 1f
 1:
-    movzx edi, al
-    xor dword ptr [r15 + 384], r9d
-    movzx r9d, byte ptr [r15 + 448]
-    mov r8d, dword ptr [r15 + 768]
-    test ebx, 3904
+    and rbp, 448
+    movzx edi, byte ptr [r15 + rbp + 960]
+    mov ecx, dword ptr [r15 + 512]
+    popcnt rdx, rdi
+    inc dword ptr [r15 + 256]
+    test ebx, 32384
     jz 1f
 1:
-    mov edi, edi
-    mov rcx, r8
-    mov edx, dword ptr [r15 + 64]
-    test ebx, 1952
+    mov rdi, qword ptr [r15 + 64]
+    mov rcx, rdx
+    lea rdi, [r15 + 67109504]
+    lea rsi, [r15 + 67113600]
+    mov ecx, 759
+    rep movsb
+    test dword ptr [r15 + 67117723], 134217728
     jz 1f
 1:
-    cmovne rsi, r8
-    mov rcx, qword ptr [r15 + rbp + 1472]
-    mov r8d, dword ptr [r15 + 640]
-    mov byte ptr [r14 + 192], r8b
-    test dword ptr [r15 + 67117723], 1076887552
-    jnz 1f
-1:
-    mov rbp, r8
-    movzx eax, byte ptr [r15 + 576]
-    popcnt r8, rdi
+    movzx r9d, dil
+    vpcmpeqb xmm12, xmm12, xmmword ptr [r15 + 128]
+    movzx r8d, dil
     add r11, 64
     add r10, r11
     inc rbx
@@ -1937,60 +1928,59 @@ ditto_body_c1:
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
     xor eax, eax
-    test dword ptr [r15 + 67117723], 1073807360
+    test dword ptr [r15 + 67117723], 1073809408
     setz al
-    lea rcx, [rip + .Lc1_d1621_s]
+    lea rcx, [rip + .Lc1_d1617_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d1621_s_t
+    jmp .Lc1_d1617_s_t
     .p2align 3
-.Lc1_d1621_s:
+.Lc1_d1617_s:
     .p2align 3
-    jmp .Lc1_d1621_j
+    jmp .Lc1_d1617_j
     .p2align 3
-    jmp .Lc1_d1621_j
-.Lc1_d1621_j:
-    mov r9, r10
-    mov rbp, r10
-    mov edx, r9d
-    and r9, 448
-    movsxd rdi, dword ptr [r15 + r9 + 960]
-    and rbp, 4032
-    mov r8, qword ptr [r15 + rbp + 3008]
-    test ebx, 7984
+    jmp .Lc1_d1617_j
+.Lc1_d1617_j:
+    mov ebp, dword ptr [r15 + 192]
+    mov r8d, edx
+    movzx r9d, byte ptr [r15 + 576]
+    test dword ptr [r15 + 67117724], 84973712
     jz 1f
 1:
-    mov esi, dword ptr [r15 + 64]
-    mov rdx, qword ptr [r15 + 448]
-    mov rbp, r10
-    test bl, 32
+    movsxd rsi, dword ptr [r15 + 640]
+    mov rdi, qword ptr [r15 + 64]
+    test ebx, 3520
     jnz 1f
 1:
-    and rbp, 960
-    movzx r8d, byte ptr [r15 + rbp + 1984]
-    movzx ecx, byte ptr [r14 + 128]
-    test dword ptr [r15 + 67117723], 66048
-    jnz 1f
-1:
-    movzx eax, cl
-    mov edx, 223
-    mov ecx, 171
-    test dword ptr [r15 + 67117723], 556019968
+    movsxd rbp, dword ptr [r15 + 512]
+    movzx r8d, sil
+    movzx r9d, byte ptr [r14 + 320]
+    test dword ptr [r15 + 67117723], 2128
     jz 1f
 1:
-    movzx edi, byte ptr [r14 + 384]
-    mov ebp, dword ptr [r15 + 256]
-    test dword ptr [r15 + 67117724], 69206016
+    mov eax, 237
+    mov edx, 18
+    test ebx, 64752
     jz 1f
 1:
-    mov esi, eax
-    mov edx, 136
-    test ebx, 1073741824
+    mov r12, qword ptr [r15 + r12 + 56]
+    xchg r8, r8
+    mov rsi, qword ptr [r15 + 768]
+    test dword ptr [r15 + 67117724], 1073741824
     jnz 1f
 1:
-    mov r8d, ecx
-    mov qword ptr [r15 + 704], r8
-    add r11, 64
-    add r10, r11
+    movzx r9d, byte ptr [r15 + 896]
+    mov rbp, r8
+    test dword ptr [r15 + 67117724], 625479692
+    jz 1f
+1:
+    mov edi, r8d
+    mov r9d, dword ptr [r15 + 384]
+    mov ecx, 168
+    test ebx, 512
+    jz 1f
+1:
+    mov eax, ecx
+    mov qword ptr [r15 + 704], rax
     inc rbx
     dec r13
     jz .Lc1_b5_done
@@ -1998,56 +1988,59 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov byte ptr [r15 + 832], sil
-    movzx edi, al
-    mov qword ptr [r15 + 320], rax
-    mov edx, 176
-    test ebx, 1073741824
-    jnz 1f
-1:
-    vpaddd ymm1, ymm10, ymmword ptr [r15 + 384]
-    mov r9d, eax
-    mov ecx, r9d
-    mov rbp, rcx
-    test dword ptr [r15 + 67117723], 67108864
+    mov r8, r10
+    mov ebp, eax
+    mov rdx, rax
+    and r8, 448
+    mov qword ptr [r15 + r8 + 960], rax
+    test ebx, 63216
     jz 1f
 1:
-    mov qword ptr [r15 + 640], rbp
-    sete dl
-    movsxd rdi, dword ptr [r15 + 896]
-    test dword ptr [r15 + 67117724], 1024
-    jnz 1f
-1:
-    mov rax, rbp
-    mov r8d, edi
-    mov esi, dword ptr [r15 + 128]
-    vmovdqu ymm10, ymmword ptr [r14 + 768]
-    test ebx, 2560
-    jz 1f
-1:
-    mov r8d, 45
+    mov r9d, r8d
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 4048
+    test ebx, 512
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, r8d
-    mov rdx, r8
-    test bl, 64
+    mov qword ptr [r14 + 256], r8
+    movsxd rcx, dword ptr [r15 + 192]
+    test dword ptr [r15 + 67117723], 268435984
+    jz 1f
+1:
+    mov edx, 53
+    mov rsi, qword ptr [r15 + 64]
+    vsubsd xmm12, xmm12, xmm12
+    test bl, 208
+    jz 1f
+1:
+    mov r8, rdx
+    mov edx, 228
+    mov edi, r8d
+    test dword ptr [r15 + 67117723], 4575328
     jnz 1f
 1:
-    vpaddq xmm6, xmm6, xmmword ptr [r15 + 256]
-    sete r9b
     mov r8d, edx
-    movsxd rdx, dword ptr [r15 + 64]
-    test dword ptr [r15 + 67117723], 2048
+    mov rdx, qword ptr [r15 + 704]
+    vmovdqu xmm12, xmmword ptr [r14 + 448]
+    test bl, 32
     jnz 1f
 1:
-    mov dword ptr [r15 + 128], 141
-    mov rbp, qword ptr [r15 + 192]
-    vmovdqu xmm7, xmmword ptr [r15 + 512]
+    sete cl
+    mov eax, edi
+    mov dword ptr [r15 + 128], 51
+    mov rbp, r10
+    mov r9, r10
+    test ebx, 1073741824
+    jz 1f
+1:
+    and r9, 448
+    movsxd rsi, dword ptr [r15 + r9 + 1472]
+    mov r8, rsi
+    and rbp, 960
+    vmovdqu ymm11, ymmword ptr [r15 + rbp + 1984]
+    add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b5_done
@@ -2055,114 +2048,110 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rdi, [r15 + 67109504]
-    mov ecx, 735
-    rep stosb
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, dil
-    mov edx, eax
-    test dword ptr [r15 + 67117723], 33554432
+    lea rcx, [rip + .Lc1_d1718_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d1718_j_t
+.Lc1_d1718_j:
+    vpaddq xmm2, xmm2, xmmword ptr [r15 + 256]
+    vmovdqu xmm3, xmmword ptr [r15 + 320]
+    mov r8, rax
+    mov edi, dword ptr [r15 + 128]
+    test dword ptr [r15 + 67117724], 67110912
     jz 1f
 1:
-    cmovne rbp, rax
+    mov eax, r8d
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 67117723], 327681
+    cmovne rdx, rax
+    test dword ptr [r15 + 67117724], 67108864
     jz 1f
 1:
-    movsxd rax, dword ptr [r15 + 64]
-    mov esi, eax
-    mov r8d, ebp
-    test ebx, 7984
-    jz 1f
-1:
-    mov r9, rsi
-    mov rdx, r9
-    mov esi, dword ptr [r15 + 704]
-    test ebx, 2976
+    mov r9, rdx
+    mov rax, r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edx, edx
+    test ebx, 2912
     jnz 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r9d, byte ptr [r15 + 832]
+    mov r8, qword ptr [r15 + 640]
     mov rbp, r10
-    vmovdqu xmm6, xmmword ptr [r14 + 576]
-    and rbp, 448
-    vpaddq xmm6, xmm6, xmmword ptr [r15 + rbp + 1472]
-    movzx r8d, byte ptr [r15 + 448]
-    test dword ptr [r15 + 67117724], 536870976
-    jnz 1f
-1:
-    mov qword ptr [r15 + 512], r8
-    mov dword ptr [r15 + 640], r8d
-    mov r9, r10
-    mov rcx, r9
-    test dword ptr [r15 + 67117724], 143688721
+    test bl, 32
     jz 1f
 1:
-    mov dword ptr [r15 + 192], esi
-    and r9, 448
-    movzx edi, byte ptr [r15 + r9 + 960]
-    mov edx, dword ptr [r14 + 320]
+    movzx edx, dl
+    bt rdx, rbp
+    and rbp, 4032
+    movsxd rsi, dword ptr [r15 + rbp + 3008]
+    movsxd rax, dword ptr [r14 + 384]
+    test dword ptr [r15 + 67117724], 639172628
+    jz 1f
+1:
+    xor dword ptr [r15 + 64], edx
+    mov qword ptr [r15 + 320], rax
+    mov ecx, eax
+    mov r8, r10
+    test ebx, 4608
+    jnz 1f
+1:
+    and r8, 448
+    mov byte ptr [r15 + r8 + 960], cl
+    movsxd rdi, dword ptr [r15 + 192]
+    mov dword ptr [r15 + 512], ecx
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b5_done
 .Lc1_b5_c6:
-    lea rcx, [rip + .Lc1_d1766_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d1766_j_t
-.Lc1_d1766_j:
-    cmovne rsi, rcx
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
     mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, al
+    cmovne rsi, rax
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, sil
-    test ebx, 3296
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmaxsd xmm7, xmm7, xmm6
-    test ebx, 65328
-    jz 1f
-1:
-    mov edx, eax
-    mov byte ptr [r15 + 0], dl
-    mov eax, edi
-    movzx esi, sil
-    test bl, 128
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd r9, dword ptr [r15 + 256]
-    mov rbp, r10
-    test ebx, 2688
+    test bl, 160
     jnz 1f
 1:
-    mov r8, qword ptr [r15 + 128]
-    and rbp, 33554368
-    vmovdqu xmm10, xmmword ptr [r15 + rbp + 33554432]
-    mov dword ptr [r15 + 576], ebp
+    mov r9, rsi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test dword ptr [r15 + 67117724], 1
+    jnz 1f
+1:
+    mov ebp, r9d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, dword ptr [r15 + 448]
+    mov r8, r10
     test bl, 64
     jnz 1f
 1:
-    vmovdqu xmm1, xmmword ptr [r15 + 384]
-    vpaddd ymm11, ymm10, ymmword ptr [r14 + 64]
-    mov rdi, qword ptr [r15 + 896]
-    movzx ecx, byte ptr [r15 + 768]
-    test ebx, 1073741824
-    jnz 1f
+    mov dword ptr [r15 + 640], r9d
+    vmovdqu xmm2, xmmword ptr [r15 + 896]
+    and r8, 448
+    mov rdi, qword ptr [r15 + r8 + 1472]
+    vpaddd ymm12, ymm2, ymmword ptr [r15 + 128]
+    test dword ptr [r15 + 67117724], 128
+    jz 1f
 1:
-    movsxd r8, dword ptr [r15 + 448]
-    or r9d, 1
-    xor edx, edx
-    div r9d
-    mov esi, dword ptr [r15 + 192]
-    test ebx, 7536
-    jnz 1f
+    mov rbp, r10
+    movzx r9d, byte ptr [r15 + 384]
+    and rbp, 33554368
+    movsxd rdi, dword ptr [r15 + rbp + 33554432]
+    vmovdqu xmm11, xmmword ptr [r15 + 64]
+    test dword ptr [r15 + 67117723], 664577
+    jz 1f
 1:
-    movzx ecx, r9b
-    mov rbp, rsi
-    inc dword ptr [r15 + 128]
+    mov rdx, qword ptr [r15 + 256]
+    inc dword ptr [r14 + 0]
+    mov eax, r9d
+    test ebx, 5616
+    jz 1f
+1:
+    movzx esi, dl
+    mov rdi, qword ptr [r15 + 576]
+    mov ecx, dword ptr [r14 + 768]
     add r11, 64
     add r10, r11
     inc rbx
@@ -2172,59 +2161,66 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov rdx, rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 63
-    test ebx, 47088
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 38801408
+    setz al
+    lea rcx, [rip + .Lc1_d1817_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d1817_s_t
+    .p2align 3
+.Lc1_d1817_s:
+    .p2align 3
+    jmp .Lc1_d1817_j
+    .p2align 3
+    jmp .Lc1_d1817_j
+.Lc1_d1817_j:
+    cmovne rax, rcx
+    movzx edx, cl
+    test dword ptr [r15 + 67117724], 153192960
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r10
-    cmovne r8, rbp
-    test dword ptr [r15 + 67117723], 1880631296
-    jz 1f
-1:
-    and rbp, 448
-    vmovdqu ymm6, ymmword ptr [r15 + rbp + 960]
-    movsxd rcx, dword ptr [r15 + 320]
-    mov edi, 253
-    mov r9, r10
-    movzx ebp, bpl
-    test bl, 80
+    movsxd rcx, dword ptr [r14 + 192]
+    mov r9, rdx
+    test dword ptr [r15 + 67117723], 1572866
     jnz 1f
 1:
-    and r9, 960
-    vmovdqu ymm7, ymmword ptr [r15 + r9 + 1984]
+    mov edi, dword ptr [r15 + 320]
+    mov ebp, dword ptr [r15 + 128]
+    test dword ptr [r15 + 67117724], 131200
+    jz 1f
+1:
+    movzx edi, dil
+    mov eax, 200
+    test dword ptr [r15 + 67117724], 1074801008
+    jz 1f
+1:
     mov r8, r10
-    mov dword ptr [r15 + 64], 199
-    and r8, 448
-    vpaddd ymm6, ymm7, ymmword ptr [r15 + r8 + 1472]
-    test ebx, 1760
+    mov r9, r10
+    and r8, 960
+    xor dword ptr [r15 + r8 + 1984], eax
+    movsxd rsi, dword ptr [r15 + 704]
+    test bl, 48
     jz 1f
 1:
-    mov edi, dword ptr [r14 + 704]
-    movzx eax, r8b
-    mov dword ptr [r15 + 512], 16
-    movzx esi, byte ptr [r15 + 640]
-    test ebx, 1073741824
-    jnz 1f
+    and r9, 448
+    vmovdqu ymm3, ymmword ptr [r15 + r9 + 960]
+    mov ecx, dword ptr [r15 + 64]
+    test dword ptr [r15 + 67117723], 69760
+    jz 1f
 1:
-    mov rcx, rsi
-    movzx edx, dil
-    xor dword ptr [r14 + 256], ecx
+    movzx r9d, r9b
+    vmovdqu ymm2, ymmword ptr [r15 + 512]
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jnz .Lc1_b5_c0
 .Lc1_b5_done:
-// block 6: 512 bytes, 2 chunk(s), 28 chunk executions per call
+// block 6: 512 bytes, 2 chunk(s), 26 chunk executions per call
     mov rbx, qword ptr [r15 + 67117784]
-    lea rcx, [rbx + 28]
+    lea rcx, [rbx + 26]
     mov qword ptr [r15 + 67117784], rcx
-    mov r13d, 28
+    mov r13d, 26
     jmp .Lc1_b6_c0
     .p2align 6
 .Lc1_b6_c0:
@@ -2234,110 +2230,112 @@ ditto_body_c1:
     xor eax, eax
     test dword ptr [r15 + 67117723], 1342183425
     setz al
-    lea rcx, [rip + .Lc1_d1873_s]
+    lea rcx, [rip + .Lc1_d1869_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d1873_s_t
+    jmp .Lc1_d1869_s_t
     .p2align 3
-.Lc1_d1873_s:
+.Lc1_d1869_s:
     .p2align 3
-    jmp .Lc1_d1873_j
+    jmp .Lc1_d1869_j
     .p2align 3
-    jmp .Lc1_d1873_j
-.Lc1_d1873_j:
-    lea rcx, [rip + .Lc1_d1882_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d1882_j_t
-.Lc1_d1882_j:
-    lea rbp, [r10 + r10*2]
-    mov edi, 6
-    and rbp, 448
-    mov r8d, dword ptr [r15 + rbp + 960]
-    mov r9, r10
-    test ebx, 256
+    jmp .Lc1_d1869_j
+.Lc1_d1869_j:
+    mov rbp, r10
+    mov edx, 6
+    lea r8, [r10 + r10*2]
+    and rbp, 4032
+    mov esi, dword ptr [r15 + rbp + 3008]
+    test dword ptr [r15 + 67117724], 2097152
+    jz 1f
+1:
+    and r8, 448
+    mov edi, dword ptr [r15 + r8 + 960]
+    or ecx, 1
+    xor edx, edx
+    div ecx
+    test ebx, 14176
+    jz 1f
+1:
+    movzx r9d, byte ptr [r15 + 256]
+    mov esi, ebp
+    test dword ptr [r15 + 67117723], 1744830464
+    jz 1f
+1:
+    mov ebp, dword ptr [r15 + 64]
+    mov eax, dword ptr [r15 + r8 + 1088]
+    test ebx, 576
     jnz 1f
 1:
-    and r9, 4032
-    mov edx, dword ptr [r15 + r9 + 3008]
-    test ebx, 920
-    jz 1f
+    mov rdx, qword ptr [r15 + 128]
+    inc dword ptr [r15 + r8 + 1024]
+    test ebx, 608
+    jnz 1f
 1:
-    xor dword ptr [r15 + 896], r9d
-    mov rcx, qword ptr [r15 + 128]
-    test dword ptr [r15 + 67117724], 138215681
-    jz 1f
-1:
-    inc dword ptr [r15 + rbp + 1024]
     mov r8, r10
-    test bl, 128
-    jnz 1f
-1:
+    movzx edi, al
     and r8, 33554368
-    vpaddq xmm7, xmm7, xmmword ptr [r15 + r8 + 33554432]
-    mov esi, dword ptr [r15 + rbp + 1088]
-    test ebx, 16048
+    vpaddq xmm12, xmm12, xmmword ptr [r15 + r8 + 33554432]
+    test ebx, 256
     jz 1f
 1:
-    mov ebp, esi
-    test ebx, 448
-    jnz 1f
-1:
-    add qword ptr [r15 + 576], rbp
+    add qword ptr [r15 + 576], rdi
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b6_done
 .Lc1_b6_c1:
-    lea r9, [r10 + r10*2]
-    and r9, 448
-    mov qword ptr [r15 + r9 + 1088], r9
-    mov r8d, r9d
-    mov rbp, rsi
-    mov esi, dword ptr [r15 + 512]
-    mov r8, r10
+    lea rcx, [rip + .Lc1_d1916_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d1916_j_t
+.Lc1_d1916_j:
     lea rbp, [r10 + r10*1]
-    test ebx, 16272
-    jz 1f
-1:
-    mov edx, ebp
-    and r8, 33554368
-    mov qword ptr [r15 + r8 + 33554432], rdx
     and rbp, 4032
-    movsxd r8, dword ptr [r15 + rbp + 3008]
-    mov rdi, qword ptr [r15 + 832]
-    test bl, 8
+    mov qword ptr [r15 + rbp + 3072], rbp
+    mov rdi, qword ptr [r15 + 192]
+    bt rdi, rbp
+    mov rax, rdi
+    test ebx, 1073741824
     jz 1f
 1:
-    mov rcx, qword ptr [r15 + 256]
-    mov eax, 220
-    movzx esi, bpl
-    mov rdx, qword ptr [r15 + 192]
-    test bl, 8
+    mov rcx, rax
+    movzx edi, al
+    mov eax, eax
+    lea r9, [r10 + r10*1]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov byte ptr [r15 + 512], dil
+    and r9, 448
+    movzx esi, byte ptr [r15 + r9 + 1024]
+    mov edx, dword ptr [r15 + 192]
+    test ebx, 472
     jz 1f
 1:
-    mov edi, dword ptr [r15 + 128]
-    mov r8, rdi
-    mov byte ptr [r15 + 640], r8b
+    mov byte ptr [r15 + 640], r9b
+    mov r8d, 127
+    mov r8, r10
+    mov rsi, qword ptr [r15 + 256]
+    movzx ecx, r8b
+    test bl, 128
+    jz 1f
+1:
+    and r8, 33554368
+    mov qword ptr [r15 + r8 + 33554432], r8
+    movsxd rsi, dword ptr [r15 + rbp + 3008]
+    movsxd rdi, dword ptr [r15 + 320]
     test bl, 8
     jnz 1f
 1:
-    movzx eax, byte ptr [r15 + 896]
-    movsxd rsi, dword ptr [r15 + 192]
-    bt rdi, rax
-    add qword ptr [r15 + 640], r8
-    test bl, 16
-    jz 1f
-1:
-    movzx edi, byte ptr [r15 + r9 + 1024]
-    mov byte ptr [r15 + 256], al
+    mov rcx, qword ptr [r15 + 896]
     mov rdx, qword ptr [r15 + r9 + 960]
-    mov qword ptr [r14 + rbp + 3072], rax
-    test ebx, 12268
+    mov ebp, dword ptr [r15 + 896]
+    test bl, 128
     jz 1f
 1:
-    movsxd rcx, dword ptr [r15 + 320]
-    movsxd rsi, dword ptr [r15 + 64]
-    mov r9d, dword ptr [r15 + 576]
+    mov eax, dword ptr [r15 + 832]
+    movsxd r9, dword ptr [r15 + 128]
+    movsxd r8, dword ptr [r14 + 448]
     add r11, 64
     add r10, r11
     inc rbx
@@ -2345,28 +2343,20 @@ ditto_body_c1:
     jnz .Lc1_b6_c0
 .Lc1_b6_done:
 // block 7: 64 bytes, 1 chunk(s), 1 chunk executions per call
-    mov rbx, qword ptr [r15 + 67117792]
-    lea rcx, [rbx + 1]
-    mov qword ptr [r15 + 67117792], rcx
     mov r13d, 1
     jmp .Lc1_b7_c0
     .p2align 6
 .Lc1_b7_c0:
-    lea rcx, [rip + .Lc1_d1973_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d1973_j_t
-.Lc1_d1973_j:
+    add qword ptr [r15 + 128], rdx
+    movsxd r9, dword ptr [r14 + 576]
+    cmovne rax, rbp
+    inc dword ptr [r15 + 832]
     mov rbp, r10
+    movsxd rax, dword ptr [r15 + 384]
     and rbp, 4032
-    movsxd rdx, dword ptr [r15 + rbp + 3008]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 824
-    jnz 1f
-1:
-    movsxd rdi, dword ptr [r15 + 384]
+    movsxd rsi, dword ptr [r15 + rbp + 3008]
     add r11, 64
     add r10, r11
-    inc rbx
     dec r13
     jnz .Lc1_b7_c0
 .Lc1_b7_done:
@@ -2419,55 +2409,45 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    movsxd rcx, dword ptr [r15 + 896]
-    movzx eax, al
-    mov qword ptr [r15 + 768], rdi
-    test ebx, 3968
-    jz 1f
-1:
-    movsxd rsi, dword ptr [r15 + 192]
-    mov byte ptr [r15 + 768], cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1024
-    jz 1f
-1:
-    movzx r8d, byte ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, dword ptr [r15 + 0]
-    test bl, 64
+    mov qword ptr [r15 + 768], rax
+    mov rbp, r10
+    lea r9, [r10 + r10*1]
+    and rbp, 4032
+    mov edx, dword ptr [r15 + rbp + 3008]
+    and r9, 33554368
+    mov rdi, qword ptr [r15 + r9 + 33554432]
+    test dword ptr [r15 + 67117724], 5546304
     jnz 1f
 1:
-    lea r8, [r10 + r10*1]
-    mov dword ptr [r15 + 0], eax
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 448
+    mov esi, dword ptr [r15 + 896]
+    movzx r8d, byte ptr [r15 + 384]
+    movzx edi, byte ptr [r15 + 128]
+    test dword ptr [r15 + 67117723], 1
+    jnz 1f
+1:
+    mov dword ptr [r15 + r9 + 33554496], 197
     mov rbp, r10
-    movzx edi, byte ptr [r14 + r8 + 1536]
-    test ebx, 1024
-    jz 1f
+    movsxd r9, dword ptr [r15 + 512]
+    and rbp, 960
+    mov rcx, qword ptr [r15 + rbp + 1984]
+    test ebx, 49120
+    jnz 1f
 1:
-    mov r9, qword ptr [r15 + 128]
-    and rbp, 448
-    mov eax, dword ptr [r15 + rbp + 960]
-    sete dl
-    test dword ptr [r15 + 67117724], 4194304
-    jz 1f
+    mov r9d, dword ptr [r15 + 768]
+    mov esi, dword ptr [r14 + 640]
+    mov ebp, dword ptr [r15 + 576]
+    test ebx, 320
+    jnz 1f
 1:
-    movsxd rsi, dword ptr [r15 + r8 + 1472]
-    mov r8d, dword ptr [r15 + 448]
-    mov edx, esi
-    test ebx, 704
-    jz 1f
+    movzx eax, bpl
+    mov dword ptr [r15 + 256], eax
+    mov byte ptr [r15 + 320], al
+    test dword ptr [r15 + 67117723], 64
+    jnz 1f
 1:
-    movzx esi, byte ptr [r15 + 128]
-    mov r9d, edx
-    mov rcx, qword ptr [r15 + 64]
-    test dword ptr [r15 + 67117723], 4128
-    jz 1f
-1:
-    mov edi, dword ptr [r15 + 704]
-    mov r9d, edx
-    movzx ebp, byte ptr [r15 + 512]
+    mov esi, eax
+    movzx edi, byte ptr [r15 + 832]
+    movzx r8d, byte ptr [r15 + 704]
     add r11, 64
     add r10, r11
     inc rbx
@@ -2477,52 +2457,52 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    movzx esi, byte ptr [r15 + 0]
-    mov r8, rsi
-    mov edx, dword ptr [r15 + 0]
-    movzx r9d, dl
-    test dword ptr [r15 + 67117724], 54561028
-    jnz 1f
-1:
-    mov edi, 16
+    movzx ebp, byte ptr [r15 + 384]
+    mov r9, rbp
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, dword ptr [r15 + 0]
-    test ebx, 608
-    jnz 1f
+    movzx ecx, al
+    test dword ptr [r15 + 67117724], 562635784
+    jz 1f
 1:
-    movzx ecx, byte ptr [r15 + 448]
-    mov r9d, ebp
-    mov rdx, qword ptr [r15 + 192]
-    mov dword ptr [r15 + 128], r9d
-    test dword ptr [r15 + 67117724], 4194304
-    jnz 1f
-1:
+    mov esi, 160
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 192], esi
     mov rbp, r10
-    mov r8, qword ptr [r15 + 320]
-    and rbp, 448
-    mov rax, qword ptr [r15 + rbp + 960]
-    bswap rdx
-    test dword ptr [r15 + 67117724], 8536084
-    jnz 1f
-1:
-    mov edi, dword ptr [r15 + 832]
-    mov dword ptr [r15 + 64], r8d
-    movzx ecx, byte ptr [r14 + 384]
-    popcnt r8, rcx
-    test dword ptr [r15 + 67117723], 545657860
-    jnz 1f
-1:
-    mov r9, rcx
-    vmovdqu xmm10, xmmword ptr [r15 + 704]
-    mov eax, dword ptr [r15 + 512]
-    mov rbp, r10
-    test dword ptr [r15 + 67117723], 1048640
+    test dword ptr [r15 + 67117724], 562062592
     jz 1f
 1:
     and rbp, 448
-    mov dword ptr [r14 + rbp + 1472], ebp
-    mov esi, dword ptr [r15 + 256]
-    mov edx, eax
+    mov edx, dword ptr [r15 + rbp + 1472]
+    lea r8, [r10 + r10*2]
+    mov edi, ebp
+    and r8, 448
+    movsxd rcx, dword ptr [r15 + r8 + 1024]
+    mov rax, qword ptr [r15 + 576]
+    test dword ptr [r15 + 67117724], 134552608
+    jz 1f
+1:
+    mov rbp, qword ptr [r15 + 128]
+    mov r9d, dword ptr [r15 + 640]
+    bswap rcx
+    test bl, 64
+    jz 1f
+1:
+    mov dword ptr [r15 + 832], ecx
+    movzx edx, byte ptr [r15 + 320]
+    vmovdqu xmm2, xmmword ptr [r15 + r8 + 960]
+    popcnt rdi, r9
+    test bl, 64
+    jnz 1f
+1:
+    mov rsi, rdi
+    mov eax, dword ptr [r14 + 64]
+    mov edx, dword ptr [r14 + r8 + 1088]
+    test ebx, 256
+    jnz 1f
+1:
+    mov dword ptr [r15 + 704], ecx
+    mov dword ptr [r15 + 448], eax
+    mov ebp, edx
     add r11, 64
     add r10, r11
     inc rbx
@@ -2532,54 +2512,53 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    vpaddq xmm10, xmm10, xmmword ptr [r15 + 192]
-    mov qword ptr [r15 + 768], rdx
-    movzx edi, byte ptr [r15 + 576]
-    movsxd r9, dword ptr [r15 + 0]
+    lea rcx, [rip + .Lc1_d2083_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d2083_j_t
+.Lc1_d2083_j:
+    mov r8, r10
+    mov qword ptr [r15 + 768], r8
+    and r8, 4032
+    mov qword ptr [r15 + r8 + 3008], rcx
+    mov r9, r10
+    mov dword ptr [r15 + 128], ecx
+    test dword ptr [r15 + 67117723], 1180704771
+    jnz 1f
+1:
+    and r9, 960
+    movzx esi, byte ptr [r15 + r9 + 1984]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 256
     jnz 1f
 1:
-    xchg r8, rdx
-    movzx esi, byte ptr [r15 + 0]
-    mov qword ptr [r15 + 0], r8
-    mov ecx, dword ptr [r15 + 0]
-    test bl, 64
-    jnz 1f
-1:
-    xchg qword ptr [r15 + 0], rdi
-    mov dword ptr [r15 + 0], ecx
-    mov ebp, dword ptr [r15 + 0]
-    movzx eax, dil
-    test dword ptr [r15 + 67117724], 16388
-    jz 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rsi, dword ptr [r15 + 448]
-    mov r9, qword ptr [r15 + 256]
-    mov ebp, dword ptr [r14 + 704]
-    test dword ptr [r15 + 67117723], 1342308352
-    jz 1f
-1:
-    mov dword ptr [r15 + 128], 108
-    mov qword ptr [r15 + 320], r9
-    mov rsi, r9
-    mov r9d, dword ptr [r15 + 64]
-    test dword ptr [r15 + 67117724], 8192
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rdi, rsi
+    test ebx, 576
     jnz 1f
 1:
-    mov eax, dword ptr [r15 + 384]
-    mov rdx, qword ptr [r15 + 64]
-    mov byte ptr [r14 + 512], sil
-    bt rax, rdx
-    test ebx, 608
+    xchg rbp, r8
+    mov rax, qword ptr [r14 + 320]
+    mov r9, r10
+    test bl, 96
+    jnz 1f
+1:
+    movsxd rdx, dword ptr [r15 + 512]
+    and r9, 448
+    mov ecx, dword ptr [r15 + r9 + 960]
+    mov qword ptr [r15 + 256], r9
+    test bl, 96
+    jnz 1f
+1:
+    xchg qword ptr [r15 + 64], rdi
+    mov byte ptr [r15 + 192], dil
+    mov rax, rcx
+    test dword ptr [r15 + 67117724], 167780640
     jz 1f
 1:
-    xor dword ptr [r15 + 640], edx
-    mov rbp, rax
-    mov r8, r10
-    vmaxsd xmm7, xmm7, xmm10
-    and r8, 448
-    mov ecx, dword ptr [r15 + r8 + 960]
+    movzx esi, al
+    mov edx, dword ptr [r15 + 576]
     add r11, 64
     add r10, r11
     inc rbx
@@ -2589,53 +2568,48 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov rdx, qword ptr [r15 + 768]
-    mov ecx, dword ptr [r15 + 0]
-    vucomisd xmm7, xmm7
-    mov dword ptr [r15 + 0], 65
+    vpcmpeqb xmm4, xmm4, xmmword ptr [r15 + 640]
+    movsxd rdx, dword ptr [r15 + 448]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     test bl, 128
-    jnz 1f
-1:
-    movzx r8d, dl
-    mov rdi, qword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], ecx
-    mov edx, 102
-    test dword ptr [r15 + 67117723], 16404
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, byte ptr [r15 + 0]
-    add qword ptr [r15 + 0], rbp
-    movzx eax, byte ptr [r15 + 128]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test dword ptr [r15 + 67117723], 16404
+    jnz 1f
+1:
+    mov r9d, dword ptr [r15 + 192]
+    mov rdx, r9
+    mov dword ptr [r15 + 256], 93
+    mov r8, r9
     test bl, 128
     jz 1f
 1:
-    mov r9, qword ptr [r15 + 384]
-    mov ecx, dword ptr [r15 + 512]
-    mov rsi, rcx
-    movsxd rdi, dword ptr [r14 + 256]
-    test dword ptr [r15 + 67117723], 1212450880
-    jnz 1f
-1:
-    mov dword ptr [r15 + 896], 240
-    movsxd r8, dword ptr [r15 + 320]
-    movzx edx, byte ptr [r15 + 576]
-    movzx r9d, sil
-    test ebx, 576
-    jnz 1f
-1:
-    mov rax, qword ptr [r15 + 320]
-    movsxd rsi, dword ptr [r15 + 64]
-    mov rcx, rax
-    mov rbp, r10
-    mov rax, qword ptr [r14 + 0]
-    test ebx, 800
+    add qword ptr [r15 + 384], r8
+    movzx ecx, al
+    mov rsi, qword ptr [r15 + 896]
+    mov r9, r10
+    mov edx, dword ptr [r14 + 320]
+    test dword ptr [r15 + 67117724], 1763246336
     jz 1f
 1:
-    movzx edi, byte ptr [r15 + 832]
-    and rbp, 448
-    mov eax, dword ptr [r15 + rbp + 1472]
-    mov qword ptr [r15 + 192], rbp
+    and r9, 33554368
+    mov rax, qword ptr [r15 + r9 + 33554432]
+    movsxd rbp, dword ptr [r15 + 704]
+    mov r8, r10
+    mov dword ptr [r14 + 64], edx
+    movzx edi, r8b
+    test bl, 64
+    jnz 1f
+1:
+    and r8, 448
+    movzx ecx, byte ptr [r15 + r8 + 1472]
+    mov esi, dword ptr [r15 + 128]
+    mov ebp, 152
     add r11, 64
     add r10, r11
     inc rbx
@@ -2645,57 +2619,54 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d2199_j]
+    lea rcx, [rip + .Lc1_d2177_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d2199_j_t
-.Lc1_d2199_j:
-    mov r9, qword ptr [r15 + 128]
-    movzx edi, bpl
-    mov r8, qword ptr [r15 + 192]
-    test ebx, 704
-    jnz 1f
-1:
-    mov dword ptr [r15 + 256], r8d
-    mov rsi, qword ptr [r15 + 64]
-    movsxd rax, dword ptr [r15 + 128]
-    test dword ptr [r15 + 67117724], 159780930
-    jnz 1f
-1:
+    jmp .Lc1_d2177_j_t
+.Lc1_d2177_j:
+    mov esi, 217
+    mov r9, qword ptr [r15 + 320]
     lea rdi, [r15 + 67109504]
-    mov ecx, 736
+    mov ecx, 758
     rep stosb
-    movsxd r9, dword ptr [r15 + 0]
-    vpaddq xmm10, xmm10, xmmword ptr [r15 + 0]
-    test dword ptr [r15 + 67117724], 679741440
+    test ebx, 352
+    jnz 1f
+1:
+    mov rbp, qword ptr [r15 + 256]
+    mov r8, r10
+    movsxd rdx, dword ptr [r15 + 576]
+    test dword ptr [r15 + 67117724], 8489546
+    jnz 1f
+1:
+    and r8, 448
+    mov rsi, qword ptr [r14 + r8 + 960]
+    movzx eax, r8b
+    mov byte ptr [r14 + 832], dil
+    test dword ptr [r15 + 67117723], 507642880
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test dword ptr [r15 + 67117723], 134238208
     jz 1f
 1:
-    mov rdx, qword ptr [r15 + 0]
-    movzx eax, dl
-    test dword ptr [r15 + 67117723], 268435456
+    mov dword ptr [r15 + 384], eax
+    mov eax, ebp
+    test bl, 64
+    jnz 1f
+1:
+    movsxd rbp, dword ptr [r15 + 128]
+    mov rsi, qword ptr [r15 + 64]
+    mov rdx, qword ptr [r15 + 512]
+    test dword ptr [r15 + 67117724], 1342443578
+    jnz 1f
+1:
+    mov r9d, esi
+    mov rdi, rdx
+    test dword ptr [r15 + 67117724], 116737
     jz 1f
 1:
-    mov rbp, qword ptr [r15 + 384]
-    mov r9, qword ptr [r15 + 704]
-    mov r8, rbp
-    test ebx, 1536
-    jz 1f
-1:
-    mov esi, r8d
-    mov byte ptr [r14 + 640], bpl
-    mov rbp, r10
-    movsxd rcx, dword ptr [r15 + 448]
-    test dword ptr [r15 + 67117724], 1784
-    jz 1f
-1:
-    and rbp, 448
-    mov r9, qword ptr [r15 + rbp + 960]
-    mov edi, 47
-    mov rdx, qword ptr [r14 + 0]
-    test ebx, 11136
-    jz 1f
-1:
-    mov r9d, 95
-    mov ecx, edx
+    mov esi, 112
+    movsxd r8, dword ptr [r15 + 768]
     add r11, 64
     add r10, r11
     inc rbx
@@ -2705,62 +2676,51 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov byte ptr [r15 + 896], al
-    mov ebp, ecx
-    mov rdx, qword ptr [r15 + 0]
-    mov rsi, qword ptr [r15 + 0]
+    mov dword ptr [r14 + 192], 124
+    mov r9, qword ptr [r15 + 640]
+    mov r12, qword ptr [r15 + r12 + 56]
+    xchg rax, rsi
     test ebx, 126880
     jz 1f
 1:
-    movzx r9d, byte ptr [r15 + 0]
-    mov rsi, qword ptr [r15 + 0]
-    movzx r8d, byte ptr [r15 + 0]
-    movsxd rcx, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, r9b
     test bl, 64
     jz 1f
 1:
-    movsxd rdi, dword ptr [r15 + 0]
-    movzx r9d, sil
-    add qword ptr [r15 + 0], rcx
-    mov dword ptr [r15 + 0], 251
-    test ebx, 6656
-    jnz 1f
-1:
-    mov r9, r9
-    mov ebp, edi
+    mov byte ptr [r15 + 0], r9b
     mov r12, qword ptr [r15 + r12 + 56]
-    xchg rdx, r8
-    test ebx, 7040
-    jz 1f
-1:
-    mov dword ptr [r15 + 448], r8d
-    mov eax, edx
-    mov byte ptr [r15 + 256], al
-    mov r9, r10
-    mov byte ptr [r15 + 576], bpl
-    test bl, 128
+    mov r9, rcx
+    test ebx, 5824
     jnz 1f
 1:
-    and r9, 448
-    movsxd rbp, dword ptr [r15 + r9 + 1472]
-    mov rsi, qword ptr [r15 + 768]
-    mov ecx, dword ptr [r15 + 128]
-    mov rdi, rdx
-    test ebx, 64992
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, r9d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, qword ptr [r15 + 128]
+    test bl, 64
     jz 1f
 1:
-    vmovdqu xmm6, xmmword ptr [r15 + 384]
-    mov dword ptr [r14 + 64], 12
-    mov r8, qword ptr [r15 + 320]
+    vmovdqu ymm2, ymmword ptr [r15 + 512]
+    mov rsi, qword ptr [r15 + 384]
+    mov edi, esi
     mov rbp, r10
-    mov rsi, qword ptr [r14 + 704]
-    test dword ptr [r15 + 67117724], 33554432
-    jz 1f
+    test dword ptr [r15 + 67117723], 306971137
+    jnz 1f
 1:
-    and rbp, 448
-    mov rax, qword ptr [r15 + rbp + 960]
-    movzx ecx, r8b
-    vpaddq xmm6, xmm6, xmmword ptr [r15 + 512]
+    and rbp, 960
+    mov byte ptr [r15 + rbp + 1984], sil
+    movzx edx, bpl
+    mov r8, r10
+    mov byte ptr [r15 + 256], dl
+    test ebx, 256
+    jnz 1f
+1:
+    and r8, 4032
+    mov dword ptr [r15 + r8 + 3008], 36
+    vpaddq xmm2, xmm2, xmmword ptr [r15 + 64]
+    mov rbp, qword ptr [r15 + 448]
     add r11, 64
     add r10, r11
     inc rbx
@@ -2770,53 +2730,52 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov rdx, qword ptr [r15 + 640]
-    vpcmpeqb xmm10, xmm10, xmmword ptr [r15 + 768]
-    movzx r8d, dl
-    mov esi, edx
-    test ebx, 640
+    lea rcx, [rip + .Lc1_d2273_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d2273_j_t
+.Lc1_d2273_j:
+    mov r9, r10
+    movsxd rbp, dword ptr [r15 + 256]
+    and r9, 448
+    movzx edi, byte ptr [r15 + r9 + 960]
+    mov edx, ebp
+    test dword ptr [r15 + 67117724], 287446544
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], sil
-    mov r9, r10
-    mov qword ptr [r15 + 0], r8
-    test dword ptr [r15 + 67117724], 8392768
-    jnz 1f
+    movzx ebp, bpl
+    mov esi, ecx
+    movzx r8d, byte ptr [r15 + 192]
+    test dword ptr [r15 + 67117723], 33587232
+    jz 1f
 1:
-    movzx ecx, r9b
-    and r9, 960
-    movsxd rdi, dword ptr [r15 + r9 + 1984]
+    movzx r9d, byte ptr [r14 + 576]
+    movzx edi, byte ptr [r15 + 768]
+    mov rdx, qword ptr [r15 + 896]
+    test dword ptr [r15 + 67117723], 469901408
+    jz 1f
+1:
+    movzx esi, dil
+    mov ecx, 133
+    mov r8, rax
     mov rbp, r10
-    bt rdi, r8
+    test dword ptr [r15 + 67117724], 1048576
+    jz 1f
+1:
+    mov dword ptr [r15 + 128], 214
+    movsxd rax, dword ptr [r14 + 64]
+    and rbp, 448
+    mov byte ptr [r15 + rbp + 1472], dil
     test bl, 64
+    jz 1f
+1:
+    mov rsi, qword ptr [r15 + 704]
+    movzx r8d, bpl
+    mov dword ptr [r15 + 320], 59
+    test ebx, 126816
     jnz 1f
 1:
-    and rbp, 4032
-    mov rdx, qword ptr [r15 + rbp + 3008]
-    mov r8, r10
-    mov dword ptr [r15 + 512], 156
-    movzx esi, byte ptr [r15 + 192]
-    and r8, 33554368
-    vpaddd ymm7, ymm10, ymmword ptr [r15 + r8 + 33554432]
-    test ebx, 5632
-    jnz 1f
-1:
-    movzx ecx, byte ptr [r15 + 64]
-    mov dword ptr [r15 + 320], 7
-    mov rax, r8
-    test ebx, 608
-    jnz 1f
-1:
-    movzx r8d, byte ptr [r15 + 256]
-    mov edi, eax
-    movzx r9d, dil
-    test dword ptr [r15 + 67117723], 2656320
-    jnz 1f
-1:
-    mov ebp, r9d
-    movzx ecx, byte ptr [r14 + 128]
-    mov esi, 171
+    bt rbp, rax
+    mov r8d, esi
     add r11, 64
     add r10, r11
     inc rbx
@@ -2826,56 +2785,53 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d2357_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d2357_j_t
-.Lc1_d2357_j:
-    mov qword ptr [r15 + 832], rax
-    mov esi, dword ptr [r15 + 192]
-    movzx r8d, byte ptr [r14 + 256]
-    test dword ptr [r15 + 67117724], 1
-    jz 1f
-1:
-    mov edx, 99
-    movzx ebp, sil
-    movzx r9d, dl
-    test ebx, 5056
-    jz 1f
-1:
-    mov r8, r10
-    mov qword ptr [r15 + 576], r9
-    and r8, 448
-    mov rax, qword ptr [r15 + r8 + 960]
-    test dword ptr [r15 + 67117724], 272
-    jz 1f
-1:
-    mov edi, r8d
-    mov rdx, qword ptr [r15 + 0]
-    movzx ecx, dil
-    test dword ptr [r15 + 67117723], 4325413
+    mov r9d, 13
+    movzx edx, sil
+    inc dword ptr [r15 + 64]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test dword ptr [r15 + 67117723], 33592897
     jnz 1f
 1:
-    mov esi, 90
-    mov rbp, rcx
-    sete r9b
-    test ebx, 13952
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 218
+    mov r9d, edx
+    test ebx, 1216
+    jnz 1f
+1:
+    bswap rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rcx
+    movzx eax, r9b
+    test bl, 192
     jz 1f
 1:
-    mov dword ptr [r15 + 64], ecx
-    mov byte ptr [r15 + 384], sil
-    test bl, 64
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r10
+    movzx edi, byte ptr [r14 + 832]
+    mov qword ptr [r15 + 448], rcx
+    and rbp, 448
+    mov r8, qword ptr [r15 + rbp + 960]
+    test bl, 160
+    jnz 1f
+1:
+    xor dword ptr [r14 + 192], edi
+    movzx esi, byte ptr [r15 + 320]
+    mov dword ptr [r15 + 384], ebp
+    mov edx, dword ptr [r15 + 704]
+    test dword ptr [r15 + 67117723], 272959488
     jz 1f
 1:
-    bswap rbp
-    movsxd rax, dword ptr [r15 + 448]
-    mov r8, r10
-    mov rdx, qword ptr [r15 + 320]
-    test dword ptr [r15 + 67117723], 64
+    movzx r9d, dl
+    sete cl
+    mov rax, r9
+    mov r8, qword ptr [r15 + 640]
+    test dword ptr [r15 + 67117724], 134759555
     jz 1f
 1:
-    and r8, 8128
-    mov dword ptr [r14 + r8 + 7104], ebp
-    mov edi, dword ptr [r15 + 128]
+    mov rdi, qword ptr [r15 + 128]
+    movsxd rbp, dword ptr [r15 + 512]
+    mov r8d, esi
     add r11, 64
     add r10, r11
     inc rbx
@@ -2885,58 +2841,48 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov ebp, eax
-    mov r9d, 247
-    mov ecx, 237
-    xor dword ptr [r15 + 640], ecx
-    test dword ptr [r15 + 67117724], 131072
-    jz 1f
-1:
-    movzx edx, byte ptr [r15 + 384]
-    mov esi, 230
-    mov edi, 25
-    movsxd r8, dword ptr [r15 + 0]
-    test ebx, 9728
-    jz 1f
-1:
-    mov qword ptr [r15 + 0], r8
-    movzx ecx, byte ptr [r15 + 192]
-    or edi, 1
-    xor edx, edx
-    div edi
-    mov dword ptr [r15 + 64], 63
-    test ebx, 608
-    jz 1f
-1:
-    mov r8, rbp
-    mov ebp, eax
-    mov esi, dword ptr [r15 + 704]
-    mov r9, r10
+    lea rcx, [rip + .Lc1_d2370_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d2370_j_t
+.Lc1_d2370_j:
     mov rbp, r10
-    test dword ptr [r15 + 67117723], 1
+    and rbp, 4032
+    vpaddq xmm2, xmm2, xmmword ptr [r15 + rbp + 3008]
+    mov r8d, 218
+    mov r9, r8
+    mov rbp, r10
+    test dword ptr [r15 + 67117724], 8192
+    jnz 1f
+1:
+    and rbp, 960
+    mov dword ptr [r15 + rbp + 1984], 36
+    mov r8, r10
+    mov dword ptr [r15 + 384], 41
+    mov esi, dword ptr [r15 + 64]
+    test ebx, 61408
     jz 1f
 1:
-    and r9, 448
-    movsxd rdi, dword ptr [r15 + r9 + 960]
-    mov edx, 197
-    and rbp, 448
-    mov dword ptr [r14 + rbp + 1472], 245
-    movzx ecx, al
-    test ebx, 3008
+    and r8, 33554368
+    mov qword ptr [r15 + r8 + 33554432], rsi
+    sete dl
+    mov r12, qword ptr [r15 + r12 + 56]
+    test bl, 128
+    jz 1f
+1:
+    mov esi, 201
+    xor dword ptr [r15 + 448], r8d
+    xor dword ptr [r15 + 128], esi
+    test dword ptr [r15 + 67117724], 1
     jnz 1f
 1:
-    movsxd rsi, dword ptr [r15 + 128]
-    vmaxsd xmm7, xmm7, xmm7
-    mov ecx, 193
-    mov r9d, 147
-    test ebx, 256
-    jnz 1f
+    mov edi, esi
+    mov dword ptr [r14 + 192], 23
+    movsxd rax, dword ptr [r15 + 256]
+    test dword ptr [r15 + 67117723], 18895620
+    jz 1f
 1:
-    or esi, 1
-    xor edx, edx
-    div esi
-    mov dword ptr [r15 + 512], 161
-    sete r8b
+    mov ebp, 165
+    mov r9d, 25
     add r11, 64
     add r10, r11
     inc rbx
@@ -2946,60 +2892,51 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 1080041472
-    setz al
-    lea rcx, [rip + .Lc1_d2462_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d2462_s_t
-    .p2align 3
-.Lc1_d2462_s:
-    .p2align 3
-    jmp .Lc1_d2462_j
-    .p2align 3
-    jmp .Lc1_d2462_j
-.Lc1_d2462_j:
-    mov byte ptr [r15 + 896], cl
-    mov rbp, qword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx edx, al
+    mov r12, qword ptr [r15 + r12 + 56]
+    test dword ptr [r15 + 67117724], 117981472
+    jnz 1f
+1:
+    mov r8d, 31
+    mov esi, dword ptr [r15 + 576]
+    mov ecx, 85
+    test ebx, 256
+    jz 1f
+1:
+    mov rdi, r8
+    movzx r9d, byte ptr [r15 + 640]
+    or qword ptr [r15 + 896], 94
+    mov rbp, r10
+    test dword ptr [r15 + 67117724], 536871040
+    jnz 1f
+1:
+    mov byte ptr [r15 + 768], bpl
+    mov rax, rbp
+    and rbp, 448
+    mov dword ptr [r14 + rbp + 960], eax
     mov r8, r10
+    movsxd rdx, dword ptr [r15 + 64]
     test bl, 128
-    jz 1f
-1:
-    mov edi, dword ptr [r15 + 768]
-    and r8, 4032
-    movzx esi, byte ptr [r15 + r8 + 3008]
-    test dword ptr [r15 + 67117723], 143155267
-    jz 1f
-1:
-    mov r9, rsi
-    mov ebp, 128
-    test ebx, 8096
     jnz 1f
 1:
-    vpaddq xmm6, xmm6, xmmword ptr [r15 + 256]
-    movsxd rdx, dword ptr [r15 + 448]
-    test dword ptr [r15 + 67117724], 32768
+    and r8, 448
+    movsxd rax, dword ptr [r15 + r8 + 1472]
+    movsxd r9, dword ptr [r15 + 320]
+    mov ecx, 162
+    test bl, 160
     jz 1f
 1:
-    mov esi, 195
-    mov rdi, rsi
-    mov eax, esi
-    test bl, 64
+    mov ebp, ecx
+    vmovdqu ymm2, ymmword ptr [r15 + 512]
+    vpaddq xmm1, xmm1, xmmword ptr [r15 + 128]
+    test dword ptr [r15 + 67117724], 608174080
     jz 1f
 1:
-    or qword ptr [r15 + 64], 31
-    popcnt r8, rsi
-    test ebx, 64480
-    jnz 1f
-1:
-    mov ecx, 40
-    movzx ebp, byte ptr [r15 + 576]
-    test dword ptr [r15 + 67117724], 262144
-    jnz 1f
-1:
-    mov edx, r9d
-    movsxd r9, dword ptr [r14 + 320]
+    movsxd rdi, dword ptr [r14 + 256]
+    mov esi, ebp
+    popcnt r9, rbp
     add r11, 64
     add r10, r11
     inc rbx
@@ -3009,55 +2946,53 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    vpaddq xmm6, xmm6, xmmword ptr [r15 + 640]
-    xor dword ptr [r15 + 0], ecx
-    mov dword ptr [r15 + 0], ebp
-    movsxd rdi, dword ptr [r15 + 0]
-    test bl, 64
-    jnz 1f
-1:
-    bswap rax
+    lea rcx, [rip + .Lc1_d2462_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d2462_j_t
+.Lc1_d2462_j:
+    vpaddq xmm1, xmm1, xmmword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, eax
-    mov r8, qword ptr [r15 + 704]
-    test dword ptr [r15 + 67117724], 557852672
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test dword ptr [r15 + 67117724], 1074922112
     jnz 1f
 1:
-    mov rbp, r10
-    movsxd rcx, dword ptr [r15 + 64]
-    and rbp, 448
-    mov rax, qword ptr [r14 + rbp + 960]
-    mov dword ptr [r15 + 128], ebp
-    test bl, 64
-    jnz 1f
-1:
-    mov esi, dword ptr [r15 + 384]
-    bswap r9
-    movzx ecx, al
-    movzx edx, cl
-    test dword ptr [r15 + 67117723], 1048576
-    jnz 1f
-1:
-    movzx edi, byte ptr [r15 + 512]
-    mov eax, edi
-    mov r8, qword ptr [r15 + 320]
-    test dword ptr [r15 + 67117723], 537158275
-    jnz 1f
-1:
-    movsxd rsi, dword ptr [r15 + 832]
-    mov ebp, dword ptr [r14 + 0]
-    mov r9, r10
-    movsxd rdi, dword ptr [r15 + 256]
-    mov rdx, rbp
-    test dword ptr [r15 + 67117724], 170131576
+    bswap r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edx, r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    test bl, 128
     jz 1f
 1:
-    and r9, 960
-    mov qword ptr [r15 + r9 + 1984], rdx
-    movzx r8d, r9b
-    mov dword ptr [r15 + 192], 74
-    add r11, 64
-    add r10, r11
+    xor dword ptr [r15 + 512], edx
+    mov rdi, qword ptr [r15 + 128]
+    movsxd rbp, dword ptr [r14 + 256]
+    test dword ptr [r15 + 67117723], 10617345
+    jnz 1f
+1:
+    mov rax, qword ptr [r15 + 320]
+    bswap rbp
+    movzx edx, al
+    movzx r9d, r8b
+    test ebx, 256
+    jnz 1f
+1:
+    mov dword ptr [r15 + 64], eax
+    mov edi, r9d
+    movsxd rax, dword ptr [r15 + 576]
+    test dword ptr [r15 + 67117724], 128
+    jz 1f
+1:
+    mov esi, dword ptr [r15 + 192]
+    mov dword ptr [r15 + 448], eax
+    movsxd rbp, dword ptr [r15 + 768]
+    mov r8, rsi
+    test bl, 96
+    jnz 1f
+1:
+    mov qword ptr [r15 + 384], rsi
+    movzx ecx, bpl
+    mov dword ptr [r15 + 704], 246
     inc rbx
     dec r13
     jz .Lc1_b8_done
@@ -3065,56 +3000,51 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d2562_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d2562_j_t
-.Lc1_d2562_j:
-    movzx r9d, byte ptr [r15 + 512]
-    popcnt rsi, rcx
-    mov r8d, dword ptr [r15 + 64]
-    test dword ptr [r15 + 67117724], 26
-    jnz 1f
+    add qword ptr [r14 + 192], rax
+    mov edx, eax
+    mov dword ptr [r15 + 256], 236
+    test ebx, 672
+    jz 1f
 1:
-    movzx edx, cl
-    mov edi, r8d
-    mov rsi, qword ptr [r15 + 128]
-    test ebx, 7360
-    jnz 1f
+    not qword ptr [r15 + 128]
+    movsxd rdi, dword ptr [r15 + 704]
+    mov ecx, dword ptr [r15 + 832]
+    test dword ptr [r15 + 67117723], 4194304
+    jz 1f
 1:
-    mov dword ptr [r15 + 0], 42
+    mov r9, r10
     lea rdi, [r15 + 67109504]
-    mov ecx, 735
+    mov ecx, 758
     rep stosb
-    test bl, 128
-    jnz 1f
-1:
-    inc dword ptr [r15 + 0]
-    movsxd rbp, dword ptr [r15 + 0]
-    movzx eax, byte ptr [r15 + 768]
-    test dword ptr [r15 + 67117724], 1075078208
-    jnz 1f
-1:
-    mov dword ptr [r15 + 576], eax
-    vpaddq xmm15, xmm15, xmmword ptr [r14 + 0]
-    mov edi, ebp
-    test dword ptr [r15 + 67117724], 8388608
-    jnz 1f
-1:
-    mov qword ptr [r15 + 128], rax
-    mov rsi, rdi
+    mov esi, eax
+    and r9, 448
+    inc dword ptr [r15 + r9 + 1472]
     test bl, 64
-    jnz 1f
+    jz 1f
 1:
-    movsxd rdx, dword ptr [r14 + 448]
+    mov rbp, r10
+    mov qword ptr [r15 + 448], r9
+    and rbp, 448
+    movzx edx, byte ptr [r15 + rbp + 960]
     mov r8, r10
-    mov qword ptr [r15 + 384], rsi
-    and r8, 448
-    vpaddq xmm15, xmm15, xmmword ptr [r15 + r8 + 1472]
-    test dword ptr [r15 + 67117723], 512
+    test dword ptr [r15 + 67117724], 1093738528
     jnz 1f
 1:
-    movzx ebp, byte ptr [r15 + 256]
-    movsxd r9, dword ptr [r15 + 192]
+    and r8, 4032
+    mov byte ptr [r14 + r8 + 3008], r8b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, r8
+    test bl, 64
+    jz 1f
+1:
+    mov dword ptr [r15 + 0], ebp
+    vpaddq xmm2, xmm2, xmmword ptr [r15 + 0]
+    vpaddq xmm4, xmm4, xmmword ptr [r15 + 64]
+    test dword ptr [r15 + 67117723], 134218240
+    jnz 1f
+1:
+    movzx ebp, byte ptr [r15 + 640]
+    movsxd rdx, dword ptr [r15 + 384]
     add r11, 64
     add r10, r11
     inc rbx
@@ -3124,52 +3054,54 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov ecx, dword ptr [r15 + 448]
-    mov dword ptr [r15 + 0], r9d
-    mov byte ptr [r15 + 0], cl
-    mov dword ptr [r15 + 0], ecx
+    lea rcx, [rip + .Lc1_d2556_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d2556_j_t
+.Lc1_d2556_j:
+    mov byte ptr [r14 + 64], cl
+    mov dword ptr [r15 + 320], ecx
+    xchg rbp, rdx
+    test dword ptr [r15 + 67117724], 516
+    jnz 1f
+1:
+    mov dword ptr [r15 + 384], edx
+    mov r9, qword ptr [r15 + 128]
+    movsxd r8, dword ptr [r15 + 512]
     test bl, 64
+    jnz 1f
+1:
+    mov ecx, 198
+    mov edi, dword ptr [r15 + 768]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test dword ptr [r15 + 67117723], 1680965633
     jz 1f
 1:
-    mov rbp, qword ptr [r15 + 192]
-    mov dword ptr [r15 + 896], ebp
-    movzx edx, byte ptr [r15 + 320]
-    test dword ptr [r15 + 67117723], 1050624
-    jnz 1f
+    mov edx, r8d
+    movzx eax, dl
+    popcnt rsi, rdx
+    test dword ptr [r15 + 67117723], 1342259462
+    jz 1f
 1:
-    popcnt r8, rdx
-    mov edi, dword ptr [r15 + 128]
-    movsxd rdx, dword ptr [r15 + 704]
-    test ebx, 13184
-    jnz 1f
+    movzx ebp, al
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, r10
+    movsxd rax, dword ptr [r15 + 192]
+    test dword ptr [r15 + 67117723], 2097152
+    jz 1f
 1:
-    mov rsi, qword ptr [r15 + 384]
     mov r9, r10
-    mov eax, esi
+    mov rbp, r10
+    and r8, 8128
+    movzx edi, byte ptr [r15 + r8 + 7104]
     and r9, 33554368
-    mov r8, qword ptr [r14 + r9 + 33554432]
-    test dword ptr [r15 + 67117723], 1024
+    mov rsi, qword ptr [r15 + r9 + 33554432]
+    and rbp, 960
+    mov dword ptr [r15 + rbp + 1984], esi
+    test ebx, 3520
     jz 1f
 1:
-    mov rbp, r10
-    xchg rdx, rcx
-    and rbp, 8128
-    movsxd rdi, dword ptr [r15 + rbp + 7104]
-    movzx eax, byte ptr [r15 + 64]
-    test dword ptr [r15 + 67117723], 8260
-    jnz 1f
-1:
-    mov r9, qword ptr [r15 + 640]
-    mov r8d, 96
-    mov esi, 81
-    mov rbp, r10
-    test bl, 64
-    jnz 1f
-1:
-    movzx ecx, sil
-    movzx eax, cl
-    and rbp, 448
-    movsxd rsi, dword ptr [r15 + rbp + 960]
+    movsxd rdx, dword ptr [r15 + 896]
+    mov ecx, 19
     add r11, 64
     add r10, r11
     inc rbx
@@ -3179,52 +3111,49 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d2661_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d2661_j_t
-.Lc1_d2661_j:
-    mov r8, r10
-    and r8, 960
-    mov edx, dword ptr [r15 + r8 + 1984]
+    mov dword ptr [r15 + 576], eax
     mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, dword ptr [r15 + 0]
-    test bl, 64
-    jnz 1f
-1:
-    movsxd r9, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r14 + 256], r8d
-    test ebx, 122784
-    jnz 1f
-1:
-    mov edx, 197
-    movsxd rdi, dword ptr [r15 + 832]
-    mov rbp, r10
-    test ebx, 13184
+    mov esi, 245
+    test dword ptr [r15 + 67117724], 243274754
     jz 1f
 1:
-    mov r8d, dword ptr [r14 + 512]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, 91
+    test bl, 128
+    jnz 1f
+1:
+    mov qword ptr [r15 + 0], rsi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r10
+    mov edi, dword ptr [r14 + 704]
+    test ebx, 288
+    jz 1f
+1:
+    movsxd r8, dword ptr [r14 + 256]
     and rbp, 448
-    movzx eax, byte ptr [r15 + rbp + 1472]
-    mov ecx, dword ptr [r15 + 320]
-    test dword ptr [r15 + 67117724], 24576
+    movzx esi, byte ptr [r15 + rbp + 1472]
+    mov rdi, qword ptr [r15 + 64]
+    test dword ptr [r15 + 67117723], 4194304
+    jnz 1f
+1:
+    mov ebp, dword ptr [r15 + 192]
+    mov r9, qword ptr [r15 + 320]
+    mov ecx, 167
+    test dword ptr [r15 + 67117723], 4096
+    jnz 1f
+1:
+    movsxd rsi, dword ptr [r15 + 640]
+    movzx edx, byte ptr [r15 + 128]
+    mov dword ptr [r15 + 512], r9d
+    test dword ptr [r15 + 67117724], 135307272
     jz 1f
 1:
-    mov rsi, qword ptr [r15 + 768]
-    movsxd r9, dword ptr [r15 + 192]
+    movsxd rax, dword ptr [r14 + 64]
     mov rbp, r10
-    test ebx, 7360
-    jz 1f
-1:
-    mov r8, qword ptr [r15 + 64]
-    mov edi, 246
-    and rbp, 4032
-    mov qword ptr [r15 + rbp + 3008], rdi
-    test dword ptr [r15 + 67117724], 33554432
-    jz 1f
-1:
-    mov edi, 127
-    movsxd rdx, dword ptr [r15 + 576]
+    movzx r8d, byte ptr [r15 + 448]
+    and rbp, 448
+    mov rdi, qword ptr [r15 + rbp + 960]
     add r11, 64
     add r10, r11
     inc rbx
@@ -3234,54 +3163,56 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov r9, qword ptr [r15 + 704]
-    mov byte ptr [r14 + 640], al
-    mov rax, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 67117724], 1275331658
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 1610612736
+    setz al
+    lea rcx, [rip + .Lc1_d2651_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d2651_s_t
+    .p2align 3
+.Lc1_d2651_s:
+    .p2align 3
+    jmp .Lc1_d2651_j
+    .p2align 3
+    jmp .Lc1_d2651_j
+.Lc1_d2651_j:
+    mov byte ptr [r14 + 256], al
+    mov ecx, dword ptr [r15 + 832]
+    mov rax, qword ptr [r15 + 448]
+    test dword ptr [r15 + 67117724], 64
     jz 1f
 1:
-    movzx esi, al
-    mov r8d, edx
-    mov byte ptr [r15 + 0], sil
-    mov rdi, qword ptr [r15 + 0]
-    test dword ptr [r15 + 67117724], 128
-    jz 1f
-1:
-    mov ecx, dword ptr [r15 + 128]
-    mov qword ptr [r15 + 256], rdi
-    mov r9, qword ptr [r14 + 0]
-    mov ebp, 9
-    test bl, 160
+    movzx edi, al
+    mov r8, r8
+    test dword ptr [r15 + 67117723], 65536
     jnz 1f
 1:
-    popcnt rdx, rdi
     lea rdi, [r15 + 67109504]
-    mov ecx, 735
+    mov ecx, 759
     rep stosb
-    mov rsi, qword ptr [r15 + 384]
-    test dword ptr [r15 + 67117724], 134217808
+    mov rbp, qword ptr [r15 + 128]
+    test ebx, 320
     jz 1f
 1:
-    movzx r8d, cl
-    mov rax, qword ptr [r15 + 192]
-    mov r9d, ebp
-    mov edx, dword ptr [r15 + 320]
-    test dword ptr [r15 + 67117724], 524288
+    mov edx, dword ptr [r15 + 576]
+    xor dword ptr [r15 + 768], ebp
+    mov r9, r10
+    test dword ptr [r15 + 67117723], 1073741824
+    jz 1f
+1:
+    and r9, 448
+    movsxd rsi, dword ptr [r15 + r9 + 960]
+    mov rbp, qword ptr [r15 + 384]
+    test dword ptr [r15 + 67117724], 1883259072
     jnz 1f
 1:
-    mov r8d, dword ptr [r15 + 448]
-    mov rbp, r10
-    vmulsd xmm10, xmm10, xmm6
-    and rbp, 448
-    movsxd r9, dword ptr [r15 + rbp + 960]
-    xor dword ptr [r15 + 64], ebp
-    test dword ptr [r15 + 67117724], 1343492225
+    vmulsd xmm1, xmm1, xmm1
+    mov qword ptr [r15 + 320], rdx
+    test bl, 128
     jnz 1f
 1:
-    mov rsi, r9
-    mov ecx, dword ptr [r15 + 128]
-    movzx r8d, byte ptr [r15 + 512]
+    mov ecx, esi
+    mov qword ptr [r15 + 0], rbp
     add r11, 64
     add r10, r11
     inc rbx
@@ -3291,56 +3222,50 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 4
-    setz al
-    lea rcx, [rip + .Lc1_d2759_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d2759_s_t
-    .p2align 3
-.Lc1_d2759_s:
-    .p2align 3
-    jmp .Lc1_d2759_j
-    .p2align 3
-    jmp .Lc1_d2759_j
-.Lc1_d2759_j:
-    mov rdi, qword ptr [r15 + 256]
-    movzx r8d, cl
-    bt rdi, rdi
-    test ebx, 576
-    jz 1f
-1:
-    mov r8, qword ptr [r15 + 448]
-    mov dword ptr [r15 + 64], 15
-    test bl, 128
-    jz 1f
-1:
-    mov edx, dword ptr [r15 + 896]
-    mov dword ptr [r15 + 576], 193
-    movzx r9d, byte ptr [r15 + 384]
-    test ebx, 3008
+    mov rbp, qword ptr [r15 + 384]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 153
+    test ebx, 130464
     jnz 1f
 1:
-    mov rbp, r9
-    movsxd rsi, dword ptr [r14 + 768]
-    test dword ptr [r15 + 67117723], 1
+    bt rbp, rbp
+    mov rax, rax
+    mov dword ptr [r15 + 0], 29
+    test dword ptr [r15 + 67117724], 486676736
     jnz 1f
 1:
-    mov edi, 49
-    mov dword ptr [r15 + 128], 45
+    mov r8, r10
+    movzx ebp, al
+    movzx edx, r9b
+    and r8, 960
+    mov byte ptr [r14 + r8 + 1984], dl
+    test ebx, 672
+    jnz 1f
+1:
+    movsxd rsi, dword ptr [r14 + 64]
+    mov ecx, dword ptr [r15 + 192]
+    mov dword ptr [r15 + 512], 158
+    test dword ptr [r15 + 67117723], 268435456
+    jz 1f
+1:
+    mov r8d, 194
+    movzx edi, byte ptr [r15 + 128]
+    mov r9d, dword ptr [r15 + 640]
+    test dword ptr [r15 + 67117724], 8388737
+    jnz 1f
+1:
+    mov eax, edi
+    movsxd rbp, dword ptr [r15 + 256]
+    mov dword ptr [r15 + 64], 238
+    mov r8, r10
+    test bl, 160
+    jz 1f
+1:
+    mov dword ptr [r15 + 704], 197
     sete sil
-    test dword ptr [r15 + 67117724], 33
-    jnz 1f
-1:
-    mov byte ptr [r15 + 0], bpl
-    movsxd r8, dword ptr [r15 + 0]
-    mov rbp, r10
-    test bl, 64
-    jnz 1f
-1:
-    movzx eax, r8b
-    and rbp, 448
-    mov edx, dword ptr [r15 + rbp + 960]
+    and r8, 4032
+    mov rcx, qword ptr [r15 + r8 + 3008]
     add r11, 64
     add r10, r11
     inc rbx
@@ -3579,63 +3504,65 @@ ditto_body_init_c2:
 
     .section .text.ditto_indirect,"ax",@progbits
     .p2align 9, 0xcc
-.Lc1_d461_j_t:
+.Lc1_d452_j_t:
     jmp rcx
-.Lc1_d1873_s_t:
+.Lc1_d1869_s_t:
     jmp rcx
-.Lc1_d1882_j_t:
+.Lc1_d1916_j_t:
     jmp rcx
-.Lc1_d1282_s_t:
+.Lc1_d1317_s_t:
     jmp rcx
-.Lc1_d1331_s_t:
+.Lc1_d1413_s_t:
     jmp rcx
-.Lc1_d1476_s_t:
+.Lc1_d1518_s_t:
     jmp rcx
-.Lc1_d1523_s_t:
+.Lc1_d1617_s_t:
     jmp rcx
-.Lc1_d1621_s_t:
+.Lc1_d1718_j_t:
     jmp rcx
-.Lc1_d1766_j_t:
+.Lc1_d1817_s_t:
     jmp rcx
-.Lc1_d83_s_t:
+.Lc1_d81_s_t:
     jmp rcx
-.Lc1_d184_j_t:
+.Lc1_d178_j_t:
     jmp rcx
-.Lc1_d275_j_t:
+.Lc1_d271_j_t:
     jmp rcx
-.Lc1_d369_j_t:
+.Lc1_d363_j_t:
     jmp rcx
 .Lc1_b3_stubs_t:
     jmp rcx
-.Lc1_d1973_j_t:
-    jmp rcx
 .Lc1_b8_stubs_t:
     jmp rcx
-.Lc1_d621_s_t:
+.Lc1_d560_j_t:
     jmp rcx
-.Lc1_d718_j_t:
+.Lc1_d651_j_t:
     jmp rcx
-.Lc1_d849_j_t:
+.Lc1_d745_s_t:
     jmp rcx
-.Lc1_d944_j_t:
+.Lc1_d832_j_t:
     jmp rcx
-.Lc1_d1037_j_t:
+.Lc1_d925_j_t:
     jmp rcx
-.Lc1_d1133_j_t:
+.Lc1_d1021_j_t:
     jmp rcx
-.Lc1_d1231_j_t:
+.Lc1_d1120_j_t:
     jmp rcx
-.Lc1_d2199_j_t:
+.Lc1_d1213_j_t:
     jmp rcx
-.Lc1_d2357_j_t:
+.Lc1_d2083_j_t:
     jmp rcx
-.Lc1_d2462_s_t:
+.Lc1_d2177_j_t:
     jmp rcx
-.Lc1_d2562_j_t:
+.Lc1_d2273_j_t:
     jmp rcx
-.Lc1_d2661_j_t:
+.Lc1_d2370_j_t:
     jmp rcx
-.Lc1_d2759_s_t:
+.Lc1_d2462_j_t:
+    jmp rcx
+.Lc1_d2556_j_t:
+    jmp rcx
+.Lc1_d2651_s_t:
     jmp rcx
     .text
 
