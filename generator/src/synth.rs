@@ -640,9 +640,10 @@ fn loop_taken_share(j: u64, x: u64, ring: u64, aligned: bool) -> f64 {
 /// (`test`, `jcc`), and the chunk keeps room for the mix.
 const MAX_BRANCH_DENSITY: f64 = 0.4;
 
-/// Compositions at most per body while the static branch count is corrected: one correction.
-/// (More steps do not converge where the loop branches' floor or the cap binds: nginx's body without
-/// its skeleton stays at 1,365 against 1,080.)
+/// Compositions at most per body: the first, then recompositions while the static branch count is
+/// more than 10 % off (one correction: more steps do not converge where the loop branches' floor or
+/// the cap binds, nginx's body without its skeleton stays at 1,365 against 1,080) or the dispatch
+/// length moves (`dispatch_length`).
 const COMPOSE_PASSES: usize = 3;
 
 /// The bytes per instruction the next pass places dispatches by: `current`, corrected by how many
@@ -1037,10 +1038,6 @@ struct Composer<'a> {
     /// Indirect jump executions per call owed: grows by `plan.indirect_ratio` per planned
     /// instruction execution composed, falls by each dispatch's runs per call.
     indirect_acc: f64,
-    /// Estimated bytes and instructions of the chunks composed so far (static): their ratio is
-    /// the body's bytes per instruction as composed.
-    composed_bytes: f64,
-    composed_instrs: f64,
     /// The bytes per instruction dispatches are placed by (`chunk`): one number for the whole body,
     /// corrected between passes (`dispatch_length`).
     dispatch_len: f64,
@@ -1391,8 +1388,6 @@ impl Composer<'_> {
         c.items = ordered;
         c.instrs = instrs;
         c.bytes = bytes;
-        self.composed_bytes += bytes as f64;
-        self.composed_instrs += instrs as f64;
         c
     }
 
@@ -2744,8 +2739,6 @@ pub fn synthesize(name: &str, plan: &BodyPlan, knobs: &Knobs, seed: u64) -> Resu
         transition: Deficit::new(&plan.transition_bins),
         indirect: Deficit::new(&Dispatch::realisable_bins(&plan.indirect_change_bins)),
         indirect_acc: 0.0,
-        composed_bytes: 0.0,
-        composed_instrs: 0.0,
         dispatch_len: mean_len,
         indirect_execs: 0.0,
         indirect_changes: 0.0,
@@ -2793,8 +2786,8 @@ pub fn synthesize(name: &str, plan: &BodyPlan, knobs: &Knobs, seed: u64) -> Resu
     // Chunks are cut by bytes at the profile's mean instruction length, and the clone's instructions
     // are longer (nginx: 5.3 bytes against 3.7), so the densities' static estimate is off (nginx:
     // 701 static branches against 1,091). The target is corrected by a ratio step, recomposing from
-    // the same state, when the count is more than 10 % off; and the dispatches are placed by the
-    // previous pass's composed length (`dispatch_length`), at most `COMPOSE_PASSES` in all.
+    // the same state, when the count is more than 10 % off; and when the previous pass's dispatch
+    // executions call for another dispatch length (`dispatch_length`), at most `COMPOSE_PASSES` in all.
     let aligned = absorber.is_some();
     let (comp_start, blocks_start) = (comp.clone(), blocks.clone());
     let want = plan.static_branches as f64;
