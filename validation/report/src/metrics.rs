@@ -132,6 +132,13 @@ pub const LEVEL_METRICS: &[MetricDef] = &[
         Format::Number,
     ),
     def(
+        "cpu_on_us_per_request",
+        "On-CPU time / request",
+        "µs",
+        Group::Os,
+        Format::Number,
+    ),
+    def(
         "cpu_user_us_per_request",
         "CPU user / request",
         "µs",

@@ -180,6 +180,10 @@ pub fn run_value(def: &MetricDef, run: &RunRecord) -> (Option<f64>, String) {
             os.measured.then_some(os.context_switches_per_request),
             "procfs".into(),
         ),
+        "cpu_on_us_per_request" => (
+            os.cpu_on_us_per_request.filter(|_| os.measured),
+            "schedstat".into(),
+        ),
         "cpu_user_us_per_request" => (
             os.measured.then_some(os.cpu_user_us_per_request),
             "procfs".into(),
@@ -401,6 +405,7 @@ pub(crate) mod tests {
                     measured: true,
                     cpu_user_us_per_request: 4.0 * scale,
                     cpu_sys_us_per_request: 20.0,
+                    cpu_on_us_per_request: Some(24.0 * scale),
                     context_switches_per_request: 1.5,
                     disk_bytes_per_request: Some(0.0),
                 },
@@ -452,6 +457,9 @@ pub(crate) mod tests {
         assert_eq!(get("latency_p99_us").source, "ditto-load");
         assert_eq!(get("syscalls_per_request").source, "bpftrace");
         assert_eq!(get("cpu_sys_us_per_request").error, Some(0.0));
+        let on_cpu = get("cpu_on_us_per_request");
+        assert_eq!(on_cpu.source, "schedstat");
+        assert!((on_cpu.error.unwrap() - 0.2).abs() < 1e-12);
     }
 
     #[test]
