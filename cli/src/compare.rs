@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use anyhow::{Context, Result};
 use ditto_load::LoadReport;
-use ditto_measure::{Platform, SimMeasurement, SimOptions};
+use ditto_measure::{NativeMeasurement, Platform, SimMeasurement, SimOptions};
 use ditto_target::{ResolvedLevel, TargetSpec};
 use serde::Serialize;
 
@@ -27,6 +27,8 @@ struct TargetResult {
     spec: PathBuf,
     /// Throughput and latency from the native run (source: ditto-load).
     native: LoadReport,
+    /// On-CPU time per request in the native run (source: schedstat).
+    on_cpu_us_per_request: Option<f64>,
     /// Per-request simulated counters (source: cachegrind), with `--sim`.
     sim: Option<SimMeasurement>,
 }
@@ -62,6 +64,10 @@ pub fn run(args: CompareArgs) -> Result<()> {
             progress.finish();
             r.with_context(|| format!("native run of {}", spec.name))?
         };
+        let NativeMeasurement {
+            load: native,
+            on_cpu_us_per_request,
+        } = native;
         let sim = match &platform {
             Some(platform) => {
                 let sim_opts = SimOptions {
@@ -83,6 +89,7 @@ pub fn run(args: CompareArgs) -> Result<()> {
             name: spec.name.clone(),
             spec: path.clone(),
             native,
+            on_cpu_us_per_request,
             sim,
         });
     }
@@ -141,6 +148,9 @@ fn table(c: &Comparison) -> String {
     });
     row("p99 latency µs (ditto-load)", &|t| {
         Some(format!("{:.1}", t.native.latency_us.p99))
+    });
+    row("on-CPU µs/request (schedstat)", &|t| {
+        t.on_cpu_us_per_request.map(|us| format!("{us:.1}"))
     });
     row("kept up (ditto-load)", &|t| {
         Some(if t.native.kept_up { "yes" } else { "no" }.into())

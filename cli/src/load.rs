@@ -59,6 +59,7 @@ pub fn run(args: LoadArgs) -> Result<()> {
     check_durations(&level)?;
     let opts = run_options(&args.load, args.port)?;
     let mut ui = ProgressLine::new();
+    let mut on_cpu = None;
     let report = match args.addr {
         Some(addr) => {
             if args.warm {
@@ -81,14 +82,21 @@ pub fn run(args: LoadArgs) -> Result<()> {
         None => {
             let mut status = |m: &str| eprintln!("ditto: {m}");
             let mut progress = ProgressLine::new();
-            let report = ditto_measure::run_native(&spec, &level, &opts, &mut status, &mut |p| {
+            let measured = ditto_measure::run_native(&spec, &level, &opts, &mut status, &mut |p| {
                 progress.update(p)
             });
             progress.finish();
-            report?
+            let measured = measured?;
+            on_cpu = measured.on_cpu_us_per_request;
+            measured.load
         }
     };
     print!("{}", report.to_summary());
+    if let Some(us) = on_cpu {
+        println!(
+            "  on-CPU    {us:.1} µs a request (schedstat: the target's threads, user and system)"
+        );
+    }
     if let Some(path) = &args.json {
         write_report(&report, path)?;
     }

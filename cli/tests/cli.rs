@@ -113,7 +113,13 @@ fn refuses_non_loopback_address() {
 
 /// Runs `ditto load` against a bundled target on a free port and returns the parsed JSON report.
 /// The target's run folder is created under `dir` (through TMPDIR), so its processes can be found.
-fn load_json_in(dir: &Path, target: &str, rate: u32, connections: u32) -> serde_json::Value {
+/// `ditto load --json` of a bundled target: the JSON report and the printed summary.
+fn load_json_in(
+    dir: &Path,
+    target: &str,
+    rate: u32,
+    connections: u32,
+) -> (serde_json::Value, String) {
     let json = dir.join("report.json");
     let port = free_port();
     let o = ditto()
@@ -145,12 +151,15 @@ fn load_json_in(dir: &Path, target: &str, rate: u32, connections: u32) -> serde_
         "{target} still listens on {port} after ditto exited"
     );
     let text = std::fs::read_to_string(&json).expect("JSON report written");
-    serde_json::from_str(&text).expect("JSON report parses")
+    (
+        serde_json::from_str(&text).expect("JSON report parses"),
+        String::from_utf8_lossy(&o.stdout).into_owned(),
+    )
 }
 
 fn load_json(target: &str, rate: u32, connections: u32) -> serde_json::Value {
     let dir = tempfile::tempdir().expect("tempdir");
-    load_json_in(dir.path(), target, rate, connections)
+    load_json_in(dir.path(), target, rate, connections).0
 }
 
 fn assert_served(report: &serde_json::Value, rate: f64) {
@@ -183,12 +192,20 @@ fn load_memcached_end_to_end() {
 }
 
 #[test]
-fn load_nginx_end_to_end_stops_master_and_worker() {
+fn load_nginx_end_to_end_stops_master_and_worker_and_counts_both_on_cpu() {
     require_tool("/usr/sbin/nginx");
     let dir = tempfile::tempdir().expect("tempdir");
-    let r = load_json_in(dir.path(), "nginx", 1000, 4);
+    let (r, summary) = load_json_in(dir.path(), "nginx", 1000, 4);
     assert_eq!(r["protocol"], "http");
     assert_served(&r, 1000.0);
+    // The worker serves every request: on-CPU time read from the master alone would be near 0.
+    let on_cpu: f64 = summary
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("on-CPU"))
+        .and_then(|rest| rest.split_whitespace().next())
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("no on-CPU line in:\n{summary}"));
+    assert!(on_cpu > 2.0, "{on_cpu} µs a request on a CPU:\n{summary}");
     let pattern = format!("nginx.*{}/ditto-nginx-", dir.path().display());
     let leftovers = Command::new("pgrep")
         .args(["-f", &pattern])

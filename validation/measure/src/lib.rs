@@ -1,5 +1,6 @@
 //! Measuring a target: start it from its spec, warm it, drive a load level, stop it, and report what was
-//! measured — natively (throughput and latency from `ditto-load`) or under the simulated counter backend
+//! measured — natively (throughput and latency from `ditto-load`, on-CPU time from schedstat) or under the
+//! simulated counter backend
 //! (cachegrind: instructions, cache and branch behaviour per request).
 //!
 //! Design trade-off: native and simulated runs are separate runs. Under Valgrind a server is 30–60× slower,
@@ -16,6 +17,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use ditto_collect::procfs::{self, SnapshotOptions};
 use ditto_load::{LoadConfig, LoadError, LoadReport, Progress, WarmReport};
 use ditto_target::{LaunchOptions, ResolvedLevel, RunningTarget, SpecError, TargetSpec};
 use serde::Serialize;
@@ -111,28 +113,79 @@ pub fn start_warm(
     Ok((target, warm))
 }
 
-/// One native run: start, warm, load at `level`, stop.
+/// What one native run measured.
+#[derive(Debug, Clone, Serialize)]
+pub struct NativeMeasurement {
+    /// Throughput and latency (source: ditto-load).
+    pub load: LoadReport,
+    /// Time the target's threads spent on a CPU per completed request over the measured period,
+    /// user and system together (source: schedstat). `None` where /proc or schedstat could not be
+    /// read.
+    pub on_cpu_us_per_request: Option<f64>,
+}
+
+/// One native run: start, warm, warm-up load, measured load at `level`, stop. The warm-up runs as a
+/// load run of its own so that the CPU time read around the measured run is the measured requests'.
 pub fn run_native(
     spec: &TargetSpec,
     level: &ResolvedLevel,
     opts: &RunOptions,
     status: &mut dyn FnMut(&str),
     progress: &mut dyn FnMut(&Progress),
-) -> Result<LoadReport, MeasureError> {
+) -> Result<NativeMeasurement, MeasureError> {
     let launch = LaunchOptions {
         port: opts.port,
         ..LaunchOptions::default()
     };
     let (mut target, _warm) = start_warm(spec, &launch, status)?;
-    let cfg = load_config(spec, level, target.addr(), opts);
+    let result = measure_running(&mut target, spec, level, opts, status, progress);
+    let stopped = target.stop(Duration::from_secs(10));
+    let measured = result?;
+    stopped?;
+    Ok(measured)
+}
+
+fn measure_running(
+    target: &mut RunningTarget,
+    spec: &TargetSpec,
+    level: &ResolvedLevel,
+    opts: &RunOptions,
+    status: &mut dyn FnMut(&str),
+    progress: &mut dyn FnMut(&Progress),
+) -> Result<NativeMeasurement, MeasureError> {
+    let mut cfg = load_config(spec, level, target.addr(), opts);
+    cfg.warmup = Duration::ZERO;
+    let prepared = ditto_load::prepare(&cfg, progress)?;
+    if level.warmup_s > 0.0 {
+        let mut warm = cfg.clone();
+        warm.duration = Duration::from_secs_f64(level.warmup_s);
+        status(&format!(
+            "warm-up: {} s at {} req/s",
+            level.warmup_s, level.rate
+        ));
+        ditto_load::run_prepared(&warm, &prepared, &mut |_| {})?;
+    }
+    let pids = procfs::process_tree(target.pid()).unwrap_or_else(|_| vec![target.pid()]);
+    let snapshot = || procfs::snapshot_with(&pids, &SnapshotOptions::counters_only()).ok();
     status(&format!(
         "loading {} at {} req/s over {} connections for {} s",
         spec.name, level.rate, level.connections, level.duration_s
     ));
-    let report = ditto_load::run(&cfg, progress);
-    check_alive(&mut target, &spec.name)?;
-    target.stop(Duration::from_secs(10))?;
-    Ok(report?)
+    let before = snapshot();
+    let report = ditto_load::run_prepared(&cfg, &prepared, progress);
+    let after = snapshot();
+    check_alive(target, &spec.name)?;
+    let load = report?;
+    let on_cpu_us_per_request = match (before, after) {
+        (Some(b), Some(a)) if load.requests_completed > 0 => Some(b.delta(&a).on_cpu_ns())
+            .filter(|ns| *ns > 0)
+            .map(|ns| ns as f64 / 1e3 / load.requests_completed as f64),
+        _ => None,
+    };
+    Ok(NativeMeasurement {
+        load,
+        on_cpu_us_per_request,
+    })
 }
 
 pub(crate) fn check_alive(target: &mut RunningTarget, name: &str) -> Result<(), MeasureError> {

@@ -184,16 +184,7 @@ pub fn free_port() -> Result<u16, ValidateError> {
 }
 
 fn cheap_snapshot(pids: &[u32]) -> Option<procfs::ProcSnapshot> {
-    procfs::snapshot_with(
-        pids,
-        &SnapshotOptions {
-            memory: false,
-            fds: false,
-            listener_details: false,
-            connection_options: 0,
-        },
-    )
-    .ok()
+    procfs::snapshot_with(pids, &SnapshotOptions::counters_only()).ok()
 }
 
 /// OS figures from two snapshots around `requests` requests.
@@ -206,9 +197,11 @@ fn os_figures(
     let n = requests.max(1) as f64;
     let user: f64 = d.processes.values().map(|p| p.user_secs).sum();
     let sys: f64 = d.processes.values().map(|p| p.system_secs).sum();
-    let threads = || d.processes.values().flat_map(|p| p.threads.values());
-    let on_cpu_ns: u64 = threads().map(|t| t.run_ns).sum();
-    let switches: u64 = threads()
+    let on_cpu_ns = d.on_cpu_ns();
+    let switches: u64 = d
+        .processes
+        .values()
+        .flat_map(|p| p.threads.values())
         .map(|t| t.voluntary_ctxt_switches + t.nonvoluntary_ctxt_switches)
         .sum();
     let io: Vec<_> = d.processes.values().filter_map(|p| p.io.as_ref()).collect();

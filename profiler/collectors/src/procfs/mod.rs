@@ -175,6 +175,19 @@ pub struct SnapshotOptions {
     pub connection_options: usize,
 }
 
+impl SnapshotOptions {
+    /// Thread and process counters only: what CPU time, faults and context switches around a load
+    /// run need, without the page-table walk and the socket tables.
+    pub fn counters_only() -> Self {
+        SnapshotOptions {
+            memory: false,
+            fds: false,
+            listener_details: false,
+            connection_options: 0,
+        }
+    }
+}
+
 impl Default for SnapshotOptions {
     fn default() -> Self {
         SnapshotOptions {
@@ -229,6 +242,19 @@ pub struct ProcDelta {
     pub processes_appeared: Vec<u32>,
     /// In the earlier snapshot only (or the pid was reused by a new process).
     pub processes_disappeared: Vec<u32>,
+}
+
+impl ProcDelta {
+    /// Nanoseconds the threads spent on a CPU (user and system), from schedstat: accounted at each
+    /// context switch and tick, not sampled, unlike the user/system split of `stat`. Threads that
+    /// exited within the interval are not counted. 0 where schedstat is off.
+    pub fn on_cpu_ns(&self) -> u64 {
+        self.processes
+            .values()
+            .flat_map(|p| p.threads.values())
+            .map(|t| t.run_ns)
+            .sum()
+    }
 }
 
 // ---------------------------------------------------------------------------------------------
