@@ -113,6 +113,32 @@ pub fn start_warm(
     Ok((target, warm))
 }
 
+/// Prepares the load of `level` against `addr` and runs its warm-up as a load run of its own, so that
+/// what is read around the measured run (CPU time, counters) is the measured requests' alone. Returns
+/// the measured run's configuration (no warm-up) and the prepared protocol state.
+pub fn prepare_and_warm_up(
+    spec: &TargetSpec,
+    level: &ResolvedLevel,
+    addr: SocketAddr,
+    opts: &RunOptions,
+    status: &mut dyn FnMut(&str),
+    progress: &mut dyn FnMut(&Progress),
+) -> Result<(LoadConfig, ditto_load::Prepared), MeasureError> {
+    let mut cfg = load_config(spec, level, addr, opts);
+    cfg.warmup = Duration::ZERO;
+    let prepared = ditto_load::prepare(&cfg, progress)?;
+    if level.warmup_s > 0.0 {
+        let mut warm = cfg.clone();
+        warm.duration = Duration::from_secs_f64(level.warmup_s);
+        status(&format!(
+            "warm-up: {:.1} s at {} req/s",
+            level.warmup_s, level.rate
+        ));
+        ditto_load::run_prepared(&warm, &prepared, &mut |_| {})?;
+    }
+    Ok((cfg, prepared))
+}
+
 /// What one native run measured.
 #[derive(Debug, Clone, Serialize)]
 pub struct NativeMeasurement {
@@ -153,18 +179,7 @@ fn measure_running(
     status: &mut dyn FnMut(&str),
     progress: &mut dyn FnMut(&Progress),
 ) -> Result<NativeMeasurement, MeasureError> {
-    let mut cfg = load_config(spec, level, target.addr(), opts);
-    cfg.warmup = Duration::ZERO;
-    let prepared = ditto_load::prepare(&cfg, progress)?;
-    if level.warmup_s > 0.0 {
-        let mut warm = cfg.clone();
-        warm.duration = Duration::from_secs_f64(level.warmup_s);
-        status(&format!(
-            "warm-up: {} s at {} req/s",
-            level.warmup_s, level.rate
-        ));
-        ditto_load::run_prepared(&warm, &prepared, &mut |_| {})?;
-    }
+    let (cfg, prepared) = prepare_and_warm_up(spec, level, target.addr(), opts, status, progress)?;
     let pids = procfs::process_tree(target.pid()).unwrap_or_else(|_| vec![target.pid()]);
     let snapshot = || procfs::snapshot_with(&pids, &SnapshotOptions::counters_only()).ok();
     status(&format!(

@@ -7,7 +7,7 @@
 //! profiler's run contributes only what it counts exactly and what its overhead does not change: calls
 //! per request by syscall, and bytes. Hardware counters (perf backend) are read around the plain run.
 
-use std::net::{SocketAddr, TcpListener};
+use std::net::TcpListener;
 use std::time::Duration;
 
 use ditto_collect::procfs::{self, SnapshotOptions};
@@ -222,20 +222,6 @@ fn os_figures(
     }
 }
 
-/// The load configuration of a level against `addr`, with warm-up and measured period separate.
-fn config(
-    spec: &TargetSpec,
-    level: &ResolvedLevel,
-    addr: SocketAddr,
-    opts: &RunOptions,
-) -> ditto_load::LoadConfig {
-    let mut cfg = ditto_measure::load_config(spec, level, addr, opts);
-    // Warm-up runs separately, before the /proc snapshots, so its CPU time is not charged to the
-    // measured requests.
-    cfg.warmup = Duration::ZERO;
-    cfg
-}
-
 /// Starts `spec`, drives `level` once plainly and once under the attach profiler, stops it.
 pub fn measure_native(
     spec: &TargetSpec,
@@ -265,17 +251,8 @@ fn measure_running(
     progress: &mut dyn FnMut(&Progress),
 ) -> Result<NativeRun, ValidateError> {
     let addr = target.addr();
-    let cfg = config(spec, level, addr, &s.run);
-    let prepared = ditto_load::prepare(&cfg, progress)?;
-    if level.warmup_s > 0.0 {
-        let mut warm = cfg.clone();
-        warm.duration = Duration::from_secs_f64(level.warmup_s);
-        status(&format!(
-            "warm-up: {:.1} s at {} req/s",
-            level.warmup_s, level.rate
-        ));
-        ditto_load::run_prepared(&warm, &prepared, &mut |_| {})?;
-    }
+    let (cfg, prepared) =
+        ditto_measure::prepare_and_warm_up(spec, level, addr, &s.run, status, progress)?;
     let pids = procfs::process_tree(target.pid()).unwrap_or_else(|_| vec![target.pid()]);
     let mut perf = if s.perf {
         Some(PerfSession::start(&pids)?)
