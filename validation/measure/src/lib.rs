@@ -163,12 +163,25 @@ pub fn run_native(
         port: opts.port,
         ..LaunchOptions::default()
     };
-    let (mut target, _warm) = start_warm(spec, &launch, status)?;
-    let result = measure_running(&mut target, spec, level, opts, status, progress);
+    with_started_target(spec, &launch, status, |target, status| {
+        measure_running(target, spec, level, opts, status, progress)
+    })
+}
+
+/// Starts and warms `spec`, runs `work` on it, and stops it whether `work` succeeded or not; a failure
+/// of `work` is the one reported.
+pub fn with_started_target<T, E: From<MeasureError>>(
+    spec: &TargetSpec,
+    launch: &LaunchOptions,
+    status: &mut dyn FnMut(&str),
+    work: impl FnOnce(&mut RunningTarget, &mut dyn FnMut(&str)) -> Result<T, E>,
+) -> Result<T, E> {
+    let (mut target, _warm) = start_warm(spec, launch, status)?;
+    let result = work(&mut target, status);
     let stopped = target.stop(Duration::from_secs(10));
-    let measured = result?;
-    stopped?;
-    Ok(measured)
+    let value = result?;
+    stopped.map_err(MeasureError::from)?;
+    Ok(value)
 }
 
 fn measure_running(

@@ -234,12 +234,9 @@ pub fn measure_native(
         port: Some(free_port()?),
         ..LaunchOptions::default()
     };
-    let (mut target, _warm) = ditto_measure::start_warm(spec, &launch, status)?;
-    let result = measure_running(&mut target, spec, level, s, status, progress);
-    let stopped = target.stop(Duration::from_secs(10));
-    let run = result?;
-    stopped?;
-    Ok(run)
+    ditto_measure::with_started_target(spec, &launch, status, |target, status| {
+        measure_running(target, spec, level, s, status, progress)
+    })
 }
 
 fn measure_running(

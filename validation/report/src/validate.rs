@@ -92,27 +92,31 @@ pub fn measure_counters(
                 port: run.port,
                 ..LaunchOptions::default()
             };
-            let (mut target, _) = ditto_measure::start_warm(spec, &launch, status)?;
-            let result = (|| -> Result<CounterFigures, ValidateError> {
-                let mut cfg = ditto_measure::load_config(spec, level, target.addr(), &run);
-                cfg.warmup = Duration::from_secs_f64(level.warmup_s);
-                let pids = ditto_collect::procfs::process_tree(target.pid())
-                    .unwrap_or_else(|_| vec![target.pid()]);
-                let prepared = ditto_load::prepare(&cfg, progress)?;
-                // Counters open after the warm-up so it is not counted.
-                let mut warm = cfg.clone();
-                warm.duration = Duration::from_secs_f64(level.warmup_s.max(0.1));
-                warm.warmup = Duration::ZERO;
-                ditto_load::run_prepared(&warm, &prepared, &mut |_| {})?;
-                cfg.warmup = Duration::ZERO;
-                let mut perf = PerfSession::start(&pids)?;
-                let report = ditto_load::run_prepared(&cfg, &prepared, progress)?;
-                let totals = perf.read();
-                Ok(totals.figures(report.requests_completed as f64, perf.kernel_included()))
-            })();
-            let stopped = target.stop(Duration::from_secs(10));
-            let figures = result?;
-            stopped?;
+            // Counters open after the warm-up (at least 0.1 s, so that the connections are up) so
+            // it is not counted.
+            let mut level = level.clone();
+            level.warmup_s = level.warmup_s.max(0.1);
+            let figures = ditto_measure::with_started_target(
+                spec,
+                &launch,
+                status,
+                |target, status| -> Result<CounterFigures, ValidateError> {
+                    let (cfg, prepared) = ditto_measure::prepare_and_warm_up(
+                        spec,
+                        &level,
+                        target.addr(),
+                        &run,
+                        status,
+                        progress,
+                    )?;
+                    let pids = ditto_collect::procfs::process_tree(target.pid())
+                        .unwrap_or_else(|_| vec![target.pid()]);
+                    let mut perf = PerfSession::start(&pids)?;
+                    let report = ditto_load::run_prepared(&cfg, &prepared, progress)?;
+                    let totals = perf.read();
+                    Ok(totals.figures(report.requests_completed as f64, perf.kernel_included()))
+                },
+            )?;
             Ok((figures, Vec::new()))
         }
     }
