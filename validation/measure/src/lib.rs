@@ -205,9 +205,7 @@ fn measure_running(
     check_alive(target, &spec.name)?;
     let load = report?;
     let on_cpu_us_per_request = match (before, after) {
-        (Some(b), Some(a)) if load.requests_completed > 0 => Some(b.delta(&a).on_cpu_ns())
-            .filter(|ns| *ns > 0)
-            .map(|ns| ns as f64 / 1e3 / load.requests_completed as f64),
+        (Some(b), Some(a)) => b.delta(&a).on_cpu_us_per_request(load.requests_completed),
         _ => None,
     };
     Ok(NativeMeasurement {

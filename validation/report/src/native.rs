@@ -197,7 +197,6 @@ fn os_figures(
     let n = requests.max(1) as f64;
     let user: f64 = d.processes.values().map(|p| p.user_secs).sum();
     let sys: f64 = d.processes.values().map(|p| p.system_secs).sum();
-    let on_cpu_ns = d.on_cpu_ns();
     let switches: u64 = d
         .processes
         .values()
@@ -215,8 +214,7 @@ fn os_figures(
         measured: true,
         cpu_user_us_per_request: 1e6 * user / n,
         cpu_sys_us_per_request: 1e6 * sys / n,
-        // A busy server accrues run time every interval; none at all means schedstat is off.
-        cpu_on_us_per_request: (on_cpu_ns > 0).then(|| on_cpu_ns as f64 / 1e3 / n),
+        cpu_on_us_per_request: d.on_cpu_us_per_request(requests.max(1)),
         context_switches_per_request: switches as f64 / n,
         disk_bytes_per_request: disk,
     }

@@ -255,6 +255,13 @@ impl ProcDelta {
             .map(|t| t.run_ns)
             .sum()
     }
+
+    /// [`ProcDelta::on_cpu_ns`] in microseconds per one of `requests`; `None` for no requests, or
+    /// no run time at all (a busy server accrues some every interval: schedstat is off).
+    pub fn on_cpu_us_per_request(&self, requests: u64) -> Option<f64> {
+        let ns = self.on_cpu_ns();
+        (ns > 0 && requests > 0).then(|| ns as f64 / 1e3 / requests as f64)
+    }
 }
 
 // ---------------------------------------------------------------------------------------------
