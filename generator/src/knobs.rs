@@ -50,6 +50,10 @@ pub struct DataWorkingSetKnobs {
     /// accesses that miss a cache of that size, and so what the caches past it see.
     pub tail_scale: f64,
     pub tail_from_bytes: u64,
+    /// Multiplies the share of accesses that miss a cache of `mid_from_bytes`, after the stretches
+    /// (`plan::scale_misses_from`): the first level's miss rate follows it in proportion, and the
+    /// levels past it keep their misses per first-level miss.
+    pub far_share_scale: f64,
     pub shared_fraction_scale: f64,
     pub regular_fraction_scale: f64,
     pub pointer_chase_scale: f64,
@@ -107,6 +111,7 @@ impl Default for DataWorkingSetKnobs {
             mid_from_bytes: 1 << 15,
             tail_scale: 1.0,
             tail_from_bytes: 1 << 20,
+            far_share_scale: 1.0,
             shared_fraction_scale: 1.0,
             regular_fraction_scale: 1.0,
             pointer_chase_scale: 1.0,
@@ -371,6 +376,15 @@ impl Knobs {
                 doc: "Where tail_scale starts (power of two): the size of the cache level before \
                       the last, 1 MiB on the bundled platform (validation/platforms/epyc-host.toml).",
             },
+            scale(
+                "data_working_set",
+                "far_share_scale",
+                self.data_working_set.far_share_scale,
+                "Multiplies the share of data accesses that miss a cache of mid_from_bytes (after \
+                 the stretches): the first level's misses follow it in proportion, the larger \
+                 levels keep their misses per first-level miss. < 1 moves the difference to reuses \
+                 within a line, > 1 takes it from the reuses just below mid_from_bytes.",
+            ),
             scale(
                 "data_working_set",
                 "shared_fraction_scale",
