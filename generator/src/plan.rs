@@ -209,10 +209,10 @@ pub fn stretch_above(grid: &[(u64, f64)], from: u64, scale: f64, cap: u64) -> Ve
 /// often, and each larger one still misses the same share of what the smaller ones miss, since
 /// every miss beyond `from` is scaled alike.
 ///
-/// Why not `data_working_set.size_scale` for the first level: it moves accesses across a size only
-/// where the curve has mass near it. memcached's timer body reuses its data at 256 KiB–1 MiB, past
-/// the L1d whatever the scale, and its clone's L1d miss rate read 0.0318, 0.0332 and 0.0298 at
-/// size ×0.61, ×0.46 and ×0.33 (original 0.0239).
+/// Why a lever besides `data_working_set.size_scale`: a size scale moves accesses across a size
+/// only where the curve has mass near it. memcached's timer body reuses its data at 256 KiB–1 MiB,
+/// past the L1d whatever the scale, and its clone's L1d miss rate read 0.0318, 0.0332 and 0.0298 at
+/// size ×0.61, ×0.46 and ×0.33 (original 0.0239). The tuner does not move it (see its L1d group).
 pub fn scale_misses_from(grid: &[(u64, f64)], from: u64, scale: f64) -> Vec<(u64, f64)> {
     if (scale - 1.0).abs() < 1e-12 || !(scale.is_finite() && scale >= 0.0) || grid.is_empty() {
         return grid.to_vec();
