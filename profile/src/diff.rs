@@ -3,8 +3,6 @@
 
 use serde::Serialize;
 
-use std::collections::BTreeMap;
-
 use crate::{ClusterBody, HitCurve, Syscalls};
 
 /// How a field's error is measured.
@@ -241,17 +239,8 @@ pub fn body_diff(original: &ClusterBody, clone: &ClusterBody) -> Vec<FieldDiff> 
 /// least `SYSCALL_MIN_PER_REQUEST` times per request, relative error, and calls only the clone makes
 /// that often (original 0, error 1).
 pub fn syscall_diff(original: &Syscalls, clone: &Syscalls) -> Vec<FieldDiff> {
-    fn by_name(s: &Syscalls) -> BTreeMap<&str, f64> {
-        let mut m = BTreeMap::new();
-        for c in &s.clusters {
-            for call in &c.calls {
-                *m.entry(call.name.as_str()).or_insert(0.0) += call.per_request;
-            }
-        }
-        m
-    }
-    let a = by_name(original);
-    let b = by_name(clone);
+    let a = original.per_request_by_name();
+    let b = clone.per_request_by_name();
     let mut names: Vec<&str> = a
         .iter()
         .chain(b.iter())

@@ -15,6 +15,19 @@ pub struct Syscalls {
     pub clusters: Vec<ClusterSyscalls>,
 }
 
+impl Syscalls {
+    /// Calls per request by name over the whole process: every cluster's calls added up.
+    pub fn per_request_by_name(&self) -> BTreeMap<&str, f64> {
+        let mut m = BTreeMap::new();
+        for c in &self.clusters {
+            for call in &c.calls {
+                *m.entry(call.name.as_str()).or_insert(0.0) += call.per_request;
+            }
+        }
+        m
+    }
+}
+
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct ClusterSyscalls {
     /// Thread cluster id.

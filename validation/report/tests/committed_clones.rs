@@ -178,13 +178,10 @@ fn committed_clones_make_their_profiles_syscalls_per_request() {
             .expect("the original's target spec");
         let original_now = measured_syscalls(&format!("{name} (original)"), &original_spec, &level);
         let clone_now = measured_syscalls(&format!("{name} (clone)"), &spec, &level);
-        let now: std::collections::BTreeMap<String, f64> =
-            syscall_diff(&profile.syscalls, &original_now)
-                .into_iter()
-                .map(|d| (d.field, d.clone))
-                .collect();
+        let now = original_now.per_request_by_name();
         for d in syscall_diff(&profile.syscalls, &clone_now) {
-            let original_today = now.get(&d.field).copied().unwrap_or(0.0);
+            let call = d.field.strip_prefix("syscalls.").unwrap_or(&d.field);
+            let original_today = now.get(call).copied().unwrap_or(0.0);
             eprintln!(
                 "{name}: {} profile {:.4} original now {:.4} clone {:.4} error {:.2}%",
                 d.field,
