@@ -116,6 +116,9 @@ pub struct Stats {
     pub shared_fraction: (f64, f64),
     pub regular_fraction: (f64, f64),
     pub chase_fraction: (f64, f64),
+    /// Of the first-touch class's accesses, the share that are plain stores (`pick_data_class`);
+    /// `None` without such a class or accesses to it.
+    pub first_touch_store_share: Option<f64>,
     pub conditional_branches_per_call: f64,
     /// Of those, the executions per call of data-dependent branches (`BranchSource::Random`).
     pub data_dependent_branches_per_call: f64,
@@ -1028,6 +1031,8 @@ struct Composer<'a> {
     buffer: Deficit,
     regular: Deficit,
     chase: Deficit,
+    /// Weight of the first-touch class's accesses so far: [other operands, plain stores].
+    first_touch_by_store: [f64; 2],
     taken: Deficit,
     /// Per taken-rate bin: conditional branch executions so far, and those of majority-taken
     /// branches (`majority_taken`).
@@ -1270,7 +1275,7 @@ impl Composer<'_> {
                 let want_chase = self.chase.pick(&mut self.draws.data, w, |_| true) == Some(1);
                 let want_chase = chaseable && want_chase;
                 let drawn = (want_chase && self.data.deficit(self.chase_class, w) < 0.0)
-                    .then(|| self.pick_data_class(&c, w));
+                    .then(|| self.pick_data_class(&c, w, Opnd::Load));
                 let chase_now = want_chase
                     && drawn.is_none_or(|k| {
                         k == self.chase_class && self.plan.data_classes[k].size <= LINE
@@ -1290,7 +1295,7 @@ impl Composer<'_> {
                 if opnd == Opnd::Load || opnd == Opnd::Rmw {
                     self.chase.add(0, w);
                 }
-                let (m, window_bytes) = self.data_access(&mut c, class, w, drawn);
+                let (m, window_bytes) = self.data_access(&mut c, class, opnd, w, drawn);
                 mem = Some(m);
                 extra_bytes += window_bytes;
                 if window_bytes > 0 {
@@ -1683,7 +1688,12 @@ impl Composer<'_> {
 
     /// The data class of the next access of weight `w` in chunk `c`: a static class, or one that can
     /// still get a window there. Not recorded.
-    fn pick_data_class(&mut self, c: &Chunk, w: f64) -> usize {
+    ///
+    /// Only a plain store (`opnd`) takes the first-touch class: a service's first touches are the
+    /// writes that fill memory it has just allocated (every LLC miss of memcached's and Pix
+    /// baseline's originals is a write under cachegrind), and a real core drains a store miss
+    /// through its store buffer where a load miss stalls it.
+    fn pick_data_class(&mut self, c: &Chunk, w: f64, opnd: Opnd) -> usize {
         let classes = &self.plan.data_classes;
         let can_open = c.groups.len() < MAX_WINDOWS;
         let has_room = |k: usize| {
@@ -1691,9 +1701,11 @@ impl Composer<'_> {
                 .iter()
                 .any(|g| g.class == k && g.count < MAX_GROUP.min((classes[k].size / LINE) as u32))
         };
+        let store = opnd == Opnd::Store;
         self.data
             .pick_least_overshoot(&mut self.draws.data, w, |k| {
-                is_static(&classes[k]) || can_open || has_room(k)
+                (store || !classes[k].first_touch)
+                    && (is_static(&classes[k]) || can_open || has_room(k))
             })
             .unwrap_or(0)
     }
@@ -1705,6 +1717,7 @@ impl Composer<'_> {
         &mut self,
         c: &mut Chunk,
         class: Class,
+        opnd: Opnd,
         w: f64,
         drawn: Option<usize>,
     ) -> (Mem, u64) {
@@ -1721,9 +1734,12 @@ impl Composer<'_> {
         }
         let k = match drawn {
             Some(k) => k,
-            None => self.pick_data_class(c, w),
+            None => self.pick_data_class(c, w, opnd),
         };
         self.data.add(k, w);
+        if self.plan.data_classes[k].first_touch {
+            self.first_touch_by_store[usize::from(opnd == Opnd::Store)] += w;
+        }
         if self.is_static_class(k) {
             // A one-line class's fixed offset counts as a strided access, as a profiler sees it. The
             // 2–4-line regions' do not: counted too, they took the whole strided share, and every
@@ -2734,6 +2750,7 @@ pub fn synthesize(name: &str, plan: &BodyPlan, knobs: &Knobs, seed: u64) -> Resu
         buffer: Deficit::new(&[1.0 - plan.shared_fraction, plan.shared_fraction]),
         regular: Deficit::new(&[plan.regular_fraction, 1.0 - plan.regular_fraction]),
         chase: Deficit::new(&[1.0 - plan.chase_fraction, plan.chase_fraction]),
+        first_touch_by_store: [0.0; 2],
         taken: Deficit::new(&plan.taken_bins),
         majority: vec![[0.0; 2]; plan.taken_bins.len()],
         transition: Deficit::new(&plan.transition_bins),
@@ -3206,6 +3223,10 @@ pub fn synthesize(name: &str, plan: &BodyPlan, knobs: &Knobs, seed: u64) -> Resu
         shared_fraction: (plan.shared_fraction, comp.buffer.realised()[1]),
         regular_fraction: (plan.regular_fraction, comp.regular.realised()[0]),
         chase_fraction: (plan.chase_fraction, comp.chase.realised()[1]),
+        first_touch_store_share: {
+            let [other, stores] = comp.first_touch_by_store;
+            (other + stores > 0.0).then(|| stores / (other + stores))
+        },
         conditional_branches_per_call: executions_per_call(&blocks, |i| {
             matches!(i, Item::Pattern { .. } | Item::LoopEnd { .. })
         }),

@@ -143,3 +143,26 @@ fn every_step_of_the_irregular_walk_moves_it() {
         }
     }
 }
+
+/// A service's first touches are the stores that fill memory it has just allocated (every LLC miss
+/// of memcached's and Pix baseline's originals is a write under cachegrind): the first-touch class
+/// goes to plain stores only, and still gets its share (the test above).
+#[test]
+fn the_first_touch_class_is_reached_by_stores_only() {
+    let mut bodies_with_first_touches = 0;
+    for (name, cluster) in REQUEST_BODIES {
+        for seed in 1..=2 {
+            let st = request_body_stats(name, cluster, seed);
+            if let Some(share) = st.first_touch_store_share {
+                bodies_with_first_touches += 1;
+                assert_eq!(share, 1.0, "{name} seed {seed}: first touches by stores");
+            }
+        }
+    }
+    // nginx's and both Pix request bodies have first touches in their profiles (memcached's
+    // misses past its footprint are fitted to its largest class instead).
+    assert!(
+        bodies_with_first_touches >= 6,
+        "{bodies_with_first_touches}"
+    );
+}

@@ -647,7 +647,7 @@ ditto_body_c1:
     .p2align 3
     jmp .Lc1_d81_j
 .Lc1_d81_j:
-    movzx ecx, byte ptr [r15 + 576]
+    movzx ecx, byte ptr [r15 + 448]
     inc rbx
     dec r13
     jz .Lc1_b1_done
@@ -690,7 +690,7 @@ ditto_body_c1:
     and r8, 33554368
     vmovdqu xmmword ptr [r15 + r8 + 33554432], xmm12
     mov ebp, eax
-    mov rbp, qword ptr [r15 + 512]
+    mov rbp, qword ptr [r15 + 576]
     test dword ptr [r15 + 67117724], 2
     jnz 1f
 1:
@@ -698,7 +698,7 @@ ditto_body_c1:
     mov ebp, dword ptr [r15 + 64]
     jmp 1f
 1:
-    mov qword ptr [r15 + 448], rdi
+    mov qword ptr [r15 + 512], rdi
     mov edi, 223
     mov dword ptr [r15 + 128], 58
     add r11, 64

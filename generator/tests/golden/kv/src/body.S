@@ -48,52 +48,56 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 94
-    test ebx, 576
+    mov rbp, r10
+    mov r8, r10
+    sete cl
+    and rbp, 33554368
+    mov dword ptr [r15 + rbp + 33554432], esi
+    and r8, 8128
+    movsxd rdi, dword ptr [r15 + r8 + 7104]
+    test ebx, 2304
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test bl, 64
+    movzx edx, byte ptr [r14 + 448]
+    mov rsi, qword ptr [r15 + 64]
+    movzx r9d, byte ptr [r14 + 64]
+    test ebx, 512
     jz 1f
 1:
-    mov ecx, eax
-    sete al
-    movzx ecx, byte ptr [r15 + 704]
+    inc dword ptr [r15 + 128]
+    mov rdx, qword ptr [r15 + 768]
+    mov eax, eax
     test dword ptr [r15 + 67117724], 67108864
     jnz 1f
 1:
-    movzx esi, byte ptr [r15 + 64]
-    mov rdi, qword ptr [r15 + 320]
-    mov dword ptr [r15 + 448], esi
-    bt rsi, rdx
+    bt rax, rcx
+    movsxd rdi, dword ptr [r15 + 640]
+    mov r8, r10
     test dword ptr [r15 + 67117724], 16
     jz 1f
 1:
-    vpaddd ymm14, ymm9, ymmword ptr [r15 + 192]
-    mov qword ptr [r15 + 256], r8
-    mov qword ptr [r15 + 384], rsi
+    and r8, 448
+    mov ecx, dword ptr [r15 + r8 + 960]
+    vpaddd ymm1, ymm1, ymmword ptr [r15 + 256]
+    movzx esi, byte ptr [r15 + 384]
     test ebx, 1024
     jz 1f
 1:
-    mov rcx, qword ptr [r15 + 256]
-    movsxd rax, dword ptr [r14 + 512]
     lea rdi, [r15 + 67109504]
-    mov ecx, 759
+    mov ecx, 945
     rep stosb
-    test ebx, 576
-    jz 1f
-1:
+    mov eax, 253
     lea rdi, [r15 + 67109504]
     lea rsi, [r15 + 67113600]
-    mov ecx, 759
+    mov ecx, 943
     rep movsb
-    inc dword ptr [r15 + 128]
-    inc dword ptr [r14 + 768]
+    test ebx, 2304
+    jz 1f
+1:
+    mov rbp, qword ptr [r15 + 512]
+    mov qword ptr [r15 + 192], rax
+    add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
@@ -101,112 +105,110 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 537396352
-    setz al
-    lea rcx, [rip + .Lc1_d81_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d81_s_t
-    .p2align 3
-.Lc1_d81_s:
-    .p2align 3
-    jmp .Lc1_d81_j
-    .p2align 3
-    jmp .Lc1_d81_j
-.Lc1_d81_j:
-    mov rbp, rax
-    mov r9, qword ptr [r14 + 320]
-    test ebx, 512
+    lea r9, [r10 + r10*2]
+    and r9, 33554368
+    mov dword ptr [r15 + r9 + 33554560], 104
+    mov rdx, qword ptr [r15 + 320]
+    lea rdi, [r15 + 67109504]
+    lea rsi, [r15 + 67113600]
+    mov ecx, 945
+    rep movsb
+    test dword ptr [r15 + 67117724], 59054096
     jnz 1f
 1:
-    mov r9d, dword ptr [r15 + 128]
-    vpaddq xmm7, xmm7, xmmword ptr [r15 + 256]
-    test dword ptr [r15 + 67117723], 536870912
-    jz 1f
-1:
-    mov qword ptr [r15 + 768], r9
-    mov qword ptr [r15 + 640], rbp
-    test dword ptr [r15 + 67117723], 262178
+    movzx edx, byte ptr [r15 + 192]
+    or qword ptr [r15 + 0], 100
+    bt rdx, rdx
+    test dword ptr [r15 + 67117723], 2359296
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    bt r9, rbp
-    test dword ptr [r15 + 67117723], 537016708
+    mov r8d, dword ptr [r15 + 448]
+    mov rbp, qword ptr [r15 + 128]
+    mov qword ptr [r15 + r9 + 33554496], rdx
+    test bl, 32
+    jnz 1f
+1:
+    mov qword ptr [r15 + r9 + 33554432], rbp
+    mov rcx, r8
+    test bl, 32
     jz 1f
 1:
-    mov edi, 122
-    mov edx, dword ptr [r15 + 896]
-    test dword ptr [r15 + 67117724], 8388612
+    movzx edx, dl
+    mov esi, edi
+    mov eax, dword ptr [r15 + 704]
+    test ebx, 1024
     jz 1f
 1:
     mov rbp, r10
-    mov dword ptr [r15 + 64], 112
-    and rbp, 448
-    mov rsi, qword ptr [r15 + rbp + 1472]
-    test bl, 64
-    jz 1f
+    mov r9, qword ptr [r14 + 64]
+    and rbp, 960
+    mov r8, r10
+    movzx edi, byte ptr [r14 + rbp + 1984]
+    vpaddq xmm6, xmm6, xmmword ptr [r15 + 576]
+    test ebx, 49072
+    jnz 1f
 1:
-    mov edi, dword ptr [r15 + 576]
-    movzx ecx, byte ptr [r14 + 192]
+    and r8, 4032
+    mov eax, dword ptr [r15 + r8 + 3008]
+    mov r9d, 155
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c2:
-    mov r8, qword ptr [r15 + 512]
-    mov qword ptr [r14 + 192], rdi
-    mov eax, ecx
-    mov rdx, rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    test bl, 32
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d133_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d133_j_t
+.Lc1_d133_j:
+    mov rbp, r10
+    movzx r9d, cl
+    and rbp, 448
+    mov rsi, qword ptr [r15 + rbp + 960]
+    vmovdqu xmm15, xmmword ptr [r15 + 384]
+    test bl, 208
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx esi, r9b
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test bl, 32
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    bswap rdi
-    mov rcx, rsi
-    xchg rbp, rsi
-    mov r12, qword ptr [r15 + r12 + 56]
-    test bl, 128
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, ecx
-    mov r9, r10
-    test ebx, 512
-    jnz 1f
-1:
-    mov byte ptr [r15 + 640], dl
+    mov edx, ebp
     mov r8, r10
-    and r9, 4032
-    mov rax, qword ptr [r15 + r9 + 3008]
-    vmovdqu xmm7, xmmword ptr [r15 + 448]
-    and r8, 448
-    or qword ptr [r15 + r8 + 960], 107
-    mov esi, edx
-    test ebx, 57072
+    test dword ptr [r15 + 67117724], 536870912
     jnz 1f
 1:
-    mov ebp, edx
-    movsxd rdi, dword ptr [r15 + 64]
-    movzx eax, byte ptr [r15 + 384]
-    mov dword ptr [r15 + 704], 177
-    test bl, 64
+    movzx edi, byte ptr [r15 + 320]
+    and r8, 448
+    mov rax, qword ptr [r15 + r8 + 1472]
+    mov esi, dword ptr [r15 + 128]
+    test ebx, 1408
     jz 1f
 1:
-    movzx esi, bpl
-    sete dil
-    mov rcx, qword ptr [r15 + 832]
-    mov rax, rsi
+    sete sil
+    movsxd rdi, dword ptr [r15 + 640]
+    test bl, 32
+    jz 1f
+1:
+    bswap r8
+    mov ebp, esi
+    mov dword ptr [r15 + 896], 125
+    test dword ptr [r15 + 67117724], 64
+    jnz 1f
+1:
+    xchg rdi, rbp
+    mov r9, qword ptr [r15 + 256]
+    test dword ptr [r15 + 67117724], 89129997
+    jnz 1f
+1:
+    mov rdx, rcx
+    mov rax, qword ptr [r14 + 192]
+    mov r9d, dword ptr [r15 + 768]
+    test ebx, 49104
+    jz 1f
+1:
+    mov byte ptr [r15 + 64], r8b
+    mov rdx, rbp
     add r11, 64
     add r10, r11
     inc rbx
@@ -216,52 +218,50 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d178_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d178_j_t
-.Lc1_d178_j:
-    movsxd r8, dword ptr [r15 + 192]
-    mov edx, eax
-    mov byte ptr [r15 + 0], bpl
+    or r9d, 1
+    xor edx, edx
+    div r9d
+    bt rcx, r9
     mov r12, qword ptr [r15 + r12 + 56]
-    test bl, 32
-    jz 1f
+    mov ebp, 90
+    test dword ptr [r15 + 67117724], 1073748146
+    jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test bl, 64
+    jz 1f
+1:
+    mov dword ptr [r15 + 0], eax
+    mov edx, dword ptr [r15 + 448]
+    movsxd rdi, dword ptr [r14 + 64]
+    vpcmpeqb xmm15, xmm15, xmmword ptr [r15 + 512]
+    test ebx, 7856
+    jnz 1f
+1:
+    popcnt rsi, rdi
+    mov ecx, esi
+    mov dword ptr [r14 + 0], 17
+    mov r8, qword ptr [r15 + 704]
+    test dword ptr [r15 + 67117723], 151020300
+    jz 1f
+1:
     mov rbp, r10
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 448
-    mov r8d, dword ptr [r15 + rbp + 960]
-    test ebx, 7024
+    mov byte ptr [r15 + 128], bpl
+    or qword ptr [r15 + 832], 43
+    and rbp, 33554368
+    mov byte ptr [r15 + rbp + 33554432], r8b
+    movsxd rcx, dword ptr [r15 + 384]
+    test bl, 64
     jz 1f
 1:
-    mov eax, 114
-    mov dword ptr [r14 + 896], 221
-    mov edx, eax
-    test ebx, 32688
-    jz 1f
-1:
-    popcnt rdi, rdx
-    vpcmpeqb xmm7, xmm7, xmmword ptr [r15 + 320]
-    movsxd r9, dword ptr [r15 + 64]
-    test dword ptr [r15 + 67117723], 2
-    jnz 1f
-1:
-    mov eax, dword ptr [r15 + 384]
-    movsxd r8, dword ptr [r15 + 576]
-    bt r8, r8
-    test dword ptr [r15 + 67117723], 268959776
-    jz 1f
-1:
-    or qword ptr [r15 + 512], 40
-    vaddsd xmm13, xmm13, xmm7
-    mov byte ptr [r15 + 448], r8b
-    test ebx, 65424
-    jnz 1f
-1:
-    movzx edx, byte ptr [r15 + 128]
-    mov dword ptr [r15 + 256], 2
-    mov dword ptr [r15 + 768], edx
+    mov dword ptr [r15 + 576], 80
+    mov r9, r10
+    movzx eax, byte ptr [r15 + 256]
+    and r9, 448
+    mov rdx, qword ptr [r15 + r9 + 960]
     add r11, 64
     add r10, r11
     inc rbx
@@ -271,49 +271,57 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov r8, r10
-    and r8, 4032
-    mov rdx, qword ptr [r14 + r8 + 3008]
-    or qword ptr [r15 + 704], 70
-    movsxd rbp, dword ptr [r14 + 256]
-    test dword ptr [r15 + 67117724], 8388640
-    jz 1f
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 1216872448
+    setz al
+    lea rcx, [rip + .Lc1_d230_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d230_s_t
+    .p2align 3
+.Lc1_d230_s:
+    .p2align 3
+    jmp .Lc1_d230_j
+    .p2align 3
+    jmp .Lc1_d230_j
+.Lc1_d230_j:
+    mov rbp, r10
+    movsxd r9, dword ptr [r15 + 192]
+    and rbp, 960
+    movzx edx, byte ptr [r15 + rbp + 1984]
+    mov qword ptr [r15 + 320], r9
+    test dword ptr [r15 + 67117724], 67108864
+    jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 67117723], 673188136
-    jz 1f
-1:
-    mov edi, 20
-    mov ebp, 42
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, rbp
+    mov rbp, r10
+    movsxd rsi, dword ptr [r14 + 768]
     test bl, 32
     jz 1f
 1:
-    mov esi, dword ptr [r15 + 320]
-    mov qword ptr [r15 + 640], rbp
-    movzx ecx, dl
-    test ebx, 64944
+    movsxd rdi, dword ptr [r15 + 512]
+    and rbp, 448
+    mov r8d, dword ptr [r15 + rbp + 1472]
+    test dword ptr [r15 + 67117724], 17367040
     jnz 1f
 1:
-    mov r8, rcx
-    movzx r9d, byte ptr [r15 + 64]
-    movsxd rdx, dword ptr [r15 + 128]
-    test dword ptr [r15 + 67117724], 2013282497
+    mov r12, qword ptr [r15 + r12 + 56]
+    xchg rax, rsi
+    mov edx, 157
+    test bl, 64
     jz 1f
 1:
-    movsxd rdi, dword ptr [r15 + 192]
-    movsxd rax, dword ptr [r15 + 128]
-    movzx ecx, cl
-    mov rbp, r10
-    test dword ptr [r15 + 67117723], 545399492
-    jnz 1f
+    or qword ptr [r15 + 640], 15
+    mov r8d, 252
+    test dword ptr [r15 + 67117723], 1409679377
+    jz 1f
 1:
-    xchg r8, r9
-    movzx esi, byte ptr [r15 + 448]
-    and rbp, 448
-    vmovdqu xmm9, xmmword ptr [r15 + rbp + 1472]
+    movsxd rdx, dword ptr [r15 + 128]
+    movzx esi, r8b
+    test ebx, 512
+    jz 1f
+1:
+    movzx edi, byte ptr [r15 + 256]
+    vmulsd xmm7, xmm7, xmm15
     add r11, 64
     add r10, r11
     inc rbx
@@ -323,48 +331,54 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d271_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d271_j_t
-.Lc1_d271_j:
-    mov rbp, r10
-    vsubsd xmm7, xmm7, xmm9
-    and rbp, 960
-    mov qword ptr [r15 + rbp + 1984], rbp
+    movsxd rdi, dword ptr [r15 + 64]
+    vpcmpeqb xmm11, xmm11, xmmword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
+    test dword ptr [r15 + 67117724], 50872594
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test bl, 64
+    jz 1f
+1:
+    mov r8d, dword ptr [r15 + 384]
+    mov r9d, dword ptr [r15 + 448]
+    test ebx, 7600
+    jnz 1f
+1:
+    movsxd rcx, dword ptr [r15 + 704]
+    movsxd rax, dword ptr [r15 + 320]
+    or r9d, 1
+    xor edx, edx
+    div r9d
+    test ebx, 512
+    jnz 1f
+1:
+    mov rbp, rcx
+    mov esi, dword ptr [r15 + 576]
+    mov r8, r10
+    mov edi, dword ptr [r15 + 896]
+    test dword ptr [r15 + 67117724], 512
+    jz 1f
+1:
+    and r8, 4032
+    mov qword ptr [r15 + r8 + 3008], rsi
+    mov r9, r10
+    mov rsi, r8
+    test dword ptr [r15 + 67117723], 64
+    jnz 1f
+1:
+    mov edi, 253
+    and r9, 33554368
+    mov dword ptr [r15 + r9 + 33554432], edi
+    mov rbp, qword ptr [r14 + 192]
     test bl, 128
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, r10
-    mov rdi, qword ptr [r15 + 64]
-    movzx edx, byte ptr [r15 + 512]
-    test dword ptr [r15 + 67117724], 8192
-    jz 1f
-1:
-    and r8, 448
-    mov ebp, dword ptr [r15 + r8 + 960]
-    mov rdi, qword ptr [r15 + 128]
-    mov rsi, rdx
-    mov r8, r10
-    test dword ptr [r15 + 67117723], 557973506
-    jnz 1f
-1:
-    and r8, 33554368
-    movsxd r9, dword ptr [r15 + r8 + 33554432]
-    movsxd rdi, dword ptr [r15 + 576]
-    movsxd rsi, dword ptr [r14 + 768]
-    test dword ptr [r15 + 67117724], 536871176
-    jz 1f
-1:
-    mov r8d, 99
-    mov edx, dword ptr [r14 + 384]
-    mov rax, r8
-    test dword ptr [r15 + 67117724], 469781250
-    jz 1f
-1:
-    vpcmpeqb xmm7, xmm7, xmmword ptr [r15 + 256]
-    mov ecx, 29
+    mov ebp, dword ptr [r15 + 128]
+    mov esi, 235
     add r11, 64
     add r10, r11
     inc rbx
@@ -374,51 +388,53 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov r9d, dword ptr [r15 + 832]
-    mov esi, dword ptr [r15 + 896]
-    movzx r8d, r9b
+    lea rcx, [rip + .Lc1_d328_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d328_j_t
+.Lc1_d328_j:
+    movsxd rbp, dword ptr [r15 + 192]
+    movzx esi, bpl
+    mov r8d, dword ptr [r15 + 448]
+    test ebx, 608
+    jnz 1f
+1:
+    movzx eax, byte ptr [r15 + 512]
+    mov rdx, r8
+    mov edi, dword ptr [r15 + 256]
+    test ebx, 5056
+    jnz 1f
+1:
+    mov r8, r10
+    mov edx, edi
+    and r8, 8128
+    movsxd rsi, dword ptr [r14 + r8 + 7104]
+    mov r9, qword ptr [r14 + 768]
+    test bl, 160
+    jnz 1f
+1:
+    movzx ecx, byte ptr [r15 + 128]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test bl, 64
+    jnz 1f
+1:
+    mov eax, ecx
+    mov ecx, 97
+    mov r12, qword ptr [r15 + r12 + 56]
+    test dword ptr [r15 + 67117723], 1108349987
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], sil
     mov r12, qword ptr [r15 + r12 + 56]
     test bl, 32
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 67117723], 17326377
-    jz 1f
-1:
-    mov edi, eax
-    mov r9, rdi
-    mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 67117724], 10750513
-    jz 1f
+    jnz 1f
 1:
     mov rbp, r10
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, qword ptr [r15 + 448]
-    mov esi, 237
+    mov dword ptr [r15 + 64], 249
+    add qword ptr [r15 + 384], rcx
     and rbp, 448
-    add qword ptr [r14 + rbp + 1472], rcx
-    test bl, 32
-    jz 1f
-1:
-    mov rcx, qword ptr [r15 + 256]
-    movsxd rax, dword ptr [r15 + 128]
-    movzx ebp, byte ptr [r15 + 320]
-    mov r8, r10
-    test ebx, 6592
-    jz 1f
-1:
-    mov dword ptr [r15 + 192], 228
-    and r8, 448
-    mov dword ptr [r15 + r8 + 960], 22
-    movzx esi, byte ptr [r15 + 64]
-    test bl, 144
-    jz 1f
-1:
-    movzx edx, byte ptr [r15 + 384]
-    mov ecx, dword ptr [r15 + 640]
-    mov byte ptr [r15 + 704], bpl
+    mov rdx, qword ptr [r15 + rbp + 960]
     add r11, 64
     add r10, r11
     inc rbx
@@ -428,96 +444,97 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d363_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d363_j_t
-.Lc1_d363_j:
-    mov r9, r10
-    and r9, 960
-    movzx ebp, byte ptr [r15 + r9 + 1984]
-    movzx esi, al
-    mov edi, dword ptr [r15 + 384]
-    test dword ptr [r15 + 67117724], 10229376
-    jnz 1f
-1:
-    or qword ptr [r15 + 128], 89
-    movsxd r8, dword ptr [r14 + 320]
-    mov rcx, r8
-    test dword ptr [r15 + 67117723], 4100
-    jz 1f
-1:
-    movzx edx, r8b
-    mov qword ptr [r15 + 64], rcx
-    movsxd rbp, dword ptr [r15 + 768]
-    test dword ptr [r15 + 67117723], 524288
-    jnz 1f
-1:
-    mov edx, ebp
-    movzx esi, dl
-    test dword ptr [r15 + 67117723], 268451840
-    jz 1f
-1:
+    or qword ptr [r15 + 0], 117
+    movzx ebp, dl
     mov r12, qword ptr [r15 + r12 + 56]
-    cmovne rdx, rsi
-    movsxd rax, dword ptr [r15 + 512]
-    test dword ptr [r15 + 67117723], 536874497
-    jnz 1f
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 6848
+    jz 1f
 1:
-    mov dword ptr [r15 + 576], ebp
-    mov rbp, qword ptr [r15 + 192]
-    mov ecx, 52
     mov r8, r10
-    test dword ptr [r15 + 67117724], 1484784786
+    movzx r9d, bpl
+    mov edi, ebp
+    and r8, 448
+    movsxd rsi, dword ptr [r15 + r8 + 1472]
+    test ebx, 48624
     jnz 1f
 1:
-    and r8, 4032
-    mov dword ptr [r14 + r8 + 3008], ecx
-    mov rsi, rdx
+    mov dword ptr [r15 + 256], r8d
+    mov r9d, 153
+    vpaddq xmm7, xmm7, xmmword ptr [r15 + 192]
+    movzx ecx, r9b
+    test dword ptr [r15 + 67117723], 1629618497
+    jnz 1f
+1:
+    mov edi, dword ptr [r15 + 128]
+    mov dword ptr [r15 + 832], ecx
+    mov ecx, 177
+    test dword ptr [r15 + 67117724], 558301314
+    jz 1f
+1:
+    mov qword ptr [r15 + 64], rcx
+    movzx esi, byte ptr [r14 + 320]
+    add qword ptr [r15 + 704], rsi
+    movzx edi, byte ptr [r15 + 576]
+    test dword ptr [r15 + 67117723], 92315648
+    jnz 1f
+1:
+    movsxd r8, dword ptr [r15 + 640]
+    mov rcx, rsi
+    mov r9, rdi
+    test bl, 144
+    jz 1f
+1:
+    mov rbp, r10
+    cmovne rdi, rbp
+    and rbp, 448
+    mov rax, qword ptr [r15 + rbp + 960]
+    xor dword ptr [r14 + 384], eax
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jnz .Lc1_b0_c0
 .Lc1_b0_done:
-// block 1: 128 bytes, 1 chunk(s), 99 chunk executions per call
+// block 1: 128 bytes, 1 chunk(s), 98 chunk executions per call
     mov rbx, qword ptr [r15 + 67117744]
-    lea rcx, [rbx + 99]
+    lea rcx, [rbx + 98]
     mov qword ptr [r15 + 67117744], rcx
-    mov r13d, 99
+    mov r13d, 98
     jmp .Lc1_b1_c0
     .p2align 6
 .Lc1_b1_c0:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    vpcmpeqb xmm13, xmm13, xmm7
-    movzx edi, byte ptr [r15 + 0]
-    and eax, dword ptr [r15 + 0]
-    test edi, eax
+    vpcmpeqb xmm15, xmm15, xmm7
+    movzx edx, byte ptr [r15 + 0]
+    and ebp, dword ptr [r15 + 0]
+    test edx, ebp
     mov dword ptr [r15 + 0], 88
     test ebx, 3648
     jnz 1f
 1:
-    movsxd rdi, dword ptr [r15 + 0]
-    movsxd rsi, dword ptr [r15 + 64]
-    mov r9d, edi
-    mov rbp, qword ptr [r14 + 0]
+    movsxd rdx, dword ptr [r15 + 0]
+    movsxd r9, dword ptr [r15 + 64]
+    mov esi, edx
+    mov rax, qword ptr [r14 + 0]
     neg r8
     test bl, 16
     jnz 1f
 1:
-    mov r9d, 167
+    mov edi, 167
     jmp 1f
 1:
     add rdi, 44
-    mov eax, dword ptr [r15 + 192]
-    crc32 rsi, r9
+    mov edx, dword ptr [r15 + 192]
+    crc32 rsi, rax
     test dword ptr [r15 + 67117724], 278414373
     jnz 1f
 1:
     mov byte ptr [r15 + 320], r9b
-    movsxd rdx, dword ptr [r15 + 704]
-    movsxd rcx, dword ptr [r15 + 448]
+    movsxd rcx, dword ptr [r15 + 704]
+    movsxd rdx, dword ptr [r15 + 448]
     jmp 1f
 1:
     .byte 0x0f, 0x1f, 0x00
@@ -525,68 +542,65 @@ ditto_body_c1:
     dec r13
     jnz .Lc1_b1_c0
 .Lc1_b1_done:
-// block 2: 256 bytes, 1 chunk(s), 34 chunk executions per call
+// block 2: 256 bytes, 1 chunk(s), 35 chunk executions per call
     mov rbx, qword ptr [r15 + 67117752]
-    lea rcx, [rbx + 34]
+    lea rcx, [rbx + 35]
     mov qword ptr [r15 + 67117752], rcx
-    mov r13d, 34
+    mov r13d, 35
     jmp .Lc1_b2_c0
     .p2align 6
 .Lc1_b2_c0:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d452_j]
+    lea rcx, [rip + .Lc1_d467_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d452_j_t
-.Lc1_d452_j:
-    movzx r8d, cl
+    jmp .Lc1_d467_j_t
+.Lc1_d467_j:
+    movzx r9d, cl
     mov ebp, 213
-    xor ecx, r8d
+    xor ecx, r9d
     test ebx, 23296
     jz 1f
 1:
-    movsxd r8, dword ptr [r15 + 64]
-    mov r9, r9
+    movsxd r9, dword ptr [r15 + 256]
+    mov r8, r8
+    movsxd rbp, dword ptr [r14 + 576]
     test dword ptr [r15 + 67117724], 2064
     jz 1f
 1:
-    movsxd rbp, dword ptr [r14 + 576]
     mov r8d, 212
     neg rax
+    mov byte ptr [r15 + 384], bpl
     test ebx, 1073741824
     jnz 1f
 1:
-    mov byte ptr [r15 + 384], al
-    mov edx, 252
+    mov esi, 252
+    movsxd rcx, dword ptr [r15 + 832]
+    mov rbp, r10
+    movzx eax, r8b
     test bl, 14
     jz 1f
 1:
-    mov rbp, r10
-    movsxd r9, dword ptr [r15 + 832]
-    movzx eax, dl
-    and rbp, 8128
-    xchg qword ptr [r15 + rbp + 7104], rax
+    and rbp, 4032
     mov r8, r10
+    xchg qword ptr [r15 + rbp + 3008], rbp
+    and r8, 448
+    mov dword ptr [r15 + r8 + 960], 225
+    mov esi, edx
+    mov r9, r10
     test bl, 4
     jnz 1f
 1:
-    and r8, 448
-    mov dword ptr [r15 + r8 + 1472], 225
-    mov r9d, esi
-    mov rbp, r10
+    and r9, 448
+    vpcmpeqb xmm1, xmm1, xmmword ptr [r15 + r9 + 1472]
+    or qword ptr [r15 + 128], 33
+    mov rdi, qword ptr [r14 + 896]
     test dword ptr [r15 + 67117723], 8388672
     jz 1f
 1:
-    and rbp, 960
-    vpcmpeqb xmm1, xmm1, xmmword ptr [r15 + rbp + 1984]
-    or qword ptr [r15 + 128], 33
-    mov rcx, qword ptr [r14 + 640]
-    test bl, 8
-    jnz 1f
-1:
-    popcnt r9, rcx
-    cmovne rcx, rbp
+    popcnt rcx, rdi
+    cmovne rcx, r9
     add r11, 64
     add r10, r11
     inc rbx
@@ -642,50 +656,58 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov rbp, r10
-    mov esi, ebp
-    bswap rdx
-    and rbp, 448
-    mov dword ptr [r15 + rbp + 960], 146
-    mov r8, r10
-    mov rbp, rsi
-    test dword ptr [r15 + 67117723], 202385442
-    jnz 1f
-1:
-    and r8, 448
-    inc dword ptr [r15 + r8 + 1472]
-    movzx edi, byte ptr [r15 + 832]
-    movsxd rsi, dword ptr [r15 + 64]
-    test ebx, 1024
-    jnz 1f
-1:
-    sete bpl
-    mov r9d, 90
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 262722
+    setz al
+    lea rcx, [rip + .Lc1_d527_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d527_s_t
+    .p2align 3
+.Lc1_d527_s:
+    .p2align 3
+    jmp .Lc1_d527_j
+    .p2align 3
+    jmp .Lc1_d527_j
+.Lc1_d527_j:
     mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 67117723], 121901076
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 2048
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 448], bpl
+    mov esi, 89
+    mov dword ptr [r15 + 128], 121
+    test ebx, 128864
+    jz 1f
+1:
+    movsxd rdx, dword ptr [r15 + 512]
+    mov edi, dword ptr [r15 + 64]
+    bswap rcx
     test bl, 128
     jz 1f
 1:
-    mov r9d, dword ptr [r15 + 512]
-    movzx edx, r9b
-    mov ebp, dword ptr [r15 + 768]
-    test dword ptr [r15 + 67117723], 33595392
-    jz 1f
+    mov qword ptr [r15 + 448], rdx
+    mov rbp, r10
+    popcnt r8, rdx
+    test ebx, 576
+    jnz 1f
 1:
-    mov qword ptr [r14 + 256], rdx
-    popcnt rsi, rbp
-    mov edi, 94
-    test dword ptr [r15 + 67117723], 134217728
-    jz 1f
+    and rbp, 960
+    mov rsi, qword ptr [r15 + rbp + 1984]
+    mov r9d, 90
+    mov r8, r10
+    inc dword ptr [r14 + 0]
+    test ebx, 64992
+    jnz 1f
 1:
-    mov rax, qword ptr [r15 + 704]
-    btc dword ptr [r14 + 192], 31
-    mov qword ptr [r15 + 640], rdi
+    and r8, 4032
+    mov byte ptr [r15 + r8 + 3008], r8b
+    mov rax, r9
+    test dword ptr [r15 + 67117723], 676409344
+    jnz 1f
+1:
+    movzx ecx, al
+    sete bpl
     add r11, 64
     add r10, r11
     inc rbx
@@ -695,53 +717,56 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d560_j]
+    lea rcx, [rip + .Lc1_d577_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d560_j_t
-.Lc1_d560_j:
+    jmp .Lc1_d577_j_t
+.Lc1_d577_j:
     mov r12, qword ptr [r15 + r12 + 56]
+    mov edi, 41
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    popcnt r8, rcx
+    or qword ptr [r15 + 0], 70
     test dword ptr [r15 + 67117724], 532484
     jnz 1f
 1:
+    popcnt r8, rdi
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, r8b
-    mov r9d, r8d
+    mov byte ptr [r15 + 0], r8b
     test bl, 128
     jnz 1f
 1:
-    mov edx, ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov rsi, qword ptr [r15 + 896]
+    mov byte ptr [r15 + 256], r8b
+    mov rdi, qword ptr [r15 + 384]
+    mov edx, esi
+    mov r8, r10
     test bl, 96
     jnz 1f
 1:
-    mov byte ptr [r15 + 576], dl
-    mov rbp, r10
-    mov byte ptr [r14 + 320], dl
-    and rbp, 33554368
-    movsxd rdx, dword ptr [r15 + rbp + 33554432]
-    mov r8d, 138
-    test bl, 64
+    movsxd rsi, dword ptr [r15 + 128]
+    mov r9d, r9d
+    and r8, 448
+    mov ebp, dword ptr [r15 + r8 + 1472]
+    test bl, 128
     jz 1f
 1:
-    mov rsi, qword ptr [r15 + 896]
-    mov edi, 153
-    mov dword ptr [r15 + 256], ecx
-    test ebx, 3520
+    mov edx, 73
+    mov dword ptr [r15 + 640], edi
+    mov ebp, dword ptr [r14 + 768]
+    mov r8, r10
+    mov eax, dword ptr [r15 + 192]
+    test ebx, 7040
     jnz 1f
 1:
-    mov rsi, qword ptr [r15 + 192]
-    or qword ptr [r15 + 704], 24
-    mov byte ptr [r15 + 128], sil
-    test bl, 64
+    mov qword ptr [r15 + 320], rax
+    and r8, 448
+    movsxd rdi, dword ptr [r15 + r8 + 960]
+    mov byte ptr [r15 + 512], r8b
+    test bl, 128
     jnz 1f
 1:
-    movzx eax, byte ptr [r15 + 448]
-    movsxd rdx, dword ptr [r15 + 384]
-    add qword ptr [r15 + 64], rsi
+    movzx edx, byte ptr [r15 + 64]
+    mov rcx, qword ptr [r15 + 64]
+    movzx eax, dl
     add r11, 64
     add r10, r11
     inc rbx
@@ -751,45 +776,47 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov r9, r10
-    and r9, 448
-    mov rdx, qword ptr [r15 + r9 + 1472]
-    mov r8d, dword ptr [r15 + 384]
-    vpcmpeqb xmm1, xmm1, xmmword ptr [r15 + 64]
-    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu ymm1, ymmword ptr [r15 + 512]
+    mov eax, dword ptr [r15 + 64]
+    mov rcx, rax
     test dword ptr [r15 + 67117723], 311574664
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ebp, byte ptr [r15 + 192]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     test dword ptr [r15 + 67117723], 2
     jz 1f
 1:
-    mov r8, r10
     mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 448
-    mov rdx, qword ptr [r15 + r8 + 960]
-    mov edi, dword ptr [r15 + 512]
-    test ebx, 320
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 2560
     jz 1f
 1:
-    movsxd rcx, dword ptr [r15 + 320]
-    mov byte ptr [r14 + 256], dil
-    mov eax, dword ptr [r14 + 128]
-    movzx ebp, byte ptr [r15 + 768]
-    test dword ptr [r15 + 67117723], 1677862144
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, r10
+    test ebx, 3904
     jz 1f
 1:
-    vmovdqu xmm7, xmmword ptr [r15 + 192]
-    mov dword ptr [r15 + 576], 77
-    movzx edi, byte ptr [r15 + 64]
+    and r8, 4032
+    movzx ecx, byte ptr [r15 + r8 + 3008]
+    movsxd rbp, dword ptr [r14 + 576]
+    mov dword ptr [r15 + 704], r8d
     test bl, 64
+    jz 1f
+1:
+    mov r8, r10
+    mov dword ptr [r15 + 320], 113
+    mov byte ptr [r15 + 256], r8b
+    and r8, 960
+    movzx r9d, byte ptr [r15 + r8 + 1984]
+    test dword ptr [r15 + 67117724], 1084227593
     jnz 1f
 1:
-    mov dword ptr [r15 + 128], edi
-    mov esi, dword ptr [r15 + 640]
-    mov rdx, rsi
+    mov eax, dword ptr [r15 + 448]
+    movsxd r8, dword ptr [r15 + 128]
     add r11, 64
     add r10, r11
     inc rbx
@@ -799,50 +826,52 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d651_j]
+    lea rcx, [rip + .Lc1_d672_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d651_j_t
-.Lc1_d651_j:
-    mov r9, r10
-    mov rdi, rax
-    bt rsi, rcx
-    and r9, 448
-    movzx esi, byte ptr [r15 + r9 + 960]
-    test dword ptr [r15 + 67117723], 4541954
-    jnz 1f
-1:
-    mov r8, rdi
-    mov dword ptr [r15 + 448], edi
-    inc dword ptr [r15 + 704]
-    test dword ptr [r15 + 67117724], 545611812
-    jnz 1f
-1:
-    xor dword ptr [r14 + 256], r8d
-    vpaddd ymm13, ymm1, ymmword ptr [r15 + 832]
-    test dword ptr [r15 + 67117723], 32769
+    jmp .Lc1_d672_j_t
+.Lc1_d672_j:
+    mov r9, rcx
+    bt r9, rcx
+    inc dword ptr [r15 + 832]
+    test dword ptr [r15 + 67117724], 411174416
     jz 1f
 1:
-    bt r8, rdi
-    mov qword ptr [r14 + 512], rsi
-    inc dword ptr [r15 + 320]
-    test dword ptr [r15 + 67117723], 134217728
+    bt rcx, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test bl, 96
     jnz 1f
 1:
-    movzx r9d, byte ptr [r15 + 640]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 67117723], 16777474
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, r10
-    bswap r9
-    add qword ptr [r15 + 128], rdi
-    test dword ptr [r15 + 67117723], 16
+    mov dword ptr [r15 + 64], r9d
+    mov r9d, ecx
+    mov dword ptr [r15 + 640], r9d
+    mov rbp, r10
+    test dword ptr [r15 + 67117724], 4456448
     jz 1f
 1:
-    and r8, 960
-    mov rdx, qword ptr [r15 + r8 + 1984]
-    movzx edi, r8b
+    and rbp, 8128
+    mov rdi, qword ptr [r15 + rbp + 7104]
+    mov r8, r9
+    bswap rbp
+    test dword ptr [r15 + 67117723], 524288
+    jz 1f
+1:
+    vpaddd ymm7, ymm1, ymmword ptr [r15 + 320]
+    mov qword ptr [r15 + 128], r8
+    movzx esi, byte ptr [r14 + 768]
+    test ebx, 5056
+    jnz 1f
+1:
+    movzx r9d, sil
+    add qword ptr [r15 + 256], rsi
+    mov rbp, r10
+    movzx edi, byte ptr [r15 + 448]
+    test ebx, 11136
+    jnz 1f
+1:
+    inc dword ptr [r15 + 384]
+    and rbp, 448
+    movzx esi, byte ptr [r14 + rbp + 960]
     add r11, 64
     add r10, r11
     inc rbx
@@ -852,52 +881,48 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov ebp, eax
-    movsxd rsi, dword ptr [r15 + 192]
-    mov qword ptr [r15 + 320], rax
-    mov byte ptr [r15 + 64], al
-    test ebx, 288
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, 227
-    mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 67117724], 1024
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    xor dword ptr [r15 + 256], r8d
-    mov r8d, ebp
-    test ebx, 122592
-    jnz 1f
-1:
-    movsxd rdx, dword ptr [r14 + 384]
-    bt rdx, r8
-    mov rcx, qword ptr [r15 + 896]
-    test ebx, 1344
-    jnz 1f
-1:
-    mov rdx, r8
-    mov edi, dword ptr [r15 + 768]
-    mov byte ptr [r15 + 192], r8b
-    mov r9d, 47
+    mov edx, dword ptr [r15 + 512]
     mov rbp, r10
-    test dword ptr [r15 + 67117723], 64
-    jz 1f
-1:
-    mov qword ptr [r15 + 128], rbp
-    mov eax, dword ptr [r15 + 576]
-    and rbp, 4032
-    movzx edx, byte ptr [r15 + rbp + 3008]
-    mov dword ptr [r15 + 448], 7
-    test dword ptr [r15 + 67117723], 17408
-    jz 1f
-1:
-    mov dword ptr [r15 + 64], 78
+    movsxd rdi, dword ptr [r15 + 384]
     movzx ecx, al
-    mov edi, eax
+    and rbp, 33554368
+    mov byte ptr [r15 + rbp + 33554432], cl
+    test ebx, 672
+    jz 1f
+1:
+    bt rbp, rbp
+    mov esi, eax
+    mov edx, esi
+    mov r8, r10
+    test dword ptr [r15 + 67117724], 2048
+    jnz 1f
+1:
+    xor dword ptr [r15 + 576], edx
+    movsxd r9, dword ptr [r14 + 256]
+    and r8, 448
+    mov ebp, dword ptr [r15 + r8 + 1472]
+    mov r8, r10
+    mov rdi, rsi
+    test dword ptr [r15 + 67117724], 67633280
+    jnz 1f
+1:
+    and r8, 448
+    movsxd rcx, dword ptr [r15 + r8 + 960]
+    mov dword ptr [r15 + 704], 47
+    movzx r9d, byte ptr [r15 + 128]
+    test ebx, 1024
+    jz 1f
+1:
+    mov eax, 79
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, eax
+    test dword ptr [r15 + 67117723], 4
+    jz 1f
+1:
+    movsxd rax, dword ptr [r15 + 896]
+    mov dword ptr [r14 + 192], 27
+    mov edi, 177
     add r11, 64
     add r10, r11
     inc rbx
@@ -910,48 +935,52 @@ ditto_body_c1:
     xor eax, eax
     test dword ptr [r15 + 67117724], 16908300
     setz al
-    lea rcx, [rip + .Lc1_d745_s]
+    lea rcx, [rip + .Lc1_d765_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d745_s_t
+    jmp .Lc1_d765_s_t
     .p2align 3
-.Lc1_d745_s:
+.Lc1_d765_s:
     .p2align 3
-    jmp .Lc1_d745_j
+    jmp .Lc1_d765_j
     .p2align 3
-    jmp .Lc1_d745_j
-.Lc1_d745_j:
-    mov esi, 124
-    movsxd rdi, dword ptr [r15 + 640]
-    movzx ebp, cl
-    test bl, 96
+    jmp .Lc1_d765_j
+.Lc1_d765_j:
+    mov edi, dword ptr [r15 + 448]
+    movzx ebp, byte ptr [r15 + 192]
+    test bl, 192
+    jz 1f
+1:
+    vpaddq xmm7, xmm7, xmmword ptr [r14 + 768]
+    mov ecx, 55
+    test dword ptr [r15 + 67117723], 235028865
+    jnz 1f
+1:
+    mov r9, qword ptr [r15 + 128]
+    movsxd rax, dword ptr [r15 + 640]
+    test bl, 64
     jz 1f
 1:
     mov rbp, r10
-    mov r8, r10
-    and rbp, 448
-    mov byte ptr [r15 + rbp + 1472], r8b
-    and r8, 448
-    movsxd rcx, dword ptr [r15 + r8 + 960]
-    test dword ptr [r15 + 67117724], 1493254273
-    jz 1f
-1:
-    vmovdqu xmm1, xmmword ptr [r15 + 384]
-    mov r8d, dword ptr [r15 + 448]
-    test dword ptr [r15 + 67117723], 1
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 960
+    mov r9, r10
+    vpaddd ymm7, ymm7, ymmword ptr [r15 + rbp + 1984]
+    test dword ptr [r15 + 67117724], 134217728
     jnz 1f
 1:
-    vpaddq xmm7, xmm7, xmmword ptr [r15 + 512]
-    vpaddd ymm1, ymm1, ymmword ptr [r15 + 704]
-    test dword ptr [r15 + 67117724], 8388608
+    mov byte ptr [r15 + 320], r9b
+    and r9, 4032
+    mov dword ptr [r15 + r9 + 3008], 178
+    test ebx, 10752
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, 221
-    test ebx, 1536
-    jz 1f
+    vmulsd xmm9, xmm9, xmm7
+    mov eax, 115
+    test bl, 128
+    jnz 1f
 1:
-    mov r9, qword ptr [r14 + 256]
-    movzx ebp, byte ptr [r14 + 128]
+    mov rdi, qword ptr [r15 + 64]
+    movzx edx, dil
     add r11, 64
     add r10, r11
     inc rbx
@@ -961,46 +990,48 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
+    mov rsi, qword ptr [r15 + 832]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 144
+    mov byte ptr [r15 + 0], sil
     test bl, 64
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rdx, qword ptr [r15 + 768]
-    test dword ptr [r15 + 67117723], 25203268
-    jnz 1f
-1:
-    mov rdi, qword ptr [r14 + 192]
-    movzx r8d, al
-    mov rbp, r10
-    mov dword ptr [r15 + 512], 72
-    mov eax, ebp
-    test ebx, 114400
+    mov r8d, eax
+    movzx edx, al
+    test ebx, 7648
     jz 1f
 1:
-    and rbp, 33554368
-    vpaddd ymm13, ymm7, ymmword ptr [r15 + rbp + 33554432]
-    mov rdi, qword ptr [r15 + 128]
-    mov byte ptr [r15 + 64], dil
-    test dword ptr [r15 + 67117723], 42895376
+    mov r12, qword ptr [r15 + r12 + 56]
+    add qword ptr [r15 + 0], rdx
+    inc dword ptr [r15 + 0]
+    mov rbp, r10
+    mov byte ptr [r15 + 192], r8b
+    test dword ptr [r15 + 67117724], 32768
     jnz 1f
 1:
-    mov r9, qword ptr [r15 + 576]
-    mov r8, r10
-    mov byte ptr [r15 + 64], r8b
-    movzx esi, byte ptr [r14 + 320]
-    and r8, 448
-    movzx edi, byte ptr [r15 + r8 + 960]
-    test dword ptr [r15 + 67117723], 4096
+    and rbp, 448
+    mov r9, r10
+    mov rcx, qword ptr [r15 + rbp + 960]
+    and r9, 448
+    mov esi, dword ptr [r15 + r9 + 1472]
+    movsxd rdi, dword ptr [r15 + 320]
+    vpaddd ymm7, ymm9, ymmword ptr [r15 + 384]
+    test bl, 64
     jnz 1f
 1:
-    add qword ptr [r15 + 192], rdi
-    inc dword ptr [r15 + 832]
-    movsxd rcx, dword ptr [r15 + 256]
+    movzx ebp, byte ptr [r15 + 256]
+    movsxd rax, dword ptr [r15 + 576]
+    mov rcx, qword ptr [r14 + 128]
+    movzx edx, byte ptr [r14 + 512]
+    test dword ptr [r15 + 67117724], 1048592
+    jz 1f
+1:
+    mov r8, qword ptr [r15 + 448]
+    movzx ecx, byte ptr [r15 + 704]
+    movsxd rdi, dword ptr [r15 + 64]
     add r11, 64
     add r10, r11
     inc rbx
@@ -1010,52 +1041,55 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d832_j]
+    lea rcx, [rip + .Lc1_d857_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d832_j_t
-.Lc1_d832_j:
-    mov edx, ecx
-    mov ebp, ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, r10
+    jmp .Lc1_d857_j_t
+.Lc1_d857_j:
+    mov rdx, qword ptr [r15 + 192]
+    mov byte ptr [r15 + 384], cl
+    mov dword ptr [r15 + 0], 108
     test ebx, 1984
     jnz 1f
 1:
+    mov rsi, rcx
     mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 448
-    mov rdi, qword ptr [r15 + r8 + 960]
-    test dword ptr [r15 + 67117724], 8192
+    mov r12, qword ptr [r15 + r12 + 56]
+    test dword ptr [r15 + 67117724], 8193
     jz 1f
 1:
-    mov rbp, r10
-    mov dword ptr [r15 + 384], ebp
-    and rbp, 4032
-    mov dword ptr [r14 + rbp + 3008], 248
-    test dword ptr [r15 + 67117724], 33835331
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rsi
+    mov r12, qword ptr [r15 + r12 + 56]
+    test dword ptr [r15 + 67117724], 11284482
     jnz 1f
 1:
-    mov rsi, rdi
-    mov rdi, qword ptr [r15 + 704]
-    mov r9, rsi
-    test dword ptr [r15 + 67117724], 606869760
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1024
     jnz 1f
 1:
-    movsxd rcx, dword ptr [r15 + 640]
-    mov rbp, r10
-    mov edx, dword ptr [r15 + 256]
-    test ebx, 6848
+    mov esi, esi
+    mov rdi, qword ptr [r14 + 256]
+    mov ebp, esi
+    test dword ptr [r15 + 67117724], 8466982
+    jnz 1f
+1:
+    mov dword ptr [r15 + 768], edi
+    movsxd rdx, dword ptr [r15 + 640]
+    mov dword ptr [r15 + 128], 99
+    test bl, 64
     jz 1f
 1:
-    mov rsi, qword ptr [r15 + 320]
-    and rbp, 960
-    mov r9d, dword ptr [r15 + rbp + 1984]
-    test dword ptr [r15 + 67117724], 268435456
-    jz 1f
+    mov r9d, dword ptr [r15 + 64]
+    or esi, 1
+    xor edx, edx
+    div esi
+    movsxd rdi, dword ptr [r15 + 64]
+    test dword ptr [r15 + 67117724], 4194308
+    jnz 1f
 1:
-    movsxd rbp, dword ptr [r15 + 448]
-    mov byte ptr [r15 + 128], bpl
-    add r11, 64
-    add r10, r11
+    mov byte ptr [r15 + 896], al
+    movzx ebp, byte ptr [r14 + 512]
     inc rbx
     dec r13
     jz .Lc1_b3_done
@@ -1063,51 +1097,51 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rdx, rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 288
+    mov r8, r10
+    mov r9, r10
+    and r8, 448
+    movzx eax, byte ptr [r15 + r8 + 960]
+    and r9, 8128
+    mov rbp, r10
+    mov edx, dword ptr [r14 + r9 + 7104]
+    mov ecx, dword ptr [r15 + 704]
+    test ebx, 576
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 33554368
+    mov byte ptr [r15 + rbp + 33554432], r8b
+    mov dword ptr [r15 + 320], 68
+    mov esi, ebp
     test ebx, 120800
     jnz 1f
 1:
-    mov rbp, r10
-    sete dl
-    movsxd r9, dword ptr [r15 + 384]
-    and rbp, 448
-    movzx ecx, byte ptr [r15 + rbp + 1472]
+    mov dword ptr [r15 + 0], 125
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edi, 190
     test bl, 128
     jnz 1f
 1:
-    mov dword ptr [r14 + 896], 55
-    mov byte ptr [r15 + 576], cl
-    add qword ptr [r15 + 512], r9
-    mov r8d, 2
+    mov ecx, 111
+    mov r12, qword ptr [r15 + r12 + 56]
+    add qword ptr [r15 + 448], rdi
     test dword ptr [r15 + 67117723], 2
     jnz 1f
 1:
-    mov edi, 101
-    movsxd rsi, dword ptr [r15 + 320]
-    movsxd rax, dword ptr [r14 + 128]
-    test bl, 64
+    movsxd rdx, dword ptr [r15 + 128]
+    mov r9, qword ptr [r15 + 384]
+    sete dil
+    test bl, 128
     jz 1f
 1:
-    mov edx, dword ptr [r15 + 768]
-    mov dword ptr [r15 + 64], 47
-    mov r8d, 198
-    mov dword ptr [r15 + 64], edi
-    test bl, 128
+    movsxd rsi, dword ptr [r15 + 576]
+    mov rcx, qword ptr [r14 + 64]
+    bt rdi, rsi
+    test ebx, 1536
     jnz 1f
 1:
-    bt r8, rdx
-    mov rax, qword ptr [r15 + 192]
-    mov ebp, edx
+    movsxd rdi, dword ptr [r15 + 256]
+    movsxd rax, dword ptr [r15 + 192]
+    mov r8d, 71
     add r11, 64
     add r10, r11
     inc rbx
@@ -1117,54 +1151,53 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d925_j]
+    lea rcx, [rip + .Lc1_d952_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d925_j_t
-.Lc1_d925_j:
-    mov r8, rax
-    mov rbp, r10
-    mov dword ptr [r15 + 704], ebp
-    and rbp, 448
-    mov esi, dword ptr [r15 + rbp + 960]
-    mov r9d, ebp
+    jmp .Lc1_d952_j_t
+.Lc1_d952_j:
+    mov r8, r10
+    movzx ebp, byte ptr [r15 + 768]
+    and r8, 960
+    movsxd rax, dword ptr [r15 + r8 + 1984]
+    movsxd rcx, dword ptr [r15 + 832]
     test dword ptr [r15 + 67117723], 2048
     jnz 1f
 1:
-    movzx edi, byte ptr [r15 + 832]
-    mov dword ptr [r14 + 0], 76
-    mov rsi, qword ptr [r15 + 64]
+    mov dword ptr [r15 + 512], 69
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 288
     jnz 1f
 1:
-    movsxd r9, dword ptr [r15 + 640]
-    mov edx, edi
-    vsubsd xmm1, xmm1, xmm7
+    mov r12, qword ptr [r15 + r12 + 56]
+    or eax, 1
+    xor edx, edx
+    div eax
+    mov rbp, r10
+    mov dword ptr [r15 + 128], ebp
     test bl, 64
     jnz 1f
 1:
-    mov r8, qword ptr [r15 + 128]
-    movzx edi, byte ptr [r15 + 448]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 2560
+    mov esi, 213
+    and rbp, 4032
+    mov r8, r10
+    mov rcx, qword ptr [r15 + rbp + 3008]
+    test ebx, 5120
     jnz 1f
 1:
-    mov ecx, 114
-    mov esi, 143
-    mov r12, qword ptr [r15 + r12 + 56]
+    and r8, 448
+    movsxd r9, dword ptr [r14 + r8 + 1472]
+    mov edi, r9d
+    mov rdx, qword ptr [r15 + 320]
     test dword ptr [r15 + 67117724], 125862152
     jnz 1f
 1:
-    mov rax, qword ptr [r15 + 192]
-    movzx ebp, byte ptr [r15 + 256]
-    mov r9d, 233
+    movzx eax, byte ptr [r15 + 640]
+    mov r8d, 103
     test bl, 128
     jz 1f
 1:
-    mov esi, 193
-    mov r8, r10
-    mov rdi, r8
-    and r8, 448
-    movzx edx, byte ptr [r15 + r8 + 1472]
+    mov r9, rax
+    mov rsi, rdx
     add r11, 64
     add r10, r11
     inc rbx
@@ -1174,50 +1207,54 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov rbp, r10
-    mov eax, ebp
-    and rbp, 960
-    mov r9, qword ptr [r15 + rbp + 1984]
-    mov r8d, 88
-    movsxd rbp, dword ptr [r15 + 256]
-    test ebx, 256
+    movsxd rsi, dword ptr [r15 + 384]
+    cmovne r8, r9
+    mov qword ptr [r15 + 448], rax
+    mov edi, 31
+    test ebx, 1024
     jnz 1f
 1:
-    movsxd rdx, dword ptr [r15 + 576]
-    mov esi, 187
-    mov qword ptr [r14 + 192], r8
+    mov r9d, edi
+    mov ecx, r8d
+    mov ebp, ecx
+    mov esi, 128
     test ebx, 130272
     jnz 1f
 1:
-    mov ecx, ebp
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 67117724], 545412480
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, 152
+    test dword ptr [r15 + 67117723], 84125952
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test bl, 128
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 67117724], 520
+    movzx edx, r8b
+    mov esi, 44
+    btc dword ptr [r15 + 128], 7
+    test ebx, 3776
     jnz 1f
 1:
-    cmovne rsi, rdx
-    btc dword ptr [r15 + 768], 27
-    movzx r9d, byte ptr [r15 + 320]
-    test ebx, 114528
-    jnz 1f
+    mov ebp, esi
+    mov qword ptr [r15 + 192], rbp
+    mov qword ptr [r14 + 64], rdx
+    mov r9, qword ptr [r14 + 704]
+    test ebx, 122784
+    jz 1f
 1:
-    mov rbp, r10
-    mov edi, r9d
-    and rbp, 4032
-    mov qword ptr [r15 + rbp + 3008], rbp
-    mov ecx, 6
-    test dword ptr [r15 + 67117723], 2
-    jnz 1f
-1:
-    mov edx, dword ptr [r15 + 448]
-    movzx edi, byte ptr [r14 + 512]
-    mov r8, qword ptr [r15 + 384]
+    mov ecx, dword ptr [r15 + 576]
+    mov r8, r10
+    mov rdx, qword ptr [r15 + 256]
+    movzx eax, byte ptr [r15 + 64]
+    and r8, 448
+    movzx edi, byte ptr [r15 + r8 + 960]
     add r11, 64
     add r10, r11
     inc rbx
@@ -1227,55 +1264,56 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d1021_j]
+    lea rcx, [rip + .Lc1_d1051_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d1021_j_t
-.Lc1_d1021_j:
-    mov edi, dword ptr [r15 + 64]
-    movsxd rbp, dword ptr [r15 + 256]
+    jmp .Lc1_d1051_j_t
+.Lc1_d1051_j:
+    mov r9d, dword ptr [r15 + 512]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, rdi
-    test bl, 128
-    jnz 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 384], dil
-    lock xadd qword ptr [r15 + 704], rbp
-    test dword ptr [r15 + 67117723], 1048576
-    jz 1f
-1:
-    movzx esi, bpl
-    mov edi, esi
-    mov r9d, 181
-    test ebx, 640
+    test ebx, 1024
     jnz 1f
 1:
-    mov qword ptr [r15 + 128], rdi
-    mov rbp, r10
-    movzx edi, byte ptr [r15 + 128]
-    and rbp, 448
-    mov r8, r10
-    mov edx, dword ptr [r15 + rbp + 960]
-    mov r9d, 63
-    test ebx, 288
-    jnz 1f
-1:
-    and r8, 33554368
-    vpcmpeqb xmm6, xmm6, xmmword ptr [r15 + r8 + 33554432]
-    movsxd rax, dword ptr [r14 + 896]
-    mov ecx, 194
-    test dword ptr [r15 + 67117723], 170467456
-    jz 1f
-1:
-    mov edi, 231
-    mov r9d, 139
-    vmovdqu xmm6, xmmword ptr [r15 + 512]
+    mov rsi, rcx
+    vpcmpeqb xmm7, xmm7, xmmword ptr [r15 + 0]
+    movsxd rdi, dword ptr [r15 + 384]
     test bl, 64
     jz 1f
 1:
-    mov edx, r9d
+    mov byte ptr [r15 + 640], dil
+    movzx ebp, dil
+    mov ecx, ebp
+    test ebx, 11136
+    jz 1f
+1:
+    mov r9d, 181
+    lock xadd qword ptr [r15 + 256], rdi
+    mov qword ptr [r15 + 192], rdi
+    test dword ptr [r15 + 67117723], 27563008
+    jnz 1f
+1:
+    movzx r8d, byte ptr [r15 + 320]
+    mov edx, 43
+    movsxd r9, dword ptr [r15 + 768]
+    mov rbp, r10
+    test ebx, 6400
+    jz 1f
+1:
+    and rbp, 448
+    vmovdqu xmm7, xmmword ptr [r14 + rbp + 960]
+    mov edi, 20
+    mov r8d, 165
+    test dword ptr [r15 + 67117724], 1745391648
+    jz 1f
+1:
+    mov eax, 155
+    movsxd r9, dword ptr [r15 + 896]
+    mov esi, edi
+    test bl, 64
+    jnz 1f
+1:
     movzx ecx, r9b
-    mov byte ptr [r15 + 640], cl
+    mov byte ptr [r15 + 128], al
     add r11, 64
     add r10, r11
     inc rbx
@@ -1285,52 +1323,49 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    vmovdqu ymm13, ymmword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    vpcmpeqb xmm13, xmm13, xmmword ptr [r15 + 0]
+    mov rbp, r10
+    mov r8, r10
+    and rbp, 4032
+    mov edx, dword ptr [r15 + rbp + 3008]
+    mov esi, 158
+    and r8, 448
+    movzx ecx, byte ptr [r15 + r8 + 1472]
+    mov r9d, r8d
     test dword ptr [r15 + 67117724], 1048576
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, eax
-    test dword ptr [r15 + 67117724], 271126017
-    jz 1f
-1:
-    mov dword ptr [r15 + 448], eax
-    mov rsi, rbp
-    mov rax, qword ptr [r15 + 128]
-    mov r9d, ebp
-    test ebx, 1024
+    mov qword ptr [r15 + 0], rcx
+    mov rdx, qword ptr [r15 + 512]
+    test dword ptr [r15 + 67117723], 1119905
     jnz 1f
 1:
-    mov ecx, dword ptr [r15 + 192]
-    mov ebp, 109
-    movsxd r8, dword ptr [r15 + 64]
-    mov r9, r10
-    test ebx, 6848
-    jz 1f
-1:
-    and r9, 448
-    mov eax, dword ptr [r14 + r9 + 960]
-    mov byte ptr [r15 + 64], al
-    mov edi, dword ptr [r15 + 256]
-    mov qword ptr [r14 + 320], rdi
+    mov rdi, rdx
+    mov byte ptr [r15 + 64], dl
     mov rbp, r10
-    test dword ptr [r15 + 67117724], 1342771200
+    movzx edx, bpl
+    test ebx, 127968
     jnz 1f
 1:
-    mov byte ptr [r15 + 384], bpl
-    and rbp, 448
-    mov byte ptr [r15 + rbp + 1472], dil
-    mov edx, dword ptr [r15 + 576]
-    test dword ptr [r15 + 67117723], 16912520
+    and rbp, 960
+    mov byte ptr [r15 + rbp + 1984], dil
+    movsxd rcx, dword ptr [r15 + 448]
+    mov dword ptr [r15 + 128], ecx
+    vmovdqu ymm4, ymmword ptr [r14 + 0]
+    test bl, 128
+    jz 1f
+1:
+    movsxd rcx, dword ptr [r15 + 64]
+    mov rdi, qword ptr [r14 + 576]
+    mov esi, dword ptr [r15 + 192]
+    mov eax, dword ptr [r15 + 704]
+    test dword ptr [r15 + 67117723], 810550416
     jnz 1f
 1:
-    mov r8d, dword ptr [r14 + 768]
-    movzx esi, r8b
-    popcnt rcx, rsi
+    mov byte ptr [r15 + 320], sil
+    vpcmpeqb xmm4, xmm4, xmmword ptr [r15 + 256]
+    popcnt r9, rbp
     add r11, 64
     add r10, r11
     inc rbx
@@ -1340,52 +1375,55 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d1120_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d1120_j_t
-.Lc1_d1120_j:
-    movsxd rdx, dword ptr [r15 + 512]
-    mov ecx, 54
-    mov esi, 178
-    test dword ptr [r15 + 67117723], 10904704
+    mov dword ptr [r15 + 768], edi
+    movzx r9d, al
+    vpaddq xmm4, xmm4, xmmword ptr [r15 + 640]
+    test ebx, 1024
+    jz 1f
+1:
+    mov byte ptr [r15 + 0], r9b
+    mov edx, 236
+    mov rcx, rdx
+    test bl, 64
+    jz 1f
+1:
+    mov byte ptr [r15 + 0], cl
+    mov r8d, 69
+    test ebx, 256
     jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, 46
+    mov esi, 116
+    test dword ptr [r15 + 67117723], 119668736
+    jz 1f
 1:
     lea rdi, [r15 + 67109504]
     lea rsi, [r15 + 67113600]
-    mov ecx, 759
+    mov ecx, 943
     rep movsb
-    movsxd rbp, dword ptr [r15 + 128]
-    test dword ptr [r15 + 67117723], 9474448
-    jz 1f
-1:
-    mov qword ptr [r15 + 832], rdi
-    mov byte ptr [r15 + 320], bpl
-    mov dword ptr [r14 + 640], ecx
-    test dword ptr [r15 + 67117724], 65536
-    jnz 1f
-1:
+    mov byte ptr [r14 + 128], cl
     mov r9, r10
-    mov r8d, 229
-    movzx edx, dil
-    test bl, 128
-    jz 1f
-1:
-    and r9, 4032
-    vpaddq xmm6, xmm6, xmmword ptr [r15 + r9 + 3008]
-    mov rdx, r9
-    mov byte ptr [r15 + 192], r8b
-    mov rbp, r10
-    test ebx, 288
-    jz 1f
-1:
-    and rbp, 960
-    mov byte ptr [r15 + rbp + 1984], bpl
-    mov esi, 188
-    test ebx, 320
+    movsxd rdx, dword ptr [r15 + 384]
+    test ebx, 1024
     jnz 1f
 1:
-    mov ecx, dword ptr [r15 + 704]
+    and r9, 448
+    movsxd rsi, dword ptr [r15 + r9 + 960]
+    movzx edi, r9b
+    mov r8, r10
+    test dword ptr [r15 + 67117723], 128
+    jz 1f
+1:
     mov eax, 29
+    and r8, 8128
+    movzx ebp, byte ptr [r15 + r8 + 7104]
+    xor dword ptr [r15 + 256], esi
+    test dword ptr [r15 + 67117723], 256
+    jz 1f
+1:
+    mov qword ptr [r15 + 832], rbp
+    movsxd rcx, dword ptr [r15 + 448]
     add r11, 64
     add r10, r11
     inc rbx
@@ -1395,49 +1433,52 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov rdx, qword ptr [r15 + 768]
-    mov edi, dword ptr [r15 + 896]
-    mov ebp, edx
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 68157506
+    setz al
+    lea rcx, [rip + .Lc1_d1198_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d1198_s_t
+    .p2align 3
+.Lc1_d1198_s:
+    .p2align 3
+    jmp .Lc1_d1198_j
+    .p2align 3
+    jmp .Lc1_d1198_j
+.Lc1_d1198_j:
+    mov edx, eax
     mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 67117723], 405898242
-    jz 1f
-1:
+    mov rbp, r10
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 288
+    test bl, 64
     jnz 1f
 1:
-    mov rsi, rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    cmovne rdx, rsi
-    test ebx, 6976
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, byte ptr [r15 + 256]
-    mov qword ptr [r14 + 192], rcx
-    test ebx, 1344
+    movzx esi, byte ptr [r15 + 192]
+    and rbp, 33554368
+    mov dword ptr [r15 + rbp + 33554432], 108
+    test dword ptr [r15 + 67117723], 67109376
     jz 1f
 1:
-    mov qword ptr [r15 + 512], rcx
+    mov qword ptr [r15 + 384], rbp
+    movzx r8d, byte ptr [r15 + 320]
+    test bl, 192
+    jz 1f
+1:
+    mov rdi, qword ptr [r15 + 512]
+    mov r9, rbp
+    movzx edx, byte ptr [r15 + 64]
+    test ebx, 672
+    jz 1f
+1:
+    mov rsi, qword ptr [r15 + 128]
+    movzx ebp, byte ptr [r14 + 704]
     mov r8, r10
-    movsxd rcx, dword ptr [r15 + 448]
-    and r8, 448
-    mov qword ptr [r15 + r8 + 960], rdx
-    test dword ptr [r15 + 67117723], 536870912
-    jnz 1f
-1:
-    mov rdi, qword ptr [r15 + 64]
-    mov dword ptr [r15 + 384], 220
-    movzx r9d, byte ptr [r15 + 64]
-    test dword ptr [r15 + 67117723], 539050505
+    test dword ptr [r15 + 67117724], 531497
     jz 1f
 1:
-    mov eax, dword ptr [r15 + 128]
-    mov rcx, qword ptr [r15 + 576]
-    cmovne r8, rdi
+    mov eax, dword ptr [r15 + 576]
+    and r8, 448
+    mov qword ptr [r14 + r8 + 1472], rsi
     add r11, 64
     add r10, r11
     inc rbx
@@ -1447,54 +1488,54 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d1213_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d1213_j_t
-.Lc1_d1213_j:
-    mov rbp, r10
-    mov qword ptr [r15 + 192], rcx
-    mov rcx, rcx
-    and rbp, 448
-    mov dword ptr [r14 + rbp + 1472], 23
-    mov esi, 133
-    test dword ptr [r15 + 67117724], 131152
-    jz 1f
-1:
-    mov r9, qword ptr [r15 + 256]
-    mov edx, 70
-    mov r8, rsi
-    test dword ptr [r15 + 67117724], 538973345
+    movzx edx, al
+    mov qword ptr [r15 + 256], rdx
+    mov r9d, dword ptr [r15 + 64]
+    mov dword ptr [r15 + 0], 203
+    test ebx, 6976
     jnz 1f
 1:
-    mov qword ptr [r15 + 640], rbp
-    mov edi, 191
-    cmovne rcx, rdi
-    mov ebp, dword ptr [r15 + 384]
+    mov esi, 78
+    mov r12, qword ptr [r15 + r12 + 56]
+    xchg r9, rbp
+    movzx edi, sil
+    test dword ptr [r15 + 67117723], 1638006914
+    jnz 1f
+1:
+    mov ecx, r9d
+    mov edi, 80
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edx, 167
+    test ebx, 1024
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu xmm7, xmmword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    xor dword ptr [r15 + 896], edx
+    test dword ptr [r15 + 67117724], 8407324
+    jnz 1f
+1:
+    xor dword ptr [r14 + 320], edx
+    mov dword ptr [r15 + 768], 126
+    cmovne r9, rdi
+    mov r8, rdi
     test bl, 64
     jnz 1f
 1:
-    mov r9d, ecx
-    movzx edx, r9b
-    mov qword ptr [r15 + 0], rsi
-    test dword ptr [r15 + 67117724], 131136
+    movzx ecx, byte ptr [r15 + 640]
+    mov rax, qword ptr [r15 + 192]
+    mov r8, rcx
+    mov qword ptr [r15 + 128], rcx
+    test ebx, 1024
     jnz 1f
 1:
-    xor dword ptr [r15 + 0], r9d
-    mov r8d, 182
-    mov edx, r8d
-    movzx eax, dl
-    test dword ptr [r15 + 67117723], 12583040
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], 148
-    movzx ebp, byte ptr [r15 + 448]
-    mov rax, qword ptr [r15 + 64]
-    test bl, 128
-    jnz 1f
-1:
-    mov edi, dword ptr [r15 + 704]
-    xor dword ptr [r14 + 128], edi
-    vmovdqu xmm13, xmmword ptr [r15 + 320]
+    mov ecx, 219
+    mov rbp, r10
+    mov qword ptr [r15 + 448], rcx
+    mov esi, eax
+    and rbp, 448
+    mov r8, qword ptr [r15 + rbp + 960]
     add r11, 64
     add r10, r11
     inc rbx
@@ -1512,110 +1553,105 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    movzx esi, dil
-    movsxd rbp, dword ptr [r15 + 192]
-    or qword ptr [r15 + 576], 39
-    test bl, 72
+    lea r9, [r10 + r10*1]
+    movzx r8d, al
+    and r9, 960
+    movsxd rsi, dword ptr [r15 + r9 + 2048]
+    or qword ptr [r15 + 64], 14
+    test bl, 144
     jz 1f
 1:
-    movzx eax, bpl
-    mov r8, rbp
-    mov r9d, dword ptr [r15 + 640]
-    test ebx, 1528
+    movzx ecx, sil
+    mov rdi, rcx
+    lea rbp, [r10 + r10*1]
+    mov esi, dword ptr [r15 + 256]
+    test ebx, 2528
+    jnz 1f
+1:
+    and rbp, 8128
+    movzx r8d, byte ptr [r15 + rbp + 7104]
+    mov dword ptr [r15 + 640], 82
+    movzx edx, byte ptr [r14 + 128]
+    test bl, 16
+    jnz 1f
+1:
+    popcnt r8, rdx
+    movzx edi, byte ptr [r15 + r9 + 1984]
+    mov dword ptr [r15 + rbp + 7168], r8d
+    test dword ptr [r15 + 67117723], 419725872
     jz 1f
 1:
-    movzx ebp, byte ptr [r15 + 64]
-    mov dword ptr [r15 + 128], 64
-    movzx edi, byte ptr [r15 + 512]
-    test ebx, 15104
-    jnz 1f
-1:
-    lea rdi, [r15 + 67109504]
-    mov ecx, 759
-    rep stosb
-    mov r8, r10
-    movzx edx, byte ptr [r15 + 576]
-    mov rbp, r10
-    and r8, 448
-    mov dword ptr [r15 + r8 + 960], edx
-    test dword ptr [r15 + 67117723], 1108344832
-    jnz 1f
-1:
-    and rbp, 960
+    mov dword ptr [r15 + 576], edi
+    mov rsi, qword ptr [r15 + 192]
+    mov rax, qword ptr [r15 + 576]
     mov r9, r10
-    mov dword ptr [r15 + rbp + 1984], r9d
-    mov rax, qword ptr [r15 + 640]
+    test dword ptr [r15 + 67117723], 28
+    jnz 1f
+1:
+    mov rbp, r9
     and r9, 448
-    mov rsi, qword ptr [r15 + r9 + 1472]
-    test ebx, 768
-    jnz 1f
+    movsxd rcx, dword ptr [r15 + r9 + 960]
+    popcnt rdx, rbp
+    test dword ptr [r15 + 67117724], 33555456
+    jz 1f
 1:
-    mov rdx, r9
-    movsxd rbp, dword ptr [r15 + 576]
-    popcnt r9, rdx
-    test ebx, 32440
-    jnz 1f
-1:
-    movzx ecx, r9b
-    mov rdx, qword ptr [r15 + 256]
-    mov esi, ecx
+    movzx r8d, sil
+    mov rax, qword ptr [r15 + 832]
+    mov esi, r9d
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b4_done
 .Lc1_b4_c1:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 3
-    lea rcx, [rip + .Lc1_d1317_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d1317_s_t
-    .p2align 3
-.Lc1_d1317_s:
-    .p2align 3
-    jmp .Lc1_d1317_j
-    .p2align 3
-    jmp .Lc1_d1317_j
-    .p2align 3
-    jmp .Lc1_d1317_j
-    .p2align 3
-    jmp .Lc1_d1317_j
-.Lc1_d1317_j:
-    mov qword ptr [r15 + 192], rcx
-    mov rsi, qword ptr [r14 + 384]
-    vpcmpeqb xmm13, xmm13, xmmword ptr [r15 + 256]
-    test ebx, 32320
+    lea rbp, [r10 + r10*1]
+    and rbp, 448
+    mov eax, dword ptr [r15 + rbp + 960]
+    movzx edi, al
+    mov ecx, 227
+    mov qword ptr [r15 + 576], rdi
+    test ebx, 16344
     jz 1f
 1:
-    mov r8, qword ptr [r15 + 640]
-    lea rbp, [r10 + r10*1]
-    movzx esi, cl
+    movsxd rdx, dword ptr [r15 + rbp + 1024]
+    movsxd r8, dword ptr [r15 + 384]
+    mov r9, r10
+    movzx esi, dl
+    test ebx, 32064
+    jnz 1f
+1:
+    and r9, 960
+    movsxd rcx, dword ptr [r15 + r9 + 1984]
+    movsxd rdi, dword ptr [r15 + 64]
+    mov r8, qword ptr [r14 + 640]
+    mov ebp, ecx
+    test bl, 32
+    jnz 1f
+1:
+    movzx esi, byte ptr [r15 + 384]
+    vpaddd ymm7, ymm7, ymmword ptr [r15 + 512]
+    vpaddd ymm4, ymm7, ymmword ptr [r15 + 640]
+    test ebx, 3448
+    jz 1f
+1:
+    mov r8, r10
+    mov ebp, esi
+    movzx eax, byte ptr [r15 + 128]
+    vmovdqu xmm13, xmmword ptr [r15 + 320]
+    and r8, 8128
+    mov qword ptr [r15 + r8 + 7104], r8
+    test bl, 80
+    jnz 1f
+1:
+    movzx r9d, byte ptr [r15 + 448]
+    movzx r8d, byte ptr [r15 + 576]
+    movzx edx, r8b
     test bl, 16
     jnz 1f
 1:
-    and rbp, 448
-    movzx edi, byte ptr [r15 + rbp + 1536]
-    movsxd rcx, dword ptr [r15 + rbp + 1472]
-    movsxd r9, dword ptr [r15 + 128]
-    test bl, 16
-    jz 1f
-1:
-    movsxd rdx, dword ptr [r15 + 640]
-    movsxd rcx, dword ptr [r15 + 64]
-    test dword ptr [r15 + 67117724], 143132978
-    jz 1f
-1:
-    vmovdqu xmm2, xmmword ptr [r15 + 256]
-    mov esi, dword ptr [r15 + 576]
-    mov r8d, esi
-    test dword ptr [r15 + 67117724], 536870912
-    jz 1f
-1:
-    movsxd rax, dword ptr [r15 + 192]
-    mov edi, dword ptr [r15 + 768]
+    mov edi, dword ptr [r15 + 704]
+    movsxd rax, dword ptr [r15 + 768]
+    vmovdqu xmm4, xmmword ptr [r15 + 320]
     add r11, 64
     add r10, r11
     inc rbx
@@ -1625,56 +1661,51 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov rcx, rax
-    vucomisd xmm2, xmm2
-    mov byte ptr [r15 + 128], al
-    mov edi, eax
-    test dword ptr [r15 + 67117723], 266256
-    jz 1f
-1:
-    bswap rcx
-    movzx r8d, byte ptr [r15 + 448]
-    movsxd rax, dword ptr [r15 + 704]
-    mov rbp, r10
-    test ebx, 704
-    jz 1f
-1:
+    lea rbp, [r10 + r10*1]
+    vpcmpeqb xmm4, xmm4, xmmword ptr [r15 + 512]
     and rbp, 448
-    movsxd rcx, dword ptr [r15 + rbp + 1472]
-    bt rbp, rcx
-    lea r8, [r10 + r10*2]
-    mov rdx, rax
-    test ebx, 512
+    movzx ecx, byte ptr [r15 + rbp + 960]
+    mov r8, r10
+    mov byte ptr [r15 + 128], al
+    test dword ptr [r15 + 67117723], 266240
     jz 1f
 1:
     and r8, 448
-    movsxd rdi, dword ptr [r15 + r8 + 1024]
-    movsxd rbp, dword ptr [r15 + 64]
-    mov r9, qword ptr [r15 + 256]
-    test ebx, 976
-    jnz 1f
-1:
-    movzx esi, byte ptr [r15 + r8 + 1088]
-    mov edx, 181
-    or qword ptr [r15 + 320], 48
-    test ebx, 3560
+    vpaddq xmm4, xmm4, xmmword ptr [r15 + r8 + 1472]
+    bswap rax
+    movsxd rsi, dword ptr [r15 + 640]
+    lea r9, [r10 + r10*1]
+    test bl, 48
     jz 1f
 1:
-    movzx ebp, dl
-    vpaddq xmm13, xmm13, xmmword ptr [r15 + 256]
-    movsxd r9, dword ptr [r15 + 512]
-    test dword ptr [r15 + 67117724], 369109768
-    jnz 1f
-1:
-    mov rdx, rbp
-    mov edi, 42
-    mov qword ptr [r15 + 64], rdi
-    test ebx, 1408
+    and r9, 33554368
+    mov byte ptr [r15 + r9 + 33554496], r9b
+    movsxd r8, dword ptr [r14 + 64]
+    mov ecx, 10
+    test bl, 16
     jz 1f
 1:
-    mov byte ptr [r15 + r8 + 960], dil
-    movsxd rax, dword ptr [r15 + 576]
-    mov ecx, dword ptr [r14 + 192]
+    movzx edx, cl
+    mov edi, 189
+    bt rdi, rdi
+    test bl, 32
+    jnz 1f
+1:
+    mov dword ptr [r15 + 128], 7
+    mov edx, edi
+    mov dword ptr [r15 + r9 + 33554432], 114
+    test ebx, 512
+    jz 1f
+1:
+    movzx esi, byte ptr [r15 + 64]
+    movsxd r8, dword ptr [r15 + rbp + 1024]
+    mov qword ptr [r15 + 64], rsi
+    test dword ptr [r15 + 67117723], 172130577
+    jz 1f
+1:
+    mov rbp, rsi
+    mov edx, dword ptr [r14 + 384]
+    or qword ptr [r15 + 256], 3
     add r11, 64
     add r10, r11
     inc rbx
@@ -1684,59 +1715,59 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 134217728
-    setz al
-    lea rcx, [rip + .Lc1_d1413_s]
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 3
+    lea rcx, [rip + .Lc1_d1439_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d1413_s_t
+    jmp .Lc1_d1439_s_t
     .p2align 3
-.Lc1_d1413_s:
+.Lc1_d1439_s:
     .p2align 3
-    jmp .Lc1_d1413_j
+    jmp .Lc1_d1439_j
     .p2align 3
-    jmp .Lc1_d1413_j
-.Lc1_d1413_j:
-    mov r9d, 155
-    mov esi, eax
-    vsubsd xmm13, xmm13, xmm13
-    test ebx, 12032
+    jmp .Lc1_d1439_j
+    .p2align 3
+    jmp .Lc1_d1439_j
+    .p2align 3
+    jmp .Lc1_d1439_j
+.Lc1_d1439_j:
+    vpaddq xmm4, xmm4, xmmword ptr [r15 + 576]
+    mov r9, r10
+    mov edx, dword ptr [r15 + 768]
+    test ebx, 2808
     jnz 1f
 1:
-    mov qword ptr [r15 + 192], rsi
-    vpcmpeqb xmm14, xmm14, xmmword ptr [r15 + 64]
-    test dword ptr [r15 + 67117723], 1074266112
-    jz 1f
-1:
-    mov esi, dword ptr [r14 + 384]
-    xor dword ptr [r14 + 832], ecx
-    mov edx, esi
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r9d, edx
-    mov edi, dword ptr [r15 + 384]
     mov rbp, r10
-    test ebx, 2784
-    jz 1f
-1:
-    movzx esi, sil
-    and rbp, 960
-    movsxd rcx, dword ptr [r15 + rbp + 1984]
-    lea rdi, [r15 + 67109504]
-    lea rsi, [r15 + 67113600]
-    mov ecx, 758
-    rep movsb
+    and r9, 8128
+    xor dword ptr [r15 + r9 + 7104], ebp
+    mov esi, eax
     test bl, 16
     jz 1f
 1:
-    movzx r8d, byte ptr [r15 + 320]
-    movzx r9d, byte ptr [r15 + 640]
-    test ebx, 1016
-    jz 1f
+    and rbp, 33554368
+    mov qword ptr [r15 + rbp + 33554432], rbp
+    bswap rax
+    test ebx, 832
+    jnz 1f
 1:
-    mov byte ptr [r15 + 128], r8b
-    vmovdqu ymm6, ymmword ptr [r15 + 448]
+    mov r8d, dword ptr [r15 + 704]
+    mov r9, r10
+    movzx edi, byte ptr [r15 + 448]
+    test bl, 16
+    jnz 1f
+1:
+    mov byte ptr [r15 + 320], dil
+    and r9, 960
+    movzx r8d, byte ptr [r15 + r9 + 1984]
+    test ebx, 24384
+    jnz 1f
+1:
+    mov edx, 128
+    mov esi, r8d
+    test ebx, 3544
+    jnz 1f
+1:
+    sete al
     add r11, 64
     add r10, r11
     inc rbx
@@ -1751,56 +1782,57 @@ ditto_body_c1:
     jmp .Lc1_b5_c0
     .p2align 6
 .Lc1_b5_c0:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    movsxd r9, dword ptr [r15 + 576]
-    mov rbp, r10
-    mov ecx, r9d
-    and rbp, 448
-    mov byte ptr [r15 + rbp + 960], cl
-    cmovne rcx, rcx
-    test bl, 144
+    cmovne r9, rcx
+    movsxd rcx, dword ptr [r14 + 768]
+    inc dword ptr [r15 + 384]
+    movsxd rbp, dword ptr [r15 + 256]
+    test ebx, 2304
     jnz 1f
 1:
-    mov rbp, qword ptr [r15 + 192]
-    mov edx, 150
-    add qword ptr [r15 + 896], r9
-    mov qword ptr [r15 + 128], rdx
-    test dword ptr [r15 + 67117724], 32768
-    jz 1f
-1:
-    mov r9d, dword ptr [r15 + 64]
-    mov edi, dword ptr [r15 + 256]
-    mov ecx, dword ptr [r15 + 768]
-    lea rbp, [r10 + r10*1]
-    test ebx, 57296
-    jz 1f
-1:
-    inc dword ptr [r15 + 256]
-    and rbp, 448
-    mov r8d, dword ptr [r15 + rbp + 1472]
-    cmovne r9, rdi
-    mov edx, 17
-    test ebx, 4608
-    jz 1f
-1:
-    vpaddq xmm6, xmm6, xmmword ptr [r15 + rbp + 1536]
-    movsxd rsi, dword ptr [r15 + 832]
-    movzx eax, r8b
+    add qword ptr [r14 + 512], rbp
+    mov esi, dword ptr [r15 + 640]
+    mov ebp, ebp
+    mov byte ptr [r15 + 128], sil
     test bl, 32
+    jz 1f
+1:
+    mov rdx, rsi
+    lea rdi, [r15 + 67109504]
+    mov ecx, 945
+    rep stosb
+    mov r8d, dword ptr [r15 + 832]
+    mov edx, 7
+    test ebx, 512
     jnz 1f
 1:
-    movzx r9d, byte ptr [r15 + 64]
-    vpaddd ymm2, ymm6, ymmword ptr [r15 + 704]
-    mov edi, dword ptr [r14 + 128]
-    mov rcx, qword ptr [r15 + 320]
-    test dword ptr [r15 + 67117723], 65536
+    mov r9, r10
+    mov eax, 152
+    and r9, 4032
+    mov esi, dword ptr [r15 + r9 + 3008]
+    mov edx, dword ptr [r15 + 256]
+    cmovne rax, rsi
+    test ebx, 63168
     jnz 1f
 1:
-    vucomisd xmm2, xmm2
-    mov rax, r9
-    mov esi, edi
+    mov rsi, qword ptr [r15 + 192]
+    mov qword ptr [r15 + 192], rsi
+    mov r8d, dword ptr [r15 + 64]
+    bswap rcx
+    test ebx, 1024
+    jnz 1f
+1:
+    movzx edx, byte ptr [r15 + 896]
+    mov r9, r10
+    vpcmpeqb xmm4, xmm4, xmmword ptr [r15 + 128]
+    and r9, 448
+    vpaddq xmm12, xmm12, xmmword ptr [r15 + r9 + 1472]
+    inc dword ptr [r15 + 192]
+    test ebx, 60400
+    jnz 1f
+1:
+    movzx ebp, dl
+    mov rax, qword ptr [r15 + 448]
+    mov dword ptr [r15 + 896], eax
     add r11, 64
     add r10, r11
     inc rbx
@@ -1811,53 +1843,51 @@ ditto_body_c1:
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
     xor eax, eax
-    test dword ptr [r15 + 67117724], 139264
+    test dword ptr [r15 + 67117724], 131072
     setz al
-    lea rcx, [rip + .Lc1_d1518_s]
+    lea rcx, [rip + .Lc1_d1543_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d1518_s_t
+    jmp .Lc1_d1543_s_t
     .p2align 3
-.Lc1_d1518_s:
+.Lc1_d1543_s:
     .p2align 3
-    jmp .Lc1_d1518_j
+    jmp .Lc1_d1543_j
     .p2align 3
-    jmp .Lc1_d1518_j
-.Lc1_d1518_j:
-    mov esi, dword ptr [r15 + 768]
-    mov qword ptr [r14 + 192], rax
-    mov dword ptr [r15 + 512], 129
+    jmp .Lc1_d1543_j
+.Lc1_d1543_j:
+    lea rbp, [r10 + r10*1]
+    mov edi, 10
+    and rbp, 33554368
+    mov qword ptr [r15 + rbp + 33554432], rdi
     test dword ptr [r15 + 67117723], 33554432
     jnz 1f
 1:
-    mov rsi, rsi
-    movsxd r8, dword ptr [r15 + 128]
+    movzx ecx, bpl
+    mov dword ptr [r14 + 704], 7
     test dword ptr [r15 + 67117723], 5242880
     jz 1f
 1:
-    movzx edx, r8b
-    movzx edi, sil
-    test ebx, 6592
+    movsxd r8, dword ptr [r15 + 256]
+    mov dword ptr [r14 + rbp + 33554496], 13
+    test ebx, 4864
     jz 1f
 1:
-    movsxd rcx, dword ptr [r15 + 704]
-    mov rdx, qword ptr [r15 + 768]
-    test dword ptr [r15 + 67117723], 1224745122
-    jz 1f
-1:
+    lea r9, [r10 + r10*1]
+    movzx r8d, r9b
+    and r9, 448
+    mov edx, dword ptr [r15 + r9 + 1024]
     mov rbp, r10
-    mov edi, dword ptr [r14 + 320]
-    and rbp, 33554368
-    mov byte ptr [r15 + rbp + 33554432], dil
-    test ebx, 64432
-    jz 1f
-1:
-    mov rcx, qword ptr [r15 + 384]
-    mov dword ptr [r15 + 640], 12
-    test ebx, 1024
+    test dword ptr [r15 + 67117724], 4194304
     jnz 1f
 1:
-    mov eax, 109
-    not qword ptr [r15 + 384]
+    and rbp, 960
+    mov r8d, dword ptr [r15 + rbp + 1984]
+    movsxd rsi, dword ptr [r15 + 832]
+    test bl, 32
+    jnz 1f
+1:
+    mov rax, qword ptr [r15 + r9 + 960]
+    not qword ptr [r15 + 576]
     add r11, 64
     add r10, r11
     inc rbx
@@ -1867,57 +1897,55 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov rsi, rcx
-    movsxd rcx, dword ptr [r14 + 192]
-    mov rbp, rsi
-    mov r9, r10
-    mov esi, edx
-    test bl, 176
+    mov rdi, r8
+    movsxd r8, dword ptr [r15 + 576]
+    mov rcx, rax
+    mov esi, edi
+    lea rbp, [r10 + r10*1]
+    test ebx, 1408
     jz 1f
 1:
-    mov r8, qword ptr [r15 + 128]
-    and r9, 4032
-    mov edi, dword ptr [r15 + r9 + 3008]
-    xor dword ptr [r15 + 448], eax
-    test ebx, 2560
-    jz 1f
-1:
-    mov edx, dword ptr [r15 + 256]
-    mov ebp, r8d
-    mov rax, qword ptr [r15 + 64]
-    mov r8, r10
-    mov qword ptr [r15 + 576], r9
-    test dword ptr [r15 + 67117723], 8704
-    jz 1f
-1:
-    and r8, 448
-    mov r9d, dword ptr [r15 + r8 + 1472]
-    mov esi, dword ptr [r15 + 448]
-    mov rbp, r10
-    mov eax, esi
-    test bl, 64
+    mov rdx, qword ptr [r15 + 128]
+    and rbp, 4032
+    mov r9d, dword ptr [r15 + rbp + 3072]
+    xor dword ptr [r15 + 512], eax
+    test ebx, 6400
     jnz 1f
 1:
-    and rbp, 448
-    movzx edi, byte ptr [r15 + rbp + 960]
-    mov ecx, dword ptr [r15 + 512]
-    popcnt rdx, rdi
-    inc dword ptr [r15 + 256]
-    test ebx, 32384
+    mov r8, r10
+    mov esi, dword ptr [r15 + 192]
+    mov edi, r9d
+    mov rdx, qword ptr [r15 + 320]
+    and r8, 33554368
+    mov qword ptr [r15 + r8 + 33554432], r9
+    test bl, 32
     jz 1f
 1:
-    mov rdi, qword ptr [r15 + 64]
-    mov rcx, rdx
+    mov r9d, dword ptr [r15 + rbp + 3008]
+    mov ecx, dword ptr [r15 + 192]
+    mov esi, r9d
+    test dword ptr [r15 + 67117724], 2097152
+    jnz 1f
+1:
+    movzx edx, byte ptr [r15 + 256]
+    mov eax, dword ptr [r15 + 640]
+    popcnt rbp, rax
+    inc dword ptr [r15 + 896]
+    test ebx, 65232
+    jnz 1f
+1:
+    mov rsi, qword ptr [r15 + 64]
+    mov rcx, rbp
     lea rdi, [r15 + 67109504]
     lea rsi, [r15 + 67113600]
-    mov ecx, 759
+    mov ecx, 943
     rep movsb
-    test dword ptr [r15 + 67117723], 134217728
+    test bl, 32
     jz 1f
 1:
-    movzx r9d, dil
-    vpcmpeqb xmm12, xmm12, xmmword ptr [r15 + 128]
-    movzx r8d, dil
+    movzx edx, dl
+    vpcmpeqb xmm15, xmm15, xmmword ptr [r14 + 64]
+    movzx r8d, sil
     add r11, 64
     add r10, r11
     inc rbx
@@ -1928,59 +1956,60 @@ ditto_body_c1:
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
     xor eax, eax
-    test dword ptr [r15 + 67117723], 1073809408
+    test dword ptr [r15 + 67117723], 1073807360
     setz al
-    lea rcx, [rip + .Lc1_d1617_s]
+    lea rcx, [rip + .Lc1_d1639_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d1617_s_t
+    jmp .Lc1_d1639_s_t
     .p2align 3
-.Lc1_d1617_s:
+.Lc1_d1639_s:
     .p2align 3
-    jmp .Lc1_d1617_j
+    jmp .Lc1_d1639_j
     .p2align 3
-    jmp .Lc1_d1617_j
-.Lc1_d1617_j:
-    mov ebp, dword ptr [r15 + 192]
-    mov r8d, edx
-    movzx r9d, byte ptr [r15 + 576]
-    test dword ptr [r15 + 67117724], 84973712
+    jmp .Lc1_d1639_j
+.Lc1_d1639_j:
+    mov r9d, 205
+    mov r8d, 77
+    test dword ptr [r15 + 67117724], 84940944
     jz 1f
 1:
-    movsxd rsi, dword ptr [r15 + 640]
-    mov rdi, qword ptr [r15 + 64]
-    test ebx, 3520
+    mov rbp, qword ptr [r15 + 384]
+    mov esi, dword ptr [r14 + 320]
+    test bl, 176
+    jz 1f
+1:
+    mov edi, eax
+    movzx r9d, byte ptr [r15 + 384]
+    test bl, 64
     jnz 1f
 1:
-    movsxd rbp, dword ptr [r15 + 512]
-    movzx r8d, sil
-    movzx r9d, byte ptr [r14 + 320]
-    test dword ptr [r15 + 67117723], 2128
-    jz 1f
-1:
-    mov eax, 237
-    mov edx, 18
-    test ebx, 64752
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    xchg r8, r8
-    mov rsi, qword ptr [r15 + 768]
-    test dword ptr [r15 + 67117724], 1073741824
+    movzx edx, dil
+    movsxd rbp, dword ptr [r15 + 128]
+    mov r8, r10
+    test dword ptr [r15 + 67117723], 128
     jnz 1f
 1:
-    movzx r9d, byte ptr [r15 + 896]
-    mov rbp, r8
-    test dword ptr [r15 + 67117724], 625479692
+    and r8, 448
+    mov r9d, dword ptr [r15 + r8 + 1472]
+    movzx esi, byte ptr [r15 + 448]
+    test bl, 80
+    jnz 1f
+1:
+    mov r8d, 111
+    mov ecx, esi
+    test ebx, 1024
     jz 1f
 1:
-    mov edi, r8d
-    mov r9d, dword ptr [r15 + 384]
-    mov ecx, 168
-    test ebx, 512
-    jz 1f
+    mov rbp, r10
+    movzx eax, byte ptr [r15 + 768]
+    mov r9d, ebp
+    test dword ptr [r15 + 67117724], 536870912
+    jnz 1f
 1:
-    mov eax, ecx
-    mov qword ptr [r15 + 704], rax
+    and rbp, 33554368
+    mov qword ptr [r15 + rbp + 33554432], rax
+    add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b5_done
@@ -1988,57 +2017,55 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov r8, r10
-    mov ebp, eax
+    mov rdi, rax
+    mov rbp, qword ptr [r14 + 256]
+    mov eax, 194
+    mov edx, ebp
+    test ebx, 65136
+    jz 1f
+1:
+    vmovdqu xmm11, xmmword ptr [r15 + 832]
+    sete al
     mov rdx, rax
-    and r8, 448
-    mov qword ptr [r15 + r8 + 960], rax
-    test ebx, 63216
+    test dword ptr [r15 + 67117723], 17048040
     jz 1f
 1:
-    mov r9d, r8d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 512
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r14 + 256], r8
-    movsxd rcx, dword ptr [r15 + 192]
-    test dword ptr [r15 + 67117723], 268435984
-    jz 1f
-1:
-    mov edx, 53
-    mov rsi, qword ptr [r15 + 64]
-    vsubsd xmm12, xmm12, xmm12
-    test bl, 208
-    jz 1f
-1:
-    mov r8, rdx
-    mov edx, 228
-    mov edi, r8d
-    test dword ptr [r15 + 67117723], 4575328
-    jnz 1f
-1:
-    mov r8d, edx
-    mov rdx, qword ptr [r15 + 704]
-    vmovdqu xmm12, xmmword ptr [r14 + 448]
-    test bl, 32
-    jnz 1f
-1:
-    sete cl
-    mov eax, edi
-    mov dword ptr [r15 + 128], 51
+    mov r9d, eax
+    mov qword ptr [r15 + 512], rdx
+    mov esi, edx
     mov rbp, r10
+    test dword ptr [r15 + 67117724], 1677862916
+    jz 1f
+1:
+    and rbp, 448
+    movsxd r8, dword ptr [r15 + rbp + 960]
+    mov ecx, dword ptr [r15 + 320]
+    mov qword ptr [r15 + 704], rbp
+    test dword ptr [r15 + 67117723], 268501120
+    jz 1f
+1:
+    mov ebp, ecx
+    lea rdi, [r15 + 67109504]
+    lea rsi, [r15 + 67113600]
+    mov ecx, 945
+    rep movsb
+    mov r8, r10
+    movsxd rdx, dword ptr [r15 + 768]
+    test ebx, 1024
+    jz 1f
+1:
+    and r8, 8128
+    mov rax, qword ptr [r15 + r8 + 7104]
     mov r9, r10
-    test ebx, 1073741824
+    mov edx, r9d
+    mov dword ptr [r15 + 64], 134
+    test dword ptr [r15 + 67117724], 524324
     jz 1f
 1:
     and r9, 448
-    movsxd rsi, dword ptr [r15 + r9 + 1472]
-    mov r8, rsi
-    and rbp, 960
-    vmovdqu ymm11, ymmword ptr [r15 + rbp + 1984]
+    mov rbp, qword ptr [r15 + r9 + 1472]
+    movzx esi, byte ptr [r15 + 128]
+    mov rax, rbp
     add r11, 64
     add r10, r11
     inc rbx
@@ -2048,56 +2075,52 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d1718_j]
+    lea rcx, [rip + .Lc1_d1740_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d1718_j_t
-.Lc1_d1718_j:
-    vpaddq xmm2, xmm2, xmmword ptr [r15 + 256]
-    vmovdqu xmm3, xmmword ptr [r15 + 320]
-    mov r8, rax
-    mov edi, dword ptr [r15 + 128]
+    jmp .Lc1_d1740_j_t
+.Lc1_d1740_j:
+    vpaddq xmm4, xmm4, xmmword ptr [r15 + 512]
+    mov rdx, rax
+    movsxd rax, dword ptr [r15 + 640]
     test dword ptr [r15 + 67117724], 67110912
     jz 1f
 1:
-    mov eax, r8d
-    mov r12, qword ptr [r15 + r12 + 56]
-    cmovne rdx, rax
+    mov rbp, r10
+    cmovne rax, rbp
+    and rbp, 33554368
+    mov dword ptr [r15 + rbp + 33554432], ebp
+    vmovdqu xmm12, xmmword ptr [r14 + 192]
     test dword ptr [r15 + 67117724], 67108864
     jz 1f
 1:
-    mov r9, rdx
-    mov rax, r9
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, edx
+    mov ebp, dword ptr [r15 + 64]
+    mov r8, rax
     test ebx, 2912
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r9d, byte ptr [r15 + 832]
-    mov r8, qword ptr [r15 + 640]
+    mov r9, r10
+    bt r8, rax
+    and r9, 448
+    mov edi, dword ptr [r15 + r9 + 960]
+    movsxd rax, dword ptr [r15 + 448]
     mov rbp, r10
-    test bl, 32
+    test ebx, 512
     jz 1f
 1:
-    movzx edx, dl
-    bt rdx, rbp
+    mov rcx, qword ptr [r15 + 256]
     and rbp, 4032
-    movsxd rsi, dword ptr [r15 + rbp + 3008]
-    movsxd rax, dword ptr [r14 + 384]
+    movzx edx, byte ptr [r15 + rbp + 3008]
     test dword ptr [r15 + 67117724], 639172628
     jz 1f
 1:
-    xor dword ptr [r15 + 64], edx
-    mov qword ptr [r15 + 320], rax
-    mov ecx, eax
-    mov r8, r10
-    test ebx, 4608
+    mov qword ptr [r15 + 128], rcx
+    xor dword ptr [r15 + 384], ecx
+    mov edi, dword ptr [r14 + 192]
+    test ebx, 5376
     jnz 1f
 1:
-    and r8, 448
-    mov byte ptr [r15 + r8 + 960], cl
-    movsxd rdi, dword ptr [r15 + 192]
-    mov dword ptr [r15 + 512], ecx
+    mov r8, rdi
+    movzx ecx, dil
     add r11, 64
     add r10, r11
     inc rbx
@@ -2107,51 +2130,51 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, al
-    cmovne rsi, rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    test bl, 160
+    movzx edi, al
+    movsxd rsi, dword ptr [r15 + 768]
+    mov rdx, qword ptr [r15 + 64]
+    mov rbp, r10
+    test ebx, 3200
+    jz 1f
+1:
+    mov r9d, dword ptr [r15 + 704]
+    movzx r8d, dl
+    and rbp, 33554368
+    mov dword ptr [r15 + rbp + 33554432], ebp
+    test ebx, 512
     jnz 1f
 1:
-    mov r9, rsi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 67117724], 1
+    mov rdx, rax
+    vpaddd ymm4, ymm12, ymmword ptr [r15 + 128]
+    movzx esi, byte ptr [r15 + 640]
+    mov r9, r10
+    test dword ptr [r15 + 67117723], 1
     jnz 1f
 1:
-    mov ebp, r9d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, dword ptr [r15 + 448]
-    mov r8, r10
+    and r9, 448
+    mov ecx, dword ptr [r14 + r9 + 1472]
+    movzx r8d, byte ptr [r15 + 576]
+    vmovdqu xmm12, xmmword ptr [r15 + 896]
     test bl, 64
     jnz 1f
 1:
-    mov dword ptr [r15 + 640], r9d
-    vmovdqu xmm2, xmmword ptr [r15 + 896]
-    and r8, 448
-    mov rdi, qword ptr [r15 + r8 + 1472]
-    vpaddd ymm12, ymm2, ymmword ptr [r15 + 128]
-    test dword ptr [r15 + 67117724], 128
-    jz 1f
+    cmovne r8, r8
+    mov esi, r9d
+    movzx edi, byte ptr [r15 + 448]
+    test dword ptr [r15 + 67117723], 68489474
+    jnz 1f
 1:
-    mov rbp, r10
-    movzx r9d, byte ptr [r15 + 384]
-    and rbp, 33554368
-    movsxd rdi, dword ptr [r15 + rbp + 33554432]
-    vmovdqu xmm11, xmmword ptr [r15 + 64]
-    test dword ptr [r15 + 67117723], 664577
-    jz 1f
+    movsxd rbp, dword ptr [r15 + 256]
+    mov edx, r9d
+    mov rax, qword ptr [r15 + 384]
+    test ebx, 3200
+    jnz 1f
 1:
-    mov rdx, qword ptr [r15 + 256]
-    inc dword ptr [r14 + 0]
-    mov eax, r9d
-    test ebx, 5616
-    jz 1f
-1:
-    movzx esi, dl
-    mov rdi, qword ptr [r15 + 576]
-    mov ecx, dword ptr [r14 + 768]
+    inc dword ptr [r15 + 64]
+    mov r8, r10
+    mov rcx, qword ptr [r15 + 320]
+    and r8, 960
+    vmovdqu ymm4, ymmword ptr [r15 + r8 + 1984]
     add r11, 64
     add r10, r11
     inc rbx
@@ -2162,65 +2185,66 @@ ditto_body_c1:
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
     xor eax, eax
-    test dword ptr [r15 + 67117723], 38801408
+    test dword ptr [r15 + 67117723], 34607104
     setz al
-    lea rcx, [rip + .Lc1_d1817_s]
+    lea rcx, [rip + .Lc1_d1835_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d1817_s_t
+    jmp .Lc1_d1835_s_t
     .p2align 3
-.Lc1_d1817_s:
+.Lc1_d1835_s:
     .p2align 3
-    jmp .Lc1_d1817_j
+    jmp .Lc1_d1835_j
     .p2align 3
-    jmp .Lc1_d1817_j
-.Lc1_d1817_j:
+    jmp .Lc1_d1835_j
+.Lc1_d1835_j:
     cmovne rax, rcx
-    movzx edx, cl
+    movzx r9d, cl
     test dword ptr [r15 + 67117724], 153192960
     jz 1f
 1:
     movsxd rcx, dword ptr [r14 + 192]
-    mov r9, rdx
+    mov rdi, r9
     test dword ptr [r15 + 67117723], 1572866
     jnz 1f
 1:
-    mov edi, dword ptr [r15 + 320]
-    mov ebp, dword ptr [r15 + 128]
-    test dword ptr [r15 + 67117724], 131200
+    mov esi, dword ptr [r15 + 512]
+    mov edx, dword ptr [r15 + 256]
+    test dword ptr [r15 + 67117724], 393344
     jz 1f
 1:
-    movzx edi, dil
-    mov eax, 200
-    test dword ptr [r15 + 67117724], 1074801008
+    movzx edi, sil
+    mov ecx, 200
+    test ebx, 48576
+    jnz 1f
+1:
+    xor dword ptr [r15 + 832], ecx
+    movsxd rdi, dword ptr [r15 + 576]
+    test dword ptr [r15 + 67117724], 59510848
     jz 1f
 1:
-    mov r8, r10
-    mov r9, r10
-    and r8, 960
-    xor dword ptr [r15 + r8 + 1984], eax
-    movsxd rsi, dword ptr [r15 + 704]
-    test bl, 48
-    jz 1f
+    lea rdi, [r15 + 67109504]
+    lea rsi, [r15 + 67113600]
+    mov ecx, 945
+    rep movsb
+    mov rbp, r10
+    mov esi, dword ptr [r15 + 320]
+    test ebx, 6848
+    jnz 1f
 1:
-    and r9, 448
-    vmovdqu ymm3, ymmword ptr [r15 + r9 + 960]
-    mov ecx, dword ptr [r15 + 64]
-    test dword ptr [r15 + 67117723], 69760
-    jz 1f
-1:
-    movzx r9d, r9b
-    vmovdqu ymm2, ymmword ptr [r15 + 512]
+    movzx r8d, bpl
+    and rbp, 448
+    vmovdqu ymm9, ymmword ptr [r15 + rbp + 960]
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jnz .Lc1_b5_c0
 .Lc1_b5_done:
-// block 6: 512 bytes, 2 chunk(s), 26 chunk executions per call
+// block 6: 512 bytes, 2 chunk(s), 28 chunk executions per call
     mov rbx, qword ptr [r15 + 67117784]
-    lea rcx, [rbx + 26]
+    lea rcx, [rbx + 28]
     mov qword ptr [r15 + 67117784], rcx
-    mov r13d, 26
+    mov r13d, 28
     jmp .Lc1_b6_c0
     .p2align 6
 .Lc1_b6_c0:
@@ -2230,112 +2254,109 @@ ditto_body_c1:
     xor eax, eax
     test dword ptr [r15 + 67117723], 1342183425
     setz al
-    lea rcx, [rip + .Lc1_d1869_s]
+    lea rcx, [rip + .Lc1_d1888_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d1869_s_t
+    jmp .Lc1_d1888_s_t
     .p2align 3
-.Lc1_d1869_s:
+.Lc1_d1888_s:
     .p2align 3
-    jmp .Lc1_d1869_j
+    jmp .Lc1_d1888_j
     .p2align 3
-    jmp .Lc1_d1869_j
-.Lc1_d1869_j:
+    jmp .Lc1_d1888_j
+.Lc1_d1888_j:
+    mov r9, r10
+    and r9, 448
+    mov rdx, qword ptr [r15 + r9 + 960]
+    mov eax, dword ptr [r15 + 576]
+    add qword ptr [r15 + 64], rdx
     mov rbp, r10
-    mov edx, 6
-    lea r8, [r10 + r10*2]
-    and rbp, 4032
-    mov esi, dword ptr [r15 + rbp + 3008]
     test dword ptr [r15 + 67117724], 2097152
     jz 1f
 1:
-    and r8, 448
-    mov edi, dword ptr [r15 + r8 + 960]
-    or ecx, 1
-    xor edx, edx
-    div ecx
-    test ebx, 14176
+    and rbp, 448
+    mov r8d, dword ptr [r15 + rbp + 1472]
+    mov esi, dword ptr [r15 + 640]
+    test ebx, 11904
     jz 1f
 1:
-    movzx r9d, byte ptr [r15 + 256]
-    mov esi, ebp
-    test dword ptr [r15 + 67117723], 1744830464
+    mov edi, esi
+    mov r8d, dword ptr [r15 + 512]
+    test ebx, 1073741824
     jz 1f
 1:
-    mov ebp, dword ptr [r15 + 64]
-    mov eax, dword ptr [r15 + r8 + 1088]
-    test ebx, 576
+    vsubsd xmm4, xmm4, xmm9
+    mov ecx, dword ptr [r15 + 640]
+    test bl, 128
     jnz 1f
 1:
-    mov rdx, qword ptr [r15 + 128]
-    inc dword ptr [r15 + r8 + 1024]
-    test ebx, 608
+    movzx edx, cl
+    mov edi, 240
+    test bl, 128
     jnz 1f
 1:
-    mov r8, r10
-    movzx edi, al
-    and r8, 33554368
-    vpaddq xmm12, xmm12, xmmword ptr [r15 + r8 + 33554432]
-    test ebx, 256
+    mov r8, qword ptr [r15 + 64]
+    movzx r9d, byte ptr [r15 + 640]
+    test dword ptr [r15 + 67117724], 4352
     jz 1f
 1:
-    add qword ptr [r15 + 576], rdi
+    inc dword ptr [r15 + 576]
+    vpaddq xmm4, xmm4, xmmword ptr [r15 + 128]
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b6_done
 .Lc1_b6_c1:
-    lea rcx, [rip + .Lc1_d1916_j]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d1936_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d1916_j_t
-.Lc1_d1916_j:
+    jmp .Lc1_d1936_j_t
+.Lc1_d1936_j:
+    mov rbp, r10
+    mov rdi, rcx
+    mov esi, 33
+    and rbp, 448
+    mov byte ptr [r15 + rbp + 960], sil
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rdi, qword ptr [r15 + 128]
+    movzx edx, byte ptr [r15 + 192]
+    movsxd r8, dword ptr [r15 + 128]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movsxd rbp, dword ptr [r15 + 192]
+    mov edi, dword ptr [r15 + 64]
+    mov r9, r10
+    mov byte ptr [r15 + 320], dl
+    test dword ptr [r15 + 67117723], 536879105
+    jz 1f
+1:
+    and r9, 8128
+    movsxd r8, dword ptr [r14 + r9 + 7104]
+    mov rdi, qword ptr [r15 + 448]
     lea rbp, [r10 + r10*1]
-    and rbp, 4032
-    mov qword ptr [r15 + rbp + 3072], rbp
-    mov rdi, qword ptr [r15 + 192]
-    bt rdi, rbp
-    mov rax, rdi
-    test ebx, 1073741824
+    test dword ptr [r15 + 67117723], 92377224
     jz 1f
 1:
-    mov rcx, rax
-    movzx edi, al
-    mov eax, eax
-    lea r9, [r10 + r10*1]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov byte ptr [r15 + 512], dil
-    and r9, 448
-    movzx esi, byte ptr [r15 + r9 + 1024]
-    mov edx, dword ptr [r15 + 192]
-    test ebx, 472
+    movzx r8d, dil
+    and rbp, 960
+    movsxd rcx, dword ptr [r15 + rbp + 2048]
+    mov rax, rcx
+    test dword ptr [r15 + 67117724], 2048
     jz 1f
 1:
-    mov byte ptr [r15 + 640], r9b
-    mov r8d, 127
-    mov r8, r10
-    mov rsi, qword ptr [r15 + 256]
-    movzx ecx, r8b
-    test bl, 128
-    jz 1f
-1:
-    and r8, 33554368
-    mov qword ptr [r15 + r8 + 33554432], r8
-    movsxd rsi, dword ptr [r15 + rbp + 3008]
-    movsxd rdi, dword ptr [r15 + 320]
+    movzx r8d, al
+    mov edx, eax
+    mov esi, edx
     test bl, 8
-    jnz 1f
-1:
-    mov rcx, qword ptr [r15 + 896]
-    mov rdx, qword ptr [r15 + r9 + 960]
-    mov ebp, dword ptr [r15 + 896]
-    test bl, 128
     jz 1f
 1:
-    mov eax, dword ptr [r15 + 832]
-    movsxd r9, dword ptr [r15 + 128]
-    movsxd r8, dword ptr [r14 + 448]
+    mov r8, qword ptr [r15 + rbp + 1984]
+    mov rbp, qword ptr [r15 + 256]
     add r11, 64
     add r10, r11
     inc rbx
@@ -2343,20 +2364,27 @@ ditto_body_c1:
     jnz .Lc1_b6_c0
 .Lc1_b6_done:
 // block 7: 64 bytes, 1 chunk(s), 1 chunk executions per call
+    mov rbx, qword ptr [r15 + 67117792]
+    lea rcx, [rbx + 1]
+    mov qword ptr [r15 + 67117792], rcx
     mov r13d, 1
     jmp .Lc1_b7_c0
     .p2align 6
 .Lc1_b7_c0:
-    add qword ptr [r15 + 128], rdx
-    movsxd r9, dword ptr [r14 + 576]
-    cmovne rax, rbp
-    inc dword ptr [r15 + 832]
+    add qword ptr [r15 + 128], rbp
+    movsxd r9, dword ptr [r15 + 128]
+    cmovne rax, r8
+    test bl, 16
+    jz 1f
+1:
+    inc dword ptr [r15 + 704]
     mov rbp, r10
-    movsxd rax, dword ptr [r15 + 384]
+    movsxd rcx, dword ptr [r15 + 64]
     and rbp, 4032
     movsxd rsi, dword ptr [r15 + rbp + 3008]
     add r11, 64
     add r10, r11
+    inc rbx
     dec r13
     jnz .Lc1_b7_c0
 .Lc1_b7_done:
@@ -2409,45 +2437,57 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov qword ptr [r15 + 768], rax
-    mov rbp, r10
-    lea r9, [r10 + r10*1]
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 33882624
+    setz al
+    lea rcx, [rip + .Lc1_d2015_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d2015_s_t
+    .p2align 3
+.Lc1_d2015_s:
+    .p2align 3
+    jmp .Lc1_d2015_j
+    .p2align 3
+    jmp .Lc1_d2015_j
+.Lc1_d2015_j:
+    lea rcx, [rip + .Lc1_d2024_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d2024_j_t
+.Lc1_d2024_j:
+    mov eax, ecx
+    lea rbp, [r10 + r10*1]
+    mov byte ptr [r15 + 64], cl
+    test ebx, 126432
+    jz 1f
+1:
+    mov edi, dword ptr [r15 + 576]
     and rbp, 4032
-    mov edx, dword ptr [r15 + rbp + 3008]
-    and r9, 33554368
-    mov rdi, qword ptr [r15 + r9 + 33554432]
-    test dword ptr [r15 + 67117724], 5546304
+    mov r9, qword ptr [r15 + rbp + 3008]
+    test ebx, 14240
     jnz 1f
 1:
-    mov esi, dword ptr [r15 + 896]
-    movzx r8d, byte ptr [r15 + 384]
-    movzx edi, byte ptr [r15 + 128]
-    test dword ptr [r15 + 67117723], 1
-    jnz 1f
+    movzx edx, byte ptr [r15 + 512]
+    mov rsi, qword ptr [r14 + 704]
+    test ebx, 2816
+    jz 1f
 1:
-    mov dword ptr [r15 + r9 + 33554496], 197
-    mov rbp, r10
-    movsxd r9, dword ptr [r15 + 512]
-    and rbp, 960
-    mov rcx, qword ptr [r15 + rbp + 1984]
-    test ebx, 49120
-    jnz 1f
+    mov edi, dword ptr [r15 + 256]
+    lea r9, [r10 + r10*1]
+    test dword ptr [r15 + 67117723], 4128
+    jz 1f
 1:
-    mov r9d, dword ptr [r15 + 768]
-    mov esi, dword ptr [r14 + 640]
-    mov ebp, dword ptr [r15 + 576]
-    test ebx, 320
-    jnz 1f
+    and r9, 960
+    mov r8d, dword ptr [r15 + r9 + 2048]
+    movzx ecx, dil
+    test bl, 128
+    jz 1f
 1:
-    movzx eax, bpl
-    mov dword ptr [r15 + 256], eax
-    mov byte ptr [r15 + 320], al
-    test dword ptr [r15 + 67117723], 64
-    jnz 1f
+    movzx edi, byte ptr [r15 + rbp + 3072]
+    movzx esi, byte ptr [r14 + r9 + 1984]
+    test dword ptr [r15 + 67117724], 1342718016
+    jz 1f
 1:
-    mov esi, eax
-    movzx edi, byte ptr [r15 + 832]
-    movzx r8d, byte ptr [r15 + 704]
+    mov ebp, dword ptr [r15 + 384]
     add r11, 64
     add r10, r11
     inc rbx
@@ -2457,52 +2497,56 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    movzx ebp, byte ptr [r15 + 384]
-    mov r9, rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, al
-    test dword ptr [r15 + 67117724], 562635784
-    jz 1f
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 4457088
+    setz al
+    lea rcx, [rip + .Lc1_d2064_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d2064_s_t
+    .p2align 3
+.Lc1_d2064_s:
+    .p2align 3
+    jmp .Lc1_d2064_j
+    .p2align 3
+    jmp .Lc1_d2064_j
+.Lc1_d2064_j:
+    mov dword ptr [r15 + 448], ecx
+    mov rdx, rax
+    movzx esi, byte ptr [r15 + 768]
+    test bl, 128
+    jnz 1f
 1:
-    mov esi, 160
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 192], esi
+    movzx eax, byte ptr [r15 + 64]
     mov rbp, r10
-    test dword ptr [r15 + 67117724], 562062592
+    mov dword ptr [r15 + 256], ebp
+    test ebx, 1216
     jz 1f
 1:
     and rbp, 448
-    mov edx, dword ptr [r15 + rbp + 1472]
-    lea r8, [r10 + r10*2]
-    mov edi, ebp
-    and r8, 448
-    movsxd rcx, dword ptr [r15 + r8 + 1024]
-    mov rax, qword ptr [r15 + 576]
-    test dword ptr [r15 + 67117724], 134552608
-    jz 1f
+    mov esi, dword ptr [r14 + rbp + 1472]
+    mov r9d, dword ptr [r15 + 192]
+    test dword ptr [r15 + 67117724], 8388608
+    jnz 1f
 1:
-    mov rbp, qword ptr [r15 + 128]
-    mov r9d, dword ptr [r15 + 640]
+    mov r8, qword ptr [r15 + 128]
+    movsxd rdi, dword ptr [r15 + 832]
+    test dword ptr [r15 + 67117724], 32
+    jnz 1f
+1:
+    mov rbp, r10
+    mov esi, edi
+    and rbp, 448
+    vmovdqu xmm4, xmmword ptr [r15 + rbp + 960]
+    test ebx, 2048
+    jnz 1f
+1:
+    mov dword ptr [r15 + 320], ebp
+    mov rsi, qword ptr [r15 + 640]
+    test dword ptr [r15 + 67117723], 536871456
+    jnz 1f
+1:
+    popcnt rdx, rsi
     bswap rcx
-    test bl, 64
-    jz 1f
-1:
-    mov dword ptr [r15 + 832], ecx
-    movzx edx, byte ptr [r15 + 320]
-    vmovdqu xmm2, xmmword ptr [r15 + r8 + 960]
-    popcnt rdi, r9
-    test bl, 64
-    jnz 1f
-1:
-    mov rsi, rdi
-    mov eax, dword ptr [r14 + 64]
-    mov edx, dword ptr [r14 + r8 + 1088]
-    test ebx, 256
-    jnz 1f
-1:
-    mov dword ptr [r15 + 704], ecx
-    mov dword ptr [r15 + 448], eax
-    mov ebp, edx
     add r11, 64
     add r10, r11
     inc rbx
@@ -2512,53 +2556,51 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d2083_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d2083_j_t
-.Lc1_d2083_j:
-    mov r8, r10
-    mov qword ptr [r15 + 768], r8
-    and r8, 4032
-    mov qword ptr [r15 + r8 + 3008], rcx
+    mov rbp, r10
+    and rbp, 448
+    mov esi, dword ptr [r15 + rbp + 960]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rsi
+    test ebx, 1024
+    jnz 1f
+1:
+    mov dword ptr [r15 + 0], esi
+    movzx r8d, sil
+    mov r12, qword ptr [r15 + r12 + 56]
+    test bl, 64
+    jnz 1f
+1:
     mov r9, r10
-    mov dword ptr [r15 + 128], ecx
-    test dword ptr [r15 + 67117723], 1180704771
-    jnz 1f
-1:
-    and r9, 960
-    movzx esi, byte ptr [r15 + r9 + 1984]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 256
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rdi, rsi
-    test ebx, 576
-    jnz 1f
-1:
-    xchg rbp, r8
-    mov rax, qword ptr [r14 + 320]
-    mov r9, r10
-    test bl, 96
-    jnz 1f
-1:
-    movsxd rdx, dword ptr [r15 + 512]
-    and r9, 448
-    mov ecx, dword ptr [r15 + r9 + 960]
-    mov qword ptr [r15 + 256], r9
-    test bl, 96
-    jnz 1f
-1:
-    xchg qword ptr [r15 + 64], rdi
-    mov byte ptr [r15 + 192], dil
-    mov rax, rcx
-    test dword ptr [r15 + 67117724], 167780640
+    and r9, 4032
+    mov qword ptr [r15 + r9 + 3008], r8
+    test dword ptr [r15 + 67117724], 8404996
     jz 1f
 1:
-    movzx esi, al
-    mov edx, dword ptr [r15 + 576]
+    mov edi, dword ptr [r14 + 512]
+    mov rbp, r10
+    xchg rdx, r9
+    mov dword ptr [r14 + 576], 213
+    test ebx, 5056
+    jnz 1f
+1:
+    and rbp, 960
+    xchg qword ptr [r15 + rbp + 1984], rsi
+    mov ecx, dword ptr [r15 + 896]
+    mov qword ptr [r15 + 384], rsi
+    test ebx, 1792
+    jz 1f
+1:
+    mov byte ptr [r15 + 192], cl
+    mov rax, rsi
+    movzx edi, byte ptr [r15 + 128]
+    test dword ptr [r15 + 67117723], 2167872
+    jnz 1f
+1:
+    mov r8, rdi
+    mov eax, dword ptr [r15 + 64]
+    not qword ptr [r15 + 704]
     add r11, 64
     add r10, r11
     inc rbx
@@ -2568,48 +2610,52 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    vpcmpeqb xmm4, xmm4, xmmword ptr [r15 + 640]
-    movsxd rdx, dword ptr [r15 + 448]
+    lea rcx, [rip + .Lc1_d2159_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d2159_j_t
+.Lc1_d2159_j:
+    mov ebp, dword ptr [r15 + 64]
+    movsxd r8, dword ptr [r15 + 384]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test bl, 128
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 67117723], 16404
-    jnz 1f
-1:
-    mov r9d, dword ptr [r15 + 192]
-    mov rdx, r9
-    mov dword ptr [r15 + 256], 93
-    mov r8, r9
-    test bl, 128
+    add qword ptr [r15 + 0], rbp
+    test ebx, 7136
     jz 1f
 1:
-    add qword ptr [r15 + 384], r8
-    movzx ecx, al
-    mov rsi, qword ptr [r15 + 896]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rdx, rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 3584
+    jz 1f
+1:
     mov r9, r10
-    mov edx, dword ptr [r14 + 320]
-    test dword ptr [r15 + 67117724], 1763246336
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r9, 8128
+    mov dword ptr [r15 + r9 + 7104], 93
+    vucomisd xmm4, xmm4
+    test dword ptr [r15 + 67117724], 65544
     jz 1f
 1:
-    and r9, 33554368
-    mov rax, qword ptr [r15 + r9 + 33554432]
-    movsxd rbp, dword ptr [r15 + 704]
-    mov r8, r10
-    mov dword ptr [r14 + 64], edx
-    movzx edi, r8b
+    movzx edx, r9b
+    mov rsi, qword ptr [r15 + 256]
+    mov rdi, qword ptr [r15 + 128]
+    test dword ptr [r15 + 67117723], 1
+    jz 1f
+1:
+    movsxd rbp, dword ptr [r14 + 192]
+    mov r8d, dword ptr [r15 + 768]
+    mov r9, qword ptr [r15 + 320]
     test bl, 64
     jnz 1f
 1:
-    and r8, 448
-    movzx ecx, byte ptr [r15 + r8 + 1472]
-    mov esi, dword ptr [r15 + 128]
-    mov ebp, 152
+    mov rax, r8
+    mov ecx, dword ptr [r15 + 128]
+    mov esi, 37
+    test ebx, 320
+    jz 1f
+1:
+    movzx edx, byte ptr [r15 + 640]
+    mov dword ptr [r15 + 448], ebp
+    movzx edi, cl
     add r11, 64
     add r10, r11
     inc rbx
@@ -2619,54 +2665,53 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d2177_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d2177_j_t
-.Lc1_d2177_j:
-    mov esi, 217
-    mov r9, qword ptr [r15 + 320]
+    mov rbp, r10
+    mov edx, eax
     lea rdi, [r15 + 67109504]
-    mov ecx, 758
+    mov ecx, 945
     rep stosb
-    test ebx, 352
-    jnz 1f
+    and rbp, 33554368
+    mov byte ptr [r14 + rbp + 33554432], r8b
+    test bl, 128
+    jz 1f
 1:
-    mov rbp, qword ptr [r15 + 256]
     mov r8, r10
-    movsxd rdx, dword ptr [r15 + 576]
-    test dword ptr [r15 + 67117724], 8489546
-    jnz 1f
-1:
+    mov rsi, qword ptr [r15 + 256]
     and r8, 448
-    mov rsi, qword ptr [r14 + r8 + 960]
-    movzx eax, r8b
-    mov byte ptr [r14 + 832], dil
-    test dword ptr [r15 + 67117723], 507642880
+    mov rdx, qword ptr [r15 + r8 + 960]
+    mov r9, qword ptr [r15 + 448]
+    test ebx, 1536
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edx, eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1792
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 67117723], 134238208
+    mov dword ptr [r15 + 320], edx
+    test ebx, 448
     jz 1f
 1:
-    mov dword ptr [r15 + 384], eax
-    mov eax, ebp
-    test bl, 64
-    jnz 1f
-1:
-    movsxd rbp, dword ptr [r15 + 128]
-    mov rsi, qword ptr [r15 + 64]
-    mov rdx, qword ptr [r15 + 512]
-    test dword ptr [r15 + 67117724], 1342443578
-    jnz 1f
-1:
-    mov r9d, esi
-    mov rdi, rdx
-    test dword ptr [r15 + 67117724], 116737
+    mov rsi, qword ptr [r15 + 512]
+    mov edx, 27
+    movsxd r8, dword ptr [r15 + 832]
+    mov rbp, r10
+    test dword ptr [r15 + 67117723], 4194304
     jz 1f
 1:
-    mov esi, 112
-    movsxd r8, dword ptr [r15 + 768]
+    movzx r9d, r8b
+    vpaddq xmm4, xmm4, xmmword ptr [r14 + 64]
+    and rbp, 448
+    mov rsi, qword ptr [r15 + rbp + 1472]
+    test ebx, 1984
+    jz 1f
+1:
+    movsxd rdi, dword ptr [r15 + 704]
+    mov r8d, 112
+    mov rax, r9
     add r11, 64
     add r10, r11
     inc rbx
@@ -2676,51 +2721,56 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov dword ptr [r14 + 192], 124
-    mov r9, qword ptr [r15 + 640]
-    mov r12, qword ptr [r15 + r12 + 56]
-    xchg rax, rsi
-    test ebx, 126880
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 16777216
+    setz al
+    lea rcx, [rip + .Lc1_d2256_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d2256_s_t
+    .p2align 3
+.Lc1_d2256_s:
+    .p2align 3
+    jmp .Lc1_d2256_j
+    .p2align 3
+    jmp .Lc1_d2256_j
+.Lc1_d2256_j:
+    xchg rax, r9
+    mov byte ptr [r15 + 384], al
     movzx ecx, r9b
-    test bl, 64
-    jz 1f
-1:
-    mov byte ptr [r15 + 0], r9b
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, rcx
-    test ebx, 5824
+    test bl, 128
     jnz 1f
 1:
+    mov dword ptr [r15 + 0], 210
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, r9d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, qword ptr [r15 + 128]
     test bl, 64
     jz 1f
 1:
-    vmovdqu ymm2, ymmword ptr [r15 + 512]
-    mov rsi, qword ptr [r15 + 384]
-    mov edi, esi
     mov rbp, r10
-    test dword ptr [r15 + 67117723], 306971137
-    jnz 1f
-1:
+    mov esi, ebp
     and rbp, 960
-    mov byte ptr [r15 + rbp + 1984], sil
-    movzx edx, bpl
+    movzx edx, byte ptr [r14 + rbp + 1984]
+    test ebx, 704
+    jz 1f
+1:
     mov r8, r10
-    mov byte ptr [r15 + 256], dl
-    test ebx, 256
-    jnz 1f
+    vpaddq xmm12, xmm12, xmmword ptr [r15 + 128]
+    mov eax, esi
+    test dword ptr [r15 + 67117724], 33554432
+    jz 1f
 1:
     and r8, 4032
-    mov dword ptr [r15 + r8 + 3008], 36
-    vpaddq xmm2, xmm2, xmmword ptr [r15 + 64]
-    mov rbp, qword ptr [r15 + 448]
+    mov dword ptr [r15 + r8 + 3008], 5
+    mov rdx, qword ptr [r15 + 256]
+    test ebx, 1344
+    jz 1f
+1:
+    movzx edi, byte ptr [r15 + 64]
+    mov byte ptr [r15 + 320], dl
+    test dword ptr [r15 + 67117724], 33620236
+    jz 1f
+1:
+    mov rcx, qword ptr [r15 + 192]
+    mov rbp, qword ptr [r15 + 576]
     add r11, 64
     add r10, r11
     inc rbx
@@ -2730,52 +2780,55 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d2273_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d2273_j_t
-.Lc1_d2273_j:
-    mov r9, r10
-    movsxd rbp, dword ptr [r15 + 256]
-    and r9, 448
-    movzx edi, byte ptr [r15 + r9 + 960]
-    mov edx, ebp
-    test dword ptr [r15 + 67117724], 287446544
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 133
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 2560
     jz 1f
 1:
-    movzx ebp, bpl
-    mov esi, ecx
+    mov rdi, rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    vpcmpeqb xmm4, xmm4, xmmword ptr [r15 + 0]
+    bt rdi, rdi
+    test dword ptr [r15 + 67117724], 562040896
+    jnz 1f
+1:
     movzx r8d, byte ptr [r15 + 192]
-    test dword ptr [r15 + 67117723], 33587232
-    jz 1f
+    movzx r9d, byte ptr [r15 + 768]
+    movsxd rsi, dword ptr [r15 + 448]
+    mov qword ptr [r15 + 384], r9
+    test bl, 64
+    jnz 1f
 1:
-    movzx r9d, byte ptr [r14 + 576]
-    movzx edi, byte ptr [r15 + 768]
-    mov rdx, qword ptr [r15 + 896]
-    test dword ptr [r15 + 67117723], 469901408
-    jz 1f
+    movzx edx, dil
+    movzx esi, byte ptr [r15 + 896]
+    mov ebp, edx
+    vpaddd ymm4, ymm4, ymmword ptr [r15 + 64]
+    test ebx, 7040
+    jnz 1f
 1:
-    movzx esi, dil
-    mov ecx, 133
-    mov r8, rax
+    mov r8, r10
+    movzx esi, byte ptr [r15 + 512]
+    and r8, 448
+    mov ecx, dword ptr [r15 + r8 + 1472]
+    mov ebp, esi
+    movzx eax, r8b
+    test ebx, 1984
+    jnz 1f
+1:
+    mov r9, qword ptr [r14 + 128]
     mov rbp, r10
-    test dword ptr [r15 + 67117724], 1048576
-    jz 1f
-1:
-    mov dword ptr [r15 + 128], 214
-    movsxd rax, dword ptr [r14 + 64]
+    mov dword ptr [r15 + 640], 59
+    movzx edi, bpl
     and rbp, 448
-    mov byte ptr [r15 + rbp + 1472], dil
+    mov byte ptr [r15 + rbp + 960], dil
     test bl, 64
     jz 1f
 1:
-    mov rsi, qword ptr [r15 + 704]
-    movzx r8d, bpl
-    mov dword ptr [r15 + 320], 59
-    test ebx, 126816
-    jnz 1f
-1:
-    bt rbp, rax
-    mov r8d, esi
+    mov ecx, 228
+    mov edi, 98
+    mov eax, ecx
     add r11, 64
     add r10, r11
     inc rbx
@@ -2785,55 +2838,61 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov r9d, 13
-    movzx edx, sil
-    inc dword ptr [r15 + 64]
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 436207617
+    setz al
+    lea rcx, [rip + .Lc1_d2355_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d2355_s_t
+    .p2align 3
+.Lc1_d2355_s:
+    .p2align 3
+    jmp .Lc1_d2355_j
+    .p2align 3
+    jmp .Lc1_d2355_j
+.Lc1_d2355_j:
+    mov qword ptr [r15 + 576], rax
+    mov r9d, dword ptr [r15 + 320]
+    movzx r8d, byte ptr [r15 + 64]
+    test bl, 64
+    jnz 1f
+1:
+    mov esi, 99
+    movzx edx, r9b
+    movzx r8d, sil
+    test dword ptr [r15 + 67117723], 1076658704
+    jnz 1f
+1:
+    mov qword ptr [r15 + 128], rdx
     mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 67117723], 33592897
+    test ebx, 65440
+    jnz 1f
+1:
+    mov r8d, r9d
+    xor dword ptr [r15 + 0], r9d
+    movzx r9d, sil
+    test ebx, 130656
+    jnz 1f
+1:
+    mov ebp, 121
+    mov rdi, rbp
+    sete dl
+    test ebx, 608
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 218
-    mov r9d, edx
-    test ebx, 1216
+    test dword ptr [r15 + 67117723], 1048672
+    jz 1f
+1:
+    bswap rbp
+    mov rcx, qword ptr [r14 + 192]
+    mov byte ptr [r15 + 256], bpl
+    test bl, 64
     jnz 1f
 1:
-    bswap rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rcx
-    movzx eax, r9b
-    test bl, 192
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r10
-    movzx edi, byte ptr [r14 + 832]
-    mov qword ptr [r15 + 448], rcx
-    and rbp, 448
-    mov r8, qword ptr [r15 + rbp + 960]
-    test bl, 160
-    jnz 1f
-1:
-    xor dword ptr [r14 + 192], edi
-    movzx esi, byte ptr [r15 + 320]
-    mov dword ptr [r15 + 384], ebp
-    mov edx, dword ptr [r15 + 704]
-    test dword ptr [r15 + 67117723], 272959488
-    jz 1f
-1:
-    movzx r9d, dl
-    sete cl
-    mov rax, r9
-    mov r8, qword ptr [r15 + 640]
-    test dword ptr [r15 + 67117724], 134759555
-    jz 1f
-1:
-    mov rdi, qword ptr [r15 + 128]
-    movsxd rbp, dword ptr [r15 + 512]
-    mov r8d, esi
-    add r11, 64
-    add r10, r11
+    mov rax, qword ptr [r15 + 512]
+    mov dword ptr [r14 + 704], ebp
     inc rbx
     dec r13
     jz .Lc1_b8_done
@@ -2841,48 +2900,50 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d2370_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d2370_j_t
-.Lc1_d2370_j:
-    mov rbp, r10
-    and rbp, 4032
-    vpaddq xmm2, xmm2, xmmword ptr [r15 + rbp + 3008]
-    mov r8d, 218
-    mov r9, r8
-    mov rbp, r10
-    test dword ptr [r15 + 67117724], 8192
-    jnz 1f
-1:
-    and rbp, 960
-    mov dword ptr [r15 + rbp + 1984], 36
-    mov r8, r10
-    mov dword ptr [r15 + 384], 41
-    mov esi, dword ptr [r15 + 64]
-    test ebx, 61408
+    movsxd rsi, dword ptr [r15 + 128]
+    xor dword ptr [r15 + 0], ebp
+    mov qword ptr [r15 + 0], rax
+    mov r8d, 223
+    test dword ptr [r15 + 67117724], 131072
     jz 1f
 1:
-    and r8, 33554368
-    mov qword ptr [r15 + r8 + 33554432], rsi
-    sete dl
+    mov edi, 36
     mov r12, qword ptr [r15 + r12 + 56]
+    vmaxsd xmm4, xmm4, xmm4
+    test ebx, 6016
+    jnz 1f
+1:
+    movzx r9d, al
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, byte ptr [r15 + 384]
     test bl, 128
     jz 1f
 1:
-    mov esi, 201
-    xor dword ptr [r15 + 448], r8d
-    xor dword ptr [r15 + 128], esi
-    test dword ptr [r15 + 67117724], 1
-    jnz 1f
-1:
-    mov edi, esi
-    mov dword ptr [r14 + 192], 23
-    movsxd rax, dword ptr [r15 + 256]
-    test dword ptr [r15 + 67117723], 18895620
+    mov edx, eax
+    mov esi, 164
+    xor dword ptr [r15 + 768], edx
+    test dword ptr [r15 + 67117723], 1
     jz 1f
 1:
-    mov ebp, 165
-    mov r9d, 25
+    mov rbp, r10
+    movzx ecx, byte ptr [r15 + 256]
+    sete dil
+    and rbp, 448
+    mov dword ptr [r15 + rbp + 960], 165
+    test dword ptr [r15 + 67117724], 34081136
+    jz 1f
+1:
+    mov rax, rsi
+    mov esi, 160
+    movsxd rdi, dword ptr [r15 + 448]
+    mov r8, r10
+    test dword ptr [r15 + 67117723], 1048576
+    jz 1f
+1:
+    mov r9d, 33
+    mov dword ptr [r14 + 640], 238
+    and r8, 8128
+    mov dword ptr [r15 + r8 + 7104], 68
     add r11, 64
     add r10, r11
     inc rbx
@@ -2892,51 +2953,57 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx edx, al
-    mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 67117724], 117981472
-    jnz 1f
-1:
-    mov r8d, 31
-    mov esi, dword ptr [r15 + 576]
-    mov ecx, 85
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 1080041472
+    setz al
+    lea rcx, [rip + .Lc1_d2451_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d2451_s_t
+    .p2align 3
+.Lc1_d2451_s:
+    .p2align 3
+    jmp .Lc1_d2451_j
+    .p2align 3
+    jmp .Lc1_d2451_j
+.Lc1_d2451_j:
+    popcnt rdx, rcx
+    mov r9, rdx
+    movzx ecx, byte ptr [r14 + 192]
     test ebx, 256
     jz 1f
 1:
-    mov rdi, r8
-    movzx r9d, byte ptr [r15 + 640]
-    or qword ptr [r15 + 896], 94
+    mov edi, dword ptr [r15 + 64]
     mov rbp, r10
-    test dword ptr [r15 + 67117724], 536871040
+    mov esi, 128
+    test ebx, 121824
     jnz 1f
 1:
-    mov byte ptr [r15 + 768], bpl
-    mov rax, rbp
+    mov r9, rdi
     and rbp, 448
-    mov dword ptr [r14 + rbp + 960], eax
-    mov r8, r10
-    movsxd rdx, dword ptr [r15 + 64]
-    test bl, 128
+    vpaddq xmm4, xmm4, xmmword ptr [r14 + rbp + 1472]
+    test dword ptr [r15 + 67117723], 8390740
+    jz 1f
+1:
+    movsxd r8, dword ptr [r15 + 576]
+    mov eax, r9d
+    or qword ptr [r15 + 704], 120
+    mov rbp, r10
+    test dword ptr [r15 + 67117724], 1681916928
+    jz 1f
+1:
+    and rbp, 4032
+    mov byte ptr [r15 + rbp + 3008], bpl
+    movsxd rcx, dword ptr [r15 + 128]
+    test dword ptr [r15 + 67117723], 512
     jnz 1f
 1:
-    and r8, 448
-    movsxd rax, dword ptr [r15 + r8 + 1472]
-    movsxd r9, dword ptr [r15 + 320]
-    mov ecx, 162
-    test bl, 160
+    movsxd rsi, dword ptr [r15 + 320]
+    mov edx, 40
+    test ebx, 800
     jz 1f
 1:
-    mov ebp, ecx
-    vmovdqu ymm2, ymmword ptr [r15 + 512]
-    vpaddq xmm1, xmm1, xmmword ptr [r15 + 128]
-    test dword ptr [r15 + 67117724], 608174080
-    jz 1f
-1:
-    movsxd rdi, dword ptr [r14 + 256]
-    mov esi, ebp
-    popcnt r9, rbp
+    mov eax, esi
+    movsxd r8, dword ptr [r15 + 832]
     add r11, 64
     add r10, r11
     inc rbx
@@ -2946,53 +3013,49 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d2462_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d2462_j_t
-.Lc1_d2462_j:
-    vpaddq xmm1, xmm1, xmmword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 67117724], 1074922112
-    jnz 1f
-1:
-    bswap r8
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, r8d
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r10
+    and rbp, 33554368
+    mov r9, r10
+    mov dword ptr [r15 + rbp + 33554432], 3
+    movzx edi, byte ptr [r15 + 896]
+    movzx ecx, r9b
+    and r9, 448
+    vpaddq xmm4, xmm4, xmmword ptr [r15 + r9 + 960]
     test bl, 128
-    jz 1f
-1:
-    xor dword ptr [r15 + 512], edx
-    mov rdi, qword ptr [r15 + 128]
-    movsxd rbp, dword ptr [r14 + 256]
-    test dword ptr [r15 + 67117723], 10617345
     jnz 1f
 1:
-    mov rax, qword ptr [r15 + 320]
+    movzx ebp, dil
+    mov r8d, dword ptr [r15 + 640]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test dword ptr [r15 + 67117724], 557852672
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
     bswap rbp
-    movzx edx, al
-    movzx r9d, r8b
-    test ebx, 256
+    movsxd rdi, dword ptr [r15 + 320]
+    test bl, 128
     jnz 1f
 1:
-    mov dword ptr [r15 + 64], eax
-    mov edi, r9d
-    movsxd rax, dword ptr [r15 + 576]
-    test dword ptr [r15 + 67117724], 128
-    jz 1f
-1:
-    mov esi, dword ptr [r15 + 192]
-    mov dword ptr [r15 + 448], eax
-    movsxd rbp, dword ptr [r15 + 768]
-    mov r8, rsi
-    test bl, 96
+    movsxd rdx, dword ptr [r15 + 448]
+    mov r8d, ebp
+    movsxd rcx, dword ptr [r14 + 768]
+    mov r8, r8
+    test dword ptr [r15 + 67117723], 1048576
     jnz 1f
 1:
-    mov qword ptr [r15 + 384], rsi
-    movzx ecx, bpl
-    mov dword ptr [r15 + 704], 246
+    mov ebp, dword ptr [r15 + 512]
+    mov r9, r10
+    mov rcx, qword ptr [r15 + 64]
+    and r9, 960
+    mov qword ptr [r15 + r9 + 1984], r9
+    test dword ptr [r15 + 67117723], 537158275
+    jnz 1f
+1:
+    mov dword ptr [r15 + 384], r9d
+    mov dword ptr [r15 + 256], ebp
+    xor dword ptr [r15 + 128], r9d
+    add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
@@ -3000,51 +3063,53 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    add qword ptr [r14 + 192], rax
-    mov edx, eax
-    mov dword ptr [r15 + 256], 236
-    test ebx, 672
-    jz 1f
-1:
-    not qword ptr [r15 + 128]
-    movsxd rdi, dword ptr [r15 + 704]
-    mov ecx, dword ptr [r15 + 832]
-    test dword ptr [r15 + 67117723], 4194304
-    jz 1f
-1:
-    mov r9, r10
-    lea rdi, [r15 + 67109504]
-    mov ecx, 758
-    rep stosb
-    mov esi, eax
-    and r9, 448
-    inc dword ptr [r15 + r9 + 1472]
-    test bl, 64
-    jz 1f
-1:
-    mov rbp, r10
-    mov qword ptr [r15 + 448], r9
-    and rbp, 448
-    movzx edx, byte ptr [r15 + rbp + 960]
-    mov r8, r10
-    test dword ptr [r15 + 67117724], 1093738528
-    jnz 1f
-1:
-    and r8, 4032
-    mov byte ptr [r14 + r8 + 3008], r8b
+    lea rcx, [rip + .Lc1_d2544_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d2544_j_t
+.Lc1_d2544_j:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, r8
+    vpaddq xmm4, xmm4, xmmword ptr [r15 + 0]
+    inc dword ptr [r15 + 0]
+    test dword ptr [r15 + 67117724], 67141658
+    jnz 1f
+1:
+    movzx edx, cl
+    mov esi, eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 15584
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea rdi, [r15 + 67109504]
+    mov ecx, 945
+    rep stosb
+    not qword ptr [r15 + 576]
+    test ebx, 416
+    jnz 1f
+1:
+    mov r8d, dword ptr [r15 + 384]
+    mov r9, qword ptr [r15 + 192]
+    mov dword ptr [r15 + 832], 52
     test bl, 64
     jz 1f
 1:
-    mov dword ptr [r15 + 0], ebp
-    vpaddq xmm2, xmm2, xmmword ptr [r15 + 0]
-    vpaddq xmm4, xmm4, xmmword ptr [r15 + 64]
-    test dword ptr [r15 + 67117723], 134218240
+    movzx ebp, byte ptr [r15 + 64]
+    mov dword ptr [r15 + 512], ecx
+    add qword ptr [r14 + 0], r8
+    test bl, 128
     jnz 1f
 1:
-    movzx ebp, byte ptr [r15 + 640]
-    movsxd rdx, dword ptr [r15 + 384]
+    mov rdx, rbp
+    mov qword ptr [r15 + 704], rdx
+    vpaddq xmm3, xmm3, xmmword ptr [r15 + 192]
+    mov r8, r10
+    test dword ptr [r15 + 67117723], 512
+    jz 1f
+1:
+    and r8, 448
+    mov byte ptr [r15 + r8 + 960], dl
+    movsxd rsi, dword ptr [r15 + 256]
+    movsxd r9, dword ptr [r15 + 128]
     add r11, 64
     add r10, r11
     inc rbx
@@ -3054,54 +3119,54 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d2556_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d2556_j_t
-.Lc1_d2556_j:
-    mov byte ptr [r14 + 64], cl
-    mov dword ptr [r15 + 320], ecx
-    xchg rbp, rdx
-    test dword ptr [r15 + 67117724], 516
+    mov esi, 250
+    mov r9d, 6
+    mov dword ptr [r15 + 128], ecx
+    mov dword ptr [r15 + 0], r9d
+    test bl, 160
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    popcnt rdi, r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 2048
     jnz 1f
 1:
-    mov dword ptr [r15 + 384], edx
-    mov r9, qword ptr [r15 + 128]
-    movsxd r8, dword ptr [r15 + 512]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx esi, dil
+    mov dword ptr [r15 + 320], edi
+    mov esi, 161
+    test dword ptr [r15 + 67117724], 64
+    jz 1f
+1:
+    mov byte ptr [r14 + 0], r9b
+    mov rbp, qword ptr [r15 + 64]
+    mov r9d, esi
+    mov r8, r10
+    test bl, 64
+    jz 1f
+1:
+    and r8, 4032
+    mov edx, dword ptr [r15 + r8 + 3008]
+    movsxd rcx, dword ptr [r15 + 640]
+    mov ebp, dword ptr [r15 + 256]
+    xchg rdi, rax
+    mov r9, r10
     test bl, 64
     jnz 1f
 1:
-    mov ecx, 198
-    mov edi, dword ptr [r15 + 768]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 67117723], 1680965633
-    jz 1f
-1:
-    mov edx, r8d
-    movzx eax, dl
-    popcnt rsi, rdx
-    test dword ptr [r15 + 67117723], 1342259462
-    jz 1f
-1:
-    movzx ebp, al
-    mov r12, qword ptr [r15 + r12 + 56]
+    and r9, 448
+    movzx edx, byte ptr [r14 + r9 + 1472]
+    mov rbp, qword ptr [r15 + 384]
+    mov rcx, qword ptr [r15 + 768]
     mov r8, r10
-    movsxd rax, dword ptr [r15 + 192]
-    test dword ptr [r15 + 67117723], 2097152
+    test ebx, 1024
     jz 1f
 1:
-    mov r9, r10
-    mov rbp, r10
-    and r8, 8128
-    movzx edi, byte ptr [r15 + r8 + 7104]
-    and r9, 33554368
-    mov rsi, qword ptr [r15 + r9 + 33554432]
-    and rbp, 960
-    mov dword ptr [r15 + rbp + 1984], esi
-    test ebx, 3520
-    jz 1f
-1:
-    movsxd rdx, dword ptr [r15 + 896]
-    mov ecx, 19
+    movzx esi, r8b
+    and r8, 960
+    movzx ecx, byte ptr [r15 + r8 + 1984]
+    movsxd rax, dword ptr [r15 + 448]
     add r11, 64
     add r10, r11
     inc rbx
@@ -3111,49 +3176,52 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov dword ptr [r15 + 576], eax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, 245
-    test dword ptr [r15 + 67117724], 243274754
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 91
-    test bl, 128
-    jnz 1f
-1:
-    mov qword ptr [r15 + 0], rsi
-    mov r12, qword ptr [r15 + r12 + 56]
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 18874884
+    setz al
+    lea rcx, [rip + .Lc1_d2643_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d2643_s_t
+    .p2align 3
+.Lc1_d2643_s:
+    .p2align 3
+    jmp .Lc1_d2643_j
+    .p2align 3
+    jmp .Lc1_d2643_j
+.Lc1_d2643_j:
     mov rbp, r10
-    mov edi, dword ptr [r14 + 704]
-    test ebx, 288
+    mov edx, dword ptr [r15 + 192]
+    and rbp, 448
+    mov qword ptr [r15 + rbp + 960], rcx
+    test dword ptr [r15 + 67117723], 541065216
     jz 1f
 1:
-    movsxd r8, dword ptr [r14 + 256]
-    and rbp, 448
-    movzx esi, byte ptr [r15 + rbp + 1472]
-    mov rdi, qword ptr [r15 + 64]
-    test dword ptr [r15 + 67117723], 4194304
+    mov r8, r10
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx edi, byte ptr [r14 + 320]
+    test dword ptr [r15 + 67117723], 134479872
     jnz 1f
 1:
-    mov ebp, dword ptr [r15 + 192]
-    mov r9, qword ptr [r15 + 320]
-    mov ecx, 167
-    test dword ptr [r15 + 67117723], 4096
+    and r8, 8128
+    mov r9, qword ptr [r15 + r8 + 7104]
+    test dword ptr [r15 + 67117724], 16823042
     jnz 1f
 1:
-    movsxd rsi, dword ptr [r15 + 640]
-    movzx edx, byte ptr [r15 + 128]
-    mov dword ptr [r15 + 512], r9d
-    test dword ptr [r15 + 67117724], 135307272
+    mov rsi, qword ptr [r15 + 576]
+    movzx edx, byte ptr [r15 + 64]
+    test dword ptr [r15 + 67117724], 1074528388
     jz 1f
 1:
-    movsxd rax, dword ptr [r14 + 64]
-    mov rbp, r10
-    movzx r8d, byte ptr [r15 + 448]
-    and rbp, 448
-    mov rdi, qword ptr [r15 + rbp + 960]
+    mov r8, qword ptr [r15 + 704]
+    test dword ptr [r15 + 67117724], 2052
+    jnz 1f
+1:
+    mov edi, dword ptr [r15 + 128]
+    mov dword ptr [r14 + 512], edi
+    test dword ptr [r15 + 67117724], 19398690
+    jnz 1f
+1:
+    mov esi, 232
     add r11, 64
     add r10, r11
     inc rbx
@@ -3163,56 +3231,56 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 1610612736
-    setz al
-    lea rcx, [rip + .Lc1_d2651_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d2651_s_t
-    .p2align 3
-.Lc1_d2651_s:
-    .p2align 3
-    jmp .Lc1_d2651_j
-    .p2align 3
-    jmp .Lc1_d2651_j
-.Lc1_d2651_j:
-    mov byte ptr [r14 + 256], al
-    mov ecx, dword ptr [r15 + 832]
-    mov rax, qword ptr [r15 + 448]
-    test dword ptr [r15 + 67117724], 64
+    mov rdx, rax
+    mov rax, qword ptr [r15 + 64]
+    mov rcx, qword ptr [r15 + 640]
+    movzx ebp, dl
+    test ebx, 65440
+    jnz 1f
+1:
+    mov r9d, 4
+    mov r8, r10
+    lea rdi, [r15 + 67109504]
+    mov ecx, 945
+    rep stosb
+    and r8, 33554368
+    mov qword ptr [r15 + r8 + 33554432], rbp
+    test bl, 64
+    jnz 1f
+1:
+    mov byte ptr [r15 + 256], dl
+    mov esi, dword ptr [r14 + 384]
+    mov r9d, edi
+    mov rbp, qword ptr [r15 + 128]
+    test ebx, 12000
     jz 1f
 1:
-    movzx edi, al
-    mov r8, r8
+    movzx esi, bpl
+    mov byte ptr [r15 + 192], bpl
+    mov qword ptr [r15 + 0], rsi
+    test dword ptr [r15 + 67117723], 1342206112
+    jnz 1f
+1:
+    xor dword ptr [r15 + 0], esi
+    mov r9d, esi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 352
+    jnz 1f
+1:
+    or r9d, 1
+    xor edx, edx
+    div r9d
+    mov edi, dword ptr [r15 + 768]
+    movsxd rcx, dword ptr [r15 + 896]
+    mov rbp, r10
     test dword ptr [r15 + 67117723], 65536
     jnz 1f
 1:
-    lea rdi, [r15 + 67109504]
-    mov ecx, 759
-    rep stosb
-    mov rbp, qword ptr [r15 + 128]
-    test ebx, 320
-    jz 1f
-1:
-    mov edx, dword ptr [r15 + 576]
-    xor dword ptr [r15 + 768], ebp
-    mov r9, r10
-    test dword ptr [r15 + 67117723], 1073741824
-    jz 1f
-1:
-    and r9, 448
-    movsxd rsi, dword ptr [r15 + r9 + 960]
-    mov rbp, qword ptr [r15 + 384]
-    test dword ptr [r15 + 67117724], 1883259072
-    jnz 1f
-1:
-    vmulsd xmm1, xmm1, xmm1
-    mov qword ptr [r15 + 320], rdx
-    test bl, 128
-    jnz 1f
-1:
-    mov ecx, esi
-    mov qword ptr [r15 + 0], rbp
+    mov r8d, dword ptr [r15 + 448]
+    and rbp, 448
+    mov rcx, qword ptr [r15 + rbp + 1472]
+    popcnt rax, rbp
     add r11, 64
     add r10, r11
     inc rbx
@@ -3222,50 +3290,56 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov rbp, qword ptr [r15 + 384]
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 32772
+    setz al
+    lea rcx, [rip + .Lc1_d2739_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d2739_s_t
+    .p2align 3
+.Lc1_d2739_s:
+    .p2align 3
+    jmp .Lc1_d2739_j
+    .p2align 3
+    jmp .Lc1_d2739_j
+.Lc1_d2739_j:
     mov r12, qword ptr [r15 + r12 + 56]
+    movzx ebp, cl
+    bt rcx, rax
+    test ebx, 1344
+    jz 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 153
-    test ebx, 130464
+    mov dword ptr [r15 + 256], 51
+    test ebx, 14240
     jnz 1f
 1:
-    bt rbp, rbp
-    mov rax, rax
-    mov dword ptr [r15 + 0], 29
-    test dword ptr [r15 + 67117724], 486676736
+    mov ecx, dword ptr [r15 + 64]
+    mov dword ptr [r15 + 320], 29
+    movzx r8d, byte ptr [r14 + 704]
+    mov r9, r10
+    test dword ptr [r15 + 67117724], 84019201
     jnz 1f
 1:
-    mov r8, r10
+    mov rdx, r9
+    and r9, 448
+    movsxd rsi, dword ptr [r14 + r9 + 960]
+    test bl, 64
+    jz 1f
+1:
+    mov edi, 93
+    mov dword ptr [r15 + 448], 141
+    sete dil
+    test dword ptr [r15 + 67117724], 8650889
+    jnz 1f
+1:
+    mov byte ptr [r15 + 512], dil
+    movsxd r8, dword ptr [r15 + 576]
+    test ebx, 320
+    jz 1f
+1:
     movzx ebp, al
-    movzx edx, r9b
-    and r8, 960
-    mov byte ptr [r14 + r8 + 1984], dl
-    test ebx, 672
-    jnz 1f
-1:
-    movsxd rsi, dword ptr [r14 + 64]
-    mov ecx, dword ptr [r15 + 192]
-    mov dword ptr [r15 + 512], 158
-    test dword ptr [r15 + 67117723], 268435456
-    jz 1f
-1:
-    mov r8d, 194
-    movzx edi, byte ptr [r15 + 128]
-    mov r9d, dword ptr [r15 + 640]
-    test dword ptr [r15 + 67117724], 8388737
-    jnz 1f
-1:
-    mov eax, edi
-    movsxd rbp, dword ptr [r15 + 256]
-    mov dword ptr [r15 + 64], 238
-    mov r8, r10
-    test bl, 160
-    jz 1f
-1:
-    mov dword ptr [r15 + 704], 197
-    sete sil
-    and r8, 4032
-    mov rcx, qword ptr [r15 + r8 + 3008]
+    mov ecx, dword ptr [r15 + 832]
     add r11, 64
     add r10, r11
     inc rbx
@@ -3504,65 +3578,67 @@ ditto_body_init_c2:
 
     .section .text.ditto_indirect,"ax",@progbits
     .p2align 9, 0xcc
-.Lc1_d452_j_t:
+.Lc1_d467_j_t:
     jmp rcx
-.Lc1_d1869_s_t:
+.Lc1_d1888_s_t:
     jmp rcx
-.Lc1_d1916_j_t:
+.Lc1_d1936_j_t:
     jmp rcx
-.Lc1_d1317_s_t:
+.Lc1_d1439_s_t:
     jmp rcx
-.Lc1_d1413_s_t:
+.Lc1_d1543_s_t:
     jmp rcx
-.Lc1_d1518_s_t:
+.Lc1_d1639_s_t:
     jmp rcx
-.Lc1_d1617_s_t:
+.Lc1_d1740_j_t:
     jmp rcx
-.Lc1_d1718_j_t:
+.Lc1_d1835_s_t:
     jmp rcx
-.Lc1_d1817_s_t:
+.Lc1_d133_j_t:
     jmp rcx
-.Lc1_d81_s_t:
+.Lc1_d230_s_t:
     jmp rcx
-.Lc1_d178_j_t:
-    jmp rcx
-.Lc1_d271_j_t:
-    jmp rcx
-.Lc1_d363_j_t:
+.Lc1_d328_j_t:
     jmp rcx
 .Lc1_b3_stubs_t:
     jmp rcx
 .Lc1_b8_stubs_t:
     jmp rcx
-.Lc1_d560_j_t:
+.Lc1_d527_s_t:
     jmp rcx
-.Lc1_d651_j_t:
+.Lc1_d577_j_t:
     jmp rcx
-.Lc1_d745_s_t:
+.Lc1_d672_j_t:
     jmp rcx
-.Lc1_d832_j_t:
+.Lc1_d765_s_t:
     jmp rcx
-.Lc1_d925_j_t:
+.Lc1_d857_j_t:
     jmp rcx
-.Lc1_d1021_j_t:
+.Lc1_d952_j_t:
     jmp rcx
-.Lc1_d1120_j_t:
+.Lc1_d1051_j_t:
     jmp rcx
-.Lc1_d1213_j_t:
+.Lc1_d1198_s_t:
     jmp rcx
-.Lc1_d2083_j_t:
+.Lc1_d2015_s_t:
     jmp rcx
-.Lc1_d2177_j_t:
+.Lc1_d2024_j_t:
     jmp rcx
-.Lc1_d2273_j_t:
+.Lc1_d2064_s_t:
     jmp rcx
-.Lc1_d2370_j_t:
+.Lc1_d2159_j_t:
     jmp rcx
-.Lc1_d2462_j_t:
+.Lc1_d2256_s_t:
     jmp rcx
-.Lc1_d2556_j_t:
+.Lc1_d2355_s_t:
     jmp rcx
-.Lc1_d2651_s_t:
+.Lc1_d2451_s_t:
+    jmp rcx
+.Lc1_d2544_j_t:
+    jmp rcx
+.Lc1_d2643_s_t:
+    jmp rcx
+.Lc1_d2739_s_t:
     jmp rcx
     .text
 
