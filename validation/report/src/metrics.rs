@@ -83,6 +83,20 @@ pub const LEVEL_METRICS: &[MetricDef] = &[
         Format::Percent,
     ),
     def(
+        "conditional_mispredict_rate",
+        "Conditional branch mispredictions",
+        "of conditional branches",
+        Group::Cpu,
+        Format::Percent,
+    ),
+    def(
+        "indirect_mispredict_rate",
+        "Indirect branch mispredictions",
+        "of indirect jumps and calls",
+        Group::Cpu,
+        Format::Percent,
+    ),
+    def(
         "l1i_miss_rate",
         "L1i miss rate",
         "of instructions",

@@ -163,6 +163,8 @@ pub fn run_value(def: &MetricDef, run: &RunRecord) -> (Option<f64>, String) {
         "instructions_per_request" => cpu(|c| c.instructions_per_request),
         "ipc" => cpu(|c| c.ipc),
         "branch_mispredict_rate" => cpu(|c| c.branch_mispredict_rate),
+        "conditional_mispredict_rate" => cpu(|c| c.conditional_mispredict_rate),
+        "indirect_mispredict_rate" => cpu(|c| c.indirect_mispredict_rate),
         "l1i_miss_rate" => cpu(|c| c.l1i_miss_rate),
         "l1d_miss_rate" => cpu(|c| c.l1d_miss_rate),
         "l2_miss_rate" => cpu(|c| c.l2_miss_rate),
