@@ -141,6 +141,10 @@ pub struct CounterFigures {
     /// Mispredicted / executed indirect jumps and calls (sim only).
     #[serde(default)]
     pub indirect_mispredict_rate: Option<f64>,
+    /// Indirect jumps and calls / all branches executed (sim only): the indirect rate's weight in
+    /// the total.
+    #[serde(default)]
+    pub indirect_branch_share: Option<f64>,
     /// L1i misses per instruction.
     pub l1i_miss_rate: Option<f64>,
     /// L1d misses per data access (sim: reads and writes; perf: loads).
@@ -268,6 +272,7 @@ impl HwTotals {
             // Generic events count all branches together.
             conditional_mispredict_rate: None,
             indirect_mispredict_rate: None,
+            indirect_branch_share: None,
             l1i_miss_rate: ratio(self.l1i_misses, self.instructions),
             l1d_miss_rate: ratio(self.l1d_misses, self.l1d_loads),
             l2_miss_rate: None,
@@ -765,6 +770,7 @@ pub fn sim_figures(runs: &[SimRunRecord], platform: &str) -> Result<CounterFigur
     };
     let conditional = kind_rate("conditional misprediction rate", p.bcm, p.bc);
     let indirect = kind_rate("indirect misprediction rate", p.bim, p.bi);
+    let indirect_share = (branches > 0.0).then(|| p.bi / branches);
     let (l2, llc) = match l2_pair {
         Some((d2, n2)) => {
             let l2_misses = d2.ilmr + d2.dlmr + d2.dlmw;
@@ -814,6 +820,7 @@ pub fn sim_figures(runs: &[SimRunRecord], platform: &str) -> Result<CounterFigur
         branch_mispredict_rate: branch,
         conditional_mispredict_rate: conditional,
         indirect_mispredict_rate: indirect,
+        indirect_branch_share: indirect_share,
         l1i_miss_rate: l1i,
         l1d_miss_rate: l1d,
         l2_miss_rate: l2,
@@ -877,6 +884,7 @@ mod tests {
         assert!((f.branch_mispredict_rate.unwrap() - 65.0 / 2.1e3).abs() < 1e-12);
         assert!((f.conditional_mispredict_rate.unwrap() - 40.0 / 2e3).abs() < 1e-12);
         assert!((f.indirect_mispredict_rate.unwrap() - 25.0 / 100.0).abs() < 1e-12);
+        assert!((f.indirect_branch_share.unwrap() - 100.0 / 2.1e3).abs() < 1e-12);
         // L2: (1 + 13) misses per request over 130 L1 misses; LLC: 2 misses over those 14.
         assert!((f.l2_miss_rate.unwrap() - 14.0 / 130.0).abs() < 1e-12);
         assert!((f.llc_miss_rate.unwrap() - 2.0 / 14.0).abs() < 1e-12);
