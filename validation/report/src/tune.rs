@@ -728,7 +728,8 @@ const INDIRECT_AIM_FLOOR: f64 = 0.1;
 
 /// The indirect rate that makes the clone's total the original's, given the clone's conditional
 /// branches as they are, and at most the original's own: `None` (aim at the original's) where the
-/// clone's conditional branches mispredict no more than the original's.
+/// clone's conditional branches mispredict no more than the original's. Used only in an adjustment
+/// that leaves the share where it is (within tolerance, or waiting).
 ///
 /// The total is what is tuned (paper §4.5's figure). Each kind at its own rate gives it where the
 /// clone's conditional branches can reach the original's rate; where they cannot (every target's
@@ -1112,7 +1113,11 @@ pub fn adjust_with(
         let lead = lead_of(g, levers, kinds_apart);
         let g = &lead;
         let from = g.knob.get(&current.knobs);
-        let aimed = (g.knob == Knob::IndirectChange)
+        // Only while the share stays put: a share that moves expects to bring the conditional
+        // branches to the original's rate (Pix optimized's went from 13.0 % to 9.8 % in one step,
+        // while an aim taken from the 13.0 % cut the change rate ×0.26).
+        let share_moves = factor(&moved, Knob::DataDependent) != 1.0;
+        let aimed = (g.knob == Knob::IndirectChange && !share_moves)
             .then(|| indirect_aim(original, &current.figures))
             .flatten();
         let aimed_original = aimed.as_ref().map(|aim| CounterFigures {
@@ -2180,16 +2185,23 @@ mod tests {
         assert_eq!(indirect.driver, "indirect_mispredict_rate");
         assert_eq!(indirect.original, Some(0.310));
         // The tuned clone of record: conditional branches 10.6 % with the knobs at ×0.54. The share
-        // and the transition rates go down; the indirect rate aims at what brings the total to the
-        // original's, (total − 0.926 · 0.1064) / 0.074, and moves there at elasticity 1.
+        // and the transition rates go down, expecting the conditional rate to come to the
+        // original's, so the indirect rate aims at the original's too.
         let (k, adj) = step(&figures(0.1064, 0.059, 0.074));
         assert!(k.branches.data_dependent_scale < 1.0, "{k:?}");
         assert!(
             (k.branches.transition_rate_scale - k.branches.data_dependent_scale).abs() < 1e-12,
             "the transition rates follow the share"
         );
+        let indirect = by_knob(&adj, "branches.indirect_change_scale");
+        assert_eq!(indirect.original, Some(0.310), "{indirect:?}");
+        // Conditional branches 4 % over, within tolerance: the share is held, and the indirect rate
+        // aims at what brings the total to the original's, (total − 0.926 · 0.094) / 0.074.
+        let (k, adj) = step(&figures(0.094, 0.090, 0.074));
+        assert_eq!(k.branches.data_dependent_scale, 1.0);
         let o_total = original.branch_mispredict_rate.expect("total");
-        let aim = (o_total - 0.926 * 0.1064) / 0.074;
+        let aim = (o_total - 0.926 * 0.094) / 0.074;
+        assert!(aim < 0.310 && aim > 0.090, "{aim}");
         let indirect = by_knob(&adj, "branches.indirect_change_scale");
         assert!(
             (indirect.original.expect("aim") - aim).abs() < 1e-12,
@@ -2197,7 +2209,7 @@ mod tests {
         );
         assert!(indirect.reason.contains("aiming at"), "{}", indirect.reason);
         assert!(
-            (k.branches.indirect_change_scale - aim / 0.059).abs() < 1e-9,
+            (k.branches.indirect_change_scale - aim / 0.090).abs() < 1e-9,
             "{}",
             k.branches.indirect_change_scale
         );
