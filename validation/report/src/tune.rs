@@ -261,9 +261,9 @@ const BRANCH_SHARE_AND_STRETCHES: &[Knob] = &[
     Knob::DataTail,
 ];
 
-/// What moves neither kind of branch's mispredictions but its own knob: the data knobs (see the
-/// branch group's `unaffected_by`) and the other kind's lead. Cachegrind predicts conditional
-/// branches with a table of counters and indirect ones with a buffer of last targets, apart.
+/// The knobs that do not move the conditional branches' mispredictions: the data knobs (the branch
+/// group's `unaffected_by` says why) and the indirect jumps' change rate, since cachegrind predicts
+/// conditional branches with a table of counters and indirect jumps with a buffer of last targets.
 const NOT_CONDITIONAL_BRANCHES: &[Knob] = &[
     Knob::DataWorkingSet,
     Knob::DataMid,
@@ -272,6 +272,7 @@ const NOT_CONDITIONAL_BRANCHES: &[Knob] = &[
     Knob::RegularFraction,
     Knob::IndirectChange,
 ];
+/// The knobs that do not move the indirect jumps' mispredictions: the data knobs and the share.
 const NOT_INDIRECT_BRANCHES: &[Knob] = &[
     Knob::DataWorkingSet,
     Knob::DataMid,
