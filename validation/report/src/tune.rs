@@ -1058,31 +1058,39 @@ const ALL_BODIES: &[Follower] = &[Follower {
 /// d ln I / d ln f ≈ 1.8 over that step, 1.1 at the start.
 const ALL_BODIES_ELASTICITY: f64 = 1.5;
 
-/// The group `g` as it runs this iteration: the instruction count moves the background body with
-/// the request bodies where [`Levers::background_body`] says there is one.
-fn lead_of(g: &Group, levers: Levers, kinds_apart: bool) -> Group {
-    if g.knob == Knob::DataDependent && !kinds_apart {
-        return Group {
-            driver: "branch_mispredict_rate",
-            followers: BRANCH_FOLLOWERS_TOGETHER,
-            unaffected_by: DATA_KNOBS,
-            ..*g
-        };
+/// The group `g` as it runs this iteration (`None`: it does not run): the instruction count moves
+/// the background body with the request bodies where [`Levers::background_body`] says there is one;
+/// without the two kinds of branch apart (`kinds_apart`), the branch group drives the total and the
+/// indirect change rate follows it instead of running as a group of its own.
+fn lead_of(g: &Group, levers: Levers, kinds_apart: bool) -> Option<Group> {
+    if !kinds_apart {
+        match g.knob {
+            Knob::IndirectChange => return None,
+            Knob::DataDependent => {
+                return Some(Group {
+                    driver: "branch_mispredict_rate",
+                    followers: BRANCH_FOLLOWERS_TOGETHER,
+                    unaffected_by: DATA_KNOBS,
+                    ..*g
+                })
+            }
+            _ => {}
+        }
     }
     if let (Knob::InstructionWorkingSet, Some(e)) = (g.knob, levers.code_elasticity) {
-        return Group {
+        return Some(Group {
             elasticity: e,
             ..*g
-        };
+        });
     }
     if g.knob != Knob::InstructionScale || !levers.background_body {
-        return *g;
+        return Some(*g);
     }
-    Group {
+    Some(Group {
         followers: ALL_BODIES,
         elasticity: ALL_BODIES_ELASTICITY,
         ..*g
-    }
+    })
 }
 
 /// [`adjust`] for a clone with `levers`.
@@ -1108,10 +1116,9 @@ pub fn adjust_with(
         .iter()
         .all(|f| f.conditional_mispredict_rate.is_some() && f.indirect_mispredict_rate.is_some());
     for g in GROUPS {
-        if g.knob == Knob::IndirectChange && !kinds_apart {
-            continue; // follows the branch group's lead (`lead_of`)
-        }
-        let lead = lead_of(g, levers, kinds_apart);
+        let Some(lead) = lead_of(g, levers, kinds_apart) else {
+            continue;
+        };
         let g = &lead;
         let from = g.knob.get(&current.knobs);
         // Only while the share stays put: a share that moves expects to bring the conditional

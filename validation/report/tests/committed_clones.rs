@@ -230,17 +230,18 @@ fn committed_clones_make_their_profiles_syscalls_per_request() {
             // moves with the machine, the original's as much as the clone's (Pix's recvfrom: 1.05
             // per request when profiled, 1.11-1.12 on another day; nginx's epoll_wait 0.82-0.88):
             // it must lie within the original's own spread.
-            let ok = if !timing_call(&d.field) {
-                d.within()
-            } else {
-                let (lo, hi) = timing_band(d.original, today);
-                d.clone >= lo && d.clone <= hi
+            let band = timing_call(&d.field).then(|| timing_band(d.original, today));
+            let ok = match band {
+                None => d.within(),
+                Some((lo, hi)) => d.clone >= lo && d.clone <= hi,
             };
             if !ok {
-                let (lo, hi) = timing_band(d.original, today);
+                let limit = band.map_or("2% of the profile".to_string(), |(lo, hi)| {
+                    format!("band {lo:.4}-{hi:.4}")
+                });
                 problems.push(format!(
                     "{name}: {} {:.4} per request, profile {:.4} ({:.1}%), original now {:.4} / \
-                     {:.4}, band {lo:.4}-{hi:.4}",
+                     {:.4}, {limit}",
                     d.field,
                     d.clone,
                     d.original,
