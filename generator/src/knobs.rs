@@ -71,6 +71,9 @@ pub struct BranchKnobs {
     /// single-target jumps move to the top bin so the mean follows the scale): 0 gives every
     /// dispatch one target, so it is predicted whenever its predictor entry is its own.
     pub indirect_change_scale: f64,
+    /// Share of counter pattern branches drawn on their own; the rest repeat the test of a recent
+    /// branch of their chunk, which a history predictor learns (see the entry's doc).
+    pub independent_share: f64,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -125,6 +128,7 @@ impl Default for BranchKnobs {
             transition_rate_scale: 1.0,
             data_dependent_scale: 1.0,
             indirect_change_scale: 1.0,
+            independent_share: 1.0,
         }
     }
 }
@@ -439,6 +443,19 @@ impl Knobs {
                       0.95; above 1, single-target jumps move to the top bin so that the mean \
                       follows the scale): 0 gives every dispatch a single target (mispredicted only \
                       where another jump shares its predictor entry).",
+            },
+            Entry {
+                section: "branches",
+                key: "independent_share",
+                value: Value::F(self.branches.independent_share),
+                min: 0.0,
+                max: 1.0,
+                min_inclusive: true,
+                doc: "Share of counter pattern branches drawn on their own; each of the rest repeats \
+                      the test of one of the previous six counter pattern branches of its chunk (same \
+                      outcome, as where a program tests one condition twice), which a predictor \
+                      indexed by global history learns from the first. The taken and transition \
+                      histograms stay the profile's. 1: every branch independent.",
             },
             scale(
                 "dependencies",

@@ -58,6 +58,10 @@ use ditto_profile::IndirectBranches;
 /// Indirect jumps one chunk may start with. A few keep a hot one-chunk loop near the profile's
 /// count without turning it into a chain of dispatches.
 const MAX_DISPATCHES_PER_CHUNK: usize = 4;
+/// How far back (in conditional branches of its chunk) a pattern branch may repeat another's test:
+/// cachegrind's conditional predictor indexes its counters by the last 7 outcomes, so a repeat 6
+/// branches after its source still sees the source's outcome in that history.
+const REPEAT_REACH: usize = 6;
 /// The block-counter bit a "never" branch tests (`Composer::never_branch`); block counters start
 /// with it and its neighbours clear (the init function).
 const NEVER_BIT: u32 = 30;
@@ -123,6 +127,9 @@ pub struct Stats {
     /// Of those, the executions per call of data-dependent branches (`BranchSource::Random`).
     pub data_dependent_branches_per_call: f64,
     pub static_conditional_branches: u64,
+    /// Of the conditional branch executions per call, the share of pattern branches that repeat an
+    /// earlier branch's test (`branches.independent_share`).
+    pub repeated_branch_share: f64,
     /// Indirect jumps per call: (the profile's, the body's dispatches, the blocks' ring entries).
     pub indirect_jumps_per_call: (f64, f64, f64),
     /// Mean target-change rate of the indirect jumps: (the profile's, expected of the body's
@@ -225,6 +232,16 @@ enum BranchSource {
     /// Bits of the dword at this byte of the body's pseudo-random word: a branch on data the
     /// predictor cannot learn, mispredicted about as often as its minority direction is taken.
     Random { byte: u8 },
+}
+
+/// A counter pattern branch a later branch of its chunk may repeat (`Composer::repeat_recent`): its
+/// test and the bins it realised.
+#[derive(Debug, Clone, Copy)]
+struct Repeatable {
+    mask: u32,
+    jz: bool,
+    taken_bin: usize,
+    transition_bin: usize,
 }
 
 /// How an indirect jump (`Item::Indirect`) picks its target, and so how often its target changes:
@@ -1062,6 +1079,8 @@ struct Composer<'a> {
     /// one line.
     header_class: Option<usize>,
     cond_weight: f64,
+    /// Of `cond_weight`, the repeats' (`repeat_recent`).
+    repeated_weight: f64,
     static_cond: u64,
     /// Per data class, the static accesses so far (`next_static_line`).
     static_cursor: Vec<u64>,
@@ -1177,6 +1196,8 @@ impl Composer<'_> {
             .min(MAX_BRANCH_DENSITY.max(self.plan.cond_branch_ratio));
         self.cond_acc += 2.0 * ratio - 1.0;
         let mut patterns = Vec::new();
+        // Per pattern branch of `patterns`, what a later one may repeat.
+        let mut repeatable: Vec<Option<Repeatable>> = Vec::new();
         let mut steps_rng = false;
         let shift = ring.trailing_zeros();
 
@@ -1219,7 +1240,11 @@ impl Composer<'_> {
         let mut body: Vec<Item> = Vec::new();
         while bytes < target_bytes || body.is_empty() {
             if self.cond_acc >= 1.0 {
-                let p = self.pattern(w, shift);
+                let (p, r) = match self.repeat_recent(&repeatable, w) {
+                    Some((p, r)) => (p, Some(r)),
+                    None => self.pattern(w, shift),
+                };
+                repeatable.push(r);
                 if let Item::Pattern {
                     source: BranchSource::Random { .. },
                     ..
@@ -1440,8 +1465,55 @@ impl Composer<'_> {
         }
     }
 
-    /// One pattern branch: a taken-rate bin and a feasible transition-rate bin, realised as a mask.
-    fn pattern(&mut self, w: f64, shift: u32) -> Item {
+    /// With probability 1 − `branches.independent_share`, a pattern branch that repeats the test
+    /// of one of the last `REPEAT_REACH` counter pattern branches of its chunk: the same outcome at
+    /// every execution, which a predictor indexed by global history learns from the first one's
+    /// outcome, as it does where a program tests one condition twice (an error check, then its
+    /// handling). Only sources whose bins both histograms still owe are candidates, so the taken
+    /// and transition histograms stay the profile's at any share. At share 1 (the default) nothing
+    /// is drawn and a body is the same as without the knob.
+    fn repeat_recent(
+        &mut self,
+        recent: &[Option<Repeatable>],
+        w: f64,
+    ) -> Option<(Item, Repeatable)> {
+        let share = self.knobs.branches.independent_share;
+        if share >= 1.0 || self.draws.branches.f64() < share {
+            return None;
+        }
+        let candidates: Vec<Repeatable> = (recent.iter().rev().take(REPEAT_REACH).flatten())
+            .filter(|r| {
+                self.taken.deficit(r.taken_bin, w) > 0.5 * w
+                    && self.transition.deficit(r.transition_bin, w) > 0.5 * w
+            })
+            .copied()
+            .collect();
+        if candidates.is_empty() {
+            return None;
+        }
+        let r = candidates[self.draws.branches.below(candidates.len() as u64) as usize];
+        self.taken.add(r.taken_bin, w);
+        self.transition.add(r.transition_bin, w);
+        if self.plan.majority_taken_bins.is_some() {
+            // `jz` is taken in the minority (`pattern`).
+            self.count_majority(r.taken_bin, w, !r.jz);
+        }
+        self.account((Class::Alu, Opnd::Reg), w);
+        self.account((Class::Branch, Opnd::Reg), w);
+        self.cond_weight += w;
+        self.static_cond += 1;
+        self.repeated_weight += w;
+        let item = Item::Pattern {
+            mask: r.mask,
+            jz: r.jz,
+            source: BranchSource::Counter,
+        };
+        Some((item, r))
+    }
+
+    /// One pattern branch: a taken-rate bin and a feasible transition-rate bin, realised as a mask;
+    /// with what a later branch may repeat of it (a counter pattern that is not "never").
+    fn pattern(&mut self, w: f64, shift: u32) -> (Item, Option<Repeatable>) {
         let t = self
             .taken
             .pick(&mut self.draws.branches, w, |_| true)
@@ -1453,10 +1525,10 @@ impl Composer<'_> {
             .pick(&mut self.draws.branches, w, |r| r + 1 >= t)
             .unwrap_or(t.saturating_sub(1));
         if t == BINS - 1 {
-            return self.never_branch(w);
+            return (self.never_branch(w), None);
         }
         if self.draws_data_dependent(t, r) {
-            return self.data_dependent_branch(w, t);
+            return (self.data_dependent_branch(w, t), None);
         }
         // The counter's bits below `shift` number the chunks of the ring: this chunk's own execution
         // count starts at bit `shift`. Masks must fit a sign-extended imm32 (bits 0–30), so the run
@@ -1496,11 +1568,18 @@ impl Composer<'_> {
         self.account((Class::Branch, Opnd::Reg), w);
         self.cond_weight += w;
         self.static_cond += 1;
-        Item::Pattern {
+        let item = Item::Pattern {
             mask,
             jz,
             source: BranchSource::Counter,
-        }
+        };
+        let repeatable = Repeatable {
+            mask,
+            jz,
+            taken_bin: bin,
+            transition_bin: realised_r.min(BINS - 1),
+        };
+        (item, Some(repeatable))
     }
 
     /// Whether a pattern branch of taken-rate bin `t` and transition-rate bin `r` tests random bits
@@ -2769,6 +2848,7 @@ pub fn synthesize(name: &str, plan: &BodyPlan, knobs: &Knobs, seed: u64) -> Resu
             .min_by_key(|&k| classes[k].size)
             .filter(|&k| classes[k].size <= LINE),
         cond_weight: 0.0,
+        repeated_weight: 0.0,
         static_cond: 0,
         static_cursor: vec![0; classes.len()],
         used_shared: false,
@@ -3240,6 +3320,11 @@ pub fn synthesize(name: &str, plan: &BodyPlan, knobs: &Knobs, seed: u64) -> Resu
             )
         }),
         static_conditional_branches: comp.static_cond,
+        repeated_branch_share: if comp.cond_weight > 0.0 {
+            comp.repeated_weight / comp.cond_weight
+        } else {
+            0.0
+        },
         rep_iterations_per_call: (
             planned_rep_iterations(plan),
             rep_iterations_per_call(&blocks),

@@ -426,3 +426,84 @@ fn indirect_change_scale_multiplies_the_dispatches_change_rate_and_zero_leaves_o
         .iter()
         .any(|l| l.starts_with("lea rcx, [rip + ") && l.ends_with("_s]")));
 }
+
+#[test]
+fn repeated_branches_test_a_recent_branchs_bits_and_keep_the_profiles_histograms() {
+    // Pix baseline's: nginx's request body has too few counter patterns outside the "never" bin
+    // for repeats to show (3 at share 0).
+    let body = common::committed_body("pix-baseline", "c1");
+    // Every pattern branch on the counter: at the default data-dependent share, most of Pix
+    // baseline's non-"never" branches test the pseudo-random word, which repeats leave alone.
+    let with_share = |share: f64| {
+        let mut knobs = Knobs::default();
+        knobs.branches.data_dependent_scale = 0.0;
+        knobs.branches.independent_share = share;
+        synth_with(&body, &knobs)
+    };
+    let independent = with_share(1.0);
+    let half = with_share(0.5);
+    let repeated = with_share(0.0);
+    assert_eq!(independent.stats.repeated_branch_share, 0.0);
+    let share = |a: &ClusterAsm| a.stats.repeated_branch_share;
+    assert!(
+        // Not monotone past the half: the bins still owed bound how many can repeat.
+        share(&half) > 0.03 && share(&repeated) > 0.03,
+        "repeated shares {} at 0.5, {} at 0",
+        share(&half),
+        share(&repeated)
+    );
+
+    // A repeat is a counter test with the mask and jump of one of the previous six counter tests of
+    // its chunk (a chunk's branches run in order, so its source's outcome is in the history). Count
+    // them in the text: independent branches of one small ring can draw the same mask (5 in this
+    // body), the repeats add to them.
+    let repeats_in_text = |asm: &ClusterAsm| {
+        let lines: Vec<&str> = asm.text.lines().map(str::trim).collect();
+        let mut recent: Vec<(&str, &str)> = Vec::new();
+        let mut n = 0;
+        for w in lines.windows(2) {
+            if w[0].starts_with(".L") && w[0].ends_with(':') && w[0].contains("_c") {
+                recent.clear();
+            }
+            let Some(mask) =
+                (w[0].strip_prefix("test ebx, ")).or_else(|| w[0].strip_prefix("test bl, "))
+            else {
+                continue;
+            };
+            if mask == (1u32 << 30).to_string() {
+                continue;
+            }
+            let test = (mask, w[1]);
+            if recent.iter().rev().take(6).any(|r| *r == test) {
+                n += 1;
+            }
+            recent.push(test);
+        }
+        n
+    };
+    let (r0, r1) = (repeats_in_text(&repeated), repeats_in_text(&independent));
+    assert!(r0 >= r1 + 10, "{r0} repeated tests at share 0, {r1} at 1");
+
+    // The histograms stay the profile's: a repeat is taken only for bins both still owe.
+    for asm in [&half, &repeated] {
+        for (what, bins, base) in [
+            (
+                "taken",
+                &asm.stats.taken_bins,
+                &independent.stats.taken_bins,
+            ),
+            (
+                "transition",
+                &asm.stats.transition_bins,
+                &independent.stats.transition_bins,
+            ),
+        ] {
+            assert!(
+                deviation(bins) <= deviation(base) + 0.02,
+                "{what}: {} against {} with independent branches",
+                deviation(bins),
+                deviation(base)
+            );
+        }
+    }
+}

@@ -5,7 +5,9 @@
 # branches (after `test ebx`/`test bl`), data-dependent pattern branches (after `test dword ptr [r15 …]`,
 # the pseudo-random word), indirect dispatch jumps (`jmp rcx` into a dispatch's stubs), rep-string
 # iterations and the rest; then every body's indirect jumps split by whether their predictor entry
-# (address bits 0-8) is shared with another body site.
+# (address bits 0-8) is shared with another body site. Beside the pattern branches, what they would
+# mispredict each on a 2-bit counter of its own (cachegrind's counters, without the history and
+# address bits that share them): the excess over it is aliasing and history.
 # Usage: validation/bench/branch-kinds.sh CLONE_DIR [CLUSTER]   (CLUSTER: c1 by default)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -35,6 +37,18 @@ import re, sys
 path, fn_name = sys.argv[1], sys.argv[2] + ":"
 num = r"([\d,]+(?: \(\s*[\d.]+%\))?|\.)"
 row = re.compile(r"^\s*" + r"\s+".join([num] * 5) + r"\s\s+(.*)$")
+def private_rate(bits, jz, n=1 << 14):
+    # A counter pattern's outcome at its chunk's e-th execution: the mask's bits of e all clear
+    # (jz taken) or not. Steady state of a 2-bit counter over the second half of n executions.
+    c = mp = 0
+    for e in range(n):
+        clear = (e & bits) == 0
+        taken = clear if jz else not clear
+        if e >= n // 2:
+            mp += (c >= 2) != taken
+        c = min(3, c + 1) if taken else max(0, c - 1)
+    return mp / (n - n // 2)
+rates, private, shift = {}, 0.0, 0
 kinds, prev, fn, calls = {}, "", None, 0
 for line in open(path):
     m = row.match(line.rstrip("\n"))
@@ -42,6 +56,9 @@ for line in open(path):
         continue
     ir, bc, bcm, bi, bim = (0 if g == "." else int(g.split()[0].replace(",", "")) for g in m.groups()[:5])
     src = m.group(6).strip()
+    b = re.match(r"// block \d+: \d+ bytes, (\d+) chunk", src)
+    if b:
+        shift = int(b.group(1)).bit_length() - 1
     if re.match(r"ditto_body_\w+:$", src):
         fn = src
     # The trampolines (every indirect jump) follow all the functions; their labels name the body.
@@ -63,6 +80,10 @@ for line in open(path):
             k = "loop branches"
         elif prev.startswith("test ebx") or prev.startswith("test bl"):
             k = "pattern branches"
+            key = (int(prev.split(", ")[1]) >> shift, src.startswith("jz"))
+            if key not in rates:
+                rates[key] = private_rate(*key, 1 << min(20, max(12, key[0].bit_length() + 4)))
+            private += bc * rates[key]
         elif prev.startswith("test dword ptr [r15"):
             k = "data-dependent branches"
         elif src.startswith("rep"):
@@ -83,6 +104,7 @@ for k, (b, mp) in sorted(kinds.items()):
     total[0] += b
     total[1] += mp
 print(f"{'all':<24}{total[0] / calls:>14.2f}{total[1] / calls:>19.2f}  ({100 * total[1] / max(total[0], 1):.2f} % mispredicted)")
+print(f"pattern branches each on a 2-bit counter of its own: {private / calls:.2f} mispredicted/call")
 PY
 # Indirect jumps by predictor entry: cachegrind predicts an indirect jump's target from a 512-entry
 # table indexed by the jump's address bits 0-8, so two sites on one entry evict each other's target.
