@@ -168,6 +168,26 @@ fn deviation((targets, realised): &(Vec<f64>, Vec<f64>)) -> f64 {
         / 2.0
 }
 
+/// `asm`'s taken and transition histograms are at most `margin` (total variation) further from their
+/// targets than `base`'s.
+fn assert_branch_histograms_near(asm: &ClusterAsm, base: &ClusterAsm, margin: f64, base_is: &str) {
+    for (what, bins, base) in [
+        ("taken", &asm.stats.taken_bins, &base.stats.taken_bins),
+        (
+            "transition",
+            &asm.stats.transition_bins,
+            &base.stats.transition_bins,
+        ),
+    ] {
+        assert!(
+            deviation(bins) <= deviation(base) + margin,
+            "{what}: {} against {} {base_is}",
+            deviation(bins),
+            deviation(base)
+        );
+    }
+}
+
 #[test]
 fn data_dependent_branches_follow_their_scale_and_test_a_word_their_chunk_has_just_stepped() {
     // Without indirect jumps, whose dispatches also read the word.
@@ -236,21 +256,7 @@ fn data_dependent_branches_follow_their_scale_and_test_a_word_their_chunk_has_ju
     // composition (transition bins at scale 2: 0.081 against 0.049 once the strided share was kept
     // for the windows, 0.002 over a margin of 3 points).
     for asm in [&coin_like, &all] {
-        for (what, bins, base) in [
-            ("taken", &asm.stats.taken_bins, &none.stats.taken_bins),
-            (
-                "transition",
-                &asm.stats.transition_bins,
-                &none.stats.transition_bins,
-            ),
-        ] {
-            assert!(
-                deviation(bins) <= deviation(base) + 0.035,
-                "{what}: {} against {} with counter branches only",
-                deviation(bins),
-                deviation(base)
-            );
-        }
+        assert_branch_histograms_near(asm, &none, 0.035, "with counter branches only");
     }
 }
 
@@ -486,24 +492,6 @@ fn repeated_branches_test_a_recent_branchs_bits_and_keep_the_profiles_histograms
 
     // The histograms stay the profile's: a repeat is taken only for bins both still owe.
     for asm in [&half, &repeated] {
-        for (what, bins, base) in [
-            (
-                "taken",
-                &asm.stats.taken_bins,
-                &independent.stats.taken_bins,
-            ),
-            (
-                "transition",
-                &asm.stats.transition_bins,
-                &independent.stats.transition_bins,
-            ),
-        ] {
-            assert!(
-                deviation(bins) <= deviation(base) + 0.02,
-                "{what}: {} against {} with independent branches",
-                deviation(bins),
-                deviation(base)
-            );
-        }
+        assert_branch_histograms_near(asm, &independent, 0.02, "with independent branches");
     }
 }
