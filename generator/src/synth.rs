@@ -1465,6 +1465,15 @@ impl Composer<'_> {
         }
     }
 
+    /// Counts a `test` of a register and its `jcc`, run `w` times per call: a counter pattern
+    /// branch, drawn, "never" or repeated.
+    fn count_counter_test(&mut self, w: f64) {
+        self.account((Class::Alu, Opnd::Reg), w);
+        self.account((Class::Branch, Opnd::Reg), w);
+        self.cond_weight += w;
+        self.static_cond += 1;
+    }
+
     /// With probability 1 − `branches.independent_share`, a pattern branch that repeats the test
     /// of one of the last `REPEAT_REACH` counter pattern branches of its chunk: the same outcome at
     /// every execution, which a predictor indexed by global history learns from the first one's
@@ -1498,10 +1507,7 @@ impl Composer<'_> {
             // `jz` is taken in the minority (`pattern`).
             self.count_majority(r.taken_bin, w, !r.jz);
         }
-        self.account((Class::Alu, Opnd::Reg), w);
-        self.account((Class::Branch, Opnd::Reg), w);
-        self.cond_weight += w;
-        self.static_cond += 1;
+        self.count_counter_test(w);
         self.repeated_weight += w;
         let item = Item::Pattern {
             mask: r.mask,
@@ -1564,10 +1570,7 @@ impl Composer<'_> {
             Some(majority_taken) => !majority_taken,
             None => self.draws.branches.below(2) == 0,
         };
-        self.account((Class::Alu, Opnd::Reg), w);
-        self.account((Class::Branch, Opnd::Reg), w);
-        self.cond_weight += w;
-        self.static_cond += 1;
+        self.count_counter_test(w);
         let item = Item::Pattern {
             mask,
             jz,
@@ -1735,10 +1738,7 @@ impl Composer<'_> {
             Some(majority_taken) => majority_taken,
             None => self.draws.branches.below(2) == 0,
         };
-        self.account((Class::Alu, Opnd::Reg), w);
-        self.account((Class::Branch, Opnd::Reg), w);
-        self.cond_weight += w;
-        self.static_cond += 1;
+        self.count_counter_test(w);
         Item::Pattern {
             mask: 1 << NEVER_BIT,
             jz,

@@ -294,13 +294,17 @@ const BRANCH_FOLLOWERS_TOGETHER: &[Follower] = &[
         share: 1.0,
         ceiling: KNOB_MAX,
     },
-    Follower {
-        knob: Knob::TransitionRate,
-        share: 1.0,
-        ceiling: 1.0,
-    },
+    TRANSITIONS_FOLLOW,
     REPEATS_FOLLOW,
 ];
+
+/// The transition rates follow the branch share step for step, never above the profile's (the
+/// branch group's comment says why).
+const TRANSITIONS_FOLLOW: Follower = Follower {
+    knob: Knob::TransitionRate,
+    share: 1.0,
+    ceiling: 1.0,
+};
 
 /// The independent share follows the branch share down, never above 1: a pattern branch that
 /// repeats a recent one's test is learnt from its source's outcome, while the taken and transition
@@ -419,14 +423,7 @@ pub const GROUPS: &[Group] = &[
         // 8.89 % (d ln / d ln ≈ 0.24). Above the profile's rates the response is not monotone (a
         // shorter period is one a history predictor learns: docs/generator.md), and the share, up to
         // 2, is the lever that raises mispredictions.
-        followers: &[
-            Follower {
-                knob: Knob::TransitionRate,
-                share: 1.0,
-                ceiling: 1.0,
-            },
-            REPEATS_FOLLOW,
-        ],
+        followers: &[TRANSITIONS_FOLLOW, REPEATS_FOLLOW],
         held: &[(Knob::TakenRate, HELD_RATES)],
         cliff: false,
         coupled_to: &[Knob::InstructionWorkingSet],
