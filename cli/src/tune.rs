@@ -94,7 +94,7 @@ pub fn run(args: TuneArgs) -> Result<()> {
         clone_dir: clone.dir.display().to_string(),
         target: args.target.display().to_string(),
         level: level.name().into(),
-        counters: backend.source(),
+        counters: backend.source(args.sim.method()),
         tolerance: settings.tolerance,
         max_iterations: settings.max_iterations,
         tuned_metrics: settings.tuned_metrics.clone(),
@@ -113,7 +113,7 @@ pub fn run(args: TuneArgs) -> Result<()> {
         clone.dir.display(),
         original.name,
         level.name(),
-        backend.source(),
+        backend.source(args.sim.method()),
         100.0 * settings.tolerance,
         settings.max_iterations
     );

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use anyhow::{Context, Result};
 use clap::{Args, ValueEnum};
-use ditto_measure::{BackendChoice, CounterBackend, Platform, SimSettings};
+use ditto_measure::{BackendChoice, CounterBackend, Platform, SimMethod, SimSettings};
 use ditto_profiler::CollectorChoice;
 use ditto_target::{Level, TargetSpec};
 use ditto_validate::metrics::Format;
@@ -86,6 +86,17 @@ pub struct SimFlags {
     /// noise by raising this together with --sim-requests (docs/validation.md).
     #[arg(long, default_value_t = SimSettings::default().max_duration_s)]
     pub sim_seconds: f64,
+    /// How the simulated backend isolates the measured requests: `window` (callgrind, counters
+    /// zeroed and dumped around the measured load, minus an idle window as long) or `differential`
+    /// (two cachegrind runs at ½ and 1½ times the rate, differenced).
+    #[arg(long, value_enum, default_value = "window")]
+    pub sim_method: SimMethodFlag,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum SimMethodFlag {
+    Window,
+    Differential,
 }
 
 impl SimFlags {
@@ -113,8 +124,16 @@ impl SimFlags {
         Ok(CounterBackend::select(self.counters.into(), &platform)?)
     }
 
+    pub fn method(&self) -> SimMethod {
+        match self.sim_method {
+            SimMethodFlag::Window => SimMethod::Window,
+            SimMethodFlag::Differential => SimMethod::Differential,
+        }
+    }
+
     pub fn settings(&self, with_l2: bool) -> SimSettings {
         SimSettings {
+            method: self.method(),
             rate_scale: self.sim_rate_scale,
             min_requests: self.sim_requests,
             max_duration_s: self.sim_seconds,
@@ -211,7 +230,7 @@ pub fn run(args: ValidateArgs) -> Result<()> {
         clone.dir.display(),
         original.name,
         args.levels.join(", "),
-        backend.source()
+        backend.source(args.sim.method())
     );
     let opts = ValidateOptions {
         original_spec_path: args.target.clone(),

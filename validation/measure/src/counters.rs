@@ -34,8 +34,9 @@ use ditto_target::{LaunchOptions, Level, ResolvedLevel, TargetSpec};
 use serde::{Deserialize, Serialize};
 
 use crate::cachegrind::{self, CachegrindTotals};
+use crate::callgrind;
 use crate::platform::{CacheGeometry, Platform};
-use crate::{check_alive, load_config, start_warm, MeasureError, RunOptions};
+use crate::{check_alive, load_config, prepare_and_warm_up, start_warm, MeasureError, RunOptions};
 
 /// Which backend the user asked for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -91,11 +92,12 @@ impl CounterBackend {
         }
     }
 
-    /// `"perf"` or `"sim:cachegrind:<platform>"`: the source every figure of this backend carries.
-    pub fn source(&self) -> String {
+    /// `"perf"` or `"sim:<simulator>:<platform>"` (the simulator `method` uses): the source every
+    /// figure of this backend carries.
+    pub fn source(&self, method: SimMethod) -> String {
         match self {
             CounterBackend::Perf => "perf".to_string(),
-            CounterBackend::Sim(p) => sim_source(&p.name),
+            CounterBackend::Sim(p) => sim_source(method.simulator(), &p.name),
         }
     }
 
@@ -107,9 +109,10 @@ impl CounterBackend {
     }
 }
 
-/// The source string of simulated figures on `platform`.
-pub fn sim_source(platform: &str) -> String {
-    format!("sim:cachegrind:{platform}")
+/// The source string of simulated figures on `platform` by `simulator` (`cachegrind` for the
+/// differential, `callgrind` for the window: the same cache and branch model).
+pub fn sim_source(simulator: &str, platform: &str) -> String {
+    format!("sim:{simulator}:{platform}")
 }
 
 /// Whether a hardware instructions counter can be opened on the calling thread, and why not.
@@ -389,12 +392,61 @@ impl PerfSession {
 // ---------------------------------------------------------------------------------------------
 // sim
 
-/// How to measure a target under cachegrind: the equal-duration, two-rate differential.
+/// How the simulated backend isolates the measured requests' work.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum SimMethod {
+    /// One callgrind run per geometry, counters zeroed when the measured load begins and dumped
+    /// when it ends, minus an idle window as long (the per-second work): `crate::callgrind`.
+    Window,
+    /// Two cachegrind runs per geometry at ½ and 1½ times the rate, equally long, differenced.
+    Differential,
+}
+
+impl SimMethod {
+    pub fn name(self) -> &'static str {
+        match self {
+            SimMethod::Window => "window",
+            SimMethod::Differential => "differential",
+        }
+    }
+
+    /// The Valgrind tool it runs.
+    pub fn simulator(self) -> &'static str {
+        match self {
+            SimMethod::Window => "callgrind",
+            SimMethod::Differential => "cachegrind",
+        }
+    }
+
+    /// Reports written before the window existed measured by the differential.
+    fn before_the_window() -> SimMethod {
+        SimMethod::Differential
+    }
+}
+
+impl std::str::FromStr for SimMethod {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "window" => Ok(SimMethod::Window),
+            "differential" => Ok(SimMethod::Differential),
+            other => Err(format!(
+                "unknown simulated method '{other}': use window or differential"
+            )),
+        }
+    }
+}
+
+/// How to measure a target under simulation: a window per geometry, or the equal-duration,
+/// two-rate differential.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct SimPlan {
     #[serde(skip)]
     pub platform: Platform,
-    /// The rate the two runs are centred on (½ and 1½ times it), requests per second.
+    pub method: SimMethod,
+    /// The window's rate, or the rate the differential's two runs are centred on (½ and 1½ times
+    /// it), requests per second.
     pub rate: f64,
     /// Measured seconds of each run.
     pub duration_s: f64,
@@ -433,6 +485,7 @@ impl SimPlan {
         let duration_s = (s.min_requests as f64 / rate).clamp(s.min_duration_s, s.max_duration_s);
         Ok(SimPlan {
             platform: platform.clone(),
+            method: s.method,
             rate,
             duration_s,
             connections: level.connections,
@@ -440,9 +493,13 @@ impl SimPlan {
         })
     }
 
-    /// The two runs' rates.
+    /// The rates of the two measurements differenced: the differential's two runs, or the window's
+    /// idle and loaded windows.
     pub fn rates(&self) -> (f64, f64) {
-        (0.5 * self.rate, 1.5 * self.rate)
+        match self.method {
+            SimMethod::Window => (0.0, self.rate),
+            SimMethod::Differential => (0.5 * self.rate, 1.5 * self.rate),
+        }
     }
 }
 
@@ -467,6 +524,8 @@ pub struct SimSettings {
     /// saturated server does. Half of that keeps a server in the regime its profile was taken in.
     #[serde(default = "default_max_simulated_instructions_per_s")]
     pub max_simulated_instructions_per_s: f64,
+    #[serde(default = "SimMethod::before_the_window")]
+    pub method: SimMethod,
 }
 
 fn default_max_simulated_instructions_per_s() -> f64 {
@@ -488,6 +547,7 @@ impl Default for SimSettings {
             with_l2: true,
             instructions_per_request: None,
             max_simulated_instructions_per_s: default_max_simulated_instructions_per_s(),
+            method: SimMethod::Window,
         }
     }
 }
@@ -522,11 +582,14 @@ impl SimSettings {
     }
 }
 
-/// One cachegrind run of the differential.
+/// One cachegrind run of the differential, or one callgrind window (the idle one at rate 0).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SimRunRecord {
     /// `"llc"` or `"l2"`: which platform level played cachegrind's LL.
     pub ll_as: String,
+    /// `cachegrind` (a whole run) or `callgrind` (a window of a run).
+    #[serde(default = "cachegrind_name")]
+    pub simulator: String,
     pub offered_rate: f64,
     pub duration_s: f64,
     pub requests_completed: u64,
@@ -547,6 +610,10 @@ pub struct SimDifferential {
     pub runs: Vec<SimRunRecord>,
 }
 
+fn cachegrind_name() -> String {
+    "cachegrind".into()
+}
+
 /// The platform with `level` playing cachegrind's LL.
 fn with_ll(platform: &Platform, ll: CacheGeometry) -> Platform {
     Platform {
@@ -555,8 +622,135 @@ fn with_ll(platform: &Platform, ll: CacheGeometry) -> Platform {
     }
 }
 
-/// Runs the target under cachegrind four times (two without the L2 runs) and derives per-request figures.
+/// Measures the target under simulation by `plan.method` and derives per-request figures: a window
+/// per geometry (two runs; one without the L2), or the differential (four runs; two without).
 pub fn measure_sim(
+    spec: &TargetSpec,
+    plan: &SimPlan,
+    opts: &RunOptions,
+    status: &mut dyn FnMut(&str),
+    progress: &mut dyn FnMut(&Progress),
+) -> Result<SimDifferential, MeasureError> {
+    match plan.method {
+        SimMethod::Window => measure_windows(spec, plan, opts, status, progress),
+        SimMethod::Differential => measure_differential(spec, plan, opts, status, progress),
+    }
+}
+
+/// The geometries a plan runs: the LLC as LL, and the L2 as LL when asked.
+fn geometries(plan: &SimPlan) -> Vec<(&'static str, CacheGeometry)> {
+    let mut g = vec![("llc", plan.platform.llc)];
+    if plan.with_l2 {
+        g.push(("l2", plan.platform.l2));
+    }
+    g
+}
+
+/// One callgrind run per geometry: start and warm the server, prepare the load and warm it up for
+/// [`WINDOW_WARMUP_S`], then a loaded window (zero, the measured load, dump) and an idle window as
+/// long (zero, wait, dump). Each becomes a [`SimRunRecord`], the idle one at rate 0 with no
+/// requests, so that [`sim_figures`] differences them as it does the differential's runs: what the
+/// server does per second (timer threads) cancels, and what remains is the measured requests'.
+fn measure_windows(
+    spec: &TargetSpec,
+    plan: &SimPlan,
+    opts: &RunOptions,
+    status: &mut dyn FnMut(&str),
+    progress: &mut dyn FnMut(&Progress),
+) -> Result<SimDifferential, MeasureError> {
+    let mut runs = Vec::new();
+    for (name, geometry) in geometries(plan) {
+        let platform = with_ll(&plan.platform, geometry);
+        status(&format!(
+            "callgrind ({}, LL = {name}): {} at {:.1} req/s for {:.1} s",
+            plan.platform.name, spec.name, plan.rate, plan.duration_s
+        ));
+        let [idle, loaded] = window_run(spec, &platform, plan, opts, status, progress)?;
+        let achieved = loaded.requests_completed as f64 / plan.duration_s;
+        if achieved < 0.9 * plan.rate {
+            status(&format!(
+                "the simulated server achieved {achieved:.1} of {:.1} req/s: it is saturated under the simulator",
+                plan.rate
+            ));
+        }
+        for r in [idle, loaded] {
+            runs.push(SimRunRecord {
+                ll_as: name.to_string(),
+                ..r
+            });
+        }
+    }
+    let figures = sim_figures(&runs, &plan.platform.name)?;
+    Ok(SimDifferential { figures, runs })
+}
+
+/// Seconds of load at the window's rate before it opens: connections, caches and the server's
+/// lazily built state settle, as in the native runs' warm-up.
+const WINDOW_WARMUP_S: f64 = 1.0;
+
+fn window_run(
+    spec: &TargetSpec,
+    platform: &Platform,
+    plan: &SimPlan,
+    opts: &RunOptions,
+    status: &mut dyn FnMut(&str),
+    progress: &mut dyn FnMut(&Progress),
+) -> Result<[SimRunRecord; 2], MeasureError> {
+    let spawned = std::time::Instant::now();
+    let session = callgrind::Session::new()?;
+    let launch = LaunchOptions {
+        port: opts.port,
+        wrapper: session.wrapper(platform),
+        ready_timeout: Some(Duration::from_secs(180)),
+        ..LaunchOptions::default()
+    };
+    let (mut target, _warm) = start_warm(spec, &launch, status)?;
+    let level = ResolvedLevel {
+        rate: plan.rate,
+        connections: plan.connections,
+        warmup_s: WINDOW_WARMUP_S,
+        duration_s: plan.duration_s,
+        ..spec.load.resolve(Level::Medium)
+    };
+    let (mut cfg, prepared) =
+        prepare_and_warm_up(spec, &level, target.addr(), opts, status, progress)?;
+    // Under simulation a response can take a hundred times longer than natively.
+    cfg.request_timeout = Duration::from_secs(30);
+    let startup_s = spawned.elapsed().as_secs_f64();
+    session.zero()?;
+    let opened = std::time::Instant::now();
+    let report = ditto_load::run_prepared(&cfg, &prepared, progress);
+    check_alive(&mut target, &spec.name)?;
+    let loaded_totals = session.dump()?;
+    let window_s = opened.elapsed().as_secs_f64();
+    let report = report?;
+    status(&format!(
+        "idle window: {window_s:.1} s, for the work the server does per second"
+    ));
+    session.zero()?;
+    std::thread::sleep(Duration::from_secs_f64(window_s));
+    check_alive(&mut target, &spec.name)?;
+    let idle_totals = session.dump()?;
+    let lifetime_s = spawned.elapsed().as_secs_f64();
+    target.stop(Duration::from_secs(60))?;
+    let record = |rate: f64, requests: u64, totals: CachegrindTotals| SimRunRecord {
+        ll_as: String::new(),
+        simulator: "callgrind".into(),
+        offered_rate: rate,
+        duration_s: window_s,
+        requests_completed: requests,
+        startup_s,
+        lifetime_s,
+        totals,
+    };
+    Ok([
+        record(0.0, 0, idle_totals),
+        record(plan.rate, report.requests_completed, loaded_totals),
+    ])
+}
+
+/// Runs the target under cachegrind four times (two without the L2 runs) and derives per-request figures.
+fn measure_differential(
     spec: &TargetSpec,
     plan: &SimPlan,
     opts: &RunOptions,
@@ -568,11 +762,7 @@ pub fn measure_sim(
     // Every run is stopped at the same time after its spawn (set by the first run), so work a server
     // does per second (timer threads) is the same in every run and cancels in the differential.
     let mut stop_at_s = None;
-    let mut geometries = vec![("llc", plan.platform.llc)];
-    if plan.with_l2 {
-        geometries.push(("l2", plan.platform.l2));
-    }
-    for (name, geometry) in geometries {
+    for (name, geometry) in geometries(plan) {
         let platform = with_ll(&plan.platform, geometry);
         // The faster run first: if the simulated server cannot keep up with it, what it achieved is its
         // capacity under the simulator, and the slower run is lowered to a third of that so the two
@@ -668,6 +858,7 @@ fn sim_run(
     let report = report?;
     Ok(SimRunRecord {
         ll_as: String::new(),
+        simulator: cachegrind_name(),
         offered_rate: rate,
         duration_s,
         requests_completed: report.requests_completed,
@@ -729,10 +920,16 @@ pub fn sim_figures(runs: &[SimRunRecord], platform: &str) -> Result<CounterFigur
         )));
     }
     let mut notes = Vec::new();
-    let lifetimes: Vec<f64> = runs.iter().map(|r| r.lifetime_s).collect();
+    // A differential's runs must live equally long; a window's idle window is as long as its loaded
+    // one by construction, and its runs' lifetimes do not enter the figures.
+    let lifetimes: Vec<f64> = runs
+        .iter()
+        .filter(|r| r.simulator == "cachegrind")
+        .map(|r| r.lifetime_s)
+        .collect();
     let spread = lifetimes.iter().copied().fold(f64::MIN, f64::max)
         - lifetimes.iter().copied().fold(f64::MAX, f64::min);
-    if spread > 1.0 {
+    if !lifetimes.is_empty() && spread > 1.0 {
         notes.push(format!(
             "the simulated runs lived {spread:.1} s apart (a start-up overran the margin): per-second background work does not fully cancel"
         ));
@@ -813,7 +1010,10 @@ pub fn sim_figures(runs: &[SimRunRecord], platform: &str) -> Result<CounterFigur
         }
     };
     Ok(CounterFigures {
-        source: sim_source(platform),
+        source: sim_source(
+            runs.first().map_or("cachegrind", |r| r.simulator.as_str()),
+            platform,
+        ),
         instructions_per_request: Some(instructions_per_request),
         cycles_per_request: None,
         ipc: None,
@@ -838,6 +1038,7 @@ mod tests {
     fn run(ll: &str, rate: f64, n: u64, t: CachegrindTotals) -> SimRunRecord {
         SimRunRecord {
             ll_as: ll.into(),
+            simulator: cachegrind_name(),
             offered_rate: rate,
             duration_s: 4.0,
             requests_completed: n,
@@ -866,6 +1067,74 @@ mod tests {
             bi: 100.0 * requests,
             bim: 25.0 * requests,
         }
+    }
+
+    /// A callgrind window of `seconds` with `requests` measured: no start-up, only the window's work.
+    fn window(
+        ll: &str,
+        requests: u64,
+        seconds: f64,
+        lifetime_s: f64,
+        ll_miss: f64,
+    ) -> SimRunRecord {
+        let n = requests as f64;
+        let fixed = totals(0.0, 0.0, ll_miss);
+        SimRunRecord {
+            simulator: "callgrind".into(),
+            offered_rate: if requests == 0 { 0.0 } else { 100.0 },
+            duration_s: seconds,
+            lifetime_s,
+            ..run(ll, 0.0, requests, totals(n, seconds, ll_miss).minus(&fixed))
+        }
+    }
+
+    #[test]
+    fn a_window_minus_an_idle_window_as_long_is_the_measured_requests_work() {
+        // The LLC and L2 runs are separate processes with their own lifetimes: no caveat for that.
+        let runs = vec![
+            window("llc", 0, 6.0, 40.0, 1.0),
+            window("llc", 500, 6.0, 40.0, 1.0),
+            window("l2", 0, 6.0, 52.0, 13.0),
+            window("l2", 500, 6.0, 52.0, 13.0),
+        ];
+        let f = sim_figures(&runs, "epyc-host").expect("figures");
+        assert_eq!(f.source, "sim:callgrind:epyc-host");
+        assert!((f.instructions_per_request.unwrap() - 1e4).abs() < 1e-6);
+        assert!((f.l1i_miss_rate.unwrap() - 10.0 / 1e4).abs() < 1e-12);
+        assert!((f.conditional_mispredict_rate.unwrap() - 40.0 / 2e3).abs() < 1e-12);
+        assert!((f.l2_miss_rate.unwrap() - 14.0 / 130.0).abs() < 1e-12);
+        assert!((f.llc_miss_rate.unwrap() - 2.0 / 14.0).abs() < 1e-12);
+        assert_eq!(f.requests, 1000.0);
+        assert!(f.notes.is_empty(), "{:?}", f.notes);
+    }
+
+    #[test]
+    fn a_window_plan_differences_an_idle_window_with_the_loaded_one() {
+        let platform = Platform::by_name_or_path("epyc-host").expect("platform");
+        let level = ResolvedLevel {
+            level: Level::Medium,
+            rate: 2000.0,
+            connections: 8,
+            warmup_s: 1.0,
+            duration_s: 10.0,
+            arrival: ditto_load::Arrival::Poisson,
+        };
+        let window = SimPlan::for_level(&platform, &level, &SimSettings::default()).expect("plan");
+        assert_eq!(window.method, SimMethod::Window);
+        assert_eq!(window.rates(), (0.0, window.rate));
+        let differential = SimPlan::for_level(
+            &platform,
+            &level,
+            &SimSettings {
+                method: SimMethod::Differential,
+                ..SimSettings::default()
+            },
+        )
+        .expect("plan");
+        assert_eq!(
+            differential.rates(),
+            (0.5 * differential.rate, 1.5 * differential.rate)
+        );
     }
 
     #[test]
@@ -981,6 +1250,7 @@ mod tests {
             min_requests: 500,
             min_duration_s: 3.0,
             max_duration_s: 20.0,
+            method: SimMethod::Differential,
             ..SimSettings::default()
         };
         let plan = SimPlan::for_level(&p, &level, &s).expect("plan");
@@ -1077,9 +1347,13 @@ mod tests {
         let p = Platform::by_name_or_path("epyc-host").expect("platform");
         let b = CounterBackend::select(BackendChoice::Auto, &p).expect("auto never fails");
         match probe_hardware() {
-            Ok(()) => assert_eq!(b.source(), "perf"),
+            Ok(()) => assert_eq!(b.source(SimMethod::Window), "perf"),
             Err(_) => {
-                assert_eq!(b.source(), "sim:cachegrind:epyc-host");
+                assert_eq!(b.source(SimMethod::Window), "sim:callgrind:epyc-host");
+                assert_eq!(
+                    b.source(SimMethod::Differential),
+                    "sim:cachegrind:epyc-host"
+                );
                 let err = CounterBackend::select(BackendChoice::Perf, &p)
                     .unwrap_err()
                     .to_string();

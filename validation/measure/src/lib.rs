@@ -10,6 +10,7 @@
 //! [`Measurement`] says which backend produced it.
 
 pub mod cachegrind;
+pub mod callgrind;
 pub mod counters;
 pub mod platform;
 
@@ -25,7 +26,7 @@ use serde::Serialize;
 pub use cachegrind::{CachegrindTotals, SimRates};
 pub use counters::{
     measure_sim, BackendChoice, CounterBackend, CounterFigures, PerfSession, SimDifferential,
-    SimPlan, SimSettings,
+    SimMethod, SimPlan, SimSettings,
 };
 pub use platform::{CacheGeometry, Platform};
 

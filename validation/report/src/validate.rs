@@ -181,7 +181,7 @@ pub fn validate(
         },
         counters: CountersInfo {
             backend: opts.backend.name().into(),
-            source: opts.backend.source(),
+            source: opts.backend.source(opts.sim.method),
             platform,
         },
         settings: Settings {

@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use common::{repo, require};
 use ditto_load::{MemcachedWorkload, Workload};
-use ditto_measure::{CounterBackend, Platform, SimSettings};
+use ditto_measure::{CounterBackend, Platform, SimMethod, SimSettings};
 use ditto_profiler::CollectorChoice;
 use ditto_target::{Level, TargetSpec};
 use ditto_validate::saturation::SweepSettings;
@@ -136,7 +136,7 @@ fn validate_one_level_writes_a_complete_report_and_leaves_nothing_running() {
     );
 
     assert!(report.complete);
-    assert_eq!(report.counters.source, "sim:cachegrind:epyc-host");
+    assert_eq!(report.counters.source, "sim:callgrind:epyc-host");
     assert_eq!(report.levels.len(), 1);
     let level = &report.levels[0];
     assert_eq!(level.original.len(), 2);
@@ -159,7 +159,7 @@ fn validate_one_level_writes_a_complete_report_and_leaves_nothing_running() {
             r.original.is_some() && r.clone.is_some(),
             "{k} measured: {r:?}"
         );
-        assert_eq!(r.source, "sim:cachegrind:epyc-host");
+        assert_eq!(r.source, "sim:callgrind:epyc-host");
         // A relative variation is undefined when the first run is zero: a short run's LLC
         // differential can come out negative (noise over a warm cache) and is clamped to 0.
         assert!(
@@ -224,7 +224,7 @@ fn tune_regenerates_the_clone_and_records_every_iteration() {
         clone_dir: clone_dir.display().to_string(),
         target: "targets/memcached.toml".into(),
         level: "low".into(),
-        counters: backend.source(),
+        counters: backend.source(SimMethod::Window),
         tolerance: 0.0,
         max_iterations: 0,
         tuned_metrics: vec![],
