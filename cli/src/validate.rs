@@ -73,12 +73,12 @@ pub struct SimFlags {
     /// or a platform file.
     #[arg(long, default_value = "epyc-host")]
     pub platform: String,
-    /// Simulated rate as a fraction of the level's native rate (cachegrind is ~40× slower); raised
-    /// where needed to fit --sim-requests into a run of --sim-seconds.
+    /// Simulated rate as a fraction of the level's native rate (Valgrind's simulation is ~40×
+    /// slower); raised where needed to fit --sim-requests into a run of --sim-seconds.
     #[arg(long, default_value_t = SimSettings::default().rate_scale)]
     pub sim_rate_scale: f64,
-    /// Requests each simulated differential covers (the faster run serves this many more than the
-    /// slower one; each run lasts 5 s to --sim-seconds accordingly).
+    /// Requests each simulated measurement covers (the window's measured load, or the difference
+    /// between the differential's two runs; each lasts 5 s to --sim-seconds accordingly).
     #[arg(long, default_value_t = SimSettings::default().min_requests)]
     pub sim_requests: u64,
     /// Longest measured seconds of one simulated run. More requests at the same rate: a server that

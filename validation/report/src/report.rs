@@ -94,6 +94,10 @@ pub struct LevelLoad {
 /// The simulated runs' plan at a level.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SimPlanInfo {
+    /// `window` or `differential` (`ditto_measure::SimMethod`); reports before the window have none
+    /// and were measured by the differential.
+    #[serde(default)]
+    pub method: Option<String>,
     pub rate: f64,
     pub low_rate: f64,
     pub high_rate: f64,

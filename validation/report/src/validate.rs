@@ -294,6 +294,7 @@ pub fn validate(
             sim_plan: plan.as_ref().map(|p| {
                 let (low_rate, high_rate) = p.rates();
                 SimPlanInfo {
+                    method: Some(p.method.name().into()),
                     rate: p.rate,
                     low_rate,
                     high_rate,

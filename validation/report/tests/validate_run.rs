@@ -139,6 +139,11 @@ fn validate_one_level_writes_a_complete_report_and_leaves_nothing_running() {
     assert_eq!(report.counters.source, "sim:callgrind:epyc-host");
     assert_eq!(report.levels.len(), 1);
     let level = &report.levels[0];
+    assert_eq!(
+        level.sim_plan.as_ref().and_then(|p| p.method.as_deref()),
+        Some("window"),
+        "the default simulated method is recorded"
+    );
     assert_eq!(level.original.len(), 2);
     let row = |k: &str| {
         level
