@@ -251,7 +251,14 @@ pub fn validate(
             let (counters, sim_runs) = match &opts.backend {
                 CounterBackend::Perf => (n.counters.clone(), Vec::new()),
                 CounterBackend::Sim(_) => {
-                    next(&format!("{} load, {who}: cachegrind", level.name()), status);
+                    next(
+                        &format!(
+                            "{} load, {who}: {}",
+                            level.name(),
+                            opts.sim.method.simulator()
+                        ),
+                        status,
+                    );
                     let (f, runs) = measure_counters(
                         spec,
                         &resolved,
