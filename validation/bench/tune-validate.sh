@@ -6,9 +6,9 @@
 # out/bench/tuned/TARGET-validate/{report.json,index.html}. Prints one summary line per target.
 # Each target takes 15-30 minutes on a 2-vCPU machine (the simulated counters run under cachegrind).
 # Usage: validation/bench/tune-validate.sh [TARGET...]   (default: memcached nginx pix-baseline pix-optimized)
-# SIM_FLAGS adds flags of the simulated backend to both commands, e.g. SIM_FLAGS="--sim-requests 60000
-# --sim-seconds 45" for a differential three times as long (docs/validation.md, "Noise of the simulated
-# differential"); TUNE_ITERATIONS sets the iteration cap (5).
+# SIM_FLAGS adds flags of the simulated backend to both commands, e.g. SIM_FLAGS="--sim-method
+# differential --sim-requests 60000 --sim-seconds 45" for the older cachegrind differential, three
+# times as long (docs/validation.md, "The simulated window"); TUNE_ITERATIONS sets the iteration cap (5).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 targets=("$@")

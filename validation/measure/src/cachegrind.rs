@@ -11,11 +11,10 @@ use serde::{Deserialize, Serialize};
 use crate::platform::Platform;
 use crate::MeasureError;
 
-/// Arguments that put a server command under cachegrind writing to `out_file`.
-pub fn wrapper(platform: &Platform, out_file: &Path) -> Vec<String> {
+/// The simulation options cachegrind and callgrind share: cache and branch simulation with
+/// `platform`'s geometry, and fair scheduling.
+pub fn simulation_args(platform: &Platform) -> Vec<String> {
     vec![
-        "valgrind".into(),
-        "--tool=cachegrind".into(),
         "--cache-sim=yes".into(),
         "--branch-sim=yes".into(),
         format!("--I1={}", platform.l1i.cachegrind_arg()),
@@ -24,9 +23,16 @@ pub fn wrapper(platform: &Platform, out_file: &Path) -> Vec<String> {
         // Valgrind runs one guest thread at a time; fair scheduling keeps a multi-threaded server's threads
         // progressing in turn as on real cores.
         "--fair-sched=yes".into(),
-        "--trace-children=no".into(),
-        format!("--cachegrind-out-file={}", out_file.display()),
     ]
+}
+
+/// Arguments that put a server command under cachegrind writing to `out_file`.
+pub fn wrapper(platform: &Platform, out_file: &Path) -> Vec<String> {
+    let mut args = vec!["valgrind".into(), "--tool=cachegrind".into()];
+    args.extend(simulation_args(platform));
+    args.push("--trace-children=no".into());
+    args.push(format!("--cachegrind-out-file={}", out_file.display()));
+    args
 }
 
 /// A world-writable folder for cachegrind's output, one file per process (`cachegrind.out.PID`); removed

@@ -21,7 +21,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::cachegrind::CachegrindTotals;
+use crate::cachegrind::{simulation_args, CachegrindTotals};
 use crate::platform::Platform;
 use crate::MeasureError;
 
@@ -59,16 +59,9 @@ impl Session {
     /// Arguments that put a server command under callgrind with `platform`'s geometry, counting
     /// from the start (the first zero opens the window).
     pub fn wrapper(&self, platform: &Platform) -> Vec<String> {
-        vec![
-            "valgrind".into(),
-            "--tool=callgrind".into(),
-            "--cache-sim=yes".into(),
-            "--branch-sim=yes".into(),
-            format!("--I1={}", platform.l1i.cachegrind_arg()),
-            format!("--D1={}", platform.l1d.cachegrind_arg()),
-            format!("--LL={}", platform.llc.cachegrind_arg()),
-            // As under cachegrind: one guest thread at a time, taking turns as on real cores.
-            "--fair-sched=yes".into(),
+        let mut args = vec!["valgrind".into(), "--tool=callgrind".into()];
+        args.extend(simulation_args(platform));
+        args.extend([
             // A forked worker (nginx's) has a gdbserver of its own only when children are traced;
             // programs a server executes are still not simulated.
             "--trace-children=yes".into(),
@@ -79,7 +72,8 @@ impl Session {
                 "--callgrind-out-file={}",
                 self.dir.join("callgrind.out.%p").display()
             ),
-        ]
+        ]);
+        args
     }
 
     /// The pids of this run's processes that vgdb can reach.

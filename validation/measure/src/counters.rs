@@ -1108,17 +1108,22 @@ mod tests {
         assert!(f.notes.is_empty(), "{:?}", f.notes);
     }
 
-    #[test]
-    fn a_window_plan_differences_an_idle_window_with_the_loaded_one() {
-        let platform = Platform::by_name_or_path("epyc-host").expect("platform");
-        let level = ResolvedLevel {
-            level: Level::Medium,
+    /// A load level at 2,000 req/s over 8 connections, 10 s after 1 s of warm-up.
+    fn level_at_2000(level: Level) -> ResolvedLevel {
+        ResolvedLevel {
+            level,
             rate: 2000.0,
             connections: 8,
             warmup_s: 1.0,
             duration_s: 10.0,
             arrival: ditto_load::Arrival::Poisson,
-        };
+        }
+    }
+
+    #[test]
+    fn a_window_plan_differences_an_idle_window_with_the_loaded_one() {
+        let platform = Platform::by_name_or_path("epyc-host").expect("platform");
+        let level = level_at_2000(Level::Medium);
         let window = SimPlan::for_level(&platform, &level, &SimSettings::default()).expect("plan");
         assert_eq!(window.method, SimMethod::Window);
         assert_eq!(window.rates(), (0.0, window.rate));
@@ -1238,14 +1243,7 @@ mod tests {
     #[test]
     fn plan_scales_the_rate_and_covers_enough_requests() {
         let p = Platform::by_name_or_path("epyc-host").expect("platform");
-        let level = ResolvedLevel {
-            level: Level::Low,
-            rate: 2000.0,
-            connections: 8,
-            warmup_s: 1.0,
-            duration_s: 10.0,
-            arrival: ditto_load::Arrival::Poisson,
-        };
+        let level = level_at_2000(Level::Low);
         let s = SimSettings {
             min_requests: 500,
             min_duration_s: 3.0,
@@ -1290,14 +1288,7 @@ mod tests {
         // (6,000 in the faster run, more than cachegrind keeps up with); with 45 s it stays at the
         // 1,333 of the default 20,000 in 15 s.
         let p = Platform::by_name_or_path("epyc-host").expect("platform");
-        let level = ResolvedLevel {
-            level: Level::Low,
-            rate: 2000.0,
-            connections: 8,
-            warmup_s: 1.0,
-            duration_s: 10.0,
-            arrival: ditto_load::Arrival::Poisson,
-        };
+        let level = level_at_2000(Level::Low);
         let longer = SimSettings {
             min_requests: 60_000,
             max_duration_s: 45.0,
