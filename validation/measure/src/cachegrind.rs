@@ -35,8 +35,8 @@ pub fn wrapper(platform: &Platform, out_file: &Path) -> Vec<String> {
     args
 }
 
-/// A world-writable folder for cachegrind's output, one file per process (`cachegrind.out.PID`); removed
-/// when dropped.
+/// A world-writable folder for a Valgrind run's output, one file per process (`cachegrind.out.PID`;
+/// callgrind's sessions keep their dumps and vgdb FIFOs in one too); removed when dropped.
 ///
 /// Why not the run folder: a server that forks workers under another user (nginx's master runs as root,
 /// its worker as www-data) has every process simulated by Valgrind, each writing its own file, and the
@@ -52,8 +52,7 @@ impl OutDir {
         use std::os::unix::fs::PermissionsExt;
         static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
         let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let path =
-            std::env::temp_dir().join(format!("ditto-cachegrind-{}-{n}", std::process::id()));
+        let path = std::env::temp_dir().join(format!("ditto-valgrind-{}-{n}", std::process::id()));
         let io = |cause| MeasureError::Read {
             path: path.clone(),
             cause,
@@ -62,6 +61,11 @@ impl OutDir {
         // Sticky and writable by all: every process of the server may write its file, none another's.
         std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o1777)).map_err(io)?;
         Ok(OutDir { path })
+    }
+
+    /// The folder.
+    pub fn path(&self) -> &Path {
+        &self.path
     }
 
     /// The `--cachegrind-out-file` pattern.

@@ -21,7 +21,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::cachegrind::{simulation_args, CachegrindTotals};
+use crate::cachegrind::{simulation_args, CachegrindTotals, OutDir};
 use crate::platform::Platform;
 use crate::MeasureError;
 
@@ -29,31 +29,22 @@ use crate::MeasureError;
 /// after vgdb's own 100 ms; a simulated server busy with a request answers within seconds.
 const VGDB_TIMEOUT: Duration = Duration::from_secs(60);
 
-/// The folder of one callgrind run: its output files (`callgrind.out.PID.N`, one per dump and
-/// process) and the vgdb FIFOs. World-writable and sticky, as a server may fork workers under
-/// another user (nginx's run as www-data). Removed when dropped.
+/// The folder of one callgrind run ([`OutDir`]): its output files (`callgrind.out.PID.N`, one per
+/// dump and process) and the vgdb FIFOs.
 #[derive(Debug)]
 pub struct Session {
-    dir: PathBuf,
+    dir: OutDir,
 }
 
 impl Session {
     pub fn new() -> Result<Session, MeasureError> {
-        use std::os::unix::fs::PermissionsExt;
-        static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let dir = std::env::temp_dir().join(format!("ditto-callgrind-{}-{n}", std::process::id()));
-        let io = |cause| MeasureError::Read {
-            path: dir.clone(),
-            cause,
-        };
-        std::fs::create_dir_all(&dir).map_err(io)?;
-        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o1777)).map_err(io)?;
-        Ok(Session { dir })
+        Ok(Session {
+            dir: OutDir::new()?,
+        })
     }
 
     fn prefix(&self) -> String {
-        format!("--vgdb-prefix={}", self.dir.join("vgdb").display())
+        format!("--vgdb-prefix={}", self.dir.path().join("vgdb").display())
     }
 
     /// Arguments that put a server command under callgrind with `platform`'s geometry, counting
@@ -70,7 +61,7 @@ impl Session {
             self.prefix(),
             format!(
                 "--callgrind-out-file={}",
-                self.dir.join("callgrind.out.%p").display()
+                self.dir.path().join("callgrind.out.%p").display()
             ),
         ]);
         args
@@ -88,7 +79,7 @@ impl Session {
         if pids.is_empty() {
             return Err(MeasureError::Counters(format!(
                 "vgdb found no process of the simulated run under {} (did the server start under callgrind?)",
-                self.dir.display()
+                self.dir.path().display()
             )));
         }
         Ok(pids)
@@ -118,8 +109,8 @@ impl Session {
     fn hand_over(&self, pid: u32, uid: u32, gid: u32) -> Result<(), MeasureError> {
         use std::os::unix::fs::MetadataExt;
         let tag = format!("-{pid}-by-");
-        let entries = std::fs::read_dir(&self.dir).map_err(|cause| MeasureError::Read {
-            path: self.dir.clone(),
+        let entries = std::fs::read_dir(self.dir.path()).map_err(|cause| MeasureError::Read {
+            path: self.dir.path().to_path_buf(),
             cause,
         })?;
         for path in entries.flatten().map(|e| e.path()) {
@@ -127,10 +118,13 @@ impl Session {
                 .file_name()
                 .and_then(|n| n.to_str())
                 .is_some_and(|n| n.starts_with("vgdb-") && n.contains(&tag));
+            if !ours {
+                continue;
+            }
             let Ok(meta) = std::fs::symlink_metadata(&path) else {
                 continue;
             };
-            if ours && (meta.uid(), meta.gid()) != (uid, gid) {
+            if (meta.uid(), meta.gid()) != (uid, gid) {
                 std::os::unix::fs::chown(&path, Some(uid), Some(gid)).map_err(|cause| {
                     MeasureError::Read {
                         path: path.clone(),
@@ -159,17 +153,13 @@ impl Session {
             .collect();
         if new.is_empty() {
             return Err(MeasureError::CachegrindOutput {
-                path: self.dir.clone(),
+                path: self.dir.path().to_path_buf(),
                 message: "callgrind wrote no dump".into(),
             });
         }
         let mut total = CachegrindTotals::default();
         for f in &new {
-            let text = std::fs::read_to_string(f).map_err(|cause| MeasureError::Read {
-                path: f.clone(),
-                cause,
-            })?;
-            total = total.plus(&CachegrindTotals::parse_counts(&text, f)?);
+            total = total.plus(&read_dump(f)?);
         }
         Ok(total)
     }
@@ -177,8 +167,8 @@ impl Session {
     /// `callgrind.out.PID.N` files: one per dump and process (the final `callgrind.out.PID`, written
     /// at exit, is not a window).
     fn dump_files(&self) -> Result<BTreeSet<PathBuf>, MeasureError> {
-        let entries = std::fs::read_dir(&self.dir).map_err(|cause| MeasureError::Read {
-            path: self.dir.clone(),
+        let entries = std::fs::read_dir(self.dir.path()).map_err(|cause| MeasureError::Read {
+            path: self.dir.path().to_path_buf(),
             cause,
         })?;
         Ok(entries
@@ -190,12 +180,6 @@ impl Session {
                     .is_some_and(is_dump_name)
             })
             .collect())
-    }
-}
-
-impl Drop for Session {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.dir);
     }
 }
 

@@ -425,19 +425,6 @@ impl SimMethod {
     }
 }
 
-impl std::str::FromStr for SimMethod {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        match s {
-            "window" => Ok(SimMethod::Window),
-            "differential" => Ok(SimMethod::Differential),
-            other => Err(format!(
-                "unknown simulated method '{other}': use window or differential"
-            )),
-        }
-    }
-}
-
 /// How to measure a target under simulation: a window per geometry, or the equal-duration,
 /// two-rate differential.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -611,7 +598,7 @@ pub struct SimDifferential {
 }
 
 fn cachegrind_name() -> String {
-    "cachegrind".into()
+    SimMethod::Differential.simulator().into()
 }
 
 /// The platform with `level` playing cachegrind's LL.
@@ -735,7 +722,7 @@ fn window_run(
     target.stop(Duration::from_secs(60))?;
     let record = |rate: f64, requests: u64, totals: CachegrindTotals| SimRunRecord {
         ll_as: String::new(),
-        simulator: "callgrind".into(),
+        simulator: SimMethod::Window.simulator().into(),
         offered_rate: rate,
         duration_s: window_s,
         requests_completed: requests,
@@ -924,7 +911,7 @@ pub fn sim_figures(runs: &[SimRunRecord], platform: &str) -> Result<CounterFigur
     // one by construction, and its runs' lifetimes do not enter the figures.
     let lifetimes: Vec<f64> = runs
         .iter()
-        .filter(|r| r.simulator == "cachegrind")
+        .filter(|r| r.simulator == SimMethod::Differential.simulator())
         .map(|r| r.lifetime_s)
         .collect();
     let spread = lifetimes.iter().copied().fold(f64::MIN, f64::max)
@@ -1011,7 +998,10 @@ pub fn sim_figures(runs: &[SimRunRecord], platform: &str) -> Result<CounterFigur
     };
     Ok(CounterFigures {
         source: sim_source(
-            runs.first().map_or("cachegrind", |r| r.simulator.as_str()),
+            runs.first()
+                .map_or(SimMethod::Differential.simulator(), |r| {
+                    r.simulator.as_str()
+                }),
             platform,
         ),
         instructions_per_request: Some(instructions_per_request),
