@@ -220,6 +220,9 @@ pub struct Group {
     /// Other groups' knobs that do not move this driver: [`comparable`] ignores where they were, so
     /// their steps do not cut this group off from its own measurements.
     pub unaffected_by: &'static [Knob],
+    /// Other groups' knobs that do not move this driver while they stretch (at or above ×1 on both
+    /// sides of a comparison) but do when they compress (below ×1 on either side).
+    pub unaffected_while_stretching: &'static [Knob],
 }
 
 /// The data-side knobs. They change which data each access touches; the instruction stream
@@ -254,16 +257,21 @@ const BRANCH_SHARE: &[Knob] = &[Knob::DataDependent, Knob::IndirectChange];
 /// ×1.44 at its assumed elasticity, to 3.02 (75 % over).
 const BRANCH_SHARE_AND_TAIL: &[Knob] = &[Knob::DataDependent, Knob::IndirectChange, Knob::DataTail];
 
-/// The first level's driver and the stretches: both start at or above `mid_from_bytes`, the L1d's
-/// size, where they keep the hit rate (`plan::stretch_above`), so they move which larger level an
-/// access misses, not whether it misses the L1d. Counted, they cut the L1d off from its own
-/// measurements whenever the mid moved (memcached's went ×1.47, 1.96, 2.81, 4.01 in one tuning).
-const BRANCH_SHARE_AND_STRETCHES: &[Knob] = &[
-    Knob::DataDependent,
-    Knob::IndirectChange,
-    Knob::DataMid,
-    Knob::DataTail,
-];
+/// The first level's driver and the tail: the tail starts at 1 MiB and never takes the curve below
+/// 2 MiB (`plan::stretch_above`), far above the L1d's size, so it moves which larger level an access
+/// misses, not whether it misses the L1d. The mid is [`STRETCHES_ONLY_ABOVE_ONE`].
+const BRANCH_SHARE_AND_TAIL_ABOVE_L1D: &[Knob] =
+    &[Knob::DataDependent, Knob::IndirectChange, Knob::DataTail];
+
+/// The mid, for the first level: it starts at `mid_from_bytes`, the L1d's size. Stretching (×1 and
+/// up) it keeps the hit rate there, so it moves which larger level an access misses, not whether it
+/// misses the L1d; counted, it cut the L1d off from its own measurements whenever it moved
+/// (memcached's went ×1.47, 1.96, 2.81, 4.01 in one tuning). Compressing (below ×1) it pulls reuses
+/// from above the L1d's size to just above it, and the L1d's misses move: Pix optimized's clone
+/// measured 0.03165 at data size ×2.11 with the mid at ×0.617 and 0.02795 at ×2.54 with it at
+/// ×0.386 (original 0.03399). Ignored there, the secant through those two read a negative
+/// elasticity, and the data size ended 18 % under.
+const STRETCHES_ONLY_ABOVE_ONE: &[Knob] = &[Knob::DataMid];
 
 /// The knobs that do not move the conditional branches' mispredictions: the data knobs (the branch
 /// group's `unaffected_by` says why) and the indirect jumps' change rate, since cachegrind predicts
@@ -342,6 +350,7 @@ pub const GROUPS: &[Group] = &[
         cliff: false,
         coupled_to: &[],
         unaffected_by: &[],
+        unaffected_while_stretching: &[],
     },
     Group {
         name: "instruction working set",
@@ -359,6 +368,7 @@ pub const GROUPS: &[Group] = &[
         cliff: true,
         coupled_to: &[],
         unaffected_by: DATA_KNOBS,
+        unaffected_while_stretching: &[],
     },
     Group {
         name: "data working set",
@@ -379,7 +389,8 @@ pub const GROUPS: &[Group] = &[
         ],
         cliff: true,
         coupled_to: &[],
-        unaffected_by: BRANCH_SHARE_AND_STRETCHES,
+        unaffected_by: BRANCH_SHARE_AND_TAIL_ABOVE_L1D,
+        unaffected_while_stretching: STRETCHES_ONLY_ABOVE_ONE,
     },
     Group {
         name: "second-level data",
@@ -396,6 +407,7 @@ pub const GROUPS: &[Group] = &[
         cliff: true,
         coupled_to: &[Knob::DataWorkingSet, Knob::InstructionWorkingSet],
         unaffected_by: BRANCH_SHARE_AND_TAIL,
+        unaffected_while_stretching: &[],
     },
     Group {
         name: "last-level data",
@@ -409,6 +421,7 @@ pub const GROUPS: &[Group] = &[
         cliff: true,
         coupled_to: &[Knob::DataWorkingSet, Knob::DataMid],
         unaffected_by: BRANCH_SHARE,
+        unaffected_while_stretching: &[],
     },
     Group {
         name: "branches",
@@ -441,6 +454,7 @@ pub const GROUPS: &[Group] = &[
         // step (×1.30) cut the branch share off from its own measurements, and the share kept
         // stepping at the assumed elasticity (0.3) where its measured response was 0.07.
         unaffected_by: NOT_CONDITIONAL_BRANCHES,
+        unaffected_while_stretching: &[],
     },
     Group {
         name: "indirect branches",
@@ -462,6 +476,7 @@ pub const GROUPS: &[Group] = &[
         // The code's layout decides which jumps alias in the buffer.
         coupled_to: &[Knob::InstructionWorkingSet],
         unaffected_by: NOT_INDIRECT_BRANCHES,
+        unaffected_while_stretching: &[],
     },
     Group {
         name: "dependencies",
@@ -473,6 +488,7 @@ pub const GROUPS: &[Group] = &[
         cliff: false,
         coupled_to: &[],
         unaffected_by: &[],
+        unaffected_while_stretching: &[],
     },
 ];
 
@@ -865,10 +881,15 @@ fn bracket(history: &[Iteration], knob: Knob, driver: &str, target: f64) -> Opti
 /// Whether an iteration measured with `knobs` is evidence for group `g`'s knob now: every other
 /// group's lead knob within [`KNOB_COUPLING`] of `current`'s (the group's own knob and followers may
 /// differ, that is what is being measured, and so may the knobs its driver does not see,
-/// `Group::unaffected_by`).
+/// `Group::unaffected_by`, or does not see on that side of ×1, `Group::unaffected_while_stretching`).
 fn comparable(g: &Group, knobs: &Knobs, current: &Knobs) -> bool {
     let own = |k: Knob| {
-        k == g.knob || g.followers.iter().any(|f| f.knob == k) || g.unaffected_by.contains(&k)
+        k == g.knob
+            || g.followers.iter().any(|f| f.knob == k)
+            || g.unaffected_by.contains(&k)
+            || (g.unaffected_while_stretching.contains(&k)
+                && k.get(knobs) >= 1.0
+                && k.get(current) >= 1.0)
     };
     GROUPS
         .iter()
@@ -2839,6 +2860,28 @@ mod tests {
         let e = (0.0262f64 / 0.0332).ln() / 0.72f64.ln();
         let want = 0.72 * ((0.0239f64 / 0.0262).ln() / e).exp();
         assert!((ds - want).abs() < 1e-9, "{ds} vs {want}: {reason}");
+        assert!(reason.contains("secant elasticity"), "{reason}");
+    }
+
+    #[test]
+    fn a_compressing_mid_cuts_the_first_level_off_from_its_measurements() {
+        // Pix optimized's tuning (L1d against 0.03399): 0.03165 at data size ×2.113 with the mid at
+        // ×0.617, then 0.02795 at ×2.537 with it at ×0.386. Taken together the two read a negative
+        // elasticity; the mid compressed the curve into the L1d between them, so only the last
+        // counts, and the size rises by the ratio at the assumed elasticity.
+        let mk = |n: usize, ds: f64, mid: f64, l1d: f64| {
+            let mut it = iteration_with(n, (Knob::DataWorkingSet, ds), ("l1d_miss_rate", l1d));
+            it.knobs.data_working_set.mid_scale = mid;
+            it
+        };
+        let h = [mk(4, 2.113, 0.617, 0.03165), mk(5, 2.537, 0.386, 0.02795)];
+        let (ds, reason) = l1d_step(&h, 0.03399);
+        let want = 2.537 * 0.03399 / 0.02795;
+        assert!((ds - want).abs() < 1e-9, "{ds} vs {want}: {reason}");
+        assert!(reason.contains("assumed elasticity"), "{reason}");
+        // Both measured with the mid at or above ×1, the same two sizes form a secant.
+        let h = [mk(4, 2.113, 1.0, 0.03165), mk(5, 2.537, 1.6, 0.03100)];
+        let (_, reason) = l1d_step(&h, 0.03399);
         assert!(reason.contains("secant elasticity"), "{reason}");
     }
 
