@@ -496,6 +496,13 @@ pub const GROUPS: &[Group] = &[
 const UNDEFINED_ERROR: f64 = 1.0;
 /// Largest factor one step may move a knob by.
 const MAX_STEP: f64 = 4.0;
+/// A step by a secant shallower than the group's assumed elasticity goes at most this many times
+/// as far (in log knob) as the assumed elasticity would. A shallow secant is a plateau or noise,
+/// and its step is long: Pix optimized's mid read 0.05 between ×0.897 and ×0.705 (L2 0.00424 and
+/// 0.00419, original 0.00333) and went ×0.25, to 0.176, where the L1d fell from 0.7 % off to 52 %
+/// under and the LLC from 18 % to 68 % over. Twice the assumed step would have been ×0.63; a
+/// plateau still gets off in a few steps.
+const SHALLOW_SECANT_REACH: f64 = 2.0;
 /// A cliff group's clone rate below the original's divided by this is on the flat side.
 const FLAT_RATIO: f64 = 10.0;
 
@@ -1387,7 +1394,20 @@ fn next_value(
         ),
         None => (g.elasticity, format!("assumed elasticity {}", g.elasticity)),
     };
-    let step = (gain * (o / c).ln() / e).clamp(-MAX_STEP.ln(), MAX_STEP.ln());
+    let reach = if e.abs() < g.elasticity.abs() {
+        (SHALLOW_SECANT_REACH * (o / c).ln().abs() / g.elasticity.abs()).min(MAX_STEP.ln())
+    } else {
+        MAX_STEP.ln()
+    };
+    let step = (gain * (o / c).ln() / e).clamp(-reach, reach);
+    let how = if (gain * (o / c).ln() / e).abs() > reach + 1e-12 && reach < MAX_STEP.ln() {
+        format!(
+            "{how}, shallower than the assumed {}: at most twice its step",
+            g.elasticity
+        )
+    } else {
+        how
+    };
     let to = from * step.exp();
     Ok((
         to,
@@ -2823,8 +2843,9 @@ mod tests {
 
     #[test]
     fn data_knob_steps_leave_the_branch_groups_measurements_comparable() {
-        // A branch share step at the assumed elasticity (0.3) gave a response of 0.07 while the tail
-        // moved ×1.30: the next step takes the secant through both measurements.
+        // A branch share step at the assumed elasticity gave a response of 0.07 while the tail
+        // moved ×1.30: the next step takes the secant through both measurements (and, as it is
+        // shallow, goes twice the assumed step).
         let mk = |n: usize, dd: f64, tail: f64, rate: f64| {
             let mut it = iteration_with(
                 n,
@@ -2836,8 +2857,8 @@ mod tests {
         };
         let h = [mk(1, 0.2, 1.0, 0.0500), mk(2, 0.3, 1.3, 0.0514)];
         let (dd, reason) = group_step(&h, Knob::DataDependent, "branch_mispredict_rate", 0.0560);
-        let e = (0.0514f64 / 0.05).ln() / 1.5f64.ln();
-        let want = 0.3 * ((0.0560f64 / 0.0514).ln() / e).exp();
+        // The secant (0.07) is shallower than the assumed elasticity: twice the assumed step.
+        let want = 0.3 * (2.0 * (0.0560f64 / 0.0514).ln() / BRANCH_ELASTICITY).exp();
         assert!((dd - want).abs() < 1e-9, "{dd} vs {want}: {reason}");
         assert!(reason.contains("secant elasticity"), "{reason}");
     }
@@ -2883,6 +2904,27 @@ mod tests {
         let h = [mk(4, 2.113, 1.0, 0.03165), mk(5, 2.537, 1.6, 0.03100)];
         let (_, reason) = l1d_step(&h, 0.03399);
         assert!(reason.contains("secant elasticity"), "{reason}");
+    }
+
+    #[test]
+    fn a_shallow_secant_steps_at_most_twice_as_far_as_the_assumed_elasticity() {
+        // Pix optimized's tuning (L2 against 0.00333): 0.00424 at mid ×0.897, 0.00419 at ×0.705.
+        // The secant (0.05) asked for ×0.01, clamped to ×0.25; twice the assumed step (1) is
+        // (0.00333 / 0.00419)^2 ≈ ×0.63.
+        let mk = |n: usize, mid: f64, l2: f64| {
+            iteration_with(n, (Knob::DataMid, mid), ("l2_miss_rate", l2))
+        };
+        let h = [mk(3, 0.897, 0.004245), mk(4, 0.705, 0.00419)];
+        let (mid, reason) = group_step(&h, Knob::DataMid, "l2_miss_rate", 0.00333);
+        let want = 0.705 * (0.00333f64 / 0.00419).powi(2);
+        assert!((mid - want).abs() < 1e-9, "{mid} vs {want}: {reason}");
+        assert!(reason.contains("at most twice its step"), "{reason}");
+        // A secant steeper than the assumed elasticity keeps its own step.
+        let h = [mk(3, 0.897, 0.00600), mk(4, 0.705, 0.00419)];
+        let (mid, reason) = group_step(&h, Knob::DataMid, "l2_miss_rate", 0.00333);
+        let e = (0.00419f64 / 0.006).ln() / (0.705f64 / 0.897).ln();
+        let want = 0.705 * ((0.00333f64 / 0.00419).ln() / e).exp();
+        assert!((mid - want).abs() < 1e-9, "{mid} vs {want}: {reason}");
     }
 
     #[test]
