@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Profiles the runtime's empty skeleton for each bundled target: a clone generated with --empty-body
-# (same network model, framing and syscalls, a minimal body) is profiled in launch mode under the same
+# (same network model, framing and syscalls, no body) is profiled in launch mode under the same
 # workload, and its body section is what the runtime itself costs per request. The generator subtracts it
 # (`ditto generate --skeleton profiles/skeletons/T.json`), so a clone's body adds only what is missing.
 # Usage: scripts/profile-skeletons.sh [TARGET...]

@@ -39,15 +39,13 @@ pub fn run(args: GenerateArgs) -> Result<()> {
         knobs.instructions.skeleton_instructions = cost;
         skeleton = Some(workers.clone());
     }
-    if args.empty_body {
-        knobs.instructions.per_request_scale = f64::MIN_POSITIVE;
-    }
     let clone = ditto_generator::generate(&Options {
         profile: args.profile.clone(),
         out: args.output.clone(),
         seed: args.seed,
         knobs,
         skeleton,
+        empty_body: args.empty_body,
     })?;
     for w in &clone.warnings {
         eprintln!("ditto: warning: {w}");

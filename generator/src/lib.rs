@@ -41,6 +41,9 @@ pub struct Options {
     /// profiled): its distributions are subtracted from the original's (see `residual`). The clone
     /// keeps it as `skeleton.json`, so that regenerating (tuning) subtracts it again.
     pub skeleton: Option<ClusterBody>,
+    /// The bare skeleton: no cluster calls a body, so that a profile of the clone is the runtime's
+    /// own cost (`--empty-body`, `scripts/profile-skeletons.sh`).
+    pub empty_body: bool,
 }
 
 /// Where a clone keeps the skeleton body it was generated with.
@@ -93,11 +96,21 @@ pub fn render_clone(
     seed: u64,
     knobs: &Knobs,
     skeleton: Option<&ClusterBody>,
+    empty_body: bool,
 ) -> Result<CloneFiles> {
     knobs
         .validate()
         .map_err(|(f, m)| anyhow::anyhow!("knobs: field `{f}`: {m}"))?;
     let mut skel = skeleton::skeleton(profile);
+    if empty_body {
+        // Not a minimal body: even the smallest one runs its prologue, ring entries and epilogue
+        // (144 instructions a call in memcached's request workers), and the skeleton's profile
+        // counted them, so every clone's body was generated that much short (round trip: 3,051
+        // instructions a request against 3,209).
+        for cl in &mut skel.clusters {
+            cl.has_body = false;
+        }
+    }
     let mut warnings = skel.warnings.clone();
     if profile.body.is_none() {
         warnings.push(
@@ -355,6 +368,7 @@ pub fn generate(opts: &Options) -> Result<CloneFiles> {
         opts.seed,
         &opts.knobs,
         opts.skeleton.as_ref(),
+        opts.empty_body,
     )?;
     output::write_clone(&opts.out, &clone.files)?;
     Ok(clone)

@@ -145,8 +145,16 @@ fn rendered_branches_per_call(static_count: u64, seed: u64) -> f64 {
             c.branches.static_count = static_count;
         }
     }
-    let clone = render_clone(&profile, &bytes, "nginx", seed, &Knobs::default(), None)
-        .expect("clone renders");
+    let clone = render_clone(
+        &profile,
+        &bytes,
+        "nginx",
+        seed,
+        &Knobs::default(),
+        None,
+        false,
+    )
+    .expect("clone renders");
     clone
         .bodies
         .iter()

@@ -19,6 +19,7 @@ fn example_clone(dir: &Path, name: &str) -> std::path::PathBuf {
         seed: 1,
         knobs: Knobs::default(),
         skeleton: None,
+        empty_body: false,
     })
     .expect("generate");
     out
@@ -92,6 +93,7 @@ fn clone_builds_and_bodies_run_clean() {
         seed: 1,
         knobs: Knobs::default(),
         skeleton: None,
+        empty_body: false,
     })
     .expect("generate");
     common::run(
@@ -157,6 +159,7 @@ fn example_profiles_build_and_run_clean() {
             seed: 3,
             knobs: Knobs::default(),
             skeleton: None,
+            empty_body: false,
         })
         .expect("generate");
         common::run(
@@ -279,6 +282,7 @@ fn nearby_knobs_give_the_same_simulated_instruction_count() {
             seed: 1,
             knobs,
             skeleton: Some(skeleton.clone()),
+            empty_body: false,
         })
         .expect("generate");
         let h = harness(&out);

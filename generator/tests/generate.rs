@@ -146,6 +146,7 @@ fn malformed_profile_names_the_field() {
         seed: 1,
         knobs: Knobs::default(),
         skeleton: None,
+        empty_body: false,
     })
     .expect_err("malformed profile");
     let msg = format!("{err:#}");
@@ -169,6 +170,7 @@ fn malformed_profile_names_the_field() {
         seed: 1,
         knobs: Knobs::default(),
         skeleton: None,
+        empty_body: false,
     })
     .expect_err("wrong version");
     assert!(format!("{err:#}").contains("schema version 9.0"), "{err:#}");
@@ -184,6 +186,7 @@ fn writes_atomically_and_refuses_foreign_directories() {
         seed: 1,
         knobs: Knobs::default(),
         skeleton: None,
+        empty_body: false,
     };
     generate(&opts).expect("first generation");
     assert!(out.join("src/body.S").is_file() && out.join(".ditto-clone").is_file());
@@ -223,6 +226,7 @@ fn confidentiality_section_can_be_recorded() {
         seed: 1,
         knobs: Knobs::default(),
         skeleton: None,
+        empty_body: false,
     })
     .expect("generate");
     ditto_generator::record_confidentiality(&out, "**Passed** (test).").expect("record");
@@ -258,6 +262,7 @@ fn a_skeleton_body_is_subtracted_from_the_workers_targets_and_kept_in_the_clone(
             seed: 1,
             knobs: Knobs::default(),
             skeleton,
+            empty_body: false,
         })
         .expect("generates");
         let body = clone
@@ -311,7 +316,7 @@ fn never_branches_test_only_bit_30_and_every_block_counter_starts_with_it_clear(
         c.branches.transition_rate = c.branches.taken_rate.clone();
     }
     let bytes = serde_json::to_vec(&p).expect("json");
-    let clone = ditto_generator::render_clone(&p, &bytes, "kv", 1, &Knobs::default(), None)
+    let clone = ditto_generator::render_clone(&p, &bytes, "kv", 1, &Knobs::default(), None, false)
         .expect("renders");
     let asm = common::text(&clone, "src/body.S");
     let masks: Vec<&str> = asm
@@ -452,4 +457,25 @@ fn every_body_runs_its_planned_instructions_per_call() {
             );
         }
     }
+}
+
+#[test]
+fn an_empty_body_clone_calls_no_body_at_all() {
+    // The skeleton's profile is what the runtime costs alone: even the generator's smallest body
+    // (prologue, ring entries, epilogue) would be counted in it and subtracted from every clone.
+    let bytes = std::fs::read(common::fixture_path("kv.json")).expect("fixture");
+    let p = ditto_profile::Profile::load(&common::fixture_path("kv.json")).expect("profile");
+    let clone = ditto_generator::render_clone(&p, &bytes, "kv", 1, &Knobs::default(), None, true)
+        .expect("renders");
+    let config = common::text(&clone, "src/config.c");
+    let clusters: Vec<&str> = config.lines().filter(|l| l.contains(".role = ")).collect();
+    assert!(!clusters.is_empty(), "{config}");
+    for line in clusters {
+        assert!(line.contains(".body = NULL, .body_init = NULL"), "{line}");
+    }
+    assert!(!common::text(&clone, "src/body.S").contains("ditto_body_"));
+    // The same profile with a body calls it.
+    let full = ditto_generator::render_clone(&p, &bytes, "kv", 1, &Knobs::default(), None, false)
+        .expect("renders");
+    assert!(common::text(&full, "src/config.c").contains(".body = ditto_body_"));
 }

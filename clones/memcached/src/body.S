@@ -24,9 +24,9 @@ ditto_body_c0:
     or eax, 0x8040
     mov dword ptr [rsp + 4], eax
     ldmxcsr dword ptr [rsp + 4]
-    mov r11, qword ptr [r15 + 32667072]
-    mov r10, qword ptr [r15 + 32667080]
-    mov r12, qword ptr [r15 + 32667088]
+    mov r11, qword ptr [r15 + 33060288]
+    mov r10, qword ptr [r15 + 33060296]
+    mov r12, qword ptr [r15 + 33060304]
     and r12, 0
     xor eax, eax
     xor ecx, ecx
@@ -52,92 +52,168 @@ ditto_body_c0:
     pxor xmm13, xmm13
     pxor xmm14, xmm14
     pxor xmm15, xmm15
-// block 0: 256 bytes, 1 chunk(s), 1 chunk executions per call
-    mov rbx, qword ptr [r15 + 32667112]
+// block 0: 512 bytes, 2 chunk(s), 1 chunk executions per call
+    mov rbx, qword ptr [r15 + 33060328]
     lea rcx, [rbx + 1]
-    mov qword ptr [r15 + 32667112], rcx
+    mov qword ptr [r15 + 33060328], rcx
     mov r13d, 1
+    mov eax, ebx
+    and eax, 1
+    lea rcx, [rip + .Lc0_b0_stubs]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc0_b0_stubs_t
+    .p2align 3
+.Lc0_b0_stubs:
+    .p2align 3
     jmp .Lc0_b0_c0
+    .p2align 3
+    jmp .Lc0_b0_c1
     .p2align 6
 .Lc0_b0_c0:
-    mov dword ptr [r14 + 448], r8d
-    mov r8, rcx
-    mov dword ptr [r14 + 128], 17
+    mov dword ptr [r14 + 448], r9d
+    mov rcx, rdi
+    mov dword ptr [r14 + 128], 229
     movzx ecx, byte ptr [r14 + 64]
-    test ebx, 4096
+    test ebx, 8192
     jnz 1f
 1:
-    mov rcx, r9
-    imul r9d, r8d, 118
-    mov eax, r9d
-    mov r8, rcx
+    mov rcx, rcx
+    imul edi, eax, 107
+    mov eax, edi
+    mov rdi, rcx
     test ebx, 1073741824
     jnz 1f
 1:
-    mov dword ptr [r14 + 256], 135
-    mov dword ptr [r14 + 256], 236
+    mov dword ptr [r14 + 256], 231
+    mov dword ptr [r14 + 256], 237
     jmp 1f
 1:
-    movzx eax, r9b
-    test ebx, 4096
+    movzx ecx, cl
+    test ebx, 8192
     jnz 1f
 1:
-    mov dword ptr [r14 + 448], 142
+    mov dword ptr [r14 + 448], 172
     jmp 1f
 1:
-    and r9d, dword ptr [r14 + 384]
-    mov eax, 139
-    test ebx, 4096
+    and edi, dword ptr [r14 + 384]
+    mov r9d, 235
+    test ebx, 8192
     jnz 1f
 1:
-    mov r9, qword ptr [r14 + 320]
-    mov byte ptr [r14 + 320], r8b
+    mov rcx, qword ptr [r14 + 320]
+    mov byte ptr [r14 + 320], cl
     jmp 1f
 1:
-    mov eax, r9d
-    test ebx, 4096
+    mov ecx, ecx
+    test ebx, 8192
     jnz 1f
 1:
     jmp 1f
 1:
     jmp 1f
 1:
-    mov r9d, dword ptr [r14 + 64]
-    movzx eax, byte ptr [r14 + 512]
+    mov ebp, dword ptr [r14 + 64]
+    movzx edi, byte ptr [r14 + 512]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov eax, dword ptr [r14 + 192]
-    mov r9d, dword ptr [r14 + 384]
-    mov r8, rax
-    mov rax, qword ptr [r14 + 512]
+    mov ebp, dword ptr [r14 + 192]
+    mov edi, dword ptr [r14 + 384]
+    mov r8, rdi
+    mov rdi, qword ptr [r14 + 512]
     test ebx, 1073741824
     jnz 1f
 1:
-    movsxd r9, dword ptr [r14 + 192]
-    mov qword ptr [r14 + 448], rax
-    mov r8, r11
-    movzx eax, byte ptr [r14 + 512]
-    and r8, 448
-    mov dword ptr [r14 + r8 + 1856], edx
+    movsxd rcx, dword ptr [r14 + 192]
+    mov qword ptr [r14 + 448], rcx
+    mov r9, r11
+    movzx ecx, byte ptr [r14 + 512]
+    and r9, 448
+    mov dword ptr [r14 + r9 + 1856], r9d
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc0_b0_done
+.Lc0_b0_c1:
+    mov r8, qword ptr [r14 + 384]
+    mov byte ptr [r14 + 448], r8b
+    mov r8, qword ptr [r14 + 640]
+    mov edi, 135
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r14 + 384], 89
+    jmp 1f
+1:
+    mov dword ptr [r14 + 192], ecx
+    movzx ecx, byte ptr [r14 + 128]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movsxd rcx, dword ptr [r14 + 320]
+    mov r9d, ecx
+    mov ecx, 58
+    mov r8d, dword ptr [r14 + 128]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r14 + 320], 76
+    movzx r8d, byte ptr [r14 + 64]
+    mov rax, qword ptr [r14 + 576]
+    or dword ptr [r14 + 448], 1
+    xor edx, edx
+    div dword ptr [r14 + 448]
+    test ebx, 8192
+    jnz 1f
+1:
+    mov edx, r8d
+    jmp 1f
+1:
+    mov qword ptr [r14 + 64], rcx
+    movsxd rcx, dword ptr [r14 + 64]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov eax, 141
+    mov rbp, r11
+    inc dword ptr [r14 + 64]
+    movsxd rax, dword ptr [r14 + 512]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and rbp, 448
+    movsxd rax, dword ptr [r14 + rbp + 1856]
+    mov rbp, qword ptr [r14 + 640]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    add qword ptr [r14 + 128], rax
+    movzx ecx, byte ptr [r14 + 128]
+    imul esi, ecx, 54
     add r11, 64
     inc rbx
     dec r13
     jnz .Lc0_b0_c0
 .Lc0_b0_done:
 // block 1: 64 bytes, 1 chunk(s), 2216 chunk executions per call
-    mov rbx, qword ptr [r15 + 32667120]
+    mov rbx, qword ptr [r15 + 33060336]
     lea rcx, [rbx + 2216]
-    mov qword ptr [r15 + 32667120], rcx
+    mov qword ptr [r15 + 33060336], rcx
     mov r13d, 2216
     jmp .Lc0_b1_c0
     .p2align 6
 .Lc0_b1_c0:
     jmp 1f
 1:
-    test ecx, r9d
-    mov ecx, dword ptr [r14 + 0]
-    mov r9, qword ptr [r15 + 64]
+    test esi, esi
+    mov esi, dword ptr [r14 + 0]
+    mov rax, qword ptr [r15 + 64]
     and eax, dword ptr [r15 + 192]
     jmp 1f
 1:
@@ -145,34 +221,34 @@ ditto_body_c0:
     jnz 1f
 1:
     mov rax, rax
-    popcnt rax, rax
-    mov dword ptr [r15 + 0], 212
-    movsxd r9, dword ptr [r15 + 448]
-    movsxd rdx, dword ptr [r15 + 320]
-    shl r9, 4
+    popcnt rdx, rax
+    mov dword ptr [r15 + 0], 162
+    movsxd rbp, dword ptr [r15 + 448]
+    movsxd rdi, dword ptr [r15 + 320]
+    shl rdi, 27
     inc rbx
     dec r13
     jnz .Lc0_b1_c0
 .Lc0_b1_done:
 // block 2: 64 bytes, 1 chunk(s), 1628 chunk executions per call
-    mov rbx, qword ptr [r15 + 32667128]
+    mov rbx, qword ptr [r15 + 33060344]
     lea rcx, [rbx + 1628]
-    mov qword ptr [r15 + 32667128], rcx
+    mov qword ptr [r15 + 33060344], rcx
     mov r13d, 1628
     jmp .Lc0_b2_c0
     .p2align 6
 .Lc0_b2_c0:
-    lea rcx, [rip + .Lc0_d126_j]
-    add rcx, qword ptr [r15 + 32667104]
-    jmp .Lc0_d126_j_t
-.Lc0_d126_j:
-    mov r8, r10
-    mov dword ptr [r14 + 576], 162
+    lea rcx, [rip + .Lc0_d184_j]
+    add rcx, qword ptr [r15 + 33060320]
+    jmp .Lc0_d184_j_t
+.Lc0_d184_j:
+    mov rbp, r10
+    mov dword ptr [r14 + 576], 217
     test ebx, 1073741824
     jnz 1f
 1:
-    and r8, 448
-    mov rcx, qword ptr [r15 + r8 + 832]
+    and rbp, 448
+    mov r9, qword ptr [r15 + rbp + 832]
     add r11, 64
     add r10, r11
     inc rbx
@@ -184,65 +260,65 @@ ditto_body_c0:
     jmp .Lc0_b3_c0
     .p2align 6
 .Lc0_b3_c0:
-    mov r8d, dword ptr [r15 + 192]
-    movsxd rax, dword ptr [r15 + 128]
+    mov ecx, dword ptr [r15 + 192]
+    movsxd r9, dword ptr [r15 + 128]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rax
-    mov eax, dword ptr [r15 + 448]
-    mov dword ptr [r15 + 384], eax
+    mov rax, rcx
+    mov ecx, dword ptr [r15 + 448]
+    mov dword ptr [r15 + 384], ecx
     dec r13
     jnz .Lc0_b3_c0
 .Lc0_b3_done:
 // block 4: 64 bytes, 1 chunk(s), 770 chunk executions per call
-    mov rbx, qword ptr [r15 + 32667144]
+    mov rbx, qword ptr [r15 + 33060360]
     lea rcx, [rbx + 770]
-    mov qword ptr [r15 + 32667144], rcx
+    mov qword ptr [r15 + 33060360], rcx
     mov r13d, 770
     jmp .Lc0_b4_c0
     .p2align 6
 .Lc0_b4_c0:
-    movzx esi, cl
-    movzx esi, sil
+    movzx ecx, cl
+    movzx ecx, cl
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    mov qword ptr [r14 + 64], rsi
-    mov rsi, rsi
-    mov byte ptr [r15 + 192], sil
+    mov qword ptr [r14 + 64], rcx
+    mov rcx, rcx
+    mov byte ptr [r15 + 192], cl
     test ebx, 1073741824
     jz 1f
 1:
-    movzx esi, byte ptr [r15 + 320]
-    mov dword ptr [r15 + 640], esi
+    movzx ecx, byte ptr [r15 + 320]
+    mov dword ptr [r15 + 640], ecx
     inc rbx
     dec r13
     jnz .Lc0_b4_c0
 .Lc0_b4_done:
 // block 5: 64 bytes, 1 chunk(s), 1 chunk executions per call
-    mov rbx, qword ptr [r15 + 32667152]
+    mov rbx, qword ptr [r15 + 33060368]
     lea rcx, [rbx + 1]
-    mov qword ptr [r15 + 32667152], rcx
+    mov qword ptr [r15 + 33060368], rcx
     mov r13d, 1
     jmp .Lc0_b5_c0
     .p2align 6
 .Lc0_b5_c0:
-    movzx edx, cl
-    movsxd rax, dword ptr [r14 + 128]
-    mov edx, dword ptr [r14 + 384]
-    mov ecx, 79
+    movzx r9d, cl
+    movsxd rcx, dword ptr [r14 + 128]
+    mov r9d, dword ptr [r14 + 384]
+    mov edi, 152
     jmp 1f
 1:
     test ebx, 1073741824
     jnz 1f
 1:
-    movsxd rcx, dword ptr [r14 + 512]
-    mov edi, dword ptr [r14 + 320]
-    movzx eax, dil
-    mov edi, edi
-    movsxd rsi, dword ptr [r14 + 64]
+    movsxd r9, dword ptr [r14 + 512]
+    mov ebp, dword ptr [r14 + 320]
+    movzx edi, bpl
+    mov ebp, edi
+    movsxd rdi, dword ptr [r14 + 64]
     inc rbx
     dec r13
     jnz .Lc0_b5_c0
@@ -252,16 +328,16 @@ ditto_body_c0:
     jmp .Lc0_b6_c0
     .p2align 6
 .Lc0_b6_c0:
-    mov rbp, r10
+    mov r9, r10
     jmp 1f
 1:
-    and rbp, 448
-    lock xadd qword ptr [r15 + rbp + 832], r8
+    and r9, 448
+    lock xadd qword ptr [r15 + r9 + 832], r9
     mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], r8
+    mov qword ptr [r15 + 0], r9
     mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 256], rbp
-    mov dword ptr [r14 + 64], ebp
+    mov qword ptr [r15 + 256], r9
+    mov dword ptr [r14 + 64], r9d
     add r11, 64
     add r10, r11
     dec r13
@@ -273,12 +349,12 @@ ditto_body_c0:
     .p2align 6
 .Lc0_b7_c0:
     mov rbp, r10
-    mov dword ptr [r15 + 512], 145
+    mov dword ptr [r15 + 512], 41
     and rbp, 8128
     mov r8, r10
-    movsxd rdi, dword ptr [r15 + rbp + 12096]
+    movsxd rcx, dword ptr [r15 + rbp + 12096]
     and r8, 448
-    mov qword ptr [r15 + r8 + 1344], rbp
+    mov qword ptr [r15 + r8 + 1344], r8
     mov r12, qword ptr [r15 + r12 + 56]
     add r11, 64
     add r10, r11
@@ -286,149 +362,149 @@ ditto_body_c0:
     jnz .Lc0_b7_c0
 .Lc0_b7_done:
 // block 8: 64 bytes, 1 chunk(s), 516 chunk executions per call
-    mov rbx, qword ptr [r15 + 32667176]
+    mov rbx, qword ptr [r15 + 33060392]
     lea rcx, [rbx + 516]
-    mov qword ptr [r15 + 32667176], rcx
+    mov qword ptr [r15 + 33060392], rcx
     mov r13d, 516
     jmp .Lc0_b8_c0
     .p2align 6
 .Lc0_b8_c0:
-    mov qword ptr [r15 + 512], rdi
-    movzx edi, byte ptr [r15 + 320]
-    movsxd rbp, dword ptr [r14 + 768]
+    mov qword ptr [r15 + 512], rcx
+    movzx ecx, byte ptr [r15 + 320]
+    movsxd r9, dword ptr [r14 + 768]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov edi, ecx
-    mov ecx, ebp
-    mov ebp, dword ptr [r14 + 576]
+    mov r9d, ecx
+    mov ecx, r9d
+    mov r9d, dword ptr [r14 + 576]
     test ebx, 4096
     jz 1f
 1:
-    mov dword ptr [r15 + 0], 252
-    mov rdx, rax
+    mov dword ptr [r15 + 0], 150
+    mov r8, rcx
     inc rbx
     dec r13
     jnz .Lc0_b8_c0
 .Lc0_b8_done:
 // block 9: 64 bytes, 1 chunk(s), 1414 chunk executions per call
-    mov rbx, qword ptr [r15 + 32667184]
+    mov rbx, qword ptr [r15 + 33060400]
     lea rcx, [rbx + 1414]
-    mov qword ptr [r15 + 32667184], rcx
+    mov qword ptr [r15 + 33060400], rcx
     mov r13d, 1414
     jmp .Lc0_b9_c0
     .p2align 6
 .Lc0_b9_c0:
-    movdqu xmmword ptr [r14 + 384], xmm6
-    movzx eax, cl
-    movzx edx, byte ptr [r15 + 704]
-    mov rcx, rdx
-    mov edx, eax
+    movdqu xmmword ptr [r14 + 384], xmm1
+    movzx ecx, cl
+    movzx ecx, byte ptr [r15 + 704]
+    mov rdi, rcx
+    mov ecx, edi
     test ebx, 1073741824
     jnz 1f
 1:
-    pcmpeqb xmm7, xmmword ptr [r15 + 0]
+    pcmpeqb xmm5, xmmword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, eax
-    mov dword ptr [r15 + 256], edx
-    mov ecx, dword ptr [r15 + 128]
+    mov r9d, ecx
+    mov dword ptr [r15 + 256], r9d
+    mov r9d, dword ptr [r15 + 128]
     inc rbx
     dec r13
     jnz .Lc0_b9_c0
 .Lc0_b9_done:
 // block 10: 1024 bytes, 4 chunk(s), 444 chunk executions per call
-    mov rbx, qword ptr [r15 + 32667192]
+    mov rbx, qword ptr [r15 + 33060408]
     lea rcx, [rbx + 444]
-    mov qword ptr [r15 + 32667192], rcx
+    mov qword ptr [r15 + 33060408], rcx
     mov r13d, 444
     jmp .Lc0_b10_c0
     .p2align 6
 .Lc0_b10_c0:
-    mov rax, qword ptr [r15 + 32667096]
+    mov rax, qword ptr [r15 + 33060312]
     imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 32667096], rax
+    mov qword ptr [r15 + 33060312], rax
     xor eax, eax
-    test dword ptr [r15 + 32667099], 1589252
+    test dword ptr [r15 + 33060315], 1589252
     setz al
-    lea rcx, [rip + .Lc0_d270_s]
+    lea rcx, [rip + .Lc0_d328_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc0_d270_s_t
+    jmp .Lc0_d328_s_t
     .p2align 3
-.Lc0_d270_s:
+.Lc0_d328_s:
     .p2align 3
-    jmp .Lc0_d270_j
+    jmp .Lc0_d328_j
     .p2align 3
-    jmp .Lc0_d270_j
-.Lc0_d270_j:
-    lea rcx, [rip + .Lc0_d279_j]
-    add rcx, qword ptr [r15 + 32667104]
-    jmp .Lc0_d279_j_t
-.Lc0_d279_j:
-    lea rcx, [rip + .Lc0_d283_j]
-    add rcx, qword ptr [r15 + 32667104]
-    jmp .Lc0_d283_j_t
-.Lc0_d283_j:
+    jmp .Lc0_d328_j
+.Lc0_d328_j:
+    lea rcx, [rip + .Lc0_d337_j]
+    add rcx, qword ptr [r15 + 33060320]
+    jmp .Lc0_d337_j_t
+.Lc0_d337_j:
+    lea rcx, [rip + .Lc0_d341_j]
+    add rcx, qword ptr [r15 + 33060320]
+    jmp .Lc0_d341_j_t
+.Lc0_d341_j:
+    mov r8, r11
+    jmp 1f
+1:
+    and r8, 960
+    mov rcx, qword ptr [r15 + r8 + 20288]
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    mov r8d, ecx
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov ecx, r8d
+    mov r8, rcx
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov ecx, 153
+    mov byte ptr [r15 + 320], cl
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rdx, rcx
     mov rbp, r11
-    jmp 1f
-1:
-    and rbp, 960
-    mov rdx, qword ptr [r15 + rbp + 20288]
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov ebp, edx
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov ebp, ebp
-    mov rdi, rax
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov ebp, 164
-    mov byte ptr [r15 + 320], dil
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rbp, rax
-    mov rbp, r11
-    movsxd rax, dword ptr [r15 + 384]
+    movsxd rdx, dword ptr [r15 + 384]
     test ebx, 1073741824
     jnz 1f
 1:
     and rbp, 8128
-    mov byte ptr [r15 + rbp + 3904], al
+    mov byte ptr [r15 + rbp + 3904], bpl
     jmp 1f
 1:
     test ebx, 1073741824
     jnz 1f
 1:
     movzx ebp, bpl
-    or qword ptr [r15 + 448], 74
+    or qword ptr [r15 + 448], 82
     test ebx, 1073741824
     jz 1f
 1:
-    mov rax, qword ptr [r15 + 512]
+    mov rbp, qword ptr [r15 + 512]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc0_b10_done
 .Lc0_b10_c1:
-    lea rcx, [rip + .Lc0_d327_j]
-    add rcx, qword ptr [r15 + 32667104]
-    jmp .Lc0_d327_j_t
-.Lc0_d327_j:
+    lea rcx, [rip + .Lc0_d385_j]
+    add rcx, qword ptr [r15 + 33060320]
+    jmp .Lc0_d385_j_t
+.Lc0_d385_j:
     jmp 1f
 1:
     mov qword ptr [r15 + 384], rcx
-    mov ecx, 17
+    mov ecx, 20
     test ebx, 1073741824
     jnz 1f
 1:
@@ -437,43 +513,43 @@ ditto_body_c0:
 1:
     jmp 1f
 1:
-    lea r9, [r11 + r11*1]
+    lea rbp, [r11 + r11*1]
     test ebx, 116736
     jnz 1f
 1:
-    and r9, 448
-    movzx ecx, byte ptr [r15 + r9 + 1856]
-    mov ebp, dword ptr [r14 + 256]
+    and rbp, 448
+    movzx edx, byte ptr [r15 + rbp + 1856]
+    mov esi, dword ptr [r14 + 256]
     jmp 1f
 1:
     test ebx, 1073741824
     jz 1f
 1:
-    movzx edi, bpl
-    mov rdx, qword ptr [r15 + 576]
-    mov rbp, r10
+    movzx edx, sil
+    mov rsi, qword ptr [r15 + 576]
+    mov r9, r10
     jmp 1f
 1:
     test ebx, 1073741824
     jz 1f
 1:
-    and rbp, 960
-    mov ecx, dword ptr [r15 + rbp + 2880]
-    mov rbp, qword ptr [r15 + 448]
+    and r9, 960
+    mov edx, dword ptr [r15 + r9 + 2880]
+    mov r9, qword ptr [r15 + 448]
     mov r8, r10
     .byte 0x66, 0x90
     test ebx, 1073741824
     jnz 1f
 1:
-    mov ebp, 197
+    mov edx, 179
     and r8, 448
     inc dword ptr [r15 + r8 + 2368]
-    movzx edx, byte ptr [r15 + 192]
+    movzx r8d, byte ptr [r15 + 192]
     test ebx, 1073741824
     jnz 1f
 1:
     movsxd r8, dword ptr [r15 + 512]
-    mov rbp, qword ptr [r15 + 128]
+    mov rdx, qword ptr [r15 + 128]
     jmp 1f
 1:
     test ebx, 1073741824
@@ -481,99 +557,99 @@ ditto_body_c0:
 1:
     jmp 1f
 1:
-    movzx ebp, al
-    mov r8, qword ptr [r15 + r9 + 1920]
+    movzx edx, r8b
+    mov rdx, qword ptr [r15 + rbp + 1920]
     test ebx, 1073741824
     jz 1f
 1:
-    mov qword ptr [r15 + 640], r8
-    por xmm7, xmm7
-    mov edx, r8d
+    mov qword ptr [r15 + 640], rdx
+    por xmm5, xmm5
+    mov edx, edx
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc0_b10_done
 .Lc0_b10_c2:
-    lea rcx, [rip + .Lc0_d385_j]
-    add rcx, qword ptr [r15 + 32667104]
-    jmp .Lc0_d385_j_t
-.Lc0_d385_j:
-    lea rbp, [r10 + r10*1]
-    mov r8d, dword ptr [r15 + 64]
-    mov edx, 161
-    mov r9, r10
-    and rbp, 8128
-    movsxd rcx, dword ptr [r15 + rbp + 3968]
-    por xmm7, xmm7
+    lea rcx, [rip + .Lc0_d443_j]
+    add rcx, qword ptr [r15 + 33060320]
+    jmp .Lc0_d443_j_t
+.Lc0_d443_j:
+    lea r9, [r10 + r10*1]
+    mov ecx, dword ptr [r15 + 64]
+    mov ebp, 5
+    mov rbp, r10
+    and r9, 8128
+    movsxd r8, dword ptr [r15 + r9 + 3968]
+    por xmm5, xmm5
     test ebx, 1073741824
     jz 1f
 1:
-    and r9, 131008
-    mov eax, dword ptr [r15 + r9 + 32527168]
-    imul r9d, eax, 43
-    mov r9, r9
+    and rbp, 524224
+    mov r8d, dword ptr [r15 + rbp + 32527168]
+    imul ebp, r8d, 76
+    mov rbp, rbp
     test ebx, 1073741824
     jnz 1f
 1:
-    movsxd rdx, dword ptr [r15 + 128]
+    movsxd rbp, dword ptr [r15 + 128]
     jmp 1f
 1:
-    mov dword ptr [r14 + 384], 128
-    movsxd rax, dword ptr [r15 + 448]
+    mov dword ptr [r14 + 384], 188
+    movsxd rcx, dword ptr [r15 + 448]
     test ebx, 1073741824
     jz 1f
 1:
-    movzx eax, byte ptr [r15 + 512]
+    movzx ecx, byte ptr [r15 + 512]
     .byte 0x0f, 0x1f, 0x40, 0x00
-    mov rcx, rax
+    mov rax, rcx
     test ebx, 1073741824
     jnz 1f
 1:
-    movsxd rax, dword ptr [r14 + rbp + 3904]
+    movsxd rcx, dword ptr [r14 + r9 + 3904]
     jmp 1f
 1:
     jmp 1f
 1:
-    mov rbp, rax
+    mov rbp, rcx
     test ebx, 1073741824
     jz 1f
 1:
-    movq xmm7, rbp
-    mov r9d, dword ptr [r15 + 192]
-    movsxd rax, dword ptr [r15 + 192]
+    movq xmm2, rbp
+    mov ebp, dword ptr [r15 + 192]
+    movsxd r8, dword ptr [r15 + 192]
     test ebx, 47104
     jnz 1f
 1:
-    mov qword ptr [r15 + 256], rax
-    mov byte ptr [r15 + 640], al
+    mov qword ptr [r15 + 256], rbp
+    mov byte ptr [r15 + 640], r8b
     jmp 1f
 1:
-    movsxd rax, dword ptr [r15 + 256]
+    movsxd r8, dword ptr [r15 + 256]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rax, rax
-    mov dword ptr [r15 + 320], edx
-    mov eax, 123
+    mov r9, r8
+    mov dword ptr [r15 + 320], r9d
+    mov r9d, 90
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc0_b10_done
 .Lc0_b10_c3:
-    lea rcx, [rip + .Lc0_d440_j]
-    add rcx, qword ptr [r15 + 32667104]
-    jmp .Lc0_d440_j_t
-.Lc0_d440_j:
+    lea rcx, [rip + .Lc0_d498_j]
+    add rcx, qword ptr [r15 + 33060320]
+    jmp .Lc0_d498_j_t
+.Lc0_d498_j:
     mov rbp, r11
-    movzx r9d, byte ptr [r15 + 320]
+    movzx ecx, byte ptr [r15 + 320]
     jmp 1f
 1:
     jmp 1f
 1:
     and rbp, 448
-    mov dword ptr [r15 + rbp + 832], 24
+    mov dword ptr [r15 + rbp + 832], 183
     test ebx, 1073741824
     jnz 1f
 1:
@@ -592,27 +668,27 @@ ditto_body_c0:
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, 152
+    mov r8d, 25
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 45056
     jnz 1f
 1:
     mov rbp, r8
-    movzx ebp, r8b
-    mov r8, rbp
-    mov qword ptr [r15 + 128], r8
+    movzx ebp, bpl
+    mov rbp, rbp
+    mov qword ptr [r15 + 128], rbp
     test ebx, 1073741824
     jnz 1f
 1:
-    mov dword ptr [r15 + 704], 5
-    mov r8d, dword ptr [r15 + 384]
-    mov dword ptr [r14 + 448], r8d
+    mov dword ptr [r15 + 704], 144
+    mov ebp, dword ptr [r15 + 384]
+    mov dword ptr [r14 + 448], ebp
     test ebx, 1073741824
     jz 1f
 1:
     jmp 1f
 1:
-    mov esi, 151
+    mov eax, 50
     jmp 1f
 1:
     test ebx, 1073741824
@@ -620,15 +696,15 @@ ditto_body_c0:
 1:
     jmp 1f
 1:
-    mov ebp, esi
+    mov edi, eax
     inc dword ptr [r15 + 192]
     test ebx, 1073741824
     jz 1f
 1:
-    mov rbp, r11
-    mov dword ptr [r15 + 256], ebp
-    and rbp, 960
-    mov byte ptr [r15 + rbp + 20288], bpl
+    mov r8, r11
+    mov dword ptr [r15 + 256], r8d
+    and r8, 960
+    mov byte ptr [r15 + r8 + 20288], r8b
     jmp 1f
 1:
     add r11, 64
@@ -637,17 +713,17 @@ ditto_body_c0:
     jnz .Lc0_b10_c0
 .Lc0_b10_done:
 // block 11: 64 bytes, 1 chunk(s), 580 chunk executions per call
-    mov rbx, qword ptr [r15 + 32667200]
+    mov rbx, qword ptr [r15 + 33060416]
     lea rcx, [rbx + 580]
-    mov qword ptr [r15 + 32667200], rcx
+    mov qword ptr [r15 + 33060416], rcx
     mov r13d, 580
     jmp .Lc0_b11_c0
     .p2align 6
 .Lc0_b11_c0:
-    lea rcx, [rip + .Lc0_d502_j]
-    add rcx, qword ptr [r15 + 32667104]
-    jmp .Lc0_d502_j_t
-.Lc0_d502_j:
+    lea rcx, [rip + .Lc0_d560_j]
+    add rcx, qword ptr [r15 + 33060320]
+    jmp .Lc0_d560_j_t
+.Lc0_d560_j:
     mov rbp, r10
     and rbp, 8128
     mov byte ptr [r15 + rbp + 3904], bpl
@@ -662,9 +738,9 @@ ditto_body_c0:
     dec r13
     jnz .Lc0_b11_c0
 .Lc0_b11_done:
-    mov qword ptr [r15 + 32667072], r11
-    mov qword ptr [r15 + 32667080], r10
-    mov qword ptr [r15 + 32667088], r12
+    mov qword ptr [r15 + 33060288], r11
+    mov qword ptr [r15 + 33060296], r10
+    mov qword ptr [r15 + 33060304], r12
     ldmxcsr dword ptr [rsp]
     add rsp, 8
     pop r15
@@ -685,34 +761,34 @@ ditto_body_init_c0:
     movabs rcx, 0x9e3779b97f4a7c15
     imul rax, rcx
     and rax, -64
-    mov qword ptr [r8 + 32667072], rax
+    mov qword ptr [r8 + 33060288], rax
     movabs rax, 0x0
-    mov qword ptr [r8 + 32667112], rax
+    mov qword ptr [r8 + 33060328], rax
     movabs rax, 0x9e3779b91f4a7c15
-    mov qword ptr [r8 + 32667120], rax
+    mov qword ptr [r8 + 33060336], rax
     movabs rax, 0x3c6ef3721e94f82a
-    mov qword ptr [r8 + 32667128], rax
+    mov qword ptr [r8 + 33060344], rax
     movabs rax, 0xdaa66d2c1ddf743f
-    mov qword ptr [r8 + 32667136], rax
+    mov qword ptr [r8 + 33060352], rax
     movabs rax, 0x78dde6e51d29f054
-    mov qword ptr [r8 + 32667144], rax
+    mov qword ptr [r8 + 33060360], rax
     movabs rax, 0x1715609f1c746c69
-    mov qword ptr [r8 + 32667152], rax
+    mov qword ptr [r8 + 33060368], rax
     movabs rax, 0xb54cda581bbee87e
-    mov qword ptr [r8 + 32667160], rax
+    mov qword ptr [r8 + 33060376], rax
     movabs rax, 0x538454121b096493
-    mov qword ptr [r8 + 32667168], rax
+    mov qword ptr [r8 + 33060384], rax
     movabs rax, 0xf1bbcdcb1a53e0a8
-    mov qword ptr [r8 + 32667176], rax
+    mov qword ptr [r8 + 33060392], rax
     movabs rax, 0x8ff34785199e5cbd
-    mov qword ptr [r8 + 32667184], rax
+    mov qword ptr [r8 + 33060400], rax
     movabs rax, 0x2e2ac13e18e8d8d0
-    mov qword ptr [r8 + 32667192], rax
+    mov qword ptr [r8 + 33060408], rax
     movabs rax, 0xcc623af8183354e7
-    mov qword ptr [r8 + 32667200], rax
+    mov qword ptr [r8 + 33060416], rax
     movabs rax, 0x4a1ec05027315c93
-    mov qword ptr [r8 + 32667096], rax
-    mov qword ptr [r8 + 32667104], 0
+    mov qword ptr [r8 + 33060312], rax
+    mov qword ptr [r8 + 33060320], 0
     lea rdi, [r8 + 56]
     xor ecx, ecx
 2:  imul rax, rcx, 5
@@ -728,7 +804,7 @@ ditto_body_init_c0:
     ret
     .size ditto_body_init_c0, .-ditto_body_init_c0
 
-// ---- cluster c1: 1725 instructions per call, 9 blocks
+// ---- cluster c1: 1873 instructions per call, 8 blocks
     .text
     .globl ditto_body_c1
     .type ditto_body_c1, @function
@@ -748,9 +824,9 @@ ditto_body_c1:
     or eax, 0x8040
     mov dword ptr [rsp + 4], eax
     ldmxcsr dword ptr [rsp + 4]
-    mov r11, qword ptr [r15 + 25710272]
-    mov r10, qword ptr [r15 + 25710280]
-    mov r12, qword ptr [r15 + 25710288]
+    mov r11, qword ptr [r15 + 26244160]
+    mov r10, qword ptr [r15 + 26244168]
+    mov r12, qword ptr [r15 + 26244176]
     and r12, 0
     xor eax, eax
     xor ecx, ecx
@@ -761,2461 +837,2310 @@ ditto_body_c1:
     xor r8d, r8d
     xor r9d, r9d
     vzeroall
-// block 0: 2048 bytes, 8 chunk(s), 4 chunk executions per call
-    mov rbx, qword ptr [r15 + 25710312]
-    lea rcx, [rbx + 4]
-    mov qword ptr [r15 + 25710312], rcx
-    mov r13d, 4
-    mov eax, ebx
-    and eax, 7
-    lea rcx, [rip + .Lc1_b0_stubs]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_b0_stubs_t
-    .p2align 3
-.Lc1_b0_stubs:
-    .p2align 3
+// block 0: 2048 bytes, 8 chunk(s), 8 chunk executions per call
+    mov rbx, qword ptr [r15 + 26244200]
+    lea rcx, [rbx + 8]
+    mov qword ptr [r15 + 26244200], rcx
+    mov r13d, 8
     jmp .Lc1_b0_c0
-    .p2align 3
-    jmp .Lc1_b0_c1
-    .p2align 3
-    jmp .Lc1_b0_c2
-    .p2align 3
-    jmp .Lc1_b0_c3
-    .p2align 3
-    jmp .Lc1_b0_c4
-    .p2align 3
-    jmp .Lc1_b0_c5
-    .p2align 3
-    jmp .Lc1_b0_c6
-    .p2align 3
-    jmp .Lc1_b0_c7
     .p2align 6
 .Lc1_b0_c0:
-    mov rax, qword ptr [r15 + 25710296]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 25710296], rax
-    lea rcx, [rip + .Lc1_d40_j]
-    add rcx, qword ptr [r15 + 25710304]
-    jmp .Lc1_d40_j_t
-.Lc1_d40_j:
-    lea rcx, [rip + .Lc1_d44_j]
-    add rcx, qword ptr [r15 + 25710304]
-    jmp .Lc1_d44_j_t
-.Lc1_d44_j:
-    lea rcx, [rax + r9*2 + 98]
-    movzx eax, sil
-    mov rcx, qword ptr [r15 + 256]
-    add rdi, rdi
+    lea rcx, [rip + .Lc1_d32_j]
+    add rcx, qword ptr [r15 + 26244192]
+    jmp .Lc1_d32_j_t
+.Lc1_d32_j:
+    mov rbp, r10
+    mov qword ptr [r14 + 64], rcx
+    mov rsi, rbp
+    and rbp, 4032
+    lock or dword ptr [r15 + rbp + 4544], 45
+    mov rbp, r10
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and rbp, 2097088
+    movzx ecx, byte ptr [r15 + rbp + 15749568]
+    imul rbp, qword ptr [r15 + 1088]
+    or qword ptr [r14 + 960], 87
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and esi, dword ptr [r15 + 128]
+    mov edx, esi
+    lea rdi, [r15 + 26235968]
+    lea rsi, [r15 + 26240064]
+    mov ecx, 68
+    rep movsb
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov ecx, dword ptr [r15 + 320]
+    mov rbp, r10
+    add qword ptr [r14 + 192], rbp
+    and rbp, 8388544
+    movsxd r8, dword ptr [r15 + rbp + 17846720]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov esi, dword ptr [r15 + 384]
+    movsxd rdx, dword ptr [r15 + 256]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov edx, 168
+    mov r9d, 130
+    mov r8, qword ptr [r15 + 1280]
     test ebx, 1073741824
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r14 + 256], 85
-    mov dword ptr [r14 + 576], 125
-    and edi, dword ptr [r15 + 192]
-    test ebx, 147456
-    jnz 1f
-1:
-    xor edi, ebp
-    mov qword ptr [r15 + 320], rcx
-    mov edi, eax
-    test ebx, 96256
-    jz 1f
-1:
-    shr edi, 7
-    mov rax, rcx
-    cmp rsi, r8
-    mov rdi, qword ptr [r15 + 64]
-    test bl, 96
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov edi, 194
-    test edi, edi
-    shl rbp, 19
-    test ebx, 1073741824
-    jz 1f
-1:
-    or r8d, edi
-    cmp rsi, r8
-    sub rdi, rdx
-    test dword ptr [r15 + 25710300], 164034
-    jz 1f
-1:
-    shr ecx, 10
-    mov rdi, rsi
-    mov rsi, qword ptr [r15 + 768]
-    mov ecx, 83
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx ebp, byte ptr [r14 + 960]
-    mov rcx, qword ptr [r15 + 128]
-    mov dword ptr [r14 + 512], ebp
+    movzx r8d, r9b
+    add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c1:
-    mov rax, qword ptr [r15 + 25710296]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 25710296], rax
-    lea rcx, [rip + .Lc1_d97_j]
-    add rcx, qword ptr [r15 + 25710304]
-    jmp .Lc1_d97_j_t
-.Lc1_d97_j:
-    xor ebp, edx
-    mov r8, rsi
-    lea r8, [rcx + r8*2 + 118]
-    lock add qword ptr [r15 + 512], rbp
+    lea rcx, [rip + .Lc1_d82_j]
+    add rcx, qword ptr [r15 + 26244192]
+    jmp .Lc1_d82_j_t
+.Lc1_d82_j:
+    mov r9d, dword ptr [r15 + 256]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, ecx
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx ecx, r8b
-    movzx r8d, byte ptr [r14 + 448]
-    movzx ecx, dl
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rdi, r9
-    mov ecx, dword ptr [r15 + 384]
-    add rcx, 110
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    add rcx, r9
-    mov dword ptr [r14 + 1280], ecx
-    mov rdi, rdi
-    or qword ptr [r15 + 0], 111
-    test dword ptr [r15 + 25710299], 273219712
-    jz 1f
-1:
-    mov qword ptr [r15 + 0], rcx
-    jmp 1f
-1:
-    add rsi, rcx
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], rsi
-    mov esi, 18
-    test ebx, 186368
-    jz 1f
-1:
-    add rcx, rsi
     mov rax, rcx
-    jmp 1f
-1:
-    mov r9, rax
-    mov r8, r10
+    mov ecx, eax
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    and r8, 448
-    movzx esi, byte ptr [r15 + r8 + 1600]
-    mov rcx, qword ptr [r14 + 1024]
-    movzx r8d, byte ptr [r15 + 64]
-    test ebx, 624
+    and ecx, dword ptr [r14 + 1024]
+    mov dword ptr [r14 + 128], ecx
+    mov r8d, 175
+    test ebx, 1073741824
     jnz 1f
 1:
-    mov eax, dword ptr [r14 + 128]
-    mov ecx, esi
-    mov esi, dword ptr [r15 + 192]
+    jmp 1f
+1:
+    mov r8d, ecx
+    mov r8d, 14
+    test ebx, 1073741824
+    jnz 1f
+1:
+    lock or dword ptr [r15 + 1344], 114
+    and ecx, dword ptr [r15 + 256]
+    movzx eax, byte ptr [r15 + 320]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r14 + 704], 2
+    mov r8, r10
+    mov rbp, r10
+    and r8, 1048512
+    add qword ptr [r15 + r8 + 14700992], r8
+    mov byte ptr [r15 + 192], al
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and rbp, 8128
+    movzx ecx, byte ptr [r15 + rbp + 8640]
+    mov rax, rcx
+    movzx ebp, al
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c2:
-    lea rcx, [rip + .Lc1_d154_j]
-    add rcx, qword ptr [r15 + 25710304]
-    jmp .Lc1_d154_j_t
-.Lc1_d154_j:
-    add rcx, rsi
-    mov dword ptr [r15 + 192], ecx
-    lock xadd qword ptr [r15 + 320], rsi
-    mov rdx, rsi
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r9d, edi
-    mov rsi, r9
-    movzx edi, r9b
+    lea rcx, [rip + .Lc1_d134_j]
+    add rcx, qword ptr [r15 + 26244192]
+    jmp .Lc1_d134_j_t
+.Lc1_d134_j:
     jmp 1f
 1:
-    mov r8, r10
-    test ebx, 912
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test bl, 240
     jnz 1f
 1:
-    and r8, 1984
-    mov dword ptr [r14 + r8 + 3136], r8d
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r9d, r8b
-    test ebx, 1073741824
-    jnz 1f
-1:
+    mov byte ptr [r15 + 0], cl
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r8d, dword ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    sub r8, r9
-    mov r9, r9
-    jmp 1f
-1:
     jmp 1f
 1:
     test ebx, 1073741824
     jz 1f
 1:
-    movzx edx, byte ptr [r15 + 1344]
-    mov dword ptr [r14 + 576], 247
-    mov rax, qword ptr [r15 + 640]
+    jmp 1f
+1:
+    mov edx, 18
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ebp, dl
     test ebx, 1073741824
     jnz 1f
 1:
-    xor esi, edx
-    mov r9, qword ptr [r15 + 256]
-    mov ecx, edx
+    jmp 1f
+1:
+    and ebp, dword ptr [r14 + 832]
+    movzx eax, bpl
+    mov eax, dword ptr [r15 + 1152]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov edx, ebp
+    xor dword ptr [r15 + 64], edx
+    movzx edx, bpl
     mov edx, edx
     test ebx, 1073741824
+    jz 1f
+1:
+    mov ebp, 200
+    mov rax, rbp
+    mov byte ptr [r14 + 256], al
+    mov rbp, rdx
+    test ebx, 1073741824
     jnz 1f
 1:
-    mov dword ptr [r15 + 256], eax
-    mov rax, qword ptr [r14 + 64]
-    and esi, dword ptr [r14 + 448]
+    movsxd rdx, dword ptr [r14 + 384]
+    movsxd rdi, dword ptr [r15 + 192]
+    mov dword ptr [r15 + 128], 199
+    mov dword ptr [r14 + 512], eax
+    test ebx, 1073741824
+    jnz 1f
+1:
+    imul rax, qword ptr [r15 + 768]
+    mov dword ptr [r15 + 320], 232
+    mov ebp, dword ptr [r15 + 64]
+    jmp 1f
+1:
+    inc rbx
+    dec r13
+    jz .Lc1_b0_done
+.Lc1_b0_c3:
+    mov rax, qword ptr [r15 + 26244184]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 26244184], rax
+    lea rcx, [rip + .Lc1_d191_j]
+    add rcx, qword ptr [r15 + 26244192]
+    jmp .Lc1_d191_j_t
+.Lc1_d191_j:
+    movzx esi, al
+    mov esi, esi
+    mov rsi, rsi
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov esi, esi
+    mov esi, esi
+    imul rsi, qword ptr [r15 + 0]
     mov ecx, esi
     test ebx, 1073741824
     jz 1f
 1:
-    and edx, dword ptr [r15 + 832]
-    add rdx, rdx
-    sub rdx, rsi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, rsi
+    mov r9, r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r14 + 128], r9b
+    lock add qword ptr [r15 + 896], r9
+    test ebx, 1073741824
+    jnz 1f
+1:
+    .byte 0x0f, 0x1f, 0x00
+    lock or dword ptr [r15 + 192], 56
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r8, r10
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and r8, 960
+    add rcx, qword ptr [r14 + r8 + 1472]
+    vpxor ymm12, ymm10, ymm14
+    movzx r8d, byte ptr [r15 + 256]
+    mov rsi, r8
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    xor dword ptr [r15 + 448], ecx
+    cmp r8, r8
+    add rcx, qword ptr [r14 + 384]
+    test dword ptr [r15 + 26244188], 117440528
+    jnz 1f
+1:
+    mov r8, qword ptr [r15 + 64]
+    mov esi, 93
+    jmp 1f
+1:
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
-.Lc1_b0_c3:
-    mov rax, qword ptr [r15 + 25710296]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 25710296], rax
-    lea rcx, [rip + .Lc1_d217_j]
-    add rcx, qword ptr [r15 + 25710304]
-    jmp .Lc1_d217_j_t
-.Lc1_d217_j:
-    lea rcx, [rip + .Lc1_d221_j]
-    add rcx, qword ptr [r15 + 25710304]
-    jmp .Lc1_d221_j_t
-.Lc1_d221_j:
-    or qword ptr [r15 + 512], 48
-    jmp 1f
-1:
-    lea rcx, [rcx + rcx*2 + 122]
-    neg rcx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov ecx, ecx
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov qword ptr [r14 + 640], rcx
-    movsxd rbp, dword ptr [r14 + 256]
-    movzx ecx, byte ptr [r14 + 384]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    add rcx, qword ptr [r15 + 1088]
-    mov eax, dword ptr [r15 + 64]
-    movzx ebp, dil
-    test ebx, 848
-    jnz 1f
-1:
-    movsxd rcx, dword ptr [r15 + 192]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, 223
-    test dword ptr [r15 + 25710300], 593952
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    add rdi, 90
-    add rdx, 101
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov qword ptr [r14 + 1216], rdx
-    mov rdx, rdi
-    mov edx, ecx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov byte ptr [r15 + 128], cl
-    movzx edi, dl
-    .byte 0x0f, 0x1f, 0x40, 0x00
-    inc rbx
-    dec r13
-    jz .Lc1_b0_done
 .Lc1_b0_c4:
-    lea rcx, [rip + .Lc1_d269_j]
-    add rcx, qword ptr [r15 + 25710304]
-    jmp .Lc1_d269_j_t
-.Lc1_d269_j:
-    movsxd rcx, dword ptr [r15 + 896]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 912
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    add rcx, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, qword ptr [r15 + 26244184]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 26244184], rax
+    xor eax, eax
+    test dword ptr [r15 + 26244187], 2099213
+    setz al
+    lea rcx, [rip + .Lc1_d249_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d249_s_t
+    .p2align 3
+.Lc1_d249_s:
+    .p2align 3
+    jmp .Lc1_d249_j
+    .p2align 3
+    jmp .Lc1_d249_j
+.Lc1_d249_j:
+    mov ecx, dword ptr [r15 + 640]
+    mov dword ptr [r15 + 0], 125
+    movzx r8d, al
     test ebx, 1073741824
     jz 1f
 1:
-    lock add qword ptr [r15 + 0], rcx
-    mov qword ptr [r15 + 192], rcx
-    movzx edx, cl
-    jmp 1f
+    test ecx, ecx
+    lock or dword ptr [r15 + 1408], 109
+    mov ecx, r8d
+    test ebx, 1073741824
+    jnz 1f
 1:
+    mov r8d, r8d
+    xor dword ptr [r14 + 512], r8d
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movsxd r8, dword ptr [r14 + 64]
+    mov eax, dword ptr [r15 + 256]
+    mov rcx, rax
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r14 + 384], 40
+    and ecx, dword ptr [r15 + 128]
+    movzx edi, byte ptr [r15 + 1088]
     test ebx, 1073741824
     jz 1f
 1:
-    mov ecx, 25
-    movzx edx, dl
-    movsxd rdx, dword ptr [r15 + 64]
-    mov ecx, dword ptr [r14 + 1152]
+    mov r8d, 153
+    mov byte ptr [r14 + 704], r8b
+    test dword ptr [r15 + 26244187], 139460864
+    jnz 1f
+1:
+    mov dword ptr [r15 + 448], 11
+    mov ecx, r8d
+    and ecx, dword ptr [r14 + 192]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rbp, rdx
-    mov edx, 86
-    and rdx, rcx
-    or ebp, ecx
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov ecx, 227
-    mov qword ptr [r15 + 256], rbp
-    shl rbp, 6
-    movsxd r9, dword ptr [r15 + 384]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + 576], ecx
-    shr ebp, 2
-    add r9, qword ptr [r15 + 320]
-    add qword ptr [r15 + 320], rcx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    shl rcx, 9
-    or qword ptr [r14 + 448], 27
-    mov dword ptr [r14 + 128], 105
+    mov dword ptr [r15 + 320], edi
+    mov edi, 194
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c5:
-    mov rax, qword ptr [r15 + 25710296]
+    mov rax, qword ptr [r15 + 26244184]
     imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 25710296], rax
-    lea rcx, [rip + .Lc1_d324_j]
-    add rcx, qword ptr [r15 + 25710304]
-    jmp .Lc1_d324_j_t
-.Lc1_d324_j:
-    lea rcx, [rip + .Lc1_d328_j]
-    add rcx, qword ptr [r15 + 25710304]
-    jmp .Lc1_d328_j_t
-.Lc1_d328_j:
-    mov r8, rcx
-    cmp rax, rcx
-    mov r8, r8
-    or r8d, r8d
+    mov qword ptr [r15 + 26244184], rax
+    lea rcx, [rip + .Lc1_d299_j]
+    add rcx, qword ptr [r15 + 26244192]
+    jmp .Lc1_d299_j_t
+.Lc1_d299_j:
+    lea rcx, [rip + .Lc1_d303_j]
+    add rcx, qword ptr [r15 + 26244192]
+    jmp .Lc1_d303_j_t
+.Lc1_d303_j:
+    shr edi, 30
+    movsxd rdi, dword ptr [r15 + 192]
+    movzx eax, dil
+    movzx eax, byte ptr [r15 + 512]
+    test dword ptr [r15 + 26244187], 8728
+    jnz 1f
+1:
+    movzx edx, byte ptr [r15 + 128]
+    add rdx, 89
+    mov ecx, dword ptr [r15 + 768]
     test ebx, 1073741824
     jz 1f
 1:
-    and r8, rax
-    mov qword ptr [r14 + 512], rcx
-    mov rax, r8
-    test ebx, 220672
-    jz 1f
-1:
-    cmp rax, rax
+    movsxd rdi, dword ptr [r14 + 320]
     jmp 1f
 1:
-    mov eax, eax
-    mov r8, qword ptr [r15 + 704]
-    test dword ptr [r15 + 25710299], 1132544
-    jnz 1f
-1:
-    mov ecx, 78
-    movsxd rax, dword ptr [r15 + 256]
-    movsxd rcx, dword ptr [r14 + 64]
+    movzx eax, cl
     test ebx, 1073741824
     jnz 1f
 1:
-    jmp 1f
+    and rdx, rcx
+    mov edx, 9
+    movzx edx, byte ptr [r14 + 576]
+    test ebx, 1073741824
+    jnz 1f
 1:
-    lea rcx, [r8 + rax*2 + 125]
+    mov edi, 79
+    mov rdi, qword ptr [r14 + 256]
+    xor edi, edx
     mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, dword ptr [r15 + 192]
-    test dword ptr [r15 + 25710300], 16785936
-    jnz 1f
-1:
-    movzx edx, r8b
-    jmp 1f
-1:
-    mov r8d, dword ptr [r14 + 128]
-    test bl, 96
-    jnz 1f
-1:
-    mov byte ptr [r14 + 0], dl
-    movzx ecx, byte ptr [r15 + 384]
-    mov edi, 129
-    lea rdx, [rdi + rdx*2 + 6]
-    test ebx, 624
+    test ebx, 1073741824
     jz 1f
 1:
-    mov r8d, dword ptr [r15 + 1280]
-    add rdx, r8
-    mov dword ptr [r14 + 1408], 22
+    test edi, edi
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, dil
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov byte ptr [r15 + 192], dl
+    mov rdx, rdx
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx ebp, al
+    xor dword ptr [r15 + 960], ebp
+    lea rax, [rbp + rbp*2 + 110]
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c6:
-    lea rcx, [rip + .Lc1_d377_j]
-    add rcx, qword ptr [r15 + 25710304]
-    jmp .Lc1_d377_j_t
-.Lc1_d377_j:
-    cmp rcx, r8
-    mov rcx, rcx
-    mov byte ptr [r14 + 128], cl
-    mov dword ptr [r14 + 0], ecx
-    test ebx, 1073741824
-    jz 1f
-1:
-    add qword ptr [r14 + 0], rcx
-    and edx, dword ptr [r15 + 64]
-    mov rbp, r10
-    test ebp, ebp
-    and rbp, 2097088
-    movzx ecx, byte ptr [r15 + rbp + 15215680]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx ebp, byte ptr [r15 + 960]
-    mov edx, 79
-    neg rdi
-    mov edi, 13
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rcx, qword ptr [r15 + 448]
+    lea rcx, [rip + .Lc1_d350_j]
+    add rcx, qword ptr [r15 + 26244192]
+    jmp .Lc1_d350_j_t
+.Lc1_d350_j:
     jmp 1f
 1:
-    mov esi, dword ptr [r15 + 320]
-    movzx edx, r9b
+    mov r12, qword ptr [r15 + r12 + 56]
+    neg rdx
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    mov byte ptr [r15 + 0], sil
+    mov byte ptr [r15 + 0], dl
     mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, esi
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    add rdi, 79
-    mov ecx, edi
-    test ecx, edi
-    xor dword ptr [r15 + 0], ecx
+    mov qword ptr [r14 + 640], rdx
+    shl rdx, 22
+    movsxd rdx, dword ptr [r15 + 128]
+    add qword ptr [r15 + 64], rdx
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r14 + 0], edx
+    mov dword ptr [r14 + 0], 187
+    movzx edx, dl
     test ebx, 1073741824
     jz 1f
 1:
-    mov ecx, 152
-    mov dword ptr [r15 + 640], 186
-    movzx ecx, byte ptr [r15 + 192]
-    mov byte ptr [r14 + 384], cl
+    mov r9, r10
+    mov dword ptr [r15 + 256], 218
+    and r9, 960
+    mov byte ptr [r15 + r9 + 1472], r9b
+    mov r9, qword ptr [r15 + 448]
+    shl r9, 1
     test ebx, 1073741824
     jnz 1f
+1:
+    movzx edx, byte ptr [r15 + 192]
+    mov esi, edx
+    movzx esi, sil
+    lock add qword ptr [r15 + 320], rsi
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov dword ptr [r15 + 1024], edx
+    add r9, rdx
+    mov qword ptr [r14 + 384], r9
+    mov rdx, rsi
+    test ebx, 1073741824
+    jz 1f
 1:
     jmp 1f
 1:
-    neg rcx
-    neg rdi
-    and rdx, rcx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r9, rdx
-    movzx ecx, byte ptr [r15 + 256]
-    neg rcx
-    mov eax, edx
+    inc esi
+    imul rsi, qword ptr [r15 + 1152]
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c7:
-    mov rax, qword ptr [r15 + 25710296]
+    mov rax, qword ptr [r15 + 26244184]
     imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 25710296], rax
-    lea rcx, [rip + .Lc1_d443_j]
-    add rcx, qword ptr [r15 + 25710304]
-    jmp .Lc1_d443_j_t
-.Lc1_d443_j:
-    movzx r9d, byte ptr [r14 + 1024]
-    add rcx, rax
-    mov r8d, ecx
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx eax, r8b
-    mov rbp, r10
-    mov r8, qword ptr [r15 + 512]
-    movzx eax, bpl
-    test dword ptr [r15 + 25710299], 3170304
-    jnz 1f
-1:
-    and rbp, 8388544
-    movsxd r8, dword ptr [r15 + rbp + 17312832]
-    jmp 1f
-1:
-    xor dword ptr [r15 + 256], eax
+    mov qword ptr [r15 + 26244184], rax
+    lea rcx, [rip + .Lc1_d408_j]
+    add rcx, qword ptr [r15 + 26244192]
+    jmp .Lc1_d408_j_t
+.Lc1_d408_j:
+    movzx esi, al
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    neg rbp
-    jmp 1f
-1:
-    add rdx, qword ptr [r15 + 768]
-    test dword ptr [r15 + 25710299], 67518472
-    jz 1f
-1:
-    lock add qword ptr [r15 + 192], rdx
-    movzx edx, dl
-    or edx, edx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edx, esi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 64], 116
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r9, r10
-    mov ebp, 30
-    mov dword ptr [r14 + 576], 154
-    and r9, 448
-    movzx edx, byte ptr [r14 + r9 + 1600]
-    test ebx, 3872
-    jz 1f
-1:
-    mov r9, qword ptr [r14 + 1216]
+    mov qword ptr [r14 + 0], rdx
+    neg rsi
+    mov dword ptr [r14 + 0], 127
     jmp 1f
 1:
-    mov edx, 157
-    test dword ptr [r15 + 25710300], 69271744
+    test ebx, 1073741824
     jz 1f
 1:
-    mov r9, qword ptr [r15 + 128]
+    movsxd rax, dword ptr [r14 + 192]
+    mov rdx, qword ptr [r15 + 256]
+    add rdx, qword ptr [r15 + 704]
+    mov ecx, edx
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov esi, dword ptr [r15 + 128]
+    inc esi
     jmp 1f
 1:
-    add r11, 64
-    add r10, r11
+    mov rax, rcx
+    test dword ptr [r15 + 26244188], 335552529
+    jz 1f
+1:
+    lea rcx, [rsi + rsi*2 + 63]
+    mov rcx, qword ptr [r15 + 512]
+    jmp 1f
+1:
+    and ecx, dword ptr [r15 + 384]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    movsxd rax, dword ptr [r15 + 1216]
+    add qword ptr [r14 + 576], rax
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rcx, rax
+    cmp rcx, rcx
+    add rcx, 36
     inc rbx
     dec r13
     jnz .Lc1_b0_c0
 .Lc1_b0_done:
 // block 1: 128 bytes, 1 chunk(s), 17 chunk executions per call
-    mov rbx, qword ptr [r15 + 25710320]
+    mov rbx, qword ptr [r15 + 26244208]
     lea rcx, [rbx + 17]
-    mov qword ptr [r15 + 25710320], rcx
+    mov qword ptr [r15 + 26244208], rcx
     mov r13d, 17
     jmp .Lc1_b1_c0
     .p2align 6
 .Lc1_b1_c0:
-    mov r12, qword ptr [r15 + r12 + 56]
-    neg r9
-    vmovdqu ymmword ptr [r15 + 0], ymm5
-    mov edi, r9d
-    mov r9, rdi
     jmp 1f
 1:
+    inc ecx
+    mov rcx, qword ptr [r14 + 0]
+    shl rcx, 14
+    mov esi, ecx
+    mov rsi, rsi
     test ebx, 1073741824
     jz 1f
 1:
-    mov dword ptr [r15 + 0], 88
-    imul r9d, edx, 111
+    mov byte ptr [r14 + 448], sil
     jmp 1f
 1:
-    and edi, dword ptr [r15 + 0]
-    mov rdx, qword ptr [r14 + 0]
-    add rdx, 50
-    test ebx, 1073741824
+    shr esi, 11
+    jmp 1f
+1:
+    neg rcx
+    test ebx, 29632
     jnz 1f
 1:
-    vpaddd ymm8, ymm10, ymmword ptr [r15 + 192]
-    mov esi, dword ptr [r15 + 448]
-    movsxd rdx, dword ptr [r15 + 64]
-    imul rdx, qword ptr [r15 + 576]
-    mov dword ptr [r14 + 320], 119
-    mov edi, 185
-    test ebx, 1073741824
-    jnz 1f
+    movsxd rcx, dword ptr [r15 + 320]
+    vpaddq xmm12, xmm12, xmmword ptr [r15 + 192]
+    vmovdqu ymmword ptr [r15 + 0], ymm12
+    mov r12, qword ptr [r15 + r12 + 56]
+    imul esi, ecx, 63
+    cmp rsi, rsi
+    test ebx, 7936
+    jz 1f
 1:
-    inc edi
-    mov edi, edi
-    jmp 1f
-1:
-    jmp 1f
-1:
-    shl rdi, 31
-    test edi, edi
+    movsxd rsi, dword ptr [r15 + 0]
+    add rsi, qword ptr [r15 + 0]
+    vpaddd ymm14, ymm12, ymmword ptr [r15 + 576]
+    mov r9d, 55
+    mov dword ptr [r15 + 64], 237
     inc rbx
     dec r13
     jnz .Lc1_b1_c0
 .Lc1_b1_done:
-// block 2: 256 bytes, 1 chunk(s), 1 chunk executions per call
-    mov rbx, qword ptr [r15 + 25710328]
-    lea rcx, [rbx + 1]
-    mov qword ptr [r15 + 25710328], rcx
-    mov r13d, 1
-    jmp .Lc1_b2_c0
-    .p2align 6
-.Lc1_b2_c0:
-    mov rax, qword ptr [r15 + 25710296]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 25710296], rax
-    lea rcx, [rip + .Lc1_d539_j]
-    add rcx, qword ptr [r15 + 25710304]
-    jmp .Lc1_d539_j_t
-.Lc1_d539_j:
-    add rcx, qword ptr [r14 + 1024]
-    neg rcx
-    movsxd rdi, dword ptr [r14 + 1344]
-    mov rax, rdi
-    test ebx, 23296
-    jz 1f
-1:
-    lock or dword ptr [r15 + 896], 6
-    mov r9d, eax
-    movsxd rsi, dword ptr [r14 + 192]
-    inc dword ptr [r15 + 1408]
-    test dword ptr [r15 + 25710300], 16910352
-    jnz 1f
-1:
-    movsxd rax, dword ptr [r14 + 256]
-    movzx edi, byte ptr [r15 + 704]
-    sub rax, rdi
-    test ebx, 1073741824
-    jz 1f
-1:
-    lock add qword ptr [r15 + 1216], rdi
-    mov dword ptr [r14 + 768], 146
-    and esi, dword ptr [r15 + 1088]
-    and esi, dword ptr [r15 + 64]
-    test bl, 30
-    jnz 1f
-1:
-    or qword ptr [r15 + 832], 106
-    neg rdi
-    mov rdi, rsi
-    test bl, 54
-    jnz 1f
-1:
-    .byte 0x0f, 0x1f, 0x00
-    inc r8d
-    movzx r9d, byte ptr [r15 + 256]
-    and esi, dword ptr [r14 + 128]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r9, r10
-    mov eax, dword ptr [r14 + 1280]
-    sub rax, r9
-    and r9, 960
-    or qword ptr [r14 + r9 + 2112], 7
-    add r11, 64
-    add r10, r11
-    inc rbx
-    dec r13
-    jnz .Lc1_b2_c0
-.Lc1_b2_done:
-// block 3: 1024 bytes, 4 chunk(s), 2 chunk executions per call
-    mov rbx, qword ptr [r15 + 25710336]
+// block 2: 1024 bytes, 4 chunk(s), 2 chunk executions per call
+    mov rbx, qword ptr [r15 + 26244216]
     lea rcx, [rbx + 2]
-    mov qword ptr [r15 + 25710336], rcx
+    mov qword ptr [r15 + 26244216], rcx
     mov r13d, 2
     mov eax, ebx
     and eax, 3
-    lea rcx, [rip + .Lc1_b3_stubs]
+    lea rcx, [rip + .Lc1_b2_stubs]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_b3_stubs_t
+    jmp .Lc1_b2_stubs_t
     .p2align 3
-.Lc1_b3_stubs:
+.Lc1_b2_stubs:
     .p2align 3
-    jmp .Lc1_b3_c0
+    jmp .Lc1_b2_c0
     .p2align 3
-    jmp .Lc1_b3_c1
+    jmp .Lc1_b2_c1
     .p2align 3
-    jmp .Lc1_b3_c2
+    jmp .Lc1_b2_c2
     .p2align 3
-    jmp .Lc1_b3_c3
+    jmp .Lc1_b2_c3
     .p2align 6
-.Lc1_b3_c0:
-    mov rax, qword ptr [r15 + 25710296]
+.Lc1_b2_c0:
+    mov rax, qword ptr [r15 + 26244184]
     imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 25710296], rax
-    lea rcx, [rip + .Lc1_d600_j]
-    add rcx, qword ptr [r15 + 25710304]
-    jmp .Lc1_d600_j_t
-.Lc1_d600_j:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movsxd rcx, dword ptr [r15 + 832]
-    nop
-    test dword ptr [r15 + 25710299], 606076946
-    jz 1f
-1:
-    add qword ptr [r14 + 512], rcx
-    mov r9d, 85
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    sub r9, rcx
-    mov rdi, r9
-    mov ecx, ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx edi, dil
-    mov r12, qword ptr [r15 + r12 + 56]
-    add qword ptr [r15 + 128], rcx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov qword ptr [r15 + 256], rdi
-    mov dword ptr [r15 + 192], edi
-    mov r9, r10
-    mov edx, 56
-    test ebx, 1073741824
-    jz 1f
-1:
-    and r9, 4032
-    movzx edi, byte ptr [r14 + r9 + 5184]
-    inc dword ptr [r14 + 128]
-    mov r9d, dword ptr [r15 + 256]
-    mov byte ptr [r15 + 1088], r9b
-    test bl, 232
-    jnz 1f
-1:
-    or qword ptr [r15 + 320], 109
-    jmp 1f
-1:
-    movsxd rdi, dword ptr [r15 + 64]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r9, qword ptr [r14 + 384]
-    mov rsi, rdx
-    nop
-    add r11, 64
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b3_done
-.Lc1_b3_c1:
-    lea rcx, [rip + .Lc1_d652_j]
-    add rcx, qword ptr [r15 + 25710304]
-    jmp .Lc1_d652_j_t
-.Lc1_d652_j:
-    lea rcx, [rip + .Lc1_d656_j]
-    add rcx, qword ptr [r15 + 25710304]
-    jmp .Lc1_d656_j_t
-.Lc1_d656_j:
-    mov r9d, 41
-    mov byte ptr [r15 + 1280], cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 30720
-    jnz 1f
-1:
-    movzx ecx, r9b
-    mov r9, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 116736
-    jnz 1f
-1:
-    add rcx, 13
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, ecx
-    mov ecx, ecx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov esi, ecx
-    mov ecx, 153
-    mov rsi, rcx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movsxd rcx, dword ptr [r15 + 896]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    shl rcx, 12
-    movzx ecx, sil
-    mov rcx, qword ptr [r14 + 192]
-    mov dword ptr [r15 + 640], 212
-    test ebx, 55296
-    jnz 1f
-1:
-    mov esi, dword ptr [r14 + 256]
-    add qword ptr [r15 + 384], rsi
-    mov esi, dword ptr [r15 + 128]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r14 + 64], esi
-    add rsi, rsi
-    movzx ecx, byte ptr [r14 + 448]
-    inc rbx
-    dec r13
-    jz .Lc1_b3_done
-.Lc1_b3_c2:
-    lea rcx, [rip + .Lc1_d709_j]
-    add rcx, qword ptr [r15 + 25710304]
-    jmp .Lc1_d709_j_t
-.Lc1_d709_j:
-    jmp 1f
-1:
-    shr esi, 3
-    mov esi, 58
-    mov esi, dword ptr [r15 + 512]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 48896
-    jnz 1f
-1:
-    mov esi, esi
-    mov ecx, 45
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    lea rsi, [rcx + rsi*2 + 5]
-    mov ecx, 78
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    add rsi, qword ptr [r15 + 0]
-    xor dword ptr [r15 + 0], esi
-    neg rsi
-    movzx ecx, sil
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    cmp rcx, rcx
-    mov byte ptr [r15 + 576], sil
-    movsxd rcx, dword ptr [r14 + 1152]
-    vpaddq xmm8, xmm8, xmmword ptr [r15 + 448]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov qword ptr [r15 + 384], rcx
-    mov rax, rcx
-    mov dword ptr [r15 + 128], ecx
+    mov qword ptr [r15 + 26244184], rax
+    lea rcx, [rip + .Lc1_d509_j]
+    add rcx, qword ptr [r15 + 26244192]
+    jmp .Lc1_d509_j_t
+.Lc1_d509_j:
+    inc eax
+    add qword ptr [r14 + 1152], rax
     mov rax, rax
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx ecx, al
-    add rsi, qword ptr [r15 + 256]
-    mov eax, dword ptr [r14 + 1536]
-    mov byte ptr [r15 + 192], cl
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx eax, byte ptr [r14 + 64]
-    mov ecx, dword ptr [r14 + 320]
-    jmp 1f
-1:
-    mov esi, ecx
-    inc rbx
-    dec r13
-    jz .Lc1_b3_done
-.Lc1_b3_c3:
-    mov rax, qword ptr [r15 + 25710296]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 25710296], rax
-    lea rcx, [rip + .Lc1_d767_j]
-    add rcx, qword ptr [r15 + 25710304]
-    jmp .Lc1_d767_j_t
-.Lc1_d767_j:
-    movsxd rcx, dword ptr [r14 + 384]
-    mov rax, rsi
-    add rsi, qword ptr [r14 + 320]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov eax, ecx
-    inc dword ptr [r15 + 64]
     mov eax, eax
     test ebx, 1073741824
     jz 1f
 1:
-    add qword ptr [r14 + 192], rsi
+    mov eax, eax
+    mov rbp, r10
+    movsxd rax, dword ptr [r14 + 640]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    sub rsi, rax
+    and rbp, 1048512
+    mov ecx, dword ptr [r15 + rbp + 14700992]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, 158
+    jmp 1f
+1:
+    test dword ptr [r15 + 26244188], 229377
+    jnz 1f
+1:
+    and eax, dword ptr [r15 + 512]
+    add rax, rax
+    mov edi, eax
     test ebx, 1073741824
     jnz 1f
 1:
-    mov eax, 126
-    movzx eax, sil
-    mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 25710300], 117440528
+    movsxd rcx, dword ptr [r14 + 576]
+    shl rcx, 20
+    movsxd rbp, dword ptr [r15 + 320]
+    mov r8d, 150
+    test ebx, 288
     jnz 1f
 1:
-    mov rsi, rsi
+    mov rdi, rcx
     jmp 1f
 1:
-    mov rcx, rsi
+    mov dword ptr [r15 + 768], edi
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
-    mov rcx, qword ptr [r15 + 704]
-    lea rdi, [r15 + 25702080]
-    lea rsi, [r15 + 25706176]
-    mov ecx, 68
-    rep movsb
-    lock or dword ptr [r15 + 1216], 85
-    test dword ptr [r15 + 25710300], 34705408
-    jz 1f
+    mov byte ptr [r15 + 384], r8b
+    or eax, edi
+    sub rax, rdi
+    and eax, dword ptr [r15 + 192]
+    test ebx, 1073741824
+    jnz 1f
 1:
+    imul rdi, qword ptr [r15 + 64]
     test edi, edi
+    mov qword ptr [r14 + 256], rdi
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx edi, dil
+    mov rax, qword ptr [r15 + 128]
     jmp 1f
 1:
-    jmp 1f
-1:
-    test dword ptr [r15 + 25710300], 134743044
+    add r11, 64
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b2_done
+.Lc1_b2_c1:
+    mov rax, qword ptr [r15 + 26244184]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 26244184], rax
+    lea rcx, [rip + .Lc1_d570_j]
+    add rcx, qword ptr [r15 + 26244192]
+    jmp .Lc1_d570_j_t
+.Lc1_d570_j:
+    mov edi, 201
+    movzx ecx, dil
+    movzx edi, cl
+    lea rdi, [rdi + rdi*2 + 41]
+    test dword ptr [r15 + 26244187], 268453896
     jnz 1f
 1:
-    add rsi, qword ptr [r14 + 640]
-    mov qword ptr [r15 + 128], rsi
+    movsxd rax, dword ptr [r15 + 448]
+    and eax, dword ptr [r15 + 704]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov qword ptr [r14 + 960], rdi
+    imul rdi, qword ptr [r15 + 128]
+    or edi, edi
+    neg rdi
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rax, rdi
+    mov dword ptr [r14 + 64], 24
+    mov rdi, rax
+    test dword ptr [r15 + 26244188], 1367343168
+    jz 1f
+1:
+    jmp 1f
+1:
+    mov eax, dword ptr [r15 + 512]
+    xor eax, edi
+    mov edi, eax
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + 384], edi
+    movzx edi, al
+    mov edi, dword ptr [r15 + 320]
+    test dword ptr [r15 + 26244187], 538969090
+    jnz 1f
+1:
+    mov eax, dword ptr [r15 + 192]
+    mov r8, rax
+    movsxd rax, dword ptr [r15 + 256]
+    mov edx, 98
+    test ebx, 312
+    jnz 1f
+1:
+    mov rdi, qword ptr [r14 + 640]
+    add rdi, rdi
+    popcnt r9, rdi
+    inc rbx
+    dec r13
+    jz .Lc1_b2_done
+.Lc1_b2_c2:
+    mov rax, qword ptr [r15 + 26244184]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 26244184], rax
+    lea rcx, [rip + .Lc1_d622_j]
+    add rcx, qword ptr [r15 + 26244192]
+    jmp .Lc1_d622_j_t
+.Lc1_d622_j:
+    lea rcx, [rip + .Lc1_d626_j]
+    add rcx, qword ptr [r15 + 26244192]
+    jmp .Lc1_d626_j_t
+.Lc1_d626_j:
+    mov r12, qword ptr [r15 + r12 + 56]
+    inc dword ptr [r15 + 448]
+    sub rax, rcx
+    mov r9, r10
+    mov eax, r9d
+    test dword ptr [r15 + 26244188], 1157627936
+    jnz 1f
+1:
+    and r9, 960
+    mov qword ptr [r15 + r9 + 1472], r9
+    movsxd r9, dword ptr [r14 + 384]
+    .byte 0x0f, 0x1f, 0x00
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    movzx eax, byte ptr [r15 + 576]
+    mov rdi, rax
+    test bl, 144
+    jnz 1f
+1:
+    test eax, eax
+    movzx r9d, al
+    mov r9d, r9d
+    test dword ptr [r15 + 26244188], 17874944
+    jnz 1f
+1:
+    xor dword ptr [r14 + 192], edi
+    mov byte ptr [r14 + 1088], r9b
+    mov edi, r9d
+    mov dword ptr [r15 + 768], edi
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and r9, rdi
+    mov rax, qword ptr [r14 + 64]
+    jmp 1f
+1:
+    test dword ptr [r15 + 26244187], 42106880
+    jnz 1f
+1:
+    mov rsi, r9
     mov rsi, rsi
+    movzx esi, byte ptr [r15 + 128]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx eax, sil
+    and rax, rax
+    mov rdi, rax
+    add r11, 64
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b2_done
+.Lc1_b2_c3:
+    lea rcx, [rip + .Lc1_d677_j]
+    add rcx, qword ptr [r15 + 26244192]
+    jmp .Lc1_d677_j_t
+.Lc1_d677_j:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edi, 186
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 312
+    jnz 1f
+1:
+    mov edi, edi
+    mov rdi, rdi
+    shr edi, 10
+    movzx ecx, dil
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    add rdi, 110
+    mov rdi, rdi
+    xchg qword ptr [r15 + 0], rdi
+    test ebx, 1696
+    jnz 1f
+1:
+    mov dword ptr [r15 + 256], edi
+    inc dword ptr [r15 + 512]
+    xor dword ptr [r14 + 640], edi
+    sub rcx, rdi
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov edi, dword ptr [r15 + 320]
+    mov ecx, edi
+    mov rdi, qword ptr [r15 + 1280]
+    test ebx, 1073741824
+    jz 1f
+1:
+    neg rdi
+    mov edi, 165
+    movzx edi, byte ptr [r15 + 64]
+    add rdi, 115
+    test ebx, 1073741824
+    jnz 1f
+1:
+    shr ecx, 4
+    mov ecx, ecx
+    mov ecx, 223
+    movzx ecx, byte ptr [r14 + 256]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov qword ptr [r14 + 192], rcx
+    mov dword ptr [r15 + 384], 42
+    mov edi, 249
+    inc edi
+    test ebx, 1073741824
+    jz 1f
+1:
+    neg rcx
+    mov ecx, dword ptr [r15 + 1024]
+    movzx ebp, cl
+    inc rbx
+    dec r13
+    jnz .Lc1_b2_c0
+.Lc1_b2_done:
+// block 3: 256 bytes, 1 chunk(s), 2 chunk executions per call
+    mov rbx, qword ptr [r15 + 26244224]
+    lea rcx, [rbx + 2]
+    mov qword ptr [r15 + 26244224], rcx
+    mov r13d, 2
+    jmp .Lc1_b3_c0
+    .p2align 6
+.Lc1_b3_c0:
+    mov rax, qword ptr [r15 + 26244184]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 26244184], rax
+    mov eax, dword ptr [r15 + 26244188]
+    and eax, 15
+    lea rcx, [rip + .Lc1_d742_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d742_s_t
+    .p2align 3
+.Lc1_d742_s:
+    .p2align 3
+    jmp .Lc1_d742_j
+    .p2align 3
+    jmp .Lc1_d742_j
+    .p2align 3
+    jmp .Lc1_d742_j
+    .p2align 3
+    jmp .Lc1_d742_j
+    .p2align 3
+    jmp .Lc1_d742_j
+    .p2align 3
+    jmp .Lc1_d742_j
+    .p2align 3
+    jmp .Lc1_d742_j
+    .p2align 3
+    jmp .Lc1_d742_j
+    .p2align 3
+    jmp .Lc1_d742_j
+    .p2align 3
+    jmp .Lc1_d742_j
+    .p2align 3
+    jmp .Lc1_d742_j
+    .p2align 3
+    jmp .Lc1_d742_j
+    .p2align 3
+    jmp .Lc1_d742_j
+    .p2align 3
+    jmp .Lc1_d742_j
+    .p2align 3
+    jmp .Lc1_d742_j
+    .p2align 3
+    jmp .Lc1_d742_j
+.Lc1_d742_j:
+    lea rcx, [rip + .Lc1_d764_j]
+    add rcx, qword ptr [r15 + 26244192]
+    jmp .Lc1_d764_j_t
+.Lc1_d764_j:
+    imul rax, qword ptr [r14 + 192]
+    inc dword ptr [r15 + 64]
+    test ebx, 3264
+    jnz 1f
+1:
+    jmp 1f
+1:
+    test ebx, 11776
+    jnz 1f
+1:
+    xor dword ptr [r14 + 384], eax
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov eax, dword ptr [r14 + 768]
     inc rbx
     dec r13
     jnz .Lc1_b3_c0
 .Lc1_b3_done:
-// block 4: 256 bytes, 1 chunk(s), 1 chunk executions per call
-    mov rbx, qword ptr [r15 + 25710344]
-    lea rcx, [rbx + 1]
-    mov qword ptr [r15 + 25710344], rcx
-    mov r13d, 1
+// block 4: 512 bytes, 2 chunk(s), 2 chunk executions per call
+    mov rbx, qword ptr [r15 + 26244232]
+    lea rcx, [rbx + 2]
+    mov qword ptr [r15 + 26244232], rcx
+    mov r13d, 2
     jmp .Lc1_b4_c0
     .p2align 6
 .Lc1_b4_c0:
-    mov rax, qword ptr [r15 + 25710296]
+    mov rax, qword ptr [r15 + 26244184]
     imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 25710296], rax
-    lea rcx, [rip + .Lc1_d828_j]
-    add rcx, qword ptr [r15 + 25710304]
-    jmp .Lc1_d828_j_t
-.Lc1_d828_j:
-    movzx edi, byte ptr [r14 + 256]
-    mov r9, qword ptr [r15 + 256]
-    mov rdx, r9
-    test edx, edx
-    test ebx, 29440
-    jz 1f
-1:
-    inc r9d
-    mov rdx, r9
-    movzx edi, dl
-    test dword ptr [r15 + 25710300], 33572872
-    jnz 1f
-1:
-    lock add qword ptr [r15 + 384], rbp
-    movzx edi, r9b
-    jmp 1f
-1:
-    test bl, 36
-    jnz 1f
-1:
-    mov r9, r10
-    shr edi, 7
-    and r9, 448
-    mov qword ptr [r15 + r9 + 1600], rdi
-    mov qword ptr [r15 + 1024], rdx
-    test dword ptr [r15 + 25710300], 8397060
-    jnz 1f
-1:
-    xor dword ptr [r15 + 0], r9d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, edi
-    test ebx, 29952
-    jz 1f
-1:
-    mov edi, r9d
-    mov r9, r10
-    movzx edi, r9b
-    and r9, 524224
-    mov rax, qword ptr [r15 + r9 + 14691392]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r14 + 1472], 106
-    add rdx, qword ptr [r14 + 128]
-    lock or dword ptr [r15 + 64], 23
+    mov qword ptr [r15 + 26244184], rax
+    lea rcx, [rip + .Lc1_d790_j]
+    add rcx, qword ptr [r15 + 26244192]
+    jmp .Lc1_d790_j_t
+.Lc1_d790_j:
+    mov rcx, rax
+    mov rcx, rcx
+    mov dword ptr [r15 + 320], 170
     test ebx, 1073741824
     jnz 1f
 1:
+    mov rcx, qword ptr [r15 + 128]
+    add qword ptr [r15 + 256], rcx
+    mov r8, r10
+    cmp r8, r8
+    test dword ptr [r15 + 26244187], 16778276
+    jnz 1f
+1:
+    and r8, 2097088
+    mov r9, r10
+    movzx edx, byte ptr [r14 + r8 + 15749568]
+    and r9, 4032
+    mov qword ptr [r15 + r9 + 4544], r9
+    movzx r9d, r8b
+    test bl, 228
+    jnz 1f
+1:
+    and rcx, rdx
+    movzx r8d, cl
+    mov ecx, r8d
+    test bl, 72
+    jnz 1f
+1:
+    shr edx, 17
     jmp 1f
 1:
+    test ecx, ecx
+    test dword ptr [r15 + 26244187], 8405508
+    jnz 1f
+1:
+    and r9d, dword ptr [r14 + 832]
+    mov rcx, qword ptr [r15 + 64]
+    mov r8, r10
+    inc ecx
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and r8, 1984
+    movsxd rdx, dword ptr [r14 + r8 + 2496]
     jmp 1f
 1:
-    mov rax, qword ptr [r15 + 192]
+    movzx r9d, cl
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rcx, qword ptr [r15 + 1088]
+    mov esi, ecx
     add r11, 64
     add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b4_done
+.Lc1_b4_c1:
+    mov rax, qword ptr [r15 + 26244184]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 26244184], rax
+    mov eax, dword ptr [r15 + 26244188]
+    and eax, 15
+    lea rcx, [rip + .Lc1_d845_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d845_s_t
+    .p2align 3
+.Lc1_d845_s:
+    .p2align 3
+    jmp .Lc1_d845_j
+    .p2align 3
+    jmp .Lc1_d845_j
+    .p2align 3
+    jmp .Lc1_d845_j
+    .p2align 3
+    jmp .Lc1_d845_j
+    .p2align 3
+    jmp .Lc1_d845_j
+    .p2align 3
+    jmp .Lc1_d845_j
+    .p2align 3
+    jmp .Lc1_d845_j
+    .p2align 3
+    jmp .Lc1_d845_j
+    .p2align 3
+    jmp .Lc1_d845_j
+    .p2align 3
+    jmp .Lc1_d845_j
+    .p2align 3
+    jmp .Lc1_d845_j
+    .p2align 3
+    jmp .Lc1_d845_j
+    .p2align 3
+    jmp .Lc1_d845_j
+    .p2align 3
+    jmp .Lc1_d845_j
+    .p2align 3
+    jmp .Lc1_d845_j
+    .p2align 3
+    jmp .Lc1_d845_j
+.Lc1_d845_j:
+    movzx esi, al
+    imul rsi, qword ptr [r15 + 896]
+    add rsi, rsi
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov byte ptr [r15 + 256], sil
+    mov esi, 33
+    test bl, 40
+    jnz 1f
+1:
+    movsxd rcx, dword ptr [r14 + 448]
+    mov eax, ecx
+    movsxd rcx, dword ptr [r14 + 192]
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    shr esi, 9
     inc rbx
     dec r13
     jnz .Lc1_b4_c0
 .Lc1_b4_done:
-// block 5: 512 bytes, 2 chunk(s), 2 chunk executions per call
-    mov rbx, qword ptr [r15 + 25710352]
+// block 5: 256 bytes, 1 chunk(s), 2 chunk executions per call
+    mov rbx, qword ptr [r15 + 26244240]
     lea rcx, [rbx + 2]
-    mov qword ptr [r15 + 25710352], rcx
+    mov qword ptr [r15 + 26244240], rcx
     mov r13d, 2
     jmp .Lc1_b5_c0
     .p2align 6
 .Lc1_b5_c0:
-    mov rax, qword ptr [r15 + 25710296]
+    mov rax, qword ptr [r15 + 26244184]
     imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 25710296], rax
-    xor eax, eax
-    test dword ptr [r15 + 25710300], 4457477
-    setz al
-    lea rcx, [rip + .Lc1_d888_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d888_s_t
-    .p2align 3
-.Lc1_d888_s:
-    .p2align 3
-    jmp .Lc1_d888_j
-    .p2align 3
-    jmp .Lc1_d888_j
-.Lc1_d888_j:
-    lea rcx, [rip + .Lc1_d897_j]
-    add rcx, qword ptr [r15 + 25710304]
-    jmp .Lc1_d897_j_t
-.Lc1_d897_j:
-    jmp 1f
-1:
-    mov r9, r10
-    movsxd rbp, dword ptr [r14 + 320]
-    and r9, 8388544
-    mov dword ptr [r15 + r9 + 17312832], r9d
-    test ebx, 44544
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, ebp
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov ebp, 140
-    jmp 1f
-1:
-    mov byte ptr [r15 + 512], bpl
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    and r9d, dword ptr [r15 + 192]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov ebp, ebp
-    mov r9d, 83
-    mov rbp, rbp
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx ebp, r9b
-    mov qword ptr [r14 + 64], r9
-    movsxd r9, dword ptr [r14 + 1216]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    test bl, 212
-    jnz 1f
-1:
-    test ebp, r9d
-    mov ebp, r9d
-    add r11, 64
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b5_done
-.Lc1_b5_c1:
-    mov rax, qword ptr [r15 + 25710296]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 25710296], rax
-    mov eax, dword ptr [r15 + 25710300]
-    and eax, 15
-    lea rcx, [rip + .Lc1_d947_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d947_s_t
-    .p2align 3
-.Lc1_d947_s:
-    .p2align 3
-    jmp .Lc1_d947_j
-    .p2align 3
-    jmp .Lc1_d947_j
-    .p2align 3
-    jmp .Lc1_d947_j
-    .p2align 3
-    jmp .Lc1_d947_j
-    .p2align 3
-    jmp .Lc1_d947_j
-    .p2align 3
-    jmp .Lc1_d947_j
-    .p2align 3
-    jmp .Lc1_d947_j
-    .p2align 3
-    jmp .Lc1_d947_j
-    .p2align 3
-    jmp .Lc1_d947_j
-    .p2align 3
-    jmp .Lc1_d947_j
-    .p2align 3
-    jmp .Lc1_d947_j
-    .p2align 3
-    jmp .Lc1_d947_j
-    .p2align 3
-    jmp .Lc1_d947_j
-    .p2align 3
-    jmp .Lc1_d947_j
-    .p2align 3
-    jmp .Lc1_d947_j
-    .p2align 3
-    jmp .Lc1_d947_j
-.Lc1_d947_j:
-    mov ebp, 134
-    add rcx, qword ptr [r14 + 448]
-    test dword ptr [r15 + 25710299], 268453928
-    jz 1f
-1:
-    mov rax, rbp
-    mov ebp, dword ptr [r14 + 768]
-    test ebx, 1073741824
-    jz 1f
-1:
+    mov qword ptr [r15 + 26244184], rax
+    lea rcx, [rip + .Lc1_d894_j]
+    add rcx, qword ptr [r15 + 26244192]
+    jmp .Lc1_d894_j_t
+.Lc1_d894_j:
     mov rbp, r10
-    movzx ecx, bpl
-    and rbp, 1984
-    movsxd rax, dword ptr [r15 + rbp + 3136]
+    mov ecx, ebp
+    and rbp, 960
+    mov r8, r10
+    mov qword ptr [r15 + rbp + 1472], r8
+    and r8, 1984
+    mov rax, qword ptr [r15 + r8 + 2496]
     test ebx, 1073741824
     jnz 1f
 1:
-    popcnt rbp, rax
+    movzx r8d, bpl
+    mov r8d, 143
+    movzx ebp, r8b
+    test ebx, 1073741824
+    jnz 1f
+1:
+    imul rcx, qword ptr [r15 + 256]
+    mov eax, 56
+    mov dword ptr [r15 + 704], 112
+    test bl, 40
+    jnz 1f
+1:
+    inc dword ptr [r15 + 704]
+    mov ebp, 217
+    .byte 0x0f, 0x1f, 0x00
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movsxd rax, dword ptr [r15 + 768]
+    or qword ptr [r15 + 192], 73
+    mov r8, rbp
+    test dword ptr [r15 + 26244188], 554698752
+    jnz 1f
+1:
+    lock add qword ptr [r15 + 1216], rax
+    and ebp, dword ptr [r15 + 256]
+    and ebp, dword ptr [r15 + 128]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rbp, r8
+    mov dword ptr [r14 + 1152], 20
+    movsxd r8, dword ptr [r14 + 1088]
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jnz .Lc1_b5_c0
 .Lc1_b5_done:
-// block 6: 256 bytes, 1 chunk(s), 1 chunk executions per call
-    mov rbx, qword ptr [r15 + 25710360]
-    lea rcx, [rbx + 1]
-    mov qword ptr [r15 + 25710360], rcx
-    mov r13d, 1
+// block 6: 64 bytes, 1 chunk(s), 3 chunk executions per call
+    mov rbx, qword ptr [r15 + 26244248]
+    lea rcx, [rbx + 3]
+    mov qword ptr [r15 + 26244248], rcx
+    mov r13d, 3
     jmp .Lc1_b6_c0
     .p2align 6
 .Lc1_b6_c0:
-    lea rcx, [rip + .Lc1_d994_j]
-    add rcx, qword ptr [r15 + 25710304]
-    jmp .Lc1_d994_j_t
-.Lc1_d994_j:
-    lea rcx, [rip + .Lc1_d998_j]
-    add rcx, qword ptr [r15 + 25710304]
-    jmp .Lc1_d998_j_t
-.Lc1_d998_j:
-    mov rbp, r10
-    mov rcx, qword ptr [r15 + 64]
-    and rbp, 448
-    mov eax, dword ptr [r15 + rbp + 1600]
-    add qword ptr [r14 + 128], rax
-    test ebx, 18432
-    jnz 1f
-1:
-    mov eax, dword ptr [r14 + 1216]
-    shl rcx, 13
-    mov rbp, qword ptr [r15 + 960]
+    lea rcx, [rip + .Lc1_d945_j]
+    add rcx, qword ptr [r15 + 26244192]
+    jmp .Lc1_d945_j_t
+.Lc1_d945_j:
+    lea rcx, [rip + .Lc1_d949_j]
+    add rcx, qword ptr [r15 + 26244192]
+    jmp .Lc1_d949_j_t
+.Lc1_d949_j:
+    and ecx, dword ptr [r14 + 896]
     test ebx, 1073741824
     jnz 1f
 1:
-    and rbp, rcx
-    mov dword ptr [r14 + 1280], ebp
-    xor dword ptr [r15 + 192], ebp
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov qword ptr [r15 + 320], rbp
-    mov esi, dword ptr [r15 + 256]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov eax, dword ptr [r15 + 1152]
-    mov rbp, rax
-    mov ebp, 197
-    test ebx, 364
-    jz 1f
-1:
-    mov eax, ebp
-    mov byte ptr [r15 + 704], al
-    mov eax, dword ptr [r15 + 192]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx esi, al
-    mov esi, 18
-    mov rbp, r10
-    mov rax, qword ptr [r14 + 128]
-    test bl, 20
-    jnz 1f
-1:
-    and rbp, 2097088
-    add rsi, qword ptr [r15 + rbp + 15215680]
-    and ebp, dword ptr [r15 + 384]
-    add r11, 64
-    add r10, r11
+    movsxd rbp, dword ptr [r14 + 832]
     inc rbx
     dec r13
     jnz .Lc1_b6_c0
 .Lc1_b6_done:
-// block 7: 64 bytes, 1 chunk(s), 1 chunk executions per call
-    mov rbx, qword ptr [r15 + 25710368]
-    lea rcx, [rbx + 1]
-    mov qword ptr [r15 + 25710368], rcx
-    mov r13d, 1
-    jmp .Lc1_b7_c0
-    .p2align 6
-.Lc1_b7_c0:
-    mov rax, qword ptr [r15 + 25710296]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 25710296], rax
-    lea rcx, [rip + .Lc1_d1055_j]
-    add rcx, qword ptr [r15 + 25710304]
-    jmp .Lc1_d1055_j_t
-.Lc1_d1055_j:
-    lea rcx, [rip + .Lc1_d1059_j]
-    add rcx, qword ptr [r15 + 25710304]
-    jmp .Lc1_d1059_j_t
-.Lc1_d1059_j:
-    and eax, dword ptr [r14 + 960]
-    test dword ptr [r15 + 25710300], 270663692
-    jz 1f
-1:
-    test ebx, 1472
-    jnz 1f
-1:
-    inc rbx
-    dec r13
-    jnz .Lc1_b7_c0
-.Lc1_b7_done:
-// block 8: 4096 bytes, 16 chunk(s), 8 chunk executions per call
-    mov rbx, qword ptr [r15 + 25710376]
+// block 7: 4096 bytes, 16 chunk(s), 8 chunk executions per call
+    mov rbx, qword ptr [r15 + 26244256]
     lea rcx, [rbx + 8]
-    mov qword ptr [r15 + 25710376], rcx
+    mov qword ptr [r15 + 26244256], rcx
     mov r13d, 8
     mov eax, ebx
     and eax, 15
-    lea rcx, [rip + .Lc1_b8_stubs]
+    lea rcx, [rip + .Lc1_b7_stubs]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_b8_stubs_t
+    jmp .Lc1_b7_stubs_t
     .p2align 3
-.Lc1_b8_stubs:
+.Lc1_b7_stubs:
     .p2align 3
-    jmp .Lc1_b8_c0
+    jmp .Lc1_b7_c0
     .p2align 3
-    jmp .Lc1_b8_c1
+    jmp .Lc1_b7_c1
     .p2align 3
-    jmp .Lc1_b8_c2
+    jmp .Lc1_b7_c2
     .p2align 3
-    jmp .Lc1_b8_c3
+    jmp .Lc1_b7_c3
     .p2align 3
-    jmp .Lc1_b8_c4
+    jmp .Lc1_b7_c4
     .p2align 3
-    jmp .Lc1_b8_c5
+    jmp .Lc1_b7_c5
     .p2align 3
-    jmp .Lc1_b8_c6
+    jmp .Lc1_b7_c6
     .p2align 3
-    jmp .Lc1_b8_c7
+    jmp .Lc1_b7_c7
     .p2align 3
-    jmp .Lc1_b8_c8
+    jmp .Lc1_b7_c8
     .p2align 3
-    jmp .Lc1_b8_c9
+    jmp .Lc1_b7_c9
     .p2align 3
-    jmp .Lc1_b8_c10
+    jmp .Lc1_b7_c10
     .p2align 3
-    jmp .Lc1_b8_c11
+    jmp .Lc1_b7_c11
     .p2align 3
-    jmp .Lc1_b8_c12
+    jmp .Lc1_b7_c12
     .p2align 3
-    jmp .Lc1_b8_c13
+    jmp .Lc1_b7_c13
     .p2align 3
-    jmp .Lc1_b8_c14
+    jmp .Lc1_b7_c14
     .p2align 3
-    jmp .Lc1_b8_c15
+    jmp .Lc1_b7_c15
     .p2align 6
-.Lc1_b8_c0:
-    mov rax, qword ptr [r15 + 25710296]
+.Lc1_b7_c0:
+    mov rax, qword ptr [r15 + 26244184]
     imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 25710296], rax
-    lea rcx, [rip + .Lc1_d1084_j]
-    add rcx, qword ptr [r15 + 25710304]
-    jmp .Lc1_d1084_j_t
-.Lc1_d1084_j:
-    lea rcx, [rip + .Lc1_d1088_j]
-    add rcx, qword ptr [r15 + 25710304]
-    jmp .Lc1_d1088_j_t
-.Lc1_d1088_j:
-    movsxd rax, dword ptr [r14 + 384]
-    movzx ecx, cl
+    mov qword ptr [r15 + 26244184], rax
+    lea rcx, [rip + .Lc1_d973_j]
+    add rcx, qword ptr [r15 + 26244192]
+    jmp .Lc1_d973_j_t
+.Lc1_d973_j:
+    mov rcx, qword ptr [r15 + 448]
+    mov r12, qword ptr [r15 + r12 + 56]
+    cmp rax, rax
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov eax, 45
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1152
+    jnz 1f
+1:
     jmp 1f
 1:
-    test ebx, 1073741824
-    jz 1f
+    mov dword ptr [r15 + 0], 211
+    mov ecx, eax
+    test ebx, 576
+    jnz 1f
+1:
+    mov r9, r10
+    jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    vpaddq xmm8, xmm8, xmmword ptr [r15 + 64]
-    test eax, ecx
-    test ebx, 320
-    jnz 1f
-1:
-    movzx ecx, byte ptr [r15 + 128]
-    mov byte ptr [r15 + 832], cl
-    mov rcx, rcx
+    and r9, 4032
+    mov qword ptr [r15 + r9 + 16832], r9
     test ebx, 1073741824
     jz 1f
 1:
-    mov qword ptr [r14 + 1472], rcx
-    mov dword ptr [r14 + 640], ecx
-    lea rax, [rcx + rcx*2 + 29]
-    test dword ptr [r15 + 25710300], 460800
+    jmp 1f
+1:
+    jmp 1f
+1:
+    add rcx, r9
+    test ebx, 1073741824
     jnz 1f
 1:
-    or eax, eax
-    or eax, eax
-    mov rbp, r10
-    lock add qword ptr [r15 + 256], rbp
-    test ebx, 225280
+    lock add qword ptr [r15 + 128], rcx
+    mov r9, r10
+    jmp 1f
+1:
+    sub rcx, r9
+    test ebx, 1073741824
     jz 1f
 1:
-    and rbp, 960
-    movzx eax, byte ptr [r15 + rbp + 2112]
-    add rbp, rcx
-    mov ecx, eax
-    test ebx, 1073741824
+    mov r8, r10
+    and r9, 4032
+    mov rdi, qword ptr [r14 + r9 + 4544]
+    imul rdi, qword ptr [r15 + 704]
+    and r8, 8388544
+    movzx esi, byte ptr [r14 + r8 + 17846720]
+    test dword ptr [r15 + 26244188], 917512
     jnz 1f
 1:
-    or ebp, ebp
-    mov ecx, eax
-    mov eax, dword ptr [r14 + 448]
-    test ebx, 1073741824
-    jnz 1f
+    jmp 1f
 1:
-    movzx eax, byte ptr [r15 + 192]
-    mov ecx, eax
-    mov ecx, dword ptr [r15 + 320]
+    mov rcx, qword ptr [r14 + 192]
+    jmp 1f
+1:
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
-    jz .Lc1_b8_done
-.Lc1_b8_c1:
-    mov rax, qword ptr [r15 + 25710296]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 25710296], rax
-    lea rcx, [rip + .Lc1_d1140_j]
-    add rcx, qword ptr [r15 + 25710304]
-    jmp .Lc1_d1140_j_t
-.Lc1_d1140_j:
-    xor dword ptr [r15 + 0], ecx
+    jz .Lc1_b7_done
+.Lc1_b7_c1:
+    lea rcx, [rip + .Lc1_d1026_j]
+    add rcx, qword ptr [r15 + 26244192]
+    jmp .Lc1_d1026_j_t
+.Lc1_d1026_j:
+    mov rsi, rcx
+    mov qword ptr [r15 + 768], rsi
+    nop
+    mov rsi, qword ptr [r14 + 192]
+    mov rdx, rsi
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and ecx, dword ptr [r15 + 512]
+    movzx r9d, byte ptr [r15 + 576]
+    movzx r8d, r9b
     jmp 1f
 1:
-    shr eax, 21
-    mov ecx, ecx
     test ebx, 1073741824
     jz 1f
 1:
-    mov rbp, rcx
-    mov ebp, 16
+    mov edx, 70
+    or edx, edx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1440
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    imul r8, qword ptr [r15 + 384]
+    jmp 1f
+1:
+    test ebx, 864
+    jnz 1f
+1:
+    mov edx, dword ptr [r14 + 1152]
+    mov r9, rdx
+    jmp 1f
+1:
+    and r9d, dword ptr [r15 + 320]
+    mov rsi, r9
+    test ebx, 320
+    jnz 1f
+1:
+    add r8, 62
+    movzx r8d, r8b
+    add r8, r8
+    movzx r8d, byte ptr [r15 + 832]
+    test ebx, 1984
+    jz 1f
+1:
+    xor edx, r8d
+    mov qword ptr [r15 + 128], rdx
+    lock or dword ptr [r15 + 64], 108
+    jmp 1f
+1:
+    test ebx, 736
+    jnz 1f
+1:
+    add rsi, rdx
+    add rsi, qword ptr [r14 + 256]
+    jmp 1f
+1:
+    neg rsi
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r8, rsi
+    mov r8d, r8d
+    mov r8, r8
+    mov byte ptr [r14 + 256], r8b
+    inc rbx
+    dec r13
+    jz .Lc1_b7_done
+.Lc1_b7_c2:
+    mov rax, qword ptr [r15 + 26244184]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 26244184], rax
+    lea rcx, [rip + .Lc1_d1090_j]
+    add rcx, qword ptr [r15 + 26244192]
+    jmp .Lc1_d1090_j_t
+.Lc1_d1090_j:
+    mov r8, qword ptr [r15 + 896]
+    sub r8, rax
+    mov eax, r8d
+    mov rax, rax
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r14 + 64], r8d
+    and ecx, dword ptr [r14 + 128]
+    mov r8, r10
+    movzx ebp, r8b
+    test dword ptr [r15 + 26244187], 42008577
+    jnz 1f
+1:
+    and r8, 1984
+    movsxd rax, dword ptr [r15 + r8 + 2496]
+    mov r8, qword ptr [r15 + 640]
+    mov qword ptr [r14 + 704], r8
+    lock xadd qword ptr [r15 + 0], r8
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rbp, rax
+    jmp 1f
+1:
+    sub rbp, r8
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
 1:
     mov ecx, ebp
-    or ebp, ecx
-    jmp 1f
-1:
     test ebx, 1073741824
     jnz 1f
 1:
+    cmp rcx, rcx
     mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rcx, dword ptr [r15 + 64]
-    mov rbp, qword ptr [r15 + 576]
-    mov eax, 251
-    test dword ptr [r15 + 25710299], 270598146
-    jnz 1f
-1:
-    movzx ebp, al
-    mov rax, rbp
-    jmp 1f
-1:
-    test ebx, 446464
-    jz 1f
-1:
-    mov qword ptr [r15 + 320], rbp
-    mov qword ptr [r15 + 256], rbp
-    .byte 0x0f, 0x1f, 0x40, 0x00
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rbp, rax
-    add rbp, qword ptr [r14 + 192]
-    mov rax, rax
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rcx, rbp
-    mov r9d, ecx
-    or r9d, r9d
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and rbp, r9
-    jmp 1f
-1:
-    mov eax, dword ptr [r14 + 128]
-    mov byte ptr [r15 + 512], al
+    or qword ptr [r15 + 0], 3
     test ebx, 1073741824
     jz 1f
 1:
-    movzx eax, byte ptr [r14 + 1088]
-    mov r9d, 155
-    and rbp, rbp
-    inc rbx
-    dec r13
-    jz .Lc1_b8_done
-.Lc1_b8_c2:
-    mov rax, qword ptr [r15 + 25710296]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 25710296], rax
-    xor eax, eax
-    test dword ptr [r15 + 25710299], 302514242
-    setz al
-    lea rcx, [rip + .Lc1_d1204_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d1204_s_t
-    .p2align 3
-.Lc1_d1204_s:
-    .p2align 3
-    jmp .Lc1_d1204_j
-    .p2align 3
-    jmp .Lc1_d1204_j
-.Lc1_d1204_j:
-    mov dword ptr [r15 + 0], eax
-    xor ebp, ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov rsi, qword ptr [r14 + 192]
+    mov ebp, esi
+    mov esi, ebp
+    mov dword ptr [r15 + 448], esi
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rcx, dword ptr [r15 + 384]
-    add rbp, qword ptr [r14 + 448]
-    test ebx, 1073741824
+    mov dword ptr [r15 + 256], 120
+    movsxd rcx, dword ptr [r15 + 320]
+    movzx edx, cl
+    test ebx, 576
     jnz 1f
 1:
     jmp 1f
 1:
-    mov byte ptr [r15 + 1280], cl
-    mov dword ptr [r14 + 128], ecx
-    test ebx, 1073741824
-    jz 1f
-1:
+    add rbp, rcx
     mov rbp, rbp
-    shr ecx, 29
-    movzx eax, bpl
-    test ebx, 1073741824
-    jnz 1f
-1:
-    xchg qword ptr [r15 + 64], rax
-    add rax, qword ptr [r15 + 192]
-    shl rbp, 4
-    test ebx, 1073741824
-    jz 1f
-1:
-    and ecx, dword ptr [r15 + 320]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rcx, qword ptr [r15 + 896]
-    xor ebp, eax
-    mov rax, qword ptr [r14 + 640]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rbp, rax
-    or eax, ebp
-    xor dword ptr [r15 + 256], ebp
+    add r11, 64
+    add r10, r11
     inc rbx
     dec r13
-    jz .Lc1_b8_done
-.Lc1_b8_c3:
-    mov rax, qword ptr [r15 + 25710296]
+    jz .Lc1_b7_done
+.Lc1_b7_c3:
+    mov rax, qword ptr [r15 + 26244184]
     imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 25710296], rax
-    lea rcx, [rip + .Lc1_d1258_j]
-    add rcx, qword ptr [r15 + 25710304]
-    jmp .Lc1_d1258_j_t
-.Lc1_d1258_j:
-    lea rcx, [rip + .Lc1_d1262_j]
-    add rcx, qword ptr [r15 + 25710304]
-    jmp .Lc1_d1262_j_t
-.Lc1_d1262_j:
-    mov qword ptr [r15 + 0], rcx
-    or qword ptr [r15 + 0], 35
-    mov dword ptr [r15 + 0], 171
-    movzx ecx, cl
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx eax, cl
-    shr ecx, 20
-    mov rbp, rcx
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov ecx, 3
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, dword ptr [r15 + 192]
-    mov eax, dword ptr [r15 + 576]
-    test ebx, 1632
-    jnz 1f
-1:
-    lea rcx, [rcx + rax*2 + 123]
-    mov ecx, 210
-    or ecx, eax
-    test ebx, 1073741824
-    jnz 1f
+    mov qword ptr [r15 + 26244184], rax
+    lea rcx, [rip + .Lc1_d1151_j]
+    add rcx, qword ptr [r15 + 26244192]
+    jmp .Lc1_d1151_j_t
+.Lc1_d1151_j:
+    lea rbp, [rax + rax*2 + 120]
+    jmp 1f
 1:
     mov rax, rcx
-    mov qword ptr [r15 + 64], rax
-    movzx eax, byte ptr [r14 + 384]
-    test dword ptr [r15 + 25710300], 269552128
-    jz 1f
-1:
-    shr eax, 7
-    inc eax
-    movzx eax, al
-    mov qword ptr [r14 + 512], rax
-    test dword ptr [r15 + 25710300], 34603089
-    jz 1f
-1:
-    shr r8d, 1
-    mov rbp, r8
-    mov rcx, qword ptr [r14 + 1152]
-    test dword ptr [r15 + 25710300], 2163464
-    jz 1f
-1:
-    xor ebp, r8d
-    movzx ecx, byte ptr [r14 + 1536]
-    xor ebp, r8d
-    inc rbx
-    dec r13
-    jz .Lc1_b8_done
-.Lc1_b8_c4:
-    mov rax, qword ptr [r15 + 25710296]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 25710296], rax
-    lea rcx, [rip + .Lc1_d1313_j]
-    add rcx, qword ptr [r15 + 25710304]
-    jmp .Lc1_d1313_j_t
-.Lc1_d1313_j:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    or ecx, eax
-    lea rbp, [rax + rax*2 + 105]
-    mov rax, rbp
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov eax, r9d
-    mov dword ptr [r14 + 0], eax
-    mov ecx, eax
-    mov ecx, 34
+    movzx eax, byte ptr [r15 + 64]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov ebp, 171
-    mov qword ptr [r15 + 320], rax
-    movzx eax, bpl
-    neg r8
-    test ebx, 1073741824
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    neg rcx
+    test dword ptr [r15 + 26244187], 33348
     jnz 1f
 1:
-    and rax, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r14 + 320], rcx
     jmp 1f
 1:
-    movzx eax, r8b
-    mov ebp, eax
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov ecx, 233
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov ecx, 15
-    test ebx, 1073741824
+    test ebx, 864
     jz 1f
 1:
-    or ecx, ecx
-    cmp rcx, r9
-    sub rax, rcx
-    movzx ecx, byte ptr [r14 + 192]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], 127
-    test ecx, ecx
-    mov r8, qword ptr [r15 + 256]
-    mov ecx, dword ptr [r15 + 1216]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rax, qword ptr [r15 + 704]
-    mov rcx, qword ptr [r14 + 64]
-    jmp 1f
-1:
-    mov r9, qword ptr [r14 + 448]
-    test dword ptr [r15 + 25710300], 134283360
-    jnz 1f
-1:
-    movzx eax, r9b
-    add rcx, 41
-    mov rcx, qword ptr [r15 + 128]
-    shl rcx, 14
-    inc rbx
-    dec r13
-    jz .Lc1_b8_done
-.Lc1_b8_c5:
-    mov rax, qword ptr [r15 + 25710296]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 25710296], rax
-    lea rcx, [rip + .Lc1_d1376_j]
-    add rcx, qword ptr [r15 + 25710304]
-    jmp .Lc1_d1376_j_t
-.Lc1_d1376_j:
-    mov eax, ecx
-    inc dword ptr [r14 + 640]
-    movsxd rax, dword ptr [r15 + 960]
     movzx ecx, al
+    xor dword ptr [r14 + 1344], ecx
+    movsxd rax, dword ptr [r15 + 1088]
+    test dword ptr [r15 + 26244187], 2359302
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov r8d, ecx
+    movsxd r8, dword ptr [r15 + 512]
+    mov ecx, 114
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r9, qword ptr [r15 + 192]
-    test eax, r9d
-    mov rax, qword ptr [r15 + 256]
+    mov eax, dword ptr [r15 + 128]
+    and eax, dword ptr [r14 + 384]
+    add rax, 60
+    test dword ptr [r15 + 26244188], 134288512
+    jz 1f
+1:
+    mov qword ptr [r14 + 576], rcx
+    jmp 1f
+1:
+    movzx ecx, al
+    mov r8d, dword ptr [r15 + 192]
+    test dword ptr [r15 + 26244187], 4719137
+    jz 1f
+1:
+    add rax, 15
+    mov byte ptr [r15 + 960], al
+    .byte 0x0f, 0x1f, 0x40, 0x00
+    inc rbx
+    dec r13
+    jz .Lc1_b7_done
+.Lc1_b7_c4:
+    lea rcx, [rip + .Lc1_d1200_j]
+    add rcx, qword ptr [r15 + 26244192]
+    jmp .Lc1_d1200_j_t
+.Lc1_d1200_j:
+    movsxd r8, dword ptr [r15 + 448]
+    movsxd rax, dword ptr [r14 + 384]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx edi, al
+    mov r12, qword ptr [r15 + r12 + 56]
+    add rdi, rax
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, rdi
     test ebx, 1073741824
     jz 1f
 1:
-    mov qword ptr [r15 + 64], r9
-    add rcx, rdx
-    movzx eax, cl
+    movsxd rcx, dword ptr [r15 + 192]
+    jmp 1f
+1:
+    movzx r9d, r8b
+    and r9, r9
     test ebx, 1073741824
     jnz 1f
 1:
-    mov dword ptr [r14 + 320], esi
-    mov rcx, r9
-    mov rcx, rcx
-    test dword ptr [r15 + 25710300], 73761
-    jnz 1f
+    mov r8d, 19
+    mov qword ptr [r15 + 64], r8
+    mov r8, qword ptr [r15 + 256]
+    jmp 1f
 1:
-    add rcx, 16
-    shr ecx, 11
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov dword ptr [r14 + 256], 104
+    shl r9, 17
+    test r9d, r9d
     mov r9, r10
-    lea rcx, [r9 + rcx*2 + 32]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and r9, 960
+    mov byte ptr [r15 + r9 + 1472], r9b
+    mov r9d, 234
+    movsxd r9, dword ptr [r14 + 640]
+    mov r8d, 181
     test ebx, 1073741824
     jz 1f
 1:
-    and r9, 448
-    xchg qword ptr [r15 + r9 + 1600], r9
-    inc dword ptr [r15 + 384]
+    movzx ecx, byte ptr [r14 + 768]
+    mov dword ptr [r15 + 128], 147
+    jmp 1f
+1:
+    add r11, 64
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b7_done
+.Lc1_b7_c5:
+    lea rcx, [rip + .Lc1_d1254_j]
+    add rcx, qword ptr [r15 + 26244192]
+    jmp .Lc1_d1254_j_t
+.Lc1_d1254_j:
+    mov r12, qword ptr [r15 + r12 + 56]
+    add qword ptr [r15 + 0], rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    test ebx, 640
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, 190
+    inc r8d
+    shl r8, 24
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r14 + 320], 72
+    movsxd r9, dword ptr [r15 + 64]
+    mov qword ptr [r15 + 1024], r9
+    and r9, r8
+    mov r9d, dword ptr [r14 + 192]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx r8d, byte ptr [r15 + 704]
+    jmp 1f
+1:
+    mov byte ptr [r15 + 1152], r9b
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r9d, dword ptr [r15 + 576]
+    mov ecx, 59
+    mov rcx, rcx
+    movzx ecx, cl
+    cmp rcx, rcx
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r8, r9
+    mov dword ptr [r14 + 0], 213
+    mov r9, rcx
+    cmp r9, r9
+    test ebx, 1073741824
+    jz 1f
+1:
+    lea rcx, [r8 + r8*2 + 87]
+    mov r8d, dword ptr [r15 + 512]
+    imul r8, qword ptr [r14 + 384]
+    movsxd rdx, dword ptr [r15 + 256]
+    mov esi, 209
+    test ebx, 736
+    jnz 1f
+1:
+    or r9d, ecx
+    mov r9, r9
+    jmp 1f
+1:
+    add r9, r8
+    inc rbx
+    dec r13
+    jz .Lc1_b7_done
+.Lc1_b7_c6:
+    mov rax, qword ptr [r15 + 26244184]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 26244184], rax
+    lea rcx, [rip + .Lc1_d1314_j]
+    add rcx, qword ptr [r15 + 26244192]
+    jmp .Lc1_d1314_j_t
+.Lc1_d1314_j:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, eax
+    mov r9, r9
+    test r9d, r9d
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + 0], 0
+    mov byte ptr [r15 + 0], r9b
+    mov r12, qword ptr [r15 + r12 + 56]
+    and ecx, dword ptr [r15 + 0]
+    test ebx, 6592
+    jz 1f
+1:
+    mov ecx, ecx
+    mov ecx, dword ptr [r15 + 256]
+    mov rbp, qword ptr [r15 + 192]
+    mov esi, 224
+    test ebx, 1073741824
+    jnz 1f
+1:
+    test ecx, ecx
+    mov dword ptr [r15 + 320], 88
+    neg rsi
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    cmp rsi, rsi
+    neg rcx
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx ebp, byte ptr [r14 + 1408]
+    movzx r9d, byte ptr [r15 + 640]
+    mov dword ptr [r15 + 128], 17
+    mov byte ptr [r15 + 448], cl
+    test dword ptr [r15 + 26244188], 4673
+    jnz 1f
+1:
+    neg rcx
+    add rcx, qword ptr [r15 + 512]
+    movsxd rdi, dword ptr [r14 + 832]
+    mov rbp, qword ptr [r14 + 64]
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx r9d, cl
+    and r9, r9
+    mov r9d, 165
+    inc rbx
+    dec r13
+    jz .Lc1_b7_done
+.Lc1_b7_c7:
+    mov rax, qword ptr [r15 + 26244184]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 26244184], rax
+    mov eax, dword ptr [r15 + 26244188]
+    and eax, 15
+    lea rcx, [rip + .Lc1_d1368_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d1368_s_t
+    .p2align 3
+.Lc1_d1368_s:
+    .p2align 3
+    jmp .Lc1_d1368_j
+    .p2align 3
+    jmp .Lc1_d1368_j
+    .p2align 3
+    jmp .Lc1_d1368_j
+    .p2align 3
+    jmp .Lc1_d1368_j
+    .p2align 3
+    jmp .Lc1_d1368_j
+    .p2align 3
+    jmp .Lc1_d1368_j
+    .p2align 3
+    jmp .Lc1_d1368_j
+    .p2align 3
+    jmp .Lc1_d1368_j
+    .p2align 3
+    jmp .Lc1_d1368_j
+    .p2align 3
+    jmp .Lc1_d1368_j
+    .p2align 3
+    jmp .Lc1_d1368_j
+    .p2align 3
+    jmp .Lc1_d1368_j
+    .p2align 3
+    jmp .Lc1_d1368_j
+    .p2align 3
+    jmp .Lc1_d1368_j
+    .p2align 3
+    jmp .Lc1_d1368_j
+    .p2align 3
+    jmp .Lc1_d1368_j
+.Lc1_d1368_j:
+    lea rcx, [rip + .Lc1_d1390_j]
+    add rcx, qword ptr [r15 + 26244192]
+    jmp .Lc1_d1390_j_t
+.Lc1_d1390_j:
+    and rax, rcx
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx eax, cl
+    test dword ptr [r15 + 26244187], 3170304
+    jnz 1f
+1:
     movsxd rcx, dword ptr [r14 + 128]
     test ebx, 1073741824
     jnz 1f
 1:
-    add rcx, 37
-    jmp 1f
-1:
-    sub r9, rcx
-    test dword ptr [r15 + 25710299], 171982848
+    mov r9d, 215
+    test dword ptr [r15 + 26244188], 538984456
     jnz 1f
 1:
-    movzx eax, byte ptr [r14 + 512]
-    add rcx, rax
-    mov r9d, dword ptr [r15 + 768]
-    test ebx, 1152
+    inc rbx
+    dec r13
+    jz .Lc1_b7_done
+.Lc1_b7_c8:
+    lea rcx, [rip + .Lc1_d1409_j]
+    add rcx, qword ptr [r15 + 26244192]
+    jmp .Lc1_d1409_j_t
+.Lc1_d1409_j:
+    .byte 0x0f, 0x1f, 0x00
+    jmp 1f
+1:
+    add qword ptr [r14 + 320], rcx
+    mov r9, rcx
+    mov r9, r9
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rcx, qword ptr [r15 + 768]
+    mov r9d, ecx
+    imul r9, qword ptr [r14 + 0]
+    and r9d, dword ptr [r14 + 192]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, 237
+    add rax, qword ptr [r15 + 64]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    neg r9
+    jmp 1f
+1:
+    mov r9d, eax
+    shr r9d, 20
+    neg r9
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r9, qword ptr [r15 + 896]
+    xchg qword ptr [r15 + 448], r9
+    mov ecx, 137
+    or ecx, ecx
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rcx, r9
+    shr ecx, 10
+    jmp 1f
+1:
+    and ecx, dword ptr [r14 + 256]
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx ecx, cl
+    lea rcx, [rcx + rcx*2 + 47]
+    mov dword ptr [r14 + 192], 238
+    mov ecx, dword ptr [r15 + 384]
+    mov r9, qword ptr [r15 + 128]
+    test ebx, 384
     jnz 1f
 1:
     mov eax, r9d
-    inc ecx
-    jmp 1f
-1:
-    add r11, 64
-    add r10, r11
+    mov qword ptr [r15 + 576], rax
+    movzx eax, byte ptr [r15 + 1088]
+    movzx r9d, al
     inc rbx
     dec r13
-    jz .Lc1_b8_done
-.Lc1_b8_c6:
-    mov rax, qword ptr [r15 + 25710296]
+    jz .Lc1_b7_done
+.Lc1_b7_c9:
+    mov rax, qword ptr [r15 + 26244184]
     imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 25710296], rax
-    lea rcx, [rip + .Lc1_d1434_j]
-    add rcx, qword ptr [r15 + 25710304]
-    jmp .Lc1_d1434_j_t
-.Lc1_d1434_j:
-    mov eax, dword ptr [r15 + 25710300]
-    and eax, 15
-    lea rcx, [rip + .Lc1_d1438_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d1438_s_t
-    .p2align 3
-.Lc1_d1438_s:
-    .p2align 3
-    jmp .Lc1_d1438_j
-    .p2align 3
-    jmp .Lc1_d1438_j
-    .p2align 3
-    jmp .Lc1_d1438_j
-    .p2align 3
-    jmp .Lc1_d1438_j
-    .p2align 3
-    jmp .Lc1_d1438_j
-    .p2align 3
-    jmp .Lc1_d1438_j
-    .p2align 3
-    jmp .Lc1_d1438_j
-    .p2align 3
-    jmp .Lc1_d1438_j
-    .p2align 3
-    jmp .Lc1_d1438_j
-    .p2align 3
-    jmp .Lc1_d1438_j
-    .p2align 3
-    jmp .Lc1_d1438_j
-    .p2align 3
-    jmp .Lc1_d1438_j
-    .p2align 3
-    jmp .Lc1_d1438_j
-    .p2align 3
-    jmp .Lc1_d1438_j
-    .p2align 3
-    jmp .Lc1_d1438_j
-    .p2align 3
-    jmp .Lc1_d1438_j
-.Lc1_d1438_j:
-    mov ecx, 189
+    mov qword ptr [r15 + 26244184], rax
+    lea rcx, [rip + .Lc1_d1470_j]
+    add rcx, qword ptr [r15 + 26244192]
+    jmp .Lc1_d1470_j_t
+.Lc1_d1470_j:
+    mov dword ptr [r14 + 512], eax
+    mov r9d, 181
+    mov dword ptr [r15 + 256], r9d
     test ebx, 1073741824
     jz 1f
 1:
-    mov rax, qword ptr [r14 + 576]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx eax, cl
-    test dword ptr [r15 + 25710300], 1086325000
+    mov dword ptr [r15 + 0], ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea rdi, [r15 + 26235968]
+    mov ecx, 66
+    rep stosb
+    test dword ptr [r15 + 26244188], 536887315
     jz 1f
 1:
-    movzx ecx, byte ptr [r15 + 256]
-    inc rbx
-    dec r13
-    jz .Lc1_b8_done
-.Lc1_b8_c7:
-    mov rax, qword ptr [r15 + 25710296]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 25710296], rax
-    lea rcx, [rip + .Lc1_d1476_j]
-    add rcx, qword ptr [r15 + 25710304]
-    jmp .Lc1_d1476_j_t
-.Lc1_d1476_j:
-    movzx eax, cl
-    mov ecx, 141
-    mov eax, 218
-    mov rcx, qword ptr [r15 + 128]
-    test ebx, 320
-    jnz 1f
-1:
-    mov qword ptr [r15 + 256], rax
-    mov byte ptr [r15 + 320], cl
-    mov eax, dword ptr [r14 + 128]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    xor dword ptr [r15 + 64], eax
-    mov rcx, qword ptr [r15 + 1280]
-    sub r9, rcx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx ecx, r9b
-    mov byte ptr [r15 + 640], cl
-    movsxd rcx, dword ptr [r14 + 384]
-    test dword ptr [r15 + 25710300], 4107
-    jnz 1f
-1:
-    or ecx, r9d
-    mov eax, dword ptr [r15 + 192]
-    mov rdx, rax
-    inc dword ptr [r15 + 448]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx edx, byte ptr [r15 + 1344]
-    mov esi, edx
-    movzx r9d, cl
-    test ebx, 1073741824
-    jz 1f
-1:
-    add r9, rcx
+    lea r9, [rdi + rcx*2 + 28]
     or r9d, r9d
-    lea rdi, [r15 + 25702080]
-    lea rsi, [r15 + 25706176]
-    mov ecx, 67
-    rep movsb
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rsi, qword ptr [r14 + 1024]
-    jmp 1f
-1:
-    mov edi, dword ptr [r14 + 512]
-    inc rbx
-    dec r13
-    jz .Lc1_b8_done
-.Lc1_b8_c8:
-    mov rax, qword ptr [r15 + 25710296]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 25710296], rax
-    lea rcx, [rip + .Lc1_d1529_j]
-    add rcx, qword ptr [r15 + 25710304]
-    jmp .Lc1_d1529_j_t
-.Lc1_d1529_j:
-    inc eax
-    jmp 1f
-1:
-    movzx esi, byte ptr [r15 + 384]
-    neg rdi
-    test dword ptr [r15 + 25710300], 401416
-    jnz 1f
-1:
-    mov rdx, rcx
-    add rax, qword ptr [r15 + 448]
-    lock xadd qword ptr [r15 + 0], rcx
-    mov edi, 229
-    test ebx, 1073741824
+    mov r9, r9
+    test ebx, 480
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, esi
-    lea rsi, [rdi + rdi*2 + 82]
+    mov r9d, r9d
+    test r9d, r9d
     test ebx, 1073741824
     jnz 1f
 1:
-    movsxd rdi, dword ptr [r14 + 256]
-    shr edx, 3
-    movsxd rcx, dword ptr [r14 + 64]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    movsxd rax, dword ptr [r15 + 192]
-    mov ebp, dword ptr [r14 + 832]
-    inc ebp
-    mov edx, dword ptr [r15 + 1216]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r8d, 169
-    mov ebp, r8d
-    mov rcx, rdx
-    test ebx, 356352
-    jz 1f
-1:
-    movsxd rax, dword ptr [r15 + 1088]
-    neg rcx
-    mov byte ptr [r14 + 128], al
-    jmp 1f
-1:
+    sub rdi, r9
+    mov byte ptr [r15 + 704], dil
+    shr edi, 1
     test ebx, 1073741824
     jnz 1f
 1:
-    jmp 1f
-1:
-    movzx edx, cl
-    jmp 1f
-1:
-    mov dword ptr [r15 + 576], 124
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov ecx, 181
-    jmp 1f
-1:
-    shl rcx, 28
-    inc rbx
-    dec r13
-    jz .Lc1_b8_done
-.Lc1_b8_c9:
-    mov rax, qword ptr [r15 + 25710296]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 25710296], rax
-    lea rcx, [rip + .Lc1_d1588_j]
-    add rcx, qword ptr [r15 + 25710304]
-    jmp .Lc1_d1588_j_t
-.Lc1_d1588_j:
-    lea rcx, [rip + .Lc1_d1592_j]
-    add rcx, qword ptr [r15 + 25710304]
-    jmp .Lc1_d1592_j_t
-.Lc1_d1592_j:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 107
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rdx, rax
-    mov byte ptr [r15 + 640], cl
-    movzx eax, cl
-    test ebx, 1073741824
-    jz 1f
-1:
-    shl rax, 15
-    mov dword ptr [r14 + 64], 241
-    or qword ptr [r15 + 256], 34
-    test dword ptr [r15 + 25710300], 1208090656
-    jnz 1f
-1:
-    add rdx, 106
-    mov dword ptr [r15 + 128], 7
-    mov ecx, edx
-    test ebx, 1376
-    jnz 1f
-1:
-    movsxd rdx, dword ptr [r15 + 320]
-    mov rcx, qword ptr [r15 + 896]
-    jmp 1f
-1:
-    cmp rax, rax
-    test ebx, 495616
-    jz 1f
-1:
-    mov eax, 124
-    movzx edx, byte ptr [r14 + 192]
-    inc edx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov edx, edx
-    mov eax, 255
-    shl rcx, 13
-    test ebx, 1073741824
-    jnz 1f
-1:
-    .byte 0x0f, 0x1f, 0x00
-    movsxd rax, dword ptr [r14 + 512]
-    jmp 1f
-1:
-    inc rbx
-    dec r13
-    jz .Lc1_b8_done
-.Lc1_b8_c10:
-    mov rax, qword ptr [r15 + 25710296]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 25710296], rax
-    lea rcx, [rip + .Lc1_d1642_j]
-    add rcx, qword ptr [r15 + 25710304]
-    jmp .Lc1_d1642_j_t
-.Lc1_d1642_j:
-    movsxd rax, dword ptr [r15 + 64]
-    mov qword ptr [r15 + 1152], rdx
-    movsxd r9, dword ptr [r14 + 384]
-    movzx edx, al
-    test ebx, 1073741824
-    jz 1f
-1:
-    xor eax, r9d
-    mov edx, dword ptr [r14 + 320]
-    add rax, rdx
-    cmp r9, rdx
-    test ebx, 1073741824
-    jz 1f
-1:
-    xor dword ptr [r14 + 0], edx
-    lea rdi, [rax + rax*2 + 63]
-    mov qword ptr [r14 + 0], rdi
-    movzx eax, dl
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx eax, al
-    test eax, edi
-    mov edi, edx
-    sub r8, rdi
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov ecx, r8d
-    shl rcx, 16
-    and rcx, rdx
-    test dword ptr [r15 + 25710299], 268435856
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov ecx, dword ptr [r15 + 256]
-    bswap rdi
-    or qword ptr [r15 + 192], 117
-    test dword ptr [r15 + 25710299], 2179144
-    jz 1f
-1:
-    movsxd rbp, dword ptr [r15 + 448]
-    mov rcx, rdi
-    sub rbp, rcx
-    jmp 1f
-1:
-    test dword ptr [r15 + 25710300], 32852
-    jnz 1f
-1:
-    movzx ebp, dil
-    neg rcx
-    or edx, ecx
-    or eax, ecx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r14 + 128], 50
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    inc rbx
-    dec r13
-    jz .Lc1_b8_done
-.Lc1_b8_c11:
-    mov rax, qword ptr [r15 + 25710296]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 25710296], rax
-    lea rcx, [rip + .Lc1_d1702_j]
-    add rcx, qword ptr [r15 + 25710304]
-    jmp .Lc1_d1702_j_t
-.Lc1_d1702_j:
-    lock or dword ptr [r15 + 1408], 30
-    add rcx, qword ptr [r14 + 1280]
-    xor ecx, ebp
-    and rcx, rcx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    movzx edx, byte ptr [r15 + 512]
-    and eax, dword ptr [r15 + 192]
-    mov rbp, r10
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r8, qword ptr [r14 + 384]
-    mov rcx, r8
-    and rbp, 524224
-    mov r8, qword ptr [r15 + rbp + 14691392]
-    test ebx, 1152
-    jnz 1f
-1:
-    movzx r9d, sil
-    mov ebp, ebp
-    movsxd rbp, dword ptr [r15 + 704]
-    test ebx, 1152
-    jnz 1f
-1:
-    inc edx
-    mov eax, edx
-    shr ecx, 20
-    neg rbp
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r9d, ecx
-    movsxd rbp, dword ptr [r15 + 576]
-    jmp 1f
-1:
-    mov r9, r10
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rbp, rbp
-    and r9, 1984
-    vmovdqu ymm11, ymmword ptr [r15 + r9 + 3136]
-    mov r9, r10
-    jmp 1f
-1:
-    test dword ptr [r15 + 25710300], 310902785
-    jz 1f
-1:
-    add rbp, qword ptr [r15 + 256]
-    and r9, 448
-    mov edx, dword ptr [r15 + r9 + 1600]
-    shr r9d, 10
-    add r11, 64
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b8_done
-.Lc1_b8_c12:
-    mov rax, qword ptr [r15 + 25710296]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 25710296], rax
-    lea rcx, [rip + .Lc1_d1760_j]
-    add rcx, qword ptr [r15 + 25710304]
-    jmp .Lc1_d1760_j_t
-.Lc1_d1760_j:
-    lea rcx, [rip + .Lc1_d1764_j]
-    add rcx, qword ptr [r15 + 25710304]
-    jmp .Lc1_d1764_j_t
-.Lc1_d1764_j:
-    shr ecx, 31
-    cmp rsi, rax
-    jmp 1f
-1:
-    test dword ptr [r15 + 25710299], 276890116
-    jz 1f
-1:
-    jmp 1f
-1:
+    mov rdi, qword ptr [r15 + 192]
+    mov esi, dword ptr [r14 + 384]
     mov r8, r10
-    mov rcx, qword ptr [r14 + 192]
+    mov ecx, r8d
     test ebx, 1073741824
     jz 1f
 1:
-    and r8, 2097088
-    movsxd rax, dword ptr [r14 + r8 + 15215680]
-    mov r8d, 57
-    mov r9d, dword ptr [r14 + 320]
+    and r8, 8388544
+    movsxd r9, dword ptr [r15 + r8 + 17846720]
+    add r9, r9
+    mov edi, 197
     test ebx, 1073741824
-    jnz 1f
-1:
-    mov rcx, qword ptr [r15 + 640]
-    mov r8d, r8d
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx r8d, r8b
-    lock or dword ptr [r15 + 128], 48
-    mov r9, r10
-    movzx eax, r9b
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movsxd rax, dword ptr [r14 + 64]
-    and r9, 960
-    mov byte ptr [r15 + r9 + 2112], cl
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rcx, qword ptr [r15 + 256]
-    movzx esi, byte ptr [r15 + 448]
-    and r9, r8
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + 960], 158
-    mov r9d, 215
-    add r11, 64
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b8_done
-.Lc1_b8_c13:
-    lea rcx, [rip + .Lc1_d1811_j]
-    add rcx, qword ptr [r15 + 25710304]
-    jmp .Lc1_d1811_j_t
-.Lc1_d1811_j:
-    mov dword ptr [r15 + 384], 65
-    mov dword ptr [r14 + 128], ecx
-    mov dword ptr [r14 + 64], ecx
-    movsxd rsi, dword ptr [r14 + 1024]
-    neg rsi
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + 192], esi
-    mov esi, 252
-    movsxd rsi, dword ptr [r15 + 320]
-    add qword ptr [r15 + 0], rsi
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov esi, esi
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1152
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, 232
-    shl rsi, 21
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov esi, 213
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 1216], esi
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rdi, r9
-    jmp 1f
-1:
-    mov r9d, 219
-    mov r9d, esi
-    test ebx, 1073741824
-    jz 1f
-1:
-    or qword ptr [r15 + 256], 17
-    or r9d, r9d
-    jmp 1f
-1:
-    mov dword ptr [r14 + 576], 24
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r9, qword ptr [r14 + 768]
-    jmp 1f
-1:
-    mov rsi, rdi
-    mov rsi, qword ptr [r15 + 512]
-    inc rbx
-    dec r13
-    jz .Lc1_b8_done
-.Lc1_b8_c14:
-    mov rax, qword ptr [r15 + 25710296]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 25710296], rax
-    lea rcx, [rip + .Lc1_d1868_j]
-    add rcx, qword ptr [r15 + 25710304]
-    jmp .Lc1_d1868_j_t
-.Lc1_d1868_j:
-    mov dword ptr [r14 + 832], eax
-    and r9d, dword ptr [r15 + 640]
-    shl rax, 27
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rsi, qword ptr [r15 + 128]
-    xor ecx, r9d
-    sub rax, rcx
-    test dword ptr [r15 + 25710299], 1612710080
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov rsi, qword ptr [r15 + 384]
-    mov ecx, 123
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + 192], eax
-    mov eax, ecx
-    test ecx, esi
-    xor eax, esi
-    test dword ptr [r15 + 25710299], 268448000
-    jnz 1f
-1:
-    add rax, rax
-    mov esi, esi
-    xchg qword ptr [r15 + 1472], rsi
-    test ebx, 1073741824
-    jnz 1f
-1:
-    vpaddd ymm6, ymm11, ymmword ptr [r14 + 448]
-    movzx edi, sil
-    jmp 1f
-1:
-    xor eax, edi
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx eax, byte ptr [r14 + 256]
-    mov edi, dword ptr [r14 + 64]
-    add rdi, rsi
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov edi, 231
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov rdi, rax
-    test dword ptr [r15 + 25710300], 6422592
     jnz 1f
 1:
     movzx ecx, r8b
-    mov r9, rcx
-    mov ecx, 174
-    inc rbx
-    dec r13
-    jz .Lc1_b8_done
-.Lc1_b8_c15:
-    mov rax, qword ptr [r15 + 25710296]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 25710296], rax
-    lea rcx, [rip + .Lc1_d1926_j]
-    add rcx, qword ptr [r15 + 25710304]
-    jmp .Lc1_d1926_j_t
-.Lc1_d1926_j:
-    lea rcx, [rip + .Lc1_d1930_j]
-    add rcx, qword ptr [r15 + 25710304]
-    jmp .Lc1_d1930_j_t
-.Lc1_d1930_j:
-    mov eax, dword ptr [r15 + 320]
-    or qword ptr [r15 + 512], 76
-    mov ecx, ecx
-    mov byte ptr [r15 + 576], cl
+    add rcx, qword ptr [r15 + 640]
+    mov rsi, rcx
     test ebx, 1073741824
-    jz 1f
-1:
-    inc edx
-    movsxd r9, dword ptr [r14 + 64]
-    mov qword ptr [r15 + 1088], rcx
-    test dword ptr [r15 + 25710300], 1076363520
     jnz 1f
 1:
-    mov rax, rcx
     jmp 1f
 1:
-    mov rax, rax
-    test ebx, 736
-    jnz 1f
-1:
-    movsxd rcx, dword ptr [r14 + 1280]
-    mov r9, r10
-    or eax, edx
-    movzx r8d, dl
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and r9, 4032
-    mov r8, qword ptr [r15 + r9 + 5184]
-    inc eax
-    or qword ptr [r15 + 192], 81
-    movzx r9d, al
-    test ebx, 1073741824
-    jz 1f
-1:
-    shr edi, 15
-    imul r8, qword ptr [r14 + 256]
-    mov edi, dword ptr [r14 + 128]
-    test dword ptr [r15 + 25710300], 16787459
-    jz 1f
-1:
-    test r9d, edi
-    shr r8d, 28
-    neg r8
-    test ebx, 1376
-    jnz 1f
-1:
-    sub rdi, r8
-    .byte 0x66, 0x90
-    mov r9d, 155
+    inc r9d
+    mov dword ptr [r15 + 64], r9d
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
-    jnz .Lc1_b8_c0
-.Lc1_b8_done:
-    mov qword ptr [r15 + 25710272], r11
-    mov qword ptr [r15 + 25710280], r10
-    mov qword ptr [r15 + 25710288], r12
+    jz .Lc1_b7_done
+.Lc1_b7_c10:
+    mov rax, qword ptr [r15 + 26244184]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 26244184], rax
+    lea rcx, [rip + .Lc1_d1529_j]
+    add rcx, qword ptr [r15 + 26244192]
+    jmp .Lc1_d1529_j_t
+.Lc1_d1529_j:
+    jmp 1f
+1:
+    mov r9d, dword ptr [r15 + 128]
+    jmp 1f
+1:
+    mov r8d, 201
+    test dword ptr [r15 + 26244188], 1073877504
+    jnz 1f
+1:
+    shr ecx, 3
+    movzx ecx, cl
+    mov rcx, rcx
+    test ebx, 1073741824
+    jz 1f
+1:
+    and r9d, dword ptr [r15 + 320]
+    movzx r8d, byte ptr [r14 + 256]
+    mov eax, r8d
+    test dword ptr [r15 + 26244188], 5243010
+    jnz 1f
+1:
+    mov dword ptr [r15 + 64], ecx
+    mov ecx, dword ptr [r14 + 576]
+    mov rbp, r10
+    mov dword ptr [r14 + 960], 248
+    test ebx, 1632
+    jnz 1f
+1:
+    lea rax, [rcx + rcx*2 + 11]
+    and rbp, 960
+    lock or dword ptr [r15 + rbp + 1472], 127
+    mov qword ptr [r15 + 1152], rcx
+    lock or dword ptr [r15 + 1216], 108
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rcx, qword ptr [r15 + 384]
+    movsxd r8, dword ptr [r15 + 192]
+    add r8, 40
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rax, qword ptr [r14 + 448]
+    test eax, eax
+    add rax, 116
+    test dword ptr [r15 + 26244187], 134479883
+    jz 1f
+1:
+    mov ecx, r8d
+    jmp 1f
+1:
+    or ecx, eax
+    add r11, 64
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b7_done
+.Lc1_b7_c11:
+    mov rax, qword ptr [r15 + 26244184]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 26244184], rax
+    lea rcx, [rip + .Lc1_d1583_j]
+    add rcx, qword ptr [r15 + 26244192]
+    jmp .Lc1_d1583_j_t
+.Lc1_d1583_j:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, al
+    jmp 1f
+1:
+    mov eax, 72
+    test ebx, 1073741824
+    jnz 1f
+1:
+    shl rcx, 15
+    lea rcx, [rcx + rcx*2 + 5]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movsxd rdx, dword ptr [r15 + 768]
+    jmp 1f
+1:
+    mov eax, dword ptr [r15 + 128]
+    test ebx, 1248
+    jnz 1f
+1:
+    mov r8, r10
+    mov ecx, 42
+    and r8, 2097088
+    mov dword ptr [r15 + r8 + 15749568], r8d
+    and r8, rax
+    test ebx, 1073741824
+    jnz 1f
+1:
+    sub rax, rcx
+    mov r8, r10
+    movzx eax, byte ptr [r14 + 512]
+    and r8, 1984
+    mov ecx, dword ptr [r15 + r8 + 2496]
+    jmp 1f
+1:
+    test dword ptr [r15 + 26244188], 134369280
+    jnz 1f
+1:
+    lea r8, [r8 + r8*2 + 92]
+    movzx r8d, r8b
+    or qword ptr [r14 + 0], 85
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov ecx, 149
+    test ecx, ecx
+    add rcx, 110
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movsxd rax, dword ptr [r14 + 256]
+    add qword ptr [r15 + 192], rax
+    movzx eax, cl
+    add r11, 64
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b7_done
+.Lc1_b7_c12:
+    mov rax, qword ptr [r15 + 26244184]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 26244184], rax
+    lea rcx, [rip + .Lc1_d1639_j]
+    add rcx, qword ptr [r15 + 26244192]
+    jmp .Lc1_d1639_j_t
+.Lc1_d1639_j:
+    jmp 1f
+1:
+    shl rax, 21
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea rax, [rcx + rcx*2 + 7]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx ecx, al
+    inc ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 122
+    test ebx, 1073741824
+    jz 1f
+1:
+    inc dword ptr [r15 + 192]
+    mov edi, 228
+    inc dword ptr [r15 + 128]
+    inc edi
+    test dword ptr [r15 + 26244187], 1355284480
+    jz 1f
+1:
+    mov ecx, edi
+    or ecx, ecx
+    mov dword ptr [r15 + 256], ecx
+    mov ecx, edi
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx edi, byte ptr [r14 + 320]
+    movsxd rax, dword ptr [r14 + 1024]
+    movzx edx, byte ptr [r15 + 384]
+    add rdx, 1
+    test ebx, 1073741824
+    jnz 1f
+1:
+    bswap rcx
+    movzx ecx, cl
+    mov ecx, dword ptr [r15 + 64]
+    lea rdi, [rcx + rcx*2 + 89]
+    test dword ptr [r15 + 26244187], 78123008
+    jz 1f
+1:
+    mov dword ptr [r15 + 640], 57
+    mov dword ptr [r14 + 448], 186
+    movzx eax, cl
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    inc edx
+    mov edi, 127
+    and rdi, rdi
+    inc rbx
+    dec r13
+    jz .Lc1_b7_done
+.Lc1_b7_c13:
+    mov rax, qword ptr [r15 + 26244184]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 26244184], rax
+    lea rcx, [rip + .Lc1_d1694_j]
+    add rcx, qword ptr [r15 + 26244192]
+    jmp .Lc1_d1694_j_t
+.Lc1_d1694_j:
+    lea rcx, [rip + .Lc1_d1698_j]
+    add rcx, qword ptr [r15 + 26244192]
+    jmp .Lc1_d1698_j_t
+.Lc1_d1698_j:
+    mov dword ptr [r15 + 256], 239
+    movzx edi, cl
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx eax, cl
+    movzx ecx, al
+    mov qword ptr [r15 + 64], rcx
+    test dword ptr [r15 + 26244187], 8405520
+    jnz 1f
+1:
+    movzx edi, byte ptr [r14 + 320]
+    neg rdi
+    mov edx, 174
+    test dword ptr [r15 + 26244188], 1110458368
+    jz 1f
+1:
+    mov eax, 62
+    movzx ecx, al
+    mov dword ptr [r14 + 1088], ecx
+    test ebx, 1073741824
+    jnz 1f
+1:
+    .byte 0x0f, 0x1f, 0x40, 0x00
+    lea rdx, [rax + rax*2 + 94]
+    xor dword ptr [r15 + 512], edx
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov eax, edx
+    movzx edi, byte ptr [r14 + 704]
+    xor dword ptr [r14 + 576], edi
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rbp, r10
+    movzx ecx, bpl
+    and rbp, 4032
+    lock add qword ptr [r15 + rbp + 4544], rbp
+    sub rbp, rdi
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov edi, ecx
+    movzx eax, dil
+    add r11, 64
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b7_done
+.Lc1_b7_c14:
+    lea rcx, [rip + .Lc1_d1746_j]
+    add rcx, qword ptr [r15 + 26244192]
+    jmp .Lc1_d1746_j_t
+.Lc1_d1746_j:
+    jmp 1f
+1:
+    mov eax, dword ptr [r15 + 1280]
+    movzx edi, al
+    mov r12, qword ptr [r15 + r12 + 56]
+    test bl, 192
+    jnz 1f
+1:
+    mov ebp, 214
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edi, 12
+    lea rdi, [rdi + rdi*2 + 126]
+    mov rdi, rdi
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    lea rdi, [r15 + 26235968]
+    lea rsi, [r15 + 26240064]
+    mov ecx, 68
+    rep movsb
+    mov byte ptr [r14 + 0], cl
+    test ebx, 1073741824
+    jz 1f
+1:
+    and rcx, rcx
+    movzx ecx, cl
+    neg rcx
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    test ecx, ecx
+    movzx edi, byte ptr [r14 + 256]
+    mov rcx, qword ptr [r15 + 832]
+    test ebx, 1073741824
+    jz 1f
+1:
+    lea rsi, [rdi + rcx*2 + 91]
+    mov esi, dword ptr [r15 + 448]
+    mov rdi, qword ptr [r14 + 192]
+    movzx edx, dil
+    test ebx, 1073741824
+    jnz 1f
+1:
+    shr ecx, 1
+    mov dword ptr [r15 + 640], 245
+    test edx, edx
+    test ebx, 1073741824
+    jnz 1f
+1:
+    xor dword ptr [r15 + 384], ecx
+    mov dword ptr [r15 + 128], 154
+    jmp 1f
+1:
+    inc rbx
+    dec r13
+    jz .Lc1_b7_done
+.Lc1_b7_c15:
+    mov rax, qword ptr [r15 + 26244184]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 26244184], rax
+    lea rcx, [rip + .Lc1_d1806_j]
+    add rcx, qword ptr [r15 + 26244192]
+    jmp .Lc1_d1806_j_t
+.Lc1_d1806_j:
+    mov r9d, dword ptr [r15 + 384]
+    add r9, 58
+    movzx edi, byte ptr [r15 + 64]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    movsxd rax, dword ptr [r15 + 512]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    test dword ptr [r15 + 26244188], 547618817
+    jz 1f
+1:
+    mov edi, dword ptr [r14 + 576]
+    cmp rdi, rdi
+    mov r9d, dword ptr [r14 + 768]
+    inc r9d
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rax, qword ptr [r15 + 192]
+    jmp 1f
+1:
+    mov ecx, 229
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    neg rdi
+    test dword ptr [r15 + 26244187], 1879065088
+    jz 1f
+1:
+    inc r9d
+    mov rax, r9
+    mov dword ptr [r14 + 256], 13
+    test dword ptr [r15 + 26244188], 170016
+    jz 1f
+1:
+    mov ecx, 68
+    jmp 1f
+1:
+    movsxd rcx, dword ptr [r15 + 128]
+    mov dword ptr [r15 + 320], ecx
+    test dword ptr [r15 + 26244187], 344457216
+    jnz 1f
+1:
+    mov r9, r10
+    shl rdi, 24
+    mov rax, rcx
+    and r9, 960
+    mov dword ptr [r15 + r9 + 1472], r9d
+    add r11, 64
+    add r10, r11
+    inc rbx
+    dec r13
+    jnz .Lc1_b7_c0
+.Lc1_b7_done:
+    mov qword ptr [r15 + 26244160], r11
+    mov qword ptr [r15 + 26244168], r10
+    mov qword ptr [r15 + 26244176], r12
     ldmxcsr dword ptr [rsp]
     vzeroupper
     add rsp, 8
@@ -3237,28 +3162,26 @@ ditto_body_init_c1:
     movabs rcx, 0x9e3779b97f4a7c15
     imul rax, rcx
     and rax, -64
-    mov qword ptr [r8 + 25710272], rax
+    mov qword ptr [r8 + 26244160], rax
     movabs rax, 0x0
-    mov qword ptr [r8 + 25710312], rax
+    mov qword ptr [r8 + 26244200], rax
     movabs rax, 0x9e3779b91f4a7c15
-    mov qword ptr [r8 + 25710320], rax
-    movabs rax, 0x3c6ef3721e94f82a
-    mov qword ptr [r8 + 25710328], rax
-    movabs rax, 0xdaa66d2c1ddf743c
-    mov qword ptr [r8 + 25710336], rax
+    mov qword ptr [r8 + 26244208], rax
+    movabs rax, 0x3c6ef3721e94f828
+    mov qword ptr [r8 + 26244216], rax
+    movabs rax, 0xdaa66d2c1ddf743f
+    mov qword ptr [r8 + 26244224], rax
     movabs rax, 0x78dde6e51d29f054
-    mov qword ptr [r8 + 25710344], rax
-    movabs rax, 0x1715609f1c746c68
-    mov qword ptr [r8 + 25710352], rax
+    mov qword ptr [r8 + 26244232], rax
+    movabs rax, 0x1715609f1c746c69
+    mov qword ptr [r8 + 26244240], rax
     movabs rax, 0xb54cda581bbee87e
-    mov qword ptr [r8 + 25710360], rax
-    movabs rax, 0x538454121b096493
-    mov qword ptr [r8 + 25710368], rax
-    movabs rax, 0xf1bbcdcb1a53e0a0
-    mov qword ptr [r8 + 25710376], rax
-    movabs rax, 0xf9cc25064338e795
-    mov qword ptr [r8 + 25710296], rax
-    mov qword ptr [r8 + 25710304], 0
+    mov qword ptr [r8 + 26244248], rax
+    movabs rax, 0x538454121b096490
+    mov qword ptr [r8 + 26244256], rax
+    movabs rax, 0xde0f90d6d3a4e4e3
+    mov qword ptr [r8 + 26244184], rax
+    mov qword ptr [r8 + 26244192], 0
     lea rdi, [r8 + 56]
     xor ecx, ecx
 2:  imul rax, rcx, 5
@@ -3294,9 +3217,9 @@ ditto_body_c2:
     or eax, 0x8040
     mov dword ptr [rsp + 4], eax
     ldmxcsr dword ptr [rsp + 4]
-    mov r11, qword ptr [r15 + 15317184]
-    mov r10, qword ptr [r15 + 15317192]
-    mov r12, qword ptr [r15 + 15317200]
+    mov r11, qword ptr [r15 + 16857536]
+    mov r10, qword ptr [r15 + 16857544]
+    mov r12, qword ptr [r15 + 16857552]
     and r12, 0
     xor eax, eax
     xor ecx, ecx
@@ -3322,270 +3245,272 @@ ditto_body_c2:
     pxor xmm13, xmm13
     pxor xmm14, xmm14
     pxor xmm15, xmm15
-// block 0: 64 bytes, 1 chunk(s), 17 chunk executions per call
-    mov rbx, qword ptr [r15 + 15317224]
-    lea rcx, [rbx + 17]
-    mov qword ptr [r15 + 15317224], rcx
-    mov r13d, 17
+// block 0: 64 bytes, 1 chunk(s), 18 chunk executions per call
+    mov rbx, qword ptr [r15 + 16857576]
+    lea rcx, [rbx + 18]
+    mov qword ptr [r15 + 16857576], rcx
+    mov r13d, 18
     jmp .Lc2_b0_c0
     .p2align 6
 .Lc2_b0_c0:
-    mov dword ptr [r14 + 0], 219
-    mov ecx, 175
-    mov rdi, rax
+    mov r8, r11
+    and r8, 448
+    mov byte ptr [r15 + r8 + 1344], cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov byte ptr [r15 + 1344], dl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 4096
-    jnz 1f
-1:
-    mov qword ptr [r15 + 64], rdi
+    mov dword ptr [r14 + 0], 185
+    mov r8d, 134
     jmp 1f
 1:
+    add r11, 64
     inc rbx
     dec r13
     jnz .Lc2_b0_c0
 .Lc2_b0_done:
 // block 1: 64 bytes, 1 chunk(s), 2 chunk executions per call
+    mov rbx, qword ptr [r15 + 16857584]
+    lea rcx, [rbx + 2]
+    mov qword ptr [r15 + 16857584], rcx
     mov r13d, 2
     jmp .Lc2_b1_c0
     .p2align 6
 .Lc2_b1_c0:
-    mov rax, rdi
-    movsd qword ptr [r15 + 0], xmm8
+    mov rcx, rcx
+    movsd qword ptr [r14 + 64], xmm11
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r11
     mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 8128
-    mov byte ptr [r15 + rbp + 22080], al
-    movzx edi, bpl
-    add rdi, qword ptr [r15 + 1216]
-    and ebp, dword ptr [r15 + 768]
-    add r11, 64
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r8d, cl
+    add rcx, qword ptr [r15 + 1216]
+    and r8d, dword ptr [r15 + 448]
+    inc rbx
     dec r13
     jnz .Lc2_b1_c0
 .Lc2_b1_done:
 // block 2: 64 bytes, 1 chunk(s), 1 chunk executions per call
-    mov rbx, qword ptr [r15 + 15317240]
+    mov rbx, qword ptr [r15 + 16857592]
     lea rcx, [rbx + 1]
-    mov qword ptr [r15 + 15317240], rcx
+    mov qword ptr [r15 + 16857592], rcx
     mov r13d, 1
     jmp .Lc2_b2_c0
     .p2align 6
 .Lc2_b2_c0:
-    mov rax, rcx
-    mov rcx, rcx
-    add rax, qword ptr [r15 + 448]
-    mov rdx, rax
-    test ebx, 1073741824
-    jnz 1f
-1:
-    or eax, 1
-    xor edx, edx
-    div eax
-    mov byte ptr [r14 + 0], cl
-    mov eax, 233
-    test ebx, 1073741824
-    jnz 1f
-1:
     jmp 1f
 1:
-    mov rax, rdx
-    and eax, dword ptr [r15 + 512]
+    add rcx, qword ptr [r15 + 512]
+    mov rbp, rcx
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rbp, rbp
+    mov rax, rcx
+    and ebp, dword ptr [r15 + 448]
+    imul rax, rcx
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov ebp, 121
+    mov rax, rax
+    mov byte ptr [r15 + 0], r8b
+    mov rax, rbp
     inc rbx
     dec r13
     jnz .Lc2_b2_c0
 .Lc2_b2_done:
 // block 3: 64 bytes, 1 chunk(s), 1 chunk executions per call
-    mov rbx, qword ptr [r15 + 15317248]
+    mov rbx, qword ptr [r15 + 16857600]
     lea rcx, [rbx + 1]
-    mov qword ptr [r15 + 15317248], rcx
+    mov qword ptr [r15 + 16857600], rcx
     mov r13d, 1
     jmp .Lc2_b3_c0
     .p2align 6
 .Lc2_b3_c0:
-    mov rbp, r11
-    paddd xmm2, xmm13
-    and rbp, 8128
-    and ecx, dword ptr [r15 + rbp + 22080]
-    pxor xmm4, xmm2
+    mov rdi, rcx
+    mov ecx, ecx
+    mov r9, r11
+    paddd xmm9, xmm13
+    jmp 1f
+1:
     test ebx, 1073741824
     jnz 1f
 1:
-    mov dword ptr [r15 + 256], ecx
-    mov rdx, rcx
-    mov ecx, ebp
-    test ebx, 1073741824
-    jnz 1f
-1:
+    and r9, 8128
+    mov dword ptr [r14 + r9 + 22336], edi
     jmp 1f
 1:
-    and ecx, dword ptr [r14 + 192]
-    jmp 1f
-1:
+    and r9d, dword ptr [r14 + 320]
+    movsd qword ptr [r15 + 384], xmm9
     add r11, 64
     inc rbx
     dec r13
     jnz .Lc2_b3_c0
 .Lc2_b3_done:
 // block 4: 64 bytes, 1 chunk(s), 25 chunk executions per call
-    mov rbx, qword ptr [r15 + 15317256]
+    mov rbx, qword ptr [r15 + 16857608]
     lea rcx, [rbx + 25]
-    mov qword ptr [r15 + 15317256], rcx
+    mov qword ptr [r15 + 16857608], rcx
     mov r13d, 25
     jmp .Lc2_b4_c0
     .p2align 6
 .Lc2_b4_c0:
-    movzx edi, cl
+    movzx ecx, cl
     mov r12, qword ptr [r15 + r12 + 56]
     mov qword ptr [r14 + 448], rdi
     jmp 1f
 1:
-    mov ecx, edi
+    mov r9d, ecx
     test ebx, 1073741824
     jnz 1f
 1:
     movzx ecx, byte ptr [r15 + 512]
-    movdqu xmmword ptr [r15 + 704], xmm2
-    mov dword ptr [r15 + 384], ecx
-    and ecx, dword ptr [r15 + 256]
+    movdqu xmmword ptr [r15 + 704], xmm9
+    mov dword ptr [r15 + 384], r9d
+    and r9d, dword ptr [r15 + 256]
     inc rbx
     dec r13
     jnz .Lc2_b4_c0
 .Lc2_b4_done:
-// block 5: 64 bytes, 1 chunk(s), 19 chunk executions per call
-    mov r13d, 19
+// block 5: 64 bytes, 1 chunk(s), 16 chunk executions per call
+    mov rbx, qword ptr [r15 + 16857616]
+    lea rcx, [rbx + 16]
+    mov qword ptr [r15 + 16857616], rcx
+    mov r13d, 16
     jmp .Lc2_b5_c0
     .p2align 6
 .Lc2_b5_c0:
-    and ecx, dword ptr [r15 + 320]
     and ecx, dword ptr [r15 + 512]
-    movzx edi, cl
-    mov byte ptr [r15 + 128], dil
-    mov dword ptr [r15 + 384], edi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r14 + 64], cl
     jmp 1f
 1:
-    and ecx, dword ptr [r14 + 832]
+    and ecx, dword ptr [r15 + 320]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and ecx, dword ptr [r15 + 832]
+    mov dword ptr [r15 + 192], ecx
+    inc rbx
     dec r13
     jnz .Lc2_b5_c0
 .Lc2_b5_done:
 // block 6: 64 bytes, 1 chunk(s), 3 chunk executions per call
-    mov rbx, qword ptr [r15 + 15317272]
+    mov rbx, qword ptr [r15 + 16857624]
     lea rcx, [rbx + 3]
-    mov qword ptr [r15 + 15317272], rcx
+    mov qword ptr [r15 + 16857624], rcx
     mov r13d, 3
     jmp .Lc2_b6_c0
     .p2align 6
 .Lc2_b6_c0:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    pxor xmm2, xmm4
+    pxor xmm14, xmm15
+    mov dword ptr [r15 + 128], 99
+    mov r9d, 134
     test ebx, 1073741824
     jnz 1f
 1:
-    mov dword ptr [r14 + 192], 86
-    mov ecx, 225
-    and ecx, dword ptr [r14 + 256]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov ebp, ecx
+    and r9d, dword ptr [r15 + 384]
+    mov edi, r9d
     jmp 1f
 1:
-    mov ecx, 39
+    mov edi, 225
     inc rbx
     dec r13
     jnz .Lc2_b6_c0
 .Lc2_b6_done:
 // block 7: 64 bytes, 1 chunk(s), 79 chunk executions per call
-    mov rbx, qword ptr [r15 + 15317280]
+    mov rbx, qword ptr [r15 + 16857632]
     lea rcx, [rbx + 79]
-    mov qword ptr [r15 + 15317280], rcx
+    mov qword ptr [r15 + 16857632], rcx
     mov r13d, 79
     jmp .Lc2_b7_c0
     .p2align 6
 .Lc2_b7_c0:
-    lea rcx, [rip + .Lc2_d183_j]
-    add rcx, qword ptr [r15 + 15317216]
-    jmp .Lc2_d183_j_t
-.Lc2_d183_j:
-    lea rdx, [rcx + rbp*2 + 10]
-    cmp rcx, rcx
-    movzx edx, cl
-    mov edx, dword ptr [r15 + 576]
+    lea rcx, [rip + .Lc2_d185_j]
+    add rcx, qword ptr [r15 + 16857568]
+    jmp .Lc2_d185_j_t
+.Lc2_d185_j:
+    lea r8, [rcx + rcx*2 + 57]
+    cmp r8, r8
+    movzx r8d, cl
+    mov r8d, dword ptr [r15 + 576]
     test ebx, 7680
     jnz 1f
 1:
-    maxsd xmm2, xmm2
-    mov dword ptr [r15 + 0], 21
-    movzx ecx, byte ptr [r15 + 128]
+    maxsd xmm14, xmm14
+    mov dword ptr [r15 + 0], 250
+    movzx r9d, byte ptr [r15 + 128]
     inc rbx
     dec r13
     jnz .Lc2_b7_c0
 .Lc2_b7_done:
 // block 8: 64 bytes, 1 chunk(s), 46 chunk executions per call
-    mov rbx, qword ptr [r15 + 15317288]
+    mov rbx, qword ptr [r15 + 16857640]
     lea rcx, [rbx + 46]
-    mov qword ptr [r15 + 15317288], rcx
+    mov qword ptr [r15 + 16857640], rcx
     mov r13d, 46
     jmp .Lc2_b8_c0
     .p2align 6
 .Lc2_b8_c0:
-    mov rbp, r10
+    mov r9, r10
     mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 16320
-    mov dword ptr [r14 + rbp + 5696], ebp
+    and r9, 16320
+    mov dword ptr [r14 + r9 + 5952], r9d
     .byte 0x66, 0x90
     test ebx, 1073741824
     jz 1f
 1:
-    mov rbp, r10
-    test ebp, ecx
-    and rbp, 4032
-    and ecx, dword ptr [r14 + rbp + 1600]
+    mov r9, r10
+    test r9d, r9d
+    and r9, 4032
+    and eax, dword ptr [r14 + r9 + 1856]
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jnz .Lc2_b8_c0
 .Lc2_b8_done:
-// block 9: 64 bytes, 1 chunk(s), 110 chunk executions per call
-    mov rbx, qword ptr [r15 + 15317296]
-    lea rcx, [rbx + 110]
-    mov qword ptr [r15 + 15317296], rcx
-    mov r13d, 110
+// block 9: 64 bytes, 1 chunk(s), 111 chunk executions per call
+    mov rbx, qword ptr [r15 + 16857648]
+    lea rcx, [rbx + 111]
+    mov qword ptr [r15 + 16857648], rcx
+    mov r13d, 111
     jmp .Lc2_b9_c0
     .p2align 6
 .Lc2_b9_c0:
-    movzx ecx, cl
-    pcmpeqb xmm2, xmmword ptr [r15 + 192]
-    addsd xmm2, qword ptr [r15 + 0]
+    movzx r8d, cl
+    pcmpeqb xmm14, xmmword ptr [r15 + 192]
+    addsd xmm14, qword ptr [r15 + 0]
     xor dword ptr [r15 + 0], ecx
-    pmovmskb ebp, xmm2
-    mov rcx, qword ptr [r14 + 0]
+    pmovmskb ecx, xmm14
+    mov r8, qword ptr [r14 + 0]
     test ebx, 20224
     jnz 1f
 1:
-    cmp rcx, rcx
-    xchg qword ptr [r15 + 448], rbp
-    mov byte ptr [r15 + 64], bpl
+    cmp r8, r8
+    xchg qword ptr [r15 + 448], rcx
+    mov byte ptr [r15 + 64], cl
     jmp 1f
 1:
-    movsxd rcx, dword ptr [r15 + 320]
+    movsxd r8, dword ptr [r15 + 320]
     jmp 1f
 1:
     inc rbx
     dec r13
     jnz .Lc2_b9_c0
 .Lc2_b9_done:
-    mov qword ptr [r15 + 15317184], r11
-    mov qword ptr [r15 + 15317192], r10
-    mov qword ptr [r15 + 15317200], r12
+    mov qword ptr [r15 + 16857536], r11
+    mov qword ptr [r15 + 16857544], r10
+    mov qword ptr [r15 + 16857552], r12
     ldmxcsr dword ptr [rsp]
     add rsp, 8
     pop r15
@@ -3606,30 +3531,30 @@ ditto_body_init_c2:
     movabs rcx, 0x9e3779b97f4a7c15
     imul rax, rcx
     and rax, -64
-    mov qword ptr [r8 + 15317184], rax
+    mov qword ptr [r8 + 16857536], rax
     movabs rax, 0x0
-    mov qword ptr [r8 + 15317224], rax
+    mov qword ptr [r8 + 16857576], rax
     movabs rax, 0x9e3779b91f4a7c15
-    mov qword ptr [r8 + 15317232], rax
+    mov qword ptr [r8 + 16857584], rax
     movabs rax, 0x3c6ef3721e94f82a
-    mov qword ptr [r8 + 15317240], rax
+    mov qword ptr [r8 + 16857592], rax
     movabs rax, 0xdaa66d2c1ddf743f
-    mov qword ptr [r8 + 15317248], rax
+    mov qword ptr [r8 + 16857600], rax
     movabs rax, 0x78dde6e51d29f054
-    mov qword ptr [r8 + 15317256], rax
+    mov qword ptr [r8 + 16857608], rax
     movabs rax, 0x1715609f1c746c69
-    mov qword ptr [r8 + 15317264], rax
+    mov qword ptr [r8 + 16857616], rax
     movabs rax, 0xb54cda581bbee87e
-    mov qword ptr [r8 + 15317272], rax
+    mov qword ptr [r8 + 16857624], rax
     movabs rax, 0x538454121b096493
-    mov qword ptr [r8 + 15317280], rax
+    mov qword ptr [r8 + 16857632], rax
     movabs rax, 0xf1bbcdcb1a53e0a8
-    mov qword ptr [r8 + 15317288], rax
+    mov qword ptr [r8 + 16857640], rax
     movabs rax, 0x8ff34785199e5cbd
-    mov qword ptr [r8 + 15317296], rax
+    mov qword ptr [r8 + 16857648], rax
     movabs rax, 0x2e383993be16063f
-    mov qword ptr [r8 + 15317208], rax
-    mov qword ptr [r8 + 15317216], 0
+    mov qword ptr [r8 + 16857560], rax
+    mov qword ptr [r8 + 16857568], 0
     lea rdi, [r8 + 56]
     xor ecx, ecx
 2:  imul rax, rcx, 5
@@ -3647,123 +3572,107 @@ ditto_body_init_c2:
 
     .section .text.ditto_indirect,"ax",@progbits
     .p2align 9, 0xcc
-.Lc2_d183_j_t:
+.Lc2_d185_j_t:
     jmp rcx
-.Lc1_b0_stubs_t:
+.Lc1_d945_j_t:
     jmp rcx
-.Lc1_d539_j_t:
+.Lc1_d949_j_t:
     jmp rcx
-.Lc1_b3_stubs_t:
+.Lc1_d742_s_t:
     jmp rcx
-.Lc1_d828_j_t:
+.Lc1_d764_j_t:
     jmp rcx
-.Lc1_d888_s_t:
+.Lc1_d894_j_t:
     jmp rcx
-.Lc1_d897_j_t:
+.Lc1_d32_j_t:
     jmp rcx
-.Lc1_d947_s_t:
+.Lc1_d82_j_t:
     jmp rcx
-.Lc1_d994_j_t:
+.Lc1_d134_j_t:
     jmp rcx
-.Lc1_d998_j_t:
+.Lc1_d191_j_t:
     jmp rcx
-.Lc1_d1055_j_t:
+.Lc1_d249_s_t:
     jmp rcx
-.Lc1_d1059_j_t:
+.Lc1_d299_j_t:
     jmp rcx
-.Lc1_b8_stubs_t:
+.Lc1_d303_j_t:
     jmp rcx
-.Lc1_d40_j_t:
+.Lc1_d350_j_t:
     jmp rcx
-.Lc1_d44_j_t:
+.Lc1_d408_j_t:
     jmp rcx
-.Lc1_d97_j_t:
+.Lc1_b2_stubs_t:
     jmp rcx
-.Lc1_d154_j_t:
+.Lc1_d790_j_t:
     jmp rcx
-.Lc1_d217_j_t:
+.Lc1_d845_s_t:
     jmp rcx
-.Lc1_d221_j_t:
+.Lc1_b7_stubs_t:
     jmp rcx
-.Lc1_d269_j_t:
+.Lc1_d509_j_t:
     jmp rcx
-.Lc1_d324_j_t:
+.Lc1_d570_j_t:
     jmp rcx
-.Lc1_d328_j_t:
+.Lc1_d622_j_t:
     jmp rcx
-.Lc1_d377_j_t:
+.Lc1_d626_j_t:
     jmp rcx
-.Lc1_d443_j_t:
+.Lc1_d677_j_t:
     jmp rcx
-.Lc1_d600_j_t:
+.Lc1_d973_j_t:
     jmp rcx
-.Lc1_d652_j_t:
+.Lc1_d1026_j_t:
     jmp rcx
-.Lc1_d656_j_t:
+.Lc1_d1090_j_t:
     jmp rcx
-.Lc1_d709_j_t:
+.Lc1_d1151_j_t:
     jmp rcx
-.Lc1_d767_j_t:
+.Lc1_d1200_j_t:
     jmp rcx
-.Lc1_d1084_j_t:
+.Lc1_d1254_j_t:
     jmp rcx
-.Lc1_d1088_j_t:
+.Lc1_d1314_j_t:
     jmp rcx
-.Lc1_d1140_j_t:
+.Lc1_d1368_s_t:
     jmp rcx
-.Lc1_d1204_s_t:
+.Lc1_d1390_j_t:
     jmp rcx
-.Lc1_d1258_j_t:
+.Lc1_d1409_j_t:
     jmp rcx
-.Lc1_d1262_j_t:
-    jmp rcx
-.Lc1_d1313_j_t:
-    jmp rcx
-.Lc1_d1376_j_t:
-    jmp rcx
-.Lc1_d1434_j_t:
-    jmp rcx
-.Lc1_d1438_s_t:
-    jmp rcx
-.Lc1_d1476_j_t:
+.Lc1_d1470_j_t:
     jmp rcx
 .Lc1_d1529_j_t:
     jmp rcx
-.Lc1_d1588_j_t:
+.Lc1_d1583_j_t:
     jmp rcx
-.Lc1_d1592_j_t:
+.Lc1_d1639_j_t:
     jmp rcx
-.Lc1_d1642_j_t:
+.Lc1_d1694_j_t:
     jmp rcx
-.Lc1_d1702_j_t:
+.Lc1_d1698_j_t:
     jmp rcx
-.Lc1_d1760_j_t:
+.Lc1_d1746_j_t:
     jmp rcx
-.Lc1_d1764_j_t:
+.Lc1_d1806_j_t:
     jmp rcx
-.Lc1_d1811_j_t:
+.Lc0_d184_j_t:
     jmp rcx
-.Lc1_d1868_j_t:
+.Lc0_d560_j_t:
     jmp rcx
-.Lc1_d1926_j_t:
+.Lc0_d328_s_t:
     jmp rcx
-.Lc1_d1930_j_t:
+.Lc0_d337_j_t:
     jmp rcx
-.Lc0_d126_j_t:
-    jmp rcx
-.Lc0_d502_j_t:
-    jmp rcx
-.Lc0_d270_s_t:
-    jmp rcx
-.Lc0_d279_j_t:
-    jmp rcx
-.Lc0_d283_j_t:
-    jmp rcx
-.Lc0_d327_j_t:
+.Lc0_d341_j_t:
     jmp rcx
 .Lc0_d385_j_t:
     jmp rcx
-.Lc0_d440_j_t:
+.Lc0_d443_j_t:
+    jmp rcx
+.Lc0_d498_j_t:
+    jmp rcx
+.Lc0_b0_stubs_t:
     jmp rcx
     .text
 

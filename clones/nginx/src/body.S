@@ -4,7 +4,7 @@
  * inside the thread's private buffer, the shared buffer, the ctx argument or the stack frame. */
     .intel_syntax noprefix
 
-// ---- cluster c1: 9201 instructions per call, 11 blocks
+// ---- cluster c1: 9346 instructions per call, 10 blocks
     .text
     .globl ditto_body_c1
     .type ditto_body_c1, @function
@@ -37,617 +37,116 @@ ditto_body_c1:
     xor r8d, r8d
     xor r9d, r9d
     vzeroall
-// block 0: 64 bytes, 1 chunk(s), 1 chunk executions per call
-    mov r13d, 1
+// block 0: 128 bytes, 1 chunk(s), 34 chunk executions per call
+    mov rbx, qword ptr [r15 + 67117736]
+    lea rcx, [rbx + 34]
+    mov qword ptr [r15 + 67117736], rcx
+    mov r13d, 34
     jmp .Lc1_b0_c0
     .p2align 6
 .Lc1_b0_c0:
-    mov rbp, r11
-    movsxd rdi, dword ptr [r15 + 256]
-    and rbp, 448
-    movsxd rax, dword ptr [r15 + rbp + 832]
-    mov rbp, r11
-    imul rsi, qword ptr [r15 + 192]
-    and rbp, 8128
-    mov qword ptr [r15 + rbp + 7488], rbp
-    movsxd rbp, dword ptr [r15 + 704]
-    add r11, 64
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    imul eax, esi, 29
+    vmovdqu xmmword ptr [r15 + 192], xmm5
+    test ebx, 15296
+    jz 1f
+1:
+    mov byte ptr [r15 + 320], al
+    test ebx, 1216
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, rax
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movsxd rbp, dword ptr [r15 + 0]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + 0], 237
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx ebp, byte ptr [r15 + 448]
+    jmp 1f
+1:
+    test ebx, 4096
+    jz 1f
+1:
+    add rcx, rbp
+    test dword ptr [r15 + 67117724], 32896
+    jnz 1f
+1:
+    and ebp, dword ptr [r15 + 64]
+    inc rbx
     dec r13
     jnz .Lc1_b0_c0
 .Lc1_b0_done:
-// block 1: 65536 bytes, 256 chunk(s), 16 chunk executions per call
+// block 1: 16384 bytes, 64 chunk(s), 64 chunk executions per call
     mov rbx, qword ptr [r15 + 67117744]
-    lea rcx, [rbx + 16]
+    lea rcx, [rbx + 64]
     mov qword ptr [r15 + 67117744], rcx
-    mov r13d, 16
-    mov eax, ebx
-    and eax, 255
-    lea rcx, [rip + .Lc1_b1_stubs]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_b1_stubs_t
-    .p2align 3
-.Lc1_b1_stubs:
-    .p2align 3
+    mov r13d, 64
     jmp .Lc1_b1_c0
-    .p2align 3
-    jmp .Lc1_b1_c1
-    .p2align 3
-    jmp .Lc1_b1_c2
-    .p2align 3
-    jmp .Lc1_b1_c3
-    .p2align 3
-    jmp .Lc1_b1_c4
-    .p2align 3
-    jmp .Lc1_b1_c5
-    .p2align 3
-    jmp .Lc1_b1_c6
-    .p2align 3
-    jmp .Lc1_b1_c7
-    .p2align 3
-    jmp .Lc1_b1_c8
-    .p2align 3
-    jmp .Lc1_b1_c9
-    .p2align 3
-    jmp .Lc1_b1_c10
-    .p2align 3
-    jmp .Lc1_b1_c11
-    .p2align 3
-    jmp .Lc1_b1_c12
-    .p2align 3
-    jmp .Lc1_b1_c13
-    .p2align 3
-    jmp .Lc1_b1_c14
-    .p2align 3
-    jmp .Lc1_b1_c15
-    .p2align 3
-    jmp .Lc1_b1_c16
-    .p2align 3
-    jmp .Lc1_b1_c17
-    .p2align 3
-    jmp .Lc1_b1_c18
-    .p2align 3
-    jmp .Lc1_b1_c19
-    .p2align 3
-    jmp .Lc1_b1_c20
-    .p2align 3
-    jmp .Lc1_b1_c21
-    .p2align 3
-    jmp .Lc1_b1_c22
-    .p2align 3
-    jmp .Lc1_b1_c23
-    .p2align 3
-    jmp .Lc1_b1_c24
-    .p2align 3
-    jmp .Lc1_b1_c25
-    .p2align 3
-    jmp .Lc1_b1_c26
-    .p2align 3
-    jmp .Lc1_b1_c27
-    .p2align 3
-    jmp .Lc1_b1_c28
-    .p2align 3
-    jmp .Lc1_b1_c29
-    .p2align 3
-    jmp .Lc1_b1_c30
-    .p2align 3
-    jmp .Lc1_b1_c31
-    .p2align 3
-    jmp .Lc1_b1_c32
-    .p2align 3
-    jmp .Lc1_b1_c33
-    .p2align 3
-    jmp .Lc1_b1_c34
-    .p2align 3
-    jmp .Lc1_b1_c35
-    .p2align 3
-    jmp .Lc1_b1_c36
-    .p2align 3
-    jmp .Lc1_b1_c37
-    .p2align 3
-    jmp .Lc1_b1_c38
-    .p2align 3
-    jmp .Lc1_b1_c39
-    .p2align 3
-    jmp .Lc1_b1_c40
-    .p2align 3
-    jmp .Lc1_b1_c41
-    .p2align 3
-    jmp .Lc1_b1_c42
-    .p2align 3
-    jmp .Lc1_b1_c43
-    .p2align 3
-    jmp .Lc1_b1_c44
-    .p2align 3
-    jmp .Lc1_b1_c45
-    .p2align 3
-    jmp .Lc1_b1_c46
-    .p2align 3
-    jmp .Lc1_b1_c47
-    .p2align 3
-    jmp .Lc1_b1_c48
-    .p2align 3
-    jmp .Lc1_b1_c49
-    .p2align 3
-    jmp .Lc1_b1_c50
-    .p2align 3
-    jmp .Lc1_b1_c51
-    .p2align 3
-    jmp .Lc1_b1_c52
-    .p2align 3
-    jmp .Lc1_b1_c53
-    .p2align 3
-    jmp .Lc1_b1_c54
-    .p2align 3
-    jmp .Lc1_b1_c55
-    .p2align 3
-    jmp .Lc1_b1_c56
-    .p2align 3
-    jmp .Lc1_b1_c57
-    .p2align 3
-    jmp .Lc1_b1_c58
-    .p2align 3
-    jmp .Lc1_b1_c59
-    .p2align 3
-    jmp .Lc1_b1_c60
-    .p2align 3
-    jmp .Lc1_b1_c61
-    .p2align 3
-    jmp .Lc1_b1_c62
-    .p2align 3
-    jmp .Lc1_b1_c63
-    .p2align 3
-    jmp .Lc1_b1_c64
-    .p2align 3
-    jmp .Lc1_b1_c65
-    .p2align 3
-    jmp .Lc1_b1_c66
-    .p2align 3
-    jmp .Lc1_b1_c67
-    .p2align 3
-    jmp .Lc1_b1_c68
-    .p2align 3
-    jmp .Lc1_b1_c69
-    .p2align 3
-    jmp .Lc1_b1_c70
-    .p2align 3
-    jmp .Lc1_b1_c71
-    .p2align 3
-    jmp .Lc1_b1_c72
-    .p2align 3
-    jmp .Lc1_b1_c73
-    .p2align 3
-    jmp .Lc1_b1_c74
-    .p2align 3
-    jmp .Lc1_b1_c75
-    .p2align 3
-    jmp .Lc1_b1_c76
-    .p2align 3
-    jmp .Lc1_b1_c77
-    .p2align 3
-    jmp .Lc1_b1_c78
-    .p2align 3
-    jmp .Lc1_b1_c79
-    .p2align 3
-    jmp .Lc1_b1_c80
-    .p2align 3
-    jmp .Lc1_b1_c81
-    .p2align 3
-    jmp .Lc1_b1_c82
-    .p2align 3
-    jmp .Lc1_b1_c83
-    .p2align 3
-    jmp .Lc1_b1_c84
-    .p2align 3
-    jmp .Lc1_b1_c85
-    .p2align 3
-    jmp .Lc1_b1_c86
-    .p2align 3
-    jmp .Lc1_b1_c87
-    .p2align 3
-    jmp .Lc1_b1_c88
-    .p2align 3
-    jmp .Lc1_b1_c89
-    .p2align 3
-    jmp .Lc1_b1_c90
-    .p2align 3
-    jmp .Lc1_b1_c91
-    .p2align 3
-    jmp .Lc1_b1_c92
-    .p2align 3
-    jmp .Lc1_b1_c93
-    .p2align 3
-    jmp .Lc1_b1_c94
-    .p2align 3
-    jmp .Lc1_b1_c95
-    .p2align 3
-    jmp .Lc1_b1_c96
-    .p2align 3
-    jmp .Lc1_b1_c97
-    .p2align 3
-    jmp .Lc1_b1_c98
-    .p2align 3
-    jmp .Lc1_b1_c99
-    .p2align 3
-    jmp .Lc1_b1_c100
-    .p2align 3
-    jmp .Lc1_b1_c101
-    .p2align 3
-    jmp .Lc1_b1_c102
-    .p2align 3
-    jmp .Lc1_b1_c103
-    .p2align 3
-    jmp .Lc1_b1_c104
-    .p2align 3
-    jmp .Lc1_b1_c105
-    .p2align 3
-    jmp .Lc1_b1_c106
-    .p2align 3
-    jmp .Lc1_b1_c107
-    .p2align 3
-    jmp .Lc1_b1_c108
-    .p2align 3
-    jmp .Lc1_b1_c109
-    .p2align 3
-    jmp .Lc1_b1_c110
-    .p2align 3
-    jmp .Lc1_b1_c111
-    .p2align 3
-    jmp .Lc1_b1_c112
-    .p2align 3
-    jmp .Lc1_b1_c113
-    .p2align 3
-    jmp .Lc1_b1_c114
-    .p2align 3
-    jmp .Lc1_b1_c115
-    .p2align 3
-    jmp .Lc1_b1_c116
-    .p2align 3
-    jmp .Lc1_b1_c117
-    .p2align 3
-    jmp .Lc1_b1_c118
-    .p2align 3
-    jmp .Lc1_b1_c119
-    .p2align 3
-    jmp .Lc1_b1_c120
-    .p2align 3
-    jmp .Lc1_b1_c121
-    .p2align 3
-    jmp .Lc1_b1_c122
-    .p2align 3
-    jmp .Lc1_b1_c123
-    .p2align 3
-    jmp .Lc1_b1_c124
-    .p2align 3
-    jmp .Lc1_b1_c125
-    .p2align 3
-    jmp .Lc1_b1_c126
-    .p2align 3
-    jmp .Lc1_b1_c127
-    .p2align 3
-    jmp .Lc1_b1_c128
-    .p2align 3
-    jmp .Lc1_b1_c129
-    .p2align 3
-    jmp .Lc1_b1_c130
-    .p2align 3
-    jmp .Lc1_b1_c131
-    .p2align 3
-    jmp .Lc1_b1_c132
-    .p2align 3
-    jmp .Lc1_b1_c133
-    .p2align 3
-    jmp .Lc1_b1_c134
-    .p2align 3
-    jmp .Lc1_b1_c135
-    .p2align 3
-    jmp .Lc1_b1_c136
-    .p2align 3
-    jmp .Lc1_b1_c137
-    .p2align 3
-    jmp .Lc1_b1_c138
-    .p2align 3
-    jmp .Lc1_b1_c139
-    .p2align 3
-    jmp .Lc1_b1_c140
-    .p2align 3
-    jmp .Lc1_b1_c141
-    .p2align 3
-    jmp .Lc1_b1_c142
-    .p2align 3
-    jmp .Lc1_b1_c143
-    .p2align 3
-    jmp .Lc1_b1_c144
-    .p2align 3
-    jmp .Lc1_b1_c145
-    .p2align 3
-    jmp .Lc1_b1_c146
-    .p2align 3
-    jmp .Lc1_b1_c147
-    .p2align 3
-    jmp .Lc1_b1_c148
-    .p2align 3
-    jmp .Lc1_b1_c149
-    .p2align 3
-    jmp .Lc1_b1_c150
-    .p2align 3
-    jmp .Lc1_b1_c151
-    .p2align 3
-    jmp .Lc1_b1_c152
-    .p2align 3
-    jmp .Lc1_b1_c153
-    .p2align 3
-    jmp .Lc1_b1_c154
-    .p2align 3
-    jmp .Lc1_b1_c155
-    .p2align 3
-    jmp .Lc1_b1_c156
-    .p2align 3
-    jmp .Lc1_b1_c157
-    .p2align 3
-    jmp .Lc1_b1_c158
-    .p2align 3
-    jmp .Lc1_b1_c159
-    .p2align 3
-    jmp .Lc1_b1_c160
-    .p2align 3
-    jmp .Lc1_b1_c161
-    .p2align 3
-    jmp .Lc1_b1_c162
-    .p2align 3
-    jmp .Lc1_b1_c163
-    .p2align 3
-    jmp .Lc1_b1_c164
-    .p2align 3
-    jmp .Lc1_b1_c165
-    .p2align 3
-    jmp .Lc1_b1_c166
-    .p2align 3
-    jmp .Lc1_b1_c167
-    .p2align 3
-    jmp .Lc1_b1_c168
-    .p2align 3
-    jmp .Lc1_b1_c169
-    .p2align 3
-    jmp .Lc1_b1_c170
-    .p2align 3
-    jmp .Lc1_b1_c171
-    .p2align 3
-    jmp .Lc1_b1_c172
-    .p2align 3
-    jmp .Lc1_b1_c173
-    .p2align 3
-    jmp .Lc1_b1_c174
-    .p2align 3
-    jmp .Lc1_b1_c175
-    .p2align 3
-    jmp .Lc1_b1_c176
-    .p2align 3
-    jmp .Lc1_b1_c177
-    .p2align 3
-    jmp .Lc1_b1_c178
-    .p2align 3
-    jmp .Lc1_b1_c179
-    .p2align 3
-    jmp .Lc1_b1_c180
-    .p2align 3
-    jmp .Lc1_b1_c181
-    .p2align 3
-    jmp .Lc1_b1_c182
-    .p2align 3
-    jmp .Lc1_b1_c183
-    .p2align 3
-    jmp .Lc1_b1_c184
-    .p2align 3
-    jmp .Lc1_b1_c185
-    .p2align 3
-    jmp .Lc1_b1_c186
-    .p2align 3
-    jmp .Lc1_b1_c187
-    .p2align 3
-    jmp .Lc1_b1_c188
-    .p2align 3
-    jmp .Lc1_b1_c189
-    .p2align 3
-    jmp .Lc1_b1_c190
-    .p2align 3
-    jmp .Lc1_b1_c191
-    .p2align 3
-    jmp .Lc1_b1_c192
-    .p2align 3
-    jmp .Lc1_b1_c193
-    .p2align 3
-    jmp .Lc1_b1_c194
-    .p2align 3
-    jmp .Lc1_b1_c195
-    .p2align 3
-    jmp .Lc1_b1_c196
-    .p2align 3
-    jmp .Lc1_b1_c197
-    .p2align 3
-    jmp .Lc1_b1_c198
-    .p2align 3
-    jmp .Lc1_b1_c199
-    .p2align 3
-    jmp .Lc1_b1_c200
-    .p2align 3
-    jmp .Lc1_b1_c201
-    .p2align 3
-    jmp .Lc1_b1_c202
-    .p2align 3
-    jmp .Lc1_b1_c203
-    .p2align 3
-    jmp .Lc1_b1_c204
-    .p2align 3
-    jmp .Lc1_b1_c205
-    .p2align 3
-    jmp .Lc1_b1_c206
-    .p2align 3
-    jmp .Lc1_b1_c207
-    .p2align 3
-    jmp .Lc1_b1_c208
-    .p2align 3
-    jmp .Lc1_b1_c209
-    .p2align 3
-    jmp .Lc1_b1_c210
-    .p2align 3
-    jmp .Lc1_b1_c211
-    .p2align 3
-    jmp .Lc1_b1_c212
-    .p2align 3
-    jmp .Lc1_b1_c213
-    .p2align 3
-    jmp .Lc1_b1_c214
-    .p2align 3
-    jmp .Lc1_b1_c215
-    .p2align 3
-    jmp .Lc1_b1_c216
-    .p2align 3
-    jmp .Lc1_b1_c217
-    .p2align 3
-    jmp .Lc1_b1_c218
-    .p2align 3
-    jmp .Lc1_b1_c219
-    .p2align 3
-    jmp .Lc1_b1_c220
-    .p2align 3
-    jmp .Lc1_b1_c221
-    .p2align 3
-    jmp .Lc1_b1_c222
-    .p2align 3
-    jmp .Lc1_b1_c223
-    .p2align 3
-    jmp .Lc1_b1_c224
-    .p2align 3
-    jmp .Lc1_b1_c225
-    .p2align 3
-    jmp .Lc1_b1_c226
-    .p2align 3
-    jmp .Lc1_b1_c227
-    .p2align 3
-    jmp .Lc1_b1_c228
-    .p2align 3
-    jmp .Lc1_b1_c229
-    .p2align 3
-    jmp .Lc1_b1_c230
-    .p2align 3
-    jmp .Lc1_b1_c231
-    .p2align 3
-    jmp .Lc1_b1_c232
-    .p2align 3
-    jmp .Lc1_b1_c233
-    .p2align 3
-    jmp .Lc1_b1_c234
-    .p2align 3
-    jmp .Lc1_b1_c235
-    .p2align 3
-    jmp .Lc1_b1_c236
-    .p2align 3
-    jmp .Lc1_b1_c237
-    .p2align 3
-    jmp .Lc1_b1_c238
-    .p2align 3
-    jmp .Lc1_b1_c239
-    .p2align 3
-    jmp .Lc1_b1_c240
-    .p2align 3
-    jmp .Lc1_b1_c241
-    .p2align 3
-    jmp .Lc1_b1_c242
-    .p2align 3
-    jmp .Lc1_b1_c243
-    .p2align 3
-    jmp .Lc1_b1_c244
-    .p2align 3
-    jmp .Lc1_b1_c245
-    .p2align 3
-    jmp .Lc1_b1_c246
-    .p2align 3
-    jmp .Lc1_b1_c247
-    .p2align 3
-    jmp .Lc1_b1_c248
-    .p2align 3
-    jmp .Lc1_b1_c249
-    .p2align 3
-    jmp .Lc1_b1_c250
-    .p2align 3
-    jmp .Lc1_b1_c251
-    .p2align 3
-    jmp .Lc1_b1_c252
-    .p2align 3
-    jmp .Lc1_b1_c253
-    .p2align 3
-    jmp .Lc1_b1_c254
-    .p2align 3
-    jmp .Lc1_b1_c255
     .p2align 6
 .Lc1_b1_c0:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 256
-    setz al
-    lea rcx, [rip + .Lc1_d54_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d54_s_t
-    .p2align 3
-.Lc1_d54_s:
-    .p2align 3
-    jmp .Lc1_d54_j
-    .p2align 3
-    jmp .Lc1_d54_j
-.Lc1_d54_j:
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 256
-    setz al
-    lea rcx, [rip + .Lc1_d63_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d63_s_t
-    .p2align 3
-.Lc1_d63_s:
-    .p2align 3
-    jmp .Lc1_d63_j
-    .p2align 3
-    jmp .Lc1_d63_j
-.Lc1_d63_j:
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 1048576
-    setz al
-    lea rcx, [rip + .Lc1_d72_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d72_s_t
-    .p2align 3
-.Lc1_d72_s:
-    .p2align 3
-    jmp .Lc1_d72_j
-    .p2align 3
-    jmp .Lc1_d72_j
-.Lc1_d72_j:
     mov eax, dword ptr [r15 + 67117724]
     and eax, 7
-    lea rcx, [rip + .Lc1_d81_s]
+    lea rcx, [rip + .Lc1_d71_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d81_s_t
+    jmp .Lc1_d71_s_t
     .p2align 3
-.Lc1_d81_s:
+.Lc1_d71_s:
     .p2align 3
-    jmp .Lc1_d81_j
+    jmp .Lc1_d71_j
     .p2align 3
-    jmp .Lc1_d81_j
+    jmp .Lc1_d71_j
     .p2align 3
-    jmp .Lc1_d81_j
+    jmp .Lc1_d71_j
     .p2align 3
-    jmp .Lc1_d81_j
+    jmp .Lc1_d71_j
     .p2align 3
-    jmp .Lc1_d81_j
+    jmp .Lc1_d71_j
     .p2align 3
-    jmp .Lc1_d81_j
+    jmp .Lc1_d71_j
     .p2align 3
-    jmp .Lc1_d81_j
+    jmp .Lc1_d71_j
     .p2align 3
-    jmp .Lc1_d81_j
-.Lc1_d81_j:
-    movzx ecx, byte ptr [r15 + 448]
+    jmp .Lc1_d71_j
+.Lc1_d71_j:
+    mov rdi, qword ptr [r15 + 640]
+    movzx eax, dil
+    mov r8, r11
+    mov ecx, r8d
+    mov ecx, dword ptr [r15 + 256]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and r8, 448
+    mov qword ptr [r15 + r8 + 832], r8
+    mov dword ptr [r15 + 448], r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 64], r8b
+    movzx edi, byte ptr [r15 + 384]
+    mov r9, r11
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and r9, 8128
+    mov r8d, dword ptr [r15 + r9 + 7488]
+    mov byte ptr [r15 + 512], r8b
+    mov esi, dword ptr [r15 + 128]
+    add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
@@ -656,110 +155,102 @@ ditto_body_c1:
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
     xor eax, eax
-    test dword ptr [r15 + 67117724], 4194304
+    test dword ptr [r15 + 67117723], 4194304
     setz al
-    lea rcx, [rip + .Lc1_d102_s]
+    lea rcx, [rip + .Lc1_d115_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d102_s_t
+    jmp .Lc1_d115_s_t
     .p2align 3
-.Lc1_d102_s:
+.Lc1_d115_s:
     .p2align 3
-    jmp .Lc1_d102_j
+    jmp .Lc1_d115_j
     .p2align 3
-    jmp .Lc1_d102_j
-.Lc1_d102_j:
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 524288
-    setz al
-    lea rcx, [rip + .Lc1_d111_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d111_s_t
-    .p2align 3
-.Lc1_d111_s:
-    .p2align 3
-    jmp .Lc1_d111_j
-    .p2align 3
-    jmp .Lc1_d111_j
-.Lc1_d111_j:
-    lea rbp, [r11 + r11*1]
-    and rbp, 8128
-    mov dword ptr [r15 + rbp + 7488], 121
+    jmp .Lc1_d115_j
+.Lc1_d115_j:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], eax
+    vmovdqu ymmword ptr [r15 + 384], ymm1
+    test dword ptr [r15 + 67117723], 1098944960
+    jz 1f
+1:
     mov r8, r11
-    vmovq qword ptr [r15 + rbp + 7552], xmm11
-    movsxd rax, dword ptr [r15 + 64]
-    and r8, 33554368
-    vmovdqu xmmword ptr [r15 + r8 + 33554432], xmm12
-    mov ebp, eax
-    mov rbp, qword ptr [r15 + 576]
-    test dword ptr [r15 + 67117724], 2
+    mov rcx, r8
+    mov rax, qword ptr [r15 + 768]
+    and r8, 4032
+    mov dword ptr [r15 + r8 + 3392], r8d
+    mov rbp, r11
+    test ebx, 194304
+    jz 1f
+1:
+    movzx eax, byte ptr [r15 + 128]
+    and rbp, 1984
+    movzx r8d, byte ptr [r15 + rbp + 1344]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov dword ptr [r15 + 128], eax
+    mov rcx, qword ptr [r15 + 320]
+    mov ebp, ecx
+    test ebx, 256
+    jz 1f
+1:
+    movsxd rax, dword ptr [r15 + 192]
+    xor dword ptr [r15 + 704], eax
+    mov dword ptr [r15 + 512], eax
+    test ebx, 1073741824
     jnz 1f
 1:
-    mov eax, ebp
-    mov ebp, dword ptr [r15 + 64]
-    jmp 1f
-1:
-    mov qword ptr [r15 + 512], rdi
-    mov edi, 223
-    mov dword ptr [r15 + 128], 58
+    mov rcx, rbp
+    vmovdqu ymmword ptr [r15 + 64], ymm3
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c2:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 7
-    lea rcx, [rip + .Lc1_d145_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d145_s_t
-    .p2align 3
-.Lc1_d145_s:
-    .p2align 3
-    jmp .Lc1_d145_j
-    .p2align 3
-    jmp .Lc1_d145_j
-    .p2align 3
-    jmp .Lc1_d145_j
-    .p2align 3
-    jmp .Lc1_d145_j
-    .p2align 3
-    jmp .Lc1_d145_j
-    .p2align 3
-    jmp .Lc1_d145_j
-    .p2align 3
-    jmp .Lc1_d145_j
-    .p2align 3
-    jmp .Lc1_d145_j
-.Lc1_d145_j:
-    lea rbp, [r11 + r11*2]
-    and rbp, 8128
-    mov ecx, dword ptr [r15 + rbp + 7616]
-    movzx eax, byte ptr [r15 + 448]
+    mov rbp, r11
+    and rbp, 1984
+    add rcx, qword ptr [r15 + rbp + 1344]
+    mov rax, rcx
+    mov qword ptr [r15 + 448], rax
+    mov qword ptr [r15 + 256], rax
     mov dword ptr [r15 + 64], ebp
-    movzx r8d, cl
-    mov ecx, dword ptr [r15 + 64]
-    mov dword ptr [r15 + 384], 110
-    jmp 1f
+    mov byte ptr [r15 + 384], bpl
+    test ebx, 256
+    jz 1f
 1:
-    movsxd rdi, dword ptr [r15 + 640]
-    mov esi, 180
-    mov byte ptr [r15 + 128], sil
-    test dword ptr [r15 + 67117724], 136
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu ymmword ptr [r15 + 0], ymm8
+    and ecx, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 22400
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r11
+    movzx r9d, byte ptr [r15 + 320]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov ecx, dword ptr [r15 + 320]
+    and rbp, 8128
+    movzx eax, byte ptr [r15 + rbp + 7488]
+    vmovq xmm8, rax
+    mov r9, r11
+    mov edi, dword ptr [r15 + 512]
+    mov dword ptr [r15 + 128], 135
+    test ebx, 1073741824
     jnz 1f
 1:
-    movzx esi, sil
-    vpshufd xmm12, xmm3, 255
-    mov dword ptr [r15 + rbp + 7488], esi
-    mov esi, edi
-    jmp 1f
-1:
-    mov edi, esi
-    jmp 1f
-1:
-    mov byte ptr [r15 + 128], cl
-    mov rcx, qword ptr [r15 + rbp + 7552]
+    and r9, 448
+    mov ebp, dword ptr [r15 + r9 + 832]
+    mov eax, dword ptr [r15 + 576]
+    mov rcx, rax
+    .byte 0x0f, 0x1f, 0x00
+    mov qword ptr [r15 + 192], rcx
     add r11, 64
     inc rbx
     dec r13
@@ -768,112 +259,103 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    movzx r8d, byte ptr [r15 + 512]
-    mov eax, 229
-    jmp 1f
+    lea rcx, [rip + .Lc1_d205_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d205_j_t
+.Lc1_d205_j:
+    mov r9, r11
+    mov eax, dword ptr [r15 + 512]
+    mov dword ptr [r15 + 192], 244
+    and r9, 4032
+    movzx ecx, byte ptr [r15 + r9 + 3392]
+    test ebx, 1073741824
+    jnz 1f
 1:
-    jmp 1f
-1:
-    lea rbp, [r11 + r11*2]
-    mov rdi, r8
-    and rbp, 8128
-    mov rcx, qword ptr [r15 + rbp + 7552]
-    mov r8, rax
-    mov rax, qword ptr [r15 + 128]
-    mov r8, qword ptr [r15 + 448]
-    movsxd rsi, dword ptr [r15 + 576]
-    mov dword ptr [r15 + 64], 100
-    mov byte ptr [r15 + 512], sil
-    mov esi, ebp
-    mov esi, r8d
-    mov r8, qword ptr [r15 + 128]
-    mov edx, dword ptr [r15 + 704]
-    mov dword ptr [r15 + rbp + 7488], 5
-    imul rdi, qword ptr [r15 + 128]
-    test dword ptr [r15 + 67117724], 8388613
+    mov rcx, qword ptr [r15 + 64]
+    and ecx, dword ptr [r15 + 64]
+    add rcx, qword ptr [r15 + 128]
+    test ebx, 1073741824
     jz 1f
 1:
-    jmp 1f
-1:
-    mov rax, rdi
-    mov qword ptr [r15 + 128], rdx
     mov r9, r11
-    movzx edx, dil
-    mov rdi, rdx
-    and r9, 1984
-    mov dword ptr [r15 + r9 + 1344], edx
-    mov r9, qword ptr [r15 + rbp + 7616]
-    mov byte ptr [r15 + 64], r9b
-    vpaddq xmm12, xmm12, xmmword ptr [r15 + 64]
-    movzx edx, byte ptr [r15 + 320]
-    mov esi, r9d
-    jmp 1f
+    mov qword ptr [r15 + 448], r9
+    and r9, 8128
+    mov ecx, dword ptr [r15 + r9 + 7488]
+    movsxd rax, dword ptr [r15 + 704]
+    test dword ptr [r15 + 67117723], 33554432
+    jz 1f
 1:
-    mov r9, qword ptr [r15 + 768]
-    jmp 1f
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, r11
+    mov r8, qword ptr [r15 + 256]
+    test ebx, 1073741824
+    jnz 1f
 1:
-    mov edi, eax
-    movsxd rax, dword ptr [r15 + 64]
-    jmp 1f
+    and r9, 448
+    movzx eax, byte ptr [r15 + r9 + 832]
+    mov rcx, rax
+    mov dword ptr [r15 + 640], 105
+    test ebx, 1152
+    jnz 1f
 1:
+    mov dword ptr [r15 + 384], eax
+    movsxd r9, dword ptr [r15 + 320]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c4:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 7
-    lea rcx, [rip + .Lc1_d237_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d237_s_t
-    .p2align 3
-.Lc1_d237_s:
-    .p2align 3
-    jmp .Lc1_d237_j
-    .p2align 3
-    jmp .Lc1_d237_j
-    .p2align 3
-    jmp .Lc1_d237_j
-    .p2align 3
-    jmp .Lc1_d237_j
-    .p2align 3
-    jmp .Lc1_d237_j
-    .p2align 3
-    jmp .Lc1_d237_j
-    .p2align 3
-    jmp .Lc1_d237_j
-    .p2align 3
-    jmp .Lc1_d237_j
-.Lc1_d237_j:
-    mov rsi, qword ptr [r15 + 64]
-    inc dword ptr [r15 + 704]
-    mov ecx, esi
-    movzx eax, byte ptr [r15 + 128]
-    mov rdi, qword ptr [r15 + 448]
-    mov rcx, qword ptr [r15 + 320]
-    mov rbp, r9
-    mov dword ptr [r15 + 512], ebp
-    mov rbp, r11
-    mov r9d, dword ptr [r15 + 64]
-    and rbp, 8128
-    mov r8, qword ptr [r15 + rbp + 7488]
+    mov r8, r11
+    and r8, 4032
+    mov rax, qword ptr [r15 + r8 + 3392]
+    mov ecx, eax
+    mov r9, qword ptr [r15 + 256]
+    mov rsi, qword ptr [r15 + 128]
+    mov dword ptr [r15 + 0], 194
+    vpcmpeqb xmm8, xmm8, xmm10
+    test ebx, 256
+    jz 1f
+1:
+    movzx r8d, cl
+    mov dword ptr [r15 + 0], 227
+    mov byte ptr [r15 + 0], r8b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, 41
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rsi, r8
-    mov rbp, r9
-    mov dword ptr [r15 + 128], 189
-    jmp 1f
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 384], rax
+    mov r8d, dword ptr [r15 + 384]
+    test ebx, 1073741824
+    jz 1f
 1:
-    movzx edx, cl
-    mov dword ptr [r15 + 384], ebp
-    mov rbp, rdx
-    mov ecx, r8d
-    mov rdx, qword ptr [r15 + 384]
-    movzx r8d, byte ptr [r15 + 640]
+    mov rcx, qword ptr [r15 + 320]
+    mov rax, rcx
+    mov eax, eax
+    movzx eax, al
+    mov eax, 164
+    test ebx, 256
+    jz 1f
+1:
+    mov byte ptr [r15 + 448], cl
+    mov r8d, dword ptr [r15 + 128]
+    mov eax, r8d
+    mov rax, qword ptr [r15 + 512]
+    mov ebp, 27
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r8, r11
+    vmovdqu ymmword ptr [r15 + 192], ymm0
+    mov byte ptr [r15 + 768], r8b
+    movzx ecx, al
+    and r8, 1984
+    mov dword ptr [r15 + r8 + 1344], r8d
+    add r8, qword ptr [r15 + 64]
     add r11, 64
     inc rbx
     dec r13
@@ -883,54 +365,51 @@ ditto_body_c1:
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
     xor eax, eax
-    test dword ptr [r15 + 67117724], 4096
+    test dword ptr [r15 + 67117724], 16777216
     setz al
-    lea rcx, [rip + .Lc1_d282_s]
+    lea rcx, [rip + .Lc1_d298_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d282_s_t
+    jmp .Lc1_d298_s_t
     .p2align 3
-.Lc1_d282_s:
+.Lc1_d298_s:
     .p2align 3
-    jmp .Lc1_d282_j
+    jmp .Lc1_d298_j
     .p2align 3
-    jmp .Lc1_d282_j
-.Lc1_d282_j:
-    jmp 1f
+    jmp .Lc1_d298_j
+.Lc1_d298_j:
+    vmovdqu ymmword ptr [r15 + 448], ymm7
+    mov byte ptr [r15 + 64], cl
+    movzx eax, al
+    mov r9, r11
+    test ebx, 384
+    jnz 1f
 1:
-    mov qword ptr [r15 + 768], rax
-    movzx edi, cl
-    movsxd rcx, dword ptr [r15 + 448]
-    movzx r9d, al
-    mov eax, 39
-    movsxd rax, dword ptr [r15 + 576]
-    mov r9d, dword ptr [r15 + 64]
-    mov rbp, r11
-    movsxd rdi, dword ptr [r15 + 64]
-    mov r8d, edi
-    and rbp, 8128
-    mov r8, r11
-    movsxd rdx, dword ptr [r15 + rbp + 7488]
-    vpshufd xmm12, xmm12, 216
-    and r8, 448
-    vmovdqu ymmword ptr [r15 + r8 + 832], ymm12
+    and r9, 1984
+    mov dword ptr [r15 + r9 + 1344], 199
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, eax
     test ebx, 1073741824
     jnz 1f
 1:
-    jmp 1f
+    mov r9, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r9, 448
+    and eax, dword ptr [r15 + r9 + 832]
+    mov esi, eax
+    test ebx, 1073741824
+    jnz 1f
 1:
-    mov byte ptr [r15 + 640], dil
-    mov rdi, qword ptr [r15 + 704]
-    mov ebp, dword ptr [r15 + 128]
-    movzx esi, byte ptr [r15 + 128]
-    mov edx, dword ptr [r15 + 64]
-    mov r8d, 6
-    movsxd rcx, dword ptr [r15 + 320]
-    jmp 1f
+    mov dword ptr [r15 + 256], 233
+    mov byte ptr [r15 + 512], al
+    mov byte ptr [r15 + 128], r9b
+    mov rbp, r11
+    test ebx, 1073741824
+    jz 1f
 1:
-    mov r8, rdx
-    mov dword ptr [r15 + 256], ecx
-    movzx edx, byte ptr [r15 + 128]
-    movzx r9d, dl
+    movsxd rax, dword ptr [r15 + 576]
+    mov r9, qword ptr [r15 + 320]
+    and rbp, 8128
+    mov qword ptr [r15 + rbp + 7488], rbp
     add r11, 64
     inc rbx
     dec r13
@@ -939,98 +418,109 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov edx, 117
-    mov qword ptr [r15 + 128], r9
-    mov r8, r11
-    mov dword ptr [r15 + 128], eax
-    mov rcx, qword ptr [r15 + 512]
-    mov rax, qword ptr [r15 + 384]
-    and r8, 448
-    mov rdx, qword ptr [r15 + r8 + 832]
-    lea rbp, [r11 + r11*1]
-    mov qword ptr [r15 + 320], rdi
-    and rbp, 1984
-    movsxd rdi, dword ptr [r15 + rbp + 1344]
-    mov byte ptr [r15 + 384], dil
-    movsxd r9, dword ptr [r15 + 320]
-    mov r8d, dword ptr [r15 + 512]
-    jmp 1f
-1:
-    mov byte ptr [r15 + 192], bpl
-    mov rsi, r9
-    test dword ptr [r15 + 67117723], 1090519040
+    lea rcx, [rip + .Lc1_d343_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d343_j_t
+.Lc1_d343_j:
+    mov rbp, qword ptr [r15 + 384]
+    movzx r9d, bpl
+    movzx r9d, byte ptr [r15 + 640]
+    test ebx, 1073741824
     jnz 1f
 1:
-    jmp 1f
+    movzx eax, bpl
+    mov eax, 201
+    vpshufd xmm8, xmm8, 150
+    test dword ptr [r15 + 67117724], 270336
+    jz 1f
 1:
-    mov r9d, ebp
-    mov eax, 27
-    movzx r8d, byte ptr [r15 + 448]
-    mov esi, dword ptr [r15 + 256]
-    movzx r9d, dil
-    mov dword ptr [r15 + 192], edi
-    mov r9d, 136
-    mov byte ptr [r15 + 768], r9b
+    mov ebp, r9d
+    mov rbp, r11
+    movzx ecx, bpl
+    movzx ecx, byte ptr [r15 + 320]
+    test ebx, 1073741824
+    jz 1f
+1:
+    and rbp, 4032
+    movzx r9d, byte ptr [r15 + rbp + 3392]
+    mov eax, r9d
+    mov qword ptr [r15 + 128], rax
+    test ebx, 384
+    jnz 1f
+1:
+    mov ebp, r9d
+    mov dword ptr [r15 + 64], 54
+    mov rbp, rbp
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rax, qword ptr [r15 + 192]
     mov r9, r11
-    mov byte ptr [r15 + rbp + 1408], r9b
-    mov byte ptr [r15 + 64], r9b
-    and r9, 8128
-    mov byte ptr [r15 + r9 + 7488], al
-    vpaddq xmm7, xmm7, xmmword ptr [r15 + 448]
+    movzx r8d, byte ptr [r15 + 448]
+    mov byte ptr [r15 + 0], r8b
+    mov rbp, r11
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and r9, 16320
+    mov dword ptr [r15 + r9 + 15680], 212
+    and rbp, 8128
+    movsxd rax, dword ptr [r15 + rbp + 7488]
+    mov r8d, 169
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c7:
-    lea rcx, [rip + .Lc1_d369_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d369_j_t
-.Lc1_d369_j:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, ecx
-    mov rsi, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
+    movzx r9d, r8b
+    mov r9d, r9d
+    mov ebp, dword ptr [r15 + 128]
+    mov esi, 236
+    mov qword ptr [r15 + 256], rsi
+    test ebx, 1073741824
+    jz 1f
 1:
-    jmp 1f
+    mov r8, r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, 99
+    mov byte ptr [r15 + 0], r8b
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 260480
+    jz 1f
+1:
+    movzx esi, r8b
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r9d, sil
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rsi
-    mov r8, r11
-    add rcx, qword ptr [r15 + 576]
-    and r8, 448
-    mov edx, dword ptr [r15 + r8 + 832]
-    jmp 1f
-1:
-    lea r8, [r11 + r11*1]
-    mov qword ptr [r15 + 128], r8
-    and r8, 8128
-    mov dword ptr [r15 + r8 + 7488], 6
-    mov qword ptr [r15 + 512], rdx
-    mov byte ptr [r15 + 320], sil
+    mov r8d, esi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 64], r8d
+    mov qword ptr [r15 + 384], r9
     test ebx, 1073741824
     jnz 1f
 1:
-    jmp 1f
-1:
-    movzx esi, byte ptr [r15 + 640]
-    mov rdx, qword ptr [r15 + 64]
-    jmp 1f
-1:
+    mov r9, r11
+    mov esi, dword ptr [r15 + 512]
+    vmovdqu ymmword ptr [r15 + 704], ymm8
+    and r9, 4032
+    movzx r8d, byte ptr [r15 + r9 + 3392]
+    mov r9, r11
+    vpxor xmm8, xmm8, xmm3
+    and r9, 448
     mov rbp, r11
-    mov rcx, rbp
-    mov r9d, dword ptr [r15 + r8 + 7552]
-    and rbp, 4032
-    movzx r8d, byte ptr [r15 + rbp + 3392]
-    vmovdqu ymmword ptr [r15 + 448], ymm7
-    jmp 1f
+    mov dword ptr [r15 + r9 + 832], ebp
+    test ebx, 1073741824
+    jnz 1f
 1:
-    mov qword ptr [r15 + 256], rsi
-    movsxd rsi, dword ptr [r15 + 384]
-    vpaddq xmm7, xmm7, xmmword ptr [r15 + 192]
-    mov rdi, qword ptr [r15 + 64]
-    mov rbp, r9
-    mov dword ptr [r15 + 384], ebp
+    mov rcx, qword ptr [r15 + 384]
+    and rbp, 1984
+    mov r8d, dword ptr [r15 + rbp + 1344]
+    mov rsi, qword ptr [r15 + 320]
+    mov r9, qword ptr [r15 + 192]
     add r11, 64
     inc rbx
     dec r13
@@ -1039,206 +529,211 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 7
-    lea rcx, [rip + .Lc1_d418_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d418_s_t
-    .p2align 3
-.Lc1_d418_s:
-    .p2align 3
-    jmp .Lc1_d418_j
-    .p2align 3
-    jmp .Lc1_d418_j
-    .p2align 3
-    jmp .Lc1_d418_j
-    .p2align 3
-    jmp .Lc1_d418_j
-    .p2align 3
-    jmp .Lc1_d418_j
-    .p2align 3
-    jmp .Lc1_d418_j
-    .p2align 3
-    jmp .Lc1_d418_j
-    .p2align 3
-    jmp .Lc1_d418_j
-.Lc1_d418_j:
-    mov r8, r11
-    movzx ecx, byte ptr [r15 + 704]
-    vmovdqu xmm12, xmmword ptr [r15 + 320]
-    mov eax, 251
-    and r8, 1984
-    mov qword ptr [r15 + r8 + 1344], r8
-    mov r8d, 218
-    mov esi, 25
-    mov r8d, 135
-    test dword ptr [r15 + 67117723], 2097664
+    lea rcx, [rip + .Lc1_d441_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d441_j_t
+.Lc1_d441_j:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    add rsi, qword ptr [r15 + 64]
+    mov eax, 29
+    mov rbp, r11
+    mov eax, 193
+    test dword ptr [r15 + 67117724], 8192
+    jz 1f
+1:
+    mov qword ptr [r15 + 320], rsi
+    and rbp, 448
+    and ecx, dword ptr [r15 + rbp + 832]
+    movzx r9d, cl
+    add r9, qword ptr [r15 + 512]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov esi, dword ptr [r15 + 448]
+    mov eax, esi
+    mov eax, 36
+    movzx eax, byte ptr [r15 + 448]
+    mov dword ptr [r15 + 256], 41
+    test ebx, 1073741824
     jnz 1f
 1:
-    movzx r8d, byte ptr [r15 + 128]
-    vpor xmm5, xmm5, xmm12
-    mov r9, r11
-    jmp 1f
+    vmovdqu ymmword ptr [r15 + 384], ymm1
+    movsxd rbp, dword ptr [r15 + 768]
+    mov rcx, rbp
+    mov ecx, 240
+    test ebx, 1073741824
+    jnz 1f
 1:
-    mov eax, dword ptr [r15 + 256]
+    mov r9d, 88
+    mov r9, r11
+    mov esi, 178
+    mov dword ptr [r15 + 128], 227
     and r9, 8128
-    movzx ecx, byte ptr [r15 + r9 + 7488]
-    movzx r9d, byte ptr [r15 + 512]
-    mov ebp, dword ptr [r15 + 64]
+    mov dword ptr [r15 + r9 + 7488], 201
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c9:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov rbp, r11
-    and rbp, 1984
-    mov byte ptr [r15 + rbp + 1344], bpl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, ebp
-    jmp 1f
-1:
-    movzx eax, al
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rbp
-    mov rax, rax
-    mov rax, qword ptr [r15 + 448]
-    jmp 1f
-1:
-    mov ebp, ebp
-    mov rdi, rax
+    mov rbp, r9
+    xor dword ptr [r15 + 384], ebp
+    mov esi, dword ptr [r15 + 64]
     mov r8, r11
-    mov eax, 208
+    vmovdqu ymmword ptr [r15 + 128], ymm6
     and r8, 4032
-    mov byte ptr [r15 + r8 + 3392], r8b
-    test dword ptr [r15 + 67117723], 8388608
+    and r9d, dword ptr [r15 + r8 + 3392]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ebp, bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, 216
+    test ebx, 1073741824
     jnz 1f
 1:
-    movzx r8d, r9b
-    mov dword ptr [r15 + 768], r8d
-    mov dword ptr [r15 + 192], r8d
-    mov qword ptr [r15 + 384], r8
-    movzx edx, r8b
+    mov r9d, r8d
+    movsxd r9, dword ptr [r15 + 576]
+    mov rbp, qword ptr [r15 + 448]
+    movsxd rdi, dword ptr [r15 + 640]
     mov r8, r11
-    mov dword ptr [r15 + 64], eax
-    mov rax, rdi
-    and r8, 448
-    movsxd rax, dword ptr [r15 + r8 + 832]
-    mov edi, eax
-    mov r9, rdi
-    mov dword ptr [r15 + 512], 187
-    mov byte ptr [r15 + 128], dl
-    movsxd rdi, dword ptr [r15 + 384]
-    nop
-    jmp 1f
+    mov rbp, r11
+    and r8, 8128
+    mov edx, dword ptr [r15 + r8 + 7488]
+    test ebx, 1073741824
+    jnz 1f
 1:
-    movzx r8d, byte ptr [r15 + 320]
+    and rbp, 1984
+    mov byte ptr [r15 + rbp + 1344], bpl
+    mov ebp, 128
+    movsxd r9, dword ptr [r15 + 192]
+    mov edi, r9d
+    movsxd rdi, dword ptr [r15 + 320]
+    test ebx, 1073741824
+    jz 1f
+1:
+    movsxd r8, dword ptr [r15 + 64]
+    mov dword ptr [r15 + 256], r8d
+    mov r8d, 50
+    mov dword ptr [r15 + 512], 153
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c10:
-    lea rcx, [rip + .Lc1_d503_j]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d534_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d503_j_t
-.Lc1_d503_j:
-    mov ecx, r8d
-    mov rcx, qword ptr [r15 + 384]
-    mov r8, qword ptr [r15 + 576]
-    jmp 1f
-1:
-    mov rdi, qword ptr [r15 + 64]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 320], 167
-    mov dword ptr [r15 + 192], edi
-    movzx edi, byte ptr [r15 + 64]
-    jmp 1f
-1:
+    jmp .Lc1_d534_j_t
+.Lc1_d534_j:
+    movzx r8d, al
+    movzx r8d, byte ptr [r15 + 704]
+    mov r9d, dword ptr [r15 + 64]
     mov rbp, r11
-    mov dword ptr [r15 + 128], edi
-    and rbp, 4032
-    movzx edi, byte ptr [r15 + rbp + 3392]
+    movsxd rdi, dword ptr [r15 + 320]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov qword ptr [r15 + 256], rdi
-    mov rbp, r11
-    mov edi, 153
-    movzx edx, byte ptr [r15 + 448]
+    and rbp, 448
+    xor dword ptr [r15 + rbp + 832], ebp
+    mov rcx, qword ptr [r15 + 512]
+    movzx eax, cl
+    movsxd rax, dword ptr [r15 + 384]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rsi, rcx
+    add rsi, qword ptr [r15 + 128]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test dword ptr [r15 + 67117723], 32
+    jz 1f
+1:
+    mov ebp, eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rsi, qword ptr [r15 + 256]
+    vpcmpeqb xmm15, xmm15, xmm6
+    mov dword ptr [r15 + 192], esi
     mov qword ptr [r15 + 320], rcx
-    and rbp, 8128
-    movsxd rcx, dword ptr [r15 + rbp + 7488]
-    jmp 1f
+    mov rbp, r11
+    test ebx, 1073741824
+    jnz 1f
 1:
-    mov rbp, qword ptr [r15 + 128]
-    mov r9, r11
-    mov r8d, 88
-    jmp 1f
-1:
-    jmp 1f
-1:
-    and r9, 448
-    vmovdqu ymmword ptr [r15 + r9 + 832], ymm7
-    jmp 1f
-1:
-    movzx r9d, r9b
-    and ebp, dword ptr [r15 + 512]
-    mov edi, ebp
+    movzx eax, sil
+    mov dword ptr [r15 + 128], eax
+    and rbp, 1984
+    mov dword ptr [r15 + rbp + 1344], 0
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c11:
-    mov ebp, 67
-    mov dword ptr [r15 + 704], 145
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 225
-    mov r8d, r9d
-    mov r9d, r9d
-    jmp 1f
-1:
-    mov rcx, rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu xmm7, xmmword ptr [r15 + 0]
-    and ecx, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 16384
+    setz al
+    lea rcx, [rip + .Lc1_d581_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d581_s_t
+    .p2align 3
+.Lc1_d581_s:
+    .p2align 3
+    jmp .Lc1_d581_j
+    .p2align 3
+    jmp .Lc1_d581_j
+.Lc1_d581_j:
     mov rbp, r11
-    mov r12, qword ptr [r15 + r12 + 56]
+    vpcmpeqb xmm8, xmm8, xmm1
     and rbp, 8128
-    movzx ecx, byte ptr [r15 + rbp + 7488]
-    lea r8, [r11 + r11*1]
+    mov eax, dword ptr [r15 + rbp + 7488]
+    mov byte ptr [r15 + 192], al
+    test dword ptr [r15 + 67117723], 4352
+    jnz 1f
+1:
+    mov dword ptr [r15 + 512], ebp
+    mov qword ptr [r15 + 64], rax
+    test dword ptr [r15 + 67117723], 4096
+    jz 1f
+1:
+    movsxd rcx, dword ptr [r15 + 448]
+    mov ebp, ecx
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rbp, r8
-    and r8, 1984
-    vpcmpeqb xmm7, xmm7, xmmword ptr [r15 + r8 + 1344]
-    movzx ebp, cl
-    movsxd rax, dword ptr [r15 + 512]
-    mov byte ptr [r15 + r8 + 1408], al
-    mov r8, qword ptr [r15 + 192]
-    jmp 1f
+    mov rax, rcx
+    add rax, qword ptr [r15 + 320]
+    mov r8, r11
+    mov dword ptr [r15 + 768], 67
+    test ebx, 1073741824
+    jz 1f
 1:
-    mov qword ptr [r15 + 320], rbp
-    mov dword ptr [r15 + 448], 179
-    movzx ebp, byte ptr [r15 + 256]
-    mov edx, eax
-    mov qword ptr [r15 + 64], rax
-    mov eax, 89
-    movzx ecx, byte ptr [r15 + 128]
-    mov r9d, dword ptr [r15 + 640]
-    mov eax, dword ptr [r15 + 384]
-    mov edi, dword ptr [r15 + 128]
+    and r8, 4032
+    xor dword ptr [r15 + r8 + 3392], r8d
+    .byte 0x0f, 0x1f, 0x00
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r9, r11
+    movzx ecx, byte ptr [r15 + 384]
+    and r9, 448
+    mov qword ptr [r15 + r9 + 832], r9
     add r11, 64
     inc rbx
     dec r13
@@ -1247,213 +742,201 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 1073741824
-    setz al
-    lea rcx, [rip + .Lc1_d596_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d596_s_t
-    .p2align 3
-.Lc1_d596_s:
-    .p2align 3
-    jmp .Lc1_d596_j
-    .p2align 3
-    jmp .Lc1_d596_j
-.Lc1_d596_j:
+    mov r8, qword ptr [r15 + 64]
+    mov r9d, 141
     mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], r9d
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    nop
-    jmp 1f
-1:
-    mov rbp, r11
-    mov byte ptr [r15 + 320], bpl
-    and rbp, 4032
-    mov esi, dword ptr [r15 + rbp + 3392]
-    movsxd rbp, dword ptr [r15 + 64]
-    mov dword ptr [r15 + 768], 112
-    movsxd rcx, dword ptr [r15 + 448]
-    mov qword ptr [r15 + 128], rcx
-    mov ecx, 231
-    test dword ptr [r15 + 67117724], 1610612740
+    test ebx, 1073741824
     jz 1f
 1:
-    movzx ecx, cl
-    jmp 1f
-1:
-    movzx edx, byte ptr [r15 + 384]
     mov rbp, r11
-    and ecx, dword ptr [r15 + 512]
-    mov byte ptr [r15 + 256], sil
-    and rbp, 448
-    mov byte ptr [r15 + rbp + 832], bpl
-    mov r9d, edx
-    mov esi, 100
-    movzx esi, dl
-    mov qword ptr [r15 + 384], rdx
-    mov qword ptr [r15 + 192], rsi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 1984
+    mov dword ptr [r15 + rbp + 1344], ebp
+    movzx eax, bpl
+    mov rax, qword ptr [r15 + 512]
+    test dword ptr [r15 + 67117723], 65540
+    jz 1f
+1:
+    vpmovmskb r9d, xmm15
+    mov dword ptr [r15 + 448], 23
+    mov r9, r11
+    mov byte ptr [r15 + 128], r9b
+    and r9, 4032
+    mov ebp, dword ptr [r15 + r9 + 3392]
+    mov r9d, ebp
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov edi, 221
+    mov edi, 57
+    mov dword ptr [r15 + 320], edi
+    mov edi, dword ptr [r15 + 192]
+    mov esi, 122
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx r9d, byte ptr [r15 + 576]
+    vmovdqu ymmword ptr [r15 + 384], ymm15
+    movzx ebp, r9b
+    movzx ebp, byte ptr [r15 + 128]
+    movsxd rdx, dword ptr [r15 + 256]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c13:
-    lea rcx, [rip + .Lc1_d638_j]
+    lea rcx, [rip + .Lc1_d668_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d638_j_t
-.Lc1_d638_j:
-    mov rcx, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], ecx
-    mov edx, ecx
-    jmp 1f
-1:
-    mov dword ptr [r15 + 64], 67
-    mov qword ptr [r15 + 320], rdx
-    jmp 1f
-1:
-    mov rbp, r11
-    movsxd rdx, dword ptr [r15 + 384]
+    jmp .Lc1_d668_j_t
+.Lc1_d668_j:
+    mov edi, 81
+    mov edi, dword ptr [r15 + 64]
+    mov dword ptr [r15 + 640], edi
+    movsxd r9, dword ptr [r15 + 64]
     test ebx, 1073741824
     jnz 1f
 1:
-    and rbp, 4032
-    mov rcx, qword ptr [r15 + rbp + 3392]
-    movzx edx, byte ptr [r15 + 640]
-    movsxd rbp, dword ptr [r15 + 448]
-    and ecx, dword ptr [r15 + 512]
+    movsxd rcx, dword ptr [r15 + 512]
+    mov ebp, dword ptr [r15 + 256]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 384
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    movsxd rdi, dword ptr [r15 + 384]
+    mov dword ptr [r15 + 704], edi
     mov r9, r11
-    jmp 1f
+    mov edx, 169
+    and r9, 448
+    mov qword ptr [r15 + r9 + 832], r9
+    test ebx, 1073741824
+    jnz 1f
 1:
-    movzx esi, dl
-    and r9, 1984
-    mov edx, dword ptr [r15 + r9 + 1344]
-    movsxd r9, dword ptr [r15 + 64]
-    vmovq xmm7, r9
-    jmp 1f
-1:
-    movsxd r9, dword ptr [r15 + 128]
+    mov ecx, 168
+    mov rcx, qword ptr [r15 + 128]
     mov r8, r11
-    mov eax, dword ptr [r15 + 256]
-    mov edi, dword ptr [r15 + 128]
-    mov byte ptr [r15 + 576], dl
-    and r8, 8128
-    mov byte ptr [r15 + r8 + 7488], r8b
+    mov edi, dword ptr [r15 + 320]
+    movzx edx, byte ptr [r15 + 448]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and r8, 1984
+    mov r9, r11
+    movsxd rax, dword ptr [r15 + r8 + 1344]
+    movzx r8d, byte ptr [r15 + 384]
+    and r9, 8128
+    mov rdi, qword ptr [r15 + r9 + 7488]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c14:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, eax
-    or qword ptr [r15 + 0], 105
-    mov qword ptr [r15 + 0], rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 512], r8
-    mov dword ptr [r15 + 320], 10
-    movzx r8d, dl
-    mov rdx, qword ptr [r15 + 704]
-    mov dword ptr [r15 + 64], 77
-    jmp 1f
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov r8, r11
+    and r8, 8128
+    mov qword ptr [r15 + r8 + 7488], r8
+    movzx r8d, r8b
+    mov r8d, r8d
+    mov r8, qword ptr [r15 + 128]
+    mov byte ptr [r15 + 0], r8b
+    test ebx, 1073741824
+    jz 1f
 1:
-    movzx r8d, byte ptr [r15 + 128]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], r8
+    mov r9d, 206
+    mov r12, qword ptr [r15 + r12 + 56]
+    test dword ptr [r15 + 67117723], 524288
+    jz 1f
+1:
+    vpmovmskb eax, xmm8
+    movzx eax, al
+    mov rax, qword ptr [r15 + 384]
+    mov esi, dword ptr [r15 + 256]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov qword ptr [r15 + 768], r9
+    vmovq xmm8, rax
+    mov r8d, dword ptr [r15 + 448]
     mov r9, r11
-    mov rax, r9
+    mov edx, r9d
     test ebx, 1073741824
     jnz 1f
 1:
-    and r9, 8128
-    movzx ecx, byte ptr [r15 + r9 + 7488]
-    mov r9, qword ptr [r15 + 256]
-    movzx edx, dl
-    movsxd rdx, dword ptr [r15 + 384]
-    mov r8d, edx
-    lea r8, [r11 + r11*1]
-    mov rax, qword ptr [r15 + 448]
-    movsxd rbp, dword ptr [r15 + 192]
-    and r8, 448
-    mov rsi, qword ptr [r15 + r8 + 832]
-    jmp 1f
-1:
-    movsxd rdi, dword ptr [r15 + 64]
-    jmp 1f
-1:
+    mov byte ptr [r15 + 64], r8b
+    and r9, 1984
+    mov rax, qword ptr [r15 + r9 + 1344]
+    mov dword ptr [r15 + 320], eax
     mov rbp, r11
-    jmp 1f
+    movsxd r8, dword ptr [r15 + 192]
+    test ebx, 1073741824
+    jnz 1f
 1:
-    and rbp, 1984
-    vmovdqu ymmword ptr [r15 + rbp + 1344], ymm7
-    mov qword ptr [r15 + 320], rsi
-    mov esi, 139
-    movsxd rbp, dword ptr [r15 + r8 + 896]
+    and rbp, 4032
+    add rdx, qword ptr [r15 + rbp + 3392]
+    mov rbp, rdx
+    mov rdx, qword ptr [r15 + 128]
+    mov eax, dword ptr [r15 + 512]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c15:
-    lea rcx, [rip + .Lc1_d728_j]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d765_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d728_j_t
-.Lc1_d728_j:
-    mov edi, 28
-    mov rcx, rdi
-    vmovdqu ymmword ptr [r15 + 64], ymm7
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
+    jmp .Lc1_d765_j_t
+.Lc1_d765_j:
+    mov r8d, 140
+    mov r8, r11
+    movsxd r9, dword ptr [r15 + 576]
+    movzx ebp, r9b
+    and r8, 4032
+    vmovdqu ymmword ptr [r15 + r8 + 3392], ymm15
+    test dword ptr [r15 + 67117723], 536870912
+    jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 159
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, r9b
+    mov dword ptr [r15 + 320], 61
+    mov rdx, rcx
+    mov rdx, qword ptr [r15 + 384]
     mov rbp, r11
-    jmp 1f
+    test dword ptr [r15 + 67117723], 272049
+    jz 1f
 1:
-    mov qword ptr [r15 + 0], rcx
-    mov dword ptr [r15 + 0], edi
+    mov dword ptr [r15 + 192], 237
     and rbp, 1984
-    movsxd rdi, dword ptr [r15 + rbp + 1344]
+    mov dword ptr [r15 + rbp + 1344], 29
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    jmp 1f
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 128], bpl
+    mov dword ptr [r15 + 448], ebp
+    mov dword ptr [r15 + 320], 225
+    mov r8, r11
+    test ebx, 1073741824
+    jz 1f
 1:
-    mov ecx, dword ptr [r15 + 256]
-    mov rbp, r11
-    jmp 1f
-1:
-    vmovdqu xmm7, xmmword ptr [r15 + 192]
-    movzx edi, byte ptr [r15 + 448]
-    and rbp, 8128
-    movsxd r8, dword ptr [r15 + rbp + 7488]
-    movzx ebp, byte ptr [r15 + 128]
-    mov r9, r11
-    mov rdx, qword ptr [r15 + 384]
-    jmp 1f
-1:
-    and r9, 4032
-    mov dword ptr [r15 + r9 + 3392], 173
-    movsxd r9, dword ptr [r15 + 320]
-    movzx esi, byte ptr [r15 + 768]
-    mov qword ptr [r15 + 384], rdi
-    mov edi, dword ptr [r15 + 512]
-    jmp 1f
-1:
+    mov byte ptr [r15 + 256], bpl
+    and r8, 448
+    vmovdqu ymmword ptr [r15 + r8 + 832], ymm15
+    mov r8d, dword ptr [r15 + 64]
     add r11, 64
     inc rbx
     dec r13
@@ -1462,222 +945,206 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d778_j]
+    lea rcx, [rip + .Lc1_d808_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d778_j_t
-.Lc1_d778_j:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx ecx, byte ptr [r15 + 640]
-    movsxd rax, dword ptr [r15 + 64]
-    movzx ebp, r9b
-    mov qword ptr [r15 + 0], rbp
-    vpshufd xmm7, xmm7, 218
+    jmp .Lc1_d808_j_t
+.Lc1_d808_j:
+    mov dword ptr [r15 + 0], eax
+    mov dword ptr [r15 + 0], eax
+    mov r8d, ecx
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, 170
-    jmp 1f
+    test ebx, 1073741824
+    jz 1f
 1:
-    jmp 1f
+    movsxd rsi, dword ptr [r15 + 256]
+    mov edi, dword ptr [r15 + 384]
+    mov ecx, dword ptr [r15 + 704]
+    mov dword ptr [r15 + 64], 190
+    test dword ptr [r15 + 67117724], 8388609
+    jnz 1f
 1:
+    mov eax, dword ptr [r15 + 512]
+    mov r8d, dword ptr [r15 + 448]
+    movzx ecx, r8b
+    mov ecx, dword ptr [r15 + 320]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov ebp, 110
-    vpaddq xmm7, xmm7, xmmword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], bpl
-    mov rbp, r11
-    mov ecx, 121
-    vmovq xmm12, rax
-    jmp 1f
-1:
-    and rbp, 448
-    mov dword ptr [r15 + rbp + 832], r8d
-    mov qword ptr [r15 + 192], rcx
-    movzx ebp, cl
-    mov ecx, dword ptr [r15 + 384]
-    mov byte ptr [r15 + 256], cl
-    test dword ptr [r15 + 67117724], 50176
+    mov r8, r11
+    mov rdi, qword ptr [r15 + 192]
+    mov rsi, rdi
+    and r8, 8128
+    movsxd rax, dword ptr [r15 + r8 + 7488]
+    movzx r8d, al
+    test ebx, 1073741824
     jz 1f
 1:
-    movzx r8d, byte ptr [r15 + 576]
-    movzx ebp, cl
-    jmp 1f
+    mov ecx, 134
+    vmovq xmm8, rcx
+    mov rcx, qword ptr [r15 + 640]
+    mov qword ptr [r15 + 512], rcx
+    mov r9, r11
+    test ebx, 1073741824
+    jnz 1f
 1:
-    movzx ebp, byte ptr [r15 + 512]
-    movzx ecx, al
-    mov byte ptr [r15 + 320], cl
-    movzx r9d, byte ptr [r15 + 128]
-    mov rbp, r11
-    mov ecx, dword ptr [r15 + 128]
-    mov eax, dword ptr [r15 + 448]
-    and rbp, 4032
-    mov dword ptr [r15 + rbp + 3392], esi
+    movsxd rax, dword ptr [r15 + 128]
+    movsxd rdi, dword ptr [r15 + 64]
+    and r9, 448
+    mov r8d, dword ptr [r15 + r9 + 832]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c17:
-    mov rbp, r9
-    mov ebp, 34
-    mov r9d, dword ptr [r15 + 128]
-    vmovdqu ymmword ptr [r15 + 512], ymm12
-    vpaddq xmm12, xmm12, xmmword ptr [r15 + 0]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov r9, r11
+    and r9, 4032
+    movzx ecx, byte ptr [r15 + r9 + 3392]
+    mov r9, rcx
+    mov dword ptr [r15 + 384], 7
+    movsxd rsi, dword ptr [r15 + 384]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    add rbp, qword ptr [r15 + 0]
-    jmp 1f
+    test dword ptr [r15 + 67117724], 285212672
+    jz 1f
 1:
-    mov dword ptr [r15 + 0], ebp
-    mov ebp, 27
     mov r12, qword ptr [r15 + r12 + 56]
-    add rbp, qword ptr [r15 + 0]
-    mov rax, rbp
-    mov rbp, r11
-    mov esi, ebp
-    mov byte ptr [r15 + 704], sil
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, r9b
+    movzx eax, al
     test ebx, 1073741824
     jnz 1f
 1:
-    and rbp, 8128
-    mov r9, qword ptr [r15 + rbp + 7488]
-    mov rbp, qword ptr [r15 + 128]
-    mov r8, r11
-    mov qword ptr [r15 + 192], rax
-    jmp 1f
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, dword ptr [r15 + 320]
+    vmovq xmm0, rcx
+    mov qword ptr [r15 + 448], rcx
+    mov rbp, r11
+    test ebx, 1073741824
+    jz 1f
 1:
-    mov byte ptr [r15 + 320], r8b
-    and r8, 1984
-    movzx eax, byte ptr [r15 + r8 + 1344]
+    and rbp, 1984
+    mov dword ptr [r15 + rbp + 1344], 219
+    movzx ebp, byte ptr [r15 + 192]
+    movsxd r9, dword ptr [r15 + 128]
+    mov rax, qword ptr [r15 + 768]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov byte ptr [r15 + 128], cl
     mov r8, r11
-    movzx esi, byte ptr [r15 + 320]
-    mov dword ptr [r15 + 64], r9d
-    mov dword ptr [r15 + 384], esi
-    and r8, 448
-    mov dword ptr [r15 + r8 + 832], 87
-    mov qword ptr [r15 + 448], rax
-    mov dword ptr [r15 + 64], eax
-    mov eax, 12
-    movsxd r8, dword ptr [r15 + 448]
-    mov eax, esi
-    vmovdqu ymmword ptr [r15 + 256], ymm7
+    movzx esi, r8b
+    mov esi, dword ptr [r15 + 64]
+    and r8, 8128
+    vmovdqu ymmword ptr [r15 + r8 + 7488], ymm15
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c18:
-    lea rcx, [rip + .Lc1_d870_j]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d898_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d870_j_t
-.Lc1_d870_j:
-    jmp 1f
-1:
-    mov rcx, rcx
+    jmp .Lc1_d898_j_t
+.Lc1_d898_j:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, eax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, dword ptr [r15 + 512]
-    mov rcx, qword ptr [r15 + 64]
-    jmp 1f
-1:
-    mov byte ptr [r15 + 128], cl
-    mov rcx, rax
-    lea r8, [r11 + r11*1]
-    mov ecx, 9
     test ebx, 1073741824
     jnz 1f
 1:
+    movsxd r8, dword ptr [r15 + 320]
+    mov eax, r8d
+    mov byte ptr [r15 + 192], al
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rdx, qword ptr [r15 + 512]
+    movzx ecx, byte ptr [r15 + 128]
+    movzx esi, cl
+    test dword ptr [r15 + 67117724], 268435456
+    jz 1f
+1:
+    mov r8, r11
+    movzx eax, r8b
     and r8, 4032
-    mov dword ptr [r15 + r8 + 3456], r8d
-    mov dword ptr [r15 + r8 + 3392], 36
-    mov r8, qword ptr [r15 + 256]
-    movsxd rcx, dword ptr [r15 + 768]
-    mov eax, eax
+    mov eax, dword ptr [r15 + r8 + 3392]
+    mov r8d, dword ptr [r15 + 448]
     mov rbp, r11
-    movsxd rax, dword ptr [r15 + 384]
-    mov rsi, rcx
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov qword ptr [r15 + 384], rdx
     and rbp, 16320
-    movsxd rcx, dword ptr [r15 + rbp + 15680]
-    jmp 1f
+    vmovdqu ymmword ptr [r15 + rbp + 15680], ymm8
+    mov byte ptr [r15 + 256], bpl
+    mov rbp, r11
+    test ebx, 252800
+    jz 1f
 1:
     movsxd rdx, dword ptr [r15 + 576]
-    mov r9, r11
-    jmp 1f
-1:
-    movzx edi, byte ptr [r15 + 320]
-    and r9, 8128
-    mov dword ptr [r15 + r9 + 7488], 252
-    mov r9, rdx
-    mov rdx, qword ptr [r15 + 192]
+    and rbp, 448
+    movsxd rcx, dword ptr [r15 + rbp + 832]
+    movsxd rbp, dword ptr [r15 + 64]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c19:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 104
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], edx
+    mov rdx, rdx
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r8, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 512], r8
+    mov rbp, qword ptr [r15 + 64]
+    and r8, 1984
+    movsxd r9, dword ptr [r15 + r8 + 1344]
+    mov r8d, 61
+    test ebx, 256
+    jz 1f
+1:
+    mov rdx, qword ptr [r15 + 704]
+    mov rbp, r11
+    movsxd rdi, dword ptr [r15 + 128]
+    and rbp, 8128
+    mov dword ptr [r15 + rbp + 7488], ebp
     jmp 1f
 1:
-    mov r9, qword ptr [r15 + 64]
-    jmp 1f
-1:
-    mov qword ptr [r15 + 512], rdi
-    movzx edi, byte ptr [r15 + 384]
-    jmp 1f
-1:
-    movzx edx, byte ptr [r15 + 320]
-    movzx esi, dl
-    lea rbp, [r11 + r11*1]
-    jmp 1f
-1:
-    and rbp, 1984
-    movzx edx, byte ptr [r15 + rbp + 1408]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov ecx, edx
-    mov rdx, qword ptr [r15 + 640]
-    mov r8d, 198
-    movzx eax, r8b
-    movzx r8d, al
-    mov byte ptr [r15 + 0], r9b
-    movzx r8d, r8b
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, r8
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovq xmm14, r8
-    mov r8, r8
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, r11
-    mov eax, r9d
-    and r8, 8128
-    mov dword ptr [r15 + r8 + 7488], r9d
-    movsxd r9, dword ptr [r15 + 128]
-    mov dword ptr [r15 + rbp + 1344], r9d
-    mov r8d, 239
+    mov r8, qword ptr [r15 + 384]
+    mov ecx, r8d
+    mov r8d, ecx
+    mov rcx, r8
+    movsxd r8, dword ptr [r15 + 192]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov ebp, 86
+    mov dword ptr [r15 + 640], 43
+    movzx edx, byte ptr [r15 + 320]
+    mov r9d, dword ptr [r15 + 64]
+    mov rbp, r11
     jmp 1f
 1:
-    mov r8, r11
-    mov r9d, 9
-    mov r9d, dword ptr [r15 + 192]
-    and r8, 448
-    mov ebp, dword ptr [r15 + r8 + 832]
-    vpmovmskb r8d, xmm14
-    mov edi, dword ptr [r15 + 448]
-    jmp 1f
+    test ebx, 1152
+    jnz 1f
 1:
-    mov r8, rdi
+    and rbp, 448
+    vmovdqu ymmword ptr [r15 + rbp + 832], ymm0
+    movzx ebp, byte ptr [r15 + 448]
+    vpor xmm0, xmm0, xmm0
+    lock add qword ptr [r15 + 256], rbp
     add r11, 64
     inc rbx
     dec r13
@@ -1687,167 +1154,159 @@ ditto_body_c1:
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
     xor eax, eax
-    test dword ptr [r15 + 67117723], 512
+    test dword ptr [r15 + 67117724], 16777216
     setz al
-    lea rcx, [rip + .Lc1_d971_s]
+    lea rcx, [rip + .Lc1_d991_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d971_s_t
+    jmp .Lc1_d991_s_t
     .p2align 3
-.Lc1_d971_s:
+.Lc1_d991_s:
     .p2align 3
-    jmp .Lc1_d971_j
+    jmp .Lc1_d991_j
     .p2align 3
-    jmp .Lc1_d971_j
-.Lc1_d971_j:
-    movzx eax, cl
-    mov ecx, ecx
-    mov r9d, 45
+    jmp .Lc1_d991_j
+.Lc1_d991_j:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, eax
+    mov byte ptr [r15 + 384], cl
     test ebx, 1073741824
     jnz 1f
 1:
+    mov qword ptr [r15 + 128], rcx
+    mov ecx, dword ptr [r15 + 320]
+    mov rbp, rcx
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx eax, byte ptr [r15 + 512]
     mov r9, r11
-    jmp 1f
-1:
-    movsxd rcx, dword ptr [r15 + 448]
-    movsxd rax, dword ptr [r15 + 64]
-    and r9, 4032
-    mov edi, dword ptr [r15 + r9 + 3392]
-    mov r9, rdi
-    jmp 1f
-1:
-    movzx edi, cl
-    mov rbp, r11
-    mov ecx, dword ptr [r15 + 384]
-    and rbp, 448
-    mov byte ptr [r15 + rbp + 832], al
-    test ebx, 1073741824
+    mov esi, dword ptr [r15 + 768]
+    test ebx, 1152
     jnz 1f
 1:
-    vpaddq xmm14, xmm14, xmmword ptr [r15 + 320]
-    movsxd r9, dword ptr [r15 + 128]
-    mov rbp, rbp
-    movzx ebp, byte ptr [r15 + 256]
-    mov qword ptr [r15 + 704], rdi
-    jmp 1f
+    and r9, 1984
+    mov byte ptr [r15 + r9 + 1344], r9b
+    mov r9, r11
+    mov byte ptr [r15 + 256], r9b
+    and r9, 4032
+    mov rbp, r11
+    movsxd rcx, dword ptr [r15 + r9 + 3392]
+    test dword ptr [r15 + 67117723], 32768
+    jnz 1f
 1:
-    jmp 1f
-1:
-    mov edi, ebp
-    mov ebp, r9d
+    and rbp, 8128
+    vmovdqu ymmword ptr [r15 + rbp + 7488], ymm8
+    movsxd rbp, dword ptr [r15 + 448]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c21:
-    lea rcx, [rip + .Lc1_d1019_j]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d1034_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d1019_j_t
-.Lc1_d1019_j:
-    mov ebp, edi
-    mov edi, ebp
-    mov rbp, rdi
-    mov qword ptr [r15 + 0], rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rcx
-    mov ecx, 168
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 218
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, r8b
+    jmp .Lc1_d1034_j_t
+.Lc1_d1034_j:
     jmp 1f
 1:
+    mov ebp, 48
+    movzx ebp, bpl
+    movzx ebp, bpl
     mov rbp, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 320], edi
-    and rbp, 1984
-    xor dword ptr [r15 + rbp + 1344], ecx
-    movsxd r9, dword ptr [r15 + 192]
-    mov r8, rbp
-    mov rbp, r11
-    mov ecx, 189
+    test dword ptr [r15 + 67117723], 4194305
+    jnz 1f
+1:
+    and rbp, 448
+    and ecx, dword ptr [r15 + rbp + 832]
+    mov rbp, rcx
+    mov ecx, 63
+    mov r9, r11
+    mov dword ptr [r15 + 512], 158
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rcx, qword ptr [r15 + 128]
-    and rbp, 8128
-    mov r8d, dword ptr [r15 + rbp + 7488]
-    mov byte ptr [r15 + 768], cl
-    mov ecx, esi
-    mov dword ptr [r15 + 128], ecx
-    mov dword ptr [r15 + 384], ecx
-    movzx ecx, byte ptr [r15 + 64]
-    movsxd rbp, dword ptr [r15 + 256]
-    mov qword ptr [r15 + 448], rbp
-    mov edi, dword ptr [r15 + 384]
-    mov ebp, edi
-    mov rdi, rbp
-    mov ebp, r8d
-    movsxd rbp, dword ptr [r15 + 512]
-    movsxd r9, dword ptr [r15 + 64]
-    jmp 1f
+    and r9, 1984
+    mov eax, dword ptr [r15 + r9 + 1344]
+    mov r9, rax
+    mov eax, dword ptr [r15 + 192]
+    test ebx, 256
+    jz 1f
 1:
-    mov esi, dword ptr [r15 + 192]
+    mov dword ptr [r15 + 128], 126
+    mov ecx, ebp
+    movsxd rcx, dword ptr [r15 + 384]
+    mov dword ptr [r15 + 320], ecx
+    mov rbp, r11
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + 64], 55
+    and rbp, 4032
+    mov dword ptr [r15 + rbp + 3392], 19
+    mov byte ptr [r15 + 64], al
+    mov eax, dword ptr [r15 + 576]
+    test dword ptr [r15 + 67117723], 67108880
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, rcx
+    mov r9d, r9d
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c22:
-    mov edi, ebp
-    mov qword ptr [r15 + 576], rbp
-    mov ebp, 218
+    jmp 1f
+1:
+    mov ebp, r9d
+    mov ebp, ebp
+    mov dword ptr [r15 + 0], ebp
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovq xmm14, rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], bpl
-    mov rsi, rsi
-    movsxd rdx, dword ptr [r15 + 640]
-    and ebp, dword ptr [r15 + 128]
-    mov rsi, qword ptr [r15 + 448]
-    movzx edi, sil
-    mov r9, r11
-    mov rsi, rdx
-    and r9, 4032
-    movzx r8d, byte ptr [r15 + r9 + 3392]
-    mov r9, r11
     test ebx, 1073741824
     jz 1f
 1:
-    and r9, 448
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], r9d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 256
+    jz 1f
+1:
+    movzx eax, bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, dword ptr [r15 + 320]
     mov r8, r11
-    mov dword ptr [r15 + r9 + 832], 106
-    and r8, 1984
-    movzx r9d, byte ptr [r15 + r8 + 1344]
-    mov ebp, dword ptr [r15 + 256]
-    movzx edx, byte ptr [r15 + 384]
-    movzx esi, byte ptr [r15 + 64]
-    movzx r8d, dil
-    mov r8d, 147
-    jmp 1f
+    movzx ebp, r8b
+    test ebx, 1073741824
+    jnz 1f
 1:
-    jmp 1f
+    and r8, 448
+    mov rdx, qword ptr [r15 + r8 + 832]
+    mov r8d, dword ptr [r15 + 448]
+    mov dword ptr [r15 + 128], r8d
+    mov dword ptr [r15 + 256], 87
+    mov rdi, rbp
+    test ebx, 1073741824
+    jz 1f
 1:
-    jmp 1f
+    mov rbp, qword ptr [r15 + 320]
+    movsxd rsi, dword ptr [r15 + 384]
+    mov dword ptr [r15 + 64], esi
+    mov rsi, qword ptr [r15 + 192]
+    mov dword ptr [r15 + 512], esi
+    mov r8, r11
+    test ebx, 1073741824
+    jnz 1f
 1:
-    jmp 1f
-1:
-    movzx edi, r9b
-    mov r9d, 14
-    movzx r9d, r9b
-    jmp 1f
-1:
-    add rdx, qword ptr [r15 + 512]
-    vmovdqu ymmword ptr [r15 + 320], ymm14
+    and edx, dword ptr [r15 + 448]
+    and r8, 8128
+    add rbp, qword ptr [r15 + r8 + 7488]
+    mov r8, qword ptr [r15 + 128]
+    mov eax, dword ptr [r15 + 640]
     add r11, 64
     inc rbx
     dec r13
@@ -1857,219 +1316,225 @@ ditto_body_c1:
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
     xor eax, eax
-    test dword ptr [r15 + 67117723], 16777216
+    test dword ptr [r15 + 67117724], 262144
     setz al
-    lea rcx, [rip + .Lc1_d1117_s]
+    lea rcx, [rip + .Lc1_d1130_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d1117_s_t
+    jmp .Lc1_d1130_s_t
     .p2align 3
-.Lc1_d1117_s:
+.Lc1_d1130_s:
     .p2align 3
-    jmp .Lc1_d1117_j
+    jmp .Lc1_d1130_j
     .p2align 3
-    jmp .Lc1_d1117_j
-.Lc1_d1117_j:
-    movzx ecx, byte ptr [r15 + 128]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, rax
-    mov eax, ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, qword ptr [r15 + 192]
-    movsxd rdx, dword ptr [r15 + 384]
-    mov r9, rdx
-    movzx r8d, byte ptr [r15 + 704]
-    mov edx, eax
+    jmp .Lc1_d1130_j
+.Lc1_d1130_j:
+    mov r8d, dword ptr [r15 + 192]
+    mov rdx, qword ptr [r15 + 256]
+    mov ebp, edx
+    test dword ptr [r15 + 67117724], 536870912
+    jnz 1f
+1:
+    movsxd rax, dword ptr [r15 + 512]
+    movsxd rsi, dword ptr [r15 + 320]
+    movzx ecx, byte ptr [r15 + 384]
+    mov rbp, r11
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov edx, esi
+    and rbp, 4032
+    mov dword ptr [r15 + rbp + 3392], ebp
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov eax, edx
+    mov eax, dword ptr [r15 + 704]
+    mov r8, r11
+    mov ecx, r8d
     test ebx, 1073741824
     jnz 1f
 1:
+    and r8, 1984
+    mov rsi, qword ptr [r15 + r8 + 1344]
+    mov r8d, 36
+    movzx edx, byte ptr [r15 + 128]
     mov rbp, r11
-    movzx edx, dl
-    and rbp, 4032
-    and edi, dword ptr [r15 + rbp + 3392]
-    mov edx, edi
-    mov dword ptr [r15 + 320], r8d
-    mov qword ptr [r15 + 512], rsi
-    mov edx, ebp
-    mov r8, r11
-    mov rbp, r11
-    movzx ecx, dil
-    mov edx, r9d
-    and rbp, 448
-    vmovdqu ymmword ptr [r15 + rbp + 832], ymm14
-    and r8, 8128
-    mov dword ptr [r15 + r8 + 7488], ecx
-    inc dword ptr [r15 + 64]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and rbp, 8128
+    mov dword ptr [r15 + rbp + 7488], ebp
+    mov rbp, qword ptr [r15 + 64]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c24:
-    lea rcx, [rip + .Lc1_d1160_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d1160_j_t
-.Lc1_d1160_j:
-    mov dword ptr [r15 + 320], 140
-    jmp 1f
-1:
-    mov ecx, 129
-    jmp 1f
-1:
-    mov ecx, r8d
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
     mov r8, r11
-    jmp 1f
+    mov dword ptr [r15 + 768], r8d
+    and r8, 448
+    movzx ebp, byte ptr [r15 + r8 + 832]
+    mov r8, r11
+    mov edx, 62
+    mov edx, 23
+    and r8, 4032
+    movzx eax, byte ptr [r15 + r8 + 3392]
+    test dword ptr [r15 + 67117724], 128
+    jnz 1f
 1:
-    and r8, 1984
-    mov dword ptr [r15 + r8 + 1344], 138
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 0], ymm14
-    mov r8, r8
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], r8
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov rdi, qword ptr [r15 + 128]
+    mov byte ptr [r15 + 320], dil
+    mov r9, r11
+    mov rsi, qword ptr [r15 + 384]
     jmp 1f
 1:
     test ebx, 1073741824
+    jz 1f
+1:
+    and r9, 1984
+    mov dword ptr [r15 + r9 + 1344], 72
+    movzx r9d, al
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
     jnz 1f
 1:
-    vmovq qword ptr [r15 + 448], xmm14
-    mov qword ptr [r15 + 64], r8
-    movsxd rcx, dword ptr [r15 + 128]
-    mov r8d, dword ptr [r15 + 64]
-    mov edx, 194
-    mov edx, edx
-    movzx ebp, byte ptr [r15 + 448]
+    mov rdi, rsi
+    mov edi, 229
+    movzx edi, dil
+    vpcmpeqb xmm2, xmm2, xmm5
+    test ebx, 1073741824
+    jnz 1f
+1:
     jmp 1f
 1:
-    mov rdx, qword ptr [r15 + 192]
-    mov esi, edx
-    mov rax, qword ptr [r15 + 512]
-    movzx edx, byte ptr [r15 + 320]
-    mov rdi, rdx
-    mov r9d, dword ptr [r15 + 384]
-    mov rdx, qword ptr [r15 + 256]
-    mov r9, r11
-    movzx r8d, byte ptr [r15 + 768]
-    and r9, 8128
-    mov edx, dword ptr [r15 + r9 + 7488]
+    .byte 0x0f, 0x1f, 0x40, 0x00
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu ymmword ptr [r15 + 448], ymm2
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov esi, edi
+    movsxd rsi, dword ptr [r15 + 256]
+    mov r9, rsi
+    mov byte ptr [r15 + 64], r9b
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c25:
-    mov r9d, 91
-    mov r8, r11
-    jmp 1f
-1:
-    mov r9, rdi
-    jmp 1f
-1:
-    and r8, 1984
-    mov r9d, dword ptr [r15 + r8 + 1344]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d1226_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d1226_j_t
+.Lc1_d1226_j:
+    vmovdqu ymmword ptr [r15 + 0], ymm13
+    mov edi, 130
+    mov dword ptr [r15 + 0], edi
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rdi, rbp
-    mov dword ptr [r15 + 0], 18
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov rbp, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r8d, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 448
-    mov dword ptr [r15 + rbp + 832], 210
-    mov edi, dword ptr [r15 + 192]
-    movsxd rbp, dword ptr [r15 + 384]
-    test ebx, 1073741824
+    mov r9, r11
+    test dword ptr [r15 + 67117724], 537395200
     jnz 1f
 1:
-    mov r9d, 99
-    add r9, qword ptr [r15 + 64]
-    jmp 1f
+    and r9, 8128
+    mov rcx, qword ptr [r15 + r9 + 7488]
+    inc dword ptr [r15 + 192]
+    movzx eax, byte ptr [r15 + 640]
+    mov rdi, qword ptr [r15 + 64]
+    test dword ptr [r15 + 67117723], 16777216
+    jz 1f
 1:
-    movzx ebp, byte ptr [r15 + 320]
-    movzx r8d, r9b
-    mov qword ptr [r15 + 256], rdi
-    movsxd rdi, dword ptr [r15 + 512]
-    mov r9d, 71
-    jmp 1f
+    mov qword ptr [r15 + 320], rcx
+    movzx ecx, byte ptr [r15 + 256]
+    movsxd rsi, dword ptr [r15 + 512]
+    test ebx, 1073741824
+    jz 1f
 1:
-    mov dword ptr [r15 + 448], 167
-    movsxd r9, dword ptr [r15 + 128]
-    jmp 1f
-1:
-    movzx edx, byte ptr [r15 + 128]
+    mov r9d, r9d
+    movzx r9d, byte ptr [r15 + 128]
+    movzx ebp, byte ptr [r15 + 64]
+    mov byte ptr [r15 + 576], bpl
     mov rbp, r11
-    mov qword ptr [r15 + 576], rbp
-    mov esi, r9d
-    mov r9d, 108
-    and rbp, 4032
-    mov qword ptr [r15 + rbp + 3392], rbp
+    test ebx, 1073741824
+    jz 1f
+1:
+    and rbp, 448
+    mov rcx, qword ptr [r15 + rbp + 832]
+    mov ebp, ecx
+    mov ecx, ebp
+    mov dword ptr [r15 + 448], ecx
+    test dword ptr [r15 + 67117724], 1
+    jz 1f
+1:
+    .byte 0x66, 0x90
+    mov dword ptr [r15 + 384], ebp
+    movzx ebp, r9b
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c26:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d1258_j]
+    lea rcx, [rip + .Lc1_d1270_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d1258_j_t
-.Lc1_d1258_j:
+    jmp .Lc1_d1270_j_t
+.Lc1_d1270_j:
+    nop
     jmp 1f
 1:
-    vmovdqu xmmword ptr [r15 + 64], xmm14
-    and ebp, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, dword ptr [r15 + 704]
+    mov ebp, r9d
+    mov ebp, dword ptr [r15 + 512]
+    test ebx, 1073741824
+    jnz 1f
+1:
     jmp 1f
 1:
-    mov ecx, ebp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, eax
+    mov ecx, 189
+    jmp 1f
+1:
+    mov edx, 81
     test ebx, 1073741824
     jz 1f
 1:
-    mov esi, 201
-    mov r12, qword ptr [r15 + r12 + 56]
-    vpmovmskb ebp, xmm14
-    movzx ebp, byte ptr [r15 + 640]
+    movzx r9d, cl
+    mov r9d, 114
     mov r9, r11
-    mov rax, qword ptr [r15 + 256]
-    vmovdqu ymmword ptr [r15 + 384], ymm14
-    and r9, 448
-    mov dword ptr [r15 + r9 + 832], 130
-    movsxd r9, dword ptr [r15 + 512]
-    mov ecx, dword ptr [r15 + 128]
-    mov r8, r11
-    test dword ptr [r15 + 67117724], 139264
+    mov r8, r9
+    and r9, 8128
+    vmovdqu ymmword ptr [r15 + r9 + 7488], ymm2
+    test ebx, 1152
     jnz 1f
 1:
-    and r8, 8128
-    mov r9d, dword ptr [r15 + r8 + 7488]
-    mov rbp, r11
-    mov edi, ebp
-    mov dword ptr [r15 + 320], 189
-    mov r8, qword ptr [r15 + 192]
-    and rbp, 4032
-    vmovdqu ymmword ptr [r15 + rbp + 3392], ymm14
-    mov byte ptr [r15 + 704], cl
-    movzx ecx, r8b
-    .byte 0x66, 0x90
-    jmp 1f
+    movzx ebp, byte ptr [r15 + 128]
+    mov dword ptr [r15 + 320], ebp
+    mov ebp, 239
+    mov dword ptr [r15 + 192], ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
 1:
+    and r8d, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 448], ebp
+    mov rdx, qword ptr [r15 + 384]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r9, r11
+    mov byte ptr [r15 + 384], r9b
+    mov rbp, r10
+    mov byte ptr [r15 + 64], bpl
+    and r9, 4032
+    mov rcx, qword ptr [r15 + r9 + 3392]
+    and rbp, 1984
+    mov dword ptr [r15 + rbp + 1344], 20
     add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b1_done
@@ -2077,48 +1542,54 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    movzx eax, byte ptr [r15 + 384]
-    mov ecx, dword ptr [r15 + 448]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, qword ptr [r15 + 768]
+    mov r8, r11
     jmp 1f
 1:
-    mov dword ptr [r15 + 512], 223
-    mov rbp, r11
-    jmp 1f
-1:
-    and rbp, 1984
-    mov r8, qword ptr [r15 + rbp + 1344]
-    mov rbp, qword ptr [r15 + 128]
-    mov edx, dword ptr [r15 + 64]
-    mov rdi, qword ptr [r15 + 192]
-    test dword ptr [r15 + 67117723], 1
+    mov edx, ecx
+    mov ecx, dword ptr [r15 + 320]
+    and r8, 448
+    mov dword ptr [r15 + r8 + 832], 61
+    test dword ptr [r15 + 67117723], 4194320
     jnz 1f
 1:
-    mov ebp, 252
-    mov ebp, 227
+    mov ebp, 24
+    add qword ptr [r15 + 384], rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test dword ptr [r15 + 67117723], 1107296256
+    jnz 1f
+1:
+    mov byte ptr [r15 + 0], dl
+    mov edx, 219
+    movsxd rax, dword ptr [r15 + 256]
     jmp 1f
 1:
-    mov qword ptr [r15 + 256], rbp
-    mov rbp, r11
-    movsxd rdi, dword ptr [r15 + 448]
-    and rbp, 8128
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r9, r11
+    mov dword ptr [r15 + 192], r9d
+    mov ecx, 65
+    and r9, 1984
+    and ebp, dword ptr [r15 + r9 + 1344]
+    mov r9d, dword ptr [r15 + 512]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov edx, dword ptr [r15 + 128]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 128], edx
+    movsxd rdx, dword ptr [r15 + 64]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and r9d, dword ptr [r15 + 768]
+    mov r8d, 143
     mov r8, r11
-    movsxd rax, dword ptr [r15 + rbp + 7488]
-    and r8, 448
-    vmovdqu xmmword ptr [r15 + r8 + 832], xmm12
-    jmp 1f
-1:
-    mov rbp, qword ptr [r15 + 128]
-    movsxd r8, dword ptr [r15 + 384]
-    mov ecx, 94
-    vpcmpeqb xmm14, xmm14, xmm12
-    mov dword ptr [r15 + 64], 142
-    mov dword ptr [r15 + 320], ecx
+    and ecx, dword ptr [r15 + 448]
+    and r8, 4032
+    mov dword ptr [r15 + r8 + 3392], 185
     add r11, 64
     inc rbx
     dec r13
@@ -2127,123 +1598,117 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 32
-    setz al
-    lea rcx, [rip + .Lc1_d1351_s]
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 7
+    lea rcx, [rip + .Lc1_d1371_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d1351_s_t
+    jmp .Lc1_d1371_s_t
     .p2align 3
-.Lc1_d1351_s:
+.Lc1_d1371_s:
     .p2align 3
-    jmp .Lc1_d1351_j
+    jmp .Lc1_d1371_j
     .p2align 3
-    jmp .Lc1_d1351_j
-.Lc1_d1351_j:
-    movsxd rcx, dword ptr [r15 + 64]
-    movsxd rbp, dword ptr [r15 + 576]
-    mov eax, dword ptr [r15 + 320]
-    mov r8, r11
-    mov dword ptr [r15 + 512], r8d
-    mov qword ptr [r15 + 64], r8
-    and r8, 8128
-    mov r9d, dword ptr [r15 + r8 + 7488]
-    mov r8, rsi
-    mov r8, r11
-    mov esi, eax
+    jmp .Lc1_d1371_j
+    .p2align 3
+    jmp .Lc1_d1371_j
+    .p2align 3
+    jmp .Lc1_d1371_j
+    .p2align 3
+    jmp .Lc1_d1371_j
+    .p2align 3
+    jmp .Lc1_d1371_j
+    .p2align 3
+    jmp .Lc1_d1371_j
+    .p2align 3
+    jmp .Lc1_d1371_j
+.Lc1_d1371_j:
+    movzx edi, byte ptr [r15 + 64]
     jmp 1f
 1:
-    mov eax, ecx
-    and r8, 4032
-    mov dword ptr [r15 + r8 + 3392], 24
+    mov rbp, r10
     jmp 1f
 1:
-    test ebx, 2560
+    test dword ptr [r15 + 67117723], 32768
+    jz 1f
+1:
+    and rbp, 448
+    movsxd rsi, dword ptr [r15 + rbp + 832]
+    movzx ebp, sil
+    test ebx, 1073741824
     jnz 1f
 1:
-    movsxd r8, dword ptr [r15 + 320]
-    mov eax, 247
-    movzx ecx, sil
-    mov rax, qword ptr [r15 + 128]
+    movzx eax, byte ptr [r15 + 256]
+    mov ecx, 73
+    mov r8, r10
+    movzx edi, byte ptr [r15 + 576]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and r8, 8128
+    mov dword ptr [r15 + r8 + 7488], r8d
     jmp 1f
 1:
-    movzx ecx, byte ptr [r15 + 256]
-    mov rbp, r11
-    mov rsi, qword ptr [r15 + 384]
-    movzx r9d, r8b
-    and rbp, 1984
-    mov dword ptr [r15 + rbp + 1344], ebp
-    jmp 1f
+    test dword ptr [r15 + 67117723], 8208
+    jz 1f
 1:
-    jmp 1f
-1:
-    jmp 1f
-1:
+    movsxd rsi, dword ptr [r15 + 512]
+    vmovdqu ymmword ptr [r15 + 320], ymm7
     add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c29:
-    lea rcx, [rip + .Lc1_d1396_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d1396_j_t
-.Lc1_d1396_j:
-    .byte 0x0f, 0x1f, 0x00
-    movzx ecx, cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, ebp
-    mov rcx, rcx
+    mov dword ptr [r15 + 320], esi
+    mov dword ptr [r15 + 704], esi
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], rcx
-    jmp 1f
-1:
-    mov rbp, r11
-    mov r9, r11
-    mov qword ptr [r15 + 512], r9
-    and rbp, 448
-    movzx ecx, byte ptr [r15 + rbp + 832]
-    mov rbp, r11
-    and r9, 4032
-    mov byte ptr [r15 + r9 + 3392], dl
-    and rbp, 16320
-    mov rdx, qword ptr [r15 + rbp + 15680]
-    mov rdi, rdx
-    mov edx, 121
-    vmovdqu ymmword ptr [r15 + 192], ymm14
-    mov r9d, r9d
-    movzx edx, bpl
+    and esi, dword ptr [r15 + 0]
+    and esi, dword ptr [r15 + 0]
     test ebx, 1073741824
     jz 1f
 1:
-    mov dword ptr [r15 + 128], 186
-    mov edx, edx
-    vmovdqu xmmword ptr [r15 + 384], xmm14
-    jmp 1f
-1:
-    mov rbp, rdx
-    jmp 1f
-1:
-    movzx r9d, dl
-    mov rdx, rdi
-    mov edx, edx
-    vpmovmskb r9d, xmm14
-    mov rdx, qword ptr [r15 + 448]
-    jmp 1f
-1:
-    mov edi, ecx
-    mov rax, qword ptr [r15 + 640]
-    movzx edi, r9b
-    jmp 1f
+    mov r8, rsi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rdi, rsi
+    mov dword ptr [r15 + 448], edi
+    mov byte ptr [r15 + 384], sil
+    test ebx, 1073741824
+    jnz 1f
 1:
     jmp 1f
 1:
-    mov r9d, 160
+    mov rsi, r8
+    mov r8, rsi
+    mov byte ptr [r15 + 512], r8b
+    mov r8, qword ptr [r15 + 192]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movsxd rdi, dword ptr [r15 + 384]
+    mov r9, r11
+    mov byte ptr [r15 + 64], r9b
+    mov dword ptr [r15 + 256], 31
+    and r9, 4032
+    mov esi, dword ptr [r15 + r9 + 3392]
     jmp 1f
 1:
+    mov r8, r11
+    mov r9, r10
+    movzx edx, byte ptr [r15 + 640]
+    test ebx, 1073741824
+    jz 1f
+1:
+    and r8, 16320
+    mov rdi, qword ptr [r15 + r8 + 15680]
+    and r9, 1984
+    mov dword ptr [r15 + r9 + 1344], r9d
+    mov r9, qword ptr [r15 + 128]
+    mov esi, 150
+    mov byte ptr [r15 + 128], sil
     add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b1_done
@@ -2251,120 +1716,109 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov qword ptr [r15 + 256], rdi
-    jmp 1f
-1:
-    movzx edi, al
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov rdi, qword ptr [r15 + 64]
-    mov dword ptr [r15 + 384], 151
-    mov eax, edi
-    mov byte ptr [r15 + 192], dil
-    jmp 1f
-1:
-    mov qword ptr [r15 + 704], rax
-    movzx edi, al
+    lea rcx, [rip + .Lc1_d1464_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d1464_j_t
+.Lc1_d1464_j:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    add qword ptr [r15 + 0], rsi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, r11
     test ebx, 1073741824
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, 248
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, eax
-    jmp 1f
-1:
-    mov r8d, eax
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    add r8, qword ptr [r15 + 64]
-    movzx eax, byte ptr [r15 + 448]
-    test dword ptr [r15 + 67117723], 1073742336
+    vpcmpeqb xmm10, xmm10, xmmword ptr [r15 + 64]
+    and r8, 8128
+    movsxd r9, dword ptr [r15 + r8 + 7488]
+    test ebx, 1073741824
     jnz 1f
 1:
-    mov r8d, eax
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r8, r11
-    jmp 1f
-1:
-    movsxd rcx, dword ptr [r15 + 320]
+    mov dword ptr [r15 + 128], ecx
     jmp 1f
 1:
     mov rbp, r11
+    mov ecx, dword ptr [r15 + 768]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rax, qword ptr [r15 + 448]
+    and rbp, 448
+    mov qword ptr [r15 + rbp + 832], rbp
+    mov dword ptr [r15 + 384], 113
+    mov r8, r11
+    test ebx, 1073741824
+    jnz 1f
+1:
     and r8, 1984
-    movsxd rax, dword ptr [r15 + r8 + 1344]
-    mov qword ptr [r15 + 128], rax
-    and rbp, 8128
-    mov qword ptr [r15 + rbp + 7488], rbp
-    movzx eax, dil
-    mov dword ptr [r15 + 320], 207
+    mov qword ptr [r15 + r8 + 1344], r8
+    vpaddd xmm3, xmm3, xmm7
+    mov ecx, ebp
+    test dword ptr [r15 + 67117724], 2048
+    jnz 1f
+1:
+    xor dword ptr [r15 + 320], ebp
+    mov dword ptr [r15 + 64], 208
+    add rbp, qword ptr [r15 + 192]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c31:
-    lea rcx, [rip + .Lc1_d1500_j]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d1510_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d1500_j_t
-.Lc1_d1500_j:
-    mov dword ptr [r15 + 0], r8d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 512], ecx
-    add r9, qword ptr [r15 + 192]
-    movzx r8d, byte ptr [r15 + 128]
+    jmp .Lc1_d1510_j_t
+.Lc1_d1510_j:
+    mov r8, r11
+    movsxd rbp, dword ptr [r15 + 576]
+    and r8, 8128
+    mov qword ptr [r15 + r8 + 7488], r8
     jmp 1f
 1:
-    movzx ecx, r8b
-    mov rbp, r11
-    mov r8d, eax
-    and rbp, 1984
-    movzx eax, byte ptr [r15 + rbp + 1344]
-    vpor xmm14, xmm14, xmm14
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 320], 228
-    mov ebp, dword ptr [r15 + 448]
-    jmp 1f
-1:
-    movzx r8d, byte ptr [r15 + 384]
+    mov eax, 153
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r9d, 240
-    vmovdqu ymmword ptr [r15 + 256], ymm14
-    mov r8d, 244
+    mov rcx, qword ptr [r15 + 128]
     jmp 1f
 1:
-    movzx r8d, byte ptr [r15 + 64]
+    movzx edx, al
+    mov dword ptr [r15 + 192], 170
+    mov r8, r11
+    test ebx, 1073741824
+    jz 1f
+1:
+    and r8, 4032
+    movsxd rbp, dword ptr [r15 + r8 + 3392]
+    movsxd r8, dword ptr [r15 + 512]
+    and r8d, dword ptr [r15 + 320]
+    mov r9, r11
+    test dword ptr [r15 + 67117723], 524288
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r9, 448
+    movzx eax, byte ptr [r15 + r9 + 832]
+    mov r9d, 111
+    movzx r9d, byte ptr [r15 + 384]
+    test dword ptr [r15 + 67117724], 33562624
+    jnz 1f
+1:
+    mov dword ptr [r15 + 256], eax
+    mov eax, r8d
     jmp 1f
 1:
-    mov ebp, 156
-    jmp 1f
+    mov rax, qword ptr [r15 + 448]
+    test ebx, 1073741824
+    jnz 1f
 1:
-    mov ecx, edx
-    mov qword ptr [r15 + 768], rbp
-    mov rbp, r11
-    vmovdqu ymmword ptr [r15 + 576], ymm14
-    and rbp, 4032
-    mov r9d, dword ptr [r15 + rbp + 3392]
-    jmp 1f
-1:
-    mov rbp, r9
-    mov rbp, r11
-    mov edx, r9d
-    and rbp, 448
-    mov qword ptr [r15 + rbp + 832], rbp
+    movzx edx, r9b
+    mov r9, qword ptr [r15 + 320]
+    movzx ecx, r9b
     add r11, 64
     inc rbx
     dec r13
@@ -2373,382 +1827,412 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 7
-    lea rcx, [rip + .Lc1_d1552_s]
+    movzx eax, byte ptr [r15 + 448]
+    mov r8d, dword ptr [r15 + 128]
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + 64], ymm3
+    mov r9, r10
+    movzx edi, r9b
+    test dword ptr [r15 + 67117723], 1443373089
+    jz 1f
+1:
+    and r9, 4032
+    mov dword ptr [r15 + r9 + 3392], 55
+    mov r9d, 226
+    mov r9d, dword ptr [r15 + 512]
+    movzx edx, r9b
+    movzx edx, dl
+    test ebx, 384
+    jnz 1f
+1:
+    mov ecx, r9d
+    movsxd rcx, dword ptr [r15 + 64]
+    movzx eax, cl
+    mov eax, dword ptr [r15 + 384]
+    movzx r9d, byte ptr [r15 + 640]
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx edi, cl
+    mov qword ptr [r15 + 128], rdi
+    mov edi, 4
+    mov ecx, edi
+    vmovdqu ymmword ptr [r15 + 320], ymm10
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    nop
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r9, r11
+    jmp 1f
+1:
+    test dword ptr [r15 + 67117724], 1081344
+    jz 1f
+1:
+    movzx esi, cl
+    and r9, 1984
+    mov edx, dword ptr [r15 + r9 + 1344]
+    mov r9d, 18
+    movzx ecx, byte ptr [r15 + 256]
+    mov r9d, ecx
+    add r11, 64
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c33:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 262144
+    setz al
+    lea rcx, [rip + .Lc1_d1611_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d1552_s_t
+    jmp .Lc1_d1611_s_t
     .p2align 3
-.Lc1_d1552_s:
+.Lc1_d1611_s:
     .p2align 3
-    jmp .Lc1_d1552_j
+    jmp .Lc1_d1611_j
     .p2align 3
-    jmp .Lc1_d1552_j
-    .p2align 3
-    jmp .Lc1_d1552_j
-    .p2align 3
-    jmp .Lc1_d1552_j
-    .p2align 3
-    jmp .Lc1_d1552_j
-    .p2align 3
-    jmp .Lc1_d1552_j
-    .p2align 3
-    jmp .Lc1_d1552_j
-    .p2align 3
-    jmp .Lc1_d1552_j
-.Lc1_d1552_j:
-    mov esi, dword ptr [r15 + 128]
-    mov byte ptr [r15 + 512], sil
-    mov ecx, eax
-    mov ebp, esi
-    mov rax, rbp
-    movzx ecx, sil
-    mov eax, 105
-    movzx esi, al
-    vmovdqu ymmword ptr [r15 + 384], ymm14
-    movzx esi, sil
+    jmp .Lc1_d1611_j
+.Lc1_d1611_j:
+    mov dword ptr [r15 + 448], eax
+    mov r9, r10
+    mov byte ptr [r15 + 512], r9b
+    and r9, 448
+    movsxd rax, dword ptr [r15 + r9 + 832]
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx esi, cl
+    mov dword ptr [r15 + 704], 82
+    mov rbp, r10
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rdx, rcx
+    and rbp, 1984
+    and eax, dword ptr [r15 + rbp + 1344]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r9, qword ptr [r15 + 64]
+    mov dword ptr [r15 + 384], r9d
+    mov r9, r10
+    mov ecx, dword ptr [r15 + 256]
+    test ebx, 1073741824
+    jz 1f
+1:
+    and r9, 8128
+    mov qword ptr [r15 + r9 + 7488], r9
+    movsxd r9, dword ptr [r15 + 192]
+    test dword ptr [r15 + 67117723], 536870912
+    jz 1f
+1:
+    movzx eax, cl
+    mov eax, 78
+    add r11, 64
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c34:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov rbp, r11
+    and rbp, 4032
+    movzx ecx, byte ptr [r15 + rbp + 3392]
+    mov ebp, 167
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, eax
+    test ebx, 1073741824
+    jnz 1f
+1:
+    vpaddd xmm1, xmm1, xmm13
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    test dword ptr [r15 + 67117724], 131072
+    jnz 1f
+1:
+    mov dword ptr [r15 + 128], 151
+    mov dword ptr [r15 + 128], ebp
+    movzx ebp, byte ptr [r15 + 320]
     jmp 1f
 1:
     test ebx, 1073741824
     jz 1f
 1:
-    vmovdqu xmm14, xmmword ptr [r15 + 64]
-    mov edi, dword ptr [r15 + 640]
-    mov esi, dword ptr [r15 + 320]
-    mov rbp, r11
-    jmp 1f
-1:
-    movzx eax, cl
-    and rbp, 8128
-    mov dword ptr [r15 + rbp + 7488], ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 256], rdi
-    mov ebp, eax
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c33:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 512], bpl
-    mov rbp, r11
-    mov byte ptr [r15 + 256], bpl
-    jmp 1f
-1:
-    and rbp, 4032
-    mov eax, dword ptr [r15 + rbp + 3392]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 704], 241
-    jmp 1f
-1:
-    mov qword ptr [r15 + 192], rax
-    mov ebp, 173
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov rbp, r11
-    mov qword ptr [r15 + 384], rax
-    mov byte ptr [r15 + 64], bpl
-    and rbp, 1984
-    mov rax, qword ptr [r15 + rbp + 1344]
-    mov ebp, dword ptr [r15 + 128]
-    mov rdi, rbp
-    movzx edx, byte ptr [r15 + 128]
-    mov rbp, rbp
-    mov rbp, r11
-    mov qword ptr [r15 + 448], rbp
-    movzx ecx, bpl
-    and rbp, 448
-    mov rcx, qword ptr [r15 + rbp + 832]
-    mov dword ptr [r15 + 320], 165
-    movsxd rbp, dword ptr [r15 + 448]
-    jmp 1f
-1:
-    mov rsi, rcx
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c34:
-    lea rcx, [rip + .Lc1_d1639_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d1639_j_t
-.Lc1_d1639_j:
-    mov dword ptr [r15 + 0], ecx
-    add rbp, qword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, cl
-    mov ecx, 107
-    mov r8, r11
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    vpshufd xmm2, xmm1, 249
     mov r9, r11
-    and r8, 8128
-    mov ecx, dword ptr [r15 + r8 + 7488]
-    and r9, 448
-    add rax, qword ptr [r15 + r9 + 832]
-    mov r9d, 246
-    mov r8d, 104
+    movsxd rax, dword ptr [r15 + 320]
+    mov ecx, 60
+    and r9, 8128
+    mov ebp, dword ptr [r15 + r9 + 7488]
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx r8d, byte ptr [r15 + 448]
+    mov dword ptr [r15 + 768], r8d
+    movzx r8d, byte ptr [r15 + 512]
     jmp 1f
 1:
-    mov r8, rcx
-    movzx r9d, cl
-    mov r8, r11
-    test ebx, 1073741824
+    test dword ptr [r15 + 67117724], 276824064
     jnz 1f
 1:
-    and r8, 4032
-    mov byte ptr [r15 + r8 + 3392], cl
-    mov dword ptr [r15 + 128], 188
-    mov edx, dword ptr [r15 + 384]
-    movzx r8d, cl
-    movsxd r8, dword ptr [r15 + 64]
-    mov dword ptr [r15 + 384], 160
-    movzx ecx, r8b
     jmp 1f
 1:
-    mov r8, qword ptr [r15 + 512]
+    or qword ptr [r15 + 384], 73
+    mov dword ptr [r15 + 192], 233
     movsxd r9, dword ptr [r15 + 64]
-    jmp 1f
-1:
-    movzx eax, cl
-    movsxd rcx, dword ptr [r15 + 192]
-    movzx ebp, cl
-    and eax, dword ptr [r15 + 320]
-    mov byte ptr [r15 + 768], al
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c35:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d1703_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d1703_j_t
+.Lc1_d1703_j:
+    mov qword ptr [r15 + 0], r9
+    movzx r9d, al
+    inc dword ptr [r15 + 0]
+    mov r9, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r9, 1984
+    mov dword ptr [r15 + r9 + 1344], r9d
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov byte ptr [r15 + 384], cl
+    mov rcx, qword ptr [r15 + 192]
+    mov rax, qword ptr [r15 + 64]
+    movzx edi, byte ptr [r15 + 576]
+    mov r8, r10
+    test dword ptr [r15 + 67117724], 128
+    jz 1f
+1:
+    mov r9, qword ptr [r15 + 256]
+    and r8, 8128
+    movzx edx, byte ptr [r15 + r8 + 7488]
+    mov byte ptr [r15 + 448], dl
     jmp 1f
 1:
-    mov rbp, r11
-    lea r8, [r11 + r11*1]
-    mov byte ptr [r15 + 576], r8b
-    and rbp, 448
-    movsxd rax, dword ptr [r15 + rbp + 832]
-    and r8, 1984
-    mov qword ptr [r15 + r8 + 1344], r8
-    add rcx, qword ptr [r15 + 0]
-    movzx ebp, dil
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 176
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rbp
-    mov ebp, 115
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, 227
-    mov r9, r8
-    mov edi, r9d
-    mov ebp, 224
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 384], 199
     test ebx, 1073741824
     jz 1f
 1:
-    movzx eax, cl
-    mov qword ptr [r15 + 128], rbp
-    movzx ebp, byte ptr [r15 + 512]
-    jmp 1f
-1:
-    mov dword ptr [r15 + r8 + 1408], 154
-    mov qword ptr [r15 + 64], rbp
-    mov r8d, dword ptr [r15 + 384]
-    mov ebp, dword ptr [r15 + 192]
-    movsxd rcx, dword ptr [r15 + 256]
-    jmp 1f
-1:
+    movsxd rcx, dword ptr [r15 + 640]
+    mov byte ptr [r15 + 128], cl
     mov r9, r11
-    mov dword ptr [r15 + 128], 156
-    vmovdqu ymmword ptr [r15 + 448], ymm14
-    and r9, 8128
-    mov rdi, qword ptr [r15 + r9 + 7488]
-    jmp 1f
+    movsxd rsi, dword ptr [r15 + 64]
+    and r9, 448
+    mov rax, qword ptr [r15 + r9 + 832]
+    test dword ptr [r15 + 67117723], 1
+    jz 1f
 1:
-    mov r9, rdi
-    inc dword ptr [r15 + 640]
-    vpcmpeqb xmm14, xmm14, xmmword ptr [r15 + 320]
+    mov edx, dword ptr [r15 + 512]
+    mov r8d, edx
+    movzx r8d, byte ptr [r15 + 256]
+    mov byte ptr [r15 + 320], r8b
     add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c36:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 4096
-    setz al
-    lea rcx, [rip + .Lc1_d1736_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d1736_s_t
-    .p2align 3
-.Lc1_d1736_s:
-    .p2align 3
-    jmp .Lc1_d1736_j
-    .p2align 3
-    jmp .Lc1_d1736_j
-.Lc1_d1736_j:
-    mov byte ptr [r15 + 512], r9b
-    mov qword ptr [r15 + 128], rcx
-    movzx ecx, al
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    lea rcx, [rip + .Lc1_d1748_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d1748_j_t
+.Lc1_d1748_j:
     mov r9, r11
+    and r9, 448
+    mov dword ptr [r15 + r9 + 832], r9d
+    movzx r9d, cl
     mov r12, qword ptr [r15 + r12 + 56]
-    and r9, 8128
-    movzx ecx, byte ptr [r15 + r9 + 7488]
-    mov dword ptr [r15 + 192], 81
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 256
+    jnz 1f
+1:
+    mov rsi, r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx edx, byte ptr [r15 + 704]
+    mov dword ptr [r15 + 64], 33
+    mov dword ptr [r15 + 512], esi
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + 448], 66
+    mov r8, r10
+    jmp 1f
+1:
+    and r8, 4032
+    lock xadd qword ptr [r15 + r8 + 3392], r8
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + 128], edx
+    movzx edx, dl
+    mov rdx, qword ptr [r15 + 128]
+    mov byte ptr [r15 + 384], dl
     test ebx, 1073741824
     jz 1f
 1:
-    mov qword ptr [r15 + 704], rcx
-    and eax, dword ptr [r15 + 320]
-    mov r9, r11
-    movzx ecx, byte ptr [r15 + 448]
-    vmovdqu ymmword ptr [r15 + 64], ymm14
-    and r9, 4032
-    mov edi, dword ptr [r15 + r9 + 3392]
-    movzx r9d, byte ptr [r15 + 256]
-    movsxd r8, dword ptr [r15 + 384]
-    movzx ebp, al
+    mov r9, r8
     jmp 1f
 1:
+    mov rsi, qword ptr [r15 + 192]
+    mov r8, r11
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rdx, r9
+    and r8, 1984
+    mov dword ptr [r15 + r8 + 1344], r8d
+    mov qword ptr [r15 + 320], rsi
     add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c37:
-    lea rcx, [rip + .Lc1_d1774_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d1774_j_t
-.Lc1_d1774_j:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov qword ptr [r15 + 64], rsi
     jmp 1f
 1:
-    mov byte ptr [r15 + 128], dil
     jmp 1f
 1:
-    mov byte ptr [r15 + 0], cl
-    mov rdi, r8
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rdi, rdi
-    mov edi, 142
-    vpxor xmm14, xmm14, xmm9
-    mov ecx, edi
-    jmp 1f
-1:
+    movzx esi, byte ptr [r15 + 320]
+    mov r8, qword ptr [r15 + 768]
+    mov r9, r11
     mov rbp, r11
-    mov dword ptr [r15 + 0], 108
-    mov r8d, ebp
-    movsxd rdi, dword ptr [r15 + 320]
-    and rbp, 1984
-    mov byte ptr [r15 + rbp + 1344], bpl
-    mov rcx, qword ptr [r15 + 64]
-    mov ebp, 156
+    test dword ptr [r15 + 67117724], 1073745920
+    jnz 1f
+1:
+    and rbp, 448
+    movsxd rax, dword ptr [r15 + rbp + 832]
+    and r9, 4032
+    movsxd rsi, dword ptr [r15 + r9 + 3392]
+    mov r9d, dword ptr [r15 + 192]
+    mov qword ptr [r15 + 384], r9
     test ebx, 1073741824
     jz 1f
 1:
-    mov eax, ecx
-    mov rcx, qword ptr [r15 + 320]
-    mov byte ptr [r15 + 256], cl
-    mov qword ptr [r15 + 512], rdi
-    mov ecx, dword ptr [r15 + 768]
-    mov edi, ecx
-    mov rbp, rdi
-    movzx ecx, byte ptr [r15 + 384]
-    mov rbp, r11
-    mov rax, rax
-    and rbp, 4032
-    movzx eax, byte ptr [r15 + rbp + 3392]
-    movzx ebp, al
     jmp 1f
 1:
-    movzx ebp, bpl
-    mov r8, r11
-    mov qword ptr [r15 + 64], r8
-    mov ebp, dword ptr [r15 + 448]
-    movzx r9d, cl
-    and r8, 448
-    mov ecx, dword ptr [r15 + r8 + 832]
+    jmp 1f
+1:
+    .byte 0x0f, 0x1f, 0x00
+    movzx edx, byte ptr [r15 + 128]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov r9d, dword ptr [r15 + 256]
+    mov qword ptr [r15 + 448], r9
+    jmp 1f
+1:
+    add rsi, qword ptr [r15 + 576]
+    test ebx, 1073741824
+    jz 1f
+1:
+    vmovdqu ymmword ptr [r15 + 0], ymm6
+    add qword ptr [r15 + 0], r9
+    mov r9, rsi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, r11
+    test dword ptr [r15 + 67117723], 33024
+    jz 1f
+1:
+    mov qword ptr [r15 + 512], rsi
+    mov rsi, rsi
+    and r9, 8128
+    mov qword ptr [r15 + r9 + 7488], r9
+    mov r9d, 253
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c38:
-    mov dword ptr [r15 + 0], r8d
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 64
+    setz al
+    lea rcx, [rip + .Lc1_d1851_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d1851_s_t
+    .p2align 3
+.Lc1_d1851_s:
+    .p2align 3
+    jmp .Lc1_d1851_j
+    .p2align 3
+    jmp .Lc1_d1851_j
+.Lc1_d1851_j:
+    mov dword ptr [r15 + 64], eax
     mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], eax
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
+    test ebx, 1073741824
+    jz 1f
 1:
+    movzx eax, cl
+    mov ecx, 57
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, rbp
-    mov r8d, 154
-    jmp 1f
-1:
-    add r8, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx ebp, byte ptr [r15 + 320]
-    mov byte ptr [r15 + 448], bpl
-    jmp 1f
-1:
-    jmp 1f
-1:
-    test ebx, 4608
+    movzx ecx, cl
+    test ebx, 1073741824
     jnz 1f
 1:
-    mov byte ptr [r15 + 640], r8b
-    mov r8d, ebp
-    mov rbp, rbp
-    movzx ecx, byte ptr [r15 + 192]
-    mov ebp, 13
-    mov edi, dword ptr [r15 + 64]
-    mov rbp, r11
-    mov dword ptr [r15 + 576], 182
-    and rbp, 8128
-    movzx r8d, byte ptr [r15 + rbp + 7488]
-    mov rax, qword ptr [r15 + 512]
-    mov r9, r11
     jmp 1f
 1:
-    and r9, 1984
-    mov ebp, dword ptr [r15 + r9 + 1344]
-    mov qword ptr [r15 + 256], rbp
-    mov rbp, qword ptr [r15 + 128]
-    mov r9, r11
-    mov esi, ecx
-    and r9, 448
-    vmovdqu ymmword ptr [r15 + r9 + 832], ymm14
-    mov dword ptr [r15 + 384], 148
-    movzx r9d, sil
+    movzx edi, byte ptr [r15 + 512]
+    movsxd r9, dword ptr [r15 + 384]
+    movsxd rax, dword ptr [r15 + 64]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rbp, r10
+    mov dword ptr [r15 + 128], ebp
+    and rbp, 1984
+    movzx ecx, byte ptr [r15 + rbp + 1344]
+    mov rbp, rcx
+    mov byte ptr [r15 + 640], bpl
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov eax, 34
+    movzx eax, al
+    mov eax, dword ptr [r15 + 256]
+    mov dword ptr [r15 + 320], 114
+    test ebx, 256
+    jz 1f
+1:
+    mov edi, ebp
     jmp 1f
 1:
+    mov r9d, 202
     add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b1_done
@@ -2756,324 +2240,346 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d1876_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d1876_j_t
-.Lc1_d1876_j:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rcx
-    mov dword ptr [r15 + 0], 95
-    mov r12, qword ptr [r15 + r12 + 56]
-    and ecx, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r10
+    vpshufd xmm2, xmm12, 36
+    and rbp, 4032
+    mov rcx, qword ptr [r15 + rbp + 3392]
+    mov rbp, rcx
+    mov ecx, ebp
+    test ebx, 1073741824
+    jz 1f
+1:
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, ecx
-    mov rax, rcx
+    mov byte ptr [r15 + 0], al
+    mov eax, 140
+    vpcmpeqb xmm2, xmm2, xmmword ptr [r15 + 448]
+    mov r9, r10
+    test dword ptr [r15 + 67117724], 8519680
+    jnz 1f
+1:
+    mov dword ptr [r15 + 512], eax
+    and r9, 448
+    mov dword ptr [r15 + r9 + 832], 134
+    movzx r9d, byte ptr [r15 + 64]
+    jmp 1f
+1:
     test ebx, 1073741824
     jnz 1f
 1:
-    movsxd rax, dword ptr [r15 + 256]
-    mov ecx, dword ptr [r15 + 384]
-    mov esi, dword ptr [r15 + 64]
-    mov r9d, dword ptr [r15 + 704]
-    mov ebp, dword ptr [r15 + 192]
-    movsxd r8, dword ptr [r15 + 384]
-    jmp 1f
+    movzx ecx, byte ptr [r15 + 256]
+    movzx ebp, byte ptr [r15 + 384]
+    mov eax, 64
+    mov eax, 154
+    test dword ptr [r15 + 67117723], 4194304
+    jz 1f
 1:
-    mov rbp, r11
-    jmp 1f
-1:
-    mov byte ptr [r15 + 448], r9b
-    and rbp, 4032
-    mov dword ptr [r15 + rbp + 3392], 224
-    test dword ptr [r15 + 67117724], 20
+    vmovdqu ymmword ptr [r15 + 704], ymm11
+    mov r9d, dword ptr [r15 + 128]
+    mov r8d, 62
+    mov r8, r11
+    mov qword ptr [r15 + 192], r8
+    test ebx, 1073741824
     jnz 1f
 1:
-    jmp 1f
-1:
-    mov ebp, 102
-    and ecx, dword ptr [r15 + 128]
-    mov ebp, 134
-    mov rbp, r11
-    mov r9, qword ptr [r15 + 320]
-    mov rsi, qword ptr [r15 + 512]
-    and rbp, 8128
-    inc dword ptr [r15 + rbp + 7488]
-    movzx ebp, bpl
-    movzx ebp, byte ptr [r15 + 128]
+    and r8, 8128
+    movzx eax, byte ptr [r15 + r8 + 7488]
+    mov r8d, eax
+    mov dword ptr [r15 + 320], 140
     add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c40:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 64
-    setz al
-    lea rcx, [rip + .Lc1_d1924_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d1924_s_t
-    .p2align 3
-.Lc1_d1924_s:
-    .p2align 3
-    jmp .Lc1_d1924_j
-    .p2align 3
-    jmp .Lc1_d1924_j
-.Lc1_d1924_j:
-    mov dword ptr [r15 + 320], ecx
-    mov dword ptr [r15 + 128], 190
-    mov rbp, r11
+    lea rcx, [rip + .Lc1_d1947_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d1947_j_t
+.Lc1_d1947_j:
+    mov r8, r11
+    and r8, 8128
+    mov rdx, qword ptr [r15 + r8 + 7488]
+    movzx r8d, byte ptr [r15 + 320]
+    mov eax, dword ptr [r15 + 192]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx r9d, r8b
+    mov r9d, r9d
     jmp 1f
 1:
-    jmp 1f
-1:
-    and rbp, 1984
-    mov rcx, qword ptr [r15 + rbp + 1344]
-    mov ebp, ebp
-    mov byte ptr [r15 + 384], bpl
-    mov ebp, dword ptr [r15 + 448]
-    add rsi, qword ptr [r15 + 64]
-    jmp 1f
-1:
-    movzx eax, byte ptr [r15 + 64]
-    jmp 1f
-1:
+    mov r8, rdx
     test ebx, 1073741824
     jnz 1f
 1:
     jmp 1f
 1:
-    mov r8, r11
-    jmp 1f
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, r9d
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
 1:
-    movzx eax, r8b
-    mov r9d, dword ptr [r15 + 192]
-    and r8, 448
-    mov dword ptr [r15 + r8 + 832], 240
-    movzx edx, al
-    mov rbp, r11
-    mov eax, dword ptr [r15 + 768]
-    jmp 1f
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 448], r8
+    movsxd r8, dword ptr [r15 + 320]
+    test ebx, 1073741824
+    jnz 1f
 1:
-    and rbp, 4032
-    mov r8, qword ptr [r15 + rbp + 3392]
-    mov ecx, r8d
-    mov ebp, dword ptr [r15 + 512]
+    mov esi, 171
+    mov r9, r11
+    mov dword ptr [r15 + 384], r9d
+    and r9, 1984
+    mov qword ptr [r15 + r9 + 1344], r9
+    mov r9, r11
+    mov edx, dword ptr [r15 + 128]
+    test ebx, 1073741824
+    jz 1f
+1:
+    movsxd r8, dword ptr [r15 + 64]
+    and r9, 4032
+    movzx ecx, byte ptr [r15 + r9 + 3392]
+    mov r9d, dword ptr [r15 + 768]
+    mov edi, 72
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c41:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 8388608
+    setz al
+    lea rcx, [rip + .Lc1_d1999_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d1999_s_t
+    .p2align 3
+.Lc1_d1999_s:
+    .p2align 3
+    jmp .Lc1_d1999_j
+    .p2align 3
+    jmp .Lc1_d1999_j
+.Lc1_d1999_j:
+    mov r9d, dword ptr [r15 + 256]
+    and r9d, dword ptr [r15 + 384]
+    mov dword ptr [r15 + 448], r9d
+    test ebx, 384
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov rax, rax
+    mov r8, r11
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov ecx, 119
+    and r8, 448
     mov r9, r11
-    mov rbp, r9
-    movsxd r8, dword ptr [r15 + 512]
-    and r9, 1984
-    and r8d, dword ptr [r15 + r9 + 1344]
-    mov qword ptr [r15 + 0], rbp
-    mov dword ptr [r15 + 0], 172
-    mov dword ptr [r15 + 0], r9d
-    jmp 1f
-1:
-    mov ebp, ebp
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], r8
-    inc dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, ebp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, rsi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, dword ptr [r15 + 192]
-    jmp 1f
-1:
-    mov r8, rbp
+    movzx edi, byte ptr [r15 + r8 + 832]
     test ebx, 1073741824
     jz 1f
 1:
-    mov rbp, r11
-    mov dword ptr [r15 + 384], 98
-    mov qword ptr [r15 + 128], rbp
-    movzx r8d, byte ptr [r15 + 256]
-    and rbp, 16320
-    mov dword ptr [r15 + rbp + 15680], ebp
-    mov r9d, ebp
-    jmp 1f
+    and r9, 16320
+    movzx eax, byte ptr [r15 + r9 + 15680]
+    movsxd r9, dword ptr [r15 + 64]
+    movzx ecx, byte ptr [r15 + 128]
+    test ebx, 1073741824
+    jnz 1f
 1:
-    mov r9, r8
-    .byte 0x0f, 0x1f, 0x00
-    mov r9d, dword ptr [r15 + 320]
-    mov rsi, r9
-    mov r9d, ebp
-    mov rbp, qword ptr [r15 + 640]
-    mov rax, qword ptr [r15 + 128]
-    mov qword ptr [r15 + 320], rax
-    mov rax, qword ptr [r15 + 448]
-    mov r9, r11
-    mov dword ptr [r15 + 576], r9d
-    and r9, 8128
-    mov dword ptr [r15 + r9 + 7488], r9d
-    movsxd rdi, dword ptr [r15 + 64]
+    mov r8, qword ptr [r15 + 576]
+    movzx edi, r8b
+    mov r8d, dword ptr [r15 + 512]
+    test dword ptr [r15 + 67117724], 3
+    jnz 1f
+1:
+    mov r8, r11
+    mov ecx, r8d
+    and r8, 1984
+    mov eax, dword ptr [r15 + r8 + 1344]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c42:
-    lea rcx, [rip + .Lc1_d2017_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d2017_j_t
-.Lc1_d2017_j:
-    movzx ecx, byte ptr [r15 + 448]
-    .byte 0x0f, 0x1f, 0x00
-    jmp 1f
-1:
-    mov r9d, 1
-    mov rbp, r11
-    mov r9, qword ptr [r15 + 192]
-    vmovdqu ymmword ptr [r15 + 256], ymm14
-    mov eax, edi
-    and rbp, 448
-    mov qword ptr [r15 + rbp + 832], rcx
-    or qword ptr [r15 + 512], 113
-    jmp 1f
-1:
-    mov dword ptr [r15 + 704], 219
+    mov r9, qword ptr [r15 + 320]
+    movzx edi, byte ptr [r15 + 512]
+    mov qword ptr [r15 + 0], rdi
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1024
+    mov r8d, ecx
+    test ebx, 256
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
+    nop
+    mov r12, qword ptr [r15 + r12 + 56]
+    vpor xmm2, xmm2, xmm14
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
     mov rbp, r11
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx edi, bpl
-    mov ecx, dword ptr [r15 + 64]
+    and rbp, 1984
+    mov ecx, dword ptr [r15 + rbp + 1344]
+    mov rbp, r11
+    mov dword ptr [r15 + 128], 111
+    and rbp, 8128
+    movsxd r8, dword ptr [r15 + rbp + 7488]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + 640], 78
+    jmp 1f
+1:
+    movzx edi, byte ptr [r15 + 64]
+    mov r9d, edi
+    mov edi, r9d
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r9, rbp
+    mov dword ptr [r15 + 256], r9d
+    mov byte ptr [r15 + 128], bpl
+    mov ebp, edi
+    mov rbp, r11
+    mov dword ptr [r15 + 320], ebp
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rcx, rdi
     and rbp, 4032
-    mov dword ptr [r15 + rbp + 3392], ebp
-    jmp 1f
-1:
-    movsxd r8, dword ptr [r15 + 320]
-    movsxd rbp, dword ptr [r15 + 128]
-    mov rdi, rcx
-    mov byte ptr [r15 + 64], cl
-    mov r9, r11
-    movzx ecx, r9b
-    and r9, 8128
-    mov rax, qword ptr [r15 + r9 + 7488]
-    jmp 1f
-1:
-    mov qword ptr [r15 + 384], rbp
-    mov r9d, 237
+    movsxd r9, dword ptr [r15 + rbp + 3392]
+    mov rbp, qword ptr [r15 + 384]
+    mov byte ptr [r15 + 192], bpl
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c43:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov eax, r9d
+    lea rcx, [rip + .Lc1_d2093_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d2093_j_t
+.Lc1_d2093_j:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 127
+    mov edi, ebp
+    mov ebp, edi
+    movzx edi, bpl
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, r9d
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx r9d, bpl
     jmp 1f
 1:
-    mov r9, rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, r11
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    and r9, 1984
-    movsxd rax, dword ptr [r15 + r9 + 1344]
-    mov r9, qword ptr [r15 + 320]
-    vmovdqu ymmword ptr [r15 + 128], ymm14
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    test dword ptr [r15 + 67117724], 1074266112
+    mov dword ptr [r15 + 192], edi
+    mov rbp, r11
+    test ebx, 256
     jnz 1f
 1:
-    movsxd r9, dword ptr [r15 + 448]
-    mov rbp, r11
-    movzx eax, byte ptr [r15 + 64]
-    and rbp, 4032
-    movzx ecx, byte ptr [r15 + rbp + 3392]
-    mov ebp, dword ptr [r15 + 768]
-    mov r8, r11
-    movzx edi, cl
-    movzx ecx, byte ptr [r15 + 384]
-    and r8, 448
-    mov rsi, qword ptr [r15 + r8 + 832]
-    mov r8d, dword ptr [r15 + 256]
-    mov edx, 60
-    jmp 1f
+    and rbp, 448
+    movsxd rsi, dword ptr [r15 + rbp + 832]
+    add rsi, qword ptr [r15 + 256]
+    movsxd rcx, dword ptr [r15 + 448]
+    mov dword ptr [r15 + 64], ecx
+    test ebx, 640
+    jz 1f
 1:
-    movzx edx, byte ptr [r15 + 512]
-    mov byte ptr [r15 + 192], dl
-    mov edx, edi
-    movzx edx, byte ptr [r15 + 128]
+    movzx ecx, sil
+    movzx ecx, byte ptr [r15 + 384]
+    mov edi, ecx
+    vmovdqu ymmword ptr [r15 + 320], ymm2
+    movzx esi, sil
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov ebp, 138
+    vpcmpeqb xmm2, xmm2, xmm11
+    mov rdx, rcx
+    mov byte ptr [r15 + 704], dl
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + 512], ecx
+    mov ecx, 192
+    mov dword ptr [r15 + 768], ecx
+    mov rcx, qword ptr [r15 + 128]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c44:
-    lea rcx, [rip + .Lc1_d2108_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d2108_j_t
-.Lc1_d2108_j:
     jmp 1f
 1:
+    movsxd rsi, dword ptr [r15 + 64]
+    mov rdx, qword ptr [r15 + 64]
+    vmovdqu ymmword ptr [r15 + 384], ymm2
+    movzx ebp, cl
+    mov rbp, r11
     mov r8, r11
-    movsxd rdi, dword ptr [r15 + 256]
-    and r8, 448
-    add rdi, qword ptr [r15 + r8 + 832]
-    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and rbp, 1984
+    mov rsi, qword ptr [r15 + rbp + 1344]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rdi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rdi, rdi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, byte ptr [r15 + 576]
-    movzx edi, byte ptr [r15 + 64]
-    test ebx, 251904
+    and r8, 4032
+    add rdx, qword ptr [r15 + r8 + 3392]
+    movzx r8d, dl
+    mov r8, r11
+    test ebx, 1073741824
     jz 1f
 1:
-    movzx edi, byte ptr [r15 + 192]
-    mov r8, r11
-    mov eax, dword ptr [r15 + 384]
     and r8, 8128
-    mov byte ptr [r15 + r8 + 7488], cl
-    movsxd rcx, dword ptr [r15 + 384]
+    mov rcx, qword ptr [r15 + r8 + 7488]
+    mov byte ptr [r15 + 0], cl
+    mov ecx, 110
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 15
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    vmovdqu ymmword ptr [r15 + 320], ymm7
+    movsxd r8, dword ptr [r15 + 448]
+    mov qword ptr [r15 + 576], r8
+    mov r8d, dword ptr [r15 + 128]
+    mov byte ptr [r15 + 192], r8b
+    test ebx, 1073741824
+    jnz 1f
+1:
     jmp 1f
 1:
-    movsxd r8, dword ptr [r15 + 640]
-    mov esi, dword ptr [r15 + 128]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov rbp, r11
-    mov r9d, dword ptr [r15 + 448]
-    mov edx, dword ptr [r15 + 512]
-    and rbp, 1984
-    and r9d, dword ptr [r15 + rbp + 1344]
-    mov qword ptr [r15 + 320], r9
-    mov rbp, qword ptr [r15 + 64]
+    mov dword ptr [r15 + 384], r8d
+    movzx r8d, r8b
+    mov qword ptr [r15 + 512], r8
     add r11, 64
     inc rbx
     dec r13
@@ -3082,431 +2588,470 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 15
-    lea rcx, [rip + .Lc1_d2155_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d2155_s_t
-    .p2align 3
-.Lc1_d2155_s:
-    .p2align 3
-    jmp .Lc1_d2155_j
-    .p2align 3
-    jmp .Lc1_d2155_j
-    .p2align 3
-    jmp .Lc1_d2155_j
-    .p2align 3
-    jmp .Lc1_d2155_j
-    .p2align 3
-    jmp .Lc1_d2155_j
-    .p2align 3
-    jmp .Lc1_d2155_j
-    .p2align 3
-    jmp .Lc1_d2155_j
-    .p2align 3
-    jmp .Lc1_d2155_j
-    .p2align 3
-    jmp .Lc1_d2155_j
-    .p2align 3
-    jmp .Lc1_d2155_j
-    .p2align 3
-    jmp .Lc1_d2155_j
-    .p2align 3
-    jmp .Lc1_d2155_j
-    .p2align 3
-    jmp .Lc1_d2155_j
-    .p2align 3
-    jmp .Lc1_d2155_j
-    .p2align 3
-    jmp .Lc1_d2155_j
-    .p2align 3
-    jmp .Lc1_d2155_j
-.Lc1_d2155_j:
-    mov rbp, r11
-    and rbp, 8128
-    mov dword ptr [r15 + rbp + 7488], eax
-    mov rbp, qword ptr [r15 + 320]
-    mov rax, qword ptr [r15 + 128]
+    lea rcx, [rip + .Lc1_d2196_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d2196_j_t
+.Lc1_d2196_j:
+    mov r8, r11
+    movzx edi, r8b
+    and r8, 8128
+    mov ecx, dword ptr [r15 + r8 + 7488]
+    mov dword ptr [r15 + 448], ecx
+    mov ecx, eax
+    test ebx, 384
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov r9, r11
+    mov dword ptr [r15 + 320], 29
+    and r9, 448
+    movzx r8d, byte ptr [r15 + r9 + 832]
+    mov r9d, ecx
+    test ebx, 384
+    jnz 1f
+1:
+    mov qword ptr [r15 + 128], rcx
+    mov dword ptr [r15 + 0], r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    test dword ptr [r15 + 67117724], 35651584
+    jz 1f
+1:
+    mov r9, qword ptr [r15 + 640]
+    movzx eax, r9b
+    mov eax, eax
+    jmp 1f
+1:
+    test dword ptr [r15 + 67117724], 134217736
+    jnz 1f
+1:
+    mov rax, qword ptr [r15 + 512]
+    jmp 1f
+1:
     mov r8, r11
     movzx ecx, byte ptr [r15 + 256]
-    and r8, 4032
-    movzx edi, byte ptr [r15 + r8 + 3392]
+    movzx r9d, cl
+    test ebx, 1073741824
+    jz 1f
+1:
+    and r8, 1984
+    mov qword ptr [r15 + r8 + 1344], rcx
+    movsxd r8, dword ptr [r15 + 192]
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c46:
-    mov qword ptr [r15 + 0], rbp
-    mov r9d, 202
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov r8, r11
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    vpshufd xmm14, xmm14, 230
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    and r8, 448
+    vpcmpeqb xmm2, xmm2, xmmword ptr [r15 + r8 + 832]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx ecx, al
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, byte ptr [r15 + 128]
-    mov ecx, 74
+    mov r9d, 17
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, r8
     test ebx, 1073741824
     jz 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, dword ptr [r15 + 384]
+    movsxd rcx, dword ptr [r15 + 704]
+    mov dword ptr [r15 + 64], 176
     mov r9, r11
-    mov rcx, qword ptr [r15 + 192]
-    mov byte ptr [r15 + 256], bpl
-    mov ebp, dword ptr [r15 + 64]
-    and r9, 448
-    mov r8, r11
-    mov qword ptr [r15 + r9 + 832], r8
-    and r8, 4032
-    movzx r9d, byte ptr [r15 + r8 + 3392]
+    test ebx, 1073741824
+    jnz 1f
+1:
     mov dword ptr [r15 + 384], ecx
-    mov qword ptr [r15 + 64], rcx
-    mov edx, dword ptr [r15 + 384]
-    mov dword ptr [r15 + 448], edx
-    mov rdx, qword ptr [r15 + 320]
-    mov r8, r11
-    mov dword ptr [r15 + 448], 167
-    mov dword ptr [r15 + 704], ebp
-    mov byte ptr [r15 + 768], r8b
-    and r8, 1984
-    and ebp, dword ptr [r15 + r8 + 1344]
-    mov byte ptr [r15 + 512], bpl
+    and r9, 4032
+    movsxd rax, dword ptr [r15 + r9 + 3392]
+    mov r9d, 149
+    mov r9d, 101
+    movsxd r9, dword ptr [r15 + 320]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx r8d, cl
+    mov ecx, r8d
+    mov qword ptr [r15 + 64], r9
+    lock or dword ptr [r15 + 128], 49
+    vpshufd xmm10, xmm13, 142
+    test dword ptr [r15 + 67117723], 16384
+    jz 1f
+1:
+    movzx ebp, r9b
+    mov byte ptr [r15 + 256], bpl
+    movsxd rbp, dword ptr [r15 + 448]
+    mov r9, rax
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c47:
-    lea rcx, [rip + .Lc1_d2232_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d2232_j_t
-.Lc1_d2232_j:
-    movsxd rcx, dword ptr [r15 + 576]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 32768
+    setz al
+    lea rcx, [rip + .Lc1_d2295_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d2295_s_t
+    .p2align 3
+.Lc1_d2295_s:
+    .p2align 3
+    jmp .Lc1_d2295_j
+    .p2align 3
+    jmp .Lc1_d2295_j
+.Lc1_d2295_j:
+    mov rbp, r11
+    mov dword ptr [r15 + 64], 83
+    and rbp, 4032
+    mov r9d, dword ptr [r15 + rbp + 3392]
+    and r9d, dword ptr [r15 + 320]
+    mov eax, 191
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r9, qword ptr [r15 + 192]
+    mov ecx, ebp
+    mov dword ptr [r15 + 448], eax
+    test dword ptr [r15 + 67117723], 32768
+    jz 1f
+1:
+    movzx ebp, bpl
     mov rbp, rcx
-    mov r8d, ebp
-    vmovdqu ymmword ptr [r15 + 0], ymm14
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 33
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], cl
-    mov r8, r11
-    mov qword ptr [r15 + 128], rbp
-    movsxd rbp, dword ptr [r15 + 448]
-    jmp 1f
-1:
-    and r8, 1984
-    mov qword ptr [r15 + r8 + 1344], r8
+    mov ebp, eax
+    mov rbp, r11
     test ebx, 1073741824
     jnz 1f
 1:
-    jmp 1f
-1:
-    xor dword ptr [r15 + 192], r8d
-    movsxd rcx, dword ptr [r15 + 256]
-    mov qword ptr [r15 + 64], rcx
-    mov byte ptr [r15 + 320], r8b
-    mov rbp, r11
-    mov dword ptr [r15 + 320], r8d
-    mov ecx, 230
-    jmp 1f
-1:
+    mov r9, r11
     and rbp, 8128
-    mov ecx, dword ptr [r15 + rbp + 7488]
-    mov rbp, r11
-    or qword ptr [r15 + 384], 52
-    mov dword ptr [r15 + 128], 89
-    mov dword ptr [r15 + 512], 81
-    and rbp, 448
-    mov dword ptr [r15 + rbp + 832], 232
+    mov qword ptr [r15 + rbp + 7488], rbp
+    mov rbp, qword ptr [r15 + 512]
+    and r9, 448
+    mov qword ptr [r15 + r9 + 832], rcx
+    mov ecx, dword ptr [r15 + 768]
+    test ebx, 1073741824
+    jz 1f
+1:
     jmp 1f
 1:
+    mov rax, rbp
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov byte ptr [r15 + 256], cl
+    jmp 1f
+1:
+    movzx edi, byte ptr [r15 + 128]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c48:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 16
-    setz al
-    lea rcx, [rip + .Lc1_d2279_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d2279_s_t
-    .p2align 3
-.Lc1_d2279_s:
-    .p2align 3
-    jmp .Lc1_d2279_j
-    .p2align 3
-    jmp .Lc1_d2279_j
-.Lc1_d2279_j:
-    mov rbp, r11
-    movzx eax, al
+    lea rcx, [rip + .Lc1_d2344_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d2344_j_t
+.Lc1_d2344_j:
+    lea rbp, [r11 + r11*1]
     and rbp, 1984
-    movzx r8d, byte ptr [r15 + rbp + 1344]
+    movzx eax, byte ptr [r15 + rbp + 1344]
+    movzx r9d, byte ptr [r15 + 576]
+    mov byte ptr [r15 + 0], dil
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 256
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 128], ecx
     jmp 1f
 1:
-    mov rbp, r11
-    mov eax, dword ptr [r15 + 64]
-    and rbp, 8128
-    movzx ecx, byte ptr [r15 + rbp + 7488]
-    mov qword ptr [r15 + 384], r8
-    movzx r8d, byte ptr [r15 + 512]
-    movzx ebp, byte ptr [r15 + 320]
-    movzx r9d, byte ptr [r15 + 192]
-    test dword ptr [r15 + 67117724], 65544
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rcx, r9
+    mov dword ptr [r15 + 512], 83
+    mov eax, dword ptr [r15 + 128]
+    mov r9, qword ptr [r15 + rbp + 1408]
+    test ebx, 256
     jnz 1f
 1:
+    movzx ebp, byte ptr [r15 + 64]
     jmp 1f
 1:
-    mov byte ptr [r15 + 640], al
-    mov dword ptr [r15 + 128], 34
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, r11
-    mov eax, 132
-    mov rdx, qword ptr [r15 + 704]
-    and r8, 4032
-    movzx ebp, byte ptr [r15 + r8 + 3392]
-    mov eax, 4
+    movsxd rdi, dword ptr [r15 + 384]
+    mov ecx, dword ptr [r15 + 384]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    vmovdqu ymmword ptr [r15 + 448], ymm10
+    movzx eax, dil
+    jmp 1f
+1:
+    mov qword ptr [r15 + 192], rcx
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx ecx, byte ptr [r15 + 640]
+    mov rbp, r11
+    vmovdqu ymmword ptr [r15 + 320], ymm10
+    and rbp, 8128
+    mov dword ptr [r15 + rbp + 7488], eax
+    mov eax, 133
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c49:
-    mov r8d, edx
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r8, r8
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 12
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, 1
-    mov dword ptr [r15 + 0], 214
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu ymmword ptr [r15 + 0], ymm10
+    lea rdi, [r15 + 67109504]
+    mov ecx, 12
+    rep stosb
+    mov rdi, rcx
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    test ebx, 1073741824
+    jnz 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 448], rdx
+    mov byte ptr [r15 + 0], al
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 256
+    jz 1f
+1:
+    mov byte ptr [r15 + 512], cl
     mov r8, r11
     jmp 1f
 1:
-    .byte 0x0f, 0x1f, 0x40, 0x00
     and r8, 448
-    mov r9, r11
-    vmovdqu ymmword ptr [r15 + r8 + 832], ymm14
-    jmp 1f
-1:
-    and r9, 4032
-    mov dword ptr [r15 + r9 + 3392], 216
-    test ebx, 1024
+    mov byte ptr [r15 + r8 + 832], r8b
+    mov r8, qword ptr [r15 + 320]
+    test ebx, 1073741824
     jnz 1f
 1:
-    movsxd r9, dword ptr [r15 + 320]
-    mov r8d, dword ptr [r15 + 64]
-    mov rdx, qword ptr [r15 + 256]
-    mov rbp, rbp
-    movzx ebp, bpl
-    mov eax, 89
-    mov dword ptr [r15 + 384], r9d
-    jmp 1f
-1:
-    jmp 1f
-1:
+    mov esi, 158
     mov rbp, r11
+    mov ecx, dword ptr [r15 + 448]
+    mov dword ptr [r15 + 64], ecx
+    and rbp, 4032
+    movzx edx, byte ptr [r15 + rbp + 3392]
+    .byte 0x0f, 0x1f, 0x40, 0x00
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movsxd rdi, dword ptr [r15 + 128]
+    mov dword ptr [r15 + 256], 149
+    mov dword ptr [r15 + 192], 239
     jmp 1f
 1:
-    mov r9d, ebp
-    and rbp, 8128
-    movsxd r9, dword ptr [r15 + rbp + 7488]
-    mov rbp, qword ptr [r15 + 192]
+    test ebx, 1073741824
+    jz 1f
+1:
     jmp 1f
 1:
-    movzx edi, byte ptr [r15 + 64]
-    mov eax, 195
-    mov rcx, qword ptr [r15 + 512]
-    mov byte ptr [r15 + 768], bpl
-    movsxd rbp, dword ptr [r15 + 128]
-    mov esi, edx
+    mov ebp, edi
+    jmp 1f
+1:
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + 704], 6
+    mov ecx, dword ptr [r15 + 384]
+    mov rsi, rbp
+    movsxd rsi, dword ptr [r15 + 64]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c50:
-    lea rcx, [rip + .Lc1_d2369_j]
+    lea rcx, [rip + .Lc1_d2443_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d2369_j_t
-.Lc1_d2369_j:
+    jmp .Lc1_d2443_j_t
+.Lc1_d2443_j:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov ebp, 83
+    mov dword ptr [r15 + 0], 125
+    jmp 1f
+1:
+    test ebx, 512
+    jz 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 211
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, 138
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 128], rsi
-    mov esi, dword ptr [r15 + 256]
-    and esi, dword ptr [r15 + 512]
-    mov rbp, r11
-    movzx ecx, byte ptr [r15 + 192]
-    mov rdx, qword ptr [r15 + 384]
-    and rbp, 1984
-    mov r9, qword ptr [r15 + rbp + 1344]
-    mov ebp, r8d
-    test ebx, 1024
+    test ebx, 384
     jnz 1f
 1:
-    mov rbp, r11
+    jmp 1f
+1:
+    mov dword ptr [r15 + 64], 137
+    movsxd rbp, dword ptr [r15 + 256]
     mov r9, r11
-    jmp 1f
+    movzx eax, byte ptr [r15 + 320]
+    test ebx, 1073741824
+    jnz 1f
 1:
-    and rbp, 4032
-    movsxd rsi, dword ptr [r15 + rbp + 3392]
-    and r9, 448
-    movsxd rbp, dword ptr [r15 + r9 + 832]
-    mov dword ptr [r15 + 128], 203
-    mov r8d, 144
-    mov r9d, dword ptr [r15 + 320]
-    jmp 1f
+    movzx ecx, byte ptr [r15 + 192]
+    and r9, 1984
+    mov rsi, qword ptr [r15 + r9 + 1344]
+    mov r9d, dword ptr [r15 + 768]
+    mov rbp, r11
+    mov dword ptr [r15 + 128], 231
+    mov dword ptr [r15 + 384], 21
+    test ebx, 1073741824
+    jz 1f
 1:
-    mov r8, qword ptr [r15 + 384]
-    mov dword ptr [r15 + 64], ebp
-    mov dword ptr [r15 + 576], 1
-    movzx ebp, byte ptr [r15 + 448]
-    movzx edx, r9b
-    movzx r9d, dl
-    jmp 1f
-1:
+    and rbp, 8128
+    mov r8, r11
+    movzx ecx, byte ptr [r15 + rbp + 7488]
+    and r8, 4032
+    mov qword ptr [r15 + r8 + 3392], rsi
+    movzx esi, r9b
+    mov r9, qword ptr [r15 + 512]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c51:
-    mov r9, r8
-    movzx r9d, dl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, 188
-    mov qword ptr [r15 + 0], rdx
-    mov edx, 128
-    mov byte ptr [r15 + 0], bpl
-    mov dword ptr [r15 + 0], ebp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rdx
-    jmp 1f
-1:
-    nop
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], 0
-    mov edx, 120
-    jmp 1f
-1:
-    movzx edx, byte ptr [r15 + 384]
-    mov rbp, r9
-    mov rbp, r11
-    jmp 1f
-1:
-    mov dword ptr [r15 + 704], 38
-    mov r9d, 15
-    and rbp, 8128
-    mov byte ptr [r15 + rbp + 7488], bpl
-    jmp 1f
-1:
-    mov ebp, dword ptr [r15 + 448]
-    mov r9, qword ptr [r15 + 512]
-    mov r8, r11
-    test ebx, 1073741824
-    jz 1f
-1:
-    and r8, 1984
-    mov dword ptr [r15 + r8 + 1344], r8d
-    mov r9, r8
-    mov r8d, r9d
-    mov byte ptr [r15 + 64], r8b
-    movsxd r8, dword ptr [r15 + 640]
-    jmp 1f
-1:
-    mov r9, r11
-    jmp 1f
-1:
-    movsxd rbp, dword ptr [r15 + 128]
-    mov dword ptr [r15 + 64], 231
-    and r9, 448
-    and ebp, dword ptr [r15 + r9 + 832]
-    movzx r9d, byte ptr [r15 + 256]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov qword ptr [r15 + 128], r8
     mov byte ptr [r15 + 320], r9b
+    mov dword ptr [r15 + 512], 75
+    mov r8d, dword ptr [r15 + 320]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov qword ptr [r15 + 0], rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    test dword ptr [r15 + 67117724], 2097152
+    jnz 1f
+1:
+    and rbp, 1984
+    and r8d, dword ptr [r15 + rbp + 1344]
+    mov ebp, dword ptr [r15 + 64]
+    mov dword ptr [r15 + 256], ebp
+    mov rbp, qword ptr [r15 + 128]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov ebp, r8d
+    mov ebp, dword ptr [r15 + 384]
+    mov r9, r11
+    mov dword ptr [r15 + 576], 237
+    test dword ptr [r15 + 67117723], 262144
+    jz 1f
+1:
+    mov r8, r11
+    and r9, 8128
+    mov qword ptr [r15 + r9 + 7488], r9
+    mov r9d, ebp
+    mov qword ptr [r15 + 448], r9
+    and r8, 448
+    mov dword ptr [r15 + r8 + 832], ebp
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movsxd rbp, dword ptr [r15 + 448]
+    vpaddd xmm10, xmm10, xmm15
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c52:
-    lea rcx, [rip + .Lc1_d2464_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d2464_j_t
-.Lc1_d2464_j:
-    mov ecx, 184
-    mov r8, qword ptr [r15 + 320]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, r8d
-    mov r9d, r9d
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov byte ptr [r15 + 0], r9b
-    mov r8d, r9d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 197
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 15
+    lea rcx, [rip + .Lc1_d2535_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d2535_s_t
+    .p2align 3
+.Lc1_d2535_s:
+    .p2align 3
+    jmp .Lc1_d2535_j
+    .p2align 3
+    jmp .Lc1_d2535_j
+    .p2align 3
+    jmp .Lc1_d2535_j
+    .p2align 3
+    jmp .Lc1_d2535_j
+    .p2align 3
+    jmp .Lc1_d2535_j
+    .p2align 3
+    jmp .Lc1_d2535_j
+    .p2align 3
+    jmp .Lc1_d2535_j
+    .p2align 3
+    jmp .Lc1_d2535_j
+    .p2align 3
+    jmp .Lc1_d2535_j
+    .p2align 3
+    jmp .Lc1_d2535_j
+    .p2align 3
+    jmp .Lc1_d2535_j
+    .p2align 3
+    jmp .Lc1_d2535_j
+    .p2align 3
+    jmp .Lc1_d2535_j
+    .p2align 3
+    jmp .Lc1_d2535_j
+    .p2align 3
+    jmp .Lc1_d2535_j
+    .p2align 3
+    jmp .Lc1_d2535_j
+.Lc1_d2535_j:
+    and ecx, dword ptr [r15 + 384]
     mov rbp, r11
-    mov r9, qword ptr [r15 + 128]
-    movsxd rcx, dword ptr [r15 + 448]
-    and rbp, 16320
-    movzx r8d, byte ptr [r15 + rbp + 15680]
-    mov rbp, r11
-    jmp 1f
-1:
-    and rbp, 8128
-    mov rdx, qword ptr [r15 + rbp + 7488]
+    mov r9d, 103
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
-    jmp 1f
-1:
-    mov ebp, dword ptr [r15 + 64]
-    movzx r9d, byte ptr [r15 + 256]
-    mov ecx, 123
-    mov ecx, 127
-    mov ecx, dword ptr [r15 + 512]
-    mov r8, r8
-    mov edi, 170
-    mov byte ptr [r15 + 192], dil
+    and rbp, 4032
     mov r8, r11
-    movsxd rdi, dword ptr [r15 + 384]
-    movzx esi, cl
-    mov dword ptr [r15 + 320], esi
-    and r8, 4032
-    movsxd rcx, dword ptr [r15 + r8 + 3392]
-    mov eax, dword ptr [r15 + 768]
-    jmp 1f
+    mov dword ptr [r15 + rbp + 3392], eax
+    mov dword ptr [r15 + 640], ecx
+    test ebx, 1073741824
+    jnz 1f
 1:
-    jmp 1f
-1:
+    and r8, 448
+    mov qword ptr [r15 + r8 + 832], r8
     add r11, 64
     inc rbx
     dec r13
@@ -3515,204 +3060,245 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 524288
-    setz al
-    lea rcx, [rip + .Lc1_d2515_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d2515_s_t
-    .p2align 3
-.Lc1_d2515_s:
-    .p2align 3
-    jmp .Lc1_d2515_j
-    .p2align 3
-    jmp .Lc1_d2515_j
-.Lc1_d2515_j:
-    mov byte ptr [r15 + 384], cl
-    mov ecx, esi
-    mov ecx, 144
-    movsxd rcx, dword ptr [r15 + 448]
-    movsxd rax, dword ptr [r15 + 576]
+    lea rcx, [rip + .Lc1_d2577_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d2577_j_t
+.Lc1_d2577_j:
+    add r8, qword ptr [r15 + 448]
+    mov r9, r11
+    mov dword ptr [r15 + 320], 244
+    and r9, 1984
+    mov dword ptr [r15 + r9 + 1344], 61
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, dword ptr [r15 + 512]
-    jmp 1f
-1:
-    mov r8d, dword ptr [r15 + 128]
-    movzx edi, byte ptr [r15 + 64]
-    movzx r9d, cl
-    jmp 1f
-1:
-    mov rcx, r9
     test ebx, 1073741824
     jz 1f
 1:
-    mov r9, qword ptr [r15 + 192]
+    mov dword ptr [r15 + 0], 151
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r8d, r8b
+    movsxd r8, dword ptr [r15 + 384]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r8d, r9d
+    movsxd r9, dword ptr [r15 + 128]
+    mov dword ptr [r15 + 64], 166
     jmp 1f
 1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov qword ptr [r15 + 512], r8
+    mov r8d, r8d
     jmp 1f
 1:
-    mov ecx, eax
-    mov rax, rcx
-    mov dword ptr [r15 + 320], eax
+    mov edx, dword ptr [r15 + 192]
+    test ebx, 1073741824
+    jz 1f
+1:
+    vpaddd xmm10, xmm10, xmm10
+    mov r9d, 245
+    movsxd r9, dword ptr [r15 + 704]
+    mov edi, 112
     mov r8, r11
-    mov rbp, r11
-    and r8, 448
-    mov eax, dword ptr [r15 + r8 + 832]
-    movzx r8d, al
-    and rbp, 1984
-    movsxd rax, dword ptr [r15 + rbp + 1344]
-    mov ebp, eax
-    mov ebp, ebp
-    mov rax, qword ptr [r15 + 128]
-    mov rcx, r9
+    test dword ptr [r15 + 67117723], 268435460
+    jz 1f
+1:
+    and r8, 8128
+    mov dword ptr [r15 + r8 + 7488], r8d
+    mov dword ptr [r15 + 256], edx
+    mov qword ptr [r15 + 64], r9
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c54:
-    mov r8, rbp
-    mov dword ptr [r15 + 64], 25
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
     mov r8, r11
-    mov qword ptr [r15 + 256], r8
+    movzx ebp, r8b
+    mov rbp, rbp
+    and r8, 4032
+    movsxd r9, dword ptr [r15 + r8 + 3392]
     jmp 1f
 1:
-    mov rbp, r8
-    and r8, 8128
-    mov dword ptr [r15 + r8 + 7488], ebp
-    mov r9, qword ptr [r15 + 640]
-    mov ebp, ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov ecx, 122
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 51
-    mov dword ptr [r15 + 0], r9d
-    jmp 1f
-1:
+    mov rbp, r11
     test ebx, 1073741824
     jz 1f
 1:
-    mov qword ptr [r15 + 0], rcx
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, rcx
     jmp 1f
 1:
-    mov dword ptr [r15 + 128], 232
-    movzx ecx, byte ptr [r15 + 448]
-    movzx r9d, byte ptr [r15 + 384]
-    jmp 1f
+    and rbp, 16320
+    movzx eax, byte ptr [r15 + rbp + 15680]
+    mov ebp, dword ptr [r15 + 128]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx ebp, r9b
+    mov r9d, r9d
+    mov r9d, dword ptr [r15 + 256]
+    mov r8d, eax
+    test ebx, 640
+    jnz 1f
 1:
     mov r8, r11
-    movsxd rbp, dword ptr [r15 + 192]
-    mov eax, dword ptr [r15 + 704]
-    mov rbp, r11
-    and r8, 1984
-    mov byte ptr [r15 + r8 + 1344], r8b
-    and rbp, 4032
-    mov r8, qword ptr [r15 + rbp + 3392]
-    movzx ebp, byte ptr [r15 + 320]
-    movzx esi, r9b
-    movsxd r9, dword ptr [r15 + 64]
-    movzx edi, byte ptr [r15 + 512]
+    mov rax, r8
+    and r8, 448
+    movzx ebp, byte ptr [r15 + r8 + 832]
+    mov r8d, 139
+    test dword ptr [r15 + 67117723], 48
+    jnz 1f
+1:
+    movsxd r8, dword ptr [r15 + 192]
+    mov dword ptr [r15 + 384], 182
+    mov r9, r9
+    mov r9d, 109
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov byte ptr [r15 + 448], r8b
+    movzx r8d, byte ptr [r15 + 768]
+    mov ebp, dword ptr [r15 + 320]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx r9d, r9b
+    mov qword ptr [r15 + 64], rbp
+    add r9, qword ptr [r15 + 512]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c55:
-    lea rcx, [rip + .Lc1_d2606_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d2606_j_t
-.Lc1_d2606_j:
-    mov dword ptr [r15 + 0], ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, cl
-    mov ecx, 230
-    jmp 1f
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 524288
+    setz al
+    lea rcx, [rip + .Lc1_d2678_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d2678_s_t
+    .p2align 3
+.Lc1_d2678_s:
+    .p2align 3
+    jmp .Lc1_d2678_j
+    .p2align 3
+    jmp .Lc1_d2678_j
+.Lc1_d2678_j:
+    mov r9d, 101
+    movsxd r9, dword ptr [r15 + 64]
+    mov rbp, r11
+    mov esi, eax
+    movsxd rax, dword ptr [r15 + 576]
+    test ebx, 1073741824
+    jz 1f
 1:
-    jmp 1f
+    and rbp, 8128
+    mov byte ptr [r15 + rbp + 7488], cl
+    mov ebp, dword ptr [r15 + 384]
+    vmovdqu ymmword ptr [r15 + 0], ymm10
+    mov dword ptr [r15 + 0], r9d
+    test ebx, 1073741824
+    jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
+    mov r9d, 43
+    mov r9d, ebp
+    movzx r9d, byte ptr [r15 + 128]
+    movsxd rax, dword ptr [r15 + 192]
+    test ebx, 1073741824
+    jnz 1f
 1:
-    movzx r8d, byte ptr [r15 + 384]
-    movzx ecx, byte ptr [r15 + 768]
+    mov ecx, ebp
+    mov ebp, ecx
+    mov ecx, 44
+    mov ecx, dword ptr [r15 + 512]
     mov rbp, r11
     test ebx, 1073741824
     jnz 1f
 1:
-    vpcmpeqb xmm14, xmm14, xmm6
-    and rbp, 4032
-    mov rcx, qword ptr [r15 + rbp + 3392]
-    mov rbp, qword ptr [r15 + 64]
-    mov dword ptr [r15 + 256], 22
-    mov r8, r11
-    mov r9d, r8d
-    and r8, 448
-    mov dword ptr [r15 + r8 + 832], r9d
-    movzx r8d, byte ptr [r15 + 128]
-    mov r9, qword ptr [r15 + 384]
-    mov rbp, r11
+    and rbp, 1984
+    mov dword ptr [r15 + rbp + 1344], ebp
     jmp 1f
 1:
-    and rbp, 1984
-    mov dword ptr [r15 + rbp + 1344], 138
-    mov dword ptr [r15 + 320], 104
-    mov dword ptr [r15 + 192], 66
-    vmovq qword ptr [r15 + 448], xmm14
+    jmp 1f
+1:
+    and eax, dword ptr [r15 + 320]
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    mov r9, r11
+    jmp 1f
+1:
+    and r9, 4032
+    mov dword ptr [r15 + r9 + 3392], eax
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c56:
-    lea rcx, [rip + .Lc1_d2648_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d2648_j_t
-.Lc1_d2648_j:
-    mov r8, r11
-    movzx ecx, bpl
-    movzx ecx, bpl
-    and r8, 448
-    movzx ecx, byte ptr [r15 + r8 + 832]
-    movzx r8d, byte ptr [r15 + 320]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 28
+    mov eax, r9d
+    mov byte ptr [r15 + 0], r9b
+    mov qword ptr [r15 + 0], r9
+    test ebx, 1073741824
+    jz 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, bpl
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], r8b
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, 39
-    vpcmpeqb xmm14, xmm14, xmmword ptr [r15 + 512]
-    mov byte ptr [r15 + 192], r8b
-    vmovdqu ymmword ptr [r15 + 256], ymm14
+    movsxd rcx, dword ptr [r15 + 384]
+    mov edi, 180
     test ebx, 1073741824
     jnz 1f
 1:
-    mov byte ptr [r15 + 64], r8b
     jmp 1f
 1:
+    mov dword ptr [r15 + 64], ecx
+    mov byte ptr [r15 + 320], dil
+    mov rdi, rcx
+    movsxd rdi, dword ptr [r15 + 128]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + 704], 220
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + 640], ymm8
+    add rcx, qword ptr [r15 + 192]
     mov r8, r11
-    mov dword ptr [r15 + 128], ebp
+    test ebx, 256
+    jz 1f
+1:
+    mov ecx, 105
+    movzx ecx, byte ptr [r15 + 512]
+    and r8, 448
+    mov qword ptr [r15 + r8 + 832], r8
+    mov r8, r11
+    movzx eax, r8b
     and r8, 1984
-    movsxd rbp, dword ptr [r15 + r8 + 1344]
-    mov qword ptr [r15 + 128], rbp
-    mov byte ptr [r15 + 448], cl
+    movsxd rax, dword ptr [r15 + r8 + 1344]
+    test dword ptr [r15 + 67117724], 512
+    jz 1f
+1:
+    mov byte ptr [r15 + 448], al
+    mov byte ptr [r15 + 256], r8b
+    vmovdqu ymmword ptr [r15 + 320], ymm7
     jmp 1f
 1:
-    movzx ecx, bpl
-    mov r9, r11
-    mov dword ptr [r15 + 512], 21
-    and r9, 8128
-    mov r8, qword ptr [r15 + r9 + 7488]
-    movsxd r9, dword ptr [r15 + 576]
-    mov byte ptr [r15 + 384], cl
-    mov ebp, ebp
     add r11, 64
     inc rbx
     dec r13
@@ -3721,223 +3307,235 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov dword ptr [r15 + 704], eax
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov byte ptr [r15 + 320], al
-    movzx eax, byte ptr [r15 + 640]
-    mov byte ptr [r15 + 320], al
-    jmp 1f
-1:
-    mov byte ptr [r15 + 384], al
-    mov rax, rax
-    mov rbp, r11
+    lea rcx, [rip + .Lc1_d2781_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d2781_j_t
+.Lc1_d2781_j:
     mov r8, r11
-    movzx eax, r8b
-    and r8, 448
-    movzx ecx, byte ptr [r15 + r8 + 832]
-    and rbp, 8128
-    mov dword ptr [r15 + rbp + 7488], eax
+    and r8, 8128
+    mov edx, dword ptr [r15 + r8 + 7488]
+    movzx r8d, al
+    mov eax, dword ptr [r15 + 128]
+    mov r8d, dword ptr [r15 + 320]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r9, r11
+    movzx ecx, r8b
+    mov byte ptr [r15 + 448], al
+    and r9, 448
+    mov dword ptr [r15 + r9 + 832], r8d
+    test dword ptr [r15 + 67117724], 1444028420
+    jz 1f
+1:
+    mov r8d, 91
+    jmp 1f
+1:
+    mov edx, edx
     test ebx, 1073741824
     jnz 1f
 1:
-    mov dword ptr [r15 + 0], 182
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 127
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, qword ptr [r15 + 384]
+    mov ecx, r8d
+    mov r8, r10
+    mov dword ptr [r15 + 64], 191
+    test ebx, 384
+    jnz 1f
+1:
+    and r8, 4032
+    movzx eax, byte ptr [r15 + r8 + 3392]
     jmp 1f
 1:
-    mov eax, eax
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 67117723], 268435456
+    mov rdx, r9
+    test dword ptr [r15 + 67117723], 16785536
     jz 1f
 1:
-    mov rbp, r11
-    xor dword ptr [r15 + 64], ebp
-    mov byte ptr [r15 + 448], al
-    and rbp, 4032
-    vmovdqu xmmword ptr [r15 + rbp + 3392], xmm14
-    mov eax, dword ptr [r15 + 64]
-    mov ebp, ecx
-    inc dword ptr [r15 + 128]
-    mov byte ptr [r15 + 256], bpl
+    mov qword ptr [r15 + 128], rax
+    vpaddd xmm10, xmm10, xmm11
+    mov dword ptr [r15 + 256], r9d
+    test dword ptr [r15 + 67117724], 135168
+    jz 1f
+1:
     jmp 1f
 1:
-    mov ebp, r8d
-    jmp 1f
-1:
+    mov qword ptr [r15 + 768], rax
     jmp 1f
 1:
     add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c58:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 128
-    setz al
-    lea rcx, [rip + .Lc1_d2746_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d2746_s_t
-    .p2align 3
-.Lc1_d2746_s:
-    .p2align 3
-    jmp .Lc1_d2746_j
-    .p2align 3
-    jmp .Lc1_d2746_j
-.Lc1_d2746_j:
-    mov rbp, r11
-    and rbp, 8128
-    mov rcx, qword ptr [r15 + rbp + 7488]
-    mov r8, r11
-    jmp 1f
-1:
-    add rax, qword ptr [r15 + 128]
+    lea rcx, [rip + .Lc1_d2831_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d2831_j_t
+.Lc1_d2831_j:
+    mov ecx, dword ptr [r15 + 384]
+    movzx edx, cl
+    mov ecx, dword ptr [r15 + 512]
+    mov r8, r10
+    mov eax, dword ptr [r15 + 192]
     and r8, 1984
-    movsxd rbp, dword ptr [r15 + r8 + 1344]
-    mov r8d, 176
-    jmp 1f
-1:
-    mov r8, r11
-    movzx r9d, byte ptr [r15 + 384]
-    jmp 1f
-1:
-    and r8, 4032
-    mov dword ptr [r15 + r8 + 3392], 165
-    mov r8, r8
+    mov rsi, qword ptr [r15 + r8 + 1344]
     test ebx, 1073741824
     jz 1f
 1:
-    mov r8d, dword ptr [r15 + 192]
+    vmovdqu ymmword ptr [r15 + 256], ymm14
+    mov edx, esi
+    mov edx, 180
+    mov rdx, qword ptr [r15 + 576]
+    mov rbp, r11
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and rbp, 4032
+    mov byte ptr [r15 + rbp + 3392], dl
+    jmp 1f
+1:
+    mov r8d, 130
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov ecx, dword ptr [r15 + 64]
+    movsxd rsi, dword ptr [r15 + 320]
+    mov rax, r8
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 213
-    mov dword ptr [r15 + 512], 154
-    movsxd rcx, dword ptr [r15 + 320]
-    mov esi, dword ptr [r15 + 256]
-    mov rbp, qword ptr [r15 + 64]
-    add rdi, qword ptr [r15 + 448]
-    mov rdx, qword ptr [r15 + 768]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r11
+    mov byte ptr [r15 + 0], sil
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 8128
+    mov esi, dword ptr [r15 + rbp + 7488]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    add rcx, qword ptr [r15 + 64]
+    mov qword ptr [r15 + 128], rcx
+    movsxd rcx, dword ptr [r15 + 512]
+    mov qword ptr [r15 + 448], rsi
     add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c59:
-    lea rcx, [rip + .Lc1_d2786_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d2786_j_t
-.Lc1_d2786_j:
-    mov byte ptr [r15 + 384], cl
-    mov edi, 128
-    mov r8, r11
-    mov rdi, qword ptr [r15 + 128]
-    movzx ecx, byte ptr [r15 + 192]
-    jmp 1f
-1:
-    and r8, 1984
-    mov rbp, qword ptr [r15 + r8 + 1344]
-    mov edx, 74
-    jmp 1f
-1:
-    vmovdqu ymmword ptr [r15 + 0], ymm14
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd r8, dword ptr [r15 + 64]
-    mov r9, r11
-    mov eax, ebp
+    movsxd rbp, dword ptr [r15 + 704]
+    mov byte ptr [r15 + 256], sil
+    mov qword ptr [r15 + 384], rsi
+    mov esi, 88
+    mov dword ptr [r15 + 0], 152
     test ebx, 1073741824
     jz 1f
 1:
-    mov rbp, qword ptr [r15 + 512]
-    and r9, 448
-    mov r8d, dword ptr [r15 + r9 + 832]
+    mov ecx, ecx
+    mov ecx, ecx
+    mov ecx, 125
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx ecx, byte ptr [r15 + 128]
+    mov dword ptr [r15 + 192], ecx
+    mov qword ptr [r15 + 640], rbp
+    mov ebp, dword ptr [r15 + 448]
     jmp 1f
 1:
-    movzx ecx, al
-    mov eax, dword ptr [r15 + 576]
-    mov byte ptr [r15 + 320], sil
-    mov r9, r11
-    mov rcx, qword ptr [r15 + 128]
-    and r9, 4032
-    and eax, dword ptr [r15 + r9 + 3392]
-    mov dword ptr [r15 + 256], 48
-    movzx esi, r9b
-    mov r9d, 250
-    mov r9d, 206
-    movzx r9d, byte ptr [r15 + 448]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov esi, dword ptr [r15 + 128]
+    mov r9, qword ptr [r15 + 64]
+    mov edx, r9d
+    mov dword ptr [r15 + 320], 59
+    mov edx, 87
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rbp, r11
+    mov byte ptr [r15 + 384], bpl
+    mov r8, r11
     jmp 1f
 1:
-    jmp 1f
-1:
+    and rbp, 448
+    movzx ecx, byte ptr [r15 + rbp + 832]
+    and r8, 1984
+    mov dword ptr [r15 + r8 + 1344], 98
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c60:
-    mov rax, r9
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 7
+    lea rcx, [rip + .Lc1_d2932_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d2932_s_t
+    .p2align 3
+.Lc1_d2932_s:
+    .p2align 3
+    jmp .Lc1_d2932_j
+    .p2align 3
+    jmp .Lc1_d2932_j
+    .p2align 3
+    jmp .Lc1_d2932_j
+    .p2align 3
+    jmp .Lc1_d2932_j
+    .p2align 3
+    jmp .Lc1_d2932_j
+    .p2align 3
+    jmp .Lc1_d2932_j
+    .p2align 3
+    jmp .Lc1_d2932_j
+    .p2align 3
+    jmp .Lc1_d2932_j
+.Lc1_d2932_j:
+    mov r8, r11
+    movzx r9d, byte ptr [r15 + 64]
+    and r9d, dword ptr [r15 + 448]
+    and r8, 448
+    movzx ebp, byte ptr [r15 + r8 + 832]
+    mov r8, r11
+    test dword ptr [r15 + 67117724], 129
+    jnz 1f
+1:
+    and r8, 4032
+    mov dword ptr [r15 + r8 + 3392], eax
+    mov r8, r11
+    movsxd rcx, dword ptr [r15 + 192]
+    test dword ptr [r15 + 67117723], 128
+    jnz 1f
+1:
     jmp 1f
 1:
-    vmovdqu ymmword ptr [r15 + 0], ymm14
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r9d, r9b
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 64], r9d
-    movsxd rsi, dword ptr [r15 + 384]
-    mov dword ptr [r15 + 448], r9d
-    mov r9, r11
-    mov qword ptr [r15 + 256], r9
-    movzx eax, byte ptr [r15 + 192]
-    mov rcx, rsi
-    and r9, 8128
-    movsxd rsi, dword ptr [r15 + r9 + 7488]
-    vmovdqu ymmword ptr [r15 + 128], ymm14
+    and r8, 8128
+    movzx ebp, byte ptr [r15 + r8 + 7488]
+    mov byte ptr [r15 + 512], r9b
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r9d, 136
-    mov edx, dword ptr [r15 + 704]
-    jmp 1f
-1:
-    mov r9d, esi
-    mov qword ptr [r15 + 384], rcx
-    mov rsi, qword ptr [r15 + 640]
-    movsxd rcx, dword ptr [r15 + 320]
-    mov rbp, r11
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r9, r11
-    and rbp, 448
-    mov eax, dword ptr [r15 + rbp + 832]
-    and r9, 1984
-    mov qword ptr [r15 + r9 + 1344], rsi
-    movzx esi, r9b
-    mov ebp, ebp
-    movsxd r9, dword ptr [r15 + 512]
-    mov rdi, qword ptr [r15 + 64]
-    mov esi, edi
+    mov byte ptr [r15 + 768], cl
+    mov dword ptr [r15 + 320], 76
     add r11, 64
     inc rbx
     dec r13
@@ -3946,11058 +3544,842 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 15
-    lea rcx, [rip + .Lc1_d2883_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d2883_s_t
-    .p2align 3
-.Lc1_d2883_s:
-    .p2align 3
-    jmp .Lc1_d2883_j
-    .p2align 3
-    jmp .Lc1_d2883_j
-    .p2align 3
-    jmp .Lc1_d2883_j
-    .p2align 3
-    jmp .Lc1_d2883_j
-    .p2align 3
-    jmp .Lc1_d2883_j
-    .p2align 3
-    jmp .Lc1_d2883_j
-    .p2align 3
-    jmp .Lc1_d2883_j
-    .p2align 3
-    jmp .Lc1_d2883_j
-    .p2align 3
-    jmp .Lc1_d2883_j
-    .p2align 3
-    jmp .Lc1_d2883_j
-    .p2align 3
-    jmp .Lc1_d2883_j
-    .p2align 3
-    jmp .Lc1_d2883_j
-    .p2align 3
-    jmp .Lc1_d2883_j
-    .p2align 3
-    jmp .Lc1_d2883_j
-    .p2align 3
-    jmp .Lc1_d2883_j
-    .p2align 3
-    jmp .Lc1_d2883_j
-.Lc1_d2883_j:
-    mov r8, qword ptr [r15 + 128]
-    add qword ptr [r15 + 512], rsi
-    mov ecx, 102
-    mov rbp, r11
     jmp 1f
 1:
-    mov rcx, rbp
-    and rbp, 8128
-    mov byte ptr [r15 + rbp + 7488], al
-    mov eax, ecx
+    mov qword ptr [r15 + 384], r8
+    jmp 1f
+1:
+    mov ebp, dword ptr [r15 + 256]
+    test dword ptr [r15 + 67117724], 32896
+    jnz 1f
+1:
     mov rbp, r11
-    mov ecx, 13
-    movzx eax, byte ptr [r15 + 320]
-    and rbp, 4032
-    mov rsi, qword ptr [r15 + rbp + 3392]
+    mov ecx, dword ptr [r15 + 128]
+    movsxd rax, dword ptr [r15 + 384]
+    mov edi, 71
+    and rbp, 1984
+    mov dword ptr [r15 + rbp + 1344], 101
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rbp, r11
+    mov r8d, 20
+    and rbp, 8128
+    mov r8, qword ptr [r15 + rbp + 7488]
+    movzx ebp, al
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rax, r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, byte ptr [r15 + 320]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    movzx ebp, byte ptr [r15 + 192]
+    mov rsi, rcx
+    movzx esi, cl
+    test ebx, 256
+    jnz 1f
+1:
+    mov rcx, rax
+    mov ecx, 229
+    and ecx, dword ptr [r15 + 64]
+    mov dword ptr [r15 + 512], ebp
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov ebp, dword ptr [r15 + 128]
+    movzx r8d, byte ptr [r15 + 576]
+    movzx esi, sil
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c62:
-    mov rdi, rbp
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 16384
+    setz al
+    lea rcx, [rip + .Lc1_d3026_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d3026_s_t
+    .p2align 3
+.Lc1_d3026_s:
+    .p2align 3
+    jmp .Lc1_d3026_j
+    .p2align 3
+    jmp .Lc1_d3026_j
+.Lc1_d3026_j:
+    mov rbp, qword ptr [r15 + 64]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov byte ptr [r15 + 512], cl
+    movzx ecx, byte ptr [r15 + 128]
     jmp 1f
 1:
-    vpaddq xmm14, xmm14, xmmword ptr [r15 + 384]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and ebp, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rbp
-    jmp 1f
+    test dword ptr [r15 + 67117724], 64
+    jz 1f
 1:
-    mov byte ptr [r15 + 0], dil
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, esi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 192], dl
-    vmovdqu xmm6, xmmword ptr [r15 + 64]
-    mov r8d, dword ptr [r15 + 512]
-    mov esi, dword ptr [r15 + 576]
-    jmp 1f
+    mov rbp, r10
+    vpmovmskb eax, xmm13
+    mov rax, rcx
+    and rbp, 448
+    mov qword ptr [r15 + rbp + 832], rcx
+    test ebx, 1073741824
+    jz 1f
 1:
-    mov qword ptr [r15 + 384], rdx
-    test ebx, 1536
+    mov ecx, 216
+    mov ecx, 53
+    movsxd rcx, dword ptr [r15 + 256]
+    mov r9, r11
+    test ebx, 487168
+    jz 1f
+1:
+    and r9, 4032
+    or qword ptr [r15 + r9 + 3392], 67
+    mov byte ptr [r15 + 640], al
+    movzx eax, byte ptr [r15 + 320]
+    test ebx, 1073741824
     jnz 1f
 1:
-    mov r8, r11
-    mov dword ptr [r15 + 320], 195
-    mov rdi, qword ptr [r15 + 64]
-    and r8, 448
-    add rax, qword ptr [r15 + r8 + 832]
-    jmp 1f
-1:
-    mov qword ptr [r15 + 128], rax
-    mov dword ptr [r15 + 768], 242
-    mov rdx, rax
-    mov r8, r11
-    jmp 1f
-1:
-    vpmovmskb eax, xmm6
-    mov dword ptr [r15 + 448], 225
-    and r8, 1984
-    mov dword ptr [r15 + r8 + 1344], 235
-    mov rsi, qword ptr [r15 + 256]
-    jmp 1f
-1:
-    movzx ebp, sil
-    mov esi, 79
-    movzx r8d, dl
-    jmp 1f
-1:
-    mov r8d, eax
+    movsxd rax, dword ptr [r15 + 384]
+    movsxd rcx, dword ptr [r15 + 448]
     add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c63:
-    lea rcx, [rip + .Lc1_d2970_j]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d3074_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d2970_j_t
-.Lc1_d2970_j:
-    mov dword ptr [r15 + 640], esi
-    movsxd rdx, dword ptr [r15 + 512]
-    mov rcx, rdx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], esi
-    mov qword ptr [r15 + 0], rdx
-    movzx ecx, r8b
-    vmovdqu ymmword ptr [r15 + 0], ymm6
-    movzx ecx, dl
-    or qword ptr [r15 + 0], 64
-    mov rbp, r11
-    jmp 1f
-1:
+    jmp .Lc1_d3074_j_t
+.Lc1_d3074_j:
+    mov ecx, 184
+    mov qword ptr [r15 + 704], rax
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 8128
-    vmovdqu xmm6, xmmword ptr [r15 + rbp + 7488]
-    movsxd rdx, dword ptr [r15 + 128]
-    mov r9, r11
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    and r9, 16320
-    mov rbp, qword ptr [r15 + r9 + 15680]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r9d, dword ptr [r15 + 384]
-    mov dword ptr [r15 + 320], edx
-    mov rdi, rdx
-    mov dword ptr [r15 + 448], 206
-    mov dword ptr [r15 + 64], 126
-    vpcmpeqb xmm6, xmm6, xmmword ptr [r15 + 128]
-    mov r8, r11
-    movzx edx, byte ptr [r15 + 192]
-    movsxd rdi, dword ptr [r15 + 256]
-    jmp 1f
-1:
-    and r8, 4032
-    mov dword ptr [r15 + r8 + 3392], ebp
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c64:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 268435456
-    setz al
-    lea rcx, [rip + .Lc1_d3018_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d3018_s_t
-    .p2align 3
-.Lc1_d3018_s:
-    .p2align 3
-    jmp .Lc1_d3018_j
-    .p2align 3
-    jmp .Lc1_d3018_j
-.Lc1_d3018_j:
-    mov rbp, rcx
-    mov rax, r9
-    movzx r9d, byte ptr [r15 + 704]
-    movzx eax, dil
-    mov rbp, r11
-    mov edi, ebp
-    and rbp, 1984
-    mov qword ptr [r15 + rbp + 1344], r9
-    movzx edi, bpl
-    mov r9, qword ptr [r15 + 192]
-    jmp 1f
-1:
-    movsxd rcx, dword ptr [r15 + 128]
-    test dword ptr [r15 + 67117724], 536870912
-    jnz 1f
-1:
-    mov byte ptr [r15 + 64], dil
-    mov r9, r11
-    mov rbp, r11
-    and r9, 4032
-    mov dword ptr [r15 + r9 + 3392], r9d
-    and rbp, 448
-    mov r9d, dword ptr [r15 + rbp + 832]
-    movzx ebp, byte ptr [r15 + 384]
-    vmovq qword ptr [r15 + 448], xmm6
-    movsxd rax, dword ptr [r15 + 320]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx edi, byte ptr [r15 + 512]
-    mov qword ptr [r15 + 64], rdi
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c65:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    jmp 1f
-1:
-    mov rax, rbp
-    mov rbp, r11
-    mov edx, dword ptr [r15 + 448]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 768], 31
-    and rbp, 8128
-    mov rax, qword ptr [r15 + rbp + 7488]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    add rbp, qword ptr [r15 + 0]
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    movzx ebp, bpl
-    jmp 1f
-1:
-    mov byte ptr [r15 + 320], bpl
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movsxd rax, dword ptr [r15 + 320]
-    mov dword ptr [r15 + 384], 58
-    mov rbp, rax
-    jmp 1f
-1:
-    test dword ptr [r15 + 67117724], 65680
-    jz 1f
-1:
-    mov rbp, r11
-    mov rax, qword ptr [r15 + 512]
-    and rbp, 1984
-    mov qword ptr [r15 + rbp + 1344], rbp
-    movsxd rbp, dword ptr [r15 + 256]
-    mov edx, 71
-    vpor xmm6, xmm6, xmm6
-    mov rsi, rdx
-    movsxd rdx, dword ptr [r15 + 64]
-    mov r9, r11
-    movsxd rdi, dword ptr [r15 + 192]
-    mov esi, dword ptr [r15 + 128]
-    jmp 1f
-1:
-    and r9, 448
-    movsxd rcx, dword ptr [r15 + r9 + 832]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c66:
-    lea rcx, [rip + .Lc1_d3109_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d3109_j_t
-.Lc1_d3109_j:
-    mov ecx, dword ptr [r15 + 512]
-    .byte 0x66, 0x90
-    mov r9, r11
-    movzx eax, r9b
-    and r9, 448
-    movsxd rax, dword ptr [r15 + r9 + 832]
-    movsxd r9, dword ptr [r15 + 640]
-    mov edx, dword ptr [r15 + 128]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rdx
-    mov ebp, eax
-    mov eax, 70
-    movzx esi, cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], sil
-    mov r8, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 8128
-    movsxd rcx, dword ptr [r15 + r8 + 7488]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r8d, dword ptr [r15 + 448]
-    jmp 1f
-1:
-    vmovdqu ymmword ptr [r15 + 320], ymm6
-    mov rbp, r11
-    mov ecx, dword ptr [r15 + 384]
-    mov eax, dword ptr [r15 + 64]
-    mov esi, ebp
-    and rbp, 4032
-    mov r9, qword ptr [r15 + rbp + 3392]
-    mov ebp, 111
-    mov edx, dword ptr [r15 + 384]
-    mov rdi, qword ptr [r15 + 128]
-    mov byte ptr [r15 + 576], dil
-    movzx ebp, al
-    mov byte ptr [r15 + 256], al
-    jmp 1f
-1:
-    mov qword ptr [r15 + 192], rsi
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c67:
-    lea rcx, [rip + .Lc1_d3155_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d3155_j_t
-.Lc1_d3155_j:
-    mov qword ptr [r15 + 448], r9
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 116
-    movzx esi, r9b
-    mov r9d, r9d
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, ecx
-    mov r9, r11
-    and eax, dword ptr [r15 + 384]
-    and r9, 1984
-    mov byte ptr [r15 + r9 + 1344], cl
-    movzx ecx, byte ptr [r15 + 128]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 256], 114
-    jmp 1f
-1:
-    mov dword ptr [r15 + 704], ecx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov ecx, eax
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movsxd rax, dword ptr [r15 + 320]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx r9d, byte ptr [r15 + 192]
-    mov rbp, r11
-    movzx esi, bpl
-    mov esi, 111
-    mov r8, r11
-    and rbp, 8128
-    mov rcx, qword ptr [r15 + rbp + 7488]
-    mov dword ptr [r15 + 64], edx
-    and r8, 4032
-    movsxd rdx, dword ptr [r15 + r8 + 3392]
-    mov ebp, 229
-    mov edi, 234
-    jmp 1f
-1:
-    movzx ebp, dil
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c68:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], ebp
-    mov edi, ebp
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov rbp, rax
-    movsxd r8, dword ptr [r15 + 128]
-    mov rbp, rdi
-    vmovdqu ymmword ptr [r15 + 256], ymm6
-    mov dword ptr [r15 + 384], 25
-    jmp 1f
-1:
-    mov rax, r8
-    mov dword ptr [r15 + 320], 222
-    mov r9, r11
-    mov dword ptr [r15 + 192], 118
-    test ebx, 1073741824
-    jz 1f
-1:
-    and r9, 1984
-    mov rax, qword ptr [r15 + r9 + 1344]
-    mov ebp, ebp
-    jmp 1f
-1:
-    movsxd r9, dword ptr [r15 + 64]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov rbp, rbp
-    mov ebp, 106
-    jmp 1f
-1:
-    movsxd r8, dword ptr [r15 + 512]
-    movzx edi, r8b
-    mov r8d, 229
-    mov rbp, r11
-    mov rcx, qword ptr [r15 + 64]
-    movsxd r8, dword ptr [r15 + 128]
-    and rbp, 448
-    mov edx, dword ptr [r15 + rbp + 832]
-    movsxd rbp, dword ptr [r15 + 768]
-    mov rsi, rcx
-    mov rcx, qword ptr [r15 + 448]
-    vpshufd xmm6, xmm6, 230
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c69:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 7
-    lea rcx, [rip + .Lc1_d3257_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d3257_s_t
-    .p2align 3
-.Lc1_d3257_s:
-    .p2align 3
-    jmp .Lc1_d3257_j
-    .p2align 3
-    jmp .Lc1_d3257_j
-    .p2align 3
-    jmp .Lc1_d3257_j
-    .p2align 3
-    jmp .Lc1_d3257_j
-    .p2align 3
-    jmp .Lc1_d3257_j
-    .p2align 3
-    jmp .Lc1_d3257_j
-    .p2align 3
-    jmp .Lc1_d3257_j
-    .p2align 3
-    jmp .Lc1_d3257_j
-.Lc1_d3257_j:
-    mov qword ptr [r15 + 320], rax
-    mov rax, rax
-    mov rbp, r11
-    mov r8, r11
-    and rbp, 4032
-    mov rax, qword ptr [r15 + rbp + 3392]
-    and r8, 8128
-    mov r9d, dword ptr [r15 + r8 + 7488]
-    .byte 0x0f, 0x1f, 0x00
-    mov rbp, r11
-    jmp 1f
-1:
-    and rbp, 1984
-    mov r8d, dword ptr [r15 + rbp + 1344]
-    mov ecx, r8d
-    test dword ptr [r15 + 67117724], 2621440
-    jnz 1f
-1:
-    mov r8d, dword ptr [r15 + 448]
-    vpaddq xmm6, xmm6, xmmword ptr [r15 + 512]
-    jmp 1f
-1:
-    mov rbp, qword ptr [r15 + 384]
-    movsxd rcx, dword ptr [r15 + 64]
-    movsxd rax, dword ptr [r15 + 576]
-    jmp 1f
-1:
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c70:
-    movzx r8d, byte ptr [r15 + 448]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 172
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], r8d
-    mov r8d, r8d
-    jmp 1f
-1:
-    movzx r8d, al
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, byte ptr [r15 + 320]
-    movsxd rax, dword ptr [r15 + 128]
-    movsxd rbp, dword ptr [r15 + 704]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov qword ptr [r15 + 64], rax
-    mov eax, dword ptr [r15 + 128]
-    mov r8, r11
-    mov rcx, qword ptr [r15 + 384]
-    and r8, 4032
-    movsxd rbp, dword ptr [r15 + r8 + 3392]
-    movsxd r9, dword ptr [r15 + 192]
-    jmp 1f
-1:
-    mov r8, r11
-    and edx, dword ptr [r15 + 640]
-    mov edi, ecx
-    jmp 1f
-1:
-    and r8, 8128
-    movsxd rcx, dword ptr [r15 + r8 + 7488]
-    mov r8, r11
-    jmp 1f
-1:
-    movzx esi, byte ptr [r15 + 512]
-    and r8, 448
-    movsxd rdx, dword ptr [r15 + r8 + 832]
-    jmp 1f
-1:
-    mov r8, rax
-    mov rax, qword ptr [r15 + 256]
-    movzx ecx, al
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c71:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d3347_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d3347_j_t
-.Lc1_d3347_j:
-    mov dword ptr [r15 + 448], 164
-    mov eax, ecx
-    mov dword ptr [r15 + 64], 88
-    mov qword ptr [r15 + 320], rax
-    mov byte ptr [r15 + 768], bpl
-    mov rcx, rdi
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    and ecx, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov ebp, ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], bpl
-    jmp 1f
-1:
-    mov r9, r11
-    jmp 1f
-1:
-    test dword ptr [r15 + 67117724], 512
-    jz 1f
-1:
-    and r9, 448
-    movzx ebp, byte ptr [r15 + r9 + 832]
-    mov edi, r9d
-    vmovdqu ymmword ptr [r15 + 256], ymm6
-    movzx ecx, r9b
-    movsxd r9, dword ptr [r15 + 64]
-    movzx ecx, r9b
-    mov rax, rcx
-    mov dword ptr [r15 + 512], edi
-    movsxd rcx, dword ptr [r15 + 320]
-    mov dword ptr [r15 + 128], 38
-    mov eax, dword ptr [r15 + 192]
-    mov r8, r11
-    jmp 1f
-1:
-    and r8, 1984
-    movsxd rdi, dword ptr [r15 + r8 + 1344]
-    vmovdqu ymmword ptr [r15 + 384], ymm6
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c72:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 64
-    setz al
-    lea rcx, [rip + .Lc1_d3393_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d3393_s_t
-    .p2align 3
-.Lc1_d3393_s:
-    .p2align 3
-    jmp .Lc1_d3393_j
-    .p2align 3
-    jmp .Lc1_d3393_j
-.Lc1_d3393_j:
-    mov rbp, r11
-    movsxd rcx, dword ptr [r15 + 320]
-    mov rax, rcx
-    and rbp, 1984
-    movsxd r8, dword ptr [r15 + rbp + 1344]
-    mov r9d, 205
-    mov rbp, r11
-    movsxd rdi, dword ptr [r15 + 576]
-    mov rcx, qword ptr [r15 + 256]
-    and rbp, 8128
-    mov rdx, qword ptr [r15 + rbp + 7488]
-    add rax, qword ptr [r15 + 512]
-    mov qword ptr [r15 + 64], rdi
-    mov ebp, eax
-    test dword ptr [r15 + 67117724], 4194320
-    jnz 1f
-1:
-    mov qword ptr [r15 + 384], rbp
-    mov qword ptr [r15 + 128], rbp
-    mov r8, r11
-    mov edi, r8d
-    and r8, 4032
-    movzx edx, byte ptr [r15 + r8 + 3392]
-    mov qword ptr [r15 + 128], rax
-    vmovdqu ymmword ptr [r15 + 192], ymm6
-    movzx ebp, dil
-    mov dword ptr [r15 + 0], 170
-    jmp 1f
-1:
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c73:
-    mov ebp, dword ptr [r15 + 448]
-    mov dword ptr [r15 + 0], edx
-    mov byte ptr [r15 + 0], dil
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx edi, dl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rbp
-    mov dword ptr [r15 + 0], 173
-    jmp 1f
-1:
-    vpshufd xmm5, xmm6, 152
-    mov r8, r11
-    mov edx, r8d
-    and r8, 4032
-    add rbp, qword ptr [r15 + r8 + 3392]
-    mov qword ptr [r15 + 384], rbp
-    nop
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov qword ptr [r15 + 256], rdi
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov esi, r8d
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx r8d, byte ptr [r15 + 320]
-    .byte 0x0f, 0x1f, 0x00
-    movzx ebp, byte ptr [r15 + 512]
-    mov edi, dword ptr [r15 + 64]
-    mov byte ptr [r15 + 128], dl
-    jmp 1f
-1:
-    mov rdx, rbp
-    test ebx, 3072
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov r9, r11
-    jmp 1f
-1:
-    mov rbp, r9
-    and r9, 448
-    and eax, dword ptr [r15 + r9 + 832]
-    jmp 1f
-1:
-    mov r9d, dword ptr [r15 + 704]
-    mov ebp, 191
-    jmp 1f
-1:
-    mov qword ptr [r15 + 192], rbp
-    mov ebp, 35
-    mov r8, r11
-    movzx ecx, byte ptr [r15 + 640]
-    and r8, 8128
-    mov rdi, qword ptr [r15 + r8 + 7488]
-    jmp 1f
-1:
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c74:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d3491_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d3491_j_t
-.Lc1_d3491_j:
-    mov eax, ecx
-    mov r8d, eax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r8, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, edx
-    and r8, 1984
-    mov rax, qword ptr [r15 + r8 + 1344]
-    jmp 1f
-1:
-    mov r8d, dword ptr [r15 + 384]
-    mov dword ptr [r15 + 768], 247
-    mov rcx, r8
-    movzx r8d, byte ptr [r15 + 64]
-    test dword ptr [r15 + 67117724], 256
-    jnz 1f
-1:
-    mov r8, qword ptr [r15 + 128]
-    mov rdx, r8
-    mov r8, qword ptr [r15 + 448]
-    mov rbp, r11
-    mov byte ptr [r15 + 128], cl
-    and rbp, 448
-    movzx esi, byte ptr [r15 + rbp + 832]
-    jmp 1f
-1:
-    mov byte ptr [r15 + 320], sil
-    movzx ecx, sil
-    mov dword ptr [r15 + 512], edx
-    mov r9, qword ptr [r15 + 384]
-    jmp 1f
-1:
-    mov byte ptr [r15 + 256], r9b
-    mov r9, qword ptr [r15 + 192]
-    movsxd rdx, dword ptr [r15 + 64]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c75:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d3537_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d3537_j_t
-.Lc1_d3537_j:
-    mov r9, r11
-    mov esi, 210
-    and r9, 4032
-    movzx ecx, byte ptr [r15 + r9 + 3392]
-    mov r9, rdx
-    jmp 1f
-1:
-    movsxd rdx, dword ptr [r15 + 256]
-    movsxd rdi, dword ptr [r15 + 576]
-    mov r8d, esi
-    mov r8, r8
-    mov rsi, rcx
-    jmp 1f
-1:
-    mov rbp, r11
-    mov r8d, 78
-    mov ecx, 63
-    and rbp, 16320
-    movzx eax, byte ptr [r15 + rbp + 15680]
-    jmp 1f
-1:
-    mov rbp, rax
-    test dword ptr [r15 + 67117723], 8388864
-    jnz 1f
-1:
-    movsxd rax, dword ptr [r15 + 384]
-    movsxd r9, dword ptr [r15 + 64]
-    mov dword ptr [r15 + 448], 120
-    mov rbp, r9
-    jmp 1f
-1:
-    and edi, dword ptr [r15 + 320]
-    mov r9d, 47
-    mov dword ptr [r15 + 512], 226
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, eax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, r11
-    jmp 1f
-1:
-    and r9, 8128
-    mov r8, qword ptr [r15 + r9 + 7488]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c76:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, rsi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 320], al
-    jmp 1f
-1:
-    movzx eax, r8b
-    mov esi, r9d
-    mov edi, esi
-    mov rax, qword ptr [r15 + 192]
-    movzx esi, byte ptr [r15 + 704]
-    mov rbp, r11
-    movzx edi, byte ptr [r15 + 448]
-    and rbp, 8128
-    mov dword ptr [r15 + rbp + 7488], 225
-    movzx r9d, bpl
-    movzx r8d, byte ptr [r15 + 64]
-    test dword ptr [r15 + 67117724], 2049
-    jnz 1f
-1:
-    mov byte ptr [r15 + 128], cl
-    mov r8, r11
-    movsxd rcx, dword ptr [r15 + 384]
-    lea r9, [r11 + r11*1]
-    and r8, 448
-    movsxd rbp, dword ptr [r15 + r8 + 832]
-    movzx r8d, dil
-    mov r8, rcx
-    and r9, 1984
-    mov rdi, qword ptr [r15 + r9 + 1344]
-    mov byte ptr [r15 + 640], dil
-    movsxd rcx, dword ptr [r15 + 128]
-    jmp 1f
-1:
-    movsxd rdi, dword ptr [r15 + r9 + 1408]
-    jmp 1f
-1:
-    mov rsi, rbp
-    mov r9d, 139
-    add rcx, qword ptr [r15 + 320]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c77:
-    lea rcx, [rip + .Lc1_d3626_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d3626_j_t
-.Lc1_d3626_j:
-    mov rdi, qword ptr [r15 + 320]
-    mov r9, r11
-    movzx ecx, sil
-    and r9, 4032
-    mov byte ptr [r15 + r9 + 3392], r9b
-    movzx esi, r9b
-    jmp 1f
-1:
-    mov byte ptr [r15 + 448], sil
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, ecx
-    vmovdqu ymmword ptr [r15 + 0], ymm5
-    jmp 1f
-1:
-    vpor xmm5, xmm5, xmm5
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], esi
-    mov qword ptr [r15 + 0], r9
-    mov rsi, qword ptr [r15 + 384]
-    mov r9, qword ptr [r15 + 64]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + 64], 25
-    mov qword ptr [r15 + 512], r9
-    jmp 1f
-1:
-    mov ecx, 34
-    jmp 1f
-1:
-    mov byte ptr [r15 + 192], cl
-    vmovq qword ptr [r15 + 256], xmm6
-    mov ecx, 85
-    jmp 1f
-1:
-    movzx r9d, byte ptr [r15 + 128]
-    mov rcx, r9
-    mov esi, esi
-    vmovq qword ptr [r15 + 768], xmm5
-    movsxd r9, dword ptr [r15 + 512]
-    mov dword ptr [r15 + 256], r9d
-    mov rbp, r11
-    jmp 1f
-1:
-    jmp 1f
-1:
-    and rbp, 448
-    mov byte ptr [r15 + rbp + 832], bpl
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c78:
-    mov ebp, dword ptr [r15 + 320]
-    mov r9, r11
-    vpaddd xmm5, xmm5, xmm5
-    movsxd rsi, dword ptr [r15 + 128]
-    and r9, 8128
-    vmovdqu xmm5, xmmword ptr [r15 + r9 + 7488]
-    mov ecx, dword ptr [r15 + 64]
-    movzx edx, cl
-    mov r9d, esi
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], rsi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, 139
-    test ebx, 1073741824
+    mov eax, 139
+    test ebx, 1408
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 18
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, rcx
-    mov dword ptr [r15 + 0], r9d
-    mov qword ptr [r15 + 384], rcx
-    mov r8, r11
-    movsxd rsi, dword ptr [r15 + 448]
-    and r8, 1984
-    movsxd rcx, dword ptr [r15 + r8 + 1344]
-    mov r8d, esi
-    mov dword ptr [r15 + 384], 80
-    test ebx, 2560
-    jnz 1f
-1:
-    movzx esi, r8b
-    vpaddq xmm5, xmm5, xmmword ptr [r15 + 192]
-    mov qword ptr [r15 + 128], r8
-    mov r9, r9
-    jmp 1f
-1:
-    mov qword ptr [r15 + 640], r9
-    mov rbp, r11
-    movsxd r9, dword ptr [r15 + 512]
-    and rbp, 4032
-    mov r8, qword ptr [r15 + rbp + 3392]
-    mov dword ptr [r15 + 576], 143
-    jmp 1f
-1:
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c79:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 1024
-    setz al
-    lea rcx, [rip + .Lc1_d3724_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d3724_s_t
-    .p2align 3
-.Lc1_d3724_s:
-    .p2align 3
-    jmp .Lc1_d3724_j
-    .p2align 3
-    jmp .Lc1_d3724_j
-.Lc1_d3724_j:
-    movzx ecx, byte ptr [r15 + 64]
-    mov rbp, r11
-    movzx eax, byte ptr [r15 + 192]
-    movzx r8d, byte ptr [r15 + 128]
-    vmovdqu ymmword ptr [r15 + 256], ymm5
-    and rbp, 448
-    movzx r9d, byte ptr [r15 + rbp + 832]
-    mov dword ptr [r15 + 384], 192
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovq qword ptr [r15 + 0], xmm5
-    mov rbp, qword ptr [r15 + 320]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov rax, rbp
-    mov rbp, r11
-    movzx eax, byte ptr [r15 + 448]
-    and rbp, 1984
-    mov ecx, dword ptr [r15 + rbp + 1344]
-    jmp 1f
-1:
-    mov rbp, qword ptr [r15 + 704]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r8, r11
-    jmp 1f
-1:
-    and r8, 8128
-    movzx r9d, byte ptr [r15 + r8 + 7488]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c80:
-    lea rcx, [rip + .Lc1_d3766_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d3766_j_t
-.Lc1_d3766_j:
-    mov rbp, r11
-    and rbp, 448
-    mov rcx, qword ptr [r15 + rbp + 832]
-    jmp 1f
-1:
-    .byte 0x66, 0x90
-    mov esi, 38
-    movzx ebp, byte ptr [r15 + 320]
-    and r9d, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, 52
-    jmp 1f
-1:
-    mov byte ptr [r15 + 0], cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov rcx, r9
-    mov ecx, ecx
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 226
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, qword ptr [r15 + 512]
-    mov r9d, ecx
-    mov dword ptr [r15 + 64], 204
-    mov ecx, r9d
-    movzx ebp, byte ptr [r15 + 768]
-    mov dword ptr [r15 + 448], 45
-    mov dword ptr [r15 + 128], 185
-    mov r9, r11
-    mov dword ptr [r15 + 64], r9d
-    movzx r8d, cl
-    mov rcx, rsi
-    and r9, 4032
-    movzx esi, byte ptr [r15 + r9 + 3392]
-    mov dword ptr [r15 + 256], 217
-    jmp 1f
-1:
-    mov r9, r11
-    jmp 1f
-1:
-    and r9, 8128
-    mov qword ptr [r15 + r9 + 7488], rcx
-    imul rdx, qword ptr [r15 + 384]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c81:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    movzx edx, al
-    movzx ecx, dl
-    mov qword ptr [r15 + 256], rcx
-    mov dword ptr [r15 + 192], 214
-    movsxd rax, dword ptr [r15 + 64]
-    mov qword ptr [r15 + 512], rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, dl
-    movsxd rdx, dword ptr [r15 + 384]
-    mov eax, dword ptr [r15 + 128]
-    test dword ptr [r15 + 67117724], 32848
-    jz 1f
-1:
-    mov r9, r11
-    jmp 1f
-1:
-    and r9, 448
-    vmovdqu ymmword ptr [r15 + r9 + 832], ymm5
-    vpxor xmm5, xmm5, xmm6
-    mov r9, r9
-    mov qword ptr [r15 + 128], rdx
-    movsxd r9, dword ptr [r15 + 448]
-    jmp 1f
-1:
-    mov rbp, r11
-    jmp 1f
-1:
-    mov dword ptr [r15 + 320], 91
-    mov r8, r11
-    mov dword ptr [r15 + 576], 62
-    and rbp, 1984
-    movsxd rdx, dword ptr [r15 + rbp + 1344]
-    and r8, 4032
-    movsxd rbp, dword ptr [r15 + r8 + 3392]
-    movzx r8d, byte ptr [r15 + 320]
-    jmp 1f
-1:
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c82:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 16777216
-    setz al
-    lea rcx, [rip + .Lc1_d3864_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d3864_s_t
-    .p2align 3
-.Lc1_d3864_s:
-    .p2align 3
-    jmp .Lc1_d3864_j
-    .p2align 3
-    jmp .Lc1_d3864_j
-.Lc1_d3864_j:
-    add qword ptr [r15 + 512], rcx
-    mov rbp, r11
-    mov dword ptr [r15 + 320], ebp
-    and rbp, 8128
-    mov dword ptr [r15 + rbp + 7488], ebp
-    vmovdqu xmm5, xmmword ptr [r15 + 384]
-    mov dword ptr [r15 + 256], 10
-    jmp 1f
-1:
-    mov rbp, r11
-    mov dword ptr [r15 + 192], 129
-    and rbp, 1984
-    movzx ecx, byte ptr [r15 + rbp + 1344]
-    movzx ebp, byte ptr [r15 + 64]
-    mov r8, r11
-    mov eax, dword ptr [r15 + 128]
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    and r8, 4032
-    mov byte ptr [r15 + r8 + 3392], al
-    jmp 1f
-1:
-    movzx r8d, r8b
-    and ebp, dword ptr [r15 + 704]
-    mov eax, 247
-    mov qword ptr [r15 + 448], rax
-    mov dword ptr [r15 + 640], eax
-    jmp 1f
-1:
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c83:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d3907_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d3907_j_t
-.Lc1_d3907_j:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rax
-    mov eax, 6
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 102
-    mov rbp, r11
-    mov rax, rdx
-    and rbp, 448
-    inc dword ptr [r15 + rbp + 832]
-    mov ebp, 51
-    vpaddd xmm5, xmm5, xmm5
-    mov ebp, ebp
-    mov rdx, qword ptr [r15 + 64]
-    test dword ptr [r15 + 67117724], 269484032
-    jnz 1f
-1:
-    mov esi, edx
-    mov edx, eax
-    mov qword ptr [r15 + 64], rdx
-    mov edx, dword ptr [r15 + 384]
-    vpmovmskb ebp, xmm5
-    movzx eax, al
-    movsxd rbp, dword ptr [r15 + 192]
-    mov r9d, dword ptr [r15 + 512]
-    mov eax, dword ptr [r15 + 768]
-    movzx ecx, bpl
-    mov rbp, r11
-    mov dword ptr [r15 + 128], ebp
-    mov qword ptr [r15 + 448], r8
-    mov dword ptr [r15 + 320], 249
-    and rbp, 8128
-    mov r8d, dword ptr [r15 + rbp + 7488]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c84:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx r8d, r8b
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, 217
-    mov edx, ebp
-    mov ebp, 12
-    mov ebp, ebp
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movsxd rbp, dword ptr [r15 + 384]
-    mov r8d, dword ptr [r15 + 64]
-    mov eax, dword ptr [r15 + 128]
-    mov rcx, qword ptr [r15 + 256]
-    mov r9, r11
-    mov byte ptr [r15 + 448], bpl
-    test ebx, 1073741824
-    jz 1f
-1:
-    and r9, 1984
-    mov r8, r11
-    mov dword ptr [r15 + r9 + 1344], r8d
-    movsxd rbp, dword ptr [r15 + 384]
-    and r8, 448
-    mov byte ptr [r15 + r8 + 832], r8b
-    movsxd r9, dword ptr [r15 + 320]
-    mov r8d, 227
-    mov r8, rcx
-    vpxor xmm5, xmm5, xmm11
-    jmp 1f
-1:
-    mov r8, r11
-    mov rcx, r9
-    and r8, 4032
-    mov rcx, qword ptr [r15 + r8 + 3392]
-    mov r8, qword ptr [r15 + 192]
-    mov rdx, r9
-    mov rdx, rsi
-    jmp 1f
-1:
-    mov rsi, qword ptr [r15 + 576]
-    jmp 1f
-1:
-    .byte 0x0f, 0x1f, 0x00
-    mov qword ptr [r15 + 128], rsi
-    mov qword ptr [r15 + 512], rsi
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c85:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d4004_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d4004_j_t
-.Lc1_d4004_j:
-    mov r12, qword ptr [r15 + r12 + 56]
-    vpcmpeqb xmm5, xmm5, xmmword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, dword ptr [r15 + 448]
-    mov rbp, r11
-    mov ecx, 72
-    and rbp, 8128
-    movsxd r9, dword ptr [r15 + rbp + 7488]
-    mov byte ptr [r15 + 384], al
-    vmovq xmm11, r9
-    mov rbp, qword ptr [r15 + 256]
-    jmp 1f
-1:
-    movzx eax, al
-    .byte 0x0f, 0x1f, 0x40, 0x00
-    test dword ptr [r15 + 67117724], 16777216
-    jz 1f
-1:
-    mov eax, 99
-    mov r9d, dword ptr [r15 + 512]
-    jmp 1f
-1:
-    mov rbp, r11
-    mov dword ptr [r15 + 128], 205
-    and rbp, 4032
-    movzx eax, byte ptr [r15 + rbp + 3392]
-    movsxd rbp, dword ptr [r15 + 640]
-    mov r8, r11
-    movsxd rcx, dword ptr [r15 + 64]
-    and r8, 1984
-    mov rsi, qword ptr [r15 + r8 + 1344]
-    mov dword ptr [r15 + 320], r9d
-    mov r9d, 177
-    jmp 1f
-1:
-    movsxd r9, dword ptr [r15 + 192]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c86:
-    mov dword ptr [r15 + 384], 200
-    mov qword ptr [r15 + 448], r9
-    mov r9, qword ptr [r15 + 128]
-    movsxd r8, dword ptr [r15 + 704]
-    jmp 1f
-1:
-    mov ebp, dword ptr [r15 + 320]
-    mov qword ptr [r15 + 64], rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, r9b
-    mov r9d, ebp
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, r8b
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r9d, 91
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    movzx r8d, byte ptr [r15 + 768]
-    movzx ebp, bpl
-    jmp 1f
-1:
-    mov r9, r11
-    mov rbp, qword ptr [r15 + 192]
-    and r9, 16320
-    mov rcx, qword ptr [r15 + r9 + 15680]
-    mov r9, r11
-    mov dword ptr [r15 + 512], 177
-    jmp 1f
-1:
-    mov qword ptr [r15 + 64], rbp
-    and r9, 448
-    mov rbp, r11
-    mov qword ptr [r15 + r9 + 832], rbp
-    movsxd r9, dword ptr [r15 + 256]
-    mov rax, qword ptr [r15 + 320]
-    and rbp, 1984
-    movsxd rdx, dword ptr [r15 + rbp + 1344]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c87:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 128
-    setz al
-    lea rcx, [rip + .Lc1_d4090_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d4090_s_t
-    .p2align 3
-.Lc1_d4090_s:
-    .p2align 3
-    jmp .Lc1_d4090_j
-    .p2align 3
-    jmp .Lc1_d4090_j
-.Lc1_d4090_j:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, eax
-    mov r12, qword ptr [r15 + r12 + 56]
-    add rcx, qword ptr [r15 + 576]
-    mov r8, r11
-    movsxd rax, dword ptr [r15 + 64]
-    and r8, 8128
-    mov byte ptr [r15 + r8 + 7488], r8b
-    mov rbp, r11
-    movzx r8d, bpl
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and rbp, 4032
-    mov ecx, dword ptr [r15 + rbp + 3392]
-    mov ebp, dword ptr [r15 + 256]
-    mov r8, qword ptr [r15 + 512]
-    jmp 1f
-1:
-    mov esi, 81
-    mov qword ptr [r15 + 128], rax
-    mov r9, r11
-    jmp 1f
-1:
-    mov byte ptr [r15 + 320], dl
-    and r9, 448
-    mov byte ptr [r15 + r9 + 832], cl
-    mov dword ptr [r15 + 384], 2
-    jmp 1f
-1:
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c88:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d4136_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d4136_j_t
-.Lc1_d4136_j:
-    mov edx, 100
-    mov r9, r11
-    mov rcx, qword ptr [r15 + 448]
-    mov eax, ecx
-    jmp 1f
-1:
-    and r9, 4032
-    vmovdqu xmmword ptr [r15 + r9 + 3392], xmm11
-    movsxd rcx, dword ptr [r15 + 512]
-    mov byte ptr [r15 + 384], al
-    mov dword ptr [r15 + 640], ecx
-    jmp 1f
-1:
-    test dword ptr [r15 + 67117723], 256
-    jnz 1f
-1:
-    mov rcx, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, r9
-    mov r9, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, r9d
-    mov rbp, r11
-    and r9, 1984
-    mov byte ptr [r15 + r9 + 1344], cl
-    and rbp, 8128
-    mov qword ptr [r15 + rbp + 7488], rbp
-    movzx ecx, al
-    jmp 1f
-1:
-    test dword ptr [r15 + 67117723], 131144
-    jz 1f
-1:
-    movzx eax, bpl
-    jmp 1f
-1:
-    movzx eax, byte ptr [r15 + 192]
-    mov byte ptr [r15 + 64], cl
-    mov dword ptr [r15 + 320], eax
-    mov eax, dword ptr [r15 + 128]
-    movzx ecx, al
-    mov qword ptr [r15 + 256], rcx
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c89:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    jmp 1f
-1:
-    mov eax, dword ptr [r15 + 128]
-    mov ecx, dword ptr [r15 + 64]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, 12
-    mov r9d, ebp
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, r9b
-    jmp 1f
-1:
-    add qword ptr [r15 + 0], rcx
-    mov r9, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, r9
-    and r9, 1984
-    mov dword ptr [r15 + r9 + 1344], 121
-    movsxd r9, dword ptr [r15 + 448]
-    mov rbp, r11
-    jmp 1f
-1:
-    test dword ptr [r15 + 67117723], 294912
-    jnz 1f
-1:
-    and rbp, 448
-    movzx ecx, byte ptr [r15 + rbp + 832]
-    movzx ebp, r9b
-    and ebp, dword ptr [r15 + 384]
-    mov r9, r11
-    mov rax, qword ptr [r15 + 512]
-    and r9, 8128
-    mov dword ptr [r15 + r9 + 7488], 7
-    mov dword ptr [r15 + 704], ebp
-    mov rbp, rbp
-    mov dword ptr [r15 + 320], 216
-    mov dword ptr [r15 + 192], 180
-    mov ebp, ebp
-    mov byte ptr [r15 + 64], dl
-    mov ebp, ebp
-    inc dword ptr [r15 + 128]
-    jmp 1f
-1:
-    movzx ebp, r9b
-    jmp 1f
-1:
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c90:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d4230_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d4230_j_t
-.Lc1_d4230_j:
-    jmp 1f
-1:
-    mov rbp, r11
-    mov rcx, qword ptr [r15 + 128]
-    and rbp, 1984
-    mov qword ptr [r15 + rbp + 1344], rbp
-    mov qword ptr [r15 + 320], rax
-    mov dword ptr [r15 + 192], eax
-    jmp 1f
-1:
-    movzx ebp, byte ptr [r15 + 576]
-    mov dword ptr [r15 + 256], 215
-    mov rax, rax
-    mov eax, 199
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], edx
-    mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 67117724], 262144
-    jz 1f
-1:
-    mov rbp, r11
-    movsxd rax, dword ptr [r15 + 64]
-    mov edx, dword ptr [r15 + 256]
-    mov ecx, 40
-    and rbp, 448
-    mov dword ptr [r15 + rbp + 832], ebp
-    movzx ebp, byte ptr [r15 + 512]
-    mov ecx, ebp
-    movzx ebp, byte ptr [r15 + 448]
-    mov qword ptr [r15 + 128], rcx
-    movsxd rcx, dword ptr [r15 + 768]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r9, r11
-    mov r8, qword ptr [r15 + 384]
-    movzx esi, r8b
-    and r9, 4032
-    movsxd r8, dword ptr [r15 + r9 + 3392]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c91:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 15
-    lea rcx, [rip + .Lc1_d4277_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d4277_s_t
-    .p2align 3
-.Lc1_d4277_s:
-    .p2align 3
-    jmp .Lc1_d4277_j
-    .p2align 3
-    jmp .Lc1_d4277_j
-    .p2align 3
-    jmp .Lc1_d4277_j
-    .p2align 3
-    jmp .Lc1_d4277_j
-    .p2align 3
-    jmp .Lc1_d4277_j
-    .p2align 3
-    jmp .Lc1_d4277_j
-    .p2align 3
-    jmp .Lc1_d4277_j
-    .p2align 3
-    jmp .Lc1_d4277_j
-    .p2align 3
-    jmp .Lc1_d4277_j
-    .p2align 3
-    jmp .Lc1_d4277_j
-    .p2align 3
-    jmp .Lc1_d4277_j
-    .p2align 3
-    jmp .Lc1_d4277_j
-    .p2align 3
-    jmp .Lc1_d4277_j
-    .p2align 3
-    jmp .Lc1_d4277_j
-    .p2align 3
-    jmp .Lc1_d4277_j
-    .p2align 3
-    jmp .Lc1_d4277_j
-.Lc1_d4277_j:
-    movzx ecx, r8b
-    movzx r8d, r8b
-    movsxd rax, dword ptr [r15 + 320]
-    mov r8d, 24
-    mov rbp, r11
-    jmp 1f
-1:
-    mov rdx, qword ptr [r15 + 448]
-    mov dword ptr [r15 + 384], 249
-    and rbp, 8128
-    mov dword ptr [r15 + rbp + 7488], 222
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c92:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r8d, cl
-    movzx r8d, r8b
-    mov r8d, r8d
-    mov r8d, 163
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], r8b
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r8, r11
-    movzx ebp, byte ptr [r15 + 64]
-    mov ecx, dword ptr [r15 + 320]
-    mov r9, r11
-    mov eax, dword ptr [r15 + 64]
-    and r8, 4032
-    mov rdx, qword ptr [r15 + r8 + 3392]
-    and r9, 448
-    movzx r8d, byte ptr [r15 + r9 + 832]
-    mov r9d, dword ptr [r15 + 640]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 384], ebp
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov byte ptr [r15 + 448], r9b
-    mov ebp, ebp
-    mov r9d, dword ptr [r15 + 704]
-    jmp 1f
-1:
-    mov r8, qword ptr [r15 + 192]
-    movzx ebp, byte ptr [r15 + 512]
-    jmp 1f
-1:
-    mov rbp, r11
-    mov ecx, r9d
-    and rbp, 1984
-    mov byte ptr [r15 + rbp + 1344], bpl
-    movzx r9d, r8b
-    mov ebp, r8d
-    movzx ebp, byte ptr [r15 + 128]
-    movzx r8d, r9b
-    mov byte ptr [r15 + 384], r8b
-    mov r8d, r8d
-    mov qword ptr [r15 + 256], r9
-    mov dword ptr [r15 + 128], r8d
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c93:
-    lea rcx, [rip + .Lc1_d4360_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d4360_j_t
-.Lc1_d4360_j:
-    mov rbp, r11
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r9d, r8d
-    and rbp, 4032
-    movsxd r8, dword ptr [r15 + rbp + 3392]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and ebp, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], sil
-    mov r9, r11
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r9, 1984
-    mov dword ptr [r15 + r9 + 1344], 62
-    movsxd rsi, dword ptr [r15 + 768]
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx r9d, byte ptr [r15 + 256]
-    mov rsi, r9
-    mov dword ptr [r15 + 384], esi
-    mov dword ptr [r15 + 512], 197
-    movzx r9d, byte ptr [r15 + 128]
-    mov dword ptr [r15 + 448], 166
-    jmp 1f
-1:
-    mov dword ptr [r15 + 64], r9d
-    jmp 1f
-1:
-    movsxd rsi, dword ptr [r15 + 192]
-    mov r9, rbp
-    mov dword ptr [r15 + 320], r9d
-    mov rbp, r11
-    mov dword ptr [r15 + 64], r8d
-    jmp 1f
-1:
-    and rbp, 8128
-    mov r8, qword ptr [r15 + rbp + 7488]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c94:
-    mov r8d, 195
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r8d, r8d
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 0], ymm5
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r8d, bpl
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r9d, r8b
-    test ebx, 1024
-    jz 1f
-1:
-    movzx r8d, byte ptr [r15 + 320]
-    mov edx, 122
-    mov r9, rdx
-    mov rdx, r9
-    mov byte ptr [r15 + 320], sil
-    movzx r9d, byte ptr [r15 + 192]
-    mov rbp, r11
-    movzx edx, byte ptr [r15 + 128]
-    mov esi, 194
-    and rbp, 8128
-    movsxd rsi, dword ptr [r15 + rbp + 7488]
-    jmp 1f
-1:
-    mov rbp, qword ptr [r15 + 384]
-    mov r8, r11
-    vpaddq xmm5, xmm5, xmmword ptr [r15 + 640]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    and r8, 448
-    vmovdqu xmm5, xmmword ptr [r15 + r8 + 832]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx r8d, cl
-    movzx r8d, byte ptr [r15 + 512]
-    mov dword ptr [r15 + 448], 75
-    jmp 1f
-1:
-    vpaddq xmm5, xmm5, xmmword ptr [r15 + 128]
-    mov qword ptr [r15 + 64], r8
-    jmp 1f
-1:
-    mov r8, qword ptr [r15 + 576]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c95:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 512
-    setz al
-    lea rcx, [rip + .Lc1_d4459_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d4459_s_t
-    .p2align 3
-.Lc1_d4459_s:
-    .p2align 3
-    jmp .Lc1_d4459_j
-    .p2align 3
-    jmp .Lc1_d4459_j
-.Lc1_d4459_j:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 121
-    add rcx, qword ptr [r15 + 704]
-    mov rax, qword ptr [r15 + 64]
-    movsxd r8, dword ptr [r15 + 256]
-    jmp 1f
-1:
-    movsxd rdx, dword ptr [r15 + 384]
-    mov rbp, r11
-    jmp 1f
-1:
-    and rbp, 4032
-    mov byte ptr [r15 + rbp + 3392], r8b
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov byte ptr [r15 + 320], r8b
-    mov r8, r11
-    mov rbp, qword ptr [r15 + 192]
-    and r8, 1984
-    mov qword ptr [r15 + r8 + 1344], rcx
-    jmp 1f
-1:
-    mov r8, r11
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov byte ptr [r15 + 128], r8b
-    and r8, 448
-    mov rcx, qword ptr [r15 + r8 + 832]
-    vpmovmskb r8d, xmm5
-    jmp 1f
-1:
-    mov rdx, qword ptr [r15 + 512]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c96:
-    lea rcx, [rip + .Lc1_d4502_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d4502_j_t
-.Lc1_d4502_j:
-    mov rcx, qword ptr [r15 + 64]
-    or qword ptr [r15 + 320], 112
-    mov r8d, r8d
-    add qword ptr [r15 + 0], r8
-    mov r8d, ecx
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, r8d
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, r11
-    add rcx, qword ptr [r15 + 0]
-    and r8, 8128
-    mov byte ptr [r15 + r8 + 7488], dl
-    mov r8d, 110
-    mov rax, qword ptr [r15 + 768]
-    mov r8d, eax
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and ecx, dword ptr [r15 + 192]
-    movzx eax, byte ptr [r15 + 384]
-    mov qword ptr [r15 + 512], rax
-    mov rbp, r11
-    mov eax, 120
-    jmp 1f
-1:
-    and rbp, 4032
-    mov dword ptr [r15 + rbp + 3392], 147
-    jmp 1f
-1:
-    mov dword ptr [r15 + 256], eax
-    jmp 1f
-1:
-    vpcmpeqb xmm5, xmm5, xmm11
-    and r8d, dword ptr [r15 + 128]
-    jmp 1f
-1:
-    mov qword ptr [r15 + 64], rax
-    mov r9, r11
-    jmp 1f
-1:
-    mov byte ptr [r15 + 448], r9b
-    jmp 1f
-1:
-    and r9, 1984
-    movzx eax, byte ptr [r15 + r9 + 1344]
-    mov ebp, r9d
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c97:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov byte ptr [r15 + 384], al
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], rax
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], r9
-    mov dword ptr [r15 + 0], 198
-    mov r9d, 234
-    mov r9d, 195
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r9d, 187
-    movzx edx, al
-    mov r9, r11
-    test dword ptr [r15 + 67117724], 262144
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 128], 69
-    and r9, 448
-    mov qword ptr [r15 + r9 + 832], rdx
-    mov rbp, r11
-    mov r9, qword ptr [r15 + 128]
-    mov dword ptr [r15 + 384], r9d
-    mov dword ptr [r15 + 512], 242
-    mov r9, r11
-    and rbp, 8128
-    mov qword ptr [r15 + rbp + 7488], rbp
-    jmp 1f
-1:
-    and r9, 16320
-    mov ebp, dword ptr [r15 + r9 + 15680]
-    mov qword ptr [r15 + 576], rdx
-    mov r9d, dword ptr [r15 + 256]
-    movzx edx, byte ptr [r15 + 64]
-    mov dword ptr [r15 + 448], 97
-    mov eax, dword ptr [r15 + 320]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c98:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 7
-    lea rcx, [rip + .Lc1_d4601_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d4601_s_t
-    .p2align 3
-.Lc1_d4601_s:
-    .p2align 3
-    jmp .Lc1_d4601_j
-    .p2align 3
-    jmp .Lc1_d4601_j
-    .p2align 3
-    jmp .Lc1_d4601_j
-    .p2align 3
-    jmp .Lc1_d4601_j
-    .p2align 3
-    jmp .Lc1_d4601_j
-    .p2align 3
-    jmp .Lc1_d4601_j
-    .p2align 3
-    jmp .Lc1_d4601_j
-    .p2align 3
-    jmp .Lc1_d4601_j
-.Lc1_d4601_j:
-    inc dword ptr [r15 + 448]
-    mov dword ptr [r15 + 192], 249
-    mov ecx, dword ptr [r15 + 320]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 640], 243
-    jmp 1f
-1:
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rbp, r11
-    mov r9, r11
-    and rbp, 1984
-    mov r8, r11
-    movzx ecx, byte ptr [r15 + rbp + 1344]
-    and r8, 448
-    movzx ebp, byte ptr [r15 + r8 + 832]
-    and r9, 4032
-    movsxd r8, dword ptr [r15 + r9 + 3392]
-    mov r9, rsi
-    mov byte ptr [r15 + 64], r9b
-    jmp 1f
-1:
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c99:
-    lea rcx, [rip + .Lc1_d4640_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d4640_j_t
-.Lc1_d4640_j:
-    jmp 1f
-1:
-    mov byte ptr [r15 + 256], r9b
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, 68
-    mov qword ptr [r15 + 0], rsi
-    movzx ecx, sil
     jmp 1f
 1:
     mov qword ptr [r15 + 0], rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    movzx ecx, cl
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov ecx, 90
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, r11
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    and r8, 1984
-    movzx esi, byte ptr [r15 + r8 + 1344]
-    movsxd r9, dword ptr [r15 + 704]
-    movzx r8d, byte ptr [r15 + 128]
-    movzx ecx, byte ptr [r15 + 64]
-    mov qword ptr [r15 + 128], rbp
-    vpxor xmm5, xmm5, xmm7
-    jmp 1f
-1:
-    movsxd rbp, dword ptr [r15 + 768]
-    mov rax, r8
-    and eax, dword ptr [r15 + 384]
-    mov dword ptr [r15 + 384], 114
-    mov dword ptr [r15 + 512], 127
-    mov r8, qword ptr [r15 + 448]
+    mov byte ptr [r15 + 0], cl
     mov r9, r11
-    mov rdx, qword ptr [r15 + 320]
-    mov edi, edx
-    and r9, 8128
-    movsxd rdx, dword ptr [r15 + r9 + 7488]
-    mov r9, r8
-    mov r8, qword ptr [r15 + 192]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c100:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 512], 215
-    movzx r8d, r9b
-    movzx r8d, byte ptr [r15 + 192]
-    movzx r9d, r9b
-    jmp 1f
-1:
-    vmovdqu xmm5, xmmword ptr [r15 + 64]
-    mov dword ptr [r15 + 64], edx
-    inc dword ptr [r15 + 0]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx edi, r9b
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 0], ymm5
-    mov r8, r11
-    mov dword ptr [r15 + 0], edi
-    and r8, 448
-    mov dword ptr [r15 + r8 + 832], 143
-    mov r9, r11
-    movzx edi, byte ptr [r15 + 320]
     and r9, 8128
-    and edi, dword ptr [r15 + r9 + 7488]
-    mov r9, r11
-    mov qword ptr [r15 + 576], r8
-    mov r8, qword ptr [r15 + 448]
-    and r9, 4032
-    vmovdqu ymmword ptr [r15 + r9 + 3392], ymm5
-    mov r9d, r9d
-    movsxd r9, dword ptr [r15 + 256]
-    jmp 1f
-1:
-    mov edx, 117
-    mov eax, 95
-    mov byte ptr [r15 + 128], r8b
-    vmovdqu ymmword ptr [r15 + 384], ymm5
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c101:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 4096
-    setz al
-    lea rcx, [rip + .Lc1_d4741_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d4741_s_t
-    .p2align 3
-.Lc1_d4741_s:
-    .p2align 3
-    jmp .Lc1_d4741_j
-    .p2align 3
-    jmp .Lc1_d4741_j
-.Lc1_d4741_j:
+    mov byte ptr [r15 + r9 + 7488], cl
+    vpor xmm0, xmm0, xmm8
     mov r8, r11
-    vmovdqu ymmword ptr [r15 + 512], ymm5
-    and r8, 1984
-    movzx eax, byte ptr [r15 + r8 + 1344]
-    mov r8, r11
-    mov r9, r11
-    and r8, 448
-    movzx ecx, byte ptr [r15 + r8 + 832]
-    and r9, 4032
-    mov qword ptr [r15 + r9 + 3392], rax
-    mov dword ptr [r15 + 0], 246
-    mov rax, r9
-    movzx r8d, byte ptr [r15 + 448]
-    add r8, qword ptr [r15 + 64]
-    mov dword ptr [r15 + 640], 226
-    test dword ptr [r15 + 67117724], 4112
-    jz 1f
-1:
-    mov r9, r8
+    mov dword ptr [r15 + 320], eax
     jmp 1f
 1:
-    movzx edx, r8b
-    movsxd rsi, dword ptr [r15 + 256]
-    mov r8, qword ptr [r15 + 384]
-    mov dword ptr [r15 + 128], r8d
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx r8d, byte ptr [r15 + 320]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c102:
-    mov r8, qword ptr [r15 + 512]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov eax, r8d
-    mov byte ptr [r15 + 0], r8b
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], r8b
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 128], al
-    mov r8, r11
-    jmp 1f
-1:
-    vmovq qword ptr [r15 + 320], xmm5
-    movzx eax, byte ptr [r15 + 192]
-    and r8, 4032
-    mov r9d, dword ptr [r15 + r8 + 3392]
-    test ebx, 1024
-    jz 1f
-1:
-    mov qword ptr [r15 + 384], rax
-    vpcmpeqb xmm5, xmm5, xmm15
-    mov rbp, r11
-    or qword ptr [r15 + 64], 91
-    mov rax, rbp
-    and rbp, 1984
-    movzx edi, byte ptr [r15 + rbp + 1344]
-    jmp 1f
-1:
-    and edi, dword ptr [r15 + 768]
-    movzx ebp, byte ptr [r15 + 128]
-    movsxd rax, dword ptr [r15 + 704]
-    jmp 1f
-1:
-    mov r8, r11
-    mov qword ptr [r15 + 320], r8
-    mov r9d, 41
-    and r8, 8128
-    mov r9, qword ptr [r15 + r8 + 7488]
-    add rbp, qword ptr [r15 + 256]
-    jmp 1f
-1:
-    movsxd r8, dword ptr [r15 + 448]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c103:
-    lea rcx, [rip + .Lc1_d4825_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d4825_j_t
-.Lc1_d4825_j:
-    movzx ecx, byte ptr [r15 + 64]
-    mov rbp, r11
-    mov dword ptr [r15 + 512], ebp
-    mov r8d, ecx
-    and rbp, 448
-    mov r8d, dword ptr [r15 + rbp + 832]
-    mov qword ptr [r15 + 64], r8
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov ebp, 222
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 128], bpl
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov ebp, 18
-    movzx edi, bpl
-    mov byte ptr [r15 + 448], bpl
-    mov r9, r11
-    mov ebp, edi
-    and r9, 8128
-    add rbp, qword ptr [r15 + r9 + 7488]
-    movsxd rdi, dword ptr [r15 + 192]
-    mov byte ptr [r15 + 256], dil
-    movsxd rdx, dword ptr [r15 + 320]
-    mov ecx, r9d
-    vpxor xmm5, xmm5, xmm2
-    mov dword ptr [r15 + 576], 20
-    mov r9d, 116
-    jmp 1f
-1:
-    vpshufd xmm5, xmm5, 184
-    mov r9, r9
-    movsxd r9, dword ptr [r15 + 384]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c104:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d4878_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d4878_j_t
-.Lc1_d4878_j:
-    mov r8, r11
-    and r8, 4032
-    mov rcx, qword ptr [r15 + r8 + 3392]
-    jmp 1f
-1:
-    movzx eax, al
-    mov r8d, eax
-    jmp 1f
-1:
-    mov r8d, r8d
-    mov qword ptr [r15 + 320], rcx
-    mov r8, r11
-    jmp 1f
-1:
-    mov ecx, ecx
     and r8, 1984
     mov eax, dword ptr [r15 + r8 + 1344]
-    test dword ptr [r15 + 67117723], 18874368
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov r8, r8
-    movsxd r8, dword ptr [r15 + 384]
-    mov rbp, r11
-    mov qword ptr [r15 + 128], rcx
-    and rbp, 448
-    mov rcx, qword ptr [r15 + rbp + 832]
-    mov edx, esi
-    mov qword ptr [r15 + 640], rdx
-    xor dword ptr [r15 + 192], r8d
-    .byte 0x66, 0x90
-    .byte 0x0f, 0x1f, 0x40, 0x00
     test ebx, 1073741824
     jnz 1f
 1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 256], ecx
-    jmp 1f
-1:
-    mov rcx, qword ptr [r15 + 512]
-    mov edx, 19
-    mov dword ptr [r15 + 64], 1
-    movzx r8d, byte ptr [r15 + 448]
-    movsxd rdx, dword ptr [r15 + 384]
-    mov byte ptr [r15 + 0], al
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c105:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    jmp 1f
-1:
-    movsxd rsi, dword ptr [r15 + 704]
-    mov eax, 255
-    movzx r9d, byte ptr [r15 + 512]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, r9
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rdx
-    mov edx, 145
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    movzx edx, byte ptr [r15 + 768]
-    jmp 1f
-1:
-    mov rdi, qword ptr [r15 + 64]
-    mov r9d, 146
-    test dword ptr [r15 + 67117724], 50331650
-    jz 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    add rdi, qword ptr [r15 + 128]
-    mov r9, r11
-    mov edx, 216
-    and r9, 1984
-    mov byte ptr [r15 + r9 + 1344], al
-    mov rbp, r11
-    movzx r9d, dil
-    and rbp, 8128
-    and edx, dword ptr [r15 + rbp + 7488]
-    mov ebp, edx
-    mov r8, r11
-    vmovq xmm5, r9
-    and r8, 4032
-    mov byte ptr [r15 + r8 + 3392], r8b
-    jmp 1f
-1:
-    mov byte ptr [r15 + 320], dil
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov rdi, qword ptr [r15 + 192]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c106:
-    lea rcx, [rip + .Lc1_d4973_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d4973_j_t
-.Lc1_d4973_j:
-    mov rbp, r11
-    mov r8d, dword ptr [r15 + 128]
-    and rbp, 8128
-    mov ecx, dword ptr [r15 + rbp + 7488]
-    mov ebp, dword ptr [r15 + 256]
-    mov edi, dword ptr [r15 + 64]
-    mov r9d, edi
-    mov dword ptr [r15 + 0], 197
-    mov edi, 132
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 320], 62
-    mov r9, r11
-    movzx edi, byte ptr [r15 + 576]
-    movzx edx, r8b
-    mov r8, r11
-    and r9, 1984
-    movsxd rax, dword ptr [r15 + r9 + 1344]
-    test ebx, 1073741824
-    jz 1f
-1:
-    and r8, 448
-    mov r9, qword ptr [r15 + r8 + 832]
-    mov r8, qword ptr [r15 + 128]
-    mov byte ptr [r15 + 384], dil
-    mov dword ptr [r15 + 384], r8d
-    vpor xmm5, xmm5, xmm5
-    mov edi, 17
-    mov edi, 21
-    mov r8d, r8d
-    mov qword ptr [r15 + 192], r8
-    movsxd r8, dword ptr [r15 + 448]
-    movsxd rdi, dword ptr [r15 + 512]
-    jmp 1f
-1:
-    movsxd rbp, dword ptr [r15 + 64]
-    mov rdx, r9
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c107:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 128
-    setz al
-    lea rcx, [rip + .Lc1_d5021_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d5021_s_t
-    .p2align 3
-.Lc1_d5021_s:
-    .p2align 3
-    jmp .Lc1_d5021_j
-    .p2align 3
-    jmp .Lc1_d5021_j
-.Lc1_d5021_j:
-    mov rbp, r11
-    mov dword ptr [r15 + 320], ebp
-    and rbp, 4032
-    mov qword ptr [r15 + rbp + 3392], rax
-    movzx ebp, al
-    mov eax, 183
-    jmp 1f
-1:
-    mov eax, dword ptr [r15 + 192]
-    mov r8, r11
-    mov dword ptr [r15 + 64], 65
-    mov byte ptr [r15 + 448], cl
-    and r8, 448
-    mov byte ptr [r15 + r8 + 832], bpl
-    mov ecx, 34
-    mov byte ptr [r15 + 0], cl
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, rbp
-    jmp 1f
-1:
-    mov rbp, qword ptr [r15 + 256]
-    .byte 0x0f, 0x1f, 0x40, 0x00
-    mov dword ptr [r15 + 384], 230
-    mov rcx, rcx
-    movsxd rcx, dword ptr [r15 + 640]
-    jmp 1f
-1:
-    and r9d, dword ptr [r15 + 512]
-    movsxd r8, dword ptr [r15 + 128]
-    vpcmpeqb xmm5, xmm5, xmm4
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c108:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov rax, qword ptr [r15 + 320]
-    add rax, qword ptr [r15 + 0]
-    jmp 1f
-1:
-    movzx ecx, cl
-    mov rsi, r9
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r11
-    movzx ecx, cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 8128
-    mov dword ptr [r15 + rbp + 7488], ebp
-    vpcmpeqb xmm5, xmm5, xmm11
-    jmp 1f
-1:
-    movsxd r9, dword ptr [r15 + 128]
-    mov rbp, qword ptr [r15 + 448]
-    movzx ecx, bpl
-    jmp 1f
-1:
-    test dword ptr [r15 + 67117724], 524288
-    jnz 1f
-1:
-    mov qword ptr [r15 + 384], rcx
-    jmp 1f
-1:
-    movzx ebp, cl
-    movzx ecx, byte ptr [r15 + 512]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov ebp, dword ptr [r15 + 704]
-    mov r8, r11
-    mov r9, qword ptr [r15 + 128]
-    and r8, 4032
-    movzx eax, byte ptr [r15 + r8 + 3392]
-    mov r8, qword ptr [r15 + 256]
-    and ecx, dword ptr [r15 + 64]
-    mov esi, ecx
-    mov rbp, r11
-    mov ecx, 124
-    movzx ecx, byte ptr [r15 + 320]
-    and rbp, 1984
-    vpaddq xmm5, xmm5, xmmword ptr [r15 + rbp + 1344]
-    jmp 1f
-1:
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c109:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d5114_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d5114_j_t
-.Lc1_d5114_j:
-    movsxd rbp, dword ptr [r15 + 64]
-    mov ecx, r9d
-    mov r8, r11
-    movzx ecx, byte ptr [r15 + 64]
-    and r8, 1984
-    movzx r9d, byte ptr [r15 + r8 + 1344]
-    mov qword ptr [r15 + 576], r9
-    movsxd r8, dword ptr [r15 + 384]
-    mov rdi, r8
-    movzx r8d, dil
-    mov dword ptr [r15 + 448], 192
-    mov qword ptr [r15 + 512], r8
-    mov qword ptr [r15 + 0], rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, r11
-    test dword ptr [r15 + 67117724], 8225
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r9, 16320
-    mov byte ptr [r15 + r9 + 15680], dl
-    mov ecx, dword ptr [r15 + 320]
-    jmp 1f
-1:
-    mov qword ptr [r15 + 128], rcx
-    mov r8, r11
-    mov rdx, qword ptr [r15 + 192]
-    and r8, 448
-    mov rcx, qword ptr [r15 + r8 + 832]
-    mov dword ptr [r15 + 256], 220
-    movzx r8d, cl
-    mov r8d, 30
-    mov dword ptr [r15 + 768], edx
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c110:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movsxd rax, dword ptr [r15 + 128]
-    mov ecx, dword ptr [r15 + 640]
-    and ecx, dword ptr [r15 + 448]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, r8d
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r8d, r8b
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 128], r8d
-    movsxd r8, dword ptr [r15 + 384]
-    test dword ptr [r15 + 67117724], 128
-    jz 1f
-1:
-    lea rbp, [r11 + r11*1]
-    jmp 1f
-1:
-    mov r8, r8
-    and rbp, 8128
-    mov rcx, qword ptr [r15 + rbp + 7488]
-    mov byte ptr [r15 + 64], cl
-    mov r8d, 88
-    mov edx, r8d
-    add r8, qword ptr [r15 + 512]
-    mov r9, r11
-    and eax, dword ptr [r15 + rbp + 7552]
-    and r9, 448
-    mov dword ptr [r15 + r9 + 832], 30
-    mov r9d, dword ptr [r15 + 192]
-    mov byte ptr [r15 + 384], bpl
-    mov rbp, r11
-    mov ecx, dword ptr [r15 + 256]
-    movsxd rdx, dword ptr [r15 + 320]
-    and rbp, 4032
-    movzx edi, byte ptr [r15 + rbp + 3392]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c111:
-    lea rcx, [rip + .Lc1_d5196_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d5196_j_t
-.Lc1_d5196_j:
-    mov dword ptr [r15 + 768], 170
-    movzx ecx, cl
-    mov dword ptr [r15 + 448], esi
-    vmovdqu xmm5, xmmword ptr [r15 + 64]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], ecx
-    mov dword ptr [r15 + 0], 115
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, dword ptr [r15 + 256]
-    mov edi, 36
-    jmp 1f
-1:
-    test ebx, 2560
-    jnz 1f
-1:
-    mov ecx, dword ptr [r15 + 704]
-    mov ebp, dword ptr [r15 + 320]
-    mov r8, r11
-    jmp 1f
-1:
-    and r8, 1984
-    add r9, qword ptr [r15 + r8 + 1344]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r8d, dword ptr [r15 + 128]
-    and r8d, dword ptr [r15 + 384]
-    mov edi, 233
-    movzx eax, byte ptr [r15 + 320]
-    mov dword ptr [r15 + 192], 11
-    mov r8, r11
-    movzx edi, byte ptr [r15 + 512]
-    mov rdx, r9
-    and r8, 4032
-    mov r9, qword ptr [r15 + r8 + 3392]
-    mov esi, 153
-    mov r8d, edi
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c112:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 512
-    setz al
-    lea rcx, [rip + .Lc1_d5245_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d5245_s_t
-    .p2align 3
-.Lc1_d5245_s:
-    .p2align 3
-    jmp .Lc1_d5245_j
-    .p2align 3
-    jmp .Lc1_d5245_j
-.Lc1_d5245_j:
-    vmovdqu xmm5, xmmword ptr [r15 + 384]
-    and eax, dword ptr [r15 + 320]
-    mov rcx, rax
-    movzx edi, dil
-    mov edi, edi
-    mov ecx, edi
-    jmp 1f
-1:
-    mov rcx, rcx
-    mov r8, r11
-    mov rbp, r11
-    mov rcx, qword ptr [r15 + 448]
-    and r8, 448
-    mov dword ptr [r15 + r8 + 832], 174
-    and rbp, 1984
-    movzx edi, byte ptr [r15 + rbp + 1344]
-    test dword ptr [r15 + 67117723], 4202560
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov rbp, rcx
-    mov r9, r11
-    mov ebp, dword ptr [r15 + 576]
-    mov ecx, dword ptr [r15 + 64]
-    and r9, 8128
-    mov r8, qword ptr [r15 + r9 + 7488]
-    mov rax, qword ptr [r15 + 192]
-    imul rbp, qword ptr [r15 + 128]
-    movzx r9d, byte ptr [r15 + 64]
-    mov rdi, r9
-    mov r9d, 174
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c113:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    movsxd rax, dword ptr [r15 + 512]
-    mov r9, rax
-    and edi, dword ptr [r15 + 64]
-    mov rax, rbp
-    mov r8, r11
-    mov rbp, r11
-    mov eax, r9d
-    and r8, 4032
-    movsxd rax, dword ptr [r15 + r8 + 3392]
-    and rbp, 448
-    mov dword ptr [r15 + rbp + 832], r9d
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r9d, al
-    mov qword ptr [r15 + 0], rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], dil
-    mov edi, dword ptr [r15 + 512]
-    mov eax, dword ptr [r15 + 320]
-    mov edx, 174
-    test dword ptr [r15 + 67117723], 8388609
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov ebp, 144
-    jmp 1f
-1:
-    or qword ptr [r15 + 384], 123
-    mov r9d, 251
-    mov qword ptr [r15 + 640], rdi
-    jmp 1f
-1:
-    mov r9, r11
-    mov edi, 228
-    mov byte ptr [r15 + 256], dl
-    movzx ebp, bpl
-    and r9, 1984
-    movsxd rdi, dword ptr [r15 + r9 + 1344]
-    mov edx, dword ptr [r15 + 128]
-    mov r9d, 173
-    mov byte ptr [r15 + 192], sil
-    mov r9, qword ptr [r15 + 448]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c114:
-    lea rcx, [rip + .Lc1_d5333_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d5333_j_t
-.Lc1_d5333_j:
-    mov rbp, r11
-    and rbp, 8128
-    add rdx, qword ptr [r15 + rbp + 7488]
-    mov ebp, 87
-    mov rbp, rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, dl
-    jmp 1f
-1:
-    and edi, dword ptr [r15 + 0]
-    vpcmpeqb xmm5, xmm5, xmmword ptr [r15 + 0]
-    mov rdx, qword ptr [r15 + 192]
-    mov ecx, esi
-    mov r8, r11
-    add rax, qword ptr [r15 + 128]
-    test ebx, 1073741824
-    jz 1f
-1:
-    and r8, 4032
-    mov ecx, dword ptr [r15 + r8 + 3392]
-    movsxd rsi, dword ptr [r15 + 448]
-    mov rax, qword ptr [r15 + 704]
-    mov dword ptr [r15 + 128], eax
-    mov rax, qword ptr [r15 + 64]
-    jmp 1f
-1:
-    mov qword ptr [r15 + 320], rax
-    movzx r8d, dl
-    mov dword ptr [r15 + 64], 197
-    mov r8d, r8d
-    mov rbp, r11
-    mov r8d, dword ptr [r15 + 384]
-    mov eax, dword ptr [r15 + 384]
-    vmovdqu ymmword ptr [r15 + 256], ymm5
-    and rbp, 448
-    mov rdx, qword ptr [r15 + rbp + 832]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c115:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d5381_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d5381_j_t
-.Lc1_d5381_j:
-    mov dword ptr [r15 + 64], 16
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 31
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rcx, dword ptr [r15 + 320]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx ecx, byte ptr [r15 + 128]
-    mov qword ptr [r15 + 576], rax
-    mov eax, ecx
-    mov rbp, r11
-    movzx ecx, bpl
-    and rbp, 1984
-    vmovq qword ptr [r15 + rbp + 1344], xmm5
-    .byte 0x66, 0x90
-    mov ebp, dword ptr [r15 + 448]
-    jmp 1f
-1:
-    test dword ptr [r15 + 67117724], 33554432
-    jz 1f
-1:
-    movzx ebp, byte ptr [r15 + 512]
-    mov ecx, dword ptr [r15 + 192]
-    mov r8, r11
-    movzx eax, al
-    vmovdqu ymmword ptr [r15 + 256], ymm5
-    movsxd rax, dword ptr [r15 + 384]
-    and r8, 8128
-    mov rsi, qword ptr [r15 + r8 + 7488]
-    mov edx, dword ptr [r15 + 512]
-    jmp 1f
-1:
-    mov r8, qword ptr [r15 + 768]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c116:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov dword ptr [r15 + 448], edx
-    mov r8, rdx
-    mov edx, 144
-    mov edx, 41
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    vpmovmskb eax, xmm5
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, r8d
-    mov r8, r11
-    mov edx, dword ptr [r15 + 64]
-    jmp 1f
-1:
-    mov byte ptr [r15 + 640], sil
-    and r8, 8128
-    mov qword ptr [r15 + r8 + 7488], rdi
-    test dword ptr [r15 + 67117723], 2064
-    jnz 1f
-1:
-    mov r8, r11
-    mov esi, dword ptr [r15 + 192]
-    mov dword ptr [r15 + 64], 125
-    and r8, 448
-    movsxd rdi, dword ptr [r15 + r8 + 832]
-    mov r8d, dword ptr [r15 + 128]
-    mov qword ptr [r15 + 320], r8
-    mov dword ptr [r15 + 384], 243
-    mov r8, r11
-    mov edx, 22
-    and r8, 4032
-    movzx edx, byte ptr [r15 + r8 + 3392]
-    mov r8, qword ptr [r15 + 320]
-    mov byte ptr [r15 + 512], r8b
-    mov byte ptr [r15 + 256], dil
-    jmp 1f
-1:
-    mov r8, qword ptr [r15 + 128]
-    movzx ebp, r8b
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c117:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 8192
-    setz al
-    lea rcx, [rip + .Lc1_d5473_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d5473_s_t
-    .p2align 3
-.Lc1_d5473_s:
-    .p2align 3
-    jmp .Lc1_d5473_j
-    .p2align 3
-    jmp .Lc1_d5473_j
-.Lc1_d5473_j:
-    mov rbp, r11
-    movzx ecx, al
-    mov byte ptr [r15 + 384], cl
-    and rbp, 4032
-    mov ecx, dword ptr [r15 + rbp + 3392]
-    jmp 1f
-1:
-    mov ebp, 18
-    movzx ebp, r9b
-    lea rbp, [r11 + r11*1]
-    mov r8, r11
-    add qword ptr [r15 + 704], rcx
-    and rbp, 1984
-    mov dword ptr [r15 + rbp + 1408], ecx
-    and r8, 448
-    mov rcx, qword ptr [r15 + r8 + 832]
-    jmp 1f
-1:
-    mov r8, qword ptr [r15 + 128]
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 256], 3
-    jmp 1f
-1:
-    mov dword ptr [r15 + rbp + 1344], r8d
-    mov qword ptr [r15 + 320], r8
-    movzx r9d, r8b
-    mov r9, r9
-    movzx r9d, bpl
-    vpmovmskb r9d, xmm5
-    mov r9d, 137
-    mov r9, qword ptr [r15 + 448]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c118:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], r9d
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r8, r9
-    mov r9d, 164
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 8
-    mov r9d, 240
-    mov r9d, 176
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r11
-    mov qword ptr [r15 + 128], r8
-    mov byte ptr [r15 + 128], bpl
-    and rbp, 8128
-    movsxd r8, dword ptr [r15 + rbp + 7488]
-    mov rsi, r8
-    vmovdqu ymmword ptr [r15 + 576], ymm5
-    mov r8d, dword ptr [r15 + 320]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov ebp, r9d
-    mov r9d, 59
-    mov r9d, 147
-    jmp 1f
-1:
-    movsxd r8, dword ptr [r15 + 192]
-    mov rax, rsi
-    movzx edi, byte ptr [r15 + 768]
-    movzx r9d, byte ptr [r15 + 256]
-    mov rsi, rdx
-    mov esi, 160
-    jmp 1f
-1:
-    mov edx, dword ptr [r15 + 512]
-    movzx esi, byte ptr [r15 + 448]
-    movzx ebp, byte ptr [r15 + 64]
-    jmp 1f
-1:
-    movsxd rax, dword ptr [r15 + 64]
-    vmovdqu ymmword ptr [r15 + 384], ymm5
-    jmp 1f
-1:
-    jmp 1f
-1:
-    vpaddd xmm5, xmm5, xmm5
-    mov ecx, 197
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c119:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d5570_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d5570_j_t
-.Lc1_d5570_j:
-    mov rbp, r11
-    jmp 1f
-1:
-    movzx ecx, bpl
-    and rbp, 4032
-    movzx eax, byte ptr [r15 + rbp + 3392]
-    jmp 1f
-1:
-    and eax, dword ptr [r15 + 320]
-    mov rbp, r11
-    mov r8, qword ptr [r15 + 64]
-    and rbp, 1984
-    movsxd rcx, dword ptr [r15 + rbp + 1344]
-    vmovdqu ymmword ptr [r15 + 384], ymm5
-    jmp 1f
-1:
-    movsxd rbp, dword ptr [r15 + 384]
-    mov r9, rbp
-    mov dword ptr [r15 + 448], 252
-    mov byte ptr [r15 + 0], cl
-    mov ebp, 211
-    test dword ptr [r15 + 67117724], 262144
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov rcx, qword ptr [r15 + 192]
-    movzx edx, cl
-    mov r8, r11
-    movzx ebp, byte ptr [r15 + 128]
-    and r8, 448
-    movsxd rcx, dword ptr [r15 + r8 + 832]
-    vpcmpeqb xmm5, xmm5, xmmword ptr [r15 + 512]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 640], 86
-    mov r8d, r8d
-    jmp 1f
-1:
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c120:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 15
-    lea rcx, [rip + .Lc1_d5617_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d5617_s_t
-    .p2align 3
-.Lc1_d5617_s:
-    .p2align 3
-    jmp .Lc1_d5617_j
-    .p2align 3
-    jmp .Lc1_d5617_j
-    .p2align 3
-    jmp .Lc1_d5617_j
-    .p2align 3
-    jmp .Lc1_d5617_j
-    .p2align 3
-    jmp .Lc1_d5617_j
-    .p2align 3
-    jmp .Lc1_d5617_j
-    .p2align 3
-    jmp .Lc1_d5617_j
-    .p2align 3
-    jmp .Lc1_d5617_j
-    .p2align 3
-    jmp .Lc1_d5617_j
-    .p2align 3
-    jmp .Lc1_d5617_j
-    .p2align 3
-    jmp .Lc1_d5617_j
-    .p2align 3
-    jmp .Lc1_d5617_j
-    .p2align 3
-    jmp .Lc1_d5617_j
-    .p2align 3
-    jmp .Lc1_d5617_j
-    .p2align 3
-    jmp .Lc1_d5617_j
-    .p2align 3
-    jmp .Lc1_d5617_j
-.Lc1_d5617_j:
-    movzx ecx, byte ptr [r15 + 320]
-    jmp 1f
-1:
-    movzx eax, cl
-    jmp 1f
-1:
-    mov r9, r11
-    movsxd rcx, dword ptr [r15 + 704]
-    mov dword ptr [r15 + 256], 30
-    movsxd r8, dword ptr [r15 + 64]
-    and r9, 8128
-    mov rbp, qword ptr [r15 + r9 + 7488]
-    mov qword ptr [r15 + 512], rbp
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c121:
-    mov dword ptr [r15 + 512], 195
-    jmp 1f
-1:
-    vmovdqu xmm5, xmmword ptr [r15 + 192]
-    movsxd rbp, dword ptr [r15 + 128]
-    mov dword ptr [r15 + 384], 140
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, ebp
-    jmp 1f
-1:
-    mov ebp, 24
-    mov r12, qword ptr [r15 + r12 + 56]
-    xor dword ptr [r15 + 0], ebp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r11
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movsxd rsi, dword ptr [r15 + 128]
-    and rbp, 4032
-    movsxd rax, dword ptr [r15 + rbp + 3392]
-    mov rbp, qword ptr [r15 + 384]
-    movzx r9d, r9b
-    mov r9, rdi
-    mov r9d, dword ptr [r15 + 64]
-    mov rdi, r9
-    mov rdi, rdi
-    movzx edi, byte ptr [r15 + 256]
-    movzx r8d, dil
-    mov rdi, qword ptr [r15 + 320]
-    mov r8, r11
-    mov dword ptr [r15 + 448], ebp
-    mov rbp, qword ptr [r15 + 768]
-    and r8, 16320
-    mov r9, r11
-    movsxd rcx, dword ptr [r15 + r8 + 15680]
-    and r9, 448
-    movzx r8d, byte ptr [r15 + r9 + 832]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c122:
-    lea rcx, [rip + .Lc1_d5697_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d5697_j_t
-.Lc1_d5697_j:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov rcx, qword ptr [r15 + 384]
-    mov qword ptr [r15 + 320], r9
-    and r9d, dword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], r8b
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r8d, r9b
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], r9d
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11 + r11*1]
-    jmp 1f
-1:
-    mov r9d, dword ptr [r15 + 256]
-    and rbp, 1984
-    mov qword ptr [r15 + rbp + 1408], rbp
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + 448], 250
-    mov ecx, 31
-    mov qword ptr [r15 + rbp + 1344], rcx
-    mov r8, qword ptr [r15 + 512]
-    jmp 1f
-1:
-    mov qword ptr [r15 + 128], rbp
-    mov rbp, r11
-    lea r9, [r11 + r11*1]
-    mov ecx, 88
-    mov dword ptr [r15 + 576], 42
-    and rbp, 448
-    and ecx, dword ptr [r15 + rbp + 832]
-    and r9, 8128
-    vmovdqu ymmword ptr [r15 + r9 + 7488], ymm5
-    mov ebp, dword ptr [r15 + 64]
-    movzx edi, byte ptr [r15 + 64]
-    mov byte ptr [r15 + r9 + 7552], r8b
-    mov r9d, dword ptr [r15 + 192]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c123:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 536870912
-    setz al
-    lea rcx, [rip + .Lc1_d5744_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d5744_s_t
-    .p2align 3
-.Lc1_d5744_s:
-    .p2align 3
-    jmp .Lc1_d5744_j
-    .p2align 3
-    jmp .Lc1_d5744_j
-.Lc1_d5744_j:
-    mov dword ptr [r15 + 192], 133
-    mov r9, qword ptr [r15 + 640]
-    movzx ecx, dil
-    mov r8, rax
-    mov qword ptr [r15 + 320], r8
-    mov r8d, 80
-    mov rax, rsi
-    mov byte ptr [r15 + 448], al
-    jmp 1f
-1:
-    movzx r8d, byte ptr [r15 + 384]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r8, r11
-    movsxd rax, dword ptr [r15 + 64]
-    and r8, 4032
-    movzx r9d, byte ptr [r15 + r8 + 3392]
-    jmp 1f
-1:
-    mov r8, rcx
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rcx
-    movzx r8d, r8b
-    mov dword ptr [r15 + 0], 208
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r8, qword ptr [r15 + 128]
-    mov ecx, 193
-    vpor xmm5, xmm5, xmm5
-    mov r9, r11
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movsxd rcx, dword ptr [r15 + 128]
-    and r9, 1984
-    mov eax, dword ptr [r15 + r9 + 1344]
-    movzx r9d, byte ptr [r15 + 704]
-    jmp 1f
-1:
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c124:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r9d, eax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, r9
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    movsxd rsi, dword ptr [r15 + 192]
-    mov rcx, qword ptr [r15 + 64]
-    mov r9, qword ptr [r15 + 768]
-    jmp 1f
-1:
-    mov qword ptr [r15 + 512], r9
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movsxd r9, dword ptr [r15 + 512]
-    mov r8, r11
-    mov rbp, r11
-    mov ecx, ebp
-    jmp 1f
-1:
-    and rbp, 8128
-    mov rcx, qword ptr [r15 + rbp + 7488]
-    and r8, 448
-    movsxd rbp, dword ptr [r15 + r8 + 832]
-    mov r8d, r9d
-    mov r9, r11
-    jmp 1f
-1:
-    and r9, 4032
-    mov qword ptr [r15 + r9 + 3392], rdi
-    mov r9d, dword ptr [r15 + 384]
-    mov dword ptr [r15 + 128], ecx
-    jmp 1f
-1:
-    movzx ecx, byte ptr [r15 + 64]
-    mov qword ptr [r15 + 448], rbp
-    mov qword ptr [r15 + 256], rbp
-    mov rdi, qword ptr [r15 + 320]
-    mov rbp, qword ptr [r15 + 320]
-    mov eax, 216
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c125:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d5842_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d5842_j_t
-.Lc1_d5842_j:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r11
-    mov qword ptr [r15 + 0], rbp
-    jmp 1f
-1:
-    and rbp, 448
-    mov dword ptr [r15 + rbp + 832], 58
-    mov dword ptr [r15 + 576], 37
-    mov rbp, r11
-    vmovdqu xmm5, xmmword ptr [r15 + 320]
-    mov dword ptr [r15 + 448], ecx
-    and rbp, 1984
-    mov dword ptr [r15 + rbp + 1344], ebp
-    mov r8, r11
-    mov rbp, rbp
-    and r8, 4032
-    mov ebp, dword ptr [r15 + r8 + 3392]
-    test dword ptr [r15 + 67117723], 33587200
-    jnz 1f
-1:
-    mov qword ptr [r15 + 64], r8
-    mov ebp, dword ptr [r15 + 128]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 192], ebp
-    mov dword ptr [r15 + 384], 231
-    movsxd rbp, dword ptr [r15 + 640]
-    mov dword ptr [r15 + 256], 200
-    mov r8d, r8d
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx ecx, byte ptr [r15 + 128]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c126:
-    vmovq qword ptr [r15 + 192], xmm5
-    mov qword ptr [r15 + 0], rcx
-    mov rbp, rcx
-    mov ecx, 19
-    mov ebp, r8d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], r8d
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r8d, ecx
-    mov dword ptr [r15 + 0], ecx
-    mov ecx, 231
-    vpmovmskb ecx, xmm5
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rcx, dword ptr [r15 + 512]
-    test ebx, 382976
-    jz 1f
-1:
-    mov r9, r11
-    mov r8, r11
-    and r9, 448
-    mov eax, dword ptr [r15 + r9 + 832]
-    mov rcx, rbp
-    and r8, 1984
-    inc dword ptr [r15 + r8 + 1344]
-    lea r8, [r11 + r11*1]
-    add qword ptr [r15 + 384], r8
-    and r8, 8128
-    mov rbp, qword ptr [r15 + r8 + 7552]
-    mov rdx, qword ptr [r15 + 704]
-    jmp 1f
-1:
-    mov byte ptr [r15 + 512], r9b
-    movsxd rcx, dword ptr [r15 + 128]
-    jmp 1f
-1:
-    mov r9d, dword ptr [r15 + 64]
-    mov edi, r9d
-    mov byte ptr [r15 + 384], al
-    mov rax, qword ptr [r15 + r8 + 7488]
-    vmovq qword ptr [r15 + 256], xmm5
-    mov r9d, dword ptr [r15 + 64]
-    movsxd r8, dword ptr [r15 + 448]
-    movsxd rsi, dword ptr [r15 + 320]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c127:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 7
-    lea rcx, [rip + .Lc1_d5932_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d5932_s_t
-    .p2align 3
-.Lc1_d5932_s:
-    .p2align 3
-    jmp .Lc1_d5932_j
-    .p2align 3
-    jmp .Lc1_d5932_j
-    .p2align 3
-    jmp .Lc1_d5932_j
-    .p2align 3
-    jmp .Lc1_d5932_j
-    .p2align 3
-    jmp .Lc1_d5932_j
-    .p2align 3
-    jmp .Lc1_d5932_j
-    .p2align 3
-    jmp .Lc1_d5932_j
-    .p2align 3
-    jmp .Lc1_d5932_j
-.Lc1_d5932_j:
-    mov rbp, r11
-    add rax, qword ptr [r15 + 384]
-    jmp 1f
-1:
-    and rbp, 4032
-    mov rcx, qword ptr [r15 + rbp + 3392]
-    movzx r8d, cl
-    mov dword ptr [r15 + 0], eax
-    vmovdqu ymmword ptr [r15 + 0], ymm5
-    jmp 1f
-1:
-    mov dword ptr [r15 + 768], 89
-    test ebx, 9216
-    jz 1f
-1:
-    mov r9, r11
-    mov rax, r8
-    mov byte ptr [r15 + 448], al
-    mov rax, qword ptr [r15 + 64]
-    and r9, 1984
-    movzx r8d, byte ptr [r15 + r9 + 1344]
-    mov edx, 245
-    mov r9d, dword ptr [r15 + 256]
-    mov rbp, qword ptr [r15 + 320]
-    mov qword ptr [r15 + 128], rbp
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c128:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d5975_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d5975_j_t
-.Lc1_d5975_j:
-    mov rbp, r11
-    jmp 1f
-1:
-    mov rcx, r9
-    and rbp, 8128
-    mov rax, qword ptr [r15 + rbp + 7488]
-    movzx r9d, al
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 220
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov qword ptr [r15 + 448], rcx
-    movsxd rcx, dword ptr [r15 + 64]
-    mov dword ptr [r15 + 512], 146
-    test dword ptr [r15 + 67117724], 2101252
-    jz 1f
-1:
-    mov rcx, rcx
-    mov rbp, r11
-    mov r8d, ebp
-    jmp 1f
-1:
-    mov eax, dword ptr [r15 + 128]
-    and rbp, 448
-    add rcx, qword ptr [r15 + rbp + 832]
-    mov dword ptr [r15 + 320], r8d
-    movsxd r8, dword ptr [r15 + 256]
-    movsxd rbp, dword ptr [r15 + 576]
-    movzx r9d, byte ptr [r15 + 192]
-    mov rbp, r11
-    mov dword ptr [r15 + 384], 75
-    and rbp, 4032
-    add rsi, qword ptr [r15 + rbp + 3392]
-    mov ebp, 208
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c129:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    movzx ebp, byte ptr [r15 + 704]
-    mov qword ptr [r15 + 192], r9
-    mov byte ptr [r15 + 512], sil
-    mov dword ptr [r15 + 320], 51
-    jmp 1f
-1:
-    mov r8, r11
-    mov r9, rsi
-    and r8, 448
-    movsxd r9, dword ptr [r15 + r8 + 832]
-    jmp 1f
-1:
-    mov r8d, 82
-    mov r8, rbp
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 249
-    mov r12, qword ptr [r15 + r12 + 56]
-    .byte 0x66, 0x90
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    movsxd r8, dword ptr [r15 + 448]
-    movsxd rsi, dword ptr [r15 + 384]
-    test dword ptr [r15 + 67117724], 1
-    jz 1f
-1:
-    mov rsi, r9
-    mov r9d, 11
-    mov byte ptr [r15 + 128], al
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov byte ptr [r15 + 640], dil
-    jmp 1f
-1:
-    mov r9, rsi
-    jmp 1f
-1:
-    mov r9d, dword ptr [r15 + 256]
-    mov r8, r11
-    mov byte ptr [r15 + 320], r8b
-    and r8, 1984
-    mov dword ptr [r15 + r8 + 1344], 26
-    mov esi, r8d
-    mov byte ptr [r15 + 128], r9b
-    jmp 1f
-1:
-    vpaddq xmm5, xmm5, xmmword ptr [r15 + 64]
-    jmp 1f
-1:
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c130:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 67108864
-    setz al
-    lea rcx, [rip + .Lc1_d6067_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d6067_s_t
-    .p2align 3
-.Lc1_d6067_s:
-    .p2align 3
-    jmp .Lc1_d6067_j
-    .p2align 3
-    jmp .Lc1_d6067_j
-.Lc1_d6067_j:
-    mov r8, r11
-    and r8, 8128
-    mov qword ptr [r15 + r8 + 7488], rcx
-    jmp 1f
-1:
-    movzx eax, al
-    mov rcx, qword ptr [r15 + 320]
-    vpor xmm5, xmm5, xmm5
-    jmp 1f
-1:
-    mov rax, r8
-    mov r8, r11
-    mov rax, qword ptr [r15 + 512]
-    movzx esi, byte ptr [r15 + 128]
-    mov dword ptr [r15 + 448], 158
-    and r8, 1984
-    mov r9d, dword ptr [r15 + r8 + 1344]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r8d, dword ptr [r15 + 768]
-    mov rcx, r8
-    mov rdi, qword ptr [r15 + 384]
-    mov dword ptr [r15 + 64], 20
-    jmp 1f
-1:
-    mov r8d, dword ptr [r15 + 192]
-    mov r9, r11
-    mov eax, eax
-    jmp 1f
-1:
-    movzx eax, al
-    and r9, 4032
-    mov qword ptr [r15 + r9 + 3392], r8
-    mov r12, qword ptr [r15 + r12 + 56]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c131:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d6113_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d6113_j_t
-.Lc1_d6113_j:
-    mov dword ptr [r15 + 512], 252
-    mov qword ptr [r15 + 320], r9
-    movzx r9d, cl
-    movzx ecx, cl
-    mov r9d, 17
-    mov dword ptr [r15 + 128], 25
-    movzx r9d, byte ptr [r15 + 576]
-    mov ecx, r9d
-    mov rax, rax
-    mov rax, rdi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], r9d
-    mov r9, rax
-    mov rax, r8
-    mov dword ptr [r15 + 0], 38
-    test dword ptr [r15 + 67117724], 393344
-    jz 1f
-1:
-    mov byte ptr [r15 + 0], cl
-    vpor xmm5, xmm5, xmm5
-    mov rcx, qword ptr [r15 + 384]
-    jmp 1f
-1:
-    vmovq xmm5, rcx
-    movzx ecx, al
-    movzx edi, cl
-    mov dword ptr [r15 + 64], eax
-    movzx ecx, cl
-    mov r9, r11
-    mov r8, r11
-    movzx ecx, r8b
-    movzx ecx, byte ptr [r15 + 256]
-    and r8, 4032
-    mov byte ptr [r15 + r8 + 3392], dil
-    and r9, 448
-    mov edi, dword ptr [r15 + r9 + 832]
-    mov dword ptr [r15 + 64], ecx
-    mov r9, qword ptr [r15 + 192]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c132:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov r8, r11
-    movzx eax, dil
-    and r8, 8128
-    mov dword ptr [r15 + r8 + 7488], edi
-    mov dword ptr [r15 + 256], 129
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r8, r11
-    mov eax, 161
-    mov edi, dword ptr [r15 + 384]
-    movsxd rax, dword ptr [r15 + 448]
-    and r8, 16320
-    add rcx, qword ptr [r15 + r8 + 15680]
-    mov r8d, 43
-    movzx r8d, byte ptr [r15 + 320]
-    mov byte ptr [r15 + 64], r8b
-    mov dword ptr [r15 + 128], r8d
-    vpmovmskb r8d, xmm5
-    mov r8, r11
-    jmp 1f
-1:
-    mov r9d, 77
-    mov r9d, r9d
-    and r8, 1984
-    movsxd r9, dword ptr [r15 + r8 + 1344]
-    test dword ptr [r15 + 67117724], 1073741824
-    jz 1f
-1:
-    mov r8d, ecx
-    movzx ecx, sil
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov ecx, dword ptr [r15 + 384]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, rcx
-    mov rcx, qword ptr [r15 + 512]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 128], ecx
-    mov qword ptr [r15 + 640], r8
-    jmp 1f
-1:
-    jmp 1f
-1:
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c133:
-    lea rcx, [rip + .Lc1_d6207_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d6207_j_t
-.Lc1_d6207_j:
-    .byte 0x0f, 0x1f, 0x40, 0x00
-    mov ecx, dword ptr [r15 + 192]
-    movzx esi, r9b
-    movzx esi, byte ptr [r15 + 768]
-    movzx r9d, byte ptr [r15 + 448]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r9d, 210
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, r11
-    and ecx, dword ptr [r15 + 320]
-    and r9, 448
-    movsxd rsi, dword ptr [r15 + r9 + 832]
-    and rbp, 4032
-    mov r9, qword ptr [r15 + rbp + 3392]
-    jmp 1f
-1:
-    movzx ebp, r9b
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r9d, 191
-    movsxd r9, dword ptr [r15 + 128]
-    jmp 1f
-1:
-    vmovdqu xmmword ptr [r15 + 256], xmm5
-    mov dword ptr [r15 + 512], esi
-    movzx esi, byte ptr [r15 + 704]
-    mov rbp, r11
-    movsxd rdi, dword ptr [r15 + 64]
-    add rdi, qword ptr [r15 + 384]
-    and rbp, 8128
-    mov dword ptr [r15 + rbp + 7488], esi
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c134:
-    mov rbp, qword ptr [r15 + 576]
-    mov r9, r11
-    jmp 1f
-1:
-    movzx esi, bpl
-    movzx edi, sil
-    and r9, 4032
-    movzx esi, byte ptr [r15 + r9 + 3392]
-    mov rbp, rsi
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov rsi, rsi
-    movzx r9d, bpl
-    vpshufd xmm5, xmm5, 239
-    mov byte ptr [r15 + 0], r9b
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, r9d
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    movzx r9d, r9b
-    mov r9, r11
-    mov rbp, qword ptr [r15 + 320]
-    mov esi, 227
-    and r9, 448
-    movsxd rsi, dword ptr [r15 + r9 + 832]
-    mov r9d, 37
-    mov rdi, qword ptr [r15 + 192]
-    movzx r9d, bpl
-    mov dword ptr [r15 + 128], 177
-    mov r9, r11
-    movzx ecx, byte ptr [r15 + 384]
-    movsxd r8, dword ptr [r15 + 448]
-    and r9, 1984
-    mov rax, qword ptr [r15 + r9 + 1344]
-    mov edx, 61
-    vmovdqu xmmword ptr [r15 + 512], xmm5
-    jmp 1f
-1:
-    movzx r9d, dl
-    jmp 1f
-1:
-    mov r9, qword ptr [r15 + 64]
-    movzx edx, r9b
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c135:
-    lea rcx, [rip + .Lc1_d6303_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d6303_j_t
-.Lc1_d6303_j:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx ecx, cl
-    mov byte ptr [r15 + 0], cl
-    movzx ecx, dl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 47
-    mov qword ptr [r15 + 256], r8
-    movzx r8d, byte ptr [r15 + 64]
-    mov qword ptr [r15 + 192], r9
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r9, r9
-    mov byte ptr [r15 + 64], r8b
-    vmovdqu ymmword ptr [r15 + 448], ymm5
-    jmp 1f
-1:
-    mov rbp, r11
-    mov r9, r11
-    and rbp, 1984
-    mov r8, r11
-    vmovdqu xmm5, xmmword ptr [r15 + rbp + 1344]
-    mov ebp, dword ptr [r15 + 320]
-    and r8, 448
-    mov dword ptr [r15 + r8 + 832], r8d
-    and r9, 8128
-    movsxd rdx, dword ptr [r15 + r9 + 7488]
-    mov qword ptr [r15 + 128], rdx
-    mov qword ptr [r15 + 640], rbp
-    .byte 0x0f, 0x1f, 0x00
-    mov byte ptr [r15 + 320], dl
-    mov qword ptr [r15 + 384], rdx
-    mov edx, 109
-    vpxor xmm5, xmm5, xmm13
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c136:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 16
-    setz al
-    lea rcx, [rip + .Lc1_d6353_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d6353_s_t
-    .p2align 3
-.Lc1_d6353_s:
-    .p2align 3
-    jmp .Lc1_d6353_j
-    .p2align 3
-    jmp .Lc1_d6353_j
-.Lc1_d6353_j:
-    mov rbp, r11
-    vpmovmskb ecx, xmm5
-    and rbp, 4032
-    mov ecx, dword ptr [r15 + rbp + 3392]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx eax, byte ptr [r15 + 704]
-    movzx ebp, al
-    add rbp, qword ptr [r15 + 448]
-    mov eax, 131
-    movzx edx, cl
-    mov dword ptr [r15 + 512], 79
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rcx, rdi
-    mov ecx, dword ptr [r15 + 384]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 256], 62
-    mov rbp, r11
-    mov r8, r11
-    and rbp, 1984
-    mov rax, qword ptr [r15 + rbp + 1344]
-    and r8, 8128
-    mov byte ptr [r15 + r8 + 7488], bpl
-    mov dword ptr [r15 + 64], r8d
-    mov r8, rax
-    mov qword ptr [r15 + 128], rcx
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c137:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov eax, ebp
-    mov rax, qword ptr [r15 + 768]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, 180
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 56
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, al
-    mov rbp, r11
-    vmovdqu ymmword ptr [r15 + 0], ymm5
-    mov r8, qword ptr [r15 + 576]
-    mov ecx, eax
-    and rbp, 448
-    mov dword ptr [r15 + rbp + 832], ebp
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov rbp, r11
-    movsxd rax, dword ptr [r15 + 512]
-    mov byte ptr [r15 + 256], r8b
-    test dword ptr [r15 + 67117724], 262656
-    jz 1f
-1:
-    and rbp, 8128
-    movzx r8d, byte ptr [r15 + rbp + 7488]
-    mov ebp, dword ptr [r15 + 448]
-    mov rax, qword ptr [r15 + 384]
-    movsxd rcx, dword ptr [r15 + 192]
-    jmp 1f
-1:
-    movzx edx, cl
-    mov rcx, qword ptr [r15 + 128]
-    mov edi, 189
-    jmp 1f
-1:
-    mov dword ptr [r15 + 320], 173
-    jmp 1f
-1:
-    mov edi, r8d
-    movzx r8d, byte ptr [r15 + 320]
-    jmp 1f
-1:
-    movsxd r9, dword ptr [r15 + 128]
-    mov dword ptr [r15 + 192], 167
-    mov rsi, qword ptr [r15 + 64]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c138:
-    lea rcx, [rip + .Lc1_d6442_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d6442_j_t
-.Lc1_d6442_j:
-    jmp 1f
-1:
-    mov r8, r11
-    movzx ecx, byte ptr [r15 + 384]
-    and r8, 448
-    mov dword ptr [r15 + r8 + 832], 27
-    mov dword ptr [r15 + 384], r8d
-    mov dword ptr [r15 + 640], r8d
-    mov rbp, qword ptr [r15 + 512]
-    movzx r8d, byte ptr [r15 + 256]
-    mov dword ptr [r15 + 320], r8d
-    jmp 1f
-1:
-    mov r8, rcx
-    jmp 1f
-1:
-    mov r9, r11
-    mov ecx, 193
-    mov ecx, 99
-    and r9, 1984
-    mov dword ptr [r15 + r9 + 1344], 245
-    add rcx, qword ptr [r15 + 128]
-    movzx r9d, byte ptr [r15 + 64]
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov byte ptr [r15 + 448], r8b
-    vpaddd xmm5, xmm5, xmm5
-    mov r8d, r8d
-    mov r8d, 254
-    mov r8, r8
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 4032
-    movzx r9d, byte ptr [r15 + r8 + 3392]
-    mov qword ptr [r15 + 64], rax
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c139:
-    lea rcx, [rip + .Lc1_d6489_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d6489_j_t
-.Lc1_d6489_j:
-    movzx ecx, r9b
-    movzx r8d, byte ptr [r15 + 64]
-    mov rcx, r9
-    vmovq qword ptr [r15 + 128], xmm5
-    mov rcx, qword ptr [r15 + 128]
-    mov rbp, r11
-    mov r9d, r9d
-    mov r9d, r9d
-    and rbp, 1984
-    add qword ptr [r15 + rbp + 1344], r8
-    mov dword ptr [r15 + 448], 3
-    mov r8d, r8d
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    movzx esi, r9b
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, rsi
-    mov edi, r9d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rsi, dword ptr [r15 + 192]
-    test ebx, 1024
-    jz 1f
-1:
-    add rsi, qword ptr [r15 + 320]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 512], 79
-    mov rax, qword ptr [r15 + 704]
-    mov r9, r11
-    or qword ptr [r15 + 256], 13
-    movzx ebp, sil
-    mov r8, r11
-    and r9, 4032
-    movzx esi, byte ptr [r15 + r9 + 3392]
-    and r8, 8128
-    mov dword ptr [r15 + r8 + 7488], r8d
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c140:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    movzx r8d, byte ptr [r15 + 768]
-    jmp 1f
-1:
-    mov rax, qword ptr [r15 + 512]
-    jmp 1f
-1:
-    mov byte ptr [r15 + 0], al
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov byte ptr [r15 + 0], al
-    mov esi, edx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, dword ptr [r15 + 320]
-    mov edx, r8d
-    mov edx, edx
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movsxd rdx, dword ptr [r15 + 128]
-    test dword ptr [r15 + 67117724], 262144
-    jnz 1f
-1:
-    movsxd r8, dword ptr [r15 + 64]
-    mov r9, r11
-    mov rdx, qword ptr [r15 + 64]
-    and r9, 448
-    mov qword ptr [r15 + r9 + 832], rsi
-    mov r9, r8
-    mov dword ptr [r15 + 256], esi
-    mov esi, r9d
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx esi, byte ptr [r15 + 192]
-    mov r9d, r9d
-    jmp 1f
-1:
-    mov r9, r11
-    mov dword ptr [r15 + 384], 175
-    and r9, 4032
-    movzx eax, byte ptr [r15 + r9 + 3392]
-    mov dword ptr [r15 + 384], 79
-    mov rbp, r11
-    movsxd r9, dword ptr [r15 + 448]
-    jmp 1f
-1:
-    and rbp, 8128
-    mov dword ptr [r15 + rbp + 7488], esi
-    jmp 1f
-1:
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c141:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 65536
-    setz al
-    lea rcx, [rip + .Lc1_d6591_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d6591_s_t
-    .p2align 3
-.Lc1_d6591_s:
-    .p2align 3
-    jmp .Lc1_d6591_j
-    .p2align 3
-    jmp .Lc1_d6591_j
-.Lc1_d6591_j:
-    movzx ecx, cl
-    movzx eax, byte ptr [r15 + 512]
-    movzx ebp, byte ptr [r15 + 384]
-    mov r9, r11
-    movsxd rcx, dword ptr [r15 + 64]
-    and ebp, dword ptr [r15 + 576]
-    movzx esi, al
-    and r9, 448
-    mov dword ptr [r15 + r9 + 832], r9d
-    jmp 1f
-1:
-    mov rax, qword ptr [r15 + 320]
-    mov r8, r11
-    mov dword ptr [r15 + 192], ebp
-    and r8, 1984
-    movzx ebp, byte ptr [r15 + r8 + 1344]
-    movsxd r9, dword ptr [r15 + 448]
-    movsxd r8, dword ptr [r15 + 128]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov eax, r8d
-    movsxd r8, dword ptr [r15 + 640]
-    jmp 1f
-1:
-    movzx eax, r9b
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, al
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 172
-    mov r9d, 81
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov byte ptr [r15 + 0], bpl
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c142:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, eax
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 72
-    jmp 1f
-1:
-    mov byte ptr [r15 + 0], al
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, dword ptr [r15 + 384]
-    movzx r8d, al
-    mov dword ptr [r15 + 192], 108
-    mov dword ptr [r15 + 256], r9d
-    mov rax, rax
-    jmp 1f
-1:
-    mov r9d, eax
-    vmovdqu ymmword ptr [r15 + 64], ymm5
-    mov rbp, r11
-    test dword ptr [r15 + 67117724], 192
-    jnz 1f
-1:
-    jmp 1f
-1:
-    and rbp, 4032
-    mov dword ptr [r15 + rbp + 3392], 82
-    jmp 1f
-1:
-    mov dword ptr [r15 + 704], ebp
-    jmp 1f
-1:
-    movzx ebp, bpl
-    mov byte ptr [r15 + 320], al
-    movzx eax, byte ptr [r15 + 128]
-    mov ebp, r9d
-    mov rbp, qword ptr [r15 + 320]
-    mov r9, r11
-    mov r8, r11
-    and r9, 1984
-    mov qword ptr [r15 + r9 + 1344], rdx
-    movsxd rdx, dword ptr [r15 + 128]
-    and r8, 8128
-    mov r9, qword ptr [r15 + r8 + 7488]
-    movzx r8d, byte ptr [r15 + 512]
-    jmp 1f
-1:
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c143:
-    lea rcx, [rip + .Lc1_d6681_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d6681_j_t
-.Lc1_d6681_j:
-    mov qword ptr [r15 + 448], rdx
-    mov qword ptr [r15 + 128], rcx
-    movsxd r9, dword ptr [r15 + 192]
-    jmp 1f
-1:
-    mov byte ptr [r15 + 768], r8b
-    jmp 1f
-1:
-    mov dword ptr [r15 + 384], 170
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r11
-    mov dword ptr [r15 + 0], esi
-    jmp 1f
-1:
-    and rbp, 16320
-    mov esi, dword ptr [r15 + rbp + 15680]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rbp, qword ptr [r15 + 320]
-    mov dword ptr [r15 + 384], esi
-    jmp 1f
-1:
-    mov r8, r11
-    movsxd rdx, dword ptr [r15 + 512]
-    and r8, 4032
-    add rcx, qword ptr [r15 + r8 + 3392]
-    movzx r8d, sil
-    movzx eax, sil
-    mov r8, rax
-    mov r9, r11
-    mov esi, 151
-    and r9, 448
-    and esi, dword ptr [r15 + r9 + 832]
-    movzx r9d, byte ptr [r15 + 256]
-    mov dword ptr [r15 + 64], 18
-    mov eax, r9d
-    movzx r8d, byte ptr [r15 + 64]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c144:
-    lea rcx, [rip + .Lc1_d6726_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d6726_j_t
-.Lc1_d6726_j:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, ecx
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], al
-    jmp 1f
-1:
-    mov r8, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 8128
-    vmovdqu ymmword ptr [r15 + r8 + 7488], ymm5
-    mov r8d, dword ptr [r15 + 384]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r8d, r8d
-    mov rbp, r11
-    mov rax, qword ptr [r15 + 448]
-    mov r9, rax
-    jmp 1f
-1:
-    and rbp, 448
-    mov byte ptr [r15 + rbp + 832], bpl
-    mov rdi, qword ptr [r15 + 320]
-    mov r8d, dword ptr [r15 + 512]
-    jmp 1f
-1:
-    and eax, dword ptr [r15 + 640]
-    mov rbp, qword ptr [r15 + 256]
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 64], ebp
-    mov eax, ebp
-    mov rcx, rax
-    jmp 1f
-1:
-    movzx ebp, bpl
-    movzx ebp, byte ptr [r15 + 128]
-    mov r8, r11
-    vmovq qword ptr [r15 + 576], xmm5
-    jmp 1f
-1:
-    and r8, 1984
-    mov dword ptr [r15 + r8 + 1344], 239
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c145:
-    mov qword ptr [r15 + 128], r8
-    movzx r8d, bpl
-    mov eax, ebp
-    mov dword ptr [r15 + 512], 123
-    mov rbp, rax
-    mov r8d, dword ptr [r15 + 704]
-    mov dword ptr [r15 + 448], 91
-    mov ebp, 33
-    mov r9, r11
-    jmp 1f
-1:
-    and r9, 4032
-    and ebp, dword ptr [r15 + r9 + 3392]
-    mov r9d, eax
-    movzx r9d, al
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx r9d, r9b
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, r9d
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov r9d, eax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, byte ptr [r15 + 192]
-    mov qword ptr [r15 + 256], r9
-    movzx ebp, byte ptr [r15 + 128]
-    movzx edi, byte ptr [r15 + 384]
-    .byte 0x0f, 0x1f, 0x00
-    mov r9, r11
-    movzx r8d, r9b
-    mov edx, dword ptr [r15 + 320]
-    and r9, 1984
-    mov r8, r11
-    mov byte ptr [r15 + r9 + 1344], r8b
-    jmp 1f
-1:
-    and r8, 8128
-    mov qword ptr [r15 + r8 + 7488], rdx
-    movzx r8d, byte ptr [r15 + 64]
-    jmp 1f
-1:
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c146:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 15
-    lea rcx, [rip + .Lc1_d6825_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d6825_s_t
-    .p2align 3
-.Lc1_d6825_s:
-    .p2align 3
-    jmp .Lc1_d6825_j
-    .p2align 3
-    jmp .Lc1_d6825_j
-    .p2align 3
-    jmp .Lc1_d6825_j
-    .p2align 3
-    jmp .Lc1_d6825_j
-    .p2align 3
-    jmp .Lc1_d6825_j
-    .p2align 3
-    jmp .Lc1_d6825_j
-    .p2align 3
-    jmp .Lc1_d6825_j
-    .p2align 3
-    jmp .Lc1_d6825_j
-    .p2align 3
-    jmp .Lc1_d6825_j
-    .p2align 3
-    jmp .Lc1_d6825_j
-    .p2align 3
-    jmp .Lc1_d6825_j
-    .p2align 3
-    jmp .Lc1_d6825_j
-    .p2align 3
-    jmp .Lc1_d6825_j
-    .p2align 3
-    jmp .Lc1_d6825_j
-    .p2align 3
-    jmp .Lc1_d6825_j
-    .p2align 3
-    jmp .Lc1_d6825_j
-.Lc1_d6825_j:
-    mov rsi, qword ptr [r15 + 768]
-    mov qword ptr [r15 + 448], rsi
-    movsxd rcx, dword ptr [r15 + 192]
-    mov byte ptr [r15 + 64], al
-    mov eax, 105
-    movsxd rax, dword ptr [r15 + 320]
-    jmp 1f
-1:
-    mov r8, r11
-    mov esi, 195
-    and r8, 448
-    mov dword ptr [r15 + r8 + 832], 206
-    movzx r8d, cl
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c147:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 32
-    setz al
-    lea rcx, [rip + .Lc1_d6866_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d6866_s_t
-    .p2align 3
-.Lc1_d6866_s:
-    .p2align 3
-    jmp .Lc1_d6866_j
-    .p2align 3
-    jmp .Lc1_d6866_j
-.Lc1_d6866_j:
-    mov r8, r11
-    and ebp, dword ptr [r15 + 64]
-    and r8, 8128
-    mov qword ptr [r15 + r8 + 7488], r8
-    movzx r8d, r8b
-    mov rcx, qword ptr [r15 + 128]
-    mov r8d, dword ptr [r15 + 512]
-    mov rax, r8
-    jmp 1f
-1:
-    mov r8, rbp
-    movzx r8d, byte ptr [r15 + 384]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r8, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, ecx
-    and r8, 4032
-    movsxd rbp, dword ptr [r15 + r8 + 3392]
-    jmp 1f
-1:
-    or qword ptr [r15 + 256], 75
-    movsxd rcx, dword ptr [r15 + 576]
-    mov r8, r11
-    mov dword ptr [r15 + 320], r8d
-    and r8, 1984
-    movsxd rax, dword ptr [r15 + r8 + 1344]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c148:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], r8
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 3
-    mov r8, qword ptr [r15 + 640]
-    mov rdx, qword ptr [r15 + 256]
-    mov rbp, r11
-    mov ecx, eax
-    movsxd rax, dword ptr [r15 + 448]
-    mov esi, eax
-    and rbp, 448
-    movzx eax, byte ptr [r15 + rbp + 832]
-    mov rbp, rax
-    movsxd rcx, dword ptr [r15 + 64]
-    mov ebp, r8d
-    add rbp, qword ptr [r15 + 128]
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov ebp, dword ptr [r15 + 384]
-    mov r8, rbp
-    mov ebp, dword ptr [r15 + 192]
-    and ecx, dword ptr [r15 + 320]
-    mov rax, rax
-    mov r9, r11
-    mov r8, r11
-    and r9, 4032
-    mov rax, qword ptr [r15 + r9 + 3392]
-    and r8, 1984
-    and ebp, dword ptr [r15 + r8 + 1344]
-    mov r8d, ebp
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r8, qword ptr [r15 + 512]
-    movzx r9d, r8b
-    mov edx, dword ptr [r15 + 448]
-    mov dword ptr [r15 + 128], eax
-    movzx r8d, dl
-    mov dword ptr [r15 + 384], ebp
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c149:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d6960_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d6960_j_t
-.Lc1_d6960_j:
-    mov r8, r11
-    mov rbp, r11
-    and r8, 1984
-    mov rcx, qword ptr [r15 + r8 + 1344]
-    and rbp, 8128
-    mov qword ptr [r15 + rbp + 7488], r8
-    movzx ebp, byte ptr [r15 + 64]
-    jmp 1f
-1:
-    mov r8d, ebp
-    mov dword ptr [r15 + 192], eax
-    mov r8d, ecx
-    movzx eax, r8b
-    mov r8, qword ptr [r15 + 448]
-    movzx eax, byte ptr [r15 + 128]
-    movsxd rdx, dword ptr [r15 + 512]
-    movzx r9d, dl
-    movzx edx, r8b
-    jmp 1f
-1:
-    test dword ptr [r15 + 67117723], 131072
-    jnz 1f
-1:
-    mov dword ptr [r15 + 768], 14
-    mov dword ptr [r15 + 384], 154
-    mov dword ptr [r15 + 320], 7
-    jmp 1f
-1:
-    mov edx, dword ptr [r15 + 256]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd r8, dword ptr [r15 + 704]
-    movsxd rax, dword ptr [r15 + 64]
-    jmp 1f
-1:
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c150:
-    lea rcx, [rip + .Lc1_d7001_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d7001_j_t
-.Lc1_d7001_j:
-    mov r8, r11
-    and r8, 4032
-    movzx edx, byte ptr [r15 + r8 + 3392]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], eax
-    mov qword ptr [r15 + 0], r8
-    jmp 1f
-1:
-    movzx eax, r8b
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, r11
-    mov qword ptr [r15 + 0], rcx
-    and r8, 448
-    add qword ptr [r15 + r8 + 832], r8
-    jmp 1f
-1:
-    mov r8d, 89
-    mov r8, r8
-    movzx r8d, byte ptr [r15 + 320]
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov r8d, 222
-    mov byte ptr [r15 + 384], r8b
-    mov qword ptr [r15 + 64], rax
-    mov r8d, r8d
-    mov dword ptr [r15 + 512], ecx
-    mov eax, 46
-    mov r8, r11
-    mov dword ptr [r15 + 128], 212
-    movzx eax, byte ptr [r15 + 128]
-    and r8, 8128
-    mov ecx, dword ptr [r15 + r8 + 7488]
-    mov dword ptr [r15 + 256], ecx
-    mov ecx, 231
-    mov byte ptr [r15 + 192], al
-    mov ebp, dword ptr [r15 + 320]
-    mov qword ptr [r15 + 576], rax
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c151:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov rbp, r11
-    movsxd rax, dword ptr [r15 + 320]
-    movzx ecx, al
-    mov qword ptr [r15 + 256], r8
-    and rbp, 1984
-    mov eax, dword ptr [r15 + rbp + 1344]
-    jmp 1f
-1:
-    mov qword ptr [r15 + 192], r8
-    add r8, qword ptr [r15 + 0]
-    movzx ebp, cl
-    vmovq qword ptr [r15 + 0], xmm15
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 125
-    jmp 1f
-1:
-    mov ebp, 152
-    mov r12, qword ptr [r15 + r12 + 56]
-    or qword ptr [r15 + 384], 33
-    jmp 1f
-1:
-    test dword ptr [r15 + 67117723], 1074790400
-    jnz 1f
-1:
-    mov r8, r11
-    mov qword ptr [r15 + 640], rax
-    movzx eax, byte ptr [r15 + 384]
-    mov rbp, r11
-    and r8, 448
-    mov ecx, dword ptr [r15 + r8 + 832]
-    and rbp, 4032
-    movsxd r8, dword ptr [r15 + rbp + 3392]
-    mov dword ptr [r15 + 128], edx
-    mov rdx, rbp
-    jmp 1f
-1:
-    vpaddq xmm14, xmm14, xmmword ptr [r15 + 64]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    vmovq qword ptr [r15 + 512], xmm14
-    mov rdx, qword ptr [r15 + 448]
-    movzx ebp, byte ptr [r15 + 64]
-    jmp 1f
-1:
-    .byte 0x0f, 0x1f, 0x40, 0x00
-    jmp 1f
-1:
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c152:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d7097_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d7097_j_t
-.Lc1_d7097_j:
-    lea rbp, [r11 + r11*1]
-    mov r8d, dword ptr [r15 + 192]
-    and rbp, 8128
-    movzx ecx, byte ptr [r15 + rbp + 7488]
-    mov r9, r11
-    mov rax, rax
-    and r9, 1984
-    mov dword ptr [r15 + r9 + 1344], 19
-    mov eax, r9d
-    mov rax, qword ptr [r15 + 768]
-    mov r9d, dword ptr [r15 + 64]
-    jmp 1f
-1:
-    mov esi, 210
-    jmp 1f
-1:
-    mov esi, dword ptr [r15 + 320]
-    and esi, dword ptr [r15 + rbp + 7552]
-    test dword ptr [r15 + 67117724], 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + 384], 187
-    movsxd rsi, dword ptr [r15 + 704]
-    mov r9, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], r9d
-    and r9, 448
-    mov rax, qword ptr [r15 + r9 + 832]
-    mov r9, qword ptr [r15 + 128]
-    mov dword ptr [r15 + 512], 128
-    mov ebp, 149
-    mov ecx, esi
-    mov edx, dword ptr [r15 + 128]
-    jmp 1f
-1:
-    mov rbp, qword ptr [r15 + 448]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c153:
-    movzx esi, byte ptr [r15 + 320]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, 109
-    mov eax, ecx
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov rcx, rdx
-    mov rcx, rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 2
-    and r9, 448
-    mov ebp, dword ptr [r15 + r9 + 832]
-    mov r9, r11
-    vmovdqu xmmword ptr [r15 + 384], xmm14
-    add rax, qword ptr [r15 + 64]
-    and r9, 1984
-    add rbp, qword ptr [r15 + r9 + 1344]
-    mov r9, qword ptr [r15 + 192]
-    mov dword ptr [r15 + 512], ecx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r9d, dword ptr [r15 + 576]
-    mov rcx, rbp
-    mov dword ptr [r15 + 256], ecx
-    mov ecx, r8d
-    mov rbp, rbp
-    mov dword ptr [r15 + 128], eax
-    mov rbp, r11
-    mov rdx, rbp
-    mov eax, dword ptr [r15 + 448]
-    mov r8d, dword ptr [r15 + 64]
-    and rbp, 4032
-    mov ecx, dword ptr [r15 + rbp + 3392]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c154:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 65536
-    setz al
-    lea rcx, [rip + .Lc1_d7186_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d7186_s_t
-    .p2align 3
-.Lc1_d7186_s:
-    .p2align 3
-    jmp .Lc1_d7186_j
-    .p2align 3
-    jmp .Lc1_d7186_j
-.Lc1_d7186_j:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, ecx
-    mov rcx, qword ptr [r15 + 128]
-    jmp 1f
-1:
-    mov rax, rax
-    mov ebp, eax
-    mov dword ptr [r15 + 640], 126
-    mov rbp, r11
-    vmovdqu xmm14, xmmword ptr [r15 + 448]
-    mov r8, r11
-    and rbp, 8128
-    mov r9, qword ptr [r15 + rbp + 7488]
-    test dword ptr [r15 + 67117723], 16777224
-    jnz 1f
-1:
-    and r8, 16320
-    movsxd rbp, dword ptr [r15 + r8 + 15680]
-    jmp 1f
-1:
-    mov r9, r11
-    movsxd rax, dword ptr [r15 + 512]
-    movzx r8d, byte ptr [r15 + 256]
-    mov qword ptr [r15 + 320], r8
-    and r9, 4032
-    mov qword ptr [r15 + r9 + 3392], rbp
-    mov byte ptr [r15 + 384], r8b
-    mov r9d, ebp
-    mov r8, r9
-    mov r8d, 210
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c155:
-    lea rcx, [rip + .Lc1_d7228_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d7228_j_t
-.Lc1_d7228_j:
-    mov rcx, qword ptr [r15 + 64]
-    mov r9d, dword ptr [r15 + 704]
-    mov rbp, qword ptr [r15 + 448]
-    mov r8d, 244
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, 97
-    mov r8d, r9d
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r8, r11
-    mov r9d, dword ptr [r15 + 512]
-    movzx ebp, byte ptr [r15 + 192]
-    and r8, 8128
-    mov rcx, qword ptr [r15 + r8 + 7488]
-    mov r8d, dword ptr [r15 + 256]
-    mov dword ptr [r15 + 64], 130
-    mov eax, dword ptr [r15 + 384]
-    mov edx, dword ptr [r15 + 128]
-    mov r8, r11
-    mov rbp, r11
-    movzx esi, cl
-    mov byte ptr [r15 + 320], sil
-    and rbp, 448
-    vpaddq xmm14, xmm14, xmmword ptr [r15 + rbp + 832]
-    and r8, 1984
-    movzx ebp, byte ptr [r15 + r8 + 1344]
-    jmp 1f
-1:
-    mov qword ptr [r15 + 320], rdi
-    mov edi, 123
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c156:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov rax, rdi
-    and ebp, dword ptr [r15 + 128]
-    movzx eax, dil
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    vmovdqu ymmword ptr [r15 + 0], ymm14
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and ebp, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 384], rax
-    jmp 1f
-1:
-    mov dword ptr [r15 + 448], 72
-    mov qword ptr [r15 + 128], rbp
-    mov dword ptr [r15 + 768], 146
-    test dword ptr [r15 + 67117724], 2
-    jz 1f
-1:
-    jmp 1f
-1:
-    vmovq xmm14, rbp
-    mov rbp, qword ptr [r15 + 320]
-    jmp 1f
-1:
-    mov byte ptr [r15 + 256], bpl
-    mov r8, r11
-    mov dword ptr [r15 + 64], r8d
-    mov dword ptr [r15 + 512], eax
-    and r8, 1984
-    movsxd rax, dword ptr [r15 + r8 + 1344]
-    mov ebp, 188
-    mov qword ptr [r15 + 192], r8
-    movzx r8d, al
-    mov eax, eax
-    mov rax, rbp
-    mov rbp, r11
-    mov dword ptr [r15 + 576], ebp
-    and rbp, 4032
-    mov esi, dword ptr [r15 + rbp + 3392]
-    movzx ebp, r8b
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c157:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 7
-    lea rcx, [rip + .Lc1_d7321_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d7321_s_t
-    .p2align 3
-.Lc1_d7321_s:
-    .p2align 3
-    jmp .Lc1_d7321_j
-    .p2align 3
-    jmp .Lc1_d7321_j
-    .p2align 3
-    jmp .Lc1_d7321_j
-    .p2align 3
-    jmp .Lc1_d7321_j
-    .p2align 3
-    jmp .Lc1_d7321_j
-    .p2align 3
-    jmp .Lc1_d7321_j
-    .p2align 3
-    jmp .Lc1_d7321_j
-    .p2align 3
-    jmp .Lc1_d7321_j
-.Lc1_d7321_j:
-    movzx eax, sil
-    jmp 1f
-1:
-    mov byte ptr [r15 + 448], al
-    jmp 1f
-1:
-    movzx esi, al
-    mov rcx, rsi
-    mov rbp, r11
-    mov esi, ebp
-    and rbp, 8128
-    movsxd rax, dword ptr [r15 + rbp + 7488]
-    mov qword ptr [r15 + 384], rcx
-    movsxd rsi, dword ptr [r15 + 64]
-    mov rbp, qword ptr [r15 + 128]
-    mov r9, r11
-    mov ecx, 11
-    jmp 1f
-1:
-    and r9, 448
-    mov rcx, qword ptr [r15 + r9 + 832]
-    jmp 1f
-1:
-    mov r9d, ebp
-    mov r9, r11
-    mov qword ptr [r15 + 192], r9
-    and r9, 4032
-    mov r8d, dword ptr [r15 + r9 + 3392]
-    mov r9, r8
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c158:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d7367_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d7367_j_t
-.Lc1_d7367_j:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov qword ptr [r15 + 320], rcx
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov ecx, ecx
-    mov dword ptr [r15 + 256], 208
-    movsxd rcx, dword ptr [r15 + 192]
-    movzx esi, byte ptr [r15 + 320]
-    jmp 1f
-1:
-    test dword ptr [r15 + 67117724], 2113536
-    jnz 1f
-1:
-    mov r8, r11
-    mov rcx, rcx
-    jmp 1f
-1:
-    and r8, 448
-    mov byte ptr [r15 + r8 + 832], r8b
-    movzx ecx, dl
-    mov dword ptr [r15 + 64], ecx
-    mov qword ptr [r15 + 384], r8
-    movzx r8d, cl
-    movsxd r8, dword ptr [r15 + 704]
-    movzx ecx, byte ptr [r15 + 448]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rcx, rcx
-    mov byte ptr [r15 + 128], sil
-    mov edx, dword ptr [r15 + 64]
-    mov ecx, edx
-    mov r8, r11
-    mov dword ptr [r15 + 640], edx
-    jmp 1f
-1:
-    mov dword ptr [r15 + 384], 17
-    and r8, 1984
-    mov rdx, qword ptr [r15 + r8 + 1344]
-    jmp 1f
-1:
-    movsxd r8, dword ptr [r15 + 512]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c159:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, rax
-    vpcmpeqb xmm14, xmm14, xmm7
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu xmm14, xmmword ptr [r15 + 768]
-    mov dword ptr [r15 + 192], 150
-    movzx eax, al
-    mov r8, r11
-    jmp 1f
-1:
-    and r8, 4032
-    mov byte ptr [r15 + r8 + 3392], r8b
-    test dword ptr [r15 + 67117723], 131072
-    jnz 1f
-1:
-    and r8d, dword ptr [r15 + 64]
-    mov rbp, r11
-    mov eax, 11
-    and rbp, 1984
-    mov rax, qword ptr [r15 + rbp + 1344]
-    mov rbp, qword ptr [r15 + 128]
-    mov edx, 108
-    mov r9, r11
-    mov rdx, r8
-    mov r8d, edx
-    movsxd rsi, dword ptr [r15 + 448]
-    and r9, 8128
-    movsxd r8, dword ptr [r15 + r9 + 7488]
-    movzx r9d, byte ptr [r15 + 256]
-    movzx ecx, r9b
-    mov byte ptr [r15 + 320], cl
-    movzx ecx, byte ptr [r15 + 512]
-    mov r9d, dword ptr [r15 + 384]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c160:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 1048576
-    setz al
-    lea rcx, [rip + .Lc1_d7459_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d7459_s_t
-    .p2align 3
-.Lc1_d7459_s:
-    .p2align 3
-    jmp .Lc1_d7459_j
-    .p2align 3
-    jmp .Lc1_d7459_j
-.Lc1_d7459_j:
-    mov r9, r11
-    movzx ecx, byte ptr [r15 + 576]
-    mov rbp, r11
-    and r9, 448
-    mov dword ptr [r15 + r9 + 832], ecx
-    and rbp, 8128
-    mov qword ptr [r15 + rbp + 7488], rcx
-    vmovdqu ymmword ptr [r15 + 512], ymm14
-    movzx ecx, byte ptr [r15 + 256]
-    mov byte ptr [r15 + 384], r9b
-    mov r8, rax
-    mov ebp, 161
-    jmp 1f
-1:
-    jmp 1f
-1:
-    test dword ptr [r15 + 67117723], 256
-    jz 1f
-1:
-    mov byte ptr [r15 + 320], cl
-    mov dword ptr [r15 + 64], r9d
-    movzx r9d, byte ptr [r15 + 128]
-    mov ecx, 167
-    jmp 1f
-1:
-    mov ecx, 173
-    mov rbp, r11
-    movzx ecx, byte ptr [r15 + 128]
-    mov rax, r8
-    mov r8d, r9d
-    and rbp, 4032
-    mov byte ptr [r15 + rbp + 3392], r9b
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c161:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 64]
-    mov ebp, eax
-    mov ebp, dword ptr [r15 + 256]
-    mov qword ptr [r15 + 0], rcx
-    mov dword ptr [r15 + 0], r8d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], r8
-    jmp 1f
-1:
-    add rax, qword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, qword ptr [r15 + 640]
-    movzx esi, byte ptr [r15 + 448]
-    mov ecx, eax
-    mov ecx, ecx
-    jmp 1f
-1:
-    mov r9, r11
-    mov r8, r11
-    and r9, 8128
-    mov dword ptr [r15 + r9 + 7488], 125
-    test dword ptr [r15 + 67117723], 1073741824
-    jz 1f
-1:
-    and r8, 448
-    movzx r9d, byte ptr [r15 + r8 + 832]
-    movsxd rcx, dword ptr [r15 + 192]
-    mov r8d, ecx
-    movzx ecx, byte ptr [r15 + 512]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 128], 79
-    jmp 1f
-1:
-    mov rbp, r11
-    jmp 1f
-1:
-    and rbp, 1984
-    mov rsi, qword ptr [r15 + rbp + 1344]
-    mov ebp, dword ptr [r15 + 64]
-    movzx eax, byte ptr [r15 + 384]
-    mov dword ptr [r15 + 704], esi
-    mov dword ptr [r15 + 320], r9d
-    jmp 1f
-1:
-    mov r9, r8
-    movsxd r8, dword ptr [r15 + 320]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c162:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d7551_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d7551_j_t
-.Lc1_d7551_j:
-    mov rbp, r11
-    mov dword ptr [r15 + 64], r9d
-    mov r9d, ecx
-    and rbp, 1984
-    movzx r9d, byte ptr [r15 + rbp + 1344]
-    mov rax, qword ptr [r15 + 768]
-    vpmovmskb ebp, xmm14
-    jmp 1f
-1:
-    mov ebp, ecx
-    movzx ebp, r9b
-    vpaddq xmm14, xmm14, xmmword ptr [r15 + 128]
-    mov rbp, r11
-    jmp 1f
-1:
-    and rbp, 4032
-    mov ecx, dword ptr [r15 + rbp + 3392]
-    jmp 1f
-1:
-    mov qword ptr [r15 + 512], rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 67117723], 4100
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, bpl
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rbp, dword ptr [r15 + 128]
-    mov r9d, ecx
-    mov qword ptr [r15 + 192], r9
-    mov dword ptr [r15 + 256], ecx
-    jmp 1f
-1:
-    mov r9d, dword ptr [r15 + 448]
-    mov dword ptr [r15 + 384], ecx
-    movsxd rcx, dword ptr [r15 + 320]
-    mov dword ptr [r15 + 384], ebp
-    mov byte ptr [r15 + 576], bpl
-    mov qword ptr [r15 + 448], rbp
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c163:
-    lea rcx, [rip + .Lc1_d7593_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d7593_j_t
-.Lc1_d7593_j:
-    mov byte ptr [r15 + 0], cl
-    mov ecx, r9d
-    mov dword ptr [r15 + 0], 128
-    mov rcx, rcx
-    mov ebp, 147
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, byte ptr [r15 + 192]
-    and r8, 8128
-    mov ebp, dword ptr [r15 + r8 + 7488]
-    mov qword ptr [r15 + 64], rcx
-    mov rcx, qword ptr [r15 + 512]
-    mov r8, r11
-    test ebx, 1073741824
-    jz 1f
-1:
-    and r8, 4032
-    and ecx, dword ptr [r15 + r8 + 3392]
-    mov r9, r11
-    mov r8d, r9d
-    mov r8d, dword ptr [r15 + 64]
-    movzx ebp, byte ptr [r15 + 320]
-    and r9, 448
-    mov eax, dword ptr [r15 + r9 + 832]
-    mov r9, qword ptr [r15 + 384]
-    movzx esi, byte ptr [r15 + 640]
-    jmp 1f
-1:
-    mov qword ptr [r15 + 256], rcx
-    jmp 1f
-1:
-    movsxd rcx, dword ptr [r15 + 448]
-    mov edx, dword ptr [r15 + 128]
-    movsxd rdi, dword ptr [r15 + 128]
-    mov r8d, 212
-    mov r8d, r8d
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c164:
-    movzx r8d, byte ptr [r15 + 256]
-    jmp 1f
-1:
-    mov ecx, r8d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    lea r8, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rsi
-    movzx esi, r8b
-    mov rbp, r11
-    and r8, 1984
-    mov byte ptr [r15 + r8 + 1408], r8b
-    and rbp, 8128
-    mov dword ptr [r15 + rbp + 7488], 10
-    mov ebp, 209
-    movzx ebp, dil
-    mov rdi, qword ptr [r15 + 512]
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov rbp, r11
-    jmp 1f
-1:
-    mov r9d, 143
-    movzx r9d, r9b
-    and rbp, 448
-    mov r9d, dword ptr [r15 + rbp + 832]
-    movsxd rbp, dword ptr [r15 + r8 + 1344]
-    movsxd rsi, dword ptr [r15 + 704]
-    mov r8d, 224
-    jmp 1f
-1:
-    movsxd r8, dword ptr [r15 + 384]
-    jmp 1f
-1:
-    movsxd rdi, dword ptr [r15 + 320]
-    mov byte ptr [r15 + 448], dil
-    movsxd rdi, dword ptr [r15 + 320]
-    mov qword ptr [r15 + 128], r9
-    movzx r9d, byte ptr [r15 + 192]
-    inc dword ptr [r15 + 64]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c165:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d7688_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d7688_j_t
-.Lc1_d7688_j:
-    movsxd rax, dword ptr [r15 + 384]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], ecx
-    mov rcx, rax
-    mov byte ptr [r15 + 0], cl
-    mov eax, 201
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r8, r11
-    mov qword ptr [r15 + 64], rdx
-    mov rcx, r8
-    and r8, 448
-    movzx edx, byte ptr [r15 + r8 + 832]
-    jmp 1f
-1:
-    movsxd r8, dword ptr [r15 + 512]
-    movzx eax, byte ptr [r15 + 128]
-    movsxd rdi, dword ptr [r15 + 448]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov rbp, r11
-    mov ecx, dword ptr [r15 + 320]
-    and rbp, 16320
-    movsxd r9, dword ptr [r15 + rbp + 15680]
-    test dword ptr [r15 + 67117724], 64
-    jz 1f
-1:
-    movsxd rbp, dword ptr [r15 + 192]
-    mov r8, rcx
-    jmp 1f
-1:
-    mov r9, r8
-    mov r8, r8
-    mov edx, dword ptr [r15 + 576]
-    mov r9, r11
-    jmp 1f
-1:
-    and r8d, dword ptr [r15 + 768]
-    mov ecx, r9d
-    and r9, 4032
-    movzx esi, byte ptr [r15 + r9 + 3392]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c166:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 512
-    setz al
-    lea rcx, [rip + .Lc1_d7741_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d7741_s_t
-    .p2align 3
-.Lc1_d7741_s:
-    .p2align 3
-    jmp .Lc1_d7741_j
-    .p2align 3
-    jmp .Lc1_d7741_j
-.Lc1_d7741_j:
-    movsxd r9, dword ptr [r15 + 64]
-    mov rcx, qword ptr [r15 + 448]
-    mov dword ptr [r15 + 128], ecx
-    jmp 1f
-1:
-    movsxd rcx, dword ptr [r15 + 64]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, r11
-    movzx eax, byte ptr [r15 + 320]
-    jmp 1f
-1:
-    and r8, 8128
-    mov rdx, qword ptr [r15 + r8 + 7488]
-    mov r8, rdx
-    mov byte ptr [r15 + 192], r9b
-    mov rbp, r11
-    test ebx, 1073741824
-    jz 1f
-1:
-    movsxd rdx, dword ptr [r15 + 256]
-    movzx r8d, byte ptr [r15 + 384]
-    and rbp, 4032
-    mov dword ptr [r15 + rbp + 3392], 92
-    jmp 1f
-1:
-    mov ebp, 141
-    mov ebp, dword ptr [r15 + 640]
-    jmp 1f
-1:
-    mov byte ptr [r15 + 512], bpl
-    mov rbp, r11
-    jmp 1f
-1:
-    and rbp, 1984
-    mov dword ptr [r15 + rbp + 1344], ebp
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c167:
-    mov dword ptr [r15 + 512], 80
-    jmp 1f
-1:
-    mov rbp, r11
-    jmp 1f
-1:
-    jmp 1f
-1:
-    and rbp, 8128
-    movsxd r8, dword ptr [r15 + rbp + 7488]
-    mov rbp, r8
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    inc dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], dil
-    vmovdqu ymmword ptr [r15 + 0], ymm14
-    mov r8, r11
-    jmp 1f
-1:
-    mov rdi, qword ptr [r15 + 704]
-    and r8, 448
-    movsxd rax, dword ptr [r15 + r8 + 832]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r8, r8
-    mov r8d, r8d
-    movzx edi, byte ptr [r15 + 448]
-    mov rbp, qword ptr [r15 + 128]
-    mov r8, r11
-    movzx r9d, al
-    mov dword ptr [r15 + 192], 35
-    mov rax, qword ptr [r15 + 64]
-    and r8, 1984
-    mov r9, qword ptr [r15 + r8 + 1344]
-    movzx r8d, byte ptr [r15 + 256]
-    mov edx, dword ptr [r15 + 384]
-    mov dword ptr [r15 + 128], eax
-    mov eax, edx
-    mov eax, eax
-    and esi, dword ptr [r15 + 384]
-    mov eax, 165
-    mov dword ptr [r15 + 320], eax
-    mov eax, 10
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c168:
-    lea rcx, [rip + .Lc1_d7829_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d7829_j_t
-.Lc1_d7829_j:
-    jmp 1f
-1:
-    mov rbp, r11
-    mov ecx, dword ptr [r15 + 256]
-    and rbp, 8128
-    movzx esi, byte ptr [r15 + rbp + 7488]
-    movzx ebp, byte ptr [r15 + 64]
-    mov eax, 230
-    mov r8, rdi
-    jmp 1f
-1:
-    mov r8d, dword ptr [r15 + 192]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rbp, r8
-    mov ebp, r9d
-    mov ebp, r8d
-    mov dword ptr [r15 + 512], 90
-    vmovdqu ymmword ptr [r15 + 768], ymm14
-    mov r9d, dword ptr [r15 + 64]
-    xor dword ptr [r15 + 320], ebp
-    vmovdqu ymmword ptr [r15 + 384], ymm14
-    mov rbp, r11
-    mov r8, qword ptr [r15 + 320]
-    mov dword ptr [r15 + 128], esi
-    and rbp, 448
-    mov dword ptr [r15 + rbp + 832], esi
-    mov rbp, r11
-    vmovq qword ptr [r15 + 576], xmm14
-    and rbp, 4032
-    movzx esi, byte ptr [r15 + rbp + 3392]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c169:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rsi
-    mov esi, esi
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov rsi, rsi
-    mov qword ptr [r15 + 448], rbp
-    jmp 1f
-1:
-    movsxd rsi, dword ptr [r15 + 320]
-    jmp 1f
-1:
-    movsxd rbp, dword ptr [r15 + 448]
-    mov r8, r11
-    mov r9, r11
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and r8, 1984
-    movzx esi, byte ptr [r15 + r8 + 1344]
-    and r9, 4032
-    mov byte ptr [r15 + r9 + 3392], r9b
-    mov r9d, r9d
-    mov dword ptr [r15 + 64], 105
-    movsxd r9, dword ptr [r15 + 512]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r8, rbp
-    vmovdqu ymmword ptr [r15 + 128], ymm14
-    jmp 1f
-1:
-    mov ebp, dword ptr [r15 + 384]
-    mov rdi, qword ptr [r15 + 128]
-    mov r8, r11
-    mov eax, dword ptr [r15 + 192]
-    mov rcx, qword ptr [r15 + 256]
-    mov dword ptr [r15 + 640], 140
-    and r8, 448
-    mov rdx, qword ptr [r15 + r8 + 832]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c170:
-    lea rcx, [rip + .Lc1_d7917_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d7917_j_t
-.Lc1_d7917_j:
-    mov rcx, rcx
-    mov r8, r11
-    movzx ecx, r8b
-    and r8, 8128
-    mov dword ptr [r15 + r8 + 7488], 213
-    mov qword ptr [r15 + 0], rdx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, 14
-    mov edx, edi
-    mov dword ptr [r15 + 0], ecx
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, ecx
-    mov ecx, 26
-    mov dword ptr [r15 + 128], 71
-    vpmovmskb r9d, xmm14
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov edx, edx
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rdx, qword ptr [r15 + 320]
-    mov rbp, r11
-    and ecx, dword ptr [r15 + 512]
-    and rbp, 4032
-    mov qword ptr [r15 + rbp + 3392], rbp
-    mov ebp, edx
-    movzx edx, byte ptr [r15 + 704]
-    mov edi, dword ptr [r15 + 768]
-    mov r8d, 185
-    mov qword ptr [r15 + 256], rcx
-    mov r9, r11
-    vmovq qword ptr [r15 + 384], xmm14
-    and r9, 1984
-    mov qword ptr [r15 + r9 + 1344], r9
-    jmp 1f
-1:
-    mov r9, rdi
-    mov byte ptr [r15 + 64], r9b
-    jmp 1f
-1:
-    mov dword ptr [r15 + 64], ebp
-    jmp 1f
-1:
-    jmp 1f
-1:
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c171:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 268435456
-    setz al
-    lea rcx, [rip + .Lc1_d7971_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d7971_s_t
-    .p2align 3
-.Lc1_d7971_s:
-    .p2align 3
-    jmp .Lc1_d7971_j
-    .p2align 3
-    jmp .Lc1_d7971_j
-.Lc1_d7971_j:
-    movsxd rcx, dword ptr [r15 + 256]
-    mov rbp, r11
-    mov qword ptr [r15 + 64], rbp
-    jmp 1f
-1:
-    mov byte ptr [r15 + 448], bpl
-    and rbp, 1984
-    movsxd rdi, dword ptr [r15 + rbp + 1344]
-    movsxd rbp, dword ptr [r15 + 320]
-    mov r12, qword ptr [r15 + r12 + 56]
-    add rcx, qword ptr [r15 + 0]
-    mov eax, eax
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, byte ptr [r15 + 384]
-    movzx eax, byte ptr [r15 + 192]
-    movsxd rbp, dword ptr [r15 + 576]
-    mov r8, r11
-    mov dword ptr [r15 + 512], edi
-    and r8, 448
-    mov dword ptr [r15 + r8 + 832], 10
-    jmp 1f
-1:
-    mov r9, r11
-    mov qword ptr [r15 + 128], r8
-    jmp 1f
-1:
-    and r9, 8128
-    mov r8, qword ptr [r15 + r9 + 7488]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c172:
-    mov dword ptr [r15 + 128], r9d
-    mov dword ptr [r15 + 448], r8d
-    mov r12, qword ptr [r15 + r12 + 56]
-    add r8, qword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r9d, r8b
-    add rdx, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, qword ptr [r15 + 256]
-    jmp 1f
-1:
-    inc dword ptr [r15 + 640]
-    mov rbp, r11
-    jmp 1f
-1:
-    test ebx, 5120
-    jnz 1f
-1:
-    mov r8, r11
-    and rbp, 4032
-    mov qword ptr [r15 + rbp + 3392], r9
-    movzx ebp, byte ptr [r15 + 320]
-    mov r9, r11
-    and r8, 448
-    mov byte ptr [r15 + r8 + 832], dl
-    mov ecx, 20
-    and r9, 8128
-    mov dword ptr [r15 + r9 + 7488], 182
-    mov eax, 252
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r9d, dword ptr [r15 + 384]
-    mov rdx, qword ptr [r15 + 192]
-    mov dword ptr [r15 + 384], 132
-    jmp 1f
-1:
-    mov qword ptr [r15 + 512], rdx
-    mov dword ptr [r15 + 128], 232
-    mov rdx, qword ptr [r15 + 64]
-    mov r8, qword ptr [r15 + 320]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c173:
-    lea rcx, [rip + .Lc1_d8057_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d8057_j_t
-.Lc1_d8057_j:
-    movsxd rcx, dword ptr [r15 + 768]
-    mov edx, 78
-    movzx r8d, r8b
-    mov r8d, r8d
-    movzx r9d, byte ptr [r15 + 64]
-    mov r8, r11
-    mov qword ptr [r15 + 128], rcx
-    jmp 1f
-1:
-    mov dword ptr [r15 + 320], r9d
-    and r8, 1984
-    movzx ecx, byte ptr [r15 + r8 + 1344]
-    mov dword ptr [r15 + 0], 238
-    mov dword ptr [r15 + 0], 170
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, r9d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, 248
-    jmp 1f
-1:
-    mov byte ptr [r15 + 0], cl
-    mov r9, qword ptr [r15 + 448]
-    jmp 1f
-1:
-    mov ecx, ecx
-    mov rcx, qword ptr [r15 + 512]
-    mov rdx, r8
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r9, r11
-    mov ecx, 60
-    and r9, 4032
-    vmovq qword ptr [r15 + r9 + 3392], xmm3
-    mov ecx, 171
-    and r8d, dword ptr [r15 + 384]
-    mov dword ptr [r15 + 64], r8d
-    jmp 1f
-1:
-    mov r8d, dword ptr [r15 + 704]
-    jmp 1f
-1:
-    mov r9d, r8d
-    mov r9, qword ptr [r15 + 192]
-    mov ecx, 99
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c174:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 15
-    lea rcx, [rip + .Lc1_d8111_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d8111_s_t
-    .p2align 3
-.Lc1_d8111_s:
-    .p2align 3
-    jmp .Lc1_d8111_j
-    .p2align 3
-    jmp .Lc1_d8111_j
-    .p2align 3
-    jmp .Lc1_d8111_j
-    .p2align 3
-    jmp .Lc1_d8111_j
-    .p2align 3
-    jmp .Lc1_d8111_j
-    .p2align 3
-    jmp .Lc1_d8111_j
-    .p2align 3
-    jmp .Lc1_d8111_j
-    .p2align 3
-    jmp .Lc1_d8111_j
-    .p2align 3
-    jmp .Lc1_d8111_j
-    .p2align 3
-    jmp .Lc1_d8111_j
-    .p2align 3
-    jmp .Lc1_d8111_j
-    .p2align 3
-    jmp .Lc1_d8111_j
-    .p2align 3
-    jmp .Lc1_d8111_j
-    .p2align 3
-    jmp .Lc1_d8111_j
-    .p2align 3
-    jmp .Lc1_d8111_j
-    .p2align 3
-    jmp .Lc1_d8111_j
-.Lc1_d8111_j:
-    mov rbp, r11
-    mov ecx, edi
-    and rbp, 448
-    movsxd rcx, dword ptr [r15 + rbp + 832]
-    jmp 1f
-1:
-    movzx ebp, byte ptr [r15 + 448]
-    and ebp, dword ptr [r15 + 256]
-    jmp 1f
-1:
-    vpcmpeqb xmm15, xmm15, xmmword ptr [r15 + 128]
-    movzx eax, bpl
-    mov eax, 108
-    jmp 1f
-1:
-    mov rax, rcx
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c175:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    movzx eax, byte ptr [r15 + 512]
-    jmp 1f
-1:
-    mov r8, r11
-    movzx ebp, byte ptr [r15 + 192]
-    and r8, 1984
-    movsxd rdi, dword ptr [r15 + r8 + 1344]
-    and edi, dword ptr [r15 + 448]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    and edi, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, dword ptr [r15 + 384]
-    mov rcx, rdi
-    mov rdi, qword ptr [r15 + 640]
-    mov r9, r11
-    test dword ptr [r15 + 67117723], 524801
-    jz 1f
-1:
-    and r9, 4032
-    movsxd rdi, dword ptr [r15 + r9 + 3392]
-    movzx r9d, r8b
-    movsxd r9, dword ptr [r15 + 256]
-    mov r8d, dword ptr [r15 + 64]
-    vpcmpeqb xmm15, xmm15, xmmword ptr [r15 + 384]
-    mov dword ptr [r15 + 320], 40
-    vmovdqu ymmword ptr [r15 + 320], ymm15
-    mov dword ptr [r15 + 576], edi
-    jmp 1f
-1:
-    mov rbp, r11
-    movzx edi, bpl
-    movsxd rdx, dword ptr [r15 + 128]
-    jmp 1f
-1:
-    and rbp, 8128
-    mov edi, dword ptr [r15 + rbp + 7488]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c176:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d8195_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d8195_j_t
-.Lc1_d8195_j:
-    mov edx, ecx
-    mov ecx, dword ptr [r15 + 128]
-    mov eax, ecx
-    mov ecx, dword ptr [r15 + 64]
-    jmp 1f
-1:
-    mov rbp, r11
-    mov edi, 51
-    and rbp, 448
-    mov edi, dword ptr [r15 + rbp + 832]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r8, r11
-    movzx ebp, bpl
-    movsxd rbp, dword ptr [r15 + 384]
-    and r8, 1984
-    add rdi, qword ptr [r15 + r8 + 1344]
-    mov r9, r11
-    mov r8, rcx
-    vmovdqu xmmword ptr [r15 + 448], xmm15
-    and r9, 8128
-    mov dword ptr [r15 + r9 + 7488], r9d
-    test dword ptr [r15 + 67117723], 268435472
-    jnz 1f
-1:
-    mov qword ptr [r15 + 192], r8
-    mov r9d, 15
-    movzx r9d, r8b
-    mov r8, r9
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], r8
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 512], r8d
-    movzx r9d, byte ptr [r15 + 320]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov qword ptr [r15 + 64], r8
-    movzx r8d, byte ptr [r15 + 128]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c177:
-    mov dword ptr [r15 + 128], 195
-    mov r9, rcx
-    or qword ptr [r15 + 64], 44
-    mov r9, rsi
-    jmp 1f
-1:
-    movzx ecx, r8b
-    mov dword ptr [r15 + 0], r9d
-    mov r8d, 43
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r8d, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, 170
-    mov esi, 215
-    mov r9, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, dword ptr [r15 + 64]
-    mov ebp, dword ptr [r15 + 192]
-    and r9, 1984
-    movzx edi, byte ptr [r15 + r9 + 1344]
-    test ebx, 221184
-    jz 1f
-1:
-    movsxd r8, dword ptr [r15 + 512]
-    mov r9d, 236
-    mov r9d, esi
-    movsxd rsi, dword ptr [r15 + 256]
-    mov rcx, qword ptr [r15 + 448]
-    mov r9, r11
-    mov ebp, edi
-    mov rbp, r11
-    and r9, 16320
-    movzx edi, byte ptr [r15 + r9 + 15680]
-    and rbp, 4032
-    mov dword ptr [r15 + rbp + 3392], 162
-    mov ebp, 22
-    movzx r9d, byte ptr [r15 + 768]
-    mov qword ptr [r15 + 384], rsi
-    jmp 1f
-1:
-    mov dword ptr [r15 + 320], 252
-    jmp 1f
-1:
-    mov esi, 111
-    mov esi, dword ptr [r15 + 704]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c178:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 134217728
-    setz al
-    lea rcx, [rip + .Lc1_d8288_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d8288_s_t
-    .p2align 3
-.Lc1_d8288_s:
-    .p2align 3
-    jmp .Lc1_d8288_j
-    .p2align 3
-    jmp .Lc1_d8288_j
-.Lc1_d8288_j:
-    mov rbp, r11
-    and rbp, 4032
-    mov rcx, qword ptr [r15 + rbp + 3392]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov rbp, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r11
-    mov byte ptr [r15 + 64], al
-    movsxd rsi, dword ptr [r15 + 192]
-    and rbp, 448
-    movsxd rax, dword ptr [r15 + rbp + 832]
-    mov rbp, rcx
-    test ebx, 6656
-    jz 1f
-1:
-    movzx ebp, byte ptr [r15 + 128]
-    and r8d, dword ptr [r15 + 320]
-    jmp 1f
-1:
-    add rbp, qword ptr [r15 + 576]
-    jmp 1f
-1:
-    movzx ecx, byte ptr [r15 + 256]
-    mov r9, r11
-    mov edi, r9d
-    mov qword ptr [r15 + 512], rdx
-    and r9, 8128
-    movsxd rax, dword ptr [r15 + r9 + 7488]
-    mov r9d, dword ptr [r15 + 384]
-    jmp 1f
-1:
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c179:
-    lea rcx, [rip + .Lc1_d8331_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d8331_j_t
-.Lc1_d8331_j:
-    movzx ecx, byte ptr [r15 + 320]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r9, r11
-    mov dword ptr [r15 + 64], 18
-    mov dword ptr [r15 + 128], 70
-    mov rbp, r11
-    and r9, 1984
-    add rdi, qword ptr [r15 + r9 + 1344]
-    and rbp, 448
-    mov dword ptr [r15 + rbp + 832], r9d
-    mov edx, 247
-    mov byte ptr [r15 + 256], dl
-    mov r9d, dword ptr [r15 + 384]
-    mov ebp, r9d
-    mov rbp, r11
-    movsxd rdx, dword ptr [r15 + 704]
-    vpshufd xmm3, xmm15, 96
-    and rbp, 8128
-    mov qword ptr [r15 + rbp + 7488], r9
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], 184
-    mov rbp, r9
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, byte ptr [r15 + 448]
-    mov r9d, 84
-    vmovq qword ptr [r15 + 512], xmm3
-    xor dword ptr [r15 + 128], edx
-    mov dword ptr [r15 + 640], edx
-    mov r9d, ebp
-    movsxd r9, dword ptr [r15 + 384]
-    mov rdx, r8
-    movzx edx, r8b
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c180:
-    mov r9, r11
-    mov rdx, qword ptr [r15 + 768]
-    and r9, 448
-    mov ebp, dword ptr [r15 + r9 + 832]
-    mov qword ptr [r15 + 0], rbp
-    mov ebp, ebp
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    and r9d, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu xmmword ptr [r15 + 0], xmm3
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], r9b
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 320], r9d
-    mov dword ptr [r15 + 256], 84
-    mov ebp, r9d
-    mov r9, qword ptr [r15 + 448]
-    mov ebp, r9d
-    mov rbp, r11
-    test ebx, 5120
-    jnz 1f
-1:
-    movzx r9d, bpl
-    movsxd rdx, dword ptr [r15 + 512]
-    and rbp, 1984
-    movsxd r9, dword ptr [r15 + rbp + 1344]
-    jmp 1f
-1:
-    mov rbp, qword ptr [r15 + 64]
-    movsxd rdi, dword ptr [r15 + 64]
-    mov r8d, 190
-    mov rcx, rdx
-    mov byte ptr [r15 + 128], dl
-    jmp 1f
-1:
-    mov dword ptr [r15 + 192], ebp
-    mov rbp, rdx
-    mov rbp, r11
-    jmp 1f
-1:
-    mov rdx, rbp
-    mov edx, 6
-    and rbp, 4032
-    mov dword ptr [r15 + rbp + 3392], r9d
-    mov qword ptr [r15 + 384], rbp
-    jmp 1f
-1:
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c181:
-    lea rcx, [rip + .Lc1_d8425_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d8425_j_t
-.Lc1_d8425_j:
-    jmp 1f
-1:
-    movsxd rcx, dword ptr [r15 + 384]
-    mov rbp, rdx
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, ecx
-    mov qword ptr [r15 + 0], rbp
-    mov qword ptr [r15 + 256], rbp
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    movzx ebp, al
-    mov ebp, dword ptr [r15 + 320]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 128], 226
-    mov rax, rbp
-    vpmovmskb eax, xmm3
-    mov eax, 236
-    mov r8, r11
-    mov dword ptr [r15 + 512], 49
-    and r8, 8128
-    mov r9, r11
-    movsxd rax, dword ptr [r15 + r8 + 7488]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and r9, 1984
-    and r8d, dword ptr [r15 + r9 + 1344]
-    mov r9d, eax
-    mov rbp, r11
-    jmp 1f
-1:
-    add rcx, qword ptr [r15 + 448]
-    vmovdqu ymmword ptr [r15 + 64], ymm15
-    and rbp, 4032
-    mov byte ptr [r15 + rbp + 3392], bpl
-    mov r9, qword ptr [r15 + 576]
-    mov eax, dword ptr [r15 + 192]
-    jmp 1f
-1:
-    mov ebp, dword ptr [r15 + 320]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c182:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 268435456
-    setz al
-    lea rcx, [rip + .Lc1_d8476_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d8476_s_t
-    .p2align 3
-.Lc1_d8476_s:
-    .p2align 3
-    jmp .Lc1_d8476_j
-    .p2align 3
-    jmp .Lc1_d8476_j
-.Lc1_d8476_j:
-    mov rax, rcx
-    mov rbp, r11
-    mov ecx, 150
-    mov ecx, dword ptr [r15 + 128]
-    mov r8d, dword ptr [r15 + 640]
-    and rbp, 8128
-    mov dword ptr [r15 + rbp + 7488], 214
-    mov rbp, r11
-    mov dword ptr [r15 + 0], r9d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 448
-    movzx r9d, byte ptr [r15 + rbp + 832]
-    mov rbp, r9
-    mov byte ptr [r15 + 128], bpl
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movsxd rbp, dword ptr [r15 + 384]
-    movsxd r9, dword ptr [r15 + 320]
-    vmovdqu xmm15, xmmword ptr [r15 + 192]
-    mov rsi, qword ptr [r15 + 704]
-    mov dword ptr [r15 + 448], 149
-    mov eax, ebp
-    mov ebp, eax
-    mov byte ptr [r15 + 64], r8b
-    movzx r8d, byte ptr [r15 + 512]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c183:
-    movsxd r8, dword ptr [r15 + 512]
-    mov r9, r11
-    vmovdqu ymmword ptr [r15 + 64], ymm15
-    mov rbp, r11
-    and r9, 448
-    movzx eax, byte ptr [r15 + r9 + 832]
-    mov r9d, 173
-    mov r9d, 203
-    and rbp, 4032
-    mov r9d, dword ptr [r15 + rbp + 3392]
-    mov byte ptr [r15 + 256], r9b
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 13
-    mov r9d, 116
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd r9, dword ptr [r15 + 448]
-    jmp 1f
-1:
-    movzx ebp, byte ptr [r15 + 768]
-    mov r8d, dword ptr [r15 + 384]
-    movzx eax, byte ptr [r15 + 192]
-    mov esi, 244
-    mov rbp, r11
-    movsxd rsi, dword ptr [r15 + 320]
-    and rbp, 1984
-    mov qword ptr [r15 + rbp + 1344], rbp
-    mov ebp, r9d
-    jmp 1f
-1:
-    mov ebp, dword ptr [r15 + 128]
-    jmp 1f
-1:
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c184:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d8565_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d8565_j_t
-.Lc1_d8565_j:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 175
-    mov dword ptr [r15 + 0], ebp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rsi, rcx
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rcx, dword ptr [r15 + 256]
-    movzx ebp, al
-    mov qword ptr [r15 + 128], rbp
-    mov dword ptr [r15 + 320], ebp
-    mov eax, eax
-    mov eax, dword ptr [r15 + 384]
-    test dword ptr [r15 + 67117723], 8
-    jnz 1f
-1:
-    mov rbp, r11
-    movzx eax, byte ptr [r15 + 576]
-    and rbp, 8128
-    mov rcx, qword ptr [r15 + rbp + 7488]
-    movzx ebp, sil
-    movzx esi, byte ptr [r15 + 64]
-    jmp 1f
-1:
-    mov rbp, r11
-    mov byte ptr [r15 + 64], bpl
-    and rbp, 4032
-    movzx r9d, byte ptr [r15 + rbp + 3392]
-    jmp 1f
-1:
-    mov rbp, r11
-    mov edi, dword ptr [r15 + 448]
-    mov byte ptr [r15 + 192], cl
-    and rbp, 1984
-    inc dword ptr [r15 + rbp + 1344]
-    movzx ebp, bpl
-    mov dword ptr [r15 + 384], edi
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c185:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    jmp 1f
-1:
-    mov eax, 176
-    mov dword ptr [r15 + 384], eax
-    mov byte ptr [r15 + 640], al
-    mov ebp, 162
-    jmp 1f
-1:
-    mov ebp, dword ptr [r15 + 128]
-    vpaddd xmm15, xmm15, xmm15
-    mov eax, eax
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, al
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov eax, ebp
-    mov rcx, rax
-    mov eax, 168
-    mov ebp, 66
-    mov dword ptr [r15 + 0], edi
-    mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 67117723], 4
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    and ebp, dword ptr [r15 + 512]
-    mov r9, r11
-    jmp 1f
-1:
-    and r9, 8128
-    add rbp, qword ptr [r15 + r9 + 7488]
-    mov byte ptr [r15 + 512], cl
-    mov r9d, dword ptr [r15 + 128]
-    mov eax, ecx
-    jmp 1f
-1:
-    mov eax, ebp
-    movzx eax, byte ptr [r15 + 448]
-    vmovdqu ymmword ptr [r15 + 320], ymm15
-    jmp 1f
-1:
-    mov r8, r11
-    mov dword ptr [r15 + 64], 55
-    mov rcx, qword ptr [r15 + 256]
-    jmp 1f
-1:
-    and r8, 448
-    movsxd rdi, dword ptr [r15 + r8 + 832]
-    movzx r8d, al
-    mov eax, r8d
-    jmp 1f
-1:
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c186:
-    lea rcx, [rip + .Lc1_d8658_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d8658_j_t
-.Lc1_d8658_j:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 224
-    mov ecx, 102
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov byte ptr [r15 + 0], al
-    vmovdqu ymmword ptr [r15 + 320], ymm15
-    vmovdqu ymmword ptr [r15 + 64], ymm15
-    mov dword ptr [r15 + 448], 220
-    mov r8, r11
-    movsxd rax, dword ptr [r15 + 704]
-    mov rbp, r11
-    and r8, 448
-    mov rcx, qword ptr [r15 + r8 + 832]
-    and rbp, 4032
-    mov dword ptr [r15 + rbp + 3392], 212
-    movzx esi, al
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx edx, byte ptr [r15 + 320]
-    mov dword ptr [r15 + 128], 155
-    mov byte ptr [r15 + 256], r8b
-    vpor xmm15, xmm15, xmm15
-    jmp 1f
-1:
-    movzx r8d, byte ptr [r15 + 384]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov rax, qword ptr [r15 + 64]
-    mov rbp, qword ptr [r15 + 192]
-    mov r9, r11
-    mov qword ptr [r15 + 768], r9
-    and r9, 1984
-    movsxd rsi, dword ptr [r15 + r9 + 1344]
-    mov r9d, 195
-    mov r9d, r9d
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c187:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 7
-    lea rcx, [rip + .Lc1_d8706_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d8706_s_t
-    .p2align 3
-.Lc1_d8706_s:
-    .p2align 3
-    jmp .Lc1_d8706_j
-    .p2align 3
-    jmp .Lc1_d8706_j
-    .p2align 3
-    jmp .Lc1_d8706_j
-    .p2align 3
-    jmp .Lc1_d8706_j
-    .p2align 3
-    jmp .Lc1_d8706_j
-    .p2align 3
-    jmp .Lc1_d8706_j
-    .p2align 3
-    jmp .Lc1_d8706_j
-    .p2align 3
-    jmp .Lc1_d8706_j
-.Lc1_d8706_j:
-    mov rbp, r11
-    mov r9, r11
-    movzx edx, byte ptr [r15 + 448]
-    and rbp, 1984
-    movsxd rcx, dword ptr [r15 + rbp + 1344]
-    and r9, 8128
-    mov qword ptr [r15 + r9 + 7488], rdx
-    mov r9, r11
-    movzx ebp, byte ptr [r15 + 192]
-    jmp 1f
-1:
-    and r9, 4032
-    mov qword ptr [r15 + r9 + 3392], rdx
-    mov dword ptr [r15 + 512], r9d
-    test dword ptr [r15 + 67117724], 3
-    jz 1f
-1:
-    mov rdx, qword ptr [r15 + 128]
-    mov r9, rdx
-    mov rax, qword ptr [r15 + 384]
-    mov byte ptr [r15 + 576], al
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c188:
-    jmp 1f
-1:
-    vpxor xmm15, xmm15, xmm3
-    vpcmpeqb xmm15, xmm15, xmm3
-    movzx eax, byte ptr [r15 + 384]
-    mov dword ptr [r15 + 128], edx
-    mov qword ptr [r15 + 0], rdx
-    mov edx, eax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 0], ymm15
-    mov qword ptr [r15 + 0], rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov eax, edx
-    mov r12, qword ptr [r15 + r12 + 56]
-    add qword ptr [r15 + 256], rax
-    mov r8, r11
-    movsxd rax, dword ptr [r15 + 64]
-    movzx edx, dil
-    test ebx, 1073741824
-    jz 1f
-1:
-    and r8, 16320
-    mov edi, dword ptr [r15 + r8 + 15680]
-    mov rax, rdx
-    vmovdqu ymmword ptr [r15 + 256], ymm15
-    mov rdx, rsi
-    mov edx, r8d
-    mov r8, r11
-    mov rdx, qword ptr [r15 + 320]
-    jmp 1f
-1:
-    mov rbp, r11
-    and r8, 8128
-    movsxd rax, dword ptr [r15 + r8 + 7488]
-    add rcx, qword ptr [r15 + 512]
-    and rbp, 448
-    mov r8, qword ptr [r15 + rbp + 832]
-    mov ebp, 243
-    mov dword ptr [r15 + 448], edx
-    jmp 1f
-1:
-    mov dword ptr [r15 + 640], edx
-    mov byte ptr [r15 + 320], dl
-    mov edx, dword ptr [r15 + 192]
-    mov rbp, qword ptr [r15 + 64]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c189:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d8796_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d8796_j_t
-.Lc1_d8796_j:
-    mov r8, r11
-    jmp 1f
-1:
-    mov ecx, dword ptr [r15 + 448]
-    and r8, 4032
-    mov rsi, qword ptr [r15 + r8 + 3392]
-    movsxd r8, dword ptr [r15 + 192]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 14
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r11
-    jmp 1f
-1:
-    vmovdqu ymmword ptr [r15 + 320], ymm15
-    and rbp, 448
-    mov dword ptr [r15 + rbp + 832], 129
-    vmovdqu ymmword ptr [r15 + 512], ymm15
-    test dword ptr [r15 + 67117724], 8192
-    jnz 1f
-1:
-    mov rbp, r11
-    mov byte ptr [r15 + 128], sil
-    mov esi, ebp
-    and rbp, 1984
-    mov esi, dword ptr [r15 + rbp + 1344]
-    jmp 1f
-1:
-    movzx ebp, byte ptr [r15 + 384]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov byte ptr [r15 + 128], sil
-    movzx esi, al
-    mov dword ptr [r15 + 704], ebp
-    mov dword ptr [r15 + 64], esi
-    movzx esi, byte ptr [r15 + 768]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c190:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 134217728
-    setz al
-    lea rcx, [rip + .Lc1_d8839_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d8839_s_t
-    .p2align 3
-.Lc1_d8839_s:
-    .p2align 3
-    jmp .Lc1_d8839_j
-    .p2align 3
-    jmp .Lc1_d8839_j
-.Lc1_d8839_j:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov rbp, r11
-    movzx eax, byte ptr [r15 + 256]
-    and eax, dword ptr [r15 + 128]
-    mov byte ptr [r15 + 64], al
-    and rbp, 4032
-    mov dword ptr [r15 + rbp + 3392], 210
-    and ecx, dword ptr [r15 + 512]
-    movzx r9d, byte ptr [r15 + 384]
-    mov qword ptr [r15 + 320], rsi
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rax, rcx
-    jmp 1f
-1:
-    mov rax, rax
-    and r9d, dword ptr [r15 + 576]
-    mov rbp, r11
-    movsxd rax, dword ptr [r15 + 64]
-    mov dword ptr [r15 + 192], 218
-    jmp 1f
-1:
-    mov r8, r11
-    and rbp, 8128
-    mov rcx, qword ptr [r15 + rbp + 7488]
-    and r8, 1984
-    mov rsi, qword ptr [r15 + r8 + 1344]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c191:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], r8b
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 31
-    mov rbp, r11
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 0], ymm15
-    and rbp, 448
-    mov qword ptr [r15 + rbp + 832], rsi
-    movzx ebp, byte ptr [r15 + 256]
-    mov r8d, ecx
-    mov dword ptr [r15 + 448], 124
-    mov rcx, qword ptr [r15 + 192]
-    jmp 1f
-1:
-    movsxd r8, dword ptr [r15 + 320]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r8, r11
-    and ecx, dword ptr [r15 + 64]
-    jmp 1f
-1:
-    and r8, 1984
-    mov dword ptr [r15 + r8 + 1344], 3
-    mov byte ptr [r15 + 384], bpl
-    jmp 1f
-1:
-    mov r8, r11
-    jmp 1f
-1:
-    mov rbp, rcx
-    and r8, 8128
-    mov rcx, qword ptr [r15 + r8 + 7488]
-    mov r8d, 52
-    jmp 1f
-1:
-    and esi, dword ptr [r15 + 640]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov qword ptr [r15 + 128], rsi
-    add rsi, qword ptr [r15 + 512]
-    mov dword ptr [r15 + 128], esi
-    movsxd rsi, dword ptr [r15 + 384]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c192:
-    lea rcx, [rip + .Lc1_d8925_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d8925_j_t
-.Lc1_d8925_j:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 148
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], ecx
-    mov ecx, 31
-    mov rcx, rax
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov rbp, r11
-    mov eax, ecx
-    mov rcx, qword ptr [r15 + 320]
-    and rbp, 4032
-    movsxd rax, dword ptr [r15 + rbp + 3392]
-    mov byte ptr [r15 + 256], al
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    movzx ebp, bpl
-    mov eax, eax
-    movsxd rbp, dword ptr [r15 + 704]
-    movsxd rax, dword ptr [r15 + 384]
-    movzx ecx, byte ptr [r15 + 512]
-    mov r8, r11
-    mov esi, dword ptr [r15 + 64]
-    and r8, 448
-    movzx r9d, byte ptr [r15 + r8 + 832]
-    jmp 1f
-1:
-    mov r8, r11
-    mov edi, r8d
-    mov edx, edi
-    and r8, 8128
-    vmovdqu ymmword ptr [r15 + r8 + 7488], ymm15
-    mov rdi, rcx
-    mov r8, r9
-    jmp 1f
-1:
-    vmovdqu xmmword ptr [r15 + 128], xmm15
-    mov r8, qword ptr [r15 + 448]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c193:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov byte ptr [r15 + 320], dl
-    movzx eax, al
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx edx, cl
-    jmp 1f
-1:
-    movzx edx, r8b
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx edx, al
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx edx, dl
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 448], edx
-    jmp 1f
-1:
-    movsxd rdx, dword ptr [r15 + 256]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 64], edi
-    jmp 1f
-1:
-    movzx edi, byte ptr [r15 + 512]
-    mov rsi, qword ptr [r15 + 128]
-    mov eax, 63
-    vpcmpeqb xmm15, xmm15, xmm8
-    movzx eax, byte ptr [r15 + 192]
-    test dword ptr [r15 + 67117723], 17039376
-    jz 1f
-1:
-    mov esi, eax
-    movsxd rdi, dword ptr [r15 + 64]
-    mov eax, 245
-    jmp 1f
-1:
-    mov dword ptr [r15 + 384], 250
-    mov rbp, r11
-    movzx eax, dl
-    and rbp, 4032
-    mov byte ptr [r15 + rbp + 3392], dl
-    mov rbp, r11
-    mov edx, ecx
-    movsxd rdx, dword ptr [r15 + 768]
-    and rbp, 1984
-    mov dword ptr [r15 + rbp + 1344], eax
-    mov qword ptr [r15 + 320], rax
-    mov ecx, dword ptr [r15 + 576]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c194:
-    lea rcx, [rip + .Lc1_d9026_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d9026_j_t
-.Lc1_d9026_j:
-    mov qword ptr [r15 + 0], rdx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, ebp
-    and rbp, 1984
-    mov esi, dword ptr [r15 + rbp + 1344]
-    movzx edx, byte ptr [r15 + 384]
-    mov ebp, dword ptr [r15 + 448]
-    mov r8, r11
-    jmp 1f
-1:
-    and r8, 448
-    mov ecx, dword ptr [r15 + r8 + 832]
-    mov r8d, dword ptr [r15 + 128]
-    mov r9, rdx
-    movsxd rdx, dword ptr [r15 + 256]
-    mov byte ptr [r15 + 128], dl
-    mov edi, edx
-    movzx edx, al
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r8, r11
-    movzx eax, r8b
-    and r8, 8128
-    mov edx, dword ptr [r15 + r8 + 7488]
-    jmp 1f
-1:
-    mov r8d, edx
-    movzx r8d, r8b
-    movzx r8d, r8b
-    mov dword ptr [r15 + 320], 122
-    movzx r8d, dil
-    mov r8, qword ptr [r15 + 512]
-    movzx edi, byte ptr [r15 + 64]
-    jmp 1f
-1:
-    movzx eax, byte ptr [r15 + 640]
-    mov ebp, dword ptr [r15 + 384]
-    jmp 1f
-1:
-    mov rcx, qword ptr [r15 + 192]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c195:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 512
-    setz al
-    lea rcx, [rip + .Lc1_d9076_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d9076_s_t
-    .p2align 3
-.Lc1_d9076_s:
-    .p2align 3
-    jmp .Lc1_d9076_j
-    .p2align 3
-    jmp .Lc1_d9076_j
-.Lc1_d9076_j:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov ecx, 177
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r9, r11
-    mov eax, dword ptr [r15 + 448]
-    vmovq xmm15, rcx
-    and r9, 8128
-    movzx ecx, byte ptr [r15 + r9 + 7488]
-    mov r9, rax
-    mov rbp, r11
-    mov r9, rbp
-    test ebx, 1073741824
-    jz 1f
-1:
-    and rbp, 4032
-    movsxd r9, dword ptr [r15 + rbp + 3392]
-    mov rbp, r9
-    and ebp, dword ptr [r15 + 64]
-    mov rcx, qword ptr [r15 + 704]
-    mov dword ptr [r15 + 192], 214
-    mov r9d, dword ptr [r15 + 320]
-    mov r8, r11
-    mov eax, ebp
-    and r8, 448
-    mov ebp, dword ptr [r15 + r8 + 832]
-    movsxd rdx, dword ptr [r15 + 512]
-    mov dword ptr [r15 + 128], r9d
-    mov r8d, 240
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c196:
-    mov r9, r11
-    vpmovmskb ebp, xmm15
-    mov ebp, eax
-    and r9, 4032
-    mov dword ptr [r15 + r9 + 3392], 211
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], r9d
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r9d, ebp
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r9
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r9d, r8b
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, qword ptr [r15 + 256]
-    mov dword ptr [r15 + 320], r8d
-    mov dword ptr [r15 + 448], 190
-    movsxd rbp, dword ptr [r15 + 512]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov ebp, dword ptr [r15 + 64]
-    add qword ptr [r15 + 768], r9
-    movzx r8d, r9b
-    mov r8, r11
-    mov dword ptr [r15 + 192], r8d
-    jmp 1f
-1:
-    and r8, 1984
-    mov dword ptr [r15 + r8 + 1344], r9d
-    mov r9d, r8d
-    jmp 1f
-1:
-    mov r8d, 135
-    mov r8d, ebp
-    mov dword ptr [r15 + 128], 17
-    mov ebp, 95
-    mov ebp, dword ptr [r15 + 64]
-    mov r9d, 96
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 576], r8d
-    mov r8, rsi
-    mov byte ptr [r15 + 384], r9b
-    movsxd r8, dword ptr [r15 + 384]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c197:
-    lea rcx, [rip + .Lc1_d9170_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d9170_j_t
-.Lc1_d9170_j:
-    mov rbp, r11
-    and rbp, 448
-    mov ecx, dword ptr [r15 + rbp + 832]
-    movzx ebp, r8b
-    mov rbp, qword ptr [r15 + 640]
-    mov esi, 92
-    mov dword ptr [r15 + 0], 242
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov qword ptr [r15 + 0], rbp
-    mov ebp, 219
-    movzx ebp, bpl
-    jmp 1f
-1:
-    movzx ebp, sil
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rbp, dword ptr [r15 + 384]
-    mov esi, dword ptr [r15 + 448]
-    mov rcx, rsi
-    mov rsi, r9
-    test ebx, 501760
-    jz 1f
-1:
-    mov rbp, r11
-    vmovq xmm15, rbp
-    movsxd r9, dword ptr [r15 + 192]
-    and rbp, 8128
-    mov r8d, dword ptr [r15 + rbp + 7488]
-    mov qword ptr [r15 + 256], r8
-    mov r8d, r8d
-    movzx r8d, r8b
-    mov rbp, r11
-    vmovdqu ymmword ptr [r15 + 64], ymm15
-    movzx r8d, byte ptr [r15 + 128]
-    mov qword ptr [r15 + 320], rcx
-    and rbp, 1984
-    add rdx, qword ptr [r15 + rbp + 1344]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c198:
-    lea rcx, [rip + .Lc1_d9219_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d9219_j_t
-.Lc1_d9219_j:
-    mov rbp, r11
-    mov dword ptr [r15 + 448], ecx
-    mov dword ptr [r15 + 320], 161
-    and rbp, 8128
-    mov rax, qword ptr [r15 + rbp + 7488]
-    mov edi, 46
-    mov ebp, 134
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], rcx
-    .byte 0x0f, 0x1f, 0x00
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, al
-    mov r12, qword ptr [r15 + r12 + 56]
-    vpaddq xmm15, xmm15, xmmword ptr [r15 + 704]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rbp, r11
-    jmp 1f
-1:
-    movsxd rax, dword ptr [r15 + 320]
-    and rbp, 448
-    mov byte ptr [r15 + rbp + 832], cl
-    movsxd rbp, dword ptr [r15 + 128]
-    movzx ecx, byte ptr [r15 + 128]
-    jmp 1f
-1:
-    mov r8, r11
-    mov dword ptr [r15 + 64], 41
-    mov esi, dword ptr [r15 + 256]
-    jmp 1f
-1:
-    and r8, 4032
-    mov dword ptr [r15 + r8 + 3392], 68
-    movzx r8d, byte ptr [r15 + 384]
-    mov qword ptr [r15 + 512], rbp
-    vpxor xmm15, xmm15, xmm1
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c199:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov eax, eax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    movzx eax, byte ptr [r15 + 64]
-    mov rbp, r8
-    mov dword ptr [r15 + 192], r8d
-    jmp 1f
-1:
-    movsxd r8, dword ptr [r15 + 448]
-    nop
-    mov ebp, 85
-    test dword ptr [r15 + 67117724], 33816578
-    jz 1f
-1:
-    mov r8, r11
-    movzx ebp, r8b
-    mov ebp, dword ptr [r15 + 512]
-    movsxd rax, dword ptr [r15 + 320]
-    and r8, 4032
-    mov dword ptr [r15 + r8 + 3392], edi
-    mov r8d, dword ptr [r15 + 768]
-    mov dword ptr [r15 + 384], r8d
-    jmp 1f
-1:
-    mov r8, r11
-    jmp 1f
-1:
-    movzx edi, r8b
-    nop
-    and r8, 1984
-    mov edi, dword ptr [r15 + r8 + 1344]
-    movzx r8d, al
-    mov r8, r11
-    mov qword ptr [r15 + 128], rdi
-    .byte 0x0f, 0x1f, 0x40, 0x00
-    and r8, 16320
-    mov edi, dword ptr [r15 + r8 + 15680]
-    mov r8d, 42
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c200:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 262144
-    setz al
-    lea rcx, [rip + .Lc1_d9312_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d9312_s_t
-    .p2align 3
-.Lc1_d9312_s:
-    .p2align 3
-    jmp .Lc1_d9312_j
-    .p2align 3
-    jmp .Lc1_d9312_j
-.Lc1_d9312_j:
-    movzx ecx, cl
-    movsxd rax, dword ptr [r15 + 192]
-    movsxd rsi, dword ptr [r15 + 320]
-    mov rdi, qword ptr [r15 + 128]
-    movsxd rcx, dword ptr [r15 + 256]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    and edi, dword ptr [r15 + 512]
-    mov r8d, 159
-    mov qword ptr [r15 + 576], r8
-    vmovdqu ymmword ptr [r15 + 448], ymm15
-    mov r8, qword ptr [r15 + 64]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r8, r11
-    jmp 1f
-1:
-    mov ecx, esi
-    mov esi, 249
-    and r8, 8128
-    mov edx, dword ptr [r15 + r8 + 7488]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 64], edx
-    mov edx, dword ptr [r15 + 384]
-    mov edi, edx
-    mov r8, r11
-    jmp 1f
-1:
-    mov rbp, r11
-    and r8, 448
-    mov dword ptr [r15 + r8 + 832], r8d
-    and rbp, 1984
-    mov r8d, dword ptr [r15 + rbp + 1344]
-    jmp 1f
-1:
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c201:
-    mov edx, dword ptr [r15 + 320]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, r8
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r8d, r8b
-    mov rbp, rdx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rdx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx edx, dl
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, qword ptr [r15 + 192]
-    mov edx, 54
-    mov rbp, r11
-    mov dword ptr [r15 + 512], r8d
-    mov r8d, ebp
-    test ebx, 1073741824
-    jz 1f
-1:
-    and rbp, 8128
-    mov r8d, dword ptr [r15 + rbp + 7488]
-    movsxd rbp, dword ptr [r15 + 384]
-    mov edx, edx
-    movzx edx, dl
-    movzx edi, dl
-    mov rdx, r8
-    mov r8, r11
-    movzx esi, byte ptr [r15 + 640]
-    and r8, 4032
-    or qword ptr [r15 + r8 + 3392], 59
-    mov dword ptr [r15 + 256], r8d
-    jmp 1f
-1:
-    mov dword ptr [r15 + 448], eax
-    mov r8d, dword ptr [r15 + 64]
-    mov r9, r11
-    jmp 1f
-1:
-    mov eax, ebp
-    and r9, 448
-    mov rbp, qword ptr [r15 + r9 + 832]
-    jmp 1f
-1:
-    mov r9d, dword ptr [r15 + 128]
-    movzx ecx, byte ptr [r15 + 704]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c202:
-    lea rcx, [rip + .Lc1_d9406_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d9406_j_t
-.Lc1_d9406_j:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov rcx, rcx
-    add rcx, qword ptr [r15 + 0]
-    mov r9d, ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 0], ymm15
-    movzx edx, byte ptr [r15 + 448]
-    and r9, 448
-    mov qword ptr [r15 + r9 + 832], r9
-    mov qword ptr [r15 + 512], rdx
-    jmp 1f
-1:
-    mov ebp, ecx
-    vmovdqu xmmword ptr [r15 + 384], xmm15
-    jmp 1f
-1:
-    mov dword ptr [r15 + 128], 60
-    mov rcx, r9
-    test ebx, 4608
-    jnz 1f
-1:
-    mov ecx, dword ptr [r15 + 768]
-    mov r9d, dword ptr [r15 + 64]
-    mov rdx, qword ptr [r15 + 64]
-    mov rbp, r11
-    vmovdqu xmmword ptr [r15 + 128], xmm15
-    and rbp, 1984
-    mov qword ptr [r15 + rbp + 1344], rbp
-    jmp 1f
-1:
-    mov ebp, ebp
-    mov qword ptr [r15 + 192], r9
-    mov rbp, r11
-    jmp 1f
-1:
-    and rbp, 4032
-    movzx r8d, byte ptr [r15 + rbp + 3392]
-    jmp 1f
-1:
-    movzx esi, r9b
-    movzx r9d, byte ptr [r15 + 384]
-    mov ebp, dword ptr [r15 + 256]
-    jmp 1f
-1:
-    mov esi, r8d
-    mov rsi, qword ptr [r15 + 320]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c203:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 15
-    lea rcx, [rip + .Lc1_d9460_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d9460_s_t
-    .p2align 3
-.Lc1_d9460_s:
-    .p2align 3
-    jmp .Lc1_d9460_j
-    .p2align 3
-    jmp .Lc1_d9460_j
-    .p2align 3
-    jmp .Lc1_d9460_j
-    .p2align 3
-    jmp .Lc1_d9460_j
-    .p2align 3
-    jmp .Lc1_d9460_j
-    .p2align 3
-    jmp .Lc1_d9460_j
-    .p2align 3
-    jmp .Lc1_d9460_j
-    .p2align 3
-    jmp .Lc1_d9460_j
-    .p2align 3
-    jmp .Lc1_d9460_j
-    .p2align 3
-    jmp .Lc1_d9460_j
-    .p2align 3
-    jmp .Lc1_d9460_j
-    .p2align 3
-    jmp .Lc1_d9460_j
-    .p2align 3
-    jmp .Lc1_d9460_j
-    .p2align 3
-    jmp .Lc1_d9460_j
-    .p2align 3
-    jmp .Lc1_d9460_j
-    .p2align 3
-    jmp .Lc1_d9460_j
-.Lc1_d9460_j:
-    movzx ecx, cl
-    mov rbp, r11
-    mov r8, r11
-    and rbp, 8128
-    mov ecx, dword ptr [r15 + rbp + 7488]
-    mov ebp, ecx
-    test ebx, 1073741824
-    jz 1f
-1:
-    and r8, 1984
-    movzx ecx, byte ptr [r15 + r8 + 1344]
-    movzx r8d, byte ptr [r15 + 128]
-    jmp 1f
-1:
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c204:
-    mov r8d, dword ptr [r15 + 512]
-    jmp 1f
-1:
-    movzx ebp, r8b
-    mov byte ptr [r15 + 256], dil
-    mov r8, rcx
-    mov r8d, dword ptr [r15 + 640]
-    mov rcx, qword ptr [r15 + 64]
-    vmovq qword ptr [r15 + 0], xmm15
-    mov edi, ecx
-    mov qword ptr [r15 + 0], rdi
-    mov r9, rbp
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r8
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 0], ymm15
-    movzx r8d, byte ptr [r15 + 576]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + 192], 129
-    mov rcx, r9
-    jmp 1f
-1:
-    mov byte ptr [r15 + 384], cl
-    jmp 1f
-1:
-    mov ecx, dword ptr [r15 + 64]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 320], ebp
-    movzx ebp, r8b
-    mov rbp, rbp
-    jmp 1f
-1:
-    vmovdqu ymmword ptr [r15 + 384], ymm15
-    movzx r8d, byte ptr [r15 + 448]
-    movzx ebp, r8b
-    mov rbp, r11
-    mov dword ptr [r15 + 320], ecx
-    mov r9, r11
-    movsxd rcx, dword ptr [r15 + 128]
-    and rbp, 448
-    movzx edi, byte ptr [r15 + rbp + 832]
-    mov ebp, 171
-    and r9, 4032
-    inc dword ptr [r15 + r9 + 3392]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c205:
-    lea rcx, [rip + .Lc1_d9547_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d9547_j_t
-.Lc1_d9547_j:
-    jmp 1f
-1:
-    mov ecx, edi
-    movzx ebp, bpl
-    mov dword ptr [r15 + 448], 241
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov rbp, r8
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 0], ymm15
-    mov byte ptr [r15 + 0], bpl
-    mov r8, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 64], bpl
-    and r8, 8128
-    movsxd rbp, dword ptr [r15 + r8 + 7488]
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx r8d, dil
-    jmp 1f
-1:
-    mov r8d, dword ptr [r15 + 256]
-    mov dword ptr [r15 + 768], 14
-    mov r9, r11
-    mov dword ptr [r15 + 192], 127
-    mov byte ptr [r15 + 704], bpl
-    jmp 1f
-1:
-    and r9, 1984
-    mov rbp, qword ptr [r15 + r9 + 1344]
-    mov r9, qword ptr [r15 + 512]
-    mov dword ptr [r15 + 384], r9d
-    mov rdi, qword ptr [r15 + 320]
-    mov dword ptr [r15 + 128], 22
-    mov dword ptr [r15 + 512], 70
-    jmp 1f
-1:
-    movsxd r9, dword ptr [r15 + 128]
-    jmp 1f
-1:
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c206:
-    lea rcx, [rip + .Lc1_d9593_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d9593_j_t
-.Lc1_d9593_j:
-    mov r12, qword ptr [r15 + r12 + 56]
-    or qword ptr [r15 + 0], 26
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], r9d
-    jmp 1f
-1:
-    movzx r9d, r9b
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r9d, dword ptr [r15 + 128]
-    movsxd rcx, dword ptr [r15 + 320]
-    movzx ebp, byte ptr [r15 + 64]
-    mov rdi, r9
-    mov r8, r11
-    movsxd rdi, dword ptr [r15 + 192]
-    mov dword ptr [r15 + 448], r9d
-    and r8, 448
-    mov dword ptr [r15 + r8 + 832], ebp
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov byte ptr [r15 + 256], bpl
-    vpshufd xmm15, xmm15, 251
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx r8d, byte ptr [r15 + 384]
-    jmp 1f
-1:
-    mov rbp, r11
-    mov qword ptr [r15 + 576], rbp
-    mov dword ptr [r15 + 64], 95
-    and rbp, 1984
-    mov r9, qword ptr [r15 + rbp + 1344]
-    mov rbp, r11
-    mov ecx, dword ptr [r15 + 512]
-    and rbp, 4032
-    mov rax, qword ptr [r15 + rbp + 3392]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 320], 177
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c207:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov eax, ecx
-    mov qword ptr [r15 + 0], r9
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 97
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    lea rbp, [r11 + r11*1]
-    mov byte ptr [r15 + 128], bpl
-    and rbp, 8128
-    movzx edi, byte ptr [r15 + rbp + 7488]
-    mov esi, eax
-    mov r9, rax
-    mov rax, r9
-    mov byte ptr [r15 + 384], al
-    test dword ptr [r15 + 67117724], 134348800
-    jnz 1f
-1:
-    mov dword ptr [r15 + 320], 52
-    mov qword ptr [r15 + rbp + 7552], rbp
-    jmp 1f
-1:
-    mov rbp, r11
-    movsxd r9, dword ptr [r15 + 640]
-    and rbp, 1984
-    vmovdqu xmmword ptr [r15 + rbp + 1344], xmm15
-    mov byte ptr [r15 + 192], cl
-    mov rsi, qword ptr [r15 + 64]
-    movsxd rcx, dword ptr [r15 + 512]
-    mov rbp, rcx
-    jmp 1f
-1:
-    mov dword ptr [r15 + 448], r9d
-    mov dword ptr [r15 + 384], 101
-    mov r8, r11
-    mov edi, dword ptr [r15 + 256]
-    and r8, 4032
-    movsxd rcx, dword ptr [r15 + r8 + 3392]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c208:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 1048576
-    setz al
-    lea rcx, [rip + .Lc1_d9684_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d9684_s_t
-    .p2align 3
-.Lc1_d9684_s:
-    .p2align 3
-    jmp .Lc1_d9684_j
-    .p2align 3
-    jmp .Lc1_d9684_j
-.Lc1_d9684_j:
-    mov dword ptr [r15 + 128], ecx
-    mov rbp, r11
-    mov eax, 186
-    movsxd rsi, dword ptr [r15 + 128]
-    mov r8d, r8d
-    and rbp, 4032
-    movzx r8d, byte ptr [r15 + rbp + 3392]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r11
-    jmp 1f
-1:
-    mov rax, rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 448
-    mov rax, qword ptr [r15 + rbp + 832]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov rbp, rbp
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    movzx ebp, byte ptr [r15 + 256]
-    mov eax, dword ptr [r15 + 320]
-    mov r8d, dword ptr [r15 + 64]
-    jmp 1f
-1:
-    movsxd rcx, dword ptr [r15 + 384]
-    movsxd r9, dword ptr [r15 + 704]
-    movzx edi, al
-    mov eax, esi
-    jmp 1f
-1:
-    mov byte ptr [r15 + 768], r8b
-    mov dword ptr [r15 + 448], 50
-    vpshufd xmm15, xmm15, 61
-    jmp 1f
-1:
-    jmp 1f
-1:
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c209:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov r9, r11
-    mov byte ptr [r15 + 64], dil
-    jmp 1f
-1:
-    and r9, 448
-    mov qword ptr [r15 + r9 + 832], r9
-    mov dword ptr [r15 + 0], edi
-    jmp 1f
-1:
-    mov r9, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    and r9, 8128
-    mov rcx, qword ptr [r15 + r9 + 7488]
-    mov dword ptr [r15 + 192], ecx
-    mov byte ptr [r15 + 576], cl
-    test dword ptr [r15 + 67117724], 4194304
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov rdi, qword ptr [r15 + 128]
-    mov ecx, ecx
-    mov byte ptr [r15 + 448], r9b
-    movzx ecx, r9b
-    mov rcx, r9
-    mov dword ptr [r15 + 256], 103
-    jmp 1f
-1:
-    mov r9, r11
-    jmp 1f
-1:
-    and r9, 1984
-    movzx esi, byte ptr [r15 + r9 + 1344]
-    jmp 1f
-1:
-    test dword ptr [r15 + 67117724], 128
-    jz 1f
-1:
-    mov qword ptr [r15 + 320], rsi
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov esi, ecx
-    jmp 1f
-1:
-    vmovq xmm15, rax
-    vpshufd xmm15, xmm15, 181
-    mov rsi, r9
-    mov dword ptr [r15 + 384], r9d
-    movsxd rcx, dword ptr [r15 + 512]
-    movsxd r9, dword ptr [r15 + 64]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c210:
-    lea rcx, [rip + .Lc1_d9784_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d9784_j_t
-.Lc1_d9784_j:
-    mov ecx, r9d
-    and esi, dword ptr [r15 + 320]
-    mov eax, 41
-    mov r9, r11
-    mov rbp, r11
-    and r9, 448
-    movsxd rcx, dword ptr [r15 + r9 + 832]
-    and rbp, 4032
-    mov byte ptr [r15 + rbp + 3392], r8b
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 177
-    mov rbp, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 1984
-    mov qword ptr [r15 + rbp + 1344], rbp
-    mov r8d, 245
-    mov r9d, ecx
-    .byte 0x0f, 0x1f, 0x00
-    mov dword ptr [r15 + 128], 113
-    mov qword ptr [r15 + 512], r9
-    mov ebp, ecx
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r9, r9
-    mov r9, rbp
-    jmp 1f
-1:
-    movsxd r9, dword ptr [r15 + 448]
-    movzx ebp, byte ptr [r15 + 640]
-    jmp 1f
-1:
-    movzx ecx, byte ptr [r15 + 384]
-    jmp 1f
-1:
-    vmovq qword ptr [r15 + 192], xmm15
-    mov r8d, ebp
-    mov ebp, dword ptr [r15 + 256]
-    mov eax, 83
-    mov eax, ecx
-    mov eax, ecx
-    mov dword ptr [r15 + 64], 80
-    vpor xmm15, xmm15, xmm15
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c211:
-    lea rcx, [rip + .Lc1_d9833_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d9833_j_t
-.Lc1_d9833_j:
-    mov dword ptr [r15 + 704], 14
-    mov ecx, 165
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 248
-    mov dword ptr [r15 + 0], 191
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], cl
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 8128
-    mov r8, r11
-    mov byte ptr [r15 + rbp + 7488], r8b
-    and r8, 16320
-    add rbp, qword ptr [r15 + r8 + 15680]
-    jmp 1f
-1:
-    movzx r8d, byte ptr [r15 + 128]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov qword ptr [r15 + 320], rbp
-    mov rbp, qword ptr [r15 + 128]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 768], ebp
-    mov r9, rbp
-    and r9d, dword ptr [r15 + 384]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov byte ptr [r15 + 448], r9b
-    mov r9, r9
-    mov qword ptr [r15 + 192], rbp
-    vmovdqu ymmword ptr [r15 + 512], ymm15
-    mov qword ptr [r15 + 64], r8
-    mov rbp, r11
-    jmp 1f
-1:
-    and rbp, 1984
-    movsxd r9, dword ptr [r15 + rbp + 1344]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c212:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    jmp 1f
-1:
-    mov eax, 90
-    mov rbp, qword ptr [r15 + 64]
-    vmovdqu ymmword ptr [r15 + 192], ymm15
-    movsxd rax, dword ptr [r15 + 448]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, eax
-    mov eax, r9d
-    mov dword ptr [r15 + 0], 73
-    mov r9, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r9, 448
-    mov dword ptr [r15 + r9 + 832], 59
-    and r8, 8128
-    mov dword ptr [r15 + r8 + 7488], 180
-    test dword ptr [r15 + 67117724], 268959744
-    jnz 1f
-1:
-    mov dword ptr [r15 + 128], edi
-    mov r8d, dword ptr [r15 + 384]
-    mov edi, 48
-    mov edi, dword ptr [r15 + 320]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov byte ptr [r15 + 256], r9b
-    mov r9d, r9d
-    mov r9, r11
-    movzx eax, byte ptr [r15 + 512]
-    and r9, 4032
-    mov dword ptr [r15 + r9 + 3392], r9d
-    mov r9d, edi
-    mov r9d, dword ptr [r15 + 64]
-    movsxd rbp, dword ptr [r15 + 576]
-    mov qword ptr [r15 + 320], rbp
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c213:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 1
-    setz al
-    lea rcx, [rip + .Lc1_d9925_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d9925_s_t
-    .p2align 3
-.Lc1_d9925_s:
-    .p2align 3
-    jmp .Lc1_d9925_j
-    .p2align 3
-    jmp .Lc1_d9925_j
-.Lc1_d9925_j:
-    mov eax, dword ptr [r15 + 256]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov rbp, r11
-    mov rcx, rbp
-    jmp 1f
-1:
-    movsxd rcx, dword ptr [r15 + 448]
-    and rbp, 4032
-    mov r9, r11
-    mov dword ptr [r15 + rbp + 3392], eax
-    movsxd rbp, dword ptr [r15 + 128]
-    and r9, 8128
-    mov qword ptr [r15 + r9 + 7488], r9
-    test ebx, 1073741824
-    jz 1f
-1:
-    and r9d, dword ptr [r15 + 192]
-    mov ebp, dword ptr [r15 + 384]
-    mov r8, r11
-    mov eax, dword ptr [r15 + 640]
-    mov byte ptr [r15 + 64], al
-    and r8, 1984
-    movsxd rax, dword ptr [r15 + r8 + 1344]
-    vpaddd xmm15, xmm15, xmm15
-    movzx r8d, byte ptr [r15 + 512]
-    jmp 1f
-1:
-    mov rcx, qword ptr [r15 + 320]
-    jmp 1f
-1:
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c214:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d9969_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d9969_j_t
-.Lc1_d9969_j:
-    mov ecx, 181
-    mov rdi, qword ptr [r15 + 128]
-    mov rax, r8
-    mov qword ptr [r15 + 0], rbp
-    vmovq xmm15, rax
-    mov dword ptr [r15 + 0], 233
-    jmp 1f
-1:
-    movzx eax, dil
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov rax, rsi
-    mov eax, 157
-    movzx eax, byte ptr [r15 + 192]
-    mov rbp, r11
-    mov qword ptr [r15 + 512], rcx
-    test dword ptr [r15 + 67117723], 64
-    jnz 1f
-1:
-    mov rax, qword ptr [r15 + 64]
-    and rbp, 448
-    mov r8, r11
-    vmovq qword ptr [r15 + rbp + 832], xmm15
-    jmp 1f
-1:
-    and r8, 1984
-    mov dword ptr [r15 + r8 + 1344], ebp
-    mov dword ptr [r15 + 128], 50
-    jmp 1f
-1:
-    vpcmpeqb xmm15, xmm15, xmm2
-    mov r8d, 145
-    mov byte ptr [r15 + 384], r8b
-    mov esi, dword ptr [r15 + 256]
-    movzx r8d, byte ptr [r15 + 384]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 704], 162
-    mov rcx, qword ptr [r15 + 320]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c215:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, ecx
-    jmp 1f
-1:
-    mov r8, rcx
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 139
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov ecx, r8d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    xor dword ptr [r15 + 128], r8d
-    mov rbp, r11
-    test ebx, 1024
-    jz 1f
-1:
-    movzx r8d, r9b
-    mov dword ptr [r15 + 64], r8d
-    and rbp, 8128
-    mov byte ptr [r15 + rbp + 7488], bpl
-    mov dword ptr [r15 + 384], ecx
-    mov r9d, dword ptr [r15 + 256]
-    mov ebp, dword ptr [r15 + 576]
-    mov r8, rcx
-    mov dword ptr [r15 + 512], ecx
-    vpaddd xmm15, xmm15, xmm15
-    mov r8, r11
-    mov ecx, dword ptr [r15 + 64]
-    and r8, 448
-    vmovdqu xmmword ptr [r15 + r8 + 832], xmm15
-    jmp 1f
-1:
-    movzx r8d, r8b
-    mov r8d, 41
-    movzx r8d, byte ptr [r15 + 448]
-    mov qword ptr [r15 + 320], rbp
-    mov rbp, r11
-    mov esi, dword ptr [r15 + 768]
-    and rbp, 4032
-    mov eax, dword ptr [r15 + rbp + 3392]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c216:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 7
-    lea rcx, [rip + .Lc1_d10062_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d10062_s_t
-    .p2align 3
-.Lc1_d10062_s:
-    .p2align 3
-    jmp .Lc1_d10062_j
-    .p2align 3
-    jmp .Lc1_d10062_j
-    .p2align 3
-    jmp .Lc1_d10062_j
-    .p2align 3
-    jmp .Lc1_d10062_j
-    .p2align 3
-    jmp .Lc1_d10062_j
-    .p2align 3
-    jmp .Lc1_d10062_j
-    .p2align 3
-    jmp .Lc1_d10062_j
-    .p2align 3
-    jmp .Lc1_d10062_j
-.Lc1_d10062_j:
-    mov ecx, dword ptr [r15 + 192]
-    mov dword ptr [r15 + 320], eax
-    mov eax, ecx
-    jmp 1f
-1:
-    mov rbp, r11
-    movzx ecx, cl
-    jmp 1f
-1:
-    and rbp, 1984
-    movsxd rax, dword ptr [r15 + rbp + 1344]
-    mov byte ptr [r15 + 128], sil
-    movsxd r8, dword ptr [r15 + 448]
-    mov dword ptr [r15 + 384], esi
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    movzx esi, al
-    mov esi, 220
-    mov eax, esi
-    jmp 1f
-1:
-    mov r9, r8
-    mov rbp, r11
-    vpmovmskb esi, xmm15
-    mov esi, 111
-    and rbp, 4032
-    vmovdqu xmmword ptr [r15 + rbp + 3392], xmm15
-    movzx r8d, bpl
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c217:
-    mov dword ptr [r15 + 64], 47
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 152
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, dil
-    mov dword ptr [r15 + 0], 3
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r9, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r9, 1984
-    mov rbp, qword ptr [r15 + r9 + 1344]
-    mov qword ptr [r15 + 256], rbp
-    mov edi, 250
-    add rdi, qword ptr [r15 + 640]
-    mov rbp, r11
-    movzx r8d, dl
-    test ebx, 1073741824
-    jz 1f
-1:
-    and rbp, 448
-    movzx edi, byte ptr [r15 + rbp + 832]
-    mov r9, r11
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 512], r8d
-    and r9, 8128
-    mov rdx, qword ptr [r15 + r9 + 7488]
-    movzx ebp, dl
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov byte ptr [r15 + 384], dil
-    add rbp, qword ptr [r15 + 320]
-    jmp 1f
-1:
-    xor dword ptr [r15 + 448], edi
-    mov r8, qword ptr [r15 + 704]
-    vmovdqu ymmword ptr [r15 + 192], ymm15
-    mov dword ptr [r15 + 64], r8d
-    mov r8, qword ptr [r15 + 128]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c218:
-    lea rcx, [rip + .Lc1_d10150_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d10150_j_t
-.Lc1_d10150_j:
-    mov dword ptr [r15 + 0], 130
-    mov dword ptr [r15 + 0], 51
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov rbp, r11
-    mov r9, r11
-    mov dword ptr [r15 + 0], eax
-    and r9, 448
-    vmovdqu xmm15, xmmword ptr [r15 + r9 + 832]
-    mov dword ptr [r15 + 448], 67
-    and rbp, 8128
-    add r9, qword ptr [r15 + rbp + 7488]
-    movzx r8d, byte ptr [r15 + 256]
-    movzx ebp, byte ptr [r15 + 320]
-    movsxd rcx, dword ptr [r15 + 320]
-    jmp 1f
-1:
-    test ebx, 325632
-    jz 1f
-1:
-    mov rbp, r11
-    mov r8d, ebp
-    and rbp, 4032
-    vmovdqu ymmword ptr [r15 + rbp + 3392], ymm15
-    mov rbp, qword ptr [r15 + 128]
-    jmp 1f
-1:
-    movzx r9d, bpl
-    mov dword ptr [r15 + 384], ecx
-    movzx ebp, byte ptr [r15 + 768]
-    mov ecx, 255
-    mov rcx, qword ptr [r15 + 64]
-    mov r8d, esi
-    mov r8, qword ptr [r15 + 192]
-    mov dword ptr [r15 + 512], r9d
-    mov qword ptr [r15 + 128], r9
-    mov r9d, 212
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c219:
-    lea rcx, [rip + .Lc1_d10194_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d10194_j_t
-.Lc1_d10194_j:
-    mov r9, qword ptr [r15 + 512]
-    jmp 1f
-1:
-    mov ecx, dword ptr [r15 + 64]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 0], ymm15
-    mov rbp, r11
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and rbp, 448
-    mov dword ptr [r15 + rbp + 832], 186
-    mov rbp, r11
-    mov byte ptr [r15 + 128], bpl
-    mov esi, 171
-    and rbp, 4032
-    mov dword ptr [r15 + rbp + 3392], r8d
-    jmp 1f
-1:
-    mov dword ptr [r15 + 320], ecx
-    jmp 1f
-1:
-    mov rbp, r9
-    mov ebp, 219
-    mov qword ptr [r15 + 448], rsi
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rbp, r11
-    jmp 1f
-1:
-    jmp 1f
-1:
-    and rbp, 1984
-    movzx esi, byte ptr [r15 + rbp + 1344]
-    mov rbp, rsi
-    mov esi, dword ptr [r15 + 576]
-    mov qword ptr [r15 + 384], rsi
-    jmp 1f
-1:
-    movzx ecx, bpl
-    mov rbp, qword ptr [r15 + 256]
-    mov dword ptr [r15 + 640], esi
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c220:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    jmp 1f
-1:
-    mov rbp, r11
-    jmp 1f
-1:
-    and ecx, dword ptr [r15 + 192]
-    jmp 1f
-1:
-    and rbp, 1984
-    vpcmpeqb xmm15, xmm15, xmmword ptr [r15 + rbp + 1344]
-    mov dword ptr [r15 + 448], 199
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov byte ptr [r15 + 704], bpl
-    mov rsi, rbp
-    mov qword ptr [r15 + 256], rbp
-    vpshufd xmm2, xmm15, 14
-    mov ebp, esi
-    movzx eax, cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 67117723], 16
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, 147
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, r8d
-    jmp 1f
-1:
-    mov r8, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    and r8, 8128
-    and esi, dword ptr [r15 + r8 + 7488]
-    mov r8, qword ptr [r15 + 64]
-    mov ebp, 78
-    movzx ecx, byte ptr [r15 + 384]
-    mov qword ptr [r15 + 512], rax
-    movzx eax, sil
-    movzx eax, byte ptr [r15 + 320]
-    mov qword ptr [r15 + 128], r8
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c221:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 32768
-    setz al
-    lea rcx, [rip + .Lc1_d10293_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d10293_s_t
-    .p2align 3
-.Lc1_d10293_s:
-    .p2align 3
-    jmp .Lc1_d10293_j
-    .p2align 3
-    jmp .Lc1_d10293_j
-.Lc1_d10293_j:
-    movsxd rcx, dword ptr [r15 + 320]
-    mov rbp, r11
-    mov rax, qword ptr [r15 + 768]
-    and rbp, 4032
-    mov r8, qword ptr [r15 + rbp + 3392]
-    jmp 1f
-1:
-    mov byte ptr [r15 + 64], cl
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov rbp, rcx
-    movzx ecx, al
-    mov r9, r11
-    mov ecx, dword ptr [r15 + 512]
-    vpxor xmm10, xmm10, xmm15
-    and r9, 8128
-    vmovdqu xmm10, xmmword ptr [r15 + r9 + 7488]
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 384], 73
-    movzx r9d, byte ptr [r15 + 128]
-    movsxd rcx, dword ptr [r15 + 192]
-    mov rbp, rcx
-    mov r8, r11
-    jmp 1f
-1:
-    movzx ecx, r9b
-    and r8, 448
-    mov dword ptr [r15 + r8 + 832], r8d
-    vpmovmskb r8d, xmm10
-    mov r9d, dword ptr [r15 + 64]
-    mov r8d, r9d
-    mov r8d, edi
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c222:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d10341_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d10341_j_t
-.Lc1_d10341_j:
-    mov ecx, eax
-    mov byte ptr [r15 + 0], r9b
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 239
-    mov eax, 91
-    mov rax, rcx
-    movzx eax, al
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, dword ptr [r15 + 576]
-    mov rcx, rax
-    mov rbp, r11
-    mov dword ptr [r15 + 320], 253
-    and rbp, 4032
-    mov rcx, qword ptr [r15 + rbp + 3392]
-    mov ebp, 137
-    test dword ptr [r15 + 67117724], 268705800
-    jz 1f
-1:
-    mov rax, qword ptr [r15 + 256]
-    mov byte ptr [r15 + 384], al
-    mov dword ptr [r15 + 192], edi
-    mov rdi, qword ptr [r15 + 512]
-    mov dword ptr [r15 + 128], 160
-    mov rax, qword ptr [r15 + 448]
-    mov rbp, r11
-    jmp 1f
-1:
-    and rbp, 1984
-    mov dword ptr [r15 + rbp + 1344], ebp
-    mov ebp, edi
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movsxd rbp, dword ptr [r15 + 64]
-    vmovdqu xmm10, xmmword ptr [r15 + 128]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c223:
-    mov rbp, r11
-    and rbp, 8128
-    mov dword ptr [r15 + rbp + 7488], ebp
-    mov rdi, qword ptr [r15 + 192]
-    mov rdx, rdi
-    mov dword ptr [r15 + 256], edx
-    mov dword ptr [r15 + 512], 182
-    jmp 1f
-1:
-    mov edi, 10
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov edx, ebp
-    mov r9d, edx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r9
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 448
-    movzx r9d, byte ptr [r15 + rbp + 832]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movsxd r9, dword ptr [r15 + 320]
-    mov dword ptr [r15 + 128], edx
-    vmovdqu ymmword ptr [r15 + 384], ymm10
-    jmp 1f
-1:
-    mov rbp, r9
-    mov rbp, r9
-    and esi, dword ptr [r15 + 448]
-    mov rbp, qword ptr [r15 + 384]
-    mov edx, ebp
-    mov edx, esi
-    mov edx, ebp
-    mov edx, 175
-    mov dword ptr [r15 + 704], 191
-    movzx edx, byte ptr [r15 + 640]
-    mov edi, dword ptr [r15 + 64]
-    mov r8, r11
-    jmp 1f
-1:
-    and r8, 16320
-    vmovq qword ptr [r15 + r8 + 15680], xmm10
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c224:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 131072
-    setz al
-    lea rcx, [rip + .Lc1_d10432_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d10432_s_t
-    .p2align 3
-.Lc1_d10432_s:
-    .p2align 3
-    jmp .Lc1_d10432_j
-    .p2align 3
-    jmp .Lc1_d10432_j
-.Lc1_d10432_j:
-    mov dword ptr [r15 + 768], 157
-    mov dword ptr [r15 + 64], 214
-    mov rbp, r11
-    movsxd rax, dword ptr [r15 + 128]
-    movzx ecx, al
-    mov byte ptr [r15 + 64], cl
-    and rbp, 1984
-    mov rdx, qword ptr [r15 + rbp + 1344]
-    mov qword ptr [r15 + 320], rax
-    mov rbp, r11
-    movsxd rax, dword ptr [r15 + 512]
-    test dword ptr [r15 + 67117723], 512
-    jz 1f
-1:
-    mov dword ptr [r15 + 448], 82
-    and rbp, 4032
-    mov rcx, qword ptr [r15 + rbp + 3392]
-    mov r8, r11
-    mov ebp, dword ptr [r15 + 384]
-    mov dword ptr [r15 + 256], eax
-    mov edx, 73
-    and r8, 448
-    mov rax, qword ptr [r15 + r8 + 832]
-    mov r12, qword ptr [r15 + r12 + 56]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c225:
-    lea r9, [r11 + r11*1]
-    jmp 1f
-1:
-    mov r8d, r9d
-    jmp 1f
-1:
-    and r9, 8128
-    mov r8, qword ptr [r15 + r9 + 7488]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], al
-    mov qword ptr [r15 + 0], r9
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, byte ptr [r15 + 192]
-    movzx ebp, byte ptr [r15 + 256]
-    jmp 1f
-1:
-    mov ecx, ebp
-    mov rbp, r8
-    vpshufd xmm10, xmm10, 150
-    mov qword ptr [r15 + 384], rbp
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov qword ptr [r15 + 448], rax
-    mov ebp, ebp
-    mov rbp, qword ptr [r15 + 320]
-    movzx eax, al
-    mov qword ptr [r15 + 320], rax
-    mov r8, r11
-    mov rcx, r8
-    movsxd rsi, dword ptr [r15 + r9 + 7552]
-    mov rcx, rsi
-    and r8, 448
-    mov dword ptr [r15 + r8 + 832], 168
-    movsxd r8, dword ptr [r15 + 64]
-    mov dword ptr [r15 + 128], 232
-    mov esi, dword ptr [r15 + 128]
-    jmp 1f
-1:
-    mov r9, r11
-    mov rax, r8
-    movzx edi, byte ptr [r15 + 576]
-    and r9, 1984
-    movzx r8d, byte ptr [r15 + r9 + 1344]
-    movsxd rdx, dword ptr [r15 + 512]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c226:
-    lea rcx, [rip + .Lc1_d10519_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d10519_j_t
-.Lc1_d10519_j:
-    movzx ecx, cl
-    mov qword ptr [r15 + 192], rdx
-    mov r8, rdi
-    jmp 1f
-1:
-    movzx ecx, r9b
-    mov rcx, rcx
-    mov rcx, rdx
-    jmp 1f
-1:
-    mov qword ptr [r15 + 640], r8
-    mov r8d, dword ptr [r15 + 64]
-    mov byte ptr [r15 + 704], cl
-    movzx ecx, r8b
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 27
-    mov ecx, r9d
-    mov r9d, 83
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 64], r9d
-    mov rbp, r11
-    mov qword ptr [r15 + 512], rbp
-    mov r9d, ecx
-    mov dword ptr [r15 + 256], 192
-    and rbp, 1984
-    mov qword ptr [r15 + rbp + 1344], rcx
-    mov rcx, qword ptr [r15 + 384]
-    mov r8, r11
-    mov ebp, dword ptr [r15 + 320]
-    and r8, 4032
-    mov r9d, dword ptr [r15 + r8 + 3392]
-    mov dword ptr [r15 + 448], ecx
-    jmp 1f
-1:
-    vmovdqu ymmword ptr [r15 + 128], ymm10
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c227:
-    lea rcx, [rip + .Lc1_d10566_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d10566_j_t
-.Lc1_d10566_j:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx edi, cl
-    vpaddd xmm10, xmm10, xmm10
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and ecx, dword ptr [r15 + 448]
-    mov r8, qword ptr [r15 + 192]
-    mov qword ptr [r15 + 128], r8
-    or qword ptr [r15 + 768], 1
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rbp, r11
-    mov r8, r11
-    and rbp, 448
-    mov r9, r11
-    mov ecx, dword ptr [r15 + rbp + 832]
-    and r8, 8128
-    movsxd rbp, dword ptr [r15 + r8 + 7488]
-    and r9, 4032
-    movzx eax, byte ptr [r15 + r9 + 3392]
-    mov r9d, dword ptr [r15 + 64]
-    mov r8, rcx
-    mov dword ptr [r15 + 128], 39
-    mov r8d, 13
-    mov qword ptr [r15 + 320], r8
-    mov r8d, ecx
-    movsxd r8, dword ptr [r15 + 384]
-    jmp 1f
-1:
-    mov rdi, qword ptr [r15 + 512]
-    vmovdqu ymmword ptr [r15 + 256], ymm10
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c228:
-    movsxd rcx, dword ptr [r15 + 64]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, 14
-    mov dword ptr [r15 + 0], edi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 1984
-    mov rdi, qword ptr [r15 + r8 + 1408]
-    mov rbp, r11
-    jmp 1f
-1:
-    mov r9d, dword ptr [r15 + 320]
-    movzx eax, cl
-    and rbp, 448
-    mov byte ptr [r15 + rbp + 832], dil
-    mov ebp, dword ptr [r15 + 384]
-    movsxd rcx, dword ptr [r15 + 448]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx ecx, cl
-    jmp 1f
-1:
-    movzx ecx, byte ptr [r15 + 256]
-    movzx edx, r8b
-    mov qword ptr [r15 + 384], rdx
-    movzx edi, r9b
-    mov rbp, r11
-    mov dword ptr [r15 + 576], r9d
-    mov rdx, rsi
-    and rbp, 4032
-    movsxd rdx, dword ptr [r15 + rbp + 3392]
-    mov ebp, edx
-    movsxd rax, dword ptr [r15 + r8 + 1344]
-    mov qword ptr [r15 + 192], rdi
-    jmp 1f
-1:
-    mov r8d, 235
-    jmp 1f
-1:
-    mov r8d, dword ptr [r15 + 512]
-    mov edi, dword ptr [r15 + 128]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c229:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 15
-    lea rcx, [rip + .Lc1_d10658_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d10658_s_t
-    .p2align 3
-.Lc1_d10658_s:
-    .p2align 3
-    jmp .Lc1_d10658_j
-    .p2align 3
-    jmp .Lc1_d10658_j
-    .p2align 3
-    jmp .Lc1_d10658_j
-    .p2align 3
-    jmp .Lc1_d10658_j
-    .p2align 3
-    jmp .Lc1_d10658_j
-    .p2align 3
-    jmp .Lc1_d10658_j
-    .p2align 3
-    jmp .Lc1_d10658_j
-    .p2align 3
-    jmp .Lc1_d10658_j
-    .p2align 3
-    jmp .Lc1_d10658_j
-    .p2align 3
-    jmp .Lc1_d10658_j
-    .p2align 3
-    jmp .Lc1_d10658_j
-    .p2align 3
-    jmp .Lc1_d10658_j
-    .p2align 3
-    jmp .Lc1_d10658_j
-    .p2align 3
-    jmp .Lc1_d10658_j
-    .p2align 3
-    jmp .Lc1_d10658_j
-    .p2align 3
-    jmp .Lc1_d10658_j
-.Lc1_d10658_j:
-    movsxd rcx, dword ptr [r15 + 320]
-    movzx eax, dil
-    mov edi, dword ptr [r15 + 640]
-    mov dword ptr [r15 + 64], 218
-    mov rbp, r11
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    movzx r9d, dl
-    and rbp, 8128
-    mov rdx, qword ptr [r15 + rbp + 7488]
-    mov byte ptr [r15 + 128], cl
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c230:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 4194304
-    setz al
-    lea rcx, [rip + .Lc1_d10699_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d10699_s_t
-    .p2align 3
-.Lc1_d10699_s:
-    .p2align 3
-    jmp .Lc1_d10699_j
-    .p2align 3
-    jmp .Lc1_d10699_j
-.Lc1_d10699_j:
-    mov rbp, r11
-    and rbp, 8128
-    mov dword ptr [r15 + rbp + 7488], 53
-    movzx eax, cl
-    xor dword ptr [r15 + 448], edx
-    vmovq qword ptr [r15 + 128], xmm10
-    vmovq qword ptr [r15 + 384], xmm10
-    mov edx, 193
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, ebp
-    imul rcx, qword ptr [r15 + 704]
-    mov byte ptr [r15 + 512], bpl
-    mov rbp, rax
-    mov rax, rbp
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov eax, 223
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov rbp, r11
-    mov esi, 94
-    and rbp, 4032
-    mov qword ptr [r15 + rbp + 3392], rdx
-    mov rbp, rbp
-    add rdx, qword ptr [r15 + 64]
-    movsxd rcx, dword ptr [r15 + 320]
-    movsxd r8, dword ptr [r15 + 192]
-    jmp 1f
-1:
-    movzx ebp, al
-    vmovdqu xmm10, xmmword ptr [r15 + 256]
-    jmp 1f
-1:
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c231:
-    mov r9, r11
-    mov dword ptr [r15 + 256], r9d
-    and r9, 1984
-    and ebp, dword ptr [r15 + r9 + 1344]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, r9b
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, r11
-    mov r9, rdi
-    and r8, 448
-    and ebp, dword ptr [r15 + r8 + 832]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov r8, qword ptr [r15 + 64]
-    mov byte ptr [r15 + 192], r8b
-    mov rdi, qword ptr [r15 + 512]
-    mov r8, rbp
-    mov r8d, dword ptr [r15 + 448]
-    jmp 1f
-1:
-    mov ebp, 73
-    jmp 1f
-1:
-    mov dword ptr [r15 + 128], ebp
-    jmp 1f
-1:
-    vmovdqu ymmword ptr [r15 + 768], ymm10
-    jmp 1f
-1:
-    mov dword ptr [r15 + 64], 208
-    mov ebp, 3
-    mov dword ptr [r15 + 384], edi
-    vmovdqu ymmword ptr [r15 + 384], ymm10
-    mov dword ptr [r15 + 320], 64
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c232:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d10794_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d10794_j_t
-.Lc1_d10794_j:
-    mov eax, 14
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov rbp, r11
-    jmp 1f
-1:
-    mov byte ptr [r15 + 0], cl
-    and rbp, 4032
-    mov byte ptr [r15 + rbp + 3392], bpl
-    mov ebp, dword ptr [r15 + 448]
-    add r8, qword ptr [r15 + 320]
-    mov ecx, 39
-    mov dword ptr [r15 + 640], ecx
-    test dword ptr [r15 + 67117724], 18432
-    jz 1f
-1:
-    mov dword ptr [r15 + 128], ecx
-    movzx ecx, byte ptr [r15 + 64]
-    jmp 1f
-1:
-    mov r8, r11
-    mov dword ptr [r15 + 128], 61
-    mov r9, r11
-    and r8, 448
-    mov rbp, qword ptr [r15 + r8 + 832]
-    and r9, 8128
-    mov qword ptr [r15 + r9 + 7488], rcx
-    mov dword ptr [r15 + 320], ecx
-    mov dword ptr [r15 + 192], 174
-    movzx r9d, byte ptr [r15 + 384]
-    mov byte ptr [r15 + 512], cl
-    movzx ecx, byte ptr [r15 + 576]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c233:
-    lea r9, [r11 + r11*1]
-    and r9, 1984
-    mov ecx, dword ptr [r15 + r9 + 1408]
-    add qword ptr [r15 + 704], r8
-    movzx r8d, cl
-    mov ecx, 183
-    mov ecx, 91
-    jmp 1f
-1:
-    mov rbp, r11
-    mov edi, 59
-    jmp 1f
-1:
-    mov ecx, 198
-    and rbp, 8128
-    mov rcx, qword ptr [r15 + rbp + 7488]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov ebp, 41
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], ebp
-    mov ebp, 177
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 47
-    test ebx, 1073741824
-    jz 1f
-1:
-    movsxd rbp, dword ptr [r15 + 512]
-    mov dword ptr [r15 + 320], 158
-    mov eax, dword ptr [r15 + 192]
-    movzx r8d, byte ptr [r15 + r9 + 1344]
-    vpxor xmm10, xmm10, xmm8
-    jmp 1f
-1:
-    mov r9, r11
-    mov ecx, 222
-    movsxd rcx, dword ptr [r15 + 448]
-    and r9, 448
-    mov edi, dword ptr [r15 + r9 + 832]
-    mov r9d, dword ptr [r15 + 256]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx esi, byte ptr [r15 + 64]
-    mov rdx, qword ptr [r15 + 384]
-    mov r9d, ecx
-    jmp 1f
-1:
-    mov qword ptr [r15 + 128], r9
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c234:
-    lea rcx, [rip + .Lc1_d10881_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d10881_j_t
-.Lc1_d10881_j:
-    mov byte ptr [r15 + 128], r9b
-    jmp 1f
-1:
-    mov r9, rcx
-    mov ecx, 22
-    movzx r9d, byte ptr [r15 + 64]
-    mov rsi, qword ptr [r15 + 320]
-    mov ecx, 9
-    movzx ecx, r8b
-    mov rbp, r11
-    vmovdqu ymmword ptr [r15 + 768], ymm10
-    mov byte ptr [r15 + 384], bpl
-    and rbp, 16320
-    vpcmpeqb xmm10, xmm10, xmmword ptr [r15 + rbp + 15680]
-    jmp 1f
-1:
-    mov byte ptr [r15 + 0], cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 0], ymm10
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rcx, rbp
-    jmp 1f
-1:
-    mov rbp, rbp
-    mov r9, rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 256], cl
-    jmp 1f
-1:
-    mov rcx, rbp
-    mov rbp, r11
-    mov byte ptr [r15 + 64], sil
-    vmovdqu ymmword ptr [r15 + 192], ymm10
-    vmovq qword ptr [r15 + 512], xmm10
-    and rbp, 4032
-    add rcx, qword ptr [r15 + rbp + 3392]
-    mov esi, 70
-    mov byte ptr [r15 + 448], sil
-    movzx esi, sil
-    movzx ebp, r9b
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c235:
-    lea rcx, [rip + .Lc1_d10930_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d10930_j_t
-.Lc1_d10930_j:
-    mov r9, r11
-    mov edx, esi
-    and r9, 448
-    movsxd rsi, dword ptr [r15 + r9 + 832]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, 239
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, esi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, 121
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 57
-    mov byte ptr [r15 + 64], sil
-    mov rsi, rsi
-    movsxd rsi, dword ptr [r15 + 320]
-    movzx r9d, byte ptr [r15 + 256]
-    mov rcx, qword ptr [r15 + 128]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    test ebx, 3584
-    jz 1f
-1:
-    mov r9, r11
-    mov dword ptr [r15 + 384], edx
-    jmp 1f
-1:
-    mov r8, r11
-    and r9, 1984
-    mov dword ptr [r15 + r9 + 1344], esi
-    and r8, 4032
-    movzx ecx, byte ptr [r15 + r8 + 3392]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov byte ptr [r15 + 448], cl
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov rcx, qword ptr [r15 + 512]
-    movsxd rdi, dword ptr [r15 + 576]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c236:
-    mov edx, 154
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov esi, edx
-    vpaddd xmm10, xmm10, xmm10
-    jmp 1f
-1:
-    vmovdqu ymmword ptr [r15 + 0], ymm10
-    mov dword ptr [r15 + 0], 114
-    mov edx, esi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, r11
-    mov edx, r8d
-    and r8, 1984
-    mov dword ptr [r15 + r8 + 1344], 208
-    movzx edx, byte ptr [r15 + 640]
-    mov esi, dword ptr [r15 + 384]
-    jmp 1f
-1:
-    mov qword ptr [r15 + 128], r8
-    mov dword ptr [r15 + 128], 174
-    add r8, qword ptr [r15 + 448]
-    test ebx, 251904
-    jz 1f
-1:
-    and r8d, dword ptr [r15 + 704]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movsxd rdx, dword ptr [r15 + 384]
-    mov esi, dword ptr [r15 + 256]
-    add rdx, qword ptr [r15 + 192]
-    mov rcx, rbp
-    movzx ecx, cl
-    mov rcx, r8
-    mov r8d, ecx
-    mov rcx, rdx
-    mov dword ptr [r15 + 320], 76
-    mov ebp, edx
-    mov rdx, rdx
-    lea rbp, [r11 + r11*1]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    and rbp, 8128
-    mov dword ptr [r15 + rbp + 7488], 42
-    mov qword ptr [r15 + rbp + 7552], rcx
-    mov edx, dword ptr [r15 + 64]
-    jmp 1f
-1:
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c237:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 32768
-    setz al
-    lea rcx, [rip + .Lc1_d11038_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d11038_s_t
-    .p2align 3
-.Lc1_d11038_s:
-    .p2align 3
-    jmp .Lc1_d11038_j
-    .p2align 3
-    jmp .Lc1_d11038_j
-.Lc1_d11038_j:
-    mov ecx, dword ptr [r15 + 768]
-    mov byte ptr [r15 + 384], al
-    mov eax, 145
-    jmp 1f
-1:
-    movzx eax, al
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    add rax, qword ptr [r15 + 0]
-    mov ebp, edi
-    mov ebp, ebp
-    mov rbp, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 448
-    movzx edi, byte ptr [r15 + rbp + 832]
-    test dword ptr [r15 + 67117723], 1090519040
-    jnz 1f
-1:
-    mov rbp, r11
-    mov r9d, 46
-    and rbp, 4032
-    mov edi, dword ptr [r15 + rbp + 3392]
-    and edi, dword ptr [r15 + 448]
-    mov rbp, rax
-    vmovdqu ymmword ptr [r15 + 192], ymm10
-    mov ebp, dword ptr [r15 + 320]
-    mov eax, 164
-    jmp 1f
-1:
-    mov eax, 120
-    mov qword ptr [r15 + 128], r9
-    mov dword ptr [r15 + 512], eax
-    movzx eax, byte ptr [r15 + 64]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c238:
-    lea rcx, [rip + .Lc1_d11081_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d11081_j_t
-.Lc1_d11081_j:
-    mov ecx, 39
-    .byte 0x0f, 0x1f, 0x40, 0x00
-    mov ecx, eax
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 200
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rcx
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rcx
-    mov eax, dword ptr [r15 + 128]
-    lock or dword ptr [r15 + 448], 80
-    movsxd r9, dword ptr [r15 + 192]
-    movsxd rcx, dword ptr [r15 + 384]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov qword ptr [r15 + 256], rax
-    mov qword ptr [r15 + 576], rdx
-    mov dword ptr [r15 + 64], r9d
-    movzx ecx, byte ptr [r15 + 128]
-    jmp 1f
-1:
-    movzx r9d, r8b
-    mov r9, r11
-    mov qword ptr [r15 + 64], rax
-    mov eax, r9d
-    movsxd rax, dword ptr [r15 + 512]
-    and r9, 1984
-    mov rbp, r11
-    mov dword ptr [r15 + r9 + 1344], ebp
-    mov r9, r11
-    and rbp, 8128
-    movsxd r8, dword ptr [r15 + rbp + 7488]
-    mov edi, dword ptr [r15 + 320]
-    and r9, 448
-    movsxd rbp, dword ptr [r15 + r9 + 832]
-    mov qword ptr [r15 + 320], rbp
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c239:
-    movzx ebp, bpl
-    mov qword ptr [r15 + 640], r8
-    movzx r8d, dil
-    mov dword ptr [r15 + 320], 211
-    mov edx, r9d
-    jmp 1f
-1:
-    mov byte ptr [r15 + 256], dl
-    mov dword ptr [r15 + 64], 253
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 10
-    mov r12, qword ptr [r15 + r12 + 56]
-    imul rsi, qword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], esi
-    mov esi, 2
-    mov rbp, r11
-    mov dword ptr [r15 + 0], 3
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov byte ptr [r15 + 512], dl
-    and rbp, 1984
-    movsxd r8, dword ptr [r15 + rbp + 1344]
-    jmp 1f
-1:
-    movzx ebp, r8b
-    jmp 1f
-1:
-    mov ebp, dword ptr [r15 + 192]
-    mov dword ptr [r15 + 128], r8d
-    lea r8, [r11 + r11*1]
-    mov r9, qword ptr [r15 + 704]
-    and r8, 4032
-    mov rdx, qword ptr [r15 + r8 + 3392]
-    mov rsi, rdx
-    mov dword ptr [r15 + 384], esi
-    mov rsi, qword ptr [r15 + r8 + 3456]
-    mov r8, r11
-    jmp 1f
-1:
-    movsxd rdx, dword ptr [r15 + 448]
-    and r8, 448
-    mov rcx, qword ptr [r15 + r8 + 832]
-    movzx eax, sil
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c240:
-    lea rcx, [rip + .Lc1_d11170_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d11170_j_t
-.Lc1_d11170_j:
-    movzx ecx, cl
-    add rdi, qword ptr [r15 + 0]
-    mov esi, edi
-    movzx r8d, sil
-    mov dword ptr [r15 + 0], r8d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, rax
-    vmovdqu xmm10, xmmword ptr [r15 + 0]
-    movzx r8d, sil
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 0], ymm10
-    jmp 1f
-1:
-    mov esi, dword ptr [r15 + 384]
-    movsxd r8, dword ptr [r15 + 64]
-    lea rbp, [r11 + r11*1]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movsxd rax, dword ptr [r15 + 64]
-    and rbp, 8128
-    mov r8d, dword ptr [r15 + rbp + 7552]
-    mov rsi, r8
-    jmp 1f
-1:
-    movsxd r8, dword ptr [r15 + 768]
-    mov r9, r11
-    movzx edi, byte ptr [r15 + 320]
-    mov r8, r11
-    and r9, 1984
-    and edi, dword ptr [r15 + r9 + 1344]
-    and r8, 448
-    mov qword ptr [r15 + r8 + 832], r8
-    movzx r9d, byte ptr [r15 + 448]
-    movzx r8d, byte ptr [r15 + 128]
-    and r8d, dword ptr [r15 + 256]
-    mov dword ptr [r15 + 512], 250
-    mov edx, dword ptr [r15 + rbp + 7488]
-    mov dword ptr [r15 + 384], edx
-    mov rbp, qword ptr [r15 + 192]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c241:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 8388608
-    setz al
-    lea rcx, [rip + .Lc1_d11219_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d11219_s_t
-    .p2align 3
-.Lc1_d11219_s:
-    .p2align 3
-    jmp .Lc1_d11219_j
-    .p2align 3
-    jmp .Lc1_d11219_j
-.Lc1_d11219_j:
-    .byte 0x0f, 0x1f, 0x00
-    movzx eax, r8b
-    mov r8, r9
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov eax, r8d
-    movzx eax, r8b
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov qword ptr [r15 + 0], r8
-    mov r8, r11
-    jmp 1f
-1:
-    jmp 1f
-1:
-    and r8, 4032
-    and eax, dword ptr [r15 + r8 + 3392]
-    movsxd r8, dword ptr [r15 + 384]
-    movzx ecx, byte ptr [r15 + 576]
-    jmp 1f
-1:
-    movzx r9d, cl
-    jmp 1f
-1:
-    test dword ptr [r15 + 67117723], 2097154
-    jz 1f
-1:
-    movsxd rcx, dword ptr [r15 + 320]
-    add rax, qword ptr [r15 + 192]
-    mov dword ptr [r15 + 512], r8d
-    movsxd r8, dword ptr [r15 + 64]
-    movsxd r9, dword ptr [r15 + 256]
-    mov byte ptr [r15 + 128], r9b
-    movzx edx, byte ptr [r15 + 448]
-    mov dword ptr [r15 + 128], edx
-    mov edx, edx
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c242:
-    mov rbp, r11
-    movzx edx, bpl
-    and rbp, 1984
-    movsxd r8, dword ptr [r15 + rbp + 1344]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    add r9, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, rdx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], eax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 224
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    vpaddq xmm10, xmm10, xmmword ptr [r15 + 384]
-    mov byte ptr [r15 + 512], dil
-    movzx eax, byte ptr [r15 + 320]
-    test ebx, 6656
-    jz 1f
-1:
-    mov rax, rsi
-    vpshufd xmm10, xmm10, 43
-    mov rbp, r11
-    jmp 1f
-1:
-    and rbp, 448
-    movzx eax, byte ptr [r15 + rbp + 832]
-    mov rsi, qword ptr [r15 + 640]
-    jmp 1f
-1:
-    vmovdqu ymmword ptr [r15 + 704], ymm10
-    mov dword ptr [r15 + 64], ebp
-    movsxd rbp, dword ptr [r15 + 64]
-    movzx edi, byte ptr [r15 + 256]
-    mov r8, r11
-    mov r9d, dword ptr [r15 + 128]
-    and r8, 8128
-    movsxd rdx, dword ptr [r15 + r8 + 7488]
-    add rsi, qword ptr [r15 + 192]
-    jmp 1f
-1:
-    movsxd r8, dword ptr [r15 + 448]
-    movsxd rcx, dword ptr [r15 + 320]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c243:
-    lea rcx, [rip + .Lc1_d11310_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d11310_j_t
-.Lc1_d11310_j:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, ecx
-    mov dword ptr [r15 + 0], r8d
-    mov ecx, 136
-    vmovdqu ymmword ptr [r15 + 0], ymm10
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r8d, bpl
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    lea r8, [r11 + r11*1]
-    mov rcx, rcx
-    mov dword ptr [r15 + 0], edi
-    and r8, 4032
-    mov ecx, dword ptr [r15 + r8 + 3456]
-    vmovdqu ymmword ptr [r15 + 128], ymm10
-    mov edi, edx
-    movsxd rdx, dword ptr [r15 + r8 + 3392]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r8, r11
-    jmp 1f
-1:
-    and r8, 448
-    mov dword ptr [r15 + r8 + 832], r8d
-    mov r8, qword ptr [r15 + 384]
-    mov rbp, r11
-    mov rdx, rsi
-    and rbp, 1984
-    movzx esi, byte ptr [r15 + rbp + 1344]
-    jmp 1f
-1:
-    movzx edx, byte ptr [r15 + 64]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 768], 169
-    mov rbp, qword ptr [r15 + 448]
-    and r8d, dword ptr [r15 + 256]
-    mov qword ptr [r15 + 320], rdx
-    mov edx, edi
-    movsxd rcx, dword ptr [r15 + 512]
-    jmp 1f
-1:
-    movzx edx, byte ptr [r15 + 128]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c244:
-    mov rbp, r11
-    and rbp, 1984
-    mov dword ptr [r15 + rbp + 1344], 13
-    movsxd rdx, dword ptr [r15 + 640]
-    movzx ebp, byte ptr [r15 + 448]
-    mov r8, r11
-    jmp 1f
-1:
-    mov rcx, r8
-    and r8, 16320
-    movzx ecx, byte ptr [r15 + r8 + 15680]
-    movzx r8d, al
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    vpaddq xmm10, xmm10, xmmword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], r8
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 84
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1536
-    jnz 1f
-1:
-    mov byte ptr [r15 + 576], al
-    movsxd rax, dword ptr [r15 + 512]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov qword ptr [r15 + 384], r8
-    mov r8, qword ptr [r15 + 192]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 256], r9d
-    jmp 1f
-1:
-    movzx r9d, r9b
-    mov qword ptr [r15 + 64], r8
-    movzx r9d, byte ptr [r15 + 384]
-    mov dword ptr [r15 + 128], r9d
-    mov r9, r11
     mov qword ptr [r15 + 64], r9
-    and r8d, dword ptr [r15 + 320]
-    and r9, 8128
-    mov byte ptr [r15 + r9 + 7488], al
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c245:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d11406_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d11406_j_t
-.Lc1_d11406_j:
-    mov qword ptr [r15 + 512], r9
-    movzx r9d, r8b
-    mov byte ptr [r15 + 64], r8b
-    mov dword ptr [r15 + 320], r9d
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 704], r9d
-    mov dword ptr [r15 + 384], 187
-    mov rax, rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 201
-    test dword ptr [r15 + 67117724], 8388608
-    jz 1f
-1:
-    mov r9, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r9, 4032
-    mov dword ptr [r15 + r9 + 3392], r9d
-    mov r9d, dword ptr [r15 + 320]
-    mov eax, dword ptr [r15 + 192]
-    mov r8, r11
-    mov rcx, qword ptr [r15 + 128]
-    mov ebp, dword ptr [r15 + 448]
-    jmp 1f
-1:
-    and r8, 448
-    mov r9, r11
-    and ebp, dword ptr [r15 + r8 + 832]
-    and r9, 8128
-    mov r8, qword ptr [r15 + r9 + 7488]
-    movzx r9d, byte ptr [r15 + 256]
-    mov edi, 32
-    mov esi, 194
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c246:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 7
-    lea rcx, [rip + .Lc1_d11450_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d11450_s_t
-    .p2align 3
-.Lc1_d11450_s:
-    .p2align 3
-    jmp .Lc1_d11450_j
-    .p2align 3
-    jmp .Lc1_d11450_j
-    .p2align 3
-    jmp .Lc1_d11450_j
-    .p2align 3
-    jmp .Lc1_d11450_j
-    .p2align 3
-    jmp .Lc1_d11450_j
-    .p2align 3
-    jmp .Lc1_d11450_j
-    .p2align 3
-    jmp .Lc1_d11450_j
-    .p2align 3
-    jmp .Lc1_d11450_j
-.Lc1_d11450_j:
-    mov rbp, r11
-    movzx ecx, byte ptr [r15 + 64]
-    and rbp, 1984
-    mov dword ptr [r15 + rbp + 1344], ebp
-    mov rbp, qword ptr [r15 + 384]
-    mov r8, r11
-    mov dword ptr [r15 + 512], r8d
-    mov r9, r11
-    and r8, 448
-    mov rax, qword ptr [r15 + r8 + 832]
-    and r9, 8128
-    movzx r8d, byte ptr [r15 + r9 + 7488]
-    mov r9d, 68
-    mov qword ptr [r15 + 128], rbp
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov r9d, r9d
-    mov r9, qword ptr [r15 + 768]
-    jmp 1f
-1:
-    vmovdqu xmmword ptr [r15 + 192], xmm10
-    vpor xmm10, xmm10, xmm10
-    mov r8d, 174
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c247:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    vpor xmm10, xmm10, xmm10
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, r8
-    jmp 1f
-1:
-    mov r8d, r9d
-    mov r12, qword ptr [r15 + r12 + 56]
-    nop
     mov r9d, r8d
-    and r9d, dword ptr [r15 + 448]
-    movzx r8d, r8b
-    jmp 1f
-1:
-    mov r8, qword ptr [r15 + 512]
-    mov qword ptr [r15 + 384], r9
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r9d, 176
-    mov r8, qword ptr [r15 + 64]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 192], ebp
-    mov r9d, 154
-    mov qword ptr [r15 + 128], r9
-    jmp 1f
-1:
-    movzx ebp, byte ptr [r15 + 320]
-    movsxd r9, dword ptr [r15 + 256]
-    mov rbp, r11
-    mov rcx, r8
-    jmp 1f
-1:
-    and rbp, 1984
-    mov r8, qword ptr [r15 + rbp + 1344]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 320], r9d
-    mov r9, r11
-    mov ebp, 217
-    and r9, 4032
-    movsxd rbp, dword ptr [r15 + r9 + 3392]
-    mov dword ptr [r15 + 576], 146
-    jmp 1f
-1:
-    mov dword ptr [r15 + 128], ecx
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c248:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d11544_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d11544_j_t
-.Lc1_d11544_j:
-    and ebp, dword ptr [r15 + 0]
-    vmovdqu xmmword ptr [r15 + 0], xmm10
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    movzx eax, byte ptr [r15 + 320]
-    add rax, qword ptr [r15 + 640]
-    movzx ecx, byte ptr [r15 + 448]
-    jmp 1f
-1:
-    xor dword ptr [r15 + 64], ecx
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r9, r11
-    jmp 1f
-1:
-    and r9, 448
-    mov rcx, qword ptr [r15 + r9 + 832]
-    test dword ptr [r15 + 67117724], 9441282
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov r8, r11
-    add rcx, qword ptr [r15 + 384]
-    and r8, 4032
-    mov byte ptr [r15 + r8 + 3392], r8b
-    mov r9, qword ptr [r15 + 704]
-    mov r8, qword ptr [r15 + 192]
-    vmovdqu xmmword ptr [r15 + 512], xmm10
-    movzx ebp, r8b
-    vmovdqu ymmword ptr [r15 + 256], ymm10
-    jmp 1f
-1:
-    vpcmpeqb xmm10, xmm10, xmmword ptr [r15 + 64]
-    mov dword ptr [r15 + 128], 231
-    mov rbp, r11
-    mov eax, 144
-    and rbp, 8128
-    mov rax, qword ptr [r15 + rbp + 7488]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c249:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 65536
-    setz al
-    lea rcx, [rip + .Lc1_d11589_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d11589_s_t
-    .p2align 3
-.Lc1_d11589_s:
-    .p2align 3
-    jmp .Lc1_d11589_j
-    .p2align 3
-    jmp .Lc1_d11589_j
-.Lc1_d11589_j:
-    mov rbp, r11
-    .byte 0x0f, 0x1f, 0x00
-    jmp 1f
-1:
-    and rbp, 448
-    vmovdqu xmmword ptr [r15 + rbp + 832], xmm10
-    jmp 1f
-1:
-    mov ecx, 208
-    vmovq xmm10, rax
-    jmp 1f
-1:
-    mov rax, qword ptr [r15 + 64]
-    mov rbp, r11
-    jmp 1f
-1:
-    and rbp, 8128
-    movsxd rcx, dword ptr [r15 + rbp + 7488]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    movzx ebp, bpl
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    movsxd rbp, dword ptr [r15 + 128]
-    movsxd rax, dword ptr [r15 + 448]
-    movzx ecx, byte ptr [r15 + 320]
-    add rax, qword ptr [r15 + 768]
-    mov r8, r11
-    mov r9, qword ptr [r15 + 384]
-    and r8, 1984
-    mov esi, dword ptr [r15 + r8 + 1344]
-    mov dword ptr [r15 + 512], 121
-    jmp 1f
-1:
-    mov r8, qword ptr [r15 + 256]
-    mov edi, r8d
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c250:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov rbp, r11
-    and rbp, 4032
-    mov eax, dword ptr [r15 + rbp + 3392]
-    mov qword ptr [r15 + 0], rax
-    mov byte ptr [r15 + 0], al
-    jmp 1f
-1:
-    vmovdqu ymmword ptr [r15 + 0], ymm10
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    movzx eax, bpl
-    movsxd rax, dword ptr [r15 + 384]
-    mov rbp, r11
-    jmp 1f
-1:
-    movzx r8d, bpl
-    mov ecx, dword ptr [r15 + 64]
-    and rbp, 1984
-    vpaddq xmm10, xmm10, xmmword ptr [r15 + rbp + 1344]
-    mov rbp, rbp
-    mov r8, qword ptr [r15 + 128]
-    test dword ptr [r15 + 67117723], 134217729
-    jnz 1f
-1:
-    movzx ebp, byte ptr [r15 + 640]
-    movzx eax, bpl
-    mov qword ptr [r15 + 576], rsi
-    mov esi, 78
-    vmovdqu ymmword ptr [r15 + 64], ymm10
-    jmp 1f
-1:
-    movzx esi, byte ptr [r15 + 448]
-    vmovdqu ymmword ptr [r15 + 256], ymm10
-    jmp 1f
-1:
-    mov rbp, qword ptr [r15 + 192]
-    vmovdqu xmmword ptr [r15 + 128], xmm10
-    mov byte ptr [r15 + 512], bpl
-    movzx ebp, bpl
-    mov dword ptr [r15 + 384], ebp
-    mov ebp, 163
-    movsxd rbp, dword ptr [r15 + 320]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c251:
-    lea rcx, [rip + .Lc1_d11680_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d11680_j_t
-.Lc1_d11680_j:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 448], ecx
-    jmp 1f
-1:
-    mov rbp, r11
-    mov edi, dword ptr [r15 + 192]
-    and rbp, 4032
-    mov dword ptr [r15 + rbp + 3392], ecx
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx ebp, dil
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rbp
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    and ebp, dword ptr [r15 + 256]
-    mov byte ptr [r15 + 320], bpl
-    mov r8, r11
-    mov rbp, r11
-    mov edi, edi
-    and rbp, 8128
-    movsxd rdi, dword ptr [r15 + rbp + 7488]
+    mov r9, qword ptr [r15 + 448]
+    mov dword ptr [r15 + 512], eax
     test ebx, 1073741824
     jnz 1f
 1:
-    and r8, 448
-    mov dword ptr [r15 + r8 + 832], 23
-    mov r8d, dword ptr [r15 + 128]
-    vmovq qword ptr [r15 + 64], xmm10
-    vpxor xmm10, xmm10, xmm1
-    movzx ebp, byte ptr [r15 + 384]
+    vmovdqu ymmword ptr [r15 + 192], ymm0
+    mov rax, r9
+    movzx r9d, r9b
+    movzx r9d, byte ptr [r15 + 384]
     jmp 1f
 1:
-    mov edi, dword ptr [r15 + 512]
-    jmp 1f
-1:
-    mov rcx, qword ptr [r15 + 704]
-    movsxd r9, dword ptr [r15 + 320]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c252:
-    mov rbp, r11
-    mov r8d, ebp
-    mov rdi, qword ptr [r15 + 448]
-    mov qword ptr [r15 + 192], r9
-    and rbp, 448
-    add r9, qword ptr [r15 + rbp + 832]
-    lea rbp, [r11 + r11*1]
-    mov rcx, qword ptr [r15 + 256]
-    mov r8, rcx
-    mov rcx, r8
-    and rbp, 1984
-    mov dword ptr [r15 + rbp + 1408], ebp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    imul r8, qword ptr [r15 + 0]
-    movzx ecx, cl
-    mov byte ptr [r15 + 0], al
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 225
-    mov r12, qword ptr [r15 + r12 + 56]
-    add r9, qword ptr [r15 + 0]
-    test ebx, 1073741824
+    test dword ptr [r15 + 67117724], 2
     jnz 1f
 1:
-    mov dword ptr [r15 + 128], ebp
     mov r8d, r9d
-    jmp 1f
-1:
-    mov dword ptr [r15 + 64], r8d
-    mov r8d, 94
-    mov r8, r11
-    mov r9d, dword ptr [r15 + 128]
-    movzx ecx, byte ptr [r15 + rbp + 1344]
-    and r8, 8128
-    mov qword ptr [r15 + r8 + 7488], r8
-    vmovq xmm10, r8
-    movzx ebp, byte ptr [r15 + 512]
-    mov dword ptr [r15 + 768], r9d
-    jmp 1f
-1:
-    movsxd r9, dword ptr [r15 + 384]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov rax, qword ptr [r15 + 320]
-    mov r8, qword ptr [r15 + 64]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c253:
-    lea rcx, [rip + .Lc1_d11774_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d11774_j_t
-.Lc1_d11774_j:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r8d, dword ptr [r15 + 0]
-    mov rsi, r8
-    movzx ecx, sil
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 448], 95
-    mov r8, qword ptr [r15 + 576]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov rbp, r11
-    mov r9, qword ptr [r15 + 320]
-    mov dword ptr [r15 + 384], 152
-    test ebx, 4608
-    jnz 1f
-1:
-    and rbp, 448
-    mov dword ptr [r15 + rbp + 832], r9d
-    movzx r8d, byte ptr [r15 + 64]
-    jmp 1f
-1:
-    mov r9, qword ptr [r15 + 256]
-    mov rbp, qword ptr [r15 + 128]
-    mov r8, r11
-    jmp 1f
-1:
-    mov dword ptr [r15 + 384], ecx
-    movzx ecx, byte ptr [r15 + 512]
-    and r8, 4032
-    mov rsi, qword ptr [r15 + r8 + 3392]
-    mov r8, rsi
-    mov r8, r11
-    vmovq qword ptr [r15 + 640], xmm10
-    jmp 1f
-1:
-    and r8, 8128
-    mov rax, qword ptr [r15 + r8 + 7488]
-    movzx r8d, byte ptr [r15 + 192]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c254:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 67108864
-    setz al
-    lea rcx, [rip + .Lc1_d11821_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d11821_s_t
-    .p2align 3
-.Lc1_d11821_s:
-    .p2align 3
-    jmp .Lc1_d11821_j
-    .p2align 3
-    jmp .Lc1_d11821_j
-.Lc1_d11821_j:
-    mov r8, r11
-    and r8, 1984
-    or qword ptr [r15 + r8 + 1344], 97
-    mov r8d, dword ptr [r15 + 448]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 256], eax
-    mov eax, r8d
-    mov eax, eax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], ecx
-    mov r8, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    and r8, 4032
-    mov byte ptr [r15 + r8 + 3392], r8b
     movsxd r8, dword ptr [r15 + 128]
-    mov ecx, dword ptr [r15 + 128]
-    movsxd rax, dword ptr [r15 + 384]
-    mov rbp, qword ptr [r15 + 192]
-    mov rsi, qword ptr [r15 + 512]
-    jmp 1f
-1:
-    movsxd r9, dword ptr [r15 + 704]
-    vpcmpeqb xmm10, xmm10, xmmword ptr [r15 + 320]
-    mov edx, dword ptr [r15 + 64]
-    mov edi, edx
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c255:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov rbp, r11
-    movzx eax, r9b
-    and rbp, 1984
-    mov dword ptr [r15 + rbp + 1344], r8d
-    mov r9, rbp
-    movzx ebp, byte ptr [r15 + 64]
-    mov r9d, 197
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r9d, r9d
-    mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 67117724], 16384
-    jz 1f
-1:
-    mov dword ptr [r15 + 64], 155
-    mov r9d, 8
-    movzx r9d, byte ptr [r15 + 128]
-    jmp 1f
-1:
-    mov rax, qword ptr [r15 + 448]
-    mov rbp, r11
-    jmp 1f
-1:
-    movzx r8d, byte ptr [r15 + 320]
-    and rbp, 8128
-    mov r8, r11
-    mov rcx, qword ptr [r15 + rbp + 7488]
-    movsxd rbp, dword ptr [r15 + 192]
-    mov dword ptr [r15 + 512], 22
-    and r8, 448
-    mov edx, dword ptr [r15 + r8 + 832]
-    movzx r8d, r9b
-    movsxd r8, dword ptr [r15 + 384]
-    mov esi, dword ptr [r15 + 768]
+    mov dword ptr [r15 + 64], eax
+    mov eax, dword ptr [r15 + 256]
     add r11, 64
     inc rbx
     dec r13
     jnz .Lc1_b1_c0
 .Lc1_b1_done:
-// block 2: 256 bytes, 1 chunk(s), 14 chunk executions per call
+// block 2: 512 bytes, 2 chunk(s), 16 chunk executions per call
     mov rbx, qword ptr [r15 + 67117752]
-    lea rcx, [rbx + 14]
+    lea rcx, [rbx + 16]
     mov qword ptr [r15 + 67117752], rcx
-    mov r13d, 14
+    mov r13d, 16
     jmp .Lc1_b2_c0
     .p2align 6
 .Lc1_b2_c0:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d11913_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d11913_j_t
-.Lc1_d11913_j:
-    movzx ecx, byte ptr [r15 + 384]
-    test bl, 10
-    jz 1f
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 32
+    setz al
+    lea rcx, [rip + .Lc1_d3131_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d3131_s_t
+    .p2align 3
+.Lc1_d3131_s:
+    .p2align 3
+    jmp .Lc1_d3131_j
+    .p2align 3
+    jmp .Lc1_d3131_j
+.Lc1_d3131_j:
+    vpaddd xmm3, xmm3, xmm9
+    test ebx, 1073741824
+    jnz 1f
 1:
-    mov rbp, r10
-    mov r9d, 143
+    mov r9d, 52
     test ebx, 1073741824
     jnz 1f
 1:
     mov r8, r10
+    mov dword ptr [r15 + 192], 242
+    test ebx, 1073741824
+    jz 1f
+1:
+    and r8, 4032
+    movsxd rdi, dword ptr [r15 + r8 + 3392]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx r9d, r9b
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rcx, qword ptr [r15 + 64]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + 256], 119
+    test ebx, 1073741824
+    jz 1f
+1:
+    movsxd r9, dword ptr [r15 + 256]
+    mov rbp, r10
+    test dword ptr [r15 + 67117724], 142606336
+    jz 1f
+1:
+    mov ecx, 56
+    test ebx, 1073741824
+    jnz 1f
+1:
     and rbp, 1984
-    movsxd rax, dword ptr [r15 + rbp + 1344]
-    test dword ptr [r15 + 67117724], 16
+    movsxd r8, dword ptr [r15 + rbp + 1344]
+    test dword ptr [r15 + 67117723], 268435968
+    jz 1f
+1:
+    mov r9d, 217
+    add r11, 64
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b2_done
+.Lc1_b2_c1:
+    lea rbp, [r10 + r10*1]
+    lea r8, [r10 + r10*2]
+    and r8, 1984
+    mov edx, dword ptr [r15 + r8 + 1408]
+    and rbp, 8128
+    mov byte ptr [r15 + rbp + 7552], r9b
+    mov dword ptr [r15 + 128], 56
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov byte ptr [r15 + 448], r9b
+    mov dword ptr [r15 + 448], 90
+    test ebx, 1073741824
     jnz 1f
 1:
-    and r8, 8128
-    movsxd rbp, dword ptr [r15 + r8 + 7488]
+    movsxd r9, dword ptr [r15 + 64]
+    mov dword ptr [r15 + 768], 17
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rcx, qword ptr [r15 + 576]
+    movsxd rsi, dword ptr [r15 + r8 + 1344]
+    test ebx, 1073741824
+    jnz 1f
+1:
     mov r9, r10
-    test ebx, 1073741824
-    jnz 1f
-1:
-    test ebx, 1276
-    jz 1f
-1:
+    movzx edx, cl
     and r9, 448
-    mov r8, qword ptr [r15 + r9 + 832]
-    test dword ptr [r15 + 67117723], 8388608
-    jz 1f
-1:
-    movsxd rdi, dword ptr [r15 + 512]
-    test dword ptr [r15 + 67117723], 4194304
-    jz 1f
-1:
-    mov dword ptr [r15 + 128], 234
-    test ebx, 4096
-    jz 1f
-1:
+    mov dword ptr [r15 + r9 + 832], esi
+    movzx r9d, byte ptr [r15 + rbp + 7488]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov dword ptr [r15 + 320], 3
-    test ebx, 2432
+    mov qword ptr [r15 + r8 + 1472], rdx
+    movzx r8d, byte ptr [r15 + 512]
+    test ebx, 1073741824
     jz 1f
 1:
-    add qword ptr [r15 + 64], rdi
+    mov edx, dword ptr [r15 + 320]
+    mov qword ptr [r15 + 704], rcx
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx r9d, byte ptr [r15 + 128]
+    movzx esi, byte ptr [r15 + 64]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov edi, 117
-    test ebx, 1073741824
-    jnz 1f
-1:
+    movzx r8d, byte ptr [r15 + 384]
+    mov rdx, rsi
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jnz .Lc1_b2_c0
 .Lc1_b2_done:
-// block 3: 512 bytes, 2 chunk(s), 14 chunk executions per call
+// block 3: 2048 bytes, 8 chunk(s), 16 chunk executions per call
     mov rbx, qword ptr [r15 + 67117760]
-    lea rcx, [rbx + 14]
+    lea rcx, [rbx + 16]
     mov qword ptr [r15 + 67117760], rcx
-    mov r13d, 14
+    mov r13d, 16
     jmp .Lc1_b3_c0
     .p2align 6
 .Lc1_b3_c0:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 67108864
-    setz al
-    lea rcx, [rip + .Lc1_d11970_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d11970_s_t
-    .p2align 3
-.Lc1_d11970_s:
-    .p2align 3
-    jmp .Lc1_d11970_j
-    .p2align 3
-    jmp .Lc1_d11970_j
-.Lc1_d11970_j:
-    mov rbp, r10
-    mov eax, dword ptr [r15 + 384]
-    and rbp, 1984
-    mov edi, dword ptr [r15 + rbp + 1344]
+    mov rdx, qword ptr [r15 + 704]
+    movsxd r8, dword ptr [r15 + 384]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], ecx
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    mov rbp, qword ptr [r15 + 128]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], edx
+    mov edx, r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
     test ebx, 1073741824
     jz 1f
 1:
-    mov ecx, dword ptr [r15 + 64]
-    mov rbp, r10
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu ymmword ptr [r15 + 512], ymm3
+    movsxd rbp, dword ptr [r15 + 768]
+    mov qword ptr [r15 + 448], rdx
+    mov qword ptr [r15 + 320], rdx
+    movsxd rdx, dword ptr [r15 + 64]
+    jmp 1f
+1:
     test ebx, 1073741824
     jnz 1f
 1:
-    and rbp, 4032
-    mov byte ptr [r15 + rbp + 3392], cl
+    vpor xmm3, xmm3, xmm3
+    jmp 1f
+1:
+    mov rbp, rdx
+    mov rbp, r11
+    mov r8d, 182
+    jmp 1f
+1:
+    mov r8, qword ptr [r15 + 128]
+    and rbp, 448
+    mov byte ptr [r15 + rbp + 832], dl
     test ebx, 1073741824
     jnz 1f
-1:
-    mov ecx, 136
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov ebp, dword ptr [r15 + 640]
-    mov dword ptr [r15 + 192], ecx
-    test ebx, 384
-    jnz 1f
-1:
-    movzx ebp, bpl
-    test ebx, 1073741824
-    jz 1f
 1:
     mov r8, r11
-    mov ecx, ecx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and r8, 4032
-    mov dword ptr [r15 + r8 + 3392], ebp
-    test ebx, 64752
-    jnz 1f
-1:
-    mov qword ptr [r15 + 256], rsi
+    mov edi, ebp
+    and r8, 1984
+    mov dword ptr [r15 + r8 + 1344], ebp
+    mov r8, qword ptr [r15 + 384]
+    mov byte ptr [r15 + 256], bpl
+    mov dword ptr [r15 + 64], edi
+    mov rbp, r11
+    vpcmpeqb xmm0, xmm0, xmm1
+    and rbp, 8128
+    movzx edx, byte ptr [r15 + rbp + 7488]
     add r11, 64
-    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b3_done
 .Lc1_b3_c1:
-    mov r9, r11
-    and r9, 448
-    mov byte ptr [r15 + r9 + 832], r8b
-    mov r9, r9
-    movzx r9d, r8b
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r8, r9
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], r9
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov qword ptr [r15 + 0], r8
-    mov r8, qword ptr [r15 + 128]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + 512], 13
-    mov r9d, 71
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r8d, r8d
-    mov r9d, dword ptr [r15 + 256]
-    mov r8, qword ptr [r15 + 64]
-    test ebx, 32224
-    jz 1f
-1:
-    vpaddq xmm10, xmm10, xmmword ptr [r15 + 128]
-    movsxd rsi, dword ptr [r15 + 192]
-    mov r8, r11
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov byte ptr [r15 + 320], sil
-    and r8, 8128
-    mov dword ptr [r15 + r8 + 7488], 137
-    mov rbp, r11
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and rbp, 4032
-    mov rsi, qword ptr [r15 + rbp + 3392]
-    mov ebp, dword ptr [r15 + 384]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movsxd rsi, dword ptr [r15 + 448]
-    movzx r8d, byte ptr [r15 + 704]
-    add r11, 64
-    inc rbx
-    dec r13
-    jnz .Lc1_b3_c0
-.Lc1_b3_done:
-// block 4: 1024 bytes, 4 chunk(s), 4 chunk executions per call
-    mov rbx, qword ptr [r15 + 67117768]
-    lea rcx, [rbx + 4]
-    mov qword ptr [r15 + 67117768], rcx
-    mov r13d, 4
-    jmp .Lc1_b4_c0
-    .p2align 6
-.Lc1_b4_c0:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d3288_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d3288_j_t
+.Lc1_d3288_j:
     mov r8, r11
-    mov dword ptr [r15 + 512], esi
+    mov r9, rax
     and r8, 1984
-    add qword ptr [r15 + r8 + 1344], r8
-    mov esi, dword ptr [r15 + 384]
+    and r9d, dword ptr [r15 + r8 + 1344]
+    jmp 1f
+1:
+    mov eax, dword ptr [r15 + 448]
+    mov rdx, rcx
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov ecx, dword ptr [r15 + 128]
+    mov edi, dword ptr [r15 + 384]
+    mov rsi, qword ptr [r15 + 256]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ebp, dl
     test ebx, 1073741824
     jnz 1f
 1:
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], edx
+    mov qword ptr [r15 + 0], rcx
+    jmp 1f
+1:
+    mov qword ptr [r15 + 512], rsi
+    test dword ptr [r15 + 67117723], 536870912
+    jnz 1f
+1:
+    vpaddd xmm8, xmm8, xmm7
+    movzx ebp, byte ptr [r15 + 192]
+    jmp 1f
+1:
+    mov qword ptr [r15 + 576], rdi
+    mov rdi, rbp
+    test bl, 48
+    jnz 1f
+1:
+    mov r8, r11
+    jmp 1f
+1:
+    mov r9, r11
+    mov edx, 33
+    and r8, 8128
+    movzx edx, byte ptr [r15 + r8 + 7488]
+    mov dword ptr [r15 + 320], r9d
+    and r9, 4032
+    mov rbp, qword ptr [r15 + r9 + 3392]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b3_done
+.Lc1_b3_c2:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov qword ptr [r15 + 448], rbp
+    jmp 1f
+1:
+    mov dword ptr [r15 + 640], r8d
+    jmp 1f
+1:
+    mov r8, rax
     mov r12, qword ptr [r15 + r12 + 56]
+    test dword ptr [r15 + 67117723], 256
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    movzx edx, al
+    mov rax, r8
+    mov rax, qword ptr [r15 + 320]
+    mov r8d, r8d
+    test dword ptr [r15 + 67117723], 8192
+    jz 1f
+1:
+    mov qword ptr [r15 + 64], r8
+    jmp 1f
+1:
+    mov rbp, r11
+    mov edx, dword ptr [r15 + 128]
+    and rbp, 1984
+    vmovdqu ymmword ptr [r15 + rbp + 1344], ymm0
+    vmovdqu ymmword ptr [r15 + 512], ymm0
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r8, r11
+    mov rax, rax
+    mov eax, ebp
+    mov eax, edx
+    and r8, 448
+    mov rax, qword ptr [r15 + r8 + 832]
+    mov r8d, dword ptr [r15 + 128]
+    movsxd rcx, dword ptr [r15 + 384]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rbp, r11
+    movsxd rsi, dword ptr [r15 + 64]
+    mov rdx, qword ptr [r15 + 192]
+    and rbp, 4032
+    movzx eax, byte ptr [r15 + rbp + 3392]
+    movzx ebp, cl
+    jmp 1f
+1:
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b3_done
+.Lc1_b3_c3:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d3387_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d3387_j_t
+.Lc1_d3387_j:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r9, 1984
+    movsxd rsi, dword ptr [r15 + r9 + 1344]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov edx, dword ptr [r15 + 448]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 320], 173
+    jmp 1f
+1:
+    and ecx, dword ptr [r15 + 704]
+    test dword ptr [r15 + 67117723], 576
+    jz 1f
+1:
+    jmp 1f
+1:
+    mov esi, 147
+    mov rsi, qword ptr [r15 + 128]
+    jmp 1f
+1:
+    inc dword ptr [r15 + 64]
+    test bl, 32
+    jnz 1f
+1:
+    mov edx, dword ptr [r15 + 384]
+    mov qword ptr [r15 + 768], rsi
+    mov r9, r11
+    mov edi, ecx
+    and r9, 8128
+    mov byte ptr [r15 + r9 + 7488], dl
+    mov byte ptr [r15 + 256], dil
+    test bl, 80
+    jnz 1f
+1:
+    movsxd rdx, dword ptr [r15 + 192]
+    movzx esi, byte ptr [r15 + 320]
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + 512], ymm8
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b3_done
+.Lc1_b3_c4:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov r8, r11
+    and r8, 448
+    movsxd rdx, dword ptr [r15 + r8 + 832]
+    mov byte ptr [r15 + 512], sil
+    mov r9, r11
+    mov rsi, qword ptr [r15 + 576]
+    mov qword ptr [r15 + 384], rax
+    and r9, 4032
+    mov qword ptr [r15 + r9 + 3392], rax
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rdx, dword ptr [r15 + 64]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov ebp, 110
+    jmp 1f
+1:
+    mov ebp, dword ptr [r15 + 256]
+    movzx r8d, dl
+    mov r8, r9
+    test dword ptr [r15 + 67117724], 128
+    jz 1f
+1:
+    movzx edx, byte ptr [r15 + 128]
+    mov r9, r11
+    mov eax, 42
+    and r9, 8128
+    movzx eax, byte ptr [r15 + r9 + 7488]
+    movzx r9d, byte ptr [r15 + 320]
+    movsxd rbp, dword ptr [r15 + 64]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + 448], r9d
+    jmp 1f
+1:
+    mov r8d, dword ptr [r15 + 192]
+    jmp 1f
+1:
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b3_done
+.Lc1_b3_c5:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 536870912
+    setz al
+    lea rcx, [rip + .Lc1_d3479_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d3479_s_t
+    .p2align 3
+.Lc1_d3479_s:
+    .p2align 3
+    jmp .Lc1_d3479_j
+    .p2align 3
+    jmp .Lc1_d3479_j
+.Lc1_d3479_j:
+    mov r8, r11
+    jmp 1f
+1:
+    and r8, 1984
+    mov qword ptr [r15 + r8 + 1344], rcx
+    mov r8d, dword ptr [r15 + 256]
+    mov rcx, qword ptr [r15 + 512]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov dword ptr [r15 + 640], ecx
+    mov rcx, qword ptr [r15 + 64]
+    mov dword ptr [r15 + 128], 190
+    mov rax, r8
+    mov r8, r11
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + 384], 182
+    mov r9, r11
+    and r8, 4032
+    movsxd rcx, dword ptr [r15 + r8 + 3392]
+    and r9, 448
+    mov eax, dword ptr [r15 + r9 + 832]
+    mov r9d, 104
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov rdi, rax
+    movsxd rdi, dword ptr [r15 + 320]
+    mov ecx, 102
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b3_done
+.Lc1_b3_c6:
+    lea rcx, [rip + .Lc1_d3521_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d3521_j_t
+.Lc1_d3521_j:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, dil
+    mov r12, qword ptr [r15 + r12 + 56]
+    add rax, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, byte ptr [r15 + 320]
+    mov r8, qword ptr [r15 + 256]
+    jmp 1f
+1:
+    test ebx, 304
+    jz 1f
+1:
+    mov eax, eax
+    mov r9, r11
+    mov dword ptr [r15 + 448], ecx
+    movzx ecx, byte ptr [r15 + 128]
+    and ecx, dword ptr [r15 + 64]
+    and r9, 8128
+    mov dword ptr [r15 + r9 + 7488], r8d
+    movsxd r9, dword ptr [r15 + 192]
+    mov r8, r11
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov eax, eax
+    movsxd rax, dword ptr [r15 + 384]
+    and r8, 1984
+    mov dword ptr [r15 + r8 + 1344], 241
+    and r8d, dword ptr [r15 + 384]
+    mov rcx, r9
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r9, qword ptr [r15 + 128]
+    mov qword ptr [r15 + 704], rcx
+    mov ecx, 12
+    jmp 1f
+1:
+    movzx ecx, byte ptr [r15 + 512]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b3_done
+.Lc1_b3_c7:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov dword ptr [r15 + 192], 234
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov esi, 16
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov byte ptr [r15 + 256], r8b
-    mov r8d, dword ptr [r15 + 384]
-    movzx ecx, sil
-    mov rbp, r11
-    mov esi, r8d
-    test dword ptr [r15 + 67117723], 262144
-    jz 1f
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx edi, sil
+    mov dword ptr [r15 + 0], eax
+    jmp 1f
 1:
-    mov dword ptr [r15 + 320], 160
-    mov r8, r11
-    and rbp, 448
-    movsxd rax, dword ptr [r15 + rbp + 832]
-    mov qword ptr [r15 + 192], r8
-    and r8, 4032
-    movsxd rbp, dword ptr [r15 + r8 + 3392]
-    mov dword ptr [r15 + 768], eax
+    jmp 1f
+1:
     test ebx, 1073741824
     jz 1f
 1:
-    mov eax, ebp
-    vmovdqu ymmword ptr [r15 + 64], ymm10
-    movzx eax, byte ptr [r15 + 128]
-    mov ebp, dword ptr [r15 + 448]
+    vmovdqu ymmword ptr [r15 + 64], ymm14
+    movsxd r9, dword ptr [r15 + 448]
+    mov rbp, r11
+    movsxd rdi, dword ptr [r15 + 512]
+    movzx edx, byte ptr [r15 + 384]
+    and rbp, 448
+    mov qword ptr [r15 + rbp + 832], r9
+    test dword ptr [r15 + 67117723], 8192
+    jnz 1f
+1:
+    movsxd rcx, dword ptr [r15 + 768]
+    mov qword ptr [r15 + 320], r9
+    mov r9d, 252
+    mov r9d, edx
+    movzx edx, dil
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rbp, r11
+    mov dword ptr [r15 + 128], ecx
+    mov r8, r11
+    and rbp, 4032
+    mov rcx, qword ptr [r15 + rbp + 3392]
+    jmp 1f
+1:
+    and r8, 8128
+    mov rdi, qword ptr [r15 + r8 + 7488]
+    movzx r8d, byte ptr [r15 + 256]
     add r11, 64
+    inc rbx
+    dec r13
+    jnz .Lc1_b3_c0
+.Lc1_b3_done:
+// block 4: 2048 bytes, 8 chunk(s), 16 chunk executions per call
+    mov rbx, qword ptr [r15 + 67117768]
+    lea rcx, [rbx + 16]
+    mov qword ptr [r15 + 67117768], rcx
+    mov r13d, 16
+    jmp .Lc1_b4_c0
+    .p2align 6
+.Lc1_b4_c0:
+    movzx r9d, byte ptr [r15 + 128]
+    mov rdx, qword ptr [r15 + 128]
+    lea rbp, [r10 + r10*1]
+    mov rdi, r8
+    and rbp, 448
+    lea r8, [r11 + r11*1]
+    movzx ecx, byte ptr [r15 + rbp + 896]
+    and r8, 8128
+    mov dword ptr [r15 + r8 + 7552], 254
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r9, rcx
+    movzx r9d, byte ptr [r15 + 512]
+    vmovdqu ymmword ptr [r15 + 384], ymm2
+    movzx edx, cl
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov qword ptr [r15 + 256], rbp
+    movzx ecx, byte ptr [r15 + 384]
+    mov rax, qword ptr [r15 + 320]
+    mov rdi, qword ptr [r15 + 64]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r9, r11
+    mov dword ptr [r15 + 128], eax
+    mov rax, qword ptr [r15 + 448]
+    and r9, 448
+    mov edx, dword ptr [r15 + r9 + 832]
+    mov r9d, ecx
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx ecx, al
+    movsxd rcx, dword ptr [r15 + 128]
+    mov esi, dword ptr [r15 + 448]
+    movsxd rax, dword ptr [r15 + rbp + 832]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    vmovdqu ymmword ptr [r15 + r8 + 7488], ymm5
+    inc dword ptr [r15 + 64]
+    mov dword ptr [r15 + 512], 82
+    mov rdi, qword ptr [r15 + 64]
+    add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b4_done
@@ -15005,115 +4387,110 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d12122_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d12122_j_t
-.Lc1_d12122_j:
-    mov dword ptr [r15 + 512], ecx
-    mov rsi, rbp
-    mov dword ptr [r15 + 64], ebp
-    mov qword ptr [r15 + 448], rax
-    mov dword ptr [r15 + 320], eax
-    mov rbp, r11
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 7
+    lea rcx, [rip + .Lc1_d3669_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d3669_s_t
+    .p2align 3
+.Lc1_d3669_s:
+    .p2align 3
+    jmp .Lc1_d3669_j
+    .p2align 3
+    jmp .Lc1_d3669_j
+    .p2align 3
+    jmp .Lc1_d3669_j
+    .p2align 3
+    jmp .Lc1_d3669_j
+    .p2align 3
+    jmp .Lc1_d3669_j
+    .p2align 3
+    jmp .Lc1_d3669_j
+    .p2align 3
+    jmp .Lc1_d3669_j
+    .p2align 3
+    jmp .Lc1_d3669_j
+.Lc1_d3669_j:
+    movzx edx, dil
+    mov rdi, qword ptr [r15 + 704]
+    mov r9, r10
+    movsxd rsi, dword ptr [r15 + 64]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov eax, dword ptr [r15 + 192]
-    and rbp, 448
-    mov dword ptr [r15 + rbp + 832], eax
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, cl
-    jmp 1f
-1:
-    test ebx, 6400
+    and r9, 1984
+    mov eax, dword ptr [r15 + r9 + 1344]
+    movsxd r9, dword ptr [r15 + 320]
+    test dword ptr [r15 + 67117723], 1048576
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rax, dword ptr [r15 + 64]
-    mov rbp, rax
-    mov eax, eax
-    mov rbp, qword ptr [r15 + 256]
-    test dword ptr [r15 + 67117723], 2162688
-    jnz 1f
-1:
-    mov rax, qword ptr [r15 + 640]
-    vmovdqu ymmword ptr [r15 + 128], ymm10
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov ecx, 80
-    test bl, 72
+    mov r9, r10
+    mov dword ptr [r15 + 448], eax
+    and r9, 448
+    movsxd rcx, dword ptr [r15 + r9 + 832]
+    test ebx, 1073741824
     jz 1f
 1:
-    mov byte ptr [r15 + 576], bpl
-    mov rbp, r11
-    mov eax, ecx
+    mov edx, edi
+    mov rbp, r10
+    movsxd rdx, dword ptr [r15 + 192]
+    test bl, 80
+    jz 1f
+1:
+    mov dword ptr [r15 + 640], 137
     and rbp, 8128
-    mov dword ptr [r15 + rbp + 7488], ecx
-    mov byte ptr [r15 + 384], bpl
-    vmovdqu ymmword ptr [r15 + 128], ymm10
+    movzx eax, byte ptr [r15 + rbp + 7488]
     add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b4_done
 .Lc1_b4_c2:
-    lea rcx, [rip + .Lc1_d12167_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d12167_j_t
-.Lc1_d12167_j:
-    mov dword ptr [r15 + 0], 192
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r11
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    vpcmpeqb xmm6, xmm6, xmm1
+    mov r9, r11
+    movsxd rsi, dword ptr [r15 + 320]
+    and r9, 1984
+    mov rbp, r10
+    lock xadd qword ptr [r15 + r9 + 1344], r9
+    mov dword ptr [r15 + 512], 125
+    and rbp, 16320
+    mov ecx, dword ptr [r15 + rbp + 15680]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov byte ptr [r15 + 384], r9b
+    mov r9, qword ptr [r15 + 256]
+    movsxd rsi, dword ptr [r15 + 192]
+    movsxd rdx, dword ptr [r15 + 768]
     test ebx, 1073741824
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
+    movsxd rcx, dword ptr [r15 + 128]
+    mov eax, 85
+    mov eax, 229
+    mov eax, esi
+    movzx eax, cl
+    lea rbp, [r11 + r11*1]
+    test dword ptr [r15 + 67117724], 1361068136
+    jz 1f
 1:
     and rbp, 4032
-    add rcx, qword ptr [r15 + rbp + 3392]
-    movsxd rax, dword ptr [r15 + 448]
-    movsxd rsi, dword ptr [r15 + 192]
-    mov rbp, r11
+    mov dword ptr [r15 + rbp + 3392], 196
+    movzx edx, byte ptr [r15 + 448]
+    movsxd r9, dword ptr [r15 + rbp + 3456]
+    mov byte ptr [r15 + 384], cl
     test ebx, 1073741824
     jnz 1f
 1:
-    and rbp, 1984
-    movzx ecx, byte ptr [r15 + rbp + 1344]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    vmovdqu ymmword ptr [r15 + 320], ymm10
-    jmp 1f
-1:
-    mov rbp, qword ptr [r15 + 512]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rcx, rcx
-    mov byte ptr [r15 + 256], sil
-    jmp 1f
-1:
-    mov rbp, r11
-    jmp 1f
-1:
-    and rbp, 8128
-    mov byte ptr [r15 + rbp + 7488], cl
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov ecx, dword ptr [r15 + 64]
-    mov dword ptr [r15 + 704], esi
-    mov rsi, rcx
-    mov qword ptr [r15 + 384], rbp
-    vmovdqu ymmword ptr [r15 + 128], ymm10
+    mov qword ptr [r15 + 128], rdx
+    mov rdx, rcx
+    movzx edx, byte ptr [r15 + 64]
+    mov byte ptr [r15 + 256], r9b
     add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b4_done
@@ -15121,51 +4498,276 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov rbp, r11
-    movzx edi, byte ptr [r15 + 192]
-    vpor xmm10, xmm10, xmm10
-    and rbp, 4032
-    movsxd rax, dword ptr [r15 + rbp + 3392]
-    jmp 1f
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 134217728
+    setz al
+    lea rcx, [rip + .Lc1_d3760_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d3760_s_t
+    .p2align 3
+.Lc1_d3760_s:
+    .p2align 3
+    jmp .Lc1_d3760_j
+    .p2align 3
+    jmp .Lc1_d3760_j
+.Lc1_d3760_j:
+    lea r8, [r10 + r10*1]
+    mov r9d, 17
+    mov r9d, ecx
+    and r8, 448
+    mov dword ptr [r15 + r8 + 896], eax
+    test ebx, 1073741824
+    jnz 1f
 1:
-    mov ebp, dword ptr [r15 + 128]
-    test dword ptr [r15 + 67117723], 4
+    mov qword ptr [r15 + 512], rax
+    mov byte ptr [r15 + 448], r8b
+    mov eax, dword ptr [r15 + r8 + 832]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + 576], r8d
+    mov r8d, eax
+    mov r8d, r9d
+    test ebx, 1073741824
     jz 1f
 1:
-    mov dword ptr [r15 + 384], 211
-    mov qword ptr [r15 + 448], rdi
-    mov eax, dword ptr [r15 + 512]
-    mov rbp, r11
-    jmp 1f
+    mov r9d, dword ptr [r15 + 128]
+    movzx ecx, r8b
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
 1:
-    and rbp, 448
-    movzx edi, byte ptr [r15 + rbp + 832]
     mov r8, r11
-    test dword ptr [r15 + 67117723], 21004416
-    jz 1f
-1:
-    mov ebp, 173
-    movzx ecx, al
-    and r8, 1984
-    mov dword ptr [r15 + r8 + 1344], 214
-    mov qword ptr [r15 + 320], rbp
-    mov rbp, qword ptr [r15 + 64]
+    vpor xmm6, xmm6, xmm6
+    mov r9, r10
+    movzx eax, byte ptr [r15 + 64]
+    and r8, 8128
+    movzx esi, byte ptr [r15 + r8 + 7488]
     test ebx, 1073741824
     jz 1f
 1:
-    mov qword ptr [r15 + 256], rax
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, rbp
+    and r9, 1984
+    mov byte ptr [r15 + r9 + 1344], cl
+    xor dword ptr [r15 + 320], ecx
+    add r11, 64
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b4_done
+.Lc1_b4_c4:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 16384
+    setz al
+    lea rcx, [rip + .Lc1_d3810_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d3810_s_t
+    .p2align 3
+.Lc1_d3810_s:
+    .p2align 3
+    jmp .Lc1_d3810_j
+    .p2align 3
+    jmp .Lc1_d3810_j
+.Lc1_d3810_j:
+    mov edi, 249
+    mov byte ptr [r15 + 256], al
+    mov r8, r11
+    mov byte ptr [r15 + 384], al
     test ebx, 1073741824
     jz 1f
 1:
+    and r8, 4032
+    mov rax, qword ptr [r15 + r8 + 3392]
+    mov dword ptr [r15 + 64], 93
+    mov dword ptr [r15 + 128], ecx
+    test ebx, 31984
+    jz 1f
+1:
+    movzx ecx, r8b
+    mov byte ptr [r15 + 192], r8b
+    test ebx, 1073741824
+    jnz 1f
+1:
+    inc dword ptr [r15 + 512]
+    mov r8, qword ptr [r15 + 320]
+    movzx edi, byte ptr [r15 + 640]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r10
+    sete cl
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and rbp, 1984
+    mov edi, dword ptr [r15 + rbp + 1344]
+    movzx ebp, r8b
+    add r11, 64
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b4_done
+.Lc1_b4_c5:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov eax, dword ptr [r15 + 192]
+    vmovdqu ymmword ptr [r15 + 448], ymm6
+    mov r8d, dword ptr [r15 + 384]
+    mov ebp, edi
+    mov edi, eax
+    test dword ptr [r15 + 67117723], 64
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, eax
+    mov eax, 73
+    vmovdqu ymmword ptr [r15 + 0], ymm6
+    test bl, 32
+    jz 1f
+1:
+    movzx ecx, bpl
+    mov ebp, 210
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edi, dword ptr [r15 + 128]
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx r8d, r9b
+    mov r9, r11
+    movzx r8d, byte ptr [r15 + 704]
+    mov ecx, 123
+    and r9, 448
+    mov ecx, dword ptr [r15 + r9 + 832]
+    test ebx, 512
+    jz 1f
+1:
+    mov edx, dword ptr [r15 + 384]
+    mov rbp, r11
+    mov rax, qword ptr [r15 + 64]
+    mov byte ptr [r15 + 256], dil
+    and rbp, 8128
+    mov rdi, qword ptr [r15 + rbp + 7488]
+    movzx ebp, byte ptr [r15 + 512]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rcx, rax
+    mov rcx, r9
+    add qword ptr [r15 + 320], rdi
+    movsxd rdi, dword ptr [r15 + 64]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b4_done
+.Lc1_b4_c6:
+    lea rcx, [rip + .Lc1_d3902_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d3902_j_t
+.Lc1_d3902_j:
+    mov rcx, qword ptr [r15 + 128]
+    mov r9d, 132
+    mov r9, rdi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], r9b
+    mov r9, r11
+    mov edi, ecx
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov dword ptr [r15 + 768], 143
+    and r9, 1984
+    movzx ebp, byte ptr [r15 + r9 + 1344]
+    mov r9, rdi
+    mov r9, r11
+    movzx edi, bpl
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov esi, edi
+    and r9, 8128
+    mov rsi, qword ptr [r15 + r9 + 7488]
+    movzx r9d, bpl
+    mov dword ptr [r15 + 384], 139
+    mov r9d, dword ptr [r15 + 512]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rbp, r11
+    mov qword ptr [r15 + 448], rdi
+    movsxd rdi, dword ptr [r15 + 320]
+    movzx esi, bpl
+    and rbp, 4032
+    mov qword ptr [r15 + rbp + 3392], r9
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movsxd r9, dword ptr [r15 + 192]
+    mov r8d, ebp
     mov r8, r8
-    mov qword ptr [r15 + 320], r8
-    mov ebp, dword ptr [r15 + 768]
-    movzx r8d, al
+    movsxd r8, dword ptr [r15 + 64]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b4_done
+.Lc1_b4_c7:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov eax, dword ptr [r15 + 448]
+    mov r9, qword ptr [r15 + 128]
+    mov ebp, 190
+    movzx ebp, r8b
+    test dword ptr [r15 + 67117724], 544
+    jz 1f
+1:
+    mov r8, r11
+    mov dword ptr [r15 + 192], 142
+    movzx edi, byte ptr [r15 + 64]
+    movsxd rax, dword ptr [r15 + 320]
+    and r8, 1984
+    movzx r9d, byte ptr [r15 + r8 + 1344]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rsi, qword ptr [r15 + 384]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, rbp
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, 219
+    mov rbp, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 448
+    mov byte ptr [r15 + rbp + 832], al
+    test bl, 144
+    jnz 1f
+1:
+    mov eax, dword ptr [r15 + 256]
+    mov dword ptr [r15 + 320], 87
+    mov edi, 175
+    mov edi, ebp
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rbp, r11
+    mov r8d, dword ptr [r15 + 576]
+    and rbp, 4032
+    mov eax, dword ptr [r15 + rbp + 3392]
+    mov ebp, edi
     add r11, 64
     inc rbx
     dec r13
@@ -15179,66 +4781,60 @@ ditto_body_c1:
     jmp .Lc1_b5_c0
     .p2align 6
 .Lc1_b5_c0:
-    mov rcx, qword ptr [r15 + 128]
-    movsxd r8, dword ptr [r15 + 320]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], r9d
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], r8d
-    mov r9d, ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    vmovdqu ymmword ptr [r15 + 320], ymm10
-    movsxd rcx, dword ptr [r15 + 128]
-    mov qword ptr [r15 + 64], r9
-    mov qword ptr [r15 + 384], r9
-    movsxd r9, dword ptr [r15 + 448]
-    mov r8, qword ptr [r15 + 640]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    vpor xmm10, xmm10, xmm10
-    jmp 1f
-1:
-    mov r9, r8
-    mov r9, r11
-    mov r8d, 57
-    jmp 1f
-1:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
     mov rbp, r11
-    and r9, 448
-    mov byte ptr [r15 + r9 + 832], r8b
-    and rbp, 8128
-    mov dword ptr [r15 + rbp + 7488], r8d
+    jmp 1f
+1:
+    and rbp, 1984
+    mov r8, r11
+    movsxd rdx, dword ptr [r15 + rbp + 1344]
+    and r8, 16320
+    vpaddq xmm6, xmm6, xmmword ptr [r15 + r8 + 15680]
+    movsxd r8, dword ptr [r15 + 192]
+    vmovdqu ymmword ptr [r15 + 384], ymm6
+    mov dword ptr [r15 + 576], eax
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov eax, ebp
+    mov byte ptr [r15 + 512], r8b
+    mov r8, rdx
+    lea r8, [r11 + r11*1]
+    jmp 1f
+1:
+    and r8, 448
+    mov edx, dword ptr [r15 + r8 + 896]
+    test dword ptr [r15 + 67117723], 256
+    jz 1f
+1:
+    mov eax, 12
+    mov eax, 140
+    mov eax, dword ptr [r15 + 768]
+    mov ebp, dword ptr [r15 + 128]
+    jmp 1f
+1:
+    mov r9, qword ptr [r15 + 448]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov ebp, r8d
-    mov r8, qword ptr [r15 + 64]
-    mov byte ptr [r15 + 256], r9b
-    mov dword ptr [r15 + 512], ebp
-    movzx ecx, byte ptr [r15 + 192]
-    mov r9, r11
-    vpcmpeqb xmm10, xmm10, xmm7
-    and r9, 1984
-    movzx ebp, byte ptr [r15 + r9 + 1344]
+    mov qword ptr [r15 + 320], rbp
+    mov ebp, dword ptr [r15 + 64]
+    jmp 1f
+1:
+    mov byte ptr [r15 + r8 + 832], dl
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    vpshufd xmm3, xmm11, 238
+    movzx esi, bpl
+    mov qword ptr [r15 + 128], rsi
+    mov dword ptr [r15 + 320], ebp
     add r11, 64
     inc rbx
     dec r13
@@ -15247,58 +4843,46 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 128
-    setz al
-    lea rcx, [rip + .Lc1_d12322_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d12322_s_t
-    .p2align 3
-.Lc1_d12322_s:
-    .p2align 3
-    jmp .Lc1_d12322_j
-    .p2align 3
-    jmp .Lc1_d12322_j
-.Lc1_d12322_j:
-    mov rbp, r11
-    jmp 1f
-1:
-    mov r8, r11
-    and rbp, 4032
-    movzx eax, byte ptr [r15 + rbp + 3392]
-    mov r9, qword ptr [r15 + 704]
-    and r8, 8128
-    mov dword ptr [r15 + r8 + 7488], ecx
-    mov rbp, r11
-    test bl, 32
-    jnz 1f
+    lea rcx, [rip + .Lc1_d4053_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d4053_j_t
+.Lc1_d4053_j:
+    movzx ecx, al
+    mov qword ptr [r15 + 320], rsi
+    inc dword ptr [r15 + 64]
+    mov dword ptr [r15 + 384], 134
+    mov rbp, r10
+    mov rsi, qword ptr [r15 + 512]
+    test dword ptr [r15 + 67117723], 268435464
+    jz 1f
 1:
     and rbp, 1984
-    mov ecx, dword ptr [r15 + rbp + 1344]
-    mov r12, qword ptr [r15 + r12 + 56]
-    vpaddd xmm10, xmm10, xmm10
-    test dword ptr [r15 + 67117723], 536870912
-    jnz 1f
-1:
-    mov qword ptr [r15 + 384], rax
-    mov rax, qword ptr [r15 + 320]
-    mov r8, rdx
-    jmp 1f
-1:
+    movsxd rcx, dword ptr [r15 + rbp + 1344]
+    mov ebp, dword ptr [r15 + 192]
+    mov rax, rsi
+    vmovdqu ymmword ptr [r15 + 128], ymm5
+    mov eax, dword ptr [r15 + 256]
     test ebx, 1073741824
     jz 1f
 1:
-    mov r8, qword ptr [r15 + 448]
-    movzx eax, byte ptr [r15 + 128]
-    and esi, dword ptr [r15 + 192]
+    mov qword ptr [r15 + 448], rax
+    lea r8, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, bpl
+    and r8, 4032
+    mov rbp, qword ptr [r15 + r8 + 3456]
+    mov dword ptr [r15 + 640], 179
     test ebx, 1073741824
     jnz 1f
 1:
-    mov esi, dword ptr [r15 + 64]
-    jmp 1f
-1:
-    mov eax, 221
+    mov r9, r10
+    movzx eax, bpl
+    and r9, 8128
+    mov dword ptr [r15 + r9 + 7488], 157
+    mov r9d, 149
+    xchg qword ptr [r15 + r8 + 3392], r9
     add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b5_done
@@ -15306,65 +4890,54 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d12369_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d12369_j_t
-.Lc1_d12369_j:
-    vmovdqu ymmword ptr [r15 + 384], ymm10
-    mov dword ptr [r15 + 0], ecx
-    movzx eax, cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov rsi, qword ptr [r15 + 128]
     mov eax, dword ptr [r15 + 64]
-    test dword ptr [r15 + 67117723], 8388608
+    vpshufd xmm0, xmm6, 226
+    mov r9, r11
+    mov qword ptr [r15 + 256], rax
+    mov eax, eax
+    mov qword ptr [r15 + 704], rax
+    and r9, 1984
+    movsxd rbp, dword ptr [r15 + r9 + 1344]
+    test ebx, 1073741824
     jz 1f
 1:
-    mov esi, dword ptr [r15 + 256]
-    mov r9, qword ptr [r15 + 64]
-    mov rcx, rax
-    mov rax, rax
-    mov eax, r9d
-    test ebx, 1073741824
-    jnz 1f
-1:
     jmp 1f
 1:
     jmp 1f
 1:
-    mov qword ptr [r15 + 512], r9
-    movzx r9d, byte ptr [r15 + 448]
-    mov eax, ecx
-    test ebx, 1073741824
+    movzx r8d, byte ptr [r15 + 128]
+    mov rdx, qword ptr [r15 + 320]
+    mov dword ptr [r15 + 0], ebp
+    test dword ptr [r15 + 67117724], 83886080
     jnz 1f
 1:
-    mov ecx, esi
-    movzx eax, r8b
-    mov r9, r11
-    mov r8, rcx
-    and r9, 4032
-    movsxd rsi, dword ptr [r15 + r9 + 3392]
-    movsxd r8, dword ptr [r15 + 192]
+    movzx ebp, r8b
+    mov ebp, eax
+    mov rbp, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 448
+    vpaddq xmm3, xmm3, xmmword ptr [r15 + rbp + 832]
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
-    mov r8, r10
-    mov rcx, qword ptr [r15 + 768]
-    mov qword ptr [r15 + 320], rax
-    and r8, 448
-    vmovq qword ptr [r15 + r8 + 832], xmm10
-    mov esi, eax
+    mov r8, r11
+    movzx r9d, byte ptr [r15 + 512]
+    mov dword ptr [r15 + 448], ebp
+    and r8, 4032
+    mov rax, qword ptr [r15 + r8 + 3392]
+    jmp 1f
+1:
+    mov rbp, qword ptr [r15 + 384]
+    test dword ptr [r15 + 67117723], 67108864
+    jz 1f
+1:
+    mov rdi, r9
+    movzx r9d, byte ptr [r15 + 384]
+    movzx edi, r8b
+    mov dword ptr [r15 + 192], r8d
+    mov r8, rax
     add r11, 64
-    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b5_done
@@ -15372,57 +4945,55 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    movzx eax, byte ptr [r15 + 384]
-    jmp 1f
-1:
-    mov qword ptr [r15 + 640], rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 244
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    inc dword ptr [r15 + 0]
-    mov rax, rcx
-    movsxd rcx, dword ptr [r15 + 192]
-    movzx r8d, byte ptr [r15 + 256]
-    mov r9, r11
-    jmp 1f
-1:
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 65536
+    setz al
+    lea rcx, [rip + .Lc1_d4143_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d4143_s_t
+    .p2align 3
+.Lc1_d4143_s:
+    .p2align 3
+    jmp .Lc1_d4143_j
+    .p2align 3
+    jmp .Lc1_d4143_j
+.Lc1_d4143_j:
+    mov r8, r10
+    mov ebp, ecx
+    mov dword ptr [r15 + 256], 142
+    and r8, 4032
+    mov r9, qword ptr [r15 + r8 + 3392]
+    mov r8d, dword ptr [r15 + 448]
     test ebx, 1073741824
     jnz 1f
 1:
-    and r9, 1984
-    mov dword ptr [r15 + r9 + 1344], 120
-    mov r9d, ecx
-    vmovdqu ymmword ptr [r15 + 512], ymm10
-    movsxd r9, dword ptr [r15 + 64]
-    movsxd rcx, dword ptr [r15 + 128]
-    mov eax, dword ptr [r15 + 448]
-    mov byte ptr [r15 + 576], r8b
-    test dword ptr [r15 + 67117723], 16777216
-    jz 1f
+    mov rax, qword ptr [r15 + 320]
+    movzx edi, byte ptr [r15 + 128]
+    movzx ebp, byte ptr [r15 + 64]
+    test dword ptr [r15 + 67117723], 16512
+    jnz 1f
 1:
-    mov dword ptr [r15 + 320], 199
-    jmp 1f
+    movzx r9d, r9b
+    mov r9d, 221
+    mov r9, r10
+    mov r8d, 124
+    test ebx, 1073741824
+    jnz 1f
 1:
-    mov r9, r11
-    movzx ecx, cl
-    mov r8, r11
-    and r9, 8128
-    mov ecx, dword ptr [r15 + r9 + 7488]
-    mov byte ptr [r15 + 384], al
-    and r8, 448
-    mov r9d, dword ptr [r15 + r8 + 832]
-    jmp 1f
+    and r9, 448
+    movzx ebp, byte ptr [r15 + r9 + 832]
+    mov r9d, dword ptr [r15 + 768]
+    mov ecx, edi
+    test ebx, 1073741824
+    jnz 1f
 1:
+    mov edi, 156
+    mov r8, r10
+    mov eax, r9d
+    and r8, 8128
+    mov qword ptr [r15 + r8 + 7488], rbp
     add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b5_done
@@ -15430,107 +5001,122 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d12472_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d12472_j_t
-.Lc1_d12472_j:
+    mov dword ptr [r15 + 512], 242
+    mov ecx, r8d
+    jmp 1f
+1:
+    mov r8d, eax
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, r11
-    mov rcx, r9
-    mov qword ptr [r15 + 128], rax
-    and r8, 4032
-    movsxd rax, dword ptr [r15 + r8 + 3392]
-    movsxd r9, dword ptr [r15 + 512]
-    test bl, 32
-    jnz 1f
-1:
-    movzx r8d, r8b
-    movsxd r8, dword ptr [r15 + 256]
-    jmp 1f
-1:
-    mov ebp, 54
+    mov r8, rax
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    movsxd r9, dword ptr [r15 + 128]
-    mov byte ptr [r15 + 448], cl
-    mov r8d, dword ptr [r15 + 320]
-    mov ecx, 159
-    movzx ebp, byte ptr [r15 + 192]
-    test dword ptr [r15 + 67117724], 512
+    mov eax, eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, ecx
+    mov dword ptr [r15 + 0], 194
+    mov eax, r8d
+    mov r8d, dword ptr [r15 + 64]
+    jmp 1f
+1:
+    test dword ptr [r15 + 67117723], 974127888
     jz 1f
 1:
-    mov rbp, r11
-    movsxd rcx, dword ptr [r15 + 704]
-    movzx eax, byte ptr [r15 + 384]
-    movzx esi, r9b
-    and rbp, 8128
-    mov r9, qword ptr [r15 + rbp + 7488]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r8, qword ptr [r15 + 64]
+    mov byte ptr [r15 + 192], al
     mov rbp, r11
     jmp 1f
 1:
+    jmp 1f
+1:
+    vpaddd xmm0, xmm0, xmm0
     and rbp, 1984
-    movsxd r9, dword ptr [r15 + rbp + 1344]
+    mov r8, r10
+    mov rcx, qword ptr [r15 + rbp + 1344]
+    mov dword ptr [r15 + 64], 203
+    and r8, 8128
+    mov rsi, qword ptr [r15 + r8 + 7488]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov eax, dword ptr [r15 + 128]
     jmp 1f
 1:
+    movzx edx, byte ptr [r15 + 384]
+    movsxd rcx, dword ptr [r15 + 448]
+    mov rbp, rcx
+    mov qword ptr [r15 + 576], rbp
+    movzx ebp, r8b
+    test bl, 80
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov r8d, 249
+    movzx r8d, byte ptr [r15 + 320]
+    mov eax, 151
+    mov rax, rax
+    mov rax, rax
     add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b5_done
 .Lc1_b5_c5:
-    lea rcx, [rip + .Lc1_d12516_j]
+    lea rcx, [rip + .Lc1_d4241_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d12516_j_t
-.Lc1_d12516_j:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    jmp .Lc1_d4241_j_t
+.Lc1_d4241_j:
     jmp 1f
 1:
-    mov rsi, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    test bl, 32
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rcx
-    movsxd rbp, dword ptr [r15 + 448]
+    mov rbp, qword ptr [r15 + 640]
     mov r8, r11
-    movsxd rcx, dword ptr [r15 + 384]
-    test ebx, 128960
-    jnz 1f
-1:
-    and r8, 1984
-    mov dword ptr [r15 + r8 + 1344], ebp
-    mov qword ptr [r15 + 320], r8
-    mov dword ptr [r15 + 64], esi
-    mov esi, 40
-    mov dword ptr [r15 + 768], 135
-    mov rbp, r11
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r8d, dword ptr [r15 + 512]
-    and rbp, 4032
-    mov esi, dword ptr [r15 + rbp + 3392]
     jmp 1f
 1:
-    mov rbp, rcx
-    mov ecx, dword ptr [r15 + 256]
+    and r8, 448
+    vmovdqu xmm8, xmmword ptr [r15 + r8 + 832]
+    and r8d, dword ptr [r15 + 64]
+    mov dword ptr [r15 + 0], 108
     test ebx, 1073741824
     jz 1f
 1:
-    mov edx, 78
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu ymmword ptr [r15 + 0], ymm8
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    movzx eax, r8b
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + 704], 68
+    mov dword ptr [r15 + 192], 2
+    mov ebp, dword ptr [r15 + 512]
+    movsxd rcx, dword ptr [r15 + 384]
+    mov r9d, ecx
+    test bl, 64
+    jz 1f
+1:
+    mov qword ptr [r15 + 320], rbp
+    mov ebp, dword ptr [r15 + 256]
+    mov rax, rbp
+    movzx ebp, byte ptr [r15 + 128]
+    mov r8, rbp
+    mov dword ptr [r15 + 384], ecx
     mov r8, r11
-    mov rcx, qword ptr [r15 + 128]
-    and r8, 448
-    movsxd rbp, dword ptr [r15 + r8 + 832]
-    movzx r8d, cl
-    mov dword ptr [r15 + 64], 59
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov ecx, eax
+    mov r9, r11
+    mov eax, r9d
+    and r8, 4032
+    mov dword ptr [r15 + r8 + 3392], r8d
+    and r9, 1984
+    mov r8, qword ptr [r15 + r9 + 1344]
+    mov r9, rbp
     add r11, 64
     inc rbx
     dec r13
@@ -15539,169 +5125,205 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d4294_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d4294_j_t
+.Lc1_d4294_j:
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and eax, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 576], ebp
-    test dword ptr [r15 + 67117724], 266276
+    movzx edx, r9b
+    mov qword ptr [r15 + 0], r9
+    test ebx, 1073741824
     jz 1f
 1:
-    mov eax, dword ptr [r15 + 384]
-    mov rbp, qword ptr [r15 + 448]
-    mov qword ptr [r15 + 256], rax
-    mov r8, r11
-    mov r9, rbp
-    and r8, 8128
-    mov dword ptr [r15 + r8 + 7488], eax
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r8d, edx
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx r8d, r8b
-    movzx r8d, byte ptr [r15 + 320]
-    movsxd rax, dword ptr [r15 + 192]
-    and ebp, dword ptr [r15 + 64]
-    mov ecx, r8d
-    mov r9, r11
-    test dword ptr [r15 + 67117723], 16
-    jz 1f
-1:
-    mov r8d, ebp
-    mov r8d, dword ptr [r15 + 640]
-    mov rbp, r11
-    and r9, 448
-    mov dword ptr [r15 + r9 + 832], 202
-    movsxd rax, dword ptr [r15 + 128]
-    and rbp, 4032
-    movsxd r9, dword ptr [r15 + rbp + 3392]
-    test bl, 144
-    jnz 1f
-1:
-    mov rcx, qword ptr [r15 + 128]
+    movsxd rdx, dword ptr [r15 + 448]
+    mov rax, qword ptr [r15 + 128]
     jmp 1f
 1:
-    mov r8d, 151
-    movzx ebp, byte ptr [r15 + 512]
-    movzx r8d, byte ptr [r15 + 320]
+    jmp 1f
+1:
+    xor dword ptr [r15 + 128], eax
+    test dword ptr [r15 + 67117724], 1
+    jz 1f
+1:
+    mov r8d, dword ptr [r15 + 768]
+    mov rcx, qword ptr [r15 + 512]
+    mov edi, dword ptr [r15 + 256]
+    mov qword ptr [r15 + 64], rdx
+    test ebx, 12256
+    jz 1f
+1:
+    mov byte ptr [r15 + 320], r8b
+    movsxd r8, dword ptr [r15 + 384]
+    mov esi, dword ptr [r15 + 192]
+    jmp 1f
+1:
+    mov rbp, r11
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and rbp, 8128
+    mov byte ptr [r15 + rbp + 7488], bpl
+    mov rbp, r11
+    movzx esi, cl
+    mov rcx, rsi
+    and rbp, 448
+    mov byte ptr [r15 + rbp + 832], r8b
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b5_done
 .Lc1_b5_c7:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 256
-    setz al
-    lea rcx, [rip + .Lc1_d12613_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d12613_s_t
-    .p2align 3
-.Lc1_d12613_s:
-    .p2align 3
-    jmp .Lc1_d12613_j
-    .p2align 3
-    jmp .Lc1_d12613_j
-.Lc1_d12613_j:
-    mov qword ptr [r15 + 384], rdx
-    mov rbp, r11
-    movsxd rdx, dword ptr [r15 + 64]
-    vmovdqu ymmword ptr [r15 + 320], ymm10
-    and rbp, 16320
-    mov dword ptr [r15 + rbp + 15680], 231
-    movzx ecx, al
+    mov dword ptr [r15 + 64], 22
+    mov dword ptr [r15 + 256], ecx
+    mov ecx, dword ptr [r15 + 320]
+    jmp 1f
+1:
+    add rcx, qword ptr [r15 + 512]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    mov r8, r11
-    movzx ebp, byte ptr [r15 + 192]
-    and r8, 1984
-    mov rcx, qword ptr [r15 + r8 + 1344]
-    jmp 1f
-1:
-    movzx edx, dl
+    mov qword ptr [r15 + 0], rcx
+    movzx ecx, bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ebp, cl
+    movzx ebp, bpl
+    mov rbp, r11
     test ebx, 1073741824
     jnz 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 4032
+    movsxd rsi, dword ptr [r15 + rbp + 3392]
+    mov ebp, esi
     jmp 1f
 1:
-    mov edx, 154
-    mov ebp, edx
-    mov rdx, qword ptr [r15 + 128]
+    mov dword ptr [r15 + 384], ecx
+    movsxd rcx, dword ptr [r15 + 448]
     test ebx, 1073741824
     jz 1f
 1:
-    movzx edx, byte ptr [r15 + 704]
-    mov rbp, r10
-    movsxd r8, dword ptr [r15 + 512]
+    mov r9, rcx
+    mov r9d, 243
+    jmp 1f
+1:
+    mov r9, rsi
+    jmp 1f
+1:
+    mov dword ptr [r15 + 576], 97
+    mov rbp, r11
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r9, r11
     and rbp, 8128
-    mov qword ptr [r15 + rbp + 7488], rsi
-    mov r12, qword ptr [r15 + r12 + 56]
+    movzx edx, byte ptr [r15 + rbp + 7488]
+    and r9, 1984
+    mov dword ptr [r15 + r9 + 1344], 150
+    mov r9, r9
+    mov r9, qword ptr [r15 + 128]
+    jmp 1f
+1:
+    jmp 1f
+1:
     add r11, 64
-    add r10, r11
     inc rbx
     dec r13
     jnz .Lc1_b5_c0
 .Lc1_b5_done:
-// block 6: 2048 bytes, 8 chunk(s), 16 chunk executions per call
+// block 6: 1024 bytes, 4 chunk(s), 2 chunk executions per call
     mov rbx, qword ptr [r15 + 67117784]
-    lea rcx, [rbx + 16]
+    lea rcx, [rbx + 2]
     mov qword ptr [r15 + 67117784], rcx
-    mov r13d, 16
+    mov r13d, 2
+    mov eax, ebx
+    and eax, 3
+    lea rcx, [rip + .Lc1_b6_stubs]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_b6_stubs_t
+    .p2align 3
+.Lc1_b6_stubs:
+    .p2align 3
     jmp .Lc1_b6_c0
+    .p2align 3
+    jmp .Lc1_b6_c1
+    .p2align 3
+    jmp .Lc1_b6_c2
+    .p2align 3
+    jmp .Lc1_b6_c3
     .p2align 6
 .Lc1_b6_c0:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d12664_j]
+    lea rcx, [rip + .Lc1_d4405_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d12664_j_t
-.Lc1_d12664_j:
-    mov qword ptr [r15 + 384], r8
+    jmp .Lc1_d4405_j_t
+.Lc1_d4405_j:
+    vpaddd xmm0, xmm0, xmm0
+    mov r9d, 89
+    and r9d, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    test dword ptr [r15 + 67117723], 2097168
+    jnz 1f
+1:
+    mov eax, dword ptr [r15 + 64]
+    mov rcx, rcx
+    mov ecx, r9d
+    jmp 1f
+1:
+    mov ecx, dword ptr [r15 + 128]
     test ebx, 1073741824
     jz 1f
 1:
-    mov qword ptr [r15 + 0], r9
-    mov r9d, eax
-    mov r9d, 12
+    mov r8, r11
+    mov edi, 26
+    and r8, 4032
+    movsxd rdi, dword ptr [r15 + r8 + 3392]
+    mov qword ptr [r15 + 512], r9
+    movzx r9d, cl
+    mov qword ptr [r15 + 640], rcx
+    test ebx, 1073741824
+    jnz 1f
+1:
     mov rbp, r11
-    mov r9d, dword ptr [r15 + 320]
+    mov byte ptr [r15 + 448], cl
+    jmp 1f
+1:
+    and rbp, 1984
+    mov rcx, qword ptr [r15 + rbp + 1344]
+    jmp 1f
+1:
+    movsxd rdi, dword ptr [r15 + 384]
     test ebx, 1073741824
     jnz 1f
 1:
-    and rbp, 448
-    mov eax, dword ptr [r15 + rbp + 832]
-    mov r9, r11
-    mov byte ptr [r15 + 64], cl
-    and r9, 8128
-    mov byte ptr [r15 + r9 + 7488], r8b
-    test dword ptr [r15 + 67117724], 32768
-    jnz 1f
+    jmp 1f
 1:
-    mov byte ptr [r15 + 576], bpl
-    mov ebp, 142
-    mov eax, dword ptr [r15 + 128]
-    movzx ebp, r9b
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rbp, qword ptr [r15 + 256]
-    movsxd rdi, dword ptr [r15 + 768]
-    vpaddd xmm10, xmm10, xmm10
-    add rdi, qword ptr [r15 + 128]
-    test bl, 32
-    jz 1f
-1:
-    mov dword ptr [r15 + 448], 160
-    mov edi, dword ptr [r15 + 512]
-    mov r9d, ebp
+    movsxd rax, dword ptr [r15 + 192]
+    mov r8, r11
+    mov r9, qword ptr [r15 + 320]
+    mov qword ptr [r15 + 256], rdi
+    and r8, 448
+    mov dword ptr [r15 + r8 + 832], edi
     add r11, 64
     inc rbx
     dec r13
@@ -15710,59 +5332,52 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 7
-    lea rcx, [rip + .Lc1_d12711_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d12711_s_t
-    .p2align 3
-.Lc1_d12711_s:
-    .p2align 3
-    jmp .Lc1_d12711_j
-    .p2align 3
-    jmp .Lc1_d12711_j
-    .p2align 3
-    jmp .Lc1_d12711_j
-    .p2align 3
-    jmp .Lc1_d12711_j
-    .p2align 3
-    jmp .Lc1_d12711_j
-    .p2align 3
-    jmp .Lc1_d12711_j
-    .p2align 3
-    jmp .Lc1_d12711_j
-    .p2align 3
-    jmp .Lc1_d12711_j
-.Lc1_d12711_j:
-    movzx ebp, dil
-    movzx edi, r9b
-    mov dword ptr [r15 + 640], 31
-    test dword ptr [r15 + 67117723], 268435464
-    jz 1f
+    mov r12, qword ptr [r15 + r12 + 56]
+    vpshufd xmm14, xmm8, 221
+    jmp 1f
 1:
-    mov qword ptr [r15 + 384], rax
-    mov eax, 14
-    mov dword ptr [r15 + 64], 112
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov eax, dword ptr [r15 + 256]
-    movsxd r9, dword ptr [r15 + 512]
+    mov ecx, 140
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r9, r10
-    mov edi, dword ptr [r15 + 448]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r9d, 116
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 192], cl
+    mov ecx, dword ptr [r15 + 768]
+    mov edi, dword ptr [r15 + 256]
+    test bl, 24
+    jnz 1f
+1:
+    mov r8, r11
+    jmp 1f
+1:
+    mov r9, r11
+    and r8, 448
+    mov qword ptr [r15 + r8 + 832], rdi
     and r9, 8128
-    mov byte ptr [r15 + r9 + 7488], dil
-    movsxd rbp, dword ptr [r15 + 192]
-    test dword ptr [r15 + 67117723], 1753940560
+    movsxd rdi, dword ptr [r15 + r9 + 7488]
+    mov r9, qword ptr [r15 + 320]
+    mov rax, qword ptr [r15 + 128]
+    mov ecx, dword ptr [r15 + 448]
+    inc dword ptr [r15 + 704]
+    test dword ptr [r15 + 67117723], 8405504
     jz 1f
 1:
-    mov rdi, rdi
-    .byte 0x0f, 0x1f, 0x40, 0x00
+    movzx r8d, r9b
+    mov r8d, dword ptr [r15 + 512]
+    mov dword ptr [r15 + 64], 2
+    mov r9d, dword ptr [r15 + 384]
+    mov dword ptr [r15 + 320], edi
+    jmp 1f
+1:
+    movzx edi, byte ptr [r15 + 64]
     add r11, 64
-    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b6_done
@@ -15770,449 +5385,260 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov rax, r9
-    movsxd rax, dword ptr [r15 + 192]
-    mov r9, rdi
-    mov r9d, edi
-    test ebx, 1073741824
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 67108864
+    setz al
+    lea rcx, [rip + .Lc1_d4500_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d4500_s_t
+    .p2align 3
+.Lc1_d4500_s:
+    .p2align 3
+    jmp .Lc1_d4500_j
+    .p2align 3
+    jmp .Lc1_d4500_j
+.Lc1_d4500_j:
+    mov r8, r11
+    mov r9, qword ptr [r15 + 128]
+    and r8, 8128
+    movsxd rdi, dword ptr [r15 + r8 + 7488]
+    mov dword ptr [r15 + 384], 13
+    test ebx, 640
     jz 1f
 1:
-    mov rdi, qword ptr [r15 + 128]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 320], r9d
-    test dword ptr [r15 + 67117724], 83886080
-    jnz 1f
+    mov byte ptr [r15 + 512], r8b
+    mov byte ptr [r15 + 192], r8b
+    add rax, qword ptr [r15 + 576]
+    test dword ptr [r15 + 67117724], 4
+    jz 1f
 1:
-    mov eax, edi
-    mov r9, r10
-    mov rbp, qword ptr [r15 + 384]
-    mov qword ptr [r15 + 448], r9
+    movsxd r8, dword ptr [r15 + 128]
+    jmp 1f
+1:
+    test dword ptr [r15 + 67117723], 1157627904
+    jz 1f
+1:
+    mov r9, r11
+    mov rbp, r11
+    movsxd rcx, dword ptr [r15 + 448]
     and r9, 1984
     mov edi, dword ptr [r15 + r9 + 1344]
+    and rbp, 4032
+    mov edx, dword ptr [r15 + rbp + 3392]
     test ebx, 1073741824
     jz 1f
 1:
-    mov r9, r10
-    mov rbp, r11
-    mov edx, dword ptr [r15 + 320]
-    mov edi, eax
-    and rbp, 4032
-    movzx edi, byte ptr [r15 + rbp + 3392]
-    and r9, 448
-    mov ebp, dword ptr [r15 + r9 + 832]
-    test dword ptr [r15 + 67117723], 67108864
-    jz 1f
-1:
-    vmovq qword ptr [r15 + 64], xmm10
-    mov byte ptr [r15 + 704], bpl
-    mov rbp, rdx
-    mov rdx, rdx
-    test bl, 144
-    jnz 1f
-1:
-    add rdi, qword ptr [r15 + 512]
-    movzx r9d, dil
-    mov byte ptr [r15 + 128], bpl
-    movzx r8d, dl
+    movzx esi, byte ptr [r15 + 64]
+    mov rax, qword ptr [r15 + 320]
     add r11, 64
-    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b6_done
 .Lc1_b6_c3:
-    lea rcx, [rip + .Lc1_d12801_j]
+    lea rcx, [rip + .Lc1_d4540_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d12801_j_t
-.Lc1_d12801_j:
-    mov r8, r11
-    mov ecx, edi
-    mov ecx, dword ptr [r15 + 384]
-    and r8, 8128
-    mov rbp, r11
-    mov rdi, qword ptr [r15 + r8 + 7488]
-    movzx r8d, byte ptr [r15 + 192]
-    test bl, 48
+    jmp .Lc1_d4540_j_t
+.Lc1_d4540_j:
+    jmp 1f
+1:
+    add rbp, qword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    test ebx, 1073741824
     jz 1f
 1:
-    and rbp, 448
-    movzx esi, byte ptr [r15 + rbp + 832]
-    vpmovmskb ebp, xmm10
-    mov dword ptr [r15 + 128], 98
+    mov rax, rbp
+    jmp 1f
+1:
+    and eax, dword ptr [r15 + 0]
     mov rbp, rcx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rcx, qword ptr [r15 + 448]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov ebp, 210
-    mov ecx, 111
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, dword ptr [r15 + 64]
-    test ebx, 2304
-    jnz 1f
-1:
-    mov edi, 160
-    mov r9, r10
-    movzx r8d, byte ptr [r15 + 256]
-    and r9, 1984
-    mov qword ptr [r15 + r9 + 1344], rax
-    movsxd rax, dword ptr [r15 + 320]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov esi, ebp
-    movzx ebp, byte ptr [r15 + 768]
-    movzx r9d, al
-    mov eax, esi
-    add r11, 64
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b6_done
-.Lc1_b6_c4:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    movsxd rdi, dword ptr [r15 + 256]
-    movzx eax, byte ptr [r15 + 384]
-    mov ebp, 225
-    mov qword ptr [r15 + 512], rax
-    mov eax, eax
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rsi, qword ptr [r15 + 576]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, al
-    mov eax, edi
-    mov dword ptr [r15 + 0], edx
-    test dword ptr [r15 + 67117723], 746717184
-    jz 1f
-1:
-    mov rdi, rax
-    mov eax, edi
-    mov dword ptr [r15 + 0], 198
+    mov ebp, ecx
+    movzx ecx, byte ptr [r15 + 384]
     mov r9, r11
-    mov rdi, rdi
-    test dword ptr [r15 + 67117724], 1024
-    jz 1f
-1:
-    and r9, 4032
-    mov qword ptr [r15 + r9 + 3392], rdi
-    mov rax, qword ptr [r15 + 320]
-    mov r9d, 113
-    mov byte ptr [r15 + 640], dil
-    mov rdi, qword ptr [r15 + 64]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov edi, edx
-    mov r9, r11
-    movsxd rdx, dword ptr [r15 + 128]
-    mov rdi, rdi
-    and r9, 1984
-    mov edi, dword ptr [r15 + r9 + 1344]
-    mov eax, r9d
-    test dword ptr [r15 + 67117723], 16384
-    jnz 1f
-1:
-    lock add qword ptr [r15 + 64], rdx
-    mov byte ptr [r15 + 192], sil
-    mov qword ptr [r15 + 384], rdx
-    mov dword ptr [r15 + 448], edi
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b6_done
-.Lc1_b6_c5:
-    lea rcx, [rip + .Lc1_d12899_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d12899_j_t
-.Lc1_d12899_j:
-    mov ecx, dword ptr [r15 + 256]
-    movsxd rdx, dword ptr [r15 + 128]
-    mov byte ptr [r15 + 0], al
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx ecx, dl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rdx, rdx
-    mov dword ptr [r15 + 0], 135
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov qword ptr [r15 + 0], rcx
-    mov dword ptr [r15 + 704], ecx
-    vmovdqu xmmword ptr [r15 + 512], xmm10
-    mov eax, edx
-    test bl, 144
-    jnz 1f
-1:
-    mov r9, r11
-    mov edx, eax
-    and r9, 8128
-    mov qword ptr [r15 + r9 + 7488], rax
-    mov r9, r10
-    mov dword ptr [r15 + 192], 13
-    and r9, 448
-    movsxd rax, dword ptr [r15 + r9 + 832]
-    mov r9, rdx
-    mov rbp, r11
-    test ebx, 1073741824
-    jz 1f
-1:
-    and rbp, 16320
-    mov rdi, qword ptr [r15 + rbp + 15680]
-    and r9d, dword ptr [r15 + 320]
-    mov ebp, eax
-    mov dword ptr [r15 + 64], r9d
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + 448], r9d
-    mov r9, rax
+    mov edi, eax
+    and r9, 16320
+    mov byte ptr [r15 + r9 + 15680], bpl
     mov r9d, dword ptr [r15 + 128]
-    mov eax, dword ptr [r15 + 384]
-    add r11, 64
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b6_done
-.Lc1_b6_c6:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d12953_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d12953_j_t
-.Lc1_d12953_j:
-    movzx ecx, al
-    movsxd r8, dword ptr [r15 + 320]
-    mov rax, qword ptr [r15 + 128]
-    mov ecx, dword ptr [r15 + 384]
-    test ebx, 1073741824
-    jz 1f
+    jmp 1f
 1:
-    movzx esi, cl
-    mov dword ptr [r15 + 0], ecx
-    mov rcx, r8
+    mov ebp, dword ptr [r15 + 320]
     test ebx, 1073741824
     jnz 1f
 1:
-    vmovdqu xmm10, xmmword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r9d, dword ptr [r15 + 768]
-    movzx ecx, byte ptr [r15 + 448]
-    test dword ptr [r15 + 67117724], 1
-    jz 1f
-1:
-    mov rbp, r11
-    mov ecx, dword ptr [r15 + 256]
-    and rbp, 1984
-    movzx r9d, byte ptr [r15 + rbp + 1344]
-    mov ebp, esi
     mov r8, r11
-    test ebx, 1073741824
-    jnz 1f
+    jmp 1f
+1:
+    jmp 1f
 1:
     and r8, 4032
-    mov qword ptr [r15 + r8 + 3392], rsi
-    movsxd rdi, dword ptr [r15 + 320]
-    mov ecx, ecx
-    mov rbp, qword ptr [r15 + 64]
-    mov r8, r10
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov byte ptr [r15 + 512], r9b
-    mov rdi, qword ptr [r15 + 64]
-    and r8, 8128
-    mov dword ptr [r15 + r8 + 7488], r9d
-    add r11, 64
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b6_done
-.Lc1_b6_c7:
-    and edi, dword ptr [r15 + 0]
-    movzx r8d, r8b
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11 + r11*1]
+    mov dword ptr [r15 + r8 + 3392], ebp
+    mov r8, qword ptr [r15 + 64]
+    mov rbp, qword ptr [r15 + 256]
+    movzx ecx, r9b
     test ebx, 1073741824
     jnz 1f
 1:
-    mov dword ptr [r15 + 0], 193
-    mov r8d, dword ptr [r15 + 128]
+    jmp 1f
+1:
+    mov r9, qword ptr [r15 + 448]
+    mov eax, 200
+    movzx eax, byte ptr [r15 + 640]
+    jmp 1f
+1:
+    vpor xmm14, xmm14, xmm14
+    mov rbp, r11
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx edi, byte ptr [r15 + 192]
+    mov ecx, ecx
     and rbp, 448
     movsxd rcx, dword ptr [r15 + rbp + 832]
-    mov r9, r11
-    mov esi, 20
-    test ebx, 1073741824
-    jz 1f
+    mov rbp, rax
+    jmp 1f
 1:
-    mov rsi, rdi
-    and r9, 4032
-    mov r8, r11
-    mov edi, dword ptr [r15 + r9 + 3392]
-    movzx r9d, cl
-    and r8, 1984
-    mov dword ptr [r15 + r8 + 1344], 228
-    mov rcx, r8
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + 320], r8d
-    mov r8d, dword ptr [r15 + 256]
-    movsxd rdi, dword ptr [r15 + 576]
-    mov r9, rsi
-    test ebx, 1073741824
-    jnz 1f
-1:
-    vmovdqu ymmword ptr [r15 + rbp + 896], ymm10
-    add r8, qword ptr [r15 + 512]
-    mov rbp, qword ptr [r15 + 448]
-    add rdi, qword ptr [r15 + 192]
-    mov dword ptr [r15 + 384], ecx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov edi, dword ptr [r15 + 640]
-    mov dword ptr [r15 + 64], 164
-    vpaddd xmm10, xmm10, xmm10
-    movzx ebp, r9b
     add r11, 64
     inc rbx
     dec r13
     jnz .Lc1_b6_c0
 .Lc1_b6_done:
-// block 7: 2048 bytes, 8 chunk(s), 8 chunk executions per call
+// block 7: 1024 bytes, 4 chunk(s), 20 chunk executions per call
     mov rbx, qword ptr [r15 + 67117792]
-    lea rcx, [rbx + 8]
+    lea rcx, [rbx + 20]
     mov qword ptr [r15 + 67117792], rcx
-    mov r13d, 8
+    mov r13d, 20
     jmp .Lc1_b7_c0
     .p2align 6
 .Lc1_b7_c0:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d13054_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d13054_j_t
-.Lc1_d13054_j:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movsxd rcx, dword ptr [r15 + 768]
-    jmp 1f
-1:
-    vpaddd xmm10, xmm10, xmm10
-    mov eax, 55
-    test dword ptr [r15 + 67117723], 2097168
-    jz 1f
-1:
-    movsxd rax, dword ptr [r15 + 192]
-    mov qword ptr [r15 + 256], r8
-    mov r8, rbp
-    mov r8d, ecx
-    mov qword ptr [r15 + 64], rsi
-    mov rbp, r11
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx ecx, cl
-    mov r9, r11
-    and rbp, 4032
-    mov qword ptr [r15 + rbp + 3392], rdx
-    mov dword ptr [r15 + 448], ecx
-    and r9, 8128
-    movzx edx, byte ptr [r15 + r9 + 7488]
-    mov byte ptr [r15 + 64], bpl
-    mov r9d, 218
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r9d, dword ptr [r15 + 320]
-    mov ebp, dword ptr [r15 + 320]
-    mov rsi, qword ptr [r15 + 576]
-    mov byte ptr [r15 + 384], cl
-    and esi, dword ptr [r15 + 384]
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 15
+    lea rcx, [rip + .Lc1_d4606_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d4606_s_t
+    .p2align 3
+.Lc1_d4606_s:
+    .p2align 3
+    jmp .Lc1_d4606_j
+    .p2align 3
+    jmp .Lc1_d4606_j
+    .p2align 3
+    jmp .Lc1_d4606_j
+    .p2align 3
+    jmp .Lc1_d4606_j
+    .p2align 3
+    jmp .Lc1_d4606_j
+    .p2align 3
+    jmp .Lc1_d4606_j
+    .p2align 3
+    jmp .Lc1_d4606_j
+    .p2align 3
+    jmp .Lc1_d4606_j
+    .p2align 3
+    jmp .Lc1_d4606_j
+    .p2align 3
+    jmp .Lc1_d4606_j
+    .p2align 3
+    jmp .Lc1_d4606_j
+    .p2align 3
+    jmp .Lc1_d4606_j
+    .p2align 3
+    jmp .Lc1_d4606_j
+    .p2align 3
+    jmp .Lc1_d4606_j
+    .p2align 3
+    jmp .Lc1_d4606_j
+    .p2align 3
+    jmp .Lc1_d4606_j
+.Lc1_d4606_j:
+    mov qword ptr [r15 + 128], rax
+    mov byte ptr [r15 + 192], al
     test ebx, 1073741824
     jnz 1f
 1:
-    jmp 1f
+    mov rbp, r11
+    mov dword ptr [r15 + 64], ecx
+    test ebx, 15216
+    jz 1f
 1:
-    movsxd rcx, dword ptr [r15 + 128]
-    mov rsi, qword ptr [r15 + 512]
-    mov r9, qword ptr [r15 + 128]
-    jmp 1f
+    and rbp, 16320
+    mov dword ptr [r15 + rbp + 15680], eax
+    test ebx, 1073741824
+    jnz 1f
 1:
+    mov eax, dword ptr [r15 + 384]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b7_done
 .Lc1_b7_c1:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d13104_j]
+    lea rcx, [rip + .Lc1_d4645_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d13104_j_t
-.Lc1_d13104_j:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r9d, cl
-    mov r12, qword ptr [r15 + r12 + 56]
+    jmp .Lc1_d4645_j_t
+.Lc1_d4645_j:
+    mov byte ptr [r15 + 64], bpl
+    mov rbp, rbp
+    movzx ebp, cl
     test ebx, 1073741824
     jz 1f
 1:
-    mov rcx, qword ptr [r15 + 384]
-    mov eax, dword ptr [r15 + 128]
-    mov rbp, r11
-    mov r9d, dword ptr [r15 + 640]
-    and rbp, 8128
-    movsxd rdx, dword ptr [r15 + rbp + 7488]
-    test ebx, 1073741824
-    jnz 1f
+    mov rdx, rbp
+    movzx edx, byte ptr [r15 + 320]
+    test ebx, 2304
+    jz 1f
 1:
-    inc dword ptr [r15 + 64]
-    mov rbp, r11
-    mov ecx, dword ptr [r15 + 320]
-    and rbp, 448
-    imul rax, qword ptr [r15 + rbp + 832]
-    jmp 1f
-1:
-    mov rbp, r11
+    mov esi, dword ptr [r15 + 256]
+    mov r8, qword ptr [r15 + 512]
+    movsxd rcx, dword ptr [r15 + 128]
     test ebx, 1073741824
     jz 1f
 1:
-    and rbp, 1984
-    mov byte ptr [r15 + rbp + 1344], bpl
-    mov dword ptr [r15 + 192], ebp
-    mov rdx, qword ptr [r15 + 512]
-    mov eax, eax
-    test dword ptr [r15 + 67117723], 16896
+    mov ebp, dword ptr [r15 + 128]
+    mov qword ptr [r15 + 192], rsi
+    test ebx, 1073741824
     jnz 1f
 1:
-    mov eax, 232
-    movzx ebp, byte ptr [r15 + 512]
-    mov eax, 132
-    vmovdqu ymmword ptr [r15 + 448], ymm10
+    mov r9, r11
+    mov esi, 106
+    mov esi, esi
+    and r9, 1984
+    mov rsi, qword ptr [r15 + r9 + 1344]
+    mov r9, r11
+    test ebx, 1073741824
+    jnz 1f
+1:
+    vmovdqu ymmword ptr [r15 + 448], ymm14
+    and r9, 448
+    movsxd rbp, dword ptr [r15 + r9 + 832]
+    mov r9, r10
+    test ebx, 1073741824
+    jz 1f
+1:
+    and r9, 448
+    movzx esi, byte ptr [r15 + r9 + 832]
+    movsxd r9, dword ptr [r15 + 256]
+    mov rcx, qword ptr [r15 + 640]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov ebp, esi
+    mov rbp, qword ptr [r15 + 384]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov esi, 148
+    movzx esi, r9b
     add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b7_done
@@ -16220,50 +5646,62 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 67108864
-    setz al
-    lea rcx, [rip + .Lc1_d13150_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d13150_s_t
-    .p2align 3
-.Lc1_d13150_s:
-    .p2align 3
-    jmp .Lc1_d13150_j
-    .p2align 3
-    jmp .Lc1_d13150_j
-.Lc1_d13150_j:
-    mov rbp, r11
-    mov r9, r11
-    and r9, 4032
-    mov dword ptr [r15 + r9 + 3392], 13
-    and rbp, 8128
-    mov byte ptr [r15 + rbp + 7488], bpl
-    mov byte ptr [r15 + 192], r9b
-    mov byte ptr [r15 + 64], bpl
-    test bl, 160
+    mov eax, 23
+    movsxd rax, dword ptr [r15 + 64]
+    mov esi, ebp
+    test ebx, 1073741824
     jnz 1f
 1:
-    mov r9, qword ptr [r15 + 384]
-    movsxd rbp, dword ptr [r15 + 448]
-    movsxd rcx, dword ptr [r15 + 704]
-    mov r8, r11
-    test dword ptr [r15 + 67117724], 4
+    mov rbp, rsi
+    mov rbp, qword ptr [r15 + 320]
+    mov esi, dword ptr [r15 + 128]
+    test dword ptr [r15 + 67117723], 65536
     jz 1f
 1:
-    mov r9, qword ptr [r15 + 512]
-    and r8, 448
-    add r9, qword ptr [r15 + r8 + 832]
-    movsxd r8, dword ptr [r15 + 64]
-    mov eax, dword ptr [r15 + 256]
-    test dword ptr [r15 + 67117723], 1140850688
+    movsxd rax, dword ptr [r15 + 384]
+    mov r9d, dword ptr [r15 + 448]
+    mov dword ptr [r15 + 384], 16
+    test ebx, 1073741824
     jnz 1f
 1:
-    mov r8d, dword ptr [r15 + 320]
-    movzx eax, byte ptr [r15 + 128]
-    jmp 1f
+    vmovdqu ymmword ptr [r15 + 64], ymm14
+    mov qword ptr [r15 + 704], rax
+    mov eax, eax
+    test ebx, 1073741824
+    jz 1f
 1:
+    movzx ebp, r9b
+    mov r9, r9
+    mov r9d, 22
+    lea r9, [r10 + r10*1]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov eax, ebp
+    and r9, 4032
+    mov dword ptr [r15 + r9 + 3392], 59
+    vpshufd xmm3, xmm14, 140
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov edi, r9d
+    mov edi, ebp
+    mov dword ptr [r15 + 512], 192
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movsxd rbp, dword ptr [r15 + r9 + 3456]
+    mov r9d, dword ptr [r15 + 320]
+    mov r8, r11
+    mov rax, r9
+    test ebx, 1073741824
+    jz 1f
+1:
+    and r8, 8128
+    mov edx, dword ptr [r15 + r8 + 7488]
+    mov r8, r8
     add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b7_done
@@ -16271,4223 +5709,14926 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov qword ptr [r15 + 320], rax
-    movzx eax, byte ptr [r15 + 256]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r8, rbp
-    mov rbp, rax
-    mov eax, ecx
-    mov byte ptr [r15 + 128], bpl
-    jmp 1f
-1:
-    movzx ecx, byte ptr [r15 + 768]
-    test bl, 32
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 64], r8d
-    mov r8, rax
+    lea rcx, [rip + .Lc1_d4755_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d4755_j_t
+.Lc1_d4755_j:
+    movsxd rcx, dword ptr [r15 + 320]
     mov r8d, eax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 93
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, r8d
-    movzx eax, sil
-    test bl, 160
+    movzx r8d, byte ptr [r15 + 192]
+    test bl, 16
     jz 1f
 1:
-    mov r8, r11
-    mov rbp, r11
-    jmp 1f
+    mov r9d, dword ptr [r15 + 384]
+    mov rbp, r10
+    movzx edx, byte ptr [r15 + 256]
+    test ebx, 1073741824
+    jz 1f
 1:
-    movzx eax, byte ptr [r15 + 128]
     and rbp, 1984
-    mov rcx, qword ptr [r15 + rbp + 1344]
-    and r8, 16320
-    mov rbp, qword ptr [r15 + r8 + 15680]
-    jmp 1f
-1:
-    vpor xmm10, xmm10, xmm10
-    test dword ptr [r15 + 67117724], 50331648
+    movzx ecx, byte ptr [r15 + rbp + 1344]
+    mov qword ptr [r15 + 64], r9
+    movzx r9d, cl
+    test dword ptr [r15 + 67117724], 167772160
     jnz 1f
 1:
-    movzx ebp, byte ptr [r15 + 192]
-    mov esi, 219
-    movzx esi, byte ptr [r15 + 448]
-    mov ecx, dword ptr [r15 + 384]
-    jmp 1f
-1:
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b7_done
-.Lc1_b7_c4:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d13248_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d13248_j_t
-.Lc1_d13248_j:
-    vpcmpeqb xmm10, xmm10, xmmword ptr [r15 + 576]
-    vpcmpeqb xmm10, xmm10, xmm4
-    mov ecx, eax
-    movsxd rsi, dword ptr [r15 + 448]
-    mov eax, dword ptr [r15 + 384]
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov ecx, 12
-    movsxd rax, dword ptr [r15 + 128]
-    mov rbp, r10
-    movzx ecx, cl
-    and rbp, 8128
-    movsxd rcx, dword ptr [r15 + rbp + 7488]
-    test dword ptr [r15 + 67117723], 18874368
-    jnz 1f
-1:
-    mov ebp, eax
-    jmp 1f
-1:
-    mov rax, rcx
-    mov qword ptr [r15 + 640], rsi
+    nop
+    vmovdqu ymmword ptr [r15 + 576], ymm14
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rbp, r10
-    mov r8, r11
-    movzx eax, byte ptr [r15 + 512]
-    and rbp, 448
-    mov ecx, dword ptr [r15 + rbp + 832]
-    and r8, 4032
-    mov ebp, dword ptr [r15 + r8 + 3392]
-    mov r8d, 50
-    mov rsi, qword ptr [r15 + 320]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov ebp, edi
-    and eax, dword ptr [r15 + 320]
-    movzx r8d, byte ptr [r15 + 64]
-    movsxd rdi, dword ptr [r15 + 256]
-    add r11, 64
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b7_done
-.Lc1_b7_c5:
-    lea rcx, [rip + .Lc1_d13294_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d13294_j_t
-.Lc1_d13294_j:
-    mov r9, r11
-    mov byte ptr [r15 + 192], al
-    and r9, 1984
-    movsxd rax, dword ptr [r15 + r9 + 1344]
-    movzx r9d, r9b
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], ecx
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, byte ptr [r15 + 512]
-    jmp 1f
-1:
-    movzx ecx, al
-    mov byte ptr [r15 + 320], al
-    test ebx, 244672
-    jz 1f
-1:
-    mov rbp, r10
-    mov r9, r11
-    mov eax, 178
-    and rbp, 448
-    movsxd rdi, dword ptr [r15 + rbp + 832]
-    mov ecx, 25
-    and r9, 4032
-    movzx ecx, byte ptr [r15 + r9 + 3392]
-    mov r9, qword ptr [r15 + 64]
-    test ebx, 1073741824
-    jz 1f
-1:
-    vmovdqu xmm10, xmmword ptr [r15 + 448]
-    movsxd r9, dword ptr [r15 + 384]
-    mov byte ptr [r15 + 256], dil
-    movzx edx, dil
-    movzx edi, byte ptr [r15 + 64]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rdi, rdi
-    jmp 1f
-1:
-    movzx edi, cl
-    jmp 1f
-1:
-    mov dword ptr [r15 + 128], 178
-    add r11, 64
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b7_done
-.Lc1_b7_c6:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov rcx, qword ptr [r15 + 320]
-    mov eax, dword ptr [r15 + 512]
-    mov byte ptr [r15 + 448], cl
-    mov rbp, r11
-    mov rdx, qword ptr [r15 + 128]
-    and rbp, 4032
-    mov ecx, dword ptr [r15 + rbp + 3392]
-    movsxd rbp, dword ptr [r15 + 256]
-    test dword ptr [r15 + 67117723], 1048608
-    jz 1f
-1:
-    mov ebp, eax
     movzx ebp, bpl
-    mov dword ptr [r15 + 768], 206
-    jmp 1f
-1:
-    movzx eax, byte ptr [r15 + 128]
-    mov byte ptr [r15 + 704], al
-    test dword ptr [r15 + 67117724], 1073741892
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 145
-    movsxd rax, dword ptr [r15 + 192]
-    movsxd rbp, dword ptr [r15 + 384]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov rbp, r11
-    mov qword ptr [r15 + 64], rdx
-    jmp 1f
-1:
-    and rbp, 8128
-    mov r9, r11
-    movzx edx, byte ptr [r15 + rbp + 7488]
-    and r9, 1984
-    movzx ebp, byte ptr [r15 + r9 + 1344]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b7_done
-.Lc1_b7_c7:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 15
-    lea rcx, [rip + .Lc1_d13388_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d13388_s_t
-    .p2align 3
-.Lc1_d13388_s:
-    .p2align 3
-    jmp .Lc1_d13388_j
-    .p2align 3
-    jmp .Lc1_d13388_j
-    .p2align 3
-    jmp .Lc1_d13388_j
-    .p2align 3
-    jmp .Lc1_d13388_j
-    .p2align 3
-    jmp .Lc1_d13388_j
-    .p2align 3
-    jmp .Lc1_d13388_j
-    .p2align 3
-    jmp .Lc1_d13388_j
-    .p2align 3
-    jmp .Lc1_d13388_j
-    .p2align 3
-    jmp .Lc1_d13388_j
-    .p2align 3
-    jmp .Lc1_d13388_j
-    .p2align 3
-    jmp .Lc1_d13388_j
-    .p2align 3
-    jmp .Lc1_d13388_j
-    .p2align 3
-    jmp .Lc1_d13388_j
-    .p2align 3
-    jmp .Lc1_d13388_j
-    .p2align 3
-    jmp .Lc1_d13388_j
-    .p2align 3
-    jmp .Lc1_d13388_j
-.Lc1_d13388_j:
-    mov dword ptr [r15 + 512], 175
-    mov dword ptr [r15 + 384], 186
-    mov dword ptr [r15 + 576], eax
     mov rbp, r10
-    test ebx, 1073741824
-    jz 1f
+    mov r9d, r9d
+    and rbp, 4032
+    mov dword ptr [r15 + rbp + 3392], 20
+    test dword ptr [r15 + 67117724], 270336
+    jnz 1f
 1:
-    mov eax, ebp
-    and rbp, 448
-    mov rax, qword ptr [r15 + rbp + 832]
+    movzx ecx, byte ptr [r15 + 512]
+    mov r8d, dword ptr [r15 + 768]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rbp, rbp
-    mov ecx, ecx
+    mov qword ptr [r15 + 320], rbp
+    imul r9, qword ptr [r15 + 192]
+    mov rbp, rcx
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rcx, qword ptr [r15 + 128]
+    mov rdx, rbp
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jnz .Lc1_b7_c0
 .Lc1_b7_done:
-// block 8: 1024 bytes, 4 chunk(s), 20 chunk executions per call
+// block 8: 256 bytes, 1 chunk(s), 13 chunk executions per call
     mov rbx, qword ptr [r15 + 67117800]
-    lea rcx, [rbx + 20]
+    lea rcx, [rbx + 13]
     mov qword ptr [r15 + 67117800], rcx
-    mov r13d, 20
+    mov r13d, 13
     jmp .Lc1_b8_c0
     .p2align 6
 .Lc1_b8_c0:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 15
-    lea rcx, [rip + .Lc1_d13436_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d13436_s_t
-    .p2align 3
-.Lc1_d13436_s:
-    .p2align 3
-    jmp .Lc1_d13436_j
-    .p2align 3
-    jmp .Lc1_d13436_j
-    .p2align 3
-    jmp .Lc1_d13436_j
-    .p2align 3
-    jmp .Lc1_d13436_j
-    .p2align 3
-    jmp .Lc1_d13436_j
-    .p2align 3
-    jmp .Lc1_d13436_j
-    .p2align 3
-    jmp .Lc1_d13436_j
-    .p2align 3
-    jmp .Lc1_d13436_j
-    .p2align 3
-    jmp .Lc1_d13436_j
-    .p2align 3
-    jmp .Lc1_d13436_j
-    .p2align 3
-    jmp .Lc1_d13436_j
-    .p2align 3
-    jmp .Lc1_d13436_j
-    .p2align 3
-    jmp .Lc1_d13436_j
-    .p2align 3
-    jmp .Lc1_d13436_j
-    .p2align 3
-    jmp .Lc1_d13436_j
-    .p2align 3
-    jmp .Lc1_d13436_j
-.Lc1_d13436_j:
-    mov rbp, r11
-    and rbp, 16320
-    vmovq qword ptr [r15 + rbp + 15680], xmm10
-    mov r8, r10
-    test ebx, 1073741824
-    jz 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    and r8, 4032
-    movsxd r9, dword ptr [r15 + r8 + 3392]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    add r11, 64
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b8_done
-.Lc1_b8_c1:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d13480_j]
+    lea rcx, [rip + .Lc1_d4810_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d13480_j_t
-.Lc1_d13480_j:
+    jmp .Lc1_d4810_j_t
+.Lc1_d4810_j:
+    movzx ecx, byte ptr [r15 + 384]
     mov rbp, r10
-    and rbp, 448
-    mov qword ptr [r15 + rbp + 832], rcx
-    mov byte ptr [r15 + 320], cl
     test ebx, 1073741824
-    jz 1f
-1:
-    movsxd rbp, dword ptr [r15 + 64]
-    mov dword ptr [r15 + 448], 248
-    test dword ptr [r15 + 67117723], 1048576
     jnz 1f
 1:
-    mov r8d, dword ptr [r15 + 128]
-    movzx r9d, dl
-    test ebx, 1073741824
-    jz 1f
-1:
-    lea rbp, [r10 + r10*1]
+    and rbp, 8128
     mov r9, r10
-    mov r8d, dword ptr [r15 + 448]
-    and r9, 8128
-    mov qword ptr [r15 + r9 + 7488], rcx
-    test bl, 16
-    jnz 1f
-1:
-    and rbp, 1984
-    movsxd rax, dword ptr [r15 + rbp + 1344]
-    movsxd rcx, dword ptr [r15 + 256]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx ecx, byte ptr [r15 + 768]
-    mov dword ptr [r15 + 320], eax
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r9, qword ptr [r15 + 384]
-    mov eax, ecx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movsxd r8, dword ptr [r15 + 512]
-    movsxd rcx, dword ptr [r15 + rbp + 1408]
-    add r11, 64
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b8_done
-.Lc1_b8_c2:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov r8, r11
-    and r8, 8128
-    mov byte ptr [r15 + r8 + 7488], al
-    mov byte ptr [r15 + 64], r8b
-    movzx r8d, byte ptr [r15 + 448]
-    test ebx, 1073741824
+    mov rax, qword ptr [r15 + rbp + 7488]
+    test ebx, 30584
     jz 1f
 1:
-    mov rbp, r11
-    .byte 0x66, 0x90
-    movzx eax, bpl
-    test ebx, 1073741824
-    jz 1f
-1:
-    and rbp, 4032
-    mov dword ptr [r15 + rbp + 3392], 229
-    mov ebp, 39
-    movsxd rbp, dword ptr [r15 + 256]
-    test dword ptr [r15 + 67117724], 536870920
-    jz 1f
-1:
-    mov byte ptr [r15 + 0], bpl
-    mov ebp, 83
-    test dword ptr [r15 + 67117723], 268435456
-    jz 1f
-1:
-    vpcmpeqb xmm10, xmm10, xmm5
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, ebp
-    test dword ptr [r15 + 67117724], 8650752
-    jnz 1f
-1:
-    movsxd rax, dword ptr [r15 + 384]
-    movsxd rbp, dword ptr [r15 + 128]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r8, r10
-    mov rbp, rax
-    mov qword ptr [r15 + 192], r8
-    and r8, 448
-    movsxd rax, dword ptr [r15 + r8 + 832]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r8d, dword ptr [r15 + 512]
-    mov dword ptr [r15 + 576], 62
-    add r11, 64
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b8_done
-.Lc1_b8_c3:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 134217728
-    setz al
-    lea rcx, [rip + .Lc1_d13576_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d13576_s_t
-    .p2align 3
-.Lc1_d13576_s:
-    .p2align 3
-    jmp .Lc1_d13576_j
-    .p2align 3
-    jmp .Lc1_d13576_j
-.Lc1_d13576_j:
-    movzx ecx, byte ptr [r15 + 128]
-    movzx eax, cl
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov byte ptr [r15 + 64], cl
-    mov ecx, dword ptr [r15 + 320]
-    test ebx, 1073741824
-    jz 1f
-1:
+    and r9, 4032
+    mov ecx, dword ptr [r15 + r9 + 3392]
     mov r9, r10
-    mov r8, r10
-    mov ecx, 236
     test ebx, 1073741824
     jz 1f
 1:
-    and r8, 4032
-    mov edx, dword ptr [r15 + r8 + 3392]
-    and r9, 1984
-    mov dword ptr [r15 + r9 + 1344], eax
+    mov edx, 81
     test ebx, 1073741824
     jnz 1f
 1:
-    mov dword ptr [r15 + 320], ecx
-    mov ecx, ecx
+    and r9, 448
+    movzx eax, byte ptr [r15 + r9 + 832]
     test ebx, 1073741824
     jnz 1f
 1:
-    add r8, qword ptr [r15 + 384]
+    mov dword ptr [r15 + 576], ecx
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx ecx, byte ptr [r15 + 320]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov byte ptr [r15 + 64], dl
-    mov qword ptr [r15 + 512], rcx
+    mov dword ptr [r15 + 512], edx
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx edx, byte ptr [r15 + 640]
+    mov r9d, 84
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov ebp, 254
+    test ebx, 1024
+    jnz 1f
+1:
+    mov dword ptr [r15 + 640], 10
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov edx, 89
+    test ebx, 1073741824
+    jnz 1f
+1:
+    vpaddq xmm3, xmm3, xmmword ptr [r15 + 128]
+    test ebx, 1073741824
+    jz 1f
+1:
     mov ebp, edx
-    test ebx, 1073741824
-    jz 1f
+    test dword ptr [r15 + 67117723], 4096
+    jnz 1f
 1:
-    add r8, qword ptr [r15 + 192]
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jnz .Lc1_b8_c0
 .Lc1_b8_done:
-// block 9: 128 bytes, 1 chunk(s), 40 chunk executions per call
+// block 9: 65536 bytes, 256 chunk(s), 16 chunk executions per call
     mov rbx, qword ptr [r15 + 67117808]
-    lea rcx, [rbx + 40]
+    lea rcx, [rbx + 16]
     mov qword ptr [r15 + 67117808], rcx
-    mov r13d, 40
+    mov r13d, 16
+    mov eax, ebx
+    and eax, 255
+    lea rcx, [rip + .Lc1_b9_stubs]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_b9_stubs_t
+    .p2align 3
+.Lc1_b9_stubs:
+    .p2align 3
     jmp .Lc1_b9_c0
+    .p2align 3
+    jmp .Lc1_b9_c1
+    .p2align 3
+    jmp .Lc1_b9_c2
+    .p2align 3
+    jmp .Lc1_b9_c3
+    .p2align 3
+    jmp .Lc1_b9_c4
+    .p2align 3
+    jmp .Lc1_b9_c5
+    .p2align 3
+    jmp .Lc1_b9_c6
+    .p2align 3
+    jmp .Lc1_b9_c7
+    .p2align 3
+    jmp .Lc1_b9_c8
+    .p2align 3
+    jmp .Lc1_b9_c9
+    .p2align 3
+    jmp .Lc1_b9_c10
+    .p2align 3
+    jmp .Lc1_b9_c11
+    .p2align 3
+    jmp .Lc1_b9_c12
+    .p2align 3
+    jmp .Lc1_b9_c13
+    .p2align 3
+    jmp .Lc1_b9_c14
+    .p2align 3
+    jmp .Lc1_b9_c15
+    .p2align 3
+    jmp .Lc1_b9_c16
+    .p2align 3
+    jmp .Lc1_b9_c17
+    .p2align 3
+    jmp .Lc1_b9_c18
+    .p2align 3
+    jmp .Lc1_b9_c19
+    .p2align 3
+    jmp .Lc1_b9_c20
+    .p2align 3
+    jmp .Lc1_b9_c21
+    .p2align 3
+    jmp .Lc1_b9_c22
+    .p2align 3
+    jmp .Lc1_b9_c23
+    .p2align 3
+    jmp .Lc1_b9_c24
+    .p2align 3
+    jmp .Lc1_b9_c25
+    .p2align 3
+    jmp .Lc1_b9_c26
+    .p2align 3
+    jmp .Lc1_b9_c27
+    .p2align 3
+    jmp .Lc1_b9_c28
+    .p2align 3
+    jmp .Lc1_b9_c29
+    .p2align 3
+    jmp .Lc1_b9_c30
+    .p2align 3
+    jmp .Lc1_b9_c31
+    .p2align 3
+    jmp .Lc1_b9_c32
+    .p2align 3
+    jmp .Lc1_b9_c33
+    .p2align 3
+    jmp .Lc1_b9_c34
+    .p2align 3
+    jmp .Lc1_b9_c35
+    .p2align 3
+    jmp .Lc1_b9_c36
+    .p2align 3
+    jmp .Lc1_b9_c37
+    .p2align 3
+    jmp .Lc1_b9_c38
+    .p2align 3
+    jmp .Lc1_b9_c39
+    .p2align 3
+    jmp .Lc1_b9_c40
+    .p2align 3
+    jmp .Lc1_b9_c41
+    .p2align 3
+    jmp .Lc1_b9_c42
+    .p2align 3
+    jmp .Lc1_b9_c43
+    .p2align 3
+    jmp .Lc1_b9_c44
+    .p2align 3
+    jmp .Lc1_b9_c45
+    .p2align 3
+    jmp .Lc1_b9_c46
+    .p2align 3
+    jmp .Lc1_b9_c47
+    .p2align 3
+    jmp .Lc1_b9_c48
+    .p2align 3
+    jmp .Lc1_b9_c49
+    .p2align 3
+    jmp .Lc1_b9_c50
+    .p2align 3
+    jmp .Lc1_b9_c51
+    .p2align 3
+    jmp .Lc1_b9_c52
+    .p2align 3
+    jmp .Lc1_b9_c53
+    .p2align 3
+    jmp .Lc1_b9_c54
+    .p2align 3
+    jmp .Lc1_b9_c55
+    .p2align 3
+    jmp .Lc1_b9_c56
+    .p2align 3
+    jmp .Lc1_b9_c57
+    .p2align 3
+    jmp .Lc1_b9_c58
+    .p2align 3
+    jmp .Lc1_b9_c59
+    .p2align 3
+    jmp .Lc1_b9_c60
+    .p2align 3
+    jmp .Lc1_b9_c61
+    .p2align 3
+    jmp .Lc1_b9_c62
+    .p2align 3
+    jmp .Lc1_b9_c63
+    .p2align 3
+    jmp .Lc1_b9_c64
+    .p2align 3
+    jmp .Lc1_b9_c65
+    .p2align 3
+    jmp .Lc1_b9_c66
+    .p2align 3
+    jmp .Lc1_b9_c67
+    .p2align 3
+    jmp .Lc1_b9_c68
+    .p2align 3
+    jmp .Lc1_b9_c69
+    .p2align 3
+    jmp .Lc1_b9_c70
+    .p2align 3
+    jmp .Lc1_b9_c71
+    .p2align 3
+    jmp .Lc1_b9_c72
+    .p2align 3
+    jmp .Lc1_b9_c73
+    .p2align 3
+    jmp .Lc1_b9_c74
+    .p2align 3
+    jmp .Lc1_b9_c75
+    .p2align 3
+    jmp .Lc1_b9_c76
+    .p2align 3
+    jmp .Lc1_b9_c77
+    .p2align 3
+    jmp .Lc1_b9_c78
+    .p2align 3
+    jmp .Lc1_b9_c79
+    .p2align 3
+    jmp .Lc1_b9_c80
+    .p2align 3
+    jmp .Lc1_b9_c81
+    .p2align 3
+    jmp .Lc1_b9_c82
+    .p2align 3
+    jmp .Lc1_b9_c83
+    .p2align 3
+    jmp .Lc1_b9_c84
+    .p2align 3
+    jmp .Lc1_b9_c85
+    .p2align 3
+    jmp .Lc1_b9_c86
+    .p2align 3
+    jmp .Lc1_b9_c87
+    .p2align 3
+    jmp .Lc1_b9_c88
+    .p2align 3
+    jmp .Lc1_b9_c89
+    .p2align 3
+    jmp .Lc1_b9_c90
+    .p2align 3
+    jmp .Lc1_b9_c91
+    .p2align 3
+    jmp .Lc1_b9_c92
+    .p2align 3
+    jmp .Lc1_b9_c93
+    .p2align 3
+    jmp .Lc1_b9_c94
+    .p2align 3
+    jmp .Lc1_b9_c95
+    .p2align 3
+    jmp .Lc1_b9_c96
+    .p2align 3
+    jmp .Lc1_b9_c97
+    .p2align 3
+    jmp .Lc1_b9_c98
+    .p2align 3
+    jmp .Lc1_b9_c99
+    .p2align 3
+    jmp .Lc1_b9_c100
+    .p2align 3
+    jmp .Lc1_b9_c101
+    .p2align 3
+    jmp .Lc1_b9_c102
+    .p2align 3
+    jmp .Lc1_b9_c103
+    .p2align 3
+    jmp .Lc1_b9_c104
+    .p2align 3
+    jmp .Lc1_b9_c105
+    .p2align 3
+    jmp .Lc1_b9_c106
+    .p2align 3
+    jmp .Lc1_b9_c107
+    .p2align 3
+    jmp .Lc1_b9_c108
+    .p2align 3
+    jmp .Lc1_b9_c109
+    .p2align 3
+    jmp .Lc1_b9_c110
+    .p2align 3
+    jmp .Lc1_b9_c111
+    .p2align 3
+    jmp .Lc1_b9_c112
+    .p2align 3
+    jmp .Lc1_b9_c113
+    .p2align 3
+    jmp .Lc1_b9_c114
+    .p2align 3
+    jmp .Lc1_b9_c115
+    .p2align 3
+    jmp .Lc1_b9_c116
+    .p2align 3
+    jmp .Lc1_b9_c117
+    .p2align 3
+    jmp .Lc1_b9_c118
+    .p2align 3
+    jmp .Lc1_b9_c119
+    .p2align 3
+    jmp .Lc1_b9_c120
+    .p2align 3
+    jmp .Lc1_b9_c121
+    .p2align 3
+    jmp .Lc1_b9_c122
+    .p2align 3
+    jmp .Lc1_b9_c123
+    .p2align 3
+    jmp .Lc1_b9_c124
+    .p2align 3
+    jmp .Lc1_b9_c125
+    .p2align 3
+    jmp .Lc1_b9_c126
+    .p2align 3
+    jmp .Lc1_b9_c127
+    .p2align 3
+    jmp .Lc1_b9_c128
+    .p2align 3
+    jmp .Lc1_b9_c129
+    .p2align 3
+    jmp .Lc1_b9_c130
+    .p2align 3
+    jmp .Lc1_b9_c131
+    .p2align 3
+    jmp .Lc1_b9_c132
+    .p2align 3
+    jmp .Lc1_b9_c133
+    .p2align 3
+    jmp .Lc1_b9_c134
+    .p2align 3
+    jmp .Lc1_b9_c135
+    .p2align 3
+    jmp .Lc1_b9_c136
+    .p2align 3
+    jmp .Lc1_b9_c137
+    .p2align 3
+    jmp .Lc1_b9_c138
+    .p2align 3
+    jmp .Lc1_b9_c139
+    .p2align 3
+    jmp .Lc1_b9_c140
+    .p2align 3
+    jmp .Lc1_b9_c141
+    .p2align 3
+    jmp .Lc1_b9_c142
+    .p2align 3
+    jmp .Lc1_b9_c143
+    .p2align 3
+    jmp .Lc1_b9_c144
+    .p2align 3
+    jmp .Lc1_b9_c145
+    .p2align 3
+    jmp .Lc1_b9_c146
+    .p2align 3
+    jmp .Lc1_b9_c147
+    .p2align 3
+    jmp .Lc1_b9_c148
+    .p2align 3
+    jmp .Lc1_b9_c149
+    .p2align 3
+    jmp .Lc1_b9_c150
+    .p2align 3
+    jmp .Lc1_b9_c151
+    .p2align 3
+    jmp .Lc1_b9_c152
+    .p2align 3
+    jmp .Lc1_b9_c153
+    .p2align 3
+    jmp .Lc1_b9_c154
+    .p2align 3
+    jmp .Lc1_b9_c155
+    .p2align 3
+    jmp .Lc1_b9_c156
+    .p2align 3
+    jmp .Lc1_b9_c157
+    .p2align 3
+    jmp .Lc1_b9_c158
+    .p2align 3
+    jmp .Lc1_b9_c159
+    .p2align 3
+    jmp .Lc1_b9_c160
+    .p2align 3
+    jmp .Lc1_b9_c161
+    .p2align 3
+    jmp .Lc1_b9_c162
+    .p2align 3
+    jmp .Lc1_b9_c163
+    .p2align 3
+    jmp .Lc1_b9_c164
+    .p2align 3
+    jmp .Lc1_b9_c165
+    .p2align 3
+    jmp .Lc1_b9_c166
+    .p2align 3
+    jmp .Lc1_b9_c167
+    .p2align 3
+    jmp .Lc1_b9_c168
+    .p2align 3
+    jmp .Lc1_b9_c169
+    .p2align 3
+    jmp .Lc1_b9_c170
+    .p2align 3
+    jmp .Lc1_b9_c171
+    .p2align 3
+    jmp .Lc1_b9_c172
+    .p2align 3
+    jmp .Lc1_b9_c173
+    .p2align 3
+    jmp .Lc1_b9_c174
+    .p2align 3
+    jmp .Lc1_b9_c175
+    .p2align 3
+    jmp .Lc1_b9_c176
+    .p2align 3
+    jmp .Lc1_b9_c177
+    .p2align 3
+    jmp .Lc1_b9_c178
+    .p2align 3
+    jmp .Lc1_b9_c179
+    .p2align 3
+    jmp .Lc1_b9_c180
+    .p2align 3
+    jmp .Lc1_b9_c181
+    .p2align 3
+    jmp .Lc1_b9_c182
+    .p2align 3
+    jmp .Lc1_b9_c183
+    .p2align 3
+    jmp .Lc1_b9_c184
+    .p2align 3
+    jmp .Lc1_b9_c185
+    .p2align 3
+    jmp .Lc1_b9_c186
+    .p2align 3
+    jmp .Lc1_b9_c187
+    .p2align 3
+    jmp .Lc1_b9_c188
+    .p2align 3
+    jmp .Lc1_b9_c189
+    .p2align 3
+    jmp .Lc1_b9_c190
+    .p2align 3
+    jmp .Lc1_b9_c191
+    .p2align 3
+    jmp .Lc1_b9_c192
+    .p2align 3
+    jmp .Lc1_b9_c193
+    .p2align 3
+    jmp .Lc1_b9_c194
+    .p2align 3
+    jmp .Lc1_b9_c195
+    .p2align 3
+    jmp .Lc1_b9_c196
+    .p2align 3
+    jmp .Lc1_b9_c197
+    .p2align 3
+    jmp .Lc1_b9_c198
+    .p2align 3
+    jmp .Lc1_b9_c199
+    .p2align 3
+    jmp .Lc1_b9_c200
+    .p2align 3
+    jmp .Lc1_b9_c201
+    .p2align 3
+    jmp .Lc1_b9_c202
+    .p2align 3
+    jmp .Lc1_b9_c203
+    .p2align 3
+    jmp .Lc1_b9_c204
+    .p2align 3
+    jmp .Lc1_b9_c205
+    .p2align 3
+    jmp .Lc1_b9_c206
+    .p2align 3
+    jmp .Lc1_b9_c207
+    .p2align 3
+    jmp .Lc1_b9_c208
+    .p2align 3
+    jmp .Lc1_b9_c209
+    .p2align 3
+    jmp .Lc1_b9_c210
+    .p2align 3
+    jmp .Lc1_b9_c211
+    .p2align 3
+    jmp .Lc1_b9_c212
+    .p2align 3
+    jmp .Lc1_b9_c213
+    .p2align 3
+    jmp .Lc1_b9_c214
+    .p2align 3
+    jmp .Lc1_b9_c215
+    .p2align 3
+    jmp .Lc1_b9_c216
+    .p2align 3
+    jmp .Lc1_b9_c217
+    .p2align 3
+    jmp .Lc1_b9_c218
+    .p2align 3
+    jmp .Lc1_b9_c219
+    .p2align 3
+    jmp .Lc1_b9_c220
+    .p2align 3
+    jmp .Lc1_b9_c221
+    .p2align 3
+    jmp .Lc1_b9_c222
+    .p2align 3
+    jmp .Lc1_b9_c223
+    .p2align 3
+    jmp .Lc1_b9_c224
+    .p2align 3
+    jmp .Lc1_b9_c225
+    .p2align 3
+    jmp .Lc1_b9_c226
+    .p2align 3
+    jmp .Lc1_b9_c227
+    .p2align 3
+    jmp .Lc1_b9_c228
+    .p2align 3
+    jmp .Lc1_b9_c229
+    .p2align 3
+    jmp .Lc1_b9_c230
+    .p2align 3
+    jmp .Lc1_b9_c231
+    .p2align 3
+    jmp .Lc1_b9_c232
+    .p2align 3
+    jmp .Lc1_b9_c233
+    .p2align 3
+    jmp .Lc1_b9_c234
+    .p2align 3
+    jmp .Lc1_b9_c235
+    .p2align 3
+    jmp .Lc1_b9_c236
+    .p2align 3
+    jmp .Lc1_b9_c237
+    .p2align 3
+    jmp .Lc1_b9_c238
+    .p2align 3
+    jmp .Lc1_b9_c239
+    .p2align 3
+    jmp .Lc1_b9_c240
+    .p2align 3
+    jmp .Lc1_b9_c241
+    .p2align 3
+    jmp .Lc1_b9_c242
+    .p2align 3
+    jmp .Lc1_b9_c243
+    .p2align 3
+    jmp .Lc1_b9_c244
+    .p2align 3
+    jmp .Lc1_b9_c245
+    .p2align 3
+    jmp .Lc1_b9_c246
+    .p2align 3
+    jmp .Lc1_b9_c247
+    .p2align 3
+    jmp .Lc1_b9_c248
+    .p2align 3
+    jmp .Lc1_b9_c249
+    .p2align 3
+    jmp .Lc1_b9_c250
+    .p2align 3
+    jmp .Lc1_b9_c251
+    .p2align 3
+    jmp .Lc1_b9_c252
+    .p2align 3
+    jmp .Lc1_b9_c253
+    .p2align 3
+    jmp .Lc1_b9_c254
+    .p2align 3
+    jmp .Lc1_b9_c255
     .p2align 6
 .Lc1_b9_c0:
-    mov r8, qword ptr [r15 + 0]
-    test ecx, edi
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 15
+    lea rcx, [rip + .Lc1_d4880_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d4880_s_t
+    .p2align 3
+.Lc1_d4880_s:
+    .p2align 3
+    jmp .Lc1_d4880_j
+    .p2align 3
+    jmp .Lc1_d4880_j
+    .p2align 3
+    jmp .Lc1_d4880_j
+    .p2align 3
+    jmp .Lc1_d4880_j
+    .p2align 3
+    jmp .Lc1_d4880_j
+    .p2align 3
+    jmp .Lc1_d4880_j
+    .p2align 3
+    jmp .Lc1_d4880_j
+    .p2align 3
+    jmp .Lc1_d4880_j
+    .p2align 3
+    jmp .Lc1_d4880_j
+    .p2align 3
+    jmp .Lc1_d4880_j
+    .p2align 3
+    jmp .Lc1_d4880_j
+    .p2align 3
+    jmp .Lc1_d4880_j
+    .p2align 3
+    jmp .Lc1_d4880_j
+    .p2align 3
+    jmp .Lc1_d4880_j
+    .p2align 3
+    jmp .Lc1_d4880_j
+    .p2align 3
+    jmp .Lc1_d4880_j
+.Lc1_d4880_j:
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 15
+    lea rcx, [rip + .Lc1_d4902_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d4902_s_t
+    .p2align 3
+.Lc1_d4902_s:
+    .p2align 3
+    jmp .Lc1_d4902_j
+    .p2align 3
+    jmp .Lc1_d4902_j
+    .p2align 3
+    jmp .Lc1_d4902_j
+    .p2align 3
+    jmp .Lc1_d4902_j
+    .p2align 3
+    jmp .Lc1_d4902_j
+    .p2align 3
+    jmp .Lc1_d4902_j
+    .p2align 3
+    jmp .Lc1_d4902_j
+    .p2align 3
+    jmp .Lc1_d4902_j
+    .p2align 3
+    jmp .Lc1_d4902_j
+    .p2align 3
+    jmp .Lc1_d4902_j
+    .p2align 3
+    jmp .Lc1_d4902_j
+    .p2align 3
+    jmp .Lc1_d4902_j
+    .p2align 3
+    jmp .Lc1_d4902_j
+    .p2align 3
+    jmp .Lc1_d4902_j
+    .p2align 3
+    jmp .Lc1_d4902_j
+    .p2align 3
+    jmp .Lc1_d4902_j
+.Lc1_d4902_j:
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 15
+    lea rcx, [rip + .Lc1_d4924_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d4924_s_t
+    .p2align 3
+.Lc1_d4924_s:
+    .p2align 3
+    jmp .Lc1_d4924_j
+    .p2align 3
+    jmp .Lc1_d4924_j
+    .p2align 3
+    jmp .Lc1_d4924_j
+    .p2align 3
+    jmp .Lc1_d4924_j
+    .p2align 3
+    jmp .Lc1_d4924_j
+    .p2align 3
+    jmp .Lc1_d4924_j
+    .p2align 3
+    jmp .Lc1_d4924_j
+    .p2align 3
+    jmp .Lc1_d4924_j
+    .p2align 3
+    jmp .Lc1_d4924_j
+    .p2align 3
+    jmp .Lc1_d4924_j
+    .p2align 3
+    jmp .Lc1_d4924_j
+    .p2align 3
+    jmp .Lc1_d4924_j
+    .p2align 3
+    jmp .Lc1_d4924_j
+    .p2align 3
+    jmp .Lc1_d4924_j
+    .p2align 3
+    jmp .Lc1_d4924_j
+    .p2align 3
+    jmp .Lc1_d4924_j
+.Lc1_d4924_j:
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 15
+    lea rcx, [rip + .Lc1_d4946_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d4946_s_t
+    .p2align 3
+.Lc1_d4946_s:
+    .p2align 3
+    jmp .Lc1_d4946_j
+    .p2align 3
+    jmp .Lc1_d4946_j
+    .p2align 3
+    jmp .Lc1_d4946_j
+    .p2align 3
+    jmp .Lc1_d4946_j
+    .p2align 3
+    jmp .Lc1_d4946_j
+    .p2align 3
+    jmp .Lc1_d4946_j
+    .p2align 3
+    jmp .Lc1_d4946_j
+    .p2align 3
+    jmp .Lc1_d4946_j
+    .p2align 3
+    jmp .Lc1_d4946_j
+    .p2align 3
+    jmp .Lc1_d4946_j
+    .p2align 3
+    jmp .Lc1_d4946_j
+    .p2align 3
+    jmp .Lc1_d4946_j
+    .p2align 3
+    jmp .Lc1_d4946_j
+    .p2align 3
+    jmp .Lc1_d4946_j
+    .p2align 3
+    jmp .Lc1_d4946_j
+    .p2align 3
+    jmp .Lc1_d4946_j
+.Lc1_d4946_j:
+    mov rsi, qword ptr [r15 + 576]
     test ebx, 1073741824
     jz 1f
 1:
-    mov ecx, 84
-    test ebx, 7416
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c1:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 15
+    lea rcx, [rip + .Lc1_d4977_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d4977_s_t
+    .p2align 3
+.Lc1_d4977_s:
+    .p2align 3
+    jmp .Lc1_d4977_j
+    .p2align 3
+    jmp .Lc1_d4977_j
+    .p2align 3
+    jmp .Lc1_d4977_j
+    .p2align 3
+    jmp .Lc1_d4977_j
+    .p2align 3
+    jmp .Lc1_d4977_j
+    .p2align 3
+    jmp .Lc1_d4977_j
+    .p2align 3
+    jmp .Lc1_d4977_j
+    .p2align 3
+    jmp .Lc1_d4977_j
+    .p2align 3
+    jmp .Lc1_d4977_j
+    .p2align 3
+    jmp .Lc1_d4977_j
+    .p2align 3
+    jmp .Lc1_d4977_j
+    .p2align 3
+    jmp .Lc1_d4977_j
+    .p2align 3
+    jmp .Lc1_d4977_j
+    .p2align 3
+    jmp .Lc1_d4977_j
+    .p2align 3
+    jmp .Lc1_d4977_j
+    .p2align 3
+    jmp .Lc1_d4977_j
+.Lc1_d4977_j:
+    lea rcx, [rip + .Lc1_d4999_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d4999_j_t
+.Lc1_d4999_j:
+    movzx ecx, byte ptr [r15 + 640]
+    mov eax, eax
+    mov r8, r11
+    mov dword ptr [r15 + 128], ecx
+    movzx ecx, byte ptr [r15 + 64]
+    and r8, 16320
+    mov edi, dword ptr [r15 + r8 + 15680]
+    jmp 1f
+1:
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c2:
+    mov byte ptr [r15 + 64], al
+    lea rbp, [r11 + r11*2]
+    movzx ecx, al
+    lea r8, [r11 + r11*1]
+    and rbp, 1984
+    mov eax, dword ptr [r15 + rbp + 1408]
+    movzx edi, byte ptr [r15 + rbp + 1472]
+    movzx r9d, cl
+    and r8, 448
+    vmovdqu ymmword ptr [r15 + r8 + 896], ymm3
+    mov edx, dword ptr [r15 + 64]
+    mov ecx, ecx
+    mov ecx, 107
+    mov ecx, 117
+    vmovdqu ymmword ptr [r15 + 128], ymm3
+    mov ecx, dword ptr [r15 + 704]
+    mov r9d, 149
+    movsxd r9, dword ptr [r15 + 384]
+    nop
+    mov rsi, qword ptr [r15 + 768]
+    test ebx, 1073741824
     jz 1f
 1:
-    mov byte ptr [r15 + 0], r8b
-    test ebx, 1073741824
-    jnz 1f
+    jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 64], ymm10
-    test ebx, 1073741824
-    jnz 1f
+    mov dword ptr [r15 + r8 + 832], 35
+    mov byte ptr [r15 + 320], r8b
+    movzx r8d, byte ptr [r15 + 320]
+    movzx ecx, byte ptr [r15 + 576]
+    jmp 1f
 1:
-    movsxd r8, dword ptr [r15 + 192]
-    test ebx, 1073741824
-    jnz 1f
+    mov rax, qword ptr [r15 + 640]
+    mov r9, r11
+    vmovdqu ymmword ptr [r15 + 448], ymm3
+    jmp 1f
 1:
-    mov byte ptr [r15 + 448], r8b
-    test ebx, 6144
-    jnz 1f
+    and r9, 16320
+    movsxd rdx, dword ptr [r15 + r9 + 15680]
+    mov r9, qword ptr [r15 + rbp + 1344]
+    mov rbp, r8
+    vmovdqu ymmword ptr [r15 + 64], ymm3
+    movzx ebp, byte ptr [r15 + 128]
+    mov rsi, qword ptr [r15 + 384]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c3:
+    lea rcx, [rip + .Lc1_d5058_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d5058_j_t
+.Lc1_d5058_j:
+    lea rbp, [r11*4]
+    jmp 1f
 1:
-    movsxd r8, dword ptr [r15 + 576]
-    and r8d, dword ptr [r15 + 320]
-    test ebx, 1073741824
+    movzx r9d, byte ptr [r15 + 768]
+    and rbp, 16320
+    mov qword ptr [r15 + rbp + 15808], rsi
+    lea r8, [r11 + r11*2]
+    mov qword ptr [r15 + 512], rcx
+    mov rcx, rcx
+    and r8, 1984
+    mov ecx, dword ptr [r15 + r8 + 1344]
+    mov dword ptr [r15 + rbp + 15744], r9d
+    mov r9d, dword ptr [r15 + r8 + 1408]
+    movsxd rax, dword ptr [r15 + rbp + 15872]
+    movzx esi, byte ptr [r15 + 128]
+    movzx edx, byte ptr [r15 + 64]
+    mov rdi, rbp
+    mov dword ptr [r15 + 384], 102
+    test ebx, 1024
     jz 1f
 1:
-    mov ebp, 36
-    test ebx, 1073741824
-    jnz 1f
+    movzx ecx, byte ptr [r15 + rbp + 15680]
+    movsxd rbp, dword ptr [r15 + r8 + 1472]
+    mov r8d, 224
+    mov r8, r11
+    movzx r9d, byte ptr [r15 + 576]
+    and r8, 33554368
+    mov dword ptr [r15 + r8 + 33554432], esi
+    movzx r8d, al
+    mov byte ptr [r15 + 320], al
+    movzx eax, cl
+    mov dword ptr [r15 + 128], ecx
+    mov rcx, rdi
+    mov dword ptr [r15 + 640], 172
+    mov rcx, r9
+    movsxd r9, dword ptr [r15 + 704]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c4:
+    lea rcx, [rip + .Lc1_d5100_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d5100_j_t
+.Lc1_d5100_j:
+    jmp 1f
 1:
+    lea r9, [r11 + r11*1]
+    lea rbp, [r11 + r11*1]
+    mov rdi, rcx
+    and r9, 1984
+    mov edi, dword ptr [r15 + r9 + 1408]
+    and rbp, 448
+    movsxd rax, dword ptr [r15 + rbp + 896]
+    mov r8d, dword ptr [r15 + 512]
+    lea r8, [r11 + r11*1]
+    mov ecx, dword ptr [r15 + 320]
+    mov esi, 139
+    and r8, 4032
+    movzx esi, byte ptr [r15 + r8 + 3392]
+    mov qword ptr [r15 + 64], r9
+    mov edx, 54
+    jmp 1f
+1:
+    mov rdx, qword ptr [r15 + 448]
+    vmovdqu ymmword ptr [r15 + r9 + 1344], ymm3
+    movsxd r9, dword ptr [r15 + 128]
     jmp 1f
 1:
     test ebx, 1073741824
     jz 1f
 1:
-    mov ebp, r8d
-    inc rbx
-    dec r13
-    jnz .Lc1_b9_c0
-.Lc1_b9_done:
-// block 10: 16384 bytes, 64 chunk(s), 64 chunk executions per call
-    mov rbx, qword ptr [r15 + 67117816]
-    lea rcx, [rbx + 64]
-    mov qword ptr [r15 + 67117816], rcx
-    mov r13d, 64
-    jmp .Lc1_b10_c0
-    .p2align 6
-.Lc1_b10_c0:
-    lea rcx, [rip + .Lc1_d13669_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d13669_j_t
-.Lc1_d13669_j:
-    movzx r8d, byte ptr [r15 + 128]
-    movsxd rcx, dword ptr [r15 + 704]
-    movsxd rbp, dword ptr [r15 + 64]
-    mov edx, dword ptr [r15 + 448]
-    mov dword ptr [r15 + 0], r8d
-    test ebx, 1073741824
-    jnz 1f
+    mov ecx, esi
+    jmp 1f
 1:
-    mov dword ptr [r15 + 0], edx
-    mov rcx, rdx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
+    movzx ecx, byte ptr [r15 + 384]
+    vmovdqu ymmword ptr [r15 + r8 + 3456], ymm3
+    movzx r8d, byte ptr [r15 + 64]
+    movzx r9d, r9b
+    jmp 1f
 1:
-    mov dword ptr [r15 + 0], 237
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 128], rcx
-    mov rcx, rcx
-    mov r9, r11
-    test ebx, 1073741824
-    jz 1f
+    vpmovmskb r9d, xmm3
+    movsxd r9, dword ptr [r15 + 448]
+    add r9, qword ptr [r15 + rbp + 832]
+    add r9, qword ptr [r15 + 320]
+    mov rsi, qword ptr [r15 + 704]
+    mov eax, dword ptr [r15 + 768]
+    movzx edi, byte ptr [r15 + 384]
+    jmp 1f
 1:
-    and r9, 1984
-    mov r8d, dword ptr [r15 + r9 + 1344]
-    mov r9d, eax
-    vpmovmskb r9d, xmm10
-    mov r9d, 129
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r9, r11
-    movzx ecx, r8b
-    movzx r8d, al
-    and r9, 4032
-    mov qword ptr [r15 + r9 + 3392], rcx
-    mov rbp, r10
-    mov dword ptr [r15 + 384], r9d
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and rbp, 8128
-    mov r8, qword ptr [r15 + rbp + 7488]
-    mov dword ptr [r15 + 192], ecx
-    mov esi, dword ptr [r15 + 320]
-    movsxd r9, dword ptr [r15 + 512]
     add r11, 64
-    add r10, r11
     inc rbx
     dec r13
-    jz .Lc1_b10_done
-.Lc1_b10_c1:
+    jz .Lc1_b9_done
+.Lc1_b9_c5:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov r9, r11
+    and r9, 448
+    mov dword ptr [r15 + r9 + 832], edi
+    mov r9, qword ptr [r15 + 64]
+    mov r8, r11
+    mov byte ptr [r15 + 512], dil
+    and r8, 4032
+    mov byte ptr [r15 + r8 + 3392], dil
+    mov r8, rax
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movzx esi, al
+    movsxd rax, dword ptr [r15 + 320]
+    movsxd rsi, dword ptr [r15 + 384]
+    movsxd rdi, dword ptr [r15 + 576]
+    mov r8d, dword ptr [r15 + 64]
+    mov ebp, r9d
+    jmp 1f
+1:
+    movsxd rbp, dword ptr [r15 + 512]
+    and ebp, dword ptr [r15 + 448]
+    test dword ptr [r15 + 67117723], 8192
+    jz 1f
+1:
+    mov rax, rsi
+    movsxd rsi, dword ptr [r15 + 256]
+    mov byte ptr [r15 + 192], r8b
+    movsxd r8, dword ptr [r15 + 128]
+    movzx r9d, byte ptr [r15 + 320]
+    mov dword ptr [r15 + 128], edi
+    jmp 1f
+1:
+    add rbp, qword ptr [r15 + 512]
+    mov dword ptr [r15 + 128], 102
+    mov rax, rax
+    movsxd rax, dword ptr [r15 + 192]
+    mov rdi, rsi
+    mov esi, dword ptr [r15 + 384]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    add r8, qword ptr [r15 + 448]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c6:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d5194_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d5194_j_t
+.Lc1_d5194_j:
+    mov r8, r11
+    lea rbp, [r11 + r11*1]
+    and r8, 448
+    mov qword ptr [r15 + r8 + 832], rax
+    mov r8d, dword ptr [r15 + 768]
+    and rbp, 1984
+    movsxd r9, dword ptr [r15 + rbp + 1344]
+    mov edi, dword ptr [r15 + 64]
+    mov dword ptr [r15 + 448], eax
+    mov r8, r11
+    add rax, qword ptr [r15 + 256]
+    and r8, 8128
+    mov dword ptr [r15 + r8 + 7488], 51
+    mov qword ptr [r15 + 256], rcx
+    mov rcx, qword ptr [r15 + 704]
+    inc dword ptr [r15 + 640]
+    mov dword ptr [r15 + 320], 104
+    test dword ptr [r15 + 67117724], 134221856
+    jz 1f
+1:
+    mov rax, qword ptr [r15 + rbp + 1408]
+    movsxd rbp, dword ptr [r15 + 128]
+    mov dword ptr [r15 + 320], edi
+    mov dword ptr [r15 + 192], edi
+    mov edi, dword ptr [r15 + 384]
+    mov ecx, 97
+    mov ecx, 54
+    mov ecx, r8d
+    mov dword ptr [r15 + 64], 109
+    jmp 1f
+1:
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c7:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 180
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], edi
+    and r8, 4032
+    vmovdqu xmm0, xmmword ptr [r15 + r8 + 3392]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 576], r8d
+    mov r8, r8
+    jmp 1f
+1:
+    add r8, qword ptr [r15 + 192]
+    mov byte ptr [r15 + 128], r8b
+    jmp 1f
+1:
+    mov rbp, r11
+    mov rdi, r8
+    and rbp, 448
+    mov edi, dword ptr [r15 + rbp + 832]
+    mov rbp, qword ptr [r15 + 384]
+    inc dword ptr [r15 + 512]
+    movsxd rcx, dword ptr [r15 + 640]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov qword ptr [r15 + 320], r8
+    jmp 1f
+1:
+    mov r8d, r8d
+    jmp 1f
+1:
+    mov r8, r11
+    movzx ebp, bpl
+    jmp 1f
+1:
+    and r8, 1984
+    mov ecx, dword ptr [r15 + r8 + 1344]
+    vmovdqu ymmword ptr [r15 + 128], ymm15
+    mov byte ptr [r15 + 384], dil
+    jmp 1f
+1:
+    mov edi, ebp
+    mov rdi, rcx
+    mov dword ptr [r15 + 448], ebp
+    nop
+    mov byte ptr [r15 + 256], r8b
+    jmp 1f
+1:
+    mov dword ptr [r15 + 512], ebp
+    and r8d, dword ptr [r15 + 64]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c8:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
     mov eax, dword ptr [r15 + 67117724]
-    and eax, 7
-    lea rcx, [rip + .Lc1_d13722_s]
+    and eax, 15
+    lea rcx, [rip + .Lc1_d5283_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d13722_s_t
+    jmp .Lc1_d5283_s_t
     .p2align 3
-.Lc1_d13722_s:
+.Lc1_d5283_s:
     .p2align 3
-    jmp .Lc1_d13722_j
+    jmp .Lc1_d5283_j
     .p2align 3
-    jmp .Lc1_d13722_j
+    jmp .Lc1_d5283_j
     .p2align 3
-    jmp .Lc1_d13722_j
+    jmp .Lc1_d5283_j
     .p2align 3
-    jmp .Lc1_d13722_j
+    jmp .Lc1_d5283_j
     .p2align 3
-    jmp .Lc1_d13722_j
+    jmp .Lc1_d5283_j
     .p2align 3
-    jmp .Lc1_d13722_j
+    jmp .Lc1_d5283_j
     .p2align 3
-    jmp .Lc1_d13722_j
+    jmp .Lc1_d5283_j
     .p2align 3
-    jmp .Lc1_d13722_j
-.Lc1_d13722_j:
-    mov dword ptr [r15 + 256], eax
-    mov byte ptr [r15 + 512], al
-    test dword ptr [r15 + 67117723], 512
-    jnz 1f
-1:
-    mov dword ptr [r15 + 768], 139
-    mov edi, ecx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rbp, r10
-    mov dword ptr [r15 + 384], 237
-    movzx ecx, byte ptr [r15 + 128]
-    test ebx, 1073741824
-    jz 1f
-1:
-    and rbp, 8128
-    mov eax, dword ptr [r15 + rbp + 7488]
-    movzx ebp, byte ptr [r15 + 64]
-    mov r9, r11
-    test ebx, 256
-    jz 1f
-1:
-    and r9, 448
-    movzx eax, byte ptr [r15 + r9 + 832]
-    mov edi, edi
-    add r11, 64
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b10_done
-.Lc1_b10_c2:
-    mov rbp, r11
-    and rbp, 4032
-    movzx edi, byte ptr [r15 + rbp + 3392]
-    mov dword ptr [r15 + 0], edx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx edi, bpl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, 117
-    movzx esi, byte ptr [r15 + 320]
-    test ebx, 384
-    jnz 1f
-1:
-    lock xadd qword ptr [r15 + 256], rdi
-    mov ebp, dword ptr [r15 + 320]
-    mov r9d, 144
-    mov rax, rsi
-    movzx esi, sil
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx ebp, byte ptr [r15 + 384]
-    mov dword ptr [r15 + 576], eax
+    jmp .Lc1_d5283_j
+    .p2align 3
+    jmp .Lc1_d5283_j
+    .p2align 3
+    jmp .Lc1_d5283_j
+    .p2align 3
+    jmp .Lc1_d5283_j
+    .p2align 3
+    jmp .Lc1_d5283_j
+    .p2align 3
+    jmp .Lc1_d5283_j
+    .p2align 3
+    jmp .Lc1_d5283_j
+    .p2align 3
+    jmp .Lc1_d5283_j
+    .p2align 3
+    jmp .Lc1_d5283_j
+.Lc1_d5283_j:
     mov r8, r11
-    mov edi, edi
-    and r8, 1984
-    mov qword ptr [r15 + r8 + 1344], rax
-    mov qword ptr [r15 + 512], rax
-    movzx esi, byte ptr [r15 + 128]
-    test ebx, 640
-    jz 1f
-1:
-    movzx esi, byte ptr [r15 + 448]
-    mov eax, 143
-    mov dword ptr [r15 + 192], 138
-    mov r8, qword ptr [r15 + 64]
-    mov dword ptr [r15 + 64], eax
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b10_done
-.Lc1_b10_c3:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d13810_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d13810_j_t
-.Lc1_d13810_j:
-    mov ecx, dword ptr [r15 + 512]
-    movzx r9d, byte ptr [r15 + 640]
-    mov dword ptr [r15 + 320], r8d
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 256
-    jnz 1f
+    jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, byte ptr [r15 + 192]
-    mov r9, r11
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov eax, 252
-    and r9, 8128
-    mov r8d, dword ptr [r15 + r9 + 7488]
-    movzx r9d, r9b
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx r9d, cl
-    mov rdi, r8
-    mov dword ptr [r15 + 128], eax
-    mov rbp, r11
-    mov r8d, dword ptr [r15 + 448]
-    mov r9, r11
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and rbp, 448
-    movzx eax, byte ptr [r15 + rbp + 832]
-    and r9, 1984
-    movsxd rdi, dword ptr [r15 + r9 + 1344]
-    mov r9, r8
-    test dword ptr [r15 + 67117723], 562036736
-    jz 1f
-1:
-    mov qword ptr [r15 + 256], rdi
-    mov qword ptr [r15 + 64], r9
-    movsxd r9, dword ptr [r15 + 384]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b10_done
-.Lc1_b10_c4:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    movzx r8d, byte ptr [r15 + 256]
-    mov rax, rdx
-    add rdi, qword ptr [r15 + 128]
-    mov r9, r11
-    mov qword ptr [r15 + 768], rdi
-    and r9, 4032
-    mov byte ptr [r15 + r9 + 3392], r9b
-    test dword ptr [r15 + 67117723], 69634
-    jz 1f
-1:
-    mov r8, r11
-    movzx r9d, byte ptr [r15 + 192]
-    and r8, 8128
-    mov dword ptr [r15 + r8 + 7488], r9d
-    mov r8d, 240
-    mov r8d, 153
-    test dword ptr [r15 + 67117724], 256
-    jz 1f
-1:
-    mov dword ptr [r15 + 512], r9d
-    mov r8, r11
-    mov r9, qword ptr [r15 + 448]
-    and r8, 448
-    mov eax, dword ptr [r15 + r8 + 832]
-    movsxd r8, dword ptr [r15 + 704]
-    .byte 0x66, 0x90
-    test dword ptr [r15 + 67117723], 1073741824
-    jz 1f
-1:
-    mov rax, qword ptr [r15 + 320]
-    mov r9d, edi
-    movzx edi, r8b
-    movsxd r9, dword ptr [r15 + 384]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov edi, dword ptr [r15 + 384]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 128], rax
-    mov dword ptr [r15 + 64], 167
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b10_done
-.Lc1_b10_c5:
-    lea rcx, [rip + .Lc1_d13897_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d13897_j_t
-.Lc1_d13897_j:
-    movsxd r9, dword ptr [r15 + 384]
-    mov dword ptr [r15 + 0], edi
-    mov byte ptr [r15 + 0], r9b
-    mov qword ptr [r15 + 0], rdi
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], 202
-    mov r8, r9
-    movzx r8d, r9b
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r8, r11
-    mov r9d, 103
-    movzx r9d, byte ptr [r15 + 256]
     and r8, 4032
-    mov dword ptr [r15 + r8 + 3392], ecx
-    mov r8, r11
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and r8, 1984
-    and r9d, dword ptr [r15 + r8 + 1344]
-    mov dword ptr [r15 + 576], r8d
-    mov byte ptr [r15 + 64], r8b
-    mov rsi, r9
-    test ebx, 640
-    jnz 1f
-1:
-    movsxd r9, dword ptr [r15 + 64]
-    movsxd rcx, dword ptr [r15 + 192]
-    mov r8, qword ptr [r15 + 128]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movsxd r8, dword ptr [r15 + 320]
-    mov r9d, r8d
-    mov r8d, dword ptr [r15 + 512]
-    movsxd rcx, dword ptr [r15 + 448]
-    test ebx, 1073741824
-    jz 1f
-1:
+    mov rdi, qword ptr [r15 + r8 + 3392]
+    mov byte ptr [r15 + 64], al
     mov r9, r11
-    mov byte ptr [r15 + 320], sil
+    mov rcx, rcx
+    movzx ecx, byte ptr [r15 + 320]
     and r9, 8128
-    mov qword ptr [r15 + r9 + 7488], r8
-    mov r9, r9
+    mov rdx, qword ptr [r15 + r9 + 7488]
     add r11, 64
     inc rbx
     dec r13
-    jz .Lc1_b10_done
-.Lc1_b10_c6:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d13951_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d13951_j_t
-.Lc1_d13951_j:
-    mov r9d, 157
-    mov r9, r10
-    mov rcx, qword ptr [r15 + 64]
-    vmovdqu xmmword ptr [r15 + 128], xmm10
-    and r9, 1984
-    mov dword ptr [r15 + r9 + 1344], 67
-    test dword ptr [r15 + 67117724], 134221856
-    jz 1f
-1:
-    movsxd rcx, dword ptr [r15 + 640]
-    mov r8, r10
-    mov r9d, dword ptr [r15 + 512]
-    and r8, 448
-    movsxd rax, dword ptr [r15 + r8 + 832]
-    test dword ptr [r15 + 67117723], 2098176
-    jnz 1f
-1:
-    mov r8d, ebp
-    mov r8, qword ptr [r15 + 704]
-    mov r9d, dword ptr [r15 + 128]
-    mov rax, qword ptr [r15 + 320]
-    mov rbp, r10
-    test dword ptr [r15 + 67117724], 2
-    jnz 1f
-1:
-    mov ecx, dword ptr [r15 + 192]
-    and rbp, 4032
-    mov dword ptr [r15 + rbp + 3392], r8d
-    movsxd rax, dword ptr [r15 + 384]
-    test dword ptr [r15 + 67117724], 262656
-    jnz 1f
-1:
-    mov eax, 27
-    mov r8, qword ptr [r15 + 448]
-    mov byte ptr [r15 + 0], bpl
-    add r11, 64
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b10_done
-.Lc1_b10_c7:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov rbp, r10
-    nop
-    and rbp, 448
-    mov eax, dword ptr [r15 + rbp + 832]
-    movsxd rbp, dword ptr [r15 + 64]
-    mov dword ptr [r15 + 0], 28
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov byte ptr [r15 + 0], bpl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 256], ebp
-    mov ebp, dword ptr [r15 + 384]
-    test dword ptr [r15 + 67117723], 256
-    jz 1f
-1:
-    mov eax, ebp
-    vmovq qword ptr [r15 + 768], xmm10
-    mov rbp, qword ptr [r15 + 64]
-    mov r8d, dword ptr [r15 + 128]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx r8d, al
-    vmovq xmm10, rbp
-    mov rbp, qword ptr [r15 + 192]
-    mov r8d, dword ptr [r15 + 320]
-    test dword ptr [r15 + 67117724], 2099200
-    jnz 1f
-1:
-    mov r9, r10
-    vpshufd xmm10, xmm10, 215
-    and r9, 1984
-    mov byte ptr [r15 + r9 + 1344], r8b
-    mov qword ptr [r15 + 512], r9
-    mov eax, r8d
-    mov rbp, r10
-    test ebx, 1073741824
-    jz 1f
-1:
-    and rbp, 8128
-    movzx eax, byte ptr [r15 + rbp + 7488]
-    mov dword ptr [r15 + 448], 98
-    mov ecx, dword ptr [r15 + 384]
-    add r11, 64
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b10_done
-.Lc1_b10_c8:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 2
-    setz al
-    lea rcx, [rip + .Lc1_d14041_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d14041_s_t
-    .p2align 3
-.Lc1_d14041_s:
-    .p2align 3
-    jmp .Lc1_d14041_j
-    .p2align 3
-    jmp .Lc1_d14041_j
-.Lc1_d14041_j:
-    mov rbp, r11
-    and rbp, 4032
-    mov ecx, dword ptr [r15 + rbp + 3392]
-    movzx ebp, byte ptr [r15 + 192]
-    and eax, dword ptr [r15 + 320]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r9, qword ptr [r15 + 576]
-    mov rax, qword ptr [r15 + 64]
-    mov rbp, qword ptr [r15 + 448]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rcx, qword ptr [r15 + 384]
-    mov r9, rax
-    mov r9, rbp
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rbp, r10
-    mov rax, qword ptr [r15 + 128]
-    and rbp, 8128
-    movsxd r8, dword ptr [r15 + rbp + 7488]
-    movzx edx, byte ptr [r15 + 256]
-    mov rbp, r10
-    test dword ptr [r15 + 67117723], 2048
-    jz 1f
-1:
-    mov qword ptr [r15 + 0], r9
-    mov rax, r8
-    and rbp, 16320
-    movzx edx, byte ptr [r15 + rbp + 15680]
-    add r11, 64
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b10_done
-.Lc1_b10_c9:
+    jz .Lc1_b9_done
+.Lc1_b9_c9:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
     xor eax, eax
     test dword ptr [r15 + 67117723], 128
     setz al
-    lea rcx, [rip + .Lc1_d14087_s]
+    lea rcx, [rip + .Lc1_d5323_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d14087_s_t
+    jmp .Lc1_d5323_s_t
     .p2align 3
-.Lc1_d14087_s:
+.Lc1_d5323_s:
     .p2align 3
-    jmp .Lc1_d14087_j
+    jmp .Lc1_d5323_j
     .p2align 3
-    jmp .Lc1_d14087_j
-.Lc1_d14087_j:
-    mov rbp, r10
-    mov r8, r10
-    vmovq qword ptr [r15 + 384], xmm10
-    and r8, 4032
-    mov byte ptr [r15 + r8 + 3392], al
-    mov rdx, rax
-    and rbp, 448
-    movzx r8d, byte ptr [r15 + rbp + 832]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movsxd rdx, dword ptr [r15 + 512]
-    mov ebp, 210
-    mov ebp, 58
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov eax, dword ptr [r15 + 64]
-    movsxd r9, dword ptr [r15 + 320]
-    mov rdx, rax
-    test ebx, 7168
-    jz 1f
-1:
-    mov rax, r9
-    mov eax, edx
-    mov eax, edx
-    mov rbp, r10
-    test dword ptr [r15 + 67117724], 1
-    jnz 1f
-1:
-    movzx eax, byte ptr [r15 + 128]
-    and rbp, 1984
-    mov qword ptr [r15 + rbp + 1344], rdx
-    mov rbp, qword ptr [r15 + 448]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movsxd rdx, dword ptr [r15 + 256]
-    mov qword ptr [r15 + 0], rax
-    movzx eax, byte ptr [r15 + 640]
-    add r11, 64
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b10_done
-.Lc1_b10_c10:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    movzx eax, byte ptr [r15 + 64]
-    movzx edx, byte ptr [r15 + 448]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx eax, sil
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rax
-    mov rax, rax
-    test dword ptr [r15 + 67117724], 536870912
-    jz 1f
-1:
-    mov byte ptr [r15 + 128], al
-    mov byte ptr [r15 + 320], al
-    vpxor xmm10, xmm10, xmm9
-    add rdx, qword ptr [r15 + 192]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov byte ptr [r15 + 384], dl
-    mov rbp, r10
-    mov rdx, rsi
-    and rbp, 8128
-    mov eax, dword ptr [r15 + rbp + 7488]
-    mov ebp, 39
-    test ebx, 256
-    jz 1f
-1:
-    movsxd rdx, dword ptr [r15 + 704]
-    movzx r9d, al
-    movzx eax, dl
+    jmp .Lc1_d5323_j
+.Lc1_d5323_j:
     mov r9, r11
-    mov dword ptr [r15 + 128], ebp
-    test ebx, 1073741824
-    jnz 1f
-1:
     and r9, 1984
-    mov dword ptr [r15 + r9 + 1344], edx
-    mov r9, r11
-    vmovdqu ymmword ptr [r15 + 512], ymm10
-    and r9, 448
-    vmovdqu ymmword ptr [r15 + r9 + 832], ymm10
-    add r11, 64
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b10_done
-.Lc1_b10_c11:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d14186_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d14186_j_t
-.Lc1_d14186_j:
-    mov r9, r10
-    mov byte ptr [r15 + 128], al
-    and r9, 8128
-    movsxd rax, dword ptr [r15 + r9 + 7488]
-    mov r9, qword ptr [r15 + 320]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, r11
-    mov dword ptr [r15 + 64], r9d
-    mov dword ptr [r15 + 192], r8d
-    test ebx, 1073741824
-    jz 1f
-1:
-    and r9, 4032
-    movsxd rax, dword ptr [r15 + r9 + 3392]
-    mov qword ptr [r15 + 576], rcx
-    mov r9, r9
-    movzx r9d, byte ptr [r15 + 384]
-    test dword ptr [r15 + 67117724], 1140850752
-    jz 1f
-1:
-    mov rdx, qword ptr [r15 + 512]
-    mov rax, qword ptr [r15 + 256]
-    movsxd r9, dword ptr [r15 + 448]
-    test dword ptr [r15 + 67117723], 16
-    jz 1f
-1:
-    mov rbp, r11
-    mov qword ptr [r15 + 768], rax
-    mov rax, rbp
-    and rbp, 448
-    mov byte ptr [r15 + rbp + 832], dl
-    movsxd rcx, dword ptr [r15 + 320]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov byte ptr [r15 + 64], cl
-    mov edx, r9d
-    mov r9, rdx
-    add r11, 64
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b10_done
-.Lc1_b10_c12:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov ebp, dword ptr [r15 + 128]
-    mov byte ptr [r15 + 192], cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 67117723], 545259520
-    jz 1f
-1:
-    movzx eax, bpl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, rax
-    mov rbp, r11
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx eax, byte ptr [r15 + 320]
-    and rbp, 1984
-    mov qword ptr [r15 + rbp + 1344], r9
-    vpmovmskb ebp, xmm10
-    vpor xmm10, xmm10, xmm10
-    mov r9, r11
-    test ebx, 1073741824
-    jz 1f
-1:
-    and r9, 4032
-    mov rbp, qword ptr [r15 + r9 + 3392]
-    movsxd rax, dword ptr [r15 + 128]
-    mov rdi, qword ptr [r15 + 640]
-    mov qword ptr [r15 + 512], r8
-    mov edx, r9d
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx r9d, al
-    mov byte ptr [r15 + 384], dl
-    movsxd r9, dword ptr [r15 + 448]
-    mov rax, rdi
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx ebp, dl
-    mov rbp, rax
-    movzx edi, byte ptr [r15 + 256]
-    mov rax, qword ptr [r15 + 64]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b10_done
-.Lc1_b10_c13:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d14282_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d14282_j_t
-.Lc1_d14282_j:
-    mov rbp, r11
-    and rbp, 8128
-    mov dword ptr [r15 + rbp + 7488], eax
-    movzx ebp, byte ptr [r15 + 128]
+    mov byte ptr [r15 + r9 + 1344], cl
+    mov r9d, 71
+    mov qword ptr [r15 + 320], rax
     mov rax, rcx
-    mov qword ptr [r15 + 512], rcx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, 220
-    vpshufd xmm10, xmm10, 128
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx ecx, al
-    vmovq xmm10, rcx
-    movzx edi, bpl
-    mov ebp, dword ptr [r15 + 704]
-    test dword ptr [r15 + 67117724], 32769
-    jnz 1f
-1:
-    vmovdqu xmm10, xmmword ptr [r15 + 384]
-    mov dword ptr [r15 + 256], ecx
-    movzx ecx, cl
-    test ebx, 1073741824
-    jnz 1f
-1:
-    vmovdqu ymmword ptr [r15 + 192], ymm10
-    mov ebp, 190
-    movzx ebp, cl
-    movsxd rcx, dword ptr [r15 + 448]
-    mov rbp, r11
-    test dword ptr [r15 + 67117724], 1536
-    jz 1f
-1:
-    mov dword ptr [r15 + 320], 85
-    and rbp, 1984
-    movsxd rcx, dword ptr [r15 + rbp + 1344]
-    mov byte ptr [r15 + 64], bpl
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b10_done
-.Lc1_b10_c14:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d14328_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d14328_j_t
-.Lc1_d14328_j:
-    movzx ebp, byte ptr [r15 + 768]
-    mov ecx, 200
-    mov eax, dword ptr [r15 + 512]
-    vpcmpeqb xmm10, xmm10, xmmword ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov eax, 154
-    mov ecx, eax
-    mov rbp, rax
-    mov r9, r10
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 576], r9b
-    and r9, 8128
-    mov dword ptr [r15 + r9 + 7488], 182
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov qword ptr [r15 + 128], r9
-    mov dword ptr [r15 + 64], 121
-    movsxd rax, dword ptr [r15 + 384]
-    vpcmpeqb xmm10, xmm10, xmm1
-    mov r9, r11
-    test dword ptr [r15 + 67117724], 201392128
-    jz 1f
-1:
-    mov rax, qword ptr [r15 + 384]
-    and r9, 4032
-    mov ecx, dword ptr [r15 + r9 + 3392]
-    mov dword ptr [r15 + 256], 223
-    mov r9, r11
-    test ebx, 1073741824
-    jz 1f
-1:
-    movsxd rbp, dword ptr [r15 + 320]
-    movsxd rax, dword ptr [r15 + 64]
-    and r9, 448
-    movzx ecx, byte ptr [r15 + r9 + 832]
-    add r11, 64
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b10_done
-.Lc1_b10_c15:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, r9d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov eax, 129
-    vmovdqu ymmword ptr [r15 + 0], ymm10
-    mov dword ptr [r15 + 0], 101
-    movsxd rax, dword ptr [r15 + 256]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov byte ptr [r15 + 320], al
-    movzx ebp, byte ptr [r15 + 448]
-    movzx edx, bpl
-    mov dword ptr [r15 + 384], 124
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rbp, r11
-    mov rax, rdx
-    and rbp, 4032
-    mov qword ptr [r15 + rbp + 3392], rax
-    mov rcx, rbp
-    mov rdx, rbp
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov qword ptr [r15 + 64], rax
-    mov eax, dword ptr [r15 + 512]
-    vpmovmskb edi, xmm10
-    mov rbp, r10
-    movsxd rdx, dword ptr [r15 + 128]
-    test dword ptr [r15 + 67117724], 537919488
-    jnz 1f
-1:
-    movzx eax, byte ptr [r15 + 192]
-    and rbp, 448
-    mov rdx, qword ptr [r15 + rbp + 832]
-    mov rbp, r11
-    mov ecx, dword ptr [r15 + 640]
-    and rbp, 1984
-    mov dword ptr [r15 + rbp + 1344], eax
-    add r11, 64
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b10_done
-.Lc1_b10_c16:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 4194304
-    setz al
-    lea rcx, [rip + .Lc1_d14425_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d14425_s_t
-    .p2align 3
-.Lc1_d14425_s:
-    .p2align 3
-    jmp .Lc1_d14425_j
-    .p2align 3
-    jmp .Lc1_d14425_j
-.Lc1_d14425_j:
-    mov rbp, r10
-    and rbp, 8128
-    mov qword ptr [r15 + rbp + 7488], rcx
-    mov dword ptr [r15 + 128], 169
-    mov byte ptr [r15 + 448], sil
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rbp, rcx
-    mov rcx, rbp
-    mov qword ptr [r15 + 384], rax
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx eax, byte ptr [r15 + 320]
-    movzx ebp, cl
-    mov byte ptr [r15 + 192], al
-    test ebx, 1073741824
-    jnz 1f
-1:
     mov r8, r11
-    mov ebp, dword ptr [r15 + 64]
     movzx eax, byte ptr [r15 + 704]
     and r8, 448
-    movsxd rcx, dword ptr [r15 + r8 + 832]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r8d, 86
-    mov ebp, r9d
-    mov rbp, r10
-    mov rdi, rcx
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r8, rax
-    and rbp, 1984
-    movzx eax, byte ptr [r15 + rbp + 1344]
-    add r11, 64
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b10_done
-.Lc1_b10_c17:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d14475_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d14475_j_t
-.Lc1_d14475_j:
-    mov dword ptr [r15 + 512], 215
-    movsxd rbp, dword ptr [r15 + 256]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov ecx, 84
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 512], 136
-    test ebx, 640
-    jnz 1f
-1:
-    movsxd r9, dword ptr [r15 + 320]
-    mov dword ptr [r15 + 128], 93
-    mov eax, 203
-    mov ebp, dword ptr [r15 + 320]
-    test ebx, 1073741824
-    jz 1f
-1:
-    add qword ptr [r15 + 192], rdx
-    mov rcx, qword ptr [r15 + 128]
-    movsxd rdx, dword ptr [r15 + 768]
-    movzx eax, byte ptr [r15 + 448]
-    test dword ptr [r15 + 67117723], 1
-    jnz 1f
-1:
-    mov rbp, r11
-    mov rax, qword ptr [r15 + 64]
-    mov rdx, qword ptr [r15 + 576]
-    and rbp, 4032
-    movzx ecx, byte ptr [r15 + rbp + 3392]
-    mov byte ptr [r15 + 384], r9b
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b10_done
-.Lc1_b10_c18:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov rbp, r11
-    and rbp, 448
-    mov qword ptr [r15 + rbp + 832], rbp
-    mov ebp, dword ptr [r15 + 384]
-    movzx eax, dl
-    movsxd rdx, dword ptr [r15 + 128]
-    mov r9, r11
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov ebp, 211
-    movsxd rdx, dword ptr [r15 + 320]
-    and r9, 8128
-    mov dword ptr [r15 + r9 + 7488], 15
-    mov rax, qword ptr [r15 + 64]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rcx, rcx
-    mov byte ptr [r15 + 256], al
-    movzx ecx, cl
-    mov dword ptr [r15 + 192], r9d
-    mov rbp, r11
-    test dword ptr [r15 + 67117723], 64
-    jnz 1f
-1:
-    mov rdi, rcx
-    and rbp, 1984
-    movsxd rdx, dword ptr [r15 + rbp + 1344]
-    mov dword ptr [r15 + 512], 5
-    mov ebp, 102
-    test dword ptr [r15 + 67117723], 65536
-    jz 1f
-1:
-    mov qword ptr [r15 + 64], rbp
-    vpmovmskb ebp, xmm10
-    mov rbp, qword ptr [r15 + 640]
-    movzx r9d, bpl
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov ecx, edi
-    mov rdx, rdi
-    mov ecx, 136
-    mov qword ptr [r15 + 448], rdi
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b10_done
-.Lc1_b10_c19:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d14564_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d14564_j_t
-.Lc1_d14564_j:
-    mov rbp, r10
-    mov rdx, qword ptr [r15 + 704]
-    and rbp, 1984
-    mov dword ptr [r15 + rbp + 1344], 149
-    mov rbp, r10
-    mov dword ptr [r15 + 192], 44
-    test dword ptr [r15 + 67117724], 128
-    jz 1f
-1:
-    movsxd rcx, dword ptr [r15 + 128]
-    and rbp, 4032
-    movsxd rdi, dword ptr [r15 + rbp + 3392]
-    mov dword ptr [r15 + 0], 211
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, qword ptr [r15 + 128]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    vmovq qword ptr [r15 + 64], xmm10
-    vpshufd xmm9, xmm10, 67
-    movsxd rdi, dword ptr [r15 + 256]
-    test dword ptr [r15 + 67117724], 301989892
-    jz 1f
-1:
-    mov qword ptr [r15 + 384], rbp
-    mov rax, rcx
-    movsxd rbp, dword ptr [r15 + 448]
-    mov r8, r10
-    test ebx, 1073741824
-    jz 1f
-1:
-    and r8, 8128
-    mov byte ptr [r15 + r8 + 7488], bpl
-    movzx r8d, byte ptr [r15 + 320]
-    add r11, 64
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b10_done
-.Lc1_b10_c20:
-    movzx r8d, byte ptr [r15 + 512]
-    and eax, dword ptr [r15 + 64]
-    mov edi, dword ptr [r15 + 64]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], r8b
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 17
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 384], eax
-    test ebx, 1073741824
-    jz 1f
-1:
-    lea r8, [r11 + r11*1]
-    movzx ebp, r8b
-    mov eax, dword ptr [r15 + 576]
-    mov qword ptr [r15 + 320], rbp
-    and r8, 448
-    add qword ptr [r15 + r8 + 896], r9
-    mov r9, qword ptr [r15 + 128]
-    mov rbp, qword ptr [r15 + 768]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rbp, r9
-    movsxd r9, dword ptr [r15 + r8 + 832]
-    mov r8, r8
-    mov byte ptr [r15 + 192], al
-    mov byte ptr [r15 + 448], bpl
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov eax, eax
-    mov rbp, r11
-    mov rax, qword ptr [r15 + 256]
-    and rbp, 4032
-    movzx r9d, byte ptr [r15 + rbp + 3392]
-    mov r8, r10
-    mov rbp, qword ptr [r15 + 384]
+    movsxd rdi, dword ptr [r15 + r8 + 832]
+    mov r8, r11
+    movsxd rsi, dword ptr [r15 + 128]
+    mov r9d, 114
     and r8, 16320
-    mov rdi, qword ptr [r15 + r8 + 15680]
-    add r11, 64
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b10_done
-.Lc1_b10_c21:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 536870912
-    setz al
-    lea rcx, [rip + .Lc1_d14654_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d14654_s_t
-    .p2align 3
-.Lc1_d14654_s:
-    .p2align 3
-    jmp .Lc1_d14654_j
-    .p2align 3
-    jmp .Lc1_d14654_j
-.Lc1_d14654_j:
-    mov edi, dword ptr [r15 + 256]
-    mov dword ptr [r15 + 448], eax
-    mov dword ptr [r15 + 320], edi
-    test dword ptr [r15 + 67117723], 65792
-    jnz 1f
-1:
-    movsxd rax, dword ptr [r15 + 640]
-    mov rdi, rax
-    mov rbp, r11
-    test dword ptr [r15 + 67117724], 16
-    jnz 1f
-1:
-    mov edi, 245
-    and rbp, 8128
-    mov edi, dword ptr [r15 + rbp + 7488]
-    mov edx, edx
-    test dword ptr [r15 + 67117723], 65536
-    jz 1f
-1:
-    mov dword ptr [r15 + 384], 167
-    mov edi, eax
-    test dword ptr [r15 + 67117723], 256
-    jz 1f
-1:
-    mov rdx, rdx
-    mov rbp, r11
-    movzx edx, byte ptr [r15 + 512]
-    movsxd rdi, dword ptr [r15 + 128]
+    movzx r9d, byte ptr [r15 + r8 + 15680]
+    mov r8d, dword ptr [r15 + 512]
     test ebx, 1073741824
     jz 1f
 1:
-    and rbp, 1984
-    mov byte ptr [r15 + rbp + 1344], dil
-    movzx edx, byte ptr [r15 + 64]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b10_done
-.Lc1_b10_c22:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d14699_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d14699_j_t
-.Lc1_d14699_j:
-    mov rbp, r11
-    mov eax, dword ptr [r15 + 512]
-    mov dword ptr [r15 + 128], edx
-    and rbp, 8128
-    mov dword ptr [r15 + rbp + 7488], edx
-    mov edx, dword ptr [r15 + 192]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, rdx
-    vpxor xmm9, xmm9, xmm10
-    mov ebp, edx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx edx, bpl
-    movsxd rdx, dword ptr [r15 + 128]
-    mov rbp, r10
-    mov qword ptr [r15 + 320], rax
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and rbp, 4032
-    vmovdqu xmm9, xmmword ptr [r15 + rbp + 3392]
-    mov r8, r10
-    mov edx, r9d
-    mov dword ptr [r15 + 448], 244
-    and r8, 1984
-    mov byte ptr [r15 + r8 + 1344], cl
-    test dword ptr [r15 + 67117723], 2163712
-    jz 1f
-1:
-    mov dword ptr [r15 + 704], edx
-    movsxd rbp, dword ptr [r15 + 64]
-    mov byte ptr [r15 + 320], bpl
-    mov byte ptr [r15 + 384], dl
-    add r11, 64
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b10_done
-.Lc1_b10_c23:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    vpshufd xmm9, xmm9, 157
-    movzx eax, al
-    mov rdi, rbp
-    mov dword ptr [r15 + 384], 201
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov ebp, eax
-    mov rdi, qword ptr [r15 + 256]
-    movzx eax, al
-    mov eax, dword ptr [r15 + 128]
-    test dword ptr [r15 + 67117723], 67108872
-    jz 1f
-1:
-    mov rbp, rdx
-    mov qword ptr [r15 + 192], rdi
-    mov edi, edi
-    mov rbp, r10
-    test dword ptr [r15 + 67117724], 134217728
-    jnz 1f
-1:
-    mov edi, 167
-    movsxd rdi, dword ptr [r15 + 512]
-    and rbp, 4032
-    mov dword ptr [r15 + rbp + 3392], edi
-    mov byte ptr [r15 + 0], al
-    mov rbp, r11
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], r9d
-    and rbp, 448
-    mov edi, dword ptr [r15 + rbp + 832]
-    movzx eax, al
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov eax, dword ptr [r15 + 64]
-    mov rbp, r10
-    movsxd rdi, dword ptr [r15 + 320]
-    mov edx, eax
-    and rbp, 1984
-    movsxd rax, dword ptr [r15 + rbp + 1344]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov ebp, dword ptr [r15 + 448]
-    mov eax, edx
-    mov dword ptr [r15 + 768], edx
-    add r11, 64
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b10_done
-.Lc1_b10_c24:
-    lea rcx, [rip + .Lc1_d14793_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d14793_j_t
-.Lc1_d14793_j:
-    mov rbp, r10
-    mov dword ptr [r15 + 128], ecx
-    mov ecx, ebp
-    and rbp, 8128
-    movzx eax, byte ptr [r15 + rbp + 7488]
-    movsxd rdi, dword ptr [r15 + 256]
-    mov dword ptr [r15 + 0], 255
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov qword ptr [r15 + 0], rdi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rdi, rbp
-    mov dword ptr [r15 + 0], r9d
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], 66
-    movsxd rbp, dword ptr [r15 + 576]
-    mov ecx, dword ptr [r15 + 384]
-    movsxd rdi, dword ptr [r15 + 320]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rbp, r10
-    mov edi, 192
-    mov rax, rax
-    movsxd rax, dword ptr [r15 + 192]
-    and rbp, 1984
-    mov ecx, dword ptr [r15 + rbp + 1344]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 64], eax
-    mov qword ptr [r15 + 448], rdi
-    mov ecx, 56
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rbp, r11
-    mov ecx, dword ptr [r15 + 64]
-    and rbp, 448
-    movsxd rax, dword ptr [r15 + rbp + 832]
-    mov edx, 151
-    add qword ptr [r15 + 512], rbp
-    add r11, 64
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b10_done
-.Lc1_b10_c25:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 7
-    lea rcx, [rip + .Lc1_d14846_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d14846_s_t
-    .p2align 3
-.Lc1_d14846_s:
-    .p2align 3
-    jmp .Lc1_d14846_j
-    .p2align 3
-    jmp .Lc1_d14846_j
-    .p2align 3
-    jmp .Lc1_d14846_j
-    .p2align 3
-    jmp .Lc1_d14846_j
-    .p2align 3
-    jmp .Lc1_d14846_j
-    .p2align 3
-    jmp .Lc1_d14846_j
-    .p2align 3
-    jmp .Lc1_d14846_j
-    .p2align 3
-    jmp .Lc1_d14846_j
-.Lc1_d14846_j:
-    mov rbp, r10
-    mov dword ptr [r15 + 128], 244
-    mov eax, dword ptr [r15 + 512]
-    and rbp, 4032
-    mov r8, r10
-    mov rcx, qword ptr [r15 + rbp + 3392]
-    test ebx, 640
-    jnz 1f
-1:
-    and r8, 8128
-    movsxd rcx, dword ptr [r15 + r8 + 7488]
-    movsxd r8, dword ptr [r15 + 640]
-    vmovq qword ptr [r15 + 64], xmm9
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx ebp, r8b
-    mov dword ptr [r15 + 384], ebp
-    mov rbp, qword ptr [r15 + 256]
-    test dword ptr [r15 + 67117724], 128
-    jz 1f
-1:
-    mov qword ptr [r15 + 320], r8
-    mov rbp, rcx
-    add r11, 64
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b10_done
-.Lc1_b10_c26:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r9, rax
-    mov dword ptr [r15 + 0], eax
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], 158
-    mov rbp, r10
-    movzx ecx, r9b
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 4032
-    mov qword ptr [r15 + rbp + 3392], rbp
-    mov rbp, r11
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movsxd rcx, dword ptr [r15 + 704]
-    mov r9, rbp
-    and rbp, 448
-    mov dword ptr [r15 + rbp + 832], 146
-    mov rbp, qword ptr [r15 + 64]
-    mov r9, r11
-    test dword ptr [r15 + 67117723], 16842752
-    jnz 1f
-1:
-    mov qword ptr [r15 + 192], rcx
-    mov rcx, qword ptr [r15 + 320]
-    and r9, 1984
-    mov ebp, dword ptr [r15 + r9 + 1344]
-    mov qword ptr [r15 + 384], rax
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov byte ptr [r15 + 256], al
-    movzx eax, bpl
-    mov dword ptr [r15 + 128], r9d
-    mov r9d, r9d
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov edx, 69
-    mov ebp, 19
-    movzx ebp, byte ptr [r15 + 512]
-    movzx eax, byte ptr [r15 + 448]
-    add r11, 64
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b10_done
-.Lc1_b10_c27:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 268435456
-    setz al
-    lea rcx, [rip + .Lc1_d14937_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d14937_s_t
-    .p2align 3
-.Lc1_d14937_s:
-    .p2align 3
-    jmp .Lc1_d14937_j
-    .p2align 3
-    jmp .Lc1_d14937_j
-.Lc1_d14937_j:
-    mov ecx, dword ptr [r15 + 128]
-    mov r9, rcx
-    mov rcx, rdx
-    mov ebp, r9d
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov qword ptr [r15 + 192], r9
-    mov r9, qword ptr [r15 + 128]
-    mov ecx, 115
-    test dword ptr [r15 + 67117723], 131840
-    jz 1f
-1:
-    mov rax, qword ptr [r15 + 576]
-    vpmovmskb edx, xmm9
-    mov byte ptr [r15 + 768], bpl
-    test dword ptr [r15 + 67117723], 201326592
-    jz 1f
-1:
-    mov r8, rdx
-    jmp 1f
-1:
-    movsxd r8, dword ptr [r15 + 64]
-    mov rbp, r10
-    test ebx, 1073741824
-    jz 1f
-1:
-    and rbp, 8128
-    mov ecx, dword ptr [r15 + rbp + 7488]
-    mov rdx, qword ptr [r15 + 448]
-    mov ebp, eax
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r8, r10
-    and ecx, dword ptr [r15 + 384]
-    and r8, 448
-    mov dword ptr [r15 + r8 + 832], ecx
-    mov ebp, dword ptr [r15 + 320]
-    add r11, 64
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b10_done
-.Lc1_b10_c28:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    jmp 1f
-1:
-    vpor xmm9, xmm9, xmm9
-    jmp 1f
-1:
-    movsxd rcx, dword ptr [r15 + 512]
-    mov dword ptr [r15 + 64], 143
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov rbp, r10
-    movzx ecx, byte ptr [r15 + 256]
-    movzx edx, byte ptr [r15 + 320]
-    and rbp, 8128
-    mov dword ptr [r15 + rbp + 7488], ecx
-    test dword ptr [r15 + 67117724], 268435456
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 0], ymm9
-    mov dword ptr [r15 + 0], 23
-    mov eax, 182
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov ecx, eax
-    movsxd rax, dword ptr [r15 + 640]
-    vmovdqu xmmword ptr [r15 + 384], xmm9
-    movzx ebp, al
-    mov r8, r10
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rbp, r10
-    mov edx, ecx
-    and rbp, 4032
-    mov byte ptr [r15 + rbp + 3392], dl
-    and r8, 1984
-    and ecx, dword ptr [r15 + r8 + 1344]
-    mov qword ptr [r15 + 192], rbp
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov qword ptr [r15 + 448], rcx
-    mov ecx, r8d
-    movzx ecx, byte ptr [r15 + 128]
-    vmovq xmm9, rcx
-    add r11, 64
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b10_done
-.Lc1_b10_c29:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d15036_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d15036_j_t
-.Lc1_d15036_j:
-    jmp 1f
-1:
-    mov ecx, 152
-    mov byte ptr [r15 + 704], al
-    mov rcx, rax
-    test dword ptr [r15 + 67117724], 2621440
-    jnz 1f
-1:
-    mov ecx, dword ptr [r15 + 384]
-    mov rbp, r11
-    jmp 1f
-1:
-    and rbp, 448
-    mov qword ptr [r15 + rbp + 832], rbp
-    movsxd rbp, dword ptr [r15 + 448]
-    test dword ptr [r15 + 67117723], 67108864
-    jz 1f
-1:
-    .byte 0x0f, 0x1f, 0x40, 0x00
-    mov eax, dword ptr [r15 + 384]
-    mov dword ptr [r15 + 256], ecx
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov qword ptr [r15 + 64], rax
-    movzx edx, byte ptr [r15 + 320]
-    mov esi, 53
-    mov eax, 62
-    test dword ptr [r15 + 67117724], 8388608
-    jz 1f
-1:
-    movzx ecx, bpl
-    mov rbp, r10
-    vmovdqu ymmword ptr [r15 + 192], ymm9
-    and rbp, 1984
-    movzx ecx, byte ptr [r15 + rbp + 1344]
-    movzx ebp, al
-    test ebx, 1152
-    jnz 1f
-1:
-    mov rsi, qword ptr [r15 + 512]
-    mov dword ptr [r15 + 64], eax
-    mov byte ptr [r15 + 128], bpl
-    add r11, 64
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b10_done
-.Lc1_b10_c30:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d15084_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d15084_j_t
-.Lc1_d15084_j:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, dword ptr [r15 + 128]
-    mov eax, 86
-    movzx ebp, sil
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov ebp, eax
-    mov esi, eax
-    mov rbp, r10
-    lock or dword ptr [r15 + 64], 62
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    and rbp, 4032
-    movzx esi, byte ptr [r15 + rbp + 3392]
-    mov ebp, ecx
-    movzx ebp, sil
-    test dword ptr [r15 + 67117724], 2056
-    jnz 1f
-1:
-    add rbp, qword ptr [r15 + 512]
-    mov esi, 154
-    movzx eax, bpl
-    mov r9, r10
-    mov rbp, rcx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rbp, r11
-    and r9, 448
-    mov byte ptr [r15 + r9 + 832], al
-    movsxd rax, dword ptr [r15 + 256]
-    jmp 1f
-1:
-    and rbp, 8128
-    movsxd rsi, dword ptr [r15 + rbp + 7488]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + 384], 1
-    mov dword ptr [r15 + 768], 101
-    mov dword ptr [r15 + 320], esi
-    add r11, 64
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b10_done
-.Lc1_b10_c31:
-    mov rbp, r11
-    and rbp, 4032
-    movsxd rsi, dword ptr [r15 + rbp + 3392]
-    mov eax, 135
-    mov byte ptr [r15 + 576], r9b
-    mov dword ptr [r15 + 448], 240
-    mov r9, qword ptr [r15 + 640]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 125
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r9d, r9d
-    mov ebp, 201
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r9, r9
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 182
+    mov rax, rdi
+    mov byte ptr [r15 + 256], dil
+    mov edi, esi
     mov esi, dword ptr [r15 + 384]
-    movsxd r9, dword ptr [r15 + 128]
-    mov rbp, r11
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx eax, sil
+    mov dword ptr [r15 + 448], 112
+    vmovdqu ymmword ptr [r15 + 192], ymm0
     jmp 1f
 1:
-    and rbp, 16320
-    mov esi, dword ptr [r15 + rbp + 15680]
-    movzx eax, byte ptr [r15 + 192]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r9, r11
-    mov ebp, dword ptr [r15 + 64]
-    mov esi, dword ptr [r15 + 320]
-    mov qword ptr [r15 + 512], r9
-    and r9, 1984
-    mov dword ptr [r15 + r9 + 1344], 131
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, r8
+    movzx r8d, byte ptr [r15 + 64]
     add r11, 64
     inc rbx
     dec r13
-    jz .Lc1_b10_done
-.Lc1_b10_c32:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 1024
-    setz al
-    lea rcx, [rip + .Lc1_d15180_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d15180_s_t
-    .p2align 3
-.Lc1_d15180_s:
-    .p2align 3
-    jmp .Lc1_d15180_j
-    .p2align 3
-    jmp .Lc1_d15180_j
-.Lc1_d15180_j:
+    jz .Lc1_b9_done
+.Lc1_b9_c10:
+    mov r9, r11
+    mov esi, 104
+    and r9, 448
+    vpaddq xmm15, xmm15, xmmword ptr [r15 + r9 + 832]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 151
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, 105
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx esi, sil
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu ymmword ptr [r15 + 64], ymm15
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov dword ptr [r15 + 512], r9d
+    and r9d, dword ptr [r15 + 576]
+    mov dword ptr [r15 + 320], esi
+    mov byte ptr [r15 + 384], sil
+    mov r8, r11
+    mov esi, 63
+    mov rsi, r9
+    and r8, 8128
+    mov esi, dword ptr [r15 + r8 + 7488]
+    mov r8, r9
+    mov r9, r11
+    jmp 1f
+1:
+    mov byte ptr [r15 + 448], sil
+    and r9, 4032
+    mov dword ptr [r15 + r9 + 3392], r8d
+    mov byte ptr [r15 + 128], r8b
+    mov byte ptr [r15 + 192], r8b
+    movzx r8d, sil
+    mov qword ptr [r15 + 128], rsi
+    mov byte ptr [r15 + 768], sil
+    movzx esi, sil
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c11:
+    lea rcx, [rip + .Lc1_d5410_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d5410_j_t
+.Lc1_d5410_j:
+    mov rcx, r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    movzx esi, sil
+    mov rsi, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rcx
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 512], ecx
+    jmp 1f
+1:
+    movsxd r9, dword ptr [r15 + 384]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
     mov rbp, r11
     mov r8, r11
+    and rbp, 4032
+    mov dword ptr [r15 + rbp + 3392], 139
+    and r8, 8128
+    movsxd rcx, dword ptr [r15 + r8 + 7488]
+    mov r8, r11
+    mov r9, qword ptr [r15 + 640]
+    jmp 1f
+1:
+    movzx esi, bpl
+    and r8, 1984
+    mov rsi, qword ptr [r15 + r8 + 1344]
+    movsxd r8, dword ptr [r15 + 128]
+    mov qword ptr [r15 + 64], rbp
+    movzx ebp, byte ptr [r15 + 256]
+    add rbp, qword ptr [r15 + 448]
+    mov edx, ecx
+    mov rcx, qword ptr [r15 + 320]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 384], r9d
+    mov byte ptr [r15 + 192], r9b
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c12:
+    mov r8, qword ptr [r15 + 128]
+    movzx ebp, bpl
+    mov rbp, r11
+    mov byte ptr [r15 + 512], dl
+    mov rdx, qword ptr [r15 + 448]
     and rbp, 1984
-    mov dword ptr [r15 + rbp + 1344], eax
+    mov r9, r11
+    movzx ecx, byte ptr [r15 + rbp + 1344]
+    and r9, 8128
+    and ecx, dword ptr [r15 + r9 + 7488]
+    jmp 1f
+1:
+    mov rsi, r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1536
+    jnz 1f
+1:
+    mov ebp, ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r9
+    mov qword ptr [r15 + 0], rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rsi
+    movzx esi, cl
+    vmovdqu ymmword ptr [r15 + 704], ymm15
+    mov dword ptr [r15 + 64], 101
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov dword ptr [r15 + 128], 195
+    add rbp, qword ptr [r15 + 64]
+    jmp 1f
+1:
+    mov r9, r11
+    movzx esi, byte ptr [r15 + 256]
+    and esi, dword ptr [r15 + 320]
+    and r9, 448
+    movzx ecx, byte ptr [r15 + r9 + 832]
+    mov r9d, dword ptr [r15 + 384]
+    vpaddd xmm0, xmm0, xmm15
+    mov rdi, qword ptr [r15 + 192]
+    movzx eax, bpl
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c13:
+    lea rcx, [rip + .Lc1_d5501_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d5501_j_t
+.Lc1_d5501_j:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov esi, 153
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], rax
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movzx ebp, al
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 61
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, r11
+    mov rcx, qword ptr [r15 + 768]
+    and r9, 448
+    mov eax, dword ptr [r15 + r9 + 832]
+    mov r9d, 70
+    mov dword ptr [r15 + 384], 95
+    test ebx, 1073741824
+    jz 1f
+1:
+    movsxd rbp, dword ptr [r15 + 448]
+    movzx esi, byte ptr [r15 + 128]
+    jmp 1f
+1:
+    mov byte ptr [r15 + 320], cl
+    movzx ecx, byte ptr [r15 + 576]
+    movzx r9d, r9b
+    movzx r9d, al
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov byte ptr [r15 + 512], bpl
+    movsxd rbp, dword ptr [r15 + 64]
+    mov r8, r11
+    mov qword ptr [r15 + 256], rsi
+    mov r9, r11
+    and r8, 4032
+    mov byte ptr [r15 + r8 + 3392], sil
+    mov r8, rsi
+    and r9, 1984
+    movsxd r8, dword ptr [r15 + r9 + 1344]
+    mov r9d, ecx
+    jmp 1f
+1:
+    jmp 1f
+1:
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c14:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 32
+    setz al
+    lea rcx, [rip + .Lc1_d5556_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d5556_s_t
+    .p2align 3
+.Lc1_d5556_s:
+    .p2align 3
+    jmp .Lc1_d5556_j
+    .p2align 3
+    jmp .Lc1_d5556_j
+.Lc1_d5556_j:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov byte ptr [r15 + 320], cl
+    mov dword ptr [r15 + 128], eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 192], 207
+    mov r8, rcx
+    jmp 1f
+1:
+    mov r8d, dword ptr [r15 + 384]
+    and r8d, dword ptr [r15 + 448]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movsxd rax, dword ptr [r15 + 512]
+    mov ecx, 86
+    jmp 1f
+1:
+    mov dword ptr [r15 + 256], 44
+    jmp 1f
+1:
+    mov edx, r8d
+    mov r8, r11
+    movzx edx, byte ptr [r15 + 64]
     and r8, 8128
     mov ecx, dword ptr [r15 + r8 + 7488]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, qword ptr [r15 + 192]
-    mov rbp, qword ptr [r15 + 64]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov ebp, dword ptr [r15 + 320]
-    mov eax, eax
-    mov edi, 148
-    test ebx, 640
-    jz 1f
-1:
-    mov rax, qword ptr [r15 + 128]
-    mov r8, r11
-    mov dword ptr [r15 + 448], eax
-    mov rax, qword ptr [r15 + 256]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and r8, 448
-    movzx ecx, byte ptr [r15 + r8 + 832]
-    mov rax, r8
-    mov r8d, 22
-    test ebx, 1073741824
-    jnz 1f
-1:
+    mov r8, qword ptr [r15 + 640]
+    mov edi, 198
     jmp 1f
 1:
-    movzx r8d, byte ptr [r15 + 384]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b10_done
-.Lc1_b10_c33:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d15229_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d15229_j_t
-.Lc1_d15229_j:
-    vmovq xmm9, r8
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov byte ptr [r15 + 0], al
-    mov r8, r11
-    vmovdqu ymmword ptr [r15 + 512], ymm9
-    jmp 1f
-1:
-    and r8, 8128
-    movsxd rcx, dword ptr [r15 + r8 + 7488]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movsxd r8, dword ptr [r15 + 704]
-    mov rbp, r11
-    mov rcx, qword ptr [r15 + 448]
-    movzx eax, r8b
-    and rbp, 4032
-    mov dword ptr [r15 + rbp + 3392], r8d
-    test ebx, 1073741824
-    jnz 1f
-1:
-    .byte 0x0f, 0x1f, 0x40, 0x00
-    movsxd rax, dword ptr [r15 + 320]
-    vmovdqu ymmword ptr [r15 + 64], ymm9
-    movsxd rcx, dword ptr [r15 + 384]
-    test dword ptr [r15 + 67117724], 268435456
-    jnz 1f
-1:
-    mov rdi, qword ptr [r15 + 128]
-    mov rcx, qword ptr [r15 + 128]
-    mov r8d, ebp
-    mov byte ptr [r15 + 256], bpl
-    test dword ptr [r15 + 67117723], 524288
-    jz 1f
-1:
-    mov ebp, 23
-    mov r8d, edi
-    movzx r8d, byte ptr [r15 + 768]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b10_done
-.Lc1_b10_c34:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 256]
-    mov rbp, r11
     mov rdi, qword ptr [r15 + 64]
-    mov r8d, r8d
-    and rbp, 448
-    mov r8, qword ptr [r15 + rbp + 832]
-    mov rbp, qword ptr [r15 + 64]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rbp, rax
-    movzx edi, byte ptr [r15 + 448]
-    mov eax, 115
-    mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 67117723], 134418781
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rbp, dword ptr [r15 + 576]
-    mov dword ptr [r15 + 192], 38
-    mov r8, r10
-    movzx edi, r8b
-    and r8, 4032
-    mov eax, dword ptr [r15 + r8 + 3392]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov rbp, qword ptr [r15 + 128]
-    movzx r8d, r9b
-    movzx r8d, byte ptr [r15 + 384]
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx r8d, byte ptr [r15 + 320]
-    mov rbp, rbp
-    movzx edx, r8b
-    movsxd r8, dword ptr [r15 + 512]
-    vpmovmskb ebp, xmm9
-    mov rbp, r11
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and rbp, 1984
-    mov r8, qword ptr [r15 + rbp + 1344]
-    vmovdqu ymmword ptr [r15 + 320], ymm9
-    movzx ebp, bpl
-    mov rbp, r8
+    movzx esi, byte ptr [r15 + 320]
     add r11, 64
-    add r10, r11
     inc rbx
     dec r13
-    jz .Lc1_b10_done
-.Lc1_b10_c35:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d15328_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d15328_j_t
-.Lc1_d15328_j:
-    mov rbp, r11
-    mov eax, 60
-    and rbp, 448
-    movzx eax, byte ptr [r15 + rbp + 832]
+    jz .Lc1_b9_done
+.Lc1_b9_c15:
+    mov qword ptr [r15 + 448], rcx
+    mov byte ptr [r15 + 384], dl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, rdi
+    mov r12, qword ptr [r15 + r12 + 56]
+    vpor xmm15, xmm15, xmm0
+    movzx esi, dil
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov esi, 119
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx esi, dil
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov dword ptr [r15 + 640], ecx
-    test ebx, 1073741824
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edx, 101
+    test ebx, 3584
     jz 1f
 1:
-    mov rbp, r10
-    vmovdqu xmmword ptr [r15 + 64], xmm9
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 1984
-    mov rcx, qword ptr [r15 + rbp + 1344]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx ebp, bpl
-    jmp 1f
-1:
-    jmp 1f
-1:
-    vmovdqu ymmword ptr [r15 + 448], ymm9
-    test dword ptr [r15 + 67117723], 1024
-    jz 1f
-1:
-    movzx ebp, byte ptr [r15 + 256]
-    mov byte ptr [r15 + 128], sil
-    mov esi, 148
-    mov r8, r10
-    test ebx, 2688
-    jz 1f
-1:
-    and r8, 8128
-    movzx edx, byte ptr [r15 + r8 + 7488]
-    movzx ebp, byte ptr [r15 + 192]
-    mov r8, qword ptr [r15 + 512]
-    mov esi, dword ptr [r15 + 384]
-    test dword ptr [r15 + 67117723], 268435456
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov r8d, r9d
-    movzx r8d, cl
-    add r11, 64
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b10_done
-.Lc1_b10_c36:
-    mov qword ptr [r15 + 320], r8
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, r8d
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    vmovdqu xmm9, xmmword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r8d, byte ptr [r15 + 64]
-    movzx ebp, byte ptr [r15 + 128]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r8d, r8d
-    mov qword ptr [r15 + 384], r9
-    add r8, qword ptr [r15 + 320]
-    mov r9d, r8d
-    mov r9, r11
-    movzx ebp, bpl
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and r9, 4032
-    movsxd rbp, dword ptr [r15 + r9 + 3392]
-    movzx edx, r8b
-    mov r8d, r8d
-    movsxd rsi, dword ptr [r15 + 704]
     mov r8, r11
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + 128], 85
-    movzx r9d, byte ptr [r15 + 512]
-    and r8, 8128
-    mov dword ptr [r15 + r8 + 7488], ebp
-    mov ebp, edx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rdx, qword ptr [r15 + 192]
-    mov esi, dword ptr [r15 + 768]
-    jmp 1f
-1:
-    mov byte ptr [r15 + 448], r9b
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b10_done
-.Lc1_b10_c37:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 33554432
-    setz al
-    lea rcx, [rip + .Lc1_d15427_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d15427_s_t
-    .p2align 3
-.Lc1_d15427_s:
-    .p2align 3
-    jmp .Lc1_d15427_j
-    .p2align 3
-    jmp .Lc1_d15427_j
-.Lc1_d15427_j:
     mov rbp, r11
-    mov r8d, edx
-    and rbp, 448
-    mov rcx, qword ptr [r15 + rbp + 832]
-    mov r8d, eax
-    movzx eax, cl
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rax, r8
-    mov rax, qword ptr [r15 + 128]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rbp, r11
-    mov r8, qword ptr [r15 + 384]
-    movsxd rax, dword ptr [r15 + 576]
-    and rbp, 1984
-    mov dword ptr [r15 + rbp + 1344], 40
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movsxd rax, dword ptr [r15 + 256]
-    mov ebp, dword ptr [r15 + 64]
-    movzx r8d, bpl
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 1
-    mov byte ptr [r15 + 192], bpl
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movsxd rbp, dword ptr [r15 + 512]
-    mov r8d, edi
-    mov edi, dword ptr [r15 + 320]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b10_done
-.Lc1_b10_c38:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d15476_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d15476_j_t
-.Lc1_d15476_j:
-    vmovdqu ymmword ptr [r15 + 640], ymm9
-    mov rbp, r11
-    movzx edi, byte ptr [r15 + 512]
-    jmp 1f
-1:
-    and rbp, 8128
-    mov rax, qword ptr [r15 + rbp + 7488]
-    test dword ptr [r15 + 67117724], 134479872
-    jnz 1f
-1:
-    movzx ebp, cl
-    mov rbp, r11
-    movsxd rcx, dword ptr [r15 + 128]
-    mov r8d, eax
-    and rbp, 4032
-    movzx eax, byte ptr [r15 + rbp + 3392]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + 64], 177
-    movzx r8d, byte ptr [r15 + 320]
-    mov dword ptr [r15 + 384], 133
-    jmp 1f
-1:
-    test ebx, 1152
-    jnz 1f
-1:
-    movzx ebp, cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 256], 227
-    mov ecx, 57
-    mov r8, r11
-    test ebx, 256
-    jz 1f
-1:
-    mov edi, 51
-    mov dword ptr [r15 + 448], 42
-    and r8, 448
-    mov byte ptr [r15 + r8 + 832], dil
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b10_done
-.Lc1_b10_c39:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov r8d, 190
-    movzx eax, byte ptr [r15 + 512]
-    movzx r8d, dil
-    mov rdi, rdi
-    mov rdi, qword ptr [r15 + 128]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r8, qword ptr [r15 + 64]
-    mov r12, qword ptr [r15 + r12 + 56]
-    .byte 0x0f, 0x1f, 0x40, 0x00
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r9d, 188
-    mov dword ptr [r15 + 0], 6
-    mov rbp, r11
-    mov byte ptr [r15 + 448], r9b
-    mov r9d, r8d
-    and rbp, 4032
-    mov r9d, dword ptr [r15 + rbp + 3392]
-    test dword ptr [r15 + 67117724], 1
-    jnz 1f
-1:
-    movsxd rbp, dword ptr [r15 + 384]
-    mov r9, qword ptr [r15 + 704]
-    mov dword ptr [r15 + 320], 37
-    vmovdqu ymmword ptr [r15 + 192], ymm9
-    mov r8, r11
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rbp, qword ptr [r15 + 256]
-    jmp 1f
-1:
+    mov rdi, qword ptr [r15 + 256]
     and r8, 1984
-    mov dword ptr [r15 + r8 + 1344], 112
-    jmp 1f
-1:
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b10_done
-.Lc1_b10_c40:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d15567_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d15567_j_t
-.Lc1_d15567_j:
-    mov rbp, r11
-    mov r8, r11
-    and rbp, 1984
-    mov dword ptr [r15 + rbp + 1344], 170
-    mov qword ptr [r15 + 64], r8
-    and r8, 8128
-    movsxd rcx, dword ptr [r15 + r8 + 7488]
-    mov ebp, 160
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov ebp, dword ptr [r15 + 320]
-    movzx eax, byte ptr [r15 + 768]
-    mov r8d, 197
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + 384], 107
-    mov r8, qword ptr [r15 + 128]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rbp, r11
-    mov rax, r8
+    mov esi, dword ptr [r15 + r8 + 1344]
     and rbp, 448
-    movzx r8d, byte ptr [r15 + rbp + 832]
+    mov edx, dword ptr [r15 + rbp + 832]
+    mov ebp, edi
     jmp 1f
 1:
-    movsxd rsi, dword ptr [r15 + 64]
-    test dword ptr [r15 + 67117724], 64
-    jz 1f
-1:
-    mov r8d, dword ptr [r15 + 384]
-    mov eax, esi
-    mov esi, r8d
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov qword ptr [r15 + 128], rax
-    mov rax, qword ptr [r15 + 192]
-    mov rsi, qword ptr [r15 + 448]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b10_done
-.Lc1_b10_c41:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 4194304
-    setz al
-    lea rcx, [rip + .Lc1_d15614_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d15614_s_t
-    .p2align 3
-.Lc1_d15614_s:
-    .p2align 3
-    jmp .Lc1_d15614_j
-    .p2align 3
-    jmp .Lc1_d15614_j
-.Lc1_d15614_j:
-    mov qword ptr [r15 + 320], rcx
-    mov rax, rcx
-    mov byte ptr [r15 + 128], cl
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov qword ptr [r15 + 448], rax
-    mov eax, eax
-    mov r8, r10
-    mov ecx, 77
-    test ebx, 19456
-    jz 1f
-1:
-    and r8, 8128
-    mov dword ptr [r15 + r8 + 7488], 47
+    mov rbp, rsi
+    mov rbp, r11
+    mov dword ptr [r15 + 192], 5
     movzx r8d, r8b
-    mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 67117724], 131088
-    jnz 1f
-1:
-    inc dword ptr [r15 + 384]
-    mov r8, r10
-    add rcx, qword ptr [r15 + 64]
-    and r8, 4032
-    mov eax, dword ptr [r15 + r8 + 3392]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movsxd rcx, dword ptr [r15 + 512]
-    mov rax, qword ptr [r15 + 192]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    movsxd r8, dword ptr [r15 + 256]
-    movzx ecx, byte ptr [r15 + 576]
-    add r11, 64
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b10_done
-.Lc1_b10_c42:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov rax, qword ptr [r15 + 704]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov qword ptr [r15 + 640], r8
-    and r8, 1984
-    movzx ecx, byte ptr [r15 + r8 + 1344]
-    movzx r8d, r8b
-    movzx eax, byte ptr [r15 + 192]
-    mov qword ptr [r15 + 512], rcx
-    test dword ptr [r15 + 67117723], 16777216
-    jz 1f
-1:
-    movsxd r8, dword ptr [r15 + 64]
-    mov byte ptr [r15 + 384], cl
-    mov rbp, r11
-    movzx ecx, byte ptr [r15 + 128]
-    and rbp, 8128
-    mov qword ptr [r15 + rbp + 7488], rax
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov byte ptr [r15 + 320], bpl
-    mov rbp, r11
-    mov eax, dword ptr [r15 + 448]
-    vpcmpeqb xmm9, xmm9, xmmword ptr [r15 + 256]
-    mov ecx, ebp
-    and rbp, 448
-    mov ecx, dword ptr [r15 + rbp + 832]
-    test dword ptr [r15 + 67117723], 4194440
-    jz 1f
-1:
-    and ecx, dword ptr [r15 + 64]
-    mov ebp, 65
-    jmp 1f
-1:
-    mov rbp, rbp
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b10_done
-.Lc1_b10_c43:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d15706_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d15706_j_t
-.Lc1_d15706_j:
-    mov rbp, r11
+    mov r8d, dword ptr [r15 + 64]
     and rbp, 4032
-    movsxd rax, dword ptr [r15 + rbp + 3392]
-    mov byte ptr [r15 + 320], cl
-    movzx ebp, byte ptr [r15 + 320]
-    movzx r8d, dil
-    test ebx, 1073741824
-    jz 1f
-1:
+    movzx r9d, byte ptr [r15 + rbp + 3392]
+    mov ebp, esi
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov r8d, dword ptr [r15 + 384]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx ebp, byte ptr [r15 + 256]
-    and r8, 1984
-    mov rcx, qword ptr [r15 + r8 + 1344]
-    mov dword ptr [r15 + 768], 26
-    test dword ptr [r15 + 67117724], 16448
-    jnz 1f
-1:
-    mov r8d, dword ptr [r15 + 128]
-    mov rbp, r11
-    mov qword ptr [r15 + 448], r8
-    and rbp, 448
-    mov dword ptr [r15 + rbp + 832], r8d
-    test ebx, 1073741824
-    jnz 1f
-1:
-    vmovq qword ptr [r15 + 64], xmm9
-    jmp 1f
-1:
-    mov r8d, dword ptr [r15 + 512]
+    mov dword ptr [r15 + 704], 160
+    mov rsi, rsi
+    movsxd rsi, dword ptr [r15 + 128]
+    add rsi, qword ptr [r15 + 320]
+    mov ecx, 22
     add r11, 64
     inc rbx
     dec r13
-    jz .Lc1_b10_done
-.Lc1_b10_c44:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov r8, qword ptr [r15 + 128]
-    mov rbp, qword ptr [r15 + 128]
-    jmp 1f
-1:
-    mov byte ptr [r15 + 64], bpl
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r9, r11
-    mov rbp, rax
-    and r9, 8128
-    mov rbp, qword ptr [r15 + r9 + 7488]
-    mov dword ptr [r15 + 384], eax
-    vpxor xmm9, xmm9, xmm14
-    test ebx, 1152
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, 246
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 0], ymm9
-    test ebx, 1073741824
-    jnz 1f
-1:
-    vmovq xmm9, r8
-    vmovdqu ymmword ptr [r15 + 320], ymm9
-    mov qword ptr [r15 + 512], r8
-    movzx ebp, byte ptr [r15 + 576]
-    test dword ptr [r15 + 67117723], 524288
-    jnz 1f
-1:
-    mov r8, r11
-    imul rbp, qword ptr [r15 + 256]
-    jmp 1f
-1:
-    and r8, 16320
-    mov qword ptr [r15 + r8 + 15680], rax
-    mov qword ptr [r15 + 192], r8
-    mov r8, r11
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    and r8, 4032
-    movsxd rbp, dword ptr [r15 + r8 + 3392]
-    vpaddd xmm9, xmm9, xmm9
-    mov r8d, 252
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b10_done
-.Lc1_b10_c45:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d15799_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d15799_j_t
-.Lc1_d15799_j:
-    mov rbp, r10
-    and rbp, 1984
-    mov dword ptr [r15 + rbp + 1344], 177
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, bpl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, eax
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov eax, ebp
-    mov rax, rbp
-    mov byte ptr [r15 + 256], bpl
-    movzx eax, byte ptr [r15 + 448]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov byte ptr [r15 + 640], al
-    jmp 1f
-1:
-    mov rbp, r10
-    movsxd rcx, dword ptr [r15 + 64]
-    and rbp, 448
-    movsxd rax, dword ptr [r15 + rbp + 832]
-    test dword ptr [r15 + 67117724], 49152
-    jnz 1f
-1:
-    mov dword ptr [r15 + 384], 144
-    .byte 0x0f, 0x1f, 0x00
-    mov qword ptr [r15 + 512], rcx
-    jmp 1f
-1:
-    test dword ptr [r15 + 67117724], 964694076
-    jnz 1f
-1:
-    movzx ecx, byte ptr [r15 + 128]
-    vmovq qword ptr [r15 + 320], xmm9
-    mov rbp, qword ptr [r15 + 192]
-    add r11, 64
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b10_done
-.Lc1_b10_c46:
+    jz .Lc1_b9_done
+.Lc1_b9_c16:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
     mov eax, dword ptr [r15 + 67117724]
     and eax, 15
-    lea rcx, [rip + .Lc1_d15848_s]
+    lea rcx, [rip + .Lc1_d5649_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d15848_s_t
+    jmp .Lc1_d5649_s_t
     .p2align 3
-.Lc1_d15848_s:
+.Lc1_d5649_s:
     .p2align 3
-    jmp .Lc1_d15848_j
+    jmp .Lc1_d5649_j
     .p2align 3
-    jmp .Lc1_d15848_j
+    jmp .Lc1_d5649_j
     .p2align 3
-    jmp .Lc1_d15848_j
+    jmp .Lc1_d5649_j
     .p2align 3
-    jmp .Lc1_d15848_j
+    jmp .Lc1_d5649_j
     .p2align 3
-    jmp .Lc1_d15848_j
+    jmp .Lc1_d5649_j
     .p2align 3
-    jmp .Lc1_d15848_j
+    jmp .Lc1_d5649_j
     .p2align 3
-    jmp .Lc1_d15848_j
+    jmp .Lc1_d5649_j
     .p2align 3
-    jmp .Lc1_d15848_j
+    jmp .Lc1_d5649_j
     .p2align 3
-    jmp .Lc1_d15848_j
+    jmp .Lc1_d5649_j
     .p2align 3
-    jmp .Lc1_d15848_j
+    jmp .Lc1_d5649_j
     .p2align 3
-    jmp .Lc1_d15848_j
+    jmp .Lc1_d5649_j
     .p2align 3
-    jmp .Lc1_d15848_j
+    jmp .Lc1_d5649_j
     .p2align 3
-    jmp .Lc1_d15848_j
+    jmp .Lc1_d5649_j
     .p2align 3
-    jmp .Lc1_d15848_j
+    jmp .Lc1_d5649_j
     .p2align 3
-    jmp .Lc1_d15848_j
+    jmp .Lc1_d5649_j
     .p2align 3
-    jmp .Lc1_d15848_j
-.Lc1_d15848_j:
-    mov ecx, dword ptr [r15 + 704]
-    mov eax, 229
-    mov ebp, ebp
+    jmp .Lc1_d5649_j
+.Lc1_d5649_j:
+    movzx esi, byte ptr [r15 + 512]
+    mov rdx, qword ptr [r15 + 128]
+    mov r9, rcx
+    movzx r9d, byte ptr [r15 + 768]
     mov rbp, r11
-    test dword ptr [r15 + 67117724], 1342177288
-    jz 1f
-1:
-    movzx ecx, byte ptr [r15 + 128]
-    and rbp, 4032
-    mov eax, dword ptr [r15 + rbp + 3392]
-    mov dword ptr [r15 + 384], 193
-    test ebx, 256
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov ebp, dword ptr [r15 + 64]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b10_done
-.Lc1_b10_c47:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov dword ptr [r15 + 320], eax
-    mov eax, 141
-    jmp 1f
-1:
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov qword ptr [r15 + 384], rax
-    mov qword ptr [r15 + 192], rax
-    movsxd rax, dword ptr [r15 + 448]
-    mov rcx, rax
-    test dword ptr [r15 + 67117723], 2097154
-    jnz 1f
-1:
-    mov dword ptr [r15 + 448], ebp
-    mov rbp, r10
-    jmp 1f
-1:
-    and rbp, 448
-    mov dword ptr [r15 + rbp + 832], 169
-    test ebx, 768
-    jz 1f
-1:
-    mov r8, r10
-    jmp 1f
-1:
-    mov qword ptr [r15 + 256], r8
-    and r8, 1984
-    mov dword ptr [r15 + r8 + 1344], 247
-    mov ecx, r8d
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rbp, r11
-    mov r8d, dword ptr [r15 + 64]
-    mov rcx, rax
+    mov rax, rax
+    and eax, dword ptr [r15 + 384]
     and rbp, 8128
-    mov eax, dword ptr [r15 + rbp + 7488]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov ebp, 1
-    movzx ebp, byte ptr [r15 + 128]
-    mov r8d, ecx
-    mov eax, ebp
-    test dword ptr [r15 + 67117724], 1049632
-    jz 1f
-1:
-    vmovq qword ptr [r15 + 512], xmm9
-    movsxd r8, dword ptr [r15 + 768]
-    mov ecx, 52
+    vmovdqu ymmword ptr [r15 + rbp + 7488], ymm0
+    movzx ebp, sil
     add r11, 64
-    add r10, r11
     inc rbx
     dec r13
-    jz .Lc1_b10_done
-.Lc1_b10_c48:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d15942_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d15942_j_t
-.Lc1_d15942_j:
-    movzx ebp, cl
-    mov ecx, dword ptr [r15 + 64]
-    mov rdi, qword ptr [r15 + 384]
-    mov rax, r9
-    test ebx, 1152
-    jnz 1f
+    jz .Lc1_b9_done
+.Lc1_b9_c17:
+    mov ecx, esi
+    jmp 1f
 1:
-    mov r9d, ecx
-    movzx ecx, al
-    mov eax, r9d
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rax, qword ptr [r15 + 512]
-    vmovdqu ymmword ptr [r15 + 576], ymm9
-    mov dword ptr [r15 + 192], 163
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rbp, r10
-    mov dword ptr [r15 + 64], 202
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
     mov r9, r11
-    and rbp, 4032
-    mov dword ptr [r15 + rbp + 3392], r9d
-    test dword ptr [r15 + 67117724], 8388608
-    jz 1f
+    jmp 1f
 1:
     and r9, 1984
-    and esi, dword ptr [r15 + r9 + 1344]
-    movzx ecx, al
-    movzx r9d, r9b
-    mov r9, r10
+    mov dword ptr [r15 + r9 + 1344], 188
+    mov r9, qword ptr [r15 + 448]
+    jmp 1f
+1:
+    mov eax, 240
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    add rcx, qword ptr [r15 + 0]
+    mov esi, 136
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    movsxd rcx, dword ptr [r15 + 192]
+    mov r9, qword ptr [r15 + 256]
+    mov rbp, r11
+    mov dword ptr [r15 + 64], 141
+    and rbp, 4032
+    mov dword ptr [r15 + rbp + 3392], esi
+    jmp 1f
+1:
+    mov r8, r11
+    movsxd rax, dword ptr [r15 + 320]
+    mov dword ptr [r15 + 512], ecx
+    and r8, 448
+    mov byte ptr [r15 + r8 + 832], r9b
+    mov dword ptr [r15 + 320], 203
+    mov qword ptr [r15 + 128], r9
+    jmp 1f
+1:
+    mov ebp, ebp
+    movzx ebp, byte ptr [r15 + 384]
+    mov esi, dword ptr [r15 + 576]
+    vmovdqu ymmword ptr [r15 + 64], ymm15
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c18:
+    lea rcx, [rip + .Lc1_d5729_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d5729_j_t
+.Lc1_d5729_j:
+    mov rbp, r11
+    and rbp, 8128
+    vmovdqu ymmword ptr [r15 + rbp + 7488], ymm15
+    mov rbp, rsi
+    movsxd rsi, dword ptr [r15 + 640]
+    mov ebp, ecx
+    mov byte ptr [r15 + 384], cl
+    mov rcx, rcx
+    mov ecx, 236
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    movsxd rax, dword ptr [r15 + 128]
-    and r9, 8128
-    mov dword ptr [r15 + r9 + 7488], ecx
-    mov r9, qword ptr [r15 + 320]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rbp
+    mov qword ptr [r15 + 448], rbp
+    mov rbp, r11
+    mov qword ptr [r15 + 64], rsi
+    movsxd rsi, dword ptr [r15 + 512]
+    and rbp, 1984
+    movzx ecx, byte ptr [r15 + rbp + 1344]
+    mov qword ptr [r15 + 256], rsi
+    jmp 1f
+1:
+    movzx edi, byte ptr [r15 + 192]
+    jmp 1f
+1:
+    mov rbp, r11
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx esi, sil
+    and rbp, 4032
+    mov dword ptr [r15 + rbp + 3392], 177
+    mov ebp, ecx
+    mov dword ptr [r15 + 128], 228
+    mov ebp, 17
+    jmp 1f
+1:
+    mov rbp, qword ptr [r15 + 320]
+    mov rcx, rcx
+    jmp 1f
+1:
+    mov ecx, 58
     add r11, 64
-    add r10, r11
     inc rbx
     dec r13
-    jz .Lc1_b10_done
-.Lc1_b10_c49:
+    jz .Lc1_b9_done
+.Lc1_b9_c19:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d5780_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d5780_j_t
+.Lc1_d5780_j:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movsxd rbp, dword ptr [r15 + 704]
+    add rbp, qword ptr [r15 + 0]
+    vmovdqu xmm3, xmmword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 156
+    mov qword ptr [r15 + 0], rcx
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov eax, dword ptr [r15 + 128]
+    mov dword ptr [r15 + 192], 44
+    test dword ptr [r15 + 67117724], 128
+    jz 1f
+1:
+    vpcmpeqb xmm3, xmm3, xmmword ptr [r15 + 320]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 768], ebp
+    mov rbp, r11
+    mov dword ptr [r15 + 512], eax
+    mov eax, eax
+    mov dword ptr [r15 + 384], 73
+    and rbp, 448
+    mov dword ptr [r15 + rbp + 832], 211
+    movzx ebp, byte ptr [r15 + 256]
+    movzx edx, byte ptr [r15 + 64]
+    mov ecx, eax
+    mov rcx, qword ptr [r15 + 128]
+    mov dword ptr [r15 + 448], 246
+    mov r8, r11
+    mov rax, rax
+    and r8, 8128
+    mov rax, qword ptr [r15 + r8 + 7488]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c20:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu ymmword ptr [r15 + 0], ymm15
+    or qword ptr [r15 + 0], 28
+    jmp 1f
+1:
+    mov byte ptr [r15 + 0], al
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 192], r8
+    inc dword ptr [r15 + 576]
+    mov r8, r11
+    mov ecx, dword ptr [r15 + 448]
+    and r8, 448
+    movzx r9d, byte ptr [r15 + r8 + 832]
+    mov qword ptr [r15 + 128], rcx
+    mov rcx, qword ptr [r15 + 384]
+    movzx eax, byte ptr [r15 + 64]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rsi, qword ptr [r15 + 320]
+    mov dword ptr [r15 + 320], r8d
+    mov r8d, dword ptr [r15 + 256]
+    jmp 1f
+1:
+    mov ecx, ecx
+    mov byte ptr [r15 + 640], r9b
+    movsxd r9, dword ptr [r15 + 384]
+    mov rbp, r11
+    mov rax, rax
+    movzx eax, byte ptr [r15 + 64]
+    and rbp, 1984
+    movzx edi, byte ptr [r15 + rbp + 1344]
+    mov rbp, qword ptr [r15 + 512]
+    jmp 1f
+1:
+    mov rcx, rcx
+    mov r8, r11
+    jmp 1f
+1:
+    movzx edx, byte ptr [r15 + 128]
+    and r8, 4032
+    mov qword ptr [r15 + r8 + 3392], rcx
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c21:
+    lea rcx, [rip + .Lc1_d5867_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d5867_j_t
+.Lc1_d5867_j:
+    jmp 1f
+1:
+    movsxd r8, dword ptr [r15 + 320]
+    mov esi, edx
+    mov byte ptr [r15 + 64], cl
+    mov ecx, dword ptr [r15 + 448]
+    mov eax, 245
+    mov dword ptr [r15 + 384], r8d
+    mov r8, r8
+    jmp 1f
+1:
+    and r8d, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rdx, rsi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], ecx
+    mov ecx, eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 704], rdx
+    mov rbp, r11
+    test ebx, 1073741824
+    jz 1f
+1:
+    and rbp, 4032
+    mov dword ptr [r15 + rbp + 3392], eax
+    mov ebp, 245
+    mov rbp, rcx
+    mov rcx, r8
+    movsxd r8, dword ptr [r15 + 256]
+    vpshufd xmm14, xmm3, 174
+    mov qword ptr [r15 + 64], rdx
+    movsxd rdx, dword ptr [r15 + 512]
+    movzx esi, byte ptr [r15 + 192]
+    mov rbp, r11
+    movsxd rax, dword ptr [r15 + 384]
+    mov r9, r11
+    and rbp, 1984
+    mov ecx, dword ptr [r15 + rbp + 1344]
+    and r9, 16320
+    movsxd rdi, dword ptr [r15 + r9 + 15680]
+    jmp 1f
+1:
+    movzx ebp, byte ptr [r15 + 128]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c22:
+    movzx r9d, byte ptr [r15 + 64]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 185
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], r9d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 192], 254
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movzx esi, byte ptr [r15 + 384]
+    mov r9, r9
+    movzx r9d, sil
+    movzx r9d, sil
+    lea r9, [r11 + r11*1]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    lea rbp, [r11 + r11*1]
+    and r9, 448
+    mov esi, dword ptr [r15 + r9 + 896]
+    jmp 1f
+1:
+    xor dword ptr [r15 + r9 + 832], r9d
+    and rbp, 8128
+    mov r9d, dword ptr [r15 + rbp + 7488]
+    mov ecx, 116
+    movsxd rcx, dword ptr [r15 + 320]
+    jmp 1f
+1:
+    mov edx, ebp
+    mov r8, r11
+    mov byte ptr [r15 + 768], sil
+    and r8, 4032
+    vmovdqu ymmword ptr [r15 + r8 + 3392], ymm3
+    mov r8d, ecx
+    and r8d, dword ptr [r15 + 128]
+    mov byte ptr [r15 + 448], bpl
+    jmp 1f
+1:
+    movsxd rdx, dword ptr [r15 + rbp + 7552]
+    mov qword ptr [r15 + 512], rcx
+    jmp 1f
+1:
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c23:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 15
+    lea rcx, [rip + .Lc1_d5965_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d5965_s_t
+    .p2align 3
+.Lc1_d5965_s:
+    .p2align 3
+    jmp .Lc1_d5965_j
+    .p2align 3
+    jmp .Lc1_d5965_j
+    .p2align 3
+    jmp .Lc1_d5965_j
+    .p2align 3
+    jmp .Lc1_d5965_j
+    .p2align 3
+    jmp .Lc1_d5965_j
+    .p2align 3
+    jmp .Lc1_d5965_j
+    .p2align 3
+    jmp .Lc1_d5965_j
+    .p2align 3
+    jmp .Lc1_d5965_j
+    .p2align 3
+    jmp .Lc1_d5965_j
+    .p2align 3
+    jmp .Lc1_d5965_j
+    .p2align 3
+    jmp .Lc1_d5965_j
+    .p2align 3
+    jmp .Lc1_d5965_j
+    .p2align 3
+    jmp .Lc1_d5965_j
+    .p2align 3
+    jmp .Lc1_d5965_j
+    .p2align 3
+    jmp .Lc1_d5965_j
+    .p2align 3
+    jmp .Lc1_d5965_j
+.Lc1_d5965_j:
+    mov rbp, r11
+    and rbp, 1984
+    and eax, dword ptr [r15 + rbp + 1344]
+    mov dword ptr [r15 + 320], ecx
+    mov rcx, qword ptr [r15 + 256]
+    mov dword ptr [r15 + 576], 191
+    movzx edx, bpl
+    vmovdqu ymmword ptr [r15 + 448], ymm14
+    jmp 1f
+1:
+    mov r8d, eax
+    mov r8d, dword ptr [r15 + 128]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c24:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
     xor eax, eax
-    test dword ptr [r15 + 67117723], 131072
+    test dword ptr [r15 + 67117724], 32768
     setz al
-    lea rcx, [rip + .Lc1_d15990_s]
+    lea rcx, [rip + .Lc1_d6005_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d15990_s_t
+    jmp .Lc1_d6005_s_t
     .p2align 3
-.Lc1_d15990_s:
+.Lc1_d6005_s:
     .p2align 3
-    jmp .Lc1_d15990_j
+    jmp .Lc1_d6005_j
     .p2align 3
-    jmp .Lc1_d15990_j
-.Lc1_d15990_j:
-    mov ecx, eax
-    jmp 1f
-1:
-    mov ecx, eax
-    mov rcx, rax
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and ecx, dword ptr [r15 + 192]
-    jmp 1f
-1:
-    mov rax, qword ptr [r15 + 704]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov byte ptr [r15 + 256], r9b
-    jmp 1f
-1:
-    mov qword ptr [r15 + 64], rax
+    jmp .Lc1_d6005_j
+.Lc1_d6005_j:
+    mov r8, r11
+    mov edx, 91
+    mov dword ptr [r15 + 448], 45
+    and r8, 4032
+    mov dword ptr [r15 + r8 + 3392], 47
+    mov dword ptr [r15 + 64], ecx
+    mov qword ptr [r15 + 128], rdx
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rax, dword ptr [r15 + 512]
+    mov dword ptr [r15 + 640], ecx
+    mov ecx, 187
     test ebx, 1073741824
     jz 1f
 1:
-    mov rax, rcx
-    mov rbp, r11
-    movsxd rcx, dword ptr [r15 + 384]
-    and rbp, 448
-    mov dword ptr [r15 + rbp + 832], 44
-    mov qword ptr [r15 + 512], rcx
-    test ebx, 1073741824
-    jz 1f
+    mov r8d, dword ptr [r15 + 320]
+    mov rdx, rax
+    mov r9, r11
+    jmp 1f
 1:
-    mov rbp, r10
-    mov ecx, dword ptr [r15 + 128]
-    and rbp, 8128
-    movsxd r9, dword ptr [r15 + rbp + 7488]
-    movsxd rax, dword ptr [r15 + 320]
-    test ebx, 1073741824
-    jnz 1f
+    jmp 1f
 1:
-    mov rax, qword ptr [r15 + 448]
+    and r9, 8128
     mov rbp, r11
-    mov r9, qword ptr [r15 + 640]
+    mov byte ptr [r15 + r9 + 7488], al
+    mov dword ptr [r15 + 384], 255
+    vpaddq xmm3, xmm3, xmmword ptr [r15 + 192]
     and rbp, 1984
-    mov dword ptr [r15 + rbp + 1344], eax
+    mov dword ptr [r15 + rbp + 1344], 135
     add r11, 64
-    add r10, r11
     inc rbx
     dec r13
-    jz .Lc1_b10_done
-.Lc1_b10_c50:
+    jz .Lc1_b9_done
+.Lc1_b9_c25:
+    mov r9, r11
+    mov r8, r11
+    and r9, 1984
+    mov byte ptr [r15 + r9 + 1344], bpl
+    mov r9d, dword ptr [r15 + 192]
+    and r8, 8128
+    movsxd rax, dword ptr [r15 + r8 + 7488]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rdx, rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], r8d
+    movzx r8d, byte ptr [r15 + 512]
+    mov ebp, 120
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    mov r9, r11
+    movzx eax, byte ptr [r15 + 384]
+    and r9, 448
+    mov dword ptr [r15 + r9 + 832], 92
+    mov r9, rbp
+    movsxd rbp, dword ptr [r15 + 256]
+    jmp 1f
+1:
+    or qword ptr [r15 + 64], 78
+    mov qword ptr [r15 + 128], r8
+    mov r8, rax
+    mov qword ptr [r15 + 384], rax
+    mov byte ptr [r15 + 64], r9b
+    mov qword ptr [r15 + 128], rax
+    mov eax, dword ptr [r15 + 320]
+    add rax, qword ptr [r15 + 448]
+    mov rdx, qword ptr [r15 + 704]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c26:
+    lea rcx, [rip + .Lc1_d6085_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d6085_j_t
+.Lc1_d6085_j:
+    mov rcx, qword ptr [r15 + 576]
+    mov esi, 192
+    mov esi, edx
+    movzx edx, byte ptr [r15 + 320]
+    movzx esi, al
+    jmp 1f
+1:
+    mov rbp, r11
+    and ecx, dword ptr [r15 + 512]
+    and rbp, 448
+    add rcx, qword ptr [r15 + rbp + 832]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, rcx
+    jmp 1f
+1:
+    mov byte ptr [r15 + 0], bpl
+    test ebx, 1024
+    jz 1f
+1:
+    xor dword ptr [r15 + 0], ebp
+    mov rbp, r11
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 4032
+    mov dword ptr [r15 + rbp + 3392], 35
+    mov byte ptr [r15 + 768], al
+    vmovdqu xmm6, xmmword ptr [r15 + 128]
+    mov dword ptr [r15 + 256], eax
+    mov rbp, r11
+    movzx ecx, byte ptr [r15 + 384]
+    and rbp, 8128
+    vmovdqu ymmword ptr [r15 + rbp + 7488], ymm6
+    mov byte ptr [r15 + 192], cl
+    mov qword ptr [r15 + 64], rcx
+    mov byte ptr [r15 + 448], cl
+    mov ecx, 165
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c27:
+    jmp 1f
+1:
+    mov rbp, r11
+    jmp 1f
+1:
+    mov eax, dword ptr [r15 + 192]
+    and rbp, 1984
+    movsxd rcx, dword ptr [r15 + rbp + 1344]
+    mov ebp, eax
+    mov qword ptr [r15 + 640], rax
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 320], ecx
+    jmp 1f
+1:
+    mov rdi, rax
+    jmp 1f
+1:
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov dword ptr [r15 + 0], edi
+    mov dword ptr [r15 + 0], ebp
+    mov byte ptr [r15 + 0], dil
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and edi, dword ptr [r15 + 0]
+    mov rax, rdi
+    jmp 1f
+1:
+    mov eax, 224
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, dil
+    mov rax, rdi
+    mov rax, qword ptr [r15 + 64]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movsxd rbp, dword ptr [r15 + 128]
+    mov qword ptr [r15 + 320], rdi
+    mov qword ptr [r15 + 256], rdi
+    mov r8, r11
+    bt rdi, rdi
+    vmovdqu ymmword ptr [r15 + 384], ymm3
+    mov r9, r11
+    and r8, 4032
+    mov rax, qword ptr [r15 + r8 + 3392]
+    and r9, 448
+    mov dword ptr [r15 + r9 + 832], ebp
+    mov r9, qword ptr [r15 + 448]
+    mov ebp, r8d
+    mov rbp, qword ptr [r15 + 512]
+    mov edi, eax
+    and edi, dword ptr [r15 + 64]
+    mov r8d, 242
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c28:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov rbp, r10
-    and rbp, 4032
-    mov qword ptr [r15 + rbp + 3392], rax
-    mov dword ptr [r15 + 64], eax
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 32
+    setz al
+    lea rcx, [rip + .Lc1_d6186_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d6186_s_t
+    .p2align 3
+.Lc1_d6186_s:
+    .p2align 3
+    jmp .Lc1_d6186_j
+    .p2align 3
+    jmp .Lc1_d6186_j
+.Lc1_d6186_j:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, 177
-    mov rcx, rax
+    mov qword ptr [r15 + 0], rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov rbp, r11
+    or qword ptr [r15 + 0], 19
+    and rbp, 1984
+    vmovdqu ymmword ptr [r15 + rbp + 1344], ymm6
+    jmp 1f
+1:
+    mov byte ptr [r15 + 512], al
+    mov eax, 168
+    mov eax, dword ptr [r15 + 320]
+    movsxd rcx, dword ptr [r15 + 64]
+    mov r8, r11
+    movzx edi, bpl
+    jmp 1f
+1:
+    and r8, 8128
+    movsxd rbp, dword ptr [r15 + r8 + 7488]
+    movsxd r8, dword ptr [r15 + 256]
+    jmp 1f
+1:
+    test ebx, 2560
+    jnz 1f
+1:
+    jmp 1f
+1:
+    movzx eax, byte ptr [r15 + 128]
+    mov edi, edi
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov byte ptr [r15 + 384], r8b
+    jmp 1f
+1:
+    mov ebp, r8d
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov byte ptr [r15 + 704], dil
+    jmp 1f
+1:
+    movzx edi, al
+    mov eax, 223
+    mov eax, ebp
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c29:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d6239_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d6239_j_t
+.Lc1_d6239_j:
+    movzx ecx, dil
+    vmovdqu ymmword ptr [r15 + 512], ymm6
+    jmp 1f
+1:
+    movzx ebp, byte ptr [r15 + 768]
+    mov eax, 13
+    vmovdqu ymmword ptr [r15 + 128], ymm3
+    jmp 1f
+1:
+    mov r9, r11
+    mov r8, r11
+    and r9, 8128
+    mov dword ptr [r15 + r9 + 7488], eax
+    mov r9, rcx
+    mov r9, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r8, 4032
+    mov rdi, qword ptr [r15 + r8 + 3392]
+    and r9, 448
+    mov byte ptr [r15 + r9 + 832], al
+    mov r9d, dword ptr [r15 + 192]
+    test dword ptr [r15 + 67117724], 2621440
+    jnz 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movzx ecx, byte ptr [r15 + 320]
+    mov r8d, 31
+    mov r8d, 4
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r9, qword ptr [r15 + 576]
+    mov dword ptr [r15 + 64], 122
+    jmp 1f
+1:
+    mov qword ptr [r15 + 256], rdi
+    vmovdqu ymmword ptr [r15 + 448], ymm6
+    movzx eax, byte ptr [r15 + 384]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c30:
+    mov dword ptr [r15 + 512], 143
+    mov byte ptr [r15 + 0], al
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov edi, 28
+    mov edi, 20
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edi, eax
+    mov rax, rax
+    mov dword ptr [r15 + 0], 199
+    mov byte ptr [r15 + 0], dil
+    jmp 1f
+1:
+    mov edx, edi
+    jmp 1f
+1:
+    mov r8, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r8, 448
+    mov dword ptr [r15 + r8 + 832], edx
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov eax, edx
+    movzx edx, byte ptr [r15 + 128]
+    movzx eax, r8b
+    mov eax, dword ptr [r15 + 384]
+    mov edi, 116
+    mov r8, r11
+    movzx edi, dl
+    and r8, 4032
+    mov rdi, qword ptr [r15 + r8 + 3392]
+    jmp 1f
+1:
+    movzx esi, dl
+    mov rbp, r11
+    mov dword ptr [r15 + 192], 67
+    and rbp, 1984
+    and eax, dword ptr [r15 + rbp + 1344]
+    movzx ebp, byte ptr [r15 + 128]
+    and ebp, dword ptr [r15 + 64]
+    movzx r8d, sil
+    jmp 1f
+1:
+    movsxd r8, dword ptr [r15 + 640]
+    add r8, qword ptr [r15 + 448]
+    movsxd rdx, dword ptr [r15 + 320]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c31:
+    lea rcx, [rip + .Lc1_d6329_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d6329_j_t
+.Lc1_d6329_j:
+    mov qword ptr [r15 + 448], rdx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, ecx
+    jmp 1f
+1:
+    mov byte ptr [r15 + 0], r8b
+    and r8d, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    movzx edi, bpl
+    nop
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], ecx
+    test ebx, 1024
+    jz 1f
+1:
+    mov dword ptr [r15 + 0], r8d
+    jmp 1f
+1:
+    mov r8d, 240
+    mov r8, r11
+    jmp 1f
+1:
+    mov qword ptr [r15 + 384], rbp
+    mov byte ptr [r15 + 512], dil
+    and r8, 8128
+    mov dword ptr [r15 + r8 + 7488], 77
+    movzx r8d, dil
+    mov edi, dword ptr [r15 + 128]
+    mov r8, qword ptr [r15 + 64]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rbp, r8
+    mov rbp, r11
+    jmp 1f
+1:
+    and rbp, 4032
+    mov r9, qword ptr [r15 + rbp + 3392]
+    mov qword ptr [r15 + 192], r8
+    mov r8, r11
+    mov dword ptr [r15 + 704], 86
+    and r8, 1984
+    movsxd rdi, dword ptr [r15 + r8 + 1344]
+    mov dword ptr [r15 + 64], 24
+    mov ebp, dword ptr [r15 + 320]
+    mov esi, dword ptr [r15 + 256]
+    movzx r8d, byte ptr [r15 + 384]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c32:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 245
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, r11
+    mov byte ptr [r15 + 320], sil
+    and r8, 1984
+    mov esi, dword ptr [r15 + r8 + 1344]
+    mov dword ptr [r15 + 768], r8d
+    mov r8, qword ptr [r15 + 256]
+    mov ebp, esi
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov rdi, qword ptr [r15 + 576]
+    mov byte ptr [r15 + 512], r8b
+    mov dword ptr [r15 + 384], 72
+    mov r8, r11
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rsi, qword ptr [r15 + 448]
+    and r8, 16320
+    movzx ebp, byte ptr [r15 + r8 + 15680]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov qword ptr [r15 + 128], rsi
+    mov r8, r11
+    mov edi, 238
+    jmp 1f
+1:
+    and r8, 448
+    mov rsi, qword ptr [r15 + r8 + 832]
+    mov r8d, ebp
+    mov dword ptr [r15 + 192], 85
+    mov r8, rdi
+    mov r8d, 188
+    mov dword ptr [r15 + 128], ebp
+    mov rbp, rsi
+    mov qword ptr [r15 + 64], rdi
+    jmp 1f
+1:
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c33:
+    lea rcx, [rip + .Lc1_d6423_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d6423_j_t
+.Lc1_d6423_j:
+    mov ecx, r8d
+    jmp 1f
+1:
+    mov byte ptr [r15 + 192], r8b
+    mov r8, rbp
+    mov ebp, dword ptr [r15 + 640]
+    mov r8, qword ptr [r15 + 128]
+    mov rdi, qword ptr [r15 + 320]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    .byte 0x0f, 0x1f, 0x40, 0x00
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 154
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r8, rbp
+    mov rbp, r11
+    and r8d, dword ptr [r15 + 256]
+    mov eax, dword ptr [r15 + 448]
+    jmp 1f
+1:
+    and rbp, 8128
+    mov r9, r11
+    movsxd rdi, dword ptr [r15 + rbp + 7488]
+    and r9, 4032
+    mov byte ptr [r15 + r9 + 3392], r8b
+    mov r9, r8
+    jmp 1f
+1:
+    mov r9, r11
+    mov qword ptr [r15 + 64], rdi
+    mov qword ptr [r15 + 512], rdi
+    and r9, 448
+    mov rdx, qword ptr [r15 + r9 + 832]
+    mov dword ptr [r15 + 384], edi
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movzx ebp, r9b
+    movzx ebp, dil
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c34:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 4
+    setz al
+    lea rcx, [rip + .Lc1_d6474_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d6474_s_t
+    .p2align 3
+.Lc1_d6474_s:
+    .p2align 3
+    jmp .Lc1_d6474_j
+    .p2align 3
+    jmp .Lc1_d6474_j
+.Lc1_d6474_j:
+    movzx edi, bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov eax, 253
+    movzx eax, byte ptr [r15 + 128]
+    mov rcx, rcx
+    movsxd rcx, dword ptr [r15 + 704]
+    jmp 1f
+1:
+    movzx ebp, r9b
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rdi, qword ptr [r15 + 64]
+    jmp 1f
+1:
+    movzx eax, r9b
+    movzx r9d, cl
+    movzx ecx, byte ptr [r15 + 320]
+    mov r9, r11
+    mov rbp, qword ptr [r15 + 448]
+    movsxd rsi, dword ptr [r15 + 320]
+    and r9, 1984
+    mov dword ptr [r15 + r9 + 1344], 145
+    mov r9, r11
+    mov qword ptr [r15 + 256], rdi
+    mov rdi, rsi
+    and r9, 8128
+    mov dword ptr [r15 + r9 + 7488], ecx
+    mov r9d, dword ptr [r15 + 384]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c35:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], edi
+    mov edi, 80
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, dil
+    mov rbp, r11
+    mov eax, edi
+    and rbp, 448
+    mov eax, dword ptr [r15 + rbp + 832]
+    jmp 1f
+1:
+    mov edi, dword ptr [r15 + 320]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    xor dword ptr [r15 + 448], eax
+    mov eax, eax
+    mov rax, rbp
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + 256], ymm9
+    mov byte ptr [r15 + 64], bpl
+    mov rbp, r11
+    mov byte ptr [r15 + 128], dil
+    and rbp, 1984
+    and edi, dword ptr [r15 + rbp + 1344]
+    mov dword ptr [r15 + 512], eax
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov byte ptr [r15 + 384], al
+    mov rax, rax
+    test dword ptr [r15 + 67117724], 192
+    jnz 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    and ebp, dword ptr [r15 + 192]
+    mov rdi, rax
+    jmp 1f
+1:
+    mov edi, 251
+    jmp 1f
+1:
+    mov r8, r11
+    movzx eax, bpl
+    and r8, 4032
+    mov rax, qword ptr [r15 + r8 + 3392]
+    jmp 1f
+1:
+    add rax, qword ptr [r15 + 768]
+    movzx ecx, byte ptr [r15 + 64]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c36:
+    lea rcx, [rip + .Lc1_d6572_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d6572_j_t
+.Lc1_d6572_j:
+    mov qword ptr [r15 + 128], rax
+    jmp 1f
+1:
+    mov r8d, dword ptr [r15 + 576]
+    mov edi, eax
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 8128
+    mov ecx, dword ptr [r15 + rbp + 7552]
+    jmp 1f
+1:
+    movzx eax, byte ptr [r15 + 384]
+    vmovdqu xmm15, xmmword ptr [r15 + 320]
+    mov edi, dword ptr [r15 + rbp + 7488]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r8d, dword ptr [r15 + 64]
+    mov rbp, r11
+    mov ecx, eax
+    movzx ecx, dil
+    movsxd rcx, dword ptr [r15 + 512]
+    and rbp, 4032
+    mov r9, r11
+    movsxd rdi, dword ptr [r15 + rbp + 3392]
+    mov ebp, eax
+    and r9, 448
+    movzx ebp, byte ptr [r15 + r9 + 832]
+    and ebp, dword ptr [r15 + 384]
+    movzx edx, byte ptr [r15 + 192]
+    add rdx, qword ptr [r15 + 640]
+    mov eax, r8d
+    mov r8, qword ptr [r15 + 448]
+    movzx esi, byte ptr [r15 + 128]
+    jmp 1f
+1:
+    mov byte ptr [r15 + 256], dl
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c37:
+    mov r9, r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], al
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, 235
+    mov r8, r9
+    movzx r8d, al
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edx, 71
+    mov edx, dword ptr [r15 + 320]
+    mov rbp, r11
+    movzx edi, byte ptr [r15 + 64]
+    and rbp, 448
+    movzx r9d, byte ptr [r15 + rbp + 832]
+    mov rbp, r11
+    mov r8, r11
+    mov byte ptr [r15 + 384], dl
+    test ebx, 1024
+    jz 1f
+1:
+    and rbp, 4032
+    mov byte ptr [r15 + rbp + 3392], dil
+    and r8, 1984
+    movsxd rdi, dword ptr [r15 + r8 + 1344]
+    mov r8d, dword ptr [r15 + 448]
+    mov r9d, edx
+    mov edx, dword ptr [r15 + 128]
+    mov r9d, 99
+    mov dword ptr [r15 + 320], 144
+    movzx r9d, bpl
+    mov ebp, edi
+    mov qword ptr [r15 + 512], rdx
+    mov dword ptr [r15 + 704], 235
+    mov dword ptr [r15 + 256], edi
+    movsxd rdi, dword ptr [r15 + 64]
+    jmp 1f
+1:
+    mov edx, dword ptr [r15 + 192]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c38:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 1048576
+    setz al
+    lea rcx, [rip + .Lc1_d6664_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d6664_s_t
+    .p2align 3
+.Lc1_d6664_s:
+    .p2align 3
+    jmp .Lc1_d6664_j
+    .p2align 3
+    jmp .Lc1_d6664_j
+.Lc1_d6664_j:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, 58
+    mov r9d, 216
+    mov r9, r11
+    movzx eax, byte ptr [r15 + 512]
+    vmovdqu ymmword ptr [r15 + 320], ymm15
+    mov rbp, r11
+    and r9, 8128
+    movzx ecx, byte ptr [r15 + r9 + 7488]
+    mov dword ptr [r15 + 448], 111
+    and rbp, 1984
+    and eax, dword ptr [r15 + rbp + 1344]
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx edx, byte ptr [r15 + 64]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 384], 168
+    movzx r9d, byte ptr [r15 + 768]
+    mov ecx, ebp
+    movsxd rbp, dword ptr [r15 + 192]
+    mov dword ptr [r15 + 576], eax
+    vmovdqu ymmword ptr [r15 + 128], ymm15
+    movzx eax, dl
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c39:
+    lea rcx, [rip + .Lc1_d6703_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d6703_j_t
+.Lc1_d6703_j:
+    movzx ecx, r9b
+    mov byte ptr [r15 + 128], r9b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 190
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, byte ptr [r15 + 192]
+    jmp 1f
+1:
+    movsxd r9, dword ptr [r15 + 448]
+    jmp 1f
+1:
+    mov byte ptr [r15 + 384], cl
+    mov rcx, rcx
+    mov rbp, r11
+    and ecx, dword ptr [r15 + 320]
+    test ebx, 1024
+    jz 1f
+1:
+    and rbp, 4032
+    mov byte ptr [r15 + rbp + 3392], r9b
+    mov rbp, r11
+    mov r9d, 74
+    and rbp, 1984
+    mov byte ptr [r15 + rbp + 1344], cl
+    mov ebp, ecx
+    mov ecx, 123
+    jmp 1f
+1:
+    movzx ecx, byte ptr [r15 + 64]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movsxd r9, dword ptr [r15 + 256]
+    mov r8, qword ptr [r15 + 640]
+    mov rbp, r11
+    movzx esi, cl
+    mov rsi, qword ptr [r15 + 512]
+    and rbp, 448
+    movsxd rdi, dword ptr [r15 + rbp + 832]
+    and edi, dword ptr [r15 + 128]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c40:
+    mov rcx, qword ptr [r15 + 384]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, 170
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    add rsi, qword ptr [r15 + 0]
+    and esi, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 7
+    mov rdi, rbp
+    mov edi, 201
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r9d, bpl
+    jmp 1f
+1:
+    mov r9, r11
+    mov r8, r11
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov qword ptr [r15 + 448], rdi
+    and r8, 4032
+    mov byte ptr [r15 + r8 + 3392], r9b
+    and r9, 8128
+    movsxd rsi, dword ptr [r15 + r9 + 7488]
+    mov r9, qword ptr [r15 + 512]
+    mov ebp, edi
+    mov edi, edi
+    mov rbp, r11
+    mov dword ptr [r15 + 192], r8d
+    mov r8d, dword ptr [r15 + 704]
+    mov qword ptr [r15 + 384], rsi
+    and rbp, 448
+    movzx esi, byte ptr [r15 + rbp + 832]
+    mov qword ptr [r15 + 128], r9
+    vmovdqu ymmword ptr [r15 + 64], ymm15
+    vmovdqu ymmword ptr [r15 + 320], ymm15
+    movzx edi, byte ptr [r15 + 64]
+    and edi, dword ptr [r15 + 256]
+    jmp 1f
+1:
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c41:
+    lea rcx, [rip + .Lc1_d6794_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d6794_j_t
+.Lc1_d6794_j:
+    movzx ecx, sil
+    jmp 1f
+1:
+    mov ecx, 115
+    movzx ecx, byte ptr [r15 + 64]
+    jmp 1f
+1:
+    mov edi, 72
+    vmovdqu ymmword ptr [r15 + 512], ymm15
+    mov qword ptr [r15 + 448], rcx
+    movsxd rcx, dword ptr [r15 + 576]
+    movsxd rsi, dword ptr [r15 + 768]
+    movzx ebp, dil
+    mov ebp, edi
+    mov dword ptr [r15 + 320], 137
+    mov ebp, edi
+    mov rdi, rdi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 77
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    and ecx, dword ptr [r15 + 0]
+    vmovdqu xmm3, xmmword ptr [r15 + 0]
+    mov edx, esi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r11
+    jmp 1f
+1:
+    and rbp, 1984
+    mov r8, r11
+    movzx edi, byte ptr [r15 + rbp + 1344]
+    movsxd rbp, dword ptr [r15 + 128]
+    add rbp, qword ptr [r15 + 128]
+    and r8, 8128
+    add rbp, qword ptr [r15 + r8 + 7488]
+    movzx r8d, dl
+    vmovdqu ymmword ptr [r15 + 384], ymm3
+    mov r8d, dword ptr [r15 + 192]
+    mov esi, 184
+    mov rsi, qword ptr [r15 + 256]
+    movzx eax, bpl
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c42:
+    jmp 1f
+1:
+    mov qword ptr [r15 + 512], rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    vpcmpeqb xmm15, xmm15, xmmword ptr [r15 + 0]
+    mov edx, esi
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, 31
+    movzx ebp, dl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 256], rdx
+    mov edx, 146
+    mov qword ptr [r15 + 448], rbp
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    mov esi, ebp
+    mov rbp, rbp
+    mov rbp, r11
+    mov r8, rdx
+    and r8d, dword ptr [r15 + 384]
+    movzx edx, byte ptr [r15 + 320]
+    and rbp, 1984
+    movsxd rax, dword ptr [r15 + rbp + 1344]
+    movzx ebp, byte ptr [r15 + 128]
+    and ebp, dword ptr [r15 + 640]
+    jmp 1f
+1:
+    mov r9, r11
+    mov esi, dword ptr [r15 + 64]
+    mov rdi, qword ptr [r15 + 320]
+    jmp 1f
+1:
+    mov r8, r11
+    and r9, 448
+    mov dword ptr [r15 + r9 + 832], 184
+    and r8, 4032
+    add qword ptr [r15 + r8 + 3392], rdx
+    mov r8d, dword ptr [r15 + 64]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c43:
+    lea rcx, [rip + .Lc1_d6887_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d6887_j_t
+.Lc1_d6887_j:
+    lea r8, [r11 + r11*1]
+    mov qword ptr [r15 + 320], r9
+    and r8, 8128
+    and r9d, dword ptr [r15 + r8 + 7488]
+    mov edx, dword ptr [r15 + 384]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movzx esi, byte ptr [r15 + 384]
+    mov rbp, r11
+    jmp 1f
+1:
+    mov r9, r11
+    movsxd rcx, dword ptr [r15 + 192]
+    and rbp, 4032
+    mov dword ptr [r15 + rbp + 3392], esi
+    and r9, 16320
+    mov rdi, qword ptr [r15 + r9 + 15680]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ebp, bpl
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, qword ptr [r15 + 704]
+    jmp 1f
+1:
+    mov esi, dword ptr [r15 + 512]
+    mov rdi, qword ptr [r15 + r8 + 7552]
+    jmp 1f
+1:
+    movzx ebp, bpl
+    movzx ebp, byte ptr [r15 + 256]
+    jmp 1f
+1:
+    movsxd rdx, dword ptr [r15 + 448]
+    jmp 1f
+1:
+    vpcmpeqb xmm2, xmm2, xmm3
+    mov qword ptr [r15 + 64], rdi
+    mov dword ptr [r15 + 128], 126
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c44:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 15
+    lea rcx, [rip + .Lc1_d6937_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d6937_s_t
+    .p2align 3
+.Lc1_d6937_s:
+    .p2align 3
+    jmp .Lc1_d6937_j
+    .p2align 3
+    jmp .Lc1_d6937_j
+    .p2align 3
+    jmp .Lc1_d6937_j
+    .p2align 3
+    jmp .Lc1_d6937_j
+    .p2align 3
+    jmp .Lc1_d6937_j
+    .p2align 3
+    jmp .Lc1_d6937_j
+    .p2align 3
+    jmp .Lc1_d6937_j
+    .p2align 3
+    jmp .Lc1_d6937_j
+    .p2align 3
+    jmp .Lc1_d6937_j
+    .p2align 3
+    jmp .Lc1_d6937_j
+    .p2align 3
+    jmp .Lc1_d6937_j
+    .p2align 3
+    jmp .Lc1_d6937_j
+    .p2align 3
+    jmp .Lc1_d6937_j
+    .p2align 3
+    jmp .Lc1_d6937_j
+    .p2align 3
+    jmp .Lc1_d6937_j
+    .p2align 3
+    jmp .Lc1_d6937_j
+.Lc1_d6937_j:
+    mov r9, r11
+    and r9, 1984
+    movzx esi, byte ptr [r15 + r9 + 1344]
+    mov r9d, 6
+    jmp 1f
+1:
+    mov r9d, 156
+    mov r9, r11
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and r9, 448
+    mov qword ptr [r15 + r9 + 832], rsi
+    jmp 1f
+1:
+    mov rcx, qword ptr [r15 + 128]
+    mov qword ptr [r15 + 768], rsi
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c45:
+    movzx eax, cl
+    mov dword ptr [r15 + 512], 189
+    jmp 1f
+1:
+    mov r9, rcx
+    jmp 1f
+1:
+    mov r9, r11
+    and ecx, dword ptr [r15 + 512]
+    and r9, 1984
+    mov byte ptr [r15 + r9 + 1344], al
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 240
+    jmp 1f
+1:
+    mov byte ptr [r15 + 64], cl
+    mov byte ptr [r15 + 192], cl
+    test ebx, 10752
+    jz 1f
+1:
+    mov r9d, dword ptr [r15 + 448]
+    mov r8, r11
+    movzx eax, byte ptr [r15 + 320]
+    movzx ecx, byte ptr [r15 + 256]
+    and r8, 448
+    movzx edi, byte ptr [r15 + r8 + 832]
+    .byte 0x0f, 0x1f, 0x00
+    jmp 1f
+1:
+    mov rdx, r9
+    movsxd r9, dword ptr [r15 + 64]
+    jmp 1f
+1:
+    or qword ptr [r15 + 576], 43
+    mov qword ptr [r15 + 320], rdi
+    mov r8, r11
+    mov edi, r9d
+    mov edi, ecx
+    and r8, 4032
+    movsxd rdi, dword ptr [r15 + r8 + 3392]
+    mov r8d, dword ptr [r15 + 128]
+    jmp 1f
+1:
+    add qword ptr [r15 + 384], rdx
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c46:
+    lea rcx, [rip + .Lc1_d7023_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d7023_j_t
+.Lc1_d7023_j:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    movzx r8d, cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r8d, cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rcx
+    mov ecx, r8d
+    mov ecx, r8d
+    movzx ecx, byte ptr [r15 + 320]
+    mov r9d, dword ptr [r15 + 192]
+    mov r8, r8
+    jmp 1f
+1:
+    mov qword ptr [r15 + 448], rcx
+    mov qword ptr [r15 + 256], rcx
+    mov ecx, dword ptr [r15 + 64]
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx edi, byte ptr [r15 + 704]
+    movsxd r9, dword ptr [r15 + 512]
+    mov r8d, 193
+    jmp 1f
+1:
+    movzx r8d, cl
+    mov r8, r11
+    mov ecx, dword ptr [r15 + 384]
+    mov rbp, r11
+    and r8, 1984
+    mov byte ptr [r15 + r8 + 1344], dil
+    and rbp, 8128
+    mov edi, dword ptr [r15 + rbp + 7488]
+    mov rbp, r9
+    jmp 1f
+1:
+    mov rbp, r9
+    and ebp, dword ptr [r15 + 640]
+    mov r9d, ecx
+    mov ecx, edi
+    mov ecx, 242
+    mov ecx, 254
+    mov dword ptr [r15 + 128], 42
+    jmp 1f
+1:
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c47:
+    mov ebp, 63
+    mov ebp, dword ptr [r15 + 320]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, r9
+    mov r9d, 51
+    mov r9d, ebp
+    mov r9, rbp
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, r11
+    jmp 1f
+1:
+    mov ecx, ecx
+    mov dword ptr [r15 + 448], 178
+    and r8, 4032
+    mov dword ptr [r15 + r8 + 3392], 124
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov esi, 39
+    jmp 1f
+1:
+    mov rbp, r11
+    mov dword ptr [r15 + 128], ecx
+    mov dword ptr [r15 + 192], 207
+    and rbp, 8128
+    vmovdqu xmm6, xmmword ptr [r15 + rbp + 7488]
+    mov qword ptr [r15 + 64], rcx
+    mov dword ptr [r15 + 128], r8d
+    mov r8d, ecx
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 384], ebp
+    mov qword ptr [r15 + 768], rbp
+    vmovdqu ymmword ptr [r15 + 256], ymm6
+    mov ebp, dword ptr [r15 + 384]
+    mov r9, rsi
+    mov r9, r11
+    mov r8d, r8d
+    and r9, 448
+    mov dword ptr [r15 + r9 + 832], ebp
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c48:
+    lea rcx, [rip + .Lc1_d7119_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d7119_j_t
+.Lc1_d7119_j:
+    mov rbp, r11
+    and rbp, 1984
+    add r9, qword ptr [r15 + rbp + 1344]
+    movzx ebp, r8b
+    jmp 1f
+1:
+    mov dword ptr [r15 + 256], ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, rcx
+    movzx ecx, r9b
+    mov byte ptr [r15 + 0], bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx edx, r9b
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 4608
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    add rcx, qword ptr [r15 + 0]
+    movzx ebp, byte ptr [r15 + 320]
+    mov dword ptr [r15 + 128], 33
+    mov r9, r11
+    mov rax, qword ptr [r15 + 448]
+    and r9, 448
+    movsxd rdx, dword ptr [r15 + r9 + 832]
+    mov dword ptr [r15 + 384], ecx
+    mov rcx, qword ptr [r15 + 576]
+    mov dword ptr [r15 + 192], 155
+    mov r9, r11
+    vmovdqu ymmword ptr [r15 + 64], ymm2
+    and r9, 4032
+    mov edi, dword ptr [r15 + r9 + 3392]
+    mov r9d, ebp
+    mov ebp, dword ptr [r15 + 512]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c49:
+    lea rcx, [rip + .Lc1_d7163_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d7163_j_t
+.Lc1_d7163_j:
+    mov rbp, r11
+    mov r9, r11
+    mov edi, edi
+    and r9, 448
+    mov edi, dword ptr [r15 + r9 + 832]
+    and rbp, 1984
+    mov dword ptr [r15 + rbp + 1344], ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, r9
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r9, rdi
+    mov qword ptr [r15 + 0], rbp
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, qword ptr [r15 + 448]
+    movsxd rbp, dword ptr [r15 + 64]
+    mov r8, r11
+    mov edi, 39
+    and r8, 8128
+    mov dword ptr [r15 + r8 + 7488], 185
+    mov r8d, r9d
+    mov r9, rbp
+    mov r9d, dword ptr [r15 + 512]
+    mov qword ptr [r15 + 128], rcx
+    jmp 1f
+1:
+    mov rcx, qword ptr [r15 + 640]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    vmovdqu ymmword ptr [r15 + 384], ymm6
+    mov r8d, dword ptr [r15 + 64]
+    mov ebp, ecx
+    mov rbp, r9
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov byte ptr [r15 + 320], r8b
+    mov r8, r9
+    movsxd r9, dword ptr [r15 + 192]
+    mov r8d, dword ptr [r15 + 704]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c50:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov dword ptr [r15 + 512], 17
+    movsxd r8, dword ptr [r15 + 448]
+    mov r9d, ebp
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movsxd rbp, dword ptr [r15 + 192]
+    mov r9, r11
+    mov esi, r8d
+    mov r8, r11
+    and r9, 4032
+    mov qword ptr [r15 + r9 + 3392], rbp
+    mov r9, rbp
+    and r8, 8128
+    mov r9, r11
+    mov dword ptr [r15 + r8 + 7488], esi
+    and r9, 1984
+    movsxd rsi, dword ptr [r15 + r9 + 1344]
+    mov qword ptr [r15 + 384], rbp
+    mov ebp, 42
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], r8d
+    mov r8, r8
     test dword ptr [r15 + 67117724], 536880128
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, rcx
-    mov dword ptr [r15 + 0], 74
+    mov qword ptr [r15 + 0], rsi
     mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 67117724], 4160
-    jz 1f
+    mov rsi, r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx esi, byte ptr [r15 + 64]
+    mov ebp, 195
+    mov ebp, r8d
+    mov r8d, r8d
+    mov dword ptr [r15 + 320], 173
+    jmp 1f
 1:
-    mov byte ptr [r15 + 256], cl
+    mov byte ptr [r15 + 256], sil
+    jmp 1f
+1:
+    movzx r9d, byte ptr [r15 + 320]
     mov dword ptr [r15 + 128], ebp
-    mov dword ptr [r15 + 320], 90
-    mov dword ptr [r15 + 384], ebp
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx r9d, cl
-    mov rcx, qword ptr [r15 + 768]
-    mov r9, r10
-    movsxd rbp, dword ptr [r15 + 448]
-    mov eax, eax
-    and r9, 448
-    mov qword ptr [r15 + r9 + 832], rax
-    test ebx, 384
-    jnz 1f
-1:
-    vmovdqu ymmword ptr [r15 + 320], ymm9
-    vpcmpeqb xmm9, xmm9, xmmword ptr [r15 + 192]
     jmp 1f
 1:
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r9d, r9d
-    mov qword ptr [r15 + 512], rax
-    jmp 1f
-1:
-    mov r9d, 130
-    add r11, 64
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b10_done
-.Lc1_b10_c51:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d16091_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d16091_j_t
-.Lc1_d16091_j:
-    jmp 1f
-1:
-    mov ecx, r9d
-    movsxd rcx, dword ptr [r15 + 448]
-    mov ebp, 200
-    test dword ptr [r15 + 67117723], 16777248
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rax, dword ptr [r15 + 320]
-    mov ecx, dword ptr [r15 + 576]
-    mov qword ptr [r15 + 128], rdi
-    test dword ptr [r15 + 67117723], 8388608
-    jz 1f
-1:
-    jmp 1f
-1:
-    vpor xmm9, xmm9, xmm9
-    mov rbp, r11
-    popcnt rcx, rbp
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rax, rax
-    and rbp, 1984
-    movsxd rax, dword ptr [r15 + rbp + 1344]
-    mov rbp, r11
-    mov rcx, rbp
-    and rbp, 4032
-    mov rcx, qword ptr [r15 + rbp + 3392]
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov r9, r11
-    mov edi, dword ptr [r15 + 256]
-    and r9, 8128
-    mov dword ptr [r15 + r9 + 7488], ecx
-    mov ecx, dword ptr [r15 + 64]
-    test dword ptr [r15 + 67117723], 1
-    jnz 1f
-1:
-    mov ecx, dword ptr [r15 + 128]
-    movzx ebp, byte ptr [r15 + 384]
-    jmp 1f
-1:
+    add rbp, qword ptr [r15 + 768]
     add r11, 64
     inc rbx
     dec r13
-    jz .Lc1_b10_done
-.Lc1_b10_c52:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d16140_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d16140_j_t
-.Lc1_d16140_j:
-    mov dword ptr [r15 + 192], 82
-    movsxd rcx, dword ptr [r15 + 448]
-    lea rdi, [r15 + 67109504]
-    lea rsi, [r15 + 67113600]
-    mov ecx, 12
-    rep movsb
-    mov esi, dword ptr [r15 + 512]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov esi, 223
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 104
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov ebp, 220
-    mov qword ptr [r15 + 0], rbp
-    movzx eax, bpl
-    mov dword ptr [r15 + 0], ebp
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov byte ptr [r15 + 384], al
-    mov eax, esi
-    mov esi, ebp
-    jmp 1f
-1:
-    mov rbp, r10
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov esi, dword ptr [r15 + 320]
-    and rbp, 1984
-    movsxd rcx, dword ptr [r15 + rbp + 1344]
-    mov ebp, eax
-    mov rbp, rax
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov byte ptr [r15 + 640], cl
-    jmp 1f
-1:
-    mov r8d, ebp
-    mov rsi, rax
-    mov r8, r10
-    test dword ptr [r15 + 67117724], 65536
-    jnz 1f
-1:
-    mov dword ptr [r15 + 64], r8d
-    mov rcx, qword ptr [r15 + 128]
-    and r8, 448
-    mov ebp, dword ptr [r15 + r8 + 832]
-    add r11, 64
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b10_done
-.Lc1_b10_c53:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov rbp, r10
-    mov dword ptr [r15 + 512], 46
-    and rbp, 8128
-    mov eax, dword ptr [r15 + rbp + 7488]
-    movsxd rbp, dword ptr [r15 + 192]
-    movzx r8d, byte ptr [r15 + 448]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov ebp, dword ptr [r15 + 384]
-    movzx r8d, r9b
-    movsxd r8, dword ptr [r15 + 64]
-    mov dword ptr [r15 + 384], ebp
-    mov rbp, r10
-    test dword ptr [r15 + 67117723], 150994944
-    jz 1f
-1:
-    mov byte ptr [r15 + 768], r8b
-    movsxd r8, dword ptr [r15 + 704]
-    and rbp, 448
-    movzx eax, byte ptr [r15 + rbp + 832]
-    movsxd r9, dword ptr [r15 + 256]
-    test dword ptr [r15 + 67117724], 1073741824
-    jz 1f
-1:
-    movsxd r9, dword ptr [r15 + 256]
-    mov eax, dword ptr [r15 + 320]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 128], r8d
-    mov rbp, r11
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and rbp, 4032
-    mov byte ptr [r15 + rbp + 3392], bpl
-    movsxd rbp, dword ptr [r15 + 128]
-    vmovdqu ymmword ptr [r15 + 512], ymm9
-    movzx r8d, byte ptr [r15 + 64]
-    add r11, 64
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b10_done
-.Lc1_b10_c54:
+    jz .Lc1_b9_done
+.Lc1_b9_c51:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
     xor eax, eax
-    test dword ptr [r15 + 67117724], 134217728
+    test dword ptr [r15 + 67117724], 1048576
     setz al
-    lea rcx, [rip + .Lc1_d16240_s]
+    lea rcx, [rip + .Lc1_d7265_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d16240_s_t
+    jmp .Lc1_d7265_s_t
     .p2align 3
-.Lc1_d16240_s:
+.Lc1_d7265_s:
     .p2align 3
-    jmp .Lc1_d16240_j
+    jmp .Lc1_d7265_j
     .p2align 3
-    jmp .Lc1_d16240_j
-.Lc1_d16240_j:
-    mov rbp, r10
-    vmovdqu ymmword ptr [r15 + 320], ymm9
-    and rbp, 1984
-    mov qword ptr [r15 + rbp + 1344], rsi
-    movzx esi, byte ptr [r15 + 448]
-    test ebx, 1073741824
-    jnz 1f
-1:
+    jmp .Lc1_d7265_j
+.Lc1_d7265_j:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd r8, dword ptr [r15 + 128]
+    .byte 0x0f, 0x1f, 0x40, 0x00
     jmp 1f
 1:
-    mov r8d, 73
-    mov qword ptr [r15 + 576], rbp
-    test dword ptr [r15 + 67117723], 1069056
-    jz 1f
+    mov r9d, 71
+    mov r9, r11
+    mov rax, qword ptr [r15 + 512]
+    jmp 1f
 1:
-    movzx r8d, r8b
-    mov r8, rsi
-    test ebx, 1073741824
-    jz 1f
+    and r9, 8128
+    vmovdqu ymmword ptr [r15 + r9 + 7488], ymm6
+    add r9, qword ptr [r15 + 128]
+    mov qword ptr [r15 + 256], rax
+    jmp 1f
 1:
-    mov rax, qword ptr [r15 + 192]
-    mov r8, r10
-    mov ebp, eax
-    and r8, 8128
-    mov rbp, r10
-    mov r9d, dword ptr [r15 + r8 + 7488]
-    test ebx, 1073741824
+    mov ecx, eax
+    test ebx, 2560
     jnz 1f
 1:
-    movzx eax, sil
-    and rbp, 4032
-    mov dword ptr [r15 + rbp + 3392], 111
-    movsxd rsi, dword ptr [r15 + 64]
-    test ebx, 1073741824
-    jz 1f
+    mov r8, r8
+    movsxd r8, dword ptr [r15 + 576]
+    jmp 1f
 1:
-    mov dword ptr [r15 + 384], 92
+    mov r9, rax
+    mov r9, r11
+    mov rbp, r11
+    and r9, 4032
+    movzx edx, byte ptr [r15 + r9 + 3392]
+    and rbp, 448
+    mov ecx, dword ptr [r15 + rbp + 832]
+    movsxd rbp, dword ptr [r15 + 384]
+    mov eax, dword ptr [r15 + 64]
+    movsxd rdi, dword ptr [r15 + 448]
+    mov r9d, dword ptr [r15 + 320]
     jmp 1f
 1:
     add r11, 64
-    add r10, r11
     inc rbx
     dec r13
-    jz .Lc1_b10_done
-.Lc1_b10_c55:
+    jz .Lc1_b9_done
+.Lc1_b9_c52:
+    mov dword ptr [r15 + 0], eax
+    mov qword ptr [r15 + 0], rax
+    mov eax, r9d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rdx
+    movzx edx, bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edx, eax
+    add rdx, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, eax
+    mov eax, eax
+    mov eax, dword ptr [r15 + 64]
+    mov rbp, rdx
+    .byte 0x66, 0x90
+    movzx ebp, r9b
+    mov qword ptr [r15 + 256], r9
+    movzx r9d, byte ptr [r15 + 704]
+    mov rcx, rdx
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov eax, 157
+    mov eax, 3
+    mov dword ptr [r15 + 64], 144
+    mov qword ptr [r15 + 448], rcx
+    jmp 1f
+1:
+    mov r9d, r9d
+    mov r9, r11
+    mov edx, dword ptr [r15 + 192]
+    mov rbp, r11
+    mov ecx, ecx
+    and r9, 448
+    mov rcx, qword ptr [r15 + r9 + 832]
+    and rbp, 1984
+    mov dword ptr [r15 + rbp + 1344], edx
+    mov dword ptr [r15 + 384], 126
+    mov eax, eax
+    movzx eax, byte ptr [r15 + 128]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r9d, dword ptr [r15 + 320]
+    jmp 1f
+1:
+    and r9d, dword ptr [r15 + 384]
+    mov byte ptr [r15 + 640], al
+    mov dword ptr [r15 + 512], 39
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c53:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 64]
+    lea rcx, [rip + .Lc1_d7362_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d7362_j_t
+.Lc1_d7362_j:
+    mov r9, r11
+    mov byte ptr [r15 + 128], al
+    and r9, 4032
+    mov dword ptr [r15 + r9 + 3392], 46
+    mov dword ptr [r15 + 64], eax
+    mov dword ptr [r15 + 448], ecx
+    mov ecx, dword ptr [r15 + 128]
+    mov dword ptr [r15 + 512], eax
+    jmp 1f
+1:
+    movsxd rax, dword ptr [r15 + 192]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, r11
+    test dword ptr [r15 + 67117724], 1024
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, byte ptr [r15 + 768]
+    and r9, 8128
+    movsxd rax, dword ptr [r15 + r9 + 7488]
+    mov byte ptr [r15 + 384], cl
+    movzx ecx, byte ptr [r15 + 256]
+    movzx esi, al
+    jmp 1f
+1:
+    mov r8, r11
+    mov byte ptr [r15 + 320], al
+    movsxd rax, dword ptr [r15 + 320]
+    and r8, 1984
+    mov r9d, dword ptr [r15 + r8 + 1344]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c54:
+    lea rcx, [rip + .Lc1_d7399_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d7399_j_t
+.Lc1_d7399_j:
+    mov rcx, qword ptr [r15 + 128]
+    movzx eax, byte ptr [r15 + 448]
+    mov r8, r11
+    movzx r9d, r9b
+    and r8, 16320
+    mov dword ptr [r15 + r8 + 15680], 13
+    mov r8d, dword ptr [r15 + 64]
+    mov dword ptr [r15 + 0], 253
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx esi, cl
+    movzx ecx, r9b
+    mov ecx, eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    movzx r8d, sil
+    jmp 1f
+1:
+    mov r8, r11
+    mov ecx, ecx
+    and r8, 4032
+    movsxd rcx, dword ptr [r15 + r8 + 3392]
+    mov r8, qword ptr [r15 + 512]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r9, r11
+    mov dword ptr [r15 + 384], 68
+    test ebx, 1073741824
+    jz 1f
+1:
+    and r9, 448
+    mov qword ptr [r15 + r9 + 832], r8
+    movzx r9d, r8b
+    jmp 1f
+1:
+    mov qword ptr [r15 + 576], r8
+    jmp 1f
+1:
+    movsxd r8, dword ptr [r15 + 192]
+    and r8d, dword ptr [r15 + 320]
+    movzx edi, r9b
+    mov dword ptr [r15 + 256], r9d
+    mov r9, r9
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c55:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    vmovdqu ymmword ptr [r15 + 0], ymm5
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, 48
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu ymmword ptr [r15 + 0], ymm5
+    mov r8, r11
+    mov dword ptr [r15 + 0], 59
+    mov dword ptr [r15 + 320], 15
+    lea rbp, [r11 + r11*1]
+    and r8, 1984
+    mov qword ptr [r15 + r8 + 1344], rax
+    mov r8, qword ptr [r15 + 192]
+    mov edx, 25
+    and rbp, 8128
+    mov qword ptr [r15 + rbp + 7488], r9
     test dword ptr [r15 + 67117724], 268435456
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 15
-    mov dword ptr [r15 + 448], 92
-    mov rbp, r11
-    test ebx, 1073741824
-    jnz 1f
+    mov byte ptr [r15 + 448], r9b
+    mov dword ptr [r15 + 512], r8d
+    mov byte ptr [r15 + 64], dl
+    jmp 1f
 1:
-    and rbp, 8128
-    mov eax, dword ptr [r15 + rbp + 7488]
-    mov esi, dword ptr [r15 + 640]
-    mov rbp, r11
-    mov byte ptr [r15 + 128], al
-    mov eax, 147
-    test ebx, 1073741824
-    jnz 1f
+    jmp 1f
 1:
+    mov rax, qword ptr [r15 + rbp + 7552]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov rbp, r11
+    movzx r9d, byte ptr [r15 + 128]
+    mov r8d, 61
+    mov r8d, dword ptr [r15 + 64]
     and rbp, 448
-    mov dword ptr [r15 + rbp + 832], esi
-    vmovq xmm9, rax
-    jmp 1f
-1:
-    mov r8, r10
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx eax, byte ptr [r15 + 512]
-    and r8, 1984
-    lock add qword ptr [r15 + r8 + 1344], rbp
-    jmp 1f
-1:
-    mov dword ptr [r15 + 256], r8d
-    test dword ptr [r15 + 67117723], 1
-    jz 1f
-1:
-    mov r8, qword ptr [r15 + 384]
-    movzx eax, byte ptr [r15 + 128]
-    mov qword ptr [r15 + 320], rsi
+    mov edx, dword ptr [r15 + rbp + 832]
+    mov dword ptr [r15 + 640], eax
+    mov eax, dword ptr [r15 + 384]
+    add rax, qword ptr [r15 + 704]
     add r11, 64
-    add r10, r11
     inc rbx
     dec r13
-    jz .Lc1_b10_done
-.Lc1_b10_c56:
+    jz .Lc1_b9_done
+.Lc1_b9_c56:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 1
+    setz al
+    lea rcx, [rip + .Lc1_d7496_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d7496_s_t
+    .p2align 3
+.Lc1_d7496_s:
+    .p2align 3
+    jmp .Lc1_d7496_j
+    .p2align 3
+    jmp .Lc1_d7496_j
+.Lc1_d7496_j:
+    jmp 1f
+1:
+    mov r9, r11
+    movsxd r8, dword ptr [r15 + 448]
+    mov edx, dword ptr [r15 + 192]
+    and r9, 4032
+    mov byte ptr [r15 + r9 + 3392], al
+    jmp 1f
+1:
+    movsxd rax, dword ptr [r15 + 128]
+    mov dword ptr [r15 + 512], 31
+    movzx ecx, byte ptr [r15 + 256]
+    mov rbp, r11
+    vmovdqu ymmword ptr [r15 + 768], ymm1
+    and rbp, 448
+    mov dword ptr [r15 + rbp + 832], 84
+    test dword ptr [r15 + 67117723], 256
+    jz 1f
+1:
+    mov qword ptr [r15 + 320], rcx
+    jmp 1f
+1:
+    movzx ecx, byte ptr [r15 + 64]
+    mov dword ptr [r15 + 128], ebp
+    mov byte ptr [r15 + 384], al
+    jmp 1f
+1:
+    mov r8, r11
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 384], ecx
+    and r8, 1984
+    mov dword ptr [r15 + r8 + 1344], 51
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c57:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ebp, r8b
+    mov r8d, 49
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r8d, bpl
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rsi, qword ptr [r15 + 640]
+    mov dword ptr [r15 + 64], 195
+    mov rbp, r11
+    mov qword ptr [r15 + 512], r8
+    and rbp, 4032
+    movsxd r8, dword ptr [r15 + rbp + 3392]
+    vmovdqu ymmword ptr [r15 + 192], ymm0
+    mov byte ptr [r15 + 576], sil
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov r8, r11
+    mov ebp, 14
+    and r8, 1984
+    mov qword ptr [r15 + r8 + 1344], rsi
+    mov dword ptr [r15 + 64], 193
+    mov qword ptr [r15 + 256], r8
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov rbp, r11
+    movzx esi, r8b
+    mov esi, dword ptr [r15 + 128]
+    and rbp, 8128
+    mov dword ptr [r15 + rbp + 7488], r8d
+    mov rbp, r8
+    movzx r8d, byte ptr [r15 + 320]
+    jmp 1f
+1:
+    and r8d, dword ptr [r15 + 384]
+    mov rdi, rsi
+    mov dword ptr [r15 + 448], esi
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c58:
+    lea rcx, [rip + .Lc1_d7582_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d7582_j_t
+.Lc1_d7582_j:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, rdi
+    mov rdi, rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov esi, 215
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov rbp, r11
+    jmp 1f
+1:
+    jmp 1f
+1:
+    and rbp, 4032
+    movzx edi, byte ptr [r15 + rbp + 3392]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    .byte 0x0f, 0x1f, 0x40, 0x00
+    movsxd rsi, dword ptr [r15 + 384]
+    movsxd r8, dword ptr [r15 + 320]
+    movsxd rcx, dword ptr [r15 + 256]
+    mov dword ptr [r15 + 128], 84
+    mov ebp, edi
+    mov dword ptr [r15 + 64], 195
+    mov rbp, r11
+    add rdi, qword ptr [r15 + 192]
+    mov byte ptr [r15 + 320], sil
+    and rbp, 8128
+    mov byte ptr [r15 + rbp + 7488], r8b
+    mov dword ptr [r15 + 704], 127
+    mov r8, r11
+    movzx esi, byte ptr [r15 + 512]
+    and r8, 448
+    mov rax, qword ptr [r15 + r8 + 832]
+    jmp 1f
+1:
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c59:
+    movzx edi, bpl
+    add rdi, qword ptr [r15 + 128]
+    movzx ebp, byte ptr [r15 + 320]
+    mov rsi, qword ptr [r15 + 448]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], al
+    mov eax, 22
+    mov dword ptr [r15 + 0], edi
+    mov edi, edi
+    jmp 1f
+1:
+    mov rdi, rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edi, 107
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, 42
+    and eax, dword ptr [r15 + 0]
+    movzx edx, sil
+    mov r9, r11
+    mov rdx, rdi
+    and r9, 448
+    mov qword ptr [r15 + r9 + 832], rdi
+    test ebx, 1073741824
+    jz 1f
+1:
+    xor dword ptr [r15 + 448], edi
+    mov rdi, qword ptr [r15 + 256]
+    add rdi, qword ptr [r15 + 768]
+    movzx eax, al
+    jmp 1f
+1:
+    mov eax, dword ptr [r15 + 512]
+    mov r9d, r9d
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 64], edi
+    mov r8, r11
+    jmp 1f
+1:
+    mov qword ptr [r15 + 128], rdi
+    and r8, 1984
+    add qword ptr [r15 + r8 + 1344], r9
+    mov r8d, 35
+    mov qword ptr [r15 + 192], r9
+    movsxd r9, dword ptr [r15 + 384]
+    mov rdi, rdi
+    mov edi, 81
+    movsxd rdi, dword ptr [r15 + 384]
+    jmp 1f
+1:
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c60:
+    lea rcx, [rip + .Lc1_d7678_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d7678_j_t
+.Lc1_d7678_j:
+    mov rcx, r9
+    mov r9d, 159
+    movzx r9d, dil
+    movzx edi, dil
+    movzx edi, byte ptr [r15 + 512]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], ecx
+    mov rcx, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, 129
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, r11
+    vmovdqu ymmword ptr [r15 + 0], ymm11
+    and r8, 8128
+    movsxd r9, dword ptr [r15 + r8 + 7488]
+    movzx r8d, dil
+    movsxd rdi, dword ptr [r15 + 320]
+    mov rbp, r11
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    mov qword ptr [r15 + 384], r8
+    and rbp, 4032
+    movsxd r9, dword ptr [r15 + rbp + 3392]
+    add r9, qword ptr [r15 + 64]
+    movzx edi, byte ptr [r15 + 640]
+    movzx ecx, r8b
+    movzx r8d, byte ptr [r15 + 256]
+    mov ecx, ebp
+    mov rbp, r11
+    mov ecx, dword ptr [r15 + 128]
+    mov rsi, r9
+    and rbp, 1984
+    vmovdqu ymmword ptr [r15 + rbp + 1344], ymm0
+    movsxd rbp, dword ptr [r15 + 64]
+    mov r9d, edi
+    jmp 1f
+1:
+    mov r9d, dword ptr [r15 + 576]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c61:
+    lea rcx, [rip + .Lc1_d7725_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d7725_j_t
+.Lc1_d7725_j:
+    jmp 1f
+1:
+    mov byte ptr [r15 + 0], sil
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r9d, 74
+    mov byte ptr [r15 + 0], cl
+    mov ecx, 173
+    jmp 1f
+1:
+    movsxd rcx, dword ptr [r15 + 128]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r8, r11
+    mov rsi, r9
+    mov r9, rcx
+    and r8, 448
+    mov r9, r11
+    mov qword ptr [r15 + r8 + 832], rcx
+    mov byte ptr [r15 + 192], cl
+    and r9, 8128
+    mov ecx, dword ptr [r15 + r9 + 7488]
+    mov dword ptr [r15 + 512], 7
+    mov qword ptr [r15 + 448], rsi
+    jmp 1f
+1:
+    mov r8, r11
+    mov rsi, qword ptr [r15 + 384]
+    movzx eax, r9b
+    and r8, 4032
+    mov rax, qword ptr [r15 + r8 + 3392]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov dword ptr [r15 + 704], ecx
+    mov ecx, esi
+    jmp 1f
+1:
+    mov dword ptr [r15 + 64], 135
+    mov r9, qword ptr [r15 + 320]
+    movzx esi, sil
+    mov esi, 179
+    jmp 1f
+1:
+    jmp 1f
+1:
+    popcnt r8, r9
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c62:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    movzx eax, r9b
+    mov r9, r9
+    mov r9d, 10
+    jmp 1f
+1:
+    mov r9d, esi
+    mov dword ptr [r15 + 448], eax
+    movzx eax, al
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], r9b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rdx, r9
+    mov dword ptr [r15 + 0], r9d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 320], eax
+    test dword ptr [r15 + 67117723], 134217728
+    jz 1f
+1:
+    mov byte ptr [r15 + 128], al
+    mov byte ptr [r15 + 512], r9b
+    mov r9d, 239
+    movzx r9d, byte ptr [r15 + 768]
+    movzx r8d, byte ptr [r15 + 128]
+    movzx eax, byte ptr [r15 + 192]
+    mov rbp, r11
+    jmp 1f
+1:
+    and rbp, 448
+    mov dword ptr [r15 + rbp + 832], edx
+    mov dword ptr [r15 + 384], r8d
+    mov dword ptr [r15 + 256], eax
+    and r9d, dword ptr [r15 + 64]
+    mov r8, r11
+    mov qword ptr [r15 + 256], rax
+    movzx eax, bpl
+    mov eax, ebp
+    and r8, 1984
+    mov dword ptr [r15 + r8 + 1344], 115
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c63:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 2
+    setz al
+    lea rcx, [rip + .Lc1_d7822_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d7822_s_t
+    .p2align 3
+.Lc1_d7822_s:
+    .p2align 3
+    jmp .Lc1_d7822_j
+    .p2align 3
+    jmp .Lc1_d7822_j
+.Lc1_d7822_j:
+    mov r8, r11
+    mov rbp, rax
+    mov ebp, dword ptr [r15 + 320]
+    and r8, 8128
+    movsxd rax, dword ptr [r15 + r8 + 7488]
+    mov r8d, ecx
+    jmp 1f
+1:
+    mov r8, qword ptr [r15 + 192]
+    mov r9, r11
+    mov edi, 188
+    mov byte ptr [r15 + 128], cl
+    jmp 1f
+1:
+    mov rbp, r11
+    and r9, 4032
+    and eax, dword ptr [r15 + r9 + 3392]
+    and rbp, 1984
+    movzx ecx, byte ptr [r15 + rbp + 1344]
+    mov ebp, r8d
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r8d, dword ptr [r15 + 448]
+    .byte 0x0f, 0x1f, 0x00
+    jmp 1f
+1:
+    movzx r9d, bpl
+    and r9d, dword ptr [r15 + 512]
+    movsxd rax, dword ptr [r15 + 576]
+    mov ecx, ecx
+    movzx ecx, byte ptr [r15 + 384]
+    mov ebp, r8d
+    mov byte ptr [r15 + 320], r8b
+    mov r8d, dword ptr [r15 + 64]
+    mov edi, 95
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c64:
+    mov ecx, 208
+    mov rbp, r11
+    movzx ecx, r9b
+    mov qword ptr [r15 + 384], rdi
+    and rbp, 4032
+    movzx edi, byte ptr [r15 + rbp + 3392]
+    mov ebp, r8d
+    mov r8, rcx
+    mov dword ptr [r15 + 704], 76
+    and r8d, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, 5
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov qword ptr [r15 + 640], rdi
+    mov rdi, r9
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov ecx, ebp
+    movzx ebp, r9b
+    jmp 1f
+1:
+    mov rbp, qword ptr [r15 + 128]
+    mov r9, r11
+    mov r8d, ecx
+    and r9, 448
+    mov r8, qword ptr [r15 + r9 + 832]
+    add r8, qword ptr [r15 + 256]
+    vmovdqu ymmword ptr [r15 + 320], ymm5
+    mov qword ptr [r15 + 192], rdi
+    movzx edi, r9b
+    mov edi, dword ptr [r15 + 448]
+    mov esi, ebp
+    mov dword ptr [r15 + 64], r8d
+    movzx r8d, cl
+    movsxd rcx, dword ptr [r15 + 512]
+    mov r8, r11
+    movzx ebp, byte ptr [r15 + 64]
+    and r8, 8128
+    mov r9d, dword ptr [r15 + r8 + 7488]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c65:
+    lea rcx, [rip + .Lc1_d7914_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d7914_j_t
+.Lc1_d7914_j:
+    mov rbp, r11
+    and rbp, 16320
+    mov edx, dword ptr [r15 + rbp + 15680]
+    mov byte ptr [r15 + 0], r8b
+    movzx r8d, cl
+    mov r8, r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, 143
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 384], 197
+    movzx ecx, r9b
+    movzx ecx, byte ptr [r15 + 256]
+    movsxd r8, dword ptr [r15 + 384]
+    mov ebp, 146
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r9, r9
+    jmp 1f
+1:
+    mov r9, qword ptr [r15 + 768]
+    mov rbp, r11
+    jmp 1f
+1:
+    and rbp, 1984
+    mov byte ptr [r15 + rbp + 1344], r8b
+    mov ebp, dword ptr [r15 + 64]
+    movzx r8d, byte ptr [r15 + 320]
+    jmp 1f
+1:
+    mov ecx, dword ptr [r15 + 128]
+    mov dword ptr [r15 + 448], r9d
+    jmp 1f
+1:
+    mov byte ptr [r15 + 512], r8b
+    mov r8, r11
+    jmp 1f
+1:
+    jmp 1f
+1:
+    and r8, 448
+    mov dword ptr [r15 + r8 + 832], 13
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c66:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 16
+    setz al
+    lea rcx, [rip + .Lc1_d7964_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d7964_s_t
+    .p2align 3
+.Lc1_d7964_s:
+    .p2align 3
+    jmp .Lc1_d7964_j
+    .p2align 3
+    jmp .Lc1_d7964_j
+.Lc1_d7964_j:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r8d, byte ptr [r15 + 64]
+    movsxd rbp, dword ptr [r15 + 448]
+    jmp 1f
+1:
+    add rbp, qword ptr [r15 + 384]
+    vmovdqu ymmword ptr [r15 + 576], ymm1
+    mov eax, 173
+    movzx eax, byte ptr [r15 + 256]
+    mov r9, r11
+    mov r8, r11
+    test ebx, 1024
+    jz 1f
+1:
+    mov dword ptr [r15 + 192], 232
+    and r9, 8128
+    and ebp, dword ptr [r15 + r9 + 7488]
+    and r8, 4032
+    mov rcx, qword ptr [r15 + r8 + 3392]
+    movzx r8d, byte ptr [r15 + 320]
+    mov r9, r11
+    mov rax, rax
+    mov qword ptr [r15 + 128], rbp
+    vpaddd xmm1, xmm1, xmm1
+    and r9, 1984
+    mov dword ptr [r15 + r9 + 1344], 253
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c67:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], r9
+    mov byte ptr [r15 + 0], r9b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, eax
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 80
+    movsxd rcx, dword ptr [r15 + 384]
+    movzx eax, r9b
+    mov r9, r11
+    mov dword ptr [r15 + 320], 2
+    and r9, 448
+    mov dword ptr [r15 + r9 + 832], 184
+    movzx r9d, byte ptr [r15 + 64]
+    mov rbp, qword ptr [r15 + 640]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    vmovdqu ymmword ptr [r15 + 256], ymm9
+    mov dword ptr [r15 + 128], ebp
+    jmp 1f
+1:
+    mov qword ptr [r15 + 704], r9
+    movzx r9d, bpl
+    mov rbp, qword ptr [r15 + 448]
+    mov r9, r11
+    jmp 1f
+1:
+    and r9, 8128
+    movzx ecx, byte ptr [r15 + r9 + 7488]
+    mov dword ptr [r15 + 512], ebp
+    movzx ebp, bpl
+    mov rbp, qword ptr [r15 + 192]
+    mov r9, r11
+    mov rdi, qword ptr [r15 + 128]
+    jmp 1f
+1:
+    and r9, 1984
+    movzx esi, byte ptr [r15 + r9 + 1344]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c68:
+    lea rcx, [rip + .Lc1_d8047_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d8047_j_t
+.Lc1_d8047_j:
+    movzx ecx, byte ptr [r15 + 768]
+    mov r9, r11
+    mov rdx, rsi
+    and r9, 4032
+    mov edx, dword ptr [r15 + r9 + 3392]
+    mov r9, r11
+    mov dword ptr [r15 + 64], 80
+    mov ebp, dword ptr [r15 + 320]
+    and r9, 448
+    mov rsi, qword ptr [r15 + r9 + 832]
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], rcx
+    mov ecx, 108
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, r9b
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov ebp, 206
+    jmp 1f
+1:
+    vpxor xmm13, xmm13, xmm1
+    movzx esi, dl
+    mov dword ptr [r15 + 0], 121
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, ebp
+    jmp 1f
+1:
+    inc dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], esi
+    bt rcx, rcx
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov edx, 217
+    jmp 1f
+1:
+    mov dword ptr [r15 + 512], ebp
+    jmp 1f
+1:
+    mov byte ptr [r15 + 128], r9b
+    mov dword ptr [r15 + 320], 80
+    lock or dword ptr [r15 + 384], 75
+    jmp 1f
+1:
+    mov dword ptr [r15 + 448], 76
+    mov rcx, qword ptr [r15 + 64]
+    vmovdqu ymmword ptr [r15 + 192], ymm1
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c69:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    movzx eax, cl
+    mov r9, r11
+    mov dword ptr [r15 + 192], 14
+    mov dword ptr [r15 + 576], ecx
+    mov ecx, ecx
+    and r9, 4032
+    mov byte ptr [r15 + r9 + 3392], al
+    and r9d, dword ptr [r15 + 64]
+    mov byte ptr [r15 + 512], al
+    jmp 1f
+1:
+    mov rax, rcx
+    mov r8, r11
+    movsxd rax, dword ptr [r15 + 320]
+    and r8, 1984
+    add rax, qword ptr [r15 + r8 + 1344]
+    movzx r8d, r9b
+    and r8d, dword ptr [r15 + 0]
+    movzx r9d, r9b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test dword ptr [r15 + 67117723], 81920
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, dword ptr [r15 + 448]
+    mov r9, r11
+    mov r8d, ecx
+    jmp 1f
+1:
+    mov r8, rcx
+    and r9, 8128
+    movsxd r8, dword ptr [r15 + r9 + 7488]
+    mov r9, qword ptr [r15 + 256]
+    jmp 1f
+1:
+    mov ecx, ecx
+    mov rcx, qword ptr [r15 + 384]
+    mov ebp, 238
+    mov rbp, rax
+    movsxd rax, dword ptr [r15 + 128]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c70:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 15
+    lea rcx, [rip + .Lc1_d8146_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d8146_s_t
+    .p2align 3
+.Lc1_d8146_s:
+    .p2align 3
+    jmp .Lc1_d8146_j
+    .p2align 3
+    jmp .Lc1_d8146_j
+    .p2align 3
+    jmp .Lc1_d8146_j
+    .p2align 3
+    jmp .Lc1_d8146_j
+    .p2align 3
+    jmp .Lc1_d8146_j
+    .p2align 3
+    jmp .Lc1_d8146_j
+    .p2align 3
+    jmp .Lc1_d8146_j
+    .p2align 3
+    jmp .Lc1_d8146_j
+    .p2align 3
+    jmp .Lc1_d8146_j
+    .p2align 3
+    jmp .Lc1_d8146_j
+    .p2align 3
+    jmp .Lc1_d8146_j
+    .p2align 3
+    jmp .Lc1_d8146_j
+    .p2align 3
+    jmp .Lc1_d8146_j
+    .p2align 3
+    jmp .Lc1_d8146_j
+    .p2align 3
+    jmp .Lc1_d8146_j
+    .p2align 3
+    jmp .Lc1_d8146_j
+.Lc1_d8146_j:
+    mov rbp, rax
+    mov rbp, rcx
+    mov ebp, 106
+    mov rbp, r11
+    mov r8, qword ptr [r15 + 384]
+    and rbp, 1984
+    movzx r9d, byte ptr [r15 + rbp + 1344]
+    vmovdqu ymmword ptr [r15 + 128], ymm13
+    jmp 1f
+1:
+    mov qword ptr [r15 + 640], rax
+    mov eax, 227
+    movsxd rax, dword ptr [r15 + 256]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c71:
+    lea rcx, [rip + .Lc1_d8184_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d8184_j_t
+.Lc1_d8184_j:
+    vmovdqu ymmword ptr [r15 + 0], ymm13
+    mov byte ptr [r15 + 0], al
+    mov qword ptr [r15 + 0], rax
+    vmovdqu xmm2, xmmword ptr [r15 + 0]
+    mov r8, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 256], rcx
+    and r8, 4032
+    mov ecx, dword ptr [r15 + r8 + 3392]
+    mov r8d, r8d
+    mov qword ptr [r15 + 320], rcx
+    mov r8d, dword ptr [r15 + 128]
+    and r8d, dword ptr [r15 + 384]
+    mov dword ptr [r15 + 64], 188
+    mov rax, qword ptr [r15 + 448]
+    movsxd r9, dword ptr [r15 + 64]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    vmovdqu ymmword ptr [r15 + 512], ymm2
+    lea r8, [r11 + r11*1]
+    mov byte ptr [r15 + 512], r9b
+    jmp 1f
+1:
+    mov ecx, dword ptr [r15 + 128]
+    and r8, 448
+    mov r9, r11
+    movzx edi, byte ptr [r15 + r8 + 832]
+    mov eax, 236
+    jmp 1f
+1:
+    and r9, 8128
+    mov dword ptr [r15 + r9 + 7488], r8d
+    .byte 0x0f, 0x1f, 0x40, 0x00
+    jmp 1f
+1:
+    xor dword ptr [r15 + 704], edi
+    mov qword ptr [r15 + 192], rdi
+    mov rdi, qword ptr [r15 + r8 + 896]
+    mov qword ptr [r15 + 320], r8
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c72:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    jmp 1f
+1:
+    and edi, dword ptr [r15 + 64]
+    mov r9d, eax
+    mov qword ptr [r15 + 0], rax
+    mov eax, eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r8d, edi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, r11
+    jmp 1f
+1:
+    and r8, 4032
+    add rax, qword ptr [r15 + r8 + 3392]
+    mov r8d, r9d
+    add r8, qword ptr [r15 + 448]
+    jmp 1f
+1:
+    mov rdx, r9
+    mov byte ptr [r15 + 384], al
+    test dword ptr [r15 + 67117723], 8
+    jz 1f
+1:
+    mov r9, r11
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r8, r11
+    and r9, 1984
+    mov dword ptr [r15 + r9 + 1344], 203
+    and r8, 8128
+    mov qword ptr [r15 + r8 + 7488], rax
+    add r8, qword ptr [r15 + 192]
+    jmp 1f
+1:
+    mov esi, 219
+    mov dword ptr [r15 + 512], r9d
+    xor dword ptr [r15 + 320], r9d
+    mov r9, qword ptr [r15 + 128]
+    movzx eax, byte ptr [r15 + 256]
+    xor dword ptr [r15 + 576], esi
+    movzx esi, r8b
+    mov r8, qword ptr [r15 + 768]
+    movzx edx, r9b
+    mov edx, eax
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c73:
+    lea rcx, [rip + .Lc1_d8276_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d8276_j_t
+.Lc1_d8276_j:
+    movsxd rcx, dword ptr [r15 + 64]
+    mov r9, rax
+    mov eax, eax
+    movsxd rax, dword ptr [r15 + 320]
+    mov byte ptr [r15 + 512], sil
+    jmp 1f
+1:
+    mov dword ptr [r15 + 640], 49
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov esi, ecx
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov eax, eax
+    mov eax, ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + 0], ymm2
+    jmp 1f
+1:
+    mov esi, dword ptr [r15 + 192]
+    movzx ecx, al
+    mov rcx, rax
+    mov rbp, r11
+    mov byte ptr [r15 + 448], al
+    movzx eax, al
+    test ebx, 1073741824
+    jz 1f
+1:
+    and rbp, 1984
+    and esi, dword ptr [r15 + rbp + 1344]
+    mov rbp, r11
+    mov ecx, 74
+    jmp 1f
+1:
+    and rbp, 448
+    mov qword ptr [r15 + rbp + 832], rax
+    mov byte ptr [r15 + 128], al
+    or qword ptr [r15 + 384], 117
+    movzx eax, sil
+    vmovdqu ymmword ptr [r15 + 64], ymm2
+    mov rbp, r11
+    jmp 1f
+1:
+    and rbp, 8128
+    movzx esi, byte ptr [r15 + rbp + 7488]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c74:
+    mov rbp, r11
+    jmp 1f
+1:
+    and rbp, 4032
+    vmovdqu ymmword ptr [r15 + rbp + 3392], ymm2
+    movzx ebp, al
+    mov dword ptr [r15 + 0], eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, sil
+    jmp 1f
+1:
+    mov ecx, ebp
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ebp, bpl
+    mov dword ptr [r15 + 0], ecx
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov byte ptr [r15 + 0], cl
+    mov r8, r11
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], ebp
+    and r8, 1984
+    mov dword ptr [r15 + r8 + 1344], ebp
+    mov r8, r11
+    test ebx, 5632
+    jz 1f
+1:
+    mov rcx, qword ptr [r15 + 128]
+    mov rsi, qword ptr [r15 + 64]
+    and r8, 448
+    mov rbp, qword ptr [r15 + r8 + 832]
+    movzx r8d, byte ptr [r15 + 448]
+    mov rdi, qword ptr [r15 + 704]
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + 384], ymm2
+    mov dword ptr [r15 + 320], 10
+    movzx r9d, byte ptr [r15 + 384]
+    mov edx, 67
+    movzx edx, cl
+    vmovdqu ymmword ptr [r15 + 192], ymm2
+    movzx edx, byte ptr [r15 + 512]
+    mov eax, ecx
+    mov byte ptr [r15 + 128], r9b
+    movzx r9d, r8b
+    mov r8d, 169
+    mov r8d, 136
+    and r8d, dword ptr [r15 + 256]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c75:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 128
+    setz al
+    lea rcx, [rip + .Lc1_d8379_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d8379_s_t
+    .p2align 3
+.Lc1_d8379_s:
+    .p2align 3
+    jmp .Lc1_d8379_j
+    .p2align 3
+    jmp .Lc1_d8379_j
+.Lc1_d8379_j:
+    movzx r8d, byte ptr [r15 + 448]
+    mov r9d, dword ptr [r15 + 64]
+    add r9, qword ptr [r15 + 768]
+    jmp 1f
+1:
+    mov rbp, r11
+    mov rax, qword ptr [r15 + 320]
+    mov qword ptr [r15 + 256], r8
+    and rbp, 8128
+    and ecx, dword ptr [r15 + rbp + 7488]
+    jmp 1f
+1:
+    movzx r8d, al
+    mov r8d, r9d
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    test ebx, 1024
+    jz 1f
+1:
+    mov r9d, 179
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, 172
+    mov dword ptr [r15 + 0], ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, rcx
+    mov byte ptr [r15 + 384], cl
+    mov ecx, dword ptr [r15 + 128]
+    mov byte ptr [r15 + 512], r9b
+    mov r9, r11
+    mov rax, qword ptr [r15 + 576]
+    and r9, 4032
+    movzx r8d, byte ptr [r15 + r9 + 3392]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c76:
+    lea rcx, [rip + .Lc1_d8421_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d8421_j_t
+.Lc1_d8421_j:
+    mov r9, r11
+    and r9, 1984
+    mov r8, r11
+    movzx ebp, byte ptr [r15 + r9 + 1344]
+    and r8, 448
+    movsxd rax, dword ptr [r15 + r8 + 832]
+    mov r8d, dword ptr [r15 + 640]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, r9d
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 154
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], r9
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd r9, dword ptr [r15 + 384]
+    mov rcx, qword ptr [r15 + 320]
+    add rcx, qword ptr [r15 + 128]
+    jmp 1f
+1:
+    mov esi, r8d
+    mov dword ptr [r15 + 64], 152
+    test ebx, 1073741824
+    jz 1f
+1:
+    and r9d, dword ptr [r15 + 64]
+    mov dword ptr [r15 + 256], ecx
+    mov rbp, r11
+    mov ecx, 224
+    mov rcx, rsi
+    and rbp, 8128
+    mov ecx, dword ptr [r15 + rbp + 7488]
+    and ecx, dword ptr [r15 + 448]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r8d, dword ptr [r15 + 320]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov rsi, rbp
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov ebp, ebp
+    mov dword ptr [r15 + 192], ecx
+    movzx ecx, sil
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c77:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    vmovdqu ymmword ptr [r15 + 320], ymm0
+    mov ecx, esi
+    mov qword ptr [r15 + 256], rbp
+    mov rbp, qword ptr [r15 + 192]
+    mov r8d, 30
+    mov byte ptr [r15 + 0], al
+    mov rax, rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], ecx
+    test dword ptr [r15 + 67117724], 16908288
+    jnz 1f
+1:
+    mov rsi, r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, qword ptr [r15 + 64]
+    jmp 1f
+1:
+    mov rbp, qword ptr [r15 + 128]
+    mov r8, r11
+    mov qword ptr [r15 + 384], rsi
+    movsxd rsi, dword ptr [r15 + 448]
+    and r8, 16320
+    movzx ecx, byte ptr [r15 + r8 + 15680]
+    vpmovmskb r8d, xmm3
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rbp, r11
+    movzx edi, al
+    and rbp, 4032
+    mov byte ptr [r15 + rbp + 3392], sil
+    mov qword ptr [r15 + 512], rcx
+    jmp 1f
+1:
+    mov rcx, r8
+    mov r8, qword ptr [r15 + 704]
+    jmp 1f
+1:
+    movzx edx, dil
+    mov rbp, r11
+    mov edx, dword ptr [r15 + 128]
+    and rbp, 1984
+    movsxd rsi, dword ptr [r15 + rbp + 1344]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c78:
+    lea rcx, [rip + .Lc1_d8521_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d8521_j_t
+.Lc1_d8521_j:
+    mov ecx, dword ptr [r15 + 64]
+    movzx edi, byte ptr [r15 + 256]
+    add rdi, qword ptr [r15 + 320]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov ebp, esi
+    mov dword ptr [r15 + 0], 230
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, r11
+    jmp 1f
+1:
+    and r8, 448
+    movzx esi, byte ptr [r15 + r8 + 832]
+    mov r8, r11
+    mov rbp, rbp
+    mov byte ptr [r15 + 384], dil
+    and r8, 4032
+    add rdi, qword ptr [r15 + r8 + 3392]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov esi, dword ptr [r15 + 512]
+    jmp 1f
+1:
+    mov rbp, qword ptr [r15 + 768]
+    mov dword ptr [r15 + 128], edi
+    add rbp, qword ptr [r15 + 576]
+    mov edi, 65
+    mov edi, esi
+    jmp 1f
+1:
+    mov edi, 3
+    mov dword ptr [r15 + 448], 106
+    mov r8, r11
+    mov rax, qword ptr [r15 + 192]
+    mov byte ptr [r15 + 384], bpl
+    and r8, 8128
+    movsxd rbp, dword ptr [r15 + r8 + 7488]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c79:
+    mov r9, r11
+    and r9, 8128
+    mov dword ptr [r15 + r9 + 7488], edi
+    mov r9, rdi
+    mov dword ptr [r15 + 512], edi
+    jmp 1f
+1:
+    mov edi, r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], r9b
+    jmp 1f
+1:
+    mov rax, rdi
+    mov rax, rdi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, r11
+    mov qword ptr [r15 + 0], rdi
+    and r8, 1984
+    mov rdi, qword ptr [r15 + r8 + 1344]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov eax, dword ptr [r15 + 320]
+    jmp 1f
+1:
+    movzx r9d, byte ptr [r15 + 640]
+    jmp 1f
+1:
+    mov ecx, dword ptr [r15 + 64]
+    mov r8, r11
+    mov rdi, rax
+    jmp 1f
+1:
+    mov dword ptr [r15 + 128], eax
+    and r8, 448
+    and eax, dword ptr [r15 + r8 + 832]
+    movzx r8d, r9b
+    mov byte ptr [r15 + 448], cl
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + 384], ymm6
+    mov ecx, ecx
+    movzx ecx, byte ptr [r15 + 192]
+    mov dword ptr [r15 + 320], 247
+    movzx edx, byte ptr [r15 + 64]
+    jmp 1f
+1:
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c80:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 16
+    setz al
+    lea rcx, [rip + .Lc1_d8617_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d8617_s_t
+    .p2align 3
+.Lc1_d8617_s:
+    .p2align 3
+    jmp .Lc1_d8617_j
+    .p2align 3
+    jmp .Lc1_d8617_j
+.Lc1_d8617_j:
+    mov byte ptr [r15 + 64], al
+    mov r8, r11
+    mov byte ptr [r15 + 192], cl
+    mov ecx, eax
+    and r8, 448
+    mov qword ptr [r15 + r8 + 832], rax
+    movzx r8d, al
+    mov eax, eax
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov edx, ecx
+    jmp 1f
+1:
+    mov edx, r8d
+    test ebx, 2560
+    jnz 1f
+1:
+    movsxd r8, dword ptr [r15 + 512]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, 143
+    mov rbp, r11
+    mov byte ptr [r15 + 0], dl
+    mov dword ptr [r15 + 128], r8d
+    mov r8, r11
+    and rbp, 4032
+    or qword ptr [r15 + rbp + 3392], 125
+    and r8, 1984
+    movzx ecx, byte ptr [r15 + r8 + 1344]
+    or qword ptr [r15 + 384], 33
+    mov qword ptr [r15 + 448], rdx
+    vmovdqu ymmword ptr [r15 + 704], ymm8
+    mov dword ptr [r15 + 256], eax
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c81:
+    lea rcx, [rip + .Lc1_d8660_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d8660_j_t
+.Lc1_d8660_j:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rdx, r8
+    mov dword ptr [r15 + 0], ecx
+    mov qword ptr [r15 + 0], rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, r11
+    mov eax, 120
+    mov eax, ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r8, 1984
+    mov byte ptr [r15 + r8 + 1344], cl
+    mov r8, rdx
+    jmp 1f
+1:
+    mov dword ptr [r15 + 128], eax
+    jmp 1f
+1:
+    movzx esi, al
+    movsxd rax, dword ptr [r15 + 448]
+    mov r9, r11
+    mov dword ptr [r15 + 64], r8d
+    and r9, 8128
+    mov r8d, dword ptr [r15 + r9 + 7488]
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movzx edx, byte ptr [r15 + 768]
+    mov ecx, 145
+    movsxd rcx, dword ptr [r15 + 128]
+    jmp 1f
+1:
+    movsxd rax, dword ptr [r15 + 256]
+    jmp 1f
+1:
+    mov r8, r11
+    jmp 1f
+1:
+    movzx r9d, byte ptr [r15 + 512]
+    and r8, 4032
+    mov dword ptr [r15 + r8 + 3392], edx
+    mov r8, rax
+    jmp 1f
+1:
+    mov byte ptr [r15 + 384], al
+    mov rax, qword ptr [r15 + 320]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c82:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    movzx eax, r8b
+    mov r8, r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    or qword ptr [r15 + 0], 67
+    mov ecx, eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    vpaddd xmm12, xmm12, xmm11
+    mov r12, qword ptr [r15 + r12 + 56]
+    add r8, qword ptr [r15 + 0]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov dword ptr [r15 + 0], ecx
+    movzx ecx, cl
+    mov rcx, qword ptr [r15 + 576]
+    mov r9, r11
+    add rcx, qword ptr [r15 + 64]
+    movzx eax, r8b
+    mov byte ptr [r15 + 128], r8b
+    and r9, 8128
+    mov r8, qword ptr [r15 + r9 + 7488]
+    movzx r9d, byte ptr [r15 + 448]
+    mov dword ptr [r15 + 192], ecx
+    movzx ecx, byte ptr [r15 + 640]
+    movzx edi, al
+    test dword ptr [r15 + 67117724], 2097152
+    jz 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov byte ptr [r15 + 512], r8b
+    movzx r8d, byte ptr [r15 + 256]
+    mov r9, r11
+    mov qword ptr [r15 + 320], rcx
+    mov rbp, r11
+    jmp 1f
+1:
+    and r9, 4032
+    mov rax, qword ptr [r15 + r9 + 3392]
+    jmp 1f
+1:
+    and rbp, 448
+    mov dword ptr [r15 + rbp + 832], edi
+    mov rbp, qword ptr [r15 + 384]
+    mov dword ptr [r15 + 320], 51
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c83:
+    lea rcx, [rip + .Lc1_d8761_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d8761_j_t
+.Lc1_d8761_j:
+    jmp 1f
+1:
+    movzx edi, al
+    mov r9, r11
+    mov edi, dword ptr [r15 + 512]
+    mov rbp, rcx
+    and r9, 8128
+    or qword ptr [r15 + r9 + 7488], 32
+    mov r9d, ecx
+    mov qword ptr [r15 + 384], rdi
+    mov rdi, rcx
+    mov ecx, dword ptr [r15 + 64]
+    movzx edi, bpl
+    movsxd rdi, dword ptr [r15 + 704]
+    jmp 1f
+1:
+    movzx eax, byte ptr [r15 + 256]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r9d, r9b
+    movzx r9d, cl
+    mov dword ptr [r15 + 0], ebp
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx edi, al
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r11
+    movsxd rax, dword ptr [r15 + 64]
+    jmp 1f
+1:
+    and rbp, 1984
+    mov byte ptr [r15 + rbp + 1344], r9b
+    mov rbp, r11
+    movzx r9d, r9b
+    vmovdqu ymmword ptr [r15 + 192], ymm12
+    and rbp, 448
+    mov byte ptr [r15 + rbp + 832], al
+    jmp 1f
+1:
+    movsxd rax, dword ptr [r15 + 320]
+    mov dword ptr [r15 + 448], edi
+    mov byte ptr [r15 + 384], r9b
+    mov r9d, edi
+    mov edi, 104
+    movzx edi, byte ptr [r15 + 128]
+    mov ebp, 173
+    mov ebp, 213
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c84:
+    and eax, dword ptr [r15 + 128]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rdi, rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov edx, r9d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r9d, byte ptr [r15 + 768]
+    mov byte ptr [r15 + 192], al
+    mov rax, qword ptr [r15 + 448]
+    mov rbp, r11
+    mov rsi, qword ptr [r15 + 64]
+    and rbp, 4032
+    mov rdi, qword ptr [r15 + rbp + 3392]
+    test ebx, 1024
+    jz 1f
+1:
+    mov r9d, 113
+    mov r9d, 44
+    and r9d, dword ptr [r15 + 128]
+    mov eax, edi
+    jmp 1f
+1:
+    movzx eax, byte ptr [r15 + 512]
+    add rax, qword ptr [r15 + 576]
+    jmp 1f
+1:
+    movzx ebp, byte ptr [r15 + 320]
+    movzx edi, byte ptr [r15 + 320]
+    mov r8, r11
+    mov rdx, r9
+    and r8, 1984
+    movsxd rdx, dword ptr [r15 + r8 + 1344]
+    mov byte ptr [r15 + 256], dil
+    jmp 1f
+1:
+    movzx esi, r9b
+    mov r9d, 124
+    mov dword ptr [r15 + 384], 13
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c85:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 8192
+    setz al
+    lea rcx, [rip + .Lc1_d8859_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d8859_s_t
+    .p2align 3
+.Lc1_d8859_s:
+    .p2align 3
+    jmp .Lc1_d8859_j
+    .p2align 3
+    jmp .Lc1_d8859_j
+.Lc1_d8859_j:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 640], 176
+    mov rbp, qword ptr [r15 + 512]
+    mov byte ptr [r15 + 64], cl
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], eax
+    and r8, 8128
+    movsxd rax, dword ptr [r15 + r8 + 7488]
+    movsxd r8, dword ptr [r15 + 320]
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movzx ecx, byte ptr [r15 + 384]
+    mov rbp, r11
+    mov r8, r11
+    mov rax, qword ptr [r15 + 128]
+    and r8, 4032
+    mov dword ptr [r15 + r8 + 3392], 221
+    and rbp, 448
+    movzx edi, byte ptr [r15 + rbp + 832]
+    mov dword ptr [r15 + 448], ecx
+    mov rcx, qword ptr [r15 + 192]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c86:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d8903_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d8903_j_t
+.Lc1_d8903_j:
+    mov rbp, r11
+    and rbp, 1984
+    or qword ptr [r15 + rbp + 1344], 60
+    movzx ebp, byte ptr [r15 + 192]
+    movzx edi, al
+    mov qword ptr [r15 + 704], rax
+    mov rax, rcx
+    jmp 1f
+1:
+    movzx eax, byte ptr [r15 + 128]
+    mov rcx, qword ptr [r15 + 320]
+    add rcx, qword ptr [r15 + 384]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test dword ptr [r15 + 67117724], 1342308352
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r11
+    jmp 1f
+1:
+    mov byte ptr [r15 + 256], al
+    mov qword ptr [r15 + 128], rax
+    and rbp, 448
+    mov dword ptr [r15 + rbp + 832], eax
+    movsxd rbp, dword ptr [r15 + 64]
+    and ebp, dword ptr [r15 + 64]
+    mov r9, r11
+    jmp 1f
+1:
+    mov rdi, qword ptr [r15 + 448]
+    mov dword ptr [r15 + 512], r9d
+    and r9, 8128
+    mov byte ptr [r15 + r9 + 7488], bpl
+    jmp 1f
+1:
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c87:
+    mov eax, dword ptr [r15 + 576]
+    jmp 1f
+1:
+    mov rdi, qword ptr [r15 + 384]
+    jmp 1f
+1:
+    mov ebp, 95
+    mov ebp, 62
+    mov dword ptr [r15 + 0], eax
+    mov rax, rdi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], ebp
+    mov dword ptr [r15 + 0], edi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, r11
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov eax, 202
+    and r9, 1984
+    vmovdqu ymmword ptr [r15 + r9 + 1344], ymm12
+    lock add qword ptr [r15 + 256], rbp
+    and ebp, dword ptr [r15 + 320]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov rdi, r9
+    movzx edi, r9b
+    mov dword ptr [r15 + 384], ebp
+    movzx ebp, al
+    add rbp, qword ptr [r15 + 512]
+    mov r9, r11
+    and ebp, dword ptr [r15 + 768]
+    jmp 1f
+1:
+    mov r8, r11
+    and r9, 4032
+    add rdi, qword ptr [r15 + r9 + 3392]
+    mov r9, rbp
+    and r8, 16320
+    and r9d, dword ptr [r15 + r8 + 15680]
+    movsxd r8, dword ptr [r15 + 448]
+    jmp 1f
+1:
+    movzx eax, byte ptr [r15 + 64]
+    mov dword ptr [r15 + 192], 85
+    jmp 1f
+1:
+    vmovdqu xmm13, xmmword ptr [r15 + 128]
+    mov rbp, rdi
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c88:
+    lea rcx, [rip + .Lc1_d8992_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d8992_j_t
+.Lc1_d8992_j:
+    mov qword ptr [r15 + 192], rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rbp
+    .byte 0x0f, 0x1f, 0x40, 0x00
+    mov ebp, 141
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r11
+    mov byte ptr [r15 + 128], cl
+    movzx ecx, cl
+    and rbp, 1984
+    mov ecx, dword ptr [r15 + rbp + 1344]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rdx, qword ptr [r15 + 320]
+    mov rsi, qword ptr [r15 + 320]
+    mov ecx, dword ptr [r15 + 64]
+    mov qword ptr [r15 + 64], rbp
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov byte ptr [r15 + 448], sil
+    mov dword ptr [r15 + 256], 192
+    mov rbp, r11
+    movzx esi, byte ptr [r15 + 384]
+    mov r8, r11
+    and rbp, 8128
+    movsxd rdi, dword ptr [r15 + rbp + 7488]
+    mov ebp, ecx
+    movsxd rcx, dword ptr [r15 + 640]
+    and r8, 448
+    movzx r9d, byte ptr [r15 + r8 + 832]
+    mov qword ptr [r15 + 512], rdi
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c89:
+    lea rbp, [r11 + r11*1]
+    and rbp, 4032
+    vmovdqu ymmword ptr [r15 + rbp + 3456], ymm9
+    movzx r9d, byte ptr [r15 + 320]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, 102
+    mov r8d, 52
+    mov r8, rbp
+    mov r8d, 102
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + 0], ymm3
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    movzx esi, r8b
+    mov qword ptr [r15 + 448], r8
+    mov r8, r11
+    mov r9d, dword ptr [r15 + 384]
+    mov ecx, dword ptr [r15 + rbp + 3392]
+    mov dword ptr [r15 + 64], 114
+    and r8, 448
+    movsxd rbp, dword ptr [r15 + r8 + 832]
+    movzx r8d, sil
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rsi, qword ptr [r15 + 192]
+    mov r9d, 198
+    mov r9, qword ptr [r15 + 512]
+    mov rcx, qword ptr [r15 + 256]
+    and ecx, dword ptr [r15 + 704]
+    jmp 1f
+1:
+    mov rbp, r11
+    mov r8, rsi
+    and rbp, 8128
+    vmovdqu ymmword ptr [r15 + rbp + 7488], ymm13
+    movzx ebp, byte ptr [r15 + 128]
+    jmp 1f
+1:
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c90:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d9084_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d9084_j_t
+.Lc1_d9084_j:
+    vpaddq xmm3, xmm3, xmmword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    movsxd r8, dword ptr [r15 + 256]
+    mov r9, r11
+    movzx ecx, cl
+    mov rbp, r11
+    movzx ecx, byte ptr [r15 + 576]
+    and r9, 8128
+    movzx eax, byte ptr [r15 + r9 + 7488]
+    and rbp, 1984
+    mov rdi, qword ptr [r15 + rbp + 1344]
+    movzx ebp, byte ptr [r15 + 512]
+    mov r9, r11
+    test dword ptr [r15 + 67117724], 2048
+    jz 1f
+1:
+    movzx r8d, al
+    and r9, 448
+    mov r8, qword ptr [r15 + r9 + 832]
+    mov r9d, dword ptr [r15 + 768]
+    mov byte ptr [r15 + 128], dil
+    mov rdi, qword ptr [r15 + 128]
+    add rdi, qword ptr [r15 + 64]
+    mov dword ptr [r15 + 384], r8d
+    jmp 1f
+1:
+    mov eax, 62
+    mov rax, rbp
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movzx ebp, dil
+    movsxd rbp, dword ptr [r15 + 320]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c91:
+    lea rcx, [rip + .Lc1_d9128_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d9128_j_t
+.Lc1_d9128_j:
+    movsxd rcx, dword ptr [r15 + 384]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and ecx, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], rbp
+    jmp 1f
+1:
+    mov rbp, rcx
+    mov byte ptr [r15 + 0], cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, ecx
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], ebp
+    mov ebp, dword ptr [r15 + 64]
+    mov rax, qword ptr [r15 + 384]
+    mov r8, r11
+    movzx edx, byte ptr [r15 + 448]
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    and r8, 4032
+    mov qword ptr [r15 + r8 + 3392], rcx
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov rax, rcx
+    and eax, dword ptr [r15 + 512]
+    jmp 1f
+1:
+    mov rcx, qword ptr [r15 + 128]
+    jmp 1f
+1:
+    add rcx, qword ptr [r15 + 448]
+    mov r8, r11
+    mov ebp, dword ptr [r15 + 64]
+    and r8, 1984
+    mov r9, r11
+    vmovdqu ymmword ptr [r15 + r8 + 1344], ymm3
+    mov r8, qword ptr [r15 + 256]
+    movzx edx, byte ptr [r15 + 320]
+    and r9, 448
+    movsxd rsi, dword ptr [r15 + r9 + 832]
+    and esi, dword ptr [r15 + 640]
+    mov rdi, qword ptr [r15 + 192]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c92:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov dword ptr [r15 + 512], 98
+    mov rbp, qword ptr [r15 + 448]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    add qword ptr [r15 + 704], rdi
+    mov r9, r11
+    mov edi, 136
+    and r9, 4032
+    mov rdi, qword ptr [r15 + r9 + 3392]
+    mov dword ptr [r15 + 256], 62
+    mov dword ptr [r15 + 384], eax
+    mov qword ptr [r15 + 64], rax
+    mov dword ptr [r15 + 768], r9d
+    mov r9, r9
+    test dword ptr [r15 + 67117723], 2228224
+    jnz 1f
+1:
+    movsxd rbp, dword ptr [r15 + 320]
+    mov edi, edi
+    mov rdi, r9
+    mov edi, dword ptr [r15 + 192]
+    mov eax, r9d
+    mov r9, r11
+    mov dword ptr [r15 + 128], 61
+    mov esi, 32
+    jmp 1f
+1:
+    and r9, 8128
+    mov r8, r11
+    mov dword ptr [r15 + r9 + 7488], ebp
+    and r8, 1984
+    movsxd rbp, dword ptr [r15 + r8 + 1344]
+    mov r8d, dword ptr [r15 + 128]
+    mov eax, 67
+    movzx eax, r9b
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c93:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 16777216
+    setz al
+    lea rcx, [rip + .Lc1_d9223_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d9223_s_t
+    .p2align 3
+.Lc1_d9223_s:
+    .p2align 3
+    jmp .Lc1_d9223_j
+    .p2align 3
+    jmp .Lc1_d9223_j
+.Lc1_d9223_j:
+    mov esi, eax
+    mov qword ptr [r15 + 576], rcx
+    jmp 1f
+1:
+    mov byte ptr [r15 + 512], al
+    mov dword ptr [r15 + 384], eax
+    mov rax, rcx
+    mov rbp, r11
+    movzx eax, byte ptr [r15 + 320]
+    and rbp, 448
+    mov dword ptr [r15 + rbp + 832], ecx
+    movzx ebp, cl
+    movsxd rcx, dword ptr [r15 + 192]
+    movzx ebp, byte ptr [r15 + 128]
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx esi, byte ptr [r15 + 64]
+    mov rax, rcx
+    movzx eax, bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    and rbp, 1984
+    mov rdx, qword ptr [r15 + rbp + 1344]
+    mov rbp, r11
+    mov byte ptr [r15 + 320], cl
+    jmp 1f
+1:
+    and rbp, 8128
+    mov dword ptr [r15 + rbp + 7488], 101
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c94:
+    mov qword ptr [r15 + 192], rbp
+    mov qword ptr [r15 + 0], rdx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    add rbp, qword ptr [r15 + 0]
+    mov rax, rdx
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    add rbp, qword ptr [r15 + 0]
+    mov r9, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 256], eax
+    mov rax, qword ptr [r15 + 384]
+    and r9, 8128
+    movsxd rdx, dword ptr [r15 + r9 + 7488]
+    mov r9, qword ptr [r15 + 64]
+    mov r8, rbp
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov ebp, dword ptr [r15 + 448]
+    mov rdi, rdx
+    vmovdqu ymmword ptr [r15 + 640], ymm3
+    mov edi, dword ptr [r15 + 128]
+    movzx eax, byte ptr [r15 + 512]
+    mov r9d, edx
+    mov r9, r11
+    mov dword ptr [r15 + 64], 228
+    and r9, 448
+    mov rdx, qword ptr [r15 + r9 + 832]
+    jmp 1f
+1:
+    mov byte ptr [r15 + 384], dil
+    movzx edi, bpl
+    jmp 1f
+1:
+    mov edi, dword ptr [r15 + 320]
+    mov r8, r11
+    jmp 1f
+1:
+    movzx r9d, dl
+    and r8, 4032
+    mov qword ptr [r15 + r8 + 3392], rdx
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c95:
+    lea rcx, [rip + .Lc1_d9310_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d9310_j_t
+.Lc1_d9310_j:
+    mov dword ptr [r15 + 384], edi
+    mov edi, r8d
+    mov r8, rcx
+    jmp 1f
+1:
+    mov dword ptr [r15 + 256], ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, dil
+    movzx ecx, dil
+    mov byte ptr [r15 + 0], r8b
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], rdi
+    mov dword ptr [r15 + 0], 249
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + 0], ymm3
+    mov r9, r11
+    jmp 1f
+1:
+    and r9, 1984
+    movzx edi, byte ptr [r15 + r9 + 1344]
+    mov r9, r11
+    test ebx, 1024
+    jz 1f
+1:
+    and r9, 4032
+    movzx r8d, byte ptr [r15 + r9 + 3392]
+    mov r9d, edi
+    or qword ptr [r15 + 128], 93
+    movzx r9d, byte ptr [r15 + 448]
+    mov dword ptr [r15 + 512], edi
+    jmp 1f
+1:
+    movsxd rdi, dword ptr [r15 + 704]
+    jmp 1f
+1:
+    movzx ecx, r9b
+    mov ecx, 252
+    movzx ecx, byte ptr [r15 + 64]
+    and ecx, dword ptr [r15 + 192]
+    jmp 1f
+1:
+    mov rbp, r8
+    movzx r8d, byte ptr [r15 + 320]
+    mov esi, r9d
+    movzx r9d, byte ptr [r15 + 768]
+    mov rax, qword ptr [r15 + 128]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c96:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 1073741824
+    setz al
+    lea rcx, [rip + .Lc1_d9363_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d9363_s_t
+    .p2align 3
+.Lc1_d9363_s:
+    .p2align 3
+    jmp .Lc1_d9363_j
+    .p2align 3
+    jmp .Lc1_d9363_j
+.Lc1_d9363_j:
+    mov rbp, r11
+    and rbp, 1984
+    movsxd r9, dword ptr [r15 + rbp + 1344]
+    mov qword ptr [r15 + 448], rax
+    mov eax, 173
+    mov eax, dword ptr [r15 + 512]
+    mov rcx, rcx
+    movzx ecx, bpl
+    movsxd rcx, dword ptr [r15 + 384]
+    mov r8, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    vpaddd xmm10, xmm10, xmm5
+    and r8, 448
+    mov dword ptr [r15 + r8 + 832], 158
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r9d, dword ptr [r15 + 256]
+    add r9, qword ptr [r15 + 320]
+    mov dword ptr [r15 + 64], ecx
+    movsxd rcx, dword ptr [r15 + 192]
+    jmp 1f
+1:
+    mov rbp, r11
+    mov byte ptr [r15 + 576], r8b
+    jmp 1f
+1:
+    and rbp, 8128
+    mov byte ptr [r15 + rbp + 7488], cl
+    and ebp, dword ptr [r15 + 128]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c97:
+    mov r8, qword ptr [r15 + 448]
+    jmp 1f
+1:
+    vpaddq xmm14, xmm14, xmmword ptr [r15 + 384]
+    jmp 1f
+1:
+    movsxd rbp, dword ptr [r15 + 128]
+    mov dword ptr [r15 + 192], r8d
+    jmp 1f
+1:
+    mov ecx, r8d
+    movzx ecx, byte ptr [r15 + 512]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 448
+    mov r8, r11
+    mov dword ptr [r15 + rbp + 832], 236
+    mov rbp, r11
+    mov edx, 195
+    and r8, 1984
+    mov dword ptr [r15 + r8 + 1344], ebp
+    and rbp, 4032
+    movsxd rcx, dword ptr [r15 + rbp + 3392]
+    movsxd rbp, dword ptr [r15 + 64]
+    movsxd rdi, dword ptr [r15 + 640]
+    mov esi, dword ptr [r15 + 320]
+    jmp 1f
+1:
+    movsxd rdx, dword ptr [r15 + 64]
+    mov dword ptr [r15 + 256], 45
+    mov dword ptr [r15 + 320], r8d
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c98:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d9450_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d9450_j_t
+.Lc1_d9450_j:
+    mov ecx, 17
+    movzx ecx, byte ptr [r15 + 64]
+    movzx r8d, dl
+    mov dword ptr [r15 + 320], 157
+    mov r8d, eax
+    movsxd rax, dword ptr [r15 + 768]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov byte ptr [r15 + 0], cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    add rcx, qword ptr [r15 + 512]
+    mov rbp, r11
+    mov edx, dword ptr [r15 + 448]
+    test dword ptr [r15 + 67117724], 4160
+    jnz 1f
+1:
+    movsxd rax, dword ptr [r15 + 384]
+    and rbp, 8128
+    mov r8d, dword ptr [r15 + rbp + 7488]
+    movzx ebp, dl
+    mov ebp, 227
+    mov qword ptr [r15 + 704], rcx
+    mov dword ptr [r15 + 384], ecx
+    mov ecx, dword ptr [r15 + 256]
+    mov r9, r11
+    mov dword ptr [r15 + 128], r8d
+    mov r8, r11
+    mov rdx, rdx
+    and r8, 16320
+    and edx, dword ptr [r15 + r8 + 15680]
+    and r9, 4032
+    mov rbp, qword ptr [r15 + r9 + 3392]
+    add rbp, qword ptr [r15 + 128]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c99:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov eax, dword ptr [r15 + 128]
+    jmp 1f
+1:
+    mov rbp, r11
+    movsxd r9, dword ptr [r15 + 384]
+    and rbp, 8128
+    mov byte ptr [r15 + rbp + 7488], dl
+    mov ebp, 67
+    jmp 1f
+1:
+    jmp 1f
+1:
+    vpcmpeqb xmm5, xmm5, xmm14
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rbp
+    mov ebp, 43
+    test dword ptr [r15 + 67117724], 1610612736
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov edx, 252
+    jmp 1f
+1:
+    movsxd rdx, dword ptr [r15 + 512]
+    movzx r8d, byte ptr [r15 + 320]
+    jmp 1f
+1:
+    mov qword ptr [r15 + 192], rbp
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movzx r9d, byte ptr [r15 + 256]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rbp, rdx
+    mov rbp, r11
+    jmp 1f
+1:
+    movzx r8d, byte ptr [r15 + 576]
+    and rbp, 448
+    mov rdx, qword ptr [r15 + rbp + 832]
+    vmovdqu ymmword ptr [r15 + 64], ymm14
+    mov r9, r11
+    mov edi, 69
+    and r9, 1984
+    and edi, dword ptr [r15 + r9 + 1344]
+    mov r9d, ebp
+    jmp 1f
+1:
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + 448], ymm14
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c100:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 15
+    lea rcx, [rip + .Lc1_d9543_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d9543_s_t
+    .p2align 3
+.Lc1_d9543_s:
+    .p2align 3
+    jmp .Lc1_d9543_j
+    .p2align 3
+    jmp .Lc1_d9543_j
+    .p2align 3
+    jmp .Lc1_d9543_j
+    .p2align 3
+    jmp .Lc1_d9543_j
+    .p2align 3
+    jmp .Lc1_d9543_j
+    .p2align 3
+    jmp .Lc1_d9543_j
+    .p2align 3
+    jmp .Lc1_d9543_j
+    .p2align 3
+    jmp .Lc1_d9543_j
+    .p2align 3
+    jmp .Lc1_d9543_j
+    .p2align 3
+    jmp .Lc1_d9543_j
+    .p2align 3
+    jmp .Lc1_d9543_j
+    .p2align 3
+    jmp .Lc1_d9543_j
+    .p2align 3
+    jmp .Lc1_d9543_j
+    .p2align 3
+    jmp .Lc1_d9543_j
+    .p2align 3
+    jmp .Lc1_d9543_j
+    .p2align 3
+    jmp .Lc1_d9543_j
+.Lc1_d9543_j:
+    jmp 1f
+1:
+    mov r8d, dword ptr [r15 + 448]
+    mov rbp, r11
+    movsxd rax, dword ptr [r15 + 640]
+    jmp 1f
+1:
+    mov byte ptr [r15 + 64], cl
+    and rbp, 4032
+    mov dword ptr [r15 + rbp + 3392], 80
+    mov dword ptr [r15 + 192], 82
+    mov rcx, rax
+    mov rcx, r8
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c101:
+    lea rcx, [rip + .Lc1_d9580_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d9580_j_t
+.Lc1_d9580_j:
+    mov r8, r11
+    movzx eax, byte ptr [r15 + 512]
+    and r8, 448
+    movsxd rbp, dword ptr [r15 + r8 + 832]
+    movzx r8d, byte ptr [r15 + 320]
+    mov byte ptr [r15 + 64], cl
+    mov rcx, qword ptr [r15 + 256]
+    mov rsi, rax
+    mov rsi, rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, 251
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, 14
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 128], r8d
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx r8d, r8b
+    jmp 1f
+1:
+    mov r8, r11
+    jmp 1f
+1:
+    mov rbp, r11
+    mov dword ptr [r15 + 320], 94
+    and rbp, 8128
+    mov dword ptr [r15 + rbp + 7488], 233
+    and r8, 1984
+    mov dword ptr [r15 + r8 + 1344], 152
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 384], 39
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movzx ebp, bpl
+    mov ebp, dword ptr [r15 + 704]
+    mov dword ptr [r15 + 128], r8d
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c102:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], ebp
+    mov qword ptr [r15 + 0], rbp
+    mov rbp, rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd r8, dword ptr [r15 + 256]
+    movzx edx, byte ptr [r15 + 448]
+    mov edi, dword ptr [r15 + 384]
+    jmp 1f
+1:
+    mov r9, r11
+    movsxd rbp, dword ptr [r15 + 64]
+    test ebx, 1073741824
+    jz 1f
+1:
+    and r9, 8128
+    vmovdqu ymmword ptr [r15 + r9 + 7488], ymm5
+    mov dword ptr [r15 + 320], ebp
+    add rdx, qword ptr [r15 + 512]
+    mov rdi, qword ptr [r15 + 64]
+    jmp 1f
+1:
+    mov rbp, r11
+    mov r8d, 228
+    mov r8, rdx
+    mov r8, r11
+    and rbp, 1984
+    movzx r9d, byte ptr [r15 + rbp + 1344]
+    jmp 1f
+1:
+    mov rcx, rdi
+    and r8, 4032
+    add rcx, qword ptr [r15 + r8 + 3392]
+    mov dword ptr [r15 + 192], r9d
+    mov qword ptr [r15 + 384], rdx
+    jmp 1f
+1:
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + 768], ymm5
+    mov dword ptr [r15 + 128], 17
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c103:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 536870912
+    setz al
+    lea rcx, [rip + .Lc1_d9677_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d9677_s_t
+    .p2align 3
+.Lc1_d9677_s:
+    .p2align 3
+    jmp .Lc1_d9677_j
+    .p2align 3
+    jmp .Lc1_d9677_j
+.Lc1_d9677_j:
+    mov rbp, r11
+    jmp 1f
+1:
+    and rbp, 448
+    mov byte ptr [r15 + rbp + 832], cl
+    mov rbp, qword ptr [r15 + 128]
+    mov ecx, 163
+    mov dword ptr [r15 + 64], 224
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, r11
+    vmovdqu ymmword ptr [r15 + 576], ymm5
+    mov dword ptr [r15 + 512], 230
+    and r8, 4032
+    mov r9, r11
+    mov dword ptr [r15 + r8 + 3392], 210
+    test ebx, 1024
+    jz 1f
+1:
+    vpaddq xmm5, xmm5, xmmword ptr [r15 + 320]
+    and r9, 1984
+    and ecx, dword ptr [r15 + r9 + 1344]
+    .byte 0x66, 0x90
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r8, r8
+    mov r8d, r9d
+    mov qword ptr [r15 + 192], r9
+    jmp 1f
+1:
+    mov r9d, dword ptr [r15 + 448]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c104:
+    mov dword ptr [r15 + 192], 144
+    mov r8d, dword ptr [r15 + 640]
+    mov ecx, dword ptr [r15 + 64]
+    movzx esi, byte ptr [r15 + 448]
+    jmp 1f
+1:
+    movzx r9d, r9b
+    mov dword ptr [r15 + 704], r8d
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movsxd r8, dword ptr [r15 + 384]
+    mov qword ptr [r15 + 0], rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov byte ptr [r15 + 0], r9b
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov rsi, qword ptr [r15 + 384]
+    mov rcx, qword ptr [r15 + 512]
+    mov r9, r11
+    mov dword ptr [r15 + 320], 123
+    and r9, 448
+    add rsi, qword ptr [r15 + r9 + 832]
+    mov r9d, dword ptr [r15 + 128]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 256], 38
+    mov r8, r11
+    mov dword ptr [r15 + 128], 241
+    mov rbp, r11
+    and r8, 8128
+    mov qword ptr [r15 + r8 + 7488], rcx
+    jmp 1f
+1:
+    and rbp, 4032
+    vmovdqu ymmword ptr [r15 + rbp + 3392], ymm7
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c105:
+    lea rcx, [rip + .Lc1_d9763_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d9763_j_t
+.Lc1_d9763_j:
+    mov rbp, r11
+    mov r8, r11
+    and rbp, 8128
+    mov qword ptr [r15 + rbp + 7488], rcx
+    mov ebp, ecx
+    mov rbp, rcx
+    and r8, 1984
+    mov dword ptr [r15 + r8 + 1344], 4
+    movzx r8d, byte ptr [r15 + 512]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], bpl
+    test ebx, 3584
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 128], r8
+    jmp 1f
+1:
+    mov edx, 200
+    mov dword ptr [r15 + 192], ebp
+    jmp 1f
+1:
+    mov byte ptr [r15 + 384], r8b
+    jmp 1f
+1:
+    and edx, dword ptr [r15 + 320]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    vpaddq xmm2, xmm2, xmmword ptr [r15 + 448]
+    mov dword ptr [r15 + 320], edx
+    movsxd rdx, dword ptr [r15 + 64]
+    mov rdi, rdx
+    mov rdx, qword ptr [r15 + 256]
+    jmp 1f
+1:
+    mov rbp, r11
+    jmp 1f
+1:
+    mov r8d, dword ptr [r15 + 768]
+    mov eax, 161
+    and rbp, 448
+    mov byte ptr [r15 + rbp + 832], dl
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c106:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 128
+    setz al
+    lea rcx, [rip + .Lc1_d9815_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d9815_s_t
+    .p2align 3
+.Lc1_d9815_s:
+    .p2align 3
+    jmp .Lc1_d9815_j
+    .p2align 3
+    jmp .Lc1_d9815_j
+.Lc1_d9815_j:
+    movzx r8d, byte ptr [r15 + 256]
+    mov ebp, eax
+    mov ebp, eax
+    jmp 1f
+1:
+    jmp 1f
+1:
+    nop
+    movzx eax, byte ptr [r15 + 128]
+    mov dword ptr [r15 + 64], ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    movzx ecx, r8b
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 4608
+    jz 1f
+1:
+    mov eax, 214
+    movzx eax, byte ptr [r15 + 384]
+    jmp 1f
+1:
+    mov ebp, dword ptr [r15 + 576]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r8, r11
+    mov ecx, 173
+    and r8, 1984
+    mov rcx, qword ptr [r15 + r8 + 1344]
+    mov dword ptr [r15 + 448], 249
+    mov r9d, eax
+    mov r9, r11
+    mov esi, dword ptr [r15 + 320]
+    movsxd r8, dword ptr [r15 + 512]
+    and r9, 4032
+    movsxd rdx, dword ptr [r15 + r9 + 3392]
+    jmp 1f
+1:
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c107:
+    and ecx, dword ptr [r15 + 128]
+    mov ebp, dword ptr [r15 + 384]
+    mov eax, r9d
+    mov qword ptr [r15 + 0], r8
+    mov byte ptr [r15 + 0], dl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, eax
+    jmp 1f
+1:
+    mov r8, qword ptr [r15 + 128]
+    jmp 1f
+1:
+    add r8, qword ptr [r15 + 448]
+    vpxor xmm5, xmm5, xmm2
+    mov edx, dword ptr [r15 + 256]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov eax, r8d
+    mov dword ptr [r15 + 64], 3
+    movzx eax, byte ptr [r15 + 64]
+    movsxd rbp, dword ptr [r15 + 512]
+    mov byte ptr [r15 + 640], dl
+    mov r8, r11
+    mov qword ptr [r15 + 704], rdx
+    and r8, 4032
+    movsxd rdx, dword ptr [r15 + r8 + 3392]
+    jmp 1f
+1:
+    mov qword ptr [r15 + 320], rbp
+    mov rbp, rax
+    jmp 1f
+1:
+    mov rbp, r11
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r8, r11
+    and rbp, 448
+    mov dword ptr [r15 + rbp + 832], edx
+    and r8, 8128
+    mov edx, dword ptr [r15 + r8 + 7488]
+    mov dword ptr [r15 + 192], 243
+    mov rbp, rbp
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c108:
+    lea rcx, [rip + .Lc1_d9909_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d9909_j_t
+.Lc1_d9909_j:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, rdx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, 251
+    mov ebp, ecx
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 320], ecx
+    movsxd rcx, dword ptr [r15 + 448]
+    mov qword ptr [r15 + 384], rbp
+    test ebx, 2048
+    jz 1f
+1:
+    mov rbp, r11
+    mov rdx, qword ptr [r15 + 256]
+    jmp 1f
+1:
+    and rbp, 1984
+    mov qword ptr [r15 + rbp + 1344], rcx
+    mov rbp, r11
+    mov dword ptr [r15 + 192], 254
+    and rbp, 448
+    mov rcx, qword ptr [r15 + rbp + 832]
+    mov ebp, 52
+    mov rbp, r11
+    movzx edi, dl
+    and rbp, 8128
+    mov rdi, qword ptr [r15 + rbp + 7488]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 768], 222
+    mov r9, qword ptr [r15 + 384]
+    mov ebp, dword ptr [r15 + 64]
+    mov esi, 72
+    mov byte ptr [r15 + 128], cl
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c109:
+    mov dword ptr [r15 + 448], edi
+    mov dword ptr [r15 + 0], 193
+    mov dword ptr [r15 + 0], esi
+    mov esi, esi
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx esi, dil
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, r11
+    and esi, dword ptr [r15 + 0]
+    mov qword ptr [r15 + 320], r9
+    and r9, 1984
+    mov byte ptr [r15 + r9 + 1344], sil
+    mov dword ptr [r15 + 192], 159
+    lock or dword ptr [r15 + 384], 116
+    movzx edi, sil
+    mov edi, 185
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov dword ptr [r15 + 512], r9d
+    movzx r9d, sil
+    jmp 1f
+1:
+    movzx r9d, byte ptr [r15 + 576]
+    mov rbp, r11
+    mov rsi, qword ptr [r15 + 128]
+    and rbp, 4032
+    mov qword ptr [r15 + rbp + 3392], rdi
+    mov rbp, r11
+    mov rdi, r9
+    and rbp, 448
+    and edi, dword ptr [r15 + rbp + 832]
+    movzx ebp, byte ptr [r15 + 64]
+    mov dword ptr [r15 + 256], r9d
+    mov r9d, dword ptr [r15 + 320]
+    movzx r8d, byte ptr [r15 + 64]
+    mov dword ptr [r15 + 512], 225
+    mov eax, edi
+    jmp 1f
+1:
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c110:
+    lea rcx, [rip + .Lc1_d9996_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d9996_j_t
+.Lc1_d9996_j:
+    mov dword ptr [r15 + 704], edi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov byte ptr [r15 + 0], cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    xor dword ptr [r15 + 128], ecx
+    vmovdqu ymmword ptr [r15 + 512], ymm5
+    add rcx, qword ptr [r15 + 320]
+    movzx edi, byte ptr [r15 + 192]
+    test ebx, 2560
+    jnz 1f
+1:
+    mov dword ptr [r15 + 384], 10
+    jmp 1f
+1:
+    mov r8, r11
+    movzx r9d, cl
+    and r8, 16320
+    mov r9, r11
+    mov rcx, qword ptr [r15 + r8 + 15680]
+    and r9, 8128
+    movsxd rdi, dword ptr [r15 + r9 + 7488]
+    mov r9, r8
+    jmp 1f
+1:
+    mov dword ptr [r15 + 256], ecx
+    mov r8, r11
+    movsxd rdx, dword ptr [r15 + 448]
+    and r8, 1984
+    mov ecx, dword ptr [r15 + r8 + 1344]
+    vmovdqu xmm10, xmmword ptr [r15 + 64]
+    mov r9, qword ptr [r15 + 640]
+    movsxd rsi, dword ptr [r15 + 128]
+    mov r8d, edi
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c111:
+    lea rcx, [rip + .Lc1_d10040_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d10040_j_t
+.Lc1_d10040_j:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx edi, r9b
+    mov dword ptr [r15 + 0], 118
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, r11
+    mov qword ptr [r15 + 256], rdi
+    and r9, 4032
+    mov rsi, qword ptr [r15 + r9 + 3392]
+    jmp 1f
+1:
+    mov edi, 2
+    mov r8, r11
+    mov edi, dword ptr [r15 + 384]
+    mov rbp, r11
+    and r8, 8128
+    mov qword ptr [r15 + r8 + 7488], rsi
+    jmp 1f
+1:
+    and rbp, 448
+    mov byte ptr [r15 + rbp + 832], r9b
+    test ebx, 2028544
+    jz 1f
+1:
+    inc dword ptr [r15 + 768]
+    mov dword ptr [r15 + 448], esi
+    movzx esi, byte ptr [r15 + 512]
+    jmp 1f
+1:
+    and esi, dword ptr [r15 + 128]
+    mov r9, rbp
+    jmp 1f
+1:
+    mov dword ptr [r15 + 320], edi
+    jmp 1f
+1:
+    mov qword ptr [r15 + 192], rsi
+    movzx esi, sil
+    mov byte ptr [r15 + 64], bpl
+    mov byte ptr [r15 + 64], r9b
+    mov r9, qword ptr [r15 + 384]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c112:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    movzx eax, sil
+    movzx esi, sil
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov ebp, 182
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, ebp
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov ebp, ebp
+    movzx ebp, sil
+    mov rsi, rax
+    mov rsi, rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r9, r11
+    movsxd rax, dword ptr [r15 + 448]
+    and r9, 1984
+    mov qword ptr [r15 + r9 + 1344], rbp
+    mov r9d, dword ptr [r15 + 64]
+    jmp 1f
+1:
+    add r9, qword ptr [r15 + 384]
+    mov rbp, rbp
+    test dword ptr [r15 + 67117723], 256
+    jz 1f
+1:
+    mov rsi, qword ptr [r15 + 192]
+    mov r9, r11
+    mov qword ptr [r15 + 576], rax
+    and r9, 4032
+    mov dword ptr [r15 + r9 + 3392], 80
+    mov r9d, dword ptr [r15 + 320]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov rbp, r11
+    vmovdqu ymmword ptr [r15 + 128], ymm10
+    jmp 1f
+1:
+    and rbp, 448
+    movsxd rax, dword ptr [r15 + rbp + 832]
+    mov ebp, 209
+    movzx ebp, sil
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c113:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d10140_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d10140_j_t
+.Lc1_d10140_j:
+    movzx ecx, al
+    mov rbp, r11
+    mov dword ptr [r15 + 256], eax
+    mov eax, eax
+    and rbp, 4032
+    mov dword ptr [r15 + rbp + 3392], 202
+    mov rbp, qword ptr [r15 + 320]
+    or qword ptr [r15 + 512], 71
+    movzx r9d, al
+    jmp 1f
+1:
+    mov r9d, ecx
+    jmp 1f
+1:
+    mov r9d, ebp
+    mov r9, qword ptr [r15 + 640]
+    mov rdx, qword ptr [r15 + 128]
+    mov rax, rax
+    test dword ptr [r15 + 67117724], 67108864
+    jz 1f
+1:
+    mov rbp, r11
+    jmp 1f
+1:
+    and rbp, 8128
+    mov dword ptr [r15 + rbp + 7488], edx
+    jmp 1f
+1:
+    mov rdx, qword ptr [r15 + 384]
+    movzx ecx, byte ptr [r15 + 192]
+    mov qword ptr [r15 + 448], rax
+    mov rax, qword ptr [r15 + 128]
+    .byte 0x66, 0x90
+    jmp 1f
+1:
+    mov dword ptr [r15 + 64], 90
+    movzx r9d, dl
+    mov r9, r11
+    vmovdqu ymmword ptr [r15 + 704], ymm10
+    and r9, 1984
+    mov byte ptr [r15 + r9 + 1344], bpl
+    movzx r9d, dl
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c114:
+    movzx edx, r9b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 38
+    jmp 1f
+1:
+    movzx edi, r9b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], edx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, r11
+    jmp 1f
+1:
+    mov ecx, 8
+    jmp 1f
+1:
+    and r8, 448
+    mov qword ptr [r15 + r8 + 832], rdi
+    mov dword ptr [r15 + 256], 203
+    mov edi, 153
+    mov edi, ecx
+    mov dword ptr [r15 + 64], 202
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx edx, byte ptr [r15 + 768]
+    mov r8d, dword ptr [r15 + 384]
+    mov r9, r11
+    mov rcx, qword ptr [r15 + 64]
+    mov rbp, r11
+    and r9, 1984
+    movzx edi, byte ptr [r15 + r9 + 1344]
+    movzx r9d, byte ptr [r15 + 512]
+    and rbp, 8128
+    mov rsi, qword ptr [r15 + rbp + 7488]
+    movsxd rbp, dword ptr [r15 + 320]
+    mov eax, 23
+    jmp 1f
+1:
+    mov rax, rdi
+    jmp 1f
+1:
+    movzx eax, byte ptr [r15 + 320]
+    movzx eax, r9b
+    jmp 1f
+1:
+    add rax, qword ptr [r15 + 448]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 128], r9d
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c115:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 1024
+    setz al
+    lea rcx, [rip + .Lc1_d10234_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d10234_s_t
+    .p2align 3
+.Lc1_d10234_s:
+    .p2align 3
+    jmp .Lc1_d10234_j
+    .p2align 3
+    jmp .Lc1_d10234_j
+.Lc1_d10234_j:
+    mov r9, r11
+    mov esi, 108
+    jmp 1f
+1:
+    and r9, 4032
+    mov rax, qword ptr [r15 + r9 + 3392]
+    mov dword ptr [r15 + 384], 187
+    add rax, qword ptr [r15 + 512]
+    jmp 1f
+1:
+    mov ecx, dword ptr [r15 + 256]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov esi, 33
+    mov r9, r11
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rbp, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r9, 8128
+    mov byte ptr [r15 + r9 + 7488], al
+    vmovdqu ymmword ptr [r15 + 128], ymm10
+    and rbp, 448
+    mov rax, qword ptr [r15 + rbp + 832]
+    vpaddq xmm10, xmm10, xmmword ptr [r15 + 320]
+    mov ecx, ecx
+    vmovdqu ymmword ptr [r15 + 576], ymm10
+    jmp 1f
+1:
+    movzx r9d, byte ptr [r15 + 192]
+    jmp 1f
+1:
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c116:
+    lea rcx, [rip + .Lc1_d10275_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d10275_j_t
+.Lc1_d10275_j:
+    mov dword ptr [r15 + 640], 8
+    mov dword ptr [r15 + 0], r9d
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r9d, cl
+    mov dword ptr [r15 + 0], 185
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, rcx
+    mov ecx, r9d
+    mov r9, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r9, 1984
+    mov rbp, r11
+    mov dword ptr [r15 + r9 + 1344], ecx
+    movzx ecx, byte ptr [r15 + 320]
+    and rbp, 4032
+    mov byte ptr [r15 + rbp + 3392], r9b
+    test ebx, 77824
+    jz 1f
+1:
+    mov edx, dword ptr [r15 + 64]
+    movsxd r9, dword ptr [r15 + 512]
+    movsxd r8, dword ptr [r15 + 448]
+    mov edi, dword ptr [r15 + 256]
+    mov ecx, 60
+    movzx ecx, bpl
+    movzx ebp, byte ptr [r15 + 384]
+    mov byte ptr [r15 + 704], dl
+    jmp 1f
+1:
+    jmp 1f
+1:
+    .byte 0x0f, 0x1f, 0x40, 0x00
+    mov dword ptr [r15 + 64], 65
+    mov byte ptr [r15 + 448], r9b
+    movzx r9d, byte ptr [r15 + 192]
+    mov edx, edx
+    mov edx, ebp
+    vmovdqu ymmword ptr [r15 + 128], ymm12
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c117:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov rbp, r11
+    jmp 1f
+1:
+    and rbp, 8128
+    movsxd rcx, dword ptr [r15 + rbp + 7488]
+    mov dword ptr [r15 + 128], r9d
+    movzx r9d, al
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, eax
+    vpshufd xmm14, xmm10, 164
+    mov byte ptr [r15 + 0], cl
+    mov ecx, eax
+    mov dword ptr [r15 + 0], ebp
+    mov ebp, 176
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rbp, dword ptr [r15 + 512]
+    mov eax, 167
+    bswap rax
+    jmp 1f
+1:
+    test dword ptr [r15 + 67117724], 294912
+    jnz 1f
+1:
+    mov ecx, dword ptr [r15 + 64]
+    movzx edx, byte ptr [r15 + 320]
+    cmovne rdx, r9
+    jmp 1f
+1:
+    mov r9, qword ptr [r15 + 128]
+    jmp 1f
+1:
+    mov rax, qword ptr [r15 + 448]
+    mov rbp, r11
+    jmp 1f
+1:
+    and rbp, 1984
+    mov dword ptr [r15 + rbp + 1344], 92
+    movsxd rbp, dword ptr [r15 + 192]
+    mov rsi, qword ptr [r15 + 768]
+    mov r8, r11
+    mov dword ptr [r15 + 384], eax
+    movzx eax, cl
+    and r8, 448
+    movzx eax, byte ptr [r15 + r8 + 832]
+    mov r8, rbp
+    mov r8d, 139
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c118:
+    lea rcx, [rip + .Lc1_d10370_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d10370_j_t
+.Lc1_d10370_j:
+    vmovdqu ymmword ptr [r15 + 128], ymm10
+    mov dword ptr [r15 + 448], 6
+    vpxor xmm4, xmm4, xmm10
+    movzx ebp, byte ptr [r15 + 192]
+    mov r8d, dword ptr [r15 + 384]
+    mov r9, r11
+    mov rcx, rcx
+    jmp 1f
+1:
+    jmp 1f
+1:
+    and r9, 448
+    mov byte ptr [r15 + r9 + 832], r8b
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov dword ptr [r15 + 0], ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], cl
+    mov rcx, r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, qword ptr [r15 + 256]
+    mov r8d, dword ptr [r15 + 576]
+    test ebx, 3584
+    jz 1f
+1:
+    mov ebp, dword ptr [r15 + 64]
+    mov r9, r11
+    movsxd rcx, dword ptr [r15 + 320]
+    and r9, 8128
+    mov byte ptr [r15 + r9 + 7488], r8b
+    mov r9, qword ptr [r15 + 512]
+    mov r8, r11
+    movzx eax, byte ptr [r15 + 64]
+    jmp 1f
+1:
+    mov rdi, rbp
+    and r8, 4032
+    mov dword ptr [r15 + r8 + 3392], 213
+    mov r8d, dword ptr [r15 + 384]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c119:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    jmp 1f
+1:
+    movzx ebp, dil
+    jmp 1f
+1:
+    mov rbp, qword ptr [r15 + 320]
+    mov dword ptr [r15 + 256], 8
+    mov byte ptr [r15 + 320], r8b
+    mov r8, r11
+    mov qword ptr [r15 + 128], rax
+    and r8, 1984
+    and eax, dword ptr [r15 + r8 + 1344]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    vpcmpeqb xmm10, xmm10, xmmword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov byte ptr [r15 + 0], al
+    test dword ptr [r15 + 67117724], 2
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], r8
+    mov dword ptr [r15 + 0], 216
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ebp, byte ptr [r15 + 512]
+    mov r8, r11
+    movzx eax, byte ptr [r15 + 192]
+    and r8, 448
+    mov edx, dword ptr [r15 + r8 + 832]
+    movsxd r8, dword ptr [r15 + 640]
+    mov qword ptr [r15 + 128], rbp
+    jmp 1f
+1:
+    mov rbp, qword ptr [r15 + 64]
+    mov rsi, qword ptr [r15 + 384]
+    mov r9, r11
+    movsxd rcx, dword ptr [r15 + 448]
+    and r9, 4032
+    mov qword ptr [r15 + r9 + 3392], r8
+    mov byte ptr [r15 + 704], sil
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c120:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 4194304
+    setz al
+    lea rcx, [rip + .Lc1_d10464_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d10464_s_t
+    .p2align 3
+.Lc1_d10464_s:
+    .p2align 3
+    jmp .Lc1_d10464_j
+    .p2align 3
+    jmp .Lc1_d10464_j
+.Lc1_d10464_j:
+    jmp 1f
+1:
+    mov rbp, r11
+    mov dword ptr [r15 + 320], eax
+    and rbp, 1984
+    mov eax, dword ptr [r15 + rbp + 1344]
+    mov rbp, rcx
+    vmovdqu ymmword ptr [r15 + 128], ymm4
+    mov ebp, dword ptr [r15 + 64]
+    movzx ecx, byte ptr [r15 + 256]
+    mov byte ptr [r15 + 64], al
+    mov eax, dword ptr [r15 + 512]
+    movzx esi, byte ptr [r15 + 448]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r9, r11
+    jmp 1f
+1:
+    and r9, 8128
+    movzx ebp, byte ptr [r15 + r9 + 7488]
+    movzx r9d, byte ptr [r15 + 768]
+    movzx ecx, byte ptr [r15 + 384]
+    mov r8, r11
+    mov esi, esi
+    mov dword ptr [r15 + 384], ebp
+    and r8, 16320
+    mov eax, dword ptr [r15 + r8 + 15680]
+    movzx r8d, cl
+    add r8, qword ptr [r15 + 192]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c121:
+    lea rcx, [rip + .Lc1_d10504_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d10504_j_t
+.Lc1_d10504_j:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, esi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], eax
+    mov eax, 86
+    mov dword ptr [r15 + 0], 233
+    vmovdqu ymmword ptr [r15 + 0], ymm10
+    mov esi, 45
+    lock xadd qword ptr [r15 + 128], rsi
+    movsxd rcx, dword ptr [r15 + 256]
+    mov r8, qword ptr [r15 + 576]
+    mov r9d, ebp
+    mov dword ptr [r15 + 192], eax
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rbp, r11
+    add rax, qword ptr [r15 + 384]
+    and rbp, 8128
+    and eax, dword ptr [r15 + rbp + 7488]
+    movsxd rbp, dword ptr [r15 + 448]
+    movzx r9d, byte ptr [r15 + 320]
+    mov r8, r11
+    mov dword ptr [r15 + 640], esi
+    vmovdqu ymmword ptr [r15 + 64], ymm10
+    mov rbp, r11
+    and r8, 448
+    add rax, qword ptr [r15 + r8 + 832]
+    and rbp, 4032
+    movzx edi, byte ptr [r15 + rbp + 3392]
+    movzx ebp, r9b
+    mov ebp, dword ptr [r15 + 512]
+    mov ecx, 230
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov esi, 133
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c122:
+    mov r9, r11
+    lea rbp, [r11 + r11*1]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 128], ecx
+    and r9, 4032
+    movzx ecx, byte ptr [r15 + r9 + 3392]
+    and rbp, 1984
+    mov r8, r11
+    mov eax, dword ptr [r15 + rbp + 1344]
+    mov edi, r9d
+    mov qword ptr [r15 + 704], rsi
+    and r8, 448
+    mov qword ptr [r15 + r8 + 832], r9
+    mov r8d, 141
+    jmp 1f
+1:
+    mov r8d, 151
+    movzx r8d, cl
+    add r8, qword ptr [r15 + 0]
+    mov ecx, 218
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov byte ptr [r15 + 0], al
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx eax, cl
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rdx, r8
+    vpaddq xmm14, xmm14, xmmword ptr [r15 + 448]
+    jmp 1f
+1:
+    movzx r8d, byte ptr [r15 + 384]
+    vpshufd xmm5, xmm14, 18
+    mov ecx, 91
+    vmovdqu ymmword ptr [r15 + 320], ymm14
+    mov qword ptr [r15 + 128], rax
+    mov qword ptr [r15 + 256], r8
+    mov dword ptr [r15 + 512], 93
+    mov eax, dword ptr [r15 + rbp + 1408]
+    mov ebp, 212
+    and ebp, dword ptr [r15 + 64]
+    jmp 1f
+1:
+    mov r8d, 24
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c123:
+    lea rcx, [rip + .Lc1_d10597_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d10597_j_t
+.Lc1_d10597_j:
+    add qword ptr [r15 + 0], rbp
+    mov byte ptr [r15 + 0], al
+    mov eax, 164
+    movzx eax, cl
+    mov byte ptr [r15 + 0], bpl
+    add rax, qword ptr [r15 + 0]
+    movzx ebp, cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], eax
+    movzx eax, bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, cl
+    jmp 1f
+1:
+    mov eax, dword ptr [r15 + 64]
+    mov ecx, ebp
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 128], 96
+    mov r8, qword ptr [r15 + 768]
+    movsxd rbp, dword ptr [r15 + 448]
+    mov r9, r11
+    movsxd rax, dword ptr [r15 + 256]
+    and r9, 8128
+    mov qword ptr [r15 + r9 + 7488], r8
+    mov dword ptr [r15 + 64], ecx
+    mov rcx, qword ptr [r15 + 320]
+    movsxd rsi, dword ptr [r15 + 320]
+    mov dword ptr [r15 + 192], 155
+    mov byte ptr [r15 + 384], r9b
+    mov r9, r11
+    mov r8, r11
+    jmp 1f
+1:
+    and r8, 448
+    mov rdi, qword ptr [r15 + r8 + 832]
+    and r9, 4032
+    movzx r8d, byte ptr [r15 + r9 + 3392]
+    jmp 1f
+1:
+    add r8, qword ptr [r15 + 512]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c124:
+    mov rax, rdi
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 156
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ebp, r9b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r8
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rbp
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov r8, qword ptr [r15 + 640]
+    jmp 1f
+1:
+    movsxd rax, dword ptr [r15 + 256]
+    jmp 1f
+1:
+    mov r9, r11
+    movsxd rbp, dword ptr [r15 + 576]
+    movzx edi, r8b
+    mov dword ptr [r15 + 320], r8d
+    and r9, 8128
+    mov byte ptr [r15 + r9 + 7488], r8b
+    movzx r9d, r8b
+    vmovdqu ymmword ptr [r15 + 384], ymm14
+    jmp 1f
+1:
+    jmp 1f
+1:
+    test ebx, 1024
+    jz 1f
+1:
+    mov byte ptr [r15 + 384], r9b
+    mov r9, rbp
+    vmovdqu ymmword ptr [r15 + 128], ymm5
+    mov r9d, edi
+    jmp 1f
+1:
+    mov r9d, dword ptr [r15 + 192]
+    mov rbp, r11
+    movsxd rdi, dword ptr [r15 + 448]
+    jmp 1f
+1:
+    and rbp, 1984
+    mov qword ptr [r15 + rbp + 1344], r9
+    movzx ebp, byte ptr [r15 + 64]
+    mov rax, qword ptr [r15 + 512]
+    mov r8, rdi
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c125:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 8388608
+    setz al
+    lea rcx, [rip + .Lc1_d10699_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d10699_s_t
+    .p2align 3
+.Lc1_d10699_s:
+    .p2align 3
+    jmp .Lc1_d10699_j
+    .p2align 3
+    jmp .Lc1_d10699_j
+.Lc1_d10699_j:
+    mov r8, r11
+    mov rdx, qword ptr [r15 + 448]
+    and r8, 448
+    mov qword ptr [r15 + r8 + 832], rax
+    mov dword ptr [r15 + 128], ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], cl
+    jmp 1f
+1:
+    add rax, qword ptr [r15 + 0]
+    mov rcx, rdx
+    mov rbp, r11
+    mov rcx, r8
+    and rbp, 4032
+    mov ecx, dword ptr [r15 + rbp + 3392]
+    mov qword ptr [r15 + 704], rax
+    mov r8, r11
+    mov eax, dword ptr [r15 + 192]
+    test ebx, 1024
+    jnz 1f
+1:
+    and r8, 8128
+    movsxd rdx, dword ptr [r15 + r8 + 7488]
+    movsxd r8, dword ptr [r15 + 320]
+    jmp 1f
+1:
+    mov rbp, qword ptr [r15 + 64]
+    mov ecx, 165
+    movsxd rcx, dword ptr [r15 + 128]
+    mov eax, edx
+    mov eax, dword ptr [r15 + 384]
+    mov rsi, rdx
+    movsxd rdx, dword ptr [r15 + 512]
+    mov r9d, r8d
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c126:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 15
+    lea rcx, [rip + .Lc1_d10746_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d10746_s_t
+    .p2align 3
+.Lc1_d10746_s:
+    .p2align 3
+    jmp .Lc1_d10746_j
+    .p2align 3
+    jmp .Lc1_d10746_j
+    .p2align 3
+    jmp .Lc1_d10746_j
+    .p2align 3
+    jmp .Lc1_d10746_j
+    .p2align 3
+    jmp .Lc1_d10746_j
+    .p2align 3
+    jmp .Lc1_d10746_j
+    .p2align 3
+    jmp .Lc1_d10746_j
+    .p2align 3
+    jmp .Lc1_d10746_j
+    .p2align 3
+    jmp .Lc1_d10746_j
+    .p2align 3
+    jmp .Lc1_d10746_j
+    .p2align 3
+    jmp .Lc1_d10746_j
+    .p2align 3
+    jmp .Lc1_d10746_j
+    .p2align 3
+    jmp .Lc1_d10746_j
+    .p2align 3
+    jmp .Lc1_d10746_j
+    .p2align 3
+    jmp .Lc1_d10746_j
+    .p2align 3
+    jmp .Lc1_d10746_j
+.Lc1_d10746_j:
+    mov r8, r11
+    mov ebp, 212
+    movzx ebp, byte ptr [r15 + 768]
+    mov dword ptr [r15 + 256], eax
+    and r8, 1984
+    mov qword ptr [r15 + r8 + 1344], rcx
+    mov r8d, eax
+    movzx r8d, byte ptr [r15 + 64]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], ebp
+    mov dword ptr [r15 + 320], 130
+    mov ebp, ebp
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c127:
+    add r8, qword ptr [r15 + 128]
+    mov eax, dword ptr [r15 + 448]
+    mov rcx, rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    vpaddq xmm14, xmm14, xmmword ptr [r15 + 0]
+    mov rbp, r8
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 59
+    mov qword ptr [r15 + 0], rcx
+    mov dword ptr [r15 + 0], ebp
+    mov rbp, r11
+    mov ecx, dword ptr [r15 + 192]
+    mov byte ptr [r15 + 384], r8b
+    and rbp, 448
+    mov dword ptr [r15 + rbp + 832], 87
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov dword ptr [r15 + 512], ecx
+    mov r8, r11
+    mov qword ptr [r15 + 320], rbp
+    add rcx, qword ptr [r15 + 64]
+    mov eax, dword ptr [r15 + 64]
+    and r8, 1984
+    mov rbp, qword ptr [r15 + r8 + 1344]
+    movsxd r8, dword ptr [r15 + 512]
+    mov r9, r11
+    mov edi, eax
+    mov rdi, qword ptr [r15 + 384]
+    and r9, 4032
+    mov edx, dword ptr [r15 + r9 + 3392]
+    mov byte ptr [r15 + 256], al
+    mov byte ptr [r15 + 128], cl
+    mov rcx, rdi
+    mov dword ptr [r15 + 576], ebp
+    mov rbp, r9
+    mov rbp, r8
+    jmp 1f
+1:
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c128:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d10832_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d10832_j_t
+.Lc1_d10832_j:
+    mov r8, r11
+    lea r9, [r11 + r11*1]
+    mov rbp, r11
+    and r8, 448
+    movzx edx, byte ptr [r15 + r8 + 832]
+    and rbp, 4032
+    mov ecx, dword ptr [r15 + rbp + 3392]
+    and r9, 8128
+    mov byte ptr [r15 + r9 + 7552], r8b
+    mov dword ptr [r15 + 640], edx
+    mov rdx, r8
+    jmp 1f
+1:
+    mov rdx, qword ptr [r15 + 512]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r8d, bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    lock or dword ptr [r15 + 0], 98
+    mov rbp, qword ptr [r15 + 192]
+    movzx eax, byte ptr [r15 + 448]
+    test dword ptr [r15 + 67117723], 16777217
+    jz 1f
+1:
+    mov rdx, rdx
+    mov dword ptr [r15 + 64], r8d
+    jmp 1f
+1:
+    and r8d, dword ptr [r15 + 384]
+    mov ecx, 192
+    mov rcx, rdx
+    mov dword ptr [r15 + 320], 15
+    jmp 1f
+1:
+    mov eax, dword ptr [r15 + 128]
+    mov dword ptr [r15 + 256], ebp
+    jmp 1f
+1:
+    mov ebp, ecx
+    add rbp, qword ptr [r15 + r9 + 7488]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c129:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov eax, 168
+    mov rax, qword ptr [r15 + 768]
+    movzx ecx, bpl
+    mov dword ptr [r15 + 320], ebp
+    mov dword ptr [r15 + 64], ebp
+    jmp 1f
+1:
+    mov qword ptr [r15 + 256], rax
+    movzx eax, cl
+    mov rax, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, al
+    test dword ptr [r15 + 67117723], 20
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu ymmword ptr [r15 + 128], ymm14
+    mov rbp, r11
+    movzx esi, al
+    mov eax, dword ptr [r15 + 704]
+    lea r8, [r11 + r11*1]
+    and rbp, 4032
+    mov rcx, qword ptr [r15 + rbp + 3392]
+    and r8, 1984
+    movsxd rdi, dword ptr [r15 + r8 + 1408]
+    mov dword ptr [r15 + r8 + 1344], eax
+    movzx eax, byte ptr [r15 + 320]
+    mov esi, dword ptr [r15 + 192]
+    mov qword ptr [r15 + 448], r8
+    mov r8, r11
+    movsxd rbp, dword ptr [r15 + 128]
+    movsxd r9, dword ptr [r15 + 384]
+    and r8, 448
+    movsxd rdx, dword ptr [r15 + r8 + 832]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c130:
+    lea rcx, [rip + .Lc1_d10916_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d10916_j_t
+.Lc1_d10916_j:
+    mov ecx, 225
+    mov dword ptr [r15 + 320], 62
+    and ecx, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r9, r9
+    mov r9d, 234
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edi, 121
+    mov dword ptr [r15 + 0], 118
+    mov dword ptr [r15 + 0], 70
+    mov rbp, qword ptr [r15 + 384]
+    movzx edx, byte ptr [r15 + 512]
+    movzx r9d, r9b
+    jmp 1f
+1:
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov edi, dword ptr [r15 + 640]
+    mov r8d, 174
+    vpmovmskb r8d, xmm14
+    movsxd r8, dword ptr [r15 + 576]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 64], 17
+    mov ebp, dword ptr [r15 + 384]
+    mov r9, r11
+    mov dword ptr [r15 + 448], 217
+    mov rdx, rdx
+    mov edx, dword ptr [r15 + 128]
+    and r9, 8128
+    mov qword ptr [r15 + r9 + 7488], r8
+    movzx r9d, byte ptr [r15 + 64]
+    mov r8, qword ptr [r15 + 192]
+    vmovdqu ymmword ptr [r15 + 256], ymm14
+    jmp 1f
+1:
+    mov byte ptr [r15 + 512], dl
+    jmp 1f
+1:
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c131:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 256
+    setz al
+    lea rcx, [rip + .Lc1_d10966_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d10966_s_t
+    .p2align 3
+.Lc1_d10966_s:
+    .p2align 3
+    jmp .Lc1_d10966_j
+    .p2align 3
+    jmp .Lc1_d10966_j
+.Lc1_d10966_j:
+    mov rbp, r11
+    mov r8, rcx
+    and rbp, 448
+    mov r8, qword ptr [r15 + rbp + 832]
+    movsxd rbp, dword ptr [r15 + 64]
+    mov ecx, dword ptr [r15 + 128]
+    mov dword ptr [r15 + 0], 214
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, r11
+    mov rax, qword ptr [r15 + 704]
+    mov esi, r8d
+    and r9, 1984
+    or qword ptr [r15 + r9 + 1344], 96
+    mov r9, qword ptr [r15 + 448]
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    mov qword ptr [r15 + 384], r8
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r8d, dword ptr [r15 + 512]
+    jmp 1f
+1:
+    mov r9, r11
+    mov ebp, 207
+    and r9, 4032
+    movzx ebp, byte ptr [r15 + r9 + 3392]
+    movsxd r9, dword ptr [r15 + 320]
+    mov byte ptr [r15 + 192], r8b
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c132:
+    mov eax, 127
+    jmp 1f
+1:
+    lea r8, [r11 + r11*1]
+    mov rcx, qword ptr [r15 + 128]
+    jmp 1f
+1:
+    and r8, 8128
+    mov byte ptr [r15 + r8 + 7552], r9b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], ebp
+    mov qword ptr [r15 + 0], rbp
+    jmp 1f
+1:
+    mov ebp, 253
+    mov dword ptr [r15 + 0], eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, r8d
+    mov r9, r11
+    mov rbp, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r9, 16320
+    mov dword ptr [r15 + r9 + 15680], r8d
+    and rbp, 1984
+    movzx edx, byte ptr [r15 + rbp + 1344]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov rcx, rdx
+    vmovdqu ymmword ptr [r15 + 320], ymm14
+    jmp 1f
+1:
+    movzx ebp, byte ptr [r15 + 384]
+    movzx edx, byte ptr [r15 + 64]
+    mov qword ptr [r15 + 768], r9
+    mov dword ptr [r15 + 256], 206
+    movsxd r9, dword ptr [r15 + 448]
+    mov dword ptr [r15 + 512], 109
+    mov ecx, dword ptr [r15 + 320]
+    mov dword ptr [r15 + 128], edx
+    mov dword ptr [r15 + r8 + 7488], 23
+    and ebp, dword ptr [r15 + 192]
+    jmp 1f
+1:
+    mov edx, 72
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c133:
+    lea rcx, [rip + .Lc1_d11053_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d11053_j_t
+.Lc1_d11053_j:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov ebp, ecx
+    mov dword ptr [r15 + 448], 104
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 28
+    mov rcx, rdx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, r11
+    mov dword ptr [r15 + 128], ecx
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov edi, ebp
+    and r9, 4032
+    mov byte ptr [r15 + r9 + 3392], cl
+    mov r9, r11
+    mov rcx, qword ptr [r15 + 192]
+    and r9, 448
+    movzx ebp, byte ptr [r15 + r9 + 832]
+    mov r9, r11
+    mov dword ptr [r15 + 576], 172
+    jmp 1f
+1:
+    mov dword ptr [r15 + 256], 18
+    and r9, 1984
+    vmovdqu ymmword ptr [r15 + r9 + 1344], ymm12
+    mov dword ptr [r15 + 64], 140
+    mov rdi, rcx
+    mov ecx, 143
+    mov byte ptr [r15 + 384], r9b
+    mov qword ptr [r15 + 320], rbp
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c134:
+    mov rbp, r11
+    movzx esi, cl
+    movzx esi, r9b
+    vmovdqu ymmword ptr [r15 + 640], ymm0
+    and rbp, 4032
+    movzx ecx, byte ptr [r15 + rbp + 3392]
+    or qword ptr [r15 + 384], 99
+    add rcx, qword ptr [r15 + 448]
+    mov r9, qword ptr [r15 + 64]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 256], ecx
+    add rbp, qword ptr [r15 + 128]
+    jmp 1f
+1:
+    movzx esi, cl
+    mov rsi, r9
+    mov r9, r11
+    mov esi, ebp
+    jmp 1f
+1:
+    and r9, 8128
+    mov qword ptr [r15 + r9 + 7488], rbp
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov qword ptr [r15 + 704], rsi
+    movzx esi, sil
+    add rsi, qword ptr [r15 + 64]
+    mov rbp, r11
+    mov ecx, 117
+    mov dword ptr [r15 + 320], r9d
+    movsxd r9, dword ptr [r15 + 512]
+    and rbp, 448
+    mov r8, qword ptr [r15 + rbp + 832]
+    mov ebp, esi
+    movzx ebp, cl
+    jmp 1f
+1:
+    mov ebp, 6
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c135:
+    lea rcx, [rip + .Lc1_d11144_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d11144_j_t
+.Lc1_d11144_j:
+    mov rbp, r11
+    jmp 1f
+1:
+    and rbp, 1984
+    mov byte ptr [r15 + rbp + 1344], r8b
+    jmp 1f
+1:
+    movsxd r8, dword ptr [r15 + 320]
+    movzx eax, cl
+    mov r9, r11
+    mov eax, ebp
+    and r9, 4032
+    mov eax, dword ptr [r15 + r9 + 3392]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov ebp, dword ptr [r15 + 192]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 23
+    mov qword ptr [r15 + 0], r8
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r8d, 206
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov ebp, eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, rax
+    mov dword ptr [r15 + 256], 65
+    mov dword ptr [r15 + 64], ecx
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov rdx, rcx
+    mov dword ptr [r15 + 448], ebp
+    mov rbp, r8
+    mov ebp, dword ptr [r15 + 128]
+    mov r8, r11
+    vmovq xmm10, rdx
+    mov edx, edx
+    and r8, 448
+    movsxd rdx, dword ptr [r15 + r8 + 832]
+    movzx r8d, byte ptr [r15 + 384]
+    mov byte ptr [r15 + 512], bpl
+    mov rbp, qword ptr [r15 + 768]
+    jmp 1f
+1:
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c136:
+    lea rcx, [rip + .Lc1_d11196_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d11196_j_t
+.Lc1_d11196_j:
+    mov qword ptr [r15 + 128], rdx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx edx, cl
+    jmp 1f
+1:
+    movzx edx, cl
+    jmp 1f
+1:
+    mov dword ptr [r15 + 256], 47
+    mov dword ptr [r15 + 448], 226
+    mov rcx, rdx
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx edi, dl
+    mov rbp, r11
+    movzx edi, byte ptr [r15 + 64]
+    vpshufd xmm4, xmm1, 166
+    inc dword ptr [r15 + 576]
+    and rbp, 8128
+    mov r9, r11
+    movsxd rdx, dword ptr [r15 + rbp + 7488]
+    jmp 1f
+1:
+    and r9, 1984
+    movsxd rcx, dword ptr [r15 + r9 + 1344]
+    mov r9, qword ptr [r15 + 192]
+    mov byte ptr [r15 + 384], dil
+    mov dword ptr [r15 + 128], edi
+    movsxd rdi, dword ptr [r15 + 512]
+    mov dword ptr [r15 + 320], ecx
+    movzx ecx, bpl
+    mov qword ptr [r15 + 384], r9
+    movzx r9d, dl
+    mov r9d, edi
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c137:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov dword ptr [r15 + 320], edi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edi, 126
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov ebp, 225
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], rax
+    jmp 1f
+1:
+    and eax, dword ptr [r15 + 0]
+    mov esi, dword ptr [r15 + 384]
+    movsxd rdi, dword ptr [r15 + 128]
+    mov byte ptr [r15 + 640], bpl
+    jmp 1f
+1:
+    test dword ptr [r15 + 67117723], 256
+    jz 1f
+1:
+    mov rbp, r11
+    mov r9d, esi
+    and rbp, 8128
+    movsxd r9, dword ptr [r15 + rbp + 7488]
+    mov ebp, eax
+    mov ebp, dword ptr [r15 + 704]
+    movzx eax, dil
+    jmp 1f
+1:
+    mov r8, r11
+    mov edi, dword ptr [r15 + 512]
+    mov byte ptr [r15 + 64], r9b
+    movzx r9d, byte ptr [r15 + 448]
+    and r8, 4032
+    movsxd rsi, dword ptr [r15 + r8 + 3392]
+    add rsi, qword ptr [r15 + 64]
+    mov r8, r11
+    mov rax, rdi
+    jmp 1f
+1:
+    and r8, 448
+    and edi, dword ptr [r15 + r8 + 832]
+    mov r8, qword ptr [r15 + 192]
+    mov rax, rsi
+    vpxor xmm7, xmm7, xmm4
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c138:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 4
+    setz al
+    lea rcx, [rip + .Lc1_d11294_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d11294_s_t
+    .p2align 3
+.Lc1_d11294_s:
+    .p2align 3
+    jmp .Lc1_d11294_j
+    .p2align 3
+    jmp .Lc1_d11294_j
+.Lc1_d11294_j:
+    mov r8d, 174
+    mov r8d, ecx
+    jmp 1f
+1:
+    mov qword ptr [r15 + 320], rax
+    and eax, dword ptr [r15 + 192]
+    movzx r9d, cl
+    mov r9, r11
+    movzx ecx, byte ptr [r15 + 64]
+    and r9, 448
+    mov byte ptr [r15 + r9 + 832], r8b
+    jmp 1f
+1:
+    mov byte ptr [r15 + 128], al
+    test ebx, 1073741824
+    jz 1f
+1:
+    movsxd rax, dword ptr [r15 + 256]
+    jmp 1f
+1:
+    mov r8d, dword ptr [r15 + 768]
+    mov byte ptr [r15 + 384], cl
+    mov r9, r11
+    mov dword ptr [r15 + 512], 178
+    and r9, 4032
+    mov qword ptr [r15 + r9 + 3392], r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 70
+    mov r8, r11
+    mov dword ptr [r15 + 320], eax
+    and r8, 1984
+    add rax, qword ptr [r15 + r8 + 1344]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c139:
+    vpxor xmm10, xmm10, xmm4
+    movsxd rcx, dword ptr [r15 + 64]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    vpmovmskb r8d, xmm10
+    mov r8, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + 0], ymm10
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], r8
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], r8d
+    mov r8, r8
+    mov qword ptr [r15 + 576], r8
+    mov r8, r8
+    mov dword ptr [r15 + 192], 9
+    movsxd r8, dword ptr [r15 + 128]
+    .byte 0x0f, 0x1f, 0x00
+    mov rbp, r11
+    mov edx, dword ptr [r15 + 320]
+    mov rcx, r8
+    mov qword ptr [r15 + 448], r8
+    and rbp, 8128
+    mov dword ptr [r15 + rbp + 7488], r8d
+    jmp 1f
+1:
+    mov r8, r11
+    test ebx, 2560
+    jnz 1f
+1:
+    mov rdx, rbp
+    mov edx, dword ptr [r15 + 512]
+    and r8, 1984
+    mov rbp, qword ptr [r15 + r8 + 1344]
+    movzx r8d, byte ptr [r15 + 256]
+    mov ecx, ecx
+    mov qword ptr [r15 + 128], rdx
+    mov edx, edx
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movzx edi, byte ptr [r15 + 384]
+    mov dword ptr [r15 + 448], 69
+    vpxor xmm4, xmm4, xmm7
+    movzx esi, r8b
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c140:
+    lea rcx, [rip + .Lc1_d11387_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d11387_j_t
+.Lc1_d11387_j:
+    mov r8, r11
+    and r8, 4032
+    and esi, dword ptr [r15 + r8 + 3392]
+    mov r8d, 112
+    movzx r8d, byte ptr [r15 + 384]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 220
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, qword ptr [r15 + 256]
+    mov edi, 98
+    mov edi, 158
+    mov edi, dword ptr [r15 + 320]
+    mov byte ptr [r15 + 64], r8b
+    test ebx, 1024
+    jz 1f
+1:
+    mov byte ptr [r15 + 384], sil
+    movsxd rsi, dword ptr [r15 + 704]
+    mov rbp, r11
+    jmp 1f
+1:
+    mov r8d, edi
+    mov rdi, rdi
+    and rbp, 448
+    mov dword ptr [r15 + rbp + 832], esi
+    mov rbp, r11
+    jmp 1f
+1:
+    mov esi, dword ptr [r15 + 640]
+    and rbp, 8128
+    movzx r9d, byte ptr [r15 + rbp + 7488]
+    mov qword ptr [r15 + 512], r8
+    mov byte ptr [r15 + 64], r8b
+    mov qword ptr [r15 + 128], rsi
+    mov dword ptr [r15 + 448], 221
+    jmp 1f
+1:
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c141:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d11434_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d11434_j_t
+.Lc1_d11434_j:
+    mov r8, r11
+    and r8, 1984
+    movsxd rsi, dword ptr [r15 + r8 + 1344]
+    mov qword ptr [r15 + 192], rcx
+    movzx ecx, byte ptr [r15 + 768]
+    mov r9, rax
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movzx eax, byte ptr [r15 + 384]
+    mov rbp, r8
+    mov r8d, dword ptr [r15 + 512]
+    mov ebp, 155
+    mov rbp, r11
+    mov edx, 42
+    and rbp, 448
+    mov rdx, qword ptr [r15 + rbp + 832]
+    movzx ebp, byte ptr [r15 + 128]
+    add rbp, qword ptr [r15 + 0]
+    mov r9d, 134
+    jmp 1f
+1:
+    test dword ptr [r15 + 67117724], 64
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, r9d
+    mov byte ptr [r15 + 0], bpl
+    movzx ebp, bpl
+    jmp 1f
+1:
+    and ebp, dword ptr [r15 + 320]
+    mov r9, r11
+    jmp 1f
+1:
+    add rax, qword ptr [r15 + 128]
+    jmp 1f
+1:
+    and r9, 4032
+    mov edx, dword ptr [r15 + r9 + 3392]
+    mov r9d, dword ptr [r15 + 256]
+    jmp 1f
+1:
+    mov r8d, dword ptr [r15 + 64]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c142:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov rax, r9
+    mov rax, qword ptr [r15 + 448]
+    mov r9d, 72
+    mov dword ptr [r15 + 0], r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], al
+    mov r8, r11
+    jmp 1f
+1:
+    mov edx, dword ptr [r15 + 128]
+    jmp 1f
+1:
+    and r8, 1984
+    add rax, qword ptr [r15 + r8 + 1344]
+    mov dword ptr [r15 + 448], 82
+    mov r9, rdx
+    jmp 1f
+1:
+    lea r9, [r11 + r11*1]
+    test dword ptr [r15 + 67117724], 512
+    jz 1f
+1:
+    and r9, 8128
+    mov r8, r11
+    mov edx, dword ptr [r15 + r9 + 7552]
+    and r8, 16320
+    movzx eax, byte ptr [r15 + r8 + 15680]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 256], 74
+    mov dword ptr [r15 + 320], 125
+    vmovdqu ymmword ptr [r15 + 64], ymm4
+    mov esi, 143
+    mov esi, dword ptr [r15 + 192]
+    movzx edi, byte ptr [r15 + 512]
+    vmovdqu ymmword ptr [r15 + 384], ymm7
+    mov r8d, dword ptr [r15 + 320]
+    vmovdqu ymmword ptr [r15 + 576], ymm7
+    movsxd rcx, dword ptr [r15 + r9 + 7488]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c143:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
     mov eax, dword ptr [r15 + 67117724]
     and eax, 7
-    lea rcx, [rip + .Lc1_d16336_s]
+    lea rcx, [rip + .Lc1_d11526_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d16336_s_t
+    jmp .Lc1_d11526_s_t
     .p2align 3
-.Lc1_d16336_s:
+.Lc1_d11526_s:
     .p2align 3
-    jmp .Lc1_d16336_j
+    jmp .Lc1_d11526_j
     .p2align 3
-    jmp .Lc1_d16336_j
+    jmp .Lc1_d11526_j
     .p2align 3
-    jmp .Lc1_d16336_j
+    jmp .Lc1_d11526_j
     .p2align 3
-    jmp .Lc1_d16336_j
+    jmp .Lc1_d11526_j
     .p2align 3
-    jmp .Lc1_d16336_j
+    jmp .Lc1_d11526_j
     .p2align 3
-    jmp .Lc1_d16336_j
+    jmp .Lc1_d11526_j
     .p2align 3
-    jmp .Lc1_d16336_j
+    jmp .Lc1_d11526_j
     .p2align 3
-    jmp .Lc1_d16336_j
-.Lc1_d16336_j:
-    mov byte ptr [r15 + 512], r8b
-    movzx ecx, byte ptr [r15 + 256]
-    mov r8, r10
-    vmovdqu ymmword ptr [r15 + 64], ymm9
-    test dword ptr [r15 + 67117724], 16777728
-    jnz 1f
-1:
-    and r8, 16320
-    mov byte ptr [r15 + r8 + 15680], r8b
-    vmovdqu ymmword ptr [r15 + 704], ymm9
-    test dword ptr [r15 + 67117724], 128
-    jnz 1f
-1:
-    mov r8d, 93
-    mov dword ptr [r15 + 192], 63
-    mov r8, r10
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov qword ptr [r15 + 320], r8
-    and r8, 4032
-    mov dword ptr [r15 + r8 + 3392], 120
-    add r11, 64
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b10_done
-.Lc1_b10_c57:
-    lea rcx, [rip + .Lc1_d16374_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d16374_j_t
-.Lc1_d16374_j:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r9, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, r8b
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovq qword ptr [r15 + 128], xmm9
+    jmp .Lc1_d11526_j
+.Lc1_d11526_j:
     mov r9, r11
-    mov ecx, 193
-    mov rcx, r8
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and r9, 8128
-    mov rdi, qword ptr [r15 + r9 + 7488]
-    movzx r9d, byte ptr [r15 + 64]
-    mov ecx, 23
-    or qword ptr [r15 + 384], 30
-    test ebx, 1073741824
-    jz 1f
-1:
-    movsxd r8, dword ptr [r15 + 768]
-    jmp 1f
-1:
-    movzx esi, dil
-    mov rdi, qword ptr [r15 + 384]
-    mov qword ptr [r15 + 192], r9
-    mov r9, r11
-    test ebx, 1073741824
-    jnz 1f
-1:
-    vpshufd xmm9, xmm9, 61
     and r9, 1984
-    mov dword ptr [r15 + r9 + 1344], r8d
-    mov r9, qword ptr [r15 + 320]
-    mov dword ptr [r15 + 128], 116
-    mov r8, r10
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + 512], 6
-    mov byte ptr [r15 + 448], r8b
-    and r8, 448
-    movsxd rdi, dword ptr [r15 + r8 + 832]
-    jmp 1f
-1:
-    add r11, 64
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b10_done
-.Lc1_b10_c58:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov edi, 13
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov edx, dword ptr [r15 + r9 + 1344]
+    mov r9, qword ptr [r15 + 640]
+    movzx esi, byte ptr [r15 + 128]
+    mov qword ptr [r15 + 384], rax
+    mov r8, r11
+    mov eax, 243
+    movsxd rax, dword ptr [r15 + 64]
+    and r8, 4032
+    mov rcx, qword ptr [r15 + r8 + 3392]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rax, rbp
+    mov dword ptr [r15 + 192], 132
+    mov edx, 152
+    movzx edx, cl
+    mov r9, r11
+    add qword ptr [r15 + 512], rcx
+    movzx ecx, cl
+    and r9, 448
+    add rcx, qword ptr [r15 + r9 + 832]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c144:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 512], dil
-    test ebx, 1073741824
-    jz 1f
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
 1:
-    mov dword ptr [r15 + 128], 188
-    mov r8, rax
-    mov r8, r11
+    mov edx, 105
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov ecx, 208
+    mov qword ptr [r15 + 0], r9
+    jmp 1f
+1:
+    mov r9, rdx
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r9d, dl
     .byte 0x0f, 0x1f, 0x40, 0x00
-    and r8, 448
-    movsxd rdi, dword ptr [r15 + r8 + 832]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 320], dl
+    vpxor xmm10, xmm10, xmm4
+    mov edx, dword ptr [r15 + 256]
     test ebx, 1073741824
-    jnz 1f
-1:
-    mov rbp, r8
-    vmovq qword ptr [r15 + 192], xmm9
-    movsxd r9, dword ptr [r15 + 384]
-    mov dword ptr [r15 + 448], r8d
-    vmovdqu ymmword ptr [r15 + 576], ymm9
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movsxd r8, dword ptr [r15 + 320]
-    mov byte ptr [r15 + 64], dil
-    mov rbp, r11
-    movzx edi, bpl
-    mov rdi, r9
-    test dword ptr [r15 + 67117723], 1
     jz 1f
 1:
+    jmp 1f
+1:
+    mov r9, qword ptr [r15 + 192]
+    add r9, qword ptr [r15 + 64]
+    mov dword ptr [r15 + 128], 149
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov rbp, r11
+    mov dword ptr [r15 + 448], 34
+    movsxd rcx, dword ptr [r15 + 704]
     and rbp, 4032
-    mov dword ptr [r15 + rbp + 3392], 33
-    jmp 1f
-1:
-    movsxd rbp, dword ptr [r15 + 256]
-    mov eax, 32
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b10_done
-.Lc1_b10_c59:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d16475_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d16475_j_t
-.Lc1_d16475_j:
-    mov rbp, r11
-    mov ecx, dword ptr [r15 + 384]
-    mov rax, qword ptr [r15 + 320]
-    jmp 1f
-1:
-    and rbp, 8128
-    mov dword ptr [r15 + rbp + 7488], ebp
-    test ebx, 384
-    jnz 1f
-1:
-    mov edi, 44
-    mov dword ptr [r15 + 448], ecx
-    mov ecx, 128
-    test dword ptr [r15 + 67117724], 1048672
-    jz 1f
-1:
-    vpmovmskb ecx, xmm9
-    jmp 1f
-1:
-    mov ebp, 191
-    mov byte ptr [r15 + 64], al
-    test dword ptr [r15 + 67117724], 8448
-    jnz 1f
-1:
-    mov qword ptr [r15 + 704], rdi
-    movsxd rdi, dword ptr [r15 + 128]
-    jmp 1f
-1:
-    test ebx, 2304
-    jnz 1f
-1:
-    mov rbp, r11
-    jmp 1f
-1:
-    movzx edi, cl
-    mov dword ptr [r15 + 64], ebp
-    and rbp, 1984
-    mov qword ptr [r15 + rbp + 1344], rcx
-    test dword ptr [r15 + 67117724], 134217728
-    jz 1f
-1:
-    vmovq xmm9, rbp
-    mov ebp, dword ptr [r15 + 256]
-    movzx ecx, al
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov ecx, 229
-    mov rax, rdi
-    movsxd rdi, dword ptr [r15 + 640]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b10_done
-.Lc1_b10_c60:
-    lea rcx, [rip + .Lc1_d16523_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d16523_j_t
-.Lc1_d16523_j:
-    mov rbp, r11
-    and rbp, 1984
-    mov edi, dword ptr [r15 + rbp + 1344]
-    mov rax, rcx
-    movsxd rcx, dword ptr [r15 + 64]
-    mov ebp, dword ptr [r15 + 512]
-    mov qword ptr [r15 + 256], rdi
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx ebp, cl
-    mov rcx, rdi
-    movzx eax, byte ptr [r15 + 384]
-    movsxd rcx, dword ptr [r15 + 128]
-    mov ebp, dword ptr [r15 + 768]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    add rax, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r9d, 240
-    test ebx, 512
-    jz 1f
-1:
-    mov r9, r9
-    movzx ebp, r9b
-    mov r9d, r9d
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov ecx, 66
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd r9, dword ptr [r15 + 320]
-    mov rbp, r10
-    mov r8, r10
-    mov edi, 83
-    and rbp, 448
-    mov dword ptr [r15 + rbp + 832], r9d
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and r8, 4032
-    movsxd r9, dword ptr [r15 + r8 + 3392]
-    mov r8d, r8d
-    mov qword ptr [r15 + 448], rcx
-    movsxd r8, dword ptr [r15 + 192]
-    add r11, 64
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b10_done
-.Lc1_b10_c61:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, eax
-    mov ecx, 174
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov byte ptr [r15 + 384], al
-    movzx eax, cl
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov byte ptr [r15 + 320], al
-    mov ecx, 245
-    jmp 1f
-1:
     mov r8, r11
-    movzx eax, byte ptr [r15 + 128]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rax, qword ptr [r15 + 128]
+    mov r9, r11
+    movzx edx, byte ptr [r15 + rbp + 3392]
+    and r9, 8128
+    movzx ebp, byte ptr [r15 + r9 + 7488]
     and r8, 448
-    mov dword ptr [r15 + r8 + 832], eax
-    mov r8, r11
-    mov dword ptr [r15 + 576], 13
-    and r8, 4032
-    mov dword ptr [r15 + r8 + 3392], 188
-    test ebx, 1073741824
-    jnz 1f
-1:
+    mov dword ptr [r15 + r8 + 832], ecx
+    mov r8, rcx
+    mov dword ptr [r15 + 320], 254
+    movzx r8d, byte ptr [r15 + 384]
     jmp 1f
 1:
-    popcnt r8, r8
-    mov rbp, r11
-    vmovdqu ymmword ptr [r15 + 192], ymm9
-    and rbp, 8128
-    mov byte ptr [r15 + rbp + 7488], r8b
-    test dword ptr [r15 + 67117724], 537395264
-    jz 1f
-1:
-    mov rcx, r8
-    mov rcx, qword ptr [r15 + 64]
-    movzx r8d, r8b
-    mov edi, dword ptr [r15 + 512]
     add r11, 64
     inc rbx
     dec r13
-    jz .Lc1_b10_done
-.Lc1_b10_c62:
+    jz .Lc1_b9_done
+.Lc1_b9_c145:
+    lea rcx, [rip + .Lc1_d11612_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d11612_j_t
+.Lc1_d11612_j:
+    mov r8, r11
+    and r8, 1984
+    movsxd rdx, dword ptr [r15 + r8 + 1344]
+    movzx r8d, byte ptr [r15 + 384]
+    jmp 1f
+1:
+    and r8d, dword ptr [r15 + 448]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, rdx
+    movzx edx, byte ptr [r15 + 512]
+    movzx ebp, r8b
+    mov r8, r8
+    mov r8d, 74
+    movzx r8d, byte ptr [r15 + 128]
+    test ebx, 1024
+    jz 1f
+1:
+    mov eax, ebp
+    mov dword ptr [r15 + 576], ecx
+    mov ecx, dword ptr [r15 + 64]
+    movzx ebp, byte ptr [r15 + 320]
+    mov byte ptr [r15 + 512], dl
+    jmp 1f
+1:
+    movzx edx, byte ptr [r15 + 128]
+    movzx r8d, r8b
+    mov r8, rcx
+    mov r8d, eax
+    mov eax, dword ptr [r15 + 192]
+    movzx r8d, byte ptr [r15 + 256]
+    mov rdi, qword ptr [r15 + 768]
+    and edi, dword ptr [r15 + 64]
+    movzx esi, dl
+    mov edx, dword ptr [r15 + 384]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c146:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
     xor eax, eax
-    test dword ptr [r15 + 67117724], 4096
+    test dword ptr [r15 + 67117723], 64
     setz al
-    lea rcx, [rip + .Lc1_d16627_s]
+    lea rcx, [rip + .Lc1_d11664_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d16627_s_t
+    jmp .Lc1_d11664_s_t
     .p2align 3
-.Lc1_d16627_s:
+.Lc1_d11664_s:
     .p2align 3
-    jmp .Lc1_d16627_j
+    jmp .Lc1_d11664_j
     .p2align 3
-    jmp .Lc1_d16627_j
-.Lc1_d16627_j:
-    mov rbp, r11
-    movzx r8d, al
-    and rbp, 8128
-    mov r8d, dword ptr [r15 + rbp + 7488]
+    jmp .Lc1_d11664_j
+.Lc1_d11664_j:
+    mov dword ptr [r15 + 64], eax
+    mov qword ptr [r15 + 0], rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, eax
+    mov r8, r11
+    mov eax, ecx
+    mov byte ptr [r15 + 0], cl
+    and r8, 8128
+    mov qword ptr [r15 + r8 + 7488], rcx
+    mov dword ptr [r15 + 256], 156
+    add rcx, qword ptr [r15 + 448]
+    mov rsi, qword ptr [r15 + 128]
+    cmovne rsi, r8
+    mov r8, r11
+    test ebx, 4608
+    jz 1f
+1:
     jmp 1f
 1:
-    mov rbp, rcx
-    test ebx, 1073741824
-    jnz 1f
+    and r8, 4032
+    movsxd rax, dword ptr [r15 + r8 + 3392]
+    jmp 1f
 1:
-    movzx edi, byte ptr [r15 + 512]
-    movzx r8d, byte ptr [r15 + 384]
-    mov eax, edi
+    mov r9, r11
+    movzx ecx, byte ptr [r15 + 640]
+    mov rsi, r8
+    mov rsi, rax
+    and r9, 448
+    movzx esi, byte ptr [r15 + r9 + 832]
+    add rsi, qword ptr [r15 + 320]
+    mov r8d, 252
+    mov dword ptr [r15 + 384], eax
+    mov eax, eax
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c147:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], eax
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov rax, rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, r11
+    mov qword ptr [r15 + 0], rax
+    mov qword ptr [r15 + 128], rax
+    and r9, 4032
+    mov ecx, dword ptr [r15 + r9 + 3392]
     test ebx, 1073741824
     jz 1f
 1:
-    mov dword ptr [r15 + 64], 45
-    movsxd rdi, dword ptr [r15 + 640]
     movzx eax, al
-    mov rbp, r11
-    test ebx, 256
-    jnz 1f
+    mov eax, dword ptr [r15 + 384]
+    mov esi, dword ptr [r15 + 768]
+    jmp 1f
 1:
-    mov dword ptr [r15 + 320], r8d
-    and rbp, 1984
-    mov dword ptr [r15 + rbp + 1344], r8d
-    mov r8d, dword ptr [r15 + 256]
+    jmp 1f
+1:
+    vpcmpeqb xmm10, xmm10, xmm8
+    vmovdqu ymmword ptr [r15 + 256], ymm10
+    mov r8d, ecx
+    movzx ecx, sil
+    mov qword ptr [r15 + 512], r9
+    mov r9d, 131
+    mov r9d, eax
     test ebx, 1073741824
     jnz 1f
+1:
+    mov eax, 78
+    movzx eax, cl
+    mov r8, r11
+    mov byte ptr [r15 + 320], sil
+    and r8, 448
+    vmovdqu ymmword ptr [r15 + r8 + 832], ymm10
+    mov r8, rax
+    mov r8d, dword ptr [r15 + 192]
+    mov byte ptr [r15 + 704], al
+    mov r9, r11
+    jmp 1f
+1:
+    and r9, 1984
+    mov dword ptr [r15 + r9 + 1344], eax
+    jmp 1f
+1:
+    mov eax, dword ptr [r15 + 64]
+    and eax, dword ptr [r15 + 448]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c148:
+    lea rcx, [rip + .Lc1_d11757_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d11757_j_t
+.Lc1_d11757_j:
+    mov ecx, dword ptr [r15 + 320]
+    movsxd r9, dword ptr [r15 + 64]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 146
+    mov dword ptr [r15 + 0], ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov byte ptr [r15 + 0], cl
+    vmovdqu ymmword ptr [r15 + 0], ymm3
+    mov ecx, dword ptr [r15 + 384]
+    jmp 1f
+1:
+    mov rbp, r11
+    mov dword ptr [r15 + 128], 115
+    and rbp, 1984
+    mov eax, dword ptr [r15 + rbp + 1344]
+    movzx ebp, byte ptr [r15 + 256]
+    mov r8, r11
+    test ebx, 1024
+    jnz 1f
+1:
+    mov byte ptr [r15 + 320], al
+    and r8, 448
+    mov r9, qword ptr [r15 + r8 + 832]
+    mov r8d, 80
+    jmp 1f
+1:
+    mov dword ptr [r15 + 512], 156
+    jmp 1f
+1:
+    movzx edi, byte ptr [r15 + 192]
+    lea rbp, [r11 + r11*1]
+    movsxd rdx, dword ptr [r15 + 64]
+    jmp 1f
+1:
+    and rbp, 8128
+    mov rax, qword ptr [r15 + rbp + 7488]
+    jmp 1f
+1:
+    mov r8, qword ptr [r15 + rbp + 7552]
+    jmp 1f
+1:
+    mov byte ptr [r15 + 448], dil
+    movsxd rdi, dword ptr [r15 + 576]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c149:
+    mov dword ptr [r15 + 640], 247
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r9d, r8b
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], rax
+    mov dword ptr [r15 + 0], r8d
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, r11
+    mov dword ptr [r15 + 192], eax
+    and r9, 4032
+    and eax, dword ptr [r15 + r9 + 3392]
+    mov dword ptr [r15 + 64], 234
+    mov r8, r11
+    jmp 1f
+1:
+    and r8, 1984
+    movsxd rdi, dword ptr [r15 + r8 + 1344]
+    vpor xmm6, xmm6, xmm10
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov eax, r8d
+    jmp 1f
+1:
+    mov dword ptr [r15 + 384], 108
+    mov r9, rdi
+    jmp 1f
+1:
+    mov r9d, 9
+    mov qword ptr [r15 + 512], rdi
+    mov qword ptr [r15 + 320], rax
+    mov byte ptr [r15 + 448], dil
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 128], 153
+    jmp 1f
+1:
+    and eax, dword ptr [r15 + 384]
+    mov edi, dword ptr [r15 + 128]
+    mov r8d, r9d
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov byte ptr [r15 + 256], al
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c150:
+    lea rcx, [rip + .Lc1_d11853_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d11853_j_t
+.Lc1_d11853_j:
+    mov dword ptr [r15 + 0], r8d
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    or qword ptr [r15 + 0], 98
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], ecx
+    vpcmpeqb xmm10, xmm10, xmm13
+    and ecx, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov esi, ecx
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 1
+    vpshufd xmm0, xmm10, 125
+    and esi, dword ptr [r15 + 768]
+    jmp 1f
+1:
+    movzx edi, byte ptr [r15 + 384]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov ecx, dword ptr [r15 + 64]
+    mov r8, r11
+    mov ebp, esi
+    mov byte ptr [r15 + 512], sil
+    mov byte ptr [r15 + 64], sil
+    and r8, 8128
+    and esi, dword ptr [r15 + r8 + 7488]
+    mov r8d, 190
+    mov r8, r11
+    mov edi, 116
+    mov rbp, r11
+    mov dword ptr [r15 + 448], 97
+    and r8, 4032
+    and ecx, dword ptr [r15 + r8 + 3392]
+    and rbp, 448
+    mov dword ptr [r15 + rbp + 832], edi
+    mov qword ptr [r15 + 128], rdi
+    mov byte ptr [r15 + 320], sil
+    jmp 1f
+1:
+    movzx esi, byte ptr [r15 + 704]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 192], ebp
+    movzx ebp, cl
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c151:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 4
+    setz al
+    lea rcx, [rip + .Lc1_d11906_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d11906_s_t
+    .p2align 3
+.Lc1_d11906_s:
+    .p2align 3
+    jmp .Lc1_d11906_j
+    .p2align 3
+    jmp .Lc1_d11906_j
+.Lc1_d11906_j:
+    mov dword ptr [r15 + 0], 90
+    mov r12, qword ptr [r15 + r12 + 56]
+    and ecx, dword ptr [r15 + 64]
+    mov rbp, r11
+    mov dword ptr [r15 + 320], 125
+    mov rax, qword ptr [r15 + 576]
+    movzx edx, bpl
+    and rbp, 1984
+    mov rdx, qword ptr [r15 + rbp + 1344]
+    mov ebp, ecx
+    mov ebp, dword ptr [r15 + 384]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov esi, ecx
+    mov r9, r11
+    movsxd rsi, dword ptr [r15 + 128]
+    movsxd rcx, dword ptr [r15 + 512]
+    and r9, 8128
+    mov dword ptr [r15 + r9 + 7488], 194
+    mov r9, r11
+    movsxd rbp, dword ptr [r15 + 256]
+    mov qword ptr [r15 + 448], rdx
+    and r9, 448
+    mov dword ptr [r15 + r9 + 832], 53
+    mov r9d, dword ptr [r15 + 192]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c152:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    jmp 1f
+1:
+    mov rsi, qword ptr [r15 + 640]
+    mov rdx, rbp
+    movsxd rbp, dword ptr [r15 + 256]
+    movzx edx, byte ptr [r15 + 128]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, 3
+    mov eax, ebp
+    mov dword ptr [r15 + 0], esi
+    mov r12, qword ptr [r15 + r12 + 56]
+    test dword ptr [r15 + 67117723], 1107296257
+    jz 1f
+1:
+    mov byte ptr [r15 + 0], sil
+    mov byte ptr [r15 + 0], al
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r11
+    mov byte ptr [r15 + 448], dl
+    mov edx, edx
+    mov edx, eax
+    and rbp, 4032
+    mov dword ptr [r15 + rbp + 3392], 170
+    movzx ebp, byte ptr [r15 + 64]
+    mov r9d, dword ptr [r15 + 320]
+    jmp 1f
+1:
+    mov byte ptr [r15 + 128], dl
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r8, r11
+    jmp 1f
+1:
+    mov rax, rbp
+    and r8, 1984
+    and eax, dword ptr [r15 + r8 + 1344]
+    mov dword ptr [r15 + 384], edx
+    movzx edx, dl
+    mov rdx, qword ptr [r15 + 192]
+    jmp 1f
+1:
+    mov rbp, qword ptr [r15 + 320]
+    mov r9d, dword ptr [r15 + 512]
+    mov rdi, rax
+    movsxd rdi, dword ptr [r15 + 704]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c153:
+    lea rcx, [rip + .Lc1_d11993_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d11993_j_t
+.Lc1_d11993_j:
+    vmovdqu ymmword ptr [r15 + 512], ymm0
+    movzx eax, bpl
+    mov ebp, 23
+    mov ebp, ecx
+    mov ebp, 129
+    mov byte ptr [r15 + 0], cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, dword ptr [r15 + 384]
+    movzx edi, al
+    mov eax, eax
+    add rax, qword ptr [r15 + 64]
+    mov r9d, 44
+    movsxd r9, dword ptr [r15 + 768]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movzx ecx, r9b
+    movzx ecx, dil
+    jmp 1f
+1:
+    add qword ptr [r15 + 448], r9
+    mov r9, r11
+    mov rbp, r11
+    and r9, 1984
+    mov edi, dword ptr [r15 + r9 + 1344]
+    and edi, dword ptr [r15 + 256]
+    and rbp, 4032
+    vmovdqu ymmword ptr [r15 + rbp + 3392], ymm6
+    mov byte ptr [r15 + 128], cl
+    mov ecx, 16
+    mov ecx, 144
+    mov rbp, r11
+    mov ecx, dword ptr [r15 + 320]
+    movzx r9d, dil
+    movzx edi, byte ptr [r15 + 64]
+    and rbp, 8128
+    mov eax, dword ptr [r15 + rbp + 7488]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c154:
+    mov rbp, r11
+    and rbp, 16320
+    mov rdi, qword ptr [r15 + rbp + 15680]
+    mov ebp, 5
+    mov ebp, r9d
+    mov r12, qword ptr [r15 + r12 + 56]
+    vpor xmm10, xmm10, xmm10
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 47
+    movzx r9d, byte ptr [r15 + 384]
+    mov rax, qword ptr [r15 + 64]
+    lea rbp, [r11 + r11*1]
+    mov ecx, dword ptr [r15 + 128]
+    mov edx, 6
+    and rbp, 448
+    mov dword ptr [r15 + rbp + 832], edi
+    mov rdi, qword ptr [r15 + 448]
+    mov r8d, 79
+    vmovdqu ymmword ptr [r15 + 256], ymm10
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    mov r9, r11
+    mov rcx, rdi
+    and r9, 8128
+    movzx ecx, byte ptr [r15 + r9 + 7488]
+    mov r9d, 211
+    jmp 1f
+1:
+    mov r9d, ebp
+    mov r9d, edi
+    mov rdi, rcx
+    mov rdi, qword ptr [r15 + rbp + 896]
+    mov ebp, dword ptr [r15 + 320]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov esi, dword ptr [r15 + 512]
+    mov edx, dword ptr [r15 + 576]
+    movsxd r8, dword ptr [r15 + 192]
+    movzx eax, dil
+    jmp 1f
+1:
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c155:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 15
+    lea rcx, [rip + .Lc1_d12093_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d12093_s_t
+    .p2align 3
+.Lc1_d12093_s:
+    .p2align 3
+    jmp .Lc1_d12093_j
+    .p2align 3
+    jmp .Lc1_d12093_j
+    .p2align 3
+    jmp .Lc1_d12093_j
+    .p2align 3
+    jmp .Lc1_d12093_j
+    .p2align 3
+    jmp .Lc1_d12093_j
+    .p2align 3
+    jmp .Lc1_d12093_j
+    .p2align 3
+    jmp .Lc1_d12093_j
+    .p2align 3
+    jmp .Lc1_d12093_j
+    .p2align 3
+    jmp .Lc1_d12093_j
+    .p2align 3
+    jmp .Lc1_d12093_j
+    .p2align 3
+    jmp .Lc1_d12093_j
+    .p2align 3
+    jmp .Lc1_d12093_j
+    .p2align 3
+    jmp .Lc1_d12093_j
+    .p2align 3
+    jmp .Lc1_d12093_j
+    .p2align 3
+    jmp .Lc1_d12093_j
+    .p2align 3
+    jmp .Lc1_d12093_j
+.Lc1_d12093_j:
+    mov r8, r11
+    mov edx, 177
+    mov dword ptr [r15 + 128], ecx
+    and r8, 4032
+    mov r9d, dword ptr [r15 + r8 + 3392]
+    mov r8, r11
+    jmp 1f
+1:
+    and r8, 1984
+    mov rcx, qword ptr [r15 + r8 + 1344]
+    jmp 1f
+1:
+    mov qword ptr [r15 + 384], rax
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c156:
+    lea rcx, [rip + .Lc1_d12130_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d12130_j_t
+.Lc1_d12130_j:
+    mov r9, r11
+    movzx eax, r8b
+    jmp 1f
+1:
+    movzx eax, byte ptr [r15 + 192]
+    and r9, 1984
+    movsxd r8, dword ptr [r15 + r9 + 1344]
+    movzx r9d, byte ptr [r15 + 320]
+    jmp 1f
+1:
+    mov rcx, qword ptr [r15 + 64]
+    mov rdx, qword ptr [r15 + 512]
+    mov qword ptr [r15 + 384], r8
+    mov r8d, r9d
+    mov r8, qword ptr [r15 + 128]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, 58
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], dl
+    jmp 1f
+1:
+    mov rdx, rdx
+    nop
+    add rdx, qword ptr [r15 + 704]
+    jmp 1f
+1:
+    movzx eax, bpl
+    movsxd rbp, dword ptr [r15 + 256]
+    mov r9, r11
+    movsxd r8, dword ptr [r15 + 320]
+    mov r8, r11
+    and r9, 8128
+    mov byte ptr [r15 + r9 + 7488], al
+    movsxd r9, dword ptr [r15 + 640]
+    and r8, 448
+    movsxd rcx, dword ptr [r15 + r8 + 832]
+    movsxd r8, dword ptr [r15 + 64]
+    movzx eax, byte ptr [r15 + 448]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c157:
+    mov rbp, r11
+    and rbp, 4032
+    mov byte ptr [r15 + rbp + 3392], cl
+    mov byte ptr [r15 + 0], al
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 82
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 192], 172
+    jmp 1f
+1:
+    mov qword ptr [r15 + 384], rbp
+    mov rbp, r11
+    mov rax, qword ptr [r15 + 448]
+    and rbp, 8128
+    movzx ecx, byte ptr [r15 + rbp + 7488]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + 768], eax
+    inc dword ptr [r15 + 512]
+    jmp 1f
+1:
+    add rcx, qword ptr [r15 + 320]
+    jmp 1f
+1:
+    movzx eax, bpl
+    mov qword ptr [r15 + 128], rbp
+    movsxd rbp, dword ptr [r15 + 512]
+    jmp 1f
 1:
     jmp 1f
 1:
     movzx edi, byte ptr [r15 + 128]
-    mov byte ptr [r15 + 448], r8b
-    test ebx, 1073741824
-    jz 1f
+    jmp 1f
 1:
-    mov r8d, 137
-    mov eax, 248
-    mov r12, qword ptr [r15 + r12 + 56]
+    movzx esi, byte ptr [r15 + 384]
+    mov r8, r11
+    movsxd rax, dword ptr [r15 + 64]
+    mov edx, 20
+    and r8, 1984
+    mov dword ptr [r15 + r8 + 1344], esi
+    movzx r8d, byte ptr [r15 + 256]
     add r11, 64
     inc rbx
     dec r13
-    jz .Lc1_b10_done
-.Lc1_b10_c63:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 192]
+    jz .Lc1_b9_done
+.Lc1_b9_c158:
+    lea rcx, [rip + .Lc1_d12223_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d12223_j_t
+.Lc1_d12223_j:
+    movzx ecx, byte ptr [r15 + 640]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, r8d
-    mov dword ptr [r15 + 0], 187
-    test ebx, 1073741824
-    jnz 1f
-1:
+    mov esi, 177
     mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 152
+    mov esi, 157
     mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 194
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, ecx
     test ebx, 1073741824
     jz 1f
 1:
+    jmp 1f
+1:
+    mov rcx, qword ptr [r15 + 64]
+    vmovdqu ymmword ptr [r15 + 384], ymm10
+    mov dword ptr [r15 + 320], esi
+    mov dword ptr [r15 + 64], esi
+    jmp 1f
+1:
+    movzx esi, cl
+    movzx esi, byte ptr [r15 + 128]
+    jmp 1f
+1:
+    mov eax, 30
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov ecx, ecx
+    and ecx, dword ptr [r15 + 448]
+    movsxd r9, dword ptr [r15 + 576]
+    mov dword ptr [r15 + 256], esi
     mov rbp, r11
+    mov esi, dword ptr [r15 + 192]
+    mov r8, r11
+    movzx eax, byte ptr [r15 + 512]
+    and rbp, 448
+    mov byte ptr [r15 + rbp + 832], cl
+    and r8, 4032
+    mov qword ptr [r15 + r8 + 3392], rcx
+    mov r8d, 109
+    jmp 1f
+1:
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c159:
+    jmp 1f
+1:
+    movzx ecx, al
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 114
+    mov rax, rcx
+    jmp 1f
+1:
+    mov rax, rcx
+    inc dword ptr [r15 + 0]
+    and eax, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 128], 176
+    mov rbp, r11
+    mov ecx, ecx
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r8, r11
+    and rbp, 448
+    add rax, qword ptr [r15 + rbp + 832]
+    mov qword ptr [r15 + 320], rcx
+    and r8, 1984
+    mov rcx, qword ptr [r15 + r8 + 1344]
+    mov r8, r11
+    movsxd rbp, dword ptr [r15 + 256]
+    mov edi, 181
+    and r8, 8128
+    mov dword ptr [r15 + r8 + 7488], 7
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov qword ptr [r15 + 64], rax
+    movzx eax, byte ptr [r15 + 320]
+    movsxd r8, dword ptr [r15 + 192]
+    mov dword ptr [r15 + 384], ecx
+    mov dword ptr [r15 + 448], 118
+    movzx ecx, byte ptr [r15 + 512]
+    mov byte ptr [r15 + 704], dil
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c160:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 2
+    setz al
+    lea rcx, [rip + .Lc1_d12317_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d12317_s_t
+    .p2align 3
+.Lc1_d12317_s:
+    .p2align 3
+    jmp .Lc1_d12317_j
+    .p2align 3
+    jmp .Lc1_d12317_j
+.Lc1_d12317_j:
+    and eax, dword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rcx
+    jmp 1f
+1:
+    mov rbp, r11
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 4032
+    mov r8d, dword ptr [r15 + rbp + 3392]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r9, r11
+    movsxd rcx, dword ptr [r15 + 128]
+    jmp 1f
+1:
+    and r9, 1984
+    mov byte ptr [r15 + r9 + 1344], al
+    test ebx, 1073741824
+    jnz 1f
+1:
+    xor dword ptr [r15 + 64], ebp
+    mov dword ptr [r15 + 768], 128
+    mov ebp, dword ptr [r15 + 320]
+    mov qword ptr [r15 + 384], r8
+    jmp 1f
+1:
+    mov r8, r11
+    mov byte ptr [r15 + 128], cl
+    mov ecx, 203
+    and r8, 8128
+    movsxd rcx, dword ptr [r15 + r8 + 7488]
+    movsxd r8, dword ptr [r15 + 192]
+    jmp 1f
+1:
+    mov rdx, qword ptr [r15 + 448]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c161:
+    mov r9, r11
+    jmp 1f
+1:
+    and r9, 448
+    mov dword ptr [r15 + r9 + 832], edx
+    mov dword ptr [r15 + 384], ecx
+    mov qword ptr [r15 + 64], rdx
+    jmp 1f
+1:
+    mov dword ptr [r15 + 640], r9d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], r9
+    jmp 1f
+1:
+    mov byte ptr [r15 + 0], r9b
+    mov r9d, r9d
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 132
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx ecx, byte ptr [r15 + 320]
+    mov dword ptr [r15 + 576], 4
+    movsxd r9, dword ptr [r15 + 512]
+    mov r8, rcx
+    mov r8, qword ptr [r15 + 256]
+    mov rbp, r11
+    movsxd rdx, dword ptr [r15 + 128]
+    and rbp, 4032
+    movsxd rsi, dword ptr [r15 + rbp + 3392]
+    movsxd rbp, dword ptr [r15 + 384]
+    mov edi, dword ptr [r15 + 64]
+    mov byte ptr [r15 + 448], r9b
+    mov r9d, r8d
+    mov r9, r11
+    mov dword ptr [r15 + 512], r8d
+    and r9, 1984
+    mov dword ptr [r15 + r9 + 1344], 118
+    mov r9d, ebp
+    mov dword ptr [r15 + 192], esi
+    mov rsi, qword ptr [r15 + 256]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c162:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d12407_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d12407_j_t
+.Lc1_d12407_j:
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov rax, rdi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov rbp, r11
+    mov r12, qword ptr [r15 + r12 + 56]
     and rbp, 4032
-    movsxd rdi, dword ptr [r15 + rbp + 3392]
+    vmovdqu ymmword ptr [r15 + rbp + 3392], ymm11
+    movzx ebp, byte ptr [r15 + 448]
+    jmp 1f
+1:
+    mov eax, 21
+    mov dword ptr [r15 + 128], ecx
+    jmp 1f
+1:
+    mov r9, r11
+    jmp 1f
+1:
+    test dword ptr [r15 + 67117723], 2
+    jz 1f
+1:
+    add qword ptr [r15 + 320], rax
+    and r9, 8128
+    mov eax, dword ptr [r15 + r9 + 7488]
+    mov byte ptr [r15 + 704], bpl
+    mov byte ptr [r15 + 512], bpl
+    jmp 1f
+1:
+    mov rbp, r11
+    movzx ecx, byte ptr [r15 + 128]
+    and rbp, 448
+    mov qword ptr [r15 + rbp + 832], rax
+    mov rbp, qword ptr [r15 + 64]
+    mov eax, dword ptr [r15 + 384]
+    mov r9d, 132
+    mov r9d, 176
+    movsxd r9, dword ptr [r15 + 192]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c163:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 1073741824
+    setz al
+    lea rcx, [rip + .Lc1_d12451_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d12451_s_t
+    .p2align 3
+.Lc1_d12451_s:
+    .p2align 3
+    jmp .Lc1_d12451_j
+    .p2align 3
+    jmp .Lc1_d12451_j
+.Lc1_d12451_j:
+    mov ebp, dword ptr [r15 + 384]
+    jmp 1f
+1:
+    mov r9, r11
+    mov r8, r11
+    movzx eax, cl
+    and r9, 1984
+    mov rax, qword ptr [r15 + r9 + 1344]
+    and r8, 8128
+    mov rcx, qword ptr [r15 + r8 + 7488]
+    mov r8d, dword ptr [r15 + 128]
+    mov esi, 144
+    add rsi, qword ptr [r15 + 0]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    movsxd rbp, dword ptr [r15 + 768]
+    movzx r8d, al
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + 320], ymm15
+    jmp 1f
+1:
+    mov r9, r11
+    mov eax, dword ptr [r15 + 192]
+    movsxd rsi, dword ptr [r15 + 64]
+    mov qword ptr [r15 + 576], rbp
+    and r9, 448
+    mov ebp, dword ptr [r15 + r9 + 832]
+    mov dword ptr [r15 + 448], r8d
+    mov byte ptr [r15 + 256], sil
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c164:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov eax, dword ptr [r15 + 320]
+    mov rcx, qword ptr [r15 + 256]
+    jmp 1f
+1:
+    mov r8, qword ptr [r15 + 64]
+    jmp 1f
+1:
+    mov esi, dword ptr [r15 + 640]
+    mov r9d, dword ptr [r15 + 192]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 320], 30
+    jmp 1f
+1:
+    movsxd rbp, dword ptr [r15 + 384]
+    mov rdi, r8
+    jmp 1f
+1:
+    mov edi, dword ptr [r15 + 64]
+    mov dword ptr [r15 + 0], r9d
+    test dword ptr [r15 + 67117723], 131072
+    jnz 1f
+1:
+    vpmovmskb r9d, xmm7
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], edi
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov rdx, rbp
+    mov rbp, r11
+    mov r8, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 99
+    and rbp, 8128
+    and ecx, dword ptr [r15 + rbp + 7488]
+    and r8, 1984
+    mov esi, dword ptr [r15 + r8 + 1344]
+    mov r8, qword ptr [r15 + 128]
+    mov r9, r11
+    mov qword ptr [r15 + 448], rdx
+    and r9, 4032
+    mov dword ptr [r15 + r9 + 3392], edx
+    movsxd r9, dword ptr [r15 + 512]
+    mov rdx, r8
+    mov edx, ebp
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c165:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d12544_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d12544_j_t
+.Lc1_d12544_j:
+    mov ecx, dword ptr [r15 + 512]
+    mov rbp, r11
+    mov esi, 50
+    and rbp, 4032
+    movsxd rsi, dword ptr [r15 + rbp + 3392]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    movzx eax, bpl
+    mov eax, ecx
+    .byte 0x0f, 0x1f, 0x40, 0x00
+    mov eax, esi
+    mov rax, rbp
+    test ebx, 1024
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 320], 178
+    vmovdqu ymmword ptr [r15 + 128], ymm12
+    mov byte ptr [r15 + 704], cl
+    mov dword ptr [r15 + 256], 77
+    jmp 1f
+1:
+    mov rbp, r11
+    movzx ecx, byte ptr [r15 + 64]
+    test dword ptr [r15 + 67117723], 1088
+    jnz 1f
+1:
+    and rbp, 16320
+    mov dword ptr [r15 + rbp + 15680], ecx
+    mov rbp, r11
+    mov rax, rcx
+    movzx eax, cl
+    and rbp, 448
+    movsxd rax, dword ptr [r15 + rbp + 832]
+    movzx ebp, cl
+    mov dword ptr [r15 + 448], ecx
+    mov ecx, dword ptr [r15 + 384]
+    jmp 1f
+1:
+    mov edi, eax
+    mov edi, eax
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c166:
+    mov eax, 26
+    mov rax, rbp
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov ebp, dword ptr [r15 + 512]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 101
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rdi, rax
+    mov eax, dword ptr [r15 + 128]
+    mov rdi, rbp
+    movzx ebp, byte ptr [r15 + 128]
+    mov r8, r11
+    mov qword ptr [r15 + 384], rdi
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov ecx, 222
+    and r8, 448
+    vpaddq xmm2, xmm2, xmmword ptr [r15 + r8 + 832]
+    vpaddq xmm2, xmm2, xmmword ptr [r15 + 384]
+    jmp 1f
+1:
+    movzx edi, al
+    mov dword ptr [r15 + 768], 12
+    mov edi, eax
+    mov byte ptr [r15 + 256], cl
+    mov rbp, r11
+    movzx eax, r8b
+    and rbp, 8128
+    mov eax, dword ptr [r15 + rbp + 7488]
+    mov ebp, dword ptr [r15 + 448]
+    mov r8, r11
+    jmp 1f
+1:
+    mov dword ptr [r15 + 64], ecx
+    and r8, 1984
+    mov ecx, dword ptr [r15 + r8 + 1344]
+    movzx r8d, byte ptr [r15 + 320]
+    mov edi, dword ptr [r15 + 192]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c167:
+    lea rcx, [rip + .Lc1_d12639_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d12639_j_t
+.Lc1_d12639_j:
+    jmp 1f
+1:
+    mov r8, r11
+    mov edi, ecx
+    mov rdi, qword ptr [r15 + 576]
+    and r8, 1984
+    mov rax, qword ptr [r15 + r8 + 1344]
+    mov dword ptr [r15 + 0], 233
+    movzx ecx, cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, 197
+    .byte 0x66, 0x90
+    mov rbp, r11
+    mov r8d, ecx
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], ecx
+    and rbp, 8128
+    mov dword ptr [r15 + rbp + 7488], 232
     test ebx, 1073741824
     jnz 1f
 1:
-    lock or dword ptr [r15 + 448], 42
-    mov rbp, rbp
-    movzx ebp, byte ptr [r15 + 704]
-    movzx edi, dil
+    mov r9, qword ptr [r15 + 64]
+    mov edx, r8d
+    mov r8d, 69
+    mov dword ptr [r15 + 256], ebp
+    mov dword ptr [r15 + 128], 135
+    mov ebp, dword ptr [r15 + 448]
+    jmp 1f
+1:
+    mov rdi, qword ptr [r15 + 640]
+    movsxd rax, dword ptr [r15 + 320]
+    movzx ecx, r9b
+    mov r9d, ebp
+    vmovdqu ymmword ptr [r15 + 192], ymm11
+    movsxd r9, dword ptr [r15 + 512]
+    mov r8, r11
+    jmp 1f
+1:
+    mov byte ptr [r15 + 384], bpl
+    and r8, 4032
+    add rax, qword ptr [r15 + r8 + 3392]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c168:
+    lea rcx, [rip + .Lc1_d12687_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d12687_j_t
+.Lc1_d12687_j:
+    jmp 1f
+1:
+    mov esi, dword ptr [r15 + 64]
+    mov ebp, 165
+    mov byte ptr [r15 + 704], cl
+    mov dword ptr [r15 + 448], ecx
+    mov r8, r11
+    and eax, dword ptr [r15 + 320]
+    and r8, 1984
+    mov dword ptr [r15 + r8 + 1344], ebp
+    vpmovmskb r8d, xmm2
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, 160
+    mov r12, qword ptr [r15 + r12 + 56]
+    nop
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
     test ebx, 1073741824
     jnz 1f
 1:
-    mov byte ptr [r15 + 256], al
-    mov byte ptr [r15 + 128], al
-    mov byte ptr [r15 + 384], al
+    jmp 1f
+1:
+    movzx eax, r8b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 512], rbp
+    jmp 1f
+1:
+    mov dword ptr [r15 + 64], r8d
+    mov r8, r11
+    mov byte ptr [r15 + 192], al
+    mov rbp, r11
+    mov dword ptr [r15 + 128], 3
+    and r8, 4032
+    mov qword ptr [r15 + r8 + 3392], rax
+    and rbp, 448
+    mov qword ptr [r15 + rbp + 832], rax
+    vpaddd xmm13, xmm13, xmm2
+    movsxd rax, dword ptr [r15 + 384]
+    mov r8d, 105
+    movzx r8d, bpl
+    jmp 1f
+1:
+    mov r8, rbp
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c169:
+    movzx ebp, r8b
+    mov byte ptr [r15 + 320], al
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov eax, dword ptr [r15 + 448]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 38
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 91
+    mov ebp, 108
+    mov rbp, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 448
+    add rax, qword ptr [r15 + rbp + 832]
+    test ebx, 1073741824
+    jz 1f
+1:
     mov r8d, eax
+    mov qword ptr [r15 + 768], rbp
+    jmp 1f
+1:
+    mov ecx, ebp
+    mov byte ptr [r15 + 128], bpl
+    mov byte ptr [r15 + 64], bpl
+    jmp 1f
+1:
+    mov ebp, dword ptr [r15 + 192]
+    movzx eax, al
+    mov dword ptr [r15 + 256], r8d
+    mov r8d, 34
+    mov r8, r11
+    movzx ecx, byte ptr [r15 + 128]
+    mov r9d, dword ptr [r15 + 512]
+    and r8, 4032
+    movsxd rax, dword ptr [r15 + r8 + 3392]
+    mov r8, r11
+    mov dword ptr [r15 + 384], ebp
+    and r8, 8128
+    mov byte ptr [r15 + r8 + 7488], bpl
+    mov byte ptr [r15 + 320], al
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c170:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 1024
+    setz al
+    lea rcx, [rip + .Lc1_d12784_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d12784_s_t
+    .p2align 3
+.Lc1_d12784_s:
+    .p2align 3
+    jmp .Lc1_d12784_j
+    .p2align 3
+    jmp .Lc1_d12784_j
+.Lc1_d12784_j:
+    mov dword ptr [r15 + 512], 197
+    movsxd r9, dword ptr [r15 + 384]
+    movzx ebp, byte ptr [r15 + 320]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 56
+    mov qword ptr [r15 + 128], rax
+    mov rax, r9
+    mov qword ptr [r15 + 64], rcx
+    mov r8, r11
+    jmp 1f
+1:
+    test dword ptr [r15 + 67117723], 524289
+    jnz 1f
+1:
+    and r8, 448
+    and ebp, dword ptr [r15 + r8 + 832]
+    mov byte ptr [r15 + 256], al
+    mov r9, r11
+    mov eax, 208
+    mov qword ptr [r15 + 576], r8
+    and r9, 8128
+    mov rdi, qword ptr [r15 + r9 + 7488]
+    mov r9, r11
+    movzx r8d, byte ptr [r15 + 640]
+    and r9, 1984
+    mov rdx, qword ptr [r15 + r9 + 1344]
+    jmp 1f
+1:
+    mov eax, 22
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c171:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov r8, r11
+    and r8, 1984
+    mov rsi, qword ptr [r15 + r8 + 1344]
+    mov r8d, r9d
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, rdx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edx, dword ptr [r15 + 384]
+    mov r8d, r8d
+    test dword ptr [r15 + 67117724], 524320
+    jnz 1f
+1:
+    jmp 1f
+1:
+    movzx r9d, dl
+    mov r9, qword ptr [r15 + 64]
+    mov dword ptr [r15 + 704], 130
+    movsxd rsi, dword ptr [r15 + 64]
+    jmp 1f
+1:
+    mov edx, r8d
+    mov r8, r9
+    mov r8d, dword ptr [r15 + 320]
+    mov byte ptr [r15 + 384], sil
+    movzx esi, byte ptr [r15 + 192]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r9d, dword ptr [r15 + 128]
+    movsxd rax, dword ptr [r15 + 512]
+    mov rdx, rdx
+    mov rdx, r8
+    mov r8, r11
+    mov edx, 175
+    and r8, 4032
+    movsxd rdx, dword ptr [r15 + r8 + 3392]
+    mov r8, qword ptr [r15 + 256]
+    jmp 1f
+1:
+    mov esi, 204
+    mov esi, r9d
+    movzx r9d, byte ptr [r15 + 448]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c172:
+    lea rcx, [rip + .Lc1_d12872_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d12872_j_t
+.Lc1_d12872_j:
+    mov rcx, qword ptr [r15 + 128]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, edx
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rdx, r9
+    mov r9d, eax
+    and r9d, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, r11
+    mov eax, dword ptr [r15 + 576]
+    mov byte ptr [r15 + 64], cl
+    and r8, 448
+    movsxd rcx, dword ptr [r15 + r8 + 832]
+    test ebx, 1024
+    jz 1f
+1:
+    movsxd rsi, dword ptr [r15 + 192]
+    vpmovmskb r9d, xmm13
+    add r9, qword ptr [r15 + 256]
+    vmovdqu ymmword ptr [r15 + 512], ymm13
+    mov rax, r8
+    mov r8, r11
+    mov qword ptr [r15 + 384], rcx
+    mov rcx, qword ptr [r15 + 448]
+    vmovdqu ymmword ptr [r15 + 320], ymm13
+    and r8, 4032
+    mov dword ptr [r15 + r8 + 3392], 219
+    movzx r8d, al
+    mov r8, r11
+    vmovdqu ymmword ptr [r15 + 768], ymm13
+    and r8, 8128
+    mov dword ptr [r15 + r8 + 7488], esi
+    movsxd r8, dword ptr [r15 + 128]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c173:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 7
+    lea rcx, [rip + .Lc1_d12918_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d12918_s_t
+    .p2align 3
+.Lc1_d12918_s:
+    .p2align 3
+    jmp .Lc1_d12918_j
+    .p2align 3
+    jmp .Lc1_d12918_j
+    .p2align 3
+    jmp .Lc1_d12918_j
+    .p2align 3
+    jmp .Lc1_d12918_j
+    .p2align 3
+    jmp .Lc1_d12918_j
+    .p2align 3
+    jmp .Lc1_d12918_j
+    .p2align 3
+    jmp .Lc1_d12918_j
+    .p2align 3
+    jmp .Lc1_d12918_j
+.Lc1_d12918_j:
+    mov r8, r11
+    mov rsi, qword ptr [r15 + 64]
+    mov r9d, 253
+    and r8, 8128
+    mov dword ptr [r15 + r8 + 7488], ecx
+    mov r8, rcx
+    mov r8, r11
+    movzx ecx, byte ptr [r15 + 384]
+    and r8, 1984
+    mov qword ptr [r15 + r8 + 1344], r9
+    mov r8d, dword ptr [r15 + 512]
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], rsi
+    mov esi, 52
+    mov dword ptr [r15 + 0], ecx
+    mov qword ptr [r15 + 448], r9
+    mov byte ptr [r15 + 128], r8b
+    vmovdqu ymmword ptr [r15 + 192], ymm13
+    movzx ebp, byte ptr [r15 + 320]
+    mov r9d, 48
+    mov r9d, r8d
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c174:
+    jmp 1f
+1:
+    mov rdi, rbp
+    .byte 0x66, 0x90
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, r9d
+    mov dword ptr [r15 + 0], edi
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r9, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r9, 448
+    movsxd rdi, dword ptr [r15 + r9 + 832]
+    mov r9, qword ptr [r15 + 64]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov rbp, r11
+    jmp 1f
+1:
+    jmp 1f
+1:
+    and rbp, 1984
+    movzx edx, byte ptr [r15 + rbp + 1344]
+    mov byte ptr [r15 + 256], dil
+    mov edi, 141
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + 448], ymm13
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r9d, dword ptr [r15 + 384]
+    mov rbp, r11
+    jmp 1f
+1:
+    mov edx, edx
+    movzx edx, byte ptr [r15 + 640]
+    and rbp, 4032
+    mov rdi, qword ptr [r15 + rbp + 3392]
+    mov byte ptr [r15 + 320], r9b
+    mov r9d, 133
+    movsxd r9, dword ptr [r15 + 128]
+    movzx ebp, byte ptr [r15 + 512]
+    mov rax, qword ptr [r15 + 704]
+    jmp 1f
+1:
+    movsxd rcx, dword ptr [r15 + 192]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c175:
+    lea rcx, [rip + .Lc1_d13009_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d13009_j_t
+.Lc1_d13009_j:
+    jmp 1f
+1:
+    mov r9, r11
+    movsxd rax, dword ptr [r15 + 768]
+    and r9, 1984
+    movsxd rdx, dword ptr [r15 + r9 + 1344]
+    mov dword ptr [r15 + 256], ecx
+    mov qword ptr [r15 + 0], rcx
+    mov dword ptr [r15 + 0], eax
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rdi, rdx
+    mov edx, dword ptr [r15 + 448]
+    movzx eax, r9b
+    vmovdqu ymmword ptr [r15 + 384], ymm14
+    test ebx, 4608
+    jz 1f
+1:
+    mov dword ptr [r15 + 192], 156
+    mov r9d, eax
+    mov r9, rdi
+    mov dword ptr [r15 + 128], 241
+    mov r9, qword ptr [r15 + 320]
+    mov edi, 185
+    mov r8, r11
+    mov edi, 199
+    and r8, 8128
+    mov edi, dword ptr [r15 + r8 + 7488]
+    mov r8d, 90
+    movsxd r8, dword ptr [r15 + 320]
+    mov rbp, r11
+    movsxd rax, dword ptr [r15 + 64]
+    mov edx, 217
+    jmp 1f
+1:
+    and rbp, 448
+    movsxd rsi, dword ptr [r15 + rbp + 832]
+    movsxd rbp, dword ptr [r15 + 64]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c176:
+    mov r8, r11
+    add rdx, qword ptr [r15 + 128]
+    mov r9, qword ptr [r15 + 320]
+    and r8, 16320
+    mov ebp, dword ptr [r15 + r8 + 15680]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov esi, 174
+    mov esi, 243
+    movzx esi, r8b
+    vpcmpeqb xmm12, xmm12, xmm7
+    mov qword ptr [r15 + 0], rdx
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
+1:
+    mov r9, rsi
+    mov byte ptr [r15 + 0], sil
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, r11
+    mov esi, 144
+    and r8, 8128
+    movsxd rsi, dword ptr [r15 + r8 + 7488]
+    mov r8, qword ptr [r15 + 128]
+    mov rbp, r11
+    movzx r9d, byte ptr [r15 + 384]
+    and rbp, 4032
+    mov rdx, qword ptr [r15 + rbp + 3392]
+    mov rbp, qword ptr [r15 + 256]
+    xor dword ptr [r15 + 576], esi
+    mov qword ptr [r15 + 448], r9
+    mov r9d, dword ptr [r15 + 384]
+    add r9, qword ptr [r15 + 512]
+    mov rsi, r8
+    mov r8, r8
+    mov dword ptr [r15 + 64], edx
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c177:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 512
+    setz al
+    lea rcx, [rip + .Lc1_d13102_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d13102_s_t
+    .p2align 3
+.Lc1_d13102_s:
+    .p2align 3
+    jmp .Lc1_d13102_j
+    .p2align 3
+    jmp .Lc1_d13102_j
+.Lc1_d13102_j:
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu ymmword ptr [r15 + 192], ymm3
+    mov r9, qword ptr [r15 + 448]
+    mov rax, qword ptr [r15 + 704]
+    mov rbp, rcx
+    mov dword ptr [r15 + 256], ecx
+    jmp 1f
+1:
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + 320], ymm4
+    add rcx, qword ptr [r15 + 512]
+    test dword ptr [r15 + 67117723], 2097152
+    jz 1f
+1:
+    mov r8, r11
+    jmp 1f
+1:
+    or qword ptr [r15 + 640], 106
+    mov r9d, 117
+    and r8, 1984
+    mov qword ptr [r15 + r8 + 1344], rbp
+    mov r8, r11
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov rbp, r11
+    and r8, 448
+    mov qword ptr [r15 + r8 + 832], rcx
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + 64], ymm12
+    and rbp, 4032
+    movsxd rcx, dword ptr [r15 + rbp + 3392]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c178:
+    lea rcx, [rip + .Lc1_d13143_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d13143_j_t
+.Lc1_d13143_j:
+    mov ecx, 149
+    mov ecx, 161
+    jmp 1f
+1:
+    mov ecx, 225
+    vpaddq xmm3, xmm3, xmmword ptr [r15 + 192]
+    mov r9, r11
+    jmp 1f
+1:
+    jmp 1f
+1:
+    and r9, 448
+    mov rbp, r11
+    mov qword ptr [r15 + r9 + 832], rcx
+    and rbp, 8128
+    mov dword ptr [r15 + rbp + 7488], 133
+    mov rbp, qword ptr [r15 + 512]
+    mov ecx, ecx
+    mov dword ptr [r15 + 320], r9d
+    movzx r9d, byte ptr [r15 + 128]
+    mov r8d, dword ptr [r15 + 128]
+    mov edx, ebp
+    mov edx, ebp
+    movzx edx, cl
+    jmp 1f
+1:
+    mov rbp, r11
+    jmp 1f
+1:
+    test ebx, 1024
+    jnz 1f
+1:
+    mov edi, r8d
+    and rbp, 1984
+    mov byte ptr [r15 + rbp + 1344], r9b
+    mov dword ptr [r15 + 0], 193
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    .byte 0x66, 0x90
+    mov r9d, edx
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    movzx edx, bpl
+    mov rbp, rbp
+    jmp 1f
+1:
+    movzx ebp, dil
+    mov dword ptr [r15 + 64], 84
+    mov rbp, r9
+    and ebp, dword ptr [r15 + 384]
+    mov edi, 115
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c179:
+    mov r9d, 175
+    jmp 1f
+1:
+    mov qword ptr [r15 + 64], rdx
+    mov dword ptr [r15 + 576], edi
+    mov byte ptr [r15 + 256], dil
+    mov edi, dword ptr [r15 + 384]
+    mov rbp, r11
+    mov edx, 65
+    jmp 1f
+1:
+    mov edx, dword ptr [r15 + 448]
+    and rbp, 8128
+    movzx r9d, byte ptr [r15 + rbp + 7488]
+    mov ebp, edi
+    mov dword ptr [r15 + 192], 44
+    movzx ebp, dl
+    mov dword ptr [r15 + 0], edi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edi, 62
+    mov dword ptr [r15 + 0], r9d
+    mov dword ptr [r15 + 0], edx
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1024
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov edx, 151
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rdx, rdi
+    mov rdi, rbp
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, 121
+    movzx ebp, byte ptr [r15 + 64]
+    mov dword ptr [r15 + 768], edx
+    mov rdx, qword ptr [r15 + 320]
+    mov r9, r11
+    mov rsi, qword ptr [r15 + 128]
+    movsxd rdi, dword ptr [r15 + 448]
+    mov r8, qword ptr [r15 + 384]
+    and r9, 4032
+    mov ecx, dword ptr [r15 + r9 + 3392]
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + 512], ymm3
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c180:
+    lea rcx, [rip + .Lc1_d13245_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d13245_j_t
+.Lc1_d13245_j:
+    mov ecx, 242
+    and ecx, dword ptr [r15 + 320]
+    jmp 1f
+1:
+    mov r9, r11
+    mov qword ptr [r15 + 320], rcx
+    movzx ecx, cl
+    mov r8, r11
+    and r9, 448
+    mov byte ptr [r15 + r9 + 832], cl
+    and r8, 4032
+    movzx eax, byte ptr [r15 + r8 + 3392]
+    mov dword ptr [r15 + 640], 37
+    mov dword ptr [r15 + 64], r9d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 6656
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 176
+    mov r9d, r8d
+    mov r8d, eax
+    mov r8d, ecx
+    .byte 0x0f, 0x1f, 0x00
+    mov r8d, eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, r11
+    add rax, qword ptr [r15 + 0]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    and r8, 1984
+    movzx ecx, byte ptr [r15 + r8 + 1344]
+    movzx r8d, byte ptr [r15 + 256]
+    mov r9, qword ptr [r15 + 192]
+    mov rax, rax
+    mov eax, dword ptr [r15 + 128]
+    jmp 1f
+1:
+    mov rdi, qword ptr [r15 + 384]
+    add rdi, qword ptr [r15 + 512]
+    movzx ebp, r9b
+    jmp 1f
+1:
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c181:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    bt rdi, rdi
+    movzx edi, al
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, bpl
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r11
+    .byte 0x66, 0x90
+    movzx ecx, al
+    and rbp, 1984
+    mov byte ptr [r15 + rbp + 1344], al
+    mov rbp, r11
+    mov rax, rdi
+    mov eax, ecx
+    and rbp, 448
+    mov dword ptr [r15 + rbp + 832], ecx
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    mov rdi, qword ptr [r15 + 768]
+    mov byte ptr [r15 + 512], al
+    movzx eax, bpl
+    mov dword ptr [r15 + 128], 63
+    jmp 1f
+1:
+    movsxd rbp, dword ptr [r15 + 320]
+    mov dword ptr [r15 + 704], edi
+    mov r8, r11
+    jmp 1f
+1:
+    movsxd rdi, dword ptr [r15 + 256]
+    and r8, 8128
+    mov qword ptr [r15 + r8 + 7488], rax
+    mov r8d, ebp
+    jmp 1f
+1:
+    mov r8d, dword ptr [r15 + 384]
+    movsxd rax, dword ptr [r15 + 448]
+    mov dword ptr [r15 + 128], ebp
+    jmp 1f
+1:
+    mov dword ptr [r15 + 64], edi
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c182:
+    lea rcx, [rip + .Lc1_d13343_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d13343_j_t
+.Lc1_d13343_j:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov rcx, rcx
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rcx
+    movsxd rcx, dword ptr [r15 + 64]
+    mov r8, r11
+    mov eax, 38
+    mov eax, 211
+    vpxor xmm3, xmm3, xmm8
+    and r8, 8128
+    mov byte ptr [r15 + r8 + 7488], cl
+    movzx r8d, byte ptr [r15 + 576]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 448], eax
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movzx edx, cl
+    mov r9, r11
+    mov byte ptr [r15 + 192], r8b
+    and r9, 1984
+    movsxd rcx, dword ptr [r15 + r9 + 1344]
+    jmp 1f
 1:
     jmp 1f
 1:
     jmp 1f
 1:
     mov r8, r11
-    mov dword ptr [r15 + 64], 219
-    mov eax, r8d
-    mov rbp, r11
-    test dword ptr [r15 + 67117723], 478494790
-    jnz 1f
+    mov rsi, qword ptr [r15 + 384]
+    movsxd rax, dword ptr [r15 + 320]
+    mov rdx, qword ptr [r15 + 128]
+    and r8, 4032
+    mov r9, qword ptr [r15 + r8 + 3392]
+    jmp 1f
 1:
-    and r8, 448
-    mov eax, dword ptr [r15 + r8 + 832]
-    and rbp, 1984
-    mov dword ptr [r15 + rbp + 1344], 187
-    mov edi, eax
-    vpcmpeqb xmm9, xmm9, xmmword ptr [r15 + 320]
+    mov edi, 105
+    vpmovmskb edi, xmm10
+    vmovdqu ymmword ptr [r15 + 256], ymm14
+    mov dword ptr [r15 + 512], r8d
     add r11, 64
     inc rbx
     dec r13
-    jnz .Lc1_b10_c0
-.Lc1_b10_done:
+    jz .Lc1_b9_done
+.Lc1_b9_c183:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 268435456
+    setz al
+    lea rcx, [rip + .Lc1_d13397_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d13397_s_t
+    .p2align 3
+.Lc1_d13397_s:
+    .p2align 3
+    jmp .Lc1_d13397_j
+    .p2align 3
+    jmp .Lc1_d13397_j
+.Lc1_d13397_j:
+    jmp 1f
+1:
+    mov rdi, rax
+    movsxd rdi, dword ptr [r15 + 256]
+    mov dword ptr [r15 + 192], eax
+    mov rax, qword ptr [r15 + 320]
+    movsxd r9, dword ptr [r15 + 448]
+    mov dword ptr [r15 + 64], 66
+    jmp 1f
+1:
+    test ebx, 1801216
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 128], dil
+    mov rdi, qword ptr [r15 + 640]
+    jmp 1f
+1:
+    mov r9d, 193
+    mov r9, r11
+    mov rax, qword ptr [r15 + 512]
+    and r9, 448
+    movsxd rcx, dword ptr [r15 + r9 + 832]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    vpmovmskb edi, xmm3
+    mov r9, r11
+    vmovdqu ymmword ptr [r15 + 384], ymm3
+    mov byte ptr [r15 + 64], cl
+    movzx ecx, al
+    and r9, 4032
+    add qword ptr [r15 + r9 + 3392], rdi
+    mov r9d, 57
+    nop
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c184:
+    movzx edi, byte ptr [r15 + 704]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], r9d
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, 238
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, dil
+    mov qword ptr [r15 + 0], rdi
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov byte ptr [r15 + 128], al
+    mov byte ptr [r15 + 320], al
+    vmovdqu ymmword ptr [r15 + 64], ymm3
+    mov rbp, r11
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movsxd rax, dword ptr [r15 + 384]
+    and rbp, 448
+    movzx edi, byte ptr [r15 + rbp + 832]
+    mov byte ptr [r15 + 192], al
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r9d, 34
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov rbp, r11
+    movsxd rax, dword ptr [r15 + 768]
+    mov r8d, edi
+    movsxd rdi, dword ptr [r15 + 512]
+    and rbp, 8128
+    mov r9, qword ptr [r15 + rbp + 7488]
+    mov dword ptr [r15 + 384], 152
+    add r9, qword ptr [r15 + 128]
+    mov rbp, r11
+    movsxd rdx, dword ptr [r15 + 448]
+    and rbp, 1984
+    vmovdqu ymmword ptr [r15 + rbp + 1344], ymm3
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c185:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d13490_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d13490_j_t
+.Lc1_d13490_j:
+    movzx ecx, al
+    mov qword ptr [r15 + 448], rbp
+    mov ebp, 25
+    mov ebp, dword ptr [r15 + 320]
+    vmovdqu ymmword ptr [r15 + 64], ymm3
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], cl
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov rcx, rax
+    vpxor xmm3, xmm3, xmm5
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rbp
+    movzx ebp, cl
+    mov rbp, rcx
+    test dword ptr [r15 + 67117724], 129
+    jnz 1f
+1:
+    mov r9, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rsi, dword ptr [r15 + 512]
+    and r9, 8128
+    movsxd rcx, dword ptr [r15 + r9 + 7488]
+    jmp 1f
+1:
+    mov qword ptr [r15 + 384], rbp
+    mov rbp, r11
+    mov dword ptr [r15 + 128], esi
+    and rbp, 4032
+    mov dword ptr [r15 + rbp + 3392], ecx
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov ecx, dword ptr [r15 + 256]
+    mov esi, 235
+    movzx esi, r9b
+    mov r9d, r9d
+    mov qword ptr [r15 + 576], rbp
+    jmp 1f
+1:
+    movzx ebp, bpl
+    mov ebp, 97
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c186:
+    mov rcx, r9
+    mov dword ptr [r15 + 0], 141
+    jmp 1f
+1:
+    mov r9, rsi
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], cl
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, r9d
+    jmp 1f
+1:
+    mov qword ptr [r15 + 384], r9
+    mov qword ptr [r15 + 64], r9
+    jmp 1f
+1:
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r9, r11
+    movsxd rcx, dword ptr [r15 + 128]
+    and r9, 1984
+    mov dword ptr [r15 + r9 + 1344], 5
+    movzx r9d, cl
+    mov r9, qword ptr [r15 + 640]
+    movzx ebp, cl
+    mov rbp, r11
+    movzx eax, byte ptr [r15 + 256]
+    mov byte ptr [r15 + 320], cl
+    and rbp, 448
+    movzx ecx, byte ptr [r15 + rbp + 832]
+    mov dword ptr [r15 + 192], r9d
+    jmp 1f
+1:
+    mov dword ptr [r15 + 448], 73
+    mov byte ptr [r15 + 64], r9b
+    movzx r9d, byte ptr [r15 + 192]
+    mov rbp, r11
+    mov rdi, rcx
+    and rbp, 4032
+    movsxd rdi, dword ptr [r15 + rbp + 3392]
+    movzx ebp, byte ptr [r15 + 512]
+    mov r8, qword ptr [r15 + 320]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c187:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 15
+    lea rcx, [rip + .Lc1_d13588_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d13588_s_t
+    .p2align 3
+.Lc1_d13588_s:
+    .p2align 3
+    jmp .Lc1_d13588_j
+    .p2align 3
+    jmp .Lc1_d13588_j
+    .p2align 3
+    jmp .Lc1_d13588_j
+    .p2align 3
+    jmp .Lc1_d13588_j
+    .p2align 3
+    jmp .Lc1_d13588_j
+    .p2align 3
+    jmp .Lc1_d13588_j
+    .p2align 3
+    jmp .Lc1_d13588_j
+    .p2align 3
+    jmp .Lc1_d13588_j
+    .p2align 3
+    jmp .Lc1_d13588_j
+    .p2align 3
+    jmp .Lc1_d13588_j
+    .p2align 3
+    jmp .Lc1_d13588_j
+    .p2align 3
+    jmp .Lc1_d13588_j
+    .p2align 3
+    jmp .Lc1_d13588_j
+    .p2align 3
+    jmp .Lc1_d13588_j
+    .p2align 3
+    jmp .Lc1_d13588_j
+    .p2align 3
+    jmp .Lc1_d13588_j
+.Lc1_d13588_j:
+    mov r8, r11
+    mov rbp, r11
+    jmp 1f
+1:
+    and r8, 1984
+    mov rax, qword ptr [r15 + r8 + 1344]
+    and rbp, 8128
+    movsxd rcx, dword ptr [r15 + rbp + 7488]
+    movsxd rbp, dword ptr [r15 + 704]
+    jmp 1f
+1:
+    movzx edi, al
+    mov rdi, qword ptr [r15 + 384]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c188:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 32
+    setz al
+    lea rcx, [rip + .Lc1_d13628_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d13628_s_t
+    .p2align 3
+.Lc1_d13628_s:
+    .p2align 3
+    jmp .Lc1_d13628_j
+    .p2align 3
+    jmp .Lc1_d13628_j
+.Lc1_d13628_j:
+    mov rbp, r11
+    mov r8, r11
+    mov edx, ecx
+    jmp 1f
+1:
+    and rbp, 4032
+    vmovdqu ymmword ptr [r15 + rbp + 3392], ymm3
+    and r8, 16320
+    mov rbp, r11
+    movsxd rcx, dword ptr [r15 + r8 + 15680]
+    and rbp, 448
+    lock or dword ptr [r15 + rbp + 832], 38
+    jmp 1f
+1:
+    mov rax, qword ptr [r15 + 512]
+    movsxd rdi, dword ptr [r15 + 192]
+    movsxd rdx, dword ptr [r15 + 768]
+    test dword ptr [r15 + 67117724], 603979776
+    jnz 1f
+1:
+    mov r8, qword ptr [r15 + 64]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ebp, byte ptr [r15 + 128]
+    mov ecx, dword ptr [r15 + 448]
+    mov rdi, qword ptr [r15 + 256]
+    movzx edx, byte ptr [r15 + 320]
+    mov dword ptr [r15 + 128], 13
+    jmp 1f
+1:
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c189:
+    mov eax, 3
+    movzx eax, byte ptr [r15 + 384]
+    mov rdi, qword ptr [r15 + 192]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 32
+    mov r12, qword ptr [r15 + r12 + 56]
+    .byte 0x0f, 0x1f, 0x00
+    mov dword ptr [r15 + 0], edx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], al
+    mov eax, 208
+    test ebx, 1024
+    jz 1f
+1:
+    mov dword ptr [r15 + 576], edi
+    mov dword ptr [r15 + 128], 13
+    mov rbp, r11
+    or qword ptr [r15 + 512], 108
+    mov edi, dword ptr [r15 + 448]
+    movsxd rsi, dword ptr [r15 + 64]
+    and rbp, 1984
+    mov dword ptr [r15 + rbp + 1344], 132
+    mov rbp, qword ptr [r15 + 384]
+    mov dword ptr [r15 + 320], 78
+    mov qword ptr [r15 + 256], rsi
+    mov r9, r11
+    mov rax, rdi
+    mov qword ptr [r15 + 320], rdi
+    mov r8, r11
+    and r9, 8128
+    mov qword ptr [r15 + r9 + 7488], rbp
+    and r8, 448
+    mov byte ptr [r15 + r8 + 832], dil
+    mov byte ptr [r15 + 64], al
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c190:
+    lea rcx, [rip + .Lc1_d13708_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d13708_j_t
+.Lc1_d13708_j:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov eax, 193
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, 224
+    vpor xmm3, xmm3, xmm3
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, dword ptr [r15 + 512]
+    jmp 1f
+1:
+    mov byte ptr [r15 + 64], al
+    movzx eax, al
+    mov eax, ecx
+    mov rax, qword ptr [r15 + 128]
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov ecx, ecx
+    mov r8, r11
+    jmp 1f
+1:
+    mov edx, dword ptr [r15 + 128]
+    mov dword ptr [r15 + 448], 65
+    and r8, 8128
+    mov dword ptr [r15 + r8 + 7488], eax
+    mov r8, qword ptr [r15 + 384]
+    mov dword ptr [r15 + 640], eax
+    jmp 1f
+1:
+    mov rbp, r11
+    mov r9, r11
+    mov eax, dword ptr [r15 + 256]
+    and r9, 1984
+    mov rcx, qword ptr [r15 + r9 + 1344]
+    and rbp, 4032
+    mov r9, qword ptr [r15 + rbp + 3392]
+    jmp 1f
+1:
+    movzx ebp, byte ptr [r15 + 704]
+    vpaddq xmm6, xmm6, xmmword ptr [r15 + 320]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c191:
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + 64], ymm6
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, r9
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movzx ecx, bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 255
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov rbp, r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, r11
+    add rcx, qword ptr [r15 + 128]
+    and r9, 4032
+    mov rbp, r11
+    mov rsi, qword ptr [r15 + r9 + 3392]
+    and rbp, 1984
+    mov rdi, qword ptr [r15 + rbp + 1344]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 448], ecx
+    jmp 1f
+1:
+    test ebx, 6656
+    jz 1f
+1:
+    mov dword ptr [r15 + 256], edi
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov rdi, qword ptr [r15 + 512]
+    jmp 1f
+1:
+    mov qword ptr [r15 + 192], r9
+    mov r9, r11
+    movzx ecx, bpl
+    movzx ebp, byte ptr [r15 + 384]
+    vmovdqu ymmword ptr [r15 + 320], ymm3
+    and r9, 448
+    mov esi, dword ptr [r15 + r9 + 832]
+    mov byte ptr [r15 + 768], cl
+    movzx ecx, dil
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c192:
+    lea rcx, [rip + .Lc1_d13807_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d13807_j_t
+.Lc1_d13807_j:
+    mov rbp, r11
+    mov r9, r11
+    and rbp, 8128
+    movsxd rdi, dword ptr [r15 + rbp + 7488]
+    and r9, 4032
+    mov rsi, qword ptr [r15 + r9 + 3392]
+    mov qword ptr [r15 + 64], rcx
+    mov rcx, rbp
+    movzx ecx, byte ptr [r15 + 320]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and ecx, dword ptr [r15 + 0]
+    movzx ebp, r9b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], r9b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, ecx
+    add r9, qword ptr [r15 + 576]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rcx, rsi
+    and ecx, dword ptr [r15 + 512]
+    add rcx, qword ptr [r15 + 640]
+    and ecx, dword ptr [r15 + 448]
+    mov qword ptr [r15 + 384], r9
+    mov r9d, 56
+    mov byte ptr [r15 + 128], bpl
+    mov ebp, 98
+    movsxd rbp, dword ptr [r15 + 256]
+    mov r8, r11
+    jmp 1f
+1:
+    and r8, 448
+    and ecx, dword ptr [r15 + r8 + 832]
+    movzx r8d, byte ptr [r15 + 64]
+    mov dword ptr [r15 + 192], ebp
+    mov qword ptr [r15 + 384], r9
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c193:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d13854_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d13854_j_t
+.Lc1_d13854_j:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, 155
+    mov rbp, rcx
+    mov byte ptr [r15 + 0], al
+    mov rax, rcx
+    mov qword ptr [r15 + 704], rcx
+    jmp 1f
+1:
+    vpxor xmm3, xmm3, xmm6
+    jmp 1f
+1:
+    mov dword ptr [r15 + 320], eax
+    mov dword ptr [r15 + 64], ecx
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movzx ecx, byte ptr [r15 + 512]
+    jmp 1f
+1:
+    mov edx, dword ptr [r15 + 128]
+    mov r8, r11
+    test dword ptr [r15 + 67117723], 268697600
+    jz 1f
+1:
+    movzx ebp, cl
+    jmp 1f
+1:
+    and r8, 1984
+    mov rcx, qword ptr [r15 + r8 + 1344]
+    jmp 1f
+1:
+    mov rax, qword ptr [r15 + 256]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r8, r11
+    jmp 1f
+1:
+    nop
+    mov ebp, dword ptr [r15 + 384]
+    and r8, 8128
+    mov r9, r11
+    movsxd rdx, dword ptr [r15 + r8 + 7488]
+    and r9, 448
+    xchg qword ptr [r15 + r9 + 832], r9
+    movzx esi, byte ptr [r15 + 448]
+    mov qword ptr [r15 + 192], rax
+    vpxor xmm6, xmm6, xmm15
+    jmp 1f
+1:
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c194:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov rbp, r11
+    jmp 1f
+1:
+    and rbp, 1984
+    mov r9, qword ptr [r15 + rbp + 1344]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, al
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, rax
+    jmp 1f
+1:
+    mov rax, r9
+    movsxd rax, dword ptr [r15 + 512]
+    mov esi, dword ptr [r15 + 448]
+    mov byte ptr [r15 + 128], cl
+    mov byte ptr [r15 + 128], bpl
+    test dword ptr [r15 + 67117724], 268505088
+    jz 1f
+1:
+    jmp 1f
+1:
+    mov byte ptr [r15 + 192], al
+    jmp 1f
+1:
+    mov rbp, r11
+    movsxd rcx, dword ptr [r15 + 320]
+    add rcx, qword ptr [r15 + 768]
+    mov eax, dword ptr [r15 + 384]
+    and rbp, 4032
+    and eax, dword ptr [r15 + rbp + 3392]
+    mov ebp, esi
+    mov ebp, 62
+    mov rbp, r11
+    mov dword ptr [r15 + 64], ecx
+    movzx ecx, byte ptr [r15 + 320]
+    movzx esi, al
+    and rbp, 8128
+    mov qword ptr [r15 + rbp + 7488], rax
+    mov rbp, rax
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c195:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 128
+    setz al
+    lea rcx, [rip + .Lc1_d13950_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d13950_s_t
+    .p2align 3
+.Lc1_d13950_s:
+    .p2align 3
+    jmp .Lc1_d13950_j
+    .p2align 3
+    jmp .Lc1_d13950_j
+.Lc1_d13950_j:
+    jmp 1f
+1:
+    movzx edi, cl
+    vmovdqu ymmword ptr [r15 + 256], ymm3
+    mov edi, dword ptr [r15 + 64]
+    and edi, dword ptr [r15 + 512]
+    mov rcx, qword ptr [r15 + 128]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov byte ptr [r15 + 0], dil
+    mov rbp, r11
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], edi
+    and rbp, 4032
+    mov qword ptr [r15 + rbp + 3392], rdi
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + 576], ymm3
+    movsxd rdi, dword ptr [r15 + 320]
+    mov byte ptr [r15 + 192], cl
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov byte ptr [r15 + 64], bpl
+    jmp 1f
+1:
+    mov ecx, 154
+    mov rbp, r11
+    mov ecx, edi
+    and rbp, 448
+    movzx ecx, byte ptr [r15 + rbp + 832]
+    mov rbp, qword ptr [r15 + 384]
+    mov dword ptr [r15 + 448], edi
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c196:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov dword ptr [r15 + 0], ecx
+    movzx ecx, cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu ymmword ptr [r15 + 0], ymm6
+    mov rax, qword ptr [r15 + 256]
+    mov rdi, qword ptr [r15 + 64]
+    mov ebp, dword ptr [r15 + 192]
+    mov r8, r11
+    jmp 1f
+1:
+    and r8, 8128
+    mov rcx, qword ptr [r15 + r8 + 7488]
+    jmp 1f
+1:
+    mov r9, r11
+    jmp 1f
+1:
+    and r9, 448
+    add rax, qword ptr [r15 + r9 + 832]
+    test dword ptr [r15 + 67117724], 36
+    jnz 1f
+1:
+    and edi, dword ptr [r15 + 384]
+    add rdi, qword ptr [r15 + 384]
+    movzx edx, byte ptr [r15 + 704]
+    mov rbp, r11
+    vpor xmm3, xmm3, xmm6
+    mov r9d, eax
+    movsxd rax, dword ptr [r15 + 320]
+    and rbp, 1984
+    mov qword ptr [r15 + rbp + 1344], rdi
+    mov ebp, 249
+    jmp 1f
+1:
+    mov byte ptr [r15 + 448], al
+    mov dword ptr [r15 + 128], r9d
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r9d, 41
+    mov r9, qword ptr [r15 + 640]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c197:
+    lea rcx, [rip + .Lc1_d14041_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d14041_j_t
+.Lc1_d14041_j:
+    mov r9, r11
+    mov rbp, r11
+    and r9, 1984
+    mov qword ptr [r15 + r9 + 1344], rcx
+    and rbp, 4032
+    mov rdx, qword ptr [r15 + rbp + 3392]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r9d, 91
+    mov r9d, ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    xor dword ptr [r15 + 0], edx
+    mov edx, ebp
+    mov dword ptr [r15 + 768], ebp
+    mov dword ptr [r15 + 512], 138
+    jmp 1f
+1:
+    mov ebp, dword ptr [r15 + 448]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r9, r11
+    jmp 1f
+1:
+    mov qword ptr [r15 + 128], rbp
+    and r9, 8128
+    mov rsi, qword ptr [r15 + r9 + 7488]
+    mov r9d, 166
+    vmovdqu ymmword ptr [r15 + 384], ymm6
+    jmp 1f
+1:
+    mov rbp, qword ptr [r15 + 512]
+    mov byte ptr [r15 + 320], dl
+    add rbp, qword ptr [r15 + 64]
+    mov rdx, qword ptr [r15 + 64]
+    movsxd rcx, dword ptr [r15 + 192]
+    jmp 1f
+1:
+    mov r9d, 148
+    and r9d, dword ptr [r15 + 128]
+    mov r8d, dword ptr [r15 + 256]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c198:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d14091_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d14091_j_t
+.Lc1_d14091_j:
+    jmp 1f
+1:
+    vpaddq xmm6, xmm6, xmmword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov byte ptr [r15 + 0], r8b
+    mov r8d, 117
+    mov r8d, 190
+    mov r12, qword ptr [r15 + r12 + 56]
+    vpor xmm6, xmm6, xmm6
+    and eax, dword ptr [r15 + 0]
+    mov rbp, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 1984
+    mov rcx, qword ptr [r15 + rbp + 1344]
+    mov dword ptr [r15 + 576], 195
+    mov edx, dword ptr [r15 + 320]
+    mov r8, r11
+    test dword ptr [r15 + 67117723], 65536
+    jnz 1f
+1:
+    and r8, 448
+    movsxd rax, dword ptr [r15 + r8 + 832]
+    jmp 1f
+1:
+    mov ebp, dword ptr [r15 + 256]
+    mov ecx, dword ptr [r15 + 448]
+    add rcx, qword ptr [r15 + 384]
+    movzx edx, dl
+    movzx edx, byte ptr [r15 + 64]
+    mov r8, r11
+    jmp 1f
+1:
+    mov dword ptr [r15 + 128], ecx
+    and r8, 4032
+    mov qword ptr [r15 + r8 + 3392], rbp
+    mov dword ptr [r15 + 640], ecx
+    mov dword ptr [r15 + 320], eax
+    movzx eax, dl
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c199:
+    mov rbp, r11
+    mov dword ptr [r15 + 128], 146
+    movsxd rdx, dword ptr [r15 + 704]
+    and rbp, 16320
+    mov qword ptr [r15 + rbp + 15680], rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], eax
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, edx
+    mov eax, ebp
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 128], rdx
+    jmp 1f
+1:
+    mov edi, edx
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    mov edx, 21
+    movsxd rdx, dword ptr [r15 + 384]
+    mov rbp, r11
+    mov byte ptr [r15 + 320], dil
+    mov edi, edi
+    and rbp, 448
+    mov dword ptr [r15 + rbp + 832], 99
+    movsxd rbp, dword ptr [r15 + 512]
+    mov rax, rdx
+    mov byte ptr [r15 + 64], dl
+    mov r9, r11
+    mov rdx, qword ptr [r15 + 448]
+    and r9, 8128
+    movsxd rdi, dword ptr [r15 + r9 + 7488]
+    vmovdqu ymmword ptr [r15 + 512], ymm6
+    mov dword ptr [r15 + 384], eax
+    mov eax, ebp
+    mov eax, dword ptr [r15 + 256]
+    movzx r9d, bpl
+    mov rbp, qword ptr [r15 + 192]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c200:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 2
+    setz al
+    lea rcx, [rip + .Lc1_d14182_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d14182_s_t
+    .p2align 3
+.Lc1_d14182_s:
+    .p2align 3
+    jmp .Lc1_d14182_j
+    .p2align 3
+    jmp .Lc1_d14182_j
+.Lc1_d14182_j:
+    jmp 1f
+1:
+    add qword ptr [r15 + 256], rcx
+    mov ecx, dword ptr [r15 + 192]
+    mov rbp, r11
+    mov edi, dword ptr [r15 + 768]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 1984
+    mov edx, dword ptr [r15 + rbp + 1344]
+    mov ebp, eax
+    vmovdqu ymmword ptr [r15 + 320], ymm6
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r9, r11
+    jmp 1f
+1:
+    mov dword ptr [r15 + 64], 173
+    jmp 1f
+1:
+    and r9, 4032
+    mov rbp, r11
+    mov esi, dword ptr [r15 + r9 + 3392]
+    and rbp, 8128
+    mov dword ptr [r15 + rbp + 7488], 79
+    mov byte ptr [r15 + 128], dl
+    movzx edx, byte ptr [r15 + 448]
+    mov edi, 237
+    mov qword ptr [r15 + 384], rsi
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c201:
+    mov rsi, r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rdi
+    mov r9, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r9, 4032
+    add rsi, qword ptr [r15 + r9 + 3392]
+    mov r9d, dword ptr [r15 + 64]
+    mov edi, 249
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov edx, 17
+    mov rbp, r11
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    and rbp, 1984
+    movzx esi, byte ptr [r15 + rbp + 1344]
+    xor dword ptr [r15 + 128], edx
+    and esi, dword ptr [r15 + 448]
+    mov dword ptr [r15 + 384], 191
+    mov rdx, rdi
+    mov edx, ebp
+    mov dword ptr [r15 + 320], edi
+    mov byte ptr [r15 + 64], bpl
+    mov dword ptr [r15 + 640], 6
+    mov dword ptr [r15 + 512], ebp
+    movsxd rbp, dword ptr [r15 + 576]
+    mov r8, r11
+    jmp 1f
+1:
+    and r8, 448
+    mov byte ptr [r15 + r8 + 832], sil
+    mov dword ptr [r15 + 256], 7
+    mov esi, dword ptr [r15 + 192]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c202:
+    lea rcx, [rip + .Lc1_d14265_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d14265_j_t
+.Lc1_d14265_j:
+    mov ecx, 3
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, 161
+    mov byte ptr [r15 + 0], cl
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r11
+    mov rdx, r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edx, dword ptr [r15 + 448]
+    and rbp, 448
+    mov byte ptr [r15 + rbp + 832], cl
+    jmp 1f
+1:
+    mov rcx, r8
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r8, r11
+    mov rbp, r11
+    mov dword ptr [r15 + 192], ecx
+    and r8, 1984
+    mov rdx, qword ptr [r15 + r8 + 1344]
+    jmp 1f
+1:
+    and rbp, 8128
+    mov dword ptr [r15 + rbp + 7488], 113
+    mov dword ptr [r15 + 320], ecx
+    jmp 1f
+1:
+    mov dword ptr [r15 + 512], 202
+    mov qword ptr [r15 + 128], rcx
+    and r8d, dword ptr [r15 + 128]
+    mov ecx, dword ptr [r15 + 64]
+    jmp 1f
+1:
+    mov ebp, ebp
+    mov ebp, dword ptr [r15 + 384]
+    mov qword ptr [r15 + 704], r8
+    mov r8d, dword ptr [r15 + 320]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c203:
+    lea rcx, [rip + .Lc1_d14312_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d14312_j_t
+.Lc1_d14312_j:
+    jmp 1f
+1:
+    mov rax, rbp
+    mov qword ptr [r15 + 256], rcx
+    mov rcx, rcx
+    mov dword ptr [r15 + 512], 57
+    vmovdqu ymmword ptr [r15 + 384], ymm6
+    mov rbp, r11
+    mov rdx, qword ptr [r15 + 768]
+    movzx r8d, byte ptr [r15 + 448]
+    and rbp, 8128
+    mov byte ptr [r15 + rbp + 7488], cl
+    mov rbp, rcx
+    jmp 1f
+1:
+    mov ebp, 246
+    movzx ebp, byte ptr [r15 + 64]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, rcx
+    jmp 1f
+1:
+    mov eax, ecx
+    mov ecx, 92
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, dword ptr [r15 + 192]
+    mov r8d, dword ptr [r15 + 128]
+    mov edx, eax
+    mov edx, eax
+    mov rbp, r11
+    mov r9, r11
+    and rbp, 448
+    mov dword ptr [r15 + rbp + 832], 45
+    and r9, 4032
+    and ecx, dword ptr [r15 + r9 + 3392]
+    movzx r9d, r8b
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c204:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, r11
+    mov qword ptr [r15 + 320], rcx
+    mov qword ptr [r15 + 256], rcx
+    and r8, 8128
+    mov dword ptr [r15 + r8 + 7488], 43
+    movzx r8d, r8b
+    movzx r8d, byte ptr [r15 + 64]
+    movzx edi, byte ptr [r15 + 320]
+    vpaddq xmm1, xmm1, xmmword ptr [r15 + 448]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov byte ptr [r15 + 512], r8b
+    movsxd r8, dword ptr [r15 + 128]
+    mov rcx, rdi
+    mov rbp, r11
+    jmp 1f
+1:
+    and rbp, 1984
+    mov r9, r11
+    movsxd rdi, dword ptr [r15 + rbp + 1344]
+    mov byte ptr [r15 + 384], r8b
+    mov dword ptr [r15 + 576], 64
+    and r9, 4032
+    mov byte ptr [r15 + r9 + 3392], cl
+    mov byte ptr [r15 + 192], r8b
+    mov r8d, 182
+    jmp 1f
+1:
+    mov byte ptr [r15 + 384], r9b
+    movzx r9d, cl
+    mov dword ptr [r15 + 64], 35
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c205:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 7
+    lea rcx, [rip + .Lc1_d14403_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d14403_s_t
+    .p2align 3
+.Lc1_d14403_s:
+    .p2align 3
+    jmp .Lc1_d14403_j
+    .p2align 3
+    jmp .Lc1_d14403_j
+    .p2align 3
+    jmp .Lc1_d14403_j
+    .p2align 3
+    jmp .Lc1_d14403_j
+    .p2align 3
+    jmp .Lc1_d14403_j
+    .p2align 3
+    jmp .Lc1_d14403_j
+    .p2align 3
+    jmp .Lc1_d14403_j
+    .p2align 3
+    jmp .Lc1_d14403_j
+.Lc1_d14403_j:
+    jmp 1f
+1:
+    movsxd rsi, dword ptr [r15 + 320]
+    mov rbp, r11
+    mov rdi, rcx
+    and rbp, 1984
+    mov dword ptr [r15 + rbp + 1344], 31
+    mov ebp, 45
+    mov ebp, dword ptr [r15 + 640]
+    mov rcx, rdi
+    mov ecx, eax
+    test ebx, 1073741824
+    jz 1f
+1:
+    add rsi, qword ptr [r15 + 128]
+    mov r8, r11
+    jmp 1f
+1:
+    mov byte ptr [r15 + 512], sil
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r8, 448
+    movzx eax, byte ptr [r15 + r8 + 832]
+    mov r8, qword ptr [r15 + 64]
+    mov dword ptr [r15 + 256], 220
+    movzx esi, cl
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c206:
+    mov byte ptr [r15 + 320], r8b
+    vmovdqu ymmword ptr [r15 + 384], ymm4
+    mov ecx, 46
+    mov dword ptr [r15 + 64], 141
+    mov ecx, 108
+    movzx ecx, al
+    mov eax, esi
+    jmp 1f
+1:
+    vpmovmskb eax, xmm1
+    movzx eax, cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rsi, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rsi
+    test ebx, 5120
+    jnz 1f
+1:
+    mov esi, 71
+    mov dword ptr [r15 + 768], 247
+    jmp 1f
+1:
+    mov r8, r11
+    mov byte ptr [r15 + 448], sil
+    movzx esi, byte ptr [r15 + 192]
+    movsxd rax, dword ptr [r15 + 512]
+    and r8, 8128
+    mov qword ptr [r15 + r8 + 7488], rcx
+    movzx r8d, cl
+    movzx r8d, sil
+    mov r8, r11
+    vmovdqu ymmword ptr [r15 + 704], ymm1
+    jmp 1f
+1:
+    and r8, 4032
+    and esi, dword ptr [r15 + r8 + 3392]
+    mov r8d, 81
+    jmp 1f
+1:
+    mov r8d, 192
+    movsxd r8, dword ptr [r15 + 128]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c207:
+    lea rcx, [rip + .Lc1_d14492_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d14492_j_t
+.Lc1_d14492_j:
+    jmp 1f
+1:
+    movzx edx, byte ptr [r15 + 384]
+    mov eax, ecx
+    mov qword ptr [r15 + 0], r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r8d, edx
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rcx, rdx
+    mov rbp, r11
+    mov rcx, rdx
+    and rbp, 448
+    mov r8, r11
+    mov rdx, qword ptr [r15 + rbp + 832]
+    jmp 1f
+1:
+    mov byte ptr [r15 + 576], r8b
+    and r8, 4032
+    movsxd rax, dword ptr [r15 + r8 + 3392]
+    jmp 1f
+1:
+    mov ecx, 4
+    jmp 1f
+1:
+    mov dword ptr [r15 + 128], edx
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movsxd rdx, dword ptr [r15 + 256]
+    mov eax, dword ptr [r15 + 320]
+    movzx r8d, byte ptr [r15 + 64]
+    mov ebp, edx
+    mov ebp, dword ptr [r15 + 512]
+    mov r9d, 144
+    movsxd r9, dword ptr [r15 + 448]
+    mov r9, r11
+    mov dword ptr [r15 + 384], 169
+    jmp 1f
+1:
+    and r9, 1984
+    mov rcx, qword ptr [r15 + r9 + 1344]
+    movzx r9d, byte ptr [r15 + 192]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c208:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 16384
+    setz al
+    lea rcx, [rip + .Lc1_d14546_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d14546_s_t
+    .p2align 3
+.Lc1_d14546_s:
+    .p2align 3
+    jmp .Lc1_d14546_j
+    .p2align 3
+    jmp .Lc1_d14546_j
+.Lc1_d14546_j:
+    mov rbp, r11
+    and rbp, 8128
+    mov qword ptr [r15 + rbp + 7488], rax
+    jmp 1f
+1:
+    mov r8, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edi, dword ptr [r15 + 64]
+    and r8, 1984
+    movsxd rax, dword ptr [r15 + r8 + 1344]
+    mov byte ptr [r15 + 256], bpl
+    mov dword ptr [r15 + 640], 5
+    movzx ebp, byte ptr [r15 + 448]
+    mov ecx, dword ptr [r15 + 128]
+    test dword ptr [r15 + 67117723], 2560
+    jz 1f
+1:
+    mov r9, r11
+    mov r8d, eax
+    and r9, 448
+    movzx r8d, byte ptr [r15 + r9 + 832]
+    mov qword ptr [r15 + 128], rax
+    vmovq xmm3, rcx
+    add rax, qword ptr [r15 + 384]
+    jmp 1f
+1:
+    mov rcx, qword ptr [r15 + 320]
+    jmp 1f
+1:
+    movzx ebp, r8b
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c209:
+    and r9d, dword ptr [r15 + 768]
+    movzx r8d, byte ptr [r15 + 64]
+    movzx eax, bpl
+    mov rax, r9
+    mov qword ptr [r15 + 384], rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, eax
+    mov dword ptr [r15 + 0], 10
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, 189
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], ebp
+    jmp 1f
+1:
+    mov rbp, r8
+    mov dword ptr [r15 + 0], 11
+    mov rbp, r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r11
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, r11
+    and rbp, 1984
+    movsxd rsi, dword ptr [r15 + rbp + 1344]
+    mov rbp, r11
+    and r8, 8128
+    movzx r9d, byte ptr [r15 + r8 + 7488]
+    and rbp, 4032
+    mov eax, dword ptr [r15 + rbp + 3392]
+    mov rbp, rsi
+    vmovdqu xmm15, xmmword ptr [r15 + 512]
+    mov ebp, r9d
+    movzx ebp, byte ptr [r15 + 704]
+    mov r8, qword ptr [r15 + 128]
+    movzx edx, sil
+    mov esi, dword ptr [r15 + 64]
+    mov ecx, r9d
+    mov r9, qword ptr [r15 + 448]
+    add r9, qword ptr [r15 + 320]
+    movsxd rdi, dword ptr [r15 + 192]
+    jmp 1f
+1:
+    mov edi, 20
+    jmp 1f
+1:
+    movzx edi, byte ptr [r15 + 256]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c210:
+    lea rcx, [rip + .Lc1_d14636_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d14636_j_t
+.Lc1_d14636_j:
+    mov ecx, r9d
+    mov r9, r11
+    mov rbp, r11
+    xor dword ptr [r15 + 384], edi
+    and rbp, 4032
+    mov byte ptr [r15 + rbp + 3392], r9b
+    and r9, 448
+    mov dword ptr [r15 + r9 + 832], edi
+    mov dword ptr [r15 + 256], 6
+    mov dword ptr [r15 + 576], 1
+    movzx edi, byte ptr [r15 + 448]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov byte ptr [r15 + 0], dil
+    vpshufd xmm7, xmm3, 130
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r11
+    jmp 1f
+1:
+    mov rdi, qword ptr [r15 + 320]
+    and rbp, 16320
+    mov dword ptr [r15 + rbp + 15680], 42
+    mov dword ptr [r15 + 192], 15
+    mov byte ptr [r15 + 128], bpl
+    mov rbp, qword ptr [r15 + 512]
+    movzx ecx, byte ptr [r15 + 512]
+    vpmovmskb r9d, xmm7
+    movsxd r9, dword ptr [r15 + 64]
+    mov dword ptr [r15 + 320], 169
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c211:
+    and edi, dword ptr [r15 + 128]
+    movzx ecx, bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    vpxor xmm3, xmm3, xmm0
+    jmp 1f
+1:
+    mov rbp, rdi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rdi, r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    add rdi, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 448], rbp
+    mov dword ptr [r15 + 640], 108
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    vmovdqu ymmword ptr [r15 + 256], ymm3
+    mov byte ptr [r15 + 320], dil
+    mov rbp, r11
+    jmp 1f
+1:
+    and rbp, 8128
+    and edi, dword ptr [r15 + rbp + 7488]
+    mov ebp, ebp
+    mov rbp, rdi
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movsxd rcx, dword ptr [r15 + 384]
+    mov r8, r11
+    mov rbp, r11
+    mov byte ptr [r15 + 64], cl
+    and rbp, 448
+    mov dword ptr [r15 + rbp + 832], 172
+    and r8, 1984
+    add rdi, qword ptr [r15 + r8 + 1344]
+    mov r8d, ebp
+    mov r8, qword ptr [r15 + 512]
+    mov dword ptr [r15 + 192], ecx
+    mov ecx, dword ptr [r15 + 128]
+    movzx ebp, r8b
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c212:
+    lea rcx, [rip + .Lc1_d14723_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d14723_j_t
+.Lc1_d14723_j:
+    mov ecx, edi
+    movzx ecx, bpl
+    mov ecx, ebp
+    movzx ecx, r8b
+    mov r8, qword ptr [r15 + 192]
+    jmp 1f
+1:
+    vpaddq xmm15, xmm15, xmmword ptr [r15 + 320]
+    mov byte ptr [r15 + 64], r8b
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov ebp, 56
+    mov rbp, r11
+    movzx edi, r8b
+    mov r8, r8
+    test ebx, 1073741824
+    jz 1f
+1:
+    and rbp, 1984
+    mov byte ptr [r15 + rbp + 1344], dil
+    mov rbp, r8
+    jmp 1f
+1:
+    movzx ebp, r8b
+    jmp 1f
+1:
+    mov rbp, qword ptr [r15 + 128]
+    add rbp, qword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov rax, rdi
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rdi, rax
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + 0], ymm7
+    mov rax, rdi
+    mov r8, r11
+    mov qword ptr [r15 + 0], rbp
+    and r8, 8128
+    mov rbp, qword ptr [r15 + r8 + 7488]
+    inc dword ptr [r15 + 64]
+    mov r9, r11
+    movzx edx, byte ptr [r15 + 448]
+    movzx esi, bpl
+    mov esi, dword ptr [r15 + 704]
+    and r9, 4032
+    mov rax, qword ptr [r15 + r9 + 3392]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 384], edx
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c213:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 15
+    lea rcx, [rip + .Lc1_d14783_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d14783_s_t
+    .p2align 3
+.Lc1_d14783_s:
+    .p2align 3
+    jmp .Lc1_d14783_j
+    .p2align 3
+    jmp .Lc1_d14783_j
+    .p2align 3
+    jmp .Lc1_d14783_j
+    .p2align 3
+    jmp .Lc1_d14783_j
+    .p2align 3
+    jmp .Lc1_d14783_j
+    .p2align 3
+    jmp .Lc1_d14783_j
+    .p2align 3
+    jmp .Lc1_d14783_j
+    .p2align 3
+    jmp .Lc1_d14783_j
+    .p2align 3
+    jmp .Lc1_d14783_j
+    .p2align 3
+    jmp .Lc1_d14783_j
+    .p2align 3
+    jmp .Lc1_d14783_j
+    .p2align 3
+    jmp .Lc1_d14783_j
+    .p2align 3
+    jmp .Lc1_d14783_j
+    .p2align 3
+    jmp .Lc1_d14783_j
+    .p2align 3
+    jmp .Lc1_d14783_j
+    .p2align 3
+    jmp .Lc1_d14783_j
+.Lc1_d14783_j:
+    add rax, qword ptr [r15 + 768]
+    mov edx, dword ptr [r15 + 512]
+    jmp 1f
+1:
+    mov rsi, qword ptr [r15 + 384]
+    mov rbp, r11
+    mov rcx, rcx
+    mov ecx, dword ptr [r15 + 128]
+    jmp 1f
+1:
+    and rbp, 448
+    mov dword ptr [r15 + rbp + 832], 222
+    mov ebp, dword ptr [r15 + 256]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c214:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edx, 40
+    mov qword ptr [r15 + 0], rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    add rbp, qword ptr [r15 + 0]
+    movzx esi, al
+    mov r8, r11
+    mov rsi, qword ptr [r15 + 192]
+    mov eax, 66
+    mov eax, dword ptr [r15 + 576]
+    and r8, 1984
+    mov byte ptr [r15 + r8 + 1344], bpl
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movzx ebp, byte ptr [r15 + 256]
+    and ebp, dword ptr [r15 + 320]
+    vmovdqu ymmword ptr [r15 + 512], ymm15
+    movzx edx, byte ptr [r15 + 64]
+    jmp 1f
+1:
+    test dword ptr [r15 + 67117723], 536871936
+    jnz 1f
+1:
+    mov byte ptr [r15 + 448], sil
+    mov rsi, rdx
+    mov qword ptr [r15 + 320], rax
+    jmp 1f
+1:
+    mov eax, dword ptr [r15 + 64]
+    mov rbp, r11
+    mov edx, esi
+    jmp 1f
+1:
+    mov rdx, qword ptr [r15 + 128]
+    and rbp, 8128
+    mov rsi, qword ptr [r15 + rbp + 7488]
+    mov rbp, r11
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    and rbp, 4032
+    movzx r8d, byte ptr [r15 + rbp + 3392]
+    mov ebp, eax
+    jmp 1f
+1:
+    mov ebp, eax
+    mov dword ptr [r15 + 384], r8d
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c215:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 32
+    setz al
+    lea rcx, [rip + .Lc1_d14872_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d14872_s_t
+    .p2align 3
+.Lc1_d14872_s:
+    .p2align 3
+    jmp .Lc1_d14872_j
+    .p2align 3
+    jmp .Lc1_d14872_j
+.Lc1_d14872_j:
+    jmp 1f
+1:
+    mov rbp, r11
+    jmp 1f
+1:
+    mov edx, dword ptr [r15 + 128]
+    mov dword ptr [r15 + 512], 150
+    and rbp, 448
+    add rax, qword ptr [r15 + rbp + 832]
+    mov byte ptr [r15 + 64], dl
+    mov byte ptr [r15 + 384], dl
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], rax
+    test dword ptr [r15 + 67117724], 256
+    jz 1f
+1:
+    mov dword ptr [r15 + 0], eax
+    add rbp, qword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov rax, qword ptr [r15 + 256]
+    mov qword ptr [r15 + 192], rbp
+    movzx ebp, byte ptr [r15 + 384]
+    mov rdx, rax
+    mov edx, dword ptr [r15 + 704]
+    mov r9, r11
+    mov dword ptr [r15 + 320], eax
+    vpaddq xmm3, xmm3, xmmword ptr [r15 + 640]
+    and r9, 4032
+    mov byte ptr [r15 + r9 + 3392], dl
+    mov dword ptr [r15 + 448], ebp
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c216:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov rax, rdx
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    add r9, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edi, dword ptr [r15 + 64]
+    jmp 1f
+1:
+    mov rdx, r9
+    mov edx, eax
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov r9, r11
+    mov rax, rdx
+    and r9, 448
+    movsxd rax, dword ptr [r15 + r9 + 832]
+    jmp 1f
+1:
+    mov edx, 82
+    mov r8, r11
+    mov dword ptr [r15 + 768], edi
+    jmp 1f
+1:
+    mov edi, eax
+    and r8, 8128
+    mov dword ptr [r15 + r8 + 7488], 228
+    mov qword ptr [r15 + 128], r9
+    mov r9, qword ptr [r15 + 512]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    test dword ptr [r15 + 67117724], 67108864
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov r8, r11
+    mov rax, r9
+    and r8, 1984
+    movzx eax, byte ptr [r15 + r8 + 1344]
+    movsxd r8, dword ptr [r15 + 128]
+    jmp 1f
+1:
+    mov r9d, dword ptr [r15 + 384]
+    jmp 1f
+1:
+    mov qword ptr [r15 + 448], r8
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov edi, r9d
+    mov dword ptr [r15 + 320], eax
+    mov byte ptr [r15 + 192], al
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c217:
+    lea rcx, [rip + .Lc1_d14971_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d14971_j_t
+.Lc1_d14971_j:
+    movzx ecx, byte ptr [r15 + 128]
+    jmp 1f
+1:
+    movzx edi, dil
+    mov rdi, rcx
+    mov dword ptr [r15 + 320], ecx
+    mov byte ptr [r15 + 384], cl
+    mov qword ptr [r15 + 64], rcx
+    mov ecx, edi
+    movsxd rcx, dword ptr [r15 + 192]
+    jmp 1f
+1:
+    mov esi, edi
+    mov r8, r11
+    jmp 1f
+1:
+    mov r9, r11
+    and edi, dword ptr [r15 + 512]
+    and r8, 4032
+    movsxd rbp, dword ptr [r15 + r8 + 3392]
+    and r9, 8128
+    mov dword ptr [r15 + r9 + 7488], 230
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx edi, cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edi, 47
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov rcx, qword ptr [r15 + 256]
+    movsxd rbp, dword ptr [r15 + 576]
+    movzx r8d, byte ptr [r15 + 448]
+    jmp 1f
+1:
+    mov r9, r11
+    mov esi, 216
+    mov dword ptr [r15 + 320], 141
+    movzx esi, byte ptr [r15 + 640]
+    and r9, 1984
+    mov rdi, qword ptr [r15 + r9 + 1344]
+    mov r9d, dword ptr [r15 + 64]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c218:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d15021_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d15021_j_t
+.Lc1_d15021_j:
+    jmp 1f
+1:
+    mov r8, qword ptr [r15 + 704]
+    mov rbp, qword ptr [r15 + 128]
+    mov rax, qword ptr [r15 + 256]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 252
+    mov edi, ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    add rdi, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov rcx, rax
+    mov r9, r11
+    movzx ecx, byte ptr [r15 + 192]
+    mov rsi, qword ptr [r15 + 448]
+    test dword ptr [r15 + 67117723], 4096
+    jz 1f
+1:
+    and r9, 448
+    movsxd r8, dword ptr [r15 + r9 + 832]
+    jmp 1f
+1:
+    mov rbp, r11
+    mov byte ptr [r15 + 128], dil
+    and rbp, 1984
+    mov rdi, qword ptr [r15 + rbp + 1344]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov qword ptr [r15 + 64], rcx
+    mov r9, r11
+    mov ecx, dword ptr [r15 + 384]
+    and r9, 4032
+    mov esi, dword ptr [r15 + r9 + 3392]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 512], ebp
+    mov rbp, qword ptr [r15 + 320]
+    jmp 1f
+1:
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c219:
+    mov dword ptr [r15 + 384], 58
+    jmp 1f
+1:
+    mov r8, r11
+    movsxd rbp, dword ptr [r15 + 768]
+    and r8, 8128
+    movsxd rdx, dword ptr [r15 + r8 + 7488]
+    mov dword ptr [r15 + 192], esi
+    jmp 1f
+1:
+    movzx esi, bpl
+    jmp 1f
+1:
+    mov esi, dword ptr [r15 + 448]
+    mov dword ptr [r15 + 0], edx
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov edx, 184
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], ebp
+    movzx ebp, bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov ecx, esi
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    and edx, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx esi, cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 320], dl
+    mov rdx, qword ptr [r15 + 384]
+    mov ecx, dword ptr [r15 + 64]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov ebp, 63
+    mov ebp, dword ptr [r15 + 512]
+    vmovdqu ymmword ptr [r15 + 256], ymm3
+    mov rsi, qword ptr [r15 + 128]
+    mov r8, r11
+    vpor xmm3, xmm3, xmm3
+    mov eax, ecx
+    mov ecx, 149
+    and r8, 448
+    mov r9, r11
+    mov ecx, dword ptr [r15 + r8 + 832]
+    and r9, 4032
+    movzx r8d, byte ptr [r15 + r9 + 3392]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c220:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 134217728
+    setz al
+    lea rcx, [rip + .Lc1_d15118_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d15118_s_t
+    .p2align 3
+.Lc1_d15118_s:
+    .p2align 3
+    jmp .Lc1_d15118_j
+    .p2align 3
+    jmp .Lc1_d15118_j
+.Lc1_d15118_j:
+    jmp 1f
+1:
+    movzx esi, byte ptr [r15 + 384]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 320], 235
+    mov r8, r11
+    mov r9, r11
+    and r8, 8128
+    mov dword ptr [r15 + r8 + 7488], 229
+    and r9, 1984
+    mov dword ptr [r15 + r9 + 1344], ecx
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov ecx, dword ptr [r15 + 576]
+    test ebx, 1024
+    jnz 1f
+1:
+    and r8d, dword ptr [r15 + 256]
+    mov esi, dword ptr [r15 + 64]
+    movzx r9d, byte ptr [r15 + 128]
+    movzx eax, cl
+    mov rbp, r11
+    mov rax, qword ptr [r15 + 448]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    and rbp, 448
+    mov dword ptr [r15 + rbp + 832], 204
+    jmp 1f
+1:
+    movzx ecx, al
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c221:
+    mov eax, 107
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov esi, 40
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov ebp, ebp
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 51
+    movzx r9d, al
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, ebp
+    mov rbp, r11
+    mov byte ptr [r15 + 0], r9b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rbp
+    and rbp, 1984
+    mov r9, r11
+    mov dword ptr [r15 + rbp + 1344], 2
+    and r9, 4032
+    mov byte ptr [r15 + r9 + 3392], al
+    mov dword ptr [r15 + 64], ebp
+    mov dword ptr [r15 + 640], ebp
+    mov ebp, eax
+    movzx ebp, r9b
+    movsxd rbp, dword ptr [r15 + 320]
+    mov r9, r11
+    test ebx, 1566720
+    jnz 1f
+1:
+    and r9, 8128
+    movsxd rax, dword ptr [r15 + r9 + 7488]
+    mov qword ptr [r15 + 128], rbp
+    movzx ebp, r9b
+    mov rbp, qword ptr [r15 + 448]
+    mov rdi, qword ptr [r15 + 192]
+    movzx r9d, byte ptr [r15 + 64]
+    jmp 1f
+1:
+    movzx edx, byte ptr [r15 + 384]
+    mov r8d, dword ptr [r15 + 704]
+    jmp 1f
+1:
+    mov rcx, rax
+    movzx eax, byte ptr [r15 + 512]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c222:
+    lea rcx, [rip + .Lc1_d15211_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d15211_j_t
+.Lc1_d15211_j:
+    movzx ecx, byte ptr [r15 + 128]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 384], 25
+    mov eax, dword ptr [r15 + 192]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r8, rcx
+    jmp 1f
+1:
+    mov byte ptr [r15 + 512], al
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    mov rcx, rax
+    mov qword ptr [r15 + 768], r8
+    mov r8d, 239
+    mov r8, r11
+    mov rax, rcx
+    jmp 1f
+1:
+    jmp 1f
+1:
+    and r8, 448
+    mov rbp, r11
+    movzx ecx, byte ptr [r15 + r8 + 832]
+    and rbp, 1984
+    mov esi, dword ptr [r15 + rbp + 1344]
+    movsxd rbp, dword ptr [r15 + 64]
+    mov r8, r11
+    jmp 1f
+1:
+    movzx eax, byte ptr [r15 + 320]
+    movzx r9d, byte ptr [r15 + 448]
+    and r8, 16320
+    mov edx, dword ptr [r15 + r8 + 15680]
+    mov qword ptr [r15 + 256], rcx
+    jmp 1f
+1:
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c223:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d15262_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d15262_j_t
+.Lc1_d15262_j:
+    mov r9, r11
+    and r9, 4032
+    mov byte ptr [r15 + r9 + 3392], al
+    mov r9d, dword ptr [r15 + 128]
+    mov qword ptr [r15 + 384], rax
+    mov dword ptr [r15 + 256], ecx
+    movsxd rcx, dword ptr [r15 + 512]
+    mov eax, eax
+    mov eax, 112
+    mov rax, r9
+    mov byte ptr [r15 + 192], cl
+    movsxd rcx, dword ptr [r15 + 320]
+    .byte 0x0f, 0x1f, 0x40, 0x00
+    mov byte ptr [r15 + 448], r9b
+    vpcmpeqb xmm3, xmm3, xmmword ptr [r15 + 576]
+    mov r9d, 238
+    test dword ptr [r15 + 67117724], 50462720
+    jz 1f
+1:
+    mov byte ptr [r15 + 64], cl
+    vmovq xmm1, rax
+    mov rax, r9
+    mov r9, r11
+    mov eax, ecx
+    mov qword ptr [r15 + 128], rcx
+    and r9, 8128
+    mov rcx, qword ptr [r15 + r9 + 7488]
+    jmp 1f
+1:
+    mov r9, r11
+    mov edi, ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r9, 448
+    movzx eax, byte ptr [r15 + r9 + 832]
+    jmp 1f
+1:
+    mov rcx, rdi
+    movzx ecx, dil
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c224:
+    and edi, dword ptr [r15 + 256]
+    movzx r9d, cl
+    jmp 1f
+1:
+    mov r9, r11
+    movzx ecx, byte ptr [r15 + 384]
+    jmp 1f
+1:
+    and r9, 4032
+    mov dword ptr [r15 + r9 + 3392], 120
+    jmp 1f
+1:
+    mov eax, dword ptr [r15 + 64]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], dil
+    mov r12, qword ptr [r15 + r12 + 56]
+    add qword ptr [r15 + 0], rcx
+    mov ecx, edi
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov rdi, rcx
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx eax, cl
+    mov byte ptr [r15 + 0], cl
+    movzx ecx, cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 128], 90
+    jmp 1f
+1:
+    mov r9, r11
+    mov rbp, r11
+    mov qword ptr [r15 + 448], rcx
+    and r9, 8128
+    mov byte ptr [r15 + r9 + 7488], bpl
+    and rbp, 1984
+    mov byte ptr [r15 + rbp + 1344], al
+    mov dword ptr [r15 + 320], 153
+    mov eax, 94
+    mov dword ptr [r15 + 512], r9d
+    mov byte ptr [r15 + 320], cl
+    mov ecx, 175
+    movzx ecx, bpl
+    movzx ecx, r9b
+    movzx ecx, byte ptr [r15 + 640]
+    mov r9d, eax
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c225:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d15356_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d15356_j_t
+.Lc1_d15356_j:
+    mov ecx, dword ptr [r15 + 64]
+    movsxd rbp, dword ptr [r15 + 128]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 256], ecx
+    mov r8, r11
+    movsxd rax, dword ptr [r15 + 192]
+    mov ecx, 48
+    and r8, 448
+    mov qword ptr [r15 + r8 + 832], rbp
+    mov qword ptr [r15 + 384], rcx
+    mov ecx, 29
+    test dword ptr [r15 + 67117723], 33554432
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 15
+    vmovdqu ymmword ptr [r15 + 64], ymm3
+    mov byte ptr [r15 + 448], r8b
+    jmp 1f
+1:
+    mov dword ptr [r15 + 320], 241
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r8, qword ptr [r15 + 768]
+    mov rsi, rcx
+    jmp 1f
+1:
+    movzx esi, r8b
+    mov r8, r11
+    mov byte ptr [r15 + 512], sil
+    movsxd rsi, dword ptr [r15 + 704]
+    and r8, 1984
+    vmovdqu ymmword ptr [r15 + r8 + 1344], ymm1
+    add r8, qword ptr [r15 + 384]
+    vpaddd xmm1, xmm1, xmm1
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c226:
+    mov qword ptr [r15 + 192], r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 171
+    jmp 1f
+1:
+    mov edx, 100
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx edx, r8b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r8d, dl
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r8d, dword ptr [r15 + 576]
+    test ebx, 1536
+    jnz 1f
+1:
+    movzx esi, byte ptr [r15 + 448]
+    mov r9, r11
+    jmp 1f
+1:
+    and r9, 4032
+    vmovdqu ymmword ptr [r15 + r9 + 3392], ymm3
+    mov qword ptr [r15 + 384], rdx
+    mov byte ptr [r15 + 320], dl
+    mov dword ptr [r15 + 128], 71
+    mov r8, r11
+    vpcmpeqb xmm3, xmm3, xmm0
+    mov rbp, r11
+    and r8, 8128
+    mov rdx, qword ptr [r15 + r8 + 7488]
+    mov qword ptr [r15 + 256], rsi
+    and rbp, 448
+    mov rsi, qword ptr [r15 + rbp + 832]
+    vmovdqu ymmword ptr [r15 + 128], ymm3
+    jmp 1f
+1:
+    mov r9, qword ptr [r15 + 512]
+    jmp 1f
+1:
+    movzx r8d, byte ptr [r15 + 64]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c227:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 16384
+    setz al
+    lea rcx, [rip + .Lc1_d15444_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d15444_s_t
+    .p2align 3
+.Lc1_d15444_s:
+    .p2align 3
+    jmp .Lc1_d15444_j
+    .p2align 3
+    jmp .Lc1_d15444_j
+.Lc1_d15444_j:
+    mov dword ptr [r15 + 320], eax
+    mov eax, dword ptr [r15 + 512]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov edi, ecx
+    mov r9, r11
+    mov rdi, rcx
+    and r9, 1984
+    mov dword ptr [r15 + r9 + 1344], ecx
+    mov r9, r11
+    movsxd rcx, dword ptr [r15 + 64]
+    movsxd r8, dword ptr [r15 + 192]
+    and r9, 8128
+    movzx edi, byte ptr [r15 + r9 + 7488]
+    mov r9d, eax
+    test dword ptr [r15 + 67117723], 71303680
+    jz 1f
+1:
+    mov byte ptr [r15 + 0], cl
+    mov rcx, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, dword ptr [r15 + 640]
+    and r8, 4032
+    vmovdqu ymmword ptr [r15 + r8 + 3392], ymm1
+    jmp 1f
+1:
+    and edi, dword ptr [r15 + 384]
+    lock add qword ptr [r15 + 128], rcx
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c228:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d15489_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d15489_j_t
+.Lc1_d15489_j:
+    mov ecx, dword ptr [r15 + 192]
+    mov dword ptr [r15 + 64], 182
+    mov rdi, qword ptr [r15 + 448]
+    mov eax, dword ptr [r15 + 384]
+    jmp 1f
+1:
+    mov r9, qword ptr [r15 + 256]
+    mov r8, r11
+    mov esi, edi
+    mov esi, 33
+    jmp 1f
+1:
+    and r8, 448
+    movsxd rdx, dword ptr [r15 + r8 + 832]
+    mov r8, qword ptr [r15 + 512]
+    mov rbp, qword ptr [r15 + 128]
+    jmp 1f
+1:
+    mov esi, r9d
+    jmp 1f
+1:
+    jmp 1f
+1:
+    test dword ptr [r15 + 67117724], 2097664
+    jnz 1f
+1:
+    movsxd r9, dword ptr [r15 + 320]
+    xor dword ptr [r15 + 704], ebp
+    movzx ebp, byte ptr [r15 + 128]
+    movzx edi, byte ptr [r15 + 64]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 320], 53
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r8, r11
+    jmp 1f
+1:
+    and r8, 1984
+    mov dword ptr [r15 + r8 + 1344], esi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov rsi, r9
+    mov byte ptr [r15 + 768], r8b
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c229:
+    mov r9d, 181
+    .byte 0x0f, 0x1f, 0x00
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov edi, r9d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    add rsi, qword ptr [r15 + 0]
+    mov r9d, r9d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, r11
+    mov dword ptr [r15 + 576], 211
+    mov ebp, 21
+    jmp 1f
+1:
+    and r9, 4032
+    vmovdqu ymmword ptr [r15 + r9 + 3392], ymm3
+    mov r9d, esi
+    movzx r9d, bpl
+    mov r9d, ebp
+    mov r9, qword ptr [r15 + 192]
+    test ebx, 1073741824
+    jz 1f
+1:
+    movsxd rbp, dword ptr [r15 + 256]
+    mov byte ptr [r15 + 64], sil
+    jmp 1f
+1:
+    mov byte ptr [r15 + 384], r9b
+    movzx r9d, r9b
+    mov r9, r11
+    jmp 1f
+1:
+    and r9, 8128
+    and ebp, dword ptr [r15 + r9 + 7488]
+    mov r9, r9
+    jmp 1f
+1:
+    mov dword ptr [r15 + 320], 21
+    mov dword ptr [r15 + 512], 253
+    mov edi, 213
+    vpmovmskb edi, xmm3
+    mov r9, r11
+    vmovdqu ymmword ptr [r15 + 448], ymm1
+    and r9, 448
+    mov rax, qword ptr [r15 + r9 + 832]
+    mov r9d, 69
+    mov r9d, ebp
+    movzx r9d, al
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c230:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d15586_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d15586_j_t
+.Lc1_d15586_j:
+    mov ecx, 220
+    mov ecx, r9d
+    mov rcx, qword ptr [r15 + 320]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r9d, dword ptr [r15 + 640]
+    mov byte ptr [r15 + 0], cl
+    mov dword ptr [r15 + 0], ecx
+    mov byte ptr [r15 + 0], al
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov qword ptr [r15 + 384], r9
+    or qword ptr [r15 + 384], 19
+    test dword ptr [r15 + 67117723], 4194305
+    jnz 1f
+1:
+    movsxd rax, dword ptr [r15 + 512]
+    mov dword ptr [r15 + 256], 104
+    vmovdqu ymmword ptr [r15 + 448], ymm1
+    jmp 1f
+1:
+    mov r9, r11
+    mov r8, r11
+    mov rcx, qword ptr [r15 + 128]
+    and r9, 8128
+    mov byte ptr [r15 + r9 + 7488], al
+    and r8, 4032
+    movzx eax, byte ptr [r15 + r8 + 3392]
+    mov r8, r11
+    .byte 0x0f, 0x1f, 0x00
+    mov dword ptr [r15 + 64], 183
+    mov byte ptr [r15 + 128], r9b
+    and r8, 1984
+    mov qword ptr [r15 + r8 + 1344], rcx
+    mov r8d, 5
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c231:
+    mov rcx, qword ptr [r15 + 704]
+    mov r9, r11
+    jmp 1f
+1:
+    and r9, 448
+    add r8, qword ptr [r15 + r9 + 832]
+    movsxd r9, dword ptr [r15 + 192]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    movsxd rdx, dword ptr [r15 + 320]
+    test ebx, 1536
+    jz 1f
+1:
+    mov byte ptr [r15 + 64], r8b
+    mov qword ptr [r15 + 128], r9
+    movzx r9d, byte ptr [r15 + 512]
+    mov dword ptr [r15 + 448], edx
+    mov dword ptr [r15 + 192], edx
+    jmp 1f
+1:
+    mov qword ptr [r15 + 64], rdx
+    movsxd rdx, dword ptr [r15 + 256]
+    mov r8, r11
+    mov rcx, qword ptr [r15 + 384]
+    mov rbp, qword ptr [r15 + 768]
+    and r8, 1984
+    mov byte ptr [r15 + r8 + 1344], r9b
+    mov r8d, 169
+    jmp 1f
+1:
+    mov r8, r11
+    mov r9d, 196
+    and r8, 8128
+    mov byte ptr [r15 + r8 + 7488], cl
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c232:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 1048576
+    setz al
+    lea rcx, [rip + .Lc1_d15673_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d15673_s_t
+    .p2align 3
+.Lc1_d15673_s:
+    .p2align 3
+    jmp .Lc1_d15673_j
+    .p2align 3
+    jmp .Lc1_d15673_j
+.Lc1_d15673_j:
+    mov rbp, r11
+    mov r8, r11
+    and rbp, 4032
+    mov esi, dword ptr [r15 + rbp + 3392]
+    and r8, 1984
+    mov dword ptr [r15 + r8 + 1344], 149
+    movzx r8d, sil
+    mov r8, r11
+    jmp 1f
+1:
+    mov eax, 146
+    jmp 1f
+1:
+    and r8, 448
+    movzx r9d, byte ptr [r15 + r8 + 832]
+    mov r8, rbp
+    mov dword ptr [r15 + 384], 93
+    mov r8d, dword ptr [r15 + 576]
+    test ebx, 1073741824
+    jz 1f
+1:
+    vmovdqu ymmword ptr [r15 + 448], ymm4
+    vmovq xmm4, r9
+    mov r9d, 84
+    mov r9d, 234
+    mov r9d, dword ptr [r15 + 256]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    vpor xmm4, xmm4, xmm4
+    mov rdi, qword ptr [r15 + 320]
+    mov rbp, qword ptr [r15 + 128]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c233:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d15717_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d15717_j_t
+.Lc1_d15717_j:
+    mov rcx, rbp
+    mov byte ptr [r15 + 640], al
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, 88
+    mov rbp, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r8d, al
+    and rbp, 4032
+    movsxd r8, dword ptr [r15 + rbp + 3392]
+    mov dword ptr [r15 + 128], 233
+    mov ecx, ecx
+    add rcx, qword ptr [r15 + 320]
+    mov r9, r11
+    movzx eax, byte ptr [r15 + 512]
+    and r9, 8128
+    mov rdi, qword ptr [r15 + r9 + 7488]
+    jmp 1f
+1:
+    test dword ptr [r15 + 67117724], 67108866
+    jnz 1f
+1:
+    mov r8, rcx
+    mov byte ptr [r15 + 192], cl
+    movsxd rcx, dword ptr [r15 + 384]
+    jmp 1f
+1:
+    add rcx, qword ptr [r15 + 64]
+    mov rbp, r11
+    mov qword ptr [r15 + 128], r8
+    and rbp, 16320
+    movsxd r9, dword ptr [r15 + rbp + 15680]
+    jmp 1f
+1:
+    movzx r8d, dil
+    vmovdqu ymmword ptr [r15 + 448], ymm6
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movsxd rdi, dword ptr [r15 + 64]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c234:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, edi
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, r8b
+    movzx r8d, dil
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, r11
+    mov dword ptr [r15 + 0], 16
+    mov dword ptr [r15 + 320], r8d
+    and r9, 448
+    mov qword ptr [r15 + r9 + 832], r8
+    and r9d, dword ptr [r15 + 448]
+    mov r8, r11
+    mov qword ptr [r15 + 320], rax
+    and r8, 8128
+    mov dword ptr [r15 + r8 + 7488], 249
+    movsxd r8, dword ptr [r15 + 704]
+    vmovdqu ymmword ptr [r15 + 384], ymm4
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov eax, 116
+    mov eax, r8d
+    jmp 1f
+1:
+    movzx eax, byte ptr [r15 + 768]
+    movsxd rdx, dword ptr [r15 + 512]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 256], eax
+    mov eax, 64
+    mov rax, qword ptr [r15 + 192]
+    mov r8, r11
+    mov r9, rdx
+    jmp 1f
+1:
+    mov dword ptr [r15 + 64], 171
+    and r8, 1984
+    mov rdx, qword ptr [r15 + r8 + 1344]
+    mov r8d, r9d
+    mov r8d, 34
+    and r8d, dword ptr [r15 + 64]
+    jmp 1f
+1:
+    xor dword ptr [r15 + 128], eax
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c235:
+    lea rcx, [rip + .Lc1_d15808_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d15808_j_t
+.Lc1_d15808_j:
+    mov ecx, 37
+    mov ecx, 126
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, r8d
+    movzx ecx, r8b
+    .byte 0x66, 0x90
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    movzx r8d, cl
+    test ebx, 1024
+    jz 1f
+1:
+    jmp 1f
+1:
+    mov ecx, 229
+    mov rcx, r8
+    mov byte ptr [r15 + 576], r8b
+    jmp 1f
+1:
+    movzx esi, cl
+    mov r8, r11
+    mov rbp, r11
+    movzx ecx, byte ptr [r15 + 384]
+    and r8, 448
+    vpaddq xmm4, xmm4, xmmword ptr [r15 + r8 + 832]
+    mov r8d, dword ptr [r15 + 320]
+    and rbp, 4032
+    movzx edi, byte ptr [r15 + rbp + 3392]
+    mov dword ptr [r15 + 512], esi
+    mov rbp, r11
+    mov dword ptr [r15 + 448], esi
+    test ebx, 1073741824
+    jz 1f
+1:
+    and rbp, 1984
+    mov dword ptr [r15 + rbp + 1344], r8d
+    mov ebp, 122
+    mov ebp, r8d
+    jmp 1f
+1:
+    mov ebp, dword ptr [r15 + 256]
+    movzx r8d, dil
+    jmp 1f
+1:
+    jmp 1f
+1:
+    add rdi, qword ptr [r15 + 128]
+    movzx esi, r8b
+    jmp 1f
+1:
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c236:
+    mov r8d, 93
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, rsi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 227
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx esi, r8b
+    mov byte ptr [r15 + 384], r8b
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r8d, 213
+    mov r8, rsi
+    mov r8, rsi
+    movzx r8d, sil
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rbp, r11
+    mov esi, r8d
+    and rbp, 8128
+    movzx esi, byte ptr [r15 + rbp + 7488]
+    jmp 1f
+1:
+    mov r8, r11
+    vmovdqu ymmword ptr [r15 + 512], ymm10
+    and r8, 4032
+    mov dword ptr [r15 + r8 + 3392], 112
+    mov dword ptr [r15 + 320], 251
+    mov dword ptr [r15 + 448], 54
+    movsxd rbp, dword ptr [r15 + 64]
+    mov qword ptr [r15 + 192], rsi
+    mov byte ptr [r15 + 640], sil
+    jmp 1f
+1:
+    mov r8, r11
+    mov dword ptr [r15 + 128], 142
+    mov esi, 164
+    and r8, 448
+    and esi, dword ptr [r15 + r8 + 832]
+    movzx r8d, byte ptr [r15 + 64]
+    mov dword ptr [r15 + 256], 120
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c237:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 7
+    lea rcx, [rip + .Lc1_d15909_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d15909_s_t
+    .p2align 3
+.Lc1_d15909_s:
+    .p2align 3
+    jmp .Lc1_d15909_j
+    .p2align 3
+    jmp .Lc1_d15909_j
+    .p2align 3
+    jmp .Lc1_d15909_j
+    .p2align 3
+    jmp .Lc1_d15909_j
+    .p2align 3
+    jmp .Lc1_d15909_j
+    .p2align 3
+    jmp .Lc1_d15909_j
+    .p2align 3
+    jmp .Lc1_d15909_j
+    .p2align 3
+    jmp .Lc1_d15909_j
+.Lc1_d15909_j:
+    movzx ebp, r8b
+    movzx r8d, al
+    movzx r8d, cl
+    mov r8d, eax
+    movzx r8d, byte ptr [r15 + 384]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, 90
+    and r9d, dword ptr [r15 + 704]
+    mov dword ptr [r15 + 128], ecx
+    test ebx, 1536
+    jnz 1f
+1:
+    mov rbp, r11
+    mov ecx, dword ptr [r15 + 192]
+    and rbp, 1984
+    movzx edx, byte ptr [r15 + rbp + 1344]
+    mov dword ptr [r15 + 64], ecx
+    mov rcx, rcx
+    jmp 1f
+1:
+    mov rcx, qword ptr [r15 + 320]
+    mov r9, r9
+    mov qword ptr [r15 + 256], rbp
+    jmp 1f
+1:
+    mov byte ptr [r15 + 512], cl
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c238:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d15954_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d15954_j_t
+.Lc1_d15954_j:
+    mov r8, r11
+    and r8, 8128
+    mov qword ptr [r15 + r8 + 7488], rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], eax
+    movzx eax, r8b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, qword ptr [r15 + 512]
+    mov dword ptr [r15 + 320], r8d
+    mov r8, qword ptr [r15 + 448]
+    test dword ptr [r15 + 67117724], 36864
+    jnz 1f
+1:
+    mov eax, 229
+    movzx eax, byte ptr [r15 + 64]
+    mov r8, qword ptr [r15 + 128]
+    movzx edi, byte ptr [r15 + 192]
+    movzx ecx, byte ptr [r15 + 128]
+    mov rbp, r11
+    .byte 0x0f, 0x1f, 0x40, 0x00
+    mov dword ptr [r15 + 768], 229
+    and rbp, 448
+    mov esi, dword ptr [r15 + rbp + 832]
+    mov rbp, r11
+    mov r9d, dword ptr [r15 + 384]
+    jmp 1f
+1:
+    and rbp, 4032
+    mov dword ptr [r15 + rbp + 3392], 15
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c239:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, 146
+    mov r9d, 184
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rbp
+    movzx ebp, al
+    movsxd rbp, dword ptr [r15 + 192]
+    movzx eax, r9b
+    vmovdqu xmm0, xmmword ptr [r15 + 384]
+    mov eax, r9d
+    mov rax, qword ptr [r15 + 448]
+    movsxd r9, dword ptr [r15 + 128]
+    mov r8, r11
+    test dword ptr [r15 + 67117723], 3145728
+    jz 1f
+1:
+    and r8, 4032
+    movsxd rsi, dword ptr [r15 + r8 + 3392]
+    movzx r8d, byte ptr [r15 + 320]
+    mov ebp, eax
+    movsxd rax, dword ptr [r15 + 640]
+    mov rbp, r11
+    mov r9, r11
+    mov edx, dword ptr [r15 + 256]
+    mov rcx, r8
+    and rbp, 8128
+    mov rcx, qword ptr [r15 + rbp + 7488]
+    and r9, 1984
+    mov dword ptr [r15 + r9 + 1344], 238
+    vmovdqu ymmword ptr [r15 + 64], ymm4
+    movzx ebp, byte ptr [r15 + 384]
+    jmp 1f
+1:
+    mov qword ptr [r15 + 576], rsi
+    mov esi, 65
+    movzx esi, byte ptr [r15 + 512]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c240:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 134217728
+    setz al
+    lea rcx, [rip + .Lc1_d16038_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d16038_s_t
+    .p2align 3
+.Lc1_d16038_s:
+    .p2align 3
+    jmp .Lc1_d16038_j
+    .p2align 3
+    jmp .Lc1_d16038_j
+.Lc1_d16038_j:
+    mov dword ptr [r15 + 448], esi
+    vmovdqu ymmword ptr [r15 + 192], ymm4
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 128], 149
+    and rbp, 448
+    mov dword ptr [r15 + rbp + 832], 99
+    movzx ebp, cl
+    movzx ebp, byte ptr [r15 + 384]
+    mov qword ptr [r15 + 128], rax
+    mov byte ptr [r15 + 320], cl
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rbp, r11
+    movsxd rcx, dword ptr [r15 + 704]
+    mov dword ptr [r15 + 64], ebp
+    and rbp, 1984
+    add rcx, qword ptr [r15 + rbp + 1344]
+    and ecx, dword ptr [r15 + 64]
+    mov byte ptr [r15 + 256], bpl
+    mov rbp, rbp
+    movsxd rbp, dword ptr [r15 + 320]
+    movsxd rax, dword ptr [r15 + 512]
+    movzx edi, cl
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c241:
+    jmp 1f
+1:
+    movzx ecx, dil
+    movsxd rcx, dword ptr [r15 + 576]
+    mov ebp, eax
+    and ebp, dword ptr [r15 + 320]
+    mov qword ptr [r15 + 0], rdi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rdi, rcx
+    mov byte ptr [r15 + 0], bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 195
+    vmovdqu ymmword ptr [r15 + 448], ymm0
+    jmp 1f
+1:
+    mov rbp, rbp
+    jmp 1f
+1:
+    movsxd rbp, dword ptr [r15 + 128]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r8, r11
+    jmp 1f
+1:
+    movsxd rcx, dword ptr [r15 + 768]
+    and r8, 1984
+    movsxd rsi, dword ptr [r15 + r8 + 1344]
+    mov r8d, dword ptr [r15 + 384]
+    movzx ebp, bpl
+    movsxd rbp, dword ptr [r15 + 384]
+    mov r9, r11
+    movzx edi, cl
+    and r9, 4032
+    mov edi, dword ptr [r15 + r9 + 3392]
+    jmp 1f
+1:
+    mov r9, r11
+    mov edx, r8d
+    add rdx, qword ptr [r15 + 512]
+    jmp 1f
+1:
+    and r9, 8128
+    mov r8d, dword ptr [r15 + r9 + 7488]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 256], 54
+    mov qword ptr [r15 + 64], rdx
+    mov dword ptr [r15 + 192], 89
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c242:
+    lea rcx, [rip + .Lc1_d16123_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d16123_j_t
+.Lc1_d16123_j:
+    jmp 1f
+1:
+    .byte 0x0f, 0x1f, 0x40, 0x00
+    mov dword ptr [r15 + 640], r9d
+    movzx r9d, byte ptr [r15 + 384]
+    mov dword ptr [r15 + 0], 130
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov edi, 26
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov rcx, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 27
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov dword ptr [r15 + 0], ecx
+    mov r8, r11
+    movsxd rdi, dword ptr [r15 + 512]
+    mov byte ptr [r15 + 448], cl
+    jmp 1f
+1:
+    and r8, 4032
+    mov dword ptr [r15 + r8 + 3392], 181
+    mov r8, r11
+    movsxd rcx, dword ptr [r15 + 320]
+    and r8, 8128
+    mov dword ptr [r15 + r8 + 7488], edi
+    mov dword ptr [r15 + 64], 60
+    mov edi, 61
+    lea r9, [r11 + r11*1]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 128], 207
+    and r9, 448
+    mov qword ptr [r15 + r9 + 896], rcx
+    mov ecx, dword ptr [r15 + 256]
+    mov dword ptr [r15 + r9 + 832], edi
+    mov edi, 173
+    mov edi, r8d
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c243:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 15
+    lea rcx, [rip + .Lc1_d16174_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d16174_s_t
+    .p2align 3
+.Lc1_d16174_s:
+    .p2align 3
+    jmp .Lc1_d16174_j
+    .p2align 3
+    jmp .Lc1_d16174_j
+    .p2align 3
+    jmp .Lc1_d16174_j
+    .p2align 3
+    jmp .Lc1_d16174_j
+    .p2align 3
+    jmp .Lc1_d16174_j
+    .p2align 3
+    jmp .Lc1_d16174_j
+    .p2align 3
+    jmp .Lc1_d16174_j
+    .p2align 3
+    jmp .Lc1_d16174_j
+    .p2align 3
+    jmp .Lc1_d16174_j
+    .p2align 3
+    jmp .Lc1_d16174_j
+    .p2align 3
+    jmp .Lc1_d16174_j
+    .p2align 3
+    jmp .Lc1_d16174_j
+    .p2align 3
+    jmp .Lc1_d16174_j
+    .p2align 3
+    jmp .Lc1_d16174_j
+    .p2align 3
+    jmp .Lc1_d16174_j
+    .p2align 3
+    jmp .Lc1_d16174_j
+.Lc1_d16174_j:
+    mov r8, r11
+    and r8, 1984
+    mov qword ptr [r15 + r8 + 1344], rax
+    mov r8d, ecx
+    mov qword ptr [r15 + 128], rax
+    mov rax, qword ptr [r15 + 320]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 192], 32
+    movsxd rcx, dword ptr [r15 + 448]
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + 64], ymm0
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c244:
+    movsxd rax, dword ptr [r15 + 512]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, r11
+    mov dword ptr [r15 + 0], 63
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    and r8, 4032
+    mov rcx, qword ptr [r15 + r8 + 3392]
+    movsxd r8, dword ptr [r15 + 192]
+    mov byte ptr [r15 + 448], al
+    mov rax, qword ptr [r15 + 384]
+    mov byte ptr [r15 + 128], cl
+    movzx ecx, byte ptr [r15 + 256]
+    mov dword ptr [r15 + 320], 119
+    mov dword ptr [r15 + 64], 49
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r8, rax
+    mov r8, rcx
+    mov r8, r11
+    mov dword ptr [r15 + 768], ecx
+    and r8, 1984
+    movzx ecx, byte ptr [r15 + r8 + 1344]
+    jmp 1f
+1:
+    movzx eax, al
+    movzx eax, r8b
+    mov r8, r11
+    jmp 1f
+1:
+    mov rsi, rcx
+    mov rsi, qword ptr [r15 + 64]
+    and r8, 8128
+    mov ebp, dword ptr [r15 + r8 + 7488]
+    jmp 1f
+1:
+    .byte 0x66, 0x90
+    jmp 1f
+1:
+    mov rax, rcx
+    movsxd rcx, dword ptr [r15 + 704]
+    mov r8d, ebp
+    jmp 1f
+1:
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c245:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d16262_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d16262_j_t
+.Lc1_d16262_j:
+    mov qword ptr [r15 + 64], r8
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    and eax, dword ptr [r15 + 0]
+    movzx r8d, cl
+    mov r8, rcx
+    movzx r8d, cl
+    test dword ptr [r15 + 67117724], 16777216
+    jz 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov qword ptr [r15 + 320], r8
+    mov r8, r11
+    movzx ecx, byte ptr [r15 + 512]
+    jmp 1f
+1:
+    and r8, 1984
+    mov qword ptr [r15 + r8 + 1344], rax
+    jmp 1f
+1:
+    movzx eax, byte ptr [r15 + 576]
+    test dword ptr [r15 + 67117723], 32
+    jnz 1f
+1:
+    movsxd rdx, dword ptr [r15 + 256]
+    mov r8, r11
+    mov eax, 223
+    movsxd rax, dword ptr [r15 + 384]
+    and r8, 16320
+    mov dword ptr [r15 + r8 + 15680], 143
+    mov r8, r11
+    jmp 1f
+1:
+    mov edi, dword ptr [r15 + 128]
+    jmp 1f
+1:
+    and r8, 448
+    mov rcx, qword ptr [r15 + r8 + 832]
+    mov r8d, dword ptr [r15 + 384]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c246:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], edi
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rdi, rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edi, 194
+    mov edi, dword ptr [r15 + 64]
+    movzx eax, al
+    movzx eax, byte ptr [r15 + 448]
+    jmp 1f
+1:
+    movzx r9d, byte ptr [r15 + 256]
+    mov ecx, 35
+    jmp 1f
+1:
+    jmp 1f
+1:
+    test dword ptr [r15 + 67117724], 1
+    jz 1f
+1:
+    jmp 1f
+1:
+    mov rax, qword ptr [r15 + 640]
+    jmp 1f
+1:
+    movzx r9d, cl
+    mov ecx, dword ptr [r15 + 128]
+    mov r9, r11
+    mov byte ptr [r15 + 128], al
+    mov rbp, r11
+    mov rax, rax
+    and r9, 8128
+    mov r8, r11
+    movzx edi, byte ptr [r15 + r9 + 7488]
+    and rbp, 4032
+    mov dword ptr [r15 + rbp + 3392], ecx
+    and r8, 448
+    mov qword ptr [r15 + r8 + 832], rax
+    mov r8d, dword ptr [r15 + 512]
+    mov dword ptr [r15 + 384], 101
+    mov eax, dword ptr [r15 + 448]
+    mov r9d, dword ptr [r15 + 320]
+    mov byte ptr [r15 + 192], dil
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c247:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d16356_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d16356_j_t
+.Lc1_d16356_j:
+    jmp 1f
+1:
+    .byte 0x0f, 0x1f, 0x00
+    vmovdqu ymmword ptr [r15 + 704], ymm10
+    mov rax, rcx
+    mov byte ptr [r15 + 320], cl
+    mov rcx, rcx
+    movzx ecx, byte ptr [r15 + 64]
+    mov rbp, r11
+    mov r9d, eax
+    jmp 1f
+1:
+    and rbp, 4032
+    movzx eax, byte ptr [r15 + rbp + 3392]
+    movzx ebp, byte ptr [r15 + 384]
+    movsxd r8, dword ptr [r15 + 320]
+    movzx esi, r9b
+    jmp 1f
+1:
+    mov r9, r11
+    jmp 1f
+1:
+    test dword ptr [r15 + 67117724], 142606338
+    jz 1f
+1:
+    and r9, 1984
+    mov rbp, qword ptr [r15 + r9 + 1344]
+    mov r9d, dword ptr [r15 + 192]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, r8d
+    mov r8d, eax
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 512], 129
+    mov r8, r11
+    add qword ptr [r15 + 128], rsi
+    mov rsi, qword ptr [r15 + 768]
+    movsxd rax, dword ptr [r15 + 448]
+    and r8, 8128
+    movsxd rcx, dword ptr [r15 + r8 + 7488]
+    mov r8, r9
+    jmp 1f
+1:
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c248:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 32
+    setz al
+    lea rcx, [rip + .Lc1_d16404_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d16404_s_t
+    .p2align 3
+.Lc1_d16404_s:
+    .p2align 3
+    jmp .Lc1_d16404_j
+    .p2align 3
+    jmp .Lc1_d16404_j
+.Lc1_d16404_j:
+    mov rbp, r11
+    and rbp, 8128
+    movsxd rcx, dword ptr [r15 + rbp + 7488]
+    mov rbp, rax
+    mov dword ptr [r15 + 128], eax
+    vmovdqu ymmword ptr [r15 + 384], ymm10
+    mov eax, 189
+    mov eax, dword ptr [r15 + 512]
+    mov rbp, r11
+    jmp 1f
+1:
+    mov edx, dword ptr [r15 + 576]
+    and rbp, 1984
+    add rdx, qword ptr [r15 + rbp + 1344]
+    add rdx, qword ptr [r15 + 256]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rax, dword ptr [r15 + 320]
+    mov rbp, r11
+    and eax, dword ptr [r15 + 64]
+    jmp 1f
+1:
+    and rbp, 448
+    mov qword ptr [r15 + rbp + 832], rdx
+    jmp 1f
+1:
+    mov qword ptr [r15 + 64], rax
+    movzx eax, al
+    jmp 1f
+1:
+    mov qword ptr [r15 + 192], rdx
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c249:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rdx, rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], edx
+    mov r9, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rdx, rdx
+    jmp 1f
+1:
+    and r9, 4032
+    movzx eax, byte ptr [r15 + r9 + 3392]
+    movzx r9d, dl
+    jmp 1f
+1:
+    mov r9d, dword ptr [r15 + 128]
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    add rdx, qword ptr [r15 + 512]
+    movzx edi, r9b
+    jmp 1f
+1:
+    mov edi, 22
+    vmovdqu ymmword ptr [r15 + 384], ymm8
+    mov rdi, rdx
+    mov dword ptr [r15 + 384], 210
+    mov r9, r11
+    jmp 1f
+1:
+    mov edx, dword ptr [r15 + 320]
+    mov qword ptr [r15 + 64], rdi
+    and r9, 448
+    and edi, dword ptr [r15 + r9 + 832]
+    movzx r9d, byte ptr [r15 + 192]
+    mov dword ptr [r15 + 128], 101
+    mov qword ptr [r15 + 448], rdx
+    mov rdx, qword ptr [r15 + 256]
+    movzx eax, byte ptr [r15 + 640]
+    mov rsi, r9
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c250:
+    lea rcx, [rip + .Lc1_d16494_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d16494_j_t
+.Lc1_d16494_j:
+    mov rcx, qword ptr [r15 + 256]
+    mov qword ptr [r15 + 0], rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 174
+    mov eax, ecx
+    and eax, dword ptr [r15 + 448]
+    jmp 1f
+1:
+    mov byte ptr [r15 + 192], cl
+    mov rcx, rcx
+    vpaddq xmm14, xmm14, xmmword ptr [r15 + 704]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r9, r11
+    movsxd rsi, dword ptr [r15 + 768]
+    jmp 1f
+1:
+    and r9, 8128
+    mov byte ptr [r15 + r9 + 7488], cl
+    movsxd r9, dword ptr [r15 + 128]
+    jmp 1f
+1:
+    mov rbp, r11
+    mov r8, r11
+    movzx ecx, byte ptr [r15 + 64]
+    and r8, 4032
+    mov byte ptr [r15 + r8 + 3392], sil
+    mov r8d, ebp
+    and rbp, 1984
+    movsxd r8, dword ptr [r15 + rbp + 1344]
+    movsxd rbp, dword ptr [r15 + 320]
+    mov dword ptr [r15 + 512], 189
+    vmovdqu ymmword ptr [r15 + 64], ymm8
+    mov dword ptr [r15 + 384], ecx
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c251:
+    jmp 1f
+1:
+    movzx ecx, byte ptr [r15 + 448]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov esi, ebp
+    mov ebp, 233
+    mov dword ptr [r15 + 0], 34
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu ymmword ptr [r15 + 448], ymm1
+    mov ecx, dword ptr [r15 + 256]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    test ebx, 2083840
+    jz 1f
+1:
+    mov dword ptr [r15 + 384], ebp
+    mov dword ptr [r15 + 192], 139
+    mov ebp, dword ptr [r15 + 576]
+    lea r8, [r11 + r11*1]
+    mov dword ptr [r15 + 320], 217
+    and r8, 448
+    mov r9, r11
+    mov dword ptr [r15 + r8 + 896], ebp
+    movzx ebp, byte ptr [r15 + 64]
+    mov rsi, qword ptr [r15 + 128]
+    and r9, 1984
+    movzx edx, byte ptr [r15 + r9 + 1344]
+    mov r9d, dword ptr [r15 + 128]
+    mov qword ptr [r15 + 512], r8
+    mov r9, r11
+    jmp 1f
+1:
+    and r9, 8128
+    mov ecx, dword ptr [r15 + r9 + 7488]
+    movzx r9d, r8b
+    movzx r9d, byte ptr [r15 + 320]
+    mov edi, dword ptr [r15 + r8 + 832]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c252:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 4096
+    setz al
+    lea rcx, [rip + .Lc1_d16583_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d16583_s_t
+    .p2align 3
+.Lc1_d16583_s:
+    .p2align 3
+    jmp .Lc1_d16583_j
+    .p2align 3
+    jmp .Lc1_d16583_j
+.Lc1_d16583_j:
+    mov r8, r11
+    mov esi, eax
+    mov esi, dword ptr [r15 + 128]
+    and r8, 1984
+    movsxd rax, dword ptr [r15 + r8 + 1344]
+    mov r8, r11
+    movzx ecx, sil
+    and r8, 4032
+    mov r9, r11
+    mov qword ptr [r15 + r8 + 3392], rax
+    mov rax, qword ptr [r15 + 640]
+    mov esi, dword ptr [r15 + 384]
+    and r9, 8128
+    mov rdi, qword ptr [r15 + r9 + 7488]
+    movsxd r9, dword ptr [r15 + 512]
+    mov dword ptr [r15 + 320], 242
+    mov r12, qword ptr [r15 + r12 + 56]
+    test dword ptr [r15 + 67117724], 541065216
+    jnz 1f
+1:
+    movzx eax, al
+    mov eax, ecx
+    jmp 1f
+1:
+    mov eax, 241
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, edi
+    vmovdqu ymmword ptr [r15 + 256], ymm14
+    mov byte ptr [r15 + 64], dil
+    and edi, dword ptr [r15 + 704]
+    mov rcx, rax
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c253:
+    lea rcx, [rip + .Lc1_d16625_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d16625_j_t
+.Lc1_d16625_j:
+    mov qword ptr [r15 + 384], rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rsi, rcx
+    mov esi, 236
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    nop
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movzx esi, sil
+    nop
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov byte ptr [r15 + 320], sil
+    mov rbp, r11
+    mov dword ptr [r15 + 448], 212
+    and rbp, 4032
+    movzx esi, byte ptr [r15 + rbp + 3392]
+    mov byte ptr [r15 + 64], sil
+    jmp 1f
+1:
+    mov ecx, 242
+    mov dword ptr [r15 + 64], 240
+    and ecx, dword ptr [r15 + 192]
+    jmp 1f
+1:
+    mov ebp, 106
+    jmp 1f
+1:
+    mov rbp, r11
+    movsxd rsi, dword ptr [r15 + 256]
+    and rbp, 448
+    mov qword ptr [r15 + rbp + 832], rcx
+    mov ebp, dword ptr [r15 + 768]
+    mov ecx, dword ptr [r15 + 128]
+    jmp 1f
+1:
+    mov byte ptr [r15 + 512], bpl
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c254:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov rax, qword ptr [r15 + 576]
+    mov rbp, r11
+    jmp 1f
+1:
+    and rbp, 1984
+    mov byte ptr [r15 + rbp + 1344], cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov rcx, rax
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, bpl
+    test ebx, 2560
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 36
+    mov ebp, ebp
+    movsxd rbp, dword ptr [r15 + 512]
+    mov rcx, qword ptr [r15 + 64]
+    movzx edx, al
+    mov dword ptr [r15 + 448], 217
+    movsxd rdx, dword ptr [r15 + 192]
+    mov dword ptr [r15 + 128], 51
+    jmp 1f
+1:
+    mov r8, r11
+    mov r9, r11
+    test dword ptr [r15 + 67117724], 4194304
+    jnz 1f
+1:
+    and r8, 8128
+    mov eax, dword ptr [r15 + r8 + 7488]
+    and r9, 4032
+    movzx ebp, byte ptr [r15 + r9 + 3392]
+    mov dword ptr [r15 + 256], ecx
+    mov ecx, dword ptr [r15 + 384]
+    jmp 1f
+1:
+    mov r9, rdx
+    jmp 1f
+1:
+    movzx r9d, byte ptr [r15 + 320]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c255:
+    lea rcx, [rip + .Lc1_d16721_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d16721_j_t
+.Lc1_d16721_j:
+    mov dword ptr [r15 + 384], ecx
+    mov byte ptr [r15 + 704], r9b
+    movsxd r9, dword ptr [r15 + 384]
+    movsxd rbp, dword ptr [r15 + 192]
+    mov rax, qword ptr [r15 + 256]
+    add rax, qword ptr [r15 + 128]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r8, r11
+    vmovdqu ymmword ptr [r15 + 0], ymm14
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r8, 448
+    mov rcx, qword ptr [r15 + r8 + 832]
+    mov r8, r11
+    vpor xmm14, xmm14, xmm14
+    and r8, 16320
+    movzx edi, byte ptr [r15 + r8 + 15680]
+    test ebx, 45056
+    jz 1f
+1:
+    mov dword ptr [r15 + 320], eax
+    mov rax, qword ptr [r15 + 320]
+    mov rbp, qword ptr [r15 + 448]
+    jmp 1f
+1:
+    mov byte ptr [r15 + 512], r8b
+    movzx r8d, r8b
+    mov r8, r11
+    .byte 0x0f, 0x1f, 0x00
+    and r8, 1984
+    movzx edi, byte ptr [r15 + r8 + 1344]
+    movsxd r8, dword ptr [r15 + 128]
+    movzx r9d, byte ptr [r15 + 64]
+    mov ecx, 3
+    mov dword ptr [r15 + 640], 135
+    mov ecx, edi
+    mov ecx, eax
+    add r11, 64
+    inc rbx
+    dec r13
+    jnz .Lc1_b9_c0
+.Lc1_b9_done:
     mov qword ptr [r15 + 67117696], r11
     mov qword ptr [r15 + 67117704], r10
     mov qword ptr [r15 + 67117712], r12
@@ -20519,23 +20660,21 @@ ditto_body_init_c1:
     mov qword ptr [r8 + 67117744], rax
     movabs rax, 0x3c6ef3721e94f82a
     mov qword ptr [r8 + 67117752], rax
-    movabs rax, 0xdaa66d2c1ddf743e
+    movabs rax, 0xdaa66d2c1ddf7438
     mov qword ptr [r8 + 67117760], rax
-    movabs rax, 0x78dde6e51d29f054
+    movabs rax, 0x78dde6e51d29f050
     mov qword ptr [r8 + 67117768], rax
     movabs rax, 0x1715609f1c746c68
     mov qword ptr [r8 + 67117776], rax
-    movabs rax, 0xb54cda581bbee878
+    movabs rax, 0xb54cda581bbee87c
     mov qword ptr [r8 + 67117784], rax
     movabs rax, 0x538454121b096490
     mov qword ptr [r8 + 67117792], rax
     movabs rax, 0xf1bbcdcb1a53e0a8
     mov qword ptr [r8 + 67117800], rax
-    movabs rax, 0x8ff34785199e5cbd
+    movabs rax, 0x8ff34785199e5c00
     mov qword ptr [r8 + 67117808], rax
-    movabs rax, 0x2e2ac13e18e8d8c0
-    mov qword ptr [r8 + 67117816], rax
-    movabs rax, 0x60f329c938f73f69
+    movabs rax, 0x72febb414013e873
     mov qword ptr [r8 + 67117720], rax
     mov qword ptr [r8 + 67117728], 0
     lea rdi, [r8 + 56]
@@ -20555,463 +20694,443 @@ ditto_body_init_c1:
 
     .section .text.ditto_indirect,"ax",@progbits
     .p2align 9, 0xcc
-.Lc1_d11913_j_t:
+.Lc1_d4810_j_t:
     jmp rcx
-.Lc1_d11970_s_t:
+.Lc1_d3131_s_t:
     jmp rcx
-.Lc1_d13436_s_t:
+.Lc1_d4606_s_t:
     jmp rcx
-.Lc1_d13480_j_t:
+.Lc1_d4645_j_t:
     jmp rcx
-.Lc1_d13576_s_t:
+.Lc1_d4755_j_t:
     jmp rcx
-.Lc1_d12664_j_t:
+.Lc1_d3288_j_t:
     jmp rcx
-.Lc1_d12711_s_t:
+.Lc1_d3387_j_t:
     jmp rcx
-.Lc1_d12801_j_t:
+.Lc1_d3479_s_t:
     jmp rcx
-.Lc1_d12899_j_t:
+.Lc1_d3521_j_t:
     jmp rcx
-.Lc1_d12953_j_t:
+.Lc1_d3669_s_t:
     jmp rcx
-.Lc1_b1_stubs_t:
+.Lc1_d3760_s_t:
     jmp rcx
-.Lc1_d12122_j_t:
+.Lc1_d3810_s_t:
     jmp rcx
-.Lc1_d12167_j_t:
+.Lc1_d3902_j_t:
     jmp rcx
-.Lc1_d12322_s_t:
+.Lc1_d71_s_t:
     jmp rcx
-.Lc1_d12369_j_t:
+.Lc1_d115_s_t:
     jmp rcx
-.Lc1_d12472_j_t:
+.Lc1_d205_j_t:
     jmp rcx
-.Lc1_d12516_j_t:
+.Lc1_d298_s_t:
     jmp rcx
-.Lc1_d12613_s_t:
+.Lc1_d343_j_t:
     jmp rcx
-.Lc1_d13054_j_t:
+.Lc1_d441_j_t:
     jmp rcx
-.Lc1_d13104_j_t:
+.Lc1_d534_j_t:
     jmp rcx
-.Lc1_d13150_s_t:
+.Lc1_d581_s_t:
     jmp rcx
-.Lc1_d13248_j_t:
+.Lc1_d668_j_t:
     jmp rcx
-.Lc1_d13294_j_t:
+.Lc1_d765_j_t:
     jmp rcx
-.Lc1_d13388_s_t:
+.Lc1_d808_j_t:
     jmp rcx
-.Lc1_d13669_j_t:
+.Lc1_d898_j_t:
     jmp rcx
-.Lc1_d13722_s_t:
+.Lc1_d991_s_t:
     jmp rcx
-.Lc1_d13810_j_t:
+.Lc1_d1034_j_t:
     jmp rcx
-.Lc1_d13897_j_t:
+.Lc1_d1130_s_t:
     jmp rcx
-.Lc1_d13951_j_t:
+.Lc1_d1226_j_t:
     jmp rcx
-.Lc1_d14041_s_t:
+.Lc1_d1270_j_t:
     jmp rcx
-.Lc1_d14087_s_t:
+.Lc1_d1371_s_t:
     jmp rcx
-.Lc1_d14186_j_t:
+.Lc1_d1464_j_t:
     jmp rcx
-.Lc1_d14282_j_t:
+.Lc1_d1510_j_t:
     jmp rcx
-.Lc1_d14328_j_t:
+.Lc1_d1611_s_t:
     jmp rcx
-.Lc1_d14425_s_t:
+.Lc1_d1703_j_t:
     jmp rcx
-.Lc1_d14475_j_t:
+.Lc1_d1748_j_t:
     jmp rcx
-.Lc1_d14564_j_t:
+.Lc1_d1851_s_t:
     jmp rcx
-.Lc1_d14654_s_t:
+.Lc1_d1947_j_t:
     jmp rcx
-.Lc1_d14699_j_t:
+.Lc1_d1999_s_t:
     jmp rcx
-.Lc1_d14793_j_t:
+.Lc1_d2093_j_t:
     jmp rcx
-.Lc1_d14846_s_t:
+.Lc1_d2196_j_t:
     jmp rcx
-.Lc1_d14937_s_t:
+.Lc1_d2295_s_t:
     jmp rcx
-.Lc1_d15036_j_t:
+.Lc1_d2344_j_t:
     jmp rcx
-.Lc1_d15084_j_t:
+.Lc1_d2443_j_t:
     jmp rcx
-.Lc1_d15180_s_t:
+.Lc1_d2535_s_t:
     jmp rcx
-.Lc1_d15229_j_t:
+.Lc1_d2577_j_t:
     jmp rcx
-.Lc1_d15328_j_t:
+.Lc1_d2678_s_t:
     jmp rcx
-.Lc1_d15427_s_t:
+.Lc1_d2781_j_t:
     jmp rcx
-.Lc1_d15476_j_t:
+.Lc1_d2831_j_t:
     jmp rcx
-.Lc1_d15567_j_t:
+.Lc1_d2932_s_t:
     jmp rcx
-.Lc1_d15614_s_t:
+.Lc1_d3026_s_t:
     jmp rcx
-.Lc1_d15706_j_t:
+.Lc1_d3074_j_t:
     jmp rcx
-.Lc1_d15799_j_t:
+.Lc1_d4053_j_t:
     jmp rcx
-.Lc1_d15848_s_t:
+.Lc1_d4143_s_t:
     jmp rcx
-.Lc1_d15942_j_t:
+.Lc1_d4241_j_t:
     jmp rcx
-.Lc1_d15990_s_t:
+.Lc1_d4294_j_t:
     jmp rcx
-.Lc1_d16091_j_t:
+.Lc1_b6_stubs_t:
     jmp rcx
-.Lc1_d16140_j_t:
+.Lc1_b9_stubs_t:
     jmp rcx
-.Lc1_d16240_s_t:
+.Lc1_d4405_j_t:
     jmp rcx
-.Lc1_d16336_s_t:
+.Lc1_d4500_s_t:
     jmp rcx
-.Lc1_d16374_j_t:
+.Lc1_d4540_j_t:
     jmp rcx
-.Lc1_d16475_j_t:
+.Lc1_d4880_s_t:
     jmp rcx
-.Lc1_d16523_j_t:
+.Lc1_d4902_s_t:
     jmp rcx
-.Lc1_d16627_s_t:
+.Lc1_d4924_s_t:
     jmp rcx
-.Lc1_d54_s_t:
+.Lc1_d4946_s_t:
     jmp rcx
-.Lc1_d63_s_t:
+.Lc1_d4977_s_t:
     jmp rcx
-.Lc1_d72_s_t:
+.Lc1_d4999_j_t:
     jmp rcx
-.Lc1_d81_s_t:
+.Lc1_d5058_j_t:
     jmp rcx
-.Lc1_d102_s_t:
+.Lc1_d5100_j_t:
     jmp rcx
-.Lc1_d111_s_t:
+.Lc1_d5194_j_t:
     jmp rcx
-.Lc1_d145_s_t:
+.Lc1_d5283_s_t:
     jmp rcx
-.Lc1_d237_s_t:
+.Lc1_d5323_s_t:
     jmp rcx
-.Lc1_d282_s_t:
+.Lc1_d5410_j_t:
     jmp rcx
-.Lc1_d369_j_t:
+.Lc1_d5501_j_t:
     jmp rcx
-.Lc1_d418_s_t:
+.Lc1_d5556_s_t:
     jmp rcx
-.Lc1_d503_j_t:
+.Lc1_d5649_s_t:
     jmp rcx
-.Lc1_d596_s_t:
+.Lc1_d5729_j_t:
     jmp rcx
-.Lc1_d638_j_t:
+.Lc1_d5780_j_t:
     jmp rcx
-.Lc1_d728_j_t:
+.Lc1_d5867_j_t:
     jmp rcx
-.Lc1_d778_j_t:
+.Lc1_d5965_s_t:
     jmp rcx
-.Lc1_d870_j_t:
+.Lc1_d6005_s_t:
     jmp rcx
-.Lc1_d971_s_t:
+.Lc1_d6085_j_t:
     jmp rcx
-.Lc1_d1019_j_t:
+.Lc1_d6186_s_t:
     jmp rcx
-.Lc1_d1117_s_t:
+.Lc1_d6239_j_t:
     jmp rcx
-.Lc1_d1160_j_t:
+.Lc1_d6329_j_t:
     jmp rcx
-.Lc1_d1258_j_t:
+.Lc1_d6423_j_t:
     jmp rcx
-.Lc1_d1351_s_t:
+.Lc1_d6474_s_t:
     jmp rcx
-.Lc1_d1396_j_t:
+.Lc1_d6572_j_t:
     jmp rcx
-.Lc1_d1500_j_t:
+.Lc1_d6664_s_t:
     jmp rcx
-.Lc1_d1552_s_t:
+.Lc1_d6703_j_t:
     jmp rcx
-.Lc1_d1639_j_t:
+.Lc1_d6794_j_t:
     jmp rcx
-.Lc1_d1736_s_t:
+.Lc1_d6887_j_t:
     jmp rcx
-.Lc1_d1774_j_t:
+.Lc1_d6937_s_t:
     jmp rcx
-.Lc1_d1876_j_t:
+.Lc1_d7023_j_t:
     jmp rcx
-.Lc1_d1924_s_t:
+.Lc1_d7119_j_t:
     jmp rcx
-.Lc1_d2017_j_t:
+.Lc1_d7163_j_t:
     jmp rcx
-.Lc1_d2108_j_t:
+.Lc1_d7265_s_t:
     jmp rcx
-.Lc1_d2155_s_t:
+.Lc1_d7362_j_t:
     jmp rcx
-.Lc1_d2232_j_t:
+.Lc1_d7399_j_t:
     jmp rcx
-.Lc1_d2279_s_t:
+.Lc1_d7496_s_t:
     jmp rcx
-.Lc1_d2369_j_t:
+.Lc1_d7582_j_t:
     jmp rcx
-.Lc1_d2464_j_t:
+.Lc1_d7678_j_t:
     jmp rcx
-.Lc1_d2515_s_t:
+.Lc1_d7725_j_t:
     jmp rcx
-.Lc1_d2606_j_t:
+.Lc1_d7822_s_t:
     jmp rcx
-.Lc1_d2648_j_t:
+.Lc1_d7914_j_t:
     jmp rcx
-.Lc1_d2746_s_t:
+.Lc1_d7964_s_t:
     jmp rcx
-.Lc1_d2786_j_t:
+.Lc1_d8047_j_t:
     jmp rcx
-.Lc1_d2883_s_t:
+.Lc1_d8146_s_t:
     jmp rcx
-.Lc1_d2970_j_t:
+.Lc1_d8184_j_t:
     jmp rcx
-.Lc1_d3018_s_t:
+.Lc1_d8276_j_t:
     jmp rcx
-.Lc1_d3109_j_t:
+.Lc1_d8379_s_t:
     jmp rcx
-.Lc1_d3155_j_t:
+.Lc1_d8421_j_t:
     jmp rcx
-.Lc1_d3257_s_t:
+.Lc1_d8521_j_t:
     jmp rcx
-.Lc1_d3347_j_t:
+.Lc1_d8617_s_t:
     jmp rcx
-.Lc1_d3393_s_t:
+.Lc1_d8660_j_t:
     jmp rcx
-.Lc1_d3491_j_t:
+.Lc1_d8761_j_t:
     jmp rcx
-.Lc1_d3537_j_t:
+.Lc1_d8859_s_t:
     jmp rcx
-.Lc1_d3626_j_t:
+.Lc1_d8903_j_t:
     jmp rcx
-.Lc1_d3724_s_t:
+.Lc1_d8992_j_t:
     jmp rcx
-.Lc1_d3766_j_t:
+.Lc1_d9084_j_t:
     jmp rcx
-.Lc1_d3864_s_t:
+.Lc1_d9128_j_t:
     jmp rcx
-.Lc1_d3907_j_t:
+.Lc1_d9223_s_t:
     jmp rcx
-.Lc1_d4004_j_t:
+.Lc1_d9310_j_t:
     jmp rcx
-.Lc1_d4090_s_t:
+.Lc1_d9363_s_t:
     jmp rcx
-.Lc1_d4136_j_t:
+.Lc1_d9450_j_t:
     jmp rcx
-.Lc1_d4230_j_t:
+.Lc1_d9543_s_t:
     jmp rcx
-.Lc1_d4277_s_t:
+.Lc1_d9580_j_t:
     jmp rcx
-.Lc1_d4360_j_t:
+.Lc1_d9677_s_t:
     jmp rcx
-.Lc1_d4459_s_t:
+.Lc1_d9763_j_t:
     jmp rcx
-.Lc1_d4502_j_t:
+.Lc1_d9815_s_t:
     jmp rcx
-.Lc1_d4601_s_t:
+.Lc1_d9909_j_t:
     jmp rcx
-.Lc1_d4640_j_t:
+.Lc1_d9996_j_t:
     jmp rcx
-.Lc1_d4741_s_t:
+.Lc1_d10040_j_t:
     jmp rcx
-.Lc1_d4825_j_t:
+.Lc1_d10140_j_t:
     jmp rcx
-.Lc1_d4878_j_t:
+.Lc1_d10234_s_t:
     jmp rcx
-.Lc1_d4973_j_t:
+.Lc1_d10275_j_t:
     jmp rcx
-.Lc1_d5021_s_t:
+.Lc1_d10370_j_t:
     jmp rcx
-.Lc1_d5114_j_t:
+.Lc1_d10464_s_t:
     jmp rcx
-.Lc1_d5196_j_t:
+.Lc1_d10504_j_t:
     jmp rcx
-.Lc1_d5245_s_t:
-    jmp rcx
-.Lc1_d5333_j_t:
-    jmp rcx
-.Lc1_d5381_j_t:
-    jmp rcx
-.Lc1_d5473_s_t:
-    jmp rcx
-.Lc1_d5570_j_t:
-    jmp rcx
-.Lc1_d5617_s_t:
-    jmp rcx
-.Lc1_d5697_j_t:
-    jmp rcx
-.Lc1_d5744_s_t:
-    jmp rcx
-.Lc1_d5842_j_t:
-    jmp rcx
-.Lc1_d5932_s_t:
-    jmp rcx
-.Lc1_d5975_j_t:
-    jmp rcx
-.Lc1_d6067_s_t:
-    jmp rcx
-.Lc1_d6113_j_t:
-    jmp rcx
-.Lc1_d6207_j_t:
-    jmp rcx
-.Lc1_d6303_j_t:
-    jmp rcx
-.Lc1_d6353_s_t:
-    jmp rcx
-.Lc1_d6442_j_t:
-    jmp rcx
-.Lc1_d6489_j_t:
-    jmp rcx
-.Lc1_d6591_s_t:
-    jmp rcx
-.Lc1_d6681_j_t:
-    jmp rcx
-.Lc1_d6726_j_t:
-    jmp rcx
-.Lc1_d6825_s_t:
-    jmp rcx
-.Lc1_d6866_s_t:
-    jmp rcx
-.Lc1_d6960_j_t:
-    jmp rcx
-.Lc1_d7001_j_t:
-    jmp rcx
-.Lc1_d7097_j_t:
-    jmp rcx
-.Lc1_d7186_s_t:
-    jmp rcx
-.Lc1_d7228_j_t:
-    jmp rcx
-.Lc1_d7321_s_t:
-    jmp rcx
-.Lc1_d7367_j_t:
-    jmp rcx
-.Lc1_d7459_s_t:
-    jmp rcx
-.Lc1_d7551_j_t:
-    jmp rcx
-.Lc1_d7593_j_t:
-    jmp rcx
-.Lc1_d7688_j_t:
-    jmp rcx
-.Lc1_d7741_s_t:
-    jmp rcx
-.Lc1_d7829_j_t:
-    jmp rcx
-.Lc1_d7917_j_t:
-    jmp rcx
-.Lc1_d7971_s_t:
-    jmp rcx
-.Lc1_d8057_j_t:
-    jmp rcx
-.Lc1_d8111_s_t:
-    jmp rcx
-.Lc1_d8195_j_t:
-    jmp rcx
-.Lc1_d8288_s_t:
-    jmp rcx
-.Lc1_d8331_j_t:
-    jmp rcx
-.Lc1_d8425_j_t:
-    jmp rcx
-.Lc1_d8476_s_t:
-    jmp rcx
-.Lc1_d8565_j_t:
-    jmp rcx
-.Lc1_d8658_j_t:
-    jmp rcx
-.Lc1_d8706_s_t:
-    jmp rcx
-.Lc1_d8796_j_t:
-    jmp rcx
-.Lc1_d8839_s_t:
-    jmp rcx
-.Lc1_d8925_j_t:
-    jmp rcx
-.Lc1_d9026_j_t:
-    jmp rcx
-.Lc1_d9076_s_t:
-    jmp rcx
-.Lc1_d9170_j_t:
-    jmp rcx
-.Lc1_d9219_j_t:
-    jmp rcx
-.Lc1_d9312_s_t:
-    jmp rcx
-.Lc1_d9406_j_t:
-    jmp rcx
-.Lc1_d9460_s_t:
-    jmp rcx
-.Lc1_d9547_j_t:
-    jmp rcx
-.Lc1_d9593_j_t:
-    jmp rcx
-.Lc1_d9684_s_t:
-    jmp rcx
-.Lc1_d9784_j_t:
-    jmp rcx
-.Lc1_d9833_j_t:
-    jmp rcx
-.Lc1_d9925_s_t:
-    jmp rcx
-.Lc1_d9969_j_t:
-    jmp rcx
-.Lc1_d10062_s_t:
-    jmp rcx
-.Lc1_d10150_j_t:
-    jmp rcx
-.Lc1_d10194_j_t:
-    jmp rcx
-.Lc1_d10293_s_t:
-    jmp rcx
-.Lc1_d10341_j_t:
-    jmp rcx
-.Lc1_d10432_s_t:
-    jmp rcx
-.Lc1_d10519_j_t:
-    jmp rcx
-.Lc1_d10566_j_t:
-    jmp rcx
-.Lc1_d10658_s_t:
+.Lc1_d10597_j_t:
     jmp rcx
 .Lc1_d10699_s_t:
     jmp rcx
-.Lc1_d10794_j_t:
+.Lc1_d10746_s_t:
     jmp rcx
-.Lc1_d10881_j_t:
+.Lc1_d10832_j_t:
     jmp rcx
-.Lc1_d10930_j_t:
+.Lc1_d10916_j_t:
     jmp rcx
-.Lc1_d11038_s_t:
+.Lc1_d10966_s_t:
     jmp rcx
-.Lc1_d11081_j_t:
+.Lc1_d11053_j_t:
     jmp rcx
-.Lc1_d11170_j_t:
+.Lc1_d11144_j_t:
     jmp rcx
-.Lc1_d11219_s_t:
+.Lc1_d11196_j_t:
     jmp rcx
-.Lc1_d11310_j_t:
+.Lc1_d11294_s_t:
     jmp rcx
-.Lc1_d11406_j_t:
+.Lc1_d11387_j_t:
     jmp rcx
-.Lc1_d11450_s_t:
+.Lc1_d11434_j_t:
     jmp rcx
-.Lc1_d11544_j_t:
+.Lc1_d11526_s_t:
     jmp rcx
-.Lc1_d11589_s_t:
+.Lc1_d11612_j_t:
     jmp rcx
-.Lc1_d11680_j_t:
+.Lc1_d11664_s_t:
     jmp rcx
-.Lc1_d11774_j_t:
+.Lc1_d11757_j_t:
     jmp rcx
-.Lc1_d11821_s_t:
+.Lc1_d11853_j_t:
+    jmp rcx
+.Lc1_d11906_s_t:
+    jmp rcx
+.Lc1_d11993_j_t:
+    jmp rcx
+.Lc1_d12093_s_t:
+    jmp rcx
+.Lc1_d12130_j_t:
+    jmp rcx
+.Lc1_d12223_j_t:
+    jmp rcx
+.Lc1_d12317_s_t:
+    jmp rcx
+.Lc1_d12407_j_t:
+    jmp rcx
+.Lc1_d12451_s_t:
+    jmp rcx
+.Lc1_d12544_j_t:
+    jmp rcx
+.Lc1_d12639_j_t:
+    jmp rcx
+.Lc1_d12687_j_t:
+    jmp rcx
+.Lc1_d12784_s_t:
+    jmp rcx
+.Lc1_d12872_j_t:
+    jmp rcx
+.Lc1_d12918_s_t:
+    jmp rcx
+.Lc1_d13009_j_t:
+    jmp rcx
+.Lc1_d13102_s_t:
+    jmp rcx
+.Lc1_d13143_j_t:
+    jmp rcx
+.Lc1_d13245_j_t:
+    jmp rcx
+.Lc1_d13343_j_t:
+    jmp rcx
+.Lc1_d13397_s_t:
+    jmp rcx
+.Lc1_d13490_j_t:
+    jmp rcx
+.Lc1_d13588_s_t:
+    jmp rcx
+.Lc1_d13628_s_t:
+    jmp rcx
+.Lc1_d13708_j_t:
+    jmp rcx
+.Lc1_d13807_j_t:
+    jmp rcx
+.Lc1_d13854_j_t:
+    jmp rcx
+.Lc1_d13950_s_t:
+    jmp rcx
+.Lc1_d14041_j_t:
+    jmp rcx
+.Lc1_d14091_j_t:
+    jmp rcx
+.Lc1_d14182_s_t:
+    jmp rcx
+.Lc1_d14265_j_t:
+    jmp rcx
+.Lc1_d14312_j_t:
+    jmp rcx
+.Lc1_d14403_s_t:
+    jmp rcx
+.Lc1_d14492_j_t:
+    jmp rcx
+.Lc1_d14546_s_t:
+    jmp rcx
+.Lc1_d14636_j_t:
+    jmp rcx
+.Lc1_d14723_j_t:
+    jmp rcx
+.Lc1_d14783_s_t:
+    jmp rcx
+.Lc1_d14872_s_t:
+    jmp rcx
+.Lc1_d14971_j_t:
+    jmp rcx
+.Lc1_d15021_j_t:
+    jmp rcx
+.Lc1_d15118_s_t:
+    jmp rcx
+.Lc1_d15211_j_t:
+    jmp rcx
+.Lc1_d15262_j_t:
+    jmp rcx
+.Lc1_d15356_j_t:
+    jmp rcx
+.Lc1_d15444_s_t:
+    jmp rcx
+.Lc1_d15489_j_t:
+    jmp rcx
+.Lc1_d15586_j_t:
+    jmp rcx
+.Lc1_d15673_s_t:
+    jmp rcx
+.Lc1_d15717_j_t:
+    jmp rcx
+.Lc1_d15808_j_t:
+    jmp rcx
+.Lc1_d15909_s_t:
+    jmp rcx
+.Lc1_d15954_j_t:
+    jmp rcx
+.Lc1_d16038_s_t:
+    jmp rcx
+.Lc1_d16123_j_t:
+    jmp rcx
+.Lc1_d16174_s_t:
+    jmp rcx
+.Lc1_d16262_j_t:
+    jmp rcx
+.Lc1_d16356_j_t:
+    jmp rcx
+.Lc1_d16404_s_t:
+    jmp rcx
+.Lc1_d16494_j_t:
+    jmp rcx
+.Lc1_d16583_s_t:
+    jmp rcx
+.Lc1_d16625_j_t:
+    jmp rcx
+.Lc1_d16721_j_t:
     jmp rcx
     .text
 

@@ -51,7 +51,7 @@ pub fn synth_seeded(body: &ClusterBody, knobs: &Knobs, seed: u64) -> ClusterAsm 
 pub fn render(path: &Path, name: &str, seed: u64, knobs: &Knobs) -> CloneFiles {
     let profile = Profile::load(path).expect("profile loads");
     let bytes = std::fs::read(path).expect("profile bytes");
-    render_clone(&profile, &bytes, name, seed, knobs, None).expect("clone renders")
+    render_clone(&profile, &bytes, name, seed, knobs, None, false).expect("clone renders")
 }
 
 pub fn text(c: &CloneFiles, file: &str) -> String {

@@ -134,6 +134,7 @@ impl CloneDir {
             seed: self.seed,
             knobs: knobs.clone(),
             skeleton: self.skeleton.clone(),
+            empty_body: false,
         });
         let _ = std::fs::remove_file(&tmp);
         generated.map_err(|e| ValidateError::Generate(format!("{e:#}")))?;

@@ -50,6 +50,7 @@ fn setup(dir: &Path) -> (TargetSpec, CloneDir) {
         seed: 3,
         knobs: ditto_generator::Knobs::default(),
         skeleton: None,
+        empty_body: false,
     })
     .expect("clone generated");
     let mut clone = CloneDir::open(&clone_dir).expect("clone opens");

@@ -50,43 +50,43 @@ ditto_body_c1:
     mov qword ptr [r15 + 67117720], rax
     mov rbp, r10
     mov r8, r10
-    sete cl
+    sete al
     and rbp, 33554368
-    mov dword ptr [r15 + rbp + 33554432], esi
+    mov dword ptr [r15 + rbp + 33554432], eax
     and r8, 8128
     movsxd rdi, dword ptr [r15 + r8 + 7104]
     test ebx, 2304
     jnz 1f
 1:
-    movzx edx, byte ptr [r14 + 448]
-    mov rsi, qword ptr [r15 + 64]
-    movzx r9d, byte ptr [r14 + 64]
+    movzx esi, byte ptr [r14 + 448]
+    mov rcx, qword ptr [r15 + 64]
+    movzx eax, byte ptr [r14 + 64]
     test ebx, 512
     jz 1f
 1:
     inc dword ptr [r15 + 128]
-    mov rdx, qword ptr [r15 + 768]
-    mov eax, eax
+    mov r9, qword ptr [r15 + 768]
+    mov edx, ecx
     test dword ptr [r15 + 67117724], 67108864
     jnz 1f
 1:
-    bt rax, rcx
-    movsxd rdi, dword ptr [r15 + 640]
-    mov r8, r10
+    bt rax, rax
+    movsxd r8, dword ptr [r15 + 640]
+    mov rbp, r10
     test dword ptr [r15 + 67117724], 16
     jz 1f
 1:
-    and r8, 448
-    mov ecx, dword ptr [r15 + r8 + 960]
-    vpaddd ymm1, ymm1, ymmword ptr [r15 + 256]
-    movzx esi, byte ptr [r15 + 384]
+    and rbp, 448
+    mov eax, dword ptr [r15 + rbp + 960]
+    vpaddd ymm2, ymm4, ymmword ptr [r15 + 256]
+    movzx edi, byte ptr [r15 + 384]
     test ebx, 1024
     jz 1f
 1:
     lea rdi, [r15 + 67109504]
     mov ecx, 945
     rep stosb
-    mov eax, 253
+    mov ebp, 126
     lea rdi, [r15 + 67109504]
     lea rsi, [r15 + 67113600]
     mov ecx, 943
@@ -105,10 +105,10 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea r9, [r10 + r10*2]
-    and r9, 33554368
-    mov dword ptr [r15 + r9 + 33554560], 104
-    mov rdx, qword ptr [r15 + 320]
+    lea rbp, [r10 + r10*2]
+    and rbp, 33554368
+    mov dword ptr [r15 + rbp + 33554560], 143
+    mov r8, qword ptr [r15 + 320]
     lea rdi, [r15 + 67109504]
     lea rsi, [r15 + 67113600]
     mov ecx, 945
@@ -116,41 +116,41 @@ ditto_body_c1:
     test dword ptr [r15 + 67117724], 59054096
     jnz 1f
 1:
-    movzx edx, byte ptr [r15 + 192]
-    or qword ptr [r15 + 0], 100
-    bt rdx, rdx
+    movzx eax, byte ptr [r15 + 192]
+    or qword ptr [r15 + 0], 110
+    bt rax, rax
     test dword ptr [r15 + 67117723], 2359296
     jnz 1f
 1:
     mov r8d, dword ptr [r15 + 448]
-    mov rbp, qword ptr [r15 + 128]
-    mov qword ptr [r15 + r9 + 33554496], rdx
+    mov rdi, qword ptr [r15 + 128]
+    mov qword ptr [r15 + rbp + 33554496], r8
     test bl, 32
     jnz 1f
 1:
-    mov qword ptr [r15 + r9 + 33554432], rbp
-    mov rcx, r8
+    mov qword ptr [r15 + rbp + 33554432], rdi
+    mov r9, rdi
     test bl, 32
     jz 1f
 1:
-    movzx edx, dl
-    mov esi, edi
-    mov eax, dword ptr [r15 + 704]
+    movzx eax, r9b
+    mov edx, r9d
+    mov r8d, dword ptr [r15 + 704]
     test ebx, 1024
     jz 1f
 1:
     mov rbp, r10
-    mov r9, qword ptr [r14 + 64]
+    mov rdx, qword ptr [r14 + 64]
     and rbp, 960
     mov r8, r10
-    movzx edi, byte ptr [r14 + rbp + 1984]
-    vpaddq xmm6, xmm6, xmmword ptr [r15 + 576]
+    movzx r9d, byte ptr [r14 + rbp + 1984]
+    vpaddq xmm10, xmm10, xmmword ptr [r15 + 576]
     test ebx, 49072
     jnz 1f
 1:
     and r8, 4032
     mov eax, dword ptr [r15 + r8 + 3008]
-    mov r9d, 155
+    mov esi, 124
     add r11, 64
     add r10, r11
     inc rbx
@@ -164,51 +164,51 @@ ditto_body_c1:
     add rcx, qword ptr [r15 + 67117728]
     jmp .Lc1_d133_j_t
 .Lc1_d133_j:
-    mov rbp, r10
-    movzx r9d, cl
-    and rbp, 448
-    mov rsi, qword ptr [r15 + rbp + 960]
-    vmovdqu xmm15, xmmword ptr [r15 + 384]
+    mov r8, r10
+    movzx edx, cl
+    and r8, 448
+    mov rsi, qword ptr [r15 + r8 + 960]
+    vmovdqu xmm4, xmmword ptr [r15 + 384]
     test bl, 208
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, ebp
-    mov r8, r10
+    mov ebp, esi
+    mov r9, r10
     test dword ptr [r15 + 67117724], 536870912
     jnz 1f
 1:
-    movzx edi, byte ptr [r15 + 320]
-    and r8, 448
-    mov rax, qword ptr [r15 + r8 + 1472]
-    mov esi, dword ptr [r15 + 128]
+    movzx edx, byte ptr [r15 + 320]
+    and r9, 448
+    mov r8, qword ptr [r15 + r9 + 1472]
+    mov ebp, dword ptr [r15 + 128]
     test ebx, 1408
     jz 1f
 1:
-    sete sil
-    movsxd rdi, dword ptr [r15 + 640]
+    sete r9b
+    movsxd rcx, dword ptr [r15 + 640]
     test bl, 32
     jz 1f
 1:
-    bswap r8
-    mov ebp, esi
-    mov dword ptr [r15 + 896], 125
+    bswap rdx
+    mov eax, ecx
+    mov dword ptr [r15 + 896], 32
     test dword ptr [r15 + 67117724], 64
     jnz 1f
 1:
-    xchg rdi, rbp
-    mov r9, qword ptr [r15 + 256]
+    xchg r9, rbp
+    mov rdi, qword ptr [r15 + 256]
     test dword ptr [r15 + 67117724], 89129997
     jnz 1f
 1:
-    mov rdx, rcx
-    mov rax, qword ptr [r14 + 192]
+    mov r8, r9
+    mov rcx, qword ptr [r14 + 192]
     mov r9d, dword ptr [r15 + 768]
     test ebx, 49104
     jz 1f
 1:
-    mov byte ptr [r15 + 64], r8b
-    mov rdx, rbp
+    mov byte ptr [r15 + 64], r9b
+    mov rdi, r8
     add r11, 64
     add r10, r11
     inc rbx
@@ -218,12 +218,12 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    or r9d, 1
+    or eax, 1
     xor edx, edx
-    div r9d
-    bt rcx, r9
+    div eax
+    bt rax, rdx
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, 90
+    mov edi, 169
     test dword ptr [r15 + 67117724], 1073748146
     jnz 1f
 1:
@@ -234,34 +234,34 @@ ditto_body_c1:
     test bl, 64
     jz 1f
 1:
-    mov dword ptr [r15 + 0], eax
-    mov edx, dword ptr [r15 + 448]
-    movsxd rdi, dword ptr [r14 + 64]
-    vpcmpeqb xmm15, xmm15, xmmword ptr [r15 + 512]
+    mov dword ptr [r15 + 0], edx
+    mov edi, dword ptr [r15 + 448]
+    movsxd r8, dword ptr [r14 + 64]
+    vpcmpeqb xmm10, xmm10, xmmword ptr [r15 + 512]
     test ebx, 7856
     jnz 1f
 1:
-    popcnt rsi, rdi
-    mov ecx, esi
-    mov dword ptr [r14 + 0], 17
-    mov r8, qword ptr [r15 + 704]
+    popcnt rdi, r8
+    mov eax, r8d
+    mov dword ptr [r14 + 0], 41
+    mov rsi, qword ptr [r15 + 704]
     test dword ptr [r15 + 67117723], 151020300
     jz 1f
 1:
     mov rbp, r10
-    mov byte ptr [r15 + 128], bpl
-    or qword ptr [r15 + 832], 43
+    mov byte ptr [r15 + 128], sil
+    or qword ptr [r15 + 832], 69
     and rbp, 33554368
-    mov byte ptr [r15 + rbp + 33554432], r8b
-    movsxd rcx, dword ptr [r15 + 384]
+    mov byte ptr [r15 + rbp + 33554432], sil
+    movsxd rdi, dword ptr [r15 + 384]
     test bl, 64
     jz 1f
 1:
-    mov dword ptr [r15 + 576], 80
-    mov r9, r10
-    movzx eax, byte ptr [r15 + 256]
-    and r9, 448
-    mov rdx, qword ptr [r15 + r9 + 960]
+    mov dword ptr [r15 + 576], 207
+    mov r8, r10
+    movzx edi, byte ptr [r15 + 256]
+    and r8, 448
+    mov rax, qword ptr [r15 + r8 + 960]
     add r11, 64
     add r10, r11
     inc rbx
@@ -284,44 +284,44 @@ ditto_body_c1:
     .p2align 3
     jmp .Lc1_d230_j
 .Lc1_d230_j:
-    mov rbp, r10
-    movsxd r9, dword ptr [r15 + 192]
-    and rbp, 960
-    movzx edx, byte ptr [r15 + rbp + 1984]
+    mov r9, r10
+    movsxd rdi, dword ptr [r15 + 192]
+    and r9, 960
+    movzx ebp, byte ptr [r15 + r9 + 1984]
     mov qword ptr [r15 + 320], r9
     test dword ptr [r15 + 67117724], 67108864
     jnz 1f
 1:
     mov rax, rbp
-    mov rbp, r10
-    movsxd rsi, dword ptr [r14 + 768]
+    mov r8, r10
+    movsxd rdi, dword ptr [r14 + 768]
     test bl, 32
     jz 1f
 1:
-    movsxd rdi, dword ptr [r15 + 512]
-    and rbp, 448
-    mov r8d, dword ptr [r15 + rbp + 1472]
+    movsxd rdx, dword ptr [r15 + 512]
+    and r8, 448
+    mov r9d, dword ptr [r15 + r8 + 1472]
     test dword ptr [r15 + 67117724], 17367040
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    xchg rax, rsi
-    mov edx, 157
+    xchg rbp, rbp
+    mov edi, 20
     test bl, 64
     jz 1f
 1:
-    or qword ptr [r15 + 640], 15
-    mov r8d, 252
+    or qword ptr [r15 + 640], 94
+    mov r8d, 19
     test dword ptr [r15 + 67117723], 1409679377
     jz 1f
 1:
     movsxd rdx, dword ptr [r15 + 128]
-    movzx esi, r8b
+    movzx ecx, r8b
     test ebx, 512
     jz 1f
 1:
     movzx edi, byte ptr [r15 + 256]
-    vmulsd xmm7, xmm7, xmm15
+    vmulsd xmm10, xmm10, xmm4
     add r11, 64
     add r10, r11
     inc rbx
@@ -331,8 +331,8 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    movsxd rdi, dword ptr [r15 + 64]
-    vpcmpeqb xmm11, xmm11, xmmword ptr [r15 + 0]
+    movsxd rsi, dword ptr [r15 + 64]
+    vpcmpeqb xmm10, xmm10, xmmword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
     test dword ptr [r15 + 67117724], 50872594
     jz 1f
@@ -343,42 +343,42 @@ ditto_body_c1:
     test bl, 64
     jz 1f
 1:
-    mov r8d, dword ptr [r15 + 384]
-    mov r9d, dword ptr [r15 + 448]
+    mov edi, dword ptr [r15 + 384]
+    mov eax, dword ptr [r15 + 448]
     test ebx, 7600
     jnz 1f
 1:
-    movsxd rcx, dword ptr [r15 + 704]
-    movsxd rax, dword ptr [r15 + 320]
-    or r9d, 1
+    movsxd r8, dword ptr [r15 + 704]
+    movsxd rsi, dword ptr [r15 + 320]
+    or eax, 1
     xor edx, edx
-    div r9d
+    div eax
     test ebx, 512
     jnz 1f
 1:
-    mov rbp, rcx
+    mov rdi, rdx
     mov esi, dword ptr [r15 + 576]
     mov r8, r10
-    mov edi, dword ptr [r15 + 896]
+    mov ecx, dword ptr [r15 + 896]
     test dword ptr [r15 + 67117724], 512
     jz 1f
 1:
     and r8, 4032
-    mov qword ptr [r15 + r8 + 3008], rsi
-    mov r9, r10
-    mov rsi, r8
+    mov qword ptr [r15 + r8 + 3008], rdi
+    mov rbp, r10
+    mov rax, rsi
     test dword ptr [r15 + 67117723], 64
     jnz 1f
 1:
-    mov edi, 253
-    and r9, 33554368
-    mov dword ptr [r15 + r9 + 33554432], edi
-    mov rbp, qword ptr [r14 + 192]
+    mov edx, 76
+    and rbp, 33554368
+    mov dword ptr [r15 + rbp + 33554432], edx
+    mov rax, qword ptr [r14 + 192]
     test bl, 128
     jz 1f
 1:
-    mov ebp, dword ptr [r15 + 128]
-    mov esi, 235
+    mov r9d, dword ptr [r15 + 128]
+    mov esi, 174
     add r11, 64
     add r10, r11
     inc rbx
@@ -393,48 +393,48 @@ ditto_body_c1:
     jmp .Lc1_d328_j_t
 .Lc1_d328_j:
     movsxd rbp, dword ptr [r15 + 192]
-    movzx esi, bpl
-    mov r8d, dword ptr [r15 + 448]
+    movzx edx, cl
+    mov esi, dword ptr [r15 + 448]
     test ebx, 608
     jnz 1f
 1:
     movzx eax, byte ptr [r15 + 512]
-    mov rdx, r8
-    mov edi, dword ptr [r15 + 256]
+    mov r8, rsi
+    mov edx, dword ptr [r15 + 256]
     test ebx, 5056
     jnz 1f
 1:
-    mov r8, r10
-    mov edx, edi
-    and r8, 8128
-    movsxd rsi, dword ptr [r14 + r8 + 7104]
-    mov r9, qword ptr [r14 + 768]
+    mov r9, r10
+    mov ecx, edx
+    and r9, 8128
+    movsxd rbp, dword ptr [r14 + r9 + 7104]
+    mov r8, qword ptr [r14 + 768]
     test bl, 160
     jnz 1f
 1:
-    movzx ecx, byte ptr [r15 + 128]
+    movzx esi, byte ptr [r15 + 128]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     test bl, 64
     jnz 1f
 1:
-    mov eax, ecx
-    mov ecx, 97
+    mov edx, r8d
+    mov r9d, 138
     mov r12, qword ptr [r15 + r12 + 56]
     test dword ptr [r15 + 67117723], 1108349987
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], sil
+    mov byte ptr [r15 + 0], dl
     mov r12, qword ptr [r15 + r12 + 56]
     test bl, 32
     jnz 1f
 1:
-    mov rbp, r10
+    mov r8, r10
     mov dword ptr [r15 + 64], 249
-    add qword ptr [r15 + 384], rcx
-    and rbp, 448
-    mov rdx, qword ptr [r15 + rbp + 960]
+    add qword ptr [r15 + 384], r8
+    and r8, 448
+    mov rdi, qword ptr [r15 + r8 + 960]
     add r11, 64
     add r10, r11
     inc rbx
@@ -445,51 +445,51 @@ ditto_body_c1:
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
     or qword ptr [r15 + 0], 117
-    movzx ebp, dl
+    movzx edx, al
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 6848
     jz 1f
 1:
     mov r8, r10
-    movzx r9d, bpl
-    mov edi, ebp
+    movzx r9d, dl
+    mov edi, r8d
     and r8, 448
-    movsxd rsi, dword ptr [r15 + r8 + 1472]
+    movsxd rax, dword ptr [r15 + r8 + 1472]
     test ebx, 48624
     jnz 1f
 1:
     mov dword ptr [r15 + 256], r8d
-    mov r9d, 153
-    vpaddq xmm7, xmm7, xmmword ptr [r15 + 192]
-    movzx ecx, r9b
+    mov r9d, 218
+    vpaddq xmm10, xmm10, xmmword ptr [r15 + 192]
+    movzx edx, r9b
     test dword ptr [r15 + 67117723], 1629618497
     jnz 1f
 1:
-    mov edi, dword ptr [r15 + 128]
-    mov dword ptr [r15 + 832], ecx
-    mov ecx, 177
+    mov eax, dword ptr [r15 + 128]
+    mov dword ptr [r15 + 832], r9d
+    mov edi, 169
     test dword ptr [r15 + 67117724], 558301314
     jz 1f
 1:
-    mov qword ptr [r15 + 64], rcx
-    movzx esi, byte ptr [r14 + 320]
-    add qword ptr [r15 + 704], rsi
-    movzx edi, byte ptr [r15 + 576]
+    mov qword ptr [r15 + 64], rdi
+    movzx r8d, byte ptr [r14 + 320]
+    add qword ptr [r15 + 704], rax
+    movzx edx, byte ptr [r15 + 576]
     test dword ptr [r15 + 67117723], 92315648
     jnz 1f
 1:
-    movsxd r8, dword ptr [r15 + 640]
-    mov rcx, rsi
-    mov r9, rdi
+    movsxd r9, dword ptr [r15 + 640]
+    mov rcx, rdx
+    mov r8, r9
     test bl, 144
     jz 1f
 1:
     mov rbp, r10
-    cmovne rdi, rbp
+    cmovne rcx, r8
     and rbp, 448
-    mov rax, qword ptr [r15 + rbp + 960]
-    xor dword ptr [r14 + 384], eax
+    mov rsi, qword ptr [r15 + rbp + 960]
+    xor dword ptr [r14 + 384], ebp
     add r11, 64
     add r10, r11
     inc rbx
@@ -507,34 +507,34 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    vpcmpeqb xmm15, xmm15, xmm7
-    movzx edx, byte ptr [r15 + 0]
-    and ebp, dword ptr [r15 + 0]
-    test edx, ebp
-    mov dword ptr [r15 + 0], 88
+    vpcmpeqb xmm10, xmm10, xmm12
+    movzx esi, byte ptr [r15 + 0]
+    and eax, dword ptr [r15 + 0]
+    test esi, esi
+    mov dword ptr [r15 + 0], 243
     test ebx, 3648
     jnz 1f
 1:
-    movsxd rdx, dword ptr [r15 + 0]
-    movsxd r9, dword ptr [r15 + 64]
-    mov esi, edx
+    movsxd rsi, dword ptr [r15 + 0]
+    movsxd rdi, dword ptr [r15 + 64]
+    mov r8d, eax
     mov rax, qword ptr [r14 + 0]
-    neg r8
+    neg rbp
     test bl, 16
     jnz 1f
 1:
-    mov edi, 167
+    mov edx, 131
     jmp 1f
 1:
-    add rdi, 44
-    mov edx, dword ptr [r15 + 192]
-    crc32 rsi, rax
+    add rsi, 5
+    mov edi, dword ptr [r15 + 192]
+    crc32 rsi, rdi
     test dword ptr [r15 + 67117724], 278414373
     jnz 1f
 1:
-    mov byte ptr [r15 + 320], r9b
+    mov byte ptr [r15 + 320], sil
     movsxd rcx, dword ptr [r15 + 704]
-    movsxd rdx, dword ptr [r15 + 448]
+    movsxd rbp, dword ptr [r15 + 448]
     jmp 1f
 1:
     .byte 0x0f, 0x1f, 0x00
@@ -557,50 +557,50 @@ ditto_body_c1:
     add rcx, qword ptr [r15 + 67117728]
     jmp .Lc1_d467_j_t
 .Lc1_d467_j:
-    movzx r9d, cl
-    mov ebp, 213
-    xor ecx, r9d
+    movzx ebp, al
+    mov r9d, 52
+    xor ebp, ecx
     test ebx, 23296
     jz 1f
 1:
-    movsxd r9, dword ptr [r15 + 256]
-    mov r8, r8
-    movsxd rbp, dword ptr [r14 + 576]
+    movsxd rdx, dword ptr [r15 + 256]
+    mov rcx, rbp
+    movsxd r8, dword ptr [r14 + 576]
     test dword ptr [r15 + 67117724], 2064
     jz 1f
 1:
-    mov r8d, 212
-    neg rax
+    mov r9d, 59
+    neg rbp
     mov byte ptr [r15 + 384], bpl
     test ebx, 1073741824
     jnz 1f
 1:
-    mov esi, 252
-    movsxd rcx, dword ptr [r15 + 832]
-    mov rbp, r10
-    movzx eax, r8b
+    mov edx, 217
+    movsxd r8, dword ptr [r15 + 832]
+    mov r9, r10
+    movzx ecx, dl
     test bl, 14
     jz 1f
 1:
-    and rbp, 4032
-    mov r8, r10
-    xchg qword ptr [r15 + rbp + 3008], rbp
-    and r8, 448
-    mov dword ptr [r15 + r8 + 960], 225
-    mov esi, edx
-    mov r9, r10
+    and r9, 4032
+    mov rbp, r10
+    xchg qword ptr [r15 + r9 + 3008], r8
+    and rbp, 448
+    mov dword ptr [r15 + rbp + 960], 251
+    mov eax, r9d
+    mov rbp, r10
     test bl, 4
     jnz 1f
 1:
-    and r9, 448
-    vpcmpeqb xmm1, xmm1, xmmword ptr [r15 + r9 + 1472]
-    or qword ptr [r15 + 128], 33
-    mov rdi, qword ptr [r14 + 896]
+    and rbp, 448
+    vpcmpeqb xmm10, xmm10, xmmword ptr [r15 + rbp + 1472]
+    or qword ptr [r15 + 128], 80
+    mov rcx, qword ptr [r14 + 896]
     test dword ptr [r15 + 67117723], 8388672
     jz 1f
 1:
-    popcnt rcx, rdi
-    cmovne rcx, r9
+    popcnt rax, rcx
+    cmovne rbp, rax
     add r11, 64
     add r10, r11
     inc rbx
@@ -675,39 +675,39 @@ ditto_body_c1:
     test ebx, 2048
     jz 1f
 1:
-    mov esi, 89
-    mov dword ptr [r15 + 128], 121
+    mov esi, 69
+    mov dword ptr [r15 + 128], 165
     test ebx, 128864
     jz 1f
 1:
-    movsxd rdx, dword ptr [r15 + 512]
-    mov edi, dword ptr [r15 + 64]
+    movsxd rdi, dword ptr [r15 + 512]
+    mov eax, dword ptr [r15 + 64]
     bswap rcx
     test bl, 128
     jz 1f
 1:
-    mov qword ptr [r15 + 448], rdx
+    mov qword ptr [r15 + 448], rcx
     mov rbp, r10
-    popcnt r8, rdx
+    popcnt rdx, rax
     test ebx, 576
     jnz 1f
 1:
     and rbp, 960
-    mov rsi, qword ptr [r15 + rbp + 1984]
-    mov r9d, 90
-    mov r8, r10
+    mov rdi, qword ptr [r15 + rbp + 1984]
+    mov esi, 55
+    mov r9, r10
     inc dword ptr [r14 + 0]
     test ebx, 64992
     jnz 1f
 1:
-    and r8, 4032
-    mov byte ptr [r15 + r8 + 3008], r8b
-    mov rax, r9
+    and r9, 4032
+    mov byte ptr [r15 + r9 + 3008], bpl
+    mov r8, r9
     test dword ptr [r15 + 67117723], 676409344
     jnz 1f
 1:
-    movzx ecx, al
-    sete bpl
+    movzx ecx, r8b
+    sete sil
     add r11, 64
     add r10, r11
     inc rbx
@@ -722,42 +722,42 @@ ditto_body_c1:
     jmp .Lc1_d577_j_t
 .Lc1_d577_j:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, 41
+    mov edi, 152
     mov r12, qword ptr [r15 + r12 + 56]
-    or qword ptr [r15 + 0], 70
+    or qword ptr [r15 + 0], 110
     test dword ptr [r15 + 67117724], 532484
     jnz 1f
 1:
-    popcnt r8, rdi
+    popcnt rbp, rdi
     mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], r8b
+    mov byte ptr [r15 + 0], bpl
     test bl, 128
     jnz 1f
 1:
-    mov rsi, qword ptr [r15 + 896]
-    mov byte ptr [r15 + 256], r8b
-    mov rdi, qword ptr [r15 + 384]
-    mov edx, esi
-    mov r8, r10
+    mov r8, qword ptr [r15 + 896]
+    mov byte ptr [r15 + 256], bpl
+    mov rsi, qword ptr [r15 + 384]
+    mov eax, r8d
+    mov r9, r10
     test bl, 96
     jnz 1f
 1:
-    movsxd rsi, dword ptr [r15 + 128]
-    mov r9d, r9d
-    and r8, 448
-    mov ebp, dword ptr [r15 + r8 + 1472]
+    movsxd rcx, dword ptr [r15 + 128]
+    mov edi, r9d
+    and r9, 448
+    mov ebp, dword ptr [r15 + r9 + 1472]
     test bl, 128
     jz 1f
 1:
-    mov edx, 73
-    mov dword ptr [r15 + 640], edi
-    mov ebp, dword ptr [r14 + 768]
+    mov eax, 240
+    mov dword ptr [r15 + 640], ebp
+    mov esi, dword ptr [r14 + 768]
     mov r8, r10
-    mov eax, dword ptr [r15 + 192]
+    mov ecx, dword ptr [r15 + 192]
     test ebx, 7040
     jnz 1f
 1:
-    mov qword ptr [r15 + 320], rax
+    mov qword ptr [r15 + 320], r8
     and r8, 448
     movsxd rdi, dword ptr [r15 + r8 + 960]
     mov byte ptr [r15 + 512], r8b
@@ -765,7 +765,7 @@ ditto_body_c1:
     jnz 1f
 1:
     movzx edx, byte ptr [r15 + 64]
-    mov rcx, qword ptr [r15 + 64]
+    mov r9, qword ptr [r15 + 64]
     movzx eax, dl
     add r11, 64
     add r10, r11
@@ -776,13 +776,13 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    vmovdqu ymm1, ymmword ptr [r15 + 512]
-    mov eax, dword ptr [r15 + 64]
-    mov rcx, rax
+    vmovdqu ymm12, ymmword ptr [r15 + 512]
+    mov r9d, dword ptr [r15 + 64]
+    mov rbp, rax
     test dword ptr [r15 + 67117723], 311574664
     jnz 1f
 1:
-    movzx ebp, byte ptr [r15 + 192]
+    movzx r8d, byte ptr [r15 + 192]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     test dword ptr [r15 + 67117723], 2
@@ -801,22 +801,22 @@ ditto_body_c1:
     jz 1f
 1:
     and r8, 4032
-    movzx ecx, byte ptr [r15 + r8 + 3008]
-    movsxd rbp, dword ptr [r14 + 576]
-    mov dword ptr [r15 + 704], r8d
+    movzx eax, byte ptr [r15 + r8 + 3008]
+    movsxd r9, dword ptr [r14 + 576]
+    mov dword ptr [r15 + 704], eax
     test bl, 64
     jz 1f
 1:
-    mov r8, r10
-    mov dword ptr [r15 + 320], 113
-    mov byte ptr [r15 + 256], r8b
-    and r8, 960
-    movzx r9d, byte ptr [r15 + r8 + 1984]
+    mov rbp, r10
+    mov dword ptr [r15 + 320], 76
+    mov byte ptr [r15 + 256], bpl
+    and rbp, 960
+    movzx r8d, byte ptr [r15 + rbp + 1984]
     test dword ptr [r15 + 67117724], 1084227593
     jnz 1f
 1:
-    mov eax, dword ptr [r15 + 448]
-    movsxd r8, dword ptr [r15 + 128]
+    mov r9d, dword ptr [r15 + 448]
+    movsxd rax, dword ptr [r15 + 128]
     add r11, 64
     add r10, r11
     inc rbx
@@ -830,48 +830,48 @@ ditto_body_c1:
     add rcx, qword ptr [r15 + 67117728]
     jmp .Lc1_d672_j_t
 .Lc1_d672_j:
-    mov r9, rcx
-    bt r9, rcx
+    mov rsi, rcx
+    bt rcx, rcx
     inc dword ptr [r15 + 832]
     test dword ptr [r15 + 67117724], 411174416
     jz 1f
 1:
-    bt rcx, rcx
+    bt rsi, rcx
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     test bl, 96
     jnz 1f
 1:
-    mov dword ptr [r15 + 64], r9d
-    mov r9d, ecx
-    mov dword ptr [r15 + 640], r9d
+    mov dword ptr [r15 + 64], esi
+    mov edi, esi
+    mov dword ptr [r15 + 640], edi
     mov rbp, r10
     test dword ptr [r15 + 67117724], 4456448
     jz 1f
 1:
     and rbp, 8128
-    mov rdi, qword ptr [r15 + rbp + 7104]
-    mov r8, r9
-    bswap rbp
+    mov rdx, qword ptr [r15 + rbp + 7104]
+    mov rax, rbp
+    bswap rdi
     test dword ptr [r15 + 67117723], 524288
     jz 1f
 1:
-    vpaddd ymm7, ymm1, ymmword ptr [r15 + 320]
-    mov qword ptr [r15 + 128], r8
-    movzx esi, byte ptr [r14 + 768]
+    vpaddd ymm10, ymm10, ymmword ptr [r15 + 320]
+    mov qword ptr [r15 + 128], rdi
+    movzx ecx, byte ptr [r14 + 768]
     test ebx, 5056
     jnz 1f
 1:
-    movzx r9d, sil
-    add qword ptr [r15 + 256], rsi
+    movzx eax, cl
+    add qword ptr [r15 + 256], rcx
     mov rbp, r10
-    movzx edi, byte ptr [r15 + 448]
+    movzx esi, byte ptr [r15 + 448]
     test ebx, 11136
     jnz 1f
 1:
     inc dword ptr [r15 + 384]
     and rbp, 448
-    movzx esi, byte ptr [r14 + rbp + 960]
+    movzx edi, byte ptr [r14 + rbp + 960]
     add r11, 64
     add r10, r11
     inc rbx
@@ -881,48 +881,48 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov edx, dword ptr [r15 + 512]
+    mov edi, dword ptr [r15 + 512]
     mov rbp, r10
-    movsxd rdi, dword ptr [r15 + 384]
-    movzx ecx, al
+    movsxd rcx, dword ptr [r15 + 384]
+    movzx esi, bpl
     and rbp, 33554368
-    mov byte ptr [r15 + rbp + 33554432], cl
+    mov byte ptr [r15 + rbp + 33554432], sil
     test ebx, 672
     jz 1f
 1:
     bt rbp, rbp
-    mov esi, eax
-    mov edx, esi
-    mov r8, r10
+    mov r8d, ebp
+    mov r9d, esi
+    mov rbp, r10
     test dword ptr [r15 + 67117724], 2048
     jnz 1f
 1:
-    xor dword ptr [r15 + 576], edx
-    movsxd r9, dword ptr [r14 + 256]
-    and r8, 448
-    mov ebp, dword ptr [r15 + r8 + 1472]
-    mov r8, r10
-    mov rdi, rsi
+    xor dword ptr [r15 + 576], ebp
+    movsxd rcx, dword ptr [r14 + 256]
+    and rbp, 448
+    mov eax, dword ptr [r15 + rbp + 1472]
+    mov r9, r10
+    mov rdi, rax
     test dword ptr [r15 + 67117724], 67633280
     jnz 1f
 1:
-    and r8, 448
-    movsxd rcx, dword ptr [r15 + r8 + 960]
-    mov dword ptr [r15 + 704], 47
-    movzx r9d, byte ptr [r15 + 128]
+    and r9, 448
+    movsxd rsi, dword ptr [r15 + r9 + 960]
+    mov dword ptr [r15 + 704], 212
+    movzx ecx, byte ptr [r15 + 128]
     test ebx, 1024
     jz 1f
 1:
-    mov eax, 79
+    mov edi, 153
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, eax
+    mov edx, edi
     test dword ptr [r15 + 67117723], 4
     jz 1f
 1:
-    movsxd rax, dword ptr [r15 + 896]
-    mov dword ptr [r14 + 192], 27
-    mov edi, 177
+    movsxd rsi, dword ptr [r15 + 896]
+    mov dword ptr [r14 + 192], 237
+    mov eax, 93
     add r11, 64
     add r10, r11
     inc rbx
@@ -945,42 +945,42 @@ ditto_body_c1:
     .p2align 3
     jmp .Lc1_d765_j
 .Lc1_d765_j:
-    mov edi, dword ptr [r15 + 448]
-    movzx ebp, byte ptr [r15 + 192]
+    mov edx, dword ptr [r15 + 448]
+    movzx r9d, byte ptr [r15 + 192]
     test bl, 192
     jz 1f
 1:
-    vpaddq xmm7, xmm7, xmmword ptr [r14 + 768]
-    mov ecx, 55
+    vpaddq xmm12, xmm12, xmmword ptr [r14 + 768]
+    mov edi, 248
     test dword ptr [r15 + 67117723], 235028865
     jnz 1f
 1:
-    mov r9, qword ptr [r15 + 128]
-    movsxd rax, dword ptr [r15 + 640]
+    mov r8, qword ptr [r15 + 128]
+    movsxd rdx, dword ptr [r15 + 640]
     test bl, 64
     jz 1f
 1:
-    mov rbp, r10
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 960
     mov r9, r10
-    vpaddd ymm7, ymm7, ymmword ptr [r15 + rbp + 1984]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r9, 960
+    mov r8, r10
+    vpaddd ymm4, ymm12, ymmword ptr [r15 + r9 + 1984]
     test dword ptr [r15 + 67117724], 134217728
     jnz 1f
 1:
-    mov byte ptr [r15 + 320], r9b
-    and r9, 4032
-    mov dword ptr [r15 + r9 + 3008], 178
+    mov byte ptr [r15 + 320], r8b
+    and r8, 4032
+    mov dword ptr [r15 + r8 + 3008], 202
     test ebx, 10752
     jz 1f
 1:
-    vmulsd xmm9, xmm9, xmm7
-    mov eax, 115
+    vmulsd xmm4, xmm4, xmm4
+    mov edx, 117
     test bl, 128
     jnz 1f
 1:
-    mov rdi, qword ptr [r15 + 64]
-    movzx edx, dil
+    mov rbp, qword ptr [r15 + 64]
+    movzx edi, dl
     add r11, 64
     add r10, r11
     inc rbx
@@ -990,22 +990,22 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov rsi, qword ptr [r15 + 832]
+    mov r9, qword ptr [r15 + 832]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 144
-    mov byte ptr [r15 + 0], sil
+    mov dword ptr [r15 + 0], 220
+    mov byte ptr [r15 + 0], r9b
     test bl, 64
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, eax
-    movzx edx, al
+    mov esi, r9d
+    movzx r8d, sil
     test ebx, 7648
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    add qword ptr [r15 + 0], rdx
+    add qword ptr [r15 + 0], r8
     inc dword ptr [r15 + 0]
     mov rbp, r10
     mov byte ptr [r15 + 192], r8b
@@ -1014,24 +1014,24 @@ ditto_body_c1:
 1:
     and rbp, 448
     mov r9, r10
-    mov rcx, qword ptr [r15 + rbp + 960]
+    mov rax, qword ptr [r15 + rbp + 960]
     and r9, 448
-    mov esi, dword ptr [r15 + r9 + 1472]
-    movsxd rdi, dword ptr [r15 + 320]
-    vpaddd ymm7, ymm9, ymmword ptr [r15 + 384]
+    mov ecx, dword ptr [r15 + r9 + 1472]
+    movsxd rsi, dword ptr [r15 + 320]
+    vpaddd ymm10, ymm10, ymmword ptr [r15 + 384]
     test bl, 64
     jnz 1f
 1:
-    movzx ebp, byte ptr [r15 + 256]
-    movsxd rax, dword ptr [r15 + 576]
-    mov rcx, qword ptr [r14 + 128]
-    movzx edx, byte ptr [r14 + 512]
+    movzx r8d, byte ptr [r15 + 256]
+    movsxd rdx, dword ptr [r15 + 576]
+    mov rax, qword ptr [r14 + 128]
+    movzx ebp, byte ptr [r14 + 512]
     test dword ptr [r15 + 67117724], 1048592
     jz 1f
 1:
-    mov r8, qword ptr [r15 + 448]
-    movzx ecx, byte ptr [r15 + 704]
-    movsxd rdi, dword ptr [r15 + 64]
+    mov rsi, qword ptr [r15 + 448]
+    movzx r9d, byte ptr [r15 + 704]
+    movsxd rcx, dword ptr [r15 + 64]
     add r11, 64
     add r10, r11
     inc rbx
@@ -1045,20 +1045,20 @@ ditto_body_c1:
     add rcx, qword ptr [r15 + 67117728]
     jmp .Lc1_d857_j_t
 .Lc1_d857_j:
-    mov rdx, qword ptr [r15 + 192]
+    mov r9, qword ptr [r15 + 192]
     mov byte ptr [r15 + 384], cl
-    mov dword ptr [r15 + 0], 108
+    mov dword ptr [r15 + 0], 56
     test ebx, 1984
     jnz 1f
 1:
-    mov rsi, rcx
+    mov rbp, rcx
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     test dword ptr [r15 + 67117724], 8193
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rsi
+    mov qword ptr [r15 + 0], rbp
     mov r12, qword ptr [r15 + r12 + 56]
     test dword ptr [r15 + 67117724], 11284482
     jnz 1f
@@ -1068,28 +1068,28 @@ ditto_body_c1:
     test ebx, 1024
     jnz 1f
 1:
-    mov esi, esi
-    mov rdi, qword ptr [r14 + 256]
-    mov ebp, esi
+    mov edi, ebp
+    mov rax, qword ptr [r14 + 256]
+    mov ebp, edi
     test dword ptr [r15 + 67117724], 8466982
     jnz 1f
 1:
-    mov dword ptr [r15 + 768], edi
-    movsxd rdx, dword ptr [r15 + 640]
-    mov dword ptr [r15 + 128], 99
+    mov dword ptr [r15 + 768], eax
+    movsxd rcx, dword ptr [r15 + 640]
+    mov dword ptr [r15 + 128], 2
     test bl, 64
     jz 1f
 1:
     mov r9d, dword ptr [r15 + 64]
-    or esi, 1
+    or eax, 1
     xor edx, edx
-    div esi
-    movsxd rdi, dword ptr [r15 + 64]
+    div eax
+    movsxd rbp, dword ptr [r15 + 64]
     test dword ptr [r15 + 67117724], 4194308
     jnz 1f
 1:
-    mov byte ptr [r15 + 896], al
-    movzx ebp, byte ptr [r14 + 512]
+    mov byte ptr [r15 + 896], bpl
+    movzx ecx, byte ptr [r14 + 512]
     inc rbx
     dec r13
     jz .Lc1_b3_done
@@ -1098,50 +1098,50 @@ ditto_body_c1:
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
     mov r8, r10
-    mov r9, r10
-    and r8, 448
-    movzx eax, byte ptr [r15 + r8 + 960]
-    and r9, 8128
     mov rbp, r10
-    mov edx, dword ptr [r14 + r9 + 7104]
-    mov ecx, dword ptr [r15 + 704]
+    and r8, 448
+    movzx edi, byte ptr [r15 + r8 + 960]
+    and rbp, 8128
+    mov r9, r10
+    mov esi, dword ptr [r14 + rbp + 7104]
+    mov edx, dword ptr [r15 + 704]
     test ebx, 576
     jnz 1f
 1:
-    and rbp, 33554368
-    mov byte ptr [r15 + rbp + 33554432], r8b
-    mov dword ptr [r15 + 320], 68
-    mov esi, ebp
+    and r9, 33554368
+    mov byte ptr [r15 + r9 + 33554432], dl
+    mov dword ptr [r15 + 320], 151
+    mov edi, r9d
     test ebx, 120800
     jnz 1f
 1:
-    mov dword ptr [r15 + 0], 125
+    mov dword ptr [r15 + 0], 76
     mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, 190
+    mov eax, 185
     test bl, 128
     jnz 1f
 1:
-    mov ecx, 111
+    mov r8d, 77
     mov r12, qword ptr [r15 + r12 + 56]
-    add qword ptr [r15 + 448], rdi
+    add qword ptr [r15 + 448], r8
     test dword ptr [r15 + 67117723], 2
     jnz 1f
 1:
-    movsxd rdx, dword ptr [r15 + 128]
-    mov r9, qword ptr [r15 + 384]
+    movsxd rbp, dword ptr [r15 + 128]
+    mov rax, qword ptr [r15 + 384]
     sete dil
     test bl, 128
     jz 1f
 1:
-    movsxd rsi, dword ptr [r15 + 576]
-    mov rcx, qword ptr [r14 + 64]
-    bt rdi, rsi
+    movsxd rdx, dword ptr [r15 + 576]
+    mov r9, qword ptr [r14 + 64]
+    bt rdx, rdx
     test ebx, 1536
     jnz 1f
 1:
-    movsxd rdi, dword ptr [r15 + 256]
+    movsxd rbp, dword ptr [r15 + 256]
     movsxd rax, dword ptr [r15 + 192]
-    mov r8d, 71
+    mov edi, 2
     add r11, 64
     add r10, r11
     inc rbx
@@ -1156,48 +1156,48 @@ ditto_body_c1:
     jmp .Lc1_d952_j_t
 .Lc1_d952_j:
     mov r8, r10
-    movzx ebp, byte ptr [r15 + 768]
+    movzx esi, byte ptr [r15 + 768]
     and r8, 960
-    movsxd rax, dword ptr [r15 + r8 + 1984]
-    movsxd rcx, dword ptr [r15 + 832]
+    movsxd rdi, dword ptr [r15 + r8 + 1984]
+    movsxd rdx, dword ptr [r15 + 832]
     test dword ptr [r15 + 67117723], 2048
     jnz 1f
 1:
-    mov dword ptr [r15 + 512], 69
+    mov dword ptr [r15 + 512], 178
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 288
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    or eax, 1
+    or ecx, 1
     xor edx, edx
-    div eax
-    mov rbp, r10
-    mov dword ptr [r15 + 128], ebp
+    div ecx
+    mov r8, r10
+    mov dword ptr [r15 + 128], eax
     test bl, 64
     jnz 1f
 1:
-    mov esi, 213
-    and rbp, 4032
-    mov r8, r10
-    mov rcx, qword ptr [r15 + rbp + 3008]
+    mov esi, 33
+    and r8, 4032
+    mov r9, r10
+    mov rdi, qword ptr [r15 + r8 + 3008]
     test ebx, 5120
     jnz 1f
 1:
-    and r8, 448
-    movsxd r9, dword ptr [r14 + r8 + 1472]
-    mov edi, r9d
-    mov rdx, qword ptr [r15 + 320]
+    and r9, 448
+    movsxd rax, dword ptr [r14 + r9 + 1472]
+    mov ecx, r9d
+    mov rsi, qword ptr [r15 + 320]
     test dword ptr [r15 + 67117724], 125862152
     jnz 1f
 1:
-    movzx eax, byte ptr [r15 + 640]
-    mov r8d, 103
+    movzx edx, byte ptr [r15 + 640]
+    mov edi, 26
     test bl, 128
     jz 1f
 1:
-    mov r9, rax
-    mov rsi, rdx
+    mov rax, rdi
+    mov rcx, rdi
     add r11, 64
     add r10, r11
     inc rbx
@@ -1208,23 +1208,23 @@ ditto_body_c1:
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
     movsxd rsi, dword ptr [r15 + 384]
-    cmovne r8, r9
-    mov qword ptr [r15 + 448], rax
-    mov edi, 31
+    cmovne rcx, rax
+    mov qword ptr [r15 + 448], rsi
+    mov r8d, 182
     test ebx, 1024
     jnz 1f
 1:
-    mov r9d, edi
-    mov ecx, r8d
-    mov ebp, ecx
-    mov esi, 128
+    mov ebp, r8d
+    mov r9d, r8d
+    mov edi, ebp
+    mov edx, 31
     test ebx, 130272
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, 152
+    mov ecx, 29
     test dword ptr [r15 + 67117723], 84125952
     jnz 1f
 1:
@@ -1236,25 +1236,25 @@ ditto_body_c1:
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx edx, r8b
-    mov esi, 44
-    btc dword ptr [r15 + 128], 7
+    movzx ecx, cl
+    mov ebp, 160
+    btc dword ptr [r15 + 128], 11
     test ebx, 3776
     jnz 1f
 1:
-    mov ebp, esi
+    mov r8d, ebp
     mov qword ptr [r15 + 192], rbp
-    mov qword ptr [r14 + 64], rdx
-    mov r9, qword ptr [r14 + 704]
+    mov qword ptr [r14 + 64], r8
+    mov rdi, qword ptr [r14 + 704]
     test ebx, 122784
     jz 1f
 1:
     mov ecx, dword ptr [r15 + 576]
-    mov r8, r10
+    mov r9, r10
     mov rdx, qword ptr [r15 + 256]
-    movzx eax, byte ptr [r15 + 64]
-    and r8, 448
-    movzx edi, byte ptr [r15 + r8 + 960]
+    movzx esi, byte ptr [r15 + 64]
+    and r9, 448
+    movzx r8d, byte ptr [r15 + r9 + 960]
     add r11, 64
     add r10, r11
     inc rbx
@@ -1268,51 +1268,51 @@ ditto_body_c1:
     add rcx, qword ptr [r15 + 67117728]
     jmp .Lc1_d1051_j_t
 .Lc1_d1051_j:
-    mov r9d, dword ptr [r15 + 512]
+    mov r8d, dword ptr [r15 + 512]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1024
     jnz 1f
 1:
-    mov rsi, rcx
-    vpcmpeqb xmm7, xmm7, xmmword ptr [r15 + 0]
-    movsxd rdi, dword ptr [r15 + 384]
+    mov r9, rcx
+    vpcmpeqb xmm10, xmm10, xmmword ptr [r15 + 0]
+    movsxd rcx, dword ptr [r15 + 384]
     test bl, 64
     jz 1f
 1:
-    mov byte ptr [r15 + 640], dil
-    movzx ebp, dil
-    mov ecx, ebp
+    mov byte ptr [r15 + 640], cl
+    movzx r8d, cl
+    mov eax, r9d
     test ebx, 11136
     jz 1f
 1:
-    mov r9d, 181
-    lock xadd qword ptr [r15 + 256], rdi
-    mov qword ptr [r15 + 192], rdi
+    mov edx, 219
+    lock xadd qword ptr [r15 + 256], r9
+    mov qword ptr [r15 + 192], rdx
     test dword ptr [r15 + 67117723], 27563008
     jnz 1f
 1:
     movzx r8d, byte ptr [r15 + 320]
-    mov edx, 43
-    movsxd r9, dword ptr [r15 + 768]
+    mov eax, 180
+    movsxd rcx, dword ptr [r15 + 768]
     mov rbp, r10
     test ebx, 6400
     jz 1f
 1:
     and rbp, 448
-    vmovdqu xmm7, xmmword ptr [r14 + rbp + 960]
-    mov edi, 20
-    mov r8d, 165
+    vmovdqu xmm12, xmmword ptr [r14 + rbp + 960]
+    mov edx, 252
+    mov r8d, 63
     test dword ptr [r15 + 67117724], 1745391648
     jz 1f
 1:
-    mov eax, 155
+    mov ecx, 33
     movsxd r9, dword ptr [r15 + 896]
-    mov esi, edi
+    mov eax, ecx
     test bl, 64
     jnz 1f
 1:
-    movzx ecx, r9b
+    movzx edx, r9b
     mov byte ptr [r15 + 128], al
     add r11, 64
     add r10, r11
@@ -1324,48 +1324,48 @@ ditto_body_c1:
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
     mov rbp, r10
-    mov r8, r10
+    mov r9, r10
     and rbp, 4032
-    mov edx, dword ptr [r15 + rbp + 3008]
-    mov esi, 158
-    and r8, 448
-    movzx ecx, byte ptr [r15 + r8 + 1472]
-    mov r9d, r8d
+    mov edi, dword ptr [r15 + rbp + 3008]
+    mov esi, 241
+    and r9, 448
+    movzx ecx, byte ptr [r15 + r9 + 1472]
+    mov edx, r9d
     test dword ptr [r15 + 67117724], 1048576
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rcx
-    mov rdx, qword ptr [r15 + 512]
+    mov qword ptr [r15 + 0], rsi
+    mov rbp, qword ptr [r15 + 512]
     test dword ptr [r15 + 67117723], 1119905
     jnz 1f
 1:
-    mov rdi, rdx
-    mov byte ptr [r15 + 64], dl
-    mov rbp, r10
-    movzx edx, bpl
+    mov rcx, rbp
+    mov byte ptr [r15 + 64], bpl
+    mov r9, r10
+    movzx edi, cl
     test ebx, 127968
     jnz 1f
 1:
-    and rbp, 960
-    mov byte ptr [r15 + rbp + 1984], dil
-    movsxd rcx, dword ptr [r15 + 448]
-    mov dword ptr [r15 + 128], ecx
+    and r9, 960
+    mov byte ptr [r15 + r9 + 1984], cl
+    movsxd rax, dword ptr [r15 + 448]
+    mov dword ptr [r15 + 128], edi
     vmovdqu ymm4, ymmword ptr [r14 + 0]
     test bl, 128
     jz 1f
 1:
-    movsxd rcx, dword ptr [r15 + 64]
-    mov rdi, qword ptr [r14 + 576]
-    mov esi, dword ptr [r15 + 192]
-    mov eax, dword ptr [r15 + 704]
+    movsxd rsi, dword ptr [r15 + 64]
+    mov rdx, qword ptr [r14 + 576]
+    mov ebp, dword ptr [r15 + 192]
+    mov r9d, dword ptr [r15 + 704]
     test dword ptr [r15 + 67117723], 810550416
     jnz 1f
 1:
-    mov byte ptr [r15 + 320], sil
+    mov byte ptr [r15 + 320], bpl
     vpcmpeqb xmm4, xmm4, xmmword ptr [r15 + 256]
-    popcnt r9, rbp
+    popcnt rax, rsi
     add r11, 64
     add r10, r11
     inc rbx
@@ -1375,26 +1375,26 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov dword ptr [r15 + 768], edi
-    movzx r9d, al
+    mov dword ptr [r15 + 768], eax
+    movzx r8d, al
     vpaddq xmm4, xmm4, xmmword ptr [r15 + 640]
     test ebx, 1024
     jz 1f
 1:
-    mov byte ptr [r15 + 0], r9b
-    mov edx, 236
-    mov rcx, rdx
+    mov byte ptr [r15 + 0], al
+    mov r9d, 54
+    mov rax, r8
     test bl, 64
     jz 1f
 1:
-    mov byte ptr [r15 + 0], cl
-    mov r8d, 69
+    mov byte ptr [r15 + 0], r9b
+    mov esi, 60
     test ebx, 256
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, 46
-    mov esi, 116
+    mov ebp, 127
+    mov eax, 236
     test dword ptr [r15 + 67117723], 119668736
     jz 1f
 1:
@@ -1402,28 +1402,28 @@ ditto_body_c1:
     lea rsi, [r15 + 67113600]
     mov ecx, 943
     rep movsb
-    mov byte ptr [r14 + 128], cl
-    mov r9, r10
-    movsxd rdx, dword ptr [r15 + 384]
+    mov byte ptr [r14 + 128], al
+    mov r8, r10
+    movsxd rax, dword ptr [r15 + 384]
     test ebx, 1024
     jnz 1f
 1:
-    and r9, 448
-    movsxd rsi, dword ptr [r15 + r9 + 960]
-    movzx edi, r9b
+    and r8, 448
+    movsxd r9, dword ptr [r15 + r8 + 960]
+    movzx ebp, r8b
     mov r8, r10
     test dword ptr [r15 + 67117723], 128
     jz 1f
 1:
-    mov eax, 29
+    mov ecx, 94
     and r8, 8128
-    movzx ebp, byte ptr [r15 + r8 + 7104]
-    xor dword ptr [r15 + 256], esi
+    movzx edi, byte ptr [r15 + r8 + 7104]
+    xor dword ptr [r15 + 256], r8d
     test dword ptr [r15 + 67117723], 256
     jz 1f
 1:
-    mov qword ptr [r15 + 832], rbp
-    movsxd rcx, dword ptr [r15 + 448]
+    mov qword ptr [r15 + 832], rdi
+    movsxd rax, dword ptr [r15 + 448]
     add r11, 64
     add r10, r11
     inc rbx
@@ -1448,37 +1448,37 @@ ditto_body_c1:
 .Lc1_d1198_j:
     mov edx, eax
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r10
+    mov r8, r10
     mov r12, qword ptr [r15 + r12 + 56]
     test bl, 64
     jnz 1f
 1:
-    movzx esi, byte ptr [r15 + 192]
-    and rbp, 33554368
-    mov dword ptr [r15 + rbp + 33554432], 108
+    movzx edi, byte ptr [r15 + 192]
+    and r8, 33554368
+    mov dword ptr [r15 + r8 + 33554432], 227
     test dword ptr [r15 + 67117723], 67109376
     jz 1f
 1:
-    mov qword ptr [r15 + 384], rbp
-    movzx r8d, byte ptr [r15 + 320]
+    mov qword ptr [r15 + 384], r8
+    movzx edx, byte ptr [r15 + 320]
     test bl, 192
     jz 1f
 1:
-    mov rdi, qword ptr [r15 + 512]
-    mov r9, rbp
-    movzx edx, byte ptr [r15 + 64]
+    mov rcx, qword ptr [r15 + 512]
+    mov rdi, rdx
+    movzx eax, byte ptr [r15 + 64]
     test ebx, 672
     jz 1f
 1:
-    mov rsi, qword ptr [r15 + 128]
-    movzx ebp, byte ptr [r14 + 704]
-    mov r8, r10
+    mov r8, qword ptr [r15 + 128]
+    movzx esi, byte ptr [r14 + 704]
+    mov rbp, r10
     test dword ptr [r15 + 67117724], 531497
     jz 1f
 1:
-    mov eax, dword ptr [r15 + 576]
-    and r8, 448
-    mov qword ptr [r14 + r8 + 1472], rsi
+    mov ecx, dword ptr [r15 + 576]
+    and rbp, 448
+    mov qword ptr [r14 + rbp + 1472], rcx
     add r11, 64
     add r10, r11
     inc rbx
@@ -1488,54 +1488,54 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    movzx edx, al
-    mov qword ptr [r15 + 256], rdx
-    mov r9d, dword ptr [r15 + 64]
-    mov dword ptr [r15 + 0], 203
+    movzx r9d, al
+    mov qword ptr [r15 + 256], rax
+    mov edx, dword ptr [r15 + 64]
+    mov dword ptr [r15 + 0], 132
     test ebx, 6976
     jnz 1f
 1:
-    mov esi, 78
+    mov r8d, 176
     mov r12, qword ptr [r15 + r12 + 56]
-    xchg r9, rbp
-    movzx edi, sil
+    xchg rax, rax
+    movzx ebp, dl
     test dword ptr [r15 + 67117723], 1638006914
     jnz 1f
 1:
-    mov ecx, r9d
-    mov edi, 80
+    mov ecx, r8d
+    mov r9d, 78
     mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, 167
+    mov esi, 235
     test ebx, 1024
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu xmm7, xmmword ptr [r15 + 0]
+    vmovdqu xmm10, xmmword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    xor dword ptr [r15 + 896], edx
+    xor dword ptr [r15 + 896], r9d
     test dword ptr [r15 + 67117724], 8407324
     jnz 1f
 1:
-    xor dword ptr [r14 + 320], edx
-    mov dword ptr [r15 + 768], 126
-    cmovne r9, rdi
-    mov r8, rdi
+    xor dword ptr [r14 + 320], ecx
+    mov dword ptr [r15 + 768], 110
+    cmovne rcx, r9
+    mov rdx, rcx
     test bl, 64
     jnz 1f
 1:
-    movzx ecx, byte ptr [r15 + 640]
+    movzx r8d, byte ptr [r15 + 640]
     mov rax, qword ptr [r15 + 192]
-    mov r8, rcx
-    mov qword ptr [r15 + 128], rcx
+    mov rbp, r8
+    mov qword ptr [r15 + 128], rax
     test ebx, 1024
     jnz 1f
 1:
-    mov ecx, 219
-    mov rbp, r10
-    mov qword ptr [r15 + 448], rcx
-    mov esi, eax
-    and rbp, 448
-    mov r8, qword ptr [r15 + rbp + 960]
+    mov edx, 194
+    mov r9, r10
+    mov qword ptr [r15 + 448], rdx
+    mov ecx, r9d
+    and r9, 448
+    mov r8, qword ptr [r15 + r9 + 960]
     add r11, 64
     add r10, r11
     inc rbx
@@ -1553,105 +1553,105 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea r9, [r10 + r10*1]
-    movzx r8d, al
-    and r9, 960
-    movsxd rsi, dword ptr [r15 + r9 + 2048]
-    or qword ptr [r15 + 64], 14
+    lea r8, [r10 + r10*1]
+    movzx edi, al
+    and r8, 960
+    movsxd rsi, dword ptr [r15 + r8 + 2048]
+    or qword ptr [r15 + 64], 123
     test bl, 144
     jz 1f
 1:
-    movzx ecx, sil
-    mov rdi, rcx
+    movzx r9d, r8b
+    mov rdx, rsi
     lea rbp, [r10 + r10*1]
-    mov esi, dword ptr [r15 + 256]
+    mov eax, dword ptr [r15 + 256]
     test ebx, 2528
     jnz 1f
 1:
     and rbp, 8128
-    movzx r8d, byte ptr [r15 + rbp + 7104]
-    mov dword ptr [r15 + 640], 82
-    movzx edx, byte ptr [r14 + 128]
+    movzx ecx, byte ptr [r15 + rbp + 7104]
+    mov dword ptr [r15 + 640], 59
+    movzx r9d, byte ptr [r14 + 128]
     test bl, 16
     jnz 1f
 1:
-    popcnt r8, rdx
-    movzx edi, byte ptr [r15 + r9 + 1984]
-    mov dword ptr [r15 + rbp + 7168], r8d
+    popcnt rdx, r9
+    movzx edi, byte ptr [r15 + r8 + 1984]
+    mov dword ptr [r15 + rbp + 7168], edx
     test dword ptr [r15 + 67117723], 419725872
     jz 1f
 1:
     mov dword ptr [r15 + 576], edi
-    mov rsi, qword ptr [r15 + 192]
+    mov rcx, qword ptr [r15 + 192]
     mov rax, qword ptr [r15 + 576]
-    mov r9, r10
+    mov rbp, r10
     test dword ptr [r15 + 67117723], 28
     jnz 1f
 1:
-    mov rbp, r9
-    and r9, 448
-    movsxd rcx, dword ptr [r15 + r9 + 960]
-    popcnt rdx, rbp
+    mov r8, rcx
+    and rbp, 448
+    movsxd rdx, dword ptr [r15 + rbp + 960]
+    popcnt r9, rbp
     test dword ptr [r15 + 67117724], 33555456
     jz 1f
 1:
-    movzx r8d, sil
-    mov rax, qword ptr [r15 + 832]
-    mov esi, r9d
+    movzx eax, bpl
+    mov rdi, qword ptr [r15 + 832]
+    mov ebp, eax
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b4_done
 .Lc1_b4_c1:
-    lea rbp, [r10 + r10*1]
-    and rbp, 448
-    mov eax, dword ptr [r15 + rbp + 960]
-    movzx edi, al
-    mov ecx, 227
+    lea r8, [r10 + r10*1]
+    and r8, 448
+    mov ecx, dword ptr [r15 + r8 + 960]
+    movzx edi, r8b
+    mov eax, 61
     mov qword ptr [r15 + 576], rdi
     test ebx, 16344
     jz 1f
 1:
-    movsxd rdx, dword ptr [r15 + rbp + 1024]
-    movsxd r8, dword ptr [r15 + 384]
-    mov r9, r10
-    movzx esi, dl
+    movsxd r9, dword ptr [r15 + r8 + 1024]
+    movsxd rbp, dword ptr [r15 + 384]
+    mov r8, r10
+    movzx edx, bpl
     test ebx, 32064
     jnz 1f
 1:
-    and r9, 960
-    movsxd rcx, dword ptr [r15 + r9 + 1984]
-    movsxd rdi, dword ptr [r15 + 64]
-    mov r8, qword ptr [r14 + 640]
-    mov ebp, ecx
+    and r8, 960
+    movsxd rdi, dword ptr [r15 + r8 + 1984]
+    movsxd rcx, dword ptr [r15 + 64]
+    mov r9, qword ptr [r14 + 640]
+    mov eax, ecx
     test bl, 32
     jnz 1f
 1:
-    movzx esi, byte ptr [r15 + 384]
-    vpaddd ymm7, ymm7, ymmword ptr [r15 + 512]
-    vpaddd ymm4, ymm7, ymmword ptr [r15 + 640]
+    movzx edx, byte ptr [r15 + 384]
+    vpaddd ymm4, ymm4, ymmword ptr [r15 + 512]
+    vpaddd ymm10, ymm4, ymmword ptr [r15 + 640]
     test ebx, 3448
     jz 1f
 1:
-    mov r8, r10
-    mov ebp, esi
-    movzx eax, byte ptr [r15 + 128]
-    vmovdqu xmm13, xmmword ptr [r15 + 320]
-    and r8, 8128
-    mov qword ptr [r15 + r8 + 7104], r8
+    mov rbp, r10
+    mov esi, edx
+    movzx r9d, byte ptr [r15 + 128]
+    vmovdqu xmm12, xmmword ptr [r15 + 320]
+    and rbp, 8128
+    mov qword ptr [r15 + rbp + 7104], r9
     test bl, 80
     jnz 1f
 1:
-    movzx r9d, byte ptr [r15 + 448]
-    movzx r8d, byte ptr [r15 + 576]
-    movzx edx, r8b
+    movzx ecx, byte ptr [r15 + 448]
+    movzx eax, byte ptr [r15 + 576]
+    movzx r8d, cl
     test bl, 16
     jnz 1f
 1:
-    mov edi, dword ptr [r15 + 704]
-    movsxd rax, dword ptr [r15 + 768]
-    vmovdqu xmm4, xmmword ptr [r15 + 320]
+    mov edx, dword ptr [r15 + 704]
+    movsxd rdi, dword ptr [r15 + 768]
+    vmovdqu xmm10, xmmword ptr [r15 + 320]
     add r11, 64
     add r10, r11
     inc rbx
@@ -1662,50 +1662,50 @@ ditto_body_c1:
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
     lea rbp, [r10 + r10*1]
-    vpcmpeqb xmm4, xmm4, xmmword ptr [r15 + 512]
+    vpcmpeqb xmm10, xmm10, xmmword ptr [r15 + 512]
     and rbp, 448
-    movzx ecx, byte ptr [r15 + rbp + 960]
+    movzx edx, byte ptr [r15 + rbp + 960]
     mov r8, r10
-    mov byte ptr [r15 + 128], al
+    mov byte ptr [r15 + 128], dl
     test dword ptr [r15 + 67117723], 266240
     jz 1f
 1:
     and r8, 448
-    vpaddq xmm4, xmm4, xmmword ptr [r15 + r8 + 1472]
-    bswap rax
-    movsxd rsi, dword ptr [r15 + 640]
+    vpaddq xmm10, xmm10, xmmword ptr [r15 + r8 + 1472]
+    bswap rdx
+    movsxd rax, dword ptr [r15 + 640]
     lea r9, [r10 + r10*1]
     test bl, 48
     jz 1f
 1:
     and r9, 33554368
-    mov byte ptr [r15 + r9 + 33554496], r9b
-    movsxd r8, dword ptr [r14 + 64]
-    mov ecx, 10
+    mov byte ptr [r15 + r9 + 33554496], dl
+    movsxd rdi, dword ptr [r14 + 64]
+    mov r8d, 157
     test bl, 16
     jz 1f
 1:
-    movzx edx, cl
-    mov edi, 189
-    bt rdi, rdi
+    movzx eax, r8b
+    mov ecx, 72
+    bt rax, rax
     test bl, 32
     jnz 1f
 1:
-    mov dword ptr [r15 + 128], 7
-    mov edx, edi
-    mov dword ptr [r15 + r9 + 33554432], 114
+    mov dword ptr [r15 + 128], 95
+    mov edx, eax
+    mov dword ptr [r15 + r9 + 33554432], 196
     test ebx, 512
     jz 1f
 1:
-    movzx esi, byte ptr [r15 + 64]
-    movsxd r8, dword ptr [r15 + rbp + 1024]
-    mov qword ptr [r15 + 64], rsi
+    movzx r8d, byte ptr [r15 + 64]
+    movsxd rdi, dword ptr [r15 + rbp + 1024]
+    mov qword ptr [r15 + 64], r8
     test dword ptr [r15 + 67117723], 172130577
     jz 1f
 1:
-    mov rbp, rsi
-    mov edx, dword ptr [r14 + 384]
-    or qword ptr [r15 + 256], 3
+    mov rax, rdi
+    mov r9d, dword ptr [r14 + 384]
+    or qword ptr [r15 + 256], 12
     add r11, 64
     add r10, r11
     inc rbx
@@ -1731,39 +1731,39 @@ ditto_body_c1:
     .p2align 3
     jmp .Lc1_d1439_j
 .Lc1_d1439_j:
-    vpaddq xmm4, xmm4, xmmword ptr [r15 + 576]
-    mov r9, r10
-    mov edx, dword ptr [r15 + 768]
+    vpaddq xmm12, xmm12, xmmword ptr [r15 + 576]
+    mov r8, r10
+    mov esi, dword ptr [r15 + 768]
     test ebx, 2808
     jnz 1f
 1:
-    mov rbp, r10
-    and r9, 8128
-    xor dword ptr [r15 + r9 + 7104], ebp
-    mov esi, eax
+    mov r9, r10
+    and r8, 8128
+    xor dword ptr [r15 + r8 + 7104], r9d
+    mov esi, r8d
     test bl, 16
     jz 1f
 1:
-    and rbp, 33554368
-    mov qword ptr [r15 + rbp + 33554432], rbp
-    bswap rax
+    and r9, 33554368
+    mov qword ptr [r15 + r9 + 33554432], rsi
+    bswap rsi
     test ebx, 832
     jnz 1f
 1:
-    mov r8d, dword ptr [r15 + 704]
-    mov r9, r10
-    movzx edi, byte ptr [r15 + 448]
+    mov ebp, dword ptr [r15 + 704]
+    mov r8, r10
+    movzx eax, byte ptr [r15 + 448]
     test bl, 16
     jnz 1f
 1:
-    mov byte ptr [r15 + 320], dil
-    and r9, 960
-    movzx r8d, byte ptr [r15 + r9 + 1984]
+    mov byte ptr [r15 + 320], r8b
+    and r8, 960
+    movzx esi, byte ptr [r15 + r8 + 1984]
     test ebx, 24384
     jnz 1f
 1:
-    mov edx, 128
-    mov esi, r8d
+    mov ecx, 187
+    mov ebp, esi
     test ebx, 3544
     jnz 1f
 1:
@@ -1782,42 +1782,42 @@ ditto_body_c1:
     jmp .Lc1_b5_c0
     .p2align 6
 .Lc1_b5_c0:
-    cmovne r9, rcx
-    movsxd rcx, dword ptr [r14 + 768]
+    cmovne rbp, rcx
+    movsxd rdx, dword ptr [r14 + 768]
     inc dword ptr [r15 + 384]
-    movsxd rbp, dword ptr [r15 + 256]
+    movsxd rdi, dword ptr [r15 + 256]
     test ebx, 2304
     jnz 1f
 1:
-    add qword ptr [r14 + 512], rbp
-    mov esi, dword ptr [r15 + 640]
-    mov ebp, ebp
-    mov byte ptr [r15 + 128], sil
+    add qword ptr [r14 + 512], rdi
+    mov eax, dword ptr [r15 + 640]
+    mov r8d, edx
+    mov byte ptr [r15 + 128], al
     test bl, 32
     jz 1f
 1:
-    mov rdx, rsi
+    mov rcx, r8
     lea rdi, [r15 + 67109504]
     mov ecx, 945
     rep stosb
-    mov r8d, dword ptr [r15 + 832]
-    mov edx, 7
+    mov ebp, dword ptr [r15 + 832]
+    mov eax, 130
     test ebx, 512
     jnz 1f
 1:
     mov r9, r10
-    mov eax, 152
+    mov edx, 14
     and r9, 4032
-    mov esi, dword ptr [r15 + r9 + 3008]
-    mov edx, dword ptr [r15 + 256]
-    cmovne rax, rsi
+    mov r8d, dword ptr [r15 + r9 + 3008]
+    mov ecx, dword ptr [r15 + 256]
+    cmovne rax, r8
     test ebx, 63168
     jnz 1f
 1:
-    mov rsi, qword ptr [r15 + 192]
-    mov qword ptr [r15 + 192], rsi
-    mov r8d, dword ptr [r15 + 64]
-    bswap rcx
+    mov rbp, qword ptr [r15 + 192]
+    mov qword ptr [r15 + 192], rax
+    mov edi, dword ptr [r15 + 64]
+    bswap r8
     test ebx, 1024
     jnz 1f
 1:
@@ -1830,9 +1830,9 @@ ditto_body_c1:
     test ebx, 60400
     jnz 1f
 1:
-    movzx ebp, dl
+    movzx ecx, dl
     mov rax, qword ptr [r15 + 448]
-    mov dword ptr [r15 + 896], eax
+    mov dword ptr [r15 + 896], ecx
     add r11, 64
     add r10, r11
     inc rbx
@@ -1855,38 +1855,38 @@ ditto_body_c1:
     .p2align 3
     jmp .Lc1_d1543_j
 .Lc1_d1543_j:
-    lea rbp, [r10 + r10*1]
-    mov edi, 10
-    and rbp, 33554368
-    mov qword ptr [r15 + rbp + 33554432], rdi
+    lea r8, [r10 + r10*1]
+    mov esi, 201
+    and r8, 33554368
+    mov qword ptr [r15 + r8 + 33554432], rsi
     test dword ptr [r15 + 67117723], 33554432
     jnz 1f
 1:
-    movzx ecx, bpl
-    mov dword ptr [r14 + 704], 7
+    movzx r9d, r8b
+    mov dword ptr [r14 + 704], 129
     test dword ptr [r15 + 67117723], 5242880
     jz 1f
 1:
-    movsxd r8, dword ptr [r15 + 256]
-    mov dword ptr [r14 + rbp + 33554496], 13
+    movsxd rcx, dword ptr [r15 + 256]
+    mov dword ptr [r14 + r8 + 33554496], 1
     test ebx, 4864
     jz 1f
 1:
-    lea r9, [r10 + r10*1]
-    movzx r8d, r9b
-    and r9, 448
-    mov edx, dword ptr [r15 + r9 + 1024]
-    mov rbp, r10
+    lea rbp, [r10 + r10*1]
+    movzx eax, cl
+    and rbp, 448
+    mov r9d, dword ptr [r15 + rbp + 1024]
+    mov r8, r10
     test dword ptr [r15 + 67117724], 4194304
     jnz 1f
 1:
-    and rbp, 960
-    mov r8d, dword ptr [r15 + rbp + 1984]
-    movsxd rsi, dword ptr [r15 + 832]
+    and r8, 960
+    mov esi, dword ptr [r15 + r8 + 1984]
+    movsxd rdi, dword ptr [r15 + 832]
     test bl, 32
     jnz 1f
 1:
-    mov rax, qword ptr [r15 + r9 + 960]
+    mov r9, qword ptr [r15 + rbp + 960]
     not qword ptr [r15 + 576]
     add r11, 64
     add r10, r11
@@ -1897,45 +1897,45 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov rdi, r8
-    movsxd r8, dword ptr [r15 + 576]
-    mov rcx, rax
-    mov esi, edi
-    lea rbp, [r10 + r10*1]
+    mov rbp, rax
+    movsxd rcx, dword ptr [r15 + 576]
+    mov rdx, rbp
+    mov esi, ecx
+    lea r8, [r10 + r10*1]
     test ebx, 1408
     jz 1f
 1:
-    mov rdx, qword ptr [r15 + 128]
-    and rbp, 4032
-    mov r9d, dword ptr [r15 + rbp + 3072]
-    xor dword ptr [r15 + 512], eax
+    mov rdi, qword ptr [r15 + 128]
+    and r8, 4032
+    mov r9d, dword ptr [r15 + r8 + 3072]
+    xor dword ptr [r15 + 512], r8d
     test ebx, 6400
     jnz 1f
 1:
-    mov r8, r10
-    mov esi, dword ptr [r15 + 192]
-    mov edi, r9d
-    mov rdx, qword ptr [r15 + 320]
-    and r8, 33554368
-    mov qword ptr [r15 + r8 + 33554432], r9
+    mov rbp, r10
+    mov edx, dword ptr [r15 + 192]
+    mov eax, ebp
+    mov rdi, qword ptr [r15 + 320]
+    and rbp, 33554368
+    mov qword ptr [r15 + rbp + 33554432], rdi
     test bl, 32
     jz 1f
 1:
-    mov r9d, dword ptr [r15 + rbp + 3008]
+    mov esi, dword ptr [r15 + r8 + 3008]
     mov ecx, dword ptr [r15 + 192]
-    mov esi, r9d
+    mov r8d, esi
     test dword ptr [r15 + 67117724], 2097152
     jnz 1f
 1:
-    movzx edx, byte ptr [r15 + 256]
-    mov eax, dword ptr [r15 + 640]
-    popcnt rbp, rax
+    movzx r9d, byte ptr [r15 + 256]
+    mov edi, dword ptr [r15 + 640]
+    popcnt rdx, r9
     inc dword ptr [r15 + 896]
     test ebx, 65232
     jnz 1f
 1:
-    mov rsi, qword ptr [r15 + 64]
-    mov rcx, rbp
+    mov rax, qword ptr [r15 + 64]
+    mov r8, r9
     lea rdi, [r15 + 67109504]
     lea rsi, [r15 + 67113600]
     mov ecx, 943
@@ -1943,9 +1943,9 @@ ditto_body_c1:
     test bl, 32
     jz 1f
 1:
-    movzx edx, dl
-    vpcmpeqb xmm15, xmm15, xmmword ptr [r14 + 64]
-    movzx r8d, sil
+    movzx ebp, dil
+    vpcmpeqb xmm10, xmm10, xmmword ptr [r14 + 64]
+    movzx eax, bpl
     add r11, 64
     add r10, r11
     inc rbx
@@ -1968,46 +1968,46 @@ ditto_body_c1:
     .p2align 3
     jmp .Lc1_d1639_j
 .Lc1_d1639_j:
-    mov r9d, 205
-    mov r8d, 77
+    mov edx, 186
+    mov r8d, 205
     test dword ptr [r15 + 67117724], 84940944
     jz 1f
 1:
-    mov rbp, qword ptr [r15 + 384]
-    mov esi, dword ptr [r14 + 320]
+    mov rdi, qword ptr [r15 + 384]
+    mov ebp, dword ptr [r14 + 320]
     test bl, 176
     jz 1f
 1:
-    mov edi, eax
-    movzx r9d, byte ptr [r15 + 384]
+    mov ecx, ebp
+    movzx esi, byte ptr [r15 + 384]
     test bl, 64
     jnz 1f
 1:
-    movzx edx, dil
-    movsxd rbp, dword ptr [r15 + 128]
+    movzx eax, sil
+    movsxd rdx, dword ptr [r15 + 128]
     mov r8, r10
     test dword ptr [r15 + 67117723], 128
     jnz 1f
 1:
     and r8, 448
-    mov r9d, dword ptr [r15 + r8 + 1472]
-    movzx esi, byte ptr [r15 + 448]
+    mov edx, dword ptr [r15 + r8 + 1472]
+    movzx ebp, byte ptr [r15 + 448]
     test bl, 80
     jnz 1f
 1:
-    mov r8d, 111
-    mov ecx, esi
+    mov edi, 89
+    mov edx, ebp
     test ebx, 1024
     jz 1f
 1:
-    mov rbp, r10
-    movzx eax, byte ptr [r15 + 768]
-    mov r9d, ebp
+    mov r9, r10
+    movzx esi, byte ptr [r15 + 768]
+    mov edx, r9d
     test dword ptr [r15 + 67117724], 536870912
     jnz 1f
 1:
-    and rbp, 33554368
-    mov qword ptr [r15 + rbp + 33554432], rax
+    and r9, 33554368
+    mov qword ptr [r15 + r9 + 33554432], rdx
     add r11, 64
     add r10, r11
     inc rbx
@@ -2017,55 +2017,55 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov rdi, rax
-    mov rbp, qword ptr [r14 + 256]
-    mov eax, 194
-    mov edx, ebp
+    mov r9, rax
+    mov r8, qword ptr [r14 + 256]
+    mov edx, 212
+    mov ebp, r8d
     test ebx, 65136
     jz 1f
 1:
-    vmovdqu xmm11, xmmword ptr [r15 + 832]
-    sete al
-    mov rdx, rax
+    vmovdqu xmm4, xmmword ptr [r15 + 832]
+    sete dl
+    mov rdi, rbp
     test dword ptr [r15 + 67117723], 17048040
     jz 1f
 1:
-    mov r9d, eax
-    mov qword ptr [r15 + 512], rdx
-    mov esi, edx
-    mov rbp, r10
+    mov eax, edi
+    mov qword ptr [r15 + 512], rdi
+    mov r8d, eax
+    mov r9, r10
     test dword ptr [r15 + 67117724], 1677862916
     jz 1f
 1:
-    and rbp, 448
-    movsxd r8, dword ptr [r15 + rbp + 960]
-    mov ecx, dword ptr [r15 + 320]
-    mov qword ptr [r15 + 704], rbp
+    and r9, 448
+    movsxd rsi, dword ptr [r15 + r9 + 960]
+    mov edx, dword ptr [r15 + 320]
+    mov qword ptr [r15 + 704], rsi
     test dword ptr [r15 + 67117723], 268501120
     jz 1f
 1:
-    mov ebp, ecx
+    mov ebp, edx
     lea rdi, [r15 + 67109504]
     lea rsi, [r15 + 67113600]
     mov ecx, 945
     rep movsb
     mov r8, r10
-    movsxd rdx, dword ptr [r15 + 768]
+    movsxd rax, dword ptr [r15 + 768]
     test ebx, 1024
     jz 1f
 1:
     and r8, 8128
-    mov rax, qword ptr [r15 + r8 + 7104]
+    mov rbp, qword ptr [r15 + r8 + 7104]
     mov r9, r10
-    mov edx, r9d
-    mov dword ptr [r15 + 64], 134
+    mov edx, ebp
+    mov dword ptr [r15 + 64], 46
     test dword ptr [r15 + 67117724], 524324
     jz 1f
 1:
     and r9, 448
-    mov rbp, qword ptr [r15 + r9 + 1472]
-    movzx esi, byte ptr [r15 + 128]
-    mov rax, rbp
+    mov rax, qword ptr [r15 + r9 + 1472]
+    movzx edi, byte ptr [r15 + 128]
+    mov r8, rax
     add r11, 64
     add r10, r11
     inc rbx
@@ -2079,48 +2079,48 @@ ditto_body_c1:
     add rcx, qword ptr [r15 + 67117728]
     jmp .Lc1_d1740_j_t
 .Lc1_d1740_j:
-    vpaddq xmm4, xmm4, xmmword ptr [r15 + 512]
-    mov rdx, rax
-    movsxd rax, dword ptr [r15 + 640]
+    vpaddq xmm12, xmm12, xmmword ptr [r15 + 512]
+    mov rdx, rcx
+    movsxd rsi, dword ptr [r15 + 640]
     test dword ptr [r15 + 67117724], 67110912
     jz 1f
 1:
     mov rbp, r10
-    cmovne rax, rbp
+    cmovne rdx, rsi
     and rbp, 33554368
-    mov dword ptr [r15 + rbp + 33554432], ebp
-    vmovdqu xmm12, xmmword ptr [r14 + 192]
+    mov dword ptr [r15 + rbp + 33554432], edx
+    vmovdqu xmm10, xmmword ptr [r14 + 192]
     test dword ptr [r15 + 67117724], 67108864
     jz 1f
 1:
-    mov ebp, dword ptr [r15 + 64]
-    mov r8, rax
+    mov edi, dword ptr [r15 + 64]
+    mov r8, rdx
     test ebx, 2912
     jnz 1f
 1:
     mov r9, r10
-    bt r8, rax
+    bt r8, r8
     and r9, 448
-    mov edi, dword ptr [r15 + r9 + 960]
+    mov ebp, dword ptr [r15 + r9 + 960]
     movsxd rax, dword ptr [r15 + 448]
-    mov rbp, r10
+    mov r9, r10
     test ebx, 512
     jz 1f
 1:
-    mov rcx, qword ptr [r15 + 256]
-    and rbp, 4032
-    movzx edx, byte ptr [r15 + rbp + 3008]
+    mov rdi, qword ptr [r15 + 256]
+    and r9, 4032
+    movzx edx, byte ptr [r15 + r9 + 3008]
     test dword ptr [r15 + 67117724], 639172628
     jz 1f
 1:
-    mov qword ptr [r15 + 128], rcx
-    xor dword ptr [r15 + 384], ecx
-    mov edi, dword ptr [r14 + 192]
+    mov qword ptr [r15 + 128], rdx
+    xor dword ptr [r15 + 384], r9d
+    mov eax, dword ptr [r14 + 192]
     test ebx, 5376
     jnz 1f
 1:
-    mov r8, rdi
-    movzx ecx, dil
+    mov rdi, rax
+    movzx r8d, al
     add r11, 64
     add r10, r11
     inc rbx
@@ -2131,50 +2131,50 @@ ditto_body_c1:
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
     movzx edi, al
-    movsxd rsi, dword ptr [r15 + 768]
-    mov rdx, qword ptr [r15 + 64]
-    mov rbp, r10
+    movsxd r9, dword ptr [r15 + 768]
+    mov rbp, qword ptr [r15 + 64]
+    mov r8, r10
     test ebx, 3200
     jz 1f
 1:
-    mov r9d, dword ptr [r15 + 704]
-    movzx r8d, dl
-    and rbp, 33554368
-    mov dword ptr [r15 + rbp + 33554432], ebp
+    mov edx, dword ptr [r15 + 704]
+    movzx esi, r9b
+    and r8, 33554368
+    mov dword ptr [r15 + r8 + 33554432], esi
     test ebx, 512
     jnz 1f
 1:
-    mov rdx, rax
-    vpaddd ymm4, ymm12, ymmword ptr [r15 + 128]
-    movzx esi, byte ptr [r15 + 640]
-    mov r9, r10
+    mov rdi, r8
+    vpaddd ymm4, ymm9, ymmword ptr [r15 + 128]
+    movzx eax, byte ptr [r15 + 640]
+    mov rbp, r10
     test dword ptr [r15 + 67117723], 1
     jnz 1f
 1:
-    and r9, 448
-    mov ecx, dword ptr [r14 + r9 + 1472]
-    movzx r8d, byte ptr [r15 + 576]
+    and rbp, 448
+    mov ecx, dword ptr [r14 + rbp + 1472]
+    movzx r9d, byte ptr [r15 + 576]
     vmovdqu xmm12, xmmword ptr [r15 + 896]
     test bl, 64
     jnz 1f
 1:
-    cmovne r8, r8
-    mov esi, r9d
-    movzx edi, byte ptr [r15 + 448]
+    cmovne rbp, rcx
+    mov edi, ecx
+    movzx r8d, byte ptr [r15 + 448]
     test dword ptr [r15 + 67117723], 68489474
     jnz 1f
 1:
-    movsxd rbp, dword ptr [r15 + 256]
-    mov edx, r9d
-    mov rax, qword ptr [r15 + 384]
+    movsxd rsi, dword ptr [r15 + 256]
+    mov eax, r8d
+    mov rdx, qword ptr [r15 + 384]
     test ebx, 3200
     jnz 1f
 1:
     inc dword ptr [r15 + 64]
-    mov r8, r10
-    mov rcx, qword ptr [r15 + 320]
-    and r8, 960
-    vmovdqu ymm4, ymmword ptr [r15 + r8 + 1984]
+    mov rbp, r10
+    mov rdi, qword ptr [r15 + 320]
+    and rbp, 960
+    vmovdqu ymm10, ymmword ptr [r15 + rbp + 1984]
     add r11, 64
     add r10, r11
     inc rbx
@@ -2198,26 +2198,26 @@ ditto_body_c1:
     jmp .Lc1_d1835_j
 .Lc1_d1835_j:
     cmovne rax, rcx
-    movzx r9d, cl
+    movzx edx, cl
     test dword ptr [r15 + 67117724], 153192960
     jz 1f
 1:
-    movsxd rcx, dword ptr [r14 + 192]
-    mov rdi, r9
+    movsxd rdi, dword ptr [r14 + 192]
+    mov rbp, rdx
     test dword ptr [r15 + 67117723], 1572866
     jnz 1f
 1:
     mov esi, dword ptr [r15 + 512]
-    mov edx, dword ptr [r15 + 256]
+    mov edi, dword ptr [r15 + 256]
     test dword ptr [r15 + 67117724], 393344
     jz 1f
 1:
-    movzx edi, sil
-    mov ecx, 200
+    movzx ecx, sil
+    mov eax, 7
     test ebx, 48576
     jnz 1f
 1:
-    xor dword ptr [r15 + 832], ecx
+    xor dword ptr [r15 + 832], eax
     movsxd rdi, dword ptr [r15 + 576]
     test dword ptr [r15 + 67117724], 59510848
     jz 1f
@@ -2227,13 +2227,13 @@ ditto_body_c1:
     mov ecx, 945
     rep movsb
     mov rbp, r10
-    mov esi, dword ptr [r15 + 320]
+    mov edx, dword ptr [r15 + 320]
     test ebx, 6848
     jnz 1f
 1:
-    movzx r8d, bpl
+    movzx eax, dl
     and rbp, 448
-    vmovdqu ymm9, ymmword ptr [r15 + rbp + 960]
+    vmovdqu ymm4, ymmword ptr [r15 + rbp + 960]
     add r11, 64
     add r10, r11
     inc rbx
@@ -2264,43 +2264,43 @@ ditto_body_c1:
     .p2align 3
     jmp .Lc1_d1888_j
 .Lc1_d1888_j:
-    mov r9, r10
-    and r9, 448
-    mov rdx, qword ptr [r15 + r9 + 960]
-    mov eax, dword ptr [r15 + 576]
-    add qword ptr [r15 + 64], rdx
-    mov rbp, r10
+    mov r8, r10
+    and r8, 448
+    mov r9, qword ptr [r15 + r8 + 960]
+    mov ebp, dword ptr [r15 + 576]
+    add qword ptr [r15 + 64], r9
+    mov r8, r10
     test dword ptr [r15 + 67117724], 2097152
     jz 1f
 1:
-    and rbp, 448
-    mov r8d, dword ptr [r15 + rbp + 1472]
-    mov esi, dword ptr [r15 + 640]
+    and r8, 448
+    mov edx, dword ptr [r15 + r8 + 1472]
+    mov eax, dword ptr [r15 + 640]
     test ebx, 11904
     jz 1f
 1:
-    mov edi, esi
-    mov r8d, dword ptr [r15 + 512]
+    mov ebp, r8d
+    mov ecx, dword ptr [r15 + 512]
     test ebx, 1073741824
     jz 1f
 1:
-    vsubsd xmm4, xmm4, xmm9
-    mov ecx, dword ptr [r15 + 640]
+    vsubsd xmm10, xmm10, xmm9
+    mov edx, dword ptr [r15 + 640]
     test bl, 128
     jnz 1f
 1:
-    movzx edx, cl
-    mov edi, 240
+    movzx r9d, dl
+    mov eax, 53
     test bl, 128
     jnz 1f
 1:
     mov r8, qword ptr [r15 + 64]
-    movzx r9d, byte ptr [r15 + 640]
+    movzx edi, byte ptr [r15 + 640]
     test dword ptr [r15 + 67117724], 4352
     jz 1f
 1:
     inc dword ptr [r15 + 576]
-    vpaddq xmm4, xmm4, xmmword ptr [r15 + 128]
+    vpaddq xmm10, xmm10, xmmword ptr [r15 + 128]
     add r11, 64
     add r10, r11
     inc rbx
@@ -2315,48 +2315,48 @@ ditto_body_c1:
     jmp .Lc1_d1936_j_t
 .Lc1_d1936_j:
     mov rbp, r10
-    mov rdi, rcx
-    mov esi, 33
+    mov rsi, rax
+    mov r8d, 34
     and rbp, 448
-    mov byte ptr [r15 + rbp + 960], sil
+    mov byte ptr [r15 + rbp + 960], r8b
     test ebx, 1073741824
     jz 1f
 1:
-    mov rdi, qword ptr [r15 + 128]
-    movzx edx, byte ptr [r15 + 192]
-    movsxd r8, dword ptr [r15 + 128]
+    mov rdx, qword ptr [r15 + 128]
+    movzx edi, byte ptr [r15 + 192]
+    movsxd rcx, dword ptr [r15 + 128]
     test ebx, 1073741824
     jnz 1f
 1:
-    movsxd rbp, dword ptr [r15 + 192]
-    mov edi, dword ptr [r15 + 64]
+    movsxd rsi, dword ptr [r15 + 192]
+    mov eax, dword ptr [r15 + 64]
     mov r9, r10
-    mov byte ptr [r15 + 320], dl
+    mov byte ptr [r15 + 320], al
     test dword ptr [r15 + 67117723], 536879105
     jz 1f
 1:
     and r9, 8128
-    movsxd r8, dword ptr [r14 + r9 + 7104]
+    movsxd rcx, dword ptr [r14 + r9 + 7104]
     mov rdi, qword ptr [r15 + 448]
     lea rbp, [r10 + r10*1]
     test dword ptr [r15 + 67117723], 92377224
     jz 1f
 1:
-    movzx r8d, dil
+    movzx r8d, cl
     and rbp, 960
     movsxd rcx, dword ptr [r15 + rbp + 2048]
-    mov rax, rcx
+    mov rsi, rbp
     test dword ptr [r15 + 67117724], 2048
     jz 1f
 1:
-    movzx r8d, al
-    mov edx, eax
-    mov esi, edx
+    movzx edx, r8b
+    mov r9d, esi
+    mov r8d, edx
     test bl, 8
     jz 1f
 1:
-    mov r8, qword ptr [r15 + rbp + 1984]
-    mov rbp, qword ptr [r15 + 256]
+    mov rax, qword ptr [r15 + rbp + 1984]
+    mov rcx, qword ptr [r15 + 256]
     add r11, 64
     add r10, r11
     inc rbx
@@ -2371,17 +2371,17 @@ ditto_body_c1:
     jmp .Lc1_b7_c0
     .p2align 6
 .Lc1_b7_c0:
-    add qword ptr [r15 + 128], rbp
-    movsxd r9, dword ptr [r15 + 128]
-    cmovne rax, r8
+    add qword ptr [r15 + 128], rcx
+    movsxd r8, dword ptr [r15 + 128]
+    cmovne rcx, rcx
     test bl, 16
     jz 1f
 1:
     inc dword ptr [r15 + 704]
     mov rbp, r10
-    movsxd rcx, dword ptr [r15 + 64]
+    movsxd rsi, dword ptr [r15 + 64]
     and rbp, 4032
-    movsxd rsi, dword ptr [r15 + rbp + 3008]
+    movsxd rdx, dword ptr [r15 + rbp + 3008]
     add r11, 64
     add r10, r11
     inc rbx
@@ -2454,40 +2454,40 @@ ditto_body_c1:
     add rcx, qword ptr [r15 + 67117728]
     jmp .Lc1_d2024_j_t
 .Lc1_d2024_j:
-    mov eax, ecx
+    mov edi, ecx
     lea rbp, [r10 + r10*1]
-    mov byte ptr [r15 + 64], cl
+    mov byte ptr [r15 + 64], dil
     test ebx, 126432
     jz 1f
 1:
-    mov edi, dword ptr [r15 + 576]
+    mov eax, dword ptr [r15 + 576]
     and rbp, 4032
-    mov r9, qword ptr [r15 + rbp + 3008]
+    mov rdx, qword ptr [r15 + rbp + 3008]
     test ebx, 14240
     jnz 1f
 1:
-    movzx edx, byte ptr [r15 + 512]
-    mov rsi, qword ptr [r14 + 704]
+    movzx r9d, byte ptr [r15 + 512]
+    mov rdi, qword ptr [r14 + 704]
     test ebx, 2816
     jz 1f
 1:
-    mov edi, dword ptr [r15 + 256]
-    lea r9, [r10 + r10*1]
+    mov eax, dword ptr [r15 + 256]
+    lea r8, [r10 + r10*1]
     test dword ptr [r15 + 67117723], 4128
     jz 1f
 1:
-    and r9, 960
-    mov r8d, dword ptr [r15 + r9 + 2048]
-    movzx ecx, dil
+    and r8, 960
+    mov ecx, dword ptr [r15 + r8 + 2048]
+    movzx edi, r8b
     test bl, 128
     jz 1f
 1:
-    movzx edi, byte ptr [r15 + rbp + 3072]
-    movzx esi, byte ptr [r14 + r9 + 1984]
+    movzx eax, byte ptr [r15 + rbp + 3072]
+    movzx r9d, byte ptr [r14 + r8 + 1984]
     test dword ptr [r15 + 67117724], 1342718016
     jz 1f
 1:
-    mov ebp, dword ptr [r15 + 384]
+    mov edx, dword ptr [r15 + 384]
     add r11, 64
     add r10, r11
     inc rbx
@@ -2510,43 +2510,43 @@ ditto_body_c1:
     .p2align 3
     jmp .Lc1_d2064_j
 .Lc1_d2064_j:
-    mov dword ptr [r15 + 448], ecx
-    mov rdx, rax
-    movzx esi, byte ptr [r15 + 768]
+    mov dword ptr [r15 + 448], eax
+    mov rsi, rcx
+    movzx eax, byte ptr [r15 + 768]
     test bl, 128
     jnz 1f
 1:
-    movzx eax, byte ptr [r15 + 64]
-    mov rbp, r10
-    mov dword ptr [r15 + 256], ebp
+    movzx r8d, byte ptr [r15 + 64]
+    mov r9, r10
+    mov dword ptr [r15 + 256], r8d
     test ebx, 1216
     jz 1f
 1:
-    and rbp, 448
-    mov esi, dword ptr [r14 + rbp + 1472]
-    mov r9d, dword ptr [r15 + 192]
+    and r9, 448
+    mov esi, dword ptr [r14 + r9 + 1472]
+    mov ecx, dword ptr [r15 + 192]
     test dword ptr [r15 + 67117724], 8388608
     jnz 1f
 1:
-    mov r8, qword ptr [r15 + 128]
-    movsxd rdi, dword ptr [r15 + 832]
+    mov rax, qword ptr [r15 + 128]
+    movsxd r8, dword ptr [r15 + 832]
     test dword ptr [r15 + 67117724], 32
     jnz 1f
 1:
     mov rbp, r10
-    mov esi, edi
+    mov esi, ecx
     and rbp, 448
-    vmovdqu xmm4, xmmword ptr [r15 + rbp + 960]
+    vmovdqu xmm10, xmmword ptr [r15 + rbp + 960]
     test ebx, 2048
     jnz 1f
 1:
-    mov dword ptr [r15 + 320], ebp
-    mov rsi, qword ptr [r15 + 640]
+    mov dword ptr [r15 + 320], esi
+    mov rax, qword ptr [r15 + 640]
     test dword ptr [r15 + 67117723], 536871456
     jnz 1f
 1:
-    popcnt rdx, rsi
-    bswap rcx
+    popcnt r8, rbp
+    bswap rbp
     add r11, 64
     add r10, r11
     inc rbx
@@ -2556,50 +2556,50 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov rbp, r10
-    and rbp, 448
-    mov esi, dword ptr [r15 + rbp + 960]
+    mov r8, r10
+    and r8, 448
+    mov edi, dword ptr [r15 + r8 + 960]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rsi
+    mov qword ptr [r15 + 0], rdi
     test ebx, 1024
     jnz 1f
 1:
-    mov dword ptr [r15 + 0], esi
-    movzx r8d, sil
+    mov dword ptr [r15 + 0], r8d
+    movzx edx, dil
     mov r12, qword ptr [r15 + r12 + 56]
     test bl, 64
     jnz 1f
 1:
-    mov r9, r10
+    mov rbp, r10
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    and r9, 4032
-    mov qword ptr [r15 + r9 + 3008], r8
+    and rbp, 4032
+    mov qword ptr [r15 + rbp + 3008], rdx
     test dword ptr [r15 + 67117724], 8404996
     jz 1f
 1:
-    mov edi, dword ptr [r14 + 512]
-    mov rbp, r10
-    xchg rdx, r9
-    mov dword ptr [r14 + 576], 213
+    mov eax, dword ptr [r14 + 512]
+    mov r8, r10
+    xchg rbp, rbp
+    mov dword ptr [r14 + 576], 248
     test ebx, 5056
     jnz 1f
 1:
-    and rbp, 960
-    xchg qword ptr [r15 + rbp + 1984], rsi
-    mov ecx, dword ptr [r15 + 896]
-    mov qword ptr [r15 + 384], rsi
+    and r8, 960
+    xchg qword ptr [r15 + r8 + 1984], rbp
+    mov edi, dword ptr [r15 + 896]
+    mov qword ptr [r15 + 384], rbp
     test ebx, 1792
     jz 1f
 1:
-    mov byte ptr [r15 + 192], cl
-    mov rax, rsi
-    movzx edi, byte ptr [r15 + 128]
+    mov byte ptr [r15 + 192], r8b
+    mov rax, rdi
+    movzx r8d, byte ptr [r15 + 128]
     test dword ptr [r15 + 67117723], 2167872
     jnz 1f
 1:
-    mov r8, rdi
-    mov eax, dword ptr [r15 + 64]
+    mov r9, rax
+    mov edx, dword ptr [r15 + 64]
     not qword ptr [r15 + 704]
     add r11, 64
     add r10, r11
@@ -2614,15 +2614,15 @@ ditto_body_c1:
     add rcx, qword ptr [r15 + 67117728]
     jmp .Lc1_d2159_j_t
 .Lc1_d2159_j:
-    mov ebp, dword ptr [r15 + 64]
-    movsxd r8, dword ptr [r15 + 384]
+    mov esi, dword ptr [r15 + 64]
+    movsxd rdx, dword ptr [r15 + 384]
     mov r12, qword ptr [r15 + r12 + 56]
-    add qword ptr [r15 + 0], rbp
+    add qword ptr [r15 + 0], rdx
     test ebx, 7136
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rdx, rbp
+    mov r8, rdx
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 3584
     jz 1f
@@ -2630,32 +2630,32 @@ ditto_body_c1:
     mov r9, r10
     mov r12, qword ptr [r15 + r12 + 56]
     and r9, 8128
-    mov dword ptr [r15 + r9 + 7104], 93
-    vucomisd xmm4, xmm4
+    mov dword ptr [r15 + r9 + 7104], 49
+    vucomisd xmm6, xmm7
     test dword ptr [r15 + 67117724], 65544
     jz 1f
 1:
-    movzx edx, r9b
-    mov rsi, qword ptr [r15 + 256]
-    mov rdi, qword ptr [r15 + 128]
+    movzx r8d, r9b
+    mov rax, qword ptr [r15 + 256]
+    mov r9, qword ptr [r15 + 128]
     test dword ptr [r15 + 67117723], 1
     jz 1f
 1:
-    movsxd rbp, dword ptr [r14 + 192]
-    mov r8d, dword ptr [r15 + 768]
-    mov r9, qword ptr [r15 + 320]
+    movsxd rcx, dword ptr [r14 + 192]
+    mov edx, dword ptr [r15 + 768]
+    mov rsi, qword ptr [r15 + 320]
     test bl, 64
     jnz 1f
 1:
-    mov rax, r8
-    mov ecx, dword ptr [r15 + 128]
-    mov esi, 37
+    mov r8, r9
+    mov eax, dword ptr [r15 + 128]
+    mov r9d, 121
     test ebx, 320
     jz 1f
 1:
     movzx edx, byte ptr [r15 + 640]
-    mov dword ptr [r15 + 448], ebp
-    movzx edi, cl
+    mov dword ptr [r15 + 448], r9d
+    movzx ecx, dl
     add r11, 64
     add r10, r11
     inc rbx
@@ -2666,52 +2666,52 @@ ditto_body_c1:
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
     mov rbp, r10
-    mov edx, eax
+    mov edi, eax
     lea rdi, [r15 + 67109504]
     mov ecx, 945
     rep stosb
     and rbp, 33554368
-    mov byte ptr [r14 + rbp + 33554432], r8b
+    mov byte ptr [r14 + rbp + 33554432], dil
     test bl, 128
     jz 1f
 1:
-    mov r8, r10
-    mov rsi, qword ptr [r15 + 256]
-    and r8, 448
-    mov rdx, qword ptr [r15 + r8 + 960]
-    mov r9, qword ptr [r15 + 448]
+    mov r9, r10
+    mov rdx, qword ptr [r15 + 256]
+    and r9, 448
+    mov rsi, qword ptr [r15 + r9 + 960]
+    mov rcx, qword ptr [r15 + 448]
     test ebx, 1536
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, eax
+    mov edi, ecx
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1792
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 320], edx
+    mov dword ptr [r15 + 320], edi
     test ebx, 448
     jz 1f
 1:
     mov rsi, qword ptr [r15 + 512]
-    mov edx, 27
-    movsxd r8, dword ptr [r15 + 832]
-    mov rbp, r10
+    mov ebp, 64
+    movsxd rax, dword ptr [r15 + 832]
+    mov r9, r10
     test dword ptr [r15 + 67117723], 4194304
     jz 1f
 1:
-    movzx r9d, r8b
-    vpaddq xmm4, xmm4, xmmword ptr [r14 + 64]
-    and rbp, 448
-    mov rsi, qword ptr [r15 + rbp + 1472]
+    movzx esi, r9b
+    vpaddq xmm10, xmm10, xmmword ptr [r14 + 64]
+    and r9, 448
+    mov rdx, qword ptr [r15 + r9 + 1472]
     test ebx, 1984
     jz 1f
 1:
-    movsxd rdi, dword ptr [r15 + 704]
-    mov r8d, 112
-    mov rax, r9
+    movsxd rsi, dword ptr [r15 + 704]
+    mov eax, 214
+    mov rbp, rsi
     add r11, 64
     add r10, r11
     inc rbx
@@ -2734,43 +2734,43 @@ ditto_body_c1:
     .p2align 3
     jmp .Lc1_d2256_j
 .Lc1_d2256_j:
-    xchg rax, r9
-    mov byte ptr [r15 + 384], al
-    movzx ecx, r9b
+    xchg rax, rax
+    mov byte ptr [r15 + 384], cl
+    movzx r8d, al
     test bl, 128
     jnz 1f
 1:
-    mov dword ptr [r15 + 0], 210
+    mov dword ptr [r15 + 0], 234
     mov r12, qword ptr [r15 + r12 + 56]
     test bl, 64
     jz 1f
 1:
-    mov rbp, r10
-    mov esi, ebp
-    and rbp, 960
-    movzx edx, byte ptr [r14 + rbp + 1984]
+    mov r8, r10
+    mov esi, eax
+    and r8, 960
+    movzx eax, byte ptr [r14 + r8 + 1984]
     test ebx, 704
     jz 1f
 1:
-    mov r8, r10
-    vpaddq xmm12, xmm12, xmmword ptr [r15 + 128]
-    mov eax, esi
+    mov rbp, r10
+    vpaddq xmm3, xmm3, xmmword ptr [r15 + 128]
+    mov ecx, ebp
     test dword ptr [r15 + 67117724], 33554432
     jz 1f
 1:
-    and r8, 4032
-    mov dword ptr [r15 + r8 + 3008], 5
-    mov rdx, qword ptr [r15 + 256]
+    and rbp, 4032
+    mov dword ptr [r15 + rbp + 3008], 192
+    mov rsi, qword ptr [r15 + 256]
     test ebx, 1344
     jz 1f
 1:
     movzx edi, byte ptr [r15 + 64]
-    mov byte ptr [r15 + 320], dl
+    mov byte ptr [r15 + 320], sil
     test dword ptr [r15 + 67117724], 33620236
     jz 1f
 1:
     mov rcx, qword ptr [r15 + 192]
-    mov rbp, qword ptr [r15 + 576]
+    mov rax, qword ptr [r15 + 576]
     add r11, 64
     add r10, r11
     inc rbx
@@ -2787,48 +2787,48 @@ ditto_body_c1:
     test ebx, 2560
     jz 1f
 1:
-    mov rdi, rax
+    mov rdx, rax
     mov r12, qword ptr [r15 + r12 + 56]
-    vpcmpeqb xmm4, xmm4, xmmword ptr [r15 + 0]
-    bt rdi, rdi
+    vpcmpeqb xmm10, xmm10, xmmword ptr [r15 + 0]
+    bt rdx, rdx
     test dword ptr [r15 + 67117724], 562040896
     jnz 1f
 1:
-    movzx r8d, byte ptr [r15 + 192]
-    movzx r9d, byte ptr [r15 + 768]
-    movsxd rsi, dword ptr [r15 + 448]
-    mov qword ptr [r15 + 384], r9
+    movzx r9d, byte ptr [r15 + 192]
+    movzx esi, byte ptr [r15 + 768]
+    movsxd rcx, dword ptr [r15 + 448]
+    mov qword ptr [r15 + 384], rsi
     test bl, 64
     jnz 1f
 1:
-    movzx edx, dil
-    movzx esi, byte ptr [r15 + 896]
-    mov ebp, edx
-    vpaddd ymm4, ymm4, ymmword ptr [r15 + 64]
+    movzx edx, cl
+    movzx eax, byte ptr [r15 + 896]
+    mov ecx, edx
+    vpaddd ymm12, ymm10, ymmword ptr [r15 + 64]
     test ebx, 7040
     jnz 1f
 1:
-    mov r8, r10
+    mov r9, r10
     movzx esi, byte ptr [r15 + 512]
-    and r8, 448
-    mov ecx, dword ptr [r15 + r8 + 1472]
-    mov ebp, esi
-    movzx eax, r8b
+    and r9, 448
+    mov r8d, dword ptr [r15 + r9 + 1472]
+    mov eax, r9d
+    movzx edx, r8b
     test ebx, 1984
     jnz 1f
 1:
-    mov r9, qword ptr [r14 + 128]
+    mov rcx, qword ptr [r14 + 128]
     mov rbp, r10
-    mov dword ptr [r15 + 640], 59
-    movzx edi, bpl
+    mov dword ptr [r15 + 640], 140
+    movzx esi, bpl
     and rbp, 448
-    mov byte ptr [r15 + rbp + 960], dil
+    mov byte ptr [r15 + rbp + 960], sil
     test bl, 64
     jz 1f
 1:
-    mov ecx, 228
-    mov edi, 98
-    mov eax, ecx
+    mov edx, 194
+    mov ecx, 169
+    mov eax, edx
     add r11, 64
     add r10, r11
     inc rbx
@@ -2851,32 +2851,32 @@ ditto_body_c1:
     .p2align 3
     jmp .Lc1_d2355_j
 .Lc1_d2355_j:
-    mov qword ptr [r15 + 576], rax
-    mov r9d, dword ptr [r15 + 320]
-    movzx r8d, byte ptr [r15 + 64]
+    mov qword ptr [r15 + 576], rcx
+    mov edi, dword ptr [r15 + 320]
+    movzx ecx, byte ptr [r15 + 64]
     test bl, 64
     jnz 1f
 1:
-    mov esi, 99
-    movzx edx, r9b
-    movzx r8d, sil
+    mov edx, 157
+    movzx edi, cl
+    movzx esi, dl
     test dword ptr [r15 + 67117723], 1076658704
     jnz 1f
 1:
-    mov qword ptr [r15 + 128], rdx
+    mov qword ptr [r15 + 128], rdi
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 65440
     jnz 1f
 1:
-    mov r8d, r9d
-    xor dword ptr [r15 + 0], r9d
-    movzx r9d, sil
+    mov eax, esi
+    xor dword ptr [r15 + 0], esi
+    movzx ecx, al
     test ebx, 130656
     jnz 1f
 1:
-    mov ebp, 121
-    mov rdi, rbp
-    sete dl
+    mov edi, 128
+    mov rdx, rcx
+    sete cl
     test ebx, 608
     jnz 1f
 1:
@@ -2885,14 +2885,14 @@ ditto_body_c1:
     test dword ptr [r15 + 67117723], 1048672
     jz 1f
 1:
-    bswap rbp
-    mov rcx, qword ptr [r14 + 192]
-    mov byte ptr [r15 + 256], bpl
+    bswap rcx
+    mov rdx, qword ptr [r14 + 192]
+    mov byte ptr [r15 + 256], cl
     test bl, 64
     jnz 1f
 1:
-    mov rax, qword ptr [r15 + 512]
-    mov dword ptr [r14 + 704], ebp
+    mov r8, qword ptr [r15 + 512]
+    mov dword ptr [r14 + 704], edx
     inc rbx
     dec r13
     jz .Lc1_b8_done
@@ -2900,50 +2900,50 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    movsxd rsi, dword ptr [r15 + 128]
-    xor dword ptr [r15 + 0], ebp
-    mov qword ptr [r15 + 0], rax
-    mov r8d, 223
+    movsxd r9, dword ptr [r15 + 128]
+    xor dword ptr [r15 + 0], eax
+    mov qword ptr [r15 + 0], r9
+    mov ebp, 193
     test dword ptr [r15 + 67117724], 131072
     jz 1f
 1:
-    mov edi, 36
+    mov ecx, 185
     mov r12, qword ptr [r15 + r12 + 56]
-    vmaxsd xmm4, xmm4, xmm4
+    vmaxsd xmm3, xmm3, xmm3
     test ebx, 6016
     jnz 1f
 1:
-    movzx r9d, al
+    movzx edx, bpl
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, byte ptr [r15 + 384]
+    movzx ebp, byte ptr [r15 + 384]
     test bl, 128
     jz 1f
 1:
-    mov edx, eax
-    mov esi, 164
-    xor dword ptr [r15 + 768], edx
+    mov ecx, ebp
+    mov eax, 241
+    xor dword ptr [r15 + 768], ecx
     test dword ptr [r15 + 67117723], 1
     jz 1f
 1:
-    mov rbp, r10
-    movzx ecx, byte ptr [r15 + 256]
-    sete dil
-    and rbp, 448
-    mov dword ptr [r15 + rbp + 960], 165
+    mov r9, r10
+    movzx edx, byte ptr [r15 + 256]
+    sete al
+    and r9, 448
+    mov dword ptr [r15 + r9 + 960], 84
     test dword ptr [r15 + 67117724], 34081136
     jz 1f
 1:
-    mov rax, rsi
-    mov esi, 160
-    movsxd rdi, dword ptr [r15 + 448]
+    mov rcx, r9
+    mov ebp, 229
+    movsxd r9, dword ptr [r15 + 448]
     mov r8, r10
     test dword ptr [r15 + 67117723], 1048576
     jz 1f
 1:
-    mov r9d, 33
-    mov dword ptr [r14 + 640], 238
+    mov esi, 178
+    mov dword ptr [r14 + 640], 227
     and r8, 8128
-    mov dword ptr [r15 + r8 + 7104], 68
+    mov dword ptr [r15 + r8 + 7104], 201
     add r11, 64
     add r10, r11
     inc rbx
@@ -2966,43 +2966,43 @@ ditto_body_c1:
     .p2align 3
     jmp .Lc1_d2451_j
 .Lc1_d2451_j:
-    popcnt rdx, rcx
-    mov r9, rdx
-    movzx ecx, byte ptr [r14 + 192]
+    popcnt rdi, rcx
+    mov rbp, rcx
+    movzx r8d, byte ptr [r14 + 192]
     test ebx, 256
     jz 1f
 1:
-    mov edi, dword ptr [r15 + 64]
+    mov r9d, dword ptr [r15 + 64]
     mov rbp, r10
-    mov esi, 128
+    mov eax, 239
     test ebx, 121824
     jnz 1f
 1:
-    mov r9, rdi
+    mov rcx, rax
     and rbp, 448
-    vpaddq xmm4, xmm4, xmmword ptr [r14 + rbp + 1472]
+    vpaddq xmm10, xmm10, xmmword ptr [r14 + rbp + 1472]
     test dword ptr [r15 + 67117723], 8390740
     jz 1f
 1:
-    movsxd r8, dword ptr [r15 + 576]
-    mov eax, r9d
-    or qword ptr [r15 + 704], 120
+    movsxd r9, dword ptr [r15 + 576]
+    mov r8d, ecx
+    or qword ptr [r15 + 704], 15
     mov rbp, r10
     test dword ptr [r15 + 67117724], 1681916928
     jz 1f
 1:
     and rbp, 4032
-    mov byte ptr [r15 + rbp + 3008], bpl
-    movsxd rcx, dword ptr [r15 + 128]
+    mov byte ptr [r15 + rbp + 3008], r8b
+    movsxd rax, dword ptr [r15 + 128]
     test dword ptr [r15 + 67117723], 512
     jnz 1f
 1:
-    movsxd rsi, dword ptr [r15 + 320]
-    mov edx, 40
+    movsxd r9, dword ptr [r15 + 320]
+    mov ecx, 204
     test ebx, 800
     jz 1f
 1:
-    mov eax, esi
+    mov edi, r9d
     movsxd r8, dword ptr [r15 + 832]
     add r11, 64
     add r10, r11
@@ -3013,47 +3013,47 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
+    mov r8, r10
+    and r8, 33554368
     mov rbp, r10
-    and rbp, 33554368
-    mov r9, r10
-    mov dword ptr [r15 + rbp + 33554432], 3
-    movzx edi, byte ptr [r15 + 896]
-    movzx ecx, r9b
-    and r9, 448
-    vpaddq xmm4, xmm4, xmmword ptr [r15 + r9 + 960]
+    mov dword ptr [r15 + r8 + 33554432], 85
+    movzx edx, byte ptr [r15 + 896]
+    movzx esi, r8b
+    and rbp, 448
+    vpaddq xmm12, xmm12, xmmword ptr [r15 + rbp + 960]
     test bl, 128
     jnz 1f
 1:
-    movzx ebp, dil
-    mov r8d, dword ptr [r15 + 640]
+    movzx edi, bpl
+    mov esi, dword ptr [r15 + 640]
     mov r12, qword ptr [r15 + r12 + 56]
     test dword ptr [r15 + 67117724], 557852672
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    bswap rbp
+    bswap rsi
     movsxd rdi, dword ptr [r15 + 320]
     test bl, 128
     jnz 1f
 1:
-    movsxd rdx, dword ptr [r15 + 448]
-    mov r8d, ebp
-    movsxd rcx, dword ptr [r14 + 768]
-    mov r8, r8
+    movsxd rax, dword ptr [r15 + 448]
+    mov ebp, edi
+    movsxd r8, dword ptr [r14 + 768]
+    mov rdi, rbp
     test dword ptr [r15 + 67117723], 1048576
     jnz 1f
 1:
-    mov ebp, dword ptr [r15 + 512]
+    mov esi, dword ptr [r15 + 512]
     mov r9, r10
-    mov rcx, qword ptr [r15 + 64]
+    mov rdx, qword ptr [r15 + 64]
     and r9, 960
-    mov qword ptr [r15 + r9 + 1984], r9
+    mov qword ptr [r15 + r9 + 1984], rdx
     test dword ptr [r15 + 67117723], 537158275
     jnz 1f
 1:
     mov dword ptr [r15 + 384], r9d
-    mov dword ptr [r15 + 256], ebp
-    xor dword ptr [r15 + 128], r9d
+    mov dword ptr [r15 + 256], esi
+    xor dword ptr [r15 + 128], edx
     add r11, 64
     add r10, r11
     inc rbx
@@ -3068,13 +3068,13 @@ ditto_body_c1:
     jmp .Lc1_d2544_j_t
 .Lc1_d2544_j:
     mov r12, qword ptr [r15 + r12 + 56]
-    vpaddq xmm4, xmm4, xmmword ptr [r15 + 0]
+    vpaddq xmm3, xmm3, xmmword ptr [r15 + 0]
     inc dword ptr [r15 + 0]
     test dword ptr [r15 + 67117724], 67141658
     jnz 1f
 1:
-    movzx edx, cl
-    mov esi, eax
+    movzx r8d, cl
+    mov r9d, eax
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 15584
     jnz 1f
@@ -3087,29 +3087,29 @@ ditto_body_c1:
     test ebx, 416
     jnz 1f
 1:
-    mov r8d, dword ptr [r15 + 384]
-    mov r9, qword ptr [r15 + 192]
-    mov dword ptr [r15 + 832], 52
+    mov r9d, dword ptr [r15 + 384]
+    mov r8, qword ptr [r15 + 192]
+    mov dword ptr [r15 + 832], 236
     test bl, 64
     jz 1f
 1:
-    movzx ebp, byte ptr [r15 + 64]
-    mov dword ptr [r15 + 512], ecx
-    add qword ptr [r14 + 0], r8
+    movzx edi, byte ptr [r15 + 64]
+    mov dword ptr [r15 + 512], r9d
+    add qword ptr [r14 + 0], rdi
     test bl, 128
     jnz 1f
 1:
-    mov rdx, rbp
-    mov qword ptr [r15 + 704], rdx
-    vpaddq xmm3, xmm3, xmmword ptr [r15 + 192]
+    mov rcx, rdi
+    mov qword ptr [r15 + 704], rdi
+    vpaddq xmm12, xmm12, xmmword ptr [r15 + 192]
     mov r8, r10
     test dword ptr [r15 + 67117723], 512
     jz 1f
 1:
     and r8, 448
-    mov byte ptr [r15 + r8 + 960], dl
-    movsxd rsi, dword ptr [r15 + 256]
-    movsxd r9, dword ptr [r15 + 128]
+    mov byte ptr [r15 + r8 + 960], cl
+    movsxd r9, dword ptr [r15 + 256]
+    movsxd rcx, dword ptr [r15 + 128]
     add r11, 64
     add r10, r11
     inc rbx
@@ -3119,53 +3119,53 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
+    mov edx, 209
     mov esi, 250
-    mov r9d, 6
-    mov dword ptr [r15 + 128], ecx
-    mov dword ptr [r15 + 0], r9d
+    mov dword ptr [r15 + 128], edx
+    mov dword ptr [r15 + 0], esi
     test bl, 160
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    popcnt rdi, r9
+    popcnt rbp, rdx
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 2048
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx esi, dil
-    mov dword ptr [r15 + 320], edi
-    mov esi, 161
+    movzx r8d, bpl
+    mov dword ptr [r15 + 320], ebp
+    mov ecx, 107
     test dword ptr [r15 + 67117724], 64
     jz 1f
 1:
-    mov byte ptr [r14 + 0], r9b
-    mov rbp, qword ptr [r15 + 64]
-    mov r9d, esi
-    mov r8, r10
+    mov byte ptr [r14 + 0], cl
+    mov rax, qword ptr [r15 + 64]
+    mov ecx, r8d
+    mov r9, r10
     test bl, 64
     jz 1f
 1:
-    and r8, 4032
-    mov edx, dword ptr [r15 + r8 + 3008]
-    movsxd rcx, dword ptr [r15 + 640]
+    and r9, 4032
+    mov esi, dword ptr [r15 + r9 + 3008]
+    movsxd rdx, dword ptr [r15 + 640]
     mov ebp, dword ptr [r15 + 256]
-    xchg rdi, rax
-    mov r9, r10
+    xchg rcx, rcx
+    mov r8, r10
     test bl, 64
     jnz 1f
 1:
-    and r9, 448
-    movzx edx, byte ptr [r14 + r9 + 1472]
-    mov rbp, qword ptr [r15 + 384]
-    mov rcx, qword ptr [r15 + 768]
-    mov r8, r10
+    and r8, 448
+    movzx eax, byte ptr [r14 + r8 + 1472]
+    mov rsi, qword ptr [r15 + 384]
+    mov rdx, qword ptr [r15 + 768]
+    mov rbp, r10
     test ebx, 1024
     jz 1f
 1:
-    movzx esi, r8b
-    and r8, 960
-    movzx ecx, byte ptr [r15 + r8 + 1984]
+    movzx ecx, bpl
+    and rbp, 960
+    movzx r9d, byte ptr [r15 + rbp + 1984]
     movsxd rax, dword ptr [r15 + 448]
     add r11, 64
     add r10, r11
@@ -3189,39 +3189,39 @@ ditto_body_c1:
     .p2align 3
     jmp .Lc1_d2643_j
 .Lc1_d2643_j:
-    mov rbp, r10
-    mov edx, dword ptr [r15 + 192]
-    and rbp, 448
-    mov qword ptr [r15 + rbp + 960], rcx
+    mov r9, r10
+    mov edi, dword ptr [r15 + 192]
+    and r9, 448
+    mov qword ptr [r15 + r9 + 960], rdi
     test dword ptr [r15 + 67117723], 541065216
     jz 1f
 1:
-    mov r8, r10
+    mov rbp, r10
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx edi, byte ptr [r14 + 320]
+    movzx edx, byte ptr [r14 + 320]
     test dword ptr [r15 + 67117723], 134479872
     jnz 1f
 1:
-    and r8, 8128
-    mov r9, qword ptr [r15 + r8 + 7104]
+    and rbp, 8128
+    mov r9, qword ptr [r15 + rbp + 7104]
     test dword ptr [r15 + 67117724], 16823042
     jnz 1f
 1:
-    mov rsi, qword ptr [r15 + 576]
-    movzx edx, byte ptr [r15 + 64]
+    mov rcx, qword ptr [r15 + 576]
+    movzx eax, byte ptr [r15 + 64]
     test dword ptr [r15 + 67117724], 1074528388
     jz 1f
 1:
-    mov r8, qword ptr [r15 + 704]
+    mov rdx, qword ptr [r15 + 704]
     test dword ptr [r15 + 67117724], 2052
     jnz 1f
 1:
-    mov edi, dword ptr [r15 + 128]
-    mov dword ptr [r14 + 512], edi
+    mov r9d, dword ptr [r15 + 128]
+    mov dword ptr [r14 + 512], edx
     test dword ptr [r15 + 67117724], 19398690
     jnz 1f
 1:
-    mov esi, 232
+    mov eax, 169
     add r11, 64
     add r10, r11
     inc rbx
@@ -3231,56 +3231,56 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov rdx, rax
-    mov rax, qword ptr [r15 + 64]
-    mov rcx, qword ptr [r15 + 640]
-    movzx ebp, dl
+    mov r9, rax
+    mov rcx, qword ptr [r15 + 64]
+    mov rbp, qword ptr [r15 + 640]
+    movzx r8d, cl
     test ebx, 65440
     jnz 1f
 1:
-    mov r9d, 4
-    mov r8, r10
+    mov esi, 11
+    mov r9, r10
     lea rdi, [r15 + 67109504]
     mov ecx, 945
     rep stosb
-    and r8, 33554368
-    mov qword ptr [r15 + r8 + 33554432], rbp
+    and r9, 33554368
+    mov qword ptr [r15 + r9 + 33554432], rdi
     test bl, 64
     jnz 1f
 1:
-    mov byte ptr [r15 + 256], dl
-    mov esi, dword ptr [r14 + 384]
+    mov byte ptr [r15 + 256], r9b
+    mov ebp, dword ptr [r14 + 384]
     mov r9d, edi
-    mov rbp, qword ptr [r15 + 128]
+    mov r8, qword ptr [r15 + 128]
     test ebx, 12000
     jz 1f
 1:
-    movzx esi, bpl
-    mov byte ptr [r15 + 192], bpl
-    mov qword ptr [r15 + 0], rsi
+    movzx ecx, r9b
+    mov byte ptr [r15 + 192], r8b
+    mov qword ptr [r15 + 0], rcx
     test dword ptr [r15 + 67117723], 1342206112
     jnz 1f
 1:
-    xor dword ptr [r15 + 0], esi
-    mov r9d, esi
+    xor dword ptr [r15 + 0], ecx
+    mov ebp, ecx
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 352
     jnz 1f
 1:
-    or r9d, 1
+    or ebp, 1
     xor edx, edx
-    div r9d
+    div ebp
     mov edi, dword ptr [r15 + 768]
     movsxd rcx, dword ptr [r15 + 896]
-    mov rbp, r10
+    mov r8, r10
     test dword ptr [r15 + 67117723], 65536
     jnz 1f
 1:
-    mov r8d, dword ptr [r15 + 448]
-    and rbp, 448
-    mov rcx, qword ptr [r15 + rbp + 1472]
-    popcnt rax, rbp
+    mov esi, dword ptr [r15 + 448]
+    and r8, 448
+    mov r9, qword ptr [r15 + r8 + 1472]
+    popcnt rdx, r8
     add r11, 64
     add r10, r11
     inc rbx
@@ -3304,41 +3304,41 @@ ditto_body_c1:
     jmp .Lc1_d2739_j
 .Lc1_d2739_j:
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, cl
-    bt rcx, rax
+    movzx esi, cl
+    bt rax, rcx
     test ebx, 1344
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 256], 51
+    mov dword ptr [r15 + 256], 160
     test ebx, 14240
     jnz 1f
 1:
-    mov ecx, dword ptr [r15 + 64]
-    mov dword ptr [r15 + 320], 29
+    mov esi, dword ptr [r15 + 64]
+    mov dword ptr [r15 + 320], 186
     movzx r8d, byte ptr [r14 + 704]
     mov r9, r10
     test dword ptr [r15 + 67117724], 84019201
     jnz 1f
 1:
-    mov rdx, r9
+    mov rsi, r8
     and r9, 448
-    movsxd rsi, dword ptr [r14 + r9 + 960]
+    movsxd r8, dword ptr [r14 + r9 + 960]
     test bl, 64
     jz 1f
 1:
-    mov edi, 93
-    mov dword ptr [r15 + 448], 141
-    sete dil
+    mov esi, 237
+    mov dword ptr [r15 + 448], 29
+    sete r9b
     test dword ptr [r15 + 67117724], 8650889
     jnz 1f
 1:
-    mov byte ptr [r15 + 512], dil
-    movsxd r8, dword ptr [r15 + 576]
+    mov byte ptr [r15 + 512], r9b
+    movsxd rsi, dword ptr [r15 + 576]
     test ebx, 320
     jz 1f
 1:
-    movzx ebp, al
+    movzx r8d, sil
     mov ecx, dword ptr [r15 + 832]
     add r11, 64
     add r10, r11
@@ -3448,23 +3448,23 @@ ditto_body_c2:
     jmp .Lc2_b0_c0
     .p2align 6
 .Lc2_b0_c0:
-    movzx esi, byte ptr [r15 + 0]
-    mov rdi, rsi
+    movzx ecx, byte ptr [r15 + 0]
+    mov r8, rcx
     .byte 0x66, 0x90
-    mov qword ptr [r15 + 0], rax
+    mov qword ptr [r15 + 0], r8
     test ebx, 1018
     jz 1f
 1:
-    mov edi, esi
-    mov edx, edi
-    movsxd rax, dword ptr [r14 + 256]
-    mov edi, 86
+    mov ebp, r8d
+    mov ecx, ebp
+    movsxd rbp, dword ptr [r14 + 256]
+    mov eax, 207
     test bl, 128
     jnz 1f
 1:
-    movsxd rdi, dword ptr [r15 + 64]
-    mov rbp, qword ptr [r14 + 0]
-    mov r9d, dword ptr [r15 + 384]
+    movsxd rcx, dword ptr [r15 + 64]
+    mov rax, qword ptr [r14 + 0]
+    mov esi, dword ptr [r15 + 384]
     inc rbx
     dec r13
     jnz .Lc2_b0_c0
@@ -3478,21 +3478,21 @@ ditto_body_c2:
     .p2align 6
 .Lc2_b1_c0:
     mov rbp, qword ptr [r14 + 0]
-    and eax, dword ptr [r15 + 0]
-    movzx esi, byte ptr [r15 + 0]
-    xchg r8, r8
-    mov qword ptr [r15 + 0], rsi
-    mov edi, ebp
+    and ecx, dword ptr [r15 + 0]
+    movzx edi, byte ptr [r15 + 0]
+    xchg rbp, rbp
+    mov qword ptr [r15 + 0], rdi
+    mov edx, ebp
     inc dword ptr [r15 + 64]
     test bl, 8
     jz 1f
 1:
-    imul r9d, eax, 86
-    movzx edx, byte ptr [r14 + 192]
-    mov r8, rcx
-    xor eax, edx
-    movzx esi, byte ptr [r15 + 320]
-    xor ecx, esi
+    imul r8d, ecx, 103
+    movzx ecx, byte ptr [r14 + 192]
+    mov rdi, rcx
+    xor edi, ecx
+    movzx r9d, byte ptr [r15 + 320]
+    xor ebp, r9d
     inc rbx
     dec r13
     jnz .Lc2_b1_c0
@@ -3505,24 +3505,24 @@ ditto_body_c2:
     jmp .Lc2_b2_c0
     .p2align 6
 .Lc2_b2_c0:
-    vpcmpeqb xmm10, xmm10, xmmword ptr [r15 + 0]
-    movzx edi, byte ptr [r15 + 0]
+    vpcmpeqb xmm15, xmm15, xmmword ptr [r15 + 0]
+    movzx eax, byte ptr [r15 + 0]
     jmp 1f
 1:
-    sub rcx, rdi
-    add rdi, qword ptr [r15 + 0]
-    vpxor xmm3, xmm3, xmm10
-    lock add qword ptr [r15 + 0], rcx
+    sub rax, rcx
+    add rcx, qword ptr [r15 + 0]
+    vpxor xmm15, xmm15, xmm5
+    lock add qword ptr [r15 + 0], rax
     test ebx, 1073741824
     jnz 1f
 1:
-    test edi, ecx
-    mov ebp, ecx
+    test eax, eax
+    mov edi, eax
     mov dword ptr [r14 + 128], edi
     jmp 1f
 1:
-    mov byte ptr [r15 + 448], bpl
-    movzx r9d, byte ptr [r14 + 0]
+    mov byte ptr [r15 + 448], dil
+    movzx eax, byte ptr [r14 + 0]
     inc rbx
     dec r13
     jnz .Lc2_b2_c0
