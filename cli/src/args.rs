@@ -33,7 +33,7 @@ pub enum Command {
     #[command(after_help = "Example:\n  ditto serve --target targets/nginx.toml --port 8080")]
     Serve(ServeArgs),
     /// Run several targets under the same load and report them side by side, optionally with simulated
-    /// cache and branch counters (cachegrind).
+    /// cache and branch counters (one callgrind window each, as `ditto validate` measures them).
     #[command(after_help = "Examples:\n  \
         ditto compare --target targets/pix-baseline.toml --target targets/pix-optimized.toml --level medium\n  \
         ditto compare --target targets/pix-baseline.toml --target targets/pix-optimized.toml --sim --json out/pix.json")]
@@ -199,16 +199,17 @@ pub struct CompareArgs {
     pub targets: Vec<PathBuf>,
     #[command(flatten)]
     pub load: LoadFlags,
-    /// Also measure instructions per request and cache/branch miss rates under cachegrind.
+    /// Also measure instructions per request and cache/branch miss rates under callgrind: a window of
+    /// --sim-requests after 1 s of warm-up load, less an idle window as long.
     #[arg(long)]
     pub sim: bool,
     /// Cache geometry for --sim: a bundled platform name (validation/platforms) or a platform file.
     #[arg(long, default_value = "epyc-host")]
     pub platform: String,
-    /// Offered rate under cachegrind.
+    /// Offered rate under callgrind.
     #[arg(long, default_value_t = 100.0)]
     pub sim_rate: f64,
-    /// Requests in the shorter cachegrind run (the longer one serves twice as many).
+    /// Requests the measured window offers (it lasts --sim-requests / --sim-rate seconds).
     #[arg(long, default_value_t = 1000)]
     pub sim_requests: u64,
     /// Write the side-by-side report as JSON here.

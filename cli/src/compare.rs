@@ -29,7 +29,7 @@ struct TargetResult {
     native: LoadReport,
     /// On-CPU time per request in the native run (source: schedstat).
     on_cpu_us_per_request: Option<f64>,
-    /// Per-request simulated counters (source: cachegrind), with `--sim`.
+    /// Per-request simulated counters (source: callgrind), with `--sim`.
     sim: Option<SimMeasurement>,
 }
 
@@ -155,27 +155,27 @@ fn table(c: &Comparison) -> String {
     row("kept up (ditto-load)", &|t| {
         Some(if t.native.kept_up { "yes" } else { "no" }.into())
     });
-    row("instructions/request (cachegrind)", &|t| {
+    row("instructions/request (callgrind)", &|t| {
         t.sim
             .as_ref()
             .map(|m| format!("{:.0}", m.rates.instructions_per_request))
     });
-    row("L1d miss rate (cachegrind)", &|t| {
+    row("L1d miss rate (callgrind)", &|t| {
         t.sim
             .as_ref()
             .map(|m| format!("{:.2}%", 100.0 * m.rates.l1d_miss_rate))
     });
-    row("L1i miss rate (cachegrind)", &|t| {
+    row("L1i miss rate (callgrind)", &|t| {
         t.sim
             .as_ref()
             .map(|m| format!("{:.2}%", 100.0 * m.rates.l1i_miss_rate))
     });
-    row("LL data miss rate (cachegrind)", &|t| {
+    row("LL data miss rate (callgrind)", &|t| {
         t.sim
             .as_ref()
             .map(|m| format!("{:.3}%", 100.0 * m.rates.ll_data_miss_rate))
     });
-    row("branch mispredict (cachegrind)", &|t| {
+    row("branch mispredict (callgrind)", &|t| {
         t.sim
             .as_ref()
             .map(|m| format!("{:.2}%", 100.0 * m.rates.branch_mispredict_rate))

@@ -132,6 +132,17 @@ impl Deficit {
         }
     }
 
+    /// Moves `w` already recorded from choice `from` to choice `to` (the total is unchanged): an item
+    /// turned out to realise another choice than the one it was recorded as.
+    pub fn reassign(&mut self, from: usize, to: usize, w: f64) {
+        if from == to || from >= self.assigned.len() || to >= self.assigned.len() {
+            return;
+        }
+        let moved = w.min(self.assigned[from]);
+        self.assigned[from] -= moved;
+        self.assigned[to] += moved;
+    }
+
     /// Target shares (normalised).
     pub fn targets(&self) -> Vec<f64> {
         self.target.clone()
@@ -227,6 +238,22 @@ mod tests {
         light.add(0, 98.0);
         light.add(1, 1.0);
         assert!((0..200).any(|_| light.pick_least_overshoot(&mut rng, 1.0, |_| true) == Some(1)));
+    }
+
+    #[test]
+    fn a_reassigned_item_leaves_its_first_choice_short() {
+        let mut d = Deficit::new(&[0.5, 0.5]);
+        d.add(0, 10.0);
+        d.add(1, 10.0);
+        d.reassign(0, 1, 4.0);
+        assert_eq!(d.realised(), vec![0.3, 0.7]);
+        // The total is unchanged, and the first choice is now the short one.
+        assert!((d.deficit(0, 0.0) - 4.0).abs() < 1e-12);
+        let mut rng = Rng::new(1, 1);
+        assert_eq!(d.pick(&mut rng, 1.0, |_| true), Some(0));
+        // Never more than was recorded.
+        d.reassign(0, 1, 100.0);
+        assert_eq!(d.realised(), vec![0.0, 1.0]);
     }
 
     #[test]

@@ -70,122 +70,114 @@ ditto_body_c0:
     jmp .Lc0_b0_c1
     .p2align 6
 .Lc0_b0_c0:
-    mov dword ptr [r14 + 448], r9d
-    mov rcx, rdi
-    mov dword ptr [r14 + 128], 229
-    movzx ecx, byte ptr [r14 + 64]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, r8d
+    mov rdx, r9
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 169
     test ebx, 8192
     jnz 1f
 1:
-    mov rcx, rcx
-    imul edi, eax, 107
-    mov eax, edi
-    mov rdi, rcx
+    mov rax, rax
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    imul eax, eax, 107
     test ebx, 1073741824
     jnz 1f
 1:
-    mov dword ptr [r14 + 256], 231
-    mov dword ptr [r14 + 256], 237
     jmp 1f
 1:
-    movzx ecx, cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 8192
     jnz 1f
 1:
-    mov dword ptr [r14 + 448], 172
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, eax
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    and edi, dword ptr [r14 + 384]
-    mov r9d, 235
+    mov eax, 150
+    lea rbp, [r11 + r11*1]
     test ebx, 8192
     jnz 1f
 1:
-    mov rcx, qword ptr [r14 + 320]
-    mov byte ptr [r14 + 320], cl
-    jmp 1f
-1:
-    mov ecx, ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 448
+    movdqu xmmword ptr [r15 + rbp + 832], xmm14
+    mov dword ptr [r15 + rbp + 896], edx
+    mov rbp, rbp
     test ebx, 8192
     jnz 1f
 1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov ebp, dword ptr [r14 + 64]
-    movzx edi, byte ptr [r14 + 512]
+    mov dword ptr [r15 + 768], 172
+    mov rbp, r11
+    mov byte ptr [r15 + 640], bpl
+    mov byte ptr [r15 + 384], al
+    and rbp, 448
+    mov dword ptr [r15 + rbp + 1344], 235
     test ebx, 1073741824
     jnz 1f
 1:
-    mov ebp, dword ptr [r14 + 192]
-    mov edi, dword ptr [r14 + 384]
-    mov r8, rdi
-    mov rdi, qword ptr [r14 + 512]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movsxd rcx, dword ptr [r14 + 192]
-    mov qword ptr [r14 + 448], rcx
-    mov r9, r11
-    movzx ecx, byte ptr [r14 + 512]
-    and r9, 448
-    mov dword ptr [r14 + r9 + 1856], r9d
+    movzx edx, al
+    mov dword ptr [r15 + 576], 13
+    mov qword ptr [r15 + 320], rbp
+    mov dword ptr [r15 + 448], eax
     add r11, 64
     inc rbx
     dec r13
     jz .Lc0_b0_done
 .Lc0_b0_c1:
-    mov r8, qword ptr [r14 + 384]
-    mov byte ptr [r14 + 448], r8b
-    mov r8, qword ptr [r14 + 640]
-    mov edi, 135
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r14 + 384], 89
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov dword ptr [r14 + 192], ecx
-    movzx ecx, byte ptr [r14 + 128]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    movsxd rcx, dword ptr [r14 + 320]
-    mov r9d, ecx
-    mov ecx, 58
-    mov r8d, dword ptr [r14 + 128]
+    jmp 1f
+1:
+    mov edx, edx
+    mov edi, 48
+    jmp 1f
+1:
     test ebx, 1073741824
     jnz 1f
 1:
-    mov dword ptr [r14 + 320], 76
-    movzx r8d, byte ptr [r14 + 64]
-    mov rax, qword ptr [r14 + 576]
-    or dword ptr [r14 + 448], 1
-    xor edx, edx
-    div dword ptr [r14 + 448]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rdi
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edx, 16
     test ebx, 8192
     jnz 1f
 1:
-    mov edx, r8d
-    jmp 1f
-1:
-    mov qword ptr [r14 + 64], rcx
-    movsxd rcx, dword ptr [r14 + 64]
+    mov edi, edi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    jmp 1f
-1:
-    mov eax, 141
-    mov rbp, r11
-    inc dword ptr [r14 + 64]
-    movsxd rax, dword ptr [r14 + 512]
+    mov edx, 241
+    mov dword ptr [r15 + 448], 196
+    mov dword ptr [r15 + 704], edx
+    mov dword ptr [r15 + 512], 134
     test ebx, 1073741824
     jnz 1f
 1:
-    and rbp, 448
-    movsxd rax, dword ptr [r14 + rbp + 1856]
-    mov rbp, qword ptr [r14 + 640]
+    mov byte ptr [r15 + 640], dil
+    and edi, dword ptr [r15 + 640]
+    mov r8, r11
     jmp 1f
 1:
     jmp 1f
@@ -193,39 +185,42 @@ ditto_body_c0:
     test ebx, 1073741824
     jnz 1f
 1:
-    add qword ptr [r14 + 128], rax
-    movzx ecx, byte ptr [r14 + 128]
-    imul esi, ecx, 54
+    and r8, 448
+    mov qword ptr [r15 + r8 + 832], r8
+    or dword ptr [r15 + 576], 1
+    xor edx, edx
+    div dword ptr [r15 + 576]
+    imul edi, eax, 23
     add r11, 64
     inc rbx
     dec r13
     jnz .Lc0_b0_c0
 .Lc0_b0_done:
-// block 1: 64 bytes, 1 chunk(s), 2216 chunk executions per call
+// block 1: 64 bytes, 1 chunk(s), 2215 chunk executions per call
     mov rbx, qword ptr [r15 + 33060336]
-    lea rcx, [rbx + 2216]
+    lea rcx, [rbx + 2215]
     mov qword ptr [r15 + 33060336], rcx
-    mov r13d, 2216
+    mov r13d, 2215
     jmp .Lc0_b1_c0
     .p2align 6
 .Lc0_b1_c0:
     jmp 1f
 1:
-    test esi, esi
-    mov esi, dword ptr [r14 + 0]
-    mov rax, qword ptr [r15 + 64]
-    and eax, dword ptr [r15 + 192]
+    test edx, edi
+    mov edi, dword ptr [r14 + 0]
+    mov r8, qword ptr [r15 + 64]
+    and r8d, dword ptr [r15 + 192]
     jmp 1f
 1:
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rax, rax
-    popcnt rdx, rax
+    mov r8, r8
+    popcnt r8, r8
     mov dword ptr [r15 + 0], 162
     movsxd rbp, dword ptr [r15 + 448]
-    movsxd rdi, dword ptr [r15 + 320]
-    shl rdi, 27
+    movsxd rsi, dword ptr [r15 + 320]
+    shl rsi, 27
     inc rbx
     dec r13
     jnz .Lc0_b1_c0
@@ -238,61 +233,72 @@ ditto_body_c0:
     jmp .Lc0_b2_c0
     .p2align 6
 .Lc0_b2_c0:
-    lea rcx, [rip + .Lc0_d184_j]
+    lea rcx, [rip + .Lc0_d181_j]
     add rcx, qword ptr [r15 + 33060320]
-    jmp .Lc0_d184_j_t
-.Lc0_d184_j:
-    mov rbp, r10
-    mov dword ptr [r14 + 576], 217
+    jmp .Lc0_d181_j_t
+.Lc0_d181_j:
+    movzx eax, dl
+    mov r12, qword ptr [r15 + r12 + 56]
+    xor dword ptr [r15 + 0], ecx
     test ebx, 1073741824
     jnz 1f
 1:
-    and rbp, 448
-    mov r9, qword ptr [r15 + rbp + 832]
-    add r11, 64
-    add r10, r11
+    mov dword ptr [r14 + 0], 57
+    mov ecx, 89
+    movzx eax, cl
     inc rbx
     dec r13
     jnz .Lc0_b2_c0
 .Lc0_b2_done:
-// block 3: 64 bytes, 1 chunk(s), 849 chunk executions per call
-    mov r13d, 849
+// block 3: 64 bytes, 1 chunk(s), 566 chunk executions per call
+    mov rbx, qword ptr [r15 + 33060352]
+    lea rcx, [rbx + 566]
+    mov qword ptr [r15 + 33060352], rcx
+    mov r13d, 566
     jmp .Lc0_b3_c0
     .p2align 6
 .Lc0_b3_c0:
-    mov ecx, dword ptr [r15 + 192]
-    movsxd r9, dword ptr [r15 + 128]
+    mov r8, r11
+    and r8, 448
+    mov edx, dword ptr [r15 + r8 + 832]
     mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, rdx
+    test ebx, 1073741824
+    jnz 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, rcx
-    mov ecx, dword ptr [r15 + 448]
-    mov dword ptr [r15 + 384], ecx
+    add r11, 64
+    inc rbx
     dec r13
     jnz .Lc0_b3_c0
 .Lc0_b3_done:
-// block 4: 64 bytes, 1 chunk(s), 770 chunk executions per call
+// block 4: 64 bytes, 1 chunk(s), 679 chunk executions per call
     mov rbx, qword ptr [r15 + 33060360]
-    lea rcx, [rbx + 770]
+    lea rcx, [rbx + 679]
     mov qword ptr [r15 + 33060360], rcx
-    mov r13d, 770
+    mov r13d, 679
     jmp .Lc0_b4_c0
     .p2align 6
 .Lc0_b4_c0:
-    movzx ecx, cl
-    movzx ecx, cl
+    mov r9, r11
+    movzx eax, r9b
+    movzx r8d, al
+    and r9, 8128
+    movzx r8d, byte ptr [r15 + r9 + 3904]
+    mov byte ptr [r15 + 0], r8b
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    mov qword ptr [r14 + 64], rcx
-    mov rcx, rcx
-    mov byte ptr [r15 + 192], cl
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx ecx, byte ptr [r15 + 320]
-    mov dword ptr [r15 + 640], ecx
+    mov rbp, r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r14 + 512], r8
+    add r11, 64
     inc rbx
     dec r13
     jnz .Lc0_b4_c0
@@ -305,118 +311,125 @@ ditto_body_c0:
     jmp .Lc0_b5_c0
     .p2align 6
 .Lc0_b5_c0:
-    movzx r9d, cl
-    movsxd rcx, dword ptr [r14 + 128]
-    mov r9d, dword ptr [r14 + 384]
-    mov edi, 152
-    jmp 1f
-1:
+    movzx ebp, cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 77
     test ebx, 1073741824
     jnz 1f
 1:
-    movsxd r9, dword ptr [r14 + 512]
-    mov ebp, dword ptr [r14 + 320]
-    movzx edi, bpl
-    mov ebp, edi
-    movsxd rdi, dword ptr [r14 + 64]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edi, ebp
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx ebp, cl
+    mov ecx, ebp
+    mov r12, qword ptr [r15 + r12 + 56]
     inc rbx
     dec r13
     jnz .Lc0_b5_c0
 .Lc0_b5_done:
-// block 6: 64 bytes, 1 chunk(s), 537 chunk executions per call
-    mov r13d, 537
+// block 6: 64 bytes, 1 chunk(s), 635 chunk executions per call
+    mov r13d, 635
     jmp .Lc0_b6_c0
     .p2align 6
 .Lc0_b6_c0:
-    mov r9, r10
-    jmp 1f
-1:
-    and r9, 448
-    lock xadd qword ptr [r15 + r9 + 832], r9
     mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], r9
     mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 256], r9
-    mov dword ptr [r14 + 64], r9d
+    mov r8, r11
+    lock xadd qword ptr [r15 + 768], rsi
+    mov qword ptr [r15 + 384], rsi
+    mov qword ptr [r14 + 448], rsi
+    and r8, 8128
+    mov dword ptr [r15 + r8 + 12096], r8d
     add r11, 64
-    add r10, r11
     dec r13
     jnz .Lc0_b6_c0
 .Lc0_b6_done:
-// block 7: 64 bytes, 1 chunk(s), 1318 chunk executions per call
-    mov r13d, 1318
+// block 7: 64 bytes, 1 chunk(s), 1130 chunk executions per call
+    mov rbx, qword ptr [r15 + 33060384]
+    lea rcx, [rbx + 1130]
+    mov qword ptr [r15 + 33060384], rcx
+    mov r13d, 1130
     jmp .Lc0_b7_c0
     .p2align 6
 .Lc0_b7_c0:
-    mov rbp, r10
-    mov dword ptr [r15 + 512], 41
-    and rbp, 8128
-    mov r8, r10
-    movsxd rcx, dword ptr [r15 + rbp + 12096]
-    and r8, 448
-    mov qword ptr [r15 + r8 + 1344], r8
+    mov qword ptr [r15 + 320], rcx
+    mov dword ptr [r15 + 384], 145
     mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r9, r10
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r9, 448
+    mov qword ptr [r15 + r9 + 1344], r9
     add r11, 64
     add r10, r11
+    inc rbx
     dec r13
     jnz .Lc0_b7_c0
 .Lc0_b7_done:
-// block 8: 64 bytes, 1 chunk(s), 516 chunk executions per call
+// block 8: 64 bytes, 1 chunk(s), 553 chunk executions per call
     mov rbx, qword ptr [r15 + 33060392]
-    lea rcx, [rbx + 516]
+    lea rcx, [rbx + 553]
     mov qword ptr [r15 + 33060392], rcx
-    mov r13d, 516
+    mov r13d, 553
     jmp .Lc0_b8_c0
     .p2align 6
 .Lc0_b8_c0:
-    mov qword ptr [r15 + 512], rcx
-    movzx ecx, byte ptr [r15 + 320]
-    movsxd r9, dword ptr [r14 + 768]
+    movsxd rdx, dword ptr [r15 + 448]
+    mov qword ptr [r15 + 576], rdx
+    mov edx, edx
+    movzx edx, byte ptr [r14 + 512]
+    mov r8, rdx
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r9d, ecx
-    mov ecx, r9d
-    mov r9d, dword ptr [r14 + 576]
-    test ebx, 4096
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], 150
-    mov r8, rcx
+    mov edx, r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd r8, dword ptr [r15 + 640]
     inc rbx
     dec r13
     jnz .Lc0_b8_c0
 .Lc0_b8_done:
-// block 9: 64 bytes, 1 chunk(s), 1414 chunk executions per call
+// block 9: 64 bytes, 1 chunk(s), 1248 chunk executions per call
     mov rbx, qword ptr [r15 + 33060400]
-    lea rcx, [rbx + 1414]
+    lea rcx, [rbx + 1248]
     mov qword ptr [r15 + 33060400], rcx
-    mov r13d, 1414
+    mov r13d, 1248
     jmp .Lc0_b9_c0
     .p2align 6
 .Lc0_b9_c0:
-    movdqu xmmword ptr [r14 + 384], xmm1
-    movzx ecx, cl
-    movzx ecx, byte ptr [r15 + 704]
-    mov rdi, rcx
-    mov ecx, edi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, ecx
+    jmp 1f
+1:
     test ebx, 1073741824
     jnz 1f
 1:
-    pcmpeqb xmm5, xmmword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, ecx
-    mov dword ptr [r15 + 256], r9d
-    mov r9d, dword ptr [r15 + 128]
+    mov rbp, r10
+    movdqu xmm2, xmmword ptr [r15 + 576]
+    por xmm2, xmm2
+    mov byte ptr [r15 + 704], r9b
+    and rbp, 448
+    mov r9, qword ptr [r14 + rbp + 832]
+    add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jnz .Lc0_b9_c0
 .Lc0_b9_done:
-// block 10: 1024 bytes, 4 chunk(s), 444 chunk executions per call
+// block 10: 1024 bytes, 4 chunk(s), 460 chunk executions per call
     mov rbx, qword ptr [r15 + 33060408]
-    lea rcx, [rbx + 444]
+    lea rcx, [rbx + 460]
     mov qword ptr [r15 + 33060408], rcx
-    mov r13d, 444
+    mov r13d, 460
     jmp .Lc0_b10_c0
     .p2align 6
 .Lc0_b10_c0:
@@ -426,269 +439,259 @@ ditto_body_c0:
     xor eax, eax
     test dword ptr [r15 + 33060315], 1589252
     setz al
-    lea rcx, [rip + .Lc0_d328_s]
+    lea rcx, [rip + .Lc0_d341_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc0_d328_s_t
+    jmp .Lc0_d341_s_t
     .p2align 3
-.Lc0_d328_s:
+.Lc0_d341_s:
     .p2align 3
-    jmp .Lc0_d328_j
+    jmp .Lc0_d341_j
     .p2align 3
-    jmp .Lc0_d328_j
-.Lc0_d328_j:
-    lea rcx, [rip + .Lc0_d337_j]
-    add rcx, qword ptr [r15 + 33060320]
-    jmp .Lc0_d337_j_t
-.Lc0_d337_j:
-    lea rcx, [rip + .Lc0_d341_j]
-    add rcx, qword ptr [r15 + 33060320]
-    jmp .Lc0_d341_j_t
+    jmp .Lc0_d341_j
 .Lc0_d341_j:
-    mov r8, r11
-    jmp 1f
-1:
-    and r8, 960
-    mov rcx, qword ptr [r15 + r8 + 20288]
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov r8d, ecx
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov ecx, r8d
-    mov r8, rcx
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov ecx, 153
-    mov byte ptr [r15 + 320], cl
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rdx, rcx
+    lea rcx, [rip + .Lc0_d350_j]
+    add rcx, qword ptr [r15 + 33060320]
+    jmp .Lc0_d350_j_t
+.Lc0_d350_j:
+    lea rcx, [rip + .Lc0_d354_j]
+    add rcx, qword ptr [r15 + 33060320]
+    jmp .Lc0_d354_j_t
+.Lc0_d354_j:
     mov rbp, r11
-    movsxd rdx, dword ptr [r15 + 384]
+    mov ecx, ebp
+    and rbp, 448
+    mov byte ptr [r15 + rbp + 1856], bpl
     test ebx, 1073741824
     jnz 1f
 1:
-    and rbp, 8128
-    mov byte ptr [r15 + rbp + 3904], bpl
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r14 + 320], 220
+    test ebx, 16384
+    jnz 1f
+1:
     jmp 1f
 1:
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx ebp, bpl
-    or qword ptr [r15 + 448], 82
+    mov edi, 21
+    mov r8, r11
+    test ebx, 16384
+    jz 1f
+1:
+    mov rdi, rdi
+    and r8, 8128
+    mov byte ptr [r15 + r8 + 3904], r8b
     test ebx, 1073741824
     jz 1f
 1:
-    mov rbp, qword ptr [r15 + 512]
+    mov r8, rdi
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx edi, dil
     add r11, 64
     inc rbx
     dec r13
     jz .Lc0_b10_done
 .Lc0_b10_c1:
-    lea rcx, [rip + .Lc0_d385_j]
+    lea rcx, [rip + .Lc0_d394_j]
     add rcx, qword ptr [r15 + 33060320]
-    jmp .Lc0_d385_j_t
-.Lc0_d385_j:
+    jmp .Lc0_d394_j_t
+.Lc0_d394_j:
     jmp 1f
 1:
     mov qword ptr [r15 + 384], rcx
-    mov ecx, 20
+    jmp 1f
+1:
+    mov ecx, ecx
     test ebx, 1073741824
     jnz 1f
 1:
-    mov ecx, dword ptr [r14 + 64]
+    movzx ecx, cl
+    mov ecx, 31
     jmp 1f
 1:
-    jmp 1f
-1:
-    lea rbp, [r11 + r11*1]
-    test ebx, 116736
+    movdqu xmmword ptr [r15 + 0], xmm2
+    test bl, 32
     jnz 1f
 1:
-    and rbp, 448
-    movzx edx, byte ptr [r15 + rbp + 1856]
-    mov esi, dword ptr [r14 + 256]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx esi, cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 16384
+    jnz 1f
+1:
+    mov ecx, 74
+    mov r12, qword ptr [r15 + r12 + 56]
+    imul esi, ecx, 115
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     test ebx, 1073741824
     jz 1f
 1:
-    movzx edx, sil
-    mov rsi, qword ptr [r15 + 576]
-    mov r9, r10
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    mov esi, dword ptr [r15 + 320]
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
+1:
+    .byte 0x66, 0x90
+    mov rbp, r11
+    jmp 1f
+1:
+    mov qword ptr [r14 + 384], rbp
+    mov r9, r11
+    and rbp, 524224
+    mov esi, dword ptr [r15 + rbp + 32527168]
+    test ebx, 1073741824
+    jnz 1f
 1:
     and r9, 960
-    mov edx, dword ptr [r15 + r9 + 2880]
-    mov r9, qword ptr [r15 + 448]
-    mov r8, r10
-    .byte 0x66, 0x90
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov edx, 179
-    and r8, 448
-    inc dword ptr [r15 + r8 + 2368]
-    movzx r8d, byte ptr [r15 + 192]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movsxd r8, dword ptr [r15 + 512]
-    mov rdx, qword ptr [r15 + 128]
+    and ebp, dword ptr [r14 + r9 + 2880]
     jmp 1f
 1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    movzx edx, r8b
-    mov rdx, qword ptr [r15 + rbp + 1920]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov qword ptr [r15 + 640], rdx
-    por xmm5, xmm5
-    mov edx, edx
+    mov r9, qword ptr [r15 + 512]
     add r11, 64
-    add r10, r11
     inc rbx
     dec r13
     jz .Lc0_b10_done
 .Lc0_b10_c2:
-    lea rcx, [rip + .Lc0_d443_j]
+    lea rcx, [rip + .Lc0_d450_j]
     add rcx, qword ptr [r15 + 33060320]
-    jmp .Lc0_d443_j_t
-.Lc0_d443_j:
-    lea r9, [r10 + r10*1]
-    mov ecx, dword ptr [r15 + 64]
-    mov ebp, 5
-    mov rbp, r10
-    and r9, 8128
-    movsxd r8, dword ptr [r15 + r9 + 3968]
-    por xmm5, xmm5
+    jmp .Lc0_d450_j_t
+.Lc0_d450_j:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    imul ecx, ecx, 5
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    and rbp, 524224
-    mov r8d, dword ptr [r15 + rbp + 32527168]
-    imul ebp, r8d, 76
-    mov rbp, rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 384], cl
+    mov rbp, r11
+    test ebx, 1073741824
+    jz 1f
+1:
+    and rbp, 448
+    mov dword ptr [r15 + rbp + 1856], 189
+    jmp 1f
+1:
+    movsxd rbp, dword ptr [r14 + 320]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov edx, dword ptr [r15 + 576]
+    movsxd r9, dword ptr [r15 + 448]
+    mov rdi, r9
     test ebx, 1073741824
     jnz 1f
 1:
-    movsxd rbp, dword ptr [r15 + 128]
-    jmp 1f
-1:
-    mov dword ptr [r14 + 384], 188
-    movsxd rcx, dword ptr [r15 + 448]
+    mov r9, rbp
+    movdqu xmmword ptr [r15 + 384], xmm9
+    mov rbp, r9
     test ebx, 1073741824
     jz 1f
 1:
-    movzx ecx, byte ptr [r15 + 512]
+    movsxd r9, dword ptr [r14 + 320]
+    mov edx, 19
+    jmp 1f
+1:
+    test ebx, 16384
+    jnz 1f
+1:
+    mov r8, r11
+    mov r9, r11
+    jmp 1f
+1:
+    and r9, 960
+    movq qword ptr [r15 + r9 + 20288], xmm15
+    and r8, 448
+    mov dword ptr [r15 + r8 + 2368], r8d
+    test ebx, 16384
+    jz 1f
+1:
+    mov r8, r9
     .byte 0x0f, 0x1f, 0x40, 0x00
-    mov rax, rcx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movsxd rcx, dword ptr [r14 + r9 + 3904]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov rbp, rcx
-    test ebx, 1073741824
-    jz 1f
-1:
-    movq xmm2, rbp
-    mov ebp, dword ptr [r15 + 192]
-    movsxd r8, dword ptr [r15 + 192]
-    test ebx, 47104
-    jnz 1f
-1:
-    mov qword ptr [r15 + 256], rbp
-    mov byte ptr [r15 + 640], r8b
-    jmp 1f
-1:
-    movsxd r8, dword ptr [r15 + 256]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r9, r8
-    mov dword ptr [r15 + 320], r9d
-    mov r9d, 90
+    movzx r9d, byte ptr [r15 + 320]
     add r11, 64
-    add r10, r11
     inc rbx
     dec r13
     jz .Lc0_b10_done
 .Lc0_b10_c3:
-    lea rcx, [rip + .Lc0_d498_j]
+    lea rcx, [rip + .Lc0_d503_j]
     add rcx, qword ptr [r15 + 33060320]
-    jmp .Lc0_d498_j_t
-.Lc0_d498_j:
-    mov rbp, r11
-    movzx ecx, byte ptr [r15 + 320]
+    jmp .Lc0_d503_j_t
+.Lc0_d503_j:
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     jmp 1f
 1:
-    and rbp, 448
-    mov dword ptr [r15 + rbp + 832], 183
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
     jmp 1f
 1:
-    movzx ebp, byte ptr [r14 + 576]
+    mov r12, qword ptr [r15 + r12 + 56]
     nop
     test ebx, 1073741824
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, r11
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, 25
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 45056
-    jnz 1f
-1:
-    mov rbp, r8
-    movzx ebp, bpl
-    mov rbp, rbp
-    mov qword ptr [r15 + 128], rbp
+    mov dword ptr [r15 + 320], 95
     test ebx, 1073741824
     jnz 1f
 1:
-    mov dword ptr [r15 + 704], 144
-    mov ebp, dword ptr [r15 + 384]
-    mov dword ptr [r14 + 448], ebp
+    and r8, 960
+    mov qword ptr [r15 + r8 + 20288], r8
+    mov r8d, 150
+    mov dword ptr [r14 + 384], 24
+    test ebx, 47104
+    jnz 1f
+1:
+    mov rsi, r8
+    movzx r8d, sil
+    mov rsi, r8
+    mov r8d, dword ptr [r15 + 512]
     test ebx, 1073741824
     jz 1f
 1:
+    mov r8d, dword ptr [r14 + 448]
+    movzx eax, r8b
+    mov byte ptr [r15 + 704], al
+    test ebx, 1073741824
+    jnz 1f
+1:
     jmp 1f
 1:
-    mov eax, 50
+    mov eax, 177
     jmp 1f
 1:
     test ebx, 1073741824
@@ -697,14 +700,14 @@ ditto_body_c0:
     jmp 1f
 1:
     mov edi, eax
-    inc dword ptr [r15 + 192]
+    mov dword ptr [r15 + 512], edi
+    mov rbp, r11
     test ebx, 1073741824
     jz 1f
 1:
-    mov r8, r11
-    mov dword ptr [r15 + 256], r8d
-    and r8, 960
-    mov byte ptr [r15 + r8 + 20288], r8b
+    and rbp, 448
+    mov edx, dword ptr [r15 + rbp + 832]
+    mov byte ptr [r14 + 384], dl
     jmp 1f
 1:
     add r11, 64
@@ -712,26 +715,27 @@ ditto_body_c0:
     dec r13
     jnz .Lc0_b10_c0
 .Lc0_b10_done:
-// block 11: 64 bytes, 1 chunk(s), 580 chunk executions per call
+// block 11: 64 bytes, 1 chunk(s), 546 chunk executions per call
     mov rbx, qword ptr [r15 + 33060416]
-    lea rcx, [rbx + 580]
+    lea rcx, [rbx + 546]
     mov qword ptr [r15 + 33060416], rcx
-    mov r13d, 580
+    mov r13d, 546
     jmp .Lc0_b11_c0
     .p2align 6
 .Lc0_b11_c0:
-    lea rcx, [rip + .Lc0_d560_j]
+    lea rcx, [rip + .Lc0_d565_j]
     add rcx, qword ptr [r15 + 33060320]
-    jmp .Lc0_d560_j_t
-.Lc0_d560_j:
-    mov rbp, r10
-    and rbp, 8128
-    mov byte ptr [r15 + rbp + 3904], bpl
-    mov rbp, qword ptr [r15 + 256]
+    jmp .Lc0_d565_j_t
+.Lc0_d565_j:
+    mov r8, r10
+    mov ecx, r8d
+    and r8, 8128
+    mov dword ptr [r15 + r8 + 12096], 89
     test ebx, 1073741824
     jnz 1f
 1:
-    mov ebp, ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r14 + 640], cl
     add r11, 64
     add r10, r11
     inc rbx
@@ -849,68 +853,91 @@ ditto_body_c1:
     add rcx, qword ptr [r15 + 26244192]
     jmp .Lc1_d32_j_t
 .Lc1_d32_j:
-    mov rbp, r10
-    mov qword ptr [r14 + 64], rcx
-    mov rsi, rbp
-    and rbp, 4032
-    lock or dword ptr [r15 + rbp + 4544], 45
-    mov rbp, r10
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and rbp, 2097088
-    movzx ecx, byte ptr [r15 + rbp + 15749568]
-    imul rbp, qword ptr [r15 + 1088]
-    or qword ptr [r14 + 960], 87
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and esi, dword ptr [r15 + 128]
-    mov edx, esi
-    lea rdi, [r15 + 26235968]
-    lea rsi, [r15 + 26240064]
-    mov ecx, 68
-    rep movsb
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov ecx, dword ptr [r15 + 320]
-    mov rbp, r10
-    add qword ptr [r14 + 192], rbp
-    and rbp, 8388544
-    movsxd r8, dword ptr [r15 + rbp + 17846720]
-    test ebx, 1073741824
-    jnz 1f
-1:
+    inc dword ptr [r14 + 384]
+    mov ebp, ecx
+    lock add qword ptr [r15 + 1280], rbp
     jmp 1f
 1:
-    mov esi, dword ptr [r15 + 384]
-    movsxd rdx, dword ptr [r15 + 256]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov edx, 168
-    mov r9d, 130
-    mov r8, qword ptr [r15 + 1280]
     test ebx, 1073741824
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx r8d, r9b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov ecx, 122
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, rcx
+    add rcx, rbp
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    cmovne rbp, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r10
+    add rcx, 13
+    mov edx, 218
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and rbp, 960
+    movsxd rdx, dword ptr [r14 + rbp + 1472]
+    movzx ebp, dl
+    mov byte ptr [r15 + 1024], bpl
+    mov rbp, r10
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov qword ptr [r15 + 1088], rdx
+    and rbp, 1048512
+    mov dword ptr [r14 + rbp + 14700992], ebp
+    jmp 1f
+1:
+    sub rdx, rcx
+    test ebx, 1073741824
+    jnz 1f
+1:
+    or qword ptr [r14 + 960], 20
+    mov qword ptr [r14 + 0], rbp
+    mov rdi, rdx
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c1:
-    lea rcx, [rip + .Lc1_d82_j]
+    lea rcx, [rip + .Lc1_d87_j]
     add rcx, qword ptr [r15 + 26244192]
-    jmp .Lc1_d82_j_t
-.Lc1_d82_j:
-    mov r9d, dword ptr [r15 + 256]
+    jmp .Lc1_d87_j_t
+.Lc1_d87_j:
+    lea rbp, [r10 + r10*1]
+    movzx edi, bpl
+    and rbp, 960
+    inc dword ptr [r15 + rbp + 1472]
+    add qword ptr [r15 + 64], rbp
+    mov edi, 140
+    test ebx, 1073741824
+    jnz 1f
+1:
+    add rcx, 58
     mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, ecx
     mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov edi, 116
+    mov edx, edi
     test ebx, 1073741824
     jnz 1f
 1:
@@ -918,115 +945,103 @@ ditto_body_c1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
-    jnz 1f
-1:
-    mov rax, rcx
-    mov ecx, eax
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and ecx, dword ptr [r14 + 1024]
-    mov dword ptr [r14 + 128], ecx
-    mov r8d, 175
-    test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
     jmp 1f
 1:
-    mov r8d, ecx
-    mov r8d, 14
+    mov rdx, rdi
+    mov rdi, rdx
+    mov edi, edi
     test ebx, 1073741824
     jnz 1f
 1:
-    lock or dword ptr [r15 + 1344], 114
-    and ecx, dword ptr [r15 + 256]
-    movzx eax, byte ptr [r15 + 320]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    add rdx, qword ptr [r15 + 896]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov dword ptr [r14 + 704], 2
+    movzx edx, dil
     mov r8, r10
-    mov rbp, r10
-    and r8, 1048512
-    add qword ptr [r15 + r8 + 14700992], r8
-    mov byte ptr [r15 + 192], al
+    and edx, dword ptr [r14 + 832]
+    mov edi, edx
+    and r8, 1984
+    mov edx, dword ptr [r14 + r8 + 2496]
     test ebx, 1073741824
     jnz 1f
 1:
-    and rbp, 8128
-    movzx ecx, byte ptr [r15 + rbp + 8640]
-    mov rax, rcx
-    movzx ebp, al
+    mov dword ptr [r14 + rbp + 1536], 0
+    jmp 1f
+1:
+    mov dword ptr [r15 + 320], edx
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c2:
-    lea rcx, [rip + .Lc1_d134_j]
+    lea rcx, [rip + .Lc1_d142_j]
     add rcx, qword ptr [r15 + 26244192]
-    jmp .Lc1_d134_j_t
-.Lc1_d134_j:
+    jmp .Lc1_d142_j_t
+.Lc1_d142_j:
+    neg r8
+    mov ecx, r8d
+    mov dword ptr [r15 + 128], ecx
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
     test bl, 240
     jnz 1f
 1:
+    mov eax, dword ptr [r14 + 128]
+    mov rdx, rax
+    mov eax, 76
+    add qword ptr [r15 + 128], rax
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, rdx
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     mov byte ptr [r15 + 0], cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
+    cmp rcx, rcx
     test ebx, 1073741824
     jz 1f
 1:
-    jmp 1f
-1:
-    mov edx, 18
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, dl
+    xor dword ptr [r15 + 64], ecx
+    movzx eax, dl
+    movzx ecx, byte ptr [r14 + 704]
+    mov r9, r10
+    mov eax, 118
     test ebx, 1073741824
     jnz 1f
 1:
-    jmp 1f
-1:
-    and ebp, dword ptr [r14 + 832]
-    movzx eax, bpl
-    mov eax, dword ptr [r15 + 1152]
+    imul rax, qword ptr [r15 + 64]
+    and r9, 1984
+    mov dword ptr [r14 + r9 + 2496], 78
+    mov byte ptr [r14 + 960], cl
+    mov ecx, 128
     test ebx, 1073741824
     jnz 1f
 1:
-    mov edx, ebp
-    xor dword ptr [r15 + 64], edx
-    movzx edx, bpl
-    mov edx, edx
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov ebp, 200
-    mov rax, rbp
-    mov byte ptr [r14 + 256], al
-    mov rbp, rdx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movsxd rdx, dword ptr [r14 + 384]
-    movsxd rdi, dword ptr [r15 + 192]
-    mov dword ptr [r15 + 128], 199
-    mov dword ptr [r14 + 512], eax
-    test ebx, 1073741824
-    jnz 1f
-1:
-    imul rax, qword ptr [r15 + 768]
-    mov dword ptr [r15 + 320], 232
-    mov ebp, dword ptr [r15 + 64]
-    jmp 1f
-1:
+    movzx ecx, byte ptr [r15 + 768]
+    and ecx, dword ptr [r15 + 512]
+    movzx eax, cl
+    add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
@@ -1034,65 +1049,72 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 26244184]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 26244184], rax
-    lea rcx, [rip + .Lc1_d191_j]
+    lea rcx, [rip + .Lc1_d200_j]
     add rcx, qword ptr [r15 + 26244192]
-    jmp .Lc1_d191_j_t
-.Lc1_d191_j:
-    movzx esi, al
-    mov esi, esi
-    mov rsi, rsi
-    mov r12, qword ptr [r15 + r12 + 56]
+    jmp .Lc1_d200_j_t
+.Lc1_d200_j:
+    jmp 1f
+1:
+    mov ecx, 40
+    mov rcx, rcx
+    mov rcx, rcx
     test ebx, 1073741824
     jz 1f
 1:
-    mov esi, esi
-    mov esi, esi
-    imul rsi, qword ptr [r15 + 0]
-    mov ecx, esi
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, rsi
-    mov r9, r9
+    imul rax, qword ptr [r14 + 1152]
+    nop
+    lea r9, [rcx + rcx*2 + 13]
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r14 + 128], r9b
-    lock add qword ptr [r15 + 896], r9
-    test ebx, 1073741824
-    jnz 1f
-1:
-    .byte 0x0f, 0x1f, 0x00
-    lock or dword ptr [r15 + 192], 56
-    jmp 1f
 1:
     jmp 1f
 1:
-    mov r8, r10
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and r8, 960
-    add rcx, qword ptr [r14 + r8 + 1472]
-    vpxor ymm12, ymm10, ymm14
-    movzx r8d, byte ptr [r15 + 256]
-    mov rsi, r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
     jmp 1f
 1:
-    xor dword ptr [r15 + 448], ecx
-    cmp r8, r8
-    add rcx, qword ptr [r14 + 384]
-    test dword ptr [r15 + 26244188], 117440528
+    jmp 1f
+1:
+    mov r9d, eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 2752
     jnz 1f
 1:
-    mov r8, qword ptr [r15 + 64]
-    mov esi, 93
+    jmp 1f
+1:
+    mov rsi, r9
+    cmp rsi, rsi
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r9, rsi
+    movzx r9d, r9b
+    mov byte ptr [r14 + 704], r9b
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rcx, r9
+    mov ecx, ecx
+    mov ecx, ecx
+    test ebx, 1073741824
+    jnz 1f
+1:
+    add r9, qword ptr [r15 + 384]
+    lock or dword ptr [r15 + 1024], 115
+    xor dword ptr [r15 + 64], r9d
+    mov r9d, dword ptr [r15 + 1344]
+    test dword ptr [r15 + 26244187], 17153
+    jnz 1f
+1:
+    mov r9, r10
+    mov ecx, r9d
+    and r9, 4032
+    mov rcx, qword ptr [r14 + r9 + 4544]
     jmp 1f
 1:
     add r11, 64
@@ -1107,58 +1129,57 @@ ditto_body_c1:
     xor eax, eax
     test dword ptr [r15 + 26244187], 2099213
     setz al
-    lea rcx, [rip + .Lc1_d249_s]
+    lea rcx, [rip + .Lc1_d262_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d249_s_t
+    jmp .Lc1_d262_s_t
     .p2align 3
-.Lc1_d249_s:
+.Lc1_d262_s:
     .p2align 3
-    jmp .Lc1_d249_j
+    jmp .Lc1_d262_j
     .p2align 3
-    jmp .Lc1_d249_j
-.Lc1_d249_j:
-    mov ecx, dword ptr [r15 + 640]
-    mov dword ptr [r15 + 0], 125
-    movzx r8d, al
+    jmp .Lc1_d262_j
+.Lc1_d262_j:
+    lock or dword ptr [r15 + 448], 115
+    mov ebp, 169
+    movsxd rbp, dword ptr [r14 + 512]
+    mov r9, r10
     test ebx, 1073741824
     jz 1f
 1:
-    test ecx, ecx
-    lock or dword ptr [r15 + 1408], 109
-    mov ecx, r8d
+    and r9, 8128
+    mov ecx, dword ptr [r14 + r9 + 8640]
+    mov dword ptr [r15 + 384], 72
+    and eax, dword ptr [r14 + 128]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r8d, r8d
-    xor dword ptr [r14 + 512], r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ebp, r9b
+    mov rbp, rbp
     test ebx, 1073741824
     jnz 1f
 1:
-    movsxd r8, dword ptr [r14 + 64]
-    mov eax, dword ptr [r15 + 256]
-    mov rcx, rax
+    mov r9d, eax
+    mov eax, r9d
     test ebx, 1073741824
     jnz 1f
 1:
-    mov dword ptr [r14 + 384], 40
-    and ecx, dword ptr [r15 + 128]
-    movzx edi, byte ptr [r15 + 1088]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 768], r9b
     test ebx, 1073741824
     jz 1f
 1:
-    mov r8d, 153
-    mov byte ptr [r14 + 704], r8b
+    mov r9d, eax
+    and r9d, dword ptr [r15 + 320]
+    neg r9
     test dword ptr [r15 + 26244187], 139460864
     jnz 1f
 1:
-    mov dword ptr [r15 + 448], 11
-    mov ecx, r8d
-    and ecx, dword ptr [r14 + 192]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + 320], edi
-    mov edi, 194
+    mov ebp, 233
+    xor dword ptr [r14 + 640], ebp
+    add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
@@ -1166,128 +1187,130 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 26244184]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 26244184], rax
-    lea rcx, [rip + .Lc1_d299_j]
+    lea rcx, [rip + .Lc1_d312_j]
     add rcx, qword ptr [r15 + 26244192]
-    jmp .Lc1_d299_j_t
-.Lc1_d299_j:
-    lea rcx, [rip + .Lc1_d303_j]
+    jmp .Lc1_d312_j_t
+.Lc1_d312_j:
+    lea rcx, [rip + .Lc1_d316_j]
     add rcx, qword ptr [r15 + 26244192]
-    jmp .Lc1_d303_j_t
-.Lc1_d303_j:
-    shr edi, 30
-    movsxd rdi, dword ptr [r15 + 192]
-    movzx eax, dil
-    movzx eax, byte ptr [r15 + 512]
+    jmp .Lc1_d316_j_t
+.Lc1_d316_j:
+    movsxd rax, dword ptr [r14 + 832]
+    mov ecx, 42
+    movzx ecx, cl
     test dword ptr [r15 + 26244187], 8728
     jnz 1f
 1:
-    movzx edx, byte ptr [r15 + 128]
-    add rdx, 89
-    mov ecx, dword ptr [r15 + 768]
+    mov rdi, qword ptr [r15 + 64]
+    mov byte ptr [r14 + 896], dil
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov eax, edi
+    mov ecx, 202
+    test ecx, ecx
     test ebx, 1073741824
     jz 1f
 1:
-    movsxd rdi, dword ptr [r14 + 320]
-    jmp 1f
-1:
-    movzx eax, cl
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and rdx, rcx
-    mov edx, 9
-    movzx edx, byte ptr [r14 + 576]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov edi, 79
-    mov rdi, qword ptr [r14 + 256]
-    xor edi, edx
+    mov rdi, rax
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, r10
+    test ebx, 1073741824
+    jnz 1f
+1:
+    lea rcx, [rdi + rdi*2 + 24]
+    and r8, 8388544
+    mov byte ptr [r15 + r8 + 17846720], r8b
+    movsxd rdi, dword ptr [r14 + 128]
     test ebx, 1073741824
     jz 1f
 1:
-    test edi, edi
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, dil
+    xor ecx, r8d
+    movzx ecx, cl
+    movzx ecx, cl
     test ebx, 1073741824
     jnz 1f
 1:
-    mov byte ptr [r15 + 192], dl
-    mov rdx, rdx
+    mov rax, qword ptr [r15 + 704]
+    mov dword ptr [r15 + 960], eax
     jmp 1f
 1:
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx ebp, al
-    xor dword ptr [r15 + 960], ebp
-    lea rax, [rbp + rbp*2 + 110]
+    movzx edi, byte ptr [r15 + 448]
+    vpxor ymm14, ymm9, ymm11
+    jmp 1f
+1:
+    add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c6:
-    lea rcx, [rip + .Lc1_d350_j]
+    lea rcx, [rip + .Lc1_d365_j]
     add rcx, qword ptr [r15 + 26244192]
-    jmp .Lc1_d350_j_t
-.Lc1_d350_j:
+    jmp .Lc1_d365_j_t
+.Lc1_d365_j:
+    mov dword ptr [r14 + 1024], ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    shl rdi, 20
+    movsxd rdi, dword ptr [r15 + 0]
+    test ebx, 1073741824
+    jz 1f
+1:
+    inc ecx
+    movzx ecx, cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx edi, byte ptr [r15 + 128]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    neg rdx
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov byte ptr [r15 + 0], dl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    lock add qword ptr [r15 + 768], rcx
     test ebx, 1073741824
     jnz 1f
 1:
-    mov qword ptr [r14 + 640], rdx
-    shl rdx, 22
-    movsxd rdx, dword ptr [r15 + 128]
-    add qword ptr [r15 + 64], rdx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r14 + 0], edx
-    mov dword ptr [r14 + 0], 187
-    movzx edx, dl
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r9, r10
-    mov dword ptr [r15 + 256], 218
-    and r9, 960
-    mov byte ptr [r15 + r9 + 1472], r9b
-    mov r9, qword ptr [r15 + 448]
-    shl r9, 1
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx edx, byte ptr [r15 + 192]
-    mov esi, edx
-    movzx esi, sil
-    lock add qword ptr [r15 + 320], rsi
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + 1024], edx
-    add r9, rdx
-    mov qword ptr [r14 + 384], r9
-    mov rdx, rsi
-    test ebx, 1073741824
-    jz 1f
-1:
+    mov rcx, qword ptr [r15 + 384]
+    mov qword ptr [r14 + 0], rcx
     jmp 1f
 1:
-    inc esi
-    imul rsi, qword ptr [r15 + 1152]
-    add r11, 64
-    add r10, r11
+    and ecx, dword ptr [r14 + 64]
+    test ebx, 1073741824
+    jz 1f
+1:
+    neg rdi
+    mov qword ptr [r15 + 704], rdi
+    mov dword ptr [r15 + 1088], ecx
+    mov byte ptr [r15 + 64], cl
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + 768], 58
+    imul rcx, qword ptr [r14 + 512]
+    movzx r9d, cl
+    mov dword ptr [r15 + 576], 254
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rdi, qword ptr [r15 + 448]
+    add rdi, rdi
+    mov r8, rdi
+    mov dword ptr [r14 + 320], r8d
+    test ebx, 1073741824
+    jnz 1f
+1:
+    cmp rdi, rdi
+    mov r9d, r8d
+    mov ecx, r9d
+    jmp 1f
+1:
     inc rbx
     dec r13
     jz .Lc1_b0_done
@@ -1295,76 +1318,80 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 26244184]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 26244184], rax
-    lea rcx, [rip + .Lc1_d408_j]
+    lea rcx, [rip + .Lc1_d422_j]
     add rcx, qword ptr [r15 + 26244192]
-    jmp .Lc1_d408_j_t
-.Lc1_d408_j:
-    movzx esi, al
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, esi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 64], 116
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov qword ptr [r14 + 0], rdx
-    neg rsi
-    mov dword ptr [r14 + 0], 127
+    jmp .Lc1_d422_j_t
+.Lc1_d422_j:
+    mov r9, rax
+    mov dword ptr [r15 + 0], 56
     jmp 1f
 1:
+    mov qword ptr [r15 + 0], rcx
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov ecx, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edx, ecx
+    test ebx, 1073741824
+    jnz 1f
+1:
+    inc r9d
+    jmp 1f
+1:
+    movzx r9d, r9b
     test ebx, 1073741824
     jz 1f
 1:
-    movsxd rax, dword ptr [r14 + 192]
-    mov rdx, qword ptr [r15 + 256]
-    add rdx, qword ptr [r15 + 704]
-    mov ecx, edx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 72
+    mov edx, r9d
     test ebx, 1073741824
     jnz 1f
 1:
-    mov esi, dword ptr [r15 + 128]
-    inc esi
-    jmp 1f
-1:
-    mov rax, rcx
+    mov rbp, r10
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rax, dword ptr [r14 + 1408]
+    and rbp, 960
+    mov rcx, qword ptr [r14 + rbp + 1472]
     test dword ptr [r15 + 26244188], 335552529
     jz 1f
 1:
-    lea rcx, [rsi + rsi*2 + 63]
-    mov rcx, qword ptr [r15 + 512]
+    add qword ptr [r14 + 1088], rax
+    and edx, dword ptr [r15 + 512]
+    movzx eax, byte ptr [r14 + 0]
+    test ebx, 1073741824
+    jz 1f
+1:
+    neg rbp
+    add rbp, qword ptr [r15 + 128]
+    mov rcx, rbp
+    test ebx, 1073741824
+    jz 1f
+1:
+    and edx, dword ptr [r15 + 640]
+    add rdx, 111
     jmp 1f
 1:
-    and ecx, dword ptr [r15 + 384]
     test ebx, 1073741824
     jnz 1f
 1:
     jmp 1f
 1:
-    movsxd rax, dword ptr [r15 + 1216]
-    add qword ptr [r14 + 576], rax
+    mov dword ptr [r15 + 1152], edx
     jmp 1f
 1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rcx, rax
-    cmp rcx, rcx
-    add rcx, 36
+    add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jnz .Lc1_b0_c0
 .Lc1_b0_done:
-// block 1: 128 bytes, 1 chunk(s), 17 chunk executions per call
+// block 1: 128 bytes, 1 chunk(s), 16 chunk executions per call
     mov rbx, qword ptr [r15 + 26244208]
-    lea rcx, [rbx + 17]
+    lea rcx, [rbx + 16]
     mov qword ptr [r15 + 26244208], rcx
-    mov r13d, 17
+    mov r13d, 16
     jmp .Lc1_b1_c0
     .p2align 6
 .Lc1_b1_c0:
@@ -1373,15 +1400,15 @@ ditto_body_c1:
     inc ecx
     mov rcx, qword ptr [r14 + 0]
     shl rcx, 14
-    mov esi, ecx
-    mov rsi, rsi
+    mov eax, ecx
+    mov rax, rax
     test ebx, 1073741824
     jz 1f
 1:
-    mov byte ptr [r14 + 448], sil
+    mov byte ptr [r14 + 448], al
     jmp 1f
 1:
-    shr esi, 11
+    shr ecx, 11
     jmp 1f
 1:
     neg rcx
@@ -1389,17 +1416,17 @@ ditto_body_c1:
     jnz 1f
 1:
     movsxd rcx, dword ptr [r15 + 320]
-    vpaddq xmm12, xmm12, xmmword ptr [r15 + 192]
-    vmovdqu ymmword ptr [r15 + 0], ymm12
+    vpaddq xmm14, xmm14, xmmword ptr [r15 + 192]
+    vmovdqu ymmword ptr [r15 + 0], ymm14
     mov r12, qword ptr [r15 + r12 + 56]
-    imul esi, ecx, 63
-    cmp rsi, rsi
+    imul eax, ecx, 63
+    cmp rax, rax
     test ebx, 7936
     jz 1f
 1:
-    movsxd rsi, dword ptr [r15 + 0]
-    add rsi, qword ptr [r15 + 0]
-    vpaddd ymm14, ymm12, ymmword ptr [r15 + 576]
+    movsxd rax, dword ptr [r15 + 0]
+    add rax, qword ptr [r15 + 0]
+    vpaddd ymm11, ymm14, ymmword ptr [r15 + 576]
     mov r9d, 55
     mov dword ptr [r15 + 64], 237
     inc rbx
@@ -1431,72 +1458,72 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 26244184]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 26244184], rax
-    lea rcx, [rip + .Lc1_d509_j]
+    lea rcx, [rip + .Lc1_d526_j]
     add rcx, qword ptr [r15 + 26244192]
-    jmp .Lc1_d509_j_t
-.Lc1_d509_j:
-    inc eax
-    add qword ptr [r14 + 1152], rax
-    mov rax, rax
-    mov eax, eax
+    jmp .Lc1_d526_j_t
+.Lc1_d526_j:
+    jmp 1f
+1:
+    test eax, eax
+    mov esi, ecx
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    mov eax, eax
-    mov rbp, r10
-    movsxd rax, dword ptr [r14 + 640]
+    or eax, esi
     jmp 1f
 1:
+    mov eax, esi
     test ebx, 1073741824
     jnz 1f
 1:
-    and rbp, 1048512
-    mov ecx, dword ptr [r15 + rbp + 14700992]
-    jmp 1f
-1:
-    mov ebp, 158
-    jmp 1f
-1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov esi, 81
+    mov byte ptr [r15 + 0], sil
     test dword ptr [r15 + 26244188], 229377
     jnz 1f
 1:
-    and eax, dword ptr [r15 + 512]
-    add rax, rax
-    mov edi, eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
     test ebx, 1073741824
     jnz 1f
 1:
-    movsxd rcx, dword ptr [r14 + 576]
-    shl rcx, 20
-    movsxd rbp, dword ptr [r15 + 320]
-    mov r8d, 150
+    mov eax, eax
+    mov rsi, rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, 13
+    mov rbp, r10
     test ebx, 288
     jnz 1f
 1:
-    mov rdi, rcx
     jmp 1f
 1:
-    mov dword ptr [r15 + 768], edi
+    and rbp, 1984
+    mov qword ptr [r14 + rbp + 2496], rbp
+    sub rsi, rax
     test ebx, 1073741824
     jnz 1f
 1:
-    mov byte ptr [r15 + 384], r8b
-    or eax, edi
-    sub rax, rdi
-    and eax, dword ptr [r15 + 192]
+    mov rbp, r10
+    mov eax, 153
+    and rbp, 4032
+    add qword ptr [r14 + rbp + 4544], rbp
+    mov qword ptr [r15 + 64], rsi
     test ebx, 1073741824
     jnz 1f
 1:
-    imul rdi, qword ptr [r15 + 64]
-    test edi, edi
-    mov qword ptr [r14 + 256], rdi
+    inc dword ptr [r15 + 576]
+    shl rsi, 11
+    or qword ptr [r15 + 64], 113
     test ebx, 1073741824
     jz 1f
 1:
-    movzx edi, dil
-    mov rax, qword ptr [r15 + 128]
-    jmp 1f
-1:
+    movzx eax, sil
+    and eax, dword ptr [r15 + 128]
+    mov rbp, rax
     add r11, 64
     add r10, r11
     inc rbx
@@ -1506,60 +1533,62 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 26244184]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 26244184], rax
-    lea rcx, [rip + .Lc1_d570_j]
+    lea rcx, [rip + .Lc1_d587_j]
     add rcx, qword ptr [r15 + 26244192]
-    jmp .Lc1_d570_j_t
-.Lc1_d570_j:
-    mov edi, 201
-    movzx ecx, dil
-    movzx edi, cl
-    lea rdi, [rdi + rdi*2 + 41]
+    jmp .Lc1_d587_j_t
+.Lc1_d587_j:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, 201
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     test dword ptr [r15 + 26244187], 268453896
     jnz 1f
 1:
-    movsxd rax, dword ptr [r15 + 448]
-    and eax, dword ptr [r15 + 704]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r14 + 128], 139
+    mov rax, qword ptr [r14 + 448]
+    xor eax, ebp
     test ebx, 1073741824
     jnz 1f
 1:
-    mov qword ptr [r14 + 960], rdi
-    imul rdi, qword ptr [r15 + 128]
-    or edi, edi
-    neg rdi
+    movzx ebp, al
+    mov ecx, dword ptr [r14 + 640]
+    and ecx, dword ptr [r15 + 832]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rax, rdi
-    mov dword ptr [r14 + 64], 24
-    mov rdi, rax
+    movzx ecx, bpl
+    add qword ptr [r14 + 576], rcx
+    movsxd rcx, dword ptr [r15 + 704]
     test dword ptr [r15 + 26244188], 1367343168
     jz 1f
 1:
-    jmp 1f
-1:
-    mov eax, dword ptr [r15 + 512]
-    xor eax, edi
-    mov edi, eax
+    movzx eax, cl
+    mov eax, eax
+    mov rax, rax
+    neg rax
     test ebx, 1073741824
     jnz 1f
 1:
-    mov dword ptr [r15 + 384], edi
-    movzx edi, al
-    mov edi, dword ptr [r15 + 320]
+    lea rbp, [rax + rax*2 + 33]
+    mov rax, rbp
+    mov qword ptr [r15 + 64], rax
     test dword ptr [r15 + 26244187], 538969090
     jnz 1f
 1:
-    mov eax, dword ptr [r15 + 192]
-    mov r8, rax
-    movsxd rax, dword ptr [r15 + 256]
-    mov edx, 98
+    mov rcx, rbp
+    mov rbp, r10
+    jmp 1f
+1:
+    and rbp, 960
+    mov r8d, dword ptr [r15 + rbp + 1472]
     test ebx, 312
     jnz 1f
 1:
-    mov rdi, qword ptr [r14 + 640]
-    add rdi, rdi
-    popcnt r9, rdi
+    movsxd rax, dword ptr [r15 + 896]
+    add rax, rax
+    .byte 0x0f, 0x1f, 0x40, 0x00
+    add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b2_done
@@ -1567,133 +1596,130 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 26244184]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 26244184], rax
-    lea rcx, [rip + .Lc1_d622_j]
+    lea rcx, [rip + .Lc1_d641_j]
     add rcx, qword ptr [r15 + 26244192]
-    jmp .Lc1_d622_j_t
-.Lc1_d622_j:
-    lea rcx, [rip + .Lc1_d626_j]
+    jmp .Lc1_d641_j_t
+.Lc1_d641_j:
+    lea rcx, [rip + .Lc1_d645_j]
     add rcx, qword ptr [r15 + 26244192]
-    jmp .Lc1_d626_j_t
-.Lc1_d626_j:
-    mov r12, qword ptr [r15 + r12 + 56]
+    jmp .Lc1_d645_j_t
+.Lc1_d645_j:
+    and rax, rcx
     inc dword ptr [r15 + 448]
-    sub rax, rcx
-    mov r9, r10
-    mov eax, r9d
+    mov eax, dword ptr [r14 + 1152]
+    movzx ebp, al
     test dword ptr [r15 + 26244188], 1157627936
     jnz 1f
 1:
-    and r9, 960
-    mov qword ptr [r15 + r9 + 1472], r9
-    movsxd r9, dword ptr [r14 + 384]
-    .byte 0x0f, 0x1f, 0x00
+    mov byte ptr [r15 + 64], al
+    mov ebp, eax
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
+    mov rax, rbp
     jmp 1f
 1:
-    movzx eax, byte ptr [r15 + 576]
-    mov rdi, rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rsi, rbp
     test bl, 144
     jnz 1f
 1:
-    test eax, eax
-    movzx r9d, al
-    mov r9d, r9d
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ebp, al
+    mov dword ptr [r14 + 640], ebp
     test dword ptr [r15 + 26244188], 17874944
     jnz 1f
 1:
-    xor dword ptr [r14 + 192], edi
-    mov byte ptr [r14 + 1088], r9b
-    mov edi, r9d
-    mov dword ptr [r15 + 768], edi
+    mov qword ptr [r14 + 512], rsi
+    xor dword ptr [r15 + 768], ebp
+    mov esi, ebp
     test ebx, 1073741824
     jnz 1f
 1:
-    and r9, rdi
-    mov rax, qword ptr [r14 + 64]
+    sub rbp, rsi
+    and rbp, rbp
+    lock or dword ptr [r15 + 128], 112
+    mov ebp, esi
+    test ebx, 424
+    jz 1f
+1:
+    mov rsi, rbp
+    mov rsi, qword ptr [r15 + 1344]
+    mov ebp, 226
+    test ebx, 1073741824
+    jz 1f
+1:
+    movsxd rdi, dword ptr [r15 + 960]
     jmp 1f
 1:
-    test dword ptr [r15 + 26244187], 42106880
-    jnz 1f
-1:
-    mov rsi, r9
-    mov rsi, rsi
-    movzx esi, byte ptr [r15 + 128]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx eax, sil
-    and rax, rax
-    mov rdi, rax
-    add r11, 64
-    add r10, r11
+    mov rax, rsi
     inc rbx
     dec r13
     jz .Lc1_b2_done
 .Lc1_b2_c3:
-    lea rcx, [rip + .Lc1_d677_j]
+    lea rcx, [rip + .Lc1_d693_j]
     add rcx, qword ptr [r15 + 26244192]
-    jmp .Lc1_d677_j_t
-.Lc1_d677_j:
+    jmp .Lc1_d693_j_t
+.Lc1_d693_j:
+    xor dword ptr [r15 + 0], eax
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, 186
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, rcx
+    add rax, 93
     test ebx, 312
     jnz 1f
 1:
-    mov edi, edi
-    mov rdi, rdi
-    shr edi, 10
-    movzx ecx, dil
-    test ebx, 1073741824
-    jz 1f
-1:
+    movsxd rcx, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    add rdi, 110
-    mov rdi, rdi
-    xchg qword ptr [r15 + 0], rdi
-    test ebx, 1696
-    jnz 1f
-1:
-    mov dword ptr [r15 + 256], edi
-    inc dword ptr [r15 + 512]
-    xor dword ptr [r14 + 640], edi
-    sub rcx, rdi
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov edi, dword ptr [r15 + 320]
-    mov ecx, edi
-    mov rdi, qword ptr [r15 + 1280]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r9d, byte ptr [r14 + 1024]
     test ebx, 1073741824
     jz 1f
 1:
-    neg rdi
-    mov edi, 165
-    movzx edi, byte ptr [r15 + 64]
-    add rdi, 115
+    neg rax
+    shr eax, 30
+    mov eax, 221
+    mov dword ptr [r14 + 832], 194
+    test ebx, 13568
+    jnz 1f
+1:
+    mov dword ptr [r14 + 576], eax
+    sub r9, rax
+    mov byte ptr [r15 + 448], r9b
+    mov ecx, eax
     test ebx, 1073741824
     jnz 1f
 1:
-    shr ecx, 4
-    mov ecx, ecx
-    mov ecx, 223
-    movzx ecx, byte ptr [r14 + 256]
+    add rax, 107
+    inc dword ptr [r15 + 64]
+    mov eax, 190
+    xchg qword ptr [r15 + 768], rax
     test ebx, 1073741824
     jnz 1f
 1:
-    mov qword ptr [r14 + 192], rcx
-    mov dword ptr [r15 + 384], 42
-    mov edi, 249
-    inc edi
+    mov rcx, rax
+    movzx r9d, byte ptr [r15 + 128]
+    mov ecx, r9d
+    mov r9d, 29
+    mov r9, r10
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
-    neg rcx
-    mov ecx, dword ptr [r15 + 1024]
-    movzx ebp, cl
+    movzx edx, byte ptr [r14 + 512]
+    mov qword ptr [r15 + 704], rdx
+    and r9, 8388544
+    mov eax, dword ptr [r14 + r9 + 17846720]
+    mov ecx, 18
+    test ebx, 1073741824
+    jnz 1f
+1:
+    inc r9d
+    neg r9
+    mov r9d, r9d
+    movzx edx, r9b
+    add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jnz .Lc1_b2_c0
@@ -1711,63 +1737,65 @@ ditto_body_c1:
     mov qword ptr [r15 + 26244184], rax
     mov eax, dword ptr [r15 + 26244188]
     and eax, 15
-    lea rcx, [rip + .Lc1_d742_s]
+    lea rcx, [rip + .Lc1_d759_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d742_s_t
+    jmp .Lc1_d759_s_t
     .p2align 3
-.Lc1_d742_s:
+.Lc1_d759_s:
     .p2align 3
-    jmp .Lc1_d742_j
+    jmp .Lc1_d759_j
     .p2align 3
-    jmp .Lc1_d742_j
+    jmp .Lc1_d759_j
     .p2align 3
-    jmp .Lc1_d742_j
+    jmp .Lc1_d759_j
     .p2align 3
-    jmp .Lc1_d742_j
+    jmp .Lc1_d759_j
     .p2align 3
-    jmp .Lc1_d742_j
+    jmp .Lc1_d759_j
     .p2align 3
-    jmp .Lc1_d742_j
+    jmp .Lc1_d759_j
     .p2align 3
-    jmp .Lc1_d742_j
+    jmp .Lc1_d759_j
     .p2align 3
-    jmp .Lc1_d742_j
+    jmp .Lc1_d759_j
     .p2align 3
-    jmp .Lc1_d742_j
+    jmp .Lc1_d759_j
     .p2align 3
-    jmp .Lc1_d742_j
+    jmp .Lc1_d759_j
     .p2align 3
-    jmp .Lc1_d742_j
+    jmp .Lc1_d759_j
     .p2align 3
-    jmp .Lc1_d742_j
+    jmp .Lc1_d759_j
     .p2align 3
-    jmp .Lc1_d742_j
+    jmp .Lc1_d759_j
     .p2align 3
-    jmp .Lc1_d742_j
+    jmp .Lc1_d759_j
     .p2align 3
-    jmp .Lc1_d742_j
+    jmp .Lc1_d759_j
     .p2align 3
-    jmp .Lc1_d742_j
-.Lc1_d742_j:
-    lea rcx, [rip + .Lc1_d764_j]
+    jmp .Lc1_d759_j
+.Lc1_d759_j:
+    lea rcx, [rip + .Lc1_d781_j]
     add rcx, qword ptr [r15 + 26244192]
-    jmp .Lc1_d764_j_t
-.Lc1_d764_j:
-    imul rax, qword ptr [r14 + 192]
-    inc dword ptr [r15 + 64]
-    test ebx, 3264
-    jnz 1f
-1:
-    jmp 1f
-1:
-    test ebx, 11776
-    jnz 1f
-1:
-    xor dword ptr [r14 + 384], eax
+    jmp .Lc1_d781_j_t
+.Lc1_d781_j:
+    xor dword ptr [r14 + 896], ecx
     test ebx, 1073741824
     jnz 1f
 1:
-    mov eax, dword ptr [r14 + 768]
+    add qword ptr [r14 + 832], rcx
+    mov r8, r10
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and r8, 2097088
+    inc dword ptr [r14 + r8 + 15749568]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jnz .Lc1_b3_c0
@@ -1783,62 +1811,64 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 26244184]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 26244184], rax
-    lea rcx, [rip + .Lc1_d790_j]
+    lea rcx, [rip + .Lc1_d810_j]
     add rcx, qword ptr [r15 + 26244192]
-    jmp .Lc1_d790_j_t
-.Lc1_d790_j:
-    mov rcx, rax
-    mov rcx, rcx
-    mov dword ptr [r15 + 320], 170
+    jmp .Lc1_d810_j_t
+.Lc1_d810_j:
+    mov ecx, eax
+    cmp rcx, rcx
+    jmp 1f
+1:
+    mov rax, qword ptr [r14 + 64]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rcx, qword ptr [r15 + 128]
-    add qword ptr [r15 + 256], rcx
-    mov r8, r10
-    cmp r8, r8
+    mov r8, rcx
+    mov r8, r8
+    mov r12, qword ptr [r15 + r12 + 56]
     test dword ptr [r15 + 26244187], 16778276
     jnz 1f
 1:
-    and r8, 2097088
-    mov r9, r10
-    movzx edx, byte ptr [r14 + r8 + 15749568]
-    and r9, 4032
-    mov qword ptr [r15 + r9 + 4544], r9
-    movzx r9d, r8b
+    movzx r8d, al
+    shr eax, 10
+    movzx eax, al
     test bl, 228
     jnz 1f
 1:
-    and rcx, rdx
-    movzx r8d, cl
-    mov ecx, r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r8, r8
+    mov byte ptr [r15 + 0], r8b
     test bl, 72
     jnz 1f
 1:
-    shr edx, 17
-    jmp 1f
-1:
-    test ecx, ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, qword ptr [r15 + 1280]
+    mov rbp, r10
+    mov edi, ebp
     test dword ptr [r15 + 26244187], 8405508
     jnz 1f
 1:
-    and r9d, dword ptr [r14 + 832]
-    mov rcx, qword ptr [r15 + 64]
-    mov r8, r10
-    inc ecx
+    and rbp, 1048512
+    add qword ptr [r15 + rbp + 14700992], rbp
+    inc r8d
+    mov qword ptr [r15 + 512], r8
     test ebx, 1073741824
     jnz 1f
 1:
-    and r8, 1984
-    movsxd rdx, dword ptr [r14 + r8 + 2496]
+    mov r8, r10
+    movzx eax, r8b
+    and r8, 2097088
+    mov rdi, qword ptr [r15 + r8 + 15749568]
     jmp 1f
 1:
-    movzx r9d, cl
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rcx, qword ptr [r15 + 1088]
-    mov esi, ecx
+    jmp 1f
+1:
+    and ebp, dword ptr [r14 + 1216]
+    mov dword ptr [r14 + 448], 252
     add r11, 64
     add r10, r11
     inc rbx
@@ -1850,64 +1880,63 @@ ditto_body_c1:
     mov qword ptr [r15 + 26244184], rax
     mov eax, dword ptr [r15 + 26244188]
     and eax, 15
-    lea rcx, [rip + .Lc1_d845_s]
+    lea rcx, [rip + .Lc1_d866_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d845_s_t
+    jmp .Lc1_d866_s_t
     .p2align 3
-.Lc1_d845_s:
+.Lc1_d866_s:
     .p2align 3
-    jmp .Lc1_d845_j
+    jmp .Lc1_d866_j
     .p2align 3
-    jmp .Lc1_d845_j
+    jmp .Lc1_d866_j
     .p2align 3
-    jmp .Lc1_d845_j
+    jmp .Lc1_d866_j
     .p2align 3
-    jmp .Lc1_d845_j
+    jmp .Lc1_d866_j
     .p2align 3
-    jmp .Lc1_d845_j
+    jmp .Lc1_d866_j
     .p2align 3
-    jmp .Lc1_d845_j
+    jmp .Lc1_d866_j
     .p2align 3
-    jmp .Lc1_d845_j
+    jmp .Lc1_d866_j
     .p2align 3
-    jmp .Lc1_d845_j
+    jmp .Lc1_d866_j
     .p2align 3
-    jmp .Lc1_d845_j
+    jmp .Lc1_d866_j
     .p2align 3
-    jmp .Lc1_d845_j
+    jmp .Lc1_d866_j
     .p2align 3
-    jmp .Lc1_d845_j
+    jmp .Lc1_d866_j
     .p2align 3
-    jmp .Lc1_d845_j
+    jmp .Lc1_d866_j
     .p2align 3
-    jmp .Lc1_d845_j
+    jmp .Lc1_d866_j
     .p2align 3
-    jmp .Lc1_d845_j
+    jmp .Lc1_d866_j
     .p2align 3
-    jmp .Lc1_d845_j
+    jmp .Lc1_d866_j
     .p2align 3
-    jmp .Lc1_d845_j
-.Lc1_d845_j:
-    movzx esi, al
-    imul rsi, qword ptr [r15 + 896]
-    add rsi, rsi
+    jmp .Lc1_d866_j
+.Lc1_d866_j:
+    mov ecx, 88
+    movzx ecx, cl
+    add rcx, rcx
     test ebx, 1073741824
     jnz 1f
 1:
-    mov byte ptr [r15 + 256], sil
-    mov esi, 33
+    mov eax, ecx
+    mov r12, qword ptr [r15 + r12 + 56]
     test bl, 40
     jnz 1f
 1:
-    movsxd rcx, dword ptr [r14 + 448]
-    mov eax, ecx
-    movsxd rcx, dword ptr [r14 + 192]
+    imul rcx, qword ptr [r15 + 640]
+    movsxd rbp, dword ptr [r14 + 576]
     test ebx, 1073741824
     jz 1f
 1:
     jmp 1f
 1:
-    shr esi, 9
+    mov dword ptr [r14 + 128], 228
     inc rbx
     dec r13
     jnz .Lc1_b4_c0
@@ -1923,55 +1952,59 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 26244184]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 26244184], rax
-    lea rcx, [rip + .Lc1_d894_j]
+    lea rcx, [rip + .Lc1_d914_j]
     add rcx, qword ptr [r15 + 26244192]
-    jmp .Lc1_d894_j_t
-.Lc1_d894_j:
-    mov rbp, r10
-    mov ecx, ebp
-    and rbp, 960
-    mov r8, r10
-    mov qword ptr [r15 + rbp + 1472], r8
-    and r8, 1984
-    mov rax, qword ptr [r15 + r8 + 2496]
+    jmp .Lc1_d914_j_t
+.Lc1_d914_j:
+    .byte 0x0f, 0x1f, 0x00
+    movzx ecx, al
+    imul rcx, qword ptr [r15 + 1088]
+    lock or dword ptr [r15 + 768], 26
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx r8d, bpl
-    mov r8d, 143
-    movzx ebp, r8b
+    mov ecx, 251
+    inc eax
+    mov eax, 213
     test ebx, 1073741824
     jnz 1f
 1:
-    imul rcx, qword ptr [r15 + 256]
-    mov eax, 56
-    mov dword ptr [r15 + 704], 112
+    mov eax, 157
+    mov r12, qword ptr [r15 + r12 + 56]
+    lock add qword ptr [r15 + 0], rcx
     test bl, 40
     jnz 1f
 1:
-    inc dword ptr [r15 + 704]
-    mov ebp, 217
-    .byte 0x0f, 0x1f, 0x00
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and ecx, dword ptr [r15 + 0]
     test ebx, 1073741824
     jnz 1f
 1:
-    movsxd rax, dword ptr [r15 + 768]
-    or qword ptr [r15 + 192], 73
-    mov r8, rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, rcx
+    mov dword ptr [r15 + 0], 217
+    imul rax, qword ptr [r15 + 0]
     test dword ptr [r15 + 26244188], 554698752
     jnz 1f
 1:
-    lock add qword ptr [r15 + 1216], rax
-    and ebp, dword ptr [r15 + 256]
-    and ebp, dword ptr [r15 + 128]
+    mov eax, eax
+    movzx eax, al
+    mov qword ptr [r15 + 1216], rax
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rbp, r8
-    mov dword ptr [r14 + 1152], 20
-    movsxd r8, dword ptr [r14 + 1088]
-    add r11, 64
-    add r10, r11
+    sub rcx, rax
+    inc dword ptr [r14 + 1152]
+    mov dword ptr [r14 + 704], 160
+    test dword ptr [r15 + 26244188], 557632
+    jnz 1f
+1:
+    lea rdi, [r15 + 26235968]
+    mov ecx, 68
+    rep stosb
+    mov rax, rcx
+    mov dword ptr [r15 + 128], 182
     inc rbx
     dec r13
     jnz .Lc1_b5_c0
@@ -1984,19 +2017,20 @@ ditto_body_c1:
     jmp .Lc1_b6_c0
     .p2align 6
 .Lc1_b6_c0:
-    lea rcx, [rip + .Lc1_d945_j]
+    lea rcx, [rip + .Lc1_d968_j]
     add rcx, qword ptr [r15 + 26244192]
-    jmp .Lc1_d945_j_t
-.Lc1_d945_j:
-    lea rcx, [rip + .Lc1_d949_j]
+    jmp .Lc1_d968_j_t
+.Lc1_d968_j:
+    lea rcx, [rip + .Lc1_d972_j]
     add rcx, qword ptr [r15 + 26244192]
-    jmp .Lc1_d949_j_t
-.Lc1_d949_j:
-    and ecx, dword ptr [r14 + 896]
+    jmp .Lc1_d972_j_t
+.Lc1_d972_j:
+    and ecx, dword ptr [r14 + 0]
+    and ecx, dword ptr [r14 + 0]
     test ebx, 1073741824
     jnz 1f
 1:
-    movsxd rbp, dword ptr [r14 + 832]
+    mov r12, qword ptr [r15 + r12 + 56]
     inc rbx
     dec r13
     jnz .Lc1_b6_c0
@@ -2050,35 +2084,43 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 26244184]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 26244184], rax
-    lea rcx, [rip + .Lc1_d973_j]
+    lea rcx, [rip + .Lc1_d997_j]
     add rcx, qword ptr [r15 + 26244192]
-    jmp .Lc1_d973_j_t
-.Lc1_d973_j:
-    mov rcx, qword ptr [r15 + 448]
-    mov r12, qword ptr [r15 + r12 + 56]
-    cmp rax, rax
-    test ebx, 1073741824
-    jnz 1f
+    jmp .Lc1_d997_j_t
+.Lc1_d997_j:
+    jmp 1f
 1:
-    mov eax, 45
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    add rax, rcx
+    test ebx, 1073741824
+    jz 1f
+1:
+    imul rcx, qword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rcx
+    imul rcx, qword ptr [r15 + 0]
     test ebx, 1152
     jnz 1f
 1:
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], 211
-    mov ecx, eax
+    mov rax, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 576
     jnz 1f
 1:
-    mov r9, r10
+    mov esi, ecx
     jmp 1f
 1:
+    mov rcx, rax
+    test ebx, 1073741824
+    jz 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    and r9, 4032
-    mov qword ptr [r15 + r9 + 16832], r9
+    movzx eax, byte ptr [r14 + 640]
+    jmp 1f
+1:
+    mov edx, 119
     test ebx, 1073741824
     jz 1f
 1:
@@ -2086,109 +2128,107 @@ ditto_body_c1:
 1:
     jmp 1f
 1:
-    add rcx, r9
+    jmp 1f
+1:
     test ebx, 1073741824
     jnz 1f
 1:
-    lock add qword ptr [r15 + 128], rcx
-    mov r9, r10
-    jmp 1f
-1:
-    sub rcx, r9
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r8, r10
-    and r9, 4032
-    mov rdi, qword ptr [r14 + r9 + 4544]
-    imul rdi, qword ptr [r15 + 704]
-    and r8, 8388544
-    movzx esi, byte ptr [r14 + r8 + 17846720]
+    cmp rdx, rdx
+    sub rdx, rcx
+    shr edx, 17
     test dword ptr [r15 + 26244188], 917512
     jnz 1f
 1:
-    jmp 1f
+    mov dword ptr [r14 + 128], 199
+    mov dword ptr [r14 + 128], 154
+    mov r9, r10
+    mov rax, qword ptr [r15 + 1088]
+    test ebx, 1073741824
+    jnz 1f
 1:
-    mov rcx, qword ptr [r14 + 192]
-    jmp 1f
-1:
+    and r9, 4032
+    mov rdx, qword ptr [r15 + r9 + 4544]
+    movsxd r9, dword ptr [r15 + 64]
+    cmp r9, r9
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b7_done
 .Lc1_b7_c1:
-    lea rcx, [rip + .Lc1_d1026_j]
+    lea rcx, [rip + .Lc1_d1053_j]
     add rcx, qword ptr [r15 + 26244192]
-    jmp .Lc1_d1026_j_t
-.Lc1_d1026_j:
-    mov rsi, rcx
-    mov qword ptr [r15 + 768], rsi
-    nop
-    mov rsi, qword ptr [r14 + 192]
-    mov rdx, rsi
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and ecx, dword ptr [r15 + 512]
-    movzx r9d, byte ptr [r15 + 576]
-    movzx r8d, r9b
-    jmp 1f
-1:
+    jmp .Lc1_d1053_j_t
+.Lc1_d1053_j:
+    xor edx, ecx
+    mov r9d, 221
+    neg r9
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    mov edx, 70
-    or edx, edx
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    add rcx, rdx
+    mov rdx, rcx
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx r9d, dl
+    mov qword ptr [r15 + 0], r9
+    mov qword ptr [r14 + 320], rdx
+    movzx r9d, byte ptr [r15 + 64]
     test ebx, 1440
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    imul r8, qword ptr [r15 + 384]
     jmp 1f
 1:
+    mov ecx, dword ptr [r15 + 448]
+    mov edx, ecx
+    nop
     test ebx, 864
     jnz 1f
 1:
-    mov edx, dword ptr [r14 + 1152]
-    mov r9, rdx
-    jmp 1f
-1:
-    and r9d, dword ptr [r15 + 320]
-    mov rsi, r9
+    mov r9, rcx
+    and r9d, dword ptr [r14 + 512]
+    mov dword ptr [r15 + 704], r9d
     test ebx, 320
     jnz 1f
 1:
-    add r8, 62
-    movzx r8d, r8b
-    add r8, r8
-    movzx r8d, byte ptr [r15 + 832]
+    mov rdx, r9
+    add rdx, rdx
+    movzx edx, byte ptr [r14 + 0]
+    mov rbp, r10
+    add rcx, 126
     test ebx, 1984
     jz 1f
 1:
-    xor edx, r8d
-    mov qword ptr [r15 + 128], rdx
-    lock or dword ptr [r15 + 64], 108
-    jmp 1f
-1:
+    and rbp, 1984
+    inc dword ptr [r15 + rbp + 2496]
+    mov r9, r10
+    imul rcx, qword ptr [r15 + 576]
+    and r9, 4032
+    mov edx, dword ptr [r15 + r9 + 16832]
+    mov r9, rdx
     test ebx, 736
     jnz 1f
 1:
-    add rsi, rdx
-    add rsi, qword ptr [r14 + 256]
     jmp 1f
 1:
-    neg rsi
-    test ebx, 1073741824
-    jnz 1f
+    jmp 1f
 1:
-    mov r8, rsi
-    mov r8d, r8d
-    mov r8, r8
-    mov byte ptr [r14 + 256], r8b
+    movzx ebp, r9b
+    mov rcx, rbp
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r9, rbp
+    jmp 1f
+1:
+    jmp 1f
+1:
+    add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b7_done
@@ -2196,73 +2236,72 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 26244184]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 26244184], rax
-    lea rcx, [rip + .Lc1_d1090_j]
+    lea rcx, [rip + .Lc1_d1119_j]
     add rcx, qword ptr [r15 + 26244192]
-    jmp .Lc1_d1090_j_t
-.Lc1_d1090_j:
-    mov r8, qword ptr [r15 + 896]
-    sub r8, rax
-    mov eax, r8d
-    mov rax, rax
+    jmp .Lc1_d1119_j_t
+.Lc1_d1119_j:
+    cmp rax, rax
+    add r9, rax
+    mov r9, qword ptr [r15 + 128]
+    mov eax, r9d
     test ebx, 1073741824
     jnz 1f
 1:
-    mov dword ptr [r14 + 64], r8d
-    and ecx, dword ptr [r14 + 128]
-    mov r8, r10
-    movzx ebp, r8b
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     test dword ptr [r15 + 26244187], 42008577
     jnz 1f
 1:
-    and r8, 1984
-    movsxd rax, dword ptr [r15 + r8 + 2496]
-    mov r8, qword ptr [r15 + 640]
-    mov qword ptr [r14 + 704], r8
-    lock xadd qword ptr [r15 + 0], r8
+    inc dword ptr [r15 + 0]
+    mov rax, r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rbp, rax
-    jmp 1f
-1:
-    sub rbp, r8
+    mov dword ptr [r15 + 0], eax
+    mov dword ptr [r14 + 1408], eax
+    mov qword ptr [r14 + 512], rax
+    mov r8, qword ptr [r14 + 0]
     test ebx, 1073741824
     jz 1f
 1:
+    sub rax, r8
+    movzx eax, al
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov ecx, ebp
     test ebx, 1073741824
     jnz 1f
 1:
-    cmp rcx, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    or qword ptr [r15 + 0], 3
+    jmp 1f
+1:
+    movsxd rsi, dword ptr [r14 + 640]
+    mov r9, rsi
+    movzx esi, r9b
     test ebx, 1073741824
     jz 1f
 1:
-    mov rsi, qword ptr [r14 + 192]
-    mov ebp, esi
-    mov esi, ebp
-    mov dword ptr [r15 + 448], esi
+    mov r8d, esi
+    imul r8, qword ptr [r15 + 896]
+    mov eax, r8d
+    mov r8, rax
     test ebx, 1073741824
     jnz 1f
 1:
-    mov dword ptr [r15 + 256], 120
-    movsxd rcx, dword ptr [r15 + 320]
-    movzx edx, cl
+    movzx r9d, byte ptr [r15 + 64]
+    jmp 1f
+1:
+    lock xadd qword ptr [r15 + 1152], rsi
+    add rsi, rsi
     test ebx, 576
     jnz 1f
 1:
-    jmp 1f
-1:
-    add rbp, rcx
-    mov rbp, rbp
-    add r11, 64
-    add r10, r11
+    mov r8d, r9d
+    movzx eax, r8b
+    sub rax, rsi
     inc rbx
     dec r13
     jz .Lc1_b7_done
@@ -2270,198 +2309,201 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 26244184]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 26244184], rax
-    lea rcx, [rip + .Lc1_d1151_j]
+    lea rcx, [rip + .Lc1_d1179_j]
     add rcx, qword ptr [r15 + 26244192]
-    jmp .Lc1_d1151_j_t
-.Lc1_d1151_j:
-    lea rbp, [rax + rax*2 + 120]
+    jmp .Lc1_d1179_j_t
+.Lc1_d1179_j:
+    movsxd rsi, dword ptr [r15 + 640]
     jmp 1f
 1:
-    mov rax, rcx
-    movzx eax, byte ptr [r15 + 64]
+    jmp 1f
+1:
+    jmp 1f
+1:
     test ebx, 1073741824
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    neg rcx
+    neg rax
+    mov r12, qword ptr [r15 + r12 + 56]
     test dword ptr [r15 + 26244187], 33348
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r14 + 320], rcx
+    mov esi, dword ptr [r15 + 128]
+    mov qword ptr [r14 + 1088], rsi
+    test ebx, 864
+    jnz 1f
+1:
     jmp 1f
 1:
-    test ebx, 864
-    jz 1f
+    mov r8, r10
+    jmp 1f
 1:
-    movzx ecx, al
-    xor dword ptr [r14 + 1344], ecx
-    movsxd rax, dword ptr [r15 + 1088]
+    and r8, 960
+    and eax, dword ptr [r15 + r8 + 1472]
     test dword ptr [r15 + 26244187], 2359302
     jnz 1f
 1:
-    jmp 1f
-1:
-    mov r8d, ecx
-    movsxd r8, dword ptr [r15 + 512]
-    mov ecx, 114
+    mov esi, 204
+    and esi, dword ptr [r14 + 0]
+    mov qword ptr [r15 + 64], rsi
     test ebx, 1073741824
     jnz 1f
 1:
-    mov eax, dword ptr [r15 + 128]
-    and eax, dword ptr [r14 + 384]
-    add rax, 60
+    .byte 0x0f, 0x1f, 0x40, 0x00
+    add rax, 45
+    mov r8d, eax
     test dword ptr [r15 + 26244188], 134288512
     jz 1f
 1:
-    mov qword ptr [r14 + 576], rcx
-    jmp 1f
-1:
-    movzx ecx, al
-    mov r8d, dword ptr [r15 + 192]
+    mov edi, dword ptr [r15 + 960]
+    add rdi, 43
+    movsxd rsi, dword ptr [r14 + 448]
     test dword ptr [r15 + 26244187], 4719137
     jz 1f
 1:
-    add rax, 15
-    mov byte ptr [r15 + 960], al
-    .byte 0x0f, 0x1f, 0x40, 0x00
-    inc rbx
-    dec r13
-    jz .Lc1_b7_done
-.Lc1_b7_c4:
-    lea rcx, [rip + .Lc1_d1200_j]
-    add rcx, qword ptr [r15 + 26244192]
-    jmp .Lc1_d1200_j_t
-.Lc1_d1200_j:
-    movsxd r8, dword ptr [r15 + 448]
-    movsxd rax, dword ptr [r14 + 384]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx edi, al
-    mov r12, qword ptr [r15 + r12 + 56]
-    add rdi, rax
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, rdi
-    test ebx, 1073741824
-    jz 1f
-1:
-    movsxd rcx, dword ptr [r15 + 192]
-    jmp 1f
-1:
-    movzx r9d, r8b
-    and r9, r9
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r8d, 19
-    mov qword ptr [r15 + 64], r8
-    mov r8, qword ptr [r15 + 256]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r14 + 256], 104
-    shl r9, 17
-    test r9d, r9d
-    mov r9, r10
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and r9, 960
-    mov byte ptr [r15 + r9 + 1472], r9b
-    mov r9d, 234
-    movsxd r9, dword ptr [r14 + 640]
-    mov r8d, 181
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx ecx, byte ptr [r14 + 768]
-    mov dword ptr [r15 + 128], 147
-    jmp 1f
-1:
+    movzx eax, byte ptr [r14 + 768]
+    mov r8, rax
+    imul r8, qword ptr [r15 + 576]
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b7_done
-.Lc1_b7_c5:
-    lea rcx, [rip + .Lc1_d1254_j]
+.Lc1_b7_c4:
+    lea rcx, [rip + .Lc1_d1229_j]
     add rcx, qword ptr [r15 + 26244192]
-    jmp .Lc1_d1254_j_t
-.Lc1_d1254_j:
-    mov r12, qword ptr [r15 + r12 + 56]
-    add qword ptr [r15 + 0], rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    jmp .Lc1_d1229_j_t
+.Lc1_d1229_j:
+    mov esi, 15
+    add rsi, rsi
+    shl rsi, 4
     jmp 1f
 1:
+    movsxd rsi, dword ptr [r15 + 0]
+    test ebx, 1824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 112
+    movzx ecx, byte ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx esi, cl
+    and rsi, rsi
+    mov dword ptr [r15 + 0], 18
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov eax, 155
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, dword ptr [r15 + 704]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov esi, dword ptr [r14 + 256]
+    movsxd rbp, dword ptr [r15 + 64]
+    test ebp, ebp
+    mov eax, 250
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov qword ptr [r15 + 192], rsi
+    mov dword ptr [r14 + 0], ebp
+    movzx ecx, byte ptr [r14 + 128]
+    movzx esi, cl
+    test ebx, 1073741824
+    jz 1f
+1:
+    lock add qword ptr [r15 + 1024], rsi
+    jmp 1f
+1:
+    mov rax, rsi
+    mov byte ptr [r15 + 512], al
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    movsxd rcx, dword ptr [r15 + 1216]
+    mov edx, dword ptr [r15 + 576]
+    mov dword ptr [r14 + 256], 91
+    inc rbx
+    dec r13
+    jz .Lc1_b7_done
+.Lc1_b7_c5:
+    lea rcx, [rip + .Lc1_d1283_j]
+    add rcx, qword ptr [r15 + 26244192]
+    jmp .Lc1_d1283_j_t
+.Lc1_d1283_j:
+    mov edx, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 85
+    imul rdx, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 640
     jnz 1f
 1:
+    movzx eax, byte ptr [r15 + 0]
+    mov byte ptr [r15 + 0], al
+    mov ecx, 73
+    inc ecx
+    test ebx, 1073741824
+    jnz 1f
+1:
+    shl rdx, 29
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, 190
-    inc r8d
-    shl r8, 24
+    movsxd rdx, dword ptr [r15 + 768]
+    mov qword ptr [r14 + 192], rdx
     test ebx, 1073741824
     jnz 1f
 1:
-    mov dword ptr [r14 + 320], 72
-    movsxd r9, dword ptr [r15 + 64]
-    mov qword ptr [r15 + 1024], r9
-    and r9, r8
-    mov r9d, dword ptr [r14 + 192]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx r8d, byte ptr [r15 + 704]
-    jmp 1f
-1:
-    mov byte ptr [r15 + 1152], r9b
+    and rax, rdx
+    imul rax, qword ptr [r15 + 512]
+    mov ecx, dword ptr [r15 + 448]
     jmp 1f
 1:
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
-    mov r9d, dword ptr [r15 + 576]
-    mov ecx, 59
-    mov rcx, rcx
-    movzx ecx, cl
-    cmp rcx, rcx
+    movzx r9d, byte ptr [r15 + 64]
+    jmp 1f
+1:
+    mov rdi, qword ptr [r14 + 128]
+    mov edx, 3
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r8, r9
-    mov dword ptr [r14 + 0], 213
-    mov r9, rcx
-    cmp r9, r9
+    mov rcx, r9
+    movzx eax, cl
+    cmp rax, rax
+    mov r9, rdi
     test ebx, 1073741824
     jz 1f
 1:
-    lea rcx, [r8 + r8*2 + 87]
-    mov r8d, dword ptr [r15 + 512]
-    imul r8, qword ptr [r14 + 384]
-    movsxd rdx, dword ptr [r15 + 256]
-    mov esi, 209
+    mov edx, dword ptr [r14 + 0]
+    mov rdi, rdx
+    cmp rdi, rdi
+    lea rdi, [r9 + rax*2 + 3]
     test ebx, 736
     jnz 1f
 1:
-    or r9d, ecx
-    mov r9, r9
+    mov dword ptr [r15 + 640], 208
+    imul r9, qword ptr [r14 + 192]
+    movsxd rcx, dword ptr [r15 + 256]
+    mov esi, 148
+    test ebx, 1073741824
+    jnz 1f
+1:
+    or edi, r9d
+    mov rdx, rdi
     jmp 1f
 1:
-    add r9, r8
+    add rdx, rsi
     inc rbx
     dec r13
     jz .Lc1_b7_done
@@ -2469,63 +2511,63 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 26244184]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 26244184], rax
-    lea rcx, [rip + .Lc1_d1314_j]
+    lea rcx, [rip + .Lc1_d1345_j]
     add rcx, qword ptr [r15 + 26244192]
-    jmp .Lc1_d1314_j_t
-.Lc1_d1314_j:
+    jmp .Lc1_d1345_j_t
+.Lc1_d1345_j:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, eax
-    mov r9, r9
-    test r9d, r9d
+    mov edx, eax
+    mov rdi, rdx
+    test edi, edi
     test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], 0
-    mov byte ptr [r15 + 0], r9b
-    mov r12, qword ptr [r15 + r12 + 56]
-    and ecx, dword ptr [r15 + 0]
-    test ebx, 6592
     jz 1f
 1:
-    mov ecx, ecx
-    mov ecx, dword ptr [r15 + 256]
-    mov rbp, qword ptr [r15 + 192]
-    mov esi, 224
-    test ebx, 1073741824
+    neg rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], dl
+    mov r12, qword ptr [r15 + r12 + 56]
+    test dword ptr [r15 + 26244187], 1073746057
+    jz 1f
+1:
+    mov edx, eax
+    and edx, dword ptr [r15 + 0]
+    mov edi, dword ptr [r14 + 448]
+    mov eax, 22
+    test ebx, 1632
     jnz 1f
 1:
-    test ecx, ecx
-    mov dword ptr [r15 + 320], 88
-    neg rsi
-    test ebx, 1073741824
-    jnz 1f
+    test edx, edx
+    mov byte ptr [r15 + 128], dil
+    neg rdx
+    test dword ptr [r15 + 26244188], 17050112
+    jz 1f
 1:
     jmp 1f
 1:
-    cmp rsi, rsi
-    neg rcx
+    cmp rdx, rdx
+    mov dword ptr [r15 + 64], 114
     jmp 1f
 1:
     test ebx, 1073741824
     jz 1f
 1:
-    movzx ebp, byte ptr [r14 + 1408]
-    movzx r9d, byte ptr [r15 + 640]
-    mov dword ptr [r15 + 128], 17
-    mov byte ptr [r15 + 448], cl
-    test dword ptr [r15 + 26244188], 4673
+    movzx eax, byte ptr [r14 + 256]
+    movzx edi, byte ptr [r15 + 576]
+    mov dword ptr [r15 + 704], 88
+    mov dword ptr [r14 + 0], 17
+    test ebx, 1073741824
     jnz 1f
 1:
-    neg rcx
-    add rcx, qword ptr [r15 + 512]
-    movsxd rdi, dword ptr [r14 + 832]
-    mov rbp, qword ptr [r14 + 64]
-    test ebx, 1073741824
+    add rdx, qword ptr [r15 + 192]
+    mov r8, qword ptr [r14 + 1152]
+    mov ebp, dword ptr [r15 + 832]
+    add rbp, 30
+    test dword ptr [r15 + 26244188], 19398674
     jz 1f
 1:
-    movzx r9d, cl
-    and r9, r9
-    mov r9d, 165
+    movzx edi, dl
+    and rdi, rdi
+    mov eax, 165
     inc rbx
     dec r13
     jz .Lc1_b7_done
@@ -2535,134 +2577,137 @@ ditto_body_c1:
     mov qword ptr [r15 + 26244184], rax
     mov eax, dword ptr [r15 + 26244188]
     and eax, 15
-    lea rcx, [rip + .Lc1_d1368_s]
+    lea rcx, [rip + .Lc1_d1399_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d1368_s_t
+    jmp .Lc1_d1399_s_t
     .p2align 3
-.Lc1_d1368_s:
+.Lc1_d1399_s:
     .p2align 3
-    jmp .Lc1_d1368_j
+    jmp .Lc1_d1399_j
     .p2align 3
-    jmp .Lc1_d1368_j
+    jmp .Lc1_d1399_j
     .p2align 3
-    jmp .Lc1_d1368_j
+    jmp .Lc1_d1399_j
     .p2align 3
-    jmp .Lc1_d1368_j
+    jmp .Lc1_d1399_j
     .p2align 3
-    jmp .Lc1_d1368_j
+    jmp .Lc1_d1399_j
     .p2align 3
-    jmp .Lc1_d1368_j
+    jmp .Lc1_d1399_j
     .p2align 3
-    jmp .Lc1_d1368_j
+    jmp .Lc1_d1399_j
     .p2align 3
-    jmp .Lc1_d1368_j
+    jmp .Lc1_d1399_j
     .p2align 3
-    jmp .Lc1_d1368_j
+    jmp .Lc1_d1399_j
     .p2align 3
-    jmp .Lc1_d1368_j
+    jmp .Lc1_d1399_j
     .p2align 3
-    jmp .Lc1_d1368_j
+    jmp .Lc1_d1399_j
     .p2align 3
-    jmp .Lc1_d1368_j
+    jmp .Lc1_d1399_j
     .p2align 3
-    jmp .Lc1_d1368_j
+    jmp .Lc1_d1399_j
     .p2align 3
-    jmp .Lc1_d1368_j
+    jmp .Lc1_d1399_j
     .p2align 3
-    jmp .Lc1_d1368_j
+    jmp .Lc1_d1399_j
     .p2align 3
-    jmp .Lc1_d1368_j
-.Lc1_d1368_j:
-    lea rcx, [rip + .Lc1_d1390_j]
+    jmp .Lc1_d1399_j
+.Lc1_d1399_j:
+    lea rcx, [rip + .Lc1_d1421_j]
     add rcx, qword ptr [r15 + 26244192]
-    jmp .Lc1_d1390_j_t
-.Lc1_d1390_j:
+    jmp .Lc1_d1421_j_t
+.Lc1_d1421_j:
+    jmp 1f
+1:
     and rax, rcx
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx eax, cl
-    test dword ptr [r15 + 26244187], 3170304
+    movsxd rdx, dword ptr [r14 + 256]
+    test ebx, 320
     jnz 1f
 1:
-    movsxd rcx, dword ptr [r14 + 128]
+    movzx ebp, al
+    mov ebp, 215
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r9d, 215
-    test dword ptr [r15 + 26244188], 538984456
-    jnz 1f
-1:
+    mov dword ptr [r14 + 128], 229
     inc rbx
     dec r13
     jz .Lc1_b7_done
 .Lc1_b7_c8:
-    lea rcx, [rip + .Lc1_d1409_j]
+    mov rax, qword ptr [r15 + 26244184]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 26244184], rax
+    lea rcx, [rip + .Lc1_d1443_j]
     add rcx, qword ptr [r15 + 26244192]
-    jmp .Lc1_d1409_j_t
-.Lc1_d1409_j:
-    .byte 0x0f, 0x1f, 0x00
-    jmp 1f
-1:
-    add qword ptr [r14 + 320], rcx
-    mov r9, rcx
-    mov r9, r9
+    jmp .Lc1_d1443_j_t
+.Lc1_d1443_j:
+    mov rbp, rax
+    shr ebp, 31
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [rcx + rcx*2 + 19]
     test ebx, 1073741824
     jz 1f
 1:
-    mov rcx, qword ptr [r15 + 768]
-    mov r9d, ecx
-    imul r9, qword ptr [r14 + 0]
-    and r9d, dword ptr [r14 + 192]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rbp
     mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 237
-    add rax, qword ptr [r15 + 64]
     test ebx, 1073741824
     jnz 1f
 1:
-    neg r9
-    jmp 1f
-1:
-    mov r9d, eax
-    shr r9d, 20
-    neg r9
+    mov ebp, ebp
+    shr ebp, 5
+    and ebp, dword ptr [r15 + 64]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r9, qword ptr [r15 + 896]
-    xchg qword ptr [r15 + 448], r9
-    mov ecx, 137
-    or ecx, ecx
+    mov ecx, 84
     jmp 1f
 1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rcx, r9
-    shr ecx, 10
-    jmp 1f
-1:
-    and ecx, dword ptr [r14 + 256]
+    lock or dword ptr [r15 + 896], 62
+    neg rbp
     test ebx, 1073741824
     jz 1f
 1:
-    movzx ecx, cl
-    lea rcx, [rcx + rcx*2 + 47]
-    mov dword ptr [r14 + 192], 238
-    mov ecx, dword ptr [r15 + 384]
-    mov r9, qword ptr [r15 + 128]
+    jmp 1f
+1:
+    movzx r9d, cl
+    mov r9d, r9d
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and ecx, dword ptr [r15 + 1280]
+    movzx ebp, cl
+    or ebp, ebp
+    neg rbp
     test ebx, 384
     jnz 1f
 1:
-    mov eax, r9d
-    mov qword ptr [r15 + 576], rax
-    movzx eax, byte ptr [r15 + 1088]
-    movzx r9d, al
+    xchg qword ptr [r15 + 640], r9
+    mov dword ptr [r15 + 512], 229
+    movzx esi, byte ptr [r14 + 1088]
+    mov r8, r10
+    test dword ptr [r15 + 26244187], 570556608
+    jz 1f
+1:
+    add qword ptr [r14 + 192], r9
+    and r8, 960
+    add rcx, qword ptr [r14 + r8 + 1472]
+    mov r9d, ecx
+    add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b7_done
@@ -2670,66 +2715,60 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 26244184]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 26244184], rax
-    lea rcx, [rip + .Lc1_d1470_j]
+    lea rcx, [rip + .Lc1_d1504_j]
     add rcx, qword ptr [r15 + 26244192]
-    jmp .Lc1_d1470_j_t
-.Lc1_d1470_j:
-    mov dword ptr [r14 + 512], eax
-    mov r9d, 181
-    mov dword ptr [r15 + 256], r9d
+    jmp .Lc1_d1504_j_t
+.Lc1_d1504_j:
+    mov r9d, dword ptr [r14 + 128]
+    mov r8, r10
+    add r9, r8
+    and r8, 1984
+    mov dword ptr [r15 + r8 + 2496], r8d
+    mov rax, rcx
     test ebx, 1073741824
     jz 1f
 1:
-    mov dword ptr [r15 + 0], ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea rdi, [r15 + 26235968]
-    mov ecx, 66
-    rep stosb
+    sub rcx, r8
+    or ecx, ecx
+    mov rcx, rcx
     test dword ptr [r15 + 26244188], 536887315
     jz 1f
 1:
-    lea r9, [rdi + rcx*2 + 28]
-    or r9d, r9d
-    mov r9, r9
+    mov byte ptr [r15 + 576], al
+    movzx eax, cl
+    mov eax, eax
     test ebx, 480
     jnz 1f
 1:
+    mov r9d, 165
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, r9d
-    test r9d, r9d
-    test ebx, 1073741824
-    jnz 1f
-1:
-    sub rdi, r9
-    mov byte ptr [r15 + 704], dil
-    shr edi, 1
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rdi, qword ptr [r15 + 192]
-    mov esi, dword ptr [r14 + 384]
+    movzx r9d, byte ptr [r15 + 512]
     mov r8, r10
-    mov ecx, r8d
+    test ebx, 1073741824
+    jnz 1f
+1:
+    lea rcx, [r8 + r8*2 + 37]
+    and r8, 2097088
+    add qword ptr [r15 + r8 + 15749568], r8
+    mov r8d, r9d
     test ebx, 1073741824
     jz 1f
 1:
-    and r8, 8388544
-    movsxd r9, dword ptr [r15 + r8 + 17846720]
-    add r9, r9
-    mov edi, 197
+    mov r9d, dword ptr [r15 + 192]
+    mov eax, dword ptr [r14 + 448]
+    mov byte ptr [r14 + 64], al
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx ecx, r8b
-    add rcx, qword ptr [r15 + 640]
-    mov rsi, rcx
+    mov ecx, dword ptr [r15 + 768]
+    mov r8d, 120
+    mov r8d, 238
     test ebx, 1073741824
     jnz 1f
 1:
-    jmp 1f
-1:
-    inc r9d
-    mov dword ptr [r15 + 64], r9d
+    and eax, dword ptr [r14 + 256]
+    shr eax, 16
+    .byte 0x0f, 0x1f, 0x00
     add r11, 64
     add r10, r11
     inc rbx
@@ -2739,62 +2778,68 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 26244184]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 26244184], rax
-    lea rcx, [rip + .Lc1_d1529_j]
+    lea rcx, [rip + .Lc1_d1559_j]
     add rcx, qword ptr [r15 + 26244192]
-    jmp .Lc1_d1529_j_t
-.Lc1_d1529_j:
+    jmp .Lc1_d1559_j_t
+.Lc1_d1559_j:
+    mov ecx, dword ptr [r15 + 128]
+    lea r8, [rcx + rcx*2 + 10]
     jmp 1f
 1:
-    mov r9d, dword ptr [r15 + 128]
-    jmp 1f
-1:
-    mov r8d, 201
+    test r8d, r8d
+    mov r8, r10
     test dword ptr [r15 + 26244188], 1073877504
     jnz 1f
 1:
-    shr ecx, 3
-    movzx ecx, cl
-    mov rcx, rcx
+    jmp 1f
+1:
+    and r8, 4032
+    movsxd rax, dword ptr [r14 + r8 + 4544]
+    movzx r8d, al
+    mov r8, qword ptr [r14 + 192]
     test ebx, 1073741824
     jz 1f
 1:
-    and r9d, dword ptr [r15 + 320]
-    movzx r8d, byte ptr [r14 + 256]
-    mov eax, r8d
+    mov ecx, 139
+    mov ecx, ecx
+    and ecx, dword ptr [r14 + 256]
     test dword ptr [r15 + 26244188], 5243010
     jnz 1f
 1:
-    mov dword ptr [r15 + 64], ecx
-    mov ecx, dword ptr [r14 + 576]
-    mov rbp, r10
-    mov dword ptr [r14 + 960], 248
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rcx
+    add r8, 15
+    jmp 1f
+1:
     test ebx, 1632
     jnz 1f
 1:
-    lea rax, [rcx + rcx*2 + 11]
-    and rbp, 960
-    lock or dword ptr [r15 + rbp + 1472], 127
-    mov qword ptr [r15 + 1152], rcx
-    lock or dword ptr [r15 + 1216], 108
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rdx, r8
+    or edx, edx
+    mov byte ptr [r15 + 960], dl
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rcx, qword ptr [r15 + 384]
-    movsxd r8, dword ptr [r15 + 192]
-    add r8, 40
+    mov ecx, edx
+    jmp 1f
+1:
+    mov dword ptr [r14 + 64], 79
     test ebx, 1073741824
     jz 1f
 1:
-    mov rax, qword ptr [r14 + 448]
-    test eax, eax
-    add rax, 116
-    test dword ptr [r15 + 26244187], 134479883
-    jz 1f
+    add r8, 98
+    mov r8, qword ptr [r15 + 704]
+    jmp 1f
 1:
+    mov dword ptr [r15 + 640], 206
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + 448], r8d
     mov ecx, r8d
     jmp 1f
 1:
-    or ecx, eax
     add r11, 64
     add r10, r11
     inc rbx
@@ -2804,66 +2849,68 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 26244184]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 26244184], rax
-    lea rcx, [rip + .Lc1_d1583_j]
+    lea rcx, [rip + .Lc1_d1616_j]
     add rcx, qword ptr [r15 + 26244192]
-    jmp .Lc1_d1583_j_t
-.Lc1_d1583_j:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, al
-    jmp 1f
-1:
-    mov eax, 72
-    test ebx, 1073741824
-    jnz 1f
-1:
-    shl rcx, 15
-    lea rcx, [rcx + rcx*2 + 5]
+    jmp .Lc1_d1616_j_t
+.Lc1_d1616_j:
+    shl rax, 5
+    sub rax, rcx
+    lea rax, [rax + rax*2 + 43]
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    movsxd rdx, dword ptr [r15 + 768]
-    jmp 1f
+    movzx esi, al
+    lea rsi, [rsi + rsi*2 + 21]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
 1:
-    mov eax, dword ptr [r15 + 128]
+    and rax, rsi
+    or qword ptr [r15 + 0], 118
+    movzx eax, sil
     test ebx, 1248
     jnz 1f
 1:
-    mov r8, r10
-    mov ecx, 42
-    and r8, 2097088
-    mov dword ptr [r15 + r8 + 15749568], r8d
-    and r8, rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov ecx, dword ptr [r14 + 192]
+    mov ebp, dword ptr [r15 + 1344]
     test ebx, 1073741824
     jnz 1f
 1:
-    sub rax, rcx
-    mov r8, r10
-    movzx eax, byte ptr [r14 + 512]
-    and r8, 1984
-    mov ecx, dword ptr [r15 + r8 + 2496]
-    jmp 1f
-1:
+    mov eax, 215
+    movzx esi, byte ptr [r14 + 1152]
+    or qword ptr [r15 + 576], 92
     test dword ptr [r15 + 26244188], 134369280
     jnz 1f
 1:
-    lea r8, [r8 + r8*2 + 92]
-    movzx r8d, r8b
-    or qword ptr [r14 + 0], 85
+    mov dword ptr [r14 + 1024], eax
+    jmp 1f
+1:
+    movzx ecx, byte ptr [r15 + 256]
     test ebx, 1073741824
     jz 1f
 1:
-    mov ecx, 149
-    test ecx, ecx
-    add rcx, 110
+    jmp 1f
+1:
+    mov esi, 183
+    add qword ptr [r15 + 512], rsi
+    movzx ebp, cl
     test ebx, 1073741824
     jnz 1f
 1:
-    movsxd rax, dword ptr [r14 + 256]
-    add qword ptr [r15 + 192], rax
-    movzx eax, cl
-    add r11, 64
-    add r10, r11
+    test esi, esi
+    mov ecx, 98
+    add rcx, 107
+    test dword ptr [r15 + 26244187], 290455554
+    jz 1f
+1:
+    jmp 1f
+1:
+    mov rbp, rcx
+    mov dword ptr [r15 + 128], ebp
     inc rbx
     dec r13
     jz .Lc1_b7_done
@@ -2871,64 +2918,64 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 26244184]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 26244184], rax
-    lea rcx, [rip + .Lc1_d1639_j]
+    lea rcx, [rip + .Lc1_d1672_j]
     add rcx, qword ptr [r15 + 26244192]
-    jmp .Lc1_d1639_j_t
-.Lc1_d1639_j:
+    jmp .Lc1_d1672_j_t
+.Lc1_d1672_j:
+    inc ebp
+    and ebp, dword ptr [r15 + 640]
     jmp 1f
 1:
-    shl rax, 21
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea rax, [rcx + rcx*2 + 7]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx ecx, al
-    inc ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 122
+    movzx edi, cl
     test ebx, 1073741824
     jz 1f
 1:
-    inc dword ptr [r15 + 192]
-    mov edi, 228
-    inc dword ptr [r15 + 128]
-    inc edi
+    or ecx, ebp
+    mov ecx, 203
+    .byte 0x66, 0x90
+    shl rax, 19
+    test ebx, 1073741824
+    jnz 1f
+1:
+    lea rdi, [rcx + rcx*2 + 77]
+    mov edi, edi
+    movzx edi, dil
+    lea rdi, [rdi + rdi*2 + 13]
     test dword ptr [r15 + 26244187], 1355284480
     jz 1f
 1:
-    mov ecx, edi
-    or ecx, ecx
-    mov dword ptr [r15 + 256], ecx
-    mov ecx, edi
+    add rax, 127
+    mov eax, eax
+    movzx eax, byte ptr [r14 + 768]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov edi, 181
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edi, 161
+    neg rdi
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx edi, byte ptr [r14 + 320]
-    movsxd rax, dword ptr [r14 + 1024]
-    movzx edx, byte ptr [r15 + 384]
-    add rdx, 1
-    test ebx, 1073741824
-    jnz 1f
-1:
-    bswap rcx
-    movzx ecx, cl
-    mov ecx, dword ptr [r15 + 64]
-    lea rdi, [rcx + rcx*2 + 89]
+    mov eax, 179
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, dil
+    movzx eax, byte ptr [r14 + 448]
     test dword ptr [r15 + 26244187], 78123008
     jz 1f
 1:
-    mov dword ptr [r15 + 640], 57
-    mov dword ptr [r14 + 448], 186
-    movzx eax, cl
-    jmp 1f
-1:
+    and edi, dword ptr [r15 + 128]
+    mov dword ptr [r15 + 256], 166
+    mov dword ptr [r15 + 192], eax
+    movzx ecx, al
     test ebx, 1073741824
     jnz 1f
 1:
-    inc edx
-    mov edi, 127
-    and rdi, rdi
+    imul rax, qword ptr [r14 + 64]
+    inc eax
+    inc eax
+    and rax, rax
     inc rbx
     dec r13
     jz .Lc1_b7_done
@@ -2936,133 +2983,136 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 26244184]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 26244184], rax
-    lea rcx, [rip + .Lc1_d1694_j]
+    lea rcx, [rip + .Lc1_d1728_j]
     add rcx, qword ptr [r15 + 26244192]
-    jmp .Lc1_d1694_j_t
-.Lc1_d1694_j:
-    lea rcx, [rip + .Lc1_d1698_j]
+    jmp .Lc1_d1728_j_t
+.Lc1_d1728_j:
+    lea rcx, [rip + .Lc1_d1732_j]
     add rcx, qword ptr [r15 + 26244192]
-    jmp .Lc1_d1698_j_t
-.Lc1_d1698_j:
-    mov dword ptr [r15 + 256], 239
-    movzx edi, cl
-    jmp 1f
-1:
+    jmp .Lc1_d1732_j_t
+.Lc1_d1732_j:
+    test ecx, ecx
+    sub rax, rcx
+    .byte 0x0f, 0x1f, 0x40, 0x00
     test ebx, 1073741824
     jz 1f
 1:
-    movzx eax, cl
-    movzx ecx, al
-    mov qword ptr [r15 + 64], rcx
+    movzx edi, cl
+    neg rdi
+    lea rcx, [rdi + rdi*2 + 86]
     test dword ptr [r15 + 26244187], 8405520
     jnz 1f
 1:
-    movzx edi, byte ptr [r14 + 320]
-    neg rdi
-    mov edx, 174
+    movzx eax, byte ptr [r14 + 256]
+    mov r8d, eax
+    sub r8, rdi
     test dword ptr [r15 + 26244188], 1110458368
     jz 1f
 1:
-    mov eax, 62
+    mov byte ptr [r15 + 1088], al
+    xor dword ptr [r15 + 64], eax
     movzx ecx, al
-    mov dword ptr [r14 + 1088], ecx
     test ebx, 1073741824
     jnz 1f
 1:
-    .byte 0x0f, 0x1f, 0x40, 0x00
-    lea rdx, [rax + rax*2 + 94]
-    xor dword ptr [r15 + 512], edx
+    mov eax, 227
+    movzx r8d, al
+    test ebx, 1248
+    jnz 1f
+1:
+    mov dword ptr [r14 + 832], ecx
+    mov ecx, 131
+    movzx ecx, cl
     test ebx, 1073741824
     jz 1f
 1:
-    mov eax, edx
-    movzx edi, byte ptr [r14 + 704]
-    xor dword ptr [r14 + 576], edi
+    movzx edi, r8b
+    movzx r8d, dil
+    movzx r8d, r8b
+    mov r8, r10
+    test dword ptr [r15 + 26244188], 1610647554
+    jz 1f
+1:
+    movzx eax, byte ptr [r14 + 384]
+    and r8, 960
+    lock add qword ptr [r15 + r8 + 1472], r8
+    jmp 1f
+1:
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rbp, r10
-    movzx ecx, bpl
-    and rbp, 4032
-    lock add qword ptr [r15 + rbp + 4544], rbp
-    sub rbp, rdi
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov edi, ecx
-    movzx eax, dil
+    mov ecx, r8d
+    lea rdi, [rcx + rcx*2 + 91]
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b7_done
 .Lc1_b7_c14:
-    lea rcx, [rip + .Lc1_d1746_j]
+    lea rcx, [rip + .Lc1_d1784_j]
     add rcx, qword ptr [r15 + 26244192]
-    jmp .Lc1_d1746_j_t
-.Lc1_d1746_j:
-    jmp 1f
-1:
-    mov eax, dword ptr [r15 + 1280]
-    movzx edi, al
+    jmp .Lc1_d1784_j_t
+.Lc1_d1784_j:
+    shr r8d, 30
+    lea rdi, [r8 + r8*2 + 54]
+    movzx r8d, dil
     mov r12, qword ptr [r15 + r12 + 56]
     test bl, 192
     jnz 1f
 1:
-    mov ebp, 214
     mov r12, qword ptr [r15 + r12 + 56]
+    test r8d, edi
     mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, dword ptr [r15 + 576]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, 12
-    lea rdi, [rdi + rdi*2 + 126]
+    lock xadd qword ptr [r15 + 128], rdi
+    jmp 1f
+1:
+    and r8, rcx
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r9, r10
+    mov r8, r10
+    and r9, 8128
+    movzx ebp, byte ptr [r15 + r9 + 8640]
+    and r8, 1048512
+    movzx r9d, byte ptr [r15 + r8 + 14700992]
+    jmp 1f
+1:
+    lea r8, [r9 + r9*2 + 20]
+    test ebx, 1073741824
+    jz 1f
+1:
+    neg rdi
+    jmp 1f
+1:
+    mov edi, dword ptr [r15 + 512]
+    mov rbp, qword ptr [r14 + 320]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    test ebp, edi
+    mov r8d, dword ptr [r14 + 704]
+    xor dword ptr [r15 + 192], r8d
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r14 + 384], 188
+    jmp 1f
+1:
+    shr edi, 31
     mov rdi, rdi
-    test ebx, 1073741824
+    test ebx, 1632
     jnz 1f
 1:
-    jmp 1f
-1:
-    lea rdi, [r15 + 26235968]
-    lea rsi, [r15 + 26240064]
-    mov ecx, 68
-    rep movsb
-    mov byte ptr [r14 + 0], cl
-    test ebx, 1073741824
-    jz 1f
-1:
-    and rcx, rcx
-    movzx ecx, cl
-    neg rcx
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    test ecx, ecx
-    movzx edi, byte ptr [r14 + 256]
-    mov rcx, qword ptr [r15 + 832]
-    test ebx, 1073741824
-    jz 1f
-1:
-    lea rsi, [rdi + rcx*2 + 91]
-    mov esi, dword ptr [r15 + 448]
-    mov rdi, qword ptr [r14 + 192]
-    movzx edx, dil
-    test ebx, 1073741824
-    jnz 1f
-1:
-    shr ecx, 1
-    mov dword ptr [r15 + 640], 245
-    test edx, edx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    xor dword ptr [r15 + 384], ecx
-    mov dword ptr [r15 + 128], 154
-    jmp 1f
-1:
+    movzx ebp, dil
+    mov r8d, 56
+    mov edi, 155
+    add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b7_done
@@ -3070,70 +3120,71 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 26244184]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 26244184], rax
-    lea rcx, [rip + .Lc1_d1806_j]
+    lea rcx, [rip + .Lc1_d1843_j]
     add rcx, qword ptr [r15 + 26244192]
-    jmp .Lc1_d1806_j_t
-.Lc1_d1806_j:
-    mov r9d, dword ptr [r15 + 384]
-    add r9, 58
-    movzx edi, byte ptr [r15 + 64]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    movsxd rax, dword ptr [r15 + 512]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    test dword ptr [r15 + 26244188], 547618817
-    jz 1f
-1:
-    mov edi, dword ptr [r14 + 576]
-    cmp rdi, rdi
-    mov r9d, dword ptr [r14 + 768]
-    inc r9d
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rax, qword ptr [r15 + 192]
-    jmp 1f
-1:
-    mov ecx, 229
-    test ebx, 1073741824
-    jz 1f
-1:
+    jmp .Lc1_d1843_j_t
+.Lc1_d1843_j:
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    jmp 1f
-1:
-    neg rdi
-    test dword ptr [r15 + 26244187], 1879065088
+    mov r12, qword ptr [r15 + r12 + 56]
+    cmp rcx, rcx
+    test ebx, 1073741824
     jz 1f
 1:
-    inc r9d
-    mov rax, r9
-    mov dword ptr [r14 + 256], 13
-    test dword ptr [r15 + 26244188], 170016
-    jz 1f
-1:
-    mov ecx, 68
+    inc eax
     jmp 1f
 1:
-    movsxd rcx, dword ptr [r15 + 128]
-    mov dword ptr [r15 + 320], ecx
-    test dword ptr [r15 + 26244187], 344457216
+    inc ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov edx, 219
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, dword ptr [r14 + 256]
+    test ebx, 1073741824
     jnz 1f
 1:
-    mov r9, r10
-    shl rdi, 24
+    mov ecx, dword ptr [r15 + 448]
+    movsxd rsi, dword ptr [r14 + 896]
+    mov rdx, rsi
+    jmp 1f
+1:
+    test dword ptr [r15 + 26244187], 135004161
+    jnz 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 192], 8
+    add rcx, 25
+    test ebx, 320
+    jnz 1f
+1:
     mov rax, rcx
-    and r9, 960
-    mov dword ptr [r15 + r9 + 1472], r9d
-    add r11, 64
-    add r10, r11
+    mov edx, 14
+    neg rdx
+    imul rdx, qword ptr [r15 + 640]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov dword ptr [r14 + 128], eax
+    jmp 1f
+1:
+    mov eax, edx
+    movsxd rcx, dword ptr [r15 + 64]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov edx, 251
+    shl rdx, 19
+    jmp 1f
+1:
+    mov edx, dword ptr [r15 + 1408]
     inc rbx
     dec r13
     jnz .Lc1_b7_c0
@@ -3245,24 +3296,26 @@ ditto_body_c2:
     pxor xmm13, xmm13
     pxor xmm14, xmm14
     pxor xmm15, xmm15
-// block 0: 64 bytes, 1 chunk(s), 18 chunk executions per call
+// block 0: 64 bytes, 1 chunk(s), 16 chunk executions per call
     mov rbx, qword ptr [r15 + 16857576]
-    lea rcx, [rbx + 18]
+    lea rcx, [rbx + 16]
     mov qword ptr [r15 + 16857576], rcx
-    mov r13d, 18
+    mov r13d, 16
     jmp .Lc2_b0_c0
     .p2align 6
 .Lc2_b0_c0:
     mov r8, r11
+    and ecx, dword ptr [r14 + 0]
     and r8, 448
-    mov byte ptr [r15 + r8 + 1344], cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd r9, dword ptr [r15 + r8 + 1344]
+    mov r8, r9
+    and ecx, dword ptr [r15 + 0]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov dword ptr [r14 + 0], 185
-    mov r8d, 134
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 384], r9
     jmp 1f
 1:
     add r11, 64
@@ -3278,17 +3331,18 @@ ditto_body_c2:
     jmp .Lc2_b1_c0
     .p2align 6
 .Lc2_b1_c0:
-    mov rcx, rcx
-    movsd qword ptr [r14 + 64], xmm11
-    mov r12, qword ptr [r15 + r12 + 56]
+    and ecx, dword ptr [r15 + 640]
+    movq qword ptr [r15 + 0], xmm15
+    mov rbp, r11
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r8d, cl
-    add rcx, qword ptr [r15 + 1216]
-    and r8d, dword ptr [r15 + 448]
+    mov rax, qword ptr [r15 + 0]
+    and rbp, 4032
+    movsd qword ptr [r15 + rbp + 1856], xmm9
+    mov rcx, qword ptr [r15 + 384]
+    add r11, 64
     inc rbx
     dec r13
     jnz .Lc2_b1_c0
@@ -3303,24 +3357,21 @@ ditto_body_c2:
 .Lc2_b2_c0:
     jmp 1f
 1:
-    add rcx, qword ptr [r15 + 512]
-    mov rbp, rcx
+    add rcx, qword ptr [r15 + 576]
+    mov rbp, qword ptr [r14 + 0]
     jmp 1f
 1:
+    mov rdi, rcx
+    mov rsi, rdi
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rbp, rbp
-    mov rax, rcx
-    and ebp, dword ptr [r15 + 448]
-    imul rax, rcx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov ebp, 121
-    mov rax, rax
-    mov byte ptr [r15 + 0], r8b
-    mov rax, rbp
+    and ebp, dword ptr [r15 + 0]
+    pxor xmm0, xmm4
+    mov byte ptr [r15 + 0], sil
+    movsxd rsi, dword ptr [r15 + 448]
+    mov rdx, qword ptr [r15 + 512]
+    mov rcx, rdx
     inc rbx
     dec r13
     jnz .Lc2_b2_c0
@@ -3333,71 +3384,79 @@ ditto_body_c2:
     jmp .Lc2_b3_c0
     .p2align 6
 .Lc2_b3_c0:
-    mov rdi, rcx
-    mov ecx, ecx
-    mov r9, r11
-    paddd xmm9, xmm13
+    mov rbp, r11
+    mov rcx, rbp
+    mov edx, ecx
+    and rbp, 16320
+    movdqu xmmword ptr [r15 + rbp + 5952], xmm0
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], ebp
     jmp 1f
 1:
     test ebx, 1073741824
     jnz 1f
 1:
-    and r9, 8128
-    mov dword ptr [r14 + r9 + 22336], edi
-    jmp 1f
-1:
-    and r9d, dword ptr [r14 + 320]
-    movsd qword ptr [r15 + 384], xmm9
+    or ebp, 1
+    xor edx, edx
+    div ebp
+    movdqu xmmword ptr [r15 + 0], xmm0
     add r11, 64
     inc rbx
     dec r13
     jnz .Lc2_b3_c0
 .Lc2_b3_done:
-// block 4: 64 bytes, 1 chunk(s), 25 chunk executions per call
+// block 4: 64 bytes, 1 chunk(s), 23 chunk executions per call
     mov rbx, qword ptr [r15 + 16857608]
-    lea rcx, [rbx + 25]
+    lea rcx, [rbx + 23]
     mov qword ptr [r15 + 16857608], rcx
-    mov r13d, 25
+    mov r13d, 23
     jmp .Lc2_b4_c0
     .p2align 6
 .Lc2_b4_c0:
-    movzx ecx, cl
+    mov rbp, r11
+    imul rcx, rbp
+    and rbp, 16320
+    and ecx, dword ptr [r15 + rbp + 5952]
+    mov r8d, ecx
     mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r14 + 448], rdi
-    jmp 1f
-1:
-    mov r9d, ecx
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx ecx, byte ptr [r15 + 512]
-    movdqu xmmword ptr [r15 + 704], xmm9
-    mov dword ptr [r15 + 384], r9d
-    and r9d, dword ptr [r15 + 256]
+    mov dword ptr [r14 + 0], ecx
+    mov byte ptr [r14 + 0], bpl
+    mov qword ptr [r14 + 576], rdx
+    add r11, 64
     inc rbx
     dec r13
     jnz .Lc2_b4_c0
 .Lc2_b4_done:
-// block 5: 64 bytes, 1 chunk(s), 16 chunk executions per call
+// block 5: 64 bytes, 1 chunk(s), 13 chunk executions per call
     mov rbx, qword ptr [r15 + 16857616]
-    lea rcx, [rbx + 16]
+    lea rcx, [rbx + 13]
     mov qword ptr [r15 + 16857616], rcx
-    mov r13d, 16
+    mov r13d, 13
     jmp .Lc2_b5_c0
     .p2align 6
 .Lc2_b5_c0:
-    and ecx, dword ptr [r15 + 512]
-    mov byte ptr [r14 + 64], cl
+    and ecx, dword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], cl
     jmp 1f
 1:
-    and ecx, dword ptr [r15 + 320]
+    and ecx, dword ptr [r15 + 0]
     test ebx, 1073741824
     jnz 1f
 1:
+    mov rbp, r11
+    mov ecx, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and ecx, dword ptr [r15 + 832]
-    mov dword ptr [r15 + 192], ecx
+    and ecx, dword ptr [r14 + 704]
+    and rbp, 4032
+    mov dword ptr [r15 + rbp + 1856], ebp
+    add r11, 64
     inc rbx
     dec r13
     jnz .Lc2_b5_c0
@@ -3410,19 +3469,17 @@ ditto_body_c2:
     jmp .Lc2_b6_c0
     .p2align 6
 .Lc2_b6_c0:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    pxor xmm14, xmm15
-    mov dword ptr [r15 + 128], 99
-    mov r9d, 134
+    mov dword ptr [r14 + 320], 19
+    mulsd xmm0, qword ptr [r14 + 320]
+    movsxd rax, dword ptr [r14 + 384]
+    mov r8, r11
     test ebx, 1073741824
     jnz 1f
 1:
-    and r9d, dword ptr [r15 + 384]
-    mov edi, r9d
-    jmp 1f
-1:
-    mov edi, 225
+    and r8, 16320
+    mov dword ptr [r15 + r8 + 5952], 104
+    mov r8d, 87
+    add r11, 64
     inc rbx
     dec r13
     jnz .Lc2_b6_c0
@@ -3435,20 +3492,20 @@ ditto_body_c2:
     jmp .Lc2_b7_c0
     .p2align 6
 .Lc2_b7_c0:
-    lea rcx, [rip + .Lc2_d185_j]
+    lea rcx, [rip + .Lc2_d193_j]
     add rcx, qword ptr [r15 + 16857568]
-    jmp .Lc2_d185_j_t
-.Lc2_d185_j:
-    lea r8, [rcx + rcx*2 + 57]
-    cmp r8, r8
-    movzx r8d, cl
-    mov r8d, dword ptr [r15 + 576]
+    jmp .Lc2_d193_j_t
+.Lc2_d193_j:
+    lea rbp, [rcx + rcx*2 + 57]
+    cmp rbp, rbp
+    movzx ebp, cl
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 7680
     jnz 1f
 1:
-    maxsd xmm14, xmm14
-    mov dword ptr [r15 + 0], 250
-    movzx r9d, byte ptr [r15 + 128]
+    maxsd xmm0, xmm0
+    mov dword ptr [r15 + 0], 128
+    mov r12, qword ptr [r15 + r12 + 56]
     inc rbx
     dec r13
     jnz .Lc2_b7_c0
@@ -3461,20 +3518,21 @@ ditto_body_c2:
     jmp .Lc2_b8_c0
     .p2align 6
 .Lc2_b8_c0:
-    mov r9, r10
     mov r12, qword ptr [r15 + r12 + 56]
-    and r9, 16320
-    mov dword ptr [r14 + r9 + 5952], r9d
-    .byte 0x66, 0x90
+    cmp rcx, rcx
+    inc ecx
     test ebx, 1073741824
     jz 1f
 1:
-    mov r9, r10
-    test r9d, r9d
-    and r9, 4032
-    and eax, dword ptr [r14 + r9 + 1856]
-    add r11, 64
-    add r10, r11
+    test ecx, ecx
+    mov edx, 182
+    .byte 0x66, 0x90
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov edi, 7
+    and edi, dword ptr [r14 + 128]
+    mov dword ptr [r15 + 512], 170
     inc rbx
     dec r13
     jnz .Lc2_b8_c0
@@ -3487,21 +3545,21 @@ ditto_body_c2:
     jmp .Lc2_b9_c0
     .p2align 6
 .Lc2_b9_c0:
-    movzx r8d, cl
-    pcmpeqb xmm14, xmmword ptr [r15 + 192]
-    addsd xmm14, qword ptr [r15 + 0]
+    movzx edx, cl
+    pcmpeqb xmm0, xmmword ptr [r15 + 192]
+    addsd xmm0, qword ptr [r15 + 0]
     xor dword ptr [r15 + 0], ecx
-    pmovmskb ecx, xmm14
-    mov r8, qword ptr [r14 + 0]
+    pmovmskb ecx, xmm0
+    mov rcx, qword ptr [r14 + 0]
     test ebx, 20224
     jnz 1f
 1:
-    cmp r8, r8
+    cmp rdx, rdx
     xchg qword ptr [r15 + 448], rcx
     mov byte ptr [r15 + 64], cl
     jmp 1f
 1:
-    movsxd r8, dword ptr [r15 + 320]
+    movsxd rdx, dword ptr [r15 + 320]
     jmp 1f
 1:
     inc rbx
@@ -3572,105 +3630,105 @@ ditto_body_init_c2:
 
     .section .text.ditto_indirect,"ax",@progbits
     .p2align 9, 0xcc
-.Lc2_d185_j_t:
+.Lc2_d193_j_t:
     jmp rcx
-.Lc1_d945_j_t:
+.Lc1_d968_j_t:
     jmp rcx
-.Lc1_d949_j_t:
+.Lc1_d972_j_t:
     jmp rcx
-.Lc1_d742_s_t:
+.Lc1_d759_s_t:
     jmp rcx
-.Lc1_d764_j_t:
+.Lc1_d781_j_t:
     jmp rcx
-.Lc1_d894_j_t:
+.Lc1_d914_j_t:
     jmp rcx
 .Lc1_d32_j_t:
     jmp rcx
-.Lc1_d82_j_t:
+.Lc1_d87_j_t:
     jmp rcx
-.Lc1_d134_j_t:
+.Lc1_d142_j_t:
     jmp rcx
-.Lc1_d191_j_t:
+.Lc1_d200_j_t:
     jmp rcx
-.Lc1_d249_s_t:
+.Lc1_d262_s_t:
     jmp rcx
-.Lc1_d299_j_t:
+.Lc1_d312_j_t:
     jmp rcx
-.Lc1_d303_j_t:
+.Lc1_d316_j_t:
     jmp rcx
-.Lc1_d350_j_t:
+.Lc1_d365_j_t:
     jmp rcx
-.Lc1_d408_j_t:
+.Lc1_d422_j_t:
     jmp rcx
 .Lc1_b2_stubs_t:
     jmp rcx
-.Lc1_d790_j_t:
+.Lc1_d810_j_t:
     jmp rcx
-.Lc1_d845_s_t:
+.Lc1_d866_s_t:
     jmp rcx
 .Lc1_b7_stubs_t:
     jmp rcx
-.Lc1_d509_j_t:
+.Lc1_d526_j_t:
     jmp rcx
-.Lc1_d570_j_t:
+.Lc1_d587_j_t:
     jmp rcx
-.Lc1_d622_j_t:
+.Lc1_d641_j_t:
     jmp rcx
-.Lc1_d626_j_t:
+.Lc1_d645_j_t:
     jmp rcx
-.Lc1_d677_j_t:
+.Lc1_d693_j_t:
     jmp rcx
-.Lc1_d973_j_t:
+.Lc1_d997_j_t:
     jmp rcx
-.Lc1_d1026_j_t:
+.Lc1_d1053_j_t:
     jmp rcx
-.Lc1_d1090_j_t:
+.Lc1_d1119_j_t:
     jmp rcx
-.Lc1_d1151_j_t:
+.Lc1_d1179_j_t:
     jmp rcx
-.Lc1_d1200_j_t:
+.Lc1_d1229_j_t:
     jmp rcx
-.Lc1_d1254_j_t:
+.Lc1_d1283_j_t:
     jmp rcx
-.Lc1_d1314_j_t:
+.Lc1_d1345_j_t:
     jmp rcx
-.Lc1_d1368_s_t:
+.Lc1_d1399_s_t:
     jmp rcx
-.Lc1_d1390_j_t:
+.Lc1_d1421_j_t:
     jmp rcx
-.Lc1_d1409_j_t:
+.Lc1_d1443_j_t:
     jmp rcx
-.Lc1_d1470_j_t:
+.Lc1_d1504_j_t:
     jmp rcx
-.Lc1_d1529_j_t:
+.Lc1_d1559_j_t:
     jmp rcx
-.Lc1_d1583_j_t:
+.Lc1_d1616_j_t:
     jmp rcx
-.Lc1_d1639_j_t:
+.Lc1_d1672_j_t:
     jmp rcx
-.Lc1_d1694_j_t:
+.Lc1_d1728_j_t:
     jmp rcx
-.Lc1_d1698_j_t:
+.Lc1_d1732_j_t:
     jmp rcx
-.Lc1_d1746_j_t:
+.Lc1_d1784_j_t:
     jmp rcx
-.Lc1_d1806_j_t:
+.Lc1_d1843_j_t:
     jmp rcx
-.Lc0_d184_j_t:
+.Lc0_d181_j_t:
     jmp rcx
-.Lc0_d560_j_t:
+.Lc0_d565_j_t:
     jmp rcx
-.Lc0_d328_s_t:
+.Lc0_d341_s_t:
     jmp rcx
-.Lc0_d337_j_t:
+.Lc0_d350_j_t:
     jmp rcx
-.Lc0_d341_j_t:
+.Lc0_d354_j_t:
     jmp rcx
-.Lc0_d385_j_t:
+.Lc0_d394_j_t:
     jmp rcx
-.Lc0_d443_j_t:
+.Lc0_d450_j_t:
     jmp rcx
-.Lc0_d498_j_t:
+.Lc0_d503_j_t:
     jmp rcx
 .Lc0_b0_stubs_t:
     jmp rcx

@@ -37,11 +37,11 @@ ditto_body_c1:
     xor r8d, r8d
     xor r9d, r9d
     vzeroall
-// block 0: 128 bytes, 1 chunk(s), 34 chunk executions per call
+// block 0: 128 bytes, 1 chunk(s), 32 chunk executions per call
     mov rbx, qword ptr [r15 + 67117736]
-    lea rcx, [rbx + 34]
+    lea rcx, [rbx + 32]
     mov qword ptr [r15 + 67117736], rcx
-    mov r13d, 34
+    mov r13d, 32
     jmp .Lc1_b0_c0
     .p2align 6
 .Lc1_b0_c0:
@@ -120,32 +120,31 @@ ditto_body_c1:
     .p2align 3
     jmp .Lc1_d71_j
 .Lc1_d71_j:
-    mov rdi, qword ptr [r15 + 640]
-    movzx eax, dil
+    mov edi, eax
     mov r8, r11
-    mov ecx, r8d
-    mov ecx, dword ptr [r15 + 256]
+    mov byte ptr [r15 + 128], r8b
+    mov dword ptr [r15 + 384], r8d
     test ebx, 1073741824
     jnz 1f
 1:
-    and r8, 448
-    mov qword ptr [r15 + r8 + 832], r8
-    mov dword ptr [r15 + 448], r8d
+    and r8, 1984
+    mov rax, qword ptr [r15 + r8 + 1344]
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
+    mov r8, r11
     mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 64], r8b
-    movzx edi, byte ptr [r15 + 384]
-    mov r9, r11
+    and r8, 8128
+    mov qword ptr [r15 + r8 + 7488], r8
+    movzx eax, r8b
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
-    and r9, 8128
-    mov r8d, dword ptr [r15 + r9 + 7488]
-    mov byte ptr [r15 + 512], r8b
-    mov esi, dword ptr [r15 + 128]
+    mov r9d, dword ptr [r15 + 512]
+    mov byte ptr [r15 + 640], r9b
+    mov r8d, dword ptr [r15 + 256]
     add r11, 64
     inc rbx
     dec r13
@@ -157,100 +156,104 @@ ditto_body_c1:
     xor eax, eax
     test dword ptr [r15 + 67117723], 4194304
     setz al
-    lea rcx, [rip + .Lc1_d115_s]
+    lea rcx, [rip + .Lc1_d114_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d115_s_t
+    jmp .Lc1_d114_s_t
     .p2align 3
-.Lc1_d115_s:
+.Lc1_d114_s:
     .p2align 3
-    jmp .Lc1_d115_j
+    jmp .Lc1_d114_j
     .p2align 3
-    jmp .Lc1_d115_j
-.Lc1_d115_j:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], eax
-    vmovdqu ymmword ptr [r15 + 384], ymm1
-    test dword ptr [r15 + 67117723], 1098944960
-    jz 1f
-1:
-    mov r8, r11
-    mov rcx, r8
-    mov rax, qword ptr [r15 + 768]
-    and r8, 4032
-    mov dword ptr [r15 + r8 + 3392], r8d
-    mov rbp, r11
-    test ebx, 194304
-    jz 1f
-1:
-    movzx eax, byte ptr [r15 + 128]
-    and rbp, 1984
-    movzx r8d, byte ptr [r15 + rbp + 1344]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + 128], eax
-    mov rcx, qword ptr [r15 + 320]
-    mov ebp, ecx
-    test ebx, 256
-    jz 1f
-1:
-    movsxd rax, dword ptr [r15 + 192]
-    xor dword ptr [r15 + 704], eax
-    mov dword ptr [r15 + 512], eax
+    jmp .Lc1_d114_j
+.Lc1_d114_j:
+    mov r8d, eax
+    mov dword ptr [r15 + 0], r8d
+    mov esi, 101
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rcx, rbp
-    vmovdqu ymmword ptr [r15 + 64], ymm3
+    mov rcx, r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, qword ptr [r15 + 64]
+    movsxd rax, dword ptr [r15 + 448]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    vmovdqu ymmword ptr [r15 + 128], ymm10
+    mov dword ptr [r15 + 704], r8d
+    mov rbp, r11
+    mov r9, r11
+    and rbp, 1984
+    mov dword ptr [r15 + rbp + 1344], ebp
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + 192], r9d
+    and r9, 448
+    xor dword ptr [r15 + r9 + 832], r9d
+    mov rbp, qword ptr [r15 + 512]
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx r8d, byte ptr [r15 + 64]
+    mov r9, r8
+    vmovdqu ymmword ptr [r15 + 320], ymm13
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c2:
-    mov rbp, r11
-    and rbp, 1984
-    add rcx, qword ptr [r15 + rbp + 1344]
-    mov rax, rcx
-    mov qword ptr [r15 + 448], rax
-    mov qword ptr [r15 + 256], rax
-    mov dword ptr [r15 + 64], ebp
-    mov byte ptr [r15 + 384], bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 256
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], r9
+    mov r8, r11
+    .byte 0x0f, 0x1f, 0x00
     mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 0], ymm8
-    and ecx, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 22400
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r11
-    movzx r9d, byte ptr [r15 + 320]
     test ebx, 1073741824
     jz 1f
 1:
-    mov ecx, dword ptr [r15 + 320]
-    and rbp, 8128
-    movzx eax, byte ptr [r15 + rbp + 7488]
-    vmovq xmm8, rax
     mov r9, r11
-    mov edi, dword ptr [r15 + 512]
-    mov dword ptr [r15 + 128], 135
+    and r8, 4032
+    mov qword ptr [r15 + r8 + 3392], r8
+    mov rdi, r8
+    and r9, 8128
+    mov edx, dword ptr [r15 + r9 + 7488]
+    movzx esi, dl
     test ebx, 1073741824
     jnz 1f
 1:
-    and r9, 448
-    mov ebp, dword ptr [r15 + r9 + 832]
-    mov eax, dword ptr [r15 + 576]
-    mov rcx, rax
-    .byte 0x0f, 0x1f, 0x00
-    mov qword ptr [r15 + 192], rcx
+    mov qword ptr [r15 + 768], r8
+    mov r9d, dword ptr [r15 + 64]
+    vmovdqu ymmword ptr [r15 + 128], ymm15
+    mov dword ptr [r15 + 448], r9d
+    test ebx, 1073741824
+    jz 1f
+1:
+    vmovq xmm5, r9
+    mov byte ptr [r15 + 384], r9b
+    mov dword ptr [r15 + 320], 124
+    and r9d, dword ptr [r15 + 576]
+    mov r8, r11
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rdx, qword ptr [r15 + 256]
+    mov r9, rdx
+    and r8, 448
+    mov r9d, dword ptr [r15 + r8 + 832]
+    mov dword ptr [r15 + 512], r9d
     add r11, 64
     inc rbx
     dec r13
@@ -259,103 +262,100 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d205_j]
+    lea rcx, [rip + .Lc1_d207_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d205_j_t
-.Lc1_d205_j:
-    mov r9, r11
-    mov eax, dword ptr [r15 + 512]
-    mov dword ptr [r15 + 192], 244
-    and r9, 4032
-    movzx ecx, byte ptr [r15 + r9 + 3392]
+    jmp .Lc1_d207_j_t
+.Lc1_d207_j:
+    mov dword ptr [r15 + 384], 54
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
+1:
+    mov rbp, r11
+    mov dword ptr [r15 + 0], ebp
+    mov r8, r11
+    and rbp, 8128
+    movsxd rax, dword ptr [r15 + rbp + 7488]
+    mov r9, r11
+    and r8, 4032
+    add rcx, qword ptr [r15 + r8 + 3392]
+    and r9, 1984
+    mov rbp, qword ptr [r15 + r9 + 1344]
+    test ebx, 1073741824
+    jz 1f
 1:
     mov rcx, qword ptr [r15 + 64]
-    and ecx, dword ptr [r15 + 64]
-    add rcx, qword ptr [r15 + 128]
-    test ebx, 1073741824
-    jz 1f
+    mov qword ptr [r15 + 192], rcx
+    movzx r9d, byte ptr [r15 + 640]
+    test dword ptr [r15 + 67117723], 33554436
+    jnz 1f
 1:
-    mov r9, r11
-    mov qword ptr [r15 + 448], r9
-    and r9, 8128
-    mov ecx, dword ptr [r15 + r9 + 7488]
-    movsxd rax, dword ptr [r15 + 704]
-    test dword ptr [r15 + 67117723], 33554432
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, r11
-    mov r8, qword ptr [r15 + 256]
+    mov r8, rbp
+    mov r8d, dword ptr [r15 + 256]
+    movsxd rcx, dword ptr [r15 + 512]
+    mov dword ptr [r15 + 128], 68
     test ebx, 1073741824
     jnz 1f
 1:
-    and r9, 448
-    movzx eax, byte ptr [r15 + r9 + 832]
-    mov rcx, rax
-    mov dword ptr [r15 + 640], 105
-    test ebx, 1152
-    jnz 1f
-1:
-    mov dword ptr [r15 + 384], eax
-    movsxd r9, dword ptr [r15 + 320]
+    mov ebp, dword ptr [r15 + 320]
+    mov r9, qword ptr [r15 + 448]
+    and r9d, dword ptr [r15 + 128]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c4:
-    mov r8, r11
-    and r8, 4032
-    mov rax, qword ptr [r15 + r8 + 3392]
-    mov ecx, eax
-    mov r9, qword ptr [r15 + 256]
-    mov rsi, qword ptr [r15 + 128]
-    mov dword ptr [r15 + 0], 194
-    vpcmpeqb xmm8, xmm8, xmm10
-    test ebx, 256
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov rbp, qword ptr [r15 + 512]
+    mov dword ptr [r15 + 0], ebp
+    mov qword ptr [r15 + 0], rbp
+    add r9, qword ptr [r15 + 0]
+    movsxd rax, dword ptr [r15 + 128]
+    test dword ptr [r15 + 67117723], 16777216
     jz 1f
 1:
-    movzx r8d, cl
-    mov dword ptr [r15 + 0], 227
-    mov byte ptr [r15 + 0], r8b
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r11
+    movzx r9d, bpl
+    mov r9d, r9d
+    movzx r9d, r9b
+    and rbp, 4032
+    mov dword ptr [r15 + rbp + 3392], 63
+    test dword ptr [r15 + 67117724], 134217728
+    jz 1f
+1:
     mov eax, 41
+    mov rax, qword ptr [r15 + 704]
+    mov r9d, eax
+    mov r9, r11
+    mov rbp, qword ptr [r15 + 256]
+    test ebx, 1073741824
+    jz 1f
+1:
+    and r9, 1984
+    movsxd rax, dword ptr [r15 + r9 + 1344]
+    vpcmpeqb xmm5, xmm5, xmm2
+    mov rdx, qword ptr [r15 + 64]
+    mov rdi, qword ptr [r15 + 448]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 384], rax
-    mov r8d, dword ptr [r15 + 384]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rcx, qword ptr [r15 + 320]
-    mov rax, rcx
-    mov eax, eax
-    movzx eax, al
-    mov eax, 164
-    test ebx, 256
-    jz 1f
-1:
-    mov byte ptr [r15 + 448], cl
-    mov r8d, dword ptr [r15 + 128]
-    mov eax, r8d
-    mov rax, qword ptr [r15 + 512]
-    mov ebp, 27
-    test ebx, 1073741824
-    jz 1f
-1:
+    mov dword ptr [r15 + 768], 128
+    mov ebp, r9d
+    mov r9, rbp
+    mov rax, qword ptr [r15 + 192]
     mov r8, r11
-    vmovdqu ymmword ptr [r15 + 192], ymm0
-    mov byte ptr [r15 + 768], r8b
-    movzx ecx, al
-    and r8, 1984
-    mov dword ptr [r15 + r8 + 1344], r8d
-    add r8, qword ptr [r15 + 64]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov byte ptr [r15 + 64], bpl
+    mov rdx, qword ptr [r15 + 384]
+    and r8, 448
+    mov byte ptr [r15 + r8 + 832], r8b
+    mov r9d, 34
     add r11, 64
     inc rbx
     dec r13
@@ -377,39 +377,44 @@ ditto_body_c1:
     .p2align 3
     jmp .Lc1_d298_j
 .Lc1_d298_j:
-    vmovdqu ymmword ptr [r15 + 448], ymm7
-    mov byte ptr [r15 + 64], cl
-    movzx eax, al
-    mov r9, r11
+    mov byte ptr [r15 + 0], al
+    mov esi, eax
+    vmovdqu ymmword ptr [r15 + 0], ymm3
     test ebx, 384
     jnz 1f
 1:
-    and r9, 1984
-    mov dword ptr [r15 + r9 + 1344], 199
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, eax
+    mov dword ptr [r15 + 0], 199
+    mov byte ptr [r15 + 64], sil
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r9, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r9, 448
-    and eax, dword ptr [r15 + r9 + 832]
-    mov esi, eax
+    mov byte ptr [r15 + 256], al
+    and ecx, dword ptr [r15 + 128]
+    mov esi, ecx
     test ebx, 1073741824
     jnz 1f
 1:
-    mov dword ptr [r15 + 256], 233
-    mov byte ptr [r15 + 512], al
-    mov byte ptr [r15 + 128], r9b
+    movsxd rax, dword ptr [r15 + 448]
+    mov rbp, r11
+    movzx ecx, bpl
+    and rbp, 448
+    movzx ecx, byte ptr [r15 + rbp + 832]
     mov rbp, r11
     test ebx, 1073741824
     jz 1f
 1:
-    movsxd rax, dword ptr [r15 + 576]
-    mov r9, qword ptr [r15 + 320]
+    mov dword ptr [r15 + 320], 191
+    mov byte ptr [r15 + 576], cl
+    and rbp, 1984
+    mov qword ptr [r15 + rbp + 1344], rbp
+    mov rbp, r11
+    test ebx, 1073741824
+    jnz 1f
+1:
     and rbp, 8128
-    mov qword ptr [r15 + rbp + 7488], rbp
+    mov rcx, qword ptr [r15 + rbp + 7488]
+    mov qword ptr [r15 + 192], rcx
     add r11, 64
     inc rbx
     dec r13
@@ -418,109 +423,105 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d343_j]
+    lea rcx, [rip + .Lc1_d347_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d343_j_t
-.Lc1_d343_j:
-    mov rbp, qword ptr [r15 + 384]
-    movzx r9d, bpl
-    movzx r9d, byte ptr [r15 + 640]
+    jmp .Lc1_d347_j_t
+.Lc1_d347_j:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    vpshufd xmm5, xmm5, 60
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
-    movzx eax, bpl
-    mov eax, 201
-    vpshufd xmm8, xmm8, 150
+    movzx ecx, al
+    mov dword ptr [r15 + 128], 243
+    mov r8d, ecx
+    inc dword ptr [r15 + 128]
     test dword ptr [r15 + 67117724], 270336
-    jz 1f
+    jnz 1f
 1:
-    mov ebp, r9d
+    movzx eax, cl
+    mov eax, eax
+    movsxd rax, dword ptr [r15 + 512]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r8, r11
+    mov dword ptr [r15 + 192], 56
+    mov qword ptr [r15 + 640], r8
+    movzx ecx, al
+    and r8, 4032
+    mov rcx, qword ptr [r15 + r8 + 3392]
+    test dword ptr [r15 + 67117724], 524320
+    jnz 1f
+1:
+    mov rax, r8
+    movzx eax, byte ptr [r15 + 64]
+    movzx r9d, byte ptr [r15 + 448]
     mov rbp, r11
-    movzx ecx, bpl
-    movzx ecx, byte ptr [r15 + 320]
-    test ebx, 1073741824
-    jz 1f
-1:
-    and rbp, 4032
-    movzx r9d, byte ptr [r15 + rbp + 3392]
-    mov eax, r9d
-    mov qword ptr [r15 + 128], rax
-    test ebx, 384
-    jnz 1f
-1:
-    mov ebp, r9d
-    mov dword ptr [r15 + 64], 54
-    mov rbp, rbp
+    mov byte ptr [r15 + 384], bpl
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rax, qword ptr [r15 + 192]
-    mov r9, r11
-    movzx r8d, byte ptr [r15 + 448]
-    mov byte ptr [r15 + 0], r8b
-    mov rbp, r11
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and r9, 16320
-    mov dword ptr [r15 + r9 + 15680], 212
-    and rbp, 8128
-    movsxd rax, dword ptr [r15 + rbp + 7488]
-    mov r8d, 169
+    mov r8d, r9d
+    and rbp, 16320
+    movsxd rcx, dword ptr [r15 + rbp + 15680]
+    mov eax, 249
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c7:
-    movzx r9d, r8b
-    mov r9d, r9d
-    mov ebp, dword ptr [r15 + 128]
-    mov esi, 236
-    mov qword ptr [r15 + 256], rsi
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r8, r9
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, 99
-    mov byte ptr [r15 + 0], r8b
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 260480
-    jz 1f
-1:
-    movzx esi, r8b
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r9d, sil
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov r9d, eax
+    mov r9d, 13
+    movzx r9d, r9b
+    mov ebp, r9d
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
+    mov eax, 156
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, esi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 64], r8d
-    mov qword ptr [r15 + 384], r9
+    mov dword ptr [r15 + 0], eax
+    mov byte ptr [r15 + 0], bpl
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
-    mov r9, r11
-    mov esi, dword ptr [r15 + 512]
-    vmovdqu ymmword ptr [r15 + 704], ymm8
-    and r9, 4032
-    movzx r8d, byte ptr [r15 + r9 + 3392]
-    mov r9, r11
-    vpxor xmm8, xmm8, xmm3
-    and r9, 448
+    movzx r9d, al
+    movzx r9d, r9b
     mov rbp, r11
-    mov dword ptr [r15 + r9 + 832], ebp
+    vmovdqu ymmword ptr [r15 + 64], ymm8
+    and rbp, 8128
+    mov qword ptr [r15 + rbp + 7488], rbp
+    test dword ptr [r15 + 67117724], 524289
+    jnz 1f
+1:
+    mov rax, qword ptr [r15 + 192]
+    mov esi, dword ptr [r15 + 512]
+    movzx r9d, byte ptr [r15 + 448]
+    mov rdi, qword ptr [r15 + 128]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rcx, qword ptr [r15 + 384]
-    and rbp, 1984
-    mov r8d, dword ptr [r15 + rbp + 1344]
-    mov rsi, qword ptr [r15 + 320]
-    mov r9, qword ptr [r15 + 192]
+    mov ebp, dword ptr [r15 + 384]
+    mov rdx, qword ptr [r15 + 704]
+    mov r9, r11
+    mov r8, r11
+    mov qword ptr [r15 + 256], r8
+    and r9, 1984
+    mov eax, dword ptr [r15 + r9 + 1344]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and r8, 448
+    mov dword ptr [r15 + r8 + 832], r8d
+    mov rbp, r8
+    vpxor xmm5, xmm5, xmm14
+    movzx edi, byte ptr [r15 + 320]
     add r11, 64
     inc rbx
     dec r13
@@ -529,102 +530,104 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d441_j]
+    lea rcx, [rip + .Lc1_d442_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d441_j_t
-.Lc1_d441_j:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    add rsi, qword ptr [r15 + 64]
-    mov eax, 29
-    mov rbp, r11
-    mov eax, 193
+    jmp .Lc1_d442_j_t
+.Lc1_d442_j:
+    mov r8d, 212
+    movzx r8d, r8b
+    movsxd r8, dword ptr [r15 + 64]
+    and r8d, dword ptr [r15 + 0]
     test dword ptr [r15 + 67117724], 8192
     jz 1f
 1:
-    mov qword ptr [r15 + 320], rsi
-    and rbp, 448
-    and ecx, dword ptr [r15 + rbp + 832]
-    movzx r9d, cl
-    add r9, qword ptr [r15 + 512]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 218
     test ebx, 1073741824
     jz 1f
 1:
-    mov esi, dword ptr [r15 + 448]
-    mov eax, esi
-    mov eax, 36
-    movzx eax, byte ptr [r15 + 448]
+    mov dword ptr [r15 + 128], 247
+    mov r8d, ecx
+    movzx r8d, byte ptr [r15 + 320]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r8, r11
+    mov ecx, 2
+    add rcx, qword ptr [r15 + 512]
+    and r8, 448
+    vmovdqu ymmword ptr [r15 + r8 + 832], ymm15
     mov dword ptr [r15 + 256], 41
     test ebx, 1073741824
     jnz 1f
 1:
-    vmovdqu ymmword ptr [r15 + 384], ymm1
-    movsxd rbp, dword ptr [r15 + 768]
-    mov rcx, rbp
-    mov ecx, 240
+    mov eax, 124
+    mov r8, r11
+    mov eax, 119
+    and r8, 4032
+    mov dword ptr [r15 + r8 + 3392], r8d
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
-    mov r9d, 88
-    mov r9, r11
-    mov esi, 178
-    mov dword ptr [r15 + 128], 227
-    and r9, 8128
-    mov dword ptr [r15 + r9 + 7488], 201
+    mov rbp, r11
+    mov qword ptr [r15 + 768], rbp
+    and rbp, 8128
+    mov dword ptr [r15 + rbp + 7488], 229
+    mov rcx, rbp
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c9:
-    mov rbp, r9
-    xor dword ptr [r15 + 384], ebp
-    mov esi, dword ptr [r15 + 64]
-    mov r8, r11
-    vmovdqu ymmword ptr [r15 + 128], ymm6
-    and r8, 4032
-    and r9d, dword ptr [r15 + r8 + 3392]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r8
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, bpl
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, 216
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, 218
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r9d, r8d
-    movsxd r9, dword ptr [r15 + 576]
-    mov rbp, qword ptr [r15 + 448]
-    movsxd rdi, dword ptr [r15 + 640]
-    mov r8, r11
+    mov dword ptr [r15 + 0], 76
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, rbp
+    mov dword ptr [r15 + 0], ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
     mov rbp, r11
-    and r8, 8128
-    mov edx, dword ptr [r15 + r8 + 7488]
-    test ebx, 1073741824
-    jnz 1f
-1:
+    xor dword ptr [r15 + 512], ebp
     and rbp, 1984
     mov byte ptr [r15 + rbp + 1344], bpl
-    mov ebp, 128
-    movsxd r9, dword ptr [r15 + 192]
-    mov edi, r9d
-    movsxd rdi, dword ptr [r15 + 320]
+    movsxd rcx, dword ptr [r15 + 384]
+    movsxd r8, dword ptr [r15 + 448]
+    movzx esi, byte ptr [r15 + 64]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov edi, ebp
+    mov edi, edi
+    movzx edi, dil
+    mov edi, 68
+    mov rcx, qword ptr [r15 + 448]
     test ebx, 1073741824
     jz 1f
 1:
-    movsxd r8, dword ptr [r15 + 64]
-    mov dword ptr [r15 + 256], r8d
-    mov r8d, 50
-    mov dword ptr [r15 + 512], 153
+    movsxd rbp, dword ptr [r15 + 576]
+    mov rsi, qword ptr [r15 + 640]
+    vmovdqu ymmword ptr [r15 + 192], ymm5
+    mov r9, rsi
+    movsxd r9, dword ptr [r15 + 64]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx edi, byte ptr [r15 + 256]
+    and edi, dword ptr [r15 + 128]
+    mov rbp, r11
+    mov esi, 153
+    and rbp, 4032
+    movzx ecx, byte ptr [r15 + rbp + 3392]
     add r11, 64
     inc rbx
     dec r13
@@ -633,51 +636,48 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d534_j]
+    lea rcx, [rip + .Lc1_d536_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d534_j_t
-.Lc1_d534_j:
-    movzx r8d, al
-    movzx r8d, byte ptr [r15 + 704]
-    mov r9d, dword ptr [r15 + 64]
-    mov rbp, r11
-    movsxd rdi, dword ptr [r15 + 320]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and rbp, 448
-    xor dword ptr [r15 + rbp + 832], ebp
-    mov rcx, qword ptr [r15 + 512]
-    movzx eax, cl
-    movsxd rax, dword ptr [r15 + 384]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rsi, rcx
-    add rsi, qword ptr [r15 + 128]
+    jmp .Lc1_d536_j_t
+.Lc1_d536_j:
+    mov dword ptr [r15 + 192], 85
     mov r12, qword ptr [r15 + r12 + 56]
+    movzx ebp, al
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r9, r11
+    movzx ecx, r9b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r9, 1984
+    xor dword ptr [r15 + r9 + 1344], r9d
+    test ebx, 1073741824
+    jnz 1f
+1:
+    vpcmpeqb xmm5, xmm5, xmm14
+    mov eax, dword ptr [r15 + 512]
+    mov rbp, qword ptr [r15 + 320]
+    mov ecx, ebp
     test dword ptr [r15 + 67117723], 32
     jz 1f
 1:
-    mov ebp, eax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, ebp
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rsi, qword ptr [r15 + 256]
-    vpcmpeqb xmm15, xmm15, xmm6
-    mov dword ptr [r15 + 192], esi
-    mov qword ptr [r15 + 320], rcx
+    movsxd r9, dword ptr [r15 + 704]
+    mov rdx, r9
+    movsxd rdx, dword ptr [r15 + 256]
+    movsxd r8, dword ptr [r15 + 64]
     mov rbp, r11
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx eax, sil
-    mov dword ptr [r15 + 128], eax
-    and rbp, 1984
-    mov dword ptr [r15 + rbp + 1344], 0
+    and rbp, 8128
+    mov qword ptr [r15 + rbp + 7488], rbp
+    mov r9, r11
+    mov dword ptr [r15 + 128], r9d
+    and r9, 448
+    mov dword ptr [r15 + r9 + 832], r9d
+    mov dword ptr [r15 + 384], r9d
     add r11, 64
     inc rbx
     dec r13
@@ -699,26 +699,28 @@ ditto_body_c1:
     .p2align 3
     jmp .Lc1_d581_j
 .Lc1_d581_j:
+    mov r9, r11
+    vpcmpeqb xmm3, xmm3, xmm1
+    and r9, 8128
     mov rbp, r11
-    vpcmpeqb xmm8, xmm8, xmm1
-    and rbp, 8128
-    mov eax, dword ptr [r15 + rbp + 7488]
-    mov byte ptr [r15 + 192], al
+    mov eax, dword ptr [r15 + r9 + 7488]
+    and rbp, 1984
+    mov byte ptr [r15 + rbp + 1344], bpl
     test dword ptr [r15 + 67117723], 4352
     jnz 1f
 1:
-    mov dword ptr [r15 + 512], ebp
+    mov dword ptr [r15 + 192], eax
     mov qword ptr [r15 + 64], rax
     test dword ptr [r15 + 67117723], 4096
-    jz 1f
+    jnz 1f
 1:
-    movsxd rcx, dword ptr [r15 + 448]
-    mov ebp, ecx
+    movsxd r9, dword ptr [r15 + 448]
+    mov ecx, r9d
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rax, rcx
-    add rax, qword ptr [r15 + 320]
+    mov rbp, rcx
+    add rbp, qword ptr [r15 + 320]
     mov r8, r11
     mov dword ptr [r15 + 768], 67
     test ebx, 1073741824
@@ -730,10 +732,8 @@ ditto_body_c1:
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r9, r11
-    movzx ecx, byte ptr [r15 + 384]
-    and r9, 448
-    mov qword ptr [r15 + r9 + 832], r9
+    movzx r9d, byte ptr [r15 + 128]
+    mov qword ptr [r15 + 512], r9
     add r11, 64
     inc rbx
     dec r13
@@ -742,65 +742,68 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov r8, qword ptr [r15 + 64]
-    mov r9d, 141
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], r9d
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 128], al
+    vmovdqu ymmword ptr [r15 + 576], ymm5
+    mov r9d, dword ptr [r15 + 192]
+    mov r8d, 253
+    mov r8d, 164
+    mov r8d, 251
+    mov r8, r11
     test ebx, 1073741824
     jz 1f
 1:
-    mov rbp, r11
+    and r8, 448
+    mov dword ptr [r15 + r8 + 832], r8d
+    movzx eax, r8b
+    mov dword ptr [r15 + 0], eax
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 1984
-    mov dword ptr [r15 + rbp + 1344], ebp
-    movzx eax, bpl
-    mov rax, qword ptr [r15 + 512]
     test dword ptr [r15 + 67117723], 65540
-    jz 1f
+    jnz 1f
 1:
-    vpmovmskb r9d, xmm15
-    mov dword ptr [r15 + 448], 23
-    mov r9, r11
-    mov byte ptr [r15 + 128], r9b
-    and r9, 4032
-    mov ebp, dword ptr [r15 + r9 + 3392]
-    mov r9d, ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    vpmovmskb r8d, xmm5
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, r8d
     test ebx, 1073741824
     jz 1f
 1:
-    mov edi, 221
-    mov edi, 57
-    mov dword ptr [r15 + 320], edi
-    mov edi, dword ptr [r15 + 192]
-    mov esi, 122
+    mov r9, qword ptr [r15 + 256]
+    mov rbp, r11
+    mov esi, 196
+    and rbp, 4032
+    movzx r8d, byte ptr [r15 + rbp + 3392]
+    mov rbp, qword ptr [r15 + 64]
+    mov rax, qword ptr [r15 + 320]
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx r9d, byte ptr [r15 + 576]
-    vmovdqu ymmword ptr [r15 + 384], ymm15
-    movzx ebp, r9b
-    movzx ebp, byte ptr [r15 + 128]
-    movsxd rdx, dword ptr [r15 + 256]
+    mov edx, dword ptr [r15 + 384]
+    mov rdi, qword ptr [r15 + 512]
+    movzx esi, dil
+    mov dword ptr [r15 + 448], 161
+    mov dword ptr [r15 + 128], esi
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c13:
-    lea rcx, [rip + .Lc1_d668_j]
+    lea rcx, [rip + .Lc1_d669_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d668_j_t
-.Lc1_d668_j:
-    mov edi, 81
-    mov edi, dword ptr [r15 + 64]
-    mov dword ptr [r15 + 640], edi
-    movsxd r9, dword ptr [r15 + 64]
+    jmp .Lc1_d669_j_t
+.Lc1_d669_j:
+    mov rbp, r11
+    mov esi, 81
+    mov esi, dword ptr [r15 + 64]
+    and rbp, 8128
+    mov dword ptr [r15 + rbp + 7488], ebp
+    movsxd rdi, dword ptr [r15 + 64]
     test ebx, 1073741824
     jnz 1f
 1:
     movsxd rcx, dword ptr [r15 + 512]
-    mov ebp, dword ptr [r15 + 256]
+    mov edx, dword ptr [r15 + 384]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 384
@@ -812,29 +815,27 @@ ditto_body_c1:
     test ebx, 1073741824
     jz 1f
 1:
-    movsxd rdi, dword ptr [r15 + 384]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rbp, dword ptr [r15 + 320]
+    mov edi, 91
     mov dword ptr [r15 + 704], edi
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov ecx, 230
     mov r9, r11
-    mov edx, 169
+    mov qword ptr [r15 + 448], r9
     and r9, 448
-    mov qword ptr [r15 + r9 + 832], r9
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov ecx, 168
-    mov rcx, qword ptr [r15 + 128]
+    mov rbp, qword ptr [r15 + r9 + 832]
+    mov r9d, dword ptr [r15 + 256]
     mov r8, r11
-    mov edi, dword ptr [r15 + 320]
-    movzx edx, byte ptr [r15 + 448]
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
+    movzx edi, byte ptr [r15 + 128]
     and r8, 1984
-    mov r9, r11
-    movsxd rax, dword ptr [r15 + r8 + 1344]
-    movzx r8d, byte ptr [r15 + 384]
-    and r9, 8128
-    mov rdi, qword ptr [r15 + r9 + 7488]
+    movsxd rdx, dword ptr [r15 + r8 + 1344]
+    mov r8, qword ptr [r15 + 640]
     add r11, 64
     inc rbx
     dec r13
@@ -843,52 +844,52 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov r8, r11
-    and r8, 8128
-    mov qword ptr [r15 + r8 + 7488], r8
-    movzx r8d, r8b
+    mov r9, r11
+    and r9, 1984
+    mov qword ptr [r15 + r9 + 1344], r9
+    movzx r8d, al
     mov r8d, r8d
     mov r8, qword ptr [r15 + 128]
-    mov byte ptr [r15 + 0], r8b
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], r8
-    mov r9d, 206
-    mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 67117723], 524288
-    jz 1f
-1:
-    vpmovmskb eax, xmm8
-    movzx eax, al
-    mov rax, qword ptr [r15 + 384]
-    mov esi, dword ptr [r15 + 256]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov qword ptr [r15 + 768], r9
-    vmovq xmm8, rax
-    mov r8d, dword ptr [r15 + 448]
-    mov r9, r11
-    mov edx, r9d
+    mov byte ptr [r15 + 128], r8b
     test ebx, 1073741824
     jnz 1f
 1:
-    mov byte ptr [r15 + 64], r8b
-    and r9, 1984
-    mov rax, qword ptr [r15 + r9 + 1344]
-    mov dword ptr [r15 + 320], eax
     mov rbp, r11
-    movsxd r8, dword ptr [r15 + 192]
+    mov rax, qword ptr [r15 + 256]
+    and rbp, 8128
+    mov r9, qword ptr [r15 + rbp + 7488]
+    mov ebp, 124
+    mov r8d, dword ptr [r15 + 384]
+    test dword ptr [r15 + 67117723], 524288
+    jz 1f
+1:
+    vpmovmskb edx, xmm5
+    movzx edx, dl
+    mov qword ptr [r15 + 64], rdx
+    mov edx, dword ptr [r15 + 448]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov byte ptr [r15 + 768], bpl
+    vmovq xmm5, rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, edx
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + 0], r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], r9
+    mov rbp, r11
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
     and rbp, 4032
-    add rdx, qword ptr [r15 + rbp + 3392]
-    mov rbp, rdx
-    mov rdx, qword ptr [r15 + 128]
-    mov eax, dword ptr [r15 + 512]
+    add r9, qword ptr [r15 + rbp + 3392]
+    mov rdx, r9
+    mov rdx, qword ptr [r15 + 192]
+    mov r8d, dword ptr [r15 + 512]
     add r11, 64
     inc rbx
     dec r13
@@ -897,46 +898,47 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d765_j]
+    lea rcx, [rip + .Lc1_d766_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d765_j_t
-.Lc1_d765_j:
-    mov r8d, 140
-    mov r8, r11
-    movsxd r9, dword ptr [r15 + 576]
-    movzx ebp, r9b
-    and r8, 4032
-    vmovdqu ymmword ptr [r15 + r8 + 3392], ymm15
+    jmp .Lc1_d766_j_t
+.Lc1_d766_j:
+    mov byte ptr [r15 + 0], al
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 140
+    mov edx, 153
     test dword ptr [r15 + 67117723], 536870912
-    jnz 1f
+    jz 1f
 1:
-    movzx ecx, r9b
-    mov dword ptr [r15 + 320], 61
-    mov rdx, rcx
-    mov rdx, qword ptr [r15 + 384]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, cl
+    movzx ecx, cl
+    movsxd rcx, dword ptr [r15 + 576]
     mov rbp, r11
-    test dword ptr [r15 + 67117723], 272049
+    test ebx, 1073741824
     jz 1f
 1:
-    mov dword ptr [r15 + 192], 237
-    and rbp, 1984
-    mov dword ptr [r15 + rbp + 1344], 29
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 64], 51
+    and rbp, 4032
+    mov rax, qword ptr [r15 + rbp + 3392]
+    movsxd rbp, dword ptr [r15 + 256]
+    vmovdqu ymmword ptr [r15 + 320], ymm3
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 128], bpl
+    mov dword ptr [r15 + 192], 29
     mov dword ptr [r15 + 448], ebp
-    mov dword ptr [r15 + 320], 225
+    mov byte ptr [r15 + 128], al
     mov r8, r11
-    test ebx, 1073741824
+    mov rcx, r8
+    test ebx, 256
     jz 1f
 1:
-    mov byte ptr [r15 + 256], bpl
-    and r8, 448
-    vmovdqu ymmword ptr [r15 + r8 + 832], ymm15
-    mov r8d, dword ptr [r15 + 64]
+    mov rbp, r11
+    and r8, 1984
+    mov eax, dword ptr [r15 + r8 + 1344]
+    mov dword ptr [r15 + 384], 193
+    and rbp, 448
+    vmovdqu ymmword ptr [r15 + rbp + 832], ymm3
     add r11, 64
     inc rbx
     dec r13
@@ -945,52 +947,51 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d808_j]
+    lea rcx, [rip + .Lc1_d810_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d808_j_t
-.Lc1_d808_j:
-    mov dword ptr [r15 + 0], eax
-    mov dword ptr [r15 + 0], eax
-    mov r8d, ecx
-    mov r12, qword ptr [r15 + r12 + 56]
+    jmp .Lc1_d810_j_t
+.Lc1_d810_j:
+    movsxd r8, dword ptr [r15 + 704]
+    mov ebp, dword ptr [r15 + 256]
+    mov esi, dword ptr [r15 + 448]
+    mov r9, r11
+    movzx eax, r9b
     test ebx, 1073741824
     jz 1f
 1:
-    movsxd rsi, dword ptr [r15 + 256]
-    mov edi, dword ptr [r15 + 384]
-    mov ecx, dword ptr [r15 + 704]
-    mov dword ptr [r15 + 64], 190
+    and r9, 448
+    mov rcx, qword ptr [r15 + r9 + 832]
+    mov dword ptr [r15 + 192], 212
+    movzx r8d, cl
+    mov r8, qword ptr [r15 + 512]
     test dword ptr [r15 + 67117724], 8388609
     jnz 1f
 1:
-    mov eax, dword ptr [r15 + 512]
-    mov r8d, dword ptr [r15 + 448]
-    movzx ecx, r8b
-    mov ecx, dword ptr [r15 + 320]
+    mov dword ptr [r15 + 0], ecx
+    or qword ptr [r15 + 0], 47
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, r8
+    mov r8d, r9d
+    mov r9d, dword ptr [r15 + 128]
     mov r8, r11
-    mov rdi, qword ptr [r15 + 192]
-    mov rsi, rdi
-    and r8, 8128
-    movsxd rax, dword ptr [r15 + r8 + 7488]
-    movzx r8d, al
     test ebx, 1073741824
     jz 1f
 1:
-    mov ecx, 134
-    vmovq xmm8, rcx
+    mov ecx, 71
     mov rcx, qword ptr [r15 + 640]
-    mov qword ptr [r15 + 512], rcx
-    mov r9, r11
+    and r8, 8128
+    movsxd rdx, dword ptr [r15 + r8 + 7488]
+    mov r8d, dword ptr [r15 + 320]
     test ebx, 1073741824
     jnz 1f
 1:
-    movsxd rax, dword ptr [r15 + 128]
-    movsxd rdi, dword ptr [r15 + 64]
-    and r9, 448
-    mov r8d, dword ptr [r15 + r9 + 832]
+    mov qword ptr [r15 + 512], rcx
+    mov dword ptr [r15 + 64], edx
+    mov r9d, dword ptr [r15 + 64]
     add r11, 64
     inc rbx
     dec r13
@@ -999,45 +1000,49 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov r9, r11
-    and r9, 4032
-    movzx ecx, byte ptr [r15 + r9 + 3392]
-    mov r9, rcx
-    mov dword ptr [r15 + 384], 7
-    movsxd rsi, dword ptr [r15 + 384]
     mov r12, qword ptr [r15 + r12 + 56]
+    add qword ptr [r15 + 0], r9
+    mov r9, rdx
+    vmovq xmm5, r9
     test dword ptr [r15 + 67117724], 285212672
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
+    movzx r8d, r9b
+    mov byte ptr [r15 + 0], r8b
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, r9b
-    movzx eax, al
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, dword ptr [r15 + 320]
-    vmovq xmm0, rcx
-    mov qword ptr [r15 + 448], rcx
-    mov rbp, r11
+    mov eax, dword ptr [r15 + 192]
+    mov edx, dword ptr [r15 + 384]
+    mov rcx, qword ptr [r15 + 448]
     test ebx, 1073741824
     jz 1f
 1:
-    and rbp, 1984
-    mov dword ptr [r15 + rbp + 1344], 219
-    movzx ebp, byte ptr [r15 + 192]
-    movsxd r9, dword ptr [r15 + 128]
-    mov rax, qword ptr [r15 + 768]
+    movzx r8d, al
+    mov dword ptr [r15 + 128], 219
+    mov r9d, 245
+    mov r9, qword ptr [r15 + 768]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov byte ptr [r15 + 128], cl
+    mov rbp, r11
+    mov qword ptr [r15 + 64], rbp
+    movzx edx, byte ptr [r15 + 128]
+    movzx eax, dl
+    and rbp, 8128
+    vmovdqu ymmword ptr [r15 + rbp + 7488], ymm3
+    mov rbp, r11
+    test ebx, 1073741824
+    jnz 1f
+1:
     mov r8, r11
-    movzx esi, r8b
-    mov esi, dword ptr [r15 + 64]
-    and r8, 8128
-    vmovdqu ymmword ptr [r15 + r8 + 7488], ymm15
+    and rbp, 1984
+    mov dword ptr [r15 + rbp + 1344], 88
+    and r8, 4032
+    movsxd rdx, dword ptr [r15 + r8 + 3392]
+    mov r8d, 59
     add r11, 64
     inc rbx
     dec r13
@@ -1046,105 +1051,102 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d898_j]
+    lea rcx, [rip + .Lc1_d902_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d898_j_t
-.Lc1_d898_j:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movsxd r8, dword ptr [r15 + 320]
-    mov eax, r8d
-    mov byte ptr [r15 + 192], al
+    jmp .Lc1_d902_j_t
+.Lc1_d902_j:
+    mov r8d, dword ptr [r15 + 576]
+    mov rbp, r11
+    movsxd rdx, dword ptr [r15 + 128]
+    and rbp, 4032
+    mov byte ptr [r15 + rbp + 3392], bpl
     test ebx, 1073741824
     jz 1f
 1:
-    mov rdx, qword ptr [r15 + 512]
-    movzx ecx, byte ptr [r15 + 128]
-    movzx esi, cl
+    mov rax, qword ptr [r15 + 512]
+    mov ecx, eax
+    movzx ecx, byte ptr [r15 + 192]
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx r8d, byte ptr [r15 + 384]
+    mov ebp, dword ptr [r15 + 320]
+    movzx esi, bpl
     test dword ptr [r15 + 67117724], 268435456
-    jz 1f
+    jnz 1f
 1:
-    mov r8, r11
-    movzx eax, r8b
-    and r8, 4032
-    mov eax, dword ptr [r15 + r8 + 3392]
-    mov r8d, dword ptr [r15 + 448]
-    mov rbp, r11
+    movzx eax, cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov qword ptr [r15 + 384], rdx
-    and rbp, 16320
-    vmovdqu ymmword ptr [r15 + rbp + 15680], ymm8
-    mov byte ptr [r15 + 256], bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 448], rax
     mov rbp, r11
-    test ebx, 252800
-    jz 1f
+    vmovdqu ymmword ptr [r15 + 256], ymm5
+    test ebx, 1073741824
+    jnz 1f
 1:
-    movsxd rdx, dword ptr [r15 + 576]
     and rbp, 448
-    movsxd rcx, dword ptr [r15 + rbp + 832]
-    movsxd rbp, dword ptr [r15 + 64]
+    mov r8, r11
+    mov byte ptr [r15 + rbp + 832], r8b
+    movsxd rcx, dword ptr [r15 + 64]
+    and r8, 16320
+    movsxd rax, dword ptr [r15 + r8 + 15680]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c19:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 104
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], edx
-    mov rdx, rdx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r8
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    mov r8, r11
     mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 512], r8
-    mov rbp, qword ptr [r15 + 64]
-    and r8, 1984
-    movsxd r9, dword ptr [r15 + r8 + 1344]
-    mov r8d, 61
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 128], 48
+    mov ecx, 18
+    mov qword ptr [r15 + 256], rcx
+    mov rcx, qword ptr [r15 + 640]
     test ebx, 256
     jz 1f
 1:
-    mov rdx, qword ptr [r15 + 704]
+    mov dword ptr [r15 + 320], ebp
     mov rbp, r11
-    movsxd rdi, dword ptr [r15 + 128]
-    and rbp, 8128
-    mov dword ptr [r15 + rbp + 7488], ebp
     jmp 1f
 1:
+    and rbp, 8128
+    mov dword ptr [r15 + rbp + 7488], ebp
+    mov ebp, ebp
+    mov ebp, ebp
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r8, qword ptr [r15 + 384]
-    mov ecx, r8d
-    mov r8d, ecx
-    mov rcx, r8
-    movsxd r8, dword ptr [r15 + 192]
+    mov rcx, rcx
+    mov r8, r11
+    mov r9, qword ptr [r15 + 448]
+    mov edi, 65
+    movsxd rdi, dword ptr [r15 + 704]
+    and r8, 448
+    mov dword ptr [r15 + r8 + 832], 41
+    mov r8d, dword ptr [r15 + 192]
+    mov rbp, r11
     test ebx, 1073741824
     jz 1f
 1:
-    mov ebp, 86
-    mov dword ptr [r15 + 640], 43
-    movzx edx, byte ptr [r15 + 320]
-    mov r9d, dword ptr [r15 + 64]
-    mov rbp, r11
     jmp 1f
 1:
-    test ebx, 1152
-    jnz 1f
-1:
-    and rbp, 448
-    vmovdqu ymmword ptr [r15 + rbp + 832], ymm0
-    movzx ebp, byte ptr [r15 + 448]
-    vpor xmm0, xmm0, xmm0
-    lock add qword ptr [r15 + 256], rbp
+    and rbp, 1984
+    vmovdqu ymmword ptr [r15 + rbp + 1344], ymm5
+    lock add qword ptr [r15 + 512], r8
+    vpor xmm5, xmm5, xmm5
+    mov rcx, qword ptr [r15 + 64]
     add r11, 64
     inc rbx
     dec r13
@@ -1156,47 +1158,50 @@ ditto_body_c1:
     xor eax, eax
     test dword ptr [r15 + 67117724], 16777216
     setz al
-    lea rcx, [rip + .Lc1_d991_s]
+    lea rcx, [rip + .Lc1_d993_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d991_s_t
+    jmp .Lc1_d993_s_t
     .p2align 3
-.Lc1_d991_s:
+.Lc1_d993_s:
     .p2align 3
-    jmp .Lc1_d991_j
+    jmp .Lc1_d993_j
     .p2align 3
-    jmp .Lc1_d991_j
-.Lc1_d991_j:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 384], cl
+    jmp .Lc1_d993_j
+.Lc1_d993_j:
+    movsxd r8, dword ptr [r15 + 64]
+    mov byte ptr [r15 + 256], r8b
+    mov qword ptr [r15 + 512], rax
     test ebx, 1073741824
     jnz 1f
 1:
-    mov qword ptr [r15 + 128], rcx
-    mov ecx, dword ptr [r15 + 320]
-    mov rbp, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
+    jnz 1f
+1:
+    mov rcx, rax
+    movzx eax, byte ptr [r15 + 64]
+    mov rbp, r11
+    test ebx, 18432
+    jnz 1f
+1:
+    mov r8d, dword ptr [r15 + 768]
+    and rbp, 4032
+    mov byte ptr [r15 + rbp + 3392], bpl
+    mov rbp, r11
+    test dword ptr [r15 + 67117723], 32768
     jz 1f
 1:
-    movzx eax, byte ptr [r15 + 512]
-    mov r9, r11
-    mov esi, dword ptr [r15 + 768]
-    test ebx, 1152
-    jnz 1f
-1:
-    and r9, 1984
-    mov byte ptr [r15 + r9 + 1344], r9b
-    mov r9, r11
-    mov byte ptr [r15 + 256], r9b
-    and r9, 4032
-    mov rbp, r11
-    movsxd rcx, dword ptr [r15 + r9 + 3392]
-    test dword ptr [r15 + 67117723], 32768
-    jnz 1f
-1:
+    mov r8, r11
     and rbp, 8128
-    vmovdqu ymmword ptr [r15 + rbp + 7488], ymm8
-    movsxd rbp, dword ptr [r15 + 448]
+    mov byte ptr [r15 + rbp + 7488], bpl
+    and r8, 1984
+    movsxd rax, dword ptr [r15 + r8 + 1344]
+    test dword ptr [r15 + 67117723], 65536
+    jnz 1f
+1:
+    vmovdqu ymmword ptr [r15 + 128], ymm3
+    movsxd rcx, dword ptr [r15 + 448]
     add r11, 64
     inc rbx
     dec r13
@@ -1205,108 +1210,104 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d1034_j]
+    lea rcx, [rip + .Lc1_d1038_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d1034_j_t
-.Lc1_d1034_j:
-    jmp 1f
-1:
-    mov ebp, 48
-    movzx ebp, bpl
-    movzx ebp, bpl
+    jmp .Lc1_d1038_j_t
+.Lc1_d1038_j:
+    mov r8d, 48
+    movzx r8d, r8b
+    mov dword ptr [r15 + 512], 50
+    mov ebp, 188
     mov rbp, r11
     test dword ptr [r15 + 67117723], 4194305
     jnz 1f
 1:
+    mov eax, dword ptr [r15 + 576]
     and rbp, 448
     and ecx, dword ptr [r15 + rbp + 832]
-    mov rbp, rcx
-    mov ecx, 63
-    mov r9, r11
-    mov dword ptr [r15 + 512], 158
+    mov dword ptr [r15 + 64], 6
+    mov r8d, dword ptr [r15 + 192]
     test ebx, 1073741824
-    jnz 1f
-1:
-    and r9, 1984
-    mov eax, dword ptr [r15 + r9 + 1344]
-    mov r9, rax
-    mov eax, dword ptr [r15 + 192]
-    test ebx, 256
     jz 1f
 1:
-    mov dword ptr [r15 + 128], 126
-    mov ecx, ebp
-    movsxd rcx, dword ptr [r15 + 384]
-    mov dword ptr [r15 + 320], ecx
-    mov rbp, r11
+    mov rdx, rbp
+    mov edx, edx
+    movzx edx, dl
+    jmp 1f
+1:
+    test ebx, 4096
+    jnz 1f
+1:
+    mov r8, r11
+    mov dword ptr [r15 + 128], 24
+    movzx ecx, dl
+    and r8, 4032
+    mov dword ptr [r15 + r8 + 3392], 225
+    mov dword ptr [r15 + 384], r8d
     test ebx, 1073741824
     jnz 1f
 1:
-    mov dword ptr [r15 + 64], 55
-    and rbp, 4032
-    mov dword ptr [r15 + rbp + 3392], 19
-    mov byte ptr [r15 + 64], al
-    mov eax, dword ptr [r15 + 576]
+    mov ebp, ecx
+    mov rbp, rbp
+    mov byte ptr [r15 + 0], bpl
+    mov rbp, r8
     test dword ptr [r15 + 67117723], 67108880
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, rcx
-    mov r9d, r9d
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rdx, dword ptr [r15 + 320]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c22:
-    jmp 1f
-1:
-    mov ebp, r9d
-    mov ebp, ebp
-    mov dword ptr [r15 + 0], ebp
+    mov r8, qword ptr [r15 + 64]
+    mov dword ptr [r15 + 0], r8d
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, r8d
     test ebx, 1073741824
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], r9d
-    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    movzx ebp, cl
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 256
     jz 1f
 1:
-    movzx eax, bpl
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, dword ptr [r15 + 320]
-    mov r8, r11
-    movzx ebp, r8b
+    mov r8d, dword ptr [r15 + 320]
+    mov rcx, qword ptr [r15 + 448]
+    mov r9, r11
+    movzx edi, r9b
+    and r9, 1984
+    mov dword ptr [r15 + r9 + 1344], 160
+    mov r9d, r8d
     test ebx, 1073741824
     jnz 1f
 1:
-    and r8, 448
-    mov rdx, qword ptr [r15 + r8 + 832]
-    mov r8d, dword ptr [r15 + 448]
+    movsxd r8, dword ptr [r15 + 192]
     mov dword ptr [r15 + 128], r8d
-    mov dword ptr [r15 + 256], 87
-    mov rdi, rbp
+    mov dword ptr [r15 + 384], edi
+    mov rdi, qword ptr [r15 + 128]
+    mov dword ptr [r15 + 512], edi
+    mov rbp, r11
     test ebx, 1073741824
     jz 1f
 1:
-    mov rbp, qword ptr [r15 + 320]
-    movsxd rsi, dword ptr [r15 + 384]
-    mov dword ptr [r15 + 64], esi
-    mov rsi, qword ptr [r15 + 192]
-    mov dword ptr [r15 + 512], esi
-    mov r8, r11
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and edx, dword ptr [r15 + 448]
-    and r8, 8128
-    add rbp, qword ptr [r15 + r8 + 7488]
-    mov r8, qword ptr [r15 + 128]
-    mov eax, dword ptr [r15 + 640]
+    and rbp, 8128
+    and r8d, dword ptr [r15 + rbp + 7488]
+    mov rbp, r11
+    mov qword ptr [r15 + 256], rbp
+    mov r9, rbp
+    and rbp, 448
+    mov rcx, qword ptr [r15 + rbp + 832]
+    mov ebp, dword ptr [r15 + 640]
     add r11, 64
     inc rbx
     dec r13
@@ -1318,53 +1319,53 @@ ditto_body_c1:
     xor eax, eax
     test dword ptr [r15 + 67117724], 262144
     setz al
-    lea rcx, [rip + .Lc1_d1130_s]
+    lea rcx, [rip + .Lc1_d1131_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d1130_s_t
+    jmp .Lc1_d1131_s_t
     .p2align 3
-.Lc1_d1130_s:
+.Lc1_d1131_s:
     .p2align 3
-    jmp .Lc1_d1130_j
+    jmp .Lc1_d1131_j
     .p2align 3
-    jmp .Lc1_d1130_j
-.Lc1_d1130_j:
-    mov r8d, dword ptr [r15 + 192]
-    mov rdx, qword ptr [r15 + 256]
-    mov ebp, edx
+    jmp .Lc1_d1131_j
+.Lc1_d1131_j:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, qword ptr [r15 + 256]
+    mov ebp, r8d
     test dword ptr [r15 + 67117724], 536870912
-    jnz 1f
+    jz 1f
 1:
     movsxd rax, dword ptr [r15 + 512]
-    movsxd rsi, dword ptr [r15 + 320]
-    movzx ecx, byte ptr [r15 + 384]
-    mov rbp, r11
+    movsxd rcx, dword ptr [r15 + 192]
+    movzx esi, byte ptr [r15 + 128]
+    mov r9, r11
     test ebx, 1073741824
     jz 1f
 1:
-    mov edx, esi
-    and rbp, 4032
-    mov dword ptr [r15 + rbp + 3392], ebp
+    mov r8d, eax
+    and r9, 8128
+    mov dword ptr [r15 + r9 + 7488], r9d
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
-    mov eax, edx
-    mov eax, dword ptr [r15 + 704]
-    mov r8, r11
     mov ecx, r8d
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and r8, 1984
-    mov rsi, qword ptr [r15 + r8 + 1344]
-    mov r8d, 36
-    movzx edx, byte ptr [r15 + 128]
+    mov ecx, dword ptr [r15 + 448]
     mov rbp, r11
+    mov edx, ebp
     test ebx, 1073741824
     jnz 1f
 1:
-    and rbp, 8128
-    mov dword ptr [r15 + rbp + 7488], ebp
-    mov rbp, qword ptr [r15 + 64]
+    and rbp, 1984
+    mov rax, qword ptr [r15 + rbp + 1344]
+    mov ebp, 112
+    movzx r8d, byte ptr [r15 + 704]
+    mov r9, r11
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and r9, 4032
+    mov dword ptr [r15 + r9 + 3392], r9d
+    mov r9, qword ptr [r15 + 64]
     add r11, 64
     inc rbx
     dec r13
@@ -1373,54 +1374,52 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov r8, r11
-    mov dword ptr [r15 + 768], r8d
-    and r8, 448
-    movzx ebp, byte ptr [r15 + r8 + 832]
-    mov r8, r11
-    mov edx, 62
-    mov edx, 23
-    and r8, 4032
-    movzx eax, byte ptr [r15 + r8 + 3392]
+    movzx eax, bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, 62
+    mov dword ptr [r15 + 0], r9d
     test dword ptr [r15 + 67117724], 128
     jnz 1f
 1:
-    mov rdi, qword ptr [r15 + 128]
-    mov byte ptr [r15 + 320], dil
-    mov r9, r11
-    mov rsi, qword ptr [r15 + 384]
-    jmp 1f
-1:
+    mov dword ptr [r15 + 0], 22
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, qword ptr [r15 + 384]
+    mov r8, r11
     test ebx, 1073741824
     jz 1f
 1:
-    and r9, 1984
-    mov dword ptr [r15 + r9 + 1344], 72
-    movzx r9d, al
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 64], r9b
+    mov r9d, eax
+    and r8, 4032
+    xchg qword ptr [r15 + r8 + 3392], r8
+    mov rax, qword ptr [r15 + 128]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rdi, rsi
-    mov edi, 229
-    movzx edi, dil
-    vpcmpeqb xmm2, xmm2, xmm5
-    test ebx, 1073741824
-    jnz 1f
-1:
+    mov ebp, 179
+    mov rbp, rbp
+    movsxd rbp, dword ptr [r15 + 320]
     jmp 1f
 1:
-    .byte 0x0f, 0x1f, 0x40, 0x00
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 448], ymm2
     test ebx, 1073741824
     jnz 1f
 1:
-    mov esi, edi
-    movsxd rsi, dword ptr [r15 + 256]
-    mov r9, rsi
-    mov byte ptr [r15 + 64], r9b
+    mov r8, r11
+    mov eax, 2
+    and r8, 448
+    movzx eax, byte ptr [r15 + r8 + 832]
+    vmovdqu ymmword ptr [r15 + 768], ymm4
+    movsxd r9, dword ptr [r15 + 448]
+    test ebx, 1073741824
+    jz 1f
+1:
+    vmovdqu ymmword ptr [r15 + 256], ymm0
+    mov rbp, r11
+    .byte 0x0f, 0x1f, 0x40, 0x00
+    mov rsi, r8
+    and rbp, 1984
+    mov byte ptr [r15 + rbp + 1344], bpl
     add r11, 64
     inc rbx
     dec r13
@@ -1434,46 +1433,46 @@ ditto_body_c1:
     jmp .Lc1_d1226_j_t
 .Lc1_d1226_j:
     vmovdqu ymmword ptr [r15 + 0], ymm13
-    mov edi, 130
-    mov dword ptr [r15 + 0], edi
+    mov r8d, 130
+    mov dword ptr [r15 + 0], r8d
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, r11
     test dword ptr [r15 + 67117724], 537395200
     jnz 1f
 1:
-    and r9, 8128
-    mov rcx, qword ptr [r15 + r9 + 7488]
+    mov rbp, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 8128
+    mov rsi, qword ptr [r15 + rbp + 7488]
     inc dword ptr [r15 + 192]
-    movzx eax, byte ptr [r15 + 640]
-    mov rdi, qword ptr [r15 + 64]
-    test dword ptr [r15 + 67117723], 16777216
-    jz 1f
+    mov rax, qword ptr [r15 + 256]
+    test dword ptr [r15 + 67117723], 17301504
+    jnz 1f
 1:
-    mov qword ptr [r15 + 320], rcx
-    movzx ecx, byte ptr [r15 + 256]
-    movsxd rsi, dword ptr [r15 + 512]
+    mov qword ptr [r15 + 640], r8
+    movzx r8d, byte ptr [r15 + 64]
+    movsxd rcx, dword ptr [r15 + 512]
     test ebx, 1073741824
     jz 1f
 1:
-    mov r9d, r9d
-    movzx r9d, byte ptr [r15 + 128]
+    mov ebp, eax
+    movzx eax, byte ptr [r15 + 128]
     movzx ebp, byte ptr [r15 + 64]
     mov byte ptr [r15 + 576], bpl
     mov rbp, r11
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
     and rbp, 448
-    mov rcx, qword ptr [r15 + rbp + 832]
-    mov ebp, ecx
-    mov ecx, ebp
-    mov dword ptr [r15 + 448], ecx
+    mov rsi, qword ptr [r15 + rbp + 832]
+    mov ebp, esi
+    mov esi, ebp
+    mov dword ptr [r15 + 384], esi
     test dword ptr [r15 + 67117724], 1
     jz 1f
 1:
     .byte 0x66, 0x90
-    mov dword ptr [r15 + 384], ebp
-    movzx ebp, r9b
+    mov dword ptr [r15 + 448], eax
+    movzx eax, sil
     add r11, 64
     inc rbx
     dec r13
@@ -1486,55 +1485,53 @@ ditto_body_c1:
     nop
     jmp 1f
 1:
-    mov r9d, dword ptr [r15 + 704]
-    mov ebp, r9d
-    mov ebp, dword ptr [r15 + 512]
+    mov esi, dword ptr [r15 + 320]
+    mov ebp, esi
+    mov esi, dword ptr [r15 + 512]
     test ebx, 1073741824
     jnz 1f
 1:
     jmp 1f
 1:
-    mov ecx, 189
-    jmp 1f
-1:
-    mov edx, 81
+    mov eax, 189
+    vmovdqu ymmword ptr [r15 + 128], ymm1
+    mov ecx, 200
     test ebx, 1073741824
     jz 1f
 1:
-    movzx r9d, cl
-    mov r9d, 114
-    mov r9, r11
-    mov r8, r9
-    and r9, 8128
-    vmovdqu ymmword ptr [r15 + r9 + 7488], ymm2
+    movzx esi, bpl
+    mov ebp, 214
+    mov rdi, rbp
+    vpshufd xmm5, xmm10, 248
     test ebx, 1152
     jnz 1f
 1:
-    movzx ebp, byte ptr [r15 + 128]
-    mov dword ptr [r15 + 320], ebp
-    mov ebp, 239
-    mov dword ptr [r15 + 192], ebp
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and r8d, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 448], ebp
-    mov rdx, qword ptr [r15 + 384]
-    test ebx, 1073741824
-    jnz 1f
-1:
     mov r9, r11
-    mov byte ptr [r15 + 384], r9b
-    mov rbp, r10
-    mov byte ptr [r15 + 64], bpl
+    movzx ecx, byte ptr [r15 + 192]
+    mov dword ptr [r15 + 64], ecx
+    mov ecx, 203
     and r9, 4032
-    mov rcx, qword ptr [r15 + r9 + 3392]
-    and rbp, 1984
-    mov dword ptr [r15 + rbp + 1344], 20
+    mov dword ptr [r15 + r9 + 3392], r9d
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and edi, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 8128
+    mov dword ptr [r15 + rbp + 7488], ebp
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov byte ptr [r15 + 384], dil
+    mov r9, r11
+    mov byte ptr [r15 + 448], r9b
+    mov rdi, qword ptr [r15 + 704]
+    and r9, 1984
+    mov dword ptr [r15 + r9 + 1344], 34
     add r11, 64
-    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b1_done
@@ -1542,54 +1539,54 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov r8, r11
     jmp 1f
 1:
-    mov edx, ecx
-    mov ecx, dword ptr [r15 + 320]
-    and r8, 448
-    mov dword ptr [r15 + r8 + 832], 61
-    test dword ptr [r15 + 67117723], 4194320
-    jnz 1f
+    mov ecx, edi
+    mov edi, dword ptr [r15 + 256]
+    mov dword ptr [r15 + 128], 61
+    test dword ptr [r15 + 67117724], 555766928
+    jz 1f
 1:
     mov ebp, 24
-    add qword ptr [r15 + 384], rbp
+    add rbp, qword ptr [r15 + 320]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 67117723], 1107296256
-    jnz 1f
-1:
-    mov byte ptr [r15 + 0], dl
-    mov edx, 219
-    movsxd rax, dword ptr [r15 + 256]
-    jmp 1f
-1:
-    test ebx, 1073741824
+    test dword ptr [r15 + 67117723], 541065216
     jz 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, 137
     mov r9, r11
-    mov dword ptr [r15 + 192], r9d
-    mov ecx, 65
-    and r9, 1984
-    and ebp, dword ptr [r15 + r9 + 1344]
-    mov r9d, dword ptr [r15 + 512]
+    mov byte ptr [r15 + 0], r9b
+    jmp 1f
+1:
+    test ebx, 1152
+    jnz 1f
+1:
+    and r9, 448
+    mov rbp, r11
+    movsxd rax, dword ptr [r15 + r9 + 832]
+    mov r9d, 42
+    and rbp, 1984
+    mov dword ptr [r15 + rbp + 1344], ebp
+    and ebp, dword ptr [r15 + 192]
     test ebx, 1073741824
     jz 1f
 1:
-    mov edx, dword ptr [r15 + 128]
+    mov edi, dword ptr [r15 + 512]
     jmp 1f
 1:
-    mov dword ptr [r15 + 128], edx
-    movsxd rdx, dword ptr [r15 + 64]
+    mov dword ptr [r15 + 128], eax
+    movsxd rax, dword ptr [r15 + 64]
     test ebx, 1073741824
     jnz 1f
 1:
-    and r9d, dword ptr [r15 + 768]
-    mov r8d, 143
-    mov r8, r11
-    and ecx, dword ptr [r15 + 448]
-    and r8, 4032
-    mov dword ptr [r15 + r8 + 3392], 185
+    and ebp, dword ptr [r15 + 768]
+    mov r9d, 159
+    mov r9, r11
+    mov dword ptr [r15 + 448], 142
+    and r9, 4032
+    mov dword ptr [r15 + r9 + 3392], 59
     add r11, 64
     inc rbx
     dec r13
@@ -1600,115 +1597,116 @@ ditto_body_c1:
     mov qword ptr [r15 + 67117720], rax
     mov eax, dword ptr [r15 + 67117724]
     and eax, 7
-    lea rcx, [rip + .Lc1_d1371_s]
+    lea rcx, [rip + .Lc1_d1370_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d1371_s_t
+    jmp .Lc1_d1370_s_t
     .p2align 3
-.Lc1_d1371_s:
+.Lc1_d1370_s:
     .p2align 3
-    jmp .Lc1_d1371_j
+    jmp .Lc1_d1370_j
     .p2align 3
-    jmp .Lc1_d1371_j
+    jmp .Lc1_d1370_j
     .p2align 3
-    jmp .Lc1_d1371_j
+    jmp .Lc1_d1370_j
     .p2align 3
-    jmp .Lc1_d1371_j
+    jmp .Lc1_d1370_j
     .p2align 3
-    jmp .Lc1_d1371_j
+    jmp .Lc1_d1370_j
     .p2align 3
-    jmp .Lc1_d1371_j
+    jmp .Lc1_d1370_j
     .p2align 3
-    jmp .Lc1_d1371_j
+    jmp .Lc1_d1370_j
     .p2align 3
-    jmp .Lc1_d1371_j
-.Lc1_d1371_j:
-    movzx edi, byte ptr [r15 + 64]
+    jmp .Lc1_d1370_j
+.Lc1_d1370_j:
+    movzx ebp, byte ptr [r15 + 64]
     jmp 1f
 1:
-    mov rbp, r10
+    mov r9, r11
     jmp 1f
 1:
     test dword ptr [r15 + 67117723], 32768
     jz 1f
 1:
-    and rbp, 448
-    movsxd rsi, dword ptr [r15 + rbp + 832]
-    movzx ebp, sil
+    and r9, 448
+    movsxd r8, dword ptr [r15 + r9 + 832]
+    movzx r9d, r8b
     test ebx, 1073741824
     jnz 1f
 1:
     movzx eax, byte ptr [r15 + 256]
-    mov ecx, 73
-    mov r8, r10
-    movzx edi, byte ptr [r15 + 576]
+    mov esi, 73
+    mov rbp, r11
+    movzx ecx, byte ptr [r15 + 576]
     test ebx, 1073741824
     jnz 1f
 1:
-    and r8, 8128
-    mov dword ptr [r15 + r8 + 7488], r8d
+    and rbp, 8128
+    mov dword ptr [r15 + rbp + 7488], ebp
     jmp 1f
 1:
-    test dword ptr [r15 + 67117723], 8208
+    test dword ptr [r15 + 67117724], 1074862102
     jz 1f
 1:
-    movsxd rsi, dword ptr [r15 + 512]
-    vmovdqu ymmword ptr [r15 + 320], ymm7
+    movsxd r9, dword ptr [r15 + 512]
+    vmovdqu ymmword ptr [r15 + 128], ymm5
     add r11, 64
-    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c29:
-    mov dword ptr [r15 + 320], esi
-    mov dword ptr [r15 + 704], esi
+    mov r8d, dword ptr [r15 + 320]
+    mov dword ptr [r15 + 256], r8d
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    and esi, dword ptr [r15 + 0]
-    and esi, dword ptr [r15 + 0]
+    and ebp, dword ptr [r15 + 0]
     test ebx, 1073741824
     jz 1f
 1:
-    mov r8, rsi
+    and r9d, dword ptr [r15 + 0]
+    mov rdx, r9
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rdi, rsi
-    mov dword ptr [r15 + 448], edi
-    mov byte ptr [r15 + 384], sil
+    mov r8, rbp
     test ebx, 1073741824
     jnz 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 448], edx
     jmp 1f
 1:
-    mov rsi, r8
-    mov r8, rsi
-    mov byte ptr [r15 + 512], r8b
-    mov r8, qword ptr [r15 + 192]
+    mov rdi, r9
     test ebx, 1073741824
     jnz 1f
 1:
-    movsxd rdi, dword ptr [r15 + 384]
-    mov r9, r11
+    mov r9, rdx
+    mov byte ptr [r15 + 384], r9b
+    mov byte ptr [r15 + 512], dil
+    mov rdi, qword ptr [r15 + 640]
+    movsxd rdx, dword ptr [r15 + 384]
+    test ebx, 1073741824
+    jz 1f
+1:
     mov byte ptr [r15 + 64], r9b
-    mov dword ptr [r15 + 256], 31
-    and r9, 4032
-    mov esi, dword ptr [r15 + r9 + 3392]
+    mov r9, r11
+    mov dword ptr [r15 + 704], 31
     jmp 1f
 1:
-    mov r8, r11
-    mov r9, r10
-    movzx edx, byte ptr [r15 + 640]
-    test ebx, 1073741824
+    and r9, 4032
+    mov r8d, dword ptr [r15 + r9 + 3392]
+    mov r9, r11
+    mov rbp, r11
+    movzx edx, byte ptr [r15 + 192]
+    test ebx, 256
     jz 1f
 1:
-    and r8, 16320
-    mov rdi, qword ptr [r15 + r8 + 15680]
-    and r9, 1984
-    mov dword ptr [r15 + r9 + 1344], r9d
-    mov r9, qword ptr [r15 + 128]
-    mov esi, 150
-    mov byte ptr [r15 + 128], sil
+    and r9, 16320
+    mov rdi, qword ptr [r15 + r9 + 15680]
+    and rbp, 1984
+    mov dword ptr [r15 + rbp + 1344], ebp
+    mov ebp, 2
+    mov byte ptr [r15 + 128], bpl
     add r11, 64
-    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b1_done
@@ -1716,51 +1714,56 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d1464_j]
+    lea rcx, [rip + .Lc1_d1463_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d1464_j_t
-.Lc1_d1464_j:
+    jmp .Lc1_d1463_j_t
+.Lc1_d1463_j:
+    mov qword ptr [r15 + 64], rbp
+    mov ebp, dword ptr [r15 + 768]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    add qword ptr [r15 + 0], rsi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, r11
     test ebx, 1073741824
     jz 1f
 1:
+    add qword ptr [r15 + 0], rcx
     mov r12, qword ptr [r15 + r12 + 56]
-    vpcmpeqb xmm10, xmm10, xmmword ptr [r15 + 64]
-    and r8, 8128
-    movsxd r9, dword ptr [r15 + r8 + 7488]
+    mov r9d, 36
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov dword ptr [r15 + 128], ecx
+    jmp 1f
+1:
+    vpaddd xmm14, xmm14, xmm7
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, qword ptr [r15 + 256]
+    test ebx, 1073741824
+    jz 1f
+1:
+    add r9, qword ptr [r15 + 448]
     jmp 1f
 1:
     mov rbp, r11
-    mov ecx, dword ptr [r15 + 768]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rax, qword ptr [r15 + 448]
-    and rbp, 448
-    mov qword ptr [r15 + rbp + 832], rbp
-    mov dword ptr [r15 + 384], 113
-    mov r8, r11
+    mov rax, rbp
+    mov dword ptr [r15 + 128], eax
     test ebx, 1073741824
     jnz 1f
 1:
-    and r8, 1984
-    mov qword ptr [r15 + r8 + 1344], r8
-    vpaddd xmm3, xmm3, xmm7
-    mov ecx, ebp
+    and rbp, 448
+    mov rsi, qword ptr [r15 + rbp + 832]
+    mov qword ptr [r15 + 192], rsi
+    mov esi, r9d
+    mov dword ptr [r15 + 320], 165
+    mov rbp, r11
+    mov r9, r11
     test dword ptr [r15 + 67117724], 2048
     jnz 1f
 1:
-    xor dword ptr [r15 + 320], ebp
-    mov dword ptr [r15 + 64], 208
-    add rbp, qword ptr [r15 + 192]
+    and r9, 1984
+    vpcmpeqb xmm9, xmm9, xmmword ptr [r15 + r9 + 1344]
+    mov qword ptr [r15 + 64], rax
+    and rbp, 8128
+    mov dword ptr [r15 + rbp + 7488], 144
     add r11, 64
     inc rbx
     dec r13
@@ -1769,119 +1772,125 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d1510_j]
+    lea rcx, [rip + .Lc1_d1513_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d1510_j_t
-.Lc1_d1510_j:
-    mov r8, r11
-    movsxd rbp, dword ptr [r15 + 576]
-    and r8, 8128
-    mov qword ptr [r15 + r8 + 7488], r8
-    jmp 1f
-1:
-    mov eax, 153
+    jmp .Lc1_d1513_j_t
+.Lc1_d1513_j:
+    movzx ecx, byte ptr [r15 + 320]
+    mov r9, r11
+    and ebp, dword ptr [r15 + 64]
+    movsxd rsi, dword ptr [r15 + 576]
+    and r9, 8128
+    mov rax, qword ptr [r15 + r9 + 7488]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rcx, qword ptr [r15 + 128]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    movzx edx, al
-    mov dword ptr [r15 + 192], 170
-    mov r8, r11
+    mov ecx, 183
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    and r8, 4032
-    movsxd rbp, dword ptr [r15 + r8 + 3392]
-    movsxd r8, dword ptr [r15 + 512]
-    and r8d, dword ptr [r15 + 320]
-    mov r9, r11
-    test dword ptr [r15 + 67117723], 524288
+    jmp 1f
+1:
+    mov ebp, ecx
+    mov dword ptr [r15 + 128], ebp
+    movsxd rbp, dword ptr [r15 + 512]
+    test dword ptr [r15 + 67117723], 524320
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r9, 448
-    movzx eax, byte ptr [r15 + r9 + 832]
-    mov r9d, 111
-    movzx r9d, byte ptr [r15 + 384]
+    movzx r9d, r9b
+    mov qword ptr [r15 + 384], r9
+    mov dword ptr [r15 + 128], 111
+    mov dword ptr [r15 + 512], 76
     test dword ptr [r15 + 67117724], 33562624
     jnz 1f
 1:
-    mov dword ptr [r15 + 256], eax
-    mov eax, r8d
+    mov rax, qword ptr [r15 + 192]
     jmp 1f
 1:
-    mov rax, qword ptr [r15 + 448]
+    mov rbp, r11
+    movzx ecx, bpl
+    and rbp, 4032
+    movsxd r8, dword ptr [r15 + rbp + 3392]
     test ebx, 1073741824
     jnz 1f
 1:
+    mov r9d, 55
+    mov r9, qword ptr [r15 + 448]
     movzx edx, r9b
-    mov r9, qword ptr [r15 + 320]
-    movzx ecx, r9b
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c32:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    movzx eax, byte ptr [r15 + 448]
-    mov r8d, dword ptr [r15 + 128]
-    jmp 1f
-1:
-    vmovdqu ymmword ptr [r15 + 64], ymm3
-    mov r9, r10
-    movzx edi, r9b
-    test dword ptr [r15 + 67117723], 1443373089
-    jz 1f
-1:
-    and r9, 4032
-    mov dword ptr [r15 + r9 + 3392], 55
-    mov r9d, 226
-    mov r9d, dword ptr [r15 + 512]
-    movzx edx, r9b
-    movzx edx, dl
-    test ebx, 384
-    jnz 1f
-1:
-    mov ecx, r9d
-    movsxd rcx, dword ptr [r15 + 64]
-    movzx eax, cl
-    mov eax, dword ptr [r15 + 384]
-    movzx r9d, byte ptr [r15 + 640]
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx edi, cl
-    mov qword ptr [r15 + 128], rdi
-    mov edi, 4
-    mov ecx, edi
-    vmovdqu ymmword ptr [r15 + 320], ymm10
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    nop
+    movzx ecx, dl
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r9, r11
-    jmp 1f
+    mov qword ptr [r15 + 0], rdx
+    test ebx, 1073741824
+    jnz 1f
 1:
-    test dword ptr [r15 + 67117724], 1081344
+    movzx edx, cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ebp, r9b
+    vpcmpeqb xmm14, xmm14, xmm9
+    mov dword ptr [r15 + 0], 125
+    mov r9, r11
+    test ebx, 1073741824
     jz 1f
 1:
-    movzx esi, cl
     and r9, 1984
-    mov edx, dword ptr [r15 + r9 + 1344]
-    mov r9d, 18
-    movzx ecx, byte ptr [r15 + 256]
-    mov r9d, ecx
+    movzx ecx, byte ptr [r15 + r9 + 1344]
+    mov r9d, 83
+    movzx r9d, r9b
+    mov r9d, r9d
+    mov r9d, dword ptr [r15 + 256]
+    mov rbp, r11
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov edi, 88
+    and rbp, 448
+    vmovdqu ymmword ptr [r15 + rbp + 832], ymm14
+    mov ebp, 243
+    mov rbp, r11
+    jmp 1f
+1:
+    mov edx, dword ptr [r15 + 640]
+    test ebx, 255744
+    jz 1f
+1:
+    and rbp, 4032
+    mov r9, qword ptr [r15 + rbp + 3392]
+    movzx ebp, r9b
+    mov r9d, 27
+    mov r9d, r9d
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx esi, bpl
+    movzx esi, byte ptr [r15 + 64]
+    movzx edi, sil
+    jmp 1f
+1:
+    mov ebp, edx
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rdx, qword ptr [r15 + 128]
+    mov r9d, edx
+    movsxd rdx, dword ptr [r15 + 448]
+    jmp 1f
+1:
+    nop
     add r11, 64
-    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b1_done
@@ -1892,53 +1901,54 @@ ditto_body_c1:
     xor eax, eax
     test dword ptr [r15 + 67117724], 262144
     setz al
-    lea rcx, [rip + .Lc1_d1611_s]
+    lea rcx, [rip + .Lc1_d1618_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d1611_s_t
+    jmp .Lc1_d1618_s_t
     .p2align 3
-.Lc1_d1611_s:
+.Lc1_d1618_s:
     .p2align 3
-    jmp .Lc1_d1611_j
+    jmp .Lc1_d1618_j
     .p2align 3
-    jmp .Lc1_d1611_j
-.Lc1_d1611_j:
-    mov dword ptr [r15 + 448], eax
-    mov r9, r10
-    mov byte ptr [r15 + 512], r9b
-    and r9, 448
-    movsxd rax, dword ptr [r15 + r9 + 832]
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx esi, cl
-    mov dword ptr [r15 + 704], 82
-    mov rbp, r10
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rdx, rcx
+    jmp .Lc1_d1618_j
+.Lc1_d1618_j:
+    mov rbp, r11
     and rbp, 1984
-    and eax, dword ptr [r15 + rbp + 1344]
+    mov dword ptr [r15 + rbp + 1344], 244
+    mov rbp, rcx
+    mov byte ptr [r15 + 512], bpl
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r9, qword ptr [r15 + 64]
-    mov dword ptr [r15 + 384], r9d
-    mov r9, r10
-    mov ecx, dword ptr [r15 + 256]
+    mov r8, r11
+    mov eax, dword ptr [r15 + 64]
+    mov dword ptr [r15 + 256], eax
+    and r8, 8128
+    mov qword ptr [r15 + r8 + 7488], r8
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx ecx, bpl
+    mov dword ptr [r15 + 0], 44
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, qword ptr [r15 + 384]
+    mov r8, r11
+    and eax, dword ptr [r15 + 448]
     test ebx, 1073741824
     jz 1f
 1:
-    and r9, 8128
-    mov qword ptr [r15 + r9 + 7488], r9
-    movsxd r9, dword ptr [r15 + 192]
+    and r8, 448
+    mov dword ptr [r15 + r8 + 832], r8d
+    mov r8d, 74
+    movsxd r8, dword ptr [r15 + 192]
     test dword ptr [r15 + 67117723], 536870912
     jz 1f
 1:
-    movzx eax, cl
-    mov eax, 78
+    movzx ebp, al
+    mov dword ptr [r15 + 704], 84
     add r11, 64
-    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b1_done
@@ -1946,52 +1956,53 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
+    movzx eax, byte ptr [r15 + 192]
     mov rbp, r11
+    jmp 1f
+1:
+    movzx r8d, byte ptr [r15 + 384]
     and rbp, 4032
-    movzx ecx, byte ptr [r15 + rbp + 3392]
-    mov ebp, 167
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, eax
+    movzx edi, byte ptr [r15 + rbp + 3392]
+    mov ebp, 50
     test ebx, 1073741824
     jnz 1f
 1:
-    vpaddd xmm1, xmm1, xmm13
+    mov rax, r8
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, rax
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     test dword ptr [r15 + 67117724], 131072
     jnz 1f
 1:
-    mov dword ptr [r15 + 128], 151
-    mov dword ptr [r15 + 128], ebp
-    movzx ebp, byte ptr [r15 + 320]
+    vpshufd xmm5, xmm14, 151
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, dword ptr [r15 + 448]
     jmp 1f
 1:
     test ebx, 1073741824
     jz 1f
 1:
-    vpshufd xmm2, xmm1, 249
-    mov r9, r11
-    movsxd rax, dword ptr [r15 + 320]
-    mov ecx, 60
-    and r9, 8128
-    mov ebp, dword ptr [r15 + r9 + 7488]
+    mov r8, r11
+    jmp 1f
+1:
+    mov eax, eax
+    and r8, 8128
+    mov edi, dword ptr [r15 + r8 + 7488]
+    mov dword ptr [r15 + 128], 249
     test ebx, 1073741824
     jz 1f
 1:
-    movzx r8d, byte ptr [r15 + 448]
-    mov dword ptr [r15 + 768], r8d
-    movzx r8d, byte ptr [r15 + 512]
-    jmp 1f
-1:
+    mov dword ptr [r15 + 128], eax
+    movzx eax, byte ptr [r15 + 576]
+    mov ebp, 246
+    mov dword ptr [r15 + 768], ebp
     test dword ptr [r15 + 67117724], 276824064
     jnz 1f
 1:
-    jmp 1f
-1:
-    or qword ptr [r15 + 384], 73
-    mov dword ptr [r15 + 192], 233
-    movsxd r9, dword ptr [r15 + 64]
+    vpaddd xmm0, xmm0, xmm8
+    or qword ptr [r15 + 320], 73
+    mov dword ptr [r15 + 512], 233
+    movsxd r8, dword ptr [r15 + 64]
     add r11, 64
     inc rbx
     dec r13
@@ -2000,114 +2011,108 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d1703_j]
+    lea rcx, [rip + .Lc1_d1712_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d1703_j_t
-.Lc1_d1703_j:
-    mov qword ptr [r15 + 0], r9
-    movzx r9d, al
-    inc dword ptr [r15 + 0]
-    mov r9, r11
+    jmp .Lc1_d1712_j_t
+.Lc1_d1712_j:
     mov r12, qword ptr [r15 + r12 + 56]
-    and r9, 1984
-    mov dword ptr [r15 + r9 + 1344], r9d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], r8d
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov byte ptr [r15 + 384], cl
-    mov rcx, qword ptr [r15 + 192]
-    mov rax, qword ptr [r15 + 64]
-    movzx edi, byte ptr [r15 + 576]
-    mov r8, r10
+    mov r8, qword ptr [r15 + 64]
+    mov qword ptr [r15 + 448], r8
+    movzx r8d, byte ptr [r15 + 256]
+    mov byte ptr [r15 + 640], r8b
+    mov r8, r11
     test dword ptr [r15 + 67117724], 128
     jz 1f
 1:
-    mov r9, qword ptr [r15 + 256]
-    and r8, 8128
-    movzx edx, byte ptr [r15 + r8 + 7488]
-    mov byte ptr [r15 + 448], dl
-    jmp 1f
-1:
-    mov dword ptr [r15 + 384], 199
+    and r8, 1984
+    mov byte ptr [r15 + r8 + 1344], r8b
+    mov r8d, r8d
+    mov byte ptr [r15 + 384], r8b
+    mov r8, qword ptr [r15 + 192]
     test ebx, 1073741824
     jz 1f
 1:
-    movsxd rcx, dword ptr [r15 + 640]
-    mov byte ptr [r15 + 128], cl
     mov r9, r11
-    movsxd rsi, dword ptr [r15 + 64]
-    and r9, 448
-    mov rax, qword ptr [r15 + r9 + 832]
+    mov ecx, dword ptr [r15 + 128]
+    jmp 1f
+1:
+    mov rbp, r11
+    and r9, 4032
+    mov dword ptr [r15 + r9 + 3392], 199
+    and rbp, 448
+    movzx r8d, byte ptr [r15 + rbp + 832]
     test dword ptr [r15 + 67117723], 1
     jz 1f
 1:
-    mov edx, dword ptr [r15 + 512]
-    mov r8d, edx
-    movzx r8d, byte ptr [r15 + 256]
-    mov byte ptr [r15 + 320], r8b
+    mov ecx, dword ptr [r15 + 64]
+    mov byte ptr [r15 + 320], cl
+    movsxd rcx, dword ptr [r15 + 512]
     add r11, 64
-    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c36:
-    lea rcx, [rip + .Lc1_d1748_j]
+    lea rcx, [rip + .Lc1_d1753_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d1748_j_t
-.Lc1_d1748_j:
-    mov r9, r11
-    and r9, 448
-    mov dword ptr [r15 + r9 + 832], r9d
-    movzx r9d, cl
+    jmp .Lc1_d1753_j_t
+.Lc1_d1753_j:
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], ecx
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 256
     jnz 1f
 1:
-    mov rsi, r9
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, rcx
+    mov rcx, qword ptr [r15 + 192]
+    mov dword ptr [r15 + 512], 94
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx edx, byte ptr [r15 + 704]
-    mov dword ptr [r15 + 64], 33
-    mov dword ptr [r15 + 512], esi
     jmp 1f
 1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + 448], 66
-    mov r8, r10
+    mov r9, r11
+    mov r8, r11
     jmp 1f
 1:
-    and r8, 4032
-    lock xadd qword ptr [r15 + r8 + 3392], r8
+    and r8, 1984
+    mov dword ptr [r15 + r8 + 1344], r8d
+    and r9, 8128
+    movsxd rcx, dword ptr [r15 + r9 + 7488]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov dword ptr [r15 + 128], edx
-    movzx edx, dl
-    mov rdx, qword ptr [r15 + 128]
-    mov byte ptr [r15 + 384], dl
+    jmp 1f
+1:
+    mov dword ptr [r15 + 704], ebp
+    mov byte ptr [r15 + 320], cl
+    movzx ecx, r8b
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx r8d, r8b
+    mov r8, r8
+    mov dword ptr [r15 + 128], r8d
+    jmp 1f
+1:
     test ebx, 1073741824
     jz 1f
 1:
-    mov r9, r8
-    jmp 1f
-1:
-    mov rsi, qword ptr [r15 + 192]
-    mov r8, r11
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rdx, r9
-    and r8, 1984
-    mov dword ptr [r15 + r8 + 1344], r8d
-    mov qword ptr [r15 + 320], rsi
+    mov rbp, r11
+    mov dword ptr [r15 + 448], 171
+    mov r9, qword ptr [r15 + 64]
+    and rbp, 448
+    mov rcx, qword ptr [r15 + rbp + 832]
+    mov qword ptr [r15 + 256], rcx
     add r11, 64
-    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b1_done
@@ -2115,24 +2120,24 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov qword ptr [r15 + 64], rsi
+    mov qword ptr [r15 + 512], rbp
     jmp 1f
 1:
     jmp 1f
 1:
-    movzx esi, byte ptr [r15 + 320]
-    mov r8, qword ptr [r15 + 768]
+    movzx ebp, byte ptr [r15 + 64]
+    mov r8, r11
+    mov rcx, qword ptr [r15 + 128]
     mov r9, r11
-    mov rbp, r11
     test dword ptr [r15 + 67117724], 1073745920
     jnz 1f
 1:
-    and rbp, 448
-    movsxd rax, dword ptr [r15 + rbp + 832]
-    and r9, 4032
-    movsxd rsi, dword ptr [r15 + r9 + 3392]
-    mov r9d, dword ptr [r15 + 192]
-    mov qword ptr [r15 + 384], r9
+    and r9, 448
+    movsxd rax, dword ptr [r15 + r9 + 832]
+    and r8, 8128
+    movsxd rsi, dword ptr [r15 + r8 + 7488]
+    mov r8d, dword ptr [r15 + 192]
+    mov qword ptr [r15 + 384], r8
     test ebx, 1073741824
     jz 1f
 1:
@@ -2141,33 +2146,33 @@ ditto_body_c1:
     jmp 1f
 1:
     .byte 0x0f, 0x1f, 0x00
-    movzx edx, byte ptr [r15 + 128]
+    movzx edi, byte ptr [r15 + 128]
     test ebx, 1073741824
     jnz 1f
 1:
     jmp 1f
 1:
-    mov r9d, dword ptr [r15 + 256]
-    mov qword ptr [r15 + 448], r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rdi
     jmp 1f
 1:
-    add rsi, qword ptr [r15 + 576]
-    test ebx, 1073741824
-    jz 1f
-1:
-    vmovdqu ymmword ptr [r15 + 0], ymm6
-    add qword ptr [r15 + 0], r9
-    mov r9, rsi
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, r11
-    test dword ptr [r15 + 67117723], 33024
-    jz 1f
+    test ebx, 1073741824
+    jnz 1f
 1:
-    mov qword ptr [r15 + 512], rsi
-    mov rsi, rsi
-    and r9, 8128
-    mov qword ptr [r15 + r9 + 7488], r9
-    mov r9d, 253
+    mov qword ptr [r15 + 448], rdi
+    add rdi, qword ptr [r15 + 576]
+    mov rbp, rdi
+    mov rbp, r11
+    vmovdqu ymmword ptr [r15 + 256], ymm6
+    test dword ptr [r15 + 67117723], 33024
+    jnz 1f
+1:
+    and rbp, 4032
+    mov qword ptr [r15 + rbp + 3392], rbp
+    mov rbp, rdi
+    add qword ptr [r15 + 768], rbp
+    mov ebp, 156
     add r11, 64
     inc rbx
     dec r13
@@ -2179,16 +2184,16 @@ ditto_body_c1:
     xor eax, eax
     test dword ptr [r15 + 67117724], 64
     setz al
-    lea rcx, [rip + .Lc1_d1851_s]
+    lea rcx, [rip + .Lc1_d1854_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d1851_s_t
+    jmp .Lc1_d1854_s_t
     .p2align 3
-.Lc1_d1851_s:
+.Lc1_d1854_s:
     .p2align 3
-    jmp .Lc1_d1851_j
+    jmp .Lc1_d1854_j
     .p2align 3
-    jmp .Lc1_d1851_j
-.Lc1_d1851_j:
+    jmp .Lc1_d1854_j
+.Lc1_d1854_j:
     mov dword ptr [r15 + 64], eax
     mov r12, qword ptr [r15 + r12 + 56]
     mov dword ptr [r15 + 0], eax
@@ -2199,151 +2204,158 @@ ditto_body_c1:
     movzx eax, cl
     mov ecx, 57
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, cl
     test ebx, 1073741824
     jnz 1f
 1:
+    movzx ebp, al
     jmp 1f
 1:
-    movzx edi, byte ptr [r15 + 512]
-    movsxd r9, dword ptr [r15 + 384]
-    movsxd rax, dword ptr [r15 + 64]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rbp, r10
-    mov dword ptr [r15 + 128], ebp
-    and rbp, 1984
-    movzx ecx, byte ptr [r15 + rbp + 1344]
-    mov rbp, rcx
-    mov byte ptr [r15 + 640], bpl
+    movzx ecx, byte ptr [r15 + 320]
+    movsxd rdx, dword ptr [r15 + 512]
+    movsxd r9, dword ptr [r15 + 64]
+    mov dword ptr [r15 + 128], r9d
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
-    mov eax, 34
-    movzx eax, al
-    mov eax, dword ptr [r15 + 256]
-    mov dword ptr [r15 + 320], 114
+    mov rax, rax
+    mov byte ptr [r15 + 640], al
+    mov eax, 3
     test ebx, 256
     jz 1f
 1:
-    mov edi, ebp
+    movzx ecx, cl
+    mov r9, r11
+    mov edx, dword ptr [r15 + 256]
+    and r9, 1984
+    movsxd rsi, dword ptr [r15 + r9 + 1344]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov eax, eax
     jmp 1f
 1:
-    mov r9d, 202
+    mov ecx, 41
     add r11, 64
-    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c39:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov rbp, r10
-    vpshufd xmm2, xmm12, 36
-    and rbp, 4032
-    mov rcx, qword ptr [r15 + rbp + 3392]
-    mov rbp, rcx
-    mov ecx, ebp
+    mov dword ptr [r15 + 0], 168
+    mov r9d, 37
+    mov byte ptr [r15 + 0], r9b
+    mov r9d, edx
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, eax
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov byte ptr [r15 + 0], al
-    mov eax, 140
-    vpcmpeqb xmm2, xmm2, xmmword ptr [r15 + 448]
-    mov r9, r10
-    test dword ptr [r15 + 67117724], 8519680
+    mov qword ptr [r15 + 0], r9
+    mov r9, r11
+    test ebx, 1073741824
     jnz 1f
 1:
-    mov dword ptr [r15 + 512], eax
     and r9, 448
-    mov dword ptr [r15 + r9 + 832], 134
+    mov edx, dword ptr [r15 + r9 + 832]
+    mov r9d, 140
+    mov dword ptr [r15 + 320], r9d
     movzx r9d, byte ptr [r15 + 64]
-    jmp 1f
-1:
+    vmovdqu ymmword ptr [r15 + 704], ymm10
+    mov r8, r11
+    mov rbp, r11
     test ebx, 1073741824
-    jnz 1f
-1:
-    movzx ecx, byte ptr [r15 + 256]
-    movzx ebp, byte ptr [r15 + 384]
-    mov eax, 64
-    mov eax, 154
-    test dword ptr [r15 + 67117723], 4194304
     jz 1f
 1:
-    vmovdqu ymmword ptr [r15 + 704], ymm11
-    mov r9d, dword ptr [r15 + 128]
-    mov r8d, 62
-    mov r8, r11
-    mov qword ptr [r15 + 192], r8
+    and rbp, 4032
+    mov qword ptr [r15 + rbp + 3392], rbp
+    and r8, 8128
+    movzx edx, byte ptr [r15 + r8 + 7488]
+    mov r8, rdx
+    jmp 1f
+1:
+    vpcmpeqb xmm0, xmm0, xmmword ptr [r15 + 448]
     test ebx, 1073741824
     jnz 1f
 1:
-    and r8, 8128
-    movzx eax, byte ptr [r15 + r8 + 7488]
-    mov r8d, eax
-    mov dword ptr [r15 + 320], 140
+    mov r9d, r8d
+    jmp 1f
+1:
+    inc dword ptr [r15 + 128]
+    mov dword ptr [r15 + 512], 105
+    mov r8d, 62
+    test ebx, 1152
+    jz 1f
+1:
+    mov qword ptr [r15 + 192], rdx
+    mov edx, 87
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 384], 36
     add r11, 64
-    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c40:
-    lea rcx, [rip + .Lc1_d1947_j]
+    lea rcx, [rip + .Lc1_d1954_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d1947_j_t
-.Lc1_d1947_j:
+    jmp .Lc1_d1954_j_t
+.Lc1_d1954_j:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r8d, 48
+    mov r8d, r8d
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edx, dword ptr [r15 + 768]
+    test ebx, 1073741824
+    jz 1f
+1:
     mov r8, r11
+    mov ecx, dword ptr [r15 + 320]
     and r8, 8128
-    mov rdx, qword ptr [r15 + r8 + 7488]
-    movzx r8d, byte ptr [r15 + 320]
-    mov eax, dword ptr [r15 + 192]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx r9d, r8b
-    mov r9d, r9d
-    jmp 1f
-1:
-    mov r8, rdx
+    mov rdi, qword ptr [r15 + r8 + 7488]
+    mov r8, r11
+    mov dword ptr [r15 + 384], r8d
+    mov esi, dword ptr [r15 + 256]
+    mov rbp, r11
     test ebx, 1073741824
     jnz 1f
 1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, r9d
-    mov r12, qword ptr [r15 + r12 + 56]
+    and r8, 1984
+    mov qword ptr [r15 + r8 + 1344], r8
+    and rbp, 4032
+    movzx ecx, byte ptr [r15 + rbp + 3392]
+    movsxd rbp, dword ptr [r15 + 64]
+    mov rdx, rbp
     test ebx, 1073741824
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 448], r8
-    movsxd r8, dword ptr [r15 + 320]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov esi, 171
-    mov r9, r11
-    mov dword ptr [r15 + 384], r9d
-    and r9, 1984
-    mov qword ptr [r15 + r9 + 1344], r9
-    mov r9, r11
-    mov edx, dword ptr [r15 + 128]
-    test ebx, 1073741824
-    jz 1f
-1:
-    movsxd r8, dword ptr [r15 + 64]
-    and r9, 4032
-    movzx ecx, byte ptr [r15 + r9 + 3392]
-    mov r9d, dword ptr [r15 + 768]
-    mov edi, 72
+    movzx esi, dil
+    mov edi, dword ptr [r15 + 128]
+    mov qword ptr [r15 + 448], rdi
+    mov edi, 66
     add r11, 64
     inc rbx
     dec r13
@@ -2355,231 +2367,227 @@ ditto_body_c1:
     xor eax, eax
     test dword ptr [r15 + 67117724], 8388608
     setz al
-    lea rcx, [rip + .Lc1_d1999_s]
+    lea rcx, [rip + .Lc1_d2005_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d1999_s_t
+    jmp .Lc1_d2005_s_t
     .p2align 3
-.Lc1_d1999_s:
+.Lc1_d2005_s:
     .p2align 3
-    jmp .Lc1_d1999_j
+    jmp .Lc1_d2005_j
     .p2align 3
-    jmp .Lc1_d1999_j
-.Lc1_d1999_j:
-    mov r9d, dword ptr [r15 + 256]
-    and r9d, dword ptr [r15 + 384]
-    mov dword ptr [r15 + 448], r9d
+    jmp .Lc1_d2005_j
+.Lc1_d2005_j:
+    mov rbp, r11
+    mov edi, dword ptr [r15 + 192]
+    and rbp, 448
+    and eax, dword ptr [r15 + rbp + 832]
+    mov dword ptr [r15 + 448], eax
     test ebx, 384
     jnz 1f
 1:
     jmp 1f
 1:
-    mov rax, rax
-    mov r8, r11
+    mov rcx, rcx
     jmp 1f
 1:
+    mov r9, r11
     test ebx, 1073741824
     jnz 1f
 1:
-    mov ecx, 119
-    and r8, 448
-    mov r9, r11
-    movzx edi, byte ptr [r15 + r8 + 832]
+    mov edi, 119
+    and r9, 16320
+    movzx ebp, byte ptr [r15 + r9 + 15680]
     test ebx, 1073741824
     jz 1f
 1:
-    and r9, 16320
-    movzx eax, byte ptr [r15 + r9 + 15680]
-    movsxd r9, dword ptr [r15 + 64]
-    movzx ecx, byte ptr [r15 + 128]
+    movzx ecx, byte ptr [r15 + 64]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, byte ptr [r15 + 128]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r8, qword ptr [r15 + 576]
-    movzx edi, r8b
-    mov r8d, dword ptr [r15 + 512]
+    mov rdi, qword ptr [r15 + 576]
+    movzx ebp, dil
+    mov ebp, dword ptr [r15 + 512]
     test dword ptr [r15 + 67117724], 3
     jnz 1f
 1:
-    mov r8, r11
-    mov ecx, r8d
-    and r8, 1984
-    mov eax, dword ptr [r15 + r8 + 1344]
+    mov r9, r11
+    mov eax, r9d
+    and r9, 1984
+    mov ecx, dword ptr [r15 + r9 + 1344]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c42:
-    mov r9, qword ptr [r15 + 320]
-    movzx edi, byte ptr [r15 + 512]
-    mov qword ptr [r15 + 0], rdi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, ecx
+    mov rbp, r11
+    mov dword ptr [r15 + 640], 224
+    and rbp, 1984
+    mov edi, dword ptr [r15 + rbp + 1344]
+    mov dword ptr [r15 + 320], edi
+    jmp 1f
+1:
+    mov byte ptr [r15 + 128], al
     test ebx, 256
     jnz 1f
 1:
+    mov qword ptr [r15 + 0], rbp
     mov r12, qword ptr [r15 + r12 + 56]
     nop
     mov r12, qword ptr [r15 + r12 + 56]
-    vpor xmm2, xmm2, xmm14
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    mov rbp, r11
     mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 1984
-    mov ecx, dword ptr [r15 + rbp + 1344]
-    mov rbp, r11
-    mov dword ptr [r15 + 128], 111
-    and rbp, 8128
-    movsxd r8, dword ptr [r15 + rbp + 7488]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + 640], 78
-    jmp 1f
-1:
-    movzx edi, byte ptr [r15 + 64]
-    mov r9d, edi
-    mov edi, r9d
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r9, rbp
-    mov dword ptr [r15 + 256], r9d
-    mov byte ptr [r15 + 128], bpl
+    mov byte ptr [r15 + 0], bpl
     mov ebp, edi
-    mov rbp, r11
-    mov dword ptr [r15 + 320], ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    vpor xmm0, xmm0, xmm8
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rcx, rdi
-    and rbp, 4032
-    movsxd r9, dword ptr [r15 + rbp + 3392]
-    mov rbp, qword ptr [r15 + 384]
-    mov byte ptr [r15 + 192], bpl
+    mov r9, r11
+    jmp 1f
+1:
+    mov r8, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r8, 4032
+    movzx edi, byte ptr [r15 + r8 + 3392]
+    and r9, 8128
+    movsxd rbp, dword ptr [r15 + r9 + 7488]
+    mov r9d, ebp
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov esi, edi
+    movzx esi, byte ptr [r15 + 512]
+    vmovdqu ymmword ptr [r15 + 128], ymm0
+    mov rdi, rdi
+    mov edi, edi
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov dword ptr [r15 + 192], esi
+    mov rsi, r9
+    movsxd r9, dword ptr [r15 + 64]
+    mov rsi, qword ptr [r15 + 384]
+    mov dword ptr [r15 + 256], 160
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c43:
-    lea rcx, [rip + .Lc1_d2093_j]
+    lea rcx, [rip + .Lc1_d2100_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d2093_j_t
-.Lc1_d2093_j:
+    jmp .Lc1_d2100_j_t
+.Lc1_d2100_j:
+    jmp 1f
+1:
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, ebp
-    mov ebp, edi
-    movzx edi, bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu ymmword ptr [r15 + 0], ymm12
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx esi, cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    movzx r9d, bpl
-    jmp 1f
-1:
-    jmp 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 192], edi
-    mov rbp, r11
+    mov r9, qword ptr [r15 + 768]
+    mov dword ptr [r15 + 448], r9d
+    mov r9d, 58
+    mov byte ptr [r15 + 704], r9b
     test ebx, 256
+    jz 1f
+1:
+    and esi, dword ptr [r15 + 256]
+    movsxd rcx, dword ptr [r15 + 384]
+    mov edx, 52
+    mov dword ptr [r15 + 512], edx
+    test ebx, 640
+    jz 1f
+1:
+    mov r9d, esi
+    movzx r9d, r9b
+    vmovdqu ymmword ptr [r15 + 192], ymm13
+    mov r9, r11
+    mov rbp, r11
+    movsxd rcx, dword ptr [r15 + 64]
+    and r9, 8128
+    add rdx, qword ptr [r15 + r9 + 7488]
+    test ebx, 1073741824
     jnz 1f
 1:
     and rbp, 448
     movsxd rsi, dword ptr [r15 + rbp + 832]
-    add rsi, qword ptr [r15 + 256]
-    movsxd rcx, dword ptr [r15 + 448]
-    mov dword ptr [r15 + 64], ecx
-    test ebx, 640
-    jz 1f
-1:
+    mov dword ptr [r15 + 128], esi
+    mov esi, ecx
     movzx ecx, sil
-    movzx ecx, byte ptr [r15 + 384]
-    mov edi, ecx
-    vmovdqu ymmword ptr [r15 + 320], ymm2
-    movzx esi, sil
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov ebp, 138
-    vpcmpeqb xmm2, xmm2, xmm11
-    mov rdx, rcx
-    mov byte ptr [r15 + 704], dl
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + 512], ecx
-    mov ecx, 192
-    mov dword ptr [r15 + 768], ecx
-    mov rcx, qword ptr [r15 + 128]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c44:
+    mov r9, r11
+    and r9, 4032
+    mov rbp, qword ptr [r15 + r9 + 3392]
+    mov qword ptr [r15 + 320], rbp
+    add rsi, qword ptr [r15 + 64]
     jmp 1f
 1:
-    movsxd rsi, dword ptr [r15 + 64]
-    mov rdx, qword ptr [r15 + 64]
-    vmovdqu ymmword ptr [r15 + 384], ymm2
-    movzx ebp, cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov ecx, 42
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, r11
     mov rbp, r11
-    mov r8, r11
+    and r9, 448
+    mov byte ptr [r15 + r9 + 832], r9b
     test ebx, 1073741824
     jnz 1f
 1:
     and rbp, 1984
-    mov rsi, qword ptr [r15 + rbp + 1344]
-    jmp 1f
-1:
-    and r8, 4032
-    add rdx, qword ptr [r15 + r8 + 3392]
-    movzx r8d, dl
-    mov r8, r11
+    vmovdqu ymmword ptr [r15 + rbp + 1344], ymm0
+    mov ebp, dword ptr [r15 + 64]
+    mov esi, dword ptr [r15 + 128]
+    mov byte ptr [r15 + 256], cl
+    movzx ecx, cl
     test ebx, 1073741824
     jz 1f
 1:
-    and r8, 8128
-    mov rcx, qword ptr [r15 + r8 + 7488]
-    mov byte ptr [r15 + 0], cl
-    mov ecx, 110
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 15
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    vmovdqu ymmword ptr [r15 + 320], ymm7
-    movsxd r8, dword ptr [r15 + 448]
-    mov qword ptr [r15 + 576], r8
-    mov r8d, dword ptr [r15 + 128]
-    mov byte ptr [r15 + 192], r8b
+    vmovq xmm5, r9
+    movzx r9d, bpl
+    movzx r9d, r9b
+    mov r9, qword ptr [r15 + 576]
+    mov ebp, 169
     test ebx, 1073741824
     jnz 1f
 1:
     jmp 1f
 1:
-    mov dword ptr [r15 + 384], r8d
-    movzx r8d, r8b
-    mov qword ptr [r15 + 512], r8
+    mov dword ptr [r15 + 448], 226
+    mov qword ptr [r15 + 512], rsi
+    mov esi, 140
     add r11, 64
     inc rbx
     dec r13
@@ -2588,57 +2596,60 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d2196_j]
+    lea rcx, [rip + .Lc1_d2200_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d2196_j_t
-.Lc1_d2196_j:
-    mov r8, r11
-    movzx edi, r8b
-    and r8, 8128
-    mov ecx, dword ptr [r15 + r8 + 7488]
+    jmp .Lc1_d2200_j_t
+.Lc1_d2200_j:
+    mov rbp, r11
+    movzx r9d, bpl
+    and rbp, 1984
+    mov esi, dword ptr [r15 + rbp + 1344]
     mov dword ptr [r15 + 448], ecx
-    mov ecx, eax
+    mov ecx, ecx
     test ebx, 384
     jnz 1f
 1:
     jmp 1f
 1:
-    mov r9, r11
-    mov dword ptr [r15 + 320], 29
-    and r9, 448
-    movzx r8d, byte ptr [r15 + r9 + 832]
-    mov r9d, ecx
+    mov dword ptr [r15 + 384], 29
+    movzx eax, byte ptr [r15 + 192]
     test ebx, 384
     jnz 1f
 1:
-    mov qword ptr [r15 + 128], rcx
-    mov dword ptr [r15 + 0], r8d
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
+    mov r8d, ecx
+    mov rcx, qword ptr [r15 + 128]
+    mov dword ptr [r15 + 0], ecx
     test dword ptr [r15 + 67117724], 35651584
     jz 1f
 1:
-    mov r9, qword ptr [r15 + 640]
-    movzx eax, r9b
-    mov eax, eax
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ebp, al
     test dword ptr [r15 + 67117724], 134217736
     jnz 1f
 1:
-    mov rax, qword ptr [r15 + 512]
+    mov eax, r8d
     jmp 1f
 1:
-    mov r8, r11
-    movzx ecx, byte ptr [r15 + 256]
-    movzx r9d, cl
+    mov rsi, qword ptr [r15 + 640]
     test ebx, 1073741824
     jz 1f
 1:
-    and r8, 1984
-    mov qword ptr [r15 + r8 + 1344], rcx
-    movsxd r8, dword ptr [r15 + 192]
+    mov r9, r11
+    jmp 1f
+1:
+    and r9, 8128
+    mov rcx, qword ptr [r15 + r9 + 7488]
+    mov r9, r11
+    movzx r8d, r9b
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov qword ptr [r15 + 64], rcx
+    and r9, 448
+    movsxd rbp, dword ptr [r15 + r9 + 832]
     jmp 1f
 1:
     add r11, 64
@@ -2649,56 +2660,57 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov r8, r11
     jmp 1f
 1:
-    and r8, 448
-    vpcmpeqb xmm2, xmm2, xmmword ptr [r15 + r8 + 832]
+    movsxd rcx, dword ptr [r15 + 256]
+    mov byte ptr [r15 + 320], bpl
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx ecx, al
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, 17
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, r8
+    mov r9d, r9d
+    movzx r9d, r9b
     test ebx, 1073741824
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, dword ptr [r15 + 384]
-    movsxd rcx, dword ptr [r15 + 704]
-    mov dword ptr [r15 + 64], 176
+    mov eax, 116
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovq xmm5, r9
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, dword ptr [r15 + 512]
+    mov dword ptr [r15 + 384], eax
+    mov rax, r9
+    test ebx, 1073741824
+    jnz 1f
+1:
+    lock or dword ptr [r15 + 128], 29
+    mov r9d, 125
+    mov dword ptr [r15 + 512], 248
+    jmp 1f
+1:
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rax, r9
+    movsxd rax, dword ptr [r15 + 704]
+    movzx ebp, al
+    mov rax, r9
+    mov r9d, 81
     mov r9, r11
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + 384], ecx
-    and r9, 4032
-    movsxd rax, dword ptr [r15 + r9 + 3392]
-    mov r9d, 149
-    mov r9d, 101
-    movsxd r9, dword ptr [r15 + 320]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx r8d, cl
-    mov ecx, r8d
-    mov qword ptr [r15 + 64], r9
-    lock or dword ptr [r15 + 128], 49
-    vpshufd xmm10, xmm13, 142
     test dword ptr [r15 + 67117723], 16384
     jz 1f
 1:
+    mov qword ptr [r15 + 64], rbp
+    and r9, 4032
+    inc dword ptr [r15 + r9 + 3392]
+    movsxd r9, dword ptr [r15 + 192]
     movzx ebp, r9b
-    mov byte ptr [r15 + 256], bpl
-    movsxd rbp, dword ptr [r15 + 448]
-    mov r9, rax
+    movsxd r9, dword ptr [r15 + 448]
     add r11, 64
     inc rbx
     dec r13
@@ -2710,234 +2722,230 @@ ditto_body_c1:
     xor eax, eax
     test dword ptr [r15 + 67117724], 32768
     setz al
-    lea rcx, [rip + .Lc1_d2295_s]
+    lea rcx, [rip + .Lc1_d2302_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d2295_s_t
+    jmp .Lc1_d2302_s_t
     .p2align 3
-.Lc1_d2295_s:
+.Lc1_d2302_s:
     .p2align 3
-    jmp .Lc1_d2295_j
+    jmp .Lc1_d2302_j
     .p2align 3
-    jmp .Lc1_d2295_j
-.Lc1_d2295_j:
-    mov rbp, r11
-    mov dword ptr [r15 + 64], 83
-    and rbp, 4032
-    mov r9d, dword ptr [r15 + rbp + 3392]
-    and r9d, dword ptr [r15 + 320]
-    mov eax, 191
+    jmp .Lc1_d2302_j
+.Lc1_d2302_j:
+    mov byte ptr [r15 + 320], r9b
+    and ecx, dword ptr [r15 + 256]
+    mov rbp, rax
     test ebx, 1073741824
     jz 1f
 1:
-    mov r9, qword ptr [r15 + 192]
-    mov ecx, ebp
-    mov dword ptr [r15 + 448], eax
-    test dword ptr [r15 + 67117723], 32768
-    jz 1f
-1:
-    movzx ebp, bpl
-    mov rbp, rcx
-    mov ebp, eax
-    mov rbp, r11
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r9, r11
-    and rbp, 8128
-    mov qword ptr [r15 + rbp + 7488], rbp
-    mov rbp, qword ptr [r15 + 512]
-    and r9, 448
-    mov qword ptr [r15 + r9 + 832], rcx
-    mov ecx, dword ptr [r15 + 768]
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov rax, rbp
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov byte ptr [r15 + 256], cl
+    mov r8, r11
     jmp 1f
 1:
     movzx edi, byte ptr [r15 + 128]
+    and r8, 8128
+    mov qword ptr [r15 + r8 + 7488], rax
+    mov r8, r11
+    test dword ptr [r15 + 67117723], 32768
+    jnz 1f
+1:
+    and r8, 1984
+    mov r9d, dword ptr [r15 + r8 + 1344]
+    mov r8d, ecx
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov eax, 10
+    mov rax, qword ptr [r15 + 768]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rcx, r9
+    movzx r9d, r9b
+    mov r9, r11
+    mov r8, qword ptr [r15 + 192]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + 64], 46
+    and r9, 4032
+    mov eax, dword ptr [r15 + r9 + 3392]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c48:
-    lea rcx, [rip + .Lc1_d2344_j]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d2351_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d2344_j_t
-.Lc1_d2344_j:
-    lea rbp, [r11 + r11*1]
-    and rbp, 1984
-    movzx eax, byte ptr [r15 + rbp + 1344]
+    jmp .Lc1_d2351_j_t
+.Lc1_d2351_j:
+    mov rcx, rax
+    mov ecx, dword ptr [r15 + 128]
+    mov dword ptr [r15 + 512], 123
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 640
+    jnz 1f
+1:
     movzx r9d, byte ptr [r15 + 576]
-    mov byte ptr [r15 + 0], dil
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 256
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 128], ecx
     jmp 1f
 1:
-    test ebx, 1073741824
+    movsxd r8, dword ptr [r15 + 448]
+    mov eax, dword ptr [r15 + 448]
+    test dword ptr [r15 + 67117723], 4194304
     jz 1f
 1:
-    mov rcx, r9
-    mov dword ptr [r15 + 512], 83
-    mov eax, dword ptr [r15 + 128]
-    mov r9, qword ptr [r15 + rbp + 1408]
-    test ebx, 256
-    jnz 1f
-1:
-    movzx ebp, byte ptr [r15 + 64]
-    jmp 1f
-1:
-    movsxd rdi, dword ptr [r15 + 384]
-    mov ecx, dword ptr [r15 + 384]
+    movzx ecx, r9b
+    mov byte ptr [r15 + 320], r9b
+    movzx r9d, byte ptr [r15 + 256]
+    mov esi, 137
     test ebx, 1073741824
     jnz 1f
 1:
-    vmovdqu ymmword ptr [r15 + 448], ymm10
-    movzx eax, dil
-    jmp 1f
-1:
-    mov qword ptr [r15 + 192], rcx
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx ecx, byte ptr [r15 + 640]
+    mov r8, r11
+    mov qword ptr [r15 + 64], rax
+    and r8, 1984
     mov rbp, r11
-    vmovdqu ymmword ptr [r15 + 320], ymm10
+    mov rax, qword ptr [r15 + r8 + 1344]
+    jmp 1f
+1:
     and rbp, 8128
-    mov dword ptr [r15 + rbp + 7488], eax
-    mov eax, 133
+    vmovdqu ymmword ptr [r15 + rbp + 7488], ymm5
+    mov rbp, r11
+    test ebx, 1073741824
+    jz 1f
+1:
+    vmovdqu ymmword ptr [r15 + 384], ymm5
+    movsxd rcx, dword ptr [r15 + 128]
+    and rbp, 448
+    movzx r9d, byte ptr [r15 + rbp + 832]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c49:
-    vmovdqu ymmword ptr [r15 + 0], ymm10
-    lea rdi, [r15 + 67109504]
-    mov ecx, 12
-    rep stosb
-    mov rdi, rcx
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    .byte 0x0f, 0x1f, 0x40, 0x00
+    mov r8d, 150
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], al
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 82
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 256
     jz 1f
 1:
-    mov byte ptr [r15 + 512], cl
-    mov r8, r11
     jmp 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 384], 88
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov ebp, dword ptr [r15 + 192]
+    mov byte ptr [r15 + 512], bpl
+    movsxd rbp, dword ptr [r15 + 256]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r8, r11
+    mov dword ptr [r15 + 64], r8d
     and r8, 448
     mov byte ptr [r15 + r8 + 832], r8b
-    mov r8, qword ptr [r15 + 320]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov esi, 158
-    mov rbp, r11
-    mov ecx, dword ptr [r15 + 448]
-    mov dword ptr [r15 + 64], ecx
-    and rbp, 4032
-    movzx edx, byte ptr [r15 + rbp + 3392]
-    .byte 0x0f, 0x1f, 0x40, 0x00
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movsxd rdi, dword ptr [r15 + 128]
-    mov dword ptr [r15 + 256], 149
-    mov dword ptr [r15 + 192], 239
+    movzx r8d, byte ptr [r15 + 640]
     jmp 1f
 1:
     test ebx, 1073741824
     jz 1f
 1:
+    mov rbp, rbp
+    mov rbp, r11
+    mov edx, r8d
     jmp 1f
 1:
-    mov ebp, edi
-    jmp 1f
-1:
-    jmp 1f
-1:
+    and rbp, 4032
+    vpaddq xmm5, xmm5, xmmword ptr [r15 + rbp + 3392]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov dword ptr [r15 + 704], 6
-    mov ecx, dword ptr [r15 + 384]
-    mov rsi, rbp
-    movsxd rsi, dword ptr [r15 + 64]
+    mov dword ptr [r15 + 128], 253
+    lea rdi, [r15 + 67109504]
+    mov ecx, 12
+    rep stosb
+    mov rcx, rdx
+    mov byte ptr [r15 + 704], dl
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c50:
-    lea rcx, [rip + .Lc1_d2443_j]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d2446_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d2443_j_t
-.Lc1_d2443_j:
+    jmp .Lc1_d2446_j_t
+.Lc1_d2446_j:
     mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 179
     jmp 1f
 1:
-    mov ebp, 83
-    mov dword ptr [r15 + 0], 125
-    jmp 1f
-1:
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 512
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 138
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 320], 83
+    mov rbp, r11
     test ebx, 384
     jnz 1f
 1:
+    mov dword ptr [r15 + 512], 125
     jmp 1f
 1:
-    mov dword ptr [r15 + 64], 137
-    movsxd rbp, dword ptr [r15 + 256]
-    mov r9, r11
-    movzx eax, byte ptr [r15 + 320]
+    and rbp, 4032
+    mov eax, dword ptr [r15 + rbp + 3392]
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx ecx, byte ptr [r15 + 192]
-    and r9, 1984
-    mov rsi, qword ptr [r15 + r9 + 1344]
-    mov r9d, dword ptr [r15 + 768]
-    mov rbp, r11
-    mov dword ptr [r15 + 128], 231
-    mov dword ptr [r15 + 384], 21
+    mov ecx, 138
+    movsxd rcx, dword ptr [r15 + 448]
+    mov r9d, dword ptr [r15 + 64]
+    mov qword ptr [r15 + 768], rbp
     test ebx, 1073741824
     jz 1f
 1:
+    mov rbp, r11
+    mov dword ptr [r15 + 64], 32
+    mov r9, r11
+    jmp 1f
+1:
     and rbp, 8128
-    mov r8, r11
-    movzx ecx, byte ptr [r15 + rbp + 7488]
-    and r8, 4032
-    mov qword ptr [r15 + r8 + 3392], rsi
-    movzx esi, r9b
-    mov r9, qword ptr [r15 + 512]
+    mov rax, qword ptr [r15 + rbp + 7488]
+    and r9, 1984
+    movsxd rcx, dword ptr [r15 + r9 + 1344]
+    test dword ptr [r15 + 67117723], 8388616
+    jnz 1f
+1:
+    movzx esi, byte ptr [r15 + 128]
+    movzx r8d, bpl
+    movsxd r8, dword ptr [r15 + 192]
     add r11, 64
     inc rbx
     dec r13
@@ -2946,47 +2954,44 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov qword ptr [r15 + 128], r8
-    mov byte ptr [r15 + 320], r9b
+    mov rbp, r11
+    and rbp, 8128
+    mov qword ptr [r15 + rbp + 7488], r9
+    mov byte ptr [r15 + 192], r8b
     mov dword ptr [r15 + 512], 75
-    mov r8d, dword ptr [r15 + 320]
+    mov r9d, dword ptr [r15 + 256]
+    mov qword ptr [r15 + 640], r8
     test ebx, 1073741824
     jz 1f
 1:
-    mov qword ptr [r15 + 0], rax
+    and eax, dword ptr [r15 + 320]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r11
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     test dword ptr [r15 + 67117724], 2097152
     jnz 1f
 1:
-    and rbp, 1984
-    and r8d, dword ptr [r15 + rbp + 1344]
-    mov ebp, dword ptr [r15 + 64]
-    mov dword ptr [r15 + 256], ebp
-    mov rbp, qword ptr [r15 + 128]
+    mov dword ptr [r15 + 0], 82
+    movsxd r9, dword ptr [r15 + 384]
+    mov r8d, ebp
+    mov dword ptr [r15 + 64], eax
+    mov r8, r11
     test ebx, 1073741824
     jz 1f
 1:
-    mov ebp, r8d
-    mov ebp, dword ptr [r15 + 384]
+    mov rax, qword ptr [r15 + 128]
+    and r8, 1984
+    mov qword ptr [r15 + r8 + 1344], r9
     mov r9, r11
-    mov dword ptr [r15 + 576], 237
+    mov ebp, r9d
+    mov qword ptr [r15 + 128], rax
     test dword ptr [r15 + 67117723], 262144
     jz 1f
 1:
-    mov r8, r11
-    and r9, 8128
-    mov qword ptr [r15 + r9 + 7488], r9
-    mov r9d, ebp
-    mov qword ptr [r15 + 448], r9
-    and r8, 448
-    mov dword ptr [r15 + r8 + 832], ebp
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movsxd rbp, dword ptr [r15 + 448]
-    vpaddd xmm10, xmm10, xmm15
+    and r9, 448
+    mov dword ptr [r15 + r9 + 832], eax
+    movsxd rax, dword ptr [r15 + 448]
+    add qword ptr [r15 + 576], r8
     jmp 1f
 1:
     add r11, 64
@@ -2999,59 +3004,58 @@ ditto_body_c1:
     mov qword ptr [r15 + 67117720], rax
     mov eax, dword ptr [r15 + 67117724]
     and eax, 15
-    lea rcx, [rip + .Lc1_d2535_s]
+    lea rcx, [rip + .Lc1_d2537_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d2535_s_t
+    jmp .Lc1_d2537_s_t
     .p2align 3
-.Lc1_d2535_s:
+.Lc1_d2537_s:
     .p2align 3
-    jmp .Lc1_d2535_j
+    jmp .Lc1_d2537_j
     .p2align 3
-    jmp .Lc1_d2535_j
+    jmp .Lc1_d2537_j
     .p2align 3
-    jmp .Lc1_d2535_j
+    jmp .Lc1_d2537_j
     .p2align 3
-    jmp .Lc1_d2535_j
+    jmp .Lc1_d2537_j
     .p2align 3
-    jmp .Lc1_d2535_j
+    jmp .Lc1_d2537_j
     .p2align 3
-    jmp .Lc1_d2535_j
+    jmp .Lc1_d2537_j
     .p2align 3
-    jmp .Lc1_d2535_j
+    jmp .Lc1_d2537_j
     .p2align 3
-    jmp .Lc1_d2535_j
+    jmp .Lc1_d2537_j
     .p2align 3
-    jmp .Lc1_d2535_j
+    jmp .Lc1_d2537_j
     .p2align 3
-    jmp .Lc1_d2535_j
+    jmp .Lc1_d2537_j
     .p2align 3
-    jmp .Lc1_d2535_j
+    jmp .Lc1_d2537_j
     .p2align 3
-    jmp .Lc1_d2535_j
+    jmp .Lc1_d2537_j
     .p2align 3
-    jmp .Lc1_d2535_j
+    jmp .Lc1_d2537_j
     .p2align 3
-    jmp .Lc1_d2535_j
+    jmp .Lc1_d2537_j
     .p2align 3
-    jmp .Lc1_d2535_j
+    jmp .Lc1_d2537_j
     .p2align 3
-    jmp .Lc1_d2535_j
-.Lc1_d2535_j:
-    and ecx, dword ptr [r15 + 384]
-    mov rbp, r11
-    mov r9d, 103
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and rbp, 4032
+    jmp .Lc1_d2537_j
+.Lc1_d2537_j:
     mov r8, r11
-    mov dword ptr [r15 + rbp + 3392], eax
-    mov dword ptr [r15 + 640], ecx
+    mov r9d, 254
+    and r8, 4032
+    mov dword ptr [r15 + r8 + 3392], eax
     test ebx, 1073741824
     jnz 1f
 1:
-    and r8, 448
-    mov qword ptr [r15 + r8 + 832], r8
+    mov rbp, r11
+    mov dword ptr [r15 + 448], r9d
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and rbp, 448
+    mov dword ptr [r15 + rbp + 832], 15
     add r11, 64
     inc rbx
     dec r13
@@ -3060,55 +3064,54 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d2577_j]
+    lea rcx, [rip + .Lc1_d2578_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d2577_j_t
-.Lc1_d2577_j:
-    add r8, qword ptr [r15 + 448]
-    mov r9, r11
-    mov dword ptr [r15 + 320], 244
-    and r9, 1984
-    mov dword ptr [r15 + r9 + 1344], 61
+    jmp .Lc1_d2578_j_t
+.Lc1_d2578_j:
+    mov rbp, r11
+    and rbp, 8128
+    mov dword ptr [r15 + rbp + 7488], 111
     mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, 62
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    mov dword ptr [r15 + 0], 151
+    movzx ecx, bpl
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx r8d, r8b
-    movsxd r8, dword ptr [r15 + 384]
+    mov rbp, r11
+    mov dword ptr [r15 + 64], 189
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r8d, r9d
-    movsxd r9, dword ptr [r15 + 128]
-    mov dword ptr [r15 + 64], 166
-    jmp 1f
-1:
+    and rbp, 1984
+    mov dword ptr [r15 + rbp + 1344], 156
+    mov ebp, eax
+    mov qword ptr [r15 + 512], rax
+    vpaddd xmm5, xmm5, xmm3
     test ebx, 1073741824
     jnz 1f
 1:
-    mov qword ptr [r15 + 512], r8
-    mov r8d, r8d
-    jmp 1f
-1:
-    mov edx, dword ptr [r15 + 192]
+    add rcx, qword ptr [r15 + 448]
+    mov edx, ebp
+    mov edx, dword ptr [r15 + 256]
+    mov dword ptr [r15 + 192], ebp
     test ebx, 1073741824
     jz 1f
 1:
-    vpaddd xmm10, xmm10, xmm10
-    mov r9d, 245
-    movsxd r9, dword ptr [r15 + 704]
-    mov edi, 112
-    mov r8, r11
+    movsxd rbp, dword ptr [r15 + 704]
+    mov dword ptr [r15 + 384], 245
+    movsxd rax, dword ptr [r15 + 320]
+    mov ecx, 112
     test dword ptr [r15 + 67117723], 268435460
     jz 1f
 1:
-    and r8, 8128
-    mov dword ptr [r15 + r8 + 7488], r8d
-    mov dword ptr [r15 + 256], edx
-    mov qword ptr [r15 + 64], r9
+    movsxd rdx, dword ptr [r15 + 128]
+    jmp 1f
+1:
+    mov qword ptr [r15 + 64], rbp
     jmp 1f
 1:
     add r11, 64
@@ -3119,59 +3122,56 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov r8, r11
-    movzx ebp, r8b
-    mov rbp, rbp
-    and r8, 4032
-    movsxd r9, dword ptr [r15 + r8 + 3392]
-    jmp 1f
-1:
-    mov rbp, r11
+    mov eax, edx
+    movzx edx, byte ptr [r15 + 192]
+    movzx eax, cl
+    mov eax, 191
     test ebx, 1073741824
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    and rbp, 16320
-    movzx eax, byte ptr [r15 + rbp + 15680]
-    mov ebp, dword ptr [r15 + 128]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, rdx
+    mov rbp, r11
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx ebp, r9b
-    mov r9d, r9d
-    mov r9d, dword ptr [r15 + 256]
-    mov r8d, eax
+    mov byte ptr [r15 + 0], al
+    and rbp, 16320
+    movzx ecx, byte ptr [r15 + rbp + 15680]
+    movsxd rbp, dword ptr [r15 + 512]
+    movsxd rax, dword ptr [r15 + 128]
     test ebx, 640
     jnz 1f
 1:
-    mov r8, r11
-    mov rax, r8
-    and r8, 448
-    movzx ebp, byte ptr [r15 + r8 + 832]
-    mov r8d, 139
+    mov qword ptr [r15 + 768], rcx
+    mov ecx, 180
+    movzx ecx, al
     test dword ptr [r15 + 67117723], 48
     jnz 1f
 1:
-    movsxd r8, dword ptr [r15 + 192]
-    mov dword ptr [r15 + 384], 182
-    mov r9, r9
-    mov r9d, 109
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov byte ptr [r15 + 448], r8b
-    movzx r8d, byte ptr [r15 + 768]
-    mov ebp, dword ptr [r15 + 320]
-    jmp 1f
-1:
+    mov rbp, rax
+    mov eax, dword ptr [r15 + 256]
+    mov rbp, r11
+    mov qword ptr [r15 + 384], rbp
+    mov rdx, qword ptr [r15 + 448]
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx r9d, r9b
-    mov qword ptr [r15 + 64], rbp
-    add r9, qword ptr [r15 + 512]
+    and rbp, 448
+    mov dword ptr [r15 + rbp + 832], 67
+    jmp 1f
+1:
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r8, r11
+    movzx edx, dl
+    mov edx, dword ptr [r15 + 64]
+    and r8, 4032
+    mov eax, dword ptr [r15 + r8 + 3392]
     add r11, 64
     inc rbx
     dec r13
@@ -3183,43 +3183,43 @@ ditto_body_c1:
     xor eax, eax
     test dword ptr [r15 + 67117724], 524288
     setz al
-    lea rcx, [rip + .Lc1_d2678_s]
+    lea rcx, [rip + .Lc1_d2676_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d2678_s_t
+    jmp .Lc1_d2676_s_t
     .p2align 3
-.Lc1_d2678_s:
+.Lc1_d2676_s:
     .p2align 3
-    jmp .Lc1_d2678_j
+    jmp .Lc1_d2676_j
     .p2align 3
-    jmp .Lc1_d2678_j
-.Lc1_d2678_j:
-    mov r9d, 101
-    movsxd r9, dword ptr [r15 + 64]
-    mov rbp, r11
-    mov esi, eax
+    jmp .Lc1_d2676_j
+.Lc1_d2676_j:
+    mov r8d, 101
+    movsxd r8, dword ptr [r15 + 64]
+    mov ebp, eax
     movsxd rax, dword ptr [r15 + 576]
     test ebx, 1073741824
     jz 1f
 1:
-    and rbp, 8128
-    mov byte ptr [r15 + rbp + 7488], cl
-    mov ebp, dword ptr [r15 + 384]
-    vmovdqu ymmword ptr [r15 + 0], ymm10
-    mov dword ptr [r15 + 0], r9d
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r9d, 43
-    mov r9d, ebp
-    movzx r9d, byte ptr [r15 + 128]
-    movsxd rax, dword ptr [r15 + 192]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov ecx, ebp
-    mov ebp, ecx
-    mov ecx, 44
+    mov byte ptr [r15 + 320], cl
     mov ecx, dword ptr [r15 + 512]
+    vpaddq xmm5, xmm5, xmmword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov eax, 172
+    mov eax, r8d
+    mov dword ptr [r15 + 0], ebp
+    movzx ebp, byte ptr [r15 + 128]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rbp, r11
+    mov ecx, eax
+    mov ecx, eax
+    mov ecx, 212
+    and rbp, 8128
+    mov eax, dword ptr [r15 + rbp + 7488]
     mov rbp, r11
     test ebx, 1073741824
     jnz 1f
@@ -3230,7 +3230,7 @@ ditto_body_c1:
 1:
     jmp 1f
 1:
-    and eax, dword ptr [r15 + 320]
+    and ecx, dword ptr [r15 + 256]
     test ebx, 1073741824
     jz 1f
 1:
@@ -3249,56 +3249,55 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
+    mov eax, ecx
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], 28
-    mov eax, r9d
-    mov byte ptr [r15 + 0], r9b
+    mov r12, qword ptr [r15 + r12 + 56]
     mov qword ptr [r15 + 0], r9
+    jmp 1f
+1:
     test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov esi, 43
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 157
+    mov byte ptr [r15 + 384], sil
+    movsxd rsi, dword ptr [r15 + 320]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rax, rsi
+    mov eax, 78
+    movzx eax, byte ptr [r15 + 256]
+    movzx r9d, al
+    jmp 1f
+1:
+    test dword ptr [r15 + 67117724], 32768
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rcx, dword ptr [r15 + 384]
-    mov edi, 180
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 64], ecx
-    mov byte ptr [r15 + 320], dil
-    mov rdi, rcx
-    movsxd rdi, dword ptr [r15 + 128]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + 704], 220
-    jmp 1f
-1:
-    vmovdqu ymmword ptr [r15 + 640], ymm8
-    add rcx, qword ptr [r15 + 192]
     mov r8, r11
-    test ebx, 256
-    jz 1f
-1:
-    mov ecx, 105
-    movzx ecx, byte ptr [r15 + 512]
+    vmovdqu ymmword ptr [r15 + 128], ymm5
+    mov rbp, r11
+    add rsi, qword ptr [r15 + 128]
     and r8, 448
     mov qword ptr [r15 + r8 + 832], r8
-    mov r8, r11
-    movzx eax, r8b
-    and r8, 1984
-    movsxd rax, dword ptr [r15 + r8 + 1344]
-    test dword ptr [r15 + 67117724], 512
+    and rbp, 1984
+    mov dword ptr [r15 + rbp + 1344], 6
+    test ebx, 1073741824
     jz 1f
 1:
-    mov byte ptr [r15 + 448], al
-    mov byte ptr [r15 + 256], r8b
-    vmovdqu ymmword ptr [r15 + 320], ymm7
-    jmp 1f
-1:
+    mov byte ptr [r15 + 448], r9b
+    mov byte ptr [r15 + 192], sil
+    vmovdqu ymmword ptr [r15 + 640], ymm5
+    mov dword ptr [r15 + 64], r8d
     add r11, 64
     inc rbx
     dec r13
@@ -3307,177 +3306,173 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d2781_j]
+    lea rcx, [rip + .Lc1_d2778_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d2781_j_t
-.Lc1_d2781_j:
+    jmp .Lc1_d2778_j_t
+.Lc1_d2778_j:
     mov r8, r11
-    and r8, 8128
-    mov edx, dword ptr [r15 + r8 + 7488]
-    movzx r8d, al
-    mov eax, dword ptr [r15 + 128]
-    mov r8d, dword ptr [r15 + 320]
+    movzx esi, al
+    mov byte ptr [r15 + 64], al
+    and r8, 448
+    mov eax, dword ptr [r15 + r8 + 832]
+    jmp 1f
+1:
     test ebx, 1073741824
     jz 1f
 1:
-    mov r9, r11
-    movzx ecx, r8b
-    mov byte ptr [r15 + 448], al
-    and r9, 448
-    mov dword ptr [r15 + r9 + 832], r8d
+    mov dword ptr [r15 + 768], r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r11
+    mov ecx, ebp
     test dword ptr [r15 + 67117724], 1444028420
     jz 1f
 1:
-    mov r8d, 91
-    jmp 1f
-1:
-    mov edx, edx
+    movzx esi, r8b
+    and rbp, 8128
+    mov dword ptr [r15 + rbp + 7488], esi
+    mov ebp, r8d
     test ebx, 1073741824
     jnz 1f
 1:
-    jmp 1f
-1:
-    mov r9, qword ptr [r15 + 384]
-    mov ecx, r8d
-    mov r8, r10
-    mov dword ptr [r15 + 64], 191
+    mov r8, qword ptr [r15 + 448]
+    mov ecx, 189
+    mov r9, r11
+    mov dword ptr [r15 + 512], 137
     test ebx, 384
     jnz 1f
 1:
-    and r8, 4032
-    movzx eax, byte ptr [r15 + r8 + 3392]
+    and r9, 4032
+    mov qword ptr [r15 + r9 + 3392], r9
     jmp 1f
 1:
-    mov rdx, r9
+    mov rsi, rbp
     test dword ptr [r15 + 67117723], 16785536
     jz 1f
 1:
-    mov qword ptr [r15 + 128], rax
-    vpaddd xmm10, xmm10, xmm11
-    mov dword ptr [r15 + 256], r9d
+    mov qword ptr [r15 + 704], r9
+    vpaddd xmm5, xmm5, xmm5
+    jmp 1f
+1:
     test dword ptr [r15 + 67117724], 135168
     jz 1f
 1:
     jmp 1f
 1:
-    mov qword ptr [r15 + 768], rax
+    mov esi, dword ptr [r15 + 128]
     jmp 1f
 1:
     add r11, 64
-    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c58:
-    lea rcx, [rip + .Lc1_d2831_j]
+    lea rcx, [rip + .Lc1_d2826_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d2831_j_t
-.Lc1_d2831_j:
-    mov ecx, dword ptr [r15 + 384]
-    movzx edx, cl
-    mov ecx, dword ptr [r15 + 512]
-    mov r8, r10
-    mov eax, dword ptr [r15 + 192]
-    and r8, 1984
-    mov rsi, qword ptr [r15 + r8 + 1344]
+    jmp .Lc1_d2826_j_t
+.Lc1_d2826_j:
+    mov qword ptr [r15 + 384], rsi
+    mov esi, dword ptr [r15 + 448]
+    and esi, dword ptr [r15 + 512]
+    mov r9, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    vmovdqu ymmword ptr [r15 + 256], ymm14
-    mov edx, esi
-    mov edx, 180
-    mov rdx, qword ptr [r15 + 576]
-    mov rbp, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx edi, r9b
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov byte ptr [r15 + 0], cl
     test ebx, 1073741824
     jnz 1f
 1:
-    and rbp, 4032
-    mov byte ptr [r15 + rbp + 3392], dl
-    jmp 1f
-1:
-    mov r8d, 130
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov ecx, dword ptr [r15 + 64]
+    mov rcx, rdi
+    mov r12, qword ptr [r15 + r12 + 56]
     movsxd rsi, dword ptr [r15 + 320]
-    mov rax, r8
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r11
-    mov byte ptr [r15 + 0], sil
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 8128
-    mov esi, dword ptr [r15 + rbp + 7488]
+    mov edi, dword ptr [r15 + 256]
+    mov r9d, dword ptr [r15 + 64]
     test ebx, 1073741824
     jnz 1f
 1:
-    add rcx, qword ptr [r15 + 64]
-    mov qword ptr [r15 + 128], rcx
-    movsxd rcx, dword ptr [r15 + 512]
-    mov qword ptr [r15 + 448], rsi
+    vpaddd xmm13, xmm13, xmm9
+    mov eax, dword ptr [r15 + 192]
+    mov ecx, dword ptr [r15 + 64]
+    mov edx, ecx
+    add rdx, qword ptr [r15 + 192]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r9, r11
+    jmp 1f
+1:
+    mov rbp, r11
+    mov eax, ebp
+    and r9, 8128
+    mov byte ptr [r15 + r9 + 7488], al
+    mov r9d, 246
+    and rbp, 1984
+    mov qword ptr [r15 + rbp + 1344], rdx
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movsxd rdx, dword ptr [r15 + 512]
+    mov ecx, 136
+    mov rcx, qword ptr [r15 + 576]
+    mov rax, qword ptr [r15 + 128]
     add r11, 64
-    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c59:
-    movsxd rbp, dword ptr [r15 + 704]
-    mov byte ptr [r15 + 256], sil
-    mov qword ptr [r15 + 384], rsi
-    mov esi, 88
-    mov dword ptr [r15 + 0], 152
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 12
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    mov ecx, ecx
-    mov ecx, ecx
-    mov ecx, 125
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx ecx, byte ptr [r15 + 128]
-    mov dword ptr [r15 + 192], ecx
-    mov qword ptr [r15 + 640], rbp
-    mov ebp, dword ptr [r15 + 448]
+    mov byte ptr [r15 + 0], al
     jmp 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, rax
     test ebx, 1073741824
     jnz 1f
 1:
-    mov esi, dword ptr [r15 + 128]
-    mov r9, qword ptr [r15 + 64]
-    mov edx, r9d
-    mov dword ptr [r15 + 320], 59
-    mov edx, 87
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, dword ptr [r15 + 64]
+    mov ebp, ecx
+    mov byte ptr [r15 + 192], cl
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
-    mov rbp, r11
-    mov byte ptr [r15 + 384], bpl
+    mov rax, qword ptr [r15 + 128]
+    mov dword ptr [r15 + 640], 41
     mov r8, r11
-    jmp 1f
+    mov edx, 125
+    and r8, 4032
+    mov qword ptr [r15 + r8 + 3392], r8
+    mov dword ptr [r15 + 384], 17
+    mov rbp, r11
+    test ebx, 1073741824
+    jnz 1f
 1:
+    mov ecx, ecx
     and rbp, 448
-    movzx ecx, byte ptr [r15 + rbp + 832]
-    and r8, 1984
-    mov dword ptr [r15 + r8 + 1344], 98
+    mov r9, r11
+    mov qword ptr [r15 + rbp + 832], r9
+    and r9, 1984
+    mov byte ptr [r15 + r9 + 1344], r9b
+    mov r9d, 238
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov ecx, 143
+    mov dword ptr [r15 + 256], r8d
+    movsxd r8, dword ptr [r15 + 128]
+    mov rbp, qword ptr [r15 + 448]
     add r11, 64
     inc rbx
     dec r13
@@ -3488,54 +3483,54 @@ ditto_body_c1:
     mov qword ptr [r15 + 67117720], rax
     mov eax, dword ptr [r15 + 67117724]
     and eax, 7
-    lea rcx, [rip + .Lc1_d2932_s]
+    lea rcx, [rip + .Lc1_d2926_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d2932_s_t
+    jmp .Lc1_d2926_s_t
     .p2align 3
-.Lc1_d2932_s:
+.Lc1_d2926_s:
     .p2align 3
-    jmp .Lc1_d2932_j
+    jmp .Lc1_d2926_j
     .p2align 3
-    jmp .Lc1_d2932_j
+    jmp .Lc1_d2926_j
     .p2align 3
-    jmp .Lc1_d2932_j
+    jmp .Lc1_d2926_j
     .p2align 3
-    jmp .Lc1_d2932_j
+    jmp .Lc1_d2926_j
     .p2align 3
-    jmp .Lc1_d2932_j
+    jmp .Lc1_d2926_j
     .p2align 3
-    jmp .Lc1_d2932_j
+    jmp .Lc1_d2926_j
     .p2align 3
-    jmp .Lc1_d2932_j
+    jmp .Lc1_d2926_j
     .p2align 3
-    jmp .Lc1_d2932_j
-.Lc1_d2932_j:
-    mov r8, r11
+    jmp .Lc1_d2926_j
+.Lc1_d2926_j:
+    mov rbp, r11
     movzx r9d, byte ptr [r15 + 64]
-    and r9d, dword ptr [r15 + 448]
-    and r8, 448
-    movzx ebp, byte ptr [r15 + r8 + 832]
-    mov r8, r11
+    and r9d, dword ptr [r15 + 320]
+    and rbp, 4032
+    movzx r8d, byte ptr [r15 + rbp + 3392]
+    mov rbp, r11
     test dword ptr [r15 + 67117724], 129
     jnz 1f
 1:
-    and r8, 4032
-    mov dword ptr [r15 + r8 + 3392], eax
-    mov r8, r11
-    movsxd rcx, dword ptr [r15 + 192]
+    and rbp, 448
+    mov dword ptr [r15 + rbp + 832], eax
+    mov rbp, r11
+    movsxd rcx, dword ptr [r15 + 512]
     test dword ptr [r15 + 67117723], 128
     jnz 1f
 1:
     jmp 1f
 1:
-    and r8, 8128
-    movzx ebp, byte ptr [r15 + r8 + 7488]
-    mov byte ptr [r15 + 512], r9b
+    and rbp, 8128
+    movzx r9d, byte ptr [r15 + rbp + 7488]
+    mov byte ptr [r15 + 704], r8b
     test ebx, 1073741824
     jnz 1f
 1:
-    mov byte ptr [r15 + 768], cl
-    mov dword ptr [r15 + 320], 76
+    mov byte ptr [r15 + 448], bpl
+    mov dword ptr [r15 + 256], 76
     add r11, 64
     inc rbx
     dec r13
@@ -3544,59 +3539,61 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
+    mov rbp, r11
+    movzx r8d, r9b
+    and rbp, 1984
+    movzx r8d, byte ptr [r15 + rbp + 1344]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rax
     jmp 1f
 1:
-    mov qword ptr [r15 + 384], r8
-    jmp 1f
-1:
-    mov ebp, dword ptr [r15 + 256]
     test dword ptr [r15 + 67117724], 32896
     jnz 1f
 1:
-    mov rbp, r11
-    mov ecx, dword ptr [r15 + 128]
-    movsxd rax, dword ptr [r15 + 384]
-    mov edi, 71
-    and rbp, 1984
-    mov dword ptr [r15 + rbp + 1344], 101
-    test ebx, 1073741824
-    jz 1f
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
 1:
-    mov rbp, r11
-    mov r8d, 20
-    and rbp, 8128
-    mov r8, qword ptr [r15 + rbp + 7488]
-    movzx ebp, al
+    jmp 1f
+1:
     jmp 1f
 1:
     test ebx, 1073741824
     jz 1f
 1:
-    mov rax, r8
+    mov r8, rbp
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, byte ptr [r15 + 320]
+    and r8d, dword ptr [r15 + 384]
+    mov ebp, 20
+    mov dword ptr [r15 + 768], ebp
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov ebp, dword ptr [r15 + 512]
+    movsxd rax, dword ptr [r15 + 128]
+    mov edx, dword ptr [r15 + 320]
+    movzx esi, byte ptr [r15 + 448]
     test ebx, 1073741824
     jnz 1f
 1:
+    mov r8, qword ptr [r15 + 576]
     jmp 1f
 1:
-    movzx ebp, byte ptr [r15 + 192]
-    mov rsi, rcx
-    movzx esi, cl
+    movzx edi, bpl
+    movzx ebp, bpl
+    mov rbp, rax
     test ebx, 256
-    jnz 1f
+    jz 1f
 1:
-    mov rcx, rax
-    mov ecx, 229
-    and ecx, dword ptr [r15 + 64]
-    mov dword ptr [r15 + 512], ebp
+    mov rax, rax
+    mov eax, 171
+    mov eax, dword ptr [r15 + 192]
+    mov r8d, 151
     test ebx, 1073741824
     jnz 1f
 1:
-    mov ebp, dword ptr [r15 + 128]
-    movzx r8d, byte ptr [r15 + 576]
-    movzx esi, sil
+    mov dword ptr [r15 + 384], edi
+    movzx edi, byte ptr [r15 + 128]
+    mov dword ptr [r15 + 64], 242
     jmp 1f
 1:
     add r11, 64
@@ -3610,55 +3607,51 @@ ditto_body_c1:
     xor eax, eax
     test dword ptr [r15 + 67117723], 16384
     setz al
-    lea rcx, [rip + .Lc1_d3026_s]
+    lea rcx, [rip + .Lc1_d3021_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d3026_s_t
+    jmp .Lc1_d3021_s_t
     .p2align 3
-.Lc1_d3026_s:
+.Lc1_d3021_s:
     .p2align 3
-    jmp .Lc1_d3026_j
+    jmp .Lc1_d3021_j
     .p2align 3
-    jmp .Lc1_d3026_j
-.Lc1_d3026_j:
-    mov rbp, qword ptr [r15 + 64]
-    mov r12, qword ptr [r15 + r12 + 56]
+    jmp .Lc1_d3021_j
+.Lc1_d3021_j:
+    mov r8, r11
+    mov ebp, dword ptr [r15 + 128]
+    and r8, 448
+    mov qword ptr [r15 + r8 + 832], rcx
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    mov byte ptr [r15 + 512], cl
-    movzx ecx, byte ptr [r15 + 128]
+    mov rcx, rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rax, dword ptr [r15 + 192]
+    test dword ptr [r15 + 67117724], 64
+    jnz 1f
+1:
+    mov edi, 131
     jmp 1f
 1:
-    test dword ptr [r15 + 67117724], 64
-    jz 1f
-1:
-    mov rbp, r10
-    vpmovmskb eax, xmm13
-    mov rax, rcx
-    and rbp, 448
-    mov qword ptr [r15 + rbp + 832], rcx
+    movzx edi, byte ptr [r15 + 512]
     test ebx, 1073741824
     jz 1f
 1:
-    mov ecx, 216
-    mov ecx, 53
-    movsxd rcx, dword ptr [r15 + 256]
-    mov r9, r11
+    or qword ptr [r15 + 256], 44
+    mov rbp, r11
+    mov r8, qword ptr [r15 + 64]
+    and rbp, 4032
+    movzx eax, byte ptr [r15 + rbp + 3392]
     test ebx, 487168
     jz 1f
 1:
-    and r9, 4032
-    or qword ptr [r15 + r9 + 3392], 67
-    mov byte ptr [r15 + 640], al
-    movzx eax, byte ptr [r15 + 320]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movsxd rax, dword ptr [r15 + 384]
-    movsxd rcx, dword ptr [r15 + 448]
+    mov rbp, r11
+    mov edi, 245
+    and rbp, 8128
+    movsxd rdi, dword ptr [r15 + rbp + 7488]
+    mov byte ptr [r15 + 640], r8b
     add r11, 64
-    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b1_done
@@ -3666,59 +3659,51 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d3074_j]
+    lea rcx, [rip + .Lc1_d3066_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d3074_j_t
-.Lc1_d3074_j:
+    jmp .Lc1_d3066_j_t
+.Lc1_d3066_j:
     mov ecx, 184
-    mov qword ptr [r15 + 704], rax
+    movsxd rcx, dword ptr [r15 + 704]
+    mov r8d, 139
+    jmp 1f
+1:
+    test dword ptr [r15 + 67117724], 890290177
+    jz 1f
+1:
+    mov dword ptr [r15 + 256], ecx
+    movzx ecx, al
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 139
-    test ebx, 1408
+    test dword ptr [r15 + 67117724], 260
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 448], cl
     jmp 1f
 1:
-    mov qword ptr [r15 + 0], rcx
-    mov byte ptr [r15 + 0], cl
-    mov r9, r11
     test ebx, 1073741824
+    jnz 1f
+1:
+    mov r8, r11
+    mov byte ptr [r15 + 512], cl
+    and r8, 1984
+    mov qword ptr [r15 + r8 + 1344], rcx
+    mov r8, qword ptr [r15 + 64]
+    movzx ecx, byte ptr [r15 + 384]
+    test dword ptr [r15 + 67117724], 8437760
+    jz 1f
+1:
+    mov qword ptr [r15 + 192], rcx
+    mov r9, r11
+    movsxd rax, dword ptr [r15 + 128]
+    mov esi, ecx
+    test dword ptr [r15 + 67117723], 2097152
     jz 1f
 1:
     and r9, 8128
-    mov byte ptr [r15 + r9 + 7488], cl
-    vpor xmm0, xmm0, xmm8
-    mov r8, r11
-    mov dword ptr [r15 + 320], eax
-    jmp 1f
-1:
-    and r8, 1984
-    mov eax, dword ptr [r15 + r8 + 1344]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov qword ptr [r15 + 64], r9
-    mov r9d, r8d
-    mov r9, qword ptr [r15 + 448]
-    mov dword ptr [r15 + 512], eax
-    test ebx, 1073741824
-    jnz 1f
-1:
-    vmovdqu ymmword ptr [r15 + 192], ymm0
-    mov rax, r9
-    movzx r9d, r9b
-    movzx r9d, byte ptr [r15 + 384]
-    jmp 1f
-1:
-    test dword ptr [r15 + 67117724], 2
-    jnz 1f
-1:
-    mov r8d, r9d
-    movsxd r8, dword ptr [r15 + 128]
-    mov dword ptr [r15 + 64], eax
-    mov eax, dword ptr [r15 + 256]
+    mov qword ptr [r15 + r9 + 7488], r8
+    vmovdqu ymmword ptr [r15 + 320], ymm10
+    movzx r8d, byte ptr [r15 + 64]
     add r11, 64
     inc rbx
     dec r13
@@ -3738,61 +3723,59 @@ ditto_body_c1:
     xor eax, eax
     test dword ptr [r15 + 67117724], 32
     setz al
-    lea rcx, [rip + .Lc1_d3131_s]
+    lea rcx, [rip + .Lc1_d3116_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d3131_s_t
+    jmp .Lc1_d3116_s_t
     .p2align 3
-.Lc1_d3131_s:
+.Lc1_d3116_s:
     .p2align 3
-    jmp .Lc1_d3131_j
+    jmp .Lc1_d3116_j
     .p2align 3
-    jmp .Lc1_d3131_j
-.Lc1_d3131_j:
-    vpaddd xmm3, xmm3, xmm9
+    jmp .Lc1_d3116_j
+.Lc1_d3116_j:
+    mov r8, qword ptr [r15 + 64]
+    mov dword ptr [r15 + 128], 141
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r9d, 52
+    mov edi, 52
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + 384], 242
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx edx, r8b
     test ebx, 1073741824
     jnz 1f
 1:
     mov r8, r10
-    mov dword ptr [r15 + 192], 242
+    vpaddd xmm8, xmm8, xmm12
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
+    mov eax, 157
     and r8, 4032
-    movsxd rdi, dword ptr [r15 + r8 + 3392]
+    movsxd rax, dword ptr [r15 + r8 + 3392]
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx r9d, r9b
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rcx, qword ptr [r15 + 64]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + 256], 119
+    movsxd rdx, dword ptr [r15 + 512]
     test ebx, 1073741824
     jz 1f
 1:
-    movsxd r9, dword ptr [r15 + 256]
     mov rbp, r10
+    mov dword ptr [r15 + 704], 112
     test dword ptr [r15 + 67117724], 142606336
     jz 1f
 1:
-    mov ecx, 56
+    and rbp, 1984
+    movsxd r8, dword ptr [r15 + rbp + 1344]
     test ebx, 1073741824
     jnz 1f
 1:
-    and rbp, 1984
-    movsxd r8, dword ptr [r15 + rbp + 1344]
-    test dword ptr [r15 + 67117723], 268435968
-    jz 1f
-1:
-    mov r9d, 217
+    mov eax, 198
     add r11, 64
     add r10, r11
     inc rbx
@@ -3802,53 +3785,53 @@ ditto_body_c1:
     lea rbp, [r10 + r10*1]
     lea r8, [r10 + r10*2]
     and r8, 1984
-    mov edx, dword ptr [r15 + r8 + 1408]
+    mov edx, dword ptr [r15 + r8 + 1472]
     and rbp, 8128
-    mov byte ptr [r15 + rbp + 7552], r9b
-    mov dword ptr [r15 + 128], 56
+    mov byte ptr [r15 + rbp + 7552], al
+    mov dword ptr [r15 + 320], 56
     test ebx, 1073741824
     jz 1f
 1:
-    mov byte ptr [r15 + 448], r9b
+    mov byte ptr [r15 + 576], al
     mov dword ptr [r15 + 448], 90
     test ebx, 1073741824
     jnz 1f
 1:
-    movsxd r9, dword ptr [r15 + 64]
-    mov dword ptr [r15 + 768], 17
+    movsxd rax, dword ptr [r15 + 128]
+    mov dword ptr [r15 + r8 + 1408], 17
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rcx, qword ptr [r15 + 576]
-    movsxd rsi, dword ptr [r15 + r8 + 1344]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r9, r10
-    movzx edx, cl
-    and r9, 448
-    mov dword ptr [r15 + r9 + 832], esi
-    movzx r9d, byte ptr [r15 + rbp + 7488]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov qword ptr [r15 + r8 + 1472], rdx
-    movzx r8d, byte ptr [r15 + 512]
+    mov r9, qword ptr [r15 + 512]
+    movsxd rdx, dword ptr [r15 + r8 + 1344]
     test ebx, 1073741824
     jz 1f
 1:
-    mov edx, dword ptr [r15 + 320]
-    mov qword ptr [r15 + 704], rcx
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx r9d, byte ptr [r15 + 128]
-    movzx esi, byte ptr [r15 + 64]
+    mov r8, r10
+    movzx eax, r9b
+    and r8, 448
+    mov dword ptr [r15 + r8 + 832], r9d
+    movzx r8d, byte ptr [r15 + 64]
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx r8d, byte ptr [r15 + 384]
-    mov rdx, rsi
+    mov qword ptr [r15 + rbp + 7488], rax
+    movzx ebp, byte ptr [r15 + 512]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov eax, dword ptr [r15 + 384]
+    mov qword ptr [r15 + 768], r8
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx r9d, byte ptr [r15 + 64]
+    movzx edi, byte ptr [r15 + 128]
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx ebp, byte ptr [r15 + 448]
+    mov rax, r8
     add r11, 64
     add r10, r11
     inc rbx
@@ -3863,66 +3846,60 @@ ditto_body_c1:
     jmp .Lc1_b3_c0
     .p2align 6
 .Lc1_b3_c0:
-    mov rdx, qword ptr [r15 + 704]
-    movsxd r8, dword ptr [r15 + 384]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], ecx
+    mov r9d, eax
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], edx
-    mov edx, r8d
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
     jmp 1f
 1:
     test ebx, 1073741824
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 512], ymm3
-    movsxd rbp, dword ptr [r15 + 768]
-    mov qword ptr [r15 + 448], rdx
-    mov qword ptr [r15 + 320], rdx
-    movsxd rdx, dword ptr [r15 + 64]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    vpor xmm3, xmm3, xmm3
-    jmp 1f
-1:
-    mov rbp, rdx
+    mov dword ptr [r15 + 0], r9d
+    mov r12, qword ptr [r15 + r12 + 56]
     mov rbp, r11
-    mov r8d, 182
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    and rbp, 1984
+    mov rcx, qword ptr [r15 + rbp + 1344]
+    movzx ebp, byte ptr [r15 + 512]
+    mov r9, r11
+    vpor xmm8, xmm8, xmm8
+    and r9, 8128
+    movsxd rsi, dword ptr [r15 + r9 + 7488]
     jmp 1f
 1:
-    mov r8, qword ptr [r15 + 128]
-    and rbp, 448
-    mov byte ptr [r15 + rbp + 832], dl
+    mov r9d, 193
     test ebx, 1073741824
     jnz 1f
 1:
+    jmp 1f
+1:
+    movsxd rcx, dword ptr [r15 + 256]
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + 128], ymm8
+    movsxd rbp, dword ptr [r15 + 448]
+    mov rsi, r9
+    test ebx, 1073741824
+    jnz 1f
+1:
+    vmovdqu ymmword ptr [r15 + 704], ymm8
+    mov qword ptr [r15 + 384], rbp
+    mov byte ptr [r15 + 192], cl
     mov r8, r11
-    mov edi, ebp
-    and r8, 1984
-    mov dword ptr [r15 + r8 + 1344], ebp
-    mov r8, qword ptr [r15 + 384]
-    mov byte ptr [r15 + 256], bpl
-    mov dword ptr [r15 + 64], edi
-    mov rbp, r11
-    vpcmpeqb xmm0, xmm0, xmm1
-    and rbp, 8128
-    movzx edx, byte ptr [r15 + rbp + 7488]
+    mov qword ptr [r15 + 64], rsi
+    mov dword ptr [r15 + 128], r9d
+    and r8, 4032
+    mov dword ptr [r15 + r8 + 3392], ebp
     add r11, 64
     inc rbx
     dec r13
@@ -3931,58 +3908,58 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d3288_j]
+    lea rcx, [rip + .Lc1_d3267_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d3288_j_t
-.Lc1_d3288_j:
-    mov r8, r11
-    mov r9, rax
-    and r8, 1984
-    and r9d, dword ptr [r15 + r8 + 1344]
+    jmp .Lc1_d3267_j_t
+.Lc1_d3267_j:
+    mov rcx, rax
+    and ecx, dword ptr [r15 + 64]
     jmp 1f
 1:
-    mov eax, dword ptr [r15 + 448]
-    mov rdx, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rsi, rax
     test ebx, 1073741824
     jz 1f
 1:
-    mov ecx, dword ptr [r15 + 128]
-    mov edi, dword ptr [r15 + 384]
-    mov rsi, qword ptr [r15 + 256]
+    mov rbp, r11
+    mov qword ptr [r15 + 0], rcx
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, dl
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 1984
+    mov r8d, dword ptr [r15 + rbp + 1344]
+    movzx ebp, sil
     test ebx, 1073741824
     jnz 1f
 1:
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rcx
+    mov ecx, dword ptr [r15 + 448]
+    mov rax, qword ptr [r15 + 128]
     jmp 1f
 1:
-    mov qword ptr [r15 + 512], rsi
+    mov edx, dword ptr [r15 + 512]
     test dword ptr [r15 + 67117723], 536870912
     jnz 1f
 1:
-    vpaddd xmm8, xmm8, xmm7
-    movzx ebp, byte ptr [r15 + 192]
-    jmp 1f
-1:
-    mov qword ptr [r15 + 576], rdi
-    mov rdi, rbp
-    test bl, 48
-    jnz 1f
-1:
     mov r8, r11
+    vpaddd xmm11, xmm11, xmm7
+    movzx esi, byte ptr [r15 + 768]
     jmp 1f
 1:
-    mov r9, r11
-    mov edx, 33
-    and r8, 8128
-    movzx edx, byte ptr [r15 + r8 + 7488]
-    mov dword ptr [r15 + 320], r9d
-    and r9, 4032
-    mov rbp, qword ptr [r15 + r9 + 3392]
+    and r8, 4032
+    mov qword ptr [r15 + r8 + 3392], rdx
+    mov r8, rbp
+    test bl, 32
+    jz 1f
+1:
+    jmp 1f
+1:
+    mov eax, 168
+    mov rbp, r11
+    mov dword ptr [r15 + 256], r8d
+    mov qword ptr [r15 + 320], rax
+    and rbp, 448
+    mov rsi, qword ptr [r15 + rbp + 832]
     add r11, 64
     inc rbx
     dec r13
@@ -3991,55 +3968,55 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov qword ptr [r15 + 448], rbp
+    mov qword ptr [r15 + 320], rbp
     jmp 1f
 1:
-    mov dword ptr [r15 + 640], r8d
+    mov dword ptr [r15 + 128], esi
     jmp 1f
 1:
-    mov r8, rax
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov rsi, rax
+    mov rsi, qword ptr [r15 + 64]
     test dword ptr [r15 + 67117723], 256
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, qword ptr [r15 + 64]
+    mov rbp, r11
     jmp 1f
 1:
-    movzx edx, al
-    mov rax, r8
-    mov rax, qword ptr [r15 + 320]
-    mov r8d, r8d
+    movzx r9d, bpl
+    mov r9, rsi
+    and rbp, 8128
+    mov qword ptr [r15 + rbp + 7488], r9
+    mov ebp, esi
     test dword ptr [r15 + 67117723], 8192
     jz 1f
 1:
-    mov qword ptr [r15 + 64], r8
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov rbp, r11
-    mov edx, dword ptr [r15 + 128]
-    and rbp, 1984
-    vmovdqu ymmword ptr [r15 + rbp + 1344], ymm0
-    vmovdqu ymmword ptr [r15 + 512], ymm0
+    mov r12, qword ptr [r15 + r12 + 56]
+    vpaddq xmm8, xmm8, xmmword ptr [r15 + 640]
+    vmovdqu ymmword ptr [r15 + 192], ymm8
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r8, r11
-    mov rax, rax
-    mov eax, ebp
-    mov eax, edx
-    and r8, 448
-    mov rax, qword ptr [r15 + r8 + 832]
-    mov r8d, dword ptr [r15 + 128]
-    movsxd rcx, dword ptr [r15 + 384]
+    mov r8, rbp
+    mov ebp, r9d
+    mov r9d, r8d
+    mov r9, r11
+    mov rax, qword ptr [r15 + 256]
+    and r9, 1984
+    mov esi, dword ptr [r15 + r9 + 1344]
+    movsxd r9, dword ptr [r15 + 384]
     test ebx, 1073741824
     jz 1f
 1:
     mov rbp, r11
-    movsxd rsi, dword ptr [r15 + 64]
-    mov rdx, qword ptr [r15 + 192]
-    and rbp, 4032
-    movzx eax, byte ptr [r15 + rbp + 3392]
-    movzx ebp, cl
+    movsxd r8, dword ptr [r15 + 512]
+    mov rdi, qword ptr [r15 + 576]
+    and rbp, 448
+    movsxd rax, dword ptr [r15 + rbp + 832]
+    movzx ebp, r9b
     jmp 1f
 1:
     add r11, 64
@@ -4050,56 +4027,58 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d3387_j]
+    lea rcx, [rip + .Lc1_d3366_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d3387_j_t
-.Lc1_d3387_j:
+    jmp .Lc1_d3366_j_t
+.Lc1_d3366_j:
+    mov ecx, 11
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r9, 1984
-    movsxd rsi, dword ptr [r15 + r9 + 1344]
+    movsxd rcx, dword ptr [r15 + 64]
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], rax
+    jmp 1f
+1:
     test ebx, 1073741824
     jnz 1f
 1:
-    mov edx, dword ptr [r15 + 448]
     jmp 1f
 1:
-    mov dword ptr [r15 + 320], 173
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    and ecx, dword ptr [r15 + 704]
+    mov r9, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
     test dword ptr [r15 + 67117723], 576
     jz 1f
 1:
-    jmp 1f
-1:
-    mov esi, 147
-    mov rsi, qword ptr [r15 + 128]
-    jmp 1f
-1:
-    inc dword ptr [r15 + 64]
-    test bl, 32
-    jnz 1f
-1:
-    mov edx, dword ptr [r15 + 384]
-    mov qword ptr [r15 + 768], rsi
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu ymmword ptr [r15 + 0], ymm11
+    mov rbp, qword ptr [r15 + 704]
+    mov dword ptr [r15 + 192], 244
+    movsxd rax, dword ptr [r15 + 128]
     mov r9, r11
-    mov edi, ecx
-    and r9, 8128
-    mov byte ptr [r15 + r9 + 7488], dl
-    mov byte ptr [r15 + 256], dil
     test bl, 80
     jnz 1f
 1:
-    movsxd rdx, dword ptr [r15 + 192]
-    movzx esi, byte ptr [r15 + 320]
+    movzx ecx, byte ptr [r15 + 128]
+    and r9, 8128
+    and ecx, dword ptr [r15 + r9 + 7488]
+    mov dword ptr [r15 + 384], 35
+    mov rbp, r11
+    movzx eax, byte ptr [r15 + 320]
+    and rbp, 4032
+    mov byte ptr [r15 + rbp + 3392], cl
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov edx, dword ptr [r15 + 512]
+    mov ecx, eax
+    mov eax, dword ptr [r15 + 256]
+    mov byte ptr [r15 + 448], bpl
     jmp 1f
 1:
-    vmovdqu ymmword ptr [r15 + 512], ymm8
     add r11, 64
     inc rbx
     dec r13
@@ -4108,49 +4087,50 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov r8, r11
-    and r8, 448
-    movsxd rdx, dword ptr [r15 + r8 + 832]
-    mov byte ptr [r15 + 512], sil
-    mov r9, r11
-    mov rsi, qword ptr [r15 + 576]
-    mov qword ptr [r15 + 384], rax
-    and r9, 4032
-    mov qword ptr [r15 + r9 + 3392], rax
+    movsxd rax, dword ptr [r15 + 448]
+    mov r9, rcx
+    movzx ecx, byte ptr [r15 + 128]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rdx, dword ptr [r15 + 64]
+    movzx r9d, byte ptr [r15 + 768]
+    mov rbp, r11
+    mov r8, r11
+    and rbp, 448
+    mov edx, dword ptr [r15 + rbp + 832]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov ebp, 110
+    and r8, 1984
+    mov qword ptr [r15 + r8 + 1344], r9
+    mov r8d, 112
     jmp 1f
 1:
-    mov ebp, dword ptr [r15 + 256]
-    movzx r8d, dl
-    mov r8, r9
+    mov r8, r11
+    movzx r9d, bpl
+    movzx ebp, bpl
     test dword ptr [r15 + 67117724], 128
     jz 1f
 1:
-    movzx edx, byte ptr [r15 + 128]
-    mov r9, r11
-    mov eax, 42
-    and r9, 8128
-    movzx eax, byte ptr [r15 + r9 + 7488]
-    movzx r9d, byte ptr [r15 + 320]
-    movsxd rbp, dword ptr [r15 + 64]
+    and r8, 4032
+    movsxd rax, dword ptr [r15 + r8 + 3392]
+    mov byte ptr [r15 + 192], bpl
+    mov ebp, 155
+    mov qword ptr [r15 + 64], rax
+    movsxd rax, dword ptr [r15 + 512]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov dword ptr [r15 + 448], r9d
+    mov rcx, qword ptr [r15 + 384]
+    movsxd r9, dword ptr [r15 + 576]
     jmp 1f
 1:
-    mov r8d, dword ptr [r15 + 192]
+    mov dword ptr [r15 + 256], r8d
     jmp 1f
 1:
     add r11, 64
@@ -4164,104 +4144,108 @@ ditto_body_c1:
     xor eax, eax
     test dword ptr [r15 + 67117724], 536870912
     setz al
-    lea rcx, [rip + .Lc1_d3479_s]
+    lea rcx, [rip + .Lc1_d3461_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d3479_s_t
+    jmp .Lc1_d3461_s_t
     .p2align 3
-.Lc1_d3479_s:
+.Lc1_d3461_s:
     .p2align 3
-    jmp .Lc1_d3479_j
+    jmp .Lc1_d3461_j
     .p2align 3
-    jmp .Lc1_d3479_j
-.Lc1_d3479_j:
-    mov r8, r11
+    jmp .Lc1_d3461_j
+.Lc1_d3461_j:
     jmp 1f
 1:
-    and r8, 1984
-    mov qword ptr [r15 + r8 + 1344], rcx
-    mov r8d, dword ptr [r15 + 256]
-    mov rcx, qword ptr [r15 + 512]
+    mov qword ptr [r15 + 448], rcx
+    mov ecx, dword ptr [r15 + 64]
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    mov dword ptr [r15 + 640], ecx
-    mov rcx, qword ptr [r15 + 64]
-    mov dword ptr [r15 + 128], 190
-    mov rax, r8
-    mov r8, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r11
+    mov dword ptr [r15 + 0], 189
+    and rbp, 1984
+    mov dword ptr [r15 + rbp + 1344], eax
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r9, qword ptr [r15 + 192]
+    mov rbp, r11
+    mov rsi, rcx
+    and rbp, 8128
+    mov dword ptr [r15 + rbp + 7488], 182
+    movsxd rbp, dword ptr [r15 + 512]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov dword ptr [r15 + 384], 182
+    mov eax, dword ptr [r15 + 128]
+    mov r9d, 226
     mov r9, r11
-    and r8, 4032
-    movsxd rcx, dword ptr [r15 + r8 + 3392]
-    and r9, 448
-    mov eax, dword ptr [r15 + r9 + 832]
-    mov r9d, 104
-    test ebx, 1073741824
-    jnz 1f
-1:
     jmp 1f
 1:
-    mov rdi, rax
-    movsxd rdi, dword ptr [r15 + 320]
-    mov ecx, 102
+    test bl, 32
+    jnz 1f
+1:
+    mov rbp, rax
+    and r9, 448
+    movsxd rbp, dword ptr [r15 + r9 + 832]
+    mov r9d, 59
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b3_done
 .Lc1_b3_c6:
-    lea rcx, [rip + .Lc1_d3521_j]
+    lea rcx, [rip + .Lc1_d3505_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d3521_j_t
-.Lc1_d3521_j:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, dil
-    mov r12, qword ptr [r15 + r12 + 56]
-    add rax, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
+    jmp .Lc1_d3505_j_t
+.Lc1_d3505_j:
+    movzx ecx, bpl
+    movsxd rcx, dword ptr [r15 + 192]
+    mov ebp, ebp
+    movzx ebp, byte ptr [r15 + 320]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, byte ptr [r15 + 320]
-    mov r8, qword ptr [r15 + 256]
-    jmp 1f
-1:
-    test ebx, 304
-    jz 1f
-1:
-    mov eax, eax
-    mov r9, r11
-    mov dword ptr [r15 + 448], ecx
-    movzx ecx, byte ptr [r15 + 128]
-    and ecx, dword ptr [r15 + 64]
-    and r9, 8128
-    mov dword ptr [r15 + r9 + 7488], r8d
-    movsxd r9, dword ptr [r15 + 192]
-    mov r8, r11
     test ebx, 1073741824
     jnz 1f
 1:
-    mov eax, eax
-    movsxd rax, dword ptr [r15 + 384]
-    and r8, 1984
-    mov dword ptr [r15 + r8 + 1344], 241
-    and r8d, dword ptr [r15 + 384]
-    mov rcx, r9
+    add rcx, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 101
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, r11
+    mov byte ptr [r15 + 0], bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 304
+    jz 1f
+1:
+    and r9, 4032
+    mov dword ptr [r15 + r9 + 3392], ecx
+    and r9d, dword ptr [r15 + 448]
+    movzx ecx, byte ptr [r15 + 128]
+    movsxd rdi, dword ptr [r15 + 64]
+    mov ebp, 224
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov edx, dword ptr [r15 + 704]
+    mov r8d, ebp
+    jmp 1f
+1:
+    movzx r8d, byte ptr [r15 + 512]
+    mov dword ptr [r15 + 640], edx
+    mov r9, r11
+    mov rdi, qword ptr [r15 + 256]
     test ebx, 1073741824
     jz 1f
 1:
-    mov r9, qword ptr [r15 + 128]
-    mov qword ptr [r15 + 704], rcx
-    mov ecx, 12
+    and ecx, dword ptr [r15 + 64]
+    and r9, 8128
+    mov qword ptr [r15 + r9 + 7488], rdx
+    mov r9, qword ptr [r15 + 384]
     jmp 1f
 1:
-    movzx ecx, byte ptr [r15 + 512]
+    mov rdx, rdi
     add r11, 64
     inc rbx
     dec r13
@@ -4270,55 +4254,53 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov dword ptr [r15 + 192], 234
-    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, cl
+    mov rbp, r11
+    mov eax, 9
+    and rbp, 1984
+    movzx ecx, byte ptr [r15 + rbp + 1344]
+    mov dword ptr [r15 + 0], 97
     jmp 1f
 1:
-    mov esi, 16
-    jmp 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
+    mov edx, 229
     test ebx, 1073741824
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx edi, sil
-    mov dword ptr [r15 + 0], eax
-    jmp 1f
-1:
-    jmp 1f
-1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rdi, qword ptr [r15 + 256]
+    mov qword ptr [r15 + 128], r9
+    and r9, 448
+    movzx edx, byte ptr [r15 + r9 + 832]
+    vmovdqu ymmword ptr [r15 + 768], ymm8
     test ebx, 1073741824
     jz 1f
 1:
-    vmovdqu ymmword ptr [r15 + 64], ymm14
-    movsxd r9, dword ptr [r15 + 448]
-    mov rbp, r11
-    movsxd rdi, dword ptr [r15 + 512]
-    movzx edx, byte ptr [r15 + 384]
-    and rbp, 448
-    mov qword ptr [r15 + rbp + 832], r9
+    jmp 1f
+1:
+    movsxd rbp, dword ptr [r15 + 384]
+    movzx edi, byte ptr [r15 + 128]
+    mov ecx, 190
+    jmp 1f
+1:
+    mov qword ptr [r15 + 448], rdx
+    mov edx, edi
     test dword ptr [r15 + 67117723], 8192
     jnz 1f
 1:
-    movsxd rcx, dword ptr [r15 + 768]
-    mov qword ptr [r15 + 320], r9
-    mov r9d, 252
-    mov r9d, edx
-    movzx edx, dil
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rbp, r11
-    mov dword ptr [r15 + 128], ecx
-    mov r8, r11
-    and rbp, 4032
-    mov rcx, qword ptr [r15 + rbp + 3392]
+    movzx r9d, cl
+    mov dword ptr [r15 + 320], ebp
+    mov rbp, qword ptr [r15 + 64]
+    mov r9, r11
     jmp 1f
 1:
-    and r8, 8128
-    mov rdi, qword ptr [r15 + r8 + 7488]
-    movzx r8d, byte ptr [r15 + 256]
+    and r9, 4032
+    mov dword ptr [r15 + r9 + 3392], ebp
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
@@ -4332,54 +4314,54 @@ ditto_body_c1:
     jmp .Lc1_b4_c0
     .p2align 6
 .Lc1_b4_c0:
-    movzx r9d, byte ptr [r15 + 128]
-    mov rdx, qword ptr [r15 + 128]
-    lea rbp, [r10 + r10*1]
-    mov rdi, r8
-    and rbp, 448
-    lea r8, [r11 + r11*1]
-    movzx ecx, byte ptr [r15 + rbp + 896]
-    and r8, 8128
-    mov dword ptr [r15 + r8 + 7552], 254
-    test ebx, 1073741824
-    jnz 1f
-1:
+    mov edi, r9d
+    mov dword ptr [r15 + 128], ecx
+    vmovdqu ymmword ptr [r15 + 0], ymm15
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r9, rcx
-    movzx r9d, byte ptr [r15 + 512]
-    vmovdqu ymmword ptr [r15 + 384], ymm2
-    movzx edx, cl
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rcx, r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx edx, dil
+    mov qword ptr [r15 + 0], rcx
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx edi, cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov qword ptr [r15 + 256], rbp
-    movzx ecx, byte ptr [r15 + 384]
-    mov rax, qword ptr [r15 + 320]
-    mov rdi, qword ptr [r15 + 64]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rdx, qword ptr [r15 + 64]
+    movsxd r9, dword ptr [r15 + 512]
+    mov dword ptr [r15 + 448], ecx
+    lea r8, [r11 + r11*1]
     test ebx, 1073741824
     jnz 1f
+1:
+    mov rcx, qword ptr [r15 + 256]
+    and r8, 8128
+    mov rdi, qword ptr [r15 + r8 + 7488]
+    mov r9, r11
+    mov dword ptr [r15 + 128], 50
+    and r9, 448
+    movzx edx, byte ptr [r15 + r9 + 832]
+    test ebx, 1073741824
+    jz 1f
 1:
     mov r9, r11
-    mov dword ptr [r15 + 128], eax
-    mov rax, qword ptr [r15 + 448]
-    and r9, 448
-    mov edx, dword ptr [r15 + r9 + 832]
-    mov r9d, ecx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx ecx, al
-    movsxd rcx, dword ptr [r15 + 128]
-    mov esi, dword ptr [r15 + 448]
-    movsxd rax, dword ptr [r15 + rbp + 832]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    vmovdqu ymmword ptr [r15 + r8 + 7488], ymm5
-    inc dword ptr [r15 + 64]
-    mov dword ptr [r15 + 512], 82
-    mov rdi, qword ptr [r15 + 64]
+    vmovdqu ymmword ptr [r15 + 192], ymm7
+    and r9, 1984
+    inc dword ptr [r15 + r9 + 1344]
+    mov dword ptr [r15 + r8 + 7552], 39
+    movsxd r8, dword ptr [r15 + 64]
     add r11, 64
-    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b4_done
@@ -4389,106 +4371,105 @@ ditto_body_c1:
     mov qword ptr [r15 + 67117720], rax
     mov eax, dword ptr [r15 + 67117724]
     and eax, 7
-    lea rcx, [rip + .Lc1_d3669_s]
+    lea rcx, [rip + .Lc1_d3653_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d3669_s_t
+    jmp .Lc1_d3653_s_t
     .p2align 3
-.Lc1_d3669_s:
+.Lc1_d3653_s:
     .p2align 3
-    jmp .Lc1_d3669_j
+    jmp .Lc1_d3653_j
     .p2align 3
-    jmp .Lc1_d3669_j
+    jmp .Lc1_d3653_j
     .p2align 3
-    jmp .Lc1_d3669_j
+    jmp .Lc1_d3653_j
     .p2align 3
-    jmp .Lc1_d3669_j
+    jmp .Lc1_d3653_j
     .p2align 3
-    jmp .Lc1_d3669_j
+    jmp .Lc1_d3653_j
     .p2align 3
-    jmp .Lc1_d3669_j
+    jmp .Lc1_d3653_j
     .p2align 3
-    jmp .Lc1_d3669_j
+    jmp .Lc1_d3653_j
     .p2align 3
-    jmp .Lc1_d3669_j
-.Lc1_d3669_j:
-    movzx edx, dil
-    mov rdi, qword ptr [r15 + 704]
-    mov r9, r10
-    movsxd rsi, dword ptr [r15 + 64]
+    jmp .Lc1_d3653_j
+.Lc1_d3653_j:
+    movzx edi, al
+    mov dword ptr [r15 + 320], r8d
+    mov r8, r10
     test ebx, 1073741824
     jnz 1f
 1:
-    and r9, 1984
-    mov eax, dword ptr [r15 + r9 + 1344]
-    movsxd r9, dword ptr [r15 + 320]
-    test dword ptr [r15 + 67117723], 1048576
-    jz 1f
+    and r8, 1984
+    mov r9, qword ptr [r15 + r8 + 1344]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test dword ptr [r15 + 67117723], 1048580
+    jnz 1f
 1:
-    mov r9, r10
-    mov dword ptr [r15 + 448], eax
-    and r9, 448
-    movsxd rcx, dword ptr [r15 + r9 + 832]
+    movsxd rdi, dword ptr [r15 + 192]
+    movsxd rcx, dword ptr [r15 + 128]
+    mov rbp, r11
     test ebx, 1073741824
     jz 1f
 1:
-    mov edx, edi
-    mov rbp, r10
-    movsxd rdx, dword ptr [r15 + 192]
-    test bl, 80
+    mov r9d, edi
+    and rbp, 4032
+    movsxd r9, dword ptr [r15 + rbp + 3392]
+    test dword ptr [r15 + 67117723], 754976010
     jz 1f
 1:
-    mov dword ptr [r15 + 640], 137
-    and rbp, 8128
-    movzx eax, byte ptr [r15 + rbp + 7488]
+    and r8d, dword ptr [r15 + 640]
+    movsxd rax, dword ptr [r15 + 448]
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b4_done
 .Lc1_b4_c2:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    vpcmpeqb xmm6, xmm6, xmm1
-    mov r9, r11
-    movsxd rsi, dword ptr [r15 + 320]
-    and r9, 1984
-    mov rbp, r10
-    lock xadd qword ptr [r15 + r9 + 1344], r9
-    mov dword ptr [r15 + 512], 125
+    movsxd r9, dword ptr [r15 + 256]
+    mov dword ptr [r15 + 384], 6
+    mov dword ptr [r15 + 0], 58
+    mov r12, qword ptr [r15 + r12 + 56]
+    vpcmpeqb xmm1, xmm1, xmm7
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lock xadd qword ptr [r15 + 0], r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, r9d
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rax, r9
+    mov rax, qword ptr [r15 + 64]
+    mov rbp, r11
+    mov r8d, 85
+    mov byte ptr [r15 + 704], cl
+    mov rcx, qword ptr [r15 + 768]
     and rbp, 16320
-    mov ecx, dword ptr [r15 + rbp + 15680]
+    movsxd rsi, dword ptr [r15 + rbp + 15680]
+    mov rbp, r10
     test ebx, 1073741824
     jnz 1f
 1:
-    mov byte ptr [r15 + 384], r9b
-    mov r9, qword ptr [r15 + 256]
-    movsxd rsi, dword ptr [r15 + 192]
-    movsxd rdx, dword ptr [r15 + 768]
-    test ebx, 1073741824
-    jz 1f
-1:
-    movsxd rcx, dword ptr [r15 + 128]
-    mov eax, 85
-    mov eax, 229
-    mov eax, esi
-    movzx eax, cl
-    lea rbp, [r11 + r11*1]
-    test dword ptr [r15 + 67117724], 1361068136
-    jz 1f
-1:
-    and rbp, 4032
-    mov dword ptr [r15 + rbp + 3392], 196
-    movzx edx, byte ptr [r15 + 448]
-    movsxd r9, dword ptr [r15 + rbp + 3456]
-    mov byte ptr [r15 + 384], cl
+    mov byte ptr [r15 + 512], cl
+    and rbp, 8128
+    mov byte ptr [r15 + rbp + 7488], r8b
+    add rbp, qword ptr [r15 + 448]
+    mov r8, r11
+    mov eax, 95
+    and r8, 448
+    movsxd rax, dword ptr [r15 + r8 + 832]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov qword ptr [r15 + 128], rdx
-    mov rdx, rcx
-    movzx edx, byte ptr [r15 + 64]
-    mov byte ptr [r15 + 256], r9b
+    movsxd rcx, dword ptr [r15 + 320]
+    mov qword ptr [r15 + 64], rbp
+    movzx ebp, sil
+    mov rbp, rax
+    mov ebp, dword ptr [r15 + 128]
     add r11, 64
     add r10, r11
     inc rbx
@@ -4501,56 +4482,57 @@ ditto_body_c1:
     xor eax, eax
     test dword ptr [r15 + 67117723], 134217728
     setz al
-    lea rcx, [rip + .Lc1_d3760_s]
+    lea rcx, [rip + .Lc1_d3743_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d3760_s_t
+    jmp .Lc1_d3743_s_t
     .p2align 3
-.Lc1_d3760_s:
+.Lc1_d3743_s:
     .p2align 3
-    jmp .Lc1_d3760_j
+    jmp .Lc1_d3743_j
     .p2align 3
-    jmp .Lc1_d3760_j
-.Lc1_d3760_j:
-    lea r8, [r10 + r10*1]
-    mov r9d, 17
-    mov r9d, ecx
-    and r8, 448
-    mov dword ptr [r15 + r8 + 896], eax
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov qword ptr [r15 + 512], rax
-    mov byte ptr [r15 + 448], r8b
-    mov eax, dword ptr [r15 + r8 + 832]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + 576], r8d
-    mov r8d, eax
-    mov r8d, r9d
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r9d, dword ptr [r15 + 128]
-    movzx ecx, r8b
+    jmp .Lc1_d3743_j
+.Lc1_d3743_j:
+    mov rbp, r11
+    and rbp, 1984
+    mov r8d, dword ptr [r15 + rbp + 1344]
+    mov ebp, ecx
     mov r12, qword ptr [r15 + r12 + 56]
+    movzx ebp, cl
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r8, r11
-    vpor xmm6, xmm6, xmm6
-    mov r9, r10
-    movzx eax, byte ptr [r15 + 64]
-    and r8, 8128
-    movzx esi, byte ptr [r15 + r8 + 7488]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, byte ptr [r15 + 192]
     test ebx, 1073741824
     jz 1f
 1:
-    and r9, 1984
-    mov byte ptr [r15 + r9 + 1344], cl
-    xor dword ptr [r15 + 320], ecx
+    mov r8d, r8d
+    movzx r8d, al
+    mov dword ptr [r15 + 384], eax
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov byte ptr [r15 + 576], bpl
+    mov rbp, r11
+    mov ecx, r8d
+    and rbp, 8128
+    mov rcx, qword ptr [r15 + rbp + 7488]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    xor dword ptr [r15 + 128], eax
+    vpor xmm1, xmm1, xmm1
+    mov dword ptr [r15 + 64], ebp
+    mov rbp, r11
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov qword ptr [r15 + 512], rbp
+    and rbp, 4032
+    mov byte ptr [r15 + rbp + 3392], cl
+    mov ebp, 212
     add r11, 64
-    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b4_done
@@ -4561,53 +4543,54 @@ ditto_body_c1:
     xor eax, eax
     test dword ptr [r15 + 67117724], 16384
     setz al
-    lea rcx, [rip + .Lc1_d3810_s]
+    lea rcx, [rip + .Lc1_d3794_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d3810_s_t
+    jmp .Lc1_d3794_s_t
     .p2align 3
-.Lc1_d3810_s:
+.Lc1_d3794_s:
     .p2align 3
-    jmp .Lc1_d3810_j
+    jmp .Lc1_d3794_j
     .p2align 3
-    jmp .Lc1_d3810_j
-.Lc1_d3810_j:
-    mov edi, 249
-    mov byte ptr [r15 + 256], al
-    mov r8, r11
-    mov byte ptr [r15 + 384], al
+    jmp .Lc1_d3794_j
+.Lc1_d3794_j:
+    movzx edx, bpl
+    mov rbp, rcx
+    mov byte ptr [r15 + 128], cl
+    mov rbp, r11
     test ebx, 1073741824
     jz 1f
 1:
-    and r8, 4032
-    mov rax, qword ptr [r15 + r8 + 3392]
-    mov dword ptr [r15 + 64], 93
-    mov dword ptr [r15 + 128], ecx
-    test ebx, 31984
-    jz 1f
-1:
-    movzx ecx, r8b
-    mov byte ptr [r15 + 192], r8b
-    test ebx, 1073741824
-    jnz 1f
-1:
-    inc dword ptr [r15 + 512]
-    mov r8, qword ptr [r15 + 320]
-    movzx edi, byte ptr [r15 + 640]
+    mov r9, r11
+    mov eax, 101
+    and rbp, 448
+    mov byte ptr [r15 + rbp + 832], dl
+    and r9, 4032
+    mov dword ptr [r15 + r9 + 3392], edx
     test ebx, 1073741824
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], dl
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r10
-    sete cl
     test ebx, 1073741824
     jnz 1f
 1:
-    and rbp, 1984
-    mov edi, dword ptr [r15 + rbp + 1344]
-    movzx ebp, r8b
+    sete bpl
+    movzx ebp, byte ptr [r15 + 64]
+    mov r9d, dword ptr [r15 + 320]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rdi, qword ptr [r15 + 512]
+    movzx eax, r9b
+    mov rax, qword ptr [r15 + 448]
+    test ebx, 1073741824
+    jz 1f
+1:
+    inc dword ptr [r15 + 192]
+    movzx ebp, dil
+    mov dword ptr [r15 + 256], 180
     add r11, 64
-    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b4_done
@@ -4615,108 +4598,106 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 192]
-    vmovdqu ymmword ptr [r15 + 448], ymm6
-    mov r8d, dword ptr [r15 + 384]
-    mov ebp, edi
-    mov edi, eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    vpaddd xmm4, xmm4, xmm12
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, rbp
     test dword ptr [r15 + 67117723], 64
     jz 1f
 1:
+    mov edi, eax
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, eax
-    mov eax, 73
-    vmovdqu ymmword ptr [r15 + 0], ymm6
+    movsxd rax, dword ptr [r15 + 128]
+    mov r9d, edi
+    test dword ptr [r15 + 67117723], 1073741888
+    jnz 1f
+1:
+    mov ebp, 73
+    mov rbp, r11
+    mov rsi, qword ptr [r15 + 704]
+    and rbp, 8128
+    mov r8, qword ptr [r15 + rbp + 7488]
+    mov ebp, dword ptr [r15 + 64]
     test bl, 32
     jz 1f
 1:
-    movzx ecx, bpl
-    mov ebp, 210
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, dword ptr [r15 + 128]
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx r8d, r9b
-    mov r9, r11
-    movzx r8d, byte ptr [r15 + 704]
-    mov ecx, 123
-    and r9, 448
-    mov ecx, dword ptr [r15 + r9 + 832]
-    test ebx, 512
-    jz 1f
-1:
-    mov edx, dword ptr [r15 + 384]
+    mov r9, r9
+    mov r9d, dword ptr [r15 + 448]
+    mov r8, r11
     mov rbp, r11
-    mov rax, qword ptr [r15 + 64]
-    mov byte ptr [r15 + 256], dil
-    and rbp, 8128
-    mov rdi, qword ptr [r15 + rbp + 7488]
-    movzx ebp, byte ptr [r15 + 512]
+    mov byte ptr [r15 + 128], bpl
+    and rbp, 448
+    movzx edi, byte ptr [r15 + rbp + 832]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rcx, rax
-    mov rcx, r9
-    add qword ptr [r15 + 320], rdi
-    movsxd rdi, dword ptr [r15 + 64]
+    and r8, 1984
+    vmovdqu ymmword ptr [r15 + r8 + 1344], ymm1
+    mov r8d, 123
+    movzx r8d, byte ptr [r15 + 384]
+    mov r9d, r9d
+    test bl, 32
+    jz 1f
+1:
+    vmovdqu ymmword ptr [r15 + 640], ymm1
+    mov ebp, dword ptr [r15 + 256]
+    mov edi, 121
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b4_done
 .Lc1_b4_c6:
-    lea rcx, [rip + .Lc1_d3902_j]
+    lea rcx, [rip + .Lc1_d3885_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d3902_j_t
-.Lc1_d3902_j:
-    mov rcx, qword ptr [r15 + 128]
-    mov r9d, 132
-    mov r9, rdi
+    jmp .Lc1_d3885_j_t
+.Lc1_d3885_j:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rdi, rcx
+    mov rdi, r9
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, edi
     mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], r9b
+    mov qword ptr [r15 + 0], rcx
+    movzx ecx, dil
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx edi, r8b
+    mov byte ptr [r15 + 448], dil
+    mov dword ptr [r15 + 192], 218
+    mov r8, r11
+    mov r9d, r8d
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rbp, rdi
+    and r8, 4032
+    mov rdi, qword ptr [r15 + r8 + 3392]
+    movzx r8d, byte ptr [r15 + 512]
+    movzx ecx, r8b
+    movzx r8d, cl
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov qword ptr [r15 + 64], r8
+    mov dword ptr [r15 + 768], 101
+    mov ebp, r9d
+    mov qword ptr [r15 + 384], rbp
+    movsxd rbp, dword ptr [r15 + 128]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movsxd rdi, dword ptr [r15 + 256]
     mov r9, r11
-    mov edi, ecx
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + 768], 143
+    mov r8d, 244
+    movsxd r8, dword ptr [r15 + 320]
     and r9, 1984
-    movzx ebp, byte ptr [r15 + r9 + 1344]
-    mov r9, rdi
-    mov r9, r11
-    movzx edi, bpl
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov esi, edi
-    and r9, 8128
-    mov rsi, qword ptr [r15 + r9 + 7488]
-    movzx r9d, bpl
-    mov dword ptr [r15 + 384], 139
-    mov r9d, dword ptr [r15 + 512]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rbp, r11
-    mov qword ptr [r15 + 448], rdi
-    movsxd rdi, dword ptr [r15 + 320]
-    movzx esi, bpl
-    and rbp, 4032
-    mov qword ptr [r15 + rbp + 3392], r9
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movsxd r9, dword ptr [r15 + 192]
-    mov r8d, ebp
-    mov r8, r8
-    movsxd r8, dword ptr [r15 + 64]
+    mov ecx, dword ptr [r15 + r9 + 1344]
     add r11, 64
     inc rbx
     dec r13
@@ -4725,49 +4706,49 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 448]
-    mov r9, qword ptr [r15 + 128]
-    mov ebp, 190
-    movzx ebp, r8b
-    test dword ptr [r15 + 67117724], 544
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], cl
+    mov ecx, 245
+    movzx ecx, dil
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 8128
+    mov r8, qword ptr [r15 + rbp + 7488]
+    mov dword ptr [r15 + 448], 142
+    test dword ptr [r15 + 67117724], 524288
     jz 1f
 1:
+    movzx edx, byte ptr [r15 + 192]
+    movsxd r9, dword ptr [r15 + 64]
+    mov rdi, rbp
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx ebp, byte ptr [r15 + 128]
+    mov r8d, 200
     mov r8, r11
-    mov dword ptr [r15 + 192], 142
-    movzx edi, byte ptr [r15 + 64]
-    movsxd rax, dword ptr [r15 + 320]
-    and r8, 1984
-    movzx r9d, byte ptr [r15 + r8 + 1344]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rsi, qword ptr [r15 + 384]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rbp
-    test ebx, 1073741824
+    mov rcx, qword ptr [r15 + 512]
+    movsxd rax, dword ptr [r15 + 64]
+    test dword ptr [r15 + 67117724], 42010834
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, 219
-    mov rbp, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 448
-    mov byte ptr [r15 + rbp + 832], al
-    test bl, 144
-    jnz 1f
-1:
-    mov eax, dword ptr [r15 + 256]
-    mov dword ptr [r15 + 320], 87
-    mov edi, 175
-    mov edi, ebp
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rbp, r11
+    and r8, 448
+    mov r9, qword ptr [r15 + r8 + 832]
     mov r8d, dword ptr [r15 + 576]
+    mov ebp, 175
+    mov ebp, r9d
+    mov rbp, r11
+    test ebx, 1073741824
+    jnz 1f
+1:
     and rbp, 4032
-    mov eax, dword ptr [r15 + rbp + 3392]
-    mov ebp, edi
+    mov dword ptr [r15 + rbp + 3392], 42
+    mov ebp, dword ptr [r15 + 320]
+    mov edi, eax
     add r11, 64
     inc rbx
     dec r13
@@ -4784,57 +4765,53 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov rbp, r11
     jmp 1f
 1:
-    and rbp, 1984
-    mov r8, r11
-    movsxd rdx, dword ptr [r15 + rbp + 1344]
-    and r8, 16320
-    vpaddq xmm6, xmm6, xmmword ptr [r15 + r8 + 15680]
-    movsxd r8, dword ptr [r15 + 192]
-    vmovdqu ymmword ptr [r15 + 384], ymm6
-    mov dword ptr [r15 + 576], eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, ecx
+    mov rbp, r11
     test ebx, 1073741824
     jz 1f
 1:
-    mov eax, ebp
-    mov byte ptr [r15 + 512], r8b
-    mov r8, rdx
-    lea r8, [r11 + r11*1]
+    and rbp, 1984
+    vpaddq xmm4, xmm4, xmmword ptr [r15 + rbp + 1344]
+    mov rbp, rcx
     jmp 1f
 1:
-    and r8, 448
-    mov edx, dword ptr [r15 + r8 + 896]
+    vmovdqu ymmword ptr [r15 + 448], ymm4
+    mov ecx, 43
+    mov ecx, 81
+    mov dword ptr [r15 + 512], ebp
     test dword ptr [r15 + 67117723], 256
     jz 1f
 1:
-    mov eax, 12
-    mov eax, 140
-    mov eax, dword ptr [r15 + 768]
-    mov ebp, dword ptr [r15 + 128]
+    mov byte ptr [r15 + 256], bpl
+    lea rbp, [r11 + r11*1]
     jmp 1f
 1:
-    mov r9, qword ptr [r15 + 448]
+    and rbp, 448
+    mov eax, dword ptr [r15 + rbp + 896]
+    mov rcx, qword ptr [r15 + 128]
+    mov qword ptr [r15 + 768], rbp
+    lea r8, [r11 + r11*1]
+    jmp 1f
+1:
+    and r8, 4032
+    mov byte ptr [r15 + r8 + 3392], al
     test ebx, 1073741824
     jnz 1f
 1:
-    mov qword ptr [r15 + 320], rbp
-    mov ebp, dword ptr [r15 + 64]
+    vmovdqu ymmword ptr [r15 + rbp + 832], ymm1
     jmp 1f
 1:
-    mov byte ptr [r15 + r8 + 832], dl
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    vpshufd xmm3, xmm11, 238
-    movzx esi, bpl
-    mov qword ptr [r15 + 128], rsi
-    mov dword ptr [r15 + 320], ebp
+    vpshufd xmm1, xmm1, 163
+    movzx ebp, cl
+    mov qword ptr [r15 + r8 + 3456], rcx
+    mov dword ptr [r15 + 64], r8d
     add r11, 64
     inc rbx
     dec r13
@@ -4843,46 +4820,46 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d4053_j]
+    lea rcx, [rip + .Lc1_d4034_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d4053_j_t
-.Lc1_d4053_j:
-    movzx ecx, al
-    mov qword ptr [r15 + 320], rsi
-    inc dword ptr [r15 + 64]
-    mov dword ptr [r15 + 384], 134
-    mov rbp, r10
-    mov rsi, qword ptr [r15 + 512]
-    test dword ptr [r15 + 67117723], 268435464
+    jmp .Lc1_d4034_j_t
+.Lc1_d4034_j:
+    mov dword ptr [r15 + 64], 227
+    mov ebp, dword ptr [r15 + 192]
+    movsxd r8, dword ptr [r15 + 320]
+    mov r9, r11
+    mov dword ptr [r15 + 448], 134
+    test dword ptr [r15 + 67117723], 268451848
     jz 1f
 1:
-    and rbp, 1984
-    movsxd rcx, dword ptr [r15 + rbp + 1344]
-    mov ebp, dword ptr [r15 + 192]
-    mov rax, rsi
-    vmovdqu ymmword ptr [r15 + 128], ymm5
-    mov eax, dword ptr [r15 + 256]
+    mov rax, qword ptr [r15 + 256]
+    and r9, 16320
+    mov rcx, qword ptr [r15 + r9 + 15680]
+    inc dword ptr [r15 + 640]
     test ebx, 1073741824
     jz 1f
 1:
-    mov qword ptr [r15 + 448], rax
-    lea r8, [r11 + r11*1]
+    mov rbp, r11
+    mov qword ptr [r15 + 128], r8
+    movzx r8d, r9b
+    and rbp, 8128
+    mov r9d, dword ptr [r15 + rbp + 7488]
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, bpl
-    and r8, 4032
-    mov rbp, qword ptr [r15 + r8 + 3456]
-    mov dword ptr [r15 + 640], 179
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r9, r10
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r11
     movzx eax, bpl
-    and r9, 8128
-    mov dword ptr [r15 + r9 + 7488], 157
-    mov r9d, 149
-    xchg qword ptr [r15 + r8 + 3392], r9
+    vmovdqu ymmword ptr [r15 + 512], ymm0
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and rbp, 1984
+    mov dword ptr [r15 + rbp + 1344], 160
+    mov ebp, 179
+    xchg qword ptr [r15 + 576], rbp
     add r11, 64
-    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b5_done
@@ -4890,53 +4867,51 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 64]
-    vpshufd xmm0, xmm6, 226
-    mov r9, r11
-    mov qword ptr [r15 + 256], rax
-    mov eax, eax
-    mov qword ptr [r15 + 704], rax
-    and r9, 1984
-    movsxd rbp, dword ptr [r15 + r9 + 1344]
+    mov r8, r11
+    mov dword ptr [r15 + 128], ebp
+    vpshufd xmm11, xmm4, 226
+    and r8, 4032
+    mov ebp, dword ptr [r15 + r8 + 3392]
+    mov r8, r11
+    movzx r9d, al
+    and r8, 8128
+    movzx eax, byte ptr [r15 + r8 + 7488]
+    mov r8d, r9d
+    movzx r8d, byte ptr [r15 + 704]
     test ebx, 1073741824
     jz 1f
 1:
+    mov rdi, rbp
     jmp 1f
 1:
-    jmp 1f
-1:
-    movzx r8d, byte ptr [r15 + 128]
-    mov rdx, qword ptr [r15 + 320]
-    mov dword ptr [r15 + 0], ebp
+    movzx ebp, byte ptr [r15 + 320]
+    mov r12, qword ptr [r15 + r12 + 56]
+    vpaddq xmm11, xmm11, xmmword ptr [r15 + 0]
+    movzx eax, bpl
+    mov r12, qword ptr [r15 + r12 + 56]
     test dword ptr [r15 + 67117724], 83886080
     jnz 1f
 1:
-    movzx ebp, r8b
-    mov ebp, eax
-    mov rbp, r11
     mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 448
-    vpaddq xmm3, xmm3, xmmword ptr [r15 + rbp + 832]
+    mov dword ptr [r15 + 128], r8d
+    mov qword ptr [r15 + 448], rax
+    mov r8, r11
+    mov qword ptr [r15 + 64], r8
+    mov eax, ebp
     test ebx, 1073741824
     jz 1f
 1:
-    mov r8, r11
-    movzx r9d, byte ptr [r15 + 512]
-    mov dword ptr [r15 + 448], ebp
-    and r8, 4032
-    mov rax, qword ptr [r15 + r8 + 3392]
+    and r8, 448
+    mov dword ptr [r15 + r8 + 832], r8d
+    mov r8d, dword ptr [r15 + 384]
+    movsxd r9, dword ptr [r15 + 512]
+    movsxd rdi, dword ptr [r15 + 192]
     jmp 1f
 1:
-    mov rbp, qword ptr [r15 + 384]
-    test dword ptr [r15 + 67117723], 67108864
-    jz 1f
-1:
-    mov rdi, r9
-    movzx r9d, byte ptr [r15 + 384]
-    movzx edi, r8b
-    mov dword ptr [r15 + 192], r8d
-    mov r8, rax
+    mov rsi, rax
     add r11, 64
     inc rbx
     dec r13
@@ -4948,175 +4923,180 @@ ditto_body_c1:
     xor eax, eax
     test dword ptr [r15 + 67117723], 65536
     setz al
-    lea rcx, [rip + .Lc1_d4143_s]
+    lea rcx, [rip + .Lc1_d4122_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d4143_s_t
+    jmp .Lc1_d4122_s_t
     .p2align 3
-.Lc1_d4143_s:
+.Lc1_d4122_s:
     .p2align 3
-    jmp .Lc1_d4143_j
+    jmp .Lc1_d4122_j
     .p2align 3
-    jmp .Lc1_d4143_j
-.Lc1_d4143_j:
-    mov r8, r10
-    mov ebp, ecx
-    mov dword ptr [r15 + 256], 142
-    and r8, 4032
-    mov r9, qword ptr [r15 + r8 + 3392]
-    mov r8d, dword ptr [r15 + 448]
+    jmp .Lc1_d4122_j
+.Lc1_d4122_j:
+    mov r9d, dword ptr [r15 + 64]
+    mov r8d, r9d
+    movzx r9d, byte ptr [r15 + 384]
+    mov dword ptr [r15 + 448], 186
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rax, qword ptr [r15 + 320]
-    movzx edi, byte ptr [r15 + 128]
-    movzx ebp, byte ptr [r15 + 64]
+    mov rdi, qword ptr [r15 + 128]
+    mov dword ptr [r15 + 0], 234
+    movzx eax, cl
+    mov r12, qword ptr [r15 + r12 + 56]
     test dword ptr [r15 + 67117723], 16512
     jnz 1f
 1:
-    movzx r9d, r9b
-    mov r9d, 221
-    mov r9, r10
-    mov r8d, 124
+    mov ecx, 182
+    mov ecx, 194
+    movzx ecx, byte ptr [r15 + 256]
+    mov r8, r11
+    jmp 1f
+1:
     test ebx, 1073741824
     jnz 1f
 1:
-    and r9, 448
-    movzx ebp, byte ptr [r15 + r9 + 832]
-    mov r9d, dword ptr [r15 + 768]
-    mov ecx, edi
+    and r8, 448
+    mov byte ptr [r15 + r8 + 832], cl
+    mov r8, qword ptr [r15 + 192]
+    mov r9, rdi
+    mov edi, r9d
     test ebx, 1073741824
     jnz 1f
 1:
-    mov edi, 156
-    mov r8, r10
-    mov eax, r9d
-    and r8, 8128
-    mov qword ptr [r15 + r8 + 7488], rbp
+    mov eax, dword ptr [r15 + 768]
+    mov rbp, r11
+    mov edx, 190
+    mov edx, r8d
+    and rbp, 1984
+    mov qword ptr [r15 + rbp + 1344], r9
     add r11, 64
-    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b5_done
 .Lc1_b5_c4:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov dword ptr [r15 + 512], 242
-    mov ecx, r8d
+    mov dword ptr [r15 + 576], 242
+    mov ecx, ebp
     jmp 1f
 1:
-    mov r8d, eax
+    mov ebp, edi
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, rax
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, rcx
     test ebx, 1073741824
     jnz 1f
 1:
-    mov eax, eax
     mov r12, qword ptr [r15 + r12 + 56]
     mov eax, ecx
-    mov dword ptr [r15 + 0], 194
-    mov eax, r8d
-    mov r8d, dword ptr [r15 + 64]
-    jmp 1f
-1:
-    test dword ptr [r15 + 67117723], 974127888
-    jz 1f
-1:
-    mov byte ptr [r15 + 192], al
-    mov rbp, r11
-    jmp 1f
-1:
-    jmp 1f
-1:
-    vpaddd xmm0, xmm0, xmm0
-    and rbp, 1984
-    mov r8, r10
-    mov rcx, qword ptr [r15 + rbp + 1344]
-    mov dword ptr [r15 + 64], 203
-    and r8, 8128
-    mov rsi, qword ptr [r15 + r8 + 7488]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, ebp
     test ebx, 1073741824
     jz 1f
 1:
-    mov eax, dword ptr [r15 + 128]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    movzx edx, byte ptr [r15 + 384]
-    movsxd rcx, dword ptr [r15 + 448]
-    mov rbp, rcx
-    mov qword ptr [r15 + 576], rbp
-    movzx ebp, r8b
-    test bl, 80
+    mov dword ptr [r15 + 0], 204
+    jmp 1f
+1:
+    jmp 1f
+1:
+    test ebx, 1073741824
     jnz 1f
 1:
+    vpaddd xmm11, xmm11, xmm11
+    movsxd rax, dword ptr [r15 + 512]
+    mov rbp, r11
+    mov r9, r11
+    mov byte ptr [r15 + 128], r9b
+    and r9, 8128
+    mov dword ptr [r15 + r9 + 7488], 244
+    and rbp, 1984
+    mov rcx, qword ptr [r15 + rbp + 1344]
     jmp 1f
 1:
-    mov r8d, 249
-    movzx r8d, byte ptr [r15 + 320]
-    mov eax, 151
-    mov rax, rax
-    mov rax, rax
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rbp, r11
+    mov eax, dword ptr [r15 + 256]
+    movzx esi, byte ptr [r15 + 64]
+    mov r9, rsi
+    and rbp, 4032
+    mov qword ptr [r15 + rbp + 3392], rbp
+    movzx ebp, cl
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov ecx, 212
+    mov ecx, dword ptr [r15 + 320]
+    mov r9d, 8
+    mov r9, r9
+    mov r9, r9
     add r11, 64
-    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b5_done
 .Lc1_b5_c5:
-    lea rcx, [rip + .Lc1_d4241_j]
+    lea rcx, [rip + .Lc1_d4221_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d4241_j_t
-.Lc1_d4241_j:
-    jmp 1f
-1:
-    mov rbp, qword ptr [r15 + 640]
-    mov r8, r11
-    jmp 1f
-1:
-    and r8, 448
-    vmovdqu xmm8, xmmword ptr [r15 + r8 + 832]
-    and r8d, dword ptr [r15 + 64]
+    jmp .Lc1_d4221_j_t
+.Lc1_d4221_j:
+    mov ecx, dword ptr [r15 + 64]
+    vpxor xmm4, xmm4, xmm1
     mov dword ptr [r15 + 0], 108
+    mov rsi, r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 0], ymm8
-    jmp 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rsi
+    vmovdqu ymmword ptr [r15 + 0], ymm4
     jmp 1f
 1:
-    movzx eax, r8b
+    jmp 1f
+1:
     test ebx, 1073741824
     jnz 1f
 1:
-    mov dword ptr [r15 + 704], 68
-    mov dword ptr [r15 + 192], 2
-    mov ebp, dword ptr [r15 + 512]
-    movsxd rcx, dword ptr [r15 + 384]
-    mov r9d, ecx
+    jmp 1f
+1:
+    movzx ecx, byte ptr [r15 + 192]
+    mov r9, rcx
+    mov dword ptr [r15 + 128], r9d
+    movzx r9d, cl
+    mov r9, r11
+    movzx esi, byte ptr [r15 + 512]
     test bl, 64
     jz 1f
 1:
-    mov qword ptr [r15 + 320], rbp
-    mov ebp, dword ptr [r15 + 256]
-    mov rax, rbp
-    movzx ebp, byte ptr [r15 + 128]
-    mov r8, rbp
-    mov dword ptr [r15 + 384], ecx
+    and r9, 4032
+    mov dword ptr [r15 + r9 + 3392], 14
+    mov dword ptr [r15 + 256], esi
+    movsxd rsi, dword ptr [r15 + 448]
+    jmp 1f
+1:
     mov r8, r11
+    vmovdqu ymmword ptr [r15 + 640], ymm11
+    mov rcx, rcx
     test ebx, 1073741824
     jnz 1f
 1:
-    mov ecx, eax
-    mov r9, r11
-    mov eax, r9d
-    and r8, 4032
-    mov dword ptr [r15 + r8 + 3392], r8d
-    and r9, 1984
-    mov r8, qword ptr [r15 + r9 + 1344]
-    mov r9, rbp
+    and r8, 448
+    and r9d, dword ptr [r15 + r8 + 832]
+    mov r8d, r9d
+    mov dword ptr [r15 + 384], 189
+    mov r8d, esi
+    movsxd r8, dword ptr [r15 + 64]
+    mov esi, r8d
     add r11, 64
     inc rbx
     dec r13
@@ -5125,121 +5105,121 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d4294_j]
+    lea rcx, [rip + .Lc1_d4275_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d4294_j_t
-.Lc1_d4294_j:
+    jmp .Lc1_d4275_j_t
+.Lc1_d4275_j:
+    xor dword ptr [r15 + 768], eax
+    mov eax, r8d
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx edx, r9b
-    mov qword ptr [r15 + 0], r9
+    mov rax, qword ptr [r15 + 704]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r9, r11
     test ebx, 1073741824
     jz 1f
 1:
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov r8d, edx
+    and r9, 1984
+    movzx edi, byte ptr [r15 + r9 + 1344]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    movsxd rdx, dword ptr [r15 + 448]
-    mov rax, qword ptr [r15 + 128]
+    mov qword ptr [r15 + 64], r9
+    mov r9d, eax
     jmp 1f
 1:
-    jmp 1f
-1:
-    xor dword ptr [r15 + 128], eax
+    movsxd r9, dword ptr [r15 + 512]
+    mov eax, dword ptr [r15 + 128]
     test dword ptr [r15 + 67117724], 1
-    jz 1f
+    jnz 1f
 1:
-    mov r8d, dword ptr [r15 + 768]
-    mov rcx, qword ptr [r15 + 512]
-    mov edi, dword ptr [r15 + 256]
-    mov qword ptr [r15 + 64], rdx
-    test ebx, 12256
-    jz 1f
-1:
-    mov byte ptr [r15 + 320], r8b
-    movsxd r8, dword ptr [r15 + 384]
-    mov esi, dword ptr [r15 + 192]
+    mov qword ptr [r15 + 320], rdi
+    mov byte ptr [r15 + 448], r9b
+    movzx r9d, r9b
+    mov r9, r11
     jmp 1f
 1:
-    mov rbp, r11
-    jmp 1f
-1:
+    and r9, 8128
+    mov byte ptr [r15 + r9 + 7488], r9b
+    mov r9d, dword ptr [r15 + 128]
     test ebx, 1073741824
     jnz 1f
 1:
-    and rbp, 8128
-    mov byte ptr [r15 + rbp + 7488], bpl
-    mov rbp, r11
-    movzx esi, cl
-    mov rcx, rsi
-    and rbp, 448
-    mov byte ptr [r15 + rbp + 832], r8b
+    jmp 1f
+1:
+    mov byte ptr [r15 + 384], al
+    movzx eax, al
+    mov rax, rax
+    mov rax, qword ptr [r15 + 192]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b5_done
 .Lc1_b5_c7:
-    mov dword ptr [r15 + 64], 22
-    mov dword ptr [r15 + 256], ecx
-    mov ecx, dword ptr [r15 + 320]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, rax
     jmp 1f
 1:
-    add rcx, qword ptr [r15 + 512]
+    and r9d, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], eax
+    mov dword ptr [r15 + 0], 10
     test ebx, 1073741824
     jz 1f
 1:
-    mov qword ptr [r15 + 0], rcx
-    movzx ecx, bpl
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, cl
-    movzx ebp, bpl
-    mov rbp, r11
+    mov dword ptr [r15 + 0], 63
+    movzx edx, r9b
+    movzx edx, dl
+    jmp 1f
+1:
+    mov edx, dword ptr [r15 + 448]
+    mov r9d, edx
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 4032
-    movsxd rsi, dword ptr [r15 + rbp + 3392]
-    mov ebp, esi
+    mov ebp, 230
+    mov ebp, 126
+    mov qword ptr [r15 + 128], rbp
+    movsxd rbp, dword ptr [r15 + 192]
     jmp 1f
 1:
-    mov dword ptr [r15 + 384], ecx
-    movsxd rcx, dword ptr [r15 + 448]
+    mov r8, r11
+    mov dword ptr [r15 + 512], r8d
     test ebx, 1073741824
     jz 1f
 1:
-    mov r9, rcx
-    mov r9d, 243
+    and r8, 448
+    mov r9d, dword ptr [r15 + r8 + 832]
     jmp 1f
 1:
-    mov r9, rsi
-    jmp 1f
-1:
-    mov dword ptr [r15 + 576], 97
-    mov rbp, r11
+    movsxd rbp, dword ptr [r15 + 256]
+    mov rdx, qword ptr [r15 + 320]
+    mov rdi, qword ptr [r15 + 64]
+    mov rsi, rdi
+    mov r8, r11
+    mov rsi, rdx
     test ebx, 1073741824
     jnz 1f
 1:
     mov r9, r11
-    and rbp, 8128
-    movzx edx, byte ptr [r15 + rbp + 7488]
-    and r9, 1984
-    mov dword ptr [r15 + r9 + 1344], 150
-    mov r9, r9
-    mov r9, qword ptr [r15 + 128]
+    and r8, 4032
+    mov dword ptr [r15 + r8 + 3392], 138
     jmp 1f
 1:
+    and r9, 1984
+    mov dword ptr [r15 + r9 + 1344], edx
+    movzx r9d, byte ptr [r15 + 576]
+    movzx edx, dil
     jmp 1f
 1:
     add r11, 64
@@ -5247,83 +5227,71 @@ ditto_body_c1:
     dec r13
     jnz .Lc1_b5_c0
 .Lc1_b5_done:
-// block 6: 1024 bytes, 4 chunk(s), 2 chunk executions per call
+// block 6: 1024 bytes, 4 chunk(s), 4 chunk executions per call
     mov rbx, qword ptr [r15 + 67117784]
-    lea rcx, [rbx + 2]
+    lea rcx, [rbx + 4]
     mov qword ptr [r15 + 67117784], rcx
-    mov r13d, 2
-    mov eax, ebx
-    and eax, 3
-    lea rcx, [rip + .Lc1_b6_stubs]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_b6_stubs_t
-    .p2align 3
-.Lc1_b6_stubs:
-    .p2align 3
+    mov r13d, 4
     jmp .Lc1_b6_c0
-    .p2align 3
-    jmp .Lc1_b6_c1
-    .p2align 3
-    jmp .Lc1_b6_c2
-    .p2align 3
-    jmp .Lc1_b6_c3
     .p2align 6
 .Lc1_b6_c0:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d4405_j]
+    lea rcx, [rip + .Lc1_d4382_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d4405_j_t
-.Lc1_d4405_j:
-    vpaddd xmm0, xmm0, xmm0
-    mov r9d, 89
-    and r9d, dword ptr [r15 + 0]
+    jmp .Lc1_d4382_j_t
+.Lc1_d4382_j:
+    and eax, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    mov edx, ecx
     test dword ptr [r15 + 67117723], 2097168
     jnz 1f
 1:
-    mov eax, dword ptr [r15 + 64]
+    mov r12, qword ptr [r15 + r12 + 56]
     mov rcx, rcx
-    mov ecx, r9d
-    jmp 1f
-1:
-    mov ecx, dword ptr [r15 + 128]
+    vpaddd xmm11, xmm11, xmm11
+    mov ecx, 85
     test ebx, 1073741824
     jz 1f
 1:
-    mov r8, r11
-    mov edi, 26
-    and r8, 4032
-    movsxd rdi, dword ptr [r15 + r8 + 3392]
-    mov qword ptr [r15 + 512], r9
-    movzx r9d, cl
-    mov qword ptr [r15 + 640], rcx
-    test ebx, 1073741824
-    jnz 1f
+    movsxd r9, dword ptr [r15 + 128]
+    mov edx, 55
+    jmp 1f
 1:
+    movzx edx, al
     mov rbp, r11
-    mov byte ptr [r15 + 448], cl
-    jmp 1f
-1:
-    and rbp, 1984
-    mov rcx, qword ptr [r15 + rbp + 1344]
-    jmp 1f
-1:
-    movsxd rdi, dword ptr [r15 + 384]
     test ebx, 1073741824
     jnz 1f
 1:
+    mov r9, r11
+    and rbp, 4032
+    mov dword ptr [r15 + rbp + 3392], ecx
+    and r9, 448
+    mov ecx, dword ptr [r15 + r9 + 832]
     jmp 1f
 1:
-    movsxd rax, dword ptr [r15 + 192]
-    mov r8, r11
-    mov r9, qword ptr [r15 + 320]
-    mov qword ptr [r15 + 256], rdi
-    and r8, 448
-    mov dword ptr [r15 + r8 + 832], edi
+    mov r9, r11
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and r9, 8128
+    mov edx, dword ptr [r15 + r9 + 7488]
+    mov byte ptr [r15 + 64], bpl
+    mov qword ptr [r15 + 256], rbp
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx ebp, byte ptr [r15 + 448]
+    movsxd rcx, dword ptr [r15 + 640]
+    mov qword ptr [r15 + 512], rcx
+    movsxd rcx, dword ptr [r15 + 384]
     add r11, 64
     inc rbx
     dec r13
@@ -5332,51 +5300,50 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    vpshufd xmm14, xmm8, 221
     jmp 1f
 1:
-    mov ecx, 140
+    mov byte ptr [r15 + 128], bpl
     mov r12, qword ptr [r15 + r12 + 56]
+    vpshufd xmm12, xmm4, 40
+    mov ebp, 67
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
     test ebx, 1073741824
     jnz 1f
 1:
+    jmp 1f
+1:
+    mov ecx, 186
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r9d, 116
     mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 192], cl
-    mov ecx, dword ptr [r15 + 768]
-    mov edi, dword ptr [r15 + 256]
-    test bl, 24
-    jnz 1f
-1:
-    mov r8, r11
-    jmp 1f
-1:
-    mov r9, r11
-    and r8, 448
-    mov qword ptr [r15 + r8 + 832], rdi
-    and r9, 8128
-    movsxd rdi, dword ptr [r15 + r9 + 7488]
-    mov r9, qword ptr [r15 + 320]
-    mov rax, qword ptr [r15 + 128]
-    mov ecx, dword ptr [r15 + 448]
-    inc dword ptr [r15 + 704]
-    test dword ptr [r15 + 67117723], 8405504
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test bl, 16
     jz 1f
 1:
-    movzx r8d, r9b
-    mov r8d, dword ptr [r15 + 512]
-    mov dword ptr [r15 + 64], 2
-    mov r9d, dword ptr [r15 + 384]
-    mov dword ptr [r15 + 320], edi
-    jmp 1f
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 8128
+    mov rax, qword ptr [r15 + rbp + 7488]
+    mov ebp, dword ptr [r15 + 64]
+    mov r8, r11
+    mov dword ptr [r15 + 320], 174
+    movsxd rcx, dword ptr [r15 + 704]
+    and r8, 1984
+    and ecx, dword ptr [r15 + r8 + 1344]
+    test dword ptr [r15 + 67117723], 524288
+    jz 1f
 1:
-    movzx edi, byte ptr [r15 + 64]
+    mov rax, qword ptr [r15 + 256]
+    mov ebp, dword ptr [r15 + 384]
+    mov esi, dword ptr [r15 + 448]
+    mov dword ptr [r15 + 192], r8d
+    mov r8d, dword ptr [r15 + 64]
+    movzx edi, al
     add r11, 64
     inc rbx
     dec r13
@@ -5388,120 +5355,117 @@ ditto_body_c1:
     xor eax, eax
     test dword ptr [r15 + 67117724], 67108864
     setz al
-    lea rcx, [rip + .Lc1_d4500_s]
+    lea rcx, [rip + .Lc1_d4477_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d4500_s_t
+    jmp .Lc1_d4477_s_t
     .p2align 3
-.Lc1_d4500_s:
+.Lc1_d4477_s:
     .p2align 3
-    jmp .Lc1_d4500_j
+    jmp .Lc1_d4477_j
     .p2align 3
-    jmp .Lc1_d4500_j
-.Lc1_d4500_j:
-    mov r8, r11
-    mov r9, qword ptr [r15 + 128]
-    and r8, 8128
-    movsxd rdi, dword ptr [r15 + r8 + 7488]
-    mov dword ptr [r15 + 384], 13
+    jmp .Lc1_d4477_j
+.Lc1_d4477_j:
+    mov dword ptr [r15 + 448], 209
+    mov byte ptr [r15 + 128], cl
+    mov byte ptr [r15 + 576], al
+    mov byte ptr [r15 + 64], al
     test ebx, 640
-    jz 1f
+    jnz 1f
 1:
-    mov byte ptr [r15 + 512], r8b
-    mov byte ptr [r15 + 192], r8b
-    add rax, qword ptr [r15 + 576]
+    mov rax, qword ptr [r15 + 320]
+    movsxd rbp, dword ptr [r15 + 768]
+    mov r8, r11
+    movsxd rsi, dword ptr [r15 + 512]
     test dword ptr [r15 + 67117724], 4
-    jz 1f
+    jnz 1f
 1:
+    mov rdi, qword ptr [r15 + 256]
+    and r8, 1984
+    add rdi, qword ptr [r15 + r8 + 1344]
     movsxd r8, dword ptr [r15 + 128]
-    jmp 1f
-1:
+    mov rbp, r11
+    mov r9, r11
+    and rbp, 4032
+    mov ecx, dword ptr [r15 + rbp + 3392]
     test dword ptr [r15 + 67117723], 1157627904
     jz 1f
 1:
-    mov r9, r11
-    mov rbp, r11
-    movsxd rcx, dword ptr [r15 + 448]
-    and r9, 1984
-    mov edi, dword ptr [r15 + r9 + 1344]
-    and rbp, 4032
-    mov edx, dword ptr [r15 + rbp + 3392]
-    test ebx, 1073741824
-    jz 1f
+    and r9, 448
+    mov eax, dword ptr [r15 + r9 + 832]
+    movzx r9d, byte ptr [r15 + 192]
+    jmp 1f
 1:
-    movzx esi, byte ptr [r15 + 64]
-    mov rax, qword ptr [r15 + 320]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b6_done
 .Lc1_b6_c3:
-    lea rcx, [rip + .Lc1_d4540_j]
+    lea rcx, [rip + .Lc1_d4516_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d4540_j_t
-.Lc1_d4540_j:
+    jmp .Lc1_d4516_j_t
+.Lc1_d4516_j:
     jmp 1f
 1:
-    add rbp, qword ptr [r15 + 0]
+    mov rbp, rax
+    movsxd rax, dword ptr [r15 + 64]
+    mov ebp, dword ptr [r15 + 320]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
+    mov r8, r11
+    movzx edi, byte ptr [r15 + 512]
     test ebx, 1073741824
     jz 1f
 1:
-    mov rax, rbp
-    jmp 1f
-1:
-    and eax, dword ptr [r15 + 0]
-    mov rbp, rcx
-    mov ebp, ecx
-    movzx ecx, byte ptr [r15 + 384]
     mov r9, r11
-    test ebx, 1073741824
-    jnz 1f
+    and r8, 448
+    and eax, dword ptr [r15 + r8 + 832]
+    jmp 1f
 1:
-    mov edi, eax
     and r9, 16320
-    mov byte ptr [r15 + r9 + 15680], bpl
-    mov r9d, dword ptr [r15 + 128]
-    jmp 1f
-1:
-    mov ebp, dword ptr [r15 + 320]
+    add rbp, qword ptr [r15 + r9 + 15680]
+    mov r9d, edi
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r8, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, rax
+    mov rax, r8
     jmp 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    and r8, 4032
-    mov dword ptr [r15 + r8 + 3392], ebp
-    mov r8, qword ptr [r15 + 64]
-    mov rbp, qword ptr [r15 + 256]
-    movzx ecx, r9b
     test ebx, 1073741824
     jnz 1f
 1:
     jmp 1f
 1:
-    mov r9, qword ptr [r15 + 448]
-    mov eax, 200
-    movzx eax, byte ptr [r15 + 640]
     jmp 1f
 1:
-    vpor xmm14, xmm14, xmm14
     mov rbp, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 8128
+    mov byte ptr [r15 + rbp + 7488], bpl
+    movzx ebp, al
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx edi, byte ptr [r15 + 192]
-    mov ecx, ecx
-    and rbp, 448
-    movsxd rcx, dword ptr [r15 + rbp + 832]
-    mov rbp, rax
+    mov rax, qword ptr [r15 + 384]
+    movzx edx, byte ptr [r15 + 192]
+    mov r9d, edx
+    mov edx, r9d
+    jmp 1f
+1:
+    vpor xmm12, xmm12, xmm12
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + 448], ebp
+    mov rbp, qword ptr [r15 + 640]
+    mov r8d, 51
+    jmp 1f
+1:
     jmp 1f
 1:
     add r11, 64
@@ -5522,123 +5486,125 @@ ditto_body_c1:
     mov qword ptr [r15 + 67117720], rax
     mov eax, dword ptr [r15 + 67117724]
     and eax, 15
-    lea rcx, [rip + .Lc1_d4606_s]
+    lea rcx, [rip + .Lc1_d4581_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d4606_s_t
+    jmp .Lc1_d4581_s_t
     .p2align 3
-.Lc1_d4606_s:
+.Lc1_d4581_s:
     .p2align 3
-    jmp .Lc1_d4606_j
+    jmp .Lc1_d4581_j
     .p2align 3
-    jmp .Lc1_d4606_j
+    jmp .Lc1_d4581_j
     .p2align 3
-    jmp .Lc1_d4606_j
+    jmp .Lc1_d4581_j
     .p2align 3
-    jmp .Lc1_d4606_j
+    jmp .Lc1_d4581_j
     .p2align 3
-    jmp .Lc1_d4606_j
+    jmp .Lc1_d4581_j
     .p2align 3
-    jmp .Lc1_d4606_j
+    jmp .Lc1_d4581_j
     .p2align 3
-    jmp .Lc1_d4606_j
+    jmp .Lc1_d4581_j
     .p2align 3
-    jmp .Lc1_d4606_j
+    jmp .Lc1_d4581_j
     .p2align 3
-    jmp .Lc1_d4606_j
+    jmp .Lc1_d4581_j
     .p2align 3
-    jmp .Lc1_d4606_j
+    jmp .Lc1_d4581_j
     .p2align 3
-    jmp .Lc1_d4606_j
+    jmp .Lc1_d4581_j
     .p2align 3
-    jmp .Lc1_d4606_j
+    jmp .Lc1_d4581_j
     .p2align 3
-    jmp .Lc1_d4606_j
+    jmp .Lc1_d4581_j
     .p2align 3
-    jmp .Lc1_d4606_j
+    jmp .Lc1_d4581_j
     .p2align 3
-    jmp .Lc1_d4606_j
+    jmp .Lc1_d4581_j
     .p2align 3
-    jmp .Lc1_d4606_j
-.Lc1_d4606_j:
-    mov qword ptr [r15 + 128], rax
-    mov byte ptr [r15 + 192], al
+    jmp .Lc1_d4581_j
+.Lc1_d4581_j:
+    mov qword ptr [r15 + 64], rax
+    mov byte ptr [r15 + 320], al
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rbp, r11
-    mov dword ptr [r15 + 64], ecx
-    test ebx, 15216
+    mov r8, r11
+    mov dword ptr [r15 + 128], ecx
+    test bl, 72
     jz 1f
 1:
-    and rbp, 16320
-    mov dword ptr [r15 + rbp + 15680], eax
+    and r8, 16320
+    mov dword ptr [r15 + r8 + 15680], eax
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
-    mov eax, dword ptr [r15 + 384]
+    mov eax, dword ptr [r15 + 448]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b7_done
 .Lc1_b7_c1:
-    lea rcx, [rip + .Lc1_d4645_j]
+    lea rcx, [rip + .Lc1_d4620_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d4645_j_t
-.Lc1_d4645_j:
-    mov byte ptr [r15 + 64], bpl
-    mov rbp, rbp
-    movzx ebp, cl
+    jmp .Lc1_d4620_j_t
+.Lc1_d4620_j:
+    mov byte ptr [r15 + 640], r8b
+    mov r8, rcx
+    movzx r8d, cl
     test ebx, 1073741824
     jz 1f
 1:
-    mov rdx, rbp
-    movzx edx, byte ptr [r15 + 320]
-    test ebx, 2304
+    mov rax, r8
+    movzx eax, byte ptr [r15 + 320]
+    lea r8, [r11 + r11*1]
+    test ebx, 9216
     jz 1f
 1:
-    mov esi, dword ptr [r15 + 256]
-    mov r8, qword ptr [r15 + 512]
-    movsxd rcx, dword ptr [r15 + 128]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov ebp, dword ptr [r15 + 128]
-    mov qword ptr [r15 + 192], rsi
+    mov edi, dword ptr [r15 + 64]
+    and r8, 448
+    mov rcx, qword ptr [r15 + r8 + 832]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r9, r11
-    mov esi, 106
-    mov esi, esi
-    and r9, 1984
-    mov rsi, qword ptr [r15 + r9 + 1344]
-    mov r9, r11
+    movsxd rsi, dword ptr [r15 + 128]
+    mov eax, dword ptr [r15 + 64]
+    lea r9, [r11 + r11*1]
     test ebx, 1073741824
     jnz 1f
 1:
-    vmovdqu ymmword ptr [r15 + 448], ymm14
-    and r9, 448
-    movsxd rbp, dword ptr [r15 + r9 + 832]
-    mov r9, r10
-    test ebx, 1073741824
-    jz 1f
-1:
-    and r9, 448
-    movzx esi, byte ptr [r15 + r9 + 832]
-    movsxd r9, dword ptr [r15 + 256]
-    mov rcx, qword ptr [r15 + 640]
+    and r9, 4032
+    mov qword ptr [r15 + r9 + 3456], rax
+    mov eax, 106
+    mov rbp, r11
     test ebx, 1073741824
     jnz 1f
 1:
-    mov ebp, esi
-    mov rbp, qword ptr [r15 + 384]
+    mov ecx, r9d
+    and rbp, 1984
+    mov rcx, qword ptr [r15 + rbp + 1344]
+    vmovdqu ymmword ptr [r15 + 384], ymm12
     test ebx, 1073741824
     jz 1f
 1:
-    mov esi, 148
-    movzx esi, r9b
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, byte ptr [r15 + 512]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movsxd rsi, dword ptr [r15 + 384]
+    mov rbp, qword ptr [r15 + r9 + 3392]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r9d, ecx
+    mov r9, qword ptr [r15 + r8 + 896]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov ecx, 184
+    movzx ecx, bpl
     add r11, 64
-    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b7_done
@@ -5646,59 +5612,58 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov eax, 23
     movsxd rax, dword ptr [r15 + 64]
-    mov esi, ebp
+    movzx ecx, r9b
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rbp, rsi
-    mov rbp, qword ptr [r15 + 320]
-    mov esi, dword ptr [r15 + 128]
+    mov ebp, 44
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 175
     test dword ptr [r15 + 67117723], 65536
     jz 1f
 1:
-    movsxd rax, dword ptr [r15 + 384]
-    mov r9d, dword ptr [r15 + 448]
-    mov dword ptr [r15 + 384], 16
+    mov qword ptr [r15 + 0], rbp
+    mov ebp, eax
+    mov ebp, ebp
+    test dword ptr [r15 + 67117723], 34374936
+    jz 1f
+1:
+    mov eax, ecx
+    mov rcx, rax
+    mov eax, 119
+    test ebx, 12024
+    jz 1f
+1:
+    mov dword ptr [r15 + 128], 192
+    mov ebp, dword ptr [r15 + 448]
+    mov edi, eax
     test ebx, 1073741824
     jnz 1f
 1:
-    vmovdqu ymmword ptr [r15 + 64], ymm14
-    mov qword ptr [r15 + 704], rax
-    mov eax, eax
+    mov rcx, rax
+    mov dword ptr [r15 + 256], 180
+    mov dword ptr [r15 + 768], 59
     test ebx, 1073741824
     jz 1f
 1:
-    movzx ebp, r9b
-    mov r9, r9
-    mov r9d, 22
-    lea r9, [r10 + r10*1]
+    vpshufd xmm12, xmm12, 140
+    vmovdqu ymmword ptr [r15 + 192], ymm12
+    mov r8d, eax
     test ebx, 1073741824
     jnz 1f
 1:
-    mov eax, ebp
-    and r9, 4032
-    mov dword ptr [r15 + r9 + 3392], 59
-    vpshufd xmm3, xmm14, 140
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov edi, r9d
-    mov edi, ebp
-    mov dword ptr [r15 + 512], 192
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movsxd rbp, dword ptr [r15 + r9 + 3456]
-    mov r9d, dword ptr [r15 + 320]
-    mov r8, r11
-    mov rax, r9
-    test ebx, 1073741824
+    mov rbp, r10
+    movsxd rdx, dword ptr [r15 + 320]
+    mov edi, dword ptr [r15 + 704]
+    and rbp, 8128
+    mov ecx, dword ptr [r15 + rbp + 7488]
+    test bl, 16
     jz 1f
 1:
-    and r8, 8128
-    mov edx, dword ptr [r15 + r8 + 7488]
+    mov rax, rdi
+    mov eax, dword ptr [r15 + 512]
     mov r8, r8
     add r11, 64
     add r10, r11
@@ -5709,55 +5674,56 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d4755_j]
+    lea rcx, [rip + .Lc1_d4730_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d4755_j_t
-.Lc1_d4755_j:
-    movsxd rcx, dword ptr [r15 + 320]
-    mov r8d, eax
-    movzx r8d, byte ptr [r15 + 192]
+    jmp .Lc1_d4730_j_t
+.Lc1_d4730_j:
+    imul r8, qword ptr [r15 + 576]
+    mov rdi, rax
+    movzx edi, byte ptr [r15 + 448]
+    test bl, 40
+    jz 1f
+1:
+    nop
+    movsxd r9, dword ptr [r15 + 64]
+    test dword ptr [r15 + 67117723], 4352
+    jnz 1f
+1:
+    mov ecx, r9d
+    movzx ecx, dil
+    movzx edi, dil
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov eax, edi
+    mov rax, rcx
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r9d, dword ptr [r15 + 128]
+    vmovdqu ymmword ptr [r15 + 0], ymm6
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, r10
+    mov ecx, dword ptr [r15 + 512]
+    and r8, 4032
+    movzx edi, byte ptr [r15 + r8 + 3392]
+    mov r8, r10
+    test dword ptr [r15 + 67117724], 68
+    jz 1f
+1:
+    and r8, 1984
+    mov qword ptr [r15 + r8 + 1344], r9
+    movzx r8d, byte ptr [r15 + 384]
+    mov r9, r11
     test bl, 16
     jz 1f
 1:
-    mov r9d, dword ptr [r15 + 384]
-    mov rbp, r10
-    movzx edx, byte ptr [r15 + 256]
-    test ebx, 1073741824
-    jz 1f
-1:
-    and rbp, 1984
-    movzx ecx, byte ptr [r15 + rbp + 1344]
-    mov qword ptr [r15 + 64], r9
-    movzx r9d, cl
-    test dword ptr [r15 + 67117724], 167772160
-    jnz 1f
-1:
-    nop
-    vmovdqu ymmword ptr [r15 + 576], ymm14
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx ebp, bpl
-    mov rbp, r10
-    mov r9d, r9d
-    and rbp, 4032
-    mov dword ptr [r15 + rbp + 3392], 20
-    test dword ptr [r15 + 67117724], 270336
-    jnz 1f
-1:
-    movzx ecx, byte ptr [r15 + 512]
-    mov r8d, dword ptr [r15 + 768]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov qword ptr [r15 + 320], rbp
-    imul r9, qword ptr [r15 + 192]
-    mov rbp, rcx
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rcx, qword ptr [r15 + 128]
-    mov rdx, rbp
+    mov qword ptr [r15 + 256], rcx
+    and r9, 448
+    mov rcx, qword ptr [r15 + r9 + 832]
     add r11, 64
     add r10, r11
     inc rbx
@@ -5775,69 +5741,68 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d4810_j]
+    lea rcx, [rip + .Lc1_d4786_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d4810_j_t
-.Lc1_d4810_j:
-    movzx ecx, byte ptr [r15 + 384]
-    mov rbp, r10
+    jmp .Lc1_d4786_j_t
+.Lc1_d4786_j:
+    mov r8, r10
+    and r8, 8128
+    mov rdi, qword ptr [r15 + r8 + 7488]
+    mov r8, r10
     test ebx, 1073741824
     jnz 1f
 1:
-    and rbp, 8128
-    mov r9, r10
-    mov rax, qword ptr [r15 + rbp + 7488]
+    and r8, 4032
+    mov esi, dword ptr [r15 + r8 + 3392]
     test ebx, 30584
     jz 1f
 1:
-    and r9, 4032
-    mov ecx, dword ptr [r15 + r9 + 3392]
-    mov r9, r10
+    mov ecx, 109
     test ebx, 1073741824
     jz 1f
 1:
-    mov edx, 81
+    mov dword ptr [r15 + 576], esi
     test ebx, 1073741824
     jnz 1f
 1:
-    and r9, 448
-    movzx eax, byte ptr [r15 + r9 + 832]
+    movzx edi, byte ptr [r15 + 384]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov dword ptr [r15 + 576], ecx
+    mov r8, r10
+    mov eax, 136
     test ebx, 1073741824
     jz 1f
 1:
-    movzx ecx, byte ptr [r15 + 320]
+    and r8, 448
+    movzx esi, byte ptr [r15 + r8 + 832]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov dword ptr [r15 + 512], edx
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r9d, 84
+    movzx eax, byte ptr [r15 + 320]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov ebp, 254
+    mov edi, 137
     test ebx, 1024
     jnz 1f
 1:
-    mov dword ptr [r15 + 640], 10
+    mov dword ptr [r15 + 640], 254
     test ebx, 1073741824
     jz 1f
 1:
-    mov edx, 89
+    mov ecx, 131
     test ebx, 1073741824
     jnz 1f
 1:
-    vpaddq xmm3, xmm3, xmmword ptr [r15 + 128]
+    vpaddq xmm12, xmm12, xmmword ptr [r15 + 128]
     test ebx, 1073741824
     jz 1f
 1:
-    mov ebp, edx
+    mov esi, ecx
     test dword ptr [r15 + 67117723], 4096
     jnz 1f
 1:
@@ -6378,165 +6343,165 @@ ditto_body_c1:
     mov qword ptr [r15 + 67117720], rax
     mov eax, dword ptr [r15 + 67117724]
     and eax, 15
-    lea rcx, [rip + .Lc1_d4880_s]
+    lea rcx, [rip + .Lc1_d4855_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d4880_s_t
+    jmp .Lc1_d4855_s_t
     .p2align 3
-.Lc1_d4880_s:
+.Lc1_d4855_s:
     .p2align 3
-    jmp .Lc1_d4880_j
+    jmp .Lc1_d4855_j
     .p2align 3
-    jmp .Lc1_d4880_j
+    jmp .Lc1_d4855_j
     .p2align 3
-    jmp .Lc1_d4880_j
+    jmp .Lc1_d4855_j
     .p2align 3
-    jmp .Lc1_d4880_j
+    jmp .Lc1_d4855_j
     .p2align 3
-    jmp .Lc1_d4880_j
+    jmp .Lc1_d4855_j
     .p2align 3
-    jmp .Lc1_d4880_j
+    jmp .Lc1_d4855_j
     .p2align 3
-    jmp .Lc1_d4880_j
+    jmp .Lc1_d4855_j
     .p2align 3
-    jmp .Lc1_d4880_j
+    jmp .Lc1_d4855_j
     .p2align 3
-    jmp .Lc1_d4880_j
+    jmp .Lc1_d4855_j
     .p2align 3
-    jmp .Lc1_d4880_j
+    jmp .Lc1_d4855_j
     .p2align 3
-    jmp .Lc1_d4880_j
+    jmp .Lc1_d4855_j
     .p2align 3
-    jmp .Lc1_d4880_j
+    jmp .Lc1_d4855_j
     .p2align 3
-    jmp .Lc1_d4880_j
+    jmp .Lc1_d4855_j
     .p2align 3
-    jmp .Lc1_d4880_j
+    jmp .Lc1_d4855_j
     .p2align 3
-    jmp .Lc1_d4880_j
+    jmp .Lc1_d4855_j
     .p2align 3
-    jmp .Lc1_d4880_j
-.Lc1_d4880_j:
+    jmp .Lc1_d4855_j
+.Lc1_d4855_j:
     mov eax, dword ptr [r15 + 67117724]
     and eax, 15
-    lea rcx, [rip + .Lc1_d4902_s]
+    lea rcx, [rip + .Lc1_d4877_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d4902_s_t
+    jmp .Lc1_d4877_s_t
     .p2align 3
-.Lc1_d4902_s:
+.Lc1_d4877_s:
     .p2align 3
-    jmp .Lc1_d4902_j
+    jmp .Lc1_d4877_j
     .p2align 3
-    jmp .Lc1_d4902_j
+    jmp .Lc1_d4877_j
     .p2align 3
-    jmp .Lc1_d4902_j
+    jmp .Lc1_d4877_j
     .p2align 3
-    jmp .Lc1_d4902_j
+    jmp .Lc1_d4877_j
     .p2align 3
-    jmp .Lc1_d4902_j
+    jmp .Lc1_d4877_j
     .p2align 3
-    jmp .Lc1_d4902_j
+    jmp .Lc1_d4877_j
     .p2align 3
-    jmp .Lc1_d4902_j
+    jmp .Lc1_d4877_j
     .p2align 3
-    jmp .Lc1_d4902_j
+    jmp .Lc1_d4877_j
     .p2align 3
-    jmp .Lc1_d4902_j
+    jmp .Lc1_d4877_j
     .p2align 3
-    jmp .Lc1_d4902_j
+    jmp .Lc1_d4877_j
     .p2align 3
-    jmp .Lc1_d4902_j
+    jmp .Lc1_d4877_j
     .p2align 3
-    jmp .Lc1_d4902_j
+    jmp .Lc1_d4877_j
     .p2align 3
-    jmp .Lc1_d4902_j
+    jmp .Lc1_d4877_j
     .p2align 3
-    jmp .Lc1_d4902_j
+    jmp .Lc1_d4877_j
     .p2align 3
-    jmp .Lc1_d4902_j
+    jmp .Lc1_d4877_j
     .p2align 3
-    jmp .Lc1_d4902_j
-.Lc1_d4902_j:
+    jmp .Lc1_d4877_j
+.Lc1_d4877_j:
     mov eax, dword ptr [r15 + 67117724]
     and eax, 15
-    lea rcx, [rip + .Lc1_d4924_s]
+    lea rcx, [rip + .Lc1_d4899_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d4924_s_t
+    jmp .Lc1_d4899_s_t
     .p2align 3
-.Lc1_d4924_s:
+.Lc1_d4899_s:
     .p2align 3
-    jmp .Lc1_d4924_j
+    jmp .Lc1_d4899_j
     .p2align 3
-    jmp .Lc1_d4924_j
+    jmp .Lc1_d4899_j
     .p2align 3
-    jmp .Lc1_d4924_j
+    jmp .Lc1_d4899_j
     .p2align 3
-    jmp .Lc1_d4924_j
+    jmp .Lc1_d4899_j
     .p2align 3
-    jmp .Lc1_d4924_j
+    jmp .Lc1_d4899_j
     .p2align 3
-    jmp .Lc1_d4924_j
+    jmp .Lc1_d4899_j
     .p2align 3
-    jmp .Lc1_d4924_j
+    jmp .Lc1_d4899_j
     .p2align 3
-    jmp .Lc1_d4924_j
+    jmp .Lc1_d4899_j
     .p2align 3
-    jmp .Lc1_d4924_j
+    jmp .Lc1_d4899_j
     .p2align 3
-    jmp .Lc1_d4924_j
+    jmp .Lc1_d4899_j
     .p2align 3
-    jmp .Lc1_d4924_j
+    jmp .Lc1_d4899_j
     .p2align 3
-    jmp .Lc1_d4924_j
+    jmp .Lc1_d4899_j
     .p2align 3
-    jmp .Lc1_d4924_j
+    jmp .Lc1_d4899_j
     .p2align 3
-    jmp .Lc1_d4924_j
+    jmp .Lc1_d4899_j
     .p2align 3
-    jmp .Lc1_d4924_j
+    jmp .Lc1_d4899_j
     .p2align 3
-    jmp .Lc1_d4924_j
-.Lc1_d4924_j:
+    jmp .Lc1_d4899_j
+.Lc1_d4899_j:
     mov eax, dword ptr [r15 + 67117724]
     and eax, 15
-    lea rcx, [rip + .Lc1_d4946_s]
+    lea rcx, [rip + .Lc1_d4921_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d4946_s_t
+    jmp .Lc1_d4921_s_t
     .p2align 3
-.Lc1_d4946_s:
+.Lc1_d4921_s:
     .p2align 3
-    jmp .Lc1_d4946_j
+    jmp .Lc1_d4921_j
     .p2align 3
-    jmp .Lc1_d4946_j
+    jmp .Lc1_d4921_j
     .p2align 3
-    jmp .Lc1_d4946_j
+    jmp .Lc1_d4921_j
     .p2align 3
-    jmp .Lc1_d4946_j
+    jmp .Lc1_d4921_j
     .p2align 3
-    jmp .Lc1_d4946_j
+    jmp .Lc1_d4921_j
     .p2align 3
-    jmp .Lc1_d4946_j
+    jmp .Lc1_d4921_j
     .p2align 3
-    jmp .Lc1_d4946_j
+    jmp .Lc1_d4921_j
     .p2align 3
-    jmp .Lc1_d4946_j
+    jmp .Lc1_d4921_j
     .p2align 3
-    jmp .Lc1_d4946_j
+    jmp .Lc1_d4921_j
     .p2align 3
-    jmp .Lc1_d4946_j
+    jmp .Lc1_d4921_j
     .p2align 3
-    jmp .Lc1_d4946_j
+    jmp .Lc1_d4921_j
     .p2align 3
-    jmp .Lc1_d4946_j
+    jmp .Lc1_d4921_j
     .p2align 3
-    jmp .Lc1_d4946_j
+    jmp .Lc1_d4921_j
     .p2align 3
-    jmp .Lc1_d4946_j
+    jmp .Lc1_d4921_j
     .p2align 3
-    jmp .Lc1_d4946_j
+    jmp .Lc1_d4921_j
     .p2align 3
-    jmp .Lc1_d4946_j
-.Lc1_d4946_j:
-    mov rsi, qword ptr [r15 + 576]
+    jmp .Lc1_d4921_j
+.Lc1_d4921_j:
+    mov rbp, qword ptr [r15 + 512]
     test ebx, 1073741824
     jz 1f
 1:
@@ -6549,202 +6514,200 @@ ditto_body_c1:
     mov qword ptr [r15 + 67117720], rax
     mov eax, dword ptr [r15 + 67117724]
     and eax, 15
-    lea rcx, [rip + .Lc1_d4977_s]
+    lea rcx, [rip + .Lc1_d4952_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d4977_s_t
+    jmp .Lc1_d4952_s_t
     .p2align 3
-.Lc1_d4977_s:
+.Lc1_d4952_s:
     .p2align 3
-    jmp .Lc1_d4977_j
+    jmp .Lc1_d4952_j
     .p2align 3
-    jmp .Lc1_d4977_j
+    jmp .Lc1_d4952_j
     .p2align 3
-    jmp .Lc1_d4977_j
+    jmp .Lc1_d4952_j
     .p2align 3
-    jmp .Lc1_d4977_j
+    jmp .Lc1_d4952_j
     .p2align 3
-    jmp .Lc1_d4977_j
+    jmp .Lc1_d4952_j
     .p2align 3
-    jmp .Lc1_d4977_j
+    jmp .Lc1_d4952_j
     .p2align 3
-    jmp .Lc1_d4977_j
+    jmp .Lc1_d4952_j
     .p2align 3
-    jmp .Lc1_d4977_j
+    jmp .Lc1_d4952_j
     .p2align 3
-    jmp .Lc1_d4977_j
+    jmp .Lc1_d4952_j
     .p2align 3
-    jmp .Lc1_d4977_j
+    jmp .Lc1_d4952_j
     .p2align 3
-    jmp .Lc1_d4977_j
+    jmp .Lc1_d4952_j
     .p2align 3
-    jmp .Lc1_d4977_j
+    jmp .Lc1_d4952_j
     .p2align 3
-    jmp .Lc1_d4977_j
+    jmp .Lc1_d4952_j
     .p2align 3
-    jmp .Lc1_d4977_j
+    jmp .Lc1_d4952_j
     .p2align 3
-    jmp .Lc1_d4977_j
+    jmp .Lc1_d4952_j
     .p2align 3
-    jmp .Lc1_d4977_j
-.Lc1_d4977_j:
-    lea rcx, [rip + .Lc1_d4999_j]
+    jmp .Lc1_d4952_j
+.Lc1_d4952_j:
+    lea rcx, [rip + .Lc1_d4974_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d4999_j_t
-.Lc1_d4999_j:
-    movzx ecx, byte ptr [r15 + 640]
-    mov eax, eax
-    mov r8, r11
-    mov dword ptr [r15 + 128], ecx
-    movzx ecx, byte ptr [r15 + 64]
-    and r8, 16320
-    mov edi, dword ptr [r15 + r8 + 15680]
+    jmp .Lc1_d4974_j_t
+.Lc1_d4974_j:
     jmp 1f
 1:
+    movzx eax, byte ptr [r15 + 576]
+    movzx r9d, byte ptr [r15 + 192]
+    mov rbp, r11
+    mov dword ptr [r15 + 256], ecx
+    and rbp, 16320
+    mov ecx, dword ptr [r15 + rbp + 15680]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c2:
-    mov byte ptr [r15 + 64], al
-    lea rbp, [r11 + r11*2]
-    movzx ecx, al
-    lea r8, [r11 + r11*1]
-    and rbp, 1984
-    mov eax, dword ptr [r15 + rbp + 1408]
-    movzx edi, byte ptr [r15 + rbp + 1472]
-    movzx r9d, cl
-    and r8, 448
-    vmovdqu ymmword ptr [r15 + r8 + 896], ymm3
-    mov edx, dword ptr [r15 + 64]
-    mov ecx, ecx
-    mov ecx, 107
-    mov ecx, 117
-    vmovdqu ymmword ptr [r15 + 128], ymm3
-    mov ecx, dword ptr [r15 + 704]
-    mov r9d, 149
-    movsxd r9, dword ptr [r15 + 384]
+    lea r9, [r11 + r11*4]
+    movzx eax, al
+    and r9, 8128
+    mov eax, dword ptr [r15 + r9 + 7552]
+    mov rbp, r11
+    jmp 1f
+1:
+    movzx ecx, cl
+    and rbp, 448
+    movsxd rcx, dword ptr [r15 + rbp + 832]
     nop
-    mov rsi, qword ptr [r15 + 768]
+    movzx edx, byte ptr [r15 + 448]
+    jmp 1f
+1:
+    mov edi, 243
+    mov edi, 171
+    mov edi, dword ptr [r15 + 640]
+    mov esi, 168
+    mov esi, r9d
+    lea rbp, [r11 + r11*2]
+    mov rsi, qword ptr [r15 + 64]
+    and rbp, 1984
+    mov r8, qword ptr [r15 + rbp + 1344]
     test ebx, 1073741824
     jz 1f
 1:
+    movzx edi, byte ptr [r15 + rbp + 1408]
+    mov dword ptr [r15 + 704], 137
+    mov byte ptr [r15 + 448], dl
+    mov rdx, qword ptr [r15 + rbp + 1472]
+    mov byte ptr [r15 + 256], sil
     jmp 1f
 1:
-    mov dword ptr [r15 + r8 + 832], 35
-    mov byte ptr [r15 + 320], r8b
-    movzx r8d, byte ptr [r15 + 320]
-    movzx ecx, byte ptr [r15 + 576]
-    jmp 1f
-1:
-    mov rax, qword ptr [r15 + 640]
-    mov r9, r11
-    vmovdqu ymmword ptr [r15 + 448], ymm3
-    jmp 1f
-1:
-    and r9, 16320
-    movsxd rdx, dword ptr [r15 + r9 + 15680]
-    mov r9, qword ptr [r15 + rbp + 1344]
-    mov rbp, r8
-    vmovdqu ymmword ptr [r15 + 64], ymm3
-    movzx ebp, byte ptr [r15 + 128]
-    mov rsi, qword ptr [r15 + 384]
+    vmovdqu ymmword ptr [r15 + 576], ymm12
+    vmovdqu ymmword ptr [r15 + 768], ymm12
+    movzx ebp, byte ptr [r15 + r9 + 7616]
+    vmovdqu ymmword ptr [r15 + r9 + 7680], ymm12
+    mov rsi, qword ptr [r15 + r9 + 7488]
+    mov r8, r8
+    vmovdqu ymmword ptr [r15 + 192], ymm12
+    movzx r8d, byte ptr [r15 + 512]
+    movsxd rcx, dword ptr [r15 + r9 + 7744]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c3:
-    lea rcx, [rip + .Lc1_d5058_j]
+    lea rcx, [rip + .Lc1_d5031_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d5058_j_t
-.Lc1_d5058_j:
-    lea rbp, [r11*4]
+    jmp .Lc1_d5031_j_t
+.Lc1_d5031_j:
     jmp 1f
 1:
-    movzx r9d, byte ptr [r15 + 768]
-    and rbp, 16320
-    mov qword ptr [r15 + rbp + 15808], rsi
-    lea r8, [r11 + r11*2]
-    mov qword ptr [r15 + 512], rcx
+    lea r8, [r11 + r11*1]
+    movzx esi, byte ptr [r15 + 448]
+    and r8, 16320
+    mov qword ptr [r15 + r8 + 15744], rcx
+    mov qword ptr [r15 + 448], rcx
+    lea rbp, [r11*4]
     mov rcx, rcx
-    and r8, 1984
-    mov ecx, dword ptr [r15 + r8 + 1344]
-    mov dword ptr [r15 + rbp + 15744], r9d
-    mov r9d, dword ptr [r15 + r8 + 1408]
-    movsxd rax, dword ptr [r15 + rbp + 15872]
-    movzx esi, byte ptr [r15 + 128]
-    movzx edx, byte ptr [r15 + 64]
-    mov rdi, rbp
-    mov dword ptr [r15 + 384], 102
-    test ebx, 1024
+    mov ecx, dword ptr [r15 + 512]
+    mov dword ptr [r15 + r8 + 15680], r8d
+    and rbp, 8128
+    mov edx, dword ptr [r15 + rbp + 7552]
+    movsxd r8, dword ptr [r15 + 192]
+    movzx edi, byte ptr [r15 + 192]
+    movzx eax, byte ptr [r15 + 128]
+    mov r9, rsi
+    mov dword ptr [r15 + 512], 102
+    test ebx, 2048
     jz 1f
 1:
-    movzx ecx, byte ptr [r15 + rbp + 15680]
-    movsxd rbp, dword ptr [r15 + r8 + 1472]
-    mov r8d, 224
-    mov r8, r11
-    movzx r9d, byte ptr [r15 + 576]
-    and r8, 33554368
-    mov dword ptr [r15 + r8 + 33554432], esi
-    movzx r8d, al
-    mov byte ptr [r15 + 320], al
-    movzx eax, cl
-    mov dword ptr [r15 + 128], ecx
-    mov rcx, rdi
-    mov dword ptr [r15 + 640], 172
+    movzx ecx, byte ptr [r15 + rbp + 7488]
+    lea r8, [r11 + r11*1]
+    movsxd rdx, dword ptr [r15 + rbp + 7616]
+    mov edi, 224
+    and r8, 1984
+    movzx edi, byte ptr [r15 + r8 + 1408]
+    mov dword ptr [r15 + 256], ebp
+    movzx esi, al
+    mov byte ptr [r15 + 512], al
+    movzx eax, al
+    mov dword ptr [r15 + 64], ecx
     mov rcx, r9
-    movsxd r9, dword ptr [r15 + 704]
+    mov dword ptr [r15 + rbp + 7680], 172
+    mov rbp, r8
+    movsxd rbp, dword ptr [r15 + r8 + 1344]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c4:
-    lea rcx, [rip + .Lc1_d5100_j]
+    lea rcx, [rip + .Lc1_d5073_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d5100_j_t
-.Lc1_d5100_j:
+    jmp .Lc1_d5073_j_t
+.Lc1_d5073_j:
+    lea rbp, [r11 + r11*2]
     jmp 1f
 1:
-    lea r9, [r11 + r11*1]
-    lea rbp, [r11 + r11*1]
-    mov rdi, rcx
-    and r9, 1984
-    mov edi, dword ptr [r15 + r9 + 1408]
-    and rbp, 448
-    movsxd rax, dword ptr [r15 + rbp + 896]
-    mov r8d, dword ptr [r15 + 512]
-    lea r8, [r11 + r11*1]
-    mov ecx, dword ptr [r15 + 320]
-    mov esi, 139
-    and r8, 4032
-    movzx esi, byte ptr [r15 + r8 + 3392]
-    mov qword ptr [r15 + 64], r9
-    mov edx, 54
+    mov rax, rax
+    and rbp, 8128
+    mov eax, dword ptr [r15 + rbp + 7552]
+    movsxd r8, dword ptr [r15 + 448]
+    mov ecx, dword ptr [r15 + 512]
+    lea r9, [r11 + r11*2]
+    mov edi, dword ptr [r15 + 128]
+    mov edx, 139
+    and r9, 16320
+    movzx edx, byte ptr [r15 + r9 + 15744]
+    mov qword ptr [r15 + 128], rbp
+    mov esi, 54
     jmp 1f
 1:
-    mov rdx, qword ptr [r15 + 448]
-    vmovdqu ymmword ptr [r15 + r9 + 1344], ymm3
-    movsxd r9, dword ptr [r15 + 128]
+    mov rsi, qword ptr [r15 + r9 + 15680]
+    vmovdqu ymmword ptr [r15 + 640], ymm12
+    movsxd rsi, dword ptr [r15 + 192]
     jmp 1f
 1:
     test ebx, 1073741824
     jz 1f
 1:
-    mov ecx, esi
+    mov edi, r8d
     jmp 1f
 1:
-    movzx ecx, byte ptr [r15 + 384]
-    vmovdqu ymmword ptr [r15 + r8 + 3456], ymm3
-    movzx r8d, byte ptr [r15 + 64]
-    movzx r9d, r9b
+    movzx edi, byte ptr [r15 + 256]
+    vmovdqu ymmword ptr [r15 + r9 + 15808], ymm12
+    movzx r9d, byte ptr [r15 + 64]
+    movzx edx, sil
     jmp 1f
 1:
-    vpmovmskb r9d, xmm3
-    movsxd r9, dword ptr [r15 + 448]
-    add r9, qword ptr [r15 + rbp + 832]
-    add r9, qword ptr [r15 + 320]
-    mov rsi, qword ptr [r15 + 704]
-    mov eax, dword ptr [r15 + 768]
-    movzx edi, byte ptr [r15 + 384]
+    vpmovmskb edx, xmm12
+    movsxd rdx, dword ptr [r15 + 448]
+    mov r8, r11
+    add rdx, qword ptr [r15 + rbp + 7488]
+    mov qword ptr [r15 + 512], rsi
+    and r8, 448
+    mov rsi, qword ptr [r15 + r8 + 832]
+    mov r8d, dword ptr [r15 + rbp + 7616]
+    movzx ebp, byte ptr [r15 + 448]
     jmp 1f
 1:
     add r11, 64
@@ -6755,153 +6718,161 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
+    mov rbp, r11
+    jmp 1f
+1:
+    and rbp, 33554368
+    mov qword ptr [r15 + rbp + 33554432], r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r8, r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r9, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rax, dword ptr [r15 + 512]
     and r9, 448
-    mov dword ptr [r15 + r9 + 832], edi
-    mov r9, qword ptr [r15 + 64]
+    mov ebp, dword ptr [r15 + r9 + 832]
+    mov byte ptr [r15 + 256], r8b
+    jmp 1f
+1:
+    mov r8, r8
     mov r8, r11
-    mov byte ptr [r15 + 512], dil
-    and r8, 4032
-    mov byte ptr [r15 + r8 + 3392], dil
-    mov r8, rax
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx esi, al
-    movsxd rax, dword ptr [r15 + 320]
-    movsxd rsi, dword ptr [r15 + 384]
-    movsxd rdi, dword ptr [r15 + 576]
-    mov r8d, dword ptr [r15 + 64]
-    mov ebp, r9d
-    jmp 1f
-1:
-    movsxd rbp, dword ptr [r15 + 512]
-    and ebp, dword ptr [r15 + 448]
+    mov byte ptr [r15 + 704], bpl
+    mov rbp, r9
     test dword ptr [r15 + 67117723], 8192
     jz 1f
 1:
-    mov rax, rsi
-    movsxd rsi, dword ptr [r15 + 256]
+    and r8, 8128
+    mov dword ptr [r15 + r8 + 7488], r9d
+    mov r8d, dword ptr [r15 + 256]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    and eax, dword ptr [r15 + 192]
+    movzx ebp, r9b
+    jmp 1f
+1:
+    mov rbp, qword ptr [r15 + 512]
+    mov dword ptr [r15 + 64], 185
+    movzx r9d, byte ptr [r15 + 448]
+    mov ecx, r8d
     mov byte ptr [r15 + 192], r8b
-    movsxd r8, dword ptr [r15 + 128]
-    movzx r9d, byte ptr [r15 + 320]
-    mov dword ptr [r15 + 128], edi
-    jmp 1f
-1:
-    add rbp, qword ptr [r15 + 512]
-    mov dword ptr [r15 + 128], 102
-    mov rax, rax
-    movsxd rax, dword ptr [r15 + 192]
-    mov rdi, rsi
-    mov esi, dword ptr [r15 + 384]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    add r8, qword ptr [r15 + 448]
+    movsxd r8, dword ptr [r15 + 448]
+    mov rdi, rax
+    add rdi, qword ptr [r15 + 768]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c6:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d5194_j]
+    lea rcx, [rip + .Lc1_d5164_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d5194_j_t
-.Lc1_d5194_j:
-    mov r8, r11
-    lea rbp, [r11 + r11*1]
-    and r8, 448
-    mov qword ptr [r15 + r8 + 832], rax
-    mov r8d, dword ptr [r15 + 768]
-    and rbp, 1984
-    movsxd r9, dword ptr [r15 + rbp + 1344]
-    mov edi, dword ptr [r15 + 64]
-    mov dword ptr [r15 + 448], eax
-    mov r8, r11
-    add rax, qword ptr [r15 + 256]
-    and r8, 8128
-    mov dword ptr [r15 + r8 + 7488], 51
-    mov qword ptr [r15 + 256], rcx
-    mov rcx, qword ptr [r15 + 704]
-    inc dword ptr [r15 + 640]
-    mov dword ptr [r15 + 320], 104
-    test dword ptr [r15 + 67117724], 134221856
-    jz 1f
-1:
-    mov rax, qword ptr [r15 + rbp + 1408]
-    movsxd rbp, dword ptr [r15 + 128]
-    mov dword ptr [r15 + 320], edi
-    mov dword ptr [r15 + 192], edi
-    mov edi, dword ptr [r15 + 384]
-    mov ecx, 97
-    mov ecx, 54
-    mov ecx, r8d
-    mov dword ptr [r15 + 64], 109
+    jmp .Lc1_d5164_j_t
+.Lc1_d5164_j:
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovq xmm11, rdi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r8, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r8, 1984
+    mov dword ptr [r15 + r8 + 1408], ecx
+    mov rbp, r11
+    mov ecx, 109
+    and rbp, 8128
+    mov dword ptr [r15 + rbp + 7488], r8d
+    mov ebp, r8d
+    mov dword ptr [r15 + r8 + 1344], r8d
+    test ebx, 31744
+    jz 1f
+1:
+    mov qword ptr [r15 + 512], r8
+    jmp 1f
+1:
+    mov r8, r11
+    mov dword ptr [r15 + 128], 249
+    and r8, 448
+    mov rcx, qword ptr [r15 + r8 + 832]
+    mov r8d, 238
+    mov dword ptr [r15 + 448], 77
+    mov dword ptr [r15 + 256], 97
+    mov qword ptr [r15 + 576], rbp
+    mov rbp, rbp
+    mov ebp, ecx
+    add rbp, qword ptr [r15 + 64]
+    mov esi, dword ptr [r15 + 192]
+    mov dword ptr [r15 + 640], 246
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c7:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    vpor xmm10, xmm10, xmm7
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 180
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, r11
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], edi
-    and r8, 4032
-    vmovdqu xmm0, xmmword ptr [r15 + r8 + 3392]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov dword ptr [r15 + 576], r8d
-    mov r8, r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, rax
     jmp 1f
 1:
-    add r8, qword ptr [r15 + 192]
-    mov byte ptr [r15 + 128], r8b
-    jmp 1f
-1:
-    mov rbp, r11
-    mov rdi, r8
-    and rbp, 448
-    mov edi, dword ptr [r15 + rbp + 832]
-    mov rbp, qword ptr [r15 + 384]
-    inc dword ptr [r15 + 512]
-    movsxd rcx, dword ptr [r15 + 640]
+    mov dword ptr [r15 + 0], 136
+    mov dword ptr [r15 + 256], eax
     test ebx, 1073741824
     jz 1f
 1:
-    mov qword ptr [r15 + 320], r8
     jmp 1f
 1:
-    mov r8d, r8d
+    mov rsi, rax
+    mov dword ptr [r15 + 64], 38
+    mov qword ptr [r15 + 704], rax
+    mov byte ptr [r15 + 128], al
+    inc dword ptr [r15 + 448]
+    mov qword ptr [r15 + 512], rax
     jmp 1f
 1:
-    mov r8, r11
-    movzx ebp, bpl
+    mov eax, eax
     jmp 1f
 1:
-    and r8, 1984
-    mov ecx, dword ptr [r15 + r8 + 1344]
-    vmovdqu ymmword ptr [r15 + 128], ymm15
-    mov byte ptr [r15 + 384], dil
+    movzx eax, sil
+    lea r9, [r11 + r11*1]
     jmp 1f
 1:
-    mov edi, ebp
-    mov rdi, rcx
-    mov dword ptr [r15 + 448], ebp
+    test dword ptr [r15 + 67117723], 256
+    jz 1f
+1:
+    and r9, 4032
+    mov esi, dword ptr [r15 + r9 + 3456]
+    vmovdqu ymmword ptr [r15 + 768], ymm11
+    mov byte ptr [r15 + 192], al
+    jmp 1f
+1:
+    mov eax, eax
+    mov rax, rsi
+    mov dword ptr [r15 + 128], r9d
+    mov rbp, r11
     nop
-    mov byte ptr [r15 + 256], r8b
+    and rbp, 1984
+    mov byte ptr [r15 + rbp + 1344], sil
     jmp 1f
 1:
-    mov dword ptr [r15 + 512], ebp
-    and r8d, dword ptr [r15 + 64]
+    mov dword ptr [r15 + 64], esi
+    mov dword ptr [r15 + r9 + 3392], r9d
     add r11, 64
     inc rbx
     dec r13
@@ -6912,56 +6883,56 @@ ditto_body_c1:
     mov qword ptr [r15 + 67117720], rax
     mov eax, dword ptr [r15 + 67117724]
     and eax, 15
-    lea rcx, [rip + .Lc1_d5283_s]
+    lea rcx, [rip + .Lc1_d5262_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d5283_s_t
+    jmp .Lc1_d5262_s_t
     .p2align 3
-.Lc1_d5283_s:
+.Lc1_d5262_s:
     .p2align 3
-    jmp .Lc1_d5283_j
+    jmp .Lc1_d5262_j
     .p2align 3
-    jmp .Lc1_d5283_j
+    jmp .Lc1_d5262_j
     .p2align 3
-    jmp .Lc1_d5283_j
+    jmp .Lc1_d5262_j
     .p2align 3
-    jmp .Lc1_d5283_j
+    jmp .Lc1_d5262_j
     .p2align 3
-    jmp .Lc1_d5283_j
+    jmp .Lc1_d5262_j
     .p2align 3
-    jmp .Lc1_d5283_j
+    jmp .Lc1_d5262_j
     .p2align 3
-    jmp .Lc1_d5283_j
+    jmp .Lc1_d5262_j
     .p2align 3
-    jmp .Lc1_d5283_j
+    jmp .Lc1_d5262_j
     .p2align 3
-    jmp .Lc1_d5283_j
+    jmp .Lc1_d5262_j
     .p2align 3
-    jmp .Lc1_d5283_j
+    jmp .Lc1_d5262_j
     .p2align 3
-    jmp .Lc1_d5283_j
+    jmp .Lc1_d5262_j
     .p2align 3
-    jmp .Lc1_d5283_j
+    jmp .Lc1_d5262_j
     .p2align 3
-    jmp .Lc1_d5283_j
+    jmp .Lc1_d5262_j
     .p2align 3
-    jmp .Lc1_d5283_j
+    jmp .Lc1_d5262_j
     .p2align 3
-    jmp .Lc1_d5283_j
+    jmp .Lc1_d5262_j
     .p2align 3
-    jmp .Lc1_d5283_j
-.Lc1_d5283_j:
-    mov r8, r11
-    mov r12, qword ptr [r15 + r12 + 56]
+    jmp .Lc1_d5262_j
+.Lc1_d5262_j:
+    mov r9, r11
+    and r9, 8128
+    movzx edx, byte ptr [r15 + r9 + 7488]
+    mov r9, qword ptr [r15 + 448]
+    mov qword ptr [r15 + 256], rax
+    mov qword ptr [r15 + 128], rcx
+    mov ecx, dword ptr [r15 + 64]
+    mov byte ptr [r15 + 512], al
     jmp 1f
 1:
-    and r8, 4032
-    mov rdi, qword ptr [r15 + r8 + 3392]
-    mov byte ptr [r15 + 64], al
-    mov r9, r11
-    mov rcx, rcx
-    movzx ecx, byte ptr [r15 + 320]
-    and r9, 8128
-    mov rdx, qword ptr [r15 + r9 + 7488]
+    mov rax, rax
+    mov rax, qword ptr [r15 + 128]
     add r11, 64
     inc rbx
     dec r13
@@ -6973,109 +6944,110 @@ ditto_body_c1:
     xor eax, eax
     test dword ptr [r15 + 67117723], 128
     setz al
-    lea rcx, [rip + .Lc1_d5323_s]
+    lea rcx, [rip + .Lc1_d5302_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d5323_s_t
+    jmp .Lc1_d5302_s_t
     .p2align 3
-.Lc1_d5323_s:
+.Lc1_d5302_s:
     .p2align 3
-    jmp .Lc1_d5323_j
+    jmp .Lc1_d5302_j
     .p2align 3
-    jmp .Lc1_d5323_j
-.Lc1_d5323_j:
+    jmp .Lc1_d5302_j
+.Lc1_d5302_j:
+    mov byte ptr [r15 + 640], al
+    mov eax, 71
     mov r9, r11
-    and r9, 1984
-    mov byte ptr [r15 + r9 + 1344], cl
-    mov r9d, 71
-    mov qword ptr [r15 + 320], rax
-    mov rax, rcx
-    mov r8, r11
-    movzx eax, byte ptr [r15 + 704]
-    and r8, 448
-    movsxd rdi, dword ptr [r15 + r8 + 832]
-    mov r8, r11
-    movsxd rsi, dword ptr [r15 + 128]
-    mov r9d, 114
-    and r8, 16320
-    movzx r9d, byte ptr [r15 + r8 + 15680]
-    mov r8d, dword ptr [r15 + 512]
+    mov qword ptr [r15 + 64], rcx
+    mov rcx, rcx
+    and r9, 8128
+    movzx ecx, byte ptr [r15 + r9 + 7488]
+    movsxd r9, dword ptr [r15 + 128]
+    movsxd rdi, dword ptr [r15 + 512]
+    mov r8d, 114
+    movzx r8d, byte ptr [r15 + 192]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    mov rax, rdi
-    mov byte ptr [r15 + 256], dil
-    mov edi, esi
-    mov esi, dword ptr [r15 + 384]
-    mov dword ptr [r15 + 448], 112
-    vmovdqu ymmword ptr [r15 + 192], ymm0
+    mov rax, rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, r11
+    mov ecx, ecx
+    mov byte ptr [r15 + 448], dil
+    and r9, 448
+    mov edi, dword ptr [r15 + r9 + 832]
+    mov dword ptr [r15 + 64], 125
+    mov r8, r11
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, r8
-    movzx r8d, byte ptr [r15 + 64]
+    and r8, 4032
+    vmovdqu ymmword ptr [r15 + r8 + 3392], ymm10
+    mov r8, rcx
+    movzx r8d, byte ptr [r15 + 576]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c10:
-    mov r9, r11
-    mov esi, 104
-    and r9, 448
-    vpaddq xmm15, xmm15, xmmword ptr [r15 + r9 + 832]
+    vmovdqu ymmword ptr [r15 + 128], ymm10
+    movzx edi, r9b
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov byte ptr [r15 + 0], r8b
+    mov r8d, 105
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], dil
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     jmp 1f
 1:
+    mov r9d, 160
+    vpshufd xmm4, xmm10, 9
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, 89
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 151
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, 105
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx esi, sil
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 64], ymm15
     test ebx, 1073741824
     jz 1f
 1:
-    mov dword ptr [r15 + 512], r9d
-    and r9d, dword ptr [r15 + 576]
-    mov dword ptr [r15 + 320], esi
-    mov byte ptr [r15 + 384], sil
-    mov r8, r11
-    mov esi, 63
-    mov rsi, r9
-    and r8, 8128
-    mov esi, dword ptr [r15 + r8 + 7488]
-    mov r8, r9
-    mov r9, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r9d, dword ptr [r15 + 256]
+    movsxd rdi, dword ptr [r15 + 64]
+    mov rbp, r11
     jmp 1f
 1:
-    mov byte ptr [r15 + 448], sil
-    and r9, 4032
-    mov dword ptr [r15 + r9 + 3392], r8d
-    mov byte ptr [r15 + 128], r8b
-    mov byte ptr [r15 + 192], r8b
-    movzx r8d, sil
-    mov qword ptr [r15 + 128], rsi
-    mov byte ptr [r15 + 768], sil
-    movzx esi, sil
+    mov byte ptr [r15 + 256], r8b
+    mov r8, r8
+    and rbp, 448
+    mov dword ptr [r15 + rbp + 832], 100
+    mov rbp, r11
+    mov rdx, r9
+    jmp 1f
+1:
+    lea r9, [r11 + r11*1]
+    and rbp, 8128
+    mov dword ptr [r15 + rbp + 7488], edi
+    mov dword ptr [r15 + 512], r8d
+    and r9, 1984
+    mov byte ptr [r15 + r9 + 1408], dil
+    mov dword ptr [r15 + 192], edi
+    movzx edi, r8b
+    mov qword ptr [r15 + 704], rdx
+    mov byte ptr [r15 + r9 + 1344], r8b
+    movzx r8d, bpl
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c11:
-    lea rcx, [rip + .Lc1_d5410_j]
+    lea rcx, [rip + .Lc1_d5390_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d5410_j_t
-.Lc1_d5410_j:
+    jmp .Lc1_d5390_j_t
+.Lc1_d5390_j:
     mov rcx, r9
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
@@ -7083,160 +7055,155 @@ ditto_body_c1:
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    movzx esi, sil
-    mov rsi, rcx
+    movzx r8d, r8b
+    mov r8, rcx
     mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rcx
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, r11
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 512], ecx
+    and r9, 1984
+    mov dword ptr [r15 + r9 + 1344], ecx
     jmp 1f
 1:
-    movsxd r9, dword ptr [r15 + 384]
+    movsxd rcx, dword ptr [r15 + 768]
     jmp 1f
 1:
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
-    mov rbp, r11
-    mov r8, r11
-    and rbp, 4032
-    mov dword ptr [r15 + rbp + 3392], 139
-    and r8, 8128
-    movsxd rcx, dword ptr [r15 + r8 + 7488]
-    mov r8, r11
-    mov r9, qword ptr [r15 + 640]
+    mov dword ptr [r15 + 256], 9
+    movsxd r8, dword ptr [r15 + 64]
+    mov r9, r11
+    mov rsi, qword ptr [r15 + 128]
     jmp 1f
 1:
-    movzx esi, bpl
-    and r8, 1984
-    mov rsi, qword ptr [r15 + r8 + 1344]
-    movsxd r8, dword ptr [r15 + 128]
-    mov qword ptr [r15 + 64], rbp
-    movzx ebp, byte ptr [r15 + 256]
-    add rbp, qword ptr [r15 + 448]
-    mov edx, ecx
-    mov rcx, qword ptr [r15 + 320]
+    movzx ecx, cl
+    and r9, 448
+    mov qword ptr [r15 + r9 + 832], r8
+    movsxd r9, dword ptr [r15 + 512]
+    mov qword ptr [r15 + 128], rsi
+    movzx esi, byte ptr [r15 + 448]
+    add rsi, qword ptr [r15 + 576]
+    mov r8, r11
+    mov eax, ecx
+    and r8, 4032
+    mov rax, qword ptr [r15 + r8 + 3392]
     jmp 1f
 1:
-    mov dword ptr [r15 + 384], r9d
+    mov dword ptr [r15 + 640], r9d
     mov byte ptr [r15 + 192], r9b
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c12:
-    mov r8, qword ptr [r15 + 128]
-    movzx ebp, bpl
-    mov rbp, r11
-    mov byte ptr [r15 + 512], dl
-    mov rdx, qword ptr [r15 + 448]
-    and rbp, 1984
-    mov r9, r11
-    movzx ecx, byte ptr [r15 + rbp + 1344]
-    and r9, 8128
-    and ecx, dword ptr [r15 + r9 + 7488]
+    mov rsi, qword ptr [r15 + 64]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r8d, r8b
+    vpaddd xmm4, xmm4, xmm4
+    and r8d, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, esi
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 128
+    mov rsi, rsi
+    mov r12, qword ptr [r15 + r12 + 56]
     mov rsi, r8
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], r8b
+    mov r8, r11
     test ebx, 1536
     jnz 1f
 1:
-    mov ebp, ebp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r9
-    mov qword ptr [r15 + 0], rcx
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rsi
-    movzx esi, cl
-    vmovdqu ymmword ptr [r15 + 704], ymm15
-    mov dword ptr [r15 + 64], 101
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + 128], 195
-    add rbp, qword ptr [r15 + 64]
-    jmp 1f
-1:
+    and r8, 448
+    mov r9d, dword ptr [r15 + r8 + 832]
+    movzx r8d, byte ptr [r15 + 192]
+    mov dword ptr [r15 + 512], 26
+    and r8d, dword ptr [r15 + 320]
+    mov esi, dword ptr [r15 + 256]
+    movzx edi, r9b
+    mov qword ptr [r15 + 448], r9
+    movzx r9d, r9b
     mov r9, r11
-    movzx esi, byte ptr [r15 + 256]
-    and esi, dword ptr [r15 + 320]
-    and r9, 448
-    movzx ecx, byte ptr [r15 + r9 + 832]
-    mov r9d, dword ptr [r15 + 384]
-    vpaddd xmm0, xmm0, xmm15
-    mov rdi, qword ptr [r15 + 192]
-    movzx eax, bpl
+    movzx edx, byte ptr [r15 + 704]
+    mov rbp, r11
+    and r9, 8128
+    add r8, qword ptr [r15 + r9 + 7488]
+    and rbp, 4032
+    mov qword ptr [r15 + rbp + 3392], rdi
+    movzx ebp, byte ptr [r15 + 448]
+    vmovdqu ymmword ptr [r15 + 64], ymm10
+    mov rdi, qword ptr [r15 + 128]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c13:
-    lea rcx, [rip + .Lc1_d5501_j]
+    lea rcx, [rip + .Lc1_d5481_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d5501_j_t
-.Lc1_d5501_j:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, 153
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], rax
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx ebp, al
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 61
+    jmp .Lc1_d5481_j_t
+.Lc1_d5481_j:
+    mov rbp, r11
+    and rbp, 16320
+    mov edi, dword ptr [r15 + rbp + 15680]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, cl
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, r11
-    mov rcx, qword ptr [r15 + 768]
-    and r9, 448
-    mov eax, dword ptr [r15 + r9 + 832]
-    mov r9d, 70
-    mov dword ptr [r15 + 384], 95
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ebp, bpl
+    jmp 1f
+1:
     test ebx, 1073741824
     jz 1f
 1:
-    movsxd rbp, dword ptr [r15 + 448]
-    movzx esi, byte ptr [r15 + 128]
     jmp 1f
 1:
-    mov byte ptr [r15 + 320], cl
-    movzx ecx, byte ptr [r15 + 576]
-    movzx r9d, r9b
-    movzx r9d, al
-    jmp 1f
-1:
-    jmp 1f
-1:
+    mov rcx, rdi
+    mov dword ptr [r15 + 64], 159
+    mov dword ptr [r15 + 192], 69
     mov byte ptr [r15 + 512], bpl
-    movsxd rbp, dword ptr [r15 + 64]
+    movzx ebp, bpl
+    jmp 1f
+1:
+    mov byte ptr [r15 + 768], cl
+    mov ecx, dword ptr [r15 + 128]
+    jmp 1f
+1:
+    mov rbp, r11
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    and rbp, 8128
+    movsxd rdi, dword ptr [r15 + rbp + 7488]
+    mov ebp, 202
+    movzx ebp, byte ptr [r15 + 384]
+    jmp 1f
+1:
+    jmp 1f
+1:
     mov r8, r11
-    mov qword ptr [r15 + 256], rsi
-    mov r9, r11
-    and r8, 4032
-    mov byte ptr [r15 + r8 + 3392], sil
-    mov r8, rsi
-    and r9, 1984
-    movsxd r8, dword ptr [r15 + r9 + 1344]
-    mov r9d, ecx
-    jmp 1f
-1:
-    jmp 1f
-1:
+    mov ecx, 238
+    mov byte ptr [r15 + 448], dil
+    and r8, 1984
+    mov qword ptr [r15 + r8 + 1344], rdi
+    movzx r8d, byte ptr [r15 + 128]
     add r11, 64
     inc rbx
     dec r13
@@ -7248,107 +7215,107 @@ ditto_body_c1:
     xor eax, eax
     test dword ptr [r15 + 67117724], 32
     setz al
-    lea rcx, [rip + .Lc1_d5556_s]
+    lea rcx, [rip + .Lc1_d5533_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d5556_s_t
+    jmp .Lc1_d5533_s_t
     .p2align 3
-.Lc1_d5556_s:
+.Lc1_d5533_s:
     .p2align 3
-    jmp .Lc1_d5556_j
+    jmp .Lc1_d5533_j
     .p2align 3
-    jmp .Lc1_d5556_j
-.Lc1_d5556_j:
+    jmp .Lc1_d5533_j
+.Lc1_d5533_j:
     jmp 1f
 1:
     jmp 1f
 1:
-    mov byte ptr [r15 + 320], cl
-    mov dword ptr [r15 + 128], eax
+    mov dword ptr [r15 + 320], 187
+    mov rax, qword ptr [r15 + 128]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 192], 207
-    mov r8, rcx
-    jmp 1f
-1:
-    mov r8d, dword ptr [r15 + 384]
-    and r8d, dword ptr [r15 + 448]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movsxd rax, dword ptr [r15 + 512]
-    mov ecx, 86
-    jmp 1f
-1:
-    mov dword ptr [r15 + 256], 44
-    jmp 1f
-1:
-    mov edx, r8d
     mov r8, r11
-    movzx edx, byte ptr [r15 + 64]
-    and r8, 8128
-    mov ecx, dword ptr [r15 + r8 + 7488]
-    mov r8, qword ptr [r15 + 640]
-    mov edi, 198
+    mov ecx, 93
+    and r8, 1984
+    mov ecx, dword ptr [r15 + r8 + 1344]
+    test ebx, 1073741824
+    jz 1f
+1:
     jmp 1f
 1:
-    mov rdi, qword ptr [r15 + 64]
-    movzx esi, byte ptr [r15 + 320]
+    mov dword ptr [r15 + 576], 236
+    mov r9, r11
+    movzx eax, byte ptr [r15 + 256]
+    mov rdx, r8
+    mov r8d, 45
+    and r9, 448
+    mov r8d, dword ptr [r15 + r9 + 832]
+    and r8d, dword ptr [r15 + 64]
+    mov r9, r11
+    mov dword ptr [r15 + 512], ecx
+    jmp 1f
+1:
+    and r9, 4032
+    movzx edx, byte ptr [r15 + r9 + 3392]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c15:
-    mov qword ptr [r15 + 448], rcx
-    mov byte ptr [r15 + 384], dl
+    mov r8, r11
+    mov rcx, rax
+    movzx ecx, r9b
+    and r8, 448
+    mov ecx, dword ptr [r15 + r8 + 832]
+    mov r8d, 17
+    mov r8d, edx
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, rdi
-    mov r12, qword ptr [r15 + r12 + 56]
-    vpor xmm15, xmm15, xmm0
-    movzx esi, dil
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, 119
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx esi, dil
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     jmp 1f
 1:
+    vpor xmm4, xmm4, xmm4
+    jmp 1f
+1:
+    mov byte ptr [r15 + 0], cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, 101
+    mov r8d, 101
     test ebx, 3584
     jz 1f
 1:
-    mov r8, r11
+    mov r9, r11
+    mov r12, qword ptr [r15 + r12 + 56]
     mov rbp, r11
-    mov rdi, qword ptr [r15 + 256]
-    and r8, 1984
-    mov esi, dword ptr [r15 + r8 + 1344]
-    and rbp, 448
-    mov edx, dword ptr [r15 + rbp + 832]
-    mov ebp, edi
+    and r9, 4032
+    mov qword ptr [r15 + r9 + 3392], r8
     jmp 1f
 1:
-    mov rbp, rsi
-    mov rbp, r11
-    mov dword ptr [r15 + 192], 5
-    movzx r8d, r8b
-    mov r8d, dword ptr [r15 + 64]
-    and rbp, 4032
-    movzx r9d, byte ptr [r15 + rbp + 3392]
-    mov ebp, esi
-    jmp 1f
-1:
-    mov dword ptr [r15 + 704], 160
-    mov rsi, rsi
-    movsxd rsi, dword ptr [r15 + 128]
-    add rsi, qword ptr [r15 + 320]
-    mov ecx, 22
+    and rbp, 8128
+    movzx ecx, byte ptr [r15 + rbp + 7488]
+    movzx ebp, r8b
+    movsxd rbp, dword ptr [r15 + 384]
+    mov r8, r8
+    mov r8d, 223
+    movzx r8d, r9b
+    mov dword ptr [r15 + 192], 41
+    mov r8d, dword ptr [r15 + 640]
+    mov rsi, qword ptr [r15 + 512]
+    mov r9d, r9d
+    mov dword ptr [r15 + 448], 181
+    mov r9, rcx
+    mov ecx, dword ptr [r15 + 256]
+    add rcx, qword ptr [r15 + 128]
+    mov edi, dword ptr [r15 + 64]
     add r11, 64
     inc rbx
     dec r13
@@ -7359,163 +7326,157 @@ ditto_body_c1:
     mov qword ptr [r15 + 67117720], rax
     mov eax, dword ptr [r15 + 67117724]
     and eax, 15
-    lea rcx, [rip + .Lc1_d5649_s]
+    lea rcx, [rip + .Lc1_d5626_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d5649_s_t
+    jmp .Lc1_d5626_s_t
     .p2align 3
-.Lc1_d5649_s:
+.Lc1_d5626_s:
     .p2align 3
-    jmp .Lc1_d5649_j
+    jmp .Lc1_d5626_j
     .p2align 3
-    jmp .Lc1_d5649_j
+    jmp .Lc1_d5626_j
     .p2align 3
-    jmp .Lc1_d5649_j
+    jmp .Lc1_d5626_j
     .p2align 3
-    jmp .Lc1_d5649_j
+    jmp .Lc1_d5626_j
     .p2align 3
-    jmp .Lc1_d5649_j
+    jmp .Lc1_d5626_j
     .p2align 3
-    jmp .Lc1_d5649_j
+    jmp .Lc1_d5626_j
     .p2align 3
-    jmp .Lc1_d5649_j
+    jmp .Lc1_d5626_j
     .p2align 3
-    jmp .Lc1_d5649_j
+    jmp .Lc1_d5626_j
     .p2align 3
-    jmp .Lc1_d5649_j
+    jmp .Lc1_d5626_j
     .p2align 3
-    jmp .Lc1_d5649_j
+    jmp .Lc1_d5626_j
     .p2align 3
-    jmp .Lc1_d5649_j
+    jmp .Lc1_d5626_j
     .p2align 3
-    jmp .Lc1_d5649_j
+    jmp .Lc1_d5626_j
     .p2align 3
-    jmp .Lc1_d5649_j
+    jmp .Lc1_d5626_j
     .p2align 3
-    jmp .Lc1_d5649_j
+    jmp .Lc1_d5626_j
     .p2align 3
-    jmp .Lc1_d5649_j
+    jmp .Lc1_d5626_j
     .p2align 3
-    jmp .Lc1_d5649_j
-.Lc1_d5649_j:
-    movzx esi, byte ptr [r15 + 512]
-    mov rdx, qword ptr [r15 + 128]
-    mov r9, rcx
-    movzx r9d, byte ptr [r15 + 768]
+    jmp .Lc1_d5626_j
+.Lc1_d5626_j:
+    movzx edi, byte ptr [r15 + 64]
+    movzx esi, byte ptr [r15 + 704]
+    and esi, dword ptr [r15 + 448]
+    mov r12, qword ptr [r15 + r12 + 56]
     mov rbp, r11
-    mov rax, rax
-    and eax, dword ptr [r15 + 384]
-    and rbp, 8128
-    vmovdqu ymmword ptr [r15 + rbp + 7488], ymm0
-    movzx ebp, sil
+    mov rax, qword ptr [r15 + 192]
+    mov rcx, rcx
+    movzx ecx, sil
+    and rbp, 1984
+    vmovdqu ymmword ptr [r15 + rbp + 1344], ymm13
+    mov rbp, rdi
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c17:
-    mov ecx, esi
     jmp 1f
 1:
-    mov r9, r11
+    mov dword ptr [r15 + 512], 215
+    mov dword ptr [r15 + 128], ecx
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    and r9, 1984
-    mov dword ptr [r15 + r9 + 1344], 188
-    mov r9, qword ptr [r15 + 448]
-    jmp 1f
-1:
-    mov eax, 240
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    add rcx, qword ptr [r15 + 0]
-    mov esi, 136
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, 35
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 448], 91
     test ebx, 1073741824
     jnz 1f
 1:
-    jmp 1f
-1:
-    movsxd rcx, dword ptr [r15 + 192]
-    mov r9, qword ptr [r15 + 256]
+    mov ecx, 51
     mov rbp, r11
-    mov dword ptr [r15 + 64], 141
-    and rbp, 4032
-    mov dword ptr [r15 + rbp + 3392], esi
+    mov rcx, qword ptr [r15 + 768]
+    and rbp, 8128
+    mov dword ptr [r15 + rbp + 7488], 136
     jmp 1f
 1:
+    mov edx, dword ptr [r15 + 384]
+    mov dword ptr [r15 + 320], ecx
+    mov qword ptr [r15 + 128], rbp
+    mov rbp, r11
+    jmp 1f
+1:
+    jmp 1f
+1:
+    and rbp, 448
+    vmovdqu ymmword ptr [r15 + rbp + 832], ymm4
+    mov byte ptr [r15 + 64], cl
     mov r8, r11
-    movsxd rax, dword ptr [r15 + 320]
-    mov dword ptr [r15 + 512], ecx
-    and r8, 448
-    mov byte ptr [r15 + r8 + 832], r9b
-    mov dword ptr [r15 + 320], 203
-    mov qword ptr [r15 + 128], r9
-    jmp 1f
-1:
-    mov ebp, ebp
-    movzx ebp, byte ptr [r15 + 384]
-    mov esi, dword ptr [r15 + 576]
-    vmovdqu ymmword ptr [r15 + 64], ymm15
+    add rdx, qword ptr [r15 + 256]
+    and r8, 4032
+    movzx ecx, byte ptr [r15 + r8 + 3392]
+    movsxd r8, dword ptr [r15 + 576]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c18:
-    lea rcx, [rip + .Lc1_d5729_j]
+    lea rcx, [rip + .Lc1_d5704_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d5729_j_t
-.Lc1_d5729_j:
+    jmp .Lc1_d5704_j_t
+.Lc1_d5704_j:
     mov rbp, r11
-    and rbp, 8128
-    vmovdqu ymmword ptr [r15 + rbp + 7488], ymm15
-    mov rbp, rsi
-    movsxd rsi, dword ptr [r15 + 640]
-    mov ebp, ecx
-    mov byte ptr [r15 + 384], cl
-    mov rcx, rcx
-    mov ecx, 236
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rbp
-    mov qword ptr [r15 + 448], rbp
-    mov rbp, r11
-    mov qword ptr [r15 + 64], rsi
-    movsxd rsi, dword ptr [r15 + 512]
+    mov byte ptr [r15 + 320], dl
     and rbp, 1984
-    movzx ecx, byte ptr [r15 + rbp + 1344]
-    mov qword ptr [r15 + 256], rsi
+    vmovdqu ymmword ptr [r15 + rbp + 1344], ymm4
+    mov ebp, dword ptr [r15 + 64]
+    mov r8, qword ptr [r15 + 640]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    movzx edi, byte ptr [r15 + 192]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, ecx
     jmp 1f
 1:
-    mov rbp, r11
+    jmp 1f
+1:
+    mov rdx, rbp
+    movzx edx, bpl
+    mov rbp, rbp
+    mov qword ptr [r15 + 0], r8
+    mov r8d, 96
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
-    movzx esi, sil
+    mov qword ptr [r15 + 0], rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 192], rbp
+    mov rbp, r11
+    jmp 1f
+1:
     and rbp, 4032
-    mov dword ptr [r15 + rbp + 3392], 177
-    mov ebp, ecx
-    mov dword ptr [r15 + 128], 228
-    mov ebp, 17
-    jmp 1f
-1:
-    mov rbp, qword ptr [r15 + 320]
-    mov rcx, rcx
-    jmp 1f
-1:
-    mov ecx, 58
+    movsxd r8, dword ptr [r15 + rbp + 3392]
+    mov rbp, rdx
+    mov dword ptr [r15 + 64], 177
+    mov dword ptr [r15 + 512], 218
+    vmovdqu ymmword ptr [r15 + 128], ymm4
+    mov ecx, r8d
+    mov r8, r11
+    mov edx, 231
+    mov qword ptr [r15 + 384], rbp
+    and r8, 8128
+    mov ebp, dword ptr [r15 + r8 + 7488]
+    mov r8d, 58
     add r11, 64
     inc rbx
     dec r13
@@ -7524,214 +7485,218 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d5780_j]
+    lea rcx, [rip + .Lc1_d5754_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d5780_j_t
-.Lc1_d5780_j:
+    jmp .Lc1_d5754_j_t
+.Lc1_d5754_j:
+    mov rbp, r11
     jmp 1f
 1:
+    add r8, qword ptr [r15 + 128]
     jmp 1f
 1:
-    movsxd rbp, dword ptr [r15 + 704]
-    add rbp, qword ptr [r15 + 0]
-    vmovdqu xmm3, xmmword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 156
-    mov qword ptr [r15 + 0], rcx
+    mov r9, r11
+    and rbp, 448
+    mov dword ptr [r15 + rbp + 832], 238
+    mov rbp, qword ptr [r15 + 64]
+    and r9, 8128
+    mov dword ptr [r15 + r9 + 7488], ecx
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov eax, dword ptr [r15 + 128]
-    mov dword ptr [r15 + 192], 44
+    vpmovmskb ecx, xmm4
+    mov dword ptr [r15 + 0], 44
+    vpor xmm4, xmm4, xmm4
+    mov r12, qword ptr [r15 + r12 + 56]
     test dword ptr [r15 + 67117724], 128
     jz 1f
 1:
-    vpcmpeqb xmm3, xmm3, xmmword ptr [r15 + 320]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 192], r9d
+    mov r9d, r9d
+    mov dword ptr [r15 + 448], 73
+    mov r9d, dword ptr [r15 + 512]
     jmp 1f
 1:
-    mov dword ptr [r15 + 768], ebp
+    movsxd rsi, dword ptr [r15 + 256]
     mov rbp, r11
-    mov dword ptr [r15 + 512], eax
-    mov eax, eax
-    mov dword ptr [r15 + 384], 73
-    and rbp, 448
-    mov dword ptr [r15 + rbp + 832], 211
-    movzx ebp, byte ptr [r15 + 256]
-    movzx edx, byte ptr [r15 + 64]
-    mov ecx, eax
-    mov rcx, qword ptr [r15 + 128]
-    mov dword ptr [r15 + 448], 246
-    mov r8, r11
-    mov rax, rax
-    and r8, 8128
-    mov rax, qword ptr [r15 + r8 + 7488]
+    mov qword ptr [r15 + 704], rcx
+    mov rcx, qword ptr [r15 + 320]
+    mov rdi, r9
+    and rbp, 1984
+    mov dword ptr [r15 + rbp + 1344], 246
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c20:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 0], ymm15
-    or qword ptr [r15 + 0], 28
-    jmp 1f
-1:
-    mov byte ptr [r15 + 0], al
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 192], r8
-    inc dword ptr [r15 + 576]
-    mov r8, r11
-    mov ecx, dword ptr [r15 + 448]
-    and r8, 448
-    movzx r9d, byte ptr [r15 + r8 + 832]
-    mov qword ptr [r15 + 128], rcx
-    mov rcx, qword ptr [r15 + 384]
-    movzx eax, byte ptr [r15 + 64]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rsi, qword ptr [r15 + 320]
-    mov dword ptr [r15 + 320], r8d
-    mov r8d, dword ptr [r15 + 256]
-    jmp 1f
-1:
-    mov ecx, ecx
-    mov byte ptr [r15 + 640], r9b
-    movsxd r9, dword ptr [r15 + 384]
+    mov r9, r11
     mov rbp, r11
-    mov rax, rax
-    movzx eax, byte ptr [r15 + 64]
-    and rbp, 1984
-    movzx edi, byte ptr [r15 + rbp + 1344]
-    mov rbp, qword ptr [r15 + 512]
+    and r9, 448
+    mov rcx, qword ptr [r15 + r9 + 832]
+    vpshufd xmm11, xmm3, 142
+    and rbp, 4032
+    mov rdi, qword ptr [r15 + rbp + 3392]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ebp, byte ptr [r15 + 768]
+    jmp 1f
+1:
+    mov qword ptr [r15 + 256], r9
+    mov qword ptr [r15 + 64], rcx
+    mov byte ptr [r15 + 512], cl
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx edi, byte ptr [r15 + 128]
+    movzx r9d, byte ptr [r15 + 448]
+    mov rcx, rbp
+    mov rbp, qword ptr [r15 + 384]
     mov rcx, rcx
-    mov r8, r11
+    movsxd rcx, dword ptr [r15 + 128]
     jmp 1f
 1:
-    movzx edx, byte ptr [r15 + 128]
-    and r8, 4032
-    mov qword ptr [r15 + r8 + 3392], rcx
+    mov eax, edi
+    mov r8, r11
+    movzx eax, byte ptr [r15 + 192]
+    vmovdqu ymmword ptr [r15 + 576], ymm8
+    and r8, 1984
+    vmovdqu ymmword ptr [r15 + r8 + 1344], ymm8
+    mov dword ptr [r15 + 320], ebp
+    jmp 1f
+1:
+    mov qword ptr [r15 + 448], rcx
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c21:
-    lea rcx, [rip + .Lc1_d5867_j]
+    lea rcx, [rip + .Lc1_d5838_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d5867_j_t
-.Lc1_d5867_j:
+    jmp .Lc1_d5838_j_t
+.Lc1_d5838_j:
     jmp 1f
 1:
-    movsxd r8, dword ptr [r15 + 320]
-    mov esi, edx
-    mov byte ptr [r15 + 64], cl
-    mov ecx, dword ptr [r15 + 448]
-    mov eax, 245
-    mov dword ptr [r15 + 384], r8d
-    mov r8, r8
-    jmp 1f
-1:
-    and r8d, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rdx, rsi
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, r11
+    movzx ebp, byte ptr [r15 + 256]
+    movsxd rax, dword ptr [r15 + 512]
+    and r8, 8128
+    movsxd r9, dword ptr [r15 + r8 + 7488]
     mov dword ptr [r15 + 0], ecx
-    mov ecx, eax
+    and r9d, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], ecx
+    mov qword ptr [r15 + 0], rcx
+    mov ecx, ebp
     mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 704], rdx
-    mov rbp, r11
+    mov ecx, ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 243
+    jmp 1f
+1:
+    mov byte ptr [r15 + 0], al
+    mov rax, rax
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    and rbp, 4032
-    mov dword ptr [r15 + rbp + 3392], eax
-    mov ebp, 245
-    mov rbp, rcx
-    mov rcx, r8
-    movsxd r8, dword ptr [r15 + 256]
-    vpshufd xmm14, xmm3, 174
-    mov qword ptr [r15 + 64], rdx
-    movsxd rdx, dword ptr [r15 + 512]
-    movzx esi, byte ptr [r15 + 192]
-    mov rbp, r11
-    movsxd rax, dword ptr [r15 + 384]
+    vpshufd xmm12, xmm4, 247
     mov r9, r11
-    and rbp, 1984
-    mov ecx, dword ptr [r15 + rbp + 1344]
-    and r9, 16320
-    movsxd rdi, dword ptr [r15 + r9 + 15680]
+    mov rcx, rcx
+    and r9, 1984
+    movsxd rcx, dword ptr [r15 + r9 + 1344]
+    mov r9, rax
     jmp 1f
 1:
-    movzx ebp, byte ptr [r15 + 128]
+    mov r9, rax
+    movsxd rax, dword ptr [r15 + 64]
+    mov r9d, dword ptr [r15 + 64]
+    movzx edx, byte ptr [r15 + 128]
+    movsxd rsi, dword ptr [r15 + 448]
+    mov rbp, r11
+    mov r8d, 210
     jmp 1f
 1:
+    and rbp, 4032
+    movsxd rdi, dword ptr [r15 + rbp + 3392]
+    mov dword ptr [r15 + 640], eax
+    movsxd rax, dword ptr [r15 + 384]
     jmp 1f
 1:
+    mov qword ptr [r15 + 320], rdx
+    mov rdx, rsi
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c22:
-    movzx r9d, byte ptr [r15 + 64]
+    mov rbp, r11
+    movsxd rax, dword ptr [r15 + 512]
+    and rbp, 4032
+    mov rsi, qword ptr [r15 + rbp + 3392]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 185
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], r9d
+    mov byte ptr [r15 + 0], dl
     mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 192], 254
     jmp 1f
 1:
     jmp 1f
 1:
-    movzx esi, byte ptr [r15 + 384]
-    mov r9, r9
-    movzx r9d, sil
-    movzx r9d, sil
-    lea r9, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    lea rbp, [r11 + r11*1]
-    and r9, 448
-    mov esi, dword ptr [r15 + r9 + 896]
     jmp 1f
 1:
-    xor dword ptr [r15 + r9 + 832], r9d
+    mov qword ptr [r15 + 0], rsi
+    movzx esi, bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rsi, rsi
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 704], esi
+    mov esi, 185
+    movsxd rsi, dword ptr [r15 + 448]
+    mov ebp, dword ptr [r15 + 768]
+    test ebx, 1073741824
+    jz 1f
+1:
+    vmovdqu ymmword ptr [r15 + 256], ymm11
+    mov eax, esi
+    mov byte ptr [r15 + 128], sil
+    movzx esi, byte ptr [r15 + 128]
+    mov rbp, r11
+    mov edi, esi
     and rbp, 8128
-    mov r9d, dword ptr [r15 + rbp + 7488]
-    mov ecx, 116
-    movsxd rcx, dword ptr [r15 + 320]
-    jmp 1f
-1:
-    mov edx, ebp
-    mov r8, r11
-    mov byte ptr [r15 + 768], sil
-    and r8, 4032
-    vmovdqu ymmword ptr [r15 + r8 + 3392], ymm3
-    mov r8d, ecx
-    and r8d, dword ptr [r15 + 128]
-    mov byte ptr [r15 + 448], bpl
-    jmp 1f
-1:
-    movsxd rdx, dword ptr [r15 + rbp + 7552]
-    mov qword ptr [r15 + 512], rcx
-    jmp 1f
-1:
+    mov dword ptr [r15 + rbp + 7488], 22
+    mov rbp, r11
+    xor dword ptr [r15 + 192], esi
+    and eax, dword ptr [r15 + 64]
+    and rbp, 448
+    movsxd rsi, dword ptr [r15 + rbp + 832]
+    movzx ebp, dil
+    mov dword ptr [r15 + 384], 25
     add r11, 64
     inc rbx
     dec r13
@@ -7742,56 +7707,56 @@ ditto_body_c1:
     mov qword ptr [r15 + 67117720], rax
     mov eax, dword ptr [r15 + 67117724]
     and eax, 15
-    lea rcx, [rip + .Lc1_d5965_s]
+    lea rcx, [rip + .Lc1_d5942_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d5965_s_t
+    jmp .Lc1_d5942_s_t
     .p2align 3
-.Lc1_d5965_s:
+.Lc1_d5942_s:
     .p2align 3
-    jmp .Lc1_d5965_j
+    jmp .Lc1_d5942_j
     .p2align 3
-    jmp .Lc1_d5965_j
+    jmp .Lc1_d5942_j
     .p2align 3
-    jmp .Lc1_d5965_j
+    jmp .Lc1_d5942_j
     .p2align 3
-    jmp .Lc1_d5965_j
+    jmp .Lc1_d5942_j
     .p2align 3
-    jmp .Lc1_d5965_j
+    jmp .Lc1_d5942_j
     .p2align 3
-    jmp .Lc1_d5965_j
+    jmp .Lc1_d5942_j
     .p2align 3
-    jmp .Lc1_d5965_j
+    jmp .Lc1_d5942_j
     .p2align 3
-    jmp .Lc1_d5965_j
+    jmp .Lc1_d5942_j
     .p2align 3
-    jmp .Lc1_d5965_j
+    jmp .Lc1_d5942_j
     .p2align 3
-    jmp .Lc1_d5965_j
+    jmp .Lc1_d5942_j
     .p2align 3
-    jmp .Lc1_d5965_j
+    jmp .Lc1_d5942_j
     .p2align 3
-    jmp .Lc1_d5965_j
+    jmp .Lc1_d5942_j
     .p2align 3
-    jmp .Lc1_d5965_j
+    jmp .Lc1_d5942_j
     .p2align 3
-    jmp .Lc1_d5965_j
+    jmp .Lc1_d5942_j
     .p2align 3
-    jmp .Lc1_d5965_j
+    jmp .Lc1_d5942_j
     .p2align 3
-    jmp .Lc1_d5965_j
-.Lc1_d5965_j:
+    jmp .Lc1_d5942_j
+.Lc1_d5942_j:
     mov rbp, r11
     and rbp, 1984
-    and eax, dword ptr [r15 + rbp + 1344]
-    mov dword ptr [r15 + 320], ecx
-    mov rcx, qword ptr [r15 + 256]
-    mov dword ptr [r15 + 576], 191
-    movzx edx, bpl
-    vmovdqu ymmword ptr [r15 + 448], ymm14
+    mov dword ptr [r15 + rbp + 1344], 22
+    movzx ebp, al
+    mov rbp, qword ptr [r15 + 64]
+    mov eax, ecx
+    mov r8, r11
+    mov dword ptr [r15 + 192], ecx
+    and r8, 448
+    mov ecx, dword ptr [r15 + r8 + 832]
     jmp 1f
 1:
-    mov r8d, eax
-    mov r8d, dword ptr [r15 + 128]
     add r11, 64
     inc rbx
     dec r13
@@ -7803,165 +7768,170 @@ ditto_body_c1:
     xor eax, eax
     test dword ptr [r15 + 67117724], 32768
     setz al
-    lea rcx, [rip + .Lc1_d6005_s]
+    lea rcx, [rip + .Lc1_d5982_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d6005_s_t
+    jmp .Lc1_d5982_s_t
     .p2align 3
-.Lc1_d6005_s:
+.Lc1_d5982_s:
     .p2align 3
-    jmp .Lc1_d6005_j
+    jmp .Lc1_d5982_j
     .p2align 3
-    jmp .Lc1_d6005_j
-.Lc1_d6005_j:
-    mov r8, r11
-    mov edx, 91
+    jmp .Lc1_d5982_j
+.Lc1_d5982_j:
+    jmp 1f
+1:
+    mov r8d, 91
     mov dword ptr [r15 + 448], 45
-    and r8, 4032
-    mov dword ptr [r15 + r8 + 3392], 47
-    mov dword ptr [r15 + 64], ecx
-    mov qword ptr [r15 + 128], rdx
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 128], eax
+    jmp 1f
+1:
     movsxd rax, dword ptr [r15 + 512]
-    mov dword ptr [r15 + 640], ecx
-    mov ecx, 187
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 162
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, r11
     test ebx, 1073741824
     jz 1f
 1:
-    mov r8d, dword ptr [r15 + 320]
-    mov rdx, rax
-    mov r9, r11
-    jmp 1f
-1:
-    jmp 1f
-1:
-    and r9, 8128
-    mov rbp, r11
-    mov byte ptr [r15 + r9 + 7488], al
-    mov dword ptr [r15 + 384], 255
-    vpaddq xmm3, xmm3, xmmword ptr [r15 + 192]
-    and rbp, 1984
-    mov dword ptr [r15 + rbp + 1344], 135
+    mov dword ptr [r15 + 256], 32
+    and r8, 16320
+    vmovdqu ymmword ptr [r15 + r8 + 15680], ymm12
+    mov r8d, 187
+    mov r8, r11
+    mov dword ptr [r15 + 192], 164
+    vpaddq xmm12, xmm12, xmmword ptr [r15 + 64]
+    mov rax, rax
+    and r8, 8128
+    mov qword ptr [r15 + r8 + 7488], rax
+    mov byte ptr [r15 + 576], r8b
+    mov dword ptr [r15 + 320], 135
+    mov dword ptr [r15 + 384], eax
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c25:
-    mov r9, r11
-    mov r8, r11
-    and r9, 1984
-    mov byte ptr [r15 + r9 + 1344], bpl
-    mov r9d, dword ptr [r15 + 192]
-    and r8, 8128
-    movsxd rax, dword ptr [r15 + r8 + 7488]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rdx, rbp
+    mov byte ptr [r15 + 128], r8b
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, eax
+    mov rax, r8
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], r8
+    mov r8d, eax
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], r8d
-    movzx r8d, byte ptr [r15 + 512]
-    mov ebp, 120
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov r9, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], eax
     movzx eax, byte ptr [r15 + 384]
-    and r9, 448
-    mov dword ptr [r15 + r9 + 832], 92
-    mov r9, rbp
-    movsxd rbp, dword ptr [r15 + 256]
+    mov r9d, dword ptr [r15 + 256]
+    mov edx, 120
+    test ebx, 1073741824
+    jnz 1f
+1:
     jmp 1f
 1:
-    or qword ptr [r15 + 64], 78
-    mov qword ptr [r15 + 128], r8
-    mov r8, rax
-    mov qword ptr [r15 + 384], rax
-    mov byte ptr [r15 + 64], r9b
-    mov qword ptr [r15 + 128], rax
-    mov eax, dword ptr [r15 + 320]
-    add rax, qword ptr [r15 + 448]
-    mov rdx, qword ptr [r15 + 704]
+    movzx r8d, byte ptr [r15 + 64]
+    mov dword ptr [r15 + 640], 92
+    mov rbp, r11
+    mov rax, rax
+    and rbp, 4032
+    mov eax, dword ptr [r15 + rbp + 3392]
+    jmp 1f
+1:
+    or qword ptr [r15 + 128], 78
+    mov qword ptr [r15 + 320], rdx
+    mov rdx, rdx
+    mov byte ptr [r15 + 448], r8b
+    mov qword ptr [r15 + 192], r9
+    movzx r9d, byte ptr [r15 + 704]
+    mov rbp, r11
+    mov r8, r11
+    and rbp, 448
+    mov edi, dword ptr [r15 + rbp + 832]
+    mov dword ptr [r15 + 512], eax
+    and r8, 1984
+    mov rax, qword ptr [r15 + r8 + 1344]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c26:
-    lea rcx, [rip + .Lc1_d6085_j]
+    lea rcx, [rip + .Lc1_d6063_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d6085_j_t
-.Lc1_d6085_j:
-    mov rcx, qword ptr [r15 + 576]
-    mov esi, 192
-    mov esi, edx
-    movzx edx, byte ptr [r15 + 320]
-    movzx esi, al
-    jmp 1f
-1:
+    jmp .Lc1_d6063_j_t
+.Lc1_d6063_j:
     mov rbp, r11
-    and ecx, dword ptr [r15 + 512]
-    and rbp, 448
-    add rcx, qword ptr [r15 + rbp + 832]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, rcx
-    jmp 1f
-1:
+    vmovdqu ymmword ptr [r15 + 448], ymm11
+    and rbp, 8128
+    mov r8, r11
+    mov dword ptr [r15 + rbp + 7488], 248
+    and r8, 1984
+    mov rcx, qword ptr [r15 + r8 + 1344]
+    movzx r8d, byte ptr [r15 + 128]
     mov byte ptr [r15 + 0], bpl
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov esi, ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx esi, bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    add rsi, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, rbp
+    jmp 1f
+1:
     test ebx, 1024
     jz 1f
 1:
-    xor dword ptr [r15 + 0], ebp
-    mov rbp, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    add r8, qword ptr [r15 + 0]
+    mov qword ptr [r15 + 768], rsi
+    mov dword ptr [r15 + 64], esi
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 4032
-    mov dword ptr [r15 + rbp + 3392], 35
-    mov byte ptr [r15 + 768], al
-    vmovdqu xmm6, xmmword ptr [r15 + 128]
-    mov dword ptr [r15 + 256], eax
-    mov rbp, r11
-    movzx ecx, byte ptr [r15 + 384]
-    and rbp, 8128
-    vmovdqu ymmword ptr [r15 + rbp + 7488], ymm6
-    mov byte ptr [r15 + 192], cl
-    mov qword ptr [r15 + 64], rcx
-    mov byte ptr [r15 + 448], cl
-    mov ecx, 165
+    mov esi, 101
+    vmovdqu xmm10, xmmword ptr [r15 + 64]
+    mov byte ptr [r15 + 512], bpl
+    and ebp, dword ptr [r15 + 320]
+    mov r9, r11
+    mov byte ptr [r15 + 384], r8b
+    and r9, 4032
+    mov byte ptr [r15 + r9 + 3392], r8b
+    mov r9, qword ptr [r15 + 256]
+    mov r8, qword ptr [r15 + 128]
+    jmp 1f
+1:
+    mov esi, 146
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c27:
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov rbp, r11
-    jmp 1f
-1:
-    mov eax, dword ptr [r15 + 192]
-    and rbp, 1984
-    movsxd rcx, dword ptr [r15 + rbp + 1344]
-    mov ebp, eax
-    mov qword ptr [r15 + 640], rax
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 320], ecx
-    jmp 1f
-1:
-    mov rdi, rax
+    mov r8, r9
+    mov byte ptr [r15 + 0], r9b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, 227
+    mov r9d, esi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, r11
+    mov esi, r9d
+    and r8, 448
+    mov rsi, qword ptr [r15 + r8 + 832]
+    mov qword ptr [r15 + 576], r9
+    mov r9, qword ptr [r15 + 384]
+    vmovdqu ymmword ptr [r15 + 256], ymm12
     jmp 1f
 1:
     jmp 1f
@@ -7969,40 +7939,33 @@ ditto_body_c1:
     test ebx, 1073741824
     jz 1f
 1:
-    mov dword ptr [r15 + 0], edi
-    mov dword ptr [r15 + 0], ebp
-    mov byte ptr [r15 + 0], dil
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and edi, dword ptr [r15 + 0]
-    mov rax, rdi
     jmp 1f
 1:
-    mov eax, 224
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, dil
-    mov rax, rdi
-    mov rax, qword ptr [r15 + 64]
-    test ebx, 1073741824
-    jnz 1f
+    jmp 1f
 1:
-    movsxd rbp, dword ptr [r15 + 128]
-    mov qword ptr [r15 + 320], rdi
-    mov qword ptr [r15 + 256], rdi
-    mov r8, r11
-    bt rdi, rdi
-    vmovdqu ymmword ptr [r15 + 384], ymm3
+    mov dword ptr [r15 + 320], r8d
+    mov r8, r9
+    jmp 1f
+1:
+    and r8d, dword ptr [r15 + 640]
+    mov qword ptr [r15 + 64], r9
     mov r9, r11
-    and r8, 4032
-    mov rax, qword ptr [r15 + r8 + 3392]
-    and r9, 448
-    mov dword ptr [r15 + r9 + 832], ebp
-    mov r9, qword ptr [r15 + 448]
-    mov ebp, r8d
-    mov rbp, qword ptr [r15 + 512]
-    mov edi, eax
-    and edi, dword ptr [r15 + 64]
-    mov r8d, 242
+    mov rsi, qword ptr [r15 + 448]
+    mov qword ptr [r15 + 512], r9
+    and r9, 8128
+    mov dword ptr [r15 + r9 + 7488], r8d
+    mov dword ptr [r15 + 128], 18
+    mov edi, 2
+    mov edi, r8d
+    mov r8, r11
+    movzx edi, r9b
+    and r8, 1984
+    mov edi, dword ptr [r15 + r8 + 1344]
+    mov dword ptr [r15 + 192], esi
+    jmp 1f
+1:
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
@@ -8014,38 +7977,40 @@ ditto_body_c1:
     xor eax, eax
     test dword ptr [r15 + 67117724], 32
     setz al
-    lea rcx, [rip + .Lc1_d6186_s]
+    lea rcx, [rip + .Lc1_d6161_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d6186_s_t
+    jmp .Lc1_d6161_s_t
     .p2align 3
-.Lc1_d6186_s:
+.Lc1_d6161_s:
     .p2align 3
-    jmp .Lc1_d6186_j
+    jmp .Lc1_d6161_j
     .p2align 3
-    jmp .Lc1_d6186_j
-.Lc1_d6186_j:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov rbp, r11
-    or qword ptr [r15 + 0], 19
-    and rbp, 1984
-    vmovdqu ymmword ptr [r15 + rbp + 1344], ymm6
-    jmp 1f
-1:
-    mov byte ptr [r15 + 512], al
-    mov eax, 168
-    mov eax, dword ptr [r15 + 320]
-    movsxd rcx, dword ptr [r15 + 64]
+    jmp .Lc1_d6161_j
+.Lc1_d6161_j:
     mov r8, r11
-    movzx edi, bpl
+    and r8, 448
+    mov r9, r11
+    mov byte ptr [r15 + r8 + 832], al
+    and r9, 8128
+    movsxd rax, dword ptr [r15 + r9 + 7488]
+    mov byte ptr [r15 + 512], cl
+    mov ecx, ecx
+    mov rbp, r11
     jmp 1f
 1:
-    and r8, 8128
-    movsxd rbp, dword ptr [r15 + r8 + 7488]
-    movsxd r8, dword ptr [r15 + 256]
+    and rbp, 4032
+    movsxd r8, dword ptr [r15 + rbp + 3392]
+    mov byte ptr [r15 + 0], al
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, r9b
+    jmp 1f
+1:
+    vpaddq xmm10, xmm10, xmmword ptr [r15 + 0]
+    jmp 1f
+1:
+    or qword ptr [r15 + 448], 10
+    jmp 1f
+1:
     jmp 1f
 1:
     test ebx, 2560
@@ -8053,26 +8018,25 @@ ditto_body_c1:
 1:
     jmp 1f
 1:
-    movzx eax, byte ptr [r15 + 128]
-    mov edi, edi
+    movsxd rax, dword ptr [r15 + 64]
+    movzx ebp, r8b
     jmp 1f
 1:
     jmp 1f
 1:
-    mov byte ptr [r15 + 384], r8b
+    mov r9d, ebp
+    movzx r9d, byte ptr [r15 + 192]
+    mov qword ptr [r15 + 704], rbp
     jmp 1f
 1:
-    mov ebp, r8d
+    mov r8d, 149
+    movsxd r8, dword ptr [r15 + 128]
     jmp 1f
 1:
+    mov ebp, 223
+    mov ebp, eax
     jmp 1f
 1:
-    mov byte ptr [r15 + 704], dil
-    jmp 1f
-1:
-    movzx edi, al
-    mov eax, 223
-    mov eax, ebp
     add r11, 64
     inc rbx
     dec r13
@@ -8081,216 +8045,215 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d6239_j]
+    lea rcx, [rip + .Lc1_d6215_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d6239_j_t
-.Lc1_d6239_j:
-    movzx ecx, dil
-    vmovdqu ymmword ptr [r15 + 512], ymm6
+    jmp .Lc1_d6215_j_t
+.Lc1_d6215_j:
+    mov rbp, r11
+    and rbp, 4032
+    mov dword ptr [r15 + rbp + 3392], ecx
+    mov ebp, 8
+    vmovdqu ymmword ptr [r15 + 0], ymm12
     jmp 1f
 1:
-    movzx ebp, byte ptr [r15 + 768]
-    mov eax, 13
-    vmovdqu ymmword ptr [r15 + 128], ymm3
-    jmp 1f
-1:
-    mov r9, r11
-    mov r8, r11
-    and r9, 8128
-    mov dword ptr [r15 + r9 + 7488], eax
-    mov r9, rcx
-    mov r9, r11
     mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 4032
-    mov rdi, qword ptr [r15 + r8 + 3392]
-    and r9, 448
-    mov byte ptr [r15 + r9 + 832], al
-    mov r9d, dword ptr [r15 + 192]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, r11
+    mov rcx, rcx
     test dword ptr [r15 + 67117724], 2621440
     jnz 1f
 1:
+    and r8, 1984
+    mov byte ptr [r15 + r8 + 1344], bpl
+    vmovdqu ymmword ptr [r15 + 256], ymm12
+    mov ebp, 247
+    vmovdqu ymmword ptr [r15 + 192], ymm12
     jmp 1f
 1:
     jmp 1f
 1:
-    movzx ecx, byte ptr [r15 + 320]
-    mov r8d, 31
-    mov r8d, 4
-    jmp 1f
+    movzx ecx, cl
+    movzx ecx, byte ptr [r15 + 128]
+    test ebx, 1024
+    jz 1f
 1:
     jmp 1f
 1:
-    mov r9, qword ptr [r15 + 576]
-    mov dword ptr [r15 + 64], 122
+    mov ebp, 31
+    mov rbp, r11
+    mov qword ptr [r15 + 384], r8
+    mov dword ptr [r15 + 320], 3
     jmp 1f
 1:
-    mov qword ptr [r15 + 256], rdi
-    vmovdqu ymmword ptr [r15 + 448], ymm6
-    movzx eax, byte ptr [r15 + 384]
+    and rbp, 448
+    movzx ecx, byte ptr [r15 + rbp + 832]
+    vmovdqu ymmword ptr [r15 + 64], ymm10
+    movzx r8d, byte ptr [r15 + 512]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c30:
-    mov dword ptr [r15 + 512], 143
-    mov byte ptr [r15 + 0], al
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov rdx, qword ptr [r15 + 448]
+    mov ebp, ebp
+    mov ebp, dword ptr [r15 + 320]
+    mov ecx, 20
     jmp 1f
 1:
-    mov edi, 28
-    mov edi, 20
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, eax
-    mov rax, rax
-    mov dword ptr [r15 + 0], 199
-    mov byte ptr [r15 + 0], dil
-    jmp 1f
-1:
-    mov edx, edi
-    jmp 1f
-1:
-    mov r8, r11
-    mov r12, qword ptr [r15 + r12 + 56]
+    add rcx, qword ptr [r15 + 256]
+    mov r8, r8
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 448
-    mov dword ptr [r15 + r8 + 832], edx
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov byte ptr [r15 + 0], dl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edx, 214
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, ecx
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 169
     test ebx, 1073741824
     jz 1f
 1:
-    mov eax, edx
-    movzx edx, byte ptr [r15 + 128]
-    movzx eax, r8b
-    mov eax, dword ptr [r15 + 384]
-    mov edi, 116
-    mov r8, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rdx, qword ptr [r15 + 768]
+    jmp 1f
+1:
+    mov ecx, r8d
+    mov dword ptr [r15 + 64], r8d
+    mov r8d, 134
+    mov dword ptr [r15 + 448], 45
+    mov dword ptr [r15 + 576], 116
+    movsxd rsi, dword ptr [r15 + 512]
+    movzx edi, cl
     movzx edi, dl
-    and r8, 4032
-    mov rdi, qword ptr [r15 + r8 + 3392]
-    jmp 1f
-1:
-    movzx esi, dl
     mov rbp, r11
-    mov dword ptr [r15 + 192], 67
+    mov edi, dword ptr [r15 + 64]
+    mov r9, r11
+    mov dword ptr [r15 + 192], 16
     and rbp, 1984
-    and eax, dword ptr [r15 + rbp + 1344]
-    movzx ebp, byte ptr [r15 + 128]
-    and ebp, dword ptr [r15 + 64]
-    movzx r8d, sil
+    mov r8, qword ptr [r15 + rbp + 1344]
+    movzx ebp, cl
+    and r9, 8128
+    mov byte ptr [r15 + r9 + 7488], cl
+    movzx r9d, sil
     jmp 1f
 1:
-    movsxd r8, dword ptr [r15 + 640]
-    add r8, qword ptr [r15 + 448]
-    movsxd rdx, dword ptr [r15 + 320]
+    mov byte ptr [r15 + 128], sil
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c31:
-    lea rcx, [rip + .Lc1_d6329_j]
+    lea rcx, [rip + .Lc1_d6306_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d6329_j_t
-.Lc1_d6329_j:
-    mov qword ptr [r15 + 448], rdx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, ecx
+    jmp .Lc1_d6306_j_t
+.Lc1_d6306_j:
+    mov rbp, r11
+    and rbp, 448
+    mov qword ptr [r15 + rbp + 832], r9
+    mov ebp, 144
+    mov ebp, r9d
     jmp 1f
 1:
-    mov byte ptr [r15 + 0], r8b
-    and r8d, dword ptr [r15 + 0]
+    mov qword ptr [r15 + 128], rcx
+    mov byte ptr [r15 + 704], cl
+    mov r8, r11
     jmp 1f
 1:
-    movzx edi, bpl
+    movzx r9d, cl
     nop
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], ecx
+    and r8, 4032
+    mov dword ptr [r15 + r8 + 3392], 222
+    mov r8, r11
+    mov ebp, dword ptr [r15 + 64]
+    and r8, 8128
+    mov rcx, qword ptr [r15 + r8 + 7488]
+    jmp 1f
+1:
+    mov r9d, 78
+    jmp 1f
+1:
+    mov byte ptr [r15 + 0], bpl
     test ebx, 1024
     jz 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
     mov dword ptr [r15 + 0], r8d
+    movzx r8d, r8b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r9
     jmp 1f
 1:
-    mov r8d, 240
-    mov r8, r11
-    jmp 1f
-1:
-    mov qword ptr [r15 + 384], rbp
-    mov byte ptr [r15 + 512], dil
-    and r8, 8128
-    mov dword ptr [r15 + r8 + 7488], 77
-    movzx r8d, dil
-    mov edi, dword ptr [r15 + 128]
-    mov r8, qword ptr [r15 + 64]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rbp, r8
-    mov rbp, r11
-    jmp 1f
-1:
-    and rbp, 4032
-    mov r9, qword ptr [r15 + rbp + 3392]
-    mov qword ptr [r15 + 192], r8
-    mov r8, r11
-    mov dword ptr [r15 + 704], 86
-    and r8, 1984
-    movsxd rdi, dword ptr [r15 + r8 + 1344]
-    mov dword ptr [r15 + 64], 24
-    mov ebp, dword ptr [r15 + 320]
-    mov esi, dword ptr [r15 + 256]
-    movzx r8d, byte ptr [r15 + 384]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], ecx
+    mov qword ptr [r15 + 384], r9
+    and r9d, dword ptr [r15 + 512]
+    mov dword ptr [r15 + 256], 201
+    mov r8d, dword ptr [r15 + 192]
+    mov dword ptr [r15 + 640], 27
+    mov ecx, dword ptr [r15 + 128]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c32:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], ebp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 245
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, r11
-    mov byte ptr [r15 + 320], sil
-    and r8, 1984
-    mov esi, dword ptr [r15 + r8 + 1344]
-    mov dword ptr [r15 + 768], r8d
-    mov r8, qword ptr [r15 + 256]
-    mov ebp, esi
+    mov r9, r11
     jmp 1f
 1:
     jmp 1f
 1:
-    mov rdi, qword ptr [r15 + 576]
-    mov byte ptr [r15 + 512], r8b
-    mov dword ptr [r15 + 384], 72
-    mov r8, r11
+    and r9, 1984
+    mov dword ptr [r15 + r9 + 1344], ecx
+    mov byte ptr [r15 + 64], r8b
+    mov dword ptr [r15 + 256], 196
+    mov r8, qword ptr [r15 + 448]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 64], ecx
+    mov rbp, r11
+    mov ecx, 226
+    jmp 1f
+1:
+    and rbp, 448
+    mov r9, qword ptr [r15 + rbp + 832]
+    mov rbp, r11
+    mov dword ptr [r15 + 128], 139
+    and rbp, 4032
+    movzx eax, byte ptr [r15 + rbp + 3392]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rcx
+    mov rcx, r8
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rsi, qword ptr [r15 + 448]
-    and r8, 16320
-    movzx ebp, byte ptr [r15 + r8 + 15680]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 165
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov qword ptr [r15 + 128], rsi
-    mov r8, r11
-    mov edi, 238
-    jmp 1f
-1:
-    and r8, 448
-    mov rsi, qword ptr [r15 + r8 + 832]
-    mov r8d, ebp
-    mov dword ptr [r15 + 192], 85
-    mov r8, rdi
-    mov r8d, 188
-    mov dword ptr [r15 + 128], ebp
-    mov rbp, rsi
-    mov qword ptr [r15 + 64], rdi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 238
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 768], ebp
+    mov ebp, eax
+    mov ebp, dword ptr [r15 + 320]
+    mov rax, rcx
+    mov eax, 188
+    mov qword ptr [r15 + 512], rcx
+    mov byte ptr [r15 + 384], cl
+    mov ecx, ecx
     jmp 1f
 1:
     add r11, 64
@@ -8298,57 +8261,60 @@ ditto_body_c1:
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c33:
-    lea rcx, [rip + .Lc1_d6423_j]
+    lea rcx, [rip + .Lc1_d6399_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d6423_j_t
-.Lc1_d6423_j:
-    mov ecx, r8d
+    jmp .Lc1_d6399_j_t
+.Lc1_d6399_j:
+    mov rbp, r11
+    mov eax, eax
     jmp 1f
 1:
-    mov byte ptr [r15 + 192], r8b
-    mov r8, rbp
-    mov ebp, dword ptr [r15 + 640]
-    mov r8, qword ptr [r15 + 128]
-    mov rdi, qword ptr [r15 + 320]
+    and rbp, 4032
+    mov byte ptr [r15 + rbp + 3392], cl
+    mov rbp, rcx
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rcx
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    .byte 0x0f, 0x1f, 0x40, 0x00
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 154
+    mov dword ptr [r15 + 0], eax
     test ebx, 1073741824
     jz 1f
 1:
-    mov r8, rbp
     mov rbp, r11
-    and r8d, dword ptr [r15 + 256]
-    mov eax, dword ptr [r15 + 448]
-    jmp 1f
-1:
+    .byte 0x0f, 0x1f, 0x40, 0x00
+    mov rax, qword ptr [r15 + 64]
+    mov rcx, qword ptr [r15 + 192]
     and rbp, 8128
-    mov r9, r11
-    movsxd rdi, dword ptr [r15 + rbp + 7488]
-    and r9, 4032
-    mov byte ptr [r15 + r9 + 3392], r8b
-    mov r9, r8
+    and ecx, dword ptr [r15 + rbp + 7488]
+    mov ebp, 17
+    mov rbp, rax
+    mov ebp, dword ptr [r15 + 576]
+    movzx edx, byte ptr [r15 + 640]
     jmp 1f
 1:
-    mov r9, r11
-    mov qword ptr [r15 + 64], rdi
-    mov qword ptr [r15 + 512], rdi
-    and r9, 448
-    mov rdx, qword ptr [r15 + r9 + 832]
-    mov dword ptr [r15 + 384], edi
+    mov r8, r11
+    movsxd rsi, dword ptr [r15 + 448]
+    and r8, 1984
+    mov byte ptr [r15 + r8 + 1344], cl
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rbp, rcx
+    jmp 1f
+1:
+    mov qword ptr [r15 + 128], rdx
+    mov rdx, qword ptr [r15 + 320]
+    movzx eax, byte ptr [r15 + 256]
+    movsxd r8, dword ptr [r15 + 512]
     jmp 1f
 1:
     jmp 1f
 1:
-    movzx ebp, r9b
-    movzx ebp, dil
+    movzx esi, sil
+    movzx esi, bpl
     add r11, 64
     inc rbx
     dec r13
@@ -8360,217 +8326,214 @@ ditto_body_c1:
     xor eax, eax
     test dword ptr [r15 + 67117723], 4
     setz al
-    lea rcx, [rip + .Lc1_d6474_s]
+    lea rcx, [rip + .Lc1_d6452_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d6474_s_t
+    jmp .Lc1_d6452_s_t
     .p2align 3
-.Lc1_d6474_s:
+.Lc1_d6452_s:
     .p2align 3
-    jmp .Lc1_d6474_j
+    jmp .Lc1_d6452_j
     .p2align 3
-    jmp .Lc1_d6474_j
-.Lc1_d6474_j:
-    movzx edi, bpl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, ecx
+    jmp .Lc1_d6452_j
+.Lc1_d6452_j:
+    jmp 1f
+1:
+    mov rdi, rax
+    mov edi, eax
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov eax, 253
-    movzx eax, byte ptr [r15 + 128]
-    mov rcx, rcx
-    movsxd rcx, dword ptr [r15 + 704]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], eax
+    movzx eax, byte ptr [r15 + 512]
     jmp 1f
 1:
-    movzx ebp, r9b
+    mov ecx, 34
+    movzx ecx, dil
+    mov rcx, rdi
+    movzx ecx, dil
     test ebx, 1073741824
     jz 1f
 1:
-    mov rdi, qword ptr [r15 + 64]
-    jmp 1f
-1:
-    movzx eax, r9b
-    movzx r9d, cl
-    movzx ecx, byte ptr [r15 + 320]
+    movzx edi, dil
     mov r9, r11
-    mov rbp, qword ptr [r15 + 448]
-    movsxd rsi, dword ptr [r15 + 320]
-    and r9, 1984
-    mov dword ptr [r15 + r9 + 1344], 145
-    mov r9, r11
-    mov qword ptr [r15 + 256], rdi
-    mov rdi, rsi
+    movzx edi, al
+    mov rax, qword ptr [r15 + 128]
     and r9, 8128
-    mov dword ptr [r15 + r9 + 7488], ecx
-    mov r9d, dword ptr [r15 + 384]
+    mov rcx, qword ptr [r15 + r9 + 7488]
+    movsxd r9, dword ptr [r15 + 320]
+    mov rdi, qword ptr [r15 + 704]
+    mov rbp, r11
+    movsxd rsi, dword ptr [r15 + 64]
+    movsxd r8, dword ptr [r15 + 448]
+    and rbp, 448
+    mov dword ptr [r15 + rbp + 832], 143
+    mov rbp, rax
+    mov qword ptr [r15 + 384], rcx
+    mov ecx, dword ptr [r15 + 192]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c35:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], edi
-    mov edi, 80
+    movzx ebp, r9b
+    mov ebp, 31
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, dil
-    mov rbp, r11
-    mov eax, edi
-    and rbp, 448
-    mov eax, dword ptr [r15 + rbp + 832]
     jmp 1f
 1:
-    mov edi, dword ptr [r15 + 320]
+    mov dword ptr [r15 + 0], ecx
+    mov ecx, ecx
+    jmp 1f
+1:
+    mov ecx, ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 64], bpl
+    jmp 1f
+1:
+    mov ebp, dword ptr [r15 + 512]
+    movzx r9d, byte ptr [r15 + 384]
+    jmp 1f
+1:
     test ebx, 1073741824
     jnz 1f
 1:
-    xor dword ptr [r15 + 448], eax
-    mov eax, eax
-    mov rax, rbp
+    mov byte ptr [r15 + 128], cl
+    xor dword ptr [r15 + 192], ecx
     jmp 1f
 1:
-    vmovdqu ymmword ptr [r15 + 256], ymm9
-    mov byte ptr [r15 + 64], bpl
+    mov dword ptr [r15 + 256], ecx
+    jmp 1f
+1:
+    mov byte ptr [r15 + 448], cl
+    movzx ecx, cl
+    mov rcx, rbp
+    jmp 1f
+1:
     mov rbp, r11
-    mov byte ptr [r15 + 128], dil
-    and rbp, 1984
-    and edi, dword ptr [r15 + rbp + 1344]
-    mov dword ptr [r15 + 512], eax
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov byte ptr [r15 + 384], al
-    mov rax, rax
-    test dword ptr [r15 + 67117724], 192
-    jnz 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    and ebp, dword ptr [r15 + 192]
-    mov rdi, rax
-    jmp 1f
-1:
-    mov edi, 251
-    jmp 1f
-1:
+    mov r9, r9
+    and rbp, 4032
+    add r9, qword ptr [r15 + rbp + 3392]
+    and r9d, dword ptr [r15 + 768]
+    mov edx, 40
     mov r8, r11
-    movzx eax, bpl
-    and r8, 4032
-    mov rax, qword ptr [r15 + r8 + 3392]
+    mov rbp, r11
+    and r8, 448
+    mov ecx, dword ptr [r15 + r8 + 832]
+    and rbp, 1984
+    mov byte ptr [r15 + rbp + 1344], dl
     jmp 1f
 1:
-    add rax, qword ptr [r15 + 768]
-    movzx ecx, byte ptr [r15 + 64]
+    mov rdx, r9
+    vmovdqu ymmword ptr [r15 + 128], ymm3
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c36:
-    lea rcx, [rip + .Lc1_d6572_j]
+    lea rcx, [rip + .Lc1_d6547_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d6572_j_t
-.Lc1_d6572_j:
-    mov qword ptr [r15 + 128], rax
-    jmp 1f
-1:
-    mov r8d, dword ptr [r15 + 576]
-    mov edi, eax
-    jmp 1f
-1:
+    jmp .Lc1_d6547_j_t
+.Lc1_d6547_j:
+    mov rbp, r11
+    and rbp, 16320
+    mov qword ptr [r15 + rbp + 15680], rdx
+    add rbp, qword ptr [r15 + 320]
+    movzx edx, dl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], cl
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11 + r11*1]
+    and ecx, dword ptr [r15 + 0]
+    mov r9d, edx
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 8128
-    mov ecx, dword ptr [r15 + rbp + 7552]
-    jmp 1f
-1:
-    movzx eax, byte ptr [r15 + 384]
-    vmovdqu xmm15, xmmword ptr [r15 + 320]
-    mov edi, dword ptr [r15 + rbp + 7488]
+    movsxd rdx, dword ptr [r15 + 128]
+    movzx r8d, byte ptr [r15 + 576]
+    mov eax, ebp
+    mov ebp, dword ptr [r15 + 384]
     test ebx, 1073741824
     jz 1f
 1:
-    mov r8d, dword ptr [r15 + 64]
-    mov rbp, r11
-    mov ecx, eax
-    movzx ecx, dil
-    movsxd rcx, dword ptr [r15 + 512]
-    and rbp, 4032
     mov r9, r11
-    movsxd rdi, dword ptr [r15 + rbp + 3392]
-    mov ebp, eax
-    and r9, 448
-    movzx ebp, byte ptr [r15 + r9 + 832]
-    and ebp, dword ptr [r15 + 384]
-    movzx edx, byte ptr [r15 + 192]
-    add rdx, qword ptr [r15 + 640]
+    movzx ecx, byte ptr [r15 + 64]
+    and r9, 8128
+    movzx edx, byte ptr [r15 + r9 + 7488]
+    vpxor xmm8, xmm8, xmm13
     mov eax, r8d
-    mov r8, qword ptr [r15 + 448]
-    movzx esi, byte ptr [r15 + 128]
     jmp 1f
 1:
-    mov byte ptr [r15 + 256], dl
+    mov eax, dword ptr [r15 + 256]
+    movzx ebp, r8b
+    jmp 1f
+1:
+    mov rbp, r11
+    mov r9d, dword ptr [r15 + 448]
+    jmp 1f
+1:
+    mov r8d, dword ptr [r15 + 512]
+    and rbp, 1984
+    movzx esi, byte ptr [r15 + rbp + 1344]
+    jmp 1f
+1:
+    movzx edi, byte ptr [r15 + 192]
+    mov ebp, edx
+    movzx edx, byte ptr [r15 + 64]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c37:
-    mov r9, r9
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], al
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, 235
-    mov r8, r9
-    movzx r8d, al
+    mov byte ptr [r15 + 0], r9b
+    mov r9d, esi
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, 71
-    mov edx, dword ptr [r15 + 320]
-    mov rbp, r11
-    movzx edi, byte ptr [r15 + 64]
-    and rbp, 448
-    movzx r9d, byte ptr [r15 + rbp + 832]
-    mov rbp, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ebp, dil
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r8, r11
-    mov byte ptr [r15 + 384], dl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, dword ptr [r15 + 448]
+    mov byte ptr [r15 + 704], bpl
+    and r8, 1984
+    mov esi, dword ptr [r15 + r8 + 1344]
+    mov r8d, 221
+    mov r8d, 92
     test ebx, 1024
     jz 1f
 1:
-    and rbp, 4032
-    mov byte ptr [r15 + rbp + 3392], dil
-    and r8, 1984
-    movsxd rdi, dword ptr [r15 + r8 + 1344]
-    mov r8d, dword ptr [r15 + 448]
-    mov r9d, edx
-    mov edx, dword ptr [r15 + 128]
-    mov r9d, 99
-    mov dword ptr [r15 + 320], 144
-    movzx r9d, bpl
-    mov ebp, edi
-    mov qword ptr [r15 + 512], rdx
-    mov dword ptr [r15 + 704], 235
-    mov dword ptr [r15 + 256], edi
-    movsxd rdi, dword ptr [r15 + 64]
+    movzx ebp, byte ptr [r15 + 320]
+    mov edi, dword ptr [r15 + 640]
+    mov dword ptr [r15 + 256], 85
+    mov r9, r9
+    mov r9, rsi
+    mov r9d, esi
+    mov r9, r11
+    mov esi, dword ptr [r15 + 128]
+    mov r8, r11
+    movzx eax, bpl
+    and r9, 448
+    mov dword ptr [r15 + r9 + 832], 236
+    mov byte ptr [r15 + 64], bpl
+    and r8, 4032
+    mov qword ptr [r15 + r8 + 3392], rdi
+    mov r8, qword ptr [r15 + 128]
+    movzx edi, byte ptr [r15 + 512]
     jmp 1f
 1:
-    mov edx, dword ptr [r15 + 192]
+    mov dword ptr [r15 + 192], esi
     add r11, 64
     inc rbx
     dec r13
@@ -8582,314 +8545,319 @@ ditto_body_c1:
     xor eax, eax
     test dword ptr [r15 + 67117724], 1048576
     setz al
-    lea rcx, [rip + .Lc1_d6664_s]
+    lea rcx, [rip + .Lc1_d6640_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d6664_s_t
+    jmp .Lc1_d6640_s_t
     .p2align 3
-.Lc1_d6664_s:
+.Lc1_d6640_s:
     .p2align 3
-    jmp .Lc1_d6664_j
+    jmp .Lc1_d6640_j
     .p2align 3
-    jmp .Lc1_d6664_j
-.Lc1_d6664_j:
+    jmp .Lc1_d6640_j
+.Lc1_d6640_j:
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, 58
-    mov r9d, 216
+    movzx r8d, al
+    mov eax, 216
+    mov eax, 10
     mov r9, r11
-    movzx eax, byte ptr [r15 + 512]
-    vmovdqu ymmword ptr [r15 + 320], ymm15
-    mov rbp, r11
-    and r9, 8128
-    movzx ecx, byte ptr [r15 + r9 + 7488]
-    mov dword ptr [r15 + 448], 111
-    and rbp, 1984
-    and eax, dword ptr [r15 + rbp + 1344]
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu ymmword ptr [r15 + 0], ymm8
+    vmovdqu ymmword ptr [r15 + 128], ymm8
+    and r9, 4032
+    movzx ecx, byte ptr [r15 + r9 + 3392]
+    mov r9, r11
+    mov dword ptr [r15 + 768], 129
     test ebx, 1073741824
     jz 1f
 1:
+    and r9, 8128
+    and r8d, dword ptr [r15 + r9 + 7488]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movzx ecx, byte ptr [r15 + 384]
+    mov dword ptr [r15 + 448], 213
+    mov eax, r8d
+    mov r8, r11
     movzx edx, byte ptr [r15 + 64]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 384], 168
-    movzx r9d, byte ptr [r15 + 768]
-    mov ecx, ebp
-    movsxd rbp, dword ptr [r15 + 192]
-    mov dword ptr [r15 + 576], eax
-    vmovdqu ymmword ptr [r15 + 128], ymm15
-    movzx eax, dl
+    movsxd r9, dword ptr [r15 + 256]
+    and r8, 448
+    mov dword ptr [r15 + r8 + 832], ecx
+    movzx r8d, cl
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c39:
-    lea rcx, [rip + .Lc1_d6703_j]
+    lea rcx, [rip + .Lc1_d6681_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d6703_j_t
-.Lc1_d6703_j:
-    movzx ecx, r9b
-    mov byte ptr [r15 + 128], r9b
+    jmp .Lc1_d6681_j_t
+.Lc1_d6681_j:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 190
+    mov r8d, 185
     mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 190
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edx, r8d
+    jmp 1f
+1:
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, byte ptr [r15 + 192]
-    jmp 1f
-1:
-    movsxd r9, dword ptr [r15 + 448]
-    jmp 1f
-1:
-    mov byte ptr [r15 + 384], cl
-    mov rcx, rcx
-    mov rbp, r11
-    and ecx, dword ptr [r15 + 320]
+    mov r8, r8
     test ebx, 1024
     jz 1f
 1:
-    and rbp, 4032
-    mov byte ptr [r15 + rbp + 3392], r9b
+    movsxd rdx, dword ptr [r15 + 192]
+    mov ecx, dword ptr [r15 + 256]
+    jmp 1f
+1:
+    mov esi, r8d
+    mov r8, r11
+    mov dword ptr [r15 + 320], 73
+    mov dword ptr [r15 + 128], 126
+    and r8, 8128
+    mov byte ptr [r15 + r8 + 7488], cl
+    jmp 1f
+1:
+    mov byte ptr [r15 + 448], dl
+    mov byte ptr [r15 + 64], cl
+    movzx ecx, cl
     mov rbp, r11
-    mov r9d, 74
+    mov byte ptr [r15 + 384], sil
     and rbp, 1984
-    mov byte ptr [r15 + rbp + 1344], cl
-    mov ebp, ecx
-    mov ecx, 123
-    jmp 1f
-1:
-    movzx ecx, byte ptr [r15 + 64]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movsxd r9, dword ptr [r15 + 256]
-    mov r8, qword ptr [r15 + 640]
-    mov rbp, r11
-    movzx esi, cl
-    mov rsi, qword ptr [r15 + 512]
-    and rbp, 448
-    movsxd rdi, dword ptr [r15 + rbp + 832]
-    and edi, dword ptr [r15 + 128]
+    mov rsi, qword ptr [r15 + rbp + 1344]
+    mov rbp, qword ptr [r15 + 576]
+    and ebp, dword ptr [r15 + 512]
+    movzx r8d, r8b
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c40:
-    mov rcx, qword ptr [r15 + 384]
+    mov byte ptr [r15 + 320], cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], ecx
+    mov ecx, 91
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, 170
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 179
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    add rsi, qword ptr [r15 + 0]
-    and esi, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 7
-    mov rdi, rbp
-    mov edi, 201
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r9d, bpl
     jmp 1f
 1:
-    mov r9, r11
+    mov ebp, 142
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r8, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, cl
+    and r8, 1984
+    vmovdqu ymmword ptr [r15 + r8 + 1344], ymm8
     test ebx, 1073741824
     jnz 1f
 1:
-    mov qword ptr [r15 + 448], rdi
-    and r8, 4032
-    mov byte ptr [r15 + r8 + 3392], r9b
-    and r9, 8128
-    movsxd rsi, dword ptr [r15 + r9 + 7488]
-    mov r9, qword ptr [r15 + 512]
-    mov ebp, edi
-    mov edi, edi
-    mov rbp, r11
-    mov dword ptr [r15 + 192], r8d
-    mov r8d, dword ptr [r15 + 704]
-    mov qword ptr [r15 + 384], rsi
-    and rbp, 448
-    movzx esi, byte ptr [r15 + rbp + 832]
-    mov qword ptr [r15 + 128], r9
-    vmovdqu ymmword ptr [r15 + 64], ymm15
-    vmovdqu ymmword ptr [r15 + 320], ymm15
-    movzx edi, byte ptr [r15 + 64]
-    and edi, dword ptr [r15 + 256]
+    mov ebp, ebp
+    movsxd rbp, dword ptr [r15 + 64]
+    mov r9, r11
+    mov qword ptr [r15 + 64], rcx
+    mov ecx, ecx
     jmp 1f
 1:
+    and r9, 448
+    mov qword ptr [r15 + r9 + 832], r8
+    mov r9, r8
+    mov qword ptr [r15 + 448], r8
+    mov r8, qword ptr [r15 + 512]
+    mov r9, r11
+    movsxd rdi, dword ptr [r15 + 256]
+    mov ecx, dword ptr [r15 + 128]
+    mov eax, dword ptr [r15 + 192]
+    and r9, 4032
+    and eax, dword ptr [r15 + r9 + 3392]
+    mov dword ptr [r15 + 640], 46
+    vmovdqu ymmword ptr [r15 + 704], ymm8
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c41:
-    lea rcx, [rip + .Lc1_d6794_j]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d6774_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d6794_j_t
-.Lc1_d6794_j:
-    movzx ecx, sil
+    jmp .Lc1_d6774_j_t
+.Lc1_d6774_j:
+    movzx ecx, r9b
+    mov rcx, r9
     jmp 1f
 1:
-    mov ecx, 115
-    movzx ecx, byte ptr [r15 + 64]
-    jmp 1f
-1:
-    mov edi, 72
-    vmovdqu ymmword ptr [r15 + 512], ymm15
-    mov qword ptr [r15 + 448], rcx
-    movsxd rcx, dword ptr [r15 + 576]
-    movsxd rsi, dword ptr [r15 + 768]
-    movzx ebp, dil
-    mov ebp, edi
-    mov dword ptr [r15 + 320], 137
-    mov ebp, edi
-    mov rdi, rdi
+    mov ecx, eax
+    and ecx, dword ptr [r15 + 384]
+    mov eax, 159
+    vmovdqu xmm4, xmmword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 77
+    mov r9d, eax
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    movzx edi, cl
+    movzx ecx, cl
+    mov ecx, 158
+    mov dword ptr [r15 + 0], 227
+    add rcx, qword ptr [r15 + 0]
+    movzx eax, byte ptr [r15 + 192]
+    movsxd r9, dword ptr [r15 + 512]
+    mov dword ptr [r15 + 64], 23
+    movsxd rdx, dword ptr [r15 + 128]
+    test dword ptr [r15 + 67117724], 17825856
+    jz 1f
+1:
     jmp 1f
 1:
-    and ecx, dword ptr [r15 + 0]
-    vmovdqu xmm3, xmmword ptr [r15 + 0]
-    mov edx, esi
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov edi, 103
+    mov r9, r11
+    mov rbp, r11
+    and r9, 448
+    mov ecx, dword ptr [r15 + r9 + 832]
+    mov qword ptr [r15 + 768], rax
+    vmovdqu ymmword ptr [r15 + 128], ymm8
+    and rbp, 4032
+    add rdx, qword ptr [r15 + rbp + 3392]
     mov rbp, r11
     jmp 1f
 1:
-    and rbp, 1984
-    mov r8, r11
-    movzx edi, byte ptr [r15 + rbp + 1344]
-    movsxd rbp, dword ptr [r15 + 128]
-    add rbp, qword ptr [r15 + 128]
-    and r8, 8128
-    add rbp, qword ptr [r15 + r8 + 7488]
-    movzx r8d, dl
-    vmovdqu ymmword ptr [r15 + 384], ymm3
-    mov r8d, dword ptr [r15 + 192]
-    mov esi, 184
-    mov rsi, qword ptr [r15 + 256]
-    movzx eax, bpl
+    vmovdqu ymmword ptr [r15 + 448], ymm8
+    and rbp, 8128
+    movzx r9d, byte ptr [r15 + rbp + 7488]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c42:
-    jmp 1f
-1:
-    mov qword ptr [r15 + 512], rbp
+    mov edx, 7
+    mov edx, 100
+    movsxd rdx, dword ptr [r15 + 64]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    vpcmpeqb xmm15, xmm15, xmmword ptr [r15 + 0]
-    mov edx, esi
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, 31
-    movzx ebp, dl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 256], rdx
-    mov edx, 146
-    mov qword ptr [r15 + 448], rbp
-    test ebx, 1073741824
-    jz 1f
-1:
     jmp 1f
 1:
-    mov esi, ebp
-    mov rbp, rbp
-    mov rbp, r11
-    mov r8, rdx
-    and r8d, dword ptr [r15 + 384]
-    movzx edx, byte ptr [r15 + 320]
-    and rbp, 1984
-    movsxd rax, dword ptr [r15 + rbp + 1344]
-    movzx ebp, byte ptr [r15 + 128]
-    and ebp, dword ptr [r15 + 640]
-    jmp 1f
-1:
-    mov r9, r11
-    mov esi, dword ptr [r15 + 64]
-    mov rdi, qword ptr [r15 + 320]
-    jmp 1f
-1:
+    mov rbp, r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r9d, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx edi, byte ptr [r15 + 192]
     mov r8, r11
-    and r9, 448
-    mov dword ptr [r15 + r9 + 832], 184
-    and r8, 4032
-    add qword ptr [r15 + r8 + 3392], rdx
-    mov r8d, dword ptr [r15 + 64]
+    jmp 1f
+1:
+    and ebp, dword ptr [r15 + 576]
+    vpcmpeqb xmm5, xmm5, xmmword ptr [r15 + 448]
+    mov rbp, r11
+    and r8, 8128
+    movzx esi, byte ptr [r15 + r8 + 7488]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and rbp, 1984
+    mov r9d, dword ptr [r15 + rbp + 1344]
+    mov rbp, rdi
+    mov rbp, rdi
+    mov rbp, r11
+    movzx edi, r8b
+    jmp 1f
+1:
+    and rbp, 4032
+    mov esi, dword ptr [r15 + rbp + 3392]
+    movsxd rbp, dword ptr [r15 + 512]
+    mov qword ptr [r15 + 384], r9
+    mov dword ptr [r15 + 320], r9d
+    mov r9d, dword ptr [r15 + 128]
+    vpaddd xmm4, xmm4, xmm4
+    mov edi, edi
+    mov edi, dword ptr [r15 + 320]
+    mov dword ptr [r15 + 256], 114
+    mov r8d, esi
+    mov qword ptr [r15 + 64], rsi
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c43:
-    lea rcx, [rip + .Lc1_d6887_j]
+    lea rcx, [rip + .Lc1_d6867_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d6887_j_t
-.Lc1_d6887_j:
-    lea r8, [r11 + r11*1]
-    mov qword ptr [r15 + 320], r9
-    and r8, 8128
-    and r9d, dword ptr [r15 + r8 + 7488]
-    mov edx, dword ptr [r15 + 384]
+    jmp .Lc1_d6867_j_t
+.Lc1_d6867_j:
+    mov qword ptr [r15 + 0], rdi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     jmp 1f
 1:
-    movzx esi, byte ptr [r15 + 384]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     mov rbp, r11
-    jmp 1f
-1:
-    mov r9, r11
-    movsxd rcx, dword ptr [r15 + 192]
-    and rbp, 4032
-    mov dword ptr [r15 + rbp + 3392], esi
-    and r9, 16320
-    mov rdi, qword ptr [r15 + r9 + 15680]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, bpl
+    and rbp, 448
+    and eax, dword ptr [r15 + rbp + 832]
+    mov ebp, dword ptr [r15 + 512]
+    movzx edi, byte ptr [r15 + 384]
+    mov r8, r11
+    movzx ecx, dil
     test ebx, 1073741824
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, qword ptr [r15 + 704]
+    movsxd rdx, dword ptr [r15 + 640]
+    and r8, 8128
+    mov dword ptr [r15 + r8 + 7488], eax
+    mov r8, r11
+    mov eax, dword ptr [r15 + 64]
     jmp 1f
 1:
-    mov esi, dword ptr [r15 + 512]
-    mov rdi, qword ptr [r15 + r8 + 7552]
+    and r8, 1984
+    mov edi, dword ptr [r15 + r8 + 1344]
+    movzx r8d, byte ptr [r15 + 448]
     jmp 1f
 1:
-    movzx ebp, bpl
-    movzx ebp, byte ptr [r15 + 256]
+    movzx ecx, bpl
+    movsxd rbp, dword ptr [r15 + 192]
     jmp 1f
 1:
-    movsxd rdx, dword ptr [r15 + 448]
+    mov qword ptr [r15 + 704], rdx
     jmp 1f
 1:
-    vpcmpeqb xmm2, xmm2, xmm3
-    mov qword ptr [r15 + 64], rdi
-    mov dword ptr [r15 + 128], 126
+    vpcmpeqb xmm5, xmm5, xmm1
+    mov dword ptr [r15 + 256], 45
+    mov edx, dword ptr [r15 + 128]
     add r11, 64
     inc rbx
     dec r13
@@ -8900,171 +8868,171 @@ ditto_body_c1:
     mov qword ptr [r15 + 67117720], rax
     mov eax, dword ptr [r15 + 67117724]
     and eax, 15
-    lea rcx, [rip + .Lc1_d6937_s]
+    lea rcx, [rip + .Lc1_d6917_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d6937_s_t
+    jmp .Lc1_d6917_s_t
     .p2align 3
-.Lc1_d6937_s:
+.Lc1_d6917_s:
     .p2align 3
-    jmp .Lc1_d6937_j
+    jmp .Lc1_d6917_j
     .p2align 3
-    jmp .Lc1_d6937_j
+    jmp .Lc1_d6917_j
     .p2align 3
-    jmp .Lc1_d6937_j
+    jmp .Lc1_d6917_j
     .p2align 3
-    jmp .Lc1_d6937_j
+    jmp .Lc1_d6917_j
     .p2align 3
-    jmp .Lc1_d6937_j
+    jmp .Lc1_d6917_j
     .p2align 3
-    jmp .Lc1_d6937_j
+    jmp .Lc1_d6917_j
     .p2align 3
-    jmp .Lc1_d6937_j
+    jmp .Lc1_d6917_j
     .p2align 3
-    jmp .Lc1_d6937_j
+    jmp .Lc1_d6917_j
     .p2align 3
-    jmp .Lc1_d6937_j
+    jmp .Lc1_d6917_j
     .p2align 3
-    jmp .Lc1_d6937_j
+    jmp .Lc1_d6917_j
     .p2align 3
-    jmp .Lc1_d6937_j
+    jmp .Lc1_d6917_j
     .p2align 3
-    jmp .Lc1_d6937_j
+    jmp .Lc1_d6917_j
     .p2align 3
-    jmp .Lc1_d6937_j
+    jmp .Lc1_d6917_j
     .p2align 3
-    jmp .Lc1_d6937_j
+    jmp .Lc1_d6917_j
     .p2align 3
-    jmp .Lc1_d6937_j
+    jmp .Lc1_d6917_j
     .p2align 3
-    jmp .Lc1_d6937_j
-.Lc1_d6937_j:
-    mov r9, r11
-    and r9, 1984
-    movzx esi, byte ptr [r15 + r9 + 1344]
-    mov r9d, 6
+    jmp .Lc1_d6917_j
+.Lc1_d6917_j:
+    mov rbp, r11
+    and rbp, 448
+    movzx edi, byte ptr [r15 + rbp + 832]
+    mov ebp, 6
     jmp 1f
 1:
-    mov r9d, 156
-    mov r9, r11
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and r9, 448
-    mov qword ptr [r15 + r9 + 832], rsi
+    mov rbp, r11
+    mov ecx, 156
+    and rbp, 4032
+    mov qword ptr [r15 + rbp + 3392], rax
     jmp 1f
 1:
-    mov rcx, qword ptr [r15 + 128]
-    mov qword ptr [r15 + 768], rsi
+    mov rax, qword ptr [r15 + 128]
+    mov qword ptr [r15 + 512], rdi
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c45:
-    movzx eax, cl
-    mov dword ptr [r15 + 512], 189
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovq xmm12, rbp
+    mov byte ptr [r15 + 0], bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edi, eax
+    movzx edi, byte ptr [r15 + 320]
+    mov byte ptr [r15 + 64], bpl
+    test ebx, 96768
+    jz 1f
+1:
+    movsxd rax, dword ptr [r15 + 576]
+    mov ebp, ebp
+    and ebp, dword ptr [r15 + 256]
+    mov ecx, edi
     jmp 1f
 1:
-    mov r9, rcx
+    movzx ecx, dil
+    mov edi, dword ptr [r15 + 384]
     jmp 1f
 1:
     mov r9, r11
-    and ecx, dword ptr [r15 + 512]
-    and r9, 1984
-    mov byte ptr [r15 + r9 + 1344], al
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, r11
+    and r9, 8128
+    mov rsi, qword ptr [r15 + r9 + 7488]
+    mov r9d, dword ptr [r15 + 192]
+    and r8, 1984
+    mov dword ptr [r15 + r8 + 1344], 129
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 240
-    jmp 1f
-1:
-    mov byte ptr [r15 + 64], cl
-    mov byte ptr [r15 + 192], cl
-    test ebx, 10752
+    .byte 0x0f, 0x1f, 0x00
+    test ebx, 1073741824
     jz 1f
 1:
-    mov r9d, dword ptr [r15 + 448]
-    mov r8, r11
-    movzx eax, byte ptr [r15 + 320]
-    movzx ecx, byte ptr [r15 + 256]
-    and r8, 448
-    movzx edi, byte ptr [r15 + r8 + 832]
-    .byte 0x0f, 0x1f, 0x00
+    vpaddd xmm5, xmm5, xmm5
+    mov dword ptr [r15 + 512], 196
     jmp 1f
 1:
-    mov rdx, r9
-    movsxd r9, dword ptr [r15 + 64]
     jmp 1f
 1:
-    or qword ptr [r15 + 576], 43
-    mov qword ptr [r15 + 320], rdi
-    mov r8, r11
-    mov edi, r9d
-    mov edi, ecx
-    and r8, 4032
-    movsxd rdi, dword ptr [r15 + r8 + 3392]
-    mov r8d, dword ptr [r15 + 128]
+    mov r9, r8
+    mov byte ptr [r15 + 128], sil
+    mov esi, esi
+    movzx esi, byte ptr [r15 + 448]
+    mov qword ptr [r15 + 64], r8
     jmp 1f
 1:
-    add qword ptr [r15 + 384], rdx
+    jmp 1f
+1:
+    movsxd r8, dword ptr [r15 + 768]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c46:
-    lea rcx, [rip + .Lc1_d7023_j]
+    lea rcx, [rip + .Lc1_d7005_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d7023_j_t
-.Lc1_d7023_j:
+    jmp .Lc1_d7005_j_t
+.Lc1_d7005_j:
+    mov qword ptr [r15 + 0], rsi
+    mov esi, 163
+    movzx esi, r8b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], r8
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    movzx r8d, cl
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx r8d, cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rcx
-    mov ecx, r8d
-    mov ecx, r8d
-    movzx ecx, byte ptr [r15 + 320]
-    mov r9d, dword ptr [r15 + 192]
-    mov r8, r8
+    mov ecx, dword ptr [r15 + 128]
+    mov r8, rsi
     jmp 1f
 1:
-    mov qword ptr [r15 + 448], rcx
-    mov qword ptr [r15 + 256], rcx
-    mov ecx, dword ptr [r15 + 64]
+    mov r8, r11
+    movzx esi, byte ptr [r15 + 640]
+    jmp 1f
+1:
+    movzx r9d, byte ptr [r15 + 192]
+    and r8, 1984
+    mov dword ptr [r15 + r8 + 1344], 119
+    mov r8d, 7
+    mov r8d, ecx
     test ebx, 1073741824
     jz 1f
 1:
-    movzx edi, byte ptr [r15 + 704]
-    movsxd r9, dword ptr [r15 + 512]
-    mov r8d, 193
-    jmp 1f
-1:
-    movzx r8d, cl
+    mov rsi, rcx
+    mov r9, r11
+    movsxd rsi, dword ptr [r15 + 64]
+    mov qword ptr [r15 + 320], rcx
+    and r9, 448
+    mov ecx, dword ptr [r15 + r9 + 832]
+    mov r9d, r8d
+    mov dword ptr [r15 + 256], 167
+    mov r9d, r8d
+    movzx r8d, r8b
     mov r8, r11
-    mov ecx, dword ptr [r15 + 384]
-    mov rbp, r11
-    and r8, 1984
-    mov byte ptr [r15 + r8 + 1344], dil
-    and rbp, 8128
-    mov edi, dword ptr [r15 + rbp + 7488]
-    mov rbp, r9
-    jmp 1f
-1:
-    mov rbp, r9
-    and ebp, dword ptr [r15 + 640]
-    mov r9d, ecx
-    mov ecx, edi
-    mov ecx, 242
-    mov ecx, 254
-    mov dword ptr [r15 + 128], 42
+    movzx edi, byte ptr [r15 + 448]
+    mov rdx, rsi
+    movzx esi, byte ptr [r15 + 512]
+    and r8, 4032
+    mov eax, dword ptr [r15 + r8 + 3392]
+    mov r8d, 235
+    mov r8d, r9d
+    movzx r9d, cl
     jmp 1f
 1:
     add r11, 64
@@ -9072,78 +9040,87 @@ ditto_body_c1:
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c47:
-    mov ebp, 63
-    mov ebp, dword ptr [r15 + 320]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, r9
-    mov r9d, 51
-    mov r9d, ebp
-    mov r9, rbp
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r11
+    mov rsi, rax
+    vmovdqu ymmword ptr [r15 + 128], ymm5
+    and rbp, 8128
+    mov dword ptr [r15 + rbp + 7488], 162
+    movsxd rbp, dword ptr [r15 + 256]
+    mov rax, rax
+    mov eax, r8d
+    mov qword ptr [r15 + 704], r8
     mov r8, r11
+    vpxor xmm5, xmm5, xmm12
     jmp 1f
 1:
-    mov ecx, ecx
-    mov dword ptr [r15 + 448], 178
+    mov edx, esi
     and r8, 4032
-    mov dword ptr [r15 + r8 + 3392], 124
+    mov dword ptr [r15 + r8 + 3392], ebp
+    mov r8d, dword ptr [r15 + 128]
+    jmp 1f
+1:
+    mov esi, 9
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    and ebp, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rax
     test ebx, 1073741824
     jnz 1f
 1:
-    mov esi, 39
-    jmp 1f
-1:
-    mov rbp, r11
-    mov dword ptr [r15 + 128], ecx
-    mov dword ptr [r15 + 192], 207
-    and rbp, 8128
-    vmovdqu xmm6, xmmword ptr [r15 + rbp + 7488]
-    mov qword ptr [r15 + 64], rcx
-    mov dword ptr [r15 + 128], r8d
-    mov r8d, ecx
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 384], ebp
-    mov qword ptr [r15 + 768], rbp
-    vmovdqu ymmword ptr [r15 + 256], ymm6
-    mov ebp, dword ptr [r15 + 384]
-    mov r9, rsi
-    mov r9, r11
     mov r8d, r8d
-    and r9, 448
-    mov dword ptr [r15 + r9 + 832], ebp
+    mov dword ptr [r15 + 0], edx
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 133
+    mov rbp, r11
+    mov edx, esi
+    mov edx, 159
+    jmp 1f
+1:
+    and rbp, 16320
+    mov r8d, dword ptr [r15 + rbp + 15680]
+    mov dword ptr [r15 + 64], ebp
+    movzx ebp, byte ptr [r15 + 448]
+    mov dword ptr [r15 + 192], edx
+    mov rdx, rdx
+    mov edx, r8d
+    jmp 1f
+1:
+    xor dword ptr [r15 + 320], ebp
+    jmp 1f
+1:
+    mov rsi, r8
+    mov dword ptr [r15 + 384], 126
+    mov esi, 235
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c48:
-    lea rcx, [rip + .Lc1_d7119_j]
+    lea rcx, [rip + .Lc1_d7106_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d7119_j_t
-.Lc1_d7119_j:
+    jmp .Lc1_d7106_j_t
+.Lc1_d7106_j:
     mov rbp, r11
-    and rbp, 1984
-    add r9, qword ptr [r15 + rbp + 1344]
-    movzx ebp, r8b
+    and rbp, 8128
+    add rsi, qword ptr [r15 + rbp + 7488]
+    movzx ebp, cl
     jmp 1f
 1:
-    mov dword ptr [r15 + 256], ecx
+    mov rbp, r11
+    mov dword ptr [r15 + 576], ecx
+    and rbp, 448
+    mov ecx, dword ptr [r15 + rbp + 832]
+    mov rbp, rsi
+    movzx ebp, sil
+    mov byte ptr [r15 + 0], sil
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rcx
-    movzx ecx, r9b
-    mov byte ptr [r15 + 0], bpl
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx edx, r9b
+    movzx esi, sil
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
@@ -9154,80 +9131,77 @@ ditto_body_c1:
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    add rcx, qword ptr [r15 + 0]
-    movzx ebp, byte ptr [r15 + 320]
-    mov dword ptr [r15 + 128], 33
-    mov r9, r11
-    mov rax, qword ptr [r15 + 448]
-    and r9, 448
-    movsxd rdx, dword ptr [r15 + r9 + 832]
-    mov dword ptr [r15 + 384], ecx
-    mov rcx, qword ptr [r15 + 576]
-    mov dword ptr [r15 + 192], 155
-    mov r9, r11
-    vmovdqu ymmword ptr [r15 + 64], ymm2
-    and r9, 4032
-    mov edi, dword ptr [r15 + r9 + 3392]
-    mov r9d, ebp
-    mov ebp, dword ptr [r15 + 512]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, qword ptr [r15 + 448]
+    mov dword ptr [r15 + 384], 33
+    mov rsi, qword ptr [r15 + 256]
+    movzx edi, byte ptr [r15 + 768]
+    mov rcx, qword ptr [r15 + 512]
+    mov dword ptr [r15 + 64], ebp
+    mov rbp, r11
+    mov dword ptr [r15 + 128], 155
+    and rbp, 1984
+    add rsi, qword ptr [r15 + rbp + 1344]
+    mov ebp, edi
+    vmovdqu ymmword ptr [r15 + 64], ymm5
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c49:
-    lea rcx, [rip + .Lc1_d7163_j]
+    lea rcx, [rip + .Lc1_d7150_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d7163_j_t
-.Lc1_d7163_j:
-    mov rbp, r11
-    mov r9, r11
-    mov edi, edi
-    and r9, 448
-    mov edi, dword ptr [r15 + r9 + 832]
-    and rbp, 1984
-    mov dword ptr [r15 + rbp + 1344], ecx
+    jmp .Lc1_d7150_j_t
+.Lc1_d7150_j:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, r9
-    jmp 1f
-1:
+    mov esi, 103
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r9, rdi
-    mov qword ptr [r15 + 0], rbp
+    mov rbp, rbp
+    jmp 1f
+1:
+    mov ebp, ecx
+    mov rcx, rcx
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov esi, esi
     test ebx, 1073741824
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, qword ptr [r15 + 448]
-    movsxd rbp, dword ptr [r15 + 64]
-    mov r8, r11
-    mov edi, 39
-    and r8, 8128
-    mov dword ptr [r15 + r8 + 7488], 185
-    mov r8d, r9d
-    mov r9, rbp
-    mov r9d, dword ptr [r15 + 512]
-    mov qword ptr [r15 + 128], rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu ymmword ptr [r15 + 448], ymm5
+    movsxd rcx, dword ptr [r15 + 192]
+    mov rbp, rbp
+    mov rbp, r11
+    mov rsi, rsi
+    mov dword ptr [r15 + 512], 95
     jmp 1f
 1:
-    mov rcx, qword ptr [r15 + 640]
+    and rbp, 1984
+    mov qword ptr [r15 + rbp + 1344], rcx
+    mov ebp, dword ptr [r15 + 640]
     test ebx, 1073741824
     jnz 1f
 1:
-    vmovdqu ymmword ptr [r15 + 384], ymm6
-    mov r8d, dword ptr [r15 + 64]
-    mov ebp, ecx
-    mov rbp, r9
+    mov r9, qword ptr [r15 + 128]
+    mov ecx, dword ptr [r15 + 384]
+    mov r8, r11
+    mov esi, esi
+    and r8, 4032
+    mov rsi, qword ptr [r15 + r8 + 3392]
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov byte ptr [r15 + 320], r8b
-    mov r8, r9
-    movsxd r9, dword ptr [r15 + 192]
-    mov r8d, dword ptr [r15 + 704]
+    mov rbp, r11
+    mov qword ptr [r15 + 320], rcx
+    mov dword ptr [r15 + 256], r9d
+    and rbp, 448
+    mov byte ptr [r15 + rbp + 832], r9b
+    movsxd rbp, dword ptr [r15 + 64]
+    mov r9, r9
     add r11, 64
     inc rbx
     dec r13
@@ -9236,55 +9210,55 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
+    mov rbp, r11
     mov dword ptr [r15 + 512], 17
-    movsxd r8, dword ptr [r15 + 448]
-    mov r9d, ebp
+    and rbp, 448
+    movsxd r9, dword ptr [r15 + rbp + 832]
+    mov ebp, eax
     jmp 1f
 1:
     jmp 1f
 1:
     jmp 1f
 1:
-    movsxd rbp, dword ptr [r15 + 192]
-    mov r9, r11
-    mov esi, r8d
+    movsxd rax, dword ptr [r15 + 320]
     mov r8, r11
-    and r9, 4032
-    mov qword ptr [r15 + r9 + 3392], rbp
-    mov r9, rbp
+    mov esi, ebp
     and r8, 8128
-    mov r9, r11
-    mov dword ptr [r15 + r8 + 7488], esi
-    and r9, 1984
-    movsxd rsi, dword ptr [r15 + r9 + 1344]
-    mov qword ptr [r15 + 384], rbp
-    mov ebp, 42
+    mov qword ptr [r15 + r8 + 7488], r9
+    mov r8, r9
+    mov dword ptr [r15 + 0], r9d
+    mov dword ptr [r15 + 0], ebp
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], r8d
-    mov r8, r8
+    mov ebp, 150
+    mov dword ptr [r15 + 0], 41
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, rsi
     test dword ptr [r15 + 67117724], 536880128
     jz 1f
 1:
+    mov dword ptr [r15 + 0], eax
     mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rsi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rsi, r9
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx esi, byte ptr [r15 + 64]
-    mov ebp, 195
-    mov ebp, r8d
-    mov r8d, r8d
-    mov dword ptr [r15 + 320], 173
+    movsxd rax, dword ptr [r15 + 128]
+    mov rsi, r8
+    mov qword ptr [r15 + 64], r8
+    mov r8, qword ptr [r15 + 704]
+    mov r9d, 90
+    mov r9d, ebp
+    mov ebp, ebp
+    mov byte ptr [r15 + 192], sil
+    mov rbp, r11
     jmp 1f
 1:
-    mov byte ptr [r15 + 256], sil
+    movzx edx, byte ptr [r15 + 256]
     jmp 1f
 1:
-    movzx r9d, byte ptr [r15 + 320]
-    mov dword ptr [r15 + 128], ebp
+    and rbp, 1984
+    add rsi, qword ptr [r15 + rbp + 1344]
+    mov qword ptr [r15 + 128], rax
     jmp 1f
 1:
-    add rbp, qword ptr [r15 + 768]
+    mov rax, qword ptr [r15 + 448]
     add r11, 64
     inc rbx
     dec r13
@@ -9296,109 +9270,108 @@ ditto_body_c1:
     xor eax, eax
     test dword ptr [r15 + 67117724], 1048576
     setz al
-    lea rcx, [rip + .Lc1_d7265_s]
+    lea rcx, [rip + .Lc1_d7251_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d7265_s_t
+    jmp .Lc1_d7251_s_t
     .p2align 3
-.Lc1_d7265_s:
+.Lc1_d7251_s:
     .p2align 3
-    jmp .Lc1_d7265_j
+    jmp .Lc1_d7251_j
     .p2align 3
-    jmp .Lc1_d7265_j
-.Lc1_d7265_j:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd r8, dword ptr [r15 + 128]
-    .byte 0x0f, 0x1f, 0x40, 0x00
+    jmp .Lc1_d7251_j
+.Lc1_d7251_j:
     jmp 1f
 1:
-    mov r9d, 71
     mov r9, r11
-    mov rax, qword ptr [r15 + 512]
-    jmp 1f
-1:
+    mov rdx, rax
+    .byte 0x0f, 0x1f, 0x40, 0x00
     and r9, 8128
-    vmovdqu ymmword ptr [r15 + r9 + 7488], ymm6
-    add r9, qword ptr [r15 + 128]
-    mov qword ptr [r15 + 256], rax
+    mov rcx, qword ptr [r15 + r9 + 7488]
+    mov r9d, 120
+    mov r9d, dword ptr [r15 + 192]
+    movsxd rax, dword ptr [r15 + 64]
+    vmovdqu ymmword ptr [r15 + 0], ymm5
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov ecx, eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rdx, rdx
+    jmp 1f
+1:
     test ebx, 2560
     jnz 1f
 1:
-    mov r8, r8
-    movsxd r8, dword ptr [r15 + 576]
-    jmp 1f
-1:
-    mov r9, rax
+    add rcx, qword ptr [r15 + 64]
     mov r9, r11
-    mov rbp, r11
+    mov edi, dword ptr [r15 + 384]
     and r9, 4032
-    movzx edx, byte ptr [r15 + r9 + 3392]
-    and rbp, 448
-    mov ecx, dword ptr [r15 + rbp + 832]
-    movsxd rbp, dword ptr [r15 + 384]
-    mov eax, dword ptr [r15 + 64]
-    movsxd rdi, dword ptr [r15 + 448]
-    mov r9d, dword ptr [r15 + 320]
+    movsxd rax, dword ptr [r15 + r9 + 3392]
     jmp 1f
 1:
+    jmp 1f
+1:
+    mov edx, dword ptr [r15 + 512]
+    mov r9, r11
+    mov ebp, ecx
+    movzx ecx, byte ptr [r15 + 320]
+    movsxd rsi, dword ptr [r15 + 768]
+    and r9, 1984
+    vmovdqu ymmword ptr [r15 + r9 + 1344], ymm5
+    movsxd r9, dword ptr [r15 + 448]
+    mov qword ptr [r15 + 128], rdi
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c52:
-    mov dword ptr [r15 + 0], eax
-    mov qword ptr [r15 + 0], rax
-    mov eax, r9d
+    mov rcx, rax
+    jmp 1f
+1:
+    mov ecx, 180
     mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rdx
-    movzx edx, bpl
+    mov ecx, ebp
     mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, eax
-    add rdx, qword ptr [r15 + 0]
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, eax
-    mov eax, eax
-    mov eax, dword ptr [r15 + 64]
-    mov rbp, rdx
+    jmp 1f
+1:
+    mov ebp, r9d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     .byte 0x66, 0x90
-    movzx ebp, r9b
-    mov qword ptr [r15 + 256], r9
-    movzx r9d, byte ptr [r15 + 704]
-    mov rcx, rdx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, 105
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r9d, cl
+    mov r9, r11
     test ebx, 1073741824
     jz 1f
 1:
-    mov eax, 157
-    mov eax, 3
-    mov dword ptr [r15 + 64], 144
-    mov qword ptr [r15 + 448], rcx
-    jmp 1f
-1:
-    mov r9d, r9d
-    mov r9, r11
-    mov edx, dword ptr [r15 + 192]
-    mov rbp, r11
-    mov ecx, ecx
     and r9, 448
-    mov rcx, qword ptr [r15 + r9 + 832]
-    and rbp, 1984
-    mov dword ptr [r15 + rbp + 1344], edx
-    mov dword ptr [r15 + 384], 126
-    mov eax, eax
-    movzx eax, byte ptr [r15 + 128]
+    and ebp, dword ptr [r15 + r9 + 832]
+    mov dword ptr [r15 + 128], 225
+    mov qword ptr [r15 + 384], rbp
+    add r8, qword ptr [r15 + 64]
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov r9d, dword ptr [r15 + 320]
-    jmp 1f
-1:
-    and r9d, dword ptr [r15 + 384]
-    mov byte ptr [r15 + 640], al
-    mov dword ptr [r15 + 512], 39
+    mov byte ptr [r15 + 512], bpl
+    mov ebp, r9d
+    mov dword ptr [r15 + 576], 239
+    mov rbp, r11
+    mov ecx, r9d
+    mov dword ptr [r15 + 448], 150
+    mov qword ptr [r15 + 192], r9
+    and rbp, 4032
+    mov dword ptr [r15 + rbp + 3392], r9d
+    mov ebp, r8d
+    mov qword ptr [r15 + 640], r9
+    mov r9, r11
+    mov r8, r8
+    mov qword ptr [r15 + 256], rcx
+    and r9, 8128
+    mov dword ptr [r15 + r9 + 7488], ecx
     add r11, 64
     inc rbx
     dec r13
@@ -9407,100 +9380,100 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d7362_j]
+    lea rcx, [rip + .Lc1_d7347_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d7362_j_t
-.Lc1_d7362_j:
+    jmp .Lc1_d7347_j_t
+.Lc1_d7347_j:
+    mov r8, r11
+    mov byte ptr [r15 + 128], r9b
+    mov dword ptr [r15 + 128], 46
+    and r8, 448
+    mov dword ptr [r15 + r8 + 832], eax
+    mov dword ptr [r15 + 192], eax
     mov r9, r11
-    mov byte ptr [r15 + 128], al
-    and r9, 4032
-    mov dword ptr [r15 + r9 + 3392], 46
-    mov dword ptr [r15 + 64], eax
-    mov dword ptr [r15 + 448], ecx
-    mov ecx, dword ptr [r15 + 128]
-    mov dword ptr [r15 + 512], eax
+    mov eax, dword ptr [r15 + 256]
+    and r9, 1984
+    mov dword ptr [r15 + r9 + 1344], ecx
     jmp 1f
 1:
-    movsxd rax, dword ptr [r15 + 192]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, r11
+    mov r12, qword ptr [r15 + r12 + 56]
     test dword ptr [r15 + 67117724], 1024
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, byte ptr [r15 + 768]
-    and r9, 8128
-    movsxd rax, dword ptr [r15 + r9 + 7488]
-    mov byte ptr [r15 + 384], cl
-    movzx ecx, byte ptr [r15 + 256]
-    movzx esi, al
+    movsxd r8, dword ptr [r15 + 512]
+    movsxd r9, dword ptr [r15 + 384]
+    mov byte ptr [r15 + 704], al
+    movzx eax, byte ptr [r15 + 320]
+    movzx ecx, r8b
     jmp 1f
 1:
     mov r8, r11
-    mov byte ptr [r15 + 320], al
-    movsxd rax, dword ptr [r15 + 320]
-    and r8, 1984
-    mov r9d, dword ptr [r15 + r8 + 1344]
+    mov byte ptr [r15 + 64], r9b
+    movsxd r9, dword ptr [r15 + 448]
+    and r8, 4032
+    mov esi, dword ptr [r15 + r8 + 3392]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c54:
-    lea rcx, [rip + .Lc1_d7399_j]
+    lea rcx, [rip + .Lc1_d7384_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d7399_j_t
-.Lc1_d7399_j:
-    mov rcx, qword ptr [r15 + 128]
-    movzx eax, byte ptr [r15 + 448]
-    mov r8, r11
-    movzx r9d, r9b
-    and r8, 16320
-    mov dword ptr [r15 + r8 + 15680], 13
-    mov r8d, dword ptr [r15 + 64]
-    mov dword ptr [r15 + 0], 253
+    jmp .Lc1_d7384_j_t
+.Lc1_d7384_j:
+    movzx ecx, sil
+    jmp 1f
+1:
+    mov qword ptr [r15 + 256], rsi
     mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], r9d
+    mov r9d, r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
     movzx esi, cl
-    movzx ecx, r9b
-    mov ecx, eax
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    movzx r8d, sil
-    jmp 1f
-1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 255
     mov r8, r11
-    mov ecx, ecx
-    and r8, 4032
-    movsxd rcx, dword ptr [r15 + r8 + 3392]
-    mov r8, qword ptr [r15 + 512]
+    mov rcx, qword ptr [r15 + 320]
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov r9, r11
-    mov dword ptr [r15 + 384], 68
+    and r8, 1984
+    mov esi, dword ptr [r15 + r8 + 1344]
+    movzx r8d, byte ptr [r15 + 448]
     test ebx, 1073741824
     jz 1f
 1:
+    mov rdi, qword ptr [r15 + 192]
+    mov rdx, rsi
+    mov edx, 117
+    movzx edx, cl
+    movzx ecx, cl
+    mov byte ptr [r15 + 64], sil
+    mov esi, dword ptr [r15 + 64]
+    movsxd r8, dword ptr [r15 + 768]
+    mov dword ptr [r15 + 512], 211
+    jmp 1f
+1:
+    movzx r9d, dil
+    mov edi, edi
+    jmp 1f
+1:
+    mov rbp, r11
+    mov r9, r11
+    movzx ecx, sil
+    mov dword ptr [r15 + 128], 35
     and r9, 448
-    mov qword ptr [r15 + r9 + 832], r8
-    movzx r9d, r8b
-    jmp 1f
-1:
-    mov qword ptr [r15 + 576], r8
-    jmp 1f
-1:
-    movsxd r8, dword ptr [r15 + 192]
-    and r8d, dword ptr [r15 + 320]
-    movzx edi, r9b
-    mov dword ptr [r15 + 256], r9d
-    mov r9, r9
+    movsxd rdx, dword ptr [r15 + r9 + 832]
+    and rbp, 8128
+    mov qword ptr [r15 + rbp + 7488], rdi
     add r11, 64
     inc rbx
     dec r13
@@ -9509,50 +9482,46 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    vmovdqu ymmword ptr [r15 + 0], ymm5
+    mov eax, dword ptr [r15 + 640]
+    mov byte ptr [r15 + 192], cl
     mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rcx
+    mov ecx, 60
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 8128
+    mov dword ptr [r15 + rbp + 7488], ecx
+    mov rbp, qword ptr [r15 + 64]
+    movsxd rdx, dword ptr [r15 + 256]
+    mov byte ptr [r15 + 576], al
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, 48
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 0], ymm5
-    mov r8, r11
-    mov dword ptr [r15 + 0], 59
-    mov dword ptr [r15 + 320], 15
-    lea rbp, [r11 + r11*1]
-    and r8, 1984
-    mov qword ptr [r15 + r8 + 1344], rax
-    mov r8, qword ptr [r15 + 192]
-    mov edx, 25
-    and rbp, 8128
-    mov qword ptr [r15 + rbp + 7488], r9
     test dword ptr [r15 + 67117724], 268435456
     jz 1f
 1:
-    mov byte ptr [r15 + 448], r9b
-    mov dword ptr [r15 + 512], r8d
-    mov byte ptr [r15 + 64], dl
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov rax, qword ptr [r15 + rbp + 7552]
+    mov qword ptr [r15 + 512], rdx
+    mov edx, 188
+    mov dword ptr [r15 + 448], 221
+    mov edx, dword ptr [r15 + 320]
+    mov dword ptr [r15 + 384], 33
     jmp 1f
 1:
     jmp 1f
 1:
     mov rbp, r11
-    movzx r9d, byte ptr [r15 + 128]
-    mov r8d, 61
-    mov r8d, dword ptr [r15 + 64]
-    and rbp, 448
-    mov edx, dword ptr [r15 + rbp + 832]
-    mov dword ptr [r15 + 640], eax
-    mov eax, dword ptr [r15 + 384]
-    add rax, qword ptr [r15 + 704]
+    mov r8, r11
+    vmovdqu ymmword ptr [r15 + 128], ymm2
+    and rbp, 1984
+    add rdx, qword ptr [r15 + rbp + 1344]
+    and r8, 4032
+    mov dword ptr [r15 + r8 + 3392], edx
+    jmp 1f
+1:
+    movzx eax, byte ptr [r15 + 128]
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
@@ -9564,154 +9533,157 @@ ditto_body_c1:
     xor eax, eax
     test dword ptr [r15 + 67117724], 1
     setz al
-    lea rcx, [rip + .Lc1_d7496_s]
+    lea rcx, [rip + .Lc1_d7478_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d7496_s_t
+    jmp .Lc1_d7478_s_t
     .p2align 3
-.Lc1_d7496_s:
+.Lc1_d7478_s:
     .p2align 3
-    jmp .Lc1_d7496_j
+    jmp .Lc1_d7478_j
     .p2align 3
-    jmp .Lc1_d7496_j
-.Lc1_d7496_j:
-    jmp 1f
-1:
-    mov r9, r11
-    movsxd r8, dword ptr [r15 + 448]
-    mov edx, dword ptr [r15 + 192]
-    and r9, 4032
-    mov byte ptr [r15 + r9 + 3392], al
-    jmp 1f
-1:
-    movsxd rax, dword ptr [r15 + 128]
-    mov dword ptr [r15 + 512], 31
-    movzx ecx, byte ptr [r15 + 256]
+    jmp .Lc1_d7478_j
+.Lc1_d7478_j:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], cl
+    mov r12, qword ptr [r15 + r12 + 56]
     mov rbp, r11
-    vmovdqu ymmword ptr [r15 + 768], ymm1
-    and rbp, 448
-    mov dword ptr [r15 + rbp + 832], 84
-    test dword ptr [r15 + 67117723], 256
-    jz 1f
-1:
-    mov qword ptr [r15 + 320], rcx
-    jmp 1f
-1:
-    movzx ecx, byte ptr [r15 + 64]
-    mov dword ptr [r15 + 128], ebp
-    mov byte ptr [r15 + 384], al
     jmp 1f
 1:
     mov r8, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 8128
+    vmovdqu ymmword ptr [r15 + rbp + 7488], ymm11
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 384], ecx
-    and r8, 1984
-    mov dword ptr [r15 + r8 + 1344], 51
+    and r8, 448
+    movsxd rcx, dword ptr [r15 + r8 + 832]
+    mov dword ptr [r15 + 64], 16
+    mov eax, dword ptr [r15 + 256]
+    test dword ptr [r15 + 67117723], 256
+    jz 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 448], ebp
+    mov byte ptr [r15 + 512], bpl
+    jmp 1f
+1:
+    mov qword ptr [r15 + 704], rcx
+    mov r8, r11
+    movzx ecx, byte ptr [r15 + 384]
+    mov dword ptr [r15 + 128], eax
+    and r8, 4032
+    mov dword ptr [r15 + r8 + 3392], 133
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c57:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, r8b
-    mov r8d, 49
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r8d, bpl
+    mov rbp, r11
+    and rbp, 1984
+    mov r9, r11
+    movzx r8d, byte ptr [r15 + rbp + 1344]
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], ebp
+    and r9, 4032
+    mov dword ptr [r15 + r9 + 3392], 232
+    jmp 1f
+1:
+    movzx eax, cl
+    jmp 1f
+1:
+    mov qword ptr [r15 + 128], rbp
+    mov ebp, 255
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rsi, qword ptr [r15 + 640]
-    mov dword ptr [r15 + 64], 195
-    mov rbp, r11
-    mov qword ptr [r15 + 512], r8
-    and rbp, 4032
-    movsxd r8, dword ptr [r15 + rbp + 3392]
-    vmovdqu ymmword ptr [r15 + 192], ymm0
-    mov byte ptr [r15 + 576], sil
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, 195
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rbp
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     test ebx, 1073741824
     jnz 1f
 1:
-    jmp 1f
-1:
-    mov r8, r11
-    mov ebp, 14
-    and r8, 1984
-    mov qword ptr [r15 + r8 + 1344], rsi
-    mov dword ptr [r15 + 64], 193
-    mov qword ptr [r15 + 256], r8
-    jmp 1f
-1:
-    jmp 1f
-1:
+    vmovdqu ymmword ptr [r15 + 0], ymm10
+    movzx ebp, al
+    mov r12, qword ptr [r15 + r12 + 56]
     mov rbp, r11
-    movzx esi, r8b
-    mov esi, dword ptr [r15 + 128]
-    and rbp, 8128
-    mov dword ptr [r15 + rbp + 7488], r8d
-    mov rbp, r8
-    movzx r8d, byte ptr [r15 + 320]
+    mov byte ptr [r15 + 768], r9b
+    and rbp, 448
+    mov dword ptr [r15 + rbp + 832], r9d
+    movzx ebp, byte ptr [r15 + 448]
+    mov byte ptr [r15 + 384], bpl
+    mov dword ptr [r15 + 64], 212
+    mov qword ptr [r15 + 64], rbp
+    and edx, dword ptr [r15 + 320]
     jmp 1f
 1:
-    and r8d, dword ptr [r15 + 384]
-    mov rdi, rsi
-    mov dword ptr [r15 + 448], esi
+    mov r9, rbp
+    mov dword ptr [r15 + 512], ebp
+    movsxd rbp, dword ptr [r15 + 192]
+    movzx eax, dl
+    mov rax, rdx
+    mov dword ptr [r15 + 256], r9d
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c58:
-    lea rcx, [rip + .Lc1_d7582_j]
+    lea rcx, [rip + .Lc1_d7564_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d7582_j_t
-.Lc1_d7582_j:
+    jmp .Lc1_d7564_j_t
+.Lc1_d7564_j:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, rdi
-    mov rdi, rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, 215
+    mov r9, rbp
+    mov r9, rax
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov edx, 215
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov rbp, r11
-    jmp 1f
-1:
-    jmp 1f
-1:
-    and rbp, 4032
-    movzx edi, byte ptr [r15 + rbp + 3392]
+    add rdx, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movzx ebp, byte ptr [r15 + 64]
+    jmp 1f
 1:
     .byte 0x0f, 0x1f, 0x40, 0x00
-    movsxd rsi, dword ptr [r15 + 384]
-    movsxd r8, dword ptr [r15 + 320]
-    movsxd rcx, dword ptr [r15 + 256]
-    mov dword ptr [r15 + 128], 84
-    mov ebp, edi
-    mov dword ptr [r15 + 64], 195
+    movzx edx, r9b
+    mov rdx, qword ptr [r15 + 448]
+    mov r9, r11
+    movsxd rdi, dword ptr [r15 + 512]
+    and r9, 16320
+    mov dword ptr [r15 + r9 + 15680], 184
+    mov r9, r11
+    test ebx, 1536
+    jnz 1f
+1:
+    mov esi, ebp
+    and r9, 1984
+    mov dword ptr [r15 + r9 + 1344], 102
+    movsxd r9, dword ptr [r15 + 640]
     mov rbp, r11
-    add rdi, qword ptr [r15 + 192]
+    mov byte ptr [r15 + 576], dl
     mov byte ptr [r15 + 320], sil
     and rbp, 8128
-    mov byte ptr [r15 + rbp + 7488], r8b
-    mov dword ptr [r15 + 704], 127
-    mov r8, r11
-    movzx esi, byte ptr [r15 + 512]
-    and r8, 448
-    mov rax, qword ptr [r15 + r8 + 832]
+    mov dword ptr [r15 + rbp + 7488], 86
+    movsxd rbp, dword ptr [r15 + 128]
+    mov rdx, qword ptr [r15 + 192]
     jmp 1f
 1:
     add r11, 64
@@ -9719,172 +9691,168 @@ ditto_body_c1:
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c59:
-    movzx edi, bpl
-    add rdi, qword ptr [r15 + 128]
-    movzx ebp, byte ptr [r15 + 320]
-    mov rsi, qword ptr [r15 + 448]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], al
-    mov eax, 22
-    mov dword ptr [r15 + 0], edi
-    mov edi, edi
+    mov r9d, dword ptr [r15 + 704]
+    mov dword ptr [r15 + 0], edx
     jmp 1f
 1:
-    mov rdi, rbp
+    jmp 1f
+1:
+    movzx ebp, bpl
+    mov rbp, rdx
     mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, 107
+    mov ebp, 22
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rdx, rdx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edx, ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edx, 218
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 42
-    and eax, dword ptr [r15 + 0]
-    movzx edx, sil
-    mov r9, r11
-    mov rdx, rdi
-    and r9, 448
-    mov qword ptr [r15 + r9 + 832], rdi
+    jmp 1f
+1:
+    mov ebp, 18
     test ebx, 1073741824
     jz 1f
 1:
-    xor dword ptr [r15 + 448], edi
-    mov rdi, qword ptr [r15 + 256]
-    add rdi, qword ptr [r15 + 768]
-    movzx eax, al
-    jmp 1f
-1:
-    mov eax, dword ptr [r15 + 512]
-    mov r9d, r9d
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 64], edi
+    mov r9, r11
     mov r8, r11
+    and r9, 8128
+    mov qword ptr [r15 + r9 + 7488], rdx
+    vmovdqu ymmword ptr [r15 + 64], ymm1
+    and r8, 448
+    mov byte ptr [r15 + r8 + 832], dl
+    vpcmpeqb xmm10, xmm10, xmm2
+    mov byte ptr [r15 + 384], r9b
+    mov r9, r11
+    movsxd rdx, dword ptr [r15 + 128]
     jmp 1f
 1:
-    mov qword ptr [r15 + 128], rdi
-    and r8, 1984
-    add qword ptr [r15 + r8 + 1344], r9
-    mov r8d, 35
-    mov qword ptr [r15 + 192], r9
-    movsxd r9, dword ptr [r15 + 384]
-    mov rdi, rdi
-    mov edi, 81
-    movsxd rdi, dword ptr [r15 + 384]
+    and r9, 4032
+    mov dword ptr [r15 + r9 + 3392], r8d
+    mov r9d, 160
+    mov qword ptr [r15 + 192], r8
     jmp 1f
 1:
+    add r8, qword ptr [r15 + 512]
+    mov ebp, 133
+    mov rbp, r9
+    add qword ptr [r15 + 256], r9
+    movzx r9d, dl
+    mov r9d, r8d
+    mov dword ptr [r15 + 128], edx
+    movzx edx, dl
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c60:
-    lea rcx, [rip + .Lc1_d7678_j]
+    lea rcx, [rip + .Lc1_d7661_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d7678_j_t
-.Lc1_d7678_j:
+    jmp .Lc1_d7661_j_t
+.Lc1_d7661_j:
     mov rcx, r9
-    mov r9d, 159
-    movzx r9d, dil
-    movzx edi, dil
-    movzx edi, byte ptr [r15 + 512]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], ecx
-    mov rcx, rcx
+    mov ecx, 159
+    movzx ecx, bpl
+    movzx ebp, dl
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, 129
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, rcx
+    mov qword ptr [r15 + 0], rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edx, 98
+    add rdx, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rbp, dword ptr [r15 + 128]
     mov r8, r11
-    vmovdqu ymmword ptr [r15 + 0], ymm11
-    and r8, 8128
-    movsxd r9, dword ptr [r15 + r8 + 7488]
-    movzx r8d, dil
-    movsxd rdi, dword ptr [r15 + 320]
-    mov rbp, r11
+    movzx ecx, r9b
+    and r8, 448
+    mov dword ptr [r15 + r8 + 832], edx
+    mov r8, r11
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
     jmp 1f
 1:
-    mov qword ptr [r15 + 384], r8
-    and rbp, 4032
-    movsxd r9, dword ptr [r15 + rbp + 3392]
-    add r9, qword ptr [r15 + 64]
-    movzx edi, byte ptr [r15 + 640]
-    movzx ecx, r8b
-    movzx r8d, byte ptr [r15 + 256]
-    mov ecx, ebp
-    mov rbp, r11
-    mov ecx, dword ptr [r15 + 128]
-    mov rsi, r9
-    and rbp, 1984
-    vmovdqu ymmword ptr [r15 + rbp + 1344], ymm0
-    movsxd rbp, dword ptr [r15 + 64]
-    mov r9d, edi
+    mov rdx, qword ptr [r15 + 768]
+    and r8, 1984
+    movsxd rbp, dword ptr [r15 + r8 + 1344]
+    movzx r8d, byte ptr [r15 + 192]
+    mov r9, r11
+    movzx eax, byte ptr [r15 + 512]
+    movzx ecx, cl
+    and r9, 4032
+    mov rcx, qword ptr [r15 + r9 + 3392]
+    mov r9d, edx
+    mov r9d, dword ptr [r15 + 320]
+    mov rdi, rax
+    vmovdqu ymmword ptr [r15 + 64], ymm8
+    vmovdqu ymmword ptr [r15 + 256], ymm0
+    mov eax, ebp
     jmp 1f
 1:
-    mov r9d, dword ptr [r15 + 576]
+    mov eax, dword ptr [r15 + 448]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c61:
-    lea rcx, [rip + .Lc1_d7725_j]
+    lea rcx, [rip + .Lc1_d7708_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d7725_j_t
-.Lc1_d7725_j:
+    jmp .Lc1_d7708_j_t
+.Lc1_d7708_j:
+    mov rbp, r11
+    mov eax, 164
+    vmovdqu ymmword ptr [r15 + 64], ymm10
+    mov rax, qword ptr [r15 + 640]
+    and rbp, 8128
+    mov byte ptr [r15 + rbp + 7488], cl
+    movzx ebp, cl
+    mov ebp, ecx
+    mov rcx, rcx
+    mov byte ptr [r15 + 384], al
+    mov eax, 41
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov byte ptr [r15 + 0], sil
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], bpl
+    mov rbp, rax
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r9d, 74
-    mov byte ptr [r15 + 0], cl
-    mov ecx, 173
-    jmp 1f
-1:
-    movsxd rcx, dword ptr [r15 + 128]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r8, r11
-    mov rsi, r9
-    mov r9, rcx
-    and r8, 448
-    mov r9, r11
-    mov qword ptr [r15 + r8 + 832], rcx
-    mov byte ptr [r15 + 192], cl
-    and r9, 8128
-    mov ecx, dword ptr [r15 + r9 + 7488]
-    mov dword ptr [r15 + 512], 7
-    mov qword ptr [r15 + 448], rsi
-    jmp 1f
-1:
-    mov r8, r11
-    mov rsi, qword ptr [r15 + 384]
-    movzx eax, r9b
-    and r8, 4032
-    mov rax, qword ptr [r15 + r8 + 3392]
     test ebx, 1073741824
     jz 1f
 1:
-    mov dword ptr [r15 + 704], ecx
-    mov ecx, esi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r11
     jmp 1f
 1:
-    mov dword ptr [r15 + 64], 135
-    mov r9, qword ptr [r15 + 320]
-    movzx esi, sil
-    mov esi, 179
+    mov eax, 185
+    mov qword ptr [r15 + 64], rbp
+    and rbp, 1984
+    mov dword ptr [r15 + rbp + 1344], eax
+    jmp 1f
+1:
+    mov dword ptr [r15 + 512], 245
+    mov rsi, qword ptr [r15 + 128]
+    mov ecx, 232
+    movzx ecx, al
+    mov eax, dword ptr [r15 + 448]
     jmp 1f
 1:
     jmp 1f
 1:
-    popcnt r8, r9
+    popcnt rbp, rbp
+    mov qword ptr [r15 + 576], rsi
+    mov dword ptr [r15 + 256], 102
     add r11, 64
     inc rbx
     dec r13
@@ -9893,46 +9861,46 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    movzx eax, r9b
-    mov r9, r9
-    mov r9d, 10
-    jmp 1f
-1:
-    mov r9d, esi
-    mov dword ptr [r15 + 448], eax
-    movzx eax, al
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], r9b
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rdx, r9
-    mov dword ptr [r15 + 0], r9d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 320], eax
-    test dword ptr [r15 + 67117723], 134217728
-    jz 1f
-1:
-    mov byte ptr [r15 + 128], al
-    mov byte ptr [r15 + 512], r9b
-    mov r9d, 239
-    movzx r9d, byte ptr [r15 + 768]
-    movzx r8d, byte ptr [r15 + 128]
-    movzx eax, byte ptr [r15 + 192]
     mov rbp, r11
     jmp 1f
 1:
-    and rbp, 448
-    mov dword ptr [r15 + rbp + 832], edx
-    mov dword ptr [r15 + 384], r8d
-    mov dword ptr [r15 + 256], eax
-    and r9d, dword ptr [r15 + 64]
+    movzx esi, cl
     mov r8, r11
-    mov qword ptr [r15 + 256], rax
-    movzx eax, bpl
-    mov eax, ebp
-    and r8, 1984
-    mov dword ptr [r15 + r8 + 1344], 115
+    and rbp, 8128
+    mov dword ptr [r15 + rbp + 7488], eax
+    and r8, 4032
+    mov eax, dword ptr [r15 + r8 + 3392]
+    movzx r8d, sil
+    mov r8, rbp
+    mov byte ptr [r15 + 128], bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], esi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov esi, 151
+    jmp 1f
+1:
+    mov rsi, rbp
+    mov esi, 38
+    mov r12, qword ptr [r15 + r12 + 56]
+    test dword ptr [r15 + 67117723], 134217728
+    jz 1f
+1:
+    mov dword ptr [r15 + 0], 89
+    mov r8d, r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, r11
+    mov dword ptr [r15 + 192], esi
+    mov dword ptr [r15 + 256], esi
+    mov dword ptr [r15 + 448], esi
+    and r8, 448
+    movsxd rsi, dword ptr [r15 + r8 + 832]
+    mov dword ptr [r15 + 128], r8d
+    and esi, dword ptr [r15 + 64]
+    movzx ebp, byte ptr [r15 + 704]
+    mov byte ptr [r15 + 384], r8b
+    mov r8d, r8d
+    movzx r8d, byte ptr [r15 + 320]
+    mov byte ptr [r15 + 512], sil
     add r11, 64
     inc rbx
     dec r13
@@ -9944,159 +9912,159 @@ ditto_body_c1:
     xor eax, eax
     test dword ptr [r15 + 67117724], 2
     setz al
-    lea rcx, [rip + .Lc1_d7822_s]
+    lea rcx, [rip + .Lc1_d7804_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d7822_s_t
+    jmp .Lc1_d7804_s_t
     .p2align 3
-.Lc1_d7822_s:
+.Lc1_d7804_s:
     .p2align 3
-    jmp .Lc1_d7822_j
+    jmp .Lc1_d7804_j
     .p2align 3
-    jmp .Lc1_d7822_j
-.Lc1_d7822_j:
-    mov r8, r11
-    mov rbp, rax
-    mov ebp, dword ptr [r15 + 320]
-    and r8, 8128
-    movsxd rax, dword ptr [r15 + r8 + 7488]
-    mov r8d, ecx
+    jmp .Lc1_d7804_j
+.Lc1_d7804_j:
+    mov rsi, rax
+    mov esi, dword ptr [r15 + 192]
+    movsxd rbp, dword ptr [r15 + 768]
+    mov eax, eax
     jmp 1f
 1:
-    mov r8, qword ptr [r15 + 192]
-    mov r9, r11
-    mov edi, 188
-    mov byte ptr [r15 + 128], cl
-    jmp 1f
-1:
-    mov rbp, r11
-    and r9, 4032
-    and eax, dword ptr [r15 + r9 + 3392]
-    and rbp, 1984
-    movzx ecx, byte ptr [r15 + rbp + 1344]
-    mov ebp, r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 193
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r8d, dword ptr [r15 + 448]
-    .byte 0x0f, 0x1f, 0x00
     jmp 1f
 1:
-    movzx r9d, bpl
-    and r9d, dword ptr [r15 + 512]
-    movsxd rax, dword ptr [r15 + 576]
-    mov ecx, ecx
-    movzx ecx, byte ptr [r15 + 384]
-    mov ebp, r8d
-    mov byte ptr [r15 + 320], r8b
-    mov r8d, dword ptr [r15 + 64]
-    mov edi, 95
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 256], sil
+    mov rbp, r11
+    mov esi, eax
+    and esi, dword ptr [r15 + 64]
+    .byte 0x0f, 0x1f, 0x00
+    and rbp, 1984
+    mov r9, r11
+    vmovdqu ymmword ptr [r15 + rbp + 1344], ymm10
+    movzx ebp, cl
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and r9, 448
+    and esi, dword ptr [r15 + r9 + 832]
+    movsxd r9, dword ptr [r15 + 320]
+    mov ecx, ebp
+    movzx ecx, byte ptr [r15 + 128]
+    mov eax, ebp
+    mov byte ptr [r15 + 512], bpl
+    mov ebp, dword ptr [r15 + 448]
+    mov edx, 102
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c64:
     mov ecx, 208
-    mov rbp, r11
-    movzx ecx, r9b
-    mov qword ptr [r15 + 384], rdi
-    and rbp, 4032
-    movzx edi, byte ptr [r15 + rbp + 3392]
-    mov ebp, r8d
-    mov r8, rcx
-    mov dword ptr [r15 + 704], 76
-    and r8d, dword ptr [r15 + 0]
+    movzx ecx, sil
+    mov qword ptr [r15 + 576], rax
+    movzx eax, byte ptr [r15 + 192]
+    mov ebp, edx
+    mov rbp, r9
+    mov dword ptr [r15 + 512], 76
+    and ebp, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, 5
+    mov edx, 5
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov qword ptr [r15 + 640], rdi
-    mov rdi, r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, rax
     test ebx, 1073741824
     jnz 1f
 1:
-    mov ecx, ebp
-    movzx ebp, r9b
+    mov edx, ebp
+    movzx ebp, bpl
+    mov rbp, r11
     jmp 1f
 1:
-    mov rbp, qword ptr [r15 + 128]
+    and rbp, 1984
+    movzx eax, byte ptr [r15 + rbp + 1344]
+    mov rbp, r11
+    mov edi, edx
+    and rbp, 4032
     mov r9, r11
-    mov r8d, ecx
-    and r9, 448
-    mov r8, qword ptr [r15 + r9 + 832]
-    add r8, qword ptr [r15 + 256]
-    vmovdqu ymmword ptr [r15 + 320], ymm5
-    mov qword ptr [r15 + 192], rdi
-    movzx edi, r9b
-    mov edi, dword ptr [r15 + 448]
-    mov esi, ebp
-    mov dword ptr [r15 + 64], r8d
-    movzx r8d, cl
-    movsxd rcx, dword ptr [r15 + 512]
-    mov r8, r11
-    movzx ebp, byte ptr [r15 + 64]
-    and r8, 8128
-    mov r9d, dword ptr [r15 + r8 + 7488]
+    mov qword ptr [r15 + rbp + 3392], rdx
+    movzx edx, byte ptr [r15 + 64]
+    and r9, 8128
+    add rdx, qword ptr [r15 + r9 + 7488]
+    vmovdqu ymmword ptr [r15 + 128], ymm10
+    movzx r8d, bpl
+    mov qword ptr [r15 + 320], rdi
+    mov edi, r9d
+    movsxd rdi, dword ptr [r15 + 384]
+    movzx ebp, bpl
+    mov ebp, dword ptr [r15 + 448]
+    mov dword ptr [r15 + 640], eax
+    movsxd rax, dword ptr [r15 + 64]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c65:
-    lea rcx, [rip + .Lc1_d7914_j]
+    lea rcx, [rip + .Lc1_d7896_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d7914_j_t
-.Lc1_d7914_j:
-    mov rbp, r11
-    and rbp, 16320
-    mov edx, dword ptr [r15 + rbp + 15680]
-    mov byte ptr [r15 + 0], r8b
-    movzx r8d, cl
-    mov r8, r9
+    jmp .Lc1_d7896_j_t
+.Lc1_d7896_j:
+    mov ecx, dword ptr [r15 + 448]
+    mov byte ptr [r15 + 128], al
+    movzx eax, al
+    mov rax, rbp
+    mov dword ptr [r15 + 0], 207
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, 143
+    mov ebp, 197
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov dword ptr [r15 + 384], 197
-    movzx ecx, r9b
-    movzx ecx, byte ptr [r15 + 256]
-    movsxd r8, dword ptr [r15 + 384]
-    mov ebp, 146
+    mov r8, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, bpl
+    mov dword ptr [r15 + 0], ebp
+    and r8, 4032
+    movzx ebp, byte ptr [r15 + r8 + 3392]
+    mov r8d, 146
     test ebx, 1073741824
     jz 1f
 1:
-    mov r9, r9
+    mov rcx, rax
     jmp 1f
 1:
-    mov r9, qword ptr [r15 + 768]
-    mov rbp, r11
-    jmp 1f
-1:
-    and rbp, 1984
-    mov byte ptr [r15 + rbp + 1344], r8b
-    mov ebp, dword ptr [r15 + 64]
-    movzx r8d, byte ptr [r15 + 320]
-    jmp 1f
-1:
-    mov ecx, dword ptr [r15 + 128]
-    mov dword ptr [r15 + 448], r9d
-    jmp 1f
-1:
-    mov byte ptr [r15 + 512], r8b
+    movsxd rcx, dword ptr [r15 + 512]
     mov r8, r11
     jmp 1f
 1:
+    and r8, 448
+    movsxd rax, dword ptr [r15 + r8 + 832]
+    mov byte ptr [r15 + 256], cl
+    mov rbp, r11
+    mov esi, dword ptr [r15 + 192]
     jmp 1f
 1:
-    and r8, 448
-    mov dword ptr [r15 + r8 + 832], 13
+    and rbp, 8128
+    movzx ecx, byte ptr [r15 + rbp + 7488]
+    movsxd rbp, dword ptr [r15 + 384]
+    jmp 1f
+1:
+    mov byte ptr [r15 + 704], r8b
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 64], 13
     add r11, 64
     inc rbx
     dec r13
@@ -10108,156 +10076,157 @@ ditto_body_c1:
     xor eax, eax
     test dword ptr [r15 + 67117723], 16
     setz al
-    lea rcx, [rip + .Lc1_d7964_s]
+    lea rcx, [rip + .Lc1_d7946_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d7964_s_t
+    jmp .Lc1_d7946_s_t
     .p2align 3
-.Lc1_d7964_s:
+.Lc1_d7946_s:
     .p2align 3
-    jmp .Lc1_d7964_j
+    jmp .Lc1_d7946_j
     .p2align 3
-    jmp .Lc1_d7964_j
-.Lc1_d7964_j:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r8d, byte ptr [r15 + 64]
-    movsxd rbp, dword ptr [r15 + 448]
+    jmp .Lc1_d7946_j
+.Lc1_d7946_j:
+    mov rsi, rax
+    mov rbp, r11
+    and esi, dword ptr [r15 + 64]
     jmp 1f
 1:
-    add rbp, qword ptr [r15 + 384]
-    vmovdqu ymmword ptr [r15 + 576], ymm1
-    mov eax, 173
-    movzx eax, byte ptr [r15 + 256]
+    vmovdqu ymmword ptr [r15 + 768], ymm1
+    and rbp, 1984
+    mov dword ptr [r15 + rbp + 1344], 125
+    add rbp, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 156
+    movsxd rcx, dword ptr [r15 + 384]
     mov r9, r11
-    mov r8, r11
     test ebx, 1024
     jz 1f
 1:
-    mov dword ptr [r15 + 192], 232
-    and r9, 8128
-    and ebp, dword ptr [r15 + r9 + 7488]
-    and r8, 4032
-    mov rcx, qword ptr [r15 + r8 + 3392]
-    movzx r8d, byte ptr [r15 + 320]
-    mov r9, r11
-    mov rax, rax
-    mov qword ptr [r15 + 128], rbp
-    vpaddd xmm1, xmm1, xmm1
-    and r9, 1984
-    mov dword ptr [r15 + r9 + 1344], 253
+    mov esi, dword ptr [r15 + 128]
+    and r9, 448
+    movzx ebp, byte ptr [r15 + r9 + 832]
+    movsxd r9, dword ptr [r15 + 448]
+    mov rax, qword ptr [r15 + 256]
+    movzx ecx, cl
+    movzx ecx, byte ptr [r15 + 320]
+    mov edx, 253
+    mov qword ptr [r15 + 128], rsi
+    vpaddd xmm1, xmm1, xmm0
+    add qword ptr [r15 + 192], rsi
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c67:
+    movzx esi, dl
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rdx
+    mov dword ptr [r15 + 0], eax
+    jmp 1f
+1:
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov qword ptr [r15 + 0], r9
-    mov byte ptr [r15 + 0], r9b
+    mov qword ptr [r15 + 0], rsi
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 256], 2
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], 80
-    movsxd rcx, dword ptr [r15 + 384]
-    movzx eax, r9b
-    mov r9, r11
-    mov dword ptr [r15 + 320], 2
-    and r9, 448
-    mov dword ptr [r15 + r9 + 832], 184
-    movzx r9d, byte ptr [r15 + 64]
-    mov rbp, qword ptr [r15 + 640]
+    mov rbp, r11
     jmp 1f
 1:
+    and rbp, 4032
+    mov byte ptr [r15 + rbp + 3392], bpl
     test ebx, 1073741824
     jz 1f
 1:
-    vmovdqu ymmword ptr [r15 + 256], ymm9
-    mov dword ptr [r15 + 128], ebp
+    movzx esi, byte ptr [r15 + 576]
     jmp 1f
 1:
-    mov qword ptr [r15 + 704], r9
-    movzx r9d, bpl
-    mov rbp, qword ptr [r15 + 448]
-    mov r9, r11
-    jmp 1f
-1:
-    and r9, 8128
-    movzx ecx, byte ptr [r15 + r9 + 7488]
-    mov dword ptr [r15 + 512], ebp
+    mov r8, r11
+    mov edx, ebp
+    movzx edx, byte ptr [r15 + 64]
+    and r8, 1984
+    mov dword ptr [r15 + r8 + 1344], 58
+    inc dword ptr [r15 + 384]
     movzx ebp, bpl
-    mov rbp, qword ptr [r15 + 192]
-    mov r9, r11
-    mov rdi, qword ptr [r15 + 128]
     jmp 1f
 1:
-    and r9, 1984
-    movzx esi, byte ptr [r15 + r9 + 1344]
+    vmovdqu ymmword ptr [r15 + 64], ymm11
+    movzx edi, byte ptr [r15 + 320]
+    mov r8, r11
+    movzx ebp, sil
+    mov rbp, qword ptr [r15 + 448]
+    and r8, 8128
+    mov dword ptr [r15 + r8 + 7488], 195
+    mov dword ptr [r15 + 512], edx
     jmp 1f
 1:
-    jmp 1f
-1:
+    mov rdx, qword ptr [r15 + 128]
+    mov r8d, dword ptr [r15 + 640]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c68:
-    lea rcx, [rip + .Lc1_d8047_j]
+    lea rcx, [rip + .Lc1_d8031_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d8047_j_t
-.Lc1_d8047_j:
-    movzx ecx, byte ptr [r15 + 768]
-    mov r9, r11
-    mov rdx, rsi
-    and r9, 4032
-    mov edx, dword ptr [r15 + r9 + 3392]
-    mov r9, r11
-    mov dword ptr [r15 + 64], 80
-    mov ebp, dword ptr [r15 + 320]
-    and r9, 448
-    mov rsi, qword ptr [r15 + r9 + 832]
+    jmp .Lc1_d8031_j_t
+.Lc1_d8031_j:
+    movzx ecx, byte ptr [r15 + 256]
+    mov rdx, rdx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 66
+    mov dword ptr [r15 + 0], 80
     jmp 1f
 1:
-    mov qword ptr [r15 + 0], rcx
-    mov ecx, 108
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, r9b
+    mov edi, 34
+    vmovdqu ymmword ptr [r15 + 0], ymm1
+    movzx edi, cl
+    mov ecx, 244
+    jmp 1f
+1:
+    vpxor xmm1, xmm1, xmm13
+    movzx edx, dl
+    mov dword ptr [r15 + 192], 6
+    mov rdx, qword ptr [r15 + 704]
     test ebx, 1073741824
     jz 1f
 1:
-    mov ebp, 206
+    mov edi, ecx
     jmp 1f
 1:
-    vpxor xmm13, xmm13, xmm1
-    movzx esi, dl
-    mov dword ptr [r15 + 0], 121
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, ebp
-    jmp 1f
-1:
-    inc dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], esi
+    mov r8, r11
+    mov qword ptr [r15 + 448], rdx
+    and r8, 448
+    mov dword ptr [r15 + r8 + 832], edx
     bt rcx, rcx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov edx, 217
+    mov r9, r11
+    mov ecx, 217
     jmp 1f
 1:
-    mov dword ptr [r15 + 512], ebp
+    and r9, 4032
+    movsxd rdx, dword ptr [r15 + r9 + 3392]
+    mov r9, r11
     jmp 1f
 1:
-    mov byte ptr [r15 + 128], r9b
-    mov dword ptr [r15 + 320], 80
-    lock or dword ptr [r15 + 384], 75
+    .byte 0x0f, 0x1f, 0x00
+    and r9, 8128
+    mov byte ptr [r15 + r9 + 7488], dl
+    vpcmpeqb xmm6, xmm6, xmm11
     jmp 1f
 1:
-    mov dword ptr [r15 + 448], 76
-    mov rcx, qword ptr [r15 + 64]
-    vmovdqu ymmword ptr [r15 + 192], ymm1
+    mov dword ptr [r15 + 512], 76
+    movsxd rcx, dword ptr [r15 + 64]
+    mov dword ptr [r15 + 128], r9d
     add r11, 64
     inc rbx
     dec r13
@@ -10267,49 +10236,49 @@ ditto_body_c1:
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
     movzx eax, cl
-    mov r9, r11
-    mov dword ptr [r15 + 192], 14
-    mov dword ptr [r15 + 576], ecx
-    mov ecx, ecx
-    and r9, 4032
-    mov byte ptr [r15 + r9 + 3392], al
-    and r9d, dword ptr [r15 + 64]
-    mov byte ptr [r15 + 512], al
+    mov dword ptr [r15 + 448], 14
+    mov dword ptr [r15 + 320], r9d
+    mov r9d, ecx
+    mov byte ptr [r15 + 0], cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov rax, rcx
-    mov r8, r11
-    movsxd rax, dword ptr [r15 + 320]
-    and r8, 1984
-    add rax, qword ptr [r15 + r8 + 1344]
-    movzx r8d, r9b
-    and r8d, dword ptr [r15 + 0]
-    movzx r9d, r9b
+    mov rcx, r9
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, r9b
+    and eax, dword ptr [r15 + 768]
+    movzx r9d, cl
+    lea r9, [r11 + r11*1]
+    mov byte ptr [r15 + 512], cl
+    mov rbp, r11
+    and r9, 1984
+    mov dword ptr [r15 + r9 + 1344], ecx
     test dword ptr [r15 + 67117723], 81920
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, r8d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, dword ptr [r15 + 448]
-    mov r9, r11
-    mov r8d, ecx
+    and rbp, 448
+    and eax, dword ptr [r15 + rbp + 832]
+    mov ebp, ecx
+    mov ebp, dword ptr [r15 + 256]
+    mov rcx, qword ptr [r15 + 128]
+    movsxd rsi, dword ptr [r15 + 384]
+    mov r8, r11
+    mov edi, eax
     jmp 1f
 1:
-    mov r8, rcx
-    and r9, 8128
-    movsxd r8, dword ptr [r15 + r9 + 7488]
-    mov r9, qword ptr [r15 + 256]
+    mov rdi, r9
+    and r8, 16320
+    mov edi, dword ptr [r15 + r8 + 15680]
+    mov r8d, dword ptr [r15 + r9 + 1408]
     jmp 1f
 1:
-    mov ecx, ecx
-    mov rcx, qword ptr [r15 + 384]
-    mov ebp, 238
-    mov rbp, rax
-    movsxd rax, dword ptr [r15 + 128]
+    mov r9d, esi
+    mov rsi, qword ptr [r15 + 64]
+    mov edx, 44
+    mov rdx, rdi
+    movsxd rdx, dword ptr [r15 + 192]
     add r11, 64
     inc rbx
     dec r13
@@ -10320,106 +10289,110 @@ ditto_body_c1:
     mov qword ptr [r15 + 67117720], rax
     mov eax, dword ptr [r15 + 67117724]
     and eax, 15
-    lea rcx, [rip + .Lc1_d8146_s]
+    lea rcx, [rip + .Lc1_d8130_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d8146_s_t
+    jmp .Lc1_d8130_s_t
     .p2align 3
-.Lc1_d8146_s:
+.Lc1_d8130_s:
     .p2align 3
-    jmp .Lc1_d8146_j
+    jmp .Lc1_d8130_j
     .p2align 3
-    jmp .Lc1_d8146_j
+    jmp .Lc1_d8130_j
     .p2align 3
-    jmp .Lc1_d8146_j
+    jmp .Lc1_d8130_j
     .p2align 3
-    jmp .Lc1_d8146_j
+    jmp .Lc1_d8130_j
     .p2align 3
-    jmp .Lc1_d8146_j
+    jmp .Lc1_d8130_j
     .p2align 3
-    jmp .Lc1_d8146_j
+    jmp .Lc1_d8130_j
     .p2align 3
-    jmp .Lc1_d8146_j
+    jmp .Lc1_d8130_j
     .p2align 3
-    jmp .Lc1_d8146_j
+    jmp .Lc1_d8130_j
     .p2align 3
-    jmp .Lc1_d8146_j
+    jmp .Lc1_d8130_j
     .p2align 3
-    jmp .Lc1_d8146_j
+    jmp .Lc1_d8130_j
     .p2align 3
-    jmp .Lc1_d8146_j
+    jmp .Lc1_d8130_j
     .p2align 3
-    jmp .Lc1_d8146_j
+    jmp .Lc1_d8130_j
     .p2align 3
-    jmp .Lc1_d8146_j
+    jmp .Lc1_d8130_j
     .p2align 3
-    jmp .Lc1_d8146_j
+    jmp .Lc1_d8130_j
     .p2align 3
-    jmp .Lc1_d8146_j
+    jmp .Lc1_d8130_j
     .p2align 3
-    jmp .Lc1_d8146_j
-.Lc1_d8146_j:
-    mov rbp, rax
-    mov rbp, rcx
-    mov ebp, 106
+    jmp .Lc1_d8130_j
+.Lc1_d8130_j:
     mov rbp, r11
-    mov r8, qword ptr [r15 + 384]
-    and rbp, 1984
-    movzx r9d, byte ptr [r15 + rbp + 1344]
-    vmovdqu ymmword ptr [r15 + 128], ymm13
+    and rbp, 4032
+    mov qword ptr [r15 + rbp + 3392], rcx
+    mov ebp, 111
+    mov rbp, rcx
+    mov rcx, rax
+    mov rbp, r11
+    test ebx, 1073741824
+    jz 1f
+1:
     jmp 1f
 1:
-    mov qword ptr [r15 + 640], rax
-    mov eax, 227
-    movsxd rax, dword ptr [r15 + 256]
+    and rbp, 8128
+    movsxd rax, dword ptr [r15 + rbp + 7488]
+    mov ebp, 123
+    vmovdqu ymmword ptr [r15 + 128], ymm6
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c71:
-    lea rcx, [rip + .Lc1_d8184_j]
+    lea rcx, [rip + .Lc1_d8170_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d8184_j_t
-.Lc1_d8184_j:
-    vmovdqu ymmword ptr [r15 + 0], ymm13
-    mov byte ptr [r15 + 0], al
-    mov qword ptr [r15 + 0], rax
-    vmovdqu xmm2, xmmword ptr [r15 + 0]
-    mov r8, r11
+    jmp .Lc1_d8170_j_t
+.Lc1_d8170_j:
+    mov ecx, dword ptr [r15 + 576]
+    mov ebp, 77
+    mov qword ptr [r15 + 384], rax
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 256], rcx
-    and r8, 4032
-    mov ecx, dword ptr [r15 + r8 + 3392]
-    mov r8d, r8d
-    mov qword ptr [r15 + 320], rcx
-    mov r8d, dword ptr [r15 + 128]
-    and r8d, dword ptr [r15 + 384]
-    mov dword ptr [r15 + 64], 188
-    mov rax, qword ptr [r15 + 448]
-    movsxd r9, dword ptr [r15 + 64]
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu ymmword ptr [r15 + 0], ymm6
+    .byte 0x0f, 0x1f, 0x40, 0x00
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rbp
+    xor dword ptr [r15 + 0], ebp
+    vmovdqu ymmword ptr [r15 + 320], ymm1
+    mov byte ptr [r15 + 64], bpl
+    jmp 1f
+1:
+    mov rbp, r11
+    mov dword ptr [r15 + 640], 149
     test ebx, 1073741824
     jnz 1f
 1:
-    vmovdqu ymmword ptr [r15 + 512], ymm2
-    lea r8, [r11 + r11*1]
-    mov byte ptr [r15 + 512], r9b
+    vpaddd xmm6, xmm6, xmm6
+    and rbp, 1984
+    mov qword ptr [r15 + rbp + 1344], rbp
+    mov byte ptr [r15 + 256], bpl
     jmp 1f
 1:
-    mov ecx, dword ptr [r15 + 128]
+    mov r8, r11
+    movsxd rdi, dword ptr [r15 + 192]
+    movzx r9d, byte ptr [r15 + 512]
     and r8, 448
-    mov r9, r11
-    movzx edi, byte ptr [r15 + r8 + 832]
-    mov eax, 236
-    jmp 1f
-1:
-    and r9, 8128
-    mov dword ptr [r15 + r9 + 7488], r8d
-    .byte 0x0f, 0x1f, 0x40, 0x00
-    jmp 1f
-1:
-    xor dword ptr [r15 + 704], edi
-    mov qword ptr [r15 + 192], rdi
-    mov rdi, qword ptr [r15 + r8 + 896]
-    mov qword ptr [r15 + 320], r8
+    and r9d, dword ptr [r15 + r8 + 832]
+    mov dword ptr [r15 + 64], ebp
+    mov ebp, edi
+    mov qword ptr [r15 + 512], rdi
+    mov rdi, qword ptr [r15 + 128]
+    mov r8, r11
+    mov rsi, qword ptr [r15 + 128]
+    and r8, 4032
+    mov dword ptr [r15 + r8 + 3392], 247
+    mov qword ptr [r15 + 448], r9
     add r11, 64
     inc rbx
     dec r13
@@ -10430,170 +10403,169 @@ ditto_body_c1:
     mov qword ptr [r15 + 67117720], rax
     jmp 1f
 1:
-    and edi, dword ptr [r15 + 64]
-    mov r9d, eax
-    mov qword ptr [r15 + 0], rax
+    mov qword ptr [r15 + 64], rsi
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 183
+    xor dword ptr [r15 + 0], eax
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov eax, 236
+    mov r12, qword ptr [r15 + r12 + 56]
     mov eax, eax
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, rax
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r8d, edi
+    add rdx, qword ptr [r15 + 0]
+    mov esi, eax
+    mov esi, eax
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, r11
-    jmp 1f
-1:
-    and r8, 4032
-    add rax, qword ptr [r15 + r8 + 3392]
-    mov r8d, r9d
-    add r8, qword ptr [r15 + 448]
-    jmp 1f
-1:
-    mov rdx, r9
-    mov byte ptr [r15 + 384], al
     test dword ptr [r15 + 67117723], 8
     jz 1f
 1:
-    mov r9, r11
+    movzx eax, byte ptr [r15 + 64]
+    movsxd r8, dword ptr [r15 + 768]
+    mov qword ptr [r15 + 448], rdx
+    and r8d, dword ptr [r15 + 704]
+    movzx edx, dl
+    add rdx, qword ptr [r15 + 320]
+    movzx esi, sil
+    mov byte ptr [r15 + 192], al
+    movzx eax, al
+    mov rax, qword ptr [r15 + 128]
+    mov ecx, r8d
+    xor dword ptr [r15 + 256], esi
     jmp 1f
 1:
     jmp 1f
 1:
+    mov dword ptr [r15 + 384], r8d
     mov r8, r11
-    and r9, 1984
-    mov dword ptr [r15 + r9 + 1344], 203
+    mov dword ptr [r15 + 512], edx
     and r8, 8128
-    mov qword ptr [r15 + r8 + 7488], rax
-    add r8, qword ptr [r15 + 192]
-    jmp 1f
-1:
-    mov esi, 219
-    mov dword ptr [r15 + 512], r9d
-    xor dword ptr [r15 + 320], r9d
-    mov r9, qword ptr [r15 + 128]
-    movzx eax, byte ptr [r15 + 256]
-    xor dword ptr [r15 + 576], esi
-    movzx esi, r8b
-    mov r8, qword ptr [r15 + 768]
-    movzx edx, r9b
-    mov edx, eax
+    mov dword ptr [r15 + r8 + 7488], eax
+    mov r8, r11
+    mov eax, edx
+    and r8, 448
+    movzx eax, byte ptr [r15 + r8 + 832]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c73:
-    lea rcx, [rip + .Lc1_d8276_j]
+    lea rcx, [rip + .Lc1_d8266_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d8276_j_t
-.Lc1_d8276_j:
-    movsxd rcx, dword ptr [r15 + 64]
-    mov r9, rax
-    mov eax, eax
-    movsxd rax, dword ptr [r15 + 320]
-    mov byte ptr [r15 + 512], sil
+    jmp .Lc1_d8266_j_t
+.Lc1_d8266_j:
+    mov r8, r11
+    and r8, 1984
+    movsxd rax, dword ptr [r15 + r8 + 1344]
+    mov r8d, dword ptr [r15 + 320]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edx, ecx
+    mov ecx, ecx
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov dword ptr [r15 + 640], 49
     mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], dl
+    movzx edx, al
     mov r12, qword ptr [r15 + r12 + 56]
+    movzx edx, al
     mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, ecx
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov eax, eax
+    vmovdqu ymmword ptr [r15 + 256], ymm6
+    vmovdqu ymmword ptr [r15 + 64], ymm6
+    mov byte ptr [r15 + 192], al
+    mov rbp, r11
     mov eax, ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    vmovdqu ymmword ptr [r15 + 0], ymm2
-    jmp 1f
-1:
-    mov esi, dword ptr [r15 + 192]
-    movzx ecx, al
-    mov rcx, rax
-    mov rbp, r11
-    mov byte ptr [r15 + 448], al
-    movzx eax, al
     test ebx, 1073741824
     jz 1f
-1:
-    and rbp, 1984
-    and esi, dword ptr [r15 + rbp + 1344]
-    mov rbp, r11
-    mov ecx, 74
-    jmp 1f
-1:
-    and rbp, 448
-    mov qword ptr [r15 + rbp + 832], rax
-    mov byte ptr [r15 + 128], al
-    or qword ptr [r15 + 384], 117
-    movzx eax, sil
-    vmovdqu ymmword ptr [r15 + 64], ymm2
-    mov rbp, r11
-    jmp 1f
 1:
     and rbp, 8128
-    movzx esi, byte ptr [r15 + rbp + 7488]
+    mov byte ptr [r15 + rbp + 7488], dl
+    jmp 1f
+1:
+    movzx edx, byte ptr [r15 + 512]
+    mov r9, r11
+    mov rcx, rax
+    and r9, 4032
+    mov ecx, dword ptr [r15 + r9 + 3392]
+    movzx r9d, al
+    jmp 1f
+1:
+    mov r9d, 12
+    jmp 1f
+1:
+    mov r9d, ecx
+    vpmovmskb r9d, xmm6
+    mov qword ptr [r15 + 448], rdx
+    mov rdx, rcx
+    mov dword ptr [r15 + 576], 132
+    jmp 1f
+1:
+    mov dword ptr [r15 + 128], 110
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c74:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx edx, r9b
+    vmovdqu ymmword ptr [r15 + 0], ymm6
+    vmovdqu ymmword ptr [r15 + 0], ymm6
+    mov ecx, 192
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + 0], ymm6
+    mov r9, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r9, 1984
     mov rbp, r11
-    jmp 1f
-1:
+    mov dword ptr [r15 + r9 + 1344], ecx
     and rbp, 4032
-    vmovdqu ymmword ptr [r15 + rbp + 3392], ymm2
-    movzx ebp, al
-    mov dword ptr [r15 + 0], eax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, sil
-    jmp 1f
-1:
-    mov ecx, ebp
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, bpl
-    mov dword ptr [r15 + 0], ecx
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov byte ptr [r15 + 0], cl
-    mov r8, r11
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], ebp
-    and r8, 1984
-    mov dword ptr [r15 + r8 + 1344], ebp
-    mov r8, r11
+    mov dword ptr [r15 + rbp + 3392], eax
     test ebx, 5632
     jz 1f
 1:
-    mov rcx, qword ptr [r15 + 128]
-    mov rsi, qword ptr [r15 + 64]
-    and r8, 448
-    mov rbp, qword ptr [r15 + r8 + 832]
-    movzx r8d, byte ptr [r15 + 448]
-    mov rdi, qword ptr [r15 + 704]
+    mov byte ptr [r15 + 320], r9b
+    mov r9, qword ptr [r15 + 64]
+    mov rbp, r11
+    movzx ecx, byte ptr [r15 + 640]
+    and rbp, 448
+    mov dword ptr [r15 + rbp + 832], ecx
     jmp 1f
 1:
-    vmovdqu ymmword ptr [r15 + 384], ymm2
-    mov dword ptr [r15 + 320], 10
-    movzx r9d, byte ptr [r15 + 384]
-    mov edx, 67
-    movzx edx, cl
-    vmovdqu ymmword ptr [r15 + 192], ymm2
-    movzx edx, byte ptr [r15 + 512]
-    mov eax, ecx
-    mov byte ptr [r15 + 128], r9b
-    movzx r9d, r8b
-    mov r8d, 169
-    mov r8d, 136
-    and r8d, dword ptr [r15 + 256]
+    and r9d, dword ptr [r15 + 384]
+    mov rax, qword ptr [r15 + 192]
+    movzx edi, bpl
+    mov edi, 55
+    jmp 1f
+1:
+    test dword ptr [r15 + 67117723], 192
+    jnz 1f
+1:
+    mov ebp, ecx
+    mov ebp, ecx
+    mov ebp, 19
+    mov dword ptr [r15 + 448], 75
+    jmp 1f
+1:
+    mov r9d, dword ptr [r15 + 128]
+    movzx ecx, al
+    jmp 1f
+1:
+    movzx ecx, dil
+    movzx ecx, bpl
     add r11, 64
     inc rbx
     dec r13
@@ -10605,114 +10577,114 @@ ditto_body_c1:
     xor eax, eax
     test dword ptr [r15 + 67117724], 128
     setz al
-    lea rcx, [rip + .Lc1_d8379_s]
+    lea rcx, [rip + .Lc1_d8366_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d8379_s_t
+    jmp .Lc1_d8366_s_t
     .p2align 3
-.Lc1_d8379_s:
+.Lc1_d8366_s:
     .p2align 3
-    jmp .Lc1_d8379_j
+    jmp .Lc1_d8366_j
     .p2align 3
-    jmp .Lc1_d8379_j
-.Lc1_d8379_j:
-    movzx r8d, byte ptr [r15 + 448]
+    jmp .Lc1_d8366_j
+.Lc1_d8366_j:
+    movzx ebp, byte ptr [r15 + 512]
+    mov r9, r11
+    jmp 1f
+1:
+    and r9, 8128
+    add rax, qword ptr [r15 + r9 + 7488]
+    mov r9d, ebp
+    mov r9, rbp
+    mov dword ptr [r15 + 128], 89
     mov r9d, dword ptr [r15 + 64]
-    add r9, qword ptr [r15 + 768]
+    movzx ecx, cl
     jmp 1f
 1:
-    mov rbp, r11
-    mov rax, qword ptr [r15 + 320]
-    mov qword ptr [r15 + 256], r8
-    and rbp, 8128
-    and ecx, dword ptr [r15 + rbp + 7488]
-    jmp 1f
-1:
-    movzx r8d, al
-    mov r8d, r9d
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
+    mov ecx, 179
+    mov rcx, qword ptr [r15 + 704]
+    mov r8, r11
     test ebx, 1024
     jz 1f
 1:
-    mov r9d, 179
+    and r8, 448
+    mov r9d, dword ptr [r15 + r8 + 832]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, 172
-    mov dword ptr [r15 + 0], ebp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, rcx
-    mov byte ptr [r15 + 384], cl
-    mov ecx, dword ptr [r15 + 128]
-    mov byte ptr [r15 + 512], r9b
-    mov r9, r11
-    mov rax, qword ptr [r15 + 576]
-    and r9, 4032
-    movzx r8d, byte ptr [r15 + r9 + 3392]
+    mov dword ptr [r15 + 0], ecx
+    mov rcx, qword ptr [r15 + 192]
+    mov rbp, r11
+    mov qword ptr [r15 + 256], r8
+    jmp 1f
+1:
+    and rbp, 1984
+    mov byte ptr [r15 + rbp + 1344], r8b
+    mov ebp, dword ptr [r15 + 128]
+    mov byte ptr [r15 + 384], r8b
+    movsxd r8, dword ptr [r15 + 448]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c76:
-    lea rcx, [rip + .Lc1_d8421_j]
+    lea rcx, [rip + .Lc1_d8408_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d8421_j_t
-.Lc1_d8421_j:
+    jmp .Lc1_d8408_j_t
+.Lc1_d8408_j:
+    mov ecx, dword ptr [r15 + 576]
+    mov rbp, r11
+    movzx r8d, byte ptr [r15 + 512]
+    mov dword ptr [r15 + 256], 122
+    and rbp, 4032
+    movsxd rsi, dword ptr [r15 + rbp + 3392]
+    jmp 1f
+1:
+    jmp 1f
+1:
     mov r9, r11
-    and r9, 1984
-    mov r8, r11
-    movzx ebp, byte ptr [r15 + r9 + 1344]
-    and r8, 448
-    movsxd rax, dword ptr [r15 + r8 + 832]
-    mov r8d, dword ptr [r15 + 640]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, r9d
+    mov edi, r8d
+    movzx edi, r8b
+    and r9, 8128
+    mov edi, dword ptr [r15 + r9 + 7488]
+    and edi, dword ptr [r15 + 0]
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 154
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], r9
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    movsxd r9, dword ptr [r15 + 384]
-    mov rcx, qword ptr [r15 + 320]
-    add rcx, qword ptr [r15 + 128]
+    mov dword ptr [r15 + 0], 210
+    mov ebp, esi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov esi, r8d
-    mov dword ptr [r15 + 64], 152
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    and r9d, dword ptr [r15 + 64]
-    mov dword ptr [r15 + 256], ecx
-    mov rbp, r11
-    mov ecx, 224
-    mov rcx, rsi
-    and rbp, 8128
-    mov ecx, dword ptr [r15 + rbp + 7488]
-    and ecx, dword ptr [r15 + 448]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r8d, dword ptr [r15 + 320]
     jmp 1f
 1:
     jmp 1f
 1:
     jmp 1f
 1:
-    mov rsi, rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rdi, rbp
+    add rdi, qword ptr [r15 + 64]
+    mov ebp, dword ptr [r15 + 128]
+    mov byte ptr [r15 + 384], dil
+    jmp 1f
+1:
+    mov qword ptr [r15 + 448], rdi
+    mov dword ptr [r15 + 768], edi
+    mov edi, ebp
+    and edi, dword ptr [r15 + 192]
+    mov rdx, rbp
+    mov dword ptr [r15 + 64], 247
+    mov edx, 118
     jmp 1f
 1:
     jmp 1f
 1:
-    mov ebp, ebp
-    mov dword ptr [r15 + 192], ecx
-    movzx ecx, sil
+    mov dword ptr [r15 + 320], ebp
     add r11, 64
     inc rbx
     dec r13
@@ -10721,163 +10693,169 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    vmovdqu ymmword ptr [r15 + 320], ymm0
-    mov ecx, esi
-    mov qword ptr [r15 + 256], rbp
-    mov rbp, qword ptr [r15 + 192]
-    mov r8d, 30
-    mov byte ptr [r15 + 0], al
-    mov rax, rax
+    mov rbp, r11
+    and rbp, 448
+    mov rdi, qword ptr [r15 + rbp + 832]
+    mov ebp, dword ptr [r15 + 192]
+    mov qword ptr [r15 + 64], rdx
     mov r12, qword ptr [r15 + r12 + 56]
+    mov edx, 151
+    mov edx, eax
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], ecx
+    mov dword ptr [r15 + 0], eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], dil
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, qword ptr [r15 + 448]
+    movzx edi, bpl
+    mov rdi, rdx
+    vpmovmskb edi, xmm14
     test dword ptr [r15 + 67117724], 16908288
     jnz 1f
 1:
-    mov rsi, r8
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, qword ptr [r15 + 64]
+    mov byte ptr [r15 + 128], al
+    mov qword ptr [r15 + 128], rax
+    movsxd rax, dword ptr [r15 + 640]
+    mov rdx, qword ptr [r15 + 256]
     jmp 1f
 1:
-    mov rbp, qword ptr [r15 + 128]
-    mov r8, r11
-    mov qword ptr [r15 + 384], rsi
-    movsxd rsi, dword ptr [r15 + 448]
-    and r8, 16320
-    movzx ecx, byte ptr [r15 + r8 + 15680]
-    vpmovmskb r8d, xmm3
-    test ebx, 1073741824
-    jz 1f
+    jmp 1f
 1:
-    mov rbp, r11
+    mov qword ptr [r15 + 512], rdi
     movzx edi, al
-    and rbp, 4032
-    mov byte ptr [r15 + rbp + 3392], sil
-    mov qword ptr [r15 + 512], rcx
+    mov rdi, rax
     jmp 1f
 1:
-    mov rcx, r8
-    mov r8, qword ptr [r15 + 704]
+    mov rdi, rdx
     jmp 1f
 1:
-    movzx edx, dil
     mov rbp, r11
-    mov edx, dword ptr [r15 + 128]
-    and rbp, 1984
-    movsxd rsi, dword ptr [r15 + rbp + 1344]
+    jmp 1f
+1:
+    mov r8, r11
+    and rbp, 4032
+    movsxd rdx, dword ptr [r15 + rbp + 3392]
+    and r8, 1984
+    mov r9, qword ptr [r15 + r8 + 1344]
+    vmovdqu ymmword ptr [r15 + 320], ymm4
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c78:
-    lea rcx, [rip + .Lc1_d8521_j]
+    lea rcx, [rip + .Lc1_d8507_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d8521_j_t
-.Lc1_d8521_j:
-    mov ecx, dword ptr [r15 + 64]
-    movzx edi, byte ptr [r15 + 256]
-    add rdi, qword ptr [r15 + 320]
+    jmp .Lc1_d8507_j_t
+.Lc1_d8507_j:
+    mov rcx, rdx
+    mov ecx, 124
+    add rcx, qword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, r9d
+    add r8, qword ptr [r15 + 0]
+    mov r9d, ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r11 + r11*1]
     jmp 1f
 1:
-    mov ebp, esi
-    mov dword ptr [r15 + 0], 230
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, r11
-    jmp 1f
-1:
-    and r8, 448
-    movzx esi, byte ptr [r15 + r8 + 832]
-    mov r8, r11
-    mov rbp, rbp
-    mov byte ptr [r15 + 384], dil
-    and r8, 4032
-    add rdi, qword ptr [r15 + r8 + 3392]
+    mov dword ptr [r15 + 448], 159
+    and rbp, 8128
+    mov qword ptr [r15 + rbp + 7552], r8
+    mov byte ptr [r15 + 320], cl
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
     jmp 1f
 1:
-    mov esi, dword ptr [r15 + 512]
+    movzx r8d, byte ptr [r15 + rbp + 7488]
     jmp 1f
 1:
-    mov rbp, qword ptr [r15 + 768]
-    mov dword ptr [r15 + 128], edi
-    add rbp, qword ptr [r15 + 576]
-    mov edi, 65
-    mov edi, esi
+    movzx ecx, byte ptr [r15 + 768]
+    mov ebp, dword ptr [r15 + 704]
+    movzx esi, byte ptr [r15 + 384]
+    add rsi, qword ptr [r15 + 256]
+    mov r9, r11
     jmp 1f
 1:
-    mov edi, 3
-    mov dword ptr [r15 + 448], 106
-    mov r8, r11
-    mov rax, qword ptr [r15 + 192]
-    mov byte ptr [r15 + 384], bpl
-    and r8, 8128
-    movsxd rbp, dword ptr [r15 + r8 + 7488]
+    mov edi, 16
+    and r9, 1984
+    mov dword ptr [r15 + r9 + 1344], 2
+    mov r9, r11
+    jmp 1f
+1:
+    mov byte ptr [r15 + 512], bpl
+    and r9, 448
+    mov dword ptr [r15 + r9 + 832], esi
+    mov r9, qword ptr [r15 + 128]
+    mov rsi, qword ptr [r15 + 64]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c79:
-    mov r9, r11
-    and r9, 8128
-    mov dword ptr [r15 + r9 + 7488], edi
-    mov r9, rdi
-    mov dword ptr [r15 + 512], edi
+    movsxd rbp, dword ptr [r15 + 512]
+    mov edi, esi
+    mov qword ptr [r15 + 0], r9
+    mov r9d, r9d
+    mov r9, rsi
+    mov r9, rsi
+    mov rsi, rbp
     jmp 1f
 1:
-    mov edi, r8d
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], r9b
     jmp 1f
 1:
-    mov rax, rdi
-    mov rax, rdi
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, r9
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, r11
-    mov qword ptr [r15 + 0], rdi
-    and r8, 1984
-    mov rdi, qword ptr [r15 + r8 + 1344]
+    mov dword ptr [r15 + 0], edi
     test ebx, 1073741824
     jnz 1f
 1:
-    mov eax, dword ptr [r15 + 320]
     jmp 1f
 1:
-    movzx r9d, byte ptr [r15 + 640]
+    mov dword ptr [r15 + 0], esi
     jmp 1f
 1:
-    mov ecx, dword ptr [r15 + 64]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rsi, rsi
+    mov dword ptr [r15 + 64], esi
+    mov rsi, rsi
+    mov byte ptr [r15 + 448], sil
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + 64], ymm2
+    mov rbp, r11
+    mov byte ptr [r15 + 128], sil
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and rbp, 1984
+    movzx esi, byte ptr [r15 + rbp + 1344]
+    movzx ebp, byte ptr [r15 + 384]
+    and ebp, dword ptr [r15 + 192]
+    movzx eax, sil
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r9, r11
     mov r8, r11
-    mov rdi, rax
+    and r9, 448
+    movzx esi, byte ptr [r15 + r9 + 832]
+    mov r9d, dword ptr [r15 + 576]
+    and r8, 4032
+    mov dword ptr [r15 + r8 + 3392], 247
+    mov r8d, dword ptr [r15 + 320]
     jmp 1f
 1:
-    mov dword ptr [r15 + 128], eax
-    and r8, 448
-    and eax, dword ptr [r15 + r8 + 832]
-    movzx r8d, r9b
-    mov byte ptr [r15 + 448], cl
-    jmp 1f
-1:
-    vmovdqu ymmword ptr [r15 + 384], ymm6
-    mov ecx, ecx
-    movzx ecx, byte ptr [r15 + 192]
-    mov dword ptr [r15 + 320], 247
-    movzx edx, byte ptr [r15 + 64]
-    jmp 1f
-1:
+    movzx ecx, byte ptr [r15 + 256]
     add r11, 64
     inc rbx
     dec r13
@@ -10889,83 +10867,82 @@ ditto_body_c1:
     xor eax, eax
     test dword ptr [r15 + 67117723], 16
     setz al
-    lea rcx, [rip + .Lc1_d8617_s]
+    lea rcx, [rip + .Lc1_d8608_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d8617_s_t
+    jmp .Lc1_d8608_s_t
     .p2align 3
-.Lc1_d8617_s:
+.Lc1_d8608_s:
     .p2align 3
-    jmp .Lc1_d8617_j
+    jmp .Lc1_d8608_j
     .p2align 3
-    jmp .Lc1_d8617_j
-.Lc1_d8617_j:
+    jmp .Lc1_d8608_j
+.Lc1_d8608_j:
+    mov r8d, eax
+    mov qword ptr [r15 + 448], rcx
     mov byte ptr [r15 + 64], al
-    mov r8, r11
-    mov byte ptr [r15 + 192], cl
-    mov ecx, eax
-    and r8, 448
-    mov qword ptr [r15 + r8 + 832], rax
-    movzx r8d, al
-    mov eax, eax
+    movzx eax, al
+    movsxd rax, dword ptr [r15 + 192]
+    mov byte ptr [r15 + 0], cl
+    mov ecx, ecx
+    vmovq xmm10, r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     jmp 1f
 1:
-    mov edx, ecx
-    jmp 1f
-1:
-    mov edx, r8d
     test ebx, 2560
     jnz 1f
 1:
-    movsxd r8, dword ptr [r15 + 512]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 143
-    mov rbp, r11
-    mov byte ptr [r15 + 0], dl
-    mov dword ptr [r15 + 128], r8d
+    mov r8d, r8d
     mov r8, r11
-    and rbp, 4032
-    or qword ptr [r15 + rbp + 3392], 125
-    and r8, 1984
-    movzx ecx, byte ptr [r15 + r8 + 1344]
-    or qword ptr [r15 + 384], 33
-    mov qword ptr [r15 + 448], rdx
-    vmovdqu ymmword ptr [r15 + 704], ymm8
-    mov dword ptr [r15 + 256], eax
+    mov rbp, r11
+    vmovdqu ymmword ptr [r15 + 512], ymm10
+    and r8, 4032
+    mov byte ptr [r15 + r8 + 3392], cl
+    mov dword ptr [r15 + 640], eax
+    and rbp, 8128
+    mov dword ptr [r15 + rbp + 7488], ecx
+    movzx ebp, byte ptr [r15 + 128]
+    mov r8, r11
+    vmovq xmm6, rbp
+    and r8, 16320
+    mov qword ptr [r15 + r8 + 15680], rbp
+    mov r8d, ebp
+    jmp 1f
+1:
+    mov r8d, 137
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c81:
-    lea rcx, [rip + .Lc1_d8660_j]
+    lea rcx, [rip + .Lc1_d8652_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d8660_j_t
-.Lc1_d8660_j:
+    jmp .Lc1_d8652_j_t
+.Lc1_d8652_j:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rdx, r8
-    mov dword ptr [r15 + 0], ecx
-    mov qword ptr [r15 + 0], rcx
+    mov r8, rcx
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, r11
-    mov eax, 120
-    mov eax, ecx
     mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 1984
-    mov byte ptr [r15 + r8 + 1344], cl
-    mov r8, rdx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 123
+    mov ecx, r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 128], r8b
+    mov r8, r8
     jmp 1f
 1:
-    mov dword ptr [r15 + 128], eax
+    mov dword ptr [r15 + 448], ecx
     jmp 1f
 1:
-    movzx esi, al
-    movsxd rax, dword ptr [r15 + 448]
     mov r9, r11
-    mov dword ptr [r15 + 64], r8d
+    movzx edx, cl
+    mov dword ptr [r15 + 192], ecx
+    movzx ecx, byte ptr [r15 + 512]
     and r9, 8128
-    mov r8d, dword ptr [r15 + r9 + 7488]
+    movsxd r8, dword ptr [r15 + r9 + 7488]
     test ebx, 1073741824
     jz 1f
 1:
@@ -10973,25 +10950,27 @@ ditto_body_c1:
 1:
     jmp 1f
 1:
-    movzx edx, byte ptr [r15 + 768]
-    mov ecx, 145
-    movsxd rcx, dword ptr [r15 + 128]
+    movsxd rdx, dword ptr [r15 + 256]
+    mov esi, 239
+    mov r9, r11
+    mov dword ptr [r15 + 384], ecx
     jmp 1f
 1:
-    movsxd rax, dword ptr [r15 + 256]
+    and r9, 448
+    mov qword ptr [r15 + r9 + 832], r8
+    jmp 1f
+1:
     jmp 1f
 1:
     mov r8, r11
+    movzx ecx, byte ptr [r15 + 704]
+    and r8, 1984
+    mov dword ptr [r15 + r8 + 1344], edx
+    mov r8, rsi
     jmp 1f
 1:
-    movzx r9d, byte ptr [r15 + 512]
-    and r8, 4032
-    mov dword ptr [r15 + r8 + 3392], edx
-    mov r8, rax
-    jmp 1f
-1:
-    mov byte ptr [r15 + 384], al
-    mov rax, qword ptr [r15 + 320]
+    mov byte ptr [r15 + 64], sil
+    mov rsi, qword ptr [r15 + 128]
     jmp 1f
 1:
     jmp 1f
@@ -11004,163 +10983,162 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    movzx eax, r8b
-    mov r8, r8
+    add rax, qword ptr [r15 + 512]
+    or qword ptr [r15 + 768], 3
+    mov dword ptr [r15 + 64], esi
     mov r12, qword ptr [r15 + r12 + 56]
+    mov esi, esi
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    or qword ptr [r15 + 0], 67
-    mov ecx, eax
+    mov byte ptr [r15 + 0], al
+    mov dword ptr [r15 + 0], eax
     mov r12, qword ptr [r15 + r12 + 56]
-    vpaddd xmm12, xmm12, xmm11
-    mov r12, qword ptr [r15 + r12 + 56]
-    add r8, qword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rsi
+    mov rsi, rax
     test ebx, 1073741824
     jz 1f
 1:
-    mov dword ptr [r15 + 0], ecx
-    movzx ecx, cl
-    mov rcx, qword ptr [r15 + 576]
-    mov r9, r11
-    add rcx, qword ptr [r15 + 64]
-    movzx eax, r8b
-    mov byte ptr [r15 + 128], r8b
-    and r9, 8128
-    mov r8, qword ptr [r15 + r9 + 7488]
-    movzx r9d, byte ptr [r15 + 448]
-    mov dword ptr [r15 + 192], ecx
-    movzx ecx, byte ptr [r15 + 640]
-    movzx edi, al
+    vpaddd xmm6, xmm6, xmm6
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rax, dword ptr [r15 + 576]
+    movzx edi, sil
+    mov rbp, r11
+    mov edi, esi
+    jmp 1f
+1:
+    movzx edi, sil
+    and rbp, 4032
+    movsxd rdi, dword ptr [r15 + rbp + 3392]
+    jmp 1f
+1:
+    movzx esi, al
     test dword ptr [r15 + 67117724], 2097152
     jz 1f
 1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov byte ptr [r15 + 512], r8b
-    movzx r8d, byte ptr [r15 + 256]
-    mov r9, r11
-    mov qword ptr [r15 + 320], rcx
     mov rbp, r11
     jmp 1f
 1:
-    and r9, 4032
-    mov rax, qword ptr [r15 + r9 + 3392]
+    and rbp, 1984
+    mov rax, qword ptr [r15 + rbp + 1344]
+    mov dword ptr [r15 + 384], 218
+    movzx edi, byte ptr [r15 + 448]
+    mov rsi, qword ptr [r15 + 128]
     jmp 1f
 1:
-    and rbp, 448
-    mov dword ptr [r15 + rbp + 832], edi
-    mov rbp, qword ptr [r15 + 384]
-    mov dword ptr [r15 + 320], 51
+    movzx ebp, byte ptr [r15 + 192]
+    mov dword ptr [r15 + 64], eax
+    add rbp, qword ptr [r15 + 256]
+    mov byte ptr [r15 + 320], sil
+    movzx esi, al
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c83:
-    lea rcx, [rip + .Lc1_d8761_j]
+    lea rcx, [rip + .Lc1_d8753_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d8761_j_t
-.Lc1_d8761_j:
+    jmp .Lc1_d8753_j_t
+.Lc1_d8753_j:
     jmp 1f
 1:
-    movzx edi, al
-    mov r9, r11
-    mov edi, dword ptr [r15 + 512]
-    mov rbp, rcx
-    and r9, 8128
-    or qword ptr [r15 + r9 + 7488], 32
-    mov r9d, ecx
-    mov qword ptr [r15 + 384], rdi
-    mov rdi, rcx
-    mov ecx, dword ptr [r15 + 64]
+    movzx ebp, bpl
+    mov ebp, ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx esi, cl
+    movzx ecx, bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     movzx edi, bpl
-    movsxd rdi, dword ptr [r15 + 704]
+    mov byte ptr [r15 + 64], bpl
+    mov rbp, rbp
+    movzx ebp, sil
+    mov dword ptr [r15 + 192], ecx
+    mov rbp, r11
     jmp 1f
 1:
-    movzx eax, byte ptr [r15 + 256]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r9d, r9b
-    movzx r9d, cl
-    mov dword ptr [r15 + 0], ebp
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
-    movzx edi, al
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r11
-    movsxd rax, dword ptr [r15 + 64]
+    and rbp, 4032
+    mov dword ptr [r15 + rbp + 3392], esi
+    mov ebp, dword ptr [r15 + 256]
     jmp 1f
 1:
-    and rbp, 1984
-    mov byte ptr [r15 + rbp + 1344], r9b
-    mov rbp, r11
-    movzx r9d, r9b
-    vmovdqu ymmword ptr [r15 + 192], ymm12
-    and rbp, 448
-    mov byte ptr [r15 + rbp + 832], al
+    mov rcx, rcx
+    movzx ecx, dil
+    mov r8, r11
+    mov ecx, 4
+    mov ecx, 85
+    movzx ecx, byte ptr [r15 + 128]
+    and r8, 8128
+    mov byte ptr [r15 + r8 + 7488], bpl
+    mov r8, r11
+    vmovdqu ymmword ptr [r15 + 512], ymm6
+    and r8, 448
+    mov byte ptr [r15 + r8 + 832], cl
     jmp 1f
 1:
-    movsxd rax, dword ptr [r15 + 320]
-    mov dword ptr [r15 + 448], edi
-    mov byte ptr [r15 + 384], r9b
-    mov r9d, edi
-    mov edi, 104
-    movzx edi, byte ptr [r15 + 128]
-    mov ebp, 173
-    mov ebp, 213
+    mov qword ptr [r15 + 384], rcx
+    movsxd rcx, dword ptr [r15 + 640]
+    mov ebp, 25
+    movsxd rbp, dword ptr [r15 + 320]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c84:
-    and eax, dword ptr [r15 + 128]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, ebp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rdi, rbp
+    jmp 1f
+1:
+    mov r8d, dword ptr [r15 + 704]
+    mov ecx, 122
+    mov rcx, rbp
+    mov ebp, ebp
+    movzx ebp, cl
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov edx, r9d
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx r9d, byte ptr [r15 + 768]
-    mov byte ptr [r15 + 192], al
-    mov rax, qword ptr [r15 + 448]
-    mov rbp, r11
-    mov rsi, qword ptr [r15 + 64]
-    and rbp, 4032
-    mov rdi, qword ptr [r15 + rbp + 3392]
+    mov rdx, r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1024
     jz 1f
 1:
-    mov r9d, 113
-    mov r9d, 44
-    and r9d, dword ptr [r15 + 128]
-    mov eax, edi
-    jmp 1f
-1:
-    movzx eax, byte ptr [r15 + 512]
-    add rax, qword ptr [r15 + 576]
-    jmp 1f
-1:
-    movzx ebp, byte ptr [r15 + 320]
-    movzx edi, byte ptr [r15 + 320]
-    mov r8, r11
-    mov rdx, r9
-    and r8, 1984
-    movsxd rdx, dword ptr [r15 + r8 + 1344]
-    mov byte ptr [r15 + 256], dil
-    jmp 1f
-1:
-    movzx esi, r9b
-    mov r9d, 124
-    mov dword ptr [r15 + 384], 13
+    mov rbp, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    and edx, dword ptr [r15 + 128]
+    and rbp, 1984
+    mov byte ptr [r15 + rbp + 1344], dl
+    movsxd rbp, dword ptr [r15 + 320]
+    movsxd r8, dword ptr [r15 + 448]
+    add r8, qword ptr [r15 + 768]
+    movsxd r9, dword ptr [r15 + 512]
+    mov esi, edx
+    mov r9, r11
+    mov rsi, qword ptr [r15 + 64]
+    and r9, 448
+    mov dword ptr [r15 + r9 + 832], 102
+    mov r9, qword ptr [r15 + 256]
+    mov edx, 114
+    movzx edx, byte ptr [r15 + 448]
+    and edx, dword ptr [r15 + 128]
+    mov rbp, r11
+    mov edi, r8d
+    and rbp, 8128
+    mov byte ptr [r15 + rbp + 7488], r9b
     add r11, 64
     inc rbx
     dec r13
@@ -11172,30 +11150,28 @@ ditto_body_c1:
     xor eax, eax
     test dword ptr [r15 + 67117723], 8192
     setz al
-    lea rcx, [rip + .Lc1_d8859_s]
+    lea rcx, [rip + .Lc1_d8849_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d8859_s_t
+    jmp .Lc1_d8849_s_t
     .p2align 3
-.Lc1_d8859_s:
+.Lc1_d8849_s:
     .p2align 3
-    jmp .Lc1_d8859_j
+    jmp .Lc1_d8849_j
     .p2align 3
-    jmp .Lc1_d8859_j
-.Lc1_d8859_j:
+    jmp .Lc1_d8849_j
+.Lc1_d8849_j:
     jmp 1f
 1:
-    mov dword ptr [r15 + 640], 176
-    mov rbp, qword ptr [r15 + 512]
-    mov byte ptr [r15 + 64], cl
+    mov dword ptr [r15 + 256], 176
+    mov rdi, qword ptr [r15 + 64]
+    mov byte ptr [r15 + 512], al
     jmp 1f
 1:
+    movzx eax, byte ptr [r15 + 128]
+    movsxd rcx, dword ptr [r15 + 192]
+    movsxd rdx, dword ptr [r15 + 576]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, r11
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], eax
-    and r8, 8128
-    movsxd rax, dword ptr [r15 + r8 + 7488]
-    movsxd r8, dword ptr [r15 + 320]
     test ebx, 1073741824
     jz 1f
 1:
@@ -11203,16 +11179,18 @@ ditto_body_c1:
 1:
     jmp 1f
 1:
-    movzx ecx, byte ptr [r15 + 384]
+    mov r12, qword ptr [r15 + r12 + 56]
     mov rbp, r11
+    mov dword ptr [r15 + 0], edi
+    mov dword ptr [r15 + 384], 15
+    and rbp, 4032
     mov r8, r11
-    mov rax, qword ptr [r15 + 128]
-    and r8, 4032
-    mov dword ptr [r15 + r8 + 3392], 221
-    and rbp, 448
-    movzx edi, byte ptr [r15 + rbp + 832]
-    mov dword ptr [r15 + 448], ecx
-    mov rcx, qword ptr [r15 + 192]
+    mov r9, r11
+    movzx edi, byte ptr [r15 + rbp + 3392]
+    and r9, 448
+    mov dword ptr [r15 + r9 + 832], ebp
+    and r8, 1984
+    mov rdx, qword ptr [r15 + r8 + 1344]
     jmp 1f
 1:
     jmp 1f
@@ -11222,210 +11200,210 @@ ditto_body_c1:
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c86:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d8903_j]
+    lea rcx, [rip + .Lc1_d8890_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d8903_j_t
-.Lc1_d8903_j:
-    mov rbp, r11
-    and rbp, 1984
-    or qword ptr [r15 + rbp + 1344], 60
-    movzx ebp, byte ptr [r15 + 192]
-    movzx edi, al
-    mov qword ptr [r15 + 704], rax
-    mov rax, rcx
+    jmp .Lc1_d8890_j_t
+.Lc1_d8890_j:
+    mov r8, r11
     jmp 1f
 1:
-    movzx eax, byte ptr [r15 + 128]
-    mov rcx, qword ptr [r15 + 320]
-    add rcx, qword ptr [r15 + 384]
+    movzx r9d, byte ptr [r15 + 192]
+    and r8, 8128
+    mov rbp, r11
+    add rdx, qword ptr [r15 + r8 + 7488]
+    and rbp, 4032
+    mov dword ptr [r15 + rbp + 3392], ecx
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 67117724], 1342308352
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    or qword ptr [r15 + 0], 127
+    mov r8, r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ebp, byte ptr [r15 + 256]
+    jmp 1f
+1:
+    test ebx, 62976
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 640], r8
+    mov r8d, dword ptr [r15 + 512]
+    movzx r9d, bpl
+    and r9d, dword ptr [r15 + 64]
+    mov byte ptr [r15 + 64], bpl
     mov rbp, r11
+    mov rsi, r8
+    and rbp, 1984
+    mov rsi, qword ptr [r15 + rbp + 1344]
     jmp 1f
 1:
-    mov byte ptr [r15 + 256], al
-    mov qword ptr [r15 + 128], rax
-    and rbp, 448
-    mov dword ptr [r15 + rbp + 832], eax
-    movsxd rbp, dword ptr [r15 + 64]
-    and ebp, dword ptr [r15 + 64]
-    mov r9, r11
     jmp 1f
 1:
-    mov rdi, qword ptr [r15 + 448]
-    mov dword ptr [r15 + 512], r9d
-    and r9, 8128
-    mov byte ptr [r15 + r9 + 7488], bpl
+    mov byte ptr [r15 + 448], r8b
+    mov r8d, dword ptr [r15 + 128]
     jmp 1f
 1:
+    mov dword ptr [r15 + 320], r9d
+    mov qword ptr [r15 + 384], r9
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c87:
-    mov eax, dword ptr [r15 + 576]
+    mov r9d, dword ptr [r15 + 384]
     jmp 1f
 1:
-    mov rdi, qword ptr [r15 + 384]
-    jmp 1f
-1:
-    mov ebp, 95
-    mov ebp, 62
-    mov dword ptr [r15 + 0], eax
-    mov rax, rdi
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], ebp
-    mov dword ptr [r15 + 0], edi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, r11
     jmp 1f
 1:
+    mov r8d, 48
+    mov r8d, 8
+    vmovdqu ymmword ptr [r15 + 0], ymm6
+    mov r8, r9
+    and r8d, dword ptr [r15 + 0]
+    vmovdqu ymmword ptr [r15 + 0], ymm6
+    and r8d, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], r9d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 202
     jmp 1f
 1:
-    mov eax, 202
-    and r9, 1984
-    vmovdqu ymmword ptr [r15 + r9 + 1344], ymm12
-    lock add qword ptr [r15 + 256], rbp
-    and ebp, dword ptr [r15 + 320]
+    mov r9d, 223
+    mov dword ptr [r15 + 320], r8d
+    lock add qword ptr [r15 + 128], r8
+    movsxd r8, dword ptr [r15 + 512]
     test ebx, 1073741824
     jnz 1f
 1:
     jmp 1f
 1:
-    mov rdi, r9
-    movzx edi, r9b
-    mov dword ptr [r15 + 384], ebp
-    movzx ebp, al
-    add rbp, qword ptr [r15 + 512]
+    mov rcx, r9
+    movzx ecx, r9b
+    mov dword ptr [r15 + 704], r9d
     mov r9, r11
-    and ebp, dword ptr [r15 + 768]
+    movzx eax, r8b
+    add rax, qword ptr [r15 + 64]
+    and r9, 448
+    movsxd r8, dword ptr [r15 + r9 + 832]
+    mov r9, r11
     jmp 1f
 1:
-    mov r8, r11
-    and r9, 4032
-    add rdi, qword ptr [r15 + r9 + 3392]
-    mov r9, rbp
-    and r8, 16320
-    and r9d, dword ptr [r15 + r8 + 15680]
-    movsxd r8, dword ptr [r15 + 448]
+    add rcx, qword ptr [r15 + 448]
+    mov rbp, r11
+    mov rdx, rax
+    and r9, 8128
+    mov dword ptr [r15 + r9 + 7488], eax
+    and rbp, 4032
+    and eax, dword ptr [r15 + rbp + 3392]
     jmp 1f
 1:
-    movzx eax, byte ptr [r15 + 64]
-    mov dword ptr [r15 + 192], 85
+    movzx edi, byte ptr [r15 + 256]
+    movzx r9d, byte ptr [r15 + 192]
     jmp 1f
 1:
-    vmovdqu xmm13, xmmword ptr [r15 + 128]
-    mov rbp, rdi
+    vmovdqu xmm1, xmmword ptr [r15 + 128]
+    mov rdx, r8
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c88:
-    lea rcx, [rip + .Lc1_d8992_j]
+    lea rcx, [rip + .Lc1_d8984_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d8992_j_t
-.Lc1_d8992_j:
-    mov qword ptr [r15 + 192], rax
+    jmp .Lc1_d8984_j_t
+.Lc1_d8984_j:
+    mov rbp, r11
+    mov qword ptr [r15 + 64], rax
+    and rbp, 1984
+    movsxd rax, dword ptr [r15 + rbp + 1344]
+    mov byte ptr [r15 + 0], r9b
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], cl
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rbp
+    mov r12, qword ptr [r15 + r12 + 56]
     .byte 0x0f, 0x1f, 0x40, 0x00
     mov ebp, 141
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r11
-    mov byte ptr [r15 + 128], cl
-    movzx ecx, cl
-    and rbp, 1984
-    mov ecx, dword ptr [r15 + rbp + 1344]
+    mov qword ptr [r15 + 0], rcx
+    movzx ecx, al
+    mov ecx, dword ptr [r15 + 128]
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
-    mov rdx, qword ptr [r15 + 320]
-    mov rsi, qword ptr [r15 + 320]
-    mov ecx, dword ptr [r15 + 64]
-    mov qword ptr [r15 + 64], rbp
+    mov r9, qword ptr [r15 + 256]
+    movsxd rax, dword ptr [r15 + 192]
+    mov byte ptr [r15 + 448], bpl
+    movsxd rbp, dword ptr [r15 + 576]
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov byte ptr [r15 + 448], sil
-    mov dword ptr [r15 + 256], 192
-    mov rbp, r11
-    movzx esi, byte ptr [r15 + 384]
     mov r8, r11
-    and rbp, 8128
-    movsxd rdi, dword ptr [r15 + rbp + 7488]
-    mov ebp, ecx
-    movsxd rcx, dword ptr [r15 + 640]
-    and r8, 448
-    movzx r9d, byte ptr [r15 + r8 + 832]
-    mov qword ptr [r15 + 512], rdi
+    jmp 1f
+1:
+    mov qword ptr [r15 + 448], r9
+    and r8, 8128
+    mov byte ptr [r15 + r8 + 7488], r9b
+    mov dword ptr [r15 + 64], 97
+    mov r9, r11
+    movsxd rcx, dword ptr [r15 + 320]
+    mov esi, r8d
+    and r9, 448
+    mov rsi, qword ptr [r15 + r9 + 832]
+    movzx r9d, byte ptr [r15 + 768]
+    mov qword ptr [r15 + 512], r8
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c89:
-    lea rbp, [r11 + r11*1]
-    and rbp, 4032
-    vmovdqu ymmword ptr [r15 + rbp + 3456], ymm9
-    movzx r9d, byte ptr [r15 + 320]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], r8
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, 102
-    mov r8d, 52
-    mov r8, rbp
-    mov r8d, 102
-    jmp 1f
-1:
-    vmovdqu ymmword ptr [r15 + 0], ymm3
+    mov qword ptr [r15 + 0], r9
+    mov r9d, 242
+    vmovdqu ymmword ptr [r15 + 0], ymm7
+    mov r9, rsi
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r9d, sil
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, r11
+    mov qword ptr [r15 + 0], r9
+    mov r9, r11
+    and r8, 1984
+    mov esi, dword ptr [r15 + r8 + 1344]
+    and r9, 448
+    movzx ecx, byte ptr [r15 + r9 + 832]
+    mov r9d, dword ptr [r15 + 384]
+    vmovdqu ymmword ptr [r15 + 320], ymm1
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov edx, 103
+    mov edx, dword ptr [r15 + 128]
     jmp 1f
 1:
-    movzx esi, r8b
-    mov qword ptr [r15 + 448], r8
-    mov r8, r11
-    mov r9d, dword ptr [r15 + 384]
-    mov ecx, dword ptr [r15 + rbp + 3392]
-    mov dword ptr [r15 + 64], 114
-    and r8, 448
-    movsxd rbp, dword ptr [r15 + r8 + 832]
-    movzx r8d, sil
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rsi, qword ptr [r15 + 192]
-    mov r9d, 198
-    mov r9, qword ptr [r15 + 512]
-    mov rcx, qword ptr [r15 + 256]
-    and ecx, dword ptr [r15 + 704]
+    movsxd r8, dword ptr [r15 + 128]
+    vmovdqu ymmword ptr [r15 + 192], ymm1
+    movzx r9d, r9b
     jmp 1f
 1:
-    mov rbp, r11
-    mov r8, rsi
-    and rbp, 8128
-    vmovdqu ymmword ptr [r15 + rbp + 7488], ymm13
-    movzx ebp, byte ptr [r15 + 128]
     jmp 1f
 1:
+    movzx ecx, byte ptr [r15 + 64]
+    mov esi, 62
+    and esi, dword ptr [r15 + 640]
+    mov r9, r11
+    jmp 1f
+1:
+    mov rdi, rcx
+    mov dword ptr [r15 + 512], 108
+    and r9, 4032
+    movzx ecx, byte ptr [r15 + r9 + 3392]
+    mov r9d, 228
     add r11, 64
     inc rbx
     dec r13
@@ -11434,116 +11412,110 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d9084_j]
+    lea rcx, [rip + .Lc1_d9075_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d9084_j_t
-.Lc1_d9084_j:
-    vpaddq xmm3, xmm3, xmmword ptr [r15 + 0]
+    jmp .Lc1_d9075_j_t
+.Lc1_d9075_j:
+    movzx ecx, dil
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 160
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
+    mov rdi, rax
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    movsxd r8, dword ptr [r15 + 256]
-    mov r9, r11
-    movzx ecx, cl
     mov rbp, r11
-    movzx ecx, byte ptr [r15 + 576]
-    and r9, 8128
-    movzx eax, byte ptr [r15 + r9 + 7488]
-    and rbp, 1984
-    mov rdi, qword ptr [r15 + rbp + 1344]
-    movzx ebp, byte ptr [r15 + 512]
     mov r9, r11
+    mov rax, rcx
+    and rbp, 1984
+    movzx eax, byte ptr [r15 + rbp + 1344]
+    and r9, 4032
+    movzx ecx, byte ptr [r15 + r9 + 3392]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 64], edi
     test dword ptr [r15 + 67117724], 2048
     jz 1f
 1:
-    movzx r8d, al
-    and r9, 448
-    mov r8, qword ptr [r15 + r9 + 832]
-    mov r9d, dword ptr [r15 + 768]
-    mov byte ptr [r15 + 128], dil
+    mov edi, dword ptr [r15 + 448]
+    jmp 1f
+1:
+    movsxd rbp, dword ptr [r15 + 192]
+    mov r9, qword ptr [r15 + 704]
+    mov rcx, qword ptr [r15 + 384]
+    mov byte ptr [r15 + 256], dil
+    mov r8, r11
+    movzx eax, al
+    movzx eax, byte ptr [r15 + 768]
     mov rdi, qword ptr [r15 + 128]
-    add rdi, qword ptr [r15 + 64]
-    mov dword ptr [r15 + 384], r8d
-    jmp 1f
-1:
-    mov eax, 62
-    mov rax, rbp
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx ebp, dil
-    movsxd rbp, dword ptr [r15 + 320]
+    and r8, 8128
+    add rdi, qword ptr [r15 + r8 + 7488]
+    movzx r8d, byte ptr [r15 + 512]
+    vpshufd xmm10, xmm1, 219
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c91:
-    lea rcx, [rip + .Lc1_d9128_j]
+    lea rcx, [rip + .Lc1_d9115_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d9128_j_t
-.Lc1_d9128_j:
-    movsxd rcx, dword ptr [r15 + 384]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and ecx, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], rbp
-    jmp 1f
-1:
-    mov rbp, rcx
-    mov byte ptr [r15 + 0], cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, ecx
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], ebp
-    mov ebp, dword ptr [r15 + 64]
-    mov rax, qword ptr [r15 + 384]
+    jmp .Lc1_d9115_j_t
+.Lc1_d9115_j:
     mov r8, r11
-    movzx edx, byte ptr [r15 + 448]
+    and r8, 16320
+    movzx edi, byte ptr [r15 + r8 + 15680]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov ebp, dword ptr [r15 + 64]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu ymmword ptr [r15 + 0], ymm1
     test ebx, 1073741824
     jz 1f
 1:
     jmp 1f
 1:
-    and r8, 4032
-    mov qword ptr [r15 + r8 + 3392], rcx
     jmp 1f
 1:
     jmp 1f
 1:
-    mov rax, rcx
-    and eax, dword ptr [r15 + 512]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov rcx, qword ptr [r15 + 128]
+    mov dword ptr [r15 + 512], 237
     jmp 1f
 1:
-    add rcx, qword ptr [r15 + 448]
+    jmp 1f
+1:
+    and ecx, dword ptr [r15 + 576]
+    mov rbp, r11
+    jmp 1f
+1:
+    and rbp, 8128
+    mov qword ptr [r15 + rbp + 7488], rcx
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rdi, rcx
     mov r8, r11
-    mov ebp, dword ptr [r15 + 64]
-    and r8, 1984
-    mov r9, r11
-    vmovdqu ymmword ptr [r15 + r8 + 1344], ymm3
-    mov r8, qword ptr [r15 + 256]
-    movzx edx, byte ptr [r15 + 320]
-    and r9, 448
-    movsxd rsi, dword ptr [r15 + r9 + 832]
-    and esi, dword ptr [r15 + 640]
-    mov rdi, qword ptr [r15 + 192]
+    movzx edi, byte ptr [r15 + 448]
+    mov qword ptr [r15 + 256], rcx
+    jmp 1f
+1:
+    and r8, 448
+    mov rbp, qword ptr [r15 + r8 + 832]
+    movsxd r8, dword ptr [r15 + 320]
+    and r8d, dword ptr [r15 + 384]
+    mov rcx, qword ptr [r15 + 128]
+    mov byte ptr [r15 + 192], dil
+    mov edi, edi
+    mov rdi, qword ptr [r15 + 64]
     add r11, 64
     inc rbx
     dec r13
@@ -11552,42 +11524,45 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov dword ptr [r15 + 512], 98
-    mov rbp, qword ptr [r15 + 448]
+    mov qword ptr [r15 + 512], rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, edi
+    vpaddd xmm1, xmm1, xmm1
+    mov ebp, eax
+    mov ebp, 94
+    mov rbp, rax
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    add qword ptr [r15 + 704], rdi
+    jmp 1f
+1:
+    mov eax, 137
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r9, r11
-    mov edi, 136
-    and r9, 4032
-    mov rdi, qword ptr [r15 + r9 + 3392]
-    mov dword ptr [r15 + 256], 62
-    mov dword ptr [r15 + 384], eax
-    mov qword ptr [r15 + 64], rax
-    mov dword ptr [r15 + 768], r9d
-    mov r9, r9
     test dword ptr [r15 + 67117723], 2228224
     jnz 1f
 1:
-    movsxd rbp, dword ptr [r15 + 320]
-    mov edi, edi
-    mov rdi, r9
-    mov edi, dword ptr [r15 + 192]
-    mov eax, r9d
-    mov r9, r11
-    mov dword ptr [r15 + 128], 61
-    mov esi, 32
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r9, 4032
+    mov dword ptr [r15 + r9 + 3392], 95
     jmp 1f
 1:
-    and r9, 8128
-    mov r8, r11
-    mov dword ptr [r15 + r9 + 7488], ebp
-    and r8, 1984
-    movsxd rbp, dword ptr [r15 + r8 + 1344]
-    mov r8d, dword ptr [r15 + 128]
-    mov eax, 67
-    movzx eax, r9b
+    mov dword ptr [r15 + 320], eax
+    mov dword ptr [r15 + 256], eax
+    mov rbp, r11
+    movzx eax, byte ptr [r15 + 640]
+    and rbp, 1984
+    mov dword ptr [r15 + rbp + 1344], 66
+    mov dword ptr [r15 + 64], 212
+    mov r9d, 62
+    mov r9, r11
+    mov dword ptr [r15 + 128], ebp
+    mov rbp, rax
+    and r9, 448
+    mov dword ptr [r15 + r9 + 832], 239
+    movsxd r9, dword ptr [r15 + 448]
+    movzx eax, al
     add r11, 64
     inc rbx
     dec r13
@@ -11599,159 +11574,160 @@ ditto_body_c1:
     xor eax, eax
     test dword ptr [r15 + 67117724], 16777216
     setz al
-    lea rcx, [rip + .Lc1_d9223_s]
+    lea rcx, [rip + .Lc1_d9212_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d9223_s_t
+    jmp .Lc1_d9212_s_t
     .p2align 3
-.Lc1_d9223_s:
+.Lc1_d9212_s:
     .p2align 3
-    jmp .Lc1_d9223_j
+    jmp .Lc1_d9212_j
     .p2align 3
-    jmp .Lc1_d9223_j
-.Lc1_d9223_j:
-    mov esi, eax
-    mov qword ptr [r15 + 576], rcx
+    jmp .Lc1_d9212_j
+.Lc1_d9212_j:
+    mov edx, eax
+    mov qword ptr [r15 + 256], rcx
+    mov r8, r11
     jmp 1f
 1:
-    mov byte ptr [r15 + 512], al
-    mov dword ptr [r15 + 384], eax
-    mov rax, rcx
     mov rbp, r11
-    movzx eax, byte ptr [r15 + 320]
-    and rbp, 448
-    mov dword ptr [r15 + rbp + 832], ecx
-    movzx ebp, cl
-    movsxd rcx, dword ptr [r15 + 192]
-    movzx ebp, byte ptr [r15 + 128]
+    and r8, 1984
+    mov byte ptr [r15 + r8 + 1344], al
+    and rbp, 8128
+    mov dword ptr [r15 + rbp + 7488], ecx
+    mov rbp, rcx
+    movzx ebp, byte ptr [r15 + 704]
+    mov dword ptr [r15 + 448], ecx
+    mov r9, r11
+    movzx ecx, dl
+    movsxd rdx, dword ptr [r15 + 64]
+    and r9, 4032
+    movzx r8d, byte ptr [r15 + r9 + 3392]
     test ebx, 1073741824
     jz 1f
 1:
-    movzx esi, byte ptr [r15 + 64]
-    mov rax, rcx
-    movzx eax, bpl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r11
-    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ebp, byte ptr [r15 + 128]
+    mov rax, r9
+    movzx eax, r8b
+    mov rax, qword ptr [r15 + 512]
+    mov rcx, qword ptr [r15 + 192]
     jmp 1f
 1:
-    and rbp, 1984
-    mov rdx, qword ptr [r15 + rbp + 1344]
-    mov rbp, r11
-    mov byte ptr [r15 + 320], cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 128], r8b
     jmp 1f
 1:
-    and rbp, 8128
-    mov dword ptr [r15 + rbp + 7488], 101
+    mov dword ptr [r15 + 384], 13
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c94:
-    mov qword ptr [r15 + 192], rbp
-    mov qword ptr [r15 + 0], rdx
+    mov qword ptr [r15 + 576], rcx
+    mov qword ptr [r15 + 0], rcx
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    add rbp, qword ptr [r15 + 0]
-    mov rax, rdx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, rcx
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 34
+    mov rbp, r11
     mov r12, qword ptr [r15 + r12 + 56]
-    add rbp, qword ptr [r15 + 0]
-    mov r9, r11
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 256], eax
-    mov rax, qword ptr [r15 + 384]
-    and r9, 8128
-    movsxd rdx, dword ptr [r15 + r9 + 7488]
-    mov r9, qword ptr [r15 + 64]
-    mov r8, rbp
+    mov dword ptr [r15 + 768], ecx
+    and rbp, 1984
+    movsxd rcx, dword ptr [r15 + rbp + 1344]
+    mov ebp, dword ptr [r15 + 448]
+    movzx esi, byte ptr [r15 + 320]
+    mov rax, rbp
     test ebx, 1073741824
     jz 1f
 1:
-    mov ebp, dword ptr [r15 + 448]
-    mov rdi, rdx
-    vmovdqu ymmword ptr [r15 + 640], ymm3
-    mov edi, dword ptr [r15 + 128]
-    movzx eax, byte ptr [r15 + 512]
-    mov r9d, edx
+    mov rbp, r11
+    vmovdqu ymmword ptr [r15 + 128], ymm1
+    mov rdi, rax
+    and rbp, 448
     mov r9, r11
-    mov dword ptr [r15 + 64], 228
-    and r9, 448
-    mov rdx, qword ptr [r15 + r9 + 832]
+    mov ecx, dword ptr [r15 + rbp + 832]
+    and r9, 8128
+    movsxd rax, dword ptr [r15 + r9 + 7488]
+    add rax, qword ptr [r15 + 64]
+    mov esi, ebp
+    mov rsi, qword ptr [r15 + 384]
+    mov rdi, qword ptr [r15 + 256]
     jmp 1f
 1:
-    mov byte ptr [r15 + 384], dil
-    movzx edi, bpl
+    mov byte ptr [r15 + 192], cl
+    movzx ecx, cl
     jmp 1f
 1:
-    mov edi, dword ptr [r15 + 320]
-    mov r8, r11
+    add rcx, qword ptr [r15 + 512]
     jmp 1f
 1:
-    movzx r9d, dl
-    and r8, 4032
-    mov qword ptr [r15 + r8 + 3392], rdx
+    movzx r9d, sil
+    mov qword ptr [r15 + 64], rax
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c95:
-    lea rcx, [rip + .Lc1_d9310_j]
+    lea rcx, [rip + .Lc1_d9299_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d9310_j_t
-.Lc1_d9310_j:
-    mov dword ptr [r15 + 384], edi
-    mov edi, r8d
-    mov r8, rcx
-    jmp 1f
-1:
-    mov dword ptr [r15 + 256], ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, dil
-    movzx ecx, dil
-    mov byte ptr [r15 + 0], r8b
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], rdi
-    mov dword ptr [r15 + 0], 249
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    vmovdqu ymmword ptr [r15 + 0], ymm3
+    jmp .Lc1_d9299_j_t
+.Lc1_d9299_j:
     mov r9, r11
+    and r9, 4032
+    mov dword ptr [r15 + r9 + 3392], ecx
+    movzx r9d, byte ptr [r15 + 448]
+    mov dword ptr [r15 + 0], ecx
+    movzx ecx, cl
+    and ecx, dword ptr [r15 + 0]
+    or qword ptr [r15 + 0], 56
+    mov edi, r9d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r9d, byte ptr [r15 + 320]
     jmp 1f
 1:
-    and r9, 1984
-    movzx edi, byte ptr [r15 + r9 + 1344]
-    mov r9, r11
+    jmp 1f
+1:
+    movzx r8d, byte ptr [r15 + 256]
+    mov dword ptr [r15 + 512], ecx
+    mov rbp, r11
+    jmp 1f
+1:
+    and rbp, 8128
+    vmovdqu ymmword ptr [r15 + rbp + 7488], ymm10
     test ebx, 1024
     jz 1f
 1:
-    and r9, 4032
-    movzx r8d, byte ptr [r15 + r9 + 3392]
-    mov r9d, edi
-    or qword ptr [r15 + 128], 93
-    movzx r9d, byte ptr [r15 + 448]
-    mov dword ptr [r15 + 512], edi
+    mov r9, r11
+    mov ecx, r8d
+    and r9, 448
+    mov byte ptr [r15 + r9 + 832], r8b
+    movzx r9d, byte ptr [r15 + 64]
+    mov r8, qword ptr [r15 + 128]
     jmp 1f
 1:
-    movsxd rdi, dword ptr [r15 + 704]
+    mov qword ptr [r15 + 192], rbp
+    mov rbp, rbp
+    movzx ebp, cl
+    mov ebp, 178
+    movzx ebp, cl
     jmp 1f
 1:
-    movzx ecx, r9b
-    mov ecx, 252
-    movzx ecx, byte ptr [r15 + 64]
-    and ecx, dword ptr [r15 + 192]
     jmp 1f
 1:
-    mov rbp, r8
-    movzx r8d, byte ptr [r15 + 320]
-    mov esi, r9d
-    movzx r9d, byte ptr [r15 + 768]
-    mov rax, qword ptr [r15 + 128]
+    mov rcx, rcx
+    jmp 1f
+1:
+    mov ecx, ebp
+    movzx ecx, byte ptr [r15 + 128]
+    mov rdx, qword ptr [r15 + 640]
     add r11, 64
     inc rbx
     dec r13
@@ -11763,63 +11739,64 @@ ditto_body_c1:
     xor eax, eax
     test dword ptr [r15 + 67117723], 1073741824
     setz al
-    lea rcx, [rip + .Lc1_d9363_s]
+    lea rcx, [rip + .Lc1_d9353_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d9363_s_t
+    jmp .Lc1_d9353_s_t
     .p2align 3
-.Lc1_d9363_s:
+.Lc1_d9353_s:
     .p2align 3
-    jmp .Lc1_d9363_j
+    jmp .Lc1_d9353_j
     .p2align 3
-    jmp .Lc1_d9363_j
-.Lc1_d9363_j:
+    jmp .Lc1_d9353_j
+.Lc1_d9353_j:
     mov rbp, r11
-    and rbp, 1984
-    movsxd r9, dword ptr [r15 + rbp + 1344]
-    mov qword ptr [r15 + 448], rax
-    mov eax, 173
-    mov eax, dword ptr [r15 + 512]
-    mov rcx, rcx
-    movzx ecx, bpl
-    movsxd rcx, dword ptr [r15 + 384]
+    and rbp, 4032
+    mov byte ptr [r15 + rbp + 3392], cl
+    add rbp, qword ptr [r15 + 64]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r8, r11
     mov r12, qword ptr [r15 + r12 + 56]
-    vpaddd xmm10, xmm10, xmm5
-    and r8, 448
-    mov dword ptr [r15 + r8 + 832], 158
+    and eax, dword ptr [r15 + 192]
+    and r8, 1984
+    mov qword ptr [r15 + r8 + 1344], rbp
+    mov dword ptr [r15 + 384], 51
+    mov rbp, qword ptr [r15 + 512]
+    mov rcx, rax
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r9d, dword ptr [r15 + 256]
-    add r9, qword ptr [r15 + 320]
-    mov dword ptr [r15 + 64], ecx
-    movsxd rcx, dword ptr [r15 + 192]
     jmp 1f
 1:
-    mov rbp, r11
-    mov byte ptr [r15 + 576], r8b
+    movzx eax, al
+    vpaddd xmm1, xmm1, xmm1
+    mov rax, r8
+    mov r8d, 187
+    mov dword ptr [r15 + 704], ebp
+    mov rbp, qword ptr [r15 + 320]
     jmp 1f
 1:
-    and rbp, 8128
-    mov byte ptr [r15 + rbp + 7488], cl
-    and ebp, dword ptr [r15 + 128]
+    mov byte ptr [r15 + 128], al
+    movsxd rax, dword ptr [r15 + 448]
+    movzx edi, byte ptr [r15 + 768]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c97:
-    mov r8, qword ptr [r15 + 448]
+    mov r8, qword ptr [r15 + 256]
     jmp 1f
 1:
-    vpaddq xmm14, xmm14, xmmword ptr [r15 + 384]
+    vpaddq xmm1, xmm1, xmmword ptr [r15 + 128]
     jmp 1f
 1:
-    movsxd rbp, dword ptr [r15 + 128]
-    mov dword ptr [r15 + 192], r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov ecx, r8d
-    movzx ecx, byte ptr [r15 + 512]
+    mov eax, r8d
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     jmp 1f
@@ -11834,28 +11811,28 @@ ditto_body_c1:
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], eax
     mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 448
     mov r8, r11
-    mov dword ptr [r15 + rbp + 832], 236
-    mov rbp, r11
-    mov edx, 195
+    mov dword ptr [r15 + 320], eax
+    movzx eax, byte ptr [r15 + 384]
+    and r8, 448
+    mov edi, dword ptr [r15 + r8 + 832]
+    mov r8d, 62
+    mov r8, r11
+    mov dword ptr [r15 + 192], 195
+    movzx esi, byte ptr [r15 + 448]
+    mov dword ptr [r15 + 64], eax
     and r8, 1984
-    mov dword ptr [r15 + r8 + 1344], ebp
-    and rbp, 4032
-    movsxd rcx, dword ptr [r15 + rbp + 3392]
-    movsxd rbp, dword ptr [r15 + 64]
-    movsxd rdi, dword ptr [r15 + 640]
-    mov esi, dword ptr [r15 + 320]
+    mov eax, dword ptr [r15 + r8 + 1344]
+    mov qword ptr [r15 + 576], rdi
     jmp 1f
 1:
-    movsxd rdx, dword ptr [r15 + 64]
-    mov dword ptr [r15 + 256], 45
-    mov dword ptr [r15 + 320], r8d
+    movsxd rdi, dword ptr [r15 + 64]
+    mov r9, r11
+    mov edx, dword ptr [r15 + 512]
+    and r9, 8128
+    mov dword ptr [r15 + r9 + 7488], 45
     add r11, 64
     inc rbx
     dec r13
@@ -11864,44 +11841,43 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d9450_j]
+    lea rcx, [rip + .Lc1_d9441_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d9450_j_t
-.Lc1_d9450_j:
-    mov ecx, 17
-    movzx ecx, byte ptr [r15 + 64]
-    movzx r8d, dl
-    mov dword ptr [r15 + 320], 157
-    mov r8d, eax
-    movsxd rax, dword ptr [r15 + 768]
-    mov r12, qword ptr [r15 + r12 + 56]
+    jmp .Lc1_d9441_j_t
+.Lc1_d9441_j:
     jmp 1f
 1:
-    mov byte ptr [r15 + 0], cl
+    mov r9d, dword ptr [r15 + 512]
+    mov r8, r11
+    mov eax, dword ptr [r15 + 64]
+    movzx esi, cl
+    mov esi, ecx
+    and r8, 8128
+    mov dword ptr [r15 + r8 + 7488], 80
     mov r12, qword ptr [r15 + r12 + 56]
-    add rcx, qword ptr [r15 + 512]
+    mov r12, qword ptr [r15 + r12 + 56]
     mov rbp, r11
-    mov edx, dword ptr [r15 + 448]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, al
+    mov byte ptr [r15 + 704], r9b
+    and rbp, 4032
+    mov r9, r11
+    mov qword ptr [r15 + rbp + 3392], rsi
     test dword ptr [r15 + 67117724], 4160
     jnz 1f
 1:
-    movsxd rax, dword ptr [r15 + 384]
-    and rbp, 8128
-    mov r8d, dword ptr [r15 + rbp + 7488]
-    movzx ebp, dl
-    mov ebp, 227
-    mov qword ptr [r15 + 704], rcx
-    mov dword ptr [r15 + 384], ecx
-    mov ecx, dword ptr [r15 + 256]
-    mov r9, r11
-    mov dword ptr [r15 + 128], r8d
-    mov r8, r11
-    mov rdx, rdx
-    and r8, 16320
-    and edx, dword ptr [r15 + r8 + 15680]
-    and r9, 4032
-    mov rbp, qword ptr [r15 + r9 + 3392]
-    add rbp, qword ptr [r15 + 128]
+    mov rax, rbp
+    and r9, 448
+    add rax, qword ptr [r15 + r9 + 832]
+    mov r9d, 144
+    mov r9d, dword ptr [r15 + 640]
+    movsxd rbp, dword ptr [r15 + 384]
+    mov dword ptr [r15 + 256], ecx
+    mov dword ptr [r15 + 128], ecx
+    add rcx, qword ptr [r15 + 128]
+    and ecx, dword ptr [r15 + 192]
+    mov rsi, qword ptr [r15 + 448]
+    mov r8d, 35
     add r11, 64
     inc rbx
     dec r13
@@ -11910,62 +11886,65 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 128]
-    jmp 1f
-1:
-    mov rbp, r11
-    movsxd r9, dword ptr [r15 + 384]
-    and rbp, 8128
-    mov byte ptr [r15 + rbp + 7488], dl
-    mov ebp, 67
-    jmp 1f
-1:
-    jmp 1f
-1:
-    vpcmpeqb xmm5, xmm5, xmm14
+    mov eax, 236
     mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rbp
-    mov ebp, 43
+    vpcmpeqb xmm1, xmm1, xmm15
+    jmp 1f
+1:
+    mov ecx, 98
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], r8
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
     test dword ptr [r15 + 67117724], 1610612736
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov edx, 252
-    jmp 1f
-1:
-    movsxd rdx, dword ptr [r15 + 512]
-    movzx r8d, byte ptr [r15 + 320]
-    jmp 1f
-1:
-    mov qword ptr [r15 + 192], rbp
+    mov r8d, eax
+    mov r8, rax
+    mov byte ptr [r15 + 0], cl
+    movsxd rcx, dword ptr [r15 + 768]
+    mov eax, dword ptr [r15 + 320]
+    mov qword ptr [r15 + 384], rcx
+    mov r8, r11
     jmp 1f
 1:
     jmp 1f
 1:
-    movzx r9d, byte ptr [r15 + 256]
+    and r8, 4032
+    and ecx, dword ptr [r15 + r8 + 3392]
+    jmp 1f
+1:
+    movzx edx, byte ptr [r15 + 128]
+    mov r8, r11
+    vmovdqu ymmword ptr [r15 + 64], ymm4
     test ebx, 1073741824
     jz 1f
 1:
-    mov rbp, rdx
+    movzx eax, byte ptr [r15 + 256]
+    and r8, 448
+    movzx ecx, byte ptr [r15 + r8 + 832]
+    movzx r8d, byte ptr [r15 + 512]
+    jmp 1f
+1:
+    mov edx, 69
+    jmp 1f
+1:
+    mov edx, 130
     mov rbp, r11
     jmp 1f
 1:
-    movzx r8d, byte ptr [r15 + 576]
-    and rbp, 448
-    mov rdx, qword ptr [r15 + rbp + 832]
-    vmovdqu ymmword ptr [r15 + 64], ymm14
-    mov r9, r11
-    mov edi, 69
-    and r9, 1984
-    and edi, dword ptr [r15 + r9 + 1344]
-    mov r9d, ebp
+    and rbp, 1984
+    mov edi, dword ptr [r15 + rbp + 1344]
     jmp 1f
 1:
-    jmp 1f
-1:
-    vmovdqu ymmword ptr [r15 + 448], ymm14
+    vmovdqu ymmword ptr [r15 + 448], ymm15
     add r11, 64
     inc rbx
     dec r13
@@ -11976,173 +11955,180 @@ ditto_body_c1:
     mov qword ptr [r15 + 67117720], rax
     mov eax, dword ptr [r15 + 67117724]
     and eax, 15
-    lea rcx, [rip + .Lc1_d9543_s]
+    lea rcx, [rip + .Lc1_d9535_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d9543_s_t
+    jmp .Lc1_d9535_s_t
     .p2align 3
-.Lc1_d9543_s:
+.Lc1_d9535_s:
     .p2align 3
-    jmp .Lc1_d9543_j
+    jmp .Lc1_d9535_j
     .p2align 3
-    jmp .Lc1_d9543_j
+    jmp .Lc1_d9535_j
     .p2align 3
-    jmp .Lc1_d9543_j
+    jmp .Lc1_d9535_j
     .p2align 3
-    jmp .Lc1_d9543_j
+    jmp .Lc1_d9535_j
     .p2align 3
-    jmp .Lc1_d9543_j
+    jmp .Lc1_d9535_j
     .p2align 3
-    jmp .Lc1_d9543_j
+    jmp .Lc1_d9535_j
     .p2align 3
-    jmp .Lc1_d9543_j
+    jmp .Lc1_d9535_j
     .p2align 3
-    jmp .Lc1_d9543_j
+    jmp .Lc1_d9535_j
     .p2align 3
-    jmp .Lc1_d9543_j
+    jmp .Lc1_d9535_j
     .p2align 3
-    jmp .Lc1_d9543_j
+    jmp .Lc1_d9535_j
     .p2align 3
-    jmp .Lc1_d9543_j
+    jmp .Lc1_d9535_j
     .p2align 3
-    jmp .Lc1_d9543_j
+    jmp .Lc1_d9535_j
     .p2align 3
-    jmp .Lc1_d9543_j
+    jmp .Lc1_d9535_j
     .p2align 3
-    jmp .Lc1_d9543_j
+    jmp .Lc1_d9535_j
     .p2align 3
-    jmp .Lc1_d9543_j
+    jmp .Lc1_d9535_j
     .p2align 3
-    jmp .Lc1_d9543_j
-.Lc1_d9543_j:
+    jmp .Lc1_d9535_j
+.Lc1_d9535_j:
+    mov r9, r11
+    and r9, 8128
+    mov byte ptr [r15 + r9 + 7488], al
     jmp 1f
 1:
-    mov r8d, dword ptr [r15 + 448]
+    mov dword ptr [r15 + 64], 253
+    jmp 1f
+1:
     mov rbp, r11
-    movsxd rax, dword ptr [r15 + 640]
-    jmp 1f
-1:
-    mov byte ptr [r15 + 64], cl
-    and rbp, 4032
-    mov dword ptr [r15 + rbp + 3392], 80
-    mov dword ptr [r15 + 192], 82
-    mov rcx, rax
-    mov rcx, r8
+    mov dword ptr [r15 + 192], 24
+    mov rax, r9
+    mov rax, rcx
+    and rbp, 1984
+    mov eax, dword ptr [r15 + rbp + 1344]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c101:
-    lea rcx, [rip + .Lc1_d9580_j]
+    lea rcx, [rip + .Lc1_d9573_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d9580_j_t
-.Lc1_d9580_j:
-    mov r8, r11
-    movzx eax, byte ptr [r15 + 512]
-    and r8, 448
-    movsxd rbp, dword ptr [r15 + r8 + 832]
-    movzx r8d, byte ptr [r15 + 320]
-    mov byte ptr [r15 + 64], cl
-    mov rcx, qword ptr [r15 + 256]
-    mov rsi, rax
-    mov rsi, rax
+    jmp .Lc1_d9573_j_t
+.Lc1_d9573_j:
+    mov byte ptr [r15 + 0], al
+    mov dword ptr [r15 + 0], 157
+    mov dword ptr [r15 + 0], ecx
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 251
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 14
+    movzx ebp, cl
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 128], r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, 222
+    mov eax, 29
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rcx
+    mov dword ptr [r15 + 0], 251
+    mov ecx, dword ptr [r15 + 192]
+    movzx ebp, byte ptr [r15 + 576]
+    mov rsi, qword ptr [r15 + 512]
+    mov dword ptr [r15 + 256], 48
+    mov byte ptr [r15 + 64], al
+    mov rax, rax
+    mov rax, rcx
+    movzx eax, byte ptr [r15 + 448]
     test ebx, 1073741824
     jz 1f
 1:
-    movzx r8d, r8b
     jmp 1f
 1:
-    mov r8, r11
     jmp 1f
 1:
+    mov ecx, 48
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movzx eax, byte ptr [r15 + 640]
+    mov rsi, rsi
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 128], ecx
+    jmp 1f
+1:
+    mov dword ptr [r15 + 128], ecx
+    movsxd rcx, dword ptr [r15 + 384]
     mov rbp, r11
-    mov dword ptr [r15 + 320], 94
-    and rbp, 8128
-    mov dword ptr [r15 + rbp + 7488], 233
-    and r8, 1984
-    mov dword ptr [r15 + r8 + 1344], 152
     jmp 1f
 1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 384], 39
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx ebp, bpl
-    mov ebp, dword ptr [r15 + 704]
-    mov dword ptr [r15 + 128], r8d
+    and rbp, 4032
+    mov dword ptr [r15 + rbp + 3392], 212
+    movzx ebp, al
+    mov rbp, rcx
+    mov ebp, dword ptr [r15 + 320]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c102:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
+    mov rcx, rcx
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rbp
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], ebp
-    mov qword ptr [r15 + 0], rbp
-    mov rbp, rbp
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    movsxd r8, dword ptr [r15 + 256]
-    movzx edx, byte ptr [r15 + 448]
-    mov edi, dword ptr [r15 + 384]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], ecx
+    vmovdqu ymmword ptr [r15 + 0], ymm1
+    mov dword ptr [r15 + 0], 74
+    mov qword ptr [r15 + 64], rbp
     jmp 1f
 1:
-    mov r9, r11
-    movsxd rbp, dword ptr [r15 + 64]
+    mov rbp, rcx
+    mov dword ptr [r15 + 64], ecx
+    movsxd rcx, dword ptr [r15 + 384]
+    jmp 1f
+1:
+    vmovdqu xmm6, xmmword ptr [r15 + 128]
     test ebx, 1073741824
     jz 1f
 1:
-    and r9, 8128
-    vmovdqu ymmword ptr [r15 + r9 + 7488], ymm5
-    mov dword ptr [r15 + 320], ebp
-    add rdx, qword ptr [r15 + 512]
-    mov rdi, qword ptr [r15 + 64]
+    movzx edx, byte ptr [r15 + 704]
     jmp 1f
 1:
+    mov qword ptr [r15 + 128], rcx
+    mov rcx, qword ptr [r15 + 256]
     mov rbp, r11
-    mov r8d, 228
-    mov r8, rdx
+    add rcx, qword ptr [r15 + 512]
+    add rcx, qword ptr [r15 + 448]
+    mov edi, 85
+    and rbp, 448
+    movsxd rdi, dword ptr [r15 + rbp + 832]
+    mov ebp, dword ptr [r15 + 448]
     mov r8, r11
-    and rbp, 1984
-    movzx r9d, byte ptr [r15 + rbp + 1344]
-    jmp 1f
-1:
-    mov rcx, rdi
-    and r8, 4032
-    add rcx, qword ptr [r15 + r8 + 3392]
-    mov dword ptr [r15 + 192], r9d
-    mov qword ptr [r15 + 384], rdx
     jmp 1f
 1:
     jmp 1f
 1:
-    vmovdqu ymmword ptr [r15 + 768], ymm5
-    mov dword ptr [r15 + 128], 17
+    and r8, 1984
+    mov r9, r11
+    mov dword ptr [r15 + r8 + 1344], edi
+    jmp 1f
+1:
+    and r9, 8128
+    mov qword ptr [r15 + r9 + 7488], r8
+    jmp 1f
+1:
+    mov rdi, rcx
+    mov rdi, qword ptr [r15 + 192]
+    vmovdqu ymmword ptr [r15 + 320], ymm1
     add r11, 64
     inc rbx
     dec r13
@@ -12154,122 +12140,121 @@ ditto_body_c1:
     xor eax, eax
     test dword ptr [r15 + 67117724], 536870912
     setz al
-    lea rcx, [rip + .Lc1_d9677_s]
+    lea rcx, [rip + .Lc1_d9675_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d9677_s_t
+    jmp .Lc1_d9675_s_t
     .p2align 3
-.Lc1_d9677_s:
+.Lc1_d9675_s:
     .p2align 3
-    jmp .Lc1_d9677_j
+    jmp .Lc1_d9675_j
     .p2align 3
-    jmp .Lc1_d9677_j
-.Lc1_d9677_j:
-    mov rbp, r11
+    jmp .Lc1_d9675_j
+.Lc1_d9675_j:
+    mov dword ptr [r15 + 320], 239
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    and rbp, 448
-    mov byte ptr [r15 + rbp + 832], cl
-    mov rbp, qword ptr [r15 + 128]
-    mov ecx, 163
-    mov dword ptr [r15 + 64], 224
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 222
+    .byte 0x66, 0x90
+    mov rcx, rcx
     mov r8, r11
-    vmovdqu ymmword ptr [r15 + 576], ymm5
-    mov dword ptr [r15 + 512], 230
+    mov r12, qword ptr [r15 + r12 + 56]
     and r8, 4032
-    mov r9, r11
-    mov dword ptr [r15 + r8 + 3392], 210
+    vmovdqu ymmword ptr [r15 + r8 + 3392], ymm1
+    mov r8d, eax
+    mov r8, r11
+    jmp 1f
+1:
     test ebx, 1024
     jz 1f
 1:
-    vpaddq xmm5, xmm5, xmmword ptr [r15 + 320]
-    and r9, 1984
-    and ecx, dword ptr [r15 + r9 + 1344]
-    .byte 0x66, 0x90
+    and r8, 16320
+    mov byte ptr [r15 + r8 + 15680], cl
+    vpaddq xmm1, xmm1, xmmword ptr [r15 + 512]
+    mov ecx, 127
     jmp 1f
 1:
+    mov rcx, qword ptr [r15 + 128]
+    mov r8, r11
+    mov dword ptr [r15 + 64], 42
+    mov rax, qword ptr [r15 + 256]
+    and r8, 1984
+    mov qword ptr [r15 + r8 + 1344], rcx
     jmp 1f
 1:
-    mov r8, r8
-    mov r8d, r9d
-    mov qword ptr [r15 + 192], r9
-    jmp 1f
-1:
-    mov r9d, dword ptr [r15 + 448]
+    mov edx, dword ptr [r15 + 768]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c104:
-    mov dword ptr [r15 + 192], 144
-    mov r8d, dword ptr [r15 + 640]
-    mov ecx, dword ptr [r15 + 64]
-    movzx esi, byte ptr [r15 + 448]
-    jmp 1f
-1:
-    movzx r9d, r9b
-    mov dword ptr [r15 + 704], r8d
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movsxd r8, dword ptr [r15 + 384]
-    mov qword ptr [r15 + 0], rcx
+    mov dword ptr [r15 + 0], 144
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r8d, cl
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rcx
     mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], r8
     test ebx, 1073741824
     jnz 1f
 1:
-    mov byte ptr [r15 + 0], r9b
+    movsxd r8, dword ptr [r15 + 512]
+    mov rcx, qword ptr [r15 + 128]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov rsi, qword ptr [r15 + 384]
-    mov rcx, qword ptr [r15 + 512]
+    mov dword ptr [r15 + 192], 0
+    jmp 1f
+1:
+    lea rbp, [r11 + r11*1]
+    movsxd rsi, dword ptr [r15 + 256]
+    and rbp, 448
+    mov dword ptr [r15 + rbp + 896], ecx
     mov r9, r11
-    mov dword ptr [r15 + 320], 123
-    and r9, 448
-    add rsi, qword ptr [r15 + r9 + 832]
-    mov r9d, dword ptr [r15 + 128]
     jmp 1f
 1:
-    mov dword ptr [r15 + 256], 38
-    mov r8, r11
-    mov dword ptr [r15 + 128], 241
-    mov rbp, r11
-    and r8, 8128
-    mov qword ptr [r15 + r8 + 7488], rcx
+    and r9, 4032
+    movzx ecx, byte ptr [r15 + r9 + 3392]
+    mov r9, r11
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and r9, 8128
+    mov byte ptr [r15 + r9 + 7488], bpl
+    add r9, qword ptr [r15 + 576]
+    mov rsi, rcx
+    mov esi, dword ptr [r15 + 384]
     jmp 1f
 1:
-    and rbp, 4032
-    vmovdqu ymmword ptr [r15 + rbp + 3392], ymm7
+    mov dword ptr [r15 + rbp + 832], 162
+    jmp 1f
+1:
+    mov dword ptr [r15 + 448], 170
+    mov qword ptr [r15 + 64], rsi
+    mov rsi, qword ptr [r15 + 640]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c105:
-    lea rcx, [rip + .Lc1_d9763_j]
+    lea rcx, [rip + .Lc1_d9761_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d9763_j_t
-.Lc1_d9763_j:
+    jmp .Lc1_d9761_j_t
+.Lc1_d9761_j:
     mov rbp, r11
-    mov r8, r11
-    and rbp, 8128
-    mov qword ptr [r15 + rbp + 7488], rcx
-    mov ebp, ecx
-    mov rbp, rcx
-    and r8, 1984
-    mov dword ptr [r15 + r8 + 1344], 4
-    movzx r8d, byte ptr [r15 + 512]
+    and rbp, 4032
+    mov qword ptr [r15 + rbp + 3392], rsi
+    mov ebp, esi
+    mov rbp, rsi
+    mov dword ptr [r15 + 192], 4
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
@@ -12277,41 +12262,40 @@ ditto_body_c1:
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], bpl
-    test ebx, 3584
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rdx, qword ptr [r15 + 512]
+    jmp 1f
+1:
+    mov ebp, 252
+    mov qword ptr [r15 + 128], rdx
+    test ebx, 1073741824
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 128], r8
     jmp 1f
 1:
-    mov edx, 200
-    mov dword ptr [r15 + 192], ebp
+    mov dword ptr [r15 + 384], ebp
     jmp 1f
 1:
-    mov byte ptr [r15 + 384], r8b
-    jmp 1f
-1:
-    and edx, dword ptr [r15 + 320]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    vpaddq xmm2, xmm2, xmmword ptr [r15 + 448]
-    mov dword ptr [r15 + 320], edx
-    movsxd rdx, dword ptr [r15 + 64]
-    mov rdi, rdx
-    mov rdx, qword ptr [r15 + 256]
-    jmp 1f
-1:
+    mov byte ptr [r15 + 320], dl
     mov rbp, r11
     jmp 1f
 1:
-    mov r8d, dword ptr [r15 + 768]
-    mov eax, 161
-    and rbp, 448
-    mov byte ptr [r15 + rbp + 832], dl
+    and edx, dword ptr [r15 + 256]
+    mov r9, r11
+    and rbp, 8128
+    vpaddq xmm1, xmm1, xmmword ptr [r15 + rbp + 7488]
+    mov byte ptr [r15 + 448], bpl
+    mov rbp, rdx
+    and r9, 1984
+    mov dword ptr [r15 + r9 + 1344], edx
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movsxd rdx, dword ptr [r15 + 64]
+    mov edi, 185
+    mov byte ptr [r15 + 704], r9b
     add r11, 64
     inc rbx
     dec r13
@@ -12323,313 +12307,313 @@ ditto_body_c1:
     xor eax, eax
     test dword ptr [r15 + 67117724], 128
     setz al
-    lea rcx, [rip + .Lc1_d9815_s]
+    lea rcx, [rip + .Lc1_d9811_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d9815_s_t
+    jmp .Lc1_d9811_s_t
     .p2align 3
-.Lc1_d9815_s:
+.Lc1_d9811_s:
     .p2align 3
-    jmp .Lc1_d9815_j
+    jmp .Lc1_d9811_j
     .p2align 3
-    jmp .Lc1_d9815_j
-.Lc1_d9815_j:
-    movzx r8d, byte ptr [r15 + 256]
-    mov ebp, eax
-    mov ebp, eax
+    jmp .Lc1_d9811_j
+.Lc1_d9811_j:
+    jmp 1f
+1:
+    mov edi, ecx
+    mov rbp, r11
+    movzx edi, byte ptr [r15 + 448]
+    and rbp, 1984
+    mov dword ptr [r15 + rbp + 1344], 76
     jmp 1f
 1:
     jmp 1f
 1:
-    nop
-    movzx eax, byte ptr [r15 + 128]
-    mov dword ptr [r15 + 64], ecx
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, dword ptr [r15 + 128]
     jmp 1f
 1:
-    movzx ecx, r8b
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, eax
+    mov rax, qword ptr [r15 + 768]
+    mov edx, edi
+    mov edi, 178
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 4608
     jz 1f
 1:
-    mov eax, 214
-    movzx eax, byte ptr [r15 + 384]
+    mov rbp, r11
     jmp 1f
 1:
-    mov ebp, dword ptr [r15 + 576]
-    jmp 1f
-1:
-    jmp 1f
-1:
+    and rbp, 448
+    movsxd rax, dword ptr [r15 + rbp + 832]
+    mov r12, qword ptr [r15 + r12 + 56]
+    nop
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx edi, byte ptr [r15 + 192]
     mov r8, r11
-    mov ecx, 173
-    and r8, 1984
-    mov rcx, qword ptr [r15 + r8 + 1344]
-    mov dword ptr [r15 + 448], 249
-    mov r9d, eax
-    mov r9, r11
-    mov esi, dword ptr [r15 + 320]
-    movsxd r8, dword ptr [r15 + 512]
-    and r9, 4032
-    movsxd rdx, dword ptr [r15 + r9 + 3392]
+    mov dword ptr [r15 + 64], edx
+    and r8, 8128
+    mov edx, dword ptr [r15 + r8 + 7488]
     jmp 1f
 1:
+    movzx ebp, bpl
+    mov ebp, 93
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c107:
-    and ecx, dword ptr [r15 + 128]
-    mov ebp, dword ptr [r15 + 384]
-    mov eax, r9d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, edx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], bpl
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov edx, r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    movzx ebp, r8b
     mov qword ptr [r15 + 0], r8
-    mov byte ptr [r15 + 0], dl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], r8d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, eax
-    jmp 1f
-1:
-    mov r8, qword ptr [r15 + 128]
-    jmp 1f
-1:
-    add r8, qword ptr [r15 + 448]
-    vpxor xmm5, xmm5, xmm2
-    mov edx, dword ptr [r15 + 256]
+    mov r8d, dword ptr [r15 + 256]
+    mov dword ptr [r15 + 448], edx
+    mov r9, r11
+    mov rbp, r11
     test ebx, 1073741824
     jz 1f
 1:
-    mov eax, r8d
-    mov dword ptr [r15 + 64], 3
-    movzx eax, byte ptr [r15 + 64]
-    movsxd rbp, dword ptr [r15 + 512]
-    mov byte ptr [r15 + 640], dl
-    mov r8, r11
-    mov qword ptr [r15 + 704], rdx
-    and r8, 4032
-    movsxd rdx, dword ptr [r15 + r8 + 3392]
+    and rbp, 1984
+    vmovdqu ymmword ptr [r15 + rbp + 1344], ymm1
+    and r9, 4032
+    mov dword ptr [r15 + r9 + 3392], edx
+    mov qword ptr [r15 + 640], rdx
+    mov edx, ebp
+    movsxd rdx, dword ptr [r15 + 384]
+    movzx r8d, byte ptr [r15 + 576]
+    mov dword ptr [r15 + 64], 202
+    vpxor xmm1, xmm1, xmm6
     jmp 1f
 1:
-    mov qword ptr [r15 + 320], rbp
-    mov rbp, rax
-    jmp 1f
-1:
-    mov rbp, r11
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r8, r11
-    and rbp, 448
-    mov dword ptr [r15 + rbp + 832], edx
-    and r8, 8128
-    mov edx, dword ptr [r15 + r8 + 7488]
-    mov dword ptr [r15 + 192], 243
+    movsxd r9, dword ptr [r15 + 512]
     mov rbp, rbp
+    and ebp, dword ptr [r15 + 128]
+    jmp 1f
+1:
+    mov qword ptr [r15 + 192], r8
+    mov dword ptr [r15 + 512], edx
+    mov edx, dword ptr [r15 + 320]
+    mov dword ptr [r15 + 64], 244
+    mov r8, r9
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c108:
-    lea rcx, [rip + .Lc1_d9909_j]
+    lea rcx, [rip + .Lc1_d9903_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d9909_j_t
-.Lc1_d9909_j:
+    jmp .Lc1_d9903_j_t
+.Lc1_d9903_j:
+    mov qword ptr [r15 + 128], rbp
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, rdx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, 251
-    mov ebp, ecx
-    jmp 1f
-1:
+    mov dword ptr [r15 + 0], ecx
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    jmp 1f
+1:
+    mov ecx, ecx
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 320], ecx
-    movsxd rcx, dword ptr [r15 + 448]
-    mov qword ptr [r15 + 384], rbp
+    mov ecx, dword ptr [r15 + 64]
+    mov ebp, dword ptr [r15 + 448]
+    jmp 1f
+1:
+    mov rsi, qword ptr [r15 + 320]
+    mov r8, qword ptr [r15 + 512]
     test ebx, 2048
     jz 1f
 1:
+    mov rax, rbp
+    mov eax, 254
     mov rbp, r11
-    mov rdx, qword ptr [r15 + 256]
-    jmp 1f
-1:
-    and rbp, 1984
-    mov qword ptr [r15 + rbp + 1344], rcx
-    mov rbp, r11
-    mov dword ptr [r15 + 192], 254
+    mov dword ptr [r15 + 704], 8
     and rbp, 448
-    mov rcx, qword ptr [r15 + rbp + 832]
-    mov ebp, 52
+    mov qword ptr [r15 + rbp + 832], rcx
     mov rbp, r11
-    movzx edi, dl
-    and rbp, 8128
-    mov rdi, qword ptr [r15 + rbp + 7488]
     jmp 1f
 1:
-    mov dword ptr [r15 + 768], 222
-    mov r9, qword ptr [r15 + 384]
-    mov ebp, dword ptr [r15 + 64]
-    mov esi, 72
-    mov byte ptr [r15 + 128], cl
+    movzx ecx, cl
+    and rbp, 4032
+    movzx ecx, byte ptr [r15 + rbp + 3392]
+    mov rbp, r11
+    mov rsi, qword ptr [r15 + 128]
+    and rbp, 8128
+    mov dword ptr [r15 + rbp + 7488], 222
+    mov ebp, 223
+    mov byte ptr [r15 + 384], cl
+    movsxd rcx, dword ptr [r15 + 256]
+    mov r8d, 127
+    mov r8, qword ptr [r15 + 192]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c109:
-    mov dword ptr [r15 + 448], edi
-    mov dword ptr [r15 + 0], 193
+    and esi, dword ptr [r15 + 64]
+    mov dword ptr [r15 + 0], r8d
+    movzx r8d, cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     mov dword ptr [r15 + 0], esi
-    mov esi, esi
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx esi, dil
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], ecx
     mov r9, r11
     and esi, dword ptr [r15 + 0]
-    mov qword ptr [r15 + 320], r9
+    mov r12, qword ptr [r15 + r12 + 56]
     and r9, 1984
-    mov byte ptr [r15 + r9 + 1344], sil
-    mov dword ptr [r15 + 192], 159
-    lock or dword ptr [r15 + 384], 116
-    movzx edi, sil
-    mov edi, 185
+    mov qword ptr [r15 + r9 + 1344], r8
+    jmp 1f
+1:
+    mov dword ptr [r15 + 64], 10
+    mov rcx, rsi
+    mov ecx, 134
+    mov r8, r11
     test ebx, 1073741824
     jz 1f
 1:
-    mov dword ptr [r15 + 512], r9d
-    movzx r9d, sil
+    and r8, 448
+    mov dword ptr [r15 + r8 + 832], 189
+    mov r8d, dword ptr [r15 + 192]
+    movzx esi, cl
+    movzx esi, cl
+    movzx ecx, byte ptr [r15 + 320]
+    lock or dword ptr [r15 + 448], 19
+    mov qword ptr [r15 + 768], r9
+    mov r9d, r8d
+    mov byte ptr [r15 + 128], r8b
+    mov dword ptr [r15 + 256], ecx
+    movzx ecx, byte ptr [r15 + 576]
     jmp 1f
 1:
-    movzx r9d, byte ptr [r15 + 576]
-    mov rbp, r11
-    mov rsi, qword ptr [r15 + 128]
-    and rbp, 4032
-    mov qword ptr [r15 + rbp + 3392], rdi
-    mov rbp, r11
-    mov rdi, r9
-    and rbp, 448
-    and edi, dword ptr [r15 + rbp + 832]
-    movzx ebp, byte ptr [r15 + 64]
-    mov dword ptr [r15 + 256], r9d
-    mov r9d, dword ptr [r15 + 320]
-    movzx r8d, byte ptr [r15 + 64]
-    mov dword ptr [r15 + 512], 225
-    mov eax, edi
-    jmp 1f
-1:
+    mov r8d, dword ptr [r15 + 384]
+    mov dword ptr [r15 + 512], 164
+    mov r9, r11
+    mov edi, esi
+    and r9, 8128
+    movzx edi, byte ptr [r15 + r9 + 7488]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c110:
-    lea rcx, [rip + .Lc1_d9996_j]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d9995_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d9996_j_t
-.Lc1_d9996_j:
-    mov dword ptr [r15 + 704], edi
+    jmp .Lc1_d9995_j_t
+.Lc1_d9995_j:
+    vpcmpeqb xmm1, xmm1, xmm9
+    movzx r9d, r9b
+    add r9, qword ptr [r15 + 128]
+    mov eax, dword ptr [r15 + 640]
+    movsxd rdi, dword ptr [r15 + 128]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
     mov byte ptr [r15 + 0], cl
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    mov dword ptr [r15 + 0], eax
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    xor dword ptr [r15 + 128], ecx
-    vmovdqu ymmword ptr [r15 + 512], ymm5
-    add rcx, qword ptr [r15 + 320]
-    movzx edi, byte ptr [r15 + 192]
-    test ebx, 2560
-    jnz 1f
+    mov ecx, dword ptr [r15 + 320]
+    test dword ptr [r15 + 67117723], 70144
+    jz 1f
 1:
-    mov dword ptr [r15 + 384], 10
-    jmp 1f
-1:
-    mov r8, r11
-    movzx r9d, cl
-    and r8, 16320
     mov r9, r11
-    mov rcx, qword ptr [r15 + r8 + 15680]
-    and r9, 8128
-    movsxd rdi, dword ptr [r15 + r9 + 7488]
-    mov r9, r8
     jmp 1f
 1:
-    mov dword ptr [r15 + 256], ecx
-    mov r8, r11
-    movsxd rdx, dword ptr [r15 + 448]
-    and r8, 1984
-    mov ecx, dword ptr [r15 + r8 + 1344]
-    vmovdqu xmm10, xmmword ptr [r15 + 64]
-    mov r9, qword ptr [r15 + 640]
-    movsxd rsi, dword ptr [r15 + 128]
-    mov r8d, edi
+    mov rax, rax
+    mov rbp, r11
+    and r9, 1984
+    movsxd rdi, dword ptr [r15 + r9 + 1344]
+    and rbp, 4032
+    mov rcx, qword ptr [r15 + rbp + 3392]
+    mov dword ptr [r15 + 512], eax
+    mov r9, r11
+    movzx edx, byte ptr [r15 + 448]
+    and r9, 448
+    mov rax, qword ptr [r15 + r9 + 832]
+    jmp 1f
+1:
+    vpxor xmm7, xmm7, xmm9
+    mov dword ptr [r15 + 64], 82
+    movsxd rbp, dword ptr [r15 + 256]
+    jmp 1f
+1:
+    mov r9d, ecx
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c111:
-    lea rcx, [rip + .Lc1_d10040_j]
+    lea rcx, [rip + .Lc1_d10037_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d10040_j_t
-.Lc1_d10040_j:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx edi, r9b
-    mov dword ptr [r15 + 0], 118
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, r11
-    mov qword ptr [r15 + 256], rdi
-    and r9, 4032
-    mov rsi, qword ptr [r15 + r9 + 3392]
+    jmp .Lc1_d10037_j_t
+.Lc1_d10037_j:
     jmp 1f
 1:
-    mov edi, 2
-    mov r8, r11
-    mov edi, dword ptr [r15 + 384]
+    mov qword ptr [r15 + 128], rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r9d, dword ptr [r15 + 0]
+    mov ecx, 94
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], r9
+    jmp 1f
+1:
+    mov ebp, 2
     mov rbp, r11
-    and r8, 8128
-    mov qword ptr [r15 + r8 + 7488], rsi
     jmp 1f
 1:
-    and rbp, 448
-    mov byte ptr [r15 + rbp + 832], r9b
-    test ebx, 2028544
-    jz 1f
+    mov r9, rcx
+    and rbp, 8128
+    mov r9, qword ptr [r15 + rbp + 7488]
+    test ebx, 1073741824
+    jnz 1f
 1:
-    inc dword ptr [r15 + 768]
-    mov dword ptr [r15 + 448], esi
-    movzx esi, byte ptr [r15 + 512]
+    movzx ecx, byte ptr [r15 + 512]
+    mov qword ptr [r15 + 448], rbp
+    mov dword ptr [r15 + 704], r9d
+    mov byte ptr [r15 + 192], bpl
+    mov dword ptr [r15 + 384], 27
+    movzx ebp, bpl
+    mov byte ptr [r15 + 320], r9b
+    mov r9, r11
+    mov r8, r11
     jmp 1f
 1:
-    and esi, dword ptr [r15 + 128]
-    mov r9, rbp
+    and r8, 1984
+    mov dword ptr [r15 + r8 + 1344], ecx
+    and r9, 4032
+    movsxd rcx, dword ptr [r15 + r9 + 3392]
+    movzx r9d, bpl
     jmp 1f
 1:
-    mov dword ptr [r15 + 320], edi
-    jmp 1f
-1:
-    mov qword ptr [r15 + 192], rsi
-    movzx esi, sil
+    inc dword ptr [r15 + 256]
     mov byte ptr [r15 + 64], bpl
-    mov byte ptr [r15 + 64], r9b
-    mov r9, qword ptr [r15 + 384]
+    mov ebp, dword ptr [r15 + 64]
     add r11, 64
     inc rbx
     dec r13
@@ -12638,60 +12622,57 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    movzx eax, sil
-    movzx esi, sil
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov ebp, 182
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu ymmword ptr [r15 + 0], ymm1
+    mov ecx, r9d
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, ebp
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    movzx r9d, cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, 55
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
-    mov ebp, ebp
-    movzx ebp, sil
-    mov rsi, rax
-    mov rsi, rax
+    mov ecx, ecx
+    movzx ecx, al
+    mov rcx, r9
+    mov rcx, r9
     mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r11
+    mov rax, r9
+    movzx eax, r9b
+    and rbp, 448
+    mov qword ptr [r15 + rbp + 832], rcx
     jmp 1f
 1:
     mov r9, r11
-    movsxd rax, dword ptr [r15 + 448]
-    and r9, 1984
-    mov qword ptr [r15 + r9 + 1344], rbp
-    mov r9d, dword ptr [r15 + 64]
-    jmp 1f
-1:
-    add r9, qword ptr [r15 + 384]
-    mov rbp, rbp
+    movsxd rcx, dword ptr [r15 + 448]
+    and r9, 8128
+    mov esi, dword ptr [r15 + r9 + 7488]
     test dword ptr [r15 + 67117723], 256
     jz 1f
 1:
-    mov rsi, qword ptr [r15 + 192]
-    mov r9, r11
-    mov qword ptr [r15 + 576], rax
-    and r9, 4032
-    mov dword ptr [r15 + r9 + 3392], 80
-    mov r9d, dword ptr [r15 + 320]
+    movsxd rbp, dword ptr [r15 + 64]
+    mov edi, dword ptr [r15 + 384]
+    add rdi, qword ptr [r15 + 256]
     jmp 1f
 1:
     jmp 1f
 1:
-    mov rbp, r11
-    vmovdqu ymmword ptr [r15 + 128], ymm10
+    mov dword ptr [r15 + 768], 156
+    mov r9d, dword ptr [r15 + 128]
+    mov r8, r11
+    mov qword ptr [r15 + 192], rcx
+    and r8, 4032
+    movzx ecx, byte ptr [r15 + r8 + 3392]
     jmp 1f
 1:
-    and rbp, 448
-    movsxd rax, dword ptr [r15 + rbp + 832]
-    mov ebp, 209
-    movzx ebp, sil
     add r11, 64
     inc rbx
     dec r13
@@ -12700,109 +12681,108 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d10140_j]
+    lea rcx, [rip + .Lc1_d10135_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d10140_j_t
-.Lc1_d10140_j:
-    movzx ecx, al
-    mov rbp, r11
-    mov dword ptr [r15 + 256], eax
-    mov eax, eax
-    and rbp, 4032
-    mov dword ptr [r15 + rbp + 3392], 202
-    mov rbp, qword ptr [r15 + 320]
-    or qword ptr [r15 + 512], 71
-    movzx r9d, al
+    jmp .Lc1_d10135_j_t
+.Lc1_d10135_j:
+    mov r8, r11
+    movzx esi, al
+    and r8, 448
+    mov dword ptr [r15 + r8 + 832], ecx
+    mov r8d, eax
+    mov dword ptr [r15 + 0], 202
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, qword ptr [r15 + 512]
+    movzx eax, sil
     jmp 1f
 1:
-    mov r9d, ecx
+    mov eax, esi
     jmp 1f
 1:
-    mov r9d, ebp
-    mov r9, qword ptr [r15 + 640]
-    mov rdx, qword ptr [r15 + 128]
-    mov rax, rax
+    mov eax, ecx
+    or qword ptr [r15 + 576], 127
+    mov rax, qword ptr [r15 + 192]
+    mov rsi, rsi
     test dword ptr [r15 + 67117724], 67108864
     jz 1f
 1:
-    mov rbp, r11
     jmp 1f
 1:
-    and rbp, 8128
-    mov dword ptr [r15 + rbp + 7488], edx
+    mov rcx, qword ptr [r15 + 128]
     jmp 1f
 1:
-    mov rdx, qword ptr [r15 + 384]
-    movzx ecx, byte ptr [r15 + 192]
-    mov qword ptr [r15 + 448], rax
-    mov rax, qword ptr [r15 + 128]
+    mov dword ptr [r15 + 64], esi
+    movzx esi, byte ptr [r15 + 128]
+    mov qword ptr [r15 + 320], rax
+    mov rax, qword ptr [r15 + 640]
     .byte 0x66, 0x90
     jmp 1f
 1:
-    mov dword ptr [r15 + 64], 90
-    movzx r9d, dl
-    mov r9, r11
-    vmovdqu ymmword ptr [r15 + 704], ymm10
-    and r9, 1984
-    mov byte ptr [r15 + r9 + 1344], bpl
-    movzx r9d, dl
+    mov dword ptr [r15 + 448], 121
+    mov r8, r11
+    movzx edx, al
+    mov rbp, r11
+    and r8, 8128
+    vmovdqu ymmword ptr [r15 + r8 + 7488], ymm7
+    and rbp, 1984
+    mov byte ptr [r15 + rbp + 1344], sil
+    movzx ebp, cl
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c114:
-    movzx edx, r9b
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 38
     jmp 1f
 1:
-    movzx edi, r9b
+    jmp 1f
+1:
+    mov dword ptr [r15 + 192], ebp
+    mov rbp, r11
+    jmp 1f
+1:
+    mov r8d, 39
+    mov r8, qword ptr [r15 + 704]
+    and rbp, 16320
+    mov qword ptr [r15 + rbp + 15680], r8
+    movzx ebp, byte ptr [r15 + 512]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], edx
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov edx, 8
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, 204
     mov r8, r11
-    jmp 1f
-1:
-    mov ecx, 8
-    jmp 1f
-1:
-    and r8, 448
-    mov qword ptr [r15 + r8 + 832], rdi
-    mov dword ptr [r15 + 256], 203
-    mov edi, 153
-    mov edi, ecx
-    mov dword ptr [r15 + 64], 202
-    jmp 1f
-1:
     test ebx, 1073741824
     jz 1f
 1:
-    movzx edx, byte ptr [r15 + 768]
-    mov r8d, dword ptr [r15 + 384]
-    mov r9, r11
-    mov rcx, qword ptr [r15 + 64]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 320], ebp
     mov rbp, r11
-    and r9, 1984
-    movzx edi, byte ptr [r15 + r9 + 1344]
-    movzx r9d, byte ptr [r15 + 512]
-    and rbp, 8128
-    mov rsi, qword ptr [r15 + rbp + 7488]
-    movsxd rbp, dword ptr [r15 + 320]
-    mov eax, 23
+    and r8, 1984
+    movzx edx, byte ptr [r15 + r8 + 1344]
+    and rbp, 4032
+    mov dword ptr [r15 + rbp + 3392], 48
+    movzx ebp, bpl
+    mov rbp, qword ptr [r15 + 64]
+    movzx r9d, byte ptr [r15 + 128]
     jmp 1f
 1:
-    mov rax, rdi
+    movzx edi, byte ptr [r15 + 256]
+    mov r8, r8
     jmp 1f
 1:
-    movzx eax, byte ptr [r15 + 320]
-    movzx eax, r9b
     jmp 1f
 1:
-    add rax, qword ptr [r15 + 448]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 128], r9d
+    movzx r8d, dl
+    mov edx, edx
+    movzx edx, dil
+    mov dword ptr [r15 + 448], 55
+    add rdx, qword ptr [r15 + 384]
     add r11, 64
     inc rbx
     dec r13
@@ -12814,48 +12794,51 @@ ditto_body_c1:
     xor eax, eax
     test dword ptr [r15 + 67117724], 1024
     setz al
-    lea rcx, [rip + .Lc1_d10234_s]
+    lea rcx, [rip + .Lc1_d10228_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d10234_s_t
+    jmp .Lc1_d10228_s_t
     .p2align 3
-.Lc1_d10234_s:
+.Lc1_d10228_s:
     .p2align 3
-    jmp .Lc1_d10234_j
+    jmp .Lc1_d10228_j
     .p2align 3
-    jmp .Lc1_d10234_j
-.Lc1_d10234_j:
-    mov r9, r11
-    mov esi, 108
-    jmp 1f
-1:
-    and r9, 4032
-    mov rax, qword ptr [r15 + r9 + 3392]
-    mov dword ptr [r15 + 384], 187
-    add rax, qword ptr [r15 + 512]
-    jmp 1f
-1:
-    mov ecx, dword ptr [r15 + 256]
-    jmp 1f
-1:
+    jmp .Lc1_d10228_j
+.Lc1_d10228_j:
+    mov edx, 108
+    vmovdqu ymmword ptr [r15 + 512], ymm1
     mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, 33
-    mov r9, r11
+    vpshufd xmm12, xmm1, 212
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], al
+    vmovdqu ymmword ptr [r15 + 128], ymm12
+    mov eax, eax
+    jmp 1f
+1:
+    mov eax, 173
+    mov eax, dword ptr [r15 + 448]
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
-    mov rbp, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r9, 8128
-    mov byte ptr [r15 + r9 + 7488], al
-    vmovdqu ymmword ptr [r15 + 128], ymm10
-    and rbp, 448
-    mov rax, qword ptr [r15 + rbp + 832]
-    vpaddq xmm10, xmm10, xmmword ptr [r15 + 320]
-    mov ecx, ecx
-    vmovdqu ymmword ptr [r15 + 576], ymm10
+    mov r9, r11
     jmp 1f
 1:
-    movzx r9d, byte ptr [r15 + 192]
+    mov edx, 137
+    mov rbp, r11
+    and r9, 448
+    add rax, qword ptr [r15 + r9 + 832]
+    jmp 1f
+1:
+    and rbp, 1984
+    movsxd rcx, dword ptr [r15 + rbp + 1344]
+    mov rbp, r11
+    mov esi, dword ptr [r15 + 256]
+    mov rdx, qword ptr [r15 + 768]
+    and rbp, 8128
+    mov dword ptr [r15 + rbp + 7488], 3
+    jmp 1f
+1:
+    movzx r9d, byte ptr [r15 + 64]
     jmp 1f
 1:
     add r11, 64
@@ -12863,57 +12846,56 @@ ditto_body_c1:
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c116:
-    lea rcx, [rip + .Lc1_d10275_j]
+    lea rcx, [rip + .Lc1_d10272_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d10275_j_t
-.Lc1_d10275_j:
-    mov dword ptr [r15 + 640], 8
-    mov dword ptr [r15 + 0], r9d
-    jmp 1f
-1:
+    jmp .Lc1_d10272_j_t
+.Lc1_d10272_j:
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx r9d, cl
-    mov dword ptr [r15 + 0], 185
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
     mov rcx, rcx
-    mov ecx, r9d
+    vmovdqu ymmword ptr [r15 + 512], ymm7
+    mov ecx, ecx
+    movzx ecx, byte ptr [r15 + 128]
+    mov dword ptr [r15 + 64], ecx
+    jmp 1f
+1:
+    movzx r9d, cl
+    mov r9d, ecx
     mov r9, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r9, 1984
-    mov rbp, r11
-    mov dword ptr [r15 + r9 + 1344], ecx
-    movzx ecx, byte ptr [r15 + 320]
-    and rbp, 4032
-    mov byte ptr [r15 + rbp + 3392], r9b
-    test ebx, 77824
+    test ebx, 9728
     jz 1f
 1:
-    mov edx, dword ptr [r15 + 64]
-    movsxd r9, dword ptr [r15 + 512]
-    movsxd r8, dword ptr [r15 + 448]
-    mov edi, dword ptr [r15 + 256]
-    mov ecx, 60
-    movzx ecx, bpl
-    movzx ebp, byte ptr [r15 + 384]
-    mov byte ptr [r15 + 704], dl
-    jmp 1f
-1:
+    movzx ebp, cl
+    and r9, 4032
+    mov dword ptr [r15 + r9 + 3392], 86
+    movzx r9d, byte ptr [r15 + 256]
     jmp 1f
 1:
     .byte 0x0f, 0x1f, 0x40, 0x00
-    mov dword ptr [r15 + 64], 65
-    mov byte ptr [r15 + 448], r9b
-    movzx r9d, byte ptr [r15 + 192]
-    mov edx, edx
-    mov edx, ebp
-    vmovdqu ymmword ptr [r15 + 128], ymm12
+    mov ecx, dword ptr [r15 + 320]
+    movzx r8d, byte ptr [r15 + 384]
+    jmp 1f
+1:
+    mov rbp, r11
+    mov byte ptr [r15 + 64], r9b
+    mov r9, r11
+    and rbp, 8128
+    mov dword ptr [r15 + rbp + 7488], 233
+    and r9, 448
+    mov dword ptr [r15 + r9 + 832], ecx
+    mov byte ptr [r15 + 192], r8b
+    mov r8d, ecx
+    mov dword ptr [r15 + 576], 224
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
@@ -12922,156 +12904,149 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov rbp, r11
+    mov rax, r9
+    movzx eax, byte ptr [r15 + 512]
     jmp 1f
 1:
-    and rbp, 8128
-    movsxd rcx, dword ptr [r15 + rbp + 7488]
-    mov dword ptr [r15 + 128], r9d
-    movzx r9d, al
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, eax
-    vpshufd xmm14, xmm10, 164
-    mov byte ptr [r15 + 0], cl
-    mov ecx, eax
-    mov dword ptr [r15 + 0], ebp
-    mov ebp, 176
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rbp, dword ptr [r15 + 512]
-    mov eax, 167
-    bswap rax
+    vpshufd xmm3, xmm12, 77
     jmp 1f
 1:
+    mov r9, qword ptr [r15 + 704]
+    mov r12, qword ptr [r15 + r12 + 56]
+    cmovne r9, rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, eax
+    mov dword ptr [r15 + 0], r9d
     test dword ptr [r15 + 67117724], 294912
     jnz 1f
 1:
-    mov ecx, dword ptr [r15 + 64]
-    movzx edx, byte ptr [r15 + 320]
-    cmovne rdx, r9
-    jmp 1f
-1:
-    mov r9, qword ptr [r15 + 128]
-    jmp 1f
-1:
-    mov rax, qword ptr [r15 + 448]
-    mov rbp, r11
-    jmp 1f
-1:
-    and rbp, 1984
-    mov dword ptr [r15 + rbp + 1344], 92
-    movsxd rbp, dword ptr [r15 + 192]
-    mov rsi, qword ptr [r15 + 768]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 192], r9b
+    bswap r9
+    mov r9d, eax
+    mov r9, rax
+    mov r9, r11
+    movzx eax, al
+    and r9, 1984
     mov r8, r11
-    mov dword ptr [r15 + 384], eax
-    movzx eax, cl
-    and r8, 448
-    movzx eax, byte ptr [r15 + r8 + 832]
-    mov r8, rbp
-    mov r8d, 139
+    mov rdi, qword ptr [r15 + r9 + 1344]
+    and r8, 4032
+    mov rsi, qword ptr [r15 + r8 + 3392]
+    movsxd r8, dword ptr [r15 + 128]
+    movsxd rdx, dword ptr [r15 + 64]
+    mov dword ptr [r15 + 384], 84
+    test ebx, 1536
+    jz 1f
+1:
+    mov dword ptr [r15 + 640], eax
+    mov eax, 177
+    mov dword ptr [r15 + 128], edx
+    jmp 1f
+1:
+    movsxd r9, dword ptr [r15 + 448]
+    movzx r8d, dl
+    jmp 1f
+1:
+    mov r8d, 15
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov edx, 139
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c118:
-    lea rcx, [rip + .Lc1_d10370_j]
+    lea rcx, [rip + .Lc1_d10368_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d10370_j_t
-.Lc1_d10370_j:
-    vmovdqu ymmword ptr [r15 + 128], ymm10
-    mov dword ptr [r15 + 448], 6
-    vpxor xmm4, xmm4, xmm10
-    movzx ebp, byte ptr [r15 + 192]
-    mov r8d, dword ptr [r15 + 384]
+    jmp .Lc1_d10368_j_t
+.Lc1_d10368_j:
+    mov rcx, rdx
+    mov ecx, dword ptr [r15 + 64]
+    mov byte ptr [r15 + 0], r8b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, 3
+    mov dword ptr [r15 + 0], 204
+    vpxor xmm12, xmm12, xmm13
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu ymmword ptr [r15 + 0], ymm12
     mov r9, r11
-    mov rcx, rcx
-    jmp 1f
-1:
     jmp 1f
 1:
     and r9, 448
-    mov byte ptr [r15 + r9 + 832], r8b
+    mov dword ptr [r15 + r9 + 832], 68
+    mov byte ptr [r15 + 512], cl
+    mov dword ptr [r15 + 320], r8d
     test ebx, 1073741824
     jz 1f
 1:
-    mov dword ptr [r15 + 0], ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], cl
-    mov rcx, r9
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, qword ptr [r15 + 256]
-    mov r8d, dword ptr [r15 + 576]
-    test ebx, 3584
-    jz 1f
-1:
-    mov ebp, dword ptr [r15 + 64]
-    mov r9, r11
-    movsxd rcx, dword ptr [r15 + 320]
-    and r9, 8128
-    mov byte ptr [r15 + r9 + 7488], r8b
-    mov r9, qword ptr [r15 + 512]
-    mov r8, r11
-    movzx eax, byte ptr [r15 + 64]
+    mov r8d, dword ptr [r15 + 192]
     jmp 1f
 1:
-    mov rdi, rbp
-    and r8, 4032
-    mov dword ptr [r15 + r8 + 3392], 213
-    mov r8d, dword ptr [r15 + 384]
+    mov rcx, qword ptr [r15 + 448]
+    mov byte ptr [r15 + 768], r9b
+    mov r9, r11
+    jmp 1f
+1:
+    and r9, 8128
+    movsxd rbp, dword ptr [r15 + r9 + 7488]
+    mov r9, r11
+    jmp 1f
+1:
+    movzx edi, byte ptr [r15 + 128]
+    mov rsi, rcx
+    and r9, 1984
+    mov esi, dword ptr [r15 + r9 + 1344]
+    movzx r9d, byte ptr [r15 + 64]
+    mov rdx, rbp
+    mov rbp, qword ptr [r15 + 384]
+    mov eax, dword ptr [r15 + 256]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c119:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    jmp 1f
-1:
-    movzx ebp, dil
-    jmp 1f
-1:
-    mov rbp, qword ptr [r15 + 320]
-    mov dword ptr [r15 + 256], 8
-    mov byte ptr [r15 + 320], r8b
-    mov r8, r11
-    mov qword ptr [r15 + 128], rax
-    and r8, 1984
-    and eax, dword ptr [r15 + r8 + 1344]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], bpl
     mov r12, qword ptr [r15 + r12 + 56]
-    vpcmpeqb xmm10, xmm10, xmmword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 209
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx esi, al
+    and rbp, 448
+    mov qword ptr [r15 + rbp + 832], rsi
+    mov rbp, r11
     jmp 1f
 1:
-    mov byte ptr [r15 + 0], al
-    test dword ptr [r15 + 67117724], 2
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], r8
-    mov dword ptr [r15 + 0], 216
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, byte ptr [r15 + 512]
-    mov r8, r11
-    movzx eax, byte ptr [r15 + 192]
-    and r8, 448
-    mov edx, dword ptr [r15 + r8 + 832]
-    movsxd r8, dword ptr [r15 + 640]
-    mov qword ptr [r15 + 128], rbp
-    jmp 1f
-1:
-    mov rbp, qword ptr [r15 + 64]
-    mov rsi, qword ptr [r15 + 384]
+    vpcmpeqb xmm3, xmm3, xmmword ptr [r15 + 320]
+    mov qword ptr [r15 + 384], rsi
+    and rbp, 4032
+    mov qword ptr [r15 + rbp + 3392], rsi
+    mov byte ptr [r15 + 448], sil
+    mov esi, dword ptr [r15 + 128]
+    mov byte ptr [r15 + 256], bpl
+    mov dword ptr [r15 + 576], 171
     mov r9, r11
-    movsxd rcx, dword ptr [r15 + 448]
-    and r9, 4032
-    mov qword ptr [r15 + r9 + 3392], r8
-    mov byte ptr [r15 + 704], sil
+    mov qword ptr [r15 + 192], rbp
+    jmp 1f
+1:
+    and r9, 8128
+    movzx ebp, byte ptr [r15 + r9 + 7488]
+    movsxd r9, dword ptr [r15 + 640]
+    mov byte ptr [r15 + 64], sil
+    mov esi, dword ptr [r15 + 512]
+    movzx edi, byte ptr [r15 + 128]
+    mov dword ptr [r15 + 256], 107
     add r11, 64
     inc rbx
     dec r13
@@ -13083,272 +13058,268 @@ ditto_body_c1:
     xor eax, eax
     test dword ptr [r15 + 67117724], 4194304
     setz al
-    lea rcx, [rip + .Lc1_d10464_s]
+    lea rcx, [rip + .Lc1_d10454_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d10464_s_t
+    jmp .Lc1_d10454_s_t
     .p2align 3
-.Lc1_d10464_s:
+.Lc1_d10454_s:
     .p2align 3
-    jmp .Lc1_d10464_j
+    jmp .Lc1_d10454_j
     .p2align 3
-    jmp .Lc1_d10464_j
-.Lc1_d10464_j:
+    jmp .Lc1_d10454_j
+.Lc1_d10454_j:
+    mov dword ptr [r15 + 128], eax
     jmp 1f
 1:
-    mov rbp, r11
-    mov dword ptr [r15 + 320], eax
-    and rbp, 1984
-    mov eax, dword ptr [r15 + rbp + 1344]
-    mov rbp, rcx
-    vmovdqu ymmword ptr [r15 + 128], ymm4
-    mov ebp, dword ptr [r15 + 64]
-    movzx ecx, byte ptr [r15 + 256]
-    mov byte ptr [r15 + 64], al
-    mov eax, dword ptr [r15 + 512]
-    movzx esi, byte ptr [r15 + 448]
+    movzx edi, byte ptr [r15 + 704]
+    mov rax, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rdi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 64], eax
     test ebx, 1073741824
     jz 1f
 1:
-    mov r9, r11
     jmp 1f
 1:
-    and r9, 8128
-    movzx ebp, byte ptr [r15 + r9 + 7488]
-    movzx r9d, byte ptr [r15 + 768]
-    movzx ecx, byte ptr [r15 + 384]
     mov r8, r11
-    mov esi, esi
-    mov dword ptr [r15 + 384], ebp
-    and r8, 16320
-    mov eax, dword ptr [r15 + r8 + 15680]
-    movzx r8d, cl
-    add r8, qword ptr [r15 + 192]
+    mov rbp, r11
+    and r8, 4032
+    mov byte ptr [r15 + r8 + 3392], al
+    mov r8, r11
+    mov eax, dword ptr [r15 + 448]
+    and rbp, 1984
+    mov edi, dword ptr [r15 + rbp + 1344]
+    and r8, 448
+    mov ecx, dword ptr [r15 + r8 + 832]
+    movzx r8d, byte ptr [r15 + 320]
+    vmovdqu ymmword ptr [r15 + 512], ymm12
+    mov edx, dword ptr [r15 + 192]
+    movzx ebp, dil
+    mov ebp, eax
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c121:
-    lea rcx, [rip + .Lc1_d10504_j]
+    lea rcx, [rip + .Lc1_d10495_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d10504_j_t
-.Lc1_d10504_j:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, esi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    jmp .Lc1_d10495_j_t
+.Lc1_d10495_j:
+    mov dword ptr [r15 + 64], 140
+    mov r8d, 72
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], eax
-    mov eax, 86
-    mov dword ptr [r15 + 0], 233
-    vmovdqu ymmword ptr [r15 + 0], ymm10
-    mov esi, 45
-    lock xadd qword ptr [r15 + 128], rsi
-    movsxd rcx, dword ptr [r15 + 256]
-    mov r8, qword ptr [r15 + 576]
-    mov r9d, ebp
-    mov dword ptr [r15 + 192], eax
+    vmovdqu ymmword ptr [r15 + 0], ymm3
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu ymmword ptr [r15 + 0], ymm3
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx edx, byte ptr [r15 + 128]
+    add rdx, qword ptr [r15 + 448]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rbp, r11
-    add rax, qword ptr [r15 + 384]
-    and rbp, 8128
-    and eax, dword ptr [r15 + rbp + 7488]
-    movsxd rbp, dword ptr [r15 + 448]
-    movzx r9d, byte ptr [r15 + 320]
+    mov dword ptr [r15 + 192], 107
+    mov r8d, 61
+    mov r8d, ecx
+    movzx ecx, dl
+    movzx ecx, byte ptr [r15 + 256]
+    mov ebp, dword ptr [r15 + 768]
+    mov r9, r11
     mov r8, r11
-    mov dword ptr [r15 + 640], esi
-    vmovdqu ymmword ptr [r15 + 64], ymm10
+    mov dword ptr [r15 + 512], edx
+    add rdx, qword ptr [r15 + 384]
+    and r9, 1984
     mov rbp, r11
-    and r8, 448
-    add rax, qword ptr [r15 + r8 + 832]
+    lock xadd qword ptr [r15 + r9 + 1344], r9
+    and r8, 8128
+    movzx esi, byte ptr [r15 + r8 + 7488]
     and rbp, 4032
-    movzx edi, byte ptr [r15 + rbp + 3392]
-    movzx ebp, r9b
-    mov ebp, dword ptr [r15 + 512]
-    mov ecx, 230
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov esi, 133
+    mov dword ptr [r15 + rbp + 3392], edx
+    mov dword ptr [r15 + 64], ecx
+    mov ecx, 35
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c122:
-    mov r9, r11
-    lea rbp, [r11 + r11*1]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 128], ecx
-    and r9, 4032
-    movzx ecx, byte ptr [r15 + r9 + 3392]
-    and rbp, 1984
-    mov r8, r11
-    mov eax, dword ptr [r15 + rbp + 1344]
-    mov edi, r9d
-    mov qword ptr [r15 + 704], rsi
-    and r8, 448
-    mov qword ptr [r15 + r8 + 832], r9
-    mov r8d, 141
-    jmp 1f
-1:
-    mov r8d, 151
-    movzx r8d, cl
-    add r8, qword ptr [r15 + 0]
-    mov ecx, 218
+    vpshufd xmm6, xmm3, 122
+    mov qword ptr [r15 + 512], rcx
     mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, 108
     jmp 1f
 1:
-    mov byte ptr [r15 + 0], al
+    mov ebp, 218
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov ecx, 33
+    movzx ecx, bpl
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
     test ebx, 1073741824
     jz 1f
 1:
-    movzx eax, cl
+    mov ebp, 107
+    vmovdqu ymmword ptr [r15 + 0], ymm6
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, r11
+    mov byte ptr [r15 + 0], cl
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rdx, r8
-    vpaddq xmm14, xmm14, xmmword ptr [r15 + 448]
+    and r8, 448
+    mov rbp, r11
+    movzx ecx, byte ptr [r15 + r8 + 832]
+    mov dword ptr [r15 + 640], ebp
+    mov rax, rcx
+    and rbp, 1984
+    movsxd rax, dword ptr [r15 + rbp + 1344]
     jmp 1f
 1:
-    movzx r8d, byte ptr [r15 + 384]
-    vpshufd xmm5, xmm14, 18
-    mov ecx, 91
-    vmovdqu ymmword ptr [r15 + 320], ymm14
-    mov qword ptr [r15 + 128], rax
-    mov qword ptr [r15 + 256], r8
-    mov dword ptr [r15 + 512], 93
-    mov eax, dword ptr [r15 + rbp + 1408]
-    mov ebp, 212
-    and ebp, dword ptr [r15 + 64]
     jmp 1f
 1:
-    mov r8d, 24
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov ecx, 243
+    and ecx, dword ptr [r15 + 256]
+    mov qword ptr [r15 + 448], rax
+    mov qword ptr [r15 + 320], rax
+    mov rax, qword ptr [r15 + 576]
+    mov rbp, r11
+    mov r8d, ecx
+    mov dword ptr [r15 + 128], 39
+    mov qword ptr [r15 + 64], rcx
+    and rbp, 8128
+    add rcx, qword ptr [r15 + rbp + 7488]
+    movzx ebp, al
+    mov ebp, 146
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c123:
-    lea rcx, [rip + .Lc1_d10597_j]
+    lea rcx, [rip + .Lc1_d10586_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d10597_j_t
-.Lc1_d10597_j:
-    add qword ptr [r15 + 0], rbp
-    mov byte ptr [r15 + 0], al
-    mov eax, 164
-    movzx eax, cl
+    jmp .Lc1_d10586_j_t
+.Lc1_d10586_j:
+    movzx ecx, bpl
+    jmp 1f
+1:
+    movzx ecx, bpl
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
     mov byte ptr [r15 + 0], bpl
-    add rax, qword ptr [r15 + 0]
-    movzx ebp, cl
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 80
+    vpxor xmm3, xmm3, xmm12
+    mov byte ptr [r15 + 0], cl
+    movzx ecx, cl
     mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, cl
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], eax
-    movzx eax, bpl
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, cl
-    jmp 1f
-1:
-    mov eax, dword ptr [r15 + 64]
-    mov ecx, ebp
+    mov ebp, ecx
     test ebx, 1073741824
     jz 1f
 1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 128], 96
-    mov r8, qword ptr [r15 + 768]
-    movsxd rbp, dword ptr [r15 + 448]
+    mov dword ptr [r15 + 0], 191
+    mov dword ptr [r15 + 448], ecx
+    mov byte ptr [r15 + 128], bpl
+    mov rbp, r11
+    movsxd rcx, dword ptr [r15 + 704]
     mov r9, r11
-    movsxd rax, dword ptr [r15 + 256]
-    and r9, 8128
-    mov qword ptr [r15 + r9 + 7488], r8
-    mov dword ptr [r15 + 64], ecx
-    mov rcx, qword ptr [r15 + 320]
-    movsxd rsi, dword ptr [r15 + 320]
-    mov dword ptr [r15 + 192], 155
-    mov byte ptr [r15 + 384], r9b
-    mov r9, r11
-    mov r8, r11
+    and rbp, 8128
+    mov edi, dword ptr [r15 + rbp + 7488]
+    and r9, 448
+    add rdi, qword ptr [r15 + r9 + 832]
+    mov r9d, 69
+    movsxd r9, dword ptr [r15 + 320]
+    mov qword ptr [r15 + 192], rcx
+    mov rbp, r11
+    mov rcx, qword ptr [r15 + 512]
+    and rbp, 4032
+    mov rsi, qword ptr [r15 + rbp + 3392]
     jmp 1f
 1:
-    and r8, 448
-    mov rdi, qword ptr [r15 + r8 + 832]
-    and r9, 4032
-    movzx r8d, byte ptr [r15 + r9 + 3392]
     jmp 1f
 1:
-    add r8, qword ptr [r15 + 512]
+    movzx edx, byte ptr [r15 + 256]
+    mov dword ptr [r15 + 64], edi
+    add rdx, qword ptr [r15 + 384]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c124:
-    mov rax, rdi
+    mov rdi, rsi
+    movsxd rdi, dword ptr [r15 + 192]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 95
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx esi, bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rsi, rdx
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rdx
+    mov qword ptr [r15 + 0], rdi
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], 156
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, r9b
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r8
+    mov rdx, qword ptr [r15 + 512]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rbp
+    movsxd rdi, dword ptr [r15 + 448]
     test ebx, 1073741824
     jnz 1f
 1:
+    movzx ebp, sil
+    mov esi, dword ptr [r15 + 64]
+    mov dword ptr [r15 + 384], edx
+    movzx edx, dil
+    mov byte ptr [r15 + 128], dil
     jmp 1f
 1:
-    mov r8, qword ptr [r15 + 640]
+    mov r8, r11
     jmp 1f
 1:
-    movsxd rax, dword ptr [r15 + 256]
+    vmovdqu ymmword ptr [r15 + 256], ymm6
+    mov rdi, rbp
+    and r8, 1984
+    mov byte ptr [r15 + r8 + 1344], bpl
+    mov r8, r11
+    mov ebp, esi
     jmp 1f
 1:
-    mov r9, r11
-    movsxd rbp, dword ptr [r15 + 576]
-    movzx edi, r8b
-    mov dword ptr [r15 + 320], r8d
-    and r9, 8128
-    mov byte ptr [r15 + r9 + 7488], r8b
-    movzx r9d, r8b
-    vmovdqu ymmword ptr [r15 + 384], ymm14
+    and r8, 16320
+    movzx edx, byte ptr [r15 + r8 + 15680]
+    mov r8, r11
+    vmovdqu ymmword ptr [r15 + 768], ymm3
     jmp 1f
 1:
-    jmp 1f
-1:
-    test ebx, 1024
-    jz 1f
-1:
-    mov byte ptr [r15 + 384], r9b
-    mov r9, rbp
-    vmovdqu ymmword ptr [r15 + 128], ymm5
-    mov r9d, edi
-    jmp 1f
-1:
-    mov r9d, dword ptr [r15 + 192]
-    mov rbp, r11
-    movsxd rdi, dword ptr [r15 + 448]
-    jmp 1f
-1:
-    and rbp, 1984
-    mov qword ptr [r15 + rbp + 1344], r9
-    movzx ebp, byte ptr [r15 + 64]
-    mov rax, qword ptr [r15 + 512]
-    mov r8, rdi
+    mov esi, dword ptr [r15 + 320]
+    and r8, 4032
+    movsxd rdi, dword ptr [r15 + r8 + 3392]
+    movzx r8d, byte ptr [r15 + 128]
+    mov rax, rbp
     add r11, 64
     inc rbx
     dec r13
@@ -13360,50 +13331,49 @@ ditto_body_c1:
     xor eax, eax
     test dword ptr [r15 + 67117724], 8388608
     setz al
-    lea rcx, [rip + .Lc1_d10699_s]
+    lea rcx, [rip + .Lc1_d10687_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d10699_s_t
+    jmp .Lc1_d10687_s_t
     .p2align 3
-.Lc1_d10699_s:
+.Lc1_d10687_s:
     .p2align 3
-    jmp .Lc1_d10699_j
+    jmp .Lc1_d10687_j
     .p2align 3
-    jmp .Lc1_d10699_j
-.Lc1_d10699_j:
-    mov r8, r11
-    mov rdx, qword ptr [r15 + 448]
-    and r8, 448
-    mov qword ptr [r15 + r8 + 832], rax
-    mov dword ptr [r15 + 128], ecx
+    jmp .Lc1_d10687_j
+.Lc1_d10687_j:
+    mov rbp, rax
     mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], cl
+    mov rbp, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, eax
+    add rax, qword ptr [r15 + 0]
+    movsxd rcx, dword ptr [r15 + 576]
     jmp 1f
 1:
-    add rax, qword ptr [r15 + 0]
-    mov rcx, rdx
-    mov rbp, r11
-    mov rcx, r8
-    and rbp, 4032
-    mov ecx, dword ptr [r15 + rbp + 3392]
-    mov qword ptr [r15 + 704], rax
     mov r8, r11
-    mov eax, dword ptr [r15 + 192]
-    test ebx, 1024
+    mov rdi, rbp
+    and r8, 8128
+    mov qword ptr [r15 + r8 + 7488], rbp
+    test ebx, 2048
     jnz 1f
 1:
-    and r8, 8128
-    movsxd rdx, dword ptr [r15 + r8 + 7488]
-    movsxd r8, dword ptr [r15 + 320]
+    mov eax, dword ptr [r15 + 192]
+    mov ecx, dword ptr [r15 + 448]
+    mov rbp, r11
     jmp 1f
 1:
-    mov rbp, qword ptr [r15 + 64]
-    mov ecx, 165
-    movsxd rcx, dword ptr [r15 + 128]
-    mov eax, edx
-    mov eax, dword ptr [r15 + 384]
-    mov rsi, rdx
-    movsxd rdx, dword ptr [r15 + 512]
-    mov r9d, r8d
+    and rbp, 448
+    mov r8d, dword ptr [r15 + rbp + 832]
+    mov ebp, 172
+    mov qword ptr [r15 + 128], rdi
+    movsxd rdi, dword ptr [r15 + 64]
+    mov r9, r11
+    mov byte ptr [r15 + 384], cl
+    mov dword ptr [r15 + 64], ebp
+    and r9, 1984
+    movsxd rcx, dword ptr [r15 + r9 + 1344]
+    mov r9d, eax
     add r11, 64
     inc rbx
     dec r13
@@ -13414,104 +13384,101 @@ ditto_body_c1:
     mov qword ptr [r15 + 67117720], rax
     mov eax, dword ptr [r15 + 67117724]
     and eax, 15
-    lea rcx, [rip + .Lc1_d10746_s]
+    lea rcx, [rip + .Lc1_d10733_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d10746_s_t
+    jmp .Lc1_d10733_s_t
     .p2align 3
-.Lc1_d10746_s:
+.Lc1_d10733_s:
     .p2align 3
-    jmp .Lc1_d10746_j
+    jmp .Lc1_d10733_j
     .p2align 3
-    jmp .Lc1_d10746_j
+    jmp .Lc1_d10733_j
     .p2align 3
-    jmp .Lc1_d10746_j
+    jmp .Lc1_d10733_j
     .p2align 3
-    jmp .Lc1_d10746_j
+    jmp .Lc1_d10733_j
     .p2align 3
-    jmp .Lc1_d10746_j
+    jmp .Lc1_d10733_j
     .p2align 3
-    jmp .Lc1_d10746_j
+    jmp .Lc1_d10733_j
     .p2align 3
-    jmp .Lc1_d10746_j
+    jmp .Lc1_d10733_j
     .p2align 3
-    jmp .Lc1_d10746_j
+    jmp .Lc1_d10733_j
     .p2align 3
-    jmp .Lc1_d10746_j
+    jmp .Lc1_d10733_j
     .p2align 3
-    jmp .Lc1_d10746_j
+    jmp .Lc1_d10733_j
     .p2align 3
-    jmp .Lc1_d10746_j
+    jmp .Lc1_d10733_j
     .p2align 3
-    jmp .Lc1_d10746_j
+    jmp .Lc1_d10733_j
     .p2align 3
-    jmp .Lc1_d10746_j
+    jmp .Lc1_d10733_j
     .p2align 3
-    jmp .Lc1_d10746_j
+    jmp .Lc1_d10733_j
     .p2align 3
-    jmp .Lc1_d10746_j
+    jmp .Lc1_d10733_j
     .p2align 3
-    jmp .Lc1_d10746_j
-.Lc1_d10746_j:
+    jmp .Lc1_d10733_j
+.Lc1_d10733_j:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 512], ecx
+    mov ecx, eax
+    mov qword ptr [r15 + 640], rax
+    mov eax, eax
     mov r8, r11
-    mov ebp, 212
-    movzx ebp, byte ptr [r15 + 768]
-    mov dword ptr [r15 + 256], eax
-    and r8, 1984
-    mov qword ptr [r15 + r8 + 1344], rcx
-    mov r8d, eax
-    movzx r8d, byte ptr [r15 + 64]
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], ebp
-    mov dword ptr [r15 + 320], 130
-    mov ebp, ebp
+    movzx ebp, byte ptr [r15 + 256]
+    and r8, 4032
+    mov dword ptr [r15 + r8 + 3392], eax
+    mov dword ptr [r15 + 128], 29
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c127:
-    add r8, qword ptr [r15 + 128]
-    mov eax, dword ptr [r15 + 448]
-    mov rcx, rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, ebp
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    vpaddq xmm14, xmm14, xmmword ptr [r15 + 0]
-    mov rbp, r8
-    jmp 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 59
-    mov qword ptr [r15 + 0], rcx
-    mov dword ptr [r15 + 0], ebp
-    mov rbp, r11
-    mov ecx, dword ptr [r15 + 192]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    add rdx, qword ptr [r15 + 0]
     mov byte ptr [r15 + 384], r8b
-    and rbp, 448
-    mov dword ptr [r15 + rbp + 832], 87
+    and r8, 8128
+    mov rbp, qword ptr [r15 + r8 + 7488]
+    mov r8d, r8d
+    mov r8, rdx
+    mov dword ptr [r15 + 768], edx
+    mov rdx, rdx
+    mov edx, dword ptr [r15 + 320]
     test ebx, 1073741824
     jz 1f
 1:
-    mov dword ptr [r15 + 512], ecx
+    mov qword ptr [r15 + 512], rbp
+    mov dword ptr [r15 + 448], ebp
+    mov rbp, r11
+    mov dword ptr [r15 + 64], 240
     mov r8, r11
-    mov qword ptr [r15 + 320], rbp
-    add rcx, qword ptr [r15 + 64]
-    mov eax, dword ptr [r15 + 64]
-    and r8, 1984
-    mov rbp, qword ptr [r15 + r8 + 1344]
-    movsxd r8, dword ptr [r15 + 512]
-    mov r9, r11
-    mov edi, eax
-    mov rdi, qword ptr [r15 + 384]
-    and r9, 4032
-    mov edx, dword ptr [r15 + r9 + 3392]
-    mov byte ptr [r15 + 256], al
-    mov byte ptr [r15 + 128], cl
-    mov rcx, rdi
-    mov dword ptr [r15 + 576], ebp
-    mov rbp, r9
-    mov rbp, r8
+    and rbp, 1984
+    mov dword ptr [r15 + rbp + 1344], edx
+    and r8, 448
+    vpaddq xmm6, xmm6, xmmword ptr [r15 + r8 + 832]
+    mov qword ptr [r15 + 192], rdx
+    mov byte ptr [r15 + 64], dl
+    mov byte ptr [r15 + 448], bpl
+    mov ebp, dword ptr [r15 + 128]
+    mov edx, edx
+    mov rdx, r8
+    jmp 1f
+1:
+    mov dword ptr [r15 + 704], 216
+    mov r8, r8
     jmp 1f
 1:
     add r11, 64
@@ -13522,49 +13489,51 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d10832_j]
+    lea rcx, [rip + .Lc1_d10816_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d10832_j_t
-.Lc1_d10832_j:
-    mov r8, r11
-    lea r9, [r11 + r11*1]
+    jmp .Lc1_d10816_j_t
+.Lc1_d10816_j:
+    movzx ecx, byte ptr [r15 + 384]
+    mov r8d, dword ptr [r15 + 512]
+    mov dword ptr [r15 + 128], 71
+    mov rax, rax
+    mov rax, rcx
     mov rbp, r11
-    and r8, 448
-    movzx edx, byte ptr [r15 + r8 + 832]
-    and rbp, 4032
-    mov ecx, dword ptr [r15 + rbp + 3392]
-    and r9, 8128
-    mov byte ptr [r15 + r9 + 7552], r8b
-    mov dword ptr [r15 + 640], edx
-    mov rdx, r8
-    jmp 1f
-1:
-    mov rdx, qword ptr [r15 + 512]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r8d, bpl
-    mov r12, qword ptr [r15 + r12 + 56]
-    lock or dword ptr [r15 + 0], 98
-    mov rbp, qword ptr [r15 + 192]
-    movzx eax, byte ptr [r15 + 448]
+    mov rax, rcx
+    movzx eax, byte ptr [r15 + 256]
+    and rbp, 1984
+    and eax, dword ptr [r15 + rbp + 1344]
+    mov rbp, r11
+    movzx esi, cl
     test dword ptr [r15 + 67117723], 16777217
-    jz 1f
+    jnz 1f
 1:
-    mov rdx, rdx
-    mov dword ptr [r15 + 64], r8d
     jmp 1f
 1:
-    and r8d, dword ptr [r15 + 384]
-    mov ecx, 192
-    mov rcx, rdx
-    mov dword ptr [r15 + 320], 15
+    and rbp, 4032
+    mov dword ptr [r15 + rbp + 3392], eax
     jmp 1f
 1:
-    mov eax, dword ptr [r15 + 128]
-    mov dword ptr [r15 + 256], ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 17
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov ebp, ecx
-    add rbp, qword ptr [r15 + r9 + 7488]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    add rbp, qword ptr [r15 + 0]
+    movzx eax, byte ptr [r15 + 320]
+    mov r8, r11
+    jmp 1f
+1:
+    and r8, 8128
+    mov dword ptr [r15 + r8 + 7488], ebp
+    mov dword ptr [r15 + 192], ecx
+    mov byte ptr [r15 + 576], al
+    mov eax, ecx
+    lock or dword ptr [r15 + 64], 65
     add r11, 64
     inc rbx
     dec r13
@@ -13574,96 +13543,99 @@ ditto_body_c1:
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
     mov eax, 168
-    mov rax, qword ptr [r15 + 768]
-    movzx ecx, bpl
-    mov dword ptr [r15 + 320], ebp
-    mov dword ptr [r15 + 64], ebp
-    jmp 1f
-1:
-    mov qword ptr [r15 + 256], rax
-    movzx eax, cl
-    mov rax, rcx
+    movzx eax, r8b
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rcx
+    vmovdqu ymmword ptr [r15 + 0], ymm6
     mov r12, qword ptr [r15 + r12 + 56]
     movzx ecx, al
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rax
+    movzx eax, al
+    mov eax, ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rcx
+    movzx ecx, cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r8, [r11 + r11*1]
+    mov dword ptr [r15 + 128], eax
     test dword ptr [r15 + 67117723], 20
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 128], ymm14
-    mov rbp, r11
-    movzx esi, al
-    mov eax, dword ptr [r15 + 704]
-    lea r8, [r11 + r11*1]
-    and rbp, 4032
-    mov rcx, qword ptr [r15 + rbp + 3392]
-    and r8, 1984
-    movsxd rdi, dword ptr [r15 + r8 + 1408]
-    mov dword ptr [r15 + r8 + 1344], eax
-    movzx eax, byte ptr [r15 + 320]
-    mov esi, dword ptr [r15 + 192]
-    mov qword ptr [r15 + 448], r8
-    mov r8, r11
-    movsxd rbp, dword ptr [r15 + 128]
-    movsxd r9, dword ptr [r15 + 384]
     and r8, 448
-    movsxd rdx, dword ptr [r15 + r8 + 832]
+    mov eax, dword ptr [r15 + r8 + 896]
+    movsxd r9, dword ptr [r15 + 384]
+    mov rbp, r11
+    mov ecx, dword ptr [r15 + 448]
+    and rbp, 4032
+    mov rdi, qword ptr [r15 + rbp + 3392]
+    jmp 1f
+1:
+    mov rdx, qword ptr [r15 + 640]
+    mov dword ptr [r15 + r8 + 832], r8d
+    mov r8, r8
+    movzx r8d, byte ptr [r15 + 128]
+    mov rbp, qword ptr [r15 + 64]
+    mov dword ptr [r15 + 512], eax
+    mov rbp, r11
+    mov eax, dword ptr [r15 + 64]
+    mov esi, dword ptr [r15 + 256]
+    mov qword ptr [r15 + 320], r9
+    and rbp, 8128
+    mov dword ptr [r15 + rbp + 7488], 151
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c130:
-    lea rcx, [rip + .Lc1_d10916_j]
+    lea rcx, [rip + .Lc1_d10905_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d10916_j_t
-.Lc1_d10916_j:
+    jmp .Lc1_d10905_j_t
+.Lc1_d10905_j:
     mov ecx, 225
-    mov dword ptr [r15 + 320], 62
+    vmovdqu ymmword ptr [r15 + 192], ymm6
+    mov ecx, 146
+    vpmovmskb ecx, xmm6
+    jmp 1f
+1:
+    movzx ecx, byte ptr [r15 + 704]
+    mov byte ptr [r15 + 128], bpl
+    mov dword ptr [r15 + 0], 121
+    jmp 1f
+1:
+    mov rbp, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
     and ecx, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r9, r9
-    mov r9d, 234
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, 121
-    mov dword ptr [r15 + 0], 118
-    mov dword ptr [r15 + 0], 70
-    mov rbp, qword ptr [r15 + 384]
-    movzx edx, byte ptr [r15 + 512]
-    movzx r9d, r9b
-    jmp 1f
-1:
+    mov dword ptr [r15 + 256], 127
     jmp 1f
 1:
     test ebx, 1073741824
     jz 1f
 1:
-    mov edi, dword ptr [r15 + 640]
-    mov r8d, 174
-    vpmovmskb r8d, xmm14
-    movsxd r8, dword ptr [r15 + 576]
+    mov rbp, r11
+    movsxd rsi, dword ptr [r15 + 448]
+    mov ecx, dword ptr [r15 + 128]
+    mov dword ptr [r15 + 320], 178
+    and rbp, 4032
+    mov dword ptr [r15 + rbp + 3392], 237
+    mov rbp, qword ptr [r15 + 448]
+    mov r8, r11
+    mov edx, dword ptr [r15 + 64]
+    movzx edi, cl
+    movsxd rdi, dword ptr [r15 + 768]
+    and r8, 1984
+    mov qword ptr [r15 + r8 + 1344], rsi
+    movzx r8d, byte ptr [r15 + 192]
+    mov rsi, qword ptr [r15 + 512]
     jmp 1f
 1:
-    mov dword ptr [r15 + 64], 17
-    mov ebp, dword ptr [r15 + 384]
-    mov r9, r11
-    mov dword ptr [r15 + 448], 217
-    mov rdx, rdx
-    mov edx, dword ptr [r15 + 128]
-    and r9, 8128
-    mov qword ptr [r15 + r9 + 7488], r8
-    movzx r9d, byte ptr [r15 + 64]
-    mov r8, qword ptr [r15 + 192]
-    vmovdqu ymmword ptr [r15 + 256], ymm14
     jmp 1f
 1:
-    mov byte ptr [r15 + 512], dl
+    mov eax, 89
+    mov rax, rcx
     jmp 1f
 1:
     add r11, 64
@@ -13677,325 +13649,339 @@ ditto_body_c1:
     xor eax, eax
     test dword ptr [r15 + 67117724], 256
     setz al
-    lea rcx, [rip + .Lc1_d10966_s]
+    lea rcx, [rip + .Lc1_d10954_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d10966_s_t
+    jmp .Lc1_d10954_s_t
     .p2align 3
-.Lc1_d10966_s:
+.Lc1_d10954_s:
     .p2align 3
-    jmp .Lc1_d10966_j
+    jmp .Lc1_d10954_j
     .p2align 3
-    jmp .Lc1_d10966_j
-.Lc1_d10966_j:
-    mov rbp, r11
-    mov r8, rcx
-    and rbp, 448
-    mov r8, qword ptr [r15 + rbp + 832]
-    movsxd rbp, dword ptr [r15 + 64]
-    mov ecx, dword ptr [r15 + 128]
-    mov dword ptr [r15 + 0], 214
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    jmp .Lc1_d10954_j
+.Lc1_d10954_j:
     mov r9, r11
-    mov rax, qword ptr [r15 + 704]
-    mov esi, r8d
-    and r9, 1984
-    or qword ptr [r15 + r9 + 1344], 96
-    mov r9, qword ptr [r15 + 448]
+    mov rdi, rcx
+    and r9, 8128
+    mov rdi, qword ptr [r15 + r9 + 7488]
+    mov r12, qword ptr [r15 + r12 + 56]
+    or qword ptr [r15 + 0], 59
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, dword ptr [r15 + 512]
+    mov dword ptr [r15 + 128], 214
+    mov eax, eax
+    mov rax, qword ptr [r15 + 256]
+    mov qword ptr [r15 + 576], r9
     test ebx, 1073741824
     jz 1f
 1:
     jmp 1f
 1:
-    mov qword ptr [r15 + 384], r8
+    mov r9d, dword ptr [r15 + 320]
     jmp 1f
 1:
     jmp 1f
 1:
-    mov r8d, dword ptr [r15 + 512]
+    movzx edi, byte ptr [r15 + 64]
     jmp 1f
 1:
-    mov r9, r11
-    mov ebp, 207
-    and r9, 4032
-    movzx ebp, byte ptr [r15 + r9 + 3392]
-    movsxd r9, dword ptr [r15 + 320]
-    mov byte ptr [r15 + 192], r8b
+    mov rbp, r11
+    mov r8, r11
+    mov eax, 249
+    and r8, 1984
+    movzx eax, byte ptr [r15 + r8 + 1344]
+    and rbp, 448
+    movsxd rcx, dword ptr [r15 + rbp + 832]
+    mov byte ptr [r15 + 384], dil
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c132:
-    mov eax, 127
-    jmp 1f
-1:
-    lea r8, [r11 + r11*1]
-    mov rcx, qword ptr [r15 + 128]
-    jmp 1f
-1:
-    and r8, 8128
-    mov byte ptr [r15 + r8 + 7552], r9b
+    mov dword ptr [r15 + 448], 237
+    mov dword ptr [r15 + 0], ecx
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], ebp
-    mov qword ptr [r15 + 0], rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rax
     jmp 1f
 1:
-    mov ebp, 253
-    mov dword ptr [r15 + 0], eax
+    mov eax, 27
+    mov eax, ecx
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, r8d
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 253
     mov r9, r11
-    mov rbp, r11
+    mov dword ptr [r15 + 0], 79
+    mov byte ptr [r15 + 0], al
     mov r12, qword ptr [r15 + r12 + 56]
-    and r9, 16320
-    mov dword ptr [r15 + r9 + 15680], r8d
-    and rbp, 1984
-    movzx edx, byte ptr [r15 + rbp + 1344]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov rcx, rdx
-    vmovdqu ymmword ptr [r15 + 320], ymm14
-    jmp 1f
-1:
-    movzx ebp, byte ptr [r15 + 384]
-    movzx edx, byte ptr [r15 + 64]
-    mov qword ptr [r15 + 768], r9
-    mov dword ptr [r15 + 256], 206
+    and r9, 4032
+    movzx eax, byte ptr [r15 + r9 + 3392]
     movsxd r9, dword ptr [r15 + 448]
-    mov dword ptr [r15 + 512], 109
-    mov ecx, dword ptr [r15 + 320]
-    mov dword ptr [r15 + 128], edx
-    mov dword ptr [r15 + r8 + 7488], 23
-    and ebp, dword ptr [r15 + 192]
+    mov ecx, 55
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov dword ptr [r15 + 64], eax
+    mov dword ptr [r15 + 256], eax
     jmp 1f
 1:
-    mov edx, 72
+    jmp 1f
+1:
+    mov rax, rax
+    mov qword ptr [r15 + 640], r9
+    jmp 1f
+1:
+    mov r9d, 209
+    and r9d, dword ptr [r15 + 384]
+    mov edx, dword ptr [r15 + 512]
+    .byte 0x0f, 0x1f, 0x40, 0x00
+    mov rbp, r11
+    mov r8, r11
+    vmovdqu ymmword ptr [r15 + 192], ymm6
+    and rbp, 448
+    mov dword ptr [r15 + rbp + 832], eax
+    movzx ebp, byte ptr [r15 + 128]
+    and r8, 1984
+    mov rax, qword ptr [r15 + r8 + 1344]
+    mov r8d, dword ptr [r15 + 64]
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c133:
-    lea rcx, [rip + .Lc1_d11053_j]
+    lea rcx, [rip + .Lc1_d11043_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d11053_j_t
-.Lc1_d11053_j:
+    jmp .Lc1_d11043_j_t
+.Lc1_d11043_j:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 244
+    mov ebp, ebp
+    mov ebp, 28
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ebp, al
+    mov rax, rcx
+    vpmovmskb eax, xmm6
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 28
+    mov dword ptr [r15 + 0], 169
+    movzx ecx, byte ptr [r15 + 704]
+    mov byte ptr [r15 + 192], al
+    mov rbp, r11
     jmp 1f
 1:
+    and rbp, 1984
+    movzx eax, byte ptr [r15 + rbp + 1344]
     jmp 1f
 1:
-    mov ebp, ecx
-    mov dword ptr [r15 + 448], 104
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 28
-    mov rcx, rdx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, r11
-    mov dword ptr [r15 + 128], ecx
+    mov r8, r11
     test ebx, 1073741824
     jz 1f
 1:
-    mov edi, ebp
-    and r9, 4032
-    mov byte ptr [r15 + r9 + 3392], cl
-    mov r9, r11
-    mov rcx, qword ptr [r15 + 192]
-    and r9, 448
-    movzx ebp, byte ptr [r15 + r9 + 832]
-    mov r9, r11
-    mov dword ptr [r15 + 576], 172
+    mov dword ptr [r15 + 128], 140
+    mov rsi, rax
+    and r8, 8128
+    mov rbp, r11
+    mov byte ptr [r15 + r8 + 7488], cl
+    mov ecx, ecx
+    mov qword ptr [r15 + 768], rax
+    and rbp, 4032
+    mov rax, qword ptr [r15 + rbp + 3392]
     jmp 1f
 1:
-    mov dword ptr [r15 + 256], 18
-    and r9, 1984
-    vmovdqu ymmword ptr [r15 + r9 + 1344], ymm12
-    mov dword ptr [r15 + 64], 140
-    mov rdi, rcx
-    mov ecx, 143
-    mov byte ptr [r15 + 384], r9b
-    mov qword ptr [r15 + 320], rbp
+    mov esi, dword ptr [r15 + 320]
+    movsxd r8, dword ptr [r15 + 512]
+    vmovdqu ymmword ptr [r15 + 256], ymm10
+    jmp 1f
+1:
+    mov ecx, 44
+    mov ecx, ebp
+    mov ebp, 163
+    movsxd rbp, dword ptr [r15 + 384]
+    mov dword ptr [r15 + 64], eax
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c134:
-    mov rbp, r11
-    movzx esi, cl
-    movzx esi, r9b
-    vmovdqu ymmword ptr [r15 + 640], ymm0
-    and rbp, 4032
-    movzx ecx, byte ptr [r15 + rbp + 3392]
-    or qword ptr [r15 + 384], 99
-    add rcx, qword ptr [r15 + 448]
-    mov r9, qword ptr [r15 + 64]
+    movzx eax, bpl
+    vmovdqu ymmword ptr [r15 + 448], ymm10
+    mov eax, dword ptr [r15 + 448]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ebp, cl
+    movzx ebp, cl
     jmp 1f
 1:
+    mov ebp, 27
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    add rax, qword ptr [r15 + 0]
     test ebx, 1073741824
     jnz 1f
 1:
     jmp 1f
 1:
+    mov ebp, ebp
     mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, rax
+    mov qword ptr [r15 + 0], rax
+    mov eax, 43
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 256], ecx
-    add rbp, qword ptr [r15 + 128]
     jmp 1f
 1:
-    movzx esi, cl
-    mov rsi, r9
+    mov dword ptr [r15 + 128], ebp
+    movsxd rbp, dword ptr [r15 + 128]
+    jmp 1f
+1:
     mov r9, r11
-    mov esi, ebp
-    jmp 1f
-1:
-    and r9, 8128
-    mov qword ptr [r15 + r9 + 7488], rbp
+    movzx edi, al
     test ebx, 1073741824
     jz 1f
 1:
-    mov qword ptr [r15 + 704], rsi
-    movzx esi, sil
-    add rsi, qword ptr [r15 + 64]
+    mov rax, rax
+    and r9, 448
+    mov eax, dword ptr [r15 + r9 + 832]
+    mov qword ptr [r15 + 64], rbp
+    mov dword ptr [r15 + 576], ebp
+    mov ebp, ebp
     mov rbp, r11
-    mov ecx, 117
-    mov dword ptr [r15 + 320], r9d
-    movsxd r9, dword ptr [r15 + 512]
-    and rbp, 448
-    mov r8, qword ptr [r15 + rbp + 832]
-    mov ebp, esi
-    movzx ebp, cl
+    add rdi, qword ptr [r15 + 192]
+    and rbp, 8128
+    or qword ptr [r15 + rbp + 7488], 58
+    add rbp, qword ptr [r15 + 320]
+    mov r9, qword ptr [r15 + 512]
+    movzx edx, dil
+    movsxd rdx, dword ptr [r15 + 384]
     jmp 1f
 1:
-    mov ebp, 6
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c135:
-    lea rcx, [rip + .Lc1_d11144_j]
+    lea rcx, [rip + .Lc1_d11142_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d11144_j_t
-.Lc1_d11144_j:
-    mov rbp, r11
+    jmp .Lc1_d11142_j_t
+.Lc1_d11142_j:
     jmp 1f
 1:
-    and rbp, 1984
-    mov byte ptr [r15 + rbp + 1344], r8b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], cl
+    mov ecx, 241
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, rdx
     jmp 1f
 1:
-    movsxd r8, dword ptr [r15 + 320]
-    movzx eax, cl
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rdx, rcx
+    mov qword ptr [r15 + 0], rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
     mov r9, r11
-    mov eax, ebp
-    and r9, 4032
-    mov eax, dword ptr [r15 + r9 + 3392]
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov ebp, dword ptr [r15 + 192]
-    mov r12, qword ptr [r15 + r12 + 56]
     mov ecx, 23
-    mov qword ptr [r15 + 0], r8
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], ebp
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r8d, 206
+    vmovq xmm12, rdx
+    and r9, 448
+    movsxd rdx, dword ptr [r15 + r9 + 832]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov ebp, eax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, rax
-    mov dword ptr [r15 + 256], 65
-    mov dword ptr [r15 + 64], ecx
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov rdx, rcx
-    mov dword ptr [r15 + 448], ebp
-    mov rbp, r8
-    mov ebp, dword ptr [r15 + 128]
+    mov esi, ecx
+    mov dword ptr [r15 + 192], 24
+    mov qword ptr [r15 + 128], rdx
     mov r8, r11
-    vmovq xmm10, rdx
-    mov edx, edx
-    and r8, 448
-    movsxd rdx, dword ptr [r15 + r8 + 832]
-    movzx r8d, byte ptr [r15 + 384]
-    mov byte ptr [r15 + 512], bpl
-    mov rbp, qword ptr [r15 + 768]
+    mov ecx, dword ptr [r15 + 640]
+    mov dword ptr [r15 + 704], r9d
+    and r8, 4032
+    mov r9d, dword ptr [r15 + r8 + 3392]
+    mov dword ptr [r15 + 512], edx
+    mov rdx, rdx
     jmp 1f
 1:
+    jmp 1f
+1:
+    movsxd rsi, dword ptr [r15 + 64]
+    mov byte ptr [r15 + 256], cl
+    mov ecx, ecx
+    mov ecx, dword ptr [r15 + 320]
+    mov dword ptr [r15 + 64], r9d
+    mov r9, r11
+    mov r8d, edx
+    and r9, 1984
+    movzx r8d, byte ptr [r15 + r9 + 1344]
+    movzx r9d, cl
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c136:
-    lea rcx, [rip + .Lc1_d11196_j]
+    lea rcx, [rip + .Lc1_d11195_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d11196_j_t
-.Lc1_d11196_j:
-    mov qword ptr [r15 + 128], rdx
+    jmp .Lc1_d11195_j_t
+.Lc1_d11195_j:
+    mov qword ptr [r15 + 768], r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 253
+    jmp 1f
+1:
+    inc dword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], cl
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    movzx r8d, cl
+    jmp 1f
+1:
+    movzx r8d, cl
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx edx, cl
-    jmp 1f
-1:
-    movzx edx, cl
-    jmp 1f
-1:
-    mov dword ptr [r15 + 256], 47
-    mov dword ptr [r15 + 448], 226
-    mov rcx, rdx
+    movzx ecx, byte ptr [r15 + 384]
+    mov rsi, r8
     jmp 1f
 1:
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
-    movzx edi, dl
-    mov rbp, r11
-    movzx edi, byte ptr [r15 + 64]
-    vpshufd xmm4, xmm1, 166
-    inc dword ptr [r15 + 576]
-    and rbp, 8128
-    mov r9, r11
-    movsxd rdx, dword ptr [r15 + rbp + 7488]
+    movzx edi, cl
+    mov r8, r11
+    mov dword ptr [r15 + 128], 10
+    vpshufd xmm3, xmm10, 83
+    movzx ecx, byte ptr [r15 + 64]
+    and r8, 16320
+    movsxd rsi, dword ptr [r15 + r8 + 15680]
+    mov r8, r11
     jmp 1f
 1:
-    and r9, 1984
-    movsxd rcx, dword ptr [r15 + r9 + 1344]
-    mov r9, qword ptr [r15 + 192]
-    mov byte ptr [r15 + 384], dil
-    mov dword ptr [r15 + 128], edi
-    movsxd rdi, dword ptr [r15 + 512]
-    mov dword ptr [r15 + 320], ecx
+    movsxd rdi, dword ptr [r15 + 192]
+    and r8, 8128
+    mov rbp, qword ptr [r15 + r8 + 7488]
+    mov r8, r11
+    mov dword ptr [r15 + 448], ecx
+    movsxd rcx, dword ptr [r15 + 256]
+    and r8, 1984
+    movzx eax, byte ptr [r15 + r8 + 1344]
+    mov dword ptr [r15 + 512], esi
+    movzx esi, dil
+    mov qword ptr [r15 + 128], rcx
     movzx ecx, bpl
-    mov qword ptr [r15 + 384], r9
-    movzx r9d, dl
-    mov r9d, edi
+    mov ecx, eax
     add r11, 64
     inc rbx
     dec r13
@@ -14004,57 +13990,57 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov dword ptr [r15 + 320], edi
+    movsxd rax, dword ptr [r15 + 512]
+    mov rsi, rsi
+    jmp 1f
+1:
+    and esi, dword ptr [r15 + 64]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, 126
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov ebp, 225
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], al
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov qword ptr [r15 + 0], rax
-    jmp 1f
-1:
-    and eax, dword ptr [r15 + 0]
-    mov esi, dword ptr [r15 + 384]
-    movsxd rdi, dword ptr [r15 + 128]
-    mov byte ptr [r15 + 640], bpl
-    jmp 1f
-1:
+    mov byte ptr [r15 + 0], cl
+    mov ecx, 61
+    mov r12, qword ptr [r15 + r12 + 56]
     test dword ptr [r15 + 67117723], 256
     jz 1f
 1:
+    mov eax, dword ptr [r15 + 192]
+    mov esi, 214
+    mov r9, r11
+    vpxor xmm12, xmm12, xmm9
+    jmp 1f
+1:
+    mov ecx, eax
+    and r9, 4032
+    mov qword ptr [r15 + r9 + 3392], rax
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov rax, qword ptr [r15 + 256]
+    mov edx, dword ptr [r15 + 320]
+    mov r9, r11
+    movsxd rsi, dword ptr [r15 + 128]
+    test ebx, 1073741824
+    jz 1f
+1:
+    and r9, 8128
     mov rbp, r11
-    mov r9d, esi
-    and rbp, 8128
-    movsxd r9, dword ptr [r15 + rbp + 7488]
-    mov ebp, eax
-    mov ebp, dword ptr [r15 + 704]
-    movzx eax, dil
+    and ecx, dword ptr [r15 + r9 + 7488]
+    movzx r9d, byte ptr [r15 + 384]
+    mov eax, dword ptr [r15 + 576]
+    and rbp, 448
+    add rax, qword ptr [r15 + rbp + 832]
     jmp 1f
 1:
-    mov r8, r11
-    mov edi, dword ptr [r15 + 512]
-    mov byte ptr [r15 + 64], r9b
-    movzx r9d, byte ptr [r15 + 448]
-    and r8, 4032
-    movsxd rsi, dword ptr [r15 + r8 + 3392]
-    add rsi, qword ptr [r15 + 64]
-    mov r8, r11
-    mov rax, rdi
+    movzx esi, dl
+    mov rdx, rdx
     jmp 1f
 1:
-    and r8, 448
-    and edi, dword ptr [r15 + r8 + 832]
-    mov r8, qword ptr [r15 + 192]
-    mov rax, rsi
-    vpxor xmm7, xmm7, xmm4
+    mov dword ptr [r15 + 448], r9d
+    mov r9d, ecx
     add r11, 64
     inc rbx
     dec r13
@@ -14066,159 +14052,154 @@ ditto_body_c1:
     xor eax, eax
     test dword ptr [r15 + 67117724], 4
     setz al
-    lea rcx, [rip + .Lc1_d11294_s]
+    lea rcx, [rip + .Lc1_d11295_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d11294_s_t
+    jmp .Lc1_d11295_s_t
     .p2align 3
-.Lc1_d11294_s:
+.Lc1_d11295_s:
     .p2align 3
-    jmp .Lc1_d11294_j
+    jmp .Lc1_d11295_j
     .p2align 3
-    jmp .Lc1_d11294_j
-.Lc1_d11294_j:
-    mov r8d, 174
-    mov r8d, ecx
+    jmp .Lc1_d11295_j
+.Lc1_d11295_j:
+    mov esi, 174
+    mov esi, ecx
     jmp 1f
 1:
-    mov qword ptr [r15 + 320], rax
-    and eax, dword ptr [r15 + 192]
-    movzx r9d, cl
-    mov r9, r11
-    movzx ecx, byte ptr [r15 + 64]
-    and r9, 448
-    mov byte ptr [r15 + r9 + 832], r8b
+    mov qword ptr [r15 + 640], rax
+    and eax, dword ptr [r15 + 256]
+    movzx ecx, cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rsi
     jmp 1f
 1:
-    mov byte ptr [r15 + 128], al
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    movsxd rax, dword ptr [r15 + 256]
+    mov dword ptr [r15 + 0], ecx
     jmp 1f
 1:
-    mov r8d, dword ptr [r15 + 768]
-    mov byte ptr [r15 + 384], cl
     mov r9, r11
-    mov dword ptr [r15 + 512], 178
+    mov byte ptr [r15 + 512], cl
     and r9, 4032
-    mov qword ptr [r15 + r9 + 3392], r8
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 70
+    mov byte ptr [r15 + r9 + 3392], sil
+    movsxd r9, dword ptr [r15 + 448]
     mov r8, r11
-    mov dword ptr [r15 + 320], eax
+    mov ecx, dword ptr [r15 + 320]
+    and r8, 8128
+    mov byte ptr [r15 + r8 + 7488], cl
+    mov dword ptr [r15 + 64], 183
+    mov r8, r11
+    mov dword ptr [r15 + 128], 70
     and r8, 1984
-    add rax, qword ptr [r15 + r8 + 1344]
+    add r9, qword ptr [r15 + r8 + 1344]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c139:
-    vpxor xmm10, xmm10, xmm4
-    movsxd rcx, dword ptr [r15 + 64]
+    mov rsi, r8
+    mov rsi, r9
+    mov esi, r9d
+    mov rsi, qword ptr [r15 + 384]
+    vpmovmskb r9d, xmm3
+    mov dword ptr [r15 + 256], 31
+    vpxor xmm12, xmm12, xmm3
+    mov dword ptr [r15 + 448], r8d
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], r8
-    mov r12, qword ptr [r15 + r12 + 56]
-    vpmovmskb r8d, xmm10
-    mov r8, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu ymmword ptr [r15 + 0], ymm12
+    .byte 0x0f, 0x1f, 0x00
     jmp 1f
 1:
-    vmovdqu ymmword ptr [r15 + 0], ymm10
+    mov qword ptr [r15 + 0], r9
     jmp 1f
 1:
-    mov qword ptr [r15 + 0], r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, qword ptr [r15 + 512]
     test ebx, 1073741824
     jnz 1f
 1:
+    mov r8, r9
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], r8d
-    mov r8, r8
-    mov qword ptr [r15 + 576], r8
-    mov r8, r8
-    mov dword ptr [r15 + 192], 9
-    movsxd r8, dword ptr [r15 + 128]
-    .byte 0x0f, 0x1f, 0x00
-    mov rbp, r11
-    mov edx, dword ptr [r15 + 320]
-    mov rcx, r8
-    mov qword ptr [r15 + 448], r8
-    and rbp, 8128
-    mov dword ptr [r15 + rbp + 7488], r8d
+    mov qword ptr [r15 + 64], r9
+    movzx r9d, r9b
     jmp 1f
 1:
+    mov r9d, r8d
+    movzx r9d, byte ptr [r15 + 128]
+    vpxor xmm3, xmm3, xmm2
+    movzx edi, byte ptr [r15 + 64]
     mov r8, r11
-    test ebx, 2560
-    jnz 1f
-1:
-    mov rdx, rbp
-    mov edx, dword ptr [r15 + 512]
-    and r8, 1984
-    mov rbp, qword ptr [r15 + r8 + 1344]
-    movzx r8d, byte ptr [r15 + 256]
-    mov ecx, ecx
-    mov qword ptr [r15 + 128], rdx
-    mov edx, edx
     jmp 1f
 1:
     jmp 1f
 1:
-    movzx edi, byte ptr [r15 + 384]
-    mov dword ptr [r15 + 448], 69
-    vpxor xmm4, xmm4, xmm7
-    movzx esi, r8b
+    mov rsi, r9
+    and r8, 448
+    mov dword ptr [r15 + r8 + 832], edi
+    mov qword ptr [r15 + 704], r9
+    mov r9, r11
+    mov rdi, rdi
+    mov rbp, r11
+    and r9, 1984
+    mov qword ptr [r15 + r9 + 1344], r8
+    mov r9, qword ptr [r15 + 192]
+    and rbp, 4032
+    mov qword ptr [r15 + rbp + 3392], rsi
+    mov ebp, dword ptr [r15 + 768]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c140:
-    lea rcx, [rip + .Lc1_d11387_j]
+    lea rcx, [rip + .Lc1_d11386_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d11387_j_t
-.Lc1_d11387_j:
-    mov r8, r11
-    and r8, 4032
-    and esi, dword ptr [r15 + r8 + 3392]
-    mov r8d, 112
-    movzx r8d, byte ptr [r15 + 384]
+    jmp .Lc1_d11386_j_t
+.Lc1_d11386_j:
+    mov dword ptr [r15 + 384], 10
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov esi, 112
+    mov dword ptr [r15 + 0], 164
+    mov esi, 105
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], 220
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, ecx
+    mov rbp, r11
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, r11
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, qword ptr [r15 + 256]
-    mov edi, 98
-    mov edi, 158
-    mov edi, dword ptr [r15 + 320]
-    mov byte ptr [r15 + 64], r8b
+    and rbp, 448
+    mov byte ptr [r15 + rbp + 832], sil
     test ebx, 1024
     jz 1f
 1:
-    mov byte ptr [r15 + 384], sil
-    movsxd rsi, dword ptr [r15 + 704]
+    and r9, 8128
+    and esi, dword ptr [r15 + r9 + 7488]
+    mov dword ptr [r15 + 128], ecx
+    mov ecx, dword ptr [r15 + 64]
     mov rbp, r11
+    mov rdx, r9
+    and rbp, 1984
+    mov byte ptr [r15 + rbp + 1344], sil
     jmp 1f
 1:
-    mov r8d, edi
-    mov rdi, rdi
-    and rbp, 448
-    mov dword ptr [r15 + rbp + 832], esi
-    mov rbp, r11
-    jmp 1f
-1:
-    mov esi, dword ptr [r15 + 640]
-    and rbp, 8128
-    movzx r9d, byte ptr [r15 + rbp + 7488]
-    mov qword ptr [r15 + 512], r8
-    mov byte ptr [r15 + 64], r8b
-    mov qword ptr [r15 + 128], rsi
-    mov dword ptr [r15 + 448], 221
-    jmp 1f
-1:
+    mov r9d, 39
+    mov byte ptr [r15 + 128], sil
+    movzx esi, byte ptr [r15 + 448]
+    mov qword ptr [r15 + 576], rcx
+    mov rcx, qword ptr [r15 + 192]
+    mov qword ptr [r15 + 320], rdx
+    movsxd rdx, dword ptr [r15 + 512]
     add r11, 64
     inc rbx
     dec r13
@@ -14227,58 +14208,57 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d11434_j]
+    lea rcx, [rip + .Lc1_d11432_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d11434_j_t
-.Lc1_d11434_j:
-    mov r8, r11
-    and r8, 1984
-    movsxd rsi, dword ptr [r15 + r8 + 1344]
-    mov qword ptr [r15 + 192], rcx
-    movzx ecx, byte ptr [r15 + 768]
-    mov r9, rax
+    jmp .Lc1_d11432_j_t
+.Lc1_d11432_j:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and edx, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, byte ptr [r15 + 192]
+    movzx ecx, cl
+    mov rcx, rax
+    mov ecx, dword ptr [r15 + 128]
     jmp 1f
 1:
     jmp 1f
 1:
-    movzx eax, byte ptr [r15 + 384]
-    mov rbp, r8
-    mov r8d, dword ptr [r15 + 512]
-    mov ebp, 155
-    mov rbp, r11
-    mov edx, 42
-    and rbp, 448
-    mov rdx, qword ptr [r15 + rbp + 832]
-    movzx ebp, byte ptr [r15 + 128]
-    add rbp, qword ptr [r15 + 0]
-    mov r9d, 134
+    movsxd r9, dword ptr [r15 + 640]
+    mov r8, rdx
+    mov edx, 36
     jmp 1f
 1:
     test dword ptr [r15 + 67117724], 64
     jnz 1f
 1:
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, r9d
-    mov byte ptr [r15 + 0], bpl
-    movzx ebp, bpl
-    jmp 1f
-1:
-    and ebp, dword ptr [r15 + 320]
+    mov rax, qword ptr [r15 + 320]
     mov r9, r11
+    mov r8, r11
+    mov qword ptr [r15 + 64], rcx
+    mov ecx, 32
+    and r9, 8128
+    movzx ecx, byte ptr [r15 + r9 + 7488]
+    and r8, 448
+    add rcx, qword ptr [r15 + r8 + 832]
     jmp 1f
 1:
-    add rax, qword ptr [r15 + 128]
     jmp 1f
 1:
+    mov edx, dword ptr [r15 + 512]
+    jmp 1f
+1:
+    mov edi, dword ptr [r15 + 448]
+    mov r9d, 93
+    jmp 1f
+1:
+    mov r9, r11
+    mov qword ptr [r15 + 256], rcx
     and r9, 4032
-    mov edx, dword ptr [r15 + r9 + 3392]
-    mov r9d, dword ptr [r15 + 256]
-    jmp 1f
-1:
-    mov r8d, dword ptr [r15 + 64]
+    mov byte ptr [r15 + r9 + 3392], r8b
+    mov r9d, edi
     add r11, 64
     inc rbx
     dec r13
@@ -14287,46 +14267,46 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov rax, r9
-    mov rax, qword ptr [r15 + 448]
-    mov r9d, 72
-    mov dword ptr [r15 + 0], r8d
+    mov rax, rdi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, 210
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu ymmword ptr [r15 + 0], ymm3
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
     mov byte ptr [r15 + 0], al
-    mov r8, r11
+    mov rbp, r11
     jmp 1f
 1:
-    mov edx, dword ptr [r15 + 128]
+    and rbp, 1984
+    mov r9, r11
+    mov dword ptr [r15 + rbp + 1344], eax
+    and r9, 448
+    mov eax, dword ptr [r15 + r9 + 832]
+    mov r9, rbp
     jmp 1f
 1:
-    and r8, 1984
-    add rax, qword ptr [r15 + r8 + 1344]
-    mov dword ptr [r15 + 448], 82
-    mov r9, rdx
-    jmp 1f
-1:
-    lea r9, [r11 + r11*1]
     test dword ptr [r15 + 67117724], 512
     jz 1f
 1:
-    and r9, 8128
-    mov r8, r11
-    mov edx, dword ptr [r15 + r9 + 7552]
-    and r8, 16320
-    movzx eax, byte ptr [r15 + r8 + 15680]
+    add rbp, qword ptr [r15 + 256]
+    mov dword ptr [r15 + 512], 220
+    mov r9, r11
     jmp 1f
 1:
-    mov dword ptr [r15 + 256], 74
-    mov dword ptr [r15 + 320], 125
-    vmovdqu ymmword ptr [r15 + 64], ymm4
-    mov esi, 143
-    mov esi, dword ptr [r15 + 192]
-    movzx edi, byte ptr [r15 + 512]
-    vmovdqu ymmword ptr [r15 + 384], ymm7
-    mov r8d, dword ptr [r15 + 320]
-    vmovdqu ymmword ptr [r15 + 576], ymm7
-    movsxd rcx, dword ptr [r15 + r9 + 7488]
+    movsxd rax, dword ptr [r15 + 64]
+    mov esi, dword ptr [r15 + 320]
+    and r9, 4032
+    mov dword ptr [r15 + r9 + 3392], 74
+    mov r9d, 27
+    mov dword ptr [r15 + 704], 154
+    movzx r9d, byte ptr [r15 + 384]
+    vmovdqu ymmword ptr [r15 + 448], ymm12
+    mov r8d, dword ptr [r15 + 192]
+    vmovdqu ymmword ptr [r15 + 128], ymm3
+    movsxd rcx, dword ptr [r15 + 64]
     add r11, 64
     inc rbx
     dec r13
@@ -14337,106 +14317,106 @@ ditto_body_c1:
     mov qword ptr [r15 + 67117720], rax
     mov eax, dword ptr [r15 + 67117724]
     and eax, 7
-    lea rcx, [rip + .Lc1_d11526_s]
+    lea rcx, [rip + .Lc1_d11523_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d11526_s_t
+    jmp .Lc1_d11523_s_t
     .p2align 3
-.Lc1_d11526_s:
+.Lc1_d11523_s:
     .p2align 3
-    jmp .Lc1_d11526_j
+    jmp .Lc1_d11523_j
     .p2align 3
-    jmp .Lc1_d11526_j
+    jmp .Lc1_d11523_j
     .p2align 3
-    jmp .Lc1_d11526_j
+    jmp .Lc1_d11523_j
     .p2align 3
-    jmp .Lc1_d11526_j
+    jmp .Lc1_d11523_j
     .p2align 3
-    jmp .Lc1_d11526_j
+    jmp .Lc1_d11523_j
     .p2align 3
-    jmp .Lc1_d11526_j
+    jmp .Lc1_d11523_j
     .p2align 3
-    jmp .Lc1_d11526_j
+    jmp .Lc1_d11523_j
     .p2align 3
-    jmp .Lc1_d11526_j
-.Lc1_d11526_j:
-    mov r9, r11
-    and r9, 1984
-    mov edx, dword ptr [r15 + r9 + 1344]
-    mov r9, qword ptr [r15 + 640]
-    movzx esi, byte ptr [r15 + 128]
-    mov qword ptr [r15 + 384], rax
+    jmp .Lc1_d11523_j
+.Lc1_d11523_j:
     mov r8, r11
-    mov eax, 243
-    movsxd rax, dword ptr [r15 + 64]
-    and r8, 4032
-    mov rcx, qword ptr [r15 + r8 + 3392]
+    mov dword ptr [r15 + 128], 34
+    mov esi, dword ptr [r15 + 576]
+    and r8, 8128
+    mov rax, qword ptr [r15 + r8 + 7488]
+    mov r8d, 182
+    mov r8, r11
+    add qword ptr [r15 + 448], rsi
+    and r8, 1984
+    movzx ecx, byte ptr [r15 + r8 + 1344]
+    add rcx, qword ptr [r15 + 64]
+    mov qword ptr [r15 + 0], rax
     test ebx, 1073741824
     jnz 1f
 1:
-    mov dword ptr [r15 + 192], 132
-    mov edx, 152
-    movzx edx, cl
-    mov r9, r11
-    add qword ptr [r15 + 512], rcx
-    movzx ecx, cl
-    and r9, 448
-    add rcx, qword ptr [r15 + r9 + 832]
+    mov esi, 152
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx esi, al
+    movsxd rax, dword ptr [r15 + 256]
+    movzx esi, cl
+    movzx ecx, r8b
+    mov rcx, qword ptr [r15 + 768]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c144:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov edx, 105
+    mov byte ptr [r15 + 0], cl
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov ecx, 208
-    mov qword ptr [r15 + 0], r9
+    mov ecx, 54
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r9, rdx
+    mov r8d, 147
+    mov qword ptr [r15 + 0], rax
+    jmp 1f
+1:
+    mov rax, rcx
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx r9d, dl
+    movzx eax, cl
     .byte 0x0f, 0x1f, 0x40, 0x00
     mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 320], dl
-    vpxor xmm10, xmm10, xmm4
-    mov edx, dword ptr [r15 + 256]
+    mov rcx, qword ptr [r15 + 128]
+    vpxor xmm3, xmm3, xmm12
+    mov dword ptr [r15 + 64], 23
     test ebx, 1073741824
     jz 1f
 1:
     jmp 1f
 1:
-    mov r9, qword ptr [r15 + 192]
-    add r9, qword ptr [r15 + 64]
-    mov dword ptr [r15 + 128], 149
-    jmp 1f
-1:
-    jmp 1f
-1:
+    mov dword ptr [r15 + 384], 53
+    movsxd rax, dword ptr [r15 + 128]
+    mov rsi, qword ptr [r15 + 512]
     jmp 1f
 1:
     jmp 1f
 1:
     mov rbp, r11
-    mov dword ptr [r15 + 448], 34
-    movsxd rcx, dword ptr [r15 + 704]
+    jmp 1f
+1:
+    jmp 1f
+1:
     and rbp, 4032
+    mov qword ptr [r15 + rbp + 3392], rcx
+    movsxd rbp, dword ptr [r15 + 192]
+    movzx ecx, byte ptr [r15 + 640]
     mov r8, r11
-    mov r9, r11
-    movzx edx, byte ptr [r15 + rbp + 3392]
-    and r9, 8128
-    movzx ebp, byte ptr [r15 + r9 + 7488]
+    movzx edx, byte ptr [r15 + 256]
+    and r8, 8128
+    mov dword ptr [r15 + r8 + 7488], eax
+    mov r8, r11
+    mov rax, rsi
+    mov dword ptr [r15 + 448], 73
     and r8, 448
-    mov dword ptr [r15 + r8 + 832], ecx
-    mov r8, rcx
-    mov dword ptr [r15 + 320], 254
-    movzx r8d, byte ptr [r15 + 384]
+    movzx esi, byte ptr [r15 + r8 + 832]
     jmp 1f
 1:
     add r11, 64
@@ -14444,21 +14424,14 @@ ditto_body_c1:
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c145:
-    lea rcx, [rip + .Lc1_d11612_j]
+    lea rcx, [rip + .Lc1_d11609_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d11612_j_t
-.Lc1_d11612_j:
-    mov r8, r11
-    and r8, 1984
-    movsxd rdx, dword ptr [r15 + r8 + 1344]
-    movzx r8d, byte ptr [r15 + 384]
+    jmp .Lc1_d11609_j_t
+.Lc1_d11609_j:
+    movzx ecx, byte ptr [r15 + 192]
     jmp 1f
 1:
-    and r8d, dword ptr [r15 + 448]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    and ecx, dword ptr [r15 + 0]
     jmp 1f
 1:
     jmp 1f
@@ -14466,34 +14439,40 @@ ditto_body_c1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rdx
-    movzx edx, byte ptr [r15 + 512]
-    movzx ebp, r8b
-    mov r8, r8
-    mov r8d, 74
-    movzx r8d, byte ptr [r15 + 128]
-    test ebx, 1024
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rdi, rcx
+    mov byte ptr [r15 + 0], cl
+    and edi, dword ptr [r15 + 0]
+    mov ecx, ecx
+    movzx ecx, byte ptr [r15 + 384]
+    movzx edx, dil
+    mov rdx, qword ptr [r15 + 64]
+    test ebx, 2048
     jz 1f
 1:
-    mov eax, ebp
-    mov dword ptr [r15 + 576], ecx
-    mov ecx, dword ptr [r15 + 64]
-    movzx ebp, byte ptr [r15 + 320]
-    mov byte ptr [r15 + 512], dl
+    mov rax, rcx
+    mov r9, r11
+    movsxd rax, dword ptr [r15 + 704]
+    movzx edi, byte ptr [r15 + 512]
+    mov rcx, rcx
+    and r9, 8128
+    movzx ecx, byte ptr [r15 + r9 + 7488]
+    movzx r9d, al
+    mov dword ptr [r15 + 128], edx
+    movzx edx, byte ptr [r15 + 320]
+    mov r9, r11
     jmp 1f
 1:
-    movzx edx, byte ptr [r15 + 128]
-    movzx r8d, r8b
-    mov r8, rcx
-    mov r8d, eax
-    mov eax, dword ptr [r15 + 192]
-    movzx r8d, byte ptr [r15 + 256]
-    mov rdi, qword ptr [r15 + 768]
-    and edi, dword ptr [r15 + 64]
-    movzx esi, dl
-    mov edx, dword ptr [r15 + 384]
-    jmp 1f
-1:
+    mov esi, dword ptr [r15 + 448]
+    and r9, 4032
+    movsxd r8, dword ptr [r15 + r9 + 3392]
+    mov r9d, dword ptr [r15 + 256]
+    mov ebp, edx
+    mov rbp, r11
+    mov edx, 56
+    and rbp, 1984
+    movsxd rdx, dword ptr [r15 + rbp + 1344]
     jmp 1f
 1:
     add r11, 64
@@ -14507,49 +14486,49 @@ ditto_body_c1:
     xor eax, eax
     test dword ptr [r15 + 67117723], 64
     setz al
-    lea rcx, [rip + .Lc1_d11664_s]
+    lea rcx, [rip + .Lc1_d11661_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d11664_s_t
+    jmp .Lc1_d11661_s_t
     .p2align 3
-.Lc1_d11664_s:
+.Lc1_d11661_s:
     .p2align 3
-    jmp .Lc1_d11664_j
+    jmp .Lc1_d11661_j
     .p2align 3
-    jmp .Lc1_d11664_j
-.Lc1_d11664_j:
-    mov dword ptr [r15 + 64], eax
-    mov qword ptr [r15 + 0], rcx
+    jmp .Lc1_d11661_j
+.Lc1_d11661_j:
+    mov r8, r11
+    mov esi, ecx
+    and r8, 448
+    mov qword ptr [r15 + r8 + 832], rax
+    mov dword ptr [r15 + 192], 163
+    mov eax, dword ptr [r15 + 384]
+    add rax, qword ptr [r15 + 128]
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, eax
-    mov r8, r11
-    mov eax, ecx
-    mov byte ptr [r15 + 0], cl
-    and r8, 8128
-    mov qword ptr [r15 + r8 + 7488], rcx
-    mov dword ptr [r15 + 256], 156
-    add rcx, qword ptr [r15 + 448]
-    mov rsi, qword ptr [r15 + 128]
-    cmovne rsi, r8
-    mov r8, r11
+    cmovne rcx, rsi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], r8
+    mov dword ptr [r15 + 576], eax
     test ebx, 4608
     jz 1f
 1:
-    jmp 1f
-1:
-    and r8, 4032
-    movsxd rax, dword ptr [r15 + r8 + 3392]
-    jmp 1f
-1:
-    mov r9, r11
-    movzx ecx, byte ptr [r15 + 640]
+    mov esi, 84
     mov rsi, r8
-    mov rsi, rax
-    and r9, 448
-    movzx esi, byte ptr [r15 + r9 + 832]
-    add rsi, qword ptr [r15 + 320]
-    mov r8d, 252
-    mov dword ptr [r15 + 384], eax
-    mov eax, eax
+    movsxd r8, dword ptr [r15 + 768]
+    add r8, qword ptr [r15 + 512]
+    movzx eax, byte ptr [r15 + 64]
+    mov dword ptr [r15 + 320], ecx
+    mov rbp, r11
+    jmp 1f
+1:
+    mov ecx, r8d
+    mov rcx, rax
+    and rbp, 1984
+    mov byte ptr [r15 + rbp + 1344], sil
+    mov rbp, qword ptr [r15 + 64]
+    mov esi, r8d
     add r11, 64
     inc rbx
     dec r13
@@ -14557,237 +14536,240 @@ ditto_body_c1:
 .Lc1_b9_c147:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], eax
+    mov qword ptr [r15 + 0], rsi
     jmp 1f
 1:
     jmp 1f
 1:
-    mov rax, rax
+    mov rsi, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], ebp
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, r11
-    mov qword ptr [r15 + 0], rax
-    mov qword ptr [r15 + 128], rax
-    and r9, 4032
-    mov ecx, dword ptr [r15 + r9 + 3392]
+    mov qword ptr [r15 + 0], rsi
+    mov qword ptr [r15 + 512], rsi
     test ebx, 1073741824
     jz 1f
 1:
-    movzx eax, al
-    mov eax, dword ptr [r15 + 384]
-    mov esi, dword ptr [r15 + 768]
+    movzx ebp, sil
+    mov ebp, dword ptr [r15 + 192]
+    mov esi, dword ptr [r15 + 128]
     jmp 1f
 1:
     jmp 1f
 1:
-    vpcmpeqb xmm10, xmm10, xmm8
-    vmovdqu ymmword ptr [r15 + 256], ymm10
-    mov r8d, ecx
-    movzx ecx, sil
-    mov qword ptr [r15 + 512], r9
-    mov r9d, 131
-    mov r9d, eax
+    vpcmpeqb xmm3, xmm3, xmm9
+    vmovdqu ymmword ptr [r15 + 320], ymm3
+    mov ecx, ebp
+    mov rbp, r11
+    movzx edi, sil
+    and rbp, 4032
+    mov byte ptr [r15 + rbp + 3392], sil
+    mov ebp, 131
+    mov ebp, esi
     test ebx, 1073741824
     jnz 1f
 1:
-    mov eax, 78
-    movzx eax, cl
-    mov r8, r11
-    mov byte ptr [r15 + 320], sil
-    and r8, 448
-    vmovdqu ymmword ptr [r15 + r8 + 832], ymm10
-    mov r8, rax
-    mov r8d, dword ptr [r15 + 192]
-    mov byte ptr [r15 + 704], al
+    mov esi, 78
     mov r9, r11
+    movzx esi, bpl
+    vmovdqu ymmword ptr [r15 + 64], ymm3
+    and r9, 448
+    movsxd rdi, dword ptr [r15 + r9 + 832]
+    mov r9, r11
+    mov rbp, rsi
+    and r9, 16320
+    mov ebp, dword ptr [r15 + r9 + 15680]
+    mov byte ptr [r15 + 256], dil
     jmp 1f
 1:
-    and r9, 1984
-    mov dword ptr [r15 + r9 + 1344], eax
+    mov dword ptr [r15 + 448], esi
     jmp 1f
 1:
-    mov eax, dword ptr [r15 + 64]
-    and eax, dword ptr [r15 + 448]
+    mov esi, dword ptr [r15 + 128]
+    mov byte ptr [r15 + 640], dil
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c148:
-    lea rcx, [rip + .Lc1_d11757_j]
+    lea rcx, [rip + .Lc1_d11754_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d11757_j_t
-.Lc1_d11757_j:
-    mov ecx, dword ptr [r15 + 320]
-    movsxd r9, dword ptr [r15 + 64]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 146
-    mov dword ptr [r15 + 0], ecx
+    jmp .Lc1_d11754_j_t
+.Lc1_d11754_j:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov byte ptr [r15 + 0], cl
-    vmovdqu ymmword ptr [r15 + 0], ymm3
-    mov ecx, dword ptr [r15 + 384]
+    mov dword ptr [r15 + 0], 50
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 230
+    jmp 1f
+1:
+    mov ecx, 73
+    jmp 1f
+1:
     jmp 1f
 1:
     mov rbp, r11
-    mov dword ptr [r15 + 128], 115
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], cl
     and rbp, 1984
-    mov eax, dword ptr [r15 + rbp + 1344]
+    mov ecx, dword ptr [r15 + rbp + 1344]
     movzx ebp, byte ptr [r15 + 256]
-    mov r8, r11
     test ebx, 1024
     jnz 1f
 1:
-    mov byte ptr [r15 + 320], al
-    and r8, 448
-    mov r9, qword ptr [r15 + r8 + 832]
-    mov r8d, 80
+    lea r8, [r11 + r11*1]
+    mov dword ptr [r15 + 64], 115
+    mov byte ptr [r15 + 320], cl
+    and r8, 8128
+    mov rdx, qword ptr [r15 + r8 + 7552]
+    mov dword ptr [r15 + 384], ecx
+    movzx ecx, byte ptr [r15 + 192]
     jmp 1f
 1:
-    mov dword ptr [r15 + 512], 156
+    mov rbp, r11
+    mov byte ptr [r15 + 704], r8b
+    movsxd rax, dword ptr [r15 + 448]
+    and rbp, 4032
+    vmovdqu ymmword ptr [r15 + rbp + 3392], ymm3
     jmp 1f
 1:
-    movzx edi, byte ptr [r15 + 192]
-    lea rbp, [r11 + r11*1]
-    movsxd rdx, dword ptr [r15 + 64]
+    movsxd rbp, dword ptr [r15 + 128]
     jmp 1f
 1:
-    and rbp, 8128
-    mov rax, qword ptr [r15 + rbp + 7488]
-    jmp 1f
-1:
-    mov r8, qword ptr [r15 + rbp + 7552]
-    jmp 1f
-1:
-    mov byte ptr [r15 + 448], dil
-    movsxd rdi, dword ptr [r15 + 576]
+    mov rdi, qword ptr [r15 + r8 + 7488]
+    mov r8d, dword ptr [r15 + 512]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c149:
-    mov dword ptr [r15 + 640], 247
+    jmp 1f
+1:
+    movzx ebp, byte ptr [r15 + 256]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    vpor xmm3, xmm3, xmm3
+    mov r8d, r8d
+    jmp 1f
+1:
+    movzx r8d, dil
+    jmp 1f
+1:
+    mov r8d, edi
+    mov byte ptr [r15 + 0], dil
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx r9d, r8b
+    mov byte ptr [r15 + 0], bpl
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], rax
+    mov qword ptr [r15 + 0], r8
     mov dword ptr [r15 + 0], r8d
+    mov r8, r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 108
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, r9
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, r11
-    mov dword ptr [r15 + 192], eax
-    and r9, 4032
-    and eax, dword ptr [r15 + r9 + 3392]
-    mov dword ptr [r15 + 64], 234
-    mov r8, r11
-    jmp 1f
-1:
-    and r8, 1984
-    movsxd rdi, dword ptr [r15 + r8 + 1344]
-    vpor xmm6, xmm6, xmm10
     test ebx, 1073741824
     jz 1f
 1:
-    mov eax, r8d
+    mov rbp, r11
     jmp 1f
 1:
-    mov dword ptr [r15 + 384], 108
-    mov r9, rdi
+    mov edi, dword ptr [r15 + 768]
+    and rbp, 448
+    and edi, dword ptr [r15 + rbp + 832]
     jmp 1f
 1:
-    mov r9d, 9
-    mov qword ptr [r15 + 512], rdi
-    mov qword ptr [r15 + 320], rax
-    mov byte ptr [r15 + 448], dil
+    mov r8, qword ptr [r15 + 64]
+    mov qword ptr [r15 + 384], rbp
+    mov qword ptr [r15 + 64], rbp
+    mov rbp, r11
+    mov dword ptr [r15 + 512], 188
+    mov dword ptr [r15 + 192], 69
+    mov dword ptr [r15 + 576], r8d
+    and rbp, 1984
+    and edi, dword ptr [r15 + rbp + 1344]
+    mov rbp, r8
+    mov ebp, dword ptr [r15 + 128]
+    mov dword ptr [r15 + 448], 29
+    mov r8d, 222
     jmp 1f
 1:
+    mov r8, rdi
+    mov r8d, edi
+    mov r8, qword ptr [r15 + 448]
     jmp 1f
 1:
-    mov dword ptr [r15 + 128], 153
-    jmp 1f
-1:
-    and eax, dword ptr [r15 + 384]
-    mov edi, dword ptr [r15 + 128]
-    mov r8d, r9d
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov byte ptr [r15 + 256], al
+    movzx edx, dil
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c150:
-    lea rcx, [rip + .Lc1_d11853_j]
+    lea rcx, [rip + .Lc1_d11852_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d11853_j_t
-.Lc1_d11853_j:
-    mov dword ptr [r15 + 0], r8d
+    jmp .Lc1_d11852_j_t
+.Lc1_d11852_j:
+    mov r9, r11
+    mov dword ptr [r15 + 512], r8d
+    and r9, 4032
+    mov byte ptr [r15 + r9 + 3392], r8b
     jmp 1f
 1:
+    mov byte ptr [r15 + 128], dl
+    jmp 1f
+1:
+    vpshufd xmm0, xmm13, 62
     mov r12, qword ptr [r15 + r12 + 56]
-    or qword ptr [r15 + 0], 98
-    jmp 1f
-1:
     mov dword ptr [r15 + 0], ecx
-    vpcmpeqb xmm10, xmm10, xmm13
-    and ecx, dword ptr [r15 + 0]
     jmp 1f
 1:
-    mov esi, ecx
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 1
-    vpshufd xmm0, xmm10, 125
-    and esi, dword ptr [r15 + 768]
-    jmp 1f
-1:
-    movzx edi, byte ptr [r15 + 384]
+    and r9d, dword ptr [r15 + 0]
     test ebx, 1073741824
     jz 1f
 1:
-    mov ecx, dword ptr [r15 + 64]
-    mov r8, r11
-    mov ebp, esi
-    mov byte ptr [r15 + 512], sil
-    mov byte ptr [r15 + 64], sil
-    and r8, 8128
-    and esi, dword ptr [r15 + r8 + 7488]
-    mov r8d, 190
-    mov r8, r11
-    mov edi, 116
+    mov r12, qword ptr [r15 + r12 + 56]
+    inc dword ptr [r15 + 0]
+    mov ecx, r9d
+    and ecx, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx edx, byte ptr [r15 + 128]
+    mov r9d, r9d
+    mov dword ptr [r15 + 256], 164
+    mov r9d, dword ptr [r15 + 384]
+    vpmovmskb esi, xmm3
+    mov esi, 38
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r9, r11
+    vpcmpeqb xmm3, xmm3, xmm11
+    mov dword ptr [r15 + 320], ecx
     mov rbp, r11
-    mov dword ptr [r15 + 448], 97
-    and r8, 4032
-    and ecx, dword ptr [r15 + r8 + 3392]
-    and rbp, 448
-    mov dword ptr [r15 + rbp + 832], edi
-    mov qword ptr [r15 + 128], rdi
-    mov byte ptr [r15 + 320], sil
+    and r9, 448
+    and ecx, dword ptr [r15 + r9 + 832]
     jmp 1f
 1:
-    movzx esi, byte ptr [r15 + 704]
+    and rbp, 8128
+    mov dword ptr [r15 + rbp + 7488], edx
+    mov byte ptr [r15 + 640], r9b
+    mov qword ptr [r15 + 64], r9
     jmp 1f
 1:
-    mov dword ptr [r15 + 192], ebp
-    movzx ebp, cl
+    jmp 1f
+1:
+    mov edx, 58
+    movzx edx, r9b
     add r11, 64
     inc rbx
     dec r13
@@ -14809,202 +14791,197 @@ ditto_body_c1:
     .p2align 3
     jmp .Lc1_d11906_j
 .Lc1_d11906_j:
-    mov dword ptr [r15 + 0], 90
+    movzx r9d, al
     mov r12, qword ptr [r15 + r12 + 56]
-    and ecx, dword ptr [r15 + 64]
-    mov rbp, r11
-    mov dword ptr [r15 + 320], 125
-    mov rax, qword ptr [r15 + 576]
-    movzx edx, bpl
-    and rbp, 1984
-    mov rdx, qword ptr [r15 + rbp + 1344]
-    mov ebp, ecx
-    mov ebp, dword ptr [r15 + 384]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov esi, ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    and eax, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 256], 245
+    mov dword ptr [r15 + 192], 151
+    mov r8, r11
+    mov dword ptr [r15 + 128], 136
+    mov ecx, eax
     mov r9, r11
-    movsxd rsi, dword ptr [r15 + 128]
-    movsxd rcx, dword ptr [r15 + 512]
+    and r8, 1984
+    mov rax, qword ptr [r15 + r8 + 1344]
+    and r9, 4032
+    mov edx, dword ptr [r15 + r9 + 3392]
+    mov r9, r11
+    movsxd rdi, dword ptr [r15 + 64]
+    movsxd r8, dword ptr [r15 + 704]
     and r9, 8128
-    mov dword ptr [r15 + r9 + 7488], 194
-    mov r9, r11
-    movsxd rbp, dword ptr [r15 + 256]
-    mov qword ptr [r15 + 448], rdx
-    and r9, 448
-    mov dword ptr [r15 + r9 + 832], 53
-    mov r9d, dword ptr [r15 + 192]
+    mov esi, dword ptr [r15 + r9 + 7488]
+    movsxd r9, dword ptr [r15 + 448]
+    mov qword ptr [r15 + 512], rcx
+    mov dword ptr [r15 + 320], 215
+    mov ecx, eax
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c152:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    jmp 1f
-1:
-    mov rsi, qword ptr [r15 + 640]
-    mov rdx, rbp
-    movsxd rbp, dword ptr [r15 + 256]
-    movzx edx, byte ptr [r15 + 128]
-    jmp 1f
-1:
-    jmp 1f
-1:
+    mov byte ptr [r15 + 384], cl
+    mov ecx, edi
     mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 3
-    mov eax, ebp
+    mov r12, qword ptr [r15 + r12 + 56]
     mov dword ptr [r15 + 0], esi
-    mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 67117723], 1107296257
-    jz 1f
-1:
-    mov byte ptr [r15 + 0], sil
-    mov byte ptr [r15 + 0], al
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r11
-    mov byte ptr [r15 + 448], dl
-    mov edx, edx
-    mov edx, eax
-    and rbp, 4032
-    mov dword ptr [r15 + rbp + 3392], 170
-    movzx ebp, byte ptr [r15 + 64]
-    mov r9d, dword ptr [r15 + 320]
+    mov esi, esi
+    mov dword ptr [r15 + 0], 2
     jmp 1f
 1:
-    mov byte ptr [r15 + 128], dl
-    test ebx, 1073741824
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 973824
     jz 1f
 1:
+    mov edi, 91
+    mov rdi, qword ptr [r15 + 576]
+    mov byte ptr [r15 + 320], sil
+    movzx esi, sil
+    mov rsi, qword ptr [r15 + 448]
+    movsxd r8, dword ptr [r15 + 256]
+    and r8d, dword ptr [r15 + 768]
+    lea rbp, [r11 + r11*1]
+    mov r9d, edi
+    mov r9, qword ptr [r15 + 512]
+    mov byte ptr [r15 + 64], sil
+    and rbp, 448
+    mov byte ptr [r15 + rbp + 832], sil
     mov r8, r11
-    jmp 1f
-1:
-    mov rax, rbp
-    and r8, 1984
-    and eax, dword ptr [r15 + r8 + 1344]
-    mov dword ptr [r15 + 384], edx
-    movzx edx, dl
-    mov rdx, qword ptr [r15 + 192]
-    jmp 1f
-1:
-    mov rbp, qword ptr [r15 + 320]
-    mov r9d, dword ptr [r15 + 512]
-    mov rdi, rax
-    movsxd rdi, dword ptr [r15 + 704]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c153:
-    lea rcx, [rip + .Lc1_d11993_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d11993_j_t
-.Lc1_d11993_j:
-    vmovdqu ymmword ptr [r15 + 512], ymm0
-    movzx eax, bpl
-    mov ebp, 23
-    mov ebp, ecx
-    mov ebp, 129
-    mov byte ptr [r15 + 0], cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, dword ptr [r15 + 384]
-    movzx edi, al
-    mov eax, eax
-    add rax, qword ptr [r15 + 64]
-    mov r9d, 44
-    movsxd r9, dword ptr [r15 + 768]
+    mov dword ptr [r15 + 128], r9d
     test ebx, 1073741824
     jnz 1f
 1:
     jmp 1f
 1:
+    and r8, 1984
+    mov byte ptr [r15 + r8 + 1344], sil
+    mov r8d, dword ptr [r15 + 64]
     jmp 1f
 1:
+    mov r9, r9
+    mov r9d, ebp
+    jmp 1f
+1:
+    mov r9, r8
+    movzx r9d, byte ptr [r15 + 192]
+    mov dword ptr [r15 + rbp + 896], 104
+    jmp 1f
+1:
+    mov rbp, r8
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c153:
+    lea rcx, [rip + .Lc1_d11992_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d11992_j_t
+.Lc1_d11992_j:
     movzx ecx, r9b
-    movzx ecx, dil
+    mov ecx, 95
+    mov ecx, dword ptr [r15 + 640]
+    mov byte ptr [r15 + 192], r9b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    add qword ptr [r15 + 448], r9
-    mov r9, r11
+    movzx r9d, cl
+    mov r9d, ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 48
+    movzx ecx, r9b
+    mov ecx, 94
     mov rbp, r11
-    and r9, 1984
-    mov edi, dword ptr [r15 + r9 + 1344]
-    and edi, dword ptr [r15 + 256]
-    and rbp, 4032
-    vmovdqu ymmword ptr [r15 + rbp + 3392], ymm6
-    mov byte ptr [r15 + 128], cl
-    mov ecx, 16
-    mov ecx, 144
-    mov rbp, r11
-    mov ecx, dword ptr [r15 + 320]
-    movzx r9d, dil
-    movzx edi, byte ptr [r15 + 64]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
     and rbp, 8128
-    mov eax, dword ptr [r15 + rbp + 7488]
+    and r9d, dword ptr [r15 + rbp + 7488]
+    mov rbp, r11
+    mov eax, ecx
+    and rbp, 4032
+    mov r8, r11
+    add rcx, qword ptr [r15 + rbp + 3392]
+    jmp 1f
+1:
+    mov edx, 21
+    and r8, 1984
+    vmovdqu ymmword ptr [r15 + r8 + 1344], ymm3
+    mov byte ptr [r15 + 64], al
+    vmovdqu ymmword ptr [r15 + 128], ymm3
+    vpaddd xmm0, xmm0, xmm3
+    mov ebp, 156
+    movzx ebp, byte ptr [r15 + 384]
+    movzx eax, r8b
+    movzx eax, r8b
+    mov eax, dword ptr [r15 + 448]
+    mov r8, qword ptr [r15 + 512]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c154:
+    mov r9, r11
+    and r9, 448
+    movzx edx, byte ptr [r15 + r9 + 832]
+    mov r9d, 5
+    mov r9d, r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], edx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, eax
+    mov r8, rdx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, 37
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    movzx edx, byte ptr [r15 + 128]
     mov rbp, r11
-    and rbp, 16320
-    mov rdi, qword ptr [r15 + rbp + 15680]
-    mov ebp, 5
-    mov ebp, r9d
-    mov r12, qword ptr [r15 + r12 + 56]
-    vpor xmm10, xmm10, xmm10
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 47
-    movzx r9d, byte ptr [r15 + 384]
-    mov rax, qword ptr [r15 + 64]
-    lea rbp, [r11 + r11*1]
-    mov ecx, dword ptr [r15 + 128]
-    mov edx, 6
-    and rbp, 448
-    mov dword ptr [r15 + rbp + 832], edi
-    mov rdi, qword ptr [r15 + 448]
-    mov r8d, 79
-    vmovdqu ymmword ptr [r15 + 256], ymm10
-    jmp 1f
-1:
+    movzx eax, byte ptr [r15 + 128]
     test ebx, 1073741824
     jz 1f
 1:
+    and rbp, 4032
+    mov rdi, qword ptr [r15 + rbp + 3392]
+    vpor xmm3, xmm3, xmm3
+    mov rsi, r8
+    mov r8d, 97
     jmp 1f
 1:
-    mov r9, r11
-    mov rcx, rdi
-    and r9, 8128
-    movzx ecx, byte ptr [r15 + r9 + 7488]
-    mov r9d, 211
-    jmp 1f
-1:
-    mov r9d, ebp
-    mov r9d, edi
-    mov rdi, rcx
-    mov rdi, qword ptr [r15 + rbp + 896]
-    mov ebp, dword ptr [r15 + 320]
-    jmp 1f
-1:
+    mov r8d, edx
+    mov r8, r11
+    movzx edx, byte ptr [r15 + 704]
+    and r8, 8128
+    vmovdqu ymmword ptr [r15 + r8 + 7488], ymm3
+    mov r8d, dword ptr [r15 + 64]
     jmp 1f
 1:
     jmp 1f
 1:
-    mov esi, dword ptr [r15 + 512]
-    mov edx, dword ptr [r15 + 576]
-    movsxd r8, dword ptr [r15 + 192]
-    movzx eax, dil
     jmp 1f
 1:
+    jmp 1f
+1:
+    mov rbp, qword ptr [r15 + 320]
+    mov dword ptr [r15 + 448], 25
+    mov rsi, qword ptr [r15 + 256]
+    movzx eax, dl
+    mov edx, 139
     add r11, 64
     inc rbx
     dec r13
@@ -15015,272 +14992,266 @@ ditto_body_c1:
     mov qword ptr [r15 + 67117720], rax
     mov eax, dword ptr [r15 + 67117724]
     and eax, 15
-    lea rcx, [rip + .Lc1_d12093_s]
+    lea rcx, [rip + .Lc1_d12090_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d12093_s_t
+    jmp .Lc1_d12090_s_t
     .p2align 3
-.Lc1_d12093_s:
+.Lc1_d12090_s:
     .p2align 3
-    jmp .Lc1_d12093_j
+    jmp .Lc1_d12090_j
     .p2align 3
-    jmp .Lc1_d12093_j
+    jmp .Lc1_d12090_j
     .p2align 3
-    jmp .Lc1_d12093_j
+    jmp .Lc1_d12090_j
     .p2align 3
-    jmp .Lc1_d12093_j
+    jmp .Lc1_d12090_j
     .p2align 3
-    jmp .Lc1_d12093_j
+    jmp .Lc1_d12090_j
     .p2align 3
-    jmp .Lc1_d12093_j
+    jmp .Lc1_d12090_j
     .p2align 3
-    jmp .Lc1_d12093_j
+    jmp .Lc1_d12090_j
     .p2align 3
-    jmp .Lc1_d12093_j
+    jmp .Lc1_d12090_j
     .p2align 3
-    jmp .Lc1_d12093_j
+    jmp .Lc1_d12090_j
     .p2align 3
-    jmp .Lc1_d12093_j
+    jmp .Lc1_d12090_j
     .p2align 3
-    jmp .Lc1_d12093_j
+    jmp .Lc1_d12090_j
     .p2align 3
-    jmp .Lc1_d12093_j
+    jmp .Lc1_d12090_j
     .p2align 3
-    jmp .Lc1_d12093_j
+    jmp .Lc1_d12090_j
     .p2align 3
-    jmp .Lc1_d12093_j
+    jmp .Lc1_d12090_j
     .p2align 3
-    jmp .Lc1_d12093_j
+    jmp .Lc1_d12090_j
     .p2align 3
-    jmp .Lc1_d12093_j
-.Lc1_d12093_j:
-    mov r8, r11
-    mov edx, 177
-    mov dword ptr [r15 + 128], ecx
-    and r8, 4032
-    mov r9d, dword ptr [r15 + r8 + 3392]
-    mov r8, r11
+    jmp .Lc1_d12090_j
+.Lc1_d12090_j:
     jmp 1f
 1:
+    mov rbp, qword ptr [r15 + 512]
+    mov esi, 162
+    mov r8, r11
+    mov qword ptr [r15 + 192], rcx
     and r8, 1984
-    mov rcx, qword ptr [r15 + r8 + 1344]
+    mov ecx, dword ptr [r15 + r8 + 1344]
     jmp 1f
 1:
-    mov qword ptr [r15 + 384], rax
+    movzx eax, byte ptr [r15 + 64]
+    mov dword ptr [r15 + 768], esi
+    mov r12, qword ptr [r15 + r12 + 56]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c156:
-    lea rcx, [rip + .Lc1_d12130_j]
+    lea rcx, [rip + .Lc1_d12127_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d12130_j_t
-.Lc1_d12130_j:
-    mov r9, r11
-    movzx eax, r8b
+    jmp .Lc1_d12127_j_t
+.Lc1_d12127_j:
+    mov r8, r11
+    movzx esi, al
     jmp 1f
 1:
-    movzx eax, byte ptr [r15 + 192]
-    and r9, 1984
-    movsxd r8, dword ptr [r15 + r9 + 1344]
-    movzx r9d, byte ptr [r15 + 320]
+    movzx esi, byte ptr [r15 + 448]
+    and r8, 448
+    movsxd rax, dword ptr [r15 + r8 + 832]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov rcx, qword ptr [r15 + 64]
-    mov rdx, qword ptr [r15 + 512]
-    mov qword ptr [r15 + 384], r8
-    mov r8d, r9d
-    mov r8, qword ptr [r15 + 128]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, 58
+    mov ecx, ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 576], rsi
+    mov esi, 15
     test ebx, 1073741824
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], dl
+    mov r8, qword ptr [r15 + 512]
+    movsxd rcx, dword ptr [r15 + 64]
     jmp 1f
 1:
-    mov rdx, rdx
-    nop
-    add rdx, qword ptr [r15 + 704]
-    jmp 1f
-1:
-    movzx eax, bpl
-    movsxd rbp, dword ptr [r15 + 256]
     mov r9, r11
-    movsxd r8, dword ptr [r15 + 320]
-    mov r8, r11
+    mov rdi, rsi
+    nop
+    and r9, 4032
+    add rsi, qword ptr [r15 + r9 + 3392]
+    jmp 1f
+1:
+    movzx eax, cl
+    movsxd rcx, dword ptr [r15 + 128]
+    mov r9, r11
+    mov byte ptr [r15 + 384], r8b
+    movsxd r8, dword ptr [r15 + 384]
     and r9, 8128
-    mov byte ptr [r15 + r9 + 7488], al
-    movsxd r9, dword ptr [r15 + 640]
-    and r8, 448
-    movsxd rcx, dword ptr [r15 + r8 + 832]
-    movsxd r8, dword ptr [r15 + 64]
-    movzx eax, byte ptr [r15 + 448]
+    movsxd rdi, dword ptr [r15 + r9 + 7488]
+    movsxd r9, dword ptr [r15 + 128]
+    mov byte ptr [r15 + 320], al
+    movzx eax, byte ptr [r15 + 256]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c157:
-    mov rbp, r11
-    and rbp, 4032
-    mov byte ptr [r15 + rbp + 3392], cl
-    mov byte ptr [r15 + 0], al
+    mov r8, r11
+    jmp 1f
+1:
+    and r8, 448
+    inc dword ptr [r15 + r8 + 832]
+    mov dword ptr [r15 + 0], eax
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], r8b
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], 82
-    jmp 1f
-1:
+    mov r9d, 222
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 192], 172
-    jmp 1f
-1:
-    mov qword ptr [r15 + 384], rbp
-    mov rbp, r11
-    mov rax, qword ptr [r15 + 448]
-    and rbp, 8128
-    movzx ecx, byte ptr [r15 + rbp + 7488]
+    movsxd r8, dword ptr [r15 + 640]
+    mov rax, qword ptr [r15 + 128]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov dword ptr [r15 + 768], eax
-    inc dword ptr [r15 + 512]
+    movzx edi, r9b
+    mov dword ptr [r15 + 512], 102
+    movzx edi, byte ptr [r15 + 64]
+    mov dword ptr [r15 + 192], 221
+    vmovdqu ymmword ptr [r15 + 64], ymm3
+    mov r9, r11
+    mov rbp, qword ptr [r15 + 704]
+    mov rdx, qword ptr [r15 + 448]
+    and r9, 8128
+    mov dword ptr [r15 + r9 + 7488], r8d
     jmp 1f
 1:
-    add rcx, qword ptr [r15 + 320]
-    jmp 1f
-1:
-    movzx eax, bpl
-    mov qword ptr [r15 + 128], rbp
-    movsxd rbp, dword ptr [r15 + 512]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx edi, byte ptr [r15 + 128]
-    jmp 1f
-1:
-    movzx esi, byte ptr [r15 + 384]
+    mov qword ptr [r15 + 448], rax
+    mov eax, dword ptr [r15 + 256]
+    add rax, qword ptr [r15 + 320]
     mov r8, r11
-    movsxd rax, dword ptr [r15 + 64]
-    mov edx, 20
+    jmp 1f
+1:
     and r8, 1984
-    mov dword ptr [r15 + r8 + 1344], esi
-    movzx r8d, byte ptr [r15 + 256]
+    mov byte ptr [r15 + r8 + 1344], dl
+    jmp 1f
+1:
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c158:
-    lea rcx, [rip + .Lc1_d12223_j]
+    lea rcx, [rip + .Lc1_d12218_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d12223_j_t
-.Lc1_d12223_j:
-    movzx ecx, byte ptr [r15 + 640]
+    jmp .Lc1_d12218_j_t
+.Lc1_d12218_j:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 384], 243
+    mov edx, 177
+    mov edx, 157
+    mov edx, ecx
+    movzx edx, byte ptr [r15 + 448]
+    jmp 1f
+1:
+    movzx ecx, byte ptr [r15 + 768]
+    mov dword ptr [r15 + 0], edx
     mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, 177
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, 157
+    mov esi, 66
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, ecx
     test ebx, 1073741824
     jz 1f
 1:
-    jmp 1f
-1:
-    mov rcx, qword ptr [r15 + 64]
-    vmovdqu ymmword ptr [r15 + 384], ymm10
-    mov dword ptr [r15 + 320], esi
-    mov dword ptr [r15 + 64], esi
-    jmp 1f
-1:
-    movzx esi, cl
-    movzx esi, byte ptr [r15 + 128]
-    jmp 1f
-1:
-    mov eax, 30
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov ecx, ecx
-    and ecx, dword ptr [r15 + 448]
-    movsxd r9, dword ptr [r15 + 576]
-    mov dword ptr [r15 + 256], esi
-    mov rbp, r11
-    mov esi, dword ptr [r15 + 192]
+    movzx ecx, sil
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r8, r11
-    movzx eax, byte ptr [r15 + 512]
-    and rbp, 448
-    mov byte ptr [r15 + rbp + 832], cl
-    and r8, 4032
-    mov qword ptr [r15 + r8 + 3392], rcx
-    mov r8d, 109
-    jmp 1f
-1:
+    mov rbp, r11
+    movzx esi, byte ptr [r15 + 256]
+    and r8, 1984
+    mov dword ptr [r15 + r8 + 1344], ecx
+    mov r8, qword ptr [r15 + 512]
+    mov r9, r11
+    and rbp, 4032
+    mov byte ptr [r15 + rbp + 3392], cl
+    and r9, 16320
+    vmovdqu ymmword ptr [r15 + r9 + 15680], ymm3
+    mov r9d, esi
+    movsxd r9, dword ptr [r15 + 320]
+    mov qword ptr [r15 + 192], rsi
+    mov esi, 7
+    mov dword ptr [r15 + 64], r8d
+    movsxd r8, dword ptr [r15 + 128]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c159:
-    jmp 1f
-1:
-    movzx ecx, al
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, ebp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 114
-    mov rax, rcx
-    jmp 1f
-1:
-    mov rax, rcx
-    inc dword ptr [r15 + 0]
-    and eax, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 128], 176
     mov rbp, r11
-    mov ecx, ecx
+    mov dword ptr [r15 + 576], 27
+    and rbp, 448
+    movsxd rcx, dword ptr [r15 + rbp + 832]
+    mov ebp, esi
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rsi, r8
+    vmovq xmm12, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, rsi
     test ebx, 1073741824
     jnz 1f
 1:
+    mov dword ptr [r15 + 0], 176
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    movzx esi, r8b
+    mov dword ptr [r15 + 0], 72
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, dword ptr [r15 + 640]
+    mov qword ptr [r15 + 384], rsi
+    mov esi, 146
+    mov esi, r8d
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    mov qword ptr [r15 + 128], r8
+    jmp 1f
+1:
     mov r8, r11
-    and rbp, 448
-    add rax, qword ptr [r15 + rbp + 832]
-    mov qword ptr [r15 + 320], rcx
+    movzx edi, byte ptr [r15 + 256]
+    add rdi, qword ptr [r15 + 192]
+    and r8, 4032
+    mov dword ptr [r15 + r8 + 3392], 40
+    mov r8, r11
+    mov esi, dword ptr [r15 + 128]
+    and esi, dword ptr [r15 + 64]
+    mov dword ptr [r15 + 512], edi
     and r8, 1984
-    mov rcx, qword ptr [r15 + r8 + 1344]
-    mov r8, r11
-    movsxd rbp, dword ptr [r15 + 256]
-    mov edi, 181
-    and r8, 8128
-    mov dword ptr [r15 + r8 + 7488], 7
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov qword ptr [r15 + 64], rax
-    movzx eax, byte ptr [r15 + 320]
-    movsxd r8, dword ptr [r15 + 192]
-    mov dword ptr [r15 + 384], ecx
-    mov dword ptr [r15 + 448], 118
-    movzx ecx, byte ptr [r15 + 512]
-    mov byte ptr [r15 + 704], dil
+    mov byte ptr [r15 + r8 + 1344], dil
     add r11, 64
     inc rbx
     dec r13
@@ -15292,104 +15263,104 @@ ditto_body_c1:
     xor eax, eax
     test dword ptr [r15 + 67117724], 2
     setz al
-    lea rcx, [rip + .Lc1_d12317_s]
+    lea rcx, [rip + .Lc1_d12311_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d12317_s_t
+    jmp .Lc1_d12311_s_t
     .p2align 3
-.Lc1_d12317_s:
+.Lc1_d12311_s:
     .p2align 3
-    jmp .Lc1_d12317_j
+    jmp .Lc1_d12311_j
     .p2align 3
-    jmp .Lc1_d12317_j
-.Lc1_d12317_j:
-    and eax, dword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rcx
-    jmp 1f
-1:
-    mov rbp, r11
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 4032
-    mov r8d, dword ptr [r15 + rbp + 3392]
+    jmp .Lc1_d12311_j
+.Lc1_d12311_j:
+    lea r8, [r11 + r11*1]
+    and r8, 8128
+    and ecx, dword ptr [r15 + r8 + 7552]
+    mov eax, dword ptr [r15 + r8 + 7488]
+    mov r8, r11
     jmp 1f
 1:
     jmp 1f
 1:
-    mov r9, r11
-    movsxd rcx, dword ptr [r15 + 128]
+    and r8, 448
+    movsxd r9, dword ptr [r15 + r8 + 832]
+    mov byte ptr [r15 + 192], al
     jmp 1f
 1:
-    and r9, 1984
-    mov byte ptr [r15 + r9 + 1344], al
+    jmp 1f
+1:
+    vpor xmm3, xmm3, xmm3
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 128
     test ebx, 1073741824
     jnz 1f
 1:
-    xor dword ptr [r15 + 64], ebp
-    mov dword ptr [r15 + 768], 128
-    mov ebp, dword ptr [r15 + 320]
-    mov qword ptr [r15 + 384], r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, dword ptr [r15 + 512]
+    mov qword ptr [r15 + 128], r9
     jmp 1f
 1:
-    mov r8, r11
-    mov byte ptr [r15 + 128], cl
-    mov ecx, 203
-    and r8, 8128
-    movsxd rcx, dword ptr [r15 + r8 + 7488]
-    movsxd r8, dword ptr [r15 + 192]
+    mov qword ptr [r15 + 448], r9
+    mov r9, r11
+    mov eax, 203
+    mov byte ptr [r15 + 64], r8b
+    and r9, 1984
+    movsxd r8, dword ptr [r15 + r9 + 1344]
     jmp 1f
 1:
-    mov rdx, qword ptr [r15 + 448]
+    mov rbp, qword ptr [r15 + 320]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c161:
-    mov r9, r11
     jmp 1f
 1:
-    and r9, 448
-    mov dword ptr [r15 + r9 + 832], edx
-    mov dword ptr [r15 + 384], ecx
-    mov qword ptr [r15 + 64], rdx
     jmp 1f
 1:
-    mov dword ptr [r15 + 640], r9d
+    mov dword ptr [r15 + 64], eax
+    mov dword ptr [r15 + 704], eax
+    mov qword ptr [r15 + 320], r8
+    mov r8, r11
+    mov dword ptr [r15 + 64], eax
+    mov byte ptr [r15 + 768], bpl
+    and r8, 1984
+    movsxd rbp, dword ptr [r15 + r8 + 1344]
+    mov dword ptr [r15 + 448], 156
+    movzx eax, byte ptr [r15 + 384]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], r9
-    jmp 1f
-1:
-    mov byte ptr [r15 + 0], r9b
-    mov r9d, r9d
-    jmp 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov dword ptr [r15 + 0], 132
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
-    movzx ecx, byte ptr [r15 + 320]
-    mov dword ptr [r15 + 576], 4
-    movsxd r9, dword ptr [r15 + 512]
-    mov r8, rcx
-    mov r8, qword ptr [r15 + 256]
-    mov rbp, r11
+    mov dword ptr [r15 + 0], eax
+    jmp 1f
+1:
+    mov eax, eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 42
+    mov ebp, dword ptr [r15 + 256]
+    jmp 1f
+1:
+    mov rdx, rax
     movsxd rdx, dword ptr [r15 + 128]
-    and rbp, 4032
-    movsxd rsi, dword ptr [r15 + rbp + 3392]
-    movsxd rbp, dword ptr [r15 + 384]
-    mov edi, dword ptr [r15 + 64]
-    mov byte ptr [r15 + 448], r9b
-    mov r9d, r8d
-    mov r9, r11
-    mov dword ptr [r15 + 512], r8d
-    and r9, 1984
-    mov dword ptr [r15 + r9 + 1344], 118
-    mov r9d, ebp
-    mov dword ptr [r15 + 192], esi
-    mov rsi, qword ptr [r15 + 256]
+    mov byte ptr [r15 + 128], al
+    mov qword ptr [r15 + 192], rax
+    mov r8, r11
+    mov eax, eax
+    and r8, 4032
+    mov dword ptr [r15 + r8 + 3392], ebp
+    mov r8d, dword ptr [r15 + 512]
+    and r8d, dword ptr [r15 + 384]
     add r11, 64
     inc rbx
     dec r13
@@ -15398,50 +15369,51 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d12407_j]
+    lea rcx, [rip + .Lc1_d12401_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d12407_j_t
-.Lc1_d12407_j:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
+    jmp .Lc1_d12401_j_t
+.Lc1_d12401_j:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     mov rbp, r11
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], ecx
     and rbp, 4032
-    vmovdqu ymmword ptr [r15 + rbp + 3392], ymm11
-    movzx ebp, byte ptr [r15 + 448]
-    jmp 1f
-1:
-    mov eax, 21
-    mov dword ptr [r15 + 128], ecx
+    vmovdqu ymmword ptr [r15 + rbp + 3392], ymm3
+    add qword ptr [r15 + 64], rcx
+    mov ecx, dword ptr [r15 + 256]
     jmp 1f
 1:
     mov r9, r11
-    jmp 1f
-1:
-    test dword ptr [r15 + 67117723], 2
-    jz 1f
-1:
-    add qword ptr [r15 + 320], rax
+    mov byte ptr [r15 + 320], bpl
     and r9, 8128
-    mov eax, dword ptr [r15 + r9 + 7488]
-    mov byte ptr [r15 + 704], bpl
-    mov byte ptr [r15 + 512], bpl
+    mov ebp, dword ptr [r15 + r9 + 7488]
     jmp 1f
 1:
-    mov rbp, r11
-    movzx ecx, byte ptr [r15 + 128]
-    and rbp, 448
-    mov qword ptr [r15 + rbp + 832], rax
-    mov rbp, qword ptr [r15 + 64]
-    mov eax, dword ptr [r15 + 384]
-    mov r9d, 132
-    mov r9d, 176
-    movsxd r9, dword ptr [r15 + 192]
+    mov r8, r11
+    test dword ptr [r15 + 67117723], 131074
+    jnz 1f
+1:
+    jmp 1f
+1:
+    and r8, 448
+    mov byte ptr [r15 + r8 + 832], r9b
+    mov r8d, dword ptr [r15 + 64]
+    mov r9, qword ptr [r15 + 128]
+    movzx ebp, byte ptr [r15 + 576]
+    mov esi, 216
+    mov qword ptr [r15 + 448], rbp
+    jmp 1f
+1:
+    mov dword ptr [r15 + 192], r9d
+    mov r9d, 62
+    jmp 1f
+1:
+    mov r9d, 251
+    movsxd r9, dword ptr [r15 + 512]
     add r11, 64
     inc rbx
     dec r13
@@ -15453,52 +15425,51 @@ ditto_body_c1:
     xor eax, eax
     test dword ptr [r15 + 67117724], 1073741824
     setz al
-    lea rcx, [rip + .Lc1_d12451_s]
+    lea rcx, [rip + .Lc1_d12446_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d12451_s_t
+    jmp .Lc1_d12446_s_t
     .p2align 3
-.Lc1_d12451_s:
+.Lc1_d12446_s:
     .p2align 3
-    jmp .Lc1_d12451_j
+    jmp .Lc1_d12446_j
     .p2align 3
-    jmp .Lc1_d12451_j
-.Lc1_d12451_j:
-    mov ebp, dword ptr [r15 + 384]
+    jmp .Lc1_d12446_j
+.Lc1_d12446_j:
+    mov rbp, r11
+    and rbp, 1984
+    mov rdi, qword ptr [r15 + rbp + 1344]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, cl
+    mov ecx, 235
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rcx, dword ptr [r15 + 704]
     jmp 1f
 1:
     mov r9, r11
-    mov r8, r11
-    movzx eax, cl
-    and r9, 1984
-    mov rax, qword ptr [r15 + r9 + 1344]
-    and r8, 8128
-    mov rcx, qword ptr [r15 + r8 + 7488]
-    mov r8d, dword ptr [r15 + 128]
-    mov esi, 144
-    add rsi, qword ptr [r15 + 0]
+    movsxd rbp, dword ptr [r15 + 448]
+    and r9, 8128
+    mov edx, dword ptr [r15 + r9 + 7488]
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu ymmword ptr [r15 + 640], ymm12
+    mov r9, r11
     test ebx, 1073741824
     jz 1f
 1:
-    movsxd rbp, dword ptr [r15 + 768]
-    movzx r8d, al
-    jmp 1f
-1:
-    vmovdqu ymmword ptr [r15 + 320], ymm15
-    jmp 1f
-1:
-    mov r9, r11
-    mov eax, dword ptr [r15 + 192]
-    movsxd rsi, dword ptr [r15 + 64]
-    mov qword ptr [r15 + 576], rbp
+    movzx ecx, cl
+    movsxd rcx, dword ptr [r15 + 256]
     and r9, 448
-    mov ebp, dword ptr [r15 + r9 + 832]
-    mov dword ptr [r15 + 448], r8d
-    mov byte ptr [r15 + 256], sil
+    mov rdi, qword ptr [r15 + r9 + 832]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    add rdx, qword ptr [r15 + 64]
+    mov eax, dword ptr [r15 + 384]
+    mov dword ptr [r15 + 512], ecx
+    mov byte ptr [r15 + 128], r9b
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
@@ -15507,333 +15478,338 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 320]
-    mov rcx, qword ptr [r15 + 256]
+    movsxd rax, dword ptr [r15 + 768]
     jmp 1f
 1:
-    mov r8, qword ptr [r15 + 64]
+    mov qword ptr [r15 + 64], rdx
     jmp 1f
 1:
-    mov esi, dword ptr [r15 + 640]
-    mov r9d, dword ptr [r15 + 192]
+    mov rdx, qword ptr [r15 + 320]
+    mov r9d, 37
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    vpmovmskb edi, xmm3
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     jmp 1f
 1:
-    mov dword ptr [r15 + 320], 30
-    jmp 1f
-1:
-    movsxd rbp, dword ptr [r15 + 384]
-    mov rdi, r8
-    jmp 1f
-1:
-    mov edi, dword ptr [r15 + 64]
+    mov r12, qword ptr [r15 + r12 + 56]
     mov dword ptr [r15 + 0], r9d
     test dword ptr [r15 + 67117723], 131072
-    jnz 1f
+    jz 1f
 1:
-    vpmovmskb r9d, xmm7
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], edi
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 512], 239
+    mov r9, r11
+    mov edi, edi
+    mov r8, r11
+    and r9, 4032
+    mov rsi, qword ptr [r15 + r9 + 3392]
+    mov r9, r9
+    and r8, 8128
+    mov r9d, dword ptr [r15 + r8 + 7488]
     jmp 1f
 1:
-    mov rdx, rbp
-    mov rbp, r11
     mov r8, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 99
-    and rbp, 8128
-    and ecx, dword ptr [r15 + rbp + 7488]
+    mov rdi, rsi
     and r8, 1984
-    mov esi, dword ptr [r15 + r8 + 1344]
-    mov r8, qword ptr [r15 + 128]
-    mov r9, r11
-    mov qword ptr [r15 + 448], rdx
-    and r9, 4032
-    mov dword ptr [r15 + r9 + 3392], edx
-    movsxd r9, dword ptr [r15 + 512]
-    mov rdx, r8
-    mov edx, ebp
+    mov edi, dword ptr [r15 + r8 + 1344]
+    mov dword ptr [r15 + 128], esi
+    mov esi, dword ptr [r15 + 256]
+    mov dword ptr [r15 + 192], r9d
+    movsxd r9, dword ptr [r15 + 448]
+    mov r8, rdi
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c165:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d12544_j]
+    lea rcx, [rip + .Lc1_d12534_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d12544_j_t
-.Lc1_d12544_j:
-    mov ecx, dword ptr [r15 + 512]
-    mov rbp, r11
-    mov esi, 50
-    and rbp, 4032
-    movsxd rsi, dword ptr [r15 + rbp + 3392]
+    jmp .Lc1_d12534_j_t
+.Lc1_d12534_j:
+    movzx ecx, byte ptr [r15 + 128]
+    mov byte ptr [r15 + 576], r8b
     jmp 1f
 1:
+    mov dword ptr [r15 + 0], esi
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    movzx eax, bpl
-    mov eax, ecx
-    .byte 0x0f, 0x1f, 0x40, 0x00
-    mov eax, esi
-    mov rax, rbp
+    mov r8, rcx
+    mov r8d, ecx
+    vmovdqu ymmword ptr [r15 + 0], ymm3
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rsi, rcx
+    mov dword ptr [r15 + 0], 3
+    mov esi, ecx
+    movzx ecx, cl
+    jmp 1f
+1:
+    mov ecx, dword ptr [r15 + 64]
+    jmp 1f
+1:
+    movsxd r8, dword ptr [r15 + 192]
+    movzx eax, byte ptr [r15 + 256]
     test ebx, 1024
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 320], 178
-    vmovdqu ymmword ptr [r15 + 128], ymm12
-    mov byte ptr [r15 + 704], cl
-    mov dword ptr [r15 + 256], 77
-    jmp 1f
-1:
-    mov rbp, r11
-    movzx ecx, byte ptr [r15 + 64]
-    test dword ptr [r15 + 67117723], 1088
     jnz 1f
 1:
-    and rbp, 16320
-    mov dword ptr [r15 + rbp + 15680], ecx
-    mov rbp, r11
-    mov rax, rcx
-    movzx eax, cl
-    and rbp, 448
-    movsxd rax, dword ptr [r15 + rbp + 832]
-    movzx ebp, cl
-    mov dword ptr [r15 + 448], ecx
-    mov ecx, dword ptr [r15 + 384]
+    mov r9d, dword ptr [r15 + 640]
+    movzx edx, sil
+    mov esi, r8d
+    mov r8, r11
+    vmovdqu ymmword ptr [r15 + 384], ymm3
+    movsxd rcx, dword ptr [r15 + 448]
+    and r8, 448
+    mov dword ptr [r15 + r8 + 832], eax
+    mov r8d, r9d
+    mov r8d, dword ptr [r15 + 128]
     jmp 1f
 1:
-    mov edi, eax
-    mov edi, eax
+    mov rax, rsi
+    movsxd rax, dword ptr [r15 + 512]
+    mov rbp, r11
+    mov dword ptr [r15 + 320], 27
+    .byte 0x0f, 0x1f, 0x40, 0x00
+    mov esi, 246
+    and rbp, 4032
+    mov esi, dword ptr [r15 + rbp + 3392]
+    jmp 1f
+1:
+    mov edx, eax
+    movzx eax, r8b
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c166:
-    mov eax, 26
-    mov rax, rbp
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
     jmp 1f
 1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov ebp, dword ptr [r15 + 512]
+    mov r8d, 26
+    mov r8d, 160
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, eax
+    mov qword ptr [r15 + 0], rdx
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    mov byte ptr [r15 + 0], al
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 101
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rdi, rax
-    mov eax, dword ptr [r15 + 128]
-    mov rdi, rbp
-    movzx ebp, byte ptr [r15 + 128]
-    mov r8, r11
-    mov qword ptr [r15 + 384], rdi
+    jmp 1f
+1:
+    movzx edx, r8b
     test ebx, 1073741824
     jz 1f
 1:
-    mov ecx, 222
-    and r8, 448
-    vpaddq xmm2, xmm2, xmmword ptr [r15 + r8 + 832]
-    vpaddq xmm2, xmm2, xmmword ptr [r15 + 384]
-    jmp 1f
-1:
-    movzx edi, al
-    mov dword ptr [r15 + 768], 12
-    mov edi, eax
-    mov byte ptr [r15 + 256], cl
-    mov rbp, r11
-    movzx eax, r8b
-    and rbp, 8128
-    mov eax, dword ptr [r15 + rbp + 7488]
-    mov ebp, dword ptr [r15 + 448]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r8, r11
+    mov esi, dword ptr [r15 + 704]
+    mov rdx, rdx
+    and r8, 448
+    vmovdqu ymmword ptr [r15 + r8 + 832], ymm2
+    mov r8, r11
+    mov eax, dword ptr [r15 + 64]
+    and r8, 1984
+    mov edi, dword ptr [r15 + r8 + 1344]
+    mov dword ptr [r15 + 256], edx
+    mov rdx, qword ptr [r15 + 64]
+    test dword ptr [r15 + 67117724], 2097152
+    jz 1f
+1:
+    movzx esi, sil
+    vpaddq xmm4, xmm4, xmmword ptr [r15 + 512]
     jmp 1f
 1:
-    mov dword ptr [r15 + 64], ecx
-    and r8, 1984
-    mov ecx, dword ptr [r15 + r8 + 1344]
-    movzx r8d, byte ptr [r15 + 320]
-    mov edi, dword ptr [r15 + 192]
+    mov dword ptr [r15 + 192], 93
+    jmp 1f
+1:
+    mov r8, rdx
+    jmp 1f
+1:
+    mov r8, r11
+    mov dword ptr [r15 + 448], 197
+    mov edx, dword ptr [r15 + 384]
+    mov dword ptr [r15 + 128], esi
+    and r8, 8128
+    mov esi, dword ptr [r15 + r8 + 7488]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c167:
-    lea rcx, [rip + .Lc1_d12639_j]
+    lea rcx, [rip + .Lc1_d12636_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d12639_j_t
-.Lc1_d12639_j:
+    jmp .Lc1_d12636_j_t
+.Lc1_d12636_j:
     jmp 1f
 1:
     mov r8, r11
-    mov edi, ecx
-    mov rdi, qword ptr [r15 + 576]
+    mov esi, ecx
+    mov rsi, qword ptr [r15 + 128]
     and r8, 1984
-    mov rax, qword ptr [r15 + r8 + 1344]
-    mov dword ptr [r15 + 0], 233
+    mov rdi, qword ptr [r15 + r8 + 1344]
+    mov dword ptr [r15 + 128], 233
     movzx ecx, cl
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 181
     jmp 1f
 1:
+    mov dword ptr [r15 + 0], 197
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, 197
+    mov ebp, 42
     .byte 0x66, 0x90
-    mov rbp, r11
-    mov r8d, ecx
+    mov ebp, ecx
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], ecx
-    and rbp, 8128
-    mov dword ptr [r15 + rbp + 7488], 232
+    vmovdqu ymmword ptr [r15 + 0], ymm13
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r9, qword ptr [r15 + 64]
-    mov edx, r8d
-    mov r8d, 69
+    movzx ecx, byte ptr [r15 + 192]
+    mov r8d, edi
+    mov edi, 109
+    mov rdi, qword ptr [r15 + 320]
     mov dword ptr [r15 + 256], ebp
-    mov dword ptr [r15 + 128], 135
-    mov ebp, dword ptr [r15 + 448]
+    movsxd rbp, dword ptr [r15 + 448]
     jmp 1f
 1:
-    mov rdi, qword ptr [r15 + 640]
-    movsxd rax, dword ptr [r15 + 320]
-    movzx ecx, r9b
-    mov r9d, ebp
-    vmovdqu ymmword ptr [r15 + 192], ymm11
-    movsxd r9, dword ptr [r15 + 512]
+    movzx esi, byte ptr [r15 + 64]
+    mov r9, qword ptr [r15 + 512]
+    movzx r8d, r8b
+    mov r8d, ecx
+    movsxd r8, dword ptr [r15 + 768]
     mov r8, r11
+    mov dword ptr [r15 + 384], esi
+    mov rbp, r11
     jmp 1f
 1:
-    mov byte ptr [r15 + 384], bpl
-    and r8, 4032
-    add rax, qword ptr [r15 + r8 + 3392]
+    and r8, 448
+    mov byte ptr [r15 + r8 + 832], sil
+    and rbp, 4032
+    add rdi, qword ptr [r15 + rbp + 3392]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c168:
-    lea rcx, [rip + .Lc1_d12687_j]
+    lea rcx, [rip + .Lc1_d12684_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d12687_j_t
-.Lc1_d12687_j:
+    jmp .Lc1_d12684_j_t
+.Lc1_d12684_j:
     jmp 1f
 1:
-    mov esi, dword ptr [r15 + 64]
-    mov ebp, 165
-    mov byte ptr [r15 + 704], cl
-    mov dword ptr [r15 + 448], ecx
-    mov r8, r11
-    and eax, dword ptr [r15 + 320]
-    and r8, 1984
-    mov dword ptr [r15 + r8 + 1344], ebp
-    vpmovmskb r8d, xmm2
+    movsxd rsi, dword ptr [r15 + 192]
+    mov r8d, 165
+    mov byte ptr [r15 + 320], cl
+    mov dword ptr [r15 + 0], ecx
+    jmp 1f
+1:
+    movzx ecx, cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, r8b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 186
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, 160
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, 7
+    movzx r8d, byte ptr [r15 + 512]
     nop
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
+    vpmovmskb eax, xmm4
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
     jmp 1f
 1:
-    movzx eax, r8b
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 512], rbp
-    jmp 1f
-1:
-    mov dword ptr [r15 + 64], r8d
-    mov r8, r11
-    mov byte ptr [r15 + 192], al
     mov rbp, r11
-    mov dword ptr [r15 + 128], 3
-    and r8, 4032
-    mov qword ptr [r15 + r8 + 3392], rax
-    and rbp, 448
-    mov qword ptr [r15 + rbp + 832], rax
-    vpaddd xmm13, xmm13, xmm2
-    movsxd rax, dword ptr [r15 + 384]
-    mov r8d, 105
-    movzx r8d, bpl
+    and ecx, dword ptr [r15 + 448]
     jmp 1f
 1:
-    mov r8, rbp
+    mov dword ptr [r15 + 576], eax
+    and rbp, 8128
+    mov r8, r11
+    mov qword ptr [r15 + rbp + 7488], rax
+    and r8, 1984
+    mov dword ptr [r15 + r8 + 1344], eax
+    mov r8d, 66
+    mov r8d, dword ptr [r15 + 640]
+    mov qword ptr [r15 + 64], rbp
+    mov byte ptr [r15 + 128], al
+    vpaddd xmm4, xmm4, xmm4
+    mov rbp, r11
+    jmp 1f
+1:
+    and rbp, 4032
+    mov qword ptr [r15 + rbp + 3392], r8
+    vmovdqu ymmword ptr [r15 + 384], ymm4
+    jmp 1f
+1:
+    mov rax, r8
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c169:
-    movzx ebp, r8b
-    mov byte ptr [r15 + 320], al
+    movzx r8d, bpl
+    mov byte ptr [r15 + 0], al
     jmp 1f
 1:
     jmp 1f
 1:
-    mov eax, dword ptr [r15 + 448]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], ebp
+    mov byte ptr [r15 + 0], al
+    mov byte ptr [r15 + 0], r8b
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 38
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], 91
-    mov ebp, 108
-    mov rbp, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, 92
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 448
-    add rax, qword ptr [r15 + rbp + 832]
+    mov r8, r11
+    add rax, qword ptr [r15 + 704]
     test ebx, 1073741824
     jz 1f
 1:
-    mov r8d, eax
-    mov qword ptr [r15 + 768], rbp
+    mov edx, r8d
+    and r8, 448
+    mov qword ptr [r15 + r8 + 832], rax
     jmp 1f
 1:
-    mov ecx, ebp
-    mov byte ptr [r15 + 128], bpl
-    mov byte ptr [r15 + 64], bpl
+    mov r9d, eax
+    mov dword ptr [r15 + 64], edx
+    mov edx, dword ptr [r15 + 512]
+    mov r8, r11
     jmp 1f
 1:
-    mov ebp, dword ptr [r15 + 192]
-    movzx eax, al
-    mov dword ptr [r15 + 256], r8d
-    mov r8d, 34
-    mov r8, r11
-    movzx ecx, byte ptr [r15 + 128]
-    mov r9d, dword ptr [r15 + 512]
-    and r8, 4032
-    movsxd rax, dword ptr [r15 + r8 + 3392]
-    mov r8, r11
-    mov dword ptr [r15 + 384], ebp
-    and r8, 8128
-    mov byte ptr [r15 + r8 + 7488], bpl
-    mov byte ptr [r15 + 320], al
+    and r8, 16320
+    mov dword ptr [r15 + r8 + 15680], eax
+    movzx r8d, al
+    movsxd r8, dword ptr [r15 + 64]
+    mov eax, 135
+    mov r9, r11
+    mov dword ptr [r15 + 192], 58
+    mov dword ptr [r15 + 448], 33
+    and r9, 8128
+    mov dword ptr [r15 + r9 + 7488], edx
+    mov byte ptr [r15 + 128], dl
+    mov byte ptr [r15 + 320], dl
+    mov edx, dword ptr [r15 + 256]
     add r11, 64
     inc rbx
     dec r13
@@ -15845,47 +15821,47 @@ ditto_body_c1:
     xor eax, eax
     test dword ptr [r15 + 67117724], 1024
     setz al
-    lea rcx, [rip + .Lc1_d12784_s]
+    lea rcx, [rip + .Lc1_d12782_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d12784_s_t
+    jmp .Lc1_d12782_s_t
     .p2align 3
-.Lc1_d12784_s:
+.Lc1_d12782_s:
     .p2align 3
-    jmp .Lc1_d12784_j
+    jmp .Lc1_d12782_j
     .p2align 3
-    jmp .Lc1_d12784_j
-.Lc1_d12784_j:
-    mov dword ptr [r15 + 512], 197
-    movsxd r9, dword ptr [r15 + 384]
-    movzx ebp, byte ptr [r15 + 320]
-    mov r12, qword ptr [r15 + r12 + 56]
+    jmp .Lc1_d12782_j
+.Lc1_d12782_j:
+    mov rbp, r11
+    mov dword ptr [r15 + 384], 197
+    movsxd rsi, dword ptr [r15 + 128]
+    and rbp, 8128
+    movzx eax, byte ptr [r15 + rbp + 7488]
+    movzx ebp, byte ptr [r15 + 768]
+    mov r8, r11
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], 56
-    mov qword ptr [r15 + 128], rax
-    mov rax, r9
     mov qword ptr [r15 + 64], rcx
-    mov r8, r11
+    and r8, 1984
+    mov qword ptr [r15 + r8 + 1344], rbp
+    lea r8, [r11 + r11*1]
+    mov rcx, rsi
+    and r8, 4032
+    and ecx, dword ptr [r15 + r8 + 3456]
     jmp 1f
 1:
     test dword ptr [r15 + 67117723], 524289
     jnz 1f
 1:
-    and r8, 448
-    and ebp, dword ptr [r15 + r8 + 832]
-    mov byte ptr [r15 + 256], al
-    mov r9, r11
-    mov eax, 208
-    mov qword ptr [r15 + 576], r8
-    and r9, 8128
-    mov rdi, qword ptr [r15 + r9 + 7488]
-    mov r9, r11
-    movzx r8d, byte ptr [r15 + 640]
-    and r9, 1984
-    mov rdx, qword ptr [r15 + r9 + 1344]
+    mov byte ptr [r15 + 256], sil
+    mov qword ptr [r15 + r8 + 3392], rcx
+    mov r8d, 189
+    mov r8, qword ptr [r15 + 512]
+    mov dword ptr [r15 + 0], 217
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rsi, qword ptr [r15 + 448]
     jmp 1f
 1:
-    mov eax, 22
+    mov ecx, 22
     add r11, 64
     inc rbx
     dec r13
@@ -15894,99 +15870,97 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov r8, r11
-    and r8, 1984
-    mov rsi, qword ptr [r15 + r8 + 1344]
-    mov r8d, r9d
+    mov rax, qword ptr [r15 + 256]
+    mov ecx, r8d
     jmp 1f
 1:
+    movzx ecx, byte ptr [r15 + 512]
+    mov r8, rsi
+    mov r8, r11
+    mov esi, dword ptr [r15 + 192]
+    mov rdi, qword ptr [r15 + 128]
+    and r8, 1984
+    mov dword ptr [r15 + r8 + 1344], 53
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, rdx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, edi
+    jmp 1f
+1:
+    movzx r9d, r8b
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, dword ptr [r15 + 384]
-    mov r8d, r8d
+    jmp 1f
+1:
     test dword ptr [r15 + 67117724], 524320
     jnz 1f
 1:
-    jmp 1f
-1:
-    movzx r9d, dl
-    mov r9, qword ptr [r15 + 64]
-    mov dword ptr [r15 + 704], 130
-    movsxd rsi, dword ptr [r15 + 64]
-    jmp 1f
-1:
-    mov edx, r8d
+    mov r8d, edi
     mov r8, r9
-    mov r8d, dword ptr [r15 + 320]
-    mov byte ptr [r15 + 384], sil
-    movzx esi, byte ptr [r15 + 192]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r9d, dword ptr [r15 + 128]
-    movsxd rax, dword ptr [r15 + 512]
-    mov rdx, rdx
-    mov rdx, r8
-    mov r8, r11
-    mov edx, 175
-    and r8, 4032
-    movsxd rdx, dword ptr [r15 + r8 + 3392]
-    mov r8, qword ptr [r15 + 256]
+    mov r9d, dword ptr [r15 + 320]
+    mov r8, qword ptr [r15 + 576]
+    mov byte ptr [r15 + 384], r9b
+    movsxd r9, dword ptr [r15 + 64]
+    movzx edi, byte ptr [r15 + 128]
+    mov rcx, r9
+    mov rcx, r8
+    mov ecx, 175
+    mov rbp, r11
+    mov ecx, dword ptr [r15 + 448]
+    and rbp, 448
+    mov edx, dword ptr [r15 + rbp + 832]
     jmp 1f
 1:
     mov esi, 204
     mov esi, r9d
-    movzx r9d, byte ptr [r15 + 448]
+    movsxd r9, dword ptr [r15 + 640]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c172:
-    lea rcx, [rip + .Lc1_d12872_j]
+    lea rcx, [rip + .Lc1_d12868_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d12872_j_t
-.Lc1_d12872_j:
-    mov rcx, qword ptr [r15 + 128]
+    jmp .Lc1_d12868_j_t
+.Lc1_d12868_j:
+    mov rcx, rsi
+    vpmovmskb ecx, xmm4
     mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, edx
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov esi, esi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    add rcx, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 58
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rdx, r9
-    mov r9d, eax
-    and r9d, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, r11
-    mov eax, dword ptr [r15 + 576]
-    mov byte ptr [r15 + 64], cl
-    and r8, 448
-    movsxd rcx, dword ptr [r15 + r8 + 832]
+    vmovdqu ymmword ptr [r15 + 0], ymm4
+    mov rbp, r11
+    mov rdx, qword ptr [r15 + 64]
+    and rbp, 8128
+    and edx, dword ptr [r15 + rbp + 7488]
     test ebx, 1024
     jz 1f
 1:
-    movsxd rsi, dword ptr [r15 + 192]
-    vpmovmskb r9d, xmm13
-    add r9, qword ptr [r15 + 256]
-    vmovdqu ymmword ptr [r15 + 512], ymm13
-    mov rax, r8
+    mov qword ptr [r15 + 704], rcx
+    mov rcx, qword ptr [r15 + 512]
+    mov esi, ebp
+    mov rbp, r11
+    mov esi, dword ptr [r15 + 384]
+    vmovdqu ymmword ptr [r15 + 128], ymm4
     mov r8, r11
-    mov qword ptr [r15 + 384], rcx
-    mov rcx, qword ptr [r15 + 448]
-    vmovdqu ymmword ptr [r15 + 320], ymm13
+    mov byte ptr [r15 + 320], dl
+    and rbp, 448
+    vmovdqu ymmword ptr [r15 + rbp + 832], ymm4
     and r8, 4032
-    mov dword ptr [r15 + r8 + 3392], 219
-    movzx r8d, al
-    mov r8, r11
-    vmovdqu ymmword ptr [r15 + 768], ymm13
-    and r8, 8128
-    mov dword ptr [r15 + r8 + 7488], esi
-    movsxd r8, dword ptr [r15 + 128]
+    mov rdx, qword ptr [r15 + r8 + 3392]
+    mov r8, rcx
+    xor dword ptr [r15 + 256], ecx
+    movzx ecx, bpl
+    mov rcx, qword ptr [r15 + 192]
+    mov dword ptr [r15 + 448], esi
+    movsxd rsi, dword ptr [r15 + 64]
     add r11, 64
     inc rbx
     dec r13
@@ -15997,50 +15971,52 @@ ditto_body_c1:
     mov qword ptr [r15 + 67117720], rax
     mov eax, dword ptr [r15 + 67117724]
     and eax, 7
-    lea rcx, [rip + .Lc1_d12918_s]
+    lea rcx, [rip + .Lc1_d12915_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d12918_s_t
+    jmp .Lc1_d12915_s_t
     .p2align 3
-.Lc1_d12918_s:
+.Lc1_d12915_s:
     .p2align 3
-    jmp .Lc1_d12918_j
+    jmp .Lc1_d12915_j
     .p2align 3
-    jmp .Lc1_d12918_j
+    jmp .Lc1_d12915_j
     .p2align 3
-    jmp .Lc1_d12918_j
+    jmp .Lc1_d12915_j
     .p2align 3
-    jmp .Lc1_d12918_j
+    jmp .Lc1_d12915_j
     .p2align 3
-    jmp .Lc1_d12918_j
+    jmp .Lc1_d12915_j
     .p2align 3
-    jmp .Lc1_d12918_j
+    jmp .Lc1_d12915_j
     .p2align 3
-    jmp .Lc1_d12918_j
+    jmp .Lc1_d12915_j
     .p2align 3
-    jmp .Lc1_d12918_j
-.Lc1_d12918_j:
-    mov r8, r11
-    mov rsi, qword ptr [r15 + 64]
-    mov r9d, 253
-    and r8, 8128
-    mov dword ptr [r15 + r8 + 7488], ecx
-    mov r8, rcx
-    mov r8, r11
-    movzx ecx, byte ptr [r15 + 384]
-    and r8, 1984
-    mov qword ptr [r15 + r8 + 1344], r9
-    mov r8d, dword ptr [r15 + 512]
+    jmp .Lc1_d12915_j
+.Lc1_d12915_j:
+    mov esi, 58
+    mov esi, 96
+    mov rsi, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx esi, byte ptr [r15 + 192]
+    mov rbp, r11
+    mov ecx, 227
+    mov r9, r11
+    and rbp, 8128
+    mov dword ptr [r15 + rbp + 7488], eax
+    mov rbp, r11
+    test ebx, 1073741824
+    jz 1f
+1:
+    and r9, 1984
+    mov qword ptr [r15 + r9 + 1344], rsi
+    and rbp, 448
+    mov esi, dword ptr [r15 + rbp + 832]
+    vmovdqu ymmword ptr [r15 + 448], ymm4
     jmp 1f
 1:
-    mov qword ptr [r15 + 0], rsi
-    mov esi, 52
-    mov dword ptr [r15 + 0], ecx
-    mov qword ptr [r15 + 448], r9
-    mov byte ptr [r15 + 128], r8b
-    vmovdqu ymmword ptr [r15 + 192], ymm13
-    movzx ebp, byte ptr [r15 + 320]
-    mov r9d, 48
-    mov r9d, r8d
+    mov rax, qword ptr [r15 + 128]
+    mov qword ptr [r15 + 768], rcx
+    mov ecx, ebp
     add r11, 64
     inc rbx
     dec r13
@@ -16048,167 +16024,167 @@ ditto_body_c1:
 .Lc1_b9_c174:
     jmp 1f
 1:
-    mov rdi, rbp
-    .byte 0x66, 0x90
-    jmp 1f
-1:
-    jmp 1f
-1:
+    mov ebp, 36
+    mov rbp, r9
+    movzx ebp, r9b
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, r9d
-    mov dword ptr [r15 + 0], edi
+    mov ebp, esi
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    test ebx, 1073741824
-    jz 1f
-1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r9, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r9, 448
-    movsxd rdi, dword ptr [r15 + r9 + 832]
-    mov r9, qword ptr [r15 + 64]
+    vmovdqu ymmword ptr [r15 + 576], ymm4
+    mov esi, ebp
+    and r9, 1984
+    movsxd rsi, dword ptr [r15 + r9 + 1344]
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov rbp, r11
-    jmp 1f
-1:
-    jmp 1f
-1:
-    and rbp, 1984
-    movzx edx, byte ptr [r15 + rbp + 1344]
-    mov byte ptr [r15 + 256], dil
-    mov edi, 141
-    jmp 1f
-1:
-    vmovdqu ymmword ptr [r15 + 448], ymm13
     test ebx, 1073741824
     jz 1f
 1:
-    mov r9d, dword ptr [r15 + 384]
+    mov rbp, qword ptr [r15 + 512]
+    jmp 1f
+1:
+    movzx ecx, byte ptr [r15 + 64]
+    jmp 1f
+1:
+    mov r9d, 162
+    mov byte ptr [r15 + 64], bpl
+    jmp 1f
+1:
     mov rbp, r11
     jmp 1f
 1:
-    mov edx, edx
-    movzx edx, byte ptr [r15 + 640]
     and rbp, 4032
-    mov rdi, qword ptr [r15 + rbp + 3392]
-    mov byte ptr [r15 + 320], r9b
-    mov r9d, 133
-    movsxd r9, dword ptr [r15 + 128]
-    movzx ebp, byte ptr [r15 + 512]
-    mov rax, qword ptr [r15 + 704]
+    mov dword ptr [r15 + rbp + 3392], r9d
     jmp 1f
 1:
-    movsxd rcx, dword ptr [r15 + 192]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    .byte 0x66, 0x90
+    mov byte ptr [r15 + 320], bpl
+    movzx ebp, byte ptr [r15 + 384]
+    movsxd r9, dword ptr [r15 + 448]
+    mov edi, dword ptr [r15 + 320]
+    movsxd rsi, dword ptr [r15 + 256]
+    movzx edx, byte ptr [r15 + 128]
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c175:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
     lea rcx, [rip + .Lc1_d13009_j]
     add rcx, qword ptr [r15 + 67117728]
     jmp .Lc1_d13009_j_t
 .Lc1_d13009_j:
     jmp 1f
 1:
-    mov r9, r11
-    movsxd rax, dword ptr [r15 + 768]
-    and r9, 1984
-    movsxd rdx, dword ptr [r15 + r9 + 1344]
-    mov dword ptr [r15 + 256], ecx
-    mov qword ptr [r15 + 0], rcx
-    mov dword ptr [r15 + 0], eax
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rdi, rdx
-    mov edx, dword ptr [r15 + 448]
-    movzx eax, r9b
-    vmovdqu ymmword ptr [r15 + 384], ymm14
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, 96
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 64], rcx
+    mov r8, r11
+    movsxd rcx, dword ptr [r15 + 704]
     test ebx, 4608
     jz 1f
 1:
-    mov dword ptr [r15 + 192], 156
-    mov r9d, eax
-    mov r9, rdi
-    mov dword ptr [r15 + 128], 241
-    mov r9, qword ptr [r15 + 320]
-    mov edi, 185
+    and r8, 4032
+    mov edi, dword ptr [r15 + r8 + 3392]
     mov r8, r11
-    mov edi, 199
-    and r8, 8128
-    mov edi, dword ptr [r15 + r8 + 7488]
-    mov r8d, 90
-    movsxd r8, dword ptr [r15 + 320]
-    mov rbp, r11
-    movsxd rax, dword ptr [r15 + 64]
-    mov edx, 217
+    movsxd r9, dword ptr [r15 + 384]
+    and r8, 448
+    mov dword ptr [r15 + r8 + 832], 170
+    vmovdqu ymmword ptr [r15 + 192], ymm2
+    mov rcx, rcx
+    mov ecx, r9d
+    mov rcx, qword ptr [r15 + 128]
+    mov r8d, 247
+    mov r8d, 241
+    test dword ptr [r15 + 67117723], 536879104
+    jnz 1f
+1:
+    mov r9, r11
+    mov edi, 254
+    mov dword ptr [r15 + 512], r8d
+    mov r8, qword ptr [r15 + 128]
+    and r9, 8128
+    mov dword ptr [r15 + r9 + 7488], ecx
+    mov r9, rcx
     jmp 1f
 1:
-    and rbp, 448
-    movsxd rsi, dword ptr [r15 + rbp + 832]
-    movsxd rbp, dword ptr [r15 + 64]
+    jmp 1f
+1:
+    movzx ecx, r8b
+    movsxd rcx, dword ptr [r15 + 640]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c176:
+    mov dword ptr [r15 + 64], r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, 116
+    mov r8d, 174
+    movzx r8d, r9b
+    vpcmpeqb xmm7, xmm7, xmm10
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], r8
+    jmp 1f
+1:
+    mov r9, r11
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r8, r11
-    add rdx, qword ptr [r15 + 128]
-    mov r9, qword ptr [r15 + 320]
-    and r8, 16320
-    mov ebp, dword ptr [r15 + r8 + 15680]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, 174
-    mov esi, 243
-    movzx esi, r8b
-    vpcmpeqb xmm12, xmm12, xmm7
-    mov qword ptr [r15 + 0], rdx
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    and r9, 448
+    movzx edi, byte ptr [r15 + r9 + 832]
+    and r8, 1984
+    mov qword ptr [r15 + r8 + 1344], rdi
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r9, rsi
-    mov byte ptr [r15 + 0], sil
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov rdx, r9
+    mov edx, dword ptr [r15 + 320]
+    mov rcx, qword ptr [r15 + 512]
+    mov r9d, 3
+    mov r9d, dword ptr [r15 + 256]
+    vpxor xmm6, xmm6, xmm0
     mov r8, r11
-    mov esi, 144
+    mov rdi, qword ptr [r15 + 128]
     and r8, 8128
-    movsxd rsi, dword ptr [r15 + r8 + 7488]
-    mov r8, qword ptr [r15 + 128]
-    mov rbp, r11
-    movzx r9d, byte ptr [r15 + 384]
-    and rbp, 4032
-    mov rdx, qword ptr [r15 + rbp + 3392]
-    mov rbp, qword ptr [r15 + 256]
-    xor dword ptr [r15 + 576], esi
-    mov qword ptr [r15 + 448], r9
-    mov r9d, dword ptr [r15 + 384]
-    add r9, qword ptr [r15 + 512]
-    mov rsi, r8
-    mov r8, r8
-    mov dword ptr [r15 + 64], edx
+    mov rax, qword ptr [r15 + r8 + 7488]
+    mov r8, qword ptr [r15 + 64]
+    mov esi, dword ptr [r15 + 448]
+    add qword ptr [r15 + 448], rcx
+    mov byte ptr [r15 + 192], cl
+    movzx ecx, byte ptr [r15 + 384]
+    mov rbp, r9
+    mov r9, rax
+    mov dword ptr [r15 + 768], edi
     add r11, 64
     inc rbx
     dec r13
@@ -16220,51 +16196,53 @@ ditto_body_c1:
     xor eax, eax
     test dword ptr [r15 + 67117723], 512
     setz al
-    lea rcx, [rip + .Lc1_d13102_s]
+    lea rcx, [rip + .Lc1_d13101_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d13102_s_t
+    jmp .Lc1_d13101_s_t
     .p2align 3
-.Lc1_d13102_s:
+.Lc1_d13101_s:
     .p2align 3
-    jmp .Lc1_d13102_j
+    jmp .Lc1_d13101_j
     .p2align 3
-    jmp .Lc1_d13102_j
-.Lc1_d13102_j:
+    jmp .Lc1_d13101_j
+.Lc1_d13101_j:
+    vmovdqu ymmword ptr [r15 + 256], ymm2
+    mov dword ptr [r15 + 64], ecx
+    jmp 1f
+1:
+    vmovdqu xmm3, xmmword ptr [r15 + 448]
     mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 192], ymm3
-    mov r9, qword ptr [r15 + 448]
-    mov rax, qword ptr [r15 + 704]
-    mov rbp, rcx
-    mov dword ptr [r15 + 256], ecx
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r11
+    mov rcx, qword ptr [r15 + 320]
+    mov r9, r11
+    and rbp, 4032
+    mov qword ptr [r15 + rbp + 3392], r9
+    and r9, 1984
+    movsxd rax, dword ptr [r15 + r9 + 1344]
     jmp 1f
 1:
-    vmovdqu ymmword ptr [r15 + 320], ymm4
-    add rcx, qword ptr [r15 + 512]
     test dword ptr [r15 + 67117723], 2097152
     jz 1f
 1:
-    mov r8, r11
+    add rcx, qword ptr [r15 + 512]
     jmp 1f
 1:
-    or qword ptr [r15 + 640], 106
-    mov r9d, 117
-    and r8, 1984
-    mov qword ptr [r15 + r8 + 1344], rbp
-    mov r8, r11
+    vmovdqu ymmword ptr [r15 + 128], ymm7
+    mov rbp, rbp
+    jmp 1f
+1:
+    vpmovmskb ebp, xmm7
+    vmovdqu ymmword ptr [r15 + 192], ymm7
     jmp 1f
 1:
     jmp 1f
 1:
-    mov rbp, r11
-    and r8, 448
-    mov qword ptr [r15 + r8 + 832], rcx
-    jmp 1f
-1:
-    vmovdqu ymmword ptr [r15 + 64], ymm12
-    and rbp, 4032
-    movsxd rcx, dword ptr [r15 + rbp + 3392]
+    mov r9d, 125
+    mov qword ptr [r15 + 576], rbp
     add r11, 64
     inc rbx
     dec r13
@@ -16279,167 +16257,164 @@ ditto_body_c1:
     jmp 1f
 1:
     mov ecx, 225
-    vpaddq xmm3, xmm3, xmmword ptr [r15 + 192]
-    mov r9, r11
-    jmp 1f
-1:
-    jmp 1f
-1:
-    and r9, 448
+    vpaddq xmm6, xmm6, xmmword ptr [r15 + 256]
     mov rbp, r11
-    mov qword ptr [r15 + r9 + 832], rcx
-    and rbp, 8128
-    mov dword ptr [r15 + rbp + 7488], 133
-    mov rbp, qword ptr [r15 + 512]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov qword ptr [r15 + 64], rcx
+    and rbp, 4032
+    mov dword ptr [r15 + rbp + 3392], 133
+    mov rbp, qword ptr [r15 + 128]
     mov ecx, ecx
-    mov dword ptr [r15 + 320], r9d
-    movzx r9d, byte ptr [r15 + 128]
-    mov r8d, dword ptr [r15 + 128]
-    mov edx, ebp
-    mov edx, ebp
-    movzx edx, cl
+    mov dword ptr [r15 + 0], ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, ebp
+    mov r9d, ebp
+    movzx r9d, bpl
     jmp 1f
 1:
-    mov rbp, r11
     jmp 1f
 1:
     test ebx, 1024
     jnz 1f
 1:
-    mov edi, r8d
-    and rbp, 1984
-    mov byte ptr [r15 + rbp + 1344], r9b
-    mov dword ptr [r15 + 0], 193
+    mov ebp, ecx
     mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, dword ptr [r15 + 512]
+    mov byte ptr [r15 + 384], cl
     jmp 1f
 1:
     jmp 1f
 1:
     .byte 0x66, 0x90
-    mov r9d, edx
+    mov ecx, r9d
+    mov r9, r11
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    and r9, 448
+    mov dword ptr [r15 + r9 + 832], 243
     jmp 1f
 1:
-    movzx edx, bpl
-    mov rbp, rbp
+    movzx edx, cl
+    mov rdx, rbp
     jmp 1f
 1:
-    movzx ebp, dil
-    mov dword ptr [r15 + 64], 84
-    mov rbp, r9
-    and ebp, dword ptr [r15 + 384]
-    mov edi, 115
+    movzx edx, r9b
+    mov r9, r11
+    mov dword ptr [r15 + 640], 140
+    mov rcx, rcx
+    and r9, 8128
+    and ecx, dword ptr [r15 + r9 + 7488]
+    mov r9d, 127
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c179:
-    mov r9d, 175
-    jmp 1f
-1:
-    mov qword ptr [r15 + 64], rdx
-    mov dword ptr [r15 + 576], edi
-    mov byte ptr [r15 + 256], dil
-    mov edi, dword ptr [r15 + 384]
-    mov rbp, r11
-    mov edx, 65
-    jmp 1f
-1:
-    mov edx, dword ptr [r15 + 448]
-    and rbp, 8128
-    movzx r9d, byte ptr [r15 + rbp + 7488]
-    mov ebp, edi
-    mov dword ptr [r15 + 192], 44
-    movzx ebp, dl
-    mov dword ptr [r15 + 0], edi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, 62
+    mov rbp, qword ptr [r15 + 320]
+    mov rdx, qword ptr [r15 + 256]
+    mov dword ptr [r15 + 128], ecx
+    mov dword ptr [r15 + 0], ecx
     mov dword ptr [r15 + 0], r9d
-    mov dword ptr [r15 + 0], edx
+    vmovdqu ymmword ptr [r15 + 0], ymm3
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov ecx, 65
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r9d, 215
+    movzx r9d, dl
+    jmp 1f
+1:
+    mov r9d, 209
+    mov dword ptr [r15 + 0], ecx
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1024
     jz 1f
 1:
+    mov edx, 111
     mov r12, qword ptr [r15 + r12 + 56]
+    mov edx, 9
+    mov r8, r11
+    mov rdx, r9
     mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 768], r9
+    and r8, 448
+    mov r9, qword ptr [r15 + r8 + 832]
     jmp 1f
 1:
-    mov edx, 151
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rdx, rdi
-    mov rdi, rbp
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, 121
-    movzx ebp, byte ptr [r15 + 64]
-    mov dword ptr [r15 + 768], edx
-    mov rdx, qword ptr [r15 + 320]
-    mov r9, r11
-    mov rsi, qword ptr [r15 + 128]
-    movsxd rdi, dword ptr [r15 + 448]
-    mov r8, qword ptr [r15 + 384]
-    and r9, 4032
-    mov ecx, dword ptr [r15 + r9 + 3392]
-    jmp 1f
-1:
-    vmovdqu ymmword ptr [r15 + 512], ymm3
+    mov ecx, dword ptr [r15 + 192]
+    mov byte ptr [r15 + 128], dl
+    mov rdx, qword ptr [r15 + 704]
+    mov esi, dword ptr [r15 + 448]
+    mov rdi, qword ptr [r15 + 64]
+    mov r8, r11
+    mov rbp, r11
+    mov eax, ecx
+    and r8, 1984
+    movzx eax, byte ptr [r15 + r8 + 1344]
+    and rbp, 8128
+    mov dword ptr [r15 + rbp + 7488], 109
+    mov dword ptr [r15 + 512], esi
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c180:
-    lea rcx, [rip + .Lc1_d13245_j]
+    lea rcx, [rip + .Lc1_d13243_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d13245_j_t
-.Lc1_d13245_j:
-    mov ecx, 242
-    and ecx, dword ptr [r15 + 320]
+    jmp .Lc1_d13243_j_t
+.Lc1_d13243_j:
     jmp 1f
 1:
-    mov r9, r11
-    mov qword ptr [r15 + 320], rcx
+    mov esi, r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], cl
     movzx ecx, cl
+    mov ecx, 49
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r8, r11
-    and r9, 448
-    mov byte ptr [r15 + r9 + 832], cl
-    and r8, 4032
-    movzx eax, byte ptr [r15 + r8 + 3392]
-    mov dword ptr [r15 + 640], 37
-    mov dword ptr [r15 + 64], r9d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 6656
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 176
-    mov r9d, r8d
-    mov r8d, eax
-    mov r8d, ecx
-    .byte 0x0f, 0x1f, 0x00
-    mov r8d, eax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, r11
-    add rax, qword ptr [r15 + 0]
     jmp 1f
 1:
+    movsxd rdi, dword ptr [r15 + 448]
+    and r8, 1984
+    mov qword ptr [r15 + r8 + 1344], rcx
+    mov r8, r11
+    mov rcx, rcx
+    mov ecx, edi
+    and r8, 4032
+    mov dword ptr [r15 + r8 + 3392], 58
+    movzx r8d, byte ptr [r15 + 64]
+    mov edi, edi
+    mov dword ptr [r15 + 576], ecx
+    mov rbp, r11
+    movzx esi, cl
     test ebx, 1073741824
     jz 1f
 1:
-    and r8, 1984
-    movzx ecx, byte ptr [r15 + r8 + 1344]
-    movzx r8d, byte ptr [r15 + 256]
-    mov r9, qword ptr [r15 + 192]
-    mov rax, rax
-    mov eax, dword ptr [r15 + 128]
+    mov ecx, ecx
+    and rbp, 16320
+    movzx ecx, byte ptr [r15 + rbp + 15680]
+    mov rbp, qword ptr [r15 + 384]
     jmp 1f
 1:
-    mov rdi, qword ptr [r15 + 384]
-    add rdi, qword ptr [r15 + 512]
-    movzx ebp, r9b
+    mov qword ptr [r15 + 192], rdi
+    .byte 0x0f, 0x1f, 0x00
+    add r8, qword ptr [r15 + 512]
+    mov dword ptr [r15 + 256], 235
+    movsxd rdi, dword ptr [r15 + 128]
     jmp 1f
 1:
     add r11, 64
@@ -16447,70 +16422,72 @@ ditto_body_c1:
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c181:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    bt rdi, rdi
-    movzx edi, al
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, bpl
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
     mov rbp, r11
+    jmp 1f
+1:
+    and rbp, 8128
+    movzx r8d, byte ptr [r15 + rbp + 7488]
+    mov byte ptr [r15 + 320], dil
+    mov dword ptr [r15 + 640], edi
+    mov r12, qword ptr [r15 + r12 + 56]
+    bt rbp, rbp
+    movzx ebp, dil
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx edi, r8b
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
     .byte 0x66, 0x90
-    movzx ecx, al
-    and rbp, 1984
-    mov byte ptr [r15 + rbp + 1344], al
-    mov rbp, r11
-    mov rax, rdi
-    mov eax, ecx
-    and rbp, 448
-    mov dword ptr [r15 + rbp + 832], ecx
+    movzx r8d, bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, rdi
+    mov r8d, ebp
+    mov dword ptr [r15 + 0], edi
     test ebx, 1073741824
     jz 1f
 1:
     jmp 1f
 1:
-    mov rdi, qword ptr [r15 + 768]
-    mov byte ptr [r15 + 512], al
-    movzx eax, bpl
-    mov dword ptr [r15 + 128], 63
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ebp, dil
+    mov rbp, r11
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    movsxd rbp, dword ptr [r15 + 320]
-    mov dword ptr [r15 + 704], edi
+    and rbp, 4032
+    mov rdi, qword ptr [r15 + rbp + 3392]
+    mov ebp, dword ptr [r15 + 64]
+    jmp 1f
+1:
+    mov byte ptr [r15 + 192], r8b
+    mov dword ptr [r15 + 384], 2
+    mov r8d, edi
     mov r8, r11
     jmp 1f
 1:
-    movsxd rdi, dword ptr [r15 + 256]
-    and r8, 8128
-    mov qword ptr [r15 + r8 + 7488], rax
-    mov r8d, ebp
-    jmp 1f
-1:
-    mov r8d, dword ptr [r15 + 384]
-    movsxd rax, dword ptr [r15 + 448]
-    mov dword ptr [r15 + 128], ebp
-    jmp 1f
-1:
+    movsxd rax, dword ptr [r15 + 128]
+    and r8, 448
+    mov qword ptr [r15 + r8 + 832], rdi
     mov dword ptr [r15 + 64], edi
+    jmp 1f
+1:
+    mov dword ptr [r15 + 448], eax
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c182:
-    lea rcx, [rip + .Lc1_d13343_j]
+    lea rcx, [rip + .Lc1_d13340_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d13343_j_t
-.Lc1_d13343_j:
-    mov r12, qword ptr [r15 + r12 + 56]
+    jmp .Lc1_d13340_j_t
+.Lc1_d13340_j:
+    mov r8, r11
+    and r8, 8128
+    movsxd rdi, dword ptr [r15 + r8 + 7488]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
@@ -16523,18 +16500,16 @@ ditto_body_c1:
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rcx
-    movsxd rcx, dword ptr [r15 + 64]
-    mov r8, r11
-    mov eax, 38
-    mov eax, 211
-    vpxor xmm3, xmm3, xmm8
-    and r8, 8128
-    mov byte ptr [r15 + r8 + 7488], cl
-    movzx r8d, byte ptr [r15 + 576]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, 90
+    mov r8d, 245
+    vpxor xmm6, xmm6, xmm3
+    vmovdqu ymmword ptr [r15 + 0], ymm6
+    movsxd rcx, dword ptr [r15 + 704]
     jmp 1f
 1:
-    mov dword ptr [r15 + 448], eax
+    mov byte ptr [r15 + 320], r8b
     test ebx, 1073741824
     jz 1f
 1:
@@ -16542,29 +16517,29 @@ ditto_body_c1:
 1:
     jmp 1f
 1:
-    movzx edx, cl
+    movzx r8d, r8b
+    movzx r8d, byte ptr [r15 + 192]
+    mov dword ptr [r15 + 512], ecx
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
     mov r9, r11
-    mov byte ptr [r15 + 192], r8b
+    mov rbp, r11
+    mov byte ptr [r15 + 256], cl
+    and rbp, 448
+    movsxd rcx, dword ptr [r15 + rbp + 832]
+    movsxd rbp, dword ptr [r15 + 64]
     and r9, 1984
-    movsxd rcx, dword ptr [r15 + r9 + 1344]
+    mov rdx, qword ptr [r15 + r9 + 1344]
     jmp 1f
 1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r8, r11
-    mov rsi, qword ptr [r15 + 384]
-    movsxd rax, dword ptr [r15 + 320]
-    mov rdx, qword ptr [r15 + 128]
-    and r8, 4032
-    mov r9, qword ptr [r15 + r8 + 3392]
-    jmp 1f
-1:
-    mov edi, 105
-    vpmovmskb edi, xmm10
-    vmovdqu ymmword ptr [r15 + 256], ymm14
-    mov dword ptr [r15 + 512], r8d
+    mov esi, 235
+    vpmovmskb esi, xmm0
+    mov dword ptr [r15 + 448], r8d
+    mov qword ptr [r15 + 128], r9
     add r11, 64
     inc rbx
     dec r13
@@ -16576,109 +16551,104 @@ ditto_body_c1:
     xor eax, eax
     test dword ptr [r15 + 67117724], 268435456
     setz al
-    lea rcx, [rip + .Lc1_d13397_s]
+    lea rcx, [rip + .Lc1_d13394_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d13397_s_t
+    jmp .Lc1_d13394_s_t
     .p2align 3
-.Lc1_d13397_s:
+.Lc1_d13394_s:
     .p2align 3
-    jmp .Lc1_d13397_j
+    jmp .Lc1_d13394_j
     .p2align 3
-    jmp .Lc1_d13397_j
-.Lc1_d13397_j:
+    jmp .Lc1_d13394_j
+.Lc1_d13394_j:
     jmp 1f
 1:
-    mov rdi, rax
-    movsxd rdi, dword ptr [r15 + 256]
-    mov dword ptr [r15 + 192], eax
-    mov rax, qword ptr [r15 + 320]
-    movsxd r9, dword ptr [r15 + 448]
-    mov dword ptr [r15 + 64], 66
+    mov rsi, rax
+    movsxd rsi, dword ptr [r15 + 128]
+    mov dword ptr [r15 + 512], eax
+    mov rax, qword ptr [r15 + 256]
+    movsxd rcx, dword ptr [r15 + 768]
+    mov dword ptr [r15 + 128], 66
     jmp 1f
-1:
-    test ebx, 1801216
-    jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 128], dil
-    mov rdi, qword ptr [r15 + 640]
-    jmp 1f
-1:
-    mov r9d, 193
-    mov r9, r11
-    mov rax, qword ptr [r15 + 512]
-    and r9, 448
-    movsxd rcx, dword ptr [r15 + r9 + 832]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 64], sil
     test ebx, 1073741824
     jnz 1f
 1:
-    vpmovmskb edi, xmm3
-    mov r9, r11
-    vmovdqu ymmword ptr [r15 + 384], ymm3
-    mov byte ptr [r15 + 64], cl
-    movzx ecx, al
-    and r9, 4032
-    add qword ptr [r15 + r9 + 3392], rdi
-    mov r9d, 57
+    jmp 1f
+1:
+    mov esi, 63
+    mov rbp, r11
+    mov rsi, qword ptr [r15 + 384]
+    mov r8, r11
+    and rbp, 1984
+    movsxd rdi, dword ptr [r15 + rbp + 1344]
+    vpmovmskb ebp, xmm13
+    and r8, 4032
+    vmovdqu ymmword ptr [r15 + r8 + 3392], ymm6
+    mov byte ptr [r15 + 448], sil
+    movzx esi, sil
+    vpaddd xmm6, xmm6, xmm6
+    mov esi, 57
     nop
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c184:
-    movzx edi, byte ptr [r15 + 704]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], dil
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], r9d
-    jmp 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, 238
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, dil
-    mov qword ptr [r15 + 0], rdi
+    movzx edi, r8b
+    mov edi, 37
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov byte ptr [r15 + 128], al
-    mov byte ptr [r15 + 320], al
-    vmovdqu ymmword ptr [r15 + 64], ymm3
-    mov rbp, r11
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu ymmword ptr [r15 + 0], ymm1
+    mov qword ptr [r15 + 512], rdi
+    movzx edi, byte ptr [r15 + 192]
     test ebx, 1073741824
     jnz 1f
 1:
-    movsxd rax, dword ptr [r15 + 384]
-    and rbp, 448
-    movzx edi, byte ptr [r15 + rbp + 832]
-    mov byte ptr [r15 + 192], al
+    mov dword ptr [r15 + 576], edi
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + 128], ymm11
+    mov edx, dword ptr [r15 + 320]
+    mov r9, r11
+    mov edi, 82
+    and r9, 1984
+    movzx edi, byte ptr [r15 + r9 + 1344]
     jmp 1f
 1:
     jmp 1f
 1:
-    mov r9d, 34
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
+    movsxd r9, dword ptr [r15 + 256]
     mov rbp, r11
-    movsxd rax, dword ptr [r15 + 768]
-    mov r8d, edi
-    movsxd rdi, dword ptr [r15 + 512]
+    mov eax, edi
+    jmp 1f
+1:
+    mov byte ptr [r15 + 640], dl
+    mov r8, r11
     and rbp, 8128
-    mov r9, qword ptr [r15 + rbp + 7488]
-    mov dword ptr [r15 + 384], 152
-    add r9, qword ptr [r15 + 128]
-    mov rbp, r11
-    movsxd rdx, dword ptr [r15 + 448]
-    and rbp, 1984
-    vmovdqu ymmword ptr [r15 + rbp + 1344], ymm3
+    mov byte ptr [r15 + rbp + 7488], dil
+    mov dword ptr [r15 + 448], 152
+    and r8, 448
+    vmovdqu ymmword ptr [r15 + r8 + 832], ymm11
+    movsxd r8, dword ptr [r15 + 64]
     add r11, 64
     inc rbx
     dec r13
@@ -16687,85 +16657,86 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d13490_j]
+    lea rcx, [rip + .Lc1_d13484_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d13490_j_t
-.Lc1_d13490_j:
-    movzx ecx, al
-    mov qword ptr [r15 + 448], rbp
-    mov ebp, 25
-    mov ebp, dword ptr [r15 + 320]
-    vmovdqu ymmword ptr [r15 + 64], ymm3
+    jmp .Lc1_d13484_j_t
+.Lc1_d13484_j:
+    jmp 1f
+1:
+    mov qword ptr [r15 + 64], r8
+    movzx r8d, cl
+    vpxor xmm14, xmm14, xmm1
+    movsxd r8, dword ptr [r15 + 448]
+    jmp 1f
+1:
+    mov ecx, 205
+    movzx ecx, byte ptr [r15 + 384]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], cl
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov rcx, rax
-    vpxor xmm3, xmm3, xmm5
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rbp
-    movzx ebp, cl
-    mov rbp, rcx
+    mov rax, rax
+    mov qword ptr [r15 + 0], r8
     test dword ptr [r15 + 67117724], 129
     jnz 1f
 1:
-    mov r9, r11
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rsi, dword ptr [r15 + 512]
-    and r9, 8128
-    movsxd rcx, dword ptr [r15 + r9 + 7488]
+    mov r8d, r8d
+    movzx r8d, cl
+    mov r8d, 56
+    mov byte ptr [r15 + 128], cl
     jmp 1f
 1:
-    mov qword ptr [r15 + 384], rbp
+    movzx ecx, al
+    jmp 1f
+1:
+    mov r8, r11
+    mov rax, rax
+    vmovdqu ymmword ptr [r15 + 512], ymm6
+    test ebx, 1073741824
+    jz 1f
+1:
+    and r8, 4032
+    mov dword ptr [r15 + r8 + 3392], ecx
+    movsxd r8, dword ptr [r15 + 256]
+    jmp 1f
+1:
+    mov ecx, dword ptr [r15 + 64]
+    movzx eax, al
+    mov qword ptr [r15 + 320], rcx
     mov rbp, r11
-    mov dword ptr [r15 + 128], esi
-    and rbp, 4032
-    mov dword ptr [r15 + rbp + 3392], ecx
+    mov edx, 191
+    and rbp, 8128
+    mov dword ptr [r15 + rbp + 7488], eax
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov ecx, dword ptr [r15 + 256]
-    mov esi, 235
-    movzx esi, r9b
-    mov r9d, r9d
-    mov qword ptr [r15 + 576], rbp
-    jmp 1f
-1:
-    movzx ebp, bpl
-    mov ebp, 97
+    mov eax, dword ptr [r15 + 192]
+    mov qword ptr [r15 + 704], rdx
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c186:
-    mov rcx, r9
+    mov rdx, rax
     mov dword ptr [r15 + 0], 141
     jmp 1f
 1:
-    mov r9, rsi
+    mov rax, rax
     jmp 1f
 1:
     jmp 1f
 1:
+    mov qword ptr [r15 + 0], rbp
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], cl
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, r9d
+    mov ebp, edx
     jmp 1f
 1:
-    mov qword ptr [r15 + 384], r9
-    mov qword ptr [r15 + 64], r9
+    mov dword ptr [r15 + 0], edx
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     jmp 1f
@@ -16773,30 +16744,30 @@ ditto_body_c1:
     test ebx, 1073741824
     jz 1f
 1:
-    mov r9, r11
-    movsxd rcx, dword ptr [r15 + 128]
-    and r9, 1984
-    mov dword ptr [r15 + r9 + 1344], 5
-    movzx r9d, cl
-    mov r9, qword ptr [r15 + 640]
-    movzx ebp, cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edx, dword ptr [r15 + 64]
+    movzx ebp, bpl
+    mov qword ptr [r15 + 512], rdx
+    movzx edx, bpl
     mov rbp, r11
-    movzx eax, byte ptr [r15 + 256]
-    mov byte ptr [r15 + 320], cl
+    movsxd rdx, dword ptr [r15 + 128]
+    movsxd rsi, dword ptr [r15 + 192]
     and rbp, 448
-    movzx ecx, byte ptr [r15 + rbp + 832]
-    mov dword ptr [r15 + 192], r9d
+    mov dword ptr [r15 + rbp + 832], 234
+    mov byte ptr [r15 + 128], bpl
+    mov rbp, r11
     jmp 1f
 1:
-    mov dword ptr [r15 + 448], 73
-    mov byte ptr [r15 + 64], r9b
-    movzx r9d, byte ptr [r15 + 192]
-    mov rbp, r11
-    mov rdi, rcx
-    and rbp, 4032
-    movsxd rdi, dword ptr [r15 + rbp + 3392]
-    movzx ebp, byte ptr [r15 + 512]
-    mov r8, qword ptr [r15 + 320]
+    and rbp, 1984
+    mov r9, r11
+    mov byte ptr [r15 + rbp + 1344], sil
+    and r9, 4032
+    mov dword ptr [r15 + r9 + 3392], 68
+    mov byte ptr [r15 + 768], bpl
+    mov rbp, rbp
+    movsxd rbp, dword ptr [r15 + 384]
+    movzx esi, byte ptr [r15 + 576]
+    mov r9, qword ptr [r15 + 448]
     add r11, 64
     inc rbx
     dec r13
@@ -16807,57 +16778,60 @@ ditto_body_c1:
     mov qword ptr [r15 + 67117720], rax
     mov eax, dword ptr [r15 + 67117724]
     and eax, 15
-    lea rcx, [rip + .Lc1_d13588_s]
+    lea rcx, [rip + .Lc1_d13583_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d13588_s_t
+    jmp .Lc1_d13583_s_t
     .p2align 3
-.Lc1_d13588_s:
+.Lc1_d13583_s:
     .p2align 3
-    jmp .Lc1_d13588_j
+    jmp .Lc1_d13583_j
     .p2align 3
-    jmp .Lc1_d13588_j
+    jmp .Lc1_d13583_j
     .p2align 3
-    jmp .Lc1_d13588_j
+    jmp .Lc1_d13583_j
     .p2align 3
-    jmp .Lc1_d13588_j
+    jmp .Lc1_d13583_j
     .p2align 3
-    jmp .Lc1_d13588_j
+    jmp .Lc1_d13583_j
     .p2align 3
-    jmp .Lc1_d13588_j
+    jmp .Lc1_d13583_j
     .p2align 3
-    jmp .Lc1_d13588_j
+    jmp .Lc1_d13583_j
     .p2align 3
-    jmp .Lc1_d13588_j
+    jmp .Lc1_d13583_j
     .p2align 3
-    jmp .Lc1_d13588_j
+    jmp .Lc1_d13583_j
     .p2align 3
-    jmp .Lc1_d13588_j
+    jmp .Lc1_d13583_j
     .p2align 3
-    jmp .Lc1_d13588_j
+    jmp .Lc1_d13583_j
     .p2align 3
-    jmp .Lc1_d13588_j
+    jmp .Lc1_d13583_j
     .p2align 3
-    jmp .Lc1_d13588_j
+    jmp .Lc1_d13583_j
     .p2align 3
-    jmp .Lc1_d13588_j
+    jmp .Lc1_d13583_j
     .p2align 3
-    jmp .Lc1_d13588_j
+    jmp .Lc1_d13583_j
     .p2align 3
-    jmp .Lc1_d13588_j
-.Lc1_d13588_j:
+    jmp .Lc1_d13583_j
+.Lc1_d13583_j:
     mov r8, r11
+    jmp 1f
+1:
+    and r8, 8128
     mov rbp, r11
+    mov rax, qword ptr [r15 + r8 + 7488]
+    movzx r8d, cl
+    movsxd r8, dword ptr [r15 + 256]
+    and rbp, 1984
+    mov r9, r11
+    mov rcx, qword ptr [r15 + rbp + 1344]
     jmp 1f
 1:
-    and r8, 1984
-    mov rax, qword ptr [r15 + r8 + 1344]
-    and rbp, 8128
-    movsxd rcx, dword ptr [r15 + rbp + 7488]
-    movsxd rbp, dword ptr [r15 + 704]
-    jmp 1f
-1:
-    movzx edi, al
-    mov rdi, qword ptr [r15 + 384]
+    and r9, 448
+    movsxd rdi, dword ptr [r15 + r9 + 832]
+    movsxd r9, dword ptr [r15 + 64]
     add r11, 64
     inc rbx
     dec r13
@@ -16869,263 +16843,263 @@ ditto_body_c1:
     xor eax, eax
     test dword ptr [r15 + 67117723], 32
     setz al
-    lea rcx, [rip + .Lc1_d13628_s]
+    lea rcx, [rip + .Lc1_d13626_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d13628_s_t
+    jmp .Lc1_d13626_s_t
     .p2align 3
-.Lc1_d13628_s:
+.Lc1_d13626_s:
     .p2align 3
-    jmp .Lc1_d13628_j
+    jmp .Lc1_d13626_j
     .p2align 3
-    jmp .Lc1_d13628_j
-.Lc1_d13628_j:
-    mov rbp, r11
-    mov r8, r11
-    mov edx, ecx
+    jmp .Lc1_d13626_j
+.Lc1_d13626_j:
+    mov dword ptr [r15 + 256], 128
+    vmovdqu ymmword ptr [r15 + 448], ymm14
     jmp 1f
 1:
-    and rbp, 4032
-    vmovdqu ymmword ptr [r15 + rbp + 3392], ymm3
-    and r8, 16320
-    mov rbp, r11
-    movsxd rcx, dword ptr [r15 + r8 + 15680]
-    and rbp, 448
-    lock or dword ptr [r15 + rbp + 832], 38
-    jmp 1f
-1:
-    mov rax, qword ptr [r15 + 512]
-    movsxd rdi, dword ptr [r15 + 192]
-    movsxd rdx, dword ptr [r15 + 768]
-    test dword ptr [r15 + 67117724], 603979776
-    jnz 1f
-1:
-    mov r8, qword ptr [r15 + 64]
-    jmp 1f
-1:
+    movzx eax, byte ptr [r15 + 640]
+    mov rdi, qword ptr [r15 + 128]
+    movsxd rcx, dword ptr [r15 + 320]
+    lock or dword ptr [r15 + 512], 40
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, byte ptr [r15 + 128]
-    mov ecx, dword ptr [r15 + 448]
-    mov rdi, qword ptr [r15 + 256]
-    movzx edx, byte ptr [r15 + 320]
-    mov dword ptr [r15 + 128], 13
+    mov qword ptr [r15 + 0], rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test dword ptr [r15 + 67117724], 603979776
+    jz 1f
+1:
+    movzx eax, byte ptr [r15 + 384]
+    mov rcx, qword ptr [r15 + 128]
+    mov rdi, qword ptr [r15 + 320]
+    vmovdqu ymmword ptr [r15 + 192], ymm14
     jmp 1f
 1:
+    mov edx, eax
+    mov rbp, r11
+    mov dword ptr [r15 + 704], eax
+    and rbp, 4032
+    mov rax, qword ptr [r15 + rbp + 3392]
+    jmp 1f
+1:
+    movsxd rsi, dword ptr [r15 + 64]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c189:
-    mov eax, 3
-    movzx eax, byte ptr [r15 + 384]
-    mov rdi, qword ptr [r15 + 192]
+    mov edi, 3
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], edx
     jmp 1f
 1:
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], 32
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     .byte 0x0f, 0x1f, 0x00
-    mov dword ptr [r15 + 0], edx
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 253
+    vmovq xmm4, rdi
+    mov qword ptr [r15 + 0], rdi
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], al
-    mov eax, 208
-    test ebx, 1024
+    mov edi, 208
+    test ebx, 2048
     jz 1f
 1:
-    mov dword ptr [r15 + 576], edi
-    mov dword ptr [r15 + 128], 13
-    mov rbp, r11
-    or qword ptr [r15 + 512], 108
-    mov edi, dword ptr [r15 + 448]
-    movsxd rsi, dword ptr [r15 + 64]
-    and rbp, 1984
-    mov dword ptr [r15 + rbp + 1344], 132
-    mov rbp, qword ptr [r15 + 384]
-    mov dword ptr [r15 + 320], 78
-    mov qword ptr [r15 + 256], rsi
-    mov r9, r11
-    mov rax, rdi
-    mov qword ptr [r15 + 320], rdi
+    mov rdx, qword ptr [r15 + 320]
+    mov dword ptr [r15 + 512], 13
+    mov dword ptr [r15 + 128], 215
     mov r8, r11
-    and r9, 8128
-    mov qword ptr [r15 + r9 + 7488], rbp
-    and r8, 448
-    mov byte ptr [r15 + r8 + 832], dil
-    mov byte ptr [r15 + 64], al
+    movzx esi, byte ptr [r15 + 768]
+    mov dword ptr [r15 + 256], edi
+    mov r9, r11
+    and r8, 1984
+    mov edi, dword ptr [r15 + r8 + 1344]
+    and r9, 448
+    mov dword ptr [r15 + r9 + 832], 41
+    mov qword ptr [r15 + 192], rdx
+    mov qword ptr [r15 + 64], rdx
+    mov r8, r11
+    mov rdx, r9
+    mov edx, dword ptr [r15 + 512]
+    mov byte ptr [r15 + 384], sil
+    and r8, 8128
+    mov byte ptr [r15 + r8 + 7488], r9b
+    mov byte ptr [r15 + 448], dil
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c190:
-    lea rcx, [rip + .Lc1_d13708_j]
+    lea rcx, [rip + .Lc1_d13705_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d13708_j_t
-.Lc1_d13708_j:
+    jmp .Lc1_d13705_j_t
+.Lc1_d13705_j:
+    vmovdqu ymmword ptr [r15 + 64], ymm14
+    jmp 1f
+1:
+    vpor xmm14, xmm14, xmm14
+    mov r9, qword ptr [r15 + 576]
+    mov esi, 177
+    mov esi, 254
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov eax, 193
+    mov dword ptr [r15 + 0], 100
     mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 224
-    vpor xmm3, xmm3, xmm3
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, dword ptr [r15 + 512]
     jmp 1f
 1:
-    mov byte ptr [r15 + 64], al
-    movzx eax, al
-    mov eax, ecx
-    mov rax, qword ptr [r15 + 128]
+    mov dword ptr [r15 + 384], r9d
+    mov r9, r11
     test ebx, 1073741824
     jz 1f
 1:
+    mov rbp, qword ptr [r15 + 128]
+    and r9, 8128
+    mov esi, dword ptr [r15 + r9 + 7488]
+    movzx r9d, r9b
     jmp 1f
 1:
     jmp 1f
 1:
-    mov ecx, ecx
+    mov byte ptr [r15 + 448], bpl
+    mov ebp, dword ptr [r15 + 256]
+    mov r9d, esi
+    movzx r9d, byte ptr [r15 + 192]
     mov r8, r11
     jmp 1f
 1:
-    mov edx, dword ptr [r15 + 128]
-    mov dword ptr [r15 + 448], 65
-    and r8, 8128
-    mov dword ptr [r15 + r8 + 7488], eax
-    mov r8, qword ptr [r15 + 384]
-    mov dword ptr [r15 + 640], eax
+    mov dword ptr [r15 + 64], ebp
+    mov ebp, esi
+    and r8, 1984
+    mov ebp, dword ptr [r15 + r8 + 1344]
     jmp 1f
 1:
-    mov rbp, r11
-    mov r9, r11
-    mov eax, dword ptr [r15 + 256]
-    and r9, 1984
-    mov rcx, qword ptr [r15 + r9 + 1344]
-    and rbp, 4032
-    mov r9, qword ptr [r15 + rbp + 3392]
-    jmp 1f
-1:
-    movzx ebp, byte ptr [r15 + 704]
-    vpaddq xmm6, xmm6, xmmword ptr [r15 + 320]
+    mov r8, r11
+    mov eax, esi
+    and r8, 4032
+    mov rax, qword ptr [r15 + r8 + 3392]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c191:
+    mov rbp, r11
+    and rbp, 1984
+    vmovdqu ymmword ptr [r15 + rbp + 1344], ymm4
     jmp 1f
 1:
-    vmovdqu ymmword ptr [r15 + 64], ymm6
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], r9
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, r9
+    mov dword ptr [r15 + 0], r8d
     jmp 1f
 1:
     jmp 1f
 1:
-    movzx ecx, bpl
+    mov byte ptr [r15 + 0], bpl
+    mov ebp, 36
+    movzx ebp, al
+    mov dword ptr [r15 + 0], r8d
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], rbp
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 255
+    mov rax, rbp
     test ebx, 1073741824
     jnz 1f
 1:
-    jmp 1f
-1:
-    mov rbp, r9
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    jmp 1f
+1:
+    add rbp, qword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, r11
-    add rcx, qword ptr [r15 + 128]
-    and r9, 4032
+    jmp 1f
+1:
+    mov r8, rax
+    mov rax, qword ptr [r15 + 64]
+    jmp 1f
+1:
+    movzx edi, bpl
     mov rbp, r11
-    mov rsi, qword ptr [r15 + r9 + 3392]
-    and rbp, 1984
-    mov rdi, qword ptr [r15 + rbp + 1344]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 448], ecx
+    mov dword ptr [r15 + 192], r8d
+    and rbp, 4032
+    movsxd r8, dword ptr [r15 + rbp + 3392]
     jmp 1f
 1:
     test ebx, 6656
     jz 1f
 1:
-    mov dword ptr [r15 + 256], edi
+    mov rax, qword ptr [r15 + 704]
+    mov edi, dword ptr [r15 + 320]
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov rdi, qword ptr [r15 + 512]
-    jmp 1f
-1:
-    mov qword ptr [r15 + 192], r9
+    movzx ebp, byte ptr [r15 + 640]
+    mov edx, dword ptr [r15 + 512]
+    mov r8, qword ptr [r15 + 384]
     mov r9, r11
-    movzx ecx, bpl
-    movzx ebp, byte ptr [r15 + 384]
-    vmovdqu ymmword ptr [r15 + 320], ymm3
-    and r9, 448
-    mov esi, dword ptr [r15 + r9 + 832]
-    mov byte ptr [r15 + 768], cl
     movzx ecx, dil
+    and r9, 448
+    mov qword ptr [r15 + r9 + 832], rbp
+    vmovdqu ymmword ptr [r15 + 128], ymm14
+    vmovdqu ymmword ptr [r15 + 448], ymm4
+    jmp 1f
+1:
+    mov rdi, qword ptr [r15 + 128]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c192:
-    lea rcx, [rip + .Lc1_d13807_j]
+    lea rcx, [rip + .Lc1_d13806_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d13807_j_t
-.Lc1_d13807_j:
-    mov rbp, r11
-    mov r9, r11
-    and rbp, 8128
-    movsxd rdi, dword ptr [r15 + rbp + 7488]
-    and r9, 4032
-    mov rsi, qword ptr [r15 + r9 + 3392]
-    mov qword ptr [r15 + 64], rcx
-    mov rcx, rbp
-    movzx ecx, byte ptr [r15 + 320]
+    jmp .Lc1_d13806_j_t
+.Lc1_d13806_j:
+    and edi, dword ptr [r15 + 192]
+    mov rbp, r9
+    mov qword ptr [r15 + 512], rcx
+    or qword ptr [r15 + 384], 125
+    mov byte ptr [r15 + 0], cl
     mov r12, qword ptr [r15 + r12 + 56]
-    and ecx, dword ptr [r15 + 0]
-    movzx ebp, r9b
+    mov byte ptr [r15 + 0], cl
+    movzx ecx, cl
+    mov byte ptr [r15 + 0], dil
+    mov edi, edi
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], r9b
+    mov qword ptr [r15 + 0], rbp
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, ecx
-    add r9, qword ptr [r15 + 576]
     test ebx, 1073741824
     jz 1f
 1:
-    mov rcx, rsi
-    and ecx, dword ptr [r15 + 512]
-    add rcx, qword ptr [r15 + 640]
-    and ecx, dword ptr [r15 + 448]
-    mov qword ptr [r15 + 384], r9
-    mov r9d, 56
-    mov byte ptr [r15 + 128], bpl
-    mov ebp, 98
-    movsxd rbp, dword ptr [r15 + 256]
+    movzx ebp, byte ptr [r15 + 128]
+    mov r9, r11
+    mov edi, 219
+    add rdi, qword ptr [r15 + 512]
+    and r9, 16320
+    and edi, dword ptr [r15 + r9 + 15680]
+    movsxd r9, dword ptr [r15 + 448]
+    mov esi, 56
+    mov rsi, rbp
+    mov rbp, qword ptr [r15 + 64]
     mov r8, r11
-    jmp 1f
-1:
+    add rbp, qword ptr [r15 + 768]
+    movsxd rcx, dword ptr [r15 + 320]
     and r8, 448
     and ecx, dword ptr [r15 + r8 + 832]
-    movzx r8d, byte ptr [r15 + 64]
-    mov dword ptr [r15 + 192], ebp
-    mov qword ptr [r15 + 384], r9
+    mov r8, r11
+    mov dword ptr [r15 + 64], edi
+    and r8, 8128
+    mov rdi, qword ptr [r15 + r8 + 7488]
+    mov qword ptr [r15 + 256], rcx
     add r11, 64
     inc rbx
     dec r13
@@ -17138,57 +17112,58 @@ ditto_body_c1:
     add rcx, qword ptr [r15 + 67117728]
     jmp .Lc1_d13854_j_t
 .Lc1_d13854_j:
+    movsxd rcx, dword ptr [r15 + 128]
+    mov qword ptr [r15 + 640], r8
+    mov r8d, 165
+    lea r8, [r11 + r11*1]
+    mov rax, rax
+    and r8, 4032
+    mov dword ptr [r15 + r8 + 3392], ecx
+    mov rcx, rcx
+    mov dword ptr [r15 + 64], eax
+    jmp 1f
+1:
+    mov rbp, r11
+    vpxor xmm4, xmm4, xmm14
+    jmp 1f
+1:
+    movzx eax, byte ptr [r15 + 448]
+    and rbp, 8128
+    mov edx, dword ptr [r15 + rbp + 7488]
+    jmp 1f
+1:
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, 155
-    mov rbp, rcx
-    mov byte ptr [r15 + 0], al
-    mov rax, rcx
-    mov qword ptr [r15 + 704], rcx
-    jmp 1f
-1:
-    vpxor xmm3, xmm3, xmm6
-    jmp 1f
-1:
-    mov dword ptr [r15 + 320], eax
-    mov dword ptr [r15 + 64], ecx
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx ecx, byte ptr [r15 + 512]
-    jmp 1f
-1:
-    mov edx, dword ptr [r15 + 128]
-    mov r8, r11
     test dword ptr [r15 + 67117723], 268697600
-    jz 1f
+    jnz 1f
 1:
-    movzx ebp, cl
+    movzx ebp, bpl
     jmp 1f
 1:
-    and r8, 1984
-    mov rcx, qword ptr [r15 + r8 + 1344]
+    mov rbp, qword ptr [r15 + 576]
     jmp 1f
 1:
-    mov rax, qword ptr [r15 + 256]
+    mov qword ptr [r15 + r8 + 3456], rax
     jmp 1f
 1:
     jmp 1f
 1:
-    mov r8, r11
     jmp 1f
 1:
     nop
-    mov ebp, dword ptr [r15 + 384]
-    and r8, 8128
-    mov r9, r11
-    movsxd rdx, dword ptr [r15 + r8 + 7488]
-    and r9, 448
-    xchg qword ptr [r15 + r9 + 832], r9
-    movzx esi, byte ptr [r15 + 448]
-    mov qword ptr [r15 + 192], rax
-    vpxor xmm6, xmm6, xmm15
+    mov r8, r11
+    mov eax, dword ptr [r15 + 320]
+    jmp 1f
+1:
+    movsxd rdx, dword ptr [r15 + 192]
+    and r8, 1984
+    mov byte ptr [r15 + r8 + 1344], bpl
+    mov qword ptr [r15 + 256], rax
+    vpxor xmm14, xmm14, xmm0
     jmp 1f
 1:
     add r11, 64
@@ -17199,48 +17174,49 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov rbp, r11
     jmp 1f
 1:
-    and rbp, 1984
-    mov r9, qword ptr [r15 + rbp + 1344]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, al
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, rax
+    lea rbp, [r11 + r11*1]
+    mov r8, qword ptr [r15 + 128]
+    movzx edx, byte ptr [r15 + 512]
+    and rbp, 448
+    mov qword ptr [r15 + rbp + 896], rax
+    mov eax, dword ptr [r15 + 448]
+    mov rsi, r8
+    mov rsi, rdx
     jmp 1f
 1:
-    mov rax, r9
-    movsxd rax, dword ptr [r15 + 512]
-    mov esi, dword ptr [r15 + 448]
-    mov byte ptr [r15 + 128], cl
-    mov byte ptr [r15 + 128], bpl
+    movzx esi, dl
+    mov byte ptr [r15 + 0], r8b
+    jmp 1f
+1:
+    jmp 1f
+1:
+    add rdx, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r8d, al
     test dword ptr [r15 + 67117724], 268505088
     jz 1f
 1:
-    jmp 1f
-1:
-    mov byte ptr [r15 + 192], al
-    jmp 1f
-1:
-    mov rbp, r11
-    movsxd rcx, dword ptr [r15 + 320]
-    add rcx, qword ptr [r15 + 768]
-    mov eax, dword ptr [r15 + 384]
-    and rbp, 4032
-    and eax, dword ptr [r15 + rbp + 3392]
-    mov ebp, esi
-    mov ebp, 62
-    mov rbp, r11
-    mov dword ptr [r15 + 64], ecx
-    movzx ecx, byte ptr [r15 + 320]
-    movzx esi, al
-    and rbp, 8128
-    mov qword ptr [r15 + rbp + 7488], rax
-    mov rbp, rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, r11
+    vmovdqu ymmword ptr [r15 + 192], ymm12
+    mov byte ptr [r15 + 64], dl
+    movsxd rdx, dword ptr [r15 + 384]
+    and r9, 1984
+    mov esi, dword ptr [r15 + r9 + 1344]
+    mov r9, r11
+    and esi, dword ptr [r15 + 256]
+    mov eax, 215
+    mov dword ptr [r15 + rbp + 832], edx
+    and r9, 8128
+    mov byte ptr [r15 + r9 + 7488], dl
+    mov r9, qword ptr [r15 + 704]
+    movsxd rdx, dword ptr [r15 + 128]
+    mov rcx, rax
     add r11, 64
     inc rbx
     dec r13
@@ -17252,24 +17228,24 @@ ditto_body_c1:
     xor eax, eax
     test dword ptr [r15 + 67117724], 128
     setz al
-    lea rcx, [rip + .Lc1_d13950_s]
+    lea rcx, [rip + .Lc1_d13951_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d13950_s_t
+    jmp .Lc1_d13951_s_t
     .p2align 3
-.Lc1_d13950_s:
+.Lc1_d13951_s:
     .p2align 3
-    jmp .Lc1_d13950_j
+    jmp .Lc1_d13951_j
     .p2align 3
-    jmp .Lc1_d13950_j
-.Lc1_d13950_j:
+    jmp .Lc1_d13951_j
+.Lc1_d13951_j:
     jmp 1f
 1:
-    movzx edi, cl
-    vmovdqu ymmword ptr [r15 + 256], ymm3
+    movzx eax, cl
+    vmovdqu ymmword ptr [r15 + 320], ymm4
+    mov eax, dword ptr [r15 + 64]
+    and eax, dword ptr [r15 + 384]
+    mov rcx, qword ptr [r15 + 768]
     mov edi, dword ptr [r15 + 64]
-    and edi, dword ptr [r15 + 512]
-    mov rcx, qword ptr [r15 + 128]
-    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     jmp 1f
@@ -17277,33 +17253,33 @@ ditto_body_c1:
     test ebx, 1073741824
     jz 1f
 1:
-    mov byte ptr [r15 + 0], dil
+    mov qword ptr [r15 + 0], rdi
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], cl
+    jmp 1f
+1:
     mov rbp, r11
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], edi
-    and rbp, 4032
-    mov qword ptr [r15 + rbp + 3392], rdi
-    jmp 1f
-1:
-    vmovdqu ymmword ptr [r15 + 576], ymm3
-    movsxd rdi, dword ptr [r15 + 320]
-    mov byte ptr [r15 + 192], cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu ymmword ptr [r15 + 512], ymm4
+    and rbp, 1984
+    mov byte ptr [r15 + rbp + 1344], cl
     test ebx, 1073741824
     jnz 1f
 1:
     jmp 1f
 1:
-    mov byte ptr [r15 + 64], bpl
+    mov byte ptr [r15 + 448], bpl
     jmp 1f
 1:
-    mov ecx, 154
+    mov ecx, 179
+    mov ecx, ebp
     mov rbp, r11
-    mov ecx, edi
-    and rbp, 448
-    movzx ecx, byte ptr [r15 + rbp + 832]
-    mov rbp, qword ptr [r15 + 384]
-    mov dword ptr [r15 + 448], edi
+    mov dword ptr [r15 + 128], ecx
+    and rbp, 4032
+    mov r8, qword ptr [r15 + rbp + 3392]
+    mov dword ptr [r15 + 256], ecx
     add r11, 64
     inc rbx
     dec r13
@@ -17312,106 +17288,107 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov dword ptr [r15 + 0], ecx
-    movzx ecx, cl
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov rcx, qword ptr [r15 + 512]
+    vpor xmm14, xmm14, xmm14
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, 133
+    movzx ebp, al
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, eax
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 0], ymm6
-    mov rax, qword ptr [r15 + 256]
-    mov rdi, qword ptr [r15 + 64]
-    mov ebp, dword ptr [r15 + 192]
+    jmp 1f
+1:
+    test dword ptr [r15 + 67117724], 36
+    jnz 1f
+1:
+    nop
+    mov byte ptr [r15 + 128], bpl
+    mov rbp, qword ptr [r15 + 64]
     mov r8, r11
-    jmp 1f
-1:
+    add rbp, qword ptr [r15 + 192]
     and r8, 8128
-    mov rcx, qword ptr [r15 + r8 + 7488]
-    jmp 1f
-1:
+    movzx eax, byte ptr [r15 + r8 + 7488]
+    add rax, qword ptr [r15 + 256]
+    and eax, dword ptr [r15 + 640]
+    mov r9, r11
+    mov ecx, 163
+    mov ecx, dword ptr [r15 + 320]
+    mov dword ptr [r15 + 576], r8d
+    and r9, 4032
+    mov dword ptr [r15 + r9 + 3392], ebp
     mov r9, r11
     jmp 1f
 1:
     and r9, 448
-    add rax, qword ptr [r15 + r9 + 832]
-    test dword ptr [r15 + 67117724], 36
-    jnz 1f
-1:
-    and edi, dword ptr [r15 + 384]
-    add rdi, qword ptr [r15 + 384]
-    movzx edx, byte ptr [r15 + 704]
-    mov rbp, r11
-    vpor xmm3, xmm3, xmm6
-    mov r9d, eax
-    movsxd rax, dword ptr [r15 + 320]
-    and rbp, 1984
-    mov qword ptr [r15 + rbp + 1344], rdi
-    mov ebp, 249
+    vmovdqu ymmword ptr [r15 + r9 + 832], ymm4
     jmp 1f
 1:
-    mov byte ptr [r15 + 448], al
-    mov dword ptr [r15 + 128], r9d
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r9d, 41
-    mov r9, qword ptr [r15 + 640]
+    mov r8d, dword ptr [r15 + 448]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c197:
-    lea rcx, [rip + .Lc1_d14041_j]
+    lea rcx, [rip + .Lc1_d14043_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d14041_j_t
-.Lc1_d14041_j:
-    mov r9, r11
+    jmp .Lc1_d14043_j_t
+.Lc1_d14043_j:
     mov rbp, r11
-    and r9, 1984
-    mov qword ptr [r15 + r9 + 1344], rcx
-    and rbp, 4032
-    mov rdx, qword ptr [r15 + rbp + 3392]
+    and rbp, 8128
+    mov qword ptr [r15 + rbp + 7488], r8
+    mov rbp, qword ptr [r15 + 192]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, ecx
+    mov r8d, r8d
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     jmp 1f
 1:
-    mov r9d, 91
-    mov r9d, ecx
+    mov ecx, 91
+    mov ecx, ebp
+    mov byte ptr [r15 + 0], bpl
     mov r12, qword ptr [r15 + r12 + 56]
-    xor dword ptr [r15 + 0], edx
-    mov edx, ebp
-    mov dword ptr [r15 + 768], ebp
-    mov dword ptr [r15 + 512], 138
+    mov ebp, ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 384], r8d
     jmp 1f
 1:
-    mov ebp, dword ptr [r15 + 448]
+    mov dword ptr [r15 + 256], 138
     test ebx, 1073741824
     jz 1f
 1:
-    mov r9, r11
     jmp 1f
 1:
-    mov qword ptr [r15 + 128], rbp
-    and r9, 8128
-    mov rsi, qword ptr [r15 + r9 + 7488]
-    mov r9d, 166
-    vmovdqu ymmword ptr [r15 + 384], ymm6
+    mov qword ptr [r15 + 128], r8
+    mov r8, qword ptr [r15 + 128]
+    mov ebp, 103
+    vmovdqu ymmword ptr [r15 + 448], ymm14
+    mov rbp, r11
     jmp 1f
 1:
-    mov rbp, qword ptr [r15 + 512]
-    mov byte ptr [r15 + 320], dl
-    add rbp, qword ptr [r15 + 64]
-    mov rdx, qword ptr [r15 + 64]
-    movsxd rcx, dword ptr [r15 + 192]
+    mov rsi, qword ptr [r15 + 512]
+    and rbp, 1984
+    add rsi, qword ptr [r15 + rbp + 1344]
+    mov rbp, r11
+    mov rdx, qword ptr [r15 + 320]
+    and edx, dword ptr [r15 + 704]
+    and rbp, 448
+    mov rcx, qword ptr [r15 + rbp + 832]
     jmp 1f
 1:
-    mov r9d, 148
-    and r9d, dword ptr [r15 + 128]
-    mov r8d, dword ptr [r15 + 256]
+    mov edi, 98
+    mov edi, dword ptr [r15 + 64]
+    vpor xmm14, xmm14, xmm14
     add r11, 64
     inc rbx
     dec r13
@@ -17420,102 +17397,105 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d14091_j]
+    lea rcx, [rip + .Lc1_d14093_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d14091_j_t
-.Lc1_d14091_j:
+    jmp .Lc1_d14093_j_t
+.Lc1_d14093_j:
     jmp 1f
 1:
-    vpaddq xmm6, xmm6, xmmword ptr [r15 + 0]
+    vpaddq xmm14, xmm14, xmmword ptr [r15 + 0]
     jmp 1f
 1:
-    mov byte ptr [r15 + 0], r8b
-    mov r8d, 117
-    mov r8d, 190
     mov r12, qword ptr [r15 + r12 + 56]
-    vpor xmm6, xmm6, xmm6
-    and eax, dword ptr [r15 + 0]
-    mov rbp, r11
+    mov eax, 181
+    mov eax, 95
     mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 1984
-    mov rcx, qword ptr [r15 + rbp + 1344]
-    mov dword ptr [r15 + 576], 195
-    mov edx, dword ptr [r15 + 320]
-    mov r8, r11
+    vpor xmm14, xmm14, xmm14
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rcx
+    mov rcx, qword ptr [r15 + 128]
+    mov dword ptr [r15 + 512], 101
     test dword ptr [r15 + 67117723], 65536
     jnz 1f
 1:
-    and r8, 448
-    movsxd rax, dword ptr [r15 + r8 + 832]
+    mov edi, dword ptr [r15 + 64]
     jmp 1f
 1:
-    mov ebp, dword ptr [r15 + 256]
-    mov ecx, dword ptr [r15 + 448]
-    add rcx, qword ptr [r15 + 384]
-    movzx edx, dl
-    movzx edx, byte ptr [r15 + 64]
-    mov r8, r11
+    mov byte ptr [r15 + 768], al
+    mov r9, r11
+    mov rbp, r11
+    and r9, 1984
+    add rax, qword ptr [r15 + r9 + 1344]
+    and rbp, 4032
+    mov dword ptr [r15 + rbp + 3392], 157
+    movzx ebp, dil
+    movzx ebp, byte ptr [r15 + 384]
     jmp 1f
 1:
-    mov dword ptr [r15 + 128], ecx
-    and r8, 4032
-    mov qword ptr [r15 + r8 + 3392], rbp
-    mov dword ptr [r15 + 640], ecx
-    mov dword ptr [r15 + 320], eax
-    movzx eax, dl
+    mov r9, r11
+    mov dword ptr [r15 + 192], edi
+    mov dword ptr [r15 + 256], edi
+    and r9, 8128
+    mov dword ptr [r15 + r9 + 7488], ebp
+    mov r9, qword ptr [r15 + 448]
+    movzx edi, al
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c199:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov rax, r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 21
+    mov r9d, edi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], al
     mov rbp, r11
-    mov dword ptr [r15 + 128], 146
-    movsxd rdx, dword ptr [r15 + 704]
-    and rbp, 16320
-    mov qword ptr [r15 + rbp + 15680], rax
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], eax
+    and edi, dword ptr [r15 + 0]
+    and rbp, 448
+    mov qword ptr [r15 + rbp + 832], r9
+    mov ebp, eax
+    movzx ebp, al
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, edx
-    mov eax, ebp
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 128], rdx
-    jmp 1f
-1:
-    mov edi, edx
+    movsxd rbp, dword ptr [r15 + 128]
+    mov r9d, edi
+    movsxd r9, dword ptr [r15 + 384]
     jmp 1f
 1:
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
+    mov qword ptr [r15 + 512], rbp
+    mov rbp, r11
+    mov edi, 178
+    and rbp, 4032
+    mov edi, dword ptr [r15 + rbp + 3392]
+    mov rbp, qword ptr [r15 + 192]
+    mov dword ptr [r15 + 640], 106
+    mov eax, r9d
+    mov dword ptr [r15 + 64], r9d
     jmp 1f
 1:
-    mov edx, 21
-    movsxd rdx, dword ptr [r15 + 384]
-    mov rbp, r11
-    mov byte ptr [r15 + 320], dil
-    mov edi, edi
-    and rbp, 448
-    mov dword ptr [r15 + rbp + 832], 99
-    movsxd rbp, dword ptr [r15 + 512]
-    mov rax, rdx
-    mov byte ptr [r15 + 64], dl
-    mov r9, r11
-    mov rdx, qword ptr [r15 + 448]
-    and r9, 8128
-    movsxd rdi, dword ptr [r15 + r9 + 7488]
-    vmovdqu ymmword ptr [r15 + 512], ymm6
-    mov dword ptr [r15 + 384], eax
-    mov eax, ebp
-    mov eax, dword ptr [r15 + 256]
-    movzx r9d, bpl
-    mov rbp, qword ptr [r15 + 192]
+    movsxd r9, dword ptr [r15 + 128]
+    mov dword ptr [r15 + 256], edi
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + 576], ymm14
+    mov r8, r11
+    mov edi, eax
+    mov byte ptr [r15 + 448], al
+    and r8, 1984
+    movsxd rax, dword ptr [r15 + r8 + 1344]
+    jmp 1f
+1:
+    movzx ecx, byte ptr [r15 + 320]
+    mov rdx, qword ptr [r15 + 64]
     add r11, 64
     inc rbx
     dec r13
@@ -17527,71 +17507,74 @@ ditto_body_c1:
     xor eax, eax
     test dword ptr [r15 + 67117723], 2
     setz al
-    lea rcx, [rip + .Lc1_d14182_s]
+    lea rcx, [rip + .Lc1_d14186_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d14182_s_t
+    jmp .Lc1_d14186_s_t
     .p2align 3
-.Lc1_d14182_s:
+.Lc1_d14186_s:
     .p2align 3
-    jmp .Lc1_d14182_j
+    jmp .Lc1_d14186_j
     .p2align 3
-    jmp .Lc1_d14182_j
-.Lc1_d14182_j:
+    jmp .Lc1_d14186_j
+.Lc1_d14186_j:
+    mov dword ptr [r15 + 0], 179
+    mov dword ptr [r15 + 0], ecx
+    movzx ecx, cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rax
+    mov r8, r11
     jmp 1f
 1:
-    add qword ptr [r15 + 256], rcx
-    mov ecx, dword ptr [r15 + 192]
-    mov rbp, r11
-    mov edi, dword ptr [r15 + 768]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 1984
-    mov edx, dword ptr [r15 + rbp + 1344]
-    mov ebp, eax
-    vmovdqu ymmword ptr [r15 + 320], ymm6
+    mov dword ptr [r15 + 512], 117
+    and r8, 8128
+    mov eax, dword ptr [r15 + r8 + 7488]
+    vmovdqu ymmword ptr [r15 + 192], ymm14
+    mov ecx, dword ptr [r15 + 64]
     test ebx, 1073741824
     jz 1f
 1:
-    mov r9, r11
+    movzx esi, byte ptr [r15 + 704]
+    mov edx, dword ptr [r15 + 64]
+    mov r8, r11
+    mov eax, eax
+    and r8, 448
+    mov eax, dword ptr [r15 + r8 + 832]
     jmp 1f
 1:
-    mov dword ptr [r15 + 64], 173
+    mov byte ptr [r15 + 320], cl
+    mov rcx, qword ptr [r15 + 128]
     jmp 1f
 1:
-    and r9, 4032
-    mov rbp, r11
-    mov esi, dword ptr [r15 + r9 + 3392]
-    and rbp, 8128
-    mov dword ptr [r15 + rbp + 7488], 79
-    mov byte ptr [r15 + 128], dl
-    movzx edx, byte ptr [r15 + 448]
-    mov edi, 237
-    mov qword ptr [r15 + 384], rsi
+    add qword ptr [r15 + 448], rdx
+    mov r8, r11
+    mov edx, 123
+    and r8, 4032
+    mov rdx, qword ptr [r15 + r8 + 3392]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c201:
-    mov rsi, r9
+    mov r8, r11
+    mov rcx, rcx
+    and r8, 8128
+    mov ecx, dword ptr [r15 + r8 + 7488]
+    mov dword ptr [r15 + 0], edx
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rdi
-    mov r9, r11
+    mov dword ptr [r15 + 0], 59
+    vpcmpeqb xmm14, xmm14, xmm15
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r9, 4032
-    add rsi, qword ptr [r15 + r9 + 3392]
-    mov r9d, dword ptr [r15 + 64]
-    mov edi, 249
-    jmp 1f
-1:
-    jmp 1f
-1:
     mov edx, 17
-    mov rbp, r11
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r8d, 100
     jmp 1f
 1:
     test ebx, 1073741824
@@ -17599,180 +17582,182 @@ ditto_body_c1:
 1:
     jmp 1f
 1:
-    and rbp, 1984
-    movzx esi, byte ptr [r15 + rbp + 1344]
-    xor dword ptr [r15 + 128], edx
-    and esi, dword ptr [r15 + 448]
-    mov dword ptr [r15 + 384], 191
-    mov rdx, rdi
-    mov edx, ebp
-    mov dword ptr [r15 + 320], edi
-    mov byte ptr [r15 + 64], bpl
-    mov dword ptr [r15 + 640], 6
-    mov dword ptr [r15 + 512], ebp
+    movzx edi, byte ptr [r15 + 384]
+    mov r9d, dword ptr [r15 + 192]
     movsxd rbp, dword ptr [r15 + 576]
+    mov rcx, qword ptr [r15 + 768]
     mov r8, r11
+    mov rdx, rdi
+    mov edx, edi
+    and edx, dword ptr [r15 + 448]
+    and r8, 448
+    mov dword ptr [r15 + r8 + 832], 29
+    mov dword ptr [r15 + 128], r9d
+    mov qword ptr [r15 + 512], rdi
+    mov byte ptr [r15 + 64], dl
     jmp 1f
 1:
-    and r8, 448
-    mov byte ptr [r15 + r8 + 832], sil
-    mov dword ptr [r15 + 256], 7
-    mov esi, dword ptr [r15 + 192]
+    mov dword ptr [r15 + 320], 161
+    mov r9, r11
+    mov dword ptr [r15 + 256], ecx
+    and r9, 1984
+    mov byte ptr [r15 + r9 + 1344], cl
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c202:
-    lea rcx, [rip + .Lc1_d14265_j]
+    lea rcx, [rip + .Lc1_d14273_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d14265_j_t
-.Lc1_d14265_j:
-    mov ecx, 3
+    jmp .Lc1_d14273_j_t
+.Lc1_d14273_j:
+    mov r9, r11
+    and r9, 1984
+    mov byte ptr [r15 + r9 + 1344], cl
+    mov r9, rcx
+    mov dword ptr [r15 + 384], ecx
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, ecx
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, 161
-    mov byte ptr [r15 + 0], cl
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r11
-    mov rdx, r8
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, dword ptr [r15 + 448]
-    and rbp, 448
-    mov byte ptr [r15 + rbp + 832], cl
-    jmp 1f
-1:
-    mov rcx, r8
+    mov rsi, qword ptr [r15 + 640]
+    mov qword ptr [r15 + 448], r9
+    mov r9, rcx
     test ebx, 1073741824
     jz 1f
 1:
+    mov dword ptr [r15 + 320], esi
+    mov esi, 142
+    jmp 1f
+1:
+    mov byte ptr [r15 + 256], cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 196
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r9d, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu ymmword ptr [r15 + 0], ymm13
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov r9, r11
     mov r8, r11
-    mov rbp, r11
-    mov dword ptr [r15 + 192], ecx
-    and r8, 1984
-    mov rdx, qword ptr [r15 + r8 + 1344]
+    mov dword ptr [r15 + 128], 148
+    mov qword ptr [r15 + 192], rsi
+    and r9, 16320
+    movsxd rsi, dword ptr [r15 + r9 + 15680]
+    and r8, 4032
+    mov eax, dword ptr [r15 + r8 + 3392]
     jmp 1f
 1:
-    and rbp, 8128
-    mov dword ptr [r15 + rbp + 7488], 113
-    mov dword ptr [r15 + 320], ecx
-    jmp 1f
-1:
-    mov dword ptr [r15 + 512], 202
-    mov qword ptr [r15 + 128], rcx
-    and r8d, dword ptr [r15 + 128]
+    mov ecx, 70
     mov ecx, dword ptr [r15 + 64]
-    jmp 1f
-1:
-    mov ebp, ebp
-    mov ebp, dword ptr [r15 + 384]
-    mov qword ptr [r15 + 704], r8
-    mov r8d, dword ptr [r15 + 320]
+    movsxd rdi, dword ptr [r15 + 128]
+    mov r9d, dword ptr [r15 + 512]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c203:
-    lea rcx, [rip + .Lc1_d14312_j]
+    lea rcx, [rip + .Lc1_d14321_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d14312_j_t
-.Lc1_d14312_j:
+    jmp .Lc1_d14321_j_t
+.Lc1_d14321_j:
+    mov ecx, dword ptr [r15 + 448]
+    mov r8, r9
+    mov dword ptr [r15 + 0], 124
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rdi
     jmp 1f
 1:
-    mov rax, rbp
-    mov qword ptr [r15 + 256], rcx
-    mov rcx, rcx
-    mov dword ptr [r15 + 512], 57
-    vmovdqu ymmword ptr [r15 + 384], ymm6
-    mov rbp, r11
-    mov rdx, qword ptr [r15 + 768]
-    movzx r8d, byte ptr [r15 + 448]
-    and rbp, 8128
-    mov byte ptr [r15 + rbp + 7488], cl
-    mov rbp, rcx
+    mov edi, r9d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, 118
     jmp 1f
 1:
-    mov ebp, 246
-    movzx ebp, byte ptr [r15 + 64]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rax
-    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu ymmword ptr [r15 + 512], ymm14
+    movzx eax, byte ptr [r15 + 64]
+    mov rsi, r8
+    movzx r8d, byte ptr [r15 + 256]
     test ebx, 1073741824
     jz 1f
 1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, rcx
-    jmp 1f
-1:
-    mov eax, ecx
-    mov ecx, 92
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, dword ptr [r15 + 192]
-    mov r8d, dword ptr [r15 + 128]
-    mov edx, eax
-    mov edx, eax
-    mov rbp, r11
+    mov edi, 210
+    mov rdi, rsi
     mov r9, r11
-    and rbp, 448
-    mov dword ptr [r15 + rbp + 832], 45
-    and r9, 4032
-    and ecx, dword ptr [r15 + r9 + 3392]
-    movzx r9d, r8b
+    jmp 1f
+1:
+    and r9, 1984
+    mov dword ptr [r15 + r9 + 1344], 56
+    mov r9, rsi
+    jmp 1f
+1:
+    movsxd r9, dword ptr [r15 + 704]
+    mov r8, r11
+    mov byte ptr [r15 + 384], sil
+    and r8, 448
+    mov byte ptr [r15 + r8 + 832], sil
+    mov r8, r9
+    jmp 1f
+1:
+    mov r8d, r9d
+    mov r8, r11
+    mov esi, edi
+    mov esi, dword ptr [r15 + 128]
+    and r8, 8128
+    and esi, dword ptr [r15 + r8 + 7488]
+    movzx r8d, r9b
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c204:
     mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rsi
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, r11
-    mov qword ptr [r15 + 320], rcx
-    mov qword ptr [r15 + 256], rcx
-    and r8, 8128
-    mov dword ptr [r15 + r8 + 7488], 43
-    movzx r8d, r8b
-    movzx r8d, byte ptr [r15 + 64]
-    movzx edi, byte ptr [r15 + 320]
-    vpaddq xmm1, xmm1, xmmword ptr [r15 + 448]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov byte ptr [r15 + 512], r8b
-    movsxd r8, dword ptr [r15 + 128]
-    mov rcx, rdi
-    mov rbp, r11
-    jmp 1f
-1:
-    and rbp, 1984
     mov r9, r11
-    movsxd rdi, dword ptr [r15 + rbp + 1344]
-    mov byte ptr [r15 + 384], r8b
-    mov dword ptr [r15 + 576], 64
-    and r9, 4032
-    mov byte ptr [r15 + r9 + 3392], cl
-    mov byte ptr [r15 + 192], r8b
-    mov r8d, 182
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], sil
+    and r9, 8128
+    mov qword ptr [r15 + r9 + 7488], r8
+    mov r9, r11
+    movzx r8d, r9b
+    mov dword ptr [r15 + 448], 1
+    and r9, 448
+    mov rsi, qword ptr [r15 + r9 + 832]
+    mov r9, qword ptr [r15 + 320]
+    test ebx, 1073741824
+    jz 1f
+1:
+    vpaddq xmm14, xmm14, xmmword ptr [r15 + 64]
+    mov byte ptr [r15 + 128], r8b
+    mov r8, r9
     jmp 1f
 1:
+    movsxd r8, dword ptr [r15 + 512]
+    movzx esi, byte ptr [r15 + 576]
     mov byte ptr [r15 + 384], r9b
-    movzx r9d, cl
-    mov dword ptr [r15 + 64], 35
+    mov dword ptr [r15 + 768], 59
+    mov byte ptr [r15 + 256], r9b
+    mov r9d, 182
+    mov r9, r11
+    vmovdqu ymmword ptr [r15 + 64], ymm14
+    and r9, 4032
+    mov byte ptr [r15 + r9 + 3392], sil
+    movzx r9d, sil
+    mov dword ptr [r15 + 192], 244
     add r11, 64
     inc rbx
     dec r13
@@ -17783,110 +17768,113 @@ ditto_body_c1:
     mov qword ptr [r15 + 67117720], rax
     mov eax, dword ptr [r15 + 67117724]
     and eax, 7
-    lea rcx, [rip + .Lc1_d14403_s]
+    lea rcx, [rip + .Lc1_d14413_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d14403_s_t
+    jmp .Lc1_d14413_s_t
     .p2align 3
-.Lc1_d14403_s:
+.Lc1_d14413_s:
     .p2align 3
-    jmp .Lc1_d14403_j
+    jmp .Lc1_d14413_j
     .p2align 3
-    jmp .Lc1_d14403_j
+    jmp .Lc1_d14413_j
     .p2align 3
-    jmp .Lc1_d14403_j
+    jmp .Lc1_d14413_j
     .p2align 3
-    jmp .Lc1_d14403_j
+    jmp .Lc1_d14413_j
     .p2align 3
-    jmp .Lc1_d14403_j
+    jmp .Lc1_d14413_j
     .p2align 3
-    jmp .Lc1_d14403_j
+    jmp .Lc1_d14413_j
     .p2align 3
-    jmp .Lc1_d14403_j
+    jmp .Lc1_d14413_j
     .p2align 3
-    jmp .Lc1_d14403_j
-.Lc1_d14403_j:
+    jmp .Lc1_d14413_j
+.Lc1_d14413_j:
+    mov rsi, rax
     jmp 1f
 1:
-    movsxd rsi, dword ptr [r15 + 320]
-    mov rbp, r11
-    mov rdi, rcx
-    and rbp, 1984
-    mov dword ptr [r15 + rbp + 1344], 31
-    mov ebp, 45
-    mov ebp, dword ptr [r15 + 640]
-    mov rcx, rdi
-    mov ecx, eax
-    test ebx, 1073741824
-    jz 1f
-1:
-    add rsi, qword ptr [r15 + 128]
-    mov r8, r11
-    jmp 1f
-1:
-    mov byte ptr [r15 + 512], sil
     mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 448
-    movzx eax, byte ptr [r15 + r8 + 832]
-    mov r8, qword ptr [r15 + 64]
-    mov dword ptr [r15 + 256], 220
-    movzx esi, cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, qword ptr [r15 + 640]
+    mov ecx, dword ptr [r15 + 512]
+    mov dword ptr [r15 + 64], 117
+    mov dword ptr [r15 + 192], 45
+    mov ebp, esi
+    mov rbp, r11
+    mov qword ptr [r15 + 128], rcx
+    and rbp, 1984
+    movzx esi, byte ptr [r15 + rbp + 1344]
+    mov rbp, rcx
+    mov rbp, r11
+    jmp 1f
+1:
+    and rbp, 4032
+    mov byte ptr [r15 + rbp + 3392], sil
+    jmp 1f
+1:
+    mov ecx, 56
+    movzx ecx, sil
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c206:
-    mov byte ptr [r15 + 320], r8b
-    vmovdqu ymmword ptr [r15 + 384], ymm4
-    mov ecx, 46
-    mov dword ptr [r15 + 64], 141
-    mov ecx, 108
-    movzx ecx, al
-    mov eax, esi
     jmp 1f
 1:
-    vpmovmskb eax, xmm1
-    movzx eax, cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rsi, rcx
+    mov rbp, r11
+    movsxd rsi, dword ptr [r15 + 704]
+    mov edx, 162
+    and rbp, 1984
+    mov qword ptr [r15 + rbp + 1344], rcx
+    movsxd rbp, dword ptr [r15 + 320]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rsi
+    mov qword ptr [r15 + 0], rcx
+    mov ecx, 40
+    jmp 1f
+1:
+    mov ecx, 242
+    movzx ecx, bpl
     test ebx, 5120
     jnz 1f
 1:
-    mov esi, 71
-    mov dword ptr [r15 + 768], 247
+    vmovdqu ymmword ptr [r15 + 0], ymm14
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], cl
+    movzx ecx, byte ptr [r15 + 448]
+    movzx ebp, bpl
+    mov ebp, 41
+    mov rbp, r11
     jmp 1f
 1:
-    mov r8, r11
-    mov byte ptr [r15 + 448], sil
-    movzx esi, byte ptr [r15 + 192]
-    movsxd rax, dword ptr [r15 + 512]
-    and r8, 8128
-    mov qword ptr [r15 + r8 + 7488], rcx
-    movzx r8d, cl
-    movzx r8d, sil
-    mov r8, r11
-    vmovdqu ymmword ptr [r15 + 704], ymm1
-    jmp 1f
-1:
-    and r8, 4032
-    and esi, dword ptr [r15 + r8 + 3392]
-    mov r8d, 81
-    jmp 1f
-1:
-    mov r8d, 192
-    movsxd r8, dword ptr [r15 + 128]
+    and rbp, 8128
+    vmovdqu ymmword ptr [r15 + rbp + 7488], ymm14
     jmp 1f
 1:
     jmp 1f
 1:
+    mov byte ptr [r15 + 128], cl
+    mov ecx, 247
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rsi, rbp
+    mov rbp, r11
+    movzx esi, byte ptr [r15 + 384]
+    vpmovmskb edi, xmm14
+    and rbp, 448
+    or qword ptr [r15 + rbp + 832], 105
+    mov rbp, rcx
+    jmp 1f
+1:
+    movzx ebp, dil
+    mov ebp, esi
+    movzx ebp, cl
+    movzx ebp, byte ptr [r15 + 64]
+    mov dword ptr [r15 + 512], 159
     jmp 1f
 1:
     add r11, 64
@@ -17894,63 +17882,63 @@ ditto_body_c1:
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c207:
-    lea rcx, [rip + .Lc1_d14492_j]
+    lea rcx, [rip + .Lc1_d14504_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d14492_j_t
-.Lc1_d14492_j:
+    jmp .Lc1_d14504_j_t
+.Lc1_d14504_j:
+    mov ecx, 19
     jmp 1f
 1:
-    movzx edx, byte ptr [r15 + 384]
-    mov eax, ecx
-    mov qword ptr [r15 + 0], r8
+    jmp 1f
+1:
+    mov esi, ebp
+    mov rbp, rbp
+    movzx ebp, byte ptr [r15 + 64]
+    movsxd rcx, dword ptr [r15 + 128]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r8d, edx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, ebp
     jmp 1f
 1:
-    mov qword ptr [r15 + 0], rcx
+    mov r9, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rcx, rdx
+    mov ebp, ebp
     mov rbp, r11
-    mov rcx, rdx
-    and rbp, 448
-    mov r8, r11
-    mov rdx, qword ptr [r15 + rbp + 832]
-    jmp 1f
-1:
-    mov byte ptr [r15 + 576], r8b
-    and r8, 4032
-    movsxd rax, dword ptr [r15 + r8 + 3392]
-    jmp 1f
-1:
-    mov ecx, 4
-    jmp 1f
-1:
-    mov dword ptr [r15 + 128], edx
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movsxd rdx, dword ptr [r15 + 256]
-    mov eax, dword ptr [r15 + 320]
-    movzx r8d, byte ptr [r15 + 64]
-    mov ebp, edx
-    mov ebp, dword ptr [r15 + 512]
-    mov r9d, 144
-    movsxd r9, dword ptr [r15 + 448]
+    mov dword ptr [r15 + 384], r9d
+    mov r9d, r9d
     mov r9, r11
-    mov dword ptr [r15 + 384], 169
+    mov ecx, 10
+    and rbp, 4032
+    mov rcx, qword ptr [r15 + rbp + 3392]
+    and r9, 448
+    mov r8d, dword ptr [r15 + r9 + 832]
     jmp 1f
 1:
-    and r9, 1984
-    mov rcx, qword ptr [r15 + r9 + 1344]
-    movzx r9d, byte ptr [r15 + 192]
+    mov rbp, r11
+    jmp 1f
+1:
+    mov dword ptr [r15 + 256], ecx
+    mov qword ptr [r15 + 320], r8
+    and rbp, 8128
+    mov qword ptr [r15 + rbp + 7488], rcx
+    mov dword ptr [r15 + 512], 143
+    movsxd rcx, dword ptr [r15 + 128]
+    movsxd r8, dword ptr [r15 + 192]
+    mov byte ptr [r15 + 768], r9b
+    jmp 1f
+1:
+    movsxd r9, dword ptr [r15 + 448]
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
@@ -17962,273 +17950,265 @@ ditto_body_c1:
     xor eax, eax
     test dword ptr [r15 + 67117723], 16384
     setz al
-    lea rcx, [rip + .Lc1_d14546_s]
+    lea rcx, [rip + .Lc1_d14559_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d14546_s_t
+    jmp .Lc1_d14559_s_t
     .p2align 3
-.Lc1_d14546_s:
+.Lc1_d14559_s:
     .p2align 3
-    jmp .Lc1_d14546_j
+    jmp .Lc1_d14559_j
     .p2align 3
-    jmp .Lc1_d14546_j
-.Lc1_d14546_j:
-    mov rbp, r11
-    and rbp, 8128
-    mov qword ptr [r15 + rbp + 7488], rax
+    jmp .Lc1_d14559_j
+.Lc1_d14559_j:
+    vmovq xmm4, rax
     jmp 1f
 1:
-    mov r8, r11
     mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], al
     mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, dword ptr [r15 + 64]
-    and r8, 1984
-    movsxd rax, dword ptr [r15 + r8 + 1344]
-    mov byte ptr [r15 + 256], bpl
-    mov dword ptr [r15 + 640], 5
-    movzx ebp, byte ptr [r15 + 448]
-    mov ecx, dword ptr [r15 + 128]
+    jmp 1f
+1:
+    mov rbp, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, eax
+    mov qword ptr [r15 + 0], rcx
+    and rbp, 1984
+    mov rcx, qword ptr [r15 + rbp + 1344]
+    mov ebp, dword ptr [r15 + 64]
     test dword ptr [r15 + 67117723], 2560
     jz 1f
 1:
-    mov r9, r11
-    mov r8d, eax
-    and r9, 448
-    movzx r8d, byte ptr [r15 + r9 + 832]
-    mov qword ptr [r15 + 128], rax
-    vmovq xmm3, rcx
-    add rax, qword ptr [r15 + 384]
-    jmp 1f
-1:
-    mov rcx, qword ptr [r15 + 320]
-    jmp 1f
-1:
-    movzx ebp, r8b
+    movzx r9d, byte ptr [r15 + 128]
+    mov edx, dword ptr [r15 + 192]
+    movsxd rax, dword ptr [r15 + 320]
+    mov byte ptr [r15 + 448], bpl
+    mov ebp, dword ptr [r15 + 256]
+    mov r8, r11
+    vmovdqu ymmword ptr [r15 + 512], ymm14
+    and r8, 4032
+    mov dword ptr [r15 + r8 + 3392], 51
+    add r8, qword ptr [r15 + 64]
+    mov qword ptr [r15 + 576], rcx
+    movzx ecx, bpl
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c209:
-    and r9d, dword ptr [r15 + 768]
-    movzx r8d, byte ptr [r15 + 64]
-    movzx eax, bpl
-    mov rax, r9
-    mov qword ptr [r15 + 384], rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, eax
-    mov dword ptr [r15 + 0], 10
     jmp 1f
 1:
+    movsxd rbp, dword ptr [r15 + 640]
+    mov dword ptr [r15 + 64], 8
     mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 100
+    mov edx, 87
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, 189
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], ebp
-    jmp 1f
-1:
-    mov rbp, r8
-    mov dword ptr [r15 + 0], 11
-    mov rbp, r9
+    mov edx, 139
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rdx, rcx
+    movzx ecx, cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, rbp
     mov r12, qword ptr [r15 + r12 + 56]
     mov rbp, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 448
+    add rdx, qword ptr [r15 + rbp + 832]
+    mov rbp, qword ptr [r15 + 512]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, rcx
     mov r8, r11
-    and rbp, 1984
-    movsxd rsi, dword ptr [r15 + rbp + 1344]
-    mov rbp, r11
+    movzx ecx, byte ptr [r15 + 256]
+    movzx edi, bpl
     and r8, 8128
-    movzx r9d, byte ptr [r15 + r8 + 7488]
-    and rbp, 4032
-    mov eax, dword ptr [r15 + rbp + 3392]
-    mov rbp, rsi
-    vmovdqu xmm15, xmmword ptr [r15 + 512]
-    mov ebp, r9d
-    movzx ebp, byte ptr [r15 + 704]
-    mov r8, qword ptr [r15 + 128]
-    movzx edx, sil
-    mov esi, dword ptr [r15 + 64]
-    mov ecx, r9d
-    mov r9, qword ptr [r15 + 448]
-    add r9, qword ptr [r15 + 320]
-    movsxd rdi, dword ptr [r15 + 192]
+    vmovdqu xmm1, xmmword ptr [r15 + r8 + 7488]
+    mov r8, qword ptr [r15 + 384]
     jmp 1f
 1:
-    mov edi, 20
+    mov ebp, ecx
+    movzx ebp, byte ptr [r15 + 128]
+    mov qword ptr [r15 + 192], rdx
+    movzx edx, byte ptr [r15 + 704]
+    mov rdi, qword ptr [r15 + 448]
     jmp 1f
 1:
-    movzx edi, byte ptr [r15 + 256]
+    mov esi, ebp
+    mov rbp, r11
+    jmp 1f
+1:
+    and rbp, 1984
+    mov rax, qword ptr [r15 + rbp + 1344]
+    mov rbp, r8
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c210:
-    lea rcx, [rip + .Lc1_d14636_j]
+    lea rcx, [rip + .Lc1_d14644_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d14636_j_t
-.Lc1_d14636_j:
-    mov ecx, r9d
-    mov r9, r11
+    jmp .Lc1_d14644_j_t
+.Lc1_d14644_j:
+    mov ecx, esi
+    xor dword ptr [r15 + 448], esi
+    mov byte ptr [r15 + 0], bpl
+    mov dword ptr [r15 + 0], 226
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], cl
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
     mov rbp, r11
-    xor dword ptr [r15 + 384], edi
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
     and rbp, 4032
-    mov byte ptr [r15 + rbp + 3392], r9b
-    and r9, 448
-    mov dword ptr [r15 + r9 + 832], edi
-    mov dword ptr [r15 + 256], 6
-    mov dword ptr [r15 + 576], 1
-    movzx edi, byte ptr [r15 + 448]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov byte ptr [r15 + 0], dil
-    vpshufd xmm7, xmm3, 130
+    mov dword ptr [r15 + rbp + 3392], ecx
+    vpshufd xmm8, xmm4, 74
+    mov r9, r11
     test ebx, 1073741824
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 384], 111
+    and r9, 8128
     mov rbp, r11
-    jmp 1f
-1:
-    mov rdi, qword ptr [r15 + 320]
-    and rbp, 16320
-    mov dword ptr [r15 + rbp + 15680], 42
-    mov dword ptr [r15 + 192], 15
-    mov byte ptr [r15 + 128], bpl
-    mov rbp, qword ptr [r15 + 512]
-    movzx ecx, byte ptr [r15 + 512]
-    vpmovmskb r9d, xmm7
-    movsxd r9, dword ptr [r15 + 64]
-    mov dword ptr [r15 + 320], 169
+    movzx ecx, byte ptr [r15 + r9 + 7488]
+    and rbp, 448
+    movsxd r9, dword ptr [r15 + rbp + 832]
+    mov dword ptr [r15 + 320], 42
+    mov dword ptr [r15 + 256], 15
+    vmovdqu ymmword ptr [r15 + 128], ymm8
+    mov byte ptr [r15 + 64], cl
+    mov rcx, qword ptr [r15 + 512]
+    movzx ebp, byte ptr [r15 + 128]
+    vpmovmskb r8d, xmm8
+    movsxd r8, dword ptr [r15 + 768]
+    mov dword ptr [r15 + 192], 251
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c211:
-    and edi, dword ptr [r15 + 128]
-    movzx ecx, bpl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    vpxor xmm3, xmm3, xmm0
+    mov r9d, ebp
     jmp 1f
 1:
-    mov rbp, rdi
+    movsxd r9, dword ptr [r15 + 576]
+    vmovdqu ymmword ptr [r15 + 0], ymm4
+    mov qword ptr [r15 + 0], rcx
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rdi, r9
+    and r8d, dword ptr [r15 + 0]
+    mov rbp, r9
+    add rbp, qword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], r9b
+    mov r9d, r9d
+    movzx r9d, r8b
     mov r12, qword ptr [r15 + r12 + 56]
-    add rdi, qword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 448], rbp
-    mov dword ptr [r15 + 640], 108
-    jmp 1f
-1:
+    mov rcx, rbp
+    vmovdqu ymmword ptr [r15 + 192], ymm1
+    mov ecx, dword ptr [r15 + 640]
     test ebx, 1073741824
     jz 1f
 1:
-    vmovdqu ymmword ptr [r15 + 256], ymm3
-    mov byte ptr [r15 + 320], dil
-    mov rbp, r11
+    mov dword ptr [r15 + 320], 13
+    mov rbp, r8
     jmp 1f
 1:
-    and rbp, 8128
-    and edi, dword ptr [r15 + rbp + 7488]
-    mov ebp, ebp
-    mov rbp, rdi
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movsxd rcx, dword ptr [r15 + 384]
+    mov dword ptr [r15 + 256], ecx
     mov r8, r11
-    mov rbp, r11
-    mov byte ptr [r15 + 64], cl
-    and rbp, 448
-    mov dword ptr [r15 + rbp + 832], 172
+    mov r9, qword ptr [r15 + 384]
+    mov ecx, dword ptr [r15 + 512]
+    and r8, 8128
+    movsxd rsi, dword ptr [r15 + r8 + 7488]
+    mov r8, r11
+    jmp 1f
+1:
+    jmp 1f
+1:
     and r8, 1984
-    add rdi, qword ptr [r15 + r8 + 1344]
-    mov r8d, ebp
-    mov r8, qword ptr [r15 + 512]
-    mov dword ptr [r15 + 192], ecx
-    mov ecx, dword ptr [r15 + 128]
-    movzx ebp, r8b
+    and ebp, dword ptr [r15 + r8 + 1344]
+    mov r8, qword ptr [r15 + 64]
+    mov dword ptr [r15 + 128], 139
+    mov r8, r11
+    vpxor xmm1, xmm1, xmm4
+    and r8, 4032
+    mov byte ptr [r15 + r8 + 3392], bpl
+    movsxd r8, dword ptr [r15 + 448]
+    add r8, qword ptr [r15 + 64]
+    movzx ebp, bpl
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c212:
-    lea rcx, [rip + .Lc1_d14723_j]
+    lea rcx, [rip + .Lc1_d14732_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d14723_j_t
-.Lc1_d14723_j:
-    mov ecx, edi
+    jmp .Lc1_d14732_j_t
+.Lc1_d14732_j:
+    mov ecx, ebp
     movzx ecx, bpl
     mov ecx, ebp
     movzx ecx, r8b
-    mov r8, qword ptr [r15 + 192]
+    mov rcx, qword ptr [r15 + 704]
     jmp 1f
 1:
-    vpaddq xmm15, xmm15, xmmword ptr [r15 + 320]
-    mov byte ptr [r15 + 64], r8b
+    vpaddq xmm8, xmm8, xmmword ptr [r15 + 256]
+    mov byte ptr [r15 + 0], bpl
     jmp 1f
 1:
     jmp 1f
 1:
-    mov ebp, 56
-    mov rbp, r11
-    movzx edi, r8b
+    mov r8d, 56
+    movzx r8d, cl
+    mov r8, rcx
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, rcx
+    jmp 1f
+1:
+    movzx ecx, r8b
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu ymmword ptr [r15 + 0], ymm8
+    jmp 1f
+1:
+    mov r8, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], rcx
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rcx, r8
+    jmp 1f
+1:
+    vpshufd xmm6, xmm4, 194
     mov r8, r8
-    test ebx, 1073741824
-    jz 1f
-1:
-    and rbp, 1984
-    mov byte ptr [r15 + rbp + 1344], dil
-    mov rbp, r8
-    jmp 1f
-1:
-    movzx ebp, r8b
-    jmp 1f
-1:
-    mov rbp, qword ptr [r15 + 128]
-    add rbp, qword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov rax, rdi
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rdi, rax
-    jmp 1f
-1:
-    vmovdqu ymmword ptr [r15 + 0], ymm7
-    mov rax, rdi
+    mov byte ptr [r15 + 320], cl
     mov r8, r11
-    mov qword ptr [r15 + 0], rbp
-    and r8, 8128
-    mov rbp, qword ptr [r15 + r8 + 7488]
-    inc dword ptr [r15 + 64]
     mov r9, r11
-    movzx edx, byte ptr [r15 + 448]
-    movzx esi, bpl
-    mov esi, dword ptr [r15 + 704]
+    mov rdi, qword ptr [r15 + 448]
+    and r8, 448
+    add rdi, qword ptr [r15 + r8 + 832]
     and r9, 4032
-    mov rax, qword ptr [r15 + r9 + 3392]
+    movzx ecx, byte ptr [r15 + r9 + 3392]
+    movzx r9d, r9b
+    mov r9, r11
+    movzx edx, byte ptr [r15 + 64]
+    mov rax, qword ptr [r15 + 128]
     jmp 1f
 1:
-    mov dword ptr [r15 + 384], edx
+    and r9, 1984
+    mov dword ptr [r15 + r9 + 1344], ecx
     add r11, 64
     inc rbx
     dec r13
@@ -18239,57 +18219,57 @@ ditto_body_c1:
     mov qword ptr [r15 + 67117720], rax
     mov eax, dword ptr [r15 + 67117724]
     and eax, 15
-    lea rcx, [rip + .Lc1_d14783_s]
+    lea rcx, [rip + .Lc1_d14792_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d14783_s_t
+    jmp .Lc1_d14792_s_t
     .p2align 3
-.Lc1_d14783_s:
+.Lc1_d14792_s:
     .p2align 3
-    jmp .Lc1_d14783_j
+    jmp .Lc1_d14792_j
     .p2align 3
-    jmp .Lc1_d14783_j
+    jmp .Lc1_d14792_j
     .p2align 3
-    jmp .Lc1_d14783_j
+    jmp .Lc1_d14792_j
     .p2align 3
-    jmp .Lc1_d14783_j
+    jmp .Lc1_d14792_j
     .p2align 3
-    jmp .Lc1_d14783_j
+    jmp .Lc1_d14792_j
     .p2align 3
-    jmp .Lc1_d14783_j
+    jmp .Lc1_d14792_j
     .p2align 3
-    jmp .Lc1_d14783_j
+    jmp .Lc1_d14792_j
     .p2align 3
-    jmp .Lc1_d14783_j
+    jmp .Lc1_d14792_j
     .p2align 3
-    jmp .Lc1_d14783_j
+    jmp .Lc1_d14792_j
     .p2align 3
-    jmp .Lc1_d14783_j
+    jmp .Lc1_d14792_j
     .p2align 3
-    jmp .Lc1_d14783_j
+    jmp .Lc1_d14792_j
     .p2align 3
-    jmp .Lc1_d14783_j
+    jmp .Lc1_d14792_j
     .p2align 3
-    jmp .Lc1_d14783_j
+    jmp .Lc1_d14792_j
     .p2align 3
-    jmp .Lc1_d14783_j
+    jmp .Lc1_d14792_j
     .p2align 3
-    jmp .Lc1_d14783_j
+    jmp .Lc1_d14792_j
     .p2align 3
-    jmp .Lc1_d14783_j
-.Lc1_d14783_j:
-    add rax, qword ptr [r15 + 768]
-    mov edx, dword ptr [r15 + 512]
+    jmp .Lc1_d14792_j
+.Lc1_d14792_j:
+    mov r9, r11
+    add rcx, qword ptr [r15 + 512]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov rsi, qword ptr [r15 + 384]
-    mov rbp, r11
-    mov rcx, rcx
-    mov ecx, dword ptr [r15 + 128]
+    and r9, 8128
+    mov rax, qword ptr [r15 + r9 + 7488]
+    mov r9, rcx
+    mov r9d, dword ptr [r15 + 64]
     jmp 1f
 1:
-    and rbp, 448
-    mov dword ptr [r15 + rbp + 832], 222
-    mov ebp, dword ptr [r15 + 256]
+    mov dword ptr [r15 + 192], 212
+    mov edx, dword ptr [r15 + 128]
     add r11, 64
     inc rbx
     dec r13
@@ -18298,58 +18278,58 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
+    mov r9, r11
+    movzx ecx, byte ptr [r15 + 768]
+    mov edx, 251
+    mov rdx, qword ptr [r15 + 128]
+    and r9, 1984
+    mov qword ptr [r15 + r9 + 1344], rax
     mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, 40
-    mov qword ptr [r15 + 0], rbp
+    movzx eax, al
     mov r12, qword ptr [r15 + r12 + 56]
-    add rbp, qword ptr [r15 + 0]
-    movzx esi, al
-    mov r8, r11
-    mov rsi, qword ptr [r15 + 192]
     mov eax, 66
-    mov eax, dword ptr [r15 + 576]
-    and r8, 1984
-    mov byte ptr [r15 + r8 + 1344], bpl
+    vmovdqu ymmword ptr [r15 + 0], ymm1
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     jmp 1f
 1:
-    movzx ebp, byte ptr [r15 + 256]
-    and ebp, dword ptr [r15 + 320]
-    vmovdqu ymmword ptr [r15 + 512], ymm15
-    movzx edx, byte ptr [r15 + 64]
+    mov qword ptr [r15 + 0], rdx
+    mov byte ptr [r15 + 64], cl
+    movzx ecx, byte ptr [r15 + 256]
+    mov r9, r11
+    and ecx, dword ptr [r15 + 576]
     jmp 1f
 1:
     test dword ptr [r15 + 67117723], 536871936
     jnz 1f
 1:
-    mov byte ptr [r15 + 448], sil
-    mov rsi, rdx
-    mov qword ptr [r15 + 320], rax
+    and r9, 448
+    mov byte ptr [r15 + r9 + 832], al
+    mov r9, rcx
+    mov r9d, dword ptr [r15 + 384]
     jmp 1f
 1:
-    mov eax, dword ptr [r15 + 64]
+    mov rax, qword ptr [r15 + 320]
+    mov ecx, ecx
+    jmp 1f
+1:
+    mov rcx, qword ptr [r15 + 512]
+    movzx esi, byte ptr [r15 + 448]
     mov rbp, r11
-    mov edx, esi
-    jmp 1f
-1:
-    mov rdx, qword ptr [r15 + 128]
-    and rbp, 8128
-    mov rsi, qword ptr [r15 + rbp + 7488]
-    mov rbp, r11
     jmp 1f
 1:
     jmp 1f
 1:
     jmp 1f
 1:
-    and rbp, 4032
-    movzx r8d, byte ptr [r15 + rbp + 3392]
-    mov ebp, eax
+    and rbp, 16320
+    add rax, qword ptr [r15 + rbp + 15680]
+    mov ebp, ecx
     jmp 1f
 1:
-    mov ebp, eax
-    mov dword ptr [r15 + 384], r8d
+    mov ebp, ecx
+    mov dword ptr [r15 + 384], ecx
     add r11, 64
     inc rbx
     dec r13
@@ -18361,54 +18341,53 @@ ditto_body_c1:
     xor eax, eax
     test dword ptr [r15 + 67117723], 32
     setz al
-    lea rcx, [rip + .Lc1_d14872_s]
+    lea rcx, [rip + .Lc1_d14881_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d14872_s_t
+    jmp .Lc1_d14881_s_t
     .p2align 3
-.Lc1_d14872_s:
+.Lc1_d14881_s:
     .p2align 3
-    jmp .Lc1_d14872_j
+    jmp .Lc1_d14881_j
     .p2align 3
-    jmp .Lc1_d14872_j
-.Lc1_d14872_j:
+    jmp .Lc1_d14881_j
+.Lc1_d14881_j:
+    mov r9, r11
     jmp 1f
 1:
-    mov rbp, r11
+    and r9, 4032
+    add rax, qword ptr [r15 + r9 + 3392]
     jmp 1f
 1:
-    mov edx, dword ptr [r15 + 128]
-    mov dword ptr [r15 + 512], 150
-    and rbp, 448
-    add rax, qword ptr [r15 + rbp + 832]
-    mov byte ptr [r15 + 64], dl
-    mov byte ptr [r15 + 384], dl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, r11
+    mov dword ptr [r15 + 0], 150
+    mov qword ptr [r15 + 64], rax
+    and r8, 448
+    mov dword ptr [r15 + r8 + 832], eax
     jmp 1f
 1:
     jmp 1f
 1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], rax
+    mov byte ptr [r15 + 320], al
     test dword ptr [r15 + 67117724], 256
     jz 1f
 1:
-    mov dword ptr [r15 + 0], eax
-    add rbp, qword ptr [r15 + 0]
+    add rax, qword ptr [r15 + 512]
+    movzx r9d, byte ptr [r15 + 448]
+    mov qword ptr [r15 + 192], r8
     jmp 1f
 1:
-    mov rax, qword ptr [r15 + 256]
-    mov qword ptr [r15 + 192], rbp
-    movzx ebp, byte ptr [r15 + 384]
-    mov rdx, rax
-    mov edx, dword ptr [r15 + 704]
-    mov r9, r11
-    mov dword ptr [r15 + 320], eax
-    vpaddq xmm3, xmm3, xmmword ptr [r15 + 640]
-    and r9, 4032
-    mov byte ptr [r15 + r9 + 3392], dl
-    mov dword ptr [r15 + 448], ebp
+    jmp 1f
+1:
+    mov dword ptr [r15 + 128], eax
+    jmp 1f
+1:
+    mov byte ptr [r15 + 640], al
+    mov r8, r11
+    mov rax, r9
+    and r8, 8128
+    vpaddq xmm8, xmm8, xmmword ptr [r15 + r8 + 7488]
     add r11, 64
     inc rbx
     dec r13
@@ -18417,125 +18396,122 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov rax, rdx
+    jmp 1f
+1:
+    mov r9d, dword ptr [r15 + 256]
+    jmp 1f
+1:
+    mov r8d, 37
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, rax
+    jmp 1f
+1:
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    mov byte ptr [r15 + 0], al
     mov r12, qword ptr [r15 + r12 + 56]
-    add r9, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, dword ptr [r15 + 64]
-    jmp 1f
-1:
-    mov rdx, r9
-    mov edx, eax
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov r9, r11
-    mov rax, rdx
-    and r9, 448
-    movsxd rax, dword ptr [r15 + r9 + 832]
-    jmp 1f
-1:
-    mov edx, 82
-    mov r8, r11
-    mov dword ptr [r15 + 768], edi
-    jmp 1f
-1:
-    mov edi, eax
-    and r8, 8128
-    mov dword ptr [r15 + r8 + 7488], 228
-    mov qword ptr [r15 + 128], r9
-    mov r9, qword ptr [r15 + 512]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    test dword ptr [r15 + 67117724], 67108864
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov r8, r11
-    mov rax, r9
-    and r8, 1984
-    movzx eax, byte ptr [r15 + r8 + 1344]
-    movsxd r8, dword ptr [r15 + 128]
-    jmp 1f
-1:
-    mov r9d, dword ptr [r15 + 384]
-    jmp 1f
-1:
-    mov qword ptr [r15 + 448], r8
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov edi, r9d
-    mov dword ptr [r15 + 320], eax
-    mov byte ptr [r15 + 192], al
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c217:
-    lea rcx, [rip + .Lc1_d14971_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d14971_j_t
-.Lc1_d14971_j:
-    movzx ecx, byte ptr [r15 + 128]
-    jmp 1f
-1:
-    movzx edi, dil
-    mov rdi, rcx
-    mov dword ptr [r15 + 320], ecx
-    mov byte ptr [r15 + 384], cl
-    mov qword ptr [r15 + 64], rcx
-    mov ecx, edi
-    movsxd rcx, dword ptr [r15 + 192]
-    jmp 1f
-1:
-    mov esi, edi
-    mov r8, r11
-    jmp 1f
-1:
-    mov r9, r11
-    and edi, dword ptr [r15 + 512]
-    and r8, 4032
-    movsxd rbp, dword ptr [r15 + r8 + 3392]
-    and r9, 8128
-    mov dword ptr [r15 + r9 + 7488], 230
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx edi, cl
+    jmp 1f
+1:
+    mov rax, r9
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, 47
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov rcx, qword ptr [r15 + 256]
-    movsxd rbp, dword ptr [r15 + 576]
-    movzx r8d, byte ptr [r15 + 448]
-    jmp 1f
-1:
+    mov r9, r8
     mov r9, r11
-    mov esi, 216
-    mov dword ptr [r15 + 320], 141
-    movzx esi, byte ptr [r15 + 640]
+    mov r8d, eax
+    mov r8d, eax
+    jmp 1f
+1:
     and r9, 1984
-    mov rdi, qword ptr [r15 + r9 + 1344]
-    mov r9d, dword ptr [r15 + 64]
+    mov dword ptr [r15 + r9 + 1344], 183
+    mov r9d, dword ptr [r15 + 192]
+    jmp 1f
+1:
+    add r9, qword ptr [r15 + 128]
+    mov rbp, r11
+    test dword ptr [r15 + 67117724], 67108864
+    jnz 1f
+1:
+    mov r8, rax
+    movsxd rax, dword ptr [r15 + 128]
+    and rbp, 4032
+    mov dword ptr [r15 + rbp + 3392], r9d
+    jmp 1f
+1:
+    movzx r9d, byte ptr [r15 + 704]
+    mov dword ptr [r15 + 64], eax
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov qword ptr [r15 + 384], r8
+    mov r8, qword ptr [r15 + 512]
+    mov qword ptr [r15 + 448], rbp
+    jmp 1f
+1:
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c217:
+    lea rcx, [rip + .Lc1_d14976_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d14976_j_t
+.Lc1_d14976_j:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    movzx ebp, r8b
+    mov r8, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, r8d
+    and r9, 8128
+    mov dword ptr [r15 + r9 + 7488], ebp
+    jmp 1f
+1:
+    mov ebp, ebp
+    jmp 1f
+1:
+    mov rbp, r11
+    mov byte ptr [r15 + 320], r8b
+    mov qword ptr [r15 + 576], r9
+    and ecx, dword ptr [r15 + 512]
+    mov r9, r11
+    and rbp, 1984
+    movsxd r8, dword ptr [r15 + rbp + 1344]
+    test ebx, 1073741824
+    jz 1f
+1:
+    and r9, 448
+    mov dword ptr [r15 + r9 + 832], 188
+    movzx r9d, r8b
+    movsxd r9, dword ptr [r15 + 448]
+    mov esi, 50
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movsxd r8, dword ptr [r15 + 768]
+    movzx edx, byte ptr [r15 + 64]
+    mov dword ptr [r15 + 384], 14
+    jmp 1f
+1:
+    mov edi, 252
+    movzx edi, byte ptr [r15 + 192]
+    mov rbp, qword ptr [r15 + 128]
+    mov esi, dword ptr [r15 + 256]
+    movzx ecx, byte ptr [r15 + 64]
     add r11, 64
     inc rbx
     dec r13
@@ -18544,51 +18520,50 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d15021_j]
+    lea rcx, [rip + .Lc1_d15026_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d15021_j_t
-.Lc1_d15021_j:
+    jmp .Lc1_d15026_j_t
+.Lc1_d15026_j:
+    mov rcx, rdi
     jmp 1f
 1:
-    mov r8, qword ptr [r15 + 704]
-    mov rbp, qword ptr [r15 + 128]
-    mov rax, qword ptr [r15 + 256]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 128], eax
+    mov rax, qword ptr [r15 + 128]
+    jmp 1f
+1:
+    mov rdi, qword ptr [r15 + 448]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 252
-    mov edi, ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    add rdi, qword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov rcx, rax
-    mov r9, r11
-    movzx ecx, byte ptr [r15 + 192]
-    mov rsi, qword ptr [r15 + 448]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     test dword ptr [r15 + 67117723], 4096
     jz 1f
 1:
-    and r9, 448
-    movsxd r8, dword ptr [r15 + r9 + 832]
     jmp 1f
 1:
+    mov esi, eax
     mov rbp, r11
-    mov byte ptr [r15 + 128], dil
-    and rbp, 1984
-    mov rdi, qword ptr [r15 + rbp + 1344]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, qword ptr [r15 + 512]
+    mov r8, r11
+    and rbp, 8128
+    mov byte ptr [r15 + rbp + 7488], dil
+    mov dword ptr [r15 + 256], 158
+    and r8, 4032
+    add rsi, qword ptr [r15 + r8 + 3392]
+    mov r8, r11
+    movzx edi, byte ptr [r15 + 320]
+    and r8, 1984
+    mov ebp, dword ptr [r15 + r8 + 1344]
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov qword ptr [r15 + 64], rcx
-    mov r9, r11
-    mov ecx, dword ptr [r15 + 384]
-    and r9, 4032
-    mov esi, dword ptr [r15 + r9 + 3392]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 512], ebp
-    mov rbp, qword ptr [r15 + 320]
+    mov qword ptr [r15 + 64], rsi
+    mov rsi, qword ptr [r15 + 640]
     jmp 1f
 1:
     add r11, 64
@@ -18596,64 +18571,64 @@ ditto_body_c1:
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c219:
-    mov dword ptr [r15 + 384], 58
+    mov dword ptr [r15 + 0], 58
     jmp 1f
 1:
-    mov r8, r11
-    movsxd rbp, dword ptr [r15 + 768]
-    and r8, 8128
-    movsxd rdx, dword ptr [r15 + r8 + 7488]
-    mov dword ptr [r15 + 192], esi
-    jmp 1f
-1:
-    movzx esi, bpl
-    jmp 1f
-1:
-    mov esi, dword ptr [r15 + 448]
-    mov dword ptr [r15 + 0], edx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], dil
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov edx, 184
+    movzx edi, bpl
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], ebp
-    movzx ebp, bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    and esi, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov ecx, esi
+    mov ebp, 138
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movsxd rdi, dword ptr [r15 + 448]
+    lea r9, [r11 + r11*1]
+    movzx edx, sil
+    and r9, 448
+    movsxd rdx, dword ptr [r15 + r9 + 832]
+    jmp 1f
+1:
+    mov ebp, edi
     test ebx, 1073741824
     jnz 1f
 1:
     jmp 1f
 1:
-    and edx, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx esi, cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 320], dl
-    mov rdx, qword ptr [r15 + 384]
-    mov ecx, dword ptr [r15 + 64]
+    mov dword ptr [r15 + 512], edi
+    mov rbp, r11
+    mov dword ptr [r15 + 64], edx
+    movzx edx, dil
+    mov rdx, qword ptr [r15 + r9 + 896]
+    and rbp, 4032
+    mov r9d, dword ptr [r15 + rbp + 3392]
+    movsxd rbp, dword ptr [r15 + 256]
+    vmovdqu ymmword ptr [r15 + 704], ymm8
     jmp 1f
 1:
     jmp 1f
 1:
-    mov ebp, 63
-    mov ebp, dword ptr [r15 + 512]
-    vmovdqu ymmword ptr [r15 + 256], ymm3
-    mov rsi, qword ptr [r15 + 128]
+    mov edi, 63
     mov r8, r11
-    vpor xmm3, xmm3, xmm3
-    mov eax, ecx
+    mov dword ptr [r15 + 320], ebp
+    and r8, 1984
+    mov rbp, qword ptr [r15 + r8 + 1344]
+    mov r8d, dword ptr [r15 + 384]
+    vpor xmm8, xmm8, xmm8
+    mov ecx, edi
     mov ecx, 149
-    and r8, 448
-    mov r9, r11
-    mov ecx, dword ptr [r15 + r8 + 832]
-    and r9, 4032
-    movzx r8d, byte ptr [r15 + r9 + 3392]
+    mov ecx, dword ptr [r15 + 128]
+    mov edi, dword ptr [r15 + 192]
     add r11, 64
     inc rbx
     dec r13
@@ -18665,175 +18640,173 @@ ditto_body_c1:
     xor eax, eax
     test dword ptr [r15 + 67117723], 134217728
     setz al
-    lea rcx, [rip + .Lc1_d15118_s]
+    lea rcx, [rip + .Lc1_d15122_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d15118_s_t
+    jmp .Lc1_d15122_s_t
     .p2align 3
-.Lc1_d15118_s:
+.Lc1_d15122_s:
     .p2align 3
-    jmp .Lc1_d15118_j
+    jmp .Lc1_d15122_j
     .p2align 3
-    jmp .Lc1_d15118_j
-.Lc1_d15118_j:
+    jmp .Lc1_d15122_j
+.Lc1_d15122_j:
+    mov dword ptr [r15 + 448], 241
+    movzx r9d, cl
     jmp 1f
 1:
-    movzx esi, byte ptr [r15 + 384]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 320], 235
-    mov r8, r11
     mov r9, r11
-    and r8, 8128
-    mov dword ptr [r15 + r8 + 7488], 229
-    and r9, 1984
-    mov dword ptr [r15 + r9 + 1344], ecx
+    movzx eax, al
+    movsxd rax, dword ptr [r15 + 384]
+    and r9, 4032
+    mov qword ptr [r15 + r9 + 3392], rcx
+    and r9d, dword ptr [r15 + 0]
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov ecx, dword ptr [r15 + 576]
     test ebx, 1024
     jnz 1f
 1:
-    and r8d, dword ptr [r15 + 256]
-    mov esi, dword ptr [r15 + 64]
-    movzx r9d, byte ptr [r15 + 128]
-    movzx eax, cl
-    mov rbp, r11
-    mov rax, qword ptr [r15 + 448]
     jmp 1f
 1:
     jmp 1f
 1:
-    and rbp, 448
-    mov dword ptr [r15 + rbp + 832], 204
+    mov rcx, rax
+    mov r9, r11
     jmp 1f
 1:
-    movzx ecx, al
+    mov dword ptr [r15 + 0], 203
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r9, 8128
+    mov dword ptr [r15 + r9 + 7488], ecx
+    mov r9d, dword ptr [r15 + 256]
+    test dword ptr [r15 + 67117723], 5120
+    jnz 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov ecx, dword ptr [r15 + 64]
+    mov rax, qword ptr [r15 + 128]
+    movzx r9d, byte ptr [r15 + 64]
+    mov esi, dword ptr [r15 + 768]
+    mov dword ptr [r15 + 192], 109
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c221:
-    mov eax, 107
     jmp 1f
 1:
-    jmp 1f
-1:
+    mov ecx, 107
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, 40
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 448], cl
+    mov ecx, ecx
+    mov ecx, dword ptr [r15 + 64]
+    mov rbp, r11
+    mov eax, 75
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov ebp, ebp
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 51
-    movzx r9d, al
-    jmp 1f
-1:
+    mov r8, r11
+    and rbp, 8128
+    mov qword ptr [r15 + rbp + 7488], rcx
+    movzx ebp, al
+    and r8, 448
+    mov qword ptr [r15 + r8 + 832], rcx
     test ebx, 1073741824
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, ebp
-    mov rbp, r11
-    mov byte ptr [r15 + 0], r9b
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rbp
-    and rbp, 1984
-    mov r9, r11
-    mov dword ptr [r15 + rbp + 1344], 2
-    and r9, 4032
-    mov byte ptr [r15 + r9 + 3392], al
-    mov dword ptr [r15 + 64], ebp
-    mov dword ptr [r15 + 640], ebp
-    mov ebp, eax
-    movzx ebp, r9b
-    movsxd rbp, dword ptr [r15 + 320]
-    mov r9, r11
-    test ebx, 1566720
-    jnz 1f
-1:
-    and r9, 8128
-    movsxd rax, dword ptr [r15 + r9 + 7488]
-    mov qword ptr [r15 + 128], rbp
-    movzx ebp, r9b
-    mov rbp, qword ptr [r15 + 448]
-    mov rdi, qword ptr [r15 + 192]
-    movzx r9d, byte ptr [r15 + 64]
     jmp 1f
 1:
-    movzx edx, byte ptr [r15 + 384]
-    mov r8d, dword ptr [r15 + 704]
+    movsxd rax, dword ptr [r15 + 320]
+    mov dword ptr [r15 + 192], 2
+    mov r8, r11
     jmp 1f
 1:
-    mov rcx, rax
-    movzx eax, byte ptr [r15 + 512]
+    and r8, 1984
+    mov dword ptr [r15 + r8 + 1344], ebp
+    mov dword ptr [r15 + 576], 12
+    movzx ebp, al
+    movzx ebp, al
+    mov byte ptr [r15 + 640], al
+    mov eax, eax
+    mov eax, dword ptr [r15 + 128]
+    jmp 1f
+1:
+    mov r8d, ebp
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov rdi, rax
+    mov dword ptr [r15 + 512], 233
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c222:
-    lea rcx, [rip + .Lc1_d15211_j]
+    lea rcx, [rip + .Lc1_d15213_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d15211_j_t
-.Lc1_d15211_j:
-    movzx ecx, byte ptr [r15 + 128]
+    jmp .Lc1_d15213_j_t
+.Lc1_d15213_j:
+    mov rbp, r11
+    jmp 1f
+1:
+    and rbp, 8128
+    mov dword ptr [r15 + rbp + 7488], 30
+    mov ebp, dword ptr [r15 + 128]
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, rax
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, rcx
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 384], 25
-    mov eax, dword ptr [r15 + 192]
+    mov r8, rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rbp
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov r8, rcx
-    jmp 1f
-1:
-    mov byte ptr [r15 + 512], al
+    mov ebp, 18
+    movsxd rbp, dword ptr [r15 + 384]
     test ebx, 1073741824
     jz 1f
 1:
     jmp 1f
 1:
-    mov rcx, rax
-    mov qword ptr [r15 + 768], r8
-    mov r8d, 239
-    mov r8, r11
-    mov rax, rcx
-    jmp 1f
-1:
-    jmp 1f
-1:
-    and r8, 448
-    mov rbp, r11
-    movzx ecx, byte ptr [r15 + r8 + 832]
-    and rbp, 1984
-    mov esi, dword ptr [r15 + rbp + 1344]
-    movsxd rbp, dword ptr [r15 + 64]
+    mov rdx, rcx
+    movzx ecx, byte ptr [r15 + 448]
+    movzx edx, byte ptr [r15 + 128]
     mov r8, r11
     jmp 1f
 1:
-    movzx eax, byte ptr [r15 + 320]
-    movzx r9d, byte ptr [r15 + 448]
-    and r8, 16320
-    mov edx, dword ptr [r15 + r8 + 15680]
-    mov qword ptr [r15 + 256], rcx
     jmp 1f
 1:
+    jmp 1f
+1:
+    and r8, 4032
+    movsxd rbp, dword ptr [r15 + r8 + 3392]
+    mov r8d, dword ptr [r15 + 512]
+    mov byte ptr [r15 + 64], dl
+    mov qword ptr [r15 + 704], rcx
+    mov ecx, dword ptr [r15 + 192]
+    jmp 1f
+1:
+    mov r9, r11
+    movzx edx, byte ptr [r15 + 256]
+    and r9, 1984
+    mov esi, dword ptr [r15 + r9 + 1344]
+    mov r9, rcx
     add r11, 64
     inc rbx
     dec r13
@@ -18842,105 +18815,111 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d15262_j]
+    lea rcx, [rip + .Lc1_d15265_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d15262_j_t
-.Lc1_d15262_j:
-    mov r9, r11
-    and r9, 4032
-    mov byte ptr [r15 + r9 + 3392], al
-    mov r9d, dword ptr [r15 + 128]
-    mov qword ptr [r15 + 384], rax
-    mov dword ptr [r15 + 256], ecx
-    movsxd rcx, dword ptr [r15 + 512]
-    mov eax, eax
-    mov eax, 112
-    mov rax, r9
-    mov byte ptr [r15 + 192], cl
-    movsxd rcx, dword ptr [r15 + 320]
+    jmp .Lc1_d15265_j_t
+.Lc1_d15265_j:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], dl
+    mov byte ptr [r15 + 0], al
+    mov qword ptr [r15 + 0], rsi
+    vmovdqu ymmword ptr [r15 + 320], ymm8
     .byte 0x0f, 0x1f, 0x40, 0x00
-    mov byte ptr [r15 + 448], r9b
-    vpcmpeqb xmm3, xmm3, xmmword ptr [r15 + 576]
-    mov r9d, 238
+    mov dword ptr [r15 + 512], eax
+    mov eax, 134
+    mov rax, rcx
+    mov rax, rcx
+    mov rbp, r11
+    vmovdqu ymmword ptr [r15 + 448], ymm8
+    mov ecx, dword ptr [r15 + 64]
+    and rbp, 448
+    movsxd rdx, dword ptr [r15 + rbp + 832]
+    mov rbp, qword ptr [r15 + 768]
     test dword ptr [r15 + 67117724], 50462720
     jz 1f
 1:
-    mov byte ptr [r15 + 64], cl
-    vmovq xmm1, rax
-    mov rax, r9
+    mov qword ptr [r15 + 192], rcx
+    mov rcx, rdx
     mov r9, r11
+    movzx ecx, bpl
+    and r9, 4032
+    mov byte ptr [r15 + r9 + 3392], bpl
+    mov r9d, edx
+    vmovq xmm6, rax
     mov eax, ecx
-    mov qword ptr [r15 + 128], rcx
-    and r9, 8128
-    mov rcx, qword ptr [r15 + r9 + 7488]
+    mov rbp, r11
     jmp 1f
 1:
-    mov r9, r11
-    mov edi, ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r9, 448
-    movzx eax, byte ptr [r15 + r9 + 832]
-    jmp 1f
-1:
-    mov rcx, rdi
-    movzx ecx, dil
+    mov edx, edx
+    and rbp, 1984
+    mov byte ptr [r15 + rbp + 1344], r9b
+    movsxd rbp, dword ptr [r15 + 256]
+    movzx r9d, byte ptr [r15 + 128]
+    mov byte ptr [r15 + 384], cl
+    mov ecx, 223
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c224:
-    and edi, dword ptr [r15 + 256]
-    movzx r9d, cl
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
     jmp 1f
 1:
-    mov r9, r11
-    movzx ecx, byte ptr [r15 + 384]
+    movzx edx, dl
+    mov edx, 74
+    movzx edx, byte ptr [r15 + 448]
+    movzx ecx, al
     jmp 1f
 1:
-    and r9, 4032
-    mov dword ptr [r15 + r9 + 3392], 120
+    mov ecx, eax
     jmp 1f
 1:
-    mov eax, dword ptr [r15 + 64]
-    jmp 1f
-1:
+    mov dword ptr [r15 + 320], 161
+    movzx eax, al
+    mov dword ptr [r15 + 0], 202
     mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], dil
     mov r12, qword ptr [r15 + r12 + 56]
-    add qword ptr [r15 + 0], rcx
-    mov ecx, edi
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov rdi, rcx
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx eax, cl
-    mov byte ptr [r15 + 0], cl
-    movzx ecx, cl
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 128], 90
+    mov qword ptr [r15 + 0], rax
+    mov eax, 91
+    and eax, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r9, r11
-    mov rbp, r11
-    mov qword ptr [r15 + 448], rcx
-    and r9, 8128
-    mov byte ptr [r15 + r9 + 7488], bpl
-    and rbp, 1984
-    mov byte ptr [r15 + rbp + 1344], al
-    mov dword ptr [r15 + 320], 153
-    mov eax, 94
-    mov dword ptr [r15 + 512], r9d
-    mov byte ptr [r15 + 320], cl
-    mov ecx, 175
-    movzx ecx, bpl
-    movzx ecx, r9b
-    movzx ecx, byte ptr [r15 + 640]
-    mov r9d, eax
+    jmp 1f
+1:
+    vpaddd xmm8, xmm8, xmm8
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, eax
+    movzx ecx, byte ptr [r15 + 128]
+    jmp 1f
+1:
+    mov byte ptr [r15 + 64], al
+    test dword ptr [r15 + 67117724], 2113536
+    jnz 1f
+1:
+    movzx eax, al
+    mov r8, r11
+    mov dword ptr [r15 + 64], 148
+    and r8, 448
+    mov dword ptr [r15 + r8 + 832], ecx
+    jmp 1f
+1:
+    mov r8, r11
+    movzx ecx, al
+    mov byte ptr [r15 + 256], al
+    and r8, 8128
+    mov byte ptr [r15 + r8 + 7488], al
+    mov byte ptr [r15 + 640], al
+    movzx eax, cl
+    mov rax, rcx
+    mov byte ptr [r15 + 576], r8b
+    movzx r8d, byte ptr [r15 + 512]
     add r11, 64
     inc rbx
     dec r13
@@ -18949,101 +18928,100 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d15356_j]
+    lea rcx, [rip + .Lc1_d15365_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d15356_j_t
-.Lc1_d15356_j:
-    mov ecx, dword ptr [r15 + 64]
-    movsxd rbp, dword ptr [r15 + 128]
+    jmp .Lc1_d15365_j_t
+.Lc1_d15365_j:
+    mov r8, r11
+    mov edi, 68
+    and r8, 16320
+    mov dword ptr [r15 + r8 + 15680], 153
+    movsxd r8, dword ptr [r15 + 192]
+    movsxd rax, dword ptr [r15 + 64]
+    vmovdqu ymmword ptr [r15 + 0], ymm6
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], ecx
     jmp 1f
 1:
-    mov dword ptr [r15 + 256], ecx
+    mov ecx, 159
+    mov byte ptr [r15 + 256], dil
+    mov edi, dword ptr [r15 + 128]
+    jmp 1f
+1:
+    mov qword ptr [r15 + 384], r8
     mov r8, r11
-    movsxd rax, dword ptr [r15 + 192]
-    mov ecx, 48
-    and r8, 448
-    mov qword ptr [r15 + r8 + 832], rbp
-    mov qword ptr [r15 + 384], rcx
-    mov ecx, 29
     test dword ptr [r15 + 67117723], 33554432
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    and r8, 4032
+    movsxd rcx, dword ptr [r15 + r8 + 3392]
+    movsxd r8, dword ptr [r15 + 128]
+    vmovdqu ymmword ptr [r15 + 320], ymm6
+    vpaddd xmm6, xmm6, xmm6
+    mov dword ptr [r15 + 704], 134
+    mov byte ptr [r15 + 448], cl
+    movzx ecx, r8b
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 15
-    vmovdqu ymmword ptr [r15 + 64], ymm3
-    mov byte ptr [r15 + 448], r8b
-    jmp 1f
-1:
-    mov dword ptr [r15 + 320], 241
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r8, qword ptr [r15 + 768]
-    mov rsi, rcx
-    jmp 1f
-1:
-    movzx esi, r8b
     mov r8, r11
-    mov byte ptr [r15 + 512], sil
-    movsxd rsi, dword ptr [r15 + 704]
+    jmp 1f
+1:
+    mov rax, r8
     and r8, 1984
-    vmovdqu ymmword ptr [r15 + r8 + 1344], ymm1
-    add r8, qword ptr [r15 + 384]
-    vpaddd xmm1, xmm1, xmm1
+    movzx eax, byte ptr [r15 + r8 + 1344]
+    add rax, qword ptr [r15 + 512]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c226:
-    mov qword ptr [r15 + 192], r8
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 171
-    jmp 1f
-1:
-    mov edx, 100
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx edx, r8b
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r8d, dl
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r8d, dword ptr [r15 + 576]
-    test ebx, 1536
-    jnz 1f
-1:
-    movzx esi, byte ptr [r15 + 448]
-    mov r9, r11
-    jmp 1f
-1:
-    and r9, 4032
-    vmovdqu ymmword ptr [r15 + r9 + 3392], ymm3
-    mov qword ptr [r15 + 384], rdx
-    mov byte ptr [r15 + 320], dl
-    mov dword ptr [r15 + 128], 71
     mov r8, r11
-    vpcmpeqb xmm3, xmm3, xmm0
-    mov rbp, r11
+    and r8, 1984
+    mov dword ptr [r15 + r8 + 1344], 46
+    lea r8, [r11 + r11*1]
+    movzx esi, cl
+    mov qword ptr [r15 + 192], rax
+    movzx eax, byte ptr [r15 + 576]
     and r8, 8128
-    mov rdx, qword ptr [r15 + r8 + 7488]
-    mov qword ptr [r15 + 256], rsi
+    mov rcx, qword ptr [r15 + r8 + 7488]
+    mov rdx, qword ptr [r15 + 384]
+    movsxd r9, dword ptr [r15 + 320]
+    vmovdqu ymmword ptr [r15 + 768], ymm8
+    lea rbp, [r11 + r11*1]
+    jmp 1f
+1:
+    movzx esi, r8b
+    jmp 1f
+1:
     and rbp, 448
-    mov rsi, qword ptr [r15 + rbp + 832]
-    vmovdqu ymmword ptr [r15 + 128], ymm3
+    movzx esi, byte ptr [r15 + rbp + 832]
+    vmovdqu ymmword ptr [r15 + 64], ymm8
+    mov qword ptr [r15 + 0], rcx
+    and edx, dword ptr [r15 + 0]
+    vpcmpeqb xmm8, xmm8, xmm0
+    test ebx, 1536
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], dl
     jmp 1f
 1:
-    mov r9, qword ptr [r15 + 512]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edx, dword ptr [r15 + 448]
     jmp 1f
 1:
-    movzx r8d, byte ptr [r15 + 64]
+    mov ecx, 141
+    mov dword ptr [r15 + 64], 62
+    mov qword ptr [r15 + r8 + 7552], rsi
+    movzx esi, byte ptr [r15 + 128]
+    mov r8, qword ptr [r15 + 512]
+    mov r9, qword ptr [r15 + 256]
+    mov dword ptr [r15 + rbp + 896], 67
+    jmp 1f
+1:
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
@@ -19055,49 +19033,49 @@ ditto_body_c1:
     xor eax, eax
     test dword ptr [r15 + 67117724], 16384
     setz al
-    lea rcx, [rip + .Lc1_d15444_s]
+    lea rcx, [rip + .Lc1_d15453_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d15444_s_t
+    jmp .Lc1_d15453_s_t
     .p2align 3
-.Lc1_d15444_s:
+.Lc1_d15453_s:
     .p2align 3
-    jmp .Lc1_d15444_j
+    jmp .Lc1_d15453_j
     .p2align 3
-    jmp .Lc1_d15444_j
-.Lc1_d15444_j:
-    mov dword ptr [r15 + 320], eax
-    mov eax, dword ptr [r15 + 512]
+    jmp .Lc1_d15453_j
+.Lc1_d15453_j:
+    mov r9, r11
+    and eax, dword ptr [r15 + 640]
+    and r9, 4032
+    mov dword ptr [r15 + r9 + 3392], ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], cl
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov edi, ecx
-    mov r9, r11
-    mov rdi, rcx
-    and r9, 1984
-    mov dword ptr [r15 + r9 + 1344], ecx
-    mov r9, r11
-    movsxd rcx, dword ptr [r15 + 64]
-    movsxd r8, dword ptr [r15 + 192]
-    and r9, 8128
-    movzx edi, byte ptr [r15 + r9 + 7488]
-    mov r9d, eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 192], eax
+    movzx eax, byte ptr [r15 + 256]
+    movzx ecx, byte ptr [r15 + 64]
+    mov r8, r11
+    movsxd r9, dword ptr [r15 + 128]
+    lock add qword ptr [r15 + 384], r8
     test dword ptr [r15 + 67117723], 71303680
     jz 1f
 1:
-    mov byte ptr [r15 + 0], cl
-    mov rcx, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, dword ptr [r15 + 640]
-    and r8, 4032
-    vmovdqu ymmword ptr [r15 + r8 + 3392], ymm1
+    and r8, 1984
+    vmovdqu ymmword ptr [r15 + r8 + 1344], ymm6
+    movzx r8d, byte ptr [r15 + 448]
+    mov ecx, dword ptr [r15 + 512]
+    movzx eax, byte ptr [r15 + 128]
+    movzx edi, r9b
     jmp 1f
 1:
-    and edi, dword ptr [r15 + 384]
-    lock add qword ptr [r15 + 128], rcx
+    mov edi, r9d
+    mov r9, rcx
+    mov r9d, ecx
+    jmp 1f
+1:
+    mov r9, r8
     add r11, 64
     inc rbx
     dec r13
@@ -19106,115 +19084,117 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d15489_j]
+    lea rcx, [rip + .Lc1_d15498_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d15489_j_t
-.Lc1_d15489_j:
-    mov ecx, dword ptr [r15 + 192]
-    mov dword ptr [r15 + 64], 182
-    mov rdi, qword ptr [r15 + 448]
-    mov eax, dword ptr [r15 + 384]
+    jmp .Lc1_d15498_j_t
+.Lc1_d15498_j:
     jmp 1f
 1:
-    mov r9, qword ptr [r15 + 256]
-    mov r8, r11
-    mov esi, edi
-    mov esi, 33
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    and r8, 448
-    movsxd rdx, dword ptr [r15 + r8 + 832]
-    mov r8, qword ptr [r15 + 512]
-    mov rbp, qword ptr [r15 + 128]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov esi, r9d
+    mov eax, 183
     jmp 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 448], cl
+    jmp 1f
+1:
+    mov rcx, qword ptr [r15 + 512]
+    mov edi, eax
+    jmp 1f
+1:
+    mov rbp, r11
     test dword ptr [r15 + 67117724], 2097664
     jnz 1f
 1:
-    movsxd r9, dword ptr [r15 + 320]
-    xor dword ptr [r15 + 704], ebp
-    movzx ebp, byte ptr [r15 + 128]
-    movzx edi, byte ptr [r15 + 64]
+    mov rax, qword ptr [r15 + 320]
+    mov r9, r11
+    and rbp, 448
+    mov dword ptr [r15 + rbp + 832], ecx
+    and r9, 8128
+    movzx ecx, byte ptr [r15 + r9 + 7488]
+    vpcmpeqb xmm8, xmm8, xmm6
+    mov dword ptr [r15 + 128], 223
+    mov edi, edi
+    mov rbp, r11
     jmp 1f
 1:
-    mov dword ptr [r15 + 320], 53
     jmp 1f
 1:
+    and rbp, 4032
+    mov dword ptr [r15 + rbp + 3392], 102
+    mov rbp, qword ptr [r15 + 64]
+    mov r9d, dword ptr [r15 + 704]
     jmp 1f
 1:
-    mov r8, r11
-    jmp 1f
-1:
-    and r8, 1984
-    mov dword ptr [r15 + r8 + 1344], esi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov rsi, r9
-    mov byte ptr [r15 + 768], r8b
+    mov rdi, rcx
+    mov ecx, dword ptr [r15 + 192]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c229:
-    mov r9d, 181
+    mov ebp, r9d
+    jmp 1f
+1:
+    mov rbp, qword ptr [r15 + 512]
+    vpmovmskb r9d, xmm6
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, rdi
+    mov byte ptr [r15 + 0], bpl
+    vmovdqu ymmword ptr [r15 + 0], ymm6
+    add rcx, qword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov edi, ebp
+    mov rbp, r11
+    mov edi, eax
     .byte 0x0f, 0x1f, 0x00
-    jmp 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov edi, r9d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    add rsi, qword ptr [r15 + 0]
-    mov r9d, r9d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, r11
-    mov dword ptr [r15 + 576], 211
-    mov ebp, 21
-    jmp 1f
-1:
-    and r9, 4032
-    vmovdqu ymmword ptr [r15 + r9 + 3392], ymm3
-    mov r9d, esi
-    movzx r9d, bpl
-    mov r9d, ebp
-    mov r9, qword ptr [r15 + 192]
+    and rbp, 8128
+    mov rax, qword ptr [r15 + rbp + 7488]
+    movzx ebp, dil
+    vmovdqu ymmword ptr [r15 + 256], ymm6
+    movzx ebp, dil
+    mov ebp, 199
     test ebx, 1073741824
     jz 1f
 1:
-    movsxd rbp, dword ptr [r15 + 256]
-    mov byte ptr [r15 + 64], sil
-    jmp 1f
-1:
-    mov byte ptr [r15 + 384], r9b
-    movzx r9d, r9b
+    mov byte ptr [r15 + 64], dil
+    mov edi, 47
+    mov r8, r11
+    mov dword ptr [r15 + 192], 135
+    and r8, 1984
     mov r9, r11
+    mov byte ptr [r15 + r8 + 1344], dil
+    and r9, 4032
+    mov rsi, qword ptr [r15 + r9 + 3392]
+    mov dword ptr [r15 + 128], 193
     jmp 1f
 1:
-    and r9, 8128
-    and ebp, dword ptr [r15 + r9 + 7488]
-    mov r9, r9
+    mov edi, edi
+    vmovdqu xmm4, xmmword ptr [r15 + 320]
     jmp 1f
 1:
-    mov dword ptr [r15 + 320], 21
-    mov dword ptr [r15 + 512], 253
-    mov edi, 213
-    vpmovmskb edi, xmm3
-    mov r9, r11
-    vmovdqu ymmword ptr [r15 + 448], ymm1
-    and r9, 448
-    mov rax, qword ptr [r15 + r9 + 832]
-    mov r9d, 69
-    mov r9d, ebp
-    movzx r9d, al
+    mov r8d, 52
+    movsxd r8, dword ptr [r15 + 768]
+    mov r9d, 8
+    mov r9d, edi
+    mov r9, rsi
+    mov dword ptr [r15 + 384], 66
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movzx edi, r8b
     add r11, 64
     inc rbx
     dec r13
@@ -19223,99 +19203,104 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d15586_j]
+    lea rcx, [rip + .Lc1_d15597_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d15586_j_t
-.Lc1_d15586_j:
-    mov ecx, 220
-    mov ecx, r9d
-    mov rcx, qword ptr [r15 + 320]
+    jmp .Lc1_d15597_j_t
+.Lc1_d15597_j:
+    .byte 0x0f, 0x1f, 0x00
+    mov r8d, edi
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov r9d, dword ptr [r15 + 640]
-    mov byte ptr [r15 + 0], cl
-    mov dword ptr [r15 + 0], ecx
-    mov byte ptr [r15 + 0], al
+    mov byte ptr [r15 + 64], cl
+    mov byte ptr [r15 + 64], al
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov qword ptr [r15 + 384], r9
-    or qword ptr [r15 + 384], 19
+    vmovdqu ymmword ptr [r15 + 0], ymm8
+    mov qword ptr [r15 + 0], rax
     test dword ptr [r15 + 67117723], 4194305
     jnz 1f
 1:
-    movsxd rax, dword ptr [r15 + 512]
-    mov dword ptr [r15 + 256], 104
-    vmovdqu ymmword ptr [r15 + 448], ymm1
     jmp 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov byte ptr [r15 + 0], r8b
+    mov r8, qword ptr [r15 + 512]
+    mov dword ptr [r15 + 256], 189
+    jmp 1f
+1:
+    movzx ecx, byte ptr [r15 + 192]
+    or qword ptr [r15 + 576], 19
+    test ebx, 1073741824
+    jz 1f
+1:
+    movsxd rax, dword ptr [r15 + 384]
+    mov edx, 38
+    mov rdx, qword ptr [r15 + 640]
+    mov r8, r11
     mov r9, r11
-    mov r8, r11
-    mov rcx, qword ptr [r15 + 128]
-    and r9, 8128
-    mov byte ptr [r15 + r9 + 7488], al
-    and r8, 4032
-    movzx eax, byte ptr [r15 + r8 + 3392]
-    mov r8, r11
-    .byte 0x0f, 0x1f, 0x00
-    mov dword ptr [r15 + 64], 183
-    mov byte ptr [r15 + 128], r9b
+    movzx ecx, byte ptr [r15 + 448]
+    mov dword ptr [r15 + 128], 107
     and r8, 1984
-    mov qword ptr [r15 + r8 + 1344], rcx
-    mov r8d, 5
+    mov dword ptr [r15 + r8 + 1344], edx
+    and r9, 448
+    mov byte ptr [r15 + r9 + 832], al
+    mov qword ptr [r15 + 448], rax
+    mov eax, 5
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c231:
-    mov rcx, qword ptr [r15 + 704]
-    mov r9, r11
+    mov rdx, qword ptr [r15 + 256]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    and r9, 448
-    add r8, qword ptr [r15 + r9 + 832]
-    movsxd r9, dword ptr [r15 + 192]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    movsxd rdx, dword ptr [r15 + 320]
+    jmp 1f
+1:
+    mov byte ptr [r15 + 0], dl
+    add rdx, qword ptr [r15 + 0]
+    jmp 1f
+1:
     test ebx, 1536
-    jz 1f
+    jnz 1f
 1:
-    mov byte ptr [r15 + 64], r8b
-    mov qword ptr [r15 + 128], r9
-    movzx r9d, byte ptr [r15 + 512]
-    mov dword ptr [r15 + 448], edx
-    mov dword ptr [r15 + 192], edx
-    jmp 1f
-1:
-    mov qword ptr [r15 + 64], rdx
-    movsxd rdx, dword ptr [r15 + 256]
-    mov r8, r11
-    mov rcx, qword ptr [r15 + 384]
-    mov rbp, qword ptr [r15 + 768]
-    and r8, 1984
-    mov byte ptr [r15 + r8 + 1344], r9b
-    mov r8d, 169
-    jmp 1f
-1:
-    mov r8, r11
-    mov r9d, 196
-    and r8, 8128
-    mov byte ptr [r15 + r8 + 7488], cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, dword ptr [r15 + 768]
+    mov edx, dword ptr [r15 + 64]
+    mov rbp, r11
+    movsxd rdi, dword ptr [r15 + 704]
+    and rbp, 4032
+    mov dword ptr [r15 + rbp + 3392], ecx
+    mov dword ptr [r15 + 128], edx
+    mov rbp, r11
+    movsxd rax, dword ptr [r15 + 512]
+    mov byte ptr [r15 + 448], cl
+    and rbp, 8128
+    mov qword ptr [r15 + rbp + 7488], rcx
+    mov ebp, 116
+    mov qword ptr [r15 + 320], rax
+    mov byte ptr [r15 + 384], dil
+    mov rbp, r11
+    movzx edi, byte ptr [r15 + 128]
+    and rbp, 448
+    mov rcx, qword ptr [r15 + rbp + 832]
+    mov ebp, 13
+    mov rbp, qword ptr [r15 + 192]
     add r11, 64
     inc rbx
     dec r13
@@ -19327,48 +19312,48 @@ ditto_body_c1:
     xor eax, eax
     test dword ptr [r15 + 67117724], 1048576
     setz al
-    lea rcx, [rip + .Lc1_d15673_s]
+    lea rcx, [rip + .Lc1_d15687_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d15673_s_t
+    jmp .Lc1_d15687_s_t
     .p2align 3
-.Lc1_d15673_s:
+.Lc1_d15687_s:
     .p2align 3
-    jmp .Lc1_d15673_j
+    jmp .Lc1_d15687_j
     .p2align 3
-    jmp .Lc1_d15673_j
-.Lc1_d15673_j:
-    mov rbp, r11
+    jmp .Lc1_d15687_j
+.Lc1_d15687_j:
     mov r8, r11
-    and rbp, 4032
-    mov esi, dword ptr [r15 + rbp + 3392]
     and r8, 1984
-    mov dword ptr [r15 + r8 + 1344], 149
-    movzx r8d, sil
-    mov r8, r11
+    mov eax, dword ptr [r15 + r8 + 1344]
+    mov dword ptr [r15 + 320], 149
+    movzx ecx, cl
+    mov r9, r11
     jmp 1f
 1:
-    mov eax, 146
+    mov r8d, 146
     jmp 1f
 1:
-    and r8, 448
-    movzx r9d, byte ptr [r15 + r8 + 832]
-    mov r8, rbp
-    mov dword ptr [r15 + 384], 93
-    mov r8d, dword ptr [r15 + 576]
+    and r9, 4032
+    movzx esi, byte ptr [r15 + r9 + 3392]
+    mov r9, r11
+    mov rdi, rcx
+    mov dword ptr [r15 + 512], 93
+    and r9, 8128
+    mov ecx, dword ptr [r15 + r9 + 7488]
     test ebx, 1073741824
     jz 1f
 1:
-    vmovdqu ymmword ptr [r15 + 448], ymm4
-    vmovq xmm4, r9
-    mov r9d, 84
-    mov r9d, 234
-    mov r9d, dword ptr [r15 + 256]
+    vmovdqu ymmword ptr [r15 + 256], ymm4
+    vmovq xmm4, r8
+    mov r8d, 84
+    mov r8d, 234
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     vpor xmm4, xmm4, xmm4
-    mov rdi, qword ptr [r15 + 320]
-    mov rbp, qword ptr [r15 + 128]
+    mov r9, qword ptr [r15 + 128]
+    mov rsi, qword ptr [r15 + 64]
     add r11, 64
     inc rbx
     dec r13
@@ -19377,221 +19362,213 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d15717_j]
+    lea rcx, [rip + .Lc1_d15731_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d15717_j_t
-.Lc1_d15717_j:
-    mov rcx, rbp
-    mov byte ptr [r15 + 640], al
+    jmp .Lc1_d15731_j_t
+.Lc1_d15731_j:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 88
-    mov rbp, r11
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx r8d, al
-    and rbp, 4032
-    movsxd r8, dword ptr [r15 + rbp + 3392]
-    mov dword ptr [r15 + 128], 233
-    mov ecx, ecx
-    add rcx, qword ptr [r15 + 320]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu ymmword ptr [r15 + 0], ymm8
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 128], al
+    mov eax, 112
     mov r9, r11
-    movzx eax, byte ptr [r15 + 512]
-    and r9, 8128
-    mov rdi, qword ptr [r15 + r9 + 7488]
     jmp 1f
 1:
-    test dword ptr [r15 + 67117724], 67108866
-    jnz 1f
-1:
+    movsxd rsi, dword ptr [r15 + 640]
     mov r8, rcx
-    mov byte ptr [r15 + 192], cl
-    movsxd rcx, dword ptr [r15 + 384]
-    jmp 1f
+    and r9, 1984
+    mov byte ptr [r15 + r9 + 1344], al
+    movzx r9d, al
+    test dword ptr [r15 + 67117724], 67108866
+    jz 1f
 1:
-    add rcx, qword ptr [r15 + 64]
+    mov ecx, eax
     mov rbp, r11
-    mov qword ptr [r15 + 128], r8
-    and rbp, 16320
-    movsxd r9, dword ptr [r15 + rbp + 15680]
+    movsxd rcx, dword ptr [r15 + 512]
+    and rbp, 448
+    add rcx, qword ptr [r15 + rbp + 832]
+    mov rbp, qword ptr [r15 + 256]
+    mov rax, rsi
+    mov eax, r9d
+    mov qword ptr [r15 + 64], r9
+    add rax, qword ptr [r15 + 576]
+    movsxd r9, dword ptr [r15 + 448]
+    movzx esi, cl
+    mov dword ptr [r15 + 192], 185
+    vmovdqu ymmword ptr [r15 + 64], ymm8
     jmp 1f
 1:
-    movzx r8d, dil
-    vmovdqu ymmword ptr [r15 + 448], ymm6
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movsxd rdi, dword ptr [r15 + 64]
+    movsxd rcx, dword ptr [r15 + 384]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c234:
-    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, edi
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, r8b
-    movzx r8d, dil
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 238
+    vpor xmm8, xmm8, xmm8
+    mov dword ptr [r15 + 0], 138
+    mov rbp, r11
+    and ecx, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 8128
+    mov qword ptr [r15 + rbp + 7488], rcx
+    vmovdqu ymmword ptr [r15 + 320], ymm8
     mov r9, r11
-    mov dword ptr [r15 + 0], 16
-    mov dword ptr [r15 + 320], r8d
+    mov ecx, ecx
+    mov rcx, qword ptr [r15 + 64]
     and r9, 448
-    mov qword ptr [r15 + r9 + 832], r8
-    and r9d, dword ptr [r15 + 448]
-    mov r8, r11
-    mov qword ptr [r15 + 320], rax
-    and r8, 8128
-    mov dword ptr [r15 + r8 + 7488], 249
-    movsxd r8, dword ptr [r15 + 704]
-    vmovdqu ymmword ptr [r15 + 384], ymm4
+    movsxd rdx, dword ptr [r15 + r9 + 832]
+    movzx r9d, bpl
+    mov r9d, 94
+    mov r9d, 213
     test ebx, 1073741824
     jz 1f
 1:
-    mov eax, 116
-    mov eax, r8d
+    movsxd rbp, dword ptr [r15 + 448]
+    and ebp, dword ptr [r15 + 192]
     jmp 1f
 1:
-    movzx eax, byte ptr [r15 + 768]
-    movsxd rdx, dword ptr [r15 + 512]
+    mov r9, r11
+    mov dword ptr [r15 + 128], ecx
+    movzx ecx, byte ptr [r15 + 256]
+    and r9, 4032
+    mov dword ptr [r15 + r9 + 3392], edx
     jmp 1f
 1:
-    mov dword ptr [r15 + 256], eax
-    mov eax, 64
-    mov rax, qword ptr [r15 + 192]
-    mov r8, r11
-    mov r9, rdx
+    mov rdx, qword ptr [r15 + 512]
+    mov rdi, rcx
+    mov edi, ebp
+    movzx ebp, byte ptr [r15 + 128]
+    mov r9, qword ptr [r15 + 704]
+    mov qword ptr [r15 + 384], rcx
+    mov ecx, 34
+    mov ecx, edx
     jmp 1f
 1:
-    mov dword ptr [r15 + 64], 171
-    and r8, 1984
-    mov rdx, qword ptr [r15 + r8 + 1344]
-    mov r8d, r9d
-    mov r8d, 34
-    and r8d, dword ptr [r15 + 64]
-    jmp 1f
-1:
-    xor dword ptr [r15 + 128], eax
+    movzx ecx, dl
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c235:
-    lea rcx, [rip + .Lc1_d15808_j]
+    lea rcx, [rip + .Lc1_d15820_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d15808_j_t
-.Lc1_d15808_j:
-    mov ecx, 37
-    mov ecx, 126
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, r8d
-    movzx ecx, r8b
+    jmp .Lc1_d15820_j_t
+.Lc1_d15820_j:
+    mov dword ptr [r15 + 512], r9d
     .byte 0x66, 0x90
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, dword ptr [r15 + 320]
+    mov r8, r11
+    jmp 1f
+1:
+    mov edx, 126
+    mov rbp, r11
+    and r8, 4032
+    movzx edi, byte ptr [r15 + r8 + 3392]
+    mov r8d, 232
+    and rbp, 8128
+    add r8, qword ptr [r15 + rbp + 7488]
+    movzx ebp, dl
+    mov qword ptr [r15 + 0], rdi
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
+    movzx edx, dil
+    mov edx, 10
     jmp 1f
 1:
-    movzx r8d, cl
+    mov edx, ebp
+    movzx edx, dil
+    mov rdi, rdi
+    jmp 1f
+1:
     test ebx, 1024
     jz 1f
 1:
+    movzx ebp, dl
     jmp 1f
 1:
-    mov ecx, 229
-    mov rcx, r8
-    mov byte ptr [r15 + 576], r8b
-    jmp 1f
-1:
-    movzx esi, cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    vpaddq xmm8, xmm8, xmmword ptr [r15 + 0]
     mov r8, r11
-    mov rbp, r11
-    movzx ecx, byte ptr [r15 + 384]
-    and r8, 448
-    vpaddq xmm4, xmm4, xmmword ptr [r15 + r8 + 832]
-    mov r8d, dword ptr [r15 + 320]
-    and rbp, 4032
-    movzx edi, byte ptr [r15 + rbp + 3392]
-    mov dword ptr [r15 + 512], esi
-    mov rbp, r11
-    mov dword ptr [r15 + 448], esi
-    test ebx, 1073741824
-    jz 1f
-1:
-    and rbp, 1984
-    mov dword ptr [r15 + rbp + 1344], r8d
-    mov ebp, 122
-    mov ebp, r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r8, 1984
+    mov dword ptr [r15 + r8 + 1344], ebp
     jmp 1f
 1:
-    mov ebp, dword ptr [r15 + 256]
-    movzx r8d, dil
+    mov ebp, 87
+    movzx ebp, byte ptr [r15 + 64]
+    mov byte ptr [r15 + 128], dil
+    mov dword ptr [r15 + 192], r8d
+    movzx r8d, byte ptr [r15 + 768]
+    mov rdi, qword ptr [r15 + 448]
     jmp 1f
 1:
     jmp 1f
 1:
-    add rdi, qword ptr [r15 + 128]
-    movzx esi, r8b
-    jmp 1f
-1:
+    movzx eax, bpl
+    mov eax, r8d
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c236:
-    mov r8d, 93
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, rsi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 227
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx esi, r8b
-    mov byte ptr [r15 + 384], r8b
+    mov rbp, r11
+    mov r8d, dword ptr [r15 + 64]
+    and rbp, 1984
+    vmovdqu ymmword ptr [r15 + rbp + 1344], ymm4
     jmp 1f
 1:
+    mov byte ptr [r15 + 384], al
+    mov dword ptr [r15 + 0], 188
     jmp 1f
 1:
-    mov r8d, 213
-    mov r8, rsi
-    mov r8, rsi
-    movzx r8d, sil
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, 55
+    mov ebp, 198
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ebp, r8b
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ebp, r8b
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rbp, r11
-    mov esi, r8d
-    and rbp, 8128
-    movzx esi, byte ptr [r15 + rbp + 7488]
     jmp 1f
 1:
     mov r8, r11
-    vmovdqu ymmword ptr [r15 + 512], ymm10
-    and r8, 4032
-    mov dword ptr [r15 + r8 + 3392], 112
-    mov dword ptr [r15 + 320], 251
-    mov dword ptr [r15 + 448], 54
-    movsxd rbp, dword ptr [r15 + 64]
-    mov qword ptr [r15 + 192], rsi
-    mov byte ptr [r15 + 640], sil
-    jmp 1f
-1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rdi, rbp
+    and r8, 16320
+    mov dword ptr [r15 + r8 + 15680], 5
+    mov r8d, ebp
+    mov dword ptr [r15 + 448], 21
+    mov r8, rbp
     mov r8, r11
-    mov dword ptr [r15 + 128], 142
-    mov esi, 164
+    mov qword ptr [r15 + 576], rdi
     and r8, 448
-    and esi, dword ptr [r15 + r8 + 832]
-    movzx r8d, byte ptr [r15 + 64]
-    mov dword ptr [r15 + 256], 120
+    mov edi, dword ptr [r15 + r8 + 832]
+    mov byte ptr [r15 + 256], bpl
+    jmp 1f
+1:
+    mov dword ptr [r15 + 128], 239
+    mov dword ptr [r15 + 640], 255
+    mov rbp, r8
+    mov dword ptr [r15 + 192], 33
     add r11, 64
     inc rbx
     dec r13
@@ -19602,55 +19579,54 @@ ditto_body_c1:
     mov qword ptr [r15 + 67117720], rax
     mov eax, dword ptr [r15 + 67117724]
     and eax, 7
-    lea rcx, [rip + .Lc1_d15909_s]
+    lea rcx, [rip + .Lc1_d15918_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d15909_s_t
+    jmp .Lc1_d15918_s_t
     .p2align 3
-.Lc1_d15909_s:
+.Lc1_d15918_s:
     .p2align 3
-    jmp .Lc1_d15909_j
+    jmp .Lc1_d15918_j
     .p2align 3
-    jmp .Lc1_d15909_j
+    jmp .Lc1_d15918_j
     .p2align 3
-    jmp .Lc1_d15909_j
+    jmp .Lc1_d15918_j
     .p2align 3
-    jmp .Lc1_d15909_j
+    jmp .Lc1_d15918_j
     .p2align 3
-    jmp .Lc1_d15909_j
+    jmp .Lc1_d15918_j
     .p2align 3
-    jmp .Lc1_d15909_j
+    jmp .Lc1_d15918_j
     .p2align 3
-    jmp .Lc1_d15909_j
+    jmp .Lc1_d15918_j
     .p2align 3
-    jmp .Lc1_d15909_j
-.Lc1_d15909_j:
-    movzx ebp, r8b
+    jmp .Lc1_d15918_j
+.Lc1_d15918_j:
+    mov r8, r11
+    movzx esi, cl
+    and r8, 448
+    mov rsi, qword ptr [r15 + r8 + 832]
     movzx r8d, al
-    movzx r8d, cl
-    mov r8d, eax
-    movzx r8d, byte ptr [r15 + 384]
+    mov r8, r11
+    mov byte ptr [r15 + 128], cl
+    and r8, 8128
+    movzx ecx, byte ptr [r15 + r8 + 7488]
+    and ecx, dword ptr [r15 + 256]
+    mov r9, r11
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, 90
-    and r9d, dword ptr [r15 + 704]
-    mov dword ptr [r15 + 128], ecx
+    mov dword ptr [r15 + 512], r8d
     test ebx, 1536
     jnz 1f
 1:
-    mov rbp, r11
-    mov ecx, dword ptr [r15 + 192]
-    and rbp, 1984
-    movzx edx, byte ptr [r15 + rbp + 1344]
-    mov dword ptr [r15 + 64], ecx
-    mov rcx, rcx
+    and r9, 4032
+    movzx r8d, byte ptr [r15 + r9 + 3392]
     jmp 1f
 1:
-    mov rcx, qword ptr [r15 + 320]
-    mov r9, r9
-    mov qword ptr [r15 + 256], rbp
+    mov dword ptr [r15 + 448], ecx
+    mov ecx, esi
+    mov ecx, dword ptr [r15 + 64]
     jmp 1f
 1:
-    mov byte ptr [r15 + 512], cl
+    mov rsi, r9
     add r11, 64
     inc rbx
     dec r13
@@ -19659,42 +19635,44 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d15954_j]
+    lea rcx, [rip + .Lc1_d15962_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d15954_j_t
-.Lc1_d15954_j:
-    mov r8, r11
-    and r8, 8128
-    mov qword ptr [r15 + r8 + 7488], rcx
+    jmp .Lc1_d15962_j_t
+.Lc1_d15962_j:
+    mov r9, r11
+    mov dword ptr [r15 + 512], esi
+    movzx esi, byte ptr [r15 + 64]
+    and r9, 8128
+    mov rax, qword ptr [r15 + r9 + 7488]
+    movzx r9d, cl
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], eax
-    movzx eax, r8b
+    mov r9d, 144
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], ecx
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, qword ptr [r15 + 512]
-    mov dword ptr [r15 + 320], r8d
-    mov r8, qword ptr [r15 + 448]
-    test dword ptr [r15 + 67117724], 36864
-    jnz 1f
+    mov qword ptr [r15 + 0], rsi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rsi, dword ptr [r15 + 256]
+    test dword ptr [r15 + 67117724], 36880
+    jz 1f
 1:
-    mov eax, 229
-    movzx eax, byte ptr [r15 + 64]
-    mov r8, qword ptr [r15 + 128]
-    movzx edi, byte ptr [r15 + 192]
-    movzx ecx, byte ptr [r15 + 128]
-    mov rbp, r11
-    .byte 0x0f, 0x1f, 0x40, 0x00
-    mov dword ptr [r15 + 768], 229
-    and rbp, 448
-    mov esi, dword ptr [r15 + rbp + 832]
-    mov rbp, r11
-    mov r9d, dword ptr [r15 + 384]
+    mov dword ptr [r15 + 192], 229
+    mov qword ptr [r15 + 64], r9
+    mov r9, r11
+    movsxd rcx, dword ptr [r15 + 384]
+    and r9, 1984
+    mov dword ptr [r15 + r9 + 1344], esi
     jmp 1f
 1:
-    and rbp, 4032
-    mov dword ptr [r15 + rbp + 3392], 15
+    add rsi, qword ptr [r15 + 448]
+    .byte 0x0f, 0x1f, 0x40, 0x00
+    jmp 1f
+1:
+    mov rdx, qword ptr [r15 + 704]
+    mov rax, qword ptr [r15 + 768]
+    mov dword ptr [r15 + 320], 181
+    mov dword ptr [r15 + 128], esi
     add r11, 64
     inc rbx
     dec r13
@@ -19703,45 +19681,43 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
+    mov eax, esi
+    movzx eax, sil
+    mov eax, 217
+    movzx eax, byte ptr [r15 + 384]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, 146
-    mov r9d, 184
-    jmp 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rbp
-    movzx ebp, al
-    movsxd rbp, dword ptr [r15 + 192]
-    movzx eax, r9b
-    vmovdqu xmm0, xmmword ptr [r15 + 384]
-    mov eax, r9d
-    mov rax, qword ptr [r15 + 448]
-    movsxd r9, dword ptr [r15 + 128]
-    mov r8, r11
+    mov esi, 120
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, byte ptr [r15 + 128]
+    vmovdqu xmm12, xmmword ptr [r15 + 128]
     test dword ptr [r15 + 67117723], 3145728
-    jz 1f
+    jnz 1f
 1:
-    and r8, 4032
-    movsxd rsi, dword ptr [r15 + r8 + 3392]
-    movzx r8d, byte ptr [r15 + 320]
-    mov ebp, eax
-    movsxd rax, dword ptr [r15 + 640]
+    movsxd rdx, dword ptr [r15 + 448]
     mov rbp, r11
-    mov r9, r11
-    mov edx, dword ptr [r15 + 256]
-    mov rcx, r8
-    and rbp, 8128
-    mov rcx, qword ptr [r15 + rbp + 7488]
-    and r9, 1984
-    mov dword ptr [r15 + r9 + 1344], 238
-    vmovdqu ymmword ptr [r15 + 64], ymm4
-    movzx ebp, byte ptr [r15 + 384]
+    mov esi, ecx
+    mov rcx, rcx
+    mov qword ptr [r15 + 192], rax
+    and rbp, 1984
+    vmovdqu ymmword ptr [r15 + rbp + 1344], ymm12
+    mov rbp, r11
+    mov dword ptr [r15 + 320], 32
+    mov rax, qword ptr [r15 + 512]
+    and rbp, 4032
+    mov ecx, dword ptr [r15 + rbp + 3392]
+    mov rbp, r11
+    movsxd rdi, dword ptr [r15 + 64]
     jmp 1f
 1:
-    mov qword ptr [r15 + 576], rsi
-    mov esi, 65
-    movzx esi, byte ptr [r15 + 512]
+    and rbp, 448
+    mov qword ptr [r15 + rbp + 832], rcx
+    jmp 1f
+1:
+    movsxd rcx, dword ptr [r15 + 576]
     add r11, 64
     inc rbx
     dec r13
@@ -19753,42 +19729,41 @@ ditto_body_c1:
     xor eax, eax
     test dword ptr [r15 + 67117724], 134217728
     setz al
-    lea rcx, [rip + .Lc1_d16038_s]
+    lea rcx, [rip + .Lc1_d16045_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d16038_s_t
+    jmp .Lc1_d16045_s_t
     .p2align 3
-.Lc1_d16038_s:
+.Lc1_d16045_s:
     .p2align 3
-    jmp .Lc1_d16038_j
+    jmp .Lc1_d16045_j
     .p2align 3
-    jmp .Lc1_d16038_j
-.Lc1_d16038_j:
-    mov dword ptr [r15 + 448], esi
-    vmovdqu ymmword ptr [r15 + 192], ymm4
+    jmp .Lc1_d16045_j
+.Lc1_d16045_j:
+    mov r8, r11
+    mov rdi, rcx
+    mov byte ptr [r15 + 256], cl
+    mov dword ptr [r15 + 512], eax
+    and r8, 8128
+    add rax, qword ptr [r15 + r8 + 7488]
+    movzx r8d, byte ptr [r15 + 704]
+    mov dword ptr [r15 + 64], edi
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 128], 149
-    and rbp, 448
-    mov dword ptr [r15 + rbp + 832], 99
-    movzx ebp, cl
-    movzx ebp, byte ptr [r15 + 384]
-    mov qword ptr [r15 + 128], rax
-    mov byte ptr [r15 + 320], cl
+    vmovdqu ymmword ptr [r15 + 0], ymm8
     test ebx, 1073741824
     jz 1f
 1:
-    mov rbp, r11
-    movsxd rcx, dword ptr [r15 + 704]
-    mov dword ptr [r15 + 64], ebp
-    and rbp, 1984
-    add rcx, qword ptr [r15 + rbp + 1344]
-    and ecx, dword ptr [r15 + 64]
-    mov byte ptr [r15 + 256], bpl
-    mov rbp, rbp
-    movsxd rbp, dword ptr [r15 + 320]
-    movsxd rax, dword ptr [r15 + 512]
     movzx edi, cl
+    mov dword ptr [r15 + 320], 57
+    mov r9, r11
+    mov byte ptr [r15 + 640], al
+    mov r8, r11
+    and r9, 4032
+    mov dword ptr [r15 + r9 + 3392], 248
+    movsxd r9, dword ptr [r15 + 192]
+    and r8, 448
+    mov byte ptr [r15 + r8 + 832], al
+    movzx r8d, byte ptr [r15 + 128]
+    movsxd rax, dword ptr [r15 + 448]
     add r11, 64
     inc rbx
     dec r13
@@ -19796,114 +19771,115 @@ ditto_body_c1:
 .Lc1_b9_c241:
     jmp 1f
 1:
-    movzx ecx, dil
-    movsxd rcx, dword ptr [r15 + 576]
-    mov ebp, eax
-    and ebp, dword ptr [r15 + 320]
-    mov qword ptr [r15 + 0], rdi
+    movzx r9d, r8b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, eax
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rdi, rcx
-    mov byte ptr [r15 + 0], bpl
+    mov byte ptr [r15 + 0], al
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, r9
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 195
-    vmovdqu ymmword ptr [r15 + 448], ymm0
-    jmp 1f
-1:
-    mov rbp, rbp
-    jmp 1f
-1:
-    movsxd rbp, dword ptr [r15 + 128]
-    test ebx, 1073741824
-    jnz 1f
-1:
+    mov qword ptr [r15 + 0], r9
+    and r9d, dword ptr [r15 + 768]
+    mov qword ptr [r15 + 320], rax
     mov r8, r11
     jmp 1f
 1:
-    movsxd rcx, dword ptr [r15 + 768]
+    mov rdi, rax
+    jmp 1f
+1:
     and r8, 1984
-    movsxd rsi, dword ptr [r15 + r8 + 1344]
-    mov r8d, dword ptr [r15 + 384]
-    movzx ebp, bpl
-    movsxd rbp, dword ptr [r15 + 384]
+    vmovdqu ymmword ptr [r15 + r8 + 1344], ymm12
+    test ebx, 1073741824
+    jz 1f
+1:
     mov r9, r11
-    movzx edi, cl
+    jmp 1f
+1:
+    mov rax, qword ptr [r15 + 64]
     and r9, 4032
-    mov edi, dword ptr [r15 + r9 + 3392]
+    movsxd rdi, dword ptr [r15 + r9 + 3392]
+    movsxd r9, dword ptr [r15 + 384]
+    movzx r8d, r8b
+    movsxd r8, dword ptr [r15 + 448]
+    movzx edx, al
+    mov edx, dword ptr [r15 + 256]
     jmp 1f
 1:
-    mov r9, r11
-    mov edx, r8d
-    add rdx, qword ptr [r15 + 512]
+    mov ecx, eax
+    movzx eax, byte ptr [r15 + 128]
+    mov rbp, r11
     jmp 1f
 1:
-    and r9, 8128
-    mov r8d, dword ptr [r15 + r9 + 7488]
+    and rbp, 8128
+    add r9, qword ptr [r15 + rbp + 7488]
     jmp 1f
 1:
-    mov dword ptr [r15 + 256], 54
-    mov qword ptr [r15 + 64], rdx
-    mov dword ptr [r15 + 192], 89
+    mov dword ptr [r15 + 512], 9
+    mov dword ptr [r15 + 64], 200
+    mov dword ptr [r15 + 192], 54
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c242:
-    lea rcx, [rip + .Lc1_d16123_j]
+    lea rcx, [rip + .Lc1_d16129_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d16123_j_t
-.Lc1_d16123_j:
+    jmp .Lc1_d16129_j_t
+.Lc1_d16129_j:
+    mov dword ptr [r15 + 0], 185
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov ebp, 130
+    jmp 1f
+1:
+    jmp 1f
+1:
     jmp 1f
 1:
     .byte 0x0f, 0x1f, 0x40, 0x00
-    mov dword ptr [r15 + 640], r9d
-    movzx r9d, byte ptr [r15 + 384]
-    mov dword ptr [r15 + 0], 130
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov edi, 26
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov rcx, rcx
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 27
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, rbp
+    mov rbp, r11
+    mov dword ptr [r15 + 0], 108
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    mov dword ptr [r15 + 0], ecx
-    mov r8, r11
-    movsxd rdi, dword ptr [r15 + 512]
-    mov byte ptr [r15 + 448], cl
+    and rbp, 1984
+    mov dword ptr [r15 + rbp + 1344], ecx
+    mov byte ptr [r15 + 128], cl
+    mov dword ptr [r15 + 384], 53
+    mov qword ptr [r15 + 128], rcx
     jmp 1f
 1:
-    and r8, 4032
-    mov dword ptr [r15 + r8 + 3392], 181
-    mov r8, r11
-    movsxd rcx, dword ptr [r15 + 320]
-    and r8, 8128
-    mov dword ptr [r15 + r8 + 7488], edi
-    mov dword ptr [r15 + 64], 60
-    mov edi, 61
-    lea r9, [r11 + r11*1]
+    mov dword ptr [r15 + 64], ecx
+    mov ecx, 108
+    mov dword ptr [r15 + 576], 58
     jmp 1f
 1:
-    mov dword ptr [r15 + 128], 207
-    and r9, 448
-    mov qword ptr [r15 + r9 + 896], rcx
-    mov ecx, dword ptr [r15 + 256]
-    mov dword ptr [r15 + r9 + 832], edi
-    mov edi, 173
-    mov edi, r8d
+    mov esi, 182
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 256], ebp
+    mov rbp, r11
+    movzx ecx, byte ptr [r15 + 320]
+    mov dword ptr [r15 + 512], esi
+    and rbp, 448
+    mov dword ptr [r15 + rbp + 832], 166
+    mov ebp, esi
     add r11, 64
     inc rbx
     dec r13
@@ -19914,114 +19890,115 @@ ditto_body_c1:
     mov qword ptr [r15 + 67117720], rax
     mov eax, dword ptr [r15 + 67117724]
     and eax, 15
-    lea rcx, [rip + .Lc1_d16174_s]
+    lea rcx, [rip + .Lc1_d16180_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d16174_s_t
+    jmp .Lc1_d16180_s_t
     .p2align 3
-.Lc1_d16174_s:
+.Lc1_d16180_s:
     .p2align 3
-    jmp .Lc1_d16174_j
+    jmp .Lc1_d16180_j
     .p2align 3
-    jmp .Lc1_d16174_j
+    jmp .Lc1_d16180_j
     .p2align 3
-    jmp .Lc1_d16174_j
+    jmp .Lc1_d16180_j
     .p2align 3
-    jmp .Lc1_d16174_j
+    jmp .Lc1_d16180_j
     .p2align 3
-    jmp .Lc1_d16174_j
+    jmp .Lc1_d16180_j
     .p2align 3
-    jmp .Lc1_d16174_j
+    jmp .Lc1_d16180_j
     .p2align 3
-    jmp .Lc1_d16174_j
+    jmp .Lc1_d16180_j
     .p2align 3
-    jmp .Lc1_d16174_j
+    jmp .Lc1_d16180_j
     .p2align 3
-    jmp .Lc1_d16174_j
+    jmp .Lc1_d16180_j
     .p2align 3
-    jmp .Lc1_d16174_j
+    jmp .Lc1_d16180_j
     .p2align 3
-    jmp .Lc1_d16174_j
+    jmp .Lc1_d16180_j
     .p2align 3
-    jmp .Lc1_d16174_j
+    jmp .Lc1_d16180_j
     .p2align 3
-    jmp .Lc1_d16174_j
+    jmp .Lc1_d16180_j
     .p2align 3
-    jmp .Lc1_d16174_j
+    jmp .Lc1_d16180_j
     .p2align 3
-    jmp .Lc1_d16174_j
+    jmp .Lc1_d16180_j
     .p2align 3
-    jmp .Lc1_d16174_j
-.Lc1_d16174_j:
+    jmp .Lc1_d16180_j
+.Lc1_d16180_j:
+    mov rbp, r11
+    jmp 1f
+1:
+    and rbp, 8128
     mov r8, r11
-    and r8, 1984
-    mov qword ptr [r15 + r8 + 1344], rax
-    mov r8d, ecx
-    mov qword ptr [r15 + 128], rax
-    mov rax, qword ptr [r15 + 320]
+    mov qword ptr [r15 + rbp + 7488], rax
+    and r8, 4032
+    movsxd rax, dword ptr [r15 + r8 + 3392]
     jmp 1f
 1:
-    mov dword ptr [r15 + 192], 32
-    movsxd rcx, dword ptr [r15 + 448]
-    jmp 1f
-1:
-    vmovdqu ymmword ptr [r15 + 64], ymm0
+    mov dword ptr [r15 + 640], 117
+    vmovdqu ymmword ptr [r15 + 448], ymm12
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c244:
-    movsxd rax, dword ptr [r15 + 512]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], ecx
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, r11
-    mov dword ptr [r15 + 0], 63
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    and r8, 4032
-    mov rcx, qword ptr [r15 + r8 + 3392]
-    movsxd r8, dword ptr [r15 + 192]
-    mov byte ptr [r15 + 448], al
-    mov rax, qword ptr [r15 + 384]
-    mov byte ptr [r15 + 128], cl
-    movzx ecx, byte ptr [r15 + 256]
-    mov dword ptr [r15 + 320], 119
-    mov dword ptr [r15 + 64], 49
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r8, rax
-    mov r8, rcx
-    mov r8, r11
-    mov dword ptr [r15 + 768], ecx
-    and r8, 1984
-    movzx ecx, byte ptr [r15 + r8 + 1344]
-    jmp 1f
-1:
+    mov byte ptr [r15 + 0], al
     movzx eax, al
+    mov rax, r8
+    mov rax, r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, r11
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r8, 1984
+    movzx edx, byte ptr [r15 + r8 + 1344]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov eax, eax
+    .byte 0x66, 0x90
+    mov rax, qword ptr [r15 + 448]
+    mov dword ptr [r15 + 256], edx
+    mov r8, r11
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    and r8, 448
+    movsxd rdx, dword ptr [r15 + r8 + 832]
+    mov dword ptr [r15 + 128], 234
+    mov dword ptr [r15 + 64], 173
+    jmp 1f
+1:
     movzx eax, r8b
     mov r8, r11
     jmp 1f
 1:
-    mov rsi, rcx
-    mov rsi, qword ptr [r15 + 64]
+    mov dword ptr [r15 + 128], 221
+    mov rsi, rdx
     and r8, 8128
-    mov ebp, dword ptr [r15 + r8 + 7488]
-    jmp 1f
-1:
-    .byte 0x66, 0x90
-    jmp 1f
-1:
-    mov rax, rcx
-    movsxd rcx, dword ptr [r15 + 704]
-    mov r8d, ebp
-    jmp 1f
-1:
+    mov esi, dword ptr [r15 + r8 + 7488]
+    movzx r8d, byte ptr [r15 + 192]
+    mov byte ptr [r15 + 704], al
+    movsxd rax, dword ptr [r15 + 320]
+    mov edi, dword ptr [r15 + 384]
+    mov r9, rdx
+    mov qword ptr [r15 + 192], rsi
+    movsxd rsi, dword ptr [r15 + 64]
+    mov rdx, qword ptr [r15 + 512]
     add r11, 64
     inc rbx
     dec r13
@@ -20030,21 +20007,23 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d16262_j]
+    lea rcx, [rip + .Lc1_d16269_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d16262_j_t
-.Lc1_d16262_j:
-    mov qword ptr [r15 + 64], r8
+    jmp .Lc1_d16269_j_t
+.Lc1_d16269_j:
+    mov r9, r11
+    mov qword ptr [r15 + 128], rax
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    and r9, 4032
+    mov eax, dword ptr [r15 + r9 + 3392]
+    mov r9d, dword ptr [r15 + 384]
     jmp 1f
 1:
-    and eax, dword ptr [r15 + 0]
-    movzx r8d, cl
-    mov r8, rcx
-    movzx r8d, cl
+    mov qword ptr [r15 + 448], rcx
+    movzx ecx, cl
+    mov rcx, rax
+    movzx ecx, al
     test dword ptr [r15 + 67117724], 16777216
     jz 1f
 1:
@@ -20054,34 +20033,32 @@ ditto_body_c1:
 1:
     jmp 1f
 1:
-    mov qword ptr [r15 + 320], r8
-    mov r8, r11
-    movzx ecx, byte ptr [r15 + 512]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r9d, dword ptr [r15 + 0]
     jmp 1f
 1:
-    and r8, 1984
-    mov qword ptr [r15 + r8 + 1344], rax
+    mov rbp, r11
+    mov qword ptr [r15 + 192], rcx
     jmp 1f
 1:
-    movzx eax, byte ptr [r15 + 576]
+    and rbp, 448
+    movzx ecx, byte ptr [r15 + rbp + 832]
     test dword ptr [r15 + 67117723], 32
     jnz 1f
 1:
-    movsxd rdx, dword ptr [r15 + 256]
-    mov r8, r11
-    mov eax, 223
-    movsxd rax, dword ptr [r15 + 384]
-    and r8, 16320
-    mov dword ptr [r15 + r8 + 15680], 143
-    mov r8, r11
+    mov dword ptr [r15 + 64], 38
+    mov r9, r11
+    mov ebp, 208
+    movsxd rbp, dword ptr [r15 + 576]
+    and r9, 1984
+    mov dword ptr [r15 + r9 + 1344], 89
     jmp 1f
 1:
-    mov edi, dword ptr [r15 + 128]
+    mov ecx, dword ptr [r15 + 256]
     jmp 1f
 1:
-    and r8, 448
-    mov rcx, qword ptr [r15 + r8 + 832]
-    mov r8d, dword ptr [r15 + 384]
+    mov r9, qword ptr [r15 + 512]
+    mov eax, dword ptr [r15 + 768]
     add r11, 64
     inc rbx
     dec r13
@@ -20090,52 +20067,51 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
+    mov eax, 168
+    mov eax, dword ptr [r15 + 320]
+    mov r9d, dword ptr [r15 + 384]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], edi
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rdi, rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, 194
-    mov edi, dword ptr [r15 + 64]
-    movzx eax, al
-    movzx eax, byte ptr [r15 + 448]
+    movzx edi, al
     jmp 1f
 1:
-    movzx r9d, byte ptr [r15 + 256]
-    mov ecx, 35
+    mov edi, 223
     jmp 1f
 1:
     jmp 1f
 1:
+    mov rcx, rax
+    mov qword ptr [r15 + 0], r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     test dword ptr [r15 + 67117724], 1
     jz 1f
 1:
     jmp 1f
 1:
-    mov rax, qword ptr [r15 + 640]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 64], ecx
+    mov r9, r11
+    movzx ecx, byte ptr [r15 + 640]
     jmp 1f
 1:
-    movzx r9d, cl
-    mov ecx, dword ptr [r15 + 128]
-    mov r9, r11
-    mov byte ptr [r15 + 128], al
-    mov rbp, r11
-    mov rax, rax
+    mov rax, rdi
     and r9, 8128
+    movsxd rax, dword ptr [r15 + r9 + 7488]
+    mov dword ptr [r15 + 448], 245
+    mov edi, dword ptr [r15 + 256]
     mov r8, r11
-    movzx edi, byte ptr [r15 + r9 + 7488]
-    and rbp, 4032
-    mov dword ptr [r15 + rbp + 3392], ecx
-    and r8, 448
-    mov qword ptr [r15 + r8 + 832], rax
-    mov r8d, dword ptr [r15 + 512]
-    mov dword ptr [r15 + 384], 101
-    mov eax, dword ptr [r15 + 448]
-    mov r9d, dword ptr [r15 + 320]
-    mov byte ptr [r15 + 192], dil
+    mov byte ptr [r15 + 128], cl
+    mov r9, r11
+    mov dword ptr [r15 + 512], eax
+    and r8, 1984
+    movzx ecx, byte ptr [r15 + r8 + 1344]
+    and r9, 4032
+    mov eax, dword ptr [r15 + r9 + 3392]
+    mov byte ptr [r15 + 64], dil
     add r11, 64
     inc rbx
     dec r13
@@ -20144,52 +20120,51 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d16356_j]
+    lea rcx, [rip + .Lc1_d16362_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d16356_j_t
-.Lc1_d16356_j:
+    jmp .Lc1_d16362_j_t
+.Lc1_d16362_j:
     jmp 1f
 1:
     .byte 0x0f, 0x1f, 0x00
-    vmovdqu ymmword ptr [r15 + 704], ymm10
-    mov rax, rcx
-    mov byte ptr [r15 + 320], cl
-    mov rcx, rcx
-    movzx ecx, byte ptr [r15 + 64]
-    mov rbp, r11
-    mov r9d, eax
+    mov r9, r11
+    vmovdqu ymmword ptr [r15 + 192], ymm9
+    mov rdi, rcx
+    and r9, 8128
+    mov byte ptr [r15 + r9 + 7488], cl
+    mov r9, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, edi
     jmp 1f
 1:
-    and rbp, 4032
-    movzx eax, byte ptr [r15 + rbp + 3392]
-    movzx ebp, byte ptr [r15 + 384]
-    movsxd r8, dword ptr [r15 + 320]
-    movzx esi, r9b
-    jmp 1f
-1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, r9b
+    movzx ecx, byte ptr [r15 + 256]
     mov r9, r11
     jmp 1f
 1:
     test dword ptr [r15 + 67117724], 142606338
     jz 1f
 1:
-    and r9, 1984
-    mov rbp, qword ptr [r15 + r9 + 1344]
-    mov r9d, dword ptr [r15 + 192]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, r8d
-    mov r8d, eax
+    movsxd rdi, dword ptr [r15 + 512]
+    and r9, 448
+    vmovdqu ymmword ptr [r15 + r9 + 832], ymm2
+    mov r9d, dword ptr [r15 + 128]
+    mov esi, ecx
+    mov ecx, edi
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 512], 129
-    mov r8, r11
-    add qword ptr [r15 + 128], rsi
-    mov rsi, qword ptr [r15 + 768]
-    movsxd rax, dword ptr [r15 + 448]
-    and r8, 8128
-    movsxd rcx, dword ptr [r15 + r8 + 7488]
-    mov r8, r9
+    mov rbp, r11
+    movsxd rdx, dword ptr [r15 + 448]
+    mov dword ptr [r15 + 64], 113
+    and rbp, 4032
+    add qword ptr [r15 + rbp + 3392], rsi
+    movsxd rbp, dword ptr [r15 + 128]
+    movsxd rsi, dword ptr [r15 + 704]
+    mov ecx, dword ptr [r15 + 320]
+    mov rax, r9
     jmp 1f
 1:
     add r11, 64
@@ -20203,158 +20178,159 @@ ditto_body_c1:
     xor eax, eax
     test dword ptr [r15 + 67117724], 32
     setz al
-    lea rcx, [rip + .Lc1_d16404_s]
+    lea rcx, [rip + .Lc1_d16410_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d16404_s_t
+    jmp .Lc1_d16410_s_t
     .p2align 3
-.Lc1_d16404_s:
+.Lc1_d16410_s:
     .p2align 3
-    jmp .Lc1_d16404_j
+    jmp .Lc1_d16410_j
     .p2align 3
-    jmp .Lc1_d16404_j
-.Lc1_d16404_j:
-    mov rbp, r11
-    and rbp, 8128
-    movsxd rcx, dword ptr [r15 + rbp + 7488]
-    mov rbp, rax
-    mov dword ptr [r15 + 128], eax
-    vmovdqu ymmword ptr [r15 + 384], ymm10
-    mov eax, 189
-    mov eax, dword ptr [r15 + 512]
-    mov rbp, r11
+    jmp .Lc1_d16410_j
+.Lc1_d16410_j:
+    movsxd rdx, dword ptr [r15 + 320]
+    mov rax, rax
+    mov dword ptr [r15 + 64], ecx
+    vmovdqu ymmword ptr [r15 + 512], ymm9
+    mov ecx, 189
+    mov ecx, dword ptr [r15 + 384]
+    mov r8, r11
     jmp 1f
 1:
-    mov edx, dword ptr [r15 + 576]
-    and rbp, 1984
-    add rdx, qword ptr [r15 + rbp + 1344]
-    add rdx, qword ptr [r15 + 256]
+    and r8, 1984
+    mov eax, dword ptr [r15 + r8 + 1344]
+    add rax, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     test ebx, 1073741824
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rax, dword ptr [r15 + 320]
-    mov rbp, r11
-    and eax, dword ptr [r15 + 64]
+    add rcx, qword ptr [r15 + 768]
+    mov r8, r11
+    movsxd rdx, dword ptr [r15 + 256]
+    and edx, dword ptr [r15 + 448]
+    and r8, 16320
+    mov qword ptr [r15 + r8 + 15680], rax
     jmp 1f
 1:
-    and rbp, 448
-    mov qword ptr [r15 + rbp + 832], rdx
+    mov r8, r11
+    mov qword ptr [r15 + 192], rcx
     jmp 1f
 1:
-    mov qword ptr [r15 + 64], rax
-    movzx eax, al
+    and r8, 448
+    mov qword ptr [r15 + r8 + 832], rcx
+    movzx r8d, cl
     jmp 1f
 1:
-    mov qword ptr [r15 + 192], rdx
+    movsxd r8, dword ptr [r15 + 128]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c249:
-    jmp 1f
-1:
+    movzx ecx, r8b
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rdx, rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, r8
     jmp 1f
 1:
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], edx
-    mov r9, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rdx, rdx
+    mov r8, r8
     jmp 1f
 1:
-    and r9, 4032
-    movzx eax, byte ptr [r15 + r9 + 3392]
-    movzx r9d, dl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r9d, dword ptr [r15 + 128]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r8, 8128
+    vmovdqu ymmword ptr [r15 + r8 + 7488], ymm11
+    mov qword ptr [r15 + 128], r8
+    mov r8, r11
     test ebx, 1073741824
     jz 1f
 1:
     jmp 1f
 1:
-    add rdx, qword ptr [r15 + 512]
-    movzx edi, r9b
+    and r9d, dword ptr [r15 + 192]
+    and r8, 4032
+    movzx ecx, byte ptr [r15 + r8 + 3392]
+    mov r8, qword ptr [r15 + 512]
     jmp 1f
 1:
-    mov edi, 22
-    vmovdqu ymmword ptr [r15 + 384], ymm8
-    mov rdi, rdx
-    mov dword ptr [r15 + 384], 210
-    mov r9, r11
+    mov dword ptr [r15 + 448], r9d
+    mov r9, r9
+    mov r9, rcx
+    movsxd r9, dword ptr [r15 + 256]
+    mov rbp, r11
     jmp 1f
 1:
-    mov edx, dword ptr [r15 + 320]
-    mov qword ptr [r15 + 64], rdi
-    and r9, 448
-    and edi, dword ptr [r15 + r9 + 832]
-    movzx r9d, byte ptr [r15 + 192]
-    mov dword ptr [r15 + 128], 101
-    mov qword ptr [r15 + 448], rdx
-    mov rdx, qword ptr [r15 + 256]
-    movzx eax, byte ptr [r15 + 640]
-    mov rsi, r9
+    and rbp, 1984
+    mov edi, dword ptr [r15 + rbp + 1344]
+    movzx ebp, byte ptr [r15 + 640]
+    add rbp, qword ptr [r15 + 384]
+    mov dword ptr [r15 + 64], 248
+    mov qword ptr [r15 + 576], rcx
+    jmp 1f
+1:
+    movzx ecx, r8b
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c250:
-    lea rcx, [rip + .Lc1_d16494_j]
+    lea rcx, [rip + .Lc1_d16500_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d16494_j_t
-.Lc1_d16494_j:
-    mov rcx, qword ptr [r15 + 256]
-    mov qword ptr [r15 + 0], rax
+    jmp .Lc1_d16500_j_t
+.Lc1_d16500_j:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 174
-    mov eax, ecx
-    and eax, dword ptr [r15 + 448]
     jmp 1f
 1:
-    mov byte ptr [r15 + 192], cl
-    mov rcx, rcx
-    vpaddq xmm14, xmm14, xmmword ptr [r15 + 704]
-    test ebx, 1073741824
-    jnz 1f
-1:
+    mov qword ptr [r15 + 0], rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r11 + r11*1]
+    mov dword ptr [r15 + 0], ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 138
+    and rbp, 448
     mov r9, r11
-    movsxd rsi, dword ptr [r15 + 768]
-    jmp 1f
-1:
+    mov byte ptr [r15 + rbp + 832], cl
     and r9, 8128
-    mov byte ptr [r15 + r9 + 7488], cl
-    movsxd r9, dword ptr [r15 + 128]
+    movsxd rcx, dword ptr [r15 + r9 + 7488]
+    vpaddq xmm11, xmm11, xmmword ptr [r15 + 64]
     jmp 1f
 1:
+    mov rdi, rbp
+    test ebx, 1073741824
+    jz 1f
+1:
+    movsxd r9, dword ptr [r15 + 320]
+    mov qword ptr [r15 + rbp + 896], rbp
     mov rbp, r11
-    mov r8, r11
-    movzx ecx, byte ptr [r15 + 64]
-    and r8, 4032
-    mov byte ptr [r15 + r8 + 3392], sil
-    mov r8d, ebp
+    mov ecx, edi
     and rbp, 1984
-    movsxd r8, dword ptr [r15 + rbp + 1344]
-    movsxd rbp, dword ptr [r15 + 320]
-    mov dword ptr [r15 + 512], 189
-    vmovdqu ymmword ptr [r15 + 64], ymm8
-    mov dword ptr [r15 + 384], ecx
+    movzx ecx, byte ptr [r15 + rbp + 1344]
+    mov byte ptr [r15 + 192], dil
+    jmp 1f
+1:
+    movsxd rdi, dword ptr [r15 + 128]
+    movsxd rsi, dword ptr [r15 + 704]
+    mov ebp, ecx
+    mov ebp, dword ptr [r15 + 512]
+    vmovdqu ymmword ptr [r15 + 384], ymm7
+    mov dword ptr [r15 + 64], 123
+    movsxd rdx, dword ptr [r15 + 128]
+    mov byte ptr [r15 + 448], r9b
     add r11, 64
     inc rbx
     dec r13
@@ -20362,50 +20338,50 @@ ditto_body_c1:
 .Lc1_b9_c251:
     jmp 1f
 1:
-    movzx ecx, byte ptr [r15 + 448]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, ebp
-    mov ebp, 233
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, edx
+    mov edx, 30
+    vmovdqu ymmword ptr [r15 + 0], ymm14
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     mov dword ptr [r15 + 0], 34
-    jmp 1f
-1:
-    jmp 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 448], ymm1
-    mov ecx, dword ptr [r15 + 256]
     jmp 1f
 1:
     jmp 1f
 1:
-    test ebx, 2083840
-    jz 1f
+    test ebx, 1073741824
+    jnz 1f
 1:
-    mov dword ptr [r15 + 384], ebp
-    mov dword ptr [r15 + 192], 139
-    mov ebp, dword ptr [r15 + 576]
-    lea r8, [r11 + r11*1]
-    mov dword ptr [r15 + 320], 217
-    and r8, 448
-    mov r9, r11
-    mov dword ptr [r15 + r8 + 896], ebp
-    movzx ebp, byte ptr [r15 + 64]
-    mov rsi, qword ptr [r15 + 128]
-    and r9, 1984
-    movzx edx, byte ptr [r15 + r9 + 1344]
-    mov r9d, dword ptr [r15 + 128]
-    mov qword ptr [r15 + 512], r8
-    mov r9, r11
+    mov ebp, dword ptr [r15 + 768]
+    mov r8, r11
+    mov dword ptr [r15 + 192], edx
+    mov dword ptr [r15 + 448], 70
+    mov dword ptr [r15 + 512], 61
+    and r8, 1984
+    mov edx, dword ptr [r15 + r8 + 1344]
+    mov r8, r11
+    mov qword ptr [r15 + 64], rbp
+    and r8, 8128
+    mov dword ptr [r15 + r8 + 7488], ebp
+    movzx r8d, byte ptr [r15 + 576]
+    movzx ebp, byte ptr [r15 + 256]
+    mov r9d, dword ptr [r15 + 384]
     jmp 1f
 1:
-    and r9, 8128
-    mov ecx, dword ptr [r15 + r9 + 7488]
-    movzx r9d, r8b
-    movzx r9d, byte ptr [r15 + 320]
-    mov edi, dword ptr [r15 + r8 + 832]
+    mov qword ptr [r15 + 128], rdx
+    movzx edx, r8b
+    mov r8, r11
+    mov eax, dword ptr [r15 + 320]
+    and r8, 4032
+    movzx edi, byte ptr [r15 + r8 + 3392]
     add r11, 64
     inc rbx
     dec r13
@@ -20417,105 +20393,102 @@ ditto_body_c1:
     xor eax, eax
     test dword ptr [r15 + 67117723], 4096
     setz al
-    lea rcx, [rip + .Lc1_d16583_s]
+    lea rcx, [rip + .Lc1_d16590_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d16583_s_t
+    jmp .Lc1_d16590_s_t
     .p2align 3
-.Lc1_d16583_s:
+.Lc1_d16590_s:
     .p2align 3
-    jmp .Lc1_d16583_j
+    jmp .Lc1_d16590_j
     .p2align 3
-    jmp .Lc1_d16583_j
-.Lc1_d16583_j:
-    mov r8, r11
-    mov esi, eax
-    mov esi, dword ptr [r15 + 128]
-    and r8, 1984
-    movsxd rax, dword ptr [r15 + r8 + 1344]
-    mov r8, r11
-    movzx ecx, sil
-    and r8, 4032
-    mov r9, r11
-    mov qword ptr [r15 + r8 + 3392], rax
-    mov rax, qword ptr [r15 + 640]
-    mov esi, dword ptr [r15 + 384]
-    and r9, 8128
-    mov rdi, qword ptr [r15 + r9 + 7488]
-    movsxd r9, dword ptr [r15 + 512]
-    mov dword ptr [r15 + 320], 242
+    jmp .Lc1_d16590_j
+.Lc1_d16590_j:
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r9d, al
+    mov eax, eax
+    mov dword ptr [r15 + 0], ecx
+    mov rbp, r11
+    mov r8, r11
+    mov qword ptr [r15 + 512], r9
+    and ecx, dword ptr [r15 + 448]
+    and r8, 448
+    mov rdi, qword ptr [r15 + r8 + 832]
+    and rbp, 4032
+    mov r9d, dword ptr [r15 + rbp + 3392]
+    mov rbp, rcx
+    mov ebp, 181
     test dword ptr [r15 + 67117724], 541065216
-    jnz 1f
+    jz 1f
 1:
-    movzx eax, al
-    mov eax, ecx
+    vmovdqu ymmword ptr [r15 + 64], ymm11
+    mov r8d, r8d
+    movsxd r8, dword ptr [r15 + 320]
     jmp 1f
 1:
-    mov eax, 241
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, edi
-    vmovdqu ymmword ptr [r15 + 256], ymm14
-    mov byte ptr [r15 + 64], dil
-    and edi, dword ptr [r15 + 704]
-    mov rcx, rax
+    mov dword ptr [r15 + 64], 90
+    mov r9d, dword ptr [r15 + 640]
+    jmp 1f
+1:
+    mov ebp, dword ptr [r15 + 128]
+    mov byte ptr [r15 + 256], r8b
+    movzx r8d, dil
+    mov r8, qword ptr [r15 + 192]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c253:
-    lea rcx, [rip + .Lc1_d16625_j]
+    lea rcx, [rip + .Lc1_d16632_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d16625_j_t
-.Lc1_d16625_j:
-    mov qword ptr [r15 + 384], rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rsi, rcx
-    mov esi, 236
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    jmp .Lc1_d16632_j_t
+.Lc1_d16632_j:
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov rdi, rcx
     mov r12, qword ptr [r15 + r12 + 56]
-    nop
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx esi, sil
+    mov qword ptr [r15 + 0], r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, 236
     nop
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
+    movzx ecx, dil
+    mov byte ptr [r15 + 0], dil
+    mov rbp, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 768], 212
+    and rbp, 1984
+    mov dword ptr [r15 + rbp + 1344], 157
     test ebx, 1073741824
     jz 1f
 1:
-    mov byte ptr [r15 + 320], sil
-    mov rbp, r11
-    mov dword ptr [r15 + 448], 212
-    and rbp, 4032
-    movzx esi, byte ptr [r15 + rbp + 3392]
-    mov byte ptr [r15 + 64], sil
+    mov rdi, qword ptr [r15 + 128]
+    and edi, dword ptr [r15 + 128]
+    mov r8d, dword ptr [r15 + 448]
     jmp 1f
 1:
-    mov ecx, 242
-    mov dword ptr [r15 + 64], 240
-    and ecx, dword ptr [r15 + 192]
     jmp 1f
 1:
-    mov ebp, 106
     jmp 1f
 1:
-    mov rbp, r11
-    movsxd rsi, dword ptr [r15 + 256]
-    and rbp, 448
-    mov qword ptr [r15 + rbp + 832], rcx
-    mov ebp, dword ptr [r15 + 768]
-    mov ecx, dword ptr [r15 + 128]
+    movzx ebp, byte ptr [r15 + 256]
+    mov r9, r11
+    mov esi, dword ptr [r15 + 512]
+    and r9, 8128
+    mov qword ptr [r15 + r9 + 7488], rdi
+    mov byte ptr [r15 + 384], dil
+    mov r9, r11
+    mov byte ptr [r15 + 704], r8b
+    mov r8d, 111
+    and r9, 4032
+    mov r8, qword ptr [r15 + r9 + 3392]
+    mov r9d, dword ptr [r15 + 64]
     jmp 1f
 1:
-    mov byte ptr [r15 + 512], bpl
     add r11, 64
     inc rbx
     dec r13
@@ -20524,105 +20497,106 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov rax, qword ptr [r15 + 576]
-    mov rbp, r11
     jmp 1f
 1:
-    and rbp, 1984
-    mov byte ptr [r15 + rbp + 1344], cl
+    mov rsi, qword ptr [r15 + 192]
+    mov r8, r11
+    jmp 1f
+1:
+    and r8, 448
+    mov byte ptr [r15 + r8 + 832], al
+    mov r8, r11
+    movzx eax, sil
+    and r8, 8128
+    movzx eax, byte ptr [r15 + r8 + 7488]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov rcx, rax
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, bpl
     test ebx, 2560
     jnz 1f
 1:
+    mov r8, r11
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 36
-    mov ebp, ebp
-    movsxd rbp, dword ptr [r15 + 512]
-    mov rcx, qword ptr [r15 + 64]
-    movzx edx, al
-    mov dword ptr [r15 + 448], 217
-    movsxd rdx, dword ptr [r15 + 192]
-    mov dword ptr [r15 + 128], 51
+    mov dword ptr [r15 + 0], 238
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r8, 1984
+    mov rsi, qword ptr [r15 + r8 + 1344]
+    movzx r8d, byte ptr [r15 + 384]
+    mov dword ptr [r15 + 512], 180
     jmp 1f
 1:
-    mov r8, r11
-    mov r9, r11
+    mov dword ptr [r15 + 576], esi
+    jmp 1f
+1:
+    mov edx, r8d
+    jmp 1f
+1:
     test dword ptr [r15 + 67117724], 4194304
     jnz 1f
 1:
-    and r8, 8128
-    mov eax, dword ptr [r15 + r8 + 7488]
-    and r9, 4032
-    movzx ebp, byte ptr [r15 + r9 + 3392]
-    mov dword ptr [r15 + 256], ecx
-    mov ecx, dword ptr [r15 + 384]
     jmp 1f
 1:
-    mov r9, rdx
+    mov r8, r8
+    mov dword ptr [r15 + 64], 179
+    mov r8, qword ptr [r15 + 320]
     jmp 1f
 1:
-    movzx r9d, byte ptr [r15 + 320]
+    mov rsi, rdx
+    movzx edx, dl
+    mov edx, dword ptr [r15 + 128]
     jmp 1f
 1:
-    jmp 1f
-1:
+    mov eax, dword ptr [r15 + 256]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c255:
-    lea rcx, [rip + .Lc1_d16721_j]
+    lea rcx, [rip + .Lc1_d16727_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d16721_j_t
-.Lc1_d16721_j:
-    mov dword ptr [r15 + 384], ecx
-    mov byte ptr [r15 + 704], r9b
-    movsxd r9, dword ptr [r15 + 384]
-    movsxd rbp, dword ptr [r15 + 192]
-    mov rax, qword ptr [r15 + 256]
-    add rax, qword ptr [r15 + 128]
+    jmp .Lc1_d16727_j_t
+.Lc1_d16727_j:
+    mov dword ptr [r15 + 192], edx
+    mov byte ptr [r15 + 448], sil
     mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], ecx
+    mov byte ptr [r15 + 0], cl
     mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 448
+    mov dword ptr [r15 + rbp + 832], 142
+    mov rbp, r11
     jmp 1f
 1:
+    mov rcx, qword ptr [r15 + 384]
+    and rbp, 4032
+    add rcx, qword ptr [r15 + rbp + 3392]
+    movsxd rbp, dword ptr [r15 + 256]
     mov r8, r11
-    vmovdqu ymmword ptr [r15 + 0], ymm14
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 448
-    mov rcx, qword ptr [r15 + r8 + 832]
-    mov r8, r11
-    vpor xmm14, xmm14, xmm14
-    and r8, 16320
-    movzx edi, byte ptr [r15 + r8 + 15680]
-    test ebx, 45056
+    vpor xmm11, xmm11, xmm11
+    and r8, 1984
+    movsxd rax, dword ptr [r15 + r8 + 1344]
+    test ebx, 60928
     jz 1f
 1:
-    mov dword ptr [r15 + 320], eax
-    mov rax, qword ptr [r15 + 320]
-    mov rbp, qword ptr [r15 + 448]
+    vmovdqu ymmword ptr [r15 + 64], ymm11
+    mov rcx, qword ptr [r15 + 448]
+    movzx ebp, byte ptr [r15 + 320]
     jmp 1f
 1:
-    mov byte ptr [r15 + 512], r8b
+    mov dword ptr [r15 + 128], r8d
     movzx r8d, r8b
-    mov r8, r11
     .byte 0x0f, 0x1f, 0x00
-    and r8, 1984
-    movzx edi, byte ptr [r15 + r8 + 1344]
-    movsxd r8, dword ptr [r15 + 128]
-    movzx r9d, byte ptr [r15 + 64]
-    mov ecx, 3
-    mov dword ptr [r15 + 640], 135
-    mov ecx, edi
+    mov r8, qword ptr [r15 + 128]
+    mov rax, qword ptr [r15 + 512]
+    movzx r9d, byte ptr [r15 + 640]
+    mov edi, 3
+    mov dword ptr [r15 + 64], 135
+    mov edi, ecx
     mov ecx, eax
     add r11, 64
     inc rbx
@@ -20694,443 +20668,441 @@ ditto_body_init_c1:
 
     .section .text.ditto_indirect,"ax",@progbits
     .p2align 9, 0xcc
-.Lc1_d4810_j_t:
+.Lc1_d4786_j_t:
     jmp rcx
-.Lc1_d3131_s_t:
+.Lc1_d3116_s_t:
     jmp rcx
-.Lc1_d4606_s_t:
+.Lc1_d4581_s_t:
     jmp rcx
-.Lc1_d4645_j_t:
+.Lc1_d4620_j_t:
     jmp rcx
-.Lc1_d4755_j_t:
+.Lc1_d4730_j_t:
     jmp rcx
-.Lc1_d3288_j_t:
+.Lc1_d3267_j_t:
     jmp rcx
-.Lc1_d3387_j_t:
+.Lc1_d3366_j_t:
     jmp rcx
-.Lc1_d3479_s_t:
+.Lc1_d3461_s_t:
     jmp rcx
-.Lc1_d3521_j_t:
+.Lc1_d3505_j_t:
     jmp rcx
-.Lc1_d3669_s_t:
+.Lc1_d3653_s_t:
     jmp rcx
-.Lc1_d3760_s_t:
+.Lc1_d3743_s_t:
     jmp rcx
-.Lc1_d3810_s_t:
+.Lc1_d3794_s_t:
     jmp rcx
-.Lc1_d3902_j_t:
+.Lc1_d3885_j_t:
     jmp rcx
 .Lc1_d71_s_t:
     jmp rcx
-.Lc1_d115_s_t:
+.Lc1_d114_s_t:
     jmp rcx
-.Lc1_d205_j_t:
+.Lc1_d207_j_t:
     jmp rcx
 .Lc1_d298_s_t:
     jmp rcx
-.Lc1_d343_j_t:
+.Lc1_d347_j_t:
     jmp rcx
-.Lc1_d441_j_t:
+.Lc1_d442_j_t:
     jmp rcx
-.Lc1_d534_j_t:
+.Lc1_d536_j_t:
     jmp rcx
 .Lc1_d581_s_t:
     jmp rcx
-.Lc1_d668_j_t:
+.Lc1_d669_j_t:
     jmp rcx
-.Lc1_d765_j_t:
+.Lc1_d766_j_t:
     jmp rcx
-.Lc1_d808_j_t:
+.Lc1_d810_j_t:
     jmp rcx
-.Lc1_d898_j_t:
+.Lc1_d902_j_t:
     jmp rcx
-.Lc1_d991_s_t:
+.Lc1_d993_s_t:
     jmp rcx
-.Lc1_d1034_j_t:
+.Lc1_d1038_j_t:
     jmp rcx
-.Lc1_d1130_s_t:
+.Lc1_d1131_s_t:
     jmp rcx
 .Lc1_d1226_j_t:
     jmp rcx
 .Lc1_d1270_j_t:
     jmp rcx
-.Lc1_d1371_s_t:
+.Lc1_d1370_s_t:
     jmp rcx
-.Lc1_d1464_j_t:
+.Lc1_d1463_j_t:
     jmp rcx
-.Lc1_d1510_j_t:
+.Lc1_d1513_j_t:
     jmp rcx
-.Lc1_d1611_s_t:
+.Lc1_d1618_s_t:
     jmp rcx
-.Lc1_d1703_j_t:
+.Lc1_d1712_j_t:
     jmp rcx
-.Lc1_d1748_j_t:
+.Lc1_d1753_j_t:
     jmp rcx
-.Lc1_d1851_s_t:
+.Lc1_d1854_s_t:
     jmp rcx
-.Lc1_d1947_j_t:
+.Lc1_d1954_j_t:
     jmp rcx
-.Lc1_d1999_s_t:
+.Lc1_d2005_s_t:
     jmp rcx
-.Lc1_d2093_j_t:
+.Lc1_d2100_j_t:
     jmp rcx
-.Lc1_d2196_j_t:
+.Lc1_d2200_j_t:
     jmp rcx
-.Lc1_d2295_s_t:
+.Lc1_d2302_s_t:
     jmp rcx
-.Lc1_d2344_j_t:
+.Lc1_d2351_j_t:
     jmp rcx
-.Lc1_d2443_j_t:
+.Lc1_d2446_j_t:
     jmp rcx
-.Lc1_d2535_s_t:
+.Lc1_d2537_s_t:
     jmp rcx
-.Lc1_d2577_j_t:
+.Lc1_d2578_j_t:
     jmp rcx
-.Lc1_d2678_s_t:
+.Lc1_d2676_s_t:
     jmp rcx
-.Lc1_d2781_j_t:
+.Lc1_d2778_j_t:
     jmp rcx
-.Lc1_d2831_j_t:
+.Lc1_d2826_j_t:
     jmp rcx
-.Lc1_d2932_s_t:
+.Lc1_d2926_s_t:
     jmp rcx
-.Lc1_d3026_s_t:
+.Lc1_d3021_s_t:
     jmp rcx
-.Lc1_d3074_j_t:
+.Lc1_d3066_j_t:
     jmp rcx
-.Lc1_d4053_j_t:
+.Lc1_d4034_j_t:
     jmp rcx
-.Lc1_d4143_s_t:
+.Lc1_d4122_s_t:
     jmp rcx
-.Lc1_d4241_j_t:
+.Lc1_d4221_j_t:
     jmp rcx
-.Lc1_d4294_j_t:
+.Lc1_d4275_j_t:
     jmp rcx
-.Lc1_b6_stubs_t:
+.Lc1_d4382_j_t:
+    jmp rcx
+.Lc1_d4477_s_t:
+    jmp rcx
+.Lc1_d4516_j_t:
     jmp rcx
 .Lc1_b9_stubs_t:
     jmp rcx
-.Lc1_d4405_j_t:
+.Lc1_d4855_s_t:
     jmp rcx
-.Lc1_d4500_s_t:
+.Lc1_d4877_s_t:
     jmp rcx
-.Lc1_d4540_j_t:
+.Lc1_d4899_s_t:
     jmp rcx
-.Lc1_d4880_s_t:
+.Lc1_d4921_s_t:
     jmp rcx
-.Lc1_d4902_s_t:
+.Lc1_d4952_s_t:
     jmp rcx
-.Lc1_d4924_s_t:
+.Lc1_d4974_j_t:
     jmp rcx
-.Lc1_d4946_s_t:
+.Lc1_d5031_j_t:
     jmp rcx
-.Lc1_d4977_s_t:
+.Lc1_d5073_j_t:
     jmp rcx
-.Lc1_d4999_j_t:
+.Lc1_d5164_j_t:
     jmp rcx
-.Lc1_d5058_j_t:
+.Lc1_d5262_s_t:
     jmp rcx
-.Lc1_d5100_j_t:
+.Lc1_d5302_s_t:
     jmp rcx
-.Lc1_d5194_j_t:
+.Lc1_d5390_j_t:
     jmp rcx
-.Lc1_d5283_s_t:
+.Lc1_d5481_j_t:
     jmp rcx
-.Lc1_d5323_s_t:
+.Lc1_d5533_s_t:
     jmp rcx
-.Lc1_d5410_j_t:
+.Lc1_d5626_s_t:
     jmp rcx
-.Lc1_d5501_j_t:
+.Lc1_d5704_j_t:
     jmp rcx
-.Lc1_d5556_s_t:
+.Lc1_d5754_j_t:
     jmp rcx
-.Lc1_d5649_s_t:
+.Lc1_d5838_j_t:
     jmp rcx
-.Lc1_d5729_j_t:
+.Lc1_d5942_s_t:
     jmp rcx
-.Lc1_d5780_j_t:
+.Lc1_d5982_s_t:
     jmp rcx
-.Lc1_d5867_j_t:
+.Lc1_d6063_j_t:
     jmp rcx
-.Lc1_d5965_s_t:
+.Lc1_d6161_s_t:
     jmp rcx
-.Lc1_d6005_s_t:
+.Lc1_d6215_j_t:
     jmp rcx
-.Lc1_d6085_j_t:
+.Lc1_d6306_j_t:
     jmp rcx
-.Lc1_d6186_s_t:
+.Lc1_d6399_j_t:
     jmp rcx
-.Lc1_d6239_j_t:
+.Lc1_d6452_s_t:
     jmp rcx
-.Lc1_d6329_j_t:
+.Lc1_d6547_j_t:
     jmp rcx
-.Lc1_d6423_j_t:
+.Lc1_d6640_s_t:
     jmp rcx
-.Lc1_d6474_s_t:
+.Lc1_d6681_j_t:
     jmp rcx
-.Lc1_d6572_j_t:
+.Lc1_d6774_j_t:
     jmp rcx
-.Lc1_d6664_s_t:
+.Lc1_d6867_j_t:
     jmp rcx
-.Lc1_d6703_j_t:
+.Lc1_d6917_s_t:
     jmp rcx
-.Lc1_d6794_j_t:
+.Lc1_d7005_j_t:
     jmp rcx
-.Lc1_d6887_j_t:
+.Lc1_d7106_j_t:
     jmp rcx
-.Lc1_d6937_s_t:
+.Lc1_d7150_j_t:
     jmp rcx
-.Lc1_d7023_j_t:
+.Lc1_d7251_s_t:
     jmp rcx
-.Lc1_d7119_j_t:
+.Lc1_d7347_j_t:
     jmp rcx
-.Lc1_d7163_j_t:
+.Lc1_d7384_j_t:
     jmp rcx
-.Lc1_d7265_s_t:
+.Lc1_d7478_s_t:
     jmp rcx
-.Lc1_d7362_j_t:
+.Lc1_d7564_j_t:
     jmp rcx
-.Lc1_d7399_j_t:
+.Lc1_d7661_j_t:
     jmp rcx
-.Lc1_d7496_s_t:
+.Lc1_d7708_j_t:
     jmp rcx
-.Lc1_d7582_j_t:
+.Lc1_d7804_s_t:
     jmp rcx
-.Lc1_d7678_j_t:
+.Lc1_d7896_j_t:
     jmp rcx
-.Lc1_d7725_j_t:
+.Lc1_d7946_s_t:
     jmp rcx
-.Lc1_d7822_s_t:
+.Lc1_d8031_j_t:
     jmp rcx
-.Lc1_d7914_j_t:
+.Lc1_d8130_s_t:
     jmp rcx
-.Lc1_d7964_s_t:
+.Lc1_d8170_j_t:
     jmp rcx
-.Lc1_d8047_j_t:
+.Lc1_d8266_j_t:
     jmp rcx
-.Lc1_d8146_s_t:
+.Lc1_d8366_s_t:
     jmp rcx
-.Lc1_d8184_j_t:
+.Lc1_d8408_j_t:
     jmp rcx
-.Lc1_d8276_j_t:
+.Lc1_d8507_j_t:
     jmp rcx
-.Lc1_d8379_s_t:
+.Lc1_d8608_s_t:
     jmp rcx
-.Lc1_d8421_j_t:
+.Lc1_d8652_j_t:
     jmp rcx
-.Lc1_d8521_j_t:
+.Lc1_d8753_j_t:
     jmp rcx
-.Lc1_d8617_s_t:
+.Lc1_d8849_s_t:
     jmp rcx
-.Lc1_d8660_j_t:
+.Lc1_d8890_j_t:
     jmp rcx
-.Lc1_d8761_j_t:
+.Lc1_d8984_j_t:
     jmp rcx
-.Lc1_d8859_s_t:
+.Lc1_d9075_j_t:
     jmp rcx
-.Lc1_d8903_j_t:
+.Lc1_d9115_j_t:
     jmp rcx
-.Lc1_d8992_j_t:
+.Lc1_d9212_s_t:
     jmp rcx
-.Lc1_d9084_j_t:
+.Lc1_d9299_j_t:
     jmp rcx
-.Lc1_d9128_j_t:
+.Lc1_d9353_s_t:
     jmp rcx
-.Lc1_d9223_s_t:
+.Lc1_d9441_j_t:
     jmp rcx
-.Lc1_d9310_j_t:
+.Lc1_d9535_s_t:
     jmp rcx
-.Lc1_d9363_s_t:
+.Lc1_d9573_j_t:
     jmp rcx
-.Lc1_d9450_j_t:
+.Lc1_d9675_s_t:
     jmp rcx
-.Lc1_d9543_s_t:
+.Lc1_d9761_j_t:
     jmp rcx
-.Lc1_d9580_j_t:
+.Lc1_d9811_s_t:
     jmp rcx
-.Lc1_d9677_s_t:
+.Lc1_d9903_j_t:
     jmp rcx
-.Lc1_d9763_j_t:
+.Lc1_d9995_j_t:
     jmp rcx
-.Lc1_d9815_s_t:
+.Lc1_d10037_j_t:
     jmp rcx
-.Lc1_d9909_j_t:
+.Lc1_d10135_j_t:
     jmp rcx
-.Lc1_d9996_j_t:
+.Lc1_d10228_s_t:
     jmp rcx
-.Lc1_d10040_j_t:
+.Lc1_d10272_j_t:
     jmp rcx
-.Lc1_d10140_j_t:
+.Lc1_d10368_j_t:
     jmp rcx
-.Lc1_d10234_s_t:
+.Lc1_d10454_s_t:
     jmp rcx
-.Lc1_d10275_j_t:
+.Lc1_d10495_j_t:
     jmp rcx
-.Lc1_d10370_j_t:
+.Lc1_d10586_j_t:
     jmp rcx
-.Lc1_d10464_s_t:
+.Lc1_d10687_s_t:
     jmp rcx
-.Lc1_d10504_j_t:
+.Lc1_d10733_s_t:
     jmp rcx
-.Lc1_d10597_j_t:
+.Lc1_d10816_j_t:
     jmp rcx
-.Lc1_d10699_s_t:
+.Lc1_d10905_j_t:
     jmp rcx
-.Lc1_d10746_s_t:
+.Lc1_d10954_s_t:
     jmp rcx
-.Lc1_d10832_j_t:
+.Lc1_d11043_j_t:
     jmp rcx
-.Lc1_d10916_j_t:
+.Lc1_d11142_j_t:
     jmp rcx
-.Lc1_d10966_s_t:
+.Lc1_d11195_j_t:
     jmp rcx
-.Lc1_d11053_j_t:
+.Lc1_d11295_s_t:
     jmp rcx
-.Lc1_d11144_j_t:
+.Lc1_d11386_j_t:
     jmp rcx
-.Lc1_d11196_j_t:
+.Lc1_d11432_j_t:
     jmp rcx
-.Lc1_d11294_s_t:
+.Lc1_d11523_s_t:
     jmp rcx
-.Lc1_d11387_j_t:
+.Lc1_d11609_j_t:
     jmp rcx
-.Lc1_d11434_j_t:
+.Lc1_d11661_s_t:
     jmp rcx
-.Lc1_d11526_s_t:
+.Lc1_d11754_j_t:
     jmp rcx
-.Lc1_d11612_j_t:
-    jmp rcx
-.Lc1_d11664_s_t:
-    jmp rcx
-.Lc1_d11757_j_t:
-    jmp rcx
-.Lc1_d11853_j_t:
+.Lc1_d11852_j_t:
     jmp rcx
 .Lc1_d11906_s_t:
     jmp rcx
-.Lc1_d11993_j_t:
+.Lc1_d11992_j_t:
     jmp rcx
-.Lc1_d12093_s_t:
+.Lc1_d12090_s_t:
     jmp rcx
-.Lc1_d12130_j_t:
+.Lc1_d12127_j_t:
     jmp rcx
-.Lc1_d12223_j_t:
+.Lc1_d12218_j_t:
     jmp rcx
-.Lc1_d12317_s_t:
+.Lc1_d12311_s_t:
     jmp rcx
-.Lc1_d12407_j_t:
+.Lc1_d12401_j_t:
     jmp rcx
-.Lc1_d12451_s_t:
+.Lc1_d12446_s_t:
     jmp rcx
-.Lc1_d12544_j_t:
+.Lc1_d12534_j_t:
     jmp rcx
-.Lc1_d12639_j_t:
+.Lc1_d12636_j_t:
     jmp rcx
-.Lc1_d12687_j_t:
+.Lc1_d12684_j_t:
     jmp rcx
-.Lc1_d12784_s_t:
+.Lc1_d12782_s_t:
     jmp rcx
-.Lc1_d12872_j_t:
+.Lc1_d12868_j_t:
     jmp rcx
-.Lc1_d12918_s_t:
+.Lc1_d12915_s_t:
     jmp rcx
 .Lc1_d13009_j_t:
     jmp rcx
-.Lc1_d13102_s_t:
+.Lc1_d13101_s_t:
     jmp rcx
 .Lc1_d13143_j_t:
     jmp rcx
-.Lc1_d13245_j_t:
+.Lc1_d13243_j_t:
     jmp rcx
-.Lc1_d13343_j_t:
+.Lc1_d13340_j_t:
     jmp rcx
-.Lc1_d13397_s_t:
+.Lc1_d13394_s_t:
     jmp rcx
-.Lc1_d13490_j_t:
+.Lc1_d13484_j_t:
     jmp rcx
-.Lc1_d13588_s_t:
+.Lc1_d13583_s_t:
     jmp rcx
-.Lc1_d13628_s_t:
+.Lc1_d13626_s_t:
     jmp rcx
-.Lc1_d13708_j_t:
+.Lc1_d13705_j_t:
     jmp rcx
-.Lc1_d13807_j_t:
+.Lc1_d13806_j_t:
     jmp rcx
 .Lc1_d13854_j_t:
     jmp rcx
-.Lc1_d13950_s_t:
+.Lc1_d13951_s_t:
     jmp rcx
-.Lc1_d14041_j_t:
+.Lc1_d14043_j_t:
     jmp rcx
-.Lc1_d14091_j_t:
+.Lc1_d14093_j_t:
     jmp rcx
-.Lc1_d14182_s_t:
+.Lc1_d14186_s_t:
     jmp rcx
-.Lc1_d14265_j_t:
+.Lc1_d14273_j_t:
     jmp rcx
-.Lc1_d14312_j_t:
+.Lc1_d14321_j_t:
     jmp rcx
-.Lc1_d14403_s_t:
+.Lc1_d14413_s_t:
     jmp rcx
-.Lc1_d14492_j_t:
+.Lc1_d14504_j_t:
     jmp rcx
-.Lc1_d14546_s_t:
+.Lc1_d14559_s_t:
     jmp rcx
-.Lc1_d14636_j_t:
+.Lc1_d14644_j_t:
     jmp rcx
-.Lc1_d14723_j_t:
+.Lc1_d14732_j_t:
     jmp rcx
-.Lc1_d14783_s_t:
+.Lc1_d14792_s_t:
     jmp rcx
-.Lc1_d14872_s_t:
+.Lc1_d14881_s_t:
     jmp rcx
-.Lc1_d14971_j_t:
+.Lc1_d14976_j_t:
     jmp rcx
-.Lc1_d15021_j_t:
+.Lc1_d15026_j_t:
     jmp rcx
-.Lc1_d15118_s_t:
+.Lc1_d15122_s_t:
     jmp rcx
-.Lc1_d15211_j_t:
+.Lc1_d15213_j_t:
     jmp rcx
-.Lc1_d15262_j_t:
+.Lc1_d15265_j_t:
     jmp rcx
-.Lc1_d15356_j_t:
+.Lc1_d15365_j_t:
     jmp rcx
-.Lc1_d15444_s_t:
+.Lc1_d15453_s_t:
     jmp rcx
-.Lc1_d15489_j_t:
+.Lc1_d15498_j_t:
     jmp rcx
-.Lc1_d15586_j_t:
+.Lc1_d15597_j_t:
     jmp rcx
-.Lc1_d15673_s_t:
+.Lc1_d15687_s_t:
     jmp rcx
-.Lc1_d15717_j_t:
+.Lc1_d15731_j_t:
     jmp rcx
-.Lc1_d15808_j_t:
+.Lc1_d15820_j_t:
     jmp rcx
-.Lc1_d15909_s_t:
+.Lc1_d15918_s_t:
     jmp rcx
-.Lc1_d15954_j_t:
+.Lc1_d15962_j_t:
     jmp rcx
-.Lc1_d16038_s_t:
+.Lc1_d16045_s_t:
     jmp rcx
-.Lc1_d16123_j_t:
+.Lc1_d16129_j_t:
     jmp rcx
-.Lc1_d16174_s_t:
+.Lc1_d16180_s_t:
     jmp rcx
-.Lc1_d16262_j_t:
+.Lc1_d16269_j_t:
     jmp rcx
-.Lc1_d16356_j_t:
+.Lc1_d16362_j_t:
     jmp rcx
-.Lc1_d16404_s_t:
+.Lc1_d16410_s_t:
     jmp rcx
-.Lc1_d16494_j_t:
+.Lc1_d16500_j_t:
     jmp rcx
-.Lc1_d16583_s_t:
+.Lc1_d16590_s_t:
     jmp rcx
-.Lc1_d16625_j_t:
+.Lc1_d16632_j_t:
     jmp rcx
-.Lc1_d16721_j_t:
+.Lc1_d16727_j_t:
     jmp rcx
     .text
 

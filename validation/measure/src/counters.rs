@@ -12,9 +12,9 @@
 //!   is an error, never a silent fallback.
 //! - **The simulated differential keeps the lifetime fixed and varies the rate.** A server's timer and
 //!   maintenance threads do work per second, not per request (the memcached clone's background cluster
-//!   wakes about a thousand times a second). [`crate::run_sim`] differences runs of N and 2N requests at one
-//!   rate, so the longer run also lasts longer and that per-second work lands in the per-request
-//!   figures, inflated by how much slower the simulated rate is than the native one. [`measure_sim`]
+//!   wakes about a thousand times a second). Differencing runs of N and 2N requests at one rate (what
+//!   `ditto compare --sim` once did) makes the longer run last longer, and that per-second work lands in
+//!   the per-request figures, inflated by how much slower the simulated rate is than the native one. [`measure_sim`]
 //!   instead loads for the same duration at ½ and 1½ times the rate, and stops every run the same number
 //!   of seconds after its spawn (the first run's lifetime plus a margin; later runs idle until then), so
 //!   start-up, warm-up, shutdown and per-second work cancel and what remains is the marginal cost of the
@@ -674,6 +674,27 @@ fn measure_windows(
 /// Seconds of load at the window's rate before it opens: connections, caches and the server's
 /// lazily built state settle, as in the native runs' warm-up.
 const WINDOW_WARMUP_S: f64 = 1.0;
+
+/// One callgrind window on `platform` as it is (no second geometry) at (rate, connections,
+/// seconds): [idle, loaded] records, for `ditto compare --sim` ([`crate::run_sim`]).
+pub fn measure_window(
+    spec: &TargetSpec,
+    platform: &Platform,
+    (rate, connections, duration_s): (f64, usize, f64),
+    opts: &RunOptions,
+    status: &mut dyn FnMut(&str),
+    progress: &mut dyn FnMut(&Progress),
+) -> Result<[SimRunRecord; 2], MeasureError> {
+    let plan = SimPlan {
+        platform: platform.clone(),
+        method: SimMethod::Window,
+        rate,
+        duration_s,
+        connections,
+        with_l2: false,
+    };
+    window_run(spec, platform, &plan, opts, status, progress)
+}
 
 fn window_run(
     spec: &TargetSpec,

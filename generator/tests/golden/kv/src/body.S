@@ -49,53 +49,55 @@ ditto_body_c1:
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
     mov rbp, r10
-    mov r8, r10
-    sete al
+    movzx eax, byte ptr [r15 + 128]
     and rbp, 33554368
-    mov dword ptr [r15 + rbp + 33554432], eax
-    and r8, 8128
-    movsxd rdi, dword ptr [r15 + r8 + 7104]
-    test ebx, 2304
+    mov byte ptr [r15 + rbp + 33554432], al
+    vpaddd ymm10, ymm5, ymmword ptr [r15 + 0]
+    mov edx, ebp
+    test ebx, 576
     jnz 1f
 1:
-    movzx esi, byte ptr [r14 + 448]
-    mov rcx, qword ptr [r15 + 64]
-    movzx eax, byte ptr [r14 + 64]
-    test ebx, 512
+    mov edi, 197
+    mov r8, qword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rdi
+    mov byte ptr [r15 + 0], dil
+    test bl, 128
     jz 1f
 1:
-    inc dword ptr [r15 + 128]
-    mov r9, qword ptr [r15 + 768]
-    mov edx, ecx
+    mov r9, qword ptr [r15 + 0]
+    sete dil
+    mov r12, qword ptr [r15 + r12 + 56]
     test dword ptr [r15 + 67117724], 67108864
     jnz 1f
 1:
-    bt rax, rax
-    movsxd r8, dword ptr [r15 + 640]
+    mov rdx, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 896], edi
     mov rbp, r10
+    bt rdx, rdx
+    mov rsi, qword ptr [r15 + 768]
     test dword ptr [r15 + 67117724], 16
     jz 1f
 1:
-    and rbp, 448
-    mov eax, dword ptr [r15 + rbp + 960]
-    vpaddd ymm2, ymm4, ymmword ptr [r15 + 256]
-    movzx edi, byte ptr [r15 + 384]
+    and rbp, 4032
+    movsxd rcx, dword ptr [r15 + rbp + 3008]
+    mov edi, dword ptr [r15 + 512]
+    xchg qword ptr [r15 + 64], rcx
     test ebx, 1024
     jz 1f
 1:
-    lea rdi, [r15 + 67109504]
-    mov ecx, 945
-    rep stosb
-    mov ebp, 126
-    lea rdi, [r15 + 67109504]
-    lea rsi, [r15 + 67113600]
-    mov ecx, 943
-    rep movsb
-    test ebx, 2304
+    inc dword ptr [r15 + 576]
+    mov rdx, qword ptr [r15 + 448]
+    movzx r8d, byte ptr [r14 + 64]
+    mov rax, qword ptr [r15 + 576]
+    test ebx, 576
     jz 1f
 1:
-    mov rbp, qword ptr [r15 + 512]
-    mov qword ptr [r15 + 192], rax
+    lea rdi, [r15 + 67109504]
+    lea rsi, [r15 + 67113600]
+    mov ecx, 842
+    rep movsb
+    movsxd r9, dword ptr [r14 + 640]
+    mov rbp, qword ptr [r15 + 704]
     add r11, 64
     add r10, r11
     inc rbx
@@ -105,110 +107,123 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rbp, [r10 + r10*2]
-    and rbp, 33554368
-    mov dword ptr [r15 + rbp + 33554560], 143
-    mov r8, qword ptr [r15 + 320]
-    lea rdi, [r15 + 67109504]
-    lea rsi, [r15 + 67113600]
-    mov ecx, 945
-    rep movsb
-    test dword ptr [r15 + 67117724], 59054096
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 537396352
+    setz al
+    lea rcx, [rip + .Lc1_d87_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d87_s_t
+    .p2align 3
+.Lc1_d87_s:
+    .p2align 3
+    jmp .Lc1_d87_j
+    .p2align 3
+    jmp .Lc1_d87_j
+.Lc1_d87_j:
+    movzx ebp, byte ptr [r15 + 768]
+    movzx r8d, cl
+    bt rbp, rbp
+    test ebx, 512
     jnz 1f
 1:
-    movzx eax, byte ptr [r15 + 192]
-    or qword ptr [r15 + 0], 110
-    bt rax, rax
-    test dword ptr [r15 + 67117723], 2359296
-    jnz 1f
-1:
-    mov r8d, dword ptr [r15 + 448]
-    mov rdi, qword ptr [r15 + 128]
-    mov qword ptr [r15 + rbp + 33554496], r8
-    test bl, 32
-    jnz 1f
-1:
-    mov qword ptr [r15 + rbp + 33554432], rdi
-    mov r9, rdi
-    test bl, 32
+    movzx r9d, byte ptr [r15 + 704]
+    vpaddq xmm1, xmm1, xmmword ptr [r15 + 0]
+    test dword ptr [r15 + 67117723], 536870912
     jz 1f
 1:
-    movzx eax, r9b
-    mov edx, r9d
-    mov r8d, dword ptr [r15 + 704]
-    test ebx, 1024
-    jz 1f
-1:
-    mov rbp, r10
-    mov rdx, qword ptr [r14 + 64]
-    and rbp, 960
-    mov r8, r10
-    movzx r9d, byte ptr [r14 + rbp + 1984]
-    vpaddq xmm10, xmm10, xmmword ptr [r15 + 576]
-    test ebx, 49072
+    mov edx, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 200
+    test dword ptr [r15 + 67117723], 34
     jnz 1f
 1:
-    and r8, 4032
-    mov eax, dword ptr [r15 + r8 + 3008]
-    mov esi, 124
-    add r11, 64
-    add r10, r11
+    mov rax, qword ptr [r15 + 576]
+    mov qword ptr [r14 + 512], r9
+    test dword ptr [r15 + 67117723], 537016708
+    jz 1f
+1:
+    mov qword ptr [r15 + 640], rax
+    mov edi, eax
+    mov rax, rdi
+    test dword ptr [r15 + 67117724], 8388612
+    jz 1f
+1:
+    mov r8, rdi
+    or qword ptr [r15 + 128], 59
+    test bl, 64
+    jz 1f
+1:
+    mov r9, qword ptr [r14 + 768]
+    mov edx, dword ptr [r15 + 448]
+    test dword ptr [r15 + 67117724], 2
+    jnz 1f
+1:
+    mov eax, dword ptr [r15 + 512]
+    mov ecx, 5
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c2:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d133_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d133_j_t
-.Lc1_d133_j:
-    mov r8, r10
-    movzx edx, cl
-    and r8, 448
-    mov rsi, qword ptr [r15 + r8 + 960]
-    vmovdqu xmm4, xmmword ptr [r15 + 384]
-    test bl, 208
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, esi
-    mov r9, r10
-    test dword ptr [r15 + 67117724], 536870912
-    jnz 1f
-1:
-    movzx edx, byte ptr [r15 + 320]
-    and r9, 448
-    mov r8, qword ptr [r15 + r9 + 1472]
-    mov ebp, dword ptr [r15 + 128]
-    test ebx, 1408
-    jz 1f
-1:
-    sete r9b
-    movsxd rcx, dword ptr [r15 + 640]
+    movsxd rdx, dword ptr [r15 + 0]
+    mov r9d, r8d
+    movsxd rcx, dword ptr [r15 + 0]
+    xchg r8, r8
+    mov rax, rcx
     test bl, 32
     jz 1f
 1:
-    bswap rdx
-    mov eax, ecx
-    mov dword ptr [r15 + 896], 32
-    test dword ptr [r15 + 67117724], 64
-    jnz 1f
-1:
-    xchg r9, rbp
-    mov rdi, qword ptr [r15 + 256]
-    test dword ptr [r15 + 67117724], 89129997
-    jnz 1f
-1:
-    mov r8, r9
-    mov rcx, qword ptr [r14 + 192]
-    mov r9d, dword ptr [r15 + 768]
-    test ebx, 49104
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx edx, al
+    mov rdi, qword ptr [r15 + 0]
+    mov rsi, rdx
+    test bl, 32
     jz 1f
 1:
-    mov byte ptr [r15 + 64], r9b
-    mov rdi, r8
+    mov rcx, qword ptr [r15 + 0]
+    sete sil
+    mov dword ptr [r15 + 0], 213
+    mov r8, qword ptr [r15 + 0]
+    movsxd rax, dword ptr [r15 + 0]
+    test bl, 128
+    jz 1f
+1:
+    vmovdqu xmm5, xmmword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rax
+    mov r9d, dword ptr [r15 + 0]
+    bswap r8
+    test ebx, 512
+    jnz 1f
+1:
+    movzx edx, byte ptr [r15 + 128]
+    lea rbp, [r10 + r10*2]
+    movzx ecx, dl
+    and rbp, 448
+    mov rax, qword ptr [r14 + rbp + 1600]
+    mov esi, dword ptr [r15 + 640]
+    mov rdi, qword ptr [r15 + rbp + 1472]
+    test ebx, 57072
+    jnz 1f
+1:
+    mov rdx, qword ptr [r15 + 448]
+    mov r8d, edx
+    mov esi, edx
+    mov edx, esi
+    test bl, 64
+    jz 1f
+1:
+    mov r9, r10
+    mov rax, qword ptr [r15 + 704]
+    and r9, 448
+    movsxd rdx, dword ptr [r15 + r9 + 960]
+    movsxd rcx, dword ptr [r14 + 64]
+    mov byte ptr [r15 + 512], dl
+    or qword ptr [r15 + rbp + 1536], 85
+    test ebx, 49008
+    jnz 1f
+1:
+    mov rsi, qword ptr [r15 + 576]
+    mov rdi, rsi
+    mov rax, rdi
+    movzx esi, sil
     add r11, 64
     add r10, r11
     inc rbx
@@ -218,50 +233,51 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    or eax, 1
-    xor edx, edx
-    div eax
-    bt rax, rdx
+    lea rcx, [rip + .Lc1_d193_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d193_j_t
+.Lc1_d193_j:
+    mov dword ptr [r14 + 704], ecx
+    mov rbp, qword ptr [r15 + 704]
+    not qword ptr [r15 + 768]
+    test bl, 32
+    jz 1f
+1:
+    mov r9, r10
+    mov dword ptr [r15 + 448], 173
+    and r9, 4032
+    vpcmpeqb xmm15, xmm15, xmmword ptr [r15 + r9 + 3008]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, 169
-    test dword ptr [r15 + 67117724], 1073748146
+    test dword ptr [r15 + 67117724], 1075970498
+    jz 1f
+1:
+    mov ecx, dword ptr [r15 + 0]
+    movsxd rsi, dword ptr [r15 + 0]
+    mov r8d, dword ptr [r15 + 0]
+    test dword ptr [r15 + 67117723], 21577734
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test bl, 64
+    mov r9d, ecx
+    movzx edi, byte ptr [r15 + 640]
+    test bl, 32
     jz 1f
 1:
-    mov dword ptr [r15 + 0], edx
-    mov edi, dword ptr [r15 + 448]
-    movsxd r8, dword ptr [r14 + 64]
-    vpcmpeqb xmm10, xmm10, xmmword ptr [r15 + 512]
-    test ebx, 7856
-    jnz 1f
-1:
-    popcnt rdi, r8
-    mov eax, r8d
-    mov dword ptr [r14 + 0], 41
-    mov rsi, qword ptr [r15 + 704]
-    test dword ptr [r15 + 67117723], 151020300
-    jz 1f
-1:
-    mov rbp, r10
-    mov byte ptr [r15 + 128], sil
-    or qword ptr [r15 + 832], 69
-    and rbp, 33554368
-    mov byte ptr [r15 + rbp + 33554432], sil
-    movsxd rdi, dword ptr [r15 + 384]
-    test bl, 64
-    jz 1f
-1:
-    mov dword ptr [r15 + 576], 207
+    movsxd rax, dword ptr [r15 + 384]
     mov r8, r10
-    movzx edi, byte ptr [r15 + 256]
+    mov edx, 36
+    mov r9d, r8d
+    test bl, 128
+    jz 1f
+1:
     and r8, 448
-    mov rax, qword ptr [r15 + r8 + 960]
+    mov byte ptr [r15 + r8 + 1472], r9b
+    mov byte ptr [r15 + 64], r8b
+    movzx ecx, byte ptr [r15 + 768]
+    test dword ptr [r15 + 67117723], 32
+    jnz 1f
+1:
+    bt rcx, rcx
+    mov dword ptr [r15 + 832], 41
     add r11, 64
     add r10, r11
     inc rbx
@@ -271,57 +287,56 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 1216872448
-    setz al
-    lea rcx, [rip + .Lc1_d230_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d230_s_t
-    .p2align 3
-.Lc1_d230_s:
-    .p2align 3
-    jmp .Lc1_d230_j
-    .p2align 3
-    jmp .Lc1_d230_j
-.Lc1_d230_j:
-    mov r9, r10
-    movsxd rdi, dword ptr [r15 + 192]
-    and r9, 960
-    movzx ebp, byte ptr [r15 + r9 + 1984]
-    mov qword ptr [r15 + 320], r9
-    test dword ptr [r15 + 67117724], 67108864
-    jnz 1f
+    movzx ecx, byte ptr [r15 + 896]
+    movzx r8d, byte ptr [r15 + 0]
+    mov edx, dword ptr [r15 + 0]
+    movzx ebp, r8b
+    test dword ptr [r15 + 67117724], 8388640
+    jz 1f
 1:
-    mov rax, rbp
-    mov r8, r10
-    movsxd rdi, dword ptr [r14 + 768]
+    movsxd r9, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, r9b
+    test dword ptr [r15 + 67117723], 673188136
+    jz 1f
+1:
+    mov rdx, qword ptr [r15 + 0]
+    mov ebp, 53
+    movsxd r8, dword ptr [r15 + 0]
+    or qword ptr [r15 + 0], 94
     test bl, 32
     jz 1f
 1:
-    movsxd rdx, dword ptr [r15 + 512]
-    and r8, 448
-    mov r9d, dword ptr [r15 + r8 + 1472]
-    test dword ptr [r15 + 67117724], 17367040
+    movsxd rsi, dword ptr [r15 + 0]
+    movsxd r9, dword ptr [r15 + 0]
+    mov edi, 155
+    test ebx, 64944
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov edx, dword ptr [r15 + 0]
+    mov qword ptr [r15 + 128], r9
+    movsxd rbp, dword ptr [r15 + 768]
+    test dword ptr [r15 + 67117724], 2013282497
+    jz 1f
+1:
+    movsxd rax, dword ptr [r15 + 576]
+    movsxd rsi, dword ptr [r14 + 0]
+    movzx r8d, byte ptr [r15 + 640]
+    mov rbp, r10
+    movzx ecx, byte ptr [r14 + 704]
+    test dword ptr [r15 + 67117723], 545399492
+    jnz 1f
+1:
+    mov r9d, dword ptr [r15 + 576]
+    and rbp, 448
+    mov dword ptr [r15 + rbp + 960], r9d
     xchg rbp, rbp
-    mov edi, 20
-    test bl, 64
+    test dword ptr [r15 + 67117724], 256
     jz 1f
 1:
-    or qword ptr [r15 + 640], 94
-    mov r8d, 19
-    test dword ptr [r15 + 67117723], 1409679377
-    jz 1f
-1:
-    movsxd rdx, dword ptr [r15 + 128]
-    movzx ecx, r8b
-    test ebx, 512
-    jz 1f
-1:
-    movzx edi, byte ptr [r15 + 256]
-    vmulsd xmm10, xmm10, xmm4
+    mov rdi, rbp
+    mov edx, 158
+    vmovdqu xmm5, xmmword ptr [r15 + 768]
     add r11, 64
     add r10, r11
     inc rbx
@@ -331,54 +346,56 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    movsxd rsi, dword ptr [r15 + 64]
-    vpcmpeqb xmm10, xmm10, xmmword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 67117724], 50872594
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test bl, 64
-    jz 1f
-1:
-    mov edi, dword ptr [r15 + 384]
-    mov eax, dword ptr [r15 + 448]
-    test ebx, 7600
-    jnz 1f
-1:
-    movsxd r8, dword ptr [r15 + 704]
-    movsxd rsi, dword ptr [r15 + 320]
-    or eax, 1
-    xor edx, edx
-    div eax
-    test ebx, 512
-    jnz 1f
-1:
-    mov rdi, rdx
-    mov esi, dword ptr [r15 + 576]
-    mov r8, r10
-    mov ecx, dword ptr [r15 + 896]
-    test dword ptr [r15 + 67117724], 512
-    jz 1f
-1:
-    and r8, 4032
-    mov qword ptr [r15 + r8 + 3008], rdi
-    mov rbp, r10
-    mov rax, rsi
-    test dword ptr [r15 + 67117723], 64
-    jnz 1f
-1:
-    mov edx, 76
-    and rbp, 33554368
-    mov dword ptr [r15 + rbp + 33554432], edx
-    mov rax, qword ptr [r14 + 192]
+    lea rcx, [rip + .Lc1_d291_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d291_j_t
+.Lc1_d291_j:
+    vpcmpeqb xmm5, xmm5, xmmword ptr [r15 + 0]
+    mov rbp, rcx
+    mov r9d, dword ptr [r15 + 0]
+    mov ecx, dword ptr [r15 + 0]
     test bl, 128
     jz 1f
 1:
-    mov r9d, dword ptr [r15 + 128]
-    mov esi, 174
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rax, dword ptr [r15 + 0]
+    mov edx, dword ptr [r15 + 0]
+    test bl, 32
+    jnz 1f
+1:
+    movsxd rdx, dword ptr [r15 + 0]
+    movsxd r9, dword ptr [r15 + 0]
+    movzx ecx, byte ptr [r15 + 0]
+    test bl, 112
+    jnz 1f
+1:
+    mov ebp, 226
+    lea r8, [r10 + r10*1]
+    mov rbp, r10
+    vsubsd xmm5, xmm5, xmm5
+    and rbp, 960
+    movsxd rdx, dword ptr [r15 + rbp + 1984]
+    test dword ptr [r15 + 67117723], 65536
+    jnz 1f
+1:
+    and r8, 448
+    mov esi, dword ptr [r14 + r8 + 960]
+    mov qword ptr [r15 + 896], r8
+    mov dword ptr [r15 + r8 + 1024], r8d
+    mov r9, r10
+    test dword ptr [r15 + 67117723], 537030676
+    jnz 1f
+1:
+    mov rdx, rsi
+    mov edi, 195
+    and r9, 8128
+    mov rbp, qword ptr [r15 + r9 + 7104]
+    test ebx, 3488
+    jz 1f
+1:
+    mov r8, qword ptr [r14 + 0]
+    mov ecx, dword ptr [r15 + 704]
+    movsxd rax, dword ptr [r15 + 832]
     add r11, 64
     add r10, r11
     inc rbx
@@ -388,53 +405,53 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d328_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d328_j_t
-.Lc1_d328_j:
-    movsxd rbp, dword ptr [r15 + 192]
-    movzx edx, cl
-    mov esi, dword ptr [r15 + 448]
-    test ebx, 608
-    jnz 1f
-1:
-    movzx eax, byte ptr [r15 + 512]
-    mov r8, rsi
-    mov edx, dword ptr [r15 + 256]
-    test ebx, 5056
-    jnz 1f
-1:
-    mov r9, r10
-    mov ecx, edx
-    and r9, 8128
-    movsxd rbp, dword ptr [r14 + r9 + 7104]
-    mov r8, qword ptr [r14 + 768]
-    test bl, 160
-    jnz 1f
-1:
-    movzx esi, byte ptr [r15 + 128]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test bl, 64
-    jnz 1f
-1:
-    mov edx, r8d
-    mov r9d, 138
-    mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 67117723], 1108349987
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], dl
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov edx, dword ptr [r15 + 704]
+    mov edi, eax
+    mov dword ptr [r15 + 64], 199
+    mov r8d, dword ptr [r14 + 320]
     test bl, 32
-    jnz 1f
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov esi, 1
+    movzx r9d, byte ptr [r15 + 0]
+    movzx edx, byte ptr [r15 + 0]
+    test dword ptr [r15 + 67117723], 17326377
+    jz 1f
+1:
+    mov dword ptr [r15 + 0], 70
+    mov rax, qword ptr [r15 + 0]
+    lea r8, [r10 + r10*1]
+    movzx edi, byte ptr [r15 + 0]
+    test dword ptr [r15 + 67117724], 10750513
+    jz 1f
+1:
+    movsxd rdx, dword ptr [r15 + 0]
+    and r8, 960
+    movsxd rcx, dword ptr [r15 + r8 + 2048]
+    mov r9d, r8d
+    movzx eax, cl
+    test bl, 32
+    jz 1f
+1:
+    mov byte ptr [r14 + 128], r9b
+    movzx edi, byte ptr [r15 + 640]
+    mov rsi, qword ptr [r15 + r8 + 1984]
+    test ebx, 6592
+    jz 1f
+1:
+    movsxd rdx, dword ptr [r15 + 768]
+    vcvtsi2sd xmm5, xmm5, esi
+    mov rcx, qword ptr [r15 + 64]
+    mov eax, dword ptr [r15 + 832]
+    test bl, 144
+    jz 1f
 1:
     mov r8, r10
-    mov dword ptr [r15 + 64], 249
-    add qword ptr [r15 + 384], r8
+    mov r9, rax
     and r8, 448
-    mov rdi, qword ptr [r15 + r8 + 960]
+    movzx ebp, byte ptr [r15 + r8 + 960]
+    add qword ptr [r15 + 768], r8
     add r11, 64
     add r10, r11
     inc rbx
@@ -444,52 +461,58 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    or qword ptr [r15 + 0], 117
-    movzx edx, al
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 6848
-    jz 1f
-1:
+    lea rcx, [rip + .Lc1_d392_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d392_j_t
+.Lc1_d392_j:
+    mov dword ptr [r15 + 768], ecx
+    movzx esi, cl
     mov r8, r10
-    movzx r9d, dl
-    mov edi, r8d
-    and r8, 448
-    movsxd rax, dword ptr [r15 + r8 + 1472]
-    test ebx, 48624
+    movsxd r9, dword ptr [r15 + 512]
+    and r8, 4032
+    movsxd rdi, dword ptr [r15 + r8 + 3008]
+    test dword ptr [r15 + 67117724], 10229376
     jnz 1f
 1:
-    mov dword ptr [r15 + 256], r8d
-    mov r9d, 218
-    vpaddq xmm10, xmm10, xmmword ptr [r15 + 192]
-    movzx edx, r9b
-    test dword ptr [r15 + 67117723], 1629618497
-    jnz 1f
-1:
-    mov eax, dword ptr [r15 + 128]
-    mov dword ptr [r15 + 832], r9d
-    mov edi, 169
-    test dword ptr [r15 + 67117724], 558301314
-    jz 1f
-1:
-    mov qword ptr [r15 + 64], rdi
-    movzx r8d, byte ptr [r14 + 320]
-    add qword ptr [r15 + 704], rax
-    movzx edx, byte ptr [r15 + 576]
-    test dword ptr [r15 + 67117723], 92315648
-    jnz 1f
-1:
-    movsxd r9, dword ptr [r15 + 640]
-    mov rcx, rdx
-    mov r8, r9
+    movzx ebp, r9b
+    mov eax, dword ptr [r15 + 896]
+    or qword ptr [r15 + 128], 115
     test bl, 144
     jz 1f
 1:
-    mov rbp, r10
-    cmovne rcx, r8
-    and rbp, 448
-    mov rsi, qword ptr [r15 + rbp + 960]
-    xor dword ptr [r14 + 384], ebp
+    movsxd rax, dword ptr [r14 + 0]
+    add qword ptr [r14 + 0], rbp
+    mov ecx, 179
+    test dword ptr [r15 + 67117724], 536870912
+    jz 1f
+1:
+    mov r8, qword ptr [r15 + 448]
+    movzx esi, cl
+    movsxd rcx, dword ptr [r15 + 0]
+    test ebx, 1024
+    jnz 1f
+1:
+    mov qword ptr [r15 + 0], rsi
+    mov rax, qword ptr [r15 + 0]
+    vpaddq xmm15, xmm15, xmmword ptr [r15 + 0]
+    test bl, 32
+    jz 1f
+1:
+    movzx r9d, byte ptr [r15 + 448]
+    movzx ebp, byte ptr [r15 + 704]
+    mov edx, r9d
+    test dword ptr [r15 + 67117724], 1073741824
+    jz 1f
+1:
+    mov dword ptr [r15 + 576], ebp
+    xor dword ptr [r15 + 512], r9d
+    mov r8, rdx
+    test dword ptr [r15 + 67117724], 8
+    jnz 1f
+1:
+    cmovne r8, r8
+    mov rax, r8
+    mov ecx, 15
     add r11, 64
     add r10, r11
     inc rbx
@@ -507,7 +530,7 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    vpcmpeqb xmm10, xmm10, xmm12
+    vpcmpeqb xmm15, xmm15, xmm5
     movzx esi, byte ptr [r15 + 0]
     and eax, dword ptr [r15 + 0]
     test esi, esi
@@ -516,25 +539,25 @@ ditto_body_c1:
     jnz 1f
 1:
     movsxd rsi, dword ptr [r15 + 0]
-    movsxd rdi, dword ptr [r15 + 64]
-    mov r8d, eax
+    movsxd r8, dword ptr [r15 + 64]
+    mov edi, r8d
     mov rax, qword ptr [r14 + 0]
-    neg rbp
+    neg r8
     test bl, 16
     jnz 1f
 1:
-    mov edx, 131
+    mov ecx, 131
     jmp 1f
 1:
     add rsi, 5
-    mov edi, dword ptr [r15 + 192]
-    crc32 rsi, rdi
+    mov ebp, dword ptr [r15 + 192]
+    crc32 r8, r8
     test dword ptr [r15 + 67117724], 278414373
     jnz 1f
 1:
-    mov byte ptr [r15 + 320], sil
-    movsxd rcx, dword ptr [r15 + 704]
-    movsxd rbp, dword ptr [r15 + 448]
+    mov byte ptr [r15 + 320], bpl
+    movsxd rdi, dword ptr [r15 + 704]
+    movsxd rcx, dword ptr [r15 + 448]
     jmp 1f
 1:
     .byte 0x0f, 0x1f, 0x00
@@ -542,65 +565,68 @@ ditto_body_c1:
     dec r13
     jnz .Lc1_b1_c0
 .Lc1_b1_done:
-// block 2: 256 bytes, 1 chunk(s), 35 chunk executions per call
+// block 2: 256 bytes, 1 chunk(s), 34 chunk executions per call
     mov rbx, qword ptr [r15 + 67117752]
-    lea rcx, [rbx + 35]
+    lea rcx, [rbx + 34]
     mov qword ptr [r15 + 67117752], rcx
-    mov r13d, 35
+    mov r13d, 34
     jmp .Lc1_b2_c0
     .p2align 6
 .Lc1_b2_c0:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d467_j]
+    lea rcx, [rip + .Lc1_d487_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d467_j_t
-.Lc1_d467_j:
-    movzx ebp, al
+    jmp .Lc1_d487_j_t
+.Lc1_d487_j:
+    movzx edx, al
     mov r9d, 52
-    xor ebp, ecx
+    xor edx, r9d
     test ebx, 23296
     jz 1f
 1:
-    movsxd rdx, dword ptr [r15 + 256]
-    mov rcx, rbp
-    movsxd r8, dword ptr [r14 + 576]
+    movsxd r8, dword ptr [r15 + 384]
+    mov rdi, r8
     test dword ptr [r15 + 67117724], 2064
     jz 1f
 1:
-    mov r9d, 59
-    neg rbp
-    mov byte ptr [r15 + 384], bpl
+    movsxd rax, dword ptr [r14 + 576]
+    mov ecx, 59
+    neg rax
     test ebx, 1073741824
     jnz 1f
 1:
+    mov byte ptr [r15 + 64], al
     mov edx, 217
-    movsxd r8, dword ptr [r15 + 832]
-    mov r9, r10
-    movzx ecx, dl
     test bl, 14
     jz 1f
 1:
-    and r9, 4032
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r8d, al
     mov rbp, r10
-    xchg qword ptr [r15 + r9 + 3008], r8
-    and rbp, 448
-    mov dword ptr [r15 + rbp + 960], 251
-    mov eax, r9d
-    mov rbp, r10
+    mov r12, qword ptr [r15 + r12 + 56]
     test bl, 4
     jnz 1f
 1:
-    and rbp, 448
-    vpcmpeqb xmm10, xmm10, xmmword ptr [r15 + rbp + 1472]
-    or qword ptr [r15 + 128], 80
-    mov rcx, qword ptr [r14 + 896]
+    and rbp, 4032
+    xchg qword ptr [r15 + rbp + 3008], rcx
+    mov ebp, ebp
     test dword ptr [r15 + 67117723], 8388672
     jz 1f
 1:
-    popcnt rax, rcx
-    cmovne rbp, rax
+    mov r8, r10
+    mov r9, r10
+    and r8, 448
+    mov dword ptr [r15 + r8 + 1472], 146
+    and r9, 960
+    vpcmpeqb xmm15, xmm15, xmmword ptr [r15 + r9 + 1984]
+    or qword ptr [r15 + 128], 2
+    test bl, 8
+    jnz 1f
+1:
+    popcnt rdx, r8
+    cmovne rcx, rdx
     add r11, 64
     add r10, r11
     inc rbx
@@ -656,58 +682,56 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 262722
-    setz al
-    lea rcx, [rip + .Lc1_d527_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d527_s_t
-    .p2align 3
-.Lc1_d527_s:
-    .p2align 3
-    jmp .Lc1_d527_j
-    .p2align 3
-    jmp .Lc1_d527_j
-.Lc1_d527_j:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 2048
+    mov rbp, r10
+    and rbp, 448
+    mov qword ptr [r15 + rbp + 1472], rcx
+    mov r8, r10
+    mov esi, 165
+    and r8, 33554368
+    mov dword ptr [r15 + r8 + 33554432], 88
+    mov edx, dword ptr [r15 + 0]
+    test dword ptr [r15 + 67117723], 68167682
+    jnz 1f
+1:
+    popcnt rsi, r8
+    btc dword ptr [r15 + 0], 16
+    mov rax, rsi
+    test ebx, 1024
+    jnz 1f
+1:
+    mov ebp, edx
+    mov qword ptr [r15 + 0], rsi
+    mov byte ptr [r15 + 0], bpl
+    test dword ptr [r15 + 67117723], 121901076
     jz 1f
 1:
-    mov esi, 69
-    mov dword ptr [r15 + 128], 165
-    test ebx, 128864
-    jz 1f
-1:
-    movsxd rdi, dword ptr [r15 + 512]
-    mov eax, dword ptr [r15 + 64]
-    bswap rcx
+    mov r8d, 245
+    movsxd rdi, dword ptr [r15 + 0]
+    mov rax, qword ptr [r15 + 0]
     test bl, 128
     jz 1f
 1:
-    mov qword ptr [r15 + 448], rcx
-    mov rbp, r10
-    popcnt rdx, rax
-    test ebx, 576
-    jnz 1f
+    movzx esi, r8b
+    mov qword ptr [r15 + 0], r8
+    mov rbp, rsi
+    test dword ptr [r15 + 67117723], 33595392
+    jz 1f
 1:
-    and rbp, 960
-    mov rdi, qword ptr [r15 + rbp + 1984]
-    mov esi, 55
-    mov r9, r10
-    inc dword ptr [r14 + 0]
-    test ebx, 64992
-    jnz 1f
+    bswap rdi
+    mov r12, qword ptr [r15 + r12 + 56]
+    sete r8b
+    test dword ptr [r15 + 67117723], 134217728
+    jz 1f
 1:
-    and r9, 4032
-    mov byte ptr [r15 + r9 + 3008], bpl
-    mov r8, r9
-    test dword ptr [r15 + 67117723], 676409344
-    jnz 1f
+    mov eax, dword ptr [r15 + 512]
+    movsxd rsi, dword ptr [r14 + 0]
+    mov rbp, qword ptr [r15 + 128]
+    test dword ptr [r15 + 67117723], 262400
+    jz 1f
 1:
-    movzx ecx, r8b
-    sete sil
+    movsxd r9, dword ptr [r15 + 64]
+    movzx r8d, byte ptr [r15 + 832]
+    inc dword ptr [r15 + 640]
     add r11, 64
     add r10, r11
     inc rbx
@@ -717,56 +741,56 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d577_j]
+    lea rcx, [rip + .Lc1_d600_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d577_j_t
-.Lc1_d577_j:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, 152
-    mov r12, qword ptr [r15 + r12 + 56]
-    or qword ptr [r15 + 0], 110
+    jmp .Lc1_d600_j_t
+.Lc1_d600_j:
+    mov r9d, 152
+    or qword ptr [r14 + 896], 110
+    popcnt rbp, r9
+    mov esi, 116
     test dword ptr [r15 + 67117724], 532484
     jnz 1f
 1:
-    popcnt rbp, rdi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], bpl
+    mov eax, dword ptr [r15 + 448]
+    mov rdi, qword ptr [r15 + 128]
+    movsxd rcx, dword ptr [r15 + 576]
     test bl, 128
     jnz 1f
 1:
-    mov r8, qword ptr [r15 + 896]
-    mov byte ptr [r15 + 256], bpl
-    mov rsi, qword ptr [r15 + 384]
-    mov eax, r8d
-    mov r9, r10
+    movsxd rbp, dword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], dil
+    mov dword ptr [r15 + 0], ebp
     test bl, 96
     jnz 1f
 1:
-    movsxd rcx, dword ptr [r15 + 128]
-    mov edi, r9d
-    and r9, 448
-    mov ebp, dword ptr [r15 + r9 + 1472]
-    test bl, 128
+    mov esi, ecx
+    movzx edx, bpl
+    mov ecx, dword ptr [r15 + 0]
+    test bl, 64
     jz 1f
 1:
-    mov eax, 240
-    mov dword ptr [r15 + 640], ebp
-    mov esi, dword ptr [r14 + 768]
+    mov byte ptr [r15 + 0], sil
+    lea r9, [r10 + r10*1]
+    mov rdi, qword ptr [r15 + 512]
+    and r9, 4032
+    mov byte ptr [r15 + r9 + 3008], dil
+    test ebx, 704
+    jz 1f
+1:
+    movsxd rdx, dword ptr [r15 + 64]
+    mov rbp, r10
+    mov ecx, edx
+    and rbp, 448
     mov r8, r10
-    mov ecx, dword ptr [r15 + 192]
-    test ebx, 7040
+    mov rax, qword ptr [r15 + rbp + 1472]
+    test bl, 64
     jnz 1f
 1:
-    mov qword ptr [r15 + 320], r8
+    movzx edi, byte ptr [r14 + 0]
     and r8, 448
-    movsxd rdi, dword ptr [r15 + r8 + 960]
-    mov byte ptr [r15 + 512], r8b
-    test bl, 128
-    jnz 1f
-1:
-    movzx edx, byte ptr [r15 + 64]
-    mov r9, qword ptr [r15 + 64]
-    movzx eax, dl
+    movzx esi, byte ptr [r15 + r8 + 960]
+    mov qword ptr [r15 + r9 + 3072], r8
     add r11, 64
     add r10, r11
     inc rbx
@@ -776,47 +800,52 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    vmovdqu ymm12, ymmword ptr [r15 + 512]
-    mov r9d, dword ptr [r15 + 64]
-    mov rbp, rax
+    movsxd r8, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], r8b
+    mov ecx, 18
     test dword ptr [r15 + 67117723], 311574664
     jnz 1f
 1:
-    movzx r8d, byte ptr [r15 + 192]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov rsi, rax
+    mov eax, dword ptr [r15 + 0]
+    mov rdx, qword ptr [r15 + 0]
     test dword ptr [r15 + 67117723], 2
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 2560
+    mov r8d, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], eax
+    movzx ecx, byte ptr [r15 + 0]
+    vmovdqu ymm15, ymmword ptr [r15 + 0]
+    test ebx, 320
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, r10
-    test ebx, 3904
-    jz 1f
-1:
-    and r8, 4032
-    movzx eax, byte ptr [r15 + r8 + 3008]
-    movsxd r9, dword ptr [r14 + 576]
-    mov dword ptr [r15 + 704], eax
-    test bl, 64
-    jz 1f
-1:
+    movsxd rdx, dword ptr [r15 + 0]
+    mov esi, dword ptr [r15 + 0]
     mov rbp, r10
-    mov dword ptr [r15 + 320], 76
-    mov byte ptr [r15 + 256], bpl
-    and rbp, 960
-    movzx r8d, byte ptr [r15 + rbp + 1984]
-    test dword ptr [r15 + 67117724], 1084227593
+    movzx edi, byte ptr [r15 + 576]
+    test dword ptr [r15 + 67117723], 1677852928
+    jz 1f
+1:
+    mov ecx, dword ptr [r15 + 512]
+    and rbp, 4032
+    mov rax, qword ptr [r15 + rbp + 3008]
+    mov edx, dword ptr [r15 + 704]
+    movsxd rsi, dword ptr [r15 + 640]
+    test bl, 64
     jnz 1f
 1:
-    mov r9d, dword ptr [r15 + 448]
-    movsxd rax, dword ptr [r15 + 128]
+    mov r8, r10
+    mov edi, dword ptr [r14 + 512]
+    mov dword ptr [r15 + 640], r8d
+    and r8, 448
+    movzx ecx, byte ptr [r15 + r8 + 1472]
+    test bl, 224
+    jnz 1f
+1:
+    movsxd rdx, dword ptr [r14 + 448]
+    mov dword ptr [r15 + 64], 33
+    vpcmpeqb xmm15, xmm15, xmmword ptr [r15 + 448]
     add r11, 64
     add r10, r11
     inc rbx
@@ -826,52 +855,58 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d672_j]
+    lea rcx, [rip + .Lc1_d700_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d672_j_t
-.Lc1_d672_j:
-    mov rsi, rcx
-    bt rcx, rcx
-    inc dword ptr [r15 + 832]
+    jmp .Lc1_d700_j_t
+.Lc1_d700_j:
+    mov edx, eax
+    mov dword ptr [r15 + 0], eax
+    mov dword ptr [r15 + 0], edx
+    mov rdi, qword ptr [r15 + 0]
     test dword ptr [r15 + 67117724], 411174416
     jz 1f
 1:
-    bt rsi, rcx
+    bt rdx, rdx
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test bl, 96
-    jnz 1f
-1:
-    mov dword ptr [r15 + 64], esi
-    mov edi, esi
-    mov dword ptr [r15 + 640], edi
-    mov rbp, r10
-    test dword ptr [r15 + 67117724], 4456448
+    mov r9, rdi
+    test dword ptr [r15 + 67117723], 536936448
     jz 1f
 1:
-    and rbp, 8128
-    mov rdx, qword ptr [r15 + rbp + 7104]
-    mov rax, rbp
+    sete dl
+    bt r9, r9
+    movzx esi, dl
+    test ebx, 129504
+    jnz 1f
+1:
     bswap rdi
-    test dword ptr [r15 + 67117723], 524288
+    movzx eax, byte ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rdi
+    test dword ptr [r15 + 67117724], 32
     jz 1f
 1:
-    vpaddd ymm10, ymm10, ymmword ptr [r15 + 320]
-    mov qword ptr [r15 + 128], rdi
-    movzx ecx, byte ptr [r14 + 768]
-    test ebx, 5056
+    mov rsi, rdi
+    lea r9, [r10 + r10*1]
+    mov rdx, rsi
+    movzx ecx, byte ptr [r14 + 128]
+    test bl, 224
+    jz 1f
+1:
+    and r9, 448
+    movzx eax, byte ptr [r15 + r9 + 1024]
+    mov r8d, 221
+    inc dword ptr [r15 + 64]
+    test dword ptr [r15 + 67117723], 2048
     jnz 1f
 1:
-    movzx eax, cl
-    add qword ptr [r15 + 256], rcx
-    mov rbp, r10
-    movzx esi, byte ptr [r15 + 448]
-    test ebx, 11136
-    jnz 1f
+    movsxd rcx, dword ptr [r15 + 64]
+    mov esi, eax
+    add qword ptr [r15 + r9 + 960], rcx
+    test dword ptr [r15 + 67117724], 1073745216
+    jz 1f
 1:
-    inc dword ptr [r15 + 384]
-    and rbp, 448
-    movzx edi, byte ptr [r14 + rbp + 960]
+    movzx ebp, byte ptr [r15 + 128]
+    inc dword ptr [r14 + 576]
+    vpaddd ymm1, ymm15, ymmword ptr [r15 + 768]
     add r11, 64
     add r10, r11
     inc rbx
@@ -881,48 +916,54 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov edi, dword ptr [r15 + 512]
-    mov rbp, r10
-    movsxd rcx, dword ptr [r15 + 384]
-    movzx esi, bpl
-    and rbp, 33554368
-    mov byte ptr [r15 + rbp + 33554432], sil
-    test ebx, 672
-    jz 1f
-1:
-    bt rbp, rbp
-    mov r8d, ebp
-    mov r9d, esi
-    mov rbp, r10
-    test dword ptr [r15 + 67117724], 2048
-    jnz 1f
-1:
-    xor dword ptr [r15 + 576], ebp
-    movsxd rcx, dword ptr [r14 + 256]
-    and rbp, 448
-    mov eax, dword ptr [r15 + rbp + 1472]
+    mov ebp, eax
+    movsxd r8, dword ptr [r15 + 704]
     mov r9, r10
-    mov rdi, rax
-    test dword ptr [r15 + 67117724], 67633280
+    mov rbp, r10
+    mov qword ptr [r15 + 128], r9
+    and r9, 33554368
+    mov byte ptr [r15 + r9 + 33554432], r8b
+    test dword ptr [r15 + 67117723], 1073741833
+    jz 1f
+1:
+    and rbp, 8128
+    movsxd rax, dword ptr [r15 + rbp + 7104]
+    xor dword ptr [r15 + 0], ebp
+    mov esi, 139
+    mov rcx, qword ptr [r15 + 0]
+    test dword ptr [r15 + 67117724], 67108880
+    jz 1f
+1:
+    movzx r9d, byte ptr [r15 + 0]
+    mov r8d, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 73
+    mov eax, r8d
+    test ebx, 256
     jnz 1f
 1:
-    and r9, 448
-    movsxd rsi, dword ptr [r15 + r9 + 960]
-    mov dword ptr [r15 + 704], 212
-    movzx ecx, byte ptr [r15 + 128]
-    test ebx, 1024
+    movsxd rsi, dword ptr [r15 + 448]
+    bt r8, r9
+    mov ecx, dword ptr [r15 + 832]
+    test dword ptr [r15 + 67117723], 69206018
     jz 1f
 1:
-    mov edi, 153
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, edi
-    test dword ptr [r15 + 67117723], 4
+    mov rbp, rsi
+    mov byte ptr [r15 + 128], sil
+    mov qword ptr [r15 + 64], rbp
+    mov edx, 237
+    test bl, 128
+    jnz 1f
+1:
+    movsxd rdi, dword ptr [r14 + 0]
+    movzx eax, byte ptr [r14 + 128]
+    mov edx, dword ptr [r15 + 640]
+    movsxd rcx, dword ptr [r15 + 768]
+    test dword ptr [r15 + 67117724], 262144
     jz 1f
 1:
-    movsxd rsi, dword ptr [r15 + 896]
-    mov dword ptr [r14 + 192], 237
-    mov eax, 93
+    mov dword ptr [r15 + 64], 37
+    movzx edx, dl
+    mov edi, eax
     add r11, 64
     add r10, r11
     inc rbx
@@ -935,52 +976,61 @@ ditto_body_c1:
     xor eax, eax
     test dword ptr [r15 + 67117724], 16908300
     setz al
-    lea rcx, [rip + .Lc1_d765_s]
+    lea rcx, [rip + .Lc1_d803_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d765_s_t
+    jmp .Lc1_d803_s_t
     .p2align 3
-.Lc1_d765_s:
+.Lc1_d803_s:
     .p2align 3
-    jmp .Lc1_d765_j
+    jmp .Lc1_d803_j
     .p2align 3
-    jmp .Lc1_d765_j
-.Lc1_d765_j:
-    mov edx, dword ptr [r15 + 448]
-    movzx r9d, byte ptr [r15 + 192]
-    test bl, 192
+    jmp .Lc1_d803_j
+.Lc1_d803_j:
+    mov rdi, rax
+    mov dword ptr [r15 + 0], 42
+    vpaddd ymm15, ymm14, ymmword ptr [r15 + 0]
+    test bl, 96
     jz 1f
 1:
-    vpaddq xmm12, xmm12, xmmword ptr [r14 + 768]
-    mov edi, 248
-    test dword ptr [r15 + 67117723], 235028865
+    movzx edi, dil
+    vpaddq xmm1, xmm1, xmmword ptr [r15 + 0]
+    test ebx, 118752
     jnz 1f
 1:
-    mov r8, qword ptr [r15 + 128]
-    movsxd rdx, dword ptr [r15 + 640]
+    movsxd rcx, dword ptr [r15 + 0]
+    mov eax, dword ptr [r15 + 0]
+    movsxd rdx, dword ptr [r15 + 0]
+    test ebx, 5056
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rdi, qword ptr [r15 + 0]
+    test dword ptr [r15 + 67117723], 613974560
+    jz 1f
+1:
+    mov rbp, r10
+    mov r8, r10
+    movsxd rdx, dword ptr [r15 + 0]
+    and rbp, 960
+    mov byte ptr [r15 + rbp + 1984], dl
+    and r8, 448
+    movzx r9d, byte ptr [r15 + r8 + 1472]
+    test dword ptr [r15 + 67117723], 3072
+    jz 1f
+1:
+    mov edi, edx
+    mov ecx, 48
+    test bl, 160
+    jnz 1f
+1:
+    mov qword ptr [r15 + 128], r8
+    mov esi, 115
+    mov r9, qword ptr [r14 + 64]
     test bl, 64
     jz 1f
 1:
-    mov r9, r10
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r9, 960
-    mov r8, r10
-    vpaddd ymm4, ymm12, ymmword ptr [r15 + r9 + 1984]
-    test dword ptr [r15 + 67117724], 134217728
-    jnz 1f
-1:
-    mov byte ptr [r15 + 320], r8b
-    and r8, 4032
-    mov dword ptr [r15 + r8 + 3008], 202
-    test ebx, 10752
-    jz 1f
-1:
-    vmulsd xmm4, xmm4, xmm4
-    mov edx, 117
-    test bl, 128
-    jnz 1f
-1:
-    mov rbp, qword ptr [r15 + 64]
-    movzx edi, dl
+    mov byte ptr [r15 + 704], cl
+    vmovdqu xmm15, xmmword ptr [r15 + 576]
     add r11, 64
     add r10, r11
     inc rbx
@@ -990,48 +1040,51 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov r9, qword ptr [r15 + 832]
+    movsxd r9, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 220
-    mov byte ptr [r15 + 0], r9b
+    movsxd rsi, dword ptr [r15 + 0]
     test bl, 64
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, r9d
-    movzx r8d, sil
+    mov r9d, dword ptr [r15 + 0]
+    movzx edi, byte ptr [r15 + 0]
+    mov rsi, qword ptr [r15 + 0]
     test ebx, 7648
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    add qword ptr [r15 + 0], r8
-    inc dword ptr [r15 + 0]
-    mov rbp, r10
-    mov byte ptr [r15 + 192], r8b
+    mov r9, qword ptr [r15 + 512]
+    mov dword ptr [r15 + 640], 23
+    movzx esi, r9b
     test dword ptr [r15 + 67117724], 32768
     jnz 1f
 1:
-    and rbp, 448
-    mov r9, r10
-    mov rax, qword ptr [r15 + rbp + 960]
-    and r9, 448
-    mov ecx, dword ptr [r15 + r9 + 1472]
-    movsxd rsi, dword ptr [r15 + 320]
-    vpaddd ymm10, ymm10, ymmword ptr [r15 + 384]
+    vpaddd ymm15, ymm15, ymmword ptr [r15 + 576]
+    lea rbp, [r10 + r10*1]
+    mov esi, esi
+    mov rdi, qword ptr [r15 + 384]
     test bl, 64
     jnz 1f
 1:
-    movzx r8d, byte ptr [r15 + 256]
-    movsxd rdx, dword ptr [r15 + 576]
-    mov rax, qword ptr [r14 + 128]
-    movzx ebp, byte ptr [r14 + 512]
+    and rbp, 4032
+    movzx r9d, byte ptr [r14 + rbp + 3072]
+    mov byte ptr [r15 + 64], bpl
+    mov rdi, qword ptr [r15 + 896]
     test dword ptr [r15 + 67117724], 1048592
     jz 1f
 1:
-    mov rsi, qword ptr [r15 + 448]
-    movzx r9d, byte ptr [r15 + 704]
-    movsxd rcx, dword ptr [r15 + 64]
+    mov byte ptr [r15 + 576], r9b
+    movzx esi, byte ptr [r14 + 768]
+    add qword ptr [r15 + 640], r9
+    mov r8, r10
+    test bl, 128
+    jz 1f
+1:
+    mov r9, r10
+    and r8, 448
+    movsxd rdi, dword ptr [r15 + r8 + 960]
+    inc dword ptr [r15 + rbp + 3008]
+    and r9, 448
+    movsxd rbp, dword ptr [r15 + r9 + 1472]
     add r11, 64
     add r10, r11
     inc rbx
@@ -1041,55 +1094,60 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d857_j]
+    lea rcx, [rip + .Lc1_d905_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d857_j_t
-.Lc1_d857_j:
-    mov r9, qword ptr [r15 + 192]
-    mov byte ptr [r15 + 384], cl
-    mov dword ptr [r15 + 0], 56
-    test ebx, 1984
-    jnz 1f
-1:
-    mov rbp, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 67117724], 8193
+    jmp .Lc1_d905_j_t
+.Lc1_d905_j:
+    movsxd rdx, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 186
+    vpcmpeqb xmm1, xmm1, xmmword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], ecx
+    test bl, 224
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 67117724], 11284482
+    mov edi, edx
+    mov qword ptr [r15 + 0], rdx
+    mov rax, qword ptr [r15 + 0]
+    test ebx, 288
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov edi, edi
+    inc dword ptr [r15 + 0]
+    mov rcx, rdi
+    test dword ptr [r15 + 67117724], 1073938595
+    jz 1f
+1:
+    movzx edx, byte ptr [r15 + 0]
+    mov byte ptr [r15 + 0], dil
+    movsxd rbp, dword ptr [r15 + 128]
     test ebx, 1024
-    jnz 1f
-1:
-    mov edi, ebp
-    mov rax, qword ptr [r14 + 256]
-    mov ebp, edi
-    test dword ptr [r15 + 67117724], 8466982
-    jnz 1f
-1:
-    mov dword ptr [r15 + 768], eax
-    movsxd rcx, dword ptr [r15 + 640]
-    mov dword ptr [r15 + 128], 2
-    test bl, 64
     jz 1f
 1:
-    mov r9d, dword ptr [r15 + 64]
-    or eax, 1
-    xor edx, edx
-    div eax
-    movsxd rbp, dword ptr [r15 + 64]
-    test dword ptr [r15 + 67117724], 4194308
+    movsxd rax, dword ptr [r15 + 896]
+    mov byte ptr [r15 + 64], dl
+    mov dword ptr [r15 + 128], 248
+    test ebx, 15968
     jnz 1f
 1:
-    mov byte ptr [r15 + 896], bpl
-    movzx ecx, byte ptr [r14 + 512]
+    movsxd rdi, dword ptr [r15 + 448]
+    mov rbp, qword ptr [r15 + 832]
+    sete cl
+    mov r8, r10
+    test ebx, 256
+    jz 1f
+1:
+    mov rsi, qword ptr [r15 + 704]
+    and r8, 4032
+    mov rax, qword ptr [r15 + r8 + 3008]
+    movzx edx, byte ptr [r15 + 128]
+    test dword ptr [r15 + 67117724], 42239496
+    jz 1f
+1:
+    movsxd rsi, dword ptr [r14 + 0]
+    mov ebp, dword ptr [r15 + 640]
+    mov ecx, dword ptr [r14 + 64]
+    add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b3_done
@@ -1097,51 +1155,52 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov r8, r10
-    mov rbp, r10
-    and r8, 448
-    movzx edi, byte ptr [r15 + r8 + 960]
-    and rbp, 8128
-    mov r9, r10
-    mov esi, dword ptr [r14 + rbp + 7104]
-    mov edx, dword ptr [r15 + 704]
-    test ebx, 576
+    add qword ptr [r15 + 832], rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], al
+    movzx r9d, byte ptr [r15 + 0]
+    test ebx, 288
     jnz 1f
 1:
-    and r9, 33554368
-    mov byte ptr [r15 + r9 + 33554432], dl
-    mov dword ptr [r15 + 320], 151
-    mov edi, r9d
+    mov dword ptr [r14 + 704], 131
+    movsxd rsi, dword ptr [r15 + 512]
+    mov ebp, dword ptr [r15 + 768]
     test ebx, 120800
     jnz 1f
 1:
-    mov dword ptr [r15 + 0], 76
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 185
+    mov r9d, 77
+    mov esi, 185
+    mov ebp, dword ptr [r15 + 128]
+    mov r8, r10
     test bl, 128
     jnz 1f
 1:
-    mov r8d, 77
-    mov r12, qword ptr [r15 + r12 + 56]
-    add qword ptr [r15 + 448], r8
+    mov r9, r10
+    mov ebp, 242
+    and r8, 8128
+    mov rsi, qword ptr [r15 + r8 + 7104]
+    mov rbp, r10
+    and r9, 448
+    movsxd rcx, dword ptr [r15 + r9 + 960]
     test dword ptr [r15 + 67117723], 2
     jnz 1f
 1:
-    movsxd rbp, dword ptr [r15 + 128]
-    mov rax, qword ptr [r15 + 384]
-    sete dil
-    test bl, 128
+    and rbp, 960
+    mov rsi, qword ptr [r14 + rbp + 1984]
+    mov rax, qword ptr [r15 + 768]
+    sete r8b
+    test bl, 64
     jz 1f
 1:
-    movsxd rdx, dword ptr [r15 + 576]
-    mov r9, qword ptr [r14 + 64]
-    bt rdx, rdx
-    test ebx, 1536
+    movsxd r9, dword ptr [r15 + 64]
+    mov dword ptr [r15 + 448], 250
+    bt r9, r9
+    test ebx, 256
     jnz 1f
 1:
-    movsxd rbp, dword ptr [r15 + 256]
-    movsxd rax, dword ptr [r15 + 192]
-    mov edi, 2
+    mov esi, r8d
+    movsxd rdi, dword ptr [r15 + 512]
+    mov dword ptr [r15 + 448], esi
     add r11, 64
     add r10, r11
     inc rbx
@@ -1151,53 +1210,57 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d952_j]
+    lea rcx, [rip + .Lc1_d1006_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d952_j_t
-.Lc1_d952_j:
+    jmp .Lc1_d1006_j_t
+.Lc1_d1006_j:
     mov r8, r10
-    movzx esi, byte ptr [r15 + 768]
-    and r8, 960
-    movsxd rdi, dword ptr [r15 + r8 + 1984]
-    movsxd rdx, dword ptr [r15 + 832]
+    lea rdi, [r15 + 67109504]
+    mov ecx, 842
+    rep stosb
+    and r8, 448
+    movsxd rdx, dword ptr [r15 + r8 + 1472]
+    mov esi, 110
+    mov r9d, 45
     test dword ptr [r15 + 67117723], 2048
     jnz 1f
 1:
-    mov dword ptr [r15 + 512], 178
+    mov dword ptr [r15 + 0], ecx
+    mov dword ptr [r15 + 0], 4
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 288
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    or ecx, 1
-    xor edx, edx
-    div ecx
-    mov r8, r10
-    mov dword ptr [r15 + 128], eax
+    mov edx, r9d
+    mov r9d, dword ptr [r15 + 0]
+    movzx edi, byte ptr [r15 + 0]
     test bl, 64
     jnz 1f
 1:
-    mov esi, 33
-    and r8, 4032
-    mov r9, r10
-    mov rdi, qword ptr [r15 + r8 + 3008]
-    test ebx, 5120
+    mov r8, r9
+    mov esi, edx
+    movzx ecx, byte ptr [r15 + 0]
+    mov rdx, rsi
+    test ebx, 2560
     jnz 1f
 1:
-    and r9, 448
-    movsxd rax, dword ptr [r14 + r9 + 1472]
-    mov ecx, r9d
-    mov rsi, qword ptr [r15 + 320]
+    mov rdi, qword ptr [r15 + 576]
+    vsubsd xmm15, xmm15, xmm15
+    movsxd rbp, dword ptr [r15 + 64]
     test dword ptr [r15 + 67117724], 125862152
     jnz 1f
 1:
-    movzx edx, byte ptr [r15 + 640]
-    mov edi, 26
+    lea r9, [r10 + r10*1]
+    mov rdx, qword ptr [r14 + 0]
+    and r9, 448
+    movzx esi, byte ptr [r15 + r9 + 960]
+    mov ecx, 212
     test bl, 128
     jz 1f
 1:
-    mov rax, rdi
-    mov rcx, rdi
+    mov ebp, 246
+    movzx edi, byte ptr [r15 + r9 + 1024]
+    mov r8, qword ptr [r15 + 704]
     add r11, 64
     add r10, r11
     inc rbx
@@ -1207,54 +1270,56 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    movsxd rsi, dword ptr [r15 + 384]
-    cmovne rcx, rax
-    mov qword ptr [r15 + 448], rsi
-    mov r8d, 182
-    test ebx, 1024
+    mov rbp, r10
+    and rbp, 448
+    mov rdi, qword ptr [r15 + rbp + 1472]
+    lea r9, [r10 + r10*1]
+    movsxd r8, dword ptr [r15 + 384]
+    and r9, 448
+    movsxd rcx, dword ptr [r14 + r9 + 960]
+    test ebx, 256
     jnz 1f
 1:
-    mov ebp, r8d
-    mov r9d, r8d
-    mov edi, ebp
-    mov edx, 31
+    btc dword ptr [r14 + 0], 30
+    mov eax, ecx
+    mov rbp, qword ptr [r15 + r9 + 1024]
     test ebx, 130272
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 29
+    mov r8d, 120
+    movzx edi, byte ptr [r15 + 64]
+    mov esi, 26
     test dword ptr [r15 + 67117723], 84125952
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test bl, 128
+    mov qword ptr [r15 + 128], rsi
+    mov edi, esi
+    mov r8d, dword ptr [r15 + 0]
+    test bl, 64
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, cl
-    mov ebp, 160
-    btc dword ptr [r15 + 128], 11
+    mov r9, qword ptr [r15 + 0]
+    mov edi, dword ptr [r15 + 0]
+    cmovne rax, r9
     test ebx, 3776
     jnz 1f
 1:
-    mov r8d, ebp
-    mov qword ptr [r15 + 192], rbp
-    mov qword ptr [r14 + 64], r8
-    mov rdi, qword ptr [r14 + 704]
+    mov rsi, qword ptr [r15 + 448]
+    movzx r8d, byte ptr [r15 + 512]
+    mov rbp, r10
+    mov edi, r8d
     test ebx, 122784
     jz 1f
 1:
-    mov ecx, dword ptr [r15 + 576]
-    mov r9, r10
-    mov rdx, qword ptr [r15 + 256]
-    movzx esi, byte ptr [r15 + 64]
-    and r9, 448
-    movzx r8d, byte ptr [r15 + r9 + 960]
+    movzx eax, byte ptr [r15 + 576]
+    and rbp, 33554368
+    mov qword ptr [r15 + rbp + 33554432], rax
+    mov edx, 18
+    test dword ptr [r15 + 67117723], 1079968
+    jnz 1f
+1:
+    movzx edi, byte ptr [r15 + 640]
+    mov r8, qword ptr [r15 + 320]
     add r11, 64
     add r10, r11
     inc rbx
@@ -1264,56 +1329,57 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d1051_j]
+    lea rcx, [rip + .Lc1_d1110_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d1051_j_t
-.Lc1_d1051_j:
-    mov r8d, dword ptr [r15 + 512]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1024
+    jmp .Lc1_d1110_j_t
+.Lc1_d1110_j:
+    mov edx, ecx
+    mov rdi, rcx
+    mov esi, 54
+    test bl, 128
     jnz 1f
 1:
-    mov r9, rcx
-    vpcmpeqb xmm10, xmm10, xmmword ptr [r15 + 0]
-    movsxd rcx, dword ptr [r15 + 384]
+    mov eax, 71
+    lea rbp, [r10 + r10*1]
+    mov edx, dword ptr [r15 + 64]
+    and rbp, 448
+    mov edi, dword ptr [r14 + rbp + 960]
     test bl, 64
     jz 1f
 1:
-    mov byte ptr [r15 + 640], cl
-    movzx r8d, cl
-    mov eax, r9d
-    test ebx, 11136
+    movzx ecx, dl
+    mov r8d, 106
+    mov byte ptr [r15 + 512], cl
+    test ebx, 5568
     jz 1f
 1:
-    mov edx, 219
-    lock xadd qword ptr [r15 + 256], r9
-    mov qword ptr [r15 + 192], rdx
+    movzx esi, byte ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
     test dword ptr [r15 + 67117723], 27563008
     jnz 1f
 1:
-    movzx r8d, byte ptr [r15 + 320]
-    mov eax, 180
-    movsxd rcx, dword ptr [r15 + 768]
-    mov rbp, r10
-    test ebx, 6400
+    movzx edi, sil
+    mov qword ptr [r15 + 0], rsi
+    mov byte ptr [r15 + rbp + 1024], dil
+    test ebx, 1600
     jz 1f
 1:
-    and rbp, 448
-    vmovdqu xmm12, xmmword ptr [r14 + rbp + 960]
-    mov edx, 252
-    mov r8d, 63
+    lock xadd qword ptr [r15 + 128], r8
+    mov edx, 63
+    mov r9, r10
+    mov ecx, 33
     test dword ptr [r15 + 67117724], 1745391648
     jz 1f
 1:
-    mov ecx, 33
-    movsxd r9, dword ptr [r15 + 896]
-    mov eax, ecx
-    test bl, 64
+    and r9, 8128
+    movsxd rbp, dword ptr [r15 + r9 + 7104]
+    vmovdqu xmm15, xmmword ptr [r15 + 128]
+    movsxd r8, dword ptr [r14 + 0]
+    test dword ptr [r15 + 67117723], 16384
     jnz 1f
 1:
-    movzx edx, r9b
-    mov byte ptr [r15 + 128], al
+    movsxd rdi, dword ptr [r15 + 640]
+    mov edx, r8d
     add r11, 64
     add r10, r11
     inc rbx
@@ -1323,49 +1389,52 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov rbp, r10
-    mov r9, r10
-    and rbp, 4032
-    mov edi, dword ptr [r15 + rbp + 3008]
-    mov esi, 241
-    and r9, 448
-    movzx ecx, byte ptr [r15 + r9 + 1472]
-    mov edx, r9d
+    mov r9d, dword ptr [r15 + 0]
+    mov r8d, 241
+    movzx ecx, byte ptr [r15 + 0]
+    mov edx, r8d
     test dword ptr [r15 + 67117724], 1048576
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rsi
-    mov rbp, qword ptr [r15 + 512]
+    vmovdqu ymm15, ymmword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], r9
+    movsxd rax, dword ptr [r15 + 0]
     test dword ptr [r15 + 67117723], 1119905
     jnz 1f
 1:
-    mov rcx, rbp
-    mov byte ptr [r15 + 64], bpl
-    mov r9, r10
-    movzx edi, cl
+    mov rbp, qword ptr [r15 + 0]
+    mov r8, rax
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 127968
     jnz 1f
 1:
-    and r9, 960
-    mov byte ptr [r15 + r9 + 1984], cl
-    movsxd rax, dword ptr [r15 + 448]
-    mov dword ptr [r15 + 128], edi
-    vmovdqu ymm4, ymmword ptr [r14 + 0]
+    movzx r9d, bpl
+    mov edi, dword ptr [r15 + 640]
+    mov rcx, qword ptr [r14 + 0]
     test bl, 128
     jz 1f
 1:
-    movsxd rsi, dword ptr [r15 + 64]
-    mov rdx, qword ptr [r14 + 576]
-    mov ebp, dword ptr [r15 + 192]
-    mov r9d, dword ptr [r15 + 704]
+    mov r8, r10
+    mov eax, dword ptr [r15 + 768]
+    mov byte ptr [r15 + 64], r8b
+    and r8, 448
+    mov byte ptr [r15 + r8 + 960], cl
     test dword ptr [r15 + 67117723], 810550416
     jnz 1f
 1:
-    mov byte ptr [r15 + 320], bpl
-    vpcmpeqb xmm4, xmm4, xmmword ptr [r15 + 256]
-    popcnt rax, rsi
+    mov rbp, r10
+    movsxd rdx, dword ptr [r15 + 576]
+    and rbp, 4032
+    mov dword ptr [r15 + rbp + 3008], edx
+    mov r9, r10
+    mov edi, dword ptr [r15 + 128]
+    test dword ptr [r15 + 67117723], 262144
+    jnz 1f
+1:
+    and r9, 33554368
+    mov byte ptr [r15 + r9 + 33554432], bpl
+    vpcmpeqb xmm15, xmm15, xmmword ptr [r15 + 576]
+    popcnt rsi, r9
     add r11, 64
     add r10, r11
     inc rbx
@@ -1375,57 +1444,56 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov dword ptr [r15 + 768], eax
-    movzx r8d, al
-    vpaddq xmm4, xmm4, xmmword ptr [r15 + 640]
-    test ebx, 1024
+    lea rcx, [rip + .Lc1_d1210_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d1210_j_t
+.Lc1_d1210_j:
+    mov edi, 150
+    movzx esi, cl
+    mov r9d, 197
+    movsxd rcx, dword ptr [r14 + 512]
+    test dword ptr [r15 + 67117724], 1745674240
     jz 1f
 1:
-    mov byte ptr [r15 + 0], al
-    mov r9d, 54
-    mov rax, r8
+    movsxd rsi, dword ptr [r15 + 448]
+    movzx eax, r9b
+    movzx edi, byte ptr [r15 + 0]
+    movzx r9d, byte ptr [r15 + 0]
     test bl, 64
-    jz 1f
-1:
-    mov byte ptr [r15 + 0], r9b
-    mov esi, 60
-    test ebx, 256
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, 127
-    mov eax, 236
-    test dword ptr [r15 + 67117723], 119668736
+    mov byte ptr [r15 + 0], dil
+    movzx ecx, sil
+    mov dword ptr [r15 + 0], r9d
+    test dword ptr [r15 + 67117723], 67108864
     jz 1f
 1:
+    mov eax, dword ptr [r15 + 0]
+    mov r9d, 4
+    mov edx, 118
+    vpaddq xmm15, xmm15, xmmword ptr [r15 + 128]
+    test ebx, 256
+    jz 1f
+1:
+    movsxd rsi, dword ptr [r15 + 640]
+    mov edi, 229
+    mov byte ptr [r15 + 64], sil
+    test dword ptr [r15 + 67117723], 8193
+    jz 1f
+1:
+    xor dword ptr [r15 + 896], edi
+    mov r9, rdi
+    movsxd rdx, dword ptr [r15 + 448]
+    mov byte ptr [r14 + 0], r9b
+    test ebx, 320
+    jnz 1f
+1:
+    mov rcx, qword ptr [r15 + 704]
     lea rdi, [r15 + 67109504]
     lea rsi, [r15 + 67113600]
-    mov ecx, 943
+    mov ecx, 840
     rep movsb
-    mov byte ptr [r14 + 128], al
-    mov r8, r10
-    movsxd rax, dword ptr [r15 + 384]
-    test ebx, 1024
-    jnz 1f
-1:
-    and r8, 448
-    movsxd r9, dword ptr [r15 + r8 + 960]
-    movzx ebp, r8b
-    mov r8, r10
-    test dword ptr [r15 + 67117723], 128
-    jz 1f
-1:
-    mov ecx, 94
-    and r8, 8128
-    movzx edi, byte ptr [r15 + r8 + 7104]
-    xor dword ptr [r15 + 256], r8d
-    test dword ptr [r15 + 67117723], 256
-    jz 1f
-1:
-    mov qword ptr [r15 + 832], rdi
-    movsxd rax, dword ptr [r15 + 448]
-    add r11, 64
-    add r10, r11
+    movsxd r8, dword ptr [r15 + 512]
     inc rbx
     dec r13
     jz .Lc1_b3_done
@@ -1433,52 +1501,55 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 68157506
-    setz al
-    lea rcx, [rip + .Lc1_d1198_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d1198_s_t
-    .p2align 3
-.Lc1_d1198_s:
-    .p2align 3
-    jmp .Lc1_d1198_j
-    .p2align 3
-    jmp .Lc1_d1198_j
-.Lc1_d1198_j:
-    mov edx, eax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, r10
-    mov r12, qword ptr [r15 + r12 + 56]
-    test bl, 64
+    mov rdx, qword ptr [r15 + 64]
+    mov ebp, dword ptr [r15 + 128]
+    movzx r8d, byte ptr [r15 + 0]
+    cmovne rdi, rbp
+    test dword ptr [r15 + 67117724], 268587146
+    jz 1f
+1:
+    movzx edx, byte ptr [r15 + 0]
+    mov ecx, dword ptr [r15 + 0]
+    mov r8d, dword ptr [r15 + 0]
+    test ebx, 288
     jnz 1f
 1:
-    movzx edi, byte ptr [r15 + 192]
-    and r8, 33554368
-    mov dword ptr [r15 + r8 + 33554432], 227
-    test dword ptr [r15 + 67117723], 67109376
-    jz 1f
-1:
-    mov qword ptr [r15 + 384], r8
-    movzx edx, byte ptr [r15 + 320]
-    test bl, 192
-    jz 1f
-1:
-    mov rcx, qword ptr [r15 + 512]
-    mov rdi, rdx
-    movzx eax, byte ptr [r15 + 64]
+    movsxd rax, dword ptr [r15 + 0]
+    movsxd rbp, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 672
+    jnz 1f
+1:
+    movzx edx, byte ptr [r15 + 0]
+    movzx r8d, byte ptr [r15 + 0]
+    mov edi, dword ptr [r14 + 448]
+    test dword ptr [r15 + 67117724], 269509312
     jz 1f
 1:
-    mov r8, qword ptr [r15 + 128]
-    movzx esi, byte ptr [r14 + 704]
+    mov edx, 144
+    mov r8, qword ptr [r15 + 832]
+    mov esi, edx
+    movzx ecx, byte ptr [r15 + 448]
     mov rbp, r10
-    test dword ptr [r15 + 67117724], 531497
+    test ebx, 256
     jz 1f
 1:
-    mov ecx, dword ptr [r15 + 576]
-    and rbp, 448
-    mov qword ptr [r14 + rbp + 1472], rcx
+    mov dword ptr [r15 + 576], 135
+    mov qword ptr [r15 + 512], rbp
+    and rbp, 8128
+    movsxd r8, dword ptr [r15 + rbp + 7104]
+    test dword ptr [r15 + 67117724], 537677841
+    jz 1f
+1:
+    mov rax, rbp
+    mov qword ptr [r14 + 512], r8
+    cmovne rsi, rax
+    test dword ptr [r15 + 67117724], 2
+    jnz 1f
+1:
+    mov rdx, rsi
+    mov rdi, qword ptr [r15 + 448]
+    mov qword ptr [r15 + 512], rdx
     add r11, 64
     add r10, r11
     inc rbx
@@ -1488,170 +1559,175 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    movzx r9d, al
-    mov qword ptr [r15 + 256], rax
-    mov edx, dword ptr [r15 + 64]
-    mov dword ptr [r15 + 0], 132
-    test ebx, 6976
+    lea rcx, [rip + .Lc1_d1310_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d1310_j_t
+.Lc1_d1310_j:
+    mov r9d, 75
+    mov dword ptr [r15 + 896], 109
+    mov edx, r9d
+    test dword ptr [r15 + 67117724], 131152
+    jz 1f
+1:
+    mov rbp, r10
+    mov rdi, qword ptr [r14 + 768]
+    cmovne rcx, rbp
+    and rbp, 33554368
+    mov qword ptr [r15 + rbp + 33554432], rcx
+    test dword ptr [r15 + 67117724], 538973345
     jnz 1f
 1:
-    mov r8d, 176
-    mov r12, qword ptr [r15 + r12 + 56]
-    xchg rax, rax
-    movzx ebp, dl
-    test dword ptr [r15 + 67117723], 1638006914
-    jnz 1f
-1:
-    mov ecx, r8d
-    mov r9d, 78
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, 235
-    test ebx, 1024
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu xmm10, xmmword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    xor dword ptr [r15 + 896], r9d
-    test dword ptr [r15 + 67117724], 8407324
-    jnz 1f
-1:
-    xor dword ptr [r14 + 320], ecx
-    mov dword ptr [r15 + 768], 110
-    cmovne rcx, r9
-    mov rdx, rcx
+    mov qword ptr [r15 + 64], rdi
+    mov r9d, dword ptr [r15 + 0]
+    mov edi, ebp
     test bl, 64
     jnz 1f
 1:
-    movzx r8d, byte ptr [r15 + 640]
-    mov rax, qword ptr [r15 + 192]
-    mov rbp, r8
-    mov qword ptr [r15 + 128], rax
-    test ebx, 1024
+    mov r12, qword ptr [r15 + r12 + 56]
+    xor dword ptr [r15 + 0], r9d
+    mov ecx, 204
+    mov r9, r10
+    mov r8, r10
+    test dword ptr [r15 + 67117724], 131136
     jnz 1f
 1:
-    mov edx, 194
-    mov r9, r10
-    mov qword ptr [r15 + 448], rdx
-    mov ecx, r9d
-    and r9, 448
-    mov r8, qword ptr [r15 + r9 + 960]
+    and r9, 960
+    mov dword ptr [r15 + r9 + 1984], 235
+    movzx ebp, byte ptr [r15 + 448]
+    and r8, 448
+    vmovdqu xmm15, xmmword ptr [r15 + r8 + 960]
+    test dword ptr [r15 + 67117723], 12583040
+    jz 1f
+1:
+    mov edx, 111
+    mov edi, dword ptr [r15 + 832]
+    movzx ecx, dl
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jnz .Lc1_b3_c0
 .Lc1_b3_done:
-// block 4: 1024 bytes, 4 chunk(s), 20 chunk executions per call
+// block 4: 1024 bytes, 4 chunk(s), 16 chunk executions per call
     mov rbx, qword ptr [r15 + 67117768]
-    lea rcx, [rbx + 20]
+    lea rcx, [rbx + 16]
     mov qword ptr [r15 + 67117768], rcx
-    mov r13d, 20
+    mov r13d, 16
     jmp .Lc1_b4_c0
     .p2align 6
 .Lc1_b4_c0:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea r8, [r10 + r10*1]
-    movzx edi, al
-    and r8, 960
-    movsxd rsi, dword ptr [r15 + r8 + 2048]
-    or qword ptr [r15 + 64], 123
-    test bl, 144
+    mov rsi, rax
+    mov rdx, rax
+    movsxd rdi, dword ptr [r15 + 128]
+    test bl, 72
     jz 1f
 1:
-    movzx r9d, r8b
-    mov rdx, rsi
-    lea rbp, [r10 + r10*1]
-    mov eax, dword ptr [r15 + 256]
+    mov rcx, qword ptr [r14 + 576]
+    add qword ptr [r15 + 640], rsi
+    mov dword ptr [r15 + 0], ecx
+    mov rbp, r10
     test ebx, 2528
     jnz 1f
 1:
-    and rbp, 8128
-    movzx ecx, byte ptr [r15 + rbp + 7104]
-    mov dword ptr [r15 + 640], 59
-    movzx r9d, byte ptr [r14 + 128]
-    test bl, 16
-    jnz 1f
-1:
-    popcnt rdx, r9
-    movzx edi, byte ptr [r15 + r8 + 1984]
-    mov dword ptr [r15 + rbp + 7168], edx
-    test dword ptr [r15 + 67117723], 419725872
+    movzx eax, byte ptr [r15 + 0]
+    and rbp, 960
+    movzx edi, byte ptr [r15 + rbp + 1984]
+    movzx edx, bpl
+    test dword ptr [r15 + 67117724], 536870912
     jz 1f
 1:
-    mov dword ptr [r15 + 576], edi
-    mov rcx, qword ptr [r15 + 192]
-    mov rax, qword ptr [r15 + 576]
+    mov rsi, qword ptr [r15 + 640]
+    movzx ecx, al
+    mov r8d, esi
+    test dword ptr [r15 + 67117723], 128
+    jz 1f
+1:
+    mov dword ptr [r15 + 576], r8d
+    lea rdi, [r15 + 67109504]
+    mov ecx, 842
+    rep stosb
     mov rbp, r10
-    test dword ptr [r15 + 67117723], 28
-    jnz 1f
-1:
-    mov r8, rcx
-    and rbp, 448
-    movsxd rdx, dword ptr [r15 + rbp + 960]
-    popcnt r9, rbp
-    test dword ptr [r15 + 67117724], 33555456
+    movzx eax, byte ptr [r15 + 640]
+    test ebx, 28648
     jz 1f
 1:
-    movzx eax, bpl
-    mov rdi, qword ptr [r15 + 832]
-    mov ebp, eax
+    and rbp, 8128
+    or qword ptr [r15 + rbp + 7104], 118
+    mov rdx, qword ptr [r15 + 832]
+    mov dword ptr [r15 + 64], 39
+    test bl, 16
+    jz 1f
+1:
+    movsxd r8, dword ptr [r15 + 64]
+    popcnt rdi, rdx
+    movzx eax, r8b
+    test ebx, 31456
+    jz 1f
+1:
+    mov rcx, qword ptr [r15 + 896]
+    mov r9d, eax
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b4_done
 .Lc1_b4_c1:
-    lea r8, [r10 + r10*1]
-    and r8, 448
-    mov ecx, dword ptr [r15 + r8 + 960]
-    movzx edi, r8b
-    mov eax, 61
-    mov qword ptr [r15 + 576], rdi
-    test ebx, 16344
-    jz 1f
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 3
+    lea rcx, [rip + .Lc1_d1412_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d1412_s_t
+    .p2align 3
+.Lc1_d1412_s:
+    .p2align 3
+    jmp .Lc1_d1412_j
+    .p2align 3
+    jmp .Lc1_d1412_j
+    .p2align 3
+    jmp .Lc1_d1412_j
+    .p2align 3
+    jmp .Lc1_d1412_j
+.Lc1_d1412_j:
+    movsxd r9, dword ptr [r15 + 0]
+    movsxd rdi, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 15616
+    jnz 1f
 1:
-    movsxd r9, dword ptr [r15 + r8 + 1024]
-    movsxd rbp, dword ptr [r15 + 384]
+    movsxd r9, dword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rdi
+    mov rax, qword ptr [r15 + 0]
     mov r8, r10
-    movzx edx, bpl
-    test ebx, 32064
-    jnz 1f
-1:
-    and r8, 960
-    movsxd rdi, dword ptr [r15 + r8 + 1984]
-    movsxd rcx, dword ptr [r15 + 64]
-    mov r9, qword ptr [r14 + 640]
-    mov eax, ecx
-    test bl, 32
-    jnz 1f
-1:
-    movzx edx, byte ptr [r15 + 384]
-    vpaddd ymm4, ymm4, ymmword ptr [r15 + 512]
-    vpaddd ymm10, ymm4, ymmword ptr [r15 + 640]
-    test ebx, 3448
+    test dword ptr [r15 + 67117723], 16
     jz 1f
 1:
-    mov rbp, r10
-    mov esi, edx
-    movzx r9d, byte ptr [r15 + 128]
-    vmovdqu xmm12, xmmword ptr [r15 + 320]
-    and rbp, 8128
-    mov qword ptr [r15 + rbp + 7104], r9
-    test bl, 80
+    movzx r9d, al
+    and r8, 4032
+    movzx ecx, byte ptr [r15 + r8 + 3008]
+    vpcmpeqb xmm15, xmm15, xmmword ptr [r15 + 128]
+    test dword ptr [r15 + 67117723], 1621099794
     jnz 1f
 1:
-    movzx ecx, byte ptr [r15 + 448]
-    movzx eax, byte ptr [r15 + 576]
-    movzx r8d, cl
-    test bl, 16
+    mov r9, qword ptr [r14 + 512]
+    vmovdqu xmm1, xmmword ptr [r15 + 64]
+    mov edi, dword ptr [r15 + 768]
+    test dword ptr [r15 + 67117724], 81920
     jnz 1f
 1:
-    mov edx, dword ptr [r15 + 704]
-    movsxd rdi, dword ptr [r15 + 768]
-    vmovdqu xmm10, xmmword ptr [r15 + 320]
+    mov r9d, r9d
+    movsxd r8, dword ptr [r15 + 832]
+    mov esi, dword ptr [r15 + 640]
+    test ebx, 3320
+    jz 1f
+1:
+    movsxd rax, dword ptr [r15 + 576]
+    vpaddq xmm15, xmm15, xmmword ptr [r15 + 576]
     add r11, 64
     add r10, r11
     inc rbx
@@ -1661,53 +1737,61 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rbp, [r10 + r10*1]
-    vpcmpeqb xmm10, xmm10, xmmword ptr [r15 + 512]
-    and rbp, 448
-    movzx edx, byte ptr [r15 + rbp + 960]
-    mov r8, r10
-    mov byte ptr [r15 + 128], dl
+    mov esi, dword ptr [r15 + 896]
+    movsxd rbp, dword ptr [r14 + 832]
+    movsxd rdx, dword ptr [r15 + 0]
+    mov ecx, ebp
+    bt rdx, rdx
     test dword ptr [r15 + 67117723], 266240
     jz 1f
 1:
-    and r8, 448
-    vpaddq xmm10, xmm10, xmmword ptr [r15 + r8 + 1472]
-    bswap rdx
-    movsxd rax, dword ptr [r15 + 640]
-    lea r9, [r10 + r10*1]
-    test bl, 48
+    vpaddq xmm15, xmm15, xmmword ptr [r15 + 0]
+    movzx edi, byte ptr [r15 + 0]
+    movzx esi, dl
+    movzx r8d, dil
+    test bl, 88
     jz 1f
 1:
-    and r9, 33554368
-    mov byte ptr [r15 + r9 + 33554496], dl
-    movsxd rdi, dword ptr [r14 + 64]
-    mov r8d, 157
-    test bl, 16
-    jz 1f
-1:
-    movzx eax, r8b
-    mov ecx, 72
-    bt rax, rax
-    test bl, 32
-    jnz 1f
-1:
-    mov dword ptr [r15 + 128], 95
-    mov edx, eax
-    mov dword ptr [r15 + r9 + 33554432], 196
+    bswap rcx
+    vucomisd xmm15, xmm15
+    movzx eax, byte ptr [r15 + 0]
+    or qword ptr [r15 + 0], 77
     test ebx, 512
     jz 1f
 1:
-    movzx r8d, byte ptr [r15 + 64]
-    movsxd rdi, dword ptr [r15 + rbp + 1024]
-    mov qword ptr [r15 + 64], r8
-    test dword ptr [r15 + 67117723], 172130577
+    movsxd rsi, dword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rcx
+    movzx edx, byte ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test dword ptr [r15 + 67117723], 33556736
+    jnz 1f
+1:
+    mov byte ptr [r15 + 0], dl
+    movzx esi, dl
+    sete al
+    vmovdqu ymm1, ymmword ptr [r15 + 0]
+    mov r8d, 83
+    test bl, 16
     jz 1f
 1:
-    mov rax, rdi
-    mov r9d, dword ptr [r14 + 384]
-    or qword ptr [r15 + 256], 12
-    add r11, 64
-    add r10, r11
+    movsxd rcx, dword ptr [r15 + 0]
+    movsxd rsi, dword ptr [r15 + 896]
+    mov rdi, qword ptr [r15 + 128]
+    movsxd rdx, dword ptr [r15 + 64]
+    test dword ptr [r15 + 67117723], 1048580
+    jnz 1f
+1:
+    movzx esi, dl
+    mov rax, rdx
+    mov r8, qword ptr [r15 + 448]
+    mov rcx, rax
+    test dword ptr [r15 + 67117723], 674497154
+    jz 1f
+1:
+    mov esi, 41
+    movsxd r8, dword ptr [r14 + 640]
+    movzx edi, sil
+    mov r9, r8
     inc rbx
     dec r13
     jz .Lc1_b4_done
@@ -1715,59 +1799,61 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 3
-    lea rcx, [rip + .Lc1_d1439_s]
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 134217728
+    setz al
+    lea rcx, [rip + .Lc1_d1513_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d1439_s_t
+    jmp .Lc1_d1513_s_t
     .p2align 3
-.Lc1_d1439_s:
+.Lc1_d1513_s:
     .p2align 3
-    jmp .Lc1_d1439_j
+    jmp .Lc1_d1513_j
     .p2align 3
-    jmp .Lc1_d1439_j
-    .p2align 3
-    jmp .Lc1_d1439_j
-    .p2align 3
-    jmp .Lc1_d1439_j
-.Lc1_d1439_j:
-    vpaddq xmm12, xmm12, xmmword ptr [r15 + 576]
-    mov r8, r10
-    mov esi, dword ptr [r15 + 768]
-    test ebx, 2808
+    jmp .Lc1_d1513_j
+.Lc1_d1513_j:
+    mov qword ptr [r14 + 576], rcx
+    movzx r9d, cl
+    test ebx, 12032
     jnz 1f
 1:
-    mov r9, r10
-    and r8, 8128
-    xor dword ptr [r15 + r8 + 7104], r9d
-    mov esi, r8d
+    mov ebp, r9d
+    vsubsd xmm7, xmm7, xmm2
+    test dword ptr [r15 + 67117723], 1074266240
+    jz 1f
+1:
+    xor dword ptr [r15 + 320], ebp
+    movzx esi, byte ptr [r15 + 640]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov eax, esi
+    test ebx, 2784
+    jz 1f
+1:
+    mov r8, r10
+    mov edi, dword ptr [r15 + 128]
+    sete r9b
+    mov rbp, r10
     test bl, 16
     jz 1f
 1:
-    and r9, 33554368
-    mov qword ptr [r15 + r9 + 33554432], rsi
-    bswap rsi
-    test ebx, 832
-    jnz 1f
+    and r8, 33554368
+    mov byte ptr [r15 + r8 + 33554432], r9b
+    and rbp, 4032
+    movzx ecx, byte ptr [r15 + rbp + 3008]
+    test ebx, 1016
+    jz 1f
 1:
-    mov ebp, dword ptr [r15 + 704]
-    mov r8, r10
-    movzx eax, byte ptr [r15 + 448]
-    test bl, 16
-    jnz 1f
+    mov edi, 181
+    mov esi, ecx
+    test dword ptr [r15 + 67117723], 335544320
+    jz 1f
 1:
-    mov byte ptr [r15 + 320], r8b
-    and r8, 960
-    movzx esi, byte ptr [r15 + r8 + 1984]
-    test ebx, 24384
-    jnz 1f
-1:
-    mov ecx, 187
-    mov ebp, esi
-    test ebx, 3544
-    jnz 1f
-1:
-    sete al
+    lea rdi, [r15 + 67109504]
+    lea rsi, [r15 + 67113600]
+    mov ecx, 840
+    rep movsb
     add r11, 64
     add r10, r11
     inc rbx
@@ -1782,57 +1868,57 @@ ditto_body_c1:
     jmp .Lc1_b5_c0
     .p2align 6
 .Lc1_b5_c0:
-    cmovne rbp, rcx
-    movsxd rdx, dword ptr [r14 + 768]
-    inc dword ptr [r15 + 384]
-    movsxd rdi, dword ptr [r15 + 256]
-    test ebx, 2304
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov rdx, qword ptr [r15 + 0]
+    mov r9d, dword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rdx
+    mov edi, dword ptr [r15 + 0]
+    test bl, 144
     jnz 1f
 1:
-    add qword ptr [r14 + 512], rdi
-    mov eax, dword ptr [r15 + 640]
-    mov r8d, edx
-    mov byte ptr [r15 + 128], al
-    test bl, 32
+    mov rbp, r10
+    cmovne rax, rdi
+    mov esi, ebp
+    and rbp, 8128
+    mov ecx, dword ptr [r15 + rbp + 7104]
+    test dword ptr [r15 + 67117724], 32768
     jz 1f
 1:
-    mov rcx, r8
-    lea rdi, [r15 + 67109504]
-    mov ecx, 945
-    rep stosb
-    mov ebp, dword ptr [r15 + 832]
-    mov eax, 130
-    test ebx, 512
-    jnz 1f
+    vpaddq xmm1, xmm1, xmmword ptr [r15 + 832]
+    mov edx, dword ptr [r15 + 64]
+    movsxd r9, dword ptr [r15 + 128]
+    mov r8, r10
+    inc dword ptr [r15 + 704]
+    test ebx, 1073741824
+    jz 1f
 1:
-    mov r9, r10
-    mov edx, 14
-    and r9, 4032
-    mov r8d, dword ptr [r15 + r9 + 3008]
-    mov ecx, dword ptr [r15 + 256]
-    cmovne rax, r8
-    test ebx, 63168
-    jnz 1f
-1:
-    mov rbp, qword ptr [r15 + 192]
-    mov qword ptr [r15 + 192], rax
     mov edi, dword ptr [r15 + 64]
-    bswap r8
-    test ebx, 1024
-    jnz 1f
+    and r8, 448
+    movsxd rbp, dword ptr [r15 + r8 + 960]
+    mov eax, 14
+    test dword ptr [r15 + 67117723], 1213603856
+    jz 1f
 1:
-    movzx edx, byte ptr [r15 + 896]
-    mov r9, r10
-    vpcmpeqb xmm4, xmm4, xmmword ptr [r15 + 128]
-    and r9, 448
-    vpaddq xmm12, xmm12, xmmword ptr [r15 + r9 + 1472]
-    inc dword ptr [r15 + 192]
-    test ebx, 60400
-    jnz 1f
+    mov esi, eax
+    add qword ptr [r14 + 0], rdi
+    movzx ecx, sil
+    movzx edi, byte ptr [r15 + 512]
+    test dword ptr [r15 + 67117724], 421085185
+    jz 1f
 1:
-    movzx ecx, dl
-    mov rax, qword ptr [r15 + 448]
-    mov dword ptr [r15 + 896], ecx
+    cmovne rbp, rdi
+    mov r9d, 88
+    vpaddd ymm15, ymm1, ymmword ptr [r15 + 768]
+    test dword ptr [r15 + 67117724], 8448
+    jz 1f
+1:
+    vucomisd xmm15, xmm15
+    mov r8, r10
+    mov rdx, r9
+    and r8, 33554368
+    mov byte ptr [r15 + r8 + 33554432], dl
     add r11, 64
     add r10, r11
     inc rbx
@@ -1843,51 +1929,53 @@ ditto_body_c1:
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
     xor eax, eax
-    test dword ptr [r15 + 67117724], 131072
+    test dword ptr [r15 + 67117724], 139264
     setz al
-    lea rcx, [rip + .Lc1_d1543_s]
+    lea rcx, [rip + .Lc1_d1620_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d1543_s_t
+    jmp .Lc1_d1620_s_t
     .p2align 3
-.Lc1_d1543_s:
+.Lc1_d1620_s:
     .p2align 3
-    jmp .Lc1_d1543_j
+    jmp .Lc1_d1620_j
     .p2align 3
-    jmp .Lc1_d1543_j
-.Lc1_d1543_j:
-    lea r8, [r10 + r10*1]
-    mov esi, 201
-    and r8, 33554368
-    mov qword ptr [r15 + r8 + 33554432], rsi
+    jmp .Lc1_d1620_j
+.Lc1_d1620_j:
+    movzx r9d, al
+    mov qword ptr [r14 + 0], rcx
+    movsxd rdi, dword ptr [r15 + 896]
     test dword ptr [r15 + 67117723], 33554432
     jnz 1f
 1:
-    movzx r9d, r8b
-    mov dword ptr [r14 + 704], 129
+    mov edx, dword ptr [r14 + 128]
+    mov r8d, dword ptr [r15 + 0]
     test dword ptr [r15 + 67117723], 5242880
     jz 1f
 1:
-    movsxd rcx, dword ptr [r15 + 256]
-    mov dword ptr [r14 + r8 + 33554496], 1
-    test ebx, 4864
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, r8b
+    test ebx, 6592
     jz 1f
 1:
-    lea rbp, [r10 + r10*1]
-    movzx eax, cl
-    and rbp, 448
-    mov r9d, dword ptr [r15 + rbp + 1024]
+    mov r9, r10
+    mov rax, rcx
+    and r9, 33554368
+    mov byte ptr [r15 + r9 + 33554432], al
+    mov rbp, r10
+    mov dword ptr [r15 + 64], 201
+    test dword ptr [r15 + 67117723], 1224745122
+    jz 1f
+1:
     mov r8, r10
-    test dword ptr [r15 + 67117724], 4194304
-    jnz 1f
+    and rbp, 448
+    mov rdx, qword ptr [r15 + rbp + 960]
+    and r8, 448
+    mov dword ptr [r15 + r8 + 1472], 160
+    test ebx, 64432
+    jz 1f
 1:
-    and r8, 960
-    mov esi, dword ptr [r15 + r8 + 1984]
-    movsxd rdi, dword ptr [r15 + 832]
-    test bl, 32
-    jnz 1f
-1:
-    mov r9, qword ptr [r15 + rbp + 960]
-    not qword ptr [r15 + 576]
+    mov ecx, 179
+    not qword ptr [r15 + 128]
     add r11, 64
     add r10, r11
     inc rbx
@@ -1897,55 +1985,61 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov rbp, rax
-    movsxd rcx, dword ptr [r15 + 576]
-    mov rdx, rbp
-    mov esi, ecx
-    lea r8, [r10 + r10*1]
-    test ebx, 1408
+    mov rsi, rax
+    movsxd rdi, dword ptr [r15 + 0]
+    mov r8, rsi
+    test bl, 176
     jz 1f
 1:
-    mov rdi, qword ptr [r15 + 128]
-    and r8, 4032
-    mov r9d, dword ptr [r15 + r8 + 3072]
-    xor dword ptr [r15 + 512], r8d
-    test ebx, 6400
-    jnz 1f
+    mov edx, eax
+    mov rdi, qword ptr [r15 + 0]
+    mov eax, dword ptr [r15 + 0]
+    test ebx, 2560
+    jz 1f
 1:
+    mov ecx, dword ptr [r15 + 576]
+    xor dword ptr [r15 + 512], eax
     mov rbp, r10
-    mov edx, dword ptr [r15 + 192]
-    mov eax, ebp
-    mov rdi, qword ptr [r15 + 320]
-    and rbp, 33554368
-    mov qword ptr [r15 + rbp + 33554432], rdi
-    test bl, 32
+    test bl, 144
     jz 1f
 1:
-    mov esi, dword ptr [r15 + r8 + 3008]
-    mov ecx, dword ptr [r15 + 192]
-    mov r8d, esi
+    mov edx, ebp
+    and rbp, 960
+    mov edi, dword ptr [r15 + rbp + 1984]
+    mov rsi, qword ptr [r15 + 448]
     test dword ptr [r15 + 67117724], 2097152
     jnz 1f
 1:
-    movzx r9d, byte ptr [r15 + 256]
+    mov qword ptr [r15 + 64], rdx
+    mov eax, dword ptr [r15 + 448]
+    mov r8d, ebp
+    test ebx, 1073741824
+    jz 1f
+1:
     mov edi, dword ptr [r15 + 640]
-    popcnt rdx, r9
-    inc dword ptr [r15 + 896]
-    test ebx, 65232
+    movzx ecx, byte ptr [r15 + 512]
+    test dword ptr [r15 + 67117724], 2097152
     jnz 1f
 1:
-    mov rax, qword ptr [r15 + 64]
-    mov r8, r9
-    lea rdi, [r15 + 67109504]
-    lea rsi, [r15 + 67113600]
-    mov ecx, 943
-    rep movsb
+    popcnt rdx, rdi
+    mov byte ptr [r14 + 128], r8b
+    mov r8, rdx
     test bl, 32
     jz 1f
 1:
-    movzx ebp, dil
-    vpcmpeqb xmm10, xmm10, xmmword ptr [r14 + 64]
-    movzx eax, bpl
+    mov rbp, r8
+    mov r9, r10
+    lea rdi, [r15 + 67109504]
+    lea rsi, [r15 + 67113600]
+    mov ecx, 842
+    rep movsb
+    movzx edx, r9b
+    test bl, 32
+    jz 1f
+1:
+    and r9, 8128
+    vpcmpeqb xmm7, xmm7, xmmword ptr [r15 + r9 + 7104]
+    movzx eax, r9b
     add r11, 64
     add r10, r11
     inc rbx
@@ -1956,58 +2050,57 @@ ditto_body_c1:
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
     xor eax, eax
-    test dword ptr [r15 + 67117723], 1073807360
+    test dword ptr [r15 + 67117723], 1073809408
     setz al
-    lea rcx, [rip + .Lc1_d1639_s]
+    lea rcx, [rip + .Lc1_d1722_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d1639_s_t
+    jmp .Lc1_d1722_s_t
     .p2align 3
-.Lc1_d1639_s:
+.Lc1_d1722_s:
     .p2align 3
-    jmp .Lc1_d1639_j
+    jmp .Lc1_d1722_j
     .p2align 3
-    jmp .Lc1_d1639_j
-.Lc1_d1639_j:
-    mov edx, 186
-    mov r8d, 205
-    test dword ptr [r15 + 67117724], 84940944
+    jmp .Lc1_d1722_j
+.Lc1_d1722_j:
+    movzx edi, cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, 205
+    test ebx, 7984
     jz 1f
 1:
-    mov rdi, qword ptr [r15 + 384]
-    mov ebp, dword ptr [r14 + 320]
-    test bl, 176
-    jz 1f
-1:
-    mov ecx, ebp
-    movzx esi, byte ptr [r15 + 384]
+    xchg rcx, rax
+    mov esi, r9d
     test bl, 64
     jnz 1f
 1:
-    movzx eax, sil
-    movsxd rdx, dword ptr [r15 + 128]
+    mov rdx, qword ptr [r15 + 0]
+    movzx edi, byte ptr [r15 + 384]
+    movsxd r8, dword ptr [r15 + 640]
+    mov rbp, r10
+    test dword ptr [r15 + 67117723], 268501504
+    jnz 1f
+1:
+    mov r9d, 194
+    and rbp, 8128
     mov r8, r10
-    test dword ptr [r15 + 67117723], 128
-    jnz 1f
-1:
-    and r8, 448
-    mov edx, dword ptr [r15 + r8 + 1472]
-    movzx ebp, byte ptr [r15 + 448]
-    test bl, 80
-    jnz 1f
-1:
-    mov edi, 89
-    mov edx, ebp
-    test ebx, 1024
+    movzx eax, byte ptr [r15 + rbp + 7104]
+    test dword ptr [r15 + 67117723], 556019968
     jz 1f
 1:
-    mov r9, r10
-    movzx esi, byte ptr [r15 + 768]
-    mov edx, r9d
-    test dword ptr [r15 + 67117724], 536870912
-    jnz 1f
+    mov ecx, dword ptr [r15 + 64]
+    and r8, 448
+    mov rsi, qword ptr [r15 + r8 + 1472]
+    mov r9d, dword ptr [r14 + 448]
+    test dword ptr [r15 + 67117724], 69271552
+    jz 1f
 1:
-    and r9, 33554368
-    mov qword ptr [r15 + r9 + 33554432], rdx
+    mov ebp, esi
+    mov edi, 214
+    test ebx, 56304
+    jz 1f
+1:
+    mov edx, r9d
+    mov qword ptr [r15 + 576], rdi
     add r11, 64
     add r10, r11
     inc rbx
@@ -2017,55 +2110,61 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov r9, rax
-    mov r8, qword ptr [r14 + 256]
-    mov edx, 212
-    mov ebp, r8d
+    mov r9, r10
+    movsxd rdx, dword ptr [r15 + 704]
+    and r9, 448
+    movzx edi, byte ptr [r15 + r9 + 1472]
+    mov esi, 54
+    mov qword ptr [r14 + 0], rdi
     test ebx, 65136
     jz 1f
 1:
-    vmovdqu xmm4, xmmword ptr [r15 + 832]
-    sete dl
-    mov rdi, rbp
+    mov rbp, r10
+    mov edx, edi
+    mov rax, qword ptr [r14 + 0]
+    and rbp, 448
+    mov r9, qword ptr [r15 + rbp + 960]
     test dword ptr [r15 + 67117723], 17048040
     jz 1f
 1:
-    mov eax, edi
-    mov qword ptr [r15 + 512], rdi
-    mov r8d, eax
-    mov r9, r10
-    test dword ptr [r15 + 67117724], 1677862916
-    jz 1f
+    movzx edx, bpl
+    mov esi, ebp
+    movzx r8d, byte ptr [r15 + 0]
+    mov rdi, rsi
+    test ebx, 3488
+    jnz 1f
 1:
-    and r9, 448
-    movsxd rsi, dword ptr [r15 + r9 + 960]
-    mov edx, dword ptr [r15 + 320]
-    mov qword ptr [r15 + 704], rsi
-    test dword ptr [r15 + 67117723], 268501120
-    jz 1f
-1:
-    mov ebp, edx
-    lea rdi, [r15 + 67109504]
-    lea rsi, [r15 + 67113600]
-    mov ecx, 945
-    rep movsb
-    mov r8, r10
-    movsxd rax, dword ptr [r15 + 768]
+    mov edx, edi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, rdx
     test ebx, 1024
     jz 1f
 1:
-    and r8, 8128
-    mov rbp, qword ptr [r15 + r8 + 7104]
-    mov r9, r10
-    mov edx, ebp
-    mov dword ptr [r15 + 64], 46
-    test dword ptr [r15 + 67117724], 524324
+    vsubsd xmm1, xmm1, xmm15
+    movsxd rax, dword ptr [r15 + 0]
+    mov ebp, 53
+    mov dword ptr [r15 + 0], 46
+    test dword ptr [r15 + 67117723], 128
+    jnz 1f
+1:
+    vmovdqu xmm7, xmmword ptr [r15 + 0]
+    mov ecx, ebp
+    vmovdqu ymm14, ymmword ptr [r15 + 320]
+    test ebx, 3776
     jz 1f
 1:
-    and r9, 448
-    mov rax, qword ptr [r15 + r9 + 1472]
-    movzx edi, byte ptr [r15 + 128]
-    mov r8, rax
+    mov rdi, rcx
+    sete al
+    mov edx, edi
+    mov r8, r10
+    vpcmpeqb xmm1, xmm1, xmmword ptr [r15 + 832]
+    test dword ptr [r15 + 67117724], 524352
+    jz 1f
+1:
+    mov esi, dword ptr [r15 + 768]
+    and r8, 8128
+    mov byte ptr [r15 + r8 + 7104], sil
+    mov qword ptr [r15 + 128], r8
     add r11, 64
     add r10, r11
     inc rbx
@@ -2075,52 +2174,58 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d1740_j]
+    lea rcx, [rip + .Lc1_d1828_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d1740_j_t
-.Lc1_d1740_j:
-    vpaddq xmm12, xmm12, xmmword ptr [r15 + 512]
-    mov rdx, rcx
-    movsxd rsi, dword ptr [r15 + 640]
+    jmp .Lc1_d1828_j_t
+.Lc1_d1828_j:
+    vmovdqu xmm7, xmmword ptr [r15 + 64]
+    mov rsi, rcx
+    mov r8, rcx
     test dword ptr [r15 + 67117724], 67110912
     jz 1f
 1:
-    mov rbp, r10
-    cmovne rdx, rsi
-    and rbp, 33554368
-    mov dword ptr [r15 + rbp + 33554432], edx
-    vmovdqu xmm10, xmmword ptr [r14 + 192]
+    movsxd rax, dword ptr [r15 + 0]
+    mov edi, dword ptr [r15 + 0]
+    cmovne rcx, rax
     test dword ptr [r15 + 67117724], 67108864
     jz 1f
 1:
-    mov edi, dword ptr [r15 + 64]
-    mov r8, rdx
+    bt rax, rax
+    mov r9d, ecx
+    movzx esi, al
     test ebx, 2912
     jnz 1f
 1:
-    mov r9, r10
-    bt r8, r8
-    and r9, 448
-    mov ebp, dword ptr [r15 + r9 + 960]
-    movsxd rax, dword ptr [r15 + 448]
-    mov r9, r10
-    test ebx, 512
+    movzx r8d, byte ptr [r15 + 0]
+    mov r9d, dword ptr [r15 + 0]
+    mov rbp, r10
+    mov edi, r9d
+    test bl, 64
     jz 1f
 1:
-    mov rdi, qword ptr [r15 + 256]
-    and r9, 4032
-    movzx edx, byte ptr [r15 + r9 + 3008]
+    mov dword ptr [r15 + 0], edi
+    and rbp, 960
+    mov qword ptr [r15 + rbp + 1984], r8
+    movzx r8d, byte ptr [r15 + 64]
     test dword ptr [r15 + 67117724], 639172628
     jz 1f
 1:
-    mov qword ptr [r15 + 128], rdx
-    xor dword ptr [r15 + 384], r9d
-    mov eax, dword ptr [r14 + 192]
-    test ebx, 5376
+    mov rax, qword ptr [r15 + 576]
+    movsxd rdx, dword ptr [r15 + 128]
+    mov rcx, rax
+    mov r9, r10
+    test ebx, 4608
     jnz 1f
 1:
-    mov rdi, rax
-    movzx r8d, al
+    vpaddq xmm11, xmm11, xmmword ptr [r15 + 704]
+    movsxd rdx, dword ptr [r15 + 512]
+    and r9, 448
+    mov edi, dword ptr [r14 + r9 + 960]
+    test dword ptr [r15 + 67117724], 143688721
+    jz 1f
+1:
+    mov ebp, edi
+    mov dword ptr [r15 + 768], edi
     add r11, 64
     add r10, r11
     inc rbx
@@ -2130,51 +2235,52 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    movzx edi, al
-    movsxd r9, dword ptr [r15 + 768]
-    mov rbp, qword ptr [r15 + 64]
-    mov r8, r10
-    test ebx, 3200
-    jz 1f
-1:
     mov edx, dword ptr [r15 + 704]
-    movzx esi, r9b
-    and r8, 33554368
-    mov dword ptr [r15 + r8 + 33554432], esi
-    test ebx, 512
+    mov r9, qword ptr [r15 + 128]
+    movzx esi, dl
+    mov dword ptr [r15 + 0], r9d
+    test bl, 160
     jnz 1f
 1:
-    mov rdi, r8
-    vpaddd ymm4, ymm9, ymmword ptr [r15 + 128]
-    movzx eax, byte ptr [r15 + 640]
-    mov rbp, r10
-    test dword ptr [r15 + 67117723], 1
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rdi, qword ptr [r15 + 0]
+    vpaddd ymm1, ymm11, ymmword ptr [r15 + 0]
+    test dword ptr [r15 + 67117724], 1
     jnz 1f
 1:
-    and rbp, 448
-    mov ecx, dword ptr [r14 + rbp + 1472]
-    movzx r9d, byte ptr [r15 + 576]
-    vmovdqu xmm12, xmmword ptr [r15 + 896]
+    mov rsi, rdi
+    movzx edx, byte ptr [r15 + 0]
+    movsxd rbp, dword ptr [r15 + 0]
     test bl, 64
     jnz 1f
 1:
-    cmovne rbp, rcx
-    mov edi, ecx
-    movzx r8d, byte ptr [r15 + 448]
-    test dword ptr [r15 + 67117723], 68489474
-    jnz 1f
+    movzx esi, byte ptr [r15 + 896]
+    movsxd rax, dword ptr [r15 + 448]
+    mov r9, r10
+    mov r8d, eax
+    test dword ptr [r15 + 67117724], 128
+    jz 1f
 1:
-    movsxd rsi, dword ptr [r15 + 256]
-    mov eax, r8d
-    mov rdx, qword ptr [r15 + 384]
-    test ebx, 3200
-    jnz 1f
-1:
-    inc dword ptr [r15 + 64]
+    mov esi, r8d
+    and r9, 8128
     mov rbp, r10
-    mov rdi, qword ptr [r15 + 320]
-    and rbp, 960
-    vmovdqu ymm10, ymmword ptr [r15 + rbp + 1984]
+    vmovdqu xmm7, xmmword ptr [r15 + r9 + 7104]
+    and rbp, 448
+    movzx ecx, byte ptr [r15 + rbp + 1472]
+    test dword ptr [r15 + 67117723], 655361
+    jz 1f
+1:
+    mov rdx, qword ptr [r15 + 64]
+    inc dword ptr [r14 + 0]
+    cmovne rsi, rdx
+    test dword ptr [r15 + 67117724], 270546992
+    jz 1f
+1:
+    mov r8, r10
+    movzx ecx, sil
+    and r8, 960
+    mov rdi, qword ptr [r15 + r8 + 1984]
+    vmovdqu xmm15, xmmword ptr [r14 + 640]
     add r11, 64
     add r10, r11
     inc rbx
@@ -2185,66 +2291,67 @@ ditto_body_c1:
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
     xor eax, eax
-    test dword ptr [r15 + 67117723], 34607104
+    test dword ptr [r15 + 67117723], 38801408
     setz al
-    lea rcx, [rip + .Lc1_d1835_s]
+    lea rcx, [rip + .Lc1_d1929_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d1835_s_t
+    jmp .Lc1_d1929_s_t
     .p2align 3
-.Lc1_d1835_s:
+.Lc1_d1929_s:
     .p2align 3
-    jmp .Lc1_d1835_j
+    jmp .Lc1_d1929_j
     .p2align 3
-    jmp .Lc1_d1835_j
-.Lc1_d1835_j:
-    cmovne rax, rcx
-    movzx edx, cl
+    jmp .Lc1_d1929_j
+.Lc1_d1929_j:
+    movsxd rdx, dword ptr [r15 + 128]
+    movsxd rbp, dword ptr [r14 + 0]
+    cmovne rdx, rdx
+    mov r8, r10
     test dword ptr [r15 + 67117724], 153192960
     jz 1f
 1:
-    movsxd rdi, dword ptr [r14 + 192]
-    mov rbp, rdx
+    and r8, 8128
+    mov eax, dword ptr [r15 + r8 + 7104]
+    movzx ecx, r8b
     test dword ptr [r15 + 67117723], 1572866
     jnz 1f
 1:
-    mov esi, dword ptr [r15 + 512]
-    mov edi, dword ptr [r15 + 256]
-    test dword ptr [r15 + 67117724], 393344
+    vmovdqu ymm15, ymmword ptr [r15 + 128]
+    mov edx, dword ptr [r15 + 64]
+    test dword ptr [r15 + 67117724], 131200
     jz 1f
 1:
-    movzx ecx, sil
-    mov eax, 7
+    mov rbp, rdx
+    mov dword ptr [r15 + 512], 0
+    mov r8d, dword ptr [r15 + 832]
     test ebx, 48576
     jnz 1f
 1:
-    xor dword ptr [r15 + 832], eax
-    movsxd rdi, dword ptr [r15 + 576]
+    mov edi, 230
+    mov rax, rbp
     test dword ptr [r15 + 67117724], 59510848
     jz 1f
 1:
-    lea rdi, [r15 + 67109504]
-    lea rsi, [r15 + 67113600]
-    mov ecx, 945
-    rep movsb
-    mov rbp, r10
-    mov edx, dword ptr [r15 + 320]
+    xor dword ptr [r15 + 64], eax
+    movzx edi, r8b
     test ebx, 6848
     jnz 1f
 1:
-    movzx eax, dl
-    and rbp, 448
-    vmovdqu ymm4, ymmword ptr [r15 + rbp + 960]
+    mov r8, r10
+    movzx edx, dil
+    and r8, 448
+    vmovdqu ymm1, ymmword ptr [r15 + r8 + 960]
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jnz .Lc1_b5_c0
 .Lc1_b5_done:
-// block 6: 512 bytes, 2 chunk(s), 28 chunk executions per call
+// block 6: 512 bytes, 2 chunk(s), 26 chunk executions per call
     mov rbx, qword ptr [r15 + 67117784]
-    lea rcx, [rbx + 28]
+    lea rcx, [rbx + 26]
     mov qword ptr [r15 + 67117784], rcx
-    mov r13d, 28
+    mov r13d, 26
     jmp .Lc1_b6_c0
     .p2align 6
 .Lc1_b6_c0:
@@ -2254,53 +2361,55 @@ ditto_body_c1:
     xor eax, eax
     test dword ptr [r15 + 67117723], 1342183425
     setz al
-    lea rcx, [rip + .Lc1_d1888_s]
+    lea rcx, [rip + .Lc1_d1983_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d1888_s_t
+    jmp .Lc1_d1983_s_t
     .p2align 3
-.Lc1_d1888_s:
+.Lc1_d1983_s:
     .p2align 3
-    jmp .Lc1_d1888_j
+    jmp .Lc1_d1983_j
     .p2align 3
-    jmp .Lc1_d1888_j
-.Lc1_d1888_j:
-    mov r8, r10
-    and r8, 448
-    mov r9, qword ptr [r15 + r8 + 960]
-    mov ebp, dword ptr [r15 + 576]
-    add qword ptr [r15 + 64], r9
-    mov r8, r10
+    jmp .Lc1_d1983_j
+.Lc1_d1983_j:
+    mov r9, r10
+    and r9, 8128
+    mov rsi, qword ptr [r14 + r9 + 7104]
+    mov edx, dword ptr [r15 + 640]
+    add qword ptr [r15 + 640], rsi
+    lea r8, [r10 + r10*2]
     test dword ptr [r15 + 67117724], 2097152
     jz 1f
 1:
     and r8, 448
-    mov edx, dword ptr [r15 + r8 + 1472]
-    mov eax, dword ptr [r15 + 640]
-    test ebx, 11904
+    mov eax, dword ptr [r15 + r8 + 960]
+    mov ecx, dword ptr [r14 + 832]
+    test ebx, 14176
     jz 1f
 1:
-    mov ebp, r8d
-    mov ecx, dword ptr [r15 + 512]
-    test ebx, 1073741824
+    mov edx, r8d
+    mov esi, dword ptr [r15 + r8 + 1088]
+    test dword ptr [r15 + 67117723], 1744830464
     jz 1f
 1:
-    vsubsd xmm10, xmm10, xmm9
-    mov edx, dword ptr [r15 + 640]
-    test bl, 128
+    or r9d, 1
+    xor edx, edx
+    div r9d
+    mov ecx, dword ptr [r15 + 128]
+    test ebx, 576
     jnz 1f
 1:
-    movzx r9d, dl
-    mov eax, 53
-    test bl, 128
+    movzx esi, cl
+    mov edi, 141
+    test ebx, 608
     jnz 1f
 1:
-    mov r8, qword ptr [r15 + 64]
-    movzx edi, byte ptr [r15 + 640]
-    test dword ptr [r15 + 67117724], 4352
+    mov rbp, qword ptr [r15 + r8 + 1024]
+    movzx r8d, byte ptr [r15 + 0]
+    test ebx, 256
     jz 1f
 1:
-    inc dword ptr [r15 + 576]
-    vpaddq xmm10, xmm10, xmmword ptr [r15 + 128]
+    inc dword ptr [r15 + 896]
+    vpaddq xmm14, xmm14, xmmword ptr [r15 + 576]
     add r11, 64
     add r10, r11
     inc rbx
@@ -2310,53 +2419,61 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d1936_j]
+    lea rcx, [rip + .Lc1_d2033_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d1936_j_t
-.Lc1_d1936_j:
-    mov rbp, r10
-    mov rsi, rax
-    mov r8d, 34
-    and rbp, 448
-    mov byte ptr [r15 + rbp + 960], r8b
+    jmp .Lc1_d2033_j_t
+.Lc1_d2033_j:
+    movsxd rdi, dword ptr [r15 + 576]
+    mov rbp, rcx
+    mov edx, edi
     test ebx, 1073741824
     jz 1f
 1:
-    mov rdx, qword ptr [r15 + 128]
-    movzx edi, byte ptr [r15 + 192]
-    movsxd rcx, dword ptr [r15 + 128]
+    mov qword ptr [r15 + 448], rcx
+    movzx ebp, dl
+    mov rcx, rdx
     test ebx, 1073741824
     jnz 1f
 1:
-    movsxd rsi, dword ptr [r15 + 192]
-    mov eax, dword ptr [r15 + 64]
-    mov r9, r10
-    mov byte ptr [r15 + 320], al
-    test dword ptr [r15 + 67117723], 536879105
+    mov esi, 186
+    mov rbp, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 472
     jz 1f
 1:
-    and r9, 8128
-    movsxd rcx, dword ptr [r14 + r9 + 7104]
-    mov rdi, qword ptr [r15 + 448]
-    lea rbp, [r10 + r10*1]
-    test dword ptr [r15 + 67117723], 92377224
+    mov edi, ebp
+    mov byte ptr [r15 + 0], bpl
+    movsxd rax, dword ptr [r15 + 0]
+    lea rbp, [r10 + r10*2]
+    test bl, 128
     jz 1f
 1:
-    movzx r8d, cl
-    and rbp, 960
-    movsxd rcx, dword ptr [r15 + rbp + 2048]
-    mov rsi, rbp
-    test dword ptr [r15 + 67117724], 2048
-    jz 1f
-1:
-    movzx edx, r8b
-    mov r9d, esi
-    mov r8d, edx
+    movzx ecx, byte ptr [r15 + 0]
+    and rbp, 448
+    mov edx, dword ptr [r14 + rbp + 1088]
+    movzx esi, byte ptr [r15 + rbp + 1024]
     test bl, 8
+    jnz 1f
+1:
+    mov r8, r10
+    mov byte ptr [r15 + 64], sil
+    mov rdi, qword ptr [r15 + 512]
+    and r8, 33554368
+    mov qword ptr [r15 + r8 + 33554432], rdi
+    test bl, 128
     jz 1f
 1:
-    mov rax, qword ptr [r15 + rbp + 1984]
-    mov rcx, qword ptr [r15 + 256]
+    movsxd rax, dword ptr [r15 + 128]
+    mov rcx, qword ptr [r14 + 896]
+    bt rax, rax
+    mov r9, r10
+    test dword ptr [r15 + 67117723], 1233162274
+    jz 1f
+1:
+    mov rdi, qword ptr [r15 + rbp + 960]
+    movsxd rbp, dword ptr [r15 + 832]
+    and r9, 448
+    add qword ptr [r15 + r9 + 1472], rbp
     add r11, 64
     add r10, r11
     inc rbx
@@ -2371,19 +2488,18 @@ ditto_body_c1:
     jmp .Lc1_b7_c0
     .p2align 6
 .Lc1_b7_c0:
-    add qword ptr [r15 + 128], rcx
-    movsxd r8, dword ptr [r15 + 128]
-    cmovne rcx, rcx
-    test bl, 16
+    mov qword ptr [r15 + 0], rcx
+    inc dword ptr [r15 + 0]
+    lea rdi, [r15 + 67109504]
+    lea rsi, [r15 + 67113600]
+    mov ecx, 842
+    rep movsb
+    test bl, 8
     jz 1f
 1:
-    inc dword ptr [r15 + 704]
-    mov rbp, r10
-    movsxd rsi, dword ptr [r15 + 64]
-    and rbp, 4032
-    movsxd rdx, dword ptr [r15 + rbp + 3008]
-    add r11, 64
-    add r10, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rbp, dword ptr [r14 + 128]
+    movsxd rax, dword ptr [r15 + 448]
     inc rbx
     dec r13
     jnz .Lc1_b7_c0
@@ -2437,57 +2553,57 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 33882624
-    setz al
-    lea rcx, [rip + .Lc1_d2015_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d2015_s_t
-    .p2align 3
-.Lc1_d2015_s:
-    .p2align 3
-    jmp .Lc1_d2015_j
-    .p2align 3
-    jmp .Lc1_d2015_j
-.Lc1_d2015_j:
-    lea rcx, [rip + .Lc1_d2024_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d2024_j_t
-.Lc1_d2024_j:
-    mov edi, ecx
-    lea rbp, [r10 + r10*1]
-    mov byte ptr [r15 + 64], dil
-    test ebx, 126432
+    movsxd rdx, dword ptr [r15 + 0]
+    movzx edi, cl
+    movzx esi, byte ptr [r15 + 0]
+    test ebx, 1984
     jz 1f
 1:
-    mov eax, dword ptr [r15 + 576]
-    and rbp, 4032
-    mov rdx, qword ptr [r15 + rbp + 3008]
-    test ebx, 14240
+    mov edx, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], edi
+    movzx ebp, byte ptr [r15 + 0]
+    test ebx, 256
+    jz 1f
+1:
+    mov edx, dword ptr [r15 + 0]
+    mov ecx, dword ptr [r15 + 0]
+    mov qword ptr [r15 + 832], rdx
+    test bl, 64
     jnz 1f
 1:
-    movzx r9d, byte ptr [r15 + 512]
-    mov rdi, qword ptr [r14 + 704]
-    test ebx, 2816
+    movsxd r8, dword ptr [r14 + 0]
+    mov rax, qword ptr [r14 + 0]
+    mov edi, dword ptr [r14 + 0]
+    test ebx, 256
     jz 1f
 1:
-    mov eax, dword ptr [r15 + 256]
-    lea r8, [r10 + r10*1]
+    mov byte ptr [r15 + 128], r8b
+    mov rbp, r10
+    movzx edx, byte ptr [r15 + 128]
+    sete cl
+    test dword ptr [r15 + 67117724], 4194304
+    jz 1f
+1:
+    and rbp, 448
+    movzx r9d, byte ptr [r15 + rbp + 960]
+    mov rdi, qword ptr [r15 + 64]
+    mov r8, r10
+    mov eax, edi
+    test ebx, 704
+    jz 1f
+1:
+    mov r9, r10
+    and r8, 960
+    mov ecx, dword ptr [r15 + r8 + 1984]
+    mov ebp, r8d
+    and r9, 4032
+    mov dword ptr [r15 + r9 + 3008], 54
     test dword ptr [r15 + 67117723], 4128
     jz 1f
 1:
-    and r8, 960
-    mov ecx, dword ptr [r15 + r8 + 2048]
-    movzx edi, r8b
-    test bl, 128
-    jz 1f
-1:
-    movzx eax, byte ptr [r15 + rbp + 3072]
-    movzx r9d, byte ptr [r14 + r8 + 1984]
-    test dword ptr [r15 + 67117724], 1342718016
-    jz 1f
-1:
-    mov edx, dword ptr [r15 + 384]
+    mov edx, dword ptr [r15 + 896]
+    movzx edi, byte ptr [r15 + 64]
+    mov rsi, qword ptr [r15 + 512]
     add r11, 64
     add r10, r11
     inc rbx
@@ -2497,56 +2613,53 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 4457088
-    setz al
-    lea rcx, [rip + .Lc1_d2064_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d2064_s_t
-    .p2align 3
-.Lc1_d2064_s:
-    .p2align 3
-    jmp .Lc1_d2064_j
-    .p2align 3
-    jmp .Lc1_d2064_j
-.Lc1_d2064_j:
-    mov dword ptr [r15 + 448], eax
-    mov rsi, rcx
-    movzx eax, byte ptr [r15 + 768]
-    test bl, 128
+    mov dword ptr [r15 + 0], eax
+    movzx esi, byte ptr [r15 + 0]
+    popcnt r9, rax
+    mov rbp, rsi
+    test dword ptr [r15 + 67117724], 54561028
     jnz 1f
 1:
-    movzx r8d, byte ptr [r15 + 64]
+    mov dword ptr [r15 + 0], eax
+    mov r8, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], ebp
+    test ebx, 608
+    jnz 1f
+1:
+    movzx r9d, byte ptr [r15 + 0]
+    mov esi, r8d
+    mov dword ptr [r15 + 0], r9d
+    test dword ptr [r15 + 67117724], 4194304
+    jnz 1f
+1:
+    movsxd rax, dword ptr [r14 + 448]
+    mov rbp, r9
     mov r9, r10
-    mov dword ptr [r15 + 256], r8d
-    test ebx, 1216
+    lea r8, [r10 + r10*1]
+    and r9, 8128
+    mov esi, dword ptr [r14 + r9 + 7104]
+    mov rdi, qword ptr [r15 + 640]
+    test dword ptr [r15 + 67117724], 8536084
+    jnz 1f
+1:
+    and r8, 4032
+    mov rbp, r10
+    mov edx, dword ptr [r15 + r8 + 3072]
+    and rbp, 448
+    mov rax, qword ptr [r15 + rbp + 960]
+    bswap r9
+    test dword ptr [r15 + 67117723], 545657988
+    jnz 1f
+1:
+    vmovdqu xmm14, xmmword ptr [r15 + r8 + 3008]
+    movzx r8d, byte ptr [r15 + 128]
+    mov edx, 198
+    test dword ptr [r15 + 67117723], 1048896
     jz 1f
 1:
-    and r9, 448
-    mov esi, dword ptr [r14 + r9 + 1472]
-    mov ecx, dword ptr [r15 + 192]
-    test dword ptr [r15 + 67117724], 8388608
-    jnz 1f
-1:
-    mov rax, qword ptr [r15 + 128]
-    movsxd r8, dword ptr [r15 + 832]
-    test dword ptr [r15 + 67117724], 32
-    jnz 1f
-1:
-    mov rbp, r10
-    mov esi, ecx
-    and rbp, 448
-    vmovdqu xmm10, xmmword ptr [r15 + rbp + 960]
-    test ebx, 2048
-    jnz 1f
-1:
-    mov dword ptr [r15 + 320], esi
-    mov rax, qword ptr [r15 + 640]
-    test dword ptr [r15 + 67117723], 536871456
-    jnz 1f
-1:
-    popcnt r8, rbp
-    bswap rbp
+    movzx ecx, r9b
+    mov r9d, dword ptr [r15 + 704]
+    mov edx, ecx
     add r11, 64
     add r10, r11
     inc rbx
@@ -2556,51 +2669,53 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov r8, r10
-    and r8, 448
-    mov edi, dword ptr [r15 + r8 + 960]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rdi
-    test ebx, 1024
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], r8d
-    movzx edx, dil
-    mov r12, qword ptr [r15 + r12 + 56]
-    test bl, 64
-    jnz 1f
-1:
+    lea rcx, [rip + .Lc1_d2219_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d2219_j_t
+.Lc1_d2219_j:
     mov rbp, r10
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 4032
-    mov qword ptr [r15 + rbp + 3008], rdx
-    test dword ptr [r15 + 67117724], 8404996
-    jz 1f
-1:
-    mov eax, dword ptr [r14 + 512]
     mov r8, r10
-    xchg rbp, rbp
-    mov dword ptr [r14 + 576], 248
-    test ebx, 5056
-    jnz 1f
-1:
+    and rbp, 33554368
+    mov qword ptr [r15 + rbp + 33554432], r8
     and r8, 960
-    xchg qword ptr [r15 + r8 + 1984], rbp
-    mov edi, dword ptr [r15 + 896]
-    mov qword ptr [r15 + 384], rbp
-    test ebx, 1792
+    mov qword ptr [r15 + r8 + 1984], rcx
+    mov dword ptr [r15 + 0], r8d
+    test dword ptr [r15 + 67117723], 206586115
     jz 1f
 1:
-    mov byte ptr [r15 + 192], r8b
+    xchg qword ptr [r15 + 0], rcx
+    mov edx, dword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], cl
+    test dword ptr [r15 + 67117723], 805437809
+    jz 1f
+1:
+    movzx edi, byte ptr [r14 + 768]
+    movzx esi, byte ptr [r15 + 640]
     mov rax, rdi
-    movzx r8d, byte ptr [r15 + 128]
-    test dword ptr [r15 + 67117723], 2167872
+    test dword ptr [r15 + 67117723], 1073741824
+    jz 1f
+1:
+    xchg rdx, r8
+    mov rbp, qword ptr [r15 + 320]
+    mov r9, r10
+    test dword ptr [r15 + 67117724], 524352
     jnz 1f
 1:
-    mov r9, rax
-    mov edx, dword ptr [r15 + 64]
-    not qword ptr [r15 + 704]
+    mov rsi, qword ptr [r15 + 64]
+    and r9, 448
+    movsxd rcx, dword ptr [r15 + r9 + 1472]
+    mov edi, dword ptr [r14 + 0]
+    test ebx, 130464
+    jz 1f
+1:
+    mov qword ptr [r15 + 576], rsi
+    mov r8d, dword ptr [r15 + 896]
+    mov rdx, rdi
+    test bl, 128
+    jnz 1f
+1:
+    movzx r9d, dil
+    mov edi, dword ptr [r15 + 832]
     add r11, 64
     add r10, r11
     inc rbx
@@ -2610,52 +2725,52 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d2159_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d2159_j_t
-.Lc1_d2159_j:
-    mov esi, dword ptr [r15 + 64]
-    movsxd rdx, dword ptr [r15 + 384]
-    mov r12, qword ptr [r15 + r12 + 56]
-    add qword ptr [r15 + 0], rdx
-    test ebx, 7136
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, rdx
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 3584
-    jz 1f
-1:
-    mov r9, r10
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r9, 8128
-    mov dword ptr [r15 + r9 + 7104], 49
-    vucomisd xmm6, xmm7
-    test dword ptr [r15 + 67117724], 65544
-    jz 1f
-1:
-    movzx r8d, r9b
-    mov rax, qword ptr [r15 + 256]
-    mov r9, qword ptr [r15 + 128]
-    test dword ptr [r15 + 67117723], 1
-    jz 1f
-1:
-    movsxd rcx, dword ptr [r14 + 192]
-    mov edx, dword ptr [r15 + 768]
-    mov rsi, qword ptr [r15 + 320]
-    test bl, 64
+    mov rbp, r10
+    movsxd rsi, dword ptr [r15 + 64]
+    and rbp, 960
+    mov r8, qword ptr [r15 + rbp + 1984]
+    mov edx, 171
+    mov rdi, qword ptr [r14 + 768]
+    test bl, 128
     jnz 1f
 1:
-    mov r8, r9
-    mov eax, dword ptr [r15 + 128]
-    mov r9d, 121
-    test ebx, 320
+    movzx r9d, byte ptr [r15 + 64]
+    mov rax, qword ptr [r15 + 704]
+    movzx ecx, r9b
+    movsxd rsi, dword ptr [r15 + 0]
+    test dword ptr [r15 + 67117723], 16404
+    jnz 1f
+1:
+    mov rbp, qword ptr [r15 + 0]
+    movzx edi, byte ptr [r15 + 0]
+    vpcmpeqb xmm14, xmm14, xmmword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], edi
+    test bl, 128
     jz 1f
 1:
+    mov r9d, dword ptr [r15 + 0]
+    movzx r8d, dil
+    mov r12, qword ptr [r15 + r12 + 56]
+    test dword ptr [r15 + 67117723], 1212450882
+    jnz 1f
+1:
+    mov dword ptr [r15 + 0], 164
+    mov rax, r8
+    mov dword ptr [r15 + 128], 0
+    mov r8, qword ptr [r15 + 512]
+    test ebx, 576
+    jnz 1f
+1:
+    mov ecx, dword ptr [r15 + 704]
+    movzx edi, byte ptr [r15 + 576]
+    mov rbp, rcx
+    mov qword ptr [r15 + 128], rdi
+    test dword ptr [r15 + 67117724], 51380241
+    jz 1f
+1:
+    add qword ptr [r15 + 448], rcx
+    movsxd r9, dword ptr [r15 + 896]
     movzx edx, byte ptr [r15 + 640]
-    mov dword ptr [r15 + 448], r9d
-    movzx ecx, dl
     add r11, 64
     add r10, r11
     inc rbx
@@ -2665,53 +2780,55 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov rbp, r10
-    mov edi, eax
-    lea rdi, [r15 + 67109504]
-    mov ecx, 945
-    rep stosb
-    and rbp, 33554368
-    mov byte ptr [r14 + rbp + 33554432], dil
-    test bl, 128
-    jz 1f
-1:
-    mov r9, r10
-    mov rdx, qword ptr [r15 + 256]
-    and r9, 448
-    mov rsi, qword ptr [r15 + r9 + 960]
-    mov rcx, qword ptr [r15 + 448]
-    test ebx, 1536
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1792
+    lea rcx, [rip + .Lc1_d2316_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d2316_j_t
+.Lc1_d2316_j:
+    mov rdx, qword ptr [r15 + 128]
+    mov dword ptr [r15 + 0], eax
+    test ebx, 704
     jnz 1f
 1:
+    mov rsi, qword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 320], edi
-    test ebx, 448
+    test dword ptr [r15 + 67117724], 159780930
+    jnz 1f
+1:
+    mov rbp, r10
+    mov edx, 121
+    and rbp, 448
+    lea r9, [r10 + r10*1]
+    mov byte ptr [r15 + rbp + 1472], bpl
+    test dword ptr [r15 + 67117724], 679741440
     jz 1f
 1:
-    mov rsi, qword ptr [r15 + 512]
-    mov ebp, 64
-    movsxd rax, dword ptr [r15 + 832]
-    mov r9, r10
-    test dword ptr [r15 + 67117723], 4194304
+    mov esi, 159
+    and r9, 4032
+    mov rax, qword ptr [r15 + r9 + 3072]
+    test dword ptr [r15 + 67117723], 268435456
     jz 1f
 1:
-    movzx esi, r9b
-    vpaddq xmm10, xmm10, xmmword ptr [r14 + 64]
-    and r9, 448
-    mov rdx, qword ptr [r15 + r9 + 1472]
-    test ebx, 1984
+    mov r8, r10
+    mov rdx, r9
+    and r8, 448
+    movsxd rcx, dword ptr [r15 + r8 + 960]
+    test ebx, 768
     jz 1f
 1:
-    movsxd rsi, dword ptr [r15 + 704]
-    mov eax, 214
-    mov rbp, rsi
+    mov rsi, qword ptr [r15 + r9 + 3008]
+    mov rbp, qword ptr [r14 + 0]
+    test dword ptr [r15 + 67117724], 1784
+    jz 1f
+1:
+    mov edx, r8d
+    movsxd r8, dword ptr [r14 + 64]
+    test dword ptr [r15 + 67117723], 136724737
+    jz 1f
+1:
+    lea rdi, [r15 + 67109504]
+    mov ecx, 843
+    rep stosb
+    movzx esi, dl
     add r11, 64
     add r10, r11
     inc rbx
@@ -2721,56 +2838,52 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 16777216
-    setz al
-    lea rcx, [rip + .Lc1_d2256_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d2256_s_t
-    .p2align 3
-.Lc1_d2256_s:
-    .p2align 3
-    jmp .Lc1_d2256_j
-    .p2align 3
-    jmp .Lc1_d2256_j
-.Lc1_d2256_j:
-    xchg rax, rax
-    mov byte ptr [r15 + 384], cl
-    movzx r8d, al
-    test bl, 128
-    jnz 1f
+    mov r9, r10
+    movsxd rsi, dword ptr [r15 + 64]
+    and r9, 4032
+    mov byte ptr [r15 + r9 + 3008], sil
+    movzx edx, byte ptr [r15 + 896]
+    mov byte ptr [r15 + 128], al
+    test ebx, 126880
+    jz 1f
 1:
-    mov dword ptr [r15 + 0], 234
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, qword ptr [r15 + 512]
+    mov rdi, qword ptr [r15 + 576]
+    vmovdqu ymm14, ymmword ptr [r15 + 0]
     test bl, 64
     jz 1f
 1:
-    mov r8, r10
-    mov esi, eax
-    and r8, 960
-    movzx eax, byte ptr [r14 + r8 + 1984]
-    test ebx, 704
+    movzx ecx, r8b
+    mov rax, qword ptr [r15 + 0]
+    vpaddq xmm14, xmm14, xmmword ptr [r15 + 0]
+    mov r9, r10
+    test ebx, 5824
+    jnz 1f
+1:
+    mov esi, ecx
+    and r9, 33554368
+    mov byte ptr [r15 + r9 + 33554432], sil
+    mov dword ptr [r14 + 0], 191
+    test ebx, 288
+    jnz 1f
+1:
+    xchg rdi, rcx
+    mov r8, qword ptr [r15 + 128]
+    mov eax, edi
+    test dword ptr [r15 + 67117723], 524288
     jz 1f
 1:
+    mov rsi, qword ptr [r15 + 64]
     mov rbp, r10
-    vpaddq xmm3, xmm3, xmmword ptr [r15 + 128]
-    mov ecx, ebp
-    test dword ptr [r15 + 67117724], 33554432
-    jz 1f
+    mov r9, rsi
+    and rbp, 448
+    mov dword ptr [r15 + rbp + 1472], 212
+    test dword ptr [r15 + 67117724], 306188570
+    jnz 1f
 1:
-    and rbp, 4032
-    mov dword ptr [r15 + rbp + 3008], 192
-    mov rsi, qword ptr [r15 + 256]
-    test ebx, 1344
-    jz 1f
-1:
-    movzx edi, byte ptr [r15 + 64]
-    mov byte ptr [r15 + 320], sil
-    test dword ptr [r15 + 67117724], 33620236
-    jz 1f
-1:
-    mov rcx, qword ptr [r15 + 192]
-    mov rax, qword ptr [r15 + 576]
+    movzx edi, byte ptr [r15 + 832]
+    movsxd rcx, dword ptr [r15 + 640]
+    mov r8, qword ptr [r15 + 576]
     add r11, 64
     add r10, r11
     inc rbx
@@ -2780,55 +2893,57 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d2414_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d2414_j_t
+.Lc1_d2414_j:
+    movzx esi, al
+    mov rbp, qword ptr [r14 + 0]
+    mov rdi, qword ptr [r15 + 0]
+    mov r9d, 243
+    test dword ptr [r15 + 67117724], 605039120
+    jnz 1f
+1:
+    movsxd rdx, dword ptr [r15 + 0]
+    movzx r8d, byte ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 133
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 2560
+    mov rax, r8
+    test ebx, 384
     jz 1f
 1:
-    mov rdx, rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    vpcmpeqb xmm10, xmm10, xmmword ptr [r15 + 0]
-    bt rdx, rdx
-    test dword ptr [r15 + 67117724], 562040896
+    mov dword ptr [r15 + 0], 150
+    mov edx, edx
+    movzx ecx, r8b
+    test ebx, 448
     jnz 1f
 1:
-    movzx r9d, byte ptr [r15 + 192]
-    movzx esi, byte ptr [r15 + 768]
-    movsxd rcx, dword ptr [r15 + 448]
-    mov qword ptr [r15 + 384], rsi
-    test bl, 64
+    mov esi, 73
+    vpaddd ymm1, ymm13, ymmword ptr [r15 + 0]
+    vpcmpeqb xmm11, xmm11, xmmword ptr [r15 + 576]
+    mov eax, 158
+    test ebx, 2432
     jnz 1f
 1:
-    movzx edx, cl
-    movzx eax, byte ptr [r15 + 896]
-    mov ecx, edx
-    vpaddd ymm12, ymm10, ymmword ptr [r15 + 64]
-    test ebx, 7040
-    jnz 1f
+    mov qword ptr [r15 + 640], rax
+    bt rsi, rsi
+    mov byte ptr [r14 + 704], al
+    test bl, 192
+    jz 1f
 1:
-    mov r9, r10
-    movzx esi, byte ptr [r15 + 512]
-    and r9, 448
-    mov r8d, dword ptr [r15 + r9 + 1472]
-    mov eax, r9d
-    movzx edx, r8b
-    test ebx, 1984
-    jnz 1f
-1:
-    mov rcx, qword ptr [r14 + 128]
+    movzx r8d, byte ptr [r15 + 128]
     mov rbp, r10
-    mov dword ptr [r15 + 640], 140
-    movzx esi, bpl
-    and rbp, 448
-    mov byte ptr [r15 + rbp + 960], sil
-    test bl, 64
-    jz 1f
+    mov edx, r8d
+    movzx ecx, bpl
+    and rbp, 8128
+    mov r9, r10
+    mov dword ptr [r15 + rbp + 7104], 169
+    test ebx, 3776
+    jnz 1f
 1:
-    mov edx, 194
-    mov ecx, 169
-    mov eax, edx
+    mov esi, r9d
+    and r9, 448
+    movsxd rax, dword ptr [r15 + r9 + 1472]
+    movzx edi, byte ptr [r15 + 768]
     add r11, 64
     add r10, r11
     inc rbx
@@ -2838,61 +2953,59 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 436207617
-    setz al
-    lea rcx, [rip + .Lc1_d2355_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d2355_s_t
-    .p2align 3
-.Lc1_d2355_s:
-    .p2align 3
-    jmp .Lc1_d2355_j
-    .p2align 3
-    jmp .Lc1_d2355_j
-.Lc1_d2355_j:
-    mov qword ptr [r15 + 576], rcx
-    mov edi, dword ptr [r15 + 320]
-    movzx ecx, byte ptr [r15 + 64]
-    test bl, 64
+    mov qword ptr [r15 + 640], rax
+    mov edi, 233
+    mov ebp, eax
+    test dword ptr [r15 + 67117723], 33592897
     jnz 1f
 1:
-    mov edx, 157
-    movzx edi, cl
-    movzx esi, dl
-    test dword ptr [r15 + 67117723], 1076658704
+    sete r9b
+    mov r8d, 185
+    mov rsi, qword ptr [r15 + 128]
+    test ebx, 1216
     jnz 1f
 1:
-    mov qword ptr [r15 + 128], rdi
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 65440
-    jnz 1f
-1:
-    mov eax, esi
-    xor dword ptr [r15 + 0], esi
-    movzx ecx, al
-    test ebx, 130656
-    jnz 1f
-1:
-    mov edi, 128
-    mov rdx, rcx
-    sete cl
-    test ebx, 608
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 67117723], 1048672
+    bswap rdi
+    movzx eax, sil
+    movzx ebp, dil
+    test bl, 192
     jz 1f
 1:
-    bswap rcx
-    mov rdx, qword ptr [r14 + 192]
-    mov byte ptr [r15 + 256], cl
-    test bl, 64
+    mov rcx, rbp
+    mov r9, qword ptr [r15 + 832]
+    mov ebp, dword ptr [r15 + 0]
+    test bl, 160
     jnz 1f
 1:
-    mov r8, qword ptr [r15 + 512]
-    mov dword ptr [r14 + 704], edx
+    mov ecx, dword ptr [r15 + 0]
+    xor dword ptr [r15 + 0], r9d
+    mov esi, dword ptr [r15 + 0]
+    mov r9, r10
+    test dword ptr [r15 + 67117723], 268503040
+    jz 1f
+1:
+    mov ecx, r9d
+    mov rdi, qword ptr [r15 + 0]
+    and r9, 8128
+    movsxd rdx, dword ptr [r14 + r9 + 7104]
+    test dword ptr [r15 + 67117724], 134759555
+    jz 1f
+1:
+    mov byte ptr [r15 + 64], dl
+    movzx eax, r9b
+    movzx ebp, byte ptr [r14 + 64]
+    test dword ptr [r15 + 67117724], 512
+    jnz 1f
+1:
+    mov r8, r10
+    mov rcx, qword ptr [r15 + 128]
+    and r8, 33554368
+    mov rbp, r10
+    mov dword ptr [r15 + r8 + 33554432], r8d
+    and rbp, 448
+    mov qword ptr [r15 + rbp + 960], r8
+    add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
@@ -2900,50 +3013,59 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    movsxd r9, dword ptr [r15 + 128]
-    xor dword ptr [r15 + 0], eax
-    mov qword ptr [r15 + 0], r9
-    mov ebp, 193
-    test dword ptr [r15 + 67117724], 131072
-    jz 1f
-1:
-    mov ecx, 185
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmaxsd xmm3, xmm3, xmm3
-    test ebx, 6016
+    lea rcx, [rip + .Lc1_d2519_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d2519_j_t
+.Lc1_d2519_j:
+    mov r8d, eax
+    mov edx, 168
+    mov r9d, 101
+    xor dword ptr [r15 + 512], edx
+    test dword ptr [r15 + 67117724], 8192
     jnz 1f
 1:
-    movzx edx, bpl
+    movzx ebp, byte ptr [r14 + 0]
+    mov edi, 207
+    mov ecx, 80
+    test ebx, 61408
+    jz 1f
+1:
+    movsxd rax, dword ptr [r15 + 64]
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, byte ptr [r15 + 384]
-    test bl, 128
+    mov dword ptr [r15 + 0], 1
+    test ebx, 256
     jz 1f
 1:
-    mov ecx, ebp
-    mov eax, 241
-    xor dword ptr [r15 + 768], ecx
-    test dword ptr [r15 + 67117723], 1
+    movsxd rdx, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 241
+    mov r8, rdx
+    test dword ptr [r15 + 67117724], 1
+    jnz 1f
+1:
+    mov edi, r8d
+    movsxd rsi, dword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rdi
+    mov ecx, 229
+    test ebx, 12192
     jz 1f
 1:
-    mov r9, r10
-    movzx edx, byte ptr [r15 + 256]
+    vpaddq xmm14, xmm14, xmmword ptr [r15 + 0]
+    mov rbp, r10
+    movzx eax, dil
+    mov dword ptr [r15 + 0], 227
+    test dword ptr [r15 + 67117724], 558104994
+    jz 1f
+1:
+    and rbp, 8128
+    inc dword ptr [r15 + rbp + 7104]
+    mov esi, 126
+    mov r8d, 72
+    test ebx, 640
+    jnz 1f
+1:
+    mov edi, dword ptr [r15 + 448]
+    xor dword ptr [r15 + 448], r8d
     sete al
-    and r9, 448
-    mov dword ptr [r15 + r9 + 960], 84
-    test dword ptr [r15 + 67117724], 34081136
-    jz 1f
-1:
-    mov rcx, r9
-    mov ebp, 229
-    movsxd r9, dword ptr [r15 + 448]
-    mov r8, r10
-    test dword ptr [r15 + 67117723], 1048576
-    jz 1f
-1:
-    mov esi, 178
-    mov dword ptr [r14 + 640], 227
-    and r8, 8128
-    mov dword ptr [r15 + r8 + 7104], 201
     add r11, 64
     add r10, r11
     inc rbx
@@ -2953,57 +3075,59 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 1080041472
-    setz al
-    lea rcx, [rip + .Lc1_d2451_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d2451_s_t
-    .p2align 3
-.Lc1_d2451_s:
-    .p2align 3
-    jmp .Lc1_d2451_j
-    .p2align 3
-    jmp .Lc1_d2451_j
-.Lc1_d2451_j:
-    popcnt rdi, rcx
-    mov rbp, rcx
-    movzx r8d, byte ptr [r14 + 192]
+    mov dword ptr [r15 + 0], eax
+    mov esi, dword ptr [r15 + 0]
+    mov r9, rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    test dword ptr [r15 + 67117724], 117981472
+    jnz 1f
+1:
+    movsxd r8, dword ptr [r15 + 0]
+    movzx ebp, byte ptr [r15 + 0]
+    movzx edi, byte ptr [r15 + 0]
+    movsxd r9, dword ptr [r15 + 0]
     test ebx, 256
     jz 1f
 1:
-    mov r9d, dword ptr [r15 + 64]
-    mov rbp, r10
-    mov eax, 239
-    test ebx, 121824
+    movzx esi, byte ptr [r15 + 0]
+    vmovdqu ymm11, ymmword ptr [r15 + 0]
+    mov rcx, qword ptr [r15 + 832]
+    movsxd rax, dword ptr [r15 + 768]
+    test dword ptr [r15 + 67117724], 536871040
     jnz 1f
 1:
-    mov rcx, rax
-    and rbp, 448
-    vpaddq xmm10, xmm10, xmmword ptr [r14 + rbp + 1472]
-    test dword ptr [r15 + 67117723], 8390740
+    movzx r9d, byte ptr [r14 + 0]
+    movsxd rcx, dword ptr [r14 + 0]
+    or qword ptr [r15 + 576], 15
+    test bl, 128
+    jnz 1f
+1:
+    mov byte ptr [r15 + 896], cl
+    mov esi, r9d
+    mov ecx, r9d
+    mov rax, qword ptr [r15 + 320]
+    test ebx, 672
+    jnz 1f
+1:
+    movzx esi, cl
+    mov ebp, 188
+    mov rdx, qword ptr [r15 + 384]
+    popcnt rdi, rbp
+    test bl, 128
+    jnz 1f
+1:
+    movsxd rsi, dword ptr [r15 + 704]
+    mov r9, rdi
+    movsxd rdx, dword ptr [r15 + 128]
+    mov ecx, 61
+    test bl, 64
     jz 1f
 1:
-    movsxd r9, dword ptr [r15 + 576]
-    mov r8d, ecx
-    or qword ptr [r15 + 704], 15
+    mov esi, dword ptr [r15 + 64]
     mov rbp, r10
-    test dword ptr [r15 + 67117724], 1681916928
-    jz 1f
-1:
+    mov edx, 139
     and rbp, 4032
-    mov byte ptr [r15 + rbp + 3008], r8b
-    movsxd rax, dword ptr [r15 + 128]
-    test dword ptr [r15 + 67117723], 512
-    jnz 1f
-1:
-    movsxd r9, dword ptr [r15 + 320]
-    mov ecx, 204
-    test ebx, 800
-    jz 1f
-1:
-    mov edi, r9d
-    movsxd r8, dword ptr [r15 + 832]
+    vpaddq xmm1, xmm1, xmmword ptr [r15 + rbp + 3008]
     add r11, 64
     add r10, r11
     inc rbx
@@ -3013,47 +3137,55 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov r8, r10
-    and r8, 33554368
-    mov rbp, r10
-    mov dword ptr [r15 + r8 + 33554432], 85
-    movzx edx, byte ptr [r15 + 896]
-    movzx esi, r8b
-    and rbp, 448
-    vpaddq xmm12, xmm12, xmmword ptr [r15 + rbp + 960]
-    test bl, 128
-    jnz 1f
-1:
-    movzx edi, bpl
-    mov esi, dword ptr [r15 + 640]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 67117724], 557852672
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    bswap rsi
-    movsxd rdi, dword ptr [r15 + 320]
-    test bl, 128
-    jnz 1f
-1:
-    movsxd rax, dword ptr [r15 + 448]
-    mov ebp, edi
-    movsxd r8, dword ptr [r14 + 768]
-    mov rdi, rbp
-    test dword ptr [r15 + 67117723], 1048576
-    jnz 1f
-1:
+    lea rcx, [rip + .Lc1_d2627_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d2627_j_t
+.Lc1_d2627_j:
     mov esi, dword ptr [r15 + 512]
-    mov r9, r10
-    mov rdx, qword ptr [r15 + 64]
-    and r9, 960
-    mov qword ptr [r15 + r9 + 1984], rdx
-    test dword ptr [r15 + 67117723], 537158275
+    vpaddq xmm1, xmm1, xmmword ptr [r15 + 448]
+    mov rdx, qword ptr [r15 + 0]
+    bswap rax
+    test dword ptr [r15 + 67117724], 1073742464
     jnz 1f
 1:
-    mov dword ptr [r15 + 384], r9d
-    mov dword ptr [r15 + 256], esi
-    xor dword ptr [r15 + 128], edx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rsi, rax
+    mov r8, qword ptr [r15 + 0]
+    test bl, 128
+    jz 1f
+1:
+    movzx edx, al
+    mov esi, r8d
+    movsxd rax, dword ptr [r15 + 0]
+    test dword ptr [r15 + 67117723], 10486272
+    jnz 1f
+1:
+    movzx ecx, r8b
+    xor dword ptr [r15 + 0], eax
+    movzx r8d, cl
+    mov dword ptr [r15 + 0], edx
+    test ebx, 256
+    jnz 1f
+1:
+    mov esi, r8d
+    mov dword ptr [r15 + 0], ecx
+    movsxd r8, dword ptr [r15 + 0]
+    mov rbp, r10
+    test dword ptr [r15 + 67117724], 128
+    jz 1f
+1:
+    lea r9, [r10 + r10*1]
+    movzx esi, byte ptr [r15 + 832]
+    and rbp, 4032
+    mov eax, dword ptr [r15 + rbp + 3008]
+    and r9, 448
+    movsxd rcx, dword ptr [r14 + r9 + 1472]
+    test bl, 96
+    jnz 1f
+1:
+    mov qword ptr [r14 + 512], rcx
+    mov rsi, qword ptr [r15 + r9 + 1536]
+    mov dword ptr [r15 + 896], 105
     add r11, 64
     add r10, r11
     inc rbx
@@ -3063,53 +3195,55 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d2544_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d2544_j_t
-.Lc1_d2544_j:
-    mov r12, qword ptr [r15 + r12 + 56]
-    vpaddq xmm3, xmm3, xmmword ptr [r15 + 0]
+    movsxd rdi, dword ptr [r15 + 64]
     inc dword ptr [r15 + 0]
-    test dword ptr [r15 + 67117724], 67141658
-    jnz 1f
+    movzx esi, byte ptr [r15 + 0]
+    test ebx, 672
+    jz 1f
 1:
-    movzx r8d, cl
-    mov r9d, eax
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 15584
-    jnz 1f
+    mov ecx, dword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rsi
+    movsxd rbp, dword ptr [r15 + 0]
+    test dword ptr [r15 + 67117723], 4194304
+    jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea rdi, [r15 + 67109504]
-    mov ecx, 945
-    rep stosb
-    not qword ptr [r15 + 576]
-    test ebx, 416
-    jnz 1f
-1:
-    mov r9d, dword ptr [r15 + 384]
-    mov r8, qword ptr [r15 + 192]
-    mov dword ptr [r15 + 832], 236
+    mov edi, ebp
+    mov dword ptr [r15 + 448], ecx
+    mov r9, qword ptr [r14 + 64]
     test bl, 64
     jz 1f
 1:
-    movzx edi, byte ptr [r15 + 64]
-    mov dword ptr [r15 + 512], r9d
-    add qword ptr [r14 + 0], rdi
-    test bl, 128
+    mov byte ptr [r15 + 448], r9b
+    mov dword ptr [r15 + 768], 72
+    test dword ptr [r15 + 67117724], 1093738528
     jnz 1f
 1:
-    mov rcx, rdi
-    mov qword ptr [r15 + 704], rdi
-    vpaddq xmm12, xmm12, xmmword ptr [r15 + 192]
-    mov r8, r10
-    test dword ptr [r15 + 67117723], 512
+    lea rdi, [r15 + 67109504]
+    mov ecx, 842
+    rep stosb
+    movzx eax, byte ptr [r15 + 896]
+    mov rbp, r10
+    vpaddq xmm14, xmm14, xmmword ptr [r15 + 128]
+    test bl, 64
     jz 1f
 1:
+    mov qword ptr [r14 + 0], rax
+    and rbp, 448
+    mov rdx, qword ptr [r15 + rbp + 960]
+    mov r9, rbp
+    test dword ptr [r15 + 67117723], 134218240
+    jnz 1f
+1:
+    movsxd rsi, dword ptr [r15 + 128]
+    not qword ptr [r15 + 512]
+    movzx edi, sil
+    mov r8, r10
+    test dword ptr [r15 + 67117724], 32778
+    jz 1f
+1:
+    mov edx, r8d
     and r8, 448
-    mov byte ptr [r15 + r8 + 960], cl
-    movsxd r9, dword ptr [r15 + 256]
-    movsxd rcx, dword ptr [r15 + 128]
+    vpaddq xmm11, xmm11, xmmword ptr [r15 + r8 + 1472]
     add r11, 64
     add r10, r11
     inc rbx
@@ -3119,54 +3253,62 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov edx, 209
-    mov esi, 250
-    mov dword ptr [r15 + 128], edx
-    mov dword ptr [r15 + 0], esi
-    test bl, 160
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    popcnt rbp, rdx
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 2048
+    lea rcx, [rip + .Lc1_d2728_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d2728_j_t
+.Lc1_d2728_j:
+    movzx edx, byte ptr [r15 + 0]
+    mov dword ptr [r15 + 0], eax
+    movzx esi, byte ptr [r15 + 0]
+    mov eax, 253
+    test dword ptr [r15 + 67117724], 516
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx r8d, bpl
-    mov dword ptr [r15 + 320], ebp
-    mov ecx, 107
-    test dword ptr [r15 + 67117724], 64
+    movzx r8d, sil
+    mov dword ptr [r15 + 0], eax
+    test bl, 64
+    jnz 1f
+1:
+    mov edx, dword ptr [r15 + 0]
+    mov ecx, dword ptr [r15 + 0]
+    mov rdi, qword ptr [r15 + 0]
+    mov rbp, qword ptr [r15 + 0]
+    test dword ptr [r15 + 67117724], 678133760
     jz 1f
 1:
-    mov byte ptr [r14 + 0], cl
-    mov rax, qword ptr [r15 + 64]
+    movsxd rax, dword ptr [r15 + 0]
+    popcnt rsi, rbp
+    mov byte ptr [r15 + 128], al
+    test bl, 64
+    jnz 1f
+1:
+    xchg r8, r8
+    mov rdx, qword ptr [r15 + 64]
     mov ecx, r8d
-    mov r9, r10
-    test bl, 64
+    test dword ptr [r15 + 67117723], 1540
     jz 1f
 1:
-    and r9, 4032
-    mov esi, dword ptr [r15 + r9 + 3008]
-    movsxd rdx, dword ptr [r15 + 640]
-    mov ebp, dword ptr [r15 + 256]
-    xchg rcx, rcx
-    mov r8, r10
-    test bl, 64
+    mov r9d, dword ptr [r15 + 704]
+    mov dword ptr [r15 + 128], ecx
+    mov ebp, 129
+    mov eax, 185
+    test ebx, 416
     jnz 1f
 1:
+    movzx edi, bpl
+    mov r8, r10
+    movsxd rdx, dword ptr [r14 + 0]
     and r8, 448
-    movzx eax, byte ptr [r14 + r8 + 1472]
-    mov rsi, qword ptr [r15 + 384]
-    mov rdx, qword ptr [r15 + 768]
-    mov rbp, r10
-    test ebx, 1024
-    jz 1f
+    mov r9, r10
+    mov rsi, qword ptr [r14 + r8 + 960]
+    test bl, 224
+    jnz 1f
 1:
-    movzx ecx, bpl
-    and rbp, 960
-    movzx r9d, byte ptr [r15 + rbp + 1984]
-    movsxd rax, dword ptr [r15 + 448]
+    mov ecx, 147
+    and r9, 448
+    movsxd rdi, dword ptr [r15 + r9 + 1472]
+    movsxd rdx, dword ptr [r15 + 64]
     add r11, 64
     add r10, r11
     inc rbx
@@ -3176,52 +3318,58 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 18874884
-    setz al
-    lea rcx, [rip + .Lc1_d2643_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d2643_s_t
-    .p2align 3
-.Lc1_d2643_s:
-    .p2align 3
-    jmp .Lc1_d2643_j
-    .p2align 3
-    jmp .Lc1_d2643_j
-.Lc1_d2643_j:
-    mov r9, r10
-    mov edi, dword ptr [r15 + 192]
-    and r9, 448
-    mov qword ptr [r15 + r9 + 960], rdi
-    test dword ptr [r15 + 67117723], 541065216
+    movzx edx, byte ptr [r15 + 0]
+    mov rdi, rax
+    mov r8, qword ptr [r15 + 0]
+    mov ebp, dword ptr [r15 + 0]
+    test dword ptr [r15 + 67117724], 243274754
+    jz 1f
+1:
+    mov edx, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r9d, byte ptr [r15 + 0]
+    movsxd rsi, dword ptr [r15 + 0]
+    test bl, 128
+    jnz 1f
+1:
+    mov edi, 91
+    movsxd rdx, dword ptr [r15 + 0]
+    movsxd rax, dword ptr [r15 + 0]
+    test ebx, 288
+    jz 1f
+1:
+    mov dword ptr [r15 + 0], edi
+    mov edx, 99
+    mov qword ptr [r15 + 0], rdi
+    mov dword ptr [r15 + 512], edx
+    test bl, 64
+    jz 1f
+1:
+    movsxd rsi, dword ptr [r14 + 704]
+    movzx ebp, byte ptr [r15 + 448]
+    mov r8, qword ptr [r14 + 0]
+    mov dword ptr [r15 + 512], ebp
+    test ebx, 64992
+    jnz 1f
+1:
+    mov edi, dword ptr [r15 + 768]
+    mov rdx, qword ptr [r15 + 64]
+    movzx eax, byte ptr [r15 + 832]
+    test dword ptr [r15 + 67117724], 1342182722
+    jz 1f
+1:
+    movsxd rsi, dword ptr [r15 + 640]
+    mov ebp, 34
+    movsxd r9, dword ptr [r15 + 128]
+    mov r8d, ebp
+    test ebx, 256
     jz 1f
 1:
     mov rbp, r10
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx edx, byte ptr [r14 + 320]
-    test dword ptr [r15 + 67117723], 134479872
-    jnz 1f
-1:
-    and rbp, 8128
-    mov r9, qword ptr [r15 + rbp + 7104]
-    test dword ptr [r15 + 67117724], 16823042
-    jnz 1f
-1:
-    mov rcx, qword ptr [r15 + 576]
-    movzx eax, byte ptr [r15 + 64]
-    test dword ptr [r15 + 67117724], 1074528388
-    jz 1f
-1:
-    mov rdx, qword ptr [r15 + 704]
-    test dword ptr [r15 + 67117724], 2052
-    jnz 1f
-1:
-    mov r9d, dword ptr [r15 + 128]
-    mov dword ptr [r14 + 512], edx
-    test dword ptr [r15 + 67117724], 19398690
-    jnz 1f
-1:
-    mov eax, 169
+    mov ecx, dword ptr [r15 + 64]
+    mov rdx, qword ptr [r15 + 128]
+    and rbp, 960
+    movsxd rsi, dword ptr [r15 + rbp + 1984]
     add r11, 64
     add r10, r11
     inc rbx
@@ -3231,56 +3379,57 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov r9, rax
-    mov rcx, qword ptr [r15 + 64]
-    mov rbp, qword ptr [r15 + 640]
-    movzx r8d, cl
-    test ebx, 65440
-    jnz 1f
-1:
-    mov esi, 11
-    mov r9, r10
-    lea rdi, [r15 + 67109504]
-    mov ecx, 945
-    rep stosb
-    and r9, 33554368
-    mov qword ptr [r15 + r9 + 33554432], rdi
-    test bl, 64
-    jnz 1f
-1:
-    mov byte ptr [r15 + 256], r9b
-    mov ebp, dword ptr [r14 + 384]
-    mov r9d, edi
-    mov r8, qword ptr [r15 + 128]
-    test ebx, 12000
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 1610612736
+    setz al
+    lea rcx, [rip + .Lc1_d2838_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d2838_s_t
+    .p2align 3
+.Lc1_d2838_s:
+    .p2align 3
+    jmp .Lc1_d2838_j
+    .p2align 3
+    jmp .Lc1_d2838_j
+.Lc1_d2838_j:
+    lea r8, [r10 + r10*1]
+    mov r9, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test dword ptr [r15 + 67117724], 64
     jz 1f
 1:
-    movzx ecx, r9b
-    mov byte ptr [r15 + 192], r8b
-    mov qword ptr [r15 + 0], rcx
-    test dword ptr [r15 + 67117723], 1342206112
-    jnz 1f
-1:
-    xor dword ptr [r15 + 0], ecx
-    mov ebp, ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 352
-    jnz 1f
-1:
-    or ebp, 1
-    xor edx, edx
-    div ebp
-    mov edi, dword ptr [r15 + 768]
-    movsxd rcx, dword ptr [r15 + 896]
-    mov r8, r10
+    and r8, 448
+    mov rsi, qword ptr [r15 + r8 + 1536]
+    lea rbp, [r10 + r10*1]
+    mov rax, rsi
     test dword ptr [r15 + 67117723], 65536
     jnz 1f
 1:
-    mov esi, dword ptr [r15 + 448]
-    and r8, 448
-    mov r9, qword ptr [r15 + r8 + 1472]
-    popcnt rdx, r8
+    and rbp, 960
+    mov byte ptr [r15 + rbp + 1984], al
+    movzx r9d, bpl
+    test ebx, 320
+    jz 1f
+1:
+    xor dword ptr [r15 + rbp + 2048], r9d
+    mov rbp, r10
+    test dword ptr [r15 + 67117723], 1073741824
+    jz 1f
+1:
+    and rbp, 4032
+    movsxd rcx, dword ptr [r14 + rbp + 3008]
+    vmulsd xmm14, xmm14, xmm11
+    test ebx, 1984
+    jz 1f
+1:
+    mov edx, dword ptr [r15 + r8 + 1472]
+    mov edi, ebp
+    test dword ptr [r15 + 67117724], 2048
+    jnz 1f
+1:
+    lea rdi, [r15 + 67109504]
+    mov ecx, 842
+    rep stosb
     add r11, 64
     add r10, r11
     inc rbx
@@ -3290,56 +3439,54 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 32772
-    setz al
-    lea rcx, [rip + .Lc1_d2739_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d2739_s_t
-    .p2align 3
-.Lc1_d2739_s:
-    .p2align 3
-    jmp .Lc1_d2739_j
-    .p2align 3
-    jmp .Lc1_d2739_j
-.Lc1_d2739_j:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx esi, cl
-    bt rax, rcx
-    test ebx, 1344
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 256], 160
-    test ebx, 14240
+    mov edx, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 140
+    mov ebp, edx
+    movsxd r9, dword ptr [r15 + 0]
+    test ebx, 130464
     jnz 1f
 1:
-    mov esi, dword ptr [r15 + 64]
-    mov dword ptr [r15 + 320], 186
-    movzx r8d, byte ptr [r14 + 704]
+    mov dword ptr [r15 + 0], 174
+    movzx edi, byte ptr [r15 + 0]
+    mov byte ptr [r15 + 0], bpl
+    mov rcx, rdi
+    test dword ptr [r15 + 67117724], 939798656
+    jnz 1f
+1:
+    bt rcx, rcx
+    mov rdx, rdi
+    mov dword ptr [r15 + 0], 234
+    mov qword ptr [r15 + 0], rdx
     mov r9, r10
-    test dword ptr [r15 + 67117724], 84019201
-    jnz 1f
+    lea rbp, [r10 + r10*1]
+    test ebx, 800
+    jz 1f
 1:
-    mov rsi, r8
+    movzx eax, r9b
     and r9, 448
-    movsxd r8, dword ptr [r14 + r9 + 960]
-    test bl, 64
+    movzx edi, byte ptr [r15 + r9 + 1472]
+    and rbp, 960
+    movsxd rdx, dword ptr [r15 + rbp + 2048]
+    test dword ptr [r15 + 67117724], 8192
     jz 1f
 1:
-    mov esi, 237
-    mov dword ptr [r15 + 448], 29
-    sete r9b
-    test dword ptr [r15 + 67117724], 8650889
-    jnz 1f
-1:
-    mov byte ptr [r15 + 512], r9b
-    movsxd rsi, dword ptr [r15 + 576]
-    test ebx, 320
+    movsxd rcx, dword ptr [r14 + 0]
+    movzx esi, dl
+    mov dword ptr [r14 + 0], 237
+    mov r8, qword ptr [r15 + rbp + 1984]
+    test bl, 128
     jz 1f
 1:
-    movzx r8d, sil
-    mov ecx, dword ptr [r15 + 832]
+    mov r9d, dword ptr [r15 + 896]
+    mov rdi, qword ptr [r15 + 448]
+    mov dword ptr [r15 + 512], 118
+    mov dword ptr [r15 + 448], edi
+    test dword ptr [r15 + 67117723], 1
+    jz 1f
+1:
+    mov esi, dword ptr [r15 + 768]
+    sete dl
+    mov ebp, 54
     add r11, 64
     add r10, r11
     inc rbx
@@ -3440,31 +3587,35 @@ ditto_body_c2:
     xor r8d, r8d
     xor r9d, r9d
     vzeroall
-// block 0: 64 bytes, 1 chunk(s), 6 chunk executions per call
+// block 0: 64 bytes, 1 chunk(s), 5 chunk executions per call
     mov rbx, qword ptr [r15 + 9448]
-    lea rcx, [rbx + 6]
+    lea rcx, [rbx + 5]
     mov qword ptr [r15 + 9448], rcx
-    mov r13d, 6
+    mov r13d, 5
     jmp .Lc2_b0_c0
     .p2align 6
 .Lc2_b0_c0:
-    movzx ecx, byte ptr [r15 + 0]
-    mov r8, rcx
+    jmp 1f
+1:
+    mov r8d, edi
+    movsxd rcx, dword ptr [r15 + 0]
     .byte 0x66, 0x90
-    mov qword ptr [r15 + 0], r8
+    vcvtsi2sd xmm8, xmm8, ecx
     test ebx, 1018
     jz 1f
 1:
-    mov ebp, r8d
-    mov ecx, ebp
-    movsxd rbp, dword ptr [r14 + 256]
-    mov eax, 207
+    mov qword ptr [r15 + 0], r8
+    movzx ebp, byte ptr [r15 + 0]
+    mov rax, rbp
+    mov ebp, dword ptr [r15 + 0]
+    mov edi, dword ptr [r14 + 0]
     test bl, 128
     jnz 1f
 1:
-    movsxd rcx, dword ptr [r15 + 64]
+    movsxd rdi, dword ptr [r14 + 0]
     mov rax, qword ptr [r14 + 0]
-    mov esi, dword ptr [r15 + 384]
+    mov esi, edi
+    mov edi, 62
     inc rbx
     dec r13
     jnz .Lc2_b0_c0
@@ -3477,22 +3628,22 @@ ditto_body_c2:
     jmp .Lc2_b1_c0
     .p2align 6
 .Lc2_b1_c0:
-    mov rbp, qword ptr [r14 + 0]
+    mov r9, qword ptr [r14 + 0]
     and ecx, dword ptr [r15 + 0]
     movzx edi, byte ptr [r15 + 0]
-    xchg rbp, rbp
-    mov qword ptr [r15 + 0], rdi
-    mov edx, ebp
+    xchg r9, r9
+    mov qword ptr [r15 + 0], r9
+    mov edx, r9d
     inc dword ptr [r15 + 64]
     test bl, 8
     jz 1f
 1:
-    imul r8d, ecx, 103
-    movzx ecx, byte ptr [r14 + 192]
-    mov rdi, rcx
+    imul ebp, ecx, 103
+    movzx eax, byte ptr [r14 + 192]
+    mov rcx, rax
+    xor eax, ecx
+    movzx edi, byte ptr [r15 + 320]
     xor edi, ecx
-    movzx r9d, byte ptr [r15 + 320]
-    xor ebp, r9d
     inc rbx
     dec r13
     jnz .Lc2_b1_c0
@@ -3506,23 +3657,23 @@ ditto_body_c2:
     .p2align 6
 .Lc2_b2_c0:
     vpcmpeqb xmm15, xmm15, xmmword ptr [r15 + 0]
-    movzx eax, byte ptr [r15 + 0]
+    movzx ebp, byte ptr [r15 + 0]
     jmp 1f
 1:
-    sub rax, rcx
+    sub rdi, rbp
     add rcx, qword ptr [r15 + 0]
     vpxor xmm15, xmm15, xmm5
-    lock add qword ptr [r15 + 0], rax
+    mov byte ptr [r15 + 0], cl
     test ebx, 1073741824
     jnz 1f
 1:
-    test eax, eax
-    mov edi, eax
-    mov dword ptr [r14 + 128], edi
+    test ecx, ecx
+    mov r8d, ebp
+    mov dword ptr [r14 + 128], r8d
     jmp 1f
 1:
-    mov byte ptr [r15 + 448], dil
-    movzx eax, byte ptr [r14 + 0]
+    lock add qword ptr [r15 + 448], r8
+    movzx ebp, byte ptr [r14 + 0]
     inc rbx
     dec r13
     jnz .Lc2_b2_c0
@@ -3578,67 +3729,65 @@ ditto_body_init_c2:
 
     .section .text.ditto_indirect,"ax",@progbits
     .p2align 9, 0xcc
-.Lc1_d467_j_t:
+.Lc1_d487_j_t:
     jmp rcx
-.Lc1_d1888_s_t:
+.Lc1_d1983_s_t:
     jmp rcx
-.Lc1_d1936_j_t:
+.Lc1_d2033_j_t:
     jmp rcx
-.Lc1_d1439_s_t:
+.Lc1_d1412_s_t:
     jmp rcx
-.Lc1_d1543_s_t:
+.Lc1_d1513_s_t:
     jmp rcx
-.Lc1_d1639_s_t:
+.Lc1_d1620_s_t:
     jmp rcx
-.Lc1_d1740_j_t:
+.Lc1_d1722_s_t:
     jmp rcx
-.Lc1_d1835_s_t:
+.Lc1_d1828_j_t:
     jmp rcx
-.Lc1_d133_j_t:
+.Lc1_d1929_s_t:
     jmp rcx
-.Lc1_d230_s_t:
+.Lc1_d87_s_t:
     jmp rcx
-.Lc1_d328_j_t:
+.Lc1_d193_j_t:
+    jmp rcx
+.Lc1_d291_j_t:
+    jmp rcx
+.Lc1_d392_j_t:
     jmp rcx
 .Lc1_b3_stubs_t:
     jmp rcx
 .Lc1_b8_stubs_t:
     jmp rcx
-.Lc1_d527_s_t:
+.Lc1_d600_j_t:
     jmp rcx
-.Lc1_d577_j_t:
+.Lc1_d700_j_t:
     jmp rcx
-.Lc1_d672_j_t:
+.Lc1_d803_s_t:
     jmp rcx
-.Lc1_d765_s_t:
+.Lc1_d905_j_t:
     jmp rcx
-.Lc1_d857_j_t:
+.Lc1_d1006_j_t:
     jmp rcx
-.Lc1_d952_j_t:
+.Lc1_d1110_j_t:
     jmp rcx
-.Lc1_d1051_j_t:
+.Lc1_d1210_j_t:
     jmp rcx
-.Lc1_d1198_s_t:
+.Lc1_d1310_j_t:
     jmp rcx
-.Lc1_d2015_s_t:
+.Lc1_d2219_j_t:
     jmp rcx
-.Lc1_d2024_j_t:
+.Lc1_d2316_j_t:
     jmp rcx
-.Lc1_d2064_s_t:
+.Lc1_d2414_j_t:
     jmp rcx
-.Lc1_d2159_j_t:
+.Lc1_d2519_j_t:
     jmp rcx
-.Lc1_d2256_s_t:
+.Lc1_d2627_j_t:
     jmp rcx
-.Lc1_d2355_s_t:
+.Lc1_d2728_j_t:
     jmp rcx
-.Lc1_d2451_s_t:
-    jmp rcx
-.Lc1_d2544_j_t:
-    jmp rcx
-.Lc1_d2643_s_t:
-    jmp rcx
-.Lc1_d2739_s_t:
+.Lc1_d2838_s_t:
     jmp rcx
     .text
 
