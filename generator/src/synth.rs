@@ -974,6 +974,12 @@ fn dep_bin(d: i64) -> Option<usize> {
     (b < BINS).then_some(b)
 }
 
+/// How much a dependency at distance `dist` would fill its bin of `deficit` (`Deficit::deficit`,
+/// for an operand of weight `w`); a distance beyond the last bin is not counted and fills nothing.
+fn bin_gain(deficit: &Deficit, dist: i64, w: f64) -> f64 {
+    dep_bin(dist).map_or(0.0, |b| deficit.deficit(b, w))
+}
+
 /// Exponent e such that a bin's representative rate is 2^−e (bin 10, "below 2^−10", is taken as 2^−12).
 fn bin_exponent(bin: usize) -> u32 {
     if bin >= BINS - 1 {
@@ -1369,7 +1375,8 @@ impl Composer<'_> {
         // Order: the sampled instructions shuffled; pattern branches spread evenly; each window a
         // few instructions before its first use; loop control last.
         self.draws.order.shuffle(&mut body);
-        self.runs_of_same_line(&mut body, w);
+        self.runs_of_same_line(&mut body);
+        self.count_run_starts_where_they_hit(&body, w);
         let n = body.len();
         let mut ordered: Vec<Item> = Vec::with_capacity(n + patterns.len() + 8);
         let np = patterns.len();
@@ -1415,50 +1422,67 @@ impl Composer<'_> {
         c
     }
 
+    /// The one-line location an access touches, and its class: a one-line class's fixed offset, or
+    /// the chase chain where it overlays such a class. Only these: a larger static region's accesses
+    /// take its lines in turn (`next_static_line`), and bunched by line they would hit where the
+    /// class should miss.
+    fn one_line_access(&self, it: &Item) -> Option<(LineKey, usize)> {
+        match it {
+            Item::Tpl {
+                mem: Some(Mem::Static { buf, disp }),
+                ..
+            } => (self.plan.data_classes.iter())
+                .position(|c| c.size <= LINE && c.lo == *disp)
+                .map(|k| ((u8::from(*buf == Buf::Shared), *disp), k)),
+            Item::Chase => chase_overlay(&self.plan.data_classes, self.chase_class)
+                .map(|l| ((0, l), self.chase_class)),
+            _ => None,
+        }
+    }
+
     /// Makes the accesses to each one-line location adjacent in access order, keeping which slots of
     /// the chunk touch memory. A 64-byte cache holds one line, so a one-line class's accesses hit
     /// there only when nothing comes between them, as in a real program's bursts on a stack frame or
     /// a structure; shuffled among the other classes' accesses they would almost all miss and the
     /// smallest sizes of the curve would come out far below the profile's.
-    fn runs_of_same_line(&mut self, body: &mut [Item], w: f64) {
-        let chase_line = chase_overlay(&self.plan.data_classes, self.chase_class);
-        // Only the one-line classes: a larger static region's accesses take its lines in turn
-        // (`next_static_line`), and bunched by line they would hit where the class should miss.
-        let one_line: Vec<u64> = (self.plan.data_classes.iter())
-            .filter(|c| c.size <= LINE)
-            .map(|c| c.lo)
-            .collect();
-        let line_of = |it: &Item| -> Option<LineKey> {
-            match it {
-                Item::Tpl {
-                    mem: Some(Mem::Static { buf, disp }),
-                    ..
-                } if one_line.contains(disp) => Some((u8::from(*buf == Buf::Shared), *disp)),
-                Item::Chase => chase_line.map(|l| (0, l)),
-                _ => None,
-            }
-        };
+    fn runs_of_same_line(&self, body: &mut [Item]) {
         let slots: Vec<usize> = body
             .iter()
             .enumerate()
-            .filter(|(_, it)| matches!(it, Item::Tpl { mem: Some(_), .. } | Item::Chase))
+            .filter(|(_, it)| touches_memory(it))
             .map(|(i, _)| i)
             .collect();
         // Buckets in order of first appearance: one per line, one per other access.
         let mut buckets: Vec<(Option<LineKey>, Vec<Item>)> = Vec::new();
         for &i in &slots {
             let it = body[i].clone();
-            let key = line_of(&it);
+            let key = self.one_line_access(&it).map(|(k, _)| k);
             match key.and_then(|k| buckets.iter_mut().find(|b| b.0 == Some(k))) {
                 Some(b) => b.1.push(it),
                 None => buckets.push((key, vec![it])),
             }
         }
-        // Lines the chunk touches: a fixed offset's line once, each windowed access its own.
+        for (slot, it) in slots.into_iter().zip(buckets.into_iter().flat_map(|b| b.1)) {
+            body[slot] = it;
+        }
+    }
+
+    /// Records the first access of each run of one line (`runs_of_same_line`) in the class where it
+    /// hits, for a chunk run `w` times per call. It comes after other lines' accesses (the chunk's
+    /// other accesses, in this or the previous execution): it misses a one-line cache and hits one
+    /// about half as large as the lines the chunk touches (a fixed offset's line once, each windowed
+    /// access its own). Recorded as such, it leaves the one-line class short, and later chunks draw
+    /// more of it (longer runs), so the body's hits at 64 bytes approach the profile's instead of
+    /// its one-line class's share: memcached's request body hit 0.23 of its accesses at 64 bytes
+    /// against a class share of 0.42.
+    fn count_run_starts_where_they_hit(&mut self, body: &[Item], w: f64) {
+        let chase_line = chase_overlay(&self.plan.data_classes, self.chase_class);
         let mut lines: Vec<(u8, u64)> = Vec::new();
         let mut windowed = 0u64;
-        for &i in &slots {
-            match &body[i] {
+        let mut starts = Vec::new();
+        let mut prev: Option<LineKey> = None;
+        for it in body.iter().filter(|it| touches_memory(it)) {
+            match it {
                 Item::Tpl {
                     mem: Some(Mem::Static { buf, disp }),
                     ..
@@ -1466,44 +1490,20 @@ impl Composer<'_> {
                 Item::Chase => lines.push((0, chase_line.unwrap_or(u64::MAX) / LINE)),
                 _ => windowed += 1,
             }
+            let access = self.one_line_access(it);
+            if let Some((_, class)) = access.filter(|(k, _)| Some(*k) != prev) {
+                starts.push(class);
+            }
+            prev = access.map(|(k, _)| k);
         }
         lines.sort_unstable();
         lines.dedup();
-        let distinct = lines.len() as u64 + windowed;
-        for (slot, it) in slots.iter().zip(buckets.into_iter().flat_map(|b| b.1)) {
-            body[*slot] = it;
-        }
-        // A run's first access comes after other lines' accesses (the chunk's other accesses, in
-        // this or the previous execution): it misses a one-line cache and hits one about as large
-        // as the lines the chunk touches. Recorded as such, it leaves the one-line class short, and
-        // later chunks draw more of it (longer runs), so the body's hits at 64 bytes approach the
-        // profile's instead of its one-line class's share: memcached's request body hit 0.23 of its
-        // accesses at 64 bytes against a class share of 0.42.
-        let reuse = (distinct.max(2) * LINE / 2).next_power_of_two();
+        let reuse = ((lines.len() as u64 + windowed).max(2) * LINE / 2).next_power_of_two();
         let to = (self.plan.data_classes.iter())
             .enumerate()
             .filter(|(_, c)| !c.first_touch && c.working_set() >= reuse)
             .min_by_key(|(_, c)| c.working_set())
             .map(|(k, _)| k);
-        let class_of = |it: &Item| -> Option<usize> {
-            match it {
-                Item::Chase => Some(self.chase_class),
-                Item::Tpl {
-                    mem: Some(Mem::Static { disp, .. }),
-                    ..
-                } => (self.plan.data_classes.iter()).position(|c| c.size <= LINE && c.lo == *disp),
-                _ => None,
-            }
-        };
-        let mut starts = Vec::new();
-        let mut prev: Option<LineKey> = None;
-        for &slot in &slots {
-            let key = line_of(&body[slot]);
-            if key.is_some() && key != prev {
-                starts.extend(class_of(&body[slot]));
-            }
-            prev = key;
-        }
         if let Some(to) = to {
             for k in starts {
                 self.data.reassign(k, to, w);
@@ -1991,6 +1991,11 @@ fn chase_overlay(classes: &[DataClass], chase_class: usize) -> Option<u64> {
     (c.size <= LINE && c.lo == 0).then_some(c.lo)
 }
 
+/// Whether a composed item accesses data memory (an operand or a chase load).
+fn touches_memory(it: &Item) -> bool {
+    matches!(it, Item::Tpl { mem: Some(_), .. } | Item::Chase)
+}
+
 /// The widest memory operand of any template (bytes from the start of its line).
 const MAX_ACCESS_BYTES: u64 = 32;
 
@@ -2214,8 +2219,6 @@ impl Renderer<'_> {
             Kind::Gpr => GPR_POOL.to_vec(),
             Kind::Vec => (XMM0..XMM0 + 16).collect(),
         };
-        let gain =
-            |deficit: &Deficit, dist: i64| dep_bin(dist).map_or(0.0, |b| deficit.deficit(b, w));
         let mut best: Vec<Reg> = Vec::new();
         let mut best_score = f64::NEG_INFINITY;
         // A pure write may not drop the last carrier of a load (`Deps::carriers`) while another
@@ -2235,14 +2238,14 @@ impl Renderer<'_> {
             }
             let mut score = 0.0;
             if acc.reads() {
-                score += gain(&d.raw, d.pos - d.last_w[i]);
+                score += bin_gain(&d.raw, d.pos - d.last_w[i], w);
             }
             if acc.writes() {
                 // A register the instruction also reads has no WAR distance (the profiler's rule).
                 if !acc.reads() {
-                    score += gain(&d.war, d.pos - d.last_r[i]);
+                    score += bin_gain(&d.war, d.pos - d.last_r[i], w);
                 }
-                score += gain(&d.waw, d.pos - d.last_w[i]);
+                score += bin_gain(&d.waw, d.pos - d.last_w[i], w);
             }
             if score > best_score + 1e-12 {
                 best_score = score;
@@ -2558,13 +2561,10 @@ impl Renderer<'_> {
             free.retain(|r| !self.deps.last_carrier(*r));
         }
         // Among the free temps, the one whose write fills the most short WAW and WAR bins (`choose`).
-        let d = &self.deps;
-        let gain = |deficit: &Deficit, dist: i64| {
-            dep_bin(dist).map_or(0.0, |b| deficit.deficit(b, self.w))
-        };
+        let (d, w) = (&self.deps, self.w);
         let score = |r: Reg| {
             let i = usize::from(r);
-            gain(&d.waw, d.pos - d.last_w[i]) + gain(&d.war, d.pos - d.last_r[i])
+            bin_gain(&d.waw, d.pos - d.last_w[i], w) + bin_gain(&d.war, d.pos - d.last_r[i], w)
         };
         free.iter()
             .copied()

@@ -13,9 +13,9 @@
 //! - **The simulated differential keeps the lifetime fixed and varies the rate.** A server's timer and
 //!   maintenance threads do work per second, not per request (the memcached clone's background cluster
 //!   wakes about a thousand times a second). Differencing runs of N and 2N requests at one rate (what
-//!   `ditto compare --sim` once did) makes the longer run last longer, and that per-second work lands in
-//!   the per-request figures, inflated by how much slower the simulated rate is than the native one. [`measure_sim`]
-//!   instead loads for the same duration at ½ and 1½ times the rate, and stops every run the same number
+//!   `ditto compare --sim` once did) makes the longer run last longer, and that per-second work lands
+//!   in the per-request figures, inflated by how much slower the simulated rate is than the native
+//!   one. [`measure_sim`] instead loads for the same duration at ½ and 1½ times the rate, and stops every run the same number
 //!   of seconds after its spawn (the first run's lifetime plus a margin; later runs idle until then), so
 //!   start-up, warm-up, shutdown and per-second work cancel and what remains is the marginal cost of the
 //!   extra requests, with the server on average at the intended rate. Per-second work still shows
@@ -675,25 +675,16 @@ fn measure_windows(
 /// lazily built state settle, as in the native runs' warm-up.
 const WINDOW_WARMUP_S: f64 = 1.0;
 
-/// One callgrind window on `platform` as it is (no second geometry) at (rate, connections,
-/// seconds): [idle, loaded] records, for `ditto compare --sim` ([`crate::run_sim`]).
+/// One callgrind window of `plan` on its platform as it is (no second geometry): [idle, loaded]
+/// records, for `ditto compare --sim` ([`crate::run_sim`]).
 pub fn measure_window(
     spec: &TargetSpec,
-    platform: &Platform,
-    (rate, connections, duration_s): (f64, usize, f64),
+    plan: &SimPlan,
     opts: &RunOptions,
     status: &mut dyn FnMut(&str),
     progress: &mut dyn FnMut(&Progress),
 ) -> Result<[SimRunRecord; 2], MeasureError> {
-    let plan = SimPlan {
-        platform: platform.clone(),
-        method: SimMethod::Window,
-        rate,
-        duration_s,
-        connections,
-        with_l2: false,
-    };
-    window_run(spec, platform, &plan, opts, status, progress)
+    window_run(spec, &plan.platform, plan, opts, status, progress)
 }
 
 fn window_run(

@@ -271,19 +271,19 @@ pub fn run_sim(
     status: &mut dyn FnMut(&str),
     progress: &mut dyn FnMut(&Progress),
 ) -> Result<SimMeasurement, MeasureError> {
-    let duration_s = sim.requests as f64 / sim.rate;
+    let plan = counters::SimPlan {
+        platform: sim.platform.clone(),
+        method: counters::SimMethod::Window,
+        rate: sim.rate,
+        duration_s: sim.requests as f64 / sim.rate,
+        connections: sim.connections,
+        with_l2: false,
+    };
     status(&format!(
         "loading {} under callgrind ({}): {} requests at {} req/s",
         spec.name, sim.platform.name, sim.requests, sim.rate
     ));
-    let [idle, loaded] = counters::measure_window(
-        spec,
-        &sim.platform,
-        (sim.rate, sim.connections, duration_s),
-        opts,
-        status,
-        progress,
-    )?;
+    let [idle, loaded] = counters::measure_window(spec, &plan, opts, status, progress)?;
     let rates = SimRates::from_totals(
         &loaded.totals.minus(&idle.totals),
         loaded.requests_completed as f64,

@@ -1394,13 +1394,14 @@ fn next_value(
         ),
         None => (g.elasticity, format!("assumed elasticity {}", g.elasticity)),
     };
-    let reach = if e.abs() < g.elasticity.abs() {
-        (SHALLOW_SECANT_REACH * (o / c).ln().abs() / g.elasticity.abs()).min(MAX_STEP.ln())
-    } else {
-        MAX_STEP.ln()
-    };
-    let step = (gain * (o / c).ln() / e).clamp(-reach, reach);
-    let how = if (gain * (o / c).ln() / e).abs() > reach + 1e-12 && reach < MAX_STEP.ln() {
+    let wanted = gain * (o / c).ln() / e;
+    let assumed_reach = SHALLOW_SECANT_REACH * (o / c).ln().abs() / g.elasticity.abs();
+    let capped = e.abs() < g.elasticity.abs()
+        && wanted.abs() > assumed_reach + 1e-12
+        && assumed_reach < MAX_STEP.ln();
+    let reach = if capped { assumed_reach } else { MAX_STEP.ln() };
+    let step = wanted.clamp(-reach, reach);
+    let how = if capped {
         format!(
             "{how}, shallower than the assumed {}: at most twice its step",
             g.elasticity
