@@ -7,7 +7,7 @@ use anyhow::{bail, Result};
 use ditto_profile::Profile;
 
 use crate::isa::CLASSES;
-use crate::skeleton::{Bins, Skeleton};
+use crate::skeleton::{Bins, ClassRange, Skeleton};
 use crate::synth::{ClusterAsm, Stats};
 
 pub const TEMPLATE_MAKEFILE: &str = include_str!("../../templates/clone/Makefile");
@@ -154,6 +154,7 @@ pub fn config_c(c: &ConfigInput<'_>) -> String {
             extra_lines.join("\n")
         );
     }
+    let classes = request_classes_array(&mut out, &s.request_classes);
     out.push_str("\nstatic const struct ditto_cluster clusters[] = {\n");
     for (cl, body) in s.clusters.iter().zip(c.bodies) {
         let (b, i) = match body {
@@ -191,7 +192,7 @@ pub fn config_c(c: &ConfigInput<'_>) -> String {
          \x20   .data_file_bytes = {dfb},\n\
          \x20   .data_files = {df},\n\
          \x20   .seed = UINT64_C({seed}),\n\
-         }};\n",
+         {classes}}};\n",
         name = c.name,
         net = s.net_model,
         framing = s.framing,
@@ -215,6 +216,33 @@ pub fn config_c(c: &ConfigInput<'_>) -> String {
         seed = c.seed,
     );
     out
+}
+
+/// The request-class table (`struct ditto_request_class`) and the config lines naming it; nothing
+/// when the skeleton has no classes, so such clones' config is what it was before classes existed.
+fn request_classes_array(out: &mut String, classes: &[ClassRange]) -> String {
+    if classes.is_empty() {
+        return String::new();
+    }
+    out.push_str(
+        "\n/* Request classes (hashed request targets), in order of their responses' mean size: a\n \
+         * request of a class draws its response sizes at quantiles in [lo, hi). */\n\
+         static const struct ditto_request_class request_classes[] = {\n",
+    );
+    for c in classes {
+        let _ = writeln!(
+            out,
+            "    {{UINT64_C(0x{:016x}), {}, {}}},",
+            c.key_hash,
+            c_double(c.lo),
+            c_double(c.hi)
+        );
+    }
+    out.push_str("};\n");
+    format!(
+        "    .request_classes = request_classes,\n    .n_request_classes = {},\n",
+        classes.len()
+    )
 }
 
 pub fn body_s(name: &str, parts: &[&ClusterAsm]) -> String {
@@ -321,6 +349,14 @@ pub fn skeleton_md(s: &Skeleton) -> String {
         "- Response payload bytes: {}.",
         bins_summary(&s.response)
     );
+    if !s.request_classes.is_empty() {
+        let _ = writeln!(
+            out,
+            "- {} request classes (hashed request targets): each draws its response sizes from its \
+             own quantile range, in order of the sizes the original gave it.",
+            s.request_classes.len()
+        );
+    }
     out.push_str("\nThread clusters:\n\n| cluster | profile role | runtime role | threads | period | body |\n|---|---|---|---|---|---|\n");
     for c in &s.clusters {
         let period = if c.role == "DITTO_ROLE_BACKGROUND" {

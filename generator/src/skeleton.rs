@@ -10,6 +10,19 @@ use ditto_profile::{
 /// A distribution as (lo, hi, count) bins, `[lo, hi)`.
 pub type Bins = Vec<(u64, u64, u64)>;
 
+/// One request class's place in the size distributions: a request of this class draws every
+/// response size (payload and sendfile) at a quantile in `[lo, hi)`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ClassRange {
+    /// `ditto_profile::request_key_hash` of the key.
+    pub key_hash: u64,
+    pub lo: f64,
+    pub hi: f64,
+}
+
+/// Most request classes a clone recognises; the rest draw from the whole distributions.
+pub const MAX_REQUEST_CLASSES: usize = 256;
+
 #[derive(Debug, Clone, PartialEq)]
 pub struct Extra {
     /// `DITTO_OP_*` name.
@@ -57,6 +70,9 @@ pub struct Skeleton {
     /// Profiled per-request syscalls the runtime makes by itself (network model) or that are not
     /// reproduced, for the README.
     pub not_extras: Vec<(String, f64, &'static str)>,
+    /// Request classes the runtime recognises (HTTP request targets, by hash), each with the
+    /// quantile range its responses' sizes are drawn from (`request_class_ranges`).
+    pub request_classes: Vec<ClassRange>,
     pub warnings: Vec<String>,
 }
 
@@ -616,8 +632,56 @@ pub fn skeleton(p: &Profile) -> Skeleton {
         data_files,
         data_file_bytes,
         not_extras,
+        request_classes: if framing == "DITTO_FRAME_HTTP1" {
+            request_class_ranges(&net.request_classes)
+        } else {
+            Vec::new()
+        },
         warnings,
     }
+}
+
+/// Quantile ranges for the request classes, laid out in order of their mean response bytes: the
+/// class with the smallest responses takes the first `share` of every size distribution, and so
+/// on. The profile's size distributions are the mixture of the classes', so ranking them this way
+/// gives each class the sizes it had (exactly, when each class has one size, as static files do)
+/// while the mixture stays the profile's. A run's bytes then follow the requests it gets: nginx's
+/// bytes out at low load were 3.9 % above the medium-load profile's mean, because that run's
+/// request mix happened to hold more of the largest file, and a clone drawing sizes independently
+/// of the request was 5.1 % from it. Fewer than two classes tell the runtime nothing.
+fn request_class_ranges(classes: &[ditto_profile::RequestClass]) -> Vec<ClassRange> {
+    let mut kept: Vec<&ditto_profile::RequestClass> = classes
+        .iter()
+        .filter(|c| c.share > 0.0 && c.mean_response_bytes.is_finite())
+        .collect();
+    // The most frequent classes when there are too many; then by size, ties by hash (stable).
+    kept.sort_by(|a, b| {
+        b.share
+            .total_cmp(&a.share)
+            .then(a.key_hash.cmp(&b.key_hash))
+    });
+    kept.truncate(MAX_REQUEST_CLASSES);
+    if kept.len() < 2 {
+        return Vec::new();
+    }
+    kept.sort_by(|a, b| {
+        a.mean_response_bytes
+            .total_cmp(&b.mean_response_bytes)
+            .then(a.key_hash.cmp(&b.key_hash))
+    });
+    let total: f64 = kept.iter().map(|c| c.share).sum();
+    let mut at = 0.0;
+    kept.iter()
+        .map(|c| {
+            let lo = at / total;
+            at += c.share;
+            ClassRange {
+                key_hash: c.key_hash,
+                lo,
+                hi: (at / total).min(1.0),
+            }
+        })
+        .collect()
 }
 
 /// Mean of a bin distribution as the runtime samples it (uniform in [lo, hi)).
@@ -835,6 +899,50 @@ mod tests {
             timer.period_us
         );
         assert_eq!(s.clusters[3].period_us, 0);
+    }
+
+    #[test]
+    fn request_classes_take_quantile_ranges_in_order_of_their_response_size() {
+        use ditto_profile::{request_key_hash, RequestClass};
+        let class = |key: &str, share, bytes| RequestClass {
+            key_hash: request_key_hash(key.as_bytes()),
+            share,
+            mean_response_bytes: bytes,
+        };
+        let mut p = example("nginx");
+        p.network.request_classes = vec![
+            class("/photo.bin", 0.1, 131_320.0),
+            class("/index.html", 0.5, 3_400.0),
+            class("/app.js", 0.2, 49_460.0),
+            class("/style.css", 0.2, 12_550.0),
+        ];
+        let s = skeleton(&p);
+        let got: Vec<(u64, f64, f64)> = s
+            .request_classes
+            .iter()
+            .map(|c| (c.key_hash, c.lo, c.hi))
+            .collect();
+        let hash = |k: &str| request_key_hash(k.as_bytes());
+        let want = [
+            (hash("/index.html"), 0.0, 0.5),
+            (hash("/style.css"), 0.5, 0.7),
+            (hash("/app.js"), 0.7, 0.9),
+            (hash("/photo.bin"), 0.9, 1.0),
+        ];
+        assert_eq!(got.len(), want.len(), "{got:?}");
+        for (g, w) in got.iter().zip(want) {
+            assert_eq!(g.0, w.0, "{got:?}");
+            assert!(
+                (g.1 - w.1).abs() < 1e-12 && (g.2 - w.2).abs() < 1e-12,
+                "{got:?}"
+            );
+        }
+        // One class says nothing about sizes; nor do classes of a protocol the runtime cannot key.
+        p.network.request_classes.truncate(1);
+        assert!(skeleton(&p).request_classes.is_empty());
+        let mut m = example("memcached");
+        m.network.request_classes = vec![class("a", 0.5, 10.0), class("b", 0.5, 20.0)];
+        assert!(skeleton(&m).request_classes.is_empty());
     }
 
     #[test]

@@ -39,7 +39,8 @@ pub use counters::{Counters, SoftwareCounters};
 pub use histogram::{Bin, Histogram};
 pub use memory::{Mappings, Memory};
 pub use network::{
-    AcceptModel, Framing, IoModel, ListenSocket, Network, ServerModel, SocketOptions,
+    request_key_hash, AcceptModel, Framing, IoModel, ListenSocket, Network, RequestClass,
+    ServerModel, SocketOptions,
 };
 pub use syscalls::{ClusterSyscalls, SyscallStat, Syscalls};
 pub use threads::{
@@ -234,6 +235,21 @@ impl Profile {
             ("network.write_sizes", &self.network.write_sizes),
         ] {
             h.1.check().map_err(|m| (h.0.to_string(), m))?;
+        }
+        for (i, class) in self.network.request_classes.iter().enumerate() {
+            let at = |f: &str| format!("network.request_classes[{i}].{f}");
+            if !(0.0..=1.0).contains(&class.share) {
+                return Err((
+                    at("share"),
+                    format!("is {}, not a share between 0 and 1", class.share),
+                ));
+            }
+            if !(class.mean_response_bytes.is_finite() && class.mean_response_bytes >= 0.0) {
+                return Err((
+                    at("mean_response_bytes"),
+                    "must be a finite non-negative number".into(),
+                ));
+            }
         }
         if let Some(body) = &self.body {
             for (i, b) in body.clusters.iter().enumerate() {

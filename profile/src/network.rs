@@ -33,6 +33,34 @@ pub struct Network {
     /// socket. Absent from profiles taken before it was recorded.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub connection_options: Option<SocketOptions>,
+    /// The requests by class, as the load generator saw them while profiling: a class is a request
+    /// key the response depends on and a clone's runtime reads (for HTTP/1.1, the request target).
+    /// A clone gives each class's responses the sizes the original gave it, so a run's bytes follow
+    /// its own mix of requests rather than the profile's. Keys are hashed ([`request_key_hash`]):
+    /// the profile and the clone hold no request strings. Empty when ditto did not drive the load,
+    /// for protocols without classes, and in profiles taken before it was recorded.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub request_classes: Vec<RequestClass>,
+}
+
+/// One request class (see [`Network::request_classes`]).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct RequestClass {
+    /// [`request_key_hash`] of the key's bytes as they appear in the request.
+    pub key_hash: u64,
+    /// Share of the answered requests in this class.
+    pub share: f64,
+    /// Mean bytes of its whole responses (head included), as the client received them.
+    pub mean_response_bytes: f64,
+}
+
+/// The hash that names a request key in [`RequestClass::key_hash`]: 64-bit FNV-1a, which a
+/// clone's runtime computes with a few instructions per byte while it parses the request.
+pub fn request_key_hash(key: &[u8]) -> u64 {
+    const OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
+    const PRIME: u64 = 0x0000_0100_0000_01b3;
+    key.iter()
+        .fold(OFFSET, |h, &b| (h ^ u64::from(b)).wrapping_mul(PRIME))
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -123,4 +151,17 @@ pub struct SocketOptions {
     pub rcvbuf: Option<u32>,
     /// `SO_SNDBUF` bytes.
     pub sndbuf: Option<u32>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::request_key_hash;
+
+    #[test]
+    fn request_key_hash_is_fnv1a_64() {
+        // The published FNV-1a 64 test vectors.
+        assert_eq!(request_key_hash(b""), 0xcbf2_9ce4_8422_2325);
+        assert_eq!(request_key_hash(b"a"), 0xaf63_dc4c_8601_ec8c);
+        assert_eq!(request_key_hash(b"foobar"), 0x8594_4171_f739_67e8);
+    }
 }

@@ -107,6 +107,7 @@ pub fn sample() -> Profile {
             read_sizes: Histogram::from_log2_buckets("bytes", [(6, 1000)]),
             write_sizes: Histogram::from_log2_buckets("bytes", [(13, 1000)]),
             connection_options: None,
+            request_classes: Vec::new(),
         },
         syscalls: Syscalls {
             per_request: 3.0,
@@ -191,6 +192,28 @@ fn a_majority_taken_of_the_wrong_shape_is_named() {
             "{err}"
         );
     }
+}
+
+#[test]
+fn a_request_class_with_a_share_above_one_is_named() {
+    let mut value: serde_json::Value = serde_json::from_str(&sample().to_json()).expect("json");
+    value["network"]["request_classes"] = serde_json::json!([
+        {"key_hash": 1, "share": 0.25, "mean_response_bytes": 100.0},
+        {"key_hash": 2, "share": 1.5, "mean_response_bytes": 100.0}
+    ]);
+    let err = Profile::from_json(&value.to_string(), "bad.json")
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("network.request_classes[1].share") && err.contains("1.5"),
+        "{err}"
+    );
+    // The same classes with a valid share load, and survive a round trip.
+    value["network"]["request_classes"][1]["share"] = serde_json::json!(0.75);
+    let p = Profile::from_json(&value.to_string(), "ok.json").expect("loads");
+    assert_eq!(p.network.request_classes.len(), 2);
+    let again = Profile::from_json(&p.to_json(), "again.json").expect("round trip");
+    assert_eq!(again.network.request_classes, p.network.request_classes);
 }
 
 #[test]

@@ -18,6 +18,7 @@ use ditto_load::{LoadConfig, LoadReport};
 use ditto_profile::{Collector, Framing, LoadConditions, Overhead, Profile};
 use ditto_target::{ResolvedLevel, TargetSpec};
 
+use crate::observations::ObservedRequestClass;
 use crate::{analyze, Observations, ProfileRunError};
 
 /// Which syscall collector to use.
@@ -353,6 +354,15 @@ pub fn profile_attach(
             }),
             _ => None,
         },
+        request_classes: report
+            .iter()
+            .flat_map(|r| &r.request_classes)
+            .map(|c| ObservedRequestClass {
+                key: c.key.clone(),
+                responses: c.responses,
+                response_bytes: c.response_bytes,
+            })
+            .collect(),
         framing_hint: opts.load.as_ref().map(|l| framing_of(&l.spec)),
         partial,
         overhead,

@@ -38,6 +38,10 @@ pub struct Observations {
     pub requests_from_load: Option<u64>,
     /// The load ditto drove.
     pub load: Option<LoadConditions>,
+    /// Per request class, the answered requests and their response bytes, as ditto's load
+    /// generator counted them. Empty without ditto's load and in recordings that predate it.
+    #[serde(default)]
+    pub request_classes: Vec<ObservedRequestClass>,
     /// Framing known from the target spec's protocol.
     pub framing_hint: Option<Framing>,
     /// Why the window was cut short, if it was.
@@ -46,4 +50,13 @@ pub struct Observations {
     pub overhead: Option<Overhead>,
     /// Collector and orchestration warnings.
     pub warnings: Vec<String>,
+}
+
+/// One request class as the load generator counted it (`ditto_load::RequestClassStats`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ObservedRequestClass {
+    /// The key, e.g. an HTTP request target.
+    pub key: String,
+    pub responses: u64,
+    pub response_bytes: u64,
 }

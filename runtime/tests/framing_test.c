@@ -54,13 +54,14 @@ static const struct valid valid[] = {
     {DITTO_FRAME_MEMCACHED_TEXT, LIT("delete k\r\n"), DITTO_REQ_MC_DELETE, 10, 0, 0},
     {DITTO_FRAME_MEMCACHED_TEXT, LIT("version\r\n"), DITTO_REQ_MC_VERSION, 9, 0, 0},
     {DITTO_FRAME_MEMCACHED_TEXT, LIT("quit\r\n"), DITTO_REQ_MC_QUIT, 6, 0, 0},
-    {DITTO_FRAME_HTTP1, LIT("GET / HTTP/1.1\r\nHost: x\r\n\r\n"), DITTO_REQ_HTTP, 27, 0, 0},
+    {DITTO_FRAME_HTTP1, LIT("GET / HTTP/1.1\r\nHost: x\r\n\r\n"), DITTO_REQ_HTTP, 27, 0,
+     DITTO_REQF_KEYED},
     {DITTO_FRAME_HTTP1, LIT("POST /a HTTP/1.1\r\ncontent-length: 12\r\n\r\n"), DITTO_REQ_HTTP, 40,
-     12, 0},
+     12, DITTO_REQF_KEYED},
     {DITTO_FRAME_HTTP1, LIT("GET / HTTP/1.0\r\n\r\n"), DITTO_REQ_HTTP, 18, 0,
-     DITTO_REQF_CLOSE | DITTO_REQF_HTTP10},
+     DITTO_REQF_KEYED | DITTO_REQF_CLOSE | DITTO_REQF_HTTP10},
     {DITTO_FRAME_HTTP1, LIT("HEAD /x HTTP/1.1\r\nConnection: keep-alive, close\r\n\r\n"),
-     DITTO_REQ_HTTP, 51, 0, DITTO_REQF_CLOSE | DITTO_REQF_HEAD},
+     DITTO_REQ_HTTP, 51, 0, DITTO_REQF_KEYED | DITTO_REQF_CLOSE | DITTO_REQF_HEAD},
     {DITTO_FRAME_LENGTH_PREFIXED, "\0\0\0\x05", 4, DITTO_REQ_LP, 4, 5, 0},
     {DITTO_FRAME_LENGTH_PREFIXED, "\0\0\0\0", 4, DITTO_REQ_LP, 4, 0, 0},
     /* HTTP/2: the preface, control frames, and the frame that ends a stream (the call). */
@@ -177,9 +178,40 @@ static void test_random(void)
     }
 }
 
+/* The request target names the class, with the hash the profile uses (FNV-1a 64: the published
+ * vector for "foobar"), and a class's quantile range picks its part of a size distribution. */
+static void test_request_classes(void)
+{
+    CHECK(ditto_key_hash((const uint8_t *)"foobar", 6) == 0x85944171f73967e8ULL, "FNV-1a 64");
+    struct ditto_req req;
+    const char *get = "GET /photo.bin HTTP/1.1\r\nHost: x\r\n\r\n";
+    CHECK(parse(DITTO_FRAME_HTTP1, get, strlen(get), &req) == 1, "keyed GET parses");
+    CHECK(req.key_hash == ditto_key_hash((const uint8_t *)"/photo.bin", 10), "target hashed");
+
+    /* Sizes 100 (half), 200 (a fifth), 300 (the rest): a class at [0.5, 0.7) only ever gets 200,
+     * one at [0, 0.5) only 100, and [0, 1) all three. */
+    static const uint64_t lo[] = {100, 200, 300}, hi[] = {101, 201, 301}, cum[] = {50, 70, 100};
+    struct ditto_dist d = {3, lo, hi, cum};
+    uint64_t rng = 7;
+    int seen[3] = {0, 0, 0};
+    for (int i = 0; i < 10000; i++) {
+        CHECK(ditto_dist_sample_in(&d, &rng, 0.5, 0.7) == 200, "class [0.5, 0.7) draws 200");
+        CHECK(ditto_dist_sample_in(&d, &rng, 0.0, 0.5) == 100, "class [0, 0.5) draws 100");
+        uint64_t v = ditto_dist_sample(&d, &rng);
+        seen[v / 100 - 1]++;
+        if (failures > 20)
+            return;
+    }
+    CHECK(seen[0] > 4700 && seen[0] < 5300 && seen[1] > 1800 && seen[1] < 2200,
+          "whole range: %d %d %d", seen[0], seen[1], seen[2]);
+    /* A range at the very end stays inside the distribution. */
+    CHECK(ditto_dist_sample_in(&d, &rng, 1.0, 1.0) == 300, "empty range at the end");
+}
+
 int main(void)
 {
     test_valid();
+    test_request_classes();
     test_invalid();
     test_random();
     if (failures != 0) {

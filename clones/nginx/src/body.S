@@ -4,7 +4,7 @@
  * inside the thread's private buffer, the shared buffer, the ctx argument or the stack frame. */
     .intel_syntax noprefix
 
-// ---- cluster c1: 9346 instructions per call, 10 blocks
+// ---- cluster c1: 9194 instructions per call, 11 blocks
     .text
     .globl ditto_body_c1
     .type ditto_body_c1, @function
@@ -37,67 +37,574 @@ ditto_body_c1:
     xor r8d, r8d
     xor r9d, r9d
     vzeroall
-// block 0: 128 bytes, 1 chunk(s), 32 chunk executions per call
+// block 0: 64 bytes, 1 chunk(s), 1 chunk executions per call
     mov rbx, qword ptr [r15 + 67117736]
-    lea rcx, [rbx + 32]
+    lea rcx, [rbx + 1]
     mov qword ptr [r15 + 67117736], rcx
-    mov r13d, 32
+    mov r13d, 1
     jmp .Lc1_b0_c0
     .p2align 6
 .Lc1_b0_c0:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    imul eax, esi, 29
-    vmovdqu xmmword ptr [r15 + 192], xmm5
-    test ebx, 15296
-    jz 1f
-1:
-    mov byte ptr [r15 + 320], al
-    test ebx, 1216
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rax
+    movsxd rcx, dword ptr [r15 + 512]
+    movsxd rsi, dword ptr [r15 + 576]
+    vpaddd xmm3, xmm3, xmm5
     test ebx, 1073741824
     jnz 1f
 1:
-    movsxd rbp, dword ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], 237
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx ebp, byte ptr [r15 + 448]
-    jmp 1f
-1:
-    test ebx, 4096
-    jz 1f
-1:
-    add rcx, rbp
-    test dword ptr [r15 + 67117724], 32896
-    jnz 1f
-1:
-    and ebp, dword ptr [r15 + 64]
+    mov rbp, r10
+    mov qword ptr [r15 + 256], r9
+    and rbp, 448
+    mov dword ptr [r15 + rbp + 832], 24
+    add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jnz .Lc1_b0_c0
 .Lc1_b0_done:
-// block 1: 16384 bytes, 64 chunk(s), 64 chunk executions per call
+// block 1: 65536 bytes, 256 chunk(s), 16 chunk executions per call
     mov rbx, qword ptr [r15 + 67117744]
-    lea rcx, [rbx + 64]
+    lea rcx, [rbx + 16]
     mov qword ptr [r15 + 67117744], rcx
-    mov r13d, 64
+    mov r13d, 16
+    mov eax, ebx
+    and eax, 255
+    lea rcx, [rip + .Lc1_b1_stubs]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_b1_stubs_t
+    .p2align 3
+.Lc1_b1_stubs:
+    .p2align 3
     jmp .Lc1_b1_c0
+    .p2align 3
+    jmp .Lc1_b1_c1
+    .p2align 3
+    jmp .Lc1_b1_c2
+    .p2align 3
+    jmp .Lc1_b1_c3
+    .p2align 3
+    jmp .Lc1_b1_c4
+    .p2align 3
+    jmp .Lc1_b1_c5
+    .p2align 3
+    jmp .Lc1_b1_c6
+    .p2align 3
+    jmp .Lc1_b1_c7
+    .p2align 3
+    jmp .Lc1_b1_c8
+    .p2align 3
+    jmp .Lc1_b1_c9
+    .p2align 3
+    jmp .Lc1_b1_c10
+    .p2align 3
+    jmp .Lc1_b1_c11
+    .p2align 3
+    jmp .Lc1_b1_c12
+    .p2align 3
+    jmp .Lc1_b1_c13
+    .p2align 3
+    jmp .Lc1_b1_c14
+    .p2align 3
+    jmp .Lc1_b1_c15
+    .p2align 3
+    jmp .Lc1_b1_c16
+    .p2align 3
+    jmp .Lc1_b1_c17
+    .p2align 3
+    jmp .Lc1_b1_c18
+    .p2align 3
+    jmp .Lc1_b1_c19
+    .p2align 3
+    jmp .Lc1_b1_c20
+    .p2align 3
+    jmp .Lc1_b1_c21
+    .p2align 3
+    jmp .Lc1_b1_c22
+    .p2align 3
+    jmp .Lc1_b1_c23
+    .p2align 3
+    jmp .Lc1_b1_c24
+    .p2align 3
+    jmp .Lc1_b1_c25
+    .p2align 3
+    jmp .Lc1_b1_c26
+    .p2align 3
+    jmp .Lc1_b1_c27
+    .p2align 3
+    jmp .Lc1_b1_c28
+    .p2align 3
+    jmp .Lc1_b1_c29
+    .p2align 3
+    jmp .Lc1_b1_c30
+    .p2align 3
+    jmp .Lc1_b1_c31
+    .p2align 3
+    jmp .Lc1_b1_c32
+    .p2align 3
+    jmp .Lc1_b1_c33
+    .p2align 3
+    jmp .Lc1_b1_c34
+    .p2align 3
+    jmp .Lc1_b1_c35
+    .p2align 3
+    jmp .Lc1_b1_c36
+    .p2align 3
+    jmp .Lc1_b1_c37
+    .p2align 3
+    jmp .Lc1_b1_c38
+    .p2align 3
+    jmp .Lc1_b1_c39
+    .p2align 3
+    jmp .Lc1_b1_c40
+    .p2align 3
+    jmp .Lc1_b1_c41
+    .p2align 3
+    jmp .Lc1_b1_c42
+    .p2align 3
+    jmp .Lc1_b1_c43
+    .p2align 3
+    jmp .Lc1_b1_c44
+    .p2align 3
+    jmp .Lc1_b1_c45
+    .p2align 3
+    jmp .Lc1_b1_c46
+    .p2align 3
+    jmp .Lc1_b1_c47
+    .p2align 3
+    jmp .Lc1_b1_c48
+    .p2align 3
+    jmp .Lc1_b1_c49
+    .p2align 3
+    jmp .Lc1_b1_c50
+    .p2align 3
+    jmp .Lc1_b1_c51
+    .p2align 3
+    jmp .Lc1_b1_c52
+    .p2align 3
+    jmp .Lc1_b1_c53
+    .p2align 3
+    jmp .Lc1_b1_c54
+    .p2align 3
+    jmp .Lc1_b1_c55
+    .p2align 3
+    jmp .Lc1_b1_c56
+    .p2align 3
+    jmp .Lc1_b1_c57
+    .p2align 3
+    jmp .Lc1_b1_c58
+    .p2align 3
+    jmp .Lc1_b1_c59
+    .p2align 3
+    jmp .Lc1_b1_c60
+    .p2align 3
+    jmp .Lc1_b1_c61
+    .p2align 3
+    jmp .Lc1_b1_c62
+    .p2align 3
+    jmp .Lc1_b1_c63
+    .p2align 3
+    jmp .Lc1_b1_c64
+    .p2align 3
+    jmp .Lc1_b1_c65
+    .p2align 3
+    jmp .Lc1_b1_c66
+    .p2align 3
+    jmp .Lc1_b1_c67
+    .p2align 3
+    jmp .Lc1_b1_c68
+    .p2align 3
+    jmp .Lc1_b1_c69
+    .p2align 3
+    jmp .Lc1_b1_c70
+    .p2align 3
+    jmp .Lc1_b1_c71
+    .p2align 3
+    jmp .Lc1_b1_c72
+    .p2align 3
+    jmp .Lc1_b1_c73
+    .p2align 3
+    jmp .Lc1_b1_c74
+    .p2align 3
+    jmp .Lc1_b1_c75
+    .p2align 3
+    jmp .Lc1_b1_c76
+    .p2align 3
+    jmp .Lc1_b1_c77
+    .p2align 3
+    jmp .Lc1_b1_c78
+    .p2align 3
+    jmp .Lc1_b1_c79
+    .p2align 3
+    jmp .Lc1_b1_c80
+    .p2align 3
+    jmp .Lc1_b1_c81
+    .p2align 3
+    jmp .Lc1_b1_c82
+    .p2align 3
+    jmp .Lc1_b1_c83
+    .p2align 3
+    jmp .Lc1_b1_c84
+    .p2align 3
+    jmp .Lc1_b1_c85
+    .p2align 3
+    jmp .Lc1_b1_c86
+    .p2align 3
+    jmp .Lc1_b1_c87
+    .p2align 3
+    jmp .Lc1_b1_c88
+    .p2align 3
+    jmp .Lc1_b1_c89
+    .p2align 3
+    jmp .Lc1_b1_c90
+    .p2align 3
+    jmp .Lc1_b1_c91
+    .p2align 3
+    jmp .Lc1_b1_c92
+    .p2align 3
+    jmp .Lc1_b1_c93
+    .p2align 3
+    jmp .Lc1_b1_c94
+    .p2align 3
+    jmp .Lc1_b1_c95
+    .p2align 3
+    jmp .Lc1_b1_c96
+    .p2align 3
+    jmp .Lc1_b1_c97
+    .p2align 3
+    jmp .Lc1_b1_c98
+    .p2align 3
+    jmp .Lc1_b1_c99
+    .p2align 3
+    jmp .Lc1_b1_c100
+    .p2align 3
+    jmp .Lc1_b1_c101
+    .p2align 3
+    jmp .Lc1_b1_c102
+    .p2align 3
+    jmp .Lc1_b1_c103
+    .p2align 3
+    jmp .Lc1_b1_c104
+    .p2align 3
+    jmp .Lc1_b1_c105
+    .p2align 3
+    jmp .Lc1_b1_c106
+    .p2align 3
+    jmp .Lc1_b1_c107
+    .p2align 3
+    jmp .Lc1_b1_c108
+    .p2align 3
+    jmp .Lc1_b1_c109
+    .p2align 3
+    jmp .Lc1_b1_c110
+    .p2align 3
+    jmp .Lc1_b1_c111
+    .p2align 3
+    jmp .Lc1_b1_c112
+    .p2align 3
+    jmp .Lc1_b1_c113
+    .p2align 3
+    jmp .Lc1_b1_c114
+    .p2align 3
+    jmp .Lc1_b1_c115
+    .p2align 3
+    jmp .Lc1_b1_c116
+    .p2align 3
+    jmp .Lc1_b1_c117
+    .p2align 3
+    jmp .Lc1_b1_c118
+    .p2align 3
+    jmp .Lc1_b1_c119
+    .p2align 3
+    jmp .Lc1_b1_c120
+    .p2align 3
+    jmp .Lc1_b1_c121
+    .p2align 3
+    jmp .Lc1_b1_c122
+    .p2align 3
+    jmp .Lc1_b1_c123
+    .p2align 3
+    jmp .Lc1_b1_c124
+    .p2align 3
+    jmp .Lc1_b1_c125
+    .p2align 3
+    jmp .Lc1_b1_c126
+    .p2align 3
+    jmp .Lc1_b1_c127
+    .p2align 3
+    jmp .Lc1_b1_c128
+    .p2align 3
+    jmp .Lc1_b1_c129
+    .p2align 3
+    jmp .Lc1_b1_c130
+    .p2align 3
+    jmp .Lc1_b1_c131
+    .p2align 3
+    jmp .Lc1_b1_c132
+    .p2align 3
+    jmp .Lc1_b1_c133
+    .p2align 3
+    jmp .Lc1_b1_c134
+    .p2align 3
+    jmp .Lc1_b1_c135
+    .p2align 3
+    jmp .Lc1_b1_c136
+    .p2align 3
+    jmp .Lc1_b1_c137
+    .p2align 3
+    jmp .Lc1_b1_c138
+    .p2align 3
+    jmp .Lc1_b1_c139
+    .p2align 3
+    jmp .Lc1_b1_c140
+    .p2align 3
+    jmp .Lc1_b1_c141
+    .p2align 3
+    jmp .Lc1_b1_c142
+    .p2align 3
+    jmp .Lc1_b1_c143
+    .p2align 3
+    jmp .Lc1_b1_c144
+    .p2align 3
+    jmp .Lc1_b1_c145
+    .p2align 3
+    jmp .Lc1_b1_c146
+    .p2align 3
+    jmp .Lc1_b1_c147
+    .p2align 3
+    jmp .Lc1_b1_c148
+    .p2align 3
+    jmp .Lc1_b1_c149
+    .p2align 3
+    jmp .Lc1_b1_c150
+    .p2align 3
+    jmp .Lc1_b1_c151
+    .p2align 3
+    jmp .Lc1_b1_c152
+    .p2align 3
+    jmp .Lc1_b1_c153
+    .p2align 3
+    jmp .Lc1_b1_c154
+    .p2align 3
+    jmp .Lc1_b1_c155
+    .p2align 3
+    jmp .Lc1_b1_c156
+    .p2align 3
+    jmp .Lc1_b1_c157
+    .p2align 3
+    jmp .Lc1_b1_c158
+    .p2align 3
+    jmp .Lc1_b1_c159
+    .p2align 3
+    jmp .Lc1_b1_c160
+    .p2align 3
+    jmp .Lc1_b1_c161
+    .p2align 3
+    jmp .Lc1_b1_c162
+    .p2align 3
+    jmp .Lc1_b1_c163
+    .p2align 3
+    jmp .Lc1_b1_c164
+    .p2align 3
+    jmp .Lc1_b1_c165
+    .p2align 3
+    jmp .Lc1_b1_c166
+    .p2align 3
+    jmp .Lc1_b1_c167
+    .p2align 3
+    jmp .Lc1_b1_c168
+    .p2align 3
+    jmp .Lc1_b1_c169
+    .p2align 3
+    jmp .Lc1_b1_c170
+    .p2align 3
+    jmp .Lc1_b1_c171
+    .p2align 3
+    jmp .Lc1_b1_c172
+    .p2align 3
+    jmp .Lc1_b1_c173
+    .p2align 3
+    jmp .Lc1_b1_c174
+    .p2align 3
+    jmp .Lc1_b1_c175
+    .p2align 3
+    jmp .Lc1_b1_c176
+    .p2align 3
+    jmp .Lc1_b1_c177
+    .p2align 3
+    jmp .Lc1_b1_c178
+    .p2align 3
+    jmp .Lc1_b1_c179
+    .p2align 3
+    jmp .Lc1_b1_c180
+    .p2align 3
+    jmp .Lc1_b1_c181
+    .p2align 3
+    jmp .Lc1_b1_c182
+    .p2align 3
+    jmp .Lc1_b1_c183
+    .p2align 3
+    jmp .Lc1_b1_c184
+    .p2align 3
+    jmp .Lc1_b1_c185
+    .p2align 3
+    jmp .Lc1_b1_c186
+    .p2align 3
+    jmp .Lc1_b1_c187
+    .p2align 3
+    jmp .Lc1_b1_c188
+    .p2align 3
+    jmp .Lc1_b1_c189
+    .p2align 3
+    jmp .Lc1_b1_c190
+    .p2align 3
+    jmp .Lc1_b1_c191
+    .p2align 3
+    jmp .Lc1_b1_c192
+    .p2align 3
+    jmp .Lc1_b1_c193
+    .p2align 3
+    jmp .Lc1_b1_c194
+    .p2align 3
+    jmp .Lc1_b1_c195
+    .p2align 3
+    jmp .Lc1_b1_c196
+    .p2align 3
+    jmp .Lc1_b1_c197
+    .p2align 3
+    jmp .Lc1_b1_c198
+    .p2align 3
+    jmp .Lc1_b1_c199
+    .p2align 3
+    jmp .Lc1_b1_c200
+    .p2align 3
+    jmp .Lc1_b1_c201
+    .p2align 3
+    jmp .Lc1_b1_c202
+    .p2align 3
+    jmp .Lc1_b1_c203
+    .p2align 3
+    jmp .Lc1_b1_c204
+    .p2align 3
+    jmp .Lc1_b1_c205
+    .p2align 3
+    jmp .Lc1_b1_c206
+    .p2align 3
+    jmp .Lc1_b1_c207
+    .p2align 3
+    jmp .Lc1_b1_c208
+    .p2align 3
+    jmp .Lc1_b1_c209
+    .p2align 3
+    jmp .Lc1_b1_c210
+    .p2align 3
+    jmp .Lc1_b1_c211
+    .p2align 3
+    jmp .Lc1_b1_c212
+    .p2align 3
+    jmp .Lc1_b1_c213
+    .p2align 3
+    jmp .Lc1_b1_c214
+    .p2align 3
+    jmp .Lc1_b1_c215
+    .p2align 3
+    jmp .Lc1_b1_c216
+    .p2align 3
+    jmp .Lc1_b1_c217
+    .p2align 3
+    jmp .Lc1_b1_c218
+    .p2align 3
+    jmp .Lc1_b1_c219
+    .p2align 3
+    jmp .Lc1_b1_c220
+    .p2align 3
+    jmp .Lc1_b1_c221
+    .p2align 3
+    jmp .Lc1_b1_c222
+    .p2align 3
+    jmp .Lc1_b1_c223
+    .p2align 3
+    jmp .Lc1_b1_c224
+    .p2align 3
+    jmp .Lc1_b1_c225
+    .p2align 3
+    jmp .Lc1_b1_c226
+    .p2align 3
+    jmp .Lc1_b1_c227
+    .p2align 3
+    jmp .Lc1_b1_c228
+    .p2align 3
+    jmp .Lc1_b1_c229
+    .p2align 3
+    jmp .Lc1_b1_c230
+    .p2align 3
+    jmp .Lc1_b1_c231
+    .p2align 3
+    jmp .Lc1_b1_c232
+    .p2align 3
+    jmp .Lc1_b1_c233
+    .p2align 3
+    jmp .Lc1_b1_c234
+    .p2align 3
+    jmp .Lc1_b1_c235
+    .p2align 3
+    jmp .Lc1_b1_c236
+    .p2align 3
+    jmp .Lc1_b1_c237
+    .p2align 3
+    jmp .Lc1_b1_c238
+    .p2align 3
+    jmp .Lc1_b1_c239
+    .p2align 3
+    jmp .Lc1_b1_c240
+    .p2align 3
+    jmp .Lc1_b1_c241
+    .p2align 3
+    jmp .Lc1_b1_c242
+    .p2align 3
+    jmp .Lc1_b1_c243
+    .p2align 3
+    jmp .Lc1_b1_c244
+    .p2align 3
+    jmp .Lc1_b1_c245
+    .p2align 3
+    jmp .Lc1_b1_c246
+    .p2align 3
+    jmp .Lc1_b1_c247
+    .p2align 3
+    jmp .Lc1_b1_c248
+    .p2align 3
+    jmp .Lc1_b1_c249
+    .p2align 3
+    jmp .Lc1_b1_c250
+    .p2align 3
+    jmp .Lc1_b1_c251
+    .p2align 3
+    jmp .Lc1_b1_c252
+    .p2align 3
+    jmp .Lc1_b1_c253
+    .p2align 3
+    jmp .Lc1_b1_c254
+    .p2align 3
+    jmp .Lc1_b1_c255
     .p2align 6
 .Lc1_b1_c0:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 7
+    lea rcx, [rip + .Lc1_d59_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d59_j_t
+.Lc1_d59_j:
+    lea rcx, [rip + .Lc1_d63_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d63_j_t
+.Lc1_d63_j:
+    lea rcx, [rip + .Lc1_d67_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d67_j_t
+.Lc1_d67_j:
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 128
+    setz al
     lea rcx, [rip + .Lc1_d71_s]
     lea rcx, [rcx + rax*8]
     jmp .Lc1_d71_s_t
@@ -107,45 +614,30 @@ ditto_body_c1:
     jmp .Lc1_d71_j
     .p2align 3
     jmp .Lc1_d71_j
-    .p2align 3
-    jmp .Lc1_d71_j
-    .p2align 3
-    jmp .Lc1_d71_j
-    .p2align 3
-    jmp .Lc1_d71_j
-    .p2align 3
-    jmp .Lc1_d71_j
-    .p2align 3
-    jmp .Lc1_d71_j
-    .p2align 3
-    jmp .Lc1_d71_j
 .Lc1_d71_j:
-    mov edi, eax
-    mov r8, r11
-    mov byte ptr [r15 + 128], r8b
-    mov dword ptr [r15 + 384], r8d
-    test ebx, 1073741824
-    jnz 1f
+    lea r8, [r10 + r10*2]
+    and r8, 4032
+    mov rdi, qword ptr [r15 + r8 + 3456]
+    mov edx, dword ptr [r15 + 64]
+    mov rsi, qword ptr [r15 + r8 + 3520]
+    jmp 1f
 1:
-    and r8, 1984
-    mov rax, qword ptr [r15 + r8 + 1344]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r10
+    movzx r9d, byte ptr [r15 + 640]
     test ebx, 1073741824
     jz 1f
 1:
-    mov r8, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 8128
-    mov qword ptr [r15 + r8 + 7488], r8
-    movzx eax, r8b
-    test ebx, 1073741824
-    jz 1f
+    movzx r9d, byte ptr [r15 + r8 + 3392]
+    and rbp, 16320
+    movsxd rax, dword ptr [r15 + rbp + 15680]
+    lea rbp, [r11 + r11*1]
+    jmp 1f
 1:
-    mov r9d, dword ptr [r15 + 512]
-    mov byte ptr [r15 + 640], r9b
-    mov r8d, dword ptr [r15 + 256]
+    and rbp, 16320
+    mov edi, dword ptr [r15 + rbp + 15680]
+    movzx ecx, byte ptr [r15 + rbp + 15744]
     add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b1_done
@@ -153,209 +645,219 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d106_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d106_j_t
+.Lc1_d106_j:
     xor eax, eax
-    test dword ptr [r15 + 67117723], 4194304
+    test dword ptr [r15 + 67117723], 32768
     setz al
-    lea rcx, [rip + .Lc1_d114_s]
+    lea rcx, [rip + .Lc1_d110_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d114_s_t
+    jmp .Lc1_d110_s_t
     .p2align 3
-.Lc1_d114_s:
+.Lc1_d110_s:
     .p2align 3
-    jmp .Lc1_d114_j
+    jmp .Lc1_d110_j
     .p2align 3
-    jmp .Lc1_d114_j
-.Lc1_d114_j:
-    mov r8d, eax
-    mov dword ptr [r15 + 0], r8d
-    mov esi, 101
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rcx, r8
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, qword ptr [r15 + 64]
-    movsxd rax, dword ptr [r15 + 448]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    vmovdqu ymmword ptr [r15 + 128], ymm10
-    mov dword ptr [r15 + 704], r8d
-    mov rbp, r11
-    mov r9, r11
-    and rbp, 1984
-    mov dword ptr [r15 + rbp + 1344], ebp
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + 192], r9d
-    and r9, 448
-    xor dword ptr [r15 + r9 + 832], r9d
-    mov rbp, qword ptr [r15 + 512]
+    jmp .Lc1_d110_j
+.Lc1_d110_j:
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 8388608
+    setz al
+    lea rcx, [rip + .Lc1_d119_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d119_s_t
+    .p2align 3
+.Lc1_d119_s:
+    .p2align 3
+    jmp .Lc1_d119_j
+    .p2align 3
+    jmp .Lc1_d119_j
+.Lc1_d119_j:
+    mov r9, r10
+    movsxd rsi, dword ptr [r15 + 704]
+    and r9, 16320
+    mov r8, r11
+    mov dword ptr [r15 + r9 + 15680], 121
+    mov r9d, r9d
+    or qword ptr [r15 + 64], 96
+    and r8, 16320
+    mov qword ptr [r15 + r8 + 15680], r9
+    vpor xmm1, xmm1, xmm0
     test ebx, 1073741824
     jz 1f
 1:
-    movzx r8d, byte ptr [r15 + 64]
-    mov r9, r8
-    vmovdqu ymmword ptr [r15 + 320], ymm13
+    mov eax, dword ptr [r15 + 128]
+    movsxd rcx, dword ptr [r15 + 768]
+    jmp 1f
+1:
+    mov edi, 169
+    mov edx, eax
     add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c2:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 256
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d153_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d153_j_t
+.Lc1_d153_j:
+    lea rbp, [r10 + r10*1]
+    mov ecx, ecx
+    and rbp, 4032
+    mov ecx, dword ptr [r15 + rbp + 3392]
+    movzx edi, byte ptr [r15 + rbp + 3456]
+    movzx ebp, bpl
+    mov dword ptr [r15 + 64], 142
+    mov dword ptr [r15 + 640], edi
+    mov rdi, qword ptr [r15 + 256]
+    mov rdx, rbp
+    lea rbp, [r11 + r11*2]
+    mov byte ptr [r15 + 64], dil
+    and rbp, 4032
+    movsxd rdx, dword ptr [r15 + rbp + 3456]
+    jmp 1f
+1:
+    mov esi, ebp
+    mov dword ptr [r15 + rbp + 3520], 241
+    test dword ptr [r15 + 67117724], 4248
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], r9
-    mov r8, r11
-    .byte 0x0f, 0x1f, 0x00
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
+    movsxd rsi, dword ptr [r15 + 576]
+    mov byte ptr [r15 + 128], dil
+    mov byte ptr [r15 + 128], dil
+    movzx edi, byte ptr [r15 + 64]
+    mov r9d, 159
+    mov r8d, r9d
+    mov r9d, dword ptr [r15 + 128]
+    mov r8, r10
+    jmp 1f
 1:
-    mov r9, r11
-    and r8, 4032
-    mov qword ptr [r15 + r8 + 3392], r8
-    mov rdi, r8
-    and r9, 8128
-    mov edx, dword ptr [r15 + r9 + 7488]
-    movzx esi, dl
-    test ebx, 1073741824
-    jnz 1f
+    movzx eax, byte ptr [r15 + rbp + 3392]
+    and r8, 16320
+    mov dword ptr [r15 + r8 + 15680], r8d
+    jmp 1f
 1:
-    mov qword ptr [r15 + 768], r8
-    mov r9d, dword ptr [r15 + 64]
-    vmovdqu ymmword ptr [r15 + 128], ymm15
-    mov dword ptr [r15 + 448], r9d
-    test ebx, 1073741824
-    jz 1f
-1:
-    vmovq xmm5, r9
-    mov byte ptr [r15 + 384], r9b
-    mov dword ptr [r15 + 320], 124
-    and r9d, dword ptr [r15 + 576]
-    mov r8, r11
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rdx, qword ptr [r15 + 256]
-    mov r9, rdx
-    and r8, 448
-    mov r9d, dword ptr [r15 + r8 + 832]
-    mov dword ptr [r15 + 512], r9d
+    movzx r8d, r8b
+    mov dword ptr [r15 + 704], r8d
     add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c3:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d207_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d207_j_t
-.Lc1_d207_j:
-    mov dword ptr [r15 + 384], 54
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
+    lea rbp, [r11 + r11*1]
+    jmp 1f
 1:
-    mov rbp, r11
-    mov dword ptr [r15 + 0], ebp
-    mov r8, r11
-    and rbp, 8128
-    movsxd rax, dword ptr [r15 + rbp + 7488]
-    mov r9, r11
+    and rbp, 1984
+    mov rsi, qword ptr [r15 + rbp + 1344]
+    mov edx, esi
+    mov byte ptr [r15 + 64], bpl
+    lea r8, [r11 + r11*1]
+    mov edx, edx
     and r8, 4032
-    add rcx, qword ptr [r15 + r8 + 3392]
-    and r9, 1984
-    mov rbp, qword ptr [r15 + r9 + 1344]
+    mov rdx, qword ptr [r15 + r8 + 3392]
+    movzx eax, dl
+    mov rdx, r8
+    mov ecx, 120
+    mov edx, ecx
+    jmp 1f
+1:
+    movzx ecx, byte ptr [r15 + 448]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edi, ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    mov rcx, qword ptr [r15 + 64]
-    mov qword ptr [r15 + 192], rcx
-    movzx r9d, byte ptr [r15 + 640]
-    test dword ptr [r15 + 67117723], 33554436
-    jnz 1f
+    jmp 1f
 1:
-    mov r8, rbp
-    mov r8d, dword ptr [r15 + 256]
-    movsxd rcx, dword ptr [r15 + 512]
-    mov dword ptr [r15 + 128], 68
-    test ebx, 1073741824
-    jnz 1f
+    jmp 1f
 1:
-    mov ebp, dword ptr [r15 + 320]
-    mov r9, qword ptr [r15 + 448]
-    and r9d, dword ptr [r15 + 128]
+    mov r9, r10
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, qword ptr [r15 + 64]
+    and r9, 1984
+    mov ecx, dword ptr [r15 + r9 + 1344]
+    mov dword ptr [r15 + rbp + 1408], ecx
+    mov rcx, rdi
+    mov rdi, rcx
+    movsxd rcx, dword ptr [r15 + 128]
+    mov rdi, qword ptr [r15 + 512]
+    mov rsi, rdi
+    mov qword ptr [r15 + r8 + 3456], rsi
+    jmp 1f
+1:
+    mov byte ptr [r15 + 128], al
+    jmp 1f
+1:
+    mov dword ptr [r15 + 256], 1
+    mov qword ptr [r15 + 192], rax
+    inc dword ptr [r15 + 448]
     add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c4:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov rbp, qword ptr [r15 + 512]
-    mov dword ptr [r15 + 0], ebp
-    mov qword ptr [r15 + 0], rbp
-    add r9, qword ptr [r15 + 0]
-    movsxd rax, dword ptr [r15 + 128]
-    test dword ptr [r15 + 67117723], 16777216
-    jz 1f
+    lea rcx, [rip + .Lc1_d246_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d246_j_t
+.Lc1_d246_j:
+    mov dword ptr [r15 + 192], 232
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
 1:
-    mov rbp, r11
-    movzx r9d, bpl
-    mov r9d, r9d
-    movzx r9d, r9b
-    and rbp, 4032
-    mov dword ptr [r15 + rbp + 3392], 63
-    test dword ptr [r15 + 67117724], 134217728
-    jz 1f
-1:
-    mov eax, 41
-    mov rax, qword ptr [r15 + 704]
-    mov r9d, eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, ecx
+    lea rbp, [r11 + r11*2]
+    mov ecx, 72
+    mov edx, 59
+    movzx ecx, dl
+    and rbp, 448
     mov r9, r11
-    mov rbp, qword ptr [r15 + 256]
+    mov rdx, qword ptr [r15 + rbp + 960]
+    movzx ecx, byte ptr [r15 + rbp + 832]
+    and r9, 4032
+    mov r8, qword ptr [r15 + r9 + 3392]
+    mov dword ptr [r15 + rbp + 896], r8d
     test ebx, 1073741824
     jz 1f
 1:
-    and r9, 1984
-    movsxd rax, dword ptr [r15 + r9 + 1344]
-    vpcmpeqb xmm5, xmm5, xmm2
-    mov rdx, qword ptr [r15 + 64]
-    mov rdi, qword ptr [r15 + 448]
-    test ebx, 1073741824
-    jnz 1f
+    mov r8d, ebp
+    mov ebp, r8d
+    mov r8, qword ptr [r15 + 512]
+    mov rbp, r8
+    movzx r8d, bpl
+    movzx ebp, r8b
+    lea r8, [r11 + r11*1]
+    mov r9, r8
+    and r8, 1984
+    vmovdqu ymmword ptr [r15 + r8 + 1408], ymm11
+    jmp 1f
 1:
-    mov dword ptr [r15 + 768], 128
-    mov ebp, r9d
-    mov r9, rbp
-    mov rax, qword ptr [r15 + 192]
-    mov r8, r11
-    test ebx, 1073741824
-    jz 1f
+    jmp 1f
 1:
-    mov byte ptr [r15 + 64], bpl
-    mov rdx, qword ptr [r15 + 384]
-    and r8, 448
-    mov byte ptr [r15 + r8 + 832], r8b
-    mov r9d, 34
+    mov byte ptr [r15 + r8 + 1344], r8b
+    mov r8d, r8d
+    mov rdi, r8
+    mov r8, rdi
+    mov edi, 202
+    mov r8d, dword ptr [r15 + 768]
     add r11, 64
     inc rbx
     dec r13
@@ -365,56 +867,52 @@ ditto_body_c1:
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
     xor eax, eax
-    test dword ptr [r15 + 67117724], 16777216
+    test dword ptr [r15 + 67117724], 4096
     setz al
-    lea rcx, [rip + .Lc1_d298_s]
+    lea rcx, [rip + .Lc1_d297_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d298_s_t
+    jmp .Lc1_d297_s_t
     .p2align 3
-.Lc1_d298_s:
+.Lc1_d297_s:
     .p2align 3
-    jmp .Lc1_d298_j
+    jmp .Lc1_d297_j
     .p2align 3
-    jmp .Lc1_d298_j
-.Lc1_d298_j:
-    mov byte ptr [r15 + 0], al
-    mov esi, eax
-    vmovdqu ymmword ptr [r15 + 0], ymm3
-    test ebx, 384
-    jnz 1f
-1:
+    jmp .Lc1_d297_j
+.Lc1_d297_j:
+    lea r9, [r11 + r11*1]
+    and r9, 4032
+    mov qword ptr [r15 + r9 + 3392], r9
+    movsxd rsi, dword ptr [r15 + 576]
+    movzx ebp, byte ptr [r15 + r9 + 3456]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 199
-    mov byte ptr [r15 + 64], sil
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov byte ptr [r15 + 256], al
-    and ecx, dword ptr [r15 + 128]
-    mov esi, ecx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movsxd rax, dword ptr [r15 + 448]
-    mov rbp, r11
-    movzx ecx, bpl
-    and rbp, 448
-    movzx ecx, byte ptr [r15 + rbp + 832]
-    mov rbp, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, cl
+    mov eax, 207
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 448], r9b
+    mov r9, r11
+    mov eax, r9d
+    and r9, 16320
+    mov byte ptr [r15 + r9 + 15680], r9b
     test ebx, 1073741824
     jz 1f
 1:
-    mov dword ptr [r15 + 320], 191
-    mov byte ptr [r15 + 576], cl
-    and rbp, 1984
-    mov qword ptr [r15 + rbp + 1344], rbp
-    mov rbp, r11
-    test ebx, 1073741824
-    jnz 1f
+    mov r9d, 176
+    jmp 1f
 1:
-    and rbp, 8128
-    mov rcx, qword ptr [r15 + rbp + 7488]
-    mov qword ptr [r15 + 192], rcx
+    jmp 1f
+1:
+    mov esi, dword ptr [r15 + 256]
+    mov edx, dword ptr [r15 + 64]
+    mov ecx, 215
+    movsxd rbp, dword ptr [r15 + 192]
+    movzx ecx, bpl
+    movzx ebp, cl
+    mov dword ptr [r15 + 128], eax
+    mov rcx, r9
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
@@ -423,51 +921,45 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d347_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d347_j_t
-.Lc1_d347_j:
+    movzx eax, byte ptr [r15 + 128]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    vpshufd xmm5, xmm5, 60
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
+    mov r9d, ecx
+    mov ecx, 213
+    mov r9, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r8, [r11 + r11*1]
+    and r9, 33554368
+    mov qword ptr [r15 + r9 + 33554432], r9
+    and r8, 4032
+    mov byte ptr [r15 + r8 + 3392], r8b
+    jmp 1f
+1:
+    mov dword ptr [r15 + 448], ecx
+    jmp 1f
+1:
+    mov byte ptr [r15 + 64], cl
+    mov rbp, r11
+    test dword ptr [r15 + 67117723], 1091567632
     jz 1f
 1:
-    movzx ecx, al
-    mov dword ptr [r15 + 128], 243
-    mov r8d, ecx
+    mov edi, r8d
+    movzx r9d, dil
+    and rbp, 1984
+    mov r9, qword ptr [r15 + rbp + 1344]
+    mov ebp, 100
+    mov rcx, qword ptr [r15 + 192]
+    mov qword ptr [r15 + 640], rcx
     inc dword ptr [r15 + 128]
-    test dword ptr [r15 + 67117724], 270336
-    jnz 1f
-1:
-    movzx eax, cl
-    mov eax, eax
-    movsxd rax, dword ptr [r15 + 512]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r8, r11
-    mov dword ptr [r15 + 192], 56
-    mov qword ptr [r15 + 640], r8
-    movzx ecx, al
-    and r8, 4032
-    mov rcx, qword ptr [r15 + r8 + 3392]
-    test dword ptr [r15 + 67117724], 524320
-    jnz 1f
-1:
-    mov rax, r8
-    movzx eax, byte ptr [r15 + 64]
-    movzx r9d, byte ptr [r15 + 448]
-    mov rbp, r11
-    mov byte ptr [r15 + 384], bpl
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r8d, r9d
-    and rbp, 16320
-    movsxd rcx, dword ptr [r15 + rbp + 15680]
-    mov eax, 249
+    mov byte ptr [r15 + 128], bpl
+    mov ebp, 164
+    mov dword ptr [r15 + 512], ebp
+    movsxd rbp, dword ptr [r15 + r8 + 3456]
+    mov r8, rbp
+    mov byte ptr [r15 + 64], r8b
+    mov byte ptr [r15 + 256], cl
     add r11, 64
     inc rbx
     dec r13
@@ -476,264 +968,256 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov r9d, eax
-    mov r9d, 13
-    movzx r9d, r9b
-    mov ebp, r9d
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 256
+    setz al
+    lea rcx, [rip + .Lc1_d386_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d386_s_t
+    .p2align 3
+.Lc1_d386_s:
+    .p2align 3
+    jmp .Lc1_d386_j
+    .p2align 3
+    jmp .Lc1_d386_j
+.Lc1_d386_j:
+    mov ecx, dword ptr [r15 + 128]
+    jmp 1f
 1:
-    mov eax, 156
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], eax
-    mov byte ptr [r15 + 0], bpl
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx r9d, al
-    movzx r9d, r9b
+    mov qword ptr [r15 + 704], rax
+    lea r9, [r11 + r11*1]
     mov rbp, r11
-    vmovdqu ymmword ptr [r15 + 64], ymm8
+    mov byte ptr [r15 + 64], bpl
+    and r9, 1984
+    mov rdx, qword ptr [r15 + r9 + 1408]
     and rbp, 8128
     mov qword ptr [r15 + rbp + 7488], rbp
-    test dword ptr [r15 + 67117724], 524289
-    jnz 1f
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, ecx
+    mov rcx, rbp
+    mov rbp, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    test dword ptr [r15 + 67117723], 64
+    jz 1f
 1:
-    mov rax, qword ptr [r15 + 192]
-    mov esi, dword ptr [r15 + 512]
-    movzx r9d, byte ptr [r15 + 448]
-    mov rdi, qword ptr [r15 + 128]
-    test ebx, 1073741824
-    jnz 1f
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 448
+    mov dword ptr [r15 + rbp + 832], 234
+    mov ebp, dword ptr [r15 + 768]
+    movzx esi, byte ptr [r15 + 512]
+    mov rcx, rsi
+    jmp 1f
 1:
-    mov ebp, dword ptr [r15 + 384]
-    mov rdx, qword ptr [r15 + 704]
-    mov r9, r11
-    mov r8, r11
-    mov qword ptr [r15 + 256], r8
-    and r9, 1984
-    mov eax, dword ptr [r15 + r9 + 1344]
-    test ebx, 1073741824
-    jnz 1f
+    jmp 1f
 1:
-    and r8, 448
-    mov dword ptr [r15 + r8 + 832], r8d
-    mov rbp, r8
-    vpxor xmm5, xmm5, xmm14
-    movzx edi, byte ptr [r15 + 320]
+    mov ecx, dword ptr [r15 + r9 + 1344]
+    mov qword ptr [r15 + 64], rcx
+    mov rcx, rbp
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c8:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d442_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d442_j_t
-.Lc1_d442_j:
-    mov r8d, 212
-    movzx r8d, r8b
-    movsxd r8, dword ptr [r15 + 64]
-    and r8d, dword ptr [r15 + 0]
-    test dword ptr [r15 + 67117724], 8192
-    jz 1f
+    mov r9, r11
+    and r9, 4032
+    mov qword ptr [r15 + r9 + 3392], r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, 3
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, 87
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edi, r9d
+    mov r12, qword ptr [r15 + r12 + 56]
+    xor dword ptr [r15 + 448], r9d
+    jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 218
+    mov rdi, qword ptr [r15 + 192]
+    mov r8d, dword ptr [r15 + 640]
     test ebx, 1073741824
     jz 1f
 1:
-    mov dword ptr [r15 + 128], 247
-    mov r8d, ecx
-    movzx r8d, byte ptr [r15 + 320]
-    test ebx, 1073741824
-    jnz 1f
-1:
+    movzx r8d, byte ptr [r15 + 576]
+    mov byte ptr [r15 + 512], r8b
+    mov r8, rbp
+    movzx ebp, byte ptr [r15 + 512]
     mov r8, r11
-    mov ecx, 2
-    add rcx, qword ptr [r15 + 512]
+    .byte 0x66, 0x90
+    jmp 1f
+1:
+    and r8, 16320
+    mov dword ptr [r15 + r8 + 15680], 182
+    jmp 1f
+1:
+    mov r8d, 119
+    movsxd rdx, dword ptr [r15 + 448]
+    mov r8, r11
+    mov edi, 25
+    mov rax, qword ptr [r15 + 256]
+    movzx edi, byte ptr [r15 + 256]
     and r8, 448
-    vmovdqu ymmword ptr [r15 + r8 + 832], ymm15
-    mov dword ptr [r15 + 256], 41
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov eax, 124
-    mov r8, r11
-    mov eax, 119
-    and r8, 4032
-    mov dword ptr [r15 + r8 + 3392], r8d
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rbp, r11
-    mov qword ptr [r15 + 768], rbp
-    and rbp, 8128
-    mov dword ptr [r15 + rbp + 7488], 229
-    mov rcx, rbp
+    mov dword ptr [r15 + r8 + 832], r8d
+    mov r8d, 188
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c9:
+    lea rcx, [rip + .Lc1_d470_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d470_j_t
+.Lc1_d470_j:
+    mov byte ptr [r15 + 0], dl
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, 218
-    test ebx, 1073741824
-    jnz 1f
+    mov eax, r8d
+    jmp 1f
 1:
-    mov dword ptr [r15 + 0], 76
+    movzx eax, r8b
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rbp
-    mov dword ptr [r15 + 0], ecx
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
+    mov rdx, rcx
+    mov ecx, dword ptr [r15 + 64]
+    jmp 1f
 1:
-    mov rbp, r11
-    xor dword ptr [r15 + 512], ebp
-    and rbp, 1984
-    mov byte ptr [r15 + rbp + 1344], bpl
-    movsxd rcx, dword ptr [r15 + 384]
-    movsxd r8, dword ptr [r15 + 448]
-    movzx esi, byte ptr [r15 + 64]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov edi, ebp
-    mov edi, edi
-    movzx edi, dil
-    mov edi, 68
-    mov rcx, qword ptr [r15 + 448]
+    mov edx, edx
+    mov rdi, rdx
+    mov r8, r11
+    mov edx, 142
+    and r8, 8128
+    mov edx, dword ptr [r15 + r8 + 7488]
     test ebx, 1073741824
     jz 1f
 1:
-    movsxd rbp, dword ptr [r15 + 576]
-    mov rsi, qword ptr [r15 + 640]
-    vmovdqu ymmword ptr [r15 + 192], ymm5
-    mov r9, rsi
-    movsxd r9, dword ptr [r15 + 64]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx edi, byte ptr [r15 + 256]
-    and edi, dword ptr [r15 + 128]
-    mov rbp, r11
-    mov esi, 153
-    and rbp, 4032
-    movzx ecx, byte ptr [r15 + rbp + 3392]
+    movzx esi, al
+    mov eax, dword ptr [r15 + 128]
+    mov byte ptr [r15 + 704], al
+    mov dword ptr [r15 + 64], ecx
+    mov r9, r11
+    movzx ecx, r9b
+    and r9, 4032
+    mov dword ptr [r15 + r9 + 3392], r9d
+    mov r9, r8
+    mov qword ptr [r15 + 128], r9
+    mov r9d, edx
+    mov rdx, r9
+    mov dword ptr [r15 + 192], edx
+    mov dword ptr [r15 + 512], 143
+    mov byte ptr [r15 + 128], sil
+    mov r8, r11
+    nop
+    vmovdqu ymmword ptr [r15 + 448], ymm10
+    and r8, 1984
+    mov rdi, qword ptr [r15 + r8 + 1344]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c10:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d536_j]
+    lea rcx, [rip + .Lc1_d518_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d536_j_t
-.Lc1_d536_j:
-    mov dword ptr [r15 + 192], 85
+    jmp .Lc1_d518_j_t
+.Lc1_d518_j:
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, al
+    jmp 1f
+1:
+    mov esi, r8d
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r8, 4032
+    lea rbp, [r11 + r11*1]
+    mov rcx, qword ptr [r15 + r8 + 3392]
+    and rbp, 448
+    mov r8, qword ptr [r15 + rbp + 832]
+    mov dword ptr [r15 + rbp + 896], r8d
+    mov r8d, 45
+    vpaddd xmm1, xmm1, xmm12
     test ebx, 1073741824
     jz 1f
 1:
-    mov r9, r11
-    movzx ecx, r9b
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r9, 1984
-    xor dword ptr [r15 + r9 + 1344], r9d
-    test ebx, 1073741824
-    jnz 1f
+    movzx edi, byte ptr [r15 + 448]
+    jmp 1f
 1:
-    vpcmpeqb xmm5, xmm5, xmm14
-    mov eax, dword ptr [r15 + 512]
-    mov rbp, qword ptr [r15 + 320]
-    mov ecx, ebp
-    test dword ptr [r15 + 67117723], 32
-    jz 1f
+    movsxd rsi, dword ptr [r15 + 512]
+    mov dword ptr [r15 + 768], esi
+    mov dword ptr [r15 + 192], ebp
+    jmp 1f
 1:
-    movsxd r9, dword ptr [r15 + 704]
-    mov rdx, r9
-    movsxd rdx, dword ptr [r15 + 256]
-    movsxd r8, dword ptr [r15 + 64]
-    mov rbp, r11
-    test ebx, 1073741824
-    jnz 1f
+    movzx ebp, cl
+    mov qword ptr [r15 + 256], rbp
+    mov byte ptr [r15 + 128], r8b
+    mov r8, r11
+    jmp 1f
 1:
-    and rbp, 8128
-    mov qword ptr [r15 + rbp + 7488], rbp
-    mov r9, r11
-    mov dword ptr [r15 + 128], r9d
-    and r9, 448
-    mov dword ptr [r15 + r9 + 832], r9d
-    mov dword ptr [r15 + 384], r9d
+    and r8, 8128
+    mov qword ptr [r15 + r8 + 7488], r8
+    mov r8d, 140
+    mov rsi, qword ptr [r15 + 64]
+    jmp 1f
+1:
+    mov rcx, qword ptr [r15 + 256]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c11:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 16384
-    setz al
-    lea rcx, [rip + .Lc1_d581_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d581_s_t
-    .p2align 3
-.Lc1_d581_s:
-    .p2align 3
-    jmp .Lc1_d581_j
-    .p2align 3
-    jmp .Lc1_d581_j
-.Lc1_d581_j:
-    mov r9, r11
-    vpcmpeqb xmm3, xmm3, xmm1
-    and r9, 8128
-    mov rbp, r11
-    mov eax, dword ptr [r15 + r9 + 7488]
+    lea rbp, [r11 + r11*1]
+    mov edi, 2
     and rbp, 1984
-    mov byte ptr [r15 + rbp + 1344], bpl
-    test dword ptr [r15 + 67117723], 4352
-    jnz 1f
+    mov dword ptr [r15 + rbp + 1408], 11
+    mov rdi, qword ptr [r15 + 128]
+    mov r9d, 11
+    mov edx, r9d
+    mov r9d, edx
+    jmp 1f
 1:
-    mov dword ptr [r15 + 192], eax
-    mov qword ptr [r15 + 64], rax
-    test dword ptr [r15 + 67117723], 4096
-    jnz 1f
-1:
-    movsxd r9, dword ptr [r15 + 448]
-    mov ecx, r9d
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rbp, rcx
-    add rbp, qword ptr [r15 + 320]
-    mov r8, r11
-    mov dword ptr [r15 + 768], 67
+    mov rdx, rsi
+    movsxd rsi, dword ptr [r15 + 448]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    and r8, 4032
-    xor dword ptr [r15 + r8 + 3392], r8d
-    .byte 0x0f, 0x1f, 0x00
-    test ebx, 1073741824
-    jnz 1f
+    mov rdi, r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, r11
+    movzx edi, r9b
+    mov r12, qword ptr [r15 + r12 + 56]
+    and esi, dword ptr [r15 + 64]
+    and r9, 4032
+    mov byte ptr [r15 + r9 + 3392], r9b
+    jmp 1f
 1:
-    movzx r9d, byte ptr [r15 + 128]
-    mov qword ptr [r15 + 512], r9
+    mov r9, qword ptr [r15 + 512]
+    add rdi, qword ptr [r15 + 64]
+    mov dword ptr [r15 + 256], 99
+    mov eax, r9d
+    mov qword ptr [r15 + 640], rax
+    mov eax, 54
+    mov dword ptr [r15 + 192], 60
+    mov r8, r11
+    movzx eax, byte ptr [r15 + rbp + 1344]
+    and r8, 8128
+    mov qword ptr [r15 + r8 + 7488], r8
+    mov r8d, dword ptr [r15 + 576]
     add r11, 64
     inc rbx
     dec r13
@@ -742,100 +1226,104 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov byte ptr [r15 + 128], al
-    vmovdqu ymmword ptr [r15 + 576], ymm5
-    mov r9d, dword ptr [r15 + 192]
-    mov r8d, 253
-    mov r8d, 164
-    mov r8d, 251
-    mov r8, r11
-    test ebx, 1073741824
-    jz 1f
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 1073741824
+    setz al
+    lea rcx, [rip + .Lc1_d614_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d614_s_t
+    .p2align 3
+.Lc1_d614_s:
+    .p2align 3
+    jmp .Lc1_d614_j
+    .p2align 3
+    jmp .Lc1_d614_j
+.Lc1_d614_j:
+    movzx ecx, r8b
+    mov r8, qword ptr [r15 + 64]
+    movsxd rcx, dword ptr [r15 + 448]
+    movzx eax, byte ptr [r15 + 128]
+    mov qword ptr [r15 + 768], rax
+    mov byte ptr [r15 + 704], cl
+    mov byte ptr [r15 + 0], al
+    mov byte ptr [r15 + 0], al
+    jmp 1f
 1:
-    and r8, 448
-    mov dword ptr [r15 + r8 + 832], r8d
-    movzx eax, r8b
-    mov dword ptr [r15 + 0], eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 67117723], 65540
+    test ebx, 1073741824
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    vpmovmskb r8d, xmm5
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, r8d
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r9, qword ptr [r15 + 256]
+    mov ecx, 147
+    nop
     mov rbp, r11
-    mov esi, 196
-    and rbp, 4032
-    movzx r8d, byte ptr [r15 + rbp + 3392]
-    mov rbp, qword ptr [r15 + 64]
-    mov rax, qword ptr [r15 + 320]
-    test ebx, 1073741824
-    jnz 1f
+    mov byte ptr [r15 + 192], bpl
+    and rbp, 448
+    mov dword ptr [r15 + rbp + 832], 123
+    mov rbp, r11
+    jmp 1f
 1:
-    mov edx, dword ptr [r15 + 384]
-    mov rdi, qword ptr [r15 + 512]
-    movzx esi, dil
-    mov dword ptr [r15 + 448], 161
-    mov dword ptr [r15 + 128], esi
+    mov rax, qword ptr [r15 + 512]
+    movsxd rdx, dword ptr [r15 + 64]
+    and rbp, 8128
+    movsxd rsi, dword ptr [r15 + rbp + 7488]
+    mov ebp, 57
+    movzx r9d, bpl
+    mov qword ptr [r15 + 128], r9
+    mov r9d, ecx
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c13:
-    lea rcx, [rip + .Lc1_d669_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d669_j_t
-.Lc1_d669_j:
+    mov ecx, eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 104
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     mov rbp, r11
-    mov esi, 81
-    mov esi, dword ptr [r15 + 64]
-    and rbp, 8128
-    mov dword ptr [r15 + rbp + 7488], ebp
-    movsxd rdi, dword ptr [r15 + 64]
+    mov dword ptr [r15 + 0], ebp
+    mov rax, qword ptr [r15 + 128]
+    and rbp, 1984
+    mov esi, dword ptr [r15 + rbp + 1344]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 512], 128
+    jmp 1f
+1:
+    mov qword ptr [r15 + 448], rax
     test ebx, 1073741824
     jnz 1f
 1:
-    movsxd rcx, dword ptr [r15 + 512]
-    mov edx, dword ptr [r15 + 384]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 384
-    jnz 1f
+    mov edx, dword ptr [r15 + 256]
+    mov edi, dword ptr [r15 + 320]
+    and ebp, dword ptr [r15 + 576]
+    movsxd rsi, dword ptr [r15 + 64]
+    jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
+    movzx eax, al
+    jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rbp, dword ptr [r15 + 320]
-    mov edi, 91
-    mov dword ptr [r15 + 704], edi
-    test ebx, 1073741824
-    jnz 1f
+    movsxd rax, dword ptr [r15 + 192]
+    mov rcx, rax
+    jmp 1f
 1:
-    mov ecx, 230
-    mov r9, r11
-    mov qword ptr [r15 + 448], r9
-    and r9, 448
-    mov rbp, qword ptr [r15 + r9 + 832]
-    mov r9d, dword ptr [r15 + 256]
+    mov dword ptr [r15 + 384], edx
     mov r8, r11
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx edi, byte ptr [r15 + 128]
-    and r8, 1984
-    movsxd rdx, dword ptr [r15 + r8 + 1344]
-    mov r8, qword ptr [r15 + 640]
+    mov r9, r11
+    and r8, 448
+    mov edx, dword ptr [r15 + r8 + 832]
+    mov r8d, dword ptr [r15 + 128]
+    and r9, 4032
+    mov byte ptr [r15 + r9 + 3392], r9b
+    mov byte ptr [r15 + 256], cl
     add r11, 64
     inc rbx
     dec r13
@@ -844,52 +1332,50 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d704_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d704_j_t
+.Lc1_d704_j:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, 163
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rcx
+    mov rcx, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 64], 65
+    mov rcx, qword ptr [r15 + 64]
+    movsxd rsi, dword ptr [r15 + 384]
+    mov r8, r11
+    mov eax, dword ptr [r15 + 128]
+    and r8, 1984
+    mov rdx, qword ptr [r15 + r8 + 1344]
+    test dword ptr [r15 + 67117723], 235929600
+    jz 1f
+1:
+    movzx r8d, byte ptr [r15 + 704]
+    mov dword ptr [r15 + 448], 113
+    vmovq qword ptr [r15 + 512], xmm1
+    movsxd rcx, dword ptr [r15 + 640]
+    jmp 1f
+1:
+    movsxd rsi, dword ptr [r15 + 192]
+    movzx r9d, sil
+    mov rbp, r11
+    jmp 1f
+1:
     mov r9, r11
-    and r9, 1984
-    mov qword ptr [r15 + r9 + 1344], r9
-    movzx r8d, al
-    mov r8d, r8d
-    mov r8, qword ptr [r15 + 128]
-    mov byte ptr [r15 + 128], r8b
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rbp, r11
-    mov rax, qword ptr [r15 + 256]
     and rbp, 8128
-    mov r9, qword ptr [r15 + rbp + 7488]
-    mov ebp, 124
-    mov r8d, dword ptr [r15 + 384]
-    test dword ptr [r15 + 67117723], 524288
-    jz 1f
+    mov rdi, qword ptr [r15 + rbp + 7488]
+    and r9, 4032
+    mov qword ptr [r15 + r9 + 3392], r9
+    mov r9, qword ptr [r15 + 320]
+    movzx edx, r9b
+    jmp 1f
 1:
-    vpmovmskb edx, xmm5
-    movzx edx, dl
-    mov qword ptr [r15 + 64], rdx
-    mov edx, dword ptr [r15 + 448]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov byte ptr [r15 + 768], bpl
-    vmovq xmm5, rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, edx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], r8d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], r9
-    mov rbp, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and rbp, 4032
-    add r9, qword ptr [r15 + rbp + 3392]
-    mov rdx, r9
-    mov rdx, qword ptr [r15 + 192]
-    mov r8d, dword ptr [r15 + 512]
+    mov r9d, ecx
     add r11, 64
     inc rbx
     dec r13
@@ -898,151 +1384,152 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d766_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d766_j_t
-.Lc1_d766_j:
-    mov byte ptr [r15 + 0], al
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 128
+    setz al
+    lea rcx, [rip + .Lc1_d751_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d751_s_t
+    .p2align 3
+.Lc1_d751_s:
+    .p2align 3
+    jmp .Lc1_d751_j
+    .p2align 3
+    jmp .Lc1_d751_j
+.Lc1_d751_j:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 140
-    mov edx, 153
-    test dword ptr [r15 + 67117723], 536870912
-    jz 1f
+    jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, cl
-    movzx ecx, cl
-    movsxd rcx, dword ptr [r15 + 576]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 448], 247
+    jmp 1f
+1:
+    mov eax, dword ptr [r15 + 192]
     mov rbp, r11
-    test ebx, 1073741824
-    jz 1f
+    movzx ecx, byte ptr [r15 + 64]
+    and rbp, 8128
+    mov qword ptr [r15 + rbp + 7488], rbp
+    mov ebp, dword ptr [r15 + 512]
+    mov rdx, qword ptr [r15 + 256]
+    mov edi, 61
+    xor dword ptr [r15 + 128], edi
+    mov r9, r11
+    mov rdi, r9
+    and r9, 448
+    movsxd rdi, dword ptr [r15 + r9 + 832]
+    jmp 1f
 1:
-    mov dword ptr [r15 + 64], 51
-    and rbp, 4032
-    mov rax, qword ptr [r15 + rbp + 3392]
-    movsxd rbp, dword ptr [r15 + 256]
-    vmovdqu ymmword ptr [r15 + 320], ymm3
-    test ebx, 1073741824
-    jnz 1f
+    mov r9, r11
+    movsxd rsi, dword ptr [r15 + 320]
+    movzx r8d, byte ptr [r15 + 768]
+    and r9, 1984
+    mov r8d, dword ptr [r15 + r9 + 1344]
+    jmp 1f
 1:
-    mov dword ptr [r15 + 192], 29
-    mov dword ptr [r15 + 448], ebp
-    mov byte ptr [r15 + 128], al
-    mov r8, r11
-    mov rcx, r8
-    test ebx, 256
-    jz 1f
-1:
-    mov rbp, r11
-    and r8, 1984
-    mov eax, dword ptr [r15 + r8 + 1344]
-    mov dword ptr [r15 + 384], 193
-    and rbp, 448
-    vmovdqu ymmword ptr [r15 + rbp + 832], ymm3
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c16:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d810_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d810_j_t
-.Lc1_d810_j:
-    movsxd r8, dword ptr [r15 + 704]
-    mov ebp, dword ptr [r15 + 256]
-    mov esi, dword ptr [r15 + 448]
-    mov r9, r11
-    movzx eax, r9b
-    test ebx, 1073741824
-    jz 1f
-1:
-    and r9, 448
-    mov rcx, qword ptr [r15 + r9 + 832]
-    mov dword ptr [r15 + 192], 212
-    movzx r8d, cl
-    mov r8, qword ptr [r15 + 512]
-    test dword ptr [r15 + 67117724], 8388609
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], ecx
-    or qword ptr [r15 + 0], 47
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
+    movzx edx, dil
+    movzx edi, dl
+    mov edx, 7
+    jmp 1f
 1:
+    jmp 1f
+1:
+    movzx edx, sil
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 45
+    movzx edx, r9b
+    mov r9d, 238
+    jmp 1f
+1:
+    inc dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, r8
-    mov r8d, r9d
-    mov r9d, dword ptr [r15 + 128]
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r8, r11
+    mov qword ptr [r15 + 0], r8
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    mov ecx, 71
-    mov rcx, qword ptr [r15 + 640]
-    and r8, 8128
-    movsxd rdx, dword ptr [r15 + r8 + 7488]
-    mov r8d, dword ptr [r15 + 320]
-    test ebx, 1073741824
-    jnz 1f
+    and r8, 448
+    mov dword ptr [r15 + r8 + 832], r8d
+    mov qword ptr [r15 + 128], r9
+    mov byte ptr [r15 + 64], dl
+    movzx edx, r9b
+    vmovdqu ymmword ptr [r15 + 256], ymm1
+    mov byte ptr [r15 + 192], r9b
+    movsxd r9, dword ptr [r15 + 448]
+    mov edx, 120
+    jmp 1f
 1:
-    mov qword ptr [r15 + 512], rcx
-    mov dword ptr [r15 + 64], edx
-    mov r9d, dword ptr [r15 + 64]
+    mov r8, r11
+    movzx edx, byte ptr [r15 + 512]
+    mov rbp, r11
+    movzx eax, byte ptr [r15 + 128]
+    and r8, 8128
+    movzx ecx, byte ptr [r15 + r8 + 7488]
+    movzx r8d, byte ptr [r15 + 640]
+    and rbp, 4032
+    mov edi, dword ptr [r15 + rbp + 3392]
+    mov byte ptr [r15 + 384], dil
+    mov dword ptr [r15 + 576], edx
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c17:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d835_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d835_j_t
+.Lc1_d835_j:
     mov r12, qword ptr [r15 + r12 + 56]
-    add qword ptr [r15 + 0], r9
-    mov r9, rdx
-    vmovq xmm5, r9
-    test dword ptr [r15 + 67117724], 285212672
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], edi
+    mov rdi, rdi
+    mov qword ptr [r15 + 0], rdi
+    mov edi, 170
+    mov dword ptr [r15 + 0], 24
+    mov qword ptr [r15 + 0], rcx
+    mov ecx, 91
+    mov dword ptr [r15 + 128], ecx
+    inc dword ptr [r15 + 320]
+    mov ecx, edi
+    mov edi, dword ptr [r15 + 256]
+    mov rbp, r11
+    mov rcx, rbp
+    test ebx, 1073741824
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r8d, r9b
-    mov byte ptr [r15 + 0], r8b
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov eax, dword ptr [r15 + 192]
-    mov edx, dword ptr [r15 + 384]
-    mov rcx, qword ptr [r15 + 448]
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx r8d, al
-    mov dword ptr [r15 + 128], 219
-    mov r9d, 245
-    mov r9, qword ptr [r15 + 768]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rbp, r11
-    mov qword ptr [r15 + 64], rbp
-    movzx edx, byte ptr [r15 + 128]
-    movzx eax, dl
-    and rbp, 8128
-    vmovdqu ymmword ptr [r15 + rbp + 7488], ymm3
-    mov rbp, r11
-    test ebx, 1073741824
-    jnz 1f
-1:
+    mov rcx, qword ptr [r15 + 64]
+    and rbp, 448
+    mov dword ptr [r15 + rbp + 832], ebp
+    mov ebp, 34
+    vmovdqu xmmword ptr [r15 + 704], xmm1
+    mov ebp, edi
+    mov byte ptr [r15 + 64], bpl
+    movzx ebp, byte ptr [r15 + 448]
     mov r8, r11
-    and rbp, 1984
-    mov dword ptr [r15 + rbp + 1344], 88
+    mov r9, r11
+    mov edi, dword ptr [r15 + 384]
+    mov dword ptr [r15 + 192], edi
     and r8, 4032
-    movsxd rdx, dword ptr [r15 + r8 + 3392]
-    mov r8d, 59
+    mov byte ptr [r15 + r8 + 3392], r8b
+    and r9, 1984
+    mov r8d, dword ptr [r15 + r9 + 1344]
+    movzx r9d, byte ptr [r15 + 512]
+    mov rsi, r9
+    jmp 1f
+1:
+    vpxor xmm1, xmm1, xmm10
     add r11, 64
     inc rbx
     dec r13
@@ -1051,263 +1538,269 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d902_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d902_j_t
-.Lc1_d902_j:
-    mov r8d, dword ptr [r15 + 576]
-    mov rbp, r11
-    movsxd rdx, dword ptr [r15 + 128]
-    and rbp, 4032
-    mov byte ptr [r15 + rbp + 3392], bpl
-    test ebx, 1073741824
+    mov rax, rsi
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 28
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rsi, rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov rsi, rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx esi, byte ptr [r15 + 320]
+    mov rax, rsi
+    mov esi, dword ptr [r15 + 512]
+    test dword ptr [r15 + 67117724], 4240
     jz 1f
 1:
-    mov rax, qword ptr [r15 + 512]
-    mov ecx, eax
-    movzx ecx, byte ptr [r15 + 192]
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx r8d, byte ptr [r15 + 384]
-    mov ebp, dword ptr [r15 + 320]
-    movzx esi, bpl
-    test dword ptr [r15 + 67117724], 268435456
-    jnz 1f
-1:
-    movzx eax, cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 448], rax
-    mov rbp, r11
-    vmovdqu ymmword ptr [r15 + 256], ymm5
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and rbp, 448
+    mov rsi, qword ptr [r15 + 448]
     mov r8, r11
-    mov byte ptr [r15 + rbp + 832], r8b
-    movsxd rcx, dword ptr [r15 + 64]
-    and r8, 16320
-    movsxd rax, dword ptr [r15 + r8 + 15680]
+    mov edx, dword ptr [r15 + 256]
+    mov eax, edx
+    and r8, 1984
+    mov rax, qword ptr [r15 + r8 + 1344]
+    movsxd r8, dword ptr [r15 + 128]
+    mov r9d, r8d
+    mov r8, r11
+    mov ecx, 71
+    mov rbp, r11
+    and r8, 4032
+    mov rcx, qword ptr [r15 + r8 + 3392]
+    mov r8, qword ptr [r15 + 128]
+    jmp 1f
+1:
+    and rbp, 8128
+    mov dword ptr [r15 + rbp + 7488], 2
+    mov dword ptr [r15 + 384], r9d
+    mov r9, qword ptr [r15 + 768]
+    mov byte ptr [r15 + 64], r9b
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c19:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r8
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d929_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d929_j_t
+.Lc1_d929_j:
+    movzx ecx, bpl
+    mov dword ptr [r15 + 256], 203
+    jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 128], 48
-    mov ecx, 18
-    mov qword ptr [r15 + 256], rcx
-    mov rcx, qword ptr [r15 + 640]
-    test ebx, 256
-    jz 1f
-1:
-    mov dword ptr [r15 + 320], ebp
+    mov rcx, qword ptr [r15 + 448]
+    mov r9d, 113
     mov rbp, r11
     jmp 1f
 1:
+    mov r9, r11
+    mov eax, 243
     and rbp, 8128
-    mov dword ptr [r15 + rbp + 7488], ebp
-    mov ebp, ebp
-    mov ebp, ebp
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rcx, rcx
-    mov r8, r11
-    mov r9, qword ptr [r15 + 448]
-    mov edi, 65
-    movsxd rdi, dword ptr [r15 + 704]
-    and r8, 448
-    mov dword ptr [r15 + r8 + 832], 41
-    mov r8d, dword ptr [r15 + 192]
-    mov rbp, r11
-    test ebx, 1073741824
-    jz 1f
-1:
+    mov eax, dword ptr [r15 + rbp + 7488]
+    and r9, 448
+    mov dword ptr [r15 + r9 + 832], r9d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, rcx
     jmp 1f
 1:
-    and rbp, 1984
-    vmovdqu ymmword ptr [r15 + rbp + 1344], ymm5
-    lock add qword ptr [r15 + 512], r8
-    vpor xmm5, xmm5, xmm5
-    mov rcx, qword ptr [r15 + 64]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r9, rbp
+    test dword ptr [r15 + 67117723], 2
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov rbp, r11
+    mov ecx, ebp
+    and rbp, 16320
+    mov ecx, dword ptr [r15 + rbp + 15680]
+    movzx ebp, byte ptr [r15 + 128]
+    movzx r9d, bpl
+    jmp 1f
+1:
+    movzx ebp, byte ptr [r15 + 64]
+    movzx edi, byte ptr [r15 + 320]
+    mov eax, dword ptr [r15 + 192]
+    mov rsi, rax
+    movzx eax, sil
+    jmp 1f
+1:
+    and ecx, dword ptr [r15 + 576]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c20:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 16777216
-    setz al
-    lea rcx, [rip + .Lc1_d993_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d993_s_t
-    .p2align 3
-.Lc1_d993_s:
-    .p2align 3
-    jmp .Lc1_d993_j
-    .p2align 3
-    jmp .Lc1_d993_j
-.Lc1_d993_j:
-    movsxd r8, dword ptr [r15 + 64]
-    mov byte ptr [r15 + 256], r8b
-    mov qword ptr [r15 + 512], rax
-    test ebx, 1073741824
-    jnz 1f
+    lea rcx, [rip + .Lc1_d974_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d974_j_t
+.Lc1_d974_j:
+    mov r9, r11
+    and r9, 448
+    movsxd rax, dword ptr [r15 + r9 + 832]
+    movzx r9d, al
+    inc dword ptr [r15 + 64]
+    jmp 1f
+1:
+    mov r9, r11
+    mov qword ptr [r15 + 128], r9
+    jmp 1f
+1:
+    and r9, 1984
+    mov ecx, dword ptr [r15 + r9 + 1344]
+    jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov rdx, rax
+    mov eax, edx
     test ebx, 1073741824
-    jnz 1f
-1:
-    mov rcx, rax
-    movzx eax, byte ptr [r15 + 64]
-    mov rbp, r11
-    test ebx, 18432
-    jnz 1f
-1:
-    mov r8d, dword ptr [r15 + 768]
-    and rbp, 4032
-    mov byte ptr [r15 + rbp + 3392], bpl
-    mov rbp, r11
-    test dword ptr [r15 + 67117723], 32768
     jz 1f
 1:
-    mov r8, r11
-    and rbp, 8128
-    mov byte ptr [r15 + rbp + 7488], bpl
-    and r8, 1984
-    movsxd rax, dword ptr [r15 + r8 + 1344]
-    test dword ptr [r15 + 67117723], 65536
-    jnz 1f
+    .byte 0x66, 0x90
+    mov eax, r9d
+    mov r9d, 211
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
 1:
-    vmovdqu ymmword ptr [r15 + 128], ymm3
-    movsxd rcx, dword ptr [r15 + 448]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, ecx
+    mov rcx, r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, dword ptr [r15 + 704]
+    movzx r9d, cl
+    test ebx, 1073741824
+    jz 1f
+1:
+    movsxd rdx, dword ptr [r15 + 640]
+    mov r9d, edx
+    jmp 1f
+1:
+    movzx r9d, byte ptr [r15 + 512]
+    mov byte ptr [r15 + 448], r9b
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + 384], ymm1
+    mov r9, rcx
+    movzx ecx, byte ptr [r15 + 192]
+    mov r9, r11
+    jmp 1f
+1:
+    and r9, 4032
+    movzx r8d, byte ptr [r15 + r9 + 3392]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c21:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d1038_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d1038_j_t
-.Lc1_d1038_j:
-    mov r8d, 48
-    movzx r8d, r8b
-    mov dword ptr [r15 + 512], 50
-    mov ebp, 188
-    mov rbp, r11
-    test dword ptr [r15 + 67117723], 4194305
-    jnz 1f
-1:
-    mov eax, dword ptr [r15 + 576]
-    and rbp, 448
-    and ecx, dword ptr [r15 + rbp + 832]
-    mov dword ptr [r15 + 64], 6
-    mov r8d, dword ptr [r15 + 192]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rdx, rbp
-    mov edx, edx
-    movzx edx, dl
+    mov edx, ecx
+    mov r9, r11
+    mov ecx, r9d
+    mov rdi, rcx
+    mov qword ptr [r15 + 64], rdi
+    and r9, 1984
+    mov dword ptr [r15 + r9 + 1344], r9d
+    mov dword ptr [r15 + 768], r8d
+    mov r8d, 10
+    movsxd r9, dword ptr [r15 + 128]
+    mov r8d, 39
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r8d, cl
     jmp 1f
 1:
-    test ebx, 4096
-    jnz 1f
-1:
-    mov r8, r11
-    mov dword ptr [r15 + 128], 24
-    movzx ecx, dl
-    and r8, 4032
-    mov dword ptr [r15 + r8 + 3392], 225
-    mov dword ptr [r15 + 384], r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rdi, r9
+    mov r9d, 82
     test ebx, 1073741824
     jnz 1f
 1:
-    mov ebp, ecx
-    mov rbp, rbp
-    mov byte ptr [r15 + 0], bpl
-    mov rbp, r8
-    test dword ptr [r15 + 67117723], 67108880
-    jz 1f
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, r11
+    mov r9, r11
+    and r8, 4032
+    mov rsi, qword ptr [r15 + r8 + 3392]
+    mov r8, qword ptr [r15 + 512]
+    and r9, 8128
+    mov byte ptr [r15 + r9 + 7488], r9b
+    mov dword ptr [r15 + 64], edi
+    mov edi, dword ptr [r15 + 320]
+    mov r9d, edi
+    mov rdi, r9
+    mov r9d, edi
+    movsxd rdi, dword ptr [r15 + 192]
+    movsxd rax, dword ptr [r15 + 448]
+    jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rdx, dword ptr [r15 + 320]
+    mov ebp, dword ptr [r15 + 256]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c22:
-    mov r8, qword ptr [r15 + 64]
-    mov dword ptr [r15 + 0], r8d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, r8d
-    test ebx, 1073741824
-    jz 1f
-1:
+    lea rcx, [rip + .Lc1_d1073_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d1073_j_t
+.Lc1_d1073_j:
+    mov ecx, 126
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    movzx ebp, cl
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 256
-    jz 1f
-1:
+    movzx esi, al
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, dword ptr [r15 + 320]
-    mov rcx, qword ptr [r15 + 448]
-    mov r9, r11
-    movzx edi, r9b
-    and r9, 1984
-    mov dword ptr [r15 + r9 + 1344], 160
-    mov r9d, r8d
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movsxd r8, dword ptr [r15 + 192]
-    mov dword ptr [r15 + 128], r8d
-    mov dword ptr [r15 + 384], edi
-    mov rdi, qword ptr [r15 + 128]
-    mov dword ptr [r15 + 512], edi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, cl
+    mov ecx, 45
+    movzx eax, cl
     mov rbp, r11
-    test ebx, 1073741824
+    mov qword ptr [r15 + 384], rbp
+    and rbp, 448
+    movsxd rax, dword ptr [r15 + rbp + 832]
+    mov rbp, rax
+    test ebx, 2048
     jz 1f
+1:
+    mov eax, ecx
+    jmp 1f
+1:
+    mov eax, dword ptr [r15 + 64]
+    and ecx, dword ptr [r15 + 512]
+    mov dword ptr [r15 + 576], ecx
+    movzx ecx, byte ptr [r15 + 192]
+    mov rsi, rcx
+    mov rbp, r11
+    mov r8, r11
+    mov rcx, qword ptr [r15 + 448]
+    jmp 1f
 1:
     and rbp, 8128
-    and r8d, dword ptr [r15 + rbp + 7488]
-    mov rbp, r11
-    mov qword ptr [r15 + 256], rbp
-    mov r9, rbp
-    and rbp, 448
-    mov rcx, qword ptr [r15 + rbp + 832]
-    mov ebp, dword ptr [r15 + 640]
+    mov dword ptr [r15 + rbp + 7488], 228
+    and r8, 1984
+    movzx ebp, byte ptr [r15 + r8 + 1344]
+    movzx r8d, byte ptr [r15 + 128]
+    jmp 1f
+1:
+    vmovdqu xmmword ptr [r15 + 256], xmm10
     add r11, 64
     inc rbx
     dec r13
@@ -1317,276 +1810,262 @@ ditto_body_c1:
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
     xor eax, eax
-    test dword ptr [r15 + 67117724], 262144
+    test dword ptr [r15 + 67117723], 16777216
     setz al
-    lea rcx, [rip + .Lc1_d1131_s]
+    lea rcx, [rip + .Lc1_d1121_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d1131_s_t
+    jmp .Lc1_d1121_s_t
     .p2align 3
-.Lc1_d1131_s:
+.Lc1_d1121_s:
     .p2align 3
-    jmp .Lc1_d1131_j
+    jmp .Lc1_d1121_j
     .p2align 3
-    jmp .Lc1_d1131_j
-.Lc1_d1131_j:
+    jmp .Lc1_d1121_j
+.Lc1_d1121_j:
+    mov r9, r11
+    mov esi, r9d
+    mov ecx, esi
+    and r9, 448
+    mov byte ptr [r15 + r9 + 832], r9b
+    mov dword ptr [r15 + 640], eax
+    mov eax, dword ptr [r15 + 64]
+    mov dword ptr [r15 + 0], eax
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, qword ptr [r15 + 256]
-    mov ebp, r8d
-    test dword ptr [r15 + 67117724], 536870912
-    jz 1f
-1:
-    movsxd rax, dword ptr [r15 + 512]
-    movsxd rcx, dword ptr [r15 + 192]
-    movzx esi, byte ptr [r15 + 128]
-    mov r9, r11
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r8d, eax
-    and r9, 8128
-    mov dword ptr [r15 + r9 + 7488], r9d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, cl
+    mov rcx, rcx
+    movzx ecx, byte ptr [r15 + 128]
+    mov qword ptr [r15 + 448], rcx
     test ebx, 1073741824
     jnz 1f
 1:
-    mov ecx, r8d
-    mov ecx, dword ptr [r15 + 448]
+    mov ecx, eax
+    jmp 1f
+1:
+    movzx ecx, byte ptr [r15 + 256]
+    mov r9, qword ptr [r15 + 320]
+    mov eax, r9d
+    movzx r9d, al
+    mov rax, r9
+    mov r9d, eax
+    movzx eax, byte ptr [r15 + 384]
     mov rbp, r11
-    mov edx, ebp
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and rbp, 1984
-    mov rax, qword ptr [r15 + rbp + 1344]
-    mov ebp, 112
-    movzx r8d, byte ptr [r15 + 704]
-    mov r9, r11
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and r9, 4032
-    mov dword ptr [r15 + r9 + 3392], r9d
-    mov r9, qword ptr [r15 + 64]
+    mov qword ptr [r15 + 512], rbp
+    and rbp, 4032
+    vmovq qword ptr [r15 + rbp + 3392], xmm10
+    mov byte ptr [r15 + 128], al
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c24:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    movzx eax, bpl
+    mov dword ptr [r15 + 704], 140
+    mov qword ptr [r15 + 64], rbp
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, 62
-    mov dword ptr [r15 + 0], r9d
-    test dword ptr [r15 + 67117724], 128
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], 22
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, qword ptr [r15 + 384]
-    mov r8, r11
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov byte ptr [r15 + 64], r9b
-    mov r9d, eax
-    and r8, 4032
-    xchg qword ptr [r15 + r8 + 3392], r8
-    mov rax, qword ptr [r15 + 128]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov ebp, 179
-    mov rbp, rbp
-    movsxd rbp, dword ptr [r15 + 320]
+    mov ebp, 74
     jmp 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov eax, ebp
+    mov rbp, rax
+    mov eax, 156
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r8, r11
-    mov eax, 2
-    and r8, 448
-    movzx eax, byte ptr [r15 + r8 + 832]
-    vmovdqu ymmword ptr [r15 + 768], ymm4
-    movsxd r9, dword ptr [r15 + 448]
-    test ebx, 1073741824
-    jz 1f
-1:
-    vmovdqu ymmword ptr [r15 + 256], ymm0
     mov rbp, r11
-    .byte 0x0f, 0x1f, 0x40, 0x00
-    mov rsi, r8
-    and rbp, 1984
-    mov byte ptr [r15 + rbp + 1344], bpl
+    jmp 1f
+1:
+    mov r8, r11
+    mov edx, r8d
+    and rbp, 448
+    mov qword ptr [r15 + rbp + 832], rbp
+    mov rbp, qword ptr [r15 + 256]
+    and r8, 8128
+    mov dword ptr [r15 + r8 + 7488], 59
+    vmovq xmm11, rdx
+    mov rdx, qword ptr [r15 + 768]
+    mov r8, qword ptr [r15 + 192]
+    vmovdqu xmmword ptr [r15 + 448], xmm11
+    movsxd rdi, dword ptr [r15 + 64]
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + 512], ymm11
+    mov esi, dword ptr [r15 + 320]
+    mov r9, r11
+    mov rax, r9
+    mov ecx, 81
+    mov eax, ecx
+    and r9, 1984
+    mov qword ptr [r15 + r9 + 1344], r9
+    movzx r9d, byte ptr [r15 + 128]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c25:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d1226_j]
+    lea rcx, [rip + .Lc1_d1214_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d1226_j_t
-.Lc1_d1226_j:
+    jmp .Lc1_d1214_j_t
+.Lc1_d1214_j:
+    mov r9, r11
+    and r9, 4032
+    mov dword ptr [r15 + r9 + 3392], 81
+    mov r9, r11
+    mov qword ptr [r15 + 384], r9
+    and r9, 8128
+    mov rcx, qword ptr [r15 + r9 + 7488]
+    mov r9, rcx
     vmovdqu ymmword ptr [r15 + 0], ymm13
-    mov r8d, 130
-    mov dword ptr [r15 + 0], r8d
-    mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 67117724], 537395200
-    jnz 1f
+    jmp 1f
 1:
-    mov rbp, r11
+    mov ecx, ecx
+    mov qword ptr [r15 + 0], rcx
     mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 8128
-    mov rsi, qword ptr [r15 + rbp + 7488]
-    inc dword ptr [r15 + 192]
-    mov rax, qword ptr [r15 + 256]
-    test dword ptr [r15 + 67117723], 17301504
-    jnz 1f
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, r9b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, 116
+    jmp 1f
 1:
-    mov qword ptr [r15 + 640], r8
-    movzx r8d, byte ptr [r15 + 64]
-    movsxd rcx, dword ptr [r15 + 512]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
     test ebx, 1073741824
     jz 1f
 1:
-    mov ebp, eax
-    movzx eax, byte ptr [r15 + 128]
-    movzx ebp, byte ptr [r15 + 64]
-    mov byte ptr [r15 + 576], bpl
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 168
+    mov r9d, 183
+    movzx ecx, byte ptr [r15 + 128]
+    mov r9, rcx
+    mov rcx, qword ptr [r15 + 192]
+    movzx edi, byte ptr [r15 + 320]
+    mov esi, 168
+    movsxd rax, dword ptr [r15 + 576]
+    mov esi, 201
+    movzx r8d, byte ptr [r15 + 256]
     mov rbp, r11
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and rbp, 448
-    mov rsi, qword ptr [r15 + rbp + 832]
-    mov ebp, esi
-    mov esi, ebp
-    mov dword ptr [r15 + 384], esi
-    test dword ptr [r15 + 67117724], 1
-    jz 1f
-1:
-    .byte 0x66, 0x90
-    mov dword ptr [r15 + 448], eax
-    movzx eax, sil
+    mov esi, dword ptr [r15 + 64]
+    movsxd rdx, dword ptr [r15 + 512]
+    and rbp, 1984
+    mov qword ptr [r15 + rbp + 1344], rbp
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c26:
-    lea rcx, [rip + .Lc1_d1270_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d1270_j_t
-.Lc1_d1270_j:
-    nop
+    .byte 0x66, 0x90
+    mov byte ptr [r15 + 0], dil
+    vpaddd xmm11, xmm11, xmm11
     jmp 1f
 1:
-    mov esi, dword ptr [r15 + 320]
-    mov ebp, esi
-    mov esi, dword ptr [r15 + 512]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov eax, 189
-    vmovdqu ymmword ptr [r15 + 128], ymm1
-    mov ecx, 200
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx esi, bpl
-    mov ebp, 214
+    mov edi, 158
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     mov rdi, rbp
-    vpshufd xmm5, xmm10, 248
-    test ebx, 1152
-    jnz 1f
+    jmp 1f
 1:
-    mov r9, r11
-    movzx ecx, byte ptr [r15 + 192]
-    mov dword ptr [r15 + 64], ecx
-    mov ecx, 203
-    and r9, 4032
-    mov dword ptr [r15 + r9 + 3392], r9d
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and edi, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r11
     mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 8128
-    mov dword ptr [r15 + rbp + 7488], ebp
+    mov ebp, edi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, dword ptr [r15 + 512]
     test ebx, 1073741824
     jz 1f
 1:
-    mov byte ptr [r15 + 384], dil
-    mov r9, r11
-    mov byte ptr [r15 + 448], r9b
-    mov rdi, qword ptr [r15 + 704]
-    and r9, 1984
-    mov dword ptr [r15 + r9 + 1344], 34
+    mov edi, dword ptr [r15 + 128]
+    vmovdqu xmmword ptr [r15 + 448], xmm6
+    movzx esi, bpl
+    jmp 1f
+1:
+    mov rbp, qword ptr [r15 + 128]
+    mov esi, ebp
+    mov rbp, r11
+    mov edx, ebp
+    and rbp, 448
+    mov r8, r11
+    mov dword ptr [r15 + rbp + 832], 90
+    and r8, 1984
+    mov ebp, dword ptr [r15 + r8 + 1344]
+    mov dword ptr [r15 + 64], 70
+    mov r8, r11
+    mov rdx, qword ptr [r15 + 704]
+    mov ecx, edx
+    mov byte ptr [r15 + 384], cl
+    and r8, 4032
+    mov dword ptr [r15 + r8 + 3392], 168
+    vmovdqu xmmword ptr [r15 + 192], xmm12
+    mov r8, qword ptr [r15 + 640]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c27:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d1305_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d1305_j_t
+.Lc1_d1305_j:
     jmp 1f
 1:
-    mov ecx, edi
-    mov edi, dword ptr [r15 + 256]
-    mov dword ptr [r15 + 128], 61
-    test dword ptr [r15 + 67117724], 555766928
-    jz 1f
-1:
-    mov ebp, 24
-    add rbp, qword ptr [r15 + 320]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 67117723], 541065216
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, 137
-    mov r9, r11
-    mov byte ptr [r15 + 0], r9b
+    vpcmpeqb xmm9, xmm9, xmm6
+    mov dword ptr [r15 + 0], 135
     jmp 1f
 1:
-    test ebx, 1152
-    jnz 1f
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 1
+    mov qword ptr [r15 + 0], rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
 1:
-    and r9, 448
-    mov rbp, r11
-    movsxd rax, dword ptr [r15 + r9 + 832]
-    mov r9d, 42
-    and rbp, 1984
-    mov dword ptr [r15 + rbp + 1344], ebp
-    and ebp, dword ptr [r15 + 192]
+    mov dword ptr [r15 + 512], 89
+    mov rcx, qword ptr [r15 + 448]
     test ebx, 1073741824
     jz 1f
 1:
-    mov edi, dword ptr [r15 + 512]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 128], eax
-    movsxd rax, dword ptr [r15 + 64]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and ebp, dword ptr [r15 + 768]
-    mov r9d, 159
     mov r9, r11
-    mov dword ptr [r15 + 448], 142
+    mov ecx, dword ptr [r15 + 256]
     and r9, 4032
-    mov dword ptr [r15 + r9 + 3392], 59
+    mov rax, qword ptr [r15 + r9 + 3392]
+    mov r9, r11
+    mov r8d, dword ptr [r15 + 64]
+    mov rsi, qword ptr [r15 + 384]
+    and r9, 8128
+    movsxd rdi, dword ptr [r15 + r9 + 7488]
+    mov r9, r11
+    and ecx, dword ptr [r15 + 768]
+    and r9, 448
+    movsxd rdx, dword ptr [r15 + r9 + 832]
+    jmp 1f
+1:
+    movsxd r9, dword ptr [r15 + 448]
+    movzx ebp, byte ptr [r15 + 192]
+    mov r9d, 209
+    mov r9d, 31
+    mov r9, qword ptr [r15 + 128]
+    mov dword ptr [r15 + 320], r9d
     add r11, 64
     inc rbx
     dec r13
@@ -1595,301 +2074,287 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 7
-    lea rcx, [rip + .Lc1_d1370_s]
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 4194304
+    setz al
+    lea rcx, [rip + .Lc1_d1352_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d1370_s_t
+    jmp .Lc1_d1352_s_t
     .p2align 3
-.Lc1_d1370_s:
+.Lc1_d1352_s:
     .p2align 3
-    jmp .Lc1_d1370_j
+    jmp .Lc1_d1352_j
     .p2align 3
-    jmp .Lc1_d1370_j
-    .p2align 3
-    jmp .Lc1_d1370_j
-    .p2align 3
-    jmp .Lc1_d1370_j
-    .p2align 3
-    jmp .Lc1_d1370_j
-    .p2align 3
-    jmp .Lc1_d1370_j
-    .p2align 3
-    jmp .Lc1_d1370_j
-    .p2align 3
-    jmp .Lc1_d1370_j
-.Lc1_d1370_j:
-    movzx ebp, byte ptr [r15 + 64]
-    jmp 1f
-1:
+    jmp .Lc1_d1352_j
+.Lc1_d1352_j:
     mov r9, r11
+    and r9, 1984
+    movzx ecx, byte ptr [r15 + r9 + 1344]
+    mov dword ptr [r15 + 0], ecx
+    mov ecx, eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, al
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    test dword ptr [r15 + 67117723], 32768
-    jz 1f
+    mov r9, r9
+    jmp 1f
 1:
-    and r9, 448
-    movsxd r8, dword ptr [r15 + r9 + 832]
-    movzx r9d, r8b
-    test ebx, 1073741824
-    jnz 1f
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
 1:
-    movzx eax, byte ptr [r15 + 256]
-    mov esi, 73
+    movsxd r9, dword ptr [r15 + 256]
+    mov dword ptr [r15 + 320], r9d
+    vmovdqu ymmword ptr [r15 + 576], ymm11
+    movsxd r9, dword ptr [r15 + 64]
     mov rbp, r11
-    movzx ecx, byte ptr [r15 + 576]
-    test ebx, 1073741824
-    jnz 1f
-1:
+    mov dword ptr [r15 + 512], ebp
+    movsxd rax, dword ptr [r15 + 64]
+    vmovdqu ymmword ptr [r15 + 192], ymm11
     and rbp, 8128
-    mov dword ptr [r15 + rbp + 7488], ebp
+    mov dword ptr [r15 + rbp + 7488], 192
+    mov ebp, dword ptr [r15 + 128]
+    movzx ecx, bpl
+    mov ebp, 252
+    mov ebp, ebp
     jmp 1f
 1:
-    test dword ptr [r15 + 67117724], 1074862102
-    jz 1f
-1:
-    movsxd r9, dword ptr [r15 + 512]
-    vmovdqu ymmword ptr [r15 + 128], ymm5
+    nop
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c29:
-    mov r8d, dword ptr [r15 + 320]
-    mov dword ptr [r15 + 256], r8d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and ebp, dword ptr [r15 + 0]
-    test ebx, 1073741824
-    jz 1f
+    mov ebp, eax
+    movsxd rax, dword ptr [r15 + 640]
+    mov rbp, rax
+    mov dword ptr [r15 + 0], 183
+    mov eax, ecx
+    jmp 1f
 1:
-    and r9d, dword ptr [r15 + 0]
-    mov rdx, r9
+    mov ecx, 75
+    mov byte ptr [r15 + 0], cl
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, rbp
+    movzx esi, bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, rbp
+    mov ebp, ebp
     test ebx, 1073741824
     jnz 1f
 1:
+    mov ebp, ecx
+    mov rcx, rbp
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 448], edx
+    vpcmpeqb xmm9, xmm9, xmm5
     jmp 1f
 1:
-    mov rdi, r9
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r9, rdx
-    mov byte ptr [r15 + 384], r9b
-    mov byte ptr [r15 + 512], dil
-    mov rdi, qword ptr [r15 + 640]
-    movsxd rdx, dword ptr [r15 + 384]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov byte ptr [r15 + 64], r9b
-    mov r9, r11
-    mov dword ptr [r15 + 704], 31
-    jmp 1f
-1:
-    and r9, 4032
-    mov r8d, dword ptr [r15 + r9 + 3392]
-    mov r9, r11
+    movsxd rcx, dword ptr [r15 + 128]
+    mov rsi, qword ptr [r15 + 384]
     mov rbp, r11
-    movzx edx, byte ptr [r15 + 192]
-    test ebx, 256
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov rdi, rcx
+    and rbp, 448
+    mov qword ptr [r15 + rbp + 832], rbp
+    movzx ebp, sil
+    movzx esi, bpl
+    jmp 1f
+1:
+    test ebx, 1073741824
     jz 1f
 1:
-    and r9, 16320
-    mov rdi, qword ptr [r15 + r9 + 15680]
+    mov ecx, 35
+    mov byte ptr [r15 + 64], cl
+    and edi, dword ptr [r15 + 512]
+    vmovdqu xmmword ptr [r15 + 448], xmm3
+    movzx ebp, bpl
+    mov rbp, r11
+    mov r8, r11
     and rbp, 1984
-    mov dword ptr [r15 + rbp + 1344], ebp
-    mov ebp, 2
-    mov byte ptr [r15 + 128], bpl
+    movzx esi, byte ptr [r15 + rbp + 1344]
+    .byte 0x0f, 0x1f, 0x00
+    and r8, 4032
+    vmovdqu xmmword ptr [r15 + r8 + 3392], xmm6
+    mov r8, qword ptr [r15 + 256]
+    jmp 1f
+1:
+    mov ecx, edi
+    jmp 1f
+1:
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c30:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d1463_j]
+    lea rcx, [rip + .Lc1_d1450_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d1463_j_t
-.Lc1_d1463_j:
-    mov qword ptr [r15 + 64], rbp
-    mov ebp, dword ptr [r15 + 768]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    add qword ptr [r15 + 0], rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, 36
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
+    jmp .Lc1_d1450_j_t
+.Lc1_d1450_j:
+    mov qword ptr [r15 + 448], r8
+    vmovdqu ymmword ptr [r15 + 128], ymm5
+    movzx r8d, r8b
+    jmp 1f
 1:
     jmp 1f
 1:
-    vpaddd xmm14, xmm14, xmm7
+    mov rdi, qword ptr [r15 + 512]
+    mov dword ptr [r15 + 320], 85
+    mov ecx, ecx
+    mov byte ptr [r15 + 0], cl
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, qword ptr [r15 + 256]
+    movzx ecx, r8b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], r8
+    mov r8d, 18
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, edi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, r11
     test ebx, 1073741824
     jz 1f
 1:
-    add r9, qword ptr [r15 + 448]
+    mov edi, ecx
     jmp 1f
 1:
-    mov rbp, r11
-    mov rax, rbp
-    mov dword ptr [r15 + 128], eax
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and rbp, 448
-    mov rsi, qword ptr [r15 + rbp + 832]
-    mov qword ptr [r15 + 192], rsi
-    mov esi, r9d
-    mov dword ptr [r15 + 320], 165
-    mov rbp, r11
+    and r8, 8128
+    mov qword ptr [r15 + r8 + 7488], r8
+    mov r8, qword ptr [r15 + 256]
+    mov dword ptr [r15 + 704], r8d
+    vmovdqu ymmword ptr [r15 + 384], ymm9
+    mov r8d, edi
     mov r9, r11
-    test dword ptr [r15 + 67117724], 2048
-    jnz 1f
+    jmp 1f
 1:
-    and r9, 1984
-    vpcmpeqb xmm9, xmm9, xmmword ptr [r15 + r9 + 1344]
-    mov qword ptr [r15 + 64], rax
-    and rbp, 8128
-    mov dword ptr [r15 + rbp + 7488], 144
+    jmp 1f
+1:
+    jmp 1f
+1:
+    and r9, 16320
+    movzx ecx, byte ptr [r15 + r9 + 15680]
+    jmp 1f
+1:
+    mov r9d, dword ptr [r15 + 128]
+    movsxd rdi, dword ptr [r15 + 192]
+    mov qword ptr [r15 + 64], rdi
+    movzx edi, r8b
+    mov dword ptr [r15 + 768], 128
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c31:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d1513_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d1513_j_t
-.Lc1_d1513_j:
-    movzx ecx, byte ptr [r15 + 320]
-    mov r9, r11
-    and ebp, dword ptr [r15 + 64]
-    movsxd rsi, dword ptr [r15 + 576]
-    and r9, 8128
-    mov rax, qword ptr [r15 + r9 + 7488]
+    movzx r8d, dil
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edi, r9d
+    mov r9, rdi
+    mov edi, 67
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], r9d
+    mov dword ptr [r15 + 0], r8d
+    movzx r8d, dil
+    vmovdqu ymmword ptr [r15 + 0], ymm9
+    vpcmpeqb xmm9, xmm9, xmmword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, 246
+    mov r8, r11
+    mov r9d, 163
     test ebx, 1073741824
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov ecx, 183
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov ebp, ecx
-    mov dword ptr [r15 + 128], ebp
-    movsxd rbp, dword ptr [r15 + 512]
-    test dword ptr [r15 + 67117723], 524320
-    jz 1f
-1:
-    movzx r9d, r9b
-    mov qword ptr [r15 + 384], r9
-    mov dword ptr [r15 + 128], 111
-    mov dword ptr [r15 + 512], 76
-    test dword ptr [r15 + 67117724], 33562624
-    jnz 1f
-1:
-    mov rax, qword ptr [r15 + 192]
+    and r8, 4032
+    mov dword ptr [r15 + r8 + 3392], r8d
+    mov r8, r11
+    movsxd rdi, dword ptr [r15 + 320]
+    mov edx, dword ptr [r15 + 512]
+    and r8, 1984
+    mov rax, qword ptr [r15 + r8 + 1344]
+    movzx r8d, byte ptr [r15 + 256]
+    vpmovmskb esi, xmm5
+    add r9, qword ptr [r15 + 64]
+    mov esi, 192
     jmp 1f
 1:
     mov rbp, r11
-    movzx ecx, bpl
-    and rbp, 4032
-    movsxd r8, dword ptr [r15 + rbp + 3392]
-    test ebx, 1073741824
-    jnz 1f
+    vmovdqu ymmword ptr [r15 + 448], ymm15
+    movzx esi, byte ptr [r15 + 576]
+    jmp 1f
 1:
-    mov r9d, 55
-    mov r9, qword ptr [r15 + 448]
-    movzx edx, r9b
+    and rbp, 448
+    mov qword ptr [r15 + rbp + 832], rbp
+    vmovdqu ymmword ptr [r15 + 128], ymm3
+    mov qword ptr [r15 + 192], r9
+    mov r9d, r8d
+    mov r8d, r9d
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c32:
-    movzx ecx, dl
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 268435456
+    setz al
+    lea rcx, [rip + .Lc1_d1550_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d1550_s_t
+    .p2align 3
+.Lc1_d1550_s:
+    .p2align 3
+    jmp .Lc1_d1550_j
+    .p2align 3
+    jmp .Lc1_d1550_j
+.Lc1_d1550_j:
+    mov ecx, dword ptr [r15 + 64]
+    mov byte ptr [r15 + 0], cl
+    mov ecx, eax
+    mov eax, ecx
+    mov rcx, rax
+    movzx eax, cl
+    mov ecx, 129
+    movzx eax, cl
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, cl
     jmp 1f
 1:
-    mov qword ptr [r15 + 0], rdx
-    test ebx, 1073741824
-    jnz 1f
+    test dword ptr [r15 + 67117724], 5242882
+    jz 1f
 1:
-    movzx edx, cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, r9b
-    vpcmpeqb xmm14, xmm14, xmm9
-    mov dword ptr [r15 + 0], 125
+    vmovdqu xmmword ptr [r15 + 128], xmm14
+    add qword ptr [r15 + 640], rax
+    mov eax, dword ptr [r15 + 192]
+    mov r8, r11
+    jmp 1f
+1:
+    movzx ecx, cl
+    and r8, 8128
+    mov dword ptr [r15 + r8 + 7488], r8d
+    mov r8, qword ptr [r15 + 384]
+    mov rbp, r11
+    vmovdqu ymmword ptr [r15 + 448], ymm9
     mov r9, r11
-    test ebx, 1073741824
-    jz 1f
-1:
-    and r9, 1984
-    movzx ecx, byte ptr [r15 + r9 + 1344]
-    mov r9d, 83
-    movzx r9d, r9b
-    mov r9d, r9d
-    mov r9d, dword ptr [r15 + 256]
-    mov rbp, r11
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov edi, 88
     and rbp, 448
-    vmovdqu ymmword ptr [r15 + rbp + 832], ymm14
-    mov ebp, 243
-    mov rbp, r11
-    jmp 1f
-1:
-    mov edx, dword ptr [r15 + 640]
-    test ebx, 255744
-    jz 1f
-1:
-    and rbp, 4032
-    mov r9, qword ptr [r15 + rbp + 3392]
-    movzx ebp, r9b
-    mov r9d, 27
-    mov r9d, r9d
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx esi, bpl
-    movzx esi, byte ptr [r15 + 64]
-    movzx edi, sil
-    jmp 1f
-1:
-    mov ebp, edx
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rdx, qword ptr [r15 + 128]
-    mov r9d, edx
-    movsxd rdx, dword ptr [r15 + 448]
-    jmp 1f
-1:
-    nop
+    mov qword ptr [r15 + rbp + 832], rbp
+    and r9, 4032
+    movsxd rbp, dword ptr [r15 + r9 + 3392]
+    mov r9d, ebp
     add r11, 64
     inc rbx
     dec r13
@@ -1898,220 +2363,200 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 262144
-    setz al
-    lea rcx, [rip + .Lc1_d1618_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d1618_s_t
-    .p2align 3
-.Lc1_d1618_s:
-    .p2align 3
-    jmp .Lc1_d1618_j
-    .p2align 3
-    jmp .Lc1_d1618_j
-.Lc1_d1618_j:
+    lea rcx, [rip + .Lc1_d1596_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d1596_j_t
+.Lc1_d1596_j:
+    mov byte ptr [r15 + 128], bpl
+    mov ebp, 84
+    mov r9d, dword ptr [r15 + 256]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rax
     mov rbp, r11
-    and rbp, 1984
-    mov dword ptr [r15 + rbp + 1344], 244
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 49
+    and rbp, 8128
+    mov qword ptr [r15 + rbp + 7488], rbp
+    mov byte ptr [r15 + 704], cl
+    mov rcx, qword ptr [r15 + 512]
+    mov rax, qword ptr [r15 + 448]
+    test dword ptr [r15 + 67117724], 524288
+    jz 1f
+1:
+    movsxd rcx, dword ptr [r15 + 64]
+    mov rdx, rcx
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov rcx, qword ptr [r15 + 128]
     mov rbp, rcx
-    mov byte ptr [r15 + 512], bpl
-    test ebx, 1073741824
-    jnz 1f
-1:
+    mov r9, r11
+    mov dword ptr [r15 + 192], 181
+    movzx ecx, byte ptr [r15 + 384]
+    movzx esi, byte ptr [r15 + 320]
     mov r8, r11
-    mov eax, dword ptr [r15 + 64]
-    mov dword ptr [r15 + 256], eax
-    and r8, 8128
-    mov qword ptr [r15 + r8 + 7488], r8
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx ecx, bpl
-    mov dword ptr [r15 + 0], 44
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, qword ptr [r15 + 384]
-    mov r8, r11
-    and eax, dword ptr [r15 + 448]
-    test ebx, 1073741824
-    jz 1f
-1:
+    and r9, 1984
+    mov edi, dword ptr [r15 + r9 + 1344]
     and r8, 448
-    mov dword ptr [r15 + r8 + 832], r8d
-    mov r8d, 74
-    movsxd r8, dword ptr [r15 + 192]
-    test dword ptr [r15 + 67117723], 536870912
-    jz 1f
-1:
-    movzx ebp, al
-    mov dword ptr [r15 + 704], 84
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c34:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    movzx eax, byte ptr [r15 + 192]
-    mov rbp, r11
+    vmovdqu ymmword ptr [r15 + r8 + 832], ymm9
     jmp 1f
 1:
-    movzx r8d, byte ptr [r15 + 384]
-    and rbp, 4032
-    movzx edi, byte ptr [r15 + rbp + 3392]
-    mov ebp, 50
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rax, r8
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 67117724], 131072
-    jnz 1f
-1:
-    vpshufd xmm5, xmm14, 151
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, dword ptr [r15 + 448]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r8, r11
-    jmp 1f
-1:
-    mov eax, eax
-    and r8, 8128
-    mov edi, dword ptr [r15 + r8 + 7488]
-    mov dword ptr [r15 + 128], 249
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + 128], eax
-    movzx eax, byte ptr [r15 + 576]
-    mov ebp, 246
-    mov dword ptr [r15 + 768], ebp
-    test dword ptr [r15 + 67117724], 276824064
-    jnz 1f
-1:
-    vpaddd xmm0, xmm0, xmm8
-    or qword ptr [r15 + 320], 73
-    mov dword ptr [r15 + 512], 233
     movsxd r8, dword ptr [r15 + 64]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
-.Lc1_b1_c35:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d1712_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d1712_j_t
-.Lc1_d1712_j:
+.Lc1_b1_c34:
+    jmp 1f
+1:
+    mov edx, 118
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], dil
+    jmp 1f
+1:
+    mov edi, 96
+    movzx r8d, dil
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], r8d
+    mov rdi, rdx
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edx, 105
+    jmp 1f
+1:
+    movsxd rdx, dword ptr [r15 + 256]
+    mov dword ptr [r15 + 320], edx
+    mov r9, r11
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r8, qword ptr [r15 + 64]
-    mov qword ptr [r15 + 448], r8
-    movzx r8d, byte ptr [r15 + 256]
-    mov byte ptr [r15 + 640], r8b
+    and r9, 4032
+    mov dword ptr [r15 + r9 + 3392], 106
+    movsxd r9, dword ptr [r15 + 576]
     mov r8, r11
-    test dword ptr [r15 + 67117724], 128
-    jz 1f
+    movzx edx, r8b
+    mov edx, 7
+    jmp 1f
 1:
     and r8, 1984
-    mov byte ptr [r15 + r8 + 1344], r8b
-    mov r8d, r8d
-    mov byte ptr [r15 + 384], r8b
-    mov r8, qword ptr [r15 + 192]
+    mov dword ptr [r15 + r8 + 1344], r8d
+    mov dword ptr [r15 + 64], 155
+    movzx r8d, dl
+    mov r8, r11
+    mov dword ptr [r15 + 768], r8d
+    and r8, 8128
+    mov dword ptr [r15 + r8 + 7488], 120
+    mov byte ptr [r15 + 128], r9b
+    mov r9, qword ptr [r15 + 448]
+    movzx edx, r9b
+    movzx r9d, dl
+    movzx edx, r9b
+    jmp 1f
+1:
+    mov byte ptr [r15 + 512], r8b
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c35:
+    lea rcx, [rip + .Lc1_d1684_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d1684_j_t
+.Lc1_d1684_j:
+    mov qword ptr [r15 + 192], rdx
+    mov byte ptr [r15 + 0], r9b
+    mov r9d, 255
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, 47
+    mov qword ptr [r15 + 0], r8
+    mov r8d, 65
+    vpmovmskb edx, xmm14
+    mov r8, rdx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, r11
+    mov dword ptr [r15 + 0], 33
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r8, 448
+    mov rcx, qword ptr [r15 + r8 + 832]
+    jmp 1f
+1:
     test ebx, 1073741824
     jz 1f
 1:
-    mov r9, r11
-    mov ecx, dword ptr [r15 + 128]
+    mov r8, r11
+    movsxd rdx, dword ptr [r15 + 64]
+    and r8, 4032
+    mov qword ptr [r15 + r8 + 3392], r8
+    mov byte ptr [r15 + 448], cl
+    movzx ecx, byte ptr [r15 + 256]
+    mov qword ptr [r15 + 384], rcx
+    mov dword ptr [r15 + 512], 51
     jmp 1f
 1:
-    mov rbp, r11
-    and r9, 4032
-    mov dword ptr [r15 + r9 + 3392], 199
-    and rbp, 448
-    movzx r8d, byte ptr [r15 + rbp + 832]
-    test dword ptr [r15 + 67117723], 1
-    jz 1f
+    movzx ecx, r8b
+    movzx r8d, cl
+    vpcmpeqb xmm9, xmm9, xmmword ptr [r15 + 64]
+    jmp 1f
 1:
-    mov ecx, dword ptr [r15 + 64]
-    mov byte ptr [r15 + 320], cl
-    movsxd rcx, dword ptr [r15 + 512]
+    mov r8, qword ptr [r15 + 128]
+    jmp 1f
+1:
+    mov r9, r11
+    mov ecx, dword ptr [r15 + 640]
+    and r9, 1984
+    movzx esi, byte ptr [r15 + r9 + 1344]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c36:
-    lea rcx, [rip + .Lc1_d1753_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d1753_j_t
-.Lc1_d1753_j:
+    mov byte ptr [r15 + 704], r8b
+    mov r8d, dword ptr [r15 + 192]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 237
+    mov qword ptr [r15 + 0], rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu ymmword ptr [r15 + 0], ymm3
+    movzx ecx, r9b
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 256
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, rcx
-    mov rcx, qword ptr [r15 + 192]
-    mov dword ptr [r15 + 512], 94
-    test ebx, 1073741824
-    jnz 1f
-1:
     jmp 1f
 1:
-    mov r9, r11
-    mov r8, r11
-    jmp 1f
-1:
-    and r8, 1984
-    mov dword ptr [r15 + r8 + 1344], r8d
-    and r9, 8128
-    movsxd rcx, dword ptr [r15 + r9 + 7488]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 704], ebp
-    mov byte ptr [r15 + 320], cl
-    movzx ecx, r8b
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx r8d, r8b
-    mov r8, r8
-    mov dword ptr [r15 + 128], r8d
+    mov byte ptr [r15 + 0], r8b
     jmp 1f
 1:
     test ebx, 1073741824
     jz 1f
 1:
+    mov r8, qword ptr [r15 + 512]
+    movzx r9d, r8b
+    mov r8, r11
+    movsxd rsi, dword ptr [r15 + 384]
+    movzx ecx, byte ptr [r15 + 128]
+    and r8, 8128
+    movzx eax, byte ptr [r15 + r8 + 7488]
+    mov qword ptr [r15 + 64], rax
+    mov r8, r11
+    mov rax, qword ptr [r15 + 768]
+    and r8, 1984
+    mov dword ptr [r15 + r8 + 1344], 182
+    movsxd r8, dword ptr [r15 + 256]
     mov rbp, r11
-    mov dword ptr [r15 + 448], 171
-    mov r9, qword ptr [r15 + 64]
+    movsxd rdi, dword ptr [r15 + 448]
+    vmovdqu xmmword ptr [r15 + 128], xmm6
     and rbp, 448
-    mov rcx, qword ptr [r15 + rbp + 832]
-    mov qword ptr [r15 + 256], rcx
+    mov rdx, qword ptr [r15 + rbp + 832]
+    movzx ebp, byte ptr [r15 + 320]
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
@@ -2120,538 +2565,464 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov qword ptr [r15 + 512], rbp
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx ebp, byte ptr [r15 + 64]
-    mov r8, r11
-    mov rcx, qword ptr [r15 + 128]
-    mov r9, r11
-    test dword ptr [r15 + 67117724], 1073745920
-    jnz 1f
-1:
-    and r9, 448
-    movsxd rax, dword ptr [r15 + r9 + 832]
-    and r8, 8128
-    movsxd rsi, dword ptr [r15 + r8 + 7488]
-    mov r8d, dword ptr [r15 + 192]
-    mov qword ptr [r15 + 384], r8
-    test ebx, 1073741824
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 262144
+    setz al
+    lea rcx, [rip + .Lc1_d1774_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d1774_s_t
+    .p2align 3
+.Lc1_d1774_s:
+    .p2align 3
+    jmp .Lc1_d1774_j
+    .p2align 3
+    jmp .Lc1_d1774_j
+.Lc1_d1774_j:
+    mov ecx, eax
+    mov eax, dword ptr [r15 + 576]
+    mov ecx, 42
+    movzx edi, cl
+    mov rcx, qword ptr [r15 + 512]
+    mov edi, dword ptr [r15 + 64]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx edx, al
+    mov byte ptr [r15 + 0], dl
+    mov rdx, rcx
+    movzx ecx, byte ptr [r15 + 256]
+    mov byte ptr [r15 + 448], cl
+    test dword ptr [r15 + 67117723], 3145728
     jz 1f
 1:
+    mov eax, 142
+    vmovdqu ymmword ptr [r15 + 384], ymm9
     jmp 1f
 1:
-    jmp 1f
-1:
-    .byte 0x0f, 0x1f, 0x00
-    movzx edi, byte ptr [r15 + 128]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rdi
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov qword ptr [r15 + 448], rdi
-    add rdi, qword ptr [r15 + 576]
-    mov rbp, rdi
+    movzx ecx, dil
     mov rbp, r11
-    vmovdqu ymmword ptr [r15 + 256], ymm6
-    test dword ptr [r15 + 67117723], 33024
-    jnz 1f
+    mov ecx, dword ptr [r15 + 192]
+    movzx edi, byte ptr [r15 + 320]
+    jmp 1f
 1:
+    and rbp, 8128
+    mov byte ptr [r15 + rbp + 7488], bpl
+    mov rbp, rax
+    mov rbp, r11
+    add rax, qword ptr [r15 + 128]
     and rbp, 4032
-    mov qword ptr [r15 + rbp + 3392], rbp
-    mov rbp, rdi
-    add qword ptr [r15 + 768], rbp
-    mov ebp, 156
+    mov rsi, qword ptr [r15 + rbp + 3392]
+    mov rbp, rsi
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c38:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 64
-    setz al
-    lea rcx, [rip + .Lc1_d1854_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d1854_s_t
-    .p2align 3
-.Lc1_d1854_s:
-    .p2align 3
-    jmp .Lc1_d1854_j
-    .p2align 3
-    jmp .Lc1_d1854_j
-.Lc1_d1854_j:
-    mov dword ptr [r15 + 64], eax
+    lea rcx, [rip + .Lc1_d1817_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d1817_j_t
+.Lc1_d1817_j:
+    mov ecx, dword ptr [r15 + 64]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], eax
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
+    mov ebp, 115
+    mov esi, 248
+    jmp 1f
 1:
-    movzx eax, cl
-    mov ecx, 57
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx ebp, al
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx ecx, byte ptr [r15 + 320]
-    movsxd rdx, dword ptr [r15 + 512]
-    movsxd r9, dword ptr [r15 + 64]
-    mov dword ptr [r15 + 128], r9d
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rax, rax
-    mov byte ptr [r15 + 640], al
-    mov eax, 3
-    test ebx, 256
-    jz 1f
-1:
-    movzx ecx, cl
-    mov r9, r11
-    mov edx, dword ptr [r15 + 256]
-    and r9, 1984
-    movsxd rsi, dword ptr [r15 + r9 + 1344]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov eax, eax
+    mov rsi, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov ecx, 41
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rbp
+    mov ebp, ebp
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rcx, rsi
+    jmp 1f
+1:
+    movzx esi, sil
+    mov rsi, qword ptr [r15 + 512]
+    mov rbp, r11
+    mov rcx, rbp
+    mov dword ptr [r15 + 128], 232
+    movzx r8d, byte ptr [r15 + 448]
+    and rbp, 448
+    movzx r9d, byte ptr [r15 + rbp + 832]
+    movzx ebp, byte ptr [r15 + 64]
+    mov dword ptr [r15 + 320], ebp
+    mov rbp, r11
+    mov byte ptr [r15 + 192], bpl
+    and rbp, 4032
+    vmovdqu ymmword ptr [r15 + rbp + 3392], ymm0
+    mov rbp, r11
+    mov ecx, ebp
+    and rbp, 1984
+    mov dword ptr [r15 + rbp + 1344], 91
+    mov dword ptr [r15 + 640], r9d
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c39:
-    mov dword ptr [r15 + 0], 168
-    mov r9d, 37
-    mov byte ptr [r15 + 0], r9b
-    mov r9d, edx
+    mov dword ptr [r15 + 0], 134
+    mov r9d, ecx
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, eax
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, rbp
+    mov dword ptr [r15 + 0], 95
+    movzx ecx, bpl
     jmp 1f
 1:
-    mov qword ptr [r15 + 0], r9
-    mov r9, r11
-    test ebx, 1073741824
-    jnz 1f
+    vpcmpeqb xmm9, xmm9, xmm12
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, dword ptr [r15 + 512]
+    mov byte ptr [r15 + 384], bpl
+    mov dword ptr [r15 + 256], 126
+    mov ebp, dword ptr [r15 + 128]
+    mov rcx, rbp
+    jmp 1f
 1:
-    and r9, 448
-    mov edx, dword ptr [r15 + r9 + 832]
-    mov r9d, 140
-    mov dword ptr [r15 + 320], r9d
-    movzx r9d, byte ptr [r15 + 64]
-    vmovdqu ymmword ptr [r15 + 704], ymm10
-    mov r8, r11
+    mov ebp, 150
     mov rbp, r11
-    test ebx, 1073741824
-    jz 1f
-1:
-    and rbp, 4032
-    mov qword ptr [r15 + rbp + 3392], rbp
-    and r8, 8128
-    movzx edx, byte ptr [r15 + r8 + 7488]
-    mov r8, rdx
+    mov byte ptr [r15 + 704], bpl
+    movsxd rdi, dword ptr [r15 + 448]
+    mov eax, dword ptr [r15 + 64]
+    and rbp, 448
+    movsxd rdx, dword ptr [r15 + rbp + 832]
+    mov rbp, r11
     jmp 1f
 1:
-    vpcmpeqb xmm0, xmm0, xmmword ptr [r15 + 448]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r9d, r8d
+    mov r9d, 107
+    mov r9, qword ptr [r15 + 128]
+    mov r8, r11
+    and rbp, 8128
+    mov dword ptr [r15 + rbp + 7488], 231
     jmp 1f
 1:
-    inc dword ptr [r15 + 128]
-    mov dword ptr [r15 + 512], 105
-    mov r8d, 62
-    test ebx, 1152
-    jz 1f
-1:
-    mov qword ptr [r15 + 192], rdx
-    mov edx, 87
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 384], 36
+    and r8, 1984
+    mov rbp, qword ptr [r15 + r8 + 1344]
+    movzx r8d, byte ptr [r15 + 192]
+    mov dword ptr [r15 + 320], r8d
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c40:
-    lea rcx, [rip + .Lc1_d1954_j]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d1908_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d1954_j_t
-.Lc1_d1954_j:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r8d, 48
-    mov r8d, r8d
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, dword ptr [r15 + 768]
-    test ebx, 1073741824
-    jz 1f
-1:
+    jmp .Lc1_d1908_j_t
+.Lc1_d1908_j:
+    movzx ecx, byte ptr [r15 + 576]
+    mov eax, ecx
     mov r8, r11
-    mov ecx, dword ptr [r15 + 320]
-    and r8, 8128
-    mov rdi, qword ptr [r15 + r8 + 7488]
-    mov r8, r11
-    mov dword ptr [r15 + 384], r8d
-    mov esi, dword ptr [r15 + 256]
-    mov rbp, r11
-    test ebx, 1073741824
-    jnz 1f
-1:
+    mov eax, r8d
     and r8, 1984
-    mov qword ptr [r15 + r8 + 1344], r8
-    and rbp, 4032
-    movzx ecx, byte ptr [r15 + rbp + 3392]
-    movsxd rbp, dword ptr [r15 + 64]
-    mov rdx, rbp
-    test ebx, 1073741824
+    movzx eax, byte ptr [r15 + r8 + 1344]
+    mov r8, qword ptr [r15 + 128]
+    mov dword ptr [r15 + 64], r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    movzx r8d, cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 512], 115
+    mov r8, r11
+    mov ebp, r8d
+    test dword ptr [r15 + 67117724], 8452
     jz 1f
 1:
-    movzx esi, dil
-    mov edi, dword ptr [r15 + 128]
-    mov qword ptr [r15 + 448], rdi
-    mov edi, 66
+    jmp 1f
+1:
+    and r8, 4032
+    mov dword ptr [r15 + r8 + 3392], 126
+    mov r8, r11
+    jmp 1f
+1:
+    jmp 1f
+1:
+    and r8, 8128
+    mov ecx, dword ptr [r15 + r8 + 7488]
+    movzx r8d, cl
+    mov qword ptr [r15 + 768], r8
+    mov r8d, dword ptr [r15 + 256]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + 192], ymm9
+    mov dword ptr [r15 + 384], 129
+    mov rcx, qword ptr [r15 + 448]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c41:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 8388608
-    setz al
-    lea rcx, [rip + .Lc1_d2005_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d2005_s_t
-    .p2align 3
-.Lc1_d2005_s:
-    .p2align 3
-    jmp .Lc1_d2005_j
-    .p2align 3
-    jmp .Lc1_d2005_j
-.Lc1_d2005_j:
-    mov rbp, r11
-    mov edi, dword ptr [r15 + 192]
-    and rbp, 448
-    and eax, dword ptr [r15 + rbp + 832]
-    mov dword ptr [r15 + 448], eax
-    test ebx, 384
-    jnz 1f
-1:
+    vmovdqu ymmword ptr [r15 + 320], ymm9
+    mov r8d, r8d
+    mov dword ptr [r15 + 256], r8d
+    mov dword ptr [r15 + 0], 42
     jmp 1f
 1:
-    mov rcx, rcx
-    jmp 1f
-1:
-    mov r9, r11
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov edi, 119
-    and r9, 16320
-    movzx ebp, byte ptr [r15 + r9 + 15680]
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx ecx, byte ptr [r15 + 64]
+    mov qword ptr [r15 + 0], rcx
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, byte ptr [r15 + 128]
+    .byte 0x0f, 0x1f, 0x00
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 148
+    mov r8, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], r8d
+    mov r8, r8
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rdi, qword ptr [r15 + 576]
-    movzx ebp, dil
-    mov ebp, dword ptr [r15 + 512]
-    test dword ptr [r15 + 67117724], 3
-    jnz 1f
-1:
+    mov r8, r11
+    mov rcx, qword ptr [r15 + 448]
     mov r9, r11
-    mov eax, r9d
-    and r9, 1984
-    mov ecx, dword ptr [r15 + r9 + 1344]
+    mov rsi, r9
+    and r8, 16320
+    mov dword ptr [r15 + r8 + 15680], 33
+    mov r8d, dword ptr [r15 + 384]
+    and r9, 448
+    mov qword ptr [r15 + r9 + 832], r9
+    jmp 1f
+1:
+    mov r9, rcx
+    mov rcx, r9
+    mov r9, r11
+    mov esi, r9d
+    and r9, 4032
+    mov rsi, qword ptr [r15 + r9 + 3392]
+    mov r9, qword ptr [r15 + 192]
+    mov dword ptr [r15 + 128], 153
+    mov byte ptr [r15 + 64], r8b
+    mov r8, qword ptr [r15 + 512]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 64], ecx
+    mov ecx, dword ptr [r15 + 640]
+    mov edx, ecx
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c42:
-    mov rbp, r11
-    mov dword ptr [r15 + 640], 224
-    and rbp, 1984
-    mov edi, dword ptr [r15 + rbp + 1344]
-    mov dword ptr [r15 + 320], edi
+    lea rcx, [rip + .Lc1_d1999_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d1999_j_t
+.Lc1_d1999_j:
+    movzx ecx, r9b
     jmp 1f
-1:
-    mov byte ptr [r15 + 128], al
-    test ebx, 256
-    jnz 1f
-1:
-    mov qword ptr [r15 + 0], rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    nop
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], bpl
-    mov ebp, edi
-    mov r12, qword ptr [r15 + r12 + 56]
-    vpor xmm0, xmm0, xmm8
-    test ebx, 1073741824
-    jnz 1f
 1:
     mov r9, r11
     jmp 1f
 1:
-    mov r8, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 4032
-    movzx edi, byte ptr [r15 + r8 + 3392]
+    mov ecx, 214
+    mov dword ptr [r15 + 512], 143
+    and r9, 448
+    movzx ecx, byte ptr [r15 + r9 + 832]
+    mov r9, r11
+    mov qword ptr [r15 + 704], r9
+    mov esi, dword ptr [r15 + 768]
     and r9, 8128
-    movsxd rbp, dword ptr [r15 + r9 + 7488]
-    mov r9d, ebp
-    test ebx, 1073741824
-    jnz 1f
+    vmovdqu xmmword ptr [r15 + r9 + 7488], xmm5
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1024
+    jz 1f
 1:
-    mov esi, edi
-    movzx esi, byte ptr [r15 + 512]
-    vmovdqu ymmword ptr [r15 + 128], ymm0
-    mov rdi, rdi
-    mov edi, edi
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, r9d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    .byte 0x0f, 0x1f, 0x00
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd r9, dword ptr [r15 + 320]
+    jmp 1f
+1:
+    mov rbp, r11
     test ebx, 1073741824
     jz 1f
 1:
-    mov dword ptr [r15 + 192], esi
-    mov rsi, r9
-    movsxd r9, dword ptr [r15 + 64]
-    mov rsi, qword ptr [r15 + 384]
-    mov dword ptr [r15 + 256], 160
+    jmp 1f
+1:
+    mov r9d, dword ptr [r15 + 128]
+    and rbp, 1984
+    mov dword ptr [r15 + rbp + 1344], ebp
+    movzx ebp, r9b
+    mov r9, qword ptr [r15 + 64]
+    mov byte ptr [r15 + 128], r9b
+    mov qword ptr [r15 + 256], rbp
+    mov rbp, r9
+    jmp 1f
+1:
+    mov ebp, 92
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c43:
-    lea rcx, [rip + .Lc1_d2100_j]
+    lea rcx, [rip + .Lc1_d2047_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d2100_j_t
-.Lc1_d2100_j:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 0], ymm12
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx esi, cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, qword ptr [r15 + 768]
-    mov dword ptr [r15 + 448], r9d
-    mov r9d, 58
-    mov byte ptr [r15 + 704], r9b
-    test ebx, 256
-    jz 1f
-1:
-    and esi, dword ptr [r15 + 256]
-    movsxd rcx, dword ptr [r15 + 384]
-    mov edx, 52
-    mov dword ptr [r15 + 512], edx
-    test ebx, 640
-    jz 1f
-1:
-    mov r9d, esi
-    movzx r9d, r9b
-    vmovdqu ymmword ptr [r15 + 192], ymm13
-    mov r9, r11
+    jmp .Lc1_d2047_j_t
+.Lc1_d2047_j:
+    movzx ecx, byte ptr [r15 + 384]
     mov rbp, r11
-    movsxd rcx, dword ptr [r15 + 64]
-    and r9, 8128
-    add rdx, qword ptr [r15 + r9 + 7488]
-    test ebx, 1073741824
-    jnz 1f
+    mov r9, rbp
+    and rbp, 1984
+    movsxd r9, dword ptr [r15 + rbp + 1344]
+    mov ebp, 65
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ebp, cl
+    mov ecx, ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
 1:
-    and rbp, 448
-    movsxd rsi, dword ptr [r15 + rbp + 832]
-    mov dword ptr [r15 + 128], esi
-    mov esi, ecx
-    movzx ecx, sil
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 88
+    mov rbp, r11
+    movsxd rdi, dword ptr [r15 + 192]
+    and rbp, 4032
+    movsxd rdx, dword ptr [r15 + rbp + 3392]
+    movzx ebp, byte ptr [r15 + 576]
+    mov byte ptr [r15 + 128], bpl
+    mov ebp, ecx
+    vmovdqu xmmword ptr [r15 + 64], xmm7
+    mov rcx, qword ptr [r15 + 448]
+    mov rbp, qword ptr [r15 + 512]
+    mov r9, r11
+    movzx eax, byte ptr [r15 + 256]
+    mov esi, eax
+    and r9, 8128
+    mov eax, dword ptr [r15 + r9 + 7488]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c44:
-    mov r9, r11
-    and r9, 4032
-    mov rbp, qword ptr [r15 + r9 + 3392]
-    mov qword ptr [r15 + 320], rbp
-    add rsi, qword ptr [r15 + 64]
+    jmp 1f
+1:
+    mov qword ptr [r15 + 640], rcx
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], ebp
     mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rax
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov ecx, 42
+    mov rax, r9
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r9, r11
-    mov rbp, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, r11
     and r9, 448
-    mov byte ptr [r15 + r9 + 832], r9b
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and rbp, 1984
-    vmovdqu ymmword ptr [r15 + rbp + 1344], ymm0
-    mov ebp, dword ptr [r15 + 64]
-    mov esi, dword ptr [r15 + 128]
-    mov byte ptr [r15 + 256], cl
-    movzx ecx, cl
-    test ebx, 1073741824
-    jz 1f
-1:
-    vmovq xmm5, r9
-    movzx r9d, bpl
-    movzx r9d, r9b
-    mov r9, qword ptr [r15 + 576]
-    mov ebp, 169
-    test ebx, 1073741824
-    jnz 1f
-1:
+    movzx eax, byte ptr [r15 + r9 + 832]
+    and r8, 8128
+    movsxd r9, dword ptr [r15 + r8 + 7488]
+    mov r8d, dword ptr [r15 + 704]
+    mov rsi, r8
     jmp 1f
 1:
-    mov dword ptr [r15 + 448], 226
-    mov qword ptr [r15 + 512], rsi
-    mov esi, 140
+    mov r8, qword ptr [r15 + 384]
+    jmp 1f
+1:
+    mov edi, dword ptr [r15 + 64]
+    mov byte ptr [r15 + 448], dil
+    movsxd rdi, dword ptr [r15 + 128]
+    mov rbp, r11
+    movzx edx, byte ptr [r15 + 256]
+    mov ecx, edx
+    and rbp, 4032
+    movzx edx, byte ptr [r15 + rbp + 3392]
+    mov byte ptr [r15 + 448], dl
+    movsxd rdx, dword ptr [r15 + 192]
+    mov dword ptr [r15 + 64], 77
+    mov ebp, dword ptr [r15 + 512]
+    jmp 1f
+1:
+    movsxd rbp, dword ptr [r15 + 320]
+    vpmovmskb edx, xmm4
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c45:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d2200_j]
+    lea rcx, [rip + .Lc1_d2136_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d2200_j_t
-.Lc1_d2200_j:
+    jmp .Lc1_d2136_j_t
+.Lc1_d2136_j:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, dl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rdx, rdx
+    jmp 1f
+1:
+    mov edx, ecx
     mov rbp, r11
-    movzx r9d, bpl
+    xor dword ptr [r15 + 0], ebp
+    mov r12, qword ptr [r15 + r12 + 56]
     and rbp, 1984
-    mov esi, dword ptr [r15 + rbp + 1344]
-    mov dword ptr [r15 + 448], ecx
-    mov ecx, ecx
-    test ebx, 384
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 384], 29
-    movzx eax, byte ptr [r15 + 192]
-    test ebx, 384
-    jnz 1f
-1:
-    mov r8d, ecx
-    mov rcx, qword ptr [r15 + 128]
-    mov dword ptr [r15 + 0], ecx
-    test dword ptr [r15 + 67117724], 35651584
+    movzx ecx, byte ptr [r15 + rbp + 1344]
+    mov ebp, 119
+    movzx ebp, bpl
+    mov rbp, rbp
+    test ebx, 3584
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, al
-    test dword ptr [r15 + 67117724], 134217736
-    jnz 1f
-1:
-    mov eax, r8d
-    jmp 1f
-1:
-    mov rsi, qword ptr [r15 + 640]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r9, r11
-    jmp 1f
-1:
-    and r9, 8128
-    mov rcx, qword ptr [r15 + r9 + 7488]
-    mov r9, r11
-    movzx r8d, r9b
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov qword ptr [r15 + 64], rcx
-    and r9, 448
-    movsxd rbp, dword ptr [r15 + r9 + 832]
-    jmp 1f
-1:
+    mov rbp, qword ptr [r15 + 128]
+    mov rdx, rbp
+    movzx ebp, byte ptr [r15 + 256]
+    mov r8, r11
+    mov qword ptr [r15 + 320], r8
+    mov byte ptr [r15 + 768], cl
+    and r8, 4032
+    mov rcx, qword ptr [r15 + r8 + 3392]
+    mov r8, qword ptr [r15 + 64]
+    movsxd rsi, dword ptr [r15 + 512]
+    movzx eax, byte ptr [r15 + 128]
+    mov r9, qword ptr [r15 + 384]
+    mov r8, r11
+    mov dword ptr [r15 + 192], 190
+    mov edi, dword ptr [r15 + 448]
+    mov ebp, edi
+    and r8, 448
+    mov dword ptr [r15 + r8 + 832], r8d
     add r11, 64
     inc rbx
     dec r13
@@ -2660,119 +3031,97 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 128
+    setz al
+    lea rcx, [rip + .Lc1_d2183_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d2183_s_t
+    .p2align 3
+.Lc1_d2183_s:
+    .p2align 3
+    jmp .Lc1_d2183_j
+    .p2align 3
+    jmp .Lc1_d2183_j
+.Lc1_d2183_j:
+    and eax, dword ptr [r15 + 192]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], cl
+    mov qword ptr [r15 + 0], rcx
+    mov dword ptr [r15 + 0], 181
     jmp 1f
 1:
-    movsxd rcx, dword ptr [r15 + 256]
-    mov byte ptr [r15 + 320], bpl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, r9d
-    movzx r9d, r9b
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 116
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovq xmm5, r9
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, dword ptr [r15 + 512]
-    mov dword ptr [r15 + 384], eax
-    mov rax, r9
-    test ebx, 1073741824
-    jnz 1f
-1:
-    lock or dword ptr [r15 + 128], 29
-    mov r9d, 125
-    mov dword ptr [r15 + 512], 248
-    jmp 1f
-1:
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rax, r9
-    movsxd rax, dword ptr [r15 + 704]
-    movzx ebp, al
-    mov rax, r9
-    mov r9d, 81
+    mov rbp, r11
+    movzx ecx, byte ptr [r15 + 64]
+    and rbp, 8128
     mov r9, r11
-    test dword ptr [r15 + 67117723], 16384
+    mov r8d, dword ptr [r15 + rbp + 7488]
+    and r9, 448
+    movzx ebp, byte ptr [r15 + r9 + 832]
+    test dword ptr [r15 + 67117723], 1610647552
     jz 1f
 1:
-    mov qword ptr [r15 + 64], rbp
-    and r9, 4032
-    inc dword ptr [r15 + r9 + 3392]
-    movsxd r9, dword ptr [r15 + 192]
-    movzx ebp, r9b
-    movsxd r9, dword ptr [r15 + 448]
+    mov qword ptr [r15 + 576], rax
+    mov dword ptr [r15 + 64], 16
+    mov rax, qword ptr [r15 + 320]
+    mov byte ptr [r15 + 256], al
+    mov r9, r11
+    mov eax, 37
+    mov qword ptr [r15 + 128], rax
+    and r9, 1984
+    mov dword ptr [r15 + r9 + 1344], r9d
+    mov r9d, dword ptr [r15 + 512]
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c47:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 32768
-    setz al
-    lea rcx, [rip + .Lc1_d2302_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d2302_s_t
-    .p2align 3
-.Lc1_d2302_s:
-    .p2align 3
-    jmp .Lc1_d2302_j
-    .p2align 3
-    jmp .Lc1_d2302_j
-.Lc1_d2302_j:
-    mov byte ptr [r15 + 320], r9b
-    and ecx, dword ptr [r15 + 256]
-    mov rbp, rax
-    test ebx, 1073741824
+    mov r9, r11
+    and r9, 8128
+    mov qword ptr [r15 + r9 + 7488], r9
+    mov dword ptr [r15 + 640], eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, rax
+    mov dword ptr [r15 + 0], 9
+    mov dword ptr [r15 + 0], 11
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], r9
+    mov dword ptr [r15 + 0], 228
+    mov r9d, eax
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 448], rax
+    test ebx, 1024
     jz 1f
 1:
-    mov r8, r11
+    vpaddq xmm5, xmm5, xmmword ptr [r15 + 64]
+    movsxd rax, dword ptr [r15 + 384]
     jmp 1f
 1:
-    movzx edi, byte ptr [r15 + 128]
-    and r8, 8128
-    mov qword ptr [r15 + r8 + 7488], rax
-    mov r8, r11
-    test dword ptr [r15 + 67117723], 32768
-    jnz 1f
-1:
-    and r8, 1984
-    mov r9d, dword ptr [r15 + r8 + 1344]
-    mov r8d, ecx
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov eax, 10
-    mov rax, qword ptr [r15 + 768]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rcx, r9
-    movzx r9d, r9b
     mov r9, r11
-    mov r8, qword ptr [r15 + 192]
-    test ebx, 1073741824
-    jnz 1f
+    movzx esi, byte ptr [r15 + 128]
+    mov rbp, r11
+    movsxd rdi, dword ptr [r15 + 704]
+    and r9, 1984
+    mov dword ptr [r15 + r9 + 1344], 33
+    mov byte ptr [r15 + 512], sil
+    and rbp, 4032
+    mov dword ptr [r15 + rbp + 3392], ebp
+    jmp 1f
 1:
-    mov dword ptr [r15 + 64], 46
-    and r9, 4032
-    mov eax, dword ptr [r15 + r9 + 3392]
+    jmp 1f
+1:
+    mov byte ptr [r15 + 320], al
+    mov dword ptr [r15 + 192], 184
+    mov eax, 63
+    jmp 1f
+1:
+    mov rax, qword ptr [r15 + 128]
     add r11, 64
     inc rbx
     dec r13
@@ -2781,171 +3130,152 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d2351_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d2351_j_t
-.Lc1_d2351_j:
-    mov rcx, rax
-    mov ecx, dword ptr [r15 + 128]
-    mov dword ptr [r15 + 512], 123
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 640
-    jnz 1f
-1:
-    movzx r9d, byte ptr [r15 + 576]
-    jmp 1f
-1:
-    movsxd r8, dword ptr [r15 + 448]
-    mov eax, dword ptr [r15 + 448]
-    test dword ptr [r15 + 67117723], 4194304
-    jz 1f
-1:
-    movzx ecx, r9b
-    mov byte ptr [r15 + 320], r9b
-    movzx r9d, byte ptr [r15 + 256]
-    mov esi, 137
-    test ebx, 1073741824
-    jnz 1f
-1:
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 16
+    setz al
+    lea rcx, [rip + .Lc1_d2267_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d2267_s_t
+    .p2align 3
+.Lc1_d2267_s:
+    .p2align 3
+    jmp .Lc1_d2267_j
+    .p2align 3
+    jmp .Lc1_d2267_j
+.Lc1_d2267_j:
+    movzx ecx, al
     mov r8, r11
-    mov qword ptr [r15 + 64], rax
-    and r8, 1984
-    mov rbp, r11
-    mov rax, qword ptr [r15 + r8 + 1344]
-    jmp 1f
-1:
-    and rbp, 8128
-    vmovdqu ymmword ptr [r15 + rbp + 7488], ymm5
-    mov rbp, r11
-    test ebx, 1073741824
+    movzx ecx, byte ptr [r15 + 512]
+    and r8, 4032
+    vmovdqu ymmword ptr [r15 + r8 + 3392], ymm15
+    mov r8d, dword ptr [r15 + 256]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, r11
+    mov rax, qword ptr [r15 + 64]
+    and r9, 8128
+    movzx edx, byte ptr [r15 + r9 + 7488]
+    test dword ptr [r15 + 67117724], 1073809416
     jz 1f
 1:
-    vmovdqu ymmword ptr [r15 + 384], ymm5
-    movsxd rcx, dword ptr [r15 + 128]
-    and rbp, 448
-    movzx r9d, byte ptr [r15 + rbp + 832]
+    jmp 1f
+1:
+    movzx r9d, byte ptr [r15 + 128]
+    mov byte ptr [r15 + 448], r9b
+    mov dword ptr [r15 + 768], 84
+    mov r9, r11
+    mov r8d, 92
+    movzx edx, byte ptr [r15 + 384]
+    and r9, 448
+    movzx ecx, byte ptr [r15 + r9 + 832]
+    mov r9d, 69
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c49:
+    mov r9d, r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    jmp 1f
+1:
+    mov r8, rcx
+    jmp 1f
+1:
+    mov ecx, r9d
+    mov r9d, ecx
+    mov rcx, r9
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 12
     mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 512], r9b
+    mov r9, r11
+    mov dword ptr [r15 + 128], 109
+    jmp 1f
+1:
+    test ebx, 1024
+    jz 1f
+1:
+    and r9, 448
+    movsxd rcx, dword ptr [r15 + r9 + 832]
+    jmp 1f
+1:
+    movsxd r9, dword ptr [r15 + 320]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movzx edi, cl
+    mov dword ptr [r15 + 576], 252
+    jmp 1f
+1:
+    mov ecx, 206
     .byte 0x0f, 0x1f, 0x40, 0x00
-    mov r8d, 150
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 82
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 256
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 384], 88
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov ebp, dword ptr [r15 + 192]
-    mov byte ptr [r15 + 512], bpl
-    movsxd rbp, dword ptr [r15 + 256]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
     mov r8, r11
-    mov dword ptr [r15 + 64], r8d
-    and r8, 448
-    mov byte ptr [r15 + r8 + 832], r8b
-    movzx r8d, byte ptr [r15 + 640]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rbp, rbp
     mov rbp, r11
-    mov edx, r8d
+    and r8, 4032
+    movsxd rcx, dword ptr [r15 + r8 + 3392]
+    and rbp, 1984
+    movzx r8d, byte ptr [r15 + rbp + 1344]
     jmp 1f
 1:
-    and rbp, 4032
-    vpaddq xmm5, xmm5, xmmword ptr [r15 + rbp + 3392]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + 128], 253
-    lea rdi, [r15 + 67109504]
-    mov ecx, 12
-    rep stosb
-    mov rcx, rdx
-    mov byte ptr [r15 + 704], dl
+    mov ebp, 153
+    mov qword ptr [r15 + 192], rdi
+    mov dword ptr [r15 + 256], edi
+    vpcmpeqb xmm5, xmm5, xmmword ptr [r15 + 448]
+    mov rdi, qword ptr [r15 + 64]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c50:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d2446_j]
+    lea rcx, [rip + .Lc1_d2354_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d2446_j_t
-.Lc1_d2446_j:
+    jmp .Lc1_d2354_j_t
+.Lc1_d2354_j:
+    mov ecx, dword ptr [r15 + 128]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 179
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 512
-    jz 1f
-1:
+    mov edx, edi
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 320], 83
+    movzx edi, byte ptr [r15 + 512]
+    mov dword ptr [r15 + 384], ecx
+    mov rcx, qword ptr [r15 + 64]
     mov rbp, r11
-    test ebx, 384
-    jnz 1f
-1:
-    mov dword ptr [r15 + 512], 125
-    jmp 1f
-1:
-    and rbp, 4032
-    mov eax, dword ptr [r15 + rbp + 3392]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov ecx, 138
-    movsxd rcx, dword ptr [r15 + 448]
-    mov r9d, dword ptr [r15 + 64]
-    mov qword ptr [r15 + 768], rbp
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rbp, r11
-    mov dword ptr [r15 + 64], 32
+    mov edx, 46
+    .byte 0x66, 0x90
+    and rbp, 1984
+    mov r8d, dword ptr [r15 + rbp + 1344]
+    mov rbp, qword ptr [r15 + 192]
     mov r9, r11
+    mov qword ptr [r15 + 64], r9
+    mov esi, 138
+    and r9, 448
+    movzx esi, byte ptr [r15 + r9 + 832]
+    mov dword ptr [r15 + 640], 32
+    mov byte ptr [r15 + 256], r8b
+    mov r8, qword ptr [r15 + 320]
+    movzx r9d, dl
+    movzx edx, byte ptr [r15 + 448]
+    mov r9, r11
+    movzx eax, r9b
+    and r9, 8128
+    mov dword ptr [r15 + r9 + 7488], 4
     jmp 1f
 1:
-    and rbp, 8128
-    mov rax, qword ptr [r15 + rbp + 7488]
-    and r9, 1984
-    movsxd rcx, dword ptr [r15 + r9 + 1344]
-    test dword ptr [r15 + 67117723], 8388616
-    jnz 1f
-1:
-    movzx esi, byte ptr [r15 + 128]
-    movzx r8d, bpl
-    movsxd r8, dword ptr [r15 + 192]
     add r11, 64
     inc rbx
     dec r13
@@ -2954,46 +3284,49 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov rbp, r11
-    and rbp, 8128
-    mov qword ptr [r15 + rbp + 7488], r9
-    mov byte ptr [r15 + 192], r8b
-    mov dword ptr [r15 + 512], 75
-    mov r9d, dword ptr [r15 + 256]
-    mov qword ptr [r15 + 640], r8
-    test ebx, 1073741824
-    jz 1f
-1:
-    and eax, dword ptr [r15 + 320]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 67117724], 2097152
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], 82
-    movsxd r9, dword ptr [r15 + 384]
-    mov r8d, ebp
-    mov dword ptr [r15 + 64], eax
-    mov r8, r11
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rax, qword ptr [r15 + 128]
-    and r8, 1984
-    mov qword ptr [r15 + r8 + 1344], r9
+    lea rcx, [rip + .Lc1_d2399_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d2399_j_t
+.Lc1_d2399_j:
+    mov ecx, 144
+    mov eax, 245
     mov r9, r11
-    mov ebp, r9d
-    mov qword ptr [r15 + 128], rax
-    test dword ptr [r15 + 67117723], 262144
-    jz 1f
-1:
-    and r9, 448
-    mov dword ptr [r15 + r9 + 832], eax
-    movsxd rax, dword ptr [r15 + 448]
-    add qword ptr [r15 + 576], r8
+    vmovdqu ymmword ptr [r15 + 512], ymm13
+    mov dword ptr [r15 + 448], ecx
+    and r9, 4032
+    mov byte ptr [r15 + r9 + 3392], al
+    movzx r9d, byte ptr [r15 + 768]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], al
+    movzx eax, cl
+    mov r8, r11
     jmp 1f
 1:
+    movsxd rcx, dword ptr [r15 + 704]
+    and r8, 8128
+    movzx eax, byte ptr [r15 + r8 + 7488]
+    movzx r8d, byte ptr [r15 + 64]
+    mov rbp, r11
+    test dword ptr [r15 + 67117723], 8192
+    jz 1f
+1:
+    movsxd r8, dword ptr [r15 + 256]
+    and rbp, 1984
+    mov dword ptr [r15 + rbp + 1344], 56
+    movzx ebp, byte ptr [r15 + 192]
+    jmp 1f
+1:
+    mov eax, r8d
+    nop
+    jmp 1f
+1:
+    mov r8d, 228
+    mov r8, rbp
+    mov rbp, r8
+    mov r8, qword ptr [r15 + 384]
+    mov rdi, rax
+    mov byte ptr [r15 + 128], dil
     add r11, 64
     inc rbx
     dec r13
@@ -3002,245 +3335,207 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 15
-    lea rcx, [rip + .Lc1_d2537_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d2537_s_t
-    .p2align 3
-.Lc1_d2537_s:
-    .p2align 3
-    jmp .Lc1_d2537_j
-    .p2align 3
-    jmp .Lc1_d2537_j
-    .p2align 3
-    jmp .Lc1_d2537_j
-    .p2align 3
-    jmp .Lc1_d2537_j
-    .p2align 3
-    jmp .Lc1_d2537_j
-    .p2align 3
-    jmp .Lc1_d2537_j
-    .p2align 3
-    jmp .Lc1_d2537_j
-    .p2align 3
-    jmp .Lc1_d2537_j
-    .p2align 3
-    jmp .Lc1_d2537_j
-    .p2align 3
-    jmp .Lc1_d2537_j
-    .p2align 3
-    jmp .Lc1_d2537_j
-    .p2align 3
-    jmp .Lc1_d2537_j
-    .p2align 3
-    jmp .Lc1_d2537_j
-    .p2align 3
-    jmp .Lc1_d2537_j
-    .p2align 3
-    jmp .Lc1_d2537_j
-    .p2align 3
-    jmp .Lc1_d2537_j
-.Lc1_d2537_j:
+    mov eax, dword ptr [r15 + 576]
+    mov rbp, qword ptr [r15 + 320]
     mov r8, r11
-    mov r9d, 254
-    and r8, 4032
-    mov dword ptr [r15 + r8 + 3392], eax
-    test ebx, 1073741824
-    jnz 1f
+    mov edi, edi
+    and r8, 16320
+    movzx edi, byte ptr [r15 + r8 + 15680]
+    jmp 1f
 1:
-    mov rbp, r11
-    mov dword ptr [r15 + 448], r9d
+    jmp 1f
+1:
+    movsxd r8, dword ptr [r15 + 128]
+    mov esi, eax
+    mov byte ptr [r15 + 0], dil
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, 40
+    mov rdi, rax
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
+1:
+    mov edi, 144
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edi, 103
+    mov byte ptr [r15 + 0], sil
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx esi, sil
+    mov rbp, r11
+    mov esi, ebp
+    test dword ptr [r15 + 67117723], 134217754
+    jz 1f
 1:
     and rbp, 448
-    mov dword ptr [r15 + rbp + 832], 15
+    mov r9, r11
+    movsxd rsi, dword ptr [r15 + rbp + 832]
+    mov dword ptr [r15 + 192], 49
+    and r9, 4032
+    mov rbp, qword ptr [r15 + r9 + 3392]
+    mov r9d, dword ptr [r15 + 128]
+    movsxd rcx, dword ptr [r15 + 64]
+    mov dword ptr [r15 + 512], esi
+    mov esi, 243
+    jmp 1f
+1:
+    mov rsi, qword ptr [r15 + 448]
+    mov rdx, qword ptr [r15 + 384]
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c53:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d2578_j]
+    lea rcx, [rip + .Lc1_d2493_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d2578_j_t
-.Lc1_d2578_j:
-    mov rbp, r11
-    and rbp, 8128
-    mov dword ptr [r15 + rbp + 7488], 111
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 62
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx ecx, bpl
+    jmp .Lc1_d2493_j_t
+.Lc1_d2493_j:
+    mov rcx, r9
     jmp 1f
 1:
+    mov r9, r11
+    jmp 1f
+1:
+    mov byte ptr [r15 + 448], dl
+    and r9, 448
+    mov edx, dword ptr [r15 + r9 + 832]
+    mov r9, qword ptr [r15 + 256]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r11
-    mov dword ptr [r15 + 64], 189
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and rbp, 1984
-    mov dword ptr [r15 + rbp + 1344], 156
-    mov ebp, eax
-    mov qword ptr [r15 + 512], rax
-    vpaddd xmm5, xmm5, xmm3
-    test ebx, 1073741824
-    jnz 1f
-1:
-    add rcx, qword ptr [r15 + 448]
-    mov edx, ebp
-    mov edx, dword ptr [r15 + 256]
-    mov dword ptr [r15 + 192], ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, dl
+    mov edx, 144
+    mov edx, 22
+    mov edx, edx
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    movsxd rbp, dword ptr [r15 + 704]
-    mov dword ptr [r15 + 384], 245
-    movsxd rax, dword ptr [r15 + 320]
-    mov ecx, 112
-    test dword ptr [r15 + 67117723], 268435460
-    jz 1f
+    mov dword ptr [r15 + 704], 0
+    movzx edx, byte ptr [r15 + 640]
+    mov r9d, edx
+    mov rdx, qword ptr [r15 + 512]
+    mov ecx, edx
+    jmp 1f
 1:
+    mov r8, r11
     movsxd rdx, dword ptr [r15 + 128]
-    jmp 1f
-1:
-    mov qword ptr [r15 + 64], rbp
-    jmp 1f
-1:
+    mov rax, qword ptr [r15 + 64]
+    movsxd rbp, dword ptr [r15 + 192]
+    and r8, 8128
+    movsxd rdi, dword ptr [r15 + r8 + 7488]
+    mov r8, r11
+    mov esi, edx
+    mov rdx, rsi
+    and r8, 1984
+    movsxd rdx, dword ptr [r15 + r8 + 1344]
+    vmovdqu ymmword ptr [r15 + 64], ymm2
+    mov dword ptr [r15 + 320], r9d
+    movzx r9d, sil
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c54:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov eax, edx
-    movzx edx, byte ptr [r15 + 192]
-    movzx eax, cl
-    mov eax, 191
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, rdx
-    mov rbp, r11
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov byte ptr [r15 + 0], al
-    and rbp, 16320
-    movzx ecx, byte ptr [r15 + rbp + 15680]
-    movsxd rbp, dword ptr [r15 + 512]
-    movsxd rax, dword ptr [r15 + 128]
-    test ebx, 640
-    jnz 1f
-1:
-    mov qword ptr [r15 + 768], rcx
-    mov ecx, 180
-    movzx ecx, al
-    test dword ptr [r15 + 67117723], 48
-    jnz 1f
-1:
-    mov rbp, rax
-    mov eax, dword ptr [r15 + 256]
-    mov rbp, r11
-    mov qword ptr [r15 + 384], rbp
-    mov rdx, qword ptr [r15 + 448]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and rbp, 448
-    mov dword ptr [r15 + rbp + 832], 67
+    mov rsi, rsi
+    mov dword ptr [r15 + 128], 189
+    mov qword ptr [r15 + 0], r9
     jmp 1f
 1:
+    mov r9, rdx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edx, edx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], r9d
+    jmp 1f
+1:
+    mov edx, 71
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edx, 81
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, r11
     jmp 1f
 1:
     test ebx, 1073741824
     jz 1f
 1:
     mov r8, r11
-    movzx edx, dl
-    mov edx, dword ptr [r15 + 64]
+    and r9, 1984
+    mov dword ptr [r15 + r9 + 1344], r9d
     and r8, 4032
-    mov eax, dword ptr [r15 + r8 + 3392]
+    mov r9, qword ptr [r15 + r8 + 3392]
+    mov r8, r9
+    jmp 1f
+1:
+    mov r8d, dword ptr [r15 + 448]
+    movsxd rsi, dword ptr [r15 + 64]
+    movsxd rdx, dword ptr [r15 + 128]
+    mov rbp, r11
+    jmp 1f
+1:
+    mov dword ptr [r15 + 768], 89
+    movzx eax, byte ptr [r15 + 192]
+    and rbp, 8128
+    mov byte ptr [r15 + rbp + 7488], bpl
+    mov qword ptr [r15 + 512], r9
+    movzx r9d, byte ptr [r15 + 384]
+    movzx ebp, r9b
+    movsxd r9, dword ptr [r15 + 256]
+    movzx edi, byte ptr [r15 + 320]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c55:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 524288
-    setz al
-    lea rcx, [rip + .Lc1_d2676_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d2676_s_t
-    .p2align 3
-.Lc1_d2676_s:
-    .p2align 3
-    jmp .Lc1_d2676_j
-    .p2align 3
-    jmp .Lc1_d2676_j
-.Lc1_d2676_j:
-    mov r8d, 101
-    movsxd r8, dword ptr [r15 + 64]
-    mov ebp, eax
-    movsxd rax, dword ptr [r15 + 576]
-    test ebx, 1073741824
-    jz 1f
+    lea rcx, [rip + .Lc1_d2586_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d2586_j_t
+.Lc1_d2586_j:
+    mov ecx, ebp
+    jmp 1f
 1:
-    mov byte ptr [r15 + 320], cl
-    mov ecx, dword ptr [r15 + 512]
-    vpaddq xmm5, xmm5, xmmword ptr [r15 + 0]
+    movzx ecx, r9b
+    movsxd r9, dword ptr [r15 + 128]
+    mov ecx, 209
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov eax, 172
-    mov eax, r8d
-    mov dword ptr [r15 + 0], ebp
-    movzx ebp, byte ptr [r15 + 128]
-    test ebx, 1073741824
-    jnz 1f
+    mov dword ptr [r15 + 0], 217
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 4032
+    mov dword ptr [r15 + rbp + 3392], 49
+    movzx ebp, byte ptr [r15 + 448]
+    mov dword ptr [r15 + 64], ebp
+    vpmovmskb ebp, xmm15
+    add r9, qword ptr [r15 + 192]
+    jmp 1f
 1:
     mov rbp, r11
-    mov ecx, eax
-    mov ecx, eax
-    mov ecx, 212
-    and rbp, 8128
-    mov eax, dword ptr [r15 + rbp + 7488]
-    mov rbp, r11
-    test ebx, 1073741824
-    jnz 1f
+    jmp 1f
 1:
+    and rbp, 448
+    mov dword ptr [r15 + rbp + 832], 9
+    mov rbp, r11
+    mov dword ptr [r15 + 576], 187
+    mov dword ptr [r15 + 256], r9d
     and rbp, 1984
-    mov dword ptr [r15 + rbp + 1344], ebp
-    jmp 1f
-1:
-    jmp 1f
-1:
-    and ecx, dword ptr [r15 + 256]
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov r9, r11
-    jmp 1f
-1:
-    and r9, 4032
-    mov dword ptr [r15 + r9 + 3392], eax
+    mov r9, qword ptr [r15 + rbp + 1344]
+    vmovdqu ymmword ptr [r15 + 384], ymm13
+    mov ebp, dword ptr [r15 + 64]
+    movzx ecx, byte ptr [r15 + 512]
     add r11, 64
     inc rbx
     dec r13
@@ -3249,596 +3544,11013 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov eax, ecx
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], r9
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, 43
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 157
-    mov byte ptr [r15 + 384], sil
-    movsxd rsi, dword ptr [r15 + 320]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rax, rsi
-    mov eax, 78
-    movzx eax, byte ptr [r15 + 256]
-    movzx r9d, al
-    jmp 1f
-1:
-    test dword ptr [r15 + 67117724], 32768
-    jz 1f
-1:
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 1073741824
+    setz al
+    lea rcx, [rip + .Lc1_d2630_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d2630_s_t
+    .p2align 3
+.Lc1_d2630_s:
+    .p2align 3
+    jmp .Lc1_d2630_j
+    .p2align 3
+    jmp .Lc1_d2630_j
+.Lc1_d2630_j:
     mov r8, r11
-    vmovdqu ymmword ptr [r15 + 128], ymm5
-    mov rbp, r11
-    add rsi, qword ptr [r15 + 128]
-    and r8, 448
-    mov qword ptr [r15 + r8 + 832], r8
-    and rbp, 1984
-    mov dword ptr [r15 + rbp + 1344], 6
-    test ebx, 1073741824
+    and r8, 8128
+    movsxd rax, dword ptr [r15 + r8 + 7488]
+    mov r8, qword ptr [r15 + 128]
+    jmp 1f
+1:
+    mov rcx, qword ptr [r15 + 192]
+    jmp 1f
+1:
+    mov rsi, qword ptr [r15 + 448]
+    movzx edi, al
+    movzx eax, al
+    or qword ptr [r15 + 640], 67
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, r8b
+    test ebx, 2048
     jz 1f
 1:
-    mov byte ptr [r15 + 448], r9b
-    mov byte ptr [r15 + 192], sil
-    vmovdqu ymmword ptr [r15 + 640], ymm5
-    mov dword ptr [r15 + 64], r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, r11
+    mov byte ptr [r15 + 512], sil
+    mov qword ptr [r15 + 256], rax
+    vmovdqu xmmword ptr [r15 + 320], xmm12
+    and r8, 448
+    movzx eax, byte ptr [r15 + r8 + 832]
+    mov byte ptr [r15 + 64], sil
+    mov esi, 11
+    mov byte ptr [r15 + 384], sil
+    movzx esi, r8b
+    mov r8d, esi
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c57:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d2778_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d2778_j_t
-.Lc1_d2778_j:
-    mov r8, r11
-    movzx esi, al
-    mov byte ptr [r15 + 64], al
-    and r8, 448
-    mov eax, dword ptr [r15 + r8 + 832]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + 768], r8d
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r11
-    mov ecx, ebp
-    test dword ptr [r15 + 67117724], 1444028420
-    jz 1f
+    mov r12, qword ptr [r15 + r12 + 56]
+    vpxor xmm3, xmm3, xmm12
+    mov dword ptr [r15 + 0], 155
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], eax
+    .byte 0x0f, 0x1f, 0x40, 0x00
+    jmp 1f
 1:
-    movzx esi, r8b
-    and rbp, 8128
-    mov dword ptr [r15 + rbp + 7488], esi
-    mov ebp, r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, 187
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, eax
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, al
+    jmp 1f
+1:
+    jmp 1f
+1:
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r8, qword ptr [r15 + 448]
-    mov ecx, 189
+    jmp 1f
+1:
+    movzx eax, byte ptr [r15 + 704]
+    mov dword ptr [r15 + 768], eax
+    mov dword ptr [r15 + 320], edx
+    mov byte ptr [r15 + 64], al
+    jmp 1f
+1:
+    mov rdx, rax
+    mov byte ptr [r15 + 128], dl
+    mov rbp, r11
+    mov byte ptr [r15 + 448], bpl
+    mov byte ptr [r15 + 256], al
+    and rbp, 8128
+    mov byte ptr [r15 + rbp + 7488], bpl
+    jmp 1f
+1:
+    mov byte ptr [r15 + 128], dl
+    mov rbp, r11
+    jmp 1f
+1:
+    and rbp, 4032
     mov r9, r11
-    mov dword ptr [r15 + 512], 137
-    test ebx, 384
-    jnz 1f
-1:
-    and r9, 4032
-    mov qword ptr [r15 + r9 + 3392], r9
-    jmp 1f
-1:
-    mov rsi, rbp
-    test dword ptr [r15 + 67117723], 16785536
-    jz 1f
-1:
-    mov qword ptr [r15 + 704], r9
-    vpaddd xmm5, xmm5, xmm5
-    jmp 1f
-1:
-    test dword ptr [r15 + 67117724], 135168
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov esi, dword ptr [r15 + 128]
-    jmp 1f
-1:
+    mov edx, dword ptr [r15 + rbp + 3392]
+    mov ebp, edx
+    mov edx, ebp
+    and r9, 1984
+    mov dword ptr [r15 + r9 + 1344], r9d
+    mov r9, rbp
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c58:
-    lea rcx, [rip + .Lc1_d2826_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d2826_j_t
-.Lc1_d2826_j:
-    mov qword ptr [r15 + 384], rsi
-    mov esi, dword ptr [r15 + 448]
-    and esi, dword ptr [r15 + 512]
-    mov r9, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx edi, r9b
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 1048576
+    setz al
+    lea rcx, [rip + .Lc1_d2724_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d2724_s_t
+    .p2align 3
+.Lc1_d2724_s:
+    .p2align 3
+    jmp .Lc1_d2724_j
+    .p2align 3
+    jmp .Lc1_d2724_j
+.Lc1_d2724_j:
     jmp 1f
 1:
-    mov byte ptr [r15 + 0], cl
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rcx, rdi
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rsi, dword ptr [r15 + 320]
-    mov edi, dword ptr [r15 + 256]
-    mov r9d, dword ptr [r15 + 64]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    vpaddd xmm13, xmm13, xmm9
-    mov eax, dword ptr [r15 + 192]
-    mov ecx, dword ptr [r15 + 64]
-    mov edx, ecx
-    add rdx, qword ptr [r15 + 192]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r9, r11
     jmp 1f
 1:
-    mov rbp, r11
-    mov eax, ebp
-    and r9, 8128
-    mov byte ptr [r15 + r9 + 7488], al
-    mov r9d, 246
-    and rbp, 1984
-    mov qword ptr [r15 + rbp + 1344], rdx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movsxd rdx, dword ptr [r15 + 512]
-    mov ecx, 136
+    mov r8, r11
+    mov dword ptr [r15 + 0], 37
+    mov r12, qword ptr [r15 + r12 + 56]
     mov rcx, qword ptr [r15 + 576]
-    mov rax, qword ptr [r15 + 128]
+    and r8, 1984
+    mov qword ptr [r15 + r8 + 1344], rax
+    mov r8d, dword ptr [r15 + 512]
+    mov eax, 182
+    mov rbp, r11
+    movzx eax, byte ptr [r15 + 192]
+    and rbp, 4032
+    mov edx, dword ptr [r15 + rbp + 3392]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rbp, rcx
+    mov rcx, rax
+    movsxd rax, dword ptr [r15 + 64]
+    mov rbp, r11
+    mov r8d, 176
+    movsxd rcx, dword ptr [r15 + 384]
+    and rbp, 448
+    mov dword ptr [r15 + rbp + 832], 111
+    mov byte ptr [r15 + 128], dl
+    mov dword ptr [r15 + 448], r8d
+    mov r8, qword ptr [r15 + 256]
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c59:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 12
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov byte ptr [r15 + 0], al
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, rax
-    test ebx, 1073741824
-    jnz 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, dword ptr [r15 + 64]
-    mov ebp, ecx
-    mov byte ptr [r15 + 192], cl
-    test ebx, 1073741824
-    jnz 1f
+    mov r12, qword ptr [r15 + r12 + 56]
+    vpaddq xmm3, xmm3, xmmword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
 1:
-    mov rax, qword ptr [r15 + 128]
-    mov dword ptr [r15 + 640], 41
-    mov r8, r11
-    mov edx, 125
-    and r8, 4032
-    mov qword ptr [r15 + r8 + 3392], r8
-    mov dword ptr [r15 + 384], 17
+    mov byte ptr [r15 + 0], r8b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, r8d
+    movzx r8d, r8b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, dword ptr [r15 + 64]
+    mov edi, dword ptr [r15 + 192]
+    mov dword ptr [r15 + 448], 61
     mov rbp, r11
+    movzx ecx, byte ptr [r15 + 128]
+    and rbp, 8128
+    movzx esi, byte ptr [r15 + rbp + 7488]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov ecx, ecx
+    jmp 1f
+1:
+    mov byte ptr [r15 + 512], cl
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov rbp, r11
+    mov ecx, dword ptr [r15 + 640]
+    mov edi, 120
     and rbp, 448
     mov r9, r11
-    mov qword ptr [r15 + rbp + 832], r9
+    mov rsi, qword ptr [r15 + rbp + 832]
+    mov rbp, rsi
     and r9, 1984
     mov byte ptr [r15 + r9 + 1344], r9b
-    mov r9d, 238
-    test ebx, 1073741824
-    jz 1f
+    mov r9d, 174
+    mov r9d, 165
+    mov byte ptr [r15 + 320], cl
+    jmp 1f
 1:
-    mov ecx, 143
-    mov dword ptr [r15 + 256], r8d
-    movsxd r8, dword ptr [r15 + 128]
-    mov rbp, qword ptr [r15 + 448]
+    mov ecx, 114
+    movsxd rsi, dword ptr [r15 + 64]
+    movzx ecx, r9b
+    mov r9d, edi
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c60:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 7
-    lea rcx, [rip + .Lc1_d2926_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d2926_s_t
-    .p2align 3
-.Lc1_d2926_s:
-    .p2align 3
-    jmp .Lc1_d2926_j
-    .p2align 3
-    jmp .Lc1_d2926_j
-    .p2align 3
-    jmp .Lc1_d2926_j
-    .p2align 3
-    jmp .Lc1_d2926_j
-    .p2align 3
-    jmp .Lc1_d2926_j
-    .p2align 3
-    jmp .Lc1_d2926_j
-    .p2align 3
-    jmp .Lc1_d2926_j
-    .p2align 3
-    jmp .Lc1_d2926_j
-.Lc1_d2926_j:
+    lea rcx, [rip + .Lc1_d2812_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d2812_j_t
+.Lc1_d2812_j:
+    movzx ecx, byte ptr [r15 + 384]
+    mov rdi, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     mov rbp, r11
-    movzx r9d, byte ptr [r15 + 64]
-    and r9d, dword ptr [r15 + 320]
-    and rbp, 4032
-    movzx r8d, byte ptr [r15 + rbp + 3392]
-    mov rbp, r11
-    test dword ptr [r15 + 67117724], 129
-    jnz 1f
-1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, r11
     and rbp, 448
-    mov dword ptr [r15 + rbp + 832], eax
-    mov rbp, r11
-    movsxd rcx, dword ptr [r15 + 512]
-    test dword ptr [r15 + 67117723], 128
-    jnz 1f
-1:
+    mov ecx, dword ptr [r15 + rbp + 832]
     jmp 1f
 1:
-    and rbp, 8128
-    movzx r9d, byte ptr [r15 + rbp + 7488]
-    mov byte ptr [r15 + 704], r8b
-    test ebx, 1073741824
-    jnz 1f
+    and r9, 8128
+    mov qword ptr [r15 + r9 + 7488], rdi
+    mov r9d, dword ptr [r15 + 512]
+    mov edi, dword ptr [r15 + 448]
+    jmp 1f
 1:
-    mov byte ptr [r15 + 448], bpl
-    mov dword ptr [r15 + 256], 76
+    mov ebp, 79
+    test ebx, 1073741824
+    jz 1f
+1:
+    movsxd rdi, dword ptr [r15 + 256]
+    mov qword ptr [r15 + 128], r9
+    vmovdqu ymmword ptr [r15 + 192], ymm3
+    jmp 1f
+1:
+    mov r9d, ebp
+    vmovdqu xmmword ptr [r15 + 128], xmm3
+    jmp 1f
+1:
+    movzx ebp, bpl
+    mov rbp, r11
+    movzx r9d, byte ptr [r15 + 64]
+    mov dword ptr [r15 + 320], r9d
+    and rbp, 4032
+    movsxd r9, dword ptr [r15 + rbp + 3392]
+    movzx ebp, byte ptr [r15 + 704]
+    mov dword ptr [r15 + 768], edi
+    mov edi, edi
+    jmp 1f
+1:
+    movzx edi, r9b
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c61:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d2860_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d2860_j_t
+.Lc1_d2860_j:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, r9
+    mov byte ptr [r15 + 0], r9b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 113
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu ymmword ptr [r15 + 0], ymm3
+    mov r9, qword ptr [r15 + 448]
+    mov r8, r11
+    mov dword ptr [r15 + 192], 20
+    and r8, 1984
+    vmovdqu ymmword ptr [r15 + r8 + 1344], ymm3
+    mov dword ptr [r15 + 576], 188
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r8d, r8d
+    mov byte ptr [r15 + 384], r8b
+    mov qword ptr [r15 + 256], rcx
+    mov qword ptr [r15 + 128], r9
+    mov r9, qword ptr [r15 + 512]
+    movzx ecx, byte ptr [r15 + 64]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 320], 131
+    mov r8, r9
+    mov r9, r11
     mov rbp, r11
-    movzx r8d, r9b
-    and rbp, 1984
-    movzx r8d, byte ptr [r15 + rbp + 1344]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rax
-    jmp 1f
-1:
-    test dword ptr [r15 + 67117724], 32896
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r8, rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r8d, dword ptr [r15 + 384]
-    mov ebp, 20
-    mov dword ptr [r15 + 768], ebp
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov ebp, dword ptr [r15 + 512]
-    movsxd rax, dword ptr [r15 + 128]
-    mov edx, dword ptr [r15 + 320]
-    movzx esi, byte ptr [r15 + 448]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r8, qword ptr [r15 + 576]
-    jmp 1f
-1:
-    movzx edi, bpl
-    movzx ebp, bpl
-    mov rbp, rax
-    test ebx, 256
-    jz 1f
-1:
-    mov rax, rax
-    mov eax, 171
-    mov eax, dword ptr [r15 + 192]
-    mov r8d, 151
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + 384], edi
-    movzx edi, byte ptr [r15 + 128]
-    mov dword ptr [r15 + 64], 242
-    jmp 1f
-1:
+    and r9, 4032
+    movzx eax, byte ptr [r15 + r9 + 3392]
+    mov r9d, 105
+    and rbp, 8128
+    mov dword ptr [r15 + rbp + 7488], ebp
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c62:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 16384
-    setz al
-    lea rcx, [rip + .Lc1_d3021_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d3021_s_t
-    .p2align 3
-.Lc1_d3021_s:
-    .p2align 3
-    jmp .Lc1_d3021_j
-    .p2align 3
-    jmp .Lc1_d3021_j
-.Lc1_d3021_j:
-    mov r8, r11
-    mov ebp, dword ptr [r15 + 128]
-    and r8, 448
-    mov qword ptr [r15 + r8 + 832], rcx
+    mov r9d, dword ptr [r15 + 192]
+    add qword ptr [r15 + 0], r9
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rcx, rax
     mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rax, dword ptr [r15 + 192]
-    test dword ptr [r15 + 67117724], 64
-    jnz 1f
-1:
-    mov edi, 131
+    mov byte ptr [r15 + 0], bpl
+    mov dword ptr [r15 + 0], r9d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 153
     jmp 1f
 1:
-    movzx edi, byte ptr [r15 + 512]
-    test ebx, 1073741824
+    mov rbp, rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    .byte 0x0f, 0x1f, 0x00
+    mov r9d, r9d
+    mov dword ptr [r15 + 640], 11
+    mov r9, r11
+    mov dword ptr [r15 + 256], 138
+    mov ebp, 148
+    mov rbp, r11
+    and r9, 8128
+    mov byte ptr [r15 + r9 + 7488], r9b
+    test ebx, 1536
     jz 1f
 1:
-    or qword ptr [r15 + 256], 44
-    mov rbp, r11
-    mov r8, qword ptr [r15 + 64]
-    and rbp, 4032
-    movzx eax, byte ptr [r15 + rbp + 3392]
-    test ebx, 487168
-    jz 1f
+    and rbp, 1984
+    mov qword ptr [r15 + rbp + 1344], rbp
+    mov rbp, qword ptr [r15 + 384]
+    mov dword ptr [r15 + 64], 25
+    mov r9d, r9d
+    inc dword ptr [r15 + 704]
+    jmp 1f
 1:
+    mov r9, qword ptr [r15 + 128]
+    jmp 1f
+1:
+    mov qword ptr [r15 + 512], rbp
+    mov rbp, qword ptr [r15 + 448]
+    movzx edx, bpl
     mov rbp, r11
-    mov edi, 245
-    and rbp, 8128
-    movsxd rdi, dword ptr [r15 + rbp + 7488]
-    mov byte ptr [r15 + 640], r8b
+    and r9d, dword ptr [r15 + 64]
+    and rbp, 448
+    movsxd rsi, dword ptr [r15 + rbp + 832]
+    movzx ebp, sil
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov rbp, r9
+    mov r9d, ebp
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c63:
+    lea rcx, [rip + .Lc1_d2950_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d2950_j_t
+.Lc1_d2950_j:
+    mov dword ptr [r15 + 0], r9d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, rsi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 169
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx esi, bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ebp, cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    movsxd rcx, dword ptr [r15 + 768]
+    movzx ebp, byte ptr [r15 + 384]
+    add qword ptr [r15 + 512], rbp
+    mov rbp, qword ptr [r15 + 192]
+    mov r9, r11
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    and r9, 448
+    mov ebp, dword ptr [r15 + r9 + 832]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov ecx, dword ptr [r15 + 320]
+    mov qword ptr [r15 + 256], rcx
+    mov rcx, rbp
+    vmovdqu xmmword ptr [r15 + 128], xmm15
+    mov r9, r11
+    mov dword ptr [r15 + 128], 194
+    inc dword ptr [r15 + 448]
+    mov dword ptr [r15 + 64], 161
+    mov rbp, r11
+    and r9, 4032
+    movzx edi, byte ptr [r15 + r9 + 3392]
+    jmp 1f
+1:
+    and rbp, 16320
+    mov dword ptr [r15 + rbp + 15680], ebp
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c64:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    vpmovmskb ebp, xmm14
+    mov rbp, rbp
+    movzx ebp, bpl
+    mov ebp, 43
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ebp, bpl
+    mov qword ptr [r15 + 0], rbp
+    mov ebp, r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r8d, ebp
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rbp, r11
+    mov rdi, rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 1984
+    mov qword ptr [r15 + rbp + 1344], rbp
+    mov qword ptr [r15 + 384], r8
+    mov r8, r11
+    mov qword ptr [r15 + 64], r8
+    movsxd rbp, dword ptr [r15 + 320]
+    mov qword ptr [r15 + 448], rbp
+    and r8, 8128
+    mov rbp, qword ptr [r15 + r8 + 7488]
+    mov r8d, dword ptr [r15 + 192]
+    mov eax, dword ptr [r15 + 256]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r9, r11
+    movzx edx, byte ptr [r15 + 512]
+    movsxd rdi, dword ptr [r15 + 64]
+    movsxd rsi, dword ptr [r15 + 128]
+    and r9, 4032
+    mov byte ptr [r15 + r9 + 3392], r8b
+    movzx r9d, byte ptr [r15 + 576]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c65:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d3066_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d3066_j_t
-.Lc1_d3066_j:
-    mov ecx, 184
-    movsxd rcx, dword ptr [r15 + 704]
-    mov r8d, 139
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 512
+    setz al
+    lea rcx, [rip + .Lc1_d3044_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d3044_s_t
+    .p2align 3
+.Lc1_d3044_s:
+    .p2align 3
+    jmp .Lc1_d3044_j
+    .p2align 3
+    jmp .Lc1_d3044_j
+.Lc1_d3044_j:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 448], 91
+    and rbp, 8128
+    mov qword ptr [r15 + rbp + 7488], rcx
+    movsxd rbp, dword ptr [r15 + 512]
+    mov ecx, dword ptr [r15 + 64]
+    mov rdx, rax
+    mov eax, 224
+    mov r9, r11
     jmp 1f
 1:
-    test dword ptr [r15 + 67117724], 890290177
+    test dword ptr [r15 + 67117723], 4
     jz 1f
 1:
-    mov dword ptr [r15 + 256], ecx
-    movzx ecx, al
+    movzx eax, al
+    and r9, 448
+    mov rbp, r11
+    add rdx, qword ptr [r15 + r9 + 832]
+    and rbp, 1984
+    mov dword ptr [r15 + rbp + 1344], 75
+    jmp 1f
+1:
+    movsxd rax, dword ptr [r15 + 640]
+    jmp 1f
+1:
+    mov r9, rcx
+    jmp 1f
+1:
+    mov rcx, qword ptr [r15 + 256]
+    mov rbp, qword ptr [r15 + 128]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c66:
+    lea rcx, [rip + .Lc1_d3085_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d3085_j_t
+.Lc1_d3085_j:
+    mov rcx, qword ptr [r15 + 256]
+    mov rbp, r11
+    mov edx, ebp
+    and rbp, 1984
+    vmovq qword ptr [r15 + rbp + 1344], xmm7
+    movzx ebp, cl
     mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 67117724], 260
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, ecx
+    jmp 1f
+1:
+    movzx ecx, dl
+    movzx edx, dl
+    mov r12, qword ptr [r15 + r12 + 56]
+    .byte 0x66, 0x90
+    jmp 1f
+1:
+    mov r9, r11
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov qword ptr [r15 + 0], rbp
+    movsxd rbp, dword ptr [r15 + 128]
+    and r9, 448
+    mov rcx, qword ptr [r15 + r9 + 832]
+    mov r9, qword ptr [r15 + 192]
+    movsxd rdx, dword ptr [r15 + 768]
+    mov edi, dword ptr [r15 + 320]
+    mov esi, 133
+    mov esi, dword ptr [r15 + 128]
+    mov qword ptr [r15 + 384], rsi
+    mov rsi, qword ptr [r15 + 512]
+    mov r8, r11
+    mov eax, dword ptr [r15 + 64]
+    and r8, 4032
+    movzx esi, byte ptr [r15 + r8 + 3392]
+    mov r8d, 60
+    mov byte ptr [r15 + 704], r8b
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c67:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 253
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu ymmword ptr [r15 + 0], ymm14
+    mov dword ptr [r15 + 0], 4
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu ymmword ptr [r15 + 0], ymm14
+    jmp 1f
+1:
+    movzx edi, sil
+    movzx esi, dil
+    jmp 1f
+1:
+    mov rbp, r11
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, r11
+    mov esi, 22
+    and rbp, 4032
+    mov dword ptr [r15 + rbp + 3392], ebp
+    and r9, 1984
+    inc dword ptr [r15 + r9 + 1344]
+    mov byte ptr [r15 + 448], dil
+    mov edi, edi
+    test ebx, 3584
+    jz 1f
+1:
+    movzx ebp, byte ptr [r15 + 192]
+    mov r9d, ebp
+    movzx ebp, byte ptr [r15 + 320]
+    mov edi, ebp
+    mov rbp, qword ptr [r15 + 512]
+    movsxd rsi, dword ptr [r15 + 576]
+    mov byte ptr [r15 + 128], sil
+    jmp 1f
+1:
+    mov qword ptr [r15 + 64], rdi
+    jmp 1f
+1:
+    movzx esi, r9b
+    jmp 1f
+1:
+    mov r9, r11
+    mov edi, 121
+    and r9, 8128
+    mov dword ptr [r15 + r9 + 7488], r9d
+    jmp 1f
+1:
+    mov r9d, 114
+    mov r9d, 31
+    mov r9d, 135
+    mov r9d, r9d
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c68:
+    lea rcx, [rip + .Lc1_d3180_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d3180_j_t
+.Lc1_d3180_j:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, r9
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rcx, dword ptr [r15 + 256]
+    movsxd r9, dword ptr [r15 + 384]
+    mov r8, r11
+    mov rsi, r8
+    and r8, 448
+    movzx edi, byte ptr [r15 + r8 + 832]
+    mov r8d, dword ptr [r15 + 192]
+    jmp 1f
+1:
+    mov eax, 8
+    vmovq qword ptr [r15 + 512], xmm13
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r8d, 137
+    movzx r8d, cl
+    jmp 1f
+1:
+    movsxd rcx, dword ptr [r15 + 448]
+    mov r8, r11
+    mov rdi, r8
+    mov dword ptr [r15 + 64], esi
+    and r8, 8128
+    mov rsi, qword ptr [r15 + r8 + 7488]
+    jmp 1f
+1:
+    mov r8, r11
+    mov eax, dword ptr [r15 + 128]
+    movzx edi, byte ptr [r15 + 640]
+    jmp 1f
+1:
+    and r8, 4032
+    mov dword ptr [r15 + r8 + 3392], 242
+    mov r8, rsi
+    mov rsi, r8
+    mov r8d, eax
+    and r8d, dword ptr [r15 + 64]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c69:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d3231_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d3231_j_t
+.Lc1_d3231_j:
+    movsxd rcx, dword ptr [r15 + 768]
+    lock xadd qword ptr [r15 + 448], rcx
+    vpcmpeqb xmm0, xmm0, xmm11
+    .byte 0x0f, 0x1f, 0x00
+    movsxd r8, dword ptr [r15 + 384]
+    mov eax, dword ptr [r15 + 320]
+    mov rdi, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov ecx, r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, r11
+    test dword ptr [r15 + 67117724], 2621440
+    jz 1f
+1:
+    mov rcx, qword ptr [r15 + 256]
+    and r8, 448
+    mov qword ptr [r15 + r8 + 832], rax
+    mov r8, rdi
+    mov rdi, qword ptr [r15 + 512]
+    jmp 1f
+1:
+    mov rax, rcx
+    mov qword ptr [r15 + 704], rax
+    mov eax, r8d
+    mov r8, qword ptr [r15 + 128]
+    mov rbp, r11
+    vmovq qword ptr [r15 + 192], xmm15
+    and rbp, 1984
+    mov rcx, qword ptr [r15 + rbp + 1344]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 64], 221
+    mov ebp, edi
+    mov edi, edi
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c70:
+    mov r8, r11
+    and r8, 1984
+    movsxd rdi, dword ptr [r15 + r8 + 1344]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ebp, dil
+    mov rbp, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, r8d
+    mov dword ptr [r15 + 512], edi
+    and rbp, 4032
+    mov edi, dword ptr [r15 + rbp + 3392]
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    movsxd r8, dword ptr [r15 + 128]
+    movsxd rbp, dword ptr [r15 + 192]
+    mov qword ptr [r15 + 576], rdi
+    movzx edi, byte ptr [r15 + 64]
+    movsxd rdx, dword ptr [r15 + 384]
+    movzx esi, byte ptr [r15 + 448]
+    mov r9, qword ptr [r15 + 256]
+    jmp 1f
+1:
+    mov eax, dword ptr [r15 + 320]
+    mov r8, r11
+    mov rcx, rdx
+    and r8, 8128
+    mov byte ptr [r15 + r8 + 7488], r8b
+    jmp 1f
+1:
+    mov dword ptr [r15 + 128], 91
+    mov edx, r9d
+    movzx r9d, r8b
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c71:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d3322_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d3322_j_t
+.Lc1_d3322_j:
+    mov r8, r11
+    mov eax, r9d
+    and r8, 4032
+    mov dword ptr [r15 + r8 + 3392], 15
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu ymmword ptr [r15 + 0], ymm0
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd r9, dword ptr [r15 + 448]
+    mov r8d, dword ptr [r15 + 320]
+    mov eax, r8d
+    mov qword ptr [r15 + 512], rax
+    mov r8, r11
+    movsxd rcx, dword ptr [r15 + 64]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov rbp, r11
+    and r8, 448
+    vpcmpeqb xmm0, xmm0, xmmword ptr [r15 + r8 + 832]
+    test dword ptr [r15 + 67117724], 512
+    jz 1f
+1:
+    and rbp, 8128
+    mov r8, qword ptr [r15 + rbp + 7488]
+    movzx ebp, al
+    mov byte ptr [r15 + 704], r9b
+    mov r9, rax
+    movzx eax, r9b
+    jmp 1f
+1:
+    mov eax, r8d
+    mov byte ptr [r15 + 128], al
+    jmp 1f
+1:
+    mov byte ptr [r15 + 640], bpl
+    mov dword ptr [r15 + 256], 248
+    mov r8, rbp
+    mov dword ptr [r15 + 64], 207
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c72:
+    mov rbp, r8
+    jmp 1f
+1:
+    movzx ebp, al
+    vmovdqu ymmword ptr [r15 + 512], ymm4
+    mov qword ptr [r15 + 64], rax
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, rbp
+    mov eax, eax
+    mov qword ptr [r15 + 0], rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r8d, bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ebp, al
+    mov qword ptr [r15 + 0], rbp
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, 131
+    mov dword ptr [r15 + 128], eax
+    mov rax, qword ptr [r15 + 192]
+    mov rbp, r11
+    movsxd rsi, dword ptr [r15 + 448]
+    mov dword ptr [r15 + 256], 183
+    mov rdx, qword ptr [r15 + 768]
+    mov r8, r11
+    and rbp, 448
+    movsxd rdi, dword ptr [r15 + rbp + 832]
+    and r8, 8128
+    movzx ebp, byte ptr [r15 + r8 + 7488]
+    mov r8d, ebp
+    vmovdqu xmmword ptr [r15 + 384], xmm4
+    mov dword ptr [r15 + 128], eax
+    mov eax, eax
+    mov r8, r11
+    mov byte ptr [r15 + 320], r8b
+    and r8, 1984
+    mov qword ptr [r15 + r8 + 1344], r8
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c73:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d3413_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d3413_j_t
+.Lc1_d3413_j:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov byte ptr [r15 + 0], r8b
+    mov qword ptr [r15 + 0], rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r8d, byte ptr [r15 + 256]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r9, r11
+    and ecx, dword ptr [r15 + 64]
+    and r9, 1984
+    mov qword ptr [r15 + r9 + 1344], r9
+    movzx r9d, r8b
+    mov r8, r9
+    jmp 1f
+1:
+    mov r8d, ecx
+    .byte 0x0f, 0x1f, 0x00
+    test dword ptr [r15 + 67117723], 773
+    jz 1f
+1:
+    mov eax, dword ptr [r15 + 384]
+    jmp 1f
+1:
+    mov r9d, dword ptr [r15 + 192]
+    mov ecx, 173
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + 64], ymm0
+    mov r8, r8
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r8, r11
+    mov rcx, qword ptr [r15 + 448]
+    and r8, 4032
+    mov rbp, r11
+    movzx edi, byte ptr [r15 + r8 + 3392]
+    movsxd r8, dword ptr [r15 + 128]
+    and rbp, 448
+    mov dword ptr [r15 + rbp + 832], ebp
+    vmovdqu ymmword ptr [r15 + 512], ymm0
+    mov byte ptr [r15 + 576], dil
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c74:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d3462_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d3462_j_t
+.Lc1_d3462_j:
+    mov rcx, rbp
+    jmp 1f
+1:
+    movzx ebp, al
+    mov rbp, r11
+    mov byte ptr [r15 + 128], bpl
+    and rbp, 16320
+    mov rax, qword ptr [r15 + rbp + 15680]
+    mov rbp, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 4032
+    mov rcx, qword ptr [r15 + rbp + 3392]
+    mov ebp, ecx
+    mov ecx, ebp
+    mov rbp, qword ptr [r15 + 384]
+    mov r8, qword ptr [r15 + 448]
+    test dword ptr [r15 + 67117724], 256
+    jz 1f
+1:
+    mov byte ptr [r15 + 320], al
+    vmovdqu ymmword ptr [r15 + 192], ymm15
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 512], 42
+    movzx eax, byte ptr [r15 + 704]
+    movzx ecx, byte ptr [r15 + 64]
+    mov dword ptr [r15 + 256], r8d
+    mov r8d, ebp
+    mov rbp, r11
+    jmp 1f
+1:
+    and rbp, 8128
+    movsxd r8, dword ptr [r15 + rbp + 7488]
+    mov rbp, qword ptr [r15 + 640]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c75:
+    mov rbp, r11
+    mov r8d, 210
+    and rbp, 448
+    mov dword ptr [r15 + rbp + 832], 233
+    movzx ebp, byte ptr [r15 + 448]
+    movsxd r8, dword ptr [r15 + 192]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov esi, 81
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, rsi
+    mov dword ptr [r15 + 768], esi
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov rsi, qword ptr [r15 + 128]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rsi, rax
+    mov esi, eax
+    mov rax, rsi
+    mov rsi, rax
+    mov rax, rsi
+    movzx esi, byte ptr [r15 + 320]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 64], 153
+    jmp 1f
+1:
+    mov eax, 169
+    mov byte ptr [r15 + 512], sil
+    jmp 1f
+1:
+    mov esi, esi
+    mov r8, r11
+    mov qword ptr [r15 + 128], r8
+    mov r9, r11
+    mov esi, 211
+    and r9, 8128
+    movsxd rsi, dword ptr [r15 + r9 + 7488]
+    and r8, 1984
+    mov byte ptr [r15 + r8 + 1344], al
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c76:
+    lea rcx, [rip + .Lc1_d3550_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d3550_j_t
+.Lc1_d3550_j:
+    mov qword ptr [r15 + 512], r9
+    mov r9, qword ptr [r15 + 576]
+    mov eax, r8d
+    mov r8, rax
+    mov dword ptr [r15 + 192], 90
+    movsxd r8, dword ptr [r15 + 128]
+    mov byte ptr [r15 + 256], cl
+    movzx ecx, cl
+    mov ecx, ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, r8b
+    mov r8d, 138
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r8d, r9b
+    test ebx, 1073741824
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 448], cl
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 448], r8b
+    mov r8, r11
+    and r9, 448
+    movsxd rdx, dword ptr [r15 + r9 + 832]
+    movzx r9d, byte ptr [r15 + 384]
+    and r8, 1984
+    movsxd rdi, dword ptr [r15 + r8 + 1344]
+    mov r8, r11
+    jmp 1f
+1:
+    and r8, 4032
+    mov byte ptr [r15 + r8 + 3392], r8b
+    movzx r8d, dl
+    mov rdx, r8
+    vmovdqu ymmword ptr [r15 + 64], ymm8
+    mov rdx, r9
+    mov dword ptr [r15 + 320], 6
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c77:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov eax, 19
+    movzx eax, al
+    mov r9, r11
+    mov rax, qword ptr [r15 + 704]
+    vmovdqu ymmword ptr [r15 + 512], ymm5
+    and r9, 8128
+    mov dword ptr [r15 + r9 + 7488], 72
+    mov byte ptr [r15 + 640], dl
+    vpshufd xmm5, xmm6, 5
+    mov byte ptr [r15 + 0], al
+    mov dword ptr [r15 + 0], r9d
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edx, 87
+    mov r12, qword ptr [r15 + r12 + 56]
+    test dword ptr [r15 + 67117723], 32
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, r11
+    jmp 1f
+1:
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + 64], ymm5
+    and r9, 1984
+    movzx eax, byte ptr [r15 + r9 + 1344]
+    mov r9, r11
+    mov esi, r9d
+    mov esi, esi
+    movsxd rsi, dword ptr [r15 + 384]
+    and r9, 4032
+    vmovdqu ymmword ptr [r15 + r9 + 3392], ymm8
+    mov r9, qword ptr [r15 + 128]
+    mov byte ptr [r15 + 448], r9b
+    mov qword ptr [r15 + 64], rax
+    mov byte ptr [r15 + 256], sil
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c78:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 262144
+    setz al
+    lea rcx, [rip + .Lc1_d3642_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d3642_s_t
+    .p2align 3
+.Lc1_d3642_s:
+    .p2align 3
+    jmp .Lc1_d3642_j
+    .p2align 3
+    jmp .Lc1_d3642_j
+.Lc1_d3642_j:
+    mov esi, eax
+    mov rax, rsi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, 246
+    vpxor xmm7, xmm7, xmm1
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, dword ptr [r15 + 768]
+    mov esi, ecx
+    and rbp, 8128
+    movsxd rcx, dword ptr [r15 + rbp + 7488]
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    movzx ebp, sil
+    mov rbp, r11
+    vmovdqu ymmword ptr [r15 + 64], ymm7
+    movsxd rsi, dword ptr [r15 + 192]
+    mov r8, r11
+    and rbp, 4032
+    xor dword ptr [r15 + rbp + 3392], ebp
+    mov ebp, dword ptr [r15 + 448]
+    add rbp, qword ptr [r15 + 128]
+    and r8, 448
+    mov qword ptr [r15 + r8 + 832], rcx
+    mov r8, qword ptr [r15 + 256]
+    mov dword ptr [r15 + 320], 43
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c79:
+    lea rcx, [rip + .Lc1_d3683_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d3683_j_t
+.Lc1_d3683_j:
+    mov rbp, r11
+    mov r8, r11
+    and rbp, 1984
+    movzx ecx, byte ptr [r15 + rbp + 1344]
+    and r8, 448
+    mov dword ptr [r15 + r8 + 832], 114
+    mov r8, qword ptr [r15 + 512]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, r8
+    movzx r8d, r8b
+    jmp 1f
+1:
+    vmovq qword ptr [r15 + 448], xmm5
+    movzx r8d, byte ptr [r15 + 192]
+    movzx edi, byte ptr [r15 + 64]
+    mov r9, r11
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and r9, 8128
+    mov dword ptr [r15 + r9 + 7488], 227
+    movzx r9d, byte ptr [r15 + 384]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r8d, dword ptr [r15 + 256]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov rdi, qword ptr [r15 + 576]
+    jmp 1f
+1:
+    vpaddq xmm5, xmm5, xmmword ptr [r15 + 128]
+    vpcmpeqb xmm5, xmm5, xmm7
+    movzx ebp, byte ptr [r15 + 128]
+    mov edx, r9d
+    movzx r9d, byte ptr [r15 + 320]
+    mov rax, r9
+    jmp 1f
+1:
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c80:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov edi, 123
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, 154
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 237
+    movzx r8d, dil
+    .byte 0x66, 0x90
+    mov dword ptr [r15 + 0], edi
+    mov edi, edi
+    mov byte ptr [r15 + 640], dil
     jmp 1f
 1:
     test ebx, 1073741824
     jnz 1f
 1:
+    mov edi, r9d
+    jmp 1f
+1:
+    mov dword ptr [r15 + 64], 224
+    mov r9, r9
+    add r9, qword ptr [r15 + 448]
     mov r8, r11
-    mov byte ptr [r15 + 512], cl
+    mov rdi, qword ptr [r15 + 192]
+    mov byte ptr [r15 + 128], dil
+    and r8, 448
+    mov qword ptr [r15 + r8 + 832], r8
+    mov r8d, r9d
+    mov dword ptr [r15 + 256], 128
+    mov r8, r11
+    jmp 1f
+1:
     and r8, 1984
-    mov qword ptr [r15 + r8 + 1344], rcx
-    mov r8, qword ptr [r15 + 64]
-    movzx ecx, byte ptr [r15 + 384]
-    test dword ptr [r15 + 67117724], 8437760
+    mov dword ptr [r15 + r8 + 1344], 120
+    mov r8, rdi
+    jmp 1f
+1:
+    mov r8, r11
+    mov qword ptr [r15 + 704], r8
+    movsxd rdi, dword ptr [r15 + 512]
+    and r8, 4032
+    vmovdqu ymmword ptr [r15 + r8 + 3392], ymm7
+    movsxd r8, dword ptr [r15 + 384]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c81:
+    lea rcx, [rip + .Lc1_d3783_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d3783_j_t
+.Lc1_d3783_j:
+    movzx ecx, dil
+    movzx edi, cl
+    mov qword ptr [r15 + 448], r8
+    mov dword ptr [r15 + 0], 245
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovq qword ptr [r15 + 0], xmm5
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, edi
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx edi, cl
+    mov qword ptr [r15 + 512], rdi
+    mov edi, dword ptr [r15 + 768]
+    mov r8, r11
+    test ebx, 1073741824
     jz 1f
 1:
-    mov qword ptr [r15 + 192], rcx
+    jmp 1f
+1:
+    mov ecx, dword ptr [r15 + 192]
+    and r8, 1984
+    movsxd rdi, dword ptr [r15 + r8 + 1344]
+    mov r8, r11
+    mov rsi, r8
+    and r8, 4032
+    mov qword ptr [r15 + r8 + 3392], rcx
+    mov dword ptr [r15 + 384], 110
+    jmp 1f
+1:
+    jmp 1f
+1:
+    add qword ptr [r15 + 64], rcx
+    mov r8, r11
+    mov dword ptr [r15 + 320], 48
+    movzx ecx, byte ptr [r15 + 64]
+    movzx esi, byte ptr [r15 + 128]
+    and r8, 8128
+    movsxd rax, dword ptr [r15 + r8 + 7488]
+    jmp 1f
+1:
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c82:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, 28
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 90
+    mov dword ptr [r15 + 0], eax
+    mov rax, r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 223
+    mov dword ptr [r15 + 576], r8d
+    movzx r8d, r8b
+    movzx r8d, byte ptr [r15 + 384]
+    mov rbp, r11
+    mov byte ptr [r15 + 64], bpl
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and rbp, 1984
+    movsxd r8, dword ptr [r15 + rbp + 1344]
+    jmp 1f
+1:
+    vmovdqu xmm0, xmmword ptr [r15 + 320]
+    mov dword ptr [r15 + 128], 116
+    vpaddd xmm0, xmm0, xmm5
+    jmp 1f
+1:
+    mov dword ptr [r15 + 192], 8
+    mov dword ptr [r15 + 256], ebp
+    mov rbp, r11
+    jmp 1f
+1:
+    and rbp, 448
     mov r9, r11
-    movsxd rax, dword ptr [r15 + 128]
+    mov qword ptr [r15 + rbp + 832], r9
+    mov rbp, qword ptr [r15 + 448]
+    and r9, 8128
+    movsxd rdx, dword ptr [r15 + r9 + 7488]
+    jmp 1f
+1:
+    mov qword ptr [r15 + 512], rbp
+    mov dword ptr [r15 + 128], ebp
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c83:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 268435456
+    setz al
+    lea rcx, [rip + .Lc1_d3874_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d3874_s_t
+    .p2align 3
+.Lc1_d3874_s:
+    .p2align 3
+    jmp .Lc1_d3874_j
+    .p2align 3
+    jmp .Lc1_d3874_j
+.Lc1_d3874_j:
+    mov ebp, 76
+    mov rdx, rbp
+    mov rbp, rdx
+    mov rdx, qword ptr [r15 + 256]
+    and edx, dword ptr [r15 + 0]
+    mov ecx, 166
+    mov dword ptr [r15 + 0], 24
+    mov byte ptr [r15 + 0], al
+    mov dword ptr [r15 + 0], eax
+    jmp 1f
+1:
+    mov rax, qword ptr [r15 + 64]
+    mov ebp, ecx
+    test ebx, 1073741824
+    jz 1f
+1:
+    add rcx, qword ptr [r15 + 320]
+    mov rax, qword ptr [r15 + 704]
+    movsxd rdx, dword ptr [r15 + 448]
+    mov ebp, dword ptr [r15 + 512]
+    mov qword ptr [r15 + 640], rbp
+    mov rbp, r11
+    mov esi, dword ptr [r15 + 128]
+    movzx edi, cl
+    mov r8, r11
+    and rbp, 448
+    mov dword ptr [r15 + rbp + 832], 50
+    movzx ebp, cl
+    and r8, 4032
+    mov ebp, dword ptr [r15 + r8 + 3392]
+    mov r8, qword ptr [r15 + 192]
+    mov ecx, dword ptr [r15 + 64]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c84:
+    lea rcx, [rip + .Lc1_d3917_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d3917_j_t
+.Lc1_d3917_j:
+    add rbp, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, rcx
+    mov ecx, ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, rbp
+    mov dword ptr [r15 + 0], ecx
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], rbp
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov rbp, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, byte ptr [r15 + 384]
+    and rbp, 8128
+    movsxd r9, dword ptr [r15 + rbp + 7488]
+    mov byte ptr [r15 + 192], r9b
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r9d, dword ptr [r15 + 256]
+    jmp 1f
+1:
+    mov rbp, rcx
+    movsxd rcx, dword ptr [r15 + 768]
+    jmp 1f
+1:
+    movzx ebp, r9b
+    mov r9d, dword ptr [r15 + 64]
+    mov esi, 69
+    mov esi, 108
+    mov r8, r11
+    mov rsi, qword ptr [r15 + 448]
+    mov eax, 176
+    and r8, 1984
+    mov r9, r11
+    mov rax, qword ptr [r15 + r8 + 1344]
+    mov r8, rax
+    vmovdqu ymmword ptr [r15 + 512], ymm0
+    and r9, 16320
+    mov r8, qword ptr [r15 + r9 + 15680]
+    mov r9d, r8d
+    vmovdqu ymmword ptr [r15 + 128], ymm0
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c85:
+    mov dword ptr [r15 + 448], 155
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, 65
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx esi, r9b
+    mov dword ptr [r15 + 0], 51
+    movzx eax, r9b
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovq xmm0, r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd r9, dword ptr [r15 + 512]
+    test ebx, 1073741824
+    jz 1f
+1:
+    movsxd r8, dword ptr [r15 + 256]
+    vmovdqu ymmword ptr [r15 + 64], ymm0
+    mov rsi, qword ptr [r15 + 128]
+    mov r9, r11
+    or qword ptr [r15 + 320], 99
+    movsxd rax, dword ptr [r15 + 384]
+    and r9, 448
+    mov edi, dword ptr [r15 + r9 + 832]
+    nop
+    mov r9d, 130
+    jmp 1f
+1:
+    mov dword ptr [r15 + 576], 54
+    mov r9, r11
+    mov rdx, qword ptr [r15 + 128]
+    and r9, 4032
+    mov rbp, r11
+    movsxd rcx, dword ptr [r15 + r9 + 3392]
+    mov r9d, 75
+    .byte 0x0f, 0x1f, 0x40, 0x00
+    and rbp, 1984
+    mov byte ptr [r15 + rbp + 1344], bpl
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c86:
+    lea rcx, [rip + .Lc1_d4010_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d4010_j_t
+.Lc1_d4010_j:
+    mov rbp, r11
+    mov esi, 108
+    mov rcx, qword ptr [r15 + 704]
+    and rbp, 8128
+    movsxd rax, dword ptr [r15 + rbp + 7488]
+    jmp 1f
+1:
+    movzx ebp, sil
+    mov qword ptr [r15 + 64], rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, qword ptr [r15 + 192]
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx esi, al
+    movzx eax, byte ptr [r15 + 448]
+    mov rsi, qword ptr [r15 + 640]
+    mov ebp, esi
+    mov rbp, r11
+    jmp 1f
+1:
+    and rbp, 4032
+    mov qword ptr [r15 + rbp + 3392], rbp
+    movsxd rbp, dword ptr [r15 + 320]
+    mov rcx, qword ptr [r15 + 512]
+    mov qword ptr [r15 + 64], rax
+    mov dword ptr [r15 + 128], 248
+    movzx eax, al
+    mov r9, r11
+    vmovdqu ymmword ptr [r15 + 256], ymm0
+    and r9, 448
+    mov dword ptr [r15 + r9 + 832], 54
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c87:
+    mov r9, r11
+    mov eax, r9d
+    mov eax, dword ptr [r15 + 768]
+    and r9, 8128
+    mov qword ptr [r15 + r9 + 7488], r9
+    movzx r9d, al
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movzx r9d, byte ptr [r15 + 128]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], al
+    mov dword ptr [r15 + 0], eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, al
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov eax, 96
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov eax, dword ptr [r15 + 128]
+    mov dword ptr [r15 + 256], eax
+    mov dword ptr [r15 + 320], edi
+    mov edi, eax
+    movzx edi, dil
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov edi, dword ptr [r15 + 192]
+    mov rax, qword ptr [r15 + 384]
+    mov r8, r11
+    mov byte ptr [r15 + 512], r8b
+    mov r9, r11
+    and r8, 4032
+    mov byte ptr [r15 + r8 + 3392], r8b
+    mov qword ptr [r15 + 448], rax
+    movsxd rax, dword ptr [r15 + 64]
+    and r9, 1984
+    vmovdqu ymmword ptr [r15 + r9 + 1344], ymm0
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c88:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 16384
+    setz al
+    lea rcx, [rip + .Lc1_d4103_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d4103_s_t
+    .p2align 3
+.Lc1_d4103_s:
+    .p2align 3
+    jmp .Lc1_d4103_j
+    .p2align 3
+    jmp .Lc1_d4103_j
+.Lc1_d4103_j:
+    mov dword ptr [r15 + 0], eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov rbp, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rcx
+    mov qword ptr [r15 + 512], rax
+    and rbp, 448
+    mov rcx, qword ptr [r15 + rbp + 832]
+    movzx ebp, al
+    movzx eax, al
+    mov byte ptr [r15 + 192], al
+    vpcmpeqb xmm0, xmm0, xmm14
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov eax, 77
+    mov rbp, r11
+    mov eax, ecx
+    movzx ecx, al
+    mov r8, r11
+    vmovdqu ymmword ptr [r15 + 64], ymm0
+    and rbp, 1984
+    mov byte ptr [r15 + rbp + 1344], bpl
+    and r8, 8128
+    movzx ebp, byte ptr [r15 + r8 + 7488]
+    jmp 1f
+1:
+    mov eax, dword ptr [r15 + 576]
+    mov dword ptr [r15 + 384], ecx
+    movzx ecx, byte ptr [r15 + 128]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c89:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d4148_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d4148_j_t
+.Lc1_d4148_j:
+    mov ecx, ebp
+    mov rbp, r11
+    jmp 1f
+1:
+    mov eax, dword ptr [r15 + 256]
+    mov ecx, 101
+    and rbp, 4032
+    mov dword ptr [r15 + rbp + 3392], 15
+    mov dword ptr [r15 + 128], 245
+    mov ebp, eax
+    mov ebp, ebp
+    add rbp, qword ptr [r15 + 512]
+    movzx eax, byte ptr [r15 + 640]
+    mov dword ptr [r15 + 320], 46
+    movzx ecx, cl
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    test dword ptr [r15 + 67117724], 17301504
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], al
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r11
+    mov dword ptr [r15 + 0], 42
+    mov rax, qword ptr [r15 + 192]
+    and rbp, 448
+    mov rcx, qword ptr [r15 + rbp + 832]
+    movzx ebp, cl
+    mov dword ptr [r15 + 64], ebp
+    mov rbp, r11
+    mov byte ptr [r15 + 448], al
+    and rbp, 1984
+    mov eax, dword ptr [r15 + rbp + 1344]
+    mov rbp, rax
+    mov rax, rcx
+    jmp 1f
+1:
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c90:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov eax, dword ptr [r15 + 64]
+    movzx ecx, byte ptr [r15 + 768]
+    mov ebp, 80
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r8, r11
+    mov dword ptr [r15 + 384], ecx
+    and r8, 8128
+    mov qword ptr [r15 + r8 + 7488], rax
+    movsxd r8, dword ptr [r15 + 448]
+    jmp 1f
+1:
+    mov eax, 57
+    jmp 1f
+1:
+    test dword ptr [r15 + 67117724], 262144
+    jz 1f
+1:
+    movzx ecx, r8b
+    mov r8, qword ptr [r15 + 704]
+    mov rcx, r8
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r8d, dword ptr [r15 + 512]
+    mov rbp, r11
+    mov eax, eax
+    mov rax, qword ptr [r15 + 192]
+    and rbp, 4032
+    mov r9, r11
+    mov dword ptr [r15 + rbp + 3392], r9d
+    jmp 1f
+1:
+    and r9, 448
+    mov ebp, dword ptr [r15 + r9 + 832]
+    mov qword ptr [r15 + 320], r8
+    movsxd r8, dword ptr [r15 + 128]
+    mov dword ptr [r15 + 64], 7
+    mov qword ptr [r15 + 256], rax
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c91:
+    lea rcx, [rip + .Lc1_d4239_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d4239_j_t
+.Lc1_d4239_j:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov byte ptr [r15 + 0], cl
+    mov rcx, qword ptr [r15 + 256]
+    mov rbp, r11
+    mov rdx, qword ptr [r15 + 320]
+    and rbp, 1984
+    mov dword ptr [r15 + rbp + 1344], 24
+    movzx ebp, cl
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rbp, r11
+    movsxd rcx, dword ptr [r15 + 128]
+    mov r8, r11
+    mov rdx, qword ptr [r15 + 64]
+    and rbp, 4032
+    movsxd rdi, dword ptr [r15 + rbp + 3392]
+    and r8, 8128
+    mov rbp, qword ptr [r15 + r8 + 7488]
+    mov qword ptr [r15 + 576], rbp
+    mov ebp, dword ptr [r15 + 192]
+    mov dword ptr [r15 + 128], 72
+    mov qword ptr [r15 + 640], rcx
+    jmp 1f
+1:
+    movzx ecx, byte ptr [r15 + 512]
+    mov dword ptr [r15 + 448], 226
+    mov r8d, 238
+    mov r8d, dword ptr [r15 + 384]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c92:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 65536
+    setz al
+    lea rcx, [rip + .Lc1_d4285_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d4285_s_t
+    .p2align 3
+.Lc1_d4285_s:
+    .p2align 3
+    jmp .Lc1_d4285_j
+    .p2align 3
+    jmp .Lc1_d4285_j
+.Lc1_d4285_j:
+    mov edx, r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r8d, cl
+    mov qword ptr [r15 + 0], r8
+    movzx r8d, al
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r8, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 64], cl
+    and r8, 448
+    mov byte ptr [r15 + r8 + 832], r8b
+    movzx eax, byte ptr [r15 + 128]
+    mov ecx, eax
+    mov eax, dword ptr [r15 + 384]
+    mov r8, qword ptr [r15 + 256]
+    mov esi, dword ptr [r15 + 448]
+    mov r9, r11
+    mov edx, r9d
+    mov edx, dword ptr [r15 + 512]
+    and r9, 1984
+    mov dword ptr [r15 + r9 + 1344], r9d
+    movzx r9d, byte ptr [r15 + 64]
+    mov ebp, r8d
+    mov r8, r11
+    movsxd rdi, dword ptr [r15 + 704]
+    and r8, 8128
+    mov r9, qword ptr [r15 + r8 + 7488]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c93:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 195
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, r9d
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd r9, dword ptr [r15 + 768]
+    jmp 1f
+1:
+    movzx esi, byte ptr [r15 + 128]
+    mov rbp, r11
+    jmp 1f
+1:
+    test dword ptr [r15 + 67117724], 139392
+    jz 1f
+1:
+    mov r9, r11
+    and rbp, 4032
+    movsxd rdi, dword ptr [r15 + rbp + 3392]
+    mov dword ptr [r15 + 512], edi
+    and r9, 1984
+    movzx ebp, byte ptr [r15 + r9 + 1344]
+    mov r9, qword ptr [r15 + 256]
+    mov dword ptr [r15 + 448], 120
+    movsxd rdi, dword ptr [r15 + 384]
+    mov dword ptr [r15 + 64], 223
+    jmp 1f
+1:
+    mov r8, r11
+    movsxd rsi, dword ptr [r15 + 128]
+    mov rax, rsi
+    and r8, 448
+    mov rsi, qword ptr [r15 + r8 + 832]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 192], r9d
+    mov dword ptr [r15 + 320], eax
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c94:
+    lea rcx, [rip + .Lc1_d4370_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d4370_j_t
+.Lc1_d4370_j:
+    mov byte ptr [r15 + 576], r8b
+    vpaddq xmm0, xmm0, xmmword ptr [r15 + 0]
+    movzx r8d, r8b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, rcx
+    jmp 1f
+1:
+    mov r8d, 14
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 71
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx ecx, r8b
+    mov r8d, 40
+    jmp 1f
+1:
+    mov r8, rcx
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    and r8, 4032
+    movzx ecx, byte ptr [r15 + r8 + 3392]
+    vpaddd xmm0, xmm0, xmm11
+    inc dword ptr [r15 + 320]
+    vmovdqu ymmword ptr [r15 + 256], ymm0
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov qword ptr [r15 + 128], rcx
+    mov ecx, dword ptr [r15 + 64]
+    jmp 1f
+1:
+    mov r8d, 23
+    mov r8d, r8d
+    mov r8, r11
+    mov edx, 44
+    mov rdx, qword ptr [r15 + 512]
+    and r8, 8128
+    inc dword ptr [r15 + r8 + 7488]
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + 192], ymm0
+    mov r8, qword ptr [r15 + 448]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c95:
+    mov r8, r11
+    mov rdx, qword ptr [r15 + 64]
+    and r8, 448
+    and ecx, dword ptr [r15 + r8 + 832]
+    mov r8, qword ptr [r15 + 128]
+    mov eax, 215
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rsi, rdx
+    mov dword ptr [r15 + 0], esi
+    mov qword ptr [r15 + 0], rdx
+    jmp 1f
+1:
+    inc dword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], sil
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], al
+    mov dword ptr [r15 + 0], r8d
+    jmp 1f
+1:
+    test ebx, 1024
+    jz 1f
+1:
+    mov r8, r11
+    jmp 1f
+1:
+    movzx eax, sil
+    and r8, 1984
+    mov rsi, qword ptr [r15 + r8 + 1344]
+    jmp 1f
+1:
+    mov byte ptr [r15 + 384], r8b
+    jmp 1f
+1:
+    movzx r8d, byte ptr [r15 + 192]
+    mov eax, 159
+    mov dword ptr [r15 + 256], eax
+    movsxd rax, dword ptr [r15 + 640]
+    jmp 1f
+1:
+    mov rbp, r11
+    mov qword ptr [r15 + 320], rbp
+    and rbp, 8128
+    mov r9, qword ptr [r15 + rbp + 7488]
+    mov dword ptr [r15 + 512], 141
+    mov qword ptr [r15 + 704], rax
+    jmp 1f
+1:
+    movsxd rax, dword ptr [r15 + 448]
+    jmp 1f
+1:
+    mov rbp, qword ptr [r15 + 64]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c96:
+    lea rcx, [rip + .Lc1_d4472_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d4472_j_t
+.Lc1_d4472_j:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], r9
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r9d, ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 44
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, r9d
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov byte ptr [r15 + 448], r9b
+    jmp 1f
+1:
+    mov r9, r11
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov byte ptr [r15 + 64], cl
+    movsxd rcx, dword ptr [r15 + 128]
+    and r9, 16320
+    mov rbp, r11
+    mov rdi, qword ptr [r15 + r9 + 15680]
+    mov qword ptr [r15 + 512], rdi
+    and rbp, 448
+    mov r9, qword ptr [r15 + rbp + 832]
+    mov dword ptr [r15 + 384], 130
+    mov rbp, r11
+    vmovdqu ymmword ptr [r15 + 128], ymm0
+    jmp 1f
+1:
+    and rbp, 4032
+    mov byte ptr [r15 + rbp + 3392], bpl
+    mov ebp, ecx
+    jmp 1f
+1:
+    mov qword ptr [r15 + 256], rcx
+    mov ecx, 166
+    mov dword ptr [r15 + 768], ecx
+    jmp 1f
+1:
+    mov dword ptr [r15 + 192], ebp
+    mov edi, ebp
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c97:
+    lea rcx, [rip + .Lc1_d4522_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d4522_j_t
+.Lc1_d4522_j:
+    mov byte ptr [r15 + 576], bpl
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], rdi
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, 48
+    mov edi, 206
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov edi, 65
+    movzx edi, dil
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rbp, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 64], 234
+    lea r8, [r11 + r11*1]
+    and rbp, 8128
+    mov qword ptr [r15 + rbp + 7488], rbp
+    mov dword ptr [r15 + 640], edi
+    and r8, 1984
+    mov dword ptr [r15 + r8 + 1408], 40
+    mov qword ptr [r15 + r8 + 1344], rbp
+    mov r8, r11
+    jmp 1f
+1:
+    mov qword ptr [r15 + 512], rbp
+    mov dword ptr [r15 + 320], 143
+    and r8, 4032
+    mov ebp, dword ptr [r15 + r8 + 3392]
+    movzx r8d, byte ptr [r15 + 128]
+    mov dword ptr [r15 + 448], 51
+    movsxd rdi, dword ptr [r15 + 192]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c98:
+    mov r8d, edi
+    mov edi, 105
+    mov dword ptr [r15 + 64], 243
+    and ebp, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov byte ptr [r15 + 0], r8b
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, rbp
+    mov dword ptr [r15 + 0], r8d
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    movzx ebp, byte ptr [r15 + 320]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 128], r8d
+    mov r8d, 101
+    mov r8d, 220
+    mov r8, r11
+    mov dword ptr [r15 + 512], 35
+    mov r9, r11
+    and r8, 448
+    movzx edi, byte ptr [r15 + r8 + 832]
+    and r9, 8128
+    mov dword ptr [r15 + r9 + 7488], 215
+    jmp 1f
+1:
+    mov r8d, dword ptr [r15 + 448]
+    mov r9d, r8d
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 192], edi
+    movzx edi, dil
+    mov edi, 88
+    mov byte ptr [r15 + 256], dil
+    mov rdi, qword ptr [r15 + 64]
+    mov dword ptr [r15 + 704], edi
+    mov dword ptr [r15 + 384], r9d
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c99:
+    lea rcx, [rip + .Lc1_d4618_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d4618_j_t
+.Lc1_d4618_j:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r9d, 227
+    mov r9, qword ptr [r15 + 384]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rcx
+    mov rcx, rcx
+    vmovdqu ymmword ptr [r15 + 0], ymm0
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 214
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, byte ptr [r15 + 128]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r9, r11
+    movzx ecx, byte ptr [r15 + 128]
+    mov qword ptr [r15 + 448], rcx
+    movzx ecx, r9b
+    and r9, 4032
+    mov byte ptr [r15 + r9 + 3392], r9b
+    jmp 1f
+1:
+    mov r9, r11
+    movzx ecx, r9b
+    mov rbp, r11
+    mov rcx, qword ptr [r15 + 192]
+    and r9, 448
+    movsxd rax, dword ptr [r15 + r9 + 832]
+    movzx r9d, byte ptr [r15 + 512]
+    and rbp, 1984
+    mov dword ptr [r15 + rbp + 1344], 176
+    movzx ebp, byte ptr [r15 + 64]
+    mov qword ptr [r15 + 768], rbp
+    mov rbp, rax
+    mov dword ptr [r15 + 256], 39
+    mov ebp, ecx
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c100:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ebp, bpl
+    jmp 1f
+1:
+    vpor xmm9, xmm9, xmm12
+    vmovdqu ymmword ptr [r15 + 0], ymm9
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movzx ebp, cl
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 52
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + 512], ebp
+    mov byte ptr [r15 + 384], bpl
+    mov rbp, r11
+    movzx ecx, byte ptr [r15 + 448]
+    and rbp, 4032
+    mov rsi, qword ptr [r15 + rbp + 3392]
+    movzx ebp, sil
+    mov rbp, r11
+    mov r8, r11
+    and rbp, 1984
+    mov byte ptr [r15 + rbp + 1344], bpl
+    mov qword ptr [r15 + 256], rsi
+    and r8, 8128
+    vpcmpeqb xmm9, xmm9, xmmword ptr [r15 + r8 + 7488]
+    vmovdqu xmmword ptr [r15 + 576], xmm9
+    mov dword ptr [r15 + 640], ecx
+    mov ecx, ecx
+    movsxd rcx, dword ptr [r15 + 64]
+    jmp 1f
+1:
+    mov esi, 49
+    mov esi, 233
+    mov byte ptr [r15 + 320], sil
+    vmovdqu xmmword ptr [r15 + 128], xmm9
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c101:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 4096
+    setz al
+    lea rcx, [rip + .Lc1_d4713_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d4713_s_t
+    .p2align 3
+.Lc1_d4713_s:
+    .p2align 3
+    jmp .Lc1_d4713_j
+    .p2align 3
+    jmp .Lc1_d4713_j
+.Lc1_d4713_j:
+    mov r9, r11
+    movsxd rcx, dword ptr [r15 + 64]
+    and r9, 8128
+    vmovdqu xmmword ptr [r15 + r9 + 7488], xmm10
+    mov r9, qword ptr [r15 + 128]
+    movzx eax, byte ptr [r15 + 320]
+    mov dword ptr [r15 + 256], 193
+    movzx edx, cl
+    jmp 1f
+1:
+    mov qword ptr [r15 + 704], r9
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, r11
+    test dword ptr [r15 + 67117724], 4176
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r9, 448
+    movsxd rcx, dword ptr [r15 + r9 + 832]
+    mov r9, rcx
+    mov r9, r11
+    mov qword ptr [r15 + 64], r9
+    jmp 1f
+1:
+    mov dword ptr [r15 + 448], edx
+    and r9, 1984
+    mov qword ptr [r15 + r9 + 1344], r9
+    mov rdx, rcx
+    movzx edx, byte ptr [r15 + 192]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c102:
+    lea rcx, [rip + .Lc1_d4754_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d4754_j_t
+.Lc1_d4754_j:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, edx
+    mov dword ptr [r15 + 0], 46
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov rbp, r11
+    mov qword ptr [r15 + 0], rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    inc dword ptr [r15 + 0]
+    mov r8, r11
+    and rbp, 4032
+    mov byte ptr [r15 + rbp + 3392], bpl
+    and r8, 8128
+    mov byte ptr [r15 + r8 + 7488], r8b
+    mov r8d, 177
+    mov r8, r8
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r8, qword ptr [r15 + 128]
+    jmp 1f
+1:
+    mov r9, r11
+    mov byte ptr [r15 + 128], r9b
+    and r9, 448
+    movzx ebp, byte ptr [r15 + r9 + 832]
+    jmp 1f
+1:
+    vmovq xmm7, r8
+    mov r8, qword ptr [r15 + 64]
+    mov dword ptr [r15 + 448], r8d
+    jmp 1f
+1:
+    movzx r8d, byte ptr [r15 + 512]
+    movzx r9d, byte ptr [r15 + 256]
+    mov rdi, qword ptr [r15 + 192]
+    mov byte ptr [r15 + 384], dil
+    mov qword ptr [r15 + 768], rbp
+    mov ebp, dword ptr [r15 + 320]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c103:
+    movsxd rbp, dword ptr [r15 + 640]
+    mov rdi, qword ptr [r15 + 192]
+    mov r8d, edi
+    mov dword ptr [r15 + 512], 49
+    mov rdi, r9
+    jmp 1f
+1:
+    mov edi, dword ptr [r15 + 256]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], ebp
+    mov r9d, 37
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, 110
+    mov byte ptr [r15 + 0], bpl
+    mov qword ptr [r15 + 0], rdi
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edi, 196
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r11
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and rbp, 4032
+    mov byte ptr [r15 + rbp + 3392], bpl
+    mov ebp, r9d
+    movzx r9d, byte ptr [r15 + 128]
+    movsxd rbp, dword ptr [r15 + 384]
+    movsxd r8, dword ptr [r15 + 64]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov esi, edi
+    movzx edi, sil
+    mov r9, r11
+    mov dword ptr [r15 + 448], 230
+    and r9, 1984
+    add r8, qword ptr [r15 + r9 + 1344]
+    mov r9d, r8d
+    inc dword ptr [r15 + 512]
+    mov r9, r11
+    movzx esi, byte ptr [r15 + 576]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    and r9, 448
+    mov qword ptr [r15 + r9 + 832], r9
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c104:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 268435456
+    setz al
+    lea rcx, [rip + .Lc1_d4855_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d4855_s_t
+    .p2align 3
+.Lc1_d4855_s:
+    .p2align 3
+    jmp .Lc1_d4855_j
+    .p2align 3
+    jmp .Lc1_d4855_j
+.Lc1_d4855_j:
+    .byte 0x0f, 0x1f, 0x40, 0x00
+    jmp 1f
+1:
+    mov eax, eax
+    jmp 1f
+1:
+    mov r8, r11
+    mov qword ptr [r15 + 192], r8
+    mov qword ptr [r15 + 448], rcx
+    .byte 0x66, 0x90
+    and r8, 8128
+    mov ecx, dword ptr [r15 + r8 + 7488]
+    jmp 1f
+1:
+    movzx r8d, al
+    movsxd r8, dword ptr [r15 + 64]
+    mov rax, r8
+    jmp 1f
+1:
+    mov eax, 190
+    test dword ptr [r15 + 67117723], 536870912
+    jz 1f
+1:
+    mov qword ptr [r15 + 0], rcx
+    add rcx, qword ptr [r15 + 0]
+    mov r8d, ecx
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, eax
+    mov rcx, qword ptr [r15 + 320]
+    mov byte ptr [r15 + 64], cl
+    vmovdqu ymmword ptr [r15 + 128], ymm7
+    mov r9, r11
+    mov dword ptr [r15 + 704], 32
+    mov eax, r8d
+    mov r8, r11
+    and r9, 1984
+    mov rcx, qword ptr [r15 + r9 + 1344]
+    and r8, 4032
+    mov dword ptr [r15 + r8 + 3392], r8d
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c105:
+    mov byte ptr [r15 + 0], al
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, ecx
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], eax
+    mov ecx, 255
+    movzx ecx, cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    and eax, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov rbp, r11
+    jmp 1f
+1:
+    mov ecx, dword ptr [r15 + 384]
+    and rbp, 448
+    mov r8, r11
+    mov dword ptr [r15 + rbp + 832], 245
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    and r8, 1984
+    movsxd rbp, dword ptr [r15 + r8 + 1344]
+    vmovdqu ymmword ptr [r15 + 192], ymm7
+    mov r8d, 179
+    jmp 1f
+1:
+    mov r8d, 159
+    mov r8d, 113
+    mov r8, r11
+    mov rdx, r8
+    and r8, 8128
+    movzx edx, byte ptr [r15 + r8 + 7488]
+    mov byte ptr [r15 + 448], dl
+    movzx edx, byte ptr [r15 + 768]
+    movzx r8d, byte ptr [r15 + 128]
+    jmp 1f
+1:
+    mov edi, dword ptr [r15 + 64]
+    mov rsi, qword ptr [r15 + 512]
+    mov qword ptr [r15 + 256], rsi
+    jmp 1f
+1:
+    movzx esi, byte ptr [r15 + 320]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c106:
+    lea rcx, [rip + .Lc1_d4952_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d4952_j_t
+.Lc1_d4952_j:
+    mov ecx, 50
+    mov ecx, dword ptr [r15 + 512]
+    mov rbp, r11
+    mov rsi, qword ptr [r15 + 256]
+    mov qword ptr [r15 + 128], rsi
+    and rbp, 448
+    movsxd rsi, dword ptr [r15 + rbp + 832]
+    mov dword ptr [r15 + 448], esi
     mov esi, ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 24
+    and rbp, 16320
+    vmovdqu ymmword ptr [r15 + rbp + 15680], ymm7
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    mov rbp, r11
+    mov ecx, ebp
+    mov ecx, 25
+    and rbp, 4032
+    mov dword ptr [r15 + rbp + 3392], 173
+    movsxd rbp, dword ptr [r15 + 384]
+    mov eax, 197
+    mov byte ptr [r15 + 128], al
+    movzx eax, cl
+    add rax, qword ptr [r15 + 576]
+    movsxd rcx, dword ptr [r15 + 640]
+    movzx r9d, byte ptr [r15 + 64]
+    mov rsi, r9
+    mov r9d, 13
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c107:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d4998_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d4998_j_t
+.Lc1_d4998_j:
+    mov r9, r11
+    mov byte ptr [r15 + 448], r9b
+    mov rbp, r11
+    and r9, 4032
+    mov byte ptr [r15 + r9 + 3392], r9b
+    mov qword ptr [r15 + 64], rax
+    and rbp, 8128
+    mov byte ptr [r15 + rbp + 7488], bpl
+    movsxd rbp, dword ptr [r15 + 512]
+    mov dword ptr [r15 + 192], ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    .byte 0x0f, 0x1f, 0x40, 0x00
+    jmp 1f
+1:
+    mov eax, 147
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r9
+    test dword ptr [r15 + 67117723], 2106368
+    jz 1f
+1:
+    movzx r9d, al
+    mov byte ptr [r15 + 0], r9b
+    movzx r9d, byte ptr [r15 + 704]
+    mov rbp, r11
+    jmp 1f
+1:
+    and rbp, 1984
+    mov dword ptr [r15 + rbp + 1344], 62
+    mov rbp, rax
+    mov ebp, 66
+    add rbp, qword ptr [r15 + 256]
+    mov eax, dword ptr [r15 + 384]
+    mov dword ptr [r15 + 320], 126
+    jmp 1f
+1:
+    mov byte ptr [r15 + 128], r9b
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c108:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov dword ptr [r15 + 512], ebp
+    movzx ebp, bpl
+    mov rbp, r11
+    movzx r9d, bpl
+    movzx r9d, byte ptr [r15 + 448]
+    and rbp, 1984
+    mov rax, qword ptr [r15 + rbp + 1344]
+    mov dword ptr [r15 + 256], eax
+    vpcmpeqb xmm3, xmm3, xmm13
+    movzx ebp, r9b
+    movsxd rbp, dword ptr [r15 + 64]
+    inc dword ptr [r15 + 0]
+    mov rax, rax
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    test dword ptr [r15 + 67117724], 524288
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r9d, bpl
+    mov rbp, qword ptr [r15 + 192]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 128], 113
+    vmovdqu ymmword ptr [r15 + 64], ymm1
+    jmp 1f
+1:
+    mov r8, r11
+    jmp 1f
+1:
+    mov edx, r9d
+    and r8, 8128
+    mov r9, qword ptr [r15 + r8 + 7488]
+    mov r8, qword ptr [r15 + 320]
+    mov edi, 153
+    mov r8, r11
+    jmp 1f
+1:
+    and r8, 448
+    mov edi, dword ptr [r15 + r8 + 832]
+    mov qword ptr [r15 + 768], rdi
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c109:
+    lea rcx, [rip + .Lc1_d5085_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d5085_j_t
+.Lc1_d5085_j:
+    mov r8, r11
+    mov qword ptr [r15 + 64], r8
+    movzx ecx, dil
+    and r8, 8128
+    mov rcx, qword ptr [r15 + r8 + 7488]
+    mov dword ptr [r15 + 128], 32
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edi, 233
+    mov qword ptr [r15 + 0], rdi
+    mov rdi, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx ecx, byte ptr [r15 + 576]
+    mov dword ptr [r15 + 512], ecx
+    mov r8, r11
+    mov dword ptr [r15 + 448], 107
+    mov ecx, edi
+    jmp 1f
+1:
+    and r8, 448
+    mov qword ptr [r15 + r8 + 832], r8
+    mov dword ptr [r15 + 192], 63
+    movzx edi, byte ptr [r15 + 384]
+    mov r8, qword ptr [r15 + 128]
+    mov ecx, 185
+    movzx ecx, cl
+    mov rbp, r11
+    mov ecx, 9
+    and rbp, 4032
+    mov byte ptr [r15 + rbp + 3392], bpl
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c110:
+    lea rcx, [rip + .Lc1_d5127_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d5127_j_t
+.Lc1_d5127_j:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movsxd rcx, dword ptr [r15 + 640]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, ebp
+    mov dword ptr [r15 + 0], 175
+    movzx ebp, cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 320], 86
+    movzx ecx, byte ptr [r15 + 192]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r8, r11
+    jmp 1f
+1:
+    mov rbp, rbp
+    and r8, 4032
+    mov rbp, r11
+    mov dword ptr [r15 + r8 + 3392], ebp
+    and rbp, 448
+    movsxd r8, dword ptr [r15 + rbp + 832]
+    mov ebp, 179
+    mov ebp, ebp
+    mov byte ptr [r15 + 128], bpl
+    mov dword ptr [r15 + 384], ecx
+    mov dword ptr [r15 + 448], 203
+    mov ecx, dword ptr [r15 + 64]
+    mov rbp, r11
+    mov byte ptr [r15 + 256], bpl
+    mov esi, dword ptr [r15 + 704]
+    and rbp, 1984
+    mov edx, dword ptr [r15 + rbp + 1344]
+    movsxd rbp, dword ptr [r15 + 512]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c111:
+    movzx ebp, byte ptr [r15 + 384]
+    mov ecx, 170
+    movzx ecx, cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rbp
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], rbp
+    mov ebp, 19
+    mov dword ptr [r15 + 0], ecx
+    mov rbp, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 1984
+    mov dword ptr [r15 + rbp + 1344], 27
+    jmp 1f
+1:
+    mov dword ptr [r15 + 192], 22
+    test ebx, 1073741824
+    jnz 1f
+1:
+    vpaddd xmm3, xmm3, xmm3
+    jmp 1f
+1:
+    movzx ecx, byte ptr [r15 + 448]
+    mov ebp, dword ptr [r15 + 320]
+    mov edx, 251
+    mov rdx, rdx
+    mov rdx, qword ptr [r15 + 512]
+    mov dword ptr [r15 + 256], 216
+    mov byte ptr [r15 + 128], cl
+    movzx ecx, byte ptr [r15 + 768]
+    jmp 1f
+1:
+    mov r9d, dword ptr [r15 + 64]
+    jmp 1f
+1:
+    mov r8, r11
+    jmp 1f
+1:
+    and r8, 8128
+    mov dword ptr [r15 + r8 + 7488], edx
+    movzx r8d, byte ptr [r15 + 64]
+    mov rdx, r9
+    mov edx, edx
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c112:
+    lea rcx, [rip + .Lc1_d5217_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d5217_j_t
+.Lc1_d5217_j:
+    mov r9, r11
+    jmp 1f
+1:
+    movzx ebp, byte ptr [r15 + 576]
+    and r9, 448
+    add rdx, qword ptr [r15 + r9 + 832]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, rcx
+    mov r9, r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov ecx, edx
+    vmovdqu xmm9, xmmword ptr [r15 + 128]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rdx, r9
+    mov dword ptr [r15 + 320], 195
+    mov edx, 28
+    mov rdx, qword ptr [r15 + 512]
+    mov r9, r11
+    mov rbp, r9
+    mov rbp, r11
+    and r9, 8128
+    mov esi, dword ptr [r15 + r9 + 7488]
+    movsxd r9, dword ptr [r15 + 128]
+    and rbp, 4032
+    mov rax, qword ptr [r15 + rbp + 3392]
+    mov dword ptr [r15 + 640], 223
+    movzx ebp, sil
+    mov ebp, dword ptr [r15 + 192]
+    mov byte ptr [r15 + 64], bpl
+    xor dword ptr [r15 + 256], eax
+    movzx eax, dl
+    mov edx, eax
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c113:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rsi, rdx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rdx, rax
+    mov edx, edx
+    mov dword ptr [r15 + 0], edx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, al
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], dl
+    mov byte ptr [r15 + 384], sil
+    mov esi, dword ptr [r15 + 64]
+    mov edx, dword ptr [r15 + 128]
+    and edx, dword ptr [r15 + 64]
+    mov eax, 50
+    test dword ptr [r15 + 67117723], 8388608
+    jz 1f
+1:
+    jmp 1f
+1:
+    mov esi, 86
+    jmp 1f
+1:
+    mov qword ptr [r15 + 704], rax
+    mov eax, 248
+    mov byte ptr [r15 + 448], al
+    jmp 1f
+1:
+    mov r8, r11
+    mov eax, 223
+    mov rbp, r11
+    and r8, 1984
+    mov qword ptr [r15 + r8 + 1344], r8
+    movzx r8d, sil
+    and rbp, 4032
+    mov r8, r11
+    mov byte ptr [r15 + rbp + 3392], r8b
+    mov esi, dword ptr [r15 + 256]
+    mov ebp, 139
+    and r8, 448
+    mov rbp, qword ptr [r15 + r8 + 832]
+    mov r8, qword ptr [r15 + 512]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c114:
+    lea rcx, [rip + .Lc1_d5309_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d5309_j_t
+.Lc1_d5309_j:
+    mov rbp, r11
+    mov r8, r11
+    and rbp, 1984
+    mov dword ptr [r15 + rbp + 1344], 33
+    mov rbp, qword ptr [r15 + 384]
+    mov byte ptr [r15 + 512], bpl
+    and r8, 8128
+    mov dword ptr [r15 + r8 + 7488], ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 172
+    mov ecx, 87
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rsi, dword ptr [r15 + 320]
+    mov qword ptr [r15 + 192], rbp
+    mov ebp, ecx
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx ecx, sil
+    jmp 1f
+1:
+    vmovq xmm0, rsi
+    vpmovmskb esi, xmm0
+    mov qword ptr [r15 + 768], rbp
+    mov rsi, rbp
+    jmp 1f
+1:
+    movzx esi, bpl
+    mov rsi, qword ptr [r15 + 64]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 256], ebp
+    mov ebp, ecx
+    movsxd rcx, dword ptr [r15 + 128]
+    mov ebp, dword ptr [r15 + 448]
+    mov edi, ebp
+    movsxd rbp, dword ptr [r15 + 128]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c115:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 2
+    setz al
+    lea rcx, [rip + .Lc1_d5358_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d5358_s_t
+    .p2align 3
+.Lc1_d5358_s:
+    .p2align 3
+    jmp .Lc1_d5358_j
+    .p2align 3
+    jmp .Lc1_d5358_j
+.Lc1_d5358_j:
+    movzx ecx, bpl
+    vmovq xmm9, rax
+    jmp 1f
+1:
+    movsxd rbp, dword ptr [r15 + 448]
+    mov rax, qword ptr [r15 + 320]
+    mov rdi, qword ptr [r15 + 64]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    and r9, 448
+    movzx eax, byte ptr [r15 + r9 + 832]
+    vmovdqu ymmword ptr [r15 + 512], ymm9
+    mov r9, r11
+    vpaddq xmm9, xmm9, xmmword ptr [r15 + 256]
+    movzx edi, byte ptr [r15 + 576]
+    and r9, 8128
+    movzx r8d, byte ptr [r15 + r9 + 7488]
+    mov r9, r11
+    mov edx, r9d
+    .byte 0x66, 0x90
+    mov dword ptr [r15 + 192], 96
+    and r9, 4032
+    mov rdx, qword ptr [r15 + r9 + 3392]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c116:
+    lea r9, [r11 + r11*1]
+    and r9, 1984
+    mov dword ptr [r15 + r9 + 1344], 217
+    vmovdqu ymmword ptr [r15 + 320], ymm3
+    mov edi, 173
+    mov ebp, 168
+    movzx eax, byte ptr [r15 + 384]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov byte ptr [r15 + 0], dl
+    mov r12, qword ptr [r15 + r12 + 56]
+    and edi, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edx, 144
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], ebp
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], rdi
+    mov rbp, r11
+    mov byte ptr [r15 + 0], bpl
+    movzx edi, byte ptr [r15 + 512]
+    mov edx, dword ptr [r15 + 704]
+    and rbp, 4032
+    movzx esi, byte ptr [r15 + rbp + 3392]
+    mov rbp, r11
+    mov dword ptr [r15 + r9 + 1408], ebp
+    mov r9d, dword ptr [r15 + 128]
+    and rbp, 448
+    mov rcx, qword ptr [r15 + rbp + 832]
+    mov dword ptr [r15 + 448], 172
+    mov rbp, rdx
+    mov byte ptr [r15 + 64], bpl
+    mov rbp, qword ptr [r15 + 128]
+    mov edx, dword ptr [r15 + 256]
+    movzx r8d, byte ptr [r15 + 192]
+    mov rdx, qword ptr [r15 + 640]
+    mov edx, edx
+    movzx edx, dl
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c117:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 16384
+    setz al
+    lea rcx, [rip + .Lc1_d5443_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d5443_s_t
+    .p2align 3
+.Lc1_d5443_s:
+    .p2align 3
+    jmp .Lc1_d5443_j
+    .p2align 3
+    jmp .Lc1_d5443_j
+.Lc1_d5443_j:
+    mov ecx, 128
+    mov rcx, qword ptr [r15 + 768]
+    mov byte ptr [r15 + 128], al
+    mov eax, 76
+    mov dword ptr [r15 + 64], eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, cl
+    mov eax, eax
+    movzx eax, cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 193
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rcx, rcx
+    mov rcx, qword ptr [r15 + 384]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov rbp, r11
+    movzx eax, al
+    jmp 1f
+1:
+    and rbp, 16320
+    mov qword ptr [r15 + rbp + 15680], rbp
+    mov dword ptr [r15 + 512], ecx
+    mov rbp, r11
+    add rcx, qword ptr [r15 + 448]
+    movzx eax, cl
+    and rbp, 8128
+    or qword ptr [r15 + rbp + 7488], 80
+    mov dword ptr [r15 + 64], ecx
+    mov rcx, qword ptr [r15 + 192]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c118:
+    mov rbp, r11
+    mov rcx, rbp
+    and rbp, 448
+    movsxd rcx, dword ptr [r15 + rbp + 832]
+    mov ebp, 196
+    vmovdqu ymmword ptr [r15 + 0], ymm9
+    vpcmpeqb xmm9, xmm9, xmmword ptr [r15 + 0]
+    mov ebp, 204
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, rcx
+    jmp 1f
+1:
+    and rbp, 4032
+    movsxd rcx, dword ptr [r15 + rbp + 3392]
+    mov ebp, dword ptr [r15 + 576]
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    mov ebp, 40
+    mov ebp, eax
+    mov ebp, 105
+    movsxd rbp, dword ptr [r15 + 256]
+    vmovdqu ymmword ptr [r15 + 128], ymm0
+    movsxd rax, dword ptr [r15 + 64]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 192], ecx
+    jmp 1f
+1:
+    mov rcx, rbp
+    mov dword ptr [r15 + 320], 129
+    mov ecx, 36
+    jmp 1f
+1:
+    mov r8, r11
+    mov rcx, qword ptr [r15 + 512]
+    add qword ptr [r15 + 448], rcx
+    and r8, 1984
+    mov qword ptr [r15 + r8 + 1344], r8
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c119:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 64
+    setz al
+    lea rcx, [rip + .Lc1_d5538_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d5538_s_t
+    .p2align 3
+.Lc1_d5538_s:
+    .p2align 3
+    jmp .Lc1_d5538_j
+    .p2align 3
+    jmp .Lc1_d5538_j
+.Lc1_d5538_j:
+    mov r8, r11
+    mov rax, qword ptr [r15 + 448]
+    and r8, 448
+    mov rcx, qword ptr [r15 + r8 + 832]
+    jmp 1f
+1:
+    mov r8, r11
+    mov edi, 63
+    and r8, 8128
+    vmovdqu ymmword ptr [r15 + r8 + 7488], ymm0
+    movzx r8d, al
+    mov eax, eax
+    mov eax, 104
+    jmp 1f
+1:
+    movsxd rax, dword ptr [r15 + 128]
+    jmp 1f
+1:
+    test dword ptr [r15 + 67117724], 1310720
+    jz 1f
+1:
+    movzx eax, byte ptr [r15 + 640]
+    vpmovmskb r8d, xmm9
+    mov r8, r11
+    movsxd rdi, dword ptr [r15 + 256]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r8, 4032
+    mov dword ptr [r15 + r8 + 3392], 89
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 64], 47
+    jmp 1f
+1:
+    movzx r8d, byte ptr [r15 + 384]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c120:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d5584_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d5584_j_t
+.Lc1_d5584_j:
+    movzx ecx, r8b
+    mov r8, r11
+    movzx ecx, byte ptr [r15 + 768]
+    and r8, 8128
+    mov eax, dword ptr [r15 + r8 + 7488]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], r8d
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movzx ecx, byte ptr [r15 + 704]
+    movzx r8d, byte ptr [r15 + 320]
+    movzx esi, al
+    test dword ptr [r15 + 67117724], 557056
+    jz 1f
+1:
+    mov rax, rax
+    mov qword ptr [r15 + 512], rax
+    mov eax, dword ptr [r15 + 448]
+    jmp 1f
+1:
+    movsxd rcx, dword ptr [r15 + 64]
+    jmp 1f
+1:
+    mov r8d, dword ptr [r15 + 192]
+    mov rsi, qword ptr [r15 + 128]
+    movzx edx, al
+    mov eax, 238
+    mov dword ptr [r15 + 256], 14
+    mov r9, r11
+    mov dword ptr [r15 + 384], r9d
+    movsxd rax, dword ptr [r15 + 128]
+    and r9, 1984
+    movsxd rbp, dword ptr [r15 + r9 + 1344]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c121:
+    movsxd r9, dword ptr [r15 + 384]
+    movsxd rsi, dword ptr [r15 + 256]
+    jmp 1f
+1:
+    mov ecx, 205
+    movsxd rcx, dword ptr [r15 + 512]
+    jmp 1f
+1:
+    add rbp, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, r9d
+    movzx r9d, r8b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 211
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r8d, sil
+    mov r8, r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, r11
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rsi, dword ptr [r15 + 64]
+    and r8, 4032
+    movzx eax, byte ptr [r15 + r8 + 3392]
+    mov dword ptr [r15 + 64], 48
+    movzx ecx, byte ptr [r15 + 448]
+    mov r8, r11
+    mov edi, dword ptr [r15 + 128]
+    and r8, 448
+    mov rbp, qword ptr [r15 + r8 + 832]
+    mov r8, r11
+    mov r9, r8
+    and r8, 8128
+    mov dword ptr [r15 + r8 + 7488], r8d
+    mov r8, rsi
+    vpor xmm9, xmm9, xmm9
+    jmp 1f
+1:
+    mov esi, dword ptr [r15 + 192]
+    mov rdx, qword ptr [r15 + 320]
+    mov r9, qword ptr [r15 + 576]
+    jmp 1f
+1:
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c122:
+    lea rcx, [rip + .Lc1_d5671_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d5671_j_t
+.Lc1_d5671_j:
+    mov dword ptr [r15 + 0], 63
+    vmovdqu ymmword ptr [r15 + 0], ymm9
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 640], cl
+    jmp 1f
+1:
+    and rbp, 1984
+    mov dword ptr [r15 + rbp + 1408], ebp
+    mov r9, r11
+    mov qword ptr [r15 + 64], r9
+    mov byte ptr [r15 + 512], bpl
+    test ebx, 1073741824
+    jz 1f
+1:
+    and r9, 4032
+    movzx ecx, byte ptr [r15 + r9 + 3392]
+    movzx r9d, byte ptr [r15 + 320]
+    mov qword ptr [r15 + 448], r9
+    mov r9d, ebp
+    mov dword ptr [r15 + 192], 26
+    movzx r9d, cl
+    mov qword ptr [r15 + 128], r9
+    mov r9, qword ptr [r15 + 704]
+    mov ecx, 167
+    mov r8, r11
+    vmovdqu xmm7, xmmword ptr [r15 + rbp + 1344]
+    jmp 1f
+1:
+    mov ebp, 161
+    and r8, 448
+    mov dword ptr [r15 + r8 + 832], 30
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c123:
+    mov r8d, 236
+    mov qword ptr [r15 + 128], rbp
+    mov rbp, qword ptr [r15 + 768]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movsxd r8, dword ptr [r15 + 256]
+    mov r9, r11
+    movzx edi, r9b
+    mov byte ptr [r15 + 512], dil
+    and r9, 8128
+    xor dword ptr [r15 + r9 + 7488], r8d
+    mov r9, qword ptr [r15 + 64]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r8d, r8b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 237
+    mov dword ptr [r15 + 64], 36
+    movzx r8d, byte ptr [r15 + 320]
+    mov dword ptr [r15 + 384], 98
+    movzx edx, r9b
+    jmp 1f
+1:
+    movzx r9d, byte ptr [r15 + 448]
+    jmp 1f
+1:
+    movzx edx, byte ptr [r15 + 128]
+    jmp 1f
+1:
+    mov rax, r8
+    mov r8, qword ptr [r15 + 192]
+    mov rsi, r9
+    mov r9d, 170
+    mov r9, r11
+    mov rdi, r9
+    and r9, 448
+    movsxd rdi, dword ptr [r15 + r9 + 832]
+    jmp 1f
+1:
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c124:
+    lea rcx, [rip + .Lc1_d5759_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d5759_j_t
+.Lc1_d5759_j:
+    mov qword ptr [r15 + 256], r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r8d, r9d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r9d, r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, rcx
+    mov ecx, r9d
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r8d, 124
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r9, 8128
+    movsxd rdi, dword ptr [r15 + r9 + 7488]
+    jmp 1f
+1:
+    mov r9, qword ptr [r15 + 192]
+    mov r8, r11
+    movsxd rcx, dword ptr [r15 + 64]
+    mov rbp, r11
+    mov qword ptr [r15 + 128], rdi
+    and r8, 1984
+    mov rdi, qword ptr [r15 + r8 + 1344]
+    and rbp, 4032
+    movzx r8d, byte ptr [r15 + rbp + 3392]
+    movsxd rbp, dword ptr [r15 + 128]
+    mov dword ptr [r15 + 448], r9d
+    mov qword ptr [r15 + 512], rcx
+    mov qword ptr [r15 + 384], rdi
+    mov r9, qword ptr [r15 + 576]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c125:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 131072
+    setz al
+    lea rcx, [rip + .Lc1_d5808_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d5808_s_t
+    .p2align 3
+.Lc1_d5808_s:
+    .p2align 3
+    jmp .Lc1_d5808_j
+    .p2align 3
+    jmp .Lc1_d5808_j
+.Lc1_d5808_j:
+    mov qword ptr [r15 + 0], r9
+    mov dword ptr [r15 + 0], eax
+    jmp 1f
+1:
+    mov dword ptr [r15 + 256], 12
+    mov r9, r11
+    mov qword ptr [r15 + 448], r9
+    mov eax, dword ptr [r15 + 64]
+    and r9, 448
+    movzx ecx, byte ptr [r15 + r9 + 832]
+    jmp 1f
+1:
+    mov r9d, r9d
+    jmp 1f
+1:
+    mov r9, r11
+    test dword ptr [r15 + 67117723], 65568
+    jnz 1f
+1:
+    and r9, 4032
+    movzx eax, byte ptr [r15 + r9 + 3392]
+    mov dword ptr [r15 + 320], 125
+    mov r9, qword ptr [r15 + 704]
+    jmp 1f
+1:
+    mov rbp, r11
+    mov dword ptr [r15 + 640], 9
+    and rbp, 1984
+    mov dword ptr [r15 + rbp + 1344], ecx
+    vpaddd xmm9, xmm9, xmm9
+    mov dword ptr [r15 + 512], 77
+    mov rcx, rax
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c126:
+    lea rbp, [r11 + r11*1]
+    mov eax, ebp
+    and rbp, 8128
+    mov dword ptr [r15 + rbp + 7552], ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], al
+    mov byte ptr [r15 + 0], cl
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, ebp
+    jmp 1f
+1:
+    jmp 1f
+1:
+    vpshufd xmm7, xmm7, 59
+    mov ecx, 140
+    mov r12, qword ptr [r15 + r12 + 56]
+    and eax, dword ptr [r15 + 0]
+    mov ecx, 115
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r9d, dword ptr [r15 + 512]
+    test ebx, 1073741824
+    jz 1f
+1:
+    vmovdqu ymmword ptr [r15 + 448], ymm7
+    add rax, qword ptr [r15 + 128]
+    mov r9, r11
+    mov rdx, r9
+    and r9, 1984
+    movsxd rdx, dword ptr [r15 + r9 + 1344]
+    mov r9d, dword ptr [r15 + 384]
+    mov r8, r11
+    mov esi, dword ptr [r15 + 320]
+    mov edi, esi
+    and r8, 448
+    mov qword ptr [r15 + r8 + 832], r8
+    mov r8, rax
+    mov eax, dword ptr [r15 + 768]
+    mov rsi, qword ptr [r15 + 128]
+    vmovq xmm7, rsi
+    mov dword ptr [r15 + rbp + 7488], edx
+    mov edx, dword ptr [r15 + 192]
+    movzx esi, byte ptr [r15 + 256]
+    jmp 1f
+1:
+    movsxd rcx, dword ptr [r15 + 64]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c127:
+    lea rcx, [rip + .Lc1_d5895_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d5895_j_t
+.Lc1_d5895_j:
+    mov ecx, dword ptr [r15 + 320]
+    mov rsi, qword ptr [r15 + 64]
+    movsxd rdx, dword ptr [r15 + 64]
+    mov dword ptr [r15 + 0], edx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rdx, rdx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 215
+    mov qword ptr [r15 + 0], rsi
+    mov esi, 76
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rsi, dword ptr [r15 + 448]
+    mov r8, r11
+    jmp 1f
+1:
+    mov dword ptr [r15 + 384], edx
+    test ebx, 9728
+    jz 1f
+1:
+    and r8, 1984
+    mov qword ptr [r15 + r8 + 1344], r8
+    mov r8, r11
+    mov dword ptr [r15 + 128], 60
+    and r8, 4032
+    mov dword ptr [r15 + r8 + 3392], 234
+    jmp 1f
+1:
+    mov dword ptr [r15 + 512], esi
+    vmovdqu ymmword ptr [r15 + 128], ymm9
+    mov byte ptr [r15 + 192], sil
+    jmp 1f
+1:
+    mov esi, 40
+    mov esi, esi
+    mov byte ptr [r15 + 256], sil
+    jmp 1f
+1:
+    mov qword ptr [r15 + 576], r8
+    jmp 1f
+1:
+    movzx r8d, sil
+    jmp 1f
+1:
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c128:
+    mov dword ptr [r15 + 192], esi
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx esi, r8b
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], r8b
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, rsi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rsi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    movzx esi, byte ptr [r15 + 128]
+    mov r8d, 237
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov esi, 100
+    add qword ptr [r15 + 448], rsi
+    movsxd rsi, dword ptr [r15 + 64]
+    mov r8, r11
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov rbp, r11
+    and r8, 16320
+    mov dword ptr [r15 + r8 + 15680], 23
+    mov r8d, esi
+    jmp 1f
+1:
+    and rbp, 4032
+    mov dword ptr [r15 + rbp + 3392], ebp
+    mov rbp, qword ptr [r15 + 704]
+    mov dword ptr [r15 + 512], ebp
+    movsxd rbp, dword ptr [r15 + 384]
+    mov dword ptr [r15 + 640], 92
+    mov rsi, qword ptr [r15 + 256]
+    mov r9, r11
+    mov rdx, r9
+    and r9, 448
+    movsxd rdx, dword ptr [r15 + r9 + 832]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c129:
+    lea rcx, [rip + .Lc1_d5986_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d5986_j_t
+.Lc1_d5986_j:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], r9b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 39
+    jmp 1f
+1:
+    mov r9, r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r9d, 196
+    mov r9, r9
+    jmp 1f
+1:
+    mov r9, r11
+    lea rbp, [r11 + r11*1]
+    and r9, 1984
+    mov qword ptr [r15 + r9 + 1344], r9
+    and rbp, 8128
+    mov dword ptr [r15 + rbp + 7488], 147
+    .byte 0x66, 0x90
+    movsxd r9, dword ptr [r15 + 128]
+    jmp 1f
+1:
+    mov byte ptr [r15 + 192], bpl
+    mov byte ptr [r15 + 64], bpl
+    test ebx, 1024
+    jnz 1f
+1:
+    mov r9, rbp
+    mov r9d, 242
+    mov r9d, dword ptr [r15 + 256]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movzx eax, byte ptr [r15 + rbp + 7552]
+    jmp 1f
+1:
+    mov rbp, rbp
+    jmp 1f
+1:
+    mov dword ptr [r15 + 768], 75
+    mov rbp, r11
+    mov byte ptr [r15 + 320], bpl
+    and rbp, 448
+    movsxd rdi, dword ptr [r15 + rbp + 832]
+    mov ebp, edi
+    movzx edi, byte ptr [r15 + 512]
+    jmp 1f
+1:
+    vpcmpeqb xmm9, xmm9, xmm7
+    jmp 1f
+1:
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c130:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 15
+    lea rcx, [rip + .Lc1_d6040_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d6040_s_t
+    .p2align 3
+.Lc1_d6040_s:
+    .p2align 3
+    jmp .Lc1_d6040_j
+    .p2align 3
+    jmp .Lc1_d6040_j
+    .p2align 3
+    jmp .Lc1_d6040_j
+    .p2align 3
+    jmp .Lc1_d6040_j
+    .p2align 3
+    jmp .Lc1_d6040_j
+    .p2align 3
+    jmp .Lc1_d6040_j
+    .p2align 3
+    jmp .Lc1_d6040_j
+    .p2align 3
+    jmp .Lc1_d6040_j
+    .p2align 3
+    jmp .Lc1_d6040_j
+    .p2align 3
+    jmp .Lc1_d6040_j
+    .p2align 3
+    jmp .Lc1_d6040_j
+    .p2align 3
+    jmp .Lc1_d6040_j
+    .p2align 3
+    jmp .Lc1_d6040_j
+    .p2align 3
+    jmp .Lc1_d6040_j
+    .p2align 3
+    jmp .Lc1_d6040_j
+    .p2align 3
+    jmp .Lc1_d6040_j
+.Lc1_d6040_j:
+    movzx eax, al
+    mov rax, qword ptr [r15 + 576]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    xor dword ptr [r15 + 0], ecx
+    mov rcx, rcx
+    jmp 1f
+1:
+    mov r8, r11
+    mov ecx, r8d
+    mov qword ptr [r15 + 448], rcx
+    and r8, 4032
+    mov qword ptr [r15 + r8 + 3392], r8
+    movsxd r8, dword ptr [r15 + 64]
+    movzx ecx, r8b
+    mov rcx, rcx
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c131:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    jmp 1f
+1:
+    movzx eax, r8b
+    mov eax, eax
+    movzx eax, al
+    mov rax, qword ptr [r15 + 384]
+    movzx r8d, al
+    mov r8, r11
+    mov rcx, r8
+    mov ecx, dword ptr [r15 + 64]
+    mov rdx, rcx
+    and r8, 1984
+    mov dword ptr [r15 + r8 + 1344], 130
+    movzx r8d, byte ptr [r15 + 384]
+    mov qword ptr [r15 + 640], rax
+    mov dword ptr [r15 + 0], 25
+    mov dword ptr [r15 + 0], 135
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, r8
+    test dword ptr [r15 + 67117724], 2
+    jz 1f
+1:
+    mov r8, rcx
+    mov byte ptr [r15 + 0], r8b
+    movzx r8d, al
+    mov r8, r11
+    mov byte ptr [r15 + 0], r8b
+    and r8, 448
+    mov dword ptr [r15 + r8 + 832], eax
+    movzx ecx, al
+    mov dword ptr [r15 + 512], ecx
+    add rax, qword ptr [r15 + 192]
+    and eax, dword ptr [r15 + 320]
+    movzx r8d, r8b
+    vmovdqu ymmword ptr [r15 + 128], ymm9
+    movzx r8d, cl
+    mov r8, r8
+    movzx r8d, byte ptr [r15 + 448]
+    mov ecx, 44
+    mov dword ptr [r15 + 128], ecx
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c132:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d6130_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d6130_j_t
+.Lc1_d6130_j:
+    mov byte ptr [r15 + 128], r8b
+    movzx r8d, al
+    jmp 1f
+1:
+    mov r8d, 196
+    mov r8, r11
+    mov rax, qword ptr [r15 + 320]
+    and r8, 4032
+    mov dword ptr [r15 + r8 + 3392], r8d
+    mov r8d, ecx
+    mov dword ptr [r15 + 192], 48
+    mov r8, r11
+    movzx ecx, r8b
+    mov rcx, qword ptr [r15 + 64]
+    movsxd rsi, dword ptr [r15 + 512]
+    and r8, 8128
+    mov qword ptr [r15 + r8 + 7488], r8
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r8d, ecx
+    test dword ptr [r15 + 67117723], 16777344
+    jz 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r8, r11
+    jmp 1f
+1:
+    and r8, 1984
+    or qword ptr [r15 + r8 + 1344], 96
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], rsi
+    mov esi, 205
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx esi, byte ptr [r15 + 448]
+    jmp 1f
+1:
+    mov ecx, 46
+    mov r8d, dword ptr [r15 + 64]
+    mov dword ptr [r15 + 256], r8d
+    movsxd r8, dword ptr [r15 + 704]
+    mov r9, rsi
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c133:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
     test dword ptr [r15 + 67117723], 2097152
+    setz al
+    lea rcx, [rip + .Lc1_d6180_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d6180_s_t
+    .p2align 3
+.Lc1_d6180_s:
+    .p2align 3
+    jmp .Lc1_d6180_j
+    .p2align 3
+    jmp .Lc1_d6180_j
+.Lc1_d6180_j:
+    mov r9, r11
+    mov rbp, r11
+    and r9, 4032
+    mov dword ptr [r15 + r9 + 3392], 10
+    and rbp, 448
+    mov rcx, qword ptr [r15 + rbp + 832]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r9d, r9b
+    mov r9d, dword ptr [r15 + 256]
+    movzx eax, byte ptr [r15 + 128]
+    mov rbp, r11
+    test ebx, 1073741824
+    jz 1f
+1:
+    and rbp, 8128
+    mov dword ptr [r15 + rbp + 7488], r9d
+    mov dword ptr [r15 + 448], ecx
+    vmovdqu ymmword ptr [r15 + 384], ymm9
+    movzx r9d, cl
+    movsxd rcx, dword ptr [r15 + 768]
+    jmp 1f
+1:
+    vpcmpeqb xmm9, xmm9, xmm6
+    mov r9d, dword ptr [r15 + 512]
+    mov ebp, dword ptr [r15 + 64]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c134:
+    mov eax, 67
+    jmp 1f
+1:
+    mov rcx, rbp
+    mov rbp, r9
+    mov byte ptr [r15 + 128], bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r9d, al
+    mov r9d, 206
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    movzx eax, al
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, r9d
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r9, r11
+    movsxd rax, dword ptr [r15 + 192]
+    test ebx, 1073741824
+    jz 1f
+1:
+    and r9, 1984
+    mov rcx, qword ptr [r15 + r9 + 1344]
+    movzx r9d, cl
+    mov r9, r11
+    movzx edx, al
+    and r9, 448
+    mov rax, qword ptr [r15 + r9 + 832]
+    mov dword ptr [r15 + 64], 75
+    jmp 1f
+1:
+    mov r9d, 165
+    movzx r9d, cl
+    movzx r9d, cl
+    mov r9d, dword ptr [r15 + 320]
+    mov edx, 240
+    movzx edx, byte ptr [r15 + 256]
+    mov edi, dword ptr [r15 + 640]
+    jmp 1f
+1:
+    mov r8, qword ptr [r15 + 576]
+    and r8d, dword ptr [r15 + 512]
+    movzx esi, r8b
+    jmp 1f
+1:
+    jmp 1f
+1:
+    vpxor xmm2, xmm2, xmm10
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c135:
+    lea rcx, [rip + .Lc1_d6270_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d6270_j_t
+.Lc1_d6270_j:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rcx
+    jmp 1f
+1:
+    mov ecx, 228
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, r11
+    mov qword ptr [r15 + 0], r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, byte ptr [r15 + 128]
+    and r9, 4032
+    mov byte ptr [r15 + r9 + 3392], r9b
+    mov qword ptr [r15 + 448], rcx
+    movzx ecx, r9b
+    test ebx, 1073741824
+    jz 1f
+1:
+    vpaddd xmm2, xmm2, xmm9
+    vmovdqu ymmword ptr [r15 + 64], ymm2
+    mov rcx, rcx
+    mov rcx, qword ptr [r15 + 320]
+    mov byte ptr [r15 + 192], r9b
+    vmovdqu ymmword ptr [r15 + 384], ymm2
+    mov r9, r11
+    movzx ebp, r9b
+    mov rbp, r11
+    mov qword ptr [r15 + 704], rbp
+    and r9, 1984
+    mov byte ptr [r15 + r9 + 1344], r9b
+    .byte 0x0f, 0x1f, 0x00
+    and rbp, 8128
+    mov r9, qword ptr [r15 + rbp + 7488]
+    add r9, qword ptr [r15 + 128]
+    mov ebp, 196
+    mov qword ptr [r15 + 512], rcx
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c136:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 247
+    mov rcx, r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], r9d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rbp
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rcx
+    movsxd r9, dword ptr [r15 + 768]
+    movzx ebp, byte ptr [r15 + 64]
+    jmp 1f
+1:
+    movzx ecx, cl
+    mov rcx, qword ptr [r15 + 64]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov ecx, 185
+    mov rcx, rcx
+    mov rbp, r11
+    mov ecx, ebp
+    and rbp, 8128
+    mov ecx, dword ptr [r15 + rbp + 7488]
+    movzx ebp, cl
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + 192], ymm9
+    mov ecx, dword ptr [r15 + 320]
+    mov dword ptr [r15 + 256], 131
+    nop
+    mov dword ptr [r15 + 512], 123
+    mov r8, r11
+    movsxd rdi, dword ptr [r15 + 384]
+    jmp 1f
+1:
+    movsxd rdx, dword ptr [r15 + 128]
+    and r8, 448
+    mov r9, r11
+    mov byte ptr [r15 + r8 + 832], r9b
+    mov r8d, dword ptr [r15 + 448]
+    and r9, 4032
+    or qword ptr [r15 + r9 + 3392], 40
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c137:
+    lea rcx, [rip + .Lc1_d6362_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d6362_j_t
+.Lc1_d6362_j:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movzx ecx, r9b
+    vpcmpeqb xmm2, xmm2, xmmword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, r11
+    mov byte ptr [r15 + 64], r9b
+    jmp 1f
+1:
+    and r9, 1984
+    movsxd rdx, dword ptr [r15 + r9 + 1344]
+    mov dword ptr [r15 + 256], 120
+    movzx r9d, byte ptr [r15 + 448]
+    mov r8, r11
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r9, qword ptr [r15 + 128]
+    and r8, 448
+    movzx eax, byte ptr [r15 + r8 + 832]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 640], 180
+    jmp 1f
+1:
+    mov r8, r11
+    mov dword ptr [r15 + 192], 56
+    mov edx, edx
+    and r8, 8128
+    mov dword ptr [r15 + r8 + 7488], r8d
+    mov r8d, 102
+    mov r8, qword ptr [r15 + 512]
+    mov edx, 87
+    movsxd rdx, dword ptr [r15 + 576]
+    movzx ecx, dl
+    mov edx, eax
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c138:
+    lea rcx, [rip + .Lc1_d6408_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d6408_j_t
+.Lc1_d6408_j:
+    mov rcx, rdx
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edx, 116
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 448], edx
+    jmp 1f
+1:
+    mov byte ptr [r15 + 384], dl
+    jmp 1f
+1:
+    mov rcx, rdx
+    mov ecx, 171
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movsxd rdx, dword ptr [r15 + 320]
+    movsxd rcx, dword ptr [r15 + 384]
+    jmp 1f
+1:
+    movzx esi, byte ptr [r15 + 512]
+    mov edi, esi
+    add rdi, qword ptr [r15 + 704]
+    mov esi, 169
+    jmp 1f
+1:
+    mov dword ptr [r15 + 192], 199
+    mov rsi, qword ptr [r15 + 128]
+    mov rbp, r11
+    mov qword ptr [r15 + 256], rbp
+    and rbp, 1984
+    mov dword ptr [r15 + rbp + 1344], ebp
+    jmp 1f
+1:
+    movzx ebp, byte ptr [r15 + 128]
+    mov r8, r11
+    movzx eax, byte ptr [r15 + 64]
+    and r8, 4032
+    mov qword ptr [r15 + r8 + 3392], r8
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c139:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov r8, r11
+    mov rcx, rbp
+    and r8, 8128
+    mov dword ptr [r15 + r8 + 7488], 252
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 178
+    mov ebp, eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], ebp
+    movzx eax, cl
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ebp, cl
+    mov byte ptr [r15 + 0], bpl
+    jmp 1f
+1:
+    mov rbp, r11
+    vpmovmskb ecx, xmm2
+    and rbp, 448
+    mov rcx, qword ptr [r15 + rbp + 832]
+    mov ebp, ecx
+    and ebp, dword ptr [r15 + 512]
+    mov rcx, rax
+    movsxd rax, dword ptr [r15 + 192]
+    movzx ecx, byte ptr [r15 + 768]
+    mov r9, qword ptr [r15 + 320]
+    test dword ptr [r15 + 67117724], 8
+    jnz 1f
+1:
+    jmp 1f
+1:
+    add rax, qword ptr [r15 + 256]
+    movzx ebp, byte ptr [r15 + 64]
+    mov dword ptr [r15 + 128], ebp
+    mov rbp, rcx
+    jmp 1f
+1:
+    mov byte ptr [r15 + 64], r9b
+    mov r9d, dword ptr [r15 + 448]
+    movzx ecx, r9b
+    mov r9d, ecx
+    mov r9, r11
+    mov ebp, eax
+    and r9, 4032
+    mov rax, qword ptr [r15 + r9 + 3392]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c140:
+    lea rcx, [rip + .Lc1_d6508_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d6508_j_t
+.Lc1_d6508_j:
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + 0], ymm2
+    mov rcx, rcx
+    mov qword ptr [r15 + 0], rcx
+    mov byte ptr [r15 + 0], bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 255
+    lea rbp, [r11 + r11*1]
+    jmp 1f
+1:
+    movzx ecx, byte ptr [r15 + 128]
+    and rbp, 1984
+    movsxd rdi, dword ptr [r15 + rbp + 1344]
+    mov esi, edi
+    jmp 1f
+1:
+    mov edi, ecx
+    jmp 1f
+1:
+    mov edi, ebp
+    mov edi, edi
+    mov dword ptr [r15 + rbp + 1408], edi
+    mov edi, dword ptr [r15 + 256]
+    mov rbp, r11
+    test ebx, 1073741824
+    jz 1f
+1:
+    and rbp, 16320
+    mov edi, dword ptr [r15 + rbp + 15680]
+    mov byte ptr [r15 + 64], sil
+    movzx esi, byte ptr [r15 + 320]
+    mov rbp, r11
+    mov ecx, ebp
+    and rbp, 448
+    movsxd rcx, dword ptr [r15 + rbp + 832]
+    mov ebp, dword ptr [r15 + 640]
+    jmp 1f
+1:
+    movzx r8d, byte ptr [r15 + 512]
+    movsxd rdx, dword ptr [r15 + 128]
+    jmp 1f
+1:
+    mov rax, qword ptr [r15 + 384]
+    mov dword ptr [r15 + 576], 13
+    mov r9d, dword ptr [r15 + 448]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movsxd rbp, dword ptr [r15 + 448]
+    jmp 1f
+1:
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c141:
+    vmovdqu ymmword ptr [r15 + 384], ymm2
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 38
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edi, r9d
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r9, [r11 + r11*1]
+    jmp 1f
+1:
+    movzx edx, dil
+    jmp 1f
+1:
+    and r9, 8128
+    mov rdi, qword ptr [r15 + r9 + 7488]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 704], ecx
+    jmp 1f
+1:
+    movzx ecx, dl
+    test ebx, 2560
+    jnz 1f
+1:
+    movsxd rdx, dword ptr [r15 + 64]
+    jmp 1f
+1:
+    mov byte ptr [r15 + 512], dil
+    movzx edi, byte ptr [r15 + 256]
+    movzx ebp, byte ptr [r15 + 64]
+    mov ecx, ebp
+    movsxd rbp, dword ptr [r15 + 128]
+    mov esi, ebp
+    mov rbp, r11
+    jmp 1f
+1:
+    and rbp, 448
+    movsxd r8, dword ptr [r15 + rbp + 832]
+    mov ebp, 113
+    movzx ebp, bpl
+    jmp 1f
+1:
+    mov rbp, r11
+    movzx eax, byte ptr [r15 + 192]
+    and rbp, 4032
+    mov dword ptr [r15 + rbp + 3392], 250
+    mov ebp, 230
+    movzx ebp, cl
+    mov byte ptr [r15 + r9 + 7552], bpl
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c142:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 32
+    setz al
+    lea rcx, [rip + .Lc1_d6610_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d6610_s_t
+    .p2align 3
+.Lc1_d6610_s:
+    .p2align 3
+    jmp .Lc1_d6610_j
+    .p2align 3
+    jmp .Lc1_d6610_j
+.Lc1_d6610_j:
+    mov ebp, eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov ecx, dword ptr [r15 + 128]
+    mov rbp, r11
+    jmp 1f
+1:
+    and rbp, 1984
+    mov rax, qword ptr [r15 + rbp + 1344]
+    mov dword ptr [r15 + 512], ecx
+    movzx ecx, byte ptr [r15 + 256]
+    jmp 1f
+1:
+    test dword ptr [r15 + 67117724], 268435520
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov rbp, r11
+    mov dword ptr [r15 + 448], ecx
+    mov ecx, eax
+    mov qword ptr [r15 + 320], rax
+    and rbp, 4032
+    mov rax, qword ptr [r15 + rbp + 3392]
+    jmp 1f
+1:
+    movzx ecx, cl
+    mov dword ptr [r15 + 768], 8
+    vmovdqu ymmword ptr [r15 + 192], ymm6
+    mov ebp, eax
+    vmovq qword ptr [r15 + 64], xmm14
+    movzx ebp, cl
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c143:
+    lea rcx, [rip + .Lc1_d6653_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d6653_j_t
+.Lc1_d6653_j:
+    mov qword ptr [r15 + 576], rbp
+    mov ebp, ebp
+    movzx ebp, bpl
+    mov rbp, r11
+    mov dword ptr [r15 + 64], ebp
+    and rbp, 448
+    mov ecx, dword ptr [r15 + rbp + 832]
+    movzx ebp, byte ptr [r15 + 640]
+    mov r9, rbp
+    mov byte ptr [r15 + 0], r9b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 250
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rbp, r11
+    mov r9, r9
+    and rbp, 8128
+    mov byte ptr [r15 + rbp + 7488], bpl
+    jmp 1f
+1:
+    movsxd r9, dword ptr [r15 + 192]
+    jmp 1f
+1:
+    mov rbp, r11
+    mov qword ptr [r15 + 384], rbp
+    movzx esi, r9b
+    and rbp, 4032
+    mov qword ptr [r15 + rbp + 3392], rbp
+    mov ebp, 13
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movzx r9d, byte ptr [r15 + 448]
+    mov dword ptr [r15 + 128], 255
+    movsxd rbp, dword ptr [r15 + 512]
+    mov dword ptr [r15 + 320], esi
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c144:
+    jmp 1f
+1:
+    mov rsi, rbp
+    mov esi, r9d
+    mov esi, esi
+    movzx esi, byte ptr [r15 + 384]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    vpaddq xmm11, xmm11, xmmword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    vpmovmskb r9d, xmm11
+    mov byte ptr [r15 + 0], sil
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], esi
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ebp, r9b
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx esi, byte ptr [r15 + 128]
+    movzx r9d, byte ptr [r15 + 256]
+    mov r8, r11
+    mov rdi, r8
+    and r8, 448
+    movzx edi, byte ptr [r15 + r8 + 832]
+    mov r8, r11
+    movzx edx, byte ptr [r15 + 704]
+    and r8, 1984
+    mov dword ptr [r15 + r8 + 1344], 254
+    mov byte ptr [r15 + 192], sil
+    mov rsi, qword ptr [r15 + 64]
+    jmp 1f
+1:
+    mov r8, qword ptr [r15 + 448]
+    jmp 1f
+1:
+    mov ebp, edx
+    movsxd rdx, dword ptr [r15 + 128]
+    mov rax, rdx
+    mov r8, r11
+    jmp 1f
+1:
+    mov rdx, qword ptr [r15 + 512]
+    and r8, 8128
+    mov ecx, dword ptr [r15 + r8 + 7488]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c145:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 2
+    setz al
+    lea rcx, [rip + .Lc1_d6750_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d6750_s_t
+    .p2align 3
+.Lc1_d6750_s:
+    .p2align 3
+    jmp .Lc1_d6750_j
+    .p2align 3
+    jmp .Lc1_d6750_j
+.Lc1_d6750_j:
+    movzx r8d, al
+    mov eax, r8d
+    movzx r8d, al
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r8d, cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, r11
+    jmp 1f
+1:
+    and r8, 4032
+    mov byte ptr [r15 + r8 + 3392], cl
+    movsxd rcx, dword ptr [r15 + 448]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov qword ptr [r15 + 64], rax
+    mov r8, r11
+    movzx eax, byte ptr [r15 + 256]
+    mov dword ptr [r15 + 128], 123
+    mov rcx, rcx
+    and r8, 1984
+    mov byte ptr [r15 + r8 + 1344], r8b
+    mov dword ptr [r15 + 192], 89
+    movzx ecx, byte ptr [r15 + 768]
+    movzx r8d, cl
+    mov ecx, 92
+    jmp 1f
+1:
+    mov qword ptr [r15 + 320], rax
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c146:
+    movsxd rax, dword ptr [r15 + 64]
+    mov byte ptr [r15 + 512], r8b
+    vmovq qword ptr [r15 + 0], xmm11
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu ymmword ptr [r15 + 0], ymm11
+    mov r8d, 95
+    jmp 1f
+1:
+    mov r8, rcx
+    jmp 1f
+1:
+    mov ecx, 77
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 80
+    mov dword ptr [r15 + 0], eax
+    mov dword ptr [r15 + 64], 196
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov dword ptr [r15 + 320], ecx
+    jmp 1f
+1:
+    movzx eax, byte ptr [r15 + 128]
+    vmovdqu xmm7, xmmword ptr [r15 + 384]
+    mov rbp, r11
+    mov dword ptr [r15 + 640], 125
+    mov ecx, dword ptr [r15 + 256]
+    and rbp, 1984
+    mov dword ptr [r15 + rbp + 1344], ebp
+    mov qword ptr [r15 + 448], rax
+    mov eax, eax
+    mov rbp, r11
+    mov r9, r11
+    and rbp, 8128
+    mov qword ptr [r15 + rbp + 7488], rbp
+    mov ebp, 75
+    mov qword ptr [r15 + 576], rbp
+    and r9, 448
+    mov dword ptr [r15 + r9 + 832], 184
+    movzx r9d, cl
+    jmp 1f
+1:
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c147:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 15
+    lea rcx, [rip + .Lc1_d6838_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d6838_s_t
+    .p2align 3
+.Lc1_d6838_s:
+    .p2align 3
+    jmp .Lc1_d6838_j
+    .p2align 3
+    jmp .Lc1_d6838_j
+    .p2align 3
+    jmp .Lc1_d6838_j
+    .p2align 3
+    jmp .Lc1_d6838_j
+    .p2align 3
+    jmp .Lc1_d6838_j
+    .p2align 3
+    jmp .Lc1_d6838_j
+    .p2align 3
+    jmp .Lc1_d6838_j
+    .p2align 3
+    jmp .Lc1_d6838_j
+    .p2align 3
+    jmp .Lc1_d6838_j
+    .p2align 3
+    jmp .Lc1_d6838_j
+    .p2align 3
+    jmp .Lc1_d6838_j
+    .p2align 3
+    jmp .Lc1_d6838_j
+    .p2align 3
+    jmp .Lc1_d6838_j
+    .p2align 3
+    jmp .Lc1_d6838_j
+    .p2align 3
+    jmp .Lc1_d6838_j
+    .p2align 3
+    jmp .Lc1_d6838_j
+.Lc1_d6838_j:
+    mov eax, dword ptr [r15 + 64]
+    jmp 1f
+1:
+    movsxd rcx, dword ptr [r15 + 512]
+    mov rdi, qword ptr [r15 + 128]
+    mov edx, edi
+    mov rdi, rdx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r11
+    jmp 1f
+1:
+    and rbp, 4032
+    movsxd rdi, dword ptr [r15 + rbp + 3392]
+    movzx ebp, byte ptr [r15 + 192]
+    jmp 1f
+1:
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c148:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d6880_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d6880_j_t
+.Lc1_d6880_j:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, al
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 3
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, rax
+    jmp 1f
+1:
+    mov eax, ecx
+    jmp 1f
+1:
+    mov rax, qword ptr [r15 + 64]
+    movsxd rcx, dword ptr [r15 + 704]
+    test dword ptr [r15 + 67117723], 268697600
+    jz 1f
+1:
+    mov qword ptr [r15 + 128], rcx
+    mov r8, r11
+    mov byte ptr [r15 + 320], cl
+    movzx ecx, cl
+    mov ecx, dword ptr [r15 + 384]
+    and r8, 8128
+    movsxd rax, dword ptr [r15 + r8 + 7488]
+    mov r8, r11
+    mov rbp, r11
+    mov rsi, qword ptr [r15 + 512]
+    mov r9d, dword ptr [r15 + 448]
+    and r8, 1984
+    mov dword ptr [r15 + r8 + 1344], 128
+    and rbp, 448
+    movsxd r8, dword ptr [r15 + rbp + 832]
+    mov rbp, rcx
+    mov ecx, eax
+    mov eax, eax
+    mov rax, qword ptr [r15 + 256]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c149:
+    mov r8, r11
+    movzx eax, sil
+    mov rbp, r11
+    movzx esi, byte ptr [r15 + 768]
+    and r8, 4032
+    mov qword ptr [r15 + r8 + 3392], r8
+    and rbp, 8128
+    mov r8, qword ptr [r15 + rbp + 7488]
+    mov ebp, 224
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 1
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r9d, byte ptr [r15 + 128]
+    movzx ebp, byte ptr [r15 + 384]
+    mov dword ptr [r15 + 192], 58
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rbp, r11
+    mov edx, r8d
+    jmp 1f
+1:
+    and rbp, 448
+    movsxd r8, dword ptr [r15 + rbp + 832]
+    mov qword ptr [r15 + 320], r9
+    mov dword ptr [r15 + 128], 242
+    movzx r9d, byte ptr [r15 + 256]
+    mov eax, r9d
+    mov dword ptr [r15 + 576], 181
+    movzx ebp, dl
+    movzx ebp, bpl
+    movsxd rbp, dword ptr [r15 + 64]
+    mov edx, dword ptr [r15 + 448]
+    jmp 1f
+1:
+    mov r9d, dword ptr [r15 + 512]
+    jmp 1f
+1:
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c150:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 8388608
+    setz al
+    lea rcx, [rip + .Lc1_d6969_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d6969_s_t
+    .p2align 3
+.Lc1_d6969_s:
+    .p2align 3
+    jmp .Lc1_d6969_j
+    .p2align 3
+    jmp .Lc1_d6969_j
+.Lc1_d6969_j:
+    mov byte ptr [r15 + 0], al
+    mov qword ptr [r15 + 0], rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, 81
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r11
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, cl
+    and rbp, 4032
+    add rax, qword ptr [r15 + rbp + 3392]
+    mov ebp, 105
+    mov dword ptr [r15 + 128], ebp
+    mov rbp, r11
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    and rbp, 1984
+    movzx eax, byte ptr [r15 + rbp + 1344]
+    movzx ebp, byte ptr [r15 + 640]
+    movzx ecx, byte ptr [r15 + 192]
+    mov edi, ecx
+    mov ecx, 6
+    mov dword ptr [r15 + 64], 163
+    mov rcx, rax
+    movzx ecx, byte ptr [r15 + 448]
+    mov qword ptr [r15 + 384], rcx
+    mov ecx, dword ptr [r15 + 64]
+    mov qword ptr [r15 + 512], rax
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c151:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 143
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    vpcmpeqb xmm7, xmm7, xmm6
+    .byte 0x0f, 0x1f, 0x40, 0x00
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], rax
+    mov r8, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov eax, 5
+    and r8, 448
+    and ecx, dword ptr [r15 + r8 + 832]
+    vpshufd xmm7, xmm7, 242
+    test dword ptr [r15 + 67117723], 1074790404
+    jz 1f
+1:
+    movzx ecx, r8b
+    mov ecx, dword ptr [r15 + 448]
+    vpshufd xmm7, xmm7, 164
+    jmp 1f
+1:
+    mov dword ptr [r15 + 128], r8d
+    movzx r8d, r8b
+    mov r8, qword ptr [r15 + 192]
+    mov r9, r8
+    mov r8, r11
+    mov esi, dword ptr [r15 + 704]
+    movzx edx, byte ptr [r15 + 256]
+    mov qword ptr [r15 + 64], rdx
+    and r8, 1984
+    mov qword ptr [r15 + r8 + 1344], r8
+    mov r8, r11
+    movsxd rdx, dword ptr [r15 + 320]
+    mov dword ptr [r15 + 512], ecx
+    and r8, 8128
+    vmovdqu ymmword ptr [r15 + r8 + 7488], ymm7
+    jmp 1f
+1:
+    jmp 1f
+1:
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c152:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d7063_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d7063_j_t
+.Lc1_d7063_j:
+    movsxd rcx, dword ptr [r15 + 448]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, 197
+    mov eax, eax
+    mov dword ptr [r15 + 0], 145
+    movzx eax, cl
+    mov r9, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r9, 16320
+    movzx ecx, byte ptr [r15 + r9 + 15680]
+    mov dword ptr [r15 + 256], 46
+    jmp 1f
+1:
+    mov dword ptr [r15 + 384], eax
+    mov dword ptr [r15 + 512], 149
+    mov rax, qword ptr [r15 + 128]
+    test dword ptr [r15 + 67117724], 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    mov eax, 172
+    mov rax, r9
+    mov qword ptr [r15 + 192], rcx
+    mov rcx, qword ptr [r15 + 64]
+    mov r9, qword ptr [r15 + 576]
+    mov rbp, r11
+    mov r8, r11
+    mov dword ptr [r15 + 128], r8d
+    and r8, 448
+    mov eax, dword ptr [r15 + r8 + 832]
+    jmp 1f
+1:
+    and rbp, 4032
+    movsxd r8, dword ptr [r15 + rbp + 3392]
+    mov ebp, ecx
+    mov dword ptr [r15 + 320], 71
+    mov rbp, qword ptr [r15 + 768]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c153:
+    lea rcx, [rip + .Lc1_d7106_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d7106_j_t
+.Lc1_d7106_j:
+    movzx ecx, byte ptr [r15 + 448]
+    movzx r8d, byte ptr [r15 + 64]
+    mov ebp, 225
+    mov ebp, ebp
+    jmp 1f
+1:
+    movsxd rbp, dword ptr [r15 + 384]
+    mov eax, dword ptr [r15 + 192]
+    lea r9, [r11 + r11*1]
+    jmp 1f
+1:
+    mov rdi, rcx
+    mov rcx, rdi
+    and r9, 8128
+    movzx ecx, byte ptr [r15 + r9 + 7488]
+    vpxor xmm7, xmm7, xmm0
+    mov dword ptr [r15 + 256], r8d
+    mov qword ptr [r15 + 0], rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, 90
+    test ebx, 1024
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, dword ptr [r15 + 512]
+    movsxd rax, dword ptr [r15 + r9 + 7552]
+    mov dword ptr [r15 + 640], eax
+    mov r9, r11
+    mov dword ptr [r15 + 128], r9d
+    mov rax, rbp
+    and r9, 4032
+    mov eax, dword ptr [r15 + r9 + 3392]
+    mov r9d, eax
+    mov rax, r9
+    lea r9, [r11 + r11*1]
+    movsxd rsi, dword ptr [r15 + 320]
+    mov rdx, rsi
+    mov esi, dword ptr [r15 + 64]
+    and r9, 1984
+    movzx ecx, byte ptr [r15 + r9 + 1408]
+    mov r8d, dword ptr [r15 + r9 + 1344]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c154:
+    movsxd rbp, dword ptr [r15 + 256]
+    mov r9, rbp
+    movsxd r9, dword ptr [r15 + 320]
+    jmp 1f
+1:
+    movzx esi, byte ptr [r15 + 128]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rsi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 64], esi
+    movsxd rbp, dword ptr [r15 + 192]
+    mov rbp, r11
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov qword ptr [r15 + 128], r8
+    mov byte ptr [r15 + 448], r8b
+    and rbp, 4032
+    mov dword ptr [r15 + rbp + 3392], 216
+    jmp 1f
+1:
+    mov r8d, ebp
+    mov r8d, r8d
+    vpxor xmm6, xmm6, xmm8
+    mov r8, r11
+    jmp 1f
+1:
+    and r8, 448
+    mov dword ptr [r15 + r8 + 832], 34
+    movsxd r8, dword ptr [r15 + 512]
+    mov rbp, r8
+    movsxd r8, dword ptr [r15 + 384]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov rdi, r8
+    movzx r8d, byte ptr [r15 + 768]
+    mov eax, 19
+    mov qword ptr [r15 + 704], rax
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c155:
+    lea rcx, [rip + .Lc1_d7201_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d7201_j_t
+.Lc1_d7201_j:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov byte ptr [r15 + 0], cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 248
+    mov dword ptr [r15 + 0], 166
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, byte ptr [r15 + 64]
+    jmp 1f
+1:
+    mov rbp, qword ptr [r15 + 128]
+    mov edi, 230
+    mov edi, edi
+    mov r8, r11
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    and r8, 1984
+    mov edi, dword ptr [r15 + r8 + 1344]
+    movsxd r8, dword ptr [r15 + 448]
+    mov rbp, r11
+    vpcmpeqb xmm7, xmm7, xmm13
+    mov esi, dword ptr [r15 + 256]
+    and rbp, 8128
+    mov rdx, qword ptr [r15 + rbp + 7488]
+    jmp 1f
+1:
+    mov ebp, dword ptr [r15 + 512]
+    mov r9, qword ptr [r15 + 384]
+    mov dword ptr [r15 + 64], edi
+    mov dword ptr [r15 + 320], 74
+    mov edi, 249
+    mov edi, dword ptr [r15 + 576]
+    mov rbp, r11
+    jmp 1f
+1:
+    movzx ecx, r9b
+    and rbp, 448
+    mov qword ptr [r15 + rbp + 832], rsi
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c156:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d7251_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d7251_j_t
+.Lc1_d7251_j:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    or qword ptr [r15 + 0], 14
+    mov rbp, rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 256], 141
+    mov dword ptr [r15 + 64], 146
+    mov dword ptr [r15 + 448], 228
+    mov eax, 63
+    movzx eax, bpl
+    mov qword ptr [r15 + 640], rcx
+    test dword ptr [r15 + 67117724], 2
+    jnz 1f
+1:
+    movsxd rcx, dword ptr [r15 + 704]
+    mov rbp, qword ptr [r15 + 512]
+    jmp 1f
+1:
+    mov r8, r11
+    mov rax, qword ptr [r15 + 192]
+    mov r9d, dword ptr [r15 + 128]
+    and r8, 448
+    mov dword ptr [r15 + r8 + 832], 69
+    jmp 1f
+1:
+    movzx r8d, bpl
+    jmp 1f
+1:
+    mov r8, r11
+    mov rbp, r11
+    and r8, 1984
+    mov qword ptr [r15 + r8 + 1344], rcx
+    mov r8d, eax
+    and rbp, 4032
+    movsxd rcx, dword ptr [r15 + rbp + 3392]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c157:
+    mov rax, r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, 176
+    movzx r8d, r8b
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    movzx r8d, al
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, ecx
+    mov r8d, 239
+    mov qword ptr [r15 + 0], r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, rax
+    lea r8, [r11 + r11*1]
+    mov dword ptr [r15 + 0], 78
+    and r8, 8128
+    movsxd rax, dword ptr [r15 + r8 + 7488]
+    movzx ecx, byte ptr [r15 + 64]
+    mov edx, ecx
+    mov rbp, r11
+    jmp 1f
+1:
+    mov byte ptr [r15 + 384], r8b
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and rbp, 1984
+    mov rcx, qword ptr [r15 + rbp + 1344]
+    mov rbp, qword ptr [r15 + 256]
+    jmp 1f
+1:
+    mov qword ptr [r15 + 128], r8
+    mov r9, r11
+    jmp 1f
+1:
+    mov qword ptr [r15 + r8 + 7552], r8
+    mov r8d, ebp
+    and r9, 4032
+    movsxd r8, dword ptr [r15 + r9 + 3392]
+    mov r9d, dword ptr [r15 + 448]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov qword ptr [r15 + 192], rbp
+    mov rbp, qword ptr [r15 + 512]
+    mov byte ptr [r15 + 128], bpl
+    movsxd rbp, dword ptr [r15 + 768]
+    mov rdx, rbp
+    mov dword ptr [r15 + 320], edx
+    movzx edx, r8b
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c158:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 524288
+    setz al
+    lea rcx, [rip + .Lc1_d7344_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d7344_s_t
+    .p2align 3
+.Lc1_d7344_s:
+    .p2align 3
+    jmp .Lc1_d7344_j
+    .p2align 3
+    jmp .Lc1_d7344_j
+.Lc1_d7344_j:
+    mov r8d, eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, rax
+    movzx ecx, cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], r8b
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, r11
+    mov eax, r8d
+    and r8, 448
+    mov r9, r11
+    movzx ecx, byte ptr [r15 + r8 + 832]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    vmovdqu ymmword ptr [r15 + 384], ymm7
+    and r9, 4032
+    movsxd r8, dword ptr [r15 + r9 + 3392]
+    jmp 1f
+1:
+    movzx r9d, al
+    mov dword ptr [r15 + 448], r9d
+    mov r9d, dword ptr [r15 + 512]
+    movsxd rax, dword ptr [r15 + 576]
+    mov dword ptr [r15 + 64], eax
+    jmp 1f
+1:
+    mov dword ptr [r15 + 192], 45
+    mov qword ptr [r15 + 128], rcx
+    jmp 1f
+1:
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c159:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    vpxor xmm6, xmm6, xmm7
+    mov byte ptr [r15 + 0], r9b
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    add rax, qword ptr [r15 + 256]
+    mov r9d, dword ptr [r15 + 384]
+    mov r8, r11
+    mov rbp, r11
+    mov rsi, qword ptr [r15 + 192]
+    and r8, 8128
+    movzx edi, byte ptr [r15 + r8 + 7488]
+    and rbp, 448
+    mov byte ptr [r15 + rbp + 832], bpl
+    test dword ptr [r15 + 67117723], 131072
+    jz 1f
+1:
+    mov r8d, 124
+    mov r8d, 87
+    movzx r8d, r8b
+    movzx r8d, byte ptr [r15 + 128]
+    mov rbp, r8
+    mov rbp, rbp
+    mov rbp, r11
+    mov edi, ebp
+    and rbp, 1984
+    movzx esi, byte ptr [r15 + rbp + 1344]
+    mov ebp, dword ptr [r15 + 640]
+    movsxd rdi, dword ptr [r15 + 64]
+    movzx edx, dil
+    movzx edi, byte ptr [r15 + 320]
+    movzx r9d, byte ptr [r15 + 448]
+    mov dword ptr [r15 + 64], 74
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c160:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d7435_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d7435_j_t
+.Lc1_d7435_j:
+    mov rcx, rax
+    mov ecx, 204
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movzx eax, byte ptr [r15 + 512]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + 0], ymm7
+    mov qword ptr [r15 + 0], rcx
+    mov ecx, 53
+    mov rcx, qword ptr [r15 + 192]
+    movzx r9d, byte ptr [r15 + 128]
+    mov esi, eax
+    test dword ptr [r15 + 67117724], 100925444
+    jz 1f
+1:
+    mov r9, r11
+    mov rbp, r11
+    and r9, 1984
+    mov byte ptr [r15 + r9 + 1344], al
+    mov dword ptr [r15 + 448], esi
+    vmovdqu ymmword ptr [r15 + 64], ymm6
+    and rbp, 4032
+    mov dword ptr [r15 + rbp + 3392], ebp
+    mov rax, rsi
+    mov byte ptr [r15 + 704], sil
+    movzx esi, byte ptr [r15 + 320]
+    mov byte ptr [r15 + 768], sil
+    mov esi, 13
+    mov rbp, r11
+    mov byte ptr [r15 + 128], bpl
+    and rbp, 8128
+    mov esi, dword ptr [r15 + rbp + 7488]
+    vmovdqu ymmword ptr [r15 + 256], ymm6
+    vpxor xmm6, xmm6, xmm7
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c161:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d7481_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d7481_j_t
+.Lc1_d7481_j:
+    mov ecx, ebp
+    mov ebp, dword ptr [r15 + 64]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 64], eax
+    movzx eax, byte ptr [r15 + 320]
+    movsxd rcx, dword ptr [r15 + 256]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], ebp
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], rcx
+    mov dword ptr [r15 + 0], ebp
+    jmp 1f
+1:
+    mov rbp, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    test dword ptr [r15 + 67117723], 8192
+    jnz 1f
+1:
+    and rbp, 448
+    mov r8, r11
+    mov rcx, qword ptr [r15 + rbp + 832]
+    mov ebp, ecx
+    movzx ecx, byte ptr [r15 + 192]
+    and r8, 4032
+    mov rdx, qword ptr [r15 + r8 + 3392]
+    movsxd r8, dword ptr [r15 + 448]
+    movzx edi, byte ptr [r15 + 512]
+    mov r9, r11
+    movsxd rax, dword ptr [r15 + 384]
+    mov esi, eax
+    mov eax, esi
+    and r9, 1984
+    mov qword ptr [r15 + r9 + 1344], r9
+    mov r9d, dword ptr [r15 + 512]
+    movsxd rax, dword ptr [r15 + 128]
+    mov rax, rsi
+    movsxd rax, dword ptr [r15 + 576]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c162:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov r9, r11
+    movzx eax, byte ptr [r15 + 704]
+    and r9, 448
+    mov esi, dword ptr [r15 + r9 + 832]
+    mov dword ptr [r15 + 192], esi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, eax
+    movzx r9d, r9b
+    and r9d, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], eax
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    vpshufd xmm11, xmm6, 202
+    mov eax, eax
+    mov dword ptr [r15 + 640], esi
+    mov rsi, qword ptr [r15 + 128]
+    movzx eax, byte ptr [r15 + 256]
+    test dword ptr [r15 + 67117724], 2048
+    jz 1f
+1:
+    mov eax, dword ptr [r15 + 384]
+    movsxd rsi, dword ptr [r15 + 64]
+    mov qword ptr [r15 + 320], r9
+    mov byte ptr [r15 + 512], r9b
+    mov qword ptr [r15 + 384], r9
+    mov r9, r11
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov rbp, qword ptr [r15 + 448]
+    and r9, 8128
+    mov r8d, dword ptr [r15 + r9 + 7488]
+    mov r9, r11
+    mov rcx, qword ptr [r15 + 128]
+    and r9, 16320
+    mov dword ptr [r15 + r9 + 15680], r9d
+    jmp 1f
+1:
+    mov r9d, r8d
+    jmp 1f
+1:
+    movzx r9d, bpl
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c163:
+    lea rcx, [rip + .Lc1_d7572_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d7572_j_t
+.Lc1_d7572_j:
+    jmp 1f
+1:
+    movzx ebp, byte ptr [r15 + 448]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rbp
+    mov ecx, r9d
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov byte ptr [r15 + 0], r8b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r9d, byte ptr [r15 + 768]
+    mov rbp, r11
+    mov r8, qword ptr [r15 + 256]
+    mov edx, dword ptr [r15 + 576]
+    test ebx, 1073741824
+    jz 1f
+1:
+    and rbp, 1984
+    lea r8, [r11 + r11*1]
+    mov r9d, dword ptr [r15 + rbp + 1344]
+    and r8, 4032
+    movsxd rbp, dword ptr [r15 + r8 + 3456]
+    mov rbp, r11
+    mov byte ptr [r15 + 128], bpl
+    mov rdx, qword ptr [r15 + 320]
+    and rbp, 448
+    movsxd rdi, dword ptr [r15 + rbp + 832]
+    mov ebp, dword ptr [r15 + r8 + 3392]
+    mov qword ptr [r15 + 64], rbp
+    mov ebp, r8d
+    mov r8d, 85
+    mov dword ptr [r15 + 512], 249
+    mov r8, qword ptr [r15 + 64]
+    jmp 1f
+1:
+    movsxd rbp, dword ptr [r15 + 192]
+    mov ecx, 74
+    mov ecx, ecx
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c164:
+    movzx ecx, r8b
+    mov byte ptr [r15 + 640], cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r8d, r8b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r8, [r11 + r11*1]
+    and ecx, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 320], 98
+    mov edx, dword ptr [r15 + 448]
+    and r8, 8128
+    movsxd rdi, dword ptr [r15 + r8 + 7488]
+    mov esi, 135
+    jmp 1f
+1:
+    mov rsi, qword ptr [r15 + 64]
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    mov ecx, edi
+    mov edi, 35
+    movzx edi, dil
+    mov byte ptr [r15 + 128], dil
+    jmp 1f
+1:
+    mov rdi, rsi
+    jmp 1f
+1:
+    mov rbp, r11
+    mov r9, r11
+    mov dword ptr [r15 + 512], 96
+    and rbp, 448
+    mov rsi, qword ptr [r15 + rbp + 832]
+    and r9, 1984
+    movsxd rbp, dword ptr [r15 + r9 + 1344]
+    movsxd r9, dword ptr [r15 + r8 + 7552]
+    jmp 1f
+1:
+    mov r8d, 77
+    mov qword ptr [r15 + 384], r8
+    movsxd r8, dword ptr [r15 + 256]
+    mov qword ptr [r15 + 128], r8
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c165:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 4194304
+    setz al
+    lea rcx, [rip + .Lc1_d7669_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d7669_s_t
+    .p2align 3
+.Lc1_d7669_s:
+    .p2align 3
+    jmp .Lc1_d7669_j
+    .p2align 3
+    jmp .Lc1_d7669_j
+.Lc1_d7669_j:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 4032
+    mov qword ptr [r15 + rbp + 3392], rcx
+    mov rcx, rcx
+    mov rbp, r11
+    mov byte ptr [r15 + 64], bpl
+    and rbp, 1984
+    mov eax, dword ptr [r15 + rbp + 1344]
+    mov rbp, rcx
+    mov rbp, r11
+    mov rcx, rcx
+    and rbp, 8128
+    movsxd rcx, dword ptr [r15 + rbp + 7488]
+    test dword ptr [r15 + 67117724], 12324
+    jz 1f
+1:
+    jmp 1f
+1:
+    movsxd rcx, dword ptr [r15 + 256]
+    lock or dword ptr [r15 + 512], 111
+    vmovdqu ymmword ptr [r15 + 704], ymm6
+    movzx ebp, byte ptr [r15 + 448]
+    mov dword ptr [r15 + 384], eax
+    movsxd rax, dword ptr [r15 + 128]
+    mov byte ptr [r15 + 192], al
+    jmp 1f
+1:
+    jmp 1f
+1:
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c166:
+    lea rcx, [rip + .Lc1_d7711_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d7711_j_t
+.Lc1_d7711_j:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r9, 1984
+    mov dword ptr [r15 + r9 + 1344], ecx
+    mov rcx, rcx
+    mov rcx, qword ptr [r15 + 576]
+    mov dword ptr [r15 + 192], ecx
+    mov r9, r11
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov ecx, ecx
+    and r9, 448
+    mov dword ptr [r15 + r9 + 832], 186
+    test ebx, 1024
+    jz 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movsxd r9, dword ptr [r15 + 768]
+    movsxd rcx, dword ptr [r15 + 512]
+    mov edx, 177
+    mov rdx, qword ptr [r15 + 448]
+    movzx edi, byte ptr [r15 + 64]
+    mov rsi, r9
+    mov byte ptr [r15 + 128], sil
+    mov r9, r11
+    movsxd rsi, dword ptr [r15 + 64]
+    mov r8, rsi
+    and r9, 4032
+    mov qword ptr [r15 + r9 + 3392], rcx
+    vmovdqu xmm11, xmmword ptr [r15 + 256]
+    jmp 1f
+1:
+    mov byte ptr [r15 + 320], r8b
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c167:
+    and esi, dword ptr [r15 + 64]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + 0], ymm11
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r8, 448
+    vmovdqu ymmword ptr [r15 + r8 + 832], ymm15
+    movsxd r8, dword ptr [r15 + 128]
+    movzx edi, r8b
+    movzx r8d, byte ptr [r15 + 512]
+    mov byte ptr [r15 + 128], r8b
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r8, rdi
+    mov r8d, edi
+    mov r8d, edi
+    jmp 1f
+1:
+    movsxd r8, dword ptr [r15 + 640]
+    mov edi, edi
+    mov rdi, qword ptr [r15 + 384]
+    movzx ebp, byte ptr [r15 + 384]
+    movzx eax, byte ptr [r15 + 448]
+    mov byte ptr [r15 + 192], al
+    jmp 1f
+1:
+    mov rax, qword ptr [r15 + 320]
+    mov dword ptr [r15 + 256], 191
+    mov r9, r11
+    mov rdx, r8
+    mov r8d, 93
+    and r9, 8128
+    mov dword ptr [r15 + r9 + 7488], r9d
+    mov r9d, 37
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c168:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 2097152
+    setz al
+    lea rcx, [rip + .Lc1_d7806_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d7806_s_t
+    .p2align 3
+.Lc1_d7806_s:
+    .p2align 3
+    jmp .Lc1_d7806_j
+    .p2align 3
+    jmp .Lc1_d7806_j
+.Lc1_d7806_j:
+    mov dword ptr [r15 + 0], r9d
+    jmp 1f
+1:
+    mov r9d, eax
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, eax
+    vmovdqu xmm8, xmmword ptr [r15 + 0]
+    add rax, qword ptr [r15 + 448]
+    mov r9, r11
+    mov rdx, r9
+    mov edx, dword ptr [r15 + 704]
+    and r9, 4032
+    movzx ecx, byte ptr [r15 + r9 + 3392]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov dword ptr [r15 + 128], 52
+    movsxd r9, dword ptr [r15 + 320]
+    mov r8, r11
+    mov rax, rcx
+    and r8, 1984
+    vmovdqu xmmword ptr [r15 + r8 + 1344], xmm8
+    mov dword ptr [r15 + 512], r9d
+    mov r9, r11
+    jmp 1f
+1:
+    mov ecx, 139
+    mov rcx, qword ptr [r15 + 192]
+    and r9, 8128
+    mov r8, qword ptr [r15 + r9 + 7488]
+    movzx r9d, byte ptr [r15 + 64]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c169:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rdx, r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 49
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 246
+    mov r8d, 46
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, byte ptr [r15 + 192]
+    jmp 1f
+1:
+    mov byte ptr [r15 + 64], r8b
+    mov r8, rdx
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rdx, qword ptr [r15 + 576]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r8d, r8d
+    mov r8, r11
+    movsxd rcx, dword ptr [r15 + 64]
+    mov eax, ecx
+    movsxd rcx, dword ptr [r15 + 256]
+    and r8, 448
+    vmovdqu ymmword ptr [r15 + r8 + 832], ymm11
+    mov r8, r11
+    jmp 1f
+1:
+    mov ebp, dword ptr [r15 + 448]
+    mov r9, r11
+    jmp 1f
+1:
+    and r8, 1984
+    movsxd rdi, dword ptr [r15 + r8 + 1344]
+    and r9, 4032
+    mov r8, qword ptr [r15 + r9 + 3392]
+    mov r9, qword ptr [r15 + 512]
+    mov qword ptr [r15 + 384], r9
+    mov r9d, dword ptr [r15 + 768]
+    mov rsi, qword ptr [r15 + 128]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c170:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 15
+    lea rcx, [rip + .Lc1_d7897_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d7897_s_t
+    .p2align 3
+.Lc1_d7897_s:
+    .p2align 3
+    jmp .Lc1_d7897_j
+    .p2align 3
+    jmp .Lc1_d7897_j
+    .p2align 3
+    jmp .Lc1_d7897_j
+    .p2align 3
+    jmp .Lc1_d7897_j
+    .p2align 3
+    jmp .Lc1_d7897_j
+    .p2align 3
+    jmp .Lc1_d7897_j
+    .p2align 3
+    jmp .Lc1_d7897_j
+    .p2align 3
+    jmp .Lc1_d7897_j
+    .p2align 3
+    jmp .Lc1_d7897_j
+    .p2align 3
+    jmp .Lc1_d7897_j
+    .p2align 3
+    jmp .Lc1_d7897_j
+    .p2align 3
+    jmp .Lc1_d7897_j
+    .p2align 3
+    jmp .Lc1_d7897_j
+    .p2align 3
+    jmp .Lc1_d7897_j
+    .p2align 3
+    jmp .Lc1_d7897_j
+    .p2align 3
+    jmp .Lc1_d7897_j
+.Lc1_d7897_j:
+    mov dword ptr [r15 + 256], 137
+    mov rbp, r11
+    mov rax, qword ptr [r15 + 448]
+    and rbp, 448
+    mov dword ptr [r15 + rbp + 832], ebp
+    jmp 1f
+1:
+    mov rcx, rcx
+    mov ecx, eax
+    jmp 1f
+1:
+    mov ecx, 42
+    movzx ecx, byte ptr [r15 + 128]
+    vmovq xmm0, rax
+    mov eax, eax
+    mov eax, eax
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c171:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d7940_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d7940_j_t
+.Lc1_d7940_j:
+    mov dword ptr [r15 + 256], 101
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], eax
+    mov byte ptr [r15 + 0], al
+    movzx eax, cl
+    mov rbp, r11
+    mov eax, 89
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 8128
+    mov r8, r11
+    mov byte ptr [r15 + rbp + 7488], r8b
+    jmp 1f
+1:
+    and r8, 4032
+    movsxd rcx, dword ptr [r15 + r8 + 3392]
+    movzx r8d, byte ptr [r15 + 640]
+    mov ebp, r8d
+    mov dword ptr [r15 + 512], eax
+    test dword ptr [r15 + 67117724], 1056
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov eax, ebp
+    mov eax, eax
+    movzx eax, byte ptr [r15 + 64]
+    mov r8, r11
+    movsxd rbp, dword ptr [r15 + 384]
+    and r8, 1984
+    mov rsi, qword ptr [r15 + r8 + 1344]
+    movzx r8d, cl
+    movzx ecx, al
+    mov qword ptr [r15 + 320], rcx
+    jmp 1f
+1:
+    mov rax, qword ptr [r15 + 128]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 192], 199
+    jmp 1f
+1:
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c172:
+    mov dword ptr [r15 + 0], ebp
+    mov dword ptr [r15 + 0], r8d
+    mov qword ptr [r15 + 0], rsi
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov rbp, r11
+    mov dword ptr [r15 + 0], 64
+    movzx esi, dil
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 1984
+    movzx r8d, byte ptr [r15 + rbp + 1344]
+    mov rbp, r11
+    mov rdi, qword ptr [r15 + 448]
+    and edi, dword ptr [r15 + 512]
+    and rbp, 8128
+    mov rsi, qword ptr [r15 + rbp + 7488]
+    jmp 1f
+1:
+    mov qword ptr [r15 + 128], r8
+    jmp 1f
+1:
+    test ebx, 2048
+    jnz 1f
+1:
+    mov byte ptr [r15 + 384], bpl
+    mov dword ptr [r15 + 128], 168
+    mov r8d, dword ptr [r15 + 704]
+    mov ebp, 100
+    mov rbp, qword ptr [r15 + 192]
+    mov edi, 134
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 768], esi
+    mov r9, r11
+    mov qword ptr [r15 + 64], r9
+    mov esi, dword ptr [r15 + 448]
+    jmp 1f
+1:
+    and r9, 448
+    movsxd rdx, dword ptr [r15 + r9 + 832]
+    mov dword ptr [r15 + 64], 135
+    mov r9, qword ptr [r15 + 320]
+    mov rdi, qword ptr [r15 + 256]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c173:
+    lea rcx, [rip + .Lc1_d8029_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d8029_j_t
+.Lc1_d8029_j:
+    mov r9, r11
+    and r9, 8128
+    mov qword ptr [r15 + r9 + 7488], r9
+    movzx r9d, byte ptr [r15 + 128]
+    mov ecx, r9d
+    mov byte ptr [r15 + 0], cl
+    jmp 1f
+1:
+    mov r9d, edi
+    movzx edi, r9b
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov byte ptr [r15 + 0], r9b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, 73
+    jmp 1f
+1:
+    mov r9, r11
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov edi, 43
+    mov dword ptr [r15 + 0], edi
+    and r9, 4032
+    movzx edi, byte ptr [r15 + r9 + 3392]
+    mov r9d, 80
+    movsxd r9, dword ptr [r15 + 384]
+    mov rbp, r11
+    mov rax, rbp
+    movsxd rax, dword ptr [r15 + 64]
+    vpaddq xmm0, xmm0, xmmword ptr [r15 + 192]
+    and rbp, 16320
+    mov dword ptr [r15 + rbp + 15680], ebp
+    mov ebp, dword ptr [r15 + 576]
+    mov ecx, edi
+    jmp 1f
+1:
+    mov rdi, qword ptr [r15 + 640]
+    mov rsi, qword ptr [r15 + 320]
+    mov edx, esi
+    mov rsi, qword ptr [r15 + 512]
+    mov r8d, 215
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c174:
+    vmovdqu ymmword ptr [r15 + 192], ymm0
+    jmp 1f
+1:
+    mov edi, edi
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edi, 245
+    mov edi, edi
+    mov dword ptr [r15 + 0], r8d
+    jmp 1f
+1:
+    mov r8, rdi
+    mov dword ptr [r15 + 0], 36
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r8d, edi
+    and r8d, dword ptr [r15 + 64]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r8, r11
+    mov dword ptr [r15 + 256], 155
+    mov dword ptr [r15 + 320], 216
+    and r8, 4032
+    vmovdqu ymmword ptr [r15 + r8 + 3392], ymm13
+    jmp 1f
+1:
+    vpor xmm15, xmm15, xmm9
+    jmp 1f
+1:
+    mov byte ptr [r15 + 64], r8b
+    mov r8, r11
+    mov edi, dword ptr [r15 + 512]
+    mov rbp, rdi
+    jmp 1f
+1:
+    and r8, 448
+    mov dword ptr [r15 + r8 + 832], 198
+    jmp 1f
+1:
+    movsxd rdi, dword ptr [r15 + 448]
+    movsxd r8, dword ptr [r15 + 704]
+    mov esi, dword ptr [r15 + 128]
+    mov r9, r11
+    vpmovmskb eax, xmm15
+    and r9, 1984
+    movsxd rax, dword ptr [r15 + r9 + 1344]
+    movzx r9d, al
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c175:
+    lea rcx, [rip + .Lc1_d8128_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d8128_j_t
+.Lc1_d8128_j:
+    movzx ecx, byte ptr [r15 + 768]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, r9b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, r9
+    mov dword ptr [r15 + 0], r9d
+    mov dword ptr [r15 + 0], 134
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], al
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, r11
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + 128], ymm0
+    test ebx, 1073741824
     jz 1f
 1:
     and r9, 8128
-    mov qword ptr [r15 + r9 + 7488], r8
-    vmovdqu ymmword ptr [r15 + 320], ymm10
-    movzx r8d, byte ptr [r15 + 64]
+    vmovdqu ymmword ptr [r15 + r9 + 7488], ymm0
+    mov byte ptr [r15 + 64], al
+    movzx eax, r9b
+    vmovq xmm0, rax
+    mov rax, qword ptr [r15 + 512]
+    mov r9, r11
+    movzx edx, byte ptr [r15 + 448]
+    and r9, 448
+    mov ecx, dword ptr [r15 + r9 + 832]
+    mov qword ptr [r15 + 320], rcx
+    mov r9, r11
+    mov rcx, qword ptr [r15 + 128]
+    and r9, 1984
+    movzx edi, byte ptr [r15 + r9 + 1344]
+    movsxd r9, dword ptr [r15 + 192]
+    movsxd r8, dword ptr [r15 + 384]
+    jmp 1f
+1:
+    mov esi, dword ptr [r15 + 256]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c176:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 8
+    setz al
+    lea rcx, [rip + .Lc1_d8175_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d8175_s_t
+    .p2align 3
+.Lc1_d8175_s:
+    .p2align 3
+    jmp .Lc1_d8175_j
+    .p2align 3
+    jmp .Lc1_d8175_j
+.Lc1_d8175_j:
+    movzx eax, sil
+    jmp 1f
+1:
+    mov esi, ecx
+    jmp 1f
+1:
+    mov qword ptr [r15 + 256], rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, r11
+    movzx ecx, al
+    mov qword ptr [r15 + 128], rcx
+    and r8, 4032
+    movzx eax, byte ptr [r15 + r8 + 3392]
+    mov r8, r11
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and r8, 8128
+    mov dword ptr [r15 + r8 + 7488], ecx
+    mov ecx, ecx
+    jmp 1f
+1:
+    mov rcx, qword ptr [r15 + 512]
+    mov r8, r11
+    mov eax, 132
+    mov eax, dword ptr [r15 + 448]
+    and r8, 448
+    mov qword ptr [r15 + r8 + 832], r8
+    mov r8, rcx
+    mov qword ptr [r15 + 64], r8
+    mov r8d, dword ptr [r15 + 576]
+    mov rcx, rcx
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c177:
+    .byte 0x0f, 0x1f, 0x40, 0x00
+    mov r8, qword ptr [r15 + 256]
+    mov rbp, r11
+    mov qword ptr [r15 + 64], rbp
+    and rbp, 8128
+    mov dword ptr [r15 + rbp + 7488], ecx
+    mov rcx, rcx
+    jmp 1f
+1:
+    mov byte ptr [r15 + 0], r8b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r8d, r8b
+    mov r8d, 71
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    vpcmpeqb xmm15, xmm15, xmm0
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, 218
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rcx, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 147
+    movzx ecx, byte ptr [r15 + 640]
+    mov r8d, ecx
+    mov r8, r11
+    mov edx, 43
+    mov dword ptr [r15 + 128], 105
+    and r8, 4032
+    mov dword ptr [r15 + r8 + 3392], 39
+    mov r8, qword ptr [r15 + 320]
+    mov edx, 254
+    mov r9, r11
+    mov edx, dword ptr [r15 + 384]
+    and r9, 1984
+    movsxd rdi, dword ptr [r15 + r9 + 1344]
+    and edi, dword ptr [r15 + 512]
+    mov r9d, 212
+    movsxd r9, dword ptr [r15 + 448]
+    movzx esi, byte ptr [r15 + 192]
+    mov ebp, esi
+    mov dword ptr [r15 + 704], ebp
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c178:
+    lea rcx, [rip + .Lc1_d8267_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d8267_j_t
+.Lc1_d8267_j:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, rsi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], esi
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov esi, ecx
+    mov esi, 56
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov rbp, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 1984
+    movsxd rcx, dword ptr [r15 + rbp + 1344]
+    mov ebp, dword ptr [r15 + 64]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov ebp, esi
+    mov byte ptr [r15 + 384], bpl
+    mov ebp, 218
+    mov qword ptr [r15 + 64], rbp
+    mov rsi, qword ptr [r15 + 512]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov rbp, r11
+    and ecx, dword ptr [r15 + 128]
+    movzx eax, byte ptr [r15 + 256]
+    and rbp, 448
+    mov r8, r11
+    movzx edi, byte ptr [r15 + rbp + 832]
+    movzx ebp, byte ptr [r15 + 768]
+    jmp 1f
+1:
+    and r8, 4032
+    mov dword ptr [r15 + r8 + 3392], 255
+    mov qword ptr [r15 + 192], rax
+    mov eax, dword ptr [r15 + 448]
+    jmp 1f
+1:
+    mov r8d, r8d
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c179:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 131072
+    setz al
+    lea rcx, [rip + .Lc1_d8320_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d8320_s_t
+    .p2align 3
+.Lc1_d8320_s:
+    .p2align 3
+    jmp .Lc1_d8320_j
+    .p2align 3
+    jmp .Lc1_d8320_j
+.Lc1_d8320_j:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, 170
+    mov dword ptr [r15 + 0], eax
+    inc dword ptr [r15 + 0]
+    mov r9, r11
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, dword ptr [r15 + 448]
+    and r9, 448
+    mov byte ptr [r15 + r9 + 832], r9b
+    mov r9, qword ptr [r15 + 192]
+    mov r8, r11
+    mov ecx, dword ptr [r15 + 128]
+    movzx edx, cl
+    test ebx, 1073741824
+    jz 1f
+1:
+    and r8, 1984
+    mov qword ptr [r15 + r8 + 1344], rax
+    vpcmpeqb xmm15, xmm15, xmmword ptr [r15 + 64]
+    mov rax, r9
+    mov eax, 9
+    movzx eax, byte ptr [r15 + 128]
+    mov dword ptr [r15 + 320], eax
+    mov qword ptr [r15 + 576], rdx
+    mov r9, r11
+    jmp 1f
+1:
+    mov edx, edx
+    mov rdx, rdx
+    and r9, 8128
+    add r8, qword ptr [r15 + r9 + 7488]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c180:
+    mov byte ptr [r15 + 0], r8b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu xmm6, xmmword ptr [r15 + 0]
+    mov r8d, r9d
+    jmp 1f
+1:
+    mov r8d, r9d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, r11
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r9, 4032
+    mov qword ptr [r15 + r9 + 3392], r9
+    mov dword ptr [r15 + 448], 73
+    mov byte ptr [r15 + 128], r8b
+    mov dword ptr [r15 + 704], 43
+    mov r8d, dword ptr [r15 + 64]
+    mov r9, r11
+    test ebx, 5120
+    jnz 1f
+1:
+    jmp 1f
+1:
+    movsxd r8, dword ptr [r15 + 192]
+    and r9, 448
+    mov rdi, qword ptr [r15 + r9 + 832]
+    movzx r9d, dil
+    mov edi, dword ptr [r15 + 256]
+    jmp 1f
+1:
+    mov rbp, r11
+    mov rsi, rbp
+    and rbp, 8128
+    mov rsi, qword ptr [r15 + rbp + 7488]
+    mov rbp, qword ptr [r15 + 384]
+    mov dword ptr [r15 + 512], ebp
+    mov ebp, r8d
+    mov r8, rbp
+    jmp 1f
+1:
+    mov r8d, 77
+    mov r8, qword ptr [r15 + 320]
+    mov rcx, qword ptr [r15 + 640]
+    jmp 1f
+1:
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c181:
+    lea rcx, [rip + .Lc1_d8410_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d8410_j_t
+.Lc1_d8410_j:
+    mov qword ptr [r15 + 0], r8
+    mov qword ptr [r15 + 0], rbp
+    movzx ebp, cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 39
+    jmp 1f
+1:
+    mov r8, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], bpl
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov ecx, ecx
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, 72
+    mov qword ptr [r15 + 64], rbp
+    mov dword ptr [r15 + 512], 85
+    mov rbp, r11
+    test ebx, 1073741824
+    jz 1f
+1:
+    and rbp, 4032
+    mov ecx, dword ptr [r15 + rbp + 3392]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov ebp, ebp
+    movzx ebp, byte ptr [r15 + 384]
+    mov r8, r11
+    mov eax, dword ptr [r15 + 128]
+    mov edx, dword ptr [r15 + 512]
+    and r8, 1984
+    movsxd r9, dword ptr [r15 + r8 + 1344]
+    movzx r8d, byte ptr [r15 + 320]
+    mov rdi, r8
+    mov byte ptr [r15 + 768], dil
+    vmovdqu ymmword ptr [r15 + 64], ymm15
+    and ebp, dword ptr [r15 + 192]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 256], 251
+    or qword ptr [r15 + 448], 106
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c182:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    movsxd rax, dword ptr [r15 + 576]
+    movzx r8d, byte ptr [r15 + 640]
+    mov ebp, dword ptr [r15 + 384]
+    jmp 1f
+1:
+    mov byte ptr [r15 + 448], al
+    movzx eax, byte ptr [r15 + 512]
+    vpaddd xmm15, xmm15, xmm15
+    mov rdx, qword ptr [r15 + 128]
+    mov r9d, dword ptr [r15 + 128]
+    mov esi, 106
+    mov r9, r11
+    vmovdqu ymmword ptr [r15 + 320], ymm15
+    and r9, 1984
+    movzx esi, byte ptr [r15 + r9 + 1344]
+    mov r9, rsi
+    mov rsi, r9
+    test dword ptr [r15 + 67117723], 16384
+    jz 1f
+1:
+    movzx r9d, byte ptr [r15 + 256]
+    jmp 1f
+1:
+    mov r8, r11
+    mov dword ptr [r15 + 64], r8d
+    and r8, 8128
+    mov dword ptr [r15 + r8 + 7488], 231
+    mov r8d, esi
+    mov byte ptr [r15 + 0], r8b
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov esi, r9d
+    and r8, 448
+    mov dword ptr [r15 + r8 + 832], 250
+    mov r8, qword ptr [r15 + 192]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c183:
+    lea rcx, [rip + .Lc1_d8501_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d8501_j_t
+.Lc1_d8501_j:
+    mov rcx, qword ptr [r15 + 64]
+    jmp 1f
+1:
+    movsxd r9, dword ptr [r15 + 704]
+    movzx r8d, byte ptr [r15 + 128]
+    mov byte ptr [r15 + 64], r8b
+    jmp 1f
+1:
+    mov r8d, 202
+    mov r8, r11
+    mov rbp, r11
+    jmp 1f
+1:
+    and r8, 4032
+    mov rdi, qword ptr [r15 + r8 + 3392]
+    and rbp, 448
+    mov dword ptr [r15 + rbp + 832], 235
+    jmp 1f
+1:
+    mov qword ptr [r15 + 256], r8
+    mov r8d, 112
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    test ebx, 2085888
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov rbp, r11
+    mov r8d, 97
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 8128
+    movsxd r9, dword ptr [r15 + rbp + 7488]
+    mov ebp, dword ptr [r15 + 384]
+    mov edi, ebp
+    mov ebp, 28
+    movzx ebp, byte ptr [r15 + 512]
+    vmovdqu xmmword ptr [r15 + 448], xmm15
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c184:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d8551_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d8551_j_t
+.Lc1_d8551_j:
+    mov rbp, r11
+    jmp 1f
+1:
+    and rbp, 16320
+    mov dword ptr [r15 + rbp + 15680], 175
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], ecx
+    mov rcx, rcx
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, al
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 128], rbp
+    mov rbp, r11
+    mov eax, ebp
+    and rbp, 1984
+    mov eax, dword ptr [r15 + rbp + 1344]
+    test dword ptr [r15 + 67117723], 8
+    jz 1f
+1:
+    movzx ebp, byte ptr [r15 + 448]
+    mov rcx, qword ptr [r15 + 320]
+    movzx eax, cl
+    movzx ecx, byte ptr [r15 + 192]
+    jmp 1f
+1:
+    movzx edx, byte ptr [r15 + 256]
+    mov byte ptr [r15 + 128], dl
+    jmp 1f
+1:
+    mov r8, r11
+    movzx edx, byte ptr [r15 + 768]
+    mov byte ptr [r15 + 64], dl
+    and r8, 4032
+    and ecx, dword ptr [r15 + r8 + 3392]
+    movzx r8d, cl
+    mov dword ptr [r15 + 512], r8d
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c185:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov eax, r8d
+    mov qword ptr [r15 + 192], rax
+    mov dword ptr [r15 + 448], r8d
+    mov r8, r11
+    mov edx, r8d
+    mov eax, eax
+    and r8, 1984
+    vmovdqu ymmword ptr [r15 + r8 + 1344], ymm15
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov byte ptr [r15 + 128], al
+    movsxd rax, dword ptr [r15 + 256]
+    jmp 1f
+1:
+    mov r8, r11
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov edi, eax
+    and r8, 448
+    mov byte ptr [r15 + r8 + 832], r8b
+    movzx r8d, al
+    mov rax, r8
+    jmp 1f
+1:
+    test dword ptr [r15 + 67117723], 4
+    jnz 1f
+1:
+    mov dword ptr [r15 + 384], 69
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], edi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edi, 17
+    mov edi, edi
+    mov edi, 29
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx edi, al
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edi, 14
+    movzx edi, byte ptr [r15 + 64]
+    mov r9, r11
+    mov byte ptr [r15 + 576], r9b
+    jmp 1f
+1:
+    and r9, 8128
+    mov eax, dword ptr [r15 + r9 + 7488]
+    jmp 1f
+1:
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c186:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 8192
+    setz al
+    lea rcx, [rip + .Lc1_d8646_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d8646_s_t
+    .p2align 3
+.Lc1_d8646_s:
+    .p2align 3
+    jmp .Lc1_d8646_j
+    .p2align 3
+    jmp .Lc1_d8646_j
+.Lc1_d8646_j:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 448], 81
+    mov dword ptr [r15 + 128], 118
+    mov rbp, r11
+    vpaddq xmm15, xmm15, xmmword ptr [r15 + 512]
+    mov ecx, 35
+    and rbp, 8128
+    mov dword ptr [r15 + rbp + 7488], 70
+    movsxd rbp, dword ptr [r15 + 320]
+    test dword ptr [r15 + 67117723], 64
+    jz 1f
+1:
+    mov rbp, r11
+    movzx ecx, byte ptr [r15 + 192]
+    vmovdqu ymmword ptr [r15 + 64], ymm15
+    mov r8, r11
+    and rbp, 4032
+    mov rsi, qword ptr [r15 + rbp + 3392]
+    jmp 1f
+1:
+    and r8, 1984
+    mov byte ptr [r15 + r8 + 1344], cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rcx, dword ptr [r15 + 640]
+    mov r8, qword ptr [r15 + 384]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c187:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov dword ptr [r15 + 128], 242
+    mov qword ptr [r15 + 64], rbp
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    add r8, qword ptr [r15 + 320]
+    mov rbp, r11
+    mov r9, r11
+    mov rax, r9
+    and r9, 4032
+    mov dword ptr [r15 + r9 + 3392], 120
+    and rbp, 448
+    mov dword ptr [r15 + rbp + 832], ebp
+    mov byte ptr [r15 + 704], al
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], ebp
+    test dword ptr [r15 + 67117724], 7
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rbp
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ebp, byte ptr [r15 + 512]
+    mov eax, dword ptr [r15 + 448]
+    mov r8, r11
+    movsxd rdx, dword ptr [r15 + 768]
+    mov rdi, qword ptr [r15 + 192]
+    mov r9, qword ptr [r15 + 64]
+    and r8, 8128
+    mov byte ptr [r15 + r8 + 7488], r8b
+    mov r8, qword ptr [r15 + 256]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c188:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d8730_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d8730_j_t
+.Lc1_d8730_j:
+    mov r8, r11
+    add r9, qword ptr [r15 + 384]
+    movzx eax, byte ptr [r15 + 640]
+    jmp 1f
+1:
+    and r8, 4032
+    mov dword ptr [r15 + r8 + 3392], ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rax, dword ptr [r15 + 320]
+    mov r8, qword ptr [r15 + 576]
+    vpcmpeqb xmm15, xmm15, xmm12
+    test dword ptr [r15 + 67117724], 262144
+    jz 1f
+1:
+    mov qword ptr [r15 + 512], rcx
+    mov rcx, r8
+    mov ecx, ecx
+    mov r8, r11
+    mov ecx, 89
+    add rcx, qword ptr [r15 + 64]
+    and r8, 1984
+    add rax, qword ptr [r15 + r8 + 1344]
+    mov r8d, dword ptr [r15 + 128]
+    jmp 1f
+1:
+    mov byte ptr [r15 + 128], cl
+    mov qword ptr [r15 + 256], rcx
+    mov r9, r11
+    movzx ecx, byte ptr [r15 + 192]
+    and r9, 448
+    movsxd rsi, dword ptr [r15 + r9 + 832]
+    mov dword ptr [r15 + 448], eax
+    jmp 1f
+1:
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c189:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d8778_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d8778_j_t
+.Lc1_d8778_j:
+    mov byte ptr [r15 + 320], r9b
+    mov dword ptr [r15 + 384], r9d
+    movsxd r9, dword ptr [r15 + 448]
+    mov rbp, r11
+    mov dword ptr [r15 + 704], ebp
+    vmovdqu ymmword ptr [r15 + 192], ymm3
+    and rbp, 448
+    movzx ecx, byte ptr [r15 + rbp + 832]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, 17
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 237
+    test dword ptr [r15 + 67117724], 8192
+    jnz 1f
+1:
+    mov dword ptr [r15 + 64], 98
+    mov rbp, r11
+    vmovdqu ymmword ptr [r15 + 128], ymm11
+    mov ecx, dword ptr [r15 + 64]
+    and rbp, 8128
+    mov rdx, qword ptr [r15 + rbp + 7488]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov byte ptr [r15 + 256], bpl
+    jmp 1f
+1:
+    mov rbp, r11
+    movzx edi, bpl
+    vmovdqu ymmword ptr [r15 + 512], ymm2
+    and rbp, 1984
+    movsxd rdi, dword ptr [r15 + rbp + 1344]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c190:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 31
+    mov dword ptr [r15 + 0], 55
+    jmp 1f
+1:
+    mov rbp, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 4032
+    movzx ecx, byte ptr [r15 + rbp + 3392]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 320], 110
+    mov rbp, r11
+    jmp 1f
+1:
+    mov byte ptr [r15 + 512], cl
+    and rbp, 1984
+    mov rcx, qword ptr [r15 + rbp + 1344]
+    and ecx, dword ptr [r15 + 64]
+    mov dword ptr [r15 + 384], 64
+    test dword ptr [r15 + 67117723], 524304
+    jnz 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov byte ptr [r15 + 128], bpl
+    mov rbp, r11
+    mov byte ptr [r15 + 448], bpl
+    and rbp, 8128
+    mov rcx, qword ptr [r15 + rbp + 7488]
+    jmp 1f
+1:
+    movzx ebp, byte ptr [r15 + 768]
+    mov dword ptr [r15 + 256], 88
+    mov esi, ecx
+    mov rcx, qword ptr [r15 + 512]
+    mov r9, rcx
+    movzx ecx, byte ptr [r15 + 192]
+    mov r8d, dword ptr [r15 + 576]
+    movsxd rax, dword ptr [r15 + 128]
+    mov rdx, rbp
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c191:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 15
+    lea rcx, [rip + .Lc1_d8868_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d8868_s_t
+    .p2align 3
+.Lc1_d8868_s:
+    .p2align 3
+    jmp .Lc1_d8868_j
+    .p2align 3
+    jmp .Lc1_d8868_j
+    .p2align 3
+    jmp .Lc1_d8868_j
+    .p2align 3
+    jmp .Lc1_d8868_j
+    .p2align 3
+    jmp .Lc1_d8868_j
+    .p2align 3
+    jmp .Lc1_d8868_j
+    .p2align 3
+    jmp .Lc1_d8868_j
+    .p2align 3
+    jmp .Lc1_d8868_j
+    .p2align 3
+    jmp .Lc1_d8868_j
+    .p2align 3
+    jmp .Lc1_d8868_j
+    .p2align 3
+    jmp .Lc1_d8868_j
+    .p2align 3
+    jmp .Lc1_d8868_j
+    .p2align 3
+    jmp .Lc1_d8868_j
+    .p2align 3
+    jmp .Lc1_d8868_j
+    .p2align 3
+    jmp .Lc1_d8868_j
+    .p2align 3
+    jmp .Lc1_d8868_j
+.Lc1_d8868_j:
+    mov rbp, r11
+    mov rax, qword ptr [r15 + 256]
+    mov qword ptr [r15 + 448], rcx
+    and rbp, 448
+    mov r8, r11
+    mov dword ptr [r15 + rbp + 832], 31
+    and r8, 1984
+    mov byte ptr [r15 + r8 + 1344], cl
+    vmovdqu xmmword ptr [r15 + 128], xmm15
+    mov byte ptr [r15 + 64], cl
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c192:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov rbp, r11
+    movzx ecx, byte ptr [r15 + 704]
+    and rbp, 4032
+    movsxd rax, dword ptr [r15 + rbp + 3392]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, r8d
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r8d, cl
+    vmovdqu xmm0, xmmword ptr [r15 + 0]
+    mov r8d, dword ptr [r15 + 384]
+    mov rbp, r11
+    mov rdi, rax
+    and rbp, 8128
+    mov rax, qword ptr [r15 + rbp + 7488]
+    mov ebp, r8d
+    mov dword ptr [r15 + 384], ebp
+    test dword ptr [r15 + 67117724], 4161
+    jz 1f
+1:
+    mov r8d, 94
+    vmovdqu ymmword ptr [r15 + 128], ymm0
+    mov r8d, 79
+    mov r8, r11
+    mov byte ptr [r15 + 192], dil
+    mov rdi, rax
+    and r8, 448
+    mov edi, dword ptr [r15 + r8 + 832]
+    jmp 1f
+1:
+    mov eax, dword ptr [r15 + 64]
+    mov r8d, ebp
+    movsxd r8, dword ptr [r15 + 320]
+    mov rbp, r8
+    jmp 1f
+1:
+    mov ebp, eax
+    jmp 1f
+1:
+    mov ebp, dword ptr [r15 + 512]
+    mov rdx, qword ptr [r15 + 640]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c193:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d8954_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d8954_j_t
+.Lc1_d8954_j:
+    mov byte ptr [r15 + 64], bpl
+    movsxd rbp, dword ptr [r15 + 64]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, al
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, r11
+    jmp 1f
+1:
+    mov dword ptr [r15 + 192], ecx
+    and r9, 1984
+    mov dword ptr [r15 + r9 + 1344], ebp
+    movzx eax, cl
+    mov byte ptr [r15 + 320], bpl
+    test dword ptr [r15 + 67117723], 2097152
+    jz 1f
+1:
+    movsxd rbp, dword ptr [r15 + 256]
+    mov rcx, qword ptr [r15 + 512]
+    mov r9d, 178
+    movzx r9d, byte ptr [r15 + 448]
+    jmp 1f
+1:
+    mov r8, r11
+    add rax, qword ptr [r15 + 128]
+    mov r9, r11
+    and r8, 8128
+    mov dword ptr [r15 + r8 + 7488], 193
+    mov r8d, 198
+    and r9, 4032
+    movsxd r8, dword ptr [r15 + r9 + 3392]
+    jmp 1f
+1:
+    mov r9d, eax
+    movzx r9d, byte ptr [r15 + 768]
+    mov esi, r9d
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c194:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 2
+    setz al
+    lea rcx, [rip + .Lc1_d9000_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d9000_s_t
+    .p2align 3
+.Lc1_d9000_s:
+    .p2align 3
+    jmp .Lc1_d9000_j
+    .p2align 3
+    jmp .Lc1_d9000_j
+.Lc1_d9000_j:
+    mov r9, qword ptr [r15 + 320]
+    mov r8, r11
+    movzx eax, byte ptr [r15 + 64]
+    mov ecx, dword ptr [r15 + 128]
+    movzx esi, cl
+    and r8, 448
+    mov byte ptr [r15 + r8 + 832], r9b
+    jmp 1f
+1:
+    mov rcx, rcx
+    mov ecx, r9d
+    jmp 1f
+1:
+    mov r9, r11
+    mov ecx, r9d
+    mov ecx, dword ptr [r15 + 512]
+    movzx r8d, al
+    and r9, 1984
+    mov dword ptr [r15 + r9 + 1344], 43
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov eax, dword ptr [r15 + 128]
+    movzx r9d, cl
+    jmp 1f
+1:
+    mov r9d, ecx
+    movzx r9d, r9b
+    jmp 1f
+1:
+    mov r9, r11
+    movsxd rcx, dword ptr [r15 + 192]
+    movzx esi, byte ptr [r15 + 384]
+    and r9, 4032
+    movsxd rdx, dword ptr [r15 + r9 + 3392]
+    movzx r9d, r8b
+    mov r8d, dword ptr [r15 + 576]
+    mov r9d, dword ptr [r15 + 448]
+    mov rbp, qword ptr [r15 + 256]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c195:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov r8, r11
+    mov r9, r11
+    jmp 1f
+1:
+    and r8, 448
+    movzx eax, byte ptr [r15 + r8 + 832]
+    mov r8, r11
+    and r9, 16320
+    mov esi, dword ptr [r15 + r9 + 15680]
+    jmp 1f
+1:
+    and r8, 8128
+    mov r9, qword ptr [r15 + r8 + 7488]
+    jmp 1f
+1:
+    mov r8, rsi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, 179
+    mov r8d, 174
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, esi
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test dword ptr [r15 + 67117724], 536870912
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx esi, byte ptr [r15 + 64]
+    mov r8d, 172
+    mov edi, r8d
+    vmovq xmm6, rdi
+    mov edi, dword ptr [r15 + 384]
+    jmp 1f
+1:
+    mov r8d, dword ptr [r15 + 256]
+    mov rax, r8
+    mov qword ptr [r15 + 128], rsi
+    mov rsi, rsi
+    movsxd rsi, dword ptr [r15 + 640]
+    mov r8, qword ptr [r15 + 512]
+    movzx r9d, r8b
+    mov r8, rdi
+    mov dword ptr [r15 + 448], 53
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c196:
+    lea rcx, [rip + .Lc1_d9094_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d9094_j_t
+.Lc1_d9094_j:
+    mov r8, r11
+    jmp 1f
+1:
+    and r8, 1984
+    add r9, qword ptr [r15 + r8 + 1344]
+    movzx r8d, r9b
+    jmp 1f
+1:
+    mov r8, r11
+    jmp 1f
+1:
+    and r8, 4032
+    mov rbp, r11
+    mov dword ptr [r15 + r8 + 3392], ebp
+    and rbp, 8128
+    movsxd rax, dword ptr [r15 + rbp + 7488]
+    mov ebp, eax
+    mov eax, r9d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, r8d
+    mov rax, rax
+    mov dword ptr [r15 + 0], eax
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r8d, 165
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 82
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    mov r9, rax
+    mov rax, qword ptr [r15 + 320]
+    mov dword ptr [r15 + 256], 176
+    mov r8d, 50
+    movzx r8d, r8b
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r8d, dword ptr [r15 + 448]
+    movzx edx, byte ptr [r15 + 704]
+    and edx, dword ptr [r15 + 128]
+    mov ebp, r9d
+    mov dword ptr [r15 + 512], ebp
+    mov dword ptr [r15 + 64], r8d
+    mov dword ptr [r15 + 768], 228
+    movsxd r9, dword ptr [r15 + 192]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c197:
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu xmm13, xmmword ptr [r15 + 0]
+    vmovq xmm1, rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, 74
+    movzx ebp, bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov rbp, rbp
+    mov rbp, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    and rbp, 1984
+    mov qword ptr [r15 + rbp + 1344], rbp
+    mov rbp, qword ptr [r15 + 320]
+    mov edi, 229
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov dword ptr [r15 + 128], 48
+    mov ebp, ebp
+    movzx ebp, byte ptr [r15 + 384]
+    mov qword ptr [r15 + 192], rbp
+    movzx ebp, dil
+    movsxd rbp, dword ptr [r15 + 576]
+    movsxd rdi, dword ptr [r15 + 512]
+    mov rcx, rdi
+    mov r8, r11
+    movzx edi, r8b
+    jmp 1f
+1:
+    and r8, 448
+    mov edi, dword ptr [r15 + r8 + 832]
+    movsxd r8, dword ptr [r15 + 64]
+    jmp 1f
+1:
+    mov esi, 111
+    mov esi, ecx
+    mov qword ptr [r15 + 64], rsi
+    movzx esi, cl
+    add rsi, qword ptr [r15 + 448]
+    movzx ecx, byte ptr [r15 + 256]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c198:
+    lea rcx, [rip + .Lc1_d9193_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d9193_j_t
+.Lc1_d9193_j:
+    mov dword ptr [r15 + 256], r8d
+    mov r8d, dword ptr [r15 + 128]
+    vpshufd xmm0, xmm6, 214
+    jmp 1f
+1:
+    add qword ptr [r15 + 0], rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, ecx
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 240
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 46
+    movzx ecx, byte ptr [r15 + 320]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov ecx, dword ptr [r15 + 448]
+    movzx eax, cl
+    mov dword ptr [r15 + 640], eax
+    mov r9, r11
+    mov r8, r11
+    and r9, 448
+    mov qword ptr [r15 + r9 + 832], rcx
+    mov r9, qword ptr [r15 + 384]
+    mov eax, 192
+    and r8, 4032
+    movsxd rax, dword ptr [r15 + r8 + 3392]
+    mov dword ptr [r15 + 192], 83
+    mov byte ptr [r15 + 64], cl
+    mov r8, r11
+    jmp 1f
+1:
+    .byte 0x0f, 0x1f, 0x00
+    mov dword ptr [r15 + 128], 101
+    and r8, 8128
+    mov qword ptr [r15 + r8 + 7488], r8
+    jmp 1f
+1:
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c199:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 8388608
+    setz al
+    lea rcx, [rip + .Lc1_d9241_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d9241_s_t
+    .p2align 3
+.Lc1_d9241_s:
+    .p2align 3
+    jmp .Lc1_d9241_j
+    .p2align 3
+    jmp .Lc1_d9241_j
+.Lc1_d9241_j:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov rbp, r11
+    jmp 1f
+1:
+    mov eax, 72
+    mov dword ptr [r15 + 64], ecx
+    and rbp, 8128
+    mov ecx, dword ptr [r15 + rbp + 7488]
+    nop
+    movzx ebp, al
+    movzx ebp, al
+    jmp 1f
+1:
+    mov rbp, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov ecx, dword ptr [r15 + 704]
+    movzx eax, byte ptr [r15 + 448]
+    mov rbp, r11
+    .byte 0x0f, 0x1f, 0x40, 0x00
+    mov edx, ecx
+    mov ecx, dword ptr [r15 + 512]
+    and rbp, 4032
+    movsxd rsi, dword ptr [r15 + rbp + 3392]
+    mov rbp, r11
+    mov dword ptr [r15 + 192], ebp
+    nop
+    movzx edi, al
+    and rbp, 1984
+    movzx eax, byte ptr [r15 + rbp + 1344]
+    jmp 1f
+1:
+    mov qword ptr [r15 + 384], rcx
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c200:
+    mov dword ptr [r15 + 0], edx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, esi
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov esi, 25
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edx, 236
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx edx, cl
+    mov rcx, rdx
+    mov edx, dword ptr [r15 + 64]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + 576], 207
+    vmovdqu ymmword ptr [r15 + 128], ymm0
+    jmp 1f
+1:
+    mov dword ptr [r15 + 768], 182
+    mov ecx, dword ptr [r15 + 256]
+    mov edx, ecx
+    jmp 1f
+1:
+    and esi, dword ptr [r15 + 448]
+    mov r8, r11
+    mov ecx, 80
+    mov qword ptr [r15 + 128], rdx
+    and r8, 1984
+    mov qword ptr [r15 + r8 + 1344], r8
+    mov r8, r11
+    vpxor xmm6, xmm6, xmm0
+    and r8, 448
+    movsxd rdx, dword ptr [r15 + r8 + 832]
+    mov dword ptr [r15 + 512], esi
+    vmovdqu ymmword ptr [r15 + 320], ymm6
+    movzx esi, cl
+    mov esi, dword ptr [r15 + 192]
+    jmp 1f
+1:
+    mov ecx, 173
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c201:
+    lea rcx, [rip + .Lc1_d9336_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d9336_j_t
+.Lc1_d9336_j:
+    mov r8, r11
+    and r8, 4032
+    and esi, dword ptr [r15 + r8 + 3392]
+    mov r8, r11
+    movzx ecx, r8b
+    and r8, 448
+    mov dword ptr [r15 + r8 + 832], r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, rsi
+    movzx r8d, r8b
+    jmp 1f
+1:
+    movzx esi, cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov esi, ecx
+    mov rsi, rsi
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rcx, dword ptr [r15 + 512]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov ecx, esi
+    mov r8, r11
+    jmp 1f
+1:
+    and r8, 8128
+    mov esi, dword ptr [r15 + r8 + 7488]
+    mov r8, qword ptr [r15 + 384]
+    movzx ecx, byte ptr [r15 + 448]
+    mov r9d, dword ptr [r15 + 640]
+    mov dword ptr [r15 + 64], r9d
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r9d, dword ptr [r15 + 64]
+    mov edi, 246
+    mov edi, edi
+    mov qword ptr [r15 + 128], rdi
+    movzx edi, byte ptr [r15 + 256]
+    jmp 1f
+1:
+    mov rax, r9
+    movzx r9d, al
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c202:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d9390_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d9390_j_t
+.Lc1_d9390_j:
+    jmp 1f
+1:
+    mov r9, r11
+    movzx eax, cl
+    and r9, 8128
+    vpaddq xmm0, xmm0, xmmword ptr [r15 + r9 + 7488]
+    mov r9d, ecx
+    mov qword ptr [r15 + 256], rcx
+    movzx ecx, byte ptr [r15 + 384]
+    mov r9, rcx
+    mov r9, r11
+    mov rbp, r11
+    vpxor xmm0, xmm0, xmm6
+    and r9, 4032
+    movzx edx, byte ptr [r15 + r9 + 3392]
+    and rbp, 1984
+    mov qword ptr [r15 + rbp + 1344], rbp
+    test dword ptr [r15 + 67117723], 4106
+    jz 1f
+1:
+    mov ebp, eax
+    mov eax, ecx
+    mov rcx, qword ptr [r15 + 128]
+    mov dword ptr [r15 + 0], 89
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov eax, ecx
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov ecx, edx
+    vmovdqu ymmword ptr [r15 + 512], ymm6
+    jmp 1f
+1:
+    movsxd rdx, dword ptr [r15 + 64]
+    mov qword ptr [r15 + 320], rdx
+    mov edx, dword ptr [r15 + 192]
+    jmp 1f
+1:
+    mov rcx, qword ptr [r15 + 704]
+    jmp 1f
+1:
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c203:
+    movzx ecx, al
+    movzx eax, byte ptr [r15 + 448]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and edx, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r8d, cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    vpmovmskb ecx, xmm6
+    mov ecx, ecx
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rax, dword ptr [r15 + 128]
+    test ebx, 1024
+    jz 1f
+1:
+    movzx eax, cl
+    mov qword ptr [r15 + 128], rax
+    movsxd rax, dword ptr [r15 + 512]
+    mov r8, r11
+    mov rcx, qword ptr [r15 + 256]
+    mov edi, ecx
+    jmp 1f
+1:
+    and r8, 1984
+    movzx ecx, byte ptr [r15 + r8 + 1344]
+    jmp 1f
+1:
+    mov r8, r11
+    mov esi, dword ptr [r15 + 448]
+    mov edx, dword ptr [r15 + 64]
+    jmp 1f
+1:
+    and r8, 448
+    movsxd r9, dword ptr [r15 + r8 + 832]
+    mov r8d, dword ptr [r15 + 192]
+    movsxd rbp, dword ptr [r15 + 384]
+    mov byte ptr [r15 + 576], bpl
+    mov ebp, dword ptr [r15 + 768]
+    movzx ebp, bpl
+    movsxd rbp, dword ptr [r15 + 320]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c204:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 4194304
+    setz al
+    lea rcx, [rip + .Lc1_d9486_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d9486_s_t
+    .p2align 3
+.Lc1_d9486_s:
+    .p2align 3
+    jmp .Lc1_d9486_j
+    .p2align 3
+    jmp .Lc1_d9486_j
+.Lc1_d9486_j:
+    mov r9, r11
+    and r9, 4032
+    mov eax, dword ptr [r15 + r9 + 3392]
+    mov dword ptr [r15 + 64], ecx
+    movzx ecx, cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, r9b
+    mov rcx, rcx
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], r9b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, qword ptr [r15 + 192]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r9, r11
+    mov qword ptr [r15 + 640], r9
+    jmp 1f
+1:
+    and r9, 448
+    mov byte ptr [r15 + r9 + 832], cl
+    jmp 1f
+1:
+    mov ecx, 226
+    mov rcx, rcx
+    movzx ecx, byte ptr [r15 + 512]
+    jmp 1f
+1:
+    mov r9, r11
+    movzx eax, r9b
+    mov rax, rax
+    and r9, 8128
+    movzx eax, byte ptr [r15 + r9 + 7488]
+    vpaddq xmm6, xmm6, xmmword ptr [r15 + 128]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c205:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    jmp 1f
+1:
+    mov r9d, ecx
+    mov r9, r11
+    movzx ecx, al
+    mov dword ptr [r15 + 704], 143
+    and r9, 8128
+    mov ecx, dword ptr [r15 + r9 + 7488]
+    mov r9d, eax
+    mov byte ptr [r15 + 0], al
+    jmp 1f
+1:
+    mov rax, rax
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 107
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 74
+    mov byte ptr [r15 + 0], al
+    test dword ptr [r15 + 67117723], 268435584
+    jz 1f
+1:
+    mov r9, r11
+    movzx eax, r9b
+    jmp 1f
+1:
+    movsxd rax, dword ptr [r15 + 64]
+    and r9, 1984
+    mov esi, dword ptr [r15 + r9 + 1344]
+    mov r9, r11
+    mov edi, dword ptr [r15 + 384]
+    and r9, 4032
+    mov dword ptr [r15 + r9 + 3392], 233
+    jmp 1f
+1:
+    mov r9, qword ptr [r15 + 448]
+    mov dword ptr [r15 + 512], esi
+    mov rsi, qword ptr [r15 + 320]
+    mov dword ptr [r15 + 192], 112
+    vmovq qword ptr [r15 + 64], xmm0
+    movsxd rcx, dword ptr [r15 + 256]
+    jmp 1f
+1:
+    movsxd rdx, dword ptr [r15 + 128]
+    jmp 1f
+1:
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c206:
+    lea rcx, [rip + .Lc1_d9578_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d9578_j_t
+.Lc1_d9578_j:
+    jmp 1f
+1:
+    mov rcx, rsi
+    movzx esi, byte ptr [r15 + 256]
+    mov dword ptr [r15 + 0], 62
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], edx
+    mov qword ptr [r15 + 0], rcx
+    mov dword ptr [r15 + 0], 181
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], esi
+    movsxd rdx, dword ptr [r15 + 576]
+    mov byte ptr [r15 + 128], dl
+    jmp 1f
+1:
+    movzx ecx, byte ptr [r15 + 192]
+    movzx esi, byte ptr [r15 + 512]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rbp, r11
+    mov r8, r11
+    and edx, dword ptr [r15 + 128]
+    and rbp, 16320
+    mov dword ptr [r15 + rbp + 15680], ebp
+    and r8, 1984
+    movsxd rsi, dword ptr [r15 + r8 + 1344]
+    mov r8d, dword ptr [r15 + 64]
+    jmp 1f
+1:
+    inc dword ptr [r15 + 768]
+    mov rbp, r11
+    movsxd rcx, dword ptr [r15 + 320]
+    jmp 1f
+1:
+    and rbp, 448
+    mov r9, qword ptr [r15 + rbp + 832]
+    mov rbp, qword ptr [r15 + 384]
+    mov rax, qword ptr [r15 + 64]
+    movzx edi, cl
+    jmp 1f
+1:
+    mov ecx, 206
+    mov dword ptr [r15 + 448], 132
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c207:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 7
+    lea rcx, [rip + .Lc1_d9627_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d9627_s_t
+    .p2align 3
+.Lc1_d9627_s:
+    .p2align 3
+    jmp .Lc1_d9627_j
+    .p2align 3
+    jmp .Lc1_d9627_j
+    .p2align 3
+    jmp .Lc1_d9627_j
+    .p2align 3
+    jmp .Lc1_d9627_j
+    .p2align 3
+    jmp .Lc1_d9627_j
+    .p2align 3
+    jmp .Lc1_d9627_j
+    .p2align 3
+    jmp .Lc1_d9627_j
+    .p2align 3
+    jmp .Lc1_d9627_j
+.Lc1_d9627_j:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r9, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r9, 8128
+    movzx ecx, byte ptr [r15 + r9 + 7488]
+    mov r9d, eax
+    mov byte ptr [r15 + 640], r9b
+    mov r9d, dword ptr [r15 + 448]
+    movzx eax, byte ptr [r15 + 128]
+    mov rbp, r11
+    mov edi, ecx
+    mov rcx, rcx
+    mov dword ptr [r15 + 256], 123
+    mov r8, r11
+    and rbp, 448
+    movzx ecx, byte ptr [r15 + rbp + 832]
+    and r8, 4032
+    mov qword ptr [r15 + r8 + 3392], r8
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c208:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r8d, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, qword ptr [r15 + 384]
+    mov byte ptr [r15 + 192], cl
+    mov rcx, r8
+    movsxd rcx, dword ptr [r15 + 448]
+    movzx edi, cl
+    jmp 1f
+1:
+    mov ecx, r8d
+    mov r8, r11
+    mov r9d, dword ptr [r15 + 512]
+    mov byte ptr [r15 + 128], r9b
+    jmp 1f
+1:
+    and r8, 4032
+    mov r9d, dword ptr [r15 + r8 + 3392]
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 64], 192
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r9, r8
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r8, r11
+    mov edi, 45
+    movzx edi, byte ptr [r15 + 704]
+    and r8, 1984
+    mov rbp, r11
+    movsxd rsi, dword ptr [r15 + r8 + 1344]
+    mov r8, qword ptr [r15 + 320]
+    and rbp, 8128
+    movsxd rdx, dword ptr [r15 + rbp + 7488]
+    mov ebp, edx
+    mov edx, r9d
+    jmp 1f
+1:
+    mov rdx, qword ptr [r15 + 320]
+    movzx r9d, dl
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c209:
+    lea rcx, [rip + .Lc1_d9715_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d9715_j_t
+.Lc1_d9715_j:
+    mov rbp, r11
+    and rbp, 8128
+    mov byte ptr [r15 + rbp + 7488], r9b
+    jmp 1f
+1:
+    mov qword ptr [r15 + 128], rcx
+    mov dword ptr [r15 + 128], edx
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], cl
+    jmp 1f
+1:
+    inc dword ptr [r15 + 0]
+    mov ecx, ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, bpl
+    mov rbp, rcx
+    mov rbp, r11
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and rbp, 448
+    mov dword ptr [r15 + rbp + 832], ebp
+    movsxd rbp, dword ptr [r15 + 64]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 384], 142
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + 256], ymm6
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov ecx, ebp
+    movzx ebp, byte ptr [r15 + 64]
+    mov qword ptr [r15 + 448], rbp
+    vmovdqu ymmword ptr [r15 + 768], ymm6
+    mov rbp, rcx
+    mov rbp, r11
+    inc dword ptr [r15 + 512]
+    mov dword ptr [r15 + 320], ecx
+    and rbp, 1984
+    movsxd rcx, dword ptr [r15 + rbp + 1344]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c210:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 155
+    .byte 0x0f, 0x1f, 0x00
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 576], 218
+    xor dword ptr [r15 + 256], ebp
+    vmovq xmm15, rcx
+    jmp 1f
+1:
+    mov ebp, dword ptr [r15 + 640]
+    mov r9, r11
+    mov ecx, r9d
+    mov ecx, ecx
+    mov ecx, ecx
+    and r9, 4032
+    mov byte ptr [r15 + r9 + 3392], r9b
+    mov r9, r11
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rbp, r11
+    and r9, 1984
+    movzx ecx, byte ptr [r15 + r9 + 1344]
+    and rbp, 448
+    mov qword ptr [r15 + rbp + 832], rbp
+    jmp 1f
+1:
+    mov r9, r9
+    mov r9, rcx
+    mov r9d, 223
+    mov dword ptr [r15 + 192], 143
+    mov r9d, ebp
+    movsxd r9, dword ptr [r15 + 64]
+    mov qword ptr [r15 + 512], rbp
+    mov ebp, ecx
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov ecx, 126
+    mov dword ptr [r15 + 448], 113
+    mov ecx, 177
+    mov rcx, qword ptr [r15 + 128]
+    jmp 1f
+1:
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c211:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 32768
+    setz al
+    lea rcx, [rip + .Lc1_d9815_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d9815_s_t
+    .p2align 3
+.Lc1_d9815_s:
+    .p2align 3
+    jmp .Lc1_d9815_j
+    .p2align 3
+    jmp .Lc1_d9815_j
+.Lc1_d9815_j:
+    mov r8, r11
+    mov rax, r8
+    and r8, 4032
+    movzx eax, byte ptr [r15 + r8 + 3392]
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 384], rcx
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov rcx, rcx
+    mov qword ptr [r15 + 320], rcx
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov byte ptr [r15 + 64], r8b
+    mov byte ptr [r15 + 512], cl
+    jmp 1f
+1:
+    mov r8d, 29
+    mov r8, r11
+    mov dword ptr [r15 + 192], 101
+    and r8, 8128
+    mov ecx, dword ptr [r15 + r8 + 7488]
+    mov qword ptr [r15 + 704], rcx
+    jmp 1f
+1:
+    vmovq qword ptr [r15 + 448], xmm15
+    mov dword ptr [r15 + 128], 12
+    jmp 1f
+1:
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c212:
+    lea rcx, [rip + .Lc1_d9857_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d9857_j_t
+.Lc1_d9857_j:
+    vmovdqu xmmword ptr [r15 + 384], xmm15
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, ecx
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 79
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, r8d
+    mov ecx, 96
+    mov ecx, r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 17
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1536
+    jnz 1f
+1:
+    mov r8d, dword ptr [r15 + 192]
+    mov rbp, r11
+    movsxd rsi, dword ptr [r15 + 448]
+    mov dword ptr [r15 + 512], 142
+    mov dword ptr [r15 + 128], ecx
+    and rbp, 448
+    mov dword ptr [r15 + rbp + 832], 129
+    mov rbp, qword ptr [r15 + 64]
+    jmp 1f
+1:
+    mov r9, r11
+    mov rbp, r11
+    mov ecx, ebp
+    mov byte ptr [r15 + 256], cl
+    and rbp, 8128
+    mov ecx, dword ptr [r15 + rbp + 7488]
+    and r9, 1984
+    mov dword ptr [r15 + r9 + 1344], r9d
+    jmp 1f
+1:
+    mov rbp, qword ptr [r15 + 768]
+    mov dword ptr [r15 + 320], ecx
+    mov qword ptr [r15 + 64], rcx
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c213:
+    movsxd rcx, dword ptr [r15 + 128]
+    mov dword ptr [r15 + 192], 228
+    mov r8d, dword ptr [r15 + 640]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 1984
+    mov dword ptr [r15 + rbp + 1344], ecx
+    mov ecx, dword ptr [r15 + 256]
+    movzx ebp, r8b
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    mov byte ptr [r15 + 512], cl
+    jmp 1f
+1:
+    mov r8, rbp
+    mov r8, r11
+    movzx ecx, byte ptr [r15 + 320]
+    and r8, 4032
+    movsxd rbp, dword ptr [r15 + r8 + 3392]
+    movsxd r8, dword ptr [r15 + 576]
+    mov qword ptr [r15 + 64], r8
+    movsxd r8, dword ptr [r15 + 384]
+    mov rdi, qword ptr [r15 + 128]
+    mov r9, r11
+    mov rdx, r9
+    and r9, 448
+    add qword ptr [r15 + r9 + 832], rcx
+    movzx ecx, byte ptr [r15 + 448]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c214:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d9949_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d9949_j_t
+.Lc1_d9949_j:
+    mov rcx, r9
+    mov r9d, 181
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 38
+    mov byte ptr [r15 + 64], al
+    mov eax, dword ptr [r15 + 128]
+    mov r9, r11
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movzx edi, byte ptr [r15 + 448]
+    and r9, 8128
+    mov qword ptr [r15 + r9 + 7488], rcx
+    mov r9d, 171
+    vpshufd xmm13, xmm15, 14
+    test dword ptr [r15 + 67117723], 64
+    jz 1f
+1:
+    mov rcx, rdi
+    mov r9, r11
+    jmp 1f
+1:
+    mov rdi, qword ptr [r15 + 704]
+    and r9, 448
+    mov qword ptr [r15 + r9 + 832], rax
+    vmovq xmm15, rcx
+    mov r9, r11
+    vpcmpeqb xmm13, xmm13, xmm15
+    movzx eax, dil
+    jmp 1f
+1:
+    and r9, 4032
+    mov dword ptr [r15 + r9 + 3392], r9d
+    mov r9d, 102
+    mov dword ptr [r15 + 256], 199
+    mov rdi, qword ptr [r15 + 192]
+    mov dword ptr [r15 + 512], 198
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c215:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, al
+    jmp 1f
+1:
+    mov byte ptr [r15 + 0], r9b
+    mov r9d, edi
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], edi
+    mov eax, r9d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rdi, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r9d, dword ptr [r15 + 128]
+    movzx ecx, r9b
+    jmp 1f
+1:
+    mov rcx, qword ptr [r15 + 192]
+    test ebx, 1024
+    jnz 1f
+1:
+    vmovdqu xmm1, xmmword ptr [r15 + 384]
+    mov r9d, dword ptr [r15 + 512]
+    jmp 1f
+1:
+    movsxd rdi, dword ptr [r15 + 576]
+    mov ecx, dword ptr [r15 + 320]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov rsi, r9
+    mov r9, r11
+    mov rbp, r11
+    and r9, 448
+    movzx edx, byte ptr [r15 + r9 + 832]
+    add qword ptr [r15 + 448], rdx
+    and rbp, 8128
+    mov dword ptr [r15 + rbp + 7488], ebp
+    mov ebp, dword ptr [r15 + 768]
+    lea r9, [r11 + r11*1]
+    mov edx, 48
+    and r9, 1984
+    mov dword ptr [r15 + r9 + 1408], 130
+    jmp 1f
+1:
+    movzx edx, byte ptr [r15 + r9 + 1344]
+    add rdx, qword ptr [r15 + 64]
+    mov qword ptr [r15 + 256], rdx
+    mov edx, dword ptr [r15 + 64]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c216:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 15
+    lea rcx, [rip + .Lc1_d10044_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d10044_s_t
+    .p2align 3
+.Lc1_d10044_s:
+    .p2align 3
+    jmp .Lc1_d10044_j
+    .p2align 3
+    jmp .Lc1_d10044_j
+    .p2align 3
+    jmp .Lc1_d10044_j
+    .p2align 3
+    jmp .Lc1_d10044_j
+    .p2align 3
+    jmp .Lc1_d10044_j
+    .p2align 3
+    jmp .Lc1_d10044_j
+    .p2align 3
+    jmp .Lc1_d10044_j
+    .p2align 3
+    jmp .Lc1_d10044_j
+    .p2align 3
+    jmp .Lc1_d10044_j
+    .p2align 3
+    jmp .Lc1_d10044_j
+    .p2align 3
+    jmp .Lc1_d10044_j
+    .p2align 3
+    jmp .Lc1_d10044_j
+    .p2align 3
+    jmp .Lc1_d10044_j
+    .p2align 3
+    jmp .Lc1_d10044_j
+    .p2align 3
+    jmp .Lc1_d10044_j
+    .p2align 3
+    jmp .Lc1_d10044_j
+.Lc1_d10044_j:
+    mov rax, rdx
+    mov r8, r11
+    movsxd rdx, dword ptr [r15 + 512]
+    jmp 1f
+1:
+    mov eax, 224
+    and r8, 4032
+    movsxd rcx, dword ptr [r15 + r8 + 3392]
+    vpmovmskb r8d, xmm15
+    movzx r8d, r8b
+    movzx r8d, r8b
+    mov r8d, dword ptr [r15 + 128]
+    mov dword ptr [r15 + 0], eax
+    mov eax, 117
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c217:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 8192
+    setz al
+    lea rcx, [rip + .Lc1_d10086_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d10086_s_t
+    .p2align 3
+.Lc1_d10086_s:
+    .p2align 3
+    jmp .Lc1_d10086_j
+    .p2align 3
+    jmp .Lc1_d10086_j
+.Lc1_d10086_j:
+    jmp 1f
+1:
+    mov eax, 152
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    add rcx, qword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rax
+    mov r8, r11
+    mov rbp, r11
+    vmovdqu ymmword ptr [r15 + 384], ymm15
+    and rbp, 1984
+    mov rax, qword ptr [r15 + rbp + 1344]
+    mov dword ptr [r15 + 128], 85
+    and r8, 8128
+    mov rbp, qword ptr [r15 + r8 + 7488]
+    movzx r8d, cl
+    test ebx, 2048
+    jz 1f
+1:
+    mov dword ptr [r15 + 64], ecx
+    mov ecx, 70
+    mov rcx, qword ptr [r15 + 448]
+    movzx r8d, cl
+    mov dword ptr [r15 + 640], r8d
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movzx r8d, byte ptr [r15 + 384]
+    movsxd rcx, dword ptr [r15 + 192]
+    mov qword ptr [r15 + 256], rcx
+    mov qword ptr [r15 + 320], rbp
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c218:
+    vmovdqu ymmword ptr [r15 + 64], ymm1
+    mov rbp, qword ptr [r15 + 704]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu ymmword ptr [r15 + 0], ymm1
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovq xmm1, r8
+    jmp 1f
+1:
+    mov ecx, r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 67
+    mov qword ptr [r15 + 192], r8
+    mov r8d, 49
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov dword ptr [r15 + 128], ecx
+    vpaddd xmm1, xmm1, xmm1
+    movsxd rcx, dword ptr [r15 + 768]
+    jmp 1f
+1:
+    mov r8, r11
+    mov rsi, qword ptr [r15 + 256]
+    mov rdi, qword ptr [r15 + 448]
+    mov r9, r11
+    jmp 1f
+1:
+    and r8, 448
+    mov dword ptr [r15 + r8 + 832], r8d
+    and r9, 16320
+    mov qword ptr [r15 + r9 + 15680], r9
+    mov r9d, 214
+    mov dword ptr [r15 + 320], 250
+    movzx r9d, sil
+    mov dword ptr [r15 + 512], r9d
+    mov r9, r11
+    mov r8, r9
+    and r9, 4032
+    mov dword ptr [r15 + r9 + 3392], 167
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c219:
+    lea rcx, [rip + .Lc1_d10171_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d10171_j_t
+.Lc1_d10171_j:
+    mov r9, r11
+    and r9, 8128
+    movzx esi, byte ptr [r15 + r9 + 7488]
+    mov dword ptr [r15 + 64], esi
+    jmp 1f
+1:
+    mov qword ptr [r15 + 256], r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 18
+    jmp 1f
+1:
+    mov r8d, 253
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov rsi, rsi
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + 0], r8d
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r8d, 24
+    mov r8, qword ptr [r15 + 512]
+    mov rbp, r11
+    mov esi, dword ptr [r15 + 128]
+    mov rdx, qword ptr [r15 + 384]
+    movzx eax, byte ptr [r15 + 320]
+    and rbp, 448
+    mov byte ptr [r15 + rbp + 832], bpl
+    mov dword ptr [r15 + 576], r8d
+    mov r8, rsi
+    mov r8, r11
+    vmovdqu ymmword ptr [r15 + 448], ymm15
+    movzx ebp, sil
+    vmovdqu ymmword ptr [r15 + 64], ymm1
+    and r8, 1984
+    mov esi, dword ptr [r15 + r8 + 1344]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c220:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, 179
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov rbp, r11
+    movzx eax, byte ptr [r15 + 448]
+    mov edx, eax
+    jmp 1f
+1:
+    and rbp, 8128
+    mov qword ptr [r15 + rbp + 7488], rbp
+    mov dword ptr [r15 + 128], 122
+    mov rax, qword ptr [r15 + 128]
+    jmp 1f
+1:
+    test dword ptr [r15 + 67117723], 16
+    jz 1f
+1:
+    mov rbp, rdx
+    mov rbp, r11
+    vpshufd xmm15, xmm1, 143
+    jmp 1f
+1:
+    mov edx, edx
+    and rbp, 4032
+    inc dword ptr [r15 + rbp + 3392]
+    and eax, dword ptr [r15 + 192]
+    movzx edx, al
+    jmp 1f
+1:
+    movzx edx, bpl
+    movsxd rdx, dword ptr [r15 + 256]
+    mov ebp, 15
+    mov rbp, r11
+    jmp 1f
+1:
+    mov dword ptr [r15 + 512], 102
+    mov rdi, qword ptr [r15 + 640]
+    and rbp, 1984
+    mov byte ptr [r15 + rbp + 1344], bpl
+    mov qword ptr [r15 + 64], rax
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c221:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d10270_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d10270_j_t
+.Lc1_d10270_j:
+    mov rcx, qword ptr [r15 + 320]
+    movzx eax, bpl
+    mov dword ptr [r15 + 512], ebp
+    or qword ptr [r15 + 448], 117
+    jmp 1f
+1:
+    movsxd rbp, dword ptr [r15 + 192]
+    mov dword ptr [r15 + 0], ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], eax
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov rcx, rcx
+    jmp 1f
+1:
+    mov byte ptr [r15 + 256], al
+    test dword ptr [r15 + 67117724], 12288
+    jz 1f
+1:
+    mov rbp, r11
+    movzx eax, byte ptr [r15 + 768]
+    vmovdqu ymmword ptr [r15 + 128], ymm1
+    and rbp, 448
+    add qword ptr [r15 + rbp + 832], rbp
+    mov rbp, r11
+    mov ecx, dword ptr [r15 + 384]
+    mov r9, rcx
+    mov ecx, r9d
+    and rbp, 4032
+    mov ecx, dword ptr [r15 + rbp + 3392]
+    mov ebp, eax
+    vpor xmm1, xmm1, xmm1
+    mov dword ptr [r15 + 64], 26
+    vmovdqu ymmword ptr [r15 + 64], ymm1
+    mov eax, 249
+    movzx eax, al
+    jmp 1f
+1:
+    movsxd rax, dword ptr [r15 + 704]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c222:
+    lea rcx, [rip + .Lc1_d10314_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d10314_j_t
+.Lc1_d10314_j:
+    mov dword ptr [r15 + 64], eax
+    movsxd rax, dword ptr [r15 + 512]
+    jmp 1f
+1:
+    mov rcx, qword ptr [r15 + 320]
+    mov esi, ecx
+    mov rcx, rsi
+    jmp 1f
+1:
+    mov rcx, qword ptr [r15 + 448]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rdi, rsi
+    vpxor xmm1, xmm1, xmm15
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], cl
+    mov rsi, rsi
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r8, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, cl
+    and r8, 8128
+    mov rbp, r11
+    mov rcx, qword ptr [r15 + r8 + 7488]
+    mov r8, r11
+    mov dword ptr [r15 + 128], 112
+    and rbp, 448
+    mov byte ptr [r15 + rbp + 832], bpl
+    mov dword ptr [r15 + 576], 85
+    and r8, 1984
+    mov rbp, qword ptr [r15 + r8 + 1344]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r8d, ecx
+    mov r8d, dword ptr [r15 + 384]
+    mov edi, 20
+    mov edi, 61
+    jmp 1f
+1:
+    mov dword ptr [r15 + 192], ebp
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c223:
+    mov dword ptr [r15 + 512], ebp
+    mov rbp, qword ptr [r15 + 192]
+    mov rcx, rbp
+    mov dword ptr [r15 + 0], ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov ecx, 252
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov ecx, ecx
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov ecx, ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r11
+    mov dword ptr [r15 + 64], 182
+    mov r8, r11
+    and rbp, 1984
+    movsxd rdi, dword ptr [r15 + rbp + 1344]
+    and r8, 8128
+    mov dword ptr [r15 + r8 + 7488], r8d
+    vmovq qword ptr [r15 + 384], xmm15
+    jmp 1f
+1:
+    mov r8, rbp
+    mov r8, r8
+    mov r8, r11
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and r8, 4032
+    mov dword ptr [r15 + r8 + 3392], 178
+    movzx r8d, byte ptr [r15 + 640]
+    mov ebp, r8d
+    mov r8d, ebp
+    mov ebp, r8d
+    mov r8d, 158
+    mov r8, qword ptr [r15 + 256]
+    mov dword ptr [r15 + 448], 115
+    vpcmpeqb xmm15, xmm15, xmm1
+    jmp 1f
+1:
+    movzx ecx, byte ptr [r15 + 128]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c224:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 4
+    setz al
+    lea rcx, [rip + .Lc1_d10414_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d10414_s_t
+    .p2align 3
+.Lc1_d10414_s:
+    .p2align 3
+    jmp .Lc1_d10414_j
+    .p2align 3
+    jmp .Lc1_d10414_j
+.Lc1_d10414_j:
+    mov dword ptr [r15 + 128], 157
+    movzx eax, al
+    mov r9, r11
+    mov dword ptr [r15 + 128], 95
+    mov rax, qword ptr [r15 + 256]
+    and r9, 4032
+    mov qword ptr [r15 + r9 + 3392], r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, r11
+    mov byte ptr [r15 + 320], al
+    mov rbp, r11
+    mov rax, qword ptr [r15 + 704]
+    and r9, 1984
+    movzx edx, byte ptr [r15 + r9 + 1344]
+    mov r9d, 218
+    and rbp, 448
+    mov dword ptr [r15 + rbp + 832], 6
+    mov rbp, qword ptr [r15 + 64]
+    movzx r9d, byte ptr [r15 + 192]
+    mov dword ptr [r15 + 512], edx
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c225:
+    lea rcx, [rip + .Lc1_d10451_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d10451_j_t
+.Lc1_d10451_j:
+    movzx ecx, byte ptr [r15 + 576]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rbp
+    mov dword ptr [r15 + 0], 246
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r9
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, dword ptr [r15 + 320]
+    mov ebp, ecx
+    mov ecx, ebp
+    mov ebp, ecx
+    jmp 1f
+1:
+    mov ebp, dword ptr [r15 + 448]
+    mov r8, r11
+    mov esi, dword ptr [r15 + 768]
+    movsxd rdi, dword ptr [r15 + 64]
+    test ebx, 1073741824
+    jz 1f
+1:
+    and r8, 8128
+    mov r9, qword ptr [r15 + r8 + 7488]
+    mov r8, rcx
+    mov r8, r11
+    movzx ecx, bpl
+    mov qword ptr [r15 + 256], rcx
+    mov rcx, rbp
+    and r8, 448
+    movzx ecx, byte ptr [r15 + r8 + 832]
+    jmp 1f
+1:
+    mov rbp, r11
+    mov qword ptr [r15 + 64], rbp
+    and rbp, 4032
+    mov qword ptr [r15 + rbp + 3392], rcx
+    mov ebp, dword ptr [r15 + 384]
+    mov r8, r9
+    jmp 1f
+1:
+    jmp 1f
+1:
+    vpshufd xmm6, xmm15, 193
+    mov byte ptr [r15 + 512], bpl
+    mov r9d, dword ptr [r15 + 128]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c226:
+    jmp 1f
+1:
+    mov rbp, rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], r8
+    vmovq qword ptr [r15 + 0], xmm6
+    movzx r8d, r9b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, ebp
+    mov r9d, 139
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], r8d
+    mov rbp, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 448
+    mov byte ptr [r15 + rbp + 832], bpl
+    mov rbp, r8
+    test ebx, 1024
+    jz 1f
+1:
+    mov r8d, dword ptr [r15 + 640]
+    jmp 1f
+1:
+    movzx ebp, byte ptr [r15 + 128]
+    mov eax, dword ptr [r15 + 384]
+    mov dword ptr [r15 + 128], eax
+    mov eax, dword ptr [r15 + 256]
+    mov edx, eax
+    mov eax, dword ptr [r15 + 448]
+    mov qword ptr [r15 + 192], rax
+    movzx eax, r8b
+    mov r8, r11
+    mov dword ptr [r15 + 512], 194
+    mov r9d, 13
+    and r8, 1984
+    mov dword ptr [r15 + r8 + 1344], r8d
+    mov r8, qword ptr [r15 + 64]
+    mov r9, r11
+    movzx edi, r9b
+    and r9, 8128
+    mov rdi, qword ptr [r15 + r9 + 7488]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c227:
+    lea rcx, [rip + .Lc1_d10548_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d10548_j_t
+.Lc1_d10548_j:
+    mov rcx, qword ptr [r15 + 448]
+    mov rbp, qword ptr [r15 + 256]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], r9
+    movzx r9d, dil
+    mov qword ptr [r15 + 0], r9
+    jmp 1f
+1:
+    mov rdi, rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, 34
+    and ebp, dword ptr [r15 + 0]
+    add qword ptr [r15 + 0], rbp
+    jmp 1f
+1:
+    mov r9d, ecx
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov qword ptr [r15 + 448], rbp
+    jmp 1f
+1:
+    mov byte ptr [r15 + 64], dil
+    movzx ecx, byte ptr [r15 + 512]
+    movsxd rbp, dword ptr [r15 + 704]
+    jmp 1f
+1:
+    mov rdi, qword ptr [r15 + 384]
+    movzx esi, byte ptr [r15 + 320]
+    mov r8, r11
+    mov r9, r11
+    vmovdqu xmmword ptr [r15 + 128], xmm6
+    mov dword ptr [r15 + 192], 169
+    and r9, 1984
+    mov rbp, r11
+    mov eax, dword ptr [r15 + r9 + 1344]
+    and r8, 4032
+    movsxd r9, dword ptr [r15 + r8 + 3392]
+    and rbp, 8128
+    movzx r8d, byte ptr [r15 + rbp + 7488]
+    mov ebp, dword ptr [r15 + 768]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c228:
+    mov rbp, r11
+    and rbp, 448
+    movsxd r9, dword ptr [r15 + rbp + 832]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, 88
+    mov byte ptr [r15 + 0], r8b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx edi, r8b
+    mov r8d, dword ptr [r15 + 64]
+    mov rbp, qword ptr [r15 + 384]
+    mov eax, dword ptr [r15 + 192]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx r8d, bpl
+    jmp 1f
+1:
+    mov r9, r11
+    movsxd rbp, dword ptr [r15 + 128]
+    movzx edi, bpl
+    and r9, 1984
+    movzx ebp, byte ptr [r15 + r9 + 1344]
+    movzx r9d, al
+    mov qword ptr [r15 + 576], r9
+    mov r9, r8
+    mov dword ptr [r15 + 512], r9d
+    mov r9d, edi
+    movsxd r9, dword ptr [r15 + 256]
+    movsxd rax, dword ptr [r15 + 64]
+    mov r8, r11
+    jmp 1f
+1:
+    mov edx, 94
+    jmp 1f
+1:
+    and r8, 4032
+    mov qword ptr [r15 + r8 + 3392], r8
+    mov r8d, dword ptr [r15 + 320]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c229:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 128
+    setz al
+    lea rcx, [rip + .Lc1_d10642_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d10642_s_t
+    .p2align 3
+.Lc1_d10642_s:
+    .p2align 3
+    jmp .Lc1_d10642_j
+    .p2align 3
+    jmp .Lc1_d10642_j
+.Lc1_d10642_j:
+    mov rbp, r11
+    and rbp, 448
+    mov dword ptr [r15 + rbp + 832], ecx
+    movsxd rbp, dword ptr [r15 + 448]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, al
+    mov r9, r11
+    mov byte ptr [r15 + 0], al
+    and r9, 16320
+    mov eax, dword ptr [r15 + r9 + 15680]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 128], 174
+    movzx r9d, byte ptr [r15 + 64]
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx r9d, al
+    mov r9, r9
+    mov qword ptr [r15 + 192], rbp
+    movzx ebp, cl
+    mov byte ptr [r15 + 512], bpl
+    jmp 1f
+1:
+    mov r9, r11
+    mov byte ptr [r15 + 640], r9b
+    and r9, 8128
+    mov rcx, qword ptr [r15 + r9 + 7488]
+    jmp 1f
+1:
+    vmovdqu xmmword ptr [r15 + 320], xmm6
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c230:
+    lea rcx, [rip + .Lc1_d10684_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d10684_j_t
+.Lc1_d10684_j:
+    jmp 1f
+1:
+    vpcmpeqb xmm6, xmm6, xmmword ptr [r15 + 128]
+    movzx ecx, cl
+    mov rcx, rcx
+    vpcmpeqb xmm6, xmm6, xmmword ptr [r15 + 64]
+    jmp 1f
+1:
+    mov rcx, rcx
+    mov ecx, ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], dl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rcx
+    vpxor xmm6, xmm6, xmm3
+    movzx edx, cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 9
+    mov ecx, 4
+    mov r8, r11
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov qword ptr [r15 + 256], rdx
+    and r8, 8128
+    vmovq qword ptr [r15 + r8 + 7488], xmm6
+    mov r8d, edx
+    mov rdx, qword ptr [r15 + 128]
+    jmp 1f
+1:
+    mov r8, r11
+    and ecx, dword ptr [r15 + 448]
+    mov dword ptr [r15 + 512], ecx
+    and r8, 4032
+    add rdx, qword ptr [r15 + r8 + 3392]
+    movsxd r8, dword ptr [r15 + 704]
+    mov ecx, dword ptr [r15 + 384]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov rsi, rdx
+    mov edx, dword ptr [r15 + 192]
+    mov rbp, r11
+    mov eax, 207
+    mov rax, rax
+    and rbp, 1984
+    mov dword ptr [r15 + rbp + 1344], 33
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c231:
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r8d, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, rbp
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    movzx ebp, r8b
+    mov dword ptr [r15 + 0], ebp
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 69
+    mov dword ptr [r15 + 0], r8d
+    mov r8, r11
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and r8, 1984
+    mov qword ptr [r15 + r8 + 1344], r8
+    movsxd r8, dword ptr [r15 + 320]
+    mov ebp, dword ptr [r15 + 768]
+    mov edi, 225
+    mov rax, qword ptr [r15 + 256]
+    jmp 1f
+1:
+    mov r9, r11
+    mov edi, 196
+    and r9, 4032
+    mov byte ptr [r15 + r9 + 3392], r9b
+    movzx r9d, byte ptr [r15 + 448]
+    mov r9, r11
+    jmp 1f
+1:
+    and r9, 448
+    and ebp, dword ptr [r15 + r9 + 832]
+    mov r9, rbp
+    vmovdqu ymmword ptr [r15 + 512], ymm6
+    mov dword ptr [r15 + 192], r8d
+    movzx r8d, byte ptr [r15 + 576]
+    vmovdqu ymmword ptr [r15 + 64], ymm6
+    mov dword ptr [r15 + 128], 36
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c232:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d10785_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d10785_j_t
+.Lc1_d10785_j:
+    movzx ecx, byte ptr [r15 + 64]
+    mov byte ptr [r15 + 0], cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rcx
+    movzx ecx, byte ptr [r15 + 320]
+    mov eax, 5
+    mov byte ptr [r15 + 640], al
+    mov rbp, r11
+    mov dword ptr [r15 + 192], ebp
+    jmp 1f
+1:
+    and rbp, 8128
+    add rcx, qword ptr [r15 + rbp + 7488]
+    mov rbp, r11
+    test dword ptr [r15 + 67117724], 18436
+    jz 1f
+1:
+    jmp 1f
+1:
+    mov rcx, qword ptr [r15 + 128]
+    and rbp, 4032
+    mov dword ptr [r15 + rbp + 3392], ebp
+    mov ebp, 151
+    mov byte ptr [r15 + 256], bpl
+    mov dword ptr [r15 + 128], 218
+    mov rax, qword ptr [r15 + 448]
+    mov rbp, r11
+    mov dword ptr [r15 + 512], ebp
+    mov dword ptr [r15 + 384], 217
+    and rbp, 448
+    movzx esi, byte ptr [r15 + rbp + 832]
+    jmp 1f
+1:
+    movzx ebp, byte ptr [r15 + 64]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c233:
+    mov rbp, r11
+    and rbp, 448
+    mov esi, dword ptr [r15 + rbp + 832]
+    add rsi, qword ptr [r15 + 384]
+    movzx ebp, al
+    mov eax, 251
+    mov eax, 84
+    jmp 1f
+1:
+    mov eax, 56
+    jmp 1f
+1:
+    mov eax, 89
+    mov rax, qword ptr [r15 + 512]
+    mov ecx, dword ptr [r15 + 64]
+    jmp 1f
+1:
+    mov ebp, 113
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, 99
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edi, 168
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + 0], eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rax, dword ptr [r15 + 128]
+    jmp 1f
+1:
+    mov ecx, 59
+    mov dword ptr [r15 + 768], 228
+    mov r8, r11
+    mov edi, dword ptr [r15 + 256]
+    and r8, 1984
+    xor dword ptr [r15 + r8 + 1344], ebp
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov rbp, r11
+    jmp 1f
+1:
+    movzx r8d, byte ptr [r15 + 704]
+    and rbp, 8128
+    mov qword ptr [r15 + rbp + 7488], rdi
+    mov ebp, ecx
+    jmp 1f
+1:
+    mov ebp, dword ptr [r15 + 448]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c234:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 7
+    lea rcx, [rip + .Lc1_d10876_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d10876_s_t
+    .p2align 3
+.Lc1_d10876_s:
+    .p2align 3
+    jmp .Lc1_d10876_j
+    .p2align 3
+    jmp .Lc1_d10876_j
+    .p2align 3
+    jmp .Lc1_d10876_j
+    .p2align 3
+    jmp .Lc1_d10876_j
+    .p2align 3
+    jmp .Lc1_d10876_j
+    .p2align 3
+    jmp .Lc1_d10876_j
+    .p2align 3
+    jmp .Lc1_d10876_j
+    .p2align 3
+    jmp .Lc1_d10876_j
+.Lc1_d10876_j:
+    mov r9, r11
+    vpmovmskb eax, xmm6
+    and r9, 4032
+    vmovdqu ymmword ptr [r15 + r9 + 3392], ymm6
+    mov byte ptr [r15 + 192], cl
+    mov byte ptr [r15 + 448], cl
+    vmovdqu ymmword ptr [r15 + 320], ymm6
+    mov ecx, 115
+    jmp 1f
+1:
+    mov r9, r11
+    mov rcx, r9
+    mov qword ptr [r15 + 64], rcx
+    and r9, 1984
+    mov byte ptr [r15 + r9 + 1344], r9b
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rcx, rax
+    mov byte ptr [r15 + 0], cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, r9b
+    mov eax, 118
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, r9b
+    jmp 1f
+1:
+    jmp 1f
+1:
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c235:
+    lea rcx, [rip + .Lc1_d10919_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d10919_j_t
+.Lc1_d10919_j:
+    jmp 1f
+1:
+    mov r9, r11
+    mov ecx, dword ptr [r15 + 256]
+    and r9, 8128
+    mov byte ptr [r15 + r9 + 7488], r9b
+    mov byte ptr [r15 + 320], al
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, 163
+    mov rax, rax
+    mov eax, r9d
+    mov byte ptr [r15 + 0], al
+    mov eax, r8d
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov dword ptr [r15 + 128], eax
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r9, qword ptr [r15 + 448]
+    movzx eax, byte ptr [r15 + 64]
+    movzx r8d, byte ptr [r15 + 128]
+    mov rbp, r11
+    jmp 1f
+1:
+    jmp 1f
+1:
+    and rbp, 448
+    movzx ecx, byte ptr [r15 + rbp + 832]
+    mov ebp, eax
+    jmp 1f
+1:
+    mov dword ptr [r15 + 640], 36
+    mov dword ptr [r15 + 512], eax
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov eax, 58
+    movsxd rax, dword ptr [r15 + 576]
+    mov rbp, qword ptr [r15 + 384]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c236:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    add rax, qword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov r9d, 109
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, eax
+    mov rax, rcx
+    mov dword ptr [r15 + 384], 22
+    vmovq qword ptr [r15 + 512], xmm8
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov dword ptr [r15 + 256], 4
+    vmovdqu ymmword ptr [r15 + 128], ymm7
+    mov rbp, r11
+    mov dword ptr [r15 + 704], 129
+    and rbp, 8128
+    mov r9d, dword ptr [r15 + rbp + 7488]
+    jmp 1f
+1:
+    movzx ecx, cl
+    mov rcx, rcx
+    jmp 1f
+1:
+    mov ecx, r9d
+    mov ecx, ecx
+    mov rbp, r11
+    add r9, qword ptr [r15 + 192]
+    mov qword ptr [r15 + 64], r9
+    mov r9d, ebp
+    and rbp, 1984
+    add qword ptr [r15 + rbp + 1344], rbp
+    mov rbp, r11
+    mov r9d, ebp
+    and rbp, 4032
+    mov dword ptr [r15 + rbp + 3392], 208
+    mov rbp, rcx
+    mov qword ptr [r15 + 448], rbp
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c237:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 32768
+    setz al
+    lea rcx, [rip + .Lc1_d11021_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d11021_s_t
+    .p2align 3
+.Lc1_d11021_s:
+    .p2align 3
+    jmp .Lc1_d11021_j
+    .p2align 3
+    jmp .Lc1_d11021_j
+.Lc1_d11021_j:
+    movzx ebp, al
+    mov eax, dword ptr [r15 + 320]
+    mov ecx, 25
+    vmovdqu xmmword ptr [r15 + 768], xmm3
+    mov ecx, 236
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + 64], ymm9
+    mov ecx, 27
+    mov r9, r11
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    test dword ptr [r15 + 67117723], 1090523136
+    jz 1f
+1:
+    and r9, 448
+    mov eax, dword ptr [r15 + r9 + 832]
+    movzx r9d, byte ptr [r15 + 192]
+    mov edx, dword ptr [r15 + 512]
+    mov ebp, ecx
+    mov rbp, r11
+    movzx ecx, byte ptr [r15 + 128]
+    mov edi, eax
+    and rbp, 4032
+    mov qword ptr [r15 + rbp + 3392], rbp
+    mov rbp, r11
+    mov dword ptr [r15 + 64], r9d
+    mov r9d, 20
+    and rbp, 1984
+    mov byte ptr [r15 + rbp + 1344], al
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c238:
+    mov eax, dword ptr [r15 + 128]
+    jmp 1f
+1:
+    .byte 0x0f, 0x1f, 0x40, 0x00
+    vmovdqu ymmword ptr [r15 + 320], ymm2
+    movsxd r9, dword ptr [r15 + 64]
+    mov ebp, dword ptr [r15 + 384]
+    mov dword ptr [r15 + 0], 193
+    mov qword ptr [r15 + 0], rax
+    mov dword ptr [r15 + 0], eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], r9d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, r11
+    test ebx, 1024
+    jnz 1f
+1:
+    mov eax, ebp
+    and r9, 448
+    mov qword ptr [r15 + r9 + 832], r9
+    mov r9d, 234
+    movzx ebp, r9b
+    mov qword ptr [r15 + 256], rbp
+    mov rbp, r11
+    movzx r9d, byte ptr [r15 + 448]
+    .byte 0x0f, 0x1f, 0x00
+    mov qword ptr [r15 + 192], rax
+    and rbp, 8128
+    mov rax, qword ptr [r15 + rbp + 7488]
+    mov ebp, 75
+    movsxd rbp, dword ptr [r15 + 128]
+    mov esi, dword ptr [r15 + 448]
+    mov r8d, esi
+    mov esi, dword ptr [r15 + 384]
+    mov rcx, qword ptr [r15 + 512]
+    jmp 1f
+1:
+    movsxd rdx, dword ptr [r15 + 576]
+    movzx edi, byte ptr [r15 + 640]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c239:
+    lea rcx, [rip + .Lc1_d11108_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d11108_j_t
+.Lc1_d11108_j:
+    mov byte ptr [r15 + 0], dil
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 93
+    mov dword ptr [r15 + 0], ecx
+    movzx edi, cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu ymmword ptr [r15 + 0], ymm0
+    mov r8, r11
+    mov ecx, r8d
+    movzx ecx, cl
+    and r8, 1984
+    mov byte ptr [r15 + r8 + 1344], r8b
+    mov r8, qword ptr [r15 + 448]
+    mov qword ptr [r15 + 64], r8
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r8, r11
+    movsxd rcx, dword ptr [r15 + 192]
+    mov dword ptr [r15 + 512], ecx
+    movzx ecx, r8b
+    and r8, 8128
+    movzx ecx, byte ptr [r15 + r8 + 7488]
+    mov dword ptr [r15 + 64], ecx
+    movsxd rcx, dword ptr [r15 + 384]
+    mov r8d, 40
+    jmp 1f
+1:
+    mov r8, rcx
+    movsxd r8, dword ptr [r15 + 256]
+    jmp 1f
+1:
+    mov rbp, r11
+    mov rdi, qword ptr [r15 + 320]
+    and rbp, 4032
+    add rcx, qword ptr [r15 + rbp + 3392]
+    movsxd rbp, dword ptr [r15 + 128]
+    mov eax, dword ptr [r15 + 704]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c240:
+    lea rcx, [rip + .Lc1_d11155_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d11155_j_t
+.Lc1_d11155_j:
+    mov ecx, dword ptr [r15 + 128]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    vpor xmm6, xmm6, xmm5
+    mov rdi, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    movzx ecx, dil
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, dil
+    movzx ecx, byte ptr [r15 + 64]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov edi, dword ptr [r15 + 576]
+    mov r9, r11
+    mov dword ptr [r15 + 128], r9d
+    movzx ecx, byte ptr [r15 + 256]
+    mov qword ptr [r15 + 512], rcx
+    and r9, 4032
+    movzx ebp, byte ptr [r15 + r9 + 3392]
+    mov r9, rbp
+    jmp 1f
+1:
+    mov dword ptr [r15 + 448], edi
+    mov byte ptr [r15 + 320], dil
+    mov byte ptr [r15 + 768], bpl
+    mov rbp, r11
+    mov r9, r11
+    and rbp, 1984
+    mov dword ptr [r15 + rbp + 1344], 55
+    and r9, 448
+    mov edi, dword ptr [r15 + r9 + 832]
+    vmovdqu xmmword ptr [r15 + 192], xmm6
+    mov ebp, ecx
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c241:
+    mov ecx, edi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx edi, r9b
+    movzx edi, dil
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r9d, bpl
+    .byte 0x0f, 0x1f, 0x00
+    xor dword ptr [r15 + 0], edi
+    mov dword ptr [r15 + 0], ebp
+    mov ebp, edi
+    .byte 0x66, 0x90
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r11
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 16320
+    mov byte ptr [r15 + rbp + 15680], bpl
+    test ebx, 1024
+    jz 1f
+1:
+    add r9, qword ptr [r15 + 128]
+    mov rbp, r11
+    movzx edi, byte ptr [r15 + 512]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 448], 134
+    and rbp, 448
+    movsxd rcx, dword ptr [r15 + rbp + 832]
+    mov dword ptr [r15 + 64], ecx
+    jmp 1f
+1:
+    mov ebp, r9d
+    jmp 1f
+1:
+    mov rbp, qword ptr [r15 + 192]
+    mov r8, r11
+    mov qword ptr [r15 + 256], r8
+    and r8, 8128
+    movsxd rcx, dword ptr [r15 + r8 + 7488]
+    mov r8, rcx
+    mov ecx, dword ptr [r15 + 64]
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + 384], ymm6
+    mov edx, ebp
+    vmovdqu ymmword ptr [r15 + 640], ymm6
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c242:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 536870912
+    setz al
+    lea rcx, [rip + .Lc1_d11250_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d11250_s_t
+    .p2align 3
+.Lc1_d11250_s:
+    .p2align 3
+    jmp .Lc1_d11250_j
+    .p2align 3
+    jmp .Lc1_d11250_j
+.Lc1_d11250_j:
+    mov rdx, rax
+    mov qword ptr [r15 + 320], rdx
+    mov rdx, qword ptr [r15 + 512]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], eax
+    jmp 1f
+1:
+    movzx eax, byte ptr [r15 + 64]
+    mov r8, r11
+    test dword ptr [r15 + 67117724], 12288
+    jnz 1f
+1:
+    and r8, 8128
+    movzx ecx, byte ptr [r15 + r8 + 7488]
+    mov byte ptr [r15 + 704], al
+    movsxd rax, dword ptr [r15 + 128]
+    vpor xmm6, xmm6, xmm6
+    mov r8, r11
+    lea rbp, [r11 + r11*1]
+    movsxd rsi, dword ptr [r15 + 256]
+    and r8, 4032
+    mov rdx, qword ptr [r15 + r8 + 3392]
+    and rbp, 1984
+    vmovdqu ymmword ptr [r15 + rbp + 1408], ymm6
+    mov dword ptr [r15 + 384], eax
+    mov rax, qword ptr [r15 + rbp + 1344]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c243:
+    lea rcx, [rip + .Lc1_d11289_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d11289_j_t
+.Lc1_d11289_j:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, edx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edx, 115
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], al
+    movzx eax, cl
+    mov qword ptr [r15 + 0], rax
+    jmp 1f
+1:
+    mov rdx, rdx
+    mov r9, r11
+    mov rbp, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 8128
+    vmovdqu ymmword ptr [r15 + rbp + 7488], ymm8
+    and r9, 448
+    movsxd rdx, dword ptr [r15 + r9 + 832]
+    mov r9d, edx
+    mov dword ptr [r15 + 256], r9d
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 576], ebp
+    mov rbp, qword ptr [r15 + 448]
+    mov rdx, rbp
+    movzx ebp, byte ptr [r15 + 64]
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + 512], ymm5
+    mov r9, r11
+    jmp 1f
+1:
+    and r9, 4032
+    mov dword ptr [r15 + r9 + 3392], 82
+    mov r9, qword ptr [r15 + 320]
+    mov rdi, qword ptr [r15 + 768]
+    movzx eax, byte ptr [r15 + 192]
+    mov r8d, eax
+    mov dword ptr [r15 + 128], r8d
+    jmp 1f
+1:
+    movzx eax, byte ptr [r15 + 128]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c244:
+    mov r8, r11
+    movzx r9d, r8b
+    and r8, 1984
+    mov qword ptr [r15 + r8 + 1344], r8
+    vpcmpeqb xmm6, xmm6, xmm3
+    mov r8, r11
+    mov dword ptr [r15 + 128], r8d
+    and r8, 4032
+    movzx edx, byte ptr [r15 + r8 + 3392]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    movzx r8d, r9b
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], edx
+    jmp 1f
+1:
+    test ebx, 1536
+    jnz 1f
+1:
+    mov byte ptr [r15 + 0], dl
+    mov rdx, rdx
+    movzx edx, dl
+    jmp 1f
+1:
+    mov byte ptr [r15 + 448], r8b
+    jmp 1f
+1:
+    mov r8, r11
+    mov rdx, qword ptr [r15 + 320]
+    movsxd rsi, dword ptr [r15 + 192]
+    mov ecx, 163
+    and r8, 448
+    mov qword ptr [r15 + r8 + 832], r8
+    mov dword ptr [r15 + 640], 48
+    mov r8, qword ptr [r15 + 512]
+    movsxd rcx, dword ptr [r15 + 64]
+    movzx eax, byte ptr [r15 + 64]
+    mov qword ptr [r15 + 256], rsi
+    mov dword ptr [r15 + 384], 191
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c245:
+    lea rcx, [rip + .Lc1_d11383_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d11383_j_t
+.Lc1_d11383_j:
+    mov rcx, qword ptr [r15 + 704]
+    mov r8, r11
+    movzx esi, r8b
+    and r8, 1984
+    mov esi, dword ptr [r15 + r8 + 1344]
+    mov r8, r11
+    movzx eax, cl
+    and r8, 448
+    mov ecx, dword ptr [r15 + r8 + 832]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r8d, 69
+    jmp 1f
+1:
+    mov dword ptr [r15 + 128], ecx
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov ecx, 149
+    mov rcx, r8
+    mov r8, r11
+    mov dword ptr [r15 + 384], 46
+    mov qword ptr [r15 + 192], rcx
+    mov byte ptr [r15 + 512], r8b
+    and r8, 8128
+    mov ecx, dword ptr [r15 + r8 + 7488]
+    mov r8, rcx
+    mov dword ptr [r15 + 448], 100
+    mov dword ptr [r15 + 64], ecx
+    mov ecx, 46
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c246:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 61
+    vpor xmm6, xmm6, xmm6
+    mov rbp, r11
+    jmp 1f
+1:
+    and rbp, 1984
+    movzx eax, byte ptr [r15 + rbp + 1344]
+    mov ebp, 61
+    mov rbp, r11
+    movzx edi, byte ptr [r15 + 192]
+    vpcmpeqb xmm6, xmm6, xmm0
+    mov dword ptr [r15 + 64], 37
+    mov r9, r11
+    and rbp, 4032
+    mov rdx, qword ptr [r15 + rbp + 3392]
+    mov rbp, rdx
+    and r9, 8128
+    mov dword ptr [r15 + r9 + 7488], r9d
+    test dword ptr [r15 + 67117724], 1048576
+    jz 1f
+1:
+    mov rbp, qword ptr [r15 + 512]
+    mov dword ptr [r15 + 128], edi
+    mov dword ptr [r15 + 768], edi
+    movzx edi, byte ptr [r15 + 128]
+    jmp 1f
+1:
+    mov r9, qword ptr [r15 + 256]
+    movzx edx, r9b
+    movzx r9d, bpl
+    mov r9, qword ptr [r15 + 576]
+    mov esi, ebp
+    mov ebp, esi
+    jmp 1f
+1:
+    mov rbp, qword ptr [r15 + 320]
+    mov dword ptr [r15 + 448], ebp
+    mov ebp, 83
+    mov ebp, 82
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c247:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 15
+    lea rcx, [rip + .Lc1_d11481_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d11481_s_t
+    .p2align 3
+.Lc1_d11481_s:
+    .p2align 3
+    jmp .Lc1_d11481_j
+    .p2align 3
+    jmp .Lc1_d11481_j
+    .p2align 3
+    jmp .Lc1_d11481_j
+    .p2align 3
+    jmp .Lc1_d11481_j
+    .p2align 3
+    jmp .Lc1_d11481_j
+    .p2align 3
+    jmp .Lc1_d11481_j
+    .p2align 3
+    jmp .Lc1_d11481_j
+    .p2align 3
+    jmp .Lc1_d11481_j
+    .p2align 3
+    jmp .Lc1_d11481_j
+    .p2align 3
+    jmp .Lc1_d11481_j
+    .p2align 3
+    jmp .Lc1_d11481_j
+    .p2align 3
+    jmp .Lc1_d11481_j
+    .p2align 3
+    jmp .Lc1_d11481_j
+    .p2align 3
+    jmp .Lc1_d11481_j
+    .p2align 3
+    jmp .Lc1_d11481_j
+    .p2align 3
+    jmp .Lc1_d11481_j
+.Lc1_d11481_j:
+    jmp 1f
+1:
+    mov eax, ebp
+    vpor xmm13, xmm13, xmm12
+    mov dword ptr [r15 + 64], ecx
+    jmp 1f
+1:
+    mov ebp, ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r11
+    nop
+    mov rcx, qword ptr [r15 + 384]
+    and rbp, 448
+    mov dword ptr [r15 + rbp + 832], ebp
+    movsxd rbp, dword ptr [r15 + 256]
+    mov r8d, dword ptr [r15 + 448]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c248:
+    lea rcx, [rip + .Lc1_d11521_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d11521_j_t
+.Lc1_d11521_j:
+    vmovq xmm11, r8
+    mov r8, qword ptr [r15 + 384]
+    add r8, qword ptr [r15 + 320]
+    vmovdqu ymmword ptr [r15 + 0], ymm11
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, r8b
+    add rcx, qword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], r8b
+    mov dword ptr [r15 + 0], 21
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, r11
+    vpaddd xmm11, xmm11, xmm11
+    mov rbp, qword ptr [r15 + 448]
+    and r8, 1984
+    movsxd rdi, dword ptr [r15 + r8 + 1344]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r8d, 197
+    jmp 1f
+1:
+    mov r8, r11
+    mov ecx, r8d
+    vmovdqu ymmword ptr [r15 + 640], ymm11
+    and r8, 4032
+    add rbp, qword ptr [r15 + r8 + 3392]
+    vpxor xmm11, xmm11, xmm6
+    jmp 1f
+1:
+    mov r8d, dword ptr [r15 + 64]
+    mov r9, r11
+    jmp 1f
+1:
+    and r9, 8128
+    mov byte ptr [r15 + r9 + 7488], r9b
+    mov qword ptr [r15 + 192], rbp
+    mov dword ptr [r15 + 128], r8d
+    jmp 1f
+1:
+    lock xadd qword ptr [r15 + 128], rbp
+    jmp 1f
+1:
+    mov r8, qword ptr [r15 + 512]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c249:
+    vmovdqu xmm10, xmmword ptr [r15 + 0]
+    mov ebp, r8d
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], r8
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 448], 128
+    and r8, 4032
+    mov eax, dword ptr [r15 + r8 + 3392]
+    mov r8, qword ptr [r15 + 384]
+    .byte 0x0f, 0x1f, 0x00
+    mov edx, 181
+    add rdx, qword ptr [r15 + 64]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov dword ptr [r15 + 320], 205
+    mov r8, qword ptr [r15 + 704]
+    mov rdx, qword ptr [r15 + 512]
+    movsxd rax, dword ptr [r15 + 256]
+    jmp 1f
+1:
+    mov ebp, r8d
+    jmp 1f
+1:
+    mov r8, r11
+    mov esi, 149
+    and r8, 448
+    mov esi, dword ptr [r15 + r8 + 832]
+    vmovdqu ymmword ptr [r15 + 128], ymm13
+    mov r8, r11
+    jmp 1f
+1:
+    vmovq xmm13, rdx
+    movzx edx, sil
+    and r8, 8128
+    mov qword ptr [r15 + r8 + 7488], r8
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movsxd rsi, dword ptr [r15 + 768]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c250:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 2048
+    setz al
+    lea rcx, [rip + .Lc1_d11620_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d11620_s_t
+    .p2align 3
+.Lc1_d11620_s:
+    .p2align 3
+    jmp .Lc1_d11620_j
+    .p2align 3
+    jmp .Lc1_d11620_j
+.Lc1_d11620_j:
+    movzx eax, al
+    mov eax, 60
+    jmp 1f
+1:
+    mov rax, qword ptr [r15 + 512]
+    vpshufd xmm15, xmm11, 4
+    mov byte ptr [r15 + 448], cl
+    mov r9, r11
+    mov ecx, dword ptr [r15 + 576]
+    and r9, 448
+    movzx edi, byte ptr [r15 + r9 + 832]
+    mov qword ptr [r15 + 128], rdi
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    test dword ptr [r15 + 67117724], 268435472
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rdi, qword ptr [r15 + 64]
+    mov qword ptr [r15 + 256], rdi
+    mov r9, r11
+    jmp 1f
+1:
+    movsxd rdi, dword ptr [r15 + 320]
+    and r9, 1984
+    mov dword ptr [r15 + r9 + 1344], r9d
+    mov byte ptr [r15 + 192], cl
+    movzx ecx, r9b
+    vmovdqu xmm15, xmmword ptr [r15 + 64]
+    movzx ecx, r9b
+    mov ecx, 91
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c251:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], edi
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], eax
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 109
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r11
+    movzx eax, bpl
+    and rbp, 8128
+    movsxd rdi, dword ptr [r15 + rbp + 7488]
+    movsxd rbp, dword ptr [r15 + 192]
+    jmp 1f
+1:
+    mov r8, r11
+    mov dword ptr [r15 + 64], 215
+    test dword ptr [r15 + 67117723], 4210688
+    jnz 1f
+1:
+    jmp 1f
+1:
+    and r8, 4032
+    mov byte ptr [r15 + r8 + 3392], r8b
+    vpaddq xmm6, xmm6, xmmword ptr [r15 + 128]
+    mov ecx, edi
+    mov r8, r11
+    movzx edi, byte ptr [r15 + 512]
+    and r8, 1984
+    mov ebp, dword ptr [r15 + r8 + 1344]
+    movzx r8d, byte ptr [r15 + 256]
+    mov rcx, qword ptr [r15 + 448]
+    add qword ptr [r15 + 640], rcx
+    mov rcx, rdi
+    jmp 1f
+1:
+    mov qword ptr [r15 + 384], rdi
+    jmp 1f
+1:
+    movsxd rdi, dword ptr [r15 + 704]
+    movsxd rcx, dword ptr [r15 + 128]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c252:
+    lea rcx, [rip + .Lc1_d11706_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d11706_j_t
+.Lc1_d11706_j:
+    mov dword ptr [r15 + 0], edi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edi, edi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 12
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov edi, 240
+    movzx edi, dil
+    or qword ptr [r15 + 0], 5
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and ecx, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 64], ecx
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r9, r11
+    mov dword ptr [r15 + 128], r9d
+    and r9, 16320
+    mov dword ptr [r15 + r9 + 15680], r9d
+    mov r9, qword ptr [r15 + 64]
+    mov qword ptr [r15 + 512], rdi
+    mov rdi, qword ptr [r15 + 256]
+    mov rcx, qword ptr [r15 + 192]
+    movsxd rdx, dword ptr [r15 + 768]
+    movsxd rsi, dword ptr [r15 + 448]
+    mov qword ptr [r15 + 320], rsi
+    mov rbp, r11
+    jmp 1f
+1:
+    and rbp, 4032
+    mov dword ptr [r15 + rbp + 3392], ebp
+    mov rbp, r9
+    mov r9, r11
+    mov esi, r9d
+    and r9, 448
+    mov qword ptr [r15 + r9 + 832], r9
+    movzx r9d, byte ptr [r15 + 384]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c253:
+    lea rcx, [rip + .Lc1_d11752_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d11752_j_t
+.Lc1_d11752_j:
+    jmp 1f
+1:
+    and r9d, dword ptr [r15 + 320]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, rcx
+    mov ecx, 231
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r8, 8128
+    mov rsi, qword ptr [r15 + r8 + 7488]
+    jmp 1f
+1:
+    test ebx, 4608
+    jnz 1f
+1:
+    mov r8, qword ptr [r15 + 192]
+    mov r9, r11
+    movzx esi, cl
+    vmovq xmm10, rsi
+    mov rbp, r11
+    and r9, 1984
+    mov dword ptr [r15 + r9 + 1344], 12
+    and rbp, 448
+    mov dword ptr [r15 + rbp + 832], 26
+    jmp 1f
+1:
+    mov dword ptr [r15 + 448], esi
+    mov rsi, qword ptr [r15 + 128]
+    mov dword ptr [r15 + 384], r8d
+    mov r8, r9
+    jmp 1f
+1:
+    movzx r8d, byte ptr [r15 + 512]
+    mov rbp, qword ptr [r15 + 64]
+    movzx r9d, byte ptr [r15 + 576]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c254:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov dword ptr [r15 + 448], esi
+    vpmovmskb esi, xmm6
+    jmp 1f
+1:
+    and ebp, dword ptr [r15 + 640]
+    add rbp, qword ptr [r15 + 64]
+    mov dword ptr [r15 + 320], eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rax, dword ptr [r15 + 512]
+    mov rsi, qword ptr [r15 + 384]
+    test dword ptr [r15 + 67117723], 263168
+    jnz 1f
+1:
+    movsxd rbp, dword ptr [r15 + 192]
+    mov r8, r11
+    mov eax, dword ptr [r15 + 256]
+    mov edx, esi
+    and r8, 4032
+    mov byte ptr [r15 + r8 + 3392], sil
+    mov rsi, qword ptr [r15 + 128]
+    movzx r9d, al
+    mov r9, r11
+    mov r8d, ebp
+    and r9, 8128
+    mov r8, qword ptr [r15 + r9 + 7488]
+    mov r9, r11
+    vmovdqu ymmword ptr [r15 + 704], ymm6
+    and r9, 1984
+    movsxd rdx, dword ptr [r15 + r9 + 1344]
+    mov r9, qword ptr [r15 + 64]
+    mov ecx, eax
+    mov qword ptr [r15 + 128], rsi
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c255:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 4096
+    setz al
+    lea rcx, [rip + .Lc1_d11842_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d11842_s_t
+    .p2align 3
+.Lc1_d11842_s:
+    .p2align 3
+    jmp .Lc1_d11842_j
+    .p2align 3
+    jmp .Lc1_d11842_j
+.Lc1_d11842_j:
+    mov r8, r11
+    movzx eax, byte ptr [r15 + 256]
+    mov ecx, 17
+    and r8, 4032
+    mov rcx, qword ptr [r15 + r8 + 3392]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], eax
+    jmp 1f
+1:
+    mov r8d, r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r8, r11
+    mov rbp, r11
+    movzx eax, byte ptr [r15 + 128]
+    and r8, 8128
+    mov edi, dword ptr [r15 + r8 + 7488]
+    movzx r8d, cl
+    and rbp, 448
+    movzx ecx, byte ptr [r15 + rbp + 832]
+    movzx ebp, byte ptr [r15 + 192]
+    jmp 1f
+1:
+    movsxd r8, dword ptr [r15 + 320]
+    mov esi, 113
+    mov esi, dword ptr [r15 + 768]
+    mov r9, qword ptr [r15 + 512]
     add r11, 64
     inc rbx
     dec r13
     jnz .Lc1_b1_c0
 .Lc1_b1_done:
-// block 2: 512 bytes, 2 chunk(s), 16 chunk executions per call
+// block 2: 256 bytes, 1 chunk(s), 14 chunk executions per call
     mov rbx, qword ptr [r15 + 67117752]
-    lea rcx, [rbx + 16]
+    lea rcx, [rbx + 14]
     mov qword ptr [r15 + 67117752], rcx
-    mov r13d, 16
+    mov r13d, 14
     jmp .Lc1_b2_c0
     .p2align 6
 .Lc1_b2_c0:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 32
-    setz al
-    lea rcx, [rip + .Lc1_d3116_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d3116_s_t
-    .p2align 3
-.Lc1_d3116_s:
-    .p2align 3
-    jmp .Lc1_d3116_j
-    .p2align 3
-    jmp .Lc1_d3116_j
-.Lc1_d3116_j:
-    mov r8, qword ptr [r15 + 64]
-    mov dword ptr [r15 + 128], 141
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, 142
     test ebx, 1073741824
     jnz 1f
 1:
-    mov edi, 52
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + 384], 242
+    xor ecx, eax
     test ebx, 1073741824
     jz 1f
 1:
-    movzx edx, r8b
+    movsxd rax, dword ptr [r15 + 0]
     test ebx, 1073741824
     jnz 1f
 1:
+    mov rcx, rcx
+    mov dword ptr [r15 + 0], 142
+    test dword ptr [r15 + 67117724], 2064
+    jnz 1f
+1:
+    movsxd r8, dword ptr [r15 + 448]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movsxd rax, dword ptr [r15 + 192]
+    test ebx, 20448
+    jz 1f
+1:
+    movsxd rcx, dword ptr [r15 + 64]
     mov r8, r10
-    vpaddd xmm8, xmm8, xmm12
-    test ebx, 1073741824
-    jnz 1f
+    or qword ptr [r15 + 320], 30
+    test dword ptr [r15 + 67117723], 256
+    jz 1f
 1:
-    mov eax, 157
     and r8, 4032
-    movsxd rax, dword ptr [r15 + r8 + 3392]
+    mov byte ptr [r15 + r8 + 3392], cl
     test ebx, 1073741824
     jnz 1f
 1:
-    movsxd rdx, dword ptr [r15 + 512]
+    movzx edx, dl
     test ebx, 1073741824
     jz 1f
 1:
-    mov rbp, r10
-    mov dword ptr [r15 + 704], 112
-    test dword ptr [r15 + 67117724], 142606336
-    jz 1f
-1:
-    and rbp, 1984
-    movsxd r8, dword ptr [r15 + rbp + 1344]
+    vmovq xmm10, r8
+    movsxd rcx, dword ptr [r15 + 128]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov eax, 198
-    add r11, 64
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b2_done
-.Lc1_b2_c1:
-    lea rbp, [r10 + r10*1]
-    lea r8, [r10 + r10*2]
-    and r8, 1984
-    mov edx, dword ptr [r15 + r8 + 1472]
-    and rbp, 8128
-    mov byte ptr [r15 + rbp + 7552], al
-    mov dword ptr [r15 + 320], 56
+    mov edx, ecx
+    test ebx, 24384
+    jz 1f
+1:
+    lea r8, [r8 + r8*2 + 2]
     test ebx, 1073741824
     jz 1f
 1:
-    mov byte ptr [r15 + 576], al
-    mov dword ptr [r15 + 448], 90
+    mov r9, r10
+    mov dword ptr [r15 + 576], 160
+    and r9, 448
+    mov rcx, qword ptr [r15 + r9 + 832]
+    test ebx, 7670
+    jnz 1f
+1:
+    vmovdqu ymmword ptr [r15 + 384], ymm10
     test ebx, 1073741824
     jnz 1f
 1:
-    movsxd rax, dword ptr [r15 + 128]
-    mov dword ptr [r15 + r8 + 1408], 17
-    test ebx, 1073741824
-    jnz 1f
+    jmp 1f
 1:
-    mov r9, qword ptr [r15 + 512]
-    movsxd rdx, dword ptr [r15 + r8 + 1344]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r8, r10
-    movzx eax, r9b
-    and r8, 448
-    mov dword ptr [r15 + r8 + 832], r9d
-    movzx r8d, byte ptr [r15 + 64]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov qword ptr [r15 + rbp + 7488], rax
-    movzx ebp, byte ptr [r15 + 512]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov eax, dword ptr [r15 + 384]
-    mov qword ptr [r15 + 768], r8
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx r9d, byte ptr [r15 + 64]
-    movzx edi, byte ptr [r15 + 128]
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx ebp, byte ptr [r15 + 448]
-    mov rax, r8
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jnz .Lc1_b2_c0
 .Lc1_b2_done:
-// block 3: 2048 bytes, 8 chunk(s), 16 chunk executions per call
+// block 3: 512 bytes, 2 chunk(s), 16 chunk executions per call
     mov rbx, qword ptr [r15 + 67117760]
     lea rcx, [rbx + 16]
     mov qword ptr [r15 + 67117760], rcx
@@ -3846,60 +14558,67 @@ ditto_body_c1:
     jmp .Lc1_b3_c0
     .p2align 6
 .Lc1_b3_c0:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r9d, eax
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
     test ebx, 1073741824
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
+    movzx ecx, al
+    test ebx, 1073741824
+    jnz 1f
 1:
-    mov dword ptr [r15 + 0], r9d
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, r11
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + 0], ecx
+    test bl, 16
+    jz 1f
+1:
+    and r9, 8128
+    mov eax, dword ptr [r15 + r9 + 7488]
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx ecx, byte ptr [r15 + 64]
+    mov qword ptr [r15 + 448], rax
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r9d, dword ptr [r15 + 320]
+    test bl, 20
+    jz 1f
+1:
+    mov eax, 2
+    mov eax, r9d
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov ecx, dword ptr [r15 + 512]
+    test dword ptr [r15 + 67117723], 4194304
+    jnz 1f
+1:
+    mov r9d, dword ptr [r15 + 384]
     mov rbp, r11
-    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
     and rbp, 1984
-    mov rcx, qword ptr [r15 + rbp + 1344]
-    movzx ebp, byte ptr [r15 + 512]
-    mov r9, r11
-    vpor xmm8, xmm8, xmm8
-    and r9, 8128
-    movsxd rsi, dword ptr [r15 + r9 + 7488]
-    jmp 1f
-1:
-    mov r9d, 193
+    mov r9, qword ptr [r15 + rbp + 1344]
+    movzx ebp, byte ptr [r15 + 704]
     test ebx, 1073741824
     jnz 1f
 1:
-    jmp 1f
-1:
-    movsxd rcx, dword ptr [r15 + 256]
-    jmp 1f
-1:
-    vmovdqu ymmword ptr [r15 + 128], ymm8
-    movsxd rbp, dword ptr [r15 + 448]
-    mov rsi, r9
+    mov byte ptr [r15 + 640], al
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
-    vmovdqu ymmword ptr [r15 + 704], ymm8
-    mov qword ptr [r15 + 384], rbp
-    mov byte ptr [r15 + 192], cl
-    mov r8, r11
-    mov qword ptr [r15 + 64], rsi
     mov dword ptr [r15 + 128], r9d
-    and r8, 4032
-    mov dword ptr [r15 + r8 + 3392], ebp
     add r11, 64
     inc rbx
     dec r13
@@ -3908,400 +14627,72 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d3267_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d3267_j_t
-.Lc1_d3267_j:
-    mov rcx, rax
-    and ecx, dword ptr [r15 + 64]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rsi, rax
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rbp, r11
-    mov qword ptr [r15 + 0], rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 1984
-    mov r8d, dword ptr [r15 + rbp + 1344]
-    movzx ebp, sil
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov ecx, dword ptr [r15 + 448]
-    mov rax, qword ptr [r15 + 128]
-    jmp 1f
-1:
-    mov edx, dword ptr [r15 + 512]
-    test dword ptr [r15 + 67117723], 536870912
-    jnz 1f
-1:
-    mov r8, r11
-    vpaddd xmm11, xmm11, xmm7
-    movzx esi, byte ptr [r15 + 768]
-    jmp 1f
-1:
-    and r8, 4032
-    mov qword ptr [r15 + r8 + 3392], rdx
-    mov r8, rbp
-    test bl, 32
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov eax, 168
-    mov rbp, r11
-    mov dword ptr [r15 + 256], r8d
-    mov qword ptr [r15 + 320], rax
-    and rbp, 448
-    mov rsi, qword ptr [r15 + rbp + 832]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b3_done
-.Lc1_b3_c2:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov qword ptr [r15 + 320], rbp
-    jmp 1f
-1:
-    mov dword ptr [r15 + 128], esi
-    jmp 1f
-1:
-    mov rsi, rax
-    mov rsi, qword ptr [r15 + 64]
-    test dword ptr [r15 + 67117723], 256
-    jz 1f
-1:
-    mov r8, qword ptr [r15 + 64]
-    mov rbp, r11
-    jmp 1f
-1:
-    movzx r9d, bpl
-    mov r9, rsi
-    and rbp, 8128
-    mov qword ptr [r15 + rbp + 7488], r9
-    mov ebp, esi
-    test dword ptr [r15 + 67117723], 8192
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    vpaddq xmm8, xmm8, xmmword ptr [r15 + 640]
-    vmovdqu ymmword ptr [r15 + 192], ymm8
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r8, rbp
-    mov ebp, r9d
-    mov r9d, r8d
-    mov r9, r11
-    mov rax, qword ptr [r15 + 256]
-    and r9, 1984
-    mov esi, dword ptr [r15 + r9 + 1344]
-    movsxd r9, dword ptr [r15 + 384]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rbp, r11
-    movsxd r8, dword ptr [r15 + 512]
-    mov rdi, qword ptr [r15 + 576]
-    and rbp, 448
-    movsxd rax, dword ptr [r15 + rbp + 832]
-    movzx ebp, r9b
-    jmp 1f
-1:
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b3_done
-.Lc1_b3_c3:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d3366_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d3366_j_t
-.Lc1_d3366_j:
-    mov ecx, 11
-    jmp 1f
-1:
-    movsxd rcx, dword ptr [r15 + 64]
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], rax
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r9, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 67117723], 576
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 0], ymm11
-    mov rbp, qword ptr [r15 + 704]
-    mov dword ptr [r15 + 192], 244
-    movsxd rax, dword ptr [r15 + 128]
-    mov r9, r11
-    test bl, 80
-    jnz 1f
-1:
-    movzx ecx, byte ptr [r15 + 128]
-    and r9, 8128
-    and ecx, dword ptr [r15 + r9 + 7488]
-    mov dword ptr [r15 + 384], 35
-    mov rbp, r11
-    movzx eax, byte ptr [r15 + 320]
-    and rbp, 4032
-    mov byte ptr [r15 + rbp + 3392], cl
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov edx, dword ptr [r15 + 512]
-    mov ecx, eax
-    mov eax, dword ptr [r15 + 256]
-    mov byte ptr [r15 + 448], bpl
-    jmp 1f
-1:
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b3_done
-.Lc1_b3_c4:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    movsxd rax, dword ptr [r15 + 448]
-    mov r9, rcx
-    movzx ecx, byte ptr [r15 + 128]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r9d, byte ptr [r15 + 768]
-    mov rbp, r11
-    mov r8, r11
-    and rbp, 448
-    mov edx, dword ptr [r15 + rbp + 832]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and r8, 1984
-    mov qword ptr [r15 + r8 + 1344], r9
-    mov r8d, 112
-    jmp 1f
-1:
-    mov r8, r11
-    movzx r9d, bpl
-    movzx ebp, bpl
-    test dword ptr [r15 + 67117724], 128
-    jz 1f
-1:
-    and r8, 4032
-    movsxd rax, dword ptr [r15 + r8 + 3392]
-    mov byte ptr [r15 + 192], bpl
-    mov ebp, 155
-    mov qword ptr [r15 + 64], rax
-    movsxd rax, dword ptr [r15 + 512]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rcx, qword ptr [r15 + 384]
-    movsxd r9, dword ptr [r15 + 576]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 256], r8d
-    jmp 1f
-1:
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b3_done
-.Lc1_b3_c5:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
     xor eax, eax
-    test dword ptr [r15 + 67117724], 536870912
+    test dword ptr [r15 + 67117724], 1073741824
     setz al
-    lea rcx, [rip + .Lc1_d3461_s]
+    lea rcx, [rip + .Lc1_d12009_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d3461_s_t
+    jmp .Lc1_d12009_s_t
     .p2align 3
-.Lc1_d3461_s:
+.Lc1_d12009_s:
     .p2align 3
-    jmp .Lc1_d3461_j
+    jmp .Lc1_d12009_j
     .p2align 3
-    jmp .Lc1_d3461_j
-.Lc1_d3461_j:
-    jmp 1f
-1:
-    mov qword ptr [r15 + 448], rcx
-    mov ecx, dword ptr [r15 + 64]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r11
-    mov dword ptr [r15 + 0], 189
-    and rbp, 1984
-    mov dword ptr [r15 + rbp + 1344], eax
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r9, qword ptr [r15 + 192]
-    mov rbp, r11
-    mov rsi, rcx
-    and rbp, 8128
-    mov dword ptr [r15 + rbp + 7488], 182
-    movsxd rbp, dword ptr [r15 + 512]
+    jmp .Lc1_d12009_j
+.Lc1_d12009_j:
+    mov byte ptr [r15 + 64], al
     test ebx, 1073741824
     jnz 1f
 1:
-    mov eax, dword ptr [r15 + 128]
-    mov r9d, 226
-    mov r9, r11
-    jmp 1f
+    mov ebp, 214
+    mov rbp, r11
+    test ebx, 1073741824
+    jnz 1f
 1:
-    test bl, 32
+    and rbp, 4032
+    mov byte ptr [r15 + rbp + 3392], al
+    test dword ptr [r15 + 67117723], 1619001472
+    jnz 1f
+1:
+    mov ecx, dword ptr [r15 + 128]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rax, rbp
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov edi, 51
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rbp, r10
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and rbp, 448
+    mov rax, qword ptr [r15 + rbp + 832]
+    test dword ptr [r15 + 67117724], 131072
+    jz 1f
+1:
+    movzx ecx, dil
+    test bl, 8
     jnz 1f
 1:
     mov rbp, rax
-    and r9, 448
-    movsxd rbp, dword ptr [r15 + r9 + 832]
-    mov r9d, 59
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b3_done
-.Lc1_b3_c6:
-    lea rcx, [rip + .Lc1_d3505_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d3505_j_t
-.Lc1_d3505_j:
-    movzx ecx, bpl
-    movsxd rcx, dword ptr [r15 + 192]
-    mov ebp, ebp
-    movzx ebp, byte ptr [r15 + 320]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    add rcx, qword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 101
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, r11
-    mov byte ptr [r15 + 0], bpl
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 304
+    test ebx, 6784
     jz 1f
 1:
-    and r9, 4032
-    mov dword ptr [r15 + r9 + 3392], ecx
-    and r9d, dword ptr [r15 + 448]
-    movzx ecx, byte ptr [r15 + 128]
-    movsxd rdi, dword ptr [r15 + 64]
-    mov ebp, 224
+    mov rdi, qword ptr [r15 + 192]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov edx, dword ptr [r15 + 704]
-    mov r8d, ebp
-    jmp 1f
-1:
-    movzx r8d, byte ptr [r15 + 512]
-    mov dword ptr [r15 + 640], edx
-    mov r9, r11
-    mov rdi, qword ptr [r15 + 256]
-    test ebx, 1073741824
+    movsxd rax, dword ptr [r15 + 448]
+    test ebx, 14336
     jz 1f
 1:
-    and ecx, dword ptr [r15 + 64]
-    and r9, 8128
-    mov qword ptr [r15 + r9 + 7488], rdx
-    mov r9, qword ptr [r15 + 384]
-    jmp 1f
-1:
-    mov rdx, rdi
     add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b3_done
-.Lc1_b3_c7:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    movzx eax, cl
-    mov rbp, r11
-    mov eax, 9
-    and rbp, 1984
-    movzx ecx, byte ptr [r15 + rbp + 1344]
-    mov dword ptr [r15 + 0], 97
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, 229
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rdi, qword ptr [r15 + 256]
-    mov qword ptr [r15 + 128], r9
-    and r9, 448
-    movzx edx, byte ptr [r15 + r9 + 832]
-    vmovdqu ymmword ptr [r15 + 768], ymm8
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    movsxd rbp, dword ptr [r15 + 384]
-    movzx edi, byte ptr [r15 + 128]
-    mov ecx, 190
-    jmp 1f
-1:
-    mov qword ptr [r15 + 448], rdx
-    mov edx, edi
-    test dword ptr [r15 + 67117723], 8192
-    jnz 1f
-1:
-    movzx r9d, cl
-    mov dword ptr [r15 + 320], ebp
-    mov rbp, qword ptr [r15 + 64]
-    mov r9, r11
-    jmp 1f
-1:
-    and r9, 4032
-    mov dword ptr [r15 + r9 + 3392], ebp
-    jmp 1f
-1:
-    add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jnz .Lc1_b3_c0
@@ -4314,53 +14705,51 @@ ditto_body_c1:
     jmp .Lc1_b4_c0
     .p2align 6
 .Lc1_b4_c0:
-    mov edi, r9d
-    mov dword ptr [r15 + 128], ecx
-    vmovdqu ymmword ptr [r15 + 0], ymm15
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r11
     test ebx, 1073741824
     jz 1f
 1:
-    mov rcx, r9
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx edx, dil
-    mov qword ptr [r15 + 0], rcx
+    and rbp, 1984
+    mov dword ptr [r15 + rbp + 1344], eax
+    mov ebp, dword ptr [r15 + 768]
     test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + 512], 75
+    mov ecx, eax
+    mov byte ptr [r15 + 192], bpl
+    mov qword ptr [r15 + 320], rcx
+    mov r8, r11
+    test dword ptr [r15 + 67117723], 262144
     jz 1f
 1:
-    movzx edi, cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rdx, qword ptr [r15 + 64]
-    movsxd r9, dword ptr [r15 + 512]
-    mov dword ptr [r15 + 448], ecx
-    lea r8, [r11 + r11*1]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rcx, qword ptr [r15 + 256]
     and r8, 8128
-    mov rdi, qword ptr [r15 + r8 + 7488]
-    mov r9, r11
-    mov dword ptr [r15 + 128], 50
-    and r9, 448
-    movzx edx, byte ptr [r15 + r9 + 832]
+    mov dword ptr [r15 + r8 + 7488], ebp
+    movzx r8d, byte ptr [r15 + 256]
+    movzx eax, bpl
     test ebx, 1073741824
     jz 1f
 1:
-    mov r9, r11
-    vmovdqu ymmword ptr [r15 + 192], ymm7
-    and r9, 1984
-    inc dword ptr [r15 + r9 + 1344]
-    mov dword ptr [r15 + r8 + 7552], 39
-    movsxd r8, dword ptr [r15 + 64]
+    movsxd rcx, dword ptr [r15 + 64]
+    vmovdqu ymmword ptr [r15 + 128], ymm10
+    mov rbp, r11
+    mov byte ptr [r15 + 128], r8b
+    mov r8d, ebp
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and rbp, 448
+    movzx eax, byte ptr [r15 + rbp + 832]
+    mov ebp, ebp
+    mov ebp, dword ptr [r15 + 448]
     add r11, 64
     inc rbx
     dec r13
@@ -4369,227 +14758,219 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 7
-    lea rcx, [rip + .Lc1_d3653_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d3653_s_t
-    .p2align 3
-.Lc1_d3653_s:
-    .p2align 3
-    jmp .Lc1_d3653_j
-    .p2align 3
-    jmp .Lc1_d3653_j
-    .p2align 3
-    jmp .Lc1_d3653_j
-    .p2align 3
-    jmp .Lc1_d3653_j
-    .p2align 3
-    jmp .Lc1_d3653_j
-    .p2align 3
-    jmp .Lc1_d3653_j
-    .p2align 3
-    jmp .Lc1_d3653_j
-    .p2align 3
-    jmp .Lc1_d3653_j
-.Lc1_d3653_j:
-    movzx edi, al
-    mov dword ptr [r15 + 320], r8d
-    mov r8, r10
+    lea rcx, [rip + .Lc1_d12114_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d12114_j_t
+.Lc1_d12114_j:
+    mov rbp, r10
+    and rbp, 8128
+    mov dword ptr [r15 + rbp + 7488], eax
+    movzx ebp, byte ptr [r15 + 512]
+    mov r8d, dword ptr [r15 + 384]
+    movzx ecx, byte ptr [r15 + 320]
     test ebx, 1073741824
     jnz 1f
 1:
-    and r8, 1984
-    mov r9, qword ptr [r15 + r8 + 1344]
+    mov eax, 170
+    mov dword ptr [r15 + 0], ebp
     mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 67117723], 1048580
+    test ebx, 288
     jnz 1f
 1:
-    movsxd rdi, dword ptr [r15 + 192]
-    movsxd rcx, dword ptr [r15 + 128]
-    mov rbp, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], ebp
+    mov dword ptr [r15 + 0], ecx
     test ebx, 1073741824
     jz 1f
 1:
-    mov r9d, edi
-    and rbp, 4032
-    movsxd r9, dword ptr [r15 + rbp + 3392]
-    test dword ptr [r15 + 67117723], 754976010
+    movsxd rax, dword ptr [r15 + 576]
+    movzx r8d, r8b
+    mov r8, rax
+    test dword ptr [r15 + 67117723], 541065216
+    jnz 1f
+1:
+    mov ebp, dword ptr [r15 + 256]
+    vmovq qword ptr [r15 + 64], xmm10
+    movzx ecx, byte ptr [r15 + 192]
+    mov r8, r11
+    test ebx, 1073741824
     jz 1f
 1:
-    and r8d, dword ptr [r15 + 640]
-    movsxd rax, dword ptr [r15 + 448]
+    and r8, 4032
+    vmovdqu ymmword ptr [r15 + r8 + 3392], ymm10
+    mov dword ptr [r15 + 128], r8d
+    mov rax, rbp
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov ecx, r8d
+    mov dword ptr [r15 + 448], ebp
+    mov ebp, ecx
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b4_done
 .Lc1_b4_c2:
-    movsxd r9, dword ptr [r15 + 256]
-    mov dword ptr [r15 + 384], 6
-    mov dword ptr [r15 + 0], 58
-    mov r12, qword ptr [r15 + r12 + 56]
-    vpcmpeqb xmm1, xmm1, xmm7
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d12164_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d12164_j_t
+.Lc1_d12164_j:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    lock xadd qword ptr [r15 + 0], r9
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, r9d
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    mov rax, r9
-    mov rax, qword ptr [r15 + 64]
-    mov rbp, r11
-    mov r8d, 85
-    mov byte ptr [r15 + 704], cl
-    mov rcx, qword ptr [r15 + 768]
-    and rbp, 16320
-    movsxd rsi, dword ptr [r15 + rbp + 15680]
     mov rbp, r10
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov byte ptr [r15 + 512], cl
-    and rbp, 8128
-    mov byte ptr [r15 + rbp + 7488], r8b
-    add rbp, qword ptr [r15 + 448]
+    movzx eax, al
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r8, r11
-    mov eax, 95
-    and r8, 448
-    movsxd rax, dword ptr [r15 + r8 + 832]
+    and rbp, 448
+    movzx ecx, byte ptr [r15 + rbp + 832]
     test ebx, 1073741824
     jnz 1f
 1:
-    movsxd rcx, dword ptr [r15 + 320]
-    mov qword ptr [r15 + 64], rbp
-    movzx ebp, sil
-    mov rbp, rax
-    mov ebp, dword ptr [r15 + 128]
+    and r8, 1984
+    mov qword ptr [r15 + r8 + 1344], rbp
+    mov r8d, dword ptr [r15 + 128]
+    vmovq xmm10, rax
+    mov qword ptr [r15 + 704], r8
+    mov r9, r11
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + 192], ecx
+    mov dword ptr [r15 + 384], 248
+    and r9, 16320
+    vmovdqu ymmword ptr [r15 + r9 + 15680], ymm10
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov ebp, dword ptr [r15 + 512]
+    mov qword ptr [r15 + 640], r8
+    mov r8, rbp
+    mov byte ptr [r15 + 448], bpl
+    test dword ptr [r15 + 67117724], 16777216
+    jz 1f
+1:
+    mov rcx, r9
+    movzx r9d, byte ptr [r15 + 64]
+    .byte 0x0f, 0x1f, 0x00
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b4_done
 .Lc1_b4_c3:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 134217728
-    setz al
-    lea rcx, [rip + .Lc1_d3743_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d3743_s_t
-    .p2align 3
-.Lc1_d3743_s:
-    .p2align 3
-    jmp .Lc1_d3743_j
-    .p2align 3
-    jmp .Lc1_d3743_j
-.Lc1_d3743_j:
-    mov rbp, r11
-    and rbp, 1984
-    mov r8d, dword ptr [r15 + rbp + 1344]
-    mov ebp, ecx
+    movzx ebp, r8b
+    mov dword ptr [r15 + 192], 70
+    mov qword ptr [r15 + 448], rbp
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, cl
-    test ebx, 1073741824
-    jnz 1f
+    mov r12, qword ptr [r15 + r12 + 56]
+    test bl, 32
+    jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, byte ptr [r15 + 192]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 22
+    mov r8, r11
     test ebx, 1073741824
     jz 1f
 1:
-    mov r8d, r8d
-    movzx r8d, al
-    mov dword ptr [r15 + 384], eax
-    test ebx, 1073741824
+    mov qword ptr [r15 + 128], r8
+    and r8, 1984
+    mov rbp, qword ptr [r15 + r8 + 1344]
+    mov r8, qword ptr [r15 + 64]
+    mov ecx, 218
+    test bl, 96
     jz 1f
 1:
-    mov byte ptr [r15 + 576], bpl
-    mov rbp, r11
-    mov ecx, r8d
-    and rbp, 8128
-    mov rcx, qword ptr [r15 + rbp + 7488]
+    mov r9, r11
+    movzx edx, byte ptr [r15 + 320]
+    and r9, 4032
+    mov dword ptr [r15 + r9 + 3392], 46
+    movzx r9d, r9b
+    mov dword ptr [r15 + 128], ecx
     test ebx, 1073741824
     jnz 1f
 1:
-    xor dword ptr [r15 + 128], eax
-    vpor xmm1, xmm1, xmm1
-    mov dword ptr [r15 + 64], ebp
-    mov rbp, r11
+    mov r8d, dword ptr [r15 + 64]
+    mov rbp, qword ptr [r15 + 256]
+    mov ecx, dword ptr [r15 + 768]
+    mov rdx, rbp
+    mov r9, r11
     test ebx, 1073741824
     jnz 1f
 1:
-    mov qword ptr [r15 + 512], rbp
-    and rbp, 4032
-    mov byte ptr [r15 + rbp + 3392], cl
-    mov ebp, 212
+    movsxd rcx, dword ptr [r15 + 512]
+    movzx eax, byte ptr [r15 + 384]
+    and r9, 8128
+    mov rbp, qword ptr [r15 + r9 + 7488]
+    mov r9, r9
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b4_done
 .Lc1_b4_c4:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 16384
-    setz al
-    lea rcx, [rip + .Lc1_d3794_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d3794_s_t
-    .p2align 3
-.Lc1_d3794_s:
-    .p2align 3
-    jmp .Lc1_d3794_j
-    .p2align 3
-    jmp .Lc1_d3794_j
-.Lc1_d3794_j:
-    movzx edx, bpl
-    mov rbp, rcx
-    mov byte ptr [r15 + 128], cl
-    mov rbp, r11
-    test ebx, 1073741824
-    jz 1f
-1:
+    lea rcx, [rip + .Lc1_d12255_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d12255_j_t
+.Lc1_d12255_j:
     mov r9, r11
-    mov eax, 101
-    and rbp, 448
-    mov byte ptr [r15 + rbp + 832], dl
-    and r9, 4032
-    mov dword ptr [r15 + r9 + 3392], edx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], dl
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    sete bpl
-    movzx ebp, byte ptr [r15 + 64]
-    mov r9d, dword ptr [r15 + 320]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rdi, qword ptr [r15 + 512]
-    movzx eax, r9b
-    mov rax, qword ptr [r15 + 448]
+    mov r8, qword ptr [r15 + 128]
+    mov dword ptr [r15 + 576], r9d
+    and r9, 448
+    mov rbp, r11
+    mov qword ptr [r15 + r9 + 832], r9
+    movsxd rdx, dword ptr [r15 + 448]
     test ebx, 1073741824
     jz 1f
 1:
-    inc dword ptr [r15 + 192]
-    movzx ebp, dil
-    mov dword ptr [r15 + 256], 180
+    and rbp, 1984
+    mov dword ptr [r15 + rbp + 1344], 120
+    movzx ebp, r8b
+    mov r8d, r9d
+    movzx r9d, bpl
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, 210
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r8d, r9d
+    mov r9d, 63
+    add r8, qword ptr [r15 + 0]
+    vpcmpeqb xmm10, xmm10, xmm12
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rbp, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 4032
+    mov r9, qword ptr [r15 + rbp + 3392]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r8d, r8d
+    mov r8, rbp
+    mov rbp, qword ptr [r15 + 64]
+    mov dword ptr [r15 + 320], 48
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov byte ptr [r15 + 192], r9b
+    mov byte ptr [r15 + 256], bpl
+    mov ebp, 146
     add r11, 64
     inc rbx
     dec r13
@@ -4598,106 +14979,105 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    vpaddd xmm4, xmm4, xmm12
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, rbp
-    test dword ptr [r15 + 67117723], 64
+    mov rax, qword ptr [r15 + 128]
+    movzx r9d, bpl
+    mov r9, r11
+    mov dword ptr [r15 + 448], 57
+    and r9, 4032
+    mov r8, qword ptr [r15 + r9 + 3392]
+    mov r9, r11
+    test ebx, 1073741824
     jz 1f
 1:
-    mov edi, eax
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rax, dword ptr [r15 + 128]
-    mov r9d, edi
-    test dword ptr [r15 + 67117723], 1073741888
-    jnz 1f
-1:
-    mov ebp, 73
-    mov rbp, r11
-    mov rsi, qword ptr [r15 + 704]
-    and rbp, 8128
-    mov r8, qword ptr [r15 + rbp + 7488]
-    mov ebp, dword ptr [r15 + 64]
-    test bl, 32
+    mov byte ptr [r15 + 384], r9b
+    mov qword ptr [r15 + 704], r8
+    and r9, 448
+    mov dword ptr [r15 + r9 + 832], 84
+    test dword ptr [r15 + 67117723], 8
     jz 1f
 1:
-    mov r9, r9
-    mov r9d, dword ptr [r15 + 448]
-    mov r8, r11
-    mov rbp, r11
-    mov byte ptr [r15 + 128], bpl
-    and rbp, 448
-    movzx edi, byte ptr [r15 + rbp + 832]
+    movsxd rbp, dword ptr [r15 + 512]
+    mov byte ptr [r15 + 256], r9b
+    mov r9d, ebp
+    add r8, qword ptr [r15 + 0]
     test ebx, 1073741824
     jnz 1f
 1:
-    and r8, 1984
-    vmovdqu ymmword ptr [r15 + r8 + 1344], ymm1
-    mov r8d, 123
-    movzx r8d, byte ptr [r15 + 384]
-    mov r9d, r9d
-    test bl, 32
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, r9d
+    test dword ptr [r15 + 67117724], 134775808
     jz 1f
 1:
-    vmovdqu ymmword ptr [r15 + 640], ymm1
-    mov ebp, dword ptr [r15 + 256]
-    mov edi, 121
+    and r9d, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu ymmword ptr [r15 + 640], ymm8
+    mov rbp, r11
+    mov byte ptr [r15 + 64], r9b
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r8, qword ptr [r15 + 64]
+    and rbp, 8128
+    mov byte ptr [r15 + rbp + 7488], r8b
+    mov qword ptr [r15 + 512], r8
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b4_done
 .Lc1_b4_c6:
-    lea rcx, [rip + .Lc1_d3885_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d3885_j_t
-.Lc1_d3885_j:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rdi, rcx
-    mov rdi, r9
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 256
+    setz al
+    lea rcx, [rip + .Lc1_d12353_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d12353_s_t
+    .p2align 3
+.Lc1_d12353_s:
+    .p2align 3
+    jmp .Lc1_d12353_j
+    .p2align 3
+    jmp .Lc1_d12353_j
+.Lc1_d12353_j:
+    mov r8d, ecx
+    movzx r8d, byte ptr [r15 + 192]
+    movzx r9d, byte ptr [r15 + 768]
+    test dword ptr [r15 + 67117724], 276
+    jz 1f
+1:
+    mov rbp, r11
+    movzx eax, r9b
+    mov eax, ecx
+    and rbp, 8128
+    mov rax, qword ptr [r15 + rbp + 7488]
     test ebx, 1073741824
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, edi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rcx
-    movzx ecx, dil
-    test ebx, 1073741824
+    mov r8, qword ptr [r15 + 320]
+    mov byte ptr [r15 + 256], r9b
+    mov dword ptr [r15 + 0], 131
+    test ebx, 304
     jz 1f
 1:
-    movzx edi, r8b
-    mov byte ptr [r15 + 448], dil
-    mov dword ptr [r15 + 192], 218
-    mov r8, r11
+    mov ecx, 57
+    mov ecx, 176
+    movzx ecx, byte ptr [r15 + 128]
+    test dword ptr [r15 + 67117723], 272629760
+    jnz 1f
+1:
     mov r9d, r8d
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rbp, rdi
-    and r8, 4032
-    mov rdi, qword ptr [r15 + r8 + 3392]
-    movzx r8d, byte ptr [r15 + 512]
-    movzx ecx, r8b
-    movzx r8d, cl
-    test ebx, 1073741824
+    movzx r8d, byte ptr [r15 + 448]
+    mov r9, rcx
+    mov r9, r11
+    test bl, 48
     jz 1f
 1:
-    mov qword ptr [r15 + 64], r8
-    mov dword ptr [r15 + 768], 101
-    mov ebp, r9d
-    mov qword ptr [r15 + 384], rbp
-    movsxd rbp, dword ptr [r15 + 128]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movsxd rdi, dword ptr [r15 + 256]
-    mov r9, r11
-    mov r8d, 244
-    movsxd r8, dword ptr [r15 + 320]
+    movzx eax, r9b
     and r9, 1984
-    mov ecx, dword ptr [r15 + r9 + 1344]
+    mov dword ptr [r15 + r9 + 1344], 140
     add r11, 64
     inc rbx
     dec r13
@@ -4706,113 +15086,133 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], cl
-    mov ecx, 245
-    movzx ecx, dil
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 8128
-    mov r8, qword ptr [r15 + rbp + 7488]
-    mov dword ptr [r15 + 448], 142
-    test dword ptr [r15 + 67117724], 524288
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 7
+    lea rcx, [rip + .Lc1_d12400_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d12400_s_t
+    .p2align 3
+.Lc1_d12400_s:
+    .p2align 3
+    jmp .Lc1_d12400_j
+    .p2align 3
+    jmp .Lc1_d12400_j
+    .p2align 3
+    jmp .Lc1_d12400_j
+    .p2align 3
+    jmp .Lc1_d12400_j
+    .p2align 3
+    jmp .Lc1_d12400_j
+    .p2align 3
+    jmp .Lc1_d12400_j
+    .p2align 3
+    jmp .Lc1_d12400_j
+    .p2align 3
+    jmp .Lc1_d12400_j
+.Lc1_d12400_j:
+    movzx r9d, r9b
+    mov qword ptr [r15 + 128], rcx
+    movzx ecx, cl
+    test dword ptr [r15 + 67117724], 1
     jz 1f
 1:
-    movzx edx, byte ptr [r15 + 192]
-    movsxd r9, dword ptr [r15 + 64]
-    mov rdi, rbp
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx ebp, byte ptr [r15 + 128]
-    mov r8d, 200
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r8, r11
-    mov rcx, qword ptr [r15 + 512]
-    movsxd rax, dword ptr [r15 + 64]
-    test dword ptr [r15 + 67117724], 42010834
-    jnz 1f
-1:
-    and r8, 448
-    mov r9, qword ptr [r15 + r8 + 832]
-    mov r8d, dword ptr [r15 + 576]
-    mov ebp, 175
-    mov ebp, r9d
-    mov rbp, r11
+    mov eax, 236
     test ebx, 1073741824
     jnz 1f
 1:
-    and rbp, 4032
-    mov dword ptr [r15 + rbp + 3392], 42
-    mov ebp, dword ptr [r15 + 320]
-    mov edi, eax
+    movsxd r9, dword ptr [r15 + 192]
+    and r8, 448
+    mov qword ptr [r15 + r8 + 832], rcx
+    mov byte ptr [r15 + 64], cl
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov eax, eax
+    mov dword ptr [r15 + 512], ecx
+    mov r9, r11
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r8d, 49
+    and r9, 4032
+    vmovdqu xmm13, xmmword ptr [r15 + r9 + 3392]
     add r11, 64
     inc rbx
     dec r13
     jnz .Lc1_b4_c0
 .Lc1_b4_done:
-// block 5: 2048 bytes, 8 chunk(s), 8 chunk executions per call
+// block 5: 1024 bytes, 4 chunk(s), 4 chunk executions per call
     mov rbx, qword ptr [r15 + 67117776]
-    lea rcx, [rbx + 8]
+    lea rcx, [rbx + 4]
     mov qword ptr [r15 + 67117776], rcx
-    mov r13d, 8
+    mov r13d, 4
     jmp .Lc1_b5_c0
     .p2align 6
 .Lc1_b5_c0:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, ecx
-    mov rbp, r11
-    test ebx, 1073741824
-    jz 1f
-1:
-    and rbp, 1984
-    vpaddq xmm4, xmm4, xmmword ptr [r15 + rbp + 1344]
-    mov rbp, rcx
-    jmp 1f
-1:
-    vmovdqu ymmword ptr [r15 + 448], ymm4
-    mov ecx, 43
-    mov ecx, 81
-    mov dword ptr [r15 + 512], ebp
-    test dword ptr [r15 + 67117723], 256
-    jz 1f
-1:
-    mov byte ptr [r15 + 256], bpl
-    lea rbp, [r11 + r11*1]
-    jmp 1f
-1:
-    and rbp, 448
-    mov eax, dword ptr [r15 + rbp + 896]
-    mov rcx, qword ptr [r15 + 128]
-    mov qword ptr [r15 + 768], rbp
-    lea r8, [r11 + r11*1]
-    jmp 1f
-1:
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 1048576
+    setz al
+    lea rcx, [rip + .Lc1_d12450_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d12450_s_t
+    .p2align 3
+.Lc1_d12450_s:
+    .p2align 3
+    jmp .Lc1_d12450_j
+    .p2align 3
+    jmp .Lc1_d12450_j
+.Lc1_d12450_j:
+    mov r8, r10
+    mov r9, qword ptr [r15 + 128]
     and r8, 4032
-    mov byte ptr [r15 + r8 + 3392], al
-    test ebx, 1073741824
+    mov qword ptr [r15 + r8 + 3392], rcx
+    mov r8, r10
+    jmp 1f
+1:
+    and r8, 1984
+    mov rax, qword ptr [r15 + r8 + 1344]
+    test dword ptr [r15 + 67117723], 131072
     jnz 1f
 1:
-    vmovdqu ymmword ptr [r15 + rbp + 832], ymm1
+    vmovdqu ymmword ptr [r15 + 192], ymm10
+    mov r9, qword ptr [r15 + 64]
+    mov rbp, r10
+    movzx ecx, byte ptr [r15 + 448]
     jmp 1f
 1:
-    vpshufd xmm1, xmm1, 163
-    movzx ebp, cl
-    mov qword ptr [r15 + r8 + 3456], rcx
-    mov dword ptr [r15 + 64], r8d
+    test dword ptr [r15 + 67117724], 2048
+    jz 1f
+1:
+    and rbp, 448
+    mov r8d, dword ptr [r15 + rbp + 832]
+    mov ebp, eax
+    jmp 1f
+1:
+    movsxd r9, dword ptr [r15 + 256]
+    test dword ptr [r15 + 67117723], 262208
+    jnz 1f
+1:
+    mov eax, 255
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movzx ecx, byte ptr [r15 + 384]
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx ebp, byte ptr [r15 + 576]
+    jmp 1f
+1:
+    movsxd r9, dword ptr [r15 + 512]
+    vpor xmm10, xmm10, xmm10
     add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b5_done
@@ -4820,45 +15220,60 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d4034_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d4034_j_t
-.Lc1_d4034_j:
-    mov dword ptr [r15 + 64], 227
-    mov ebp, dword ptr [r15 + 192]
-    movsxd r8, dword ptr [r15 + 320]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 143
+    jmp 1f
+1:
+    mov rcx, r9
+    mov r9, r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r11
+    mov qword ptr [r15 + 0], r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    and rbp, 448
+    inc dword ptr [r15 + rbp + 832]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx ecx, r9b
+    mov r9, r9
+    movzx r9d, bpl
+    movzx ebp, byte ptr [r15 + 64]
+    mov qword ptr [r15 + 384], rcx
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + 640], ebp
+    mov ebp, 221
+    mov rbp, r11
     mov r9, r11
-    mov dword ptr [r15 + 448], 134
-    test dword ptr [r15 + 67117723], 268451848
-    jz 1f
+    vpaddd xmm13, xmm13, xmm13
+    and r9, 1984
+    movzx ecx, byte ptr [r15 + r9 + 1344]
+    jmp 1f
 1:
-    mov rax, qword ptr [r15 + 256]
-    and r9, 16320
-    mov rcx, qword ptr [r15 + r9 + 15680]
-    inc dword ptr [r15 + 640]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rbp, r11
-    mov qword ptr [r15 + 128], r8
-    movzx r8d, r9b
     and rbp, 8128
-    mov r9d, dword ptr [r15 + rbp + 7488]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
+    mov qword ptr [r15 + rbp + 7488], rcx
+    test dword ptr [r15 + 67117723], 8388608
+    jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r11
-    movzx eax, bpl
-    vmovdqu ymmword ptr [r15 + 512], ymm0
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and rbp, 1984
-    mov dword ptr [r15 + rbp + 1344], 160
-    mov ebp, 179
-    xchg qword ptr [r15 + 576], rbp
+    mov rdx, rbp
+    mov rdx, qword ptr [r15 + 320]
+    mov byte ptr [r15 + 320], r9b
+    mov r9, qword ptr [r15 + 128]
+    mov esi, dword ptr [r15 + 192]
+    mov ebp, dword ptr [r15 + 448]
     add r11, 64
     inc rbx
     dec r13
@@ -4867,51 +15282,62 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov r8, r11
-    mov dword ptr [r15 + 128], ebp
-    vpshufd xmm11, xmm4, 226
-    and r8, 4032
-    mov ebp, dword ptr [r15 + r8 + 3392]
-    mov r8, r11
-    movzx r9d, al
-    and r8, 8128
-    movzx eax, byte ptr [r15 + r8 + 7488]
-    mov r8d, r9d
-    movzx r8d, byte ptr [r15 + 704]
+    lea rcx, [rip + .Lc1_d12553_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d12553_j_t
+.Lc1_d12553_j:
+    mov qword ptr [r15 + 768], rbp
+    jmp 1f
+1:
+    mov dword ptr [r15 + 128], esi
+    jmp 1f
+1:
+    mov rdx, rcx
     test ebx, 1073741824
     jz 1f
 1:
-    mov rdi, rbp
+    mov r9, qword ptr [r15 + 128]
+    mov rax, qword ptr [r15 + 512]
     jmp 1f
 1:
-    movzx ebp, byte ptr [r15 + 320]
-    mov r12, qword ptr [r15 + r12 + 56]
-    vpaddq xmm11, xmm11, xmmword ptr [r15 + 0]
-    movzx eax, bpl
-    mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 67117724], 83886080
+    movzx ebp, r9b
+    mov rbp, r9
+    test dword ptr [r15 + 67117724], 16896
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 704], rdx
+    mov edx, r9d
+    mov r9d, dword ptr [r15 + 64]
     jmp 1f
 1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rbp, r11
+    vpaddq xmm10, xmm10, xmmword ptr [r15 + 192]
+    vmovdqu ymmword ptr [r15 + 448], ymm12
+    and rbp, 8128
+    mov rcx, qword ptr [r15 + rbp + 7488]
+    mov rbp, r9
+    mov r9d, edx
+    mov rbp, r11
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov eax, ecx
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 128], r8d
-    mov qword ptr [r15 + 448], rax
-    mov r8, r11
-    mov qword ptr [r15 + 64], r8
-    mov eax, ebp
+    and rbp, 4032
+    movsxd rdx, dword ptr [r15 + rbp + 3392]
+    movsxd rbp, dword ptr [r15 + 64]
+    mov r9, qword ptr [r15 + 256]
     test ebx, 1073741824
     jz 1f
 1:
-    and r8, 448
-    mov dword ptr [r15 + r8 + 832], r8d
-    mov r8d, dword ptr [r15 + 384]
-    movsxd r9, dword ptr [r15 + 512]
-    movsxd rdi, dword ptr [r15 + 192]
+    movsxd rdi, dword ptr [r15 + 512]
+    movzx ecx, byte ptr [r15 + 384]
+    movzx eax, al
     jmp 1f
 1:
-    mov rsi, rax
     add r11, 64
     inc rbx
     dec r13
@@ -4920,379 +15346,119 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 65536
-    setz al
-    lea rcx, [rip + .Lc1_d4122_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d4122_s_t
-    .p2align 3
-.Lc1_d4122_s:
-    .p2align 3
-    jmp .Lc1_d4122_j
-    .p2align 3
-    jmp .Lc1_d4122_j
-.Lc1_d4122_j:
-    mov r9d, dword ptr [r15 + 64]
-    mov r8d, r9d
-    movzx r9d, byte ptr [r15 + 384]
-    mov dword ptr [r15 + 448], 186
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rdi, qword ptr [r15 + 128]
-    mov dword ptr [r15 + 0], 234
-    movzx eax, cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 67117723], 16512
-    jnz 1f
-1:
-    mov ecx, 182
-    mov ecx, 194
-    movzx ecx, byte ptr [r15 + 256]
-    mov r8, r11
+    mov eax, 11
     jmp 1f
 1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and r8, 448
-    mov byte ptr [r15 + r8 + 832], cl
-    mov r8, qword ptr [r15 + 192]
-    mov r9, rdi
-    mov edi, r9d
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov eax, dword ptr [r15 + 768]
-    mov rbp, r11
-    mov edx, 190
-    mov edx, r8d
-    and rbp, 1984
-    mov qword ptr [r15 + rbp + 1344], r9
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b5_done
-.Lc1_b5_c4:
-    mov dword ptr [r15 + 576], 242
-    mov ecx, ebp
+    movsxd rbp, dword ptr [r15 + 448]
     jmp 1f
 1:
-    mov ebp, edi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, rcx
-    test ebx, 1073741824
-    jnz 1f
+    mov r9, qword ptr [r15 + 192]
+    jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, ebp
     test ebx, 1073741824
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], 204
+    mov rdi, qword ptr [r15 + 320]
     jmp 1f
 1:
-    jmp 1f
-1:
+    mov rbp, r11
+    mov rdx, rdi
+    and rbp, 1984
+    mov dword ptr [r15 + rbp + 1344], 5
     test ebx, 1073741824
     jnz 1f
 1:
-    vpaddd xmm11, xmm11, xmm11
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], dil
+    mov r12, qword ptr [r15 + r12 + 56]
+    test dword ptr [r15 + 67117723], 16777216
+    jnz 1f
+1:
+    xchg qword ptr [r15 + 0], rbp
+    mov r9, r10
     movsxd rax, dword ptr [r15 + 512]
-    mov rbp, r11
-    mov r9, r11
-    mov byte ptr [r15 + 128], r9b
-    and r9, 8128
-    mov dword ptr [r15 + r9 + 7488], 244
-    and rbp, 1984
-    mov rcx, qword ptr [r15 + rbp + 1344]
-    jmp 1f
-1:
+    movsxd rdx, dword ptr [r15 + 128]
+    and r9, 448
+    movzx edi, byte ptr [r15 + r9 + 832]
+    inc dword ptr [r15 + 64]
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
     mov rbp, r11
-    mov eax, dword ptr [r15 + 256]
-    movzx esi, byte ptr [r15 + 64]
-    mov r9, rsi
-    and rbp, 4032
-    mov qword ptr [r15 + rbp + 3392], rbp
-    movzx ebp, cl
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov ecx, 212
-    mov ecx, dword ptr [r15 + 320]
-    mov r9d, 8
-    mov r9, r9
-    mov r9, r9
+    mov dword ptr [r15 + 576], 26
+    mov eax, edi
+    movzx eax, byte ptr [r15 + 384]
+    and rbp, 8128
+    mov r9d, dword ptr [r15 + rbp + 7488]
+    vmovdqu ymmword ptr [r15 + 256], ymm13
     add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b5_done
-.Lc1_b5_c5:
-    lea rcx, [rip + .Lc1_d4221_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d4221_j_t
-.Lc1_d4221_j:
-    mov ecx, dword ptr [r15 + 64]
-    vpxor xmm4, xmm4, xmm1
-    mov dword ptr [r15 + 0], 108
-    mov rsi, r9
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rsi
-    vmovdqu ymmword ptr [r15 + 0], ymm4
-    jmp 1f
-1:
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    movzx ecx, byte ptr [r15 + 192]
-    mov r9, rcx
-    mov dword ptr [r15 + 128], r9d
-    movzx r9d, cl
-    mov r9, r11
-    movzx esi, byte ptr [r15 + 512]
-    test bl, 64
-    jz 1f
-1:
-    and r9, 4032
-    mov dword ptr [r15 + r9 + 3392], 14
-    mov dword ptr [r15 + 256], esi
-    movsxd rsi, dword ptr [r15 + 448]
-    jmp 1f
-1:
-    mov r8, r11
-    vmovdqu ymmword ptr [r15 + 640], ymm11
-    mov rcx, rcx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and r8, 448
-    and r9d, dword ptr [r15 + r8 + 832]
-    mov r8d, r9d
-    mov dword ptr [r15 + 384], 189
-    mov r8d, esi
-    movsxd r8, dword ptr [r15 + 64]
-    mov esi, r8d
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b5_done
-.Lc1_b5_c6:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d4275_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d4275_j_t
-.Lc1_d4275_j:
-    xor dword ptr [r15 + 768], eax
-    mov eax, r8d
-    jmp 1f
-1:
-    mov rax, qword ptr [r15 + 704]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r9, r11
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    and r9, 1984
-    movzx edi, byte ptr [r15 + r9 + 1344]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov qword ptr [r15 + 64], r9
-    mov r9d, eax
-    jmp 1f
-1:
-    movsxd r9, dword ptr [r15 + 512]
-    mov eax, dword ptr [r15 + 128]
-    test dword ptr [r15 + 67117724], 1
-    jnz 1f
-1:
-    mov qword ptr [r15 + 320], rdi
-    mov byte ptr [r15 + 448], r9b
-    movzx r9d, r9b
-    mov r9, r11
-    jmp 1f
-1:
-    and r9, 8128
-    mov byte ptr [r15 + r9 + 7488], r9b
-    mov r9d, dword ptr [r15 + 128]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov byte ptr [r15 + 384], al
-    movzx eax, al
-    mov rax, rax
-    mov rax, qword ptr [r15 + 192]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b5_done
-.Lc1_b5_c7:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, rax
-    jmp 1f
-1:
-    and r9d, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], eax
-    mov dword ptr [r15 + 0], 10
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 63
-    movzx edx, r9b
-    movzx edx, dl
-    jmp 1f
-1:
-    mov edx, dword ptr [r15 + 448]
-    mov r9d, edx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov ebp, 230
-    mov ebp, 126
-    mov qword ptr [r15 + 128], rbp
-    movsxd rbp, dword ptr [r15 + 192]
-    jmp 1f
-1:
-    mov r8, r11
-    mov dword ptr [r15 + 512], r8d
-    test ebx, 1073741824
-    jz 1f
-1:
-    and r8, 448
-    mov r9d, dword ptr [r15 + r8 + 832]
-    jmp 1f
-1:
-    movsxd rbp, dword ptr [r15 + 256]
-    mov rdx, qword ptr [r15 + 320]
-    mov rdi, qword ptr [r15 + 64]
-    mov rsi, rdi
-    mov r8, r11
-    mov rsi, rdx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r9, r11
-    and r8, 4032
-    mov dword ptr [r15 + r8 + 3392], 138
-    jmp 1f
-1:
-    and r9, 1984
-    mov dword ptr [r15 + r9 + 1344], edx
-    movzx r9d, byte ptr [r15 + 576]
-    movzx edx, dil
-    jmp 1f
-1:
-    add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jnz .Lc1_b5_c0
 .Lc1_b5_done:
-// block 6: 1024 bytes, 4 chunk(s), 4 chunk executions per call
+// block 6: 2048 bytes, 8 chunk(s), 24 chunk executions per call
     mov rbx, qword ptr [r15 + 67117784]
-    lea rcx, [rbx + 4]
+    lea rcx, [rbx + 24]
     mov qword ptr [r15 + 67117784], rcx
-    mov r13d, 4
+    mov r13d, 24
     jmp .Lc1_b6_c0
     .p2align 6
 .Lc1_b6_c0:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d4382_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d4382_j_t
-.Lc1_d4382_j:
-    and eax, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov edx, ecx
-    test dword ptr [r15 + 67117723], 2097168
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rcx
-    vpaddd xmm11, xmm11, xmm11
-    mov ecx, 85
-    test ebx, 1073741824
-    jz 1f
-1:
-    movsxd r9, dword ptr [r15 + 128]
-    mov edx, 55
-    jmp 1f
-1:
-    movzx edx, al
-    mov rbp, r11
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r9, r11
+    mov rbp, r10
+    vpaddd xmm13, xmm13, xmm13
     and rbp, 4032
-    mov dword ptr [r15 + rbp + 3392], ecx
-    and r9, 448
-    mov ecx, dword ptr [r15 + r9 + 832]
-    jmp 1f
-1:
-    mov r9, r11
-    jmp 1f
-1:
+    lea r9, [r11 + r11*1]
+    movsxd rax, dword ptr [r15 + rbp + 3392]
+    and r9, 8128
+    mov byte ptr [r15 + r9 + 7488], bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], bpl
     test ebx, 1073741824
     jnz 1f
 1:
-    and r9, 8128
-    mov edx, dword ptr [r15 + r9 + 7488]
-    mov byte ptr [r15 + 64], bpl
-    mov qword ptr [r15 + 256], rbp
-    jmp 1f
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, r9d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, rbp
+    test bl, 144
+    jnz 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, ebp
+    mov ebp, 12
+    mov eax, 140
+    mov qword ptr [r15 + 640], rcx
     test ebx, 1073741824
     jz 1f
 1:
-    movzx ebp, byte ptr [r15 + 448]
-    movsxd rcx, dword ptr [r15 + 640]
-    mov qword ptr [r15 + 512], rcx
-    movsxd rcx, dword ptr [r15 + 384]
+    mov dword ptr [r15 + 320], ebp
+    vpaddd xmm13, xmm13, xmm10
+    and ecx, dword ptr [r15 + 128]
+    mov r8d, dword ptr [r15 + 384]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rax, qword ptr [r15 + 64]
+    mov qword ptr [r15 + 448], r8
+    mov r8, r11
+    mov ebp, dword ptr [r15 + 192]
+    and r8, 448
+    add rbp, qword ptr [r15 + r8 + 832]
+    mov dword ptr [r15 + 128], 88
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov byte ptr [r15 + 512], r8b
+    movzx r8d, al
+    mov byte ptr [r15 + 384], bpl
+    mov dword ptr [r15 + r9 + 7552], ecx
     add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b6_done
@@ -5300,50 +15466,51 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    jmp 1f
-1:
-    mov byte ptr [r15 + 128], bpl
+    mov eax, 201
+    movzx ebp, r8b
+    movzx r8d, r8b
+    mov dword ptr [r15 + 704], 163
     mov r12, qword ptr [r15 + r12 + 56]
-    vpshufd xmm12, xmm4, 40
-    mov ebp, 67
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
+    test ebx, 1073741824
+    jz 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test dword ptr [r15 + 67117724], 2080
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, rax
+    mov qword ptr [r15 + 0], rax
+    mov rax, r8
     test ebx, 1073741824
     jnz 1f
 1:
-    jmp 1f
-1:
-    mov ecx, 186
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test bl, 16
+    mov byte ptr [r15 + 448], r8b
+    mov r8, qword ptr [r15 + 320]
+    mov qword ptr [r15 + 512], rax
+    mov dword ptr [r15 + 64], 13
+    movsxd rbp, dword ptr [r15 + 256]
+    test ebx, 1073741824
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r9d, bpl
+    mov byte ptr [r15 + 64], bpl
+    mov ebp, dword ptr [r15 + 768]
+    mov r8, r9
+    mov qword ptr [r15 + 128], rbp
+    test ebx, 1073741824
+    jnz 1f
+1:
     mov rbp, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 8128
-    mov rax, qword ptr [r15 + rbp + 7488]
-    mov ebp, dword ptr [r15 + 64]
-    mov r8, r11
-    mov dword ptr [r15 + 320], 174
-    movsxd rcx, dword ptr [r15 + 704]
-    and r8, 1984
-    and ecx, dword ptr [r15 + r8 + 1344]
-    test dword ptr [r15 + 67117723], 524288
-    jz 1f
-1:
-    mov rax, qword ptr [r15 + 256]
-    mov ebp, dword ptr [r15 + 384]
-    mov esi, dword ptr [r15 + 448]
-    mov dword ptr [r15 + 192], r8d
-    mov r8d, dword ptr [r15 + 64]
-    movzx edi, al
+    mov eax, dword ptr [r15 + 192]
+    movsxd rsi, dword ptr [r15 + 384]
+    and rbp, 4032
+    mov rdx, qword ptr [r15 + rbp + 3392]
+    .byte 0x0f, 0x1f, 0x40, 0x00
     add r11, 64
     inc rbx
     dec r13
@@ -5352,259 +15519,454 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 67108864
-    setz al
-    lea rcx, [rip + .Lc1_d4477_s]
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 7
+    lea rcx, [rip + .Lc1_d12754_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d4477_s_t
+    jmp .Lc1_d12754_s_t
     .p2align 3
-.Lc1_d4477_s:
+.Lc1_d12754_s:
     .p2align 3
-    jmp .Lc1_d4477_j
+    jmp .Lc1_d12754_j
     .p2align 3
-    jmp .Lc1_d4477_j
-.Lc1_d4477_j:
-    mov dword ptr [r15 + 448], 209
-    mov byte ptr [r15 + 128], cl
-    mov byte ptr [r15 + 576], al
-    mov byte ptr [r15 + 64], al
-    test ebx, 640
-    jnz 1f
-1:
-    mov rax, qword ptr [r15 + 320]
-    movsxd rbp, dword ptr [r15 + 768]
+    jmp .Lc1_d12754_j
+    .p2align 3
+    jmp .Lc1_d12754_j
+    .p2align 3
+    jmp .Lc1_d12754_j
+    .p2align 3
+    jmp .Lc1_d12754_j
+    .p2align 3
+    jmp .Lc1_d12754_j
+    .p2align 3
+    jmp .Lc1_d12754_j
+    .p2align 3
+    jmp .Lc1_d12754_j
+.Lc1_d12754_j:
     mov r8, r11
-    movsxd rsi, dword ptr [r15 + 512]
-    test dword ptr [r15 + 67117724], 4
-    jnz 1f
-1:
-    mov rdi, qword ptr [r15 + 256]
-    and r8, 1984
-    add rdi, qword ptr [r15 + r8 + 1344]
-    movsxd r8, dword ptr [r15 + 128]
-    mov rbp, r11
-    mov r9, r11
-    and rbp, 4032
-    mov ecx, dword ptr [r15 + rbp + 3392]
-    test dword ptr [r15 + 67117723], 1157627904
+    and r8, 8128
+    mov ebp, dword ptr [r15 + r8 + 7488]
+    mov r8d, dword ptr [r15 + 256]
+    test ebx, 1073741824
     jz 1f
 1:
-    and r9, 448
-    mov eax, dword ptr [r15 + r9 + 832]
-    movzx r9d, byte ptr [r15 + 192]
-    jmp 1f
+    mov rdx, rcx
+    mov qword ptr [r15 + 576], rbp
+    test ebx, 1073741824
+    jnz 1f
 1:
+    mov esi, ebp
+    mov dword ptr [r15 + 448], edx
+    test dword ptr [r15 + 67117723], 163856
+    jz 1f
+1:
+    mov rax, rbp
+    mov rbp, qword ptr [r15 + 128]
+    mov r8, r11
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r9, r11
+    and r8, 1984
+    mov ecx, dword ptr [r15 + r8 + 1344]
+    and r9, 448
+    mov edx, dword ptr [r15 + r9 + 832]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b6_done
 .Lc1_b6_c3:
-    lea rcx, [rip + .Lc1_d4516_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d4516_j_t
-.Lc1_d4516_j:
-    jmp 1f
-1:
-    mov rbp, rax
-    movsxd rax, dword ptr [r15 + 64]
-    mov ebp, dword ptr [r15 + 320]
-    jmp 1f
-1:
-    mov r8, r11
-    movzx edi, byte ptr [r15 + 512]
+    mov ebp, 186
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 142
+    mov rax, rdx
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
+    mov r8d, 234
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r8d, bpl
+    mov byte ptr [r15 + 0], r9b
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov ecx, ebp
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r9, r11
+    mov edx, dword ptr [r15 + 320]
+    and r9, 1984
+    mov eax, dword ptr [r15 + r9 + 1344]
+    movsxd r9, dword ptr [r15 + 640]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx ebp, byte ptr [r15 + 256]
+    mov byte ptr [r15 + 448], dl
+    movzx edx, byte ptr [r15 + 64]
+    movzx ecx, byte ptr [r15 + 128]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov qword ptr [r15 + 512], r9
+    mov r9d, 194
+    movzx r9d, byte ptr [r15 + 64]
+    mov r8, r11
+    mov rax, qword ptr [r15 + 192]
+    mov rbp, r11
+    and r8, 8128
+    mov rdx, qword ptr [r15 + r8 + 7488]
+    test ebx, 1073741824
+    jz 1f
+1:
+    and rbp, 4032
+    movzx r9d, byte ptr [r15 + rbp + 3392]
+    vmovdqu ymmword ptr [r15 + 384], ymm10
+    mov ecx, r9d
+    mov ecx, eax
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b6_done
+.Lc1_b6_c4:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d12846_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d12846_j_t
+.Lc1_d12846_j:
+    mov r8d, eax
+    mov r8, r9
+    mov qword ptr [r15 + 512], rcx
+    mov ecx, eax
+    mov rbp, r11
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx edx, byte ptr [r15 + 704]
+    mov qword ptr [r15 + 128], rbp
+    and rbp, 4032
+    movsxd r9, dword ptr [r15 + rbp + 3392]
+    test dword ptr [r15 + 67117723], 83886080
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    lock add qword ptr [r15 + 0], r9
+    mov r9d, 176
+    mov r9, qword ptr [r15 + 192]
+    test dword ptr [r15 + 67117723], 1116176
+    jz 1f
+1:
+    mov eax, dword ptr [r15 + 384]
+    mov rcx, r9
+    mov ecx, 244
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov ebp, eax
+    mov ebp, r9d
+    mov dword ptr [r15 + 128], eax
+    mov rax, qword ptr [r15 + 256]
+    mov r8, r11
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov dword ptr [r15 + 448], eax
+    mov eax, r9d
     and r8, 448
-    and eax, dword ptr [r15 + r8 + 832]
-    jmp 1f
-1:
-    and r9, 16320
-    add rbp, qword ptr [r15 + r9 + 15680]
-    mov r9d, edi
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + r8 + 832], 212
     test ebx, 1073741824
     jnz 1f
 1:
+    movsxd rcx, dword ptr [r15 + 320]
+    mov rbp, rbp
+    add rbp, qword ptr [r15 + 64]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b6_done
+.Lc1_b6_c5:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov r9, r11
+    and r9, 1984
+    mov dword ptr [r15 + r9 + 1344], eax
+    add r9, qword ptr [r15 + 0]
+    mov r8, rcx
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, rax
-    mov rax, r8
-    jmp 1f
+    test dword ptr [r15 + 67117723], 33554432
+    jz 1f
+1:
+    mov ebp, eax
+    vmovdqu ymmword ptr [r15 + 0], ymm13
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rcx, rax
+    mov rax, rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, eax
+    test bl, 80
+    jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
+    mov r9d, dword ptr [r15 + 192]
+    movzx r8d, byte ptr [r15 + 64]
     test ebx, 1073741824
     jnz 1f
 1:
-    jmp 1f
+    mov rbp, r10
+    movzx eax, r8b
+    movsxd rax, dword ptr [r15 + 512]
+    movsxd rcx, dword ptr [r15 + 768]
+    and rbp, 8128
+    vpaddq xmm10, xmm10, xmmword ptr [r15 + rbp + 7488]
+    test ebx, 1073741824
+    jnz 1f
 1:
-    jmp 1f
+    mov dword ptr [r15 + 128], r8d
+    mov dword ptr [r15 + 448], r8d
+    mov r8d, r9d
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov qword ptr [r15 + 320], r8
+    mov r8, r11
+    mov byte ptr [r15 + 576], bpl
+    and r8, 448
+    mov dword ptr [r15 + r8 + 832], ebp
+    add r11, 64
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b6_done
+.Lc1_b6_c6:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d12947_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d12947_j_t
+.Lc1_d12947_j:
+    mov ebp, dword ptr [r15 + 192]
+    movzx r8d, al
+    add r8, qword ptr [r15 + 128]
+    movzx edi, cl
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rcx, rdi
+    mov rcx, qword ptr [r15 + 256]
+    mov byte ptr [r15 + 640], r8b
+    mov r8, r11
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and r8, 1984
+    movsxd rbp, dword ptr [r15 + r8 + 1344]
+    mov r8d, dword ptr [r15 + 384]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test dword ptr [r15 + 67117724], 1
+    jz 1f
 1:
     mov rbp, r11
     mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 8128
-    mov byte ptr [r15 + rbp + 7488], bpl
-    movzx ebp, al
+    mov byte ptr [r15 + 0], bpl
+    mov eax, ecx
+    and rbp, 4032
+    mov qword ptr [r15 + rbp + 3392], rax
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rax, qword ptr [r15 + 384]
-    movzx edx, byte ptr [r15 + 192]
-    mov r9d, edx
-    mov edx, r9d
-    jmp 1f
-1:
-    vpor xmm12, xmm12, xmm12
+    mov r8, r11
+    mov edi, eax
+    and r8, 8128
+    mov rdi, qword ptr [r15 + r8 + 7488]
+    and edi, dword ptr [r15 + 512]
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
-    mov dword ptr [r15 + 448], ebp
-    mov rbp, qword ptr [r15 + 640]
-    mov r8d, 51
-    jmp 1f
-1:
-    jmp 1f
-1:
+    vmovdqu ymmword ptr [r15 + 320], ymm13
+    mov rcx, qword ptr [r15 + 448]
+    mov byte ptr [r15 + 64], al
     add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b6_done
+.Lc1_b6_c7:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117723], 33554432
+    setz al
+    lea rcx, [rip + .Lc1_d12994_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d12994_s_t
+    .p2align 3
+.Lc1_d12994_s:
+    .p2align 3
+    jmp .Lc1_d12994_j
+    .p2align 3
+    jmp .Lc1_d12994_j
+.Lc1_d12994_j:
+    mov rbp, r11
+    movsxd rdi, dword ptr [r15 + 256]
+    mov r8, r10
+    and rbp, 4032
+    add rax, qword ptr [r15 + rbp + 3392]
+    and r8, 448
+    movsxd r9, dword ptr [r15 + r8 + 832]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov dword ptr [r15 + 64], ebp
+    mov rbp, rax
+    movzx eax, cl
+    test dword ptr [r15 + 67117723], 537001984
+    jz 1f
+1:
+    vmovdqu ymmword ptr [r15 + 64], ymm10
+    mov dword ptr [r15 + 0], 193
+    movzx edi, al
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    add rax, qword ptr [r15 + 128]
+    mov r9d, dword ptr [r15 + 704]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov ebp, dword ptr [r15 + 512]
+    mov rdi, rax
+    mov dword ptr [r15 + 384], 123
+    test bl, 144
+    jnz 1f
+1:
+    movzx r8d, al
+    mov eax, 253
+    add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jnz .Lc1_b6_c0
 .Lc1_b6_done:
-// block 7: 1024 bytes, 4 chunk(s), 20 chunk executions per call
+// block 7: 2048 bytes, 8 chunk(s), 8 chunk executions per call
     mov rbx, qword ptr [r15 + 67117792]
-    lea rcx, [rbx + 20]
+    lea rcx, [rbx + 8]
     mov qword ptr [r15 + 67117792], rcx
-    mov r13d, 20
+    mov r13d, 8
     jmp .Lc1_b7_c0
     .p2align 6
 .Lc1_b7_c0:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 15
-    lea rcx, [rip + .Lc1_d4581_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d4581_s_t
-    .p2align 3
-.Lc1_d4581_s:
-    .p2align 3
-    jmp .Lc1_d4581_j
-    .p2align 3
-    jmp .Lc1_d4581_j
-    .p2align 3
-    jmp .Lc1_d4581_j
-    .p2align 3
-    jmp .Lc1_d4581_j
-    .p2align 3
-    jmp .Lc1_d4581_j
-    .p2align 3
-    jmp .Lc1_d4581_j
-    .p2align 3
-    jmp .Lc1_d4581_j
-    .p2align 3
-    jmp .Lc1_d4581_j
-    .p2align 3
-    jmp .Lc1_d4581_j
-    .p2align 3
-    jmp .Lc1_d4581_j
-    .p2align 3
-    jmp .Lc1_d4581_j
-    .p2align 3
-    jmp .Lc1_d4581_j
-    .p2align 3
-    jmp .Lc1_d4581_j
-    .p2align 3
-    jmp .Lc1_d4581_j
-    .p2align 3
-    jmp .Lc1_d4581_j
-    .p2align 3
-    jmp .Lc1_d4581_j
-.Lc1_d4581_j:
-    mov qword ptr [r15 + 64], rax
-    mov byte ptr [r15 + 320], al
-    test ebx, 1073741824
-    jnz 1f
+    mov rbp, r11
+    jmp 1f
 1:
-    mov r8, r11
-    mov dword ptr [r15 + 128], ecx
-    test bl, 72
-    jz 1f
+    jmp 1f
 1:
-    and r8, 16320
-    mov dword ptr [r15 + r8 + 15680], eax
+    and rbp, 1984
+    movsxd r8, dword ptr [r15 + rbp + 1344]
+    jmp 1f
+1:
+    vpaddd xmm10, xmm10, xmm10
+    mov edi, 122
     test ebx, 1073741824
     jz 1f
 1:
-    mov eax, dword ptr [r15 + 448]
+    movsxd rax, dword ptr [r15 + 384]
+    mov qword ptr [r15 + 128], r8
+    mov r8, rax
+    mov r8d, edi
+    mov qword ptr [r15 + 320], rbp
+    test dword ptr [r15 + 67117724], 134217728
+    jz 1f
+1:
+    movzx ecx, al
+    mov rbp, r11
+    mov qword ptr [r15 + 448], rcx
+    mov dword ptr [r15 + 64], ebp
+    and rbp, 8128
+    movzx r8d, byte ptr [r15 + rbp + 7488]
+    mov byte ptr [r15 + 128], bpl
+    mov ebp, 31
+    test dword ptr [r15 + 67117724], 8
+    jz 1f
+1:
+    mov edi, dword ptr [r15 + 448]
+    mov eax, dword ptr [r15 + 640]
+    mov rcx, qword ptr [r15 + 320]
+    mov byte ptr [r15 + 256], al
+    mov dword ptr [r15 + 512], 252
+    test dword ptr [r15 + 67117723], 301990912
+    jz 1f
+1:
+    jmp 1f
+1:
+    movsxd rbp, dword ptr [r15 + 192]
+    mov rsi, qword ptr [r15 + 576]
+    mov r8, qword ptr [r15 + 704]
+    nop
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b7_done
 .Lc1_b7_c1:
-    lea rcx, [rip + .Lc1_d4620_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d4620_j_t
-.Lc1_d4620_j:
-    mov byte ptr [r15 + 640], r8b
-    mov r8, rcx
-    movzx r8d, cl
-    test ebx, 1073741824
-    jz 1f
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov dword ptr [r15 + 0], 211
+    mov edi, 221
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
 1:
-    mov rax, r8
-    movzx eax, byte ptr [r15 + 320]
-    lea r8, [r11 + r11*1]
-    test ebx, 9216
-    jz 1f
-1:
-    mov edi, dword ptr [r15 + 64]
-    and r8, 448
-    mov rcx, qword ptr [r15 + r8 + 832]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movsxd rsi, dword ptr [r15 + 128]
-    mov eax, dword ptr [r15 + 64]
-    lea r9, [r11 + r11*1]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and r9, 4032
-    mov qword ptr [r15 + r9 + 3456], rax
-    mov eax, 106
-    mov rbp, r11
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov ecx, r9d
-    and rbp, 1984
-    mov rcx, qword ptr [r15 + rbp + 1344]
-    vmovdqu ymmword ptr [r15 + 384], ymm12
     test ebx, 1073741824
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, byte ptr [r15 + 512]
-    test ebx, 1073741824
-    jnz 1f
+    mov rsi, qword ptr [r15 + 128]
+    mov r8, qword ptr [r15 + 256]
+    jmp 1f
 1:
-    movsxd rsi, dword ptr [r15 + 384]
-    mov rbp, qword ptr [r15 + r9 + 3392]
+    inc dword ptr [r15 + 192]
+    test dword ptr [r15 + 67117723], 20480
+    jz 1f
+1:
+    movsxd rdi, dword ptr [r15 + 384]
+    mov dword ptr [r15 + 64], esi
+    mov rbp, r11
+    mov eax, esi
+    and rbp, 1984
+    mov eax, dword ptr [r15 + rbp + 1344]
+    mov ebp, 134
+    mov rbp, r11
     test ebx, 1073741824
     jz 1f
 1:
-    mov r9d, ecx
-    mov r9, qword ptr [r15 + r8 + 896]
+    mov r8d, dword ptr [r15 + 768]
+    movzx edi, byte ptr [r15 + 64]
+    and rbp, 4032
+    vmovdqu ymmword ptr [r15 + rbp + 3392], ymm10
+    mov byte ptr [r15 + 320], bpl
+    mov rbp, r10
+    movsxd rsi, dword ptr [r15 + 448]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov ecx, 184
-    movzx ecx, bpl
+    and eax, dword ptr [r15 + 512]
+    and rbp, 448
+    movzx edi, byte ptr [r15 + rbp + 832]
+    mov rbp, qword ptr [r15 + 512]
+    movzx r8d, dil
     add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b7_done
@@ -5612,59 +15974,49 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    movsxd rax, dword ptr [r15 + 64]
-    movzx ecx, r9b
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 67108864
+    setz al
+    lea rcx, [rip + .Lc1_d13139_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d13139_s_t
+    .p2align 3
+.Lc1_d13139_s:
+    .p2align 3
+    jmp .Lc1_d13139_j
+    .p2align 3
+    jmp .Lc1_d13139_j
+.Lc1_d13139_j:
+    lea r8, [r10 + r10*1]
+    mov dword ptr [r15 + 64], 209
+    mov byte ptr [r15 + 640], r8b
+    and r8, 8128
+    mov byte ptr [r15 + r8 + 7552], al
+    mov byte ptr [r15 + 256], al
+    test dword ptr [r15 + 67117724], 536887812
     jnz 1f
 1:
-    mov ebp, 44
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 175
-    test dword ptr [r15 + 67117723], 65536
-    jz 1f
-1:
-    mov qword ptr [r15 + 0], rbp
-    mov ebp, eax
-    mov ebp, ebp
-    test dword ptr [r15 + 67117723], 34374936
-    jz 1f
-1:
-    mov eax, ecx
-    mov rcx, rax
-    mov eax, 119
-    test ebx, 12024
-    jz 1f
-1:
-    mov dword ptr [r15 + 128], 192
-    mov ebp, dword ptr [r15 + 448]
-    mov edi, eax
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rcx, rax
-    mov dword ptr [r15 + 256], 180
-    mov dword ptr [r15 + 768], 59
-    test ebx, 1073741824
-    jz 1f
-1:
-    vpshufd xmm12, xmm12, 140
-    vmovdqu ymmword ptr [r15 + 192], ymm12
-    mov r8d, eax
-    test ebx, 1073741824
-    jnz 1f
-1:
+    mov rsi, qword ptr [r15 + 448]
+    movsxd rcx, dword ptr [r15 + 192]
     mov rbp, r10
-    movsxd rdx, dword ptr [r15 + 320]
-    mov edi, dword ptr [r15 + 704]
-    and rbp, 8128
-    mov ecx, dword ptr [r15 + rbp + 7488]
-    test bl, 16
+    movsxd rdi, dword ptr [r15 + 384]
+    test dword ptr [r15 + 67117723], 4210688
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 1984
+    mov dword ptr [r15 + rbp + 1344], r8d
+    movsxd rbp, dword ptr [r15 + 128]
+    mov esi, dword ptr [r15 + 576]
+    test ebx, 1073741824
     jz 1f
 1:
-    mov rax, rdi
-    mov eax, dword ptr [r15 + 512]
-    mov r8, r8
+    mov r9, r11
+    mov edi, dword ptr [r15 + r8 + 7488]
+    and r9, 16320
+    movzx eax, byte ptr [r15 + r9 + 15680]
+    jmp 1f
+1:
     add r11, 64
     add r10, r11
     inc rbx
@@ -5674,136 +16026,558 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d4730_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d4730_j_t
-.Lc1_d4730_j:
-    imul r8, qword ptr [r15 + 576]
+    movsxd rax, dword ptr [r15 + 512]
+    mov edi, 190
+    mov edi, r9d
+    mov r12, qword ptr [r15 + r12 + 56]
     mov rdi, rax
-    movzx edi, byte ptr [r15 + 448]
-    test bl, 40
-    jz 1f
-1:
-    nop
-    movsxd r9, dword ptr [r15 + 64]
-    test dword ptr [r15 + 67117723], 4352
-    jnz 1f
-1:
-    mov ecx, r9d
-    movzx ecx, dil
-    movzx edi, dil
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov eax, edi
-    mov rax, rcx
+    mov dword ptr [r15 + 0], eax
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r9d, dword ptr [r15 + 128]
-    vmovdqu ymmword ptr [r15 + 0], ymm6
-    test ebx, 1073741824
-    jnz 1f
+    jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, r10
-    mov ecx, dword ptr [r15 + 512]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov esi, eax
+    jmp 1f
+1:
+    test bl, 32
+    jz 1f
+1:
+    movzx edi, sil
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rdx, rdi
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 64], 187
+    movzx esi, byte ptr [r15 + 448]
+    test bl, 80
+    jz 1f
+1:
+    jmp 1f
+1:
+    mov edx, edx
+    mov rbp, r11
+    mov edx, 111
+    jmp 1f
+1:
+    mov edx, edx
+    and rbp, 448
+    mov byte ptr [r15 + rbp + 832], dl
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 320], esi
+    mov qword ptr [r15 + 128], rbp
+    mov rbp, qword ptr [r15 + 704]
+    mov rdi, qword ptr [r15 + 192]
+    vpor xmm10, xmm10, xmm10
+    test dword ptr [r15 + 67117723], 1048584
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov r8, r11
+    mov rdx, rdx
+    mov rdx, r8
+    mov edx, edi
     and r8, 4032
-    movzx edi, byte ptr [r15 + r8 + 3392]
-    mov r8, r10
-    test dword ptr [r15 + 67117724], 68
+    mov rdx, qword ptr [r15 + r8 + 3392]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b7_done
+.Lc1_b7_c4:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d13245_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d13245_j_t
+.Lc1_d13245_j:
+    mov r8, r11
+    vpcmpeqb xmm10, xmm10, xmmword ptr [r15 + 256]
+    and r8, 448
+    inc dword ptr [r15 + r8 + 832]
+    mov r8d, edx
+    movsxd rdx, dword ptr [r15 + 768]
+    mov r8d, dword ptr [r15 + 64]
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    mov eax, 218
+    movsxd rax, dword ptr [r15 + 448]
+    movzx ecx, r8b
+    movsxd rcx, dword ptr [r15 + 128]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r8d, edx
+    jmp 1f
+1:
+    mov r8, rcx
+    mov r8, r11
+    mov qword ptr [r15 + 320], rdx
+    test dword ptr [r15 + 67117724], 1073741824
     jz 1f
 1:
     and r8, 1984
-    mov qword ptr [r15 + r8 + 1344], r9
-    movzx r8d, byte ptr [r15 + 384]
-    mov r9, r11
-    test bl, 16
+    movzx eax, byte ptr [r15 + r8 + 1344]
+    mov r8, r11
+    mov esi, dword ptr [r15 + 512]
+    and r8, 8128
+    mov ecx, dword ptr [r15 + r8 + 7488]
+    mov r8d, 153
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov eax, r8d
+    or qword ptr [r15 + 128], 82
+    movzx eax, byte ptr [r15 + 384]
+    movsxd rsi, dword ptr [r15 + 192]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b7_done
+.Lc1_b7_c5:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d13293_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d13293_j_t
+.Lc1_d13293_j:
+    mov r8, r11
+    jmp 1f
+1:
+    and r8, 1984
+    movzx esi, byte ptr [r15 + r8 + 1344]
+    mov r8d, dword ptr [r15 + 384]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
     jz 1f
 1:
-    mov qword ptr [r15 + 256], rcx
+    mov rax, rsi
+    movzx eax, cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], ecx
+    mov r8, r11
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov byte ptr [r15 + 192], r8b
+    and r8, 4032
+    movsxd rsi, dword ptr [r15 + r8 + 3392]
+    vmovdqu xmmword ptr [r15 + 128], xmm10
+    mov eax, 223
+    movzx eax, byte ptr [r15 + 64]
+    test dword ptr [r15 + 67117723], 10485792
+    jz 1f
+1:
+    mov r9, r11
+    movsxd rcx, dword ptr [r15 + 512]
+    movzx edx, al
+    movzx edx, byte ptr [r15 + 256]
     and r9, 448
-    mov rcx, qword ptr [r15 + r9 + 832]
+    mov dword ptr [r15 + r9 + 832], 246
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov esi, 79
+    mov byte ptr [r15 + 64], al
+    jmp 1f
+1:
+    mov r8, qword ptr [r15 + 576]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b7_done
+.Lc1_b7_c6:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], r8b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rax
+    test dword ptr [r15 + 67117723], 1048608
+    jnz 1f
+1:
+    mov esi, dword ptr [r15 + 640]
+    mov eax, r8d
+    mov r8, r11
+    movzx eax, sil
+    and r8, 1984
+    mov rax, qword ptr [r15 + r8 + 1344]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov edx, dword ptr [r15 + 448]
+    movsxd r9, dword ptr [r15 + 384]
+    mov dword ptr [r15 + 64], 196
+    mov byte ptr [r15 + 448], r8b
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movsxd r8, dword ptr [r15 + 512]
+    movsxd rax, dword ptr [r15 + 320]
+    mov rbp, r11
+    movzx edx, byte ptr [r15 + 128]
+    and rbp, 8128
+    mov r9, qword ptr [r15 + rbp + 7488]
+    jmp 1f
+1:
+    test dword ptr [r15 + 67117724], 2101248
+    jz 1f
+1:
+    mov rsi, qword ptr [r15 + 704]
+    mov r8, r11
+    jmp 1f
+1:
+    movzx edx, byte ptr [r15 + 256]
+    and r8, 4032
+    mov dword ptr [r15 + r8 + 3392], 161
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b7_done
+.Lc1_b7_c7:
+    lea rcx, [rip + .Lc1_d13381_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d13381_j_t
+.Lc1_d13381_j:
+    mov r9, r11
+    mov dword ptr [r15 + 128], 175
+    and r9, 8128
+    mov dword ptr [r15 + r9 + 7488], 186
+    movsxd r9, dword ptr [r15 + 320]
+    jmp 1f
+1:
+    mov eax, ecx
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov dword ptr [r15 + 128], 108
+    mov dword ptr [r15 + 0], 217
+    mov esi, eax
+    mov qword ptr [r15 + 0], rcx
+    mov rcx, rax
+    test ebx, 1073741824
+    jz 1f
+1:
+    add qword ptr [r15 + 0], rcx
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, r11
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r9, r10
+    and r8, 4032
+    mov dword ptr [r15 + r8 + 3392], 2
+    mov r8, qword ptr [r15 + 64]
+    and r9, 448
+    mov dword ptr [r15 + r9 + 832], ecx
+    jmp 1f
+1:
+    mov rsi, qword ptr [r15 + 768]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    movzx eax, byte ptr [r15 + 512]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 192], 142
+    mov byte ptr [r15 + 256], sil
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jnz .Lc1_b7_c0
 .Lc1_b7_done:
-// block 8: 256 bytes, 1 chunk(s), 13 chunk executions per call
+// block 8: 1024 bytes, 4 chunk(s), 20 chunk executions per call
     mov rbx, qword ptr [r15 + 67117800]
-    lea rcx, [rbx + 13]
+    lea rcx, [rbx + 20]
     mov qword ptr [r15 + 67117800], rcx
-    mov r13d, 13
+    mov r13d, 20
     jmp .Lc1_b8_c0
     .p2align 6
 .Lc1_b8_c0:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d4786_j]
+    lea rcx, [rip + .Lc1_d13437_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d4786_j_t
-.Lc1_d4786_j:
+    jmp .Lc1_d13437_j_t
+.Lc1_d13437_j:
     mov r8, r10
-    and r8, 8128
-    mov rdi, qword ptr [r15 + r8 + 7488]
-    mov r8, r10
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and r8, 4032
-    mov esi, dword ptr [r15 + r8 + 3392]
-    test ebx, 30584
-    jz 1f
-1:
-    mov ecx, 109
+    mov r9, qword ptr [r15 + 576]
+    mov rdx, rcx
     test ebx, 1073741824
     jz 1f
 1:
-    mov dword ptr [r15 + 576], esi
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx edi, byte ptr [r15 + 384]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r8, r10
-    mov eax, 136
+    and r8, 1984
+    mov dword ptr [r15 + r8 + 1344], 246
+    movzx r8d, cl
     test ebx, 1073741824
     jz 1f
 1:
-    and r8, 448
-    movzx esi, byte ptr [r15 + r8 + 832]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx eax, byte ptr [r15 + 320]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov edi, 137
-    test ebx, 1024
-    jnz 1f
-1:
-    mov dword ptr [r15 + 640], 254
+    mov rcx, qword ptr [r15 + 320]
+    mov dword ptr [r15 + 640], 83
     test ebx, 1073741824
     jz 1f
 1:
-    mov ecx, 131
+    mov edx, ecx
+    test dword ptr [r15 + 67117723], 8192
+    jz 1f
+1:
+    mov r9, rdx
+    mov byte ptr [r15 + 512], cl
+    test dword ptr [r15 + 67117724], 68
+    jnz 1f
+1:
+    movzx r8d, cl
+    mov ecx, dword ptr [r15 + 448]
     test ebx, 1073741824
     jnz 1f
 1:
-    vpaddq xmm12, xmm12, xmmword ptr [r15 + 128]
+    movsxd rax, dword ptr [r15 + 64]
+    mov r9, r10
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movsxd rdx, dword ptr [r15 + 768]
+    and r9, 16320
+    vmovq qword ptr [r15 + r9 + 15680], xmm10
+    test dword ptr [r15 + 67117723], 1073741828
+    jnz 1f
+1:
+    movzx ecx, byte ptr [r15 + 256]
+    movzx ebp, byte ptr [r15 + 128]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + 192], eax
+    add r11, 64
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b8_done
+.Lc1_b8_c1:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    movzx eax, al
+    mov rax, qword ptr [r15 + 384]
+    mov edx, dword ptr [r15 + 448]
     test ebx, 1073741824
     jz 1f
 1:
-    mov esi, ecx
-    test dword ptr [r15 + 67117723], 4096
+    movzx edi, al
+    mov edi, eax
+    test ebx, 114112
+    jz 1f
+1:
+    mov dword ptr [r15 + 128], edx
+    movsxd rdx, dword ptr [r15 + 512]
+    mov rbp, r11
+    test dword ptr [r15 + 67117724], 268435456
+    jz 1f
+1:
+    and rbp, 8128
+    movzx edi, byte ptr [r15 + rbp + 7488]
+    mov rbp, r10
+    mov eax, dword ptr [r15 + 192]
+    and rbp, 1984
+    mov qword ptr [r15 + rbp + 1344], rax
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov dword ptr [r15 + 384], 71
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r9, r10
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r9, 8128
+    movsxd rbp, dword ptr [r15 + r9 + 7488]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov edi, eax
+    movsxd rax, dword ptr [r15 + 128]
+    movsxd rdi, dword ptr [r15 + 320]
+    test ebx, 16384
+    jz 1f
+1:
+    mov byte ptr [r15 + 704], bpl
+    movzx ebp, byte ptr [r15 + 64]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movsxd rdx, dword ptr [r15 + 256]
+    movzx r9d, r9b
+    add r11, 64
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b8_done
+.Lc1_b8_c2:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d13539_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d13539_j_t
+.Lc1_d13539_j:
+    .byte 0x66, 0x90
+    mov rbp, rax
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx edx, al
+    mov byte ptr [r15 + 256], cl
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov byte ptr [r15 + 192], dl
+    mov edx, 190
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, 157
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    test dword ptr [r15 + 67117724], 1048832
+    jnz 1f
+1:
+    mov r9, r11
+    vpaddq xmm10, xmm10, xmmword ptr [r15 + 0]
+    and r9, 4032
+    mov dword ptr [r15 + r9 + 3392], 178
+    test ebx, 1280
+    jz 1f
+1:
+    mov eax, dword ptr [r15 + 768]
+    mov dword ptr [r15 + 64], 72
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rbp, r10
+    movsxd rdx, dword ptr [r15 + 320]
+    and rbp, 448
+    mov qword ptr [r15 + rbp + 832], rax
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx r9d, byte ptr [r15 + 128]
+    mov byte ptr [r15 + 512], al
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov edx, ebp
+    add r11, 64
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b8_done
+.Lc1_b8_c3:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov eax, dword ptr [r15 + 67117724]
+    and eax, 15
+    lea rcx, [rip + .Lc1_d13591_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d13591_s_t
+    .p2align 3
+.Lc1_d13591_s:
+    .p2align 3
+    jmp .Lc1_d13591_j
+    .p2align 3
+    jmp .Lc1_d13591_j
+    .p2align 3
+    jmp .Lc1_d13591_j
+    .p2align 3
+    jmp .Lc1_d13591_j
+    .p2align 3
+    jmp .Lc1_d13591_j
+    .p2align 3
+    jmp .Lc1_d13591_j
+    .p2align 3
+    jmp .Lc1_d13591_j
+    .p2align 3
+    jmp .Lc1_d13591_j
+    .p2align 3
+    jmp .Lc1_d13591_j
+    .p2align 3
+    jmp .Lc1_d13591_j
+    .p2align 3
+    jmp .Lc1_d13591_j
+    .p2align 3
+    jmp .Lc1_d13591_j
+    .p2align 3
+    jmp .Lc1_d13591_j
+    .p2align 3
+    jmp .Lc1_d13591_j
+    .p2align 3
+    jmp .Lc1_d13591_j
+    .p2align 3
+    jmp .Lc1_d13591_j
+.Lc1_d13591_j:
+    imul rdx, qword ptr [r15 + 64]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov byte ptr [r15 + 448], cl
+    mov r9, r10
+    test ebx, 1073741824
+    jz 1f
+1:
+    and r9, 1984
+    add rcx, qword ptr [r15 + r9 + 1344]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov edx, edx
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov eax, ecx
+    test ebx, 1073741824
     jnz 1f
 1:
     add r11, 64
@@ -5812,14797 +16586,3763 @@ ditto_body_c1:
     dec r13
     jnz .Lc1_b8_c0
 .Lc1_b8_done:
-// block 9: 65536 bytes, 256 chunk(s), 16 chunk executions per call
+// block 9: 128 bytes, 1 chunk(s), 7 chunk executions per call
     mov rbx, qword ptr [r15 + 67117808]
-    lea rcx, [rbx + 16]
+    lea rcx, [rbx + 7]
     mov qword ptr [r15 + 67117808], rcx
-    mov r13d, 16
-    mov eax, ebx
-    and eax, 255
-    lea rcx, [rip + .Lc1_b9_stubs]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_b9_stubs_t
-    .p2align 3
-.Lc1_b9_stubs:
-    .p2align 3
+    mov r13d, 7
     jmp .Lc1_b9_c0
-    .p2align 3
-    jmp .Lc1_b9_c1
-    .p2align 3
-    jmp .Lc1_b9_c2
-    .p2align 3
-    jmp .Lc1_b9_c3
-    .p2align 3
-    jmp .Lc1_b9_c4
-    .p2align 3
-    jmp .Lc1_b9_c5
-    .p2align 3
-    jmp .Lc1_b9_c6
-    .p2align 3
-    jmp .Lc1_b9_c7
-    .p2align 3
-    jmp .Lc1_b9_c8
-    .p2align 3
-    jmp .Lc1_b9_c9
-    .p2align 3
-    jmp .Lc1_b9_c10
-    .p2align 3
-    jmp .Lc1_b9_c11
-    .p2align 3
-    jmp .Lc1_b9_c12
-    .p2align 3
-    jmp .Lc1_b9_c13
-    .p2align 3
-    jmp .Lc1_b9_c14
-    .p2align 3
-    jmp .Lc1_b9_c15
-    .p2align 3
-    jmp .Lc1_b9_c16
-    .p2align 3
-    jmp .Lc1_b9_c17
-    .p2align 3
-    jmp .Lc1_b9_c18
-    .p2align 3
-    jmp .Lc1_b9_c19
-    .p2align 3
-    jmp .Lc1_b9_c20
-    .p2align 3
-    jmp .Lc1_b9_c21
-    .p2align 3
-    jmp .Lc1_b9_c22
-    .p2align 3
-    jmp .Lc1_b9_c23
-    .p2align 3
-    jmp .Lc1_b9_c24
-    .p2align 3
-    jmp .Lc1_b9_c25
-    .p2align 3
-    jmp .Lc1_b9_c26
-    .p2align 3
-    jmp .Lc1_b9_c27
-    .p2align 3
-    jmp .Lc1_b9_c28
-    .p2align 3
-    jmp .Lc1_b9_c29
-    .p2align 3
-    jmp .Lc1_b9_c30
-    .p2align 3
-    jmp .Lc1_b9_c31
-    .p2align 3
-    jmp .Lc1_b9_c32
-    .p2align 3
-    jmp .Lc1_b9_c33
-    .p2align 3
-    jmp .Lc1_b9_c34
-    .p2align 3
-    jmp .Lc1_b9_c35
-    .p2align 3
-    jmp .Lc1_b9_c36
-    .p2align 3
-    jmp .Lc1_b9_c37
-    .p2align 3
-    jmp .Lc1_b9_c38
-    .p2align 3
-    jmp .Lc1_b9_c39
-    .p2align 3
-    jmp .Lc1_b9_c40
-    .p2align 3
-    jmp .Lc1_b9_c41
-    .p2align 3
-    jmp .Lc1_b9_c42
-    .p2align 3
-    jmp .Lc1_b9_c43
-    .p2align 3
-    jmp .Lc1_b9_c44
-    .p2align 3
-    jmp .Lc1_b9_c45
-    .p2align 3
-    jmp .Lc1_b9_c46
-    .p2align 3
-    jmp .Lc1_b9_c47
-    .p2align 3
-    jmp .Lc1_b9_c48
-    .p2align 3
-    jmp .Lc1_b9_c49
-    .p2align 3
-    jmp .Lc1_b9_c50
-    .p2align 3
-    jmp .Lc1_b9_c51
-    .p2align 3
-    jmp .Lc1_b9_c52
-    .p2align 3
-    jmp .Lc1_b9_c53
-    .p2align 3
-    jmp .Lc1_b9_c54
-    .p2align 3
-    jmp .Lc1_b9_c55
-    .p2align 3
-    jmp .Lc1_b9_c56
-    .p2align 3
-    jmp .Lc1_b9_c57
-    .p2align 3
-    jmp .Lc1_b9_c58
-    .p2align 3
-    jmp .Lc1_b9_c59
-    .p2align 3
-    jmp .Lc1_b9_c60
-    .p2align 3
-    jmp .Lc1_b9_c61
-    .p2align 3
-    jmp .Lc1_b9_c62
-    .p2align 3
-    jmp .Lc1_b9_c63
-    .p2align 3
-    jmp .Lc1_b9_c64
-    .p2align 3
-    jmp .Lc1_b9_c65
-    .p2align 3
-    jmp .Lc1_b9_c66
-    .p2align 3
-    jmp .Lc1_b9_c67
-    .p2align 3
-    jmp .Lc1_b9_c68
-    .p2align 3
-    jmp .Lc1_b9_c69
-    .p2align 3
-    jmp .Lc1_b9_c70
-    .p2align 3
-    jmp .Lc1_b9_c71
-    .p2align 3
-    jmp .Lc1_b9_c72
-    .p2align 3
-    jmp .Lc1_b9_c73
-    .p2align 3
-    jmp .Lc1_b9_c74
-    .p2align 3
-    jmp .Lc1_b9_c75
-    .p2align 3
-    jmp .Lc1_b9_c76
-    .p2align 3
-    jmp .Lc1_b9_c77
-    .p2align 3
-    jmp .Lc1_b9_c78
-    .p2align 3
-    jmp .Lc1_b9_c79
-    .p2align 3
-    jmp .Lc1_b9_c80
-    .p2align 3
-    jmp .Lc1_b9_c81
-    .p2align 3
-    jmp .Lc1_b9_c82
-    .p2align 3
-    jmp .Lc1_b9_c83
-    .p2align 3
-    jmp .Lc1_b9_c84
-    .p2align 3
-    jmp .Lc1_b9_c85
-    .p2align 3
-    jmp .Lc1_b9_c86
-    .p2align 3
-    jmp .Lc1_b9_c87
-    .p2align 3
-    jmp .Lc1_b9_c88
-    .p2align 3
-    jmp .Lc1_b9_c89
-    .p2align 3
-    jmp .Lc1_b9_c90
-    .p2align 3
-    jmp .Lc1_b9_c91
-    .p2align 3
-    jmp .Lc1_b9_c92
-    .p2align 3
-    jmp .Lc1_b9_c93
-    .p2align 3
-    jmp .Lc1_b9_c94
-    .p2align 3
-    jmp .Lc1_b9_c95
-    .p2align 3
-    jmp .Lc1_b9_c96
-    .p2align 3
-    jmp .Lc1_b9_c97
-    .p2align 3
-    jmp .Lc1_b9_c98
-    .p2align 3
-    jmp .Lc1_b9_c99
-    .p2align 3
-    jmp .Lc1_b9_c100
-    .p2align 3
-    jmp .Lc1_b9_c101
-    .p2align 3
-    jmp .Lc1_b9_c102
-    .p2align 3
-    jmp .Lc1_b9_c103
-    .p2align 3
-    jmp .Lc1_b9_c104
-    .p2align 3
-    jmp .Lc1_b9_c105
-    .p2align 3
-    jmp .Lc1_b9_c106
-    .p2align 3
-    jmp .Lc1_b9_c107
-    .p2align 3
-    jmp .Lc1_b9_c108
-    .p2align 3
-    jmp .Lc1_b9_c109
-    .p2align 3
-    jmp .Lc1_b9_c110
-    .p2align 3
-    jmp .Lc1_b9_c111
-    .p2align 3
-    jmp .Lc1_b9_c112
-    .p2align 3
-    jmp .Lc1_b9_c113
-    .p2align 3
-    jmp .Lc1_b9_c114
-    .p2align 3
-    jmp .Lc1_b9_c115
-    .p2align 3
-    jmp .Lc1_b9_c116
-    .p2align 3
-    jmp .Lc1_b9_c117
-    .p2align 3
-    jmp .Lc1_b9_c118
-    .p2align 3
-    jmp .Lc1_b9_c119
-    .p2align 3
-    jmp .Lc1_b9_c120
-    .p2align 3
-    jmp .Lc1_b9_c121
-    .p2align 3
-    jmp .Lc1_b9_c122
-    .p2align 3
-    jmp .Lc1_b9_c123
-    .p2align 3
-    jmp .Lc1_b9_c124
-    .p2align 3
-    jmp .Lc1_b9_c125
-    .p2align 3
-    jmp .Lc1_b9_c126
-    .p2align 3
-    jmp .Lc1_b9_c127
-    .p2align 3
-    jmp .Lc1_b9_c128
-    .p2align 3
-    jmp .Lc1_b9_c129
-    .p2align 3
-    jmp .Lc1_b9_c130
-    .p2align 3
-    jmp .Lc1_b9_c131
-    .p2align 3
-    jmp .Lc1_b9_c132
-    .p2align 3
-    jmp .Lc1_b9_c133
-    .p2align 3
-    jmp .Lc1_b9_c134
-    .p2align 3
-    jmp .Lc1_b9_c135
-    .p2align 3
-    jmp .Lc1_b9_c136
-    .p2align 3
-    jmp .Lc1_b9_c137
-    .p2align 3
-    jmp .Lc1_b9_c138
-    .p2align 3
-    jmp .Lc1_b9_c139
-    .p2align 3
-    jmp .Lc1_b9_c140
-    .p2align 3
-    jmp .Lc1_b9_c141
-    .p2align 3
-    jmp .Lc1_b9_c142
-    .p2align 3
-    jmp .Lc1_b9_c143
-    .p2align 3
-    jmp .Lc1_b9_c144
-    .p2align 3
-    jmp .Lc1_b9_c145
-    .p2align 3
-    jmp .Lc1_b9_c146
-    .p2align 3
-    jmp .Lc1_b9_c147
-    .p2align 3
-    jmp .Lc1_b9_c148
-    .p2align 3
-    jmp .Lc1_b9_c149
-    .p2align 3
-    jmp .Lc1_b9_c150
-    .p2align 3
-    jmp .Lc1_b9_c151
-    .p2align 3
-    jmp .Lc1_b9_c152
-    .p2align 3
-    jmp .Lc1_b9_c153
-    .p2align 3
-    jmp .Lc1_b9_c154
-    .p2align 3
-    jmp .Lc1_b9_c155
-    .p2align 3
-    jmp .Lc1_b9_c156
-    .p2align 3
-    jmp .Lc1_b9_c157
-    .p2align 3
-    jmp .Lc1_b9_c158
-    .p2align 3
-    jmp .Lc1_b9_c159
-    .p2align 3
-    jmp .Lc1_b9_c160
-    .p2align 3
-    jmp .Lc1_b9_c161
-    .p2align 3
-    jmp .Lc1_b9_c162
-    .p2align 3
-    jmp .Lc1_b9_c163
-    .p2align 3
-    jmp .Lc1_b9_c164
-    .p2align 3
-    jmp .Lc1_b9_c165
-    .p2align 3
-    jmp .Lc1_b9_c166
-    .p2align 3
-    jmp .Lc1_b9_c167
-    .p2align 3
-    jmp .Lc1_b9_c168
-    .p2align 3
-    jmp .Lc1_b9_c169
-    .p2align 3
-    jmp .Lc1_b9_c170
-    .p2align 3
-    jmp .Lc1_b9_c171
-    .p2align 3
-    jmp .Lc1_b9_c172
-    .p2align 3
-    jmp .Lc1_b9_c173
-    .p2align 3
-    jmp .Lc1_b9_c174
-    .p2align 3
-    jmp .Lc1_b9_c175
-    .p2align 3
-    jmp .Lc1_b9_c176
-    .p2align 3
-    jmp .Lc1_b9_c177
-    .p2align 3
-    jmp .Lc1_b9_c178
-    .p2align 3
-    jmp .Lc1_b9_c179
-    .p2align 3
-    jmp .Lc1_b9_c180
-    .p2align 3
-    jmp .Lc1_b9_c181
-    .p2align 3
-    jmp .Lc1_b9_c182
-    .p2align 3
-    jmp .Lc1_b9_c183
-    .p2align 3
-    jmp .Lc1_b9_c184
-    .p2align 3
-    jmp .Lc1_b9_c185
-    .p2align 3
-    jmp .Lc1_b9_c186
-    .p2align 3
-    jmp .Lc1_b9_c187
-    .p2align 3
-    jmp .Lc1_b9_c188
-    .p2align 3
-    jmp .Lc1_b9_c189
-    .p2align 3
-    jmp .Lc1_b9_c190
-    .p2align 3
-    jmp .Lc1_b9_c191
-    .p2align 3
-    jmp .Lc1_b9_c192
-    .p2align 3
-    jmp .Lc1_b9_c193
-    .p2align 3
-    jmp .Lc1_b9_c194
-    .p2align 3
-    jmp .Lc1_b9_c195
-    .p2align 3
-    jmp .Lc1_b9_c196
-    .p2align 3
-    jmp .Lc1_b9_c197
-    .p2align 3
-    jmp .Lc1_b9_c198
-    .p2align 3
-    jmp .Lc1_b9_c199
-    .p2align 3
-    jmp .Lc1_b9_c200
-    .p2align 3
-    jmp .Lc1_b9_c201
-    .p2align 3
-    jmp .Lc1_b9_c202
-    .p2align 3
-    jmp .Lc1_b9_c203
-    .p2align 3
-    jmp .Lc1_b9_c204
-    .p2align 3
-    jmp .Lc1_b9_c205
-    .p2align 3
-    jmp .Lc1_b9_c206
-    .p2align 3
-    jmp .Lc1_b9_c207
-    .p2align 3
-    jmp .Lc1_b9_c208
-    .p2align 3
-    jmp .Lc1_b9_c209
-    .p2align 3
-    jmp .Lc1_b9_c210
-    .p2align 3
-    jmp .Lc1_b9_c211
-    .p2align 3
-    jmp .Lc1_b9_c212
-    .p2align 3
-    jmp .Lc1_b9_c213
-    .p2align 3
-    jmp .Lc1_b9_c214
-    .p2align 3
-    jmp .Lc1_b9_c215
-    .p2align 3
-    jmp .Lc1_b9_c216
-    .p2align 3
-    jmp .Lc1_b9_c217
-    .p2align 3
-    jmp .Lc1_b9_c218
-    .p2align 3
-    jmp .Lc1_b9_c219
-    .p2align 3
-    jmp .Lc1_b9_c220
-    .p2align 3
-    jmp .Lc1_b9_c221
-    .p2align 3
-    jmp .Lc1_b9_c222
-    .p2align 3
-    jmp .Lc1_b9_c223
-    .p2align 3
-    jmp .Lc1_b9_c224
-    .p2align 3
-    jmp .Lc1_b9_c225
-    .p2align 3
-    jmp .Lc1_b9_c226
-    .p2align 3
-    jmp .Lc1_b9_c227
-    .p2align 3
-    jmp .Lc1_b9_c228
-    .p2align 3
-    jmp .Lc1_b9_c229
-    .p2align 3
-    jmp .Lc1_b9_c230
-    .p2align 3
-    jmp .Lc1_b9_c231
-    .p2align 3
-    jmp .Lc1_b9_c232
-    .p2align 3
-    jmp .Lc1_b9_c233
-    .p2align 3
-    jmp .Lc1_b9_c234
-    .p2align 3
-    jmp .Lc1_b9_c235
-    .p2align 3
-    jmp .Lc1_b9_c236
-    .p2align 3
-    jmp .Lc1_b9_c237
-    .p2align 3
-    jmp .Lc1_b9_c238
-    .p2align 3
-    jmp .Lc1_b9_c239
-    .p2align 3
-    jmp .Lc1_b9_c240
-    .p2align 3
-    jmp .Lc1_b9_c241
-    .p2align 3
-    jmp .Lc1_b9_c242
-    .p2align 3
-    jmp .Lc1_b9_c243
-    .p2align 3
-    jmp .Lc1_b9_c244
-    .p2align 3
-    jmp .Lc1_b9_c245
-    .p2align 3
-    jmp .Lc1_b9_c246
-    .p2align 3
-    jmp .Lc1_b9_c247
-    .p2align 3
-    jmp .Lc1_b9_c248
-    .p2align 3
-    jmp .Lc1_b9_c249
-    .p2align 3
-    jmp .Lc1_b9_c250
-    .p2align 3
-    jmp .Lc1_b9_c251
-    .p2align 3
-    jmp .Lc1_b9_c252
-    .p2align 3
-    jmp .Lc1_b9_c253
-    .p2align 3
-    jmp .Lc1_b9_c254
-    .p2align 3
-    jmp .Lc1_b9_c255
     .p2align 6
 .Lc1_b9_c0:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 15
-    lea rcx, [rip + .Lc1_d4855_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d4855_s_t
-    .p2align 3
-.Lc1_d4855_s:
-    .p2align 3
-    jmp .Lc1_d4855_j
-    .p2align 3
-    jmp .Lc1_d4855_j
-    .p2align 3
-    jmp .Lc1_d4855_j
-    .p2align 3
-    jmp .Lc1_d4855_j
-    .p2align 3
-    jmp .Lc1_d4855_j
-    .p2align 3
-    jmp .Lc1_d4855_j
-    .p2align 3
-    jmp .Lc1_d4855_j
-    .p2align 3
-    jmp .Lc1_d4855_j
-    .p2align 3
-    jmp .Lc1_d4855_j
-    .p2align 3
-    jmp .Lc1_d4855_j
-    .p2align 3
-    jmp .Lc1_d4855_j
-    .p2align 3
-    jmp .Lc1_d4855_j
-    .p2align 3
-    jmp .Lc1_d4855_j
-    .p2align 3
-    jmp .Lc1_d4855_j
-    .p2align 3
-    jmp .Lc1_d4855_j
-    .p2align 3
-    jmp .Lc1_d4855_j
-.Lc1_d4855_j:
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 15
-    lea rcx, [rip + .Lc1_d4877_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d4877_s_t
-    .p2align 3
-.Lc1_d4877_s:
-    .p2align 3
-    jmp .Lc1_d4877_j
-    .p2align 3
-    jmp .Lc1_d4877_j
-    .p2align 3
-    jmp .Lc1_d4877_j
-    .p2align 3
-    jmp .Lc1_d4877_j
-    .p2align 3
-    jmp .Lc1_d4877_j
-    .p2align 3
-    jmp .Lc1_d4877_j
-    .p2align 3
-    jmp .Lc1_d4877_j
-    .p2align 3
-    jmp .Lc1_d4877_j
-    .p2align 3
-    jmp .Lc1_d4877_j
-    .p2align 3
-    jmp .Lc1_d4877_j
-    .p2align 3
-    jmp .Lc1_d4877_j
-    .p2align 3
-    jmp .Lc1_d4877_j
-    .p2align 3
-    jmp .Lc1_d4877_j
-    .p2align 3
-    jmp .Lc1_d4877_j
-    .p2align 3
-    jmp .Lc1_d4877_j
-    .p2align 3
-    jmp .Lc1_d4877_j
-.Lc1_d4877_j:
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 15
-    lea rcx, [rip + .Lc1_d4899_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d4899_s_t
-    .p2align 3
-.Lc1_d4899_s:
-    .p2align 3
-    jmp .Lc1_d4899_j
-    .p2align 3
-    jmp .Lc1_d4899_j
-    .p2align 3
-    jmp .Lc1_d4899_j
-    .p2align 3
-    jmp .Lc1_d4899_j
-    .p2align 3
-    jmp .Lc1_d4899_j
-    .p2align 3
-    jmp .Lc1_d4899_j
-    .p2align 3
-    jmp .Lc1_d4899_j
-    .p2align 3
-    jmp .Lc1_d4899_j
-    .p2align 3
-    jmp .Lc1_d4899_j
-    .p2align 3
-    jmp .Lc1_d4899_j
-    .p2align 3
-    jmp .Lc1_d4899_j
-    .p2align 3
-    jmp .Lc1_d4899_j
-    .p2align 3
-    jmp .Lc1_d4899_j
-    .p2align 3
-    jmp .Lc1_d4899_j
-    .p2align 3
-    jmp .Lc1_d4899_j
-    .p2align 3
-    jmp .Lc1_d4899_j
-.Lc1_d4899_j:
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 15
-    lea rcx, [rip + .Lc1_d4921_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d4921_s_t
-    .p2align 3
-.Lc1_d4921_s:
-    .p2align 3
-    jmp .Lc1_d4921_j
-    .p2align 3
-    jmp .Lc1_d4921_j
-    .p2align 3
-    jmp .Lc1_d4921_j
-    .p2align 3
-    jmp .Lc1_d4921_j
-    .p2align 3
-    jmp .Lc1_d4921_j
-    .p2align 3
-    jmp .Lc1_d4921_j
-    .p2align 3
-    jmp .Lc1_d4921_j
-    .p2align 3
-    jmp .Lc1_d4921_j
-    .p2align 3
-    jmp .Lc1_d4921_j
-    .p2align 3
-    jmp .Lc1_d4921_j
-    .p2align 3
-    jmp .Lc1_d4921_j
-    .p2align 3
-    jmp .Lc1_d4921_j
-    .p2align 3
-    jmp .Lc1_d4921_j
-    .p2align 3
-    jmp .Lc1_d4921_j
-    .p2align 3
-    jmp .Lc1_d4921_j
-    .p2align 3
-    jmp .Lc1_d4921_j
-.Lc1_d4921_j:
-    mov rbp, qword ptr [r15 + 512]
-    test ebx, 1073741824
-    jz 1f
-1:
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c1:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 15
-    lea rcx, [rip + .Lc1_d4952_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d4952_s_t
-    .p2align 3
-.Lc1_d4952_s:
-    .p2align 3
-    jmp .Lc1_d4952_j
-    .p2align 3
-    jmp .Lc1_d4952_j
-    .p2align 3
-    jmp .Lc1_d4952_j
-    .p2align 3
-    jmp .Lc1_d4952_j
-    .p2align 3
-    jmp .Lc1_d4952_j
-    .p2align 3
-    jmp .Lc1_d4952_j
-    .p2align 3
-    jmp .Lc1_d4952_j
-    .p2align 3
-    jmp .Lc1_d4952_j
-    .p2align 3
-    jmp .Lc1_d4952_j
-    .p2align 3
-    jmp .Lc1_d4952_j
-    .p2align 3
-    jmp .Lc1_d4952_j
-    .p2align 3
-    jmp .Lc1_d4952_j
-    .p2align 3
-    jmp .Lc1_d4952_j
-    .p2align 3
-    jmp .Lc1_d4952_j
-    .p2align 3
-    jmp .Lc1_d4952_j
-    .p2align 3
-    jmp .Lc1_d4952_j
-.Lc1_d4952_j:
-    lea rcx, [rip + .Lc1_d4974_j]
+    lea rcx, [rip + .Lc1_d13640_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d4974_j_t
-.Lc1_d4974_j:
-    jmp 1f
-1:
-    movzx eax, byte ptr [r15 + 576]
-    movzx r9d, byte ptr [r15 + 192]
-    mov rbp, r11
-    mov dword ptr [r15 + 256], ecx
-    and rbp, 16320
-    mov ecx, dword ptr [r15 + rbp + 15680]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c2:
-    lea r9, [r11 + r11*4]
-    movzx eax, al
-    and r9, 8128
-    mov eax, dword ptr [r15 + r9 + 7552]
-    mov rbp, r11
-    jmp 1f
-1:
-    movzx ecx, cl
-    and rbp, 448
-    movsxd rcx, dword ptr [r15 + rbp + 832]
-    nop
-    movzx edx, byte ptr [r15 + 448]
-    jmp 1f
-1:
-    mov edi, 243
-    mov edi, 171
-    mov edi, dword ptr [r15 + 640]
-    mov esi, 168
-    mov esi, r9d
-    lea rbp, [r11 + r11*2]
-    mov rsi, qword ptr [r15 + 64]
-    and rbp, 1984
-    mov r8, qword ptr [r15 + rbp + 1344]
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx edi, byte ptr [r15 + rbp + 1408]
-    mov dword ptr [r15 + 704], 137
-    mov byte ptr [r15 + 448], dl
-    mov rdx, qword ptr [r15 + rbp + 1472]
-    mov byte ptr [r15 + 256], sil
-    jmp 1f
-1:
-    vmovdqu ymmword ptr [r15 + 576], ymm12
-    vmovdqu ymmword ptr [r15 + 768], ymm12
-    movzx ebp, byte ptr [r15 + r9 + 7616]
-    vmovdqu ymmword ptr [r15 + r9 + 7680], ymm12
-    mov rsi, qword ptr [r15 + r9 + 7488]
-    mov r8, r8
-    vmovdqu ymmword ptr [r15 + 192], ymm12
-    movzx r8d, byte ptr [r15 + 512]
-    movsxd rcx, dword ptr [r15 + r9 + 7744]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c3:
-    lea rcx, [rip + .Lc1_d5031_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d5031_j_t
-.Lc1_d5031_j:
-    jmp 1f
-1:
-    lea r8, [r11 + r11*1]
-    movzx esi, byte ptr [r15 + 448]
-    and r8, 16320
-    mov qword ptr [r15 + r8 + 15744], rcx
-    mov qword ptr [r15 + 448], rcx
-    lea rbp, [r11*4]
-    mov rcx, rcx
-    mov ecx, dword ptr [r15 + 512]
-    mov dword ptr [r15 + r8 + 15680], r8d
-    and rbp, 8128
-    mov edx, dword ptr [r15 + rbp + 7552]
-    movsxd r8, dword ptr [r15 + 192]
-    movzx edi, byte ptr [r15 + 192]
-    movzx eax, byte ptr [r15 + 128]
-    mov r9, rsi
-    mov dword ptr [r15 + 512], 102
-    test ebx, 2048
-    jz 1f
-1:
-    movzx ecx, byte ptr [r15 + rbp + 7488]
-    lea r8, [r11 + r11*1]
-    movsxd rdx, dword ptr [r15 + rbp + 7616]
-    mov edi, 224
-    and r8, 1984
-    movzx edi, byte ptr [r15 + r8 + 1408]
-    mov dword ptr [r15 + 256], ebp
-    movzx esi, al
-    mov byte ptr [r15 + 512], al
-    movzx eax, al
-    mov dword ptr [r15 + 64], ecx
-    mov rcx, r9
-    mov dword ptr [r15 + rbp + 7680], 172
-    mov rbp, r8
-    movsxd rbp, dword ptr [r15 + r8 + 1344]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c4:
-    lea rcx, [rip + .Lc1_d5073_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d5073_j_t
-.Lc1_d5073_j:
-    lea rbp, [r11 + r11*2]
-    jmp 1f
-1:
-    mov rax, rax
-    and rbp, 8128
-    mov eax, dword ptr [r15 + rbp + 7552]
-    movsxd r8, dword ptr [r15 + 448]
-    mov ecx, dword ptr [r15 + 512]
-    lea r9, [r11 + r11*2]
-    mov edi, dword ptr [r15 + 128]
-    mov edx, 139
-    and r9, 16320
-    movzx edx, byte ptr [r15 + r9 + 15744]
-    mov qword ptr [r15 + 128], rbp
-    mov esi, 54
-    jmp 1f
-1:
-    mov rsi, qword ptr [r15 + r9 + 15680]
-    vmovdqu ymmword ptr [r15 + 640], ymm12
-    movsxd rsi, dword ptr [r15 + 192]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov edi, r8d
-    jmp 1f
-1:
-    movzx edi, byte ptr [r15 + 256]
-    vmovdqu ymmword ptr [r15 + r9 + 15808], ymm12
-    movzx r9d, byte ptr [r15 + 64]
-    movzx edx, sil
-    jmp 1f
-1:
-    vpmovmskb edx, xmm12
-    movsxd rdx, dword ptr [r15 + 448]
+    jmp .Lc1_d13640_j_t
+.Lc1_d13640_j:
     mov r8, r11
-    add rdx, qword ptr [r15 + rbp + 7488]
-    mov qword ptr [r15 + 512], rsi
-    and r8, 448
-    mov rsi, qword ptr [r15 + r8 + 832]
-    mov r8d, dword ptr [r15 + rbp + 7616]
-    movzx ebp, byte ptr [r15 + 448]
-    jmp 1f
-1:
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c5:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov rbp, r11
-    jmp 1f
-1:
-    and rbp, 33554368
-    mov qword ptr [r15 + rbp + 33554432], r8
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r8, r8
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rax, dword ptr [r15 + 512]
-    and r9, 448
-    mov ebp, dword ptr [r15 + r9 + 832]
-    mov byte ptr [r15 + 256], r8b
-    jmp 1f
-1:
-    mov r8, r8
-    mov r8, r11
-    mov byte ptr [r15 + 704], bpl
-    mov rbp, r9
-    test dword ptr [r15 + 67117723], 8192
-    jz 1f
-1:
     and r8, 8128
-    mov dword ptr [r15 + r8 + 7488], r9d
-    mov r8d, dword ptr [r15 + 256]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    and eax, dword ptr [r15 + 192]
-    movzx ebp, r9b
-    jmp 1f
-1:
-    mov rbp, qword ptr [r15 + 512]
-    mov dword ptr [r15 + 64], 185
-    movzx r9d, byte ptr [r15 + 448]
-    mov ecx, r8d
-    mov byte ptr [r15 + 192], r8b
-    movsxd r8, dword ptr [r15 + 448]
-    mov rdi, rax
-    add rdi, qword ptr [r15 + 768]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c6:
-    lea rcx, [rip + .Lc1_d5164_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d5164_j_t
-.Lc1_d5164_j:
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovq xmm11, rdi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], r8
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 1984
-    mov dword ptr [r15 + r8 + 1408], ecx
-    mov rbp, r11
-    mov ecx, 109
-    and rbp, 8128
-    mov dword ptr [r15 + rbp + 7488], r8d
-    mov ebp, r8d
-    mov dword ptr [r15 + r8 + 1344], r8d
-    test ebx, 31744
-    jz 1f
-1:
-    mov qword ptr [r15 + 512], r8
-    jmp 1f
-1:
+    mov rdi, qword ptr [r15 + r8 + 7488]
     mov r8, r11
-    mov dword ptr [r15 + 128], 249
-    and r8, 448
-    mov rcx, qword ptr [r15 + r8 + 832]
-    mov r8d, 238
-    mov dword ptr [r15 + 448], 77
-    mov dword ptr [r15 + 256], 97
-    mov qword ptr [r15 + 576], rbp
-    mov rbp, rbp
-    mov ebp, ecx
-    add rbp, qword ptr [r15 + 64]
-    mov esi, dword ptr [r15 + 192]
-    mov dword ptr [r15 + 640], 246
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c7:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    vpor xmm10, xmm10, xmm7
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r9d, r8d
+    test ebx, 256
+    jnz 1f
+1:
+    and r8, 1984
+    mov dword ptr [r15 + r8 + 1344], 108
+    test ebx, 1073741824
+    jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, rax
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 136
-    mov dword ptr [r15 + 256], eax
     test ebx, 1073741824
     jz 1f
 1:
-    jmp 1f
+    test ebx, 1073741824
+    jnz 1f
 1:
-    mov rsi, rax
-    mov dword ptr [r15 + 64], 38
-    mov qword ptr [r15 + 704], rax
-    mov byte ptr [r15 + 128], al
-    inc dword ptr [r15 + 448]
-    mov qword ptr [r15 + 512], rax
-    jmp 1f
-1:
-    mov eax, eax
-    jmp 1f
-1:
-    movzx eax, sil
-    lea r9, [r11 + r11*1]
-    jmp 1f
-1:
-    test dword ptr [r15 + 67117723], 256
+    and edi, dword ptr [r15 + 64]
+    test ebx, 1073741824
     jz 1f
 1:
-    and r9, 4032
-    mov esi, dword ptr [r15 + r9 + 3456]
-    vmovdqu ymmword ptr [r15 + 768], ymm11
-    mov byte ptr [r15 + 192], al
-    jmp 1f
+    mov dword ptr [r15 + 256], edi
+    test ebx, 1073741824
+    jnz 1f
 1:
-    mov eax, eax
-    mov rax, rsi
-    mov dword ptr [r15 + 128], r9d
+    mov byte ptr [r15 + 512], dil
+    test bl, 96
+    jz 1f
+1:
+    add r11, 64
+    inc rbx
+    dec r13
+    jnz .Lc1_b9_c0
+.Lc1_b9_done:
+// block 10: 16384 bytes, 64 chunk(s), 64 chunk executions per call
+    mov rbx, qword ptr [r15 + 67117816]
+    lea rcx, [rbx + 64]
+    mov qword ptr [r15 + 67117816], rcx
+    mov r13d, 64
+    jmp .Lc1_b10_c0
+    .p2align 6
+.Lc1_b10_c0:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov dword ptr [r15 + 384], ecx
+    vmovdqu ymmword ptr [r15 + 512], ymm10
+    mov dword ptr [r15 + 64], eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test dword ptr [r15 + 67117723], 8519680
+    jnz 1f
+1:
+    mov ecx, 216
     mov rbp, r11
-    nop
-    and rbp, 1984
-    mov byte ptr [r15 + rbp + 1344], sil
-    jmp 1f
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 8128
+    movsxd rax, dword ptr [r15 + rbp + 7488]
+    mov rbp, rcx
+    test dword ptr [r15 + 67117724], 16
+    jz 1f
 1:
-    mov dword ptr [r15 + 64], esi
-    mov dword ptr [r15 + r9 + 3392], r9d
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c8:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 15
-    lea rcx, [rip + .Lc1_d5262_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d5262_s_t
-    .p2align 3
-.Lc1_d5262_s:
-    .p2align 3
-    jmp .Lc1_d5262_j
-    .p2align 3
-    jmp .Lc1_d5262_j
-    .p2align 3
-    jmp .Lc1_d5262_j
-    .p2align 3
-    jmp .Lc1_d5262_j
-    .p2align 3
-    jmp .Lc1_d5262_j
-    .p2align 3
-    jmp .Lc1_d5262_j
-    .p2align 3
-    jmp .Lc1_d5262_j
-    .p2align 3
-    jmp .Lc1_d5262_j
-    .p2align 3
-    jmp .Lc1_d5262_j
-    .p2align 3
-    jmp .Lc1_d5262_j
-    .p2align 3
-    jmp .Lc1_d5262_j
-    .p2align 3
-    jmp .Lc1_d5262_j
-    .p2align 3
-    jmp .Lc1_d5262_j
-    .p2align 3
-    jmp .Lc1_d5262_j
-    .p2align 3
-    jmp .Lc1_d5262_j
-    .p2align 3
-    jmp .Lc1_d5262_j
-.Lc1_d5262_j:
-    mov r9, r11
-    and r9, 8128
-    movzx edx, byte ptr [r15 + r9 + 7488]
-    mov r9, qword ptr [r15 + 448]
-    mov qword ptr [r15 + 256], rax
-    mov qword ptr [r15 + 128], rcx
-    mov ecx, dword ptr [r15 + 64]
-    mov byte ptr [r15 + 512], al
-    jmp 1f
-1:
-    mov rax, rax
-    mov rax, qword ptr [r15 + 128]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c9:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 128
-    setz al
-    lea rcx, [rip + .Lc1_d5302_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d5302_s_t
-    .p2align 3
-.Lc1_d5302_s:
-    .p2align 3
-    jmp .Lc1_d5302_j
-    .p2align 3
-    jmp .Lc1_d5302_j
-.Lc1_d5302_j:
-    mov byte ptr [r15 + 640], al
-    mov eax, 71
-    mov r9, r11
     mov qword ptr [r15 + 64], rcx
-    mov rcx, rcx
-    and r9, 8128
-    movzx ecx, byte ptr [r15 + r9 + 7488]
-    movsxd r9, dword ptr [r15 + 128]
-    movsxd rdi, dword ptr [r15 + 512]
-    mov r8d, 114
-    movzx r8d, byte ptr [r15 + 192]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
+    mov qword ptr [r15 + 320], rax
+    mov eax, dword ptr [r15 + 128]
+    mov rbp, r11
+    movzx edx, cl
+    test ebx, 256
     jz 1f
 1:
-    mov rax, rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, r11
-    mov ecx, ecx
-    mov byte ptr [r15 + 448], dil
-    and r9, 448
-    mov edi, dword ptr [r15 + r9 + 832]
-    mov dword ptr [r15 + 64], 125
+    mov rsi, rdx
+    and rbp, 1984
     mov r8, r11
-    jmp 1f
+    mov dword ptr [r15 + rbp + 1344], 90
+    and r8, 448
+    mov rax, qword ptr [r15 + r8 + 832]
+    mov r8, qword ptr [r15 + 576]
+    test dword ptr [r15 + 67117723], 44040196
+    jnz 1f
 1:
-    and r8, 4032
-    vmovdqu ymmword ptr [r15 + r8 + 3392], ymm10
-    mov r8, rcx
-    movzx r8d, byte ptr [r15 + 576]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c10:
-    vmovdqu ymmword ptr [r15 + 128], ymm10
-    movzx edi, r9b
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov byte ptr [r15 + 0], r8b
-    mov r8d, 105
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], dil
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r9d, 160
-    vpshufd xmm4, xmm10, 9
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, 89
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r9d, dword ptr [r15 + 256]
-    movsxd rdi, dword ptr [r15 + 64]
-    mov rbp, r11
-    jmp 1f
-1:
-    mov byte ptr [r15 + 256], r8b
-    mov r8, r8
-    and rbp, 448
-    mov dword ptr [r15 + rbp + 832], 100
-    mov rbp, r11
-    mov rdx, r9
-    jmp 1f
-1:
-    lea r9, [r11 + r11*1]
-    and rbp, 8128
-    mov dword ptr [r15 + rbp + 7488], edi
-    mov dword ptr [r15 + 512], r8d
-    and r9, 1984
-    mov byte ptr [r15 + r9 + 1408], dil
-    mov dword ptr [r15 + 192], edi
-    movzx edi, r8b
-    mov qword ptr [r15 + 704], rdx
-    mov byte ptr [r15 + r9 + 1344], r8b
-    movzx r8d, bpl
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c11:
-    lea rcx, [rip + .Lc1_d5390_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d5390_j_t
-.Lc1_d5390_j:
-    mov rcx, r9
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    movzx r8d, r8b
-    mov r8, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r9, 1984
-    mov dword ptr [r15 + r9 + 1344], ecx
-    jmp 1f
-1:
-    movsxd rcx, dword ptr [r15 + 768]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + 256], 9
-    movsxd r8, dword ptr [r15 + 64]
-    mov r9, r11
-    mov rsi, qword ptr [r15 + 128]
-    jmp 1f
-1:
-    movzx ecx, cl
-    and r9, 448
-    mov qword ptr [r15 + r9 + 832], r8
-    movsxd r9, dword ptr [r15 + 512]
-    mov qword ptr [r15 + 128], rsi
+    movsxd rdx, dword ptr [r15 + 384]
     movzx esi, byte ptr [r15 + 448]
-    add rsi, qword ptr [r15 + 576]
-    mov r8, r11
-    mov eax, ecx
-    and r8, 4032
-    mov rax, qword ptr [r15 + r8 + 3392]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 640], r9d
-    mov byte ptr [r15 + 192], r9b
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c12:
-    mov rsi, qword ptr [r15 + 64]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r8d, r8b
-    vpaddd xmm4, xmm4, xmm4
-    and r8d, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, esi
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 128
-    mov rsi, rsi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rsi, r8
-    mov byte ptr [r15 + 0], r8b
-    mov r8, r11
-    test ebx, 1536
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 448
-    mov r9d, dword ptr [r15 + r8 + 832]
-    movzx r8d, byte ptr [r15 + 192]
-    mov dword ptr [r15 + 512], 26
-    and r8d, dword ptr [r15 + 320]
-    mov esi, dword ptr [r15 + 256]
-    movzx edi, r9b
-    mov qword ptr [r15 + 448], r9
-    movzx r9d, r9b
-    mov r9, r11
-    movzx edx, byte ptr [r15 + 704]
-    mov rbp, r11
-    and r9, 8128
-    add r8, qword ptr [r15 + r9 + 7488]
-    and rbp, 4032
-    mov qword ptr [r15 + rbp + 3392], rdi
-    movzx ebp, byte ptr [r15 + 448]
-    vmovdqu ymmword ptr [r15 + 64], ymm10
-    mov rdi, qword ptr [r15 + 128]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c13:
-    lea rcx, [rip + .Lc1_d5481_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d5481_j_t
-.Lc1_d5481_j:
-    mov rbp, r11
-    and rbp, 16320
-    mov edi, dword ptr [r15 + rbp + 15680]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, bpl
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov rcx, rdi
-    mov dword ptr [r15 + 64], 159
-    mov dword ptr [r15 + 192], 69
-    mov byte ptr [r15 + 512], bpl
-    movzx ebp, bpl
-    jmp 1f
-1:
-    mov byte ptr [r15 + 768], cl
-    mov ecx, dword ptr [r15 + 128]
-    jmp 1f
-1:
-    mov rbp, r11
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    and rbp, 8128
-    movsxd rdi, dword ptr [r15 + rbp + 7488]
-    mov ebp, 202
-    movzx ebp, byte ptr [r15 + 384]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r8, r11
-    mov ecx, 238
-    mov byte ptr [r15 + 448], dil
-    and r8, 1984
-    mov qword ptr [r15 + r8 + 1344], rdi
-    movzx r8d, byte ptr [r15 + 128]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c14:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 32
-    setz al
-    lea rcx, [rip + .Lc1_d5533_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d5533_s_t
-    .p2align 3
-.Lc1_d5533_s:
-    .p2align 3
-    jmp .Lc1_d5533_j
-    .p2align 3
-    jmp .Lc1_d5533_j
-.Lc1_d5533_j:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 320], 187
-    mov rax, qword ptr [r15 + 128]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, r11
-    mov ecx, 93
-    and r8, 1984
-    mov ecx, dword ptr [r15 + r8 + 1344]
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 576], 236
-    mov r9, r11
-    movzx eax, byte ptr [r15 + 256]
-    mov rdx, r8
-    mov r8d, 45
-    and r9, 448
-    mov r8d, dword ptr [r15 + r9 + 832]
-    and r8d, dword ptr [r15 + 64]
-    mov r9, r11
-    mov dword ptr [r15 + 512], ecx
-    jmp 1f
-1:
-    and r9, 4032
-    movzx edx, byte ptr [r15 + r9 + 3392]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c15:
-    mov r8, r11
-    mov rcx, rax
-    movzx ecx, r9b
-    and r8, 448
-    mov ecx, dword ptr [r15 + r8 + 832]
-    mov r8d, 17
-    mov r8d, edx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    vpor xmm4, xmm4, xmm4
-    jmp 1f
-1:
-    mov byte ptr [r15 + 0], cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r8d, 101
-    test ebx, 3584
-    jz 1f
-1:
-    mov r9, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r11
-    and r9, 4032
-    mov qword ptr [r15 + r9 + 3392], r8
-    jmp 1f
-1:
-    and rbp, 8128
-    movzx ecx, byte ptr [r15 + rbp + 7488]
-    movzx ebp, r8b
-    movsxd rbp, dword ptr [r15 + 384]
-    mov r8, r8
-    mov r8d, 223
-    movzx r8d, r9b
-    mov dword ptr [r15 + 192], 41
-    mov r8d, dword ptr [r15 + 640]
-    mov rsi, qword ptr [r15 + 512]
-    mov r9d, r9d
-    mov dword ptr [r15 + 448], 181
-    mov r9, rcx
-    mov ecx, dword ptr [r15 + 256]
-    add rcx, qword ptr [r15 + 128]
-    mov edi, dword ptr [r15 + 64]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c16:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 15
-    lea rcx, [rip + .Lc1_d5626_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d5626_s_t
-    .p2align 3
-.Lc1_d5626_s:
-    .p2align 3
-    jmp .Lc1_d5626_j
-    .p2align 3
-    jmp .Lc1_d5626_j
-    .p2align 3
-    jmp .Lc1_d5626_j
-    .p2align 3
-    jmp .Lc1_d5626_j
-    .p2align 3
-    jmp .Lc1_d5626_j
-    .p2align 3
-    jmp .Lc1_d5626_j
-    .p2align 3
-    jmp .Lc1_d5626_j
-    .p2align 3
-    jmp .Lc1_d5626_j
-    .p2align 3
-    jmp .Lc1_d5626_j
-    .p2align 3
-    jmp .Lc1_d5626_j
-    .p2align 3
-    jmp .Lc1_d5626_j
-    .p2align 3
-    jmp .Lc1_d5626_j
-    .p2align 3
-    jmp .Lc1_d5626_j
-    .p2align 3
-    jmp .Lc1_d5626_j
-    .p2align 3
-    jmp .Lc1_d5626_j
-    .p2align 3
-    jmp .Lc1_d5626_j
-.Lc1_d5626_j:
-    movzx edi, byte ptr [r15 + 64]
-    movzx esi, byte ptr [r15 + 704]
-    and esi, dword ptr [r15 + 448]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r11
-    mov rax, qword ptr [r15 + 192]
-    mov rcx, rcx
-    movzx ecx, sil
-    and rbp, 1984
-    vmovdqu ymmword ptr [r15 + rbp + 1344], ymm13
-    mov rbp, rdi
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c17:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 512], 215
-    mov dword ptr [r15 + 128], ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, 35
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 448], 91
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov ecx, 51
-    mov rbp, r11
-    mov rcx, qword ptr [r15 + 768]
-    and rbp, 8128
-    mov dword ptr [r15 + rbp + 7488], 136
-    jmp 1f
-1:
-    mov edx, dword ptr [r15 + 384]
-    mov dword ptr [r15 + 320], ecx
-    mov qword ptr [r15 + 128], rbp
-    mov rbp, r11
-    jmp 1f
-1:
-    jmp 1f
-1:
-    and rbp, 448
-    vmovdqu ymmword ptr [r15 + rbp + 832], ymm4
-    mov byte ptr [r15 + 64], cl
-    mov r8, r11
-    add rdx, qword ptr [r15 + 256]
-    and r8, 4032
-    movzx ecx, byte ptr [r15 + r8 + 3392]
-    movsxd r8, dword ptr [r15 + 576]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c18:
-    lea rcx, [rip + .Lc1_d5704_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d5704_j_t
-.Lc1_d5704_j:
-    mov rbp, r11
-    mov byte ptr [r15 + 320], dl
-    and rbp, 1984
-    vmovdqu ymmword ptr [r15 + rbp + 1344], ymm4
-    mov ebp, dword ptr [r15 + 64]
-    mov r8, qword ptr [r15 + 640]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, ecx
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov rdx, rbp
-    movzx edx, bpl
-    mov rbp, rbp
-    mov qword ptr [r15 + 0], r8
-    mov r8d, 96
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov qword ptr [r15 + 0], rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 192], rbp
-    mov rbp, r11
-    jmp 1f
-1:
-    and rbp, 4032
-    movsxd r8, dword ptr [r15 + rbp + 3392]
-    mov rbp, rdx
-    mov dword ptr [r15 + 64], 177
-    mov dword ptr [r15 + 512], 218
-    vmovdqu ymmword ptr [r15 + 128], ymm4
-    mov ecx, r8d
-    mov r8, r11
-    mov edx, 231
-    mov qword ptr [r15 + 384], rbp
-    and r8, 8128
-    mov ebp, dword ptr [r15 + r8 + 7488]
-    mov r8d, 58
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c19:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d5754_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d5754_j_t
-.Lc1_d5754_j:
-    mov rbp, r11
-    jmp 1f
-1:
-    add r8, qword ptr [r15 + 128]
-    jmp 1f
-1:
-    mov r9, r11
-    and rbp, 448
-    mov dword ptr [r15 + rbp + 832], 238
-    mov rbp, qword ptr [r15 + 64]
-    and r9, 8128
-    mov dword ptr [r15 + r9 + 7488], ecx
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    vpmovmskb ecx, xmm4
-    mov dword ptr [r15 + 0], 44
-    vpor xmm4, xmm4, xmm4
-    mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 67117724], 128
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 192], r9d
-    mov r9d, r9d
-    mov dword ptr [r15 + 448], 73
-    mov r9d, dword ptr [r15 + 512]
-    jmp 1f
-1:
-    movsxd rsi, dword ptr [r15 + 256]
-    mov rbp, r11
-    mov qword ptr [r15 + 704], rcx
-    mov rcx, qword ptr [r15 + 320]
-    mov rdi, r9
-    and rbp, 1984
-    mov dword ptr [r15 + rbp + 1344], 246
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c20:
-    mov r9, r11
-    mov rbp, r11
-    and r9, 448
-    mov rcx, qword ptr [r15 + r9 + 832]
-    vpshufd xmm11, xmm3, 142
-    and rbp, 4032
-    mov rdi, qword ptr [r15 + rbp + 3392]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, byte ptr [r15 + 768]
-    jmp 1f
-1:
-    mov qword ptr [r15 + 256], r9
-    mov qword ptr [r15 + 64], rcx
-    mov byte ptr [r15 + 512], cl
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx edi, byte ptr [r15 + 128]
-    movzx r9d, byte ptr [r15 + 448]
-    mov rcx, rbp
-    mov rbp, qword ptr [r15 + 384]
-    mov rcx, rcx
-    movsxd rcx, dword ptr [r15 + 128]
-    jmp 1f
-1:
-    mov eax, edi
-    mov r8, r11
-    movzx eax, byte ptr [r15 + 192]
-    vmovdqu ymmword ptr [r15 + 576], ymm8
-    and r8, 1984
-    vmovdqu ymmword ptr [r15 + r8 + 1344], ymm8
-    mov dword ptr [r15 + 320], ebp
-    jmp 1f
-1:
-    mov qword ptr [r15 + 448], rcx
-    jmp 1f
-1:
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c21:
-    lea rcx, [rip + .Lc1_d5838_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d5838_j_t
-.Lc1_d5838_j:
-    jmp 1f
-1:
-    mov r8, r11
-    movzx ebp, byte ptr [r15 + 256]
-    movsxd rax, dword ptr [r15 + 512]
-    and r8, 8128
-    movsxd r9, dword ptr [r15 + r8 + 7488]
-    mov dword ptr [r15 + 0], ecx
-    and r9d, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], ecx
-    mov qword ptr [r15 + 0], rcx
-    mov ecx, ebp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, ebp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 243
-    jmp 1f
-1:
-    mov byte ptr [r15 + 0], al
-    mov rax, rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    vpshufd xmm12, xmm4, 247
-    mov r9, r11
-    mov rcx, rcx
-    and r9, 1984
-    movsxd rcx, dword ptr [r15 + r9 + 1344]
-    mov r9, rax
-    jmp 1f
-1:
-    mov r9, rax
-    movsxd rax, dword ptr [r15 + 64]
-    mov r9d, dword ptr [r15 + 64]
-    movzx edx, byte ptr [r15 + 128]
-    movsxd rsi, dword ptr [r15 + 448]
-    mov rbp, r11
-    mov r8d, 210
-    jmp 1f
-1:
-    and rbp, 4032
-    movsxd rdi, dword ptr [r15 + rbp + 3392]
     mov dword ptr [r15 + 640], eax
-    movsxd rax, dword ptr [r15 + 384]
-    jmp 1f
-1:
-    mov qword ptr [r15 + 320], rdx
-    mov rdx, rsi
+    mov eax, edx
     add r11, 64
     inc rbx
     dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c22:
-    mov rbp, r11
-    movsxd rax, dword ptr [r15 + 512]
-    and rbp, 4032
-    mov rsi, qword ptr [r15 + rbp + 3392]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], dl
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], rsi
-    movzx esi, bpl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rsi, rsi
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 704], esi
-    mov esi, 185
-    movsxd rsi, dword ptr [r15 + 448]
-    mov ebp, dword ptr [r15 + 768]
-    test ebx, 1073741824
-    jz 1f
-1:
-    vmovdqu ymmword ptr [r15 + 256], ymm11
-    mov eax, esi
-    mov byte ptr [r15 + 128], sil
-    movzx esi, byte ptr [r15 + 128]
-    mov rbp, r11
-    mov edi, esi
-    and rbp, 8128
-    mov dword ptr [r15 + rbp + 7488], 22
-    mov rbp, r11
-    xor dword ptr [r15 + 192], esi
-    and eax, dword ptr [r15 + 64]
-    and rbp, 448
-    movsxd rsi, dword ptr [r15 + rbp + 832]
-    movzx ebp, dil
-    mov dword ptr [r15 + 384], 25
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c23:
+    jz .Lc1_b10_done
+.Lc1_b10_c1:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 15
-    lea rcx, [rip + .Lc1_d5942_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d5942_s_t
-    .p2align 3
-.Lc1_d5942_s:
-    .p2align 3
-    jmp .Lc1_d5942_j
-    .p2align 3
-    jmp .Lc1_d5942_j
-    .p2align 3
-    jmp .Lc1_d5942_j
-    .p2align 3
-    jmp .Lc1_d5942_j
-    .p2align 3
-    jmp .Lc1_d5942_j
-    .p2align 3
-    jmp .Lc1_d5942_j
-    .p2align 3
-    jmp .Lc1_d5942_j
-    .p2align 3
-    jmp .Lc1_d5942_j
-    .p2align 3
-    jmp .Lc1_d5942_j
-    .p2align 3
-    jmp .Lc1_d5942_j
-    .p2align 3
-    jmp .Lc1_d5942_j
-    .p2align 3
-    jmp .Lc1_d5942_j
-    .p2align 3
-    jmp .Lc1_d5942_j
-    .p2align 3
-    jmp .Lc1_d5942_j
-    .p2align 3
-    jmp .Lc1_d5942_j
-    .p2align 3
-    jmp .Lc1_d5942_j
-.Lc1_d5942_j:
-    mov rbp, r11
-    and rbp, 1984
-    mov dword ptr [r15 + rbp + 1344], 22
-    movzx ebp, al
-    mov rbp, qword ptr [r15 + 64]
-    mov eax, ecx
-    mov r8, r11
-    mov dword ptr [r15 + 192], ecx
-    and r8, 448
-    mov ecx, dword ptr [r15 + r8 + 832]
-    jmp 1f
-1:
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c24:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 32768
-    setz al
-    lea rcx, [rip + .Lc1_d5982_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d5982_s_t
-    .p2align 3
-.Lc1_d5982_s:
-    .p2align 3
-    jmp .Lc1_d5982_j
-    .p2align 3
-    jmp .Lc1_d5982_j
-.Lc1_d5982_j:
-    jmp 1f
-1:
-    mov r8d, 91
-    mov dword ptr [r15 + 448], 45
-    mov dword ptr [r15 + 128], eax
-    jmp 1f
-1:
-    movsxd rax, dword ptr [r15 + 512]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 162
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, r11
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + 256], 32
-    and r8, 16320
-    vmovdqu ymmword ptr [r15 + r8 + 15680], ymm12
-    mov r8d, 187
-    mov r8, r11
-    mov dword ptr [r15 + 192], 164
-    vpaddq xmm12, xmm12, xmmword ptr [r15 + 64]
-    mov rax, rax
-    and r8, 8128
-    mov qword ptr [r15 + r8 + 7488], rax
-    mov byte ptr [r15 + 576], r8b
-    mov dword ptr [r15 + 320], 135
-    mov dword ptr [r15 + 384], eax
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c25:
-    mov byte ptr [r15 + 128], r8b
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, r8
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], r8
-    mov r8d, eax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], eax
-    movzx eax, byte ptr [r15 + 384]
-    mov r9d, dword ptr [r15 + 256]
-    mov edx, 120
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    movzx r8d, byte ptr [r15 + 64]
-    mov dword ptr [r15 + 640], 92
-    mov rbp, r11
-    mov rax, rax
-    and rbp, 4032
-    mov eax, dword ptr [r15 + rbp + 3392]
-    jmp 1f
-1:
-    or qword ptr [r15 + 128], 78
-    mov qword ptr [r15 + 320], rdx
-    mov rdx, rdx
-    mov byte ptr [r15 + 448], r8b
-    mov qword ptr [r15 + 192], r9
-    movzx r9d, byte ptr [r15 + 704]
-    mov rbp, r11
-    mov r8, r11
-    and rbp, 448
-    mov edi, dword ptr [r15 + rbp + 832]
-    mov dword ptr [r15 + 512], eax
-    and r8, 1984
-    mov rax, qword ptr [r15 + r8 + 1344]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c26:
-    lea rcx, [rip + .Lc1_d6063_j]
+    lea rcx, [rip + .Lc1_d13725_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d6063_j_t
-.Lc1_d6063_j:
+    jmp .Lc1_d13725_j_t
+.Lc1_d13725_j:
+    mov edx, dword ptr [r15 + 512]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 23
+    test dword ptr [r15 + 67117723], 512
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, 39
+    mov byte ptr [r15 + 192], cl
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov dword ptr [r15 + 128], 87
+    vpcmpeqb xmm10, xmm10, xmm13
+    mov dword ptr [r15 + 256], 107
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov qword ptr [r15 + 320], rdx
+    vpcmpeqb xmm10, xmm10, xmm14
+    .byte 0x0f, 0x1f, 0x00
+    test ebx, 256
+    jz 1f
+1:
+    mov eax, eax
+    mov eax, 100
+    mov r9, r11
+    movzx eax, al
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx edx, byte ptr [r15 + 448]
+    and r9, 4032
+    mov ecx, dword ptr [r15 + r9 + 3392]
+    mov r9, r11
+    movzx edi, byte ptr [r15 + 704]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and r9, 1984
+    mov dword ptr [r15 + r9 + 1344], eax
+    mov r9d, ecx
+    vpcmpeqb xmm4, xmm4, xmmword ptr [r15 + 64]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b10_done
+.Lc1_b10_c2:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu ymmword ptr [r15 + 0], ymm4
+    mov r9d, eax
+    movzx r9d, al
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, dword ptr [r15 + 128]
+    test dword ptr [r15 + 67117723], 1082130433
+    jz 1f
+1:
     mov rbp, r11
-    vmovdqu ymmword ptr [r15 + 448], ymm11
+    movzx eax, byte ptr [r15 + 64]
+    mov qword ptr [r15 + 384], r9
+    movzx r9d, byte ptr [r15 + 448]
     and rbp, 8128
+    mov dword ptr [r15 + rbp + 7488], 242
+    mov rbp, r10
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx ecx, byte ptr [r15 + 256]
+    and rbp, 1984
+    movsxd rax, dword ptr [r15 + rbp + 1344]
+    mov dword ptr [r15 + 768], r9d
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r8d, 117
     mov r8, r11
-    mov dword ptr [r15 + rbp + 7488], 248
-    and r8, 1984
-    mov rcx, qword ptr [r15 + r8 + 1344]
-    movzx r8d, byte ptr [r15 + 128]
-    mov byte ptr [r15 + 0], bpl
-    jmp 1f
+    mov r9d, 212
+    mov r9d, 149
+    and r8, 448
+    movzx r9d, byte ptr [r15 + r8 + 832]
+    test dword ptr [r15 + 67117723], 6
+    jz 1f
 1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, ebp
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx esi, bpl
-    mov r12, qword ptr [r15 + r12 + 56]
-    add rsi, qword ptr [r15 + 0]
+    movsxd rbp, dword ptr [r15 + 128]
+    mov rcx, r8
+    movzx ecx, byte ptr [r15 + 192]
+    add r11, 64
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b10_done
+.Lc1_b10_c3:
+    lea rcx, [rip + .Lc1_d13815_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d13815_j_t
+.Lc1_d13815_j:
+    movzx r8d, byte ptr [r15 + 576]
     mov r12, qword ptr [r15 + r12 + 56]
     mov rbp, rbp
-    jmp 1f
-1:
-    test ebx, 1024
-    jz 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
-    add r8, qword ptr [r15 + 0]
-    mov qword ptr [r15 + 768], rsi
-    mov dword ptr [r15 + 64], esi
-    jmp 1f
-1:
-    mov esi, 101
-    vmovdqu xmm10, xmmword ptr [r15 + 64]
-    mov byte ptr [r15 + 512], bpl
-    and ebp, dword ptr [r15 + 320]
-    mov r9, r11
-    mov byte ptr [r15 + 384], r8b
-    and r9, 4032
-    mov byte ptr [r15 + r9 + 3392], r8b
-    mov r9, qword ptr [r15 + 256]
-    mov r8, qword ptr [r15 + 128]
-    jmp 1f
-1:
-    mov esi, 146
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c27:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r8, r9
-    mov byte ptr [r15 + 0], r9b
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, 227
-    mov r9d, esi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, r11
-    mov esi, r9d
-    and r8, 448
-    mov rsi, qword ptr [r15 + r8 + 832]
-    mov qword ptr [r15 + 576], r9
-    mov r9, qword ptr [r15 + 384]
-    vmovdqu ymmword ptr [r15 + 256], ymm12
-    jmp 1f
-1:
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 320], r8d
-    mov r8, r9
-    jmp 1f
-1:
-    and r8d, dword ptr [r15 + 640]
-    mov qword ptr [r15 + 64], r9
-    mov r9, r11
-    mov rsi, qword ptr [r15 + 448]
-    mov qword ptr [r15 + 512], r9
-    and r9, 8128
-    mov dword ptr [r15 + r9 + 7488], r8d
-    mov dword ptr [r15 + 128], 18
-    mov edi, 2
-    mov edi, r8d
-    mov r8, r11
-    movzx edi, r9b
-    and r8, 1984
-    mov edi, dword ptr [r15 + r8 + 1344]
-    mov dword ptr [r15 + 192], esi
-    jmp 1f
-1:
-    jmp 1f
-1:
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c28:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 32
-    setz al
-    lea rcx, [rip + .Lc1_d6161_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d6161_s_t
-    .p2align 3
-.Lc1_d6161_s:
-    .p2align 3
-    jmp .Lc1_d6161_j
-    .p2align 3
-    jmp .Lc1_d6161_j
-.Lc1_d6161_j:
-    mov r8, r11
-    and r8, 448
-    mov r9, r11
-    mov byte ptr [r15 + r8 + 832], al
-    and r9, 8128
-    movsxd rax, dword ptr [r15 + r9 + 7488]
-    mov byte ptr [r15 + 512], cl
-    mov ecx, ecx
-    mov rbp, r11
-    jmp 1f
-1:
-    and rbp, 4032
-    movsxd r8, dword ptr [r15 + rbp + 3392]
-    mov byte ptr [r15 + 0], al
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, r9b
-    jmp 1f
-1:
-    vpaddq xmm10, xmm10, xmmword ptr [r15 + 0]
-    jmp 1f
-1:
-    or qword ptr [r15 + 448], 10
-    jmp 1f
-1:
-    jmp 1f
-1:
-    test ebx, 2560
+    test ebx, 256
     jnz 1f
 1:
-    jmp 1f
-1:
-    movsxd rax, dword ptr [r15 + 64]
-    movzx ebp, r8b
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r9d, ebp
-    movzx r9d, byte ptr [r15 + 192]
-    mov qword ptr [r15 + 704], rbp
-    jmp 1f
-1:
-    mov r8d, 149
-    movsxd r8, dword ptr [r15 + 128]
-    jmp 1f
-1:
-    mov ebp, 223
-    mov ebp, eax
-    jmp 1f
-1:
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c29:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d6215_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d6215_j_t
-.Lc1_d6215_j:
-    mov rbp, r11
-    and rbp, 4032
-    mov dword ptr [r15 + rbp + 3392], ecx
-    mov ebp, 8
-    vmovdqu ymmword ptr [r15 + 0], ymm12
-    jmp 1f
-1:
+    mov qword ptr [r15 + 0], r8
     mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], ecx
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, r11
-    mov rcx, rcx
-    test dword ptr [r15 + 67117724], 2621440
+    test ebx, 1073741824
     jnz 1f
 1:
-    and r8, 1984
-    mov byte ptr [r15 + r8 + 1344], bpl
-    vmovdqu ymmword ptr [r15 + 256], ymm12
-    mov ebp, 247
-    vmovdqu ymmword ptr [r15 + 192], ymm12
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx ecx, cl
-    movzx ecx, byte ptr [r15 + 128]
-    test ebx, 1024
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov ebp, 31
     mov rbp, r11
-    mov qword ptr [r15 + 384], r8
-    mov dword ptr [r15 + 320], 3
-    jmp 1f
-1:
-    and rbp, 448
-    movzx ecx, byte ptr [r15 + rbp + 832]
-    vmovdqu ymmword ptr [r15 + 64], ymm10
-    movzx r8d, byte ptr [r15 + 512]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c30:
-    mov rdx, qword ptr [r15 + 448]
-    mov ebp, ebp
-    mov ebp, dword ptr [r15 + 320]
-    mov ecx, 20
-    jmp 1f
-1:
-    add rcx, qword ptr [r15 + 256]
-    mov r8, r8
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov byte ptr [r15 + 0], dl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, 214
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, ecx
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 169
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rdx, qword ptr [r15 + 768]
-    jmp 1f
-1:
-    mov ecx, r8d
-    mov dword ptr [r15 + 64], r8d
-    mov r8d, 134
-    mov dword ptr [r15 + 448], 45
-    mov dword ptr [r15 + 576], 116
-    movsxd rsi, dword ptr [r15 + 512]
-    movzx edi, cl
-    movzx edi, dl
-    mov rbp, r11
-    mov edi, dword ptr [r15 + 64]
-    mov r9, r11
-    mov dword ptr [r15 + 192], 16
-    and rbp, 1984
-    mov r8, qword ptr [r15 + rbp + 1344]
-    movzx ebp, cl
-    and r9, 8128
-    mov byte ptr [r15 + r9 + 7488], cl
-    movzx r9d, sil
-    jmp 1f
-1:
-    mov byte ptr [r15 + 128], sil
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c31:
-    lea rcx, [rip + .Lc1_d6306_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d6306_j_t
-.Lc1_d6306_j:
-    mov rbp, r11
+    movzx r9d, byte ptr [r15 + 256]
+    movzx r8d, r8b
     and rbp, 448
     mov qword ptr [r15 + rbp + 832], r9
-    mov ebp, 144
-    mov ebp, r9d
-    jmp 1f
-1:
-    mov qword ptr [r15 + 128], rcx
-    mov byte ptr [r15 + 704], cl
-    mov r8, r11
-    jmp 1f
-1:
-    movzx r9d, cl
-    nop
-    and r8, 4032
-    mov dword ptr [r15 + r8 + 3392], 222
-    mov r8, r11
-    mov ebp, dword ptr [r15 + 64]
-    and r8, 8128
-    mov rcx, qword ptr [r15 + r8 + 7488]
-    jmp 1f
-1:
-    mov r9d, 78
-    jmp 1f
-1:
-    mov byte ptr [r15 + 0], bpl
-    test ebx, 1024
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], r8d
-    movzx r8d, r8b
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r9
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], ecx
-    mov qword ptr [r15 + 384], r9
-    and r9d, dword ptr [r15 + 512]
-    mov dword ptr [r15 + 256], 201
-    mov r8d, dword ptr [r15 + 192]
-    mov dword ptr [r15 + 640], 27
-    mov ecx, dword ptr [r15 + 128]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c32:
-    mov r9, r11
-    jmp 1f
-1:
-    jmp 1f
-1:
-    and r9, 1984
-    mov dword ptr [r15 + r9 + 1344], ecx
-    mov byte ptr [r15 + 64], r8b
-    mov dword ptr [r15 + 256], 196
-    mov r8, qword ptr [r15 + 448]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 64], ecx
-    mov rbp, r11
-    mov ecx, 226
-    jmp 1f
-1:
-    and rbp, 448
-    mov r9, qword ptr [r15 + rbp + 832]
-    mov rbp, r11
-    mov dword ptr [r15 + 128], 139
-    and rbp, 4032
-    movzx eax, byte ptr [r15 + rbp + 3392]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rcx
-    mov rcx, r8
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 165
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 238
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 768], ebp
-    mov ebp, eax
-    mov ebp, dword ptr [r15 + 320]
-    mov rax, rcx
-    mov eax, 188
-    mov qword ptr [r15 + 512], rcx
-    mov byte ptr [r15 + 384], cl
-    mov ecx, ecx
-    jmp 1f
-1:
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c33:
-    lea rcx, [rip + .Lc1_d6399_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d6399_j_t
-.Lc1_d6399_j:
-    mov rbp, r11
-    mov eax, eax
-    jmp 1f
-1:
-    and rbp, 4032
-    mov byte ptr [r15 + rbp + 3392], cl
-    mov rbp, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], eax
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rbp, r11
-    .byte 0x0f, 0x1f, 0x40, 0x00
-    mov rax, qword ptr [r15 + 64]
-    mov rcx, qword ptr [r15 + 192]
-    and rbp, 8128
-    and ecx, dword ptr [r15 + rbp + 7488]
-    mov ebp, 17
-    mov rbp, rax
-    mov ebp, dword ptr [r15 + 576]
-    movzx edx, byte ptr [r15 + 640]
-    jmp 1f
-1:
-    mov r8, r11
-    movsxd rsi, dword ptr [r15 + 448]
-    and r8, 1984
-    mov byte ptr [r15 + r8 + 1344], cl
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rbp, rcx
-    jmp 1f
-1:
-    mov qword ptr [r15 + 128], rdx
-    mov rdx, qword ptr [r15 + 320]
-    movzx eax, byte ptr [r15 + 256]
-    movsxd r8, dword ptr [r15 + 512]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx esi, sil
-    movzx esi, bpl
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c34:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 4
-    setz al
-    lea rcx, [rip + .Lc1_d6452_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d6452_s_t
-    .p2align 3
-.Lc1_d6452_s:
-    .p2align 3
-    jmp .Lc1_d6452_j
-    .p2align 3
-    jmp .Lc1_d6452_j
-.Lc1_d6452_j:
-    jmp 1f
-1:
-    mov rdi, rax
-    mov edi, eax
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], eax
-    movzx eax, byte ptr [r15 + 512]
-    jmp 1f
-1:
-    mov ecx, 34
-    movzx ecx, dil
-    mov rcx, rdi
-    movzx ecx, dil
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx edi, dil
-    mov r9, r11
-    movzx edi, al
-    mov rax, qword ptr [r15 + 128]
-    and r9, 8128
-    mov rcx, qword ptr [r15 + r9 + 7488]
-    movsxd r9, dword ptr [r15 + 320]
-    mov rdi, qword ptr [r15 + 704]
-    mov rbp, r11
-    movsxd rsi, dword ptr [r15 + 64]
-    movsxd r8, dword ptr [r15 + 448]
-    and rbp, 448
-    mov dword ptr [r15 + rbp + 832], 143
-    mov rbp, rax
-    mov qword ptr [r15 + 384], rcx
-    mov ecx, dword ptr [r15 + 192]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c35:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, r9b
-    mov ebp, 31
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], ecx
-    mov ecx, ecx
-    jmp 1f
-1:
-    mov ecx, ebp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 64], bpl
-    jmp 1f
-1:
-    mov ebp, dword ptr [r15 + 512]
-    movzx r9d, byte ptr [r15 + 384]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov byte ptr [r15 + 128], cl
-    xor dword ptr [r15 + 192], ecx
-    jmp 1f
-1:
-    mov dword ptr [r15 + 256], ecx
-    jmp 1f
-1:
-    mov byte ptr [r15 + 448], cl
-    movzx ecx, cl
-    mov rcx, rbp
-    jmp 1f
-1:
-    mov rbp, r11
-    mov r9, r9
-    and rbp, 4032
-    add r9, qword ptr [r15 + rbp + 3392]
-    and r9d, dword ptr [r15 + 768]
-    mov edx, 40
-    mov r8, r11
-    mov rbp, r11
-    and r8, 448
-    mov ecx, dword ptr [r15 + r8 + 832]
-    and rbp, 1984
-    mov byte ptr [r15 + rbp + 1344], dl
-    jmp 1f
-1:
-    mov rdx, r9
-    vmovdqu ymmword ptr [r15 + 128], ymm3
-    jmp 1f
-1:
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c36:
-    lea rcx, [rip + .Lc1_d6547_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d6547_j_t
-.Lc1_d6547_j:
-    mov rbp, r11
-    and rbp, 16320
-    mov qword ptr [r15 + rbp + 15680], rdx
-    add rbp, qword ptr [r15 + 320]
-    movzx edx, dl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    and ecx, dword ptr [r15 + 0]
-    mov r9d, edx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rdx, dword ptr [r15 + 128]
-    movzx r8d, byte ptr [r15 + 576]
-    mov eax, ebp
-    mov ebp, dword ptr [r15 + 384]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r9, r11
-    movzx ecx, byte ptr [r15 + 64]
-    and r9, 8128
-    movzx edx, byte ptr [r15 + r9 + 7488]
-    vpxor xmm8, xmm8, xmm13
-    mov eax, r8d
-    jmp 1f
-1:
-    mov eax, dword ptr [r15 + 256]
-    movzx ebp, r8b
-    jmp 1f
-1:
-    mov rbp, r11
-    mov r9d, dword ptr [r15 + 448]
-    jmp 1f
-1:
-    mov r8d, dword ptr [r15 + 512]
-    and rbp, 1984
-    movzx esi, byte ptr [r15 + rbp + 1344]
-    jmp 1f
-1:
-    movzx edi, byte ptr [r15 + 192]
-    mov ebp, edx
-    movzx edx, byte ptr [r15 + 64]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c37:
-    mov byte ptr [r15 + 0], r9b
-    mov r9d, esi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, dil
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, dword ptr [r15 + 448]
-    mov byte ptr [r15 + 704], bpl
-    and r8, 1984
-    mov esi, dword ptr [r15 + r8 + 1344]
-    mov r8d, 221
-    mov r8d, 92
-    test ebx, 1024
-    jz 1f
-1:
-    movzx ebp, byte ptr [r15 + 320]
-    mov edi, dword ptr [r15 + 640]
-    mov dword ptr [r15 + 256], 85
-    mov r9, r9
-    mov r9, rsi
-    mov r9d, esi
-    mov r9, r11
-    mov esi, dword ptr [r15 + 128]
-    mov r8, r11
-    movzx eax, bpl
-    and r9, 448
-    mov dword ptr [r15 + r9 + 832], 236
-    mov byte ptr [r15 + 64], bpl
-    and r8, 4032
-    mov qword ptr [r15 + r8 + 3392], rdi
-    mov r8, qword ptr [r15 + 128]
-    movzx edi, byte ptr [r15 + 512]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 192], esi
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c38:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 1048576
-    setz al
-    lea rcx, [rip + .Lc1_d6640_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d6640_s_t
-    .p2align 3
-.Lc1_d6640_s:
-    .p2align 3
-    jmp .Lc1_d6640_j
-    .p2align 3
-    jmp .Lc1_d6640_j
-.Lc1_d6640_j:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    movzx r8d, al
-    mov eax, 216
-    mov eax, 10
-    mov r9, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 0], ymm8
-    vmovdqu ymmword ptr [r15 + 128], ymm8
-    and r9, 4032
-    movzx ecx, byte ptr [r15 + r9 + 3392]
-    mov r9, r11
-    mov dword ptr [r15 + 768], 129
-    test ebx, 1073741824
-    jz 1f
-1:
-    and r9, 8128
-    and r8d, dword ptr [r15 + r9 + 7488]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx ecx, byte ptr [r15 + 384]
-    mov dword ptr [r15 + 448], 213
-    mov eax, r8d
-    mov r8, r11
-    movzx edx, byte ptr [r15 + 64]
-    movsxd r9, dword ptr [r15 + 256]
-    and r8, 448
-    mov dword ptr [r15 + r8 + 832], ecx
-    movzx r8d, cl
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c39:
-    lea rcx, [rip + .Lc1_d6681_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d6681_j_t
-.Lc1_d6681_j:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, 185
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 190
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, r8d
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, r8
-    test ebx, 1024
-    jz 1f
-1:
-    movsxd rdx, dword ptr [r15 + 192]
-    mov ecx, dword ptr [r15 + 256]
-    jmp 1f
-1:
-    mov esi, r8d
-    mov r8, r11
-    mov dword ptr [r15 + 320], 73
-    mov dword ptr [r15 + 128], 126
-    and r8, 8128
-    mov byte ptr [r15 + r8 + 7488], cl
-    jmp 1f
-1:
-    mov byte ptr [r15 + 448], dl
-    mov byte ptr [r15 + 64], cl
-    movzx ecx, cl
-    mov rbp, r11
-    mov byte ptr [r15 + 384], sil
-    and rbp, 1984
-    mov rsi, qword ptr [r15 + rbp + 1344]
-    mov rbp, qword ptr [r15 + 576]
-    and ebp, dword ptr [r15 + 512]
-    movzx r8d, r8b
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c40:
-    mov byte ptr [r15 + 320], cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], ecx
-    mov ecx, 91
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 179
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov ebp, 142
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, cl
-    and r8, 1984
-    vmovdqu ymmword ptr [r15 + r8 + 1344], ymm8
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov ebp, ebp
-    movsxd rbp, dword ptr [r15 + 64]
-    mov r9, r11
-    mov qword ptr [r15 + 64], rcx
-    mov ecx, ecx
-    jmp 1f
-1:
-    and r9, 448
-    mov qword ptr [r15 + r9 + 832], r8
-    mov r9, r8
-    mov qword ptr [r15 + 448], r8
-    mov r8, qword ptr [r15 + 512]
-    mov r9, r11
-    movsxd rdi, dword ptr [r15 + 256]
-    mov ecx, dword ptr [r15 + 128]
-    mov eax, dword ptr [r15 + 192]
-    and r9, 4032
-    and eax, dword ptr [r15 + r9 + 3392]
-    mov dword ptr [r15 + 640], 46
-    vmovdqu ymmword ptr [r15 + 704], ymm8
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c41:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d6774_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d6774_j_t
-.Lc1_d6774_j:
-    movzx ecx, r9b
-    mov rcx, r9
-    jmp 1f
-1:
-    mov ecx, eax
-    and ecx, dword ptr [r15 + 384]
-    mov eax, 159
-    vmovdqu xmm4, xmmword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, eax
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx edi, cl
-    movzx ecx, cl
-    mov ecx, 158
-    mov dword ptr [r15 + 0], 227
-    add rcx, qword ptr [r15 + 0]
-    movzx eax, byte ptr [r15 + 192]
-    movsxd r9, dword ptr [r15 + 512]
-    mov dword ptr [r15 + 64], 23
-    movsxd rdx, dword ptr [r15 + 128]
-    test dword ptr [r15 + 67117724], 17825856
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov edi, 103
-    mov r9, r11
-    mov rbp, r11
-    and r9, 448
-    mov ecx, dword ptr [r15 + r9 + 832]
-    mov qword ptr [r15 + 768], rax
-    vmovdqu ymmword ptr [r15 + 128], ymm8
-    and rbp, 4032
-    add rdx, qword ptr [r15 + rbp + 3392]
-    mov rbp, r11
-    jmp 1f
-1:
-    vmovdqu ymmword ptr [r15 + 448], ymm8
-    and rbp, 8128
-    movzx r9d, byte ptr [r15 + rbp + 7488]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c42:
-    mov edx, 7
-    mov edx, 100
-    movsxd rdx, dword ptr [r15 + 64]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov rbp, r9
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], r9
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r9d, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx edi, byte ptr [r15 + 192]
-    mov r8, r11
-    jmp 1f
-1:
-    and ebp, dword ptr [r15 + 576]
-    vpcmpeqb xmm5, xmm5, xmmword ptr [r15 + 448]
-    mov rbp, r11
-    and r8, 8128
-    movzx esi, byte ptr [r15 + r8 + 7488]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and rbp, 1984
-    mov r9d, dword ptr [r15 + rbp + 1344]
-    mov rbp, rdi
-    mov rbp, rdi
-    mov rbp, r11
-    movzx edi, r8b
-    jmp 1f
-1:
-    and rbp, 4032
-    mov esi, dword ptr [r15 + rbp + 3392]
-    movsxd rbp, dword ptr [r15 + 512]
-    mov qword ptr [r15 + 384], r9
-    mov dword ptr [r15 + 320], r9d
-    mov r9d, dword ptr [r15 + 128]
-    vpaddd xmm4, xmm4, xmm4
-    mov edi, edi
-    mov edi, dword ptr [r15 + 320]
-    mov dword ptr [r15 + 256], 114
-    mov r8d, esi
-    mov qword ptr [r15 + 64], rsi
-    jmp 1f
-1:
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c43:
-    lea rcx, [rip + .Lc1_d6867_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d6867_j_t
-.Lc1_d6867_j:
-    mov qword ptr [r15 + 0], rdi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    and rbp, 448
-    and eax, dword ptr [r15 + rbp + 832]
-    mov ebp, dword ptr [r15 + 512]
-    movzx edi, byte ptr [r15 + 384]
-    mov r8, r11
-    movzx ecx, dil
-    test ebx, 1073741824
-    jz 1f
-1:
-    movsxd rdx, dword ptr [r15 + 640]
-    and r8, 8128
-    mov dword ptr [r15 + r8 + 7488], eax
-    mov r8, r11
-    mov eax, dword ptr [r15 + 64]
-    jmp 1f
-1:
-    and r8, 1984
-    mov edi, dword ptr [r15 + r8 + 1344]
-    movzx r8d, byte ptr [r15 + 448]
-    jmp 1f
-1:
-    movzx ecx, bpl
-    movsxd rbp, dword ptr [r15 + 192]
-    jmp 1f
-1:
-    mov qword ptr [r15 + 704], rdx
-    jmp 1f
-1:
-    vpcmpeqb xmm5, xmm5, xmm1
-    mov dword ptr [r15 + 256], 45
-    mov edx, dword ptr [r15 + 128]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c44:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 15
-    lea rcx, [rip + .Lc1_d6917_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d6917_s_t
-    .p2align 3
-.Lc1_d6917_s:
-    .p2align 3
-    jmp .Lc1_d6917_j
-    .p2align 3
-    jmp .Lc1_d6917_j
-    .p2align 3
-    jmp .Lc1_d6917_j
-    .p2align 3
-    jmp .Lc1_d6917_j
-    .p2align 3
-    jmp .Lc1_d6917_j
-    .p2align 3
-    jmp .Lc1_d6917_j
-    .p2align 3
-    jmp .Lc1_d6917_j
-    .p2align 3
-    jmp .Lc1_d6917_j
-    .p2align 3
-    jmp .Lc1_d6917_j
-    .p2align 3
-    jmp .Lc1_d6917_j
-    .p2align 3
-    jmp .Lc1_d6917_j
-    .p2align 3
-    jmp .Lc1_d6917_j
-    .p2align 3
-    jmp .Lc1_d6917_j
-    .p2align 3
-    jmp .Lc1_d6917_j
-    .p2align 3
-    jmp .Lc1_d6917_j
-    .p2align 3
-    jmp .Lc1_d6917_j
-.Lc1_d6917_j:
-    mov rbp, r11
-    and rbp, 448
-    movzx edi, byte ptr [r15 + rbp + 832]
-    mov ebp, 6
-    jmp 1f
-1:
-    mov rbp, r11
-    mov ecx, 156
-    and rbp, 4032
-    mov qword ptr [r15 + rbp + 3392], rax
-    jmp 1f
-1:
-    mov rax, qword ptr [r15 + 128]
-    mov qword ptr [r15 + 512], rdi
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c45:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovq xmm12, rbp
-    mov byte ptr [r15 + 0], bpl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, eax
-    movzx edi, byte ptr [r15 + 320]
-    mov byte ptr [r15 + 64], bpl
-    test ebx, 96768
-    jz 1f
-1:
-    movsxd rax, dword ptr [r15 + 576]
-    mov ebp, ebp
-    and ebp, dword ptr [r15 + 256]
-    mov ecx, edi
-    jmp 1f
-1:
-    movzx ecx, dil
-    mov edi, dword ptr [r15 + 384]
-    jmp 1f
-1:
-    mov r9, r11
-    mov r8, r11
-    and r9, 8128
-    mov rsi, qword ptr [r15 + r9 + 7488]
-    mov r9d, dword ptr [r15 + 192]
-    and r8, 1984
-    mov dword ptr [r15 + r8 + 1344], 129
-    jmp 1f
-1:
-    .byte 0x0f, 0x1f, 0x00
-    test ebx, 1073741824
-    jz 1f
-1:
-    vpaddd xmm5, xmm5, xmm5
-    mov dword ptr [r15 + 512], 196
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r9, r8
-    mov byte ptr [r15 + 128], sil
-    mov esi, esi
-    movzx esi, byte ptr [r15 + 448]
-    mov qword ptr [r15 + 64], r8
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movsxd r8, dword ptr [r15 + 768]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c46:
-    lea rcx, [rip + .Lc1_d7005_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d7005_j_t
-.Lc1_d7005_j:
-    mov qword ptr [r15 + 0], rsi
-    mov esi, 163
-    movzx esi, r8b
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], r8
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, dword ptr [r15 + 128]
-    mov r8, rsi
-    jmp 1f
-1:
-    mov r8, r11
-    movzx esi, byte ptr [r15 + 640]
-    jmp 1f
-1:
-    movzx r9d, byte ptr [r15 + 192]
-    and r8, 1984
-    mov dword ptr [r15 + r8 + 1344], 119
-    mov r8d, 7
-    mov r8d, ecx
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rsi, rcx
-    mov r9, r11
-    movsxd rsi, dword ptr [r15 + 64]
-    mov qword ptr [r15 + 320], rcx
-    and r9, 448
-    mov ecx, dword ptr [r15 + r9 + 832]
-    mov r9d, r8d
-    mov dword ptr [r15 + 256], 167
-    mov r9d, r8d
-    movzx r8d, r8b
-    mov r8, r11
-    movzx edi, byte ptr [r15 + 448]
-    mov rdx, rsi
-    movzx esi, byte ptr [r15 + 512]
-    and r8, 4032
-    mov eax, dword ptr [r15 + r8 + 3392]
-    mov r8d, 235
-    mov r8d, r9d
-    movzx r9d, cl
-    jmp 1f
-1:
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c47:
-    mov rbp, r11
-    mov rsi, rax
-    vmovdqu ymmword ptr [r15 + 128], ymm5
-    and rbp, 8128
-    mov dword ptr [r15 + rbp + 7488], 162
-    movsxd rbp, dword ptr [r15 + 256]
-    mov rax, rax
-    mov eax, r8d
-    mov qword ptr [r15 + 704], r8
-    mov r8, r11
-    vpxor xmm5, xmm5, xmm12
-    jmp 1f
-1:
-    mov edx, esi
-    and r8, 4032
-    mov dword ptr [r15 + r8 + 3392], ebp
-    mov r8d, dword ptr [r15 + 128]
-    jmp 1f
-1:
-    mov esi, 9
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    and ebp, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], eax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rax
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r8d, r8d
-    mov dword ptr [r15 + 0], edx
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 133
-    mov rbp, r11
-    mov edx, esi
-    mov edx, 159
-    jmp 1f
-1:
-    and rbp, 16320
-    mov r8d, dword ptr [r15 + rbp + 15680]
-    mov dword ptr [r15 + 64], ebp
-    movzx ebp, byte ptr [r15 + 448]
-    mov dword ptr [r15 + 192], edx
-    mov rdx, rdx
-    mov edx, r8d
-    jmp 1f
-1:
-    xor dword ptr [r15 + 320], ebp
-    jmp 1f
-1:
-    mov rsi, r8
-    mov dword ptr [r15 + 384], 126
-    mov esi, 235
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c48:
-    lea rcx, [rip + .Lc1_d7106_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d7106_j_t
-.Lc1_d7106_j:
-    mov rbp, r11
-    and rbp, 8128
-    add rsi, qword ptr [r15 + rbp + 7488]
-    movzx ebp, cl
-    jmp 1f
-1:
-    mov rbp, r11
-    mov dword ptr [r15 + 576], ecx
-    and rbp, 448
-    mov ecx, dword ptr [r15 + rbp + 832]
-    mov rbp, rsi
-    movzx ebp, sil
-    mov byte ptr [r15 + 0], sil
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx esi, sil
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 4608
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, qword ptr [r15 + 448]
-    mov dword ptr [r15 + 384], 33
-    mov rsi, qword ptr [r15 + 256]
-    movzx edi, byte ptr [r15 + 768]
-    mov rcx, qword ptr [r15 + 512]
-    mov dword ptr [r15 + 64], ebp
-    mov rbp, r11
-    mov dword ptr [r15 + 128], 155
-    and rbp, 1984
-    add rsi, qword ptr [r15 + rbp + 1344]
-    mov ebp, edi
-    vmovdqu ymmword ptr [r15 + 64], ymm5
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c49:
-    lea rcx, [rip + .Lc1_d7150_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d7150_j_t
-.Lc1_d7150_j:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, 103
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov rbp, rbp
-    jmp 1f
-1:
-    mov ebp, ecx
-    mov rcx, rcx
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, esi
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 448], ymm5
-    movsxd rcx, dword ptr [r15 + 192]
-    mov rbp, rbp
-    mov rbp, r11
-    mov rsi, rsi
-    mov dword ptr [r15 + 512], 95
-    jmp 1f
-1:
-    and rbp, 1984
-    mov qword ptr [r15 + rbp + 1344], rcx
-    mov ebp, dword ptr [r15 + 640]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r9, qword ptr [r15 + 128]
-    mov ecx, dword ptr [r15 + 384]
-    mov r8, r11
-    mov esi, esi
-    and r8, 4032
-    mov rsi, qword ptr [r15 + r8 + 3392]
-    jmp 1f
-1:
-    mov rbp, r11
-    mov qword ptr [r15 + 320], rcx
-    mov dword ptr [r15 + 256], r9d
-    and rbp, 448
-    mov byte ptr [r15 + rbp + 832], r9b
-    movsxd rbp, dword ptr [r15 + 64]
-    mov r9, r9
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c50:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov rbp, r11
-    mov dword ptr [r15 + 512], 17
-    and rbp, 448
-    movsxd r9, dword ptr [r15 + rbp + 832]
-    mov ebp, eax
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movsxd rax, dword ptr [r15 + 320]
-    mov r8, r11
-    mov esi, ebp
-    and r8, 8128
-    mov qword ptr [r15 + r8 + 7488], r9
-    mov r8, r9
-    mov dword ptr [r15 + 0], r9d
-    mov dword ptr [r15 + 0], ebp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, 150
-    mov dword ptr [r15 + 0], 41
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, rsi
-    test dword ptr [r15 + 67117724], 536880128
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], eax
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rax, dword ptr [r15 + 128]
-    mov rsi, r8
-    mov qword ptr [r15 + 64], r8
-    mov r8, qword ptr [r15 + 704]
-    mov r9d, 90
-    mov r9d, ebp
-    mov ebp, ebp
-    mov byte ptr [r15 + 192], sil
-    mov rbp, r11
-    jmp 1f
-1:
-    movzx edx, byte ptr [r15 + 256]
-    jmp 1f
-1:
-    and rbp, 1984
-    add rsi, qword ptr [r15 + rbp + 1344]
-    mov qword ptr [r15 + 128], rax
-    jmp 1f
-1:
-    mov rax, qword ptr [r15 + 448]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c51:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 1048576
-    setz al
-    lea rcx, [rip + .Lc1_d7251_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d7251_s_t
-    .p2align 3
-.Lc1_d7251_s:
-    .p2align 3
-    jmp .Lc1_d7251_j
-    .p2align 3
-    jmp .Lc1_d7251_j
-.Lc1_d7251_j:
-    jmp 1f
-1:
-    mov r9, r11
-    mov rdx, rax
-    .byte 0x0f, 0x1f, 0x40, 0x00
-    and r9, 8128
-    mov rcx, qword ptr [r15 + r9 + 7488]
-    mov r9d, 120
-    mov r9d, dword ptr [r15 + 192]
-    movsxd rax, dword ptr [r15 + 64]
-    vmovdqu ymmword ptr [r15 + 0], ymm5
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rdx, rdx
-    jmp 1f
-1:
-    test ebx, 2560
-    jnz 1f
-1:
-    add rcx, qword ptr [r15 + 64]
-    mov r9, r11
-    mov edi, dword ptr [r15 + 384]
-    and r9, 4032
-    movsxd rax, dword ptr [r15 + r9 + 3392]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov edx, dword ptr [r15 + 512]
-    mov r9, r11
-    mov ebp, ecx
-    movzx ecx, byte ptr [r15 + 320]
-    movsxd rsi, dword ptr [r15 + 768]
-    and r9, 1984
-    vmovdqu ymmword ptr [r15 + r9 + 1344], ymm5
-    movsxd r9, dword ptr [r15 + 448]
-    mov qword ptr [r15 + 128], rdi
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c52:
-    mov rcx, rax
-    jmp 1f
-1:
-    mov ecx, 180
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, ebp
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov ebp, r9d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    .byte 0x66, 0x90
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, 105
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r9d, cl
-    mov r9, r11
-    test ebx, 1073741824
-    jz 1f
-1:
-    and r9, 448
-    and ebp, dword ptr [r15 + r9 + 832]
-    mov dword ptr [r15 + 128], 225
-    mov qword ptr [r15 + 384], rbp
-    add r8, qword ptr [r15 + 64]
-    jmp 1f
-1:
-    mov byte ptr [r15 + 512], bpl
-    mov ebp, r9d
-    mov dword ptr [r15 + 576], 239
-    mov rbp, r11
-    mov ecx, r9d
-    mov dword ptr [r15 + 448], 150
-    mov qword ptr [r15 + 192], r9
-    and rbp, 4032
-    mov dword ptr [r15 + rbp + 3392], r9d
-    mov ebp, r8d
-    mov qword ptr [r15 + 640], r9
-    mov r9, r11
-    mov r8, r8
-    mov qword ptr [r15 + 256], rcx
-    and r9, 8128
-    mov dword ptr [r15 + r9 + 7488], ecx
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c53:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d7347_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d7347_j_t
-.Lc1_d7347_j:
-    mov r8, r11
-    mov byte ptr [r15 + 128], r9b
-    mov dword ptr [r15 + 128], 46
-    and r8, 448
-    mov dword ptr [r15 + r8 + 832], eax
-    mov dword ptr [r15 + 192], eax
-    mov r9, r11
-    mov eax, dword ptr [r15 + 256]
-    and r9, 1984
-    mov dword ptr [r15 + r9 + 1344], ecx
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 67117724], 1024
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd r8, dword ptr [r15 + 512]
-    movsxd r9, dword ptr [r15 + 384]
-    mov byte ptr [r15 + 704], al
-    movzx eax, byte ptr [r15 + 320]
-    movzx ecx, r8b
-    jmp 1f
-1:
-    mov r8, r11
-    mov byte ptr [r15 + 64], r9b
-    movsxd r9, dword ptr [r15 + 448]
-    and r8, 4032
-    mov esi, dword ptr [r15 + r8 + 3392]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c54:
-    lea rcx, [rip + .Lc1_d7384_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d7384_j_t
-.Lc1_d7384_j:
-    movzx ecx, sil
-    jmp 1f
-1:
-    mov qword ptr [r15 + 256], rsi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], r9d
-    mov r9d, r8d
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    movzx esi, cl
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 255
-    mov r8, r11
-    mov rcx, qword ptr [r15 + 320]
-    jmp 1f
-1:
-    and r8, 1984
-    mov esi, dword ptr [r15 + r8 + 1344]
-    movzx r8d, byte ptr [r15 + 448]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rdi, qword ptr [r15 + 192]
-    mov rdx, rsi
-    mov edx, 117
-    movzx edx, cl
-    movzx ecx, cl
-    mov byte ptr [r15 + 64], sil
-    mov esi, dword ptr [r15 + 64]
-    movsxd r8, dword ptr [r15 + 768]
-    mov dword ptr [r15 + 512], 211
-    jmp 1f
-1:
-    movzx r9d, dil
-    mov edi, edi
-    jmp 1f
-1:
-    mov rbp, r11
-    mov r9, r11
-    movzx ecx, sil
-    mov dword ptr [r15 + 128], 35
-    and r9, 448
-    movsxd rdx, dword ptr [r15 + r9 + 832]
-    and rbp, 8128
-    mov qword ptr [r15 + rbp + 7488], rdi
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c55:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 640]
-    mov byte ptr [r15 + 192], cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rcx
-    mov ecx, 60
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 8128
-    mov dword ptr [r15 + rbp + 7488], ecx
-    mov rbp, qword ptr [r15 + 64]
-    movsxd rdx, dword ptr [r15 + 256]
-    mov byte ptr [r15 + 576], al
-    jmp 1f
-1:
-    test dword ptr [r15 + 67117724], 268435456
-    jz 1f
-1:
-    mov qword ptr [r15 + 512], rdx
-    mov edx, 188
-    mov dword ptr [r15 + 448], 221
-    mov edx, dword ptr [r15 + 320]
-    mov dword ptr [r15 + 384], 33
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov rbp, r11
-    mov r8, r11
-    vmovdqu ymmword ptr [r15 + 128], ymm2
-    and rbp, 1984
-    add rdx, qword ptr [r15 + rbp + 1344]
-    and r8, 4032
-    mov dword ptr [r15 + r8 + 3392], edx
-    jmp 1f
-1:
-    movzx eax, byte ptr [r15 + 128]
-    jmp 1f
-1:
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c56:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 1
-    setz al
-    lea rcx, [rip + .Lc1_d7478_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d7478_s_t
-    .p2align 3
-.Lc1_d7478_s:
-    .p2align 3
-    jmp .Lc1_d7478_j
-    .p2align 3
-    jmp .Lc1_d7478_j
-.Lc1_d7478_j:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r11
-    jmp 1f
-1:
-    mov r8, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 8128
-    vmovdqu ymmword ptr [r15 + rbp + 7488], ymm11
-    jmp 1f
-1:
-    and r8, 448
-    movsxd rcx, dword ptr [r15 + r8 + 832]
-    mov dword ptr [r15 + 64], 16
-    mov eax, dword ptr [r15 + 256]
-    test dword ptr [r15 + 67117723], 256
-    jz 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 448], ebp
-    mov byte ptr [r15 + 512], bpl
-    jmp 1f
-1:
-    mov qword ptr [r15 + 704], rcx
-    mov r8, r11
-    movzx ecx, byte ptr [r15 + 384]
-    mov dword ptr [r15 + 128], eax
-    and r8, 4032
-    mov dword ptr [r15 + r8 + 3392], 133
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c57:
-    mov rbp, r11
-    and rbp, 1984
-    mov r9, r11
-    movzx r8d, byte ptr [r15 + rbp + 1344]
-    jmp 1f
-1:
-    and r9, 4032
-    mov dword ptr [r15 + r9 + 3392], 232
-    jmp 1f
-1:
-    movzx eax, cl
-    jmp 1f
-1:
-    mov qword ptr [r15 + 128], rbp
-    mov ebp, 255
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, 195
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rbp
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    vmovdqu ymmword ptr [r15 + 0], ymm10
-    movzx ebp, al
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r11
-    mov byte ptr [r15 + 768], r9b
-    and rbp, 448
-    mov dword ptr [r15 + rbp + 832], r9d
-    movzx ebp, byte ptr [r15 + 448]
-    mov byte ptr [r15 + 384], bpl
-    mov dword ptr [r15 + 64], 212
-    mov qword ptr [r15 + 64], rbp
-    and edx, dword ptr [r15 + 320]
-    jmp 1f
-1:
-    mov r9, rbp
-    mov dword ptr [r15 + 512], ebp
-    movsxd rbp, dword ptr [r15 + 192]
-    movzx eax, dl
-    mov rax, rdx
-    mov dword ptr [r15 + 256], r9d
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c58:
-    lea rcx, [rip + .Lc1_d7564_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d7564_j_t
-.Lc1_d7564_j:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, rbp
-    mov r9, rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, 215
-    mov r12, qword ptr [r15 + r12 + 56]
-    add rdx, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
     movzx ebp, byte ptr [r15 + 64]
-    jmp 1f
-1:
-    .byte 0x0f, 0x1f, 0x40, 0x00
-    movzx edx, r9b
-    mov rdx, qword ptr [r15 + 448]
-    mov r9, r11
-    movsxd rdi, dword ptr [r15 + 512]
-    and r9, 16320
-    mov dword ptr [r15 + r9 + 15680], 184
-    mov r9, r11
-    test ebx, 1536
-    jnz 1f
-1:
-    mov esi, ebp
-    and r9, 1984
-    mov dword ptr [r15 + r9 + 1344], 102
-    movsxd r9, dword ptr [r15 + 640]
-    mov rbp, r11
-    mov byte ptr [r15 + 576], dl
-    mov byte ptr [r15 + 320], sil
-    and rbp, 8128
-    mov dword ptr [r15 + rbp + 7488], 86
-    movsxd rbp, dword ptr [r15 + 128]
-    mov rdx, qword ptr [r15 + 192]
-    jmp 1f
-1:
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c59:
-    mov r9d, dword ptr [r15 + 704]
-    mov dword ptr [r15 + 0], edx
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx ebp, bpl
-    mov rbp, rdx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, 22
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rdx, rdx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, ebp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, 218
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov ebp, 18
     test ebx, 1073741824
     jz 1f
 1:
-    mov r9, r11
-    mov r8, r11
-    and r9, 8128
-    mov qword ptr [r15 + r9 + 7488], rdx
-    vmovdqu ymmword ptr [r15 + 64], ymm1
-    and r8, 448
-    mov byte ptr [r15 + r8 + 832], dl
-    vpcmpeqb xmm10, xmm10, xmm2
-    mov byte ptr [r15 + 384], r9b
-    mov r9, r11
-    movsxd rdx, dword ptr [r15 + 128]
-    jmp 1f
-1:
-    and r9, 4032
-    mov dword ptr [r15 + r9 + 3392], r8d
-    mov r9d, 160
-    mov qword ptr [r15 + 192], r8
-    jmp 1f
-1:
-    add r8, qword ptr [r15 + 512]
-    mov ebp, 133
-    mov rbp, r9
-    add qword ptr [r15 + 256], r9
-    movzx r9d, dl
-    mov r9d, r8d
-    mov dword ptr [r15 + 128], edx
-    movzx edx, dl
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c60:
-    lea rcx, [rip + .Lc1_d7661_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d7661_j_t
-.Lc1_d7661_j:
-    mov rcx, r9
-    mov ecx, 159
-    movzx ecx, bpl
-    movzx ebp, dl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, rcx
-    mov qword ptr [r15 + 0], rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, 98
-    add rdx, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rbp, dword ptr [r15 + 128]
-    mov r8, r11
-    movzx ecx, r9b
-    and r8, 448
-    mov dword ptr [r15 + r8 + 832], edx
-    mov r8, r11
+    add rdx, qword ptr [r15 + 384]
+    mov ecx, 5
+    movsxd rcx, dword ptr [r15 + 448]
+    mov dword ptr [r15 + 320], ebp
     test ebx, 1073741824
     jnz 1f
 1:
-    jmp 1f
-1:
-    mov rdx, qword ptr [r15 + 768]
-    and r8, 1984
-    movsxd rbp, dword ptr [r15 + r8 + 1344]
-    movzx r8d, byte ptr [r15 + 192]
+    movzx r9d, dl
     mov r9, r11
-    movzx eax, byte ptr [r15 + 512]
-    movzx ecx, cl
+    mov r8d, dword ptr [r15 + 512]
+    and r9, 8128
+    movzx ebp, byte ptr [r15 + r9 + 7488]
+    mov r9, rdx
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rcx, rcx
+    mov ecx, dword ptr [r15 + 128]
+    mov rbp, r10
+    movsxd r8, dword ptr [r15 + 640]
+    and rbp, 4032
+    movsxd rsi, dword ptr [r15 + rbp + 3392]
+    add r11, 64
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b10_done
+.Lc1_b10_c4:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d13867_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d13867_j_t
+.Lc1_d13867_j:
+    movzx ebp, byte ptr [r15 + 256]
+    mov dword ptr [r15 + 64], eax
+    mov r9, r11
+    mov esi, 3
+    mov dword ptr [r15 + 448], 168
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r8, r11
     and r9, 4032
     mov rcx, qword ptr [r15 + r9 + 3392]
-    mov r9d, edx
-    mov r9d, dword ptr [r15 + 320]
-    mov rdi, rax
-    vmovdqu ymmword ptr [r15 + 64], ymm8
-    vmovdqu ymmword ptr [r15 + 256], ymm0
-    mov eax, ebp
-    jmp 1f
+    and r8, 1984
+    mov dword ptr [r15 + r8 + 1344], esi
+    mov r8, qword ptr [r15 + 192]
+    test dword ptr [r15 + 67117723], 2097156
+    jnz 1f
 1:
-    mov eax, dword ptr [r15 + 448]
+    mov rbp, r11
+    mov eax, dword ptr [r15 + 704]
+    and rbp, 8128
+    mov qword ptr [r15 + rbp + 7488], r9
+    mov byte ptr [r15 + 64], r8b
+    test ebx, 1073741824
+    jnz 1f
+1:
+    lock xadd qword ptr [r15 + 512], rcx
+    movzx esi, r9b
+    mov r9d, ebp
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov ecx, 215
+    movsxd rcx, dword ptr [r15 + 320]
+    mov dword ptr [r15 + 128], r9d
     add r11, 64
     inc rbx
     dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c61:
-    lea rcx, [rip + .Lc1_d7708_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d7708_j_t
-.Lc1_d7708_j:
-    mov rbp, r11
-    mov eax, 164
-    vmovdqu ymmword ptr [r15 + 64], ymm10
-    mov rax, qword ptr [r15 + 640]
-    and rbp, 8128
-    mov byte ptr [r15 + rbp + 7488], cl
-    movzx ebp, cl
-    mov ebp, ecx
-    mov rcx, rcx
-    mov byte ptr [r15 + 384], al
-    mov eax, 41
+    jz .Lc1_b10_done
+.Lc1_b10_c5:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov rax, r8
+    mov r8, r11
+    mov qword ptr [r15 + 256], rcx
+    movsxd rcx, dword ptr [r15 + 192]
+    and r8, 448
+    mov dword ptr [r15 + r8 + 832], eax
+    test dword ptr [r15 + 67117723], 8320
+    jz 1f
+1:
+    mov r9d, 243
+    mov byte ptr [r15 + 0], r8b
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
+    test ebx, 1152
+    jnz 1f
 1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], bpl
-    mov rbp, rax
+    and ecx, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
+    mov r8, r11
+    mov r9, r9
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r11
-    jmp 1f
+    mov r9d, r8d
+    and r8, 1984
+    mov dword ptr [r15 + r8 + 1344], ecx
+    test ebx, 1073741824
+    jz 1f
 1:
-    mov eax, 185
-    mov qword ptr [r15 + 64], rbp
-    and rbp, 1984
-    mov dword ptr [r15 + rbp + 1344], eax
-    jmp 1f
+    mov dword ptr [r15 + 448], 160
+    movsxd rax, dword ptr [r15 + 384]
+    mov qword ptr [r15 + 64], r8
+    test ebx, 256
+    jz 1f
 1:
-    mov dword ptr [r15 + 512], 245
-    mov rsi, qword ptr [r15 + 128]
-    mov ecx, 232
-    movzx ecx, al
-    mov eax, dword ptr [r15 + 448]
-    jmp 1f
+    movsxd r9, dword ptr [r15 + 512]
+    mov r8, r11
+    mov dword ptr [r15 + 128], eax
+    and r8, 4032
+    mov byte ptr [r15 + r8 + 3392], r9b
+    test ebx, 1073741824
+    jnz 1f
 1:
-    jmp 1f
-1:
-    popcnt rbp, rbp
-    mov qword ptr [r15 + 576], rsi
-    mov dword ptr [r15 + 256], 102
+    movsxd rcx, dword ptr [r15 + 768]
+    movzx eax, al
+    mov rax, r9
     add r11, 64
     inc rbx
     dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c62:
+    jz .Lc1_b10_done
+.Lc1_b10_c6:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov rbp, r11
-    jmp 1f
-1:
-    movzx esi, cl
-    mov r8, r11
-    and rbp, 8128
-    mov dword ptr [r15 + rbp + 7488], eax
-    and r8, 4032
-    mov eax, dword ptr [r15 + r8 + 3392]
-    movzx r8d, sil
-    mov r8, rbp
-    mov byte ptr [r15 + 128], bpl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], esi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, 151
-    jmp 1f
-1:
-    mov rsi, rbp
-    mov esi, 38
-    mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 67117723], 134217728
+    lea rcx, [rip + .Lc1_d13961_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d13961_j_t
+.Lc1_d13961_j:
+    mov r9, qword ptr [r15 + 512]
+    mov r8d, dword ptr [r15 + 64]
+    movsxd rsi, dword ptr [r15 + 576]
+    mov eax, dword ptr [r15 + 448]
+    test ebx, 1073741824
     jz 1f
 1:
-    mov dword ptr [r15 + 0], 89
-    mov r8d, r8d
     mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu ymmword ptr [r15 + 0], ymm4
     mov r8, r11
-    mov dword ptr [r15 + 192], esi
-    mov dword ptr [r15 + 256], esi
-    mov dword ptr [r15 + 448], esi
-    and r8, 448
-    movsxd rsi, dword ptr [r15 + r8 + 832]
+    mov dword ptr [r15 + 384], 51
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and r8, 8128
+    mov rax, qword ptr [r15 + r8 + 7488]
+    mov r8, qword ptr [r15 + 320]
+    mov byte ptr [r15 + 128], al
+    test ebx, 512
+    jz 1f
+1:
+    mov rcx, qword ptr [r15 + 192]
     mov dword ptr [r15 + 128], r8d
-    and esi, dword ptr [r15 + 64]
-    movzx ebp, byte ptr [r15 + 704]
-    mov byte ptr [r15 + 384], r8b
-    mov r8d, r8d
-    movzx r8d, byte ptr [r15 + 320]
-    mov byte ptr [r15 + 512], sil
+    mov r8d, 25
+    mov r8d, 77
+    test dword ptr [r15 + 67117723], 2097664
+    jnz 1f
+1:
+    mov r9, r11
+    mov rbp, r11
+    mov eax, eax
+    and rbp, 448
+    mov eax, dword ptr [r15 + rbp + 832]
+    and r9, 16320
+    mov dword ptr [r15 + r9 + 15680], 191
     add r11, 64
     inc rbx
     dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c63:
+    jz .Lc1_b10_done
+.Lc1_b10_c7:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    vmovdqu ymmword ptr [r15 + 128], ymm4
+    mov rbp, r11
+    mov qword ptr [r15 + 448], r9
+    movzx r9d, r9b
+    and rbp, 4032
+    mov dword ptr [r15 + rbp + 3392], 136
+    test ebx, 1073741824
+    jz 1f
+1:
+    nop
+    mov byte ptr [r15 + 64], r9b
+    vmovdqu ymmword ptr [r15 + 320], ymm4
+    test dword ptr [r15 + 67117723], 256
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, eax
+    mov eax, ebp
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 384], al
+    mov dword ptr [r15 + 704], 29
+    mov r9, r11
+    mov edx, dword ptr [r15 + 640]
+    test dword ptr [r15 + 67117724], 2164736
+    jz 1f
+1:
+    mov ebp, dword ptr [r15 + 64]
+    and r9, 8128
+    mov eax, dword ptr [r15 + r9 + 7488]
+    mov r9, r11
+    mov esi, dword ptr [r15 + 192]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    vmovq qword ptr [r15 + 512], xmm4
+    and r9, 1984
+    mov dword ptr [r15 + r9 + 1344], edx
+    movzx r9d, byte ptr [r15 + 256]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b10_done
+.Lc1_b10_c8:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
     xor eax, eax
     test dword ptr [r15 + 67117724], 2
     setz al
-    lea rcx, [rip + .Lc1_d7804_s]
+    lea rcx, [rip + .Lc1_d14052_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d7804_s_t
+    jmp .Lc1_d14052_s_t
     .p2align 3
-.Lc1_d7804_s:
+.Lc1_d14052_s:
     .p2align 3
-    jmp .Lc1_d7804_j
+    jmp .Lc1_d14052_j
     .p2align 3
-    jmp .Lc1_d7804_j
-.Lc1_d7804_j:
-    mov rsi, rax
-    mov esi, dword ptr [r15 + 192]
-    movsxd rbp, dword ptr [r15 + 768]
-    mov eax, eax
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 193
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 256], sil
-    mov rbp, r11
-    mov esi, eax
-    and esi, dword ptr [r15 + 64]
-    .byte 0x0f, 0x1f, 0x00
-    and rbp, 1984
+    jmp .Lc1_d14052_j
+.Lc1_d14052_j:
     mov r9, r11
-    vmovdqu ymmword ptr [r15 + rbp + 1344], ymm10
-    movzx ebp, cl
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and r9, 448
-    and esi, dword ptr [r15 + r9 + 832]
-    movsxd r9, dword ptr [r15 + 320]
-    mov ecx, ebp
-    movzx ecx, byte ptr [r15 + 128]
-    mov eax, ebp
-    mov byte ptr [r15 + 512], bpl
-    mov ebp, dword ptr [r15 + 448]
-    mov edx, 102
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c64:
-    mov ecx, 208
-    movzx ecx, sil
-    mov qword ptr [r15 + 576], rax
-    movzx eax, byte ptr [r15 + 192]
-    mov ebp, edx
-    mov rbp, r9
-    mov dword ptr [r15 + 512], 76
-    and ebp, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, 5
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, rax
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov edx, ebp
-    movzx ebp, bpl
-    mov rbp, r11
-    jmp 1f
-1:
-    and rbp, 1984
-    movzx eax, byte ptr [r15 + rbp + 1344]
-    mov rbp, r11
-    mov edi, edx
-    and rbp, 4032
-    mov r9, r11
-    mov qword ptr [r15 + rbp + 3392], rdx
-    movzx edx, byte ptr [r15 + 64]
-    and r9, 8128
-    add rdx, qword ptr [r15 + r9 + 7488]
-    vmovdqu ymmword ptr [r15 + 128], ymm10
-    movzx r8d, bpl
-    mov qword ptr [r15 + 320], rdi
-    mov edi, r9d
-    movsxd rdi, dword ptr [r15 + 384]
-    movzx ebp, bpl
-    mov ebp, dword ptr [r15 + 448]
-    mov dword ptr [r15 + 640], eax
-    movsxd rax, dword ptr [r15 + 64]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c65:
-    lea rcx, [rip + .Lc1_d7896_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d7896_j_t
-.Lc1_d7896_j:
-    mov ecx, dword ptr [r15 + 448]
-    mov byte ptr [r15 + 128], al
-    movzx eax, al
-    mov rax, rbp
-    mov dword ptr [r15 + 0], 207
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, 197
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r8, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, bpl
-    mov dword ptr [r15 + 0], ebp
-    and r8, 4032
-    movzx ebp, byte ptr [r15 + r8 + 3392]
-    mov r8d, 146
+    and r9, 1984
+    mov edx, dword ptr [r15 + r9 + 1344]
+    movzx r9d, byte ptr [r15 + 320]
+    vpshufd xmm4, xmm10, 70
     test ebx, 1073741824
     jz 1f
 1:
-    mov rcx, rax
-    jmp 1f
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, r10
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, r11
+    test ebx, 1073741824
+    jnz 1f
 1:
-    movsxd rcx, dword ptr [r15 + 512]
-    mov r8, r11
-    jmp 1f
-1:
+    and r9, 4032
+    mov rdx, qword ptr [r15 + r9 + 3392]
     and r8, 448
-    movsxd rax, dword ptr [r15 + r8 + 832]
-    mov byte ptr [r15 + 256], cl
-    mov rbp, r11
-    mov esi, dword ptr [r15 + 192]
+    mov rax, qword ptr [r15 + r8 + 832]
+    mov r8, r9
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rcx, qword ptr [r15 + 64]
+    mov rdi, qword ptr [r15 + 128]
+    movsxd r9, dword ptr [r15 + 768]
+    test dword ptr [r15 + 67117723], 2048
+    jz 1f
+1:
+    movzx edx, byte ptr [r15 + 256]
+    mov r8, rax
+    mov qword ptr [r15 + 512], rax
+    add r11, 64
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b10_done
+.Lc1_b10_c9:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d14098_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d14098_j_t
+.Lc1_d14098_j:
+    mov r8d, dword ptr [r15 + 256]
+    mov r9, r11
+    mov rdx, rax
+    mov rax, qword ptr [r15 + 128]
+    and r9, 8128
+    movzx edi, byte ptr [r15 + r9 + 7488]
+    test ebx, 1073741824
+    jz 1f
+1:
     jmp 1f
 1:
-    and rbp, 8128
-    movzx ecx, byte ptr [r15 + rbp + 7488]
-    movsxd rbp, dword ptr [r15 + 384]
-    jmp 1f
+    mov ecx, 241
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
 1:
-    mov byte ptr [r15 + 704], r8b
-    jmp 1f
+    mov rax, rdi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, 114
+    test dword ptr [r15 + 67117724], 67108864
+    jz 1f
 1:
-    jmp 1f
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, ecx
+    movsxd rcx, dword ptr [r15 + 192]
+    mov r9, r11
+    test ebx, 640
+    jnz 1f
 1:
-    mov dword ptr [r15 + 64], 13
+    and r9, 1984
+    mov byte ptr [r15 + r9 + 1344], cl
+    mov r9, rax
+    mov r9, r11
+    mov qword ptr [r15 + 448], rcx
+    test ebx, 1073741824
+    jz 1f
+1:
+    and r9, 448
+    mov byte ptr [r15 + r9 + 832], cl
+    mov r9d, ecx
+    movsxd rcx, dword ptr [r15 + 512]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov qword ptr [r15 + 64], rcx
+    mov byte ptr [r15 + 384], r9b
+    movsxd r9, dword ptr [r15 + 576]
     add r11, 64
     inc rbx
     dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c66:
+    jz .Lc1_b10_done
+.Lc1_b10_c10:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx r9d, al
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], rax
+    test dword ptr [r15 + 67117724], 536870912
+    jnz 1f
+1:
+    movzx ecx, r9b
+    mov rcx, rax
+    mov byte ptr [r15 + 128], r9b
+    vmovdqu xmmword ptr [r15 + 640], xmm4
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov byte ptr [r15 + 128], r9b
+    mov r9d, dword ptr [r15 + 512]
+    mov ebp, dword ptr [r15 + 192]
+    test ebx, 384
+    jz 1f
+1:
+    mov r8, r11
+    movzx ecx, byte ptr [r15 + 320]
+    and r8, 4032
+    mov dword ptr [r15 + r8 + 3392], ebp
+    vmovq xmm4, rcx
+    mov r9d, 57
+    test ebx, 1073741824
+    jnz 1f
+1:
+    vmovdqu xmmword ptr [r15 + 64], xmm4
+    mov rbp, r11
+    mov rcx, rcx
+    and rbp, 8128
+    mov dword ptr [r15 + rbp + 7488], r8d
+    mov rbp, qword ptr [r15 + 704]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r9d, dword ptr [r15 + 256]
+    movzx r8d, cl
+    mov byte ptr [r15 + 448], r9b
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b10_done
+.Lc1_b10_c11:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
     xor eax, eax
-    test dword ptr [r15 + 67117723], 16
+    test dword ptr [r15 + 67117723], 536870912
     setz al
-    lea rcx, [rip + .Lc1_d7946_s]
+    lea rcx, [rip + .Lc1_d14198_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d7946_s_t
+    jmp .Lc1_d14198_s_t
     .p2align 3
-.Lc1_d7946_s:
+.Lc1_d14198_s:
     .p2align 3
-    jmp .Lc1_d7946_j
+    jmp .Lc1_d14198_j
     .p2align 3
-    jmp .Lc1_d7946_j
-.Lc1_d7946_j:
-    mov rsi, rax
-    mov rbp, r11
-    and esi, dword ptr [r15 + 64]
-    jmp 1f
-1:
-    vmovdqu ymmword ptr [r15 + 768], ymm1
-    and rbp, 1984
-    mov dword ptr [r15 + rbp + 1344], 125
-    add rbp, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 156
-    movsxd rcx, dword ptr [r15 + 384]
+    jmp .Lc1_d14198_j
+.Lc1_d14198_j:
     mov r9, r11
-    test ebx, 1024
-    jz 1f
-1:
-    mov esi, dword ptr [r15 + 128]
+    mov rbp, rcx
     and r9, 448
-    movzx ebp, byte ptr [r15 + r9 + 832]
-    movsxd r9, dword ptr [r15 + 448]
-    mov rax, qword ptr [r15 + 256]
-    movzx ecx, cl
-    movzx ecx, byte ptr [r15 + 320]
-    mov edx, 253
-    mov qword ptr [r15 + 128], rsi
-    vpaddd xmm1, xmm1, xmm0
-    add qword ptr [r15 + 192], rsi
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c67:
-    movzx esi, dl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rdx
-    mov dword ptr [r15 + 0], eax
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], rsi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 256], 2
-    jmp 1f
-1:
-    mov rbp, r11
-    jmp 1f
-1:
-    and rbp, 4032
-    mov byte ptr [r15 + rbp + 3392], bpl
+    mov qword ptr [r15 + r9 + 832], rax
+    mov r9, rbp
     test ebx, 1073741824
     jz 1f
 1:
-    movzx esi, byte ptr [r15 + 576]
-    jmp 1f
-1:
-    mov r8, r11
-    mov edx, ebp
-    movzx edx, byte ptr [r15 + 64]
-    and r8, 1984
-    mov dword ptr [r15 + r8 + 1344], 58
-    inc dword ptr [r15 + 384]
-    movzx ebp, bpl
-    jmp 1f
-1:
-    vmovdqu ymmword ptr [r15 + 64], ymm11
-    movzx edi, byte ptr [r15 + 320]
-    mov r8, r11
-    movzx ebp, sil
-    mov rbp, qword ptr [r15 + 448]
-    and r8, 8128
-    mov dword ptr [r15 + r8 + 7488], 195
-    mov dword ptr [r15 + 512], edx
-    jmp 1f
-1:
-    mov rdx, qword ptr [r15 + 128]
-    mov r8d, dword ptr [r15 + 640]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c68:
-    lea rcx, [rip + .Lc1_d8031_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d8031_j_t
-.Lc1_d8031_j:
-    movzx ecx, byte ptr [r15 + 256]
-    mov rdx, rdx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 66
-    mov dword ptr [r15 + 0], 80
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, 34
-    vmovdqu ymmword ptr [r15 + 0], ymm1
-    movzx edi, cl
-    mov ecx, 244
-    jmp 1f
-1:
-    vpxor xmm1, xmm1, xmm13
-    movzx edx, dl
-    mov dword ptr [r15 + 192], 6
-    mov rdx, qword ptr [r15 + 704]
+    mov r8, qword ptr [r15 + 320]
+    mov qword ptr [r15 + 384], rax
+    vmovdqu xmm6, xmmword ptr [r15 + 0]
     test ebx, 1073741824
     jz 1f
 1:
-    mov edi, ecx
-    jmp 1f
-1:
-    mov r8, r11
-    mov qword ptr [r15 + 448], rdx
-    and r8, 448
-    mov dword ptr [r15 + r8 + 832], edx
-    bt rcx, rcx
-    mov r9, r11
-    mov ecx, 217
-    jmp 1f
-1:
-    and r9, 4032
-    movsxd rdx, dword ptr [r15 + r9 + 3392]
-    mov r9, r11
-    jmp 1f
-1:
-    .byte 0x0f, 0x1f, 0x00
-    and r9, 8128
-    mov byte ptr [r15 + r9 + 7488], dl
-    vpcmpeqb xmm6, xmm6, xmm11
-    jmp 1f
-1:
-    mov dword ptr [r15 + 512], 76
-    movsxd rcx, dword ptr [r15 + 64]
-    mov dword ptr [r15 + 128], r9d
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c69:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    movzx eax, cl
-    mov dword ptr [r15 + 448], 14
-    mov dword ptr [r15 + 320], r9d
-    mov r9d, ecx
-    mov byte ptr [r15 + 0], cl
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov rcx, r9
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, r9b
-    and eax, dword ptr [r15 + 768]
-    movzx r9d, cl
-    lea r9, [r11 + r11*1]
-    mov byte ptr [r15 + 512], cl
     mov rbp, r11
-    and r9, 1984
-    mov dword ptr [r15 + r9 + 1344], ecx
-    test dword ptr [r15 + 67117723], 81920
+    mov r12, qword ptr [r15 + r12 + 56]
+    test dword ptr [r15 + 67117724], 1073741892
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 1984
+    movzx r9d, byte ptr [r15 + rbp + 1344]
+    mov rbp, qword ptr [r15 + 64]
+    test ebx, 1073741824
     jnz 1f
 1:
-    and rbp, 448
-    and eax, dword ptr [r15 + rbp + 832]
-    mov ebp, ecx
-    mov ebp, dword ptr [r15 + 256]
-    mov rcx, qword ptr [r15 + 128]
-    movsxd rsi, dword ptr [r15 + 384]
-    mov r8, r11
-    mov edi, eax
-    jmp 1f
+    mov dword ptr [r15 + 192], r8d
+    movsxd r8, dword ptr [r15 + 448]
+    mov byte ptr [r15 + 128], r9b
+    test ebx, 1073741824
+    jnz 1f
 1:
-    mov rdi, r9
-    and r8, 16320
-    mov edi, dword ptr [r15 + r8 + 15680]
-    mov r8d, dword ptr [r15 + r9 + 1408]
-    jmp 1f
-1:
-    mov r9d, esi
-    mov rsi, qword ptr [r15 + 64]
-    mov edx, 44
-    mov rdx, rdi
-    movsxd rdx, dword ptr [r15 + 192]
+    movzx ecx, byte ptr [r15 + 512]
+    mov dword ptr [r15 + 768], ebp
     add r11, 64
     inc rbx
     dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c70:
+    jz .Lc1_b10_done
+.Lc1_b10_c12:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 15
-    lea rcx, [rip + .Lc1_d8130_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d8130_s_t
-    .p2align 3
-.Lc1_d8130_s:
-    .p2align 3
-    jmp .Lc1_d8130_j
-    .p2align 3
-    jmp .Lc1_d8130_j
-    .p2align 3
-    jmp .Lc1_d8130_j
-    .p2align 3
-    jmp .Lc1_d8130_j
-    .p2align 3
-    jmp .Lc1_d8130_j
-    .p2align 3
-    jmp .Lc1_d8130_j
-    .p2align 3
-    jmp .Lc1_d8130_j
-    .p2align 3
-    jmp .Lc1_d8130_j
-    .p2align 3
-    jmp .Lc1_d8130_j
-    .p2align 3
-    jmp .Lc1_d8130_j
-    .p2align 3
-    jmp .Lc1_d8130_j
-    .p2align 3
-    jmp .Lc1_d8130_j
-    .p2align 3
-    jmp .Lc1_d8130_j
-    .p2align 3
-    jmp .Lc1_d8130_j
-    .p2align 3
-    jmp .Lc1_d8130_j
-    .p2align 3
-    jmp .Lc1_d8130_j
-.Lc1_d8130_j:
+    mov rax, qword ptr [r15 + 128]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    test dword ptr [r15 + 67117723], 545259520
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, rax
+    movzx ecx, al
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ebp, byte ptr [r15 + 192]
+    and r8, 448
+    mov rcx, qword ptr [r15 + r8 + 832]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movsxd rax, dword ptr [r15 + 512]
     mov rbp, r11
+    mov qword ptr [r15 + 256], r8
+    movzx r8d, byte ptr [r15 + 64]
     and rbp, 4032
     mov qword ptr [r15 + rbp + 3392], rcx
-    mov ebp, 111
-    mov rbp, rcx
-    mov rcx, rax
-    mov rbp, r11
     test ebx, 1073741824
     jz 1f
 1:
-    jmp 1f
-1:
-    and rbp, 8128
-    movsxd rax, dword ptr [r15 + rbp + 7488]
-    mov ebp, 123
-    vmovdqu ymmword ptr [r15 + 128], ymm6
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c71:
-    lea rcx, [rip + .Lc1_d8170_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d8170_j_t
-.Lc1_d8170_j:
-    mov ecx, dword ptr [r15 + 576]
-    mov ebp, 77
-    mov qword ptr [r15 + 384], rax
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 0], ymm6
-    .byte 0x0f, 0x1f, 0x40, 0x00
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rbp
-    xor dword ptr [r15 + 0], ebp
-    vmovdqu ymmword ptr [r15 + 320], ymm1
-    mov byte ptr [r15 + 64], bpl
-    jmp 1f
-1:
-    mov rbp, r11
-    mov dword ptr [r15 + 640], 149
+    mov r8, r11
+    mov rax, qword ptr [r15 + 64]
+    and r8, 8128
+    mov byte ptr [r15 + r8 + 7488], cl
+    mov r8, qword ptr [r15 + 448]
+    movzx ecx, bpl
     test ebx, 1073741824
     jnz 1f
 1:
-    vpaddd xmm6, xmm6, xmm6
-    and rbp, 1984
-    mov qword ptr [r15 + rbp + 1344], rbp
-    mov byte ptr [r15 + 256], bpl
-    jmp 1f
-1:
-    mov r8, r11
-    movsxd rdi, dword ptr [r15 + 192]
-    movzx r9d, byte ptr [r15 + 512]
-    and r8, 448
-    and r9d, dword ptr [r15 + r8 + 832]
-    mov dword ptr [r15 + 64], ebp
-    mov ebp, edi
-    mov qword ptr [r15 + 512], rdi
-    mov rdi, qword ptr [r15 + 128]
-    mov r8, r11
-    mov rsi, qword ptr [r15 + 128]
-    and r8, 4032
-    mov dword ptr [r15 + r8 + 3392], 247
-    mov qword ptr [r15 + 448], r9
+    mov rdx, r8
+    vmovdqu ymmword ptr [r15 + 384], ymm6
+    mov byte ptr [r15 + 576], al
     add r11, 64
     inc rbx
     dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c72:
+    jz .Lc1_b10_done
+.Lc1_b10_c13:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    jmp 1f
+    lea rcx, [rip + .Lc1_d14290_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d14290_j_t
+.Lc1_d14290_j:
+    mov r8, r11
+    movzx edx, cl
+    mov edx, 55
+    and r8, 4032
+    mov dword ptr [r15 + r8 + 3392], 13
+    movzx r8d, byte ptr [r15 + 320]
+    test ebx, 1073741824
+    jnz 1f
 1:
-    mov qword ptr [r15 + 64], rsi
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 183
-    xor dword ptr [r15 + 0], eax
-    jmp 1f
-1:
-    jmp 1f
-1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, dl
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov eax, 236
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, eax
-    mov rax, rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    add rdx, qword ptr [r15 + 0]
-    mov esi, eax
-    mov esi, eax
-    mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 67117723], 8
+    test ebx, 1073741824
     jz 1f
 1:
-    movzx eax, byte ptr [r15 + 64]
-    movsxd r8, dword ptr [r15 + 768]
-    mov qword ptr [r15 + 448], rdx
-    and r8d, dword ptr [r15 + 704]
-    movzx edx, dl
-    add rdx, qword ptr [r15 + 320]
-    movzx esi, sil
-    mov byte ptr [r15 + 192], al
-    movzx eax, al
-    mov rax, qword ptr [r15 + 128]
-    mov ecx, r8d
-    xor dword ptr [r15 + 256], esi
     jmp 1f
 1:
+    add r8, qword ptr [r15 + 128]
+    mov rcx, rax
+    test dword ptr [r15 + 67117724], 32769
+    jnz 1f
+1:
+    mov r9, r11
+    mov qword ptr [r15 + 64], rcx
     jmp 1f
 1:
-    mov dword ptr [r15 + 384], r8d
+    and r9, 1984
+    mov edx, dword ptr [r15 + r9 + 1344]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx r8d, cl
     mov r8, r11
-    mov dword ptr [r15 + 512], edx
+    mov dword ptr [r15 + 256], r9d
+    movsxd r9, dword ptr [r15 + 192]
     and r8, 8128
-    mov dword ptr [r15 + r8 + 7488], eax
-    mov r8, r11
-    mov eax, edx
-    and r8, 448
-    movzx eax, byte ptr [r15 + r8 + 832]
+    movsxd rdx, dword ptr [r15 + r8 + 7488]
+    test dword ptr [r15 + 67117724], 1024
+    jz 1f
+1:
+    movsxd rax, dword ptr [r15 + 448]
+    movzx ecx, r9b
+    mov byte ptr [r15 + 640], r9b
     add r11, 64
     inc rbx
     dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c73:
-    lea rcx, [rip + .Lc1_d8266_j]
+    jz .Lc1_b10_done
+.Lc1_b10_c14:
+    lea rcx, [rip + .Lc1_d14336_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d8266_j_t
-.Lc1_d8266_j:
-    mov r8, r11
-    and r8, 1984
-    movsxd rax, dword ptr [r15 + r8 + 1344]
-    mov r8d, dword ptr [r15 + 320]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, ecx
-    mov ecx, ecx
-    mov r12, qword ptr [r15 + r12 + 56]
+    jmp .Lc1_d14336_j_t
+.Lc1_d14336_j:
+    vpmovmskb r9d, xmm6
     jmp 1f
 1:
+    mov byte ptr [r15 + 128], dl
     mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], dl
-    movzx edx, al
+    test ebx, 1073741824
+    jnz 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx edx, al
     mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 256], ymm6
-    vmovdqu ymmword ptr [r15 + 64], ymm6
-    mov byte ptr [r15 + 192], al
-    mov rbp, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov qword ptr [r15 + 0], rcx
+    mov ecx, 236
+    mov rcx, r9
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r8, r11
+    mov edx, dword ptr [r15 + 64]
+    and r8, 448
+    movsxd rax, dword ptr [r15 + r8 + 832]
+    mov dword ptr [r15 + 512], 44
+    test ebx, 896
+    jz 1f
+1:
+    vmovq qword ptr [r15 + 256], xmm4
+    mov ecx, 49
+    mov rcx, qword ptr [r15 + 768]
+    and ecx, dword ptr [r15 + 384]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov eax, ecx
     mov eax, ecx
     test ebx, 1073741824
     jz 1f
 1:
-    and rbp, 8128
-    mov byte ptr [r15 + rbp + 7488], dl
+    movzx r8d, byte ptr [r15 + 128]
+    mov rbp, r11
+    mov rdx, qword ptr [r15 + 448]
+    mov edi, 151
+    test ebx, 1073741824
+    jz 1f
+1:
+    and rbp, 1984
+    movsxd rcx, dword ptr [r15 + rbp + 1344]
+    mov rbp, rax
+    movzx eax, byte ptr [r15 + 704]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b10_done
+.Lc1_b10_c15:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov dword ptr [r15 + 256], 35
+    mov qword ptr [r15 + 384], rbp
     jmp 1f
 1:
-    movzx edx, byte ptr [r15 + 512]
-    mov r9, r11
     mov rcx, rax
-    and r9, 4032
-    mov ecx, dword ptr [r15 + r9 + 3392]
-    movzx r9d, al
-    jmp 1f
-1:
-    mov r9d, 12
-    jmp 1f
-1:
-    mov r9d, ecx
-    vpmovmskb r9d, xmm6
-    mov qword ptr [r15 + 448], rdx
-    mov rdx, rcx
-    mov dword ptr [r15 + 576], 132
-    jmp 1f
-1:
-    mov dword ptr [r15 + 128], 110
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c74:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx edx, r9b
-    vmovdqu ymmword ptr [r15 + 0], ymm6
-    vmovdqu ymmword ptr [r15 + 0], ymm6
-    mov ecx, 192
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    vmovdqu ymmword ptr [r15 + 0], ymm6
-    mov r9, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r9, 1984
-    mov rbp, r11
-    mov dword ptr [r15 + r9 + 1344], ecx
-    and rbp, 4032
-    mov dword ptr [r15 + rbp + 3392], eax
-    test ebx, 5632
-    jz 1f
-1:
-    mov byte ptr [r15 + 320], r9b
-    mov r9, qword ptr [r15 + 64]
-    mov rbp, r11
-    movzx ecx, byte ptr [r15 + 640]
-    and rbp, 448
-    mov dword ptr [r15 + rbp + 832], ecx
-    jmp 1f
-1:
-    and r9d, dword ptr [r15 + 384]
-    mov rax, qword ptr [r15 + 192]
-    movzx edi, bpl
-    mov edi, 55
-    jmp 1f
-1:
-    test dword ptr [r15 + 67117723], 192
+    test dword ptr [r15 + 67117724], 67143682
     jnz 1f
 1:
-    mov ebp, ecx
-    mov ebp, ecx
-    mov ebp, 19
-    mov dword ptr [r15 + 448], 75
-    jmp 1f
-1:
-    mov r9d, dword ptr [r15 + 128]
-    movzx ecx, al
-    jmp 1f
-1:
-    movzx ecx, dil
-    movzx ecx, bpl
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c75:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 128
-    setz al
-    lea rcx, [rip + .Lc1_d8366_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d8366_s_t
-    .p2align 3
-.Lc1_d8366_s:
-    .p2align 3
-    jmp .Lc1_d8366_j
-    .p2align 3
-    jmp .Lc1_d8366_j
-.Lc1_d8366_j:
-    movzx ebp, byte ptr [r15 + 512]
-    mov r9, r11
-    jmp 1f
-1:
-    and r9, 8128
-    add rax, qword ptr [r15 + r9 + 7488]
-    mov r9d, ebp
-    mov r9, rbp
-    mov dword ptr [r15 + 128], 89
-    mov r9d, dword ptr [r15 + 64]
-    movzx ecx, cl
-    jmp 1f
-1:
-    mov ecx, 179
-    mov rcx, qword ptr [r15 + 704]
-    mov r8, r11
-    test ebx, 1024
-    jz 1f
-1:
-    and r8, 448
-    mov r9d, dword ptr [r15 + r8 + 832]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], ecx
-    mov rcx, qword ptr [r15 + 192]
-    mov rbp, r11
-    mov qword ptr [r15 + 256], r8
-    jmp 1f
-1:
-    and rbp, 1984
-    mov byte ptr [r15 + rbp + 1344], r8b
-    mov ebp, dword ptr [r15 + 128]
-    mov byte ptr [r15 + 384], r8b
-    movsxd r8, dword ptr [r15 + 448]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c76:
-    lea rcx, [rip + .Lc1_d8408_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d8408_j_t
-.Lc1_d8408_j:
-    mov ecx, dword ptr [r15 + 576]
-    mov rbp, r11
-    movzx r8d, byte ptr [r15 + 512]
-    mov dword ptr [r15 + 256], 122
-    and rbp, 4032
-    movsxd rsi, dword ptr [r15 + rbp + 3392]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r9, r11
-    mov edi, r8d
-    movzx edi, r8b
-    and r9, 8128
-    mov edi, dword ptr [r15 + r9 + 7488]
-    and edi, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 210
-    mov ebp, esi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rdi, rbp
-    add rdi, qword ptr [r15 + 64]
-    mov ebp, dword ptr [r15 + 128]
-    mov byte ptr [r15 + 384], dil
-    jmp 1f
-1:
-    mov qword ptr [r15 + 448], rdi
-    mov dword ptr [r15 + 768], edi
-    mov edi, ebp
-    and edi, dword ptr [r15 + 192]
-    mov rdx, rbp
-    mov dword ptr [r15 + 64], 247
-    mov edx, 118
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 320], ebp
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c77:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov rbp, r11
-    and rbp, 448
-    mov rdi, qword ptr [r15 + rbp + 832]
-    mov ebp, dword ptr [r15 + 192]
-    mov qword ptr [r15 + 64], rdx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, 151
-    mov edx, eax
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], eax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], dil
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, qword ptr [r15 + 448]
-    movzx edi, bpl
-    mov rdi, rdx
-    vpmovmskb edi, xmm14
-    test dword ptr [r15 + 67117724], 16908288
-    jnz 1f
-1:
-    mov byte ptr [r15 + 128], al
-    mov qword ptr [r15 + 128], rax
-    movsxd rax, dword ptr [r15 + 640]
-    mov rdx, qword ptr [r15 + 256]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov qword ptr [r15 + 512], rdi
-    movzx edi, al
-    mov rdi, rax
-    jmp 1f
-1:
-    mov rdi, rdx
-    jmp 1f
-1:
-    mov rbp, r11
-    jmp 1f
-1:
-    mov r8, r11
-    and rbp, 4032
-    movsxd rdx, dword ptr [r15 + rbp + 3392]
-    and r8, 1984
-    mov r9, qword ptr [r15 + r8 + 1344]
-    vmovdqu ymmword ptr [r15 + 320], ymm4
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c78:
-    lea rcx, [rip + .Lc1_d8507_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d8507_j_t
-.Lc1_d8507_j:
-    mov rcx, rdx
-    mov ecx, 124
-    add rcx, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, r9d
-    add r8, qword ptr [r15 + 0]
-    mov r9d, ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11 + r11*1]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 448], 159
-    and rbp, 8128
-    mov qword ptr [r15 + rbp + 7552], r8
-    mov byte ptr [r15 + 320], cl
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    movzx r8d, byte ptr [r15 + rbp + 7488]
-    jmp 1f
-1:
-    movzx ecx, byte ptr [r15 + 768]
-    mov ebp, dword ptr [r15 + 704]
-    movzx esi, byte ptr [r15 + 384]
-    add rsi, qword ptr [r15 + 256]
-    mov r9, r11
-    jmp 1f
-1:
-    mov edi, 16
-    and r9, 1984
-    mov dword ptr [r15 + r9 + 1344], 2
-    mov r9, r11
-    jmp 1f
-1:
-    mov byte ptr [r15 + 512], bpl
-    and r9, 448
-    mov dword ptr [r15 + r9 + 832], esi
-    mov r9, qword ptr [r15 + 128]
-    mov rsi, qword ptr [r15 + 64]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c79:
-    movsxd rbp, dword ptr [r15 + 512]
-    mov edi, esi
-    mov qword ptr [r15 + 0], r9
-    mov r9d, r9d
-    mov r9, rsi
-    mov r9, rsi
-    mov rsi, rbp
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], edi
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], esi
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rsi, rsi
-    mov dword ptr [r15 + 64], esi
-    mov rsi, rsi
-    mov byte ptr [r15 + 448], sil
-    jmp 1f
-1:
-    vmovdqu ymmword ptr [r15 + 64], ymm2
-    mov rbp, r11
-    mov byte ptr [r15 + 128], sil
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and rbp, 1984
-    movzx esi, byte ptr [r15 + rbp + 1344]
-    movzx ebp, byte ptr [r15 + 384]
-    and ebp, dword ptr [r15 + 192]
-    movzx eax, sil
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r9, r11
-    mov r8, r11
-    and r9, 448
-    movzx esi, byte ptr [r15 + r9 + 832]
-    mov r9d, dword ptr [r15 + 576]
-    and r8, 4032
-    mov dword ptr [r15 + r8 + 3392], 247
-    mov r8d, dword ptr [r15 + 320]
-    jmp 1f
-1:
-    movzx ecx, byte ptr [r15 + 256]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c80:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 16
-    setz al
-    lea rcx, [rip + .Lc1_d8608_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d8608_s_t
-    .p2align 3
-.Lc1_d8608_s:
-    .p2align 3
-    jmp .Lc1_d8608_j
-    .p2align 3
-    jmp .Lc1_d8608_j
-.Lc1_d8608_j:
-    mov r8d, eax
-    mov qword ptr [r15 + 448], rcx
-    mov byte ptr [r15 + 64], al
-    movzx eax, al
-    movsxd rax, dword ptr [r15 + 192]
-    mov byte ptr [r15 + 0], cl
-    mov ecx, ecx
-    vmovq xmm10, r8
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    test ebx, 2560
-    jnz 1f
-1:
-    mov r8d, r8d
-    mov r8, r11
-    mov rbp, r11
-    vmovdqu ymmword ptr [r15 + 512], ymm10
-    and r8, 4032
-    mov byte ptr [r15 + r8 + 3392], cl
-    mov dword ptr [r15 + 640], eax
-    and rbp, 8128
-    mov dword ptr [r15 + rbp + 7488], ecx
-    movzx ebp, byte ptr [r15 + 128]
-    mov r8, r11
-    vmovq xmm6, rbp
-    and r8, 16320
-    mov qword ptr [r15 + r8 + 15680], rbp
-    mov r8d, ebp
-    jmp 1f
-1:
-    mov r8d, 137
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c81:
-    lea rcx, [rip + .Lc1_d8652_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d8652_j_t
-.Lc1_d8652_j:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
     mov r8, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 123
-    mov ecx, r8d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 128], r8b
-    mov r8, r8
-    jmp 1f
-1:
-    mov dword ptr [r15 + 448], ecx
-    jmp 1f
-1:
-    mov r9, r11
-    movzx edx, cl
-    mov dword ptr [r15 + 192], ecx
-    movzx ecx, byte ptr [r15 + 512]
-    and r9, 8128
-    movsxd r8, dword ptr [r15 + r9 + 7488]
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movsxd rdx, dword ptr [r15 + 256]
-    mov esi, 239
-    mov r9, r11
-    mov dword ptr [r15 + 384], ecx
-    jmp 1f
-1:
-    and r9, 448
-    mov qword ptr [r15 + r9 + 832], r8
-    jmp 1f
-1:
-    jmp 1f
-1:
+    mov r8d, 194
     mov r8, r11
-    movzx ecx, byte ptr [r15 + 704]
-    and r8, 1984
-    mov dword ptr [r15 + r8 + 1344], edx
-    mov r8, rsi
-    jmp 1f
-1:
-    mov byte ptr [r15 + 64], sil
-    mov rsi, qword ptr [r15 + 128]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c82:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    add rax, qword ptr [r15 + 512]
-    or qword ptr [r15 + 768], 3
-    mov dword ptr [r15 + 64], esi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, esi
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], al
-    mov dword ptr [r15 + 0], eax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rsi
-    mov rsi, rax
-    test ebx, 1073741824
-    jz 1f
-1:
-    vpaddd xmm6, xmm6, xmm6
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rax, dword ptr [r15 + 576]
-    movzx edi, sil
-    mov rbp, r11
-    mov edi, esi
-    jmp 1f
-1:
-    movzx edi, sil
-    and rbp, 4032
-    movsxd rdi, dword ptr [r15 + rbp + 3392]
-    jmp 1f
-1:
-    movzx esi, al
-    test dword ptr [r15 + 67117724], 2097152
-    jz 1f
-1:
-    mov rbp, r11
-    jmp 1f
-1:
-    and rbp, 1984
-    mov rax, qword ptr [r15 + rbp + 1344]
-    mov dword ptr [r15 + 384], 218
-    movzx edi, byte ptr [r15 + 448]
-    mov rsi, qword ptr [r15 + 128]
-    jmp 1f
-1:
-    movzx ebp, byte ptr [r15 + 192]
-    mov dword ptr [r15 + 64], eax
-    add rbp, qword ptr [r15 + 256]
-    mov byte ptr [r15 + 320], sil
-    movzx esi, al
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c83:
-    lea rcx, [rip + .Lc1_d8753_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d8753_j_t
-.Lc1_d8753_j:
-    jmp 1f
-1:
-    movzx ebp, bpl
-    mov ebp, ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx esi, cl
-    movzx ecx, bpl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx edi, bpl
-    mov byte ptr [r15 + 64], bpl
-    mov rbp, rbp
-    movzx ebp, sil
-    mov dword ptr [r15 + 192], ecx
-    mov rbp, r11
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    and rbp, 4032
-    mov dword ptr [r15 + rbp + 3392], esi
-    mov ebp, dword ptr [r15 + 256]
-    jmp 1f
-1:
-    mov rcx, rcx
-    movzx ecx, dil
-    mov r8, r11
-    mov ecx, 4
-    mov ecx, 85
-    movzx ecx, byte ptr [r15 + 128]
-    and r8, 8128
-    mov byte ptr [r15 + r8 + 7488], bpl
-    mov r8, r11
-    vmovdqu ymmword ptr [r15 + 512], ymm6
-    and r8, 448
-    mov byte ptr [r15 + r8 + 832], cl
-    jmp 1f
-1:
-    mov qword ptr [r15 + 384], rcx
-    movsxd rcx, dword ptr [r15 + 640]
-    mov ebp, 25
-    movsxd rbp, dword ptr [r15 + 320]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c84:
-    jmp 1f
-1:
-    mov r8d, dword ptr [r15 + 704]
-    mov ecx, 122
-    mov rcx, rbp
-    mov ebp, ebp
+    mov edx, dword ptr [r15 + 576]
     movzx ebp, cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
+    test dword ptr [r15 + 67117723], 1024
+    jz 1f
 1:
+    and r8, 8128
+    mov dword ptr [r15 + r8 + 7488], eax
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rdx, r8
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
+    mov rsi, r8
+    test ebx, 1073741824
+    jnz 1f
 1:
+    mov rbp, r11
+    mov edx, edx
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
+    mov edx, dword ptr [r15 + 448]
+    and rbp, 1984
+    mov qword ptr [r15 + rbp + 1344], rdx
+    test ebx, 1073741824
+    jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1024
+    mov byte ptr [r15 + 192], r8b
+    movsxd r8, dword ptr [r15 + 512]
+    mov dword ptr [r15 + 320], 46
+    movsxd rsi, dword ptr [r15 + 128]
+    test ebx, 1073741824
     jz 1f
 1:
     mov rbp, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    and edx, dword ptr [r15 + 128]
-    and rbp, 1984
-    mov byte ptr [r15 + rbp + 1344], dl
-    movsxd rbp, dword ptr [r15 + 320]
-    movsxd r8, dword ptr [r15 + 448]
-    add r8, qword ptr [r15 + 768]
-    movsxd r9, dword ptr [r15 + 512]
-    mov esi, edx
-    mov r9, r11
-    mov rsi, qword ptr [r15 + 64]
-    and r9, 448
-    mov dword ptr [r15 + r9 + 832], 102
-    mov r9, qword ptr [r15 + 256]
-    mov edx, 114
-    movzx edx, byte ptr [r15 + 448]
-    and edx, dword ptr [r15 + 128]
-    mov rbp, r11
-    mov edi, r8d
-    and rbp, 8128
-    mov byte ptr [r15 + rbp + 7488], r9b
+    jmp 1f
+1:
+    movsxd rdx, dword ptr [r15 + 64]
+    and rbp, 4032
+    mov r8d, dword ptr [r15 + rbp + 3392]
     add r11, 64
     inc rbx
     dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c85:
+    jz .Lc1_b10_done
+.Lc1_b10_c16:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
     xor eax, eax
-    test dword ptr [r15 + 67117723], 8192
+    test dword ptr [r15 + 67117724], 4194304
     setz al
-    lea rcx, [rip + .Lc1_d8849_s]
+    lea rcx, [rip + .Lc1_d14437_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d8849_s_t
+    jmp .Lc1_d14437_s_t
     .p2align 3
-.Lc1_d8849_s:
+.Lc1_d14437_s:
     .p2align 3
-    jmp .Lc1_d8849_j
+    jmp .Lc1_d14437_j
     .p2align 3
-    jmp .Lc1_d8849_j
-.Lc1_d8849_j:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 256], 176
-    mov rdi, qword ptr [r15 + 64]
-    mov byte ptr [r15 + 512], al
-    jmp 1f
-1:
-    movzx eax, byte ptr [r15 + 128]
-    movsxd rcx, dword ptr [r15 + 192]
-    movsxd rdx, dword ptr [r15 + 576]
+    jmp .Lc1_d14437_j
+.Lc1_d14437_j:
+    movzx r8d, r8b
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, 169
+    mov dword ptr [r15 + 0], ecx
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
     mov rbp, r11
-    mov dword ptr [r15 + 0], edi
-    mov dword ptr [r15 + 384], 15
-    and rbp, 4032
-    mov r8, r11
-    mov r9, r11
-    movzx edi, byte ptr [r15 + rbp + 3392]
-    and r9, 448
-    mov dword ptr [r15 + r9 + 832], ebp
-    and r8, 1984
-    mov rdx, qword ptr [r15 + r8 + 1344]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c86:
-    lea rcx, [rip + .Lc1_d8890_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d8890_j_t
-.Lc1_d8890_j:
-    mov r8, r11
-    jmp 1f
-1:
-    movzx r9d, byte ptr [r15 + 192]
-    and r8, 8128
-    mov rbp, r11
-    add rdx, qword ptr [r15 + r8 + 7488]
-    and rbp, 4032
-    mov dword ptr [r15 + rbp + 3392], ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    or qword ptr [r15 + 0], 127
-    mov r8, r9
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, byte ptr [r15 + 256]
-    jmp 1f
-1:
-    test ebx, 62976
+    vmovq qword ptr [r15 + 0], xmm6
+    mov byte ptr [r15 + 0], al
+    and rbp, 448
+    mov qword ptr [r15 + rbp + 832], rax
+    test ebx, 1073741824
     jz 1f
 1:
     mov qword ptr [r15 + 640], r8
-    mov r8d, dword ptr [r15 + 512]
-    movzx r9d, bpl
-    and r9d, dword ptr [r15 + 64]
-    mov byte ptr [r15 + 64], bpl
-    mov rbp, r11
-    mov rsi, r8
-    and rbp, 1984
-    mov rsi, qword ptr [r15 + rbp + 1344]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov byte ptr [r15 + 448], r8b
-    mov r8d, dword ptr [r15 + 128]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 320], r9d
-    mov qword ptr [r15 + 384], r9
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c87:
-    mov r9d, dword ptr [r15 + 384]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r8d, 48
-    mov r8d, 8
-    vmovdqu ymmword ptr [r15 + 0], ymm6
-    mov r8, r9
-    and r8d, dword ptr [r15 + 0]
-    vmovdqu ymmword ptr [r15 + 0], ymm6
-    and r8d, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], r9d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 202
-    jmp 1f
-1:
-    mov r9d, 223
-    mov dword ptr [r15 + 320], r8d
-    lock add qword ptr [r15 + 128], r8
-    movsxd r8, dword ptr [r15 + 512]
+    mov dword ptr [r15 + 192], 242
+    movzx ecx, byte ptr [r15 + 64]
     test ebx, 1073741824
     jnz 1f
 1:
-    jmp 1f
-1:
-    mov rcx, r9
-    movzx ecx, r9b
-    mov dword ptr [r15 + 704], r9d
-    mov r9, r11
-    movzx eax, r8b
-    add rax, qword ptr [r15 + 64]
-    and r9, 448
-    movsxd r8, dword ptr [r15 + r9 + 832]
-    mov r9, r11
-    jmp 1f
-1:
-    add rcx, qword ptr [r15 + 448]
-    mov rbp, r11
-    mov rdx, rax
-    and r9, 8128
-    mov dword ptr [r15 + r9 + 7488], eax
-    and rbp, 4032
-    and eax, dword ptr [r15 + rbp + 3392]
-    jmp 1f
-1:
-    movzx edi, byte ptr [r15 + 256]
-    movzx r9d, byte ptr [r15 + 192]
-    jmp 1f
-1:
-    vmovdqu xmm1, xmmword ptr [r15 + 128]
-    mov rdx, r8
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c88:
-    lea rcx, [rip + .Lc1_d8984_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d8984_j_t
-.Lc1_d8984_j:
-    mov rbp, r11
-    mov qword ptr [r15 + 64], rax
-    and rbp, 1984
-    movsxd rax, dword ptr [r15 + rbp + 1344]
-    mov byte ptr [r15 + 0], r9b
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    .byte 0x0f, 0x1f, 0x40, 0x00
-    mov ebp, 141
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rcx
-    movzx ecx, al
-    mov ecx, dword ptr [r15 + 128]
+    mov r9, rcx
+    mov r9, rbp
+    or qword ptr [r15 + 320], 38
     test ebx, 1073741824
     jnz 1f
-1:
-    mov r9, qword ptr [r15 + 256]
-    movsxd rax, dword ptr [r15 + 192]
-    mov byte ptr [r15 + 448], bpl
-    movsxd rbp, dword ptr [r15 + 576]
-    jmp 1f
 1:
     mov r8, r11
-    jmp 1f
+    mov eax, r9d
+    mov dword ptr [r15 + 448], 74
+    and r8, 4032
+    movzx ecx, byte ptr [r15 + r8 + 3392]
+    test ebx, 1073741824
+    jz 1f
 1:
-    mov qword ptr [r15 + 448], r9
-    and r8, 8128
-    mov byte ptr [r15 + r8 + 7488], r9b
-    mov dword ptr [r15 + 64], 97
+    vmovdqu ymmword ptr [r15 + 128], ymm6
+    mov rbp, rax
+    mov rbp, qword ptr [r15 + 512]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b10_done
+.Lc1_b10_c17:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d14486_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d14486_j_t
+.Lc1_d14486_j:
+    mov rbp, r11
+    mov dword ptr [r15 + 64], 215
+    mov r9d, 188
+    and rbp, 8128
+    movsxd r9, dword ptr [r15 + rbp + 7488]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    and eax, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test dword ptr [r15 + 67117724], 536875008
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ebp, byte ptr [r15 + 704]
+    vmovdqu ymmword ptr [r15 + 256], ymm4
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx r9d, byte ptr [r15 + 128]
+    mov eax, 92
+    mov rbp, r11
+    mov rax, qword ptr [r15 + 192]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and rbp, 1984
     mov r9, r11
-    movsxd rcx, dword ptr [r15 + 320]
-    mov esi, r8d
+    movsxd rcx, dword ptr [r15 + rbp + 1344]
     and r9, 448
     mov rsi, qword ptr [r15 + r9 + 832]
-    movzx r9d, byte ptr [r15 + 768]
-    mov qword ptr [r15 + 512], r8
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c89:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], r9
-    mov r9d, 242
-    vmovdqu ymmword ptr [r15 + 0], ymm7
-    mov r9, rsi
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r9d, sil
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, r11
-    mov qword ptr [r15 + 0], r9
-    mov r9, r11
-    and r8, 1984
-    mov esi, dword ptr [r15 + r8 + 1344]
-    and r9, 448
-    movzx ecx, byte ptr [r15 + r9 + 832]
-    mov r9d, dword ptr [r15 + 384]
-    vmovdqu ymmword ptr [r15 + 320], ymm1
+    jmp 1f
+1:
     test ebx, 1073741824
     jnz 1f
 1:
-    mov edx, 103
-    mov edx, dword ptr [r15 + 128]
-    jmp 1f
-1:
-    movsxd r8, dword ptr [r15 + 128]
-    vmovdqu ymmword ptr [r15 + 192], ymm1
-    movzx r9d, r9b
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx ecx, byte ptr [r15 + 64]
-    mov esi, 62
-    and esi, dword ptr [r15 + 640]
-    mov r9, r11
-    jmp 1f
-1:
-    mov rdi, rcx
-    mov dword ptr [r15 + 512], 108
-    and r9, 4032
-    movzx ecx, byte ptr [r15 + r9 + 3392]
-    mov r9d, 228
+    movzx eax, byte ptr [r15 + 64]
+    mov qword ptr [r15 + 512], r9
+    movsxd r9, dword ptr [r15 + 384]
     add r11, 64
     inc rbx
     dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c90:
+    jz .Lc1_b10_done
+.Lc1_b10_c18:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d9075_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d9075_j_t
-.Lc1_d9075_j:
-    movzx ecx, dil
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 160
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rdi, rax
-    mov r12, qword ptr [r15 + r12 + 56]
     mov rbp, r11
-    mov r9, r11
-    mov rax, rcx
-    and rbp, 1984
-    movzx eax, byte ptr [r15 + rbp + 1344]
-    and r9, 4032
-    movzx ecx, byte ptr [r15 + r9 + 3392]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 64], edi
-    test dword ptr [r15 + 67117724], 2048
-    jz 1f
-1:
-    mov edi, dword ptr [r15 + 448]
-    jmp 1f
-1:
-    movsxd rbp, dword ptr [r15 + 192]
-    mov r9, qword ptr [r15 + 704]
-    mov rcx, qword ptr [r15 + 384]
-    mov byte ptr [r15 + 256], dil
-    mov r8, r11
-    movzx eax, al
-    movzx eax, byte ptr [r15 + 768]
-    mov rdi, qword ptr [r15 + 128]
-    and r8, 8128
-    add rdi, qword ptr [r15 + r8 + 7488]
-    movzx r8d, byte ptr [r15 + 512]
-    vpshufd xmm10, xmm1, 219
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c91:
-    lea rcx, [rip + .Lc1_d9115_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d9115_j_t
-.Lc1_d9115_j:
-    mov r8, r11
-    and r8, 16320
-    movzx edi, byte ptr [r15 + r8 + 15680]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov ebp, dword ptr [r15 + 64]
+    and rbp, 16320
+    mov qword ptr [r15 + rbp + 15680], rsi
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
+    movzx r9d, al
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 0], ymm1
     test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 512], 237
-    jmp 1f
-1:
-    jmp 1f
-1:
-    and ecx, dword ptr [r15 + 576]
-    mov rbp, r11
-    jmp 1f
-1:
-    and rbp, 8128
-    mov qword ptr [r15 + rbp + 7488], rcx
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rdi, rcx
-    mov r8, r11
-    movzx edi, byte ptr [r15 + 448]
-    mov qword ptr [r15 + 256], rcx
-    jmp 1f
-1:
-    and r8, 448
-    mov rbp, qword ptr [r15 + r8 + 832]
-    movsxd r8, dword ptr [r15 + 320]
-    and r8d, dword ptr [r15 + 384]
-    mov rcx, qword ptr [r15 + 128]
-    mov byte ptr [r15 + 192], dil
-    mov edi, edi
-    mov rdi, qword ptr [r15 + 64]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c92:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov qword ptr [r15 + 512], rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, edi
-    vpaddd xmm1, xmm1, xmm1
-    mov ebp, eax
-    mov ebp, 94
-    mov rbp, rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov eax, 137
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, r11
-    test dword ptr [r15 + 67117723], 2228224
     jnz 1f
 1:
+    mov ecx, 112
     mov r12, qword ptr [r15 + r12 + 56]
-    and r9, 4032
-    mov dword ptr [r15 + r9 + 3392], 95
-    jmp 1f
+    movsxd rcx, dword ptr [r15 + 128]
+    movsxd rbp, dword ptr [r15 + 512]
+    test ebx, 1073741824
+    jz 1f
 1:
-    mov dword ptr [r15 + 320], eax
-    mov dword ptr [r15 + 256], eax
-    mov rbp, r11
-    movzx eax, byte ptr [r15 + 640]
-    and rbp, 1984
-    mov dword ptr [r15 + rbp + 1344], 66
-    mov dword ptr [r15 + 64], 212
-    mov r9d, 62
+    mov r9, r9
+    mov dword ptr [r15 + 448], 232
+    movzx r9d, cl
+    mov byte ptr [r15 + 768], cl
     mov r9, r11
-    mov dword ptr [r15 + 128], ebp
-    mov rbp, rax
-    and r9, 448
-    mov dword ptr [r15 + r9 + 832], 239
-    movsxd r9, dword ptr [r15 + 448]
-    movzx eax, al
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c93:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 16777216
-    setz al
-    lea rcx, [rip + .Lc1_d9212_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d9212_s_t
-    .p2align 3
-.Lc1_d9212_s:
-    .p2align 3
-    jmp .Lc1_d9212_j
-    .p2align 3
-    jmp .Lc1_d9212_j
-.Lc1_d9212_j:
-    mov edx, eax
-    mov qword ptr [r15 + 256], rcx
-    mov r8, r11
-    jmp 1f
+    test dword ptr [r15 + 67117723], 64
+    jnz 1f
 1:
-    mov rbp, r11
-    and r8, 1984
-    mov byte ptr [r15 + r8 + 1344], al
-    and rbp, 8128
-    mov dword ptr [r15 + rbp + 7488], ecx
     mov rbp, rcx
-    movzx ebp, byte ptr [r15 + 704]
-    mov dword ptr [r15 + 448], ecx
-    mov r9, r11
-    movzx ecx, dl
-    movsxd rdx, dword ptr [r15 + 64]
     and r9, 4032
-    movzx r8d, byte ptr [r15 + r9 + 3392]
-    test ebx, 1073741824
+    add rbp, qword ptr [r15 + r9 + 3392]
+    vmovdqu ymmword ptr [r15 + 320], ymm6
+    mov eax, 211
+    mov r8, r11
+    test dword ptr [r15 + 67117723], 65536
     jz 1f
 1:
-    movzx ebp, byte ptr [r15 + 128]
-    mov rax, r9
-    movzx eax, r8b
-    mov rax, qword ptr [r15 + 512]
-    mov rcx, qword ptr [r15 + 192]
+    mov qword ptr [r15 + 256], rbp
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 128], r8b
-    jmp 1f
-1:
-    mov dword ptr [r15 + 384], 13
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c94:
-    mov qword ptr [r15 + 576], rcx
-    mov qword ptr [r15 + 0], rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rcx
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 34
-    mov rbp, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 768], ecx
-    and rbp, 1984
-    movsxd rcx, dword ptr [r15 + rbp + 1344]
-    mov ebp, dword ptr [r15 + 448]
-    movzx esi, byte ptr [r15 + 320]
-    mov rax, rbp
+    and r8, 8128
+    mov r9, qword ptr [r15 + r8 + 7488]
+    movzx r8d, bpl
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
-    mov rbp, r11
-    vmovdqu ymmword ptr [r15 + 128], ymm1
-    mov rdi, rax
-    and rbp, 448
-    mov r9, r11
-    mov ecx, dword ptr [r15 + rbp + 832]
-    and r9, 8128
-    movsxd rax, dword ptr [r15 + r9 + 7488]
-    add rax, qword ptr [r15 + 64]
-    mov esi, ebp
-    mov rsi, qword ptr [r15 + 384]
-    mov rdi, qword ptr [r15 + 256]
-    jmp 1f
-1:
-    mov byte ptr [r15 + 192], cl
-    movzx ecx, cl
-    jmp 1f
-1:
-    add rcx, qword ptr [r15 + 512]
-    jmp 1f
-1:
-    movzx r9d, sil
+    mov eax, ebp
+    mov rbp, r9
+    mov ebp, 97
     mov qword ptr [r15 + 64], rax
     add r11, 64
     inc rbx
     dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c95:
-    lea rcx, [rip + .Lc1_d9299_j]
+    jz .Lc1_b10_done
+.Lc1_b10_c19:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d14578_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d9299_j_t
-.Lc1_d9299_j:
-    mov r9, r11
-    and r9, 4032
-    mov dword ptr [r15 + r9 + 3392], ecx
-    movzx r9d, byte ptr [r15 + 448]
-    mov dword ptr [r15 + 0], ecx
-    movzx ecx, cl
-    and ecx, dword ptr [r15 + 0]
-    or qword ptr [r15 + 0], 56
-    mov edi, r9d
+    jmp .Lc1_d14578_j_t
+.Lc1_d14578_j:
+    mov rcx, qword ptr [r15 + 128]
+    mov dword ptr [r15 + 128], 238
+    vpcmpeqb xmm4, xmm4, xmmword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r9d, byte ptr [r15 + 320]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx r8d, byte ptr [r15 + 256]
-    mov dword ptr [r15 + 512], ecx
-    mov rbp, r11
-    jmp 1f
-1:
-    and rbp, 8128
-    vmovdqu ymmword ptr [r15 + rbp + 7488], ymm10
-    test ebx, 1024
+    test dword ptr [r15 + 67117724], 128
     jz 1f
 1:
-    mov r9, r11
-    mov ecx, r8d
-    and r9, 448
-    mov byte ptr [r15 + r9 + 832], r8b
-    movzx r9d, byte ptr [r15 + 64]
-    mov r8, qword ptr [r15 + 128]
-    jmp 1f
-1:
-    mov qword ptr [r15 + 192], rbp
-    mov rbp, rbp
-    movzx ebp, cl
-    mov ebp, 178
-    movzx ebp, cl
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov rcx, rcx
-    jmp 1f
-1:
-    mov ecx, ebp
-    movzx ecx, byte ptr [r15 + 128]
-    mov rdx, qword ptr [r15 + 640]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c96:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 1073741824
-    setz al
-    lea rcx, [rip + .Lc1_d9353_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d9353_s_t
-    .p2align 3
-.Lc1_d9353_s:
-    .p2align 3
-    jmp .Lc1_d9353_j
-    .p2align 3
-    jmp .Lc1_d9353_j
-.Lc1_d9353_j:
-    mov rbp, r11
-    and rbp, 4032
-    mov byte ptr [r15 + rbp + 3392], cl
-    add rbp, qword ptr [r15 + 64]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    and eax, dword ptr [r15 + 192]
-    and r8, 1984
-    mov qword ptr [r15 + r8 + 1344], rbp
-    mov dword ptr [r15 + 384], 51
-    mov rbp, qword ptr [r15 + 512]
-    mov rcx, rax
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    movzx eax, al
-    vpaddd xmm1, xmm1, xmm1
-    mov rax, r8
-    mov r8d, 187
-    mov dword ptr [r15 + 704], ebp
-    mov rbp, qword ptr [r15 + 320]
-    jmp 1f
-1:
-    mov byte ptr [r15 + 128], al
-    movsxd rax, dword ptr [r15 + 448]
-    movzx edi, byte ptr [r15 + 768]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c97:
-    mov r8, qword ptr [r15 + 256]
-    jmp 1f
-1:
-    vpaddq xmm1, xmm1, xmmword ptr [r15 + 128]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov eax, r8d
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], eax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, r11
-    mov dword ptr [r15 + 320], eax
-    movzx eax, byte ptr [r15 + 384]
-    and r8, 448
-    mov edi, dword ptr [r15 + r8 + 832]
-    mov r8d, 62
-    mov r8, r11
-    mov dword ptr [r15 + 192], 195
-    movzx esi, byte ptr [r15 + 448]
-    mov dword ptr [r15 + 64], eax
-    and r8, 1984
-    mov eax, dword ptr [r15 + r8 + 1344]
-    mov qword ptr [r15 + 576], rdi
-    jmp 1f
-1:
-    movsxd rdi, dword ptr [r15 + 64]
-    mov r9, r11
-    mov edx, dword ptr [r15 + 512]
-    and r9, 8128
-    mov dword ptr [r15 + r9 + 7488], 45
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c98:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d9441_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d9441_j_t
-.Lc1_d9441_j:
-    jmp 1f
-1:
-    mov r9d, dword ptr [r15 + 512]
-    mov r8, r11
-    mov eax, dword ptr [r15 + 64]
-    movzx esi, cl
-    mov esi, ecx
-    and r8, 8128
-    mov dword ptr [r15 + r8 + 7488], 80
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, al
-    mov byte ptr [r15 + 704], r9b
-    and rbp, 4032
-    mov r9, r11
-    mov qword ptr [r15 + rbp + 3392], rsi
-    test dword ptr [r15 + 67117724], 4160
-    jnz 1f
-1:
-    mov rax, rbp
-    and r9, 448
-    add rax, qword ptr [r15 + r9 + 832]
-    mov r9d, 144
-    mov r9d, dword ptr [r15 + 640]
-    movsxd rbp, dword ptr [r15 + 384]
-    mov dword ptr [r15 + 256], ecx
-    mov dword ptr [r15 + 128], ecx
-    add rcx, qword ptr [r15 + 128]
-    and ecx, dword ptr [r15 + 192]
-    mov rsi, qword ptr [r15 + 448]
-    mov r8d, 35
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c99:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov eax, 236
-    mov r12, qword ptr [r15 + r12 + 56]
-    vpcmpeqb xmm1, xmm1, xmm15
-    jmp 1f
-1:
-    mov ecx, 98
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], r8
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    test dword ptr [r15 + 67117724], 1610612736
-    jnz 1f
-1:
-    mov r8d, eax
-    mov r8, rax
-    mov byte ptr [r15 + 0], cl
-    movsxd rcx, dword ptr [r15 + 768]
-    mov eax, dword ptr [r15 + 320]
-    mov qword ptr [r15 + 384], rcx
-    mov r8, r11
-    jmp 1f
-1:
-    jmp 1f
-1:
-    and r8, 4032
-    and ecx, dword ptr [r15 + r8 + 3392]
-    jmp 1f
-1:
-    movzx edx, byte ptr [r15 + 128]
-    mov r8, r11
-    vmovdqu ymmword ptr [r15 + 64], ymm4
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx eax, byte ptr [r15 + 256]
-    and r8, 448
-    movzx ecx, byte ptr [r15 + r8 + 832]
-    movzx r8d, byte ptr [r15 + 512]
-    jmp 1f
-1:
-    mov edx, 69
-    jmp 1f
-1:
-    mov edx, 130
-    mov rbp, r11
-    jmp 1f
-1:
-    and rbp, 1984
-    mov edi, dword ptr [r15 + rbp + 1344]
-    jmp 1f
-1:
-    vmovdqu ymmword ptr [r15 + 448], ymm15
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c100:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 15
-    lea rcx, [rip + .Lc1_d9535_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d9535_s_t
-    .p2align 3
-.Lc1_d9535_s:
-    .p2align 3
-    jmp .Lc1_d9535_j
-    .p2align 3
-    jmp .Lc1_d9535_j
-    .p2align 3
-    jmp .Lc1_d9535_j
-    .p2align 3
-    jmp .Lc1_d9535_j
-    .p2align 3
-    jmp .Lc1_d9535_j
-    .p2align 3
-    jmp .Lc1_d9535_j
-    .p2align 3
-    jmp .Lc1_d9535_j
-    .p2align 3
-    jmp .Lc1_d9535_j
-    .p2align 3
-    jmp .Lc1_d9535_j
-    .p2align 3
-    jmp .Lc1_d9535_j
-    .p2align 3
-    jmp .Lc1_d9535_j
-    .p2align 3
-    jmp .Lc1_d9535_j
-    .p2align 3
-    jmp .Lc1_d9535_j
-    .p2align 3
-    jmp .Lc1_d9535_j
-    .p2align 3
-    jmp .Lc1_d9535_j
-    .p2align 3
-    jmp .Lc1_d9535_j
-.Lc1_d9535_j:
-    mov r9, r11
-    and r9, 8128
-    mov byte ptr [r15 + r9 + 7488], al
-    jmp 1f
-1:
-    mov dword ptr [r15 + 64], 253
-    jmp 1f
-1:
-    mov rbp, r11
-    mov dword ptr [r15 + 192], 24
-    mov rax, r9
-    mov rax, rcx
-    and rbp, 1984
-    mov eax, dword ptr [r15 + rbp + 1344]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c101:
-    lea rcx, [rip + .Lc1_d9573_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d9573_j_t
-.Lc1_d9573_j:
-    mov byte ptr [r15 + 0], al
-    mov dword ptr [r15 + 0], 157
-    mov dword ptr [r15 + 0], ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, cl
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 222
-    mov eax, 29
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rcx
-    mov dword ptr [r15 + 0], 251
-    mov ecx, dword ptr [r15 + 192]
-    movzx ebp, byte ptr [r15 + 576]
-    mov rsi, qword ptr [r15 + 512]
-    mov dword ptr [r15 + 256], 48
-    mov byte ptr [r15 + 64], al
-    mov rax, rax
-    mov rax, rcx
-    movzx eax, byte ptr [r15 + 448]
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov ecx, 48
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx eax, byte ptr [r15 + 640]
-    mov rsi, rsi
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 128], ecx
-    jmp 1f
-1:
-    mov dword ptr [r15 + 128], ecx
-    movsxd rcx, dword ptr [r15 + 384]
-    mov rbp, r11
-    jmp 1f
-1:
-    and rbp, 4032
-    mov dword ptr [r15 + rbp + 3392], 212
-    movzx ebp, al
-    mov rbp, rcx
-    mov ebp, dword ptr [r15 + 320]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c102:
-    mov rcx, rcx
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], ecx
-    vmovdqu ymmword ptr [r15 + 0], ymm1
-    mov dword ptr [r15 + 0], 74
-    mov qword ptr [r15 + 64], rbp
-    jmp 1f
-1:
-    mov rbp, rcx
-    mov dword ptr [r15 + 64], ecx
-    movsxd rcx, dword ptr [r15 + 384]
-    jmp 1f
-1:
-    vmovdqu xmm6, xmmword ptr [r15 + 128]
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx edx, byte ptr [r15 + 704]
-    jmp 1f
-1:
-    mov qword ptr [r15 + 128], rcx
-    mov rcx, qword ptr [r15 + 256]
-    mov rbp, r11
-    add rcx, qword ptr [r15 + 512]
-    add rcx, qword ptr [r15 + 448]
-    mov edi, 85
+    mov rbp, r10
+    mov rax, qword ptr [r15 + 64]
+    mov r9, rcx
     and rbp, 448
-    movsxd rdi, dword ptr [r15 + rbp + 832]
-    mov ebp, dword ptr [r15 + 448]
+    movsxd r9, dword ptr [r15 + rbp + 832]
+    test ebx, 1073741824
+    jz 1f
+1:
+    movsxd r8, dword ptr [r15 + 256]
+    mov rbp, r10
+    mov dword ptr [r15 + 192], 203
+    and rbp, 1984
+    mov dword ptr [r15 + rbp + 1344], 208
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r9, r10
+    movzx eax, byte ptr [r15 + 448]
+    and r9, 4032
+    movzx r8d, byte ptr [r15 + r9 + 3392]
+    mov r9, rbp
+    jmp 1f
+1:
+    test dword ptr [r15 + 67117724], 268435460
+    jnz 1f
+1:
+    jmp 1f
+1:
+    movzx ecx, byte ptr [r15 + 512]
+    mov qword ptr [r15 + 576], rbp
+    test ebx, 1073741824
+    jnz 1f
+1:
+    vpmovmskb r9d, xmm6
+    vpshufd xmm6, xmm6, 152
+    movsxd r9, dword ptr [r15 + 384]
+    add r11, 64
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b10_done
+.Lc1_b10_c20:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov rax, qword ptr [r15 + 128]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r9d, byte ptr [r15 + 512]
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx eax, byte ptr [r15 + 64]
     mov r8, r11
-    jmp 1f
+    mov rcx, qword ptr [r15 + 384]
+    and r8, 8128
+    mov rdi, qword ptr [r15 + r8 + 7488]
+    mov r8, r11
+    test dword ptr [r15 + 67117724], 335609856
+    jz 1f
 1:
-    jmp 1f
+    mov r9d, r9d
+    and r8, 448
+    mov r9, qword ptr [r15 + r8 + 832]
+    vmovdqu xmmword ptr [r15 + 640], xmm0
+    test ebx, 1073741824
+    jnz 1f
 1:
+    mov edi, dword ptr [r15 + 448]
+    mov r8, r11
+    mov qword ptr [r15 + 320], rax
     and r8, 1984
-    mov r9, r11
-    mov dword ptr [r15 + r8 + 1344], edi
+    mov byte ptr [r15 + r8 + 1344], r9b
+    test dword ptr [r15 + 67117723], 8388608
+    jnz 1f
+1:
+    mov rcx, qword ptr [r15 + 64]
+    mov rsi, r9
+    mov byte ptr [r15 + 192], r8b
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rdi, qword ptr [r15 + 704]
     jmp 1f
 1:
-    and r9, 8128
-    mov qword ptr [r15 + r9 + 7488], r8
-    jmp 1f
-1:
-    mov rdi, rcx
-    mov rdi, qword ptr [r15 + 192]
-    vmovdqu ymmword ptr [r15 + 320], ymm1
     add r11, 64
     inc rbx
     dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c103:
+    jz .Lc1_b10_done
+.Lc1_b10_c21:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
     xor eax, eax
     test dword ptr [r15 + 67117724], 536870912
     setz al
-    lea rcx, [rip + .Lc1_d9675_s]
+    lea rcx, [rip + .Lc1_d14671_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d9675_s_t
+    jmp .Lc1_d14671_s_t
     .p2align 3
-.Lc1_d9675_s:
+.Lc1_d14671_s:
     .p2align 3
-    jmp .Lc1_d9675_j
+    jmp .Lc1_d14671_j
     .p2align 3
-    jmp .Lc1_d9675_j
-.Lc1_d9675_j:
-    mov dword ptr [r15 + 320], 239
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 222
-    .byte 0x66, 0x90
-    mov rcx, rcx
-    mov r8, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 4032
-    vmovdqu ymmword ptr [r15 + r8 + 3392], ymm1
-    mov r8d, eax
-    mov r8, r11
-    jmp 1f
-1:
-    test ebx, 1024
-    jz 1f
-1:
-    and r8, 16320
-    mov byte ptr [r15 + r8 + 15680], cl
-    vpaddq xmm1, xmm1, xmmword ptr [r15 + 512]
-    mov ecx, 127
-    jmp 1f
-1:
-    mov rcx, qword ptr [r15 + 128]
-    mov r8, r11
-    mov dword ptr [r15 + 64], 42
-    mov rax, qword ptr [r15 + 256]
-    and r8, 1984
-    mov qword ptr [r15 + r8 + 1344], rcx
-    jmp 1f
-1:
-    mov edx, dword ptr [r15 + 768]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c104:
-    mov dword ptr [r15 + 0], 144
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r8d, cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], r8
-    test ebx, 1073741824
+    jmp .Lc1_d14671_j
+.Lc1_d14671_j:
+    mov edi, dword ptr [r15 + 128]
+    mov dword ptr [r15 + 256], eax
+    mov byte ptr [r15 + 448], cl
+    test dword ptr [r15 + 67117723], 65792
     jnz 1f
 1:
-    movsxd r8, dword ptr [r15 + 512]
-    mov rcx, qword ptr [r15 + 128]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 192], 0
-    jmp 1f
-1:
-    lea rbp, [r11 + r11*1]
-    movsxd rsi, dword ptr [r15 + 256]
-    and rbp, 448
-    mov dword ptr [r15 + rbp + 896], ecx
-    mov r9, r11
-    jmp 1f
-1:
-    and r9, 4032
-    movzx ecx, byte ptr [r15 + r9 + 3392]
-    mov r9, r11
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and r9, 8128
-    mov byte ptr [r15 + r9 + 7488], bpl
-    add r9, qword ptr [r15 + 576]
-    mov rsi, rcx
-    mov esi, dword ptr [r15 + 384]
-    jmp 1f
-1:
-    mov dword ptr [r15 + rbp + 832], 162
-    jmp 1f
-1:
-    mov dword ptr [r15 + 448], 170
-    mov qword ptr [r15 + 64], rsi
-    mov rsi, qword ptr [r15 + 640]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c105:
-    lea rcx, [rip + .Lc1_d9761_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d9761_j_t
-.Lc1_d9761_j:
-    mov rbp, r11
-    and rbp, 4032
-    mov qword ptr [r15 + rbp + 3392], rsi
-    mov ebp, esi
-    mov rbp, rsi
-    mov dword ptr [r15 + 192], 4
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rdx, qword ptr [r15 + 512]
-    jmp 1f
-1:
-    mov ebp, 252
-    mov qword ptr [r15 + 128], rdx
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 384], ebp
-    jmp 1f
-1:
-    mov byte ptr [r15 + 320], dl
-    mov rbp, r11
-    jmp 1f
-1:
-    and edx, dword ptr [r15 + 256]
-    mov r9, r11
-    and rbp, 8128
-    vpaddq xmm1, xmm1, xmmword ptr [r15 + rbp + 7488]
-    mov byte ptr [r15 + 448], bpl
-    mov rbp, rdx
-    and r9, 1984
-    mov dword ptr [r15 + r9 + 1344], edx
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movsxd rdx, dword ptr [r15 + 64]
-    mov edi, 185
-    mov byte ptr [r15 + 704], r9b
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c106:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 128
-    setz al
-    lea rcx, [rip + .Lc1_d9811_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d9811_s_t
-    .p2align 3
-.Lc1_d9811_s:
-    .p2align 3
-    jmp .Lc1_d9811_j
-    .p2align 3
-    jmp .Lc1_d9811_j
-.Lc1_d9811_j:
-    jmp 1f
-1:
-    mov edi, ecx
-    mov rbp, r11
-    movzx edi, byte ptr [r15 + 448]
-    and rbp, 1984
-    mov dword ptr [r15 + rbp + 1344], 76
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov ecx, dword ptr [r15 + 128]
-    jmp 1f
-1:
-    mov eax, eax
-    mov rax, qword ptr [r15 + 768]
-    mov edx, edi
-    mov edi, 178
-    jmp 1f
-1:
-    test ebx, 4608
-    jz 1f
-1:
-    mov rbp, r11
-    jmp 1f
-1:
-    and rbp, 448
-    movsxd rax, dword ptr [r15 + rbp + 832]
-    mov r12, qword ptr [r15 + r12 + 56]
-    nop
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx edi, byte ptr [r15 + 192]
-    mov r8, r11
-    mov dword ptr [r15 + 64], edx
-    and r8, 8128
-    mov edx, dword ptr [r15 + r8 + 7488]
-    jmp 1f
-1:
-    movzx ebp, bpl
-    mov ebp, 93
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c107:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], bpl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, edx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], bpl
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov edx, r8d
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    movzx ebp, r8b
-    mov qword ptr [r15 + 0], r8
-    mov r8d, dword ptr [r15 + 256]
-    mov dword ptr [r15 + 448], edx
-    mov r9, r11
-    mov rbp, r11
-    test ebx, 1073741824
-    jz 1f
-1:
-    and rbp, 1984
-    vmovdqu ymmword ptr [r15 + rbp + 1344], ymm1
-    and r9, 4032
-    mov dword ptr [r15 + r9 + 3392], edx
-    mov qword ptr [r15 + 640], rdx
-    mov edx, ebp
-    movsxd rdx, dword ptr [r15 + 384]
-    movzx r8d, byte ptr [r15 + 576]
-    mov dword ptr [r15 + 64], 202
-    vpxor xmm1, xmm1, xmm6
-    jmp 1f
-1:
-    movsxd r9, dword ptr [r15 + 512]
-    mov rbp, rbp
-    and ebp, dword ptr [r15 + 128]
-    jmp 1f
-1:
-    mov qword ptr [r15 + 192], r8
-    mov dword ptr [r15 + 512], edx
-    mov edx, dword ptr [r15 + 320]
-    mov dword ptr [r15 + 64], 244
-    mov r8, r9
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c108:
-    lea rcx, [rip + .Lc1_d9903_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d9903_j_t
-.Lc1_d9903_j:
-    mov qword ptr [r15 + 128], rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov ecx, ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, dword ptr [r15 + 64]
-    mov ebp, dword ptr [r15 + 448]
-    jmp 1f
-1:
-    mov rsi, qword ptr [r15 + 320]
-    mov r8, qword ptr [r15 + 512]
-    test ebx, 2048
-    jz 1f
-1:
-    mov rax, rbp
-    mov eax, 254
-    mov rbp, r11
-    mov dword ptr [r15 + 704], 8
-    and rbp, 448
-    mov qword ptr [r15 + rbp + 832], rcx
-    mov rbp, r11
-    jmp 1f
-1:
-    movzx ecx, cl
-    and rbp, 4032
-    movzx ecx, byte ptr [r15 + rbp + 3392]
-    mov rbp, r11
-    mov rsi, qword ptr [r15 + 128]
-    and rbp, 8128
-    mov dword ptr [r15 + rbp + 7488], 222
-    mov ebp, 223
-    mov byte ptr [r15 + 384], cl
-    movsxd rcx, dword ptr [r15 + 256]
-    mov r8d, 127
-    mov r8, qword ptr [r15 + 192]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c109:
-    and esi, dword ptr [r15 + 64]
-    mov dword ptr [r15 + 0], r8d
-    movzx r8d, cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], esi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], ecx
-    mov r9, r11
-    and esi, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r9, 1984
-    mov qword ptr [r15 + r9 + 1344], r8
-    jmp 1f
-1:
-    mov dword ptr [r15 + 64], 10
-    mov rcx, rsi
-    mov ecx, 134
-    mov r8, r11
-    test ebx, 1073741824
-    jz 1f
-1:
-    and r8, 448
-    mov dword ptr [r15 + r8 + 832], 189
     mov r8d, dword ptr [r15 + 192]
-    movzx esi, cl
-    movzx esi, cl
-    movzx ecx, byte ptr [r15 + 320]
-    lock or dword ptr [r15 + 448], 19
-    mov qword ptr [r15 + 768], r9
-    mov r9d, r8d
-    mov byte ptr [r15 + 128], r8b
-    mov dword ptr [r15 + 256], ecx
-    movzx ecx, byte ptr [r15 + 576]
-    jmp 1f
+    mov esi, 7
+    mov esi, eax
+    test dword ptr [r15 + 67117724], 16
+    jz 1f
 1:
-    mov r8d, dword ptr [r15 + 384]
-    mov dword ptr [r15 + 512], 164
-    mov r9, r11
-    mov edi, esi
-    and r9, 8128
-    movzx edi, byte ptr [r15 + r9 + 7488]
+    mov rbp, r10
+    mov rdi, rdi
+    mov rdi, rcx
+    and rbp, 1984
+    mov dword ptr [r15 + rbp + 1344], r8d
+    test dword ptr [r15 + 67117723], 134283264
+    jnz 1f
+1:
+    mov r8, r10
+    mov esi, edi
+    mov rbp, r11
+    movzx esi, byte ptr [r15 + 768]
+    and r8, 8128
+    movzx eax, byte ptr [r15 + r8 + 7488]
+    test dword ptr [r15 + 67117723], 256
+    jz 1f
+1:
+    and rbp, 4032
+    movsxd rcx, dword ptr [r15 + rbp + 3392]
+    movsxd rbp, dword ptr [r15 + 64]
     add r11, 64
+    add r10, r11
     inc rbx
     dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c110:
+    jz .Lc1_b10_done
+.Lc1_b10_c22:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d9995_j]
+    lea rcx, [rip + .Lc1_d14716_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d9995_j_t
-.Lc1_d9995_j:
-    vpcmpeqb xmm1, xmm1, xmm9
-    movzx r9d, r9b
-    add r9, qword ptr [r15 + 128]
-    mov eax, dword ptr [r15 + 640]
-    movsxd rdi, dword ptr [r15 + 128]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], cl
-    mov r12, qword ptr [r15 + r12 + 56]
+    jmp .Lc1_d14716_j_t
+.Lc1_d14716_j:
+    mov dword ptr [r15 + 448], 143
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], eax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, dword ptr [r15 + 320]
-    test dword ptr [r15 + 67117723], 70144
+    movsxd rbp, dword ptr [r15 + 192]
+    movsxd rdi, dword ptr [r15 + 128]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + 128], 254
+    mov eax, eax
+    jmp 1f
+1:
+    test ebx, 1073741824
     jz 1f
 1:
-    mov r9, r11
-    jmp 1f
+    vpaddd xmm6, xmm6, xmm6
+    mov dword ptr [r15 + 256], ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
 1:
-    mov rax, rax
-    mov rbp, r11
-    and r9, 1984
-    movsxd rdi, dword ptr [r15 + r9 + 1344]
-    and rbp, 4032
-    mov rcx, qword ptr [r15 + rbp + 3392]
-    mov dword ptr [r15 + 512], eax
-    mov r9, r11
-    movzx edx, byte ptr [r15 + 448]
+    mov r9, r10
+    mov r12, qword ptr [r15 + r12 + 56]
     and r9, 448
-    mov rax, qword ptr [r15 + r9 + 832]
+    vmovdqu ymmword ptr [r15 + r9 + 832], ymm6
+    movzx r9d, byte ptr [r15 + 576]
+    mov eax, dword ptr [r15 + 512]
+    test dword ptr [r15 + 67117723], 2163712
+    jz 1f
+1:
+    mov rbp, rax
+    xor dword ptr [r15 + 320], r9d
+    mov r9d, r9d
+    test dword ptr [r15 + 67117723], 536871168
+    jz 1f
+1:
     jmp 1f
 1:
-    vpxor xmm7, xmm7, xmm9
-    mov dword ptr [r15 + 64], 82
-    movsxd rbp, dword ptr [r15 + 256]
-    jmp 1f
+    mov dword ptr [r15 + 384], eax
+    movzx eax, al
+    test ebx, 1073741824
+    jnz 1f
 1:
-    mov r9d, ecx
+    mov qword ptr [r15 + 384], rax
+    mov byte ptr [r15 + 320], r9b
+    mov byte ptr [r15 + 64], bpl
     add r11, 64
+    add r10, r11
     inc rbx
     dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c111:
-    lea rcx, [rip + .Lc1_d10037_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d10037_j_t
-.Lc1_d10037_j:
+    jz .Lc1_b10_done
+.Lc1_b10_c23:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
     jmp 1f
 1:
-    mov qword ptr [r15 + 128], rbp
+    movzx ebp, al
+    mov rbp, rax
+    mov dword ptr [r15 + 0], 212
+    mov ebp, eax
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r9d, al
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, rbp
+    test dword ptr [r15 + 67117723], 67108872
+    jz 1f
+1:
+    mov r8d, dword ptr [r15 + 704]
+    mov ebp, r9d
+    mov r9d, 172
+    mov r9, r11
+    vmovdqu ymmword ptr [r15 + 64], ymm4
+    test dword ptr [r15 + 67117724], 134217728
+    jnz 1f
+1:
+    mov rbp, r11
+    and r9, 8128
+    mov dword ptr [r15 + r9 + 7488], 18
+    mov dword ptr [r15 + 256], r8d
+    and rbp, 4032
+    mov byte ptr [r15 + rbp + 3392], r8b
+    vpaddq xmm4, xmm4, xmmword ptr [r15 + 640]
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx eax, r9b
+    mov dword ptr [r15 + 512], r9d
+    movsxd r9, dword ptr [r15 + 128]
+    mov ecx, ebp
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movsxd r8, dword ptr [r15 + 448]
+    mov rbp, r10
+    mov edi, dword ptr [r15 + 320]
+    mov eax, r8d
+    and rbp, 448
+    mov dword ptr [r15 + rbp + 832], r9d
+    add r11, 64
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b10_done
+.Lc1_b10_c24:
+    lea rcx, [rip + .Lc1_d14811_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d14811_j_t
+.Lc1_d14811_j:
+    lea rbp, [r11 + r11*1]
+    mov dword ptr [r15 + 256], 176
+    mov eax, dword ptr [r15 + 128]
+    mov dword ptr [r15 + 512], 45
+    and rbp, 1984
+    mov r9d, dword ptr [r15 + rbp + 1344]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rcx, rax
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r9d, dword ptr [r15 + 0]
-    mov ecx, 94
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + 0], ecx
+    mov ecx, 206
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
     mov qword ptr [r15 + 0], r9
     jmp 1f
 1:
-    mov ebp, 2
-    mov rbp, r11
-    jmp 1f
-1:
-    mov r9, rcx
-    and rbp, 8128
-    mov r9, qword ptr [r15 + rbp + 7488]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, r10
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx ecx, byte ptr [r15 + 512]
-    mov qword ptr [r15 + 448], rbp
-    mov dword ptr [r15 + 704], r9d
-    mov byte ptr [r15 + 192], bpl
-    mov dword ptr [r15 + 384], 27
-    movzx ebp, bpl
-    mov byte ptr [r15 + 320], r9b
-    mov r9, r11
-    mov r8, r11
-    jmp 1f
-1:
-    and r8, 1984
-    mov dword ptr [r15 + r8 + 1344], ecx
+    vmovdqu ymmword ptr [r15 + 0], ymm6
     and r9, 4032
     movsxd rcx, dword ptr [r15 + r9 + 3392]
-    movzx r9d, bpl
-    jmp 1f
-1:
-    inc dword ptr [r15 + 256]
-    mov byte ptr [r15 + 64], bpl
-    mov ebp, dword ptr [r15 + 64]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c112:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    vmovdqu ymmword ptr [r15 + 0], ymm1
-    mov ecx, r9d
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    movzx r9d, cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, 55
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov ecx, ecx
-    movzx ecx, al
-    mov rcx, r9
-    mov rcx, r9
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r11
-    mov rax, r9
-    movzx eax, r9b
-    and rbp, 448
-    mov qword ptr [r15 + rbp + 832], rcx
-    jmp 1f
-1:
-    mov r9, r11
-    movsxd rcx, dword ptr [r15 + 448]
-    and r9, 8128
-    mov esi, dword ptr [r15 + r9 + 7488]
-    test dword ptr [r15 + 67117723], 256
-    jz 1f
-1:
-    movsxd rbp, dword ptr [r15 + 64]
-    mov edi, dword ptr [r15 + 384]
-    add rdi, qword ptr [r15 + 256]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 768], 156
-    mov r9d, dword ptr [r15 + 128]
-    mov r8, r11
-    mov qword ptr [r15 + 192], rcx
-    and r8, 4032
-    movzx ecx, byte ptr [r15 + r8 + 3392]
-    jmp 1f
-1:
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c113:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d10135_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d10135_j_t
-.Lc1_d10135_j:
-    mov r8, r11
-    movzx esi, al
-    and r8, 448
-    mov dword ptr [r15 + r8 + 832], ecx
-    mov r8d, eax
-    mov dword ptr [r15 + 0], 202
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, qword ptr [r15 + 512]
-    movzx eax, sil
-    jmp 1f
-1:
-    mov eax, esi
-    jmp 1f
-1:
-    mov eax, ecx
-    or qword ptr [r15 + 576], 127
-    mov rax, qword ptr [r15 + 192]
-    mov rsi, rsi
-    test dword ptr [r15 + 67117724], 67108864
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov rcx, qword ptr [r15 + 128]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 64], esi
-    movzx esi, byte ptr [r15 + 128]
-    mov qword ptr [r15 + 320], rax
-    mov rax, qword ptr [r15 + 640]
-    .byte 0x66, 0x90
-    jmp 1f
-1:
-    mov dword ptr [r15 + 448], 121
-    mov r8, r11
-    movzx edx, al
-    mov rbp, r11
-    and r8, 8128
-    vmovdqu ymmword ptr [r15 + r8 + 7488], ymm7
-    and rbp, 1984
-    mov byte ptr [r15 + rbp + 1344], sil
-    movzx ebp, cl
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c114:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 192], ebp
-    mov rbp, r11
-    jmp 1f
-1:
-    mov r8d, 39
-    mov r8, qword ptr [r15 + 704]
-    and rbp, 16320
-    mov qword ptr [r15 + rbp + 15680], r8
-    movzx ebp, byte ptr [r15 + 512]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov edx, 8
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, 204
-    mov r8, r11
+    mov r9d, 60
     test ebx, 1073741824
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 320], ebp
-    mov rbp, r11
-    and r8, 1984
-    movzx edx, byte ptr [r15 + r8 + 1344]
-    and rbp, 4032
-    mov dword ptr [r15 + rbp + 3392], 48
-    movzx ebp, bpl
-    mov rbp, qword ptr [r15 + 64]
-    movzx r9d, byte ptr [r15 + 128]
-    jmp 1f
-1:
-    movzx edi, byte ptr [r15 + 256]
-    mov r8, r8
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx r8d, dl
-    mov edx, edx
-    movzx edx, dil
-    mov dword ptr [r15 + 448], 55
-    add rdx, qword ptr [r15 + 384]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c115:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 1024
-    setz al
-    lea rcx, [rip + .Lc1_d10228_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d10228_s_t
-    .p2align 3
-.Lc1_d10228_s:
-    .p2align 3
-    jmp .Lc1_d10228_j
-    .p2align 3
-    jmp .Lc1_d10228_j
-.Lc1_d10228_j:
-    mov edx, 108
-    vmovdqu ymmword ptr [r15 + 512], ymm1
-    mov r12, qword ptr [r15 + r12 + 56]
-    vpshufd xmm12, xmm1, 212
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], al
-    vmovdqu ymmword ptr [r15 + 128], ymm12
-    mov eax, eax
-    jmp 1f
-1:
-    mov eax, 173
-    mov eax, dword ptr [r15 + 448]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r9, r11
-    jmp 1f
-1:
-    mov edx, 137
-    mov rbp, r11
-    and r9, 448
-    add rax, qword ptr [r15 + r9 + 832]
-    jmp 1f
-1:
-    and rbp, 1984
-    movsxd rcx, dword ptr [r15 + rbp + 1344]
-    mov rbp, r11
-    mov esi, dword ptr [r15 + 256]
-    mov rdx, qword ptr [r15 + 768]
-    and rbp, 8128
-    mov dword ptr [r15 + rbp + 7488], 3
-    jmp 1f
-1:
-    movzx r9d, byte ptr [r15 + 64]
-    jmp 1f
-1:
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c116:
-    lea rcx, [rip + .Lc1_d10272_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d10272_j_t
-.Lc1_d10272_j:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov rcx, rcx
-    vmovdqu ymmword ptr [r15 + 512], ymm7
-    mov ecx, ecx
-    movzx ecx, byte ptr [r15 + 128]
-    mov dword ptr [r15 + 64], ecx
-    jmp 1f
-1:
-    movzx r9d, cl
-    mov r9d, ecx
-    mov r9, r11
-    test ebx, 9728
-    jz 1f
-1:
-    movzx ebp, cl
-    and r9, 4032
-    mov dword ptr [r15 + r9 + 3392], 86
-    movzx r9d, byte ptr [r15 + 256]
-    jmp 1f
-1:
-    .byte 0x0f, 0x1f, 0x40, 0x00
-    mov ecx, dword ptr [r15 + 320]
-    movzx r8d, byte ptr [r15 + 384]
-    jmp 1f
-1:
-    mov rbp, r11
-    mov byte ptr [r15 + 64], r9b
-    mov r9, r11
-    and rbp, 8128
-    mov dword ptr [r15 + rbp + 7488], 233
-    and r9, 448
-    mov dword ptr [r15 + r9 + 832], ecx
-    mov byte ptr [r15 + 192], r8b
-    mov r8d, ecx
-    mov dword ptr [r15 + 576], 224
-    jmp 1f
-1:
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c117:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov rax, r9
-    movzx eax, byte ptr [r15 + 512]
-    jmp 1f
-1:
-    vpshufd xmm3, xmm12, 77
-    jmp 1f
-1:
-    mov r9, qword ptr [r15 + 704]
-    mov r12, qword ptr [r15 + r12 + 56]
-    cmovne r9, rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, eax
-    mov dword ptr [r15 + 0], r9d
-    test dword ptr [r15 + 67117724], 294912
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 192], r9b
-    bswap r9
-    mov r9d, eax
-    mov r9, rax
-    mov r9, r11
-    movzx eax, al
-    and r9, 1984
+    vmovq qword ptr [r15 + 384], xmm6
     mov r8, r11
-    mov rdi, qword ptr [r15 + r9 + 1344]
-    and r8, 4032
-    mov rsi, qword ptr [r15 + r8 + 3392]
-    movsxd r8, dword ptr [r15 + 128]
-    movsxd rdx, dword ptr [r15 + 64]
-    mov dword ptr [r15 + 384], 84
-    test ebx, 1536
-    jz 1f
-1:
-    mov dword ptr [r15 + 640], eax
-    mov eax, 177
-    mov dword ptr [r15 + 128], edx
-    jmp 1f
-1:
-    movsxd r9, dword ptr [r15 + 448]
-    movzx r8d, dl
-    jmp 1f
-1:
-    mov r8d, 15
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov edx, 139
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c118:
-    lea rcx, [rip + .Lc1_d10368_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d10368_j_t
-.Lc1_d10368_j:
-    mov rcx, rdx
-    mov ecx, dword ptr [r15 + 64]
-    mov byte ptr [r15 + 0], r8b
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, 3
-    mov dword ptr [r15 + 0], 204
-    vpxor xmm12, xmm12, xmm13
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 0], ymm12
-    mov r9, r11
-    jmp 1f
-1:
-    and r9, 448
-    mov dword ptr [r15 + r9 + 832], 68
-    mov byte ptr [r15 + 512], cl
-    mov dword ptr [r15 + 320], r8d
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r8d, dword ptr [r15 + 192]
-    jmp 1f
-1:
-    mov rcx, qword ptr [r15 + 448]
-    mov byte ptr [r15 + 768], r9b
-    mov r9, r11
-    jmp 1f
-1:
-    and r9, 8128
-    movsxd rbp, dword ptr [r15 + r9 + 7488]
-    mov r9, r11
-    jmp 1f
-1:
-    movzx edi, byte ptr [r15 + 128]
-    mov rsi, rcx
-    and r9, 1984
-    mov esi, dword ptr [r15 + r9 + 1344]
-    movzx r9d, byte ptr [r15 + 64]
-    mov rdx, rbp
-    mov rbp, qword ptr [r15 + 384]
-    mov eax, dword ptr [r15 + 256]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c119:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 209
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx esi, al
-    and rbp, 448
-    mov qword ptr [r15 + rbp + 832], rsi
-    mov rbp, r11
-    jmp 1f
-1:
-    vpcmpeqb xmm3, xmm3, xmmword ptr [r15 + 320]
-    mov qword ptr [r15 + 384], rsi
-    and rbp, 4032
-    mov qword ptr [r15 + rbp + 3392], rsi
-    mov byte ptr [r15 + 448], sil
-    mov esi, dword ptr [r15 + 128]
-    mov byte ptr [r15 + 256], bpl
-    mov dword ptr [r15 + 576], 171
-    mov r9, r11
-    mov qword ptr [r15 + 192], rbp
-    jmp 1f
-1:
-    and r9, 8128
-    movzx ebp, byte ptr [r15 + r9 + 7488]
-    movsxd r9, dword ptr [r15 + 640]
-    mov byte ptr [r15 + 64], sil
-    mov esi, dword ptr [r15 + 512]
-    movzx edi, byte ptr [r15 + 128]
-    mov dword ptr [r15 + 256], 107
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c120:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 4194304
-    setz al
-    lea rcx, [rip + .Lc1_d10454_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d10454_s_t
-    .p2align 3
-.Lc1_d10454_s:
-    .p2align 3
-    jmp .Lc1_d10454_j
-    .p2align 3
-    jmp .Lc1_d10454_j
-.Lc1_d10454_j:
-    mov dword ptr [r15 + 128], eax
-    jmp 1f
-1:
-    movzx edi, byte ptr [r15 + 704]
-    mov rax, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rdi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 64], eax
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov r8, r11
-    mov rbp, r11
-    and r8, 4032
-    mov byte ptr [r15 + r8 + 3392], al
-    mov r8, r11
-    mov eax, dword ptr [r15 + 448]
-    and rbp, 1984
-    mov edi, dword ptr [r15 + rbp + 1344]
-    and r8, 448
-    mov ecx, dword ptr [r15 + r8 + 832]
-    movzx r8d, byte ptr [r15 + 320]
-    vmovdqu ymmword ptr [r15 + 512], ymm12
-    mov edx, dword ptr [r15 + 192]
-    movzx ebp, dil
-    mov ebp, eax
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c121:
-    lea rcx, [rip + .Lc1_d10495_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d10495_j_t
-.Lc1_d10495_j:
-    mov dword ptr [r15 + 64], 140
-    mov r8d, 72
-    jmp 1f
-1:
-    vmovdqu ymmword ptr [r15 + 0], ymm3
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 0], ymm3
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx edx, byte ptr [r15 + 128]
-    add rdx, qword ptr [r15 + 448]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + 192], 107
-    mov r8d, 61
-    mov r8d, ecx
-    movzx ecx, dl
-    movzx ecx, byte ptr [r15 + 256]
-    mov ebp, dword ptr [r15 + 768]
-    mov r9, r11
-    mov r8, r11
-    mov dword ptr [r15 + 512], edx
-    add rdx, qword ptr [r15 + 384]
-    and r9, 1984
-    mov rbp, r11
-    lock xadd qword ptr [r15 + r9 + 1344], r9
-    and r8, 8128
-    movzx esi, byte ptr [r15 + r8 + 7488]
-    and rbp, 4032
-    mov dword ptr [r15 + rbp + 3392], edx
-    mov dword ptr [r15 + 64], ecx
-    mov ecx, 35
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c122:
-    vpshufd xmm6, xmm3, 122
-    mov qword ptr [r15 + 512], rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, 108
-    jmp 1f
-1:
-    mov ebp, 218
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov ecx, 33
-    movzx ecx, bpl
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov ebp, 107
-    vmovdqu ymmword ptr [r15 + 0], ymm6
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, r11
-    mov byte ptr [r15 + 0], cl
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 448
-    mov rbp, r11
-    movzx ecx, byte ptr [r15 + r8 + 832]
-    mov dword ptr [r15 + 640], ebp
-    mov rax, rcx
-    and rbp, 1984
-    movsxd rax, dword ptr [r15 + rbp + 1344]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov ecx, 243
-    and ecx, dword ptr [r15 + 256]
-    mov qword ptr [r15 + 448], rax
-    mov qword ptr [r15 + 320], rax
-    mov rax, qword ptr [r15 + 576]
-    mov rbp, r11
-    mov r8d, ecx
-    mov dword ptr [r15 + 128], 39
-    mov qword ptr [r15 + 64], rcx
-    and rbp, 8128
-    add rcx, qword ptr [r15 + rbp + 7488]
-    movzx ebp, al
-    mov ebp, 146
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c123:
-    lea rcx, [rip + .Lc1_d10586_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d10586_j_t
-.Lc1_d10586_j:
-    movzx ecx, bpl
-    jmp 1f
-1:
-    movzx ecx, bpl
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], bpl
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 80
-    vpxor xmm3, xmm3, xmm12
-    mov byte ptr [r15 + 0], cl
-    movzx ecx, cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, cl
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, ecx
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], 191
-    mov dword ptr [r15 + 448], ecx
-    mov byte ptr [r15 + 128], bpl
-    mov rbp, r11
-    movsxd rcx, dword ptr [r15 + 704]
-    mov r9, r11
-    and rbp, 8128
-    mov edi, dword ptr [r15 + rbp + 7488]
-    and r9, 448
-    add rdi, qword ptr [r15 + r9 + 832]
-    mov r9d, 69
-    movsxd r9, dword ptr [r15 + 320]
-    mov qword ptr [r15 + 192], rcx
-    mov rbp, r11
-    mov rcx, qword ptr [r15 + 512]
-    and rbp, 4032
-    mov rsi, qword ptr [r15 + rbp + 3392]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx edx, byte ptr [r15 + 256]
-    mov dword ptr [r15 + 64], edi
-    add rdx, qword ptr [r15 + 384]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c124:
-    mov rdi, rsi
-    movsxd rdi, dword ptr [r15 + 192]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 95
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx esi, bpl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rsi, rdx
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rdx
-    mov qword ptr [r15 + 0], rdi
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov rdx, qword ptr [r15 + 512]
-    jmp 1f
-1:
-    movsxd rdi, dword ptr [r15 + 448]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx ebp, sil
-    mov esi, dword ptr [r15 + 64]
-    mov dword ptr [r15 + 384], edx
-    movzx edx, dil
-    mov byte ptr [r15 + 128], dil
-    jmp 1f
-1:
-    mov r8, r11
-    jmp 1f
-1:
-    vmovdqu ymmword ptr [r15 + 256], ymm6
-    mov rdi, rbp
-    and r8, 1984
-    mov byte ptr [r15 + r8 + 1344], bpl
-    mov r8, r11
-    mov ebp, esi
-    jmp 1f
-1:
-    and r8, 16320
-    movzx edx, byte ptr [r15 + r8 + 15680]
-    mov r8, r11
-    vmovdqu ymmword ptr [r15 + 768], ymm3
-    jmp 1f
-1:
-    mov esi, dword ptr [r15 + 320]
-    and r8, 4032
-    movsxd rdi, dword ptr [r15 + r8 + 3392]
-    movzx r8d, byte ptr [r15 + 128]
-    mov rax, rbp
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c125:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 8388608
-    setz al
-    lea rcx, [rip + .Lc1_d10687_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d10687_s_t
-    .p2align 3
-.Lc1_d10687_s:
-    .p2align 3
-    jmp .Lc1_d10687_j
-    .p2align 3
-    jmp .Lc1_d10687_j
-.Lc1_d10687_j:
-    mov rbp, rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, eax
-    add rax, qword ptr [r15 + 0]
-    movsxd rcx, dword ptr [r15 + 576]
-    jmp 1f
-1:
-    mov r8, r11
-    mov rdi, rbp
-    and r8, 8128
-    mov qword ptr [r15 + r8 + 7488], rbp
-    test ebx, 2048
-    jnz 1f
-1:
-    mov eax, dword ptr [r15 + 192]
-    mov ecx, dword ptr [r15 + 448]
-    mov rbp, r11
-    jmp 1f
-1:
-    and rbp, 448
-    mov r8d, dword ptr [r15 + rbp + 832]
-    mov ebp, 172
-    mov qword ptr [r15 + 128], rdi
-    movsxd rdi, dword ptr [r15 + 64]
-    mov r9, r11
-    mov byte ptr [r15 + 384], cl
-    mov dword ptr [r15 + 64], ebp
-    and r9, 1984
-    movsxd rcx, dword ptr [r15 + r9 + 1344]
-    mov r9d, eax
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c126:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 15
-    lea rcx, [rip + .Lc1_d10733_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d10733_s_t
-    .p2align 3
-.Lc1_d10733_s:
-    .p2align 3
-    jmp .Lc1_d10733_j
-    .p2align 3
-    jmp .Lc1_d10733_j
-    .p2align 3
-    jmp .Lc1_d10733_j
-    .p2align 3
-    jmp .Lc1_d10733_j
-    .p2align 3
-    jmp .Lc1_d10733_j
-    .p2align 3
-    jmp .Lc1_d10733_j
-    .p2align 3
-    jmp .Lc1_d10733_j
-    .p2align 3
-    jmp .Lc1_d10733_j
-    .p2align 3
-    jmp .Lc1_d10733_j
-    .p2align 3
-    jmp .Lc1_d10733_j
-    .p2align 3
-    jmp .Lc1_d10733_j
-    .p2align 3
-    jmp .Lc1_d10733_j
-    .p2align 3
-    jmp .Lc1_d10733_j
-    .p2align 3
-    jmp .Lc1_d10733_j
-    .p2align 3
-    jmp .Lc1_d10733_j
-    .p2align 3
-    jmp .Lc1_d10733_j
-.Lc1_d10733_j:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 512], ecx
-    mov ecx, eax
-    mov qword ptr [r15 + 640], rax
-    mov eax, eax
-    mov r8, r11
-    jmp 1f
-1:
-    movzx ebp, byte ptr [r15 + 256]
-    and r8, 4032
-    mov dword ptr [r15 + r8 + 3392], eax
-    mov dword ptr [r15 + 128], 29
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c127:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    add rdx, qword ptr [r15 + 0]
-    mov byte ptr [r15 + 384], r8b
-    and r8, 8128
-    mov rbp, qword ptr [r15 + r8 + 7488]
-    mov r8d, r8d
-    mov r8, rdx
-    mov dword ptr [r15 + 768], edx
-    mov rdx, rdx
-    mov edx, dword ptr [r15 + 320]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov qword ptr [r15 + 512], rbp
-    mov dword ptr [r15 + 448], ebp
-    mov rbp, r11
-    mov dword ptr [r15 + 64], 240
-    mov r8, r11
-    and rbp, 1984
-    mov dword ptr [r15 + rbp + 1344], edx
-    and r8, 448
-    vpaddq xmm6, xmm6, xmmword ptr [r15 + r8 + 832]
-    mov qword ptr [r15 + 192], rdx
-    mov byte ptr [r15 + 64], dl
-    mov byte ptr [r15 + 448], bpl
-    mov ebp, dword ptr [r15 + 128]
-    mov edx, edx
-    mov rdx, r8
-    jmp 1f
-1:
-    mov dword ptr [r15 + 704], 216
-    mov r8, r8
-    jmp 1f
-1:
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c128:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d10816_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d10816_j_t
-.Lc1_d10816_j:
-    movzx ecx, byte ptr [r15 + 384]
-    mov r8d, dword ptr [r15 + 512]
-    mov dword ptr [r15 + 128], 71
-    mov rax, rax
-    mov rax, rcx
-    mov rbp, r11
-    mov rax, rcx
-    movzx eax, byte ptr [r15 + 256]
-    and rbp, 1984
-    and eax, dword ptr [r15 + rbp + 1344]
-    mov rbp, r11
-    movzx esi, cl
-    test dword ptr [r15 + 67117723], 16777217
-    jnz 1f
-1:
-    jmp 1f
-1:
-    and rbp, 4032
-    mov dword ptr [r15 + rbp + 3392], eax
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 17
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    add rbp, qword ptr [r15 + 0]
-    movzx eax, byte ptr [r15 + 320]
-    mov r8, r11
-    jmp 1f
-1:
-    and r8, 8128
-    mov dword ptr [r15 + r8 + 7488], ebp
-    mov dword ptr [r15 + 192], ecx
-    mov byte ptr [r15 + 576], al
-    mov eax, ecx
-    lock or dword ptr [r15 + 64], 65
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c129:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov eax, 168
-    movzx eax, r8b
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 0], ymm6
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, al
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rax
-    movzx eax, al
-    mov eax, ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rcx
-    movzx ecx, cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r11 + r11*1]
-    mov dword ptr [r15 + 128], eax
-    test dword ptr [r15 + 67117723], 20
-    jnz 1f
-1:
-    and r8, 448
-    mov eax, dword ptr [r15 + r8 + 896]
-    movsxd r9, dword ptr [r15 + 384]
-    mov rbp, r11
-    mov ecx, dword ptr [r15 + 448]
-    and rbp, 4032
-    mov rdi, qword ptr [r15 + rbp + 3392]
-    jmp 1f
-1:
-    mov rdx, qword ptr [r15 + 640]
-    mov dword ptr [r15 + r8 + 832], r8d
-    mov r8, r8
-    movzx r8d, byte ptr [r15 + 128]
-    mov rbp, qword ptr [r15 + 64]
-    mov dword ptr [r15 + 512], eax
-    mov rbp, r11
-    mov eax, dword ptr [r15 + 64]
-    mov esi, dword ptr [r15 + 256]
-    mov qword ptr [r15 + 320], r9
-    and rbp, 8128
-    mov dword ptr [r15 + rbp + 7488], 151
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c130:
-    lea rcx, [rip + .Lc1_d10905_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d10905_j_t
-.Lc1_d10905_j:
-    mov ecx, 225
-    vmovdqu ymmword ptr [r15 + 192], ymm6
-    mov ecx, 146
-    vpmovmskb ecx, xmm6
-    jmp 1f
-1:
-    movzx ecx, byte ptr [r15 + 704]
-    mov byte ptr [r15 + 128], bpl
-    mov dword ptr [r15 + 0], 121
-    jmp 1f
-1:
-    mov rbp, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    and ecx, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 256], 127
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rbp, r11
-    movsxd rsi, dword ptr [r15 + 448]
-    mov ecx, dword ptr [r15 + 128]
-    mov dword ptr [r15 + 320], 178
-    and rbp, 4032
-    mov dword ptr [r15 + rbp + 3392], 237
-    mov rbp, qword ptr [r15 + 448]
-    mov r8, r11
-    mov edx, dword ptr [r15 + 64]
-    movzx edi, cl
-    movsxd rdi, dword ptr [r15 + 768]
-    and r8, 1984
-    mov qword ptr [r15 + r8 + 1344], rsi
-    movzx r8d, byte ptr [r15 + 192]
-    mov rsi, qword ptr [r15 + 512]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov eax, 89
-    mov rax, rcx
-    jmp 1f
-1:
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c131:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 256
-    setz al
-    lea rcx, [rip + .Lc1_d10954_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d10954_s_t
-    .p2align 3
-.Lc1_d10954_s:
-    .p2align 3
-    jmp .Lc1_d10954_j
-    .p2align 3
-    jmp .Lc1_d10954_j
-.Lc1_d10954_j:
-    mov r9, r11
-    mov rdi, rcx
-    and r9, 8128
-    mov rdi, qword ptr [r15 + r9 + 7488]
-    mov r12, qword ptr [r15 + r12 + 56]
-    or qword ptr [r15 + 0], 59
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, dword ptr [r15 + 512]
-    mov dword ptr [r15 + 128], 214
-    mov eax, eax
-    mov rax, qword ptr [r15 + 256]
-    mov qword ptr [r15 + 576], r9
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov r9d, dword ptr [r15 + 320]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx edi, byte ptr [r15 + 64]
-    jmp 1f
-1:
-    mov rbp, r11
-    mov r8, r11
-    mov eax, 249
-    and r8, 1984
-    movzx eax, byte ptr [r15 + r8 + 1344]
-    and rbp, 448
-    movsxd rcx, dword ptr [r15 + rbp + 832]
-    mov byte ptr [r15 + 384], dil
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c132:
-    mov dword ptr [r15 + 448], 237
-    mov dword ptr [r15 + 0], ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rax
-    jmp 1f
-1:
-    mov eax, 27
-    mov eax, ecx
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 253
-    mov r9, r11
-    mov dword ptr [r15 + 0], 79
-    mov byte ptr [r15 + 0], al
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r9, 4032
-    movzx eax, byte ptr [r15 + r9 + 3392]
-    movsxd r9, dword ptr [r15 + 448]
-    mov ecx, 55
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + 64], eax
-    mov dword ptr [r15 + 256], eax
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov rax, rax
-    mov qword ptr [r15 + 640], r9
-    jmp 1f
-1:
-    mov r9d, 209
-    and r9d, dword ptr [r15 + 384]
-    mov edx, dword ptr [r15 + 512]
-    .byte 0x0f, 0x1f, 0x40, 0x00
-    mov rbp, r11
-    mov r8, r11
-    vmovdqu ymmword ptr [r15 + 192], ymm6
-    and rbp, 448
-    mov dword ptr [r15 + rbp + 832], eax
-    movzx ebp, byte ptr [r15 + 128]
-    and r8, 1984
-    mov rax, qword ptr [r15 + r8 + 1344]
-    mov r8d, dword ptr [r15 + 64]
-    jmp 1f
-1:
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c133:
-    lea rcx, [rip + .Lc1_d11043_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d11043_j_t
-.Lc1_d11043_j:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 244
-    mov ebp, ebp
-    mov ebp, 28
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, al
-    mov rax, rcx
-    vpmovmskb eax, xmm6
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 28
-    mov dword ptr [r15 + 0], 169
-    movzx ecx, byte ptr [r15 + 704]
-    mov byte ptr [r15 + 192], al
-    mov rbp, r11
-    jmp 1f
-1:
-    and rbp, 1984
-    movzx eax, byte ptr [r15 + rbp + 1344]
-    jmp 1f
-1:
-    mov r8, r11
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + 128], 140
-    mov rsi, rax
-    and r8, 8128
-    mov rbp, r11
-    mov byte ptr [r15 + r8 + 7488], cl
-    mov ecx, ecx
-    mov qword ptr [r15 + 768], rax
-    and rbp, 4032
-    mov rax, qword ptr [r15 + rbp + 3392]
-    jmp 1f
-1:
-    mov esi, dword ptr [r15 + 320]
-    movsxd r8, dword ptr [r15 + 512]
-    vmovdqu ymmword ptr [r15 + 256], ymm10
-    jmp 1f
-1:
-    mov ecx, 44
-    mov ecx, ebp
-    mov ebp, 163
-    movsxd rbp, dword ptr [r15 + 384]
-    mov dword ptr [r15 + 64], eax
-    jmp 1f
-1:
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c134:
-    movzx eax, bpl
-    vmovdqu ymmword ptr [r15 + 448], ymm10
-    mov eax, dword ptr [r15 + 448]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, cl
-    movzx ebp, cl
-    jmp 1f
-1:
-    mov ebp, 27
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    add rax, qword ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov ebp, ebp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, rax
-    mov qword ptr [r15 + 0], rax
-    mov eax, 43
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 128], ebp
-    movsxd rbp, dword ptr [r15 + 128]
-    jmp 1f
-1:
-    mov r9, r11
-    movzx edi, al
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rax, rax
-    and r9, 448
-    mov eax, dword ptr [r15 + r9 + 832]
-    mov qword ptr [r15 + 64], rbp
-    mov dword ptr [r15 + 576], ebp
-    mov ebp, ebp
-    mov rbp, r11
-    add rdi, qword ptr [r15 + 192]
-    and rbp, 8128
-    or qword ptr [r15 + rbp + 7488], 58
-    add rbp, qword ptr [r15 + 320]
-    mov r9, qword ptr [r15 + 512]
-    movzx edx, dil
-    movsxd rdx, dword ptr [r15 + 384]
-    jmp 1f
-1:
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c135:
-    lea rcx, [rip + .Lc1_d11142_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d11142_j_t
-.Lc1_d11142_j:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], cl
-    mov ecx, 241
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rdx
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rdx, rcx
-    mov qword ptr [r15 + 0], rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r9, r11
-    jmp 1f
-1:
-    mov ecx, 23
-    vmovq xmm12, rdx
-    and r9, 448
-    movsxd rdx, dword ptr [r15 + r9 + 832]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov esi, ecx
-    mov dword ptr [r15 + 192], 24
-    mov qword ptr [r15 + 128], rdx
-    mov r8, r11
-    mov ecx, dword ptr [r15 + 640]
-    mov dword ptr [r15 + 704], r9d
-    and r8, 4032
-    mov r9d, dword ptr [r15 + r8 + 3392]
-    mov dword ptr [r15 + 512], edx
-    mov rdx, rdx
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movsxd rsi, dword ptr [r15 + 64]
-    mov byte ptr [r15 + 256], cl
-    mov ecx, ecx
-    mov ecx, dword ptr [r15 + 320]
-    mov dword ptr [r15 + 64], r9d
-    mov r9, r11
-    mov r8d, edx
-    and r9, 1984
-    movzx r8d, byte ptr [r15 + r9 + 1344]
-    movzx r9d, cl
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c136:
-    lea rcx, [rip + .Lc1_d11195_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d11195_j_t
-.Lc1_d11195_j:
-    mov qword ptr [r15 + 768], r8
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 253
-    jmp 1f
-1:
-    inc dword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r8d, cl
-    jmp 1f
-1:
-    movzx r8d, cl
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, byte ptr [r15 + 384]
-    mov rsi, r8
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx edi, cl
-    mov r8, r11
-    mov dword ptr [r15 + 128], 10
-    vpshufd xmm3, xmm10, 83
-    movzx ecx, byte ptr [r15 + 64]
-    and r8, 16320
-    movsxd rsi, dword ptr [r15 + r8 + 15680]
-    mov r8, r11
-    jmp 1f
-1:
-    movsxd rdi, dword ptr [r15 + 192]
-    and r8, 8128
-    mov rbp, qword ptr [r15 + r8 + 7488]
-    mov r8, r11
-    mov dword ptr [r15 + 448], ecx
-    movsxd rcx, dword ptr [r15 + 256]
-    and r8, 1984
-    movzx eax, byte ptr [r15 + r8 + 1344]
-    mov dword ptr [r15 + 512], esi
-    movzx esi, dil
-    mov qword ptr [r15 + 128], rcx
-    movzx ecx, bpl
-    mov ecx, eax
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c137:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    movsxd rax, dword ptr [r15 + 512]
-    mov rsi, rsi
-    jmp 1f
-1:
-    and esi, dword ptr [r15 + 64]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], al
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov byte ptr [r15 + 0], cl
-    mov ecx, 61
-    mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 67117723], 256
-    jz 1f
-1:
-    mov eax, dword ptr [r15 + 192]
-    mov esi, 214
-    mov r9, r11
-    vpxor xmm12, xmm12, xmm9
-    jmp 1f
-1:
-    mov ecx, eax
-    and r9, 4032
-    mov qword ptr [r15 + r9 + 3392], rax
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov rax, qword ptr [r15 + 256]
-    mov edx, dword ptr [r15 + 320]
-    mov r9, r11
-    movsxd rsi, dword ptr [r15 + 128]
-    test ebx, 1073741824
-    jz 1f
-1:
-    and r9, 8128
-    mov rbp, r11
-    and ecx, dword ptr [r15 + r9 + 7488]
-    movzx r9d, byte ptr [r15 + 384]
-    mov eax, dword ptr [r15 + 576]
-    and rbp, 448
-    add rax, qword ptr [r15 + rbp + 832]
-    jmp 1f
-1:
-    movzx esi, dl
-    mov rdx, rdx
-    jmp 1f
-1:
-    mov dword ptr [r15 + 448], r9d
-    mov r9d, ecx
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c138:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 4
-    setz al
-    lea rcx, [rip + .Lc1_d11295_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d11295_s_t
-    .p2align 3
-.Lc1_d11295_s:
-    .p2align 3
-    jmp .Lc1_d11295_j
-    .p2align 3
-    jmp .Lc1_d11295_j
-.Lc1_d11295_j:
-    mov esi, 174
-    mov esi, ecx
-    jmp 1f
-1:
-    mov qword ptr [r15 + 640], rax
-    and eax, dword ptr [r15 + 256]
-    movzx ecx, cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rsi
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], ecx
-    jmp 1f
-1:
-    mov r9, r11
-    mov byte ptr [r15 + 512], cl
-    and r9, 4032
-    mov byte ptr [r15 + r9 + 3392], sil
-    movsxd r9, dword ptr [r15 + 448]
-    mov r8, r11
-    mov ecx, dword ptr [r15 + 320]
-    and r8, 8128
-    mov byte ptr [r15 + r8 + 7488], cl
-    mov dword ptr [r15 + 64], 183
-    mov r8, r11
-    mov dword ptr [r15 + 128], 70
-    and r8, 1984
-    add r9, qword ptr [r15 + r8 + 1344]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c139:
-    mov rsi, r8
-    mov rsi, r9
-    mov esi, r9d
-    mov rsi, qword ptr [r15 + 384]
-    vpmovmskb r9d, xmm3
-    mov dword ptr [r15 + 256], 31
-    vpxor xmm12, xmm12, xmm3
+    mov dword ptr [r15 + rbp + 1408], 108
     mov dword ptr [r15 + 448], r8d
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 0], ymm12
-    .byte 0x0f, 0x1f, 0x00
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], r9
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, qword ptr [r15 + 512]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r8, r9
-    jmp 1f
-1:
-    mov qword ptr [r15 + 64], r9
-    movzx r9d, r9b
-    jmp 1f
-1:
-    mov r9d, r8d
-    movzx r9d, byte ptr [r15 + 128]
-    vpxor xmm3, xmm3, xmm2
-    movzx edi, byte ptr [r15 + 64]
-    mov r8, r11
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov rsi, r9
-    and r8, 448
-    mov dword ptr [r15 + r8 + 832], edi
-    mov qword ptr [r15 + 704], r9
-    mov r9, r11
-    mov rdi, rdi
-    mov rbp, r11
-    and r9, 1984
-    mov qword ptr [r15 + r9 + 1344], r8
-    mov r9, qword ptr [r15 + 192]
-    and rbp, 4032
-    mov qword ptr [r15 + rbp + 3392], rsi
-    mov ebp, dword ptr [r15 + 768]
+    and r8, 8128
+    mov r9d, dword ptr [r15 + r8 + 7488]
+    mov byte ptr [r15 + 192], r8b
+    mov r8d, dword ptr [r15 + 64]
     add r11, 64
+    add r10, r11
     inc rbx
     dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c140:
-    lea rcx, [rip + .Lc1_d11386_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d11386_j_t
-.Lc1_d11386_j:
-    mov dword ptr [r15 + 384], 10
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, 112
-    mov dword ptr [r15 + 0], 164
-    mov esi, 105
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, ecx
-    mov rbp, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 448
-    mov byte ptr [r15 + rbp + 832], sil
-    test ebx, 1024
-    jz 1f
-1:
-    and r9, 8128
-    and esi, dword ptr [r15 + r9 + 7488]
-    mov dword ptr [r15 + 128], ecx
-    mov ecx, dword ptr [r15 + 64]
-    mov rbp, r11
-    mov rdx, r9
-    and rbp, 1984
-    mov byte ptr [r15 + rbp + 1344], sil
-    jmp 1f
-1:
-    mov r9d, 39
-    mov byte ptr [r15 + 128], sil
-    movzx esi, byte ptr [r15 + 448]
-    mov qword ptr [r15 + 576], rcx
-    mov rcx, qword ptr [r15 + 192]
-    mov qword ptr [r15 + 320], rdx
-    movsxd rdx, dword ptr [r15 + 512]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c141:
+    jz .Lc1_b10_done
+.Lc1_b10_c25:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d11432_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d11432_j_t
-.Lc1_d11432_j:
-    jmp 1f
+    movzx eax, byte ptr [r15 + 384]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, r9
+    mov r9, rax
+    test ebx, 1073741824
+    jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    and edx, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, byte ptr [r15 + 192]
-    movzx ecx, cl
-    mov rcx, rax
-    mov ecx, dword ptr [r15 + 128]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movsxd r9, dword ptr [r15 + 640]
-    mov r8, rdx
-    mov edx, 36
-    jmp 1f
-1:
-    test dword ptr [r15 + 67117724], 64
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx esi, r9b
+    test ebx, 1073741824
     jnz 1f
 1:
-    mov rax, qword ptr [r15 + 320]
+    movsxd r8, dword ptr [r15 + 256]
     mov r9, r11
-    mov r8, r11
-    mov qword ptr [r15 + 64], rcx
-    mov ecx, 32
-    and r9, 8128
-    movzx ecx, byte ptr [r15 + r9 + 7488]
-    and r8, 448
-    add rcx, qword ptr [r15 + r8 + 832]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov edx, dword ptr [r15 + 512]
-    jmp 1f
-1:
-    mov edi, dword ptr [r15 + 448]
-    mov r9d, 93
-    jmp 1f
-1:
-    mov r9, r11
-    mov qword ptr [r15 + 256], rcx
+    mov eax, dword ptr [r15 + 128]
+    mov edi, r8d
+    mov qword ptr [r15 + 512], rax
     and r9, 4032
-    mov byte ptr [r15 + r9 + 3392], r8b
-    mov r9d, edi
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c142:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov rax, rdi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 210
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 0], ymm3
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov byte ptr [r15 + 0], al
-    mov rbp, r11
-    jmp 1f
-1:
-    and rbp, 1984
-    mov r9, r11
-    mov dword ptr [r15 + rbp + 1344], eax
-    and r9, 448
-    mov eax, dword ptr [r15 + r9 + 832]
-    mov r9, rbp
-    jmp 1f
-1:
-    test dword ptr [r15 + 67117724], 512
+    mov dword ptr [r15 + r9 + 3392], esi
+    test dword ptr [r15 + 67117723], 16
     jz 1f
 1:
-    add rbp, qword ptr [r15 + 256]
-    mov dword ptr [r15 + 512], 220
-    mov r9, r11
+    mov rbp, qword ptr [r15 + 192]
+    mov r8, r11
+    movzx edx, byte ptr [r15 + 448]
+    movsxd rdi, dword ptr [r15 + 576]
+    and r8, 448
+    mov dword ptr [r15 + r8 + 832], 182
     jmp 1f
 1:
-    movsxd rax, dword ptr [r15 + 64]
-    mov esi, dword ptr [r15 + 320]
-    and r9, 4032
-    mov dword ptr [r15 + r9 + 3392], 74
-    mov r9d, 27
-    mov dword ptr [r15 + 704], 154
-    movzx r9d, byte ptr [r15 + 384]
-    vmovdqu ymmword ptr [r15 + 448], ymm12
-    mov r8d, dword ptr [r15 + 192]
-    vmovdqu ymmword ptr [r15 + 128], ymm3
-    movsxd rcx, dword ptr [r15 + 64]
+    test ebx, 256
+    jz 1f
+1:
+    mov dword ptr [r15 + 768], 66
+    mov ebp, dword ptr [r15 + 64]
+    movzx r9d, byte ptr [r15 + 320]
+    mov dword ptr [r15 + 64], r8d
+    movzx r8d, dl
     add r11, 64
     inc rbx
     dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c143:
+    jz .Lc1_b10_done
+.Lc1_b10_c26:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
     mov eax, dword ptr [r15 + 67117724]
     and eax, 7
-    lea rcx, [rip + .Lc1_d11523_s]
+    lea rcx, [rip + .Lc1_d14908_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d11523_s_t
+    jmp .Lc1_d14908_s_t
     .p2align 3
-.Lc1_d11523_s:
+.Lc1_d14908_s:
     .p2align 3
-    jmp .Lc1_d11523_j
+    jmp .Lc1_d14908_j
     .p2align 3
-    jmp .Lc1_d11523_j
+    jmp .Lc1_d14908_j
     .p2align 3
-    jmp .Lc1_d11523_j
+    jmp .Lc1_d14908_j
     .p2align 3
-    jmp .Lc1_d11523_j
+    jmp .Lc1_d14908_j
     .p2align 3
-    jmp .Lc1_d11523_j
+    jmp .Lc1_d14908_j
     .p2align 3
-    jmp .Lc1_d11523_j
+    jmp .Lc1_d14908_j
     .p2align 3
-    jmp .Lc1_d11523_j
+    jmp .Lc1_d14908_j
     .p2align 3
-    jmp .Lc1_d11523_j
-.Lc1_d11523_j:
+    jmp .Lc1_d14908_j
+.Lc1_d14908_j:
+    mov r8, r8
     mov r8, r11
-    mov dword ptr [r15 + 128], 34
-    mov esi, dword ptr [r15 + 576]
-    and r8, 8128
-    mov rax, qword ptr [r15 + r8 + 7488]
-    mov r8d, 182
-    mov r8, r11
-    add qword ptr [r15 + 448], rsi
+    movsxd r9, dword ptr [r15 + 128]
+    test ebx, 1073741824
+    jz 1f
+1:
+    vmovdqu ymmword ptr [r15 + 192], ymm4
     and r8, 1984
-    movzx ecx, byte ptr [r15 + r8 + 1344]
-    add rcx, qword ptr [r15 + 64]
-    mov qword ptr [r15 + 0], rax
+    mov rbp, r11
+    vmovq qword ptr [r15 + r8 + 1344], xmm6
     test ebx, 1073741824
     jnz 1f
 1:
-    mov esi, 152
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx esi, al
-    movsxd rax, dword ptr [r15 + 256]
-    movzx esi, cl
-    movzx ecx, r8b
-    mov rcx, qword ptr [r15 + 768]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c144:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov ecx, 54
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r8d, 147
-    mov qword ptr [r15 + 0], rax
-    jmp 1f
-1:
-    mov rax, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, cl
-    .byte 0x0f, 0x1f, 0x40, 0x00
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, qword ptr [r15 + 128]
-    vpxor xmm3, xmm3, xmm12
-    mov dword ptr [r15 + 64], 23
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 384], 53
-    movsxd rax, dword ptr [r15 + 128]
-    mov rsi, qword ptr [r15 + 512]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov rbp, r11
-    jmp 1f
-1:
-    jmp 1f
-1:
-    and rbp, 4032
-    mov qword ptr [r15 + rbp + 3392], rcx
-    movsxd rbp, dword ptr [r15 + 192]
-    movzx ecx, byte ptr [r15 + 640]
-    mov r8, r11
-    movzx edx, byte ptr [r15 + 256]
-    and r8, 8128
-    mov dword ptr [r15 + r8 + 7488], eax
-    mov r8, r11
-    mov rax, rsi
-    mov dword ptr [r15 + 448], 73
-    and r8, 448
-    movzx esi, byte ptr [r15 + r8 + 832]
-    jmp 1f
-1:
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c145:
-    lea rcx, [rip + .Lc1_d11609_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d11609_j_t
-.Lc1_d11609_j:
-    movzx ecx, byte ptr [r15 + 192]
-    jmp 1f
-1:
-    and ecx, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rdi, rcx
-    mov byte ptr [r15 + 0], cl
-    and edi, dword ptr [r15 + 0]
-    mov ecx, ecx
-    movzx ecx, byte ptr [r15 + 384]
-    movzx edx, dil
-    mov rdx, qword ptr [r15 + 64]
-    test ebx, 2048
-    jz 1f
-1:
-    mov rax, rcx
     mov r9, r11
-    movsxd rax, dword ptr [r15 + 704]
-    movzx edi, byte ptr [r15 + 512]
-    mov rcx, rcx
+    and rbp, 448
+    movzx eax, byte ptr [r15 + rbp + 832]
+    test dword ptr [r15 + 67117723], 50397184
+    jz 1f
+1:
     and r9, 8128
-    movzx ecx, byte ptr [r15 + r9 + 7488]
-    movzx r9d, al
-    mov dword ptr [r15 + 128], edx
-    movzx edx, byte ptr [r15 + 320]
-    mov r9, r11
-    jmp 1f
+    mov dword ptr [r15 + r9 + 7488], eax
+    mov qword ptr [r15 + 512], r8
+    test dword ptr [r15 + 67117724], 33948672
+    jz 1f
 1:
-    mov esi, dword ptr [r15 + 448]
-    and r9, 4032
-    movsxd r8, dword ptr [r15 + r9 + 3392]
-    mov r9d, dword ptr [r15 + 256]
-    mov ebp, edx
-    mov rbp, r11
-    mov edx, 56
-    and rbp, 1984
-    movsxd rdx, dword ptr [r15 + rbp + 1344]
-    jmp 1f
-1:
+    mov byte ptr [r15 + 640], r9b
     add r11, 64
     inc rbx
     dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c146:
+    jz .Lc1_b10_done
+.Lc1_b10_c27:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
     xor eax, eax
-    test dword ptr [r15 + 67117723], 64
+    test dword ptr [r15 + 67117723], 268435456
     setz al
-    lea rcx, [rip + .Lc1_d11661_s]
+    lea rcx, [rip + .Lc1_d14951_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d11661_s_t
+    jmp .Lc1_d14951_s_t
     .p2align 3
-.Lc1_d11661_s:
+.Lc1_d14951_s:
     .p2align 3
-    jmp .Lc1_d11661_j
+    jmp .Lc1_d14951_j
     .p2align 3
-    jmp .Lc1_d11661_j
-.Lc1_d11661_j:
-    mov r8, r11
-    mov esi, ecx
-    and r8, 448
-    mov qword ptr [r15 + r8 + 832], rax
-    mov dword ptr [r15 + 192], 163
-    mov eax, dword ptr [r15 + 384]
-    add rax, qword ptr [r15 + 128]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    cmovne rcx, rsi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], r8
-    mov dword ptr [r15 + 576], eax
-    test ebx, 4608
+    jmp .Lc1_d14951_j
+.Lc1_d14951_j:
+    mov ebp, ecx
+    vmovdqu ymmword ptr [r15 + 320], ymm6
+    vmovdqu ymmword ptr [r15 + 448], ymm6
+    test ebx, 1073741824
     jz 1f
 1:
-    mov esi, 84
-    mov rsi, r8
-    movsxd r8, dword ptr [r15 + 768]
-    add r8, qword ptr [r15 + 512]
-    movzx eax, byte ptr [r15 + 64]
-    mov dword ptr [r15 + 320], ecx
-    mov rbp, r11
+    mov qword ptr [r15 + 704], rcx
+    mov ecx, dword ptr [r15 + 64]
+    mov rax, rax
+    test dword ptr [r15 + 67117723], 1073873664
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ebp, al
+    mov ebp, ecx
+    test dword ptr [r15 + 67117723], 201326592
+    jnz 1f
+1:
+    mov rcx, rcx
     jmp 1f
 1:
-    mov ecx, r8d
-    mov rcx, rax
+    mov rbp, r10
+    mov rdi, rcx
+    test ebx, 1073741824
+    jz 1f
+1:
     and rbp, 1984
-    mov byte ptr [r15 + rbp + 1344], sil
-    mov rbp, qword ptr [r15 + 64]
-    mov esi, r8d
+    mov rax, qword ptr [r15 + rbp + 1344]
+    mov qword ptr [r15 + 256], rdi
+    mov edi, dword ptr [r15 + 384]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov ecx, 124
+    movsxd rcx, dword ptr [r15 + 512]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    movsxd rax, dword ptr [r15 + 128]
+    mov ebp, dword ptr [r15 + 64]
+    add r11, 64
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b10_done
+.Lc1_b10_c28:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    movzx ebp, bpl
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx ecx, al
+    mov eax, eax
+    mov r8, r11
+    mov dword ptr [r15 + 0], 40
+    mov qword ptr [r15 + 0], rbp
+    test dword ptr [r15 + 67117724], 268435456
+    jnz 1f
+1:
+    and r8, 8128
+    vmovdqu ymmword ptr [r15 + r8 + 7488], ymm4
+    mov r8, r10
+    mov r9, r11
+    and r8, 448
+    or qword ptr [r15 + r8 + 832], 29
+    and r9, 4032
+    movsxd rax, dword ptr [r15 + r9 + 3392]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov ecx, eax
+    jmp 1f
+1:
+    mov ecx, 197
+    mov ecx, 134
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movzx r9d, byte ptr [r15 + 320]
+    movsxd r8, dword ptr [r15 + 448]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov byte ptr [r15 + 128], cl
+    mov ecx, ecx
+    mov dword ptr [r15 + 64], r9d
+    vpaddd xmm4, xmm4, xmm4
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov byte ptr [r15 + 768], r8b
+    movsxd r8, dword ptr [r15 + 256]
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + 192], ymm4
+    add r11, 64
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b10_done
+.Lc1_b10_c29:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d15057_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d15057_j_t
+.Lc1_d15057_j:
+    mov r8, r10
+    jmp 1f
+1:
+    and r8, 4032
+    movzx r9d, byte ptr [r15 + r8 + 3392]
+    mov r8d, 8
+    mov r8, rcx
+    test dword ptr [r15 + 67117724], 2621440
+    jnz 1f
+1:
+    mov qword ptr [r15 + 576], r8
+    mov r8d, 15
+    movzx r8d, byte ptr [r15 + 192]
+    test dword ptr [r15 + 67117723], 67108864
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 128], r8d
+    xchg qword ptr [r15 + 448], r9
+    test ebx, 1073741824
+    jnz 1f
+1:
+    vpcmpeqb xmm6, xmm6, xmm5
+    mov eax, 22
+    movzx eax, r8b
+    mov byte ptr [r15 + 384], r9b
+    mov r9, r10
+    test dword ptr [r15 + 67117724], 8404992
+    jz 1f
+1:
+    and r9, 8128
+    mov qword ptr [r15 + r9 + 7488], r8
+    jmp 1f
+1:
+    mov dword ptr [r15 + 64], eax
+    test ebx, 1152
+    jnz 1f
+1:
+    mov dword ptr [r15 + 640], 19
+    mov rbp, r10
+    mov rsi, qword ptr [r15 + 512]
+    and rbp, 1984
+    movzx r9d, byte ptr [r15 + rbp + 1344]
+    add r11, 64
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b10_done
+.Lc1_b10_c30:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov eax, esi
+    mov esi, 28
+    mov esi, eax
+    mov esi, dword ptr [r15 + 256]
+    mov r9, r11
+    test ebx, 1073741824
+    jz 1f
+1:
+    and r9, 448
+    mov dword ptr [r15 + r9 + 832], 84
+    movzx r9d, sil
+    vmovdqu ymmword ptr [r15 + 64], ymm4
+    movsxd r9, dword ptr [r15 + 128]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov byte ptr [r15 + 0], r9b
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test dword ptr [r15 + 67117724], 12582952
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 704], 17
+    mov byte ptr [r15 + 192], r9b
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rax, qword ptr [r15 + 448]
+    jmp 1f
+1:
+    movzx esi, al
+    mov dword ptr [r15 + 512], eax
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + 320], 224
+    mov r9, rax
+    movzx r9d, al
+    mov eax, eax
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov esi, 160
+    mov r8, r11
+    mov esi, 17
+    and r8, 16320
+    lock or dword ptr [r15 + r8 + 15680], 90
     add r11, 64
     inc rbx
     dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c147:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rsi
+    jz .Lc1_b10_done
+.Lc1_b10_c31:
+    lea rcx, [rip + .Lc1_d15151_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d15151_j_t
+.Lc1_d15151_j:
+    vpaddq xmm4, xmm4, xmmword ptr [r15 + 0]
     jmp 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 256
+    jnz 1f
+1:
+    mov r8d, r8d
+    mov r8, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, r11
+    mov esi, 92
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r8, 1984
+    mov dword ptr [r15 + r8 + 1344], 135
+    mov dword ptr [r15 + 128], 221
+    movsxd rcx, dword ptr [r15 + 64]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov esi, 102
+    mov esi, dword ptr [r15 + 512]
+    mov edi, dword ptr [r15 + 768]
+    mov rbp, r11
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    vpmovmskb r8d, xmm6
+    and rbp, 4032
+    vpcmpeqb xmm6, xmm6, xmmword ptr [r15 + rbp + 3392]
+    mov dword ptr [r15 + 384], 231
+    movzx ecx, byte ptr [r15 + 128]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r8, r11
+    movzx edi, cl
+    and r8, 8128
+    mov qword ptr [r15 + r8 + 7488], rsi
+    mov qword ptr [r15 + 256], rdi
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b10_done
+.Lc1_b10_c32:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d15201_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d15201_j_t
+.Lc1_d15201_j:
+    mov r8, r11
+    and r8, 1984
+    mov dword ptr [r15 + r8 + 1344], 46
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov ecx, 50
+    mov rcx, qword ptr [r15 + 192]
+    movzx edi, byte ptr [r15 + 576]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r8, r11
+    mov rax, rdi
+    and r8, 448
+    mov rax, qword ptr [r15 + r8 + 832]
+    mov r8, qword ptr [r15 + 320]
+    test dword ptr [r15 + 67117724], 16779264
+    jnz 1f
+1:
+    mov rcx, qword ptr [r15 + 64]
+    mov qword ptr [r15 + 128], rdi
+    mov edi, 166
+    test ebx, 1073741824
+    jnz 1f
+1:
+    vmovdqu xmmword ptr [r15 + 256], xmm4
+    jmp 1f
+1:
+    mov eax, edi
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov ecx, ecx
+    mov ecx, dword ptr [r15 + 448]
+    vmovdqu xmmword ptr [r15 + 512], xmm4
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b10_done
+.Lc1_b10_c33:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov eax, ecx
+    mov rcx, qword ptr [r15 + 512]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    test dword ptr [r15 + 67117723], 9344
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, r11
+    jmp 1f
+1:
+    mov rbp, r11
+    mov r9, r11
+    and r8, 448
+    mov eax, dword ptr [r15 + r8 + 832]
+    and r9, 4032
+    movsxd rcx, dword ptr [r15 + r9 + 3392]
+    test dword ptr [r15 + 67117724], 538970240
+    jz 1f
+1:
+    and rbp, 8128
+    movsxd rdx, dword ptr [r15 + rbp + 7488]
     jmp 1f
 1:
     mov rsi, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], ebp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rsi
-    mov qword ptr [r15 + 512], rsi
+    movsxd rsi, dword ptr [r15 + 192]
     test ebx, 1073741824
     jz 1f
 1:
-    movzx ebp, sil
-    mov ebp, dword ptr [r15 + 192]
-    mov esi, dword ptr [r15 + 128]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    vpcmpeqb xmm3, xmm3, xmm9
-    vmovdqu ymmword ptr [r15 + 320], ymm3
-    mov ecx, ebp
-    mov rbp, r11
-    movzx edi, sil
-    and rbp, 4032
-    mov byte ptr [r15 + rbp + 3392], sil
-    mov ebp, 131
-    mov ebp, esi
+    mov r9, qword ptr [r15 + 640]
+    vmovdqu ymmword ptr [r15 + 320], ymm4
+    movzx eax, cl
+    movzx ecx, byte ptr [r15 + 64]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov esi, 78
-    mov r9, r11
-    movzx esi, bpl
-    vmovdqu ymmword ptr [r15 + 64], ymm3
-    and r9, 448
-    movsxd rdi, dword ptr [r15 + r9 + 832]
-    mov r9, r11
-    mov rbp, rsi
-    and r9, 16320
-    mov ebp, dword ptr [r15 + r9 + 15680]
-    mov byte ptr [r15 + 256], dil
-    jmp 1f
-1:
-    mov dword ptr [r15 + 448], esi
-    jmp 1f
-1:
-    mov esi, dword ptr [r15 + 128]
-    mov byte ptr [r15 + 640], dil
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c148:
-    lea rcx, [rip + .Lc1_d11754_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d11754_j_t
-.Lc1_d11754_j:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 50
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 230
-    jmp 1f
-1:
-    mov ecx, 73
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov rbp, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], cl
-    and rbp, 1984
-    mov ecx, dword ptr [r15 + rbp + 1344]
-    movzx ebp, byte ptr [r15 + 256]
-    test ebx, 1024
+    mov ebp, r9d
+    mov dword ptr [r15 + 384], esi
+    mov esi, 130
+    mov rsi, qword ptr [r15 + 448]
+    test ebx, 1073741824
     jnz 1f
 1:
-    lea r8, [r11 + r11*1]
-    mov dword ptr [r15 + 64], 115
-    mov byte ptr [r15 + 320], cl
-    and r8, 8128
-    mov rdx, qword ptr [r15 + r8 + 7552]
-    mov dword ptr [r15 + 384], ecx
-    movzx ecx, byte ptr [r15 + 192]
+    .byte 0x0f, 0x1f, 0x40, 0x00
+    mov byte ptr [r15 + 128], cl
     jmp 1f
 1:
-    mov rbp, r11
-    mov byte ptr [r15 + 704], r8b
-    movsxd rax, dword ptr [r15 + 448]
-    and rbp, 4032
-    vmovdqu ymmword ptr [r15 + rbp + 3392], ymm3
-    jmp 1f
-1:
-    movsxd rbp, dword ptr [r15 + 128]
-    jmp 1f
-1:
-    mov rdi, qword ptr [r15 + r8 + 7488]
-    mov r8d, dword ptr [r15 + 512]
+    mov byte ptr [r15 + 64], sil
     add r11, 64
     inc rbx
     dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c149:
-    jmp 1f
-1:
-    movzx ebp, byte ptr [r15 + 256]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    vpor xmm3, xmm3, xmm3
-    mov r8d, r8d
-    jmp 1f
-1:
-    movzx r8d, dil
-    jmp 1f
-1:
-    mov r8d, edi
-    mov byte ptr [r15 + 0], dil
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], bpl
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], r8
-    mov dword ptr [r15 + 0], r8d
-    mov r8, r8
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 108
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rbp, r11
-    jmp 1f
-1:
-    mov edi, dword ptr [r15 + 768]
-    and rbp, 448
-    and edi, dword ptr [r15 + rbp + 832]
-    jmp 1f
-1:
-    mov r8, qword ptr [r15 + 64]
-    mov qword ptr [r15 + 384], rbp
-    mov qword ptr [r15 + 64], rbp
-    mov rbp, r11
-    mov dword ptr [r15 + 512], 188
-    mov dword ptr [r15 + 192], 69
-    mov dword ptr [r15 + 576], r8d
-    and rbp, 1984
-    and edi, dword ptr [r15 + rbp + 1344]
-    mov rbp, r8
-    mov ebp, dword ptr [r15 + 128]
-    mov dword ptr [r15 + 448], 29
-    mov r8d, 222
-    jmp 1f
-1:
-    mov r8, rdi
-    mov r8d, edi
-    mov r8, qword ptr [r15 + 448]
-    jmp 1f
-1:
-    movzx edx, dil
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c150:
-    lea rcx, [rip + .Lc1_d11852_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d11852_j_t
-.Lc1_d11852_j:
-    mov r9, r11
-    mov dword ptr [r15 + 512], r8d
-    and r9, 4032
-    mov byte ptr [r15 + r9 + 3392], r8b
-    jmp 1f
-1:
-    mov byte ptr [r15 + 128], dl
-    jmp 1f
-1:
-    vpshufd xmm0, xmm13, 62
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], ecx
-    jmp 1f
-1:
-    jmp 1f
-1:
-    and r9d, dword ptr [r15 + 0]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    inc dword ptr [r15 + 0]
-    mov ecx, r9d
-    and ecx, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx edx, byte ptr [r15 + 128]
-    mov r9d, r9d
-    mov dword ptr [r15 + 256], 164
-    mov r9d, dword ptr [r15 + 384]
-    vpmovmskb esi, xmm3
-    mov esi, 38
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r9, r11
-    vpcmpeqb xmm3, xmm3, xmm11
-    mov dword ptr [r15 + 320], ecx
-    mov rbp, r11
-    and r9, 448
-    and ecx, dword ptr [r15 + r9 + 832]
-    jmp 1f
-1:
-    and rbp, 8128
-    mov dword ptr [r15 + rbp + 7488], edx
-    mov byte ptr [r15 + 640], r9b
-    mov qword ptr [r15 + 64], r9
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov edx, 58
-    movzx edx, r9b
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c151:
+    jz .Lc1_b10_done
+.Lc1_b10_c34:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
     xor eax, eax
-    test dword ptr [r15 + 67117724], 4
+    test dword ptr [r15 + 67117723], 4
     setz al
-    lea rcx, [rip + .Lc1_d11906_s]
+    lea rcx, [rip + .Lc1_d15297_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d11906_s_t
+    jmp .Lc1_d15297_s_t
     .p2align 3
-.Lc1_d11906_s:
+.Lc1_d15297_s:
     .p2align 3
-    jmp .Lc1_d11906_j
+    jmp .Lc1_d15297_j
     .p2align 3
-    jmp .Lc1_d11906_j
-.Lc1_d11906_j:
-    movzx r9d, al
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and eax, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 256], 245
-    mov dword ptr [r15 + 192], 151
+    jmp .Lc1_d15297_j
+.Lc1_d15297_j:
+    mov rbp, r11
+    movzx esi, al
+    and rbp, 1984
+    mov dword ptr [r15 + rbp + 1344], 233
+    movzx ebp, al
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rcx, qword ptr [r15 + 64]
+    mov rax, rsi
+    mov esi, 59
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    mov ebp, dword ptr [r15 + 256]
     mov r8, r11
-    mov dword ptr [r15 + 128], 136
-    mov ecx, eax
-    mov r9, r11
-    and r8, 1984
-    mov rax, qword ptr [r15 + r8 + 1344]
-    and r9, 4032
-    mov edx, dword ptr [r15 + r9 + 3392]
-    mov r9, r11
-    movsxd rdi, dword ptr [r15 + 64]
+    test dword ptr [r15 + 67117723], 131200
+    jnz 1f
+1:
+    mov ecx, r8d
+    and r8, 4032
+    movsxd rcx, dword ptr [r15 + r8 + 3392]
     movsxd r8, dword ptr [r15 + 704]
-    and r9, 8128
-    mov esi, dword ptr [r15 + r9 + 7488]
-    movsxd r9, dword ptr [r15 + 448]
-    mov qword ptr [r15 + 512], rcx
-    mov dword ptr [r15 + 320], 215
-    mov ecx, eax
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c152:
-    mov byte ptr [r15 + 384], cl
-    mov ecx, edi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], esi
-    mov esi, esi
-    mov dword ptr [r15 + 0], 2
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 973824
+    mov rbp, r10
+    test dword ptr [r15 + 67117724], 4096
     jz 1f
 1:
-    mov edi, 91
-    mov rdi, qword ptr [r15 + 576]
-    mov byte ptr [r15 + 320], sil
-    movzx esi, sil
-    mov rsi, qword ptr [r15 + 448]
-    movsxd r8, dword ptr [r15 + 256]
-    and r8d, dword ptr [r15 + 768]
-    lea rbp, [r11 + r11*1]
-    mov r9d, edi
-    mov r9, qword ptr [r15 + 512]
-    mov byte ptr [r15 + 64], sil
-    and rbp, 448
-    mov byte ptr [r15 + rbp + 832], sil
-    mov r8, r11
-    mov dword ptr [r15 + 128], r9d
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    and r8, 1984
-    mov byte ptr [r15 + r8 + 1344], sil
-    mov r8d, dword ptr [r15 + 64]
-    jmp 1f
-1:
-    mov r9, r9
-    mov r9d, ebp
-    jmp 1f
-1:
-    mov r9, r8
-    movzx r9d, byte ptr [r15 + 192]
-    mov dword ptr [r15 + rbp + 896], 104
-    jmp 1f
-1:
-    mov rbp, r8
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c153:
-    lea rcx, [rip + .Lc1_d11992_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d11992_j_t
-.Lc1_d11992_j:
-    movzx ecx, r9b
-    mov ecx, 95
-    mov ecx, dword ptr [r15 + 640]
-    mov byte ptr [r15 + 192], r9b
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    movzx r9d, cl
-    mov r9d, ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 48
-    movzx ecx, r9b
-    mov ecx, 94
-    mov rbp, r11
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
+    mov rsi, rax
     and rbp, 8128
-    and r9d, dword ptr [r15 + rbp + 7488]
-    mov rbp, r11
-    mov eax, ecx
-    and rbp, 4032
-    mov r8, r11
-    add rcx, qword ptr [r15 + rbp + 3392]
+    vmovdqu ymmword ptr [r15 + rbp + 7488], ymm6
+    mov rbp, qword ptr [r15 + 128]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r8, qword ptr [r15 + 448]
     jmp 1f
 1:
-    mov edx, 21
-    and r8, 1984
-    vmovdqu ymmword ptr [r15 + r8 + 1344], ymm3
-    mov byte ptr [r15 + 64], al
-    vmovdqu ymmword ptr [r15 + 128], ymm3
-    vpaddd xmm0, xmm0, xmm3
-    mov ebp, 156
-    movzx ebp, byte ptr [r15 + 384]
-    movzx eax, r8b
-    movzx eax, r8b
-    mov eax, dword ptr [r15 + 448]
-    mov r8, qword ptr [r15 + 512]
     add r11, 64
+    add r10, r11
     inc rbx
     dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c154:
+    jz .Lc1_b10_done
+.Lc1_b10_c35:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    vmovdqu ymmword ptr [r15 + 576], ymm4
+    jmp 1f
+1:
+    mov esi, 80
+    movzx esi, byte ptr [r15 + 192]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r8d, dword ptr [r15 + 512]
+    movzx ecx, al
+    mov dword ptr [r15 + 0], 250
+    movzx ecx, sil
+    test dword ptr [r15 + 67117724], 64
+    jz 1f
+1:
+    mov ebp, 82
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, qword ptr [r15 + 256]
+    mov r8, rcx
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx esi, byte ptr [r15 + 64]
     mov r9, r11
+    movzx eax, byte ptr [r15 + 320]
+    jmp 1f
+1:
     and r9, 448
-    movzx edx, byte ptr [r15 + r9 + 832]
-    mov r9d, 5
-    mov r9d, r8d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], edx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, eax
-    mov r8, rdx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, 37
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + r9 + 832], cl
+    test dword ptr [r15 + 67117723], 8388608
+    jnz 1f
+1:
+    mov r8, qword ptr [r15 + 384]
+    mov rbp, r10
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    movzx edx, byte ptr [r15 + 128]
-    mov rbp, r11
-    movzx eax, byte ptr [r15 + 128]
+    mov dword ptr [r15 + 384], r9d
+    and rbp, 1984
+    mov qword ptr [r15 + rbp + 1344], r9
     test ebx, 1073741824
     jz 1f
 1:
-    and rbp, 4032
-    mov rdi, qword ptr [r15 + rbp + 3392]
-    vpor xmm3, xmm3, xmm3
-    mov rsi, r8
-    mov r8d, 97
+    mov ecx, eax
+    movzx eax, byte ptr [r15 + 128]
     jmp 1f
 1:
-    mov r8d, edx
-    mov r8, r11
-    movzx edx, byte ptr [r15 + 704]
-    and r8, 8128
-    vmovdqu ymmword ptr [r15 + r8 + 7488], ymm3
-    mov r8d, dword ptr [r15 + 64]
-    jmp 1f
+    mov dword ptr [r15 + 768], eax
+    test ebx, 1073741824
+    jnz 1f
 1:
     jmp 1f
 1:
     jmp 1f
 1:
+    mov dword ptr [r15 + 448], eax
     jmp 1f
 1:
-    mov rbp, qword ptr [r15 + 320]
-    mov dword ptr [r15 + 448], 25
-    mov rsi, qword ptr [r15 + 256]
-    movzx eax, dl
-    mov edx, 139
     add r11, 64
+    add r10, r11
     inc rbx
     dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c155:
+    jz .Lc1_b10_done
+.Lc1_b10_c36:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
     mov eax, dword ptr [r15 + 67117724]
     and eax, 15
-    lea rcx, [rip + .Lc1_d12090_s]
+    lea rcx, [rip + .Lc1_d15398_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d12090_s_t
+    jmp .Lc1_d15398_s_t
     .p2align 3
-.Lc1_d12090_s:
+.Lc1_d15398_s:
     .p2align 3
-    jmp .Lc1_d12090_j
+    jmp .Lc1_d15398_j
     .p2align 3
-    jmp .Lc1_d12090_j
+    jmp .Lc1_d15398_j
     .p2align 3
-    jmp .Lc1_d12090_j
+    jmp .Lc1_d15398_j
     .p2align 3
-    jmp .Lc1_d12090_j
+    jmp .Lc1_d15398_j
     .p2align 3
-    jmp .Lc1_d12090_j
+    jmp .Lc1_d15398_j
     .p2align 3
-    jmp .Lc1_d12090_j
+    jmp .Lc1_d15398_j
     .p2align 3
-    jmp .Lc1_d12090_j
+    jmp .Lc1_d15398_j
     .p2align 3
-    jmp .Lc1_d12090_j
+    jmp .Lc1_d15398_j
     .p2align 3
-    jmp .Lc1_d12090_j
+    jmp .Lc1_d15398_j
     .p2align 3
-    jmp .Lc1_d12090_j
+    jmp .Lc1_d15398_j
     .p2align 3
-    jmp .Lc1_d12090_j
+    jmp .Lc1_d15398_j
     .p2align 3
-    jmp .Lc1_d12090_j
+    jmp .Lc1_d15398_j
     .p2align 3
-    jmp .Lc1_d12090_j
+    jmp .Lc1_d15398_j
     .p2align 3
-    jmp .Lc1_d12090_j
+    jmp .Lc1_d15398_j
     .p2align 3
-    jmp .Lc1_d12090_j
+    jmp .Lc1_d15398_j
     .p2align 3
-    jmp .Lc1_d12090_j
-.Lc1_d12090_j:
-    jmp 1f
-1:
-    mov rbp, qword ptr [r15 + 512]
-    mov esi, 162
-    mov r8, r11
-    mov qword ptr [r15 + 192], rcx
-    and r8, 1984
-    mov ecx, dword ptr [r15 + r8 + 1344]
-    jmp 1f
-1:
-    movzx eax, byte ptr [r15 + 64]
-    mov dword ptr [r15 + 768], esi
-    mov r12, qword ptr [r15 + r12 + 56]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c156:
-    lea rcx, [rip + .Lc1_d12127_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d12127_j_t
-.Lc1_d12127_j:
-    mov r8, r11
-    movzx esi, al
-    jmp 1f
-1:
-    movzx esi, byte ptr [r15 + 448]
-    and r8, 448
-    movsxd rax, dword ptr [r15 + r8 + 832]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 576], rsi
-    mov esi, 15
+    jmp .Lc1_d15398_j
+.Lc1_d15398_j:
+    movsxd rbp, dword ptr [r15 + 512]
+    mov qword ptr [r15 + 128], rcx
+    mov r9, r10
     test ebx, 1073741824
     jz 1f
 1:
-    mov r8, qword ptr [r15 + 512]
-    movsxd rcx, dword ptr [r15 + 64]
+    movzx eax, byte ptr [r15 + 192]
+    test ebx, 1152
+    jnz 1f
+1:
+    and r9, 8128
+    mov ebp, dword ptr [r15 + r9 + 7488]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    add r11, 64
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b10_done
+.Lc1_b10_c37:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d15441_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d15441_j_t
+.Lc1_d15441_j:
     jmp 1f
 1:
-    mov r9, r11
-    mov rdi, rsi
-    nop
+    mov rbp, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 640], 42
+    mov r9, r10
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov ecx, ebp
     and r9, 4032
-    add rsi, qword ptr [r15 + r9 + 3392]
-    jmp 1f
-1:
-    movzx eax, cl
-    movsxd rcx, dword ptr [r15 + 128]
+    movsxd rcx, dword ptr [r15 + r9 + 3392]
     mov r9, r11
-    mov byte ptr [r15 + 384], r8b
-    movsxd r8, dword ptr [r15 + 384]
-    and r9, 8128
-    movsxd rdi, dword ptr [r15 + r9 + 7488]
-    movsxd r9, dword ptr [r15 + 128]
-    mov byte ptr [r15 + 320], al
-    movzx eax, byte ptr [r15 + 256]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c157:
-    mov r8, r11
-    jmp 1f
-1:
-    and r8, 448
-    inc dword ptr [r15 + r8 + 832]
-    mov dword ptr [r15 + 0], eax
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], r9
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], r8b
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r9d, 222
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd r8, dword ptr [r15 + 640]
     mov rax, qword ptr [r15 + 128]
+    movzx edx, bpl
+    test ebx, 1073741824
+    jz 1f
+1:
+    and r9, 448
+    mov byte ptr [r15 + r9 + 832], cl
+    mov dword ptr [r15 + 448], 71
+    movsxd rcx, dword ptr [r15 + 64]
+    test dword ptr [r15 + 67117724], 4132
+    jz 1f
+1:
+    movzx edx, r9b
+    mov edx, 153
+    mov rdx, qword ptr [r15 + 320]
+    mov ebp, dword ptr [r15 + 384]
+    mov r9, r11
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx edi, r9b
-    mov dword ptr [r15 + 512], 102
-    movzx edi, byte ptr [r15 + 64]
-    mov dword ptr [r15 + 192], 221
-    vmovdqu ymmword ptr [r15 + 64], ymm3
+    mov ecx, ecx
+    mov ecx, r9d
+    and r9, 1984
+    mov rcx, qword ptr [r15 + r9 + 1344]
+    add r11, 64
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b10_done
+.Lc1_b10_c38:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    jmp 1f
+1:
+    jmp 1f
+1:
     mov r9, r11
-    mov rbp, qword ptr [r15 + 704]
-    mov rdx, qword ptr [r15 + 448]
-    and r9, 8128
-    mov dword ptr [r15 + r9 + 7488], r8d
+    mov dword ptr [r15 + 512], 132
+    mov byte ptr [r15 + 64], r9b
+    and r9, 4032
+    mov qword ptr [r15 + r9 + 3392], rcx
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov edx, 165
     jmp 1f
 1:
-    mov qword ptr [r15 + 448], rax
-    mov eax, dword ptr [r15 + 256]
-    add rax, qword ptr [r15 + 320]
+    mov edx, edx
+    mov edx, 111
+    test dword ptr [r15 + 67117724], 1572864
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd r9, dword ptr [r15 + 128]
+    movzx ecx, dl
+    mov dword ptr [r15 + 64], 213
+    test dword ptr [r15 + 67117723], 32
+    jz 1f
+1:
+    movzx eax, byte ptr [r15 + 320]
+    movzx esi, byte ptr [r15 + 704]
+    movzx edi, al
     mov r8, r11
-    jmp 1f
+    movzx edi, byte ptr [r15 + 448]
+    test dword ptr [r15 + 67117723], 1242635265
+    jz 1f
 1:
-    and r8, 1984
-    mov byte ptr [r15 + r8 + 1344], dl
-    jmp 1f
-1:
-    jmp 1f
-1:
+    and r8, 8128
+    mov r9, r11
+    mov dword ptr [r15 + r8 + 7488], 220
+    and r9, 448
+    mov eax, dword ptr [r15 + r9 + 832]
+    mov dword ptr [r15 + 256], 193
+    mov ecx, dword ptr [r15 + 192]
     add r11, 64
     inc rbx
     dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c158:
-    lea rcx, [rip + .Lc1_d12218_j]
+    jz .Lc1_b10_done
+.Lc1_b10_c39:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d15533_j]
     add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d12218_j_t
-.Lc1_d12218_j:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 384], 243
-    mov edx, 177
-    mov edx, 157
-    mov edx, ecx
-    movzx edx, byte ptr [r15 + 448]
-    jmp 1f
-1:
-    movzx ecx, byte ptr [r15 + 768]
-    mov dword ptr [r15 + 0], edx
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, 66
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
+    jmp .Lc1_d15533_j_t
+.Lc1_d15533_j:
+    mov dword ptr [r15 + 768], 77
+    mov byte ptr [r15 + 64], r9b
+    mov dword ptr [r15 + 320], 205
+    movzx r8d, cl
+    mov r8, r10
+    test dword ptr [r15 + 67117723], 134217728
     jz 1f
 1:
-    movzx ecx, sil
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, r11
-    mov rbp, r11
-    movzx esi, byte ptr [r15 + 256]
+    mov eax, 229
     and r8, 1984
-    mov dword ptr [r15 + r8 + 1344], ecx
-    mov r8, qword ptr [r15 + 512]
-    mov r9, r11
-    and rbp, 4032
-    mov byte ptr [r15 + rbp + 3392], cl
-    and r9, 16320
-    vmovdqu ymmword ptr [r15 + r9 + 15680], ymm3
-    mov r9d, esi
-    movsxd r9, dword ptr [r15 + 320]
-    mov qword ptr [r15 + 192], rsi
-    mov esi, 7
-    mov dword ptr [r15 + 64], r8d
-    movsxd r8, dword ptr [r15 + 128]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c159:
-    mov rbp, r11
-    mov dword ptr [r15 + 576], 27
-    and rbp, 448
-    movsxd rcx, dword ptr [r15 + rbp + 832]
-    mov ebp, esi
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rsi, r8
-    vmovq xmm12, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, rsi
+    mov rax, qword ptr [r15 + r8 + 1344]
+    mov r8d, ecx
     test ebx, 1073741824
     jnz 1f
 1:
-    mov dword ptr [r15 + 0], 176
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, qword ptr [r15 + 128]
+    movzx ecx, byte ptr [r15 + 512]
     jmp 1f
 1:
-    movzx esi, r8b
-    mov dword ptr [r15 + 0], 72
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, dword ptr [r15 + 640]
-    mov qword ptr [r15 + 384], rsi
-    mov esi, 146
-    mov esi, r8d
     test ebx, 1073741824
     jz 1f
 1:
+    movzx eax, r8b
     jmp 1f
 1:
-    mov qword ptr [r15 + 128], r8
     jmp 1f
 1:
-    mov r8, r11
-    movzx edi, byte ptr [r15 + 256]
-    add rdi, qword ptr [r15 + 192]
-    and r8, 4032
-    mov dword ptr [r15 + r8 + 3392], 40
-    mov r8, r11
-    mov esi, dword ptr [r15 + 128]
-    and esi, dword ptr [r15 + 64]
-    mov dword ptr [r15 + 512], edi
-    and r8, 1984
-    mov byte ptr [r15 + r8 + 1344], dil
+    movsxd r8, dword ptr [r15 + 384]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r9, 8128
+    mov rax, qword ptr [r15 + r9 + 7488]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r8, qword ptr [r15 + 576]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 448], 123
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx ecx, byte ptr [r15 + 256]
+    mov rax, r9
+    mov r9d, 113
     add r11, 64
+    add r10, r11
     inc rbx
     dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c160:
+    jz .Lc1_b10_done
+.Lc1_b10_c40:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
     xor eax, eax
-    test dword ptr [r15 + 67117724], 2
+    test dword ptr [r15 + 67117724], 512
     setz al
-    lea rcx, [rip + .Lc1_d12311_s]
+    lea rcx, [rip + .Lc1_d15584_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d12311_s_t
+    jmp .Lc1_d15584_s_t
     .p2align 3
-.Lc1_d12311_s:
+.Lc1_d15584_s:
     .p2align 3
-    jmp .Lc1_d12311_j
+    jmp .Lc1_d15584_j
     .p2align 3
-    jmp .Lc1_d12311_j
-.Lc1_d12311_j:
-    lea r8, [r11 + r11*1]
-    and r8, 8128
-    and ecx, dword ptr [r15 + r8 + 7552]
-    mov eax, dword ptr [r15 + r8 + 7488]
-    mov r8, r11
-    jmp 1f
-1:
-    jmp 1f
-1:
-    and r8, 448
-    movsxd r9, dword ptr [r15 + r8 + 832]
-    mov byte ptr [r15 + 192], al
-    jmp 1f
-1:
-    jmp 1f
-1:
-    vpor xmm3, xmm3, xmm3
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 128
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, dword ptr [r15 + 512]
-    mov qword ptr [r15 + 128], r9
-    jmp 1f
-1:
-    mov qword ptr [r15 + 448], r9
-    mov r9, r11
-    mov eax, 203
-    mov byte ptr [r15 + 64], r8b
-    and r9, 1984
-    movsxd r8, dword ptr [r15 + r9 + 1344]
-    jmp 1f
-1:
-    mov rbp, qword ptr [r15 + 320]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c161:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 64], eax
-    mov dword ptr [r15 + 704], eax
-    mov qword ptr [r15 + 320], r8
-    mov r8, r11
-    mov dword ptr [r15 + 64], eax
-    mov byte ptr [r15 + 768], bpl
-    and r8, 1984
-    movsxd rbp, dword ptr [r15 + r8 + 1344]
-    mov dword ptr [r15 + 448], 156
-    movzx eax, byte ptr [r15 + 384]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 132
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], eax
-    jmp 1f
-1:
-    mov eax, eax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, ebp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 42
-    mov ebp, dword ptr [r15 + 256]
-    jmp 1f
-1:
-    mov rdx, rax
-    movsxd rdx, dword ptr [r15 + 128]
-    mov byte ptr [r15 + 128], al
-    mov qword ptr [r15 + 192], rax
-    mov r8, r11
-    mov eax, eax
+    jmp .Lc1_d15584_j
+.Lc1_d15584_j:
+    mov r8, r10
+    mov r9d, eax
     and r8, 4032
-    mov dword ptr [r15 + r8 + 3392], ebp
-    mov r8d, dword ptr [r15 + 512]
-    and r8d, dword ptr [r15 + 384]
+    movsxd r9, dword ptr [r15 + r8 + 3392]
+    mov r8, qword ptr [r15 + 256]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, eax
+    mov rax, r8
+    test dword ptr [r15 + 67117723], 544
+    jnz 1f
+1:
+    movzx r9d, byte ptr [r15 + 512]
+    mov qword ptr [r15 + 192], r8
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov dword ptr [r15 + 640], 55
+    mov r8, r11
+    mov eax, 160
+    and r8, 1984
+    mov qword ptr [r15 + r8 + 1344], r9
+    mov r8, r10
+    test dword ptr [r15 + 67117723], 64
+    jnz 1f
+1:
+    mov dword ptr [r15 + 64], 63
+    and r8, 448
+    movzx ecx, byte ptr [r15 + r8 + 832]
+    movsxd r8, dword ptr [r15 + 128]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov r9d, dword ptr [r15 + 128]
     add r11, 64
+    add r10, r11
     inc rbx
     dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c162:
+    jz .Lc1_b10_done
+.Lc1_b10_c41:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d12401_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d12401_j_t
-.Lc1_d12401_j:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r11
-    mov dword ptr [r15 + 0], ecx
-    and rbp, 4032
-    vmovdqu ymmword ptr [r15 + rbp + 3392], ymm3
-    add qword ptr [r15 + 64], rcx
-    mov ecx, dword ptr [r15 + 256]
-    jmp 1f
-1:
-    mov r9, r11
-    mov byte ptr [r15 + 320], bpl
-    and r9, 8128
-    mov ebp, dword ptr [r15 + r9 + 7488]
-    jmp 1f
-1:
-    mov r8, r11
-    test dword ptr [r15 + 67117723], 131074
+    movzx eax, r8b
+    mov dword ptr [r15 + 384], 206
+    mov rax, r8
+    movzx r8d, byte ptr [r15 + 128]
+    test dword ptr [r15 + 67117724], 397320
     jnz 1f
 1:
     jmp 1f
 1:
+    mov r9d, dword ptr [r15 + 704]
+    mov ecx, r8d
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], r8
+    mov r8, r10
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r8, 4032
+    movsxd r9, dword ptr [r15 + r8 + 3392]
+    movzx r8d, cl
+    mov qword ptr [r15 + 64], rcx
+    test dword ptr [r15 + 67117724], 131088
+    jnz 1f
+1:
+    vpshufd xmm10, xmm4, 158
+    movzx eax, r9b
+    mov eax, r8d
+    mov byte ptr [r15 + 512], r8b
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov qword ptr [r15 + 320], rax
+    mov eax, 103
+    movsxd rax, dword ptr [r15 + 192]
+    mov ecx, 36
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r8, r11
+    jmp 1f
+1:
+    and r8, 8128
+    mov r9, qword ptr [r15 + r8 + 7488]
+    mov qword ptr [r15 + 448], rcx
+    add r11, 64
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b10_done
+.Lc1_b10_c42:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d15684_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d15684_j_t
+.Lc1_d15684_j:
+    mov r8, r11
     and r8, 448
-    mov byte ptr [r15 + r8 + 832], r9b
-    mov r8d, dword ptr [r15 + 64]
-    mov r9, qword ptr [r15 + 128]
-    movzx ebp, byte ptr [r15 + 576]
-    mov esi, 216
-    mov qword ptr [r15 + 448], rbp
+    movzx r9d, byte ptr [r15 + r8 + 832]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov dword ptr [r15 + 192], r9d
-    mov r9d, 62
+    test dword ptr [r15 + 67117723], 536872960
+    jz 1f
+1:
+    mov eax, 187
+    mov eax, dword ptr [r15 + 384]
+    mov rcx, rcx
+    test dword ptr [r15 + 67117723], 1073750016
+    jnz 1f
+1:
+    mov byte ptr [r15 + 512], cl
+    mov byte ptr [r15 + 64], cl
+    vmovdqu ymmword ptr [r15 + 192], ymm6
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov qword ptr [r15 + 128], rax
+    mov r9, r11
+    movzx eax, byte ptr [r15 + 256]
+    mov qword ptr [r15 + 768], rcx
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and r9, 16320
+    mov r8, qword ptr [r15 + r9 + 15680]
+    mov r9d, dword ptr [r15 + 448]
+    mov edi, eax
+    mov rbp, r10
+    test ebx, 1073741824
+    jz 1f
+1:
+    and rbp, 1984
+    movsxd rcx, dword ptr [r15 + rbp + 1344]
+    movsxd rbp, dword ptr [r15 + 64]
+    movzx r8d, r8b
+    add r11, 64
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b10_done
+.Lc1_b10_c43:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu ymmword ptr [r15 + 0], ymm10
+    test dword ptr [r15 + 67117723], 67108992
+    jnz 1f
+1:
+    movzx r8d, bpl
+    lea rdi, [r15 + 67109504]
+    mov ecx, 12
+    rep stosb
+    mov r9, r11
     jmp 1f
 1:
-    mov r9d, 251
-    movsxd r9, dword ptr [r15 + 512]
+    test ebx, 1073741824
+    jz 1f
+1:
+    and r9, 8128
+    mov byte ptr [r15 + r9 + 7488], al
+    movzx r9d, byte ptr [r15 + 640]
+    movsxd r8, dword ptr [r15 + 384]
+    mov rbp, r10
+    test dword ptr [r15 + 67117724], 8192
+    jz 1f
+1:
+    and rbp, 448
+    movzx ecx, byte ptr [r15 + rbp + 832]
+    mov rbp, qword ptr [r15 + 320]
+    mov r9, r11
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + 256], 157
+    mov r8d, dword ptr [r15 + 448]
+    and r9, 4032
+    mov eax, dword ptr [r15 + r9 + 3392]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rbp, qword ptr [r15 + 128]
+    mov qword ptr [r15 + 192], rax
+    mov dword ptr [r15 + 64], ecx
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    mov r8d, dword ptr [r15 + 576]
+    add r11, 64
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b10_done
+.Lc1_b10_c44:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d15778_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d15778_j_t
+.Lc1_d15778_j:
+    movsxd rcx, dword ptr [r15 + 64]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, rax
+    vpxor xmm10, xmm10, xmm9
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    mov ecx, 3
+    vmovq xmm2, rax
+    mov r8, r11
+    mov rax, qword ptr [r15 + 704]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and r8, 8128
+    mov dword ptr [r15 + r8 + 7488], ecx
+    movzx r8d, byte ptr [r15 + 256]
+    mov ecx, 197
+    vmovdqu ymmword ptr [r15 + 512], ymm10
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov qword ptr [r15 + 448], rax
+    jmp 1f
+1:
+    mov rbp, r11
+    jmp 1f
+1:
+    and rbp, 1984
+    mov qword ptr [r15 + rbp + 1344], rax
+    test dword ptr [r15 + 67117723], 524288
+    jnz 1f
+1:
+    vpshufd xmm2, xmm7, 137
+    jmp 1f
+1:
+    vmovdqu xmm2, xmmword ptr [r15 + 512]
+    movzx r8d, byte ptr [r15 + 128]
     add r11, 64
     inc rbx
     dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c163:
+    jz .Lc1_b10_done
+.Lc1_b10_c45:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d15828_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d15828_j_t
+.Lc1_d15828_j:
+    movzx ecx, byte ptr [r15 + 128]
+    mov r8, qword ptr [r15 + 64]
+    vmovdqu ymmword ptr [r15 + 256], ymm2
+    mov rbp, r11
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    .byte 0x0f, 0x1f, 0x00
+    and rbp, 4032
+    mov dword ptr [r15 + rbp + 3392], 169
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov qword ptr [r15 + 448], rbp
+    jmp 1f
+1:
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movsxd r8, dword ptr [r15 + 320]
+    movzx eax, byte ptr [r15 + 768]
+    movzx ecx, byte ptr [r15 + 384]
+    test dword ptr [r15 + 67117724], 49152
+    jz 1f
+1:
+    mov byte ptr [r15 + 192], r8b
+    mov r8d, ecx
+    mov r8d, ecx
+    mov r8, r11
+    test dword ptr [r15 + 67117723], 4136
+    jz 1f
+1:
+    movzx eax, byte ptr [r15 + 128]
+    mov rbp, r11
+    and r8, 448
+    mov dword ptr [r15 + r8 + 832], 85
+    and rbp, 1984
+    movsxd rcx, dword ptr [r15 + rbp + 1344]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b10_done
+.Lc1_b10_c46:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 45
+    movzx r8d, bpl
+    mov rbp, r11
+    mov r8d, dword ptr [r15 + 576]
+    test dword ptr [r15 + 67117724], 1342177280
+    jz 1f
+1:
+    mov ecx, r8d
+    and rbp, 1984
+    mov qword ptr [r15 + rbp + 1344], rax
+    movsxd rbp, dword ptr [r15 + 192]
+    mov qword ptr [r15 + 128], rcx
+    test ebx, 256
+    jz 1f
+1:
+    movsxd rsi, dword ptr [r15 + 320]
+    mov r9, rcx
+    jmp 1f
+1:
+    mov r9d, 7
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r8, rcx
+    mov r8, r10
+    mov ecx, esi
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and r8, 8128
+    mov rbp, r10
+    movzx eax, byte ptr [r15 + r8 + 7488]
+    jmp 1f
+1:
+    and rbp, 4032
+    mov qword ptr [r15 + rbp + 3392], r9
+    mov ebp, ecx
+    test dword ptr [r15 + 67117723], 20480
+    jnz 1f
+1:
+    mov esi, 167
+    movzx esi, bpl
+    movzx esi, byte ptr [r15 + 512]
+    movzx r8d, byte ptr [r15 + 448]
+    test dword ptr [r15 + 67117723], 256
+    jz 1f
+1:
+    mov eax, dword ptr [r15 + 64]
+    movzx r9d, bpl
+    mov ebp, 3
+    add r11, 64
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b10_done
+.Lc1_b10_c47:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
     xor eax, eax
     test dword ptr [r15 + 67117724], 1073741824
     setz al
-    lea rcx, [rip + .Lc1_d12446_s]
+    lea rcx, [rip + .Lc1_d15925_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d12446_s_t
+    jmp .Lc1_d15925_s_t
     .p2align 3
-.Lc1_d12446_s:
+.Lc1_d15925_s:
     .p2align 3
-    jmp .Lc1_d12446_j
+    jmp .Lc1_d15925_j
     .p2align 3
-    jmp .Lc1_d12446_j
-.Lc1_d12446_j:
-    mov rbp, r11
-    and rbp, 1984
-    mov rdi, qword ptr [r15 + rbp + 1344]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, cl
-    mov ecx, 235
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rcx, dword ptr [r15 + 704]
+    jmp .Lc1_d15925_j
+.Lc1_d15925_j:
+    mov rbp, r10
+    and rbp, 8128
+    movsxd rsi, dword ptr [r15 + rbp + 7488]
     jmp 1f
 1:
-    mov r9, r11
-    movsxd rbp, dword ptr [r15 + 448]
-    and r9, 8128
-    mov edx, dword ptr [r15 + r9 + 7488]
-    jmp 1f
-1:
-    vmovdqu ymmword ptr [r15 + 640], ymm12
-    mov r9, r11
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx ecx, cl
-    movsxd rcx, dword ptr [r15 + 256]
-    and r9, 448
-    mov rdi, qword ptr [r15 + r9 + 832]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    add rdx, qword ptr [r15 + 64]
-    mov eax, dword ptr [r15 + 384]
-    mov dword ptr [r15 + 512], ecx
-    mov byte ptr [r15 + 128], r9b
-    jmp 1f
-1:
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c164:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    movsxd rax, dword ptr [r15 + 768]
-    jmp 1f
-1:
-    mov qword ptr [r15 + 64], rdx
-    jmp 1f
-1:
-    mov rdx, qword ptr [r15 + 320]
-    mov r9d, 37
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    vpmovmskb edi, xmm3
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], r9d
-    test dword ptr [r15 + 67117723], 131072
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 512], 239
-    mov r9, r11
-    mov edi, edi
-    mov r8, r11
-    and r9, 4032
-    mov rsi, qword ptr [r15 + r9 + 3392]
-    mov r9, r9
-    and r8, 8128
-    mov r9d, dword ptr [r15 + r8 + 7488]
-    jmp 1f
-1:
-    mov r8, r11
-    mov rdi, rsi
-    and r8, 1984
-    mov edi, dword ptr [r15 + r8 + 1344]
-    mov dword ptr [r15 + 128], esi
-    mov esi, dword ptr [r15 + 256]
-    mov dword ptr [r15 + 192], r9d
-    movsxd r9, dword ptr [r15 + 448]
-    mov r8, rdi
-    jmp 1f
-1:
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c165:
-    lea rcx, [rip + .Lc1_d12534_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d12534_j_t
-.Lc1_d12534_j:
-    movzx ecx, byte ptr [r15 + 128]
-    mov byte ptr [r15 + 576], r8b
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], esi
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r8, rcx
     mov r8d, ecx
-    vmovdqu ymmword ptr [r15 + 0], ymm3
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rsi, rcx
-    mov dword ptr [r15 + 0], 3
-    mov esi, ecx
-    movzx ecx, cl
     jmp 1f
 1:
-    mov ecx, dword ptr [r15 + 64]
-    jmp 1f
-1:
-    movsxd r8, dword ptr [r15 + 192]
-    movzx eax, byte ptr [r15 + 256]
-    test ebx, 1024
+    test dword ptr [r15 + 67117724], 2101248
     jnz 1f
 1:
-    mov r9d, dword ptr [r15 + 640]
-    movzx edx, sil
-    mov esi, r8d
-    mov r8, r11
-    vmovdqu ymmword ptr [r15 + 384], ymm3
-    movsxd rcx, dword ptr [r15 + 448]
-    and r8, 448
-    mov dword ptr [r15 + r8 + 832], eax
-    mov r8d, r9d
-    mov r8d, dword ptr [r15 + 128]
-    jmp 1f
-1:
-    mov rax, rsi
-    movsxd rax, dword ptr [r15 + 512]
-    mov rbp, r11
-    mov dword ptr [r15 + 320], 27
-    .byte 0x0f, 0x1f, 0x40, 0x00
-    mov esi, 246
-    and rbp, 4032
-    mov esi, dword ptr [r15 + rbp + 3392]
-    jmp 1f
-1:
-    mov edx, eax
-    movzx eax, r8b
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c166:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    jmp 1f
-1:
-    mov r8d, 26
-    mov r8d, 160
+    mov eax, 130
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, eax
-    mov qword ptr [r15 + 0], rdx
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov byte ptr [r15 + 0], al
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    movzx edx, r8b
+    mov qword ptr [r15 + 0], r8
     test ebx, 1073741824
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, r8
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, r11
-    mov esi, dword ptr [r15 + 704]
-    mov rdx, rdx
-    and r8, 448
-    vmovdqu ymmword ptr [r15 + r8 + 832], ymm2
-    mov r8, r11
-    mov eax, dword ptr [r15 + 64]
-    and r8, 1984
-    mov edi, dword ptr [r15 + r8 + 1344]
-    mov dword ptr [r15 + 256], edx
-    mov rdx, qword ptr [r15 + 64]
-    test dword ptr [r15 + 67117724], 2097152
+    mov rbp, r10
+    mov esi, dword ptr [r15 + 512]
+    movzx ecx, byte ptr [r15 + 192]
+    and rbp, 448
+    vmovdqu ymmword ptr [r15 + rbp + 832], ymm2
+    test ebx, 256
     jz 1f
 1:
-    movzx esi, sil
-    vpaddq xmm4, xmm4, xmmword ptr [r15 + 512]
+    mov dword ptr [r15 + 128], eax
+    mov eax, eax
+    mov dword ptr [r15 + 640], 83
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov esi, 124
     jmp 1f
 1:
-    mov dword ptr [r15 + 192], 93
+    movsxd rsi, dword ptr [r15 + 384]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov ecx, esi
+    mov rcx, rax
+    mov eax, 169
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov dword ptr [r15 + 64], esi
+    mov rsi, rcx
+    mov dword ptr [r15 + 256], 247
+    add r11, 64
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b10_done
+.Lc1_b10_c48:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov rbp, r11
+    mov esi, dword ptr [r15 + 448]
+    and rbp, 448
+    mov dword ptr [r15 + rbp + 832], eax
+    mov rbp, r11
+    mov r9, r11
+    mov dword ptr [r15 + 768], 42
+    and r9, 1984
+    mov rcx, qword ptr [r15 + r9 + 1344]
+    test ebx, 1073741824
+    jz 1f
+1:
+    and rbp, 4032
+    movzx eax, byte ptr [r15 + rbp + 3392]
+    vmovdqu ymmword ptr [r15 + 704], ymm2
+    movzx esi, bpl
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    or qword ptr [r15 + 0], 1
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test dword ptr [r15 + 67117723], 134217728
+    jnz 1f
+1:
+    mov dword ptr [r15 + 512], 252
+    movzx esi, cl
+    mov dword ptr [r15 + 64], eax
+    test dword ptr [r15 + 67117724], 100925440
+    jz 1f
+1:
+    movsxd rbp, dword ptr [r15 + 256]
+    mov r9, rsi
+    movsxd r9, dword ptr [r15 + 64]
+    movzx r8d, bpl
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov eax, r8d
+    mov rax, qword ptr [r15 + 320]
+    movzx ecx, byte ptr [r15 + 128]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b10_done
+.Lc1_b10_c49:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d16024_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d16024_j_t
+.Lc1_d16024_j:
+    mov ecx, ecx
+    movsxd rcx, dword ptr [r15 + 192]
     jmp 1f
 1:
+    movsxd r9, dword ptr [r15 + 256]
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov eax, r9d
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov ecx, eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, r9
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rdx, rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov qword ptr [r15 + 0], rdx
+    and r9, 8128
+    mov rbp, r11
+    mov qword ptr [r15 + r9 + 7488], rdx
+    and rbp, 448
+    movzx edx, byte ptr [r15 + rbp + 832]
+    test dword ptr [r15 + 67117723], 590081
+    jz 1f
+1:
+    mov dword ptr [r15 + 576], edx
+    mov rdx, r9
+    mov byte ptr [r15 + 128], r9b
+    inc dword ptr [r15 + 64]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + 448], 168
+    movsxd rcx, dword ptr [r15 + 384]
+    mov ebp, dword ptr [r15 + 512]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b10_done
+.Lc1_b10_c50:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d16076_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d16076_j_t
+.Lc1_d16076_j:
+    mov dword ptr [r15 + 192], ebp
+    mov dword ptr [r15 + 640], ecx
+    mov dword ptr [r15 + 448], 21
+    mov rdx, rax
+    test dword ptr [r15 + 67117724], 536880128
+    jz 1f
+1:
+    mov rax, qword ptr [r15 + 320]
+    mov r8, r10
+    movzx esi, byte ptr [r15 + 256]
+    and r8, 1984
+    movsxd rcx, dword ptr [r15 + r8 + 1344]
+    mov r8, r10
+    mov rbp, r11
+    test dword ptr [r15 + 67117724], 4160
+    jz 1f
+1:
+    and r8, 4032
+    mov qword ptr [r15 + r8 + 3392], rsi
+    and rbp, 8128
+    mov qword ptr [r15 + rbp + 7488], rsi
+    mov ebp, 97
+    mov byte ptr [r15 + 64], cl
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rdx, qword ptr [r15 + 128]
+    jmp 1f
+1:
+    mov r8d, 32
+    test ebx, 384
+    jnz 1f
+1:
+    mov qword ptr [r15 + 384], r8
     mov r8, rdx
     jmp 1f
 1:
-    mov r8, r11
-    mov dword ptr [r15 + 448], 197
-    mov edx, dword ptr [r15 + 384]
-    mov dword ptr [r15 + 128], esi
-    and r8, 8128
-    mov esi, dword ptr [r15 + r8 + 7488]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c167:
-    lea rcx, [rip + .Lc1_d12636_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d12636_j_t
-.Lc1_d12636_j:
-    jmp 1f
-1:
-    mov r8, r11
-    mov esi, ecx
-    mov rsi, qword ptr [r15 + 128]
-    and r8, 1984
-    mov rdi, qword ptr [r15 + r8 + 1344]
-    mov dword ptr [r15 + 128], 233
-    movzx ecx, cl
-    mov dword ptr [r15 + 0], 181
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 197
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, 42
-    .byte 0x66, 0x90
-    mov ebp, ecx
-    jmp 1f
-1:
-    vmovdqu ymmword ptr [r15 + 0], ymm13
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx ecx, byte ptr [r15 + 192]
-    mov r8d, edi
-    mov edi, 109
-    mov rdi, qword ptr [r15 + 320]
-    mov dword ptr [r15 + 256], ebp
-    movsxd rbp, dword ptr [r15 + 448]
-    jmp 1f
-1:
-    movzx esi, byte ptr [r15 + 64]
-    mov r9, qword ptr [r15 + 512]
-    movzx r8d, r8b
-    mov r8d, ecx
-    movsxd r8, dword ptr [r15 + 768]
-    mov r8, r11
-    mov dword ptr [r15 + 384], esi
-    mov rbp, r11
-    jmp 1f
-1:
-    and r8, 448
-    mov byte ptr [r15 + r8 + 832], sil
-    and rbp, 4032
-    add rdi, qword ptr [r15 + rbp + 3392]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c168:
-    lea rcx, [rip + .Lc1_d12684_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d12684_j_t
-.Lc1_d12684_j:
-    jmp 1f
-1:
-    movsxd rsi, dword ptr [r15 + 192]
-    mov r8d, 165
-    mov byte ptr [r15 + 320], cl
-    mov dword ptr [r15 + 0], ecx
-    jmp 1f
-1:
-    movzx ecx, cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, r8b
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 186
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, 7
-    movzx r8d, byte ptr [r15 + 512]
-    nop
-    vpmovmskb eax, xmm4
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov rbp, r11
-    and ecx, dword ptr [r15 + 448]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 576], eax
-    and rbp, 8128
-    mov r8, r11
-    mov qword ptr [r15 + rbp + 7488], rax
-    and r8, 1984
-    mov dword ptr [r15 + r8 + 1344], eax
-    mov r8d, 66
-    mov r8d, dword ptr [r15 + 640]
-    mov qword ptr [r15 + 64], rbp
-    mov byte ptr [r15 + 128], al
-    vpaddd xmm4, xmm4, xmm4
-    mov rbp, r11
-    jmp 1f
-1:
-    and rbp, 4032
-    mov qword ptr [r15 + rbp + 3392], r8
-    vmovdqu ymmword ptr [r15 + 384], ymm4
-    jmp 1f
-1:
-    mov rax, r8
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c169:
-    movzx r8d, bpl
-    mov byte ptr [r15 + 0], al
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], al
-    mov byte ptr [r15 + 0], r8b
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 92
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, r11
-    add rax, qword ptr [r15 + 704]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov edx, r8d
-    and r8, 448
-    mov qword ptr [r15 + r8 + 832], rax
-    jmp 1f
-1:
-    mov r9d, eax
-    mov dword ptr [r15 + 64], edx
-    mov edx, dword ptr [r15 + 512]
-    mov r8, r11
-    jmp 1f
-1:
-    and r8, 16320
-    mov dword ptr [r15 + r8 + 15680], eax
-    movzx r8d, al
-    movsxd r8, dword ptr [r15 + 64]
-    mov eax, 135
-    mov r9, r11
-    mov dword ptr [r15 + 192], 58
-    mov dword ptr [r15 + 448], 33
-    and r9, 8128
-    mov dword ptr [r15 + r9 + 7488], edx
-    mov byte ptr [r15 + 128], dl
-    mov byte ptr [r15 + 320], dl
-    mov edx, dword ptr [r15 + 256]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c170:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 1024
-    setz al
-    lea rcx, [rip + .Lc1_d12782_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d12782_s_t
-    .p2align 3
-.Lc1_d12782_s:
-    .p2align 3
-    jmp .Lc1_d12782_j
-    .p2align 3
-    jmp .Lc1_d12782_j
-.Lc1_d12782_j:
-    mov rbp, r11
-    mov dword ptr [r15 + 384], 197
-    movsxd rsi, dword ptr [r15 + 128]
-    and rbp, 8128
-    movzx eax, byte ptr [r15 + rbp + 7488]
-    movzx ebp, byte ptr [r15 + 768]
-    mov r8, r11
-    jmp 1f
-1:
-    mov qword ptr [r15 + 64], rcx
-    and r8, 1984
-    mov qword ptr [r15 + r8 + 1344], rbp
-    lea r8, [r11 + r11*1]
-    mov rcx, rsi
-    and r8, 4032
-    and ecx, dword ptr [r15 + r8 + 3456]
-    jmp 1f
-1:
-    test dword ptr [r15 + 67117723], 524289
-    jnz 1f
-1:
-    mov byte ptr [r15 + 256], sil
-    mov qword ptr [r15 + r8 + 3392], rcx
-    mov r8d, 189
-    mov r8, qword ptr [r15 + 512]
-    mov dword ptr [r15 + 0], 217
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rsi, qword ptr [r15 + 448]
-    jmp 1f
-1:
-    mov ecx, 22
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c171:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov rax, qword ptr [r15 + 256]
-    mov ecx, r8d
-    jmp 1f
-1:
-    movzx ecx, byte ptr [r15 + 512]
-    mov r8, rsi
-    mov r8, r11
-    mov esi, dword ptr [r15 + 192]
-    mov rdi, qword ptr [r15 + 128]
-    and r8, 1984
-    mov dword ptr [r15 + r8 + 1344], 53
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, edi
-    jmp 1f
-1:
-    movzx r9d, r8b
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    test dword ptr [r15 + 67117724], 524320
-    jnz 1f
-1:
-    mov r8d, edi
-    mov r8, r9
-    mov r9d, dword ptr [r15 + 320]
-    mov r8, qword ptr [r15 + 576]
-    mov byte ptr [r15 + 384], r9b
-    movsxd r9, dword ptr [r15 + 64]
-    movzx edi, byte ptr [r15 + 128]
-    mov rcx, r9
-    mov rcx, r8
-    mov ecx, 175
-    mov rbp, r11
-    mov ecx, dword ptr [r15 + 448]
-    and rbp, 448
-    mov edx, dword ptr [r15 + rbp + 832]
-    jmp 1f
-1:
-    mov esi, 204
-    mov esi, r9d
-    movsxd r9, dword ptr [r15 + 640]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c172:
-    lea rcx, [rip + .Lc1_d12868_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d12868_j_t
-.Lc1_d12868_j:
-    mov rcx, rsi
-    vpmovmskb ecx, xmm4
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, esi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    add rcx, qword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 58
-    jmp 1f
-1:
-    vmovdqu ymmword ptr [r15 + 0], ymm4
-    mov rbp, r11
-    mov rdx, qword ptr [r15 + 64]
-    and rbp, 8128
-    and edx, dword ptr [r15 + rbp + 7488]
-    test ebx, 1024
-    jz 1f
-1:
-    mov qword ptr [r15 + 704], rcx
-    mov rcx, qword ptr [r15 + 512]
-    mov esi, ebp
-    mov rbp, r11
-    mov esi, dword ptr [r15 + 384]
-    vmovdqu ymmword ptr [r15 + 128], ymm4
-    mov r8, r11
-    mov byte ptr [r15 + 320], dl
-    and rbp, 448
-    vmovdqu ymmword ptr [r15 + rbp + 832], ymm4
-    and r8, 4032
-    mov rdx, qword ptr [r15 + r8 + 3392]
-    mov r8, rcx
-    xor dword ptr [r15 + 256], ecx
-    movzx ecx, bpl
-    mov rcx, qword ptr [r15 + 192]
-    mov dword ptr [r15 + 448], esi
-    movsxd rsi, dword ptr [r15 + 64]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c173:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 7
-    lea rcx, [rip + .Lc1_d12915_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d12915_s_t
-    .p2align 3
-.Lc1_d12915_s:
-    .p2align 3
-    jmp .Lc1_d12915_j
-    .p2align 3
-    jmp .Lc1_d12915_j
-    .p2align 3
-    jmp .Lc1_d12915_j
-    .p2align 3
-    jmp .Lc1_d12915_j
-    .p2align 3
-    jmp .Lc1_d12915_j
-    .p2align 3
-    jmp .Lc1_d12915_j
-    .p2align 3
-    jmp .Lc1_d12915_j
-    .p2align 3
-    jmp .Lc1_d12915_j
-.Lc1_d12915_j:
-    mov esi, 58
-    mov esi, 96
-    mov rsi, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx esi, byte ptr [r15 + 192]
-    mov rbp, r11
-    mov ecx, 227
-    mov r9, r11
-    and rbp, 8128
-    mov dword ptr [r15 + rbp + 7488], eax
-    mov rbp, r11
-    test ebx, 1073741824
-    jz 1f
-1:
-    and r9, 1984
-    mov qword ptr [r15 + r9 + 1344], rsi
-    and rbp, 448
-    mov esi, dword ptr [r15 + rbp + 832]
-    vmovdqu ymmword ptr [r15 + 448], ymm4
-    jmp 1f
-1:
-    mov rax, qword ptr [r15 + 128]
-    mov qword ptr [r15 + 768], rcx
-    mov ecx, ebp
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c174:
-    jmp 1f
-1:
-    mov ebp, 36
-    mov rbp, r9
-    movzx ebp, r9b
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, esi
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, r11
-    vmovdqu ymmword ptr [r15 + 576], ymm4
-    mov esi, ebp
-    and r9, 1984
-    movsxd rsi, dword ptr [r15 + r9 + 1344]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rbp, qword ptr [r15 + 512]
-    jmp 1f
-1:
-    movzx ecx, byte ptr [r15 + 64]
-    jmp 1f
-1:
-    mov r9d, 162
-    mov byte ptr [r15 + 64], bpl
-    jmp 1f
-1:
-    mov rbp, r11
-    jmp 1f
-1:
-    and rbp, 4032
-    mov dword ptr [r15 + rbp + 3392], r9d
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    .byte 0x66, 0x90
-    mov byte ptr [r15 + 320], bpl
-    movzx ebp, byte ptr [r15 + 384]
-    movsxd r9, dword ptr [r15 + 448]
-    mov edi, dword ptr [r15 + 320]
-    movsxd rsi, dword ptr [r15 + 256]
-    movzx edx, byte ptr [r15 + 128]
-    jmp 1f
-1:
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c175:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d13009_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d13009_j_t
-.Lc1_d13009_j:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 96
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 64], rcx
-    mov r8, r11
-    movsxd rcx, dword ptr [r15 + 704]
-    test ebx, 4608
-    jz 1f
-1:
-    and r8, 4032
-    mov edi, dword ptr [r15 + r8 + 3392]
-    mov r8, r11
-    movsxd r9, dword ptr [r15 + 384]
-    and r8, 448
-    mov dword ptr [r15 + r8 + 832], 170
-    vmovdqu ymmword ptr [r15 + 192], ymm2
-    mov rcx, rcx
-    mov ecx, r9d
-    mov rcx, qword ptr [r15 + 128]
-    mov r8d, 247
-    mov r8d, 241
-    test dword ptr [r15 + 67117723], 536879104
-    jnz 1f
-1:
-    mov r9, r11
-    mov edi, 254
-    mov dword ptr [r15 + 512], r8d
-    mov r8, qword ptr [r15 + 128]
-    and r9, 8128
-    mov dword ptr [r15 + r9 + 7488], ecx
-    mov r9, rcx
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx ecx, r8b
-    movsxd rcx, dword ptr [r15 + 640]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c176:
-    mov dword ptr [r15 + 64], r8d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, 116
-    mov r8d, 174
-    movzx r8d, r9b
-    vpcmpeqb xmm7, xmm7, xmm10
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], r8
-    jmp 1f
-1:
-    mov r9, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, r11
-    and r9, 448
-    movzx edi, byte ptr [r15 + r9 + 832]
-    and r8, 1984
-    mov qword ptr [r15 + r8 + 1344], rdi
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rdx, r9
-    mov edx, dword ptr [r15 + 320]
-    mov rcx, qword ptr [r15 + 512]
-    mov r9d, 3
-    mov r9d, dword ptr [r15 + 256]
-    vpxor xmm6, xmm6, xmm0
-    mov r8, r11
-    mov rdi, qword ptr [r15 + 128]
-    and r8, 8128
-    mov rax, qword ptr [r15 + r8 + 7488]
-    mov r8, qword ptr [r15 + 64]
-    mov esi, dword ptr [r15 + 448]
-    add qword ptr [r15 + 448], rcx
-    mov byte ptr [r15 + 192], cl
-    movzx ecx, byte ptr [r15 + 384]
-    mov rbp, r9
-    mov r9, rax
-    mov dword ptr [r15 + 768], edi
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c177:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 512
-    setz al
-    lea rcx, [rip + .Lc1_d13101_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d13101_s_t
-    .p2align 3
-.Lc1_d13101_s:
-    .p2align 3
-    jmp .Lc1_d13101_j
-    .p2align 3
-    jmp .Lc1_d13101_j
-.Lc1_d13101_j:
-    vmovdqu ymmword ptr [r15 + 256], ymm2
-    mov dword ptr [r15 + 64], ecx
-    jmp 1f
-1:
-    vmovdqu xmm3, xmmword ptr [r15 + 448]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r11
-    mov rcx, qword ptr [r15 + 320]
-    mov r9, r11
-    and rbp, 4032
-    mov qword ptr [r15 + rbp + 3392], r9
-    and r9, 1984
-    movsxd rax, dword ptr [r15 + r9 + 1344]
-    jmp 1f
-1:
-    test dword ptr [r15 + 67117723], 2097152
-    jz 1f
-1:
-    add rcx, qword ptr [r15 + 512]
-    jmp 1f
-1:
-    vmovdqu ymmword ptr [r15 + 128], ymm7
-    mov rbp, rbp
-    jmp 1f
-1:
-    vpmovmskb ebp, xmm7
-    vmovdqu ymmword ptr [r15 + 192], ymm7
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r9d, 125
-    mov qword ptr [r15 + 576], rbp
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c178:
-    lea rcx, [rip + .Lc1_d13143_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d13143_j_t
-.Lc1_d13143_j:
-    mov ecx, 149
-    mov ecx, 161
-    jmp 1f
-1:
-    mov ecx, 225
-    vpaddq xmm6, xmm6, xmmword ptr [r15 + 256]
-    mov rbp, r11
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov qword ptr [r15 + 64], rcx
-    and rbp, 4032
-    mov dword ptr [r15 + rbp + 3392], 133
-    mov rbp, qword ptr [r15 + 128]
-    mov ecx, ecx
-    mov dword ptr [r15 + 0], ebp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, ebp
-    mov r9d, ebp
-    movzx r9d, bpl
-    jmp 1f
-1:
-    jmp 1f
-1:
-    test ebx, 1024
-    jnz 1f
-1:
-    mov ebp, ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, dword ptr [r15 + 512]
-    mov byte ptr [r15 + 384], cl
-    jmp 1f
-1:
-    jmp 1f
-1:
-    .byte 0x66, 0x90
-    mov ecx, r9d
-    mov r9, r11
-    jmp 1f
-1:
-    and r9, 448
-    mov dword ptr [r15 + r9 + 832], 243
-    jmp 1f
-1:
-    movzx edx, cl
-    mov rdx, rbp
-    jmp 1f
-1:
-    movzx edx, r9b
-    mov r9, r11
-    mov dword ptr [r15 + 640], 140
-    mov rcx, rcx
-    and r9, 8128
-    and ecx, dword ptr [r15 + r9 + 7488]
-    mov r9d, 127
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c179:
-    mov rbp, qword ptr [r15 + 320]
-    mov rdx, qword ptr [r15 + 256]
-    mov dword ptr [r15 + 128], ecx
-    mov dword ptr [r15 + 0], ecx
-    mov dword ptr [r15 + 0], r9d
-    vmovdqu ymmword ptr [r15 + 0], ymm3
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov ecx, 65
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r9d, 215
-    movzx r9d, dl
-    jmp 1f
-1:
-    mov r9d, 209
-    mov dword ptr [r15 + 0], ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1024
-    jz 1f
-1:
-    mov edx, 111
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, 9
-    mov r8, r11
-    mov rdx, r9
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 768], r9
-    and r8, 448
-    mov r9, qword ptr [r15 + r8 + 832]
-    jmp 1f
-1:
-    mov ecx, dword ptr [r15 + 192]
-    mov byte ptr [r15 + 128], dl
-    mov rdx, qword ptr [r15 + 704]
-    mov esi, dword ptr [r15 + 448]
-    mov rdi, qword ptr [r15 + 64]
-    mov r8, r11
-    mov rbp, r11
-    mov eax, ecx
-    and r8, 1984
-    movzx eax, byte ptr [r15 + r8 + 1344]
-    and rbp, 8128
-    mov dword ptr [r15 + rbp + 7488], 109
-    mov dword ptr [r15 + 512], esi
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c180:
-    lea rcx, [rip + .Lc1_d13243_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d13243_j_t
-.Lc1_d13243_j:
-    jmp 1f
-1:
-    mov esi, r8d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], cl
-    movzx ecx, cl
-    mov ecx, 49
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, r11
-    test ebx, 6656
-    jz 1f
-1:
-    jmp 1f
-1:
-    movsxd rdi, dword ptr [r15 + 448]
-    and r8, 1984
-    mov qword ptr [r15 + r8 + 1344], rcx
-    mov r8, r11
-    mov rcx, rcx
-    mov ecx, edi
-    and r8, 4032
-    mov dword ptr [r15 + r8 + 3392], 58
-    movzx r8d, byte ptr [r15 + 64]
-    mov edi, edi
-    mov dword ptr [r15 + 576], ecx
-    mov rbp, r11
-    movzx esi, cl
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov ecx, ecx
-    and rbp, 16320
-    movzx ecx, byte ptr [r15 + rbp + 15680]
-    mov rbp, qword ptr [r15 + 384]
-    jmp 1f
-1:
-    mov qword ptr [r15 + 192], rdi
-    .byte 0x0f, 0x1f, 0x00
-    add r8, qword ptr [r15 + 512]
-    mov dword ptr [r15 + 256], 235
-    movsxd rdi, dword ptr [r15 + 128]
-    jmp 1f
-1:
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c181:
-    mov rbp, r11
-    jmp 1f
-1:
-    and rbp, 8128
-    movzx r8d, byte ptr [r15 + rbp + 7488]
-    mov byte ptr [r15 + 320], dil
-    mov dword ptr [r15 + 640], edi
-    mov r12, qword ptr [r15 + r12 + 56]
-    bt rbp, rbp
-    movzx ebp, dil
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx edi, r8b
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    .byte 0x66, 0x90
-    movzx r8d, bpl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, rdi
     mov r8d, ebp
-    mov dword ptr [r15 + 0], edi
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, dil
-    mov rbp, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    and rbp, 4032
-    mov rdi, qword ptr [r15 + rbp + 3392]
-    mov ebp, dword ptr [r15 + 64]
-    jmp 1f
-1:
-    mov byte ptr [r15 + 192], r8b
-    mov dword ptr [r15 + 384], 2
-    mov r8d, edi
-    mov r8, r11
-    jmp 1f
-1:
-    movsxd rax, dword ptr [r15 + 128]
-    and r8, 448
-    mov qword ptr [r15 + r8 + 832], rdi
-    mov dword ptr [r15 + 64], edi
-    jmp 1f
-1:
-    mov dword ptr [r15 + 448], eax
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c182:
-    lea rcx, [rip + .Lc1_d13340_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d13340_j_t
-.Lc1_d13340_j:
-    mov r8, r11
-    and r8, 8128
-    movsxd rdi, dword ptr [r15 + r8 + 7488]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov rcx, rcx
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, 90
-    mov r8d, 245
-    vpxor xmm6, xmm6, xmm3
-    vmovdqu ymmword ptr [r15 + 0], ymm6
-    movsxd rcx, dword ptr [r15 + 704]
-    jmp 1f
-1:
-    mov byte ptr [r15 + 320], r8b
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx r8d, r8b
-    movzx r8d, byte ptr [r15 + 192]
-    mov dword ptr [r15 + 512], ecx
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r9, r11
-    mov rbp, r11
-    mov byte ptr [r15 + 256], cl
-    and rbp, 448
-    movsxd rcx, dword ptr [r15 + rbp + 832]
-    movsxd rbp, dword ptr [r15 + 64]
-    and r9, 1984
-    mov rdx, qword ptr [r15 + r9 + 1344]
-    jmp 1f
-1:
-    mov esi, 235
-    vpmovmskb esi, xmm0
-    mov dword ptr [r15 + 448], r8d
-    mov qword ptr [r15 + 128], r9
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c183:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 268435456
-    setz al
-    lea rcx, [rip + .Lc1_d13394_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d13394_s_t
-    .p2align 3
-.Lc1_d13394_s:
-    .p2align 3
-    jmp .Lc1_d13394_j
-    .p2align 3
-    jmp .Lc1_d13394_j
-.Lc1_d13394_j:
-    jmp 1f
-1:
-    mov rsi, rax
-    movsxd rsi, dword ptr [r15 + 128]
-    mov dword ptr [r15 + 512], eax
-    mov rax, qword ptr [r15 + 256]
-    movsxd rcx, dword ptr [r15 + 768]
-    mov dword ptr [r15 + 128], 66
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 64], sil
     test ebx, 1073741824
     jnz 1f
 1:
     jmp 1f
 1:
-    mov esi, 63
-    mov rbp, r11
-    mov rsi, qword ptr [r15 + 384]
-    mov r8, r11
-    and rbp, 1984
-    movsxd rdi, dword ptr [r15 + rbp + 1344]
-    vpmovmskb ebp, xmm13
-    and r8, 4032
-    vmovdqu ymmword ptr [r15 + r8 + 3392], ymm6
-    mov byte ptr [r15 + 448], sil
-    movzx esi, sil
-    vpaddd xmm6, xmm6, xmm6
-    mov esi, 57
-    nop
+    mov dword ptr [r15 + 128], 190
+    mov dword ptr [r15 + 512], r8d
     add r11, 64
+    add r10, r11
     inc rbx
     dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c184:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], dil
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx edi, r8b
-    mov edi, 37
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 0], ymm1
-    mov qword ptr [r15 + 512], rdi
-    movzx edi, byte ptr [r15 + 192]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + 576], edi
-    jmp 1f
-1:
-    vmovdqu ymmword ptr [r15 + 128], ymm11
-    mov edx, dword ptr [r15 + 320]
-    mov r9, r11
-    mov edi, 82
-    and r9, 1984
-    movzx edi, byte ptr [r15 + r9 + 1344]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movsxd r9, dword ptr [r15 + 256]
-    mov rbp, r11
-    mov eax, edi
-    jmp 1f
-1:
-    mov byte ptr [r15 + 640], dl
-    mov r8, r11
-    and rbp, 8128
-    mov byte ptr [r15 + rbp + 7488], dil
-    mov dword ptr [r15 + 448], 152
-    and r8, 448
-    vmovdqu ymmword ptr [r15 + r8 + 832], ymm11
-    movsxd r8, dword ptr [r15 + 64]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c185:
+    jz .Lc1_b10_done
+.Lc1_b10_c51:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d13484_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d13484_j_t
-.Lc1_d13484_j:
-    jmp 1f
-1:
-    mov qword ptr [r15 + 64], r8
-    movzx r8d, cl
-    vpxor xmm14, xmm14, xmm1
-    movsxd r8, dword ptr [r15 + 448]
-    jmp 1f
-1:
-    mov ecx, 205
-    movzx ecx, byte ptr [r15 + 384]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, rax
-    mov qword ptr [r15 + 0], r8
-    test dword ptr [r15 + 67117724], 129
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, r8d
-    movzx r8d, cl
-    mov r8d, 56
-    mov byte ptr [r15 + 128], cl
-    jmp 1f
-1:
-    movzx ecx, al
-    jmp 1f
-1:
-    mov r8, r11
-    mov rax, rax
-    vmovdqu ymmword ptr [r15 + 512], ymm6
-    test ebx, 1073741824
-    jz 1f
-1:
-    and r8, 4032
-    mov dword ptr [r15 + r8 + 3392], ecx
-    movsxd r8, dword ptr [r15 + 256]
-    jmp 1f
-1:
-    mov ecx, dword ptr [r15 + 64]
-    movzx eax, al
-    mov qword ptr [r15 + 320], rcx
-    mov rbp, r11
-    mov edx, 191
-    and rbp, 8128
-    mov dword ptr [r15 + rbp + 7488], eax
-    jmp 1f
-1:
-    mov eax, dword ptr [r15 + 192]
-    mov qword ptr [r15 + 704], rdx
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c186:
-    mov rdx, rax
-    mov dword ptr [r15 + 0], 141
-    jmp 1f
-1:
-    mov rax, rax
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, edx
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], edx
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, dword ptr [r15 + 64]
-    movzx ebp, bpl
-    mov qword ptr [r15 + 512], rdx
-    movzx edx, bpl
-    mov rbp, r11
-    movsxd rdx, dword ptr [r15 + 128]
-    movsxd rsi, dword ptr [r15 + 192]
-    and rbp, 448
-    mov dword ptr [r15 + rbp + 832], 234
-    mov byte ptr [r15 + 128], bpl
-    mov rbp, r11
-    jmp 1f
-1:
-    and rbp, 1984
-    mov r9, r11
-    mov byte ptr [r15 + rbp + 1344], sil
-    and r9, 4032
-    mov dword ptr [r15 + r9 + 3392], 68
-    mov byte ptr [r15 + 768], bpl
-    mov rbp, rbp
-    movsxd rbp, dword ptr [r15 + 384]
-    movzx esi, byte ptr [r15 + 576]
-    mov r9, qword ptr [r15 + 448]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c187:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 15
-    lea rcx, [rip + .Lc1_d13583_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d13583_s_t
-    .p2align 3
-.Lc1_d13583_s:
-    .p2align 3
-    jmp .Lc1_d13583_j
-    .p2align 3
-    jmp .Lc1_d13583_j
-    .p2align 3
-    jmp .Lc1_d13583_j
-    .p2align 3
-    jmp .Lc1_d13583_j
-    .p2align 3
-    jmp .Lc1_d13583_j
-    .p2align 3
-    jmp .Lc1_d13583_j
-    .p2align 3
-    jmp .Lc1_d13583_j
-    .p2align 3
-    jmp .Lc1_d13583_j
-    .p2align 3
-    jmp .Lc1_d13583_j
-    .p2align 3
-    jmp .Lc1_d13583_j
-    .p2align 3
-    jmp .Lc1_d13583_j
-    .p2align 3
-    jmp .Lc1_d13583_j
-    .p2align 3
-    jmp .Lc1_d13583_j
-    .p2align 3
-    jmp .Lc1_d13583_j
-    .p2align 3
-    jmp .Lc1_d13583_j
-    .p2align 3
-    jmp .Lc1_d13583_j
-.Lc1_d13583_j:
-    mov r8, r11
-    jmp 1f
-1:
-    and r8, 8128
-    mov rbp, r11
-    mov rax, qword ptr [r15 + r8 + 7488]
-    movzx r8d, cl
-    movsxd r8, dword ptr [r15 + 256]
-    and rbp, 1984
-    mov r9, r11
-    mov rcx, qword ptr [r15 + rbp + 1344]
-    jmp 1f
-1:
-    and r9, 448
-    movsxd rdi, dword ptr [r15 + r9 + 832]
-    movsxd r9, dword ptr [r15 + 64]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c188:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 32
-    setz al
-    lea rcx, [rip + .Lc1_d13626_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d13626_s_t
-    .p2align 3
-.Lc1_d13626_s:
-    .p2align 3
-    jmp .Lc1_d13626_j
-    .p2align 3
-    jmp .Lc1_d13626_j
-.Lc1_d13626_j:
-    mov dword ptr [r15 + 256], 128
-    vmovdqu ymmword ptr [r15 + 448], ymm14
-    jmp 1f
-1:
-    movzx eax, byte ptr [r15 + 640]
-    mov rdi, qword ptr [r15 + 128]
-    movsxd rcx, dword ptr [r15 + 320]
-    lock or dword ptr [r15 + 512], 40
-    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu xmmword ptr [r15 + 0], xmm10
+    mov r8, r8
+    popcnt r8, rax
     mov qword ptr [r15 + 0], rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 67117724], 603979776
+    test ebx, 1073741824
     jz 1f
 1:
-    movzx eax, byte ptr [r15 + 384]
-    mov rcx, qword ptr [r15 + 128]
+    mov edx, 152
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, r11
     mov rdi, qword ptr [r15 + 320]
-    vmovdqu ymmword ptr [r15 + 192], ymm14
-    jmp 1f
-1:
-    mov edx, eax
-    mov rbp, r11
-    mov dword ptr [r15 + 704], eax
-    and rbp, 4032
-    mov rax, qword ptr [r15 + rbp + 3392]
-    jmp 1f
-1:
-    movsxd rsi, dword ptr [r15 + 64]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c189:
-    mov edi, 3
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], edx
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    .byte 0x0f, 0x1f, 0x00
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 253
-    vmovq xmm4, rdi
-    mov qword ptr [r15 + 0], rdi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, 208
-    test ebx, 2048
-    jz 1f
-1:
-    mov rdx, qword ptr [r15 + 320]
-    mov dword ptr [r15 + 512], 13
-    mov dword ptr [r15 + 128], 215
-    mov r8, r11
-    movzx esi, byte ptr [r15 + 768]
-    mov dword ptr [r15 + 256], edi
-    mov r9, r11
-    and r8, 1984
-    mov edi, dword ptr [r15 + r8 + 1344]
-    and r9, 448
-    mov dword ptr [r15 + r9 + 832], 41
-    mov qword ptr [r15 + 192], rdx
-    mov qword ptr [r15 + 64], rdx
-    mov r8, r11
-    mov rdx, r9
-    mov edx, dword ptr [r15 + 512]
-    mov byte ptr [r15 + 384], sil
-    and r8, 8128
-    mov byte ptr [r15 + r8 + 7488], r9b
-    mov byte ptr [r15 + 448], dil
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c190:
-    lea rcx, [rip + .Lc1_d13705_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d13705_j_t
-.Lc1_d13705_j:
-    vmovdqu ymmword ptr [r15 + 64], ymm14
-    jmp 1f
-1:
-    vpor xmm14, xmm14, xmm14
-    mov r9, qword ptr [r15 + 576]
-    mov esi, 177
-    mov esi, 254
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 100
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 384], r9d
-    mov r9, r11
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rbp, qword ptr [r15 + 128]
-    and r9, 8128
-    mov esi, dword ptr [r15 + r9 + 7488]
-    movzx r9d, r9b
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov byte ptr [r15 + 448], bpl
-    mov ebp, dword ptr [r15 + 256]
-    mov r9d, esi
-    movzx r9d, byte ptr [r15 + 192]
-    mov r8, r11
-    jmp 1f
-1:
-    mov dword ptr [r15 + 64], ebp
-    mov ebp, esi
-    and r8, 1984
-    mov ebp, dword ptr [r15 + r8 + 1344]
-    jmp 1f
-1:
-    mov r8, r11
-    mov eax, esi
-    and r8, 4032
-    mov rax, qword ptr [r15 + r8 + 3392]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c191:
-    mov rbp, r11
-    and rbp, 1984
-    vmovdqu ymmword ptr [r15 + rbp + 1344], ymm4
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], r8d
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov byte ptr [r15 + 0], bpl
-    mov ebp, 36
-    movzx ebp, al
-    mov dword ptr [r15 + 0], r8d
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, rbp
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    add rbp, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r8, rax
-    mov rax, qword ptr [r15 + 64]
-    jmp 1f
-1:
-    movzx edi, bpl
-    mov rbp, r11
-    mov dword ptr [r15 + 192], r8d
-    and rbp, 4032
-    movsxd r8, dword ptr [r15 + rbp + 3392]
-    jmp 1f
-1:
-    test ebx, 6656
-    jz 1f
-1:
-    mov rax, qword ptr [r15 + 704]
-    mov edi, dword ptr [r15 + 320]
-    jmp 1f
-1:
-    movzx ebp, byte ptr [r15 + 640]
-    mov edx, dword ptr [r15 + 512]
-    mov r8, qword ptr [r15 + 384]
-    mov r9, r11
-    movzx ecx, dil
-    and r9, 448
-    mov qword ptr [r15 + r9 + 832], rbp
-    vmovdqu ymmword ptr [r15 + 128], ymm14
-    vmovdqu ymmword ptr [r15 + 448], ymm4
-    jmp 1f
-1:
-    mov rdi, qword ptr [r15 + 128]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c192:
-    lea rcx, [rip + .Lc1_d13806_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d13806_j_t
-.Lc1_d13806_j:
-    and edi, dword ptr [r15 + 192]
-    mov rbp, r9
-    mov qword ptr [r15 + 512], rcx
-    or qword ptr [r15 + 384], 125
-    mov byte ptr [r15 + 0], cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], cl
-    movzx ecx, cl
-    mov byte ptr [r15 + 0], dil
-    mov edi, edi
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx ebp, byte ptr [r15 + 128]
-    mov r9, r11
-    mov edi, 219
-    add rdi, qword ptr [r15 + 512]
-    and r9, 16320
-    and edi, dword ptr [r15 + r9 + 15680]
-    movsxd r9, dword ptr [r15 + 448]
-    mov esi, 56
-    mov rsi, rbp
-    mov rbp, qword ptr [r15 + 64]
-    mov r8, r11
-    add rbp, qword ptr [r15 + 768]
-    movsxd rcx, dword ptr [r15 + 320]
-    and r8, 448
-    and ecx, dword ptr [r15 + r8 + 832]
-    mov r8, r11
-    mov dword ptr [r15 + 64], edi
-    and r8, 8128
-    mov rdi, qword ptr [r15 + r8 + 7488]
-    mov qword ptr [r15 + 256], rcx
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c193:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d13854_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d13854_j_t
-.Lc1_d13854_j:
-    movsxd rcx, dword ptr [r15 + 128]
-    mov qword ptr [r15 + 640], r8
-    mov r8d, 165
-    lea r8, [r11 + r11*1]
-    mov rax, rax
-    and r8, 4032
-    mov dword ptr [r15 + r8 + 3392], ecx
-    mov rcx, rcx
-    mov dword ptr [r15 + 64], eax
-    jmp 1f
-1:
-    mov rbp, r11
-    vpxor xmm4, xmm4, xmm14
-    jmp 1f
-1:
-    movzx eax, byte ptr [r15 + 448]
-    and rbp, 8128
-    mov edx, dword ptr [r15 + rbp + 7488]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 67117723], 268697600
-    jnz 1f
-1:
-    movzx ebp, bpl
-    jmp 1f
-1:
-    mov rbp, qword ptr [r15 + 576]
-    jmp 1f
-1:
-    mov qword ptr [r15 + r8 + 3456], rax
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    nop
-    mov r8, r11
-    mov eax, dword ptr [r15 + 320]
+    and r9, 1984
+    mov eax, dword ptr [r15 + r9 + 1344]
     jmp 1f
 1:
     movsxd rdx, dword ptr [r15 + 192]
-    and r8, 1984
-    mov byte ptr [r15 + r8 + 1344], bpl
-    mov qword ptr [r15 + 256], rax
-    vpxor xmm14, xmm14, xmm0
-    jmp 1f
-1:
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c194:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    jmp 1f
-1:
-    lea rbp, [r11 + r11*1]
-    mov r8, qword ptr [r15 + 128]
-    movzx edx, byte ptr [r15 + 512]
-    and rbp, 448
-    mov qword ptr [r15 + rbp + 896], rax
-    mov eax, dword ptr [r15 + 448]
-    mov rsi, r8
-    mov rsi, rdx
-    jmp 1f
-1:
-    movzx esi, dl
-    mov byte ptr [r15 + 0], r8b
-    jmp 1f
-1:
-    jmp 1f
-1:
-    add rdx, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r8d, al
-    test dword ptr [r15 + 67117724], 268505088
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, eax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, r11
-    vmovdqu ymmword ptr [r15 + 192], ymm12
-    mov byte ptr [r15 + 64], dl
-    movsxd rdx, dword ptr [r15 + 384]
-    and r9, 1984
-    mov esi, dword ptr [r15 + r9 + 1344]
-    mov r9, r11
-    and esi, dword ptr [r15 + 256]
-    mov eax, 215
-    mov dword ptr [r15 + rbp + 832], edx
-    and r9, 8128
-    mov byte ptr [r15 + r9 + 7488], dl
-    mov r9, qword ptr [r15 + 704]
-    movsxd rdx, dword ptr [r15 + 128]
-    mov rcx, rax
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c195:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 128
-    setz al
-    lea rcx, [rip + .Lc1_d13951_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d13951_s_t
-    .p2align 3
-.Lc1_d13951_s:
-    .p2align 3
-    jmp .Lc1_d13951_j
-    .p2align 3
-    jmp .Lc1_d13951_j
-.Lc1_d13951_j:
-    jmp 1f
-1:
-    movzx eax, cl
-    vmovdqu ymmword ptr [r15 + 320], ymm4
-    mov eax, dword ptr [r15 + 64]
-    and eax, dword ptr [r15 + 384]
-    mov rcx, qword ptr [r15 + 768]
-    mov edi, dword ptr [r15 + 64]
-    jmp 1f
-1:
-    jmp 1f
-1:
     test ebx, 1073741824
     jz 1f
 1:
-    mov qword ptr [r15 + 0], rdi
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], cl
-    jmp 1f
-1:
-    mov rbp, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 512], ymm4
-    and rbp, 1984
-    mov byte ptr [r15 + rbp + 1344], cl
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov byte ptr [r15 + 448], bpl
-    jmp 1f
-1:
-    mov ecx, 179
-    mov ecx, ebp
-    mov rbp, r11
-    mov dword ptr [r15 + 128], ecx
-    and rbp, 4032
-    mov r8, qword ptr [r15 + rbp + 3392]
-    mov dword ptr [r15 + 256], ecx
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c196:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov rcx, qword ptr [r15 + 512]
-    vpor xmm14, xmm14, xmm14
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, 133
-    movzx ebp, al
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, eax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    test dword ptr [r15 + 67117724], 36
-    jnz 1f
-1:
-    nop
-    mov byte ptr [r15 + 128], bpl
-    mov rbp, qword ptr [r15 + 64]
-    mov r8, r11
-    add rbp, qword ptr [r15 + 192]
-    and r8, 8128
-    movzx eax, byte ptr [r15 + r8 + 7488]
-    add rax, qword ptr [r15 + 256]
-    and eax, dword ptr [r15 + 640]
-    mov r9, r11
-    mov ecx, 163
-    mov ecx, dword ptr [r15 + 320]
-    mov dword ptr [r15 + 576], r8d
-    and r9, 4032
-    mov dword ptr [r15 + r9 + 3392], ebp
-    mov r9, r11
-    jmp 1f
-1:
-    and r9, 448
-    vmovdqu ymmword ptr [r15 + r9 + 832], ymm4
-    jmp 1f
-1:
-    mov r8d, dword ptr [r15 + 448]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c197:
-    lea rcx, [rip + .Lc1_d14043_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d14043_j_t
-.Lc1_d14043_j:
-    mov rbp, r11
-    and rbp, 8128
-    mov qword ptr [r15 + rbp + 7488], r8
-    mov rbp, qword ptr [r15 + 192]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, r8d
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov ecx, 91
-    mov ecx, ebp
-    mov byte ptr [r15 + 0], bpl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, ebp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 384], r8d
-    jmp 1f
-1:
-    mov dword ptr [r15 + 256], 138
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov qword ptr [r15 + 128], r8
-    mov r8, qword ptr [r15 + 128]
-    mov ebp, 103
-    vmovdqu ymmword ptr [r15 + 448], ymm14
-    mov rbp, r11
-    jmp 1f
-1:
-    mov rsi, qword ptr [r15 + 512]
-    and rbp, 1984
-    add rsi, qword ptr [r15 + rbp + 1344]
-    mov rbp, r11
-    mov rdx, qword ptr [r15 + 320]
-    and edx, dword ptr [r15 + 704]
-    and rbp, 448
-    mov rcx, qword ptr [r15 + rbp + 832]
-    jmp 1f
-1:
-    mov edi, 98
-    mov edi, dword ptr [r15 + 64]
-    vpor xmm14, xmm14, xmm14
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c198:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d14093_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d14093_j_t
-.Lc1_d14093_j:
-    jmp 1f
-1:
-    vpaddq xmm14, xmm14, xmmword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 181
-    mov eax, 95
-    mov r12, qword ptr [r15 + r12 + 56]
-    vpor xmm14, xmm14, xmm14
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rcx
-    mov rcx, qword ptr [r15 + 128]
-    mov dword ptr [r15 + 512], 101
-    test dword ptr [r15 + 67117723], 65536
-    jnz 1f
-1:
-    mov edi, dword ptr [r15 + 64]
-    jmp 1f
-1:
-    mov byte ptr [r15 + 768], al
-    mov r9, r11
-    mov rbp, r11
-    and r9, 1984
-    add rax, qword ptr [r15 + r9 + 1344]
-    and rbp, 4032
-    mov dword ptr [r15 + rbp + 3392], 157
-    movzx ebp, dil
-    movzx ebp, byte ptr [r15 + 384]
-    jmp 1f
-1:
-    mov r9, r11
-    mov dword ptr [r15 + 192], edi
-    mov dword ptr [r15 + 256], edi
-    and r9, 8128
-    mov dword ptr [r15 + r9 + 7488], ebp
-    mov r9, qword ptr [r15 + 448]
-    movzx edi, al
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c199:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov rax, r9
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 21
-    mov r9d, edi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], al
-    mov rbp, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    and edi, dword ptr [r15 + 0]
-    and rbp, 448
-    mov qword ptr [r15 + rbp + 832], r9
-    mov ebp, eax
-    movzx ebp, al
-    jmp 1f
-1:
-    movsxd rbp, dword ptr [r15 + 128]
-    mov r9d, edi
-    movsxd r9, dword ptr [r15 + 384]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov qword ptr [r15 + 512], rbp
-    mov rbp, r11
-    mov edi, 178
-    and rbp, 4032
-    mov edi, dword ptr [r15 + rbp + 3392]
-    mov rbp, qword ptr [r15 + 192]
-    mov dword ptr [r15 + 640], 106
-    mov eax, r9d
-    mov dword ptr [r15 + 64], r9d
-    jmp 1f
-1:
-    movsxd r9, dword ptr [r15 + 128]
-    mov dword ptr [r15 + 256], edi
-    jmp 1f
-1:
-    vmovdqu ymmword ptr [r15 + 576], ymm14
-    mov r8, r11
-    mov edi, eax
-    mov byte ptr [r15 + 448], al
-    and r8, 1984
-    movsxd rax, dword ptr [r15 + r8 + 1344]
-    jmp 1f
-1:
-    movzx ecx, byte ptr [r15 + 320]
-    mov rdx, qword ptr [r15 + 64]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c200:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 2
-    setz al
-    lea rcx, [rip + .Lc1_d14186_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d14186_s_t
-    .p2align 3
-.Lc1_d14186_s:
-    .p2align 3
-    jmp .Lc1_d14186_j
-    .p2align 3
-    jmp .Lc1_d14186_j
-.Lc1_d14186_j:
-    mov dword ptr [r15 + 0], 179
-    mov dword ptr [r15 + 0], ecx
-    movzx ecx, cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rax
-    mov r8, r11
-    jmp 1f
-1:
-    mov dword ptr [r15 + 512], 117
-    and r8, 8128
-    mov eax, dword ptr [r15 + r8 + 7488]
-    vmovdqu ymmword ptr [r15 + 192], ymm14
-    mov ecx, dword ptr [r15 + 64]
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx esi, byte ptr [r15 + 704]
-    mov edx, dword ptr [r15 + 64]
-    mov r8, r11
-    mov eax, eax
-    and r8, 448
-    mov eax, dword ptr [r15 + r8 + 832]
-    jmp 1f
-1:
-    mov byte ptr [r15 + 320], cl
-    mov rcx, qword ptr [r15 + 128]
-    jmp 1f
-1:
-    add qword ptr [r15 + 448], rdx
-    mov r8, r11
-    mov edx, 123
-    and r8, 4032
-    mov rdx, qword ptr [r15 + r8 + 3392]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c201:
-    mov r8, r11
-    mov rcx, rcx
-    and r8, 8128
-    mov ecx, dword ptr [r15 + r8 + 7488]
-    mov dword ptr [r15 + 0], edx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 59
-    vpcmpeqb xmm14, xmm14, xmm15
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, 17
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r8d, 100
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    movzx edi, byte ptr [r15 + 384]
-    mov r9d, dword ptr [r15 + 192]
-    movsxd rbp, dword ptr [r15 + 576]
-    mov rcx, qword ptr [r15 + 768]
-    mov r8, r11
-    mov rdx, rdi
-    mov edx, edi
-    and edx, dword ptr [r15 + 448]
-    and r8, 448
-    mov dword ptr [r15 + r8 + 832], 29
-    mov dword ptr [r15 + 128], r9d
-    mov qword ptr [r15 + 512], rdi
-    mov byte ptr [r15 + 64], dl
-    jmp 1f
-1:
-    mov dword ptr [r15 + 320], 161
-    mov r9, r11
-    mov dword ptr [r15 + 256], ecx
-    and r9, 1984
-    mov byte ptr [r15 + r9 + 1344], cl
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c202:
-    lea rcx, [rip + .Lc1_d14273_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d14273_j_t
-.Lc1_d14273_j:
-    mov r9, r11
-    and r9, 1984
-    mov byte ptr [r15 + r9 + 1344], cl
-    mov r9, rcx
-    mov dword ptr [r15 + 384], ecx
-    jmp 1f
-1:
-    mov ecx, ecx
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov rsi, qword ptr [r15 + 640]
-    mov qword ptr [r15 + 448], r9
-    mov r9, rcx
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + 320], esi
-    mov esi, 142
-    jmp 1f
-1:
-    mov byte ptr [r15 + 256], cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 196
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r9d, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 0], ymm13
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov r9, r11
-    mov r8, r11
-    mov dword ptr [r15 + 128], 148
-    mov qword ptr [r15 + 192], rsi
-    and r9, 16320
-    movsxd rsi, dword ptr [r15 + r9 + 15680]
-    and r8, 4032
-    mov eax, dword ptr [r15 + r8 + 3392]
-    jmp 1f
-1:
-    mov ecx, 70
-    mov ecx, dword ptr [r15 + 64]
-    movsxd rdi, dword ptr [r15 + 128]
-    mov r9d, dword ptr [r15 + 512]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c203:
-    lea rcx, [rip + .Lc1_d14321_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d14321_j_t
-.Lc1_d14321_j:
-    mov ecx, dword ptr [r15 + 448]
-    mov r8, r9
-    mov dword ptr [r15 + 0], 124
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rdi
-    jmp 1f
-1:
-    mov edi, r9d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, 118
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 512], ymm14
-    movzx eax, byte ptr [r15 + 64]
-    mov rsi, r8
-    movzx r8d, byte ptr [r15 + 256]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov edi, 210
-    mov rdi, rsi
-    mov r9, r11
-    jmp 1f
-1:
-    and r9, 1984
-    mov dword ptr [r15 + r9 + 1344], 56
-    mov r9, rsi
-    jmp 1f
-1:
-    movsxd r9, dword ptr [r15 + 704]
-    mov r8, r11
-    mov byte ptr [r15 + 384], sil
-    and r8, 448
-    mov byte ptr [r15 + r8 + 832], sil
-    mov r8, r9
-    jmp 1f
-1:
-    mov r8d, r9d
-    mov r8, r11
-    mov esi, edi
-    mov esi, dword ptr [r15 + 128]
-    and r8, 8128
-    and esi, dword ptr [r15 + r8 + 7488]
-    movzx r8d, r9b
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c204:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rsi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], sil
-    and r9, 8128
-    mov qword ptr [r15 + r9 + 7488], r8
-    mov r9, r11
-    movzx r8d, r9b
-    mov dword ptr [r15 + 448], 1
-    and r9, 448
-    mov rsi, qword ptr [r15 + r9 + 832]
-    mov r9, qword ptr [r15 + 320]
-    test ebx, 1073741824
-    jz 1f
-1:
-    vpaddq xmm14, xmm14, xmmword ptr [r15 + 64]
-    mov byte ptr [r15 + 128], r8b
-    mov r8, r9
-    jmp 1f
-1:
-    movsxd r8, dword ptr [r15 + 512]
-    movzx esi, byte ptr [r15 + 576]
-    mov byte ptr [r15 + 384], r9b
-    mov dword ptr [r15 + 768], 59
-    mov byte ptr [r15 + 256], r9b
-    mov r9d, 182
-    mov r9, r11
-    vmovdqu ymmword ptr [r15 + 64], ymm14
-    and r9, 4032
-    mov byte ptr [r15 + r9 + 3392], sil
-    movzx r9d, sil
-    mov dword ptr [r15 + 192], 244
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c205:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 7
-    lea rcx, [rip + .Lc1_d14413_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d14413_s_t
-    .p2align 3
-.Lc1_d14413_s:
-    .p2align 3
-    jmp .Lc1_d14413_j
-    .p2align 3
-    jmp .Lc1_d14413_j
-    .p2align 3
-    jmp .Lc1_d14413_j
-    .p2align 3
-    jmp .Lc1_d14413_j
-    .p2align 3
-    jmp .Lc1_d14413_j
-    .p2align 3
-    jmp .Lc1_d14413_j
-    .p2align 3
-    jmp .Lc1_d14413_j
-    .p2align 3
-    jmp .Lc1_d14413_j
-.Lc1_d14413_j:
-    mov rsi, rax
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, qword ptr [r15 + 640]
-    mov ecx, dword ptr [r15 + 512]
-    mov dword ptr [r15 + 64], 117
-    mov dword ptr [r15 + 192], 45
-    mov ebp, esi
-    mov rbp, r11
-    mov qword ptr [r15 + 128], rcx
-    and rbp, 1984
-    movzx esi, byte ptr [r15 + rbp + 1344]
-    mov rbp, rcx
-    mov rbp, r11
-    jmp 1f
-1:
-    and rbp, 4032
-    mov byte ptr [r15 + rbp + 3392], sil
-    jmp 1f
-1:
-    mov ecx, 56
-    movzx ecx, sil
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c206:
-    jmp 1f
-1:
-    mov rbp, r11
-    movsxd rsi, dword ptr [r15 + 704]
-    mov edx, 162
-    and rbp, 1984
-    mov qword ptr [r15 + rbp + 1344], rcx
-    movsxd rbp, dword ptr [r15 + 320]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rcx
-    mov ecx, 40
-    jmp 1f
-1:
-    mov ecx, 242
-    movzx ecx, bpl
-    test ebx, 5120
-    jnz 1f
-1:
-    vmovdqu ymmword ptr [r15 + 0], ymm14
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], cl
-    movzx ecx, byte ptr [r15 + 448]
-    movzx ebp, bpl
-    mov ebp, 41
-    mov rbp, r11
-    jmp 1f
-1:
-    and rbp, 8128
-    vmovdqu ymmword ptr [r15 + rbp + 7488], ymm14
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov byte ptr [r15 + 128], cl
-    mov ecx, 247
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rsi, rbp
-    mov rbp, r11
-    movzx esi, byte ptr [r15 + 384]
-    vpmovmskb edi, xmm14
-    and rbp, 448
-    or qword ptr [r15 + rbp + 832], 105
-    mov rbp, rcx
-    jmp 1f
-1:
-    movzx ebp, dil
-    mov ebp, esi
-    movzx ebp, cl
-    movzx ebp, byte ptr [r15 + 64]
-    mov dword ptr [r15 + 512], 159
-    jmp 1f
-1:
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c207:
-    lea rcx, [rip + .Lc1_d14504_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d14504_j_t
-.Lc1_d14504_j:
-    mov ecx, 19
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov esi, ebp
-    mov rbp, rbp
-    movzx ebp, byte ptr [r15 + 64]
-    movsxd rcx, dword ptr [r15 + 128]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, ebp
-    jmp 1f
-1:
-    mov r9, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov ebp, ebp
-    mov rbp, r11
-    mov dword ptr [r15 + 384], r9d
-    mov r9d, r9d
-    mov r9, r11
-    mov ecx, 10
-    and rbp, 4032
-    mov rcx, qword ptr [r15 + rbp + 3392]
-    and r9, 448
-    mov r8d, dword ptr [r15 + r9 + 832]
-    jmp 1f
-1:
-    mov rbp, r11
-    jmp 1f
-1:
-    mov dword ptr [r15 + 256], ecx
-    mov qword ptr [r15 + 320], r8
-    and rbp, 8128
-    mov qword ptr [r15 + rbp + 7488], rcx
-    mov dword ptr [r15 + 512], 143
-    movsxd rcx, dword ptr [r15 + 128]
-    movsxd r8, dword ptr [r15 + 192]
-    mov byte ptr [r15 + 768], r9b
-    jmp 1f
-1:
-    movsxd r9, dword ptr [r15 + 448]
-    jmp 1f
-1:
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c208:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 16384
-    setz al
-    lea rcx, [rip + .Lc1_d14559_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d14559_s_t
-    .p2align 3
-.Lc1_d14559_s:
-    .p2align 3
-    jmp .Lc1_d14559_j
-    .p2align 3
-    jmp .Lc1_d14559_j
-.Lc1_d14559_j:
-    vmovq xmm4, rax
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], al
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov rbp, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, eax
-    mov qword ptr [r15 + 0], rcx
-    and rbp, 1984
-    mov rcx, qword ptr [r15 + rbp + 1344]
-    mov ebp, dword ptr [r15 + 64]
-    test dword ptr [r15 + 67117723], 2560
-    jz 1f
-1:
-    movzx r9d, byte ptr [r15 + 128]
-    mov edx, dword ptr [r15 + 192]
-    movsxd rax, dword ptr [r15 + 320]
-    mov byte ptr [r15 + 448], bpl
-    mov ebp, dword ptr [r15 + 256]
-    mov r8, r11
-    vmovdqu ymmword ptr [r15 + 512], ymm14
-    and r8, 4032
-    mov dword ptr [r15 + r8 + 3392], 51
-    add r8, qword ptr [r15 + 64]
-    mov qword ptr [r15 + 576], rcx
-    movzx ecx, bpl
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c209:
-    jmp 1f
-1:
-    movsxd rbp, dword ptr [r15 + 640]
-    mov dword ptr [r15 + 64], 8
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 100
-    mov edx, 87
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, 139
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rdx, rcx
-    movzx ecx, cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 448
-    add rdx, qword ptr [r15 + rbp + 832]
-    mov rbp, qword ptr [r15 + 512]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rcx, rcx
-    mov r8, r11
-    movzx ecx, byte ptr [r15 + 256]
-    movzx edi, bpl
-    and r8, 8128
-    vmovdqu xmm1, xmmword ptr [r15 + r8 + 7488]
-    mov r8, qword ptr [r15 + 384]
-    jmp 1f
-1:
-    mov ebp, ecx
-    movzx ebp, byte ptr [r15 + 128]
-    mov qword ptr [r15 + 192], rdx
-    movzx edx, byte ptr [r15 + 704]
-    mov rdi, qword ptr [r15 + 448]
-    jmp 1f
-1:
-    mov esi, ebp
-    mov rbp, r11
-    jmp 1f
-1:
-    and rbp, 1984
-    mov rax, qword ptr [r15 + rbp + 1344]
-    mov rbp, r8
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c210:
-    lea rcx, [rip + .Lc1_d14644_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d14644_j_t
-.Lc1_d14644_j:
-    mov ecx, esi
-    xor dword ptr [r15 + 448], esi
-    mov byte ptr [r15 + 0], bpl
-    mov dword ptr [r15 + 0], 226
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], cl
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    and rbp, 4032
-    mov dword ptr [r15 + rbp + 3392], ecx
-    vpshufd xmm8, xmm4, 74
-    mov r9, r11
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + 384], 111
-    and r9, 8128
-    mov rbp, r11
-    movzx ecx, byte ptr [r15 + r9 + 7488]
-    and rbp, 448
-    movsxd r9, dword ptr [r15 + rbp + 832]
-    mov dword ptr [r15 + 320], 42
-    mov dword ptr [r15 + 256], 15
-    vmovdqu ymmword ptr [r15 + 128], ymm8
-    mov byte ptr [r15 + 64], cl
-    mov rcx, qword ptr [r15 + 512]
-    movzx ebp, byte ptr [r15 + 128]
-    vpmovmskb r8d, xmm8
-    movsxd r8, dword ptr [r15 + 768]
-    mov dword ptr [r15 + 192], 251
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c211:
-    mov r9d, ebp
-    jmp 1f
-1:
-    movsxd r9, dword ptr [r15 + 576]
-    vmovdqu ymmword ptr [r15 + 0], ymm4
-    mov qword ptr [r15 + 0], rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r8d, dword ptr [r15 + 0]
-    mov rbp, r9
-    add rbp, qword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], r9b
-    mov r9d, r9d
-    movzx r9d, r8b
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rbp
-    vmovdqu ymmword ptr [r15 + 192], ymm1
-    mov ecx, dword ptr [r15 + 640]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + 320], 13
-    mov rbp, r8
-    jmp 1f
-1:
-    mov dword ptr [r15 + 256], ecx
-    mov r8, r11
-    mov r9, qword ptr [r15 + 384]
-    mov ecx, dword ptr [r15 + 512]
-    and r8, 8128
-    movsxd rsi, dword ptr [r15 + r8 + 7488]
-    mov r8, r11
-    jmp 1f
-1:
-    jmp 1f
-1:
-    and r8, 1984
-    and ebp, dword ptr [r15 + r8 + 1344]
-    mov r8, qword ptr [r15 + 64]
-    mov dword ptr [r15 + 128], 139
-    mov r8, r11
-    vpxor xmm1, xmm1, xmm4
-    and r8, 4032
-    mov byte ptr [r15 + r8 + 3392], bpl
-    movsxd r8, dword ptr [r15 + 448]
-    add r8, qword ptr [r15 + 64]
-    movzx ebp, bpl
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c212:
-    lea rcx, [rip + .Lc1_d14732_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d14732_j_t
-.Lc1_d14732_j:
-    mov ecx, ebp
-    movzx ecx, bpl
-    mov ecx, ebp
-    movzx ecx, r8b
-    mov rcx, qword ptr [r15 + 704]
-    jmp 1f
-1:
-    vpaddq xmm8, xmm8, xmmword ptr [r15 + 256]
-    mov byte ptr [r15 + 0], bpl
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r8d, 56
-    movzx r8d, cl
-    mov r8, rcx
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rcx
-    jmp 1f
-1:
-    movzx ecx, r8b
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 0], ymm8
-    jmp 1f
-1:
-    mov r8, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], rcx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rcx, r8
-    jmp 1f
-1:
-    vpshufd xmm6, xmm4, 194
-    mov r8, r8
-    mov byte ptr [r15 + 320], cl
-    mov r8, r11
-    mov r9, r11
-    mov rdi, qword ptr [r15 + 448]
-    and r8, 448
-    add rdi, qword ptr [r15 + r8 + 832]
-    and r9, 4032
-    movzx ecx, byte ptr [r15 + r9 + 3392]
-    movzx r9d, r9b
-    mov r9, r11
-    movzx edx, byte ptr [r15 + 64]
-    mov rax, qword ptr [r15 + 128]
-    jmp 1f
-1:
-    and r9, 1984
-    mov dword ptr [r15 + r9 + 1344], ecx
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c213:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov eax, dword ptr [r15 + 67117724]
-    and eax, 15
-    lea rcx, [rip + .Lc1_d14792_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d14792_s_t
-    .p2align 3
-.Lc1_d14792_s:
-    .p2align 3
-    jmp .Lc1_d14792_j
-    .p2align 3
-    jmp .Lc1_d14792_j
-    .p2align 3
-    jmp .Lc1_d14792_j
-    .p2align 3
-    jmp .Lc1_d14792_j
-    .p2align 3
-    jmp .Lc1_d14792_j
-    .p2align 3
-    jmp .Lc1_d14792_j
-    .p2align 3
-    jmp .Lc1_d14792_j
-    .p2align 3
-    jmp .Lc1_d14792_j
-    .p2align 3
-    jmp .Lc1_d14792_j
-    .p2align 3
-    jmp .Lc1_d14792_j
-    .p2align 3
-    jmp .Lc1_d14792_j
-    .p2align 3
-    jmp .Lc1_d14792_j
-    .p2align 3
-    jmp .Lc1_d14792_j
-    .p2align 3
-    jmp .Lc1_d14792_j
-    .p2align 3
-    jmp .Lc1_d14792_j
-    .p2align 3
-    jmp .Lc1_d14792_j
-.Lc1_d14792_j:
-    mov r9, r11
-    add rcx, qword ptr [r15 + 512]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    and r9, 8128
-    mov rax, qword ptr [r15 + r9 + 7488]
-    mov r9, rcx
-    mov r9d, dword ptr [r15 + 64]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 192], 212
-    mov edx, dword ptr [r15 + 128]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c214:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov r9, r11
-    movzx ecx, byte ptr [r15 + 768]
-    mov edx, 251
-    mov rdx, qword ptr [r15 + 128]
-    and r9, 1984
-    mov qword ptr [r15 + r9 + 1344], rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, al
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 66
-    vmovdqu ymmword ptr [r15 + 0], ymm1
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], rdx
-    mov byte ptr [r15 + 64], cl
-    movzx ecx, byte ptr [r15 + 256]
-    mov r9, r11
-    and ecx, dword ptr [r15 + 576]
-    jmp 1f
-1:
-    test dword ptr [r15 + 67117723], 536871936
-    jnz 1f
-1:
-    and r9, 448
-    mov byte ptr [r15 + r9 + 832], al
-    mov r9, rcx
-    mov r9d, dword ptr [r15 + 384]
-    jmp 1f
-1:
-    mov rax, qword ptr [r15 + 320]
-    mov ecx, ecx
-    jmp 1f
-1:
-    mov rcx, qword ptr [r15 + 512]
-    movzx esi, byte ptr [r15 + 448]
-    mov rbp, r11
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    and rbp, 16320
-    add rax, qword ptr [r15 + rbp + 15680]
-    mov ebp, ecx
-    jmp 1f
-1:
-    mov ebp, ecx
-    mov dword ptr [r15 + 384], ecx
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c215:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 32
-    setz al
-    lea rcx, [rip + .Lc1_d14881_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d14881_s_t
-    .p2align 3
-.Lc1_d14881_s:
-    .p2align 3
-    jmp .Lc1_d14881_j
-    .p2align 3
-    jmp .Lc1_d14881_j
-.Lc1_d14881_j:
-    mov r9, r11
-    jmp 1f
-1:
-    and r9, 4032
-    add rax, qword ptr [r15 + r9 + 3392]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, r11
-    mov dword ptr [r15 + 0], 150
-    mov qword ptr [r15 + 64], rax
-    and r8, 448
-    mov dword ptr [r15 + r8 + 832], eax
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov byte ptr [r15 + 320], al
-    test dword ptr [r15 + 67117724], 256
-    jz 1f
-1:
-    add rax, qword ptr [r15 + 512]
-    movzx r9d, byte ptr [r15 + 448]
-    mov qword ptr [r15 + 192], r8
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 128], eax
-    jmp 1f
-1:
-    mov byte ptr [r15 + 640], al
-    mov r8, r11
-    mov rax, r9
-    and r8, 8128
-    vpaddq xmm8, xmm8, xmmword ptr [r15 + r8 + 7488]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c216:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    jmp 1f
-1:
-    mov r9d, dword ptr [r15 + 256]
-    jmp 1f
-1:
-    mov r8d, 37
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, rax
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov byte ptr [r15 + 0], al
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov rax, r9
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, r8
-    mov r9, r11
-    mov r8d, eax
-    mov r8d, eax
-    jmp 1f
-1:
-    and r9, 1984
-    mov dword ptr [r15 + r9 + 1344], 183
-    mov r9d, dword ptr [r15 + 192]
-    jmp 1f
-1:
-    add r9, qword ptr [r15 + 128]
-    mov rbp, r11
-    test dword ptr [r15 + 67117724], 67108864
-    jnz 1f
-1:
-    mov r8, rax
-    movsxd rax, dword ptr [r15 + 128]
-    and rbp, 4032
-    mov dword ptr [r15 + rbp + 3392], r9d
-    jmp 1f
-1:
-    movzx r9d, byte ptr [r15 + 704]
-    mov dword ptr [r15 + 64], eax
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov qword ptr [r15 + 384], r8
-    mov r8, qword ptr [r15 + 512]
-    mov qword ptr [r15 + 448], rbp
-    jmp 1f
-1:
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c217:
-    lea rcx, [rip + .Lc1_d14976_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d14976_j_t
-.Lc1_d14976_j:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    movzx ebp, r8b
-    mov r8, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, r8d
-    and r9, 8128
-    mov dword ptr [r15 + r9 + 7488], ebp
-    jmp 1f
-1:
-    mov ebp, ebp
-    jmp 1f
-1:
-    mov rbp, r11
-    mov byte ptr [r15 + 320], r8b
-    mov qword ptr [r15 + 576], r9
-    and ecx, dword ptr [r15 + 512]
-    mov r9, r11
-    and rbp, 1984
-    movsxd r8, dword ptr [r15 + rbp + 1344]
-    test ebx, 1073741824
-    jz 1f
-1:
-    and r9, 448
-    mov dword ptr [r15 + r9 + 832], 188
-    movzx r9d, r8b
-    movsxd r9, dword ptr [r15 + 448]
-    mov esi, 50
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movsxd r8, dword ptr [r15 + 768]
-    movzx edx, byte ptr [r15 + 64]
-    mov dword ptr [r15 + 384], 14
-    jmp 1f
-1:
-    mov edi, 252
-    movzx edi, byte ptr [r15 + 192]
-    mov rbp, qword ptr [r15 + 128]
-    mov esi, dword ptr [r15 + 256]
-    movzx ecx, byte ptr [r15 + 64]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c218:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d15026_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d15026_j_t
-.Lc1_d15026_j:
-    mov rcx, rdi
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 128], eax
-    mov rax, qword ptr [r15 + 128]
-    jmp 1f
-1:
-    mov rdi, qword ptr [r15 + 448]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 67117723], 4096
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov esi, eax
-    mov rbp, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, qword ptr [r15 + 512]
-    mov r8, r11
-    and rbp, 8128
-    mov byte ptr [r15 + rbp + 7488], dil
-    mov dword ptr [r15 + 256], 158
-    and r8, 4032
-    add rsi, qword ptr [r15 + r8 + 3392]
-    mov r8, r11
-    movzx edi, byte ptr [r15 + 320]
-    and r8, 1984
-    mov ebp, dword ptr [r15 + r8 + 1344]
-    jmp 1f
-1:
-    mov qword ptr [r15 + 64], rsi
-    mov rsi, qword ptr [r15 + 640]
-    jmp 1f
-1:
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c219:
-    mov dword ptr [r15 + 0], 58
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], dil
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    movzx edi, bpl
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    and esi, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov ebp, 138
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movsxd rdi, dword ptr [r15 + 448]
-    lea r9, [r11 + r11*1]
-    movzx edx, sil
-    and r9, 448
-    movsxd rdx, dword ptr [r15 + r9 + 832]
-    jmp 1f
-1:
-    mov ebp, edi
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 512], edi
-    mov rbp, r11
-    mov dword ptr [r15 + 64], edx
-    movzx edx, dil
-    mov rdx, qword ptr [r15 + r9 + 896]
-    and rbp, 4032
-    mov r9d, dword ptr [r15 + rbp + 3392]
-    movsxd rbp, dword ptr [r15 + 256]
-    vmovdqu ymmword ptr [r15 + 704], ymm8
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov edi, 63
-    mov r8, r11
-    mov dword ptr [r15 + 320], ebp
-    and r8, 1984
-    mov rbp, qword ptr [r15 + r8 + 1344]
-    mov r8d, dword ptr [r15 + 384]
-    vpor xmm8, xmm8, xmm8
-    mov ecx, edi
-    mov ecx, 149
-    mov ecx, dword ptr [r15 + 128]
-    mov edi, dword ptr [r15 + 192]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c220:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 134217728
-    setz al
-    lea rcx, [rip + .Lc1_d15122_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d15122_s_t
-    .p2align 3
-.Lc1_d15122_s:
-    .p2align 3
-    jmp .Lc1_d15122_j
-    .p2align 3
-    jmp .Lc1_d15122_j
-.Lc1_d15122_j:
-    mov dword ptr [r15 + 448], 241
-    movzx r9d, cl
-    jmp 1f
-1:
-    mov r9, r11
-    movzx eax, al
-    movsxd rax, dword ptr [r15 + 384]
-    and r9, 4032
-    mov qword ptr [r15 + r9 + 3392], rcx
-    and r9d, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    test ebx, 1024
-    jnz 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov rcx, rax
-    mov r9, r11
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 203
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r9, 8128
-    mov dword ptr [r15 + r9 + 7488], ecx
-    mov r9d, dword ptr [r15 + 256]
-    test dword ptr [r15 + 67117723], 5120
-    jnz 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov ecx, dword ptr [r15 + 64]
-    mov rax, qword ptr [r15 + 128]
-    movzx r9d, byte ptr [r15 + 64]
-    mov esi, dword ptr [r15 + 768]
-    mov dword ptr [r15 + 192], 109
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c221:
-    jmp 1f
-1:
-    mov ecx, 107
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 448], cl
-    mov ecx, ecx
-    mov ecx, dword ptr [r15 + 64]
-    mov rbp, r11
-    mov eax, 75
-    jmp 1f
-1:
-    mov r8, r11
-    and rbp, 8128
-    mov qword ptr [r15 + rbp + 7488], rcx
-    movzx ebp, al
-    and r8, 448
-    mov qword ptr [r15 + r8 + 832], rcx
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    movsxd rax, dword ptr [r15 + 320]
-    mov dword ptr [r15 + 192], 2
-    mov r8, r11
-    jmp 1f
-1:
-    and r8, 1984
-    mov dword ptr [r15 + r8 + 1344], ebp
-    mov dword ptr [r15 + 576], 12
-    movzx ebp, al
-    movzx ebp, al
-    mov byte ptr [r15 + 640], al
-    mov eax, eax
-    mov eax, dword ptr [r15 + 128]
-    jmp 1f
-1:
-    mov r8d, ebp
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov rdi, rax
-    mov dword ptr [r15 + 512], 233
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c222:
-    lea rcx, [rip + .Lc1_d15213_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d15213_j_t
-.Lc1_d15213_j:
-    mov rbp, r11
-    jmp 1f
-1:
-    and rbp, 8128
-    mov dword ptr [r15 + rbp + 7488], 30
-    mov ebp, dword ptr [r15 + 128]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rbp
-    jmp 1f
-1:
-    mov ebp, 18
-    movsxd rbp, dword ptr [r15 + 384]
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov rdx, rcx
-    movzx ecx, byte ptr [r15 + 448]
-    movzx edx, byte ptr [r15 + 128]
-    mov r8, r11
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    and r8, 4032
-    movsxd rbp, dword ptr [r15 + r8 + 3392]
-    mov r8d, dword ptr [r15 + 512]
-    mov byte ptr [r15 + 64], dl
-    mov qword ptr [r15 + 704], rcx
-    mov ecx, dword ptr [r15 + 192]
-    jmp 1f
-1:
-    mov r9, r11
-    movzx edx, byte ptr [r15 + 256]
-    and r9, 1984
-    mov esi, dword ptr [r15 + r9 + 1344]
-    mov r9, rcx
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c223:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d15265_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d15265_j_t
-.Lc1_d15265_j:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], dl
-    mov byte ptr [r15 + 0], al
-    mov qword ptr [r15 + 0], rsi
-    vmovdqu ymmword ptr [r15 + 320], ymm8
-    .byte 0x0f, 0x1f, 0x40, 0x00
-    mov dword ptr [r15 + 512], eax
-    mov eax, 134
-    mov rax, rcx
-    mov rax, rcx
-    mov rbp, r11
-    vmovdqu ymmword ptr [r15 + 448], ymm8
-    mov ecx, dword ptr [r15 + 64]
-    and rbp, 448
-    movsxd rdx, dword ptr [r15 + rbp + 832]
-    mov rbp, qword ptr [r15 + 768]
-    test dword ptr [r15 + 67117724], 50462720
-    jz 1f
-1:
-    mov qword ptr [r15 + 192], rcx
-    mov rcx, rdx
-    mov r9, r11
-    movzx ecx, bpl
-    and r9, 4032
-    mov byte ptr [r15 + r9 + 3392], bpl
-    mov r9d, edx
-    vmovq xmm6, rax
-    mov eax, ecx
-    mov rbp, r11
-    jmp 1f
-1:
-    mov edx, edx
-    and rbp, 1984
-    mov byte ptr [r15 + rbp + 1344], r9b
-    movsxd rbp, dword ptr [r15 + 256]
-    movzx r9d, byte ptr [r15 + 128]
-    mov byte ptr [r15 + 384], cl
-    mov ecx, 223
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c224:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    jmp 1f
-1:
-    movzx edx, dl
-    mov edx, 74
-    movzx edx, byte ptr [r15 + 448]
-    movzx ecx, al
-    jmp 1f
-1:
-    mov ecx, eax
-    jmp 1f
-1:
-    mov dword ptr [r15 + 320], 161
-    movzx eax, al
-    mov dword ptr [r15 + 0], 202
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rax
-    mov eax, 91
-    and eax, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    vpaddd xmm8, xmm8, xmm8
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, eax
-    movzx ecx, byte ptr [r15 + 128]
-    jmp 1f
-1:
-    mov byte ptr [r15 + 64], al
-    test dword ptr [r15 + 67117724], 2113536
-    jnz 1f
-1:
-    movzx eax, al
-    mov r8, r11
-    mov dword ptr [r15 + 64], 148
-    and r8, 448
-    mov dword ptr [r15 + r8 + 832], ecx
-    jmp 1f
-1:
-    mov r8, r11
-    movzx ecx, al
-    mov byte ptr [r15 + 256], al
-    and r8, 8128
-    mov byte ptr [r15 + r8 + 7488], al
-    mov byte ptr [r15 + 640], al
-    movzx eax, cl
-    mov rax, rcx
-    mov byte ptr [r15 + 576], r8b
-    movzx r8d, byte ptr [r15 + 512]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c225:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d15365_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d15365_j_t
-.Lc1_d15365_j:
-    mov r8, r11
-    mov edi, 68
-    and r8, 16320
-    mov dword ptr [r15 + r8 + 15680], 153
-    movsxd r8, dword ptr [r15 + 192]
-    movsxd rax, dword ptr [r15 + 64]
-    vmovdqu ymmword ptr [r15 + 0], ymm6
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], ecx
-    jmp 1f
-1:
-    mov ecx, 159
-    mov byte ptr [r15 + 256], dil
-    mov edi, dword ptr [r15 + 128]
-    jmp 1f
-1:
-    mov qword ptr [r15 + 384], r8
-    mov r8, r11
-    test dword ptr [r15 + 67117723], 33554432
-    jz 1f
-1:
-    and r8, 4032
-    movsxd rcx, dword ptr [r15 + r8 + 3392]
-    movsxd r8, dword ptr [r15 + 128]
-    vmovdqu ymmword ptr [r15 + 320], ymm6
-    vpaddd xmm6, xmm6, xmm6
-    mov dword ptr [r15 + 704], 134
-    mov byte ptr [r15 + 448], cl
-    movzx ecx, r8b
-    jmp 1f
-1:
-    mov r8, r11
-    jmp 1f
-1:
-    mov rax, r8
-    and r8, 1984
-    movzx eax, byte ptr [r15 + r8 + 1344]
-    add rax, qword ptr [r15 + 512]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c226:
-    mov r8, r11
-    and r8, 1984
-    mov dword ptr [r15 + r8 + 1344], 46
-    lea r8, [r11 + r11*1]
-    movzx esi, cl
-    mov qword ptr [r15 + 192], rax
-    movzx eax, byte ptr [r15 + 576]
-    and r8, 8128
-    mov rcx, qword ptr [r15 + r8 + 7488]
-    mov rdx, qword ptr [r15 + 384]
-    movsxd r9, dword ptr [r15 + 320]
-    vmovdqu ymmword ptr [r15 + 768], ymm8
-    lea rbp, [r11 + r11*1]
-    jmp 1f
-1:
-    movzx esi, r8b
-    jmp 1f
-1:
-    and rbp, 448
-    movzx esi, byte ptr [r15 + rbp + 832]
-    vmovdqu ymmword ptr [r15 + 64], ymm8
-    mov qword ptr [r15 + 0], rcx
-    and edx, dword ptr [r15 + 0]
-    vpcmpeqb xmm8, xmm8, xmm0
-    test ebx, 1536
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], dl
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, dword ptr [r15 + 448]
-    jmp 1f
-1:
-    mov ecx, 141
-    mov dword ptr [r15 + 64], 62
-    mov qword ptr [r15 + r8 + 7552], rsi
-    movzx esi, byte ptr [r15 + 128]
-    mov r8, qword ptr [r15 + 512]
-    mov r9, qword ptr [r15 + 256]
-    mov dword ptr [r15 + rbp + 896], 67
-    jmp 1f
-1:
-    jmp 1f
-1:
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c227:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 16384
-    setz al
-    lea rcx, [rip + .Lc1_d15453_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d15453_s_t
-    .p2align 3
-.Lc1_d15453_s:
-    .p2align 3
-    jmp .Lc1_d15453_j
-    .p2align 3
-    jmp .Lc1_d15453_j
-.Lc1_d15453_j:
-    mov r9, r11
-    and eax, dword ptr [r15 + 640]
-    and r9, 4032
-    mov dword ptr [r15 + r9 + 3392], ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], cl
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 192], eax
-    movzx eax, byte ptr [r15 + 256]
-    movzx ecx, byte ptr [r15 + 64]
-    mov r8, r11
-    movsxd r9, dword ptr [r15 + 128]
-    lock add qword ptr [r15 + 384], r8
-    test dword ptr [r15 + 67117723], 71303680
-    jz 1f
-1:
-    and r8, 1984
-    vmovdqu ymmword ptr [r15 + r8 + 1344], ymm6
-    movzx r8d, byte ptr [r15 + 448]
-    mov ecx, dword ptr [r15 + 512]
-    movzx eax, byte ptr [r15 + 128]
-    movzx edi, r9b
-    jmp 1f
-1:
-    mov edi, r9d
-    mov r9, rcx
-    mov r9d, ecx
-    jmp 1f
-1:
-    mov r9, r8
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c228:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d15498_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d15498_j_t
-.Lc1_d15498_j:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov eax, 183
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 448], cl
-    jmp 1f
-1:
-    mov rcx, qword ptr [r15 + 512]
-    mov edi, eax
-    jmp 1f
-1:
-    mov rbp, r11
-    test dword ptr [r15 + 67117724], 2097664
-    jnz 1f
-1:
-    mov rax, qword ptr [r15 + 320]
-    mov r9, r11
-    and rbp, 448
-    mov dword ptr [r15 + rbp + 832], ecx
-    and r9, 8128
-    movzx ecx, byte ptr [r15 + r9 + 7488]
-    vpcmpeqb xmm8, xmm8, xmm6
-    mov dword ptr [r15 + 128], 223
-    mov edi, edi
-    mov rbp, r11
-    jmp 1f
-1:
-    jmp 1f
-1:
-    and rbp, 4032
-    mov dword ptr [r15 + rbp + 3392], 102
-    mov rbp, qword ptr [r15 + 64]
-    mov r9d, dword ptr [r15 + 704]
-    jmp 1f
-1:
-    mov rdi, rcx
-    mov ecx, dword ptr [r15 + 192]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c229:
-    mov ebp, r9d
-    jmp 1f
-1:
-    mov rbp, qword ptr [r15 + 512]
-    vpmovmskb r9d, xmm6
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, rdi
-    mov byte ptr [r15 + 0], bpl
-    vmovdqu ymmword ptr [r15 + 0], ymm6
-    add rcx, qword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov edi, ebp
-    mov rbp, r11
-    mov edi, eax
-    .byte 0x0f, 0x1f, 0x00
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 8128
-    mov rax, qword ptr [r15 + rbp + 7488]
-    movzx ebp, dil
-    vmovdqu ymmword ptr [r15 + 256], ymm6
-    movzx ebp, dil
-    mov ebp, 199
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov byte ptr [r15 + 64], dil
-    mov edi, 47
-    mov r8, r11
-    mov dword ptr [r15 + 192], 135
-    and r8, 1984
-    mov r9, r11
-    mov byte ptr [r15 + r8 + 1344], dil
-    and r9, 4032
-    mov rsi, qword ptr [r15 + r9 + 3392]
-    mov dword ptr [r15 + 128], 193
-    jmp 1f
-1:
-    mov edi, edi
-    vmovdqu xmm4, xmmword ptr [r15 + 320]
-    jmp 1f
-1:
-    mov r8d, 52
-    movsxd r8, dword ptr [r15 + 768]
-    mov r9d, 8
-    mov r9d, edi
-    mov r9, rsi
-    mov dword ptr [r15 + 384], 66
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx edi, r8b
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c230:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d15597_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d15597_j_t
-.Lc1_d15597_j:
-    .byte 0x0f, 0x1f, 0x00
-    mov r8d, edi
-    jmp 1f
-1:
-    mov byte ptr [r15 + 64], cl
-    mov byte ptr [r15 + 64], al
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    vmovdqu ymmword ptr [r15 + 0], ymm8
-    mov qword ptr [r15 + 0], rax
-    test dword ptr [r15 + 67117723], 4194305
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov byte ptr [r15 + 0], r8b
-    mov r8, qword ptr [r15 + 512]
-    mov dword ptr [r15 + 256], 189
-    jmp 1f
-1:
-    movzx ecx, byte ptr [r15 + 192]
-    or qword ptr [r15 + 576], 19
-    test ebx, 1073741824
-    jz 1f
-1:
-    movsxd rax, dword ptr [r15 + 384]
-    mov edx, 38
-    mov rdx, qword ptr [r15 + 640]
-    mov r8, r11
-    mov r9, r11
-    movzx ecx, byte ptr [r15 + 448]
-    mov dword ptr [r15 + 128], 107
-    and r8, 1984
-    mov dword ptr [r15 + r8 + 1344], edx
-    and r9, 448
-    mov byte ptr [r15 + r9 + 832], al
-    mov qword ptr [r15 + 448], rax
-    mov eax, 5
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c231:
-    mov rdx, qword ptr [r15 + 256]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov byte ptr [r15 + 0], dl
-    add rdx, qword ptr [r15 + 0]
-    jmp 1f
-1:
-    test ebx, 1536
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, dword ptr [r15 + 768]
-    mov edx, dword ptr [r15 + 64]
-    mov rbp, r11
-    movsxd rdi, dword ptr [r15 + 704]
-    and rbp, 4032
-    mov dword ptr [r15 + rbp + 3392], ecx
-    mov dword ptr [r15 + 128], edx
-    mov rbp, r11
-    movsxd rax, dword ptr [r15 + 512]
-    mov byte ptr [r15 + 448], cl
-    and rbp, 8128
-    mov qword ptr [r15 + rbp + 7488], rcx
-    mov ebp, 116
-    mov qword ptr [r15 + 320], rax
-    mov byte ptr [r15 + 384], dil
-    mov rbp, r11
-    movzx edi, byte ptr [r15 + 128]
-    and rbp, 448
-    mov rcx, qword ptr [r15 + rbp + 832]
-    mov ebp, 13
-    mov rbp, qword ptr [r15 + 192]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c232:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 1048576
-    setz al
-    lea rcx, [rip + .Lc1_d15687_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d15687_s_t
-    .p2align 3
-.Lc1_d15687_s:
-    .p2align 3
-    jmp .Lc1_d15687_j
-    .p2align 3
-    jmp .Lc1_d15687_j
-.Lc1_d15687_j:
-    mov r8, r11
-    and r8, 1984
-    mov eax, dword ptr [r15 + r8 + 1344]
-    mov dword ptr [r15 + 320], 149
-    movzx ecx, cl
-    mov r9, r11
-    jmp 1f
-1:
-    mov r8d, 146
-    jmp 1f
-1:
-    and r9, 4032
-    movzx esi, byte ptr [r15 + r9 + 3392]
-    mov r9, r11
-    mov rdi, rcx
-    mov dword ptr [r15 + 512], 93
-    and r9, 8128
-    mov ecx, dword ptr [r15 + r9 + 7488]
-    test ebx, 1073741824
-    jz 1f
-1:
-    vmovdqu ymmword ptr [r15 + 256], ymm4
-    vmovq xmm4, r8
-    mov r8d, 84
-    mov r8d, 234
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    vpor xmm4, xmm4, xmm4
-    mov r9, qword ptr [r15 + 128]
-    mov rsi, qword ptr [r15 + 64]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c233:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d15731_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d15731_j_t
-.Lc1_d15731_j:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 0], ymm8
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 128], al
-    mov eax, 112
-    mov r9, r11
-    jmp 1f
-1:
-    movsxd rsi, dword ptr [r15 + 640]
-    mov r8, rcx
-    and r9, 1984
-    mov byte ptr [r15 + r9 + 1344], al
-    movzx r9d, al
-    test dword ptr [r15 + 67117724], 67108866
-    jz 1f
-1:
-    mov ecx, eax
-    mov rbp, r11
-    movsxd rcx, dword ptr [r15 + 512]
-    and rbp, 448
-    add rcx, qword ptr [r15 + rbp + 832]
-    mov rbp, qword ptr [r15 + 256]
-    mov rax, rsi
-    mov eax, r9d
-    mov qword ptr [r15 + 64], r9
-    add rax, qword ptr [r15 + 576]
-    movsxd r9, dword ptr [r15 + 448]
-    movzx esi, cl
-    mov dword ptr [r15 + 192], 185
-    vmovdqu ymmword ptr [r15 + 64], ymm8
-    jmp 1f
-1:
-    movsxd rcx, dword ptr [r15 + 384]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c234:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 238
-    vpor xmm8, xmm8, xmm8
-    mov dword ptr [r15 + 0], 138
-    mov rbp, r11
-    and ecx, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 8128
-    mov qword ptr [r15 + rbp + 7488], rcx
-    vmovdqu ymmword ptr [r15 + 320], ymm8
-    mov r9, r11
-    mov ecx, ecx
-    mov rcx, qword ptr [r15 + 64]
-    and r9, 448
-    movsxd rdx, dword ptr [r15 + r9 + 832]
-    movzx r9d, bpl
-    mov r9d, 94
-    mov r9d, 213
-    test ebx, 1073741824
-    jz 1f
-1:
-    movsxd rbp, dword ptr [r15 + 448]
-    and ebp, dword ptr [r15 + 192]
-    jmp 1f
-1:
-    mov r9, r11
-    mov dword ptr [r15 + 128], ecx
-    movzx ecx, byte ptr [r15 + 256]
-    and r9, 4032
-    mov dword ptr [r15 + r9 + 3392], edx
-    jmp 1f
-1:
-    mov rdx, qword ptr [r15 + 512]
-    mov rdi, rcx
-    mov edi, ebp
-    movzx ebp, byte ptr [r15 + 128]
-    mov r9, qword ptr [r15 + 704]
-    mov qword ptr [r15 + 384], rcx
-    mov ecx, 34
-    mov ecx, edx
-    jmp 1f
-1:
-    movzx ecx, dl
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c235:
-    lea rcx, [rip + .Lc1_d15820_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d15820_j_t
-.Lc1_d15820_j:
-    mov dword ptr [r15 + 512], r9d
-    .byte 0x66, 0x90
-    mov r9d, dword ptr [r15 + 320]
-    mov r8, r11
-    jmp 1f
-1:
-    mov edx, 126
-    mov rbp, r11
-    and r8, 4032
-    movzx edi, byte ptr [r15 + r8 + 3392]
-    mov r8d, 232
-    and rbp, 8128
-    add r8, qword ptr [r15 + rbp + 7488]
-    movzx ebp, dl
-    mov qword ptr [r15 + 0], rdi
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx edx, dil
-    mov edx, 10
-    jmp 1f
-1:
-    mov edx, ebp
-    movzx edx, dil
     mov rdi, rdi
     jmp 1f
 1:
-    test ebx, 1024
-    jz 1f
-1:
-    movzx ebp, dl
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    vpaddq xmm8, xmm8, xmmword ptr [r15 + 0]
     mov r8, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 1984
-    mov dword ptr [r15 + r8 + 1344], ebp
-    jmp 1f
-1:
-    mov ebp, 87
-    movzx ebp, byte ptr [r15 + 64]
-    mov byte ptr [r15 + 128], dil
-    mov dword ptr [r15 + 192], r8d
-    movzx r8d, byte ptr [r15 + 768]
-    mov rdi, qword ptr [r15 + 448]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx eax, bpl
-    mov eax, r8d
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c236:
-    mov rbp, r11
-    mov r8d, dword ptr [r15 + 64]
-    and rbp, 1984
-    vmovdqu ymmword ptr [r15 + rbp + 1344], ymm4
-    jmp 1f
-1:
-    mov byte ptr [r15 + 384], al
-    mov dword ptr [r15 + 0], 188
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, 55
-    mov ebp, 198
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, r8b
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, r8b
+    mov dword ptr [r15 + 448], eax
+    mov r9, r10
+    and r8, 448
+    movzx edx, byte ptr [r15 + r8 + 832]
     test ebx, 1073741824
     jnz 1f
 1:
+    and r9, 4032
+    mov edi, dword ptr [r15 + r9 + 3392]
     jmp 1f
 1:
-    mov r8, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rdi, rbp
-    and r8, 16320
-    mov dword ptr [r15 + r8 + 15680], 5
-    mov r8d, ebp
-    mov dword ptr [r15 + 448], 21
-    mov r8, rbp
-    mov r8, r11
-    mov qword ptr [r15 + 576], rdi
-    and r8, 448
-    mov edi, dword ptr [r15 + r8 + 832]
-    mov byte ptr [r15 + 256], bpl
     jmp 1f
 1:
-    mov dword ptr [r15 + 128], 239
-    mov dword ptr [r15 + 640], 255
-    mov rbp, r8
-    mov dword ptr [r15 + 192], 33
+    test dword ptr [r15 + 67117724], 268435712
+    jnz 1f
+1:
+    movsxd rdx, dword ptr [r15 + 64]
+    mov r8d, r8d
+    movzx r8d, byte ptr [r15 + 64]
+    mov eax, dword ptr [r15 + 384]
+    test dword ptr [r15 + 67117724], 11730944
+    jz 1f
+1:
+    vpmovmskb edi, xmm2
+    movsxd rdi, dword ptr [r15 + 128]
+    mov r9, qword ptr [r15 + 704]
     add r11, 64
+    add r10, r11
     inc rbx
     dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c237:
+    jz .Lc1_b10_done
+.Lc1_b10_c52:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    xor eax, eax
+    test dword ptr [r15 + 67117724], 512
+    setz al
+    lea rcx, [rip + .Lc1_d16176_s]
+    lea rcx, [rcx + rax*8]
+    jmp .Lc1_d16176_s_t
+    .p2align 3
+.Lc1_d16176_s:
+    .p2align 3
+    jmp .Lc1_d16176_j
+    .p2align 3
+    jmp .Lc1_d16176_j
+.Lc1_d16176_j:
+    mov byte ptr [r15 + 256], cl
+    mov dword ptr [r15 + 128], eax
+    mov eax, ecx
+    mov dword ptr [r15 + 320], 99
+    test dword ptr [r15 + 67117724], 32768
+    jz 1f
+1:
+    mov edi, ecx
+    mov rcx, rcx
+    movsxd rcx, dword ptr [r15 + 448]
+    test dword ptr [r15 + 67117724], 1048576
+    jz 1f
+1:
+    mov r9, r10
+    mov dword ptr [r15 + 64], 223
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r9, 1984
+    movzx edi, byte ptr [r15 + r9 + 1344]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov eax, ecx
+    jmp 1f
+1:
+    mov eax, ecx
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rcx, rdi
+    mov r9, r10
+    mov ecx, dword ptr [r15 + 512]
+    movzx edi, dil
+    test ebx, 1073741824
+    jz 1f
+1:
+    and r9, 8128
+    mov byte ptr [r15 + r9 + 7488], dil
+    jmp 1f
+1:
+    mov eax, dword ptr [r15 + 768]
+    add r11, 64
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b10_done
+.Lc1_b10_c53:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov byte ptr [r15 + 0], dil
+    mov dword ptr [r15 + 0], eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + 192], 73
+    mov r9, r11
+    mov ecx, dword ptr [r15 + 384]
+    jmp 1f
+1:
+    test dword ptr [r15 + 67117723], 134217728
+    jz 1f
+1:
+    and r9, 448
+    mov edi, dword ptr [r15 + r9 + 832]
+    mov dword ptr [r15 + 128], r9d
+    movsxd r9, dword ptr [r15 + 512]
+    movsxd rax, dword ptr [r15 + 576]
+    test dword ptr [r15 + 67117724], 1073741824
+    jnz 1f
+1:
+    movzx ecx, byte ptr [r15 + 640]
+    mov rbp, r11
+    movsxd rsi, dword ptr [r15 + 128]
+    and rbp, 4032
+    movsxd rdi, dword ptr [r15 + rbp + 3392]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx r9d, byte ptr [r15 + 64]
+    movzx eax, byte ptr [r15 + 448]
+    movzx ecx, sil
+    jmp 1f
+1:
+    mov r8, r10
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov byte ptr [r15 + 256], r8b
+    and r8, 8128
+    movsxd rdi, dword ptr [r15 + r8 + 7488]
+    mov r8d, dword ptr [r15 + 320]
+    add r11, 64
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b10_done
+.Lc1_b10_c54:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d16271_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d16271_j_t
+.Lc1_d16271_j:
+    mov ecx, 128
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], rax
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx edi, byte ptr [r15 + 64]
+    mov ecx, dword ptr [r15 + 192]
+    movzx r8d, dil
+    mov r8, r10
+    test dword ptr [r15 + 67117723], 131076
+    jnz 1f
+1:
+    mov dword ptr [r15 + 384], 49
+    and r8, 448
+    mov rax, qword ptr [r15 + r8 + 832]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r8, r10
+    mov rbp, r10
+    and r8, 4032
+    movsxd rdi, dword ptr [r15 + r8 + 3392]
+    jmp 1f
+1:
+    and rbp, 1984
+    mov qword ptr [r15 + rbp + 1344], rax
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov dword ptr [r15 + 704], 72
+    movsxd rcx, dword ptr [r15 + 512]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r8, r8
+    mov r8, qword ptr [r15 + 256]
+    movzx eax, cl
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov ebp, ecx
+    mov ecx, r8d
+    add r11, 64
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b10_done
+.Lc1_b10_c55:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
     mov eax, dword ptr [r15 + 67117724]
     and eax, 7
-    lea rcx, [rip + .Lc1_d15918_s]
+    lea rcx, [rip + .Lc1_d16326_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d15918_s_t
+    jmp .Lc1_d16326_s_t
     .p2align 3
-.Lc1_d15918_s:
+.Lc1_d16326_s:
     .p2align 3
-    jmp .Lc1_d15918_j
+    jmp .Lc1_d16326_j
     .p2align 3
-    jmp .Lc1_d15918_j
+    jmp .Lc1_d16326_j
     .p2align 3
-    jmp .Lc1_d15918_j
+    jmp .Lc1_d16326_j
     .p2align 3
-    jmp .Lc1_d15918_j
+    jmp .Lc1_d16326_j
     .p2align 3
-    jmp .Lc1_d15918_j
+    jmp .Lc1_d16326_j
     .p2align 3
-    jmp .Lc1_d15918_j
+    jmp .Lc1_d16326_j
     .p2align 3
-    jmp .Lc1_d15918_j
+    jmp .Lc1_d16326_j
     .p2align 3
-    jmp .Lc1_d15918_j
-.Lc1_d15918_j:
-    mov r8, r11
-    movzx esi, cl
-    and r8, 448
-    mov rsi, qword ptr [r15 + r8 + 832]
-    movzx r8d, al
-    mov r8, r11
-    mov byte ptr [r15 + 128], cl
-    and r8, 8128
-    movzx ecx, byte ptr [r15 + r8 + 7488]
-    and ecx, dword ptr [r15 + 256]
-    mov r9, r11
+    jmp .Lc1_d16326_j
+.Lc1_d16326_j:
+    mov byte ptr [r15 + 448], al
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 512], r8d
-    test ebx, 1536
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 64], eax
+    mov rbp, r11
+    test dword ptr [r15 + 67117724], 268435456
     jnz 1f
 1:
-    and r9, 4032
-    movzx r8d, byte ptr [r15 + r9 + 3392]
+    movzx r8d, byte ptr [r15 + 128]
+    and rbp, 8128
+    mov rcx, qword ptr [r15 + rbp + 7488]
     jmp 1f
 1:
-    mov dword ptr [r15 + 448], ecx
-    mov ecx, esi
-    mov ecx, dword ptr [r15 + 64]
+    test ebx, 1073741824
+    jnz 1f
+1:
     jmp 1f
 1:
-    mov rsi, r9
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c238:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d15962_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d15962_j_t
-.Lc1_d15962_j:
-    mov r9, r11
-    mov dword ptr [r15 + 512], esi
-    movzx esi, byte ptr [r15 + 64]
-    and r9, 8128
-    mov rax, qword ptr [r15 + r9 + 7488]
-    movzx r9d, cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, 144
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rsi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rsi, dword ptr [r15 + 256]
-    test dword ptr [r15 + 67117724], 36880
+    mov eax, dword ptr [r15 + 512]
+    mov esi, dword ptr [r15 + 192]
+    mov r8, r10
+    mov qword ptr [r15 + 768], rbp
+    test ebx, 1073741824
     jz 1f
 1:
-    mov dword ptr [r15 + 192], 229
-    mov qword ptr [r15 + 64], r9
-    mov r9, r11
-    movsxd rcx, dword ptr [r15 + 384]
-    and r9, 1984
-    mov dword ptr [r15 + r9 + 1344], esi
-    jmp 1f
-1:
-    add rsi, qword ptr [r15 + 448]
-    .byte 0x0f, 0x1f, 0x40, 0x00
-    jmp 1f
-1:
-    mov rdx, qword ptr [r15 + 704]
-    mov rax, qword ptr [r15 + 768]
-    mov dword ptr [r15 + 320], 181
-    mov dword ptr [r15 + 128], esi
+    mov qword ptr [r15 + 128], rax
+    and r8, 16320
+    mov ecx, dword ptr [r15 + r8 + 15680]
+    mov dword ptr [r15 + 320], eax
     add r11, 64
+    add r10, r11
     inc rbx
     dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c239:
+    jz .Lc1_b10_done
+.Lc1_b10_c56:
+    mov ebp, 185
+    mov dword ptr [r15 + 0], 85
+    vmovdqu xmm0, xmmword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], cl
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 256
+    jz 1f
+1:
+    vmovdqu ymmword ptr [r15 + 0], ymm0
+    mov dword ptr [r15 + 576], ebp
+    vmovdqu ymmword ptr [r15 + 128], ymm0
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r8, r11
+    mov ecx, 39
+    mov r9, r10
+    and r8, 4032
+    movzx edx, byte ptr [r15 + r8 + 3392]
+    and r9, 448
+    mov ebp, dword ptr [r15 + r9 + 832]
+    jmp 1f
+1:
+    mov r8, r11
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and r8, 1984
+    mov byte ptr [r15 + r8 + 1344], dl
+    vpshufd xmm0, xmm3, 93
+    mov dword ptr [r15 + 64], ebp
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r9d, r8d
+    mov dword ptr [r15 + 192], ebp
+    mov dword ptr [r15 + 448], 120
+    mov dword ptr [r15 + 384], 41
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + 512], 164
+    jmp 1f
+1:
+    mov qword ptr [r15 + 256], r9
+    add r11, 64
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b10_done
+.Lc1_b10_c57:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
-    mov eax, esi
-    movzx eax, sil
-    mov eax, 217
-    movzx eax, byte ptr [r15 + 384]
+    lea rcx, [rip + .Lc1_d16420_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d16420_j_t
+.Lc1_d16420_j:
+    mov r9, r11
+    mov r8, rcx
+    vmovq qword ptr [r15 + 128], xmm11
+    mov r8, r11
+    and r9, 8128
+    mov dword ptr [r15 + r9 + 7488], ecx
+    test dword ptr [r15 + 67117724], 264704
+    jz 1f
+1:
+    and r8, 4032
+    mov qword ptr [r15 + r8 + 3392], rcx
+    mov r8d, dword ptr [r15 + 512]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, 120
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, byte ptr [r15 + 128]
-    vmovdqu xmm12, xmmword ptr [r15 + 128]
-    test dword ptr [r15 + 67117723], 3145728
+    test ebx, 1073741824
     jnz 1f
 1:
-    movsxd rdx, dword ptr [r15 + 448]
-    mov rbp, r11
-    mov esi, ecx
-    mov rcx, rcx
-    mov qword ptr [r15 + 192], rax
-    and rbp, 1984
-    vmovdqu ymmword ptr [r15 + rbp + 1344], ymm12
-    mov rbp, r11
-    mov dword ptr [r15 + 320], 32
-    mov rax, qword ptr [r15 + 512]
-    and rbp, 4032
-    mov ecx, dword ptr [r15 + rbp + 3392]
-    mov rbp, r11
-    movsxd rdi, dword ptr [r15 + 64]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r9d, byte ptr [r15 + 320]
+    test dword ptr [r15 + 67117723], 2097168
+    jz 1f
+1:
+    mov byte ptr [r15 + 640], r8b
+    mov r8, r9
+    mov r8, r11
+    movzx ecx, r9b
+    test ebx, 1073741824
+    jz 1f
+1:
+    and r8, 1984
+    vpcmpeqb xmm2, xmm2, xmmword ptr [r15 + r8 + 1344]
     jmp 1f
 1:
-    and rbp, 448
-    mov qword ptr [r15 + rbp + 832], rcx
-    jmp 1f
+    mov rsi, qword ptr [r15 + 448]
+    test ebx, 2304
+    jnz 1f
 1:
-    movsxd rcx, dword ptr [r15 + 576]
+    mov dword ptr [r15 + 64], 13
+    mov ecx, 193
+    movsxd rcx, dword ptr [r15 + 256]
     add r11, 64
     inc rbx
     dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c240:
+    jz .Lc1_b10_done
+.Lc1_b10_c58:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    movsxd rax, dword ptr [r15 + 384]
+    mov rcx, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, rcx
+    mov dword ptr [r15 + 0], eax
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    mov esi, 253
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], sil
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rcx, rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    .byte 0x0f, 0x1f, 0x40, 0x00
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r11
+    movzx esi, byte ptr [r15 + 128]
+    jmp 1f
+1:
+    and rbp, 8128
+    movsxd rcx, dword ptr [r15 + rbp + 7488]
+    mov rbp, qword ptr [r15 + 320]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    vmovq qword ptr [r15 + 256], xmm0
+    jmp 1f
+1:
+    movzx esi, sil
+    jmp 1f
+1:
+    test dword ptr [r15 + 67117723], 1
+    jz 1f
+1:
+    movsxd rbp, dword ptr [r15 + 64]
+    mov dword ptr [r15 + 704], 170
+    mov ecx, ebp
+    mov dword ptr [r15 + 448], 166
+    mov rbp, r11
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov esi, 34
+    and rbp, 448
+    mov byte ptr [r15 + rbp + 832], cl
+    mov rbp, qword ptr [r15 + 192]
+    vmovdqu ymmword ptr [r15 + 64], ymm0
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b10_done
+.Lc1_b10_c59:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
     xor eax, eax
-    test dword ptr [r15 + 67117724], 134217728
+    test dword ptr [r15 + 67117723], 131072
     setz al
-    lea rcx, [rip + .Lc1_d16045_s]
+    lea rcx, [rip + .Lc1_d16518_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d16045_s_t
+    jmp .Lc1_d16518_s_t
     .p2align 3
-.Lc1_d16045_s:
+.Lc1_d16518_s:
     .p2align 3
-    jmp .Lc1_d16045_j
+    jmp .Lc1_d16518_j
     .p2align 3
-    jmp .Lc1_d16045_j
-.Lc1_d16045_j:
+    jmp .Lc1_d16518_j
+.Lc1_d16518_j:
+    mov rbp, r10
+    mov esi, 74
     mov r8, r11
-    mov rdi, rcx
-    mov byte ptr [r15 + 256], cl
-    mov dword ptr [r15 + 512], eax
-    and r8, 8128
-    add rax, qword ptr [r15 + r8 + 7488]
-    movzx r8d, byte ptr [r15 + 704]
-    mov dword ptr [r15 + 64], edi
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 0], ymm8
+    and rbp, 4032
+    movsxd r9, dword ptr [r15 + rbp + 3392]
+    mov rbp, qword ptr [r15 + 576]
     test ebx, 1073741824
     jz 1f
-1:
-    movzx edi, cl
-    mov dword ptr [r15 + 320], 57
-    mov r9, r11
-    mov byte ptr [r15 + 640], al
-    mov r8, r11
-    and r9, 4032
-    mov dword ptr [r15 + r9 + 3392], 248
-    movsxd r9, dword ptr [r15 + 192]
-    and r8, 448
-    mov byte ptr [r15 + r8 + 832], al
-    movzx r8d, byte ptr [r15 + 128]
-    movsxd rax, dword ptr [r15 + 448]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c241:
-    jmp 1f
-1:
-    movzx r9d, r8b
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, eax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], al
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, r9
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], r9
-    and r9d, dword ptr [r15 + 768]
-    mov qword ptr [r15 + 320], rax
-    mov r8, r11
-    jmp 1f
-1:
-    mov rdi, rax
-    jmp 1f
 1:
     and r8, 1984
-    vmovdqu ymmword ptr [r15 + r8 + 1344], ymm12
+    mov qword ptr [r15 + r8 + 1344], rax
+    jmp 1f
+1:
+    test dword ptr [r15 + 67117724], 536870912
+    jnz 1f
+1:
+    movsxd rsi, dword ptr [r15 + 128]
+    jmp 1f
+1:
+    mov r9d, 22
     test ebx, 1073741824
     jz 1f
 1:
-    mov r9, r11
+    mov dword ptr [r15 + 512], r8d
     jmp 1f
 1:
-    mov rax, qword ptr [r15 + 64]
-    and r9, 4032
-    movsxd rdi, dword ptr [r15 + r9 + 3392]
-    movsxd r9, dword ptr [r15 + 384]
-    movzx r8d, r8b
-    movsxd r8, dword ptr [r15 + 448]
-    movzx edx, al
-    mov edx, dword ptr [r15 + 256]
-    jmp 1f
-1:
-    mov ecx, eax
-    movzx eax, byte ptr [r15 + 128]
-    mov rbp, r11
-    jmp 1f
-1:
-    and rbp, 8128
-    add r9, qword ptr [r15 + rbp + 7488]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 512], 9
-    mov dword ptr [r15 + 64], 200
-    mov dword ptr [r15 + 192], 54
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c242:
-    lea rcx, [rip + .Lc1_d16129_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d16129_j_t
-.Lc1_d16129_j:
-    mov dword ptr [r15 + 0], 185
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov ebp, 130
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    .byte 0x0f, 0x1f, 0x40, 0x00
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rbp
-    mov rbp, r11
-    mov dword ptr [r15 + 0], 108
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
+    test dword ptr [r15 + 67117724], 33554432
     jz 1f
 1:
-    and rbp, 1984
-    mov dword ptr [r15 + rbp + 1344], ecx
-    mov byte ptr [r15 + 128], cl
-    mov dword ptr [r15 + 384], 53
-    mov qword ptr [r15 + 128], rcx
-    jmp 1f
+    mov rsi, r8
+    mov byte ptr [r15 + 768], r9b
+    mov r9d, dword ptr [r15 + 192]
+    test dword ptr [r15 + 67117724], 2103424
+    jz 1f
 1:
-    mov dword ptr [r15 + 64], ecx
-    mov ecx, 108
-    mov dword ptr [r15 + 576], 58
-    jmp 1f
-1:
-    mov esi, 182
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 256], ebp
     mov rbp, r11
-    movzx ecx, byte ptr [r15 + 320]
-    mov dword ptr [r15 + 512], esi
+    mov ecx, 107
     and rbp, 448
-    mov dword ptr [r15 + rbp + 832], 166
-    mov ebp, esi
+    mov dword ptr [r15 + rbp + 832], esi
+    add r11, 64
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b10_done
+.Lc1_b10_c60:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d16566_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d16566_j_t
+.Lc1_d16566_j:
+    mov rbp, r11
+    and rbp, 8128
+    mov rsi, qword ptr [r15 + rbp + 7488]
+    movsxd rbp, dword ptr [r15 + 256]
+    mov eax, eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx r9d, byte ptr [r15 + 64]
+    mov dword ptr [r15 + 128], ebp
+    mov ebp, dword ptr [r15 + 384]
+    test ebx, 1073741824
+    jz 1f
+1:
+    movsxd rax, dword ptr [r15 + 64]
+    mov ecx, dword ptr [r15 + 512]
+    mov qword ptr [r15 + 640], rsi
+    movzx esi, bpl
+    test ebx, 384
+    jnz 1f
+1:
+    movzx r9d, r9b
+    mov r9d, 187
+    mov r9, rsi
+    test dword ptr [r15 + 67117723], 69206016
+    jnz 1f
+1:
+    mov rbp, r10
+    movzx eax, byte ptr [r15 + 192]
+    and rbp, 1984
+    mov ecx, dword ptr [r15 + rbp + 1344]
+    mov dword ptr [r15 + 320], eax
+    mov eax, 62
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r9d, r9d
+    jmp 1f
+1:
+    movsxd r9, dword ptr [r15 + 448]
+    test ebx, 1408
+    jz 1f
+1:
+    mov rsi, rbp
+    mov rbp, r9
+    movsxd rbp, dword ptr [r15 + 384]
+    add r11, 64
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b10_done
+.Lc1_b10_c61:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    mov byte ptr [r15 + 128], sil
+    jmp 1f
+1:
+    mov esi, eax
+    mov rsi, qword ptr [r15 + 512]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rcx, qword ptr [r15 + 448]
+    popcnt r9, rsi
+    mov r9, rsi
+    mov dword ptr [r15 + 320], 31
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rax, qword ptr [r15 + 448]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, r9
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx esi, r9b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, 58
+    mov rbp, r10
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 704], bpl
+    and rbp, 448
+    mov byte ptr [r15 + rbp + 832], sil
+    mov dword ptr [r15 + 128], ebp
+    mov rbp, r11
+    mov dword ptr [r15 + 64], 14
+    test dword ptr [r15 + 67117724], 536870976
+    jz 1f
+1:
+    vmovdqu ymmword ptr [r15 + 256], ymm2
+    and rbp, 4032
+    mov rcx, qword ptr [r15 + rbp + 3392]
+    movzx ebp, bpl
+    mov ebp, 104
+    add r11, 64
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b10_done
+.Lc1_b10_c62:
+    mov rax, qword ptr [r15 + 67117720]
+    imul rax, rax, 0x5851f42d
+    mov qword ptr [r15 + 67117720], rax
+    lea rcx, [rip + .Lc1_d16667_j]
+    add rcx, qword ptr [r15 + 67117728]
+    jmp .Lc1_d16667_j_t
+.Lc1_d16667_j:
+    mov rbp, r11
+    movsxd rdi, dword ptr [r15 + 128]
+    and rbp, 8128
+    mov dword ptr [r15 + rbp + 7488], 218
+    movzx ebp, dil
+    movzx ebp, al
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + 768], ebp
+    mov ebp, 76
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 13056
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx eax, byte ptr [r15 + 512]
+    mov byte ptr [r15 + 64], bpl
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov edi, dword ptr [r15 + 384]
+    mov rcx, rbp
+    mov rbp, rdi
+    mov rbp, r11
+    test dword ptr [r15 + 67117724], 268435456
+    jnz 1f
+1:
+    mov eax, dword ptr [r15 + 192]
+    mov r8d, edi
+    mov r8, r11
+    and rbp, 1984
+    mov dword ptr [r15 + rbp + 1344], eax
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and r8, 448
+    mov dword ptr [r15 + r8 + 832], edi
+    mov r8d, 3
+    mov byte ptr [r15 + 256], al
     add r11, 64
     inc rbx
     dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c243:
+    jz .Lc1_b10_done
+.Lc1_b10_c63:
     mov rax, qword ptr [r15 + 67117720]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 67117720], rax
     mov eax, dword ptr [r15 + 67117724]
     and eax, 15
-    lea rcx, [rip + .Lc1_d16180_s]
+    lea rcx, [rip + .Lc1_d16718_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d16180_s_t
+    jmp .Lc1_d16718_s_t
     .p2align 3
-.Lc1_d16180_s:
+.Lc1_d16718_s:
     .p2align 3
-    jmp .Lc1_d16180_j
+    jmp .Lc1_d16718_j
     .p2align 3
-    jmp .Lc1_d16180_j
+    jmp .Lc1_d16718_j
     .p2align 3
-    jmp .Lc1_d16180_j
+    jmp .Lc1_d16718_j
     .p2align 3
-    jmp .Lc1_d16180_j
+    jmp .Lc1_d16718_j
     .p2align 3
-    jmp .Lc1_d16180_j
+    jmp .Lc1_d16718_j
     .p2align 3
-    jmp .Lc1_d16180_j
+    jmp .Lc1_d16718_j
     .p2align 3
-    jmp .Lc1_d16180_j
+    jmp .Lc1_d16718_j
     .p2align 3
-    jmp .Lc1_d16180_j
+    jmp .Lc1_d16718_j
     .p2align 3
-    jmp .Lc1_d16180_j
+    jmp .Lc1_d16718_j
     .p2align 3
-    jmp .Lc1_d16180_j
+    jmp .Lc1_d16718_j
     .p2align 3
-    jmp .Lc1_d16180_j
+    jmp .Lc1_d16718_j
     .p2align 3
-    jmp .Lc1_d16180_j
+    jmp .Lc1_d16718_j
     .p2align 3
-    jmp .Lc1_d16180_j
+    jmp .Lc1_d16718_j
     .p2align 3
-    jmp .Lc1_d16180_j
+    jmp .Lc1_d16718_j
     .p2align 3
-    jmp .Lc1_d16180_j
+    jmp .Lc1_d16718_j
     .p2align 3
-    jmp .Lc1_d16180_j
-.Lc1_d16180_j:
+    jmp .Lc1_d16718_j
+.Lc1_d16718_j:
     mov rbp, r11
-    jmp 1f
-1:
-    and rbp, 8128
-    mov r8, r11
-    mov qword ptr [r15 + rbp + 7488], rax
-    and r8, 4032
-    movsxd rax, dword ptr [r15 + r8 + 3392]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 640], 117
-    vmovdqu ymmword ptr [r15 + 448], ymm12
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c244:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], al
-    movzx eax, al
-    mov rax, r8
-    mov rax, r8
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, r11
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], r8d
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 1984
-    movzx edx, byte ptr [r15 + r8 + 1344]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov eax, eax
-    .byte 0x66, 0x90
-    mov rax, qword ptr [r15 + 448]
-    mov dword ptr [r15 + 256], edx
-    mov r8, r11
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    and r8, 448
-    movsxd rdx, dword ptr [r15 + r8 + 832]
-    mov dword ptr [r15 + 128], 234
-    mov dword ptr [r15 + 64], 173
-    jmp 1f
-1:
-    movzx eax, r8b
-    mov r8, r11
-    jmp 1f
-1:
-    mov dword ptr [r15 + 128], 221
-    mov rsi, rdx
-    and r8, 8128
-    mov esi, dword ptr [r15 + r8 + 7488]
-    movzx r8d, byte ptr [r15 + 192]
-    mov byte ptr [r15 + 704], al
-    movsxd rax, dword ptr [r15 + 320]
-    mov edi, dword ptr [r15 + 384]
-    mov r9, rdx
-    mov qword ptr [r15 + 192], rsi
-    movsxd rsi, dword ptr [r15 + 64]
-    mov rdx, qword ptr [r15 + 512]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c245:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d16269_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d16269_j_t
-.Lc1_d16269_j:
-    mov r9, r11
-    mov qword ptr [r15 + 128], rax
-    jmp 1f
-1:
-    and r9, 4032
-    mov eax, dword ptr [r15 + r9 + 3392]
-    mov r9d, dword ptr [r15 + 384]
-    jmp 1f
-1:
-    mov qword ptr [r15 + 448], rcx
-    movzx ecx, cl
-    mov rcx, rax
-    movzx ecx, al
-    test dword ptr [r15 + 67117724], 16777216
-    jz 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r9d, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov rbp, r11
-    mov qword ptr [r15 + 192], rcx
-    jmp 1f
-1:
-    and rbp, 448
-    movzx ecx, byte ptr [r15 + rbp + 832]
-    test dword ptr [r15 + 67117723], 32
-    jnz 1f
-1:
-    mov dword ptr [r15 + 64], 38
-    mov r9, r11
-    mov ebp, 208
-    movsxd rbp, dword ptr [r15 + 576]
-    and r9, 1984
-    mov dword ptr [r15 + r9 + 1344], 89
-    jmp 1f
-1:
-    mov ecx, dword ptr [r15 + 256]
-    jmp 1f
-1:
-    mov r9, qword ptr [r15 + 512]
-    mov eax, dword ptr [r15 + 768]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c246:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    mov eax, 168
-    mov eax, dword ptr [r15 + 320]
-    mov r9d, dword ptr [r15 + 384]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    movzx edi, al
-    jmp 1f
-1:
-    mov edi, 223
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov rcx, rax
-    mov qword ptr [r15 + 0], r9
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 67117724], 1
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 64], ecx
-    mov r9, r11
-    movzx ecx, byte ptr [r15 + 640]
-    jmp 1f
-1:
-    mov rax, rdi
-    and r9, 8128
-    movsxd rax, dword ptr [r15 + r9 + 7488]
-    mov dword ptr [r15 + 448], 245
-    mov edi, dword ptr [r15 + 256]
-    mov r8, r11
-    mov byte ptr [r15 + 128], cl
-    mov r9, r11
-    mov dword ptr [r15 + 512], eax
-    and r8, 1984
-    movzx ecx, byte ptr [r15 + r8 + 1344]
-    and r9, 4032
-    mov eax, dword ptr [r15 + r9 + 3392]
-    mov byte ptr [r15 + 64], dil
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c247:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    lea rcx, [rip + .Lc1_d16362_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d16362_j_t
-.Lc1_d16362_j:
-    jmp 1f
-1:
-    .byte 0x0f, 0x1f, 0x00
-    mov r9, r11
-    vmovdqu ymmword ptr [r15 + 192], ymm9
-    mov rdi, rcx
-    and r9, 8128
-    mov byte ptr [r15 + r9 + 7488], cl
-    mov r9, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, edi
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, r9b
-    movzx ecx, byte ptr [r15 + 256]
-    mov r9, r11
-    jmp 1f
-1:
-    test dword ptr [r15 + 67117724], 142606338
-    jz 1f
-1:
-    movsxd rdi, dword ptr [r15 + 512]
-    and r9, 448
-    vmovdqu ymmword ptr [r15 + r9 + 832], ymm2
-    mov r9d, dword ptr [r15 + 128]
-    mov esi, ecx
-    mov ecx, edi
-    jmp 1f
-1:
-    mov rbp, r11
-    movsxd rdx, dword ptr [r15 + 448]
-    mov dword ptr [r15 + 64], 113
+    mov edi, 7
     and rbp, 4032
-    add qword ptr [r15 + rbp + 3392], rsi
-    movsxd rbp, dword ptr [r15 + 128]
-    movsxd rsi, dword ptr [r15 + 704]
-    mov ecx, dword ptr [r15 + 320]
-    mov rax, r9
-    jmp 1f
-1:
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c248:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117724], 32
-    setz al
-    lea rcx, [rip + .Lc1_d16410_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d16410_s_t
-    .p2align 3
-.Lc1_d16410_s:
-    .p2align 3
-    jmp .Lc1_d16410_j
-    .p2align 3
-    jmp .Lc1_d16410_j
-.Lc1_d16410_j:
-    movsxd rdx, dword ptr [r15 + 320]
-    mov rax, rax
-    mov dword ptr [r15 + 64], ecx
-    vmovdqu ymmword ptr [r15 + 512], ymm9
-    mov ecx, 189
-    mov ecx, dword ptr [r15 + 384]
-    mov r8, r11
-    jmp 1f
-1:
-    and r8, 1984
-    mov eax, dword ptr [r15 + r8 + 1344]
-    add rax, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    add rcx, qword ptr [r15 + 768]
-    mov r8, r11
-    movsxd rdx, dword ptr [r15 + 256]
-    and edx, dword ptr [r15 + 448]
-    and r8, 16320
-    mov qword ptr [r15 + r8 + 15680], rax
-    jmp 1f
-1:
-    mov r8, r11
-    mov qword ptr [r15 + 192], rcx
-    jmp 1f
-1:
-    and r8, 448
-    mov qword ptr [r15 + r8 + 832], rcx
-    movzx r8d, cl
-    jmp 1f
-1:
-    movsxd r8, dword ptr [r15 + 128]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c249:
-    movzx ecx, r8b
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, r8
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, r8
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 8128
-    vmovdqu ymmword ptr [r15 + r8 + 7488], ymm11
-    mov qword ptr [r15 + 128], r8
-    mov r8, r11
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    and r9d, dword ptr [r15 + 192]
-    and r8, 4032
-    movzx ecx, byte ptr [r15 + r8 + 3392]
-    mov r8, qword ptr [r15 + 512]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 448], r9d
-    mov r9, r9
-    mov r9, rcx
-    movsxd r9, dword ptr [r15 + 256]
-    mov rbp, r11
-    jmp 1f
-1:
-    and rbp, 1984
-    mov edi, dword ptr [r15 + rbp + 1344]
-    movzx ebp, byte ptr [r15 + 640]
-    add rbp, qword ptr [r15 + 384]
-    mov dword ptr [r15 + 64], 248
-    mov qword ptr [r15 + 576], rcx
-    jmp 1f
-1:
-    movzx ecx, r8b
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c250:
-    lea rcx, [rip + .Lc1_d16500_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d16500_j_t
-.Lc1_d16500_j:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11 + r11*1]
-    mov dword ptr [r15 + 0], ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 138
-    and rbp, 448
-    mov r9, r11
-    mov byte ptr [r15 + rbp + 832], cl
-    and r9, 8128
-    movsxd rcx, dword ptr [r15 + r9 + 7488]
-    vpaddq xmm11, xmm11, xmmword ptr [r15 + 64]
-    jmp 1f
-1:
-    mov rdi, rbp
-    test ebx, 1073741824
-    jz 1f
-1:
-    movsxd r9, dword ptr [r15 + 320]
-    mov qword ptr [r15 + rbp + 896], rbp
-    mov rbp, r11
-    mov ecx, edi
-    and rbp, 1984
-    movzx ecx, byte ptr [r15 + rbp + 1344]
-    mov byte ptr [r15 + 192], dil
-    jmp 1f
-1:
-    movsxd rdi, dword ptr [r15 + 128]
-    movsxd rsi, dword ptr [r15 + 704]
-    mov ebp, ecx
-    mov ebp, dword ptr [r15 + 512]
-    vmovdqu ymmword ptr [r15 + 384], ymm7
-    mov dword ptr [r15 + 64], 123
-    movsxd rdx, dword ptr [r15 + 128]
-    mov byte ptr [r15 + 448], r9b
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c251:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, edx
-    mov edx, 30
-    vmovdqu ymmword ptr [r15 + 0], ymm14
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 34
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
+    mov dword ptr [r15 + rbp + 3392], 53
     test ebx, 1073741824
     jnz 1f
 1:
-    mov ebp, dword ptr [r15 + 768]
-    mov r8, r11
-    mov dword ptr [r15 + 192], edx
-    mov dword ptr [r15 + 448], 70
-    mov dword ptr [r15 + 512], 61
-    and r8, 1984
-    mov edx, dword ptr [r15 + r8 + 1344]
-    mov r8, r11
-    mov qword ptr [r15 + 64], rbp
-    and r8, 8128
-    mov dword ptr [r15 + r8 + 7488], ebp
-    movzx r8d, byte ptr [r15 + 576]
-    movzx ebp, byte ptr [r15 + 256]
-    mov r9d, dword ptr [r15 + 384]
-    jmp 1f
-1:
-    mov qword ptr [r15 + 128], rdx
-    movzx edx, r8b
-    mov r8, r11
-    mov eax, dword ptr [r15 + 320]
-    and r8, 4032
-    movzx edi, byte ptr [r15 + r8 + 3392]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c252:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    xor eax, eax
-    test dword ptr [r15 + 67117723], 4096
-    setz al
-    lea rcx, [rip + .Lc1_d16590_s]
-    lea rcx, [rcx + rax*8]
-    jmp .Lc1_d16590_s_t
-    .p2align 3
-.Lc1_d16590_s:
-    .p2align 3
-    jmp .Lc1_d16590_j
-    .p2align 3
-    jmp .Lc1_d16590_j
-.Lc1_d16590_j:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, eax
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r9d, al
-    mov eax, eax
-    mov dword ptr [r15 + 0], ecx
-    mov rbp, r11
-    mov r8, r11
-    mov qword ptr [r15 + 512], r9
-    and ecx, dword ptr [r15 + 448]
-    and r8, 448
-    mov rdi, qword ptr [r15 + r8 + 832]
-    and rbp, 4032
-    mov r9d, dword ptr [r15 + rbp + 3392]
-    mov rbp, rcx
-    mov ebp, 181
-    test dword ptr [r15 + 67117724], 541065216
-    jz 1f
-1:
-    vmovdqu ymmword ptr [r15 + 64], ymm11
-    mov r8d, r8d
-    movsxd r8, dword ptr [r15 + 320]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 64], 90
-    mov r9d, dword ptr [r15 + 640]
-    jmp 1f
-1:
-    mov ebp, dword ptr [r15 + 128]
-    mov byte ptr [r15 + 256], r8b
-    movzx r8d, dil
-    mov r8, qword ptr [r15 + 192]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c253:
-    lea rcx, [rip + .Lc1_d16632_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d16632_j_t
-.Lc1_d16632_j:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov rdi, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], r8
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, 236
-    nop
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, dil
-    mov byte ptr [r15 + 0], dil
-    mov rbp, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 768], 212
-    and rbp, 1984
-    mov dword ptr [r15 + rbp + 1344], 157
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rdi, qword ptr [r15 + 128]
-    and edi, dword ptr [r15 + 128]
-    mov r8d, dword ptr [r15 + 448]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx ebp, byte ptr [r15 + 256]
-    mov r9, r11
-    mov esi, dword ptr [r15 + 512]
-    and r9, 8128
-    mov qword ptr [r15 + r9 + 7488], rdi
-    mov byte ptr [r15 + 384], dil
-    mov r9, r11
-    mov byte ptr [r15 + 704], r8b
-    mov r8d, 111
-    and r9, 4032
-    mov r8, qword ptr [r15 + r9 + 3392]
-    mov r9d, dword ptr [r15 + 64]
-    jmp 1f
-1:
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c254:
-    mov rax, qword ptr [r15 + 67117720]
-    imul rax, rax, 0x5851f42d
-    mov qword ptr [r15 + 67117720], rax
-    jmp 1f
-1:
-    mov rsi, qword ptr [r15 + 192]
-    mov r8, r11
-    jmp 1f
-1:
-    and r8, 448
-    mov byte ptr [r15 + r8 + 832], al
-    mov r8, r11
-    movzx eax, sil
-    and r8, 8128
-    movzx eax, byte ptr [r15 + r8 + 7488]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    test ebx, 2560
-    jnz 1f
-1:
-    mov r8, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 238
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 1984
-    mov rsi, qword ptr [r15 + r8 + 1344]
-    movzx r8d, byte ptr [r15 + 384]
-    mov dword ptr [r15 + 512], 180
-    jmp 1f
-1:
-    mov dword ptr [r15 + 576], esi
-    jmp 1f
-1:
-    mov edx, r8d
-    jmp 1f
-1:
-    test dword ptr [r15 + 67117724], 4194304
+    mov eax, ebp
+    vmovq xmm10, rcx
+    test ebx, 1152
     jnz 1f
 1:
     jmp 1f
 1:
-    mov r8, r8
-    mov dword ptr [r15 + 64], 179
-    mov r8, qword ptr [r15 + 320]
-    jmp 1f
+    mov rdi, rax
+    test ebx, 1073741824
+    jnz 1f
 1:
-    mov rsi, rdx
-    movzx edx, dl
-    mov edx, dword ptr [r15 + 128]
-    jmp 1f
-1:
-    mov eax, dword ptr [r15 + 256]
+    mov r8d, 52
+    mov r8d, dword ptr [r15 + 64]
     add r11, 64
     inc rbx
     dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c255:
-    lea rcx, [rip + .Lc1_d16727_j]
-    add rcx, qword ptr [r15 + 67117728]
-    jmp .Lc1_d16727_j_t
-.Lc1_d16727_j:
-    mov dword ptr [r15 + 192], edx
-    mov byte ptr [r15 + 448], sil
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], ecx
-    mov byte ptr [r15 + 0], cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 448
-    mov dword ptr [r15 + rbp + 832], 142
-    mov rbp, r11
-    jmp 1f
-1:
-    mov rcx, qword ptr [r15 + 384]
-    and rbp, 4032
-    add rcx, qword ptr [r15 + rbp + 3392]
-    movsxd rbp, dword ptr [r15 + 256]
-    mov r8, r11
-    vpor xmm11, xmm11, xmm11
-    and r8, 1984
-    movsxd rax, dword ptr [r15 + r8 + 1344]
-    test ebx, 60928
-    jz 1f
-1:
-    vmovdqu ymmword ptr [r15 + 64], ymm11
-    mov rcx, qword ptr [r15 + 448]
-    movzx ebp, byte ptr [r15 + 320]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 128], r8d
-    movzx r8d, r8b
-    .byte 0x0f, 0x1f, 0x00
-    mov r8, qword ptr [r15 + 128]
-    mov rax, qword ptr [r15 + 512]
-    movzx r9d, byte ptr [r15 + 640]
-    mov edi, 3
-    mov dword ptr [r15 + 64], 135
-    mov edi, ecx
-    mov ecx, eax
-    add r11, 64
-    inc rbx
-    dec r13
-    jnz .Lc1_b9_c0
-.Lc1_b9_done:
+    jnz .Lc1_b10_c0
+.Lc1_b10_done:
     mov qword ptr [r15 + 67117696], r11
     mov qword ptr [r15 + 67117704], r10
     mov qword ptr [r15 + 67117712], r12
@@ -20634,21 +20374,23 @@ ditto_body_init_c1:
     mov qword ptr [r8 + 67117744], rax
     movabs rax, 0x3c6ef3721e94f82a
     mov qword ptr [r8 + 67117752], rax
-    movabs rax, 0xdaa66d2c1ddf7438
+    movabs rax, 0xdaa66d2c1ddf743e
     mov qword ptr [r8 + 67117760], rax
     movabs rax, 0x78dde6e51d29f050
     mov qword ptr [r8 + 67117768], rax
     movabs rax, 0x1715609f1c746c68
     mov qword ptr [r8 + 67117776], rax
-    movabs rax, 0xb54cda581bbee87c
+    movabs rax, 0xb54cda581bbee878
     mov qword ptr [r8 + 67117784], rax
     movabs rax, 0x538454121b096490
     mov qword ptr [r8 + 67117792], rax
     movabs rax, 0xf1bbcdcb1a53e0a8
     mov qword ptr [r8 + 67117800], rax
-    movabs rax, 0x8ff34785199e5c00
+    movabs rax, 0x8ff34785199e5cbd
     mov qword ptr [r8 + 67117808], rax
-    movabs rax, 0x72febb414013e873
+    movabs rax, 0x2e2ac13e18e8d8c0
+    mov qword ptr [r8 + 67117816], rax
+    movabs rax, 0x60f329c938f73f69
     mov qword ptr [r8 + 67117720], rax
     mov qword ptr [r8 + 67117728], 0
     lea rdi, [r8 + 56]
@@ -20668,441 +20410,449 @@ ditto_body_init_c1:
 
     .section .text.ditto_indirect,"ax",@progbits
     .p2align 9, 0xcc
-.Lc1_d4786_j_t:
+.Lc1_d12009_s_t:
     jmp rcx
-.Lc1_d3116_s_t:
+.Lc1_d13640_j_t:
     jmp rcx
-.Lc1_d4581_s_t:
+.Lc1_d13437_j_t:
     jmp rcx
-.Lc1_d4620_j_t:
+.Lc1_d13539_j_t:
     jmp rcx
-.Lc1_d4730_j_t:
+.Lc1_d13591_s_t:
     jmp rcx
-.Lc1_d3267_j_t:
+.Lc1_d12754_s_t:
     jmp rcx
-.Lc1_d3366_j_t:
+.Lc1_d12846_j_t:
     jmp rcx
-.Lc1_d3461_s_t:
+.Lc1_d12947_j_t:
     jmp rcx
-.Lc1_d3505_j_t:
+.Lc1_d12994_s_t:
     jmp rcx
-.Lc1_d3653_s_t:
+.Lc1_d12114_j_t:
     jmp rcx
-.Lc1_d3743_s_t:
+.Lc1_d12164_j_t:
     jmp rcx
-.Lc1_d3794_s_t:
+.Lc1_d12255_j_t:
     jmp rcx
-.Lc1_d3885_j_t:
+.Lc1_d12353_s_t:
+    jmp rcx
+.Lc1_d12400_s_t:
+    jmp rcx
+.Lc1_b1_stubs_t:
+    jmp rcx
+.Lc1_d12450_s_t:
+    jmp rcx
+.Lc1_d12553_j_t:
+    jmp rcx
+.Lc1_d13139_s_t:
+    jmp rcx
+.Lc1_d13245_j_t:
+    jmp rcx
+.Lc1_d13293_j_t:
+    jmp rcx
+.Lc1_d13381_j_t:
+    jmp rcx
+.Lc1_d13725_j_t:
+    jmp rcx
+.Lc1_d13815_j_t:
+    jmp rcx
+.Lc1_d13867_j_t:
+    jmp rcx
+.Lc1_d13961_j_t:
+    jmp rcx
+.Lc1_d14052_s_t:
+    jmp rcx
+.Lc1_d14098_j_t:
+    jmp rcx
+.Lc1_d14198_s_t:
+    jmp rcx
+.Lc1_d14290_j_t:
+    jmp rcx
+.Lc1_d14336_j_t:
+    jmp rcx
+.Lc1_d14437_s_t:
+    jmp rcx
+.Lc1_d14486_j_t:
+    jmp rcx
+.Lc1_d14578_j_t:
+    jmp rcx
+.Lc1_d14671_s_t:
+    jmp rcx
+.Lc1_d14716_j_t:
+    jmp rcx
+.Lc1_d14811_j_t:
+    jmp rcx
+.Lc1_d14908_s_t:
+    jmp rcx
+.Lc1_d14951_s_t:
+    jmp rcx
+.Lc1_d15057_j_t:
+    jmp rcx
+.Lc1_d15151_j_t:
+    jmp rcx
+.Lc1_d15201_j_t:
+    jmp rcx
+.Lc1_d15297_s_t:
+    jmp rcx
+.Lc1_d15398_s_t:
+    jmp rcx
+.Lc1_d15441_j_t:
+    jmp rcx
+.Lc1_d15533_j_t:
+    jmp rcx
+.Lc1_d15584_s_t:
+    jmp rcx
+.Lc1_d15684_j_t:
+    jmp rcx
+.Lc1_d15778_j_t:
+    jmp rcx
+.Lc1_d15828_j_t:
+    jmp rcx
+.Lc1_d15925_s_t:
+    jmp rcx
+.Lc1_d16024_j_t:
+    jmp rcx
+.Lc1_d16076_j_t:
+    jmp rcx
+.Lc1_d16176_s_t:
+    jmp rcx
+.Lc1_d16271_j_t:
+    jmp rcx
+.Lc1_d16326_s_t:
+    jmp rcx
+.Lc1_d16420_j_t:
+    jmp rcx
+.Lc1_d16518_s_t:
+    jmp rcx
+.Lc1_d16566_j_t:
+    jmp rcx
+.Lc1_d16667_j_t:
+    jmp rcx
+.Lc1_d16718_s_t:
+    jmp rcx
+.Lc1_d59_j_t:
+    jmp rcx
+.Lc1_d63_j_t:
+    jmp rcx
+.Lc1_d67_j_t:
     jmp rcx
 .Lc1_d71_s_t:
     jmp rcx
-.Lc1_d114_s_t:
+.Lc1_d106_j_t:
     jmp rcx
-.Lc1_d207_j_t:
+.Lc1_d110_s_t:
     jmp rcx
-.Lc1_d298_s_t:
+.Lc1_d119_s_t:
     jmp rcx
-.Lc1_d347_j_t:
+.Lc1_d153_j_t:
     jmp rcx
-.Lc1_d442_j_t:
+.Lc1_d246_j_t:
     jmp rcx
-.Lc1_d536_j_t:
+.Lc1_d297_s_t:
     jmp rcx
-.Lc1_d581_s_t:
+.Lc1_d386_s_t:
     jmp rcx
-.Lc1_d669_j_t:
+.Lc1_d470_j_t:
     jmp rcx
-.Lc1_d766_j_t:
+.Lc1_d518_j_t:
     jmp rcx
-.Lc1_d810_j_t:
+.Lc1_d614_s_t:
     jmp rcx
-.Lc1_d902_j_t:
+.Lc1_d704_j_t:
     jmp rcx
-.Lc1_d993_s_t:
+.Lc1_d751_s_t:
     jmp rcx
-.Lc1_d1038_j_t:
+.Lc1_d835_j_t:
     jmp rcx
-.Lc1_d1131_s_t:
+.Lc1_d929_j_t:
     jmp rcx
-.Lc1_d1226_j_t:
+.Lc1_d974_j_t:
     jmp rcx
-.Lc1_d1270_j_t:
+.Lc1_d1073_j_t:
     jmp rcx
-.Lc1_d1370_s_t:
+.Lc1_d1121_s_t:
     jmp rcx
-.Lc1_d1463_j_t:
+.Lc1_d1214_j_t:
     jmp rcx
-.Lc1_d1513_j_t:
+.Lc1_d1305_j_t:
     jmp rcx
-.Lc1_d1618_s_t:
+.Lc1_d1352_s_t:
     jmp rcx
-.Lc1_d1712_j_t:
+.Lc1_d1450_j_t:
     jmp rcx
-.Lc1_d1753_j_t:
+.Lc1_d1550_s_t:
     jmp rcx
-.Lc1_d1854_s_t:
+.Lc1_d1596_j_t:
     jmp rcx
-.Lc1_d1954_j_t:
+.Lc1_d1684_j_t:
     jmp rcx
-.Lc1_d2005_s_t:
+.Lc1_d1774_s_t:
     jmp rcx
-.Lc1_d2100_j_t:
+.Lc1_d1817_j_t:
     jmp rcx
-.Lc1_d2200_j_t:
+.Lc1_d1908_j_t:
     jmp rcx
-.Lc1_d2302_s_t:
+.Lc1_d1999_j_t:
     jmp rcx
-.Lc1_d2351_j_t:
+.Lc1_d2047_j_t:
     jmp rcx
-.Lc1_d2446_j_t:
+.Lc1_d2136_j_t:
     jmp rcx
-.Lc1_d2537_s_t:
+.Lc1_d2183_s_t:
     jmp rcx
-.Lc1_d2578_j_t:
+.Lc1_d2267_s_t:
     jmp rcx
-.Lc1_d2676_s_t:
+.Lc1_d2354_j_t:
     jmp rcx
-.Lc1_d2778_j_t:
+.Lc1_d2399_j_t:
     jmp rcx
-.Lc1_d2826_j_t:
+.Lc1_d2493_j_t:
     jmp rcx
-.Lc1_d2926_s_t:
+.Lc1_d2586_j_t:
     jmp rcx
-.Lc1_d3021_s_t:
+.Lc1_d2630_s_t:
     jmp rcx
-.Lc1_d3066_j_t:
+.Lc1_d2724_s_t:
     jmp rcx
-.Lc1_d4034_j_t:
+.Lc1_d2812_j_t:
     jmp rcx
-.Lc1_d4122_s_t:
+.Lc1_d2860_j_t:
     jmp rcx
-.Lc1_d4221_j_t:
+.Lc1_d2950_j_t:
     jmp rcx
-.Lc1_d4275_j_t:
+.Lc1_d3044_s_t:
     jmp rcx
-.Lc1_d4382_j_t:
+.Lc1_d3085_j_t:
     jmp rcx
-.Lc1_d4477_s_t:
+.Lc1_d3180_j_t:
     jmp rcx
-.Lc1_d4516_j_t:
+.Lc1_d3231_j_t:
     jmp rcx
-.Lc1_b9_stubs_t:
+.Lc1_d3322_j_t:
+    jmp rcx
+.Lc1_d3413_j_t:
+    jmp rcx
+.Lc1_d3462_j_t:
+    jmp rcx
+.Lc1_d3550_j_t:
+    jmp rcx
+.Lc1_d3642_s_t:
+    jmp rcx
+.Lc1_d3683_j_t:
+    jmp rcx
+.Lc1_d3783_j_t:
+    jmp rcx
+.Lc1_d3874_s_t:
+    jmp rcx
+.Lc1_d3917_j_t:
+    jmp rcx
+.Lc1_d4010_j_t:
+    jmp rcx
+.Lc1_d4103_s_t:
+    jmp rcx
+.Lc1_d4148_j_t:
+    jmp rcx
+.Lc1_d4239_j_t:
+    jmp rcx
+.Lc1_d4285_s_t:
+    jmp rcx
+.Lc1_d4370_j_t:
+    jmp rcx
+.Lc1_d4472_j_t:
+    jmp rcx
+.Lc1_d4522_j_t:
+    jmp rcx
+.Lc1_d4618_j_t:
+    jmp rcx
+.Lc1_d4713_s_t:
+    jmp rcx
+.Lc1_d4754_j_t:
     jmp rcx
 .Lc1_d4855_s_t:
     jmp rcx
-.Lc1_d4877_s_t:
+.Lc1_d4952_j_t:
     jmp rcx
-.Lc1_d4899_s_t:
+.Lc1_d4998_j_t:
     jmp rcx
-.Lc1_d4921_s_t:
+.Lc1_d5085_j_t:
     jmp rcx
-.Lc1_d4952_s_t:
+.Lc1_d5127_j_t:
     jmp rcx
-.Lc1_d4974_j_t:
+.Lc1_d5217_j_t:
     jmp rcx
-.Lc1_d5031_j_t:
+.Lc1_d5309_j_t:
     jmp rcx
-.Lc1_d5073_j_t:
+.Lc1_d5358_s_t:
     jmp rcx
-.Lc1_d5164_j_t:
+.Lc1_d5443_s_t:
     jmp rcx
-.Lc1_d5262_s_t:
+.Lc1_d5538_s_t:
     jmp rcx
-.Lc1_d5302_s_t:
+.Lc1_d5584_j_t:
     jmp rcx
-.Lc1_d5390_j_t:
+.Lc1_d5671_j_t:
     jmp rcx
-.Lc1_d5481_j_t:
+.Lc1_d5759_j_t:
     jmp rcx
-.Lc1_d5533_s_t:
+.Lc1_d5808_s_t:
     jmp rcx
-.Lc1_d5626_s_t:
+.Lc1_d5895_j_t:
     jmp rcx
-.Lc1_d5704_j_t:
+.Lc1_d5986_j_t:
     jmp rcx
-.Lc1_d5754_j_t:
+.Lc1_d6040_s_t:
     jmp rcx
-.Lc1_d5838_j_t:
+.Lc1_d6130_j_t:
     jmp rcx
-.Lc1_d5942_s_t:
+.Lc1_d6180_s_t:
     jmp rcx
-.Lc1_d5982_s_t:
+.Lc1_d6270_j_t:
     jmp rcx
-.Lc1_d6063_j_t:
+.Lc1_d6362_j_t:
     jmp rcx
-.Lc1_d6161_s_t:
+.Lc1_d6408_j_t:
     jmp rcx
-.Lc1_d6215_j_t:
+.Lc1_d6508_j_t:
     jmp rcx
-.Lc1_d6306_j_t:
+.Lc1_d6610_s_t:
     jmp rcx
-.Lc1_d6399_j_t:
+.Lc1_d6653_j_t:
     jmp rcx
-.Lc1_d6452_s_t:
+.Lc1_d6750_s_t:
     jmp rcx
-.Lc1_d6547_j_t:
+.Lc1_d6838_s_t:
     jmp rcx
-.Lc1_d6640_s_t:
+.Lc1_d6880_j_t:
     jmp rcx
-.Lc1_d6681_j_t:
+.Lc1_d6969_s_t:
     jmp rcx
-.Lc1_d6774_j_t:
-    jmp rcx
-.Lc1_d6867_j_t:
-    jmp rcx
-.Lc1_d6917_s_t:
-    jmp rcx
-.Lc1_d7005_j_t:
+.Lc1_d7063_j_t:
     jmp rcx
 .Lc1_d7106_j_t:
     jmp rcx
-.Lc1_d7150_j_t:
+.Lc1_d7201_j_t:
     jmp rcx
-.Lc1_d7251_s_t:
+.Lc1_d7251_j_t:
     jmp rcx
-.Lc1_d7347_j_t:
+.Lc1_d7344_s_t:
     jmp rcx
-.Lc1_d7384_j_t:
+.Lc1_d7435_j_t:
     jmp rcx
-.Lc1_d7478_s_t:
+.Lc1_d7481_j_t:
     jmp rcx
-.Lc1_d7564_j_t:
+.Lc1_d7572_j_t:
     jmp rcx
-.Lc1_d7661_j_t:
+.Lc1_d7669_s_t:
     jmp rcx
-.Lc1_d7708_j_t:
+.Lc1_d7711_j_t:
     jmp rcx
-.Lc1_d7804_s_t:
+.Lc1_d7806_s_t:
     jmp rcx
-.Lc1_d7896_j_t:
+.Lc1_d7897_s_t:
     jmp rcx
-.Lc1_d7946_s_t:
+.Lc1_d7940_j_t:
     jmp rcx
-.Lc1_d8031_j_t:
+.Lc1_d8029_j_t:
     jmp rcx
-.Lc1_d8130_s_t:
+.Lc1_d8128_j_t:
     jmp rcx
-.Lc1_d8170_j_t:
+.Lc1_d8175_s_t:
     jmp rcx
-.Lc1_d8266_j_t:
+.Lc1_d8267_j_t:
     jmp rcx
-.Lc1_d8366_s_t:
+.Lc1_d8320_s_t:
     jmp rcx
-.Lc1_d8408_j_t:
+.Lc1_d8410_j_t:
     jmp rcx
-.Lc1_d8507_j_t:
+.Lc1_d8501_j_t:
     jmp rcx
-.Lc1_d8608_s_t:
+.Lc1_d8551_j_t:
     jmp rcx
-.Lc1_d8652_j_t:
+.Lc1_d8646_s_t:
     jmp rcx
-.Lc1_d8753_j_t:
+.Lc1_d8730_j_t:
     jmp rcx
-.Lc1_d8849_s_t:
+.Lc1_d8778_j_t:
     jmp rcx
-.Lc1_d8890_j_t:
+.Lc1_d8868_s_t:
     jmp rcx
-.Lc1_d8984_j_t:
+.Lc1_d8954_j_t:
     jmp rcx
-.Lc1_d9075_j_t:
+.Lc1_d9000_s_t:
     jmp rcx
-.Lc1_d9115_j_t:
+.Lc1_d9094_j_t:
     jmp rcx
-.Lc1_d9212_s_t:
+.Lc1_d9193_j_t:
     jmp rcx
-.Lc1_d9299_j_t:
+.Lc1_d9241_s_t:
     jmp rcx
-.Lc1_d9353_s_t:
+.Lc1_d9336_j_t:
     jmp rcx
-.Lc1_d9441_j_t:
+.Lc1_d9390_j_t:
     jmp rcx
-.Lc1_d9535_s_t:
+.Lc1_d9486_s_t:
     jmp rcx
-.Lc1_d9573_j_t:
+.Lc1_d9578_j_t:
     jmp rcx
-.Lc1_d9675_s_t:
+.Lc1_d9627_s_t:
     jmp rcx
-.Lc1_d9761_j_t:
+.Lc1_d9715_j_t:
     jmp rcx
-.Lc1_d9811_s_t:
+.Lc1_d9815_s_t:
     jmp rcx
-.Lc1_d9903_j_t:
+.Lc1_d9857_j_t:
     jmp rcx
-.Lc1_d9995_j_t:
+.Lc1_d9949_j_t:
     jmp rcx
-.Lc1_d10037_j_t:
+.Lc1_d10044_s_t:
     jmp rcx
-.Lc1_d10135_j_t:
+.Lc1_d10086_s_t:
     jmp rcx
-.Lc1_d10228_s_t:
+.Lc1_d10171_j_t:
     jmp rcx
-.Lc1_d10272_j_t:
+.Lc1_d10270_j_t:
     jmp rcx
-.Lc1_d10368_j_t:
+.Lc1_d10314_j_t:
     jmp rcx
-.Lc1_d10454_s_t:
+.Lc1_d10414_s_t:
     jmp rcx
-.Lc1_d10495_j_t:
+.Lc1_d10451_j_t:
     jmp rcx
-.Lc1_d10586_j_t:
+.Lc1_d10548_j_t:
     jmp rcx
-.Lc1_d10687_s_t:
+.Lc1_d10642_s_t:
     jmp rcx
-.Lc1_d10733_s_t:
+.Lc1_d10684_j_t:
     jmp rcx
-.Lc1_d10816_j_t:
+.Lc1_d10785_j_t:
     jmp rcx
-.Lc1_d10905_j_t:
+.Lc1_d10876_s_t:
     jmp rcx
-.Lc1_d10954_s_t:
+.Lc1_d10919_j_t:
     jmp rcx
-.Lc1_d11043_j_t:
+.Lc1_d11021_s_t:
     jmp rcx
-.Lc1_d11142_j_t:
+.Lc1_d11108_j_t:
     jmp rcx
-.Lc1_d11195_j_t:
+.Lc1_d11155_j_t:
     jmp rcx
-.Lc1_d11295_s_t:
+.Lc1_d11250_s_t:
     jmp rcx
-.Lc1_d11386_j_t:
+.Lc1_d11289_j_t:
     jmp rcx
-.Lc1_d11432_j_t:
+.Lc1_d11383_j_t:
     jmp rcx
-.Lc1_d11523_s_t:
+.Lc1_d11481_s_t:
     jmp rcx
-.Lc1_d11609_j_t:
+.Lc1_d11521_j_t:
     jmp rcx
-.Lc1_d11661_s_t:
+.Lc1_d11620_s_t:
     jmp rcx
-.Lc1_d11754_j_t:
+.Lc1_d11706_j_t:
     jmp rcx
-.Lc1_d11852_j_t:
+.Lc1_d11752_j_t:
     jmp rcx
-.Lc1_d11906_s_t:
-    jmp rcx
-.Lc1_d11992_j_t:
-    jmp rcx
-.Lc1_d12090_s_t:
-    jmp rcx
-.Lc1_d12127_j_t:
-    jmp rcx
-.Lc1_d12218_j_t:
-    jmp rcx
-.Lc1_d12311_s_t:
-    jmp rcx
-.Lc1_d12401_j_t:
-    jmp rcx
-.Lc1_d12446_s_t:
-    jmp rcx
-.Lc1_d12534_j_t:
-    jmp rcx
-.Lc1_d12636_j_t:
-    jmp rcx
-.Lc1_d12684_j_t:
-    jmp rcx
-.Lc1_d12782_s_t:
-    jmp rcx
-.Lc1_d12868_j_t:
-    jmp rcx
-.Lc1_d12915_s_t:
-    jmp rcx
-.Lc1_d13009_j_t:
-    jmp rcx
-.Lc1_d13101_s_t:
-    jmp rcx
-.Lc1_d13143_j_t:
-    jmp rcx
-.Lc1_d13243_j_t:
-    jmp rcx
-.Lc1_d13340_j_t:
-    jmp rcx
-.Lc1_d13394_s_t:
-    jmp rcx
-.Lc1_d13484_j_t:
-    jmp rcx
-.Lc1_d13583_s_t:
-    jmp rcx
-.Lc1_d13626_s_t:
-    jmp rcx
-.Lc1_d13705_j_t:
-    jmp rcx
-.Lc1_d13806_j_t:
-    jmp rcx
-.Lc1_d13854_j_t:
-    jmp rcx
-.Lc1_d13951_s_t:
-    jmp rcx
-.Lc1_d14043_j_t:
-    jmp rcx
-.Lc1_d14093_j_t:
-    jmp rcx
-.Lc1_d14186_s_t:
-    jmp rcx
-.Lc1_d14273_j_t:
-    jmp rcx
-.Lc1_d14321_j_t:
-    jmp rcx
-.Lc1_d14413_s_t:
-    jmp rcx
-.Lc1_d14504_j_t:
-    jmp rcx
-.Lc1_d14559_s_t:
-    jmp rcx
-.Lc1_d14644_j_t:
-    jmp rcx
-.Lc1_d14732_j_t:
-    jmp rcx
-.Lc1_d14792_s_t:
-    jmp rcx
-.Lc1_d14881_s_t:
-    jmp rcx
-.Lc1_d14976_j_t:
-    jmp rcx
-.Lc1_d15026_j_t:
-    jmp rcx
-.Lc1_d15122_s_t:
-    jmp rcx
-.Lc1_d15213_j_t:
-    jmp rcx
-.Lc1_d15265_j_t:
-    jmp rcx
-.Lc1_d15365_j_t:
-    jmp rcx
-.Lc1_d15453_s_t:
-    jmp rcx
-.Lc1_d15498_j_t:
-    jmp rcx
-.Lc1_d15597_j_t:
-    jmp rcx
-.Lc1_d15687_s_t:
-    jmp rcx
-.Lc1_d15731_j_t:
-    jmp rcx
-.Lc1_d15820_j_t:
-    jmp rcx
-.Lc1_d15918_s_t:
-    jmp rcx
-.Lc1_d15962_j_t:
-    jmp rcx
-.Lc1_d16045_s_t:
-    jmp rcx
-.Lc1_d16129_j_t:
-    jmp rcx
-.Lc1_d16180_s_t:
-    jmp rcx
-.Lc1_d16269_j_t:
-    jmp rcx
-.Lc1_d16362_j_t:
-    jmp rcx
-.Lc1_d16410_s_t:
-    jmp rcx
-.Lc1_d16500_j_t:
-    jmp rcx
-.Lc1_d16590_s_t:
-    jmp rcx
-.Lc1_d16632_j_t:
-    jmp rcx
-.Lc1_d16727_j_t:
+.Lc1_d11842_s_t:
     jmp rcx
     .text
 

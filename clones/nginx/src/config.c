@@ -32,6 +32,15 @@ static const struct ditto_extra extras[] = {
     {DITTO_OP_CORK, 1.0, {0, NULL, NULL, NULL}},
 };
 
+/* Request classes (hashed request targets), in order of their responses' mean size: a
+ * request of a class draws its response sizes at quantiles in [lo, hi). */
+static const struct ditto_request_class request_classes[] = {
+    {UINT64_C(0xc0db15da98438971), 0.0, 0.4986669873915048},
+    {UINT64_C(0x9a5e5e2b26972c5a), 0.4986669873915048, 0.6994808266682703},
+    {UINT64_C(0x48240e347e560026), 0.6994808266682703, 0.900515164271253},
+    {UINT64_C(0xdfc1cc0291c5b351), 0.900515164271253, 1.0},
+};
+
 static const struct ditto_cluster clusters[] = {
     {.name = "c1", .role = DITTO_ROLE_WORKER, .threads = 1, .body = ditto_body_c1, .body_init = ditto_body_init_c1, .period_us = 0, .calls_per_request = 0},
 };
@@ -57,4 +66,6 @@ const struct ditto_config ditto_clone_config = {
     .data_file_bytes = 135168,
     .data_files = 8,
     .seed = UINT64_C(1),
+    .request_classes = request_classes,
+    .n_request_classes = 4,
 };

@@ -9,12 +9,13 @@ use std::collections::BTreeMap;
 use ditto_collect::bpftrace::{FdKind, Log2Hist, SyscallStats};
 use ditto_collect::procfs::{SocketFamily, SocketState};
 use ditto_profile::{
-    AcceptModel, ClusterSyscalls, Conditions, Counters, Framing, Generator, Histogram, IoModel,
-    ListenSocket, Mappings, Memory, Network, Profile, ProfileMode, RequestsSource, ServerModel,
-    SocketOptions, SoftwareCounters, SyscallStat, Syscalls, ThreadCluster, ThreadRole,
-    ThreadScaling, Threads, Trigger,
+    request_key_hash, AcceptModel, ClusterSyscalls, Conditions, Counters, Framing, Generator,
+    Histogram, IoModel, ListenSocket, Mappings, Memory, Network, Profile, ProfileMode,
+    RequestClass, RequestsSource, ServerModel, SocketOptions, SoftwareCounters, SyscallStat,
+    Syscalls, ThreadCluster, ThreadRole, ThreadScaling, Threads, Trigger,
 };
 
+use crate::observations::ObservedRequestClass;
 use crate::Observations;
 use threads::ThreadModel;
 
@@ -420,7 +421,23 @@ fn network(
         read_sizes,
         write_sizes,
         connection_options,
+        request_classes: request_classes(&obs.request_classes),
     }
+}
+
+/// The profile's request classes from the load generator's counts: each answered class with its
+/// share of the answered requests and its mean response bytes, the key hashed.
+fn request_classes(observed: &[ObservedRequestClass]) -> Vec<RequestClass> {
+    let total: u64 = observed.iter().map(|c| c.responses).sum();
+    observed
+        .iter()
+        .filter(|c| c.responses > 0)
+        .map(|c| RequestClass {
+            key_hash: request_key_hash(c.key.as_bytes()),
+            share: c.responses as f64 / total as f64,
+            mean_response_bytes: c.response_bytes as f64 / c.responses as f64,
+        })
+        .collect()
 }
 
 fn socket_options(o: &ditto_collect::procfs::SocketOptions) -> SocketOptions {
@@ -574,6 +591,7 @@ pub fn empty_profile(mode: ditto_profile::ProfileMode, duration_s: f64, requests
         connections: Vec::new(),
         requests_from_load: Some(requests),
         load: None,
+        request_classes: Vec::new(),
         framing_hint: None,
         partial: None,
         overhead: None,
@@ -596,6 +614,28 @@ pub fn thread_clusters(obs: &Observations) -> BTreeMap<u32, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn request_classes_are_shares_of_the_answered_with_hashed_keys() {
+        let observed = |key: &str, responses, response_bytes| ObservedRequestClass {
+            key: key.into(),
+            responses,
+            response_bytes,
+        };
+        let classes = request_classes(&[
+            observed("/index.html", 300, 300 * 850),
+            observed("/never", 0, 0),
+            observed("/photo.bin", 100, 100 * 131_300),
+        ]);
+        assert_eq!(
+            classes.len(),
+            2,
+            "an unanswered class is left out: {classes:?}"
+        );
+        assert_eq!(classes[0].key_hash, request_key_hash(b"/index.html"));
+        assert_eq!((classes[0].share, classes[1].share), (0.75, 0.25));
+        assert_eq!(classes[1].mean_response_bytes, 131_300.0);
+    }
 
     #[test]
     fn returned_byte_bins_carry_the_collectors_sums_into_the_profile() {

@@ -64,8 +64,8 @@ pub use error::LoadError;
 pub use outcome::{ErrorKind, Outcome};
 pub use protocols::{Connection, Protocol};
 pub use report::{
-    LagSummary, LatencySummary, LoadReport, Outcomes, PercentilePoint, KEPT_UP_MAX_LAG_P99_US,
-    KEPT_UP_MIN_ANSWERED,
+    LagSummary, LatencySummary, LoadReport, Outcomes, PercentilePoint, RequestClassStats,
+    KEPT_UP_MAX_LAG_P99_US, KEPT_UP_MIN_ANSWERED,
 };
 pub use runner::{prepare, run, run_prepared, Phase, Prepared, Progress};
 pub use warm::{warm, WarmReport};

@@ -54,6 +54,8 @@ pub(crate) struct ConnStats {
     /// Set when the connection stopped early at its share of `max_requests`: the end of its
     /// measured window (last intended time plus one mean gap), in monotonic ns.
     pub window_end_ns: Option<u64>,
+    /// Per request class (the protocol's index): answered requests and their response bytes.
+    pub classes: Vec<(u64, u64)>,
 }
 
 impl ConnStats {
@@ -70,7 +72,17 @@ impl ConnStats {
             rejected: 0,
             errors: BTreeMap::new(),
             window_end_ns: None,
+            classes: Vec::new(),
         }
+    }
+
+    /// Counts one measured response of request class `class` and `bytes` bytes.
+    pub fn record_class(&mut self, class: usize, bytes: u64) {
+        if self.classes.len() <= class {
+            self.classes.resize(class + 1, (0, 0));
+        }
+        self.classes[class].0 += 1;
+        self.classes[class].1 += bytes;
     }
 
     /// Records one measured request: intended send time, when its connection became free
@@ -135,6 +147,13 @@ impl ConnStats {
         for (kind, n) in other.errors {
             *self.errors.entry(kind).or_default() += n;
         }
+        for (class, (n, bytes)) in other.classes.into_iter().enumerate() {
+            if self.classes.len() <= class {
+                self.classes.resize(class + 1, (0, 0));
+            }
+            self.classes[class].0 += n;
+            self.classes[class].1 += bytes;
+        }
     }
 }
 
@@ -172,6 +191,18 @@ pub struct LagSummary {
     pub p50: f64,
     pub p99: f64,
     pub max: f64,
+}
+
+/// The answered requests of one request class in the measured period and the bytes of their
+/// responses (head included). A class is a request key the server's response depends on and a
+/// clone's runtime can read: for HTTP, the request target. The profiler records these so that a
+/// clone sizes each class's responses as the original did (docs/profile.md, `network.request_classes`).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct RequestClassStats {
+    /// The key, e.g. `/index.html`.
+    pub key: String,
+    pub responses: u64,
+    pub response_bytes: u64,
 }
 
 /// One point of the latency distribution (for CDF plots).
@@ -225,6 +256,10 @@ pub struct LoadReport {
     pub latency_percentiles: Vec<PercentilePoint>,
     /// Wall-clock start of the measured period, seconds since the Unix epoch.
     pub measured_start_unix_s: f64,
+    /// Per request class, the measured responses and their bytes; empty for protocols without
+    /// classes and in reports written before they were recorded.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub request_classes: Vec<RequestClassStats>,
     /// All answered requests' latencies, nanoseconds.
     #[serde(skip, default = "empty_histogram")]
     pub latency_histogram: Histogram<u64>,
@@ -244,6 +279,8 @@ pub(crate) struct RunFacts {
     pub warmup: Duration,
     pub duration: Duration,
     pub measured_start: SystemTime,
+    /// The protocol's request classes, by index.
+    pub request_classes: Vec<String>,
 }
 
 impl RunFacts {
@@ -356,6 +393,20 @@ impl LoadReport {
                 .duration_since(SystemTime::UNIX_EPOCH)
                 .map(|d| d.as_secs_f64())
                 .unwrap_or(0.0),
+            request_classes: facts
+                .request_classes
+                .iter()
+                .enumerate()
+                .map(|(i, key)| {
+                    let (responses, response_bytes) =
+                        stats.classes.get(i).copied().unwrap_or((0, 0));
+                    RequestClassStats {
+                        key: key.clone(),
+                        responses,
+                        response_bytes,
+                    }
+                })
+                .collect(),
             latency_histogram: stats.latency,
             send_lag_histogram: stats.lag,
         }
@@ -498,7 +549,29 @@ mod tests {
             warmup: Duration::from_secs(1),
             duration: Duration::from_secs(1),
             measured_start: SystemTime::UNIX_EPOCH + Duration::from_secs(1_700_000_000),
+            request_classes: vec!["/a".into(), "/b".into()],
         }
+    }
+
+    #[test]
+    fn request_classes_sum_over_connections_and_name_every_class() {
+        let mut one = healthy();
+        one.record_class(1, 300);
+        one.record_class(1, 100);
+        let mut two = healthy();
+        two.record_class(0, 50);
+        two.record_class(1, 200);
+        one.merge(two);
+        let report = LoadReport::new(facts(), one);
+        let got: Vec<(&str, u64, u64)> = report
+            .request_classes
+            .iter()
+            .map(|c| (c.key.as_str(), c.responses, c.response_bytes))
+            .collect();
+        assert_eq!(got, vec![("/a", 1, 50), ("/b", 3, 600)]);
+        // A class no connection answered is still listed, with nothing counted.
+        let report = LoadReport::new(facts(), healthy());
+        assert_eq!(report.request_classes[1].responses, 0);
     }
 
     /// 100 scheduled, 100 sent; latencies 100..=199 µs, lag 5 µs.

@@ -264,6 +264,7 @@ pub fn run_prepared(
             warmup: cfg.warmup,
             duration,
             measured_start,
+            request_classes: protocol.request_classes(),
         },
         total,
     ))
@@ -431,6 +432,11 @@ fn connection_thread(
         };
         let done = now_ns();
         let was_free_at = std::mem::replace(&mut free_ns, done);
+        if measured {
+            if let Some((class, bytes)) = conn.as_ref().and_then(|c| c.last_class()) {
+                stats.record_class(class, bytes);
+            }
+        }
         if conn.as_ref().is_some_and(|c| !c.is_open()) {
             conn = None;
         }

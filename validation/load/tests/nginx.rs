@@ -73,6 +73,36 @@ fn nginx_load_achieves_offered_rate_with_sane_latency() {
 }
 
 #[test]
+fn request_classes_count_each_paths_responses_and_their_whole_bytes() {
+    let _turn = common::one_at_a_time();
+    let server = common::nginx();
+    let w = paths(&[("/index.html", 3.0), ("/big.bin", 1.0)]);
+    let report = run(&config(&server, w, 400.0), &mut |_| {}).unwrap();
+    let summary = report.to_summary();
+    let classes = &report.request_classes;
+    assert_eq!(classes.len(), 2, "{classes:?}");
+    assert_eq!(
+        (classes[0].key.as_str(), classes[1].key.as_str()),
+        ("/index.html", "/big.bin")
+    );
+    assert_eq!(
+        classes[0].responses + classes[1].responses,
+        report.requests_completed,
+        "{summary}"
+    );
+    // Each response is the file plus nginx's head (a few hundred bytes), never less than the file.
+    for (class, file) in classes.iter().zip([612u64, 64 * 1024]) {
+        assert!(class.responses > 0, "{classes:?}");
+        let mean = class.response_bytes as f64 / class.responses as f64;
+        assert!(
+            mean > file as f64 && mean < file as f64 + 400.0,
+            "{}: {mean} bytes a response for a {file}-byte file",
+            class.key
+        );
+    }
+}
+
+#[test]
 fn missing_path_counts_as_http_404_and_keeps_the_connection() {
     let _turn = common::one_at_a_time();
     let server = common::nginx();

@@ -85,6 +85,20 @@ impl CloneDir {
         &self.spec.name
     }
 
+    /// The clone's spec driven with `original`'s traffic: the original's workload when both speak
+    /// the same protocol, else the clone's own. A comparison is only fair under the same requests,
+    /// and a clone's runtime reads some of them (HTTP request targets pick the response sizes of a
+    /// request class, docs/runtime.md). The clone's own `target.toml` carries a placeholder
+    /// workload instead (one path of the profiled request size), so a shared clone holds none of
+    /// the original's request strings.
+    pub fn spec_with_traffic_of(&self, original: &TargetSpec) -> TargetSpec {
+        let mut spec = self.spec.clone();
+        if spec.workload.protocol() == original.workload.protocol() {
+            spec.workload = original.workload.clone();
+        }
+        spec
+    }
+
     /// Instructions per request of the original, over all of its profiled threads (`profile.json`'s
     /// body), or `None` without a body. Sizes the simulated runs (`SimSettings`).
     pub fn profiled_instructions_per_request(&self) -> Option<f64> {
@@ -216,6 +230,26 @@ mod tests {
         )
         .expect("write");
         assert_eq!(read_seed(dir.path()), Some(7));
+    }
+
+    #[test]
+    fn a_clone_is_driven_with_the_originals_traffic_when_it_speaks_its_protocol() {
+        let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+        let clone = CloneDir::open(&repo.join("clones/nginx")).expect("committed nginx clone");
+        let nginx = TargetSpec::load(&repo.join("targets/nginx.toml")).expect("nginx spec");
+        // The clone's own spec holds a placeholder path, not nginx's.
+        assert_ne!(clone.spec.workload, nginx.workload);
+        let driven = clone.spec_with_traffic_of(&nginx);
+        assert_eq!(driven.workload, nginx.workload);
+        // Everything else is the clone's: its command, port and load levels.
+        assert_eq!(driven.server.command, clone.spec.server.command);
+        // Another protocol keeps the clone's own workload.
+        let memcached =
+            TargetSpec::load(&repo.join("targets/memcached.toml")).expect("memcached spec");
+        assert_eq!(
+            clone.spec_with_traffic_of(&memcached).workload,
+            clone.spec.workload
+        );
     }
 
     #[test]

@@ -236,6 +236,7 @@ pub fn validate(
         };
         // Original first, clone second, then the original's repeats: drift over the run shows up as
         // variation, not as clone error.
+        let clone_spec = opts.clone.spec_with_traffic_of(&opts.original);
         let mut order: Vec<(bool, usize)> = vec![(true, 0), (false, 0)];
         order.extend((1..opts.original_runs).map(|i| (true, i)));
         let mut originals: Vec<Option<RunRecord>> = vec![None; opts.original_runs];
@@ -244,7 +245,7 @@ pub fn validate(
             let (spec, who) = if is_original {
                 (&opts.original, format!("original run {}", i + 1))
             } else {
-                (&opts.clone.spec, "clone".to_string())
+                (&clone_spec, "clone".to_string())
             };
             next(&format!("{} load, {who}: native", level.name()), status);
             let n = measure_native(spec, &resolved, &native, status, progress)?;
@@ -338,7 +339,8 @@ pub fn validate(
             originals.push(sweep(&opts.original, &high, s, &run, status, progress)?);
         }
         next("saturation sweep, clone", status);
-        let clone = sweep(&opts.clone.spec, &high, s, &run, status, progress)?;
+        let clone_spec = opts.clone.spec_with_traffic_of(&opts.original);
+        let clone = sweep(&clone_spec, &high, s, &run, status, progress)?;
         report.saturation = Some(saturation_report(originals, clone));
     }
     for l in &report.levels {
@@ -431,7 +433,8 @@ impl crate::tune::TuneBackend for CloneTuneBackend {
         if !self.clone.dir.join("clone").is_file() {
             self.clone.build()?;
         }
-        self.measure(&self.clone.spec, status)
+        let spec = self.clone.spec_with_traffic_of(&self.original);
+        self.measure(&spec, status)
     }
 
     fn regenerate(

@@ -267,3 +267,52 @@ fn committed_clones_make_their_profiles_syscalls_per_request() {
         problems.join("\n")
     );
 }
+
+/// The nginx clone, driven with nginx's own traffic (its four paths), gives each path the
+/// response size nginx gave it: the profile's request classes, measured by the load generator.
+/// Before the classes, the clone drew each response's file at random whatever the path.
+#[test]
+fn the_nginx_clone_gives_each_path_the_response_size_nginx_gave_it() {
+    require("cc", "build-essential");
+    require("make", "build-essential");
+    let _turn = common::one_at_a_time();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let clone = fresh_copy("nginx", dir.path());
+    let profile = Profile::load(&clone.join("profile.json")).expect("the clone's profile");
+    let classes = &profile.network.request_classes;
+    assert_eq!(classes.len(), 4, "the nginx profile records its four paths");
+    let nginx = TargetSpec::load(&repo().join("targets/nginx.toml")).expect("nginx spec");
+    let mut spec = TargetSpec::load(&clone.join("target.toml")).expect("the clone's target.toml");
+    spec.workload = nginx.workload.clone();
+    let opts = LaunchOptions {
+        port: Some(free_port()),
+        ..LaunchOptions::default()
+    };
+    let mut target = RunningTarget::start(&spec, &opts)
+        .unwrap_or_else(|e| panic!("the clone did not build or start: {e}"));
+    let mut cfg = LoadConfig::new(target.addr(), spec.workload.clone(), 400.0);
+    cfg.connections = 2;
+    cfg.warmup = Duration::ZERO;
+    cfg.duration = Duration::from_secs(2);
+    let report = ditto_load::run(&cfg, &mut |_| {}).expect("load runs");
+    let _ = target.stop(Duration::from_secs(10));
+    assert_eq!(report.outcomes.errors_total, 0, "{}", report.to_summary());
+    for seen in &report.request_classes {
+        let hash = ditto_profile::request_key_hash(seen.key.as_bytes());
+        let profiled = classes
+            .iter()
+            .find(|c| c.key_hash == hash)
+            .unwrap_or_else(|| panic!("{} is not among the profile's classes", seen.key));
+        assert!(seen.responses > 0, "{} was never asked for", seen.key);
+        let mean = seen.response_bytes as f64 / seen.responses as f64;
+        // The clone's head is shorter than nginx's; its payload makes up the difference on average
+        // (docs/generator.md, "I/O calls"), to within the digits of Content-Length.
+        let error = (mean - profiled.mean_response_bytes).abs() / profiled.mean_response_bytes;
+        assert!(
+            error < 0.01,
+            "{}: the clone's responses are {mean:.0} bytes, nginx's {:.0}",
+            seen.key,
+            profiled.mean_response_bytes
+        );
+    }
+}

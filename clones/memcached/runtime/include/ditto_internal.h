@@ -34,6 +34,11 @@ uint64_t ditto_splitmix64(uint64_t *state);
 uint64_t ditto_rng_seed(uint64_t config_seed, uint64_t stream);
 uint64_t ditto_rng_below(uint64_t *state, uint64_t n); /* uniform in [0, n); 0 when n == 0 */
 uint64_t ditto_dist_sample(const struct ditto_dist *d, uint64_t *state);
+/* A sample at a quantile drawn uniformly in [lo, hi) (0 <= lo <= hi <= 1): the request classes'
+ * share of a distribution. ditto_dist_sample is the same with [0, 1). */
+uint64_t ditto_dist_sample_in(const struct ditto_dist *d, uint64_t *state, double lo, double hi);
+/* 64-bit FNV-1a, the hash that names a request key (ditto_profile::request_key_hash). */
+uint64_t ditto_key_hash(const uint8_t *key, size_t len);
 uint64_t ditto_dist_max(const struct ditto_dist *d); /* largest value sample() can return */
 const char *ditto_dist_check(const struct ditto_dist *d); /* NULL when well formed, else why not */
 
@@ -135,7 +140,12 @@ struct ditto_worker {
     size_t scratch_len;
     uint8_t *stage; /* contiguous copy for write/sendto of several pieces */
     size_t stage_cap;
+    /* The quantile range this request's response sizes are drawn from (its request class), set
+     * by ditto_worker_classify and reset after the request; [0, 1) outside a class. */
+    double draw_lo, draw_hi;
 };
+
+struct ditto_req;
 
 /* Called by the thread itself: sets up its buffers, then calls the cluster's body_init.
  * stream: a number unique among this process's threads (seeds the thread's sampler).
@@ -155,6 +165,9 @@ extern uint64_t ditto_eventfd_writes;
  * whether this response can carry sendfile segments (a memcached `set` reply cannot: its
  * sendfiles wait for the next request that can). */
 void ditto_worker_serve(struct ditto_worker *w, int can_carry, struct ditto_plan *plan);
+/* Sets the quantile range of the next ditto_worker_serve from the request's class, when the
+ * request has a key (DITTO_REQF_KEYED) the config lists. */
+void ditto_worker_classify(struct ditto_worker *w, const struct ditto_req *req);
 /* Payload of one more value in the same response (memcached multi-key get). */
 uint64_t ditto_worker_payload(struct ditto_worker *w);
 void ditto_set_thread_name(const char *cluster_name);
@@ -243,6 +256,7 @@ enum ditto_req_kind {
 #define DITTO_REQF_CLOSE 2u    /* close after the reply */
 #define DITTO_REQF_HEAD 4u     /* HTTP HEAD: no body */
 #define DITTO_REQF_HTTP10 8u   /* HTTP/1.0: keep-alive must be said explicitly */
+#define DITTO_REQF_KEYED 16u   /* key_hash holds the request's class key (HTTP: the target) */
 
 struct ditto_req {
     enum ditto_req_kind kind;
@@ -255,6 +269,7 @@ struct ditto_req {
      * payload length. The whole frame is the head. */
     uint8_t h2_type, h2_flags;
     uint32_t h2_stream, h2_len;
+    uint64_t key_hash; /* with DITTO_REQF_KEYED */
 };
 
 #define DITTO_H2_PREFACE 0xffu

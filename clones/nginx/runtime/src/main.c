@@ -119,6 +119,15 @@ static const char *check_config(const struct ditto_config *cfg, char *buf, size_
             return buf;
         }
     }
+    if (cfg->n_request_classes > 0 && cfg->request_classes == NULL)
+        return "n_request_classes > 0 but request_classes is NULL";
+    for (uint32_t i = 0; i < cfg->n_request_classes; i++) {
+        const struct ditto_request_class *rc = &cfg->request_classes[i];
+        if (!(rc->lo >= 0.0 && rc->lo <= rc->hi && rc->hi <= 1.0)) {
+            snprintf(buf, len, "request class %u: its range must satisfy 0 <= lo <= hi <= 1", i);
+            return buf;
+        }
+    }
     if (cfg->n_extras > 0 && cfg->extras == NULL)
         return "n_extras > 0 but extras is NULL";
     for (uint32_t i = 0; i < cfg->n_extras; i++) {

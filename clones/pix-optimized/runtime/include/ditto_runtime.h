@@ -119,6 +119,14 @@ struct ditto_cluster {
     double calls_per_request;
 };
 
+/* A request class (an HTTP request target, by hash): its responses draw their sizes at quantiles
+ * in [lo, hi) of every size distribution, so that each class gets the sizes the original gave it
+ * (the generator lays the classes out in order of their mean response size). */
+struct ditto_request_class {
+    uint64_t key_hash; /* 64-bit FNV-1a of the key's bytes */
+    double lo, hi;     /* 0 <= lo <= hi <= 1 */
+};
+
 struct ditto_config {
     uint32_t abi;                      /* DITTO_RUNTIME_ABI */
     const char *clone_name;
@@ -140,6 +148,8 @@ struct ditto_config {
     uint64_t data_file_bytes;          /* size of each file created in the data dir at start */
     uint32_t data_files;
     uint64_t seed;
+    const struct ditto_request_class *request_classes; /* NULL: every request draws from all */
+    uint32_t n_request_classes;
 };
 
 /* Defined by the generated src/config.c. */

@@ -33,14 +33,41 @@ uint64_t ditto_rng_below(uint64_t *state, uint64_t n)
     return (uint64_t)(((unsigned __int128)ditto_splitmix64(state) * n) >> 64);
 }
 
+uint64_t ditto_key_hash(const uint8_t *key, size_t len)
+{
+    uint64_t h = 0xcbf29ce484222325ULL;
+    for (size_t i = 0; i < len; i++)
+        h = (h ^ key[i]) * 0x100000001b3ULL;
+    return h;
+}
+
 uint64_t ditto_dist_sample(const struct ditto_dist *d, uint64_t *state)
+{
+    return ditto_dist_sample_in(d, state, 0.0, 1.0);
+}
+
+uint64_t ditto_dist_sample_in(const struct ditto_dist *d, uint64_t *state, double lo_q,
+                              double hi_q)
 {
     if (d->bins == 0 || d->cumulative == NULL)
         return 0;
     uint64_t total = d->cumulative[d->bins - 1];
     if (total == 0)
         return 0;
-    uint64_t r = ditto_rng_below(state, total);
+    uint64_t r;
+    if (lo_q <= 0.0 && hi_q >= 1.0) {
+        r = ditto_rng_below(state, total);
+    } else {
+        /* Counts are far below 2^53, so the products are exact enough; the clamp keeps r a valid
+         * rank whatever the rounding. */
+        uint64_t first = (uint64_t)(lo_q * (double)total);
+        uint64_t last = (uint64_t)(hi_q * (double)total);
+        if (first >= total)
+            first = total - 1;
+        r = first + ditto_rng_below(state, last > first ? last - first : 1);
+        if (r >= total)
+            r = total - 1;
+    }
     /* First bin whose cumulative count exceeds r. */
     uint32_t lo = 0, hi = d->bins - 1;
     while (lo < hi) {

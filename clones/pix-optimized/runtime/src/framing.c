@@ -237,6 +237,8 @@ static int http_parse(const uint8_t *buf, size_t len, struct ditto_req *req)
         return fail(req, consumed, HTTP_400, 1);
     int minor = sp[8] - '0';
     int keep_alive = minor == 1;
+    /* The request target names the request's class (its responses' sizes). */
+    uint64_t key_hash = ditto_key_hash(p + 1, (size_t)(sp - p - 1));
     int have_length = 0;
     uint64_t length = 0;
     /* Headers. */
@@ -276,7 +278,8 @@ static int http_parse(const uint8_t *buf, size_t len, struct ditto_req *req)
     req->kind = DITTO_REQ_HTTP;
     req->head_len = consumed;
     req->body_len = length;
-    req->flags = 0;
+    req->flags = DITTO_REQF_KEYED;
+    req->key_hash = key_hash;
     req->error_reply = NULL;
     if (!keep_alive)
         req->flags |= DITTO_REQF_CLOSE;

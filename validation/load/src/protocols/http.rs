@@ -17,6 +17,8 @@ const MAX_LINE: usize = 4096;
 /// The HTTP workload as a [`Protocol`]: every request is prebuilt once.
 pub struct HttpProtocol {
     requests: Vec<Vec<u8>>,
+    /// The request targets, in `requests`' order: the request classes.
+    paths: Vec<String>,
     /// Cumulative weights, for choosing a path with one binary search.
     cumulative: Vec<f64>,
 }
@@ -29,6 +31,7 @@ impl HttpProtocol {
             .iter()
             .map(|p| request_bytes(&p.path, &host))
             .collect();
+        let paths = workload.paths.iter().map(|p| p.path.clone()).collect();
         let mut total = 0.0;
         let cumulative = workload
             .paths
@@ -40,6 +43,7 @@ impl HttpProtocol {
             .collect();
         HttpProtocol {
             requests,
+            paths,
             cumulative,
         }
     }
@@ -67,7 +71,12 @@ impl Protocol for HttpProtocol {
             requests: self.requests.clone(),
             cumulative: self.cumulative.clone(),
             open: true,
+            last: None,
         }))
+    }
+
+    fn request_classes(&self) -> Vec<String> {
+        self.paths.clone()
     }
 }
 
@@ -77,6 +86,8 @@ pub struct HttpConnection {
     requests: Vec<Vec<u8>>,
     cumulative: Vec<f64>,
     open: bool,
+    /// The last request's path index and response bytes, once answered.
+    last: Option<(usize, u64)>,
 }
 
 impl HttpConnection {
@@ -91,6 +102,7 @@ impl HttpConnection {
             requests: protocol.requests,
             cumulative: protocol.cumulative,
             open: true,
+            last: None,
         })
     }
 
@@ -106,25 +118,29 @@ impl HttpConnection {
     }
 
     fn exchange(&mut self, index: usize, deadline_ns: u64) -> Result<Outcome, ErrorKind> {
+        self.last = None;
         let request = self.requests.get(index).ok_or(ErrorKind::Protocol)?;
         self.wire.send(request)?;
         let mut parser = ResponseParser::new();
+        // Every byte the parser takes belongs to this response (it stops at the response's end).
+        let mut response_bytes = 0u64;
         loop {
             let used = parser.advance(self.wire.data())?;
             self.wire.consume(used);
+            response_bytes += used as u64;
             if let Some(response) = parser.response() {
                 if !response.keep_alive {
                     self.open = false;
                 }
+                self.last = Some((index, response_bytes));
                 return Ok(response.outcome());
             }
             if self.wire.fill(deadline_ns)? == 0 {
                 parser.finish_at_eof()?;
                 self.open = false;
-                return parser
-                    .response()
-                    .map(|r| r.outcome())
-                    .ok_or(ErrorKind::Disconnected);
+                let response = parser.response().ok_or(ErrorKind::Disconnected)?;
+                self.last = Some((index, response_bytes));
+                return Ok(response.outcome());
             }
         }
     }
@@ -144,6 +160,10 @@ impl Connection for HttpConnection {
 
     fn is_open(&self) -> bool {
         self.open
+    }
+
+    fn last_class(&self) -> Option<(usize, u64)> {
+        self.last
     }
 }
 

@@ -34,6 +34,13 @@ pub trait Protocol: Send + Sync {
         timeout: Duration,
         index: usize,
     ) -> Result<Box<dyn Connection>, String>;
+
+    /// The request classes a connection reports in [`Connection::last_class`], by index: the
+    /// request key the server sees, e.g. an HTTP request target. Empty for protocols whose
+    /// responses do not depend on a key the runtime reads (see [`crate::RequestClassStats`]).
+    fn request_classes(&self) -> Vec<String> {
+        Vec::new()
+    }
 }
 
 /// One connection with at most one request in flight.
@@ -46,6 +53,13 @@ pub trait Connection {
     /// False once this connection cannot carry another request (closed, desynchronised or timed
     /// out); the runner then opens a new one before the next request.
     fn is_open(&self) -> bool;
+
+    /// The class (an index into [`Protocol::request_classes`]) of the request just answered and
+    /// the bytes of its whole response, head included; `None` when the protocol has no classes
+    /// or the last request got no complete response.
+    fn last_class(&self) -> Option<(usize, u64)> {
+        None
+    }
 }
 
 /// Builds the protocol for `cfg.workload` and runs its unmeasured preparation (the Pix account
