@@ -47,6 +47,41 @@ impl DataClass {
     }
 }
 
+/// A rep-string count distribution with a short and a long mode: memcached's worker repeats 1–7
+/// times in two thirds of its executions (small copies) and 128–255 times in the rest. A clone
+/// instruction with one count, the mean, repeats ~70 times every time, and under cachegrind, which
+/// counts each repetition as a conditional branch, every execution then mispredicts its exit: a
+/// short repeat's exit is within the predictor's 7 bits of history, a long one's is not. So a rep
+/// instruction takes the long count on one execution in 2^k (`long_share` rounded to a power of
+/// two) and the short mean on the others, keeping its mean per execution.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct RepSplit {
+    /// Mean repetitions of the short executions.
+    pub short_count: u64,
+    /// Share of executions in the long mode.
+    pub long_share: f64,
+}
+
+/// Counts at most this are the short mode: an exit after fewer repetitions than cachegrind's
+/// predictor keeps history bits (7) is predictable from the history itself.
+pub const REP_SHORT_MAX: u64 = 8;
+
+/// The two modes of a rep-count histogram ((lo, hi, count) bins, `[lo, hi)`), when it has both.
+pub fn rep_split(bins: &[(u64, u64, f64)]) -> Option<RepSplit> {
+    let mid = |lo: u64, hi: u64| 0.5 * (lo + hi.saturating_sub(1).max(lo)) as f64;
+    let short = || bins.iter().filter(|b| b.1 <= REP_SHORT_MAX);
+    let n_short: f64 = short().map(|b| b.2).sum();
+    let n_long: f64 = bins.iter().map(|b| b.2).sum::<f64>() - n_short;
+    if n_short <= 0.0 || n_long <= 0.0 {
+        return None;
+    }
+    let short_mean = short().map(|b| b.2 * mid(b.0, b.1)).sum::<f64>() / n_short;
+    Some(RepSplit {
+        short_count: (short_mean.round() as u64).max(1),
+        long_share: n_long / (n_short + n_long),
+    })
+}
+
 #[derive(Debug, Clone)]
 pub struct BodyPlan {
     /// Dynamic instructions per call the body should execute.
@@ -58,6 +93,8 @@ pub struct BodyPlan {
     /// Mean repetitions per execution of a rep-string instruction (the profile's `rep_counts`, bin
     /// midpoints).
     pub rep_mean: f64,
+    /// The profile's rep counts as two modes, when it has both short and long ones (`RepSplit`).
+    pub rep_split: Option<RepSplit>,
     /// Conditional branches per dynamic instruction.
     pub cond_branch_ratio: f64,
     /// Static conditional branches the profile saw in this cluster (`branches.static_count`), which
@@ -1064,6 +1101,7 @@ pub fn plan(input: &PlanInput<'_>, knobs: &Knobs) -> BodyPlan {
             .sum();
         sum / n
     };
+    let rep_split = rep_split(&rep_counts);
 
     let (cond_branch_ratio, taken, transition, raw, war, waw) = match input.body {
         Some(b) => (
@@ -1226,6 +1264,7 @@ pub fn plan(input: &PlanInput<'_>, knobs: &Knobs) -> BodyPlan {
         mean_instruction_bytes: mean_len,
         mix,
         rep_mean,
+        rep_split,
         cond_branch_ratio,
         static_branches: input.body.map_or(0, |b| b.branches.static_count),
         taken_bins: taken,
@@ -1297,6 +1336,23 @@ pub fn scale_change_bins(bins: &[f64], scale: f64) -> Vec<f64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn rep_counts_split_into_a_short_and_a_long_mode() {
+        // memcached's worker (profiles/memcached.json, c1).
+        let bins = [
+            (1, 2, 202.0),
+            (2, 4, 1755.0),
+            (4, 8, 1755.0),
+            (128, 256, 1957.0),
+        ];
+        let split = rep_split(&bins).expect("two modes");
+        assert_eq!(split.short_count, 4);
+        assert!((split.long_share - 1957.0 / 5669.0).abs() < 1e-12);
+        // One mode only: no split.
+        assert_eq!(rep_split(&bins[..3]), None);
+        assert_eq!(rep_split(&bins[3..]), None);
+    }
 
     #[test]
     fn scaled_change_bins_keep_their_weight_and_move_the_mean_by_the_scale() {

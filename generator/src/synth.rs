@@ -195,6 +195,9 @@ enum Item {
         t: &'static Template,
         mem: Option<Mem>,
         rep_count: u64,
+        /// A rep-string instruction in two modes (`plan::RepSplit`): the chunk-counter bits whose
+        /// all-clear executions take the long count. 0: one count.
+        rep_long_mask: u32,
     },
     Chase,
     Pattern {
@@ -449,10 +452,16 @@ fn item_instrs(it: &Item) -> u64 {
     match it {
         // A rep-string instruction counts once, as the architecture retires it and the body profiler
         // counts it (its repetitions are the profile's rep_counts), plus its set-up moves.
-        Item::Tpl { t, .. } => match t.special {
+        Item::Tpl {
+            t, rep_long_mask, ..
+        } => match t.special {
             Special::Div => 3,
-            Special::Rep if t.asm.contains("movs") => 4,
-            Special::Rep => 3,
+            Special::Rep => {
+                let movs = u64::from(t.asm.contains("movs"));
+                // The long count's `mov`, the counter `test` and the `cmovz` that picks it.
+                let split = if *rep_long_mask != 0 { 3 } else { 0 };
+                3 + movs + split
+            }
             _ => 1,
         },
         Item::Chase => 1,
@@ -951,6 +960,21 @@ fn settle_rep_counts(blocks: &mut [Block], plan: &BodyPlan, max_rep_count: u64) 
     }
 }
 
+/// The chunk-counter mask of a two-mode rep instruction in a chunk whose own execution count starts
+/// at bit `shift`: k bits, all clear on one execution in 2^k, 2^−k the nearest power of two to the
+/// long mode's share (k from 1 to 6). 0 when the long mode is most executions or the mask would not
+/// fit an imm32.
+fn rep_long_mask_for(split: crate::plan::RepSplit, shift: u32) -> u32 {
+    if !(split.long_share > 0.0 && split.long_share < 0.75) {
+        return 0;
+    }
+    let k = (1.0 / split.long_share).log2().round().clamp(1.0, 6.0) as u32;
+    if shift + k > 30 {
+        return 0;
+    }
+    ((1u32 << k) - 1) << shift
+}
+
 /// Rep-string repetitions per call of the body: each rep instruction's count times its chunk's
 /// runs per call.
 fn rep_iterations_per_call(blocks: &[Block]) -> f64 {
@@ -1200,6 +1224,8 @@ impl Composer<'_> {
         let mut repeatable: Vec<Option<Repeatable>> = Vec::new();
         let mut steps_rng = false;
         let shift = ring.trailing_zeros();
+        // Whether a rep-string instruction picks its count by the chunk counter.
+        let mut splits_rep = false;
 
         // Indirect jumps where the executions owed so far, with what this chunk will owe, come
         // nearest the profile's per instruction, counted over executions (a chunk run w times a
@@ -1277,6 +1303,7 @@ impl Composer<'_> {
             let t = tpls[self.draws.mix.below(tpls.len() as u64) as usize];
             let mut mem = None;
             let mut rep_count = 0;
+            let mut rep_long_mask = 0;
             let mut extra_bytes = 0;
             if t.special == Special::Rep {
                 // The repeat count follows the profile's rep_counts; the instruction counts once.
@@ -1288,6 +1315,17 @@ impl Composer<'_> {
                 }
                 self.account((Class::Mov, Opnd::Reg), w);
                 extra_bytes += if movs { 21 } else { 13 };
+                if let Some(split) = self.plan.rep_split {
+                    rep_long_mask = rep_long_mask_for(split, shift);
+                    if rep_long_mask != 0 {
+                        // mov esi, L; test ebx, mask; cmovz ecx, esi
+                        self.account((Class::Mov, Opnd::Reg), w);
+                        self.account((Class::Alu, Opnd::Reg), w);
+                        self.account((Class::Other, Opnd::Reg), w);
+                        extra_bytes += 14;
+                        splits_rep = true;
+                    }
+                }
             } else if opnd.touches_memory() {
                 // Pointer chasing replaces a plain 64-bit load, while the chain's class has room, or
                 // when the load's class drawn as any other's is the chain's (a one-line class): the
@@ -1350,7 +1388,12 @@ impl Composer<'_> {
             } else {
                 0
             };
-            let item = Item::Tpl { t, mem, rep_count };
+            let item = Item::Tpl {
+                t,
+                mem,
+                rep_count,
+                rep_long_mask,
+            };
             instrs += item_instrs(&item);
             bytes += u64::from(t.len) + mem_bytes + extra_bytes;
             body.push(item);
@@ -1363,7 +1406,7 @@ impl Composer<'_> {
         // start of its region (memcached's request workers hit the L2 with their 4 MiB region).
         let adv_p = adv_q || c.groups.iter().any(|g| !g.irregular);
         // The block counter identifies the chunk execution for ring blocks and drives patterns.
-        let inc_b = ring > 1 || !patterns.is_empty();
+        let inc_b = ring > 1 || !patterns.is_empty() || splits_rep;
         for used in [adv_p, adv_q, inc_b] {
             if used {
                 self.account((Class::Alu, Opnd::Reg), w);
@@ -2358,14 +2401,20 @@ impl Renderer<'_> {
 }
 
 impl Renderer<'_> {
-    fn template(&mut self, t: &'static Template, mem: Option<&Mem>, rep_count: u64) -> Result<()> {
+    fn template(
+        &mut self,
+        t: &'static Template,
+        mem: Option<&Mem>,
+        rep_count: u64,
+        rep_long_mask: u32,
+    ) -> Result<()> {
         match t.special {
             Special::JmpNext => {
                 self.line(t.asm);
                 self.commit(&[], &[], u64::from(t.len));
                 return Ok(());
             }
-            Special::Rep => return self.rep(t, rep_count),
+            Special::Rep => return self.rep(t, rep_count, rep_long_mask),
             _ => {}
         }
         let asm = if self.vex {
@@ -2492,18 +2541,40 @@ impl Renderer<'_> {
         Ok(first)
     }
 
-    fn rep(&mut self, t: &'static Template, count: u64) -> Result<()> {
+    fn rep(&mut self, t: &'static Template, count: u64, long_mask: u32) -> Result<()> {
         let l = self.layout.clone();
         let movs = t.asm.contains("movs");
         let dst = l.rep_lo;
         let src = l.rep_lo + l.rep_half;
-        self.prove_data(Buffer::Priv, dst, dst + count)?;
+        // Two modes: the short mean on most executions, and on one in 2^k (the counter bits of
+        // `long_mask` all clear) the long count that keeps the mean per execution at `count`.
+        let split = self.plan.rep_split.filter(|_| long_mask != 0);
+        let (short, long) = match split {
+            Some(sp) => {
+                let period = f64::from((long_mask >> long_mask.trailing_zeros()) + 1);
+                let short = sp.short_count.min(count).max(1);
+                let long = (period * count as f64 - (period - 1.0) * short as f64).round();
+                (short, (long as u64).clamp(short, l.rep_half.max(1)))
+            }
+            None => (count, count),
+        };
+        self.prove_data(Buffer::Priv, dst, dst + long)?;
+        if split.is_some() {
+            self.fixed(&format!("mov esi, {long}"), &[], &[RSI], 5);
+        }
         self.fixed(&format!("lea rdi, [r15 + {dst}]"), &[R15], &[RDI], 7);
+        if split.is_some() {
+            self.fixed(&format!("mov ecx, {short}"), &[], &[RCX], 5);
+            self.fixed(&format!("test ebx, {long_mask}"), &[RBX], &[], 6);
+            self.fixed("cmovz ecx, esi", &[RCX, RSI], &[RCX], 3);
+        }
         if movs {
-            self.prove_data(Buffer::Priv, src, src + count)?;
+            self.prove_data(Buffer::Priv, src, src + long)?;
             self.fixed(&format!("lea rsi, [r15 + {src}]"), &[R15], &[RSI], 7);
         }
-        self.fixed(&format!("mov ecx, {count}"), &[], &[RCX], 5);
+        if split.is_none() {
+            self.fixed(&format!("mov ecx, {count}"), &[], &[RCX], 5);
+        }
         let reads: Vec<Reg> = t
             .implicit
             .iter()
@@ -2670,7 +2741,12 @@ impl Renderer<'_> {
         self.label(&labels.me);
         for it in &c.items {
             match it {
-                Item::Tpl { t, mem, rep_count } => self.template(t, mem.as_ref(), *rep_count)?,
+                Item::Tpl {
+                    t,
+                    mem,
+                    rep_count,
+                    rep_long_mask,
+                } => self.template(t, mem.as_ref(), *rep_count, *rep_long_mask)?,
                 Item::Chase => {
                     // r12 ∈ {0, 64, …, chase_mask}: every node holds such an offset (init) and
                     // nothing else writes the nodes (`chase_overlay`).

@@ -6,14 +6,38 @@ mod common;
 
 use ditto_generator::knobs::Knobs;
 
-/// Repetitions per call of the rendered body: every `rep` instruction's count (the `mov ecx, N`
-/// before it) times the runs per call of its block's chunks (`x / ring`, from the block comment
-/// "// block B: BYTES bytes, RING chunk(s), X chunk executions per call").
-fn rendered_rep_iterations(text: &str) -> (f64, usize) {
+/// One rendered rep instruction: its short count (`mov ecx, N`), and in two modes its long count
+/// (`mov esi, L`) and the counter mask whose all-clear executions take it (`test ebx, M` before
+/// `cmovz ecx, esi`).
+#[derive(Debug, Default, Clone, Copy)]
+struct RenderedRep {
+    count: f64,
+    long: Option<(f64, u32)>,
+    runs_per_chunk: f64,
+}
+
+impl RenderedRep {
+    /// Mean repetitions per execution: the long count on one execution in 2^(mask's bits).
+    fn mean(&self) -> f64 {
+        match self.long {
+            Some((long, mask)) => {
+                let period = f64::from(1u32 << mask.count_ones());
+                (long + (period - 1.0) * self.count) / period
+            }
+            None => self.count,
+        }
+    }
+}
+
+/// Every `rep` instruction of the rendered body, with the runs per call of its block's chunks
+/// (`x / ring`, from the block comment "// block B: BYTES bytes, RING chunk(s), X chunk executions
+/// per call").
+fn rendered_reps(text: &str) -> Vec<RenderedRep> {
     let mut runs_per_chunk = 0.0;
-    let mut count = None;
-    let mut total = 0.0;
-    let mut instructions = 0;
+    let mut cur = RenderedRep::default();
+    let mut long = None;
+    let mut mask = None;
+    let mut reps = Vec::new();
     for line in text.lines().map(str::trim) {
         if let Some(rest) = line.strip_prefix("// block ") {
             let words: Vec<&str> = rest.split_whitespace().collect();
@@ -21,13 +45,54 @@ fn rendered_rep_iterations(text: &str) -> (f64, usize) {
             let x: f64 = words[5].parse().expect("chunk executions");
             runs_per_chunk = x / ring;
         } else if let Some(n) = line.strip_prefix("mov ecx, ") {
-            count = n.parse::<f64>().ok();
+            // The last immediate count before the rep (the mix has its own `mov ecx, …`).
+            if let Ok(n) = n.parse::<f64>() {
+                cur.count = n;
+            }
+        } else if let Some(n) = line.strip_prefix("mov esi, ") {
+            long = n.parse::<f64>().ok();
+        } else if let Some(m) = line.strip_prefix("test ebx, ") {
+            mask = m.parse::<u32>().ok();
+        } else if line == "cmovz ecx, esi" {
+            cur.long = Some((long.expect("a long count"), mask.expect("a counter mask")));
         } else if line.starts_with("rep ") {
-            total += runs_per_chunk * count.take().expect("a count before every rep instruction");
-            instructions += 1;
+            assert!(cur.count > 0.0, "a count before every rep instruction");
+            cur.runs_per_chunk = runs_per_chunk;
+            reps.push(cur);
+            cur = RenderedRep::default();
+            (long, mask) = (None, None);
         }
     }
-    (total, instructions)
+    reps
+}
+
+/// Repetitions per call of the rendered body, and its rep instructions.
+fn rendered_rep_iterations(text: &str) -> (f64, usize) {
+    let reps = rendered_reps(text);
+    let total = reps.iter().map(|r| r.runs_per_chunk * r.mean()).sum();
+    (total, reps.len())
+}
+
+/// memcached's worker repeats 1–7 times in two thirds of its rep executions and 128–255 times in
+/// the rest (`plan::RepSplit`): every rep instruction takes the short mean, and its long count on
+/// one execution in four, so cachegrind sees a long exit as often as the profile has one.
+#[test]
+fn rep_instructions_take_the_profiles_short_count_and_its_long_count_one_time_in_four() {
+    let body = common::committed_body("memcached", "c1");
+    for seed in 1..=3 {
+        let asm = common::synth_seeded(&body, &Knobs::default(), seed);
+        let reps = rendered_reps(&asm.text);
+        assert!(!reps.is_empty(), "seed {seed}: no rep instruction");
+        for r in &reps {
+            let (long, mask) = r.long.expect("memcached's reps have two modes");
+            assert_eq!(mask.count_ones(), 2, "seed {seed}: {r:?}");
+            assert!(
+                (3.0..=5.0).contains(&r.count) && long >= 64.0,
+                "seed {seed}: short {} and long {long}",
+                r.count
+            );
+        }
+    }
 }
 
 /// Rep instructions land in chunks run 0.5 or 1 times per call, so the executions per call the mix

@@ -853,154 +853,159 @@ ditto_body_c1:
     add rcx, qword ptr [r15 + 26244192]
     jmp .Lc1_d32_j_t
 .Lc1_d32_j:
-    inc dword ptr [r14 + 384]
-    mov ebp, ecx
-    lock add qword ptr [r15 + 1280], rbp
+    or qword ptr [r14 + 1280], 45
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r8d, r8d
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov ecx, 174
+    lock add qword ptr [r15 + 0], rcx
+    mov ecx, 147
     jmp 1f
 1:
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov ecx, 122
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, rcx
-    add rcx, rbp
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, cl
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    cmovne rbp, rcx
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 1088], eax
+    mov rcx, rax
+    mov r9, r10
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and r9, 1048512
+    add rax, qword ptr [r14 + r9 + 14700992]
+    inc dword ptr [r14 + 960]
+    lock add qword ptr [r15 + 1024], rax
+    mov r9, r10
+    test ebx, 1073741824
+    jnz 1f
+1:
+    add rcx, qword ptr [r14 + 64]
     mov rbp, r10
-    add rcx, 13
-    mov edx, 218
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and rbp, 960
-    movsxd rdx, dword ptr [r14 + rbp + 1472]
-    movzx ebp, dl
-    mov byte ptr [r15 + 1024], bpl
-    mov rbp, r10
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov qword ptr [r15 + 1088], rdx
-    and rbp, 1048512
-    mov dword ptr [r14 + rbp + 14700992], ebp
-    jmp 1f
-1:
-    sub rdx, rcx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    or qword ptr [r14 + 960], 20
-    mov qword ptr [r14 + 0], rbp
-    mov rdi, rdx
+    and r9, 8128
+    inc dword ptr [r14 + r9 + 8640]
+    and rbp, 1984
+    mov qword ptr [r15 + rbp + 2496], rbp
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c1:
-    lea rcx, [rip + .Lc1_d87_j]
+    lea rcx, [rip + .Lc1_d83_j]
     add rcx, qword ptr [r15 + 26244192]
-    jmp .Lc1_d87_j_t
-.Lc1_d87_j:
+    jmp .Lc1_d83_j_t
+.Lc1_d83_j:
     lea rbp, [r10 + r10*1]
-    movzx edi, bpl
     and rbp, 960
-    inc dword ptr [r15 + rbp + 1472]
-    add qword ptr [r15 + 64], rbp
-    mov edi, 140
+    inc dword ptr [r14 + rbp + 1472]
+    mov eax, 152
+    mov dword ptr [r14 + 896], 221
+    add rax, 70
     test ebx, 1073741824
     jnz 1f
-1:
-    add rcx, 58
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov edi, 116
-    mov edx, edi
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
 1:
     jmp 1f
 1:
-    mov rdx, rdi
-    mov rdi, rdx
-    mov edi, edi
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    add rdx, qword ptr [r15 + 896]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx edx, dil
-    mov r8, r10
-    and edx, dword ptr [r14 + 832]
-    mov edi, edx
-    and r8, 1984
-    mov edx, dword ptr [r14 + r8 + 2496]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r14 + rbp + 1536], 0
     jmp 1f
 1:
-    mov dword ptr [r15 + 320], edx
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    add rax, rax
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov eax, eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov ecx, eax
+    mov esi, ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov eax, 14
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx edx, sil
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rsi, rax
+    movzx ecx, byte ptr [r14 + rbp + 1536]
+    and ecx, dword ptr [r15 + 832]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    add qword ptr [r15 + 320], rdx
+    mov dword ptr [r15 + 384], esi
+    mov edx, dword ptr [r14 + 704]
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c2:
-    lea rcx, [rip + .Lc1_d142_j]
+    lea rcx, [rip + .Lc1_d139_j]
     add rcx, qword ptr [r15 + 26244192]
-    jmp .Lc1_d142_j_t
-.Lc1_d142_j:
-    neg r8
-    mov ecx, r8d
-    mov dword ptr [r15 + 128], ecx
+    jmp .Lc1_d139_j_t
+.Lc1_d139_j:
+    neg rdx
+    mov ecx, edx
+    mov dword ptr [r14 + 384], ecx
     jmp 1f
 1:
     test bl, 240
     jnz 1f
 1:
-    mov eax, dword ptr [r14 + 128]
-    mov rdx, rax
-    mov eax, 76
-    add qword ptr [r15 + 128], rax
+    mov esi, dword ptr [r14 + 128]
+    mov rdi, rsi
+    mov esi, 76
+    add qword ptr [r14 + 320], rsi
     test ebx, 1073741824
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rdx
+    mov rcx, rdi
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
@@ -1008,38 +1013,31 @@ ditto_body_c1:
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], cl
     cmp rcx, rcx
     test ebx, 1073741824
     jz 1f
 1:
-    xor dword ptr [r15 + 64], ecx
-    movzx eax, dl
-    movzx ecx, byte ptr [r14 + 704]
-    mov r9, r10
-    mov eax, 118
+    add rcx, qword ptr [r15 + 512]
+    movzx r8d, cl
+    mov r8, r10
+    xor dword ptr [r15 + 64], r8d
+    mov edi, 45
     test ebx, 1073741824
     jnz 1f
 1:
-    imul rax, qword ptr [r15 + 64]
-    and r9, 1984
-    mov dword ptr [r14 + r9 + 2496], 78
-    mov byte ptr [r14 + 960], cl
-    mov ecx, 128
+    and r8, 8388544
+    mov dword ptr [r15 + r8 + 17846720], 117
+    mov qword ptr [r15 + 960], r8
+    shr ecx, 5
+    mov byte ptr [r15 + 704], cl
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx ecx, byte ptr [r15 + 768]
-    and ecx, dword ptr [r15 + 512]
-    movzx eax, cl
+    movsxd rdi, dword ptr [r15 + 768]
+    mov byte ptr [r14 + 1152], dil
+    movzx edi, cl
     add r11, 64
     add r10, r11
     inc rbx
@@ -1049,28 +1047,36 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 26244184]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 26244184], rax
-    lea rcx, [rip + .Lc1_d200_j]
+    lea rcx, [rip + .Lc1_d197_j]
     add rcx, qword ptr [r15 + 26244192]
-    jmp .Lc1_d200_j_t
-.Lc1_d200_j:
-    jmp 1f
-1:
-    mov ecx, 40
-    mov rcx, rcx
-    mov rcx, rcx
+    jmp .Lc1_d197_j_t
+.Lc1_d197_j:
+    xor dword ptr [r15 + 64], eax
+    add rdi, qword ptr [r14 + 448]
+    imul rdi, qword ptr [r15 + 704]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    imul rax, qword ptr [r14 + 1152]
     nop
-    lea r9, [rcx + rcx*2 + 13]
+    mov rcx, rdi
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    jmp 1f
-1:
+    mov r9, rcx
+    mov r9d, r9d
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, r9d
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov eax, r9d
+    cmp rax, rax
+    and rax, rax
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
@@ -1079,46 +1085,32 @@ ditto_body_c1:
 1:
     jmp 1f
 1:
-    mov r9d, eax
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 2752
+    add qword ptr [r15 + 0], rax
+    mov r9, rax
+    mov byte ptr [r15 + 768], r9b
+    test ebx, 1073741824
     jnz 1f
 1:
+    movzx eax, r9b
     jmp 1f
 1:
-    mov rsi, r9
-    cmp rsi, rsi
+    lea r9, [rax + rax*2 + 57]
+    mov eax, 190
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r9, rsi
-    movzx r9d, r9b
-    mov byte ptr [r14 + 704], r9b
-    test ebx, 1073741824
-    jz 1f
+    mov ecx, dword ptr [r15 + 384]
+    jmp 1f
 1:
+    movzx ebp, byte ptr [r14 + 1344]
+    add rbp, qword ptr [r15 + 128]
+    test dword ptr [r15 + 26244188], 117440528
+    jnz 1f
+1:
+    mov eax, ecx
+    movzx r9d, byte ptr [r15 + 768]
     mov rcx, r9
-    mov ecx, ecx
-    mov ecx, ecx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    add r9, qword ptr [r15 + 384]
-    lock or dword ptr [r15 + 1024], 115
-    xor dword ptr [r15 + 64], r9d
-    mov r9d, dword ptr [r15 + 1344]
-    test dword ptr [r15 + 26244187], 17153
-    jnz 1f
-1:
-    mov r9, r10
-    mov ecx, r9d
-    and r9, 4032
-    mov rcx, qword ptr [r14 + r9 + 4544]
-    jmp 1f
-1:
-    add r11, 64
-    add r10, r11
+    movsxd r9, dword ptr [r14 + 1024]
     inc rbx
     dec r13
     jz .Lc1_b0_done
@@ -1129,55 +1121,59 @@ ditto_body_c1:
     xor eax, eax
     test dword ptr [r15 + 26244187], 2099213
     setz al
-    lea rcx, [rip + .Lc1_d262_s]
+    lea rcx, [rip + .Lc1_d255_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d262_s_t
+    jmp .Lc1_d255_s_t
     .p2align 3
-.Lc1_d262_s:
+.Lc1_d255_s:
     .p2align 3
-    jmp .Lc1_d262_j
+    jmp .Lc1_d255_j
     .p2align 3
-    jmp .Lc1_d262_j
-.Lc1_d262_j:
-    lock or dword ptr [r15 + 448], 115
-    mov ebp, 169
-    movsxd rbp, dword ptr [r14 + 512]
+    jmp .Lc1_d255_j
+.Lc1_d255_j:
+    mov dword ptr [r15 + 128], 231
     mov r9, r10
+    mov dword ptr [r15 + 512], 125
+    and r9, 2097088
+    mov dword ptr [r15 + r9 + 15749568], r9d
     test ebx, 1073741824
     jz 1f
 1:
-    and r9, 8128
-    mov ecx, dword ptr [r14 + r9 + 8640]
-    mov dword ptr [r15 + 384], 72
-    and eax, dword ptr [r14 + 128]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, r9b
-    mov rbp, rbp
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r9d, eax
-    mov eax, r9d
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 768], r9b
+    test r9d, r9d
+    mov edi, r9d
     test ebx, 1073741824
     jz 1f
 1:
-    mov r9d, eax
-    and r9d, dword ptr [r15 + 320]
-    neg r9
+    movzx ecx, r9b
+    xor dword ptr [r14 + 128], ecx
+    mov r9d, edi
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movsxd rax, dword ptr [r14 + 320]
+    mov rdi, rax
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov eax, 41
+    and eax, dword ptr [r14 + 832]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    lock or dword ptr [r15 + 896], 31
     test dword ptr [r15 + 26244187], 139460864
     jnz 1f
 1:
-    mov ebp, 233
-    xor dword ptr [r14 + 640], ebp
+    mov byte ptr [r15 + 64], al
+    mov eax, edi
+    neg rax
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov dword ptr [r14 + 640], eax
+    mov eax, 13
     add r11, 64
     add r10, r11
     inc rbx
@@ -1187,63 +1183,69 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 26244184]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 26244184], rax
+    lea rcx, [rip + .Lc1_d308_j]
+    add rcx, qword ptr [r15 + 26244192]
+    jmp .Lc1_d308_j_t
+.Lc1_d308_j:
     lea rcx, [rip + .Lc1_d312_j]
     add rcx, qword ptr [r15 + 26244192]
     jmp .Lc1_d312_j_t
 .Lc1_d312_j:
-    lea rcx, [rip + .Lc1_d316_j]
-    add rcx, qword ptr [r15 + 26244192]
-    jmp .Lc1_d316_j_t
-.Lc1_d316_j:
-    movsxd rax, dword ptr [r14 + 832]
-    mov ecx, 42
-    movzx ecx, cl
+    mov r8, r10
+    shr eax, 30
+    and r8, 960
+    movsxd rax, dword ptr [r14 + r8 + 1472]
+    movzx r8d, al
     test dword ptr [r15 + 26244187], 8728
     jnz 1f
 1:
-    mov rdi, qword ptr [r15 + 64]
-    mov byte ptr [r14 + 896], dil
-    mov r12, qword ptr [r15 + r12 + 56]
+    movzx edx, byte ptr [r15 + 128]
+    movzx ecx, dl
+    add rcx, 21
     test ebx, 1073741824
     jnz 1f
 1:
-    mov eax, edi
-    mov ecx, 202
-    test ecx, ecx
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rdi, rax
+    mov eax, r8d
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, r10
-    test ebx, 1073741824
-    jnz 1f
-1:
-    lea rcx, [rdi + rdi*2 + 24]
-    and r8, 8388544
-    mov byte ptr [r15 + r8 + 17846720], r8b
-    movsxd rdi, dword ptr [r14 + 128]
-    test ebx, 1073741824
-    jz 1f
-1:
-    xor ecx, r8d
-    movzx ecx, cl
-    movzx ecx, cl
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rax, qword ptr [r15 + 704]
-    mov dword ptr [r15 + 960], eax
     jmp 1f
 1:
     test ebx, 1073741824
+    jz 1f
+1:
+    movzx edx, cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 91
+    test ebx, 1073741824
     jnz 1f
 1:
-    movzx edi, byte ptr [r15 + 448]
-    vpxor ymm14, ymm9, ymm11
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, 246
+    mov dword ptr [r15 + 1088], eax
+    test ebx, 1073741824
+    jz 1f
+1:
+    xor edx, ecx
+    movzx edx, byte ptr [r15 + 448]
+    test edx, edx
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov byte ptr [r15 + 64], dl
+    movzx eax, dl
+    mov rax, qword ptr [r14 + 64]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rdx, rax
     jmp 1f
 1:
+    movzx eax, al
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    lea rsi, [rdx + rdx*2 + 13]
     add r11, 64
     add r10, r11
     inc rbx
@@ -1254,63 +1256,58 @@ ditto_body_c1:
     add rcx, qword ptr [r15 + 26244192]
     jmp .Lc1_d365_j_t
 .Lc1_d365_j:
-    mov dword ptr [r14 + 1024], ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    shl rdi, 20
-    movsxd rdi, dword ptr [r15 + 0]
+    movzx esi, sil
+    mov esi, esi
+    and esi, dword ptr [r15 + 64]
+    mov dword ptr [r15 + 128], esi
     test ebx, 1073741824
     jz 1f
 1:
-    inc ecx
-    movzx ecx, cl
+    mov rbp, r10
+    mov byte ptr [r15 + 128], bpl
+    and rbp, 960
+    mov rcx, qword ptr [r15 + rbp + 1472]
+    movsxd rbp, dword ptr [r15 + 704]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov qword ptr [r14 + 384], rbp
     mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, rbp
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
+    jmp 1f
+1:
+    shl rcx, 8
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx edi, byte ptr [r15 + 128]
-    jmp 1f
-1:
-    lock add qword ptr [r15 + 768], rcx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rcx, qword ptr [r15 + 384]
-    mov qword ptr [r14 + 0], rcx
-    jmp 1f
-1:
-    and ecx, dword ptr [r14 + 64]
     test ebx, 1073741824
     jz 1f
 1:
-    neg rdi
-    mov qword ptr [r15 + 704], rdi
-    mov dword ptr [r15 + 1088], ecx
-    mov byte ptr [r15 + 64], cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    add rbp, rcx
+    inc ebp
+    movzx ebp, byte ptr [r15 + 0]
+    mov r8, r10
     test ebx, 1073741824
     jnz 1f
 1:
-    mov dword ptr [r15 + 768], 58
-    imul rcx, qword ptr [r14 + 512]
-    movzx r9d, cl
-    mov dword ptr [r15 + 576], 254
+    and r8, 1984
+    mov esi, dword ptr [r15 + r8 + 2496]
+    mov r8, r10
+    mov qword ptr [r14 + 1408], r8
+    and r8, 4032
+    mov dword ptr [r15 + r8 + 4544], 254
     test ebx, 1073741824
     jz 1f
 1:
-    mov rdi, qword ptr [r15 + 448]
-    add rdi, rdi
-    mov r8, rdi
-    mov dword ptr [r14 + 320], r8d
-    test ebx, 1073741824
-    jnz 1f
-1:
-    cmp rdi, rdi
-    mov r9d, r8d
-    mov ecx, r9d
     jmp 1f
 1:
+    add qword ptr [r14 + 576], r8
+    mov dword ptr [r14 + 512], 240
+    add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
@@ -1318,71 +1315,67 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 26244184]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 26244184], rax
-    lea rcx, [rip + .Lc1_d422_j]
+    lea rcx, [rip + .Lc1_d419_j]
     add rcx, qword ptr [r15 + 26244192]
-    jmp .Lc1_d422_j_t
-.Lc1_d422_j:
-    mov r9, rax
-    mov dword ptr [r15 + 0], 56
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], rcx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov ecx, dword ptr [r15 + 0]
+    jmp .Lc1_d419_j_t
+.Lc1_d419_j:
+    movzx esi, al
     mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, ecx
+    mov qword ptr [r15 + 0], rax
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
-1:
-    inc r9d
-    jmp 1f
-1:
-    movzx r9d, r9b
-    test ebx, 1073741824
-    jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 72
-    mov edx, r9d
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rbp, r10
+    mov r8d, esi
+    and r8d, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rax, dword ptr [r14 + 1408]
-    and rbp, 960
-    mov rcx, qword ptr [r14 + rbp + 1472]
-    test dword ptr [r15 + 26244188], 335552529
-    jz 1f
-1:
-    add qword ptr [r14 + 1088], rax
-    and edx, dword ptr [r15 + 512]
-    movzx eax, byte ptr [r14 + 0]
-    test ebx, 1073741824
-    jz 1f
-1:
-    neg rbp
-    add rbp, qword ptr [r15 + 128]
-    mov rcx, rbp
-    test ebx, 1073741824
-    jz 1f
-1:
-    and edx, dword ptr [r15 + 640]
-    add rdx, 111
-    jmp 1f
-1:
     test ebx, 1073741824
     jnz 1f
 1:
+    mov rcx, rcx
+    mov dword ptr [r15 + 0], 75
+    mov dword ptr [r14 + 0], 15
     jmp 1f
 1:
-    mov dword ptr [r15 + 1152], edx
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r8d, dword ptr [r14 + 0]
+    mov eax, dword ptr [r14 + 0]
+    movzx r9d, byte ptr [r15 + 960]
+    mov ecx, r9d
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r14 + 1152], 10
+    inc ecx
     jmp 1f
 1:
-    add r11, 64
-    add r10, r11
+    mov rcx, r9
+    test dword ptr [r15 + 26244188], 67117073
+    jnz 1f
+1:
+    xor dword ptr [r15 + 448], r9d
+    mov r9, qword ptr [r15 + 512]
+    jmp 1f
+1:
+    mov r8, qword ptr [r14 + 768]
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    and ecx, dword ptr [r15 + 576]
+    imul rcx, qword ptr [r15 + 1024]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r8, rcx
+    mov dword ptr [r15 + 640], r8d
+    add r9, 65
     inc rbx
     dec r13
     jnz .Lc1_b0_c0
@@ -1397,36 +1390,36 @@ ditto_body_c1:
 .Lc1_b1_c0:
     jmp 1f
 1:
-    inc ecx
-    mov rcx, qword ptr [r14 + 0]
-    shl rcx, 14
-    mov eax, ecx
-    mov rax, rax
+    inc r8d
+    mov r8, qword ptr [r14 + 0]
+    shl r8, 14
+    mov r9d, r8d
+    mov rdi, r9
     test ebx, 1073741824
     jz 1f
 1:
-    mov byte ptr [r14 + 448], al
+    mov byte ptr [r14 + 448], r8b
     jmp 1f
 1:
-    shr ecx, 11
+    shr r8d, 11
     jmp 1f
 1:
-    neg rcx
+    neg r8
     test ebx, 29632
     jnz 1f
 1:
-    movsxd rcx, dword ptr [r15 + 320]
-    vpaddq xmm14, xmm14, xmmword ptr [r15 + 192]
-    vmovdqu ymmword ptr [r15 + 0], ymm14
+    movsxd r8, dword ptr [r15 + 320]
+    vpaddq xmm0, xmm0, xmmword ptr [r15 + 192]
+    vmovdqu ymmword ptr [r15 + 0], ymm0
     mov r12, qword ptr [r15 + r12 + 56]
-    imul eax, ecx, 63
-    cmp rax, rax
+    imul ecx, r8d, 63
+    cmp rcx, rcx
     test ebx, 7936
     jz 1f
 1:
-    movsxd rax, dword ptr [r15 + 0]
-    add rax, qword ptr [r15 + 0]
-    vpaddd ymm11, ymm14, ymmword ptr [r15 + 576]
+    movsxd rcx, dword ptr [r15 + 0]
+    add rcx, qword ptr [r15 + 0]
+    vpaddd ymm13, ymm0, ymmword ptr [r15 + 576]
     mov r9d, 55
     mov dword ptr [r15 + 64], 237
     inc rbx
@@ -1458,72 +1451,73 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 26244184]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 26244184], rax
-    lea rcx, [rip + .Lc1_d526_j]
+    lea rcx, [rip + .Lc1_d520_j]
     add rcx, qword ptr [r15 + 26244192]
-    jmp .Lc1_d526_j_t
-.Lc1_d526_j:
-    jmp 1f
-1:
-    test eax, eax
-    mov esi, ecx
-    mov r12, qword ptr [r15 + r12 + 56]
+    jmp .Lc1_d520_j_t
+.Lc1_d520_j:
+    or eax, eax
+    mov eax, 176
+    mov eax, eax
+    shl rax, 6
     test ebx, 1073741824
     jz 1f
 1:
-    or eax, esi
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov eax, esi
+    jmp 1f
+1:
     test ebx, 1073741824
     jnz 1f
 1:
+    shl rcx, 10
     mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, 81
-    mov byte ptr [r15 + 0], sil
+    mov r12, qword ptr [r15 + r12 + 56]
     test dword ptr [r15 + 26244188], 229377
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    jmp 1f
-1:
+    inc dword ptr [r15 + 0]
+    mov rax, qword ptr [r15 + 768]
+    mov rbp, r10
+    test ebp, ebp
     test ebx, 1073741824
     jnz 1f
 1:
-    mov eax, eax
-    mov rsi, rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 13
-    mov rbp, r10
+    jmp 1f
+1:
+    and rbp, 4032
+    mov dword ptr [r14 + rbp + 4544], ebp
+    and ecx, dword ptr [r15 + 128]
     test ebx, 288
     jnz 1f
 1:
-    jmp 1f
-1:
-    and rbp, 1984
-    mov qword ptr [r14 + rbp + 2496], rbp
-    sub rsi, rax
-    test ebx, 1073741824
-    jnz 1f
-1:
     mov rbp, r10
-    mov eax, 153
-    and rbp, 4032
-    add qword ptr [r14 + rbp + 4544], rbp
-    mov qword ptr [r15 + 64], rsi
+    mov rax, rbp
+    add rax, rax
+    and rbp, 1048512
+    add qword ptr [r15 + rbp + 14700992], rbp
     test ebx, 1073741824
     jnz 1f
 1:
-    inc dword ptr [r15 + 576]
-    shl rsi, 11
-    or qword ptr [r15 + 64], 113
+    mov rcx, rax
+    mov ecx, 238
+    sub rcx, rax
+    mov ecx, dword ptr [r14 + 1088]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    imul rax, qword ptr [r14 + 64]
+    mov ebp, eax
+    inc ebp
     test ebx, 1073741824
     jz 1f
 1:
-    movzx eax, sil
-    and eax, dword ptr [r15 + 128]
-    mov rbp, rax
+    movzx edi, cl
+    add rdi, rdi
+    jmp 1f
+1:
     add r11, 64
     add r10, r11
     inc rbx
@@ -1533,59 +1527,60 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 26244184]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 26244184], rax
-    lea rcx, [rip + .Lc1_d587_j]
+    lea rcx, [rip + .Lc1_d582_j]
     add rcx, qword ptr [r15 + 26244192]
-    jmp .Lc1_d587_j_t
-.Lc1_d587_j:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, 201
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    jmp .Lc1_d582_j_t
+.Lc1_d582_j:
+    movsxd rdi, dword ptr [r14 + 576]
+    mov ecx, 140
+    mov rcx, rcx
+    mov ecx, dword ptr [r15 + 128]
     test dword ptr [r15 + 26244187], 268453896
     jnz 1f
 1:
-    mov dword ptr [r14 + 128], 139
-    mov rax, qword ptr [r14 + 448]
-    xor eax, ebp
+    mov dword ptr [r15 + 512], edi
+    mov qword ptr [r14 + 64], rdi
+    and eax, dword ptr [r15 + 640]
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx ebp, al
-    mov ecx, dword ptr [r14 + 640]
-    and ecx, dword ptr [r15 + 832]
+    mov rdi, rcx
+    movzx ecx, dil
+    mov dword ptr [r15 + 128], 160
+    add qword ptr [r14 + 448], rax
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx ecx, bpl
-    add qword ptr [r14 + 576], rcx
-    movsxd rcx, dword ptr [r15 + 704]
+    movzx eax, cl
+    xor eax, edi
+    mov r12, qword ptr [r15 + r12 + 56]
     test dword ptr [r15 + 26244188], 1367343168
     jz 1f
 1:
-    movzx eax, cl
-    mov eax, eax
-    mov rax, rax
-    neg rax
+    mov edi, eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea rax, [rax + rax*2 + 33]
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
-    lea rbp, [rax + rax*2 + 33]
-    mov rax, rbp
-    mov qword ptr [r15 + 64], rax
+    neg rcx
+    movzx ecx, cl
+    jmp 1f
+1:
+    mov r8, r10
+    mov r12, qword ptr [r15 + r12 + 56]
     test dword ptr [r15 + 26244187], 538969090
     jnz 1f
 1:
-    mov rcx, rbp
-    mov rbp, r10
-    jmp 1f
-1:
-    and rbp, 960
-    mov r8d, dword ptr [r15 + rbp + 1472]
+    mov rax, rcx
+    and r8, 960
+    movsxd rdi, dword ptr [r14 + r8 + 1472]
+    or edi, edi
     test ebx, 312
     jnz 1f
 1:
-    movsxd rax, dword ptr [r15 + 896]
-    add rax, rax
+    mov edi, dword ptr [r14 + 64]
+    add rdi, rdi
     .byte 0x0f, 0x1f, 0x40, 0x00
     add r11, 64
     add r10, r11
@@ -1596,128 +1591,125 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 26244184]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 26244184], rax
+    lea rcx, [rip + .Lc1_d637_j]
+    add rcx, qword ptr [r15 + 26244192]
+    jmp .Lc1_d637_j_t
+.Lc1_d637_j:
     lea rcx, [rip + .Lc1_d641_j]
     add rcx, qword ptr [r15 + 26244192]
     jmp .Lc1_d641_j_t
 .Lc1_d641_j:
-    lea rcx, [rip + .Lc1_d645_j]
-    add rcx, qword ptr [r15 + 26244192]
-    jmp .Lc1_d645_j_t
-.Lc1_d645_j:
-    and rax, rcx
-    inc dword ptr [r15 + 448]
-    mov eax, dword ptr [r14 + 1152]
-    movzx ebp, al
+    mov rax, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, rcx
     test dword ptr [r15 + 26244188], 1157627936
     jnz 1f
 1:
-    mov byte ptr [r15 + 64], al
-    mov ebp, eax
+    mov rbp, r10
+    mov ecx, ebp
     mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 1984
+    mov rax, qword ptr [r14 + rbp + 2496]
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
-    mov rax, rbp
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rsi, rbp
+    mov dword ptr [r15 + 512], ecx
+    xor dword ptr [r15 + 576], ecx
+    mov ecx, eax
     test bl, 144
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, al
-    mov dword ptr [r14 + 640], ebp
+    mov ecx, dword ptr [r14 + 1152]
+    sub rcx, rbp
+    mov qword ptr [r15 + 448], rcx
     test dword ptr [r15 + 26244188], 17874944
     jnz 1f
 1:
-    mov qword ptr [r14 + 512], rsi
-    xor dword ptr [r15 + 768], ebp
-    mov esi, ebp
+    and rax, rcx
+    mov eax, eax
+    mov dword ptr [r15 + 704], eax
     test ebx, 1073741824
     jnz 1f
 1:
-    sub rbp, rsi
-    and rbp, rbp
-    lock or dword ptr [r15 + 128], 112
-    mov ebp, esi
+    mov eax, dword ptr [r15 + 320]
+    lock or dword ptr [r15 + 960], 61
+    imul rcx, qword ptr [r15 + 64]
     test ebx, 424
     jz 1f
 1:
-    mov rsi, rbp
-    mov rsi, qword ptr [r15 + 1344]
-    mov ebp, 226
+    mov rcx, rax
+    mov rcx, rcx
+    jmp 1f
+1:
     test ebx, 1073741824
     jz 1f
 1:
-    movsxd rdi, dword ptr [r15 + 960]
+    movzx ecx, cl
     jmp 1f
 1:
-    mov rax, rsi
+    movzx ecx, cl
+    add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b2_done
 .Lc1_b2_c3:
-    lea rcx, [rip + .Lc1_d693_j]
+    lea rcx, [rip + .Lc1_d690_j]
     add rcx, qword ptr [r15 + 26244192]
-    jmp .Lc1_d693_j_t
-.Lc1_d693_j:
-    xor dword ptr [r15 + 0], eax
+    jmp .Lc1_d690_j_t
+.Lc1_d690_j:
+    mov r8, r10
+    and r8, 8388544
+    mov byte ptr [r15 + r8 + 17846720], r8b
+    mov r8d, 142
+    inc dword ptr [r15 + 1088]
+    mov r8, rcx
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, rcx
-    add rax, 93
     test ebx, 312
     jnz 1f
 1:
-    movsxd rcx, dword ptr [r15 + 0]
+    mov ecx, 234
+    mov edi, ecx
+    mov edi, 182
+    neg rdi
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r9d, byte ptr [r14 + 1024]
     test ebx, 1073741824
     jz 1f
 1:
-    neg rax
-    shr eax, 30
-    mov eax, 221
-    mov dword ptr [r14 + 832], 194
-    test ebx, 13568
+    mov r8d, 124
+    mov r8, r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    sub rcx, rdi
+    test ebx, 1696
     jnz 1f
 1:
-    mov dword ptr [r14 + 576], eax
-    sub r9, rax
-    mov byte ptr [r15 + 448], r9b
-    mov ecx, eax
+    shr edi, 19
+    mov r12, qword ptr [r15 + r12 + 56]
+    neg rdi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    add rax, 107
-    inc dword ptr [r15 + 64]
-    mov eax, 190
-    xchg qword ptr [r15 + 768], rax
+    mov dword ptr [r15 + 320], edi
+    xchg qword ptr [r15 + 1024], r8
+    add r8, 49
+    mov ecx, r8d
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rcx, rax
-    movzx r9d, byte ptr [r15 + 128]
-    mov ecx, r9d
-    mov r9d, 29
-    mov r9, r10
+    movzx ebp, byte ptr [r14 + 640]
+    add rbp, qword ptr [r14 + 768]
+    movzx edx, byte ptr [r14 + 128]
+    mov qword ptr [r15 + 384], rdx
+    mov edi, dword ptr [r14 + 1344]
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
-    movzx edx, byte ptr [r14 + 512]
-    mov qword ptr [r15 + 704], rdx
-    and r9, 8388544
-    mov eax, dword ptr [r14 + r9 + 17846720]
-    mov ecx, 18
-    test ebx, 1073741824
-    jnz 1f
-1:
-    inc r9d
-    neg r9
-    mov r9d, r9d
-    movzx edx, r9b
+    inc r8d
+    add r8, 111
+    mov r8d, r8d
+    movzx r8d, r8b
     add r11, 64
     add r10, r11
     inc rbx
@@ -1737,65 +1729,63 @@ ditto_body_c1:
     mov qword ptr [r15 + 26244184], rax
     mov eax, dword ptr [r15 + 26244188]
     and eax, 15
-    lea rcx, [rip + .Lc1_d759_s]
+    lea rcx, [rip + .Lc1_d753_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d759_s_t
+    jmp .Lc1_d753_s_t
     .p2align 3
-.Lc1_d759_s:
+.Lc1_d753_s:
     .p2align 3
-    jmp .Lc1_d759_j
+    jmp .Lc1_d753_j
     .p2align 3
-    jmp .Lc1_d759_j
+    jmp .Lc1_d753_j
     .p2align 3
-    jmp .Lc1_d759_j
+    jmp .Lc1_d753_j
     .p2align 3
-    jmp .Lc1_d759_j
+    jmp .Lc1_d753_j
     .p2align 3
-    jmp .Lc1_d759_j
+    jmp .Lc1_d753_j
     .p2align 3
-    jmp .Lc1_d759_j
+    jmp .Lc1_d753_j
     .p2align 3
-    jmp .Lc1_d759_j
+    jmp .Lc1_d753_j
     .p2align 3
-    jmp .Lc1_d759_j
+    jmp .Lc1_d753_j
     .p2align 3
-    jmp .Lc1_d759_j
+    jmp .Lc1_d753_j
     .p2align 3
-    jmp .Lc1_d759_j
+    jmp .Lc1_d753_j
     .p2align 3
-    jmp .Lc1_d759_j
+    jmp .Lc1_d753_j
     .p2align 3
-    jmp .Lc1_d759_j
+    jmp .Lc1_d753_j
     .p2align 3
-    jmp .Lc1_d759_j
+    jmp .Lc1_d753_j
     .p2align 3
-    jmp .Lc1_d759_j
+    jmp .Lc1_d753_j
     .p2align 3
-    jmp .Lc1_d759_j
+    jmp .Lc1_d753_j
     .p2align 3
-    jmp .Lc1_d759_j
-.Lc1_d759_j:
-    lea rcx, [rip + .Lc1_d781_j]
+    jmp .Lc1_d753_j
+.Lc1_d753_j:
+    lea rcx, [rip + .Lc1_d775_j]
     add rcx, qword ptr [r15 + 26244192]
-    jmp .Lc1_d781_j_t
-.Lc1_d781_j:
-    xor dword ptr [r14 + 896], ecx
-    test ebx, 1073741824
-    jnz 1f
-1:
+    jmp .Lc1_d775_j_t
+.Lc1_d775_j:
     add qword ptr [r14 + 832], rcx
-    mov r8, r10
-    test ebx, 1073741824
+    test ebx, 3264
     jnz 1f
 1:
-    and r8, 2097088
-    inc dword ptr [r14 + r8 + 15749568]
+    imul rax, qword ptr [r14 + 896]
+    test ebx, 11776
+    jnz 1f
+1:
     test ebx, 1073741824
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    add r11, 64
-    add r10, r11
+    test ebx, 1073741824
+    jnz 1f
+1:
     inc rbx
     dec r13
     jnz .Lc1_b3_c0
@@ -1811,64 +1801,62 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 26244184]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 26244184], rax
-    lea rcx, [rip + .Lc1_d810_j]
+    lea rcx, [rip + .Lc1_d801_j]
     add rcx, qword ptr [r15 + 26244192]
-    jmp .Lc1_d810_j_t
-.Lc1_d810_j:
-    mov ecx, eax
-    cmp rcx, rcx
+    jmp .Lc1_d801_j_t
+.Lc1_d801_j:
     jmp 1f
 1:
-    mov rax, qword ptr [r14 + 64]
+    and rax, rax
+    movzx eax, al
+    mov dword ptr [r15 + 128], 170
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r8, rcx
-    mov r8, r8
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, eax
     test dword ptr [r15 + 26244187], 16778276
     jnz 1f
 1:
-    movzx r8d, al
-    shr eax, 10
-    movzx eax, al
+    mov r12, qword ptr [r15 + r12 + 56]
+    inc eax
+    lock or dword ptr [r15 + 0], 39
+    movzx eax, cl
     test bl, 228
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r8, r8
-    mov byte ptr [r15 + 0], r8b
+    movzx ecx, al
+    cmp rcx, rcx
+    mov eax, dword ptr [r15 + 704]
     test bl, 72
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, qword ptr [r15 + 1280]
-    mov rbp, r10
-    mov edi, ebp
+    imul rcx, qword ptr [r14 + 0]
+    test ecx, ecx
+    or qword ptr [r15 + 448], 118
     test dword ptr [r15 + 26244187], 8405508
     jnz 1f
 1:
-    and rbp, 1048512
-    add qword ptr [r15 + rbp + 14700992], rbp
-    inc r8d
-    mov qword ptr [r15 + 512], r8
+    mov ecx, eax
+    mov rax, qword ptr [r14 + 832]
+    shr eax, 12
+    mov rbp, qword ptr [r15 + 1216]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov qword ptr [r14 + 1280], rcx
+    movsxd rcx, dword ptr [r14 + 64]
+    mov r9, rcx
     test ebx, 1073741824
     jnz 1f
 1:
     mov r8, r10
-    movzx eax, r8b
+    jmp 1f
+1:
+    mov rbp, rcx
     and r8, 2097088
-    mov rdi, qword ptr [r15 + r8 + 15749568]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    and ebp, dword ptr [r14 + 1216]
-    mov dword ptr [r14 + 448], 252
+    mov dword ptr [r15 + r8 + 15749568], 218
     add r11, 64
     add r10, r11
     inc rbx
@@ -1880,63 +1868,66 @@ ditto_body_c1:
     mov qword ptr [r15 + 26244184], rax
     mov eax, dword ptr [r15 + 26244188]
     and eax, 15
-    lea rcx, [rip + .Lc1_d866_s]
+    lea rcx, [rip + .Lc1_d856_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d866_s_t
+    jmp .Lc1_d856_s_t
     .p2align 3
-.Lc1_d866_s:
+.Lc1_d856_s:
     .p2align 3
-    jmp .Lc1_d866_j
+    jmp .Lc1_d856_j
     .p2align 3
-    jmp .Lc1_d866_j
+    jmp .Lc1_d856_j
     .p2align 3
-    jmp .Lc1_d866_j
+    jmp .Lc1_d856_j
     .p2align 3
-    jmp .Lc1_d866_j
+    jmp .Lc1_d856_j
     .p2align 3
-    jmp .Lc1_d866_j
+    jmp .Lc1_d856_j
     .p2align 3
-    jmp .Lc1_d866_j
+    jmp .Lc1_d856_j
     .p2align 3
-    jmp .Lc1_d866_j
+    jmp .Lc1_d856_j
     .p2align 3
-    jmp .Lc1_d866_j
+    jmp .Lc1_d856_j
     .p2align 3
-    jmp .Lc1_d866_j
+    jmp .Lc1_d856_j
     .p2align 3
-    jmp .Lc1_d866_j
+    jmp .Lc1_d856_j
     .p2align 3
-    jmp .Lc1_d866_j
+    jmp .Lc1_d856_j
     .p2align 3
-    jmp .Lc1_d866_j
+    jmp .Lc1_d856_j
     .p2align 3
-    jmp .Lc1_d866_j
+    jmp .Lc1_d856_j
     .p2align 3
-    jmp .Lc1_d866_j
+    jmp .Lc1_d856_j
     .p2align 3
-    jmp .Lc1_d866_j
+    jmp .Lc1_d856_j
     .p2align 3
-    jmp .Lc1_d866_j
-.Lc1_d866_j:
+    jmp .Lc1_d856_j
+.Lc1_d856_j:
     mov ecx, 88
     movzx ecx, cl
-    add rcx, rcx
     test ebx, 1073741824
     jnz 1f
 1:
-    mov eax, ecx
-    mov r12, qword ptr [r15 + r12 + 56]
+    add rax, rcx
+    mov eax, eax
     test bl, 40
     jnz 1f
 1:
-    imul rcx, qword ptr [r15 + 640]
-    movsxd rbp, dword ptr [r14 + 576]
+    mov r12, qword ptr [r15 + r12 + 56]
+    imul rcx, qword ptr [r15 + 896]
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
+    movsxd rcx, dword ptr [r14 + 640]
     jmp 1f
 1:
-    mov dword ptr [r14 + 128], 228
+    test dword ptr [r15 + 26244188], 1140850724
+    jnz 1f
+1:
+    shr eax, 17
     inc rbx
     dec r13
     jnz .Lc1_b4_c0
@@ -1952,10 +1943,10 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 26244184]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 26244184], rax
-    lea rcx, [rip + .Lc1_d914_j]
+    lea rcx, [rip + .Lc1_d906_j]
     add rcx, qword ptr [r15 + 26244192]
-    jmp .Lc1_d914_j_t
-.Lc1_d914_j:
+    jmp .Lc1_d906_j_t
+.Lc1_d906_j:
     .byte 0x0f, 0x1f, 0x00
     movzx ecx, al
     imul rcx, qword ptr [r15 + 1088]
@@ -1964,46 +1955,46 @@ ditto_body_c1:
     jnz 1f
 1:
     mov ecx, 251
-    inc eax
-    mov eax, 213
+    inc ecx
+    mov ecx, 213
+    mov ecx, 157
     test ebx, 1073741824
     jnz 1f
 1:
-    mov eax, 157
     mov r12, qword ptr [r15 + r12 + 56]
     lock add qword ptr [r15 + 0], rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     test bl, 40
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
     and ecx, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, rcx
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, rcx
     mov dword ptr [r15 + 0], 217
-    imul rax, qword ptr [r15 + 0]
+    imul rcx, qword ptr [r15 + 0]
+    mov esi, ecx
+    movzx esi, sil
     test dword ptr [r15 + 26244188], 554698752
     jnz 1f
 1:
-    mov eax, eax
-    movzx eax, al
-    mov qword ptr [r15 + 1216], rax
+    mov qword ptr [r15 + 1216], rcx
+    sub r9, rcx
+    inc dword ptr [r14 + 1152]
+    mov dword ptr [r14 + 704], 160
     test ebx, 1073741824
     jnz 1f
 1:
-    sub rcx, rax
-    inc dword ptr [r14 + 1152]
-    mov dword ptr [r14 + 704], 160
-    test dword ptr [r15 + 26244188], 557632
-    jnz 1f
-1:
+    mov esi, 260
     lea rdi, [r15 + 26235968]
-    mov ecx, 68
+    mov ecx, 4
+    test ebx, 3
+    cmovz ecx, esi
     rep stosb
-    mov rax, rcx
+    mov rcx, rcx
     mov dword ptr [r15 + 128], 182
     inc rbx
     dec r13
@@ -2017,14 +2008,14 @@ ditto_body_c1:
     jmp .Lc1_b6_c0
     .p2align 6
 .Lc1_b6_c0:
-    lea rcx, [rip + .Lc1_d968_j]
+    lea rcx, [rip + .Lc1_d961_j]
     add rcx, qword ptr [r15 + 26244192]
-    jmp .Lc1_d968_j_t
-.Lc1_d968_j:
-    lea rcx, [rip + .Lc1_d972_j]
+    jmp .Lc1_d961_j_t
+.Lc1_d961_j:
+    lea rcx, [rip + .Lc1_d965_j]
     add rcx, qword ptr [r15 + 26244192]
-    jmp .Lc1_d972_j_t
-.Lc1_d972_j:
+    jmp .Lc1_d965_j_t
+.Lc1_d965_j:
     and ecx, dword ptr [r14 + 0]
     and ecx, dword ptr [r14 + 0]
     test ebx, 1073741824
@@ -2084,149 +2075,145 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 26244184]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 26244184], rax
-    lea rcx, [rip + .Lc1_d997_j]
+    lea rcx, [rip + .Lc1_d990_j]
     add rcx, qword ptr [r15 + 26244192]
-    jmp .Lc1_d997_j_t
-.Lc1_d997_j:
+    jmp .Lc1_d990_j_t
+.Lc1_d990_j:
+    jmp 1f
+1:
+    add rax, rax
+    jmp 1f
+1:
+    mov eax, ecx
+    test ebx, 1073741824
+    jnz 1f
+1:
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    add rax, rcx
-    test ebx, 1073741824
-    jz 1f
-1:
-    imul rcx, qword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rcx
-    imul rcx, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 45
     test ebx, 1152
     jnz 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], ecx
     jmp 1f
 1:
-    mov rax, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 576
     jnz 1f
 1:
-    mov esi, ecx
-    jmp 1f
-1:
-    mov rcx, rax
-    test ebx, 1073741824
-    jz 1f
-1:
+    vpermq ymm15, ymm11, 86
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, byte ptr [r14 + 640]
     jmp 1f
 1:
-    mov edx, 119
+    mov eax, eax
+    test ebx, 1073741824
+    jnz 1f
+1:
+    sub rax, rdi
+    shr eax, 10
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    jmp 1f
-1:
-    jmp 1f
-1:
+    movzx ebp, byte ptr [r14 + 832]
+    mov qword ptr [r14 + 512], rbp
     jmp 1f
 1:
     test ebx, 1073741824
     jnz 1f
 1:
-    cmp rdx, rdx
-    sub rdx, rcx
-    shr edx, 17
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movsxd rax, dword ptr [r15 + 448]
+    jmp 1f
+1:
     test dword ptr [r15 + 26244188], 917512
     jnz 1f
 1:
-    mov dword ptr [r14 + 128], 199
-    mov dword ptr [r14 + 128], 154
-    mov r9, r10
-    mov rax, qword ptr [r15 + 1088]
+    mov rbp, qword ptr [r14 + 64]
+    movsxd rdi, dword ptr [r15 + 512]
+    mov rdx, qword ptr [r15 + 128]
     test ebx, 1073741824
     jnz 1f
 1:
-    and r9, 4032
-    mov rdx, qword ptr [r15 + r9 + 4544]
-    movsxd r9, dword ptr [r15 + 64]
-    cmp r9, r9
-    add r11, 64
-    add r10, r11
+    mov rax, rbp
+    cmp rax, rax
+    mov rax, rdx
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov dword ptr [r14 + 64], 121
+    or edx, eax
+    mov edi, 151
     inc rbx
     dec r13
     jz .Lc1_b7_done
 .Lc1_b7_c1:
-    lea rcx, [rip + .Lc1_d1053_j]
+    lea rcx, [rip + .Lc1_d1048_j]
     add rcx, qword ptr [r15 + 26244192]
-    jmp .Lc1_d1053_j_t
-.Lc1_d1053_j:
-    xor edx, ecx
-    mov r9d, 221
-    neg r9
+    jmp .Lc1_d1048_j_t
+.Lc1_d1048_j:
+    mov qword ptr [r15 + 704], rdi
+    mov rdi, rcx
+    and edi, dword ptr [r15 + 0]
+    nop
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx edx, dil
     mov r12, qword ptr [r15 + r12 + 56]
+    movzx edi, dil
+    mov rdi, rdi
     test ebx, 1073741824
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
+    add rcx, 35
+    add rcx, rcx
     mov r12, qword ptr [r15 + r12 + 56]
-    add rcx, rdx
-    mov rdx, rcx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx r9d, dl
-    mov qword ptr [r15 + 0], r9
-    mov qword ptr [r14 + 320], rdx
-    movzx r9d, byte ptr [r15 + 64]
     test ebx, 1440
     jnz 1f
 1:
+    mov rdx, rcx
     jmp 1f
 1:
-    mov ecx, dword ptr [r15 + 448]
-    mov edx, ecx
-    nop
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 864
     jnz 1f
 1:
-    mov r9, rcx
-    and r9d, dword ptr [r14 + 512]
-    mov dword ptr [r15 + 704], r9d
+    mov r8, r10
+    mov edi, dword ptr [r15 + 640]
+    mov dword ptr [r15 + 128], edi
+    jmp 1f
+1:
+    and r8, 4032
+    movzx edx, byte ptr [r15 + r8 + 4544]
     test ebx, 320
     jnz 1f
 1:
-    mov rdx, r9
-    add rdx, rdx
-    movzx edx, byte ptr [r14 + 0]
-    mov rbp, r10
-    add rcx, 126
+    mov edx, 33
+    lock or dword ptr [r15 + 1152], 64
+    mov rdx, r8
+    jmp 1f
+1:
     test ebx, 1984
     jz 1f
 1:
-    and rbp, 1984
-    inc dword ptr [r15 + rbp + 2496]
+    mov r8, rdx
+    add r8, qword ptr [r15 + 576]
+    mov rdi, qword ptr [r14 + 896]
+    add qword ptr [r14 + 448], rdi
     mov r9, r10
-    imul rcx, qword ptr [r15 + 576]
-    and r9, 4032
-    mov edx, dword ptr [r15 + r9 + 16832]
-    mov r9, rdx
     test ebx, 736
     jnz 1f
 1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx ebp, r9b
-    mov rcx, rbp
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r9, rbp
-    jmp 1f
-1:
-    jmp 1f
-1:
+    and r9, 4032
+    mov qword ptr [r14 + r9 + 16832], r9
+    mov edx, r8d
+    mov qword ptr [r14 + 0], rdx
     add r11, 64
     add r10, r11
     inc rbx
@@ -2236,72 +2223,74 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 26244184]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 26244184], rax
-    lea rcx, [rip + .Lc1_d1119_j]
+    lea rcx, [rip + .Lc1_d1108_j]
     add rcx, qword ptr [r15 + 26244192]
-    jmp .Lc1_d1119_j_t
-.Lc1_d1119_j:
-    cmp rax, rax
-    add r9, rax
-    mov r9, qword ptr [r15 + 128]
-    mov eax, r9d
+    jmp .Lc1_d1108_j_t
+.Lc1_d1108_j:
+    mov r12, qword ptr [r15 + r12 + 56]
+    add rdx, qword ptr [r15 + 0]
+    mov ebp, edx
+    mov rdx, rbp
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    imul rax, qword ptr [r15 + 0]
+    mov rbp, qword ptr [r15 + 0]
+    movzx ecx, bpl
     test dword ptr [r15 + 26244187], 42008577
     jnz 1f
 1:
-    inc dword ptr [r15 + 0]
-    mov rax, r9
+    mov rbp, r10
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 1984
+    mov dword ptr [r15 + rbp + 2496], ebp
+    movsxd rdx, dword ptr [r14 + 128]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov dword ptr [r15 + 0], eax
-    mov dword ptr [r14 + 1408], eax
-    mov qword ptr [r14 + 512], rax
-    mov r8, qword ptr [r14 + 0]
+    mov rcx, rbp
+    jmp 1f
+1:
+    sub rax, rdx
     test ebx, 1073741824
     jz 1f
 1:
-    sub rax, r8
-    movzx eax, al
     jmp 1f
 1:
+    mov qword ptr [r15 + 960], rcx
+    jmp 1f
+1:
+    mov ecx, ecx
     test ebx, 1073741824
     jnz 1f
 1:
-    jmp 1f
-1:
-    movsxd rsi, dword ptr [r14 + 640]
-    mov r9, rsi
-    movzx esi, r9b
+    cmp rcx, rcx
+    lock xadd qword ptr [r15 + 512], rax
+    mov rdx, qword ptr [r14 + 64]
     test ebx, 1073741824
     jz 1f
 1:
-    mov r8d, esi
-    imul r8, qword ptr [r15 + 896]
-    mov eax, r8d
-    mov r8, rax
+    movsxd rax, dword ptr [r14 + 448]
+    mov esi, eax
+    mov eax, esi
+    mov dword ptr [r15 + 576], eax
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx r9d, byte ptr [r15 + 64]
+    movzx edx, byte ptr [r15 + 64]
     jmp 1f
 1:
-    lock xadd qword ptr [r15 + 1152], rsi
-    add rsi, rsi
-    test ebx, 576
+    movzx ecx, al
+    test ebx, 1152
     jnz 1f
 1:
-    mov r8d, r9d
-    movzx eax, r8b
-    sub rax, rsi
+    jmp 1f
+1:
+    add rax, rdx
+    mov rax, rax
+    add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b7_done
@@ -2309,201 +2298,206 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 26244184]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 26244184], rax
-    lea rcx, [rip + .Lc1_d1179_j]
+    lea rcx, [rip + .Lc1_d1169_j]
     add rcx, qword ptr [r15 + 26244192]
-    jmp .Lc1_d1179_j_t
-.Lc1_d1179_j:
-    movsxd rsi, dword ptr [r15 + 640]
+    jmp .Lc1_d1169_j_t
+.Lc1_d1169_j:
+    and eax, dword ptr [r15 + 128]
     jmp 1f
 1:
-    jmp 1f
-1:
-    jmp 1f
-1:
+    mov rdi, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    neg rax
-    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    neg rcx
     test dword ptr [r15 + 26244187], 33348
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, dword ptr [r15 + 128]
-    mov qword ptr [r14 + 1088], rsi
+    mov r12, qword ptr [r15 + r12 + 56]
+    and edi, dword ptr [r15 + 0]
+    jmp 1f
+1:
     test ebx, 864
     jnz 1f
 1:
+    movzx ecx, dil
     jmp 1f
 1:
-    mov r8, r10
-    jmp 1f
-1:
-    and r8, 960
-    and eax, dword ptr [r15 + r8 + 1472]
+    mov qword ptr [r15 + 64], rdi
     test dword ptr [r15 + 26244187], 2359302
     jnz 1f
 1:
-    mov esi, 204
-    and esi, dword ptr [r14 + 0]
-    mov qword ptr [r15 + 64], rsi
+    jmp 1f
+1:
+    mov edi, ecx
+    movsxd rcx, dword ptr [r14 + 768]
+    mov r8d, 36
     test ebx, 1073741824
     jnz 1f
 1:
-    .byte 0x0f, 0x1f, 0x40, 0x00
-    add rax, 45
-    mov r8d, eax
+    movsxd rbp, dword ptr [r14 + 640]
+    mov r9d, dword ptr [r15 + 384]
+    and r9d, dword ptr [r14 + 1408]
     test dword ptr [r15 + 26244188], 134288512
     jz 1f
 1:
-    mov edi, dword ptr [r15 + 960]
-    add rdi, 43
-    movsxd rsi, dword ptr [r14 + 448]
+    mov qword ptr [r15 + 512], r8
+    jmp 1f
+1:
+    movzx r8d, r9b
+    mov r8, r10
+    mov edi, r8d
     test dword ptr [r15 + 26244187], 4719137
     jz 1f
 1:
-    movzx eax, byte ptr [r14 + 768]
-    mov r8, rax
-    imul r8, qword ptr [r15 + 576]
+    mov byte ptr [r14 + 1088], dil
+    and r8, 960
+    mov byte ptr [r14 + r8 + 1472], r8b
+    .byte 0x0f, 0x1f, 0x40, 0x00
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b7_done
 .Lc1_b7_c4:
-    lea rcx, [rip + .Lc1_d1229_j]
+    lea rcx, [rip + .Lc1_d1222_j]
     add rcx, qword ptr [r15 + 26244192]
-    jmp .Lc1_d1229_j_t
-.Lc1_d1229_j:
-    mov esi, 15
-    add rsi, rsi
-    shl rsi, 4
-    jmp 1f
-1:
-    movsxd rsi, dword ptr [r15 + 0]
+    jmp .Lc1_d1222_j_t
+.Lc1_d1222_j:
+    mov r12, qword ptr [r15 + r12 + 56]
+    add r8, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r8d, cl
     test ebx, 1824
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 112
     movzx ecx, byte ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
+    movzx edx, byte ptr [r15 + 0]
+    mov esi, 110
+    jmp 1f
+1:
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx esi, cl
-    and rsi, rsi
-    mov dword ptr [r15 + 0], 18
+    movzx r8d, cl
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rcx, dword ptr [r15 + 0]
     test ebx, 1073741824
     jz 1f
 1:
-    mov eax, 155
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, dword ptr [r15 + 704]
+    and rdx, r8
+    movsxd rdx, dword ptr [r15 + 256]
+    shl rdx, 6
     test ebx, 1073741824
     jnz 1f
 1:
-    mov esi, dword ptr [r14 + 256]
-    movsxd rbp, dword ptr [r15 + 64]
-    test ebp, ebp
+    mov esi, dword ptr [r14 + 320]
+    movsxd rcx, dword ptr [r15 + 128]
+    mov eax, 138
+    mov qword ptr [r14 + 448], rax
+    test ebx, 1073741824
+    jnz 1f
+1:
+    add rdx, qword ptr [r15 + 512]
     mov eax, 250
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov qword ptr [r15 + 192], rsi
-    mov dword ptr [r14 + 0], ebp
-    movzx ecx, byte ptr [r14 + 128]
-    movzx esi, cl
+    movsxd r9, dword ptr [r15 + 704]
+    mov byte ptr [r15 + 576], r9b
     test ebx, 1073741824
     jz 1f
 1:
-    lock add qword ptr [r15 + 1024], rsi
+    lock add qword ptr [r15 + 1216], rax
+    mov dword ptr [r15 + 64], 181
+    mov rcx, rdx
     jmp 1f
 1:
-    mov rax, rsi
-    mov byte ptr [r15 + 512], al
     test ebx, 1073741824
     jz 1f
 1:
     jmp 1f
 1:
-    movsxd rcx, dword ptr [r15 + 1216]
-    mov edx, dword ptr [r15 + 576]
-    mov dword ptr [r14 + 256], 91
+    movsxd r9, dword ptr [r14 + 1152]
+    mov dword ptr [r14 + 0], r9d
+    mov dword ptr [r15 + 1024], 208
     inc rbx
     dec r13
     jz .Lc1_b7_done
 .Lc1_b7_c5:
-    lea rcx, [rip + .Lc1_d1283_j]
+    lea rcx, [rip + .Lc1_d1275_j]
     add rcx, qword ptr [r15 + 26244192]
-    jmp .Lc1_d1283_j_t
-.Lc1_d1283_j:
-    mov edx, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 85
-    imul rdx, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
+    jmp .Lc1_d1275_j_t
+.Lc1_d1275_j:
+    mov r9d, ecx
+    shl r9, 16
+    jmp 1f
+1:
+    add qword ptr [r14 + 0], rcx
+    mov ecx, dword ptr [r15 + 192]
     test ebx, 640
     jnz 1f
 1:
-    movzx eax, byte ptr [r15 + 0]
-    mov byte ptr [r15 + 0], al
-    mov ecx, 73
-    inc ecx
+    jmp 1f
+1:
+    movsxd rbp, dword ptr [r15 + 0]
+    mov edi, 182
+    inc edi
     test ebx, 1073741824
     jnz 1f
 1:
-    shl rdx, 29
     mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rdx, dword ptr [r15 + 768]
-    mov qword ptr [r14 + 192], rdx
+    mov dword ptr [r15 + 0], 148
+    mov dword ptr [r15 + 0], 226
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    and rax, rdx
-    imul rax, qword ptr [r15 + 512]
-    mov ecx, dword ptr [r15 + 448]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 226
+    imul rcx, qword ptr [r15 + 0]
+    movzx ebp, cl
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rdi, rbp
+    cmp rdi, rdi
+    mov edi, dword ptr [r15 + 0]
     jmp 1f
 1:
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx r9d, byte ptr [r15 + 64]
-    jmp 1f
-1:
-    mov rdi, qword ptr [r14 + 128]
-    mov edx, 3
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rcx, r9
-    movzx eax, cl
-    cmp rax, rax
-    mov r9, rdi
+    mov byte ptr [r15 + 64], dil
+    and rcx, rdi
+    mov ecx, dword ptr [r15 + 640]
+    mov rbp, rcx
     test ebx, 1073741824
     jz 1f
 1:
-    mov edx, dword ptr [r14 + 0]
-    mov rdi, rdx
-    cmp rdi, rdi
-    lea rdi, [r9 + rax*2 + 3]
+    mov qword ptr [r14 + 256], rcx
+    mov rcx, rcx
+    movzx ecx, byte ptr [r15 + 832]
+    lea rsi, [rcx + rcx*2 + 25]
     test ebx, 736
     jnz 1f
 1:
-    mov dword ptr [r15 + 640], 208
-    imul r9, qword ptr [r14 + 192]
-    movsxd rcx, dword ptr [r15 + 256]
-    mov esi, 148
+    movzx ebp, byte ptr [r15 + 192]
+    mov rdx, qword ptr [r14 + 128]
+    or edx, edx
+    mov eax, 148
     test ebx, 1073741824
     jnz 1f
 1:
-    or edi, r9d
-    mov rdx, rdi
+    add rsi, qword ptr [r14 + 448]
+    mov rcx, rsi
     jmp 1f
 1:
-    add rdx, rsi
+    add rbp, rax
     inc rbx
     dec r13
     jz .Lc1_b7_done
@@ -2511,63 +2505,62 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 26244184]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 26244184], rax
-    lea rcx, [rip + .Lc1_d1345_j]
+    lea rcx, [rip + .Lc1_d1338_j]
     add rcx, qword ptr [r15 + 26244192]
-    jmp .Lc1_d1345_j_t
-.Lc1_d1345_j:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, eax
-    mov rdi, rdx
-    test edi, edi
+    jmp .Lc1_d1338_j_t
+.Lc1_d1338_j:
+    mov byte ptr [r15 + 256], al
+    add rbp, qword ptr [r15 + 896]
+    mov byte ptr [r15 + 1088], bpl
+    and eax, dword ptr [r15 + 0]
     test ebx, 1073741824
     jz 1f
 1:
-    neg rax
     mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], dl
+    test ebp, ebp
     mov r12, qword ptr [r15 + r12 + 56]
-    test dword ptr [r15 + 26244187], 1073746057
+    mov ecx, eax
+    test ebx, 6592
     jz 1f
 1:
-    mov edx, eax
-    and edx, dword ptr [r15 + 0]
-    mov edi, dword ptr [r14 + 448]
-    mov eax, 22
-    test ebx, 1632
-    jnz 1f
-1:
-    test edx, edx
-    mov byte ptr [r15 + 128], dil
-    neg rdx
-    test dword ptr [r15 + 26244188], 17050112
-    jz 1f
-1:
-    jmp 1f
-1:
-    cmp rdx, rdx
-    mov dword ptr [r15 + 64], 114
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, byte ptr [r15 + 0]
     jmp 1f
 1:
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
-    movzx eax, byte ptr [r14 + 256]
-    movzx edi, byte ptr [r15 + 576]
-    mov dword ptr [r15 + 704], 88
-    mov dword ptr [r14 + 0], 17
+    and ebp, dword ptr [r15 + 0]
+    neg rbp
+    mov dword ptr [r15 + 576], 38
+    mov dword ptr [r15 + 192], 20
     test ebx, 1073741824
     jnz 1f
 1:
-    add rdx, qword ptr [r15 + 192]
-    mov r8, qword ptr [r14 + 1152]
-    mov ebp, dword ptr [r15 + 832]
-    add rbp, 30
-    test dword ptr [r15 + 26244188], 19398674
+    cmp rbp, rbp
+    mov rcx, rbp
+    movzx eax, byte ptr [r15 + 512]
+    mov rbp, qword ptr [r14 + 0]
+    test ebx, 1073741824
     jz 1f
 1:
-    movzx edi, dl
+    mov edi, ecx
+    mov dword ptr [r14 + 768], 66
+    jmp 1f
+1:
+    test dword ptr [r15 + 26244188], 4673
+    jnz 1f
+1:
+    movsxd rax, dword ptr [r14 + 256]
+    mov ebp, 18
+    mov ebp, dword ptr [r14 + 128]
+    test ebp, ebp
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx edi, al
     and rdi, rdi
-    mov eax, 165
+    mov edi, 237
     inc rbx
     dec r13
     jz .Lc1_b7_done
@@ -2577,64 +2570,63 @@ ditto_body_c1:
     mov qword ptr [r15 + 26244184], rax
     mov eax, dword ptr [r15 + 26244188]
     and eax, 15
-    lea rcx, [rip + .Lc1_d1399_s]
+    lea rcx, [rip + .Lc1_d1391_s]
     lea rcx, [rcx + rax*8]
-    jmp .Lc1_d1399_s_t
+    jmp .Lc1_d1391_s_t
     .p2align 3
-.Lc1_d1399_s:
+.Lc1_d1391_s:
     .p2align 3
-    jmp .Lc1_d1399_j
+    jmp .Lc1_d1391_j
     .p2align 3
-    jmp .Lc1_d1399_j
+    jmp .Lc1_d1391_j
     .p2align 3
-    jmp .Lc1_d1399_j
+    jmp .Lc1_d1391_j
     .p2align 3
-    jmp .Lc1_d1399_j
+    jmp .Lc1_d1391_j
     .p2align 3
-    jmp .Lc1_d1399_j
+    jmp .Lc1_d1391_j
     .p2align 3
-    jmp .Lc1_d1399_j
+    jmp .Lc1_d1391_j
     .p2align 3
-    jmp .Lc1_d1399_j
+    jmp .Lc1_d1391_j
     .p2align 3
-    jmp .Lc1_d1399_j
+    jmp .Lc1_d1391_j
     .p2align 3
-    jmp .Lc1_d1399_j
+    jmp .Lc1_d1391_j
     .p2align 3
-    jmp .Lc1_d1399_j
+    jmp .Lc1_d1391_j
     .p2align 3
-    jmp .Lc1_d1399_j
+    jmp .Lc1_d1391_j
     .p2align 3
-    jmp .Lc1_d1399_j
+    jmp .Lc1_d1391_j
     .p2align 3
-    jmp .Lc1_d1399_j
+    jmp .Lc1_d1391_j
     .p2align 3
-    jmp .Lc1_d1399_j
+    jmp .Lc1_d1391_j
     .p2align 3
-    jmp .Lc1_d1399_j
+    jmp .Lc1_d1391_j
     .p2align 3
-    jmp .Lc1_d1399_j
-.Lc1_d1399_j:
-    lea rcx, [rip + .Lc1_d1421_j]
+    jmp .Lc1_d1391_j
+.Lc1_d1391_j:
+    lea rcx, [rip + .Lc1_d1413_j]
     add rcx, qword ptr [r15 + 26244192]
-    jmp .Lc1_d1421_j_t
-.Lc1_d1421_j:
-    jmp 1f
-1:
+    jmp .Lc1_d1413_j_t
+.Lc1_d1413_j:
+    lock add qword ptr [r15 + 640], rcx
     and rax, rcx
     test ebx, 1073741824
     jnz 1f
 1:
-    movsxd rdx, dword ptr [r14 + 256]
-    test ebx, 320
+    movsxd rcx, dword ptr [r14 + 64]
+    test ebx, 640
     jnz 1f
 1:
-    movzx ebp, al
-    mov ebp, 215
+    movzx r9d, al
+    mov r9d, 229
     test ebx, 1073741824
     jnz 1f
 1:
-    mov dword ptr [r14 + 128], 229
+    mov dword ptr [r15 + 448], 231
     inc rbx
     dec r13
     jz .Lc1_b7_done
@@ -2642,70 +2634,70 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 26244184]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 26244184], rax
-    lea rcx, [rip + .Lc1_d1443_j]
+    lea rcx, [rip + .Lc1_d1435_j]
     add rcx, qword ptr [r15 + 26244192]
-    jmp .Lc1_d1443_j_t
-.Lc1_d1443_j:
-    mov rbp, rax
-    shr ebp, 31
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [rcx + rcx*2 + 19]
+    jmp .Lc1_d1435_j_t
+.Lc1_d1435_j:
+    mov r9, rax
+    shr r9d, 31
+    mov r9, qword ptr [r14 + 1280]
+    lea rax, [r9 + r9*2 + 92]
+    mov r9, r10
     test ebx, 1073741824
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    and ecx, dword ptr [r15 + 512]
+    and r9, 960
+    mov r8d, dword ptr [r15 + r9 + 1472]
+    lock or dword ptr [r15 + 0], 118
     test ebx, 1073741824
     jnz 1f
 1:
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rbp
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov ebp, ebp
-    shr ebp, 5
-    and ebp, dword ptr [r15 + 64]
+    mov eax, r8d
+    shr eax, 11
+    mov qword ptr [r15 + 0], rax
     test ebx, 1073741824
     jnz 1f
 1:
-    mov ecx, 84
+    mov r9d, 161
     jmp 1f
 1:
-    lock or dword ptr [r15 + 896], 62
-    neg rbp
+    and r9d, dword ptr [r15 + 192]
+    neg r9
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    movzx eax, r9b
+    mov eax, eax
     test ebx, 1073741824
     jz 1f
 1:
-    jmp 1f
-1:
-    movzx r9d, cl
-    mov r9d, r9d
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and ecx, dword ptr [r15 + 1280]
-    movzx ebp, cl
-    or ebp, ebp
-    neg rbp
+    xchg qword ptr [r15 + 256], r9
+    movzx eax, r9b
+    or eax, eax
+    neg rax
     test ebx, 384
     jnz 1f
 1:
-    xchg qword ptr [r15 + 640], r9
-    mov dword ptr [r15 + 512], 229
-    movzx esi, byte ptr [r14 + 1088]
-    mov r8, r10
+    mov dword ptr [r14 + 128], 116
+    mov rax, qword ptr [r14 + 704]
+    add qword ptr [r15 + 64], rax
     test dword ptr [r15 + 26244187], 570556608
     jz 1f
 1:
-    add qword ptr [r14 + 192], r9
-    and r8, 960
-    add rcx, qword ptr [r14 + r8 + 1472]
-    mov r9d, ecx
+    xor dword ptr [r14 + 0], eax
+    mov r9, qword ptr [r15 + 960]
+    mov eax, r9d
     add r11, 64
     add r10, r11
     inc rbx
@@ -2715,60 +2707,68 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 26244184]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 26244184], rax
-    lea rcx, [rip + .Lc1_d1504_j]
+    lea rcx, [rip + .Lc1_d1496_j]
     add rcx, qword ptr [r15 + 26244192]
-    jmp .Lc1_d1504_j_t
-.Lc1_d1504_j:
-    mov r9d, dword ptr [r14 + 128]
-    mov r8, r10
-    add r9, r8
-    and r8, 1984
-    mov dword ptr [r15 + r8 + 2496], r8d
-    mov rax, rcx
+    jmp .Lc1_d1496_j_t
+.Lc1_d1496_j:
+    or r9d, eax
+    mov r9, r10
+    shr ecx, 22
+    mov rax, qword ptr [r14 + 768]
+    and r9, 2097088
+    mov dword ptr [r15 + r9 + 15749568], r9d
     test ebx, 1073741824
     jz 1f
 1:
-    sub rcx, r8
-    or ecx, ecx
-    mov rcx, rcx
+    jmp 1f
+1:
+    movzx r9d, al
+    mov eax, dword ptr [r14 + 128]
     test dword ptr [r15 + 26244188], 536887315
     jz 1f
 1:
-    mov byte ptr [r15 + 576], al
-    movzx eax, cl
-    mov eax, eax
+    mov byte ptr [r15 + 256], al
+    .byte 0x0f, 0x1f, 0x00
+    add rcx, rax
+    lea rcx, [rcx + rcx*2 + 53]
     test ebx, 480
     jnz 1f
 1:
-    mov r9d, 165
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r9d, byte ptr [r15 + 512]
-    mov r8, r10
+    mov dword ptr [r15 + 576], ecx
+    add qword ptr [r14 + 448], rcx
+    and r9d, dword ptr [r15 + 192]
     test ebx, 1073741824
     jnz 1f
 1:
-    lea rcx, [r8 + r8*2 + 37]
-    and r8, 2097088
-    add qword ptr [r15 + r8 + 15749568], r8
-    mov r8d, r9d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    sub rax, r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r9d, eax
+    mov ecx, 112
+    mov eax, ecx
     test ebx, 1073741824
     jz 1f
 1:
-    mov r9d, dword ptr [r15 + 192]
-    mov eax, dword ptr [r14 + 448]
-    mov byte ptr [r14 + 64], al
+    mov r12, qword ptr [r15 + r12 + 56]
+    test r9d, r9d
+    mov r9d, 197
+    mov r9, r9
     test ebx, 1073741824
     jnz 1f
 1:
-    mov ecx, dword ptr [r15 + 768]
-    mov r8d, 120
-    mov r8d, 238
+    mov ecx, r9d
+    mov eax, dword ptr [r15 + 192]
+    mov r9, rax
     test ebx, 1073741824
     jnz 1f
 1:
-    and eax, dword ptr [r14 + 256]
-    shr eax, 16
-    .byte 0x0f, 0x1f, 0x00
+    mov esi, 54
+    mov dword ptr [r15 + 64], esi
+    and esi, dword ptr [r14 + 1152]
     add r11, 64
     add r10, r11
     inc rbx
@@ -2778,66 +2778,66 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 26244184]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 26244184], rax
-    lea rcx, [rip + .Lc1_d1559_j]
+    lea rcx, [rip + .Lc1_d1557_j]
     add rcx, qword ptr [r15 + 26244192]
-    jmp .Lc1_d1559_j_t
-.Lc1_d1559_j:
-    mov ecx, dword ptr [r15 + 128]
-    lea r8, [rcx + rcx*2 + 10]
+    jmp .Lc1_d1557_j_t
+.Lc1_d1557_j:
+    mov esi, dword ptr [r14 + 256]
+    lea rcx, [rsi + rsi*2 + 10]
     jmp 1f
 1:
-    test r8d, r8d
-    mov r8, r10
+    test ecx, ecx
     test dword ptr [r15 + 26244188], 1073877504
     jnz 1f
 1:
     jmp 1f
 1:
-    and r8, 4032
-    movsxd rax, dword ptr [r14 + r8 + 4544]
-    movzx r8d, al
-    mov r8, qword ptr [r14 + 192]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, sil
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    mov ecx, 139
-    mov ecx, ecx
-    and ecx, dword ptr [r14 + 256]
+    mov esi, 219
+    mov ecx, esi
+    mov rsi, qword ptr [r14 + 512]
     test dword ptr [r15 + 26244188], 5243010
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rcx
-    add r8, 15
+    or qword ptr [r14 + 640], 39
+    shr eax, 21
+    add rax, 15
     jmp 1f
 1:
     test ebx, 1632
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rdx, r8
-    or edx, edx
-    mov byte ptr [r15 + 960], dl
+    mov qword ptr [r15 + 192], rax
+    mov rcx, rax
+    or ecx, ecx
+    mov dword ptr [r15 + 576], 8
     test ebx, 1073741824
     jnz 1f
 1:
-    mov ecx, edx
+    mov esi, ecx
     jmp 1f
 1:
-    mov dword ptr [r14 + 64], 79
+    mov rcx, qword ptr [r15 + 128]
+    mov rbp, r10
     test ebx, 1073741824
     jz 1f
 1:
-    add r8, 98
-    mov r8, qword ptr [r15 + 704]
+    add rax, 55
+    and rbp, 1984
+    mov dword ptr [r15 + rbp + 2496], 206
     jmp 1f
 1:
-    mov dword ptr [r15 + 640], 206
-    test ebx, 1073741824
-    jnz 1f
+    mov esi, dword ptr [r15 + 1024]
+    test dword ptr [r15 + 26244187], 134479883
+    jz 1f
 1:
-    mov dword ptr [r15 + 448], r8d
-    mov ecx, r8d
+    mov dword ptr [r14 + 64], eax
+    mov ecx, eax
     jmp 1f
 1:
     add r11, 64
@@ -2849,68 +2849,65 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 26244184]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 26244184], rax
-    lea rcx, [rip + .Lc1_d1616_j]
+    lea rcx, [rip + .Lc1_d1614_j]
     add rcx, qword ptr [r15 + 26244192]
-    jmp .Lc1_d1616_j_t
-.Lc1_d1616_j:
-    shl rax, 5
-    sub rax, rcx
-    lea rax, [rax + rax*2 + 43]
+    jmp .Lc1_d1614_j_t
+.Lc1_d1614_j:
     mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, al
+    mov ecx, 72
+    movzx eax, cl
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx esi, al
-    lea rsi, [rsi + rsi*2 + 21]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea rdx, [rax + rcx*2 + 5]
     test ebx, 1073741824
     jnz 1f
 1:
-    and rax, rsi
-    or qword ptr [r15 + 0], 118
-    movzx eax, sil
+    shl rcx, 19
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movzx esi, byte ptr [r14 + 256]
     test ebx, 1248
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov ecx, dword ptr [r14 + 192]
-    mov ebp, dword ptr [r15 + 1344]
+    mov edx, 107
+    test edx, edx
+    mov edx, dword ptr [r14 + 128]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov eax, 215
-    movzx esi, byte ptr [r14 + 1152]
-    or qword ptr [r15 + 576], 92
-    test dword ptr [r15 + 26244188], 134369280
-    jnz 1f
+    sub rcx, rsi
+    movzx esi, cl
+    mov esi, dword ptr [r15 + 448]
+    mov r8, r10
+    test dword ptr [r15 + 26244188], 134369296
+    jz 1f
 1:
-    mov dword ptr [r14 + 1024], eax
-    jmp 1f
-1:
-    movzx ecx, byte ptr [r15 + 256]
+    and r8, 4032
+    movzx edx, byte ptr [r14 + r8 + 4544]
+    lea r8, [rdx + rdx*2 + 85]
+    or qword ptr [r15 + 1088], 91
+    and rcx, rsi
     test ebx, 1073741824
     jz 1f
 1:
-    jmp 1f
-1:
-    mov esi, 183
-    add qword ptr [r15 + 512], rsi
-    movzx ebp, cl
+    mov esi, 193
+    mov dword ptr [r15 + 704], esi
+    add rsi, 49
     test ebx, 1073741824
     jnz 1f
 1:
-    test esi, esi
-    mov ecx, 98
-    add rcx, 107
-    test dword ptr [r15 + 26244187], 290455554
-    jz 1f
-1:
     jmp 1f
 1:
-    mov rbp, rcx
-    mov dword ptr [r15 + 128], ebp
+    or qword ptr [r15 + 832], 31
+    add qword ptr [r15 + 192], rsi
+    add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b7_done
@@ -2918,64 +2915,67 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 26244184]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 26244184], rax
-    lea rcx, [rip + .Lc1_d1672_j]
+    lea rcx, [rip + .Lc1_d1669_j]
     add rcx, qword ptr [r15 + 26244192]
-    jmp .Lc1_d1672_j_t
-.Lc1_d1672_j:
-    inc ebp
-    and ebp, dword ptr [r15 + 640]
+    jmp .Lc1_d1669_j_t
+.Lc1_d1669_j:
     jmp 1f
 1:
-    movzx edi, cl
-    test ebx, 1073741824
-    jz 1f
-1:
-    or ecx, ebp
-    mov ecx, 203
-    .byte 0x66, 0x90
-    shl rax, 19
+    shl rax, 21
+    mov eax, 178
+    lea rax, [rax + rax*2 + 101]
     test ebx, 1073741824
     jnz 1f
 1:
-    lea rdi, [rcx + rcx*2 + 77]
-    mov edi, edi
-    movzx edi, dil
-    lea rdi, [rdi + rdi*2 + 13]
+    movzx edi, al
+    inc edi
+    inc dword ptr [r14 + 128]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov ecx, 228
+    and ecx, dword ptr [r15 + 768]
+    mov r9d, 49
+    movzx r9d, byte ptr [r14 + 512]
     test dword ptr [r15 + 26244187], 1355284480
     jz 1f
 1:
-    add rax, 127
+    inc eax
     mov eax, eax
-    movzx eax, byte ptr [r14 + 768]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov edi, 181
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, 161
-    neg rdi
+    or eax, eax
     test ebx, 1073741824
     jnz 1f
 1:
-    mov eax, 179
+    mov dword ptr [r15 + 256], r9d
+    mov r9d, eax
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, dil
-    movzx eax, byte ptr [r14 + 448]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movsxd rcx, dword ptr [r15 + 640]
+    add rcx, 72
+    .byte 0x66, 0x90
     test dword ptr [r15 + 26244187], 78123008
     jz 1f
 1:
-    and edi, dword ptr [r15 + 128]
-    mov dword ptr [r15 + 256], 166
-    mov dword ptr [r15 + 192], eax
-    movzx ecx, al
+    movzx r9d, cl
+    movzx eax, byte ptr [r14 + 1344]
+    lea rcx, [rax + rax*2 + 29]
+    mov dword ptr [r14 + 0], 186
     test ebx, 1073741824
     jnz 1f
 1:
-    imul rax, qword ptr [r14 + 64]
-    inc eax
-    inc eax
-    and rax, rax
+    mov dword ptr [r15 + 64], 74
+    movzx edx, cl
+    jmp 1f
+1:
+    test ebx, 1152
+    jnz 1f
+1:
+    inc ecx
+    mov r9d, 56
+    and r9, r9
     inc rbx
     dec r13
     jz .Lc1_b7_done
@@ -2983,134 +2983,135 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 26244184]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 26244184], rax
-    lea rcx, [rip + .Lc1_d1728_j]
+    lea rcx, [rip + .Lc1_d1726_j]
     add rcx, qword ptr [r15 + 26244192]
-    jmp .Lc1_d1728_j_t
-.Lc1_d1728_j:
-    lea rcx, [rip + .Lc1_d1732_j]
+    jmp .Lc1_d1726_j_t
+.Lc1_d1726_j:
+    lea rcx, [rip + .Lc1_d1730_j]
     add rcx, qword ptr [r15 + 26244192]
-    jmp .Lc1_d1732_j_t
-.Lc1_d1732_j:
-    test ecx, ecx
-    sub rax, rcx
+    jmp .Lc1_d1730_j_t
+.Lc1_d1730_j:
+    add r9, qword ptr [r14 + 192]
+    sub r9, rcx
     .byte 0x0f, 0x1f, 0x40, 0x00
+    movzx eax, cl
     test ebx, 1073741824
     jz 1f
 1:
-    movzx edi, cl
-    neg rdi
-    lea rcx, [rdi + rdi*2 + 86]
+    neg rcx
+    lea rcx, [rcx + rcx*2 + 69]
+    mov r12, qword ptr [r15 + r12 + 56]
     test dword ptr [r15 + 26244187], 8405520
     jnz 1f
 1:
-    movzx eax, byte ptr [r14 + 256]
-    mov r8d, eax
-    sub r8, rdi
+    mov r9d, eax
+    sub r9, rcx
+    mov r9, r10
+    mov r12, qword ptr [r15 + r12 + 56]
     test dword ptr [r15 + 26244188], 1110458368
     jz 1f
 1:
-    mov byte ptr [r15 + 1088], al
-    xor dword ptr [r15 + 64], eax
-    movzx ecx, al
+    and r9, 960
+    mov byte ptr [r14 + r9 + 1472], r9b
+    movzx r9d, r9b
+    mov r9d, 32
     test ebx, 1073741824
     jnz 1f
 1:
-    mov eax, 227
-    movzx r8d, al
-    test ebx, 1248
+    movzx ecx, r9b
+    xor dword ptr [r15 + 64], ecx
+    mov ecx, 181
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx ecx, r9b
+    movzx r9d, cl
+    movzx r9d, r9b
+    test ebx, 1073741824
     jnz 1f
 1:
-    mov dword ptr [r14 + 832], ecx
-    mov ecx, 131
     movzx ecx, cl
+    mov dword ptr [r14 + 576], ecx
+    lock add qword ptr [r15 + 448], r9
     test ebx, 1073741824
     jz 1f
 1:
-    movzx edi, r8b
-    movzx r8d, dil
-    movzx r8d, r8b
-    mov r8, r10
-    test dword ptr [r15 + 26244188], 1610647554
-    jz 1f
-1:
-    movzx eax, byte ptr [r14 + 384]
-    and r8, 960
-    lock add qword ptr [r15 + r8 + 1472], r8
     jmp 1f
 1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov ecx, r8d
-    lea rdi, [rcx + rcx*2 + 91]
+    mov r9d, ecx
+    mov dword ptr [r15 + 256], 169
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b7_done
 .Lc1_b7_c14:
-    lea rcx, [rip + .Lc1_d1784_j]
+    lea rcx, [rip + .Lc1_d1780_j]
     add rcx, qword ptr [r15 + 26244192]
-    jmp .Lc1_d1784_j_t
-.Lc1_d1784_j:
-    shr r8d, 30
-    lea rdi, [r8 + r8*2 + 54]
-    movzx r8d, dil
+    jmp .Lc1_d1780_j_t
+.Lc1_d1780_j:
+    mov r9d, ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, cl
     mov r12, qword ptr [r15 + r12 + 56]
     test bl, 192
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test r8d, edi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, dword ptr [r15 + 576]
+    or r9d, r9d
+    test r9d, r9d
+    mov r9, rcx
+    mov r9d, 94
     test ebx, 1073741824
     jnz 1f
 1:
-    lock xadd qword ptr [r15 + 128], rdi
-    jmp 1f
-1:
-    and r8, rcx
+    movzx ecx, r9b
+    neg rcx
+    and rcx, rcx
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r9, r10
-    mov r8, r10
-    and r9, 8128
-    movzx ebp, byte ptr [r15 + r9 + 8640]
-    and r8, 1048512
-    movzx r9d, byte ptr [r15 + r8 + 14700992]
+    test r9d, r9d
     jmp 1f
 1:
-    lea r8, [r9 + r9*2 + 20]
+    mov r9d, 228
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    neg rdi
-    jmp 1f
-1:
-    mov edi, dword ptr [r15 + 512]
-    mov rbp, qword ptr [r14 + 320]
+    lock xadd qword ptr [r15 + 0], rcx
+    movzx eax, cl
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    test ebp, edi
-    mov r8d, dword ptr [r14 + 704]
-    xor dword ptr [r15 + 192], r8d
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r9d, byte ptr [r15 + 704]
+    mov rbp, r10
+    movzx edi, byte ptr [r14 + 512]
+    test ebx, 1073741824
+    jz 1f
+1:
+    and rbp, 8128
+    mov dword ptr [r15 + rbp + 8640], 183
+    mov byte ptr [r14 + 0], r9b
+    imul rcx, qword ptr [r15 + 896]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov dword ptr [r14 + 384], 188
     jmp 1f
 1:
-    shr edi, 31
-    mov rdi, rdi
-    test ebx, 1632
+    shr r9d, 15
+    mov dword ptr [r15 + 128], 82
+    and ebp, dword ptr [r15 + 1152]
+    test ebx, 1073741824
     jnz 1f
 1:
-    movzx ebp, dil
-    mov r8d, 56
-    mov edi, 155
+    jmp 1f
+1:
+    mov edi, dword ptr [r14 + 640]
+    lea rcx, [rdi + rdi*2 + 77]
     add r11, 64
     add r10, r11
     inc rbx
@@ -3120,71 +3121,70 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + 26244184]
     imul rax, rax, 0x5851f42d
     mov qword ptr [r15 + 26244184], rax
-    lea rcx, [rip + .Lc1_d1843_j]
+    lea rcx, [rip + .Lc1_d1842_j]
     add rcx, qword ptr [r15 + 26244192]
-    jmp .Lc1_d1843_j_t
-.Lc1_d1843_j:
-    mov r12, qword ptr [r15 + r12 + 56]
+    jmp .Lc1_d1842_j_t
+.Lc1_d1842_j:
+    mov edi, dword ptr [r14 + 1408]
+    add rdi, 58
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    cmp rcx, rcx
     test ebx, 1073741824
     jz 1f
 1:
-    inc eax
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    inc ecx
+    jmp 1f
+1:
+    test dword ptr [r15 + 26244188], 547618817
+    jz 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
+    cmp rdi, rcx
+    movsxd rdi, dword ptr [r14 + 64]
+    mov rbp, r10
+    inc edi
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and rbp, 1048512
+    mov edi, dword ptr [r15 + rbp + 14700992]
+    jmp 1f
+1:
+    mov ebp, 212
     test ebx, 1073741824
     jz 1f
 1:
-    mov edx, 219
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, dword ptr [r14 + 256]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov ecx, dword ptr [r15 + 448]
-    movsxd rsi, dword ptr [r14 + 896]
-    mov rdx, rsi
-    jmp 1f
-1:
-    test dword ptr [r15 + 26244187], 135004161
-    jnz 1f
-1:
+    movsxd rax, dword ptr [r15 + 128]
     jmp 1f
 1:
     jmp 1f
 1:
-    mov dword ptr [r15 + 192], 8
-    add rcx, 25
-    test ebx, 320
-    jnz 1f
-1:
-    mov rax, rcx
-    mov edx, 14
-    neg rdx
-    imul rdx, qword ptr [r15 + 640]
-    test ebx, 1073741824
+    neg rbp
+    test dword ptr [r15 + 26244187], 1879065088
     jz 1f
 1:
-    mov dword ptr [r14 + 128], eax
+    inc edi
+    mov rdi, rdi
+    mov dword ptr [r14 + 192], 177
+    test dword ptr [r15 + 26244188], 170016
+    jz 1f
+1:
+    mov eax, 14
     jmp 1f
 1:
-    mov eax, edx
-    movsxd rcx, dword ptr [r15 + 64]
-    test ebx, 1073741824
-    jnz 1f
+    movsxd rbp, dword ptr [r15 + 256]
+    mov eax, dword ptr [r14 + 192]
+    test dword ptr [r15 + 26244187], 361234432
+    jz 1f
 1:
-    mov edx, 251
-    shl rdx, 19
-    jmp 1f
-1:
-    mov edx, dword ptr [r15 + 1408]
+    shl rdi, 28
+    mov rdi, rdi
+    mov dword ptr [r15 + 448], edi
+    add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jnz .Lc1_b7_c0
@@ -3632,87 +3632,87 @@ ditto_body_init_c2:
     .p2align 9, 0xcc
 .Lc2_d193_j_t:
     jmp rcx
-.Lc1_d968_j_t:
+.Lc1_d961_j_t:
     jmp rcx
-.Lc1_d972_j_t:
+.Lc1_d965_j_t:
     jmp rcx
-.Lc1_d759_s_t:
+.Lc1_d753_s_t:
     jmp rcx
-.Lc1_d781_j_t:
+.Lc1_d775_j_t:
     jmp rcx
-.Lc1_d914_j_t:
+.Lc1_d906_j_t:
     jmp rcx
 .Lc1_d32_j_t:
     jmp rcx
-.Lc1_d87_j_t:
+.Lc1_d83_j_t:
     jmp rcx
-.Lc1_d142_j_t:
+.Lc1_d139_j_t:
     jmp rcx
-.Lc1_d200_j_t:
+.Lc1_d197_j_t:
     jmp rcx
-.Lc1_d262_s_t:
+.Lc1_d255_s_t:
+    jmp rcx
+.Lc1_d308_j_t:
     jmp rcx
 .Lc1_d312_j_t:
     jmp rcx
-.Lc1_d316_j_t:
-    jmp rcx
 .Lc1_d365_j_t:
     jmp rcx
-.Lc1_d422_j_t:
+.Lc1_d419_j_t:
     jmp rcx
 .Lc1_b2_stubs_t:
     jmp rcx
-.Lc1_d810_j_t:
+.Lc1_d801_j_t:
     jmp rcx
-.Lc1_d866_s_t:
+.Lc1_d856_s_t:
     jmp rcx
 .Lc1_b7_stubs_t:
     jmp rcx
-.Lc1_d526_j_t:
+.Lc1_d520_j_t:
     jmp rcx
-.Lc1_d587_j_t:
+.Lc1_d582_j_t:
+    jmp rcx
+.Lc1_d637_j_t:
     jmp rcx
 .Lc1_d641_j_t:
     jmp rcx
-.Lc1_d645_j_t:
+.Lc1_d690_j_t:
     jmp rcx
-.Lc1_d693_j_t:
+.Lc1_d990_j_t:
     jmp rcx
-.Lc1_d997_j_t:
+.Lc1_d1048_j_t:
     jmp rcx
-.Lc1_d1053_j_t:
+.Lc1_d1108_j_t:
     jmp rcx
-.Lc1_d1119_j_t:
+.Lc1_d1169_j_t:
     jmp rcx
-.Lc1_d1179_j_t:
+.Lc1_d1222_j_t:
     jmp rcx
-.Lc1_d1229_j_t:
+.Lc1_d1275_j_t:
     jmp rcx
-.Lc1_d1283_j_t:
+.Lc1_d1338_j_t:
     jmp rcx
-.Lc1_d1345_j_t:
+.Lc1_d1391_s_t:
     jmp rcx
-.Lc1_d1399_s_t:
+.Lc1_d1413_j_t:
     jmp rcx
-.Lc1_d1421_j_t:
+.Lc1_d1435_j_t:
     jmp rcx
-.Lc1_d1443_j_t:
+.Lc1_d1496_j_t:
     jmp rcx
-.Lc1_d1504_j_t:
+.Lc1_d1557_j_t:
     jmp rcx
-.Lc1_d1559_j_t:
+.Lc1_d1614_j_t:
     jmp rcx
-.Lc1_d1616_j_t:
+.Lc1_d1669_j_t:
     jmp rcx
-.Lc1_d1672_j_t:
+.Lc1_d1726_j_t:
     jmp rcx
-.Lc1_d1728_j_t:
+.Lc1_d1730_j_t:
     jmp rcx
-.Lc1_d1732_j_t:
+.Lc1_d1780_j_t:
     jmp rcx
-.Lc1_d1784_j_t:
-    jmp rcx
-.Lc1_d1843_j_t:
+.Lc1_d1842_j_t:
     jmp rcx
 .Lc0_d181_j_t:
     jmp rcx
