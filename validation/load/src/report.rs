@@ -78,10 +78,14 @@ impl ConnStats {
 
     /// Counts one measured response of request class `class` and `bytes` bytes.
     pub fn record_class(&mut self, class: usize, bytes: u64) {
+        self.add_class(class, 1, bytes);
+    }
+
+    fn add_class(&mut self, class: usize, responses: u64, bytes: u64) {
         if self.classes.len() <= class {
             self.classes.resize(class + 1, (0, 0));
         }
-        self.classes[class].0 += 1;
+        self.classes[class].0 += responses;
         self.classes[class].1 += bytes;
     }
 
@@ -148,11 +152,7 @@ impl ConnStats {
             *self.errors.entry(kind).or_default() += n;
         }
         for (class, (n, bytes)) in other.classes.into_iter().enumerate() {
-            if self.classes.len() <= class {
-                self.classes.resize(class + 1, (0, 0));
-            }
-            self.classes[class].0 += n;
-            self.classes[class].1 += bytes;
+            self.add_class(class, n, bytes);
         }
     }
 }
