@@ -228,6 +228,8 @@ pub fn validate(
         status(&format!("[{step}/{total}] {what}"));
     };
 
+    // The clone under the original's traffic, at every level and in the sweep.
+    let clone_spec = opts.clone.spec_with_traffic_of(&opts.original);
     for &level in &opts.levels {
         let resolved = resolve(&opts.original, level, opts.duration_s, opts.warmup_s);
         let plan = match &opts.backend {
@@ -236,7 +238,6 @@ pub fn validate(
         };
         // Original first, clone second, then the original's repeats: drift over the run shows up as
         // variation, not as clone error.
-        let clone_spec = opts.clone.spec_with_traffic_of(&opts.original);
         let mut order: Vec<(bool, usize)> = vec![(true, 0), (false, 0)];
         order.extend((1..opts.original_runs).map(|i| (true, i)));
         let mut originals: Vec<Option<RunRecord>> = vec![None; opts.original_runs];
@@ -339,7 +340,6 @@ pub fn validate(
             originals.push(sweep(&opts.original, &high, s, &run, status, progress)?);
         }
         next("saturation sweep, clone", status);
-        let clone_spec = opts.clone.spec_with_traffic_of(&opts.original);
         let clone = sweep(&clone_spec, &high, s, &run, status, progress)?;
         report.saturation = Some(saturation_report(originals, clone));
     }

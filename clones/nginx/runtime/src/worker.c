@@ -31,7 +31,6 @@ int ditto_worker_init(struct ditto_worker *w, const struct ditto_rt *rt,
     w->cluster = cluster;
     w->pipe_rd = w->pipe_wr = w->event_fd = w->epoll_fd = -1;
     w->rng = ditto_rng_seed(cfg->seed, stream);
-    w->draw_hi = 1.0;
     w->ctx.shared = rt->shared;
     w->ctx.stream = stream;
     w->ctx.priv = ditto_buffer_alloc(cfg->priv_bytes);
@@ -162,41 +161,42 @@ void ditto_worker_body(struct ditto_worker *w)
     w->ctx.request++;
 }
 
-void ditto_worker_classify(struct ditto_worker *w, const struct ditto_req *req)
+const struct ditto_request_class *ditto_request_class_of(const struct ditto_config *cfg,
+                                                        const struct ditto_req *req)
 {
-    const struct ditto_config *cfg = w->rt->cfg;
     if (!(req->flags & DITTO_REQF_KEYED))
-        return;
-    for (uint32_t i = 0; i < cfg->n_request_classes; i++) {
-        if (cfg->request_classes[i].key_hash == req->key_hash) {
-            w->draw_lo = cfg->request_classes[i].lo;
-            w->draw_hi = cfg->request_classes[i].hi;
-            return;
-        }
-    }
+        return NULL;
+    for (uint32_t i = 0; i < cfg->n_request_classes; i++)
+        if (cfg->request_classes[i].key_hash == req->key_hash)
+            return &cfg->request_classes[i];
+    return NULL;
 }
 
-static uint64_t draw(struct ditto_worker *w, const struct ditto_dist *d)
+/* A payload drawn at a quantile in [lo, hi), cut to the pattern buffer. */
+static uint64_t payload_in(struct ditto_worker *w, double lo, double hi)
 {
-    return ditto_dist_sample_in(d, &w->rng, w->draw_lo, w->draw_hi);
+    uint64_t n = ditto_dist_sample_in(&w->rt->cfg->response_bytes, &w->rng, lo, hi);
+    return n > w->rt->pattern_len ? w->rt->pattern_len : n;
 }
 
 uint64_t ditto_worker_payload(struct ditto_worker *w)
 {
-    uint64_t n = draw(w, &w->rt->cfg->response_bytes);
-    return n > w->rt->pattern_len ? w->rt->pattern_len : n;
+    return payload_in(w, 0.0, 1.0);
 }
 
-void ditto_worker_serve(struct ditto_worker *w, int can_carry, struct ditto_plan *plan)
+void ditto_worker_serve(struct ditto_worker *w, const struct ditto_request_class *cls,
+                        int can_carry, struct ditto_plan *plan)
 {
     const struct ditto_config *cfg = w->rt->cfg;
+    /* The request's class draws its sizes from its own quantile range; others from all. */
+    double lo = cls != NULL ? cls->lo : 0.0, hi = cls != NULL ? cls->hi : 1.0;
     plan->payload = 0;
     plan->n_files = 0;
     plan->corks = 0;
     plan->peeks = 0;
     __atomic_fetch_add(&ditto_requests_served, 1, __ATOMIC_RELAXED);
     ditto_worker_body(w);
-    plan->payload = ditto_worker_payload(w);
+    plan->payload = payload_in(w, lo, hi);
     uint64_t body_room = UINT32_MAX - plan->payload;
     for (uint32_t i = 0; i < cfg->n_extras; i++) {
         const struct ditto_extra *e = &cfg->extras[i];
@@ -235,7 +235,8 @@ void ditto_worker_serve(struct ditto_worker *w, int can_carry, struct ditto_plan
             if (n > room)
                 n = room;
             for (uint64_t k = 0; k < n; k++) {
-                uint64_t len = e->bytes.bins ? draw(w, &e->bytes) : DITTO_DEFAULT_OP_BYTES;
+                uint64_t len = e->bytes.bins ? ditto_dist_sample_in(&e->bytes, &w->rng, lo, hi)
+                                             : DITTO_DEFAULT_OP_BYTES;
                 struct ditto_file_seg *seg = &plan->files[plan->n_files];
                 ditto_op_sendfile_seg(w, len, 0, seg);
                 /* A length prefix is 32 bits: a response must stay below 4 GiB. */
@@ -258,6 +259,4 @@ void ditto_worker_serve(struct ditto_worker *w, int can_carry, struct ditto_plan
                                                                : last->len;
         ditto_op_sendfile_seg(w, len, 1, last);
     }
-    w->draw_lo = 0.0;
-    w->draw_hi = 1.0;
 }

@@ -166,8 +166,8 @@ static int handle(struct ditto_conn *c, struct ditto_worker *w, const struct dit
         return ditto_frame_respond(c, w, req, head, NULL);
     }
     struct ditto_plan plan;
-    ditto_worker_classify(w, req);
-    ditto_worker_serve(w, ditto_frame_can_carry(req), &plan);
+    ditto_worker_serve(w, ditto_request_class_of(w->rt->cfg, req), ditto_frame_can_carry(req),
+                       &plan);
     for (uint32_t i = 0; i < plan.corks; i++)
         (void)ditto_set_cork(c->fd, 1);
     if (ditto_frame_respond(c, w, req, head, &plan) != 0)

@@ -140,9 +140,6 @@ struct ditto_worker {
     size_t scratch_len;
     uint8_t *stage; /* contiguous copy for write/sendto of several pieces */
     size_t stage_cap;
-    /* The quantile range this request's response sizes are drawn from (its request class), set
-     * by ditto_worker_classify and reset after the request; [0, 1) outside a class. */
-    double draw_lo, draw_hi;
 };
 
 struct ditto_req;
@@ -161,13 +158,16 @@ extern uint64_t ditto_requests_served;
  * DITTO_OP_EVENTFD_WRITE ops. The op tops this total up to per_request x ditto_requests_served, so
  * the hand-overs count toward it as the original's wakeups on accept counted toward its profile. */
 extern uint64_t ditto_eventfd_writes;
-/* One request: body, then the extras due now; fills the plan of the response. can_carry says
- * whether this response can carry sendfile segments (a memcached `set` reply cannot: its
- * sendfiles wait for the next request that can). */
-void ditto_worker_serve(struct ditto_worker *w, int can_carry, struct ditto_plan *plan);
-/* Sets the quantile range of the next ditto_worker_serve from the request's class, when the
- * request has a key (DITTO_REQF_KEYED) the config lists. */
-void ditto_worker_classify(struct ditto_worker *w, const struct ditto_req *req);
+/* One request: body, then the extras due now; fills the plan of the response. cls is the
+ * request's class (ditto_request_class_of), whose quantile range its response sizes are drawn
+ * from, or NULL for all of each distribution. can_carry says whether this response can carry
+ * sendfile segments (a memcached `set` reply cannot: its sendfiles wait for the next request that
+ * can). */
+void ditto_worker_serve(struct ditto_worker *w, const struct ditto_request_class *cls,
+                        int can_carry, struct ditto_plan *plan);
+/* The config's class of a request with a key (DITTO_REQF_KEYED), or NULL. */
+const struct ditto_request_class *ditto_request_class_of(const struct ditto_config *cfg,
+                                                        const struct ditto_req *req);
 /* Payload of one more value in the same response (memcached multi-key get). */
 uint64_t ditto_worker_payload(struct ditto_worker *w);
 void ditto_set_thread_name(const char *cluster_name);
